@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build the tfmesos image from this repository.
+#
+#   docker/build.sh                  -> tfmesos/tfmesos       (i.e. :latest)
+#   docker/build.sh 0.1              -> tfmesos/tfmesos:0.1
+#   docker/build.sh gpu --build-arg TENSORFLOW="tensorflow[and-cuda] tf-keras"
+#                                    (extra arguments go to `docker build`)
+#
+# Environment:
+#   BASE_IMAGE          base image (default tfmesos/base:bookworm, created
+#                       by docker/make-base.sh when missing; any other base
+#                       is used as given, e.g. a CUDA image)
+#   TFMESOS_IMAGE_REPO  repository name (default tfmesos/tfmesos)
+#   TFMESOS_CA_BUNDLE   CA bundle pip uses inside the build
+#                       (default $PIP_CERT, else /etc/ssl/certs/ca-certificates.crt)
+#
+# The engine must be running (as root: `dockerd >/var/log/dockerd.log 2>&1 &`).
+# A rebuild after a change to tfmesos/ only reruns the last layers (seconds):
+# TensorFlow sits in a layer before the source is copied.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+REPO=${TFMESOS_IMAGE_REPO:-tfmesos/tfmesos}
+TAG=${1:-}
+[ $# -gt 0 ] && shift
+IMAGE=$REPO${TAG:+:$TAG}
+BASE_IMAGE=${BASE_IMAGE:-tfmesos/base:bookworm}
+
+die() { echo "build.sh: $*" >&2; exit 1; }
+command -v docker >/dev/null || die "docker is not installed: apt-get install -y docker.io"
+docker info >/dev/null 2>&1 || die "the Docker engine is not running: start it with 'dockerd &' (as root)"
+
+case "$BASE_IMAGE" in
+    tfmesos/base:*) TFMESOS_BASE_IMAGE=$BASE_IMAGE docker/make-base.sh ;;
+esac
+
+# pip inside the build trusts the same CAs as this machine.
+CA=${TFMESOS_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}
+mkdir -p docker/build          # git-ignored (build/), part of the context
+if [ -r "$CA" ]; then
+    cmp -s "$CA" docker/build/ca-certificates.crt || cp "$CA" docker/build/ca-certificates.crt
+else
+    : >docker/build/ca-certificates.crt
+fi
+
+echo "build.sh: building $IMAGE on $BASE_IMAGE"
+# The legacy builder is what docker.io ships and needs no buildx plugin; the
+# Dockerfile works with BuildKit too (DOCKER_BUILDKIT=1 docker/build.sh).
+DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --network host \
+    --build-arg BASE_IMAGE="$BASE_IMAGE" \
+    --build-arg IMAGE_NAME="$IMAGE" \
+    -t "$IMAGE" -f docker/Dockerfile "$@" .
+echo "build.sh: built $IMAGE"

@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="tfmesos",
+    version="0.1.0",
+    description="Run distributed TensorFlow on Apache Mesos, or on an embedded local master",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.9",
+    packages=find_packages(include=["tfmesos", "tfmesos.*"]),
+    install_requires=["addict>=2.4", "kazoo>=2.9"],
+    extras_require={
+        "tensorflow": ["tensorflow>=2.12"],
+        "docker": ["docker>=6.0"],
+        "test": ["pytest>=7", "pytest-timeout", "scikit-learn", "tf-keras"],
+    },
+    entry_points={
+        "console_scripts": [
+            "tfrun = tfmesos.cli.tfrun:main",
+            "tfmesos = tfmesos.cli.main:main",
+        ],
+    },
+)

@@ -1,0 +1,152 @@
+"""Session fixtures for tests that need the Docker engine and the tfmesos
+image. Import them into a test module::
+
+    from fixtures_docker import docker_engine, tfmesos_image, no_leaked_containers  # noqa: F401
+
+* ``docker_engine``: a ``docker.DockerClient`` for a running engine. When
+  none answers, starts ``dockerd`` (needs root) and stops it at the end of the
+  session; fails, naming the fix, when Docker is not installed.
+* ``tfmesos_image``: builds the image with ``docker/build.sh`` once per
+  session (seconds when cached) and yields its name.
+* ``no_leaked_containers``: fails a test that leaves a container labelled
+  ``tfmesos.managed=1`` behind (and removes it).
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+IMAGE = os.environ.get("TFMESOS_TEST_IMAGE", "tfmesos/tfmesos")
+ENGINE_START_TIMEOUT = 60
+BUILD_TIMEOUT = 1500
+MANAGED = "tfmesos.managed=1"
+
+
+def _client(timeout=10):
+    import docker
+    return docker.from_env(timeout=timeout)
+
+
+def _engine_error():
+    """None when the engine answers, else why not."""
+    import docker
+    import requests
+
+    try:
+        client = _client(timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+        return None
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        return " ".join(str(exc).split())
+
+
+def _tail(path, lines=20):
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        pytest.fail("the docker Python package is missing: pip install 'docker>=6'", pytrace=False)
+    if shutil.which("dockerd") is None or shutil.which("docker") is None:
+        pytest.fail("Docker is not installed: apt-get install -y docker.io (as root)", pytrace=False)
+
+    started = None
+    log_path = None
+    error = _engine_error()
+    if error is not None:
+        if os.geteuid() != 0:
+            pytest.fail("the Docker engine is not running (%s) and only root can start it: "
+                        "sudo dockerd &" % error, pytrace=False)
+        log_fd, log_path = tempfile.mkstemp(prefix="tfmesos-dockerd-", suffix=".log")
+        started = subprocess.Popen(["dockerd"], stdin=subprocess.DEVNULL, stdout=log_fd,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        os.close(log_fd)
+        deadline = time.monotonic() + ENGINE_START_TIMEOUT
+        while _engine_error() is not None:
+            if started.poll() is not None:
+                pytest.fail("dockerd exited with status %s:\n%s"
+                            % (started.returncode, _tail(log_path)), pytrace=False)
+            if time.monotonic() > deadline:
+                _stop(started)
+                pytest.fail("dockerd did not answer within %d s:\n%s"
+                            % (ENGINE_START_TIMEOUT, _tail(log_path)), pytrace=False)
+            time.sleep(0.5)
+
+    client = _client(timeout=120)
+    try:
+        yield client
+    finally:
+        client.close()
+        if started is not None:
+            _stop(started)
+            os.unlink(log_path)
+
+
+def _stop(process):
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def tfmesos_image(docker_engine):
+    """Build (or refresh from cache) the tfmesos image; yields its name."""
+    repo, sep, tag = IMAGE.rpartition(":")
+    if not sep or "/" in tag:
+        repo, tag = IMAGE, ""
+    env = dict(os.environ, TFMESOS_IMAGE_REPO=repo)
+    argv = [str(REPO_ROOT / "docker" / "build.sh")] + ([tag] if tag else [])
+    with tempfile.TemporaryFile() as output:
+        try:
+            result = subprocess.run(argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=output, stderr=subprocess.STDOUT,
+                                    timeout=BUILD_TIMEOUT)
+            code = result.returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout (%d s)" % BUILD_TIMEOUT
+        if code != 0:
+            output.seek(0)
+            tail = output.read().decode("utf-8", "replace").splitlines()[-30:]
+            pytest.fail("docker/build.sh failed (%s):\n%s" % (code, "\n".join(tail)),
+                        pytrace=False)
+    yield IMAGE
+
+
+def managed_containers(client):
+    """Containers (running or not) labelled ``tfmesos.managed=1``."""
+    return client.containers.list(all=True, filters={"label": MANAGED}, ignore_removed=True)
+
+
+@pytest.fixture
+def no_leaked_containers(docker_engine):
+    """Fail a test that leaves a ``tfmesos.managed=1`` container behind."""
+    before = {c.id for c in managed_containers(docker_engine)}
+    yield
+    leaked = [c for c in managed_containers(docker_engine) if c.id not in before]
+    for container in leaked:
+        try:
+            container.remove(force=True)
+        except Exception:  # noqa: BLE001 - best effort, the failure below says what leaked
+            pass
+    if leaked:
+        pytest.fail("containers left behind: %s" % ", ".join(
+            "%s (%s)" % (c.name, c.labels.get("tfmesos.task-id", "-")) for c in leaked),
+            pytrace=False)

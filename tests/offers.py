@@ -1,0 +1,23 @@
+"""Synthetic Mesos offers for unit tests."""
+
+
+def scalar(name, value, role="*"):
+    return {"name": name, "type": "SCALAR", "scalar": {"value": value},
+            "allocation_info": {"role": role}}
+
+
+def offer(offer_id, cpus=4.0, mem=8192.0, gpus=None, gpu_set=None, ports=((31000, 31009),),
+          agent=None, hostname=None, role="*"):
+    resources = [scalar("cpus", cpus, role), scalar("mem", mem, role), scalar("disk", 1000.0, role)]
+    if ports:
+        resources.append({"name": "ports", "type": "RANGES", "allocation_info": {"role": role},
+                          "ranges": {"range": [{"begin": b, "end": e} for b, e in ports]}})
+    if gpus:
+        resources.append(scalar("gpus", gpus, role))
+    if gpu_set:
+        resources.append({"name": "gpus", "type": "SET", "set": {"item": list(gpu_set)},
+                          "allocation_info": {"role": role}})
+    return {"id": {"value": offer_id}, "framework_id": {"value": "fw"},
+            "agent_id": {"value": agent or "agent-" + offer_id},
+            "hostname": hostname or "host-" + offer_id, "resources": resources,
+            "allocation_info": {"role": role}}

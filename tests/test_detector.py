@@ -1,0 +1,309 @@
+"""Unit tests of tfmesos.mesos.detector: no network, no ZooKeeper."""
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from fixtures_zk import MASTER_INFO_JSON, master_info
+from tfmesos.exceptions import MasterAddressError, MesosConnectionError, TFMesosError
+from tfmesos.mesos.detector import (
+    MasterSpec,
+    StaticDetector,
+    ZKDetector,
+    make_detector,
+    master_url_from_info,
+    parse_master,
+)
+
+ACCEPTED_FORMS = (
+    "expected host:port, http(s)://host:port, a comma-separated list of those, "
+    "zk://host:port[,host:port]/path, or 'local'"
+)
+
+
+@pytest.mark.parametrize(
+    "text, urls",
+    [
+        ("10.0.0.1:5050", ("http://10.0.0.1:5050",)),
+        ("master.example.com:5051", ("http://master.example.com:5051",)),
+        ("localhost", ("http://localhost:5050",)),
+        ("10.0.0.1", ("http://10.0.0.1:5050",)),
+        ("http://10.0.0.1:5050", ("http://10.0.0.1:5050",)),
+        ("http://m:5050/", ("http://m:5050",)),
+        ("HTTP://m:5050", ("http://m:5050",)),
+        ("https://m:5050", ("https://m:5050",)),
+        ("https://m", ("https://m:5050",)),
+        ("[::1]:5050", ("http://[::1]:5050",)),
+        ("[::1]", ("http://[::1]:5050",)),
+        ("https://[fe80::1]:8443", ("https://[fe80::1]:8443",)),
+        ("h1:5050,h2:5050", ("http://h1:5050", "http://h2:5050")),
+        ("h1:5050,https://h2:5051,[::1]", ("http://h1:5050", "https://h2:5051", "http://[::1]:5050")),
+        ("h1:5050,h1:5050,h2", ("http://h1:5050", "http://h2:5050")),
+        ("my_master-1.internal:5050", ("http://my_master-1.internal:5050",)),
+        ("  m:5050\n", ("http://m:5050",)),
+        ("local:5050", ("http://local:5050",)),
+    ],
+)
+def test_parse_http_forms(text, urls):
+    spec = parse_master(text)
+    assert spec.kind == "http"
+    assert spec.urls == urls
+    assert all(not url.endswith("/") for url in spec.urls)
+    assert str(spec) == ",".join(urls)
+    assert parse_master(str(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "text, hosts, path, auth",
+    [
+        ("zk://h1:2181/mesos", "h1:2181", "/mesos", None),
+        ("zk://h1:2181,h2:2181/mesos", "h1:2181,h2:2181", "/mesos", None),
+        ("zk://h1,h2:2182/mesos", "h1:2181,h2:2182", "/mesos", None),
+        ("ZK://10.0.0.1:2181/mesos/prod", "10.0.0.1:2181", "/mesos/prod", None),
+        ("zk://[::1]:2181/mesos", "[::1]:2181", "/mesos", None),
+        ("zk://user:pass@h1:2181,h2:2181/mesos", "h1:2181,h2:2181", "/mesos", ("digest", "user:pass")),
+        ("zk://user:p:a@ss@h1:2181/mesos", "h1:2181", "/mesos", ("digest", "user:p:a@ss")),
+    ],
+)
+def test_parse_zk_forms(text, hosts, path, auth):
+    spec = parse_master(text)
+    assert (spec.kind, spec.urls, spec.hosts, spec.path, spec.auth) == ("zk", (), hosts, path, auth)
+    assert str(spec) == f"zk://{hosts}{path}" == spec.zk_url
+
+
+@pytest.mark.parametrize("text", ["local", "LOCAL", " local "])
+def test_parse_local(text):
+    spec = parse_master(text)
+    assert spec == MasterSpec(kind="local")
+    assert str(spec) == "local"
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("foo:bar", "port 'bar'"),
+        ("m:0", "port '0'"),
+        ("m:65536", "port '65536'"),
+        ("m:-1", "port '-1'"),
+        ("m:", "port ''"),
+        (":5050", "host is missing"),
+        ("m:5050:1", "brackets"),
+        ("::1:5050", "brackets"),
+        ("[::1", "unclosed"),
+        ("[nothex]:5050", "not an IPv6 address"),
+        ("[::1]5050", "':port'"),
+        ("10.0.0.300:5050", "IPv4"),
+        ("-bad-.example:5050", "host name"),
+        ("zk://", "path"),
+        ("zk://h1:2181", "path"),
+        ("zk://h1:2181/", "path"),
+        ("zk:///mesos", "at least one host"),
+        ("zk://h1:2181/mesos/", "znode path"),
+        ("zk://h1:2181//mesos", "znode path"),
+        ("zk://h1:2181/mesos/../x", "znode path"),
+        ("zk://h1:x/mesos", "port 'x'"),
+        ("zk://h1:2181,,h2:2181/mesos", "empty ZooKeeper host"),
+        ("ftp://m:5050", "unknown scheme 'ftp://'"),
+        ("file:///etc/mesos/master", "unknown scheme 'file://'"),
+        ("h1:5050,zk://h2:2181/mesos", "only entry"),
+        ("h1:5050 h2:5050", "whitespace"),
+        ("h1:5050, h2:5050", "whitespace"),
+        ("master one:5050", "whitespace"),
+        ("h1:5050,,h2:5050", "empty entry"),
+        ("h1:5050,", "empty entry"),
+        ("http://", "host is missing"),
+        ("http://m:5050/master", "no path"),
+        ("m:5050/", "no path"),
+        ("http://user:pw@m:5050", "credentials"),
+        ("m:５０５０", "port"),
+        ("localhost:5050\nlocal", "whitespace"),
+    ],
+)
+def test_malformed_masters(text, reason):
+    with pytest.raises(MasterAddressError) as info:
+        parse_master(text)
+    message = str(info.value)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TFMesosError)
+    assert "\n" not in message and "\r" not in message
+    assert message.startswith(f"invalid Mesos master {text!r} (")
+    assert reason in message
+    assert message.endswith(ACCEPTED_FORMS)
+
+
+@pytest.mark.parametrize(
+    "text, shown, reason",
+    [
+        ("zk://alice:s3cret@h1:x/mesos", "zk://alice:***@h1:x/mesos", "port 'x'"),
+        ("zk://s3cret@h1:2181/mesos", "zk://***@h1:2181/mesos", "must read user:password@"),
+        ("zk://:s3cret@h1:2181/mesos", "zk://:***@h1:2181/mesos", "must read user:password@"),
+        ("zk://alice:s3cret@/mesos", "zk://alice:***@/mesos", "at least one host"),
+    ],
+)
+def test_malformed_zk_url_masks_password(text, shown, reason):
+    with pytest.raises(MasterAddressError) as info:
+        parse_master(text)
+    message = str(info.value)
+    assert "s3cret" not in message
+    assert message.startswith(f"invalid Mesos master {shown!r} (")
+    assert reason in message
+    assert message.endswith(ACCEPTED_FORMS)
+
+
+def test_non_string_master():
+    with pytest.raises(MasterAddressError, match=r"invalid Mesos master None \(not a string\)"):
+        parse_master(None)
+
+
+def test_spec_repr_hides_credentials():
+    spec = parse_master("zk://alice:s3cret@h1:2181/mesos")
+    assert "s3cret" not in repr(spec)
+    assert "s3cret" not in str(spec)
+    assert spec.auth == ("digest", "alice:s3cret")
+
+
+def test_spec_validates_itself():
+    with pytest.raises(MasterAddressError, match="unknown Mesos master kind 'yarn'"):
+        MasterSpec(kind="yarn")
+    with pytest.raises(MasterAddressError, match="at least one URL"):
+        MasterSpec(kind="http")
+    with pytest.raises(MasterAddressError, match="absolute path"):
+        MasterSpec(kind="zk", hosts="h:2181", path="mesos")
+    assert MasterSpec(kind="http", urls=["http://m:5050"]).urls == ("http://m:5050",)
+
+
+# --------------------------------------------------------------------------
+# MasterInfo JSON
+# --------------------------------------------------------------------------
+
+
+def test_master_info_sample_is_what_mesos_writes():
+    info = json.loads(MASTER_INFO_JSON)
+    assert list(info) == sorted(info)
+    assert info["ip"] == 184549386
+    assert master_url_from_info(MASTER_INFO_JSON.encode()) == "http://mesos-master-1.example.com:5050"
+    assert master_url_from_info(MASTER_INFO_JSON, scheme="https") == "https://mesos-master-1.example.com:5050"
+
+
+def test_master_info_builder_matches_sample_shape():
+    built = master_info("10.0.0.11", 5050, hostname="mesos-master-1.example.com")
+    sample = json.loads(MASTER_INFO_JSON)
+    assert set(built) == set(sample)
+    assert {k: v for k, v in built.items() if k != "id"} == {k: v for k, v in sample.items() if k != "id"}
+
+
+@pytest.mark.parametrize(
+    "info, url",
+    [
+        ({"address": {"hostname": "m1", "ip": "10.0.0.1", "port": 5050}}, "http://m1:5050"),
+        ({"address": {"ip": "10.0.0.1", "port": 5051}, "hostname": "old"}, "http://10.0.0.1:5051"),
+        ({"address": {"hostname": "", "ip": "10.0.0.1", "port": 5050}}, "http://10.0.0.1:5050"),
+        ({"address": {"ip": "::1", "port": 5050}}, "http://[::1]:5050"),
+        ({"hostname": "m2", "ip": 16777343, "port": 5052, "id": "x"}, "http://m2:5052"),
+        ({"ip": 16777343, "port": 5053, "id": "x"}, "http://127.0.0.1:5053"),
+        ({"ip": 184549386, "port": 5050, "id": "x"}, "http://10.0.0.11:5050"),
+        ({"pid": "master@10.1.2.3:5055", "id": "x"}, "http://10.1.2.3:5055"),
+    ],
+)
+def test_master_url_from_info_fallbacks(info, url):
+    assert master_url_from_info(json.dumps(info)) == url
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"\x0a\x24\x38\xff\xfe", "not UTF-8"),
+        ("master@10.0.0.1:5050", "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ("{}", "names no address"),
+        ('{"address": {"hostname": "m"}}', "no valid port"),
+        ('{"address": {"hostname": "m", "port": 70000}}', "no valid port"),
+        ('{"address": {"hostname": "m", "port": "5050"}}', "no valid port"),
+    ],
+)
+def test_master_url_from_info_rejects(data, reason):
+    with pytest.raises(ValueError, match=reason):
+        master_url_from_info(data)
+
+
+def test_master_url_from_info_rejects_unknown_scheme():
+    with pytest.raises(ValueError, match="scheme"):
+        master_url_from_info(MASTER_INFO_JSON, scheme="ftp")
+
+
+# --------------------------------------------------------------------------
+# Detectors
+# --------------------------------------------------------------------------
+
+
+def test_static_detector():
+    with make_detector(parse_master("h1:5050,https://h2:5051")) as detector:
+        assert isinstance(detector, StaticDetector)
+        assert detector.candidates() == ("http://h1:5050", "https://h2:5051")
+        assert detector.leader() == "http://h1:5050"
+        assert detector.leader(timeout=0) == "http://h1:5050"
+        assert isinstance(detector.leaders_changed, threading.Event)
+        assert not detector.leaders_changed.is_set()
+    assert detector.closed
+    detector.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        detector.leader()
+    with pytest.raises(RuntimeError, match="closed"):
+        detector.candidates()
+
+
+def test_make_detector_accepts_a_string_and_checks_timeouts():
+    assert make_detector("m:5050", timeout=3).timeout == 3.0
+    with pytest.raises(ValueError, match="timeout"):
+        make_detector("m:5050", timeout=-1)
+    with pytest.raises(ValueError, match="timeout"):
+        make_detector("m:5050", timeout="10")
+    with pytest.raises(MasterAddressError):
+        make_detector("m:x")
+    with pytest.raises(TypeError):
+        make_detector(42)
+    with pytest.raises(ValueError):
+        StaticDetector([])
+
+
+def test_local_has_no_detector():
+    with pytest.raises(ValueError, match="embedded master"):
+        make_detector(parse_master("local"))
+
+
+def test_zk_detector_is_lazy():
+    before = threading.active_count()
+    detector = make_detector("zk://alice:pw@127.0.0.1:1/mesos", timeout=1, scheme="https")
+    assert isinstance(detector, ZKDetector)
+    assert detector.scheme == "https"
+    assert detector.zk_url == "zk://127.0.0.1:1/mesos"
+    assert "pw" not in repr(detector)
+    assert threading.active_count() == before
+    detector.close()
+    detector.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        detector.leader()
+    assert threading.active_count() == before
+
+
+def test_zk_detector_checks_scheme():
+    with pytest.raises(ValueError, match="scheme"):
+        make_detector("zk://h:2181/mesos", scheme="ftp")
+
+
+def test_connection_error_type():
+    assert issubclass(MesosConnectionError, ConnectionError)
+
+
+def test_detector_imports_without_tensorflow():
+    code = (
+        "import sys; sys.modules['tensorflow'] = None; "
+        "import tfmesos.mesos.detector as d; "
+        "assert 'tensorflow' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}; "
+        "assert 'kazoo.client' not in sys.modules, 'kazoo is imported lazily'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

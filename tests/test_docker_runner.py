@@ -1,0 +1,287 @@
+"""The local master's Docker runner, against a real engine and the tfmesos
+image (pure tests of the container arguments first)."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
+from tfmesos.mesos.local.docker_runner import (
+    DockerRunner, container_env, container_kwargs)
+from tfmesos.mesos.local.runner import RunnerError, TaskLaunch
+
+WAIT = 60
+
+
+def make_launch(tmp_path, command, image=None, **fields):
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir(exist_ok=True)
+    fields.setdefault("env", {"TFMESOS_TASK": "yes"})
+    return TaskLaunch(task_id=fields.pop("task_id", "test-%s" % tmp_path.name),
+                      framework_id="fw-1", agent_id="agent-1", sandbox=str(sandbox),
+                      command=command, image=image, **fields)
+
+
+def read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def wait_for_text(path, text, task, timeout=WAIT):
+    deadline = time.monotonic() + timeout
+    while text not in read(path):
+        assert task.wait(0) is None, "the task ended before printing %r" % text
+        assert time.monotonic() < deadline, "%r not in %s after %d s" % (text, path, timeout)
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def runner(docker_engine, no_leaked_containers):  # noqa: F811
+    return DockerRunner(docker_engine)
+
+
+@pytest.fixture
+def run(runner, tmp_path):
+    """Launch a task and always clean it up."""
+    tasks = []
+
+    def launch(command, image, **fields):
+        task = runner.launch(make_launch(tmp_path, command, image, **fields))
+        tasks.append(task)
+        return task
+
+    yield launch
+    for task in tasks:
+        task.kill()
+        task.cleanup()
+
+
+# -- pure: the container's arguments --------------------------------------
+
+def test_container_env_drops_host_only_variables():
+    env = {"PATH": "/host/bin", "HOME": "/root", "PYTHONPATH": "/src", "VIRTUAL_ENV": "/v",
+           "LD_LIBRARY_PATH": "/l", "LANG": "en_US.UTF-8", "LC_ALL": "C", "PIP_FIND_LINKS": "/w",
+           "TFMESOS_SECRET": "s", "MESOS_SANDBOX": "/sb", "TF_CONFIG": "{}",
+           "CUDA_VISIBLE_DEVICES": "0", "MY_OWN": "x"}
+    assert container_env(env) == {"TFMESOS_SECRET": "s", "MESOS_SANDBOX": "/sb",
+                                  "TF_CONFIG": "{}", "CUDA_VISIBLE_DEVICES": "0",
+                                  "MY_OWN": "x"}
+
+
+def test_container_env_renumbers_cuda_devices_inside_the_container():
+    env = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert container_env(env, gpu_ids=["2", "3"]) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_container_kwargs(tmp_path):
+    import docker.types
+
+    launch = make_launch(
+        tmp_path, "echo hi", "img:1", user="1000:1000", gpu_ids=["1", "3"],
+        volumes=[("/nfs/data", "/data", "RO"), ("/scratch", "/scratch", "RW")],
+        docker_parameters=[("memory-swap", "2g"), ("--shm-size", "1g"), ("cpus", "1.5"),
+                           ("cap-add", "SYS_PTRACE"), ("cap-add", "NET_ADMIN"),
+                           ("ulimit", "nofile=1024:2048"), ("label", "team=ml"),
+                           ("env", "EXTRA=1"), ("privileged", "false")])
+    kwargs = container_kwargs(launch, name="n")
+    sandbox = launch.sandbox
+    assert kwargs["image"] == "img:1"
+    assert kwargs["network_mode"] == "host"
+    assert kwargs["working_dir"] == sandbox
+    assert kwargs["volumes"] == ["%s:%s:rw" % (sandbox, sandbox), "/nfs/data:/data:ro",
+                                 "/scratch:/scratch:rw"]
+    assert kwargs["entrypoint"] == ["/bin/sh", "-c", "echo hi"]
+    assert kwargs["user"] == "1000:1000"
+    assert kwargs["labels"] == {"tfmesos.managed": "1", "tfmesos.task-id": launch.task_id,
+                                "tfmesos.framework-id": "fw-1", "tfmesos.agent-id": "agent-1",
+                                "team": "ml"}
+    assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1"}
+    assert kwargs["memswap_limit"] == "2g"
+    assert kwargs["shm_size"] == "1g"
+    assert kwargs["nano_cpus"] == 1500000000
+    assert kwargs["cap_add"] == ["SYS_PTRACE", "NET_ADMIN"]
+    assert kwargs["ulimits"][0]["Name"] == "nofile"
+    assert (kwargs["ulimits"][0]["Soft"], kwargs["ulimits"][0]["Hard"]) == (1024, 2048)
+    assert kwargs["privileged"] is False
+    [request] = kwargs["device_requests"]
+    assert isinstance(request, docker.types.DeviceRequest)
+    assert request["DeviceIDs"] == ["1", "3"]
+    assert request["Capabilities"] == [["gpu"]]
+
+
+def test_container_kwargs_without_shell_keeps_the_entrypoint(tmp_path):
+    launch = make_launch(tmp_path, "python", "img", shell=False, arguments=["-c", "pass"])
+    kwargs = container_kwargs(launch)
+    assert kwargs["command"] == ["python", "-c", "pass"]
+    assert "entrypoint" not in kwargs and "device_requests" not in kwargs
+
+
+@pytest.mark.parametrize("key, message", [
+    ("no-such-option", "unknown docker parameter 'no-such-option'"),
+    ("network", "docker parameter 'network' is set by tfmesos"),
+    ("volume", "docker parameter 'volume' is set by tfmesos"),
+])
+def test_container_kwargs_rejects_parameters(tmp_path, key, message):
+    launch = make_launch(tmp_path, "true", "img", docker_parameters=[(key, "x")])
+    with pytest.raises(RunnerError, match=message):
+        container_kwargs(launch)
+
+
+def test_container_kwargs_rejects_bad_values(tmp_path):
+    with pytest.raises(RunnerError, match="cpu-shares.*expected an integer"):
+        container_kwargs(make_launch(tmp_path, "true", "img",
+                                     docker_parameters=[("cpu-shares", "lots")]))
+    with pytest.raises(RunnerError, match="mode 'XX'"):
+        container_kwargs(make_launch(tmp_path, "true", "img", volumes=[("/a", "/b", "XX")]))
+    with pytest.raises(RunnerError, match="must be absolute"):
+        container_kwargs(make_launch(tmp_path, "true", "img", volumes=[("a", "/b", "RW")]))
+
+
+def test_unreachable_engine_is_a_runner_error(tmp_path):
+    import docker
+
+    client = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41",
+                                 timeout=5)
+    runner = DockerRunner(client)
+    with pytest.raises(RunnerError, match="^Docker is unavailable: "):
+        runner.launch(make_launch(tmp_path, "true", "tfmesos/tfmesos"))
+
+
+# -- against the engine ------------------------------------------------------
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)   # the first test may build the image (minutes when cold)
+def test_task_runs_in_the_image(run, tfmesos_image, tmp_path):
+    task = run("cat /etc/tfmesos-image; echo to-stderr >&2; pwd", tfmesos_image)
+    assert task.wait(WAIT) == 0
+    stdout = read(tmp_path / "sandbox" / "stdout").splitlines()
+    assert stdout == [tfmesos_image, str(tmp_path / "sandbox")]
+    assert read(tmp_path / "sandbox" / "stderr") == "to-stderr\n"
+
+
+@pytest.mark.docker
+def test_exit_code_comes_back(run, tfmesos_image):
+    assert run("exit 3", tfmesos_image).wait(WAIT) == 3
+
+
+@pytest.mark.docker
+def test_argv_without_shell(run, tfmesos_image, tmp_path):
+    task = run("python", tfmesos_image, shell=False,
+               arguments=["-c", "import sys; print(sys.prefix); sys.exit(4)"])
+    assert task.wait(WAIT) == 4
+    assert read(tmp_path / "sandbox" / "stdout") == "/opt/tfmesos\n"
+
+
+@pytest.mark.docker
+def test_output_reaches_the_sandbox_while_running_and_terminate_stops(
+        run, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
+    import docker
+
+    task = run("echo started; exec sleep 120", tfmesos_image)
+    wait_for_text(tmp_path / "sandbox" / "stdout", "started\n", task)
+    assert task.wait(0.5) is None
+    task.terminate()
+    assert task.wait(WAIT) == -signal.SIGTERM
+    assert docker_engine.containers.get(task.id).status == "exited"
+    task.cleanup()
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(task.id)
+
+
+@pytest.mark.docker
+def test_kill_stops_a_task_that_ignores_sigterm(run, tfmesos_image, tmp_path):
+    task = run("trap '' TERM; echo ready; while :; do sleep 0.2; done", tfmesos_image)
+    wait_for_text(tmp_path / "sandbox" / "stdout", "ready", task)
+    task.terminate()
+    assert task.wait(2) is None
+    task.kill()
+    assert task.wait(WAIT) == -signal.SIGKILL
+
+
+@pytest.mark.docker
+def test_cleanup_of_a_running_task_removes_it(runner, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
+    import docker
+
+    task = runner.launch(make_launch(tmp_path, "sleep 120", tfmesos_image))
+    assert task.wait(0.2) is None
+    task.cleanup()
+    assert task.wait(WAIT) is not None
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(task.id)
+
+
+@pytest.mark.docker
+def test_volumes_are_mounted_and_read_only_is_enforced(run, tfmesos_image, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hello").write_text("from the host\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    task = run("cat /data/hello; echo written > /scratch/out; touch /data/forbidden",
+               tfmesos_image,
+               volumes=[(str(data), "/data", "RO"), (str(scratch), "/scratch", "RW")])
+    assert task.wait(WAIT) != 0
+    assert read(tmp_path / "sandbox" / "stdout") == "from the host\n"
+    assert "Read-only file system" in read(tmp_path / "sandbox" / "stderr")
+    assert (scratch / "out").read_text() == "written\n"
+    assert not (data / "forbidden").exists()
+
+
+@pytest.mark.docker
+def test_environment_keeps_the_image_path(run, tfmesos_image, tmp_path):
+    env = dict(os.environ, PATH="/host/only/bin", HOME="/host/home", VIRTUAL_ENV="/host/venv",
+               PYTHONPATH="/host/src", TFMESOS_TASK_NAME="worker:0", TF_CONFIG='{"a": 1}',
+               CUDA_VISIBLE_DEVICES="", MESOS_TASK_ID="t-1", MY_SETTING="kept")
+    script = ('import os, shutil; e = os.environ; '
+              'print(e["PATH"]); print(shutil.which("python")); '
+              'print(e["VIRTUAL_ENV"], e.get("PYTHONPATH"), e["HOME"]); '
+              'print(e["TFMESOS_TASK_NAME"], e["TF_CONFIG"], repr(e["CUDA_VISIBLE_DEVICES"]), '
+              'e["MESOS_TASK_ID"], e["MY_SETTING"])')
+    task = run("python", tfmesos_image, shell=False, arguments=["-c", script], env=env)
+    assert task.wait(WAIT) == 0, read(tmp_path / "sandbox" / "stderr")
+    path, python, venv, passed = read(tmp_path / "sandbox" / "stdout").splitlines()
+    assert path.startswith("/opt/tfmesos/bin:") and "/host/only/bin" not in path
+    assert python == "/opt/tfmesos/bin/python"
+    assert venv == "/opt/tfmesos None /root"
+    assert passed == "worker:0 {\"a\": 1} '' t-1 kept"
+
+
+@pytest.mark.docker
+def test_user_and_docker_parameters(run, tfmesos_image, tmp_path):
+    task = run("id -u; id -g; df -k /dev/shm | tail -n 1", tfmesos_image, user="65534:65534",
+               docker_parameters=[("shm-size", "64m")])
+    assert task.wait(WAIT) == 0, read(tmp_path / "sandbox" / "stderr")
+    uid, gid, shm = read(tmp_path / "sandbox" / "stdout").splitlines()
+    assert (uid, gid) == ("65534", "65534")
+    assert shm.split()[1] == "65536"
+
+
+@pytest.mark.docker
+def test_missing_image_is_a_runner_error(runner, tmp_path):
+    with pytest.raises(RunnerError, match="^image tfmesos/no-such-image:0 not found on the Docker "
+                                          "engine; build it with docker/build.sh"):
+        runner.launch(make_launch(tmp_path, "true", "tfmesos/no-such-image:0"))
+
+
+@pytest.mark.docker
+def test_failed_pull_is_a_runner_error(runner, tmp_path):
+    with pytest.raises(RunnerError, match="^cannot pull image 'tfmesos/no-such-image:0'"):
+        runner.launch(make_launch(tmp_path, "true", "tfmesos/no-such-image:0", force_pull=True))
+
+
+@pytest.mark.docker
+def test_start_failure_leaves_no_container(runner, tfmesos_image, tmp_path):
+    # No such user in the image: the engine refuses to start the container.
+    with pytest.raises(RunnerError, match="^cannot start task .* no-such-user"):
+        runner.launch(make_launch(tmp_path, "true", tfmesos_image, user="no-such-user"))
+
+
+@pytest.mark.docker
+def test_gpu_request_without_gpus_fails_cleanly(runner, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
+    if any("nvidia" in name for name in docker_engine.info().get("Runtimes", {})):
+        pytest.skip("this engine has GPUs: the request would succeed")
+    with pytest.raises(RunnerError, match="^cannot start task .*gpu"):
+        runner.launch(make_launch(tmp_path, "true", tfmesos_image, gpu_ids=["0"]))

@@ -1,0 +1,221 @@
+"""``run_in_image``: the ``docker run`` wrapper, against a real engine."""
+
+import io
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+
+import pytest
+
+from fixtures_docker import (  # noqa: F401
+    docker_engine, managed_containers, no_leaked_containers, tfmesos_image)
+from tfmesos.docker_wrapper import passthrough_env, resolve_image, run_in_image
+from tfmesos.exceptions import DockerError, SpecError
+
+
+class Recorder(io.RawIOBase):
+    """A binary stream that records what was written, and when."""
+
+    def __init__(self, on_write=None):
+        self.chunks = []
+        self.on_write = on_write
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        self.chunks.append((time.monotonic(), bytes(data)))
+        if self.on_write:
+            self.on_write(self.text())
+        return len(data)
+
+    def text(self):
+        return b"".join(chunk for _, chunk in self.chunks).decode()
+
+
+# -- pure ----------------------------------------------------------------------
+
+def test_resolve_image():
+    assert resolve_image("mine:1", {"DOCKER_IMAGE": "env:2"}) == "mine:1"
+    assert resolve_image(None, {"DOCKER_IMAGE": "env:2"}) == "env:2"
+    assert resolve_image(None, {}) == "tfmesos/tfmesos"
+
+
+def test_passthrough_env():
+    environ = {"MESOS_MASTER": "zk://zk1:2181/mesos", "DOCKER_IMAGE": "img",
+               "TFMESOS_SECRET_FILE": "/x", "PATH": "/usr/bin", "HOME": "/root",
+               "MESOS_OTHER": "no", "ASKED": "yes"}
+    assert passthrough_env(["A=1", "B=", "ASKED", "UNSET"], environ) == {
+        "MESOS_MASTER": "zk://zk1:2181/mesos", "DOCKER_IMAGE": "img",
+        "TFMESOS_SECRET_FILE": "/x", "A": "1", "B": "", "ASKED": "yes"}
+    with pytest.raises(DockerError, match="invalid environment entry '=x'"):
+        passthrough_env(["=x"], environ)
+
+
+def test_missing_engine_is_a_docker_error():
+    import docker
+
+    client = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41",
+                                 timeout=5)
+    with pytest.raises(DockerError, match="^Docker is unavailable: .*apt-get install docker.io"):
+        run_in_image(["true"], image="tfmesos/tfmesos", client=client)
+
+
+def test_bad_command_and_volume_are_refused_before_docker():
+    with pytest.raises(DockerError, match="non-empty list"):
+        run_in_image("python train.py")
+    with pytest.raises(SpecError, match="invalid volume 'data:/data'"):
+        run_in_image(["true"], volumes=["data:/data"])
+
+
+# -- against the engine ------------------------------------------------------
+
+@pytest.fixture
+def engine(docker_engine, no_leaked_containers):  # noqa: F811
+    return docker_engine
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)   # the first test may build the image (minutes when cold)
+def test_runs_in_the_image_in_the_cwd_and_returns_the_exit_code(
+        engine, tfmesos_image, tmp_path, monkeypatch, capfd):  # noqa: F811
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "script.py").write_text(
+        "import os, sys\n"
+        "print(open('/etc/tfmesos-image').read().strip())\n"
+        "print(os.getcwd())\n"
+        "print('%d:%d' % (os.getuid(), os.getgid()))\n"
+        "print('oops', file=sys.stderr)\n"
+        "open('made-inside', 'w').close()\n"
+        "open('passwd-inside', 'w').write(open('/etc/passwd').read() + open('/etc/group').read())\n"
+        "sys.exit(5)\n")
+    code = run_in_image(["python3", "script.py"], image=tfmesos_image, client=engine)
+    assert code == 5
+    out, err = capfd.readouterr()
+    assert out.splitlines() == [tfmesos_image, str(tmp_path),
+                                "%d:%d" % (os.getuid(), os.getgid())]
+    assert err == "oops\n"
+    made = (tmp_path / "made-inside").stat()
+    assert (made.st_uid, made.st_gid) == (os.getuid(), os.getgid())
+    with open("/etc/passwd") as passwd, open("/etc/group") as group:
+        assert (tmp_path / "passwd-inside").read_text() == passwd.read() + group.read()
+
+
+@pytest.mark.docker
+def test_runs_as_the_callers_uid(engine, tfmesos_image, monkeypatch):
+    # A directory an unprivileged uid may enter (tmp_path's parents are 0700).
+    workdir = tempfile.mkdtemp(prefix="tfmesos-wrapper-")
+    try:
+        os.chmod(workdir, 0o777)
+        monkeypatch.setattr(os, "getuid", lambda: 65534)
+        monkeypatch.setattr(os, "getgid", lambda: 65534)
+        out = Recorder()
+        code = run_in_image(["sh", "-c", "id -u; id -g; id -un; touch mine"],
+                            image=tfmesos_image, workdir=workdir, client=engine,
+                            stdout=out, stderr=out)
+        monkeypatch.undo()
+        assert code == 0, out.text()
+        # /etc/passwd comes from the host: uid 65534 has its host name.
+        assert out.text().splitlines() == ["65534", "65534", "nobody"]
+        assert os.stat(os.path.join(workdir, "mine")).st_uid == 65534
+    finally:
+        monkeypatch.undo()
+        shutil.rmtree(workdir)
+
+
+@pytest.mark.docker
+def test_output_streams_while_the_command_runs(engine, tfmesos_image, tmp_path):
+    out, err = Recorder(), Recorder()
+    start = time.monotonic()
+    code = run_in_image(["sh", "-c", "echo first; sleep 2; echo second >&2; echo third"],
+                        image=tfmesos_image, workdir=str(tmp_path), client=engine,
+                        stdout=out, stderr=err)
+    end = time.monotonic()
+    assert code == 0
+    assert out.text() == "first\nthird\n"
+    assert err.text() == "second\n"
+    first_seen = out.chunks[0][0]
+    assert first_seen - start < end - start - 1.5, "the first line came only at the end"
+
+
+@pytest.mark.docker
+def test_environment_and_volumes_pass_through(engine, tfmesos_image, tmp_path, monkeypatch):
+    monkeypatch.setenv("MESOS_MASTER", "zk://zk1:2181/mesos")
+    monkeypatch.setenv("TFMESOS_SOMETHING", "passed")
+    monkeypatch.setenv("ASKED_FOR", "asked")
+    monkeypatch.setenv("NOT_ASKED", "leaked")
+    monkeypatch.delenv("DOCKER_IMAGE", raising=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_text("shared\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    script = ("import os; e = os.environ; "
+              "print(e['MESOS_MASTER'], e['TFMESOS_SOMETHING'], e['ASKED_FOR'], e['EXPLICIT'], "
+              "e.get('NOT_ASKED'), e['DOCKER_IMAGE'], e['PATH'].split(':')[0]); "
+              "print(open('/mnt/data/f').read().strip())")
+    out = Recorder()
+    code = run_in_image(["python", "-c", script + "; open('/mnt/data/g', 'w')"],
+                        image=tfmesos_image, env=["ASKED_FOR", "EXPLICIT=1"],
+                        volumes=["%s:/mnt/data:ro" % data], workdir=str(work),
+                        client=engine, stdout=out, stderr=out)
+    lines = out.text().splitlines()
+    assert code == 1
+    assert lines[0] == "zk://zk1:2181/mesos passed asked 1 None %s /opt/tfmesos/bin" % tfmesos_image
+    assert lines[1] == "shared"
+    assert "Read-only file system" in out.text()
+
+
+@pytest.mark.docker
+def test_missing_image_is_a_docker_error(engine, tmp_path):
+    with pytest.raises(DockerError, match="^image tfmesos/no-such-image:0 not found on the "
+                                          "Docker engine; build it with docker/build.sh"):
+        run_in_image(["true"], image="tfmesos/no-such-image:0", workdir=str(tmp_path),
+                     client=engine)
+
+
+@pytest.mark.docker
+def test_image_comes_from_docker_image_variable(engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_IMAGE", "tfmesos/from-env:0")
+    with pytest.raises(DockerError, match="^image tfmesos/from-env:0 not found"):
+        run_in_image(["true"], workdir=str(tmp_path), client=engine)
+
+
+def _interrupted_run(engine, image, tmp_path, interrupt):
+    def on_write(text):
+        if "ready" in text:
+            interrupt()
+
+    out = Recorder(on_write)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_in_image(["sh", "-c", "echo ready; exec sleep 120"], image=image,
+                     workdir=str(tmp_path), client=engine, stdout=out, stderr=out)
+    assert time.monotonic() - start < 60
+    assert not [c for c in managed_containers(engine)
+                if c.labels.get("tfmesos.role") == "docker-wrapper"]
+
+
+@pytest.mark.docker
+def test_ctrl_c_stops_and_removes_the_container(engine, tfmesos_image, tmp_path):
+    def interrupt():
+        raise KeyboardInterrupt
+
+    _interrupted_run(engine, tfmesos_image, tmp_path, interrupt)
+
+
+@pytest.mark.docker
+def test_sigterm_stops_and_removes_the_container(engine, tfmesos_image, tmp_path):
+    sent = []
+
+    def interrupt():
+        if not sent:
+            sent.append(True)
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+    before = signal.getsignal(signal.SIGTERM)
+    _interrupted_run(engine, tfmesos_image, tmp_path, interrupt)
+    assert signal.getsignal(signal.SIGTERM) is before

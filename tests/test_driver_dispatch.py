@@ -1,0 +1,126 @@
+"""The callback contract: the driver calls each documented callback with the
+documented arguments, and errors in callbacks reach the caller's thread."""
+
+import inspect
+import sys
+
+import pytest
+from addict import Dict
+
+from tfmesos.exceptions import MesosConnectionError
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+from tfmesos.mesos.driver import check_scheduler
+from tfmesos.mesos.interface import CALLBACKS
+
+FRAMEWORK = {"user": "u", "name": "test"}
+CLOSED = "127.0.0.1:1"
+
+
+class Recorder(Scheduler):
+    def __init__(self):
+        self.calls = []
+
+    def __getattribute__(self, name):
+        if name in CALLBACKS:
+            def record(driver, *args):
+                object.__getattribute__(self, "calls").append((name, args))
+            base = getattr(Scheduler, name)
+            record.__signature__ = inspect.signature(base.__get__(self))
+            return record
+        return object.__getattribute__(self, name)
+
+
+def make_driver(scheduler=None, **kw):
+    return MesosSchedulerDriver(scheduler or Recorder(), FRAMEWORK, CLOSED, **kw)
+
+
+def test_every_callback_is_dispatched_with_documented_arguments():
+    sched = Recorder()
+    driver = make_driver(sched, implicit_acknowledgements=False)
+    events = [
+        ("SUBSCRIBED", Dict(framework_id={"value": "fw"}, master_info={"id": "m"})),
+        ("SUBSCRIBED", Dict(framework_id={"value": "fw"}, master_info={"id": "m2"})),
+        ("OFFERS", Dict(type="OFFERS", offers={"offers": [{"id": {"value": "o1"}}],
+                                               "inverse_offers": [{"id": {"value": "i1"}}]})),
+        ("RESCIND", Dict(rescind={"offer_id": {"value": "o1"}})),
+        ("UPDATE", Dict(update={"status": {"task_id": {"value": "t"}, "state": "TASK_RUNNING"}})),
+        ("MESSAGE", Dict(message={"agent_id": {"value": "a"}, "executor_id": {"value": "e"},
+                                  "data": "aGk="})),
+        ("FAILURE", Dict(failure={"agent_id": {"value": "a"}})),
+        ("FAILURE", Dict(failure={"agent_id": {"value": "a"}, "executor_id": {"value": "e"},
+                                  "status": 3})),
+        ("disconnected", None),
+    ]
+    for kind, event in events:
+        driver._dispatch(kind, event)
+    names = [name for name, _ in sched.calls]
+    assert names == ["registered", "reregistered", "resourceOffers", "inverseOffers",
+                     "offerRescinded", "statusUpdate", "frameworkMessage", "slaveLost",
+                     "executorLost", "disconnected"]
+    calls = dict(sched.calls[2:])
+    assert sched.calls[0][1] == ({"value": "fw"}, {"id": "m"})
+    assert sched.calls[1][1] == ({"id": "m2"},)
+    assert calls["resourceOffers"][0][0].id.value == "o1"  # attribute access works
+    assert calls["statusUpdate"][0].state == "TASK_RUNNING"
+    assert calls["frameworkMessage"] == ({"value": "e"}, {"value": "a"}, b"hi")
+    assert calls["executorLost"] == ({"value": "e"}, {"value": "a"}, 3)
+    for name, args in sched.calls:
+        inspect.signature(getattr(Scheduler, name)).bind(None, driver, *args)
+
+
+def test_fatal_error_calls_error_then_stops():
+    sched = Recorder()
+    driver = make_driver(sched)
+    error = MesosConnectionError("gone")
+    driver._dispatch("fatal", error)
+    assert sched.calls == [("error", ("gone",))]
+    with pytest.raises(MesosConnectionError, match="gone"):
+        driver.join()
+
+
+def test_scheduler_with_wrong_callback_signature_is_refused_up_front():
+    class Bad(Scheduler):
+        def statusUpdate(self, driver):  # forgot the update
+            pass
+
+    with pytest.raises(TypeError, match="statusUpdate"):
+        check_scheduler(Bad())
+
+
+def test_callback_exception_is_raised_by_join_in_the_caller():
+    class Boom(Scheduler):
+        def resourceOffers(self, driver, offers):
+            raise RuntimeError("bad offer handling")
+
+    driver = make_driver(Boom(), connect_timeout=30)
+    driver.start()
+    driver._events.put(("OFFERS", Dict(offers={"offers": [{"id": {"value": "o"}}]})))
+    with pytest.raises(RuntimeError, match="bad offer handling"):
+        driver.join(timeout=10)
+
+
+def test_unreachable_master_gives_up_with_a_clear_error():
+    sched = Recorder()
+    driver = make_driver(sched, connect_timeout=1.0)
+    driver.start()
+    with pytest.raises(MesosConnectionError, match="could not subscribe.*127.0.0.1:1"):
+        driver.join(timeout=15)
+    assert sched.calls[-1][0] == "error"
+
+
+def test_calls_before_subscription_raise():
+    driver = make_driver()
+    with pytest.raises(MesosConnectionError, match="not subscribed"):
+        driver.declineOffer([{"value": "o"}])
+
+
+def test_mesos_layer_imports_without_tensorflow(monkeypatch):
+    for name in list(sys.modules):
+        if name.startswith("tfmesos"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    import tfmesos.mesos  # noqa: F401
+    import tfmesos.mesos.local  # noqa: F401
+    import tfmesos.launch  # noqa: F401
+    import tfmesos.server  # noqa: F401
+    import tfmesos.cli.tfrun  # noqa: F401

@@ -1,0 +1,69 @@
+import pytest
+
+from tfmesos.exceptions import SpecError
+from tfmesos.spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
+
+
+def test_job_round_trip_with_non_defaults():
+    job = Job(name="worker", num=3, cpus=2.5, mem=2048, gpus=1, cmd="python x.py", start=1,
+              env={"A": "1"})
+    assert Job.from_dict(job.to_dict()) == job
+    assert list(job.task_indices()) == [1, 2, 3]
+    assert job.env == (("A", "1"),)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"name": "worker", "num": 0}, "num must be an integer >= 1"),
+    ({"name": "worker", "cpus": 0}, "cpus must be a positive number"),
+    ({"name": "worker", "mem": -5}, "mem must be a positive number"),
+    ({"name": "worker", "gpus": 0.5}, "gpus must be a whole number"),
+    ({"name": "worker", "gpus": -1}, "gpus must be a whole number"),
+    ({"name": "Worker"}, "invalid job name"),
+    ({"name": "chief", "num": 2}, "at most one chief"),
+    ({"name": "worker", "cpu": 1}, "unknown job field"),
+    ({"num": 2}, "needs a 'name'"),
+    ({"name": "worker", "env": ["NOEQUALS"]}, "NAME=VALUE"),
+])
+def test_bad_jobs_are_refused_with_the_reason(fields, message):
+    with pytest.raises(SpecError, match=message):
+        Job.from_dict(fields)
+
+
+def test_spec_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        Job(name="worker", num=-1)
+
+
+def test_parse_jobs_checks_names_for_the_mode():
+    with pytest.raises(SpecError, match="unknown job 'trainer'"):
+        parse_jobs([{"name": "trainer"}], allowed=REPLICA_JOBS)
+    with pytest.raises(SpecError, match="given twice"):
+        parse_jobs([{"name": "ps"}, {"name": "ps"}])
+    with pytest.raises(SpecError, match="no jobs"):
+        parse_jobs([])
+    assert [j.name for j in parse_jobs([Job("ps"), {"name": "worker", "num": 2}])] == ["ps", "worker"]
+
+
+def test_run_spec_validation():
+    spec = RunSpec(containerizer="docker", volumes=("/data:/data:ro",), env={"A": "b"},
+                   docker_parameters=("memory-swap=-1",))
+    assert spec.containerizer == "DOCKER"
+    assert spec.volumes == (("/data", "/data", "RO"),)
+    assert spec.docker_parameters == (("memory-swap", "-1"),)
+    with pytest.raises(SpecError, match="unknown containerizer"):
+        RunSpec(containerizer="rkt")
+    with pytest.raises(SpecError, match="not absolute"):
+        RunSpec(volumes=("data:/data",))
+    with pytest.raises(SpecError, match="launch_timeout"):
+        RunSpec(launch_timeout=0)
+    with pytest.raises(SpecError, match="invalid Mesos role"):
+        RunSpec(role="has space")
+
+
+def test_command_template_placeholders():
+    jobs = parse_jobs([{"name": "ps"}, {"name": "worker"}])
+    check_command_template("python t.py --ps {ps_hosts} --w {worker_hosts} {job_name} {task_index} {{x}}", jobs)
+    with pytest.raises(SpecError, match=r"unknown placeholder \{wrker_hosts\}"):
+        check_command_template("python t.py {wrker_hosts}", jobs)
+    with pytest.raises(SpecError, match="bad braces"):
+        check_command_template("python -c 'print({)'", jobs)

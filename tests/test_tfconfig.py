@@ -1,0 +1,46 @@
+import json
+
+import pytest
+
+from tfmesos.tfconfig import cluster_spec, placeholders, render_command, task_environment, tf_config
+
+
+def test_cluster_spec_is_ordered_by_task_index():
+    spec = cluster_spec({("worker", 1): "b:2", ("ps", 0): "p:1", ("worker", 0): "a:1",
+                         ("chief", 0): "c:1", ("worker", 10): "k:1", ("worker", 2): "z:9"})
+    assert spec == {"chief": ["c:1"], "worker": ["a:1", "b:2", "z:9", "k:1"], "ps": ["p:1"]}
+    assert list(spec) == ["chief", "worker", "ps"]
+
+
+def test_tf_config_leaves_evaluator_out_of_cluster():
+    spec = {"chief": ["c:1"], "worker": ["w:1"], "ps": ["p:1"], "evaluator": ["e:1"]}
+    assert tf_config(spec, "evaluator", 0) == {
+        "cluster": {"chief": ["c:1"], "worker": ["w:1"], "ps": ["p:1"]},
+        "task": {"type": "evaluator", "index": 0}}
+
+
+def test_placeholders_and_environment():
+    spec = {"worker": ["w0:1", "w1:2"], "ps": ["p:1"]}
+    assert render_command("x --ps {ps_hosts} --w {worker_hosts} {job_name} {task_index}",
+                          spec, "worker", 1) == "x --ps p:1 --w w0:1,w1:2 worker 1"
+    env = task_environment(spec, "worker", 1)
+    assert env["TFMESOS_WORKER_HOSTS"] == "w0:1,w1:2" and env["TFMESOS_TASK_INDEX"] == "1"
+    assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+    assert placeholders({"worker": ["w:1"]}, "worker", 0)["ps_hosts"] == ""
+
+
+@pytest.mark.parametrize("counts", [
+    {"worker": 2}, {"worker": 2, "ps": 1}, {"chief": 1, "worker": 2, "ps": 2},
+    {"chief": 1, "worker": 1, "ps": 1, "evaluator": 1}, {"chief": 1}])
+def test_tf_config_matches_what_tensorflow_reads(counts, monkeypatch):
+    tf = pytest.importorskip("tensorflow")
+    addresses = {(job, i): "h%s%d:%d" % (job, i, 2000 + i) for job, n in counts.items()
+                 for i in range(n)}
+    spec = cluster_spec(addresses)
+    for (job, index) in addresses:
+        monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config(spec, job, index)))
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        assert resolver.task_type == job and resolver.task_id == index
+        got = resolver.cluster_spec().as_dict()
+        want = {j: a for j, a in spec.items() if j != "evaluator"}
+        assert got == want

@@ -1,0 +1,204 @@
+"""ZKDetector against a real ZooKeeper server (the Debian zookeeper package)."""
+
+import logging
+import threading
+import time
+
+import pytest
+
+import fixtures_zk
+from fixtures_zk import (
+    MASTER_INFO_JSON,
+    free_port,
+    register_master,
+    unique_path,
+    zk_client,
+    zookeeper,  # noqa: F401  (the fixture)
+)
+from tfmesos.exceptions import MesosConnectionError
+from tfmesos.mesos.detector import make_detector, parse_master
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(60)]
+
+
+def wait_for(predicate, timeout=5.0, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def detector_threads():
+    """Threads that kazoo or a detector may have started."""
+    return {t for t in threading.enumerate() if t is not threading.main_thread() and t.daemon}
+
+
+@pytest.fixture
+def quiet_threads():
+    """Assert the test leaves no kazoo thread behind once all is closed."""
+    before = detector_threads()
+    yield
+    assert wait_for(lambda: not (detector_threads() - before), timeout=5.0), (
+        f"threads left running: {detector_threads() - before}"
+    )
+
+
+def test_leader_is_lowest_sequence_and_follows_a_change(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as first, zk_client(zookeeper) as second:
+        register_master(first, path, "127.0.0.1", 5051)
+        register_master(second, path, "127.0.0.2", 5052, hostname="master-2.local")
+        with make_detector(parse_master(f"zk://{zookeeper}{path}"), timeout=5) as detector:
+            assert detector.leader() == "http://127.0.0.1:5051"
+            assert detector.candidates() == ("http://127.0.0.1:5051", "http://master-2.local:5052")
+            assert not detector.leaders_changed.is_set()
+
+            first.stop()  # the leading master's session ends: its ephemeral node goes
+            assert detector.leaders_changed.wait(5.0), "leaders_changed was not set"
+            detector.leaders_changed.clear()
+            assert detector.leader(timeout=5) == "http://master-2.local:5052"
+            assert detector.candidates() == ("http://master-2.local:5052",)
+
+
+def test_deleted_leader_node_and_https_scheme(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as master:
+        leader_node = register_master(master, path, "10.0.0.1", 5050)
+        register_master(master, path, "10.0.0.2", 5050)
+        with make_detector(f"zk://{zookeeper}{path}", timeout=5, scheme="https") as detector:
+            assert detector.leader() == "https://10.0.0.1:5050"
+            master.delete(leader_node)
+            assert wait_for(lambda: detector.leaders_changed.is_set())
+            assert detector.leader() == "https://10.0.0.2:5050"
+
+
+def test_waits_for_a_master_that_registers_later(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as master:
+        master.ensure_path(path)
+        with make_detector(f"zk://{zookeeper}{path}", timeout=10) as detector:
+            timer = threading.Timer(0.5, register_master, (master, path, "127.0.0.9", 5059))
+            timer.start()
+            try:
+                started = time.monotonic()
+                assert detector.leader() == "http://127.0.0.9:5059"
+                assert time.monotonic() - started < 5
+            finally:
+                timer.join()
+            assert not detector.leaders_changed.is_set()
+
+
+def test_path_created_after_the_detector_started(zookeeper, quiet_threads):
+    path = unique_path()
+    with make_detector(f"zk://{zookeeper}{path}", timeout=10) as detector:
+        with pytest.raises(MesosConnectionError, match="does not exist"):
+            detector.leader(timeout=1)
+        with zk_client(zookeeper) as master:
+            register_master(master, path, "127.0.0.3", 5053)
+            assert detector.leader(timeout=5) == "http://127.0.0.3:5053"
+
+
+def test_other_children_are_ignored(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as master:
+        master.create(f"{path}/info_", b"\x0a\x24protobuf", sequence=True, makepath=True)
+        master.create(f"{path}/log_replicas", b"")
+        master.create(f"{path}/log_replicas/0000000001", b"")
+        master.create(f"{path}/notes", b"{}")
+        node = register_master(master, path, "127.0.0.4", 5054)
+        assert node.endswith("json.info_0000000003")
+        with make_detector(f"zk://{zookeeper}{path}", timeout=5) as detector:
+            assert detector.leader() == "http://127.0.0.4:5054"
+            assert detector.candidates() == ("http://127.0.0.4:5054",)
+
+
+def test_real_master_info_sample(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as master:
+        register_master(master, path, None, None, data=MASTER_INFO_JSON)
+        with make_detector(f"zk://{zookeeper}{path}", timeout=5) as detector:
+            assert detector.leader() == "http://mesos-master-1.example.com:5050"
+
+
+def test_leader_with_unusable_data(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as master:
+        register_master(master, path, None, None, data=b"master@10.0.0.1:5050")
+        with make_detector(f"zk://{zookeeper}{path}", timeout=1) as detector:
+            with pytest.raises(MesosConnectionError, match=r"json\.info_0+ holds no usable MasterInfo"):
+                detector.leader()
+
+
+def test_empty_path_fails_within_the_timeout(zookeeper, quiet_threads):
+    path = unique_path()
+    with zk_client(zookeeper) as master:
+        master.ensure_path(f"{path}/log_replicas")
+        with make_detector(f"zk://{zookeeper}{path}", timeout=1.5) as detector:
+            started = time.monotonic()
+            with pytest.raises(MesosConnectionError) as info:
+                detector.leader()
+            elapsed = time.monotonic() - started
+    assert 1.4 <= elapsed < 3.0
+    message = str(info.value)
+    assert message.startswith(f"no Mesos master registered under zk://{zookeeper}{path} after 1.5 s")
+    assert "log_replicas" in message
+    assert "\n" not in message
+
+
+def test_unreachable_zookeeper_fails_within_the_timeout(caplog, quiet_threads):
+    caplog.set_level(logging.INFO)
+    hosts = f"127.0.0.1:{free_port()}"
+    detector = make_detector(f"zk://{hosts}/mesos", timeout=1.5)
+    started = time.monotonic()
+    with pytest.raises(MesosConnectionError) as info:
+        detector.leader()
+    elapsed = time.monotonic() - started
+    assert 1.4 <= elapsed < 3.0
+    message = str(info.value)
+    assert f"cannot connect to ZooKeeper at {hosts} after 1.5 s" in message
+    assert "refused" in message
+    started = time.monotonic()
+    detector.close()
+    assert time.monotonic() - started < 3.0
+    noisy = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert not noisy, f"kazoo/detector logged at INFO or above: {[r.getMessage() for r in noisy]}"
+
+
+def test_digest_credentials_from_the_url(zookeeper, quiet_threads):
+    from kazoo.security import make_digest_acl
+
+    path = unique_path()
+    acl = [make_digest_acl("mesos", "s3cret", all=True)]
+    with zk_client(zookeeper) as master:
+        master.add_auth("digest", "mesos:s3cret")
+        master.create(path, b"", acl=acl)
+        master.create(f"{path}/json.info_", b"{}", acl=acl, ephemeral=True, sequence=True)
+        master.set(f"{path}/json.info_0000000000", b'{"address":{"ip":"127.0.0.5","port":5055}}')
+        with make_detector(f"zk://mesos:s3cret@{zookeeper}{path}", timeout=5) as detector:
+            assert detector.leader() == "http://127.0.0.5:5055"
+        with make_detector(f"zk://{zookeeper}{path}", timeout=1) as detector:
+            with pytest.raises(MesosConnectionError, match="not authorised to read"):
+                detector.leader()
+
+
+def test_close_while_zookeeper_is_gone(quiet_threads):
+    with fixtures_zk.ZooKeeperServer() as server:
+        path = unique_path()
+        with zk_client(server.hosts) as master:
+            register_master(master, path, "127.0.0.6", 5056)
+            detector = make_detector(f"zk://{server.hosts}{path}", timeout=5)
+            assert detector.leader() == "http://127.0.0.6:5056"
+            server.stop()
+            time.sleep(0.5)
+            assert detector.leader(timeout=0) == "http://127.0.0.6:5056"
+            started = time.monotonic()
+            detector.close()
+            assert time.monotonic() - started < 5.0
+
+
+def test_missing_zookeeper_fails_with_install_hint(monkeypatch):
+    monkeypatch.setattr(fixtures_zk, "ZOOKEEPER_JAR", "/nonexistent/zookeeper.jar")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install zookeeper"):
+        fixtures_zk.zookeeper_command("/tmp/zoo.cfg")

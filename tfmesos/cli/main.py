@@ -1,0 +1,64 @@
+"""``tfmesos``: helper commands around tfrun.
+
+    tfmesos local-master [--port 5050 ...]   run the embedded Mesos master
+    tfmesos docker [-v H:C] [-e K=V] -- CMD  run CMD inside the tfmesos image
+    tfmesos version
+"""
+
+import argparse
+import sys
+
+from ..exceptions import TFMesosError
+
+
+def docker_main(argv):
+    from ..docker_wrapper import run_in_image
+    from .tfrun import split_command
+
+    parser = argparse.ArgumentParser(
+        prog="tfmesos docker",
+        description="Run a command (usually tfrun) inside the tfmesos image: host network, "
+        "the current directory mounted and used as working directory, your uid:gid, "
+        "MESOS_MASTER/DOCKER_IMAGE/TFMESOS_* passed through.")
+    parser.add_argument("-i", "--image", help="image (default $DOCKER_IMAGE, else tfmesos/tfmesos)")
+    parser.add_argument("-v", "--volume", action="append", default=[],
+                        metavar="HOST:CONTAINER[:ro|rw]", help="extra volume (repeatable)")
+    parser.add_argument("-e", "--env", action="append", default=[], metavar="NAME[=VALUE]",
+                        help="extra environment variable (repeatable)")
+    options, command = split_command(argv)
+    args = parser.parse_args(options)
+    if not command:
+        parser.error("no command given: tfmesos docker [options] -- COMMAND [ARGS...]")
+    try:
+        return run_in_image(command, image=args.image, env=args.env, volumes=args.volume)
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = ("local-master", "docker", "version")
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    try:
+        if command == "local-master":
+            from ..mesos.local.__main__ import main as local_master_main
+            return local_master_main(rest)
+        if command == "docker":
+            return docker_main(rest)
+        if command == "version":
+            from .. import __version__
+            print("tfmesos %s" % __version__)
+            return 0
+    except TFMesosError as exc:
+        print("tfmesos: error: %s" % exc, file=sys.stderr)
+        return 1
+    print("tfmesos: unknown command %r; use one of: %s" % (command, ", ".join(commands)),
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""``tfrun``: replica mode. Runs a command in every task of a TensorFlow
+cluster on Mesos (or the embedded local master) and exits with its result.
+
+    tfrun -w 2 -s 1 -- python train.py --ps_hosts {ps_hosts} \\
+        --worker_hosts {worker_hosts} --job_name {job_name} --task_index {task_index}
+"""
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import sys
+
+from .. import config
+from ..exceptions import SpecError, TaskFailed, TFMesosError
+from ..launch import ClusterRun
+from ..spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
+from .common import exit_on_signals, setup_logging
+
+EPILOG = """\
+Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
+{task_index}; every task also gets TF_CONFIG and TFMESOS_* variables.
+Environment: MESOS_MASTER (default master), DOCKER_IMAGE (default image),
+TFMESOS_ADVERTISE_ADDRESS, MESOS_PRINCIPAL / MESOS_SECRET.
+Exit status: 0 when every worker (or the chief) exited 0; the failing task's
+exit code when one failed; 1 for other errors; 2 for usage errors; 130 when
+interrupted.
+"""
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="tfrun", description="Run a distributed TensorFlow command on Mesos (replica mode).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("-w", "--nworker", type=int, default=1, metavar="N", help="worker tasks (default 1)")
+    add("-s", "--nserver", type=int, default=1, metavar="N",
+        help="parameter server (ps) tasks (default 1; 0 for none)")
+    add("-c", "--chief", action="store_true", help="add one chief task (TF2 strategies)")
+    add("--evaluator", action="store_true", help="add one evaluator task")
+    add("--job", action="append", default=[], metavar="NAME:COUNT[:CPUS[:MEM[:GPUS]]]",
+        help="add or override a job, e.g. --job worker:4:2:4096:1 (repeatable)")
+    add("-m", "--master", help="Mesos master: host:port, zk://host:port/mesos or 'local' "
+        "(default: $MESOS_MASTER, else the embedded local master)")
+    add("-n", "--name", default="tfrun", help="framework name (default tfrun)")
+    add("-C", "--containerizer_type", "--containerizer", dest="containerizer",
+        type=str.upper, choices=["MESOS", "DOCKER"],
+        help="containerizer for image tasks (default MESOS on Mesos >= 1.0)")
+    add("-I", "--image", help="Docker image for the tasks (default $DOCKER_IMAGE; none: plain "
+        "command tasks)")
+    add("-f", "--force_pull_image", "--force-pull", dest="force_pull", action="store_true",
+        help="pull the image even when the agent has it")
+    for flag, job in (("w", "worker"), ("s", "ps"), ("c", "chief")):
+        add("-C" + flag, dest="cpus_" + job, type=float, default=1.0, metavar="CPUS",
+            help="cpus per %s task (default 1)" % job)
+        add("-G" + flag, dest="gpus_" + job, type=int, default=0, metavar="GPUS",
+            help="GPUs per %s task (default 0)" % job)
+        add("-M" + flag, dest="mem_" + job, type=float, default=1024.0, metavar="MB",
+            help="memory per %s task in MB (default 1024)" % job)
+    add("-V", "--volume", action="append", default=[], metavar="HOST:CONTAINER[:ro|rw]",
+        help="volume for container tasks (repeatable)")
+    add("-E", "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="environment variable for every task (repeatable)")
+    add("-r", "--role", help="Mesos role to take resources from")
+    add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
+        help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
+        "before/after the command")
+    add("--worker-logs", default="*", metavar="INDICES",
+        help="workers whose output is shown: '*' (default), a comma list like 0,2, or 'none'")
+    add("--advertise-address", help="address tasks use to reach tfrun (default: the local "
+        "address towards the master; $TFMESOS_ADVERTISE_ADDRESS)")
+    add("--launch-timeout", type=float, default=600.0, metavar="SECONDS",
+        help="abort when the cluster is not complete in time (default 600)")
+    add("--max-attempts", type=int, default=3, metavar="N",
+        help="launch attempts per task before the cluster is complete (default 3)")
+    add("--connect-timeout", type=float, default=60.0, metavar="SECONDS",
+        help="give up when no Mesos master answers for this long (default 60)")
+    add("-v", "--verbose", action="store_true", help="say what the scheduler does")
+    return parser
+
+
+def split_command(argv):
+    """Options before ``--``, the command after it."""
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1:]
+    return argv, []
+
+
+def command_string(words):
+    return words[0] if len(words) == 1 else shlex.join(words)
+
+
+def parse_job_option(text):
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 5 or not parts[0]:
+        raise SpecError("--job %r: expected NAME:COUNT[:CPUS[:MEM[:GPUS]]]" % text)
+    fields = {"name": parts[0]}
+    try:
+        fields["num"] = int(parts[1])
+        for key, value in zip(("cpus", "mem", "gpus"), parts[2:]):
+            fields[key] = int(value) if key == "gpus" else float(value)
+    except ValueError:
+        raise SpecError("--job %r: COUNT and GPUS must be integers, CPUS and MEM numbers"
+                        % text) from None
+    return fields
+
+
+def jobs_from_args(args):
+    jobs = {}
+    counts = (("ps", args.nserver), ("worker", args.nworker), ("chief", 1 if args.chief else 0),
+              ("evaluator", 1 if args.evaluator else 0))
+    for name, count in counts:
+        if count < 0:
+            raise SpecError("the number of %s tasks cannot be negative" % name)
+        if count:
+            resources = name if name != "evaluator" else "worker"
+            jobs[name] = {"name": name, "num": count,
+                          "cpus": getattr(args, "cpus_" + resources),
+                          "mem": getattr(args, "mem_" + resources),
+                          "gpus": getattr(args, "gpus_" + resources)}
+    for text in args.job:
+        fields = parse_job_option(text)
+        if fields["num"] == 0:
+            jobs.pop(fields["name"], None)
+        else:
+            jobs[fields["name"]] = dict(jobs.get(fields["name"], {}), **fields)
+    if not any(name in jobs for name in ("worker", "chief")):
+        raise SpecError("nothing to run: ask for at least one worker (-w N) or a chief (-c)")
+    return parse_jobs(list(jobs.values()), allowed=REPLICA_JOBS)
+
+
+def log_filter(text):
+    """``--worker-logs`` -> predicate on task slots."""
+    text = text.strip()
+    if text == "*":
+        indices = None
+    elif text.lower() in ("", "none"):
+        indices = set()
+    else:
+        try:
+            indices = {int(part) for part in text.split(",")}
+        except ValueError:
+            raise SpecError("--worker-logs %r: use '*', 'none' or indices like 0,2" % text) from None
+
+    def forward(slot):
+        if slot.job.name in ("chief", "evaluator"):
+            return True
+        return slot.job.name == "worker" and (indices is None or slot.index in indices)
+    return forward
+
+
+def read_hooks(path):
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            hooks = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise SpecError("--extra_config %s: %s" % (path, exc)) from None
+    if not isinstance(hooks, dict) or set(hooks) - {"initializer", "finalizer"} \
+            or not all(isinstance(v, str) for v in hooks.values()):
+        raise SpecError("--extra_config %s: expected a JSON object with string 'initializer' "
+                        "and/or 'finalizer' commands" % path)
+    return hooks
+
+
+def print_log(slot, stream, text):
+    target = sys.stderr if stream == "stderr" else sys.stdout
+    target.write("[%s] %s" % (slot.name, text if text.endswith("\n") else text + "\n"))
+    target.flush()
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    options, words = split_command(argv)
+    args = parser.parse_args(options)
+    if not words:
+        parser.error("no command given: tfrun [options] -- COMMAND [ARGS...]")
+    setup_logging("tfrun", args.verbose)
+    command = command_string(words)
+    try:
+        jobs = jobs_from_args(args)
+        check_command_template(command, jobs)
+        run_spec = RunSpec(
+            name=args.name, role=args.role,
+            image=config.resolve(args.image, os.environ, "DOCKER_IMAGE"),
+            containerizer=args.containerizer, force_pull=args.force_pull,
+            volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
+            max_attempts=args.max_attempts)
+        forward = log_filter(args.worker_logs)
+        hooks = read_hooks(args.extra_config)
+    except SpecError as exc:
+        parser.error(str(exc))
+    run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=args.master,
+                     advertise_address=args.advertise_address, on_log=print_log,
+                     forward_logs=forward, hooks=hooks, connect_timeout=args.connect_timeout)
+    try:
+        with exit_on_signals():
+            run.start()
+            spec = run.wait_ready()
+            print("tfrun: cluster ready: %s" % json.dumps(spec), file=sys.stderr, flush=True)
+            return run.wait_finished()
+    except KeyboardInterrupt:
+        print("tfrun: interrupted; stopping every task", file=sys.stderr, flush=True)
+        return 130
+    except TaskFailed as exc:
+        print("tfrun: %s" % exc, file=sys.stderr, flush=True)
+        return exc.exit_code if exc.exit_code else 1
+    except TFMesosError as exc:
+        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
+        return 1
+    finally:
+        run.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Fine-grained mode: ``with tfmesos.cluster(jobs) as c:`` starts TensorFlow
+servers as Mesos tasks and hands their addresses to the calling script."""
+
+import contextlib
+import os
+
+from . import config
+from .launch import ClusterRun
+from .spec import RunSpec, parse_jobs
+
+
+class Cluster:
+    """A running cluster: ``targets`` maps ``/job:worker/task:0`` to
+    ``grpc://host:port``; ``spec`` is the plain cluster spec dict."""
+
+    def __init__(self, run):
+        self._run = run
+        self.spec = {job: list(addresses) for job, addresses in run.spec.items()}
+        self.targets = {"/job:%s/task:%d" % (job, index): "grpc://" + address
+                        for job, addresses in self.spec.items()
+                        for index, address in enumerate(addresses)}
+
+    @property
+    def cluster_spec(self):
+        import tensorflow as tf
+        return tf.train.ClusterSpec(self.spec)
+
+    @property
+    def cluster_def(self):
+        return self.cluster_spec.as_cluster_def()
+
+    @property
+    def failure(self):
+        """The error that ended the cluster early, or None."""
+        return self._run.failure
+
+    def finished(self):
+        """True once the cluster has stopped or a task has failed."""
+        return self._run.failure is not None or self._run.phase in ("stopping", "stopped")
+
+    def check(self):
+        """Raise the cluster's failure, if there is one, in the caller's thread."""
+        if self._run.failure is not None:
+            raise self._run.failure
+
+
+@contextlib.contextmanager
+def cluster(jobs, master=None, name=None, quiet=False, volumes=None, env=None, role=None,
+            containerizer_type=None, force_pull_image=False, image=None, launch_timeout=600.0,
+            max_attempts=3, advertise_address=None, connect_timeout=60.0,
+            local_master_options=None):
+    """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
+
+    ``master`` defaults to ``$MESOS_MASTER``, else the embedded local master;
+    ``image`` to ``$DOCKER_IMAGE`` (no image: plain command tasks). On exit
+    every task is killed and the framework torn down; a task that failed
+    while the block ran is raised as ``TaskFailed`` there.
+    """
+    del quiet  # accepted for compatibility with the original signature
+    environ = os.environ
+    run = ClusterRun(
+        parse_jobs(jobs),
+        RunSpec(name=name or "tfmesos", role=role,
+                image=config.resolve(image, environ, "DOCKER_IMAGE"),
+                containerizer=containerizer_type, force_pull=force_pull_image,
+                volumes=tuple(volumes or ()), env=tuple((env or {}).items()),
+                launch_timeout=launch_timeout, max_attempts=max_attempts),
+        mode="fine", master=master, advertise_address=advertise_address,
+        connect_timeout=connect_timeout, local_master_options=local_master_options)
+    run.start()
+    try:
+        run.wait_ready()
+        run.watch()
+        handle = Cluster(run)
+        yield handle
+    finally:
+        run.stop()
+    if run.failure is not None:
+        raise run.failure

@@ -1,0 +1,164 @@
+"""Run a command inside the tfmesos image, as the original README does by
+hand with ``docker run``::
+
+    docker run --rm -e MESOS_MASTER=... --net=host \\
+        -v $PWD:$PWD -w $PWD -v /etc/passwd:/etc/passwd:ro \\
+        -v /etc/group:/etc/group:ro -u $(id -u):$(id -g) \\
+        tfmesos/tfmesos tfrun -w 1 -s 1 -- python train.py ...
+
+``run_in_image(["tfrun", "-w", "1", "-s", "1", "--", ...])`` does the same
+through the Docker engine's API and returns the command's exit code.
+"""
+
+import os
+import signal
+import sys
+import threading
+
+from tfmesos.exceptions import DockerError
+from tfmesos.volumes import parse_volume
+
+__all__ = ["run_in_image", "resolve_image", "passthrough_env", "DEFAULT_IMAGE",
+           "PASSTHROUGH_ENV", "PASSTHROUGH_PREFIXES"]
+
+DEFAULT_IMAGE = "tfmesos/tfmesos"
+PASSTHROUGH_ENV = ("MESOS_MASTER", "DOCKER_IMAGE")
+PASSTHROUGH_PREFIXES = ("TFMESOS_",)
+_STOP_TIMEOUT = 5
+
+
+def resolve_image(image=None, environ=None):
+    """The image to run: ``image``, else ``$DOCKER_IMAGE``, else the default."""
+    environ = os.environ if environ is None else environ
+    return image or environ.get("DOCKER_IMAGE") or DEFAULT_IMAGE
+
+
+def passthrough_env(env=None, environ=None):
+    """The container's environment: ``MESOS_MASTER``, ``DOCKER_IMAGE`` and
+    ``TFMESOS_*`` from ``environ`` (default ``os.environ``) when set, then
+    each entry of ``env``: ``"K=V"`` sets K, a bare ``"K"`` passes K through
+    when it is set (like ``docker run -e K``)."""
+    environ = os.environ if environ is None else environ
+    out = {k: v for k, v in environ.items()
+           if k in PASSTHROUGH_ENV or k.startswith(PASSTHROUGH_PREFIXES)}
+    for item in env or ():
+        name, has_value, value = str(item).partition("=")
+        if not name:
+            raise DockerError("invalid environment entry %r: expected NAME=VALUE or NAME" % item)
+        if has_value:
+            out[name] = value
+        elif name in environ:
+            out[name] = environ[name]
+    return out
+
+
+def _volumes(workdir, volumes):
+    """Bind mounts as ``docker`` SDK ``volumes`` strings: the user's first,
+    then the working directory and the account files unless a user volume
+    already targets the same container path."""
+    specs = []
+    targets = set()
+    for text in volumes or ():
+        host, container, mode = parse_volume(text)
+        specs.append("%s:%s:%s" % (host, container, mode.lower()))
+        targets.add(container)
+    for host, container, mode in ((workdir, workdir, "rw"),
+                                  ("/etc/passwd", "/etc/passwd", "ro"),
+                                  ("/etc/group", "/etc/group", "ro")):
+        if container not in targets and os.path.exists(host):
+            specs.append("%s:%s:%s" % (host, container, mode))
+            targets.add(container)
+    return specs
+
+
+class _Terminated(Exception):
+    pass
+
+
+def run_in_image(command, image=None, env=None, volumes=None, workdir=None, client=None,
+                 stdout=None, stderr=None):
+    """Run ``command`` (a list of strings) in the tfmesos image and return its
+    exit code.
+
+    The container runs on the host network, as this process's uid:gid, with
+    the working directory (default: the current one) mounted at the same path
+    and used as its cwd, ``/etc/passwd`` and ``/etc/group`` read-only,
+    ``volumes`` (``"HOST:CONTAINER[:ro|rw]"``) and the environment of
+    ``passthrough_env(env)``. Its output is streamed to ``stdout``/``stderr``
+    (default: this process's) while it runs. Ctrl-C or SIGTERM stops and
+    removes the container, then raises ``KeyboardInterrupt``; the container
+    is removed in every case.
+
+    Raises ``DockerError`` when the engine or the image is missing,
+    ``SpecError`` for a malformed volume.
+    """
+    from tfmesos.mesos.local.docker_runner import MANAGED_LABEL, attach, connect, pump_output
+
+    if isinstance(command, str) or not command:
+        raise DockerError("command must be a non-empty list of strings, got %r" % (command,))
+    command = [str(arg) for arg in command]
+    workdir = os.path.abspath(workdir or os.getcwd())
+    image = resolve_image(image)
+    kwargs = {
+        "command": command,
+        "network_mode": "host",
+        "working_dir": workdir,
+        "volumes": _volumes(workdir, volumes),
+        "environment": passthrough_env(env),
+        "user": "%d:%d" % (os.getuid(), os.getgid()),
+        "labels": {MANAGED_LABEL: "1", "tfmesos.role": "docker-wrapper"},
+        "init": True,
+        "stdin_open": False,
+        "tty": False,
+        "detach": True,
+    }
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
+
+    client = connect(client, error=DockerError)
+    import docker
+    import requests
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise DockerError("image %s not found on the Docker engine; build it with "
+                          "docker/build.sh (or docker pull %s)" % (image, image)) from None
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise DockerError("Docker is unavailable: %s" % " ".join(str(exc).split())) from exc
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_sigterm(signum, frame):
+            raise _Terminated()
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    container = None
+    try:
+        try:
+            container = client.containers.create(image, **kwargs)
+            frames = attach(client, container.id)
+            container.start()
+        except docker.errors.APIError as exc:
+            raise DockerError("cannot run %s in image %s: %s"
+                              % (command[0], image, " ".join(str(exc.explanation or exc).split()))
+                              ) from exc
+        pump_output(frames, stdout, stderr)
+        return client.api.wait(container.id).get("StatusCode", -1)
+    except (KeyboardInterrupt, _Terminated):
+        if container is not None:
+            try:
+                container.stop(timeout=_STOP_TIMEOUT)
+            except docker.errors.DockerException:
+                pass
+        raise KeyboardInterrupt() from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.DockerException as exc:
+                print("tfmesos: cannot remove container %s: %s" % (container.short_id, exc),
+                      file=sys.stderr)

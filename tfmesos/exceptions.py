@@ -1,0 +1,70 @@
+"""Exceptions raised by tfmesos.
+
+Every error tfmesos raises on purpose derives from ``TFMesosError``::
+
+    TFMesosError
+    ├── SpecError (ValueError)          a job spec or option is invalid
+    ├── MasterAddressError (ValueError) a master string cannot be parsed
+    ├── MesosError                      talking to Mesos failed
+    │   ├── MesosConnectionError (ConnectionError)  no master reachable
+    │   └── MesosCallError              a call was refused (HTTP status kept)
+    ├── RendezvousError                 the task rendezvous failed
+    ├── ClusterError                    the TensorFlow cluster failed
+    │   ├── LaunchTimeout (TimeoutError)  not complete within the deadline
+    │   └── TaskFailed                  a task ended badly (state, exit code)
+    └── DockerError                     the Docker engine or image is missing
+"""
+
+
+class TFMesosError(Exception):
+    """Root of every error tfmesos raises on purpose."""
+
+
+class SpecError(TFMesosError, ValueError):
+    """A job spec or run option is invalid."""
+
+
+class MasterAddressError(TFMesosError, ValueError):
+    """A Mesos master string cannot be parsed."""
+
+
+class MesosError(TFMesosError):
+    """Talking to the Mesos master failed."""
+
+
+class MesosConnectionError(MesosError, ConnectionError):
+    """No Mesos master could be reached."""
+
+
+class MesosCallError(MesosError):
+    """The master refused a call; ``status`` holds the HTTP status code."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class RendezvousError(TFMesosError):
+    """The rendezvous between the scheduler and its tasks failed."""
+
+
+class ClusterError(TFMesosError):
+    """The TensorFlow cluster could not be built or failed while running."""
+
+
+class LaunchTimeout(ClusterError, TimeoutError):
+    """The cluster was not complete within the launch timeout."""
+
+
+class TaskFailed(ClusterError):
+    """A task ended badly; carries its name, Mesos state and exit code."""
+
+    def __init__(self, message, task=None, state=None, exit_code=None):
+        super().__init__(message)
+        self.task = task
+        self.state = state
+        self.exit_code = exit_code
+
+
+class DockerError(TFMesosError):
+    """The Docker engine or an image is not available."""

@@ -1,0 +1,1 @@
+"""The embedded single-machine master (``--master local``)."""

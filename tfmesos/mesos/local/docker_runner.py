@@ -1,0 +1,431 @@
+"""Run the local master's tasks in Docker containers (the runner seam of
+``runner.py``), through the Docker engine's API (the ``docker`` package,
+``pip install 'tfmesos[docker]'``, imported only when a runner is used).
+
+A task's container:
+
+* runs ``launch.argv()`` in ``launch.image`` on the host network, with the
+  sandbox bind-mounted at its own path as working directory, plus
+  ``launch.volumes``;
+* gets ``launch.env`` minus the variables that only describe the host
+  (``PATH``, ``HOME``, ``PYTHONPATH``, ``VIRTUAL_ENV``, ...), so the image's
+  own ``PATH`` stays in force;
+* is labelled ``tfmesos.managed=1`` and ``tfmesos.task-id=<task id>``;
+* has its stdout/stderr copied, while it runs, into the sandbox files
+  ``stdout`` and ``stderr`` by a thread of this process.
+
+Docker's own ``--init`` (tini) is PID 1, so ``terminate`` (SIGTERM) reaches
+the command even when it installs no handler.
+"""
+
+import logging
+import os
+import re
+import signal
+import threading
+import uuid
+
+from tfmesos.mesos.local.runner import RunnerError, RunningTask
+
+__all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env",
+           "container_kwargs", "connect", "pump_output", "MANAGED_LABEL", "TASK_LABEL"]
+
+log = logging.getLogger(__name__)
+
+MANAGED_LABEL = "tfmesos.managed"
+TASK_LABEL = "tfmesos.task-id"
+
+# Variables that describe the host, not the task: they would override the
+# image's own settings (PATH, LANG), point at host paths that do not exist in
+# the container (HOME, VIRTUAL_ENV, PYTHONPATH, TMPDIR) or configure host tools.
+HOST_ONLY_ENV = frozenset("""
+    PATH HOME USER LOGNAME SHELL PWD OLDPWD SHLVL HOSTNAME MAIL TERM _
+    PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE PYTHONEXECUTABLE
+    LD_LIBRARY_PATH LD_PRELOAD VIRTUAL_ENV VIRTUAL_ENV_PROMPT
+    TMPDIR TMP TEMP LANG LANGUAGE DISPLAY
+""".split())
+HOST_ONLY_ENV_PREFIXES = ("LC_", "CONDA_", "PYENV_", "PIP_", "XDG_", "SSH_")
+
+# `docker run --<key>` options (Mesos' DockerInfo.parameters) -> SDK kwargs.
+_BOOL = {"": True, "1": True, "true": True, "yes": True,
+         "0": False, "false": False, "no": False}
+
+
+def _bool(key, value):
+    try:
+        return _BOOL[value.strip().lower()]
+    except KeyError:
+        raise RunnerError("docker parameter %s=%r: expected true or false" % (key, value)) from None
+
+
+def _int(key, value):
+    try:
+        return int(value)
+    except ValueError:
+        raise RunnerError("docker parameter %s=%r: expected an integer" % (key, value)) from None
+
+
+def _key_value(key, value, sep="="):
+    name, found, val = value.partition(sep)
+    if not found or not name:
+        raise RunnerError("docker parameter %s=%r: expected NAME%sVALUE" % (key, value, sep))
+    return name, val
+
+
+def _ulimit(key, value):
+    import docker.types
+    name, limits = _key_value(key, value)
+    soft, _, hard = limits.partition(":")
+    return docker.types.Ulimit(name=name, soft=_int(key, soft), hard=_int(key, hard or soft))
+
+
+def _text(key, value):
+    return value
+
+
+def _cpus(key, value):
+    try:
+        return int(float(value) * 1e9)
+    except ValueError:
+        raise RunnerError("docker parameter %s=%r: expected a number of CPUs" % (key, value)) from None
+
+
+# key -> (SDK kwarg, kind, converter); kind: "set" (last wins), "list"
+# (repeatable), "dict" (repeatable NAME=VALUE).
+_PARAMETERS = {
+    "memory": ("mem_limit", "set", _text),
+    "memory-swap": ("memswap_limit", "set", _text),
+    "memory-reservation": ("mem_reservation", "set", _text),
+    "memory-swappiness": ("mem_swappiness", "set", _int),
+    "shm-size": ("shm_size", "set", _text),
+    "cpus": ("nano_cpus", "set", _cpus),
+    "cpu-shares": ("cpu_shares", "set", _int),
+    "cpu-period": ("cpu_period", "set", _int),
+    "cpu-quota": ("cpu_quota", "set", _int),
+    "cpuset-cpus": ("cpuset_cpus", "set", _text),
+    "cpuset-mems": ("cpuset_mems", "set", _text),
+    "pids-limit": ("pids_limit", "set", _int),
+    "oom-kill-disable": ("oom_kill_disable", "set", _bool),
+    "oom-score-adj": ("oom_score_adj", "set", _int),
+    "privileged": ("privileged", "set", _bool),
+    "read-only": ("read_only", "set", _bool),
+    "init": ("init", "set", _bool),
+    "ipc": ("ipc_mode", "set", _text),
+    "pid": ("pid_mode", "set", _text),
+    "uts": ("uts_mode", "set", _text),
+    "userns": ("userns_mode", "set", _text),
+    "runtime": ("runtime", "set", _text),
+    "hostname": ("hostname", "set", _text),
+    "stop-signal": ("stop_signal", "set", _text),
+    "cap-add": ("cap_add", "list", _text),
+    "cap-drop": ("cap_drop", "list", _text),
+    "device": ("devices", "list", _text),
+    "group-add": ("group_add", "list", _text),
+    "security-opt": ("security_opt", "list", _text),
+    "dns": ("dns", "list", _text),
+    "ulimit": ("ulimits", "list", _ulimit),
+    "label": ("labels", "dict", _key_value),
+    "sysctl": ("sysctls", "dict", _key_value),
+    "add-host": ("extra_hosts", "dict", lambda k, v: _key_value(k, v, ":")),
+    "tmpfs": ("tmpfs", "dict", lambda k, v: (v.partition(":")[0], v.partition(":")[2])),
+    "env": ("environment", "dict", _key_value),
+    "e": ("environment", "dict", _key_value),
+}
+# What tfmesos itself decides: a parameter may not change it.
+_MANAGED_PARAMETERS = {"net", "network", "name", "workdir", "w", "user", "u",
+                       "volume", "v", "mount", "entrypoint", "gpus", "rm", "detach", "d"}
+
+
+def container_env(env, gpu_ids=()):
+    """The task's environment as the container gets it: ``env`` minus the
+    host-only variables (``HOST_ONLY_ENV`` and prefixes). With GPUs, the
+    container sees only its own devices, numbered from 0, so a
+    ``CUDA_VISIBLE_DEVICES`` naming host indices is renumbered."""
+    out = {k: v for k, v in env.items()
+           if k not in HOST_ONLY_ENV and not k.startswith(HOST_ONLY_ENV_PREFIXES)}
+    if gpu_ids and "CUDA_VISIBLE_DEVICES" in out:
+        out["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpu_ids)))
+    return out
+
+
+def _volume_spec(host, container, mode):
+    mode_flag = {"RW": "rw", "RO": "ro"}.get(str(mode).upper())
+    if mode_flag is None:
+        raise RunnerError("volume %s:%s has mode %r; expected RW or RO" % (host, container, mode))
+    for path in (host, container):
+        if not path.startswith("/") or ":" in path or "," in path:
+            raise RunnerError("volume path %r must be absolute and contain no ':' or ','" % path)
+    return "%s:%s:%s" % (host, container, mode_flag)
+
+
+def container_kwargs(launch, name=None):
+    """The ``docker`` SDK ``containers.create`` keyword arguments for a
+    ``TaskLaunch`` (pure; raises ``RunnerError`` for an unknown or managed
+    docker parameter or a bad volume)."""
+    import docker.types
+
+    labels = {MANAGED_LABEL: "1", TASK_LABEL: launch.task_id,
+              "tfmesos.framework-id": launch.framework_id,
+              "tfmesos.agent-id": launch.agent_id}
+    kwargs = {
+        "image": launch.image,
+        "name": name,
+        "network_mode": "host",
+        "working_dir": launch.sandbox,
+        "volumes": [_volume_spec(launch.sandbox, launch.sandbox, "RW")]
+                   + [_volume_spec(*v) for v in launch.volumes],
+        "environment": container_env(launch.env, launch.gpu_ids),
+        "labels": labels,
+        "init": True,
+        "stdin_open": False,
+        "tty": False,
+        "detach": True,
+    }
+    argv = launch.argv()
+    if launch.shell:
+        # As Mesos does for shell commands: the image's entrypoint is replaced.
+        kwargs["entrypoint"] = argv
+    else:
+        kwargs["command"] = argv
+    if launch.user:
+        kwargs["user"] = str(launch.user)
+    if launch.gpu_ids:
+        kwargs["device_requests"] = [docker.types.DeviceRequest(
+            device_ids=[str(i) for i in launch.gpu_ids], capabilities=[["gpu"]])]
+    for key, value in launch.docker_parameters:
+        key = str(key).lstrip("-")
+        value = "" if value is None else str(value)
+        if key in _MANAGED_PARAMETERS:
+            raise RunnerError("docker parameter %r is set by tfmesos and cannot be changed" % key)
+        if key not in _PARAMETERS:
+            raise RunnerError("unknown docker parameter %r (supported: %s)"
+                              % (key, ", ".join(sorted(_PARAMETERS))))
+        kwarg, kind, convert = _PARAMETERS[key]
+        converted = convert(key, value)
+        if kind == "set":
+            kwargs[kwarg] = converted
+        elif kind == "list":
+            kwargs.setdefault(kwarg, []).append(converted)
+        else:
+            k, v = converted
+            kwargs.setdefault(kwarg, {})[k] = v
+    labels.update({MANAGED_LABEL: "1", TASK_LABEL: launch.task_id})   # never overridden
+    return kwargs
+
+
+def _one_line(exc):
+    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return " ".join(str(text).split())
+
+
+def connect(client=None, error=RunnerError):
+    """Return a working ``docker.DockerClient`` (``client`` or one from the
+    environment), or raise ``error("Docker is unavailable: <reason>")``."""
+    try:
+        import docker
+    except ImportError:
+        raise error("Docker is unavailable: the docker Python package is not installed "
+                    "(pip install 'tfmesos[docker]')") from None
+    import requests
+
+    try:
+        if client is None:
+            client = docker.from_env()
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        raise error("Docker is unavailable: %s (start the engine as root: dockerd &, "
+                    "or install it: apt-get install docker.io)" % _one_line(exc)) from exc
+    return client
+
+
+def _write(stream, data):
+    if isinstance(stream, int):
+        os.write(stream, data)
+        return
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        stream.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        stream.write(data.decode("utf-8", "replace"))
+        stream.flush()
+
+
+def pump_output(frames, out, err):
+    """Copy demultiplexed ``(stdout, stderr)`` frames of an attach stream to
+    ``out`` and ``err`` (binary or text files), flushing each chunk."""
+    for stdout, stderr in frames:
+        if stdout:
+            _write(out, stdout)
+        if stderr:
+            _write(err, stderr)
+
+
+def attach(client, container_id):
+    """Open a demultiplexed output stream of a container (before starting
+    it, so that nothing it prints is missed)."""
+    return client.api.attach(container_id, stdout=True, stderr=True, stream=True,
+                             logs=True, demux=True)
+
+
+def _container_name(task_id):
+    safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", task_id).strip("-.")[:100]
+    return "tfmesos-%s-%s" % (safe or "task", uuid.uuid4().hex[:8])
+
+
+class DockerRunner:
+    """Runs each ``TaskLaunch`` in a container of ``launch.image``.
+
+    ``client`` is a ``docker.DockerClient`` (default: ``docker.from_env()``
+    on first use). Every failure to start raises ``RunnerError`` with a
+    one-line message: no engine ("Docker is unavailable: ..."), a missing
+    image, a failed pull, a bad docker parameter or volume."""
+
+    def __init__(self, client=None):
+        self._client = client
+        self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        with self._lock:
+            self._client = connect(self._client)
+            return self._client
+
+    def _ensure_image(self, client, launch):
+        import docker
+
+        image = launch.image
+        if launch.force_pull:
+            try:
+                client.images.pull(image)
+            except (docker.errors.DockerException, OSError) as exc:
+                raise RunnerError("cannot pull image %r: %s" % (image, _one_line(exc))) from exc
+            return
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise RunnerError("image %s not found on the Docker engine; build it with "
+                              "docker/build.sh (or pull it: docker pull %s)" % (image, image)) from None
+        except docker.errors.DockerException as exc:
+            raise RunnerError("Docker is unavailable: %s" % _one_line(exc)) from exc
+
+    def launch(self, launch):
+        import docker
+
+        if not launch.image:
+            raise RunnerError("task %s names no image; the Docker runner only runs containers"
+                              % launch.task_id)
+        client = self.client
+        self._ensure_image(client, launch)
+        kwargs = container_kwargs(launch, name=_container_name(launch.task_id))
+        kwargs.pop("detach")
+        try:
+            out = open(launch.stdout_path, "ab")
+            err = open(launch.stderr_path, "ab")
+        except OSError as exc:
+            raise RunnerError("cannot open the sandbox of task %s: %s" % (launch.task_id, exc)) from exc
+        container = None
+        try:
+            container = client.containers.create(**kwargs)
+            frames = attach(client, container.id)
+            container.start()
+        except (docker.errors.DockerException, OSError) as exc:
+            out.close()
+            err.close()
+            if container is not None:
+                _remove(container)
+            raise RunnerError("cannot start task %s in image %s: %s"
+                              % (launch.task_id, launch.image, _one_line(exc))) from exc
+        return DockerTask(client, container, frames, out, err)
+
+
+def _remove(container):
+    import docker
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            log.warning("cannot remove container %s: %s", container.short_id, _one_line(exc))
+
+
+class DockerTask(RunningTask):
+    """A running container. ``wait`` returns its exit code, or ``-signum``
+    when it ended from the SIGTERM/SIGKILL that ``terminate``/``kill`` sent
+    (or the kernel's OOM killer)."""
+
+    def __init__(self, client, container, frames, out, err):
+        self.client = client
+        self.container = container
+        self.id = container.id
+        self._signalled = False
+        self._status = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._follow, args=(frames, out, err),
+                                        name="docker-task-%s" % container.short_id, daemon=True)
+        self._thread.start()
+
+    def _follow(self, frames, out, err):
+        import docker
+        import requests
+
+        try:
+            try:
+                pump_output(frames, out, err)
+            except Exception as exc:   # noqa: BLE001 - output lost, the exit status is not
+                log.warning("output of container %s stopped: %s", self.container.short_id, exc)
+            finally:
+                out.close()
+                err.close()
+            try:
+                result = self.client.api.wait(self.id)
+                code = result.get("StatusCode", -1)
+                oom = False
+                if code > 128:
+                    try:
+                        oom = self.client.api.inspect_container(self.id)["State"].get("OOMKilled")
+                    except docker.errors.DockerException:
+                        pass
+                if 128 < code <= 128 + 64 and (self._signalled or oom):
+                    code = -(code - 128)
+                self._status = code
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                # Removed under us (cleanup while running): it was killed.
+                log.debug("wait on container %s: %s", self.container.short_id, exc)
+                self._status = -signal.SIGKILL
+        finally:
+            self._done.set()
+
+    def wait(self, timeout=None):
+        if self._done.wait(timeout):
+            return self._status
+        return None
+
+    def _signal(self, signum):
+        import docker
+        self._signalled = True
+        try:
+            self.container.kill(signal=int(signum))
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "is not running" not in str(exc):
+                log.warning("cannot signal container %s: %s",
+                            self.container.short_id, _one_line(exc))
+
+    def terminate(self):
+        self._signal(signal.SIGTERM)
+
+    def kill(self):
+        self._signal(signal.SIGKILL)
+
+    def cleanup(self):
+        if not self._done.is_set():
+            self._signalled = True
+        _remove(self.container)
+        self._done.wait(10)
+        self._thread.join(1)

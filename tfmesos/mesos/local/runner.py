@@ -1,0 +1,116 @@
+"""How the local master's agents run a task: the seam between the master's
+bookkeeping and the processes (or containers) that do the work.
+
+A runner takes a ``TaskLaunch`` and returns a ``RunningTask``. The plain
+``ProcessRunner`` runs the command as a subprocess in its own process group;
+a container runner (Docker) implements the same two classes' interface.
+"""
+
+import dataclasses
+import os
+import signal
+import subprocess
+from typing import Optional
+
+
+@dataclasses.dataclass
+class TaskLaunch:
+    """Everything a runner needs to start one task (no Mesos JSON here)."""
+
+    task_id: str
+    framework_id: str
+    agent_id: str
+    sandbox: str                       # existing directory, the task's cwd
+    command: str                       # shell command, or argv[0] when not shell
+    arguments: list = dataclasses.field(default_factory=list)
+    shell: bool = True
+    env: dict = dataclasses.field(default_factory=dict)   # complete environment
+    user: Optional[str] = None
+    image: Optional[str] = None        # container image, None for a plain task
+    containerizer: Optional[str] = None  # "MESOS" or "DOCKER" when image is set
+    force_pull: bool = False
+    volumes: list = dataclasses.field(default_factory=list)  # (host, container, "RW"|"RO")
+    docker_parameters: list = dataclasses.field(default_factory=list)  # (key, value)
+    gpu_ids: list = dataclasses.field(default_factory=list)  # e.g. ["0", "1"]
+
+    @property
+    def stdout_path(self):
+        return os.path.join(self.sandbox, "stdout")
+
+    @property
+    def stderr_path(self):
+        return os.path.join(self.sandbox, "stderr")
+
+    def argv(self):
+        if self.shell:
+            return ["/bin/sh", "-c", self.command]
+        return [self.command] + list(self.arguments)
+
+
+class RunningTask:
+    """A started task. ``wait`` returns the exit status: >= 0 an exit code,
+    < 0 the number of the signal that ended it, None on timeout."""
+
+    def wait(self, timeout=None):
+        raise NotImplementedError
+
+    def terminate(self):
+        """Ask the task to stop (SIGTERM to the whole process group)."""
+        raise NotImplementedError
+
+    def kill(self):
+        """Stop the task now (SIGKILL to the whole process group)."""
+        raise NotImplementedError
+
+    def cleanup(self):
+        """Release what the task held once it has ended (e.g. a container)."""
+
+
+class RunnerError(Exception):
+    """The task could not be started; the message goes into TASK_FAILED."""
+
+
+class ProcessRunner:
+    """Runs a task as a local subprocess, stdout/stderr in its sandbox."""
+
+    def launch(self, launch):
+        if launch.image:
+            raise RunnerError("task %s names the image %r but this agent runs plain "
+                              "processes only" % (launch.task_id, launch.image))
+        with open(launch.stdout_path, "ab") as out, open(launch.stderr_path, "ab") as err:
+            try:
+                popen = subprocess.Popen(
+                    launch.argv(), cwd=launch.sandbox, env=launch.env,
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True)
+            except OSError as exc:
+                raise RunnerError("cannot start %r: %s" % (launch.command, exc)) from exc
+        return _Process(popen)
+
+
+class _Process(RunningTask):
+    def __init__(self, popen):
+        self.popen = popen
+        self.pid = popen.pid
+
+    def wait(self, timeout=None):
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _signal_group(self, signum):
+        try:
+            os.killpg(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def terminate(self):
+        self._signal_group(signal.SIGTERM)
+
+    def kill(self):
+        self._signal_group(signal.SIGKILL)
+
+    def cleanup(self):
+        # The leader may be gone while children of its group live on.
+        self._signal_group(signal.SIGKILL)

@@ -1,0 +1,149 @@
+"""The tfmesos Mesos scheduler: turns offers into tasks of the run's jobs.
+
+It only places and launches; what a task's end means (relaunch, fail the
+run, done) is the launcher's decision. Everything it learns goes on the
+launcher's event queue, so callbacks stay short and never raise into the
+driver for a run-level problem.
+"""
+
+import dataclasses
+import threading
+from typing import Optional
+
+from .mesos import Scheduler
+from .placement import TaskRequest, largest_offer, place
+from .spec import Job
+
+TERMINAL_STATES = frozenset({
+    "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
+    "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR"})
+IDLE_REFUSE_SECONDS = 120.0
+BUSY_REFUSE_SECONDS = 2.0
+
+
+@dataclasses.dataclass
+class TaskSlot:
+    """One task of the cluster (``worker:1``) across its launch attempts."""
+
+    job: Job
+    index: int
+    attempts: int = 0
+    task_id: Optional[str] = None
+    state: str = "PENDING"        # PENDING until launched, then the latest Mesos state
+    message: str = ""
+    agent_id: Optional[str] = None
+    hostname: Optional[str] = None
+    port: Optional[int] = None
+    gpu_ids: tuple = ()
+    address: Optional[str] = None  # host:port the task registered
+    exit_code: Optional[int] = None
+    done: bool = False             # ended as expected
+
+    @property
+    def key(self):
+        return (self.job.name, self.index)
+
+    @property
+    def name(self):
+        return "%s:%d" % self.key
+
+    def describe(self):
+        text = "%s (%s" % (self.name, self.state)
+        if self.message:
+            text += ": %s" % self.message
+        return text + ")"
+
+
+def make_slots(jobs):
+    return [TaskSlot(job, index) for job in jobs for index in job.task_indices()]
+
+
+class TFMesosScheduler(Scheduler):
+    """``build_task(slot, assignment) -> TaskInfo`` makes each task;
+    events go to ``events`` as ``("mesos", kind, payload)``."""
+
+    def __init__(self, slots, build_task, events, run_id):
+        self.slots = slots
+        self.lock = threading.RLock()
+        self._build_task = build_task
+        self._events = events
+        self._run_id = run_id
+        self._by_task_id = {}
+        self._suppressed = False
+        self.largest_offer = None
+        self.framework_id = None
+
+    def slot_of(self, task_id):
+        return self._by_task_id.get(task_id)
+
+    def pending(self):
+        return [slot for slot in self.slots if slot.state == "PENDING"]
+
+    # -- Mesos callbacks ----------------------------------------------------
+
+    def registered(self, driver, framework_id, master_info):
+        self.framework_id = framework_id.value
+        self._events.put(("mesos", "registered", master_info))
+
+    def reregistered(self, driver, master_info):
+        self._events.put(("mesos", "reregistered", master_info))
+
+    def disconnected(self, driver):
+        self._events.put(("mesos", "disconnected", None))
+
+    def error(self, driver, message):
+        self._events.put(("mesos", "error", message))
+
+    def slaveLost(self, driver, agent_id):
+        self._events.put(("mesos", "agent_lost", agent_id.value))
+
+    def statusUpdate(self, driver, update):
+        self._events.put(("mesos", "status", update))
+
+    def resourceOffers(self, driver, offers):
+        with self.lock:
+            summary = largest_offer(offers)
+            if summary and (self.largest_offer is None or (summary["cpus"], summary["mem"]) >
+                            (self.largest_offer["cpus"], self.largest_offer["mem"])):
+                self.largest_offer = summary
+            pending = self.pending()
+            requests = [TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus)
+                        for slot in pending]
+            placement = place(requests, offers)
+            for offer_id, assignments in placement.launches.items():
+                infos = [self._launch(slot_assignment) for slot_assignment in assignments]
+                driver.launchTasks([{"value": offer_id}], infos,
+                                   {"refuse_seconds": BUSY_REFUSE_SECONDS})
+            still_pending = bool(self.pending())
+            if placement.unused:
+                refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
+                driver.declineOffer([{"value": oid} for oid in placement.unused],
+                                    {"refuse_seconds": refuse})
+            if not still_pending and not self._suppressed:
+                driver.suppressOffers()
+                self._suppressed = True
+
+    def _launch(self, assignment):
+        slot = assignment.request.key
+        slot.attempts += 1
+        slot.task_id = "tfmesos.%s.%s.%d.%d" % (self._run_id, slot.job.name, slot.index,
+                                                slot.attempts)
+        slot.state = "TASK_STAGING"
+        slot.message = ""
+        slot.agent_id = assignment.agent_id
+        slot.hostname = assignment.hostname
+        slot.port = assignment.port
+        slot.gpu_ids = tuple(assignment.gpu_ids)
+        slot.address = None
+        self._by_task_id[slot.task_id] = slot
+        return self._build_task(slot, assignment)
+
+    # -- called by the launcher ---------------------------------------------
+
+    def relaunch(self, driver, slot):
+        """Queue ``slot`` for another attempt and ask for offers again."""
+        with self.lock:
+            slot.state = "PENDING"
+            slot.address = None
+            self._suppressed = False
+        driver.reviveOffers()

@@ -1,0 +1,199 @@
+"""Job and run specs: small value objects that validate themselves.
+
+A ``Job`` is one kind of task (``ps``, ``worker``, ``chief``, ...) with its
+count and resources; a ``RunSpec`` is everything about one run that is not a
+job: containers, volumes, role, timeouts. Both reject bad values with a
+``SpecError`` whose message says what to change, before anything launches.
+"""
+
+import dataclasses
+import math
+import re
+import string
+from typing import Optional
+
+from .exceptions import SpecError
+from .volumes import parse_volume
+
+TRAINER_JOBS = ("chief", "worker", "ps")
+REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
+SINGLETON_JOBS = ("chief", "evaluator")
+CONTAINERIZERS = ("MESOS", "DOCKER")
+_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_ROLE = re.compile(r"^(\*|[^-/\s][^\s]*)$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """``num`` tasks of job ``name``, each with ``cpus``, ``mem`` (MB) and
+    whole ``gpus``; ``cmd`` overrides the run's command for this job;
+    ``start`` is the index of its first task; ``env`` extra variables."""
+
+    name: str
+    num: int = 1
+    cpus: float = 1.0
+    mem: float = 1024.0
+    gpus: int = 0
+    cmd: Optional[str] = None
+    start: int = 0
+    env: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
+            raise SpecError("invalid job name %r: use lower-case letters, digits and '_', "
+                            "starting with a letter (e.g. 'worker')" % (self.name,))
+        _check_int(self, "num", 1)
+        _check_int(self, "start", 0)
+        for field in ("cpus", "mem"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise SpecError("job %r: %s must be a positive number, got %r"
+                                % (self.name, field, value))
+            object.__setattr__(self, field, float(value))
+        gpus = self.gpus
+        if isinstance(gpus, float) and gpus.is_integer():
+            gpus = int(gpus)
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+            raise SpecError("job %r: gpus must be a whole number >= 0 (Mesos allocates whole "
+                            "GPUs), got %r" % (self.name, self.gpus))
+        object.__setattr__(self, "gpus", gpus)
+        if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
+            raise SpecError("job %r: cmd must be a non-empty string or None" % self.name)
+        object.__setattr__(self, "env", _env_tuple(self.env, "job %r" % self.name))
+        if self.name in SINGLETON_JOBS and self.num != 1:
+            raise SpecError("job %r: at most one %s task is allowed, got num=%d"
+                            % (self.name, self.name, self.num))
+
+    @classmethod
+    def from_dict(cls, data):
+        if isinstance(data, Job):
+            return data
+        if not isinstance(data, dict):
+            raise SpecError("a job must be a tfmesos.Job or a dict, got %r" % (data,))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise SpecError("unknown job field(s) %s; known: %s"
+                            % (", ".join(map(repr, unknown)), ", ".join(sorted(fields))))
+        if "name" not in data:
+            raise SpecError("a job needs a 'name' (e.g. {'name': 'worker', 'num': 2})")
+        return cls(**data)
+
+    def to_dict(self):
+        data = dataclasses.asdict(self)
+        data["env"] = dict(self.env)
+        return data
+
+    def task_indices(self):
+        return range(self.start, self.start + self.num)
+
+
+def parse_jobs(jobs, allowed=None):
+    """Validate a list of ``Job``/dicts: unique names, names allowed for the mode."""
+    if isinstance(jobs, (Job, dict)):
+        jobs = [jobs]
+    parsed = [Job.from_dict(job) for job in jobs or ()]
+    if not parsed:
+        raise SpecError("no jobs given: pass e.g. [Job(name='ps', num=1), Job(name='worker', num=2)]")
+    names = [job.name for job in parsed]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise SpecError("job name(s) given twice: %s" % ", ".join(duplicates))
+    if allowed is not None:
+        for job in parsed:
+            if job.name not in allowed:
+                raise SpecError("unknown job %r for this mode; use one of: %s"
+                                % (job.name, ", ".join(allowed)))
+    return parsed
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Run-wide settings. ``volumes`` are ``host:container[:ro|rw]`` strings;
+    ``image`` None runs plain command tasks; ``containerizer`` None lets the
+    scheduler choose (MESOS on Mesos >= 1.0)."""
+
+    name: str = "tfmesos"
+    role: Optional[str] = None
+    image: Optional[str] = None
+    containerizer: Optional[str] = None
+    force_pull: bool = False
+    volumes: tuple = ()
+    env: tuple = ()
+    docker_parameters: tuple = ()
+    launch_timeout: float = 600.0
+    max_attempts: int = 3
+    user: Optional[str] = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise SpecError("the framework name must be a non-empty string")
+        if self.containerizer is not None:
+            upper = str(self.containerizer).upper()
+            if upper not in CONTAINERIZERS:
+                raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
+                                % (self.containerizer,))
+            object.__setattr__(self, "containerizer", upper)
+        if self.image is not None and not (isinstance(self.image, str) and self.image.strip()):
+            raise SpecError("the image name must be a non-empty string")
+        if self.role is not None and (not isinstance(self.role, str) or not _ROLE.match(self.role)
+                                      or self.role in (".", "..")):
+            raise SpecError("invalid Mesos role %r: use a name like 'ml' or 'ml/team' "
+                            "(no spaces, not starting with '-' or '/')" % (self.role,))
+        object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
+                                                  _volume_tuple(v) for v in self.volumes))
+        object.__setattr__(self, "env", _env_tuple(self.env, "the run"))
+        params = []
+        for item in self.docker_parameters:
+            key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
+            params.append((str(key), str(value)))
+        object.__setattr__(self, "docker_parameters", tuple(params))
+        if not isinstance(self.launch_timeout, (int, float)) or self.launch_timeout <= 0:
+            raise SpecError("launch_timeout must be a positive number of seconds, got %r"
+                            % (self.launch_timeout,))
+        _check_int(self, "max_attempts", 1)
+
+
+def check_command_template(cmd, jobs):
+    """Reject unknown ``{placeholders}`` in a replica command before launching."""
+    known = {"ps_hosts", "worker_hosts", "chief_hosts", "job_name", "task_index"}
+    known.update("%s_hosts" % job.name for job in jobs)
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(cmd) if field is not None]
+    except ValueError as exc:
+        raise SpecError("bad braces in the command %r (%s); write {{ and }} for literal "
+                        "braces" % (cmd, exc)) from None
+    for field in fields:
+        base = re.split(r"[.\[!:]", field, 1)[0]
+        if base not in known:
+            raise SpecError("unknown placeholder {%s} in the command; known: %s (write {{ and }} "
+                            "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))
+
+
+def _check_int(obj, field, minimum):
+    value = getattr(obj, field)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        owner = "job %r" % obj.name if isinstance(obj, Job) else "the run"
+        raise SpecError("%s: %s must be an integer >= %d, got %r" % (owner, field, minimum, value))
+
+
+def _env_tuple(env, owner):
+    items = env.items() if isinstance(env, dict) else env
+    result = []
+    for item in items:
+        if isinstance(item, str):
+            if "=" not in item:
+                raise SpecError("%s: environment entry %r must look like NAME=VALUE" % (owner, item))
+            item = item.split("=", 1)
+        name, value = item
+        if not _ENV_NAME.match(str(name)):
+            raise SpecError("%s: invalid environment variable name %r" % (owner, name))
+        result.append((str(name), str(value)))
+    return tuple(result)
+
+
+def _volume_tuple(volume):
+    host, container, mode = volume
+    return parse_volume("%s:%s:%s" % (host, container, mode.lower()))

@@ -1,0 +1,64 @@
+"""TaskInfo builders: pure functions from a placed task to Mesos JSON."""
+
+import os
+import shlex
+import sys
+
+PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/group", "RO"))
+
+
+def task_command(image, python=None):
+    """The entry point's command line. Inside an image the image's own
+    ``python3`` runs it; plain tasks use this interpreter (same install)."""
+    if image:
+        return "python3 -m tfmesos.server"
+    return "%s -m tfmesos.server" % shlex.quote(python or sys.executable)
+
+
+def submitter_pythonpath(path=None):
+    """PYTHONPATH that lets a plain task import what this process imports."""
+    entries = []
+    for entry in sys.path if path is None else path:
+        entry = os.path.abspath(entry or os.getcwd())
+        if os.path.isdir(entry) and entry not in entries:
+            entries.append(entry)
+    return os.pathsep.join(entries)
+
+
+def container_info(run, containerizer, gpu_ids=(), gpus=0):
+    """The TaskInfo ``container`` for ``run.image``, or None for a plain task."""
+    if not run.image:
+        return None
+    volumes = [{"container_path": container, "host_path": host, "mode": mode}
+               for host, container, mode in PASSWD_VOLUMES + tuple(run.volumes)]
+    if containerizer == "DOCKER":
+        parameters = [{"key": key, "value": value} for key, value in run.docker_parameters]
+        if gpus:
+            # Docker's own GPU support; the nvidia-docker plugin of old is gone.
+            value = "device=%s" % ",".join(gpu_ids) if gpu_ids else str(gpus)
+            parameters.append({"key": "gpus", "value": value})
+        return {"type": "DOCKER", "volumes": volumes,
+                "docker": {"image": run.image, "network": "HOST",
+                           "force_pull_image": bool(run.force_pull),
+                           "parameters": parameters}}
+    return {"type": "MESOS", "volumes": volumes,
+            "mesos": {"image": {"type": "DOCKER", "docker": {"name": run.image},
+                                "cached": not run.force_pull}}}
+
+
+def build_task_info(task_id, name, agent_id, resources, command, env, container=None,
+                    labels=None):
+    variables = [{"name": key, "value": str(value)} for key, value in sorted(env.items())]
+    info = {
+        "name": name,
+        "task_id": {"value": task_id},
+        "agent_id": {"value": agent_id},
+        "resources": list(resources),
+        "command": {"value": command, "shell": True,
+                    "environment": {"variables": variables}},
+    }
+    if container is not None:
+        info["container"] = container
+    if labels:
+        info["labels"] = {"labels": [{"key": k, "value": str(v)} for k, v in sorted(labels.items())]}
+    return info
