@@ -44,11 +44,19 @@ else
     : >docker/build/ca-certificates.crt
 fi
 
+OLD_ID=$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 echo "build.sh: building $IMAGE on $BASE_IMAGE"
-# The legacy builder is what docker.io ships and needs no buildx plugin; the
-# Dockerfile works with BuildKit too (DOCKER_BUILDKIT=1 docker/build.sh).
-DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --network host \
+# The legacy builder is what docker.io ships and needs no buildx plugin
+# (DOCKER_BUILDKIT=1 docker/build.sh selects BuildKit where buildx exists).
+DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --network host --force-rm \
     --build-arg BASE_IMAGE="$BASE_IMAGE" \
     --build-arg IMAGE_NAME="$IMAGE" \
     -t "$IMAGE" -f docker/Dockerfile "$@" .
+# The previous build of this tag, now untagged, would pile up: drop it
+# (its layers stay where the new image still uses them).
+NEW_ID=$(docker image inspect --format '{{.Id}}' "$IMAGE")
+if [ -n "$OLD_ID" ] && [ "$OLD_ID" != "$NEW_ID" ] \
+        && [ "$(docker image inspect --format '{{len .RepoTags}}' "$OLD_ID" 2>/dev/null)" = 0 ]; then
+    docker rmi "$OLD_ID" >/dev/null 2>&1 || true
+fi
 echo "build.sh: built $IMAGE"

@@ -73,8 +73,11 @@ def docker_engine():
             pytest.fail("the Docker engine is not running (%s) and only root can start it: "
                         "sudo dockerd &" % error, pytrace=False)
         log_fd, log_path = tempfile.mkstemp(prefix="tfmesos-dockerd-", suffix=".log")
+        # The engine is not one of the tests' processes: keep TFMESOS_* (the
+        # session marker among them) out of its environment.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TFMESOS_")}
         started = subprocess.Popen(["dockerd"], stdin=subprocess.DEVNULL, stdout=log_fd,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, env=env, start_new_session=True)
         os.close(log_fd)
         deadline = time.monotonic() + ENGINE_START_TIMEOUT
         while _engine_error() is not None:

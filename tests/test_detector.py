@@ -244,6 +244,7 @@ def test_static_detector():
     with make_detector(parse_master("h1:5050,https://h2:5051")) as detector:
         assert isinstance(detector, StaticDetector)
         assert detector.candidates() == ("http://h1:5050", "https://h2:5051")
+        assert detector.candidates(timeout=5) == ("http://h1:5050", "https://h2:5051")
         assert detector.leader() == "http://h1:5050"
         assert detector.leader(timeout=0) == "http://h1:5050"
         assert isinstance(detector.leaders_changed, threading.Event)

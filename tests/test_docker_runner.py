@@ -111,6 +111,19 @@ def test_container_kwargs(tmp_path):
     assert request["Capabilities"] == [["gpu"]]
 
 
+def test_container_user_resolves_host_names():
+    from tfmesos.mesos.local.docker_runner import container_user
+
+    assert container_user("1000") == "1000"
+    assert container_user("1000:1000") == "1000:1000"
+    assert container_user("root") == "0:0"
+    assert container_user("nobody") == "65534:65534"
+    assert container_user("nobody:0") == "65534:0"
+    assert container_user("nobody:root") == "65534:0"
+    assert container_user("no-such-user") == "no-such-user"
+    assert container_user("nobody:no-such-group") == "nobody:no-such-group"
+
+
 def test_container_kwargs_without_shell_keeps_the_entrypoint(tmp_path):
     launch = make_launch(tmp_path, "python", "img", shell=False, arguments=["-c", "pass"])
     kwargs = container_kwargs(launch)
@@ -180,7 +193,8 @@ def test_output_reaches_the_sandbox_while_running_and_terminate_stops(
         run, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
     import docker
 
-    task = run("echo started; exec sleep 120", tfmesos_image)
+    # The shell does not exec sleep: SIGTERM has to end the whole container.
+    task = run("echo started; sleep 120; echo not reached", tfmesos_image)
     wait_for_text(tmp_path / "sandbox" / "stdout", "started\n", task)
     assert task.wait(0.5) is None
     task.terminate()
@@ -257,6 +271,26 @@ def test_user_and_docker_parameters(run, tfmesos_image, tmp_path):
     uid, gid, shm = read(tmp_path / "sandbox" / "stdout").splitlines()
     assert (uid, gid) == ("65534", "65534")
     assert shm.split()[1] == "65536"
+
+
+@pytest.mark.docker
+def test_many_tasks_at_once(runner, tfmesos_image, tmp_path):
+    # More tasks than the engine client's connection pool (10) holds.
+    tasks = []
+    try:
+        for i in range(12):
+            sandbox = tmp_path / str(i)
+            sandbox.mkdir()
+            tasks.append(runner.launch(TaskLaunch(
+                task_id="many-%d" % i, framework_id="fw", agent_id="a", sandbox=str(sandbox),
+                command="sleep 1; echo task %d" % i, image=tfmesos_image)))
+        assert [task.wait(WAIT) for task in tasks] == [0] * 12
+        for i in range(12):
+            assert read(tmp_path / str(i) / "stdout") == "task %d\n" % i
+    finally:
+        for task in tasks:
+            task.kill()
+            task.cleanup()
 
 
 @pytest.mark.docker

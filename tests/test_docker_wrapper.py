@@ -157,16 +157,15 @@ def test_environment_and_volumes_pass_through(engine, tfmesos_image, tmp_path, m
               "print(e['MESOS_MASTER'], e['TFMESOS_SOMETHING'], e['ASKED_FOR'], e['EXPLICIT'], "
               "e.get('NOT_ASKED'), e['DOCKER_IMAGE'], e['PATH'].split(':')[0]); "
               "print(open('/mnt/data/f').read().strip())")
-    out = Recorder()
+    out, err = Recorder(), Recorder()
     code = run_in_image(["python", "-c", script + "; open('/mnt/data/g', 'w')"],
                         image=tfmesos_image, env=["ASKED_FOR", "EXPLICIT=1"],
                         volumes=["%s:/mnt/data:ro" % data], workdir=str(work),
-                        client=engine, stdout=out, stderr=out)
-    lines = out.text().splitlines()
+                        client=engine, stdout=out, stderr=err)
     assert code == 1
-    assert lines[0] == "zk://zk1:2181/mesos passed asked 1 None %s /opt/tfmesos/bin" % tfmesos_image
-    assert lines[1] == "shared"
-    assert "Read-only file system" in out.text()
+    assert out.text().splitlines() == [
+        "zk://zk1:2181/mesos passed asked 1 None %s /opt/tfmesos/bin" % tfmesos_image, "shared"]
+    assert "Read-only file system" in err.text()
 
 
 @pytest.mark.docker

@@ -79,6 +79,7 @@ def test_waits_for_a_master_that_registers_later(zookeeper, quiet_threads):
     with zk_client(zookeeper) as master:
         master.ensure_path(path)
         with make_detector(f"zk://{zookeeper}{path}", timeout=10) as detector:
+            assert detector.candidates() == ()
             timer = threading.Timer(0.5, register_master, (master, path, "127.0.0.9", 5059))
             timer.start()
             try:
@@ -136,6 +137,10 @@ def test_empty_path_fails_within_the_timeout(zookeeper, quiet_threads):
     with zk_client(zookeeper) as master:
         master.ensure_path(f"{path}/log_replicas")
         with make_detector(f"zk://{zookeeper}{path}", timeout=1.5) as detector:
+            started = time.monotonic()
+            assert detector.candidates() == ()
+            assert detector.candidates(timeout=0.3) == ()
+            assert time.monotonic() - started < 1.0
             started = time.monotonic()
             with pytest.raises(MesosConnectionError) as info:
                 detector.leader()

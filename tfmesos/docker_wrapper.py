@@ -110,7 +110,6 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
         "init": True,
         "stdin_open": False,
         "tty": False,
-        "detach": True,
     }
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr

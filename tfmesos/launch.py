@@ -172,7 +172,7 @@ class ClusterRun:
         self.rendezvous.expect(slot.task_id)
         return build_task_info(slot.task_id, "%s %s" % (self.run.name, slot.name),
                                assignment.agent_id, assignment.resources,
-                               task_command(self.run.image), env, container,
+                               task_command(self.run.image, self.run.python), env, container,
                                labels={"tfmesos.job": slot.job.name,
                                        "tfmesos.index": slot.index})
 

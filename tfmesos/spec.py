@@ -126,6 +126,7 @@ class RunSpec:
     launch_timeout: float = 600.0
     max_attempts: int = 3
     user: Optional[str] = None
+    python: Optional[str] = None   # interpreter of plain command tasks (default: this one)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():

@@ -10,9 +10,10 @@ PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/gro
 def task_command(image, python=None):
     """The entry point's command line. Inside an image the image's own
     ``python3`` runs it; plain tasks use this interpreter (same install)."""
+    # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
     if image:
-        return "python3 -m tfmesos.server"
-    return "%s -m tfmesos.server" % shlex.quote(python or sys.executable)
+        return "exec python3 -m tfmesos.server"
+    return "exec %s -m tfmesos.server" % shlex.quote(python or sys.executable)
 
 
 def submitter_pythonpath(path=None):

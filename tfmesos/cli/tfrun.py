@@ -66,6 +66,8 @@ def build_parser():
     add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command")
+    add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
+        "on the agents (default: the one running tfrun)")
     add("--worker-logs", default="*", metavar="INDICES",
         help="workers whose output is shown: '*' (default), a comma list like 0,2, or 'none'")
     add("--advertise-address", help="address tasks use to reach tfrun (default: the local "
@@ -189,7 +191,7 @@ def main(argv=None):
             image=config.resolve(args.image, os.environ, "DOCKER_IMAGE"),
             containerizer=args.containerizer, force_pull=args.force_pull,
             volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
-            max_attempts=args.max_attempts)
+            max_attempts=args.max_attempts, python=args.python)
         forward = log_filter(args.worker_logs)
         hooks = read_hooks(args.extra_config)
     except SpecError as exc:

@@ -380,8 +380,13 @@ class Detector:
         """
         raise NotImplementedError
 
-    def candidates(self, timeout=None):
-        """Every known master URL, the leader (or best guess) first."""
+    def candidates(self, timeout=0.0):
+        """Every master URL known now, the leader (or best guess) first.
+
+        Waits at most ``timeout`` seconds (default: not at all) for a
+        leader, and returns an empty tuple rather than raising when none is
+        known: ``candidates() or [leader(timeout)]`` is the usual call.
+        """
         raise NotImplementedError
 
     def close(self):
@@ -416,7 +421,7 @@ class StaticDetector(Detector):
         self._check_open()
         return self.urls[0]
 
-    def candidates(self, timeout=None):
+    def candidates(self, timeout=0.0):
         self._check_open()
         return self.urls
 
@@ -427,7 +432,8 @@ class StaticDetector(Detector):
 class ZKDetector(Detector):
     """The leading master as registered in ZooKeeper, kept current by watches.
 
-    Nothing connects until the first :meth:`leader` or :meth:`candidates`.
+    Nothing connects until the first :meth:`leader` or :meth:`candidates`
+    (which then answers ``()`` unless it is given time to wait).
     Then a kazoo client connects (retrying every 2 s at most for as long as
     the detector is open), a ``DataWatch`` follows the masters' path and a
     ``ChildrenWatch`` its ``json.info_<seq>`` children: the lowest sequence
@@ -491,8 +497,12 @@ class ZKDetector(Detector):
     def leader(self, timeout=None):
         return self._wait(timeout)[0]
 
-    def candidates(self, timeout=None):
-        return self._wait(timeout)[1]
+    def candidates(self, timeout=0.0):
+        try:
+            return self._wait(timeout)[1]
+        except MesosConnectionError:
+            with self._cond:
+                return self._candidates
 
     def close(self):
         with self._lock:

@@ -219,8 +219,8 @@ class MesosSchedulerDriver:
             self._stopping.set()
             if self._status == DRIVER_RUNNING:
                 self._status = status
-            conn, self._stream_conn = self._stream_conn, None
-        _shutdown_connection(conn)
+            conn = self._stream_conn
+        _shutdown_socket(conn)  # the stream thread notices and closes it itself
         self._events.put(_STOP)
         with self._call_lock:
             if self._call_conn is not None:
@@ -364,7 +364,8 @@ class MesosSchedulerDriver:
                 self._events.put(("fatal", fatal.error))
                 return
             except (OSError, http.client.HTTPException, recordio.RecordIOError,
-                    MesosError, _StreamEnded, ValueError) as exc:
+                    MesosError, _StreamEnded, ValueError, AttributeError) as exc:
+                # AttributeError: http.client reading a connection shut down meanwhile.
                 last_error = _describe(exc)
             if self._stopping.is_set() or self._closing:
                 return
@@ -410,7 +411,10 @@ class MesosSchedulerDriver:
         """Subscribe at ``url``: read the stream (returns None when it ends),
         or return the URL the master redirected to."""
         framework = copy.deepcopy(self.framework)
-        body = json.dumps({"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}})
+        call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
+        if "id" in framework:  # re-subscription: Mesos wants the id in both places
+            call["framework_id"] = framework["id"]
+        body = json.dumps(call)
         conn = self._connection(url)
         with self._lock:
             if self._stopping.is_set():
@@ -487,7 +491,7 @@ class MesosSchedulerDriver:
                     self._leader_url = None
                     conn = self._stream_conn
                 logger.info("the Mesos leader changed; re-subscribing")
-                _shutdown_connection(conn)
+                _shutdown_socket(conn)
 
     # -- dispatching --------------------------------------------------------
 
@@ -588,16 +592,20 @@ def _ssl_context(verify, ca_bundle):
     return ssl.create_default_context(cafile=ca_bundle)
 
 
-def _shutdown_connection(conn):
-    if conn is None:
-        return
-    sock = conn.sock
+def _shutdown_socket(conn):
+    """Unblock a thread reading ``conn`` without closing it under its feet."""
+    sock = conn.sock if conn is not None else None
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-    conn.close()
+
+
+def _shutdown_connection(conn):
+    if conn is not None:
+        _shutdown_socket(conn)
+        conn.close()
 
 
 def _describe(exc):

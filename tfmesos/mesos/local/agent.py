@@ -23,7 +23,7 @@ import zipfile
 from typing import Optional
 
 from .resources import Resources, to_milli
-from .runner import RunnerError, TaskLaunch
+from .runner import ProcessRunner, RunnerError, TaskLaunch
 
 log = logging.getLogger(__name__)
 
@@ -415,6 +415,9 @@ class TaskProcess:
         self._exited = threading.Event()
         self._kill_deadline = None
         self._killer = None
+        self._local_group = None   # process group of a ProcessRunner task
+        self._marker = ("MESOS_SANDBOX=%s" % launch.env["MESOS_SANDBOX"]).encode() \
+            if launch.env.get("MESOS_SANDBOX") else None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="task-%s" % launch.task_id)
 
@@ -442,6 +445,8 @@ class TaskProcess:
                 error = "killed before it was launched"
             else:
                 self.handle = self.runner.launch(self.launch)
+                if isinstance(self.runner, ProcessRunner):
+                    self._local_group = getattr(self.handle, "pid", None)
         except (RunnerError, FetchError) as exc:
             error = str(exc)
         except OSError as exc:
@@ -461,6 +466,10 @@ class TaskProcess:
                 self.handle.cleanup()
             except Exception:  # cleanup is best effort
                 log.exception("task %s: cleanup failed", self.launch.task_id)
+            if self._local_group is not None:
+                # As Mesos destroys a container before its terminal update: the
+                # task's ports and files are free once the scheduler hears of it.
+                destroy_task(self._local_group, self._marker)
         self._exited.set()
         self.on_exit(self, status, error)
 
@@ -489,6 +498,8 @@ class TaskProcess:
             return
         try:
             handle.terminate()
+            if self._local_group is not None:
+                signal_task(self._local_group, self._marker, signal.SIGTERM)
         except Exception:
             log.exception("task %s: terminate failed", self.launch.task_id)
         while not self._exited.is_set():
@@ -496,10 +507,83 @@ class TaskProcess:
             if remaining <= 0:
                 try:
                     handle.kill()
+                    if self._local_group is not None:
+                        signal_task(self._local_group, self._marker, signal.SIGKILL)
                 except Exception:
                     log.exception("task %s: kill failed", self.launch.task_id)
                 return
             self._exited.wait(min(remaining, 0.05))
+
+
+def task_processes(pgid, marker):
+    """Live (non-zombie) pids that belong to a task: its process group
+    ``pgid``, plus any process whose environment holds ``marker`` (the task's
+    ``MESOS_SANDBOX=...``) -- those left the group with setsid() but are
+    still the task's, as they would be in a Mesos container's cgroup."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    me = os.getpid()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            if int(fields[2]) == pgid:
+                found.append(int(name))
+                continue
+            if marker is not None:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        found.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def signal_task(pgid, marker, signum):
+    """Send ``signum`` to the task's group and to its escaped processes."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in task_processes(None, marker) if marker is not None else ():
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def destroy_task(pgid, marker, timeout=2.0):
+    """What destroying a Mesos container does: SIGKILL every process of the
+    task, and wait (bounded) until none is left."""
+    deadline = time.monotonic() + timeout
+    clean = 0
+    while True:
+        left = task_processes(pgid, marker)
+        if not left:
+            # Twice: a process forked while the previous scan listed /proc
+            # (by a parent that died before the scan read it) shows now.
+            clean += 1
+            if clean == 2:
+                return True
+            time.sleep(0.005)
+            continue
+        clean = 0
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if time.monotonic() >= deadline:
+            log.warning("task processes %s still alive after SIGKILL", left)
+            return False
+        time.sleep(0.01)
 
 
 def describe_exit(status):

@@ -10,6 +10,9 @@ A task's container:
 * gets ``launch.env`` minus the variables that only describe the host
   (``PATH``, ``HOME``, ``PYTHONPATH``, ``VIRTUAL_ENV``, ...), so the image's
   own ``PATH`` stays in force;
+* runs as ``launch.user``: a name known on this host becomes its
+  ``uid:gid`` (the sandbox belongs to this host), anything else goes to
+  Docker as given;
 * is labelled ``tfmesos.managed=1`` and ``tfmesos.task-id=<task id>``;
 * has its stdout/stderr copied, while it runs, into the sandbox files
   ``stdout`` and ``stderr`` by a thread of this process.
@@ -18,6 +21,8 @@ Docker's own ``--init`` (tini) is PID 1, so ``terminate`` (SIGTERM) reaches
 the command even when it installs no handler.
 """
 
+import codecs
+import io
 import logging
 import os
 import re
@@ -27,7 +32,7 @@ import uuid
 
 from tfmesos.mesos.local.runner import RunnerError, RunningTask
 
-__all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env",
+__all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
            "container_kwargs", "connect", "pump_output", "MANAGED_LABEL", "TASK_LABEL"]
 
 log = logging.getLogger(__name__)
@@ -148,6 +153,33 @@ def container_env(env, gpu_ids=()):
     return out
 
 
+def container_user(user):
+    """``uid:gid`` for a user named on this host (the sandbox and volumes are
+    this host's files, and the image need not know the name); a numeric
+    user, or a name this host does not know, is passed on as given."""
+    import grp
+    import pwd
+
+    user = str(user)
+    name, _, group = user.partition(":")
+    if name.isdigit() and (not group or group.isdigit()):
+        return user
+    try:
+        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, ValueError):
+        return user
+    if not group:
+        gid = entry.pw_gid
+    elif group.isdigit():
+        gid = int(group)
+    else:
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            return user
+    return "%d:%d" % (entry.pw_uid, gid)
+
+
 def _volume_spec(host, container, mode):
     mode_flag = {"RW": "rw", "RO": "ro"}.get(str(mode).upper())
     if mode_flag is None:
@@ -179,7 +211,6 @@ def container_kwargs(launch, name=None):
         "init": True,
         "stdin_open": False,
         "tty": False,
-        "detach": True,
     }
     argv = launch.argv()
     if launch.shell:
@@ -188,7 +219,7 @@ def container_kwargs(launch, name=None):
     else:
         kwargs["command"] = argv
     if launch.user:
-        kwargs["user"] = str(launch.user)
+        kwargs["user"] = container_user(launch.user)
     if launch.gpu_ids:
         kwargs["device_requests"] = [docker.types.DeviceRequest(
             device_ids=[str(i) for i in launch.gpu_ids], capabilities=[["gpu"]])]
@@ -240,28 +271,52 @@ def connect(client=None, error=RunnerError):
     return client
 
 
-def _write(stream, data):
-    if isinstance(stream, int):
-        os.write(stream, data)
-        return
-    buffer = getattr(stream, "buffer", None)
-    if buffer is not None:
-        stream.flush()
-        buffer.write(data)
-        buffer.flush()
-    else:
-        stream.write(data.decode("utf-8", "replace"))
-        stream.flush()
+class _Sink:
+    """Writes bytes to a file descriptor, a binary file or a text file (a
+    text file with a ``buffer`` gets the bytes, others decoded text)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.decoder = None
+        if isinstance(stream, int):
+            self.write = self._to_fd
+        elif isinstance(stream, io.TextIOBase) or hasattr(stream, "encoding"):
+            if getattr(stream, "buffer", None) is not None:
+                self.write = self._to_text_buffer
+            else:
+                self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+                self.write = self._to_text
+        else:
+            self.write = self._to_binary
+
+    def _to_fd(self, data):
+        while data:
+            data = data[os.write(self.stream, data):]
+
+    def _to_text_buffer(self, data):
+        self.stream.flush()
+        self.stream.buffer.write(data)
+        self.stream.buffer.flush()
+
+    def _to_text(self, data):
+        self.stream.write(self.decoder.decode(data))
+        self.stream.flush()
+
+    def _to_binary(self, data):
+        self.stream.write(data)
+        self.stream.flush()
 
 
 def pump_output(frames, out, err):
     """Copy demultiplexed ``(stdout, stderr)`` frames of an attach stream to
-    ``out`` and ``err`` (binary or text files), flushing each chunk."""
+    ``out`` and ``err`` (file descriptors, binary or text files), flushing
+    each chunk as it comes."""
+    out, err = _Sink(out), _Sink(err)
     for stdout, stderr in frames:
         if stdout:
-            _write(out, stdout)
+            out.write(stdout)
         if stderr:
-            _write(err, stderr)
+            err.write(stderr)
 
 
 def attach(client, container_id):
@@ -296,12 +351,14 @@ class DockerRunner:
 
     def _ensure_image(self, client, launch):
         import docker
+        import requests
 
         image = launch.image
         if launch.force_pull:
             try:
                 client.images.pull(image)
-            except (docker.errors.DockerException, OSError) as exc:
+            except (docker.errors.DockerException, requests.exceptions.RequestException,
+                    OSError) as exc:
                 raise RunnerError("cannot pull image %r: %s" % (image, _one_line(exc))) from exc
             return
         try:
@@ -309,11 +366,12 @@ class DockerRunner:
         except docker.errors.ImageNotFound:
             raise RunnerError("image %s not found on the Docker engine; build it with "
                               "docker/build.sh (or pull it: docker pull %s)" % (image, image)) from None
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise RunnerError("Docker is unavailable: %s" % _one_line(exc)) from exc
 
     def launch(self, launch):
         import docker
+        import requests
 
         if not launch.image:
             raise RunnerError("task %s names no image; the Docker runner only runs containers"
@@ -321,34 +379,41 @@ class DockerRunner:
         client = self.client
         self._ensure_image(client, launch)
         kwargs = container_kwargs(launch, name=_container_name(launch.task_id))
-        kwargs.pop("detach")
-        try:
-            out = open(launch.stdout_path, "ab")
-            err = open(launch.stderr_path, "ab")
-        except OSError as exc:
-            raise RunnerError("cannot open the sandbox of task %s: %s" % (launch.task_id, exc)) from exc
+        files = []
         container = None
         try:
-            container = client.containers.create(**kwargs)
-            frames = attach(client, container.id)
-            container.start()
-        except (docker.errors.DockerException, OSError) as exc:
-            out.close()
-            err.close()
+            try:
+                files.append(open(launch.stdout_path, "ab"))
+                files.append(open(launch.stderr_path, "ab"))
+            except OSError as exc:
+                raise RunnerError("cannot open the sandbox of task %s: %s"
+                                  % (launch.task_id, exc)) from exc
+            try:
+                container = client.containers.create(**kwargs)
+                frames = attach(client, container.id)
+                container.start()
+            except (docker.errors.DockerException, requests.exceptions.RequestException,
+                    OSError) as exc:
+                raise RunnerError("cannot start task %s in image %s: %s"
+                                  % (launch.task_id, launch.image, _one_line(exc))) from exc
+            return DockerTask(client, container, frames, *files)
+        except BaseException:
+            for f in files:
+                f.close()
             if container is not None:
                 _remove(container)
-            raise RunnerError("cannot start task %s in image %s: %s"
-                              % (launch.task_id, launch.image, _one_line(exc))) from exc
-        return DockerTask(client, container, frames, out, err)
+            raise
 
 
 def _remove(container):
     import docker
+    import requests
+
     try:
         container.remove(force=True)
     except docker.errors.NotFound:
         pass
-    except docker.errors.APIError as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         if "already in progress" not in str(exc):
             log.warning("cannot remove container %s: %s", container.short_id, _one_line(exc))
 
@@ -407,12 +472,14 @@ class DockerTask(RunningTask):
 
     def _signal(self, signum):
         import docker
+        import requests
+
         self._signalled = True
         try:
             self.container.kill(signal=int(signum))
         except docker.errors.NotFound:
             pass
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             if "is not running" not in str(exc):
                 log.warning("cannot signal container %s: %s",
                             self.container.short_id, _one_line(exc))

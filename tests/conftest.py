@@ -1,0 +1,44 @@
+"""Suite-wide guards: every process a test starts carries a marker in its
+environment, and the session fails if any such process outlives it."""
+
+import os
+import signal
+import uuid
+
+import pytest
+
+MARKER = "TFMESOS_TEST_SESSION"
+os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or not
+
+
+def marked_processes():
+    token = ("%s=%s" % (MARKER, os.environ[MARKER])).encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                if token not in handle.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open("/proc/%s/stat" % pid) as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue  # a zombie waiting for its parent: already dead
+        except OSError:
+            continue
+        found.append((int(pid), cmdline))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_processes():
+    yield
+    leaked = marked_processes()
+    for pid, _ in leaked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not leaked, "processes left behind by the tests: %s" % leaked

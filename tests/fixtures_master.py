@@ -1,0 +1,74 @@
+"""Pytest fixtures for tests that need the embedded local master.
+
+``local_master`` yields a started ``LocalMaster`` with one small agent and
+short intervals (heartbeats every 0.5 s, allocation every 0.05 s, status
+update retries after 0.5 s, 1 s kill grace) and stops it afterwards, even
+when the test fails. ``make_local_master(**kwargs)`` builds more (custom
+agents or intervals), all stopped at the end of the test.
+"""
+
+import os
+import time
+
+import pytest
+
+from tfmesos.mesos.local import AgentSpec, LocalMaster
+
+FAST = dict(heartbeat_interval=0.5, allocation_interval=0.05, status_update_retry=0.5,
+            kill_grace_period=1.0)
+
+
+def small_agent(**overrides):
+    spec = dict(cpus=4, mem=4096, disk=10000, ports=((31000, 31009),), gpus=0)
+    spec.update(overrides)
+    return AgentSpec(**spec)
+
+
+def leftover_processes(master):
+    """Pids of live processes started by ``master`` (found by the agent ids
+    in their environment)."""
+    marker = ("MESOS_AGENT_ID=%s-S" % master.id).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                environ = f.read()
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in environ and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+@pytest.fixture
+def make_local_master():
+    masters = []
+
+    def make(agents=None, **kwargs):
+        options = dict(FAST)
+        options.update(kwargs)
+        master = LocalMaster(agents=agents if agents is not None else [small_agent()],
+                             **options)
+        masters.append(master)
+        master.start()
+        return master
+
+    try:
+        yield make
+    finally:
+        for master in masters:
+            master.stop()
+        deadline = time.monotonic() + 3
+        for master in masters:
+            while leftover_processes(master) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert leftover_processes(master) == [], "tasks outlived LocalMaster.stop()"
+
+
+@pytest.fixture
+def local_master(make_local_master):
+    yield make_local_master()

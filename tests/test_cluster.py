@@ -1,0 +1,51 @@
+"""Fine-grained mode: cluster() with real TensorFlow servers on the local master."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import marked_processes
+from tfrun_helpers import REPO
+
+from tfmesos import TaskFailed, cluster
+
+pytestmark = pytest.mark.tensorflow
+SMALL = {"cpus": 0.2, "mem": 256}
+
+
+def test_plus_example_prints_42():
+    result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "plus.py")],
+                            capture_output=True, text=True, timeout=180,
+                            env=dict(os.environ, MESOS_MASTER=""))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "42"
+
+
+def test_targets_spec_and_failure_surfacing_in_the_caller():
+    jobs = [dict(name="ps", num=1, **SMALL), dict(name="worker", num=2, **SMALL)]
+    with pytest.raises(TaskFailed, match="worker:1 ended: TASK_KILLED"):
+        with cluster(jobs, master="local") as c:
+            assert sorted(c.targets) == ["/job:ps/task:0", "/job:worker/task:0",
+                                         "/job:worker/task:1"]
+            assert all(t.startswith("grpc://127.0.0.1:") for t in c.targets.values())
+            assert c.spec["worker"] == [c.targets["/job:worker/task:%d" % i][7:] for i in (0, 1)]
+            assert c.cluster_spec.as_dict() == c.spec
+            assert not c.finished()
+            run = c._run
+            slot = [s for s in run.slots if s.name == "worker:1"][0]
+            run.driver.killTask({"value": slot.task_id})
+            deadline = time.monotonic() + 30
+            while not c.finished() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert c.finished() and isinstance(c.failure, TaskFailed)
+    assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+
+
+def test_error_in_the_block_propagates_and_stops_the_tasks():
+    with pytest.raises(ZeroDivisionError):
+        with cluster([dict(name="worker", num=1, **SMALL)], master="local"):
+            1 / 0
+    assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]

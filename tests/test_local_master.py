@@ -1,0 +1,820 @@
+"""The embedded local master, driven over plain HTTP like a real scheduler.
+
+Every event the test client reads is checked against the v1 Event schema.
+Every master is stopped at the end of its test and no task process may
+outlive it (``fixtures_master``).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from fixtures_master import leftover_processes, local_master, make_local_master, small_agent  # noqa: F401
+from mesos_http_client import CLOSED, SchedulerClient, offered, ports, scalar, task_info
+from tfmesos.mesos.local import AgentSpec
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def clients():
+    """``connect(master, **kwargs)`` -> a subscribed SchedulerClient, closed at the end."""
+    made = []
+
+    def connect(master, subscribe=True, **kwargs):
+        client = SchedulerClient(master.url, **kwargs)
+        made.append(client)
+        if subscribe:
+            client.subscribe()
+        return client
+
+    try:
+        yield connect
+    finally:
+        for client in made:
+            client.close()
+
+
+def read_file(path, timeout=5, contains=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        text = open(path).read() if os.path.exists(path) else ""
+        if contains is None or contains in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.02)
+
+
+def launch_running(client, master, task_id, command, **kwargs):
+    """Launch one task on the next offer and wait for TASK_RUNNING (acked)."""
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info(task_id, offer, command, **kwargs)],
+                  filters={"refuse_seconds": 0})
+    client.wait_state(task_id, "TASK_RUNNING")
+    return offer
+
+
+# --- subscribe, offers, heartbeats ------------------------------------------------------
+
+def test_subscribe_streams_subscribed_heartbeat_and_offers(local_master, clients):
+    client = clients(local_master, subscribe=False)
+    subscribed = client.subscribe()
+    assert client.response.getheader("Content-Type") == "application/json"
+    assert client.response.getheader("Transfer-Encoding") == "chunked"
+    assert client.stream_id
+    body = subscribed["subscribed"]
+    assert body["heartbeat_interval_seconds"] == 0.5
+    info = body["master_info"]
+    assert info["id"] == local_master.id and info["port"] == local_master.port
+    assert info["ip"] == 16777343 and info["address"]["ip"] == "127.0.0.1"  # 127.0.0.1
+    assert client.next_event(skip=())["type"] == "HEARTBEAT"
+    offers = client.next_offers()
+    assert len(offers) == 1
+    offer = offers[0]
+    assert offer["framework_id"]["value"] == client.framework_id
+    assert offer["hostname"] == "127.0.0.1"
+    assert (offered(offer, "cpus"), offered(offer, "mem"), offered(offer, "disk")) == (
+        4, 4096, 10000)
+    assert offered(offer, "ports") == [(31000, 31009)]
+    assert offered(offer, "gpus") is None
+    assert "allocation_info" not in offer  # not a MULTI_ROLE framework
+    start = time.monotonic()
+    client.next_event("HEARTBEAT", timeout=2)
+    client.next_event("HEARTBEAT", timeout=2)
+    assert time.monotonic() - start < 1.6
+    framework = local_master.state()["frameworks"][0]
+    assert framework["connected"] and framework["active"]
+    assert framework["offered_resources"]["cpus"] == 4
+
+
+def test_offers_for_thousands_of_agents_come_in_one_event(make_local_master, clients):
+    agents = [AgentSpec(hostname="h%d" % i, cpus=1, mem=256, disk=100, gpus=0,
+                        ports=((31000, 31010),)) for i in range(2000)]
+    master = make_local_master(agents=agents, allocation_interval=0.2)
+    client = clients(master)
+    start = time.monotonic()
+    offers = client.next_offers(timeout=20)
+    assert len(offers) == 2000 and len({o["agent_id"]["value"] for o in offers}) == 2000
+    assert time.monotonic() - start < 10
+    client.decline(offers, refuse_seconds=60)
+    time.sleep(0.5)  # a few rounds over 2000 filtered agents
+    client.no_event("OFFERS", 0.3)
+
+
+# --- running tasks ------------------------------------------------------------------------
+
+def test_echo_task_updates_in_order_one_per_ack(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    command = ('echo hello; echo "sandbox=$MESOS_SANDBOX task=$MESOS_TASK_ID '
+               'fw=$MESOS_FRAMEWORK_ID agent=$MESOS_AGENT_ID mine=$MY_VAR pwd=$(pwd)"')
+    client.launch(offer, [task_info("echo-1", offer, command, env={"MY_VAR": "42"})])
+    states = []
+    for expected in ("TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"):
+        status = client.next_update("echo-1")
+        assert status["state"] == expected
+        assert status["source"] == "SOURCE_EXECUTOR"
+        assert status["agent_id"] == offer["agent_id"]
+        assert len(__import__("base64").b64decode(status["uuid"])) == 16
+        assert isinstance(status["timestamp"], float)
+        # The next update waits for this one's acknowledgement.
+        client.no_event("UPDATE", 0.2)
+        client.acknowledge(status)
+        states.append(status["state"])
+    assert status["message"] == "Command exited with status 0"
+    sandbox = local_master.sandbox("echo-1")
+    out = read_file(os.path.join(sandbox, "stdout"))
+    assert out.startswith("hello\n")
+    assert "sandbox=%s task=echo-1 fw=%s agent=%s mine=42 pwd=%s" % (
+        sandbox, client.framework_id, offer["agent_id"]["value"], sandbox) in out
+    state = local_master.wait_until(lambda s: s["frameworks"][0]["completed_tasks"], 5)
+    task = state["frameworks"][0]["completed_tasks"][0]
+    assert task["state"] == "TASK_FINISHED" and task["resources"]["cpus"] == 0.1
+    assert [s["state"] for s in task["statuses"]] == states
+
+
+def test_unacknowledged_update_is_resent_with_the_same_uuid(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("retry-1", offer, "true")])
+    first = client.next_update("retry-1")
+    again = client.next_update("retry-1", timeout=3)   # retry after 0.5 s
+    assert again["uuid"] == first["uuid"] and again["state"] == "TASK_STARTING"
+    third = client.next_update("retry-1", timeout=3)   # then after 1 s (doubling)
+    assert third["uuid"] == first["uuid"]
+    assert third["_received"] - again["_received"] > 0.8
+    client.acknowledge(first)
+    assert client.next_update("retry-1")["state"] == "TASK_RUNNING"
+
+
+def test_failing_commands(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("exit-3", offer, "exit 3"),
+                          task_info("signal-9", offer, "kill -9 $$")])
+    failed = client.wait_state("exit-3", "TASK_FAILED")
+    assert failed["message"] == "Command exited with status 3"
+    assert failed["reason"] == "REASON_COMMAND_EXECUTOR_FAILED"
+    killed = client.wait_state("signal-9", "TASK_FAILED")
+    assert killed["message"] == "Command terminated with signal Killed"
+
+
+def test_image_task_without_container_runner_fails(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    info = task_info("img-1", offer, "echo hi")
+    info["container"] = {"type": "MESOS", "mesos": {"image": {
+        "type": "DOCKER", "docker": {"name": "python:3.11"}}}}
+    client.launch(offer, [info])
+    status = client.wait_state("img-1", "TASK_FAILED")
+    assert status["message"] == ("the local master cannot run container images: "
+                                 "no Docker engine configured")
+    assert not os.path.exists(os.path.join(local_master.sandbox("img-1"), "stdout"))
+
+
+# --- offers: decline, suppress, revive ------------------------------------------------------
+
+def test_decline_refuses_the_agent_for_refuse_seconds(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.decline([offer], refuse_seconds=1.0)
+    declined = time.monotonic()
+    client.no_event("OFFERS", 0.6)
+    again = client.next_offers(timeout=3)
+    assert time.monotonic() - declined >= 0.95
+    assert again[0]["id"] != offer["id"]
+    client.decline(again, refuse_seconds=0)
+    client.next_offers(timeout=1)
+
+
+def test_suppress_and_revive(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.call("SUPPRESS")
+    client.decline([offer], refuse_seconds=0)
+    client.no_event("OFFERS", 0.5)
+    assert local_master.state()["frameworks"][0]["suppressed_roles"] == ["*"]
+    client.call("REVIVE")
+    client.next_offers(timeout=2)
+
+
+def test_revive_clears_filters(local_master, clients):
+    client = clients(local_master)
+    client.decline(client.next_offers(), refuse_seconds=60)
+    client.no_event("OFFERS", 0.3)
+    client.call("REVIVE")
+    client.next_offers(timeout=2)
+
+
+# --- kill, teardown, reconcile ----------------------------------------------------------------
+
+def test_kill_running_task(local_master, clients):
+    client = clients(local_master)
+    launch_running(client, local_master, "sleep-1", "sleep 60")
+    start = time.monotonic()
+    client.kill("sleep-1")
+    status = client.wait_state("sleep-1", "TASK_KILLED")
+    assert time.monotonic() - start < 1.0
+    assert status["message"] == "Command terminated with signal Terminated"
+    assert local_master.wait_until(lambda s: not leftover_processes(local_master)
+                                   or True, 1)
+    assert leftover_processes(local_master) == []
+
+
+def test_kill_escalates_to_sigkill_after_the_grace_period(local_master, clients):
+    client = clients(local_master, capabilities=["TASK_KILLING_STATE"])
+    offer = launch_running(client, local_master, "stubborn",
+                           "trap '' TERM; echo ready; sleep 60")
+    read_file(os.path.join(local_master.sandbox("stubborn"), "stdout"), contains="ready")
+    start = time.monotonic()
+    client.kill("stubborn", grace=0.5)
+    assert client.wait_state("stubborn", "TASK_KILLING")["source"] == "SOURCE_EXECUTOR"
+    status = client.wait_state("stubborn", "TASK_KILLED")
+    elapsed = time.monotonic() - start
+    assert 0.45 <= elapsed < 2.0, elapsed
+    assert status["message"] == "Command terminated with signal Killed"
+    # Its resources come back to the agent and are offered again.
+    local_master.wait_until(lambda s: s["slaves"][0]["used_resources"]["cpus"] == 0
+                            and s["slaves"][0]["offered_resources"]["cpus"] == 4, 3)
+    assert offer["agent_id"]["value"] == local_master.state()["slaves"][0]["id"]
+
+
+def test_kill_unknown_task_answers_task_lost_without_uuid(local_master, clients):
+    client = clients(local_master)
+    client.kill("no-such-task")
+    status = client.next_update("no-such-task")
+    assert status["state"] == "TASK_LOST" and "uuid" not in status
+    assert status["reason"] == "REASON_RECONCILIATION"
+    assert status["source"] == "SOURCE_MASTER"
+
+
+def test_teardown_kills_tasks_and_removes_the_framework(local_master, clients):
+    client = clients(local_master)
+    launch_running(client, local_master, "long-1", "sleep 60")
+    assert leftover_processes(local_master)
+    client.call("TEARDOWN")
+    assert client.next_event(CLOSED, timeout=3)
+    state = local_master.wait_until(lambda s: s["completed_frameworks"], 3)
+    assert not state["frameworks"]
+    done = state["completed_frameworks"][0]
+    assert done["id"] == client.framework_id and not done["connected"]
+    assert done["completed_tasks"][0]["state"] == "TASK_KILLED"
+    deadline = time.monotonic() + 3
+    while leftover_processes(local_master) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftover_processes(local_master) == []
+    local_master.wait_until(lambda s: s["slaves"][0]["used_resources"]["cpus"] == 0, 3)
+
+
+def test_reconcile_implicit_and_explicit(local_master, clients):
+    client = clients(local_master)
+    offer = launch_running(client, local_master, "rec-1", "sleep 60")
+    client.call("RECONCILE", {"tasks": []})
+    status = client.next_update("rec-1")
+    assert status["state"] == "TASK_RUNNING" and status["reason"] == "REASON_RECONCILIATION"
+    assert status["source"] == "SOURCE_MASTER" and "uuid" not in status
+    client.call("RECONCILE", {"tasks": [
+        {"task_id": {"value": "rec-1"}, "agent_id": offer["agent_id"]},
+        {"task_id": {"value": "ghost"}},
+        {"task_id": {"value": "ghost-on-agent"}, "agent_id": offer["agent_id"]}]})
+    assert client.next_update("rec-1")["state"] == "TASK_RUNNING"
+    ghost = client.next_update("ghost")
+    assert ghost["state"] == "TASK_LOST" and "uuid" not in ghost
+    assert ghost["message"] == "Reconciliation: Task is unknown"
+    on_agent = client.next_update("ghost-on-agent")
+    assert on_agent["message"] == "Reconciliation: Task is unknown to the agent"
+
+
+def test_reconcile_for_partition_aware_framework(local_master, clients):
+    client = clients(local_master, capabilities=["PARTITION_AWARE"])
+    client.call("RECONCILE", {"tasks": [{"task_id": {"value": "ghost"}}]})
+    assert client.next_update("ghost")["state"] == "TASK_UNKNOWN"
+
+
+# --- failover and fault injection ---------------------------------------------------------------
+
+def test_failover_keeps_tasks_and_resends_pending_updates(local_master, clients):
+    client = clients(local_master, failover_timeout=30)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("keep-1", offer, "sleep 60")])
+    client.acknowledge(client.next_update("keep-1"))          # STARTING
+    running = client.next_update("keep-1")                    # RUNNING, not acknowledged
+    assert running["state"] == "TASK_RUNNING"
+    local_master.drop_subscription(client.framework_id)
+    assert client.next_event(CLOSED, timeout=3)
+    framework = local_master.state()["frameworks"][0]
+    assert not framework["connected"] and not framework["active"]
+    assert client.call("REVIVE", check=False).status_code == 403
+
+    again = clients(local_master, subscribe=False, failover_timeout=30,
+                    framework_id=client.framework_id)
+    assert again.subscribe()["subscribed"]["framework_id"]["value"] == client.framework_id
+    resent = again.next_update("keep-1")
+    assert resent["uuid"] == running["uuid"] and resent["state"] == "TASK_RUNNING"
+    again.acknowledge(resent)
+    task = local_master.state()["frameworks"][0]["tasks"][0]
+    assert task["id"] == "keep-1" and task["state"] == "TASK_RUNNING"
+    assert leftover_processes(local_master)
+
+
+def test_second_subscription_fails_over_the_first(local_master, clients):
+    first = clients(local_master, failover_timeout=30)
+    second = clients(local_master, subscribe=False, framework_id=first.framework_id,
+                     failover_timeout=30)
+    second.subscribe()
+    error = first.next_event("ERROR", timeout=3)
+    assert error["error"]["message"] == "Framework failed over"
+    first.next_event(CLOSED, timeout=3)
+    assert first.call("REVIVE", check=False).status_code == 400   # old stream id
+    second.call("REVIVE")
+
+
+def test_no_failover_within_timeout_kills_tasks(local_master, clients):
+    client = clients(local_master, failover_timeout=0.5)
+    launch_running(client, local_master, "doomed", "sleep 60")
+    local_master.drop_subscription(client.framework_id)
+    state = local_master.wait_until(lambda s: s["completed_frameworks"], 5)
+    assert state["completed_frameworks"][0]["completed_tasks"][0]["state"] == "TASK_KILLED"
+    deadline = time.monotonic() + 3
+    while leftover_processes(local_master) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftover_processes(local_master) == []
+    late = clients(local_master, subscribe=False, framework_id=client.framework_id)
+    error = late.subscribe(expect_error=True)
+    assert error["error"]["message"] == "Framework has been removed"
+    late.next_event(CLOSED, timeout=3)
+
+
+def test_client_hangup_disconnects_the_framework(local_master, clients):
+    client = clients(local_master, failover_timeout=30)
+    client.close()
+    local_master.wait_until(lambda s: not s["frameworks"][0]["connected"], 3)
+
+
+@pytest.mark.parametrize("partition_aware", [False, True])
+def test_remove_agent(make_local_master, clients, partition_aware):
+    master = make_local_master(agents=[small_agent(hostname="a"), small_agent(hostname="b")])
+    capabilities = ["PARTITION_AWARE"] if partition_aware else []
+    client = clients(master, capabilities=capabilities)
+    offers = client.next_offers()
+    target = next(o for o in offers if o["hostname"] == "a")
+    client.launch(target, [task_info("on-a", target, "sleep 60")],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("on-a", "TASK_RUNNING")
+    leftover = client.next_offers()   # what is left of agent a, offered again
+    assert [o["hostname"] for o in leftover] == ["a"]
+    agent_id = target["agent_id"]["value"]
+    master.remove_agent(agent_id)
+    rescind = client.next_event("RESCIND")
+    assert rescind["rescind"]["offer_id"] == leftover[0]["id"]
+    status = client.next_update("on-a")
+    assert status["state"] == ("TASK_GONE" if partition_aware else "TASK_LOST")
+    assert status["reason"] == "REASON_AGENT_REMOVED" and "uuid" not in status
+    failure = client.next_event("FAILURE")
+    assert failure["failure"]["agent_id"]["value"] == agent_id
+    state = master.state()
+    assert [s["hostname"] for s in state["slaves"]] == ["b"]
+    deadline = time.monotonic() + 3
+    while leftover_processes(master) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftover_processes(master) == []
+    with pytest.raises(KeyError):
+        master.remove_agent(agent_id)
+
+
+def test_stalled_subscription_sends_no_heartbeats(local_master, clients):
+    client = clients(local_master)
+    client.next_event("HEARTBEAT", timeout=2, skip=())
+    local_master.stall_subscription(client.framework_id)
+    time.sleep(0.1)
+    client.drain()
+    client.no_event(("HEARTBEAT", "OFFERS", "UPDATE"), 1.5)
+    assert local_master.state()["frameworks"][0]["connected"]
+
+
+def test_leader_redirect_and_no_leader(local_master, clients):
+    client = clients(local_master, subscribe=False)
+    body = {"type": "SUBSCRIBE", "subscribe": {"framework_info": client.framework_info}}
+    local_master.set_leader("http://10.1.2.3:5050")
+    response = client.post(body)
+    assert response.status_code == 307
+    assert response.headers["Location"] == "//10.1.2.3:5050/api/v1/scheduler"
+    local_master.set_leader("")
+    response = client.post(body)
+    assert response.status_code == 503 and response.text == "No leader elected"
+    assert requests.get(local_master.url + "/master/state").status_code == 503
+    local_master.set_leader(None)
+    client.subscribe()
+
+
+# --- GPUs and roles ------------------------------------------------------------------------------------
+
+def test_gpus_go_to_gpu_aware_frameworks_only(make_local_master, clients):
+    master = make_local_master(agents=[small_agent(gpus=2)])
+    plain = clients(master)
+    offer = plain.next_offers()[0]
+    assert offered(offer, "gpus") is None and offered(offer, "cpus") == 4
+    plain.launch(offer, [task_info("no-gpu", offer, 'echo "[$CUDA_VISIBLE_DEVICES]"')],
+                 filters={"refuse_seconds": 60})
+    plain.wait_state("no-gpu", "TASK_FINISHED")
+    assert read_file(os.path.join(master.sandbox("no-gpu"), "stdout")) == "[]\n"
+    plain.call("TEARDOWN")
+
+    aware = clients(master, capabilities=["GPU_RESOURCES"])
+    offer = aware.next_offers()[0]
+    assert offered(offer, "gpus") == 2
+    aware.launch(offer, [
+        task_info("two-gpus", offer, 'echo "[$CUDA_VISIBLE_DEVICES]"',
+                  extra_resources=[scalar("gpus", 2)]),
+        task_info("half-gpu", offer, "true", extra_resources=[scalar("gpus", 0.5)])])
+    error = aware.next_update("half-gpu")
+    assert error["state"] == "TASK_ERROR" and "whole number" in error["message"]
+    aware.wait_state("two-gpus", "TASK_FINISHED")
+    assert read_file(os.path.join(master.sandbox("two-gpus"), "stdout")) == "[0,1]\n"
+
+
+def test_multi_role_offers_carry_allocation_info(local_master, clients):
+    client = clients(local_master, capabilities=["MULTI_ROLE"], roles=["tf"])
+    offer = client.next_offers()[0]
+    assert offer["allocation_info"] == {"role": "tf"}
+    assert all(r["allocation_info"] == {"role": "tf"} for r in offer["resources"])
+    good = task_info("with-role", offer, "true")
+    good["resources"] = [scalar("cpus", 0.1, "tf"), scalar("mem", 32, "tf")]
+    bad = task_info("without-role", offer, "true")
+    client.launch(offer, [good, bad])
+    error = client.next_update("without-role")
+    assert error["state"] == "TASK_ERROR" and "allocation_info" in error["message"]
+    client.wait_state("with-role", "TASK_FINISHED")
+    assert local_master.state()["frameworks"][0]["roles"] == ["tf"]
+
+
+def test_roles_without_multi_role_is_refused(local_master, clients):
+    client = clients(local_master, subscribe=False, roles=["tf"])
+    error = client.subscribe(expect_error=True)
+    assert "MULTI_ROLE" in error["error"]["message"]
+
+
+# --- invalid launches ------------------------------------------------------------------------------------
+
+def test_task_errors(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    executor = task_info("custom-executor", offer, "true")
+    executor["executor"] = {"executor_id": {"value": "e"}, "command": {"value": "x"}}
+    wrong_agent = task_info("wrong-agent", offer, "true")
+    wrong_agent["agent_id"] = {"value": "S-nope"}
+    no_command = task_info("no-command", offer, "true")
+    del no_command["command"]
+    client.launch(offer, [
+        task_info("too-big", offer, "true", cpus=100),
+        task_info("port-out", offer, "true", extra_resources=[ports((40000, 40000))]),
+        task_info("port-a", offer, "sleep 60", extra_resources=[ports((31000, 31001))]),
+        task_info("port-b", offer, "true", extra_resources=[ports((31001, 31001))]),
+        task_info("port-a", offer, "true"),
+        executor, wrong_agent, no_command,
+        task_info("bad/id", offer, "true"),
+    ], filters={"refuse_seconds": 0})
+    expected = {
+        "too-big": "Task uses more resources cpus:100; mem:32 than available",
+        "port-out": "ports:[40000-40000]",
+        "port-b": "ports:[31001-31001]",
+        "port-a": "Task has duplicate ID: port-a",
+        "custom-executor": "custom executors",
+        "wrong-agent": "Task uses invalid agent: S-nope",
+        "no-command": "needs 'command'",
+        "bad/id": "contains '/'",
+    }
+    seen = {}
+    while len(seen) < len(expected):
+        status = client.next_update()
+        if status["state"] == "TASK_ERROR":
+            assert status["reason"] == "REASON_TASK_INVALID" and "uuid" not in status
+            assert status["source"] == "SOURCE_MASTER"
+            seen[status["task_id"]["value"]] = status["message"]
+        elif "uuid" in status:
+            client.acknowledge(status)
+    for task_id, text in expected.items():
+        assert text in seen[task_id], (task_id, seen[task_id])
+    # The first port-a runs; a second launch with its id on a new offer is a duplicate.
+    offer = client.next_offers()[0]
+    assert offered(offer, "ports") == [(31002, 31009)]
+    client.launch(offer, [task_info("port-a", offer, "true")])
+    while True:
+        status = client.next_update("port-a")
+        if status["state"] == "TASK_ERROR":
+            break
+        client.acknowledge(status)
+    assert "duplicate ID" in status["message"]
+
+
+@pytest.mark.parametrize("partition_aware", [False, True])
+def test_stale_offer(local_master, clients, partition_aware):
+    client = clients(local_master,
+                     capabilities=["PARTITION_AWARE"] if partition_aware else [])
+    offer = client.next_offers()[0]
+    client.decline([offer], refuse_seconds=0)
+    client.launch(offer, [task_info("late", offer, "true")])
+    status = client.next_update("late")
+    assert status["state"] == ("TASK_DROPPED" if partition_aware else "TASK_LOST")
+    assert status["reason"] == "REASON_INVALID_OFFERS" and "uuid" not in status
+    assert status["message"] == ("Task launched with invalid offers: Offer %s is no longer "
+                                 "valid" % offer["id"]["value"])
+
+
+# --- malformed calls ---------------------------------------------------------------------------------------
+
+def test_malformed_calls_are_refused(local_master, clients):
+    client = clients(local_master, failover_timeout=30)
+    offer = client.next_offers()[0]
+    headers = {"Mesos-Stream-Id": client.stream_id}
+    fid = {"value": client.framework_id}
+
+    response = client.post(None, headers, raw=b"{not json")
+    assert response.status_code == 400 and "Failed to parse body into JSON" in response.text
+
+    bad_task = task_info("t", offer, "true")
+    bad_task["resources"][0]["scaler"] = {"value": 1}
+    response = client.launch(offer, [bad_task], check=False)
+    assert response.status_code == 400
+    assert ("Call.accept.operations[0].launch.task_infos[0].resources[0].scaler: "
+            "unknown field") in response.text
+
+    response = client.post({"type": "DECLINE", "framework_id": fid,
+                            "decline": {"offer_ids": [{"value": 7}]}}, headers)
+    assert response.status_code == 400
+    assert "Call.decline.offer_ids[0].value: expected a string" in response.text
+
+    response = client.call("REVIVE", stream_id=None, check=False)
+    assert response.status_code == 400 and response.text == (
+        "All non-subscribe calls should include the 'Mesos-Stream-Id' header")
+    response = client.call("REVIVE", stream_id="not-the-stream", check=False)
+    assert response.status_code == 400 and "didn't match the stream ID" in response.text
+
+    assert client.post({"type": "REVIVE", "framework_id": fid}, headers,
+                       content_type="text/plain").status_code == 415
+    assert client.post({"type": "REVIVE", "framework_id": fid}, headers,
+                       content_type=None).status_code == 400
+    response = client.post({"type": "REVIVE", "framework_id": {"value": "nobody"}}, headers)
+    assert response.status_code == 400 and response.text == "Framework cannot be found"
+    response = client.post({"type": "REVIVE"}, headers)
+    assert response.status_code == 400 and "Expecting 'framework_id'" in response.text
+
+    reserve = {"offer_ids": [offer["id"]], "operations": [{"type": "RESERVE", "reserve": {}}]}
+    response = client.call("ACCEPT", reserve, check=False)
+    assert response.status_code == 400
+    assert "not supported by the local master" in response.text
+
+    ack = {"agent_id": offer["agent_id"], "task_id": {"value": "t"}, "uuid": "YWJj"}
+    assert client.call("ACKNOWLEDGE", ack, check=False).status_code == 400
+    ack["uuid"] = "MDEyMzQ1Njc4OWFiY2RlZg=="        # valid but unknown: ignored
+    assert client.call("ACKNOWLEDGE", ack).status_code == 202
+
+    subscribe = {"type": "SUBSCRIBE", "subscribe": {"framework_info": {
+        "user": "u", "name": "n"}}}
+    assert client.post(subscribe, headers).status_code == 400     # carries a stream id
+    assert client.post(subscribe, {"Accept": "text/html"}).status_code == 406
+    assert client.post(subscribe, content_type="application/x-protobuf").status_code == 415
+    assert requests.get(local_master.url + "/api/v1/scheduler").status_code == 405
+
+    local_master.drop_subscription(client.framework_id)
+    response = client.call("REVIVE", check=False)
+    assert response.status_code == 403 and response.text == "Framework is not subscribed"
+
+
+def test_other_calls_are_accepted(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.call("MESSAGE", {"agent_id": offer["agent_id"], "executor_id": {"value": "e"},
+                            "data": "aGk="})
+    client.call("REQUEST", {"requests": []})
+    client.call("SHUTDOWN", {"executor_id": {"value": "e"}, "agent_id": offer["agent_id"]})
+    client.call("ACCEPT_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]})
+    client.call("DECLINE_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]})
+    response = client.call("RECONCILE_OPERATIONS", {"operations": [
+        {"operation_id": {"value": "op"}}]}, check=False)
+    assert response.status_code == 200
+    assert response.json()["reconcile_operations"]["operation_statuses"][0]["state"] == \
+        "OPERATION_UNKNOWN"
+
+
+# --- endpoints, stop and the CLI ----------------------------------------------------------------------------
+
+def test_state_version_health_endpoints(local_master, clients):
+    client = clients(local_master, name="state-fw", capabilities=["GPU_RESOURCES"])
+    client.next_offers()
+    state = requests.get(local_master.url + "/master/state").json()
+    assert requests.get(local_master.url + "/state").json()["id"] == state["id"]
+    assert state["version"] == "1.11.0" and state["id"] == local_master.id
+    assert state["leader_info"]["port"] == local_master.port
+    slave = state["slaves"][0]
+    assert slave["resources"] == {"cpus": 4, "mem": 4096, "disk": 10000, "gpus": 0,
+                                  "ports": "[31000-31009]"}
+    assert slave["active"] and slave["offered_resources"]["cpus"] == 4
+    framework = state["frameworks"][0]
+    assert framework["name"] == "state-fw" and framework["capabilities"] == ["GPU_RESOURCES"]
+    assert len(framework["offers"]) == 1 and framework["offers"][0]["slave_id"] == slave["id"]
+    assert state["completed_frameworks"] == []
+    version = requests.get(local_master.url + "/version").json()
+    assert version["version"] == "1.11.0" and "build_date" in version and "git_tag" in version
+    assert requests.get(local_master.url + "/health").status_code == 200
+    assert requests.get(local_master.url + "/nope").status_code == 404
+
+
+def test_stop_kills_every_task(make_local_master, clients):
+    master = make_local_master(kill_grace_period=0.3)
+    client = clients(master)
+    launch_running(client, master, "plain", "sleep 60")
+    launch_running(client, master, "deaf", "trap '' TERM; sleep 60")
+    assert len(leftover_processes(master)) >= 2
+    start = time.monotonic()
+    master.stop()
+    assert time.monotonic() - start < 5
+    assert leftover_processes(master) == []
+    client.next_event(CLOSED, timeout=3)
+    master.stop()   # idempotent
+    with pytest.raises(requests.ConnectionError):
+        requests.get(master.url + "/health", timeout=2)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _cli(port, tmp_path):
+    command = [sys.executable, "-m", "tfmesos.mesos.local", "--port", str(port),
+               "--cpus", "1", "--mem", "256", "--gpus", "0", "--work-dir", str(tmp_path)]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return command, env
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_cli_runs_until_signalled(tmp_path, signum):
+    port = _free_port()
+    command, env = _cli(port, tmp_path)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line == "tfmesos local master listening on http://127.0.0.1:%d\n" % port
+        assert requests.get("http://127.0.0.1:%d/health" % port, timeout=5).status_code == 200
+        state = requests.get("http://127.0.0.1:%d/master/state" % port, timeout=5).json()
+        assert state["slaves"][0]["resources"]["cpus"] == 1
+        if signum == signal.SIGTERM:
+            second = subprocess.run(command, capture_output=True, text=True, env=env,
+                                    timeout=30)
+            assert second.returncode == 1
+            lines = second.stderr.strip().splitlines()
+            assert len(lines) == 1, second.stderr
+            assert lines[0].startswith("Error: the local master cannot listen on "
+                                       "127.0.0.1:%d" % port)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=15) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_cli_help_explains_options():
+    from tfmesos.mesos.local.cli import build_parser
+    text = build_parser().format_help()
+    for option in ("--host", "--port", "--cpus", "--mem", "--gpus", "--agents",
+                   "--heartbeat-interval", "--work-dir"):
+        assert option in text
+
+
+def test_json_of_state_is_serializable(local_master):
+    json.dumps(local_master.state())
+
+
+# --- the runner seam, fetcher, limits and agents ------------------------------------------------------------
+
+class RecordingRunner:
+    """A container runner double: records each TaskLaunch and runs its command
+    as a plain process (the image is ignored), or fails like a missing image."""
+
+    def __init__(self, fail=None):
+        from tfmesos.mesos.local.runner import ProcessRunner
+        self.launches = []
+        self.fail = fail
+        self._processes = ProcessRunner()
+
+    def launch(self, launch):
+        import dataclasses
+        from tfmesos.mesos.local.runner import RunnerError
+        self.launches.append(launch)
+        if self.fail:
+            raise RunnerError(self.fail)
+        return self._processes.launch(dataclasses.replace(launch, image=None))
+
+
+def test_image_tasks_go_to_the_container_runner(make_local_master, clients):
+    runner = RecordingRunner()
+    master = make_local_master(agents=[small_agent(gpus=1)], container_runner=runner)
+    client = clients(master, capabilities=["GPU_RESOURCES"])
+    offer = client.next_offers()[0]
+    info = task_info("in-image", offer, "echo from-image", extra_resources=[scalar("gpus", 1)])
+    info["container"] = {"type": "DOCKER", "docker": {
+        "image": "tensorflow/tensorflow:latest-gpu", "network": "HOST",
+        "force_pull_image": True, "parameters": [{"key": "shm-size", "value": "1g"}]},
+        "volumes": [{"container_path": "/data", "host_path": "/tmp", "mode": "RO"}]}
+    client.launch(offer, [info])
+    client.wait_state("in-image", "TASK_FINISHED")
+    [launch] = runner.launches
+    assert (launch.image, launch.containerizer, launch.force_pull) == (
+        "tensorflow/tensorflow:latest-gpu", "DOCKER", True)
+    assert launch.volumes == [("/tmp", "/data", "RO")]
+    assert launch.docker_parameters == [("shm-size", "1g")]
+    assert launch.gpu_ids == ["0"] and launch.env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert launch.sandbox == master.sandbox("in-image")
+
+
+def test_runner_error_fails_the_task_with_its_message(make_local_master, clients):
+    master = make_local_master(container_runner=RecordingRunner(fail="no such image: nope"))
+    client = clients(master)
+    offer = client.next_offers()[0]
+    info = task_info("bad-image", offer, "true")
+    info["container"] = {"type": "MESOS", "mesos": {"image": {
+        "type": "DOCKER", "docker": {"name": "nope"}}}}
+    client.launch(offer, [info])
+    status = client.wait_state("bad-image", "TASK_FAILED")
+    assert status["message"] == "no such image: nope"
+    assert status["reason"] == "REASON_CONTAINER_LAUNCH_FAILED"
+
+
+def test_uris_are_fetched_into_the_sandbox(local_master, clients, tmp_path):
+    import tarfile
+    (tmp_path / "data.txt").write_text("fetched\n")
+    with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as archive:
+        archive.add(tmp_path / "data.txt", arcname="bundle/data.txt")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\ncat bundle/data.txt\n")
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    info = task_info("fetch", offer, "./run.sh")
+    info["command"]["uris"] = [
+        {"value": str(tmp_path / "bundle.tar.gz")},
+        {"value": "file://%s" % (tmp_path / "run.sh"), "executable": True}]
+    client.launch(offer, [info])
+    client.wait_state("fetch", "TASK_FINISHED")
+    assert read_file(os.path.join(local_master.sandbox("fetch"), "stdout")) == "fetched\n"
+
+
+def test_max_completion_time(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("slow", offer, "sleep 60",
+                                    max_completion_time={"nanoseconds": 300000000})])
+    status = client.wait_state("slow", "TASK_FAILED")
+    assert status["reason"] == "REASON_MAX_COMPLETION_TIME_REACHED"
+
+
+def test_add_agent_while_running(local_master, clients):
+    client = clients(local_master)
+    client.decline(client.next_offers(), refuse_seconds=60)
+    agent_id = local_master.add_agent(small_agent(hostname="late", attributes={
+        "rack": "r2", "speed": 3}))
+    offer = client.next_offers()[0]
+    assert offer["agent_id"]["value"] == agent_id and offer["hostname"] == "late"
+    assert {a["name"]: a for a in offer["attributes"]} == {
+        "rack": {"name": "rack", "type": "TEXT", "text": {"value": "r2"}},
+        "speed": {"name": "speed", "type": "SCALAR", "scalar": {"value": 3}}}
+    assert len(local_master.state()["slaves"]) == 2
+
+
+def test_subscribe_with_an_id_never_seen_is_refused(local_master, clients):
+    client = clients(local_master, subscribe=False, framework_id="made-up-0001")
+    error = client.subscribe(expect_error=True)
+    assert error["error"]["message"] == "Framework has been removed"
+
+
+def test_processes_that_leave_the_process_group_die_with_their_task(local_master, clients):
+    daemon = "%s -c 'import os, time; os.setsid(); time.sleep(60)'" % sys.executable
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [
+        task_info("leaves-daemon", offer, "%s & sleep 0.3; exit 0" % daemon),
+        task_info("killed-with-daemon", offer, "%s & echo ready; sleep 60" % daemon)],
+        filters={"refuse_seconds": 0})
+    client.wait_state("leaves-daemon", "TASK_FINISHED")
+    client.wait_state("killed-with-daemon", "TASK_RUNNING")
+    read_file(os.path.join(local_master.sandbox("killed-with-daemon"), "stdout"),
+              contains="ready")
+    time.sleep(0.3)   # the daemon has called setsid() by now
+    client.kill("killed-with-daemon")
+    client.wait_state("killed-with-daemon", "TASK_KILLED")
+    # As when Mesos destroys a container: nothing of either task is left once
+    # its terminal update is out.
+    assert leftover_processes(local_master) == []

@@ -1,0 +1,126 @@
+"""tfrun end to end on the embedded local master, as a user runs it."""
+
+import os
+import signal
+import stat
+import time
+
+from conftest import marked_processes
+from tfrun_helpers import HELLO, HELLO_ARGS, SMALL, run_tfrun, start_tfrun, wait_for_line
+
+
+def assert_no_task_processes():
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = [p for p in marked_processes() if "tfmesos.server" in p[1] or "sleep" in p[1]]
+        if not left:
+            return
+        time.sleep(0.2)
+    raise AssertionError("task processes survived: %s" % left)
+
+
+def test_replica_run_substitutes_placeholders_and_streams_worker_output():
+    result = run_tfrun("-w", "2", "-s", "1", *SMALL, "--", "python", HELLO, *HELLO_ARGS)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "[worker:0] hello from worker:0" in out
+    assert "[worker:1] hello from worker:1" in out
+    assert out.count("placeholders and TF_CONFIG agree") == 2
+    assert "[ps:0]" not in out  # only the workers' logs are forwarded by default
+    assert "cluster ready" in result.stderr
+    assert_no_task_processes()
+
+
+def test_worker_logs_selects_workers():
+    result = run_tfrun("-w", "2", "-s", "0", *SMALL, "--worker-logs", "1", "--",
+                       "echo", "I am {job_name}:{task_index}")
+    assert result.returncode == 0, result.stderr
+    assert "[worker:1] I am worker:1" in result.stdout
+    assert "worker:0" not in result.stdout
+
+
+def test_failing_worker_gives_its_exit_code_and_kills_everything():
+    cmd = "if [ {task_index} = 1 ]; then echo failing >&2; exit 3; fi; sleep 600"
+    result = run_tfrun("-w", "2", "-s", "1", *SMALL, "--", cmd, timeout=90)
+    assert result.returncode == 3, result.stderr
+    assert "worker:1 exited with code 3" in result.stderr
+    assert "[worker:1] failing" in result.stderr
+    assert_no_task_processes()
+
+
+def flaky_python(tmp_path, failures):
+    """An interpreter that fails its first ``failures`` runs."""
+    counter = tmp_path / "runs"
+    script = tmp_path / "flaky-python"
+    script.write_text(
+        "#!/bin/sh\n"
+        "n=$(cat %s 2>/dev/null || echo 0); echo $((n + 1)) > %s\n"
+        "if [ \"$n\" -lt %d ]; then echo 'cannot start' >&2; exit 127; fi\n"
+        "exec %s \"$@\"\n" % (counter, counter, failures, os.sys.executable))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script, counter
+
+
+def test_task_that_fails_to_start_is_relaunched(tmp_path):
+    python, counter = flaky_python(tmp_path, failures=1)
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "-v", "--python", str(python), "--",
+                       "echo ok from {job_name}")
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] ok from worker" in result.stdout
+    assert "relaunching (attempt 2 of 3)" in result.stderr
+    assert int(counter.read_text()) == 2
+
+
+def test_task_that_always_fails_aborts_within_the_retry_budget():
+    started = time.monotonic()
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--python", "/bin/false", "--", "true",
+                       timeout=60)
+    assert result.returncode == 1
+    assert "worker:0 failed 3 times before the cluster was complete; last: TASK_FAILED: " \
+           "Command exited with status 1" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 45
+
+
+def test_ctrl_c_kills_every_task_and_exits_130():
+    with start_tfrun("-w", "2", "-s", "1", *SMALL, "--", "sleep 600") as proc:
+        wait_for_line(proc.stderr, "cluster ready", timeout=60)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        assert proc.returncode == 130
+        assert "interrupted" in proc.stderr.read()
+    assert_no_task_processes()
+
+
+def test_sigterm_behaves_like_ctrl_c():
+    with start_tfrun("-w", "1", "-s", "0", *SMALL, "--", "sleep 600") as proc:
+        wait_for_line(proc.stderr, "cluster ready", timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        assert proc.returncode == 130
+    assert_no_task_processes()
+
+
+def test_unreachable_master_is_a_clear_error_in_bounded_time():
+    started = time.monotonic()
+    result = run_tfrun("-m", "127.0.0.1:1", "--connect-timeout", "2", "--", "true", timeout=60)
+    assert result.returncode == 1
+    assert "could not subscribe to the Mesos master 127.0.0.1:1" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_nothing_fits_times_out_naming_what_is_missing():
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "100000000",
+                       "--launch-timeout", "3", "--", "true", timeout=60)
+    assert result.returncode == 1
+    assert "the cluster was not complete after 3 s; missing: worker:0 (no offer fits" in result.stderr
+    assert "largest offer seen" in result.stderr
+
+
+def test_usage_errors_exit_2():
+    for args in ([], ["-w", "1"], ["-w", "x", "--", "true"], ["-V", "rel:/x", "--", "true"],
+                 ["--", "echo {nope}"], ["-w", "0", "--", "true"]):
+        result = run_tfrun(*args, timeout=30)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "usage:" in result.stderr and "Traceback" not in result.stderr

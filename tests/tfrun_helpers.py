@@ -1,0 +1,66 @@
+"""Running tfrun as a user would: a subprocess, output captured, always reaped."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HELLO = os.path.join(REPO, "examples", "replica_hello.py")
+HELLO_ARGS = ["--ps_hosts", "{ps_hosts}", "--worker_hosts", "{worker_hosts}",
+              "--job_name", "{job_name}", "--task_index", "{task_index}"]
+SMALL = ["-Cw", "0.2", "-Mw", "128", "-Cs", "0.2", "-Ms", "128", "-Cc", "0.2", "-Mc", "128"]
+
+
+def tfrun_argv(*args):
+    return [sys.executable, "-m", "tfmesos.cli.tfrun", *args]
+
+
+def run_tfrun(*args, timeout=120, env=None):
+    """Run tfrun to completion; returns CompletedProcess (text)."""
+    full_env = dict(os.environ, MESOS_MASTER="", **(env or {}))
+    with start_tfrun(*args, env=full_env) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail("tfrun %s did not finish within %d s" % (" ".join(args), timeout))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def start_tfrun(*args, env=None):
+    proc = subprocess.Popen(tfrun_argv(*args), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=env or dict(os.environ, MESOS_MASTER=""))
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_for_line(stream, needle, timeout):
+    """Read lines from ``stream`` until one contains ``needle``; returns all read."""
+    import selectors
+    seen = []
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if selector.select(timeout=0.5):
+            line = stream.readline()
+            if not line:
+                break
+            seen.append(line)
+            if needle in line:
+                return seen
+    raise AssertionError("%r not seen within %s s; got: %s" % (needle, timeout, "".join(seen)))

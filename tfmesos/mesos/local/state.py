@@ -1,0 +1,103 @@
+"""The local master's read-only JSON documents: ``/master/state`` (shaped
+like real Mesos' ``state.json``) and ``/version``.
+
+``render_state`` reads the master's internals and must be called with the
+master's lock held (``LocalMaster.state()`` does).
+"""
+
+from .resources import Resources
+
+VERSION = "1.11.0"
+BUILD_DATE = "2020-11-24 00:00:00"
+BUILD_TIME = 1606176000.0
+
+
+def render_version():
+    return {"version": VERSION, "build_date": BUILD_DATE, "build_time": BUILD_TIME,
+            "build_user": "tfmesos", "git_tag": VERSION, "git_sha": "tfmesos-local"}
+
+
+def render_state(master):
+    info = master.master_info or {}
+    agents = list(master._agents.values())
+    started = master._start_time or 0.0
+    return {
+        "version": VERSION, "git_tag": VERSION, "build_date": BUILD_DATE,
+        "build_time": BUILD_TIME, "build_user": "tfmesos",
+        "start_time": started, "elected_time": started,
+        "id": master.id, "pid": info.get("pid"), "hostname": info.get("hostname"),
+        "leader": info.get("pid"), "leader_info": info,
+        "activated_slaves": len(agents), "deactivated_slaves": 0, "unreachable_slaves": 0,
+        "flags": {"work_dir": master.work_dir or "", "port": str(master.port),
+                  "allocation_interval": "%gsecs" % master.allocation_interval,
+                  "filter_gpu_resources": str(bool(master.filter_gpu_resources)).lower()},
+        "slaves": [agent_json(agent) for agent in agents],
+        "frameworks": [framework_json(f) for f in master._frameworks.values()],
+        "completed_frameworks": [framework_json(f) for f in master._completed_frameworks],
+        "orphan_tasks": [], "unregistered_frameworks": [],
+    }
+
+
+def agent_json(agent):
+    return {
+        "id": agent.id, "pid": "slave(%d)@%s:5051" % (agent.index + 1, agent.spec.hostname),
+        "hostname": agent.spec.hostname, "port": 5051,
+        "registered_time": agent.registered_time,
+        "resources": agent.total.to_state(), "used_resources": agent.used.to_state(),
+        "offered_resources": agent.offered.to_state(), "reserved_resources": {},
+        "unreserved_resources": agent.total.to_state(),
+        "attributes": dict(agent.spec.attributes), "active": agent.active,
+        "version": VERSION, "gpu_ids": list(agent.gpu_ids),
+        "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
+    }
+
+
+def framework_json(framework):
+    used, offered = Resources(), Resources()
+    for task in framework.tasks.values():
+        if not task.terminal:
+            used.add(task.resources)
+    for offer in framework.offers.values():
+        offered.add(offer.resources)
+    info = framework.info
+    out = {
+        "id": framework.id, "name": framework.name, "user": info["user"],
+        "hostname": info.get("hostname", ""), "webui_url": info.get("webui_url", ""),
+        "principal": info.get("principal", ""),
+        "role": framework.roles[0] if framework.roles else "*",
+        "roles": list(framework.roles), "suppressed_roles": sorted(framework.suppressed),
+        "capabilities": list(framework.capabilities), "active": framework.active,
+        "connected": framework.connected, "recovered": False,
+        "failover_timeout": framework.failover_timeout,
+        "checkpoint": info.get("checkpoint", False),
+        "registered_time": framework.registered_time,
+        "unregistered_time": framework.unregistered_time,
+        "resources": used.copy().add(offered).to_state(), "used_resources": used.to_state(),
+        "offered_resources": offered.to_state(),
+        "tasks": [task_json(t) for t in framework.tasks.values()],
+        "unreachable_tasks": [],
+        "completed_tasks": [task_json(t) for t in framework.completed_tasks],
+        "offers": [{"id": o.id, "framework_id": framework.id, "slave_id": o.agent_id,
+                    "resources": o.resources.to_state()} for o in framework.offers.values()],
+        "executors": [], "completed_executors": [],
+    }
+    if framework.reregistered_time is not None:
+        out["reregistered_time"] = framework.reregistered_time
+    if "labels" in info:
+        out["labels"] = info["labels"].get("labels", [])
+    return out
+
+
+def task_json(task):
+    """A task as state.json shows it, plus ``sandbox`` (the local master's own
+    addition: where its stdout and stderr are)."""
+    out = {"id": task.id, "name": task.name, "framework_id": task.framework_id,
+           "executor_id": "", "slave_id": task.agent_id, "state": task.state,
+           "resources": task.resources.to_state(), "role": task.role,
+           "statuses": list(task.statuses), "sandbox": task.sandbox}
+    if "labels" in task.info:
+        out["labels"] = task.info["labels"].get("labels", [])
+    for key in ("discovery", "container"):
+        if key in task.info:
+            out[key] = task.info[key]
+    return out
