@@ -124,3 +124,15 @@ def test_mesos_layer_imports_without_tensorflow(monkeypatch):
     import tfmesos.launch  # noqa: F401
     import tfmesos.server  # noqa: F401
     import tfmesos.cli.tfrun  # noqa: F401
+
+
+def test_decoded_events_are_addict_dicts_like_pymesos_gives():
+    from addict import Dict
+    from tfmesos.mesos.driver import decode_event
+    record = b'{"type":"OFFERS","offers":{"offers":[{"id":{"value":"o"},"resources":[{"name":"cpus"}]}]}}'
+    event = decode_event(record)
+    assert event == Dict(__import__("json").loads(record))
+    offer = event.offers.offers[0]
+    assert isinstance(offer, Dict) and offer.id.value == "o" and offer.resources[0].name == "cpus"
+    offer.new.nested = 1  # addict's auto-vivification still works
+    assert offer["new"]["nested"] == 1

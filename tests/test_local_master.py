@@ -794,10 +794,12 @@ def test_add_agent_while_running(local_master, clients):
     assert len(local_master.state()["slaves"]) == 2
 
 
-def test_subscribe_with_an_id_never_seen_is_refused(local_master, clients):
+def test_subscribe_with_an_id_never_seen_is_readmitted_like_after_master_failover(
+        local_master, clients):
     client = clients(local_master, subscribe=False, framework_id="made-up-0001")
-    error = client.subscribe(expect_error=True)
-    assert error["error"]["message"] == "Framework has been removed"
+    subscribed = client.subscribe()
+    assert subscribed["subscribed"]["framework_id"]["value"] == "made-up-0001"
+    assert [f["id"] for f in local_master.state()["frameworks"]] == ["made-up-0001"]
 
 
 def test_processes_that_leave_the_process_group_die_with_their_task(local_master, clients):

@@ -52,6 +52,18 @@ def passthrough_env(env=None, environ=None):
     return out
 
 
+def _environment(env, image):
+    """``passthrough_env(env)``, with ``DOCKER_IMAGE`` defaulting to the image
+    the command runs in: a ``tfrun`` in the container launches its tasks in
+    that same image (its own interpreter and tfmesos do not exist on the
+    agents' hosts), even when the image was renamed or ``$DOCKER_IMAGE`` is
+    set but empty here."""
+    environment = passthrough_env(env)
+    if not environment.get("DOCKER_IMAGE"):
+        environment["DOCKER_IMAGE"] = image
+    return environment
+
+
 def _volumes(workdir, volumes):
     """Bind mounts as ``docker`` SDK ``volumes`` strings: the user's first,
     then the working directory and the account files unless a user volume
@@ -84,7 +96,8 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     the working directory (default: the current one) mounted at the same path
     and used as its cwd, ``/etc/passwd`` and ``/etc/group`` read-only,
     ``volumes`` (``"HOST:CONTAINER[:ro|rw]"``) and the environment of
-    ``passthrough_env(env)``. Its output is streamed to ``stdout``/``stderr``
+    ``passthrough_env(env)`` (``DOCKER_IMAGE`` defaulting to ``image``, so
+    that a ``tfrun`` inside runs its tasks in the same image). Its output is streamed to ``stdout``/``stderr``
     (default: this process's) while it runs. Ctrl-C or SIGTERM stops and
     removes the container, then raises ``KeyboardInterrupt``; the container
     is removed in every case.
@@ -104,7 +117,7 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
         "network_mode": "host",
         "working_dir": workdir,
         "volumes": _volumes(workdir, volumes),
-        "environment": passthrough_env(env),
+        "environment": _environment(env, image),
         "user": "%d:%d" % (os.getuid(), os.getgid()),
         "labels": {MANAGED_LABEL: "1", "tfmesos.role": "docker-wrapper"},
         "init": True,

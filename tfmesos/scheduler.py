@@ -7,12 +7,16 @@ driver for a run-level problem.
 """
 
 import dataclasses
+import logging
 import threading
 from typing import Optional
 
+from .exceptions import MesosCallError, MesosConnectionError, MesosError
 from .mesos import Scheduler
 from .placement import TaskRequest, largest_offer, place
 from .spec import Job
+
+logger = logging.getLogger(__name__)
 
 TERMINAL_STATES = frozenset({
     "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
@@ -110,18 +114,29 @@ class TFMesosScheduler(Scheduler):
             requests = [TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus)
                         for slot in pending]
             placement = place(requests, offers)
-            for offer_id, assignments in placement.launches.items():
-                infos = [self._launch(slot_assignment) for slot_assignment in assignments]
-                driver.launchTasks([{"value": offer_id}], infos,
-                                   {"refuse_seconds": BUSY_REFUSE_SECONDS})
-            still_pending = bool(self.pending())
-            if placement.unused:
-                refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
-                driver.declineOffer([{"value": oid} for oid in placement.unused],
-                                    {"refuse_seconds": refuse})
-            if not still_pending and not self._suppressed:
-                driver.suppressOffers()
-                self._suppressed = True
+            try:
+                for offer_id, assignments in placement.launches.items():
+                    infos = [self._launch(assignment) for assignment in assignments]
+                    try:
+                        driver.launchTasks([{"value": offer_id}], infos,
+                                           {"refuse_seconds": BUSY_REFUSE_SECONDS})
+                    except MesosError:
+                        for assignment in assignments:
+                            self._unlaunch(assignment.request.key)
+                        raise
+                still_pending = bool(self.pending())
+                if placement.unused:
+                    refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
+                    driver.declineOffer([{"value": oid} for oid in placement.unused],
+                                        {"refuse_seconds": refuse})
+                if not still_pending and not self._suppressed:
+                    driver.suppressOffers()
+                    self._suppressed = True
+            except (MesosConnectionError, MesosCallError) as exc:
+                if isinstance(exc, MesosCallError) and exc.status != 403:
+                    raise
+                # Disconnected meanwhile: Mesos has rescinded these offers anyway.
+                logger.info("offers lost to a disconnection: %s", exc)
 
     def _launch(self, assignment):
         slot = assignment.request.key
@@ -137,6 +152,13 @@ class TFMesosScheduler(Scheduler):
         slot.address = None
         self._by_task_id[slot.task_id] = slot
         return self._build_task(slot, assignment)
+
+    def _unlaunch(self, slot):
+        """The launch call failed: the task never reached Mesos."""
+        self._by_task_id.pop(slot.task_id, None)
+        slot.attempts -= 1
+        slot.task_id = None
+        slot.state = "PENDING"
 
     # -- called by the launcher ---------------------------------------------
 

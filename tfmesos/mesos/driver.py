@@ -457,7 +457,7 @@ class MesosSchedulerDriver:
             if not data:
                 return
             for record in decoder.feed(data):
-                event = Dict(json.loads(record))
+                event = decode_event(record)
                 kind = event.get("type")
                 if kind == "SUBSCRIBED":
                     self._on_subscribed(url, conn, stream_id, event.subscribed)
@@ -506,6 +506,10 @@ class MesosSchedulerDriver:
             try:
                 self._dispatch(kind, payload)
             except BaseException as exc:  # noqa: B902 - re-raised by join()
+                if self._closing or self._stopping.is_set():
+                    # A callback racing stop(): its calls fail because we left.
+                    logger.debug("callback failed while stopping", exc_info=True)
+                    continue
                 logger.debug("scheduler callback failed", exc_info=True)
                 self._fail(exc)
                 return
@@ -555,9 +559,28 @@ class MesosSchedulerDriver:
     def _acknowledge_implicitly(self, status):
         try:
             self.acknowledgeStatusUpdate(status)
-        except MesosConnectionError as exc:
-            # The agent re-sends unacknowledged updates after re-subscription.
+        except (MesosConnectionError, MesosCallError) as exc:
+            # Disconnected meanwhile (403 "not subscribed" counts): the agent
+            # re-sends unacknowledged updates after re-subscription.
+            if isinstance(exc, MesosCallError) and exc.status != 403:
+                raise
             logger.info("acknowledgement of %s postponed: %s", status.task_id.value, exc)
+
+
+def _dict_from_pairs(pairs):
+    """A JSON object as an ``addict.Dict``, built once: ``Dict(json.loads(...))``
+    would copy every nested object again and costs twice the time."""
+    obj = Dict.__new__(Dict)
+    object.__setattr__(obj, "__parent", None)
+    object.__setattr__(obj, "__key", None)
+    object.__setattr__(obj, "__frozen", False)
+    dict.update(obj, pairs)
+    return obj
+
+
+def decode_event(record):
+    """One RecordIO record -> Event as an ``addict.Dict``."""
+    return json.loads(record, object_pairs_hook=_dict_from_pairs)
 
 
 def _as_list(ids):

@@ -4,6 +4,9 @@
 can reuse it. It prints one line, ``tfmesos local master listening on
 http://127.0.0.1:PORT``, stops cleanly (killing every task) on SIGINT or
 SIGTERM and exits 0; a port already in use is a one-line error and exit 1.
+A task that names an image runs in a Docker container (the engine of
+``$DOCKER_HOST``, connected on the first such task; ``--no-docker`` refuses
+such tasks instead).
 """
 
 import argparse
@@ -35,8 +38,9 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
         prog=prog,
         description="Run the embedded single-machine Mesos master: it serves the Mesos v1 "
                     "scheduler HTTP API and runs each task as a local process in its own "
-                    "sandbox. Give its URL to a scheduler as the Mesos master. Stops (and "
-                    "kills every task) on Ctrl-C or SIGTERM.")
+                    "sandbox (a task that names an image in a Docker container). Give "
+                    "its URL to a scheduler as the Mesos master. Stops (and kills every "
+                    "task) on Ctrl-C or SIGTERM.")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=5050,
@@ -62,6 +66,10 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
     parser.add_argument("--filter-gpu-resources", action="store_true",
                         help="like the Mesos master flag: offer GPU agents only to "
                              "frameworks with the GPU_RESOURCES capability")
+    parser.add_argument("--no-docker", dest="docker", action="store_false",
+                        help="run plain command tasks only: a task that names an image "
+                             "fails (default: run it in Docker, through the engine of "
+                             "$DOCKER_HOST, connected on the first such task)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"],
                         help="log verbosity on stderr (default: %(default)s)")
@@ -86,10 +94,15 @@ def main(argv=None, prog=None):
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         specs = agent_specs(args.agents, args.cpus, args.mem, args.gpus)
+        container_runner = None
+        if args.docker:
+            from .docker_runner import DockerRunner
+            container_runner = DockerRunner()
         master = LocalMaster(agents=specs, host=args.host, port=args.port,
                              heartbeat_interval=args.heartbeat_interval,
                              work_dir=args.work_dir,
-                             filter_gpu_resources=args.filter_gpu_resources)
+                             filter_gpu_resources=args.filter_gpu_resources,
+                             container_runner=container_runner)
         url = master.start()
     except (LocalMasterError, AgentSpecError, ValueError) as exc:
         print("Error: %s" % exc, file=sys.stderr)

@@ -13,6 +13,9 @@ A task's container:
 * runs as ``launch.user``: a name known on this host becomes its
   ``uid:gid`` (the sandbox belongs to this host), anything else goes to
   Docker as given;
+* gets the GPUs the agent assigned (``launch.gpu_ids``) as a device
+  request; a ``gpus`` docker parameter (tfmesos' DOCKER containerizer tasks
+  carry one for real Mesos) must agree with them;
 * is labelled ``tfmesos.managed=1`` and ``tfmesos.task-id=<task id>``;
 * has its stdout/stderr copied, while it runs, into the sandbox files
   ``stdout`` and ``stderr`` by a thread of this process.
@@ -33,7 +36,8 @@ import uuid
 from tfmesos.mesos.local.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
-           "container_kwargs", "connect", "pump_output", "MANAGED_LABEL", "TASK_LABEL"]
+           "container_kwargs", "check_gpus_parameter", "connect", "pump_output",
+           "MANAGED_LABEL", "TASK_LABEL"]
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +184,29 @@ def container_user(user):
     return "%d:%d" % (entry.pw_uid, gid)
 
 
+def check_gpus_parameter(value, gpu_ids):
+    """A ``gpus`` docker parameter (what tfmesos' DOCKER containerizer tasks
+    carry for real Mesos: ``N``, ``all`` or ``device=0,1``) must agree with
+    the GPUs the agent assigned to the task (``gpu_ids``); the container then
+    gets exactly those through a device request, as the agent decides which
+    GPUs a task holds. Raises ``RunnerError`` when they disagree."""
+    text = value.strip().strip("\"'")
+    if not gpu_ids:
+        raise RunnerError("docker parameter gpus=%r, but the task holds no GPUs: ask for them "
+                          "as the task's gpus resource (tfrun -Gw N)" % value)
+    if text == "all":
+        return
+    if text.startswith("device="):
+        ids = [i.strip() for i in text[len("device="):].split(",") if i.strip()]
+        if sorted(ids) != sorted(str(i) for i in gpu_ids):
+            raise RunnerError("docker parameter gpus=%r names other GPUs than the %s the agent "
+                              "assigned to the task" % (value, ",".join(map(str, gpu_ids))))
+        return
+    if not text.isdigit() or int(text) != len(gpu_ids):
+        raise RunnerError("docker parameter gpus=%r: expected all, device=IDS or the task's "
+                          "GPU count %d" % (value, len(gpu_ids)))
+
+
 def _volume_spec(host, container, mode):
     mode_flag = {"RW": "rw", "RO": "ro"}.get(str(mode).upper())
     if mode_flag is None:
@@ -226,6 +253,9 @@ def container_kwargs(launch, name=None):
     for key, value in launch.docker_parameters:
         key = str(key).lstrip("-")
         value = "" if value is None else str(value)
+        if key == "gpus":
+            check_gpus_parameter(value, launch.gpu_ids)
+            continue
         if key in _MANAGED_PARAMETERS:
             raise RunnerError("docker parameter %r is set by tfmesos and cannot be changed" % key)
         if key not in _PARAMETERS:

@@ -662,9 +662,7 @@ class LocalMaster:
             framework = None
             if refused is None and framework_id is not None:
                 framework = self._frameworks.get(framework_id)
-                if framework is None:
-                    # Removed (failover timeout, teardown) or never known here:
-                    # the local master keeps no state across restarts.
+                if framework is None and framework_id in self._removed_frameworks:
                     refused = "Framework has been removed"
             if refused is not None:
                 subscription = Subscription(framework_id or "", self.heartbeat_interval)
@@ -673,7 +671,9 @@ class LocalMaster:
                 return subscription
             suppressed = subscribe.get("suppressed_roles", [])
             if framework is None:
-                framework_id = "%s-%04d" % (self.id, next(self._framework_counter))
+                # An id this master never saw is re-admitted, as a newly elected
+                # Mesos master re-admits the frameworks of the one before it.
+                framework_id = framework_id or "%s-%04d" % (self.id, next(self._framework_counter))
                 framework = _Framework(framework_id, info, suppressed)
                 self._frameworks[framework_id] = framework
                 self._framework_order.append(framework)

@@ -1,0 +1,293 @@
+"""The HTTP scheduler driver against the embedded local master (and a real
+ZooKeeper for zk:// detection)."""
+
+import getpass
+import os
+import queue
+import time
+
+import pytest
+
+from fixtures_master import make_local_master, small_agent  # noqa: F401 (fixture)
+from fixtures_zk import register_master, unique_path, zk_client, zookeeper  # noqa: F401
+
+from tfmesos.exceptions import MesosCallError
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+
+
+class Events(Scheduler):
+    """Puts every callback on a queue; declines nothing by itself."""
+
+    def __init__(self):
+        self.queue = queue.Queue()
+
+    def _put(self, name, *args):
+        self.queue.put((name, args))
+
+    def registered(self, driver, framework_id, master_info):
+        self._put("registered", framework_id.value, master_info)
+
+    def reregistered(self, driver, master_info):
+        self._put("reregistered", master_info)
+
+    def disconnected(self, driver):
+        self._put("disconnected")
+
+    def resourceOffers(self, driver, offers):
+        self._put("offers", offers)
+
+    def statusUpdate(self, driver, update):
+        self._put("update", update)
+
+    def slaveLost(self, driver, agent_id):
+        self._put("agent_lost", agent_id.value)
+
+    def error(self, driver, message):
+        self._put("error", message)
+
+    def next(self, name, timeout=10, where=lambda *args: True):
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("no %s callback within %s s" % (name, timeout))
+            try:
+                got, args = self.queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if got == name and where(*args):
+                return args
+
+    def none(self, name, seconds):
+        """Assert no ``name`` callback arrives for ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                got, _ = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            assert got != name, "unexpected %s callback" % name
+
+
+@pytest.fixture
+def drivers():
+    made = []
+
+    def make(master, scheduler=None, **kwargs):
+        framework = kwargs.pop("framework", {})
+        info = dict({"user": getpass.getuser(), "name": "driver-test"}, **framework)
+        sched = scheduler or Events()
+        driver = MesosSchedulerDriver(sched, info, master, **kwargs)
+        made.append(driver)
+        driver.start()
+        return driver, sched
+
+    yield make
+    for driver in made:
+        try:
+            driver.abort()
+            driver.join(timeout=10)
+        except Exception:
+            pass
+
+
+def task(name, offer, command, cpus=0.1, mem=32):
+    return {"name": name, "task_id": {"value": name}, "agent_id": offer.agent_id,
+            "command": {"value": command},
+            "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": cpus}},
+                          {"name": "mem", "type": "SCALAR", "scalar": {"value": mem}}]}
+
+
+def launch(driver, sched, name, command):
+    offer = sched.next("offers")[0][0]
+    driver.launchTasks([offer.id], [task(name, offer, command)], {"refuse_seconds": 0})
+    return offer
+
+
+def states_of(sched, name, final, timeout=15):
+    seen = []
+    while not seen or seen[-1].state != final:
+        seen.append(sched.next("update", timeout, lambda u: u.task_id.value == name)[0])
+    return seen
+
+
+def test_subscribe_launch_echo_and_acknowledge(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url)
+    framework_id, master_info = sched.next("registered")
+    assert framework_id == driver.framework_id and master_info.port
+    launch(driver, sched, "hello", "echo hello")
+    updates = states_of(sched, "hello", "TASK_FINISHED")
+    # Each update came only after the previous one was acknowledged.
+    assert [u.state for u in updates] == ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"]
+    assert all(u.uuid for u in updates)
+    with open(os.path.join(master.sandbox("hello"), "stdout")) as handle:
+        assert handle.read() == "hello\n"
+
+
+def test_exit_code_3_is_task_failed_with_the_code(make_local_master, drivers):
+    driver, sched = drivers(make_local_master().url)
+    launch(driver, sched, "three", "exit 3")
+    final = states_of(sched, "three", "TASK_FAILED")[-1]
+    assert final.message == "Command exited with status 3"
+
+
+def test_explicit_acknowledgements(make_local_master, drivers):
+    driver, sched = drivers(make_local_master().url, implicit_acknowledgements=False)
+    launch(driver, sched, "t", "sleep 30")
+    starting = sched.next("update")[0]
+    assert starting.state == "TASK_STARTING"
+    # Not acknowledged: the agent only re-sends STARTING, never goes on to RUNNING.
+    resent = sched.next("update", timeout=5)[0]
+    assert (resent.state, resent.uuid) == ("TASK_STARTING", starting.uuid)
+    driver.acknowledgeStatusUpdate(starting)
+    assert sched.next("update", where=lambda u: u.state != "TASK_STARTING")[0].state == "TASK_RUNNING"
+
+
+def test_decline_with_filter_holds_the_offer_back(make_local_master, drivers):
+    driver, sched = drivers(make_local_master().url)
+    offer = sched.next("offers")[0][0]
+    declined = time.monotonic()
+    driver.declineOffer([offer.id], {"refuse_seconds": 1.5})
+    sched.next("offers", timeout=10)
+    assert 1.4 <= time.monotonic() - declined < 6
+
+
+def test_suppress_and_revive(make_local_master, drivers):
+    driver, sched = drivers(make_local_master().url)
+    offer = sched.next("offers")[0][0]
+    driver.suppressOffers()
+    driver.declineOffer([offer.id], {"refuse_seconds": 0})
+    sched.none("offers", 1.0)
+    driver.reviveOffers()
+    sched.next("offers", timeout=5)
+
+
+def test_kill_task(make_local_master, drivers):
+    driver, sched = drivers(make_local_master().url)
+    launch(driver, sched, "sleeper", "sleep 60")
+    sched.next("update", where=lambda u: u.state == "TASK_RUNNING")
+    driver.killTask({"value": "sleeper"})
+    assert sched.next("update", where=lambda u: u.state in ("TASK_KILLED", "TASK_FAILED"))[0].state \
+        == "TASK_KILLED"
+
+
+def test_stop_tears_the_framework_down(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url)
+    launch(driver, sched, "sleeper", "sleep 60")
+    sched.next("update", where=lambda u: u.state == "TASK_RUNNING")
+    assert driver.stop() == "DRIVER_STOPPED"
+    assert driver.join(timeout=10) == "DRIVER_STOPPED"
+    state = master.wait_until(lambda s: not s["frameworks"] and s["completed_frameworks"], 10)
+    assert state["completed_frameworks"][0]["id"] == driver.framework_id
+
+
+def test_dropped_stream_resubscribes_with_the_same_id_and_tasks_survive(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url, framework={"failover_timeout": 30})
+    framework_id, _ = sched.next("registered")
+    launch(driver, sched, "survivor", "sleep 60")
+    sched.next("update", where=lambda u: u.state == "TASK_RUNNING")
+    master.drop_subscription(framework_id)
+    sched.next("disconnected")
+    sched.next("reregistered", timeout=15)
+    assert driver.framework_id == framework_id
+    driver.reconcileTasks([{"task_id": {"value": "survivor"}}])
+    reconciled = sched.next("update", where=lambda u: u.get("reason") == "REASON_RECONCILIATION")[0]
+    assert reconciled.state == "TASK_RUNNING" and "uuid" not in reconciled
+
+
+def test_heartbeat_loss_is_detected_and_resubscribes(make_local_master, drivers):
+    master = make_local_master(heartbeat_interval=0.3)
+    driver, sched = drivers(master.url, framework={"failover_timeout": 30})
+    framework_id, _ = sched.next("registered")
+    master.stall_subscription(framework_id)
+    stalled = time.monotonic()
+    sched.next("disconnected", timeout=10)
+    assert time.monotonic() - stalled < 5   # 3 missed heartbeats of 0.3 s, plus slack
+    sched.next("reregistered", timeout=15)
+    assert driver.framework_id == framework_id
+
+
+def test_failover_timeout_expiry_kills_tasks(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url, framework={"failover_timeout": 1})
+    launch(driver, sched, "orphan", "sleep 60")
+    sched.next("update", where=lambda u: u.state == "TASK_RUNNING")
+    driver.abort()  # gone without a TEARDOWN
+    state = master.wait_until(lambda s: s["completed_frameworks"], 15)
+    tasks = state["completed_frameworks"][0]["completed_tasks"]
+    assert [t["state"] for t in tasks] == ["TASK_KILLED"]
+
+
+def test_agent_removal_reports_lost_tasks_and_agent(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url)
+    offer = launch(driver, sched, "on-agent", "sleep 60")
+    sched.next("update", where=lambda u: u.state == "TASK_RUNNING")
+    master.remove_agent(offer.agent_id.value)
+    seen = {}
+    deadline = time.monotonic() + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        name, args = sched.queue.get(timeout=10)
+        if name in ("agent_lost", "update"):
+            seen[name] = args[0]
+    assert seen["agent_lost"] == offer.agent_id.value
+    assert (seen["update"].task_id.value, seen["update"].state) == ("on-agent", "TASK_LOST")
+
+
+def test_follows_a_307_redirect_to_the_leader(make_local_master, drivers):
+    follower, leader = make_local_master(), make_local_master()
+    follower.set_leader(leader.url)
+    driver, sched = drivers(follower.url)
+    sched.next("registered")
+    assert driver.master == leader.url
+    assert leader.state()["frameworks"] and not follower.state()["frameworks"]
+
+
+def test_retries_while_no_leader_is_elected(make_local_master, drivers):
+    master = make_local_master()
+    master.set_leader("")
+    driver, sched = drivers(master.url)
+    sched.none("registered", 1.0)
+    master.set_leader(None)
+    sched.next("registered", timeout=15)
+
+
+def test_a_refused_call_raises_in_the_caller(make_local_master, drivers):
+    driver, sched = drivers(make_local_master().url)
+    offer = sched.next("offers")[0][0]
+    bad = task("bad", offer, "true")
+    bad["comand"] = bad.pop("command")
+    with pytest.raises(MesosCallError, match="comand") as info:
+        driver.launchTasks([offer.id], [bad])
+    assert info.value.status == 400
+
+
+def test_tries_each_master_of_a_list(make_local_master, drivers):
+    master = make_local_master()
+    host_port = master.url[len("http://"):]
+    driver, sched = drivers("127.0.0.1:1,%s" % host_port)
+    sched.next("registered", timeout=15)
+    assert driver.master == master.url
+
+
+@pytest.mark.zookeeper
+def test_zk_master_detection_and_leader_change(zookeeper, make_local_master, drivers):  # noqa: F811
+    first, second = make_local_master(), make_local_master()
+    path = unique_path()
+    with zk_client(zookeeper) as client:
+        nodes = []
+        for master in (first, second):
+            port = int(master.url.rsplit(":", 1)[1])
+            nodes.append(register_master(client, path, "127.0.0.1", port))
+        driver, sched = drivers("zk://%s%s" % (zookeeper, path),
+                                framework={"failover_timeout": 30})
+        framework_id, _ = sched.next("registered", timeout=15)
+        assert driver.master == first.url
+        client.delete(nodes[0])
+        sched.next("disconnected", timeout=15)
+        sched.next("reregistered", timeout=20)
+        assert driver.master == second.url and driver.framework_id == framework_id
+        assert [f["id"] for f in second.state()["frameworks"]] == [framework_id]

@@ -1,0 +1,97 @@
+"""The tfmesos scheduler fed with synthetic offers and a recording driver."""
+
+import queue
+
+import pytest
+from addict import Dict
+from offers import offer
+
+from tfmesos.exceptions import MesosConnectionError
+from tfmesos.scheduler import TFMesosScheduler, make_slots
+from tfmesos.spec import parse_jobs
+
+
+class FakeDriver:
+    def __init__(self, fail_launch=None):
+        self.calls = []
+        self.fail_launch = fail_launch
+
+    def launchTasks(self, offer_ids, tasks, filters=None):
+        if self.fail_launch:
+            raise self.fail_launch
+        self.calls.append(("launch", [o["value"] for o in offer_ids], tasks, filters))
+
+    def declineOffer(self, offer_ids, filters=None):
+        self.calls.append(("decline", [o["value"] for o in offer_ids], filters))
+
+    def suppressOffers(self):
+        self.calls.append(("suppress",))
+
+    def reviveOffers(self):
+        self.calls.append(("revive",))
+
+
+def make(jobs):
+    slots = make_slots(parse_jobs(jobs))
+    built = []
+
+    def build(slot, assignment):
+        built.append((slot.name, assignment.port))
+        return {"task_id": {"value": slot.task_id}}
+    return TFMesosScheduler(slots, build, queue.Queue(), "run1"), slots, built
+
+
+def test_places_all_tasks_then_declines_the_rest_and_suppresses():
+    sched, slots, built = make([{"name": "ps", "cpus": 1, "mem": 512},
+                                {"name": "worker", "num": 2, "cpus": 1, "mem": 512}])
+    driver = FakeDriver()
+    sched.resourceOffers(driver, [Dict(offer("o1", cpus=2)), Dict(offer("o2", cpus=2)),
+                                  Dict(offer("o3", cpus=2))])
+    launches = [c for c in driver.calls if c[0] == "launch"]
+    assert sum(len(c[2]) for c in launches) == 3
+    assert ("decline", ["o3"], {"refuse_seconds": 120.0}) in driver.calls
+    assert driver.calls[-1] == ("suppress",)
+    assert {s.state for s in slots} == {"TASK_STAGING"}
+    assert [s.task_id for s in slots] == ["tfmesos.run1.ps.0.1", "tfmesos.run1.worker.0.1",
+                                          "tfmesos.run1.worker.1.1"]
+    assert sched.slot_of("tfmesos.run1.worker.1.1") is slots[2]
+
+
+def test_offers_when_nothing_is_pending_are_declined_for_long():
+    sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
+    driver = FakeDriver()
+    sched.resourceOffers(driver, [Dict(offer("o1"))])
+    driver.calls.clear()
+    sched.resourceOffers(driver, [Dict(offer("o2"))])
+    assert driver.calls == [("decline", ["o2"], {"refuse_seconds": 120.0})]
+
+
+def test_partial_placement_keeps_offers_coming():
+    sched, slots, _ = make([{"name": "worker", "num": 2, "cpus": 2, "mem": 1}])
+    driver = FakeDriver()
+    sched.resourceOffers(driver, [Dict(offer("o1", cpus=3))])
+    assert [s.state for s in slots] == ["TASK_STAGING", "PENDING"]
+    assert ("suppress",) not in driver.calls
+    assert sched.largest_offer["cpus"] == 3
+
+
+def test_relaunch_revives_and_uses_a_new_task_id():
+    sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
+    driver = FakeDriver()
+    sched.resourceOffers(driver, [Dict(offer("o1"))])
+    sched.relaunch(driver, slots[0])
+    assert driver.calls[-1] == ("revive",) and slots[0].state == "PENDING"
+    sched.resourceOffers(driver, [Dict(offer("o2"))])
+    assert slots[0].task_id == "tfmesos.run1.worker.0.2" and slots[0].attempts == 2
+
+
+def test_launch_lost_to_a_disconnection_leaves_the_task_pending():
+    sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
+    sched.resourceOffers(FakeDriver(fail_launch=MesosConnectionError("gone")), [Dict(offer("o1"))])
+    assert slots[0].state == "PENDING" and slots[0].attempts == 0 and slots[0].task_id is None
+
+
+def test_other_launch_errors_propagate_to_the_driver():
+    sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
+    with pytest.raises(RuntimeError):
+        sched.resourceOffers(FakeDriver(fail_launch=RuntimeError("bug")), [Dict(offer("o1"))])

@@ -1,0 +1,452 @@
+"""TaskInfo JSON for plain, MESOS and DOCKER containerizer tasks, field by
+field, and the same TaskInfos through the local master's strict schema, its
+task planner and the Docker runner's container arguments (no Docker, no
+network but a loopback HTTP server for the /version probe)."""
+
+import copy
+import http.server
+import json
+import os
+import queue
+import shlex
+import sys
+import threading
+
+import pytest
+
+from offers import offer
+from tfmesos.launch import ClusterRun
+from tfmesos.mesos.driver import MesosSchedulerDriver
+from tfmesos.mesos.local.agent import build_launch, plan_task
+from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kwargs
+from tfmesos.mesos.local.runner import RunnerError
+from tfmesos.mesos.local.schema import SchemaError, validate, validate_message
+from tfmesos.scheduler import TFMesosScheduler
+from tfmesos.spec import Job, RunSpec
+from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
+                              submitter_pythonpath, task_command)
+
+IMAGE = "registry.example.com/ml/tfmesos:2.21"
+PASSWD = [{"container_path": "/etc/passwd", "host_path": "/etc/passwd", "mode": "RO"},
+          {"container_path": "/etc/group", "host_path": "/etc/group", "mode": "RO"}]
+
+
+def variables(info):
+    return {v["name"]: v["value"] for v in info["command"]["environment"]["variables"]}
+
+
+def labels(info):
+    return {label["key"]: label["value"] for label in info["labels"]["labels"]}
+
+
+def resources_named(info, name):
+    return [r for r in info["resources"] if r["name"] == name]
+
+
+# -- the command ----------------------------------------------------------------
+
+def test_plain_task_command_runs_this_interpreter():
+    assert task_command(None) == "exec %s -m tfmesos.server" % shlex.quote(sys.executable)
+    assert task_command(None, "/opt/my python/bin/python3") == \
+        "exec '/opt/my python/bin/python3' -m tfmesos.server"
+
+
+def test_image_task_command_uses_the_images_python():
+    # No absolute interpreter path from the submitting host (tfmesos2 had
+    # /usr/bin/python3): the image's PATH decides, and --python is for plain tasks.
+    assert task_command(IMAGE) == "exec python3 -m tfmesos.server"
+    assert task_command(IMAGE, "/home/me/venv/bin/python") == "exec python3 -m tfmesos.server"
+
+
+def test_submitter_pythonpath_keeps_existing_directories_once(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    path = [str(a), str(tmp_path / "missing"), str(b), str(a) + "/", str(tmp_path / "x.zip")]
+    assert submitter_pythonpath(path) == os.pathsep.join([str(a), str(b)])
+    assert submitter_pythonpath([""]) == os.getcwd()
+
+
+# -- container_info ---------------------------------------------------------------
+
+def test_no_image_means_no_container():
+    assert container_info(RunSpec(), "MESOS") is None
+    assert container_info(RunSpec(volumes=("/data:/data",)), "DOCKER") is None
+
+
+def test_mesos_container_field_by_field():
+    run = RunSpec(image=IMAGE, volumes=("/nfs/data:/data:ro", "/scratch/:/scratch"))
+    container = container_info(run, "MESOS")
+    assert container == {
+        "type": "MESOS",
+        "volumes": PASSWD + [
+            {"container_path": "/data", "host_path": "/nfs/data", "mode": "RO"},
+            {"container_path": "/scratch", "host_path": "/scratch", "mode": "RW"}],
+        "mesos": {"image": {"type": "DOCKER", "docker": {"name": IMAGE}, "cached": True}},
+    }
+    validate_message("ContainerInfo", container)
+
+
+def test_mesos_container_force_pull_is_not_cached():
+    container = container_info(RunSpec(image=IMAGE, force_pull=True), "MESOS")
+    assert container["mesos"]["image"]["cached"] is False
+    assert container["volumes"] == PASSWD
+
+
+def test_docker_container_field_by_field():
+    run = RunSpec(image=IMAGE, volumes=("/nfs/data:/data:ro",),
+                  docker_parameters=("memory-swap=-1", ("shm-size", "1g")))
+    container = container_info(run, "DOCKER")
+    assert container == {
+        "type": "DOCKER",
+        "volumes": PASSWD + [{"container_path": "/data", "host_path": "/nfs/data",
+                              "mode": "RO"}],
+        "docker": {"image": IMAGE, "network": "HOST", "force_pull_image": False,
+                   "parameters": [{"key": "memory-swap", "value": "-1"},
+                                  {"key": "shm-size", "value": "1g"}]},
+    }
+    validate_message("ContainerInfo", container)
+
+
+def test_docker_container_force_pull():
+    container = container_info(RunSpec(image=IMAGE, force_pull=True), "DOCKER")
+    assert container["docker"]["force_pull_image"] is True
+    assert container["docker"]["parameters"] == []
+
+
+def test_passwd_and_group_are_mounted_read_only_first():
+    assert PASSWD_VOLUMES == (("/etc/passwd", "/etc/passwd", "RO"),
+                              ("/etc/group", "/etc/group", "RO"))
+    for kind in ("MESOS", "DOCKER"):
+        assert container_info(RunSpec(image=IMAGE), kind)["volumes"][:2] == PASSWD
+
+
+def test_docker_gpus_from_a_scalar_offer_are_a_count():
+    container = container_info(RunSpec(image=IMAGE), "DOCKER", gpu_ids=[], gpus=2)
+    assert container["docker"]["parameters"] == [{"key": "gpus", "value": "2"}]
+
+
+def test_docker_gpus_from_a_set_offer_name_the_devices():
+    run = RunSpec(image=IMAGE, docker_parameters=("memory-swap=-1",))
+    container = container_info(run, "DOCKER", gpu_ids=["0", "1"], gpus=2)
+    assert container["docker"]["parameters"] == [{"key": "memory-swap", "value": "-1"},
+                                                 {"key": "gpus", "value": "device=0,1"}]
+
+
+def test_mesos_containerizer_gpus_are_only_the_resource():
+    # Mesos' nvidia isolator gives the task the GPUs of its `gpus` resource.
+    with_gpus = container_info(RunSpec(image=IMAGE), "MESOS", gpu_ids=["3"], gpus=1)
+    assert with_gpus == container_info(RunSpec(image=IMAGE), "MESOS")
+
+
+def test_no_gpus_no_gpus_parameter():
+    container = container_info(RunSpec(image=IMAGE), "DOCKER", gpu_ids=[], gpus=0)
+    assert container["docker"]["parameters"] == []
+
+
+# -- build_task_info ---------------------------------------------------------------
+
+def test_build_task_info_field_by_field():
+    resources = [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.5}}]
+    container = container_info(RunSpec(image=IMAGE), "MESOS")
+    info = build_task_info("t-1", "tfrun worker:0", "agent-1", resources, "exec true",
+                           {"B": 2, "A": "x y"}, container,
+                           labels={"tfmesos.job": "worker", "tfmesos.index": 0})
+    assert info == {
+        "name": "tfrun worker:0",
+        "task_id": {"value": "t-1"},
+        "agent_id": {"value": "agent-1"},
+        "resources": resources,
+        "command": {"value": "exec true", "shell": True,
+                    "environment": {"variables": [{"name": "A", "value": "x y"},
+                                                  {"name": "B", "value": "2"}]}},
+        "container": container,
+        "labels": {"labels": [{"key": "tfmesos.index", "value": "0"},
+                              {"key": "tfmesos.job", "value": "worker"}]},
+    }
+    assert info["resources"] is not resources
+    validate_message("TaskInfo", info)
+
+
+def test_build_task_info_without_container_or_labels():
+    info = build_task_info("t-1", "n", "a", [], "exec true", {})
+    assert "container" not in info and "labels" not in info
+    assert info["command"]["environment"] == {"variables": []}
+    validate_message("TaskInfo", info)
+
+
+# -- the whole path: offers -> scheduler -> ClusterRun._build_task -> ACCEPT ----------
+
+class FakeRendezvous:
+    port = 40123
+
+    def __init__(self):
+        self.expected = []
+
+    def expect(self, task_id):
+        self.expected.append(task_id)
+
+
+class RecordingDriver:
+    """The real driver's call building (launchTasks -> acceptOffers -> _call),
+    with the HTTP request replaced by a list of the calls' JSON."""
+
+    launchTasks = MesosSchedulerDriver.launchTasks
+    acceptOffers = MesosSchedulerDriver.acceptOffers
+    declineOffer = MesosSchedulerDriver.declineOffer
+    suppressOffers = MesosSchedulerDriver.suppressOffers
+    master = "http://127.0.0.1:1"
+
+    def __init__(self):
+        self.calls = []
+
+    def _call(self, call):
+        self.calls.append(json.loads(json.dumps(dict(call, framework_id={"value": "fw-1"}))))
+
+    def accepts(self):
+        return [c for c in self.calls if c["type"] == "ACCEPT"]
+
+    def task_infos(self):
+        return [info for call in self.accepts() for op in call["accept"]["operations"]
+                for info in op["launch"]["task_infos"]]
+
+
+def launch_all(jobs, run, offers, environ=None):
+    """Run the scheduler on ``offers``; returns (ClusterRun, TaskInfos by
+    slot name, driver). Every call it made passed the strict schema."""
+    cluster = ClusterRun([Job(**job) for job in jobs], run, mode="replica", command="true",
+                         master="local", environ=environ or {})
+    cluster.rendezvous = FakeRendezvous()
+    scheduler = TFMesosScheduler(cluster.slots, cluster._build_task, queue.Queue(), "r1")
+    driver = RecordingDriver()
+    cluster.driver = driver
+    scheduler.resourceOffers(driver, offers)
+    for call in driver.calls:
+        validate(call)
+    names = {}
+    for info in driver.task_infos():
+        names[scheduler.slot_of(info["task_id"]["value"]).name] = info
+    assert sorted(cluster.rendezvous.expected) == sorted(i["task_id"]["value"]
+                                                         for i in names.values())
+    return cluster, names, driver
+
+
+PS_AND_WORKERS = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+                  {"name": "worker", "num": 2, "cpus": 1, "mem": 512}]
+
+
+def test_plain_tasks_run_this_python_with_pythonpath_and_no_container():
+    run = RunSpec(name="tfrun", env=("FOO=bar", "EMPTY="))
+    _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")])
+    assert sorted(infos) == ["ps:0", "worker:0", "worker:1"]
+    ports = set()
+    for name, info in infos.items():
+        job, index = name.split(":")
+        assert "container" not in info
+        assert info["name"] == "tfrun %s" % name
+        assert info["agent_id"] == {"value": "agent-o1"}
+        assert info["command"]["value"] == task_command(None)
+        assert info["command"]["shell"] is True
+        env = variables(info)
+        assert env["PYTHONPATH"] == submitter_pythonpath()
+        assert env["PYTHONUNBUFFERED"] == "1"
+        assert env["FOO"] == "bar" and env["EMPTY"] == ""
+        assert env["TFMESOS_RENDEZVOUS"] == "127.0.0.1:40123"
+        assert env["TFMESOS_TASK_ID"] == info["task_id"]["value"]
+        assert env["TFMESOS_OFFER_HOST"] == "host-o1"
+        assert len(bytes.fromhex(env["TFMESOS_SECRET"])) == 32
+        ports.add(int(env["TFMESOS_PORT"]))
+        [port] = resources_named(info, "ports")
+        assert port["ranges"]["range"] == [{"begin": int(env["TFMESOS_PORT"]),
+                                            "end": int(env["TFMESOS_PORT"])}]
+        assert labels(info) == {"tfmesos.job": job, "tfmesos.index": index}
+        assert not resources_named(info, "gpus")
+    assert len(ports) == 3
+
+
+def test_python_option_sets_the_plain_interpreter():
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(python="/opt/py/bin/python3"),
+                             [offer("o1")])
+    assert {i["command"]["value"] for i in infos.values()} == \
+        {"exec /opt/py/bin/python3 -m tfmesos.server"}
+
+
+@pytest.mark.parametrize("kind", ["MESOS", "DOCKER"])
+def test_image_tasks_have_the_container_and_no_host_paths(kind):
+    run = RunSpec(image=IMAGE, containerizer=kind, volumes=("/nfs/data:/data:ro",),
+                  env=("FOO=bar",), python="/home/me/venv/bin/python")
+    _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")])
+    assert len(infos) == 3
+    for info in infos.values():
+        assert info["container"] == container_info(run, kind)
+        assert info["command"]["value"] == "exec python3 -m tfmesos.server"
+        env = variables(info)
+        assert "PYTHONPATH" not in env
+        assert env["FOO"] == "bar" and env["PYTHONUNBUFFERED"] == "1"
+        assert env["TFMESOS_RENDEZVOUS"] == "127.0.0.1:40123"
+
+
+def test_docker_gpu_tasks_from_a_scalar_offer():
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+            {"name": "worker", "num": 2, "cpus": 1, "mem": 512, "gpus": 1}]
+    run = RunSpec(image=IMAGE, containerizer="DOCKER")
+    cluster, infos, _ = launch_all(jobs, run, [offer("gpu", gpus=4), offer("cpu")])
+    assert {"type": "GPU_RESOURCES"} in cluster._framework_info()["capabilities"]
+    for name in ("worker:0", "worker:1"):
+        info = infos[name]
+        [gpus] = resources_named(info, "gpus")
+        assert gpus["type"] == "SCALAR" and gpus["scalar"] == {"value": 1}
+        assert info["agent_id"] == {"value": "agent-gpu"}
+        assert {"key": "gpus", "value": "1"} in info["container"]["docker"]["parameters"]
+    # The GPU-less ps stays off the GPU agent when another agent can take it.
+    assert infos["ps:0"]["agent_id"] == {"value": "agent-cpu"}
+    assert infos["ps:0"]["container"]["docker"]["parameters"] == []
+
+
+def test_docker_gpu_tasks_from_a_set_offer_get_their_device_ids():
+    jobs = [{"name": "worker", "num": 2, "cpus": 1, "mem": 512, "gpus": 2}]
+    run = RunSpec(image=IMAGE, containerizer="DOCKER")
+    _, infos, _ = launch_all(jobs, run, [offer("o1", gpu_set=["0", "1", "2", "3"])])
+    seen = []
+    for info in infos.values():
+        [gpus] = resources_named(info, "gpus")
+        assert gpus["type"] == "SET"
+        ids = gpus["set"]["item"]
+        seen += ids
+        assert {"key": "gpus", "value": "device=%s" % ",".join(ids)} in \
+            info["container"]["docker"]["parameters"]
+    assert sorted(seen) == ["0", "1", "2", "3"]
+
+
+def test_mesos_gpu_tasks_from_a_set_offer_carry_only_the_resource():
+    jobs = [{"name": "worker", "num": 1, "cpus": 1, "mem": 512, "gpus": 1}]
+    run = RunSpec(image=IMAGE, containerizer="MESOS")
+    _, infos, _ = launch_all(jobs, run, [offer("o1", gpu_set=["7", "3"])])
+    info = infos["worker:0"]
+    [gpus] = resources_named(info, "gpus")
+    assert gpus["set"] == {"item": ["3"]}
+    assert info["container"] == container_info(run, "MESOS")
+
+
+def test_no_gpu_capability_without_gpu_jobs():
+    cluster, _, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")])
+    assert {"type": "GPU_RESOURCES"} not in cluster._framework_info()["capabilities"]
+
+
+def test_the_schema_catches_a_misspelt_field():
+    run = RunSpec(image=IMAGE, containerizer="DOCKER")
+    _, infos, driver = launch_all(PS_AND_WORKERS, run, [offer("o1")])
+    call = copy.deepcopy(driver.accepts()[0])
+    info = call["accept"]["operations"][0]["launch"]["task_infos"][0]
+    info["container"]["docker"]["force_pull"] = True     # the field is force_pull_image
+    with pytest.raises(SchemaError, match=r"task_infos\[0\]\.container\.docker\.force_pull: "
+                                          r"unknown field"):
+        validate(call)
+    call = copy.deepcopy(driver.accepts()[0])
+    call["accept"]["operations"][0]["launch"]["task_infos"][0]["container"]["volumes"][0][
+        "mode"] = "ro"
+    with pytest.raises(SchemaError, match=r"volumes\[0\]\.mode"):
+        validate(call)
+
+
+# -- what the local master makes of them ------------------------------------------
+
+def local_launch(info, gpu_ids=()):
+    plan = plan_task(info)
+    return build_launch(plan, info["task_id"]["value"], "fw-1", info["agent_id"]["value"],
+                        "/tmp/sandbox", list(gpu_ids), bool(gpu_ids), {"PATH": "/host/bin"})
+
+
+@pytest.mark.parametrize("kind", ["MESOS", "DOCKER"])
+def test_local_master_runs_them_as_containers(kind):
+    run = RunSpec(image=IMAGE, containerizer=kind, force_pull=True,
+                  volumes=("/nfs/data:/data:ro",), env=("FOO=bar",))
+    _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")])
+    launch = local_launch(infos["worker:0"])
+    assert (launch.image, launch.containerizer, launch.force_pull) == (IMAGE, kind, True)
+    assert launch.volumes == [("/etc/passwd", "/etc/passwd", "RO"),
+                              ("/etc/group", "/etc/group", "RO"), ("/nfs/data", "/data", "RO")]
+    assert launch.argv() == ["/bin/sh", "-c", "exec python3 -m tfmesos.server"]
+    kwargs = container_kwargs(launch)
+    assert kwargs["image"] == IMAGE and kwargs["network_mode"] == "host"
+    assert kwargs["volumes"] == ["/tmp/sandbox:/tmp/sandbox:rw", "/etc/passwd:/etc/passwd:ro",
+                                 "/etc/group:/etc/group:ro", "/nfs/data:/data:ro"]
+    env = kwargs["environment"]
+    assert env["FOO"] == "bar" and env["TFMESOS_RENDEZVOUS"] == "127.0.0.1:40123"
+    assert "PATH" not in env and "PYTHONPATH" not in env   # the image's own PATH rules
+
+
+def test_local_master_docker_gpu_task_gets_the_agents_gpus():
+    jobs = [{"name": "worker", "num": 1, "cpus": 1, "mem": 512, "gpus": 2}]
+    run = RunSpec(image=IMAGE, containerizer="DOCKER")
+    _, infos, _ = launch_all(jobs, run, [offer("o1", gpus=2)])
+    launch = local_launch(infos["worker:0"], gpu_ids=["0", "1"])
+    assert launch.docker_parameters == [("gpus", "2")]
+    assert launch.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    kwargs = container_kwargs(launch)
+    [request] = kwargs["device_requests"]
+    assert request["DeviceIDs"] == ["0", "1"] and request["Capabilities"] == [["gpu"]]
+    assert kwargs["environment"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_gpus_parameter_must_agree_with_the_assigned_gpus():
+    for value in ("2", "all", "device=1,0", '"device=0,1"'):
+        check_gpus_parameter(value, ["0", "1"])
+    with pytest.raises(RunnerError, match="names other GPUs than the 0,1"):
+        check_gpus_parameter("device=0,2", ["0", "1"])
+    with pytest.raises(RunnerError, match="the task's GPU count 2"):
+        check_gpus_parameter("3", ["0", "1"])
+    with pytest.raises(RunnerError, match="the task holds no GPUs"):
+        check_gpus_parameter("1", [])
+
+
+# -- which containerizer ------------------------------------------------------------
+
+class _Version(http.server.BaseHTTPRequestHandler):
+    version = None
+
+    def do_GET(self):
+        if self.path != "/version" or self.version is None:
+            self.send_error(404)
+            return
+        body = json.dumps({"version": self.version, "build_user": "x"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def version_server():
+    servers = []
+
+    def serve(version):
+        handler = type("Handler", (_Version,), {"version": version})
+        server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return "http://127.0.0.1:%d" % server.server_address[1]
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("version, chosen", [("1.11.0", "MESOS"), ("1.0.1", "MESOS"),
+                                             ("0.28.2", "DOCKER"), (None, "MESOS")])
+def test_containerizer_follows_the_masters_version(version_server, version, chosen):
+    cluster = ClusterRun([Job("worker")], RunSpec(image=IMAGE), master="local", environ={})
+    cluster.driver = type("D", (), {"master": version_server(version)})()
+    assert cluster.containerizer() == chosen
+
+
+def test_explicit_containerizer_wins(version_server):
+    cluster = ClusterRun([Job("worker")], RunSpec(image=IMAGE, containerizer="docker"),
+                         master="local", environ={})
+    cluster.driver = type("D", (), {"master": version_server("1.11.0")})()
+    assert cluster.containerizer() == "DOCKER"
