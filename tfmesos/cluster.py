@@ -5,6 +5,7 @@ import contextlib
 import os
 
 from . import config
+from .exceptions import ClusterError
 from .launch import ClusterRun
 from .spec import RunSpec, parse_jobs
 
@@ -38,6 +39,16 @@ class Cluster:
         """True once the cluster has stopped or a task has failed."""
         return self._run.failure is not None or self._run.phase in ("stopping", "stopped")
 
+    def cluster_resolver(self):
+        """A TensorFlow cluster resolver naming this process the chief: give it
+        to ``tf.distribute.ParameterServerStrategy`` (needs ``coordinator=True``)."""
+        import tensorflow as tf
+        if "chief" not in self.spec:
+            raise ClusterError("this cluster has no chief for the calling process: "
+                               "use tfmesos.cluster(jobs, coordinator=True)")
+        return tf.distribute.cluster_resolver.SimpleClusterResolver(
+            self.cluster_spec, task_type="chief", task_id=0, rpc_layer="grpc")
+
     def check(self):
         """Raise the cluster's failure, if there is one, in the caller's thread."""
         if self._run.failure is not None:
@@ -48,13 +59,17 @@ class Cluster:
 def cluster(jobs, master=None, name=None, quiet=False, volumes=None, env=None, role=None,
             containerizer_type=None, force_pull_image=False, image=None, launch_timeout=600.0,
             max_attempts=3, advertise_address=None, connect_timeout=60.0,
-            local_master_options=None):
+            local_master_options=None, coordinator=False):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     ``master`` defaults to ``$MESOS_MASTER``, else the embedded local master;
     ``image`` to ``$DOCKER_IMAGE`` (no image: plain command tasks). On exit
     every task is killed and the framework torn down; a task that failed
     while the block ran is raised as ``TaskFailed`` there.
+
+    ``coordinator=True`` adds a ``chief`` entry for the calling process (a
+    free port on the advertised address): the script then coordinates
+    ``ParameterServerStrategy`` through ``c.cluster_resolver()``.
     """
     del quiet  # accepted for compatibility with the original signature
     environ = os.environ
@@ -66,7 +81,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, env=None, r
                 volumes=tuple(volumes or ()), env=tuple((env or {}).items()),
                 launch_timeout=launch_timeout, max_attempts=max_attempts),
         mode="fine", master=master, advertise_address=advertise_address,
-        connect_timeout=connect_timeout, local_master_options=local_master_options)
+        connect_timeout=connect_timeout, local_master_options=local_master_options,
+        coordinator=coordinator)
     run.start()
     try:
         run.wait_ready()

@@ -15,12 +15,14 @@ import os
 import queue
 import re
 import secrets
+import socket
 import threading
 import time
 import urllib.request
 
 from . import config
-from .exceptions import ClusterError, LaunchTimeout, MesosError, TaskFailed, TFMesosError
+from .exceptions import (ClusterError, LaunchTimeout, MesosError, SpecError, TaskFailed,
+                         TFMesosError)
 from .mesos import MesosSchedulerDriver
 from .rendezvous import Rendezvous
 from .scheduler import TERMINAL_STATES, TFMesosScheduler, make_slots
@@ -54,7 +56,8 @@ class ClusterRun:
 
     def __init__(self, jobs, run=None, mode="fine", command=None, master=None,
                  advertise_address=None, environ=None, on_log=None, forward_logs=None,
-                 hooks=None, connect_timeout=60.0, local_master_options=None):
+                 hooks=None, connect_timeout=60.0, local_master_options=None,
+                 coordinator=False):
         self.jobs = list(jobs)
         self.run = run or RunSpec()
         self.mode = mode
@@ -67,6 +70,10 @@ class ClusterRun:
         self._hooks = hooks or {}
         self._connect_timeout = connect_timeout
         self._local_options = local_master_options or {}
+        self.coordinator = coordinator  # reserve chief:0 for the calling process
+        if coordinator and any(job.name == "chief" for job in self.jobs):
+            raise SpecError("coordinator=True makes the calling process the chief; "
+                            "drop the 'chief' job or the coordinator option")
 
         self.slots = make_slots(self.jobs)
         self.events = queue.Queue()
@@ -186,7 +193,11 @@ class ClusterRun:
             if remaining <= 0:
                 raise LaunchTimeout(self._missing_message())
             self._next_event(min(remaining, 1.0))
-        self.spec = cluster_spec({slot.key: slot.address for slot in self.slots})
+        addresses = {slot.key: slot.address for slot in self.slots}
+        if self.coordinator:
+            addresses[("chief", 0)] = format_address(self._advertised_address(),
+                                                     free_port(self._advertised_address()))
+        self.spec = cluster_spec(addresses)
         self._publish()
         self.phase = "running"
         return self.spec
@@ -355,6 +366,13 @@ class ClusterRun:
             self.phase = "stopped"
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5)
+
+
+def free_port(host):
+    """A port that is free on ``host`` now (for the caller's own server)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def _master_version(master_url):
