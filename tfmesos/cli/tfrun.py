@@ -13,7 +13,8 @@ import signal
 import sys
 
 from .. import config
-from ..exceptions import SpecError, TaskFailed, TFMesosError
+from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
+from ..mesos.detector import parse_master
 from ..launch import ClusterRun
 from ..spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
 from .common import exit_on_signals, setup_logging
@@ -194,9 +195,12 @@ def main(argv=None):
             max_attempts=args.max_attempts, python=args.python)
         forward = log_filter(args.worker_logs)
         hooks = read_hooks(args.extra_config)
-    except SpecError as exc:
+        master = config.resolve_master(args.master, os.environ)
+        if master != config.LOCAL:
+            parse_master(master)
+    except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
-    run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=args.master,
+    run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=master,
                      advertise_address=args.advertise_address, on_log=print_log,
                      forward_logs=forward, hooks=hooks, connect_timeout=args.connect_timeout)
     try:

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian machine, then
+# runs it: Debian packages (Docker engine, ZooKeeper, debootstrap), tfmesos
+# with its extras, and pytest. The Docker daemon, the tfmesos image and a
+# ZooKeeper server are started by the test fixtures themselves.
+# Arguments are passed to pytest, e.g. scripts/test.sh -m "not docker".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,test]"
+exec python3 -m pytest tests "$@"
