@@ -67,7 +67,8 @@ def by_hand():
             env = dict(os.environ, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": job, "index": index}}))
             procs.append(subprocess.Popen([sys.executable, READY, directory], env=env,
-                                          stdout=subprocess.DEVNULL, start_new_session=True))
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True))
         return wait_ready(directory, started)
     finally:
         stop(procs)

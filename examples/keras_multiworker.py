@@ -16,7 +16,7 @@ tfrun when the chief ends). On a real cluster ``--model-dir`` must be storage
 that every task sees: an HDFS/S3/GCS path TensorFlow can write, an NFS mount,
 or a volume (``tfrun -V /nfs/model:/nfs/model ...``).
 
-Prints ``<role>: epoch N/M loss L accuracy A`` on every worker,
+Prints ``epoch N/M loss L accuracy A`` on every worker,
 ``steps/s: R`` (epochs after the first) and, on the chief, ``final accuracy: X``
 on the digits test split; the evaluator prints ``evaluation: epoch N accuracy X``.
 Needs ``tf_keras`` (``pip install tf-keras``): Keras 3 does not train under
@@ -76,14 +76,14 @@ def role():
 class EpochLog(keras.callbacks.Callback):
     """One line per epoch, so every worker shows that it trains."""
 
-    def __init__(self, name, epochs):
+    def __init__(self, epochs):
         super().__init__()
-        self.name, self.epochs = name, epochs
+        self.epochs = epochs
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
-        print("%s: epoch %d/%d loss %.4f accuracy %.4f"
-              % (self.name, epoch + 1, self.epochs, logs.get("loss", float("nan")),
+        print("epoch %d/%d loss %.4f accuracy %.4f"
+              % (epoch + 1, self.epochs, logs.get("loss", float("nan")),
                  logs.get("accuracy", float("nan"))), flush=True)
 
 
@@ -133,14 +133,15 @@ def train(args):
         model = build_model(args.learning_rate)
 
     rate = StepRate()
-    callbacks = [rate, EpochLog(name, args.epochs)]
+    callbacks = [rate, EpochLog(args.epochs)]
     if args.model_dir:
         # On workers other than the chief, Keras writes to a temporary directory
         # and deletes it again.
         callbacks.append(keras.callbacks.ModelCheckpoint(
             os.path.join(args.model_dir, "checkpoints", "ckpt-{epoch}"), save_weights_only=True))
-    print("%s: training on %d worker(s), global batch %d, %d steps per epoch"
-          % (name, workers, global_batch, steps_per_epoch), flush=True)
+    chief_note = " (chief)" if is_chief and task_type != "chief" else ""
+    print("training as %s%s: %d worker(s), global batch %d, %d steps per epoch"
+          % (name, chief_note, workers, global_batch, steps_per_epoch), flush=True)
     model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps_per_epoch, verbose=0,
               callbacks=callbacks)
     if rate.rate():

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from conftest import MARKER
 from fixtures_docker import (  # noqa: F401
     docker_engine, managed_containers, no_leaked_containers, tfmesos_image)
 from tfrun_helpers import REPO, SMALL, run_tfrun, start_tfrun, wait_for_line
@@ -38,11 +39,19 @@ def image(tfmesos_image, no_leaked_containers):  # noqa: F811
     return tfmesos_image
 
 
+def session_containers(client):
+    """``tfmesos.managed=1`` containers started by this test session (their
+    environment carries its marker), not those of anyone else on the engine."""
+    token = "%s=%s" % (MARKER, os.environ[MARKER])
+    return [c for c in managed_containers(client)
+            if token in (c.attrs.get("Config", {}).get("Env") or ())]
+
+
 def assert_no_containers(client, within=0.0):
-    """No ``tfmesos.managed=1`` container exists (now, or within ``within`` s)."""
+    """No container of this session is left (now, or within ``within`` s)."""
     deadline = time.monotonic() + within
     while True:
-        left = managed_containers(client)
+        left = session_containers(client)
         if not left or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
@@ -110,7 +119,8 @@ def test_env_reaches_the_task_and_the_images_path_rules(image):
     assert got[2:] == ["PYTHONPATH=unset", "/opt/tfmesos/bin/python3", "True True"]
 
 
-def test_failing_worker_gives_its_exit_code_and_leaves_no_container(image, docker_engine):  # noqa: F811,E501
+def test_failing_worker_gives_its_exit_code_and_leaves_no_container(
+        image, docker_engine):  # noqa: F811
     cmd = "if [ {task_index} = 1 ]; then echo failing >&2; exit 3; fi; sleep 600"
     started = time.monotonic()
     result = run_tfrun("-C", "DOCKER", "-I", image, "-w", "2", "-s", "1", *SMALL, "--", cmd,
@@ -126,7 +136,7 @@ def test_ctrl_c_stops_every_container_and_exits_130(image, docker_engine):  # no
     with start_tfrun("-C", "MESOS", "-I", image, "-w", "2", "-s", "1", *SMALL, "--",
                      "sleep 600") as proc:
         wait_for_line(proc.stderr, "cluster ready", timeout=60)
-        running = [c for c in managed_containers(docker_engine) if c.status == "running"]
+        running = [c for c in session_containers(docker_engine) if c.status == "running"]
         assert len(running) == 3, [c.name for c in running]
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -246,7 +256,8 @@ def test_wrapper_runs_tfrun_in_the_image_against_the_host_master(
     assert_no_containers(docker_engine, within=10)
 
 
-def test_wrapper_exits_with_the_jobs_code(image, host_master, docker_engine, tmp_path):  # noqa: F811,E501
+def test_wrapper_exits_with_the_jobs_code(
+        image, host_master, docker_engine, tmp_path):  # noqa: F811
     # MESOS_MASTER passes through, and without -I the inner tfrun's tasks run
     # in the image the wrapper runs (its $DOCKER_IMAGE; an empty one here
     # does not override that).
@@ -256,5 +267,19 @@ def test_wrapper_exits_with_the_jobs_code(image, host_master, docker_engine, tmp
                          env={"MESOS_MASTER": "127.0.0.1:%d" % host_master, "DOCKER_IMAGE": ""})
     assert result.returncode == 7, result.stderr
     assert "task worker:1 exited with code 7" in result.stderr
-    assert "[worker:0] %s" % image in result.stdout
+    # The failing task's own output comes before its exit (the other's may not).
+    assert "[worker:1] %s" % image in result.stdout.splitlines()
     assert_no_containers(docker_engine, within=10)
+
+
+def test_wrapper_without_a_master_outside_says_where_the_master_belongs(image, tmp_path):
+    # tfrun's embedded master inside the container cannot reach the engine:
+    # a one-line error naming the fix, and no task runs.
+    result = run_wrapper(["-i", image, "--", "tfrun", "-w", "1", "-s", "0", *SMALL, "--",
+                          "true"], cwd=str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfrun: worker:0 failed 3 times before the cluster was complete; "
+                           "last: TASK_FAILED: Docker is unavailable: ")
+    assert "runs inside a container: run the master outside it" in last
+    assert "Traceback" not in result.stderr

@@ -212,7 +212,9 @@ class ClusterRun:
                 env = task_environment(self.spec, slot.job.name, slot.index)
                 env["PYTHONUNBUFFERED"] = "1"
                 message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
-                               env=env, hooks=self._hooks)
+                               env=env, hooks=self._hooks,
+                               # a container has its own filesystem: stay in the sandbox
+                               cwd=None if self.run.image else os.getcwd())
             if not self.rendezvous.send(slot.task_id, message):
                 raise ClusterError("task %s went away while the cluster was being formed"
                                    % slot.name)

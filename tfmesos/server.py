@@ -119,6 +119,19 @@ def run_fine_grained(conn, start):
     return 0
 
 
+def working_directory(submitter_cwd):
+    """Where a replica command runs: the submitter's working directory when
+    this machine has it (the embedded master, a shared filesystem), as the
+    original TFMesos did, so relative paths in the command work; else the
+    task's sandbox (None: stay where Mesos started the task)."""
+    if submitter_cwd and os.path.isdir(submitter_cwd):
+        return submitter_cwd
+    if submitter_cwd:
+        print("tfmesos: %s does not exist here; running the command in the sandbox %s"
+              % (submitter_cwd, os.getcwd()), file=sys.stderr, flush=True)
+    return None
+
+
 class ReplicaCommand:
     """The user's command in its own process group, output forwarded."""
 
@@ -129,15 +142,17 @@ class ReplicaCommand:
         env.update(start.get("env") or {})
         self.env = env
         self.cmd = start["cmd"]
+        self.cwd = working_directory(start.get("cwd"))
         self.popen = None
         self.stopping = threading.Event()
         self.finished = threading.Event()
 
     def run_hook(self, cmd):
-        return subprocess.call(cmd, shell=True, env=self.env)
+        return subprocess.call(cmd, shell=True, env=self.env, cwd=self.cwd)
 
     def run(self):
-        self.popen = subprocess.Popen(self.cmd, shell=True, env=self.env, stdin=subprocess.DEVNULL,
+        self.popen = subprocess.Popen(self.cmd, shell=True, env=self.env, cwd=self.cwd,
+                                      stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       start_new_session=True)
         pumps = [threading.Thread(target=self._pump, args=(stream, name, target), daemon=True)

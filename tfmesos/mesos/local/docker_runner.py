@@ -288,7 +288,7 @@ def connect(client=None, error=RunnerError):
         import docker
     except ImportError:
         raise error("Docker is unavailable: the docker Python package is not installed "
-                    "(pip install 'tfmesos[docker]')") from None
+                    "(pip install 'tfmesos[docker]')%s" % _in_container_hint()) from None
     import requests
 
     try:
@@ -297,8 +297,20 @@ def connect(client=None, error=RunnerError):
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
         raise error("Docker is unavailable: %s (start the engine as root: dockerd &, "
-                    "or install it: apt-get install docker.io)" % _one_line(exc)) from exc
+                    "or install it: apt-get install docker.io)%s"
+                    % (_one_line(exc), _in_container_hint())) from exc
     return client
+
+
+def _in_container_hint(marker="/.dockerenv"):
+    """Inside a Docker container (e.g. tfrun under ``tfmesos docker`` with no
+    master given) the engine is out of reach by design: say where the master
+    belongs."""
+    if not os.path.exists(marker):
+        return ""
+    return ("; this process runs inside a container: run the master outside it "
+            "(a Mesos master, or 'tfmesos local-master' on the host) and pass it "
+            "with -m/MESOS_MASTER")
 
 
 class _Sink:
@@ -400,13 +412,13 @@ class DockerRunner:
             raise RunnerError("Docker is unavailable: %s" % _one_line(exc)) from exc
 
     def launch(self, launch):
-        import docker
-        import requests
-
         if not launch.image:
             raise RunnerError("task %s names no image; the Docker runner only runs containers"
                               % launch.task_id)
-        client = self.client
+        client = self.client    # first: without the docker package, a RunnerError
+        import docker
+        import requests
+
         self._ensure_image(client, launch)
         kwargs = container_kwargs(launch, name=_container_name(launch.task_id))
         files = []

@@ -897,6 +897,9 @@ class LocalMaster:
             return
         launch = build_launch(plan, task_id, framework.id, agent.id, task.sandbox,
                               task.gpu_ids, bool(agent.gpu_ids), dict(os.environ))
+        if launch.image and launch.user is None:
+            # Mesos runs a container task as the framework's user, not the image's.
+            launch.user = framework.info.get("user")
         runner = self._container_runner if plan.image is not None else self._runner
         proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit)
         proc.task = task
