@@ -281,5 +281,5 @@ def test_wrapper_without_a_master_outside_says_where_the_master_belongs(image, t
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("tfrun: worker:0 failed 3 times before the cluster was complete; "
                            "last: TASK_FAILED: Docker is unavailable: ")
-    assert "runs inside a container: run the master outside it" in last
+    assert "runs inside the tfmesos image: run the master outside it" in last
     assert "Traceback" not in result.stderr

@@ -28,7 +28,3 @@ def exit_on_signals():
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)
 
-
-def restore_signals():
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)

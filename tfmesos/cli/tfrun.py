@@ -9,14 +9,13 @@ import argparse
 import json
 import os
 import shlex
-import signal
 import sys
 
 from .. import config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..mesos.detector import parse_master
 from ..launch import ClusterRun
-from ..spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
+from ..spec import REPLICA_JOBS, RunSpec, check_command_template, parse_jobs
 from .common import exit_on_signals, setup_logging
 
 EPILOG = """\

@@ -302,13 +302,13 @@ def connect(client=None, error=RunnerError):
     return client
 
 
-def _in_container_hint(marker="/.dockerenv"):
-    """Inside a Docker container (e.g. tfrun under ``tfmesos docker`` with no
-    master given) the engine is out of reach by design: say where the master
-    belongs."""
+def _in_container_hint(marker="/etc/tfmesos-image"):
+    """Inside the tfmesos image (tfrun under ``tfmesos docker`` with no master
+    given) the engine is out of reach by design: say where the master belongs.
+    (Not /.dockerenv: CI machines are often containers themselves.)"""
     if not os.path.exists(marker):
         return ""
-    return ("; this process runs inside a container: run the master outside it "
+    return ("; this process runs inside the tfmesos image: run the master outside it "
             "(a Mesos master, or 'tfmesos local-master' on the host) and pass it "
             "with -m/MESOS_MASTER")
 
