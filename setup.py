@@ -13,7 +13,8 @@ setup(
     extras_require={
         "tensorflow": ["tensorflow>=2.12"],
         "docker": ["docker>=6.0"],
-        "test": ["pytest>=7", "pytest-timeout", "scikit-learn", "tf-keras"],
+        "examples": ["scikit-learn", "tf-keras"],
+        "test": ["pytest>=7", "pytest-timeout"],
     },
     entry_points={
         "console_scripts": [

@@ -1,3 +1,4 @@
+import itertools
 import json
 
 import pytest
@@ -29,18 +30,24 @@ def test_placeholders_and_environment():
     assert placeholders({"worker": ["w:1"]}, "worker", 0)["ps_hosts"] == ""
 
 
-@pytest.mark.parametrize("counts", [
-    {"worker": 2}, {"worker": 2, "ps": 1}, {"chief": 1, "worker": 2, "ps": 2},
-    {"chief": 1, "worker": 1, "ps": 1, "evaluator": 1}, {"chief": 1}])
+COUNTS = [{job: n for job, n in zip(("chief", "worker", "ps", "evaluator"), combo) if n}
+          for combo in itertools.product((0, 1), (0, 1, 2), (0, 1, 2), (0, 1))
+          if combo[0] or combo[1]]  # tfrun needs a chief or a worker
+
+
+@pytest.mark.parametrize("counts", COUNTS, ids=lambda c: "-".join("%s%d" % i for i in c.items()))
 def test_tf_config_matches_what_tensorflow_reads(counts, monkeypatch):
     tf = pytest.importorskip("tensorflow")
     addresses = {(job, i): "h%s%d:%d" % (job, i, 2000 + i) for job, n in counts.items()
                  for i in range(n)}
     spec = cluster_spec(addresses)
+    # Jobs without tasks may reach tf_config as empty lists; TF_CONFIG omits them.
+    padded = {job: spec.get(job, []) for job in ("chief", "worker", "ps", "evaluator")}
+    want = {j: a for j, a in spec.items() if j != "evaluator"}
     for (job, index) in addresses:
-        monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config(spec, job, index)))
+        config = tf_config(padded, job, index)
+        assert all(config["cluster"].values()) and "evaluator" not in config["cluster"]
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         assert resolver.task_type == job and resolver.task_id == index
-        got = resolver.cluster_spec().as_dict()
-        want = {j: a for j, a in spec.items() if j != "evaluator"}
-        assert got == want
+        assert resolver.cluster_spec().as_dict() == want

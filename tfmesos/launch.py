@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import queue
+import random
 import re
 import secrets
 import socket
@@ -124,7 +125,7 @@ class ClusterRun:
         if self.run.image and "container_runner" not in options:
             from .mesos.local.docker_runner import DockerRunner
             options["container_runner"] = DockerRunner()
-        options.setdefault("agents", [AgentSpec(cpus=cpus)])
+        options.setdefault("agents", [AgentSpec(cpus=cpus, ports=(local_port_window(),))])
         self.local_master = LocalMaster(**options)
         return self.local_master.start()
 
@@ -368,6 +369,14 @@ class ClusterRun:
             self.phase = "stopped"
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5)
+
+
+def local_port_window(size=100):
+    """A random window of ports below Linux's ephemeral range, so that two
+    runs on one machine rarely offer the same ports (each embedded master
+    knows only its own tasks)."""
+    base = 20000 + size * random.randrange((31000 - 20000) // size)
+    return (base, base + size - 1)
 
 
 def free_port(host):

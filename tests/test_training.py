@@ -1,0 +1,137 @@
+"""The training examples, run as the README says, on the embedded master with
+real TensorFlow: each must learn scikit-learn's digits (10 classes, so an
+untrained model scores about 0.1) to at least THRESHOLD on the test split,
+and leave no process behind."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import marked_processes
+from tfrun_helpers import REPO, SMALL, run_tfrun
+
+THRESHOLD = 0.85
+PY = sys.executable
+RESOURCES = ["-Cw", "0.5", "-Mw", "1024", "-Cs", "0.5", "-Ms", "1024", "-Cc", "0.5",
+             "-Mc", "1024"]
+
+
+def accuracy(output, prefix=""):
+    match = re.search(r"^%sfinal accuracy: ([0-9.]+)$" % re.escape(prefix), output, re.M)
+    assert match, "no %sfinal accuracy line in:\n%s" % (prefix, output[-3000:])
+    return float(match.group(1))
+
+
+def assert_nothing_left():
+    """No task entry point and no example process outlives its run."""
+    deadline = time.monotonic() + 15
+    while True:
+        left = [p for p in marked_processes()
+                if "tfmesos.server" in p[1] or "examples/" in p[1]]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("processes survived the run: %s" % left)
+        time.sleep(0.2)
+
+
+def run_script(*args, timeout=240):
+    result = subprocess.run([PY, *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=timeout, env=dict(os.environ, MESOS_MASTER=""))
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def test_replica_commands_run_in_the_submitters_directory():
+    # The README's commands name examples/... relative to where tfrun runs,
+    # as the original TFMesos allowed; Mesos starts tasks in their sandbox.
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--", "pwd")
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] %s\n" % REPO in result.stdout
+
+
+def test_missing_submitter_directory_falls_back_to_the_sandbox(tmp_path, capsys):
+    from tfmesos.server import working_directory
+    assert working_directory(str(tmp_path)) == str(tmp_path)
+    assert working_directory(None) is None
+    assert working_directory(str(tmp_path / "elsewhere")) is None
+    assert "does not exist here; running the command in the sandbox" in capsys.readouterr().err
+
+
+@pytest.mark.tensorflow
+def test_keras_multiworker_trains_in_step_and_the_chief_saves(tmp_path):
+    model_dir = tmp_path / "model"
+    result = run_tfrun("-w", "2", "-s", "0", *RESOURCES, "--", PY,
+                       "examples/keras_multiworker.py", "--model-dir", str(model_dir),
+                       "--epochs", "5", timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    out = result.stdout
+    for index in (0, 1):
+        assert "[worker:%d] training as worker:%d" % (index, index) in out
+        for epoch in range(1, 6):
+            assert "[worker:%d] epoch %d/5 loss" % (index, epoch) in out
+        assert re.search(r"^\[worker:%d\] steps/s: [0-9.]+$" % index, out, re.M)
+    assert "[worker:0] training as worker:0 (chief)" in out
+    assert accuracy(out, "[worker:0] ") >= THRESHOLD
+    assert "final accuracy" not in out.replace("[worker:0] final accuracy", "")
+    assert (model_dir / "model" / "saved_model.pb").is_file()
+    assert (model_dir / "checkpoints" / "checkpoint").is_file()
+    assert sorted(os.listdir(model_dir)) == ["checkpoints", "model"]  # worker 1 cleaned up
+    assert_nothing_left()
+
+
+@pytest.mark.tensorflow
+def test_evaluator_follows_the_chiefs_checkpoints(tmp_path):
+    model_dir = tmp_path / "model"
+    result = run_tfrun("-c", "-w", "1", "-s", "0", "--evaluator", *RESOURCES, "--", PY,
+                       "examples/keras_multiworker.py", "--model-dir", str(model_dir),
+                       "--epochs", "5", timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    out = result.stdout
+    assert "[chief:0] epoch 5/5" in out and "[worker:0] epoch 5/5" in out
+    assert accuracy(out, "[chief:0] ") >= THRESHOLD
+    evaluations = [(int(epoch), float(value)) for epoch, value in re.findall(
+        r"^\[evaluator:0\] evaluation: epoch (\d+) accuracy ([0-9.]+)$", out, re.M)]
+    assert evaluations, out
+    assert all(1 <= epoch <= 5 and 0 <= value <= 1 for epoch, value in evaluations)
+    assert [e for e, _ in evaluations] == sorted({e for e, _ in evaluations})
+    assert (model_dir / "model" / "saved_model.pb").is_file()
+    assert_nothing_left()
+
+
+@pytest.mark.tensorflow
+def test_ps_coordinator_trains_through_the_cluster_resolver():
+    result = run_script("examples/ps_coordinator.py")
+    assert "'chief': ['127.0.0.1:" in result.stdout
+    assert "step 400 loss" in result.stdout
+    assert accuracy(result.stdout) >= THRESHOLD
+    assert_nothing_left()
+
+
+@pytest.mark.tensorflow
+def test_mnist_replica_between_graph_with_a_ps():
+    result = run_tfrun("-w", "2", "-s", "1", *RESOURCES, "--", PY, "examples/mnist_replica.py",
+                       "--ps_hosts", "{ps_hosts}", "--worker_hosts", "{worker_hosts}",
+                       "--job_name", "{job_name}", "--task_index", "{task_index}",
+                       timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    out = result.stdout
+    steps = {int(index): int(count) for index, count in re.findall(
+        r"^\[worker:(\d)\] worker \d: done after (\d+) local steps", out, re.M)}
+    assert sorted(steps) == [0, 1] and sum(steps.values()) >= 400, out
+    assert accuracy(out, "[worker:0] ") >= THRESHOLD
+    assert_nothing_left()
+
+
+@pytest.mark.tensorflow
+def test_mnist_in_graph_threads_drive_every_worker():
+    result = run_script("examples/mnist.py")
+    steps = {int(index): int(count) for index, count in
+             re.findall(r"^worker (\d): (\d+) steps$", result.stdout, re.M)}
+    assert sorted(steps) == [0, 1] and all(steps.values()), result.stdout
+    assert accuracy(result.stdout) >= THRESHOLD
+    assert_nothing_left()
