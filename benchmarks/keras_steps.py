@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,17 +22,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "keras_multiworker.py")
+from startup import free_ports  # noqa: E402  (benchmarks/startup.py)
+
 RATE = re.compile(r"steps/s: ([0-9.]+)")
-
-
-def free_ports(count):
-    socks = [socket.socket() for _ in range(count)]
-    for sock in socks:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in socks]
-    for sock in socks:
-        sock.close()
-    return ports
 
 
 def rate_of(text, what):

@@ -35,26 +35,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
 
 try:
     import tf_keras as keras  # noqa: E402
 except ImportError:  # pragma: no cover - a message for users
     sys.exit("this example needs Keras 2: pip install tf-keras")
-
-SEED = 0
-
-
-def load_data():
-    """Digits as float32 in [0, 1]: (x_train, y_train), (x_test, y_test)."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        (x / 16.0).astype("float32"), y.astype("int64"), test_size=0.2, random_state=SEED,
-        stratify=y)
-    return (x_train, y_train), (x_test, y_test)
-
 
 def build_model(learning_rate):
     model = keras.Sequential([

@@ -21,25 +21,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
 
 from tfmesos import cluster  # noqa: E402
 
 v1 = tf.compat.v1
-SEED = 0
-
-
-def load_data():
-    """Digits as float32 in [0, 1]: (x_train, y_train), (x_test, y_test)."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        (x / 16.0).astype("float32"), y.astype("int64"), test_size=0.2, random_state=SEED,
-        stratify=y)
-    return (x_train, y_train), (x_test, y_test)
-
-
 def build_graph(nworker, nserver, learning_rate, hidden=64):
     """Variables on the ps tasks; a tower (inputs, loss, update) per worker."""
     graph = tf.Graph()
