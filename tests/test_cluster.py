@@ -49,3 +49,21 @@ def test_error_in_the_block_propagates_and_stops_the_tasks():
         with cluster([dict(name="worker", num=1, **SMALL)], master="local"):
             1 / 0
     assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+
+
+def test_original_signature_and_unsupported_options_are_clear():
+    import inspect
+    params = list(inspect.signature(cluster).parameters)
+    assert params[:13] == ["jobs", "master", "name", "quiet", "volumes", "local_task",
+                           "extra_config", "protocol", "env", "role", "containerizer_type",
+                           "force_pull_image", "forward_addresses"]
+    from tfmesos import SpecError
+    with pytest.raises(SpecError, match="protocol 'grpc\\+verbs' is not supported"):
+        with cluster([{"name": "worker"}], protocol="grpc+verbs"):
+            pass
+    with pytest.raises(SpecError, match="local_task of the original TFMesos is not supported"):
+        with cluster([{"name": "worker"}], local_task=("worker", 0)):
+            pass
+    with pytest.raises(SpecError, match="invalid volume"):
+        with cluster([{"name": "worker"}], volumes={"relative": "/data"}):
+            pass

@@ -5,7 +5,7 @@ import contextlib
 import os
 
 from . import config
-from .exceptions import ClusterError
+from .exceptions import ClusterError, SpecError
 from .launch import ClusterRun
 from .spec import RunSpec, parse_jobs
 
@@ -56,22 +56,34 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(jobs, master=None, name=None, quiet=False, volumes=None, env=None, role=None,
-            containerizer_type=None, force_pull_image=False, image=None, launch_timeout=600.0,
-            max_attempts=3, advertise_address=None, connect_timeout=60.0,
+def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=None,
+            extra_config=None, protocol="grpc", env=None, role=None, containerizer_type=None,
+            force_pull_image=False, forward_addresses=None, *, image=None,
+            launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=60.0,
             local_master_options=None, coordinator=False):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
-    ``master`` defaults to ``$MESOS_MASTER``, else the embedded local master;
-    ``image`` to ``$DOCKER_IMAGE`` (no image: plain command tasks). On exit
-    every task is killed and the framework torn down; a task that failed
-    while the block ran is raised as ``TaskFailed`` there.
+    The positional parameters are the original TFMesos ones. ``master``
+    defaults to ``$MESOS_MASTER``, else the embedded local master; ``image``
+    to ``$DOCKER_IMAGE`` (no image: plain command tasks); ``volumes`` is a
+    list of ``host:container[:ro|rw]`` strings or a ``{host: container}``
+    dict. On exit every task is killed and the framework torn down; a task
+    that failed while the block ran is raised as ``TaskFailed`` there.
 
     ``coordinator=True`` adds a ``chief`` entry for the calling process (a
     free port on the advertised address): the script then coordinates
     ``ParameterServerStrategy`` through ``c.cluster_resolver()``.
     """
-    del quiet  # accepted for compatibility with the original signature
+    del quiet  # accepted for compatibility: tfmesos logs through ``logging``
+    if protocol != "grpc":
+        raise SpecError("protocol %r is not supported: TensorFlow servers speak grpc" % protocol)
+    for option, value in (("local_task", local_task), ("extra_config", extra_config),
+                          ("forward_addresses", forward_addresses)):
+        if value:
+            raise SpecError("%s of the original TFMesos is not supported; run that part in "
+                            "your script (tasks reach it through coordinator=True)" % option)
+    if isinstance(volumes, dict):
+        volumes = ["%s:%s" % item for item in volumes.items()]
     environ = os.environ
     run = ClusterRun(
         parse_jobs(jobs),

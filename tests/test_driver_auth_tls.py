@@ -1,0 +1,147 @@
+"""Authentication and TLS of the driver's requests, against a stub master
+that records what it receives and answers 503 (no leader yet)."""
+
+import base64
+import http.server
+import ssl
+import subprocess
+import threading
+import time
+
+import pytest
+
+from tfmesos.exceptions import MesosConnectionError
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+
+FRAMEWORK = {"user": "u", "name": "auth-test"}
+
+
+class StubMaster:
+    def __init__(self, context=None):
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append(dict(self.headers))
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if context is not None:
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def wait_for_request(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while not self.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.received[0] if self.received else None
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture
+def stubs():
+    made = []
+
+    def make(context=None):
+        made.append(StubMaster(context))
+        return made[-1]
+    yield make
+    for stub in made:
+        stub.close()
+
+
+def run_driver(master, **kwargs):
+    driver = MesosSchedulerDriver(Scheduler(), FRAMEWORK, master, **kwargs)
+    driver.start()
+    return driver
+
+
+def finish(driver):
+    driver.abort()
+    driver.join(timeout=10)
+
+
+def tls_context(certificate):
+    cert, key = certificate
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def test_principal_and_secret_are_sent_as_basic_auth(stubs):
+    stub = stubs()
+    driver = run_driver("127.0.0.1:%d" % stub.port, principal="alice", secret="s3cret")
+    try:
+        headers = stub.wait_for_request()
+    finally:
+        finish(driver)
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"alice:s3cret").decode()
+
+
+def test_credentials_come_from_the_environment(stubs, monkeypatch):
+    monkeypatch.setenv("MESOS_PRINCIPAL", "bob")
+    monkeypatch.setenv("MESOS_SECRET", "pw")
+    stub = stubs()
+    driver = run_driver("127.0.0.1:%d" % stub.port)
+    try:
+        headers = stub.wait_for_request()
+    finally:
+        finish(driver)
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"bob:pw").decode()
+
+
+def test_no_credentials_no_authorization_header(stubs, monkeypatch):
+    monkeypatch.delenv("MESOS_PRINCIPAL", raising=False)
+    stub = stubs()
+    driver = run_driver("127.0.0.1:%d" % stub.port)
+    try:
+        headers = stub.wait_for_request()
+    finally:
+        finish(driver)
+    assert "Authorization" not in headers
+
+
+def test_https_certificates_are_verified_by_default(stubs, certificate):
+    stub = stubs(tls_context(certificate))
+    driver = run_driver("https://127.0.0.1:%d" % stub.port, connect_timeout=1.0)
+    with pytest.raises(MesosConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+        driver.join(timeout=20)
+    assert stub.received == []
+
+
+def test_https_with_a_ca_bundle(stubs, certificate):
+    stub = stubs(tls_context(certificate))
+    driver = run_driver("https://127.0.0.1:%d" % stub.port, ca_bundle=str(certificate[0]))
+    try:
+        assert stub.wait_for_request() is not None
+    finally:
+        finish(driver)
+
+
+def test_verification_off_only_when_asked(stubs, certificate):
+    stub = stubs(tls_context(certificate))
+    driver = run_driver("https://127.0.0.1:%d" % stub.port, verify=False)
+    try:
+        assert stub.wait_for_request() is not None
+    finally:
+        finish(driver)
