@@ -1,18 +1,11 @@
 """The commands the README shows, run as a user runs them."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
 
-from tfrun_helpers import REPO, wait_for_line
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tfrun_helpers import REPO, free_port, wait_for_line
 
 
 def test_mesos_hello_against_a_standalone_local_master():

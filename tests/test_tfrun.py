@@ -3,10 +3,12 @@
 import os
 import signal
 import stat
+import subprocess
 import time
 
 from conftest import marked_processes
-from tfrun_helpers import HELLO, HELLO_ARGS, SMALL, run_tfrun, start_tfrun, wait_for_line
+from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, free_port, run_tfrun, start_tfrun,
+                           wait_for_line)
 
 
 def assert_no_task_processes():
@@ -111,11 +113,30 @@ def test_unreachable_master_is_a_clear_error_in_bounded_time():
 
 
 def test_nothing_fits_times_out_naming_what_is_missing():
-    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "100000000",
-                       "--launch-timeout", "3", "--", "true", timeout=60)
+    port = free_port()
+    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",
+                               "--mem", "512"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_line(master.stdout, "listening on", timeout=30)
+        result = run_tfrun("-m", "127.0.0.1:%d" % port, "-w", "1", "-s", "0", "-Cw", "0.1",
+                           "-Mw", "1024", "--launch-timeout", "3", "--", "true", timeout=60)
+    finally:
+        master.terminate()
+        master.wait(30)
     assert result.returncode == 1
-    assert "the cluster was not complete after 3 s; missing: worker:0 (no offer fits" in result.stderr
-    assert "largest offer seen" in result.stderr
+    assert "the cluster was not complete after 3 s; missing: worker:0 (no offer fits " \
+           "cpus=0.1 mem=1024 gpus=0); largest offer seen: cpus=2 mem=512 gpus=0" in result.stderr
+
+
+def test_embedded_master_refuses_what_this_machine_cannot_hold_at_once():
+    started = time.monotonic()
+    result = run_tfrun("-w", "1", "-s", "0", "-Mw", "100000000", "--", "true", timeout=60)
+    assert result.returncode == 1
+    assert "worker tasks ask for mem=100000000 MB but this machine has" in result.stderr
+    result = run_tfrun("-w", "1", "-s", "0", "-Gw", "64", "--", "true", timeout=60)
+    assert "the cluster asks for 64 GPUs but this machine has" in result.stderr
+    assert "Traceback" not in result.stderr and time.monotonic() - started < 30
 
 
 def test_usage_errors_exit_2():

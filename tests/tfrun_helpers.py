@@ -3,6 +3,7 @@
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,12 @@ HELLO = os.path.join(REPO, "examples", "replica_hello.py")
 HELLO_ARGS = ["--ps_hosts", "{ps_hosts}", "--worker_hosts", "{worker_hosts}",
               "--job_name", "{job_name}", "--task_index", "{task_index}"]
 SMALL = ["-Cw", "0.2", "-Mw", "128", "-Cs", "0.2", "-Ms", "128", "-Cc", "0.2", "-Mc", "128"]
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def tfrun_argv(*args):

@@ -114,18 +114,14 @@ class ClusterRun:
     def _start_master(self):
         if self.master != config.LOCAL:
             return self.master
-        from .mesos.local import AgentSpec, LocalMaster
+        from .mesos.local import LocalMaster
 
-        need_cpus = sum(job.cpus * job.num for job in self.jobs)
-        cpus = max(float(os.cpu_count() or 1), need_cpus)
-        if cpus > (os.cpu_count() or 1):
-            logger.info("local master: offering %.1f cpus on a %d-core machine so the whole "
-                        "cluster fits", cpus, os.cpu_count() or 1)
         options = dict(self._local_options)
         if self.run.image and "container_runner" not in options:
             from .mesos.local.docker_runner import DockerRunner
             options["container_runner"] = DockerRunner()
-        options.setdefault("agents", [AgentSpec(cpus=cpus, ports=(local_port_window(),))])
+        if "agents" not in options:
+            options["agents"] = [local_agent(self.jobs)]
         self.local_master = LocalMaster(**options)
         return self.local_master.start()
 
@@ -369,6 +365,33 @@ class ClusterRun:
             self.phase = "stopped"
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5)
+
+
+def local_agent(jobs):
+    """The embedded master's one agent, sized so the whole cluster fits.
+
+    CPUs and memory are not enforced on one machine, so a cluster asking for
+    more than there is gets it (with a note); what can never work — a task
+    larger than the machine's memory, more GPUs than it has — is an error
+    now rather than a launch timeout later."""
+    from .mesos.local import AgentSpec
+
+    machine_cpus, machine_mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
+    for job in jobs:
+        if job.mem > machine_mem:
+            raise SpecError("%s tasks ask for mem=%.0f MB but this machine has %.0f MB for the "
+                            "embedded master: ask for less, or run on a Mesos cluster (-m)"
+                            % (job.name, job.mem, machine_mem))
+    need_gpus = sum(job.gpus * job.num for job in jobs)
+    if need_gpus > len(gpu_ids):
+        raise SpecError("the cluster asks for %d GPUs but this machine has %d (nvidia-smi -L): "
+                        "ask for fewer, or run on a Mesos cluster (-m)" % (need_gpus, len(gpu_ids)))
+    cpus = max(machine_cpus, sum(job.cpus * job.num for job in jobs))
+    mem = max(machine_mem, sum(job.mem * job.num for job in jobs))
+    if (cpus, mem) != (machine_cpus, machine_mem):
+        logger.info("embedded master: offering cpus=%g mem=%g (the machine has cpus=%g "
+                    "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
+    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
 
 
 def local_port_window(size=100):
