@@ -145,3 +145,14 @@ def test_usage_errors_exit_2():
         result = run_tfrun(*args, timeout=30)
         assert result.returncode == 2, (args, result.stderr)
         assert "usage:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_replica_mode_never_imports_tensorflow(tmp_path):
+    poisoned = tmp_path / "tensorflow"
+    poisoned.mkdir()
+    (poisoned / "__init__.py").write_text("raise RuntimeError('tensorflow was imported')\n")
+    result = run_tfrun("-w", "2", "-s", "1", *SMALL, "--", "echo {job_name} ok",
+                       env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "[worker:1] worker ok" in result.stdout
+    assert "tensorflow was imported" not in result.stderr
