@@ -12,16 +12,13 @@ Exits 1 when the placeholders and TF_CONFIG disagree. Standard library only,
 unless --tensorflow.
 """
 
-import argparse
 import json
 import os
 import sys
 
+from replica_hello import placeholder_parser, problems_with, report  # examples/replica_hello.py
+
 MARKER = "/etc/tfmesos-image"
-
-
-def hosts(text):
-    return [h for h in text.split(",") if h]
 
 
 def image_name():
@@ -30,17 +27,6 @@ def image_name():
             return handle.read().strip()
     except OSError:
         return "none (%s is missing: not in the tfmesos image)" % MARKER
-
-
-def problems_with(args, config):
-    problems = []
-    if config["task"] != {"type": args.job_name, "index": args.task_index}:
-        problems.append("task %r != %s:%d" % (config["task"], args.job_name, args.task_index))
-    for job, listed in (("ps", args.ps_hosts), ("worker", args.worker_hosts)):
-        if config["cluster"].get(job, []) != listed:
-            problems.append("%s hosts %r != TF_CONFIG %r"
-                            % (job, listed, config["cluster"].get(job)))
-    return problems
 
 
 def plus(args, config):
@@ -65,11 +51,7 @@ def plus(args, config):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ps_hosts", type=hosts, default=[])
-    parser.add_argument("--worker_hosts", type=hosts, required=True)
-    parser.add_argument("--job_name", required=True)
-    parser.add_argument("--task_index", type=int, required=True)
+    parser = placeholder_parser(__doc__.splitlines()[0])
     parser.add_argument("--tensorflow", action="store_true",
                         help="ps serves, the worker computes 10 + 32 across both")
     args = parser.parse_args(argv)
@@ -78,9 +60,7 @@ def main(argv=None):
     print("%s:%d python: %s" % (args.job_name, args.task_index, sys.executable))
     print("%s:%d user: %d:%d" % (args.job_name, args.task_index, os.getuid(), os.getgid()))
     problems = problems_with(args, config)
-    for problem in problems:
-        print("MISMATCH: %s" % problem, file=sys.stderr)
-    print("placeholders and TF_CONFIG %s" % ("agree" if not problems else "DISAGREE"), flush=True)
+    report(problems)
     if problems:
         return 1
     if args.tensorflow:

@@ -18,28 +18,44 @@ def hosts(text):
     return [h for h in text.split(",") if h]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def placeholder_parser(description):
+    """The four arguments tfrun's placeholders fill in."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--ps_hosts", type=hosts, default=[])
     parser.add_argument("--worker_hosts", type=hosts, required=True)
     parser.add_argument("--job_name", required=True)
     parser.add_argument("--task_index", type=int, required=True)
-    args = parser.parse_args(argv)
-    config = json.loads(os.environ["TF_CONFIG"])
-    print("hello from %s:%d" % (args.job_name, args.task_index))
-    print("ps_hosts=%s worker_hosts=%s" % (",".join(args.ps_hosts), ",".join(args.worker_hosts)))
-    print("TF_CONFIG=%s" % json.dumps(config, sort_keys=True))
+    return parser
+
+
+def problems_with(args, config):
+    """Where the substituted arguments and TF_CONFIG disagree."""
     problems = []
     if config["task"] != {"type": args.job_name, "index": args.task_index}:
         problems.append("task %r != %s:%d" % (config["task"], args.job_name, args.task_index))
     for job, listed in (("ps", args.ps_hosts), ("worker", args.worker_hosts)):
         if config["cluster"].get(job, []) != listed:
-            problems.append("%s hosts %r != TF_CONFIG %r" % (job, listed, config["cluster"].get(job)))
+            problems.append("%s hosts %r != TF_CONFIG %r"
+                            % (job, listed, config["cluster"].get(job)))
     if os.environ.get("TFMESOS_JOB_NAME") != args.job_name:
         problems.append("TFMESOS_JOB_NAME=%r" % os.environ.get("TFMESOS_JOB_NAME"))
+    return problems
+
+
+def report(problems):
     for problem in problems:
         print("MISMATCH: %s" % problem, file=sys.stderr)
-    print("placeholders and TF_CONFIG %s" % ("agree" if not problems else "DISAGREE"))
+    print("placeholders and TF_CONFIG %s" % ("agree" if not problems else "DISAGREE"), flush=True)
+
+
+def main(argv=None):
+    args = placeholder_parser(__doc__.splitlines()[0]).parse_args(argv)
+    config = json.loads(os.environ["TF_CONFIG"])
+    print("hello from %s:%d" % (args.job_name, args.task_index))
+    print("ps_hosts=%s worker_hosts=%s" % (",".join(args.ps_hosts), ",".join(args.worker_hosts)))
+    print("TF_CONFIG=%s" % json.dumps(config, sort_keys=True))
+    problems = problems_with(args, config)
+    report(problems)
     return 1 if problems else 0
 
 

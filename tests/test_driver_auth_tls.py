@@ -88,37 +88,32 @@ def tls_context(certificate):
     return context
 
 
-def test_principal_and_secret_are_sent_as_basic_auth(stubs):
-    stub = stubs()
-    driver = run_driver("127.0.0.1:%d" % stub.port, principal="alice", secret="s3cret")
+def first_request_headers(stub, master=None, **kwargs):
+    driver = run_driver(master or "127.0.0.1:%d" % stub.port, **kwargs)
     try:
-        headers = stub.wait_for_request()
+        return stub.wait_for_request()
     finally:
         finish(driver)
-    assert headers["Authorization"] == "Basic " + base64.b64encode(b"alice:s3cret").decode()
+
+
+def basic(credentials):
+    return "Basic " + base64.b64encode(credentials).decode()
+
+
+def test_principal_and_secret_are_sent_as_basic_auth(stubs):
+    headers = first_request_headers(stubs(), principal="alice", secret="s3cret")
+    assert headers["Authorization"] == basic(b"alice:s3cret")
 
 
 def test_credentials_come_from_the_environment(stubs, monkeypatch):
     monkeypatch.setenv("MESOS_PRINCIPAL", "bob")
     monkeypatch.setenv("MESOS_SECRET", "pw")
-    stub = stubs()
-    driver = run_driver("127.0.0.1:%d" % stub.port)
-    try:
-        headers = stub.wait_for_request()
-    finally:
-        finish(driver)
-    assert headers["Authorization"] == "Basic " + base64.b64encode(b"bob:pw").decode()
+    assert first_request_headers(stubs())["Authorization"] == basic(b"bob:pw")
 
 
 def test_no_credentials_no_authorization_header(stubs, monkeypatch):
     monkeypatch.delenv("MESOS_PRINCIPAL", raising=False)
-    stub = stubs()
-    driver = run_driver("127.0.0.1:%d" % stub.port)
-    try:
-        headers = stub.wait_for_request()
-    finally:
-        finish(driver)
-    assert "Authorization" not in headers
+    assert "Authorization" not in first_request_headers(stubs())
 
 
 def test_https_certificates_are_verified_by_default(stubs, certificate):
@@ -131,17 +126,11 @@ def test_https_certificates_are_verified_by_default(stubs, certificate):
 
 def test_https_with_a_ca_bundle(stubs, certificate):
     stub = stubs(tls_context(certificate))
-    driver = run_driver("https://127.0.0.1:%d" % stub.port, ca_bundle=str(certificate[0]))
-    try:
-        assert stub.wait_for_request() is not None
-    finally:
-        finish(driver)
+    assert first_request_headers(stub, "https://127.0.0.1:%d" % stub.port,
+                                 ca_bundle=str(certificate[0])) is not None
 
 
 def test_verification_off_only_when_asked(stubs, certificate):
     stub = stubs(tls_context(certificate))
-    driver = run_driver("https://127.0.0.1:%d" % stub.port, verify=False)
-    try:
-        assert stub.wait_for_request() is not None
-    finally:
-        finish(driver)
+    assert first_request_headers(stub, "https://127.0.0.1:%d" % stub.port,
+                                 verify=False) is not None
