@@ -206,10 +206,9 @@ class ClusterRun:
                        "forward_logs": bool(self._forward_logs(slot))}
             if self.mode == "replica":
                 template = slot.job.cmd or self.command
-                env = task_environment(self.spec, slot.job.name, slot.index)
-                env["PYTHONUNBUFFERED"] = "1"
+                # PYTHONUNBUFFERED comes with the TaskInfo's environment.
                 message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
-                               env=env, hooks=self._hooks,
+                               env=task_environment(self.spec, slot.job.name, slot.index), hooks=self._hooks,
                                # a container has its own filesystem: stay in the sandbox
                                cwd=None if self.run.image else os.getcwd())
             if not self.rendezvous.send(slot.task_id, message):
@@ -313,10 +312,12 @@ class ClusterRun:
         if self.mode == "replica" and code == 0:
             slot.done = True
             return
-        what = "exited with code %s" % code if code is not None else "ended"
-        if state:
-            what = "%s (%s: %s)" % (what, state, slot.message) if code is not None else \
-                "ended: %s %s" % (state, slot.message)
+        if code is None:
+            what = "ended: %s %s" % (state, slot.message) if state else "ended"
+        else:
+            what = "exited with code %d" % code
+            if state:
+                what += " (%s: %s)" % (state, slot.message)
         raise TaskFailed("task %s %s" % (slot.name, what), slot.name, state, code)
 
     def _missing_message(self):

@@ -18,13 +18,23 @@ def _interrupt(signum, frame):
 
 
 @contextlib.contextmanager
-def exit_on_signals():
-    """SIGTERM behaves like Ctrl-C inside the block; afterwards both are
-    ignored so that cleaning up cannot be cut short."""
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+def _handling_signals(handler):
+    """SIGTERM and SIGINT go to ``handler`` inside the block; the previous
+    handlers come back after it."""
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
-        for sig in previous:
-            signal.signal(sig, signal.SIG_IGN)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
+
+def interrupt_on_signals():
+    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block."""
+    return _handling_signals(_interrupt)
+
+
+def ignore_signals():
+    """Neither signal can cut the block short (cleaning up)."""
+    return _handling_signals(signal.SIG_IGN)

@@ -16,7 +16,7 @@ from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..mesos.detector import parse_master
 from ..launch import ClusterRun
 from ..spec import REPLICA_JOBS, RunSpec, check_command_template, parse_jobs
-from .common import exit_on_signals, setup_logging
+from .common import ignore_signals, interrupt_on_signals, setup_logging
 
 EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
@@ -202,24 +202,24 @@ def main(argv=None):
     run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=master,
                      advertise_address=args.advertise_address, on_log=print_log,
                      forward_logs=forward, hooks=hooks, connect_timeout=args.connect_timeout)
-    try:
-        with exit_on_signals():
+    with interrupt_on_signals():
+        try:
             run.start()
             spec = run.wait_ready()
             print("tfrun: cluster ready: %s" % json.dumps(spec), file=sys.stderr, flush=True)
             return run.wait_finished()
-    except KeyboardInterrupt:
-        print("tfrun: interrupted; stopping every task", file=sys.stderr, flush=True)
-        return 130
-    except TaskFailed as exc:
-        print("tfrun: %s" % exc, file=sys.stderr, flush=True)
-        return exc.exit_code if exc.exit_code else 1
-    except TFMesosError as exc:
-        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
-        return 1
-    finally:
-        run.stop()
-
+        except KeyboardInterrupt:
+            print("tfrun: interrupted; stopping every task", file=sys.stderr, flush=True)
+            return 130
+        except TaskFailed as exc:
+            print("tfrun: %s" % exc, file=sys.stderr, flush=True)
+            return exc.exit_code if exc.exit_code else 1
+        except TFMesosError as exc:
+            print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
+            return 1
+        finally:
+            with ignore_signals():
+                run.stop()
 
 if __name__ == "__main__":
     sys.exit(main())
