@@ -20,7 +20,7 @@ import threading
 import time
 
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler, recordio
-from tfmesos.mesos.driver import decode_event
+from tfmesos.mesos.decoding import decode_event
 from tfmesos.mesos.local import AgentSpec, LocalMaster
 
 FRAMEWORK = {"user": getpass.getuser(), "name": "bench"}

@@ -10,6 +10,7 @@ image. Import them into a test module::
   session (seconds when cached) and yields its name.
 * ``no_leaked_containers``: fails a test that leaves a container labelled
   ``tfmesos.managed=1`` behind (and removes it).
+* ``volume_dirs``: host directories (one with files) to mount as volumes.
 """
 
 import os
@@ -131,6 +132,18 @@ def tfmesos_image(docker_engine):
             pytest.fail("docker/build.sh failed (%s):\n%s" % (code, "\n".join(tail)),
                         pytrace=False)
     yield IMAGE
+
+
+def volume_dirs(root, readable, files, writable):
+    """Two new directories under ``root`` to mount into containers:
+    ``readable`` holding ``files`` ({name: text}) and an empty ``writable``;
+    returns both paths."""
+    data, out = root / readable, root / writable
+    data.mkdir()
+    for name, text in files.items():
+        (data / name).write_text(text)
+    out.mkdir()
+    return data, out
 
 
 def managed_containers(client):

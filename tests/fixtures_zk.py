@@ -37,6 +37,7 @@ import time
 import uuid
 
 import pytest
+from tfrun_helpers import free_port  # noqa: F401  (the tests import it from here too)
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_BINDING = "/usr/share/java/slf4j-simple.jar"
@@ -98,12 +99,6 @@ def zk_client(hosts, timeout=10.0):
     finally:
         client.stop()
         client.close()
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def zookeeper_command(config):

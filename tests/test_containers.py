@@ -20,7 +20,7 @@ import pytest
 
 from conftest import MARKER
 from fixtures_docker import (  # noqa: F401
-    docker_engine, managed_containers, no_leaked_containers, tfmesos_image)
+    docker_engine, managed_containers, no_leaked_containers, tfmesos_image, volume_dirs)
 from tfrun_helpers import REPO, SMALL, run_tfrun, start_tfrun, wait_for_line
 
 # The image build (first use, in the fixture) is not part of a test's time.
@@ -84,11 +84,8 @@ def test_replica_run_in_containers(image, docker_engine, containerizer):  # noqa
 
 
 def test_volumes_are_mounted_with_their_modes(image, tmp_path):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    (shared / "host.txt").write_text("written on the host\n")
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
+    shared, out_dir = volume_dirs(tmp_path, "shared", {"host.txt": "written on the host\n"},
+                                  "out")
     cmd = ("cat /data/host.txt; "
            "if touch /data/new 2>/dev/null; then echo ro-write-allowed; "
            "else echo ro-write-refused; fi; "

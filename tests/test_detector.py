@@ -1,4 +1,6 @@
-"""Unit tests of tfmesos.mesos.detector: no network, no ZooKeeper."""
+"""Unit tests of master strings, MasterInfo decoding, the leader choice and the
+detectors (tfmesos.mesos.detector, master_address, master_info, zookeeper):
+no network, no ZooKeeper."""
 
 import json
 import subprocess
@@ -9,14 +11,10 @@ import pytest
 
 from fixtures_zk import MASTER_INFO_JSON, master_info
 from tfmesos.exceptions import MasterAddressError, MesosConnectionError, TFMesosError
-from tfmesos.mesos.detector import (
-    MasterSpec,
-    StaticDetector,
-    ZKDetector,
-    make_detector,
-    master_url_from_info,
-    parse_master,
-)
+from tfmesos.mesos.detector import StaticDetector, make_detector
+from tfmesos.mesos.master_address import MasterSpec, parse_master
+from tfmesos.mesos.master_info import master_url_from_info
+from tfmesos.mesos.zookeeper import Leadership, ZKDetector, choose_leader
 
 ACCEPTED_FORMS = (
     "expected host:port, http(s)://host:port, a comma-separated list of those, "
@@ -236,6 +234,75 @@ def test_master_url_from_info_rejects_unknown_scheme():
 
 
 # --------------------------------------------------------------------------
+# Choosing the leader (pure: no ZooKeeper)
+# --------------------------------------------------------------------------
+
+
+def usable(url):
+    return (url, None)
+
+
+def test_choose_leader_orders_by_sequence_number():
+    children = ["json.info_0000000012", "log_replicas", "json.info_0000000003", "json.info_0000000007"]
+    infos = {
+        "json.info_0000000003": usable("http://m3:5050"),
+        "json.info_0000000007": usable("http://m7:5050"),
+        "json.info_0000000012": usable("http://m12:5050"),
+    }
+    choice = choose_leader(children, infos)
+    assert choice.leader == "http://m3:5050"
+    assert choice.candidates == ("http://m3:5050", "http://m7:5050", "http://m12:5050")
+    assert choice.members == ("json.info_0000000003", "json.info_0000000007", "json.info_0000000012")
+    assert choice.ignored == ("log_replicas",)
+    assert (choice.problem, choice.unresolved) == (None, False)
+
+
+def test_choose_leader_with_gaps_compares_numbers():
+    children = iter(["json.info_0000000100", "json.info_99", "json.info_0000000042"])
+    infos = {
+        "json.info_0000000042": usable("http://a:5050"),
+        "json.info_99": usable("http://b:5050"),
+        "json.info_0000000100": usable("http://c:5050"),
+    }
+    choice = choose_leader(children, infos)
+    assert choice.leader == "http://a:5050"
+    assert choice.members == ("json.info_0000000042", "json.info_99", "json.info_0000000100")
+    assert choice.candidates == ("http://a:5050", "http://b:5050", "http://c:5050")
+
+
+def test_choose_leader_whose_master_info_is_unusable():
+    why = "the leader's znode /mesos/json.info_0000000001 holds no usable MasterInfo: it is not valid JSON"
+    infos = {"json.info_0000000001": (None, why), "json.info_0000000002": usable("http://m2:5050")}
+    choice = choose_leader(list(infos), infos)
+    assert choice.leader is None
+    assert choice.problem == why
+    assert choice.candidates == ("http://m2:5050",)
+    assert not choice.unresolved
+
+
+def test_choose_leader_whose_znode_could_not_be_read():
+    infos = {"json.info_0000000002": usable("http://m2:5050")}
+    unreadable = {"json.info_0000000001": "reading /mesos/json.info_0000000001 failed: ConnectionLoss"}
+    choice = choose_leader(["json.info_0000000002", "json.info_0000000001"], infos, unreadable)
+    assert choice.leader is None
+    assert choice.problem == "reading /mesos/json.info_0000000001 failed: ConnectionLoss"
+    assert choice.unresolved
+    assert choice.candidates == ("http://m2:5050",)
+    assert choose_leader(["json.info_0000000002"], infos, {"json.info_9": "gone"}).unresolved is False
+
+
+def test_choose_leader_ignores_protobuf_info_children():
+    choice = choose_leader(["log_replicas", "info_0000000001", "info_0000000000"], {})
+    assert choice == Leadership(ignored=("info_0000000000", "info_0000000001", "log_replicas"))
+    assert choice.leader is None and choice.members == () and choice.problem is None
+
+
+def test_choose_leader_of_nothing():
+    assert choose_leader([], {}) == Leadership()
+    assert choose_leader([], {}).candidates == ()
+
+
+# --------------------------------------------------------------------------
 # Detectors
 # --------------------------------------------------------------------------
 
@@ -306,5 +373,14 @@ def test_detector_imports_without_tensorflow():
         "import tfmesos.mesos.detector as d; "
         "assert 'tensorflow' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}; "
         "assert 'kazoo.client' not in sys.modules, 'kazoo is imported lazily'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_zookeeper_module_imports_kazoo_lazily():
+    code = (
+        "import sys; sys.modules['tensorflow'] = None; "
+        "import tfmesos.mesos.zookeeper as z; "
+        "assert 'kazoo' not in sys.modules, 'kazoo is imported lazily'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fixtures_docker import (  # noqa: F401
-    docker_engine, managed_containers, no_leaked_containers, tfmesos_image)
+    docker_engine, managed_containers, no_leaked_containers, tfmesos_image, volume_dirs)
 from tfmesos.docker_wrapper import passthrough_env, resolve_image, run_in_image
 from tfmesos.exceptions import DockerError, SpecError
 
@@ -148,11 +148,7 @@ def test_environment_and_volumes_pass_through(engine, tfmesos_image, tmp_path, m
     monkeypatch.setenv("ASKED_FOR", "asked")
     monkeypatch.setenv("NOT_ASKED", "leaked")
     monkeypatch.delenv("DOCKER_IMAGE", raising=False)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "f").write_text("shared\n")
-    work = tmp_path / "work"
-    work.mkdir()
+    data, work = volume_dirs(tmp_path, "data", {"f": "shared\n"}, "work")
     script = ("import os; e = os.environ; "
               "print(e['MESOS_MASTER'], e['TFMESOS_SOMETHING'], e['ASKED_FOR'], e['EXPLICIT'], "
               "e.get('NOT_ASKED'), e['DOCKER_IMAGE'], e['PATH'].split(':')[0]); "

@@ -9,8 +9,8 @@ from addict import Dict
 
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
-from tfmesos.mesos.driver import check_scheduler
-from tfmesos.mesos.interface import CALLBACKS
+from tfmesos.mesos.subscription import Fatal, Received, StreamLost
+from tfmesos.mesos.interface import CALLBACKS, check_scheduler
 
 FRAMEWORK = {"user": "u", "name": "test"}
 CLOSED = "127.0.0.1:1"
@@ -49,10 +49,10 @@ def test_every_callback_is_dispatched_with_documented_arguments():
         ("FAILURE", Dict(failure={"agent_id": {"value": "a"}})),
         ("FAILURE", Dict(failure={"agent_id": {"value": "a"}, "executor_id": {"value": "e"},
                                   "status": 3})),
-        ("disconnected", None),
     ]
     for kind, event in events:
-        driver._dispatch(kind, event)
+        driver._handle(Received(kind, event))
+    driver._handle(StreamLost())
     names = [name for name, _ in sched.calls]
     assert names == ["registered", "reregistered", "resourceOffers", "inverseOffers",
                      "offerRescinded", "statusUpdate", "frameworkMessage", "slaveLost",
@@ -72,7 +72,7 @@ def test_fatal_error_calls_error_then_stops():
     sched = Recorder()
     driver = make_driver(sched)
     error = MesosConnectionError("gone")
-    driver._dispatch("fatal", error)
+    driver._handle(Fatal(error))
     assert sched.calls == [("error", ("gone",))]
     with pytest.raises(MesosConnectionError, match="gone"):
         driver.join()
@@ -94,7 +94,7 @@ def test_callback_exception_is_raised_by_join_in_the_caller():
 
     driver = make_driver(Boom(), connect_timeout=30)
     driver.start()
-    driver._events.put(("OFFERS", Dict(offers={"offers": [{"id": {"value": "o"}}]})))
+    driver._events.put(Received("OFFERS", Dict(offers={"offers": [{"id": {"value": "o"}}]})))
     with pytest.raises(RuntimeError, match="bad offer handling"):
         driver.join(timeout=10)
 
@@ -128,7 +128,7 @@ def test_mesos_layer_imports_without_tensorflow(monkeypatch):
 
 def test_decoded_events_are_addict_dicts_like_pymesos_gives():
     from addict import Dict
-    from tfmesos.mesos.driver import decode_event
+    from tfmesos.mesos.decoding import decode_event
     record = b'{"type":"OFFERS","offers":{"offers":[{"id":{"value":"o"},"resources":[{"name":"cpus"}]}]}}'
     event = decode_event(record)
     assert event == Dict(__import__("json").loads(record))

@@ -8,7 +8,6 @@ outlive it (``fixtures_master``).
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import requests
 
 from fixtures_master import leftover_processes, local_master, make_local_master, small_agent  # noqa: F401
 from mesos_http_client import CLOSED, SchedulerClient, offered, ports, scalar, task_info
+from tfrun_helpers import free_port
 from tfmesos.mesos.local import AgentSpec
 
 pytestmark = pytest.mark.timeout(60)
@@ -642,12 +642,6 @@ def test_stop_kills_every_task(make_local_master, clients):
         requests.get(master.url + "/health", timeout=2)
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _cli(port, tmp_path):
     command = [sys.executable, "-m", "tfmesos.mesos.local", "--port", str(port),
                "--cpus", "1", "--mem", "256", "--gpus", "0", "--work-dir", str(tmp_path)]
@@ -659,7 +653,7 @@ def _cli(port, tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_cli_runs_until_signalled(tmp_path, signum):
-    port = _free_port()
+    port = free_port()
     command, env = _cli(port, tmp_path)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from tfmesos.mesos.local import AgentSpec, AgentSpecError, schema
-from tfmesos.mesos.local.agent import (TaskInvalid, build_launch, check_id, describe_exit,
-                                       gpu_count, plan_task)
+from tfmesos.mesos.local.executor import describe_exit
+from tfmesos.mesos.local.planning import TaskInvalid, build_launch, check_id, gpu_count, plan_task
 from tfmesos.mesos.local.resources import ResourceError, Resources
 from tfmesos.mesos.local.resources import parse as parse_resources
 

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from tfmesos import wire
+from tfmesos.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 from tfmesos.rendezvous import Rendezvous
 
 SECRET = b"s" * 32
@@ -46,24 +47,24 @@ def next_event(rdv, kind, timeout=5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         event = rdv.events.get(timeout=deadline - time.monotonic())
-        if event[0] == kind:
+        if isinstance(event, kind):
             return event
     raise AssertionError("no %s event" % kind)
 
 
 def test_good_registration_start_logs_and_exit(rdv):
     sock = register(rdv)
-    assert next_event(rdv, "registered") == ("registered", "good", "h", 2222)
+    assert next_event(rdv, TaskRegistered) == TaskRegistered("good", "h", 2222)
     assert rdv.send("good", {"type": "start", "job": "worker"})
     sock.settimeout(5)
     messages = [wire.receive(sock, SECRET) for _ in range(2)]
     assert {"type": "start", "job": "worker"} in messages  # pings may come first
     wire.send(sock, SECRET, {"type": "log", "stream": "stdout", "data": "hi\n"})
     wire.send(sock, SECRET, {"type": "exit", "code": 3})
-    assert next_event(rdv, "log") == ("log", "good", "stdout", "hi\n")
-    assert next_event(rdv, "exit") == ("exit", "good", 3)
+    assert next_event(rdv, TaskOutput) == TaskOutput("good", "stdout", "hi\n")
+    assert next_event(rdv, TaskExited) == TaskExited("good", 3)
     sock.close()
-    assert next_event(rdv, "disconnected") == ("disconnected", "good")
+    assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
 
 
 def _bad_mac(rdv):
@@ -108,7 +109,7 @@ def _pickle(rdv):
 def test_bad_clients_are_refused_and_a_good_task_still_registers(rdv, attack):
     bad = attack(rdv)
     good = register(rdv)
-    assert next_event(rdv, "registered")[1] == "good"
+    assert next_event(rdv, TaskRegistered).task_id == "good"
     assert refused(bad)
     bad.close()
     good.close()
@@ -116,17 +117,18 @@ def test_bad_clients_are_refused_and_a_good_task_still_registers(rdv, attack):
 
 def test_duplicate_registration_is_refused_without_dropping_the_first(rdv):
     first = register(rdv)
-    next_event(rdv, "registered")
+    next_event(rdv, TaskRegistered)
     second = register(rdv)
     assert refused(second)
     assert rdv.send("good", {"type": "ping"})
-    assert rdv.registered() == {"good"}
+    first.settimeout(5)
+    assert wire.receive(first, SECRET)["type"] == "ping"  # still the registered connection
     first.close()
 
 
 def test_forget_drops_the_connection(rdv):
     sock = register(rdv)
-    next_event(rdv, "registered")
+    next_event(rdv, TaskRegistered)
     rdv.forget("good")
     assert refused(sock)
     assert not rdv.send("good", {"type": "stop"})
@@ -134,7 +136,7 @@ def test_forget_drops_the_connection(rdv):
 
 def test_close_disconnects_tasks(rdv):
     sock = register(rdv)
-    next_event(rdv, "registered")
+    next_event(rdv, TaskRegistered)
     rdv.close()
     sock.settimeout(5)
     with pytest.raises(wire.ConnectionClosed):

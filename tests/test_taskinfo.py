@@ -15,16 +15,17 @@ import threading
 import pytest
 
 from offers import offer
-from tfmesos.launch import ClusterRun
-from tfmesos.mesos.driver import MesosSchedulerDriver
-from tfmesos.mesos.local.agent import build_launch, plan_task
+from tfmesos.mesos import calls
 from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kwargs
+from tfmesos.mesos.local.planning import build_launch, plan_task
 from tfmesos.mesos.local.runner import RunnerError
 from tfmesos.mesos.local.schema import SchemaError, validate, validate_message
-from tfmesos.scheduler import TFMesosScheduler
+from tfmesos.mesos.master_version import master_version
+from tfmesos.scheduler import TFMesosScheduler, make_slots
 from tfmesos.spec import Job, RunSpec
-from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
-                              submitter_pythonpath, task_command)
+from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task, build_task_info, choose_containerizer,
+                              container_info, framework_info, submitter_pythonpath,
+                              task_command)
 
 IMAGE = "registry.example.com/ml/tfmesos:2.21"
 PASSWD = [{"container_path": "/etc/passwd", "host_path": "/etc/passwd", "mode": "RO"},
@@ -175,33 +176,30 @@ def test_build_task_info_without_container_or_labels():
     validate_message("TaskInfo", info)
 
 
-# -- the whole path: offers -> scheduler -> ClusterRun._build_task -> ACCEPT ----------
+# -- the whole path: offers -> scheduler -> build_task -> ACCEPT -------------------------
 
-class FakeRendezvous:
-    port = 40123
-
-    def __init__(self):
-        self.expected = []
-
-    def expect(self, task_id):
-        self.expected.append(task_id)
+SECRET = b"k" * 32
+RENDEZVOUS = "127.0.0.1:40123"
 
 
 class RecordingDriver:
-    """The real driver's call building (launchTasks -> acceptOffers -> _call),
-    with the HTTP request replaced by a list of the calls' JSON."""
-
-    launchTasks = MesosSchedulerDriver.launchTasks
-    acceptOffers = MesosSchedulerDriver.acceptOffers
-    declineOffer = MesosSchedulerDriver.declineOffer
-    suppressOffers = MesosSchedulerDriver.suppressOffers
-    master = "http://127.0.0.1:1"
+    """The driver's methods, building their Calls with ``calls`` as the real
+    driver does, recorded instead of sent."""
 
     def __init__(self):
         self.calls = []
 
-    def _call(self, call):
+    def _record(self, call):
         self.calls.append(json.loads(json.dumps(dict(call, framework_id={"value": "fw-1"}))))
+
+    def launchTasks(self, offer_ids, tasks, filters=None):
+        self._record(calls.launch(offer_ids, tasks, filters))
+
+    def declineOffer(self, offer_ids, filters=None):
+        self._record(calls.decline(offer_ids, filters))
+
+    def suppressOffers(self):
+        self._record(calls.suppress())
 
     def accepts(self):
         return [c for c in self.calls if c["type"] == "ACCEPT"]
@@ -211,24 +209,25 @@ class RecordingDriver:
                 for info in op["launch"]["task_infos"]]
 
 
-def launch_all(jobs, run, offers, environ=None):
-    """Run the scheduler on ``offers``; returns (ClusterRun, TaskInfos by
-    slot name, driver). Every call it made passed the strict schema."""
-    cluster = ClusterRun([Job(**job) for job in jobs], run, mode="replica", command="true",
-                         master="local", environ=environ or {})
-    cluster.rendezvous = FakeRendezvous()
-    scheduler = TFMesosScheduler(cluster.slots, cluster._build_task, queue.Queue(), "r1")
+def launch_all(jobs, run, offers):
+    """Run the scheduler on ``offers`` with the pure TaskInfo builder; returns
+    (the jobs, TaskInfos by slot name, driver). Every call it made passed the
+    strict schema."""
+    jobs = [Job(**job) for job in jobs]
+    containerizer = choose_containerizer(run, (1, 11))
+
+    def build(slot, assignment):
+        return build_task(run, slot, assignment, RENDEZVOUS, SECRET, containerizer)
+    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1")
     driver = RecordingDriver()
-    cluster.driver = driver
     scheduler.resourceOffers(driver, offers)
     for call in driver.calls:
         validate(call)
     names = {}
     for info in driver.task_infos():
         names[scheduler.slot_of(info["task_id"]["value"]).name] = info
-    assert sorted(cluster.rendezvous.expected) == sorted(i["task_id"]["value"]
-                                                         for i in names.values())
-    return cluster, names, driver
+    assert len({i["task_id"]["value"] for i in names.values()}) == len(names)
+    return jobs, names, driver
 
 
 PS_AND_WORKERS = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
@@ -254,7 +253,7 @@ def test_plain_tasks_run_this_python_with_pythonpath_and_no_container():
         assert env["TFMESOS_RENDEZVOUS"] == "127.0.0.1:40123"
         assert env["TFMESOS_TASK_ID"] == info["task_id"]["value"]
         assert env["TFMESOS_OFFER_HOST"] == "host-o1"
-        assert len(bytes.fromhex(env["TFMESOS_SECRET"])) == 32
+        assert bytes.fromhex(env["TFMESOS_SECRET"]) == SECRET
         ports.add(int(env["TFMESOS_PORT"]))
         [port] = resources_named(info, "ports")
         assert port["ranges"]["range"] == [{"begin": int(env["TFMESOS_PORT"]),
@@ -290,8 +289,8 @@ def test_docker_gpu_tasks_from_a_scalar_offer():
     jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
             {"name": "worker", "num": 2, "cpus": 1, "mem": 512, "gpus": 1}]
     run = RunSpec(image=IMAGE, containerizer="DOCKER")
-    cluster, infos, _ = launch_all(jobs, run, [offer("gpu", gpus=4), offer("cpu")])
-    assert {"type": "GPU_RESOURCES"} in cluster._framework_info()["capabilities"]
+    jobs, infos, _ = launch_all(jobs, run, [offer("gpu", gpus=4), offer("cpu")])
+    assert {"type": "GPU_RESOURCES"} in framework_info(run, jobs)["capabilities"]
     for name in ("worker:0", "worker:1"):
         info = infos[name]
         [gpus] = resources_named(info, "gpus")
@@ -329,8 +328,9 @@ def test_mesos_gpu_tasks_from_a_set_offer_carry_only_the_resource():
 
 
 def test_no_gpu_capability_without_gpu_jobs():
-    cluster, _, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")])
-    assert {"type": "GPU_RESOURCES"} not in cluster._framework_info()["capabilities"]
+    run = RunSpec()
+    jobs, _, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")])
+    assert {"type": "GPU_RESOURCES"} not in framework_info(run, jobs)["capabilities"]
 
 
 def test_the_schema_catches_a_misspelt_field():
@@ -440,13 +440,10 @@ def version_server():
 @pytest.mark.parametrize("version, chosen", [("1.11.0", "MESOS"), ("1.0.1", "MESOS"),
                                              ("0.28.2", "DOCKER"), (None, "MESOS")])
 def test_containerizer_follows_the_masters_version(version_server, version, chosen):
-    cluster = ClusterRun([Job("worker")], RunSpec(image=IMAGE), master="local", environ={})
-    cluster.driver = type("D", (), {"master": version_server(version)})()
-    assert cluster.containerizer() == chosen
+    found = master_version(version_server(version))
+    assert choose_containerizer(RunSpec(image=IMAGE), found) == chosen
 
 
 def test_explicit_containerizer_wins(version_server):
-    cluster = ClusterRun([Job("worker")], RunSpec(image=IMAGE, containerizer="docker"),
-                         master="local", environ={})
-    cluster.driver = type("D", (), {"master": version_server("1.11.0")})()
-    assert cluster.containerizer() == "DOCKER"
+    found = master_version(version_server("1.11.0"))
+    assert choose_containerizer(RunSpec(image=IMAGE, containerizer="docker"), found) == "DOCKER"

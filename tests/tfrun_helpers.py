@@ -3,12 +3,13 @@
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+from tfmesos import hostport
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELLO = os.path.join(REPO, "examples", "replica_hello.py")
@@ -18,9 +19,7 @@ SMALL = ["-Cw", "0.2", "-Mw", "128", "-Cs", "0.2", "-Ms", "128", "-Cc", "0.2", "
 
 
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return hostport.free_port("127.0.0.1")
 
 
 def tfrun_argv(*args):

@@ -15,7 +15,12 @@ import signal
 import sys
 import threading
 
+from tfmesos.config import resolve
+from tfmesos.docker_engine import (
+    MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
+    remove_container)
 from tfmesos.exceptions import DockerError
+from tfmesos.signals import interrupt_on_signals
 from tfmesos.volumes import parse_volume
 
 __all__ = ["run_in_image", "resolve_image", "passthrough_env", "DEFAULT_IMAGE",
@@ -30,7 +35,7 @@ _STOP_TIMEOUT = 5
 def resolve_image(image=None, environ=None):
     """The image to run: ``image``, else ``$DOCKER_IMAGE``, else the default."""
     environ = os.environ if environ is None else environ
-    return image or environ.get("DOCKER_IMAGE") or DEFAULT_IMAGE
+    return resolve(image or None, environ, "DOCKER_IMAGE", DEFAULT_IMAGE)
 
 
 def passthrough_env(env=None, environ=None):
@@ -83,10 +88,6 @@ def _volumes(workdir, volumes):
     return specs
 
 
-class _Terminated(Exception):
-    pass
-
-
 def run_in_image(command, image=None, env=None, volumes=None, workdir=None, client=None,
                  stdout=None, stderr=None):
     """Run ``command`` (a list of strings) in the tfmesos image and return its
@@ -97,16 +98,14 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     and used as its cwd, ``/etc/passwd`` and ``/etc/group`` read-only,
     ``volumes`` (``"HOST:CONTAINER[:ro|rw]"``) and the environment of
     ``passthrough_env(env)`` (``DOCKER_IMAGE`` defaulting to ``image``, so
-    that a ``tfrun`` inside runs its tasks in the same image). Its output is streamed to ``stdout``/``stderr``
-    (default: this process's) while it runs. Ctrl-C or SIGTERM stops and
-    removes the container, then raises ``KeyboardInterrupt``; the container
-    is removed in every case.
+    that a ``tfrun`` inside runs its tasks in the same image). Its output is
+    streamed to ``stdout``/``stderr`` (default: this process's) while it
+    runs. Ctrl-C or SIGTERM stops and removes the container, then raises
+    ``KeyboardInterrupt``; the container is removed in every case.
 
     Raises ``DockerError`` when the engine or the image is missing,
     ``SpecError`` for a malformed volume.
     """
-    from tfmesos.mesos.local.docker_runner import MANAGED_LABEL, attach, connect, pump_output
-
     if isinstance(command, str) or not command:
         raise DockerError("command must be a non-empty list of strings, got %r" % (command,))
     command = [str(arg) for arg in command]
@@ -126,51 +125,56 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     }
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
-
-    client = connect(client, error=DockerError)
-    import docker
-    import requests
-
     try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise DockerError("image %s not found on the Docker engine; build it with "
-                          "docker/build.sh (or docker pull %s)" % (image, image)) from None
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise DockerError("Docker is unavailable: %s" % " ".join(str(exc).split())) from exc
+        client = connect(client)
+        ensure_image(client, image)
+    except DockerEngineError as exc:
+        raise DockerError(str(exc)) from exc
+    return _run(client, image, kwargs, stdout, stderr)
 
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def on_sigterm(signum, frame):
-            raise _Terminated()
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
+
+def _run(client, image, kwargs, stdout, stderr):
+    """Create, attach and start the container, copy its output and return
+    its exit code. Inside, SIGTERM acts as Ctrl-C (in the main thread, the
+    only one Python delivers signals to): either stops the container and
+    raises ``KeyboardInterrupt``. The previous SIGTERM handler is back before
+    the container is removed, which it is in every case."""
+    import docker
+
+    sigterm = (signal.SIGTERM,) if threading.current_thread() is threading.main_thread() else ()
     container = None
     try:
-        try:
-            container = client.containers.create(image, **kwargs)
-            frames = attach(client, container.id)
-            container.start()
-        except docker.errors.APIError as exc:
-            raise DockerError("cannot run %s in image %s: %s"
-                              % (command[0], image, " ".join(str(exc.explanation or exc).split()))
-                              ) from exc
-        pump_output(frames, stdout, stderr)
-        return client.api.wait(container.id).get("StatusCode", -1)
-    except (KeyboardInterrupt, _Terminated):
-        if container is not None:
+        with interrupt_on_signals(sigterm):
             try:
-                container.stop(timeout=_STOP_TIMEOUT)
-            except docker.errors.DockerException:
-                pass
-        raise KeyboardInterrupt() from None
+                try:
+                    container = client.containers.create(image, **kwargs)
+                    frames = attach(client, container.id)
+                    container.start()
+                except docker.errors.APIError as exc:
+                    raise DockerError("cannot run %s in image %s: %s"
+                                      % (kwargs["command"][0], image, one_line(exc))) from exc
+                pump_output(frames, stdout, stderr)
+                return client.api.wait(container.id).get("StatusCode", -1)
+            except KeyboardInterrupt:
+                if container is not None:
+                    _stop(container)
+                raise KeyboardInterrupt() from None
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         if container is not None:
-            try:
-                container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.DockerException as exc:
-                print("tfmesos: cannot remove container %s: %s" % (container.short_id, exc),
-                      file=sys.stderr)
+            _remove(container)
+
+
+def _stop(container):
+    import docker
+
+    try:
+        container.stop(timeout=_STOP_TIMEOUT)
+    except docker.errors.DockerException:
+        pass
+
+
+def _remove(container):
+    try:
+        remove_container(container)
+    except DockerEngineError as exc:
+        print("tfmesos: %s" % exc, file=sys.stderr)

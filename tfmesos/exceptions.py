@@ -31,9 +31,15 @@ class MasterAddressError(TFMesosError, ValueError):
 class MesosError(TFMesosError):
     """Talking to the Mesos master failed."""
 
+    # True when the call failed only because the subscription is gone: the
+    # driver re-subscribes, and Mesos rescinds offers / re-sends updates.
+    means_disconnected = False
+
 
 class MesosConnectionError(MesosError, ConnectionError):
     """No Mesos master could be reached."""
+
+    means_disconnected = True
 
 
 class MesosCallError(MesosError):
@@ -42,6 +48,12 @@ class MesosCallError(MesosError):
     def __init__(self, message, status=None):
         super().__init__(message)
         self.status = status
+
+    @property
+    def means_disconnected(self):
+        # Mesos answers 403 "Framework is not subscribed" to a call made
+        # between a lost subscription and the next SUBSCRIBED.
+        return self.status == 403
 
 
 class RendezvousError(TFMesosError):

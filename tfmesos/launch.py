@@ -1,39 +1,39 @@
 """Bringing a tfmesos cluster up, watching it, and tearing it down.
 
-``ClusterRun`` composes the layers: the master (a real one, or the embedded
-local master), the driver, the scheduler and the rendezvous. It owns the
-failure policy of ARCHITECTURE.md: relaunch tasks that fail before the
-cluster is complete, abort after ``max_attempts`` or ``launch_timeout``;
-once running, a task that fails fails the run. All decisions happen in the
-thread that calls ``wait_ready`` / ``wait_finished`` / ``watch``.
+``ClusterRun`` owns the run's lifecycle and its failure policy
+(docs/architecture.md): relaunch tasks that fail before the cluster is
+complete, abort after ``max_attempts`` or ``launch_timeout``; once running,
+a task that fails fails the run. It composes the master (a real one, or the
+embedded local master), the driver, the scheduler and the rendezvous, and
+handles every event they report in the thread that calls ``wait_ready`` /
+``wait_finished`` / ``watch``. What Mesos is sent is built by ``taskinfo``.
 """
 
-import getpass
-import json
 import logging
 import os
 import queue
-import random
 import re
 import secrets
-import socket
 import threading
 import time
-import urllib.request
 
 from . import config
-from .exceptions import (ClusterError, LaunchTimeout, MesosError, SpecError, TaskFailed,
-                         TFMesosError)
+from .clusterspec import cluster_spec, render_command, task_environment
+from .events import (AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed,
+                     TaskDisconnected, TaskExited, TaskOutput, TaskRegistered)
+from .exceptions import ClusterError, LaunchTimeout, MesosError, SpecError, TaskFailed, \
+    TFMesosError
+from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
+from .mesos.master_version import master_version
+from .mesos.task_states import TERMINAL_STATES
 from .rendezvous import Rendezvous
-from .scheduler import TERMINAL_STATES, TFMesosScheduler, make_slots
+from .scheduler import TFMesosScheduler, make_slots
 from .spec import RunSpec
-from .taskinfo import build_task_info, container_info, submitter_pythonpath, task_command
-from .tfconfig import cluster_spec, render_command, task_environment
+from .taskinfo import build_task, choose_containerizer, framework_info
 
 logger = logging.getLogger(__name__)
 
-FAILOVER_TIMEOUT = 60.0
 _EXIT_STATUS = re.compile(r"exited with status (\d+)")
 
 
@@ -41,10 +41,6 @@ def exit_code_of(status_message):
     """The exit code in Mesos' "Command exited with status N", or None."""
     match = _EXIT_STATUS.search(status_message or "")
     return int(match.group(1)) if match else None
-
-
-def format_address(host, port):
-    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
 
 
 class ClusterRun:
@@ -85,12 +81,19 @@ class ClusterRun:
         self.rendezvous = None
         self.scheduler = None
         self.spec = None
-        self.phase = "new"   # new -> launching -> running -> stopping
+        self.phase = "new"   # new -> launching -> running -> stopping -> stopped
         self.failure = None
         self._containerizer = None
         self._advertised = None
         self._stop_lock = threading.Lock()
         self._watcher = None
+        self._handlers = {
+            TaskRegistered: self._on_registered, TaskOutput: self._on_output,
+            TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
+            Subscribed: self._on_subscribed, MesosDisconnected: self._on_mesos_disconnected,
+            StatusUpdate: self._on_status, AgentLost: self._on_agent_lost,
+            MesosFailed: self._on_mesos_failed,
+        }
 
     # -- start ----------------------------------------------------------------
 
@@ -99,10 +102,10 @@ class ClusterRun:
             master_url = self._start_master()
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self._bind_host(), port=0)
-            self.scheduler = TFMesosScheduler(self.slots, self._build_task, self.events,
+            self.scheduler = TFMesosScheduler(self.slots, self._task_info, self.events,
                                               self.run_id)
-            self.driver = MesosSchedulerDriver(self.scheduler, self._framework_info(), master_url,
-                                               connect_timeout=self._connect_timeout)
+            self.driver = MesosSchedulerDriver(self.scheduler, framework_info(self.run, self.jobs),
+                                               master_url, connect_timeout=self._connect_timeout)
             self.phase = "launching"
             self._deadline = time.monotonic() + self.run.launch_timeout
             self.driver.start()
@@ -114,29 +117,14 @@ class ClusterRun:
     def _start_master(self):
         if self.master != config.LOCAL:
             return self.master
-        from .mesos.local import LocalMaster
+        from .mesos.local.sizing import start_local_master
 
-        options = dict(self._local_options)
-        if self.run.image and "container_runner" not in options:
-            from .mesos.local.docker_runner import DockerRunner
-            options["container_runner"] = DockerRunner()
-        if "agents" not in options:
-            options["agents"] = [local_agent(self.jobs)]
-        self.local_master = LocalMaster(**options)
-        return self.local_master.start()
+        self.local_master, url = start_local_master(self.jobs, containers=bool(self.run.image),
+                                                    **self._local_options)
+        return url
 
     def _bind_host(self):
         return "127.0.0.1" if self.master == config.LOCAL and not self._advertise else "0.0.0.0"
-
-    def _framework_info(self):
-        info = {"user": self.run.user or getpass.getuser(), "name": self.run.name,
-                "failover_timeout": FAILOVER_TIMEOUT, "capabilities": []}
-        if self.run.role:
-            info["roles"] = [self.run.role]
-            info["capabilities"].append({"type": "MULTI_ROLE"})
-        if any(job.gpus for job in self.jobs):
-            info["capabilities"].append({"type": "GPU_RESOURCES"})
-        return info
 
     def _advertised_address(self):
         if self._advertised is None:
@@ -148,37 +136,19 @@ class ClusterRun:
         return self._advertised
 
     def containerizer(self):
-        """MESOS on Mesos >= 1.0 (its own GPU isolation), else DOCKER."""
+        """The containerizer of image tasks (asks the master once)."""
         if self._containerizer is None:
-            self._containerizer = self.run.containerizer or (
-                "MESOS" if _master_version(self.driver.master) >= (1, 0) else "DOCKER")
+            version = (1, 0) if self.run.containerizer else master_version(self.driver.master)
+            self._containerizer = choose_containerizer(self.run, version)
         return self._containerizer
 
-    def _build_task(self, slot, assignment):
-        """TaskInfo for ``slot`` placed by ``assignment`` (scheduler callback)."""
-        env = dict(self.run.env)
-        env.update(slot.job.env)
-        env.update({
-            "TFMESOS_RENDEZVOUS": format_address(self._advertised_address(), self.rendezvous.port),
-            "TFMESOS_SECRET": self.secret.hex(),
-            "TFMESOS_TASK_ID": slot.task_id,
-            "TFMESOS_OFFER_HOST": assignment.hostname,
-            "PYTHONUNBUFFERED": "1",
-        })
-        if assignment.port:
-            env["TFMESOS_PORT"] = str(assignment.port)
-        container = None
-        if self.run.image:
-            container = container_info(self.run, self.containerizer(), assignment.gpu_ids,
-                                       slot.job.gpus)
-        else:
-            env["PYTHONPATH"] = submitter_pythonpath()
+    def _task_info(self, slot, assignment):
+        """The scheduler's ``build_task``. The rendezvous must expect the task
+        before Mesos can start it."""
         self.rendezvous.expect(slot.task_id)
-        return build_task_info(slot.task_id, "%s %s" % (self.run.name, slot.name),
-                               assignment.agent_id, assignment.resources,
-                               task_command(self.run.image, self.run.python), env, container,
-                               labels={"tfmesos.job": slot.job.name,
-                                       "tfmesos.index": slot.index})
+        rendezvous = format_address(self._advertised_address(), self.rendezvous.port)
+        return build_task(self.run, slot, assignment, rendezvous, self.secret,
+                          self.containerizer() if self.run.image else None)
 
     # -- waiting --------------------------------------------------------------
 
@@ -192,8 +162,8 @@ class ClusterRun:
             self._next_event(min(remaining, 1.0))
         addresses = {slot.key: slot.address for slot in self.slots}
         if self.coordinator:
-            addresses[("chief", 0)] = format_address(self._advertised_address(),
-                                                     free_port(self._advertised_address()))
+            host = self._advertised_address()
+            addresses[("chief", 0)] = format_address(host, free_port(host))
         self.spec = cluster_spec(addresses)
         self._publish()
         self.phase = "running"
@@ -208,7 +178,8 @@ class ClusterRun:
                 template = slot.job.cmd or self.command
                 # PYTHONUNBUFFERED comes with the TaskInfo's environment.
                 message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
-                               env=task_environment(self.spec, slot.job.name, slot.index), hooks=self._hooks,
+                               env=task_environment(self.spec, slot.job.name, slot.index),
+                               hooks=self._hooks,
                                # a container has its own filesystem: stay in the sandbox
                                cwd=None if self.run.image else os.getcwd())
             if not self.rendezvous.send(slot.task_id, message):
@@ -243,43 +214,63 @@ class ClusterRun:
         self._watcher = threading.Thread(target=loop, name="tfmesos-watch", daemon=True)
         self._watcher.start()
 
+    # -- events ---------------------------------------------------------------
+
     def _next_event(self, timeout):
         try:
             event = self.events.get(timeout=max(timeout, 0.01))
         except queue.Empty:
             return
-        source = event[0]
-        if source == "mesos":
-            self._on_mesos(event[1], event[2])
-        elif source == "registered":
-            _, task_id, host, port = event
-            slot = self.scheduler.slot_of(task_id)
-            if slot is not None and slot.task_id == task_id and self.phase == "launching":
-                slot.address = format_address(host, port)
-                logger.info("%s registered at %s", slot.name, slot.address)
-        elif source == "log":
-            _, task_id, stream, text = event
-            slot = self.scheduler.slot_of(task_id)
-            if slot is not None:
-                self._on_log(slot, stream, text)
-        elif source == "exit":
-            _, task_id, code = event
-            slot = self.scheduler.slot_of(task_id)
-            if slot is not None and slot.task_id == task_id:
-                self._on_exit(slot, code)
+        self._handlers[type(event)](event)
 
-    def _on_mesos(self, kind, payload):
-        if kind == "error":
-            raise ClusterError("Mesos: %s" % payload)
-        if kind == "status":
-            self._on_status(payload)
-        elif kind == "disconnected":
-            logger.warning("lost the connection to the Mesos master; reconnecting")
-
-    def _on_status(self, status):
-        task_id = status.task_id.value
+    def _current_slot(self, task_id):
+        """The slot whose current attempt is ``task_id`` (None for older attempts)."""
         slot = self.scheduler.slot_of(task_id)
-        if slot is None or slot.task_id != task_id or slot.done:
+        return slot if slot is not None and slot.task_id == task_id else None
+
+    def _on_registered(self, event):
+        slot = self._current_slot(event.task_id)
+        if slot is not None and self.phase == "launching":
+            slot.address = format_address(event.host, event.port)
+            logger.info("%s registered at %s", slot.name, slot.address)
+
+    def _on_output(self, event):
+        slot = self.scheduler.slot_of(event.task_id)
+        if slot is not None:
+            self._on_log(slot, event.stream, event.text)
+
+    def _on_task_exited(self, event):
+        slot = self._current_slot(event.task_id)
+        if slot is not None:
+            self._on_exit(slot, event.code)
+
+    def _on_task_disconnected(self, event):
+        # The task's end is reported by Mesos (its status update decides).
+        slot = self._current_slot(event.task_id)
+        if slot is not None:
+            logger.info("%s closed its rendezvous connection", slot.name)
+
+    def _on_subscribed(self, event):
+        if event.again:
+            logger.info("re-subscribed to the Mesos master; the tasks were kept")
+        else:
+            logger.info("subscribed to the Mesos master at %s", self.driver.master)
+
+    def _on_mesos_disconnected(self, event):
+        logger.warning("lost the connection to the Mesos master; reconnecting")
+
+    def _on_agent_lost(self, event):
+        # Mesos reports each of the agent's tasks as lost in a status update.
+        logger.warning("Mesos lost agent %s", event.agent_id)
+
+    def _on_mesos_failed(self, event):
+        raise ClusterError("Mesos: %s" % event.message)
+
+    def _on_status(self, event):
+        status = event.status
+        task_id = status.task_id.value
+        slot = self._current_slot(task_id)
+        if slot is None or slot.done:
             return
         with self.scheduler.lock:
             slot.state = status.state
@@ -366,54 +357,3 @@ class ClusterRun:
             self.phase = "stopped"
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5)
-
-
-def local_agent(jobs):
-    """The embedded master's one agent, sized so the whole cluster fits.
-
-    CPUs and memory are not enforced on one machine, so a cluster asking for
-    more than there is gets it (with a note); what can never work — a task
-    larger than the machine's memory, more GPUs than it has — is an error
-    now rather than a launch timeout later."""
-    from .mesos.local import AgentSpec
-
-    machine_cpus, machine_mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
-    for job in jobs:
-        if job.mem > machine_mem:
-            raise SpecError("%s tasks ask for mem=%.0f MB but this machine has %.0f MB for the "
-                            "embedded master: ask for less, or run on a Mesos cluster (-m)"
-                            % (job.name, job.mem, machine_mem))
-    need_gpus = sum(job.gpus * job.num for job in jobs)
-    if need_gpus > len(gpu_ids):
-        raise SpecError("the cluster asks for %d GPUs but this machine has %d (nvidia-smi -L): "
-                        "ask for fewer, or run on a Mesos cluster (-m)" % (need_gpus, len(gpu_ids)))
-    cpus = max(machine_cpus, sum(job.cpus * job.num for job in jobs))
-    mem = max(machine_mem, sum(job.mem * job.num for job in jobs))
-    if (cpus, mem) != (machine_cpus, machine_mem):
-        logger.info("embedded master: offering cpus=%g mem=%g (the machine has cpus=%g "
-                    "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
-    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
-
-
-def local_port_window(size=100):
-    """A random window of ports below Linux's ephemeral range, so that two
-    runs on one machine rarely offer the same ports (each embedded master
-    knows only its own tasks)."""
-    base = 20000 + size * random.randrange((31000 - 20000) // size)
-    return (base, base + size - 1)
-
-
-def free_port(host):
-    """A port that is free on ``host`` now (for the caller's own server)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _master_version(master_url):
-    try:
-        with urllib.request.urlopen(master_url.rstrip("/") + "/version", timeout=5) as response:
-            version = json.load(response).get("version", "0")
-        return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
-    except (OSError, ValueError, AttributeError):
-        return (1, 0)  # no /version endpoint: assume a current Mesos

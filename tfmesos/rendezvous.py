@@ -11,16 +11,17 @@ Scheduler -> task: ``{"type": "start", ...}`` once the cluster is complete,
 A connection that sends a bad MAC, garbage, an oversized frame, an unknown
 or already registered task id, or nothing at all is closed; other tasks are
 not disturbed. Everything that happens is put on the ``events`` queue as
-tuples: ``("registered", task_id, host, port)``, ``("log", task_id, stream,
-text)``, ``("exit", task_id, code)``, ``("disconnected", task_id)``.
+``tfmesos.events``: ``TaskRegistered``, ``TaskOutput``, ``TaskExited``,
+``TaskDisconnected``.
 """
 
 import logging
 import socket
 import threading
 
-from .exceptions import RendezvousError
 from . import wire
+from .events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from .exceptions import RendezvousError
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +63,6 @@ class Rendezvous:
             self._expected.discard(task_id)
             sock = self._connections.pop(task_id, None)
         _close(sock)
-
-    def registered(self):
-        with self._lock:
-            return set(self._connections)
 
     def send(self, task_id, message):
         """Send to one task; False when it is not connected any more."""
@@ -116,10 +113,10 @@ class Rendezvous:
                 message = wire.receive(sock, self._secret)
                 kind = message["type"]
                 if kind == "log":
-                    self._events.put(("log", task_id, str(message.get("stream", "stdout")),
-                                      str(message.get("data", ""))))
+                    self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
+                                                str(message.get("data", ""))))
                 elif kind == "exit" and isinstance(message.get("code"), int):
-                    self._events.put(("exit", task_id, message["code"]))
+                    self._events.put(TaskExited(task_id, message["code"]))
         except (wire.WireError, OSError) as exc:
             if task_id is None:
                 logger.warning("refused a rendezvous connection from %s: %s", peer[0], exc)
@@ -130,7 +127,7 @@ class Rendezvous:
                     if mine:
                         del self._connections[task_id]
                 if mine and not self._closed.is_set():
-                    self._events.put(("disconnected", task_id))
+                    self._events.put(TaskDisconnected(task_id))
             _close(sock)
 
     def _register(self, sock):
@@ -151,7 +148,7 @@ class Rendezvous:
             if task_id in self._connections:
                 raise wire.WireError("task %r registered twice" % task_id)
             self._connections[task_id] = sock
-        self._events.put(("registered", task_id, host, port))
+        self._events.put(TaskRegistered(task_id, host, port))
         return task_id
 
     def _ping_loop(self):

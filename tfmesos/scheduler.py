@@ -11,16 +11,14 @@ import logging
 import threading
 from typing import Optional
 
-from .exceptions import MesosCallError, MesosConnectionError, MesosError
+from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
+from .exceptions import MesosError
 from .mesos import Scheduler
 from .placement import TaskRequest, largest_offer, place
 from .spec import Job
 
 logger = logging.getLogger(__name__)
 
-TERMINAL_STATES = frozenset({
-    "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
-    "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR"})
 IDLE_REFUSE_SECONDS = 120.0
 BUSY_REFUSE_SECONDS = 2.0
 
@@ -35,10 +33,6 @@ class TaskSlot:
     task_id: Optional[str] = None
     state: str = "PENDING"        # PENDING until launched, then the latest Mesos state
     message: str = ""
-    agent_id: Optional[str] = None
-    hostname: Optional[str] = None
-    port: Optional[int] = None
-    gpu_ids: tuple = ()
     address: Optional[str] = None  # host:port the task registered
     exit_code: Optional[int] = None
     done: bool = False             # ended as expected
@@ -63,8 +57,8 @@ def make_slots(jobs):
 
 
 class TFMesosScheduler(Scheduler):
-    """``build_task(slot, assignment) -> TaskInfo`` makes each task;
-    events go to ``events`` as ``("mesos", kind, payload)``."""
+    """``build_task(slot, assignment) -> TaskInfo`` makes each task; what the
+    driver reports goes to ``events`` as ``tfmesos.events`` objects."""
 
     def __init__(self, slots, build_task, events, run_id):
         self.slots = slots
@@ -87,22 +81,22 @@ class TFMesosScheduler(Scheduler):
 
     def registered(self, driver, framework_id, master_info):
         self.framework_id = framework_id.value
-        self._events.put(("mesos", "registered", master_info))
+        self._events.put(Subscribed(master_info))
 
     def reregistered(self, driver, master_info):
-        self._events.put(("mesos", "reregistered", master_info))
+        self._events.put(Subscribed(master_info, again=True))
 
     def disconnected(self, driver):
-        self._events.put(("mesos", "disconnected", None))
+        self._events.put(MesosDisconnected())
 
     def error(self, driver, message):
-        self._events.put(("mesos", "error", message))
+        self._events.put(MesosFailed(message))
 
     def slaveLost(self, driver, agent_id):
-        self._events.put(("mesos", "agent_lost", agent_id.value))
+        self._events.put(AgentLost(agent_id.value))
 
     def statusUpdate(self, driver, update):
-        self._events.put(("mesos", "status", update))
+        self._events.put(StatusUpdate(update))
 
     def resourceOffers(self, driver, offers):
         with self.lock:
@@ -132,8 +126,8 @@ class TFMesosScheduler(Scheduler):
                 if not still_pending and not self._suppressed:
                     driver.suppressOffers()
                     self._suppressed = True
-            except (MesosConnectionError, MesosCallError) as exc:
-                if isinstance(exc, MesosCallError) and exc.status != 403:
+            except MesosError as exc:
+                if not exc.means_disconnected:
                     raise
                 # Disconnected meanwhile: Mesos has rescinded these offers anyway.
                 logger.info("offers lost to a disconnection: %s", exc)
@@ -145,10 +139,6 @@ class TFMesosScheduler(Scheduler):
                                                 slot.attempts)
         slot.state = "TASK_STAGING"
         slot.message = ""
-        slot.agent_id = assignment.agent_id
-        slot.hostname = assignment.hostname
-        slot.port = assignment.port
-        slot.gpu_ids = tuple(assignment.gpu_ids)
         slot.address = None
         self._by_task_id[slot.task_id] = slot
         return self._build_task(slot, assignment)

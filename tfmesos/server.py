@@ -19,6 +19,7 @@ import threading
 import time
 
 from . import wire
+from .hostport import free_port
 
 IDLE_TIMEOUT = 60.0     # the scheduler pings every 10 s; silence this long means it is gone
 CONNECT_TIMEOUT = 30.0
@@ -56,12 +57,6 @@ class TaskEnv:
         task_host = (environ.get("TFMESOS_TASK_HOST") or environ.get("TFMESOS_OFFER_HOST")
                      or socket.getfqdn())
         return cls(rendezvous, secret, environ["TFMESOS_TASK_ID"], task_host, task_port)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
 
 
 class Connection:

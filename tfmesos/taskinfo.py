@@ -1,10 +1,57 @@
-"""TaskInfo builders: pure functions from a placed task to Mesos JSON."""
+"""FrameworkInfo and TaskInfo builders: pure functions from the run's spec
+and a placed task to Mesos JSON (tested without a master or a driver)."""
 
+import getpass
 import os
 import shlex
 import sys
 
+FAILOVER_TIMEOUT = 60.0
 PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/group", "RO"))
+
+
+def framework_info(run, jobs):
+    """The FrameworkInfo a run subscribes with."""
+    info = {"user": run.user or getpass.getuser(), "name": run.name,
+            "failover_timeout": FAILOVER_TIMEOUT, "capabilities": []}
+    if run.role:
+        info["roles"] = [run.role]
+        info["capabilities"].append({"type": "MULTI_ROLE"})
+    if any(job.gpus for job in jobs):
+        info["capabilities"].append({"type": "GPU_RESOURCES"})
+    return info
+
+
+def choose_containerizer(run, master_version):
+    """The run's explicit containerizer, else MESOS on Mesos >= 1.0 (its own
+    GPU isolation), else DOCKER. ``master_version`` is ``(major, minor)``."""
+    return run.containerizer or ("MESOS" if master_version >= (1, 0) else "DOCKER")
+
+
+def build_task(run, slot, assignment, rendezvous, secret, containerizer=None):
+    """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
+    ``assignment``; tasks register at ``rendezvous`` ("host:port") with
+    ``secret`` (bytes). ``containerizer`` matters only for image runs."""
+    env = dict(run.env)
+    env.update(slot.job.env)
+    env.update({
+        "TFMESOS_RENDEZVOUS": rendezvous,
+        "TFMESOS_SECRET": secret.hex(),
+        "TFMESOS_TASK_ID": slot.task_id,
+        "TFMESOS_OFFER_HOST": assignment.hostname,
+        "PYTHONUNBUFFERED": "1",
+    })
+    if assignment.port:
+        env["TFMESOS_PORT"] = str(assignment.port)
+    container = None
+    if run.image:
+        container = container_info(run, containerizer, assignment.gpu_ids, slot.job.gpus)
+    else:
+        env["PYTHONPATH"] = submitter_pythonpath()
+    return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
+                           assignment.resources, task_command(run.image, run.python), env,
+                           container, labels={"tfmesos.job": slot.job.name,
+                                              "tfmesos.index": slot.index})
 
 
 def task_command(image, python=None):

@@ -13,7 +13,7 @@ import sys
 
 from .. import config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
-from ..mesos.detector import parse_master
+from ..mesos.master_address import parse_master
 from ..launch import ClusterRun
 from ..spec import REPLICA_JOBS, RunSpec, check_command_template, parse_jobs
 from .common import ignore_signals, interrupt_on_signals, setup_logging

@@ -4,8 +4,8 @@ master. Nothing here knows about TensorFlow."""
 
 from addict import Dict
 
-from .driver import (DRIVER_ABORTED, DRIVER_RUNNING, DRIVER_STOPPED, MesosSchedulerDriver,
-                     decode_data, encode_data)
+from .calls import decode_data, encode_data
+from .driver import DRIVER_ABORTED, DRIVER_RUNNING, DRIVER_STOPPED, MesosSchedulerDriver
 from .interface import Scheduler
 
 __all__ = ["Dict", "MesosSchedulerDriver", "Scheduler", "encode_data", "decode_data",

@@ -7,6 +7,11 @@ sent the events. Every argument that came from the master is an
 by a callback stops the driver and is re-raised by ``join()`` / ``run()``.
 """
 
+import base64
+import inspect
+
+from addict import Dict
+
 
 class Scheduler:
     def registered(self, driver, framework_id, master_info):
@@ -52,3 +57,66 @@ class Scheduler:
 CALLBACKS = ("registered", "reregistered", "disconnected", "resourceOffers",
              "inverseOffers", "offerRescinded", "statusUpdate", "frameworkMessage",
              "slaveLost", "executorLost", "error")
+
+# Positional arguments after ``driver`` of every callback, for the contract check.
+_CALLBACK_ARITY = {
+    "registered": 2, "reregistered": 1, "disconnected": 0, "resourceOffers": 1,
+    "inverseOffers": 1, "offerRescinded": 1, "statusUpdate": 1,
+    "frameworkMessage": 3, "slaveLost": 1, "executorLost": 3, "error": 1,
+}
+
+
+def check_scheduler(scheduler):
+    """Fail early when a callback cannot take the arguments the driver passes."""
+    for name in CALLBACKS:
+        method = getattr(scheduler, name, None)
+        if method is None:
+            continue
+        if not callable(method):
+            raise TypeError("scheduler.%s is not callable" % name)
+        try:
+            inspect.signature(method).bind(None, *([None] * _CALLBACK_ARITY[name]))
+        except TypeError:
+            raise TypeError("scheduler.%s%s does not accept the driver's arguments "
+                            "(driver + %d)" % (name, inspect.signature(method),
+                                               _CALLBACK_ARITY[name])) from None
+        except ValueError:  # builtins without a signature
+            pass
+
+
+def dispatch_event(scheduler, driver, kind, event, again=False):
+    """Call ``scheduler``'s callback for the Mesos event ``event`` of type
+    ``kind``; ``again``: a SUBSCRIBED after the first (``reregistered``).
+    False when no callback takes this kind of event."""
+    if kind == "SUBSCRIBED":
+        master_info = event.get("master_info") or Dict()
+        if again:
+            scheduler.reregistered(driver, master_info)
+        else:
+            scheduler.registered(driver, event.framework_id, master_info)
+    elif kind == "OFFERS":
+        offers = event["offers"]
+        if offers.get("offers"):
+            scheduler.resourceOffers(driver, offers["offers"])
+        if offers.get("inverse_offers"):
+            scheduler.inverseOffers(driver, offers["inverse_offers"])
+    elif kind == "INVERSE_OFFERS":
+        scheduler.inverseOffers(driver, event["inverse_offers"]["inverse_offers"])
+    elif kind == "RESCIND":
+        scheduler.offerRescinded(driver, event["rescind"]["offer_id"])
+    elif kind == "UPDATE":
+        scheduler.statusUpdate(driver, event["update"]["status"])
+    elif kind == "MESSAGE":
+        message = event["message"]
+        scheduler.frameworkMessage(driver, message["executor_id"], message["agent_id"],
+                                   base64.b64decode(message.get("data", "")))
+    elif kind == "FAILURE":
+        failure = event["failure"]
+        if "executor_id" in failure:
+            scheduler.executorLost(driver, failure["executor_id"], failure["agent_id"],
+                                   failure.get("status"))
+        else:
+            scheduler.slaveLost(driver, failure["agent_id"])
+    else:
+        return False
+    return True

@@ -12,9 +12,32 @@ its own sandbox; ``AgentSpec`` says what each of its agents offers::
 It checks calls strictly (unknown fields are a 400, unlike real Mesos) and
 offers fault injection (``remove_agent``, ``drop_subscription``,
 ``stall_subscription``, ``set_leader``) for reliability tests.
+
+The modules, each one job:
+
+* ``master``: ``LocalMaster``, start/stop, agents, fault injection;
+* ``records``: all the master's state behind its one lock;
+* ``allocator``: allocation rounds, offers, filters, rescinds;
+* ``updates``: status updates, reliable ones re-sent until acknowledged;
+* ``frameworks``: SUBSCRIBE, failover, framework removal;
+* ``calls``: every other scheduler call;
+* ``tasks``: launching tasks of accepted offers, their exit updates;
+* ``loop``: the thread that runs timers and allocation rounds;
+* ``errors``: ``LocalMasterError``, ``CallError``;
+* ``http``, ``stream``, ``state``: the HTTP server, SUBSCRIBE streams,
+  the ``/master/state`` and ``/version`` documents;
+* ``schema``, ``messages``: checking calls against the Mesos v1 messages;
+* ``resources``: resource arithmetic and parsing;
+* ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``sizing``: the
+  one agent of an embedded run;
+* ``planning``: TaskInfo -> what to run; ``fetcher``: URIs into the
+  sandbox; ``executor``: a task's thread, process tree and exit;
+  ``runner``, ``docker_runner``: running it as a process or a container;
+* ``cli``, ``__main__``: ``python -m tfmesos.mesos.local``.
 """
 
 from .agent import AgentSpec, AgentSpecError
-from .master import LocalMaster, LocalMasterError
+from .errors import LocalMasterError
+from .master import LocalMaster
 
 __all__ = ["LocalMaster", "AgentSpec", "AgentSpecError", "LocalMasterError"]

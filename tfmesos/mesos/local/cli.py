@@ -16,7 +16,8 @@ import sys
 import threading
 
 from .agent import AgentSpec, AgentSpecError
-from .master import LocalMaster, LocalMasterError
+from .errors import LocalMasterError
+from .master import LocalMaster
 
 PORT_RANGE = (31000, 32000)
 

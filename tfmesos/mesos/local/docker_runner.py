@@ -1,6 +1,8 @@
 """Run the local master's tasks in Docker containers (the runner seam of
 ``runner.py``), through the Docker engine's API (the ``docker`` package,
-``pip install 'tfmesos[docker]'``, imported only when a runner is used).
+``pip install 'tfmesos[docker]'``, imported only when a runner is used; the
+engine plumbing is ``tfmesos/docker_engine.py``, whose errors become
+``RunnerError`` here).
 
 A task's container:
 
@@ -24,24 +26,23 @@ Docker's own ``--init`` (tini) is PID 1, so ``terminate`` (SIGTERM) reaches
 the command even when it installs no handler.
 """
 
-import codecs
-import io
+import contextlib
 import logging
-import os
 import re
 import signal
 import threading
 import uuid
 
+from tfmesos.docker_engine import (
+    MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
+    remove_container)
 from tfmesos.mesos.local.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
-           "container_kwargs", "check_gpus_parameter", "connect", "pump_output",
-           "MANAGED_LABEL", "TASK_LABEL"]
+           "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL"]
 
 log = logging.getLogger(__name__)
 
-MANAGED_LABEL = "tfmesos.managed"
 TASK_LABEL = "tfmesos.task-id"
 
 # Variables that describe the host, not the task: they would override the
@@ -274,98 +275,13 @@ def container_kwargs(launch, name=None):
     return kwargs
 
 
-def _one_line(exc):
-    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return " ".join(str(text).split())
-
-
-def connect(client=None, error=RunnerError):
-    """Return a working ``docker.DockerClient`` (``client`` or one from the
-    environment), or raise ``error("Docker is unavailable: <reason>")``."""
+@contextlib.contextmanager
+def _runner_errors():
+    """The shared engine plumbing's errors become this runner's."""
     try:
-        import docker
-    except ImportError:
-        raise error("Docker is unavailable: the docker Python package is not installed "
-                    "(pip install 'tfmesos[docker]')%s" % _in_container_hint()) from None
-    import requests
-
-    try:
-        if client is None:
-            client = docker.from_env()
-        client.ping()
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        raise error("Docker is unavailable: %s (start the engine as root: dockerd &, "
-                    "or install it: apt-get install docker.io)%s"
-                    % (_one_line(exc), _in_container_hint())) from exc
-    return client
-
-
-def _in_container_hint(marker="/etc/tfmesos-image"):
-    """Inside the tfmesos image (tfrun under ``tfmesos docker`` with no master
-    given) the engine is out of reach by design: say where the master belongs.
-    (Not /.dockerenv: CI machines are often containers themselves.)"""
-    if not os.path.exists(marker):
-        return ""
-    return ("; this process runs inside the tfmesos image: run the master outside it "
-            "(a Mesos master, or 'tfmesos local-master' on the host) and pass it "
-            "with -m/MESOS_MASTER")
-
-
-class _Sink:
-    """Writes bytes to a file descriptor, a binary file or a text file (a
-    text file with a ``buffer`` gets the bytes, others decoded text)."""
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.decoder = None
-        if isinstance(stream, int):
-            self.write = self._to_fd
-        elif isinstance(stream, io.TextIOBase) or hasattr(stream, "encoding"):
-            if getattr(stream, "buffer", None) is not None:
-                self.write = self._to_text_buffer
-            else:
-                self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
-                self.write = self._to_text
-        else:
-            self.write = self._to_binary
-
-    def _to_fd(self, data):
-        while data:
-            data = data[os.write(self.stream, data):]
-
-    def _to_text_buffer(self, data):
-        self.stream.flush()
-        self.stream.buffer.write(data)
-        self.stream.buffer.flush()
-
-    def _to_text(self, data):
-        self.stream.write(self.decoder.decode(data))
-        self.stream.flush()
-
-    def _to_binary(self, data):
-        self.stream.write(data)
-        self.stream.flush()
-
-
-def pump_output(frames, out, err):
-    """Copy demultiplexed ``(stdout, stderr)`` frames of an attach stream to
-    ``out`` and ``err`` (file descriptors, binary or text files), flushing
-    each chunk as it comes."""
-    out, err = _Sink(out), _Sink(err)
-    for stdout, stderr in frames:
-        if stdout:
-            out.write(stdout)
-        if stderr:
-            err.write(stderr)
-
-
-def attach(client, container_id):
-    """Open a demultiplexed output stream of a container (before starting
-    it, so that nothing it prints is missed)."""
-    return client.api.attach(container_id, stdout=True, stderr=True, stream=True,
-                             logs=True, demux=True)
+        yield
+    except DockerEngineError as exc:
+        raise RunnerError(str(exc)) from exc
 
 
 def _container_name(task_id):
@@ -388,28 +304,9 @@ class DockerRunner:
     @property
     def client(self):
         with self._lock:
-            self._client = connect(self._client)
+            with _runner_errors():
+                self._client = connect(self._client)
             return self._client
-
-    def _ensure_image(self, client, launch):
-        import docker
-        import requests
-
-        image = launch.image
-        if launch.force_pull:
-            try:
-                client.images.pull(image)
-            except (docker.errors.DockerException, requests.exceptions.RequestException,
-                    OSError) as exc:
-                raise RunnerError("cannot pull image %r: %s" % (image, _one_line(exc))) from exc
-            return
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise RunnerError("image %s not found on the Docker engine; build it with "
-                              "docker/build.sh (or pull it: docker pull %s)" % (image, image)) from None
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise RunnerError("Docker is unavailable: %s" % _one_line(exc)) from exc
 
     def launch(self, launch):
         if not launch.image:
@@ -419,7 +316,8 @@ class DockerRunner:
         import docker
         import requests
 
-        self._ensure_image(client, launch)
+        with _runner_errors():
+            ensure_image(client, launch.image, pull=launch.force_pull)
         kwargs = container_kwargs(launch, name=_container_name(launch.task_id))
         files = []
         container = None
@@ -437,7 +335,7 @@ class DockerRunner:
             except (docker.errors.DockerException, requests.exceptions.RequestException,
                     OSError) as exc:
                 raise RunnerError("cannot start task %s in image %s: %s"
-                                  % (launch.task_id, launch.image, _one_line(exc))) from exc
+                                  % (launch.task_id, launch.image, one_line(exc))) from exc
             return DockerTask(client, container, frames, *files)
         except BaseException:
             for f in files:
@@ -448,16 +346,10 @@ class DockerRunner:
 
 
 def _remove(container):
-    import docker
-    import requests
-
     try:
-        container.remove(force=True)
-    except docker.errors.NotFound:
-        pass
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        if "already in progress" not in str(exc):
-            log.warning("cannot remove container %s: %s", container.short_id, _one_line(exc))
+        remove_container(container)
+    except DockerEngineError as exc:
+        log.warning("%s", exc)
 
 
 class DockerTask(RunningTask):
@@ -524,7 +416,7 @@ class DockerTask(RunningTask):
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             if "is not running" not in str(exc):
                 log.warning("cannot signal container %s: %s",
-                            self.container.short_id, _one_line(exc))
+                            self.container.short_id, one_line(exc))
 
     def terminate(self):
         self._signal(signal.SIGTERM)

@@ -18,7 +18,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import schema
-from .master import CallError
+from .errors import CallError
 from .state import VERSION
 from .stream import ABORTED, CLOSED
 

@@ -174,36 +174,8 @@ def parse(resources_json, multi_role=False, role="*"):
     for index, item in enumerate(resources_json):
         name = item["name"]
         where = "resources[%d] (%s)" % (index, name)
-        if name not in KNOWN:
-            raise ResourceError("%s: the local master's agents offer no resource named %r "
-                                "(only %s)" % (where, name, ", ".join(KNOWN)))
-        expected = "RANGES" if name == "ports" else "SCALAR"
-        if item["type"] != expected:
-            raise ResourceError("%s: %r is offered as %s, not %s"
-                                % (where, name, expected, item["type"]))
-        if item.get("reservations") or "reservation" in item:
-            raise ResourceError("%s: reserved resources are not offered by the local master"
-                                % where)
-        if item.get("role", "*") != "*":
-            raise ResourceError("%s: role %r: only unreserved ('*') resources are offered"
-                                % (where, item["role"]))
-        for unsupported in ("disk", "revocable", "shared", "provider_id"):
-            if unsupported in item:
-                raise ResourceError("%s: '%s' resources are not supported by the local master"
-                                    % (where, unsupported))
-        allocation = item.get("allocation_info")
-        if multi_role:
-            if allocation is None or "role" not in allocation:
-                raise ResourceError(
-                    "%s: a MULTI_ROLE framework must set allocation_info.role on every "
-                    "resource (copy it from the offer)" % where)
-            if allocation["role"] != role:
-                raise ResourceError("%s: allocation_info.role %r is not the offer's role %r"
-                                    % (where, allocation["role"], role))
-        elif allocation is not None and allocation.get("role", role) != role:
-            raise ResourceError("%s: allocation_info.role %r is not the framework's role %r"
-                                % (where, allocation.get("role"), role))
-        if expected == "SCALAR":
+        _check_item(item, where, multi_role, role)
+        if name != "ports":
             if "scalar" not in item:
                 raise ResourceError("%s: a SCALAR resource needs 'scalar'" % where)
             value = to_milli(item["scalar"]["value"])
@@ -211,20 +183,59 @@ def parse(resources_json, multi_role=False, role="*"):
                 raise ResourceError("%s: negative amount %s" % (where, item["scalar"]["value"]))
             total.add(Resources({name: value}))
         else:
-            ranges = []
-            for r in item.get("ranges", {}).get("range", []):
-                begin, end = int(r["begin"]), int(r["end"])
-                if begin > end:
-                    raise ResourceError("%s: range %d-%d has begin > end" % (where, begin, end))
-                ranges.append([begin, end])
-            for i, (b1, e1) in enumerate(ranges):
-                for b2, e2 in ranges[i + 1:]:
-                    if b1 <= e2 and b2 <= e1:
-                        raise ResourceError("%s: port ranges %d-%d and %d-%d overlap"
-                                            % (where, b1, e1, b2, e2))
-            overlap = Resources(ports=ranges)
-            if total.ports and _subtract_ranges(overlap.ports, total.ports) != overlap.ports:
-                raise ResourceError("%s: ports %s are named twice"
-                                    % (where, format_ranges(overlap.ports)))
-            total.add(overlap)
+            total.add(_port_ranges(item, where, total))
     return total
+
+
+def _check_item(item, where, multi_role, role):
+    """What a Resource must be for the local master's agents to honour it."""
+    name = item["name"]
+    if name not in KNOWN:
+        raise ResourceError("%s: the local master's agents offer no resource named %r "
+                            "(only %s)" % (where, name, ", ".join(KNOWN)))
+    expected = "RANGES" if name == "ports" else "SCALAR"
+    if item["type"] != expected:
+        raise ResourceError("%s: %r is offered as %s, not %s"
+                            % (where, name, expected, item["type"]))
+    if item.get("reservations") or "reservation" in item:
+        raise ResourceError("%s: reserved resources are not offered by the local master"
+                            % where)
+    if item.get("role", "*") != "*":
+        raise ResourceError("%s: role %r: only unreserved ('*') resources are offered"
+                            % (where, item["role"]))
+    for unsupported in ("disk", "revocable", "shared", "provider_id"):
+        if unsupported in item:
+            raise ResourceError("%s: '%s' resources are not supported by the local master"
+                                % (where, unsupported))
+    allocation = item.get("allocation_info")
+    if multi_role:
+        if allocation is None or "role" not in allocation:
+            raise ResourceError(
+                "%s: a MULTI_ROLE framework must set allocation_info.role on every "
+                "resource (copy it from the offer)" % where)
+        if allocation["role"] != role:
+            raise ResourceError("%s: allocation_info.role %r is not the offer's role %r"
+                                % (where, allocation["role"], role))
+    elif allocation is not None and allocation.get("role", role) != role:
+        raise ResourceError("%s: allocation_info.role %r is not the framework's role %r"
+                            % (where, allocation.get("role"), role))
+
+
+def _port_ranges(item, where, total):
+    """The ports of a RANGES resource: no range reversed, overlapping, or in ``total``."""
+    ranges = []
+    for r in item.get("ranges", {}).get("range", []):
+        begin, end = int(r["begin"]), int(r["end"])
+        if begin > end:
+            raise ResourceError("%s: range %d-%d has begin > end" % (where, begin, end))
+        ranges.append([begin, end])
+    for i, (b1, e1) in enumerate(ranges):
+        for b2, e2 in ranges[i + 1:]:
+            if b1 <= e2 and b2 <= e1:
+                raise ResourceError("%s: port ranges %d-%d and %d-%d overlap"
+                                    % (where, b1, e1, b2, e2))
+    ports = Resources(ports=ranges)
+    if total.ports and _subtract_ranges(ports.ports, total.ports) != ports.ports:
+        raise ResourceError("%s: ports %s are named twice"
+                            % (where, format_ranges(ports.ports)))
+    return ports

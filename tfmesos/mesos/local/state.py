@@ -1,9 +1,12 @@
 """The local master's read-only JSON documents: ``/master/state`` (shaped
-like real Mesos' ``state.json``) and ``/version``.
+like real Mesos' ``state.json``), ``/version`` and its MasterInfo.
 
-``render_state`` reads the master's internals and must be called with the
+``render_state`` reads the master's records and must be called with the
 master's lock held (``LocalMaster.state()`` does).
 """
+
+import socket
+import struct
 
 from .resources import Resources
 
@@ -17,10 +20,25 @@ def render_version():
             "build_user": "tfmesos", "git_tag": VERSION, "git_sha": "tfmesos-local"}
 
 
-def render_state(master):
+def render_master_info(master_id, url_host, port):
+    """The MasterInfo of a master listening on ``url_host:port``."""
+    hostname = url_host
+    try:
+        ip = socket.gethostbyname(url_host)
+        packed = struct.unpack("=I", socket.inet_aton(ip))[0]
+    except OSError:
+        ip, packed = "127.0.0.1", struct.unpack("=I", socket.inet_aton("127.0.0.1"))[0]
+    return {"id": master_id, "ip": packed, "port": port,
+            "pid": "master@%s:%d" % (ip, port), "hostname": hostname,
+            "version": VERSION,
+            "address": {"hostname": hostname, "ip": ip, "port": port}}
+
+
+def render_state(master, records, start_time):
+    """``master``: the LocalMaster (its settings), ``records``: its Records."""
     info = master.master_info or {}
-    agents = list(master._agents.values())
-    started = master._start_time or 0.0
+    agents = list(records.agents.values())
+    started = start_time or 0.0
     return {
         "version": VERSION, "git_tag": VERSION, "build_date": BUILD_DATE,
         "build_time": BUILD_TIME, "build_user": "tfmesos",
@@ -32,8 +50,8 @@ def render_state(master):
                   "allocation_interval": "%gsecs" % master.allocation_interval,
                   "filter_gpu_resources": str(bool(master.filter_gpu_resources)).lower()},
         "slaves": [agent_json(agent) for agent in agents],
-        "frameworks": [framework_json(f) for f in master._frameworks.values()],
-        "completed_frameworks": [framework_json(f) for f in master._completed_frameworks],
+        "frameworks": [framework_json(f) for f in records.frameworks.values()],
+        "completed_frameworks": [framework_json(f) for f in records.completed_frameworks],
         "orphan_tasks": [], "unregistered_frameworks": [],
     }
 

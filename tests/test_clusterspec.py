@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tfmesos.tfconfig import cluster_spec, placeholders, render_command, task_environment, tf_config
+from tfmesos.clusterspec import cluster_spec, placeholders, render_command, task_environment, tf_config
 
 
 def test_cluster_spec_is_ordered_by_task_index():

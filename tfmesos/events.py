@@ -1,0 +1,76 @@
+"""What the launcher's queue carries: one small frozen dataclass per kind of
+event, put there by the rendezvous (a task's registration, output, exit or
+lost connection) and by the scheduler (what the Mesos driver reported).
+
+``ClusterRun`` handles every kind on purpose, in the thread that waits.
+"""
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRegistered:
+    """A task connected to the rendezvous and named its TensorFlow address."""
+
+    task_id: str
+    host: str
+    port: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOutput:
+    """A line (or chunk) a replica task's command wrote."""
+
+    task_id: str
+    stream: str   # "stdout" or "stderr"
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskExited:
+    """A replica task's command ended with ``code``."""
+
+    task_id: str
+    code: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskDisconnected:
+    """A registered task's rendezvous connection closed."""
+
+    task_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Subscribed:
+    """The driver subscribed to a master; ``again`` after a disconnection."""
+
+    master_info: Any
+    again: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class MesosDisconnected:
+    """The driver lost its subscription and is re-subscribing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusUpdate:
+    """A task's Mesos ``TaskStatus``."""
+
+    status: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentLost:
+    """Mesos removed an agent; its tasks' TASK_LOST updates follow."""
+
+    agent_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MesosFailed:
+    """The driver gave up (``Scheduler.error``): the run cannot go on."""
+
+    message: str

@@ -1,0 +1,229 @@
+"""Running one task on a local agent: ``TaskProcess`` (the thread that
+prepares the sandbox, fetches, launches through a runner, waits, kills and
+reaps) and the process-tree helpers behind killing a plain process task
+as completely as Mesos destroys a container.
+
+Nothing here touches the master's state: a ``TaskProcess`` reports back
+through callbacks from its own thread.
+"""
+
+import logging
+import os
+import signal
+import threading
+import time
+
+from .fetcher import FetchError, fetch_uris
+from .runner import ProcessRunner, RunnerError
+
+log = logging.getLogger(__name__)
+
+
+class TaskProcess:
+    """Runs one task on its own thread: sandbox, fetch, ``runner.launch``,
+    wait, cleanup. ``kill`` may be called from any thread at any time.
+
+    Callbacks (from the task's thread): ``on_running(proc)`` once launched,
+    ``on_exit(proc, status, error)`` exactly once at the end: ``status`` is the
+    runner's exit status (>= 0 exit code, < 0 signal) or None when the task
+    never started, ``error`` the reason it did not.
+    """
+
+    def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True):
+        self.launch = launch
+        self.runner = runner
+        self.uris = uris
+        self.on_running = on_running
+        self.on_exit = on_exit
+        self.make_sandbox = make_sandbox
+        self.handle = None
+        self._lock = threading.Lock()
+        self._launched = threading.Event()
+        self._exited = threading.Event()
+        self._kill_deadline = None
+        self._killer = None
+        self._local_group = None   # process group of a ProcessRunner task
+        self._marker = ("MESOS_SANDBOX=%s" % launch.env["MESOS_SANDBOX"]).encode() \
+            if launch.env.get("MESOS_SANDBOX") else None
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="task-%s" % launch.task_id)
+
+    @property
+    def killing(self):
+        return self._kill_deadline is not None
+
+    def start(self):
+        self._thread.start()
+
+    def join(self, timeout=None):
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self):
+        status, error = None, None
+        try:
+            if self.make_sandbox:
+                os.makedirs(self.launch.sandbox, exist_ok=True)
+                for path in (self.launch.stdout_path, self.launch.stderr_path):
+                    open(path, "ab").close()
+            if self.uris:
+                fetch_uris(self.uris, self.launch.sandbox)
+            if self.killing:
+                error = "killed before it was launched"
+            else:
+                self.handle = self.runner.launch(self.launch)
+                if isinstance(self.runner, ProcessRunner):
+                    self._local_group = getattr(self.handle, "pid", None)
+        except (RunnerError, FetchError) as exc:
+            error = str(exc)
+        except OSError as exc:
+            error = "cannot prepare the sandbox %s: %s" % (self.launch.sandbox, exc)
+        except Exception as exc:  # a runner bug must not leave the task hanging
+            log.exception("task %s: the runner failed", self.launch.task_id)
+            error = "the local master's runner failed: %s: %s" % (type(exc).__name__, exc)
+        self._launched.set()
+        if self.handle is not None:
+            if self.killing:
+                self._ensure_killer()
+            else:
+                self.on_running(self)
+            status = self.handle.wait()
+            self._exited.set()
+            try:
+                self.handle.cleanup()
+            except Exception:  # cleanup is best effort
+                log.exception("task %s: cleanup failed", self.launch.task_id)
+            if self._local_group is not None:
+                # As Mesos destroys a container before its terminal update: the
+                # task's ports and files are free once the scheduler hears of it.
+                destroy_task(self._local_group, self._marker)
+        self._exited.set()
+        self.on_exit(self, status, error)
+
+    def kill(self, grace):
+        """SIGTERM now, SIGKILL after ``grace`` seconds (a shorter grace given
+        later wins). Never blocks."""
+        with self._lock:
+            deadline = time.monotonic() + max(0.0, grace)
+            if self._kill_deadline is not None and deadline >= self._kill_deadline:
+                return
+            self._kill_deadline = deadline
+        self._ensure_killer()
+
+    def _ensure_killer(self):
+        with self._lock:
+            if self._killer is not None:
+                return
+            self._killer = threading.Thread(target=self._kill_loop, daemon=True,
+                                            name="kill-%s" % self.launch.task_id)
+        self._killer.start()
+
+    def _kill_loop(self):
+        self._launched.wait()
+        handle = self.handle
+        if handle is None or self._exited.is_set():
+            return
+        self._signal(handle.terminate, signal.SIGTERM, "terminate")
+        while not self._exited.is_set():
+            remaining = self._kill_deadline - time.monotonic()
+            if remaining <= 0:
+                self._signal(handle.kill, signal.SIGKILL, "kill")
+                return
+            self._exited.wait(min(remaining, 0.05))
+
+    def _signal(self, handle_method, signum, what):
+        """``handle.terminate``/``kill``, then ``signum`` to a plain process
+        task's whole tree; failures are logged."""
+        try:
+            handle_method()
+            if self._local_group is not None:
+                signal_task(self._local_group, self._marker, signum)
+        except Exception:
+            log.exception("task %s: %s failed", self.launch.task_id, what)
+
+
+def task_processes(pgid, marker):
+    """Live (non-zombie) pids that belong to a task: its process group
+    ``pgid``, plus any process whose environment holds ``marker`` (the task's
+    ``MESOS_SANDBOX=...``) -- those left the group with setsid() but are
+    still the task's, as they would be in a Mesos container's cgroup."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    me = os.getpid()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            if int(fields[2]) == pgid:
+                found.append(int(name))
+                continue
+            if marker is not None:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        found.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def signal_task(pgid, marker, signum):
+    """Send ``signum`` to the task's group and to its escaped processes."""
+    _signal_quietly(os.killpg, pgid, signum)
+    for pid in task_processes(None, marker) if marker is not None else ():
+        _signal_quietly(os.kill, pid, signum)
+
+
+def _signal_quietly(send, target, signum):
+    """``send(target, signum)``, ignoring a target that is gone or not ours."""
+    try:
+        send(target, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def destroy_task(pgid, marker, timeout=2.0):
+    """What destroying a Mesos container does: SIGKILL every process of the
+    task, and wait (bounded) until none is left."""
+    deadline = time.monotonic() + timeout
+    clean = 0
+    while True:
+        left = task_processes(pgid, marker)
+        if not left:
+            # Twice: a process forked while the previous scan listed /proc
+            # (by a parent that died before the scan read it) shows now.
+            clean += 1
+            if clean == 2:
+                return True
+            time.sleep(0.005)
+            continue
+        clean = 0
+        for pid in left:
+            _signal_quietly(os.kill, pid, signal.SIGKILL)
+        if time.monotonic() >= deadline:
+            log.warning("task processes %s still alive after SIGKILL", left)
+            return False
+        time.sleep(0.01)
+
+
+def describe_exit(status):
+    """Mesos' command executor wording: 'Command exited with status 3',
+    'Command terminated with signal Killed'."""
+    if status is None:
+        return "Command never started"
+    if status >= 0:
+        return "Command exited with status %d" % status
+    try:
+        name = signal.strsignal(-status) or "Unknown signal %d" % -status
+    except ValueError:
+        name = "Unknown signal %d" % -status
+    return "Command terminated with signal %s" % name
+
+
+__all__ = ["TaskProcess", "task_processes", "signal_task", "destroy_task", "describe_exit"]

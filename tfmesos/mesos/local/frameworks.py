@@ -1,0 +1,193 @@
+"""Frameworks coming and going: SUBSCRIBE (a new framework, or a failover
+that takes over an existing one), the end of a SUBSCRIBE stream, the
+failover timeout and removal (TEARDOWN, or no failover in time).
+
+As in Mesos, a disconnected framework keeps its tasks for
+``failover_timeout`` seconds; when it is removed its tasks are killed.
+"""
+
+import itertools
+import logging
+import time
+
+from .records import Framework, mesos_id
+from .stream import HEARTBEAT, Subscription
+
+log = logging.getLogger(__name__)
+
+
+def framework_error(info, call):
+    """Mesos' FrameworkInfo validation of a SUBSCRIBE or UPDATE_FRAMEWORK
+    call; returns an error message or None."""
+    capabilities = [c.get("type") for c in info.get("capabilities", [])]
+    multi_role = "MULTI_ROLE" in capabilities
+    if "roles" in info and not multi_role:
+        return ("'FrameworkInfo.roles' is set but the framework does not have the "
+                "MULTI_ROLE capability")
+    if "role" in info and multi_role:
+        return ("'FrameworkInfo.role' must not be set when the framework has the "
+                "MULTI_ROLE capability (use 'roles')")
+    roles = info.get("roles", []) if multi_role else [info.get("role", "*")]
+    if len(set(roles)) != len(roles):
+        return "'FrameworkInfo.roles' contains duplicate entries: %s" % roles
+    for role in roles:
+        if (not role or role in (".", "..") or role.startswith("-")
+                or any(c.isspace() or c in "/\\" or ord(c) < 32 for c in role)) \
+                and role != "*":
+            return "Invalid role %r" % role
+    suppressed = set(call.get("suppressed_roles", []))
+    if not suppressed <= set(roles):
+        return ("Suppressed roles %s are not a subset of the framework's roles %s"
+                % (sorted(suppressed - set(roles)), roles))
+    if "offer_constraints" in call:
+        return "offer_constraints are not supported by the local master"
+    if info.get("failover_timeout", 0) < 0:
+        return "'FrameworkInfo.failover_timeout' must not be negative"
+    return None
+
+
+class Frameworks:
+    """Subscriptions and removals; ``master_info`` (for SUBSCRIBED) is set
+    when the master starts. ``subscribe``, ``stream_ended`` (HTTP threads)
+    and ``_failover_expired`` (a timer) take the master's lock; the other
+    methods run with it held."""
+
+    def __init__(self, records, allocator, updates, tasks, loop, master_id,
+                 heartbeat_interval):
+        self.records = records
+        self.allocator = allocator
+        self.updates = updates
+        self.tasks = tasks
+        self.loop = loop
+        self.master_id = master_id
+        self.heartbeat_interval = heartbeat_interval
+        self.master_info = None
+        self._counter = itertools.count()
+
+    def subscribe(self, call):
+        """Handle a SUBSCRIBE call; returns the Subscription to stream. A
+        refused subscription streams an ERROR event and ends."""
+        subscribe = call["subscribe"]
+        info = subscribe["framework_info"]
+        framework_id = info.get("id", {}).get("value")
+        with self.records.lock:
+            framework, refused = self._find(info, subscribe, framework_id)
+            if refused is not None:
+                subscription = Subscription(framework_id or "", self.heartbeat_interval)
+                subscription.close(error=refused)
+                log.info("refused SUBSCRIBE of %r: %s", info.get("name"), refused)
+                return subscription
+            suppressed = subscribe.get("suppressed_roles", [])
+            if framework is None:
+                framework = self._add(framework_id, info, suppressed)
+            else:
+                self._fail_over(framework, info, suppressed)
+            return self._connect(framework)
+
+    def _find(self, info, subscribe, framework_id):
+        """(the framework of that id or None, why SUBSCRIBE is refused or None)."""
+        records = self.records
+        if not records.running:
+            return None, "The local master is stopping"
+        refused = framework_error(info, subscribe)
+        if refused is not None or framework_id is None:
+            return None, refused
+        framework = records.frameworks.get(framework_id)
+        if framework is None and framework_id in records.removed_frameworks:
+            return None, "Framework has been removed"
+        return framework, None
+
+    def _add(self, framework_id, info, suppressed):
+        # An id this master never saw is re-admitted, as a newly elected
+        # Mesos master re-admits the frameworks of the one before it.
+        framework_id = framework_id or "%s-%04d" % (self.master_id, next(self._counter))
+        framework = Framework(framework_id, info, suppressed)
+        self.records.frameworks[framework_id] = framework
+        self.records.framework_order.append(framework)
+        log.info("framework %s (%s) subscribed", framework_id, framework.name)
+        return framework
+
+    def _fail_over(self, framework, info, suppressed):
+        old = framework.subscription
+        if old is not None:
+            old.close(error="Framework failed over")
+        self.allocator.remove_offers(framework)
+        framework.update_info(info, suppressed)
+        framework.reregistered_time = time.time()
+        framework.disconnects += 1  # cancels a pending failover timeout
+        log.info("framework %s (%s) failed over", framework.id, framework.name)
+
+    def _connect(self, framework):
+        subscription = Subscription(framework.id, self.heartbeat_interval)
+        framework.subscription = subscription
+        framework.connected = framework.active = True
+        framework.unregistered_time = 0.0
+        subscription.send({"type": "SUBSCRIBED", "subscribed": {
+            "framework_id": mesos_id(framework.id),
+            "heartbeat_interval_seconds": self.heartbeat_interval,
+            "master_info": self.master_info}})
+        subscription.send(HEARTBEAT)
+        self.updates.resend(framework)
+        self.allocator.request()
+        return subscription
+
+    def stream_ended(self, subscription, reason):
+        """The HTTP layer reports that a SUBSCRIBE stream ended."""
+        with self.records.lock:
+            framework = self.records.frameworks.get(subscription.framework_id)
+            if framework is None or framework.subscription is not subscription:
+                return
+            log.info("framework %s disconnected (%s)", framework.id, reason)
+            self.disconnect(framework)
+
+    def connected(self, framework_id):
+        """The connected framework of that id, or KeyError."""
+        framework = self.records.frameworks.get(framework_id)
+        if framework is None or not framework.connected:
+            raise KeyError("no connected framework %r" % framework_id)
+        return framework
+
+    def disconnect(self, framework):
+        framework.connected = framework.active = False
+        framework.subscription = None
+        framework.unregistered_time = time.time()
+        framework.disconnects += 1
+        self.allocator.remove_offers(framework)
+        self.loop.schedule(framework.failover_timeout, self._failover_expired, framework,
+                           framework.disconnects)
+        self.allocator.request()
+
+    def _failover_expired(self, framework, generation):
+        with self.records.lock:
+            if (framework.disconnects == generation and not framework.connected
+                    and self.records.frameworks.get(framework.id) is framework):
+                log.info("framework %s did not fail over within %s s: removing it",
+                         framework.id, framework.failover_timeout)
+                self.remove(framework)
+
+    def remove(self, framework):
+        """TEARDOWN or failover timeout: kill its tasks, forget it."""
+        records = self.records
+        for task in list(framework.tasks.values()):
+            task.removed = True
+            task.updates.clear()
+            if not task.terminal:
+                self.updates.record(task, "TASK_KILLED", "SOURCE_MASTER",
+                                    reason="REASON_FRAMEWORK_REMOVED",
+                                    message="Framework %s removed" % framework.id,
+                                    with_uuid=False)
+            if task.proc is not None and not task.process_done:
+                task.proc.kill(self.tasks.grace(task))
+            framework.complete_task(task)
+        self.allocator.remove_offers(framework)
+        if framework.subscription is not None:
+            framework.subscription.close()
+        framework.subscription = None
+        framework.connected = framework.active = False
+        framework.unregistered_time = framework.unregistered_time or time.time()
+        records.frameworks.pop(framework.id, None)
+        if framework in records.framework_order:
+            records.framework_order.remove(framework)
+        records.completed_frameworks.append(framework)
+        records.removed_frameworks.add(framework.id)
+        self.allocator.request()

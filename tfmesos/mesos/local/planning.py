@@ -1,0 +1,211 @@
+"""From a TaskInfo to what a local agent runs: ``plan_task`` checks a
+(schema-valid) TaskInfo and turns it into a ``TaskPlan``; ``build_launch``
+makes the plan, placed on an agent, into the runner's ``TaskLaunch``.
+
+Pure functions: the master calls them with its lock held.
+"""
+
+import base64
+import dataclasses
+import logging
+import re
+from typing import Optional
+
+from .runner import TaskLaunch
+
+log = logging.getLogger(__name__)
+
+NO_DOCKER_MESSAGE = ("the local master cannot run container images: "
+                     "no Docker engine configured")
+
+
+class TaskInvalid(ValueError):
+    """A TaskInfo the local master refuses: TASK_ERROR with this message."""
+
+
+_BAD_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+def check_id(kind, value):
+    """Mesos' ID rules (the id also names the sandbox directory)."""
+    if not value:
+        raise TaskInvalid("%s must not be empty" % kind)
+    if value in (".", ".."):
+        raise TaskInvalid("%s %r is not allowed ('.' and '..' are reserved)" % (kind, value))
+    if _BAD_ID.search(value):
+        raise TaskInvalid("%s %r contains '/', '\\' or control characters, which are "
+                          "not allowed" % (kind, value))
+
+
+@dataclasses.dataclass
+class TaskPlan:
+    command: str
+    shell: bool = True
+    arguments: list = dataclasses.field(default_factory=list)
+    env: dict = dataclasses.field(default_factory=dict)
+    user: Optional[str] = None
+    image: Optional[str] = None
+    containerizer: Optional[str] = None
+    force_pull: bool = False
+    volumes: list = dataclasses.field(default_factory=list)
+    docker_parameters: list = dataclasses.field(default_factory=list)
+    uris: list = dataclasses.field(default_factory=list)
+    kill_grace: Optional[float] = None
+    max_completion: Optional[float] = None
+
+
+def duration_seconds(duration):
+    return int(duration["nanoseconds"]) / 1e9
+
+
+def plan_task(info):
+    """What the command executor would run for this (schema-valid) TaskInfo.
+    Raises TaskInvalid for what the local master cannot or will not run."""
+    check_id("TaskID", info["task_id"]["value"])
+    if "executor" in info:
+        raise TaskInvalid("custom executors (TaskInfo.executor) are not supported by the "
+                          "local master; give the task a 'command' instead")
+    command = info.get("command")
+    if command is None:
+        raise TaskInvalid("TaskInfo needs 'command' (with 'container' for an image): "
+                          "the local master runs command tasks only")
+    container = info.get("container")
+    fields = _plan_container(container) if container is not None else {}
+    fields.update(_plan_command(command))
+    fields["env"] = _plan_environment(command)
+    fields["kill_grace"] = _duration_field(info.get("kill_policy", {}), "grace_period")
+    fields["max_completion"] = _duration_field(info, "max_completion_time")
+    if info.get("health_check") or info.get("check"):
+        log.warning("task %s: health checks and checks are not run by the local master",
+                    info["task_id"]["value"])
+    return TaskPlan(**fields)
+
+
+def _plan_container(container):
+    """The TaskPlan fields a ContainerInfo sets: image, containerizer,
+    force_pull, volumes, docker_parameters."""
+    fields = {"containerizer": container["type"]}
+    if container["type"] == "MESOS":
+        fields.update(_plan_mesos_image(container))
+    else:
+        fields.update(_plan_docker_image(container))
+    volumes = []
+    for index, volume in enumerate(container.get("volumes", [])):
+        if "host_path" not in volume:
+            raise TaskInvalid("volumes[%d]: only host_path volumes are supported by the "
+                              "local master" % index)
+        volumes.append((volume["host_path"], volume["container_path"], volume["mode"]))
+    if volumes and fields.get("image") is None:
+        raise TaskInvalid("volumes need a container image on the local master (a plain "
+                          "process sees the host file system anyway)")
+    fields["volumes"] = volumes
+    return fields
+
+
+def _plan_mesos_image(container):
+    if "docker" in container:
+        raise TaskInvalid("ContainerInfo of type MESOS must not set 'docker' "
+                          "(use mesos.image)")
+    img = container.get("mesos", {}).get("image")
+    if img is None:
+        return {}
+    if img["type"] != "DOCKER" or "docker" not in img:
+        raise TaskInvalid("only DOCKER images (mesos.image.docker.name) are "
+                          "supported by the local master")
+    return {"image": img["docker"]["name"], "force_pull": not img.get("cached", True)}
+
+
+def _plan_docker_image(container):
+    docker = container.get("docker")
+    if docker is None:
+        raise TaskInvalid("ContainerInfo of type DOCKER needs 'docker'")
+    if "mesos" in container:
+        raise TaskInvalid("ContainerInfo of type DOCKER must not set 'mesos'")
+    if docker.get("network", "HOST") != "HOST":
+        raise TaskInvalid("docker network %s is not supported by the local master "
+                          "(only HOST)" % docker["network"])
+    if docker.get("port_mappings"):
+        raise TaskInvalid("docker port_mappings are not supported by the local "
+                          "master (HOST networking only)")
+    parameters = [(p["key"], p["value"]) for p in docker.get("parameters", [])]
+    if docker.get("privileged"):
+        parameters.append(("privileged", "true"))
+    return {"image": docker["image"], "force_pull": docker.get("force_pull_image", False),
+            "docker_parameters": parameters}
+
+
+def _plan_command(command):
+    """The TaskPlan fields a CommandInfo sets, but the environment."""
+    shell = command.get("shell", True)
+    value = command.get("value")
+    if shell and not value:
+        raise TaskInvalid("CommandInfo.value (the shell command) must be set when shell "
+                          "is true")
+    arguments = list(command.get("arguments", []))
+    if not shell:
+        if not value:
+            raise TaskInvalid("CommandInfo.value (the executable) must be set: the local "
+                              "master does not run an image's default entrypoint")
+        # Mesos execs 'value' with argv = arguments, arguments[0] being argv[0]:
+        # the runner builds argv as [command] + arguments, so drop argv[0].
+        arguments = arguments[1:]
+    return {"command": value or "", "shell": shell, "arguments": arguments,
+            "user": command.get("user"), "uris": list(command.get("uris", []))}
+
+
+def _plan_environment(command):
+    env = {}
+    for variable in command.get("environment", {}).get("variables", []):
+        name = variable["name"]
+        kind = variable.get("type", "VALUE")
+        if kind == "VALUE":
+            if "value" not in variable:
+                raise TaskInvalid("environment variable %r of type VALUE needs 'value'" % name)
+            env[name] = variable["value"]
+        elif kind == "SECRET":
+            secret = variable.get("secret")
+            if secret is None or "value" not in secret:
+                raise TaskInvalid("environment variable %r: only secrets given by value are "
+                                  "supported by the local master" % name)
+            env[name] = base64.b64decode(secret["value"]["data"]).decode("utf-8", "replace")
+        else:
+            raise TaskInvalid("environment variable %r has type UNKNOWN" % name)
+    return env
+
+
+def _duration_field(message, name):
+    """Seconds (>= 0) of the DurationInfo ``message[name]``, None if unset."""
+    if name not in message:
+        return None
+    return max(0.0, duration_seconds(message[name]))
+
+
+def gpu_count(resources):
+    milli = resources.scalars.get("gpus", 0)
+    if milli % 1000:
+        raise TaskInvalid("gpus must be a whole number, got %s" % (milli / 1000.0))
+    return milli // 1000
+
+
+def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_has_gpus,
+                 base_env):
+    env = dict(base_env)
+    env.update({
+        "MESOS_SANDBOX": sandbox, "MESOS_DIRECTORY": sandbox, "MESOS_TASK_ID": task_id,
+        "MESOS_FRAMEWORK_ID": framework_id, "MESOS_AGENT_ID": agent_id,
+        "MESOS_SLAVE_ID": agent_id, "MESOS_EXECUTOR_ID": task_id,
+    })
+    if agent_has_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+    env.update(plan.env)
+    return TaskLaunch(
+        task_id=task_id, framework_id=framework_id, agent_id=agent_id, sandbox=sandbox,
+        command=plan.command, arguments=list(plan.arguments), shell=plan.shell, env=env,
+        user=plan.user, image=plan.image,
+        containerizer=plan.containerizer if plan.image else None,
+        force_pull=plan.force_pull, volumes=list(plan.volumes),
+        docker_parameters=list(plan.docker_parameters), gpu_ids=list(gpu_ids))
+
+
+__all__ = ["NO_DOCKER_MESSAGE", "TaskInvalid", "check_id", "TaskPlan", "duration_seconds",
+           "plan_task", "gpu_count", "build_launch"]

@@ -1,0 +1,58 @@
+"""Starting the embedded master for one run: its one agent sized so that the
+run's whole cluster fits (``tfrun``/``cluster()`` with ``--master local``)."""
+
+import logging
+import os
+import random
+
+from ...exceptions import SpecError
+from .agent import AgentSpec
+from .master import LocalMaster
+
+log = logging.getLogger(__name__)
+
+
+def start_local_master(jobs, containers=False, **options):
+    """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
+    ``cpus``, ``mem`` and ``gpus``); ``containers``: the run has an image, so
+    tasks run through the Docker engine. Returns ``(master, url)``."""
+    if containers and "container_runner" not in options:
+        from .docker_runner import DockerRunner
+        options["container_runner"] = DockerRunner()
+    if "agents" not in options:
+        options["agents"] = [local_agent(jobs)]
+    master = LocalMaster(**options)
+    return master, master.start()
+
+
+def local_agent(jobs):
+    """The embedded master's one agent, sized so the whole cluster fits.
+
+    CPUs and memory are not enforced on one machine, so a cluster asking for
+    more than there is gets it (with a note); what can never work — a task
+    larger than the machine's memory, more GPUs than it has — is an error
+    now rather than a launch timeout later."""
+    machine_cpus, machine_mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
+    for job in jobs:
+        if job.mem > machine_mem:
+            raise SpecError("%s tasks ask for mem=%.0f MB but this machine has %.0f MB for the "
+                            "embedded master: ask for less, or run on a Mesos cluster (-m)"
+                            % (job.name, job.mem, machine_mem))
+    need_gpus = sum(job.gpus * job.num for job in jobs)
+    if need_gpus > len(gpu_ids):
+        raise SpecError("the cluster asks for %d GPUs but this machine has %d (nvidia-smi -L): "
+                        "ask for fewer, or run on a Mesos cluster (-m)" % (need_gpus, len(gpu_ids)))
+    cpus = max(machine_cpus, sum(job.cpus * job.num for job in jobs))
+    mem = max(machine_mem, sum(job.mem * job.num for job in jobs))
+    if (cpus, mem) != (machine_cpus, machine_mem):
+        log.info("embedded master: offering cpus=%g mem=%g (the machine has cpus=%g "
+                 "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
+    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
+
+
+def local_port_window(size=100):
+    """A random window of ports below Linux's ephemeral range, so that two
+    runs on one machine rarely offer the same ports (each embedded master
+    knows only its own tasks)."""
+    base = 20000 + size * random.randrange((31000 - 20000) // size)
+    return (base, base + size - 1)

@@ -1,0 +1,143 @@
+"""Running the tasks of accepted offers: ``TaskLauncher.launch`` checks one
+TaskInfo (TASK_ERROR if invalid), books its resources on the agent and
+starts its ``TaskProcess``; the process's callbacks turn its start and end
+into status updates (TASK_RUNNING, TASK_FINISHED, TASK_FAILED, TASK_KILLED)
+with the reasons and messages of Mesos' command executor.
+"""
+
+import os
+
+from .executor import TaskProcess, describe_exit
+from .planning import (NO_DOCKER_MESSAGE, TaskInvalid, build_launch, check_id, gpu_count,
+                       plan_task)
+from .records import Task
+from .resources import ResourceError
+from .resources import parse as parse_resources
+
+
+class TaskLauncher:
+    """``runner`` runs plain command tasks, ``container_runner`` (or none)
+    tasks that name an image; ``kill_grace_period`` is the default SIGTERM
+    to SIGKILL delay."""
+
+    def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
+                 container_runner):
+        self.records = records
+        self.allocator = allocator
+        self.updates = updates
+        self.loop = loop
+        self.kill_grace_period = kill_grace_period
+        self.runner = runner
+        self.container_runner = container_runner
+
+    def grace(self, task):
+        return task.plan.kill_grace if task.plan.kill_grace is not None \
+            else self.kill_grace_period
+
+    def launch(self, framework, agent, info, pool, role, seen):
+        """Launch one TaskInfo of an ACCEPT from ``pool`` (the offered
+        resources left); ``seen``: task ids launched by this call so far."""
+        task_id = info["task_id"]["value"]
+        try:
+            plan, resources, gpus = self._check(framework, agent, info, pool, role, seen)
+        except (TaskInvalid, ResourceError) as exc:
+            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
+                                            "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+            return
+        seen.add(task_id)
+        pool.subtract(resources)
+        task = Task(framework, agent, info, resources, plan, role)
+        task.retry_interval = self.updates.first_retry
+        task.gpu_ids = agent.take_gpus(gpus)
+        agent.used.add(resources)
+        agent.tasks[(framework.id, task_id)] = task
+        framework.tasks[task_id] = task
+        task.sandbox = agent.sandbox_path(framework.id, task_id)
+        if plan.image is not None and self.container_runner is None:
+            self.updates.update(task, "TASK_FAILED", "SOURCE_AGENT",
+                                reason="REASON_CONTAINER_LAUNCH_FAILED",
+                                message=NO_DOCKER_MESSAGE)
+            return
+        self._start(framework, agent, task)
+
+    @staticmethod
+    def _check(framework, agent, info, pool, role, seen):
+        """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
+        task_id = info["task_id"]["value"]
+        check_id("TaskID", task_id)
+        if task_id in framework.tasks or task_id in seen:
+            raise TaskInvalid("Task has duplicate ID: %s" % task_id)
+        if info["agent_id"]["value"] != agent.id:
+            raise TaskInvalid("Task uses invalid agent: %s (the offer is on agent %s)"
+                              % (info["agent_id"]["value"], agent.id))
+        plan = plan_task(info)
+        resources = parse_resources(info.get("resources", []),
+                                    multi_role=framework.multi_role, role=role)
+        gpus = gpu_count(resources)
+        if not pool.contains(resources):
+            raise TaskInvalid("Task uses more resources %s than available %s"
+                              % (resources.describe(), pool.describe()))
+        return plan, resources, gpus
+
+    def _start(self, framework, agent, task):
+        plan = task.plan
+        launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
+                              task.gpu_ids, bool(agent.gpu_ids), dict(os.environ))
+        if launch.image and launch.user is None:
+            # Mesos runs a container task as the framework's user, not the image's.
+            launch.user = framework.info.get("user")
+        runner = self.container_runner if plan.image is not None else self.runner
+        proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit)
+        proc.task = task
+        task.proc = proc
+        self.records.procs.add(proc)
+        self.updates.update(task, "TASK_STARTING", "SOURCE_EXECUTOR")
+        proc.start()
+        if plan.max_completion is not None:
+            self.loop.schedule(plan.max_completion, self._max_completion_reached, task)
+
+    def _max_completion_reached(self, task):
+        with self.records.lock:
+            if task.terminal or task.removed or task.proc is None or task.kill_requested:
+                return
+            task.kill_requested = True
+            task.kill_reason = "max_completion"
+            task.proc.kill(self.grace(task))
+
+    # -- TaskProcess callbacks (from the task's thread) ------------------------
+
+    def _on_running(self, proc):
+        with self.records.lock:
+            task = proc.task
+            if not self.records.running or task.removed or task.terminal \
+                    or task.kill_requested:
+                return
+            self.updates.update(task, "TASK_RUNNING", "SOURCE_EXECUTOR")
+
+    def _on_exit(self, proc, status, error):
+        with self.records.lock:
+            self.records.procs.discard(proc)
+            task = proc.task
+            task.process_done = True
+            if task.removed or task.terminal or not self.records.running:
+                self.allocator.release(task)
+                return
+            self.updates.update(task, *_exit_update(task, status, error))
+
+
+def _exit_update(task, status, error):
+    """(state, source, reason, message) of a task whose process ended."""
+    if task.kill_reason == "max_completion":
+        return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_MAX_COMPLETION_TIME_REACHED",
+                "Task reached its maximum completion time")
+    if task.kill_requested:
+        if status is None:
+            return ("TASK_KILLED", "SOURCE_AGENT", "REASON_TASK_KILLED_DURING_LAUNCH",
+                    "Task killed during launch")
+        return "TASK_KILLED", "SOURCE_EXECUTOR", None, describe_exit(status)
+    if error is not None:
+        return "TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED", error
+    if status == 0:
+        return "TASK_FINISHED", "SOURCE_EXECUTOR", None, describe_exit(status)
+    return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_COMMAND_EXECUTOR_FAILED",
+            describe_exit(status))
