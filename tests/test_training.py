@@ -55,7 +55,7 @@ def test_replica_commands_run_in_the_submitters_directory():
 
 
 def test_missing_submitter_directory_falls_back_to_the_sandbox(tmp_path, capsys):
-    from tfmesos.server import working_directory
+    from tfmesos.replica import working_directory
     assert working_directory(str(tmp_path)) == str(tmp_path)
     assert working_directory(None) is None
     assert working_directory(str(tmp_path / "elsewhere")) is None
