@@ -99,6 +99,33 @@ def test_callback_exception_is_raised_by_join_in_the_caller():
         driver.join(timeout=10)
 
 
+def test_callback_exception_reaches_error_and_stops_the_callbacks():
+    class Boom(Scheduler):
+        calls = []
+
+        def resourceOffers(self, driver, offers):
+            raise RuntimeError("bad offer handling")
+
+        def offerRescinded(self, driver, offer_id):
+            self.calls.append(("offerRescinded", (offer_id,)))
+
+        def error(self, driver, message):
+            self.calls.append(("error", (message,)))
+
+    sched = Boom()
+    driver = make_driver(sched, connect_timeout=30)
+    driver.start()
+    offers = Dict(offers={"offers": [{"id": {"value": "o"}}]})
+    driver._events.put(Received("OFFERS", offers))
+    driver._events.put(Received("RESCIND", Dict(rescind={"offer_id": {"value": "o"}})))
+    with pytest.raises(RuntimeError, match="bad offer handling"):
+        driver.join(timeout=10)
+    assert sched.calls == [("error", ("the scheduler failed handling OFFERS: RuntimeError: "
+                                      "bad offer handling",))]
+    assert isinstance(driver.exception, RuntimeError)
+    driver.stop()
+
+
 def test_unreachable_master_gives_up_with_a_clear_error():
     sched = Recorder()
     driver = make_driver(sched, connect_timeout=1.0)

@@ -71,6 +71,8 @@ class AgentLost:
 
 @dataclasses.dataclass(frozen=True)
 class MesosFailed:
-    """The driver gave up (``Scheduler.error``): the run cannot go on."""
+    """The driver gave up or aborted (``Scheduler.error``): the run cannot go
+    on. ``error`` is the exception behind it, when the driver has one."""
 
     message: str
+    error: Any = None

@@ -35,6 +35,9 @@ from .taskinfo import build_task, choose_containerizer, framework_info
 logger = logging.getLogger(__name__)
 
 _EXIT_STATUS = re.compile(r"exited with status (\d+)")
+# How long a running task may stay away from the rendezvous (its side
+# reconnects for as long) before it counts as failed.
+RECONNECT_GRACE = 30.0
 
 
 def exit_code_of(status_message):
@@ -54,7 +57,7 @@ class ClusterRun:
     def __init__(self, jobs, run=None, mode="fine", command=None, master=None,
                  advertise_address=None, environ=None, on_log=None, forward_logs=None,
                  hooks=None, connect_timeout=60.0, local_master_options=None,
-                 coordinator=False):
+                 coordinator=False, reconnect_grace=RECONNECT_GRACE):
         self.jobs = list(jobs)
         self.run = run or RunSpec()
         self.mode = mode
@@ -87,6 +90,8 @@ class ClusterRun:
         self._advertised = None
         self._stop_lock = threading.Lock()
         self._watcher = None
+        self._reconnect_grace = reconnect_grace
+        self._away = {}   # task id -> when its rendezvous connection dropped
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
             TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
@@ -220,8 +225,10 @@ class ClusterRun:
         try:
             event = self.events.get(timeout=max(timeout, 0.01))
         except queue.Empty:
-            return
-        self._handlers[type(event)](event)
+            event = None
+        if event is not None:
+            self._handlers[type(event)](event)
+        self._check_away()
 
     def _current_slot(self, task_id):
         """The slot whose current attempt is ``task_id`` (None for older attempts)."""
@@ -230,7 +237,11 @@ class ClusterRun:
 
     def _on_registered(self, event):
         slot = self._current_slot(event.task_id)
-        if slot is not None and self.phase == "launching":
+        if slot is None:
+            return
+        if self._away.pop(event.task_id, None) is not None:
+            logger.info("%s reconnected to the rendezvous", slot.name)
+        if self.phase == "launching":
             slot.address = format_address(event.host, event.port)
             logger.info("%s registered at %s", slot.name, slot.address)
 
@@ -245,10 +256,28 @@ class ClusterRun:
             self._on_exit(slot, event.code)
 
     def _on_task_disconnected(self, event):
-        # The task's end is reported by Mesos (its status update decides).
         slot = self._current_slot(event.task_id)
-        if slot is not None:
-            logger.info("%s closed its rendezvous connection", slot.name)
+        if slot is None or slot.done or slot.exit_code is not None:
+            return  # it said goodbye (exit) first: nothing is lost
+        logger.info("%s lost its rendezvous connection; waiting %.0f s for it to come back",
+                    slot.name, self._reconnect_grace)
+        self._away[event.task_id] = time.monotonic()
+        if self.phase == "launching":
+            slot.address = None   # the cluster is complete only with it back
+
+    def _check_away(self):
+        """A task that stays away longer than the grace period has failed
+        (before the cluster is complete, Mesos' report of its end decides)."""
+        now = time.monotonic()
+        for task_id, since in list(self._away.items()):
+            slot = self._current_slot(task_id)
+            if slot is None or slot.done or slot.exit_code is not None:
+                del self._away[task_id]
+            elif now - since > self._reconnect_grace and self.phase == "running":
+                del self._away[task_id]
+                raise TaskFailed("task %s lost its connection to the scheduler and did not "
+                                 "come back within %.0f s" % (slot.name, self._reconnect_grace),
+                                 slot.name, slot.state)
 
     def _on_subscribed(self, event):
         if event.again:
@@ -264,7 +293,7 @@ class ClusterRun:
         logger.warning("Mesos lost agent %s", event.agent_id)
 
     def _on_mesos_failed(self, event):
-        raise ClusterError("Mesos: %s" % event.message)
+        raise ClusterError("the Mesos driver stopped: %s" % event.message) from event.error
 
     def _on_status(self, event):
         status = event.status

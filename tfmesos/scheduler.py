@@ -90,7 +90,7 @@ class TFMesosScheduler(Scheduler):
         self._events.put(MesosDisconnected())
 
     def error(self, driver, message):
-        self._events.put(MesosFailed(message))
+        self._events.put(MesosFailed(message, getattr(driver, "exception", None)))
 
     def slaveLost(self, driver, agent_id):
         self._events.put(AgentLost(agent_id.value))

@@ -70,6 +70,7 @@ class MesosSchedulerDriver:
         self._caller = CallConnection(timeout, context, auth)
         self._events = queue.Queue()
         self._stopping = threading.Event()
+        self._ended = threading.Event()   # stopped or aborted: join() returns
         self._stream = Subscription(
             self.framework, self._detector, master, self._events, self._stopping,
             timeout=timeout, ssl=context, auth=auth, heartbeat_misses=heartbeat_misses,
@@ -137,17 +138,32 @@ class MesosSchedulerDriver:
         return DRIVER_ABORTED
 
     def join(self, timeout=None):
-        """Wait until the driver stops; re-raise what stopped it abnormally."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self._threads:
-            if thread is threading.current_thread():
-                raise RuntimeError("join() called from a driver callback")
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
+        """Wait until the driver stops or aborts; re-raise what made it abort.
+
+        After an abort (a callback raised), the subscription stays open until
+        ``stop()``, which can still tear the framework down."""
+        if any(thread is threading.current_thread() for thread in self._threads):
+            raise RuntimeError("join() called from a driver callback")
+        if self._threads:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if not self._ended.wait(timeout):
                 raise TimeoutError("the Mesos driver is still running after %s s" % timeout)
+            if self._stopping.is_set():
+                for thread in self._threads:
+                    thread.join(None if deadline is None
+                                else max(0.0, deadline - time.monotonic()))
+                    if thread.is_alive():
+                        raise TimeoutError("the Mesos driver is still running after %s s"
+                                           % timeout)
         if self._exception is not None:
             raise self._exception
         return self._status
+
+    @property
+    def exception(self):
+        """What aborted the driver (a callback's exception, or the error that
+        made it give up), else None."""
+        return self._exception
 
     def run(self):
         self.start()
@@ -160,6 +176,7 @@ class MesosSchedulerDriver:
             self._stopping.set()
             if self._status == DRIVER_RUNNING:
                 self._status = status
+        self._ended.set()
         self._stream.interrupt()
         self._events.put(_STOP)
         self._caller.close()
@@ -229,9 +246,27 @@ class MesosSchedulerDriver:
                     # A callback racing stop(): its calls fail because we left.
                     logger.debug("callback failed while stopping", exc_info=True)
                     continue
-                logger.debug("scheduler callback failed", exc_info=True)
-                self._fail(exc)
+                self._callback_failed(item, exc)
                 return
+
+    def _callback_failed(self, item, exc):
+        """A callback raised: stop calling back (libmesos' abort), tell the
+        scheduler through ``error``, and keep the subscription, so that
+        ``stop()`` can still send TEARDOWN and Mesos kills the tasks at once
+        rather than after the failover timeout."""
+        logger.debug("scheduler callback failed", exc_info=True)
+        if self._exception is None:
+            self._exception = exc
+        with self._lock:
+            if self._status == DRIVER_RUNNING:
+                self._status = DRIVER_ABORTED
+        what = item.kind if isinstance(item, Received) else type(item).__name__
+        try:
+            self.scheduler.error(self, "the scheduler failed handling %s: %s: %s"
+                                 % (what, type(exc).__name__, exc))
+        except Exception:  # noqa: B902 - the first failure is the one to report
+            logger.warning("scheduler.error failed as well", exc_info=True)
+        self._ended.set()
 
     def _handle(self, item):
         if isinstance(item, Received):

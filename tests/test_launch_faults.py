@@ -1,0 +1,75 @@
+"""The launcher's failure policy under faults of the driver and of the
+rendezvous: a failing scheduler callback, a task whose rendezvous connection
+drops (and comes back, or does not)."""
+
+import time
+
+import pytest
+
+from fixtures_master import make_local_master  # noqa: F401
+from tfmesos import launch
+from tfmesos.events import TaskDisconnected, TaskRegistered
+from tfmesos.exceptions import ClusterError, TaskFailed, TFMesosError
+from tfmesos.launch import ClusterRun
+from tfmesos.spec import Job, RunSpec
+
+TINY = dict(cpus=0.1, mem=64)
+
+
+def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
+        make_local_master, monkeypatch):  # noqa: F811
+    master = make_local_master()
+    problem = TFMesosError("cannot tell which local address tasks can reach")
+
+    def broken_build_task(*args, **kwargs):
+        raise problem
+    monkeypatch.setattr(launch, "build_task", broken_build_task)
+    run = ClusterRun([Job("worker", **TINY)], RunSpec(launch_timeout=120), mode="replica",
+                     command="true", master=master.url, environ={})
+    try:
+        run.start()
+        started = time.monotonic()
+        with pytest.raises(ClusterError, match="failed handling OFFERS: TFMesosError: cannot "
+                                               "tell which local address") as raised:
+            run.wait_ready()
+        assert time.monotonic() - started < 5
+        assert raised.value.__cause__ is problem
+        framework_id = run.scheduler.framework_id
+    finally:
+        run.stop()
+    # TEARDOWN reached the master: the framework is gone now, not after its
+    # failover timeout.
+    state = master.state()
+    assert framework_id in [f["id"] for f in state["completed_frameworks"]]
+    assert framework_id not in [f["id"] for f in state["frameworks"]]
+
+
+def _running(command, grace):
+    run = ClusterRun([Job("worker", **TINY)], RunSpec(launch_timeout=60), mode="replica",
+                     command=command, master="local", environ={}, reconnect_grace=grace)
+    run.start()
+    run.wait_ready()
+    return run, run.slots[0]
+
+
+def test_a_task_that_stays_away_from_the_rendezvous_fails_the_run():
+    run, slot = _running("sleep 20", grace=1.0)
+    try:
+        run.events.put(TaskDisconnected(slot.task_id))
+        started = time.monotonic()
+        with pytest.raises(TaskFailed, match="worker:0 lost its connection to the scheduler "
+                                             "and did not come back within 1 s"):
+            run.wait_finished()
+        assert 1.0 <= time.monotonic() - started < 5
+    finally:
+        run.stop()
+
+
+def test_a_task_that_comes_back_within_the_grace_period_keeps_running():
+    run, slot = _running("sleep 3", grace=1.5)
+    try:
+        run.events.put(TaskDisconnected(slot.task_id))
+        run.events.put(TaskRegistered(slot.task_id, "127.0.0.1", 1))
+        assert run.wait_finished() == 0
+    finally:
+        run.stop()
