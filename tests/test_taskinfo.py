@@ -1,16 +1,14 @@
 """TaskInfo JSON for plain, MESOS and DOCKER containerizer tasks, field by
 field, and the same TaskInfos through the local master's strict schema, its
 task planner and the Docker runner's container arguments (no Docker, no
-network but a loopback HTTP server for the /version probe)."""
+network)."""
 
 import copy
-import http.server
 import json
 import os
 import queue
 import shlex
 import sys
-import threading
 
 import pytest
 
@@ -20,12 +18,11 @@ from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kw
 from tfmesos.mesos.local.planning import build_launch, plan_task
 from tfmesos.mesos.local.runner import RunnerError
 from tfmesos.mesos.local.schema import SchemaError, validate, validate_message
-from tfmesos.mesos.master_version import master_version
 from tfmesos.scheduler import TFMesosScheduler, make_slots
-from tfmesos.spec import Job, RunSpec
-from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task, build_task_info, choose_containerizer,
-                              container_info, framework_info, submitter_pythonpath,
-                              task_command)
+from tfmesos.exceptions import SpecError
+from tfmesos.spec import Job, RunSpec, check_run
+from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task, build_task_info, container_info,
+                              framework_info, submitter_pythonpath, task_command)
 
 IMAGE = "registry.example.com/ml/tfmesos:2.21"
 PASSWD = [{"container_path": "/etc/passwd", "host_path": "/etc/passwd", "mode": "RO"},
@@ -71,13 +68,14 @@ def test_submitter_pythonpath_keeps_existing_directories_once(tmp_path):
 # -- container_info ---------------------------------------------------------------
 
 def test_no_image_means_no_container():
-    assert container_info(RunSpec(), "MESOS") is None
-    assert container_info(RunSpec(volumes=("/data:/data",)), "DOCKER") is None
+    assert container_info(RunSpec()) is None
+    assert container_info(RunSpec(volumes=("/data:/data",), containerizer="DOCKER")) is None
 
 
 def test_mesos_container_field_by_field():
     run = RunSpec(image=IMAGE, volumes=("/nfs/data:/data:ro", "/scratch/:/scratch"))
-    container = container_info(run, "MESOS")
+    assert run.containerizer == "MESOS"   # the default, as in the original TFMesos
+    container = container_info(run)
     assert container == {
         "type": "MESOS",
         "volumes": PASSWD + [
@@ -89,15 +87,15 @@ def test_mesos_container_field_by_field():
 
 
 def test_mesos_container_force_pull_is_not_cached():
-    container = container_info(RunSpec(image=IMAGE, force_pull=True), "MESOS")
+    container = container_info(RunSpec(image=IMAGE, force_pull=True))
     assert container["mesos"]["image"]["cached"] is False
     assert container["volumes"] == PASSWD
 
 
 def test_docker_container_field_by_field():
-    run = RunSpec(image=IMAGE, volumes=("/nfs/data:/data:ro",),
+    run = RunSpec(image=IMAGE, volumes=("/nfs/data:/data:ro",), containerizer="DOCKER",
                   docker_parameters=("memory-swap=-1", ("shm-size", "1g")))
-    container = container_info(run, "DOCKER")
+    container = container_info(run)
     assert container == {
         "type": "DOCKER",
         "volumes": PASSWD + [{"container_path": "/data", "host_path": "/nfs/data",
@@ -110,7 +108,7 @@ def test_docker_container_field_by_field():
 
 
 def test_docker_container_force_pull():
-    container = container_info(RunSpec(image=IMAGE, force_pull=True), "DOCKER")
+    container = container_info(RunSpec(image=IMAGE, force_pull=True, containerizer="DOCKER"))
     assert container["docker"]["force_pull_image"] is True
     assert container["docker"]["parameters"] == []
 
@@ -119,37 +117,23 @@ def test_passwd_and_group_are_mounted_read_only_first():
     assert PASSWD_VOLUMES == (("/etc/passwd", "/etc/passwd", "RO"),
                               ("/etc/group", "/etc/group", "RO"))
     for kind in ("MESOS", "DOCKER"):
-        assert container_info(RunSpec(image=IMAGE), kind)["volumes"][:2] == PASSWD
+        assert container_info(RunSpec(image=IMAGE, containerizer=kind))["volumes"][:2] == PASSWD
 
 
-def test_docker_gpus_from_a_scalar_offer_are_a_count():
-    container = container_info(RunSpec(image=IMAGE), "DOCKER", gpu_ids=[], gpus=2)
-    assert container["docker"]["parameters"] == [{"key": "gpus", "value": "2"}]
-
-
-def test_docker_gpus_from_a_set_offer_name_the_devices():
-    run = RunSpec(image=IMAGE, docker_parameters=("memory-swap=-1",))
-    container = container_info(run, "DOCKER", gpu_ids=["0", "1"], gpus=2)
-    assert container["docker"]["parameters"] == [{"key": "memory-swap", "value": "-1"},
-                                                 {"key": "gpus", "value": "device=0,1"}]
-
-
-def test_mesos_containerizer_gpus_are_only_the_resource():
-    # Mesos' nvidia isolator gives the task the GPUs of its `gpus` resource.
-    with_gpus = container_info(RunSpec(image=IMAGE), "MESOS", gpu_ids=["3"], gpus=1)
-    assert with_gpus == container_info(RunSpec(image=IMAGE), "MESOS")
-
-
-def test_no_gpus_no_gpus_parameter():
-    container = container_info(RunSpec(image=IMAGE), "DOCKER", gpu_ids=[], gpus=0)
-    assert container["docker"]["parameters"] == []
+def test_gpus_under_the_docker_containerizer_are_refused_naming_mesos():
+    jobs = [Job("ps"), Job("worker", gpus=1)]
+    with pytest.raises(SpecError, match="GPUs need the Mesos containerizer: use -C MESOS"):
+        check_run(RunSpec(image=IMAGE, containerizer="DOCKER"), jobs)
+    check_run(RunSpec(image=IMAGE), jobs)                       # MESOS: fine
+    check_run(RunSpec(containerizer="DOCKER"), jobs)            # no image: plain tasks
+    check_run(RunSpec(image=IMAGE, containerizer="DOCKER"), [Job("worker")])
 
 
 # -- build_task_info ---------------------------------------------------------------
 
 def test_build_task_info_field_by_field():
     resources = [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.5}}]
-    container = container_info(RunSpec(image=IMAGE), "MESOS")
+    container = container_info(RunSpec(image=IMAGE))
     info = build_task_info("t-1", "tfrun worker:0", "agent-1", resources, "exec true",
                            {"B": 2, "A": "x y"}, container,
                            labels={"tfmesos.job": "worker", "tfmesos.index": 0})
@@ -214,10 +198,9 @@ def launch_all(jobs, run, offers):
     (the jobs, TaskInfos by slot name, driver). Every call it made passed the
     strict schema."""
     jobs = [Job(**job) for job in jobs]
-    containerizer = choose_containerizer(run, (1, 11))
 
     def build(slot, assignment):
-        return build_task(run, slot, assignment, RENDEZVOUS, SECRET, containerizer)
+        return build_task(run, slot, assignment, RENDEZVOUS, SECRET)
     scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1")
     driver = RecordingDriver()
     scheduler.resourceOffers(driver, offers)
@@ -277,7 +260,7 @@ def test_image_tasks_have_the_container_and_no_host_paths(kind):
     _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")])
     assert len(infos) == 3
     for info in infos.values():
-        assert info["container"] == container_info(run, kind)
+        assert info["container"] == container_info(run)
         assert info["command"]["value"] == "exec python3 -m tfmesos.server"
         env = variables(info)
         assert "PYTHONPATH" not in env
@@ -285,52 +268,44 @@ def test_image_tasks_have_the_container_and_no_host_paths(kind):
         assert env["TFMESOS_RENDEZVOUS"] == "127.0.0.1:40123"
 
 
-def test_docker_gpu_tasks_from_a_scalar_offer():
+def test_gpu_tasks_from_a_scalar_offer_carry_only_the_resource():
     jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
             {"name": "worker", "num": 2, "cpus": 1, "mem": 512, "gpus": 1}]
-    run = RunSpec(image=IMAGE, containerizer="DOCKER")
+    run = RunSpec(image=IMAGE)
     jobs, infos, _ = launch_all(jobs, run, [offer("gpu", gpus=4), offer("cpu")])
-    assert {"type": "GPU_RESOURCES"} in framework_info(run, jobs)["capabilities"]
     for name in ("worker:0", "worker:1"):
         info = infos[name]
         [gpus] = resources_named(info, "gpus")
         assert gpus["type"] == "SCALAR" and gpus["scalar"] == {"value": 1}
         assert info["agent_id"] == {"value": "agent-gpu"}
-        assert {"key": "gpus", "value": "1"} in info["container"]["docker"]["parameters"]
+        # Mesos' nvidia isolator gives the task the GPUs of its resource.
+        assert info["container"] == container_info(run)
     # The GPU-less ps stays off the GPU agent when another agent can take it.
     assert infos["ps:0"]["agent_id"] == {"value": "agent-cpu"}
-    assert infos["ps:0"]["container"]["docker"]["parameters"] == []
+    assert not resources_named(infos["ps:0"], "gpus")
 
 
-def test_docker_gpu_tasks_from_a_set_offer_get_their_device_ids():
+def test_gpu_tasks_from_a_set_offer_get_distinct_devices():
     jobs = [{"name": "worker", "num": 2, "cpus": 1, "mem": 512, "gpus": 2}]
-    run = RunSpec(image=IMAGE, containerizer="DOCKER")
-    _, infos, _ = launch_all(jobs, run, [offer("o1", gpu_set=["0", "1", "2", "3"])])
+    run = RunSpec(image=IMAGE)
+    _, infos, _ = launch_all(jobs, run, [offer("o1", gpu_set=["7", "3", "0", "1"])])
     seen = []
     for info in infos.values():
         [gpus] = resources_named(info, "gpus")
         assert gpus["type"] == "SET"
-        ids = gpus["set"]["item"]
-        seen += ids
-        assert {"key": "gpus", "value": "device=%s" % ",".join(ids)} in \
-            info["container"]["docker"]["parameters"]
-    assert sorted(seen) == ["0", "1", "2", "3"]
+        seen += gpus["set"]["item"]
+        assert info["container"] == container_info(run)
+    assert sorted(seen) == ["0", "1", "3", "7"]
 
 
-def test_mesos_gpu_tasks_from_a_set_offer_carry_only_the_resource():
-    jobs = [{"name": "worker", "num": 1, "cpus": 1, "mem": 512, "gpus": 1}]
-    run = RunSpec(image=IMAGE, containerizer="MESOS")
-    _, infos, _ = launch_all(jobs, run, [offer("o1", gpu_set=["7", "3"])])
-    info = infos["worker:0"]
-    [gpus] = resources_named(info, "gpus")
-    assert gpus["set"] == {"item": ["3"]}
-    assert info["container"] == container_info(run, "MESOS")
-
-
-def test_no_gpu_capability_without_gpu_jobs():
-    run = RunSpec()
-    jobs, _, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")])
-    assert {"type": "GPU_RESOURCES"} not in framework_info(run, jobs)["capabilities"]
+def test_gpu_capability_is_always_declared():
+    # Mesos' --filter_gpu_resources=true (the default) hides GPU agents from
+    # frameworks without it, even for CPU-only runs.
+    for jobs in ([Job("worker")], [Job("worker", gpus=1)]):
+        capabilities = framework_info(RunSpec(), jobs)["capabilities"]
+        assert {"type": "GPU_RESOURCES"} in capabilities
+    capabilities = framework_info(RunSpec(role="ml/team"), [Job("worker")])["capabilities"]
+    assert {"type": "MULTI_ROLE"} in capabilities
 
 
 def test_the_schema_catches_a_misspelt_field():
@@ -376,12 +351,11 @@ def test_local_master_runs_them_as_containers(kind):
     assert "PATH" not in env and "PYTHONPATH" not in env   # the image's own PATH rules
 
 
-def test_local_master_docker_gpu_task_gets_the_agents_gpus():
+def test_local_master_gpu_task_gets_the_agents_gpus():
     jobs = [{"name": "worker", "num": 1, "cpus": 1, "mem": 512, "gpus": 2}]
-    run = RunSpec(image=IMAGE, containerizer="DOCKER")
-    _, infos, _ = launch_all(jobs, run, [offer("o1", gpus=2)])
+    _, infos, _ = launch_all(jobs, RunSpec(image=IMAGE), [offer("o1", gpus=2)])
     launch = local_launch(infos["worker:0"], gpu_ids=["0", "1"])
-    assert launch.docker_parameters == [("gpus", "2")]
+    assert launch.docker_parameters == []
     assert launch.env["CUDA_VISIBLE_DEVICES"] == "0,1"
     kwargs = container_kwargs(launch)
     [request] = kwargs["device_requests"]
@@ -398,52 +372,3 @@ def test_gpus_parameter_must_agree_with_the_assigned_gpus():
         check_gpus_parameter("3", ["0", "1"])
     with pytest.raises(RunnerError, match="the task holds no GPUs"):
         check_gpus_parameter("1", [])
-
-
-# -- which containerizer ------------------------------------------------------------
-
-class _Version(http.server.BaseHTTPRequestHandler):
-    version = None
-
-    def do_GET(self):
-        if self.path != "/version" or self.version is None:
-            self.send_error(404)
-            return
-        body = json.dumps({"version": self.version, "build_user": "x"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def version_server():
-    servers = []
-
-    def serve(version):
-        handler = type("Handler", (_Version,), {"version": version})
-        server = http.server.HTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield serve
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.mark.parametrize("version, chosen", [("1.11.0", "MESOS"), ("1.0.1", "MESOS"),
-                                             ("0.28.2", "DOCKER"), (None, "MESOS")])
-def test_containerizer_follows_the_masters_version(version_server, version, chosen):
-    found = master_version(version_server(version))
-    assert choose_containerizer(RunSpec(image=IMAGE), found) == chosen
-
-
-def test_explicit_containerizer_wins(version_server):
-    found = master_version(version_server("1.11.0"))
-    assert choose_containerizer(RunSpec(image=IMAGE, containerizer="docker"), found) == "DOCKER"

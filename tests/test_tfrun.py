@@ -141,10 +141,12 @@ def test_embedded_master_refuses_what_this_machine_cannot_hold_at_once():
 
 def test_usage_errors_exit_2():
     for args in ([], ["-w", "1"], ["-w", "x", "--", "true"], ["-V", "rel:/x", "--", "true"],
-                 ["--", "echo {nope}"], ["-w", "0", "--", "true"]):
+                 ["--", "echo {nope}"], ["-w", "0", "--", "true"], ["-r", "ml/", "--", "true"],
+                 ["-C", "DOCKER", "-Gw", "1", "-I", "img", "--", "true"]):
         result = run_tfrun(*args, timeout=30)
         assert result.returncode == 2, (args, result.stderr)
         assert "usage:" in result.stderr and "Traceback" not in result.stderr
+    assert "GPUs need the Mesos containerizer: use -C MESOS" in result.stderr
 
 
 def test_replica_mode_never_imports_tensorflow(tmp_path):

@@ -25,12 +25,11 @@ from .exceptions import ClusterError, LaunchTimeout, MesosError, SpecError, Task
     TFMesosError
 from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
-from .mesos.master_version import master_version
 from .mesos.task_states import TERMINAL_STATES
 from .rendezvous import Rendezvous
 from .scheduler import TFMesosScheduler, make_slots
-from .spec import RunSpec
-from .taskinfo import build_task, choose_containerizer, framework_info
+from .spec import RunSpec, check_run
+from .taskinfo import build_task, framework_info
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +73,7 @@ class ClusterRun:
         if coordinator and any(job.name == "chief" for job in self.jobs):
             raise SpecError("coordinator=True makes the calling process the chief; "
                             "drop the 'chief' job or the coordinator option")
+        check_run(self.run, self.jobs)
 
         self.slots = make_slots(self.jobs)
         self.events = queue.Queue()
@@ -86,7 +86,6 @@ class ClusterRun:
         self.spec = None
         self.phase = "new"   # new -> launching -> running -> stopping -> stopped
         self.failure = None
-        self._containerizer = None
         self._advertised = None
         self._stop_lock = threading.Lock()
         self._watcher = None
@@ -140,20 +139,12 @@ class ClusterRun:
                     self._advertise, self.driver.master or "", self._environ)
         return self._advertised
 
-    def containerizer(self):
-        """The containerizer of image tasks (asks the master once)."""
-        if self._containerizer is None:
-            version = (1, 0) if self.run.containerizer else master_version(self.driver.master)
-            self._containerizer = choose_containerizer(self.run, version)
-        return self._containerizer
-
     def _task_info(self, slot, assignment):
         """The scheduler's ``build_task``. The rendezvous must expect the task
         before Mesos can start it."""
         self.rendezvous.expect(slot.task_id)
         rendezvous = format_address(self._advertised_address(), self.rendezvous.port)
-        return build_task(self.run, slot, assignment, rendezvous, self.secret,
-                          self.containerizer() if self.run.image else None)
+        return build_task(self.run, slot, assignment, rendezvous, self.secret)
 
     # -- waiting --------------------------------------------------------------
 

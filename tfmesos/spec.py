@@ -13,6 +13,7 @@ import string
 from typing import Optional
 
 from .exceptions import SpecError
+from .mesos.roles import role_error
 from .volumes import parse_volume
 
 TRAINER_JOBS = ("chief", "worker", "ps")
@@ -20,7 +21,6 @@ REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
 SINGLETON_JOBS = ("chief", "evaluator")
 CONTAINERIZERS = ("MESOS", "DOCKER")
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_ROLE = re.compile(r"^(\*|[^-/\s][^\s]*)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -112,13 +112,14 @@ def parse_jobs(jobs, allowed=None):
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """Run-wide settings. ``volumes`` are ``host:container[:ro|rw]`` strings;
-    ``image`` None runs plain command tasks; ``containerizer`` None lets the
-    scheduler choose (MESOS on Mesos >= 1.0)."""
+    ``image`` None runs plain command tasks; ``containerizer`` runs image
+    tasks: MESOS (the default, as in the original TFMesos: a Docker image
+    under the Mesos containerizer) or DOCKER."""
 
     name: str = "tfmesos"
     role: Optional[str] = None
     image: Optional[str] = None
-    containerizer: Optional[str] = None
+    containerizer: str = "MESOS"
     force_pull: bool = False
     volumes: tuple = ()
     env: tuple = ()
@@ -131,18 +132,18 @@ class RunSpec:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("the framework name must be a non-empty string")
-        if self.containerizer is not None:
-            upper = str(self.containerizer).upper()
-            if upper not in CONTAINERIZERS:
-                raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
-                                % (self.containerizer,))
-            object.__setattr__(self, "containerizer", upper)
+        upper = str(self.containerizer or "MESOS").upper()
+        if upper not in CONTAINERIZERS:
+            raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
+                            % (self.containerizer,))
+        object.__setattr__(self, "containerizer", upper)
         if self.image is not None and not (isinstance(self.image, str) and self.image.strip()):
             raise SpecError("the image name must be a non-empty string")
-        if self.role is not None and (not isinstance(self.role, str) or not _ROLE.match(self.role)
-                                      or self.role in (".", "..")):
-            raise SpecError("invalid Mesos role %r: use a name like 'ml' or 'ml/team' "
-                            "(no spaces, not starting with '-' or '/')" % (self.role,))
+        if self.role is not None:
+            why = role_error(self.role) if isinstance(self.role, str) else "not a string"
+            if why:
+                raise SpecError("invalid Mesos role %r (%s): use a name like 'ml' or 'ml/team'"
+                                % (self.role, why))
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
                                                   _volume_tuple(v) for v in self.volumes))
         object.__setattr__(self, "env", _env_tuple(self.env, "the run"))
@@ -155,6 +156,17 @@ class RunSpec:
             raise SpecError("launch_timeout must be a positive number of seconds, got %r"
                             % (self.launch_timeout,))
         _check_int(self, "max_attempts", 1)
+
+
+def check_run(run, jobs):
+    """What the run and its jobs cannot do together: GPUs under the Docker
+    containerizer (Mesos isolates GPUs in the Mesos containerizer only,
+    docs/gpu-support.md; the Docker containerizer passes a ``gpus`` parameter
+    through verbatim, which always means GPUs 0..N-1 to Docker, not the ones
+    Mesos gave the task)."""
+    if run.image and run.containerizer == "DOCKER" and any(job.gpus for job in jobs):
+        raise SpecError("GPUs need the Mesos containerizer: use -C MESOS (the default) "
+                        "instead of -C DOCKER")
 
 
 def check_command_template(cmd, jobs):

@@ -12,26 +12,22 @@ PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/gro
 
 def framework_info(run, jobs):
     """The FrameworkInfo a run subscribes with."""
+    # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
+    # of frameworks without it (--filter_gpu_resources=true, the default in
+    # src/master/flags.cpp), and a CPU-only run may have to use them.
     info = {"user": run.user or getpass.getuser(), "name": run.name,
-            "failover_timeout": FAILOVER_TIMEOUT, "capabilities": []}
+            "failover_timeout": FAILOVER_TIMEOUT,
+            "capabilities": [{"type": "GPU_RESOURCES"}]}
     if run.role:
         info["roles"] = [run.role]
         info["capabilities"].append({"type": "MULTI_ROLE"})
-    if any(job.gpus for job in jobs):
-        info["capabilities"].append({"type": "GPU_RESOURCES"})
     return info
 
 
-def choose_containerizer(run, master_version):
-    """The run's explicit containerizer, else MESOS on Mesos >= 1.0 (its own
-    GPU isolation), else DOCKER. ``master_version`` is ``(major, minor)``."""
-    return run.containerizer or ("MESOS" if master_version >= (1, 0) else "DOCKER")
-
-
-def build_task(run, slot, assignment, rendezvous, secret, containerizer=None):
+def build_task(run, slot, assignment, rendezvous, secret):
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
-    ``secret`` (bytes). ``containerizer`` matters only for image runs."""
+    ``secret`` (bytes)."""
     env = dict(run.env)
     env.update(slot.job.env)
     env.update({
@@ -45,7 +41,7 @@ def build_task(run, slot, assignment, rendezvous, secret, containerizer=None):
         env["TFMESOS_PORT"] = str(assignment.port)
     container = None
     if run.image:
-        container = container_info(run, containerizer, assignment.gpu_ids, slot.job.gpus)
+        container = container_info(run)
     else:
         env["PYTHONPATH"] = submitter_pythonpath()
     return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
@@ -73,18 +69,17 @@ def submitter_pythonpath(path=None):
     return os.pathsep.join(entries)
 
 
-def container_info(run, containerizer, gpu_ids=(), gpus=0):
-    """The TaskInfo ``container`` for ``run.image``, or None for a plain task."""
+def container_info(run):
+    """The TaskInfo ``container`` for ``run.image`` (None for a plain task), for
+    ``run.containerizer``. GPUs need nothing here: the Mesos containerizer's
+    nvidia isolator gives a task the GPUs of its ``gpus`` resource (and DOCKER
+    with GPUs is refused up front, see ``spec.check_run``)."""
     if not run.image:
         return None
     volumes = [{"container_path": container, "host_path": host, "mode": mode}
                for host, container, mode in PASSWD_VOLUMES + tuple(run.volumes)]
-    if containerizer == "DOCKER":
+    if run.containerizer == "DOCKER":
         parameters = [{"key": key, "value": value} for key, value in run.docker_parameters]
-        if gpus:
-            # Docker's own GPU support; the nvidia-docker plugin of old is gone.
-            value = "device=%s" % ",".join(gpu_ids) if gpu_ids else str(gpus)
-            parameters.append({"key": "gpus", "value": value})
         return {"type": "DOCKER", "volumes": volumes,
                 "docker": {"image": run.image, "network": "HOST",
                            "force_pull_image": bool(run.force_pull),

@@ -15,7 +15,7 @@ from .. import config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..mesos.master_address import parse_master
 from ..launch import ClusterRun
-from ..spec import REPLICA_JOBS, RunSpec, check_command_template, parse_jobs
+from ..spec import REPLICA_JOBS, RunSpec, check_command_template, check_run, parse_jobs
 from .common import ignore_signals, interrupt_on_signals, setup_logging
 
 EPILOG = """\
@@ -46,7 +46,8 @@ def build_parser():
     add("-n", "--name", default="tfrun", help="framework name (default tfrun)")
     add("-C", "--containerizer_type", "--containerizer", dest="containerizer",
         type=str.upper, choices=["MESOS", "DOCKER"],
-        help="containerizer for image tasks (default MESOS on Mesos >= 1.0)")
+        default="MESOS", help="containerizer for image tasks: MESOS (default; a Docker "
+        "image under the Mesos containerizer, the one that isolates GPUs) or DOCKER")
     add("-I", "--image", help="Docker image for the tasks (default $DOCKER_IMAGE; none: plain "
         "command tasks)")
     add("-f", "--force_pull_image", "--force-pull", dest="force_pull", action="store_true",
@@ -192,6 +193,7 @@ def main(argv=None):
             containerizer=args.containerizer, force_pull=args.force_pull,
             volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
             max_attempts=args.max_attempts, python=args.python)
+        check_run(run_spec, jobs)
         forward = log_filter(args.worker_logs)
         hooks = read_hooks(args.extra_config)
         master = config.resolve_master(args.master, os.environ)

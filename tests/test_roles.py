@@ -1,0 +1,38 @@
+"""Role names: tfmesos accepts exactly what Mesos accepts (src/common/roles.cpp)."""
+
+import pytest
+
+from tfmesos.exceptions import SpecError
+from tfmesos.mesos.roles import role_error
+from tfmesos.spec import RunSpec
+
+VALID = ["*", "ml", "ml/team", "a/b/c", "team-1", "a.b", "ml/.hidden", "x*", "ä"]
+INVALID = {
+    "": "cannot be the empty string",
+    "/ml": "cannot start with a slash",
+    "ml/": "cannot end with a slash",
+    "a//b": "two adjacent slashes",
+    ".": "cannot include '.'",
+    "..": "cannot include '..'",
+    "a/./b": "cannot include '.'",
+    "a/../b": "cannot include '..'",
+    "a/*": "cannot include '*'",
+    "-ml": "starts with a dash",
+    "ml/-x": "starts with a dash",
+    "has space": "whitespace",
+    "tab\there": "whitespace",
+    "del\x7f": "whitespace",
+}
+
+
+@pytest.mark.parametrize("role", VALID)
+def test_valid_roles(role):
+    assert role_error(role) is None
+    assert RunSpec(role=role).role == role
+
+
+@pytest.mark.parametrize("role, why", sorted(INVALID.items()))
+def test_invalid_roles_are_refused_with_mesos_reason(role, why):
+    assert why in role_error(role)
+    with pytest.raises(SpecError, match="invalid Mesos role"):
+        RunSpec(role=role)
