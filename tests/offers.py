@@ -1,13 +1,17 @@
 """Synthetic Mesos offers for unit tests."""
 
 
-def scalar(name, value, role="*"):
-    return {"name": name, "type": "SCALAR", "scalar": {"value": value},
-            "allocation_info": {"role": role}}
+def scalar(name, value, role="*", reservations=None):
+    res = {"name": name, "type": "SCALAR", "scalar": {"value": value},
+           "allocation_info": {"role": role}}
+    if reservations is not None:
+        res["reservations"] = reservations
+    return res
 
 
 def offer(offer_id, cpus=4.0, mem=8192.0, gpus=None, gpu_set=None, ports=((31000, 31009),),
-          agent=None, hostname=None, role="*"):
+          agent=None, hostname=None, role="*", extra=()):
+    """One offer; ``extra`` resource entries are appended as given."""
     resources = [scalar("cpus", cpus, role), scalar("mem", mem, role), scalar("disk", 1000.0, role)]
     if ports:
         resources.append({"name": "ports", "type": "RANGES", "allocation_info": {"role": role},
@@ -17,6 +21,7 @@ def offer(offer_id, cpus=4.0, mem=8192.0, gpus=None, gpu_set=None, ports=((31000
     if gpu_set:
         resources.append({"name": "gpus", "type": "SET", "set": {"item": list(gpu_set)},
                           "allocation_info": {"role": role}})
+    resources.extend(extra)
     return {"id": {"value": offer_id}, "framework_id": {"value": "fw"},
             "agent_id": {"value": agent or "agent-" + offer_id},
             "hostname": hostname or "host-" + offer_id, "resources": resources,

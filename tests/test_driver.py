@@ -11,7 +11,7 @@ import pytest
 from fixtures_master import make_local_master, small_agent  # noqa: F401 (fixture)
 from fixtures_zk import register_master, unique_path, zk_client, zookeeper  # noqa: F401
 
-from tfmesos.exceptions import MesosCallError
+from tfmesos.exceptions import MesosCallError, MesosConnectionError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 
 
@@ -161,6 +161,35 @@ def test_suppress_and_revive(make_local_master, drivers):
     sched.none("offers", 1.0)
     driver.reviveOffers()
     sched.next("offers", timeout=5)
+
+
+def test_suppression_survives_a_resubscription(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url, framework={"failover_timeout": 30})
+    framework_id, _ = sched.next("registered")
+    offer = sched.next("offers")[0][0]
+    driver.suppressOffers()
+    driver.declineOffer([offer.id], {"refuse_seconds": 0})
+    master.drop_subscription(framework_id)
+    sched.next("reregistered", timeout=15)
+    # The new SUBSCRIBE said so (else Mesos would offer again).
+    [framework] = master.state()["frameworks"]
+    assert framework["suppressed_roles"] == ["*"]
+    sched.none("offers", 1.5)
+    driver.reviveOffers()
+    sched.next("offers", timeout=5)
+
+
+def test_no_call_goes_out_after_teardown(make_local_master, drivers):
+    master = make_local_master()
+    driver, sched = drivers(master.url)
+    launch(driver, sched, "sleeper", "sleep 60")
+    running = sched.next("update", where=lambda u: u.state == "TASK_RUNNING")[0]
+    driver.stop()
+    with pytest.raises(MesosConnectionError, match="cannot send ACKNOWLEDGE: the framework "
+                                                   "was torn down"):
+        driver._call({"type": "ACKNOWLEDGE", "acknowledge": {
+            "agent_id": running.agent_id, "task_id": running.task_id, "uuid": "AAAA"}})
 
 
 def test_kill_task(make_local_master, drivers):

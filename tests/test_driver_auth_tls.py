@@ -134,3 +134,27 @@ def test_verification_off_only_when_asked(stubs, certificate):
     stub = stubs(tls_context(certificate))
     assert first_request_headers(stub, "https://127.0.0.1:%d" % stub.port,
                                  verify=False) is not None
+
+
+# -- the same settings from tfrun and cluster() -------------------------------
+
+def test_tfrun_ca_bundle_and_no_verify_reach_the_driver(stubs, certificate):
+    from tfrun_helpers import run_tfrun
+
+    stub = stubs(tls_context(certificate))
+    master = ["-m", "https://127.0.0.1:%d" % stub.port, "--connect-timeout", "1"]
+    refused = run_tfrun(*master, "--", "true", timeout=60)
+    assert refused.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr
+    assert stub.received == []
+    run_tfrun(*master, "--ca-bundle", str(certificate[0]), "--", "true", timeout=60)
+    assert len(stub.received) >= 1
+    insecure = run_tfrun(*master, "--no-verify", "--", "true", timeout=60)
+    assert "warning: --no-verify" in insecure.stderr
+    assert "CERTIFICATE_VERIFY_FAILED" not in insecure.stderr
+
+
+def test_zk_masters_scheme_reaches_the_detector():
+    driver = MesosSchedulerDriver(Scheduler(), FRAMEWORK, "zk://127.0.0.1:1/mesos",
+                                  scheme="https")
+    assert driver._detector.scheme == "https"
+    driver.abort()

@@ -1,6 +1,13 @@
-from offers import offer
+import copy
+import json
+import random
 
-from tfmesos.placement import OfferPool, TaskRequest, largest_offer, place
+import pytest
+from addict import Dict
+from offers import offer, scalar
+
+from tfmesos.placement import (EPSILON, Assignment, OfferPool, Placement, TaskRequest,
+                               largest_offer, place)
 
 
 def amounts(resources, name):
@@ -89,3 +96,199 @@ def test_largest_offer_summary():
     assert largest_offer([offer("a", cpus=1, hostname="h1"), offer("b", cpus=3, hostname="h2")]) \
         == {"cpus": 3, "mem": 8192, "gpus": 0, "agent": "h2"}
     assert largest_offer([]) is None
+
+
+# -- the GPU rule -------------------------------------------------------------
+
+def placed_on(result):
+    return {a.request.key: oid for oid, assigned in result.launches.items() for a in assigned}
+
+
+def test_cpu_tasks_fill_plain_offers_before_gpu_offers():
+    requests = [TaskRequest(i, 1, 1) for i in range(3)]
+    result = place(requests, [offer("gpu-agent", cpus=8, gpus=2), offer("plain", cpus=2)])
+    assert sorted(placed_on(result).values()) == ["gpu-agent", "plain", "plain"]
+    spill = result.launches["gpu-agent"][0]
+    assert amounts(spill.resources, "cpus") == 1 and spill.gpu_ids == []
+    assert not [r for r in spill.resources if r["name"] == "gpus"]
+
+
+def test_gpu_tasks_go_first_on_gpu_offers():
+    # The GPU-less tasks come first in the list yet must not take the cpus
+    # that the GPU task needs.
+    requests = [TaskRequest("cpu0", 1, 1), TaskRequest("cpu1", 1, 1),
+                TaskRequest("gpu", 2, 1, gpus=1)]
+    result = place(requests, [offer("gpu-agent", cpus=2, gpus=1)])
+    assert placed_on(result) == {"gpu": "gpu-agent"}
+    assert sorted(r.key for r in result.unplaced) == ["cpu0", "cpu1"]
+
+
+def test_cpu_tasks_spill_onto_gpu_offers_set_and_scalar():
+    requests = [TaskRequest("g1", 1, 1, gpus=2), TaskRequest("g2", 1, 1, gpus=1)]
+    requests += [TaskRequest(i, 1, 1) for i in range(6)]
+    offers = [offer("scalar", cpus=3, gpus=2), offer("set", cpus=3, gpu_set=["1", "0"]),
+              offer("plain", cpus=2)]
+    result = place(requests, offers)
+    assert not result.unplaced
+    placed = placed_on(result)
+    assert [placed[i] for i in range(6)].count("plain") == 2
+    assert placed["g1"] == "scalar" and placed["g2"] == "set"
+    assert result.launches["set"][0].gpu_ids == ["0"]
+    for assigned in result.launches.values():
+        for a in assigned:
+            gpus = [r for r in a.resources if r["name"] == "gpus"]
+            assert bool(gpus) == bool(a.request.gpus)
+
+
+def test_gpus_split_over_scalar_and_set_entries_do_not_fit():
+    result = place([TaskRequest("g", 1, 1, gpus=2)], [offer("o1", gpus=1, gpu_set=["0"])])
+    assert [r.key for r in result.unplaced] == ["g"]
+
+
+def test_offers_are_left_untouched():
+    offers = [offer("o1", gpu_set=["0", "1"]), offer("o2", cpus=1, gpus=1)]
+    before = copy.deepcopy(offers)
+    place([TaskRequest(i, 1, 1, gpus=i % 2) for i in range(5)], offers)
+    assert offers == before
+
+
+def test_addict_offers_give_the_same_placement():
+    offers = [offer("o1", gpu_set=["0", "1"]), offer("o2", cpus=2)]
+    requests = [TaskRequest(i, 1, 1, gpus=i % 2) for i in range(5)]
+    assert summary(place(requests, [Dict(o) for o in offers])) == summary(place(requests, offers))
+
+
+# -- scale ----------------------------------------------------------------------
+
+def test_large_scenario_fits_every_task_within_each_offer():
+    offers = [offer("o%d" % i, cpus=32, mem=65536, gpus=8, ports=((31000, 31999),))
+              for i in range(100)]
+    result = place([TaskRequest(i, 1, 64) for i in range(1000)], offers)
+    assert not result.unplaced and sum(map(len, result.launches.values())) == 1000
+    for oid, assigned in result.launches.items():
+        ports = [a.port for a in assigned]
+        assert len(set(ports)) == len(ports) and all(31000 <= p <= 31999 for p in ports)
+        assert sum(amounts(a.resources, "cpus") for a in assigned) <= 32
+        assert sum(amounts(a.resources, "mem") for a in assigned) <= 65536
+        assert not [r for a in assigned for r in a.resources if r["name"] == "gpus"]
+
+
+# -- against a plain reference --------------------------------------------------
+
+def summary(result):
+    """Everything ``place`` decides, key order of each resource included."""
+    launches = [(oid, [(a.request.key, a.offer_id, a.agent_id, a.hostname,
+                        json.dumps(a.resources), a.port, a.gpu_ids) for a in assigned])
+                for oid, assigned in result.launches.items()]
+    return launches, result.unused, [r.key for r in result.unplaced]
+
+
+def random_offer(rng, index):
+    role = rng.choice(["*", "ml"])
+    reserved = [{"type": "STATIC", "role": "ml"}]
+    extra = [scalar("cpus", rng.choice([0.5, 1, 2.5]), "ml", reserved),
+             scalar("mem", rng.choice([256, 1024.5]), "ml", reserved)]
+    if rng.random() < 0.3:
+        extra.append(scalar("gpus", rng.randint(1, 3), "ml", reserved))
+    ports = [(b, b + rng.randint(0, 2)) for b in rng.sample(range(30000, 30100, 5), 3)]
+    return offer("o%d" % index, cpus=rng.choice([0.5, 1, 2, 3.3]), mem=rng.choice([512, 2048]),
+                 gpus=rng.choice([None, None, 1, 2]), role=role,
+                 gpu_set=rng.choice([None, None, ["0", "1", "10", "2"], ["a", "3"]]),
+                 ports=rng.choice([(), ports]), extra=extra)
+
+
+def random_request(rng, index):
+    return TaskRequest(index, rng.choice([0.1, 0.5, 1, 1.5]), rng.choice([64, 256, 700]),
+                       rng.choice([0, 0, 0, 1, 2]), rng.random() < 0.8)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_place_matches_the_reference(seed):
+    rng = random.Random(seed)
+    offers = [random_offer(rng, i) for i in range(rng.randint(1, 8))]
+    requests = [random_request(rng, i) for i in range(rng.randint(1, 30))]
+    expected = summary(reference_place(requests, offers))
+    assert summary(place(requests, offers)) == expected
+    assert summary(place(requests, [Dict(o) for o in offers])) == expected
+
+
+def _ref_scalar(entries, name):
+    return sum(e["scalar"]["value"] for e in entries
+               if e["name"] == name and e.get("type", "SCALAR") == "SCALAR")
+
+
+def _ref_fits(entries, request):
+    sets = [len(e["set"]["item"]) for e in entries if e["name"] == "gpus" and e["type"] == "SET"]
+    return (_ref_scalar(entries, "cpus") + EPSILON >= request.cpus
+            and _ref_scalar(entries, "mem") + EPSILON >= request.mem
+            and (not request.gpus or _ref_scalar(entries, "gpus") + EPSILON >= request.gpus
+                 or max(sets, default=0) >= request.gpus))
+
+
+def _ref_take_scalar(entries, name, amount):
+    taken = []
+    for entry in entries:
+        if entry["name"] != name or entry.get("type", "SCALAR") != "SCALAR":
+            continue
+        part = min(entry["scalar"]["value"], amount)
+        if amount > EPSILON and part > EPSILON:
+            entry["scalar"]["value"] = round(entry["scalar"]["value"] - part, 6)
+            amount -= part
+            taken.append(dict(copy.deepcopy(entry), scalar={"value": round(part, 6)}))
+    return taken
+
+
+def _ref_take(entries, request):
+    """Cut a task out of ``entries`` (copies): (resources, port, gpu_ids)."""
+    resources = _ref_take_scalar(entries, "cpus", request.cpus)
+    resources += _ref_take_scalar(entries, "mem", request.mem)
+    ids, port = [], None
+    if request.gpus and _ref_scalar(entries, "gpus") + EPSILON >= request.gpus:
+        resources += _ref_take_scalar(entries, "gpus", request.gpus)
+    elif request.gpus:
+        entry = next(e for e in entries if e["name"] == "gpus" and e["type"] == "SET"
+                     and len(e["set"]["item"]) >= request.gpus)
+        ids = sorted(entry["set"]["item"], key=natural)[:request.gpus]
+        entry["set"]["item"] = [i for i in entry["set"]["item"] if i not in ids]
+        resources.append(dict(copy.deepcopy(entry), set={"item": ids}))
+    free = [e for e in entries if e["name"] == "ports" and e["ranges"]["range"]]
+    if request.port and free:
+        ranges = free[0]["ranges"]["range"]
+        port = ranges[0]["begin"]
+        ranges[0]["begin"] += 1
+        if ranges[0]["begin"] > ranges[0]["end"]:
+            ranges.pop(0)
+        resources.append(dict(copy.deepcopy(free[0]), ranges={"range": [{"begin": port,
+                                                                         "end": port}]}))
+    return resources, port, ids
+
+
+def reference_place(requests, offers):
+    """The rule done the plain way: every offer copied, checked for every task."""
+    pools = [(o, copy.deepcopy(o["resources"])) for o in offers]
+    launches, unplaced = {}, []
+    for request in sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem)):
+        fit = [(o, e) for o, e in pools if _ref_fits(e, request)]
+        plain = [(o, e) for o, e in fit if not _ref_gpu_offer(o)]
+        fit = sorted(plain or fit, key=lambda p: not any(
+            e["name"] == "ports" and e["ranges"]["range"] for e in p[1]))
+        if not fit:
+            unplaced.append(request)
+            continue
+        chosen, entries = fit[0]
+        resources, port, ids = _ref_take(entries, request)
+        oid = chosen["id"]["value"]
+        launches.setdefault(oid, []).append(Assignment(
+            request, oid, chosen["agent_id"]["value"], chosen["hostname"], resources, port, ids))
+    unused = [o["id"]["value"] for o in offers if o["id"]["value"] not in launches]
+    return Placement(launches, unused, unplaced)
+
+
+def _ref_gpu_offer(offer):
+    entries = offer["resources"]
+    sets = [e for e in entries if e["name"] == "gpus" and e["type"] == "SET" and e["set"]["item"]]
+    return int(_ref_scalar(entries, "gpus") + EPSILON) > 0 or bool(sets)
+
+
+def natural(item):
+    return (0, int(item), "") if str(item).isdigit() else (1, 0, str(item))

@@ -4,6 +4,7 @@ task planner and the Docker runner's container arguments (no Docker, no
 network)."""
 
 import copy
+import getpass
 import json
 import os
 import queue
@@ -94,7 +95,7 @@ def test_mesos_container_force_pull_is_not_cached():
 
 def test_docker_container_field_by_field():
     run = RunSpec(image=IMAGE, volumes=("/nfs/data:/data:ro",), containerizer="DOCKER",
-                  docker_parameters=("memory-swap=-1", ("shm-size", "1g")))
+                  docker_parameters=("memory-swap=-1", ("shm-size", "1g")), user="alice")
     container = container_info(run)
     assert container == {
         "type": "DOCKER",
@@ -102,7 +103,10 @@ def test_docker_container_field_by_field():
                               "mode": "RO"}],
         "docker": {"image": IMAGE, "network": "HOST", "force_pull_image": False,
                    "parameters": [{"key": "memory-swap", "value": "-1"},
-                                  {"key": "shm-size", "value": "1g"}]},
+                                  {"key": "shm-size", "value": "1g"},
+                                  # Mesos' Docker containerizer ignores the
+                                  # framework's user: Docker is told.
+                                  {"key": "user", "value": "alice"}]},
     }
     validate_message("ContainerInfo", container)
 
@@ -110,7 +114,12 @@ def test_docker_container_field_by_field():
 def test_docker_container_force_pull():
     container = container_info(RunSpec(image=IMAGE, force_pull=True, containerizer="DOCKER"))
     assert container["docker"]["force_pull_image"] is True
-    assert container["docker"]["parameters"] == []
+    assert container["docker"]["parameters"] == [{"key": "user", "value": getpass.getuser()}]
+
+
+def test_docker_user_parameter_given_by_the_user_wins():
+    run = RunSpec(image=IMAGE, containerizer="DOCKER", docker_parameters=("user=1000",))
+    assert container_info(run)["docker"]["parameters"] == [{"key": "user", "value": "1000"}]
 
 
 def test_passwd_and_group_are_mounted_read_only_first():

@@ -60,7 +60,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             extra_config=None, protocol="grpc", env=None, role=None, containerizer_type=None,
             force_pull_image=False, forward_addresses=None, *, image=None,
             launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=60.0,
-            local_master_options=None, coordinator=False):
+            local_master_options=None, coordinator=False, user=None, verify=True,
+            ca_bundle=None, master_scheme="http"):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -70,7 +71,10 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     dict. On exit every task is killed and the framework torn down; a task
     that failed while the block ran is raised as ``TaskFailed`` there.
 
-    ``coordinator=True`` adds a ``chief`` entry for the calling process (a
+    ``verify=False`` / ``ca_bundle`` set how ``https`` masters are checked;
+    ``master_scheme="https"`` for masters found through ``zk://``.
+    ``user`` (default: yours) is the user the tasks run as; it must exist on
+    the agents. ``coordinator=True`` adds a ``chief`` entry for the calling process (a
     free port on the advertised address): the script then coordinates
     ``ParameterServerStrategy`` through ``c.cluster_resolver()``.
     """
@@ -91,10 +95,11 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
                 image=config.resolve(image, environ, "DOCKER_IMAGE"),
                 containerizer=containerizer_type, force_pull=force_pull_image,
                 volumes=tuple(volumes or ()), env=tuple((env or {}).items()),
-                launch_timeout=launch_timeout, max_attempts=max_attempts),
+                launch_timeout=launch_timeout, max_attempts=max_attempts, user=user),
         mode="fine", master=master, advertise_address=advertise_address,
         connect_timeout=connect_timeout, local_master_options=local_master_options,
-        coordinator=coordinator)
+        coordinator=coordinator,
+        driver_options={"verify": verify, "ca_bundle": ca_bundle, "scheme": master_scheme})
     run.start()
     try:
         run.wait_ready()

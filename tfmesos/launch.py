@@ -56,7 +56,7 @@ class ClusterRun:
     def __init__(self, jobs, run=None, mode="fine", command=None, master=None,
                  advertise_address=None, environ=None, on_log=None, forward_logs=None,
                  hooks=None, connect_timeout=60.0, local_master_options=None,
-                 coordinator=False, reconnect_grace=RECONNECT_GRACE):
+                 coordinator=False, reconnect_grace=RECONNECT_GRACE, driver_options=None):
         self.jobs = list(jobs)
         self.run = run or RunSpec()
         self.mode = mode
@@ -69,6 +69,8 @@ class ClusterRun:
         self._hooks = hooks or {}
         self._connect_timeout = connect_timeout
         self._local_options = local_master_options or {}
+        # MesosSchedulerDriver's TLS and zk:// settings: verify, ca_bundle, scheme
+        self._driver_options = driver_options or {}
         self.coordinator = coordinator  # reserve chief:0 for the calling process
         if coordinator and any(job.name == "chief" for job in self.jobs):
             raise SpecError("coordinator=True makes the calling process the chief; "
@@ -109,7 +111,8 @@ class ClusterRun:
             self.scheduler = TFMesosScheduler(self.slots, self._task_info, self.events,
                                               self.run_id)
             self.driver = MesosSchedulerDriver(self.scheduler, framework_info(self.run, self.jobs),
-                                               master_url, connect_timeout=self._connect_timeout)
+                                               master_url, connect_timeout=self._connect_timeout,
+                                               **self._driver_options)
             self.phase = "launching"
             self._deadline = time.monotonic() + self.run.launch_timeout
             self.driver.start()

@@ -3,10 +3,11 @@ decisions out. No driver, no network: unit tests feed synthetic offers.
 
 Resources taken for a task are cut from the offered resource entries, so a
 task's resources keep the offer's ``allocation_info``, ``role`` and
-``reservations`` exactly as Mesos requires.
+``reservations`` exactly as Mesos requires. The offers themselves are never
+modified: each task's entries are new dicts that share the offer entry's
+other fields.
 """
 
-import copy
 import dataclasses
 from typing import Optional
 
@@ -45,39 +46,76 @@ class Placement:
     unplaced: list    # requests no offer could take
 
 
+def _cut(entry, field, value):
+    """A task's share of ``entry``: a shallow copy with ``field`` replaced."""
+    piece = dict(entry)
+    piece[field] = value
+    return piece
+
+
 class OfferPool:
-    """The resources of one offer, consumed as tasks are placed on it."""
+    """The resources of one offer, consumed as tasks are placed on it.
+
+    What is left is tracked beside the offer's entries, which stay as they
+    came: SCALAR values, GPU SET items, and per ``ports`` entry its ranges
+    with the next free port of the current one.
+    """
 
     def __init__(self, offer):
         self.offer_id = offer["id"]["value"]
         self.agent_id = offer["agent_id"]["value"]
         self.hostname = offer.get("hostname", "")
-        self._entries = [copy.deepcopy(dict(res)) for res in offer.get("resources", ())]
+        self._scalars = {}   # name -> [[entry, value left], ...]
+        self._gpu_sets = []  # [[entry, items left], ...]
+        self._ports = []     # [[entry, [(begin, end), ...], index, next port], ...]
+        for res in offer.get("resources", ()):
+            self._add(res)
+        self._totals = {name: sum(left for _, left in parts)
+                        for name, parts in self._scalars.items()}
+        self._count_gpu_sets()
+        self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
         self.gpu_agent = self.gpu_count() > 0  # as offered, before anything was taken
 
+    def _add(self, res):
+        name, kind = res.get("name"), res.get("type", "SCALAR")
+        if kind == "SCALAR":
+            value = res.get("scalar", {}).get("value", 0.0)
+            self._scalars.setdefault(name, []).append([res, value])
+        elif name == "gpus" and kind == "SET":
+            self._gpu_sets.append([res, list(res.get("set", {}).get("item", ()))])
+        elif name == "ports" and kind == "RANGES":
+            ranges = [(int(r["begin"]), int(r["end"]))
+                      for r in res.get("ranges", {}).get("range", ())]
+            self._ports.append([res, ranges, 0, ranges[0][0] if ranges else None])
+
+    def _count_gpu_sets(self):
+        sizes = [len(items) for _, items in self._gpu_sets]
+        self._gpu_set_items = sum(sizes)
+        self._largest_gpu_set = max(sizes, default=0)
+
     def scalar(self, name):
-        return sum(e.get("scalar", {}).get("value", 0.0) for e in self._entries
-                   if e.get("name") == name and e.get("type", "SCALAR") == "SCALAR")
+        return self._totals.get(name, 0)
 
     def gpu_count(self):
-        return int(self.scalar("gpus") + EPSILON) + len(self._gpu_set_items())
+        return int(self.scalar("gpus") + EPSILON) + self._gpu_set_items
 
     def ports(self):
-        return [(int(r["begin"]), int(r["end"])) for e in self._entries
-                if e.get("name") == "ports" and e.get("type") == "RANGES"
-                for r in e.get("ranges", {}).get("range", ())]
+        left = []
+        for _, ranges, index, begin in self._ports:
+            if index < len(ranges):
+                left.append((begin, ranges[index][1]))
+                left.extend(ranges[index + 1:])
+        return left
 
     def has_ports(self):
-        return bool(self.ports())
-
-    def _gpu_set_items(self):
-        return [item for e in self._entries if e.get("name") == "gpus" and e.get("type") == "SET"
-                for item in e.get("set", {}).get("item", ())]
+        return self._has_ports
 
     def fits(self, request):
-        return (self.scalar("cpus") + EPSILON >= request.cpus
-                and self.scalar("mem") + EPSILON >= request.mem
-                and self.gpu_count() >= request.gpus)
+        totals = self._totals
+        return (totals.get("cpus", 0) + EPSILON >= request.cpus
+                and totals.get("mem", 0) + EPSILON >= request.mem
+                and (request.gpus <= 0 or totals.get("gpus", 0) + EPSILON >= request.gpus
+                     or self._largest_gpu_set >= request.gpus))
 
     def take(self, request):
         """Cut ``request`` out of this offer; returns (resources, port, gpu_ids)."""
@@ -87,59 +125,52 @@ class OfferPool:
             taken, gpu_ids = self._take_gpus(request.gpus)
             resources += taken
         port = None
-        if request.port and self.has_ports():
+        if request.port and self._has_ports:
             port_resource, port = self._take_port()
             resources.append(port_resource)
         return resources, port, gpu_ids
 
     def _take_scalar(self, name, amount):
         taken = []
-        for entry in self._entries:
+        parts = self._scalars.get(name, ())
+        for part_left in parts:
             if amount <= EPSILON:
                 break
-            if entry.get("name") != name or entry.get("type", "SCALAR") != "SCALAR":
-                continue
-            available = entry["scalar"]["value"]
+            available = part_left[1]
             part = min(available, amount)
             if part <= EPSILON:
                 continue
-            entry["scalar"]["value"] = round(available - part, 6)
+            part_left[1] = round(available - part, 6)
             amount -= part
-            piece = copy.deepcopy(entry)
-            piece["scalar"] = {"value": round(part, 6)}
-            taken.append(piece)
+            taken.append(_cut(part_left[0], "scalar", {"value": round(part, 6)}))
+        if taken:
+            self._totals[name] = sum(left for _, left in parts)
         return taken
 
     def _take_gpus(self, count):
         if self.scalar("gpus") + EPSILON >= count:
             return self._take_scalar("gpus", count), []
-        for entry in self._entries:
-            if entry.get("name") == "gpus" and entry.get("type") == "SET":
-                items = list(entry["set"]["item"])
-                if len(items) >= count:
-                    ids = sorted(items, key=_natural)[:count]
-                    entry["set"]["item"] = [i for i in items if i not in ids]
-                    piece = copy.deepcopy(entry)
-                    piece["set"] = {"item": ids}
-                    return [piece], ids
+        for entry_items in self._gpu_sets:
+            entry, items = entry_items
+            if len(items) >= count:
+                ids = sorted(items, key=_natural)[:count]
+                entry_items[1] = [i for i in items if i not in ids]
+                self._count_gpu_sets()
+                return [_cut(entry, "set", {"item": ids})], ids
         raise ValueError("offer %s has no %d GPUs in one resource" % (self.offer_id, count))
 
     def _take_port(self):
-        for entry in self._entries:
-            if entry.get("name") != "ports" or entry.get("type") != "RANGES":
+        for state in self._ports:
+            entry, ranges, index, port = state
+            if index >= len(ranges):
                 continue
-            ranges = entry["ranges"]["range"]
-            if not ranges:
-                continue
-            first = ranges[0]
-            port = int(first["begin"])
-            if port == int(first["end"]):
-                ranges.pop(0)
+            if port == ranges[index][1]:
+                state[2] = index = index + 1
+                state[3] = ranges[index][0] if index < len(ranges) else None
+                self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
             else:
-                first["begin"] = port + 1
-            piece = copy.deepcopy(entry)
-            piece["ranges"] = {"range": [{"begin": port, "end": port}]}
-            return piece, port
+                state[3] = port + 1
+            return _cut(entry, "ranges", {"range": [{"begin": port, "end": port}]}), port
         raise ValueError("offer %s has no port left" % self.offer_id)
 
     def summary(self):
@@ -151,27 +182,60 @@ def _natural(item):
     return (0, int(item), "") if str(item).isdigit() else (1, 0, str(item))
 
 
+class _FirstFit:
+    """First fit in offer order, offers with ports first, over one tier of
+    offers. Offers only shrink, so an offer that could not hold a request
+    shape never will: one cursor per (tier, shape) skips them for good."""
+
+    def __init__(self):
+        self._cursors = {}
+
+    def find(self, tier_name, tier, request):
+        key = (tier_name, request.cpus, request.mem, request.gpus)
+        cursor = self._cursors.setdefault(key, [0, 0])
+        count = len(tier)
+        i = cursor[0]
+        while i < count and not (tier[i]._has_ports and tier[i].fits(request)):
+            i += 1
+        cursor[0] = i
+        if i < count:
+            return tier[i]
+        j = cursor[1]
+        while j < count and not tier[j].fits(request):
+            j += 1
+        cursor[1] = j
+        return tier[j] if j < count else None
+
+
 def place(requests, offers):
     """Place ``requests`` (in order of importance) on ``offers``.
 
-    Largest requests first, first fit, so several tasks pack into one offer
-    and the rest spread over others. Tasks without GPUs go to GPU-less offers
-    whenever one fits, keeping GPU agents free for GPU tasks.
+    Largest requests first (GPU tasks before all others), first fit in offer
+    order, preferring offers that still have ports, so several tasks pack
+    into one offer and the rest spread over others. The GPU rule, within
+    this one round of offers:
+
+    1. a GPU task goes only to an offer with enough GPUs;
+    2. a GPU-less task goes to an offer without GPUs when one fits;
+    3. only when none fits does it take cpus/mem of a GPU offer, never its
+       GPUs, and only after every GPU task was placed.
     """
     pools = [OfferPool(offer) for offer in offers]
+    tiers = {"gpu": [p for p in pools if p.gpu_agent],
+             "plain": [p for p in pools if not p.gpu_agent]}
+    finder = _FirstFit()
     order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
     launches, unplaced = {}, []
     for request in order:
-        candidates = [p for p in pools if p.fits(request)]
-        if not request.gpus:
-            plain = [p for p in candidates if not p.gpu_agent]
-            candidates = plain or candidates
-        # Keep ports reserved by Mesos: prefer offers that have ports.
-        candidates.sort(key=lambda p: not p.has_ports())
-        if not candidates:
+        names = ("gpu",) if request.gpus > 0 else ("plain", "gpu")
+        pool = None
+        for name in names:
+            pool = finder.find(name, tiers[name], request)
+            if pool is not None:
+                break
+        if pool is None:
             unplaced.append(request)
             continue
-        pool = candidates[0]
         resources, port, gpu_ids = pool.take(request)
         launches.setdefault(pool.offer_id, []).append(Assignment(
             request, pool.offer_id, pool.agent_id, pool.hostname, resources, port, gpu_ids))

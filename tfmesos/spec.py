@@ -137,6 +137,10 @@ class RunSpec:
             raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
                             % (self.containerizer,))
         object.__setattr__(self, "containerizer", upper)
+        if self.user is not None and not (isinstance(self.user, str) and self.user.strip()
+                                          and not any(c.isspace() for c in self.user)):
+            raise SpecError("invalid user %r: give a user name that exists on the agents"
+                            % (self.user,))
         if self.image is not None and not (isinstance(self.image, str) and self.image.strip()):
             raise SpecError("the image name must be a non-empty string")
         if self.role is not None:

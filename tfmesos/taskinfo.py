@@ -10,12 +10,17 @@ FAILOVER_TIMEOUT = 60.0
 PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/group", "RO"))
 
 
+def run_user(run):
+    """The user tasks run as: the run's, else the submitter's."""
+    return run.user or getpass.getuser()
+
+
 def framework_info(run, jobs):
     """The FrameworkInfo a run subscribes with."""
     # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
     # of frameworks without it (--filter_gpu_resources=true, the default in
     # src/master/flags.cpp), and a CPU-only run may have to use them.
-    info = {"user": run.user or getpass.getuser(), "name": run.name,
+    info = {"user": run_user(run), "name": run.name,
             "failover_timeout": FAILOVER_TIMEOUT,
             "capabilities": [{"type": "GPU_RESOURCES"}]}
     if run.role:
@@ -80,6 +85,9 @@ def container_info(run):
                for host, container, mode in PASSWD_VOLUMES + tuple(run.volumes)]
     if run.containerizer == "DOCKER":
         parameters = [{"key": key, "value": value} for key, value in run.docker_parameters]
+        if not any(key in ("user", "u") for key, _ in run.docker_parameters):
+            # The Docker containerizer ignores the framework's user: say it to Docker.
+            parameters.append({"key": "user", "value": run_user(run)})
         return {"type": "DOCKER", "volumes": volumes,
                 "docker": {"image": run.image, "network": "HOST",
                            "force_pull_image": bool(run.force_pull),

@@ -64,6 +64,8 @@ def build_parser():
     add("-E", "--env", action="append", default=[], metavar="NAME=VALUE",
         help="environment variable for every task (repeatable)")
     add("-r", "--role", help="Mesos role to take resources from")
+    add("-u", "--user", help="user the tasks run as (default: you); it must exist on every "
+        "agent")
     add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command")
@@ -79,6 +81,12 @@ def build_parser():
         help="launch attempts per task before the cluster is complete (default 3)")
     add("--connect-timeout", type=float, default=60.0, metavar="SECONDS",
         help="give up when no Mesos master answers for this long (default 60)")
+    add("--master-scheme", choices=["http", "https"], default="http",
+        help="scheme of the masters found through zk:// (default http)")
+    add("--ca-bundle", metavar="FILE", help="CA certificates to verify https masters with "
+        "(default: the system's)")
+    add("--no-verify", action="store_true",
+        help="do not verify https masters' certificates (insecure)")
     add("-v", "--verbose", action="store_true", help="say what the scheduler does")
     return parser
 
@@ -169,9 +177,35 @@ def read_hooks(path):
     return hooks
 
 
+def driver_options(args):
+    """The driver's TLS and zk:// settings from the command line."""
+    if args.ca_bundle and not os.path.isfile(args.ca_bundle):
+        raise SpecError("--ca-bundle %s: no such file" % args.ca_bundle)
+    return {"verify": not args.no_verify, "ca_bundle": args.ca_bundle,
+            "scheme": args.master_scheme}
+
+
+_open_lines = {}  # "stdout"/"stderr" -> the task whose last line there is unfinished
+
+
 def print_log(slot, stream, text):
+    """Print a chunk of a task's output, each line prefixed ``[job:index] ``.
+    A line may continue in the next chunk (no newline added) unless another
+    task prints in between; a ``\\r`` (progress) redraws the line, prefix
+    included."""
     target = sys.stderr if stream == "stderr" else sys.stdout
-    target.write("[%s] %s" % (slot.name, text if text.endswith("\n") else text + "\n"))
+    prefix = "[%s] " % slot.name
+    owner = _open_lines.pop(stream, None)
+    parts = ["\n"] if owner not in (None, slot.name) else []
+    at_start = owner != slot.name
+    *lines, rest = text.split("\n")
+    for line in lines:
+        parts.append((prefix if at_start else "") + line.replace("\r", "\r" + prefix) + "\n")
+        at_start = True
+    if rest:
+        parts.append((prefix if at_start else "") + rest.replace("\r", "\r" + prefix))
+        _open_lines[stream] = slot.name
+    target.write("".join(parts))
     target.flush()
 
 
@@ -192,18 +226,23 @@ def main(argv=None):
             image=config.resolve(args.image, os.environ, "DOCKER_IMAGE"),
             containerizer=args.containerizer, force_pull=args.force_pull,
             volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
-            max_attempts=args.max_attempts, python=args.python)
+            max_attempts=args.max_attempts, python=args.python, user=args.user)
         check_run(run_spec, jobs)
         forward = log_filter(args.worker_logs)
         hooks = read_hooks(args.extra_config)
         master = config.resolve_master(args.master, os.environ)
         if master != config.LOCAL:
             parse_master(master)
+        connection = driver_options(args)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
+    if args.no_verify:
+        print("tfrun: warning: --no-verify: the master's certificate is not checked; anyone "
+              "in the path can impersonate it", file=sys.stderr)
     run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=master,
                      advertise_address=args.advertise_address, on_log=print_log,
-                     forward_logs=forward, hooks=hooks, connect_timeout=args.connect_timeout)
+                     forward_logs=forward, hooks=hooks, connect_timeout=args.connect_timeout,
+                     driver_options=connection)
     with interrupt_on_signals():
         try:
             run.start()

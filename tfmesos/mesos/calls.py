@@ -22,9 +22,11 @@ def _as_list(ids):
     return list(ids)
 
 
-def subscribe(framework_info):
+def subscribe(framework_info, suppressed_roles=()):
     framework = copy.deepcopy(framework_info)
     call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
+    if suppressed_roles:
+        call["subscribe"]["suppressed_roles"] = sorted(suppressed_roles)
     if "id" in framework:  # re-subscription: Mesos wants the id in both places
         call["framework_id"] = framework["id"]
     return call

@@ -43,7 +43,9 @@ class MesosSchedulerDriver:
     ``framework_info``: a FrameworkInfo dict (``user`` and ``name`` at least).
     ``principal``/``secret`` (default: ``MESOS_PRINCIPAL``/``MESOS_SECRET``)
     are sent as HTTP basic authentication. ``verify=False`` turns certificate
-    checks off for ``https://`` masters; ``ca_bundle`` names a CA file.
+    checks off for ``https://`` masters; ``ca_bundle`` names a CA file;
+    ``scheme`` is used for masters found in ZooKeeper (their MasterInfo does
+    not say whether they serve http or https).
     ``timeout`` bounds every call; ``connect_timeout`` bounds how long the
     driver goes without a subscription before it gives up (``error`` is
     called and ``join()`` raises ``MesosConnectionError``).
@@ -51,7 +53,8 @@ class MesosSchedulerDriver:
 
     def __init__(self, scheduler, framework_info, master, implicit_acknowledgements=True,
                  principal=None, secret=None, timeout=10.0, verify=True, ca_bundle=None,
-                 heartbeat_misses=3, backoff_cap=15.0, connect_timeout=60.0, detector=None):
+                 heartbeat_misses=3, backoff_cap=15.0, connect_timeout=60.0, detector=None,
+                 scheme="http"):
         check_scheduler(scheduler)
         self.scheduler = scheduler
         self.framework = copy.deepcopy(dict(framework_info))
@@ -59,7 +62,7 @@ class MesosSchedulerDriver:
             if not self.framework.get(field):
                 raise ValueError("framework_info needs a %r" % field)
         self.implicit_acknowledgements = implicit_acknowledgements
-        self._detector = detector or make_detector(parse_master(master))
+        self._detector = detector or make_detector(parse_master(master), scheme=scheme)
         # pymesos users set these in the environment of the scheduler process.
         principal = principal if principal is not None else os.environ.get("MESOS_PRINCIPAL")
         secret = secret if secret is not None else os.environ.get("MESOS_SECRET")
@@ -71,6 +74,8 @@ class MesosSchedulerDriver:
         self._events = queue.Queue()
         self._stopping = threading.Event()
         self._ended = threading.Event()   # stopped or aborted: join() returns
+        self._gate = threading.Lock()     # no call may follow TEARDOWN
+        self._torn_down = False
         self._stream = Subscription(
             self.framework, self._detector, master, self._events, self._stopping,
             timeout=timeout, ssl=context, auth=auth, heartbeat_misses=heartbeat_misses,
@@ -200,9 +205,17 @@ class MesosSchedulerDriver:
 
     def reviveOffers(self, roles=()):
         self._call(calls.revive(roles))
+        self._stream.suppressed_roles -= set(roles or self._roles())
 
     def suppressOffers(self, roles=()):
         self._call(calls.suppress(roles))
+        # Carried by the next SUBSCRIBE, or Mesos would offer again after a
+        # re-subscription (Call.Subscribe.suppressed_roles in scheduler.proto).
+        self._stream.suppressed_roles |= set(roles or self._roles())
+
+    def _roles(self):
+        """The framework's roles (``*`` when it names none)."""
+        return self.framework.get("roles") or [self.framework.get("role") or "*"]
 
     def killTask(self, task_id, agent_id=None):
         self._call(calls.kill(task_id, agent_id))
@@ -228,7 +241,14 @@ class MesosSchedulerDriver:
             raise MesosConnectionError("cannot send %s: not subscribed to a Mesos master "
                                        "(the driver is %s)" % (kind, "stopped" if self._stopping.is_set()
                                                                else "reconnecting"))
-        self._caller.post(url, dict(call, framework_id={"value": self.framework_id}), stream_id)
+        with self._gate:
+            # After TEARDOWN the framework is gone: Mesos answers any other
+            # call with 400 "Framework cannot be found".
+            if self._torn_down:
+                raise MesosConnectionError("cannot send %s: the framework was torn down" % kind)
+            self._torn_down = kind == "TEARDOWN"
+            self._caller.post(url, dict(call, framework_id={"value": self.framework_id}),
+                              stream_id)
 
     # -- dispatching --------------------------------------------------------
 
@@ -285,7 +305,8 @@ class MesosSchedulerDriver:
             logger.debug("ignoring Mesos event %s", kind)
         if kind == "UPDATE":
             status = event["update"]["status"]
-            if self.implicit_acknowledgements and "uuid" in status and not self._stopping.is_set():
+            if self.implicit_acknowledgements and "uuid" in status and not (
+                    self._stopping.is_set() or self._torn_down):
                 self._acknowledge_implicitly(status)
 
     def _acknowledge_implicitly(self, status):

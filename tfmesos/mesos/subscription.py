@@ -90,6 +90,7 @@ class Subscription:
         self.subscribed = False
         self.master_info = None
         self.closing = False  # the driver is stopping: a closed stream is expected
+        self.suppressed_roles = set()   # kept suppressed across re-subscriptions
 
     def state(self):
         """``(leader URL, Mesos-Stream-Id, subscribed)``, read together."""
@@ -176,7 +177,7 @@ class Subscription:
     def _subscribe_at(self, url):
         """Subscribe at ``url``: read the stream (returns None when it ends),
         or return the URL the master redirected to."""
-        body = json.dumps(calls.subscribe(self.framework))
+        body = json.dumps(calls.subscribe(self.framework, self.suppressed_roles))
         conn = open_connection(url, self._timeout, self._ssl)
         with self._lock:
             if self._stopping.is_set():

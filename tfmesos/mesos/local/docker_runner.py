@@ -140,9 +140,11 @@ _PARAMETERS = {
     "tmpfs": ("tmpfs", "dict", lambda k, v: (v.partition(":")[0], v.partition(":")[2])),
     "env": ("environment", "dict", _key_value),
     "e": ("environment", "dict", _key_value),
+    "user": ("user", "set", lambda k, v: container_user(v)),
+    "u": ("user", "set", lambda k, v: container_user(v)),
 }
 # What tfmesos itself decides: a parameter may not change it.
-_MANAGED_PARAMETERS = {"net", "network", "name", "workdir", "w", "user", "u",
+_MANAGED_PARAMETERS = {"net", "network", "name", "workdir", "w",
                        "volume", "v", "mount", "entrypoint", "gpus", "rm", "detach", "d"}
 
 
@@ -246,7 +248,10 @@ def container_kwargs(launch, name=None):
         kwargs["entrypoint"] = argv
     else:
         kwargs["command"] = argv
-    if launch.user:
+    if launch.user and launch.containerizer != "DOCKER":
+        # Mesos' Docker containerizer runs `docker run` without --user
+        # (src/docker/docker.cpp): a DOCKER task runs as the image's user
+        # unless a `user` docker parameter says otherwise.
         kwargs["user"] = container_user(launch.user)
     if launch.gpu_ids:
         kwargs["device_requests"] = [docker.types.DeviceRequest(
