@@ -5,6 +5,10 @@
 #   docker/build.sh 0.1              -> tfmesos/tfmesos:0.1
 #   docker/build.sh gpu --build-arg TENSORFLOW="tensorflow[and-cuda] tf-keras"
 #                                    (extra arguments go to `docker build`)
+#   docker/build.sh --push registry.example.com:5000/ml/tfmesos:0.1 0.1
+#                                    builds, tags and pushes it: Mesos agents
+#                                    pull image tasks from a registry, never
+#                                    from this machine's engine
 #
 # Environment:
 #   BASE_IMAGE          base image (default tfmesos/base:bookworm, created
@@ -21,6 +25,12 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
+PUSH=
+if [ "${1:-}" = "--push" ]; then
+    [ -n "${2:-}" ] || { echo "build.sh: --push needs REGISTRY/NAME[:TAG]" >&2; exit 2; }
+    PUSH=$2
+    shift 2
+fi
 REPO=${TFMESOS_IMAGE_REPO:-tfmesos/tfmesos}
 TAG=${1:-}
 [ $# -gt 0 ] && shift
@@ -50,7 +60,7 @@ echo "build.sh: building $IMAGE on $BASE_IMAGE"
 # (DOCKER_BUILDKIT=1 docker/build.sh selects BuildKit where buildx exists).
 DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --network host --force-rm \
     --build-arg BASE_IMAGE="$BASE_IMAGE" \
-    --build-arg IMAGE_NAME="$IMAGE" \
+    --build-arg IMAGE_NAME="${PUSH:-$IMAGE}" \
     -t "$IMAGE" -f docker/Dockerfile "$@" .
 # The previous build of this tag, now untagged, would pile up: drop it
 # (its layers stay where the new image still uses them).
@@ -60,3 +70,8 @@ if [ -n "$OLD_ID" ] && [ "$OLD_ID" != "$NEW_ID" ] \
     docker rmi "$OLD_ID" >/dev/null 2>&1 || true
 fi
 echo "build.sh: built $IMAGE"
+if [ -n "$PUSH" ]; then
+    docker tag "$IMAGE" "$PUSH"
+    docker push "$PUSH" || die "pushing $PUSH failed: is the registry reachable, and are you logged in (docker login)?"
+    echo "build.sh: pushed $PUSH"
+fi

@@ -67,12 +67,28 @@ def test_container_env_drops_host_only_variables():
            "CUDA_VISIBLE_DEVICES": "0", "MY_OWN": "x"}
     assert container_env(env) == {"TFMESOS_SECRET": "s", "MESOS_SANDBOX": "/sb",
                                   "TF_CONFIG": "{}", "CUDA_VISIBLE_DEVICES": "0",
-                                  "MY_OWN": "x"}
+                                  "MY_OWN": "x", "NVIDIA_VISIBLE_DEVICES": "void"}
 
 
 def test_container_env_renumbers_cuda_devices_inside_the_container():
     env = {"CUDA_VISIBLE_DEVICES": "2,3"}
-    assert container_env(env, gpu_ids=["2", "3"]) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert container_env(env, gpu_ids=["2", "3"]) == {"CUDA_VISIBLE_DEVICES": "0,1",
+                                                      "NVIDIA_VISIBLE_DEVICES": "2,3"}
+
+
+def test_the_images_nvidia_all_never_reaches_a_task():
+    # Under an NVIDIA runtime, the image's NVIDIA_VISIBLE_DEVICES=all would
+    # hand the task every GPU of the host.
+    assert container_env({})["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert container_env({}, gpu_ids=["1"])["NVIDIA_VISIBLE_DEVICES"] == "1"
+
+
+@pytest.mark.docker
+def test_the_image_declares_nvidia_visible_devices(docker_engine, tfmesos_image):  # noqa: F811
+    # A Mesos agent mounts the NVIDIA driver into an image task only then
+    # (src/slave/containerizer/mesos/isolators/gpu/volume.cpp).
+    env = docker_engine.images.get(tfmesos_image).attrs["Config"]["Env"]
+    assert "NVIDIA_VISIBLE_DEVICES=all" in env
 
 
 def test_container_kwargs(tmp_path):
@@ -97,7 +113,8 @@ def test_container_kwargs(tmp_path):
     assert kwargs["labels"] == {"tfmesos.managed": "1", "tfmesos.task-id": launch.task_id,
                                 "tfmesos.framework-id": "fw-1", "tfmesos.agent-id": "agent-1",
                                 "team": "ml"}
-    assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1"}
+    assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1",
+                                     "NVIDIA_VISIBLE_DEVICES": "1,3"}
     assert kwargs["memswap_limit"] == "2g"
     assert kwargs["shm_size"] == "1g"
     assert kwargs["nano_cpus"] == 1500000000

@@ -157,6 +157,10 @@ def container_env(env, gpu_ids=()):
            if k not in HOST_ONLY_ENV and not k.startswith(HOST_ONLY_ENV_PREFIXES)}
     if gpu_ids and "CUDA_VISIBLE_DEVICES" in out:
         out["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpu_ids)))
+    # An image may declare NVIDIA_VISIBLE_DEVICES=all (the tfmesos image does,
+    # for Mesos' GPU volume): under an NVIDIA runtime that would hand the task
+    # every GPU. It gets its own, or none.
+    out.setdefault("NVIDIA_VISIBLE_DEVICES", ",".join(str(i) for i in gpu_ids) or "void")
     return out
 
 
