@@ -1,22 +1,27 @@
-"""``tfmesos``: helper commands around tfrun.
+"""tfmesos: helper commands around tfrun.
 
-    tfmesos local-master [--port 5050 ...]   run the embedded Mesos master
-    tfmesos docker [-v H:C] [-e K=V] -- CMD  run CMD inside the tfmesos image
-    tfmesos version
+usage: tfmesos COMMAND [options]
+
+commands:
+  local-master [--port 5050 ...]        run the embedded Mesos master
+  docker [-v H:C] [-e K=V] -- COMMAND   run COMMAND (e.g. tfrun) inside the tfmesos image
+  version                               print the version (also: tfmesos --version)
+
+"tfmesos COMMAND --help" explains each command; tfrun --help explains tfrun.
 """
 
-import argparse
 import sys
 
 from ..exceptions import TFMesosError
+from .common import CommandParser
 
 
 def docker_main(argv):
     from ..docker_wrapper import run_in_image
     from .tfrun import split_command
 
-    parser = argparse.ArgumentParser(
-        prog="tfmesos docker",
+    parser = CommandParser(
+        prog="tfmesos docker", usage="%(prog)s [options] -- COMMAND [ARGS...]",
         description="Run a command (usually tfrun) inside the tfmesos image: host network, "
         "the current directory mounted and used as working directory, your uid:gid, "
         "MESOS_MASTER/DOCKER_IMAGE/TFMESOS_* passed through.")
@@ -26,9 +31,10 @@ def docker_main(argv):
     parser.add_argument("-e", "--env", action="append", default=[], metavar="NAME[=VALUE]",
                         help="extra environment variable (repeatable)")
     options, command = split_command(argv)
-    args = parser.parse_args(options)
+    args = parser.parse_options(options)
     if not command:
-        parser.error("no command given: tfmesos docker [options] -- COMMAND [ARGS...]")
+        parser.error("no command given: put it after '--', e.g. tfmesos docker -- tfrun -w 2 "
+                     "-- python train.py")
     try:
         return run_in_image(command, image=args.image, env=args.env, volumes=args.volume)
     except KeyboardInterrupt:
@@ -39,24 +45,24 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = ("local-master", "docker", "version")
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
+        print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     try:
         if command == "local-master":
-            from ..mesos.local.__main__ import main as local_master_main
-            return local_master_main(rest)
+            from ..mesos.local.cli import main as local_master_main
+            return local_master_main(rest, prog="tfmesos local-master")
         if command == "docker":
             return docker_main(rest)
-        if command == "version":
+        if command in ("version", "--version"):
             from .. import __version__
             print("tfmesos %s" % __version__)
             return 0
     except TFMesosError as exc:
         print("tfmesos: error: %s" % exc, file=sys.stderr)
         return 1
-    print("tfmesos: unknown command %r; use one of: %s" % (command, ", ".join(commands)),
-          file=sys.stderr)
+    print("tfmesos: unknown command %r; use one of: %s (tfmesos --help)"
+          % (command, ", ".join(commands)), file=sys.stderr)
     return 2
 
 

@@ -1,0 +1,56 @@
+"""What the commands say about themselves: help, versions, usage errors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tfmesos import __version__
+
+TFRUN = [sys.executable, "-m", "tfmesos.cli.tfrun"]
+TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
+
+
+def run(argv):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_tfmesos_help_is_plain_text_listing_the_commands():
+    result = run(TFMESOS + ["--help"])
+    assert result.returncode == 0 and "``" not in result.stdout
+    for command in ("local-master", "docker", "version"):
+        assert "\n  %s " % command in result.stdout
+
+
+@pytest.mark.parametrize("argv, usage", [
+    (TFRUN, "usage: tfrun [options] -- COMMAND [ARGS...]"),
+    (TFMESOS + ["docker"], "usage: tfmesos docker [options] -- COMMAND [ARGS...]"),
+    (TFMESOS + ["local-master"], "usage: tfmesos local-master "),
+])
+def test_help_names_the_command_as_it_is_typed(argv, usage):
+    result = run(argv + ["--help"])
+    assert result.returncode == 0 and result.stdout.startswith(usage)
+
+
+@pytest.mark.parametrize("argv, text", [(TFRUN, "tfrun (tfmesos) %s" % __version__),
+                                        (TFMESOS, "tfmesos %s" % __version__)])
+def test_version(argv, text):
+    result = run(argv + ["--version"])
+    assert result.returncode == 0 and result.stdout.strip() == text
+
+
+def test_a_forgotten_double_dash_is_named():
+    result = run(TFRUN + ["-w", "1", "python", "examples/replica_hello.py"])
+    assert result.returncode == 2
+    assert ("put the command after '--': tfrun [options] -- python examples/replica_hello.py"
+            in result.stderr)
+
+
+@pytest.mark.parametrize("args", [["-w", "x", "--", "true"], [], ["--nope", "--", "true"]])
+def test_usage_errors_are_two_lines(args):
+    result = run(TFRUN + args)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[0] == "usage: tfrun [options] -- COMMAND [ARGS...]"
+    assert lines[1].startswith("tfrun: error: ") and lines[1].endswith(
+        "(tfrun --help explains every option)")
