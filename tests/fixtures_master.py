@@ -5,17 +5,27 @@ short intervals (heartbeats every 0.5 s, allocation every 0.05 s, status
 update retries after 0.5 s, 1 s kill grace) and stops it afterwards, even
 when the test fails. ``make_local_master(**kwargs)`` builds more (custom
 agents or intervals), all stopped at the end of the test.
+
+Tasks of a LocalMaster get a clean environment, so every master made here
+passes the suite's leak marker (``conftest.MARKER``) in its
+``executor_environment``: the session's leak guard finds every task.
 """
 
 import os
 import time
 
 import pytest
+from conftest import MARKER
 
 from tfmesos.mesos.local import AgentSpec, LocalMaster
 
 FAST = dict(heartbeat_interval=0.5, allocation_interval=0.05, status_update_retry=0.5,
             kill_grace_period=1.0)
+
+
+def marked_environment(**variables):
+    """An ``executor_environment`` that carries the leak marker."""
+    return dict(variables, **{MARKER: os.environ[MARKER]})
 
 
 def small_agent(**overrides):
@@ -49,7 +59,7 @@ def make_local_master():
     masters = []
 
     def make(agents=None, **kwargs):
-        options = dict(FAST)
+        options = dict(FAST, executor_environment=marked_environment())
         options.update(kwargs)
         master = LocalMaster(agents=agents if agents is not None else [small_agent()],
                              **options)

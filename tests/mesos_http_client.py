@@ -7,6 +7,7 @@ deliberately not the tfmesos driver: tests of the master must not depend on
 the code the master is there to check.
 """
 
+import base64
 import http.client
 import json
 import queue
@@ -28,11 +29,12 @@ class StreamError(AssertionError):
 
 
 class SchedulerClient:
-    """One scheduler: ``subscribe()``, then ``call(...)`` and ``next_event(...)``."""
+    """One scheduler: ``subscribe()``, then ``call(...)`` and ``next_event(...)``.
+    ``auth``: (principal, secret) sent as HTTP basic authentication."""
 
     def __init__(self, url, name="test-framework", user="tester", capabilities=(),
                  failover_timeout=None, framework_id=None, roles=None, role=None,
-                 extra_info=None):
+                 extra_info=None, auth=None):
         self.url = url.rstrip("/")
         parsed = urllib.parse.urlsplit(self.url)
         self.host, self.port = parsed.hostname, parsed.port
@@ -57,6 +59,11 @@ class SchedulerClient:
         self._conn = None
         self._thread = None
         self._session = requests.Session()
+        self._session.auth = auth
+        self._auth_header = None
+        if auth is not None:
+            self._auth_header = "Basic " + base64.b64encode(
+                ("%s:%s" % auth).encode()).decode()
         self.subscribed = None
 
     # -- the stream ------------------------------------------------------------
@@ -69,8 +76,10 @@ class SchedulerClient:
             body["framework_id"] = {"value": self.framework_id}
             self.framework_info["id"] = {"value": self.framework_id}
         self._conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        self._conn.request("POST", "/api/v1/scheduler", json.dumps(body),
-                           {"Content-Type": "application/json", "Accept": "application/json"})
+        request_headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._auth_header is not None:
+            request_headers["Authorization"] = self._auth_header
+        self._conn.request("POST", "/api/v1/scheduler", json.dumps(body), request_headers)
         response = self._conn.getresponse()
         if response.status != 200:
             text = response.read().decode("utf-8", "replace")

@@ -21,7 +21,7 @@ import pytest
 from conftest import MARKER
 from fixtures_docker import (  # noqa: F401
     docker_engine, managed_containers, no_leaked_containers, tfmesos_image, volume_dirs)
-from tfrun_helpers import REPO, SMALL, run_tfrun, start_tfrun, wait_for_line
+from tfrun_helpers import REPO, SMALL, marked_tasks, run_tfrun, start_tfrun, wait_for_line
 
 # The image build (first use, in the fixture) is not part of a test's time.
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300, func_only=True)]
@@ -209,7 +209,7 @@ def host_master(image):
     """``tfmesos local-master`` on the host, on a free port; yields the port.
     Its SIGTERM stop kills (and removes) every task container."""
     proc = subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "local-master",
-                             "--port", "0", "--log-level", "warning"],
+                             "--port", "0", "--log-level", "warning", *marked_tasks()],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     with reaped(proc):

@@ -5,12 +5,12 @@ import subprocess
 import sys
 import time
 
-from tfrun_helpers import REPO, free_port, wait_for_line
+from tfrun_helpers import REPO, free_port, marked_tasks, wait_for_line
 
 
 def test_mesos_hello_against_a_standalone_local_master():
     port = free_port()
-    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port)],
+    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), *marked_tasks()],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_line(master.stdout, "listening on http://127.0.0.1:%d" % port, timeout=30)

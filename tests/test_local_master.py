@@ -686,7 +686,8 @@ def test_cli_help_explains_options():
     from tfmesos.mesos.local.cli import build_parser
     text = build_parser().format_help()
     for option in ("--host", "--port", "--cpus", "--mem", "--gpus", "--agents",
-                   "--heartbeat-interval", "--work-dir"):
+                   "--heartbeat-interval", "--work-dir", "--credentials",
+                   "--executor-environment-variables", "--allow-root"):
         assert option in text
 
 

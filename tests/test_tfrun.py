@@ -7,8 +7,8 @@ import subprocess
 import time
 
 from conftest import marked_processes
-from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, free_port, run_tfrun, start_tfrun,
-                           wait_for_line)
+from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, free_port, marked_tasks, run_tfrun,
+                           start_tfrun, wait_for_line)
 
 
 def assert_no_task_processes():
@@ -115,7 +115,7 @@ def test_unreachable_master_is_a_clear_error_in_bounded_time():
 def test_nothing_fits_times_out_naming_what_is_missing():
     port = free_port()
     master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",
-                               "--mem", "512"], stdout=subprocess.PIPE,
+                               "--mem", "512", *marked_tasks()], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_line(master.stdout, "listening on", timeout=30)

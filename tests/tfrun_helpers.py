@@ -1,6 +1,7 @@
 """Running tfrun as a user would: a subprocess, output captured, always reaped."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,13 @@ SMALL = ["-Cw", "0.2", "-Mw", "128", "-Cs", "0.2", "-Ms", "128", "-Cc", "0.2", "
 
 def free_port():
     return hostport.free_port("127.0.0.1")
+
+
+def marked_tasks():
+    """``tfmesos local-master`` options that give its tasks the session's leak
+    marker (a standalone master gives tasks a clean environment)."""
+    marker = "TFMESOS_TEST_SESSION"
+    return ["--executor-environment-variables", json.dumps({marker: os.environ[marker]})]
 
 
 def tfrun_argv(*args):

@@ -25,6 +25,7 @@ from .exceptions import ClusterError, LaunchTimeout, MesosError, SpecError, Task
     TFMesosError
 from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
+from .mesos.master_address import parse_master
 from .mesos.task_states import TERMINAL_STATES
 from .rendezvous import Rendezvous
 from .scheduler import TFMesosScheduler, make_slots
@@ -37,6 +38,9 @@ _EXIT_STATUS = re.compile(r"exited with status (\d+)")
 # How long a running task may stay away from the rendezvous (its side
 # reconnects for as long) before it counts as failed.
 RECONNECT_GRACE = 30.0
+# How often the state of running tasks is reconciled with Mesos, besides
+# after every re-subscription and every agent loss.
+RECONCILE_INTERVAL = 20.0
 
 
 def exit_code_of(status_message):
@@ -89,10 +93,12 @@ class ClusterRun:
         self.phase = "new"   # new -> launching -> running -> stopping -> stopped
         self.failure = None
         self._advertised = None
+        self._credentials = None
         self._stop_lock = threading.Lock()
         self._watcher = None
         self._reconnect_grace = reconnect_grace
         self._away = {}   # task id -> when its rendezvous connection dropped
+        self._reconciled = time.monotonic()
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
             TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
@@ -106,13 +112,20 @@ class ClusterRun:
     def start(self):
         try:
             master_url = self._start_master()
+            if self.local_master is None and not master_url.lower().startswith("zk://"):
+                # Refuse a loopback address for a remote master before any
+                # task launches (zk://: once the leader is known).
+                self._advertised_address(parse_master(master_url).urls[0])
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self._bind_host(), port=0)
             self.scheduler = TFMesosScheduler(self.slots, self._task_info, self.events,
                                               self.run_id)
-            self.driver = MesosSchedulerDriver(self.scheduler, framework_info(self.run, self.jobs),
-                                               master_url, connect_timeout=self._connect_timeout,
-                                               **self._driver_options)
+            info, options = framework_info(self.run, self.jobs), dict(self._driver_options)
+            if self._credentials is not None:   # the embedded master's, for this run only
+                info["principal"], options["secret"] = self._credentials
+                options["principal"] = info["principal"]
+            self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
+                                               connect_timeout=self._connect_timeout, **options)
             self.phase = "launching"
             self._deadline = time.monotonic() + self.run.launch_timeout
             self.driver.start()
@@ -126,20 +139,20 @@ class ClusterRun:
             return self.master
         from .mesos.local.sizing import start_local_master
 
-        self.local_master, url = start_local_master(self.jobs, containers=bool(self.run.image),
-                                                    **self._local_options)
+        self.local_master, url, self._credentials = start_local_master(
+            self.jobs, containers=bool(self.run.image), **self._local_options)
         return url
 
     def _bind_host(self):
         return "127.0.0.1" if self.master == config.LOCAL and not self._advertise else "0.0.0.0"
 
-    def _advertised_address(self):
+    def _advertised_address(self, master_url=None):
         if self._advertised is None:
             if self.master == config.LOCAL and not self._advertise:
                 self._advertised = "127.0.0.1"
             else:
                 self._advertised = config.advertise_address(
-                    self._advertise, self.driver.master or "", self._environ)
+                    self._advertise, master_url or self.driver.master or "", self._environ)
         return self._advertised
 
     def _task_info(self, slot, assignment):
@@ -223,6 +236,8 @@ class ClusterRun:
         if event is not None:
             self._handlers[type(event)](event)
         self._check_away()
+        if time.monotonic() - self._reconciled > RECONCILE_INTERVAL:
+            self._reconcile()
 
     def _current_slot(self, task_id):
         """The slot whose current attempt is ``task_id`` (None for older attempts)."""
@@ -283,8 +298,21 @@ class ClusterRun:
         logger.warning("lost the connection to the Mesos master; reconnecting")
 
     def _on_agent_lost(self, event):
-        # Mesos reports each of the agent's tasks as lost in a status update.
+        # Mesos reports each of the agent's tasks as lost in a status update;
+        # reconciling at once makes sure, should one of them be missed.
         logger.warning("Mesos lost agent %s", event.agent_id)
+        self._reconcile()
+
+    def _kill(self, status):
+        try:
+            self.driver.killTask(status.task_id, status.get("agent_id"))
+        except MesosError as exc:
+            logger.warning("could not kill %s: %s", status.task_id.value, exc)
+
+    def _reconcile(self):
+        self._reconciled = time.monotonic()
+        if self.driver is not None and self.driver.connected:
+            self.scheduler.reconcile(self.driver)
 
     def _on_mesos_failed(self, event):
         raise ClusterError("the Mesos driver stopped: %s" % event.message) from event.error
@@ -293,6 +321,11 @@ class ClusterRun:
         status = event.status
         task_id = status.task_id.value
         slot = self._current_slot(task_id)
+        if slot is None and status.state not in TERMINAL_STATES \
+                and self.scheduler.slot_of(task_id) is not None:
+            # An earlier attempt still runs (reconciliation found it): no orphans.
+            logger.warning("killing %s, a replaced attempt that still runs", task_id)
+            self._kill(status)
         if slot is None or slot.done:
             return
         with self.scheduler.lock:

@@ -1,16 +1,34 @@
 """Replica mode on the task side: the user's command (and the hooks) in
-its own process group, its output forwarded to ``tfrun``, stopped when the
-scheduler asks or goes away."""
+its own process group under a guard that takes the group down with
+``tfmesos.server``, its output forwarded to ``tfrun`` in bounded chunks,
+stopped when the scheduler asks, goes away or Mesos sends SIGTERM."""
 
+import codecs
 import os
+import re
+import selectors
 import signal
 import subprocess
 import sys
 import threading
+import time
 
 from . import wire
 
-KILL_GRACE = 5.0
+KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
+STOPPED = 128 + signal.SIGTERM  # exit code of a task stopped before its command ran
+READ_SIZE = 64 * 1024       # bytes per read of the command's output
+FLUSH_INTERVAL = 0.2        # an unfinished line (progress) goes out at most this late
+MAX_LINE = 64 * 1024        # characters of one line (or \r state) forwarded; the rest is cut
+MAX_FRAGMENT = 32 * 1024    # characters per log frame: <= 384 KiB as JSON, under wire.MAX_FRAME
+CUT_MARKER = "[... %d characters cut]"
+SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "KEY")
+GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replica_guard.py")
+
+def guard_argv(command):
+    """argv that runs the shell command ``command`` under ``replica_guard``."""
+    return [sys.executable, "-I", "-S", GUARD_SCRIPT, str(os.getpid()), repr(KILL_GRACE),
+            command]
 
 
 def working_directory(submitter_cwd):
@@ -26,93 +44,270 @@ def working_directory(submitter_cwd):
     return None
 
 
-class ReplicaCommand:
-    """The user's command in its own process group, output forwarded."""
+def is_secret(name):
+    """Whether ``name`` is a tfmesos variable that holds a secret (the
+    rendezvous key): kept from the user's command and hooks."""
+    return name.startswith("TFMESOS_") and any(word in name for word in SECRET_WORDS)
 
-    def __init__(self, conn, start):
-        self.conn = conn
-        self.forward = bool(start.get("forward_logs"))
-        env = dict(os.environ)
-        env.update(start.get("env") or {})
-        self.env = env
-        self.cmd = start["cmd"]
-        self.cwd = working_directory(start.get("cwd"))
-        self.popen = None
-        self.stopping = threading.Event()
-        self.finished = threading.Event()
 
-    def run_hook(self, cmd):
-        return subprocess.call(cmd, shell=True, env=self.env, cwd=self.cwd)
+def command_environment(environ, extra=None):
+    """The environment of the hooks and the command: the task's, plus
+    ``extra``, less the secrets."""
+    env = dict(environ)
+    env.update(extra or {})
+    return {name: value for name, value in env.items() if not is_secret(name)}
 
-    def run(self):
-        self.popen = subprocess.Popen(self.cmd, shell=True, env=self.env, cwd=self.cwd,
-                                      stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      start_new_session=True)
-        pumps = [threading.Thread(target=self._pump, args=(stream, name, target), daemon=True)
-                 for stream, name, target in ((self.popen.stdout, "stdout", sys.stdout),
-                                              (self.popen.stderr, "stderr", sys.stderr))]
-        for pump in pumps:
-            pump.start()
-        threading.Thread(target=self._watch_scheduler, daemon=True).start()
-        code = self.popen.wait()
-        self.finished.set()
-        self._signal(signal.SIGKILL)  # what the command left behind in its group
-        for pump in pumps:
-            pump.join(10)
-        return code if code >= 0 else 128 - code
 
-    def _pump(self, stream, name, target):
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace")
-            target.write(line)
-            target.flush()
-            if self.forward:
-                try:
-                    self.conn.send({"type": "log", "stream": name, "data": line[:65536]})
-                except OSError:
-                    self.forward = False
+def exit_code(returncode):
+    """A Popen return code as a shell reports it (signal N: 128 + N)."""
+    return returncode if returncode >= 0 else 128 - returncode
 
-    def _watch_scheduler(self):
-        try:
-            while self.conn.receive()["type"] != "stop":
-                pass
-            reason = "the scheduler asked to stop"
-        except (wire.WireError, OSError) as exc:
-            reason = "scheduler gone (%s)" % exc
-        if self.popen.poll() is None:
-            print("tfmesos: %s; stopping the command" % reason, file=sys.stderr, flush=True)
-            self.kill()
 
-    def kill(self):
-        """SIGTERM the command's group, SIGKILL it after a grace period."""
-        self.stopping.set()
-        if self.popen is None:
-            return
-        self._signal(signal.SIGTERM)
-        if not self.finished.wait(KILL_GRACE):
-            self._signal(signal.SIGKILL)
+_LINE_BREAKS = re.compile("([\r\n])")
 
-    def _signal(self, signum):
+
+class LineForwarder:
+    """One output stream's text in, fragments to forward out (pure: the
+    caller reads, sends and keeps the clock).
+
+    Complete lines go out at once. The line being written goes out once its
+    unsent part is ``interval`` old, reduced to its state after the last
+    ``\\r`` (progress bars): nothing is held longer, and fast progress costs
+    one fragment per interval. A line continued later is sent without a
+    newline; a redrawn one starts with ``\\r``. A line (or state) is cut
+    after ``max_line`` characters, with ``CUT_MARKER`` where it ends.
+    Fragments have at most ``max_fragment`` characters."""
+
+    def __init__(self, interval=FLUSH_INTERVAL, max_line=MAX_LINE, max_fragment=MAX_FRAGMENT,
+                 clock=time.monotonic):
+        self.interval, self.max_line, self.max_fragment = interval, max_line, max_fragment
+        self.clock = clock
+        self._ready = []      # text to send
+        self._state = []      # unsent text of the current line's state
+        self._length = 0      # characters of the current state, sent or not
+        self._cut = 0         # characters of the current state cut
+        self._open = False    # part of the current line was sent: the receiver is mid-line
+        self._rewind = False  # the receiver must redraw the line (send "\r" first)
+        self._cr = False      # a "\r" not yet followed by anything ("\r\n" is a newline)
+        self._since = None    # when the unsent part of the current line began
+
+    def feed(self, text):
+        """Take ``text``; returns the fragments to send now."""
+        for piece in _LINE_BREAKS.split(text):
+            if piece == "\n":
+                self._end_line()
+            elif piece == "\r":
+                self._cr = True
+            elif piece:
+                if self._cr:
+                    self._restart()
+                self._append(piece)
+        return self._take(force=False)
+
+    def poll(self):
+        """The fragments due by now (an unfinished line ``interval`` old)."""
+        return self._take(force=False)
+
+    def timeout(self):
+        """Seconds until ``poll`` has something; None: not before more text."""
+        if not self._state:
+            return None
+        return max(0.0, self._since + self.interval - self.clock())
+
+    def close(self):
+        """The end of the stream: what is left, an unfinished line ended."""
+        if self._open or self._state or self._cut:
+            self._end_line()
+        return self._take(force=True)
+
+    def _restart(self):
+        self._cr = False
+        self._state, self._length, self._cut = [], 0, 0
+        self._rewind = self._open
+
+    def _append(self, piece):
+        room = max(0, self.max_line - self._length)
+        if len(piece) > room:
+            self._cut += len(piece) - room
+            piece = piece[:room]
+        if piece:
+            self._state.append(piece)
+            self._length += len(piece)
+            if self._since is None:
+                self._since = self.clock()
+
+    def _unsent(self):
+        text = ("\r" if self._rewind else "") + "".join(self._state)
+        self._state, self._rewind, self._since = [], False, None
+        return text
+
+    def _end_line(self):
+        text = self._unsent()
+        if self._cut:
+            text += CUT_MARKER % self._cut
+        self._ready.append(text + "\n")
+        self._length, self._cut, self._open, self._cr = 0, 0, False, False
+
+    def _take(self, force):
+        if self._state and (force or self.clock() - self._since >= self.interval):
+            self._ready.append(self._unsent())
+            self._open = True
+        text = "".join(self._ready)
+        self._ready = []
+        return [text[i:i + self.max_fragment] for i in range(0, len(text), self.max_fragment)]
+
+
+class _Child:
+    """A guard process (a hook or the command) and whether it was reaped."""
+
+    def __init__(self, popen):
+        self.popen = popen
+        self.ended = threading.Event()
+
+    def signal(self, signum):
         try:
             os.killpg(self.popen.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
 
 
+def _byte_sink(target):
+    """Writes bytes to ``target`` (the task's own stdout or stderr: the
+    sandbox files get everything)."""
+    out = getattr(target, "buffer", None)
+    if out is None:
+        return lambda data: (target.write(data.decode("utf-8", "replace")), target.flush())
+    return lambda data: (out.write(data), out.flush())
+
+
+class ReplicaCommand:
+    """The hooks and the user's command, each under a guard in its own
+    process group, output forwarded; ``kill`` stops whichever runs and
+    keeps the next from starting. Spawns from the main thread only: a
+    thread's exit would fire the guard's parent-death signal."""
+
+    def __init__(self, conn, start):
+        self.conn = conn
+        self.forward = bool(start.get("forward_logs"))
+        self.env = command_environment(os.environ, start.get("env"))
+        self.cmd = start["cmd"]
+        self.cwd = working_directory(start.get("cwd"))
+        self.stopping = threading.Event()
+        self.done = threading.Event()  # run_replica is through: a lost connection is no news
+        self._lock = threading.Lock()
+        self._child = None
+
+    def _spawn(self, cmd, capture):
+        """``cmd`` started under a guard, or None when stopping."""
+        pipe = subprocess.PIPE if capture else None
+        with self._lock:
+            if self.stopping.is_set():
+                return None
+            self._child = _Child(subprocess.Popen(
+                guard_argv(cmd), env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                stdout=pipe, stderr=pipe, start_new_session=True))
+            return self._child
+
+    @staticmethod
+    def _reap(child):
+        code = child.popen.wait()
+        child.ended.set()
+        child.signal(signal.SIGKILL)  # what it left behind in its group
+        return exit_code(code)
+
+    def run_hook(self, cmd):
+        child = self._spawn(cmd, capture=False)
+        return STOPPED if child is None else self._reap(child)
+
+    def run(self):
+        child = self._spawn(self.cmd, capture=True)
+        if child is None:
+            return STOPPED
+        pumps = [threading.Thread(target=self._pump, args=(stream, name, target), daemon=True)
+                 for stream, name, target in ((child.popen.stdout, "stdout", sys.stdout),
+                                              (child.popen.stderr, "stderr", sys.stderr))]
+        for pump in pumps:
+            pump.start()
+        code = self._reap(child)
+        for pump in pumps:
+            pump.join(10)
+        return code
+
+    def _pump(self, stream, name, target):
+        """Copy ``stream`` to ``target``, forward it in bounded fragments."""
+        sink, fd = _byte_sink(target), stream.fileno()
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        lines = LineForwarder()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                if not selector.select(lines.timeout() if self.forward else None):
+                    self._send_log(name, lines.poll())
+                    continue
+                data = os.read(fd, READ_SIZE)
+                if not data:
+                    break
+                sink(data)
+                if self.forward:
+                    self._send_log(name, lines.feed(decoder.decode(data)))
+        if self.forward:
+            self._send_log(name, lines.feed(decoder.decode(b"", True)) + lines.close())
+        stream.close()
+
+    def _send_log(self, name, fragments):
+        for fragment in fragments:
+            if not self.forward:
+                return
+            try:
+                self.conn.send({"type": "log", "stream": name, "data": fragment})
+            except (wire.WireError, OSError):
+                self.forward = False
+
+    def watch_scheduler(self):
+        """Stop when the scheduler says so or goes away (a thread)."""
+        try:
+            while self.conn.receive()["type"] != "stop":
+                pass
+            reason = "the scheduler asked to stop"
+        except (wire.WireError, OSError) as exc:
+            reason = "scheduler gone (%s)" % exc
+        if not self.done.is_set():
+            self.kill(reason)
+
+    def kill(self, reason):
+        """SIGTERM the running hook or command's group, SIGKILL it after a
+        grace period; nothing starts afterwards."""
+        with self._lock:
+            if self.stopping.is_set():
+                return
+            self.stopping.set()
+            child = self._child
+        print("tfmesos: %s; stopping" % reason, file=sys.stderr, flush=True)
+        if child is None or child.ended.is_set():
+            return
+        child.signal(signal.SIGTERM)
+        if not child.ended.wait(KILL_GRACE):
+            child.signal(signal.SIGKILL)
+
+
 def run_replica(conn, start):
+    """Initializer, command, finalizer; the exit message. Returns the exit
+    code: the command's, the initializer's when it failed, ``STOPPED`` (or
+    the killed process's code) when stopped before the command ended."""
     command = ReplicaCommand(conn, start)
     # Mesos kills a task with SIGTERM; a handler must not block, so a thread escalates.
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=command.kill,
-                                                              daemon=True).start())
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
+        target=command.kill, args=("SIGTERM received",), daemon=True).start())
+    threading.Thread(target=command.watch_scheduler, daemon=True).start()
     hooks = start.get("hooks") or {}
     code = command.run_hook(hooks["initializer"]) if hooks.get("initializer") else 0
     if code == 0:
         code = command.run()
     if hooks.get("finalizer") and not command.stopping.is_set():
         command.run_hook(hooks["finalizer"])
+    command.done.set()
     try:
         conn.send({"type": "exit", "code": code})
-    except OSError:
+    except (wire.WireError, OSError):
         pass
     return code

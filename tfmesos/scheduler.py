@@ -14,6 +14,7 @@ from typing import Optional
 from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
 from .exceptions import MesosError
 from .mesos import Scheduler
+from .mesos.task_states import TERMINAL_STATES
 from .placement import TaskRequest, largest_offer, place
 from .spec import Job
 
@@ -33,6 +34,7 @@ class TaskSlot:
     task_id: Optional[str] = None
     state: str = "PENDING"        # PENDING until launched, then the latest Mesos state
     message: str = ""
+    agent_id: Optional[str] = None  # where the current attempt runs (for reconciliation)
     address: Optional[str] = None  # host:port the task registered
     exit_code: Optional[int] = None
     done: bool = False             # ended as expected
@@ -84,7 +86,19 @@ class TFMesosScheduler(Scheduler):
         self._events.put(Subscribed(master_info))
 
     def reregistered(self, driver, master_info):
+        # Updates the master made while we were away (TASK_LOST of a removed
+        # agent) were dropped, not queued: ask for every task's state.
+        self.reconcile(driver, implicit=True)
         self._events.put(Subscribed(master_info, again=True))
+
+    def offerRescinded(self, driver, offer_id):
+        # Offers are used or declined within resourceOffers: nothing is held.
+        logger.debug("offer %s rescinded", offer_id.value)
+
+    def executorLost(self, driver, executor_id, agent_id, status):
+        # The command executor's end comes with its task's status update.
+        logger.info("executor %s on agent %s ended (%s)", executor_id.value, agent_id.value,
+                    status)
 
     def disconnected(self, driver):
         self._events.put(MesosDisconnected())
@@ -139,6 +153,7 @@ class TFMesosScheduler(Scheduler):
                                                 slot.attempts)
         slot.state = "TASK_STAGING"
         slot.message = ""
+        slot.agent_id = assignment.agent_id
         slot.address = None
         self._by_task_id[slot.task_id] = slot
         return self._build_task(slot, assignment)
@@ -151,6 +166,26 @@ class TFMesosScheduler(Scheduler):
         slot.state = "PENDING"
 
     # -- called by the launcher ---------------------------------------------
+
+    def reconcile(self, driver, implicit=False):
+        """Explicit reconciliation of every task that is not known to have
+        ended (docs/reconciliation.md): Mesos answers each with its latest
+        state, TASK_LOST for a task it does not know any more. A lost
+        connection only postpones it (the next subscription reconciles)."""
+        with self.lock:
+            tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
+                     for slot in self.slots
+                     if slot.task_id and slot.state not in TERMINAL_STATES
+                     and slot.state != "PENDING"]
+        try:
+            if tasks:
+                driver.reconcileTasks(tasks)
+            if implicit:   # and whatever else Mesos still runs for us
+                driver.reconcileTasks([])
+        except MesosError as exc:
+            if not exc.means_disconnected:
+                raise
+            logger.info("reconciliation postponed: %s", exc)
 
     def relaunch(self, driver, slot):
         """Queue ``slot`` for another attempt and ask for offers again."""

@@ -16,7 +16,8 @@ from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..mesos.master_address import parse_master
 from ..launch import ClusterRun
 from ..spec import REPLICA_JOBS, RunSpec, check_command_template, check_run, parse_jobs
-from .common import ignore_signals, interrupt_on_signals, setup_logging
+from .. import __version__
+from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
 
 EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
@@ -30,10 +31,12 @@ interrupted.
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="tfrun", description="Run a distributed TensorFlow command on Mesos (replica mode).",
+    parser = CommandParser(
+        prog="tfrun", usage="%(prog)s [options] -- COMMAND [ARGS...]",
+        description="Run a distributed TensorFlow command on Mesos (replica mode).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
+    add("--version", action="version", version="tfrun (tfmesos) %s" % __version__)
     add("-w", "--nworker", type=int, default=1, metavar="N", help="worker tasks (default 1)")
     add("-s", "--nserver", type=int, default=1, metavar="N",
         help="parameter server (ps) tasks (default 1; 0 for none)")
@@ -213,9 +216,10 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     options, words = split_command(argv)
-    args = parser.parse_args(options)
+    args = parser.parse_options(options)
     if not words:
-        parser.error("no command given: tfrun [options] -- COMMAND [ARGS...]")
+        parser.error("no command given: put it after '--', e.g. tfrun -w 2 -s 1 -- python "
+                     "train.py")
     setup_logging("tfrun", args.verbose)
     command = command_string(words)
     try:

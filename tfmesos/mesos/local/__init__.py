@@ -9,8 +9,9 @@ its own sandbox; ``AgentSpec`` says what each of its agents offers::
     with LocalMaster(agents=[AgentSpec(cpus=4, mem=8192, gpus=2)]) as master:
         print(master.url)     # http://127.0.0.1:PORT, give it to the driver
 
-It checks calls strictly (unknown fields are a 400, unlike real Mesos) and
-offers fault injection (``remove_agent``, ``drop_subscription``,
+It checks calls strictly (unknown fields are a 400, unlike real Mesos),
+authenticates frameworks when given ``credentials``, and offers fault
+injection (``remove_agent``, ``drop_subscription``,
 ``stall_subscription``, ``set_leader``) for reliability tests.
 
 The modules, each one job:
@@ -30,7 +31,10 @@ The modules, each one job:
 * ``resources``: resource arithmetic and parsing;
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``sizing``: the
   one agent of an embedded run;
-* ``planning``: TaskInfo -> what to run; ``fetcher``: URIs into the
+* ``auth``: framework authentication (credentials, HTTP basic);
+  ``environment``: the environment every task starts with;
+* ``planning``: TaskInfo -> what to run (and what a container may not
+  do); ``fetcher``: URIs into the
   sandbox; ``executor``: a task's thread, process tree and exit;
   ``runner``, ``docker_runner``: running it as a process or a container;
 * ``cli``, ``__main__``: ``python -m tfmesos.mesos.local``.

@@ -11,7 +11,7 @@ import logging
 import time
 
 from .errors import CallError
-from .frameworks import framework_error
+from .frameworks import framework_error, update_error
 from .planning import duration_seconds
 from .records import mesos_id
 from .resources import Resources
@@ -27,9 +27,10 @@ class SchedulerCalls:
         self.tasks = tasks
         self.frameworks = frameworks
 
-    def handle(self, call, stream_id):
-        """Handle any call but SUBSCRIBE; returns (HTTP status, content type,
-        body) or raises CallError."""
+    def handle(self, call, stream_id, principal=None):
+        """Handle any call but SUBSCRIBE of the authenticated ``principal``
+        (None: no authentication); returns (HTTP status, content type, body)
+        or raises CallError."""
         kind = call["type"]
         framework_id = call["framework_id"]["value"]
         with self.records.lock:
@@ -38,6 +39,11 @@ class SchedulerCalls:
             framework = self.records.frameworks.get(framework_id)
             if framework is None:
                 raise CallError(400, "Framework cannot be found")
+            owner = framework.info.get("principal")
+            if principal is not None and principal != owner:
+                # src/master/http.cpp: only the framework's principal may call.
+                raise CallError(400, "Authenticated principal '%s' does not match principal "
+                                     "'%s' set in `FrameworkInfo`" % (principal, owner or ""))
             if not framework.connected:
                 raise CallError(403, "Framework is not subscribed")
             if stream_id is None:
@@ -217,6 +223,9 @@ class SchedulerCalls:
         error = framework_error(info, update)
         if error is not None:
             raise CallError(400, error)
+        error = update_error(framework.info, info)
+        if error is not None:
+            raise CallError(400, "FrameworkInfo update is not valid: %s" % error)
         framework.update_info(info, update.get("suppressed_roles", []))
         for offer in list(framework.offers.values()):
             if offer.role not in framework.roles:

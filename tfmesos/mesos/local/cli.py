@@ -7,15 +7,25 @@ SIGTERM and exits 0; a port already in use is a one-line error and exit 1.
 A task that names an image runs in a Docker container (the engine of
 ``$DOCKER_HOST``, connected on the first such task; ``--no-docker`` refuses
 such tasks instead).
+
+Security (README "Security"): ``--credentials FILE`` makes frameworks
+authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
+listening beyond the loopback interface without it is a usage error (exit
+2). Tasks get ``--executor-environment-variables`` (default: ``PATH``
+only), never this process's environment. ``--allow-root`` lets container
+tasks run as root when the master itself does not.
 """
 
 import argparse
+import ipaddress
 import logging
 import signal
 import sys
 import threading
 
 from .agent import AgentSpec, AgentSpecError
+from .auth import CredentialsError, read_credentials
+from .environment import parse_environment_json
 from .errors import LocalMasterError
 from .master import LocalMaster
 
@@ -71,6 +81,18 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
                         help="run plain command tasks only: a task that names an image "
                              "fails (default: run it in Docker, through the engine of "
                              "$DOCKER_HOST, connected on the first such task)")
+    parser.add_argument("--credentials", metavar="FILE", default=None,
+                        help="authenticate frameworks (HTTP basic authentication) against "
+                             "this Mesos credentials file: JSON {\"credentials\": "
+                             "[{\"principal\": ..., \"secret\": ...}]} or one 'principal "
+                             "secret' per line; required with a --host other than loopback")
+    parser.add_argument("--executor-environment-variables", metavar="JSON", default=None,
+                        help="the environment every task starts with, a JSON object of "
+                             "strings (or file:///path to one), as the Mesos agent flag "
+                             "(default: PATH only, never this process's environment)")
+    parser.add_argument("--allow-root", action="store_true",
+                        help="let container tasks run as root (default: only when this "
+                             "master runs as root itself)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"],
                         help="log verbosity on stderr (default: %(default)s)")
@@ -86,13 +108,44 @@ def agent_specs(count, cpus=None, mem=None, gpus=None, port_range=PORT_RANGE):
             for i in range(count)]
 
 
+def is_loopback(host):
+    """Whether ``host`` (an address or ``localhost``) is the loopback interface."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def security_options(args):
+    """LocalMaster's ``credentials``, ``executor_environment`` and
+    ``allow_root`` from the command line; ValueError with a one-line message."""
+    if args.credentials is None and not is_loopback(args.host):
+        raise ValueError("--host %s lets other machines run commands here: give --credentials "
+                         "FILE (Mesos' credentials file) or listen on 127.0.0.1" % args.host)
+    options = {"allow_root": True if args.allow_root else None}
+    if args.credentials is not None:
+        options["credentials"] = read_credentials(args.credentials)
+    if args.executor_environment_variables is not None:
+        options["executor_environment"] = parse_environment_json(
+            args.executor_environment_variables)
+    return options
+
+
 def main(argv=None, prog=None):
-    parser = build_parser(prog or "python -m tfmesos.mesos.local")
+    prog = prog or "python -m tfmesos.mesos.local"
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.agents < 1:
         parser.error("--agents must be at least 1")
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        security = security_options(args)
+    except (CredentialsError, ValueError) as exc:
+        print("%s: error: %s" % (prog, exc), file=sys.stderr)
+        return 2
     try:
         specs = agent_specs(args.agents, args.cpus, args.mem, args.gpus)
         container_runner = None
@@ -103,7 +156,7 @@ def main(argv=None, prog=None):
                              heartbeat_interval=args.heartbeat_interval,
                              work_dir=args.work_dir,
                              filter_gpu_resources=args.filter_gpu_resources,
-                             container_runner=container_runner)
+                             container_runner=container_runner, **security)
         url = master.start()
     except (LocalMasterError, AgentSpecError, ValueError) as exc:
         print("Error: %s" % exc, file=sys.stderr)

@@ -3,7 +3,11 @@ that takes over an existing one), the end of a SUBSCRIBE stream, the
 failover timeout and removal (TEARDOWN, or no failover in time).
 
 As in Mesos, a disconnected framework keeps its tasks for
-``failover_timeout`` seconds; when it is removed its tasks are killed.
+``failover_timeout`` seconds; when it is removed its tasks are killed. A
+framework's principal never changes (src/master/validation.cpp,
+``validateUpdate``): a SUBSCRIBE that names a known framework id with
+another principal is refused with an ERROR event and the framework goes on
+undisturbed, so one run cannot fail another over.
 """
 
 import itertools
@@ -46,6 +50,32 @@ def framework_error(info, call):
     return None
 
 
+def update_error(old, new):
+    """Mesos' ``validateUpdate`` (src/master/validation.cpp) of a failover
+    or UPDATE_FRAMEWORK: principal, user and checkpoint are fixed. An error
+    message or None."""
+    if old.get("principal") != new.get("principal"):
+        return "Changing framework's principal is not allowed."
+    if new.get("user") != old.get("user"):
+        return ("Updating 'FrameworkInfo.user' is unsupported; attempted to update from "
+                "'%s' to '%s'" % (old.get("user"), new.get("user")))
+    if bool(new.get("checkpoint", False)) != bool(old.get("checkpoint", False)):
+        return ("Updating 'FrameworkInfo.checkpoint' is unsupported; attempted to update "
+                "from '%s' to '%s'" % (bool(old.get("checkpoint", False)),
+                                       bool(new.get("checkpoint", False))))
+    return None
+
+
+def preserve_immutable_fields(old, new):
+    """Mesos' ``preserveImmutableFields`` (src/master/validation.cpp): a
+    failover keeps the framework's user and checkpoint. Returns ``new``
+    updated (a copy)."""
+    new = dict(new, user=old.get("user"))
+    if bool(new.get("checkpoint", False)) != bool(old.get("checkpoint", False)):
+        new["checkpoint"] = bool(old.get("checkpoint", False))
+    return new
+
+
 class Frameworks:
     """Subscriptions and removals; ``master_info`` (for SUBSCRIBED) is set
     when the master starts. ``subscribe``, ``stream_ended`` (HTTP threads)
@@ -64,11 +94,16 @@ class Frameworks:
         self.master_info = None
         self._counter = itertools.count()
 
-    def subscribe(self, call):
-        """Handle a SUBSCRIBE call; returns the Subscription to stream. A
-        refused subscription streams an ERROR event and ends."""
+    def subscribe(self, call, principal=None):
+        """Handle a SUBSCRIBE call of the authenticated ``principal`` (None:
+        no authentication); returns the Subscription to stream. A refused
+        subscription streams an ERROR event and ends."""
         subscribe = call["subscribe"]
         info = subscribe["framework_info"]
+        if principal is not None and "principal" not in info:
+            # As src/master/http.cpp: the authenticated principal becomes the
+            # framework's when FrameworkInfo does not name one.
+            info = dict(info, principal=principal)
         framework_id = info.get("id", {}).get("value")
         with self.records.lock:
             framework, refused = self._find(info, subscribe, framework_id)
@@ -81,7 +116,8 @@ class Frameworks:
             if framework is None:
                 framework = self._add(framework_id, info, suppressed)
             else:
-                self._fail_over(framework, info, suppressed)
+                self._fail_over(framework, preserve_immutable_fields(framework.info, info),
+                                suppressed)
             return self._connect(framework)
 
     def _find(self, info, subscribe, framework_id):
@@ -95,6 +131,14 @@ class Frameworks:
         framework = records.frameworks.get(framework_id)
         if framework is None and framework_id in records.removed_frameworks:
             return None, "Framework has been removed"
+        if framework is not None:
+            refused = update_error(framework.info,
+                                   preserve_immutable_fields(framework.info, info))
+            if refused is not None:
+                log.warning("framework %s of principal %r: a SUBSCRIBE with principal %r "
+                            "was refused", framework_id, framework.info.get("principal"),
+                            info.get("principal"))
+                return None, refused
         return framework, None
 
     def _add(self, framework_id, info, suppressed):

@@ -1,12 +1,17 @@
 """The local master's HTTP server (stdlib ``ThreadingHTTPServer``, HTTP/1.1).
 
 ``POST /api/v1/scheduler`` is checked in the order Mesos' ``master/http.cpp``
-checks it: leadership (307/503), Content-Type (400/415), JSON (400), the
-Call schema (400, naming the field), Mesos' call validation (400), Accept
-for SUBSCRIBE (406); then SUBSCRIBE streams chunked RecordIO and every
-other call goes to the master (202, or 400/403 for stream and framework
-mismatches). ``GET /master/state`` (also ``/state``), ``/version`` and
-``/health`` complete the surface.
+checks it: authentication when the master has credentials (401 with a
+``WWW-Authenticate`` challenge, before anything else, as libprocess
+authenticates a route's realm before its handler runs), leadership
+(307/503), Content-Type (400/415), JSON (400), the Call schema (400, naming
+the field), Mesos' call validation (400, including a SUBSCRIBE whose
+``FrameworkInfo.principal`` is not the authenticated one), Accept for
+SUBSCRIBE (406); then SUBSCRIBE streams chunked RecordIO and every other
+call goes to the master (202, or 400/403 for stream, principal and
+framework mismatches). ``GET /master/state`` (also ``/state``),
+``/version`` and ``/health`` complete the surface; like Mesos' read-only
+endpoints by default they are not authenticated, and they show no secrets.
 """
 
 import json
@@ -18,6 +23,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import schema
+from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
 from .errors import CallError
 from .state import VERSION
 from .stream import ABORTED, CLOSED
@@ -56,6 +62,19 @@ def accepts_json(header):
         if quality > 0 and media in (JSON, "application/*", "*/*"):
             return True
     return False
+
+
+def principal_error(call, principal):
+    """Mesos' check that a SUBSCRIBE's ``FrameworkInfo.principal``, when
+    set, is the authenticated principal (``validation::scheduler::call::
+    validate``, src/master/validation.cpp); an error message or None."""
+    if principal is None or call.get("type") != "SUBSCRIBE":
+        return None
+    declared = call["subscribe"]["framework_info"].get("principal")
+    if declared is not None and declared != principal:
+        return ("Authenticated principal '%s' does not match principal '%s' set in "
+                "`FrameworkInfo`" % (principal, declared))
+    return None
 
 
 def redirect_location(leader, path):
@@ -142,6 +161,19 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply_json(self, document):
         self._reply(200, json.dumps(document).encode("utf-8"), JSON)
 
+    def _authenticated(self):
+        """Whether the request may go on; sets ``self.principal`` (None when
+        the master has no credentials). Otherwise answers 401."""
+        master = self.server.master
+        self.principal = None
+        if not master.authenticates:
+            return True
+        self.principal = master.authenticate(self.headers.get("Authorization"))
+        if self.principal is not None:
+            return True
+        self._reply(401, UNAUTHORIZED_MESSAGE, headers=[("WWW-Authenticate", CHALLENGE)])
+        return False
+
     def _leader_redirect(self):
         """Answer 307/503 when this master does not lead; True if answered."""
         leader = self.server.master.leader()
@@ -169,7 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._leader_redirect():
                 self._reply_json(self.server.master.state())
         elif path == SCHEDULER_PATH:
-            if not self._leader_redirect():
+            if self._authenticated() and not self._leader_redirect():
                 self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
                             headers=[("Allow", "POST")])
         else:
@@ -186,13 +218,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._reply(exc.status, str(exc))
             return
-        if self._leader_redirect():
+        if not self._authenticated() or self._leader_redirect():
             return
         self._scheduler(body)
 
     def _other_method(self):
         self._discard_body()
         if self._route == SCHEDULER_PATH:
+            if not self._authenticated():
+                return
             self._reply(405, "Expecting one of { 'POST' }, but received '%s'" % self.command,
                         headers=[("Allow", "POST")])
         else:
@@ -266,6 +300,10 @@ class _Handler(BaseHTTPRequestHandler):
         except schema.CallValidationError as exc:
             self._reply(400, "Failed to validate scheduler::Call: %s" % exc)
             return
+        refused = principal_error(call, self.principal)
+        if refused is not None:
+            self._reply(400, "Failed to validate scheduler::Call: %s" % refused)
+            return
         kind = call["type"]
         if kind == "UNKNOWN":
             self._reply(501, "Call type UNKNOWN is not implemented")
@@ -283,7 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._subscribe(call)
             return
         try:
-            status, content_type, reply = self.server.master.scheduler_call(call, stream_id)
+            status, content_type, reply = self.server.master.scheduler_call(
+                call, stream_id, self.principal)
         except CallError as exc:
             self._reply(exc.status, exc.message)
             return
@@ -291,7 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _subscribe(self, call):
         master = self.server.master
-        subscription = master.subscribe(call)
+        subscription = master.subscribe(call, self.principal)
         reason = CLOSED
         try:
             self.send_response(200)

@@ -39,7 +39,9 @@ import uuid
 
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
+from .auth import Authenticator, credentials_table
 from .calls import SchedulerCalls
+from .environment import executor_environment as base_environment
 from .errors import LocalMasterError
 from .frameworks import Frameworks
 from .http import MasterHTTPServer
@@ -89,14 +91,28 @@ class LocalMaster:
     ``filter_gpu_resources``: like the Mesos master flag of that name, keep
     GPU agents entirely from frameworks without GPU_RESOURCES (default off:
     they get the agent's other resources, never its GPUs).
+
+    Security (README "Security"): ``credentials`` (``{principal: secret}``
+    or pairs) makes every scheduler request authenticate with HTTP basic
+    authentication, as Mesos' ``--authenticate_http_frameworks`` with
+    ``--credentials``. ``executor_environment``: the variables every task
+    starts with, as the agent flag ``--executor_environment_variables``
+    (default none: ``PATH`` only; never the master's own environment).
+    ``allow_root``: whether container tasks may run as root (default: only
+    when this master runs as root itself, whose plain tasks are root anyway).
     """
 
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
                  allocation_interval=0.25, status_update_retry=10.0, kill_grace_period=3.0,
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
-                 filter_gpu_resources=False):
+                 filter_gpu_resources=False, credentials=None, executor_environment=None,
+                 allow_root=None):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents)
+        table = credentials_table(credentials)
+        self._authenticator = Authenticator(table) if table else None
+        base_env = base_environment(executor_environment)
+        self.allow_root = os.geteuid() == 0 if allow_root is None else bool(allow_root)
         self.host = host
         self.port = port
         self.heartbeat_interval = float(heartbeat_interval)
@@ -123,7 +139,8 @@ class LocalMaster:
                                                 self.status_update_retry)
         tasks = self._tasks = TaskLauncher(
             records, allocator, updates, loop, self.kill_grace_period,
-            runner if runner is not None else ProcessRunner(), container_runner)
+            runner if runner is not None else ProcessRunner(), container_runner, base_env,
+            self.allow_root)
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval)
         self._calls = SchedulerCalls(records, allocator, updates, tasks, frameworks)
@@ -229,19 +246,29 @@ class LocalMaster:
 
     # ------------------------------------------------------------------ the HTTP layer's calls
 
-    def subscribe(self, call):
-        """Handle a SUBSCRIBE call; returns the Subscription to stream. A
-        refused subscription streams an ERROR event and ends."""
-        return self._frameworks.subscribe(call)
+    @property
+    def authenticates(self):
+        """Whether scheduler requests must authenticate (credentials given)."""
+        return self._authenticator is not None
+
+    def authenticate(self, header):
+        """The principal an ``Authorization`` header authenticates, or None."""
+        return self._authenticator.principal(header) if self._authenticator else None
+
+    def subscribe(self, call, principal=None):
+        """Handle a SUBSCRIBE call (of the authenticated ``principal``);
+        returns the Subscription to stream. A refused subscription streams
+        an ERROR event and ends."""
+        return self._frameworks.subscribe(call, principal)
 
     def stream_ended(self, subscription, reason):
         """The HTTP layer reports that a SUBSCRIBE stream ended."""
         self._frameworks.stream_ended(subscription, reason)
 
-    def scheduler_call(self, call, stream_id):
-        """Handle any call but SUBSCRIBE; returns (HTTP status, content type,
-        body) or raises CallError."""
-        return self._calls.handle(call, stream_id)
+    def scheduler_call(self, call, stream_id, principal=None):
+        """Handle any call but SUBSCRIBE (of the authenticated ``principal``);
+        returns (HTTP status, content type, body) or raises CallError."""
+        return self._calls.handle(call, stream_id, principal)
 
     def state(self):
         """The /master/state document."""

@@ -1,6 +1,14 @@
 """From a TaskInfo to what a local agent runs: ``plan_task`` checks a
-(schema-valid) TaskInfo and turns it into a ``TaskPlan``; ``build_launch``
-makes the plan, placed on an agent, into the runner's ``TaskLaunch``.
+(schema-valid) TaskInfo and turns it into a ``TaskPlan``;
+``check_container_user`` refuses root containers where root is not
+allowed; ``build_launch`` makes the plan, placed on an agent, into the
+runner's ``TaskLaunch``.
+
+What a container may do: never privileged, never the host's ``/`` as a
+volume; unless root is allowed (see ``LocalMaster(allow_root=...)``), not
+root and none of the docker parameters that lift the user boundary. Mesos
+itself leaves this to authorization (the ``run_tasks`` ACL that keeps
+principals from running tasks as ``root``, docs/authorization.md).
 
 Pure functions: the master calls them with its lock held.
 """
@@ -8,6 +16,8 @@ Pure functions: the master calls them with its lock held.
 import base64
 import dataclasses
 import logging
+import posixpath
+import pwd
 import re
 from typing import Optional
 
@@ -17,6 +27,20 @@ log = logging.getLogger(__name__)
 
 NO_DOCKER_MESSAGE = ("the local master cannot run container images: "
                      "no Docker engine configured")
+
+
+PRIVILEGED_MESSAGE = ("privileged containers are refused by the local master (a privileged "
+                      "container is root on this host): drop docker.privileged and the "
+                      "'privileged' docker parameter")
+ROOT_HINT = ("use a non-root FrameworkInfo.user or CommandInfo.user, or let the master "
+             "run root containers (tfmesos local-master --allow-root, "
+             "LocalMaster(allow_root=True))")
+
+# Docker parameters that lift the user boundary of a container (capabilities,
+# host devices, extra groups such as docker or disk, security profiles, the
+# host's user namespace): refused where root is.
+_ROOT_PARAMETERS = ("cap-add", "device", "group-add", "security-opt", "userns")
+_NO_NEW_PRIVILEGES = ("no-new-privileges", "no-new-privileges:true", "no-new-privileges=true")
 
 
 class TaskInvalid(ValueError):
@@ -94,6 +118,7 @@ def _plan_container(container):
         if "host_path" not in volume:
             raise TaskInvalid("volumes[%d]: only host_path volumes are supported by the "
                               "local master" % index)
+        _check_host_path(index, volume["host_path"])
         volumes.append((volume["host_path"], volume["container_path"], volume["mode"]))
     if volumes and fields.get("image") is None:
         raise TaskInvalid("volumes need a container image on the local master (a plain "
@@ -128,10 +153,66 @@ def _plan_docker_image(container):
         raise TaskInvalid("docker port_mappings are not supported by the local "
                           "master (HOST networking only)")
     parameters = [(p["key"], p["value"]) for p in docker.get("parameters", [])]
-    if docker.get("privileged"):
-        parameters.append(("privileged", "true"))
+    if docker.get("privileged") or any(_parameter_key(key) == "privileged"
+                                       and value.strip().lower() not in ("0", "false", "no")
+                                       for key, value in parameters):
+        raise TaskInvalid(PRIVILEGED_MESSAGE)
     return {"image": docker["image"], "force_pull": docker.get("force_pull_image", False),
             "docker_parameters": parameters}
+
+
+def _parameter_key(key):
+    """A docker parameter's option name (``--cap-add`` -> ``cap-add``)."""
+    return str(key).strip().lstrip("-")
+
+
+def _check_host_path(index, host_path):
+    """Refuse the host's root directory as a volume, however it is spelt
+    (``//``, ``/./``, ``/..``, a symbolic link to it)."""
+    normal = posixpath.normpath("/" + host_path.lstrip("/")) if host_path.startswith("/") \
+        else host_path
+    if normal == "/" or posixpath.realpath(normal) == "/":
+        raise TaskInvalid("volumes[%d]: host_path %r is the host's root directory, which the "
+                          "local master never mounts into a container: mount the directory "
+                          "the task needs" % (index, host_path))
+
+
+def container_uid(user):
+    """The uid a container task runs as (``name``, ``uid`` or ``x:group``),
+    or None when this host cannot tell (no user, or a name it does not know,
+    which the image may map to root)."""
+    name = str(user or "").partition(":")[0]
+    if name.isdigit():
+        return int(name)
+    try:
+        return pwd.getpwnam(name).pw_uid if name else None
+    except KeyError:
+        return None
+
+
+def check_container_user(plan, framework_user, root_allowed):
+    """The user a container task runs as (CommandInfo.user, else the
+    framework's, as in Mesos); TaskInvalid when it is root, or may be, or
+    the task asks for a parameter that lifts the user boundary, and
+    ``root_allowed`` is false."""
+    user = plan.user if plan.user is not None else framework_user
+    if root_allowed:
+        return user
+    uid = container_uid(user)
+    if uid is None:
+        raise TaskInvalid("container user %r is not a user of this host, so the image could "
+                          "make it root, and this master runs no root containers: %s"
+                          % (user or "", ROOT_HINT))
+    if uid == 0:
+        raise TaskInvalid("container tasks may not run as root (user %r) on this master: %s"
+                          % (user, ROOT_HINT))
+    for key, value in plan.docker_parameters:
+        key = _parameter_key(key)
+        if key in _ROOT_PARAMETERS and not (key == "security-opt"
+                                            and value.strip() in _NO_NEW_PRIVILEGES):
+            raise TaskInvalid("docker parameter %s=%s lifts the container's user boundary, "
+                              "which this master does not allow: %s" % (key, value, ROOT_HINT))
+    return user
 
 
 def _plan_command(command):
@@ -207,5 +288,6 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
         docker_parameters=list(plan.docker_parameters), gpu_ids=list(gpu_ids))
 
 
-__all__ = ["NO_DOCKER_MESSAGE", "TaskInvalid", "check_id", "TaskPlan", "duration_seconds",
-           "plan_task", "gpu_count", "build_launch"]
+__all__ = ["NO_DOCKER_MESSAGE", "PRIVILEGED_MESSAGE", "TaskInvalid", "check_id", "TaskPlan",
+           "duration_seconds", "plan_task", "container_uid", "check_container_user",
+           "gpu_count", "build_launch"]

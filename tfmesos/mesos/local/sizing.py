@@ -1,5 +1,7 @@
 """Starting the embedded master for one run: its one agent sized so that the
-run's whole cluster fits (``tfrun``/``cluster()`` with ``--master local``)."""
+run's whole cluster fits (``tfrun``/``cluster()`` with ``--master local``),
+one-time credentials only this run knows, and the submitter's environment
+for its tasks (as the original TFMesos ran them on the user's machine)."""
 
 import logging
 import os
@@ -7,6 +9,7 @@ import random
 
 from ...exceptions import SpecError
 from .agent import AgentSpec
+from .auth import generate_credentials
 from .master import LocalMaster
 
 log = logging.getLogger(__name__)
@@ -15,14 +18,22 @@ log = logging.getLogger(__name__)
 def start_local_master(jobs, containers=False, **options):
     """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
     ``cpus``, ``mem`` and ``gpus``); ``containers``: the run has an image, so
-    tasks run through the Docker engine. Returns ``(master, url)``."""
+    tasks run through the Docker engine. The master authenticates
+    frameworks with a fresh random credential (added to any given in
+    ``options``) and gives tasks this process's environment unless
+    ``executor_environment`` says otherwise. Returns ``(master, url,
+    (principal, secret))``: the driver must send that principal and secret."""
     if containers and "container_runner" not in options:
         from .docker_runner import DockerRunner
         options["container_runner"] = DockerRunner()
     if "agents" not in options:
         options["agents"] = [local_agent(jobs)]
-    master = LocalMaster(**options)
-    return master, master.start()
+    options.setdefault("executor_environment", dict(os.environ))
+    principal, secret = generate_credentials()
+    credentials = dict(options.pop("credentials", None) or {})
+    credentials[principal] = secret
+    master = LocalMaster(credentials=credentials, **options)
+    return master, master.start(), (principal, secret)
 
 
 def local_agent(jobs):

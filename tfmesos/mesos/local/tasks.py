@@ -5,11 +5,9 @@ into status updates (TASK_RUNNING, TASK_FINISHED, TASK_FAILED, TASK_KILLED)
 with the reasons and messages of Mesos' command executor.
 """
 
-import os
-
 from .executor import TaskProcess, describe_exit
-from .planning import (NO_DOCKER_MESSAGE, TaskInvalid, build_launch, check_id, gpu_count,
-                       plan_task)
+from .planning import (NO_DOCKER_MESSAGE, TaskInvalid, build_launch, check_container_user,
+                       check_id, gpu_count, plan_task)
 from .records import Task
 from .resources import ResourceError
 from .resources import parse as parse_resources
@@ -18,10 +16,14 @@ from .resources import parse as parse_resources
 class TaskLauncher:
     """``runner`` runs plain command tasks, ``container_runner`` (or none)
     tasks that name an image; ``kill_grace_period`` is the default SIGTERM
-    to SIGKILL delay."""
+    to SIGKILL delay; ``base_env`` the environment every task starts from
+    (``environment.executor_environment``); ``root_allowed``: whether
+    container tasks may run as root."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
-                 container_runner):
+                 container_runner, base_env, root_allowed):
+        self.base_env = dict(base_env)
+        self.root_allowed = root_allowed
         self.records = records
         self.allocator = allocator
         self.updates = updates
@@ -60,8 +62,7 @@ class TaskLauncher:
             return
         self._start(framework, agent, task)
 
-    @staticmethod
-    def _check(framework, agent, info, pool, role, seen):
+    def _check(self, framework, agent, info, pool, role, seen):
         """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
         task_id = info["task_id"]["value"]
         check_id("TaskID", task_id)
@@ -71,6 +72,10 @@ class TaskLauncher:
             raise TaskInvalid("Task uses invalid agent: %s (the offer is on agent %s)"
                               % (info["agent_id"]["value"], agent.id))
         plan = plan_task(info)
+        if plan.image is not None:
+            # Mesos runs a container task as the framework's user, not the image's.
+            plan.user = check_container_user(plan, framework.info.get("user"),
+                                             self.root_allowed)
         resources = parse_resources(info.get("resources", []),
                                     multi_role=framework.multi_role, role=role)
         gpus = gpu_count(resources)
@@ -82,10 +87,7 @@ class TaskLauncher:
     def _start(self, framework, agent, task):
         plan = task.plan
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
-                              task.gpu_ids, bool(agent.gpu_ids), dict(os.environ))
-        if launch.image and launch.user is None:
-            # Mesos runs a container task as the framework's user, not the image's.
-            launch.user = framework.info.get("user")
+                              task.gpu_ids, bool(agent.gpu_ids), self.base_env)
         runner = self.container_runner if plan.image is not None else self.runner
         proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit)
         proc.task = task

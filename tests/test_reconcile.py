@@ -1,0 +1,58 @@
+"""Tasks lost with their agent, also while tfmesos is disconnected from the
+master: Mesos drops the master-generated TASK_LOST of a disconnected
+framework, so only reconciliation tells (docs/reconciliation.md)."""
+
+import time
+
+import pytest
+
+from fixtures_master import FAST, leftover_processes
+from tfmesos.exceptions import TaskFailed
+from tfmesos.launch import ClusterRun
+from tfmesos.spec import Job, RunSpec
+
+
+@pytest.fixture
+def running():
+    runs = []
+
+    def start():
+        run = ClusterRun([Job("worker", cpus=0.1, mem=64)], RunSpec(launch_timeout=60),
+                         mode="replica", command="sleep 60", master="local", environ=None,
+                         local_master_options=dict(FAST))
+        runs.append(run)
+        run.start()
+        run.wait_ready()
+        return run, run.slots[0]
+    yield start
+    for run in runs:
+        master = run.local_master
+        run.stop()
+        deadline = time.monotonic() + 5
+        while leftover_processes(master) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert leftover_processes(master) == []
+
+
+def _fails_with_lost(run, within):
+    started = time.monotonic()
+    with pytest.raises(TaskFailed, match="task worker:0 ended: TASK_LOST") as raised:
+        run.wait_finished()
+    assert time.monotonic() - started < within
+    return raised.value
+
+
+def test_agent_removed_mid_run_fails_the_run_in_seconds(running):
+    run, slot = running()
+    run.local_master.remove_agent(slot.agent_id)
+    failure = _fails_with_lost(run, within=10)
+    assert failure.task == "worker:0" and failure.state == "TASK_LOST"
+
+
+def test_agent_removed_while_disconnected_is_found_by_reconciliation(running):
+    run, slot = running()
+    master = run.local_master
+    master.drop_subscription(run.scheduler.framework_id)
+    master.remove_agent(slot.agent_id)   # its TASK_LOST goes nowhere: we are away
+    failure = _fails_with_lost(run, within=30)
+    assert "Reconciliation" in str(failure)

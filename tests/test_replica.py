@@ -1,0 +1,170 @@
+"""Replica mode's pure parts, no processes: output chunking and \\r
+coalescing, the command's environment, tfrun's printing of chunks."""
+
+import io
+import os
+import sys
+import threading
+import types
+
+import pytest
+
+from tfmesos import replica
+from tfmesos.cli import tfrun
+from tfmesos.replica import CUT_MARKER, LineForwarder
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def forwarder(**kwargs):
+    clock = Clock()
+    return LineForwarder(clock=clock, **kwargs), clock
+
+
+def test_complete_lines_go_out_at_once_in_one_fragment():
+    lines, _ = forwarder()
+    assert lines.feed("one\ntwo\n") == ["one\ntwo\n"]
+    assert lines.timeout() is None and lines.poll() == [] and lines.close() == []
+
+
+def test_unfinished_line_goes_out_after_the_interval_and_continues_without_newline():
+    lines, clock = forwarder(interval=0.2)
+    assert lines.feed("loading") == []
+    assert lines.timeout() == pytest.approx(0.2)
+    clock.now += 0.1
+    assert lines.poll() == [] and lines.timeout() == pytest.approx(0.1)
+    clock.now += 0.1
+    assert lines.poll() == ["loading"]
+    assert lines.timeout() is None
+    assert lines.feed("... ok\nnext") == ["... ok\n"]
+    assert lines.close() == ["next\n"]
+
+
+def test_progress_is_coalesced_to_its_last_state_and_redrawn_with_cr():
+    lines, clock = forwarder(interval=0.2)
+    assert lines.feed("".join("\rstep %d/100" % i for i in range(50))) == []
+    clock.now += 0.2
+    assert lines.poll() == ["step 49/100"]  # nothing of this line was shown: no \r needed
+    assert lines.feed("".join("\rstep %d/100" % i for i in range(50, 100))) == []
+    clock.now += 0.2
+    assert lines.poll() == ["\rstep 99/100"]
+    assert lines.feed("\rdone 100%\n") == ["\rdone 100%\n"]
+
+
+def test_crlf_is_a_newline_and_a_trailing_cr_erases_nothing():
+    lines, clock = forwarder()
+    assert lines.feed("hello\r\nworld\r") == ["hello\n"]
+    clock.now += 1
+    assert lines.poll() == ["world"]
+    assert lines.feed("\n") == ["\n"]
+    assert lines.feed("a\r") == [] and lines.feed("\nb\r\r\n") == ["a\nb\n"]
+
+
+def test_long_line_is_cut_with_a_marker_and_fragments_are_bounded():
+    lines, clock = forwarder(max_line=1000, max_fragment=300)
+    out = lines.feed("x" * 700)
+    clock.now += 1
+    out += lines.poll() + lines.feed("y" * 800) + lines.feed("z\nshort\n")
+    assert all(len(fragment) <= 300 for fragment in out)
+    text = "".join(out)
+    assert text == "x" * 700 + "y" * 300 + CUT_MARKER % 501 + "\nshort\n"
+
+
+def test_progress_states_are_each_cut_not_summed():
+    lines, _ = forwarder(max_line=10)
+    assert "".join(lines.feed("\r" + "a" * 8) + lines.feed("\r" + "b" * 12 + "\n")) \
+        == "b" * 10 + CUT_MARKER % 2 + "\n"
+
+
+def test_close_ends_an_unfinished_line_once():
+    lines, clock = forwarder()
+    lines.feed("half")
+    clock.now += 1
+    assert lines.poll() == ["half"]
+    assert lines.close() == ["\n"]
+    fresh, _ = forwarder()
+    assert fresh.feed("tail") == [] and fresh.close() == ["tail\n"]
+
+
+def test_a_200000_character_progress_stream_costs_a_few_small_fragments():
+    lines, clock = forwarder()
+    stream = "".join("\rstep %d/12000" % i for i in range(12000)) + "\rdone 100%\n"
+    assert len(stream) > 190000
+    out = []
+    for start in range(0, len(stream), 65536):
+        out += lines.feed(stream[start:start + 65536])
+        clock.now += 0.25
+        out += lines.poll()
+    out += lines.close()
+    assert "".join(out).endswith("\rdone 100%\n")
+    assert sum(map(len, out)) < 200
+    assert "\n" not in "".join(out)[:-1]
+
+
+class FakeConnection:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, message):
+        self.sent.append(message)
+
+
+def test_pump_copies_every_byte_and_forwards_split_utf8_intact():
+    command = replica.ReplicaCommand.__new__(replica.ReplicaCommand)
+    command.conn, command.forward = FakeConnection(), True
+    read_end, write_end = os.pipe()
+    sink = types.SimpleNamespace(buffer=io.BytesIO(), flush=lambda: None)
+    sink.write = sink.buffer.write
+    pump = threading.Thread(target=command._pump,
+                            args=(os.fdopen(read_end, "rb", 0), "stdout", sink))
+    pump.start()
+    data = "héllo wörld\n".encode() * 10000 + b"\xe2\x82"  # ends in half a euro sign
+    os.write(write_end, data[:5])
+    os.write(write_end, data[5:])
+    os.write(write_end, b"\xac!")
+    os.close(write_end)
+    pump.join(10)
+    assert sink.buffer.getvalue() == data + b"\xac!"
+    assert all(m["type"] == "log" and m["stream"] == "stdout" for m in command.conn.sent)
+    assert all(len(m["data"]) <= replica.MAX_FRAGMENT for m in command.conn.sent)
+    assert "".join(m["data"] for m in command.conn.sent) == (data + b"\xac!\n").decode()
+
+
+def test_secrets_are_kept_from_the_command_environment():
+    env = replica.command_environment(
+        {"TFMESOS_SECRET": "ab12", "TFMESOS_TASK_ID": "t1", "TFMESOS_TEST_SESSION": "x",
+         "PATH": "/bin", "MY_SECRET": "mine"}, {"TFMESOS_JOB_NAME": "worker", "TFMESOS_TOKEN": "t"})
+    assert env == {"TFMESOS_TASK_ID": "t1", "TFMESOS_TEST_SESSION": "x", "PATH": "/bin",
+                   "MY_SECRET": "mine", "TFMESOS_JOB_NAME": "worker"}
+
+
+def print_chunks(monkeypatch, chunks):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(tfrun, "_open_lines", {})
+    for name, text in chunks:
+        tfrun.print_log(types.SimpleNamespace(name=name), "stdout", text)
+    return out.getvalue()
+
+
+def test_print_log_prefixes_lines_and_continues_them_across_chunks(monkeypatch):
+    assert print_chunks(monkeypatch, [("worker:0", "a\n\nb"), ("worker:0", "c\nd\n")]) \
+        == "[worker:0] a\n[worker:0] \n[worker:0] bc\n[worker:0] d\n"
+
+
+def test_print_log_redraws_progress_with_its_prefix(monkeypatch):
+    out = print_chunks(monkeypatch, [("worker:0", "step 1"), ("worker:0", "\rstep 2"),
+                                     ("worker:0", "\rdone 100%\n")])
+    assert out == "[worker:0] step 1\r[worker:0] step 2\r[worker:0] done 100%\n"
+
+
+def test_print_log_ends_an_unfinished_line_when_another_task_prints(monkeypatch):
+    out = print_chunks(monkeypatch, [("worker:0", "50%"), ("worker:1", "hi\n"),
+                                     ("worker:0", "\r100%\n")])
+    assert out == "[worker:0] 50%\n[worker:1] hi\n[worker:0] \r[worker:0] 100%\n"

@@ -1,0 +1,249 @@
+"""Replica tasks end with their run: hooks and commands (with what they
+started) die with tfmesos.server, a stop during the initializer means the
+command never starts, output is forwarded as it comes, the secret stays
+out of the command's environment. End to end through tfrun."""
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tfmesos import replica_guard
+from tfmesos.replica import guard_argv
+from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
+
+TAG = "TFMESOS_ORPHAN_TEST"
+
+
+def tagged_processes(tag):
+    """Live (pid, cmdline) of the processes whose environment holds ``tag``."""
+    token = ("%s=%s" % (TAG, tag)).encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                if token not in handle.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                found.append((int(pid), handle.read().replace(b"\0", b" ").decode()[:120]))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def wait_until_gone(tag, seconds, keep=()):
+    """Poll until no tagged process (other than ``keep``) is left."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [p for p in tagged_processes(tag) if p[0] not in keep]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def wait_for_file(path, seconds):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, "%s not created within %s s" % (path, seconds)
+        time.sleep(0.1)
+
+
+def wait_for_sleeps(tag, count):
+    deadline = time.monotonic() + 10
+    while len([p for p in tagged_processes(tag) if p[1].startswith("sleep")]) < count:
+        assert time.monotonic() < deadline, tagged_processes(tag)
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def tag():
+    """A tag for the run's tasks (``-E``); whatever carries it is killed after the test."""
+    value = uuid.uuid4().hex
+    yield value
+    for _ in range(50):
+        left = tagged_processes(value)
+        if not left:
+            return
+        for pid, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+
+def tfrun_args(tag, tmp_path, command, hooks=None):
+    args = ["-w", "1", "-s", "0", *SMALL, "-E", "%s=%s" % (TAG, tag)]
+    if hooks:
+        path = tmp_path / "hooks.json"
+        path.write_text(json.dumps(hooks))
+        args += ["-e", str(path)]
+    return args + ["--", command]
+
+
+def server_pid(tag):
+    servers = [pid for pid, cmdline in tagged_processes(tag) if "tfmesos.server" in cmdline]
+    assert len(servers) == 1, tagged_processes(tag)
+    return servers[0]
+
+
+def test_sigkill_of_tfrun_during_the_initializer_leaves_nothing_and_never_runs_the_command(
+        tag, tmp_path):
+    hooks = {"initializer": "touch %s/init; sleep 30" % tmp_path}
+    with start_tfrun(*tfrun_args(tag, tmp_path, "touch %s/started" % tmp_path, hooks)) as proc:
+        wait_for_file(tmp_path / "init", 60)
+        proc.kill()
+        proc.wait(10)
+        left = wait_until_gone(tag, 5)
+    assert not left, "processes of the run left 5 s after tfrun died: %s" % left
+    assert not (tmp_path / "started").exists()
+
+
+def test_sigkill_of_the_server_kills_the_command_and_its_grandchildren(tag, tmp_path):
+    command = "echo started; sleep 300 & sleep 300; wait"
+    with start_tfrun(*tfrun_args(tag, tmp_path, command)) as proc:
+        wait_for_line(proc.stdout, "[worker:0] started", timeout=60)
+        wait_for_sleeps(tag, 2)
+        server = server_pid(tag)
+        # Frozen, the embedded master cannot clean up the task as Mesos would.
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            os.kill(server, signal.SIGKILL)
+            left = wait_until_gone(tag, 5)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        assert not left, "the command outlived tfmesos.server: %s" % left
+        proc.wait(60)
+    assert proc.returncode != 0
+
+
+def test_sigterm_during_the_initializer_means_the_command_never_starts(tag, tmp_path):
+    hooks = {"initializer": "touch %s/init; sleep 30" % tmp_path}
+    with start_tfrun(*tfrun_args(tag, tmp_path, "touch %s/started" % tmp_path, hooks)) as proc:
+        wait_for_file(tmp_path / "init", 60)
+        stopped = time.monotonic()
+        os.kill(server_pid(tag), signal.SIGTERM)
+        proc.wait(60)
+        err = proc.stderr.read()
+    assert proc.returncode == 143, err
+    assert "worker:0 exited with code 143" in err
+    assert time.monotonic() - stopped < 15
+    assert not (tmp_path / "started").exists()
+    assert not wait_until_gone(tag, 5)
+
+
+PROGRESS = r"""
+import os, sys, time
+n = 12000
+for i in range(n):
+    sys.stdout.write("\rstep %d/%d" % (i + 1, n))
+    if i % 1000 == 0:
+        sys.stdout.flush()
+        time.sleep(0.02)
+sys.stdout.flush()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+sys.stdout.write("\rdone 100%\n")
+"""
+
+
+def read_until(stream, needle, seconds):
+    """Raw reads of ``stream`` until ``needle`` shows (no waiting for newlines)."""
+    seen = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        deadline = time.monotonic() + seconds
+        while needle.encode() not in seen:
+            assert time.monotonic() < deadline, "%r not seen; got %r" % (needle, seen[-300:])
+            if selector.select(0.5):
+                data = os.read(stream.fileno(), 65536)
+                assert data, "tfrun closed its output; got %r" % seen[-300:]
+                seen += data
+    return seen.decode()
+
+
+def test_progress_is_forwarded_while_it_runs_and_ends_in_its_final_state(tag, tmp_path):
+    script, flag = tmp_path / "progress.py", tmp_path / "finish"
+    script.write_text(PROGRESS)
+    command = "%s %s %s" % (sys.executable, script, flag)
+    with start_tfrun(*tfrun_args(tag, tmp_path, command)) as proc:
+        shown = read_until(proc.stdout, "[worker:0] step 12000/12000", 60)
+        flag.touch()
+        shown += read_until(proc.stdout, "done 100%\n", 30)
+        proc.wait(60)
+        assert proc.returncode == 0, proc.stderr.read()
+    progress_line = shown[shown.index("[worker:0] step"):]
+    assert progress_line.endswith("\r[worker:0] done 100%\n")
+    assert "\n" not in progress_line[:-1]  # one line, redrawn
+    assert len(progress_line) < 20000  # coalesced: not all 200,000 characters
+
+
+def test_the_secret_is_not_in_the_command_or_hooks_environment(tag, tmp_path):
+    hooks = {"initializer": "env > %s/init.env" % tmp_path,
+             "finalizer": "env > %s/fini.env" % tmp_path}
+    command = "env | grep TFMESOS_SECRET; echo task=$TFMESOS_TASK_INDEX"
+    with start_tfrun(*tfrun_args(tag, tmp_path, command, hooks)) as proc:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "[worker:0] task=0" in out
+    assert "TFMESOS_SECRET" not in out
+    for name in ("init.env", "fini.env"):
+        env = (tmp_path / name).read_text()
+        assert "TFMESOS_TASK_INDEX=0" in env and "TFMESOS_SECRET" not in env
+
+
+def spawn_guarded(command, tag):
+    """A stand-in for tfmesos.server: starts ``command`` under the guard
+    and waits."""
+    parent = ("import subprocess, sys; from tfmesos.replica import guard_argv; "
+              "p = subprocess.Popen(guard_argv(sys.argv[1]), start_new_session=True); "
+              "p.wait()")
+    return subprocess.Popen([sys.executable, "-c", parent, command], cwd=REPO,
+                            env=dict(os.environ, **{TAG: tag}))
+
+
+def test_the_guard_takes_its_group_down_when_its_parent_dies(tag, tmp_path):
+    parent = spawn_guarded("touch %s/up; sleep 300 & sleep 300; wait" % tmp_path, tag)
+    try:
+        wait_for_file(tmp_path / "up", 30)
+        wait_for_sleeps(tag, 2)
+        parent.kill()
+        parent.wait(10)
+        assert not wait_until_gone(tag, 5), "the guard's group outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait(10)
+
+
+def test_the_guard_reports_the_status_and_stops_on_sigterm(tmp_path):
+    def run(command):
+        return subprocess.run(guard_argv(command), start_new_session=True, timeout=30).returncode
+    assert run("exit 3") == 3
+    assert run("kill -TERM $$") == 143
+    guarded = subprocess.Popen(guard_argv("sleep 30 & sleep 30; wait"), start_new_session=True)
+    try:
+        time.sleep(1)
+        started = time.monotonic()
+        os.killpg(guarded.pid, signal.SIGTERM)
+        assert guarded.wait(10) == 143 and time.monotonic() - started < 5
+    finally:
+        if guarded.poll() is None:
+            os.killpg(guarded.pid, signal.SIGKILL)
+            guarded.wait()
+
+
+def test_a_guard_whose_parent_is_gone_never_runs_the_command(tmp_path):
+    argv = [sys.executable, "-I", "-S", replica_guard.__file__, "1", "5",
+            "touch %s/ran" % tmp_path]
+    result = subprocess.run(argv, start_new_session=True, timeout=30)
+    assert result.returncode == -signal.SIGKILL
+    assert not (tmp_path / "ran").exists()
