@@ -110,6 +110,7 @@ def test_container_kwargs(tmp_path):
                                  "/scratch:/scratch:rw"]
     assert kwargs["entrypoint"] == ["/bin/sh", "-c", "echo hi"]
     assert kwargs["user"] == "1000:1000"
+    assert kwargs["security_opt"] == ["no-new-privileges"]
     assert kwargs["labels"] == {"tfmesos.managed": "1", "tfmesos.task-id": launch.task_id,
                                 "tfmesos.framework-id": "fw-1", "tfmesos.agent-id": "agent-1",
                                 "team": "ml"}

@@ -243,6 +243,9 @@ def container_kwargs(launch, name=None):
         "environment": container_env(launch.env, launch.gpu_ids),
         "labels": labels,
         "init": True,
+        # No setuid way back to root inside the container (planning refuses
+        # root users; a setuid binary in the image would undo that).
+        "security_opt": ["no-new-privileges"],
         "stdin_open": False,
         "tty": False,
     }
