@@ -40,3 +40,16 @@ def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypa
     with pytest.raises(TFMesosError, match="pass --advertise-address"):
         run.start()
     assert run.phase == "stopped"
+
+
+def test_tasks_reach_an_ipv6_advertise_address():
+    run = launch.ClusterRun([Job("worker", cpus=0.1, mem=64)], RunSpec(launch_timeout=60),
+                            mode="replica", command="true", master="local",
+                            advertise_address="::1", environ={})
+    try:
+        run.start()
+        spec = run.wait_ready()
+        assert run.wait_finished() == 0
+        assert run.rendezvous.port and spec["worker"][0].startswith("127.0.0.1:")
+    finally:
+        run.stop()

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 _EXIT_STATUS = re.compile(r"exited with status (\d+)")
 # How long a running task may stay away from the rendezvous (its side
 # reconnects for as long) before it counts as failed.
-RECONNECT_GRACE = 30.0
+RECONNECT_GRACE = 40.0   # the task side retries for 30 s (task_connection)
 # How often the state of running tasks is reconciled with Mesos, besides
 # after every re-subscription and every agent loss.
 RECONCILE_INTERVAL = 20.0
@@ -144,7 +144,8 @@ class ClusterRun:
         return url
 
     def _bind_host(self):
-        return "127.0.0.1" if self.master == config.LOCAL and not self._advertise else "0.0.0.0"
+        """Loopback for the embedded master's own tasks, else every address."""
+        return "127.0.0.1" if self.master == config.LOCAL and not self._advertise else None
 
     def _advertised_address(self, master_url=None):
         if self._advertised is None:
@@ -195,8 +196,9 @@ class ClusterRun:
                                # a container has its own filesystem: stay in the sandbox
                                cwd=None if self.run.image else os.getcwd())
             if not self.rendezvous.send(slot.task_id, message):
-                raise ClusterError("task %s went away while the cluster was being formed"
-                                   % slot.name)
+                # Kept by the rendezvous: a task that re-registers gets it;
+                # one that does not come back fails after the grace period.
+                logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
 
     def wait_finished(self):
         """Replica mode: block until the run's trainers are done; returns 0,

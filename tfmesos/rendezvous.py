@@ -1,23 +1,36 @@
 """The scheduler side of the rendezvous: where tasks register their address
 and receive their role, and where replica tasks send their output back.
 
-Protocol (frames of ``wire``), task -> scheduler:
-  ``{"type": "register", "task_id": T, "host": H, "port": P}`` first, within
-  ``register_timeout``; later ``{"type": "log", "stream": "stdout", "data": L}``
-  and ``{"type": "exit", "code": N}``.
-Scheduler -> task: ``{"type": "start", ...}`` once the cluster is complete,
-``{"type": "ping"}`` now and then, ``{"type": "stop"}``.
+Protocol (frames of ``wire``, each bound to its connection, direction and
+sequence number). Scheduler -> task, on accept: ``{"type": "challenge",
+"nonce": N}``. Task -> scheduler, within ``register_timeout`` of the accept
+and in at most ``wire.SMALL_FRAME`` bytes: ``{"type": "register", "task_id":
+T, "host": H, "port": P}``; the scheduler answers ``{"type": "registered"}``.
+Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``
+and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
+...}`` once the cluster is complete, ``{"type": "ping"}`` now and then,
+``{"type": "stop"}``.
+
+A task whose connection dropped may register again on a new connection
+(``task_connection`` retries for a grace period): it is accepted while the
+task is still expected and its old connection is gone, gets the last
+``start`` message again, and ``TaskRegistered`` is reported again.
 
 A connection that sends a bad MAC, garbage, an oversized frame, an unknown
-or already registered task id, or nothing at all is closed; other tasks are
-not disturbed. Everything that happens is put on the ``events`` queue as
+task id or one whose connection is still alive, or no registration in time
+is closed; other tasks are not disturbed. At most ``max_pending``
+connections (``max_pending_per_peer`` per address) may be unregistered at
+once: a new one evicts the oldest, so idle or slow clients cannot lock tasks
+out. Everything that happens is put on the ``events`` queue as
 ``tfmesos.events``: ``TaskRegistered``, ``TaskOutput``, ``TaskExited``,
 ``TaskDisconnected``.
 """
 
+import collections
 import logging
 import socket
 import threading
+import time
 
 from . import wire
 from .events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
@@ -25,25 +38,45 @@ from .exceptions import RendezvousError
 
 logger = logging.getLogger(__name__)
 
+ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
+
+
+class _Link:
+    """One accepted connection: its socket, channel and send lock."""
+
+    def __init__(self, sock, peer, secret):
+        self.sock = sock
+        self.peer = peer
+        self.channel = wire.Channel.for_scheduler(secret)
+        self.accepted = time.monotonic()
+        self.task_id = None
+        self.send_lock = threading.Lock()  # frames from two threads must not interleave
+
+    def send(self, message):
+        with self.send_lock:
+            wire.send(self.sock, self.channel, message)
+
 
 class Rendezvous:
-    def __init__(self, secret, events, bind_host="0.0.0.0", port=0, register_timeout=30.0,
-                 max_pending=64, ping_interval=10.0):
+    def __init__(self, secret, events, bind_host=None, port=0, register_timeout=30.0,
+                 max_pending=256, max_pending_per_peer=64, ping_interval=10.0):
         self._secret = secret
         self._events = events
         self._register_timeout = register_timeout
+        self._max_pending = max_pending
+        self._max_per_peer = max_pending_per_peer
         self._ping_interval = ping_interval
         self._expected = set()
-        self._connections = {}   # task_id -> socket
+        self._connections = {}   # task_id -> registered _Link
+        self._pending = collections.OrderedDict()  # unregistered _Link -> None, oldest first
+        self._starts = {}        # task_id -> the start message, sent again on re-registration
         self._lock = threading.Lock()
-        self._send_lock = threading.Lock()  # frames from two threads must not interleave
         self._closed = threading.Event()
-        self._pending = threading.BoundedSemaphore(max_pending)
         try:
-            self._listener = socket.create_server((bind_host, port), backlog=128)
+            self._listener = _listen(bind_host, port)
         except OSError as exc:
             raise RendezvousError("cannot listen on %s:%s for task registrations: %s"
-                                  % (bind_host, port, exc)) from exc
+                                  % (bind_host or "*", port, exc)) from exc
         self.port = self._listener.getsockname()[1]
         self._threads = [threading.Thread(target=self._accept_loop, name="rendezvous-accept",
                                           daemon=True),
@@ -61,18 +94,21 @@ class Rendezvous:
         """A task that ended: refuse it and drop its connection."""
         with self._lock:
             self._expected.discard(task_id)
-            sock = self._connections.pop(task_id, None)
-        _close(sock)
+            self._starts.pop(task_id, None)
+            link = self._connections.pop(task_id, None)
+        if link is not None:
+            _shutdown(link.sock)
 
     def send(self, task_id, message):
-        """Send to one task; False when it is not connected any more."""
+        """Send to one task; False when it is not connected (now)."""
         with self._lock:
-            sock = self._connections.get(task_id)
-        if sock is None:
+            link = self._connections.get(task_id)
+            if message.get("type") == "start" and task_id in self._expected:
+                self._starts[task_id] = message
+        if link is None:
             return False
         try:
-            with self._send_lock:
-                wire.send(sock, self._secret, message)
+            link.send(message)
             return True
         except OSError:
             return False
@@ -80,37 +116,138 @@ class Rendezvous:
     def close(self):
         """Close everything: connected tasks see it and stop."""
         self._closed.set()
-        _close(self._listener)
+        _shutdown(self._listener)
+        self._listener.close()
         with self._lock:
-            socks, self._connections = list(self._connections.values()), {}
-        for sock in socks:
-            _close(sock)
+            links = list(self._connections.values()) + list(self._pending)
+            self._connections, self._pending = {}, collections.OrderedDict()
+        for link in links:
+            _shutdown(link.sock)  # its thread closes it
+
+    # -- accepting ------------------------------------------------------------
 
     def _accept_loop(self):
+        """Accept until closed; a failing accept() (EMFILE, ENFILE, ...) is
+        retried with a growing back-off and logged once per failing streak."""
+        delay = None
         while not self._closed.is_set():
             try:
                 sock, peer = self._listener.accept()
-            except OSError:
-                return
-            if not self._pending.acquire(blocking=False):
-                logger.warning("too many unregistered connections; refusing %s", peer)
-                _close(sock)
+            except OSError as exc:
+                if self._closed.is_set():
+                    return
+                if delay is None:
+                    logger.warning("the rendezvous cannot accept connections (%s); retrying", exc)
+                    delay = ACCEPT_BACKOFF[0]
+                self._closed.wait(delay)
+                delay = min(delay * 2, ACCEPT_BACKOFF[1])
                 continue
-            threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
-                             name="rendezvous-%s:%s" % peer[:2]).start()
+            if delay is not None:
+                logger.info("the rendezvous accepts connections again")
+                delay = None
+            self._start(_Link(sock, peer, self._secret))
 
-    def _serve(self, sock, peer):
-        task_id = None
+    def _start(self, link):
+        """Admit a new connection (evicting the oldest unregistered one when
+        the limits are reached) and serve it in its own thread."""
+        victim = self._admit(link)
+        if victim is not None:
+            logger.warning("too many unregistered rendezvous connections; dropping the oldest, "
+                           "from %s", victim.peer[0])
+            _shutdown(victim.sock)
+        try:
+            threading.Thread(target=self._serve, args=(link,), daemon=True,
+                             name="rendezvous-%s:%s" % link.peer[:2]).start()
+        except RuntimeError as exc:  # no thread left
+            logger.warning("cannot serve a rendezvous connection from %s: %s", link.peer[0], exc)
+            self._unpend(link)
+            link.sock.close()
+
+    def _admit(self, link):
+        with self._lock:
+            if self._closed.is_set():
+                _shutdown(link.sock)
+                return None
+            same_peer = [other for other in self._pending if other.peer[0] == link.peer[0]]
+            victim = None
+            if len(same_peer) >= self._max_per_peer:
+                victim = same_peer[0]
+            elif len(self._pending) >= self._max_pending:
+                victim = next(iter(self._pending))
+            if victim is not None:
+                del self._pending[victim]
+            self._pending[link] = None
+            return victim
+
+    def _unpend(self, link):
+        with self._lock:
+            self._pending.pop(link, None)
+
+    # -- one connection -------------------------------------------------------
+
+    def _serve(self, link):
         try:
             try:
-                task_id = self._register(sock)
+                registered = self._register(link)
+            except (wire.WireError, OSError) as exc:
+                if not self._closed.is_set():
+                    logger.warning("refused a rendezvous connection from %s: %s",
+                                   link.peer[0], exc)
+                registered = None
             finally:
-                self._pending.release()
-            if task_id is None:
-                return
-            sock.settimeout(None)
+                self._unpend(link)
+            if registered is not None:
+                self._events.put(registered)
+                self._relay(link)
+        finally:
+            link.sock.close()
+
+    def _register(self, link):
+        """Challenge, registration, confirmation; the ``TaskRegistered`` event."""
+        deadline = link.accepted + self._register_timeout
+        sock = link.sock
+        wire.enable_keepalive(sock)
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            sock.sendall(link.channel.challenge())
+            message = wire.receive(sock, link.channel, wire.SMALL_FRAME, deadline)
+        except socket.timeout:
+            raise wire.WireError("no registration within %.0f s" % self._register_timeout) \
+                from None
+        task_id, host, port = _registration(message)
+        link.channel.bind(task_id)
+        sock.settimeout(None)
+        with link.send_lock:  # nothing may reach the task before the confirmation
+            self._claim(link, task_id)
+            start = self._starts.get(task_id)
+            try:
+                for reply in ({"type": "registered"}, start):
+                    if reply is not None:
+                        sock.sendall(link.channel.seal(reply))
+            except OSError:
+                pass  # _relay sees the connection gone and reports it
+        return TaskRegistered(task_id, host, port)
+
+    def _claim(self, link, task_id):
+        """Make ``link`` the connection of ``task_id``, or refuse it."""
+        with self._lock:
+            if link not in self._pending:
+                raise wire.WireError("dropped before it registered")
+            if task_id not in self._expected:
+                raise wire.WireError("unknown task id %r" % task_id)
+            if task_id in self._connections:
+                raise wire.WireError("task %r registered twice" % task_id)
+            del self._pending[link]
+            link.task_id = task_id
+            self._connections[task_id] = link
+
+    def _relay(self, link):
+        """Put what a registered task sends on the events queue until its
+        connection ends."""
+        task_id = link.task_id
+        try:
             while True:
-                message = wire.receive(sock, self._secret)
+                message = wire.receive(link.sock, link.channel)
                 kind = message["type"]
                 if kind == "log":
                     self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
@@ -118,38 +255,14 @@ class Rendezvous:
                 elif kind == "exit" and isinstance(message.get("code"), int):
                     self._events.put(TaskExited(task_id, message["code"]))
         except (wire.WireError, OSError) as exc:
-            if task_id is None:
-                logger.warning("refused a rendezvous connection from %s: %s", peer[0], exc)
+            if not isinstance(exc, wire.ConnectionClosed) and not self._closed.is_set():
+                logger.warning("dropped the rendezvous connection of %s: %s", task_id, exc)
         finally:
-            if task_id is not None:
-                with self._lock:
-                    mine = self._connections.get(task_id) is sock
-                    if mine:
-                        del self._connections[task_id]
-                if mine and not self._closed.is_set():
-                    self._events.put(TaskDisconnected(task_id))
-            _close(sock)
-
-    def _register(self, sock):
-        sock.settimeout(self._register_timeout)
-        wire.enable_keepalive(sock)
-        try:
-            message = wire.receive(sock, self._secret)
-        except socket.timeout:
-            raise wire.WireError("no registration within %.0f s" % self._register_timeout) from None
-        task_id, host, port = message.get("task_id"), message.get("host"), message.get("port")
-        if message["type"] != "register" or not isinstance(task_id, str) \
-                or not isinstance(host, str) or not host \
-                or not isinstance(port, int) or not 0 < port < 65536:
-            raise wire.WireError("malformed registration %r" % (message,))
-        with self._lock:
-            if task_id not in self._expected:
-                raise wire.WireError("unknown task id %r" % task_id)
-            if task_id in self._connections:
-                raise wire.WireError("task %r registered twice" % task_id)
-            self._connections[task_id] = sock
-        self._events.put(TaskRegistered(task_id, host, port))
-        return task_id
+            with self._lock:  # so a re-registration's event comes after this one
+                if self._connections.get(task_id) is link:
+                    del self._connections[task_id]
+                    if not self._closed.is_set():
+                        self._events.put(TaskDisconnected(task_id))
 
     def _ping_loop(self):
         while not self._closed.wait(self._ping_interval):
@@ -159,11 +272,31 @@ class Rendezvous:
                 self.send(task_id, {"type": "ping"})
 
 
-def _close(sock):
-    if sock is None:
-        return
+def _registration(message):
+    """``(task_id, host, port)`` of a well-formed register message."""
+    task_id, host, port = message.get("task_id"), message.get("host"), message.get("port")
+    if message["type"] != "register" or not isinstance(task_id, str) or not task_id \
+            or not isinstance(host, str) or not host or isinstance(port, bool) \
+            or not isinstance(port, int) or not 0 < port < 65536:
+        raise wire.WireError("malformed registration %r" % (message,))
+    return task_id, host, port
+
+
+def _shutdown(sock):
+    """Wake whoever reads ``sock`` with an end of file; its owner closes it."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-    sock.close()
+
+
+def _listen(host, port):
+    """A listening socket on ``host``; None: every address, IPv6 and IPv4
+    alike where the host can (an advertised address may be either)."""
+    if host is None:
+        if socket.has_dualstack_ipv6():
+            return socket.create_server(("", port), family=socket.AF_INET6, backlog=128,
+                                        dualstack_ipv6=True)
+        host = "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)

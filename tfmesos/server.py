@@ -40,7 +40,7 @@ def main(environ=None):
         env = TaskEnv.from_environ(environ)
         port = env.port or free_port()
         conn = Connection(env)
-        conn.send({"type": "register", "task_id": env.task_id, "host": env.host, "port": port})
+        conn.register(env.host, port)
         try:
             start = conn.receive()
         except (wire.WireError, OSError) as exc:

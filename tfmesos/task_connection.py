@@ -1,15 +1,32 @@
 """The task's side of the rendezvous: what the scheduler put in the task's
-environment (``TaskEnv``) and the connection to the scheduler."""
+environment (``TaskEnv``) and the connection to the scheduler.
 
+``Connection.register`` connects, answers the scheduler's challenge and
+registers (``wire`` has the protocol). When the connection drops later, and
+not because the scheduler said ``stop`` or the task closed it, a background
+thread registers again on a new connection for up to ``REREGISTER_GRACE``
+seconds; a refused connection means the scheduler is gone and ends that at
+once. Meanwhile ``receive`` waits, and ``send`` never blocks: it keeps the
+last ``SEND_BUFFER`` messages and sends them once registered again, so log
+forwarding survives a reconnection; it raises (``ConnectionError``) only
+once the scheduler is gone for good.
+"""
+
+import collections
 import dataclasses
 import socket
+import sys
 import threading
 import time
 
 from . import wire
 
-IDLE_TIMEOUT = 60.0     # the scheduler pings every 10 s; silence this long means it is gone
-CONNECT_TIMEOUT = 30.0
+IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
+CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
+HANDSHAKE_TIMEOUT = 10.0  # one try: connect, challenge, confirmation
+REREGISTER_GRACE = 30.0   # registering again after a dropped connection
+RETRY_DELAYS = (0.1, 1.0)  # first and longest wait between tries
+SEND_BUFFER = 1000        # messages kept while reconnecting
 
 
 class TaskError(Exception):
@@ -45,41 +62,196 @@ class TaskEnv:
         return cls(rendezvous, secret, environ["TFMESOS_TASK_ID"], task_host, task_port)
 
 
+class _Link:
+    """One registered connection: its socket and channel."""
+
+    def __init__(self, sock, channel):
+        self.sock = sock
+        self.channel = channel
+
+
 class Connection:
-    """The task's end of the rendezvous connection."""
+    """The task's end of the rendezvous connection: ``register``, then
+    ``send`` / ``receive`` until ``close``."""
 
     def __init__(self, env):
         self.env = env
-        self._send_lock = threading.Lock()
-        deadline = time.monotonic() + CONNECT_TIMEOUT
-        while True:
-            try:
-                self.sock = socket.create_connection(env.rendezvous, timeout=10)
-                break
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise TaskError("cannot reach the tfmesos scheduler at %s:%d: %s"
-                                    % (env.rendezvous + (exc,))) from None
-                time.sleep(1)
-        wire.enable_keepalive(self.sock)
-        self.sock.settimeout(IDLE_TIMEOUT)
+        self._registration = None
+        self._link = None
+        self._state = "new"      # new -> connected <-> reconnecting -> gone
+        self._gone = "not registered"
+        self._stopping = False   # the scheduler said stop: a drop is the end
+        self._started = False
+        self._unsent = collections.deque(maxlen=SEND_BUFFER)
+        self._lock = threading.Condition()
+        self._send_lock = threading.Lock()  # frames and sequence numbers stay in order
+        self._closing = threading.Event()
+
+    def register(self, host, port):
+        """Register ``host:port`` as this task's address; TaskError when the
+        scheduler cannot be reached within ``CONNECT_TIMEOUT``."""
+        self._registration = {"type": "register", "task_id": self.env.task_id,
+                              "host": host, "port": port}
+        self._attach(self._register_until(time.monotonic() + CONNECT_TIMEOUT, False))
 
     def send(self, message):
+        """Send ``message``, or keep it while reconnecting."""
         with self._send_lock:
-            wire.send(self.sock, self.env.secret, message)
+            with self._lock:
+                link, state = self._link, self._state
+            if link is None:
+                if state != "reconnecting":
+                    raise ConnectionError("no connection to the tfmesos scheduler: %s"
+                                          % self._gone)
+                self._unsent.append(message)
+                return
+            try:
+                wire.send(link.sock, link.channel, message)
+            except OSError as exc:
+                self._unsent.append(message)
+                self._lost(link, exc)
 
     def receive(self):
-        """The next message other than a ping."""
+        """The next message other than a ping or a repeated start; waits
+        through a reconnection; ConnectionClosed once the scheduler is gone."""
         while True:
+            link = self._current()
             try:
-                message = wire.receive(self.sock, self.env.secret)
+                message = wire.receive(link.sock, link.channel)
             except socket.timeout:
-                raise wire.ConnectionClosed("the scheduler was silent for %.0f s" % IDLE_TIMEOUT)
-            if message["type"] != "ping":
-                return message
+                self._lost(link, "the scheduler was silent for %.0f s" % IDLE_TIMEOUT)
+                continue
+            except (wire.WireError, OSError) as exc:
+                self._lost(link, exc)
+                continue
+            kind = message["type"]
+            if kind == "ping" or (kind == "start" and self._started):
+                continue  # a start comes again after each re-registration
+            self._started = self._started or kind == "start"
+            if kind == "stop":
+                with self._lock:
+                    self._stopping = True
+            return message
 
     def close(self):
+        """End the connection for good: no reconnection after this."""
+        self._closing.set()
+        with self._lock:
+            link, self._link = self._link, None
+            self._state, self._gone = "gone", "connection closed"
+            self._lock.notify_all()
+        if link is not None:
+            _close(link.sock)
+
+    # -- registering ----------------------------------------------------------
+
+    def _register_until(self, deadline, refused_is_final):
+        """A registered ``_Link``, trying until ``deadline``; TaskError if none."""
+        delay = RETRY_DELAYS[0]
+        where = "%s:%d" % self.env.rendezvous
+        while True:
+            try:
+                return self._handshake(deadline)
+            except ConnectionRefusedError as exc:
+                if refused_is_final:
+                    raise TaskError("the tfmesos scheduler at %s is gone (%s)" % (where, exc)) \
+                        from None
+                error = exc
+            except (wire.WireError, OSError) as exc:
+                error = exc
+            if self._closing.is_set():
+                raise TaskError("the connection was closed")
+            if time.monotonic() + delay > deadline:
+                raise TaskError("cannot register with the tfmesos scheduler at %s: %s"
+                                % (where, error))
+            self._closing.wait(delay)
+            delay = min(delay * 2, RETRY_DELAYS[1])
+
+    def _handshake(self, deadline):
+        """One try: connect, answer the challenge, register, get the confirmation."""
+        timeout = min(HANDSHAKE_TIMEOUT, max(deadline - time.monotonic(), 0.5))
+        sock = socket.create_connection(self.env.rendezvous, timeout=timeout)
         try:
-            self.sock.close()
-        except OSError:
-            pass
+            until = time.monotonic() + timeout
+            payload = wire.read_frame(sock, wire.SMALL_FRAME, until)
+            channel = wire.Channel.from_challenge(self.env.secret, payload)
+            wire.send(sock, channel, self._registration)
+            channel.bind(self.env.task_id)
+            reply = wire.receive(sock, channel, wire.SMALL_FRAME, until)
+            if reply["type"] != "registered":
+                raise wire.WireError("the scheduler answered %r to the registration"
+                                     % reply["type"])
+            wire.enable_keepalive(sock)
+            sock.settimeout(IDLE_TIMEOUT)
+        except BaseException:
+            sock.close()
+            raise
+        return _Link(sock, channel)
+
+    def _attach(self, link):
+        """Make ``link`` the connection, then send what was kept meanwhile."""
+        with self._send_lock:
+            with self._lock:
+                if self._closing.is_set():
+                    _close(link.sock)
+                    return
+                self._link, self._state = link, "connected"
+                self._lock.notify_all()
+            while self._unsent:
+                try:
+                    wire.send(link.sock, link.channel, self._unsent[0])
+                except OSError as exc:
+                    self._lost(link, exc)
+                    return
+                self._unsent.popleft()
+
+    # -- losing the connection ------------------------------------------------
+
+    def _current(self):
+        with self._lock:
+            while self._state == "reconnecting":
+                self._lock.wait()
+            if self._state != "connected":
+                raise wire.ConnectionClosed(self._gone)
+            return self._link
+
+    def _lost(self, link, reason):
+        """``link`` failed: register again, unless the end was expected."""
+        with self._lock:
+            if self._link is not link:
+                return  # already handled
+            self._link = None
+            final = self._stopping or self._closing.is_set()
+            if final:
+                self._state, self._gone = "gone", "connection closed (%s)" % reason
+                self._lock.notify_all()
+            else:
+                self._state = "reconnecting"
+        _close(link.sock)
+        if not final:
+            threading.Thread(target=self._reconnect, args=(reason,), daemon=True,
+                             name="tfmesos-reconnect").start()
+
+    def _reconnect(self, reason):
+        print("tfmesos: lost the connection to the scheduler (%s); registering again"
+              % reason, file=sys.stderr, flush=True)
+        try:
+            link = self._register_until(time.monotonic() + REREGISTER_GRACE, True)
+        except TaskError as exc:
+            with self._lock:
+                if self._state == "reconnecting":
+                    self._state, self._gone = "gone", str(exc)
+                self._lock.notify_all()
+            print("tfmesos: %s; giving up" % exc, file=sys.stderr, flush=True)
+            return
+        self._attach(link)
+        print("tfmesos: registered again", file=sys.stderr, flush=True)
+
+
+def _close(sock):
+    """Wake a reader of ``sock`` with an end of file, then close it."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

@@ -1,19 +1,42 @@
 """Frames of the tfmesos rendezvous protocol, shared by both ends.
 
 A frame is a 4-byte big-endian length, then that many bytes: a 32-byte
-HMAC-SHA256 (keyed with the run's secret) of the JSON body, then the body.
-JSON only, never pickle; frames above ``MAX_FRAME`` are refused unread.
+HMAC-SHA256 (keyed with the run's secret), then a JSON object with a string
+``type``. JSON only, never pickle; frames above the reader's limit are
+refused unread.
+
+The MAC covers more than the body, so that a frame is valid once, in one
+place: ``mac_input`` = a protocol label, the direction (``TO_SCHEDULER`` or
+``TO_TASK``), the connection's nonce, the frame's sequence number in that
+direction (0, 1, 2, ...), the task id (empty until the task registered),
+then the body. A ``Channel`` holds one end's state of one connection; its
+peer checks every frame against the next sequence number it expects, so a
+replayed, reordered, reflected or transplanted frame fails the MAC.
+
+Handshake: the scheduler opens with ``{"type": "challenge", "nonce": HEX}``
+(a fresh random nonce per connection, frame 0 towards the task); the task
+answers ``{"type": "register", ...}`` (its frame 0), after which both ends
+``bind`` the task id; the scheduler confirms with ``{"type": "registered"}``.
 """
 
+import dataclasses
 import hashlib
 import hmac
 import json
+import secrets
 import socket
 import struct
+import time
 
 MAX_FRAME = 1 << 20
+SMALL_FRAME = 4096      # the limit until registered: handshake frames are tiny
 MAC_SIZE = 32
+NONCE_SIZE = 16
+TO_SCHEDULER = b"T"     # frames a task sends
+TO_TASK = b"S"          # frames the scheduler sends
+_LABEL = b"tfmesos-rendezvous-2\0"
 _LENGTH = struct.Struct("!I")
+_SEQUENCE = struct.Struct("!QH")
 
 
 class WireError(Exception):
@@ -24,47 +47,46 @@ class ConnectionClosed(WireError):
     """The peer closed the connection."""
 
 
-def mac(secret, body):
-    return hmac.new(secret, body, hashlib.sha256).digest()
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """Where a frame belongs: what its MAC covers besides the body."""
+
+    direction: bytes
+    nonce: bytes
+    sequence: int
+    task_id: str = ""
 
 
-def encode(secret, message):
+def mac_input(context, body):
+    """The bytes the MAC covers; every field has a fixed size or a length."""
+    task = context.task_id.encode("utf-8")
+    return b"".join((_LABEL, context.direction, context.nonce,
+                     _SEQUENCE.pack(context.sequence, len(task)), task, body))
+
+
+def mac(secret, context, body):
+    return hmac.new(secret, mac_input(context, body), hashlib.sha256).digest()
+
+
+def encode(secret, context, message):
+    """The frame (length prefix included) carrying ``message`` in ``context``."""
     body = json.dumps(message, separators=(",", ":")).encode("utf-8")
     if len(body) + MAC_SIZE > MAX_FRAME:
-        raise WireError("message of %d bytes exceeds the %d byte frame limit" % (len(body), MAX_FRAME))
-    return _LENGTH.pack(len(body) + MAC_SIZE) + mac(secret, body) + body
+        raise WireError("message of %d bytes exceeds the %d byte frame limit"
+                        % (len(body), MAX_FRAME))
+    return _LENGTH.pack(len(body) + MAC_SIZE) + mac(secret, context, body) + body
 
 
-def send(sock, secret, message):
-    sock.sendall(encode(secret, message))
+def decode(secret, context, payload):
+    """The message of an authentic frame ``payload`` (after the length) in ``context``."""
+    digest, body = payload[:MAC_SIZE], payload[MAC_SIZE:]
+    if not hmac.compare_digest(digest, mac(secret, context, body)):
+        raise WireError("bad message authentication code (forged, replayed or misplaced frame)")
+    return parse(body)
 
 
-def recv_exact(sock, size):
-    """Read exactly ``size`` bytes (recv may return fewer)."""
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        count = sock.recv_into(view[got:], size - got)
-        if count == 0:
-            raise ConnectionClosed("connection closed after %d of %d bytes" % (got, size))
-        got += count
-    return bytes(buffer)
-
-
-def receive(sock, secret):
-    """Read one authentic frame and return its JSON object."""
-    try:
-        header = recv_exact(sock, _LENGTH.size)
-    except ConnectionClosed:
-        raise ConnectionClosed("connection closed") from None
-    (length,) = _LENGTH.unpack(header)
-    if length > MAX_FRAME or length < MAC_SIZE + 2:
-        raise WireError("refusing a frame of %d bytes" % length)
-    frame = recv_exact(sock, length)
-    digest, body = frame[:MAC_SIZE], frame[MAC_SIZE:]
-    if not hmac.compare_digest(digest, mac(secret, body)):
-        raise WireError("bad message authentication code")
+def parse(body):
+    """A frame body's JSON object, which must have a string ``type``."""
     try:
         message = json.loads(body)
     except ValueError as exc:
@@ -72,6 +94,101 @@ def receive(sock, secret):
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise WireError("frame body is not a typed JSON object")
     return message
+
+
+class Channel:
+    """One end's state of one connection: the secret, the nonce, the task id
+    once bound, and the next sequence number in each direction."""
+
+    def __init__(self, secret, nonce, sends, task_id=""):
+        self.secret = secret
+        self.nonce = nonce
+        self.sends = sends
+        self.receives = TO_TASK if sends == TO_SCHEDULER else TO_SCHEDULER
+        self.task_id = task_id
+        self.sent = 0
+        self.received = 0
+
+    @classmethod
+    def for_scheduler(cls, secret):
+        """The scheduler's channel of a new connection, with a fresh nonce."""
+        return cls(secret, secrets.token_bytes(NONCE_SIZE), TO_TASK)
+
+    @classmethod
+    def from_challenge(cls, secret, payload):
+        """The task's channel, from the scheduler's challenge frame (verified)."""
+        message = parse(payload[MAC_SIZE:])
+        try:
+            nonce = bytes.fromhex(message.get("nonce") or "")
+        except (TypeError, ValueError):
+            nonce = b""
+        if message["type"] != "challenge" or len(nonce) != NONCE_SIZE:
+            raise WireError("expected a challenge from the scheduler, got %r" % message["type"])
+        channel = cls(secret, nonce, TO_SCHEDULER)
+        channel.open(payload)
+        return channel
+
+    def challenge(self):
+        """The scheduler's first frame: the nonce the task must answer to."""
+        return self.seal({"type": "challenge", "nonce": self.nonce.hex()})
+
+    def bind(self, task_id):
+        """Cover the task id in every later frame (after the registration)."""
+        self.task_id = task_id
+
+    def seal(self, message):
+        """The next outgoing frame carrying ``message``."""
+        frame = encode(self.secret, Context(self.sends, self.nonce, self.sent, self.task_id),
+                       message)
+        self.sent += 1
+        return frame
+
+    def open(self, payload):
+        """The message of the next incoming frame; WireError if it is not that frame."""
+        message = decode(self.secret,
+                         Context(self.receives, self.nonce, self.received, self.task_id), payload)
+        self.received += 1
+        return message
+
+
+def send(sock, channel, message):
+    sock.sendall(channel.seal(message))
+
+
+def recv_exact(sock, size, deadline=None):
+    """Read exactly ``size`` bytes (recv may return fewer), by ``deadline``
+    (a ``time.monotonic()`` value) when given: socket.timeout after it."""
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("deadline passed after %d of %d bytes" % (got, size))
+            sock.settimeout(remaining)
+        count = sock.recv_into(view[got:], size - got)
+        if count == 0:
+            raise ConnectionClosed("connection closed after %d of %d bytes" % (got, size))
+        got += count
+    return bytes(buffer)
+
+
+def read_frame(sock, max_size=MAX_FRAME, deadline=None):
+    """One frame's payload (MAC and body), unverified; at most ``max_size`` bytes."""
+    try:
+        header = recv_exact(sock, _LENGTH.size, deadline)
+    except ConnectionClosed:
+        raise ConnectionClosed("connection closed") from None
+    (length,) = _LENGTH.unpack(header)
+    if length > max_size or length < MAC_SIZE + 2:
+        raise WireError("refusing a frame of %d bytes (limit %d)" % (length, max_size))
+    return recv_exact(sock, length, deadline)
+
+
+def receive(sock, channel, max_size=MAX_FRAME, deadline=None):
+    """Read the channel's next frame and return its JSON object."""
+    return channel.open(read_frame(sock, max_size, deadline))
 
 
 def enable_keepalive(sock, idle=30, interval=10, count=3):

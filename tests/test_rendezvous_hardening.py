@@ -1,0 +1,406 @@
+"""The rendezvous under attack and under failure: slow clients, replayed
+frames, accept() errors, dropped task connections."""
+
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from conftest import marked_processes
+from rendezvous_client import (SECRET, Client, finish, make_rendezvous, next_event, no_event,
+                               refused, replica_run)
+from tfrun_helpers import REPO
+from tfmesos import launch, task_connection, wire
+from tfmesos.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from tfmesos.rendezvous import Rendezvous
+from tfmesos.task_connection import Connection, TaskEnv
+
+
+@pytest.fixture
+def rdv():
+    server = make_rendezvous(register_timeout=30.0)
+    server.expect("good")
+    yield server
+    server.close()
+
+
+def connect(port, source="127.0.0.1"):
+    return socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+
+
+# -- slow and idle clients ------------------------------------------------------
+
+
+def test_registration_has_a_deadline_not_a_timeout_per_read():
+    rdv = make_rendezvous(register_timeout=1.0)
+    sock = connect(rdv.port)
+    try:
+        sock.sendall(struct.pack("!I", 1000))
+        started = time.monotonic()
+        while time.monotonic() - started < 4:  # a byte every 0.2 s resets a per-read timeout
+            try:
+                sock.sendall(b"x")
+            except OSError:
+                break
+            time.sleep(0.2)
+        assert refused(sock, timeout=0.1)
+        assert time.monotonic() - started < 2.5
+    finally:
+        sock.close()
+        rdv.close()
+
+
+def test_oldest_unregistered_connection_makes_room_for_a_task():
+    rdv = make_rendezvous(register_timeout=30.0, max_pending_per_peer=4)
+    rdv.expect("good")
+    idle = [connect(rdv.port) for _ in range(4)]
+    try:
+        time.sleep(0.3)  # accepted in this order
+        task = Client(rdv.port)
+        task.register()
+        task.registered()
+        assert next_event(rdv, TaskRegistered).task_id == "good"
+        assert refused(idle[0])
+        assert not any(refused(sock, timeout=0.2) for sock in idle[1:])
+    finally:
+        for sock in idle:
+            sock.close()
+        rdv.close()
+
+
+def test_one_address_can_only_evict_its_own_connections():
+    rdv = make_rendezvous(register_timeout=30.0, max_pending=8, max_pending_per_peer=2)
+    other = connect(rdv.port, "127.0.0.3")
+    flood = []
+    try:
+        time.sleep(0.2)
+        for _ in range(6):
+            flood.append(connect(rdv.port, "127.0.0.2"))
+            time.sleep(0.05)
+        assert all(refused(sock) for sock in flood[:4])
+        assert not refused(other, timeout=0.3)
+    finally:
+        for sock in flood + [other]:
+            sock.close()
+        rdv.close()
+
+
+class Slowloris:
+    """``count`` clients that announce a ``size`` byte frame and send it a
+    byte every ``interval`` s, reconnecting when dropped; for at most
+    ``limit`` s."""
+
+    def __init__(self, port, size, count=64, interval=0.5, limit=90.0):
+        self.port, self.size, self.count = port, size, count
+        self.interval, self.limit = interval, limit
+        self.connections = 0
+        self.most_open = 0
+        self.ready = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def open(self):
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        sock.sendall(struct.pack("!I", self.size))
+        self.connections += 1
+        return sock
+
+    def trickle(self, sock):
+        """Send a byte; False when the server closed the connection."""
+        try:
+            while sock.recv(65536, socket.MSG_DONTWAIT):
+                pass  # the challenge
+            return False  # end of file
+        except BlockingIOError:
+            sock.send(b"x")
+            return True
+        except OSError:
+            return False
+
+    def tick(self, socks):
+        for index, sock in enumerate(socks):
+            if sock is not None and not self.trickle(sock):
+                sock.close()
+                socks[index] = sock = None
+            if sock is None:
+                try:
+                    socks[index] = self.open()
+                except OSError:
+                    pass
+        self.most_open = max(self.most_open, sum(s is not None for s in socks))
+
+    def run(self):
+        socks = [None] * self.count
+        deadline = time.monotonic() + self.limit
+        try:
+            while not self.done.is_set() and time.monotonic() < deadline:
+                self.tick(socks)
+                self.ready.set()
+                self.done.wait(self.interval)
+        finally:
+            self.ready.set()
+            for sock in socks:
+                if sock is not None:
+                    sock.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("size, sign", [
+    (wire.MAX_FRAME, "refusing a frame of %d bytes" % wire.MAX_FRAME),
+    (wire.SMALL_FRAME - 100, "dropping the oldest"),
+], ids=["1MiB", "under-the-registration-limit"])
+def test_64_slowloris_clients_do_not_stop_a_real_run(monkeypatch, caplog, size, sign):
+    attacks = []
+
+    def attacked_rendezvous(*args, **kwargs):
+        """The run's rendezvous, under attack before any task is launched."""
+        server = Rendezvous(*args, **kwargs)
+        attacks.append(Slowloris(server.port, size).__enter__())
+        attacks[0].ready.wait(10)
+        return server
+
+    monkeypatch.setattr(launch, "Rendezvous", attacked_rendezvous)
+    try:
+        run = replica_run().start()
+        assert attacks[0].most_open == 64
+        assert finish(run) == 0
+    finally:
+        for attack in attacks:
+            attack.__exit__()
+    assert any(sign in r.getMessage() for r in caplog.records)
+    assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+
+
+# -- replayed and misplaced frames ---------------------------------------------
+
+
+def test_a_replayed_registration_after_a_drop_is_refused_and_gets_no_start(rdv):
+    task = Client(rdv.port)
+    frame = task.register()
+    task.registered()
+    next_event(rdv, TaskRegistered)
+    assert rdv.send("good", {"type": "start", "cmd": "secret stuff"})
+    assert task.receive_not_ping()["type"] == "start"
+    task.close()
+    next_event(rdv, TaskDisconnected)
+
+    attacker = connect(rdv.port)
+    try:
+        challenge = wire.read_frame(attacker, wire.SMALL_FRAME)
+        attacker.sendall(frame)
+        rest = b""
+        attacker.settimeout(5)
+        while True:
+            data = attacker.recv(65536)
+            if not data:
+                break
+            rest += data
+        assert rest == b"" and b"challenge" in challenge  # nothing after the challenge
+        assert no_event(rdv, TaskRegistered)
+    finally:
+        attacker.close()
+
+    again = Client(rdv.port)  # the real task can still come back
+    again.register()
+    again.registered()
+    assert next_event(rdv, TaskRegistered).task_id == "good"
+    assert again.receive_not_ping()["cmd"] == "secret stuff"
+    again.close()
+
+
+def test_an_exit_frame_is_refused_on_another_task_and_when_replayed(rdv):
+    rdv.expect("other")
+    one, two = Client(rdv.port), Client(rdv.port)
+    one.register("good")
+    two.register("other")
+    one.registered()
+    two.registered()
+    exit_frame = one.send({"type": "exit", "code": 7})
+    assert next_event(rdv, TaskExited) == TaskExited("good", 7)
+
+    two.send({"type": "log", "stream": "stdout", "data": "so far so good\n"})
+    two.sock.sendall(exit_frame)
+    assert next_event(rdv, TaskOutput).task_id == "other"
+    assert next_event(rdv, TaskDisconnected) == TaskDisconnected("other")
+    assert two.refused()
+
+    one.sock.sendall(exit_frame)  # the same frame again on its own connection
+    assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
+    assert one.refused()
+    assert no_event(rdv, TaskExited, 0.2)
+    one.close()
+    two.close()
+
+
+# -- accept() errors -----------------------------------------------------------
+
+EMFILE_SCRIPT = textwrap.dedent("""
+    import os, queue, resource, sys, time
+    sys.path.insert(0, %r)
+    from tfmesos.rendezvous import Rendezvous
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    events = queue.Queue()
+    rdv = Rendezvous(b"s" * 32, events, bind_host="127.0.0.1")
+    rdv.expect("good")
+    rdv.expect("other")
+    hog = []
+    try:
+        while True:
+            hog.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        pass
+    print(rdv.port, flush=True)
+    sys.stdin.readline()   # tasks are connecting: accept() fails with EMFILE
+    time.sleep(1.5)
+    for fd in hog:
+        os.close(fd)
+    for _ in range(2):
+        event = events.get(timeout=20)
+        print(type(event).__name__, event.task_id, flush=True)
+    rdv.close()
+""" % REPO)
+
+
+def test_accept_survives_running_out_of_file_descriptors():
+    # The accept() blocked since the start holds a descriptor: the first
+    # connection gets it, the next accept() fails with EMFILE.
+    proc = subprocess.Popen([sys.executable, "-c", EMFILE_SCRIPT], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tasks = []
+    try:
+        port = int(proc.stdout.readline())
+        tasks = [Client(port) for _ in range(2)]   # the second waits in the backlog
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        for task, task_id in zip(tasks, ("good", "other")):
+            task.sock.settimeout(15)
+            task.register(task_id)
+            task.registered()
+        assert sorted(proc.stdout.readline().split() for _ in range(2)) == \
+            [["TaskRegistered", "good"], ["TaskRegistered", "other"]]
+        _, err = proc.communicate(timeout=15)
+    finally:
+        for task in tasks:
+            task.close()
+        proc.kill()
+        proc.wait()
+    assert err.count("cannot accept connections") == 1, err
+    assert "Too many open files" in err
+
+
+# -- dropped task connections --------------------------------------------------
+
+
+def task_env(rdv, task_id="good"):
+    return TaskEnv(("127.0.0.1", rdv.port), SECRET, task_id, "h", 2222)
+
+
+class Receiver:
+    """A thread that keeps calling ``conn.receive()``, as a task does."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.messages = []
+        self.error = None
+        self.ended = threading.Event()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        try:
+            while True:
+                self.messages.append(self.conn.receive())
+        except wire.WireError as exc:
+            self.error = exc
+        finally:
+            self.ended.set()
+
+
+def cut(rdv, task_id="good"):
+    """Break a task's connection on the scheduler's side, as a network would."""
+    rdv._connections[task_id].sock.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def task(rdv):
+    conn = Connection(task_env(rdv))
+    conn.register("h", 2222)
+    assert next_event(rdv, TaskRegistered) == TaskRegistered("good", "h", 2222)
+    yield conn
+    conn.close()
+
+
+def test_a_dropped_task_registers_again(rdv, task):
+    assert rdv.send("good", {"type": "start", "n": 1})
+    assert task.receive() == {"type": "start", "n": 1}
+    receiver = Receiver(task)
+    cut(rdv)
+    assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
+    assert next_event(rdv, TaskRegistered) == TaskRegistered("good", "h", 2222)
+    task.send({"type": "log", "stream": "stdout", "data": "still here\n"})
+    assert next_event(rdv, TaskOutput).text == "still here\n"
+    assert rdv.send("good", {"type": "stop"})
+    deadline = time.monotonic() + 5
+    while not receiver.messages and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert receiver.messages == [{"type": "stop"}]  # the repeated start was not returned
+    rdv.forget("good")
+    assert receiver.ended.wait(5)  # after a stop, a drop is the end
+    assert no_event(rdv, TaskRegistered)
+
+
+def test_output_sent_while_reconnecting_is_kept(rdv, task):
+    receiver = Receiver(task)
+    with rdv._lock:
+        rdv._expected.discard("good")  # refuse the re-registration for now
+    cut(rdv)
+    deadline = time.monotonic() + 5
+    while task._state != "reconnecting" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for n in range(3):
+        task.send({"type": "log", "stream": "stdout", "data": "line %d\n" % n})
+    rdv.expect("good")
+    assert next_event(rdv, TaskRegistered).task_id == "good"
+    assert [next_event(rdv, TaskOutput).text for _ in range(3)] == \
+        ["line 0\n", "line 1\n", "line 2\n"]
+    assert not receiver.ended.is_set()
+
+
+def test_a_task_stops_at_once_when_the_rendezvous_is_closed(rdv, task):
+    receiver = Receiver(task)
+    started = time.monotonic()
+    rdv.close()
+    assert receiver.ended.wait(5)
+    assert time.monotonic() - started < 1.0
+    assert "gone" in str(receiver.error)
+    with pytest.raises(ConnectionError):
+        task.send({"type": "log", "stream": "stdout", "data": "x"})
+
+
+def test_a_task_gives_up_after_the_grace_period(rdv, task, monkeypatch):
+    monkeypatch.setattr(task_connection, "REREGISTER_GRACE", 1.0)
+    receiver = Receiver(task)
+    rdv.forget("good")   # listening still, but refusing this task
+    started = time.monotonic()
+    assert receiver.ended.wait(5)
+    assert 0.5 < time.monotonic() - started < 3
+    assert "cannot register" in str(receiver.error)
+
+
+def test_no_reconnection_after_the_task_closed(rdv, task):
+    receiver = Receiver(task)
+    task.close()
+    assert receiver.ended.wait(5)
+    assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
+    assert no_event(rdv, TaskRegistered)
