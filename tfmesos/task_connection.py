@@ -13,7 +13,6 @@ once the scheduler is gone for good.
 """
 
 import collections
-import dataclasses
 import socket
 import sys
 import threading
@@ -33,15 +32,12 @@ class TaskError(Exception):
     """The task cannot do its job; the message is printed, exit status 1."""
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskEnv:
-    """What the scheduler put in the task's environment."""
+class TaskEnv(collections.namedtuple("TaskEnv", "rendezvous secret task_id host port")):
+    """What the scheduler put in the task's environment: ``rendezvous``
+    (host, port), ``secret`` (bytes), ``task_id``, ``host`` (the address other
+    tasks reach this one at) and ``port`` (0: pick a free one)."""
 
-    rendezvous: tuple   # (host, port)
-    secret: bytes
-    task_id: str
-    host: str           # the address other tasks reach this one at
-    port: int           # 0: pick a free one
+    __slots__ = ()
 
     @classmethod
     def from_environ(cls, environ):
