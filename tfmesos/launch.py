@@ -171,7 +171,8 @@ class ClusterRun:
         while any(slot.address is None for slot in self.slots):
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
-                raise LaunchTimeout(self._missing_message())
+                raise LaunchTimeout(self.scheduler.missing_message(
+                    self.run.launch_timeout, self.driver.master or self.master))
             self._next_event(min(remaining, 1.0))
         addresses = {slot.key: slot.address for slot in self.slots}
         if self.coordinator:
@@ -368,25 +369,6 @@ class ClusterRun:
             if state:
                 what += " (%s: %s)" % (state, slot.message)
         raise TaskFailed("task %s %s" % (slot.name, what), slot.name, state, code)
-
-    def _missing_message(self):
-        missing = [slot for slot in self.slots if slot.address is None]
-        parts = []
-        for slot in missing:
-            if slot.state == "PENDING" and slot.attempts == 0:
-                parts.append("%s (no offer fits cpus=%g mem=%g gpus=%d)"
-                             % (slot.name, slot.job.cpus, slot.job.mem, slot.job.gpus))
-            else:
-                parts.append(slot.describe())
-        text = "the cluster was not complete after %.0f s; missing: %s" % (
-            self.run.launch_timeout, ", ".join(parts))
-        largest = self.scheduler.largest_offer if self.scheduler else None
-        if largest:
-            text += "; largest offer seen: cpus=%g mem=%g gpus=%d on %s" % (
-                largest["cpus"], largest["mem"], largest["gpus"], largest["agent"])
-        elif self.scheduler is not None:
-            text += "; no offer received from %s" % (self.driver.master or self.master)
-        return text
 
     # -- stop -----------------------------------------------------------------
 

@@ -167,6 +167,27 @@ class TFMesosScheduler(Scheduler):
 
     # -- called by the launcher ---------------------------------------------
 
+    def missing_message(self, waited, master):
+        """Why the cluster is not complete after ``waited`` seconds: each
+        missing task, and the largest offer seen (or that ``master`` sent
+        none)."""
+        parts = []
+        for slot in self.slots:
+            if slot.address is not None:
+                continue
+            if slot.state == "PENDING" and slot.attempts == 0:
+                parts.append("%s (no offer fits cpus=%g mem=%g gpus=%d)"
+                             % (slot.name, slot.job.cpus, slot.job.mem, slot.job.gpus))
+            else:
+                parts.append(slot.describe())
+        text = "the cluster was not complete after %.0f s; missing: %s" % (
+            waited, ", ".join(parts))
+        largest = self.largest_offer
+        if largest:
+            return text + "; largest offer seen: cpus=%g mem=%g gpus=%d on %s" % (
+                largest["cpus"], largest["mem"], largest["gpus"], largest["agent"])
+        return text + "; no offer received from %s" % master
+
     def reconcile(self, driver, implicit=False):
         """Explicit reconciliation of every task that is not known to have
         ended (docs/reconciliation.md): Mesos answers each with its latest
