@@ -3,12 +3,17 @@ environment, and the session fails if any such process outlives it."""
 
 import os
 import signal
+import tempfile
 import uuid
 
 import pytest
 
 MARKER = "TFMESOS_TEST_SESSION"
 os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or not
+# Every run keeps a run directory: the tests' go to a temporary place, not
+# into the checkout (tfrun and cluster() read this, as users may set it).
+_RUNS = tempfile.TemporaryDirectory(prefix="tfmesos-test-runs-")
+os.environ["TFMESOS_RUNS_DIR"] = _RUNS.name
 
 
 def marked_processes():

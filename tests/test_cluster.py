@@ -1,5 +1,6 @@
 """Fine-grained mode: cluster() with real TensorFlow servers on the local master."""
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,17 @@ pytestmark = pytest.mark.tensorflow
 SMALL = {"cpus": 0.2, "mem": 256}
 
 
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    """Run directories go to the test's temporary directory, not the checkout."""
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "tfmesos-runs"))
+
+
+def run_json(directory):
+    with open(os.path.join(directory, "run.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def test_plus_example_prints_42():
     result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "plus.py")],
                             capture_output=True, text=True, timeout=180,
@@ -24,10 +36,11 @@ def test_plus_example_prints_42():
     assert result.stdout.strip().splitlines()[-1] == "42"
 
 
-def test_targets_spec_and_failure_surfacing_in_the_caller():
+def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
     jobs = [dict(name="ps", num=1, **SMALL), dict(name="worker", num=2, **SMALL)]
     with pytest.raises(TaskFailed, match="worker:1 ended: TASK_KILLED"):
-        with cluster(jobs, master="local") as c:
+        with cluster(jobs, master="local", run_dir=str(tmp_path / "run")) as c:
+            assert c.run_dir == str(tmp_path / "run")
             assert sorted(c.targets) == ["/job:ps/task:0", "/job:worker/task:0",
                                          "/job:worker/task:1"]
             assert all(t.startswith("grpc://127.0.0.1:") for t in c.targets.values())
@@ -42,13 +55,25 @@ def test_targets_spec_and_failure_surfacing_in_the_caller():
                 time.sleep(0.1)
             assert c.finished() and isinstance(c.failure, TaskFailed)
     assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+    record = run_json(tmp_path / "run")
+    assert record["mode"] == "fine" and record["command"] is None
+    assert record["outcome"]["status"] == "failed" and record["outcome"]["task"] == "worker:1"
+    assert "worker:1 ended: TASK_KILLED" in record["outcome"]["message"]
+    assert all(task["attempts"][0]["address"] and task["attempts"][0]["logs"] is None
+               for task in record["tasks"])
+    killed = [task for task in record["tasks"] if task["name"] == "worker:1"][0]
+    assert killed["state"] == "TASK_KILLED"
 
 
-def test_error_in_the_block_propagates_and_stops_the_tasks():
+def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
     with pytest.raises(ZeroDivisionError):
-        with cluster([dict(name="worker", num=1, **SMALL)], master="local"):
+        with cluster([dict(name="worker", num=1, **SMALL)], master="local",
+                     run_dir=str(tmp_path / "run")):
             1 / 0
     assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+    assert run_json(tmp_path / "run")["outcome"] == {
+        "status": "failed", "message": "the with block raised ZeroDivisionError: division by zero",
+        "task": None, "exit_code": None}
 
 
 def test_original_signature_and_unsupported_options_are_clear():

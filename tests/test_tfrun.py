@@ -1,14 +1,23 @@
 """tfrun end to end on the embedded local master, as a user runs it."""
 
+import json
 import os
 import signal
 import stat
 import subprocess
 import time
 
+import pytest
+
 from conftest import marked_processes
 from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, free_port, marked_tasks, run_tfrun,
                            start_tfrun, wait_for_line)
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    """Run directories go to the test's temporary directory, not the checkout."""
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "tfmesos-runs"))
 
 
 def assert_no_task_processes():
@@ -94,13 +103,18 @@ def test_ctrl_c_kills_every_task_and_exits_130():
     assert_no_task_processes()
 
 
-def test_sigterm_behaves_like_ctrl_c():
-    with start_tfrun("-w", "1", "-s", "0", *SMALL, "--", "sleep 600") as proc:
+def test_sigterm_behaves_like_ctrl_c(tmp_path):
+    run_dir = tmp_path / "run"
+    with start_tfrun("-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",
+                     "sleep 600") as proc:
         wait_for_line(proc.stderr, "cluster ready", timeout=60)
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
         assert proc.returncode == 130
+        assert "tfrun: logs and run record: %s" % run_dir in proc.stderr.read()
     assert_no_task_processes()
+    with open(run_dir / "run.json") as handle:
+        assert json.load(handle)["outcome"]["status"] == "interrupted"
 
 
 def test_unreachable_master_is_a_clear_error_in_bounded_time():
@@ -126,7 +140,9 @@ def test_nothing_fits_times_out_naming_what_is_missing():
         master.wait(30)
     assert result.returncode == 1
     assert "the cluster was not complete after 3 s; missing: worker:0 (no offer fits " \
-           "cpus=0.1 mem=1024 gpus=0); largest offer seen: cpus=2 mem=512 gpus=0" in result.stderr
+           "cpus=0.1 mem=1024 gpus=0); the cluster needs cpus=0.1 mem=1024 gpus=0 in total; " \
+           "offers held at most cpus=2 mem=512 gpus=0; largest offer seen: cpus=2 mem=512 " \
+           "gpus=0" in result.stderr
 
 
 def test_embedded_master_refuses_what_this_machine_cannot_hold_at_once():

@@ -2,12 +2,16 @@
 servers as Mesos tasks and hands their addresses to the calling script."""
 
 import contextlib
+import logging
 import os
 
 from . import config
 from .exceptions import ClusterError, SpecError
 from .launch import ClusterRun
+from .run_record import AUTO
 from .spec import RunSpec, parse_jobs
+
+logger = logging.getLogger(__name__)
 
 
 class Cluster:
@@ -16,6 +20,7 @@ class Cluster:
 
     def __init__(self, run):
         self._run = run
+        self.run_dir = run.record.directory   # the logs and run.json
         self.spec = {job: list(addresses) for job, addresses in run.spec.items()}
         self.targets = {"/job:%s/task:%d" % (job, index): "grpc://" + address
                         for job, addresses in self.spec.items()
@@ -55,13 +60,22 @@ class Cluster:
             raise self._run.failure
 
 
+def _refuse_unsupported(protocol, **original_options):
+    if protocol != "grpc":
+        raise SpecError("protocol %r is not supported: TensorFlow servers speak grpc" % protocol)
+    for option, value in original_options.items():
+        if value:
+            raise SpecError("%s of the original TFMesos is not supported; run that part in "
+                            "your script (tasks reach it through coordinator=True)" % option)
+
+
 @contextlib.contextmanager
 def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=None,
             extra_config=None, protocol="grpc", env=None, role=None, containerizer_type=None,
             force_pull_image=False, forward_addresses=None, *, image=None,
             launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=60.0,
             local_master_options=None, coordinator=False, user=None, verify=True,
-            ca_bundle=None, master_scheme="http"):
+            ca_bundle=None, master_scheme="http", run_dir=None):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -73,19 +87,17 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
 
     ``verify=False`` / ``ca_bundle`` set how ``https`` masters are checked;
     ``master_scheme="https"`` for masters found through ``zk://``.
+    ``run_dir`` is where run.json goes (default
+    ``./tfmesos-runs/<name>-<run id>``, ``$TFMESOS_RUNS_DIR`` instead of
+    ``./tfmesos-runs``); ``Cluster.run_dir`` names it.
     ``user`` (default: yours) is the user the tasks run as; it must exist on
     the agents. ``coordinator=True`` adds a ``chief`` entry for the calling process (a
     free port on the advertised address): the script then coordinates
     ``ParameterServerStrategy`` through ``c.cluster_resolver()``.
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
-    if protocol != "grpc":
-        raise SpecError("protocol %r is not supported: TensorFlow servers speak grpc" % protocol)
-    for option, value in (("local_task", local_task), ("extra_config", extra_config),
-                          ("forward_addresses", forward_addresses)):
-        if value:
-            raise SpecError("%s of the original TFMesos is not supported; run that part in "
-                            "your script (tasks reach it through coordinator=True)" % option)
+    _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
+                        forward_addresses=forward_addresses)
     if isinstance(volumes, dict):
         volumes = ["%s:%s" % item for item in volumes.items()]
     environ = os.environ
@@ -98,15 +110,19 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
                 launch_timeout=launch_timeout, max_attempts=max_attempts, user=user),
         mode="fine", master=master, advertise_address=advertise_address,
         connect_timeout=connect_timeout, local_master_options=local_master_options,
-        coordinator=coordinator,
+        coordinator=coordinator, run_dir=run_dir or AUTO,
         driver_options={"verify": verify, "ca_bundle": ca_bundle, "scheme": master_scheme})
-    run.start()
     try:
+        run.start()
         run.wait_ready()
         run.watch()
-        handle = Cluster(run)
-        yield handle
+        yield Cluster(run)
+    except BaseException as exc:
+        run.record.ended(exc, run.phase if run.phase != "running" else "block")
+        raise
     finally:
         run.stop()
+        if run.record.directory and run.record.outcome_status != "succeeded":
+            logger.warning("logs and run record: %s", run.record.directory)
     if run.failure is not None:
         raise run.failure

@@ -12,7 +12,6 @@ handles every event they report in the thread that calls ``wait_ready`` /
 import logging
 import os
 import queue
-import re
 import secrets
 import threading
 import time
@@ -28,13 +27,14 @@ from .mesos import MesosSchedulerDriver
 from .mesos.master_address import parse_master
 from .mesos.task_states import TERMINAL_STATES
 from .rendezvous import Rendezvous
+from .run_record import make_record
 from .scheduler import TFMesosScheduler, make_slots
 from .spec import RunSpec, check_run
+from .task_ends import exit_code_of, launch_failure_message, permanent_failure
 from .taskinfo import build_task, framework_info
 
 logger = logging.getLogger(__name__)
 
-_EXIT_STATUS = re.compile(r"exited with status (\d+)")
 # How long a running task may stay away from the rendezvous (its side
 # reconnects for as long) before it counts as failed.
 RECONNECT_GRACE = 40.0   # the task side retries for 30 s (task_connection)
@@ -43,24 +43,22 @@ RECONNECT_GRACE = 40.0   # the task side retries for 30 s (task_connection)
 RECONCILE_INTERVAL = 20.0
 
 
-def exit_code_of(status_message):
-    """The exit code in Mesos' "Command exited with status N", or None."""
-    match = _EXIT_STATUS.search(status_message or "")
-    return int(match.group(1)) if match else None
-
-
 class ClusterRun:
     """One run of ``jobs`` in ``mode`` "fine" (TensorFlow servers) or
     "replica" (``command`` in every task).
 
-    ``on_log(slot, stream, text)`` receives forwarded output of the tasks for
-    which ``forward_logs(slot)`` is true (replica mode).
+    ``on_log(slot, stream, text)`` receives the output the tasks forward
+    (replica mode: every task, unless ``forward_logs(slot)`` says otherwise).
+    ``run_dir``: the run directory (``run_record.AUTO``: the default one;
+    None: none). ``on_progress(run)`` is called about once a second while
+    the cluster forms, in the waiting thread.
     """
 
     def __init__(self, jobs, run=None, mode="fine", command=None, master=None,
                  advertise_address=None, environ=None, on_log=None, forward_logs=None,
                  hooks=None, connect_timeout=60.0, local_master_options=None,
-                 coordinator=False, reconnect_grace=RECONNECT_GRACE, driver_options=None):
+                 coordinator=False, reconnect_grace=RECONNECT_GRACE, driver_options=None,
+                 run_dir=None, on_progress=None):
         self.jobs = list(jobs)
         self.run = run or RunSpec()
         self.mode = mode
@@ -69,7 +67,8 @@ class ClusterRun:
         self.master = config.resolve_master(master, self._environ)
         self._advertise = advertise_address
         self._on_log = on_log or (lambda slot, stream, text: None)
-        self._forward_logs = forward_logs or (lambda slot: False)
+        self._forward_logs = forward_logs or (lambda slot: True)
+        self._on_progress = on_progress or (lambda run: None)
         self._hooks = hooks or {}
         self._connect_timeout = connect_timeout
         self._local_options = local_master_options or {}
@@ -99,6 +98,7 @@ class ClusterRun:
         self._reconnect_grace = reconnect_grace
         self._away = {}   # task id -> when its rendezvous connection dropped
         self._reconciled = time.monotonic()
+        self.record = make_record(run_dir, self, self._environ)  # the run directory
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
             TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
@@ -110,6 +110,7 @@ class ClusterRun:
     # -- start ----------------------------------------------------------------
 
     def start(self):
+        self.record.submitted()
         try:
             master_url = self._start_master()
             if self.local_master is None and not master_url.lower().startswith("zk://"):
@@ -129,7 +130,8 @@ class ClusterRun:
             self.phase = "launching"
             self._deadline = time.monotonic() + self.run.launch_timeout
             self.driver.start()
-        except BaseException:
+        except BaseException as exc:
+            self.record.ended(exc, self.phase)
             self.stop()
             raise
         return self
@@ -160,6 +162,7 @@ class ClusterRun:
         """The scheduler's ``build_task``. The rendezvous must expect the task
         before Mesos can start it."""
         self.rendezvous.expect(slot.task_id)
+        self.record.launched(slot, assignment)
         rendezvous = format_address(self._advertised_address(), self.rendezvous.port)
         return build_task(self.run, slot, assignment, rendezvous, self.secret)
 
@@ -168,12 +171,14 @@ class ClusterRun:
     def wait_ready(self):
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
-        while any(slot.address is None for slot in self.slots):
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise LaunchTimeout(self.scheduler.missing_message(
-                    self.run.launch_timeout, self.driver.master or self.master))
-            self._next_event(min(remaining, 1.0))
+        with self.record.recording(lambda: self.phase):
+            while any(slot.address is None for slot in self.slots):
+                remaining = self._deadline - time.monotonic()
+                if remaining <= 0:
+                    raise LaunchTimeout(self.scheduler.missing_message(
+                        self.run.launch_timeout, self.driver.master or self.master))
+                self._next_event(min(remaining, 1.0))
+                self._on_progress(self)
         addresses = {slot.key: slot.address for slot in self.slots}
         if self.coordinator:
             host = self._advertised_address()
@@ -181,6 +186,7 @@ class ClusterRun:
         self.spec = cluster_spec(addresses)
         self._publish()
         self.phase = "running"
+        self.record.all_registered(self.scheduler.framework_id)
         return self.spec
 
     def _publish(self):
@@ -204,8 +210,10 @@ class ClusterRun:
     def wait_finished(self):
         """Replica mode: block until the run's trainers are done; returns 0,
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
-        while not self._trainers_done():
-            self._next_event(1.0)
+        with self.record.recording(lambda: self.phase):
+            while not self._trainers_done():
+                self._next_event(1.0)
+        self.record.outcome("succeeded")
         return 0
 
     def _trainers(self):
@@ -225,6 +233,7 @@ class ClusterRun:
                     self._next_event(0.5)
             except TFMesosError as exc:
                 self.failure = exc
+                self.record.ended(exc, "running")
                 logger.error("%s", exc)
         self._watcher = threading.Thread(target=loop, name="tfmesos-watch", daemon=True)
         self._watcher.start()
@@ -238,6 +247,7 @@ class ClusterRun:
             event = None
         if event is not None:
             self._handlers[type(event)](event)
+        self.record.flush()
         self._check_away()
         if time.monotonic() - self._reconciled > RECONCILE_INTERVAL:
             self._reconcile()
@@ -255,14 +265,17 @@ class ClusterRun:
             logger.info("%s reconnected to the rendezvous", slot.name)
         if self.phase == "launching":
             slot.address = format_address(event.host, event.port)
+            self.record.registered(event.task_id, slot.address)
             logger.info("%s registered at %s", slot.name, slot.address)
 
     def _on_output(self, event):
+        self.record.output(event.task_id, event.stream, event.text)
         slot = self.scheduler.slot_of(event.task_id)
         if slot is not None:
             self._on_log(slot, event.stream, event.text)
 
     def _on_task_exited(self, event):
+        self.record.exited(event.task_id, event.code)
         slot = self._current_slot(event.task_id)
         if slot is not None:
             self._on_exit(slot, event.code)
@@ -323,6 +336,7 @@ class ClusterRun:
     def _on_status(self, event):
         status = event.status
         task_id = status.task_id.value
+        self.record.status(status)
         slot = self._current_slot(task_id)
         if slot is None and status.state not in TERMINAL_STATES \
                 and self.scheduler.slot_of(task_id) is not None:
@@ -339,20 +353,27 @@ class ClusterRun:
         self.rendezvous.forget(task_id)
         code = exit_code_of(slot.message)
         if self.phase == "launching":
-            if slot.attempts < self.run.max_attempts:
-                logger.warning("%s ended before the cluster was complete: %s; relaunching "
-                               "(attempt %d of %d)", slot.name, slot.describe(),
-                               slot.attempts + 1, self.run.max_attempts)
-                self.scheduler.relaunch(self.driver, slot)
-                return
-            raise TaskFailed("%s failed %d times before the cluster was complete; last: %s: %s"
-                             % (slot.name, slot.attempts, status.state, slot.message or
-                                "no message from Mesos"), slot.name, status.state, code)
+            self._on_launch_failure(slot, status, code)
+            return
         if status.state == "TASK_FINISHED":
             self._on_exit(slot, 0 if slot.exit_code is None else slot.exit_code)
         else:
             self._on_exit(slot, slot.exit_code if slot.exit_code is not None else code,
                           status.state)
+
+    def _on_launch_failure(self, slot, status, code):
+        """Relaunch a task that ended before the cluster was complete, unless
+        its attempts are spent or retrying cannot help (``task_ends``)."""
+        why = permanent_failure(status.state, status.get("reason"), slot.message)
+        if why is None and slot.attempts < self.run.max_attempts:
+            logger.warning("%s ended before the cluster was complete: %s; relaunching "
+                           "(attempt %d of %d)", slot.name, slot.describe(),
+                           slot.attempts + 1, self.run.max_attempts)
+            self.scheduler.relaunch(self.driver, slot)
+            return
+        raise TaskFailed(launch_failure_message(slot.name, slot.attempts, status.state,
+                                                slot.message, why),
+                         slot.name, status.state, code)
 
     def _on_exit(self, slot, code, state=None):
         """A task's command ended (replica) or its server did (fine)."""
@@ -377,12 +398,13 @@ class ClusterRun:
         with self._stop_lock:
             if self.phase == "stopped":
                 return
-            self.phase = "stopping"
+            was_running, self.phase = self.phase == "running", "stopping"
             if self.rendezvous is not None:
                 for slot in self.slots:
                     if slot.task_id:
                         self.rendezvous.send(slot.task_id, {"type": "stop"})
                 self.rendezvous.close()
+                self.record.drain(self.events)
             if self.driver is not None:
                 try:
                     self.driver.stop()
@@ -395,5 +417,8 @@ class ClusterRun:
             if self.local_master is not None:
                 self.local_master.stop()
             self.phase = "stopped"
+            self.record.finish(self.scheduler and self.scheduler.framework_id,
+                               self.scheduler and self.scheduler.first_offer_at,
+                               "succeeded" if was_running else "aborted")
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5)

@@ -9,13 +9,14 @@ driver for a run-level problem.
 import dataclasses
 import logging
 import threading
+import time
 from typing import Optional
 
 from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
 from .exceptions import MesosError
 from .mesos import Scheduler
 from .mesos.task_states import TERMINAL_STATES
-from .placement import TaskRequest, largest_offer, place
+from .placement import OfferPool, TaskRequest, largest_offer, place
 from .spec import Job
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,20 @@ class TaskSlot:
         return text + ")"
 
 
+def resource_totals(items):
+    """Sum of ``cpus``, ``mem`` and ``gpus`` over dicts (offer summaries, jobs)."""
+    totals = {"cpus": 0.0, "mem": 0.0, "gpus": 0}
+    for item in items:
+        for key in totals:
+            totals[key] += item[key]
+    return totals
+
+
+def describe_resources(resources):
+    return "cpus=%g mem=%g gpus=%d" % (round(resources["cpus"], 3), round(resources["mem"], 1),
+                                       resources["gpus"])
+
+
 def make_slots(jobs):
     return [TaskSlot(job, index) for job in jobs for index in job.task_indices()]
 
@@ -71,6 +86,8 @@ class TFMesosScheduler(Scheduler):
         self._by_task_id = {}
         self._suppressed = False
         self.largest_offer = None
+        self.most_held = None      # the most offers + live tasks held at once (totals)
+        self.first_offer_at = None  # time.time() of the first offers
         self.framework_id = None
 
     def slot_of(self, task_id):
@@ -114,6 +131,8 @@ class TFMesosScheduler(Scheduler):
 
     def resourceOffers(self, driver, offers):
         with self.lock:
+            self.first_offer_at = self.first_offer_at or time.time()
+            self._note_held(offers)
             summary = largest_offer(offers)
             if summary and (self.largest_offer is None or (summary["cpus"], summary["mem"]) >
                             (self.largest_offer["cpus"], self.largest_offer["mem"])):
@@ -146,6 +165,18 @@ class TFMesosScheduler(Scheduler):
                 # Disconnected meanwhile: Mesos has rescinded these offers anyway.
                 logger.info("offers lost to a disconnection: %s", exc)
 
+    def _note_held(self, offers):
+        """Track the most this run held at once: these offers plus what its
+        launched, live tasks use (offers are used or declined at once)."""
+        held = resource_totals(OfferPool(offer).summary() for offer in offers)
+        live = [slot.job for slot in self.slots
+                if slot.state != "PENDING" and slot.state not in TERMINAL_STATES]
+        used = resource_totals(vars(job) for job in live)
+        held = {key: held[key] + used[key] for key in held}
+        if self.most_held is not None:
+            held = {key: max(held[key], self.most_held[key]) for key in held}
+        self.most_held = held
+
     def _launch(self, assignment):
         slot = assignment.request.key
         slot.attempts += 1
@@ -169,8 +200,9 @@ class TFMesosScheduler(Scheduler):
 
     def missing_message(self, waited, master):
         """Why the cluster is not complete after ``waited`` seconds: each
-        missing task, and the largest offer seen (or that ``master`` sent
-        none)."""
+        missing task, what the whole cluster needs against the most that
+        offers (and the run's live tasks) held at once, and the largest
+        offer seen (or that ``master`` sent none)."""
         parts = []
         for slot in self.slots:
             if slot.address is not None:
@@ -180,12 +212,14 @@ class TFMesosScheduler(Scheduler):
                              % (slot.name, slot.job.cpus, slot.job.mem, slot.job.gpus))
             else:
                 parts.append(slot.describe())
-        text = "the cluster was not complete after %.0f s; missing: %s" % (
-            waited, ", ".join(parts))
+        text = "the cluster was not complete after %.0f s; missing: %s; the cluster needs %s " \
+            "in total" % (waited, ", ".join(parts),
+                          describe_resources(resource_totals(vars(s.job) for s in self.slots)))
         largest = self.largest_offer
         if largest:
-            return text + "; largest offer seen: cpus=%g mem=%g gpus=%d on %s" % (
-                largest["cpus"], largest["mem"], largest["gpus"], largest["agent"])
+            return text + "; offers held at most %s; largest offer seen: %s on %s" % (
+                describe_resources(self.most_held), describe_resources(largest),
+                largest["agent"])
         return text + "; no offer received from %s" % master
 
     def reconcile(self, driver, implicit=False):

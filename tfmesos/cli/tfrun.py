@@ -15,6 +15,8 @@ from .. import config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..mesos.master_address import parse_master
 from ..launch import ClusterRun
+from ..progress import Progress
+from ..run_record import AUTO
 from ..spec import REPLICA_JOBS, RunSpec, check_command_template, check_run, parse_jobs
 from .. import __version__
 from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
@@ -23,7 +25,8 @@ EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
 {task_index}; every task also gets TF_CONFIG and TFMESOS_* variables.
 Environment: MESOS_MASTER (default master), DOCKER_IMAGE (default image),
-TFMESOS_ADVERTISE_ADDRESS, MESOS_PRINCIPAL / MESOS_SECRET.
+TFMESOS_ADVERTISE_ADDRESS, MESOS_PRINCIPAL / MESOS_SECRET, TFMESOS_RUNS_DIR.
+Every task's output and run.json go to ./tfmesos-runs/NAME-RUNID (--run-dir).
 Exit status: 0 when every worker (or the chief) exited 0; the failing task's
 exit code when one failed; 1 for other errors; 2 for usage errors; 130 when
 interrupted.
@@ -74,8 +77,6 @@ def build_parser():
         "before/after the command")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
         "on the agents (default: the one running tfrun)")
-    add("--worker-logs", default="*", metavar="INDICES",
-        help="workers whose output is shown: '*' (default), a comma list like 0,2, or 'none'")
     add("--advertise-address", help="address tasks use to reach tfrun (default: the local "
         "address towards the master; $TFMESOS_ADVERTISE_ADDRESS)")
     add("--launch-timeout", type=float, default=600.0, metavar="SECONDS",
@@ -90,8 +91,25 @@ def build_parser():
         "(default: the system's)")
     add("--no-verify", action="store_true",
         help="do not verify https masters' certificates (insecure)")
-    add("-v", "--verbose", action="store_true", help="say what the scheduler does")
+    add_output_options(add)
     return parser
+
+
+def add_output_options(add):
+    """What tfrun shows and where it keeps the logs."""
+    add("--logs", action="append", default=[], metavar="JOB[:INDEX,...]",
+        help="tasks whose output is shown: e.g. --logs worker:0,2 --logs ps, 'all' or 'none' "
+        "(repeatable; default: every worker, the chief and the evaluator). Every task's "
+        "output goes to the run directory either way")
+    add("--worker-logs", metavar="INDICES",
+        help="the original flag: workers whose output is shown, '*' (default), a comma list "
+        "like 0,2, or 'none' (the chief and the evaluator are shown too)")
+    add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
+        "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
+    add("-q", "--quiet", action="store_true",
+        help="no status line while the cluster forms")
+    add("-v", "--verbose", action="store_true",
+        help="say what the scheduler does, and where the run directory is")
 
 
 def split_command(argv):
@@ -147,7 +165,7 @@ def jobs_from_args(args):
 
 def log_filter(text):
     """``--worker-logs`` -> predicate on task slots."""
-    text = text.strip()
+    text = (text or "*").strip()
     if text == "*":
         indices = None
     elif text.lower() in ("", "none"):
@@ -158,11 +176,46 @@ def log_filter(text):
         except ValueError:
             raise SpecError("--worker-logs %r: use '*', 'none' or indices like 0,2" % text) from None
 
-    def forward(slot):
+    def show(slot):
         if slot.job.name in ("chief", "evaluator"):
             return True
         return slot.job.name == "worker" and (indices is None or slot.index in indices)
-    return forward
+    return show
+
+
+def logs_filter(options, jobs):
+    """``--logs`` options -> predicate on task slots (their union)."""
+    chosen = set()   # (job, index); (job, None): all of the job's tasks
+    by_name = {job.name: job for job in jobs}
+    for text in options:
+        text = text.strip()
+        if text.lower() in ("all", "none"):
+            chosen.update((name, None) for name in by_name if text.lower() == "all")
+            continue
+        name, _, indices = text.partition(":")
+        if name not in by_name:
+            raise SpecError("--logs %s: no job %r in this run; jobs: %s (or 'all', 'none')"
+                            % (text, name, ", ".join(by_name)))
+        if not indices:
+            chosen.add((name, None))
+            continue
+        try:
+            numbers = {int(part) for part in indices.split(",")}
+        except ValueError:
+            raise SpecError("--logs %s: use JOB or JOB:INDEX,... like worker:0,2" % text) from None
+        wrong = sorted(numbers - set(by_name[name].task_indices()))
+        if wrong:
+            raise SpecError("--logs %s: %s has no task %s" % (text, name, wrong[0]))
+        chosen.update((name, index) for index in numbers)
+    return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
+
+
+def shown_logs(args, jobs):
+    """What is shown live: ``--logs``, else ``--worker-logs`` (the default)."""
+    if args.logs and args.worker_logs is not None:
+        raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
+                        "(e.g. --logs worker:0,2 --logs chief)")
+    return logs_filter(args.logs, jobs) if args.logs else log_filter(args.worker_logs)
 
 
 def read_hooks(path):
@@ -212,6 +265,78 @@ def print_log(slot, stream, text):
     target.flush()
 
 
+def read_options(args, command):
+    """The run's jobs, RunSpec, hooks, master and driver options; SpecError."""
+    jobs = jobs_from_args(args)
+    check_command_template(command, jobs)
+    run_spec = RunSpec(
+        name=args.name, role=args.role,
+        image=config.resolve(args.image, os.environ, "DOCKER_IMAGE"),
+        containerizer=args.containerizer, force_pull=args.force_pull,
+        volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
+        max_attempts=args.max_attempts, python=args.python, user=args.user)
+    check_run(run_spec, jobs)
+    hooks = read_hooks(args.extra_config)
+    master = config.resolve_master(args.master, os.environ)
+    if master != config.LOCAL:
+        parse_master(master)
+    return jobs, run_spec, hooks, master, driver_options(args)
+
+
+def shown_only(show):
+    """``print_log`` for the tasks ``show`` chooses (every task's output
+    reaches the run directory anyway)."""
+    return lambda slot, stream, text: print_log(slot, stream, text) if show(slot) else None
+
+
+def print_tail(run, task_name, show, lines=10):
+    """The last lines a failed task wrote to stderr, unless they were shown."""
+    slot = next((slot for slot in run.slots if slot.name == task_name), None)
+    tail = run.record.tail(task_name, "stderr", lines) if slot and not show(slot) else []
+    if tail:
+        print("tfrun: the last lines %s wrote to stderr:" % task_name, file=sys.stderr)
+        for line in tail:
+            print("[%s] %s" % (task_name, line), file=sys.stderr)
+        sys.stderr.flush()
+
+
+def say(text):
+    print("tfrun: %s" % text, file=sys.stderr, flush=True)
+
+
+def execute(run, show, progress):
+    """Run to the end and return the exit code; names the run directory
+    when the run did not succeed."""
+    succeeded = False
+    with interrupt_on_signals():
+        try:
+            run.start()
+            try:
+                spec = run.wait_ready()
+            finally:
+                if progress is not None:
+                    progress.clear()
+            say("cluster ready: %s" % json.dumps(spec))
+            code = run.wait_finished()
+            succeeded = True
+            return code
+        except KeyboardInterrupt:
+            say("interrupted; stopping every task")
+            return 130
+        except TaskFailed as exc:
+            say(str(exc))
+            print_tail(run, exc.task, show)
+            return exc.exit_code if exc.exit_code else 1
+        except TFMesosError as exc:
+            say("error: %s" % exc)
+            return 1
+        finally:
+            with ignore_signals():
+                run.stop()
+            if not succeeded and run.record.directory:
+                say("logs and run record: %s" % run.record.directory)
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -223,48 +348,30 @@ def main(argv=None):
     setup_logging("tfrun", args.verbose)
     command = command_string(words)
     try:
-        jobs = jobs_from_args(args)
-        check_command_template(command, jobs)
-        run_spec = RunSpec(
-            name=args.name, role=args.role,
-            image=config.resolve(args.image, os.environ, "DOCKER_IMAGE"),
-            containerizer=args.containerizer, force_pull=args.force_pull,
-            volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
-            max_attempts=args.max_attempts, python=args.python, user=args.user)
-        check_run(run_spec, jobs)
-        forward = log_filter(args.worker_logs)
-        hooks = read_hooks(args.extra_config)
-        master = config.resolve_master(args.master, os.environ)
-        if master != config.LOCAL:
-            parse_master(master)
-        connection = driver_options(args)
+        jobs, run_spec, hooks, master, connection = read_options(args, command)
+        show = shown_logs(args, jobs)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
     if args.no_verify:
         print("tfrun: warning: --no-verify: the master's certificate is not checked; anyone "
               "in the path can impersonate it", file=sys.stderr)
-    run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=master,
-                     advertise_address=args.advertise_address, on_log=print_log,
-                     forward_logs=forward, hooks=hooks, connect_timeout=args.connect_timeout,
-                     driver_options=connection)
-    with interrupt_on_signals():
-        try:
-            run.start()
-            spec = run.wait_ready()
-            print("tfrun: cluster ready: %s" % json.dumps(spec), file=sys.stderr, flush=True)
-            return run.wait_finished()
-        except KeyboardInterrupt:
-            print("tfrun: interrupted; stopping every task", file=sys.stderr, flush=True)
-            return 130
-        except TaskFailed as exc:
-            print("tfrun: %s" % exc, file=sys.stderr, flush=True)
-            return exc.exit_code if exc.exit_code else 1
-        except TFMesosError as exc:
-            print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
-            return 1
-        finally:
-            with ignore_signals():
-                run.stop()
+    # -v writes log lines from other threads: progress then comes as lines too.
+    progress = None if args.quiet else Progress(
+        sys.stderr, tty=sys.stderr.isatty() and not args.verbose)
+    try:
+        run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=master,
+                         advertise_address=args.advertise_address, on_log=shown_only(show),
+                         hooks=hooks, connect_timeout=args.connect_timeout,
+                         driver_options=connection, run_dir=args.run_dir or AUTO,
+                         on_progress=progress)
+    except TFMesosError as exc:
+        print("tfrun: error: %s" % exc, file=sys.stderr)
+        return 1
+    if args.verbose:
+        print("tfrun: logs and run record: %s" % run.record.directory, file=sys.stderr,
+              flush=True)
+    return execute(run, show, progress)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,125 @@
+"""Launch failures that retrying cannot help abort at once, and the
+'missing' message compares the cluster's totals with what offers held."""
+
+import subprocess
+import time
+
+import pytest
+from addict import Dict
+from offers import offer
+
+from tfmesos.events import StatusUpdate
+from tfmesos.exceptions import TaskFailed
+from tfmesos.launch import ClusterRun
+from tfmesos.scheduler import TFMesosScheduler, make_slots
+from tfmesos.spec import Job, RunSpec, parse_jobs
+from tfmesos.task_ends import permanent_failure
+from test_scheduler import FakeDriver
+from tfrun_helpers import free_port, marked_tasks, run_tfrun, wait_for_line
+
+
+@pytest.mark.parametrize("state, reason, message, permanent", [
+    ("TASK_ERROR", "REASON_TASK_INVALID", "Task uses more resources than available", True),
+    ("TASK_ERROR", None, "", True),
+    ("TASK_FAILED", "REASON_TASK_UNAUTHORIZED", "not allowed", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
+     "Docker is unavailable: Error while fetching server API version", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
+     "image tfmesos/nope not found on the Docker engine; build it", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Failed to launch container: Failed to "
+     "get image: manifest for registry.example.com/ml:0.1 unknown", True),
+    ("TASK_FAILED", None, "pull access denied for nope, repository does not exist", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Failed to fetch URIs: timed out", False),
+    ("TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED", "Command exited with status 1", False),
+    ("TASK_LOST", "REASON_INVALID_OFFERS", "Task launched with invalid offers", False),
+    ("TASK_DROPPED", None, "", False),
+    ("TASK_LOST", "REASON_AGENT_REMOVED", "image not found", False),
+])
+def test_the_rule_follows_mesos_states_reasons_and_messages(state, reason, message, permanent):
+    assert (permanent_failure(state, reason, message) is not None) == permanent
+
+
+def _never_registering_python(tmp_path):
+    script = tmp_path / "slow-python"
+    script.write_text("#!/bin/sh\nexec sleep 60\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_task_error_is_not_retried(tmp_path):
+    run = ClusterRun([Job("worker", cpus=0.1, mem=64)],
+                     RunSpec(launch_timeout=60, max_attempts=3,
+                             python=_never_registering_python(tmp_path)),
+                     mode="replica", command="true", master="local", environ={},
+                     run_dir=str(tmp_path / "run"))
+    try:
+        run.start()
+        deadline = time.monotonic() + 20
+        while run.slots[0].task_id is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.events.put(StatusUpdate(Dict(
+            task_id={"value": run.slots[0].task_id}, state="TASK_ERROR",
+            reason="REASON_TASK_INVALID", source="SOURCE_MASTER",
+            message="Task uses invalid agent: S9")))
+        started = time.monotonic()
+        with pytest.raises(TaskFailed, match="worker:0 cannot be launched: TASK_ERROR: Task uses "
+                                             "invalid agent: S9 \\(Mesos refused the task "
+                                             "description; retrying cannot help\\)"):
+            run.wait_ready()
+        assert time.monotonic() - started < 5
+        assert run.slots[0].attempts == 1
+    finally:
+        run.stop()
+    record = run.record.snapshot()
+    assert record["outcome"]["status"] == "aborted"
+    [attempt] = record["tasks"][0]["attempts"]
+    assert attempt["states"][-1]["state"] == "TASK_ERROR"
+    assert attempt["states"][-1]["reason"] == "REASON_TASK_INVALID"
+
+
+def test_a_master_that_cannot_run_images_aborts_at_the_first_attempt(tmp_path):
+    port = free_port()
+    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",
+                               "--no-docker", *marked_tasks()], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_line(master.stdout, "listening on", timeout=30)
+        result = run_tfrun("-m", "127.0.0.1:%d" % port, "-w", "1", "-s", "0", "-Mw", "128",
+                           "-I", "tfmesos/none", "-v", "--run-dir", str(tmp_path / "run"),
+                           "--", "true", timeout=60)
+    finally:
+        master.terminate()
+        master.wait(30)
+    assert result.returncode == 1
+    assert "worker:0 cannot be launched: TASK_FAILED: the local master cannot run container " \
+           "images" in result.stderr
+    assert "relaunching" not in result.stderr and "Traceback" not in result.stderr
+
+
+def _scheduler(jobs):
+    slots = make_slots(parse_jobs(jobs))
+    return TFMesosScheduler(slots, lambda slot, a: {"task_id": {"value": slot.task_id}},
+                            None, "run1"), slots
+
+
+def test_missing_message_compares_the_totals():
+    sched, slots = _scheduler([{"name": "ps", "cpus": 1, "mem": 1024},
+                               {"name": "worker", "num": 2, "cpus": 1, "mem": 1024}])
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o1", cpus=2, mem=4000, agent="a1",
+                                                   hostname="agent-1"))])
+    assert [s.state for s in slots].count("PENDING") == 1
+    slots[0].address, slots[1].address = "h:1", "h:2"   # ps:0 and worker:0 registered
+    # Another agent offers what is left there; the first one is busy with our tasks.
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o2", cpus=0.5, mem=1952, agent="a2",
+                                                   hostname="agent-2"))])
+    text = sched.missing_message(600, "m:5050")
+    assert "missing: worker:1 (no offer fits cpus=1 mem=1024 gpus=0); the cluster needs " \
+           "cpus=3 mem=3072 gpus=0 in total; offers held at most cpus=2.5 mem=4000 gpus=0; " \
+           "largest offer seen: cpus=2 mem=4000 gpus=0 on agent-1" in text
+    assert sched.first_offer_at is not None
+
+
+def test_missing_message_without_offers_names_the_master():
+    sched, _ = _scheduler([{"name": "worker", "cpus": 1, "mem": 1024}])
+    assert sched.missing_message(3, "m:5050").endswith(
+        "the cluster needs cpus=1 mem=1024 gpus=0 in total; no offer received from m:5050")

@@ -1,0 +1,253 @@
+"""tfrun's run directory (a log file per task and attempt, run.json), what
+it shows live (--logs), and its status line while the cluster forms."""
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+
+import pytest
+
+from test_tfrun import assert_no_task_processes
+from tfrun_helpers import (REPO, free_port, marked_tasks, run_tfrun, start_tfrun, tfrun_argv,
+                           wait_for_line)
+
+TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
+ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]
+TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+# run.json, format 1 (documented in tfmesos/run_record.py and the README)
+SCHEMA = {
+    "top": {"format", "run_id", "name", "mode", "master", "framework_id", "command", "jobs",
+            "tasks", "outcome", "timings"},
+    "jobs": {"name", "num", "start", "cpus", "mem", "gpus"},
+    "tasks": {"name", "job", "index", "state", "exit_code", "attempts"},
+    "attempts": {"attempt", "task_id", "agent_id", "hostname", "address", "launched",
+                 "states", "exit_code", "logs"},
+    "states": {"state", "time", "source", "reason", "message"},
+    "outcome": {"status", "message", "task", "exit_code"},
+    "timings": {"submitted", "first_offer", "all_registered", "finished"},
+}
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "tfmesos-runs"))
+    return tmp_path / "tfmesos-runs"
+
+
+@pytest.fixture(scope="module")
+def one_cpu_master():
+    """A standalone embedded master with one cpu: a second 1-cpu task never fits."""
+    port = free_port()
+    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "1",
+                               *marked_tasks()], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_line(master.stdout, "listening on", timeout=30)
+        yield "127.0.0.1:%d" % port
+    finally:
+        master.terminate()
+        master.wait(30)
+
+
+def load_run_json(directory):
+    """run.json, checked against its documented fields."""
+    with open(os.path.join(directory, "run.json"), encoding="utf-8") as handle:
+        data = json.load(handle)
+    assert set(data) == SCHEMA["top"] and data["format"] == 1
+    assert set(data["outcome"]) == SCHEMA["outcome"]
+    assert data["outcome"]["status"] in ("succeeded", "failed", "aborted", "interrupted")
+    assert set(data["timings"]) == SCHEMA["timings"]
+    assert data["timings"]["submitted"] and data["timings"]["finished"]
+    times = [t for t in data["timings"].values() if t]
+    assert all(TIME.match(t) for t in times) and times == sorted(times)
+    for job in data["jobs"]:
+        assert set(job) == SCHEMA["jobs"]
+    for task in data["tasks"]:
+        assert set(task) == SCHEMA["tasks"]
+        for attempt in task["attempts"]:
+            assert set(attempt) == SCHEMA["attempts"] and TIME.match(attempt["launched"])
+            for state in attempt["states"]:
+                assert set(state) == SCHEMA["states"] and TIME.match(state["time"])
+    return data
+
+
+def test_readme_documents_every_run_json_field():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    section = readme[readme.index("### Where the logs are"):]
+    for field in set().union(*SCHEMA.values()):
+        assert "`%s`" % field in section, field
+
+
+def test_failing_ps_leaves_its_stderr_in_the_run_directory_and_tfrun_prints_its_tail(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = "if [ {job_name} = ps ]; then echo ps out; echo ps broke >&2; exit 3; fi; sleep 600"
+    result = run_tfrun("-w", "1", "-s", "1", *TINY, "--run-dir", str(run_dir), "--", cmd,
+                       timeout=90)
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.splitlines()
+    at = lines.index("tfrun: task ps:0 exited with code 3")
+    assert lines[at + 1:at + 4] == ["tfrun: the last lines ps:0 wrote to stderr:",
+                                    "[ps:0] ps broke",
+                                    "tfrun: logs and run record: %s" % run_dir]
+    assert (run_dir / "ps.0.stderr").read_text() == "ps broke\n"
+    assert (run_dir / "ps.0.stdout").read_text() == "ps out\n"
+    assert (run_dir / "worker.0.stdout").exists()
+    data = load_run_json(run_dir)
+    assert data["outcome"] == {"status": "failed", "message": "task ps:0 exited with code 3",
+                               "task": "ps:0", "exit_code": 3}
+    ps = [task for task in data["tasks"] if task["name"] == "ps:0"][0]
+    assert ps["exit_code"] == 3 and ps["attempts"][0]["logs"]["stderr"] == "ps.0.stderr"
+    assert_no_task_processes()
+
+
+def test_run_json_of_a_good_run(runs_dir):
+    cmd = "echo {job_name}:{task_index} out; echo {job_name} err >&2; " \
+          "if [ {job_name} = ps ]; then sleep 600; else sleep 1; fi"
+    result = run_tfrun("-w", "2", "-s", "1", *TINY, "--", cmd)
+    assert result.returncode == 0, result.stderr
+    assert "logs and run record" not in result.stderr   # said only with -v or on failure
+    [run_dir] = list(runs_dir.iterdir())
+    assert re.match(r"^tfrun-[0-9a-f]{8}$", run_dir.name)
+    data = load_run_json(run_dir)
+    assert data["outcome"]["status"] == "succeeded" and data["mode"] == "replica"
+    assert data["run_id"] == run_dir.name[len("tfrun-"):] and data["framework_id"]
+    assert all(data["timings"].values())
+    assert [job["name"] for job in data["jobs"]] == ["ps", "worker"]
+    for task in data["tasks"]:
+        [attempt] = task["attempts"]
+        assert attempt["task_id"] == "tfmesos.%s.%s.%d.1" % (data["run_id"], task["job"],
+                                                            task["index"])
+        assert attempt["agent_id"] and re.match(r"^127\.0\.0\.1:\d+$", attempt["address"])
+        assert [s["state"] for s in attempt["states"]][:2] == ["TASK_STARTING", "TASK_RUNNING"]
+    workers = [task for task in data["tasks"] if task["job"] == "worker"]
+    assert [task["exit_code"] for task in workers] == [0, 0]
+    assert (run_dir / "ps.0.stdout").read_text() == "ps:0 out\n"     # not shown, kept
+    assert (run_dir / "worker.1.stderr").read_text() == "worker err\n"
+    assert "[ps:0]" not in result.stdout and "[worker:1] worker:1 out" in result.stdout
+
+
+def timed_lines(stream, timeout):
+    """(seconds since the call, line) for each line until EOF."""
+    started, lines = time.monotonic(), []
+    for line in iter(stream.readline, ""):
+        lines.append((time.monotonic() - started, line.rstrip("\n")))
+        assert time.monotonic() - started < timeout
+    return lines
+
+
+def test_aborted_launch_progress_lines_totals_and_run_json(one_cpu_master, tmp_path):
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_PROGRESS_INTERVAL="0.5")
+    with start_tfrun("-m", one_cpu_master, "-w", "1", "-s", "1", *ONE_CPU_EACH,
+                     "--launch-timeout", "3", "--run-dir", str(run_dir), "--", "true",
+                     env=env) as proc:
+        lines = timed_lines(proc.stderr, timeout=60)
+        assert proc.wait(30) == 1
+    progress = [(at, line) for at, line in lines if line.startswith("tfrun: placed ")]
+    assert progress and progress[0][0] < 4, lines
+    assert all(later - earlier < 2 for (earlier, _), (later, _) in zip(progress, progress[1:]))
+    assert re.match(r"^tfrun: placed 1/2, registered [01]/2, waiting for cpus=1 mem=64 "
+                    r"\(\d+ s\)$", progress[-1][1])
+    error = [index for index, (_, line) in enumerate(lines) if "tfrun: error:" in line]
+    assert error and all(not line.startswith("tfrun: placed")
+                         for _, line in lines[error[0]:])   # stopped at the end
+    assert "the cluster needs cpus=2 mem=128 gpus=0 in total; offers held at most cpus=1 " \
+           in lines[error[0]][1]
+    data = load_run_json(run_dir)
+    assert data["outcome"]["status"] == "aborted"
+    assert data["outcome"]["message"].startswith("the cluster was not complete after 3 s")
+    assert data["timings"]["first_offer"] and data["timings"]["all_registered"] is None
+    assert sorted(len(task["attempts"]) for task in data["tasks"]) == [0, 1]
+    assert_no_task_processes()
+
+
+def run_on_a_terminal(*args, timeout=60):
+    """tfrun with stderr on a pseudo-terminal; returns (exit code, what stderr got)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(tfrun_argv(*args), cwd=REPO, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave,
+                            env=dict(os.environ, MESOS_MASTER=""))
+    os.close(slave)
+    output, deadline = b"", time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([master], [], [], 1)[0]:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(master, 4096)
+            except OSError:   # EIO: tfrun closed the terminal
+                break
+            if not data:
+                break
+            output += data
+        return proc.wait(30), output.decode()
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_terminal_status_line_is_redrawn_then_cleared_and_quiet_turns_it_off(one_cpu_master):
+    args = ("-m", one_cpu_master, "-w", "1", "-s", "1", *ONE_CPU_EACH, "--launch-timeout", "2",
+            "--", "true")
+    code, output = run_on_a_terminal(*args)
+    assert code == 1
+    assert re.search(r"\rtfrun: placed 1/2, registered [01]/2, waiting for cpus=1 mem=64 "
+                     r"\(\d s\)\x1b\[K", output), output
+    assert "\x1b[K\r\x1b[Ktfrun: error: the cluster was not complete" in output
+    code, output = run_on_a_terminal("--quiet", *args)
+    assert code == 1 and "placed" not in output and "\r" not in output.replace("\r\n", "")
+    assert "tfrun: error: the cluster was not complete" in output
+
+
+def test_connecting_line_without_a_terminal_and_quiet():
+    env = {"TFMESOS_PROGRESS_INTERVAL": "0.5"}
+    args = ("-m", "127.0.0.1:1", "--connect-timeout", "2", "--", "true")
+    result = run_tfrun(*args, env=env, timeout=60)
+    assert result.returncode == 1
+    assert re.search(r"^tfrun: connecting to 127\.0\.0\.1:1 \(\d s\)$", result.stderr, re.M)
+    quiet = run_tfrun("-q", *args, env=env, timeout=60)
+    assert quiet.returncode == 1 and "connecting to" not in quiet.stderr
+
+
+def test_logs_selects_what_is_shown_while_every_task_is_recorded(runs_dir):
+    cmd = "echo I am {job_name}:{task_index}; if [ {job_name} = ps ]; then sleep 600; " \
+          "else sleep 1; fi"
+    result = run_tfrun("-w", "2", "-s", "1", *TINY, "--logs", "worker:1", "--logs", "ps",
+                       "--", cmd)
+    assert result.returncode == 0, result.stderr
+    assert "[worker:1] I am worker:1" in result.stdout and "[ps:0] I am ps:0" in result.stdout
+    assert "worker:0" not in result.stdout
+    [run_dir] = list(runs_dir.iterdir())
+    assert (run_dir / "worker.0.stdout").read_text() == "I am worker:0\n"
+    result = run_tfrun("-w", "1", "-s", "0", *TINY, "--logs", "none", "--", cmd)
+    assert result.returncode == 0 and result.stdout == ""
+
+
+@pytest.mark.parametrize("option, error", [
+    (["--logs", "chief"], "--logs chief: no job 'chief' in this run; jobs: ps, worker"),
+    (["--logs", "worker:5"], "--logs worker:5: worker has no task 5"),
+    (["--logs", "worker:x"], "--logs worker:x: use JOB or JOB:INDEX,... like worker:0,2"),
+    (["--logs", "ps", "--worker-logs", "1"], "--logs and --worker-logs both choose"),
+])
+def test_logs_usage_errors(option, error):
+    result = run_tfrun("-w", "2", "-s", "1", *option, "--", "true", timeout=30)
+    assert result.returncode == 2 and error in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run_tfrun("--run-dir", str(tmp_path / "file" / "run"), "--", "true", timeout=30)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("tfrun: error: cannot create the run directory %s: "
+                                    % (tmp_path / "file" / "run"))
+    assert "choose another (tfrun --run-dir DIR" in result.stderr

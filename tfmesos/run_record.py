@@ -1,0 +1,318 @@
+"""The run directory: what a run leaves behind for whoever looks into it.
+
+``./tfmesos-runs/<name>-<run id>/`` by default (``$TFMESOS_RUNS_DIR``
+instead of ``./tfmesos-runs``; ``tfrun --run-dir`` / ``cluster(run_dir=)``
+name the directory itself) holds
+
+* one log file per task, attempt and stream, written from the output the
+  tasks forward (replica mode): ``ps.0.stdout``, ``ps.0.stderr``,
+  ``worker.1.attempt2.stdout`` (the first attempt has no ``attemptN``);
+* ``run.json``, rewritten atomically (a temporary file, then a rename) as
+  the run goes. Format 1, times in ISO 8601 UTC::
+
+    format        1
+    run_id, name  the run's id (in task ids) and framework name
+    mode          "replica" (tfrun) or "fine" (cluster())
+    master        the master as given ("local": the embedded one)
+    framework_id  Mesos' id of the framework (null before it registered)
+    command       the command template (replica mode), else null
+    jobs          [{name, num, start, cpus, mem, gpus}]
+    tasks         [{name, job, index, state, exit_code, attempts}]: state and
+                  exit_code are the last attempt's
+    attempts      [{attempt, task_id, agent_id, hostname, address (the
+                  registered host:port), launched, states, exit_code, logs
+                  ({stdout, stderr} file names, null without forwarding)}]
+    states        [{state, time, source, reason, message}]: each change of
+                  Mesos state, with Mesos' reason and message
+    outcome       {status, message, task, exit_code}; status is "running",
+                  "succeeded", "failed", "aborted" (ended before the cluster
+                  was complete) or "interrupted" (Ctrl-C, SIGTERM)
+    timings       {submitted, first_offer, all_registered, finished}
+"""
+
+import contextlib
+import datetime
+import json
+import os
+import queue
+import re
+import threading
+import time
+
+from .events import TaskOutput
+from .exceptions import TFMesosError
+from .mesos.task_states import TERMINAL_STATES
+from .task_ends import exit_code_of
+
+FORMAT = 1
+AUTO = "auto"            # run_dir: the default directory for the run
+RUNS_DIR = "tfmesos-runs"
+SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def default_run_dir(name, run_id, environ):
+    """``<runs dir>/<name>-<run id>``: ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
+    root = environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
+    return os.path.join(root, "%s-%s" % (_UNSAFE.sub("_", name).strip(".") or "run", run_id))
+
+
+def timestamp(seconds=None):
+    moment = datetime.datetime.fromtimestamp(time.time() if seconds is None else seconds,
+                                             datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
+
+
+def log_name(slot_name, attempt, stream):
+    """``worker.1.stderr``; ``worker.1.attempt2.stderr`` from the second attempt on."""
+    base = slot_name.replace(":", ".")
+    return "%s.%s" % (base if attempt <= 1 else "%s.attempt%d" % (base, attempt), stream)
+
+
+def make_record(run_dir, run, environ):
+    """The record of ClusterRun ``run``: in ``run_dir`` (``AUTO``: the
+    default directory), or in memory only (None)."""
+    if run_dir == AUTO:
+        run_dir = default_run_dir(run.run.name, run.run_id, environ)
+    header = {"run_id": run.run_id, "name": run.run.name, "mode": run.mode,
+              "master": run.master, "command": run.command if run.mode == "replica" else None,
+              "jobs": [{"name": j.name, "num": j.num, "start": j.start, "cpus": j.cpus,
+                        "mem": j.mem, "gpus": j.gpus} for j in run.jobs]}
+    return RunRecord(run_dir, header, run.slots, forwarding=run.mode == "replica")
+
+
+def outcome_of(error, phase):
+    """(status, message) of a run that ``error`` ends in ``phase`` (a
+    ClusterRun phase, or "block": cluster()'s with block raised it)."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+    status = "aborted" if phase in ("new", "launching") else "failed"
+    if phase == "block":   # cluster()'s with block
+        return status, "the with block raised %s: %s" % (type(error).__name__, error)
+    if isinstance(error, TFMesosError):
+        return status, str(error)
+    return status, "%s: %s" % (type(error).__name__, error)
+
+
+class RunRecord:
+    """The record of one run, kept in memory and, with a ``directory``, in
+    the run directory. ``launched`` may be called from any thread; the rest
+    from the thread that handles the run's events."""
+
+    def __init__(self, directory, header, slots, forwarding):
+        self.directory = directory
+        self._lock = threading.RLock()
+        self._forwarding = forwarding
+        self._data = dict({"format": FORMAT}, **header, framework_id=None, tasks=[
+            {"name": s.name, "job": s.job.name, "index": s.index, "state": "PENDING",
+             "exit_code": None, "attempts": []} for s in slots])
+        self._data["outcome"] = {"status": "running", "message": None, "task": None,
+                                 "exit_code": None}
+        self._data["timings"] = {"submitted": None, "first_offer": None,
+                                 "all_registered": None, "finished": None}
+        self._tasks = {task["name"]: task for task in self._data["tasks"]}
+        self._attempts = {}   # task id -> (task, attempt)
+        self._created = set()   # log files created by this run
+        self._dirty, self._saved = True, 0.0
+        if directory is not None:
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                raise TFMesosError("cannot create the run directory %s: %s; choose another "
+                                   "(tfrun --run-dir DIR, cluster(run_dir=...))"
+                                   % (directory, exc.strerror or exc)) from None
+
+    # -- what happened ----------------------------------------------------
+
+    def submitted(self):
+        self._set_timing("submitted")
+
+    def launched(self, slot, assignment):
+        """A new attempt of ``slot`` goes to Mesos (the scheduler's thread)."""
+        logs = None
+        if self._forwarding:
+            logs = {s: log_name(slot.name, slot.attempts, s) for s in ("stdout", "stderr")}
+        attempt = {"attempt": slot.attempts, "task_id": slot.task_id,
+                   "agent_id": assignment.agent_id, "hostname": assignment.hostname,
+                   "address": None, "launched": timestamp(), "states": [], "exit_code": None,
+                   "logs": logs}
+        with self._lock:
+            task = self._tasks[slot.name]
+            # A launch call that failed is retried with the same attempt number.
+            task["attempts"] = [a for a in task["attempts"] if a["attempt"] != slot.attempts]
+            task["attempts"].append(attempt)
+            self._attempts[slot.task_id] = (task, attempt)
+            self._dirty = True
+
+    def status(self, status):
+        """A Mesos status update; repeated states (reconciliation) are not changes."""
+        with self._lock:
+            task, attempt = self._attempts.get(status.task_id.value, (None, None))
+            if attempt is None or (attempt["states"] and
+                                   attempt["states"][-1]["state"] == status.state):
+                return
+            message = status.get("message") or ""
+            attempt["states"].append({
+                "state": status.state, "time": timestamp(status.get("timestamp") or None),
+                "source": status.get("source") or None, "reason": status.get("reason") or None,
+                "message": message})
+            if status.state in TERMINAL_STATES and attempt["exit_code"] is None:
+                code = exit_code_of(message)
+                attempt["exit_code"] = 0 if code is None and status.state == "TASK_FINISHED" \
+                    else code
+            self._summarize(task)
+
+    def registered(self, task_id, address):
+        self._update(task_id, "address", address)
+
+    def exited(self, task_id, code):
+        self._update(task_id, "exit_code", code)
+
+    def all_registered(self, framework_id):
+        with self._lock:
+            self._data["framework_id"] = framework_id
+        self._set_timing("all_registered")
+        self.save()
+
+    def ended(self, error, phase):
+        """The run ends with ``error`` (an exception) in ``phase``; the
+        first outcome stays."""
+        status, message = outcome_of(error, phase)
+        self.outcome(status, message, getattr(error, "task", None),
+                     getattr(error, "exit_code", None))
+
+    @contextlib.contextmanager
+    def recording(self, phase):
+        """Record the outcome of an exception that leaves the block;
+        ``phase()`` tells the run's phase then."""
+        try:
+            yield
+        except BaseException as exc:
+            self.ended(exc, phase())
+            raise
+
+    def outcome(self, status, message=None, task=None, exit_code=None):
+        with self._lock:
+            if self._data["outcome"]["status"] == "running":
+                self._data["outcome"] = {"status": status, "message": message, "task": task,
+                                         "exit_code": exit_code}
+                self._dirty = True
+
+    def finish(self, framework_id=None, first_offer=None, status="succeeded"):
+        """The run stopped: ``status`` unless an outcome was recorded."""
+        self.outcome(status)
+        with self._lock:
+            if framework_id:
+                self._data["framework_id"] = framework_id
+            if first_offer:
+                self._data["timings"]["first_offer"] = timestamp(first_offer)
+        self._set_timing("finished")
+        self.save()
+
+    # -- logs -------------------------------------------------------------
+
+    def output(self, task_id, stream, text):
+        """Append forwarded output to the attempt's log file."""
+        _, attempt = self._attempts.get(task_id, (None, None))
+        if self.directory is not None and attempt is not None and attempt["logs"]:
+            self._write_log(attempt["logs"][stream], text)
+
+    def drain(self, events):
+        """Output still queued when the run stops goes to the log files too."""
+        while True:
+            try:
+                event = events.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(event, TaskOutput):
+                self.output(event.task_id, event.stream, event.text)
+
+    def _write_log(self, name, text):
+        """A log file is created (emptied, in a reused directory) first, then appended to."""
+        with self._lock:
+            mode = "a" if name in self._created else "w"
+            self._created.add(name)
+            try:
+                with open(os.path.join(self.directory, name), mode, encoding="utf-8",
+                          errors="replace") as handle:
+                    handle.write(text)
+            except OSError:
+                pass   # a full disk must not fail the run
+
+    def log_path(self, task_name, stream="stderr"):
+        """The path of the last attempt's ``stream`` log of ``task_name``, or None."""
+        task = self._tasks.get(task_name)
+        if self.directory is None or not task or not task["attempts"] \
+                or not task["attempts"][-1]["logs"]:
+            return None
+        return os.path.join(self.directory, task["attempts"][-1]["logs"][stream])
+
+    def tail(self, task_name, stream="stderr", lines=10):
+        """The last ``lines`` lines of a task's last attempt's log."""
+        path = self.log_path(task_name, stream)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 64 * 1024))
+                text = handle.read().decode("utf-8", "replace")
+        except (OSError, TypeError):
+            return []
+        return [line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:]]
+
+    # -- saving -----------------------------------------------------------
+
+    def flush(self):
+        """Save run.json when something changed, at most every SAVE_INTERVAL."""
+        if self._dirty and time.monotonic() - self._saved >= SAVE_INTERVAL:
+            self.save()
+
+    def save(self):
+        if self.directory is None:
+            return
+        with self._lock:
+            self._create_logs()
+            text = json.dumps(self._data, indent=1)
+            self._dirty, self._saved = False, time.monotonic()
+            temporary = os.path.join(self.directory, ".run.json.tmp")
+            try:
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    handle.write(text + "\n")
+                os.replace(temporary, os.path.join(self.directory, "run.json"))
+            except OSError:
+                pass   # the record is a help, not a reason to fail the run
+
+    @property
+    def outcome_status(self):
+        return self._data["outcome"]["status"]
+
+    def snapshot(self):
+        """A copy of what run.json holds."""
+        with self._lock:
+            return json.loads(json.dumps(self._data))
+
+    # -- helpers ----------------------------------------------------------
+
+    def _create_logs(self):
+        """Every forwarding attempt has both files, empty until output comes."""
+        for _, attempt in list(self._attempts.values()):
+            for name in (attempt["logs"] or {}).values():
+                if name not in self._created:
+                    self._write_log(name, "")
+
+    def _update(self, task_id, key, value):
+        with self._lock:
+            task, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is not None:
+                attempt[key] = value
+                self._summarize(task)
+
+    def _summarize(self, task):
+        last = task["attempts"][-1]
+        task["state"] = last["states"][-1]["state"] if last["states"] else "TASK_STAGING"
+        task["exit_code"] = last["exit_code"]
+        self._dirty = True
+
+    def _set_timing(self, name):
+        with self._lock:
+            if self._data["timings"][name] is None:
+                self._data["timings"][name] = timestamp()
+                self._dirty = True
