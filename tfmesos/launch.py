@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 # How long a running task may stay away from the rendezvous (its side
 # reconnects for as long) before it counts as failed.
+# How long stopping waits for tasks to close their rendezvous connections
+# after a stop message, so that their last output reaches the run directory.
+STOP_LINGER = 1.5
 RECONNECT_GRACE = 40.0   # the task side retries for 30 s (task_connection)
 # How often the state of running tasks is reconciled with Mesos, besides
 # after every re-subscription and every agent loss.
@@ -403,7 +406,7 @@ class ClusterRun:
                 for slot in self.slots:
                     if slot.task_id:
                         self.rendezvous.send(slot.task_id, {"type": "stop"})
-                self.rendezvous.close()
+                self.rendezvous.close(linger=STOP_LINGER)
                 self.record.drain(self.events)
             if self.driver is not None:
                 try:

@@ -90,14 +90,24 @@ class Rendezvous:
         with self._lock:
             self._expected.add(task_id)
 
-    def forget(self, task_id):
-        """A task that ended: refuse it and drop its connection."""
+    def forget(self, task_id, linger=2.0):
+        """A task that ended: refuse it from now on. What it sent before it
+        ended (its last output, often its error) is still read for
+        ``linger`` seconds; then its connection is dropped."""
         with self._lock:
             self._expected.discard(task_id)
             self._starts.pop(task_id, None)
-            link = self._connections.pop(task_id, None)
+            link = self._connections.get(task_id)
         if link is not None:
-            _shutdown(link.sock)
+            timer = threading.Timer(linger, self._drop, (task_id, link))
+            timer.daemon = True
+            timer.start()
+
+    def _drop(self, task_id, link):
+        with self._lock:
+            if self._connections.get(task_id) is link:
+                del self._connections[task_id]
+        _shutdown(link.sock)
 
     def send(self, task_id, message):
         """Send to one task; False when it is not connected (now)."""
@@ -105,7 +115,7 @@ class Rendezvous:
             link = self._connections.get(task_id)
             if message.get("type") == "start" and task_id in self._expected:
                 self._starts[task_id] = message
-        if link is None:
+        if link is None or task_id not in self._expected:
             return False
         try:
             link.send(message)
@@ -113,8 +123,16 @@ class Rendezvous:
         except OSError:
             return False
 
-    def close(self):
-        """Close everything: connected tasks see it and stop."""
+    def close(self, linger=0.0):
+        """Close everything: connected tasks see it and stop. With ``linger``,
+        first wait up to that long for the tasks to close their connections
+        themselves (after a ``stop``), so that their last output arrives."""
+        deadline = time.monotonic() + linger
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._connections:
+                    break
+            time.sleep(0.05)
         self._closed.set()
         _shutdown(self._listener)
         self._listener.close()
