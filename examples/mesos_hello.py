@@ -42,7 +42,10 @@ class Hello(Scheduler):
 
 def main(master):
     hello = Hello()
-    driver = MesosSchedulerDriver(hello, {"user": getpass.getuser(), "name": "hello"}, master)
+    # GPU_RESOURCES: Mesos offers GPU agents only to frameworks that declare it.
+    framework = {"user": getpass.getuser(), "name": "hello",
+                 "capabilities": [{"type": "GPU_RESOURCES"}]}
+    driver = MesosSchedulerDriver(hello, framework, master)
     driver.start()
     finished = hello.done.wait(60)
     driver.stop()

@@ -4,7 +4,9 @@
 short intervals (heartbeats every 0.5 s, allocation every 0.05 s, status
 update retries after 0.5 s, 1 s kill grace) and stops it afterwards, even
 when the test fails. ``make_local_master(**kwargs)`` builds more (custom
-agents or intervals), all stopped at the end of the test.
+agents or intervals), all stopped at the end of the test. ``clients``:
+``connect(master, **kwargs)`` gives a subscribed test SchedulerClient,
+closed at the end of the test.
 
 Tasks of a LocalMaster get a clean environment, so every master made here
 passes the suite's leak marker (``conftest.MARKER``) in its
@@ -17,6 +19,7 @@ import time
 import pytest
 from conftest import MARKER
 
+from mesos_http_client import SchedulerClient
 from tfmesos.mesos.local import AgentSpec, LocalMaster
 
 FAST = dict(heartbeat_interval=0.5, allocation_interval=0.05, status_update_retry=0.5,
@@ -82,3 +85,22 @@ def make_local_master():
 @pytest.fixture
 def local_master(make_local_master):
     yield make_local_master()
+
+
+@pytest.fixture
+def clients():
+    """``connect(master, **kwargs)`` -> a subscribed SchedulerClient, closed at the end."""
+    made = []
+
+    def connect(master, subscribe=True, **kwargs):
+        client = SchedulerClient(master.url, **kwargs)
+        made.append(client)
+        if subscribe:
+            client.subscribe()
+        return client
+
+    try:
+        yield connect
+    finally:
+        for client in made:
+            client.close()

@@ -15,31 +15,13 @@ import time
 import pytest
 import requests
 
-from fixtures_master import leftover_processes, local_master, make_local_master, small_agent  # noqa: F401
-from mesos_http_client import CLOSED, SchedulerClient, offered, ports, scalar, task_info
+from fixtures_master import (clients, leftover_processes, local_master,  # noqa: F401
+                             make_local_master, small_agent)
+from mesos_http_client import CLOSED, offered, ports, scalar, task_info
 from tfrun_helpers import free_port
 from tfmesos.mesos.local import AgentSpec
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def clients():
-    """``connect(master, **kwargs)`` -> a subscribed SchedulerClient, closed at the end."""
-    made = []
-
-    def connect(master, subscribe=True, **kwargs):
-        client = SchedulerClient(master.url, **kwargs)
-        made.append(client)
-        if subscribe:
-            client.subscribe()
-        return client
-
-    try:
-        yield connect
-    finally:
-        for client in made:
-            client.close()
 
 
 def read_file(path, timeout=5, contains=None):
@@ -415,19 +397,21 @@ def test_leader_redirect_and_no_leader(local_master, clients):
 
 # --- GPUs and roles ------------------------------------------------------------------------------------
 
-def test_gpus_go_to_gpu_aware_frameworks_only(make_local_master, clients):
-    master = make_local_master(agents=[small_agent(gpus=2)])
+def test_gpu_agents_go_to_gpu_aware_frameworks_only(make_local_master, clients):
+    # Mesos' default --filter_gpu_resources=true (src/master/flags.cpp): a
+    # framework without GPU_RESOURCES gets no offer of a GPU agent at all.
+    master = make_local_master(agents=[small_agent(gpus=2), small_agent(hostname="cpu")])
+    assert master.filter_gpu_resources
+    assert master.state()["flags"]["filter_gpu_resources"] == "true"
     plain = clients(master)
-    offer = plain.next_offers()[0]
-    assert offered(offer, "gpus") is None and offered(offer, "cpus") == 4
-    plain.launch(offer, [task_info("no-gpu", offer, 'echo "[$CUDA_VISIBLE_DEVICES]"')],
-                 filters={"refuse_seconds": 60})
-    plain.wait_state("no-gpu", "TASK_FINISHED")
-    assert read_file(os.path.join(master.sandbox("no-gpu"), "stdout")) == "[]\n"
+    offers = plain.next_offers()
+    assert [o["hostname"] for o in offers] == ["cpu"]
+    plain.decline(offers, refuse_seconds=60)
+    plain.no_event(("OFFERS",), 0.5)
     plain.call("TEARDOWN")
 
     aware = clients(master, capabilities=["GPU_RESOURCES"])
-    offer = aware.next_offers()[0]
+    offer = next(o for o in aware.next_offers() if o["hostname"] != "cpu")
     assert offered(offer, "gpus") == 2
     aware.launch(offer, [
         task_info("two-gpus", offer, 'echo "[$CUDA_VISIBLE_DEVICES]"',
@@ -437,6 +421,19 @@ def test_gpus_go_to_gpu_aware_frameworks_only(make_local_master, clients):
     assert error["state"] == "TASK_ERROR" and "whole number" in error["message"]
     aware.wait_state("two-gpus", "TASK_FINISHED")
     assert read_file(os.path.join(master.sandbox("two-gpus"), "stdout")) == "[0,1]\n"
+
+
+def test_without_gpu_filter_every_framework_gets_gpu_agents_gpus_included(
+        make_local_master, clients):
+    # --filter_gpu_resources=false: GPU agents go "indiscriminately" to all
+    # frameworks, GPUs included (src/master/flags.cpp, hierarchical.cpp).
+    master = make_local_master(agents=[small_agent(gpus=2)], filter_gpu_resources=False)
+    plain = clients(master)
+    offer = plain.next_offers()[0]
+    assert offered(offer, "gpus") == 2 and offered(offer, "cpus") == 4
+    plain.launch(offer, [task_info("no-gpu", offer, 'echo "[$CUDA_VISIBLE_DEVICES]"')])
+    plain.wait_state("no-gpu", "TASK_FINISHED")
+    assert read_file(os.path.join(master.sandbox("no-gpu"), "stdout")) == "[]\n"
 
 
 def test_multi_role_offers_carry_allocation_info(local_master, clients):
@@ -687,7 +684,8 @@ def test_cli_help_explains_options():
     text = build_parser().format_help()
     for option in ("--host", "--port", "--cpus", "--mem", "--gpus", "--agents",
                    "--heartbeat-interval", "--work-dir", "--credentials",
-                   "--executor-environment-variables", "--allow-root"):
+                   "--executor-environment-variables", "--allow-root", "--agent",
+                   "--netns", "--no-filter-gpu-resources"):
         assert option in text
 
 

@@ -16,7 +16,8 @@ injection (``remove_agent``, ``drop_subscription``,
 
 The modules, each one job:
 
-* ``master``: ``LocalMaster``, start/stop, agents, fault injection;
+* ``master``: ``LocalMaster``, start/stop, agents; ``faults``: its fault
+  injection;
 * ``records``: all the master's state behind its one lock;
 * ``allocator``: allocation rounds, offers, filters, rescinds;
 * ``updates``: status updates, reliable ones re-sent until acknowledged;
@@ -30,7 +31,8 @@ The modules, each one job:
 * ``schema``, ``messages``: checking calls against the Mesos v1 messages;
 * ``resources``: resource arithmetic and parsing;
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``sizing``: the
-  one agent of an embedded run;
+  one agent of an embedded run; ``netns``: each agent in its own network
+  namespace (``network_namespaces=True``, root only);
 * ``auth``: framework authentication (credentials, HTTP basic);
   ``environment``: the environment every task starts with;
 * ``planning``: TaskInfo -> what to run (and what a container may not

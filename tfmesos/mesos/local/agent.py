@@ -124,12 +124,16 @@ def detect_gpus(timeout=10):
 
 
 class Agent:
-    """One agent's bookkeeping: its resources and free GPU ids."""
+    """One agent's bookkeeping: its resources and free GPU ids. ``hostname``
+    (default the spec's) is what offers name; ``netns``: the network
+    namespace its tasks run in (None: this host's)."""
 
-    def __init__(self, agent_id, spec, work_dir, index):
+    def __init__(self, agent_id, spec, work_dir, index, hostname=None, netns=None):
         self.id = agent_id
         self.spec = spec
         self.index = index
+        self.hostname = hostname or spec.hostname
+        self.netns = netns
         cpus, mem, disk, ports, gpu_ids = spec.resolve(work_dir)
         self.total = Resources.of(cpus=cpus, mem=mem, disk=disk, gpus=len(gpu_ids),
                                   ports=ports)

@@ -2,8 +2,12 @@
 decline/accept filters and resources coming back from ended tasks.
 
 Each round offers every agent's available resources to one framework,
-round-robin (a framework without GPU_RESOURCES never sees an agent's GPUs);
-a filter refuses a subset of an agent's resources for ``refuse_seconds``.
+round-robin; a filter refuses a subset of an agent's resources for
+``refuse_seconds``. As Mesos' hierarchical allocator
+(``isCapableOfReceivingAgent``, src/master/allocator/mesos/hierarchical.cpp):
+with ``filter_gpu_resources`` (the master's default) an agent with GPUs is
+offered only to frameworks with GPU_RESOURCES; without it, to every
+framework, GPUs included.
 All methods but ``allocate`` run with the master's lock held.
 """
 
@@ -67,14 +71,9 @@ class Allocator:
         start = (self._round + agent.index) % count
         for k in range(count):
             framework = frameworks[(start + k) % count]
-            if agent.gpu_ids and not framework.gpu_aware:
-                if self.filter_gpu_resources:
-                    continue
-                offerable = available.without("gpus")
-                if not offerable.allocatable():
-                    continue
-            else:
-                offerable = available.copy()
+            if agent.gpu_ids and not framework.gpu_aware and self.filter_gpu_resources:
+                continue   # isCapableOfReceivingAgent (hierarchical.cpp)
+            offerable = available.copy()
             refused = framework.filters.get(agent.id)
             if refused is not None:
                 if now >= refused[0]:
@@ -89,7 +88,7 @@ class Allocator:
         role = framework.offer_role()
         body = {
             "id": mesos_id(offer_id), "framework_id": mesos_id(framework.id),
-            "agent_id": mesos_id(agent.id), "hostname": agent.spec.hostname,
+            "agent_id": mesos_id(agent.id), "hostname": agent.hostname,
             "resources": resources.to_json(
                 role=None if framework.refinement else "*",
                 allocation_role=role if framework.multi_role else None),

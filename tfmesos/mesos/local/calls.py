@@ -221,8 +221,8 @@ class SchedulerCalls:
                                  "'framework_info.id' must be the framework's id %s"
                             % framework.id)
         error = framework_error(info, update)
-        if error is not None:
-            raise CallError(400, error)
+        if error is not None:   # Master::updateFramework (src/master/master.cpp)
+            raise CallError(400, "Supplied FrameworkInfo is not valid: %s" % error)
         error = update_error(framework.info, info)
         if error is not None:
             raise CallError(400, "FrameworkInfo update is not valid: %s" % error)

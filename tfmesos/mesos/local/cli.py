@@ -8,6 +8,12 @@ A task that names an image runs in a Docker container (the engine of
 ``$DOCKER_HOST``, connected on the first such task; ``--no-docker`` refuses
 such tasks instead).
 
+Agents: ``--agents N`` alike, or ``--agent cpus=2,mem=4096,gpus=2`` once per
+agent. ``--netns`` (root) puts each agent in its own network namespace and
+prints two more lines: the hub namespace with the master's URL there, and
+how to run a scheduler in it. GPU agents are offered only to frameworks
+with GPU_RESOURCES unless ``--no-filter-gpu-resources`` (Mesos' default).
+
 Security (README "Security"): ``--credentials FILE`` makes frameworks
 authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
 listening beyond the loopback interface without it is a usage error (exit
@@ -30,6 +36,7 @@ from .errors import LocalMasterError
 from .master import LocalMaster
 
 PORT_RANGE = (31000, 32000)
+AGENT_KEYS = ("cpus", "mem", "disk", "gpus", "ports", "hostname")
 
 
 def _positive(kind):
@@ -44,6 +51,33 @@ def _positive(kind):
     return parse
 
 
+def add_agent_options(parser):
+    """--cpus, --mem, --gpus, --agents, --agent and --netns."""
+    parser.add_argument("--cpus", type=_positive(float), default=None,
+                        help="cpus each agent offers (default: this machine's cpu count)")
+    parser.add_argument("--mem", type=_positive(float), default=None,
+                        help="memory in MB each agent offers (default: physical memory "
+                             "minus 1 GiB)")
+    parser.add_argument("--gpus", type=_positive(int), default=None,
+                        help="GPUs each agent offers, as fake ids 0..N-1 (default: the "
+                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)")
+    parser.add_argument("--agents", type=_positive(int), default=None, metavar="N",
+                        help="number of agents; they share this machine and split the "
+                             "port range %d-%d between them (default: 1)" % PORT_RANGE)
+    parser.add_argument("--agent", dest="agent_specs", action="append", type=parse_agent,
+                        metavar="SPEC", default=None,
+                        help="an agent, e.g. cpus=2,mem=4096,gpus=0,ports=31000-31099,"
+                             "hostname=node1 (keys: %s; gpus=N gives N fake GPUs); "
+                             "repeat for several; keys left out come from --cpus, --mem, "
+                             "--gpus and a slice of the port range" % ", ".join(AGENT_KEYS))
+    parser.add_argument("--netns", action="store_true",
+                        help="as root: put each agent in its own Linux network namespace "
+                             "with its own address (10.X.Y.2, .3, ...), as hosts of a "
+                             "cluster; the master also listens at 10.X.Y.1 in a hub "
+                             "namespace, where schedulers run (ip netns exec HUB tfrun -m "
+                             "10.X.Y.1:PORT ...)")
+
+
 def build_parser(prog="python -m tfmesos.mesos.local"):
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -56,27 +90,19 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
                         help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=5050,
                         help="port to listen on, 0 for any free one (default: %(default)s)")
-    parser.add_argument("--cpus", type=_positive(float), default=None,
-                        help="cpus each agent offers (default: this machine's cpu count)")
-    parser.add_argument("--mem", type=_positive(float), default=None,
-                        help="memory in MB each agent offers (default: physical memory "
-                             "minus 1 GiB)")
-    parser.add_argument("--gpus", type=_positive(int), default=None,
-                        help="GPUs each agent offers, as fake ids 0..N-1 (default: the "
-                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)")
-    parser.add_argument("--agents", type=_positive(int), default=1,
-                        help="number of agents; they share this machine and split the "
-                             "port range %d-%d between them (default: %%(default)s)"
-                             % PORT_RANGE)
+    add_agent_options(parser)
     parser.add_argument("--heartbeat-interval", type=_positive(float), default=15.0,
                         metavar="S", help="seconds between HEARTBEAT events "
                                           "(default: %(default)s)")
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where task sandboxes go; kept after exit (default: a "
                              "temporary directory removed at exit)")
-    parser.add_argument("--filter-gpu-resources", action="store_true",
-                        help="like the Mesos master flag: offer GPU agents only to "
-                             "frameworks with the GPU_RESOURCES capability")
+    parser.add_argument("--filter-gpu-resources", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="as the Mesos master flag --filter_gpu_resources (default: "
+                             "on, as in Mesos): offer GPU agents only to frameworks with "
+                             "the GPU_RESOURCES capability; --no-filter-gpu-resources "
+                             "offers them, GPUs included, to every framework")
     parser.add_argument("--no-docker", dest="docker", action="store_false",
                         help="run plain command tasks only: a task that names an image "
                              "fails (default: run it in Docker, through the engine of "
@@ -99,13 +125,58 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
     return parser
 
 
-def agent_specs(count, cpus=None, mem=None, gpus=None, port_range=PORT_RANGE):
-    """``count`` agents on this machine, each with its own slice of ports."""
+def parse_agent(text):
+    """``--agent cpus=2,mem=4096,gpus=0,ports=31000-31099,hostname=h``: the
+    AgentSpec fields it names (a dict); ArgumentTypeError naming the fix."""
+    fields = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or not key or not value:
+            raise argparse.ArgumentTypeError(
+                "%r: expected KEY=VALUE items separated by commas, e.g. "
+                "cpus=2,mem=4096,gpus=0" % text)
+        if key not in AGENT_KEYS:
+            raise argparse.ArgumentTypeError("%r: unknown key %r (keys: %s)"
+                                             % (text, key, ", ".join(AGENT_KEYS)))
+        if key in fields:
+            raise argparse.ArgumentTypeError("%r: %s given twice" % (text, key))
+        fields[key] = _agent_value(text, key, value)
+    return fields
+
+
+def _agent_value(text, key, value):
+    try:
+        if key == "hostname":
+            return value
+        if key == "ports":
+            begin, sep, end = value.partition("-")
+            if not sep:
+                raise ValueError(value)
+            return ((int(begin), int(end)),)
+        number = int(value) if key == "gpus" else float(value)
+    except ValueError:
+        example = {"ports": "31000-31099", "gpus": "a whole number"}.get(key, "a number")
+        raise argparse.ArgumentTypeError("%r: %s=%s is not %s" % (text, key, value, example)) \
+            from None
+    if number < 0:
+        raise argparse.ArgumentTypeError("%r: %s must be >= 0" % (text, key))
+    return number
+
+
+def agent_specs(count, cpus=None, mem=None, gpus=None, port_range=PORT_RANGE, given=None):
+    """The agents: ``given`` (dicts of ``parse_agent``) or ``count`` alike;
+    keys left out take ``cpus``, ``mem``, ``gpus`` and a slice of the
+    ports, each agent its own."""
+    given = list(given or ({} for _ in range(count)))
     begin, end = port_range
-    size = (end - begin + 1) // max(count, 1)
-    return [AgentSpec(cpus=cpus, mem=mem, gpus=gpus,
-                      ports=((begin + i * size, begin + (i + 1) * size - 1),))
-            for i in range(count)]
+    size = (end - begin + 1) // max(len(given), 1)
+    specs = []
+    for i, fields in enumerate(given):
+        options = dict(cpus=cpus, mem=mem, gpus=gpus,
+                       ports=((begin + i * size, begin + (i + 1) * size - 1),))
+        options.update(fields)
+        specs.append(AgentSpec(**options))
+    return specs
 
 
 def is_loopback(host):
@@ -133,11 +204,39 @@ def security_options(args):
     return options
 
 
+def make_master(args, security):
+    """The LocalMaster the command line asks for (not started)."""
+    specs = agent_specs(args.agents or 1, args.cpus, args.mem, args.gpus,
+                        given=args.agent_specs)
+    container_runner = None
+    if args.docker:
+        from .docker_runner import DockerRunner
+        container_runner = DockerRunner()
+    return LocalMaster(agents=specs, host=args.host, port=args.port,
+                       heartbeat_interval=args.heartbeat_interval, work_dir=args.work_dir,
+                       filter_gpu_resources=args.filter_gpu_resources,
+                       container_runner=container_runner, network_namespaces=args.netns,
+                       **security)
+
+
+def network_lines(master):
+    """What ``--netns`` prints: the hub, the master's URL there, the agents."""
+    network = master.network
+    address = master.hub_url[len("http://"):]
+    return ["tfmesos local master network namespaces: hub %s, master %s there, agents %s"
+            % (network.hub, master.hub_url,
+               " ".join(addr for _, addr in sorted(network.agents.values()))),
+            "run schedulers in the hub: ip netns exec %s tfrun -m %s ... "
+            "(or MESOS_MASTER=%s)" % (network.hub, address, address)]
+
+
 def main(argv=None, prog=None):
     prog = prog or "python -m tfmesos.mesos.local"
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    if args.agents < 1:
+    if args.agents is not None and args.agent_specs:
+        parser.error("give either --agents N or --agent SPEC (once per agent), not both")
+    if args.agents is not None and args.agents < 1:
         parser.error("--agents must be at least 1")
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -146,35 +245,35 @@ def main(argv=None, prog=None):
     except (CredentialsError, ValueError) as exc:
         print("%s: error: %s" % (prog, exc), file=sys.stderr)
         return 2
-    try:
-        specs = agent_specs(args.agents, args.cpus, args.mem, args.gpus)
-        container_runner = None
-        if args.docker:
-            from .docker_runner import DockerRunner
-            container_runner = DockerRunner()
-        master = LocalMaster(agents=specs, host=args.host, port=args.port,
-                             heartbeat_interval=args.heartbeat_interval,
-                             work_dir=args.work_dir,
-                             filter_gpu_resources=args.filter_gpu_resources,
-                             container_runner=container_runner, **security)
-        url = master.start()
-    except (LocalMasterError, AgentSpecError, ValueError) as exc:
-        print("Error: %s" % exc, file=sys.stderr)
-        return 1
-
     stop = threading.Event()
 
     def on_signal(signum, frame):
         stop.set()
 
+    # Before start(): a signal while namespaces are being made still cleans up.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        print("tfmesos local master listening on %s" % url, flush=True)
-        while not stop.wait(0.5):
-            pass
+        return _serve(args, security, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _serve(args, security, stop):
+    try:
+        master = make_master(args, security)
+        url = master.start()
+    except (LocalMasterError, AgentSpecError, ValueError) as exc:
+        print("Error: %s" % exc, file=sys.stderr)
+        return 1
+    try:
+        lines = ["tfmesos local master listening on %s" % url]
+        if master.network is not None:
+            lines += network_lines(master)
+        print("\n".join(lines), flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
         master.stop()
     return 0
 

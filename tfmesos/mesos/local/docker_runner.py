@@ -324,6 +324,9 @@ class DockerRunner:
         if not launch.image:
             raise RunnerError("task %s names no image; the Docker runner only runs containers"
                               % launch.task_id)
+        if launch.netns is not None:
+            raise RunnerError("image tasks cannot run in an agent's network namespace: run "
+                              "the task without an image, or the master without --netns")
         client = self.client    # first: without the docker package, a RunnerError
         import docker
         import requests

@@ -41,6 +41,7 @@ class TaskProcess:
         self._launched = threading.Event()
         self._exited = threading.Event()
         self._kill_deadline = None
+        self._terminate_first = True
         self._killer = None
         self._local_group = None   # process group of a ProcessRunner task
         self._marker = ("MESOS_SANDBOX=%s" % launch.env["MESOS_SANDBOX"]).encode() \
@@ -110,6 +111,14 @@ class TaskProcess:
             self._kill_deadline = deadline
         self._ensure_killer()
 
+    def kill_at_once(self):
+        """SIGKILL, no SIGTERM first: the task's host is gone (agent removal),
+        so the task gets no chance to report its own end. Never blocks."""
+        with self._lock:
+            self._terminate_first = False
+            self._kill_deadline = time.monotonic()
+        self._ensure_killer()
+
     def _ensure_killer(self):
         with self._lock:
             if self._killer is not None:
@@ -123,7 +132,8 @@ class TaskProcess:
         handle = self.handle
         if handle is None or self._exited.is_set():
             return
-        self._signal(handle.terminate, signal.SIGTERM, "terminate")
+        if self._terminate_first:
+            self._signal(handle.terminate, signal.SIGTERM, "terminate")
         while not self._exited.is_set():
             remaining = self._kill_deadline - time.monotonic()
             if remaining <= 0:
@@ -146,7 +156,9 @@ def task_processes(pgid, marker):
     """Live (non-zombie) pids that belong to a task: its process group
     ``pgid``, plus any process whose environment holds ``marker`` (the task's
     ``MESOS_SANDBOX=...``) -- those left the group with setsid() but are
-    still the task's, as they would be in a Mesos container's cgroup."""
+    still the task's, as they would be in a Mesos container's cgroup (the
+    Linux launcher kills the whole cgroup, linux_launcher.cpp; the POSIX one
+    kills the process tree with its groups and sessions, launcher.cpp)."""
     found = []
     try:
         names = os.listdir("/proc")

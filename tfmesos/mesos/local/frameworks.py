@@ -14,31 +14,49 @@ import itertools
 import logging
 import time
 
+from ..roles import role_error
 from .records import Framework, mesos_id
 from .stream import HEARTBEAT, Subscription
 
 log = logging.getLogger(__name__)
 
 
-def framework_error(info, call):
-    """Mesos' FrameworkInfo validation of a SUBSCRIBE or UPDATE_FRAMEWORK
-    call; returns an error message or None."""
+def roles_error(info):
+    """``validateRoles`` (src/master/validation.cpp): the role fields that
+    go with MULTI_ROLE, no duplicates, each role valid as
+    src/common/roles.cpp says (hierarchical roles such as ``ml/team`` are).
+    An error message naming the role, or None."""
     capabilities = [c.get("type") for c in info.get("capabilities", [])]
     multi_role = "MULTI_ROLE" in capabilities
     if "roles" in info and not multi_role:
-        return ("'FrameworkInfo.roles' is set but the framework does not have the "
-                "MULTI_ROLE capability")
+        return ("'FrameworkInfo.roles' must not be set when the framework is not "
+                "MULTI_ROLE capable")
     if "role" in info and multi_role:
-        return ("'FrameworkInfo.role' must not be set when the framework has the "
-                "MULTI_ROLE capability (use 'roles')")
-    roles = info.get("roles", []) if multi_role else [info.get("role", "*")]
-    if len(set(roles)) != len(roles):
-        return "'FrameworkInfo.roles' contains duplicate entries: %s" % roles
+        return ("'FrameworkInfo.role' must not be set when the framework is "
+                "MULTI_ROLE capable")
+    if not multi_role:
+        error = role_error(info.get("role", "*"))
+        return None if error is None else "'FrameworkInfo.role' is not a valid role: " + error
+    roles = info.get("roles", [])
+    duplicates = sorted({role for role in roles if roles.count(role) > 1})
+    if duplicates:
+        return "'FrameworkInfo.roles' contains duplicate items: %s" % duplicates
     for role in roles:
-        if (not role or role in (".", "..") or role.startswith("-")
-                or any(c.isspace() or c in "/\\" or ord(c) < 32 for c in role)) \
-                and role != "*":
-            return "Invalid role %r" % role
+        error = role_error(role)
+        if error is not None:
+            return "'FrameworkInfo.roles' contains invalid role: " + error
+    return None
+
+
+def framework_error(info, call):
+    """Mesos' FrameworkInfo validation of a SUBSCRIBE or UPDATE_FRAMEWORK
+    call; returns an error message or None."""
+    refused = roles_error(info)
+    if refused is not None:
+        return refused
+    capabilities = [c.get("type") for c in info.get("capabilities", [])]
+    multi_role = "MULTI_ROLE" in capabilities
+    roles = info.get("roles", []) if multi_role else [info.get("role", "*")]
     suppressed = set(call.get("suppressed_roles", []))
     if not suppressed <= set(roles):
         return ("Suppressed roles %s are not a subset of the framework's roles %s"

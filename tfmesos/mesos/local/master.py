@@ -1,7 +1,8 @@
 """``LocalMaster``: the local master's public face. It starts and stops the
 master (HTTP server, loop thread, tasks, sandboxes), adds agents, offers
 fault injection (``remove_agent``, ``drop_subscription``,
-``stall_subscription``, ``set_leader``) and hands calls to its parts:
+``stall_subscription``, ``set_leader``: ``faults.py``) and hands calls to
+its parts:
 
 * ``records.Records``: all state, behind one lock;
 * ``allocator.Allocator``: allocation rounds, offers, filters, rescinds;
@@ -17,6 +18,10 @@ by that stream's own thread), tasks run on their own threads
 (``executor.py``), and timers (status update retries, failover timeouts,
 allocation rounds) run on the master's loop thread, which takes the lock
 only for short updates.
+
+With ``network_namespaces`` each agent lives in its own Linux network
+namespace and address (``netns.py``) and the master listens in the hub
+namespace too, so tasks and a scheduler run there talk as across hosts.
 
 Mesos behaviour reproduced here (see ``master/master.cpp``): status updates
 of one task are delivered in order, one at a time, re-sent with backoff until
@@ -34,6 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 
@@ -43,10 +49,12 @@ from .auth import Authenticator, credentials_table
 from .calls import SchedulerCalls
 from .environment import executor_environment as base_environment
 from .errors import LocalMasterError
+from .faults import FaultInjection
 from .frameworks import Frameworks
 from .http import MasterHTTPServer
 from .loop import MasterLoop
-from .records import Records, mesos_id
+from .netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
+from .records import Records
 from .runner import ProcessRunner
 from .state import render_master_info, render_state, render_version
 from .tasks import TaskLauncher
@@ -74,7 +82,18 @@ def _check_settings(heartbeat_interval, allocation_interval, status_update_retry
     return specs
 
 
-class LocalMaster:
+def _check_network(specs):
+    """LocalMasterError unless agents can get network namespaces."""
+    check_supported()
+    default = AgentSpec.__dataclass_fields__["hostname"].default
+    for spec in specs:
+        if spec.hostname != default:
+            raise LocalMasterError("AgentSpec(hostname=%r) with network namespaces: each "
+                                   "agent's hostname is its address; drop the hostname"
+                                   % spec.hostname)
+
+
+class LocalMaster(FaultInjection):
     """A single-process Mesos master speaking the v1 scheduler HTTP API.
 
     ``agents``: AgentSpecs (default: one agent sized to this machine).
@@ -88,9 +107,14 @@ class LocalMaster:
     by ``stop()`` unless ``keep_sandboxes``). ``runner``: runs plain command
     tasks (default ``ProcessRunner()``); ``container_runner``: runs tasks
     that name an image (default none: such tasks fail).
-    ``filter_gpu_resources``: like the Mesos master flag of that name, keep
-    GPU agents entirely from frameworks without GPU_RESOURCES (default off:
-    they get the agent's other resources, never its GPUs).
+    ``filter_gpu_resources``: the Mesos master flag of that name, with its
+    default (True, src/master/flags.cpp): GPU agents are offered only to
+    frameworks with the GPU_RESOURCES capability; False offers them to
+    every framework, GPUs included (``isCapableOfReceivingAgent`` in
+    src/master/allocator/mesos/hierarchical.cpp).
+    ``network_namespaces``: as root, give each agent its own network
+    namespace and address (``netns.py``); the master then also listens at
+    ``hub_url`` inside the hub namespace (``network.hub``).
 
     Security (README "Security"): ``credentials`` (``{principal: secret}``
     or pairs) makes every scheduler request authenticate with HTTP basic
@@ -105,10 +129,12 @@ class LocalMaster:
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
                  allocation_interval=0.25, status_update_retry=10.0, kill_grace_period=3.0,
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
-                 filter_gpu_resources=False, credentials=None, executor_environment=None,
-                 allow_root=None):
+                 filter_gpu_resources=True, credentials=None, executor_environment=None,
+                 allow_root=None, network_namespaces=False):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents)
+        if network_namespaces:
+            _check_network(self._specs)
         table = credentials_table(credentials)
         self._authenticator = Authenticator(table) if table else None
         base_env = base_environment(executor_environment)
@@ -120,7 +146,12 @@ class LocalMaster:
         self.status_update_retry = float(status_update_retry)
         self.kill_grace_period = float(kill_grace_period)
         self.keep_sandboxes = keep_sandboxes
-        self.filter_gpu_resources = filter_gpu_resources
+        self.filter_gpu_resources = bool(filter_gpu_resources)
+        self.network_namespaces = bool(network_namespaces)
+        self.network = None              # the AgentNetwork, while running
+        self.hub_url = None
+        self._hub_http = None
+        self._network_lock = threading.Lock()
         self.id = str(uuid.uuid4())
         self.url = None
         self.work_dir = work_dir
@@ -167,6 +198,8 @@ class LocalMaster:
         except BaseException:
             with records.lock:
                 records.status = "stopped"
+            self._close_listeners()
+            self._remove_network()
             self._remove_work_dir()
             raise
         self.port = self._http.server_port
@@ -182,6 +215,12 @@ class LocalMaster:
             self._allocator.next_round = time.monotonic()
         self._loop.start()
         self._http.start()
+        if self._hub_http is not None:
+            self._hub_http.start()
+            self.hub_url = "http://%s:%d" % (self.network.hub_address,
+                                             self._hub_http.server_port)
+            log.info("local master %s: network namespaces, %s; listening on %s there",
+                     self.id, self.network.describe(), self.hub_url)
         log.info("local master %s listening on %s with %d agent(s), work dir %s",
                  self.id, self.url, len(agents), self.work_dir)
         return self.url
@@ -193,13 +232,35 @@ class LocalMaster:
         else:
             self.work_dir = os.path.abspath(self.work_dir)
             os.makedirs(self.work_dir, exist_ok=True)
+        if self.network_namespaces:
+            remove_stale()   # of masters killed before they could clean up
+            self.network = AgentNetwork().create()
         agents = [self._new_agent(spec) for spec in self._specs]
+        self._http = self._listen(self.host, self.port)
+        if self.network is not None:
+            # The same port in the hub's own port space; the socket stays there.
+            self._hub_http = call_in_namespace(self.network.hub, self._listen,
+                                               self.network.hub_address,
+                                               self._http.server_port)
+        return agents
+
+    def _listen(self, host, port):
         try:
-            self._http = MasterHTTPServer(self, self.host, self.port)
+            return MasterHTTPServer(self, host, port)
         except OSError as exc:
             raise LocalMasterError("the local master cannot listen on %s:%s: %s"
-                                   % (self.host, self.port, exc.strerror or exc)) from exc
-        return agents
+                                   % (host, port, exc.strerror or exc)) from exc
+
+    def _close_listeners(self):
+        for server in (self._http, self._hub_http):
+            if server is not None:
+                server.stop()
+
+    def _remove_network(self):
+        with self._network_lock:
+            network, self.network = self.network, None
+        if network is not None:
+            network.destroy()
 
     def stop(self):
         """Kill every task (SIGTERM, SIGKILL after the grace period), close
@@ -223,8 +284,7 @@ class LocalMaster:
         for proc in procs:
             proc.kill(grace)
         self._loop.join(5)
-        if self._http is not None:
-            self._http.stop()
+        self._close_listeners()
         with records.lock:  # anything launched while the first kills went out
             late = [proc for proc in records.procs if proc not in procs]
         for proc in late:
@@ -237,6 +297,7 @@ class LocalMaster:
                             proc.launch.task_id, grace + 10)
         with records.lock:
             records.status = "stopped"
+        self._remove_network()
         if not self.keep_sandboxes:
             self._remove_work_dir()
 
@@ -298,99 +359,15 @@ class LocalMaster:
         return agent.id
 
     def _new_agent(self, spec):
-        index = next(self._agent_counter)
-        return Agent("%s-S%d" % (self.id, index), spec, self.work_dir, index)
-
-    # ------------------------------------------------------------------ fault injection
-
-    def remove_agent(self, agent_id):
-        """Fault injection: the agent is gone. Its tasks are killed; each
-        framework gets TASK_GONE (PARTITION_AWARE) or TASK_LOST with reason
-        REASON_AGENT_REMOVED, a FAILURE event, and RESCIND for its offers."""
-        records = self._records
-        with records.lock:
-            agent = records.agents.pop(agent_id, None)
-            if agent is None:
-                raise KeyError("no agent %r (agents: %s)"
-                               % (agent_id, ", ".join(records.agents)))
-            agent.active = False
-            records.removed_agents.add(agent_id)
-            for offer in list(agent.offers.values()):
-                self._allocator.rescind(offer)
-            for task in list(agent.tasks.values()):
-                self._lose_task(task, agent_id)
-            for framework in records.frameworks.values():
-                framework.send({"type": "FAILURE", "failure": {"agent_id": mesos_id(agent_id)}})
-            self._allocator.request()
-
-    def _lose_task(self, task, agent_id):
-        """A task of a removed agent: killed, and lost to its framework."""
-        framework = self._records.frameworks.get(task.framework_id)
-        task.removed = True
-        task.updates.clear()
-        if task.proc is not None and not task.process_done:
-            task.proc.kill(0.0)
-        if framework is None:
-            return
-        if not task.terminal:
-            state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
-            status = self._updates.record(
-                task, state, "SOURCE_MASTER", reason="REASON_AGENT_REMOVED",
-                message="Agent %s removed" % agent_id, with_uuid=False)
-            self._updates.send(framework, status)
-        framework.complete_task(task)
-
-    def drop_subscription(self, framework_id):
-        """Fault injection: close the framework's SUBSCRIBE stream abruptly;
-        the framework is disconnected and its failover timer starts."""
-        with self._records.lock:
-            framework = self._frameworks.connected(framework_id)
-            subscription = framework.subscription
-            self._frameworks.disconnect(framework)
-        subscription.abort()
-
-    def stall_subscription(self, framework_id):
-        """Fault injection: keep the stream open but write nothing more
-        (no heartbeats either); the framework stays 'connected'."""
-        with self._records.lock:
-            self._frameworks.connected(framework_id).subscription.stall()
-
-    def set_leader(self, url=None):
-        """None: this master leads. A URL: scheduler calls get 307 to it.
-        "": no leader (503)."""
-        with self._records.lock:
-            self._leader = url
-
-    # ------------------------------------------------------------------ for tests
-
-    def wait_until(self, predicate, timeout):
-        """Poll ``predicate(state())`` until true (returns the state) or raise
-        TimeoutError after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.state()
-            if predicate(state):
-                return state
-            if time.monotonic() >= deadline:
-                raise TimeoutError("local master: condition %s not met within %s s"
-                                   % (getattr(predicate, "__name__", "predicate"), timeout))
-            time.sleep(0.02)
-
-    def sandbox(self, task_id, framework_id=None):
-        """The sandbox directory of a task (the latest run of that id)."""
-        records = self._records
-        with records.lock:
-            for framework in (list(records.frameworks.values())
-                              + list(records.completed_frameworks)):
-                if framework_id is not None and framework.id != framework_id:
-                    continue
-                task = framework.tasks.get(task_id)
-                if task is None:
-                    task = next((t for t in reversed(framework.completed_tasks)
-                                 if t.id == task_id), None)
-                if task is not None and task.sandbox:
-                    return task.sandbox
-        raise KeyError("no task %r with a sandbox" % task_id)
+        with self._network_lock:
+            index = next(self._agent_counter)
+            hostname = netns = None
+            if self.network_namespaces:
+                if self.network is None:
+                    raise LocalMasterError("the master is stopped: start a new one")
+                netns, hostname = self.network.add_agent(index)
+            return Agent("%s-S%d" % (self.id, index), spec, self.work_dir, index,
+                         hostname=hostname, netns=netns)
 
 
 __all__ = ["LocalMaster", "LocalMasterError"]

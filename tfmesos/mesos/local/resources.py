@@ -117,14 +117,6 @@ class Resources:
                 return False
         return _ranges_contain(self.ports, other.ports)
 
-    def without(self, name):
-        copy = self.copy()
-        if name == "ports":
-            copy.ports = []
-        else:
-            copy.scalars.pop(name, None)
-        return copy
-
     def allocatable(self):
         """Worth offering, by Mesos' default ``--min_allocatable_resources``
         (``cpus:0.01|mem:32``)."""

@@ -12,6 +12,8 @@ import signal
 import subprocess
 from typing import Optional
 
+from .netns import ip_command
+
 
 @dataclasses.dataclass
 class TaskLaunch:
@@ -32,6 +34,7 @@ class TaskLaunch:
     volumes: list = dataclasses.field(default_factory=list)  # (host, container, "RW"|"RO")
     docker_parameters: list = dataclasses.field(default_factory=list)  # (key, value)
     gpu_ids: list = dataclasses.field(default_factory=list)  # e.g. ["0", "1"]
+    netns: Optional[str] = None        # the agent's network namespace (netns.py)
 
     @property
     def stdout_path(self):
@@ -71,16 +74,21 @@ class RunnerError(Exception):
 
 
 class ProcessRunner:
-    """Runs a task as a local subprocess, stdout/stderr in its sandbox."""
+    """Runs a task as a local subprocess, stdout/stderr in its sandbox; in
+    its agent's network namespace under ``ip netns exec`` (which execs the
+    command in place: the task's pid and process group stay the same)."""
 
     def launch(self, launch):
         if launch.image:
             raise RunnerError("task %s names the image %r but this agent runs plain "
                               "processes only" % (launch.task_id, launch.image))
+        argv = launch.argv()
+        if launch.netns is not None:
+            argv = [ip_command(), "netns", "exec", launch.netns] + argv
         with open(launch.stdout_path, "ab") as out, open(launch.stderr_path, "ab") as err:
             try:
                 popen = subprocess.Popen(
-                    launch.argv(), cwd=launch.sandbox, env=launch.env,
+                    argv, cwd=launch.sandbox, env=launch.env,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True)
             except OSError as exc:

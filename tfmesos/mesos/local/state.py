@@ -58,8 +58,8 @@ def render_state(master, records, start_time):
 
 def agent_json(agent):
     return {
-        "id": agent.id, "pid": "slave(%d)@%s:5051" % (agent.index + 1, agent.spec.hostname),
-        "hostname": agent.spec.hostname, "port": 5051,
+        "id": agent.id, "pid": "slave(%d)@%s:5051" % (agent.index + 1, agent.hostname),
+        "hostname": agent.hostname, "port": 5051,
         "registered_time": agent.registered_time,
         "resources": agent.total.to_state(), "used_resources": agent.used.to_state(),
         "offered_resources": agent.offered.to_state(), "reserved_resources": {},

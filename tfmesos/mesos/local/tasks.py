@@ -87,7 +87,7 @@ class TaskLauncher:
     def _start(self, framework, agent, task):
         plan = task.plan
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
-                              task.gpu_ids, bool(agent.gpu_ids), self.base_env)
+                              task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns)
         runner = self.container_runner if plan.image is not None else self.runner
         proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit)
         proc.task = task

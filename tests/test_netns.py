@@ -1,0 +1,202 @@
+"""Agents in their own network namespaces (``LocalMaster(network_namespaces=
+True)``, ``tfmesos local-master --netns``): tasks on distinct addresses that
+reach the scheduler only over the hub's bridge, as on a real cluster.
+
+Every test but the first needs root (CI runs as root). Traffic goes only to
+loopback and to addresses inside the namespaces the masters make: nothing
+here connects to a 10.X.Y address from this host's own namespace. The
+``namespaces`` fixture removes leftovers of crashed runs first and fails a
+test (after removing them) that leaves a namespace of its own behind.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+import requests
+
+from fixtures_master import clients, make_local_master, small_agent  # noqa: F401
+from mesos_http_client import task_info
+from tfrun_helpers import REPO, marked_tasks, tfrun_argv
+from tfmesos.mesos.local import LocalMaster, LocalMasterError, cli, netns
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def namespaces():
+    """A list to append the pids of master processes to; the namespaces of
+    this process and of those must all be gone after the test."""
+    if os.geteuid() == 0:
+        netns.remove_stale()
+    owners = [os.getpid()]
+    yield owners
+    prefixes = tuple("%s%d-" % (netns.PREFIX, pid) for pid in owners)
+    left = [name for name in netns.namespace_names() if name.startswith(prefixes)]
+    for name in left:
+        netns.remove_namespace(name, kill=True)
+    assert not left, "network namespaces left behind: %s" % left
+
+
+def ours(names):
+    return [name for name in names if name.startswith("%s%d-" % (netns.PREFIX, os.getpid()))]
+
+
+def test_without_root_netns_is_a_one_line_error(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(netns.NetnsError, match="network namespaces need root: run as root"):
+        LocalMaster(network_namespaces=True)
+    assert cli.main(["--netns", "--port", "0", "--no-docker"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["Error: network namespaces need root: run as root (sudo tfmesos "
+                   "local-master --netns) or drop --netns / network_namespaces"]
+
+
+@root_only
+def test_an_agent_hostname_cannot_be_combined_with_namespaces(namespaces):
+    with pytest.raises(LocalMasterError, match="each agent's hostname is its address"):
+        LocalMaster(agents=[small_agent(hostname="node1")], network_namespaces=True)
+
+
+@root_only
+def test_each_agent_has_its_own_address_and_reaches_only_the_hub(namespaces, make_local_master,
+                                                                clients):
+    master = make_local_master(agents=[small_agent(), small_agent()], network_namespaces=True)
+    network = master.network
+    addresses = [address for _, address in sorted(network.agents.values())]
+    subnet = network.subnet
+    assert str(subnet).startswith("10.") and 200 <= int(str(subnet).split(".")[1]) <= 250
+    assert network.hub_address == str(subnet.network_address + 1)
+    assert addresses == [str(subnet.network_address + 2), str(subnet.network_address + 3)]
+    assert [s["hostname"] for s in master.state()["slaves"]] == addresses
+    assert master.hub_url == "http://%s:%d" % (network.hub_address, master.port)
+    assert sorted(ours(netns.namespace_names())) == sorted(
+        [network.hub] + [name for name, _ in network.agents.values()])
+    # Each task: its own address, the master at the hub, not this host's loopback.
+    probe = ("import socket, urllib.request\n"
+             "print(urllib.request.urlopen('%s/health', timeout=5).status)\n"
+             "try:\n socket.create_connection(('127.0.0.1', %d), timeout=2)\n"
+             "except ConnectionRefusedError:\n print('loopback is its own')\n"
+             % (master.hub_url, master.port))
+    client = clients(master)
+    offers = {o["hostname"]: o for o in client.next_offers()}
+    assert sorted(offers) == addresses
+    for address, offer in offers.items():
+        command = "hostname -I; %s -c \"$PROBE\"" % sys.executable
+        client.launch(offer, [task_info("on-" + address, offer, command,
+                                        env={"PROBE": probe})])
+    for address in addresses:
+        client.wait_state("on-" + address, "TASK_FINISHED")
+        with open(os.path.join(master.sandbox("on-" + address), "stdout")) as handle:
+            assert handle.read().split() == [address, "200", "loopback", "is", "its", "own"]
+    late = master.add_agent(small_agent())       # while running: a namespace of its own
+    assert [s["hostname"] for s in master.state()["slaves"] if s["id"] == late] == [
+        str(subnet.network_address + 4)]
+    assert len(ours(netns.namespace_names())) == 4
+    master.stop()
+    assert ours(netns.namespace_names()) == []
+
+
+@root_only
+def test_leftovers_of_a_killed_master_are_removed(namespaces):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    agent = "%s%d-200-0-a0" % (netns.PREFIX, gone.pid)
+    hub = "%s%d-200-0-hub" % (netns.PREFIX, gone.pid)
+    namespaces.append(gone.pid)
+    netns.run_ip("netns", "add", hub)
+    netns.run_ip("netns", "add", agent)
+    orphan = subprocess.Popen(["ip", "netns", "exec", agent, "sleep", "60"])
+    try:
+        removed = netns.remove_stale()
+        assert sorted(removed) == sorted([agent, hub])
+        assert orphan.wait(10) == -9
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()
+    assert not {agent, hub} & set(netns.namespace_names())
+
+
+def read_lines(stream, count, timeout):
+    """The first ``count`` lines of ``stream``, or AssertionError after ``timeout`` s."""
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(
+        stream.readline() for _ in range(count)), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert not reader.is_alive(), "no %d lines within %s s" % (count, timeout)
+    return lines
+
+
+def parse_network(lines):
+    """(hub namespace, master host:port in the hub, agent addresses, loopback
+    port) from what ``tfmesos local-master --netns`` printed."""
+    text = "".join(lines)
+    port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", text).group(1))
+    found = re.search(r"network namespaces: hub (\S+), master http://(\S+) there, "
+                      r"agents ([\d. ]+)\n", text)
+    return found.group(1), found.group(2), found.group(3).split(), port
+
+
+def run_in_hub(hub, argv, env, timeout):
+    try:
+        return subprocess.run(["ip", "netns", "exec", hub] + argv, cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("%s did not finish within %d s: %s" % (argv, timeout, exc.stderr))
+
+
+def check_replica_run(hub, master, agents):
+    env = dict(os.environ, MESOS_MASTER="")
+    result = run_in_hub(hub, tfrun_argv(
+        "-m", master, "-w", "2", "-s", "1", "-Cw", "2", "-Cs", "2", "-Mw", "128", "-Ms", "128",
+        "--", "echo {job_name}:{task_index} $(hostname -I)"), env, timeout=90)
+    assert result.returncode == 0, result.stderr
+    spec = json.loads(re.search(r"tfrun: cluster ready: (.*)", result.stderr).group(1))
+    print("cluster spec: %s" % json.dumps(spec))
+    # tfrun shows the workers' output (--worker-logs '*'): each its own address.
+    printed = dict(re.findall(r"^\[\S+\] (\w+:\d) (\S+)$", result.stdout, re.M))
+    assert sorted(printed) == ["worker:0", "worker:1"], result.stdout
+    hosts = {"%s:%d" % (job, index): address.rsplit(":", 1)[0]
+             for job, addresses in spec.items() for index, address in enumerate(addresses)}
+    assert sorted(hosts) == ["ps:0", "worker:0", "worker:1"]
+    assert sorted(hosts.values()) == sorted(agents)        # one task per agent
+    for slot, address in printed.items():
+        assert hosts[slot] == address
+
+
+@root_only
+@pytest.mark.timeout(300)
+def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):
+    agent = "cpus=2,mem=1500,gpus=0"     # one 1024 MB task of plus.py per agent
+    with open(tmp_path / "master.log", "w") as log:
+        master = subprocess.Popen(
+            ["tfmesos", "local-master", "--port", "0", "--netns", "--no-docker",
+             "--agent", agent, "--agent", agent, "--agent", agent, *marked_tasks()],
+            stdout=subprocess.PIPE, stderr=log, text=True)
+    namespaces.append(master.pid)
+    try:
+        lines = read_lines(master.stdout, 3, timeout=60)
+        hub, address, agents, port = parse_network(lines)
+        assert len(set(agents)) == 3 and "ip netns exec %s tfrun -m %s" % (hub, address) \
+            in "".join(lines)
+        check_replica_run(hub, address, agents)
+        plus = run_in_hub(hub, [sys.executable, "examples/plus.py"],
+                          dict(os.environ, MESOS_MASTER=address), timeout=180)
+        assert plus.returncode == 0, plus.stderr[-3000:]
+        assert plus.stdout.split() == ["42"], plus.stdout
+        state = requests.get("http://127.0.0.1:%d/master/state" % port, timeout=5).json()
+        hosts = {s["id"]: s["hostname"] for s in state["slaves"]}
+        last = state["completed_frameworks"][-1]["completed_tasks"]
+        assert len({hosts[t["slave_id"]] for t in last}) == 2   # ps and worker apart
+    finally:
+        master.terminate()
+        master.wait(30)
+        master.stdout.close()
+    assert master.returncode == 0
