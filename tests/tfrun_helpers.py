@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -63,18 +63,20 @@ def start_tfrun(*args, env=None):
 
 
 def wait_for_line(stream, needle, timeout):
-    """Read lines from ``stream`` until one contains ``needle``; returns all read."""
-    import selectors
-    seen = []
-    selector = selectors.DefaultSelector()
-    selector.register(stream, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if selector.select(timeout=0.5):
-            line = stream.readline()
-            if not line:
-                break
+    """Read lines from ``stream`` until one contains ``needle``; returns all read.
+    (A reader thread, not select(): a buffered stream may hold several lines
+    after one read, which select() would not report.)"""
+    seen, found = [], threading.Event()
+
+    def read():
+        for line in iter(stream.readline, ""):
             seen.append(line)
             if needle in line:
-                return seen
+                found.set()
+                return
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if found.is_set():
+        return seen
     raise AssertionError("%r not seen within %s s; got: %s" % (needle, timeout, "".join(seen)))
