@@ -11,7 +11,7 @@ setup(
     packages=find_packages(include=["tfmesos", "tfmesos.*"]),
     install_requires=["addict>=2.4", "kazoo>=2.9"],
     extras_require={
-        "tensorflow": ["tensorflow>=2.12"],
+        "tensorflow": ["tensorflow>=2.12", "tensorboard"],
         "docker": ["docker>=6.0"],
         "examples": ["scikit-learn", "tf-keras"],
         "test": ["pytest>=7", "pytest-timeout"],

@@ -22,11 +22,16 @@ def _job_rank(job):
     return (_JOB_ORDER.index(job) if job in _JOB_ORDER else len(_JOB_ORDER), job)
 
 
+# Jobs of a run that are not part of TensorFlow's cluster.
+OUTSIDE_TF_CLUSTER = ("evaluator", "tensorboard")
+
+
 def tf_config(spec, job, index):
-    """``TF_CONFIG`` as TensorFlow reads it: the evaluator is not part of the
-    ``cluster`` but gets ``task.type == "evaluator"``; empty jobs are left out."""
+    """``TF_CONFIG`` as TensorFlow reads it: the evaluator (and TensorBoard) are
+    not part of the ``cluster``, though the evaluator gets ``task.type ==
+    "evaluator"``; empty jobs are left out."""
     cluster = {name: list(addresses) for name, addresses in spec.items()
-               if name != "evaluator" and addresses}
+               if name not in OUTSIDE_TF_CLUSTER and addresses}
     return {"cluster": cluster, "task": {"type": job, "index": index}}
 
 

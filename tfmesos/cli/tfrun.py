@@ -10,15 +10,16 @@ import json
 import os
 import shlex
 import sys
+import threading
 
-from .. import config
+from .. import __version__, config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
-from ..mesos.master_address import parse_master
 from ..launch import ClusterRun
+from ..mesos.master_address import parse_master
 from ..progress import Progress
 from ..run_record import AUTO
 from ..spec import REPLICA_JOBS, RunSpec, check_command_template, check_run, parse_jobs
-from .. import __version__
+from ..tensorboard import announce_when_up, tensorboard_job, url_of
 from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
 
 EPILOG = """\
@@ -104,6 +105,8 @@ def add_output_options(add):
     add("--worker-logs", metavar="INDICES",
         help="the original flag: workers whose output is shown, '*' (default), a comma list "
         "like 0,2, or 'none' (the chief and the evaluator are shown too)")
+    add("--tensorboard", metavar="LOGDIR", help="also run TensorBoard on LOGDIR (a path the "
+        "agents see) as a task of the run; its URL is printed once it answers")
     add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
         "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
     add("-q", "--quiet", action="store_true",
@@ -268,11 +271,13 @@ def print_log(slot, stream, text):
 def read_options(args, command):
     """The run's jobs, RunSpec, hooks, master and driver options; SpecError."""
     jobs = jobs_from_args(args)
+    image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
+    if args.tensorboard:
+        jobs.append(tensorboard_job(args.tensorboard, image, args.python))
     check_command_template(command, jobs)
     run_spec = RunSpec(
         name=args.name, role=args.role,
-        image=config.resolve(args.image, os.environ, "DOCKER_IMAGE"),
-        containerizer=args.containerizer, force_pull=args.force_pull,
+        image=image, containerizer=args.containerizer, force_pull=args.force_pull,
         volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
         max_attempts=args.max_attempts, python=args.python, user=args.user)
     check_run(run_spec, jobs)
@@ -308,6 +313,7 @@ def execute(run, show, progress):
     """Run to the end and return the exit code; names the run directory
     when the run did not succeed."""
     succeeded = False
+    stopped = threading.Event()   # ends the wait for TensorBoard's URL
     with interrupt_on_signals():
         try:
             run.start()
@@ -317,6 +323,8 @@ def execute(run, show, progress):
                 if progress is not None:
                     progress.clear()
             say("cluster ready: %s" % json.dumps(spec))
+            if url_of(spec):
+                announce_when_up(url_of(spec), say, stopped=stopped)
             code = run.wait_finished()
             succeeded = True
             return code
@@ -331,6 +339,7 @@ def execute(run, show, progress):
             say("error: %s" % exc)
             return 1
         finally:
+            stopped.set()
             with ignore_signals():
                 run.stop()
             if not succeeded and run.record.directory:
