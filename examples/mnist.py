@@ -81,7 +81,7 @@ def main(argv=None):
     graph, towers, global_step, init_op = build_graph(args.nworker, args.nserver,
                                                       args.learning_rate)
     with cluster(jobs, master=args.master) as c:
-        errors = []
+        errors, steps_done = [], {}
 
         def train(i):
             tower = towers[i]
@@ -95,7 +95,7 @@ def main(argv=None):
                         _, step = session.run([tower["train_op"], global_step], feed_dict={
                             tower["x"]: x_train[batch], tower["y_"]: y_train[batch]})
                         local_steps += 1
-                print("worker %d: %d steps" % (i, local_steps), flush=True)
+                steps_done[i] = local_steps
             except Exception as exc:  # re-raised in the main thread
                 errors.append(exc)
 
@@ -108,6 +108,8 @@ def main(argv=None):
                 thread.join()
             if errors:
                 raise errors[0]
+            for i in sorted(steps_done):   # printed here: threads' prints would interleave
+                print("worker %d: %d steps" % (i, steps_done[i]), flush=True)
             accuracy = session.run(towers[0]["accuracy"], feed_dict={
                 towers[0]["x"]: x_test, towers[0]["y_"]: y_test})
     print("final accuracy: %.4f" % accuracy, flush=True)

@@ -53,3 +53,9 @@ def test_tasks_reach_an_ipv6_advertise_address():
         assert run.rendezvous.port and spec["worker"][0].startswith("127.0.0.1:")
     finally:
         run.stop()
+
+
+def test_an_unresolvable_master_names_the_fix():
+    with pytest.raises(TFMesosError, match="host name 'no-such-host.invalid' does not resolve "
+                                           ".*: fix the master address"):
+        config.advertise_address(None, "http://no-such-host.invalid:5050", {})

@@ -202,14 +202,14 @@ class RecordingDriver:
                 for info in op["launch"]["task_infos"]]
 
 
-def launch_all(jobs, run, offers):
-    """Run the scheduler on ``offers`` with the pure TaskInfo builder; returns
-    (the jobs, TaskInfos by slot name, driver). Every call it made passed the
-    strict schema."""
+def launch_all(jobs, run, offers, **options):
+    """Run the scheduler on ``offers`` with the pure TaskInfo builder (given
+    ``options``); returns (the jobs, TaskInfos by slot name, driver). Every
+    call it made passed the strict schema."""
     jobs = [Job(**job) for job in jobs]
 
     def build(slot, assignment):
-        return build_task(run, slot, assignment, RENDEZVOUS, SECRET)
+        return build_task(run, slot, assignment, RENDEZVOUS, SECRET, **options)
     scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1")
     driver = RecordingDriver()
     scheduler.resourceOffers(driver, offers)
@@ -253,6 +253,43 @@ def test_plain_tasks_run_this_python_with_pythonpath_and_no_container():
         assert labels(info) == {"tfmesos.job": job, "tfmesos.index": index}
         assert not resources_named(info, "gpus")
     assert len(ports) == 3
+
+
+def test_tasks_carry_the_run_id():
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")])
+    ids = {variables(info)["TFMESOS_RUN_ID"] for info in infos.values()}
+    assert ids == {"r1"}   # the scheduler's run id, as in the task ids
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")], run_id="abc123")
+    assert {variables(info)["TFMESOS_RUN_ID"] for info in infos.values()} == {"abc123"}
+
+
+def test_tensorflow_is_quiet_and_cpu_tasks_do_not_probe_cuda():
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+            {"name": "worker", "num": 1, "cpus": 1, "mem": 512, "gpus": 1}]
+    _, infos, _ = launch_all(jobs, RunSpec(), [offer("gpu", gpus=4)])
+    ps, worker = variables(infos["ps:0"]), variables(infos["worker:0"])
+    assert ps["TF_CPP_MIN_LOG_LEVEL"] == worker["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    # No GPU device factory: no cuInit, and no GPU Mesos did not give.
+    assert ps["TF_ENABLED_DEVICE_TYPES"] == "CPU"
+    assert "TF_ENABLED_DEVICE_TYPES" not in worker
+
+
+def test_verbose_leaves_tensorflow_logging_alone():
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")], quiet_tensorflow=False)
+    for info in infos.values():
+        env = variables(info)
+        assert "TF_CPP_MIN_LOG_LEVEL" not in env and env["TF_ENABLED_DEVICE_TYPES"] == "CPU"
+
+
+def test_the_users_tensorflow_settings_win():
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+            {"name": "worker", "num": 1, "cpus": 1, "mem": 512,
+             "env": {"TF_ENABLED_DEVICE_TYPES": "CPU,GPU"}}]
+    run = RunSpec(env=("TF_CPP_MIN_LOG_LEVEL=0",))
+    _, infos, _ = launch_all(jobs, run, [offer("o1")])
+    assert variables(infos["ps:0"])["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    assert variables(infos["worker:0"])["TF_ENABLED_DEVICE_TYPES"] == "CPU,GPU"
+    assert variables(infos["ps:0"])["TF_ENABLED_DEVICE_TYPES"] == "CPU"
 
 
 def test_python_option_sets_the_plain_interpreter():

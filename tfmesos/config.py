@@ -43,6 +43,11 @@ def advertise_address(explicit, master_url, environ):
 
 def _route_to(host, port):
     try:
+        socket.getaddrinfo(host, port or 5050)
+    except socket.gaierror as exc:
+        raise TFMesosError("the Mesos master's host name %r does not resolve (%s): fix the "
+                           "master address" % (host, exc.strerror)) from None
+    try:
         with socket.socket(_family(host), socket.SOCK_DGRAM) as probe:
             probe.connect((host, port or 5050))  # UDP: no packet is sent
             return probe.getsockname()[0]

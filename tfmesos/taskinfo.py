@@ -29,11 +29,14 @@ def framework_info(run, jobs):
     return info
 
 
-def build_task(run, slot, assignment, rendezvous, secret):
+def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None):
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
-    ``secret`` (bytes)."""
-    env = dict(run.env)
+    ``secret`` (bytes). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
+    TensorFlow's logging as it is (see ``tensorflow_env``). ``run_id``
+    (default: the one in the task id) becomes ``TFMESOS_RUN_ID``."""
+    env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
+    env.update(run.env)
     env.update(slot.job.env)
     env.update({
         "TFMESOS_RENDEZVOUS": rendezvous,
@@ -42,6 +45,9 @@ def build_task(run, slot, assignment, rendezvous, secret):
         "TFMESOS_OFFER_HOST": assignment.hostname,
         "PYTHONUNBUFFERED": "1",
     })
+    run_id = run_id or run_id_of(slot.task_id)
+    if run_id:
+        env["TFMESOS_RUN_ID"] = run_id
     if assignment.port:
         env["TFMESOS_PORT"] = str(assignment.port)
     container = None
@@ -53,6 +59,31 @@ def build_task(run, slot, assignment, rendezvous, secret):
                            assignment.resources, task_command(run.image, run.python), env,
                            container, labels={"tfmesos.job": slot.job.name,
                                               "tfmesos.index": slot.index})
+
+
+def run_id_of(task_id):
+    """The run's id in a task id ``tfmesos.<run id>.<job>.<index>.<attempt>``
+    (``scheduler.TFMesosScheduler``), else ""."""
+    parts = task_id.split(".")
+    return parts[1] if len(parts) >= 5 and parts[0] == "tfmesos" else ""
+
+
+def tensorflow_env(gpus, quiet=True):
+    """TensorFlow's variables for a task; the run's and the job's own win.
+
+    ``TF_CPP_MIN_LOG_LEVEL=2`` (with ``quiet``) keeps errors of TensorFlow's
+    C++ logging and drops INFO and WARNING; a task without GPUs gets
+    ``TF_ENABLED_DEVICE_TYPES=CPU`` (``tensorflow/core/framework/
+    device_factory.cc``): TensorFlow registers no GPU device, so it neither
+    calls cuInit (an error line where there is no CUDA driver) nor takes a
+    GPU Mesos did not give the task.
+    """
+    env = {}
+    if quiet:
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if not gpus:
+        env["TF_ENABLED_DEVICE_TYPES"] = "CPU"
+    return env
 
 
 def task_command(image, python=None):

@@ -48,7 +48,10 @@ class MesosSchedulerDriver:
     not say whether they serve http or https).
     ``timeout`` bounds every call; ``connect_timeout`` bounds how long the
     driver goes without a subscription before it gives up (``error`` is
-    called and ``join()`` raises ``MesosConnectionError``).
+    called and ``join()`` raises ``MesosConnectionError``): the attempts'
+    waits are capped by the time left, so it gives up on time. Before the
+    first subscription, masters none of whose host names resolve are an
+    error at once.
     """
 
     def __init__(self, scheduler, framework_info, master, implicit_acknowledgements=True,

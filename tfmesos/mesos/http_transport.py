@@ -1,13 +1,19 @@
 """HTTP plumbing of the scheduler driver: connections (stdlib ``http.client``,
 TLS through ``ssl``), headers, the leader's URL from a redirect, and closing
-a connection another thread is reading."""
+a connection another thread is reading.
+
+Connections resolve and connect within their ``timeout`` (``getaddrinfo``
+has no timeout of its own), and a host name that does not resolve raises
+``UnknownHost``."""
 
 import base64
 import http.client
+import ipaddress
 import json
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 
 from ..exceptions import MesosCallError, MesosConnectionError, MesosError
@@ -24,13 +30,93 @@ def ssl_context(verify, ca_bundle):
     return ssl.create_default_context(cafile=ca_bundle)
 
 
+# getaddrinfo errors that say the name does not exist; others (EAI_AGAIN: the
+# DNS server did not answer) may pass.
+_NO_SUCH_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA")
+                          if hasattr(socket, name))
+
+
+class UnknownHost(MesosConnectionError):
+    """A master's host name does not resolve (``host`` names it)."""
+
+    def __init__(self, host, error):
+        super().__init__("the Mesos master's host name %r does not resolve (%s)"
+                         % (host, error.strerror or error))
+        self.host = host
+
+
 def open_connection(url, timeout, context):
-    """An unopened ``http.client`` connection to the master at base ``url``."""
+    """An unopened ``http.client`` connection to the master at base ``url``;
+    opening it takes ``timeout`` seconds at most, name resolution included."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "https":
-        return http.client.HTTPSConnection(parts.hostname, parts.port or 443,
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port or 443,
                                            timeout=timeout, context=context)
-    return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    conn._create_connection = connect_within   # http.client's hook for socket.create_connection
+    return conn
+
+
+def connect_within(address, timeout, source_address=None, **_):
+    """``socket.create_connection`` that resolves and connects within
+    ``timeout`` seconds in all, whatever the number of addresses."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        return socket.create_connection(address, timeout, source_address)  # no timeout
+    host, port = address
+    deadline = time.monotonic() + timeout
+    last = None
+    for family, kind, proto, _, sockaddr in resolve(host, port, timeout):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+        except OSError as exc:
+            sock.close()
+            last = exc
+            continue
+        sock.settimeout(timeout)
+        return sock
+    raise last or TimeoutError("connecting to %s:%s timed out" % (host, port))
+
+
+def resolve(host, port, timeout):
+    """``getaddrinfo`` for a TCP connection, waiting ``timeout`` seconds at
+    most; ``UnknownHost`` when the name does not exist."""
+    if _is_address(host):
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)  # no lookup
+    answer = []
+    lookup = threading.Thread(target=_lookup, args=(host, port, answer), daemon=True,
+                              name="tfmesos-resolve")
+    lookup.start()
+    lookup.join(timeout)
+    if not answer:
+        raise TimeoutError("resolving %s took more than %.1f s" % (host, timeout))
+    if isinstance(answer[0], socket.gaierror) and answer[0].errno in _NO_SUCH_NAME:
+        raise UnknownHost(host, answer[0])
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    return answer[0]
+
+
+def _is_address(host):
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _lookup(host, port, answer):
+    try:
+        answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+    except Exception as exc:  # noqa: B902 - handed to the waiting thread
+        answer.append(exc)
 
 
 def basic_auth(principal, secret):

@@ -1,7 +1,9 @@
 """The driver's SUBSCRIBE stream: find the leading master, subscribe (following
 307 redirects), read its RecordIO events, notice a silent or broken stream,
 re-subscribe with jittered back-off (capped at 15 s, as pymesos does), and
-give up after ``connect_timeout`` without a subscription.
+give up after ``connect_timeout`` without a subscription: every wait (the
+detector, connecting, the answer, the back-off) is capped by the time left,
+and a static list of masters none of whose names resolve fails at once.
 
 What it learns goes on the driver's queue, in order, as ``Received``,
 ``StreamLost`` or ``Fatal``; the driver's dispatcher thread calls the
@@ -15,6 +17,7 @@ import logging
 import random
 import threading
 import time
+import urllib.parse
 from typing import Any
 
 from addict import Dict
@@ -22,8 +25,9 @@ from addict import Dict
 from ..exceptions import MesosCallError, MesosConnectionError, MesosError
 from . import calls, recordio
 from .decoding import decode_event
-from .http_transport import (api_path, describe, headers, open_connection, redirect_base,
-                             shutdown_connection, shutdown_socket)
+from .detector import StaticDetector
+from .http_transport import (UnknownHost, api_path, describe, headers, open_connection,
+                             redirect_base, shutdown_connection, shutdown_socket)
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +58,10 @@ class Fatal:
 
 class _StreamEnded(Exception):
     """The subscription stream ended; re-subscribe."""
+
+
+class _OutOfTime(MesosConnectionError):
+    """``connect_timeout`` ran out during an attempt."""
 
 
 class _Unrecoverable(Exception):
@@ -91,6 +99,9 @@ class Subscription:
         self.master_info = None
         self.closing = False  # the driver is stopping: a closed stream is expected
         self.suppressed_roles = set()   # kept suppressed across re-subscriptions
+        self._give_up_at = time.monotonic() + self._connect_timeout
+        self._warned = False
+        self._subscribed_once = False
 
     def state(self):
         """``(leader URL, Mesos-Stream-Id, subscribed)``, read together."""
@@ -106,15 +117,22 @@ class Subscription:
     def run(self):
         """The stream thread."""
         backoff = 0.5
-        unsubscribed_since = time.monotonic()
+        self._give_up_at = time.monotonic() + self._connect_timeout
         last_error = "no attempt yet"
         while not self._stopping.is_set():
+            if self._time_left() <= 0:
+                self._events.put(Fatal(MesosConnectionError(
+                    "could not subscribe to the Mesos master %s for %.0f s: %s"
+                    % (self._master_text, self._connect_timeout, last_error))))
+                return
             try:
                 self._subscribe_once()
                 last_error = "the master closed the subscription stream"
             except _Unrecoverable as fatal:
                 self._events.put(Fatal(fatal.error))
                 return
+            except _OutOfTime:
+                pass   # the error before says more
             except (OSError, http.client.HTTPException, recordio.RecordIOError,
                     MesosError, _StreamEnded, ValueError, AttributeError) as exc:
                 # AttributeError: http.client reading a connection shut down meanwhile.
@@ -125,19 +143,38 @@ class Subscription:
                 with self._lock:
                     self.subscribed = False
                     self._conn = None
-                unsubscribed_since = time.monotonic()
+                self._give_up_at = time.monotonic() + self._connect_timeout
                 backoff = 0.5
                 logger.warning("lost the Mesos subscription (%s); re-subscribing", last_error)
                 self._events.put(StreamLost())
-            elif time.monotonic() - unsubscribed_since > self._connect_timeout:
-                self._events.put(Fatal(MesosConnectionError(
-                    "could not subscribe to the Mesos master %s for %.0f s: %s"
-                    % (self._master_text, self._connect_timeout, last_error))))
-                return
-            else:
-                logger.info("Mesos master not reachable yet (%s); retrying", last_error)
-            self._stopping.wait(backoff * random.uniform(0.8, 1.2))
+            elif self._time_left() > 0:
+                self._retrying(last_error)
+            self._stopping.wait(max(0.0, min(backoff * random.uniform(0.8, 1.2),
+                                             self._time_left())))
             backoff = min(backoff * 2, self._backoff_cap)
+
+    def _retrying(self, last_error):
+        """Say that the master is not reachable: as a warning the first time
+        before any subscription (a user waits), else at INFO level."""
+        if not self._warned:
+            self._warned = True
+            logger.warning("cannot reach the Mesos master %s yet (%s); retrying for %.0f s more",
+                           self._master_text, last_error, max(0.0, self._time_left()))
+        else:
+            logger.info("Mesos master not reachable yet (%s); retrying", last_error)
+
+    def _time_left(self):
+        """Seconds until the driver gives up (the subscription's absence is
+        bounded by ``connect_timeout``)."""
+        return self._give_up_at - time.monotonic()
+
+    def _budget(self):
+        """Seconds the next step of a subscription attempt may take: the
+        call ``timeout``, capped by the time left."""
+        left = self._time_left()
+        if left <= 0:
+            raise _OutOfTime("no subscription within %.0f s" % self._connect_timeout)
+        return min(self._timeout, left)
 
     def watch_leader(self):
         """The leader-watch thread: a new leader in ZooKeeper ends the stream,
@@ -156,37 +193,63 @@ class Subscription:
 
     def _candidates(self):
         urls = [self.leader_url] if self.leader_url else []
-        for url in self._detector.candidates() or [self._detector.leader(self._timeout)]:
+        for url in self._detector.candidates() or [self._detector.leader(self._budget())]:
             if url not in urls:
                 urls.append(url)
         return urls
 
     def _subscribe_once(self):
         last = None
+        unknown = set()   # masters whose host name does not resolve
         for url in self._candidates():
+            first = url
             for _ in range(_MAX_REDIRECTS):
                 try:
                     url = self._subscribe_at(url)
+                except _OutOfTime as exc:
+                    raise last or exc
+                except UnknownHost as exc:
+                    if url == first:
+                        unknown.add(first)
+                    last = exc
+                    break
                 except (OSError, http.client.HTTPException, MesosConnectionError) as exc:
                     last = exc
                     break
                 if url is None:
                     return  # a stream was read to its end
+        self._check_resolvable(unknown, last)
         raise last or MesosConnectionError("no Mesos master known")
+
+    def _check_resolvable(self, unknown, last):
+        """Before the first subscription, give up at once when no master of a
+        static list resolves: waiting cannot help (a DNS server that does not
+        answer is retried, and so is everything once subscribed)."""
+        if self._subscribed_once or not isinstance(self._detector, StaticDetector) or \
+                not unknown.issuperset(self._detector.urls):
+            return
+        if len(self._detector.urls) == 1:
+            error = MesosConnectionError("%s: fix the master address" % last)
+        else:
+            hosts = ", ".join(urllib.parse.urlsplit(url).hostname for url in self._detector.urls)
+            error = MesosConnectionError("none of the Mesos masters' host names resolve (%s): "
+                                         "fix the master address" % hosts)
+        raise _Unrecoverable(error)
 
     def _subscribe_at(self, url):
         """Subscribe at ``url``: read the stream (returns None when it ends),
-        or return the URL the master redirected to."""
+        or return the URL the master redirected to. Until SUBSCRIBED, every
+        step waits ``_budget()`` at most."""
         body = json.dumps(calls.subscribe(self.framework, self.suppressed_roles))
-        conn = open_connection(url, self._timeout, self._ssl)
+        conn = open_connection(url, self._budget(), self._ssl)
         with self._lock:
             if self._stopping.is_set():
                 return None
             self._conn = conn
         try:
-            conn.request("POST", api_path(url), body=body.encode("utf-8"),
-                         headers=headers(self._auth))
-            response = conn.getresponse()
+            response = self._post(url, conn, body)
+            if response is None:
+                return None
             if response.status == 307:
                 location = response.getheader("Location") or ""
                 response.read()
@@ -195,12 +258,7 @@ class Subscription:
                 response.read()
                 raise MesosConnectionError("the Mesos master at %s has no leader yet (503)" % url)
             if response.status != 200:
-                text = response.read().decode("utf-8", "replace").strip()[:500]
-                error = MesosCallError("Mesos master at %s refused SUBSCRIBE: HTTP %d %s"
-                                       % (url, response.status, text), status=response.status)
-                if response.status in _FATAL_STATUSES:
-                    raise _Unrecoverable(error)
-                raise error
+                self._refused(url, response)
             self._read_stream(url, conn, response)
             return None
         finally:
@@ -209,6 +267,33 @@ class Subscription:
                 if self._conn is conn:
                     self._conn = None
 
+    def _post(self, url, conn, body):
+        """Connect, send SUBSCRIBE and read the answer's headers, each step
+        within the budget; None when the driver stopped meanwhile."""
+        budget = self._budget()
+        try:
+            conn.connect()
+            if self._stopping.is_set():
+                return None   # interrupt() came before the socket existed
+            budget = self._budget()
+            conn.sock.settimeout(budget)
+            conn.request("POST", api_path(url), body=body.encode("utf-8"),
+                         headers=headers(self._auth))
+            return conn.getresponse()
+        except TimeoutError as exc:
+            what = "answer" if conn.sock is not None else "accept the connection"
+            raise MesosConnectionError("the Mesos master at %s did not %s within %.1f s"
+                                       % (url, what, budget)) from exc
+
+    @staticmethod
+    def _refused(url, response):
+        text = response.read().decode("utf-8", "replace").strip()[:500]
+        error = MesosCallError("Mesos master at %s refused SUBSCRIBE: HTTP %d %s"
+                               % (url, response.status, text), status=response.status)
+        if response.status in _FATAL_STATUSES:
+            raise _Unrecoverable(error)
+        raise error
+
     def _read_stream(self, url, conn, response):
         stream_id = response.getheader("Mesos-Stream-Id")
         decoder = recordio.Decoder()
@@ -216,8 +301,12 @@ class Subscription:
             try:
                 data = response.read1(65536)
             except TimeoutError as exc:
+                waited = conn.sock.gettimeout() if conn.sock else 0
+                if not self.subscribed:
+                    raise MesosConnectionError("the master at %s sent no SUBSCRIBED event "
+                                               "within %.1f s" % (url, waited)) from exc
                 raise _StreamEnded("no event from the master for %.1f s (missed heartbeats)"
-                                   % (conn.sock.gettimeout() if conn.sock else 0)) from exc
+                                   % waited) from exc
             if not data:
                 return
             for record in decoder.feed(data):
@@ -238,6 +327,7 @@ class Subscription:
         interval = float(subscribed.get("heartbeat_interval_seconds") or 15.0)
         if conn.sock is not None:
             conn.sock.settimeout(interval * self._heartbeat_misses)
+        self._warned = self._subscribed_once = True
         with self._lock:
             self.framework["id"] = {"value": subscribed.framework_id.value}
             self.leader_url = url

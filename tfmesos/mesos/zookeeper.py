@@ -208,7 +208,7 @@ class ZKDetector(Detector):
 
     def _why_no_leader(self, timeout):
         """One line on why there is no leader yet (called holding _cond)."""
-        after = "after %g s" % (timeout,)
+        after = "after %g s" % (round(timeout, 1),)  # the driver's time left: 2.9998
         if not self._ever_connected:
             last = self._kazoo_log.last_problem
             return (

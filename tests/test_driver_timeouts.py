@@ -1,0 +1,155 @@
+"""The driver gives up at ``connect_timeout`` (within a second), whatever
+keeps the master from answering, and a master whose host name does not
+resolve is an error at once; through the driver and through tfrun."""
+
+import contextlib
+import socket
+import threading
+import time
+
+import pytest
+
+from tfmesos.exceptions import MesosConnectionError
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+from tfmesos.mesos import http_transport
+from tfrun_helpers import free_port, run_tfrun
+
+FRAMEWORK = {"user": "u", "name": "timeouts"}
+UNKNOWN = "no-such-host.invalid:5050"
+# Not used: no task starts. An address that is not loopback, so that tfrun
+# does not refuse it for a master on another host.
+ADVERTISE = ["--advertise-address", "192.0.2.1"]
+
+
+@contextlib.contextmanager
+def silent_server():
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=64)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield "127.0.0.1:%d" % server.getsockname()[1]
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.fixture(params=["closed port", "silent server"])
+def unreachable(request):
+    if request.param == "closed port":
+        yield "127.0.0.1:%d" % free_port()
+    else:
+        with silent_server() as master:
+            yield master
+
+
+def error_line(stderr):
+    """tfrun's one-line error (other lines may follow it)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("tfrun: error: ")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def give_up_time(master, **options):
+    """Seconds until the driver gives up on ``master``, and its exception."""
+    driver = MesosSchedulerDriver(Scheduler(), FRAMEWORK, master, **options)
+    started = time.monotonic()
+    driver.start()
+    with pytest.raises(MesosConnectionError) as info:
+        driver.join(timeout=60)
+    return time.monotonic() - started, info.value
+
+
+def test_driver_gives_up_at_the_connect_timeout(unreachable):
+    # The per-call timeout (10 s) and the back-off no longer add to it.
+    took, error = give_up_time(unreachable, connect_timeout=8)
+    assert 8 <= took < 10, took
+    assert "could not subscribe to the Mesos master %s for 8 s" % unreachable in str(error)
+
+
+def test_tfrun_gives_up_at_the_connect_timeout(unreachable):
+    started = time.monotonic()
+    result = run_tfrun("-m", unreachable, "--connect-timeout", "8", "--", "true", timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert 8 <= took < 10, took
+    if "did not answer" not in result.stderr:   # refused: said at once, not only at the end
+        assert "cannot reach the Mesos master %s yet" % unreachable in result.stderr
+    assert error_line(result.stderr).startswith(
+        "tfrun: error: the Mesos driver stopped: could not subscribe to the Mesos master %s "
+        "for 8 s" % unreachable), result.stderr
+
+
+def test_driver_fails_at_once_on_an_unknown_host():
+    took, error = give_up_time(UNKNOWN, connect_timeout=60)
+    assert took < 3, took
+    assert "'no-such-host.invalid' does not resolve" in str(error)
+    assert "fix the master address" in str(error)
+
+
+def test_driver_fails_at_once_when_no_master_of_a_list_resolves():
+    took, error = give_up_time("no-such-host.invalid:5050,other.invalid:5050",
+                               connect_timeout=60)
+    assert took < 3, took
+    assert "(no-such-host.invalid, other.invalid)" in str(error)
+
+
+@pytest.mark.parametrize("advertise", [ADVERTISE, []], ids=["driver", "advertise-check"])
+def test_tfrun_fails_at_once_on_an_unknown_host(advertise):
+    # Without --advertise-address, tfrun's look-up of the route to the master
+    # fails first; either way the host is named within 3 s.
+    started = time.monotonic()
+    result = run_tfrun("-m", UNKNOWN, *advertise, "--connect-timeout", "60", "--", "true",
+                       timeout=60)
+    assert time.monotonic() - started < 3
+    assert result.returncode == 1
+    last = error_line(result.stderr)
+    assert "no-such-host.invalid" in last
+    assert "Traceback" not in result.stderr
+    if advertise:
+        assert "does not resolve" in last, last
+
+
+def test_a_master_that_resolves_is_still_retried(monkeypatch):
+    # One master of the list resolves (its port is closed): keep trying.
+    took, error = give_up_time("%s,127.0.0.1:%d" % (UNKNOWN, free_port()), connect_timeout=2)
+    assert 2 <= took < 3 and "could not subscribe" in str(error)
+
+
+def test_a_dns_server_that_fails_for_now_is_retried(monkeypatch):
+    def again(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", again)
+    took, error = give_up_time("mesos.example:5050", connect_timeout=2)
+    assert 2 <= took < 3, took
+    assert "Temporary failure in name resolution" in str(error)
+
+
+def test_a_slow_name_lookup_is_bounded(monkeypatch):
+    def slow(*args, **kwargs):
+        time.sleep(5)
+        return []
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="resolving mesos.example took more than 0.5 s"):
+        http_transport.connect_within(("mesos.example", 5050), 0.5)
+    assert time.monotonic() - started < 1
+
+
+def test_zookeeper_wait_is_bounded_by_the_connect_timeout():
+    pytest.importorskip("kazoo")
+    # The detector would wait the call timeout (10 s) for a leader.
+    took, error = give_up_time("zk://127.0.0.1:%d/mesos" % free_port(), connect_timeout=3)
+    assert 3 <= took < 4, took
+    assert "cannot connect to ZooKeeper" in str(error)

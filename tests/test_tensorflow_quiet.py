@@ -1,0 +1,126 @@
+"""TensorFlow is quiet in tasks by default: TF_CPP_MIN_LOG_LEVEL=2, no CUDA
+probing in tasks without GPUs (no cuInit error), and in fine-grained tasks
+the lines TensorFlow logs before it reads its level are held to it too."""
+
+import glob
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tfmesos.server import tensorflow_noise
+from tfmesos.taskinfo import tensorflow_env
+
+PRE_INIT = [
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
+    b"I0000 00:00:1795673344.168149   32673 port.cc:153] oneDNN custom operations are on.\n",
+    b"I0515 12:34:56.789012   32673 cudart_stub.cc:31] Could not find cuda drivers on your "
+    b"machine, GPU will not be used.\n",
+]
+WARNING = b"W0515 12:34:56.789012    7 loader.cc:9] something to note\n"
+ERROR = b"E0000 00:00:1795673347.235997   32673 cuda_platform.cc:52] failed call to cuInit\n"
+# What the task entry runs in fine-grained mode, on a one-task cluster spec.
+SERVE = """
+import os, sys
+from tfmesos.server import min_log_level, tensorflow_startup_filtered
+with tensorflow_startup_filtered(min_log_level(os.environ)):
+    import tensorflow as tf
+    tf.distribute.Server(tf.train.ClusterSpec({"worker": ["127.0.0.1:0"]}), job_name="worker",
+                         task_index=0, start=True)
+print("up", flush=True)
+os._exit(0)
+"""
+
+
+def test_noise_is_what_the_level_drops():
+    for line in PRE_INIT:
+        assert tensorflow_noise(line, 2) and not tensorflow_noise(line, 0)
+    assert tensorflow_noise(WARNING, 2) and not tensorflow_noise(WARNING, 1)
+    assert not tensorflow_noise(ERROR, 2) and tensorflow_noise(ERROR, 3)
+    for other in (b"Traceback (most recent call last):\n", b"tfmesos task error: x\n",
+                  b"Ivan 12 said: hi] there\n", b"/x.py:3: UserWarning: careful\n"):
+        assert not tensorflow_noise(other, 3)
+
+
+def test_the_filter_passes_errors_and_python_output_and_restores_stderr():
+    code = """
+import os, sys
+from tfmesos.server import tensorflow_startup_filtered
+with tensorflow_startup_filtered(2):
+    for line in %r:
+        os.write(2, line)
+    print("from python", file=sys.stderr)
+os.write(2, %r)
+""" % (PRE_INIT + [WARNING, ERROR], PRE_INIT[1])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    # After the block, fd 2 is the task's stderr again: nothing is filtered.
+    assert result.stderr == ERROR + b"from python\n" + PRE_INIT[1]
+
+
+def test_what_a_crash_wrote_last_still_comes_out():
+    fatal = b"F0000 00:00:1.5 7 check.cc:9] Check failed: x\n"
+    code = """
+import os
+from tfmesos.server import tensorflow_startup_filtered
+with tensorflow_startup_filtered(2):
+    os.write(2, %r + %r)
+    os.abort()
+""" % (PRE_INIT[1], fatal)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert result.returncode < 0 and result.stderr == fatal
+
+
+def tensorflow_stderr(env):
+    result = subprocess.run([sys.executable, "-c", SERVE], capture_output=True, text=True,
+                            timeout=120, env=dict(os.environ, **env))
+    assert result.returncode == 0 and result.stdout == "up\n", result.stderr
+    return result.stderr.splitlines()
+
+
+@pytest.mark.tensorflow
+def test_verbose_tasks_show_everything_tensorflow_logs():
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLED_DEVICE_TYPES"):
+        assert name not in os.environ
+    lines = tensorflow_stderr(tensorflow_env(0, quiet=False))
+    assert any("InitializeLog" in line for line in lines), lines
+    assert any("Device factory 'GPU' disabled by TF_ENABLED_DEVICE_TYPES" in line
+               for line in lines), lines
+    assert not any("cuInit" in line for line in lines), lines
+
+
+@pytest.mark.tensorflow
+def test_fine_grained_tasks_stderr_has_no_tensorflow_noise(tmp_path, monkeypatch):
+    from tfmesos import cluster
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
+    work = tmp_path / "mesos"
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.2, "mem": 256},
+            {"name": "worker", "num": 1, "cpus": 0.2, "mem": 256}]
+    with cluster(jobs, master="local", local_master_options={
+            "work_dir": str(work), "keep_sandboxes": True}) as c:
+        assert len(c.targets) == 2
+        sandboxes = wait_for_servers(work, 2)
+    for sandbox in sandboxes:
+        with open(os.path.join(sandbox, "stderr"), encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+        assert not any("cuInit" in line for line in lines), lines
+        noise = [line for line in lines if tensorflow_noise(line.encode() + b"\n", 0)
+                 or "InitializeLog" in line]
+        assert len(noise) <= 2, lines
+
+
+def wait_for_servers(work, count, timeout=90):
+    """The sandboxes of ``count`` tasks whose TensorFlow server is up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        up = []
+        for path in glob.glob(str(work / "**" / "stdout"), recursive=True):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                if "TensorFlow server" in handle.read():
+                    up.append(os.path.dirname(path))
+        if len(up) == count:
+            return up
+        assert time.monotonic() < deadline, "TensorFlow servers up: %s" % up
+        time.sleep(0.5)
