@@ -151,9 +151,9 @@ def test_without_a_docker_engine_image_tasks_fail_and_never_run_on_the_host(imag
                        "touch %s" % ran, timeout=60,
                        env={"DOCKER_HOST": "unix://%s" % (tmp_path / "no-docker.sock")})
     assert result.returncode == 1, result.stderr
-    assert "worker:0 failed 3 times before the cluster was complete; last: TASK_FAILED: " \
-           "Docker is unavailable: " in result.stderr
-    assert result.stderr.count("Docker is unavailable") == 3   # two relaunch warnings + error
+    # Not transient: no relaunch, the run aborts at the first attempt.
+    assert "worker:0 cannot be launched: TASK_FAILED: Docker is unavailable: " in result.stderr
+    assert result.stderr.count("Docker is unavailable") == 1
     assert "Traceback" not in result.stderr
     assert not ran.exists()
     assert time.monotonic() - started < 45
@@ -275,8 +275,9 @@ def test_wrapper_without_a_master_outside_says_where_the_master_belongs(image, t
     result = run_wrapper(["-i", image, "--", "tfrun", "-w", "1", "-s", "0", *SMALL, "--",
                           "true"], cwd=str(tmp_path))
     assert result.returncode == 1, result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("tfrun: worker:0 failed 3 times before the cluster was complete; "
-                           "last: TASK_FAILED: Docker is unavailable: ")
-    assert "runs inside the tfmesos image: run the master outside it" in last
+    [error] = [line for line in result.stderr.splitlines() if "cannot be launched" in line]
+    assert error.startswith("tfrun: worker:0 cannot be launched: TASK_FAILED: Docker is "
+                            "unavailable: ")
+    assert "runs inside the tfmesos image: run the master outside it" in error
+    assert result.stderr.strip().splitlines()[-1].startswith("tfrun: logs and run record: ")
     assert "Traceback" not in result.stderr

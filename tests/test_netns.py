@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import requests
@@ -113,6 +114,10 @@ def test_leftovers_of_a_killed_master_are_removed(namespaces):
     netns.run_ip("netns", "add", agent)
     orphan = subprocess.Popen(["ip", "netns", "exec", agent, "sleep", "60"])
     try:
+        deadline = time.monotonic() + 10   # until it is inside the namespace
+        while not netns.run_ip("netns", "pids", agent).split():
+            assert time.monotonic() < deadline, "the orphan never entered its namespace"
+            time.sleep(0.05)
         removed = netns.remove_stale()
         assert sorted(removed) == sorted([agent, hub])
         assert orphan.wait(10) == -9
