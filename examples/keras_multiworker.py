@@ -10,11 +10,23 @@ The role comes from ``TF_CONFIG``, which tfrun sets in every task: without a
 to ``<model-dir>/checkpoints`` and the final model (a SavedModel) to
 ``<model-dir>/model``; the other workers save to a temporary directory, as
 TensorFlow's multi-worker guide says (saving runs collective ops, so every
-worker takes part). An ``evaluator`` task trains nothing: it evaluates each
-checkpoint as it appears and stops after the last epoch's (or is stopped by
-tfrun when the chief ends). On a real cluster ``--model-dir`` must be storage
-that every task sees: an HDFS/S3/GCS path TensorFlow can write, an NFS mount,
-or a volume (``tfrun -V /nfs/model:/nfs/model ...``).
+worker takes part). An ``evaluator`` task trains nothing: it evaluates every
+checkpoint of this run, in order, and stops after the last epoch's.
+
+Runs are told apart by ``TFMESOS_RUN_ID`` (tfrun sets it in every task): the
+chief removes an earlier run's checkpoints, then writes the run id to
+``checkpoints/RUN``; the evaluator reads checkpoints only while ``RUN`` names
+its own run. It announces itself in ``checkpoints/evaluated-<run id>``, and the
+chief waits (``--eval-timeout`` at most) until it has evaluated the last
+checkpoint, since tfrun stops the evaluator when the chief ends. On a real
+cluster ``--model-dir`` must be storage that every task sees: an HDFS/S3/GCS
+path TensorFlow can write, an NFS mount, or a volume (``tfrun -V
+/nfs/model:/nfs/model ...``).
+
+With ``--model-dir``, every worker also keeps ``BackupAndRestore``'s backup
+in ``<model-dir>/backup`` (TensorFlow's pattern for MultiWorkerMirroredStrategy):
+after a whole restart (``tfrun --max-restarts 1``) training goes on from the
+epoch after the last backup (``training from epoch N/M``), not from the first.
 
 Prints ``epoch N/M loss L accuracy A`` on every worker,
 ``steps/s: R`` (epochs after the first) and, on the chief, ``final accuracy: X``
@@ -26,6 +38,7 @@ Needs ``tf_keras`` (``pip install tf-keras``): Keras 3 does not train under
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -41,6 +54,10 @@ try:
     import tf_keras as keras  # noqa: E402
 except ImportError:  # pragma: no cover - a message for users
     sys.exit("this example needs Keras 2: pip install tf-keras")
+
+CHECKPOINT = re.compile(r"ckpt-(\d+)\.index$")
+POLL = 0.5  # seconds between looks at the checkpoint directory
+
 
 def build_model(learning_rate):
     model = keras.Sequential([
@@ -59,12 +76,66 @@ def role():
     return task.get("type"), task.get("index", 0)
 
 
+def run_id():
+    """This run's id, the same in every task (``local`` outside tfrun)."""
+    return os.environ.get("TFMESOS_RUN_ID") or "local"
+
+
+def read_text(path):
+    """The content of ``path``, or None when there is no such file."""
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            return handle.read().strip()
+    except tf.errors.NotFoundError:
+        return None
+
+
+def write_text(path, text):
+    """Replace ``path`` at once (readers never see half of it)."""
+    with tf.io.gfile.GFile(path + ".tmp", "w") as handle:
+        handle.write(text)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def claim_checkpoints(directory, run):
+    """The chief, before training: remove an earlier run's checkpoints (and
+    evaluator marks), then mark ``directory`` as this run's."""
+    tf.io.gfile.makedirs(directory)
+    for name in tf.io.gfile.listdir(directory):
+        path = os.path.join(directory, name.rstrip("/"))
+        if name.startswith(("ckpt-", "checkpoint", "RUN", "evaluated-")) \
+                and not name.startswith("evaluated-" + run):
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+    write_text(os.path.join(directory, "RUN"), run)
+
+
+def wait_for_evaluator(directory, run, epochs, timeout):
+    """The chief, at the end: give an evaluator of this run the time to
+    evaluate the last checkpoint (tfrun stops it when the chief ends)."""
+    mark = os.path.join(directory, "evaluated-" + run)
+    if read_text(mark) is None:
+        return
+    deadline = time.monotonic() + timeout
+    while read_text(mark) not in ("done", str(epochs)) and time.monotonic() < deadline:
+        time.sleep(POLL)
+
+
 class EpochLog(keras.callbacks.Callback):
-    """One line per epoch, so every worker shows that it trains."""
+    """One line per epoch, so every worker shows that it trains, and where
+    training starts (after a restart: the epoch after the last backup)."""
 
     def __init__(self, epochs):
         super().__init__()
         self.epochs = epochs
+        self._started = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._started:
+            self._started = True
+            print("training from epoch %d/%d" % (epoch + 1, self.epochs), flush=True)
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
@@ -84,6 +155,7 @@ class StepRate(keras.callbacks.Callback):
         self.seconds = 0.0
         self._start = None
         self._batches = 0
+        self._warm = False   # the first epoch of this process is warm-up
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start, self._batches = time.perf_counter(), 0
@@ -92,7 +164,9 @@ class StepRate(keras.callbacks.Callback):
         self._batches += 1
 
     def on_epoch_end(self, epoch, logs=None):
-        if epoch > 0:
+        if not self._warm:
+            self._warm = True
+        else:
             self.steps += self._batches
             self.seconds += time.perf_counter() - self._start
 
@@ -120,11 +194,18 @@ def train(args):
 
     rate = StepRate()
     callbacks = [rate, EpochLog(args.epochs)]
+    checkpoints = os.path.join(args.model_dir or "", "checkpoints")
     if args.model_dir:
+        if is_chief:
+            claim_checkpoints(checkpoints, run_id())
         # On workers other than the chief, Keras writes to a temporary directory
         # and deletes it again.
         callbacks.append(keras.callbacks.ModelCheckpoint(
-            os.path.join(args.model_dir, "checkpoints", "ckpt-{epoch}"), save_weights_only=True))
+            os.path.join(checkpoints, "ckpt-{epoch}"), save_weights_only=True))
+        # After a restart (tfrun --max-restarts) fit() goes on from the epoch
+        # after the last backup; the backup is deleted once fit() completes.
+        callbacks.append(keras.callbacks.BackupAndRestore(os.path.join(args.model_dir,
+                                                                       "backup")))
     chief_note = " (chief)" if is_chief and task_type != "chief" else ""
     print("training as %s%s: %d worker(s), global batch %d, %d steps per epoch"
           % (name, chief_note, workers, global_batch, steps_per_epoch), flush=True)
@@ -140,32 +221,72 @@ def train(args):
         model.save(target)
         if is_chief:
             print("saved the model to %s" % target, flush=True)
+            # fit() removed its backup; the directory is left (every worker is past fit()).
+            if tf.io.gfile.exists(os.path.join(args.model_dir, "backup")):
+                tf.io.gfile.rmtree(os.path.join(args.model_dir, "backup"))
         else:
             shutil.rmtree(target, ignore_errors=True)
     if is_chief:
         predictions = np.argmax(model(x_test, training=False), axis=1)
         print("final accuracy: %.4f" % np.mean(predictions == y_test), flush=True)
+        if args.model_dir:
+            wait_for_evaluator(checkpoints, run_id(), args.epochs, args.eval_timeout)
 
 
 def evaluate(args):
-    """The evaluator: follow the chief's checkpoints until the last epoch's."""
+    """The evaluator: every checkpoint of this run, in order, until the last
+    epoch's."""
     if not args.model_dir:
         sys.exit("the evaluator needs --model-dir (where the chief writes checkpoints)")
+    directory = os.path.join(args.model_dir, "checkpoints")
+    run = run_id()
+    mark = os.path.join(directory, "evaluated-" + run)
+    tf.io.gfile.makedirs(directory)
+    write_text(mark, "0")   # the chief waits for us
     _, (x_test, y_test) = load_data()
     model = build_model(args.learning_rate)
-    directory = os.path.join(args.model_dir, "checkpoints")
-    print("evaluator: following checkpoints in %s" % directory, flush=True)
-    for path in tf.train.checkpoints_iterator(directory, timeout=args.eval_timeout):
-        epoch = int(path.rsplit("-", 1)[1])
-        try:
-            model.load_weights(path).expect_partial()
-        except (tf.errors.NotFoundError, tf.errors.DataLossError):
-            continue  # overwritten while we read it; the next one comes
-        _, accuracy = model.evaluate(x_test, y_test, verbose=0)
-        print("evaluation: epoch %d accuracy %.4f" % (epoch, accuracy), flush=True)
-        if epoch >= args.epochs:
-            return
-    print("evaluator: no new checkpoint for %.0f s; stopping" % args.eval_timeout, flush=True)
+    print("evaluator: following the checkpoints of run %s in %s" % (run, directory), flush=True)
+    evaluated = []
+    deadline = time.monotonic() + args.eval_timeout
+    try:
+        while evaluated[-1:] != [args.epochs]:
+            if time.monotonic() > deadline:
+                print("evaluator: no new checkpoint for %.0f s; stopping" % args.eval_timeout,
+                      flush=True)
+                return
+            for epoch in new_checkpoints(directory, run, evaluated):
+                if not evaluate_checkpoint(model, directory, epoch, x_test, y_test):
+                    break   # still being written: next time
+                evaluated.append(epoch)
+                write_text(mark, str(epoch))
+                deadline = time.monotonic() + args.eval_timeout
+            if evaluated[-1:] != [args.epochs]:
+                time.sleep(POLL)
+    finally:
+        write_text(mark, "done")
+    print("evaluator: evaluated epochs %s" % ", ".join(map(str, evaluated)), flush=True)
+
+
+def new_checkpoints(directory, run, evaluated):
+    """Epochs of this run's checkpoints not evaluated yet, in order (none
+    while ``RUN`` names another run: the chief has not cleared it yet)."""
+    if read_text(os.path.join(directory, "RUN")) != run:
+        return []
+    epochs = [int(match.group(1)) for match in map(CHECKPOINT.match,
+                                                   tf.io.gfile.listdir(directory)) if match]
+    return sorted(set(epochs) - set(evaluated))
+
+
+def evaluate_checkpoint(model, directory, epoch, x_test, y_test):
+    """Print the test accuracy of checkpoint ``epoch``; False if it cannot
+    be read yet."""
+    try:
+        model.load_weights(os.path.join(directory, "ckpt-%d" % epoch)).expect_partial()
+    except (tf.errors.NotFoundError, tf.errors.DataLossError):
+        return False
+    _, accuracy = model.evaluate(x_test, y_test, verbose=0)
+    print("evaluation: epoch %d accuracy %.4f" % (epoch, accuracy), flush=True)
+    return True
 
 
 def main(argv=None):
@@ -176,7 +297,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32, help="per worker (default 32)")
     parser.add_argument("--learning-rate", type=float, default=0.01)
     parser.add_argument("--eval-timeout", type=float, default=600.0,
-                        help="the evaluator stops after this long without a new checkpoint")
+                        help="the evaluator stops after this long without a new checkpoint; "
+                        "the chief waits this long at most for the evaluator")
     args = parser.parse_args(argv)
     tf.random.set_seed(SEED)
     if role()[0] == "evaluator":

@@ -10,10 +10,17 @@ scikit-learn's bundled digits (8x8 images, 10 classes).
 cluster for this process and ``c.cluster_resolver()`` hands it to the
 strategy. The model's variables live on the ps task; each worker reads its
 own copy of the dataset. Prints ``final accuracy: X`` on the digits test split.
+
+Training survives a worker's death: the coordinator gives its steps to the
+other workers, tfmesos relaunches the worker at the same address (same agent
+and port, the same cluster spec), and TensorFlow takes it back, which this
+script reports as ``coordinator: Worker /job:worker/replica:0/task:0 has been
+recovered.`` A lost ps cannot be recovered this way (the variables live there).
 """
 
 import argparse
 import gc
+import logging
 import os
 import sys
 
@@ -24,6 +31,19 @@ import tensorflow as tf  # noqa: E402
 from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
 
 from tfmesos import cluster  # noqa: E402
+
+
+class WorkerNotes(logging.Filter):
+    """On TensorFlow's logger: lets WARNING and up through as before, and
+    prints its INFO note that a failed worker is back."""
+
+    def filter(self, record):
+        if record.levelno >= logging.WARNING:
+            return True
+        if "has been recovered" in record.getMessage():
+            print("coordinator: %s" % record.getMessage(), flush=True)
+        return False
+
 
 class MLP(tf.Module):
     """64 -> hidden (relu) -> 10 logits, plain TensorFlow variables (created
@@ -44,6 +64,8 @@ class MLP(tf.Module):
 def train(resolver, args):
     """Train on the cluster of ``resolver``; returns the test accuracy."""
     (x_train, y_train), (x_test, y_test) = load_data()
+    tf.get_logger().setLevel(logging.INFO)
+    tf.get_logger().addFilter(WorkerNotes())
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():

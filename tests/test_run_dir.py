@@ -22,11 +22,13 @@ TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 # run.json, format 1 (documented in tfmesos/run_record.py and the README)
 SCHEMA = {
     "top": {"format", "run_id", "name", "mode", "master", "framework_id", "command", "jobs",
-            "tasks", "outcome", "timings"},
+            "tasks", "outcome", "timings", "restarts", "relaunches"},
     "jobs": {"name", "num", "start", "cpus", "mem", "gpus"},
     "tasks": {"name", "job", "index", "state", "exit_code", "attempts"},
-    "attempts": {"attempt", "task_id", "agent_id", "hostname", "address", "launched",
-                 "states", "exit_code", "logs"},
+    "attempts": {"attempt", "restart", "task_id", "agent_id", "hostname", "address",
+                 "launched", "states", "exit_code", "logs"},
+    "restarts": {"restart", "time", "cause", "task", "message", "delay"},
+    "relaunches": {"task", "time", "cause", "message", "agent_id", "address", "back"},
     "states": {"state", "time", "source", "reason", "message"},
     "outcome": {"status", "message", "task", "exit_code"},
     "timings": {"submitted", "first_offer", "all_registered", "finished"},
@@ -67,6 +69,8 @@ def load_run_json(directory):
     assert all(TIME.match(t) for t in times) and times == sorted(times)
     for job in data["jobs"]:
         assert set(job) == SCHEMA["jobs"]
+    for key in ("restarts", "relaunches"):
+        assert all(set(item) == SCHEMA[key] and TIME.match(item["time"]) for item in data[key])
     for task in data["tasks"]:
         assert set(task) == SCHEMA["tasks"]
         for attempt in task["attempts"]:

@@ -84,21 +84,41 @@ def test_keras_multiworker_trains_in_step_and_the_chief_saves(tmp_path):
     assert_nothing_left()
 
 
-@pytest.mark.tensorflow
-def test_evaluator_follows_the_chiefs_checkpoints(tmp_path):
-    model_dir = tmp_path / "model"
+def run_with_evaluator(model_dir, epochs):
     result = run_tfrun("-c", "-w", "1", "-s", "0", "--evaluator", *RESOURCES, "--", PY,
                        "examples/keras_multiworker.py", "--model-dir", str(model_dir),
-                       "--epochs", "5", timeout=240)
+                       "--epochs", str(epochs), timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
-    out = result.stdout
-    assert "[chief:0] epoch 5/5" in out and "[worker:0] epoch 5/5" in out
-    assert accuracy(out, "[chief:0] ") >= THRESHOLD
-    evaluations = [(int(epoch), float(value)) for epoch, value in re.findall(
+    return result.stdout
+
+
+def evaluations(out):
+    return [(int(epoch), float(value)) for epoch, value in re.findall(
         r"^\[evaluator:0\] evaluation: epoch (\d+) accuracy ([0-9.]+)$", out, re.M)]
-    assert evaluations, out
-    assert all(1 <= epoch <= 5 and 0 <= value <= 1 for epoch, value in evaluations)
-    assert [e for e, _ in evaluations] == sorted({e for e, _ in evaluations})
+
+
+@pytest.mark.tensorflow
+def test_evaluator_evaluates_every_checkpoint_of_this_run_only(tmp_path):
+    model_dir = tmp_path / "model"
+    first = run_with_evaluator(model_dir, 4)
+    assert [epoch for epoch, _ in evaluations(first)] == [1, 2, 3, 4], first
+    # Again in the same directory, with fewer epochs: the checkpoints of
+    # epochs 3 and 4 of the first run are never evaluated (nor those of
+    # epochs 1 and 2 in place of this run's).
+    out = run_with_evaluator(model_dir, 2)
+    assert "[chief:0] epoch 2/2" in out and "[worker:0] epoch 2/2" in out
+    assert accuracy(out, "[chief:0] ") >= THRESHOLD
+    seen = evaluations(out)
+    assert [epoch for epoch, _ in seen] == [1, 2], out
+    assert all(0.5 <= value <= 1 for _, value in seen), out
+    assert "[evaluator:0] evaluator: evaluated epochs 1, 2\n" in out
+    run = re.search(r"^\[evaluator:0\] evaluator: following the checkpoints of run (\w+) ",
+                    out, re.M).group(1)
+    checkpoints = model_dir / "checkpoints"
+    assert (checkpoints / "RUN").read_text() == run
+    assert (checkpoints / ("evaluated-" + run)).read_text() == "done"
+    assert sorted(name for name in os.listdir(checkpoints) if name.endswith(".index")) == \
+        ["ckpt-1.index", "ckpt-2.index"]
     assert (model_dir / "model" / "saved_model.pb").is_file()
     assert_nothing_left()
 

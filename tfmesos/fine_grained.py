@@ -4,10 +4,13 @@ servers as Mesos tasks and hands their addresses to the calling script."""
 import contextlib
 import logging
 import os
+import time
 
 from . import config
 from .exceptions import ClusterError, SpecError
 from .launch import ClusterRun
+from .recovery import STICKY_TIMEOUT, Recovery
+from .restarts import RestartPolicy
 from .run_record import AUTO
 from .spec import RunSpec, parse_jobs
 
@@ -16,15 +19,40 @@ logger = logging.getLogger(__name__)
 
 class Cluster:
     """A running cluster: ``targets`` maps ``/job:worker/task:0`` to
-    ``grpc://host:port``; ``spec`` is the plain cluster spec dict."""
+    ``grpc://host:port``; ``spec`` is the plain cluster spec dict. Both
+    name the servers of the latest whole restart (``restarts`` counts them)."""
 
     def __init__(self, run):
         self._run = run
         self.run_dir = run.record.directory   # the logs and run.json
-        self.spec = {job: list(addresses) for job, addresses in run.spec.items()}
-        self.targets = {"/job:%s/task:%d" % (job, index): "grpc://" + address
-                        for job, addresses in self.spec.items()
-                        for index, address in enumerate(addresses)}
+
+    @property
+    def spec(self):
+        return {job: list(addresses) for job, addresses in self._run.spec.items()}
+
+    @property
+    def targets(self):
+        return {"/job:%s/task:%d" % (job, index): "grpc://" + address
+                for job, addresses in self.spec.items()
+                for index, address in enumerate(addresses)}
+
+    @property
+    def restarts(self):
+        """Whole restarts begun so far (``max_restarts``)."""
+        return self._run.recovery.restarts
+
+    def wait_ready(self, timeout=None):
+        """Wait until the cluster runs (again, after a whole restart) and
+        return its spec; raises its failure, ``ClusterError`` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._run.phase != "running" or self._run.spec is None:
+            self.check()
+            if self.finished():
+                raise ClusterError("the cluster has stopped")
+            if deadline is not None and time.monotonic() > deadline:
+                raise ClusterError("the cluster was not running again within %.0f s" % timeout)
+            time.sleep(0.1)
+        return self.spec
 
     @property
     def cluster_spec(self):
@@ -75,7 +103,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             force_pull_image=False, forward_addresses=None, *, image=None,
             launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=60.0,
             local_master_options=None, coordinator=False, user=None, verify=True,
-            ca_bundle=None, master_scheme="http", run_dir=None):
+            ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
+            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -93,7 +122,9 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     ``user`` (default: yours) is the user the tasks run as; it must exist on
     the agents. ``coordinator=True`` adds a ``chief`` entry for the calling process (a
     free port on the advertised address): the script then coordinates
-    ``ParameterServerStrategy`` through ``c.cluster_resolver()``.
+    ``ParameterServerStrategy`` through ``c.cluster_resolver()``, and a failed
+    worker is relaunched at its address. ``max_restarts`` restarts every
+    server (new addresses in ``c.spec``): README, "When tasks fail".
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
@@ -101,6 +132,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     if isinstance(volumes, dict):
         volumes = ["%s:%s" % item for item in volumes.items()]
     environ = os.environ
+    recovery = Recovery(RestartPolicy(max_restarts, restart_on, restart_backoff),
+                        ("worker",) if coordinator else (), sticky_timeout)
     run = ClusterRun(
         parse_jobs(jobs),
         RunSpec(name=name or "tfmesos", role=role,
@@ -110,7 +143,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
                 launch_timeout=launch_timeout, max_attempts=max_attempts, user=user),
         mode="fine", master=master, advertise_address=advertise_address,
         connect_timeout=connect_timeout, local_master_options=local_master_options,
-        coordinator=coordinator, run_dir=run_dir or AUTO,
+        coordinator=coordinator, run_dir=run_dir or AUTO, recovery=recovery,
         driver_options={"verify": verify, "ca_bundle": ca_bundle, "scheme": master_scheme})
     try:
         run.start()

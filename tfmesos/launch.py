@@ -3,7 +3,8 @@
 ``ClusterRun`` owns the run's lifecycle and its failure policy
 (docs/architecture.md): relaunch tasks that fail before the cluster is
 complete, abort after ``max_attempts`` or ``launch_timeout``; once running,
-a task that fails fails the run. It composes the master (a real one, or the
+a task that fails goes to ``recovery`` (a sticky relaunch, a whole restart,
+else the run fails). It composes the master (a real one, or the
 embedded local master), the driver, the scheduler and the rendezvous, and
 handles every event they report in the thread that calls ``wait_ready`` /
 ``wait_finished`` / ``watch``. What Mesos is sent is built by ``taskinfo``.
@@ -26,7 +27,9 @@ from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
 from .mesos.master_address import parse_master
 from .mesos.task_states import TERMINAL_STATES
+from .recovery import Recovery
 from .rendezvous import Rendezvous
+from .restarts import failure_cause
 from .run_record import make_record
 from .scheduler import TFMesosScheduler, make_slots
 from .spec import RunSpec, check_run
@@ -54,14 +57,15 @@ class ClusterRun:
     (replica mode: every task, unless ``forward_logs(slot)`` says otherwise).
     ``run_dir``: the run directory (``run_record.AUTO``: the default one;
     None: none). ``on_progress(run)`` is called about once a second while
-    the cluster forms, in the waiting thread.
+    the cluster forms, in the waiting thread. ``recovery``: a
+    ``tfmesos.recovery.Recovery`` (default: no restarts, no sticky relaunch).
     """
 
     def __init__(self, jobs, run=None, mode="fine", command=None, master=None,
                  advertise_address=None, environ=None, on_log=None, forward_logs=None,
                  hooks=None, connect_timeout=60.0, local_master_options=None,
                  coordinator=False, reconnect_grace=RECONNECT_GRACE, driver_options=None,
-                 run_dir=None, on_progress=None):
+                 run_dir=None, on_progress=None, recovery=None):
         self.jobs = list(jobs)
         self.run = run or RunSpec()
         self.mode = mode
@@ -102,6 +106,8 @@ class ClusterRun:
         self._away = {}   # task id -> when its rendezvous connection dropped
         self._reconciled = time.monotonic()
         self.record = make_record(run_dir, self, self._environ)  # the run directory
+        self.recovery = (recovery or Recovery()).bind(self)
+        self._chief = None   # the coordinator's address, kept across restarts
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
             TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
@@ -131,7 +137,7 @@ class ClusterRun:
             self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
                                                connect_timeout=self._connect_timeout, **options)
             self.phase = "launching"
-            self._deadline = time.monotonic() + self.run.launch_timeout
+            self.launch_deadline = time.monotonic() + self.run.launch_timeout
             self.driver.start()
         except BaseException as exc:
             self.record.ended(exc, self.phase)
@@ -175,46 +181,59 @@ class ClusterRun:
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
         with self.record.recording(lambda: self.phase):
-            while any(slot.address is None for slot in self.slots):
-                remaining = self._deadline - time.monotonic()
-                if remaining <= 0:
-                    raise LaunchTimeout(self.scheduler.missing_message(
-                        self.run.launch_timeout, self.driver.master or self.master))
-                self._next_event(min(remaining, 1.0))
-                self._on_progress(self)
-        addresses = {slot.key: slot.address for slot in self.slots}
-        if self.coordinator:
-            host = self._advertised_address()
-            addresses[("chief", 0)] = format_address(host, free_port(host))
-        self.spec = cluster_spec(addresses)
-        self._publish()
-        self.phase = "running"
-        self.record.all_registered(self.scheduler.framework_id)
+            self._form()
         return self.spec
 
-    def _publish(self):
+    def _form(self):
+        """Wait until every task registered (or the run stops), then publish."""
+        while any(slot.address is None for slot in self.slots):
+            if self.phase != "launching":
+                return
+            remaining = self.launch_deadline - time.monotonic()
+            if remaining <= 0:
+                raise LaunchTimeout(self.scheduler.missing_message(
+                    self.run.launch_timeout, self.driver.master or self.master))
+            self._next_event(min(remaining, 1.0))
+            self._on_progress(self)
+        addresses = {slot.key: slot.address for slot in self.slots}
+        if self.coordinator:
+            if self._chief is None:
+                host = self._advertised_address()
+                self._chief = format_address(host, free_port(host))
+            addresses[("chief", 0)] = self._chief
+        self.spec = cluster_spec(addresses)
         for slot in self.slots:
-            message = {"type": "start", "mode": self.mode, "job": slot.job.name,
-                       "index": slot.index, "cluster": self.spec,
-                       "forward_logs": bool(self._forward_logs(slot))}
-            if self.mode == "replica":
-                template = slot.job.cmd or self.command
-                # PYTHONUNBUFFERED comes with the TaskInfo's environment.
-                message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
-                               env=task_environment(self.spec, slot.job.name, slot.index),
-                               hooks=self._hooks,
-                               # a container has its own filesystem: stay in the sandbox
-                               cwd=None if self.run.image else os.getcwd())
-            if not self.rendezvous.send(slot.task_id, message):
-                # Kept by the rendezvous: a task that re-registers gets it;
-                # one that does not come back fails after the grace period.
-                logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
+            self.publish_to(slot)
+        self.phase = "running"
+        self.record.all_registered(self.scheduler.framework_id)
+        self.recovery.formed(self.spec)
+
+    def publish_to(self, slot):
+        """Send ``slot`` its start message: its role and the cluster spec."""
+        message = {"type": "start", "mode": self.mode, "job": slot.job.name,
+                   "index": slot.index, "cluster": self.spec,
+                   "forward_logs": bool(self._forward_logs(slot))}
+        if self.mode == "replica":
+            template = slot.job.cmd or self.command
+            env = task_environment(self.spec, slot.job.name, slot.index)
+            env["TFMESOS_RESTART"] = str(self.recovery.restarts)
+            # PYTHONUNBUFFERED comes with the TaskInfo's environment.
+            message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
+                           env=env, hooks=self._hooks,
+                           # a container has its own filesystem: stay in the sandbox
+                           cwd=None if self.run.image else os.getcwd())
+        if not self.rendezvous.send(slot.task_id, message):
+            # Kept by the rendezvous: a task that re-registers gets it;
+            # one that does not come back fails after the grace period.
+            logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
 
     def wait_finished(self):
         """Replica mode: block until the run's trainers are done; returns 0,
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
         with self.record.recording(lambda: self.phase):
             while not self._trainers_done():
+                if self.phase == "launching":   # a whole restart
+                    self._form()
                 self._next_event(1.0)
         self.record.outcome("succeeded")
         return 0
@@ -232,7 +251,9 @@ class ClusterRun:
         ``failure`` holds the first one."""
         def loop():
             try:
-                while self.phase == "running":
+                while self.phase in ("running", "restarting", "launching"):
+                    if self.phase == "launching":   # a whole restart
+                        self._form()
                     self._next_event(0.5)
             except TFMesosError as exc:
                 self.failure = exc
@@ -252,6 +273,7 @@ class ClusterRun:
             self._handlers[type(event)](event)
         self.record.flush()
         self._check_away()
+        self.recovery.tick()
         if time.monotonic() - self._reconciled > RECONCILE_INTERVAL:
             self._reconcile()
 
@@ -266,10 +288,13 @@ class ClusterRun:
             return
         if self._away.pop(event.task_id, None) is not None:
             logger.info("%s reconnected to the rendezvous", slot.name)
+        address = format_address(event.host, event.port)
         if self.phase == "launching":
-            slot.address = format_address(event.host, event.port)
+            slot.address = address
             self.record.registered(event.task_id, slot.address)
             logger.info("%s registered at %s", slot.name, slot.address)
+        elif self.phase == "running" and slot.address is None:
+            self.recovery.registered(slot, address)
 
     def _on_output(self, event):
         self.record.output(event.task_id, event.stream, event.text)
@@ -303,9 +328,10 @@ class ClusterRun:
                 del self._away[task_id]
             elif now - since > self._reconnect_grace and self.phase == "running":
                 del self._away[task_id]
-                raise TaskFailed("task %s lost its connection to the scheduler and did not "
-                                 "come back within %.0f s" % (slot.name, self._reconnect_grace),
-                                 slot.name, slot.state)
+                self.recovery.failed(slot, TaskFailed(
+                    "task %s lost its connection to the scheduler and did not come back "
+                    "within %.0f s" % (slot.name, self._reconnect_grace), slot.name,
+                    slot.state), "lost")
 
     def _on_subscribed(self, event):
         if event.again:
@@ -321,12 +347,13 @@ class ClusterRun:
         # reconciling at once makes sure, should one of them be missed.
         logger.warning("Mesos lost agent %s", event.agent_id)
         self._reconcile()
+        self.recovery.agent_lost(event.agent_id)
 
-    def _kill(self, status):
+    def _kill(self, task_id, agent_id):
         try:
-            self.driver.killTask(status.task_id, status.get("agent_id"))
+            self.driver.killTask({"value": task_id}, agent_id and {"value": agent_id})
         except MesosError as exc:
-            logger.warning("could not kill %s: %s", status.task_id.value, exc)
+            logger.warning("could not kill %s: %s", task_id, exc)
 
     def _reconcile(self):
         self._reconciled = time.monotonic()
@@ -345,12 +372,13 @@ class ClusterRun:
                 and self.scheduler.slot_of(task_id) is not None:
             # An earlier attempt still runs (reconciliation found it): no orphans.
             logger.warning("killing %s, a replaced attempt that still runs", task_id)
-            self._kill(status)
+            self._kill(task_id, status.get("agent_id", {}).get("value"))
         if slot is None or slot.done:
             return
         with self.scheduler.lock:
             slot.state = status.state
             slot.message = status.get("message", "")
+            slot.reason = status.get("reason") or None
         if status.state not in TERMINAL_STATES or self.phase not in ("launching", "running"):
             return
         self.rendezvous.forget(task_id)
@@ -368,13 +396,14 @@ class ClusterRun:
         """Relaunch a task that ended before the cluster was complete, unless
         its attempts are spent or retrying cannot help (``task_ends``)."""
         why = permanent_failure(status.state, status.get("reason"), slot.message)
-        if why is None and slot.attempts < self.run.max_attempts:
+        attempts = slot.attempts - slot.base   # in this attempt of the cluster
+        if why is None and attempts < self.run.max_attempts:
             logger.warning("%s ended before the cluster was complete: %s; relaunching "
                            "(attempt %d of %d)", slot.name, slot.describe(),
-                           slot.attempts + 1, self.run.max_attempts)
+                           attempts + 1, self.run.max_attempts)
             self.scheduler.relaunch(self.driver, slot)
             return
-        raise TaskFailed(launch_failure_message(slot.name, slot.attempts, status.state,
+        raise TaskFailed(launch_failure_message(slot.name, attempts, status.state,
                                                 slot.message, why),
                          slot.name, status.state, code)
 
@@ -392,7 +421,28 @@ class ClusterRun:
             what = "exited with code %d" % code
             if state:
                 what += " (%s: %s)" % (state, slot.message)
-        raise TaskFailed("task %s %s" % (slot.name, what), slot.name, state, code)
+        self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what), slot.name,
+                                              state, code),
+                             failure_cause(state, slot.reason, slot.message, code))
+
+    # -- recovery (``tfmesos.recovery`` decides and relaunches) ----------------
+
+    def end_task(self, slot):
+        """Stop ``slot``'s current attempt: a stop message, and a kill
+        unless Mesos reported its end."""
+        if slot.task_id is None:
+            return
+        self.rendezvous.send(slot.task_id, {"type": "stop"})
+        self.rendezvous.forget(slot.task_id)
+        self._away.pop(slot.task_id, None)
+        if slot.state not in TERMINAL_STATES and slot.state != "PENDING":
+            self._kill(slot.task_id, slot.agent_id)
+
+    def stop_tasks(self):
+        """A whole restart begins: every task of this attempt stops."""
+        self.phase = "restarting"
+        for slot in self.slots:
+            self.end_task(slot)
 
     # -- stop -----------------------------------------------------------------
 
@@ -402,6 +452,8 @@ class ClusterRun:
             if self.phase == "stopped":
                 return
             was_running, self.phase = self.phase == "running", "stopping"
+            if self.scheduler is not None:
+                self.scheduler.close()
             if self.rendezvous is not None:
                 for slot in self.slots:
                     if slot.task_id:

@@ -1,6 +1,10 @@
 """Offer matching as pure functions: offers and pending tasks in, launch
 decisions out. No driver, no network: unit tests feed synthetic offers.
 
+A request may be pinned to an agent and one port (a worker relaunched where
+it ran, ``tfmesos.recovery``); ports ``held`` for such requests are kept out
+of every other request.
+
 Resources taken for a task are cut from the offered resource entries, so a
 task's resources keep the offer's ``allocation_info``, ``role`` and
 ``reservations`` exactly as Mesos requires. The offers themselves are never
@@ -23,6 +27,8 @@ class TaskRequest:
     mem: float
     gpus: int = 0
     port: bool = True  # take one port from the offer's ``ports`` when it has them
+    agent_id: Optional[str] = None    # only an offer of this agent fits
+    fixed_port: Optional[int] = None  # exactly this (held) port, or no fit
 
 
 @dataclasses.dataclass
@@ -61,13 +67,15 @@ class OfferPool:
     with the next free port of the current one.
     """
 
-    def __init__(self, offer):
+    def __init__(self, offer, held=()):
         self.offer_id = offer["id"]["value"]
         self.agent_id = offer["agent_id"]["value"]
         self.hostname = offer.get("hostname", "")
         self._scalars = {}   # name -> [[entry, value left], ...]
         self._gpu_sets = []  # [[entry, items left], ...]
         self._ports = []     # [[entry, [(begin, end), ...], index, next port], ...]
+        self._held_ports = frozenset(held)
+        self._held = {}      # held port in this offer -> its entry (for pinned requests only)
         for res in offer.get("resources", ()):
             self._add(res)
         self._totals = {name: sum(left for _, left in parts)
@@ -86,7 +94,21 @@ class OfferPool:
         elif name == "ports" and kind == "RANGES":
             ranges = [(int(r["begin"]), int(r["end"]))
                       for r in res.get("ranges", {}).get("range", ())]
+            ranges = self._hold(res, ranges)
             self._ports.append([res, ranges, 0, ranges[0][0] if ranges else None])
+
+    def _hold(self, entry, ranges):
+        """``ranges`` without the held ports, which are kept aside."""
+        left = []
+        for begin, end in ranges:
+            for port in sorted(p for p in self._held_ports if begin <= p <= end):
+                self._held[port] = entry
+                if begin < port:
+                    left.append((begin, port - 1))
+                begin = port + 1
+            if begin <= end:
+                left.append((begin, end))
+        return left
 
     def _count_gpu_sets(self):
         sizes = [len(items) for _, items in self._gpu_sets]
@@ -111,6 +133,10 @@ class OfferPool:
         return self._has_ports
 
     def fits(self, request):
+        if request.agent_id is not None and request.agent_id != self.agent_id:
+            return False
+        if request.fixed_port is not None and request.fixed_port not in self._held:
+            return False
         totals = self._totals
         return (totals.get("cpus", 0) + EPSILON >= request.cpus
                 and totals.get("mem", 0) + EPSILON >= request.mem
@@ -125,7 +151,11 @@ class OfferPool:
             taken, gpu_ids = self._take_gpus(request.gpus)
             resources += taken
         port = None
-        if request.port and self._has_ports:
+        if request.fixed_port is not None:
+            port = request.fixed_port
+            resources.append(_cut(self._held.pop(port), "ranges",
+                                  {"range": [{"begin": port, "end": port}]}))
+        elif request.port and self._has_ports:
             port_resource, port = self._take_port()
             resources.append(port_resource)
         return resources, port, gpu_ids
@@ -191,7 +221,8 @@ class _FirstFit:
         self._cursors = {}
 
     def find(self, tier_name, tier, request):
-        key = (tier_name, request.cpus, request.mem, request.gpus)
+        key = (tier_name, request.cpus, request.mem, request.gpus, request.agent_id,
+               request.fixed_port)
         cursor = self._cursors.setdefault(key, [0, 0])
         count = len(tier)
         i = cursor[0]
@@ -207,8 +238,9 @@ class _FirstFit:
         return tier[j] if j < count else None
 
 
-def place(requests, offers):
-    """Place ``requests`` (in order of importance) on ``offers``.
+def place(requests, offers, held=None):
+    """Place ``requests`` (in order of importance) on ``offers``; ``held``
+    (``{agent_id: {port, ...}}``) ports go only to requests pinned to them.
 
     Largest requests first (GPU tasks before all others), first fit in offer
     order, preferring offers that still have ports, so several tasks pack
@@ -220,7 +252,8 @@ def place(requests, offers):
     3. only when none fits does it take cpus/mem of a GPU offer, never its
        GPUs, and only after every GPU task was placed.
     """
-    pools = [OfferPool(offer) for offer in offers]
+    held = held or {}
+    pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ())) for offer in offers]
     tiers = {"gpu": [p for p in pools if p.gpu_agent],
              "plain": [p for p in pools if not p.gpu_agent]}
     finder = _FirstFit()

@@ -19,15 +19,20 @@ name the directory itself) holds
     jobs          [{name, num, start, cpus, mem, gpus}]
     tasks         [{name, job, index, state, exit_code, attempts}]: state and
                   exit_code are the last attempt's
-    attempts      [{attempt, task_id, agent_id, hostname, address (the
-                  registered host:port), launched, states, exit_code, logs
-                  ({stdout, stderr} file names, null without forwarding)}]
+    attempts      [{attempt, restart (0 before the first whole restart),
+                  task_id, agent_id, hostname, address (the registered
+                  host:port), launched, states, exit_code, logs ({stdout,
+                  stderr} file names, null without forwarding)}]
     states        [{state, time, source, reason, message}]: each change of
                   Mesos state, with Mesos' reason and message
     outcome       {status, message, task, exit_code}; status is "running",
                   "succeeded", "failed", "aborted" (ended before the cluster
                   was complete) or "interrupted" (Ctrl-C, SIGTERM)
     timings       {submitted, first_offer, all_registered, finished}
+    restarts      [{restart, time, cause ("lost" or "failure"), task, message,
+                  delay}]: each whole restart (tfrun --max-restarts)
+    relaunches    [{task, time, cause, message, agent_id, address, back}]: each
+                  sticky relaunch of a worker; back: when it registered again
 """
 
 import contextlib
@@ -110,6 +115,8 @@ class RunRecord:
                                  "exit_code": None}
         self._data["timings"] = {"submitted": None, "first_offer": None,
                                  "all_registered": None, "finished": None}
+        self._data["restarts"], self._data["relaunches"] = [], []
+        self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task["name"]: task for task in self._data["tasks"]}
         self._attempts = {}   # task id -> (task, attempt)
         self._created = set()   # log files created by this run
@@ -132,7 +139,7 @@ class RunRecord:
         logs = None
         if self._forwarding:
             logs = {s: log_name(slot.name, slot.attempts, s) for s in ("stdout", "stderr")}
-        attempt = {"attempt": slot.attempts, "task_id": slot.task_id,
+        attempt = {"attempt": slot.attempts, "restart": self._restart, "task_id": slot.task_id,
                    "agent_id": assignment.agent_id, "hostname": assignment.hostname,
                    "address": None, "launched": timestamp(), "states": [], "exit_code": None,
                    "logs": logs}
@@ -167,6 +174,32 @@ class RunRecord:
 
     def exited(self, task_id, code):
         self._update(task_id, "exit_code", code)
+
+    def restarting(self, restart, cause, task, message, delay):
+        """Whole restart number ``restart`` begins (``delay`` s from now)."""
+        with self._lock:
+            self._restart = restart
+            self._data["restarts"].append({"restart": restart, "time": timestamp(),
+                                           "cause": cause, "task": task, "message": message,
+                                           "delay": delay})
+        self.save()
+
+    def relaunching(self, task, cause, message, agent_id, address):
+        """A sticky relaunch of ``task`` (to ``address`` on ``agent_id``) begins."""
+        with self._lock:
+            self._data["relaunches"].append({"task": task, "time": timestamp(), "cause": cause,
+                                             "message": message, "agent_id": agent_id,
+                                             "address": address, "back": None})
+        self.save()
+
+    def back(self, task):
+        """The sticky relaunch of ``task`` registered again."""
+        with self._lock:
+            for relaunch in reversed(self._data["relaunches"]):
+                if relaunch["task"] == task and relaunch["back"] is None:
+                    relaunch["back"] = timestamp()
+                    break
+            self._dirty = True
 
     def all_registered(self, framework_id):
         with self._lock:

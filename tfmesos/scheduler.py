@@ -35,10 +35,14 @@ class TaskSlot:
     task_id: Optional[str] = None
     state: str = "PENDING"        # PENDING until launched, then the latest Mesos state
     message: str = ""
+    reason: Optional[str] = None   # Mesos' reason with the latest state
     agent_id: Optional[str] = None  # where the current attempt runs (for reconciliation)
+    port: Optional[int] = None     # the port the current attempt got from its offer
     address: Optional[str] = None  # host:port the task registered
     exit_code: Optional[int] = None
     done: bool = False             # ended as expected
+    base: int = 0                  # attempts before the current whole restart
+    hold: Optional[tuple] = None   # (agent_id, port) a sticky relaunch must get
 
     @property
     def key(self):
@@ -85,6 +89,7 @@ class TFMesosScheduler(Scheduler):
         self._run_id = run_id
         self._by_task_id = {}
         self._suppressed = False
+        self._closed = False       # the run is stopping: launch nothing more
         self.largest_offer = None
         self.most_held = None      # the most offers + live tasks held at once (totals)
         self.first_offer_at = None  # time.time() of the first offers
@@ -137,10 +142,13 @@ class TFMesosScheduler(Scheduler):
             if summary and (self.largest_offer is None or (summary["cpus"], summary["mem"]) >
                             (self.largest_offer["cpus"], self.largest_offer["mem"])):
                 self.largest_offer = summary
-            pending = self.pending()
-            requests = [TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus)
-                        for slot in pending]
-            placement = place(requests, offers)
+            pending = [] if self._closed else self.pending()
+            requests = [_request(slot) for slot in pending]
+            held = {}
+            for slot in pending:
+                if slot.hold:
+                    held.setdefault(slot.hold[0], set()).add(slot.hold[1])
+            placement = place(requests, offers, held)
             try:
                 for offer_id, assignments in placement.launches.items():
                     infos = [self._launch(assignment) for assignment in assignments]
@@ -151,7 +159,7 @@ class TFMesosScheduler(Scheduler):
                         for assignment in assignments:
                             self._unlaunch(assignment.request.key)
                         raise
-                still_pending = bool(self.pending())
+                still_pending = not self._closed and bool(self.pending())
                 if placement.unused:
                     refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
                     driver.declineOffer([{"value": oid} for oid in placement.unused],
@@ -185,6 +193,7 @@ class TFMesosScheduler(Scheduler):
         slot.state = "TASK_STAGING"
         slot.message = ""
         slot.agent_id = assignment.agent_id
+        slot.port = assignment.port
         slot.address = None
         self._by_task_id[slot.task_id] = slot
         return self._build_task(slot, assignment)
@@ -242,10 +251,25 @@ class TFMesosScheduler(Scheduler):
                 raise
             logger.info("reconciliation postponed: %s", exc)
 
-    def relaunch(self, driver, slot):
-        """Queue ``slot`` for another attempt and ask for offers again."""
+    def close(self):
+        """The run stops: later offers are declined, nothing more launches
+        (a task that ends meanwhile frees resources for the missing ones)."""
         with self.lock:
-            slot.state = "PENDING"
-            slot.address = None
+            self._closed = True
+
+    def relaunch(self, driver, *slots):
+        """Queue ``slots`` for another attempt and ask for offers again."""
+        with self.lock:
+            for slot in slots:
+                slot.state = "PENDING"
+                slot.address = None
             self._suppressed = False
         driver.reviveOffers()
+
+
+def _request(slot):
+    """What a pending slot asks of the offers; pinned to its agent and port
+    for a sticky relaunch."""
+    agent_id, port = slot.hold or (None, None)
+    return TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus, agent_id=agent_id,
+                       fixed_port=port)

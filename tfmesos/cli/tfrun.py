@@ -17,6 +17,8 @@ from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..launch import ClusterRun
 from ..mesos.master_address import parse_master
 from ..progress import Progress
+from ..recovery import STICKY_TIMEOUT, Recovery
+from ..restarts import RESTART_ON, RestartPolicy
 from ..run_record import AUTO
 from ..spec import REPLICA_JOBS, RunSpec, check_command_template, check_run, parse_jobs
 from ..tensorboard import announce_when_up, tensorboard_job, url_of
@@ -93,7 +95,40 @@ def build_parser():
     add("--no-verify", action="store_true",
         help="do not verify https masters' certificates (insecure)")
     add_output_options(add)
+    add_recovery_options(add)
     return parser
+
+
+def add_recovery_options(add):
+    """What happens when a task fails once the cluster is up."""
+    add("--max-restarts", type=int, default=0, metavar="N",
+        help="restart the whole cluster up to N times when a task fails after the cluster "
+        "is up (default 0: the failure ends the run)")
+    add("--restart-on", choices=RESTART_ON, default="lost",
+        help="lost (default): restart only for infrastructure losses (a lost agent or task, "
+        "a command killed by a signal tfrun did not send); failure: for any non-zero exit too")
+    add("--restart-backoff", type=float, default=2.0, metavar="SECONDS",
+        help="wait before the first restart, twice as long before each next (default 2)")
+    add("--sticky-workers", action="store_true",
+        help="with a chief (ParameterServerStrategy): relaunch a failed worker on its agent "
+        "at its address while the rest keeps running")
+    add("--sticky-timeout", type=float, default=STICKY_TIMEOUT, metavar="SECONDS",
+        help="a worker not back within this long falls back to a restart (default 120)")
+
+
+def recovery_from_args(args, jobs):
+    """The run's ``Recovery`` from the options above; SpecError."""
+    policy = RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff)
+    sticky = ()
+    if args.sticky_workers:
+        if not any(job.name == "chief" for job in jobs) \
+                or not any(job.name == "worker" for job in jobs):
+            raise SpecError("--sticky-workers needs a chief and workers "
+                            "(ParameterServerStrategy): add -c, or drop --sticky-workers")
+        sticky = ("worker",)
+    if args.sticky_timeout <= 0:
+        raise SpecError("--sticky-timeout must be a positive number of seconds")
+    return Recovery(policy, sticky, args.sticky_timeout, notify=say)
 
 
 def add_output_options(add):
@@ -328,7 +363,8 @@ def execute(run, show, progress):
             code = run.wait_finished()
             succeeded = True
             return code
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            run.record.ended(exc, run.phase)   # also between the waits
             say("interrupted; stopping every task")
             return 130
         except TaskFailed as exc:
@@ -359,6 +395,7 @@ def main(argv=None):
     try:
         jobs, run_spec, hooks, master, connection = read_options(args, command)
         show = shown_logs(args, jobs)
+        recovery = recovery_from_args(args, jobs)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
     if args.no_verify:
@@ -372,7 +409,7 @@ def main(argv=None):
                          advertise_address=args.advertise_address, on_log=shown_only(show),
                          hooks=hooks, connect_timeout=args.connect_timeout,
                          driver_options=connection, run_dir=args.run_dir or AUTO,
-                         on_progress=progress)
+                         on_progress=progress, recovery=recovery)
     except TFMesosError as exc:
         print("tfrun: error: %s" % exc, file=sys.stderr)
         return 1
