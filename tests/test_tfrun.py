@@ -174,3 +174,9 @@ def test_replica_mode_never_imports_tensorflow(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "[worker:1] worker ok" in result.stdout
     assert "tensorflow was imported" not in result.stderr
+
+
+def test_tensorflow_is_quiet_unless_verbose():
+    show = ["-w", "1", "-s", "0", *SMALL, "--", 'echo "level=[$TF_CPP_MIN_LOG_LEVEL]"']
+    assert "[worker:0] level=[2]" in run_tfrun(*show).stdout
+    assert "[worker:0] level=[]" in run_tfrun("-v", *show).stdout

@@ -65,9 +65,10 @@ class ClusterRun:
                  advertise_address=None, environ=None, on_log=None, forward_logs=None,
                  hooks=None, connect_timeout=60.0, local_master_options=None,
                  coordinator=False, reconnect_grace=RECONNECT_GRACE, driver_options=None,
-                 run_dir=None, on_progress=None, recovery=None):
+                 run_dir=None, on_progress=None, recovery=None, quiet_tensorflow=True):
         self.jobs = list(jobs)
         self.run = run or RunSpec()
+        self._quiet_tensorflow = quiet_tensorflow   # False: TensorFlow logs as it likes (-v)
         self.mode = mode
         self.command = command
         self._environ = dict(os.environ if environ is None else environ)
@@ -173,7 +174,8 @@ class ClusterRun:
         self.rendezvous.expect(slot.task_id)
         self.record.launched(slot, assignment)
         rendezvous = format_address(self._advertised_address(), self.rendezvous.port)
-        return build_task(self.run, slot, assignment, rendezvous, self.secret)
+        return build_task(self.run, slot, assignment, rendezvous, self.secret,
+                          quiet_tensorflow=self._quiet_tensorflow, run_id=self.run_id)
 
     # -- waiting --------------------------------------------------------------
 

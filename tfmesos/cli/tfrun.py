@@ -409,7 +409,8 @@ def main(argv=None):
                          advertise_address=args.advertise_address, on_log=shown_only(show),
                          hooks=hooks, connect_timeout=args.connect_timeout,
                          driver_options=connection, run_dir=args.run_dir or AUTO,
-                         on_progress=progress, recovery=recovery)
+                         on_progress=progress, recovery=recovery,
+                         quiet_tensorflow=not args.verbose)
     except TFMesosError as exc:
         print("tfrun: error: %s" % exc, file=sys.stderr)
         return 1
