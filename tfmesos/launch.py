@@ -1,13 +1,13 @@
 """Bringing a tfmesos cluster up, watching it, and tearing it down.
 
-``ClusterRun`` owns the run's lifecycle and its failure policy
-(docs/architecture.md): relaunch tasks that fail before the cluster is
-complete, abort after ``max_attempts`` or ``launch_timeout``; once running,
-a task that fails goes to ``recovery`` (a sticky relaunch, a whole restart,
-else the run fails). It composes the master (a real one, or the
-embedded local master), the driver, the scheduler and the rendezvous, and
-handles every event they report in the thread that calls ``wait_ready`` /
-``wait_finished`` / ``watch``. What Mesos is sent is built by ``taskinfo``.
+``ClusterRun`` owns the run's lifecycle (docs/architecture.md): it composes
+the master (a real one, or the embedded local master), the driver, the
+scheduler and the rendezvous, waits for the cluster (aborting after
+``launch_timeout``), hands out roles and stops everything. Every event they
+report is handled by ``run_events`` (the failure policy) in the thread that
+calls ``wait_ready`` / ``wait_finished`` / ``watch``; a failure once the
+cluster is up goes to ``recovery``. What Mesos is sent is built by
+``taskinfo``.
 """
 
 import logging
@@ -19,21 +19,17 @@ import time
 
 from . import config
 from .clusterspec import cluster_spec, render_command, task_environment
-from .events import (AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed,
-                     TaskDisconnected, TaskExited, TaskOutput, TaskRegistered)
-from .exceptions import ClusterError, LaunchTimeout, MesosError, SpecError, TaskFailed, \
-    TFMesosError
+from .exceptions import LaunchTimeout, MesosError, SpecError, TFMesosError
 from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
 from .mesos.master_address import parse_master
 from .mesos.task_states import TERMINAL_STATES
 from .recovery import Recovery
+from .run_events import RunEvents
 from .rendezvous import Rendezvous
-from .restarts import failure_cause
 from .run_record import make_record
 from .scheduler import TFMesosScheduler, make_slots
 from .spec import RunSpec, check_run
-from .task_ends import exit_code_of, launch_failure_message, permanent_failure
 from .taskinfo import build_task, framework_info
 
 logger = logging.getLogger(__name__)
@@ -44,9 +40,6 @@ logger = logging.getLogger(__name__)
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
 RECONNECT_GRACE = 40.0   # the task side retries for 30 s (task_connection)
-# How often the state of running tasks is reconciled with Mesos, besides
-# after every re-subscription and every agent loss.
-RECONCILE_INTERVAL = 20.0
 
 
 class ClusterRun:
@@ -74,7 +67,7 @@ class ClusterRun:
         self._environ = dict(os.environ if environ is None else environ)
         self.master = config.resolve_master(master, self._environ)
         self._advertise = advertise_address
-        self._on_log = on_log or (lambda slot, stream, text: None)
+        self.on_log = on_log or (lambda slot, stream, text: None)
         self._forward_logs = forward_logs or (lambda slot: True)
         self._on_progress = on_progress or (lambda run: None)
         self._hooks = hooks or {}
@@ -103,19 +96,10 @@ class ClusterRun:
         self._credentials = None
         self._stop_lock = threading.Lock()
         self._watcher = None
-        self._reconnect_grace = reconnect_grace
-        self._away = {}   # task id -> when its rendezvous connection dropped
-        self._reconciled = time.monotonic()
+        self.reactions = RunEvents(self, reconnect_grace)
         self.record = make_record(run_dir, self, self._environ)  # the run directory
         self.recovery = (recovery or Recovery()).bind(self)
         self._chief = None   # the coordinator's address, kept across restarts
-        self._handlers = {
-            TaskRegistered: self._on_registered, TaskOutput: self._on_output,
-            TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
-            Subscribed: self._on_subscribed, MesosDisconnected: self._on_mesos_disconnected,
-            StatusUpdate: self._on_status, AgentLost: self._on_agent_lost,
-            MesosFailed: self._on_mesos_failed,
-        }
 
     # -- start ----------------------------------------------------------------
 
@@ -272,160 +256,10 @@ class ClusterRun:
         except queue.Empty:
             event = None
         if event is not None:
-            self._handlers[type(event)](event)
+            self.reactions.handle(event)
         self.record.flush()
-        self._check_away()
+        self.reactions.tick()
         self.recovery.tick()
-        if time.monotonic() - self._reconciled > RECONCILE_INTERVAL:
-            self._reconcile()
-
-    def _current_slot(self, task_id):
-        """The slot whose current attempt is ``task_id`` (None for older attempts)."""
-        slot = self.scheduler.slot_of(task_id)
-        return slot if slot is not None and slot.task_id == task_id else None
-
-    def _on_registered(self, event):
-        slot = self._current_slot(event.task_id)
-        if slot is None:
-            return
-        if self._away.pop(event.task_id, None) is not None:
-            logger.info("%s reconnected to the rendezvous", slot.name)
-        address = format_address(event.host, event.port)
-        if self.phase == "launching":
-            slot.address = address
-            self.record.registered(event.task_id, slot.address)
-            logger.info("%s registered at %s", slot.name, slot.address)
-        elif self.phase == "running" and slot.address is None:
-            self.recovery.registered(slot, address)
-
-    def _on_output(self, event):
-        self.record.output(event.task_id, event.stream, event.text)
-        slot = self.scheduler.slot_of(event.task_id)
-        if slot is not None:
-            self._on_log(slot, event.stream, event.text)
-
-    def _on_task_exited(self, event):
-        self.record.exited(event.task_id, event.code)
-        slot = self._current_slot(event.task_id)
-        if slot is not None:
-            self._on_exit(slot, event.code)
-
-    def _on_task_disconnected(self, event):
-        slot = self._current_slot(event.task_id)
-        if slot is None or slot.done or slot.exit_code is not None:
-            return  # it said goodbye (exit) first: nothing is lost
-        logger.info("%s lost its rendezvous connection; waiting %.0f s for it to come back",
-                    slot.name, self._reconnect_grace)
-        self._away[event.task_id] = time.monotonic()
-        if self.phase == "launching":
-            slot.address = None   # the cluster is complete only with it back
-
-    def _check_away(self):
-        """A task that stays away longer than the grace period has failed
-        (before the cluster is complete, Mesos' report of its end decides)."""
-        now = time.monotonic()
-        for task_id, since in list(self._away.items()):
-            slot = self._current_slot(task_id)
-            if slot is None or slot.done or slot.exit_code is not None:
-                del self._away[task_id]
-            elif now - since > self._reconnect_grace and self.phase == "running":
-                del self._away[task_id]
-                self.recovery.failed(slot, TaskFailed(
-                    "task %s lost its connection to the scheduler and did not come back "
-                    "within %.0f s" % (slot.name, self._reconnect_grace), slot.name,
-                    slot.state), "lost")
-
-    def _on_subscribed(self, event):
-        if event.again:
-            logger.info("re-subscribed to the Mesos master; the tasks were kept")
-        else:
-            logger.info("subscribed to the Mesos master at %s", self.driver.master)
-
-    def _on_mesos_disconnected(self, event):
-        logger.warning("lost the connection to the Mesos master; reconnecting")
-
-    def _on_agent_lost(self, event):
-        # Mesos reports each of the agent's tasks as lost in a status update;
-        # reconciling at once makes sure, should one of them be missed.
-        logger.warning("Mesos lost agent %s", event.agent_id)
-        self._reconcile()
-        self.recovery.agent_lost(event.agent_id)
-
-    def _kill(self, task_id, agent_id):
-        try:
-            self.driver.killTask({"value": task_id}, agent_id and {"value": agent_id})
-        except MesosError as exc:
-            logger.warning("could not kill %s: %s", task_id, exc)
-
-    def _reconcile(self):
-        self._reconciled = time.monotonic()
-        if self.driver is not None and self.driver.connected:
-            self.scheduler.reconcile(self.driver)
-
-    def _on_mesos_failed(self, event):
-        raise ClusterError("the Mesos driver stopped: %s" % event.message) from event.error
-
-    def _on_status(self, event):
-        status = event.status
-        task_id = status.task_id.value
-        self.record.status(status)
-        slot = self._current_slot(task_id)
-        if slot is None and status.state not in TERMINAL_STATES \
-                and self.scheduler.slot_of(task_id) is not None:
-            # An earlier attempt still runs (reconciliation found it): no orphans.
-            logger.warning("killing %s, a replaced attempt that still runs", task_id)
-            self._kill(task_id, status.get("agent_id", {}).get("value"))
-        if slot is None or slot.done:
-            return
-        with self.scheduler.lock:
-            slot.state = status.state
-            slot.message = status.get("message", "")
-            slot.reason = status.get("reason") or None
-        if status.state not in TERMINAL_STATES or self.phase not in ("launching", "running"):
-            return
-        self.rendezvous.forget(task_id)
-        code = exit_code_of(slot.message)
-        if self.phase == "launching":
-            self._on_launch_failure(slot, status, code)
-            return
-        if status.state == "TASK_FINISHED":
-            self._on_exit(slot, 0 if slot.exit_code is None else slot.exit_code)
-        else:
-            self._on_exit(slot, slot.exit_code if slot.exit_code is not None else code,
-                          status.state)
-
-    def _on_launch_failure(self, slot, status, code):
-        """Relaunch a task that ended before the cluster was complete, unless
-        its attempts are spent or retrying cannot help (``task_ends``)."""
-        why = permanent_failure(status.state, status.get("reason"), slot.message)
-        attempts = slot.attempts - slot.base   # in this attempt of the cluster
-        if why is None and attempts < self.run.max_attempts:
-            logger.warning("%s ended before the cluster was complete: %s; relaunching "
-                           "(attempt %d of %d)", slot.name, slot.describe(),
-                           attempts + 1, self.run.max_attempts)
-            self.scheduler.relaunch(self.driver, slot)
-            return
-        raise TaskFailed(launch_failure_message(slot.name, attempts, status.state,
-                                                slot.message, why),
-                         slot.name, status.state, code)
-
-    def _on_exit(self, slot, code, state=None):
-        """A task's command ended (replica) or its server did (fine)."""
-        slot.exit_code = code
-        if self.phase != "running":
-            return
-        if self.mode == "replica" and code == 0:
-            slot.done = True
-            return
-        if code is None:
-            what = "ended: %s %s" % (state, slot.message) if state else "ended"
-        else:
-            what = "exited with code %d" % code
-            if state:
-                what += " (%s: %s)" % (state, slot.message)
-        self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what), slot.name,
-                                              state, code),
-                             failure_cause(state, slot.reason, slot.message, code))
 
     # -- recovery (``tfmesos.recovery`` decides and relaunches) ----------------
 
@@ -436,9 +270,9 @@ class ClusterRun:
             return
         self.rendezvous.send(slot.task_id, {"type": "stop"})
         self.rendezvous.forget(slot.task_id)
-        self._away.pop(slot.task_id, None)
+        self.reactions.forget(slot.task_id)
         if slot.state not in TERMINAL_STATES and slot.state != "PENDING":
-            self._kill(slot.task_id, slot.agent_id)
+            self.reactions.kill(slot.task_id, slot.agent_id)
 
     def stop_tasks(self):
         """A whole restart begins: every task of this attempt stops."""
