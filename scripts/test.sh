@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine, then
-# runs it: Debian packages (Docker engine, ZooKeeper, debootstrap), tfmesos
-# with its extras, and pytest. The Docker daemon, the tfmesos image and a
+# runs it: Debian packages (Docker engine, ZooKeeper, debootstrap, iproute2,
+# openssl), tfmesos with its extras, and pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
 # Arguments are passed to pytest, e.g. scripts/test.sh -m "not docker".
 set -euo pipefail
@@ -11,6 +11,8 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)        # network-namespace agents
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)    # TLS test certificates
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
