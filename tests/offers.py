@@ -1,4 +1,5 @@
-"""Synthetic Mesos offers for unit tests."""
+"""Synthetic Mesos offers for unit tests, and a driver that records what a
+scheduler does with them."""
 
 
 def scalar(name, value, role="*", reservations=None):
@@ -26,3 +27,23 @@ def offer(offer_id, cpus=4.0, mem=8192.0, gpus=None, gpu_set=None, ports=((31000
             "agent_id": {"value": agent or "agent-" + offer_id},
             "hostname": hostname or "host-" + offer_id, "resources": resources,
             "allocation_info": {"role": role}}
+
+
+class FakeDriver:
+    def __init__(self, fail_launch=None):
+        self.calls = []
+        self.fail_launch = fail_launch
+
+    def launchTasks(self, offer_ids, tasks, filters=None):
+        if self.fail_launch:
+            raise self.fail_launch
+        self.calls.append(("launch", [o["value"] for o in offer_ids], tasks, filters))
+
+    def declineOffer(self, offer_ids, filters=None):
+        self.calls.append(("decline", [o["value"] for o in offer_ids], filters))
+
+    def suppressOffers(self):
+        self.calls.append(("suppress",))
+
+    def reviveOffers(self):
+        self.calls.append(("revive",))

@@ -6,7 +6,7 @@ import time
 
 import pytest
 from addict import Dict
-from offers import offer
+from offers import FakeDriver, offer
 
 from tfmesos.events import StatusUpdate
 from tfmesos.exceptions import TaskFailed
@@ -14,7 +14,6 @@ from tfmesos.launch import ClusterRun
 from tfmesos.scheduler import TFMesosScheduler, make_slots
 from tfmesos.spec import Job, RunSpec, parse_jobs
 from tfmesos.task_ends import permanent_failure
-from test_scheduler import FakeDriver
 from tfrun_helpers import free_port, marked_tasks, run_tfrun, wait_for_line
 
 

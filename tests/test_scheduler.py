@@ -4,31 +4,11 @@ import queue
 
 import pytest
 from addict import Dict
-from offers import offer
+from offers import FakeDriver, offer
 
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.scheduler import TFMesosScheduler, make_slots
 from tfmesos.spec import parse_jobs
-
-
-class FakeDriver:
-    def __init__(self, fail_launch=None):
-        self.calls = []
-        self.fail_launch = fail_launch
-
-    def launchTasks(self, offer_ids, tasks, filters=None):
-        if self.fail_launch:
-            raise self.fail_launch
-        self.calls.append(("launch", [o["value"] for o in offer_ids], tasks, filters))
-
-    def declineOffer(self, offer_ids, filters=None):
-        self.calls.append(("decline", [o["value"] for o in offer_ids], filters))
-
-    def suppressOffers(self):
-        self.calls.append(("suppress",))
-
-    def reviveOffers(self):
-        self.calls.append(("revive",))
 
 
 def make(jobs):

@@ -260,10 +260,6 @@ class AgentNetwork:
         self.agents[index] = (name, address)
         return name, address
 
-    def exec_prefix(self, name):
-        """The argv prefix that runs a command inside namespace ``name``."""
-        return [ip_command(), "netns", "exec", name]
-
     def destroy(self):
         """Kill what is left in the agents' namespaces, delete every
         namespace this network made. Idempotent."""
