@@ -120,6 +120,7 @@ class RunRecord:
         self._tasks = {task["name"]: task for task in self._data["tasks"]}
         self._attempts = {}   # task id -> (task, attempt)
         self._created = set()   # log files created by this run
+        self._files = {}        # name -> open log file
         self._dirty, self._saved = True, 0.0
         if directory is not None:
             try:
@@ -241,6 +242,7 @@ class RunRecord:
                 self._data["timings"]["first_offer"] = timestamp(first_offer)
         self._set_timing("finished")
         self.save()
+        self._close_logs()
 
     # -- logs -------------------------------------------------------------
 
@@ -261,16 +263,31 @@ class RunRecord:
                 self.output(event.task_id, event.stream, event.text)
 
     def _write_log(self, name, text):
-        """A log file is created (emptied, in a reused directory) first, then appended to."""
+        """A log file is created (emptied, in a reused directory) first, then
+        appended to; it stays open until the run finishes, flushed after every
+        write (so ``tail -f`` and ``tail()`` see everything)."""
         with self._lock:
-            mode = "a" if name in self._created else "w"
-            self._created.add(name)
             try:
-                with open(os.path.join(self.directory, name), mode, encoding="utf-8",
-                          errors="replace") as handle:
-                    handle.write(text)
+                handle = self._files.get(name)
+                if handle is None:
+                    mode = "a" if name in self._created else "w"
+                    self._created.add(name)
+                    handle = self._files[name] = open(
+                        os.path.join(self.directory, name), mode, encoding="utf-8",
+                        errors="replace")
+                handle.write(text)
+                handle.flush()
             except OSError:
                 pass   # a full disk must not fail the run
+
+    def _close_logs(self):
+        with self._lock:
+            files, self._files = self._files, {}
+        for handle in files.values():
+            try:
+                handle.close()
+            except OSError:
+                pass
 
     def log_path(self, task_name, stream="stderr"):
         """The path of the last attempt's ``stream`` log of ``task_name``, or None."""
