@@ -193,6 +193,7 @@ class ReplicaCommand:
         self.cmd = start["cmd"]
         self.cwd = working_directory(start.get("cwd"))
         self.stopping = threading.Event()
+        self.stop_requested = False   # the scheduler said stop (not SIGTERM, not gone)
         self.done = threading.Event()  # run_replica is through: a lost connection is no news
         self._lock = threading.Lock()
         self._child = None
@@ -269,6 +270,7 @@ class ReplicaCommand:
             while self.conn.receive()["type"] != "stop":
                 pass
             reason = "the scheduler asked to stop"
+            self.stop_requested = True
         except (wire.WireError, OSError) as exc:
             reason = "scheduler gone (%s)" % exc
         if not self.done.is_set():
@@ -306,6 +308,10 @@ def run_replica(conn, start):
     if hooks.get("finalizer") and not command.stopping.is_set():
         command.run_hook(hooks["finalizer"])
     command.done.set()
+    if command.stop_requested:
+        # The run is over (or restarting): a clean end, TASK_FINISHED, not the
+        # killed command's code, which Mesos would report as TASK_FAILED.
+        code = 0
     try:
         conn.send({"type": "exit", "code": code})
     except (wire.WireError, OSError):
