@@ -116,8 +116,9 @@ def refused(sock, timeout=5):
 def replica_run(command="true", **options):
     """A ClusterRun of 1 ps + 2 workers running ``command`` on the embedded master."""
     jobs = [Job("ps", 1, cpus=0.2, mem=128), Job("worker", 2, cpus=0.2, mem=128)]
-    return ClusterRun(jobs, RunSpec(launch_timeout=90), mode="replica", command=command,
-                      master="local", environ=dict(os.environ, MESOS_MASTER=""), **options)
+    return ClusterRun(RunSpec(launch_timeout=90, jobs=jobs, mode="replica", command=command,
+                              master="local"),
+                      environ=dict(os.environ, MESOS_MASTER=""), **options)
 
 
 def finish(run):

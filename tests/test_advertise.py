@@ -35,17 +35,17 @@ def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypa
     def no_driver(*args, **kwargs):
         raise AssertionError("the driver must not be started")
     monkeypatch.setattr(launch, "MesosSchedulerDriver", no_driver)
-    run = launch.ClusterRun([Job("worker")], RunSpec(), master="192.0.2.10:5050",
-                            advertise_address="127.0.0.1", environ={})
+    run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="192.0.2.10:5050",
+                                    advertise_address="127.0.0.1"), environ={})
     with pytest.raises(TFMesosError, match="pass --advertise-address"):
         run.start()
     assert run.phase == "stopped"
 
 
 def test_tasks_reach_an_ipv6_advertise_address():
-    run = launch.ClusterRun([Job("worker", cpus=0.1, mem=64)], RunSpec(launch_timeout=60),
-                            mode="replica", command="true", master="local",
-                            advertise_address="::1", environ={})
+    run = launch.ClusterRun(RunSpec(jobs=[Job("worker", cpus=0.1, mem=64)], launch_timeout=60,
+                                    mode="replica", command="true", master="local",
+                                    advertise_address="::1"), environ={})
     try:
         run.start()
         spec = run.wait_ready()

@@ -24,8 +24,8 @@ def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
     def broken_build_task(*args, **kwargs):
         raise problem
     monkeypatch.setattr(launch, "build_task", broken_build_task)
-    run = ClusterRun([Job("worker", **TINY)], RunSpec(launch_timeout=120), mode="replica",
-                     command="true", master=master.url, environ={})
+    run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=120, mode="replica",
+                             command="true", master=master.url), environ={})
     try:
         run.start()
         started = time.monotonic()
@@ -45,8 +45,9 @@ def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
 
 
 def _running(command, grace):
-    run = ClusterRun([Job("worker", **TINY)], RunSpec(launch_timeout=60), mode="replica",
-                     command=command, master="local", environ={}, reconnect_grace=grace)
+    run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=60, mode="replica",
+                             command=command, master="local", reconnect_grace=grace),
+                     environ={})
     run.start()
     run.wait_ready()
     return run, run.slots[0]

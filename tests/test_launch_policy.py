@@ -46,11 +46,10 @@ def _never_registering_python(tmp_path):
 
 
 def test_task_error_is_not_retried(tmp_path):
-    run = ClusterRun([Job("worker", cpus=0.1, mem=64)],
-                     RunSpec(launch_timeout=60, max_attempts=3,
-                             python=_never_registering_python(tmp_path)),
-                     mode="replica", command="true", master="local", environ={},
-                     run_dir=str(tmp_path / "run"))
+    run = ClusterRun(RunSpec(jobs=[Job("worker", cpus=0.1, mem=64)], launch_timeout=60,
+                             max_attempts=3, python=_never_registering_python(tmp_path),
+                             mode="replica", command="true", master="local",
+                             run_dir=str(tmp_path / "run")), environ={})
     try:
         run.start()
         deadline = time.monotonic() + 20

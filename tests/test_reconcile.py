@@ -17,9 +17,9 @@ def running():
     runs = []
 
     def start():
-        run = ClusterRun([Job("worker", cpus=0.1, mem=64)], RunSpec(launch_timeout=60),
-                         mode="replica", command="sleep 60", master="local", environ=None,
-                         local_master_options=dict(FAST))
+        run = ClusterRun(RunSpec(jobs=[Job("worker", cpus=0.1, mem=64)], launch_timeout=60,
+                                 mode="replica", command="sleep 60", master="local",
+                                 local_master=dict(FAST)))
         runs.append(run)
         run.start()
         run.wait_ready()

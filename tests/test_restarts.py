@@ -15,7 +15,6 @@ from tfmesos.restarts import RestartPolicy, failure_cause
     (dict(state="TASK_FAILED", exit_code=137), "lost"),
     (dict(state="TASK_FAILED", message="Command exited with status 3", exit_code=3), "failure"),
     (dict(state="TASK_FINISHED", exit_code=0), None),
-    (dict(state="TASK_KILLED", stopped_by_us=True), None),
     (dict(state="TASK_ERROR", message="invalid"), "failure"),
 ])
 def test_failure_cause(status, cause):

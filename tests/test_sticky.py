@@ -17,7 +17,6 @@ from tfmesos.exceptions import TaskFailed
 from tfmesos.launch import ClusterRun
 from tfmesos.mesos.local import AgentSpec
 from tfmesos.placement import TaskRequest, place
-from tfmesos.recovery import Recovery
 from tfmesos.restarts import RestartPolicy
 from tfmesos.spec import Job, RunSpec
 
@@ -49,12 +48,13 @@ def test_held_ports_go_only_to_the_request_pinned_to_them():
 
 
 def start_run(recovery, python=None, agents=None):
-    """chief:0 + worker:0,1 sleeping, watched in the background."""
+    """chief:0 + worker:0,1 sleeping, watched in the background; ``recovery``:
+    RunSpec settings (restart_policy, sticky_jobs, sticky_timeout)."""
     jobs = [Job("chief", **TINY), Job("worker", num=2, **TINY)]
     options = {"agents": agents} if agents else {}
-    run = ClusterRun(jobs, RunSpec(launch_timeout=60, python=python), mode="replica",
-                     command="sleep 600", master="local", recovery=recovery,
-                     local_master_options=options)
+    run = ClusterRun(RunSpec(launch_timeout=60, python=python, jobs=jobs, mode="replica",
+                             command="sleep 600", master="local", local_master=options,
+                             **recovery))
     run.start()
     run.wait_ready()
     run.watch()
@@ -75,7 +75,7 @@ def attempts_of(data, name):
 
 
 def test_a_lost_worker_comes_back_at_its_address_and_the_rest_keeps_running():
-    run = start_run(Recovery(sticky_jobs=("worker",)))
+    run = start_run(dict(sticky_jobs=("worker",)))
     try:
         address = run.spec["worker"][0]
         kill_task("worker", 0)
@@ -107,7 +107,7 @@ def slow_second_start(tmp_path):
 
 
 def test_a_worker_not_back_in_time_fails_the_run_without_restarts(tmp_path):
-    run = start_run(Recovery(sticky_jobs=("worker",), sticky_timeout=2),
+    run = start_run(dict(sticky_jobs=("worker",), sticky_timeout=2),
                     python=slow_second_start(tmp_path))
     try:
         kill_task("worker", 0)
@@ -125,7 +125,7 @@ def test_a_worker_not_back_in_time_fails_the_run_without_restarts(tmp_path):
 def test_a_worker_whose_agent_is_gone_falls_back_to_a_whole_restart():
     agents = [AgentSpec(cpus=1, mem=1024, ports=((31100 + 10 * i, 31109 + 10 * i),))
               for i in range(2)]
-    run = start_run(Recovery(RestartPolicy(1, backoff=0.2), sticky_jobs=("worker",)),
+    run = start_run(dict(restart_policy=RestartPolicy(1, backoff=0.2), sticky_jobs=("worker",)),
                     agents=agents)
     try:
         gone = [s for s in run.slots if s.name == "worker:0"][0].agent_id

@@ -9,10 +9,9 @@ import time
 from . import config
 from .exceptions import ClusterError, SpecError
 from .launch import ClusterRun
-from .recovery import STICKY_TIMEOUT, Recovery
 from .restarts import RestartPolicy
-from .run_record import AUTO
-from .spec import RunSpec, parse_jobs
+from .run_phase import ENDING, Phase
+from .spec import AUTO, STICKY_TIMEOUT, RunSpec, parse_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class Cluster:
         """Wait until the cluster runs (again, after a whole restart) and
         return its spec; raises its failure, ``ClusterError`` after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._run.phase != "running" or self._run.spec is None:
+        while self._run.phase != Phase.RUNNING or self._run.spec is None:
             self.check()
             if self.finished():
                 raise ClusterError("the cluster has stopped")
@@ -70,7 +69,7 @@ class Cluster:
 
     def finished(self):
         """True once the cluster has stopped or a task has failed."""
-        return self._run.failure is not None or self._run.phase in ("stopping", "stopped")
+        return self._run.failure is not None or self._run.phase in ENDING
 
     def cluster_resolver(self):
         """A TensorFlow cluster resolver naming this process the chief: give it
@@ -129,29 +128,22 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
                         forward_addresses=forward_addresses)
-    if isinstance(volumes, dict):
-        volumes = ["%s:%s" % item for item in volumes.items()]
-    environ = os.environ
-    recovery = Recovery(RestartPolicy(max_restarts, restart_on, restart_backoff),
-                        ("worker",) if coordinator else (), sticky_timeout)
-    run = ClusterRun(
-        parse_jobs(jobs),
-        RunSpec(name=name or "tfmesos", role=role,
-                image=config.resolve(image, environ, "DOCKER_IMAGE"),
-                containerizer=containerizer_type, force_pull=force_pull_image,
-                volumes=tuple(volumes or ()), env=tuple((env or {}).items()),
-                launch_timeout=launch_timeout, max_attempts=max_attempts, user=user),
-        mode="fine", master=master, advertise_address=advertise_address,
-        connect_timeout=connect_timeout, local_master_options=local_master_options,
-        coordinator=coordinator, run_dir=run_dir or AUTO, recovery=recovery,
-        driver_options={"verify": verify, "ca_bundle": ca_bundle, "scheme": master_scheme})
+    run = ClusterRun(cluster_spec(
+        jobs, master=master, name=name, volumes=volumes, env=env, role=role,
+        containerizer_type=containerizer_type, force_pull_image=force_pull_image, image=image,
+        launch_timeout=launch_timeout, max_attempts=max_attempts,
+        advertise_address=advertise_address, connect_timeout=connect_timeout,
+        local_master_options=local_master_options, coordinator=coordinator, user=user,
+        verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
+        max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
+        sticky_timeout=sticky_timeout))
     try:
         run.start()
         run.wait_ready()
         run.watch()
         yield Cluster(run)
     except BaseException as exc:
-        run.record.ended(exc, run.phase if run.phase != "running" else "block")
+        run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
         raise
     finally:
         run.stop()
@@ -159,3 +151,25 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             logger.warning("logs and run record: %s", run.record.directory)
     if run.failure is not None:
         raise run.failure
+
+
+def cluster_spec(jobs, master=None, name=None, volumes=None, env=None, role=None,
+                 containerizer_type=None, force_pull_image=False, image=None,
+                 local_master_options=None, coordinator=False, run_dir=None, max_restarts=0,
+                 restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT,
+                 environ=None, **settings):
+    """The ``RunSpec`` of ``cluster()``'s arguments (``settings``: the
+    RunSpec fields of the same name)."""
+    environ = os.environ if environ is None else environ
+    if isinstance(volumes, dict):
+        volumes = ["%s:%s" % item for item in volumes.items()]
+    jobs = parse_jobs(jobs)
+    return RunSpec(
+        name=name or "tfmesos", role=role, image=config.resolve(image, environ, "DOCKER_IMAGE"),
+        containerizer=containerizer_type, force_pull=force_pull_image,
+        volumes=tuple(volumes or ()), env=tuple((env or {}).items()), jobs=tuple(jobs),
+        mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
+        local_master=local_master_options or {}, run_dir=run_dir or AUTO,
+        restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),
+        sticky_jobs=("worker",) if coordinator and any(j.name == "worker" for j in jobs) else (),
+        sticky_timeout=sticky_timeout, **settings)

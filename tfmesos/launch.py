@@ -19,69 +19,57 @@ import time
 
 from . import config
 from .clusterspec import cluster_spec, render_command, task_environment
-from .exceptions import LaunchTimeout, MesosError, SpecError, TFMesosError
+from .exceptions import LaunchTimeout, MesosError, TFMesosError
 from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
 from .mesos.master_address import parse_master
 from .mesos.task_states import TERMINAL_STATES
 from .recovery import Recovery
-from .run_events import RunEvents
 from .rendezvous import Rendezvous
+from .run_events import RunEvents
+from .run_phase import ENDING, Phase, next_phase
 from .run_record import make_record
-from .scheduler import TFMesosScheduler, make_slots
-from .spec import RunSpec, check_run
+from .scheduler import TFMesosScheduler
+from .slots import SlotTable
 from .taskinfo import build_task, framework_info
 
 logger = logging.getLogger(__name__)
 
-# How long a running task may stay away from the rendezvous (its side
-# reconnects for as long) before it counts as failed.
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
-RECONNECT_GRACE = 40.0   # the task side retries for 30 s (task_connection)
 
 
 class ClusterRun:
-    """One run of ``jobs`` in ``mode`` "fine" (TensorFlow servers) or
-    "replica" (``command`` in every task).
+    """One run of ``spec`` (a ``RunSpec``, checked when it was built).
 
     ``on_log(slot, stream, text)`` receives the output the tasks forward
     (replica mode: every task, unless ``forward_logs(slot)`` says otherwise).
-    ``run_dir``: the run directory (``run_record.AUTO``: the default one;
-    None: none). ``on_progress(run)`` is called about once a second while
-    the cluster forms, in the waiting thread. ``recovery``: a
-    ``tfmesos.recovery.Recovery`` (default: no restarts, no sticky relaunch).
+    ``on_progress(run)`` is called about once a second while the cluster
+    forms, in the waiting thread. ``notify(text)`` tells the user what
+    recovery does (default: a log warning). ``environ`` (default
+    ``os.environ``) is where settings not in ``spec`` come from.
+
+    The run's phase (``run_phase.Phase``) changes only here, under the slots'
+    lock; the failure policy (``run_events``, ``recovery``) acts through the
+    ``run_control.RunControl`` methods below, in the thread that handles
+    events.
     """
 
-    def __init__(self, jobs, run=None, mode="fine", command=None, master=None,
-                 advertise_address=None, environ=None, on_log=None, forward_logs=None,
-                 hooks=None, connect_timeout=60.0, local_master_options=None,
-                 coordinator=False, reconnect_grace=RECONNECT_GRACE, driver_options=None,
-                 run_dir=None, on_progress=None, recovery=None, quiet_tensorflow=True):
-        self.jobs = list(jobs)
-        self.run = run or RunSpec()
-        self._quiet_tensorflow = quiet_tensorflow   # False: TensorFlow logs as it likes (-v)
-        self.mode = mode
-        self.command = command
+    def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
+                 notify=None):
+        self.run = spec
+        self.jobs = list(spec.jobs)
+        self.mode = spec.mode
+        self.command = spec.command
         self._environ = dict(os.environ if environ is None else environ)
-        self.master = config.resolve_master(master, self._environ)
-        self._advertise = advertise_address
+        self.master = spec.master
         self.on_log = on_log or (lambda slot, stream, text: None)
         self._forward_logs = forward_logs or (lambda slot: True)
         self._on_progress = on_progress or (lambda run: None)
-        self._hooks = hooks or {}
-        self._connect_timeout = connect_timeout
-        self._local_options = local_master_options or {}
-        # MesosSchedulerDriver's TLS and zk:// settings: verify, ca_bundle, scheme
-        self._driver_options = driver_options or {}
-        self.coordinator = coordinator  # reserve chief:0 for the calling process
-        if coordinator and any(job.name == "chief" for job in self.jobs):
-            raise SpecError("coordinator=True makes the calling process the chief; "
-                            "drop the 'chief' job or the coordinator option")
-        check_run(self.run, self.jobs)
+        self.coordinator = spec.coordinator  # reserve chief:0 for the calling process
 
-        self.slots = make_slots(self.jobs)
+        self.slots = SlotTable(self.jobs)
         self.events = queue.Queue()
         self.secret = secrets.token_bytes(32)
         self.run_id = secrets.token_hex(4)
@@ -89,17 +77,36 @@ class ClusterRun:
         self.driver = None
         self.rendezvous = None
         self.scheduler = None
-        self.spec = None
-        self.phase = "new"   # new -> launching -> running -> stopping -> stopped
+        self.spec = None     # the cluster spec once formed: {job: ["host:port", ...]}
+        self._phase = Phase.NEW
+        self.launch_deadline = None
         self.failure = None
         self._advertised = None
         self._credentials = None
         self._stop_lock = threading.Lock()
         self._watcher = None
-        self.reactions = RunEvents(self, reconnect_grace)
-        self.record = make_record(run_dir, self, self._environ)  # the run directory
-        self.recovery = (recovery or Recovery()).bind(self)
+        self.record = make_record(spec.run_dir, self, self._environ)  # the run directory
+        self.recovery = Recovery(spec.restart_policy, spec.sticky_jobs, spec.sticky_timeout,
+                                 notify=notify).bind(self, self.record, spec.max_attempts)
+        self.reactions = RunEvents(self, self.record, self.recovery, spec.reconnect_grace,
+                                   spec.max_attempts, spec.mode)
         self._chief = None   # the coordinator's address, kept across restarts
+
+    # -- the phase --------------------------------------------------------------
+
+    @property
+    def phase(self):
+        return self._phase
+
+    def _move(self, target):
+        """Go to phase ``target``; False when the run is stopping (the stop
+        wins). ``run_phase.IllegalTransition`` for a move that is a bug."""
+        with self.slots.lock:
+            moved = next_phase(self._phase, target)
+            if moved is None:
+                return False
+            self._phase = moved
+            return True
 
     # -- start ----------------------------------------------------------------
 
@@ -113,16 +120,17 @@ class ClusterRun:
                 self._advertised_address(parse_master(master_url).urls[0])
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self._bind_host(), port=0)
-            self.scheduler = TFMesosScheduler(self.slots, self._task_info, self.events,
-                                              self.run_id)
-            info, options = framework_info(self.run, self.jobs), dict(self._driver_options)
+            self.scheduler = TFMesosScheduler(self.slots, self._make_task, self.events,
+                                              self.run_id, on_launch=self._launching)
+            info, options = framework_info(self.run, self.jobs), self.run.driver_options()
             if self._credentials is not None:   # the embedded master's, for this run only
                 info["principal"], options["secret"] = self._credentials
                 options["principal"] = info["principal"]
             self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
-                                               connect_timeout=self._connect_timeout, **options)
-            self.phase = "launching"
+                                               connect_timeout=self.run.connect_timeout,
+                                               **options)
             self.launch_deadline = time.monotonic() + self.run.launch_timeout
+            self._move(Phase.FORMING)
             self.driver.start()
         except BaseException as exc:
             self.record.ended(exc, self.phase)
@@ -136,30 +144,37 @@ class ClusterRun:
         from .mesos.local.sizing import start_local_master
 
         self.local_master, url, self._credentials = start_local_master(
-            self.jobs, containers=bool(self.run.image), **self._local_options)
+            self.jobs, containers=bool(self.run.image), **self.run.local_master_options)
         return url
 
     def _bind_host(self):
         """Loopback for the embedded master's own tasks, else every address."""
-        return "127.0.0.1" if self.master == config.LOCAL and not self._advertise else None
+        return "127.0.0.1" if self.master == config.LOCAL and not self.run.advertise_address \
+            else None
 
     def _advertised_address(self, master_url=None):
         if self._advertised is None:
-            if self.master == config.LOCAL and not self._advertise:
+            if self.master == config.LOCAL and not self.run.advertise_address:
                 self._advertised = "127.0.0.1"
             else:
                 self._advertised = config.advertise_address(
-                    self._advertise, master_url or self.driver.master or "", self._environ)
+                    self.run.advertise_address, master_url or self.driver.master or "",
+                    self._environ)
         return self._advertised
 
-    def _task_info(self, slot, assignment):
-        """The scheduler's ``build_task``. The rendezvous must expect the task
-        before Mesos can start it."""
-        self.rendezvous.expect(slot.task_id)
-        self.record.launched(slot, assignment)
+    def _launching(self, launches):
+        """The scheduler is about to launch ``launches``: the rendezvous must
+        expect each task before Mesos can start it (the driver's thread,
+        outside the scheduler's lock)."""
+        for launch in launches:
+            self.rendezvous.expect(launch.task_id)
+            self.record.launched(launch)
+
+    def _make_task(self, slot, assignment):
+        """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         rendezvous = format_address(self._advertised_address(), self.rendezvous.port)
         return build_task(self.run, slot, assignment, rendezvous, self.secret,
-                          quiet_tensorflow=self._quiet_tensorflow, run_id=self.run_id)
+                          quiet_tensorflow=self.run.quiet_tensorflow, run_id=self.run_id)
 
     # -- waiting --------------------------------------------------------------
 
@@ -173,7 +188,7 @@ class ClusterRun:
     def _form(self):
         """Wait until every task registered (or the run stops), then publish."""
         while any(slot.address is None for slot in self.slots):
-            if self.phase != "launching":
+            if self.phase != Phase.FORMING:
                 return
             remaining = self.launch_deadline - time.monotonic()
             if remaining <= 0:
@@ -190,7 +205,8 @@ class ClusterRun:
         self.spec = cluster_spec(addresses)
         for slot in self.slots:
             self.publish_to(slot)
-        self.phase = "running"
+        if not self._move(Phase.RUNNING):
+            return
         self.record.all_registered(self.scheduler.framework_id)
         self.recovery.formed(self.spec)
 
@@ -205,7 +221,7 @@ class ClusterRun:
             env["TFMESOS_RESTART"] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
             message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
-                           env=env, hooks=self._hooks,
+                           env=env, hooks=self.run.hook_commands,
                            # a container has its own filesystem: stay in the sandbox
                            cwd=None if self.run.image else os.getcwd())
         if not self.rendezvous.send(slot.task_id, message):
@@ -218,7 +234,7 @@ class ClusterRun:
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
         with self.record.recording(lambda: self.phase):
             while not self._trainers_done():
-                if self.phase == "launching":   # a whole restart
+                if self.phase == Phase.FORMING:   # a whole restart
                     self._form()
                 self._next_event(1.0)
         self.record.outcome("succeeded")
@@ -234,19 +250,25 @@ class ClusterRun:
 
     def watch(self):
         """Fine-grained mode: watch for failures in a background thread;
-        ``failure`` holds the first one."""
+        ``failure`` holds the first one (none once the run stops)."""
         def loop():
             try:
-                while self.phase in ("running", "restarting", "launching"):
-                    if self.phase == "launching":   # a whole restart
+                while self.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.FORMING):
+                    if self.phase == Phase.FORMING:   # a whole restart
                         self._form()
                     self._next_event(0.5)
             except TFMesosError as exc:
-                self.failure = exc
-                self.record.ended(exc, "running")
-                logger.error("%s", exc)
+                self._watch_failed(exc)
         self._watcher = threading.Thread(target=loop, name="tfmesos-watch", daemon=True)
         self._watcher.start()
+
+    def _watch_failed(self, error):
+        with self.slots.lock:
+            if self._phase in ENDING:
+                return   # the stop came first: nothing failed
+            self.failure = error
+        self.record.ended(error, Phase.RUNNING)
+        logger.error("%s", error)
 
     # -- events ---------------------------------------------------------------
 
@@ -261,33 +283,71 @@ class ClusterRun:
         self.reactions.tick()
         self.recovery.tick()
 
-    # -- recovery (``tfmesos.recovery`` decides and relaunches) ----------------
+    # -- what the failure policy may do (run_control.RunControl) ---------------
+
+    def now(self):
+        return time.monotonic()
+
+    def relaunch(self, *slots):
+        self.scheduler.relaunch(self.driver, *slots)
 
     def end_task(self, slot):
-        """Stop ``slot``'s current attempt: a stop message, and a kill
-        unless Mesos reported its end."""
         if slot.task_id is None:
             return
         self.rendezvous.send(slot.task_id, {"type": "stop"})
-        self.rendezvous.forget(slot.task_id)
+        self.forget_task(slot.task_id)
         self.reactions.forget(slot.task_id)
         if slot.state not in TERMINAL_STATES and slot.state != "PENDING":
-            self.reactions.kill(slot.task_id, slot.agent_id)
+            self.kill(slot.task_id, slot.agent_id)
 
-    def stop_tasks(self):
-        """A whole restart begins: every task of this attempt stops."""
-        self.phase = "restarting"
+    def forget_task(self, task_id):
+        """The rendezvous stops expecting ``task_id``."""
+        self.rendezvous.forget(task_id)
+
+    def restart_cluster(self):
+        if not self._move(Phase.RESTARTING):
+            return False
         for slot in self.slots:
             self.end_task(slot)
+        return True
+
+    def relaunch_cluster(self):
+        if not self._move(Phase.FORMING):
+            return False
+        self.slots.reset()
+        self.launch_deadline = time.monotonic() + self.run.launch_timeout
+        self.scheduler.relaunch(self.driver, *self.slots)
+        return True
+
+    def fail(self, error):
+        if self.phase in ENDING:
+            logger.info("after the stop: %s", error)
+            return
+        raise error
+
+    def show(self, slot, stream, text):
+        self.on_log(slot, stream, text)
+
+    def kill(self, task_id, agent_id):
+        try:
+            self.driver.killTask({"value": task_id}, agent_id and {"value": agent_id})
+        except MesosError as exc:
+            logger.warning("could not kill %s: %s", task_id, exc)
+
+    def reconcile(self):
+        if self.driver is not None and self.driver.connected:
+            self.scheduler.reconcile(self.driver)
 
     # -- stop -----------------------------------------------------------------
 
     def stop(self):
-        """Stop every task and the framework; safe to call more than once."""
+        """Stop every task and the framework; safe to call more than once,
+        from any thread. Once it began, no failure or restart undoes it."""
         with self._stop_lock:
-            if self.phase == "stopped":
-                return
-            was_running, self.phase = self.phase == "running", "stopping"
+            with self.slots.lock:
+                was_running = self._phase == Phase.RUNNING
+                if not self._move(Phase.STOPPING):
+                    return
             if self.scheduler is not None:
                 self.scheduler.close()
             if self.rendezvous is not None:
@@ -307,7 +367,7 @@ class ClusterRun:
                     logger.debug("driver ended with %r", exc)
             if self.local_master is not None:
                 self.local_master.stop()
-            self.phase = "stopped"
+            self._move(Phase.STOPPED)
             self.record.finish(self.scheduler and self.scheduler.framework_id,
                                self.scheduler and self.scheduler.first_offer_at,
                                "succeeded" if was_running else "aborted")

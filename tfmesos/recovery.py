@@ -15,24 +15,23 @@ failure policy): a sticky relaunch, a whole restart, or the end of the run.
   and its tasks get ``TFMESOS_RESTART=k``.
 * Otherwise the failure ends the run, as it did without recovery.
 
-``Recovery`` decides and relaunches, with ``ClusterRun``'s ``end_task``,
-``stop_tasks`` and ``publish_to``, all in the thread that handles the run's
-events.
+``Recovery`` decides; it acts through the run's ``run_control.RunControl``
+(relaunch a slot, restart the cluster, fail the run, publish to a task) and
+tells the run's record, all in the thread that handles the run's events.
 """
 
 import dataclasses
 import json
 import logging
 import signal
-import time
 
 from .exceptions import TaskFailed
 from .mesos.task_states import TERMINAL_STATES
 from .restarts import RestartPolicy
+from .spec import STICKY_TIMEOUT
 
 logger = logging.getLogger(__name__)
 
-STICKY_TIMEOUT = 120.0
 AGENT_GONE = frozenset(("REASON_AGENT_REMOVED", "REASON_AGENT_REMOVED_BY_OPERATOR"))
 
 
@@ -44,13 +43,13 @@ class _Sticky:
     port: int
     address: str
     deadline: float
-    relaunches: int = 1
+    relaunches: int
 
 
-def describe_failure(slot, error, cause):
-    """``worker:1 was lost (TASK_LOST: ...)`` / ``worker:1 exited with code 3``."""
-    text = str(error)
-    text = text[len("task "):] if text.startswith("task ") else text
+def describe_failure(slot, error, cause, text):
+    """What the user is told of ``slot``'s failure ``error``: ``text``
+    (``worker:1 exited with code 3``), or for a loss what was lost
+    (``worker:1 was lost (TASK_LOST: ...)``)."""
     if cause != "lost":
         return text
     if slot.state in TERMINAL_STATES:
@@ -68,37 +67,42 @@ def describe_failure(slot, error, cause):
 
 class Recovery:
     """The policy for failures after the cluster is up. ``notify(text)``
-    tells the user (tfrun: one line on stderr; default: a log warning)."""
+    tells the user (tfrun: one line on stderr; default: a log warning).
+    ``bind`` gives it the run it acts on."""
 
     def __init__(self, policy=None, sticky_jobs=(), sticky_timeout=STICKY_TIMEOUT,
-                 notify=None, clock=time.monotonic):
+                 notify=None):
         self.policy = policy or RestartPolicy()
         self.sticky_jobs = frozenset(sticky_jobs)
         self.sticky_timeout = sticky_timeout
         self._notify = notify or (lambda text: logger.warning("%s", text))
-        self._clock = clock
         self.restarts = 0          # whole restarts begun
         self._restart_at = None    # when the pending whole restart launches
         self._sticky = {}          # slot name -> _Sticky
         self._lost_agents = set()
-        self.run = None
+        self._control = self._record = None
+        self._max_attempts = 1
 
-    def bind(self, run):
-        self.run = run
+    def bind(self, control, record, max_attempts):
+        """Act on the run behind ``control`` (``run_control.RunControl``),
+        telling ``record``; a worker is relaunched at most ``max_attempts``
+        times in one attempt of the cluster."""
+        self._control, self._record, self._max_attempts = control, record, max_attempts
         return self
 
-    # -- called by ClusterRun ------------------------------------------------
+    # -- called by RunEvents and ClusterRun -----------------------------------
 
-    def failed(self, slot, error, cause):
+    def failed(self, slot, error, cause, what):
         """``slot`` failed with ``error`` (``TaskFailed``) while the cluster
-        ran; ``cause`` from ``restarts.failure_cause`` ("lost", "failure").
-        Relaunches it, restarts the cluster, or raises ``error``."""
+        ran; ``cause`` from ``restarts.failure_cause`` ("lost", "failure");
+        ``what`` says what happened (``worker:1 exited with code 3``).
+        Relaunches it, restarts the cluster, or fails the run."""
         if slot.reason in AGENT_GONE and slot.agent_id:
             self._lost_agents.add(slot.agent_id)
-        what = describe_failure(slot, error, cause)
+        what = describe_failure(slot, error, cause, what)
         if slot.job.name in self.sticky_jobs and self._relaunch(slot, what, cause):
             return
-        self._restart_or_raise(error, cause, what)
+        self._restart_or_fail(error, cause, what)
 
     def registered(self, slot, address):
         """A task registered while the cluster runs: a relaunched worker."""
@@ -109,31 +113,30 @@ class Recovery:
             self._give_up(slot, "it came back at %s, not at %s" % (address, sticky.address))
             return
         del self._sticky[slot.name]
-        run = self.run
-        with run.scheduler.lock:
-            slot.hold, slot.address = None, address
-        run.record.registered(slot.task_id, address)
-        run.record.back(slot.name)
-        run.publish_to(slot)
+        self._control.slots.registered(slot, address)
+        self._record.registered(slot.task_id, address)
+        self._record.back(slot.name)
+        self._control.publish_to(slot)
         self._notify("%s is back at %s" % (slot.name, address))
 
     def agent_lost(self, agent_id):
         self._lost_agents.add(agent_id)
         for name, sticky in list(self._sticky.items()):
             if sticky.agent_id == agent_id:
-                self._give_up(self._slot(name), "its agent %s is gone" % agent_id)
+                self._give_up(self._control.slots.named(name), "its agent %s is gone" % agent_id)
 
     def tick(self):
         """Launch a restart whose back-off has passed; give up sticky
         relaunches past their deadline."""
-        now = self._clock()
+        now = self._control.now()
         if self._restart_at is not None and now >= self._restart_at:
             self._restart_at = None
-            self._relaunch_all()
+            if self._control.relaunch_cluster():
+                logger.info("restart %d: launching the whole cluster again", self.restarts)
         for name, sticky in list(self._sticky.items()):
             if now > sticky.deadline:
-                self._give_up(self._slot(name), "it was not back within %.0f s"
-                              % self.sticky_timeout)
+                self._give_up(self._control.slots.named(name),
+                              "it was not back within %.0f s" % self.sticky_timeout)
 
     def formed(self, spec):
         """The cluster is complete (again)."""
@@ -150,53 +153,36 @@ class Recovery:
             if slot.port is None or slot.address is None or slot.agent_id in self._lost_agents:
                 return False
             sticky = _Sticky(slot.agent_id, slot.port, slot.address,
-                             self._clock() + self.sticky_timeout, 0)
-        if sticky.agent_id in self._lost_agents \
-                or sticky.relaunches >= self.run.run.max_attempts:
+                             self._control.now() + self.sticky_timeout, 0)
+        if sticky.agent_id in self._lost_agents or sticky.relaunches >= self._max_attempts:
             self._sticky.pop(slot.name, None)
             return False
         sticky.relaunches += 1
         self._sticky[slot.name] = sticky
         self._notify("%s; relaunching it at %s on its agent (relaunch %d, within %.0f s)"
                      % (what, sticky.address, sticky.relaunches, self.sticky_timeout))
-        run = self.run
-        run.end_task(slot)
-        run.record.relaunching(slot.name, cause, what, sticky.agent_id, sticky.address)
-        with run.scheduler.lock:   # no task id: the old attempt's updates are not its
-            slot.hold, slot.task_id = (sticky.agent_id, sticky.port), None
-            slot.exit_code, slot.reason = None, None
-        run.scheduler.relaunch(run.driver, slot)
+        self._control.end_task(slot)
+        self._record.relaunching(slot.name, cause, what, sticky.agent_id, sticky.address)
+        self._control.slots.hold(slot, sticky.agent_id, sticky.port)
+        self._control.relaunch(slot)
         return True
 
     def _give_up(self, slot, why):
         self._sticky.pop(slot.name, None)
-        error = TaskFailed("task %s could not be relaunched on its agent: %s"
-                           % (slot.name, why), slot.name, slot.state, slot.exit_code)
-        self._restart_or_raise(error, "lost", str(error)[len("task "):])
+        what = "%s could not be relaunched on its agent: %s" % (slot.name, why)
+        self._restart_or_fail(TaskFailed("task " + what, slot.name, slot.state, slot.exit_code),
+                              "lost", what)
 
-    def _restart_or_raise(self, error, cause, what):
+    def _restart_or_fail(self, error, cause, what):
         if not self.policy.allows(self.restarts, cause):
-            raise error
+            self._control.fail(error)
+            return
+        if not self._control.restart_cluster():
+            return   # the run is stopping: no restart
         delay = self.policy.delay(self.restarts)
         self.restarts += 1
         self._sticky.clear()
         self._notify("%s; restarting the cluster (restart %d of %d) in %g s"
                      % (what, self.restarts, self.policy.max_restarts, delay))
-        self.run.record.restarting(self.restarts, cause, error.task, what, delay)
-        self.run.stop_tasks()
-        self._restart_at = self._clock() + delay
-
-    def _relaunch_all(self):
-        """Launch the whole cluster again (new offers and task ids)."""
-        run = self.run
-        with run.scheduler.lock:
-            for slot in run.slots:
-                slot.base, slot.task_id, slot.hold, slot.done = slot.attempts, None, None, False
-                slot.exit_code, slot.message, slot.reason = None, "", None
-        logger.info("restart %d: launching the whole cluster again", self.restarts)
-        run.phase = "launching"
-        run.launch_deadline = time.monotonic() + run.run.launch_timeout
-        run.scheduler.relaunch(run.driver, *run.slots)
-
-    def _slot(self, name):
-        return next(slot for slot in self.run.slots if slot.name == name)
+        self._record.restarting(self.restarts, cause, error.task, what, delay)
+        self._restart_at = self._control.now() + delay

@@ -62,11 +62,10 @@ class RestartPolicy:
         return min(self.backoff * (2 ** restarts_done), self.max_backoff)
 
 
-def failure_cause(state, reason=None, message="", exit_code=None, stopped_by_us=False):
+def failure_cause(state, reason=None, message="", exit_code=None):
     """"lost" for an infrastructure loss, "failure" for the task's own
-    failure (a non-zero exit), None for success or an end tfmesos caused."""
-    if stopped_by_us:
-        return None
+    failure (a non-zero exit), None for success. (Tasks tfmesos stops are
+    forgotten first: their ends never reach the policy.)"""
     if state in LOST_STATES or reason in LOST_REASONS:
         return "lost"
     if _SIGNALLED.search(message or "") or (exit_code is not None and exit_code > 128):

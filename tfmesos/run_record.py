@@ -47,10 +47,11 @@ import time
 from .events import TaskOutput
 from .exceptions import TFMesosError
 from .mesos.task_states import TERMINAL_STATES
+from .run_phase import Phase
+from .spec import AUTO  # noqa: F401 (run_dir: the default directory for the run)
 from .task_ends import exit_code_of
 
 FORMAT = 1
-AUTO = "auto"            # run_dir: the default directory for the run
 RUNS_DIR = "tfmesos-runs"
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -91,7 +92,7 @@ def outcome_of(error, phase):
     ClusterRun phase, or "block": cluster()'s with block raised it)."""
     if isinstance(error, KeyboardInterrupt):
         return "interrupted", "interrupted (Ctrl-C or SIGTERM)"
-    status = "aborted" if phase in ("new", "launching") else "failed"
+    status = "aborted" if phase in (Phase.NEW, Phase.FORMING) else "failed"
     if phase == "block":   # cluster()'s with block
         return status, "the with block raised %s: %s" % (type(error).__name__, error)
     if isinstance(error, TFMesosError):
@@ -135,21 +136,22 @@ class RunRecord:
     def submitted(self):
         self._set_timing("submitted")
 
-    def launched(self, slot, assignment):
-        """A new attempt of ``slot`` goes to Mesos (the scheduler's thread)."""
+    def launched(self, launch):
+        """A new attempt (``scheduler.Launch``) goes to Mesos (the driver's thread)."""
+        slot, number = launch.slot, launch.attempt
         logs = None
         if self._forwarding:
-            logs = {s: log_name(slot.name, slot.attempts, s) for s in ("stdout", "stderr")}
-        attempt = {"attempt": slot.attempts, "restart": self._restart, "task_id": slot.task_id,
-                   "agent_id": assignment.agent_id, "hostname": assignment.hostname,
+            logs = {s: log_name(slot.name, number, s) for s in ("stdout", "stderr")}
+        attempt = {"attempt": number, "restart": self._restart, "task_id": launch.task_id,
+                   "agent_id": launch.agent_id, "hostname": launch.assignment.hostname,
                    "address": None, "launched": timestamp(), "states": [], "exit_code": None,
                    "logs": logs}
         with self._lock:
             task = self._tasks[slot.name]
             # A launch call that failed is retried with the same attempt number.
-            task["attempts"] = [a for a in task["attempts"] if a["attempt"] != slot.attempts]
+            task["attempts"] = [a for a in task["attempts"] if a["attempt"] != number]
             task["attempts"].append(attempt)
-            self._attempts[slot.task_id] = (task, attempt)
+            self._attempts[launch.task_id] = (task, attempt)
             self._dirty = True
 
     def status(self, status):

@@ -6,18 +6,16 @@ launcher's event queue, so callbacks stay short and never raise into the
 driver for a run-level problem.
 """
 
-import dataclasses
 import logging
-import threading
 import time
-from typing import Optional
+from typing import NamedTuple
 
 from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
 from .exceptions import MesosError
 from .mesos import Scheduler
 from .mesos.task_states import TERMINAL_STATES
-from .placement import OfferPool, TaskRequest, largest_offer, place
-from .spec import Job
+from .placement import Assignment, OfferPool, TaskRequest, largest_offer, place
+from .slots import SlotTable, TaskSlot, make_slots  # noqa: F401 (make_slots: for callers)
 
 logger = logging.getLogger(__name__)
 
@@ -25,38 +23,23 @@ IDLE_REFUSE_SECONDS = 120.0
 BUSY_REFUSE_SECONDS = 2.0
 
 
-@dataclasses.dataclass
-class TaskSlot:
-    """One task of the cluster (``worker:1``) across its launch attempts."""
+class Launch(NamedTuple):
+    """An attempt the scheduler launched: ``slot``'s new ``task_id`` on
+    ``assignment`` (its agent, host name, port and resources) from ``offer_id``."""
 
-    job: Job
-    index: int
-    attempts: int = 0
-    task_id: Optional[str] = None
-    state: str = "PENDING"        # PENDING until launched, then the latest Mesos state
-    message: str = ""
-    reason: Optional[str] = None   # Mesos' reason with the latest state
-    agent_id: Optional[str] = None  # where the current attempt runs (for reconciliation)
-    port: Optional[int] = None     # the port the current attempt got from its offer
-    address: Optional[str] = None  # host:port the task registered
-    exit_code: Optional[int] = None
-    done: bool = False             # ended as expected
-    base: int = 0                  # attempts before the current whole restart
-    hold: Optional[tuple] = None   # (agent_id, port) a sticky relaunch must get
+    slot: TaskSlot
+    task_id: str
+    attempt: int       # 1 for the slot's first launch
+    offer_id: str
+    assignment: Assignment
 
     @property
-    def key(self):
-        return (self.job.name, self.index)
+    def agent_id(self):
+        return self.assignment.agent_id
 
     @property
-    def name(self):
-        return "%s:%d" % self.key
-
-    def describe(self):
-        text = "%s (%s" % (self.name, self.state)
-        if self.message:
-            text += ": %s" % self.message
-        return text + ")"
+    def port(self):
+        return self.assignment.port
 
 
 def resource_totals(items):
@@ -73,21 +56,22 @@ def describe_resources(resources):
                                        resources["gpus"])
 
 
-def make_slots(jobs):
-    return [TaskSlot(job, index) for job in jobs for index in job.task_indices()]
-
-
 class TFMesosScheduler(Scheduler):
-    """``build_task(slot, assignment) -> TaskInfo`` makes each task; what the
-    driver reports goes to ``events`` as ``tfmesos.events`` objects."""
+    """Places the pending slots of ``slots`` (a ``SlotTable``) on offers.
+    ``make_task(slot, assignment) -> TaskInfo`` builds each task (pure);
+    ``on_launch(launches)`` (a list of ``Launch``) is told of the attempts
+    about to be launched, outside the lock and before Mesos may start them;
+    what the driver reports goes to ``events`` as ``tfmesos.events`` objects."""
 
-    def __init__(self, slots, build_task, events, run_id):
+    def __init__(self, slots, make_task, events, run_id, on_launch=None):
+        if not isinstance(slots, SlotTable):
+            raise TypeError("slots must be a SlotTable (tfmesos.slots.make_slots)")
         self.slots = slots
-        self.lock = threading.RLock()
-        self._build_task = build_task
+        self.lock = slots.lock
+        self._make_task = make_task
+        self._on_launch = on_launch or (lambda launches: None)
         self._events = events
         self._run_id = run_id
-        self._by_task_id = {}
         self._suppressed = False
         self._closed = False       # the run is stopping: launch nothing more
         self.largest_offer = None
@@ -96,10 +80,10 @@ class TFMesosScheduler(Scheduler):
         self.framework_id = None
 
     def slot_of(self, task_id):
-        return self._by_task_id.get(task_id)
+        return self.slots.slot_of(task_id)
 
     def pending(self):
-        return [slot for slot in self.slots if slot.state == "PENDING"]
+        return self.slots.pending()
 
     # -- Mesos callbacks ----------------------------------------------------
 
@@ -135,6 +119,29 @@ class TFMesosScheduler(Scheduler):
         self._events.put(StatusUpdate(update))
 
     def resourceOffers(self, driver, offers):
+        launches, unused, still_pending = self._place(offers)
+        try:
+            if launches:
+                self._on_launch(launches)
+                self._send(driver, launches)
+            if unused:
+                refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
+                driver.declineOffer([{"value": oid} for oid in unused],
+                                    {"refuse_seconds": refuse})
+            if not still_pending:
+                with self.lock:
+                    suppress, self._suppressed = not self._suppressed, True
+                if suppress:
+                    driver.suppressOffers()
+        except MesosError as exc:
+            if not exc.means_disconnected:
+                raise
+            # Disconnected meanwhile: Mesos has rescinded these offers anyway.
+            logger.info("offers lost to a disconnection: %s", exc)
+
+    def _place(self, offers):
+        """Under the lock: decide which pending slots go where, and mark them
+        launched. Returns (launches, unused offer ids, whether slots still wait)."""
         with self.lock:
             self.first_offer_at = self.first_offer_at or time.time()
             self._note_held(offers)
@@ -143,35 +150,35 @@ class TFMesosScheduler(Scheduler):
                             (self.largest_offer["cpus"], self.largest_offer["mem"])):
                 self.largest_offer = summary
             pending = [] if self._closed else self.pending()
-            requests = [_request(slot) for slot in pending]
             held = {}
             for slot in pending:
                 if slot.hold:
                     held.setdefault(slot.hold[0], set()).add(slot.hold[1])
-            placement = place(requests, offers, held)
+            placement = place([_request(slot) for slot in pending], offers, held)
+            launches = []
+            for offer_id, assignments in placement.launches.items():
+                for assignment in assignments:
+                    slot = assignment.request.key
+                    task_id = "tfmesos.%s.%s.%d.%d" % (self._run_id, slot.job.name, slot.index,
+                                                       slot.attempts + 1)
+                    self.slots.launched(slot, task_id, assignment.agent_id, assignment.port)
+                    launches.append(Launch(slot, task_id, slot.attempts, offer_id, assignment))
+            return launches, placement.unused, not self._closed and bool(self.pending())
+
+    def _send(self, driver, launches):
+        """One LAUNCH per offer; a refused call puts its slots back."""
+        by_offer = {}
+        for launch in launches:
+            by_offer.setdefault(launch.offer_id, []).append(launch)
+        for offer_id, group in by_offer.items():
+            infos = [self._make_task(launch.slot, launch.assignment) for launch in group]
             try:
-                for offer_id, assignments in placement.launches.items():
-                    infos = [self._launch(assignment) for assignment in assignments]
-                    try:
-                        driver.launchTasks([{"value": offer_id}], infos,
-                                           {"refuse_seconds": BUSY_REFUSE_SECONDS})
-                    except MesosError:
-                        for assignment in assignments:
-                            self._unlaunch(assignment.request.key)
-                        raise
-                still_pending = not self._closed and bool(self.pending())
-                if placement.unused:
-                    refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
-                    driver.declineOffer([{"value": oid} for oid in placement.unused],
-                                        {"refuse_seconds": refuse})
-                if not still_pending and not self._suppressed:
-                    driver.suppressOffers()
-                    self._suppressed = True
-            except MesosError as exc:
-                if not exc.means_disconnected:
-                    raise
-                # Disconnected meanwhile: Mesos has rescinded these offers anyway.
-                logger.info("offers lost to a disconnection: %s", exc)
+                driver.launchTasks([{"value": offer_id}], infos,
+                                   {"refuse_seconds": BUSY_REFUSE_SECONDS})
+            except MesosError:
+                for launch in group:
+                    self.slots.unlaunched(launch.slot)
+                raise
 
     def _note_held(self, offers):
         """Track the most this run held at once: these offers plus what its
@@ -184,26 +191,6 @@ class TFMesosScheduler(Scheduler):
         if self.most_held is not None:
             held = {key: max(held[key], self.most_held[key]) for key in held}
         self.most_held = held
-
-    def _launch(self, assignment):
-        slot = assignment.request.key
-        slot.attempts += 1
-        slot.task_id = "tfmesos.%s.%s.%d.%d" % (self._run_id, slot.job.name, slot.index,
-                                                slot.attempts)
-        slot.state = "TASK_STAGING"
-        slot.message = ""
-        slot.agent_id = assignment.agent_id
-        slot.port = assignment.port
-        slot.address = None
-        self._by_task_id[slot.task_id] = slot
-        return self._build_task(slot, assignment)
-
-    def _unlaunch(self, slot):
-        """The launch call failed: the task never reached Mesos."""
-        self._by_task_id.pop(slot.task_id, None)
-        slot.attempts -= 1
-        slot.task_id = None
-        slot.state = "PENDING"
 
     # -- called by the launcher ---------------------------------------------
 
@@ -260,9 +247,7 @@ class TFMesosScheduler(Scheduler):
     def relaunch(self, driver, *slots):
         """Queue ``slots`` for another attempt and ask for offers again."""
         with self.lock:
-            for slot in slots:
-                slot.state = "PENDING"
-                slot.address = None
+            self.slots.requeue(slots)
             self._suppressed = False
         driver.reviveOffers()
 

@@ -1,25 +1,35 @@
 """Job and run specs: small value objects that validate themselves.
 
 A ``Job`` is one kind of task (``ps``, ``worker``, ``chief``, ...) with its
-count and resources; a ``RunSpec`` is everything about one run that is not a
-job: containers, volumes, role, timeouts. Both reject bad values with a
+count and resources; a ``RunSpec`` is everything one run needs: its jobs,
+mode and command, master and TLS settings, containers, volumes, role,
+timeouts, recovery and run directory. ``tfrun`` and ``cluster()`` each build
+one, and it checks itself once, on construction: bad values raise a
 ``SpecError`` whose message says what to change, before anything launches.
 """
 
 import dataclasses
 import math
+import os
 import re
 import string
 from typing import Optional
 
+from .config import LOCAL
 from .exceptions import SpecError
+from .mesos.master_address import parse_master
 from .mesos.roles import role_error
+from .restarts import RestartPolicy
 from .volumes import parse_volume
 
 TRAINER_JOBS = ("chief", "worker", "ps")
 REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
 SINGLETON_JOBS = ("chief", "evaluator")
 CONTAINERIZERS = ("MESOS", "DOCKER")
+MODES = ("fine", "replica")
+AUTO = "auto"               # run_dir: the default directory for the run
+STICKY_TIMEOUT = 120.0
+RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task_connection)
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -111,10 +121,27 @@ def parse_jobs(jobs, allowed=None):
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """Run-wide settings. ``volumes`` are ``host:container[:ro|rw]`` strings;
-    ``image`` None runs plain command tasks; ``containerizer`` runs image
-    tasks: MESOS (the default, as in the original TFMesos: a Docker image
-    under the Mesos containerizer) or DOCKER."""
+    """Everything about one run.
+
+    * What runs: ``jobs`` (``Job`` objects or dicts), ``mode`` "fine"
+      (TensorFlow servers, ``cluster()``) or "replica" (``command``, a
+      template with ``{placeholders}``, in every task; ``hooks``: shell
+      ``initializer`` / ``finalizer``), ``coordinator`` (fine mode: the
+      calling process is the chief).
+    * Where: ``master`` (host:port, zk://..., or "local"), ``role``, ``user``;
+      https masters: ``verify``, ``ca_bundle``, ``master_scheme`` (zk://);
+      ``advertise_address`` (what tasks reach us at), ``connect_timeout``;
+      ``local_master`` (options of the embedded master).
+    * How: ``image`` (None: plain command tasks run by ``python``),
+      ``containerizer`` MESOS (the default, as in the original TFMesos: a
+      Docker image under the Mesos containerizer) or DOCKER,
+      ``force_pull``, ``volumes`` (``host:container[:ro|rw]``), ``env``,
+      ``docker_parameters``; ``quiet_tensorflow`` (False: ``tfrun -v``).
+    * When things fail: ``launch_timeout``, ``max_attempts``,
+      ``reconnect_grace``; ``restart_policy`` (``restarts.RestartPolicy``),
+      ``sticky_jobs`` / ``sticky_timeout`` (relaunch in place).
+    * What it leaves: ``run_dir`` (``AUTO``: the default directory; None:
+      none) and ``logs`` (``tfrun --logs`` choices of what is shown)."""
 
     name: str = "tfmesos"
     role: Optional[str] = None
@@ -128,6 +155,25 @@ class RunSpec:
     max_attempts: int = 3
     user: Optional[str] = None
     python: Optional[str] = None   # interpreter of plain command tasks (default: this one)
+    jobs: tuple = ()
+    mode: str = "fine"
+    command: Optional[str] = None
+    hooks: tuple = ()              # (("initializer", "cmd"), ("finalizer", "cmd"))
+    coordinator: bool = False
+    master: str = LOCAL
+    verify: bool = True
+    ca_bundle: Optional[str] = None
+    master_scheme: str = "http"
+    advertise_address: Optional[str] = None
+    connect_timeout: float = 60.0
+    local_master: tuple = ()       # (("option", value), ...) for the embedded master
+    quiet_tensorflow: bool = True
+    reconnect_grace: float = RECONNECT_GRACE
+    restart_policy: RestartPolicy = RestartPolicy()
+    sticky_jobs: tuple = ()
+    sticky_timeout: float = STICKY_TIMEOUT
+    run_dir: Optional[str] = AUTO
+    logs: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -156,10 +202,66 @@ class RunSpec:
             key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
             params.append((str(key), str(value)))
         object.__setattr__(self, "docker_parameters", tuple(params))
-        if not isinstance(self.launch_timeout, (int, float)) or self.launch_timeout <= 0:
-            raise SpecError("launch_timeout must be a positive number of seconds, got %r"
-                            % (self.launch_timeout,))
+        for field in ("launch_timeout", "connect_timeout", "reconnect_grace"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise SpecError("%s must be a positive number of seconds, got %r"
+                                % (field, value))
         _check_int(self, "max_attempts", 1)
+        for field in ("hooks", "local_master"):
+            value = getattr(self, field)
+            object.__setattr__(self, field, tuple((value or {}).items())
+                               if isinstance(value, dict) else tuple(value or ()))
+        object.__setattr__(self, "sticky_jobs", tuple(self.sticky_jobs))
+        object.__setattr__(self, "logs", tuple(self.logs))
+        self._check_connection()
+        if self.jobs:
+            object.__setattr__(self, "jobs", tuple(parse_jobs(list(self.jobs))))
+            self._check_jobs()
+
+    def _check_connection(self):
+        if not isinstance(self.master, str) or not self.master.strip():
+            raise SpecError("the master must be host:port, zk://host:port/path or 'local'")
+        if self.master != LOCAL:
+            parse_master(self.master)   # MasterAddressError, naming the problem
+        if self.master_scheme not in ("http", "https"):
+            raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
+        if self.ca_bundle and not os.path.isfile(self.ca_bundle):
+            raise SpecError("--ca-bundle %s: no such file" % self.ca_bundle)
+
+    def _check_jobs(self):
+        if self.mode not in MODES:
+            raise SpecError("mode must be 'fine' or 'replica', got %r" % (self.mode,))
+        if self.mode == "replica":
+            if not self.command:
+                raise SpecError("replica mode needs a command to run in every task")
+            check_command_template(self.command, self.jobs)
+        names = {job.name for job in self.jobs}
+        if self.coordinator and "chief" in names:
+            raise SpecError("coordinator=True makes the calling process the chief; "
+                            "drop the 'chief' job or the coordinator option")
+        if self.sticky_jobs and not (("chief" in names or self.coordinator)
+                                     and "worker" in names):
+            raise SpecError("--sticky-workers needs a chief and workers "
+                            "(ParameterServerStrategy): add -c, or drop --sticky-workers")
+        if isinstance(self.sticky_timeout, bool) or not isinstance(self.sticky_timeout,
+                                                                   (int, float)) \
+                or self.sticky_timeout <= 0:
+            raise SpecError("--sticky-timeout must be a positive number of seconds")
+        check_run(self, self.jobs)
+
+    @property
+    def hook_commands(self):
+        return dict(self.hooks)
+
+    @property
+    def local_master_options(self):
+        return dict(self.local_master)
+
+    def driver_options(self):
+        """The driver's TLS and zk:// settings."""
+        return {"verify": self.verify, "ca_bundle": self.ca_bundle,
+                "scheme": self.master_scheme}
 
 
 def check_run(run, jobs):

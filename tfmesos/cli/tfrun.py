@@ -15,12 +15,9 @@ import threading
 from .. import __version__, config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..launch import ClusterRun
-from ..mesos.master_address import parse_master
 from ..progress import Progress
-from ..recovery import STICKY_TIMEOUT, Recovery
 from ..restarts import RESTART_ON, RestartPolicy
-from ..run_record import AUTO
-from ..spec import REPLICA_JOBS, RunSpec, check_command_template, check_run, parse_jobs
+from ..spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..tensorboard import announce_when_up, tensorboard_job, url_of
 from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
 
@@ -116,21 +113,6 @@ def add_recovery_options(add):
         help="a worker not back within this long falls back to a restart (default 120)")
 
 
-def recovery_from_args(args, jobs):
-    """The run's ``Recovery`` from the options above; SpecError."""
-    policy = RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff)
-    sticky = ()
-    if args.sticky_workers:
-        if not any(job.name == "chief" for job in jobs) \
-                or not any(job.name == "worker" for job in jobs):
-            raise SpecError("--sticky-workers needs a chief and workers "
-                            "(ParameterServerStrategy): add -c, or drop --sticky-workers")
-        sticky = ("worker",)
-    if args.sticky_timeout <= 0:
-        raise SpecError("--sticky-timeout must be a positive number of seconds")
-    return Recovery(policy, sticky, args.sticky_timeout, notify=say)
-
-
 def add_output_options(add):
     """What tfrun shows and where it keeps the logs."""
     add("--logs", action="append", default=[], metavar="JOB[:INDEX,...]",
@@ -201,24 +183,31 @@ def jobs_from_args(args):
     return parse_jobs(list(jobs.values()), allowed=REPLICA_JOBS)
 
 
-def log_filter(text):
-    """``--worker-logs`` -> predicate on task slots."""
+def worker_logs_choice(text, jobs):
+    """The original ``--worker-logs`` ('*', 'none', '0,2') as ``--logs``
+    choices: those workers, and the chief and evaluator (() for the default)."""
     text = (text or "*").strip()
     if text == "*":
-        indices = None
-    elif text.lower() in ("", "none"):
+        return ()
+    if text.lower() in ("", "none"):
         indices = set()
     else:
         try:
             indices = {int(part) for part in text.split(",")}
         except ValueError:
             raise SpecError("--worker-logs %r: use '*', 'none' or indices like 0,2" % text) from None
+    names = {job.name: job for job in jobs}
+    choices = [name for name in ("chief", "evaluator") if name in names]
+    if "worker" in names:
+        shown = sorted(indices & set(names["worker"].task_indices()))
+        if shown:
+            choices.append("worker:" + ",".join(map(str, shown)))
+    return tuple(choices) or ("none",)
 
-    def show(slot):
-        if slot.job.name in ("chief", "evaluator"):
-            return True
-        return slot.job.name == "worker" and (indices is None or slot.index in indices)
-    return show
+
+def default_logs(slot):
+    """What is shown without --logs: every worker, the chief and the evaluator."""
+    return slot.job.name in ("worker", "chief", "evaluator")
 
 
 def logs_filter(options, jobs):
@@ -248,12 +237,9 @@ def logs_filter(options, jobs):
     return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
 
 
-def shown_logs(args, jobs):
-    """What is shown live: ``--logs``, else ``--worker-logs`` (the default)."""
-    if args.logs and args.worker_logs is not None:
-        raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
-                        "(e.g. --logs worker:0,2 --logs chief)")
-    return logs_filter(args.logs, jobs) if args.logs else log_filter(args.worker_logs)
+def shown_logs(spec):
+    """The predicate of what is shown live, from the run's ``logs`` choices."""
+    return logs_filter(spec.logs, spec.jobs) if spec.logs else default_logs
 
 
 def read_hooks(path):
@@ -269,14 +255,6 @@ def read_hooks(path):
         raise SpecError("--extra_config %s: expected a JSON object with string 'initializer' "
                         "and/or 'finalizer' commands" % path)
     return hooks
-
-
-def driver_options(args):
-    """The driver's TLS and zk:// settings from the command line."""
-    if args.ca_bundle and not os.path.isfile(args.ca_bundle):
-        raise SpecError("--ca-bundle %s: no such file" % args.ca_bundle)
-    return {"verify": not args.no_verify, "ca_bundle": args.ca_bundle,
-            "scheme": args.master_scheme}
 
 
 _open_lines = {}  # "stdout"/"stderr" -> the task whose last line there is unfinished
@@ -304,23 +282,29 @@ def print_log(slot, stream, text):
 
 
 def read_options(args, command):
-    """The run's jobs, RunSpec, hooks, master and driver options; SpecError."""
+    """The run's ``RunSpec``: every option parsed and checked once; SpecError,
+    MasterAddressError."""
     jobs = jobs_from_args(args)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
     if args.tensorboard:
         jobs.append(tensorboard_job(args.tensorboard, image, args.python))
-    check_command_template(command, jobs)
-    run_spec = RunSpec(
+    if args.logs and args.worker_logs is not None:
+        raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
+                        "(e.g. --logs worker:0,2 --logs chief)")
+    return RunSpec(
         name=args.name, role=args.role,
         image=image, containerizer=args.containerizer, force_pull=args.force_pull,
         volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
-        max_attempts=args.max_attempts, python=args.python, user=args.user)
-    check_run(run_spec, jobs)
-    hooks = read_hooks(args.extra_config)
-    master = config.resolve_master(args.master, os.environ)
-    if master != config.LOCAL:
-        parse_master(master)
-    return jobs, run_spec, hooks, master, driver_options(args)
+        max_attempts=args.max_attempts, python=args.python, user=args.user,
+        jobs=tuple(jobs), mode="replica", command=command,
+        hooks=read_hooks(args.extra_config), master=config.resolve_master(args.master, os.environ),
+        verify=not args.no_verify, ca_bundle=args.ca_bundle, master_scheme=args.master_scheme,
+        advertise_address=args.advertise_address, connect_timeout=args.connect_timeout,
+        quiet_tensorflow=not args.verbose,
+        restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
+        sticky_jobs=("worker",) if args.sticky_workers else (),
+        sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
+        logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs))
 
 
 def shown_only(show):
@@ -393,9 +377,8 @@ def main(argv=None):
     setup_logging("tfrun", args.verbose)
     command = command_string(words)
     try:
-        jobs, run_spec, hooks, master, connection = read_options(args, command)
-        show = shown_logs(args, jobs)
-        recovery = recovery_from_args(args, jobs)
+        spec = read_options(args, command)
+        show = shown_logs(spec)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
     if args.no_verify:
@@ -405,12 +388,7 @@ def main(argv=None):
     progress = None if args.quiet else Progress(
         sys.stderr, tty=sys.stderr.isatty() and not args.verbose)
     try:
-        run = ClusterRun(jobs, run_spec, mode="replica", command=command, master=master,
-                         advertise_address=args.advertise_address, on_log=shown_only(show),
-                         hooks=hooks, connect_timeout=args.connect_timeout,
-                         driver_options=connection, run_dir=args.run_dir or AUTO,
-                         on_progress=progress, recovery=recovery,
-                         quiet_tensorflow=not args.verbose)
+        run = ClusterRun(spec, on_log=shown_only(show), on_progress=progress, notify=say)
     except TFMesosError as exc:
         print("tfrun: error: %s" % exc, file=sys.stderr)
         return 1

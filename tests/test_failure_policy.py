@@ -1,0 +1,433 @@
+"""The failure policy of docs/architecture.md, row by row: ``RunEvents`` and
+``Recovery`` driven through a fake ``RunControl`` with a fake clock — no
+master, no tasks, no waiting."""
+
+import pytest
+from addict import Dict
+
+from tfmesos.events import AgentLost, StatusUpdate, TaskDisconnected, TaskExited, TaskRegistered
+from tfmesos.exceptions import ClusterError, TaskFailed
+from tfmesos.events import MesosFailed
+from tfmesos.recovery import Recovery
+from tfmesos.restarts import RestartPolicy
+from tfmesos.run_events import RunEvents
+from tfmesos.run_phase import ENDING, IllegalTransition, Phase, next_phase
+from tfmesos.run_record import RunRecord
+from tfmesos.slots import make_slots
+from tfmesos.spec import Job
+
+GRACE = 40.0
+MAX_ATTEMPTS = 3
+
+
+class FakeRun:
+    """A ``run_control.RunControl`` that records what the policy asked for."""
+
+    def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0):
+        self.slots = make_slots(jobs)
+        self._phase = Phase.FORMING
+        self.clock = 1000.0
+        self.calls = []
+        self.notes = []
+        self.reconciled = 0
+        self.record = RunRecord(None, {}, self.slots, forwarding=False)
+        self.recovery = Recovery(policy, sticky, sticky_timeout,
+                                 notify=self.notes.append).bind(self, self.record, MAX_ATTEMPTS)
+        self.events = RunEvents(self, self.record, self.recovery, GRACE, MAX_ATTEMPTS, mode)
+        self._launches = 0
+        for slot in self.slots:
+            self.launch(slot)
+
+    # -- RunControl ------------------------------------------------------------
+
+    @property
+    def phase(self):
+        return self._phase
+
+    def move(self, target):
+        moved = next_phase(self._phase, target)
+        if moved is not None:
+            self._phase = moved
+        return moved is not None
+
+    def now(self):
+        return self.clock
+
+    def relaunch(self, *slots):
+        self.calls.append(("relaunch",) + tuple(slot.name for slot in slots))
+        self.slots.requeue(slots)
+
+    def end_task(self, slot):
+        self.calls.append(("end", slot.name))
+        self.events.forget(slot.task_id)
+
+    def forget_task(self, task_id):
+        pass
+
+    def restart_cluster(self):
+        if not self.move(Phase.RESTARTING):
+            return False
+        self.calls.append(("restart",))
+        return True
+
+    def relaunch_cluster(self):
+        if not self.move(Phase.FORMING):
+            return False
+        self.slots.reset()
+        self.calls.append(("relaunch all",))
+        self.slots.requeue(list(self.slots))
+        return True
+
+    def fail(self, error):
+        if self.phase in ENDING:
+            self.calls.append(("failure ignored", str(error)))
+            return
+        raise error
+
+    def publish_to(self, slot):
+        self.calls.append(("publish", slot.name))
+
+    def show(self, slot, stream, text):
+        pass
+
+    def kill(self, task_id, agent_id):
+        self.calls.append(("kill", task_id))
+
+    def reconcile(self):
+        self.reconciled += 1
+
+    # -- driving it ------------------------------------------------------------
+
+    def launch(self, slot, agent="agent-1"):
+        self._launches += 1
+        self.slots.launched(slot, "t%d" % self._launches, agent, 31000 + self._launches)
+        self.slots.status(slot, "TASK_RUNNING", "", None)
+
+    def running(self):
+        """Every slot registers; the cluster is complete."""
+        for slot in self.slots:
+            self.slots.registered(slot, "h:%d" % slot.port)
+        assert self.move(Phase.RUNNING)
+
+    def handle(self, event):
+        self.events.handle(event)
+        self.events.tick()
+        self.recovery.tick()
+
+    def status(self, name, state, message="", reason=None):
+        slot = self.slots.named(name)
+        self.handle(StatusUpdate(Dict(task_id={"value": slot.task_id}, state=state,
+                                      message=message, reason=reason,
+                                      agent_id={"value": slot.agent_id})))
+
+    def exit(self, name, code):
+        self.handle(TaskExited(self.slots.named(name).task_id, code))
+
+    def later(self, seconds):
+        self.clock += seconds
+        self.events.tick()
+        self.recovery.tick()
+
+
+WORKERS = [Job("worker", num=2)]
+PSS = [Job("chief"), Job("worker", num=2), Job("ps")]
+
+
+# -- before the cluster is complete -----------------------------------------------------
+
+def test_a_task_ending_before_the_cluster_is_complete_is_relaunched():
+    run = FakeRun(WORKERS)
+    run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
+    assert run.calls == [("relaunch", "worker:1")]
+    assert run.phase == Phase.FORMING
+
+
+def test_its_attempts_spent_the_run_fails_naming_the_task_and_mesos_message():
+    run = FakeRun(WORKERS)
+    slot = run.slots.named("worker:1")
+    for _ in range(MAX_ATTEMPTS - 1):
+        run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
+        run.launch(slot)
+    with pytest.raises(TaskFailed, match="worker:1 failed 3 times before the cluster was "
+                                         "complete; last: TASK_FAILED: Command exited") as err:
+        run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
+    assert err.value.exit_code == 1
+
+
+def test_a_failure_retrying_cannot_help_ends_the_run_at_once():
+    run = FakeRun(WORKERS)
+    with pytest.raises(TaskFailed, match="worker:0 cannot be launched: TASK_ERROR"):
+        run.status("worker:0", "TASK_ERROR", "bad resources", "REASON_TASK_INVALID")
+    assert run.calls == []
+
+
+def test_a_task_away_from_the_rendezvous_before_the_cluster_is_complete_is_missing():
+    run = FakeRun(WORKERS)
+    slot = run.slots.named("worker:0")
+    run.slots.registered(slot, "h:1")
+    run.handle(TaskDisconnected(slot.task_id))
+    assert slot.address is None
+    run.later(GRACE + 1)          # Mesos' report of its end decides, not the grace
+    assert run.calls == []
+
+
+# -- after: replica mode ends, failures, losses ------------------------------------------
+
+def test_commands_that_exit_0_are_done():
+    run = FakeRun(WORKERS)
+    run.running()
+    run.exit("worker:0", 0)
+    run.status("worker:0", "TASK_FINISHED")
+    assert run.slots.named("worker:0").done and not run.slots.named("worker:1").done
+    assert run.calls == []
+
+
+@pytest.mark.parametrize("event, restart_on, max_restarts, outcome", [
+    # a non-zero exit is the task's own failure
+    (("exit", 3), "lost", 0, "fails: exited with code 3"),
+    (("exit", 3), "lost", 1, "fails: exited with code 3"),
+    (("exit", 3), "failure", 1, "restarts"),
+    # a loss is the infrastructure's
+    (("status", "TASK_LOST"), "lost", 0, "fails: ended: TASK_LOST"),
+    (("status", "TASK_LOST"), "lost", 1, "restarts"),
+    (("status", "TASK_FAILED", "", "REASON_AGENT_REMOVED"), "lost", 1, "restarts"),
+    (("exit", 137), "lost", 1, "restarts"),          # killed by a signal we did not send
+    (("exit", 137), "lost", 0, "fails: exited with code 137"),
+])
+def test_after_the_cluster_is_up(event, restart_on, max_restarts, outcome):
+    run = FakeRun(WORKERS, policy=RestartPolicy(max_restarts, restart_on, backoff=2))
+    run.running()
+    if event[0] == "exit":
+        trigger = lambda: run.exit("worker:1", event[1])  # noqa: E731
+    else:
+        trigger = lambda: run.status("worker:1", *event[1:])  # noqa: E731
+    if outcome.startswith("fails: "):
+        with pytest.raises(TaskFailed, match=outcome[len("fails: "):]) as err:
+            trigger()
+        assert err.value.task == "worker:1"
+        assert run.phase == Phase.RUNNING and run.calls == []
+    else:
+        trigger()
+        assert run.phase == Phase.RESTARTING and run.calls == [("restart",)]
+        assert run.record.snapshot()["restarts"][0]["task"] == "worker:1"
+
+
+def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
+    run = FakeRun(WORKERS, policy=RestartPolicy(2, "lost", backoff=2))
+    run.running()
+    run.status("worker:1", "TASK_LOST")
+    run.later(1.9)
+    assert run.calls == [("restart",)]
+    run.later(0.2)
+    assert run.calls == [("restart",), ("relaunch all",)]
+    assert run.phase == Phase.FORMING
+    assert all(slot.base == slot.attempts and slot.state == "PENDING" for slot in run.slots)
+    assert "restart 1 of 2" in run.notes[0]
+    # the second restart waits twice as long
+    for slot in run.slots:
+        run.launch(slot)
+    run.running()
+    run.status("worker:0", "TASK_LOST")
+    run.later(3.9)
+    assert run.calls[-1] == ("restart",)
+    run.later(0.2)
+    assert run.calls[-1] == ("relaunch all",)
+
+
+def test_restarts_spent_the_failure_ends_the_run():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=0))
+    run.running()
+    run.status("worker:1", "TASK_LOST")
+    run.later(0)
+    for slot in run.slots:
+        run.launch(slot)
+    run.running()
+    with pytest.raises(TaskFailed, match="worker:0 ended: TASK_LOST"):
+        run.status("worker:0", "TASK_LOST")
+
+
+def test_a_task_away_longer_than_the_grace_is_lost():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    run.handle(TaskDisconnected(run.slots.named("worker:0").task_id))
+    run.later(GRACE - 1)
+    assert run.calls == []
+    run.later(2)
+    assert run.calls == [("restart",)]
+    assert "worker:0 lost its connection to the scheduler" in run.notes[0]
+
+
+def test_a_task_back_within_the_grace_is_not():
+    run = FakeRun(WORKERS)
+    run.running()
+    slot = run.slots.named("worker:0")
+    run.handle(TaskDisconnected(slot.task_id))
+    run.later(GRACE - 1)
+    run.handle(TaskRegistered(slot.task_id, "h", slot.port))
+    run.later(GRACE)
+    assert run.calls == []
+
+
+def test_a_replaced_attempt_that_still_runs_is_killed():
+    run = FakeRun(WORKERS)
+    slot = run.slots.named("worker:0")
+    old = slot.task_id
+    run.launch(slot)
+    run.handle(StatusUpdate(Dict(task_id={"value": old}, state="TASK_RUNNING",
+                                 agent_id={"value": "agent-1"})))
+    assert run.calls == [("kill", old)]
+
+
+def test_the_driver_giving_up_fails_the_run():
+    run = FakeRun(WORKERS)
+    with pytest.raises(ClusterError, match="the Mesos driver stopped: no master"):
+        run.handle(MesosFailed("no master"))
+
+
+# -- sticky relaunch (ParameterServerStrategy workers) -----------------------------------
+
+def sticky_run(**options):
+    run = FakeRun(PSS, policy=options.pop("policy", None), sticky=("worker",), **options)
+    run.running()
+    return run
+
+
+def test_a_sticky_worker_is_relaunched_on_its_agent_and_port_and_gets_its_role_again():
+    run = sticky_run()
+    slot = run.slots.named("worker:1")
+    agent, port, address = slot.agent_id, slot.port, slot.address
+    run.status("worker:1", "TASK_LOST")
+    assert run.calls == [("end", "worker:1"), ("relaunch", "worker:1")]
+    assert slot.hold == (agent, port) and slot.task_id is None and slot.state == "PENDING"
+    run.launch(slot, agent)
+    run.handle(TaskRegistered(slot.task_id, "h", port))
+    assert slot.address == address and slot.hold is None
+    assert run.calls[-1] == ("publish", "worker:1")
+    assert run.phase == Phase.RUNNING
+    assert run.record.snapshot()["relaunches"][0]["back"] is not None
+
+
+def test_a_sticky_worker_not_back_in_time_falls_back_to_a_restart():
+    run = sticky_run(policy=RestartPolicy(1, "lost"), sticky_timeout=30)
+    run.status("worker:1", "TASK_LOST")
+    run.later(29)
+    assert run.phase == Phase.RUNNING
+    run.later(2)
+    assert run.phase == Phase.RESTARTING
+    assert "worker:1 could not be relaunched on its agent: it was not back within 30 s" \
+        in run.notes[-1]
+
+
+def test_a_sticky_worker_not_back_in_time_without_restarts_fails_the_run():
+    run = sticky_run(sticky_timeout=30)
+    run.status("worker:1", "TASK_LOST")
+    with pytest.raises(TaskFailed, match="task worker:1 could not be relaunched on its agent"):
+        run.later(31)
+
+
+def test_a_sticky_worker_whose_agent_is_gone_falls_back_to_a_restart():
+    run = sticky_run(policy=RestartPolicy(1, "lost"))
+    run.status("worker:1", "TASK_LOST")
+    run.handle(AgentLost("agent-1"))
+    assert run.phase == Phase.RESTARTING
+    assert "its agent agent-1 is gone" in run.notes[-1]
+
+
+def test_a_worker_lost_with_its_agent_is_not_relaunched_there():
+    run = sticky_run(policy=RestartPolicy(1, "lost"))
+    run.status("worker:1", "TASK_LOST", reason="REASON_AGENT_REMOVED")
+    assert ("relaunch", "worker:1") not in run.calls and run.phase == Phase.RESTARTING
+
+
+def test_a_sticky_worker_back_at_another_address_is_given_up():
+    run = sticky_run(policy=RestartPolicy(1, "lost"))
+    slot = run.slots.named("worker:1")
+    run.status("worker:1", "TASK_LOST")
+    run.launch(slot)
+    run.handle(TaskRegistered(slot.task_id, "elsewhere", 1))
+    assert run.phase == Phase.RESTARTING and "came back at elsewhere:1" in run.notes[-1]
+
+
+def test_sticky_relaunches_are_bounded_by_max_attempts():
+    run = sticky_run()
+    slot = run.slots.named("worker:1")
+    for _ in range(MAX_ATTEMPTS):
+        run.status("worker:1", "TASK_LOST")
+        run.launch(slot)
+    with pytest.raises(TaskFailed, match="worker:1"):
+        run.status("worker:1", "TASK_LOST")
+
+
+# -- the stop wins --------------------------------------------------------------------
+
+def test_a_stop_during_a_restart_launches_nothing_more():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=2))
+    run.running()
+    run.status("worker:1", "TASK_LOST")
+    assert run.move(Phase.STOPPING)
+    run.later(5)
+    assert ("relaunch all",) not in run.calls and run.phase == Phase.STOPPING
+
+
+def test_a_failure_during_the_stop_neither_fails_nor_restarts_the_run():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    assert run.move(Phase.STOPPING)
+    run.exit("worker:1", 3)                    # would fail the run
+    run.status("worker:0", "TASK_LOST")        # would restart it
+    assert run.phase == Phase.STOPPING
+    assert ("restart",) not in run.calls
+
+
+def test_a_failure_during_a_stop_that_began_in_running_is_ignored():
+    run = FakeRun(WORKERS)
+    run.running()
+    slot = run.slots.named("worker:0")
+    assert run.move(Phase.STOPPING)
+    run.handle(TaskDisconnected(slot.task_id))
+    run.later(GRACE + 1)
+    assert run.calls == []
+
+
+# -- the phase table -----------------------------------------------------------------
+
+@pytest.mark.parametrize("current, target, result", [
+    (Phase.NEW, Phase.FORMING, Phase.FORMING),
+    (Phase.FORMING, Phase.RUNNING, Phase.RUNNING),
+    (Phase.RUNNING, Phase.RESTARTING, Phase.RESTARTING),
+    (Phase.RESTARTING, Phase.FORMING, Phase.FORMING),
+    (Phase.RUNNING, Phase.STOPPING, Phase.STOPPING),
+    (Phase.STOPPING, Phase.STOPPED, Phase.STOPPED),
+    (Phase.STOPPING, Phase.RESTARTING, None),     # the stop wins
+    (Phase.STOPPING, Phase.FORMING, None),
+    (Phase.STOPPED, Phase.RUNNING, None),
+    (Phase.STOPPED, Phase.STOPPING, None),        # a second stop
+    (Phase.RUNNING, Phase.FORMING, IllegalTransition),
+    (Phase.NEW, Phase.RUNNING, IllegalTransition),
+    (Phase.FORMING, Phase.RESTARTING, IllegalTransition),
+])
+def test_phase_moves(current, target, result):
+    if result is IllegalTransition:
+        with pytest.raises(IllegalTransition, match="cannot go from %s to %s"
+                           % (current.value, target.value)):
+            next_phase(current, target)
+    else:
+        assert next_phase(current, target) == result
+
+
+def test_phases_compare_as_their_names():
+    assert Phase.STOPPED == "stopped" and str(Phase.RUNNING) == "running"
+
+
+def test_a_stopped_cluster_run_refuses_restarts_and_failures():
+    from tfmesos.launch import ClusterRun
+    from tfmesos.spec import RunSpec
+
+    spec = RunSpec(jobs=WORKERS, mode="replica", command="true", run_dir=None)
+    with pytest.raises(IllegalTransition, match="cannot go from new to running"):
+        ClusterRun(spec, environ={})._move(Phase.RUNNING)
+    run = ClusterRun(spec, environ={})
+    run.stop()
+    assert run.phase == Phase.STOPPED
+    assert run.restart_cluster() is False and run.relaunch_cluster() is False
+    run.fail(TaskFailed("task worker:0 exited with code 3"))   # no raise: the stop won

@@ -1,0 +1,47 @@
+"""A replica task that the scheduler stops (the run ends, or restarts) ends
+cleanly: exit 0, so Mesos reports TASK_FINISHED, not its killed command's
+code as TASK_FAILED (d368baf)."""
+
+import queue
+import signal
+import threading
+
+from tfmesos import replica
+
+
+class StoppingConnection:
+    """The scheduler's side: says stop once the command printed 'started'."""
+
+    def __init__(self):
+        self.sent = []
+        self._incoming = queue.Queue()
+
+    def send(self, message):
+        self.sent.append(message)
+        if message["type"] == "log" and "started" in message["data"]:
+            self._incoming.put({"type": "stop"})
+
+    def receive(self):
+        return self._incoming.get(timeout=60)
+
+
+def run_to_the_end(start):
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        conn = StoppingConnection()
+        code = replica.run_replica(conn, start)
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    return code, conn.sent
+
+
+def test_a_stop_the_scheduler_asked_for_exits_0():
+    code, sent = run_to_the_end({"cmd": "echo started; exec sleep 60", "forward_logs": True,
+                                 "env": {}})
+    assert code == 0
+    assert sent[-1] == {"type": "exit", "code": 0}
+
+
+def test_a_command_that_fails_by_itself_keeps_its_code():
+    code, sent = run_to_the_end({"cmd": "exit 3", "forward_logs": True, "env": {}})
+    assert code == 3 and sent[-1] == {"type": "exit", "code": 3}

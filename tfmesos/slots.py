@@ -1,0 +1,147 @@
+"""The tasks of a run (``worker:1``) across their launch attempts, and the
+one lock that guards them.
+
+``TaskSlot`` fields are written only by ``SlotTable`` methods, each under
+the table's lock (docs/architecture.md, "Who changes what"): the driver's
+dispatcher thread launches (``launched``, ``unlaunched``), the thread that
+handles the run's events does everything else. Reading a single field needs
+no lock; whoever needs several fields to agree (placement) holds it.
+"""
+
+import dataclasses
+import threading
+from typing import Optional
+
+from .spec import Job
+
+
+@dataclasses.dataclass
+class TaskSlot:
+    """One task of the cluster (``worker:1``) across its launch attempts."""
+
+    job: Job
+    index: int
+    attempts: int = 0
+    task_id: Optional[str] = None
+    state: str = "PENDING"        # PENDING until launched, then the latest Mesos state
+    message: str = ""
+    reason: Optional[str] = None   # Mesos' reason with the latest state
+    agent_id: Optional[str] = None  # where the current attempt runs (for reconciliation)
+    port: Optional[int] = None     # the port the current attempt got from its offer
+    address: Optional[str] = None  # host:port the task registered
+    exit_code: Optional[int] = None
+    done: bool = False             # ended as expected
+    base: int = 0                  # attempts before the current whole restart
+    hold: Optional[tuple] = None   # (agent_id, port) a sticky relaunch must get
+
+    @property
+    def key(self):
+        return (self.job.name, self.index)
+
+    @property
+    def name(self):
+        return "%s:%d" % self.key
+
+    def describe(self):
+        text = "%s (%s" % (self.name, self.state)
+        if self.message:
+            text += ": %s" % self.message
+        return text + ")"
+
+
+class SlotTable:
+    """The run's slots, in job order (a read-only sequence), with every change
+    made to them. ``lock`` is the run's one lock: ``ClusterRun`` changes its
+    phase under it too."""
+
+    def __init__(self, jobs):
+        self._slots = [TaskSlot(job, index) for job in jobs for index in job.task_indices()]
+        self._by_task_id = {}   # every attempt's task id -> its slot
+        self.lock = threading.RLock()
+
+    def __iter__(self):
+        return iter(self._slots)
+
+    def __len__(self):
+        return len(self._slots)
+
+    def __getitem__(self, index):
+        return self._slots[index]
+
+    def slot_of(self, task_id):
+        """The slot ``task_id`` was an attempt of (any attempt), or None."""
+        return self._by_task_id.get(task_id)
+
+    def current(self, task_id):
+        """The slot whose current attempt is ``task_id``, or None."""
+        slot = self._by_task_id.get(task_id)
+        return slot if slot is not None and slot.task_id == task_id else None
+
+    def named(self, name):
+        return next(slot for slot in self._slots if slot.name == name)
+
+    def pending(self):
+        return [slot for slot in self._slots if slot.state == "PENDING"]
+
+    # -- the dispatcher thread (placement) ------------------------------------
+
+    def launched(self, slot, task_id, agent_id, port):
+        """A new attempt of ``slot`` goes to Mesos."""
+        with self.lock:
+            slot.attempts += 1
+            slot.task_id, slot.state, slot.message = task_id, "TASK_STAGING", ""
+            slot.agent_id, slot.port, slot.address = agent_id, port, None
+            self._by_task_id[task_id] = slot
+
+    def unlaunched(self, slot):
+        """The launch call failed: the attempt never reached Mesos."""
+        with self.lock:
+            self._by_task_id.pop(slot.task_id, None)
+            slot.attempts -= 1
+            slot.task_id, slot.state = None, "PENDING"
+
+    # -- the event thread -----------------------------------------------------
+
+    def requeue(self, slots):
+        """``slots`` wait for another attempt."""
+        with self.lock:
+            for slot in slots:
+                slot.state, slot.address = "PENDING", None
+
+    def status(self, slot, state, message, reason):
+        with self.lock:
+            slot.state, slot.message, slot.reason = state, message, reason
+
+    def registered(self, slot, address):
+        """``slot`` registered at ``address`` (a sticky relaunch: back at its own)."""
+        with self.lock:
+            slot.address, slot.hold = address, None
+
+    def away(self, slot):
+        """``slot`` left the rendezvous before the cluster was complete."""
+        with self.lock:
+            slot.address = None
+
+    def exited(self, slot, code, done=False):
+        """``slot``'s command ended with ``code``; ``done``: as expected."""
+        with self.lock:
+            slot.exit_code, slot.done = code, done
+
+    def hold(self, slot, agent_id, port):
+        """A sticky relaunch: the next attempt must get ``agent_id`` and ``port``;
+        without a task id the old attempt's updates are not the slot's."""
+        with self.lock:
+            slot.hold, slot.task_id = (agent_id, port), None
+            slot.exit_code, slot.reason = None, None
+
+    def reset(self):
+        """A whole restart: every slot starts over (``base`` keeps the
+        attempts so far, so ``max_attempts`` counts per restart)."""
+        with self.lock:
+            for slot in self._slots:
+                slot.base, slot.task_id, slot.hold, slot.done = slot.attempts, None, None, False
+                slot.exit_code, slot.message, slot.reason = None, "", None
+
+
+def make_slots(jobs):
+    return SlotTable(jobs)
