@@ -7,6 +7,7 @@ import signal
 import time
 
 from conftest import MARKER
+from processes import TASK_ENTRY
 
 
 def _read(pid, name):
@@ -24,7 +25,7 @@ def _task_of(environ):
     return None
 
 
-def task_processes(job, index, command="tfmesos.server"):
+def task_processes(job, index, command=TASK_ENTRY):
     """{pid: attempt} of this session's live processes of task ``job:index``
     (its ``TFMESOS_TASK_ID``) whose command line contains ``command``."""
     session = ("%s=%s" % (MARKER, os.environ[MARKER])).encode()
@@ -51,7 +52,7 @@ def _parent(pid):
         return None
 
 
-def kill_task(job, index, command="tfmesos.server", timeout=30):
+def kill_task(job, index, command=TASK_ENTRY, timeout=30):
     """SIGKILL the process of task ``job:index`` (see ``task_processes``; of
     a shell and its child, or a guard and its command, the innermost);
     returns (pid, attempt)."""

@@ -8,6 +8,7 @@ import socket
 import time
 
 from conftest import marked_processes
+from processes import TASK_ENTRY
 from tfmesos import wire
 from tfmesos.launch import ClusterRun
 from tfmesos.rendezvous import Rendezvous
@@ -134,6 +135,6 @@ def stop(run):
     """Stop ``run`` and wait (bounded) for its task processes to go."""
     run.stop()
     deadline = time.monotonic() + 10
-    while any("tfmesos.server" in p[1] for p in marked_processes()) \
+    while any(TASK_ENTRY in p[1] for p in marked_processes()) \
             and time.monotonic() < deadline:
         time.sleep(0.2)

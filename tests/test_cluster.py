@@ -9,6 +9,7 @@ import time
 import pytest
 
 from conftest import marked_processes
+from processes import TASK_ENTRY
 from tfrun_helpers import REPO
 
 from tfmesos import TaskFailed, cluster
@@ -54,7 +55,7 @@ def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
             while not c.finished() and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert c.finished() and isinstance(c.failure, TaskFailed)
-    assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+    assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
     record = run_json(tmp_path / "run")
     assert record["mode"] == "fine" and record["command"] is None
     assert record["outcome"]["status"] == "failed" and record["outcome"]["task"] == "worker:1"
@@ -70,7 +71,7 @@ def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
         with cluster([dict(name="worker", num=1, **SMALL)], master="local",
                      run_dir=str(tmp_path / "run")):
             1 / 0
-    assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+    assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
     assert run_json(tmp_path / "run")["outcome"] == {
         "status": "failed", "message": "the with block raised ZeroDivisionError: division by zero",
         "task": None, "exit_code": None}

@@ -149,7 +149,7 @@ def test_mesos_layer_imports_without_tensorflow(monkeypatch):
     import tfmesos.mesos  # noqa: F401
     import tfmesos.mesos.local  # noqa: F401
     import tfmesos.launch  # noqa: F401
-    import tfmesos.server  # noqa: F401
+    import tfmesos.task.__main__  # noqa: F401
     import tfmesos.cli.tfrun  # noqa: F401
 
 

@@ -31,7 +31,7 @@ def full_task():
             {"name": "ports", "type": "RANGES",
              "ranges": {"range": [{"begin": 31000, "end": "31001"}]}},
             {"name": "gpus", "type": "SCALAR", "scalar": {"value": 1}}],
-        "command": {"value": "python -m tfmesos.server", "shell": True,
+        "command": {"value": "python -m tfmesos.task", "shell": True,
                     "environment": {"variables": [
                         {"name": "A", "value": "1"},
                         {"name": "S", "type": "SECRET", "secret": {

@@ -12,13 +12,15 @@ import time
 import pytest
 
 from conftest import marked_processes
+from processes import TASK_ENTRY
 from rendezvous_client import (SECRET, Client, finish, make_rendezvous, next_event, no_event,
                                refused, replica_run)
 from tfrun_helpers import REPO
-from tfmesos import launch, task_connection, wire
+from tfmesos import launch, wire
 from tfmesos.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 from tfmesos.rendezvous import Rendezvous
-from tfmesos.task_connection import Connection, TaskEnv
+from tfmesos.task import connection as task_connection
+from tfmesos.task.connection import Connection, TaskEnv
 
 
 @pytest.fixture
@@ -180,7 +182,7 @@ def test_64_slowloris_clients_do_not_stop_a_real_run(monkeypatch, caplog, size, 
         for attack in attacks:
             attack.__exit__()
     assert any(sign in r.getMessage() for r in caplog.records)
-    assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
+    assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
 
 
 # -- replayed and misplaced frames ---------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from tfmesos import replica
 from tfmesos.cli import tfrun
-from tfmesos.replica import CUT_MARKER, LineForwarder
+from tfmesos.task.replica import CUT_MARKER, LineForwarder
 
 
 class Clock:

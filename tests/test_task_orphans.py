@@ -1,5 +1,5 @@
 """Replica tasks end with their run: hooks and commands (with what they
-started) die with tfmesos.server, a stop during the initializer means the
+started) die with the task entry, a stop during the initializer means the
 command never starts, output is forwarded as it comes, the secret stays
 out of the command's environment. End to end through tfrun."""
 
@@ -14,8 +14,9 @@ import uuid
 
 import pytest
 
-from tfmesos import replica_guard
-from tfmesos.replica import guard_argv
+from processes import TASK_ENTRY
+from tfmesos.task import replica_guard
+from tfmesos.task.replica import guard_argv
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
 
 TAG = "TFMESOS_ORPHAN_TEST"
@@ -91,7 +92,7 @@ def tfrun_args(tag, tmp_path, command, hooks=None):
 
 
 def server_pid(tag):
-    servers = [pid for pid, cmdline in tagged_processes(tag) if "tfmesos.server" in cmdline]
+    servers = [pid for pid, cmdline in tagged_processes(tag) if TASK_ENTRY in cmdline]
     assert len(servers) == 1, tagged_processes(tag)
     return servers[0]
 
@@ -121,7 +122,7 @@ def test_sigkill_of_the_server_kills_the_command_and_its_grandchildren(tag, tmp_
             left = wait_until_gone(tag, 5)
         finally:
             proc.send_signal(signal.SIGCONT)
-        assert not left, "the command outlived tfmesos.server: %s" % left
+        assert not left, "the command outlived the task entry: %s" % left
         proc.wait(60)
     assert proc.returncode != 0
 
@@ -202,9 +203,9 @@ def test_the_secret_is_not_in_the_command_or_hooks_environment(tag, tmp_path):
 
 
 def spawn_guarded(command, tag):
-    """A stand-in for tfmesos.server: starts ``command`` under the guard
+    """A stand-in for the task entry: starts ``command`` under the guard
     and waits."""
-    parent = ("import subprocess, sys; from tfmesos.replica import guard_argv; "
+    parent = ("import subprocess, sys; from tfmesos.task.replica import guard_argv; "
               "p = subprocess.Popen(guard_argv(sys.argv[1]), start_new_session=True); "
               "p.wait()")
     return subprocess.Popen([sys.executable, "-c", parent, command], cwd=REPO,

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from offers import offer
+from processes import TASK_ENTRY
 from tfmesos.mesos import calls
 from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kwargs
 from tfmesos.mesos.local.planning import build_launch, plan_task
@@ -45,16 +46,16 @@ def resources_named(info, name):
 # -- the command ----------------------------------------------------------------
 
 def test_plain_task_command_runs_this_interpreter():
-    assert task_command(None) == "exec %s -m tfmesos.server" % shlex.quote(sys.executable)
+    assert task_command(None) == "exec %s -m %s" % (shlex.quote(sys.executable), TASK_ENTRY)
     assert task_command(None, "/opt/my python/bin/python3") == \
-        "exec '/opt/my python/bin/python3' -m tfmesos.server"
+        "exec '/opt/my python/bin/python3' -m " + TASK_ENTRY
 
 
 def test_image_task_command_uses_the_images_python():
     # No absolute interpreter path from the submitting host (tfmesos2 had
     # /usr/bin/python3): the image's PATH decides, and --python is for plain tasks.
-    assert task_command(IMAGE) == "exec python3 -m tfmesos.server"
-    assert task_command(IMAGE, "/home/me/venv/bin/python") == "exec python3 -m tfmesos.server"
+    assert task_command(IMAGE) == "exec python3 -m " + TASK_ENTRY
+    assert task_command(IMAGE, "/home/me/venv/bin/python") == "exec python3 -m " + TASK_ENTRY
 
 
 def test_submitter_pythonpath_keeps_existing_directories_once(tmp_path):
@@ -296,7 +297,7 @@ def test_python_option_sets_the_plain_interpreter():
     _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(python="/opt/py/bin/python3"),
                              [offer("o1")])
     assert {i["command"]["value"] for i in infos.values()} == \
-        {"exec /opt/py/bin/python3 -m tfmesos.server"}
+        {"exec /opt/py/bin/python3 -m " + TASK_ENTRY}
 
 
 @pytest.mark.parametrize("kind", ["MESOS", "DOCKER"])
@@ -307,7 +308,7 @@ def test_image_tasks_have_the_container_and_no_host_paths(kind):
     assert len(infos) == 3
     for info in infos.values():
         assert info["container"] == container_info(run)
-        assert info["command"]["value"] == "exec python3 -m tfmesos.server"
+        assert info["command"]["value"] == "exec python3 -m " + TASK_ENTRY
         env = variables(info)
         assert "PYTHONPATH" not in env
         assert env["FOO"] == "bar" and env["PYTHONUNBUFFERED"] == "1"
@@ -387,7 +388,7 @@ def test_local_master_runs_them_as_containers(kind):
     assert (launch.image, launch.containerizer, launch.force_pull) == (IMAGE, kind, True)
     assert launch.volumes == [("/etc/passwd", "/etc/passwd", "RO"),
                               ("/etc/group", "/etc/group", "RO"), ("/nfs/data", "/data", "RO")]
-    assert launch.argv() == ["/bin/sh", "-c", "exec python3 -m tfmesos.server"]
+    assert launch.argv() == ["/bin/sh", "-c", "exec python3 -m " + TASK_ENTRY]
     kwargs = container_kwargs(launch)
     assert kwargs["image"] == IMAGE and kwargs["network_mode"] == "host"
     assert kwargs["volumes"] == ["/tmp/sandbox:/tmp/sandbox:rw", "/etc/passwd:/etc/passwd:ro",

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tfmesos.server import tensorflow_noise
+from tfmesos.task.quiet import tensorflow_noise
 from tfmesos.taskinfo import tensorflow_env
 
 PRE_INIT = [
@@ -24,7 +24,7 @@ ERROR = b"E0000 00:00:1795673347.235997   32673 cuda_platform.cc:52] failed call
 # What the task entry runs in fine-grained mode, on a one-task cluster spec.
 SERVE = """
 import os, sys
-from tfmesos.server import min_log_level, tensorflow_startup_filtered
+from tfmesos.task.quiet import min_log_level, tensorflow_startup_filtered
 with tensorflow_startup_filtered(min_log_level(os.environ)):
     import tensorflow as tf
     tf.distribute.Server(tf.train.ClusterSpec({"worker": ["127.0.0.1:0"]}), job_name="worker",
@@ -47,7 +47,7 @@ def test_noise_is_what_the_level_drops():
 def test_the_filter_passes_errors_and_python_output_and_restores_stderr():
     code = """
 import os, sys
-from tfmesos.server import tensorflow_startup_filtered
+from tfmesos.task.quiet import tensorflow_startup_filtered
 with tensorflow_startup_filtered(2):
     for line in %r:
         os.write(2, line)
@@ -64,7 +64,7 @@ def test_what_a_crash_wrote_last_still_comes_out():
     fatal = b"F0000 00:00:1.5 7 check.cc:9] Check failed: x\n"
     code = """
 import os
-from tfmesos.server import tensorflow_startup_filtered
+from tfmesos.task.quiet import tensorflow_startup_filtered
 with tensorflow_startup_filtered(2):
     os.write(2, %r + %r)
     os.abort()

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import marked_processes
+from processes import TASK_ENTRY
 from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, free_port, marked_tasks, run_tfrun,
                            start_tfrun, wait_for_line)
 
@@ -23,7 +24,7 @@ def runs_dir(tmp_path, monkeypatch):
 def assert_no_task_processes():
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        left = [p for p in marked_processes() if "tfmesos.server" in p[1] or "sleep" in p[1]]
+        left = [p for p in marked_processes() if TASK_ENTRY in p[1] or "sleep" in p[1]]
         if not left:
             return
         time.sleep(0.2)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import marked_processes
+from processes import TASK_ENTRY
 from tfrun_helpers import REPO, SMALL, run_tfrun
 
 THRESHOLD = 0.85
@@ -31,7 +32,7 @@ def assert_nothing_left():
     deadline = time.monotonic() + 15
     while True:
         left = [p for p in marked_processes()
-                if "tfmesos.server" in p[1] or "examples/" in p[1]]
+                if TASK_ENTRY in p[1] or "examples/" in p[1]]
         if not left:
             return
         if time.monotonic() > deadline:
@@ -55,7 +56,7 @@ def test_replica_commands_run_in_the_submitters_directory():
 
 
 def test_missing_submitter_directory_falls_back_to_the_sandbox(tmp_path, capsys):
-    from tfmesos.replica import working_directory
+    from tfmesos.task.replica import working_directory
     assert working_directory(str(tmp_path)) == str(tmp_path)
     assert working_directory(None) is None
     assert working_directory(str(tmp_path / "elsewhere")) is None

@@ -2,7 +2,7 @@
 local master when no cluster is at hand.
 
 The public names below are imported on first use, so that the task entry
-point (``python -m tfmesos.server``, once per task) pays only for what it
+point (``python -m tfmesos.task``, once per task) pays only for what it
 imports itself.
 """
 

@@ -3,7 +3,8 @@ else default. The CLI, ``cluster()``, the launcher and the Docker wrapper
 read their settings through here. Two readers of the environment stay on
 their own, on purpose: the Mesos driver takes ``MESOS_PRINCIPAL`` /
 ``MESOS_SECRET`` as a standalone pymesos-style driver does, and the task
-entry (``task_connection.TaskEnv``) reads what the scheduler put in its TaskInfo."""
+entry (``tfmesos.task.connection.TaskEnv``) reads what the scheduler put in
+its TaskInfo."""
 
 import ipaddress
 import socket

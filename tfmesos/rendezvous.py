@@ -12,7 +12,7 @@ and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
 ``{"type": "stop"}``.
 
 A task whose connection dropped may register again on a new connection
-(``task_connection`` retries for a grace period): it is accepted while the
+(``tfmesos.task.connection`` retries for a grace period): it is accepted while the
 task is still expected and its old connection is gone, gets the last
 ``start`` message again, and ``TaskRegistered`` is reported again.
 

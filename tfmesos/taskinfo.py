@@ -91,8 +91,8 @@ def task_command(image, python=None):
     ``python3`` runs it; plain tasks use this interpreter (same install)."""
     # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
     if image:
-        return "exec python3 -m tfmesos.server"
-    return "exec %s -m tfmesos.server" % shlex.quote(python or sys.executable)
+        return "exec python3 -m tfmesos.task"
+    return "exec %s -m tfmesos.task" % shlex.quote(python or sys.executable)
 
 
 def submitter_pythonpath(path=None):

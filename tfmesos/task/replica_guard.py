@@ -1,15 +1,16 @@
 """The leader of the process group of a replica task's hook or command:
 
-    python -I -S replica_guard.py SERVER_PID GRACE COMMAND
+    python -I -S replica_guard.py TASK_PID GRACE COMMAND
 
 Linux's parent-death signal (PR_SET_PDEATHSIG) reaches only the process that
-set it, not what it starts: so the guard sets it for itself and, when
-``tfmesos.server`` dies (SIGKILL, the OOM killer), stops its whole group —
-SIGTERM, then SIGKILL after GRACE seconds — grandchildren included.
+set it, not what it starts: so the guard sets it for itself and, when the
+task entry (``python -m tfmesos.task``) dies (SIGKILL, the OOM killer), stops
+its whole group — SIGTERM, then SIGKILL after GRACE seconds — grandchildren
+included.
 
-The server stops the group with SIGTERM too: the guard then waits for the
+The task entry stops the group with SIGTERM too: the guard then waits for the
 command and exits with its status (128 + N for signal N). A SIGTERM before
-the command started (or once the server is gone) makes the guard stop the
+the command started (or once the task entry is gone) makes the guard stop the
 group itself, so the command never starts. Run without ``site`` (``-S``) and
 isolated (``-I``), it starts in about 20 ms; it imports nothing of tfmesos.
 """
@@ -59,7 +60,7 @@ def main(parent, grace, command):
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0):
             print("tfmesos guard: prctl failed: %s" % os.strerror(ctypes.get_errno()),
                   file=sys.stderr)
-        if os.getppid() != parent:  # the server died before the death signal was set
+        if os.getppid() != parent:  # the task entry died before the death signal was set
             raise _Stop()
         child = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", command], os.environ,
                                setsigdef=(signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ))

@@ -1,7 +1,7 @@
 """Replica mode on the task side: the user's command (and the hooks) in
-its own process group under a guard that takes the group down with
-``tfmesos.server``, its output forwarded to ``tfrun`` in bounded chunks,
-stopped when the scheduler asks, goes away or Mesos sends SIGTERM."""
+its own process group under a guard (``replica_guard``) that takes the group
+down with the task entry, its output forwarded to ``tfrun`` in bounded
+chunks, stopped when the scheduler asks, goes away or Mesos sends SIGTERM."""
 
 import codecs
 import os
@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from . import wire
+from .. import wire
 
 KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
 STOPPED = 128 + signal.SIGTERM  # exit code of a task stopped before its command ran
@@ -294,8 +294,10 @@ class ReplicaCommand:
 
 def run_replica(conn, start):
     """Initializer, command, finalizer; the exit message. Returns the exit
-    code: the command's, the initializer's when it failed, ``STOPPED`` (or
-    the killed process's code) when stopped before the command ended."""
+    code: the command's, the initializer's when it failed; 0 when the
+    scheduler said stop (the run is over or restarting: a clean end);
+    ``STOPPED`` (or the killed process's code) when SIGTERM or the
+    scheduler's absence stopped it before the command ended."""
     command = ReplicaCommand(conn, start)
     # Mesos kills a task with SIGTERM; a handler must not block, so a thread escalates.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(

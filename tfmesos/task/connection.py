@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from . import wire
+from .. import wire
 
 IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together

@@ -1,0 +1,16 @@
+"""The task side of a tfmesos run: what every Mesos task executes,
+``python -m tfmesos.task`` (``entry``).
+
+It imports only its own modules, ``tfmesos.wire``, ``tfmesos.hostport`` and
+the standard library (TensorFlow only in fine-grained mode, once it has its
+role): the scheduler side is never loaded into a task.
+
+| module | holds |
+| --- | --- |
+| ``entry`` | ``main``: register, get the role, serve TensorFlow or run the command |
+| ``connection`` | the task's environment (``TaskEnv``) and its rendezvous connection |
+| ``replica`` | replica mode: hooks, the command, output forwarding |
+| ``replica_guard`` | a script: the leader of a hook's or command's process group |
+| ``tensorflow_server`` | fine-grained mode: the TensorFlow gRPC server |
+| ``quiet`` | TensorFlow's start-up log lines held to ``TF_CPP_MIN_LOG_LEVEL`` |
+"""

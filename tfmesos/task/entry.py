@@ -1,0 +1,55 @@
+"""What every Mesos task of a tfmesos run does (``python -m tfmesos.task``).
+
+It registers its address with the scheduler's rendezvous, waits for its role
+and the cluster spec, then either serves a TensorFlow gRPC server
+(fine-grained mode, ``tensorflow_server``) or runs the user's command
+(replica mode, ``replica``), sending its output back. When the scheduler goes
+away the task stops, and kills what it started: no orphans.
+"""
+
+import json
+import os
+import sys
+
+from .. import wire
+from ..hostport import free_port
+from .connection import Connection, TaskEnv, TaskError
+from .replica import run_replica
+from .tensorflow_server import run_fine_grained
+
+
+def main(environ=None):
+    """Register, get the start message, run the task's part; the exit code."""
+    environ = os.environ if environ is None else environ
+    try:
+        env = TaskEnv.from_environ(environ)
+        port = env.port or free_port()
+        conn = Connection(env)
+        conn.register(env.host, port)
+        try:
+            start = conn.receive()
+        except (wire.WireError, OSError) as exc:
+            raise TaskError("no start message from the scheduler: %s" % exc) from None
+        if start["type"] != "start":
+            raise TaskError("the scheduler sent %r instead of start" % start["type"])
+        print("tfmesos: %s task %d of %s, cluster %s"
+              % (start["mode"], start["index"], start["job"], json.dumps(start["cluster"])),
+              flush=True)
+        if start["mode"] == "fine":
+            code = run_fine_grained(conn, start)
+        else:
+            code = run_replica(conn, start)
+        conn.close()
+        return code
+    except TaskError as exc:
+        print("tfmesos task error: %s" % exc, file=sys.stderr, flush=True)
+        return 1
+
+
+def run():
+    """``main``, then leave the process at once with its code."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TensorFlow's server threads do not shut down cleanly; leave at once.
+    os._exit(code)

@@ -1,0 +1,26 @@
+"""Fine-grained mode on the task side: a TensorFlow gRPC server for the
+task's role, up until the scheduler says stop or goes away. TensorFlow is
+imported here only, when a fine-grained task has its role."""
+
+import os
+
+from .. import wire
+from .quiet import min_log_level, tensorflow_startup_filtered
+
+
+def run_fine_grained(conn, start):
+    """Serve ``/job:<job>/task:<index>`` of ``start["cluster"]``; the exit code."""
+    with tensorflow_startup_filtered(min_log_level(os.environ)):
+        import tensorflow as tf  # only this mode needs it
+
+        server = tf.distribute.Server(tf.train.ClusterSpec(start["cluster"]),
+                                      job_name=start["job"], task_index=start["index"],
+                                      protocol="grpc", start=True)
+    print("tfmesos: TensorFlow server %s for /job:%s/task:%d is up"
+          % (server.target, start["job"], start["index"]), flush=True)
+    try:
+        while conn.receive()["type"] != "stop":
+            pass
+    except (wire.WireError, OSError) as exc:
+        print("tfmesos: scheduler gone (%s); stopping" % exc, flush=True)
+    return 0
