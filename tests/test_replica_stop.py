@@ -6,7 +6,7 @@ import queue
 import signal
 import threading
 
-from tfmesos import replica
+from tfmesos.task import replica
 
 
 class StoppingConnection:
