@@ -1,6 +1,7 @@
 """The tfmesos scheduler fed with synthetic offers and a recording driver."""
 
 import queue
+import threading
 
 import pytest
 from addict import Dict
@@ -75,3 +76,45 @@ def test_other_launch_errors_propagate_to_the_driver():
     sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
     with pytest.raises(RuntimeError):
         sched.resourceOffers(FakeDriver(fail_launch=RuntimeError("bug")), [Dict(offer("o1"))])
+
+
+def test_a_launch_lost_to_a_disconnection_puts_back_the_unsent_offers_tasks_too():
+    sched, slots, _ = make([{"name": "worker", "num": 2, "cpus": 2, "mem": 1}])
+    offers = [Dict(offer("o1", cpus=2, agent="a1")), Dict(offer("o2", cpus=2, agent="a2"))]
+    sched.resourceOffers(FakeDriver(fail_launch=MesosConnectionError("gone")), offers)
+    assert [(s.state, s.attempts, s.task_id) for s in slots] == [("PENDING", 0, None)] * 2
+    assert sched.slot_of("tfmesos.run1.worker.1.1") is None
+
+
+def test_the_run_hears_of_launches_outside_the_lock_before_mesos_does():
+    slots = make_slots(parse_jobs([{"name": "worker", "num": 2, "cpus": 1, "mem": 1}]))
+    heard = []
+
+    class Driver(FakeDriver):
+        def launchTasks(self, offer_ids, tasks, filters=None):
+            heard.append("launch")
+            super().launchTasks(offer_ids, tasks, filters)
+
+    def lock_is_free():
+        """Whether another thread could take the lock now."""
+        free = []
+
+        def probe():
+            if slots.lock.acquire(blocking=False):
+                free.append(True)
+                slots.lock.release()
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+        return bool(free)
+
+    def on_launch(launches):
+        heard.append(("expect", [(x.slot.name, x.task_id, x.attempt, x.agent_id)
+                                 for x in launches], lock_is_free()))
+
+    sched = TFMesosScheduler(slots, lambda slot, a: {"task_id": {"value": slot.task_id}},
+                             queue.Queue(), "run1", on_launch=on_launch)
+    sched.resourceOffers(Driver(), [Dict(offer("o1", cpus=2, agent="a1"))])
+    assert heard == [("expect", [("worker:0", "tfmesos.run1.worker.0.1", 1, "a1"),
+                                 ("worker:1", "tfmesos.run1.worker.1.1", 1, "a1")], True),
+                     "launch"]

@@ -166,18 +166,21 @@ class TFMesosScheduler(Scheduler):
             return launches, placement.unused, not self._closed and bool(self.pending())
 
     def _send(self, driver, launches):
-        """One LAUNCH per offer; a refused call puts its slots back."""
+        """One LAUNCH per offer; a refused call puts back its slots and those
+        of the offers not sent yet."""
         by_offer = {}
         for launch in launches:
             by_offer.setdefault(launch.offer_id, []).append(launch)
-        for offer_id, group in by_offer.items():
+        groups = list(by_offer.items())
+        for sent, (offer_id, group) in enumerate(groups):
             infos = [self._make_task(launch.slot, launch.assignment) for launch in group]
             try:
                 driver.launchTasks([{"value": offer_id}], infos,
                                    {"refuse_seconds": BUSY_REFUSE_SECONDS})
             except MesosError:
-                for launch in group:
-                    self.slots.unlaunched(launch.slot)
+                for _, unsent in groups[sent:]:
+                    for launch in unsent:
+                        self.slots.unlaunched(launch.slot)
                 raise
 
     def _note_held(self, offers):
