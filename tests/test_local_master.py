@@ -15,31 +15,14 @@ import time
 import pytest
 import requests
 
-from fixtures_master import (clients, leftover_processes, local_master,  # noqa: F401
-                             make_local_master, small_agent)
+from fixtures_master import (RecordingRunner, clients, launch_running,  # noqa: F401
+                             leftover_processes, local_master, make_local_master, read_file,
+                             small_agent)
 from mesos_http_client import CLOSED, offered, ports, scalar, task_info
 from tfrun_helpers import free_port
 from tfmesos.mesos.local import AgentSpec
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def read_file(path, timeout=5, contains=None):
-    deadline = time.monotonic() + timeout
-    while True:
-        text = open(path).read() if os.path.exists(path) else ""
-        if contains is None or contains in text or time.monotonic() > deadline:
-            return text
-        time.sleep(0.02)
-
-
-def launch_running(client, master, task_id, command, **kwargs):
-    """Launch one task on the next offer and wait for TASK_RUNNING (acked)."""
-    offer = client.next_offers()[0]
-    client.launch(offer, [task_info(task_id, offer, command, **kwargs)],
-                  filters={"refuse_seconds": 0})
-    client.wait_state(task_id, "TASK_RUNNING")
-    return offer
 
 
 # --- subscribe, offers, heartbeats ------------------------------------------------------
@@ -694,25 +677,6 @@ def test_json_of_state_is_serializable(local_master):
 
 
 # --- the runner seam, fetcher, limits and agents ------------------------------------------------------------
-
-class RecordingRunner:
-    """A container runner double: records each TaskLaunch and runs its command
-    as a plain process (the image is ignored), or fails like a missing image."""
-
-    def __init__(self, fail=None):
-        from tfmesos.mesos.local.runner import ProcessRunner
-        self.launches = []
-        self.fail = fail
-        self._processes = ProcessRunner()
-
-    def launch(self, launch):
-        import dataclasses
-        from tfmesos.mesos.local.runner import RunnerError
-        self.launches.append(launch)
-        if self.fail:
-            raise RunnerError(self.fail)
-        return self._processes.launch(dataclasses.replace(launch, image=None))
-
 
 def test_image_tasks_go_to_the_container_runner(make_local_master, clients):
     runner = RecordingRunner()

@@ -15,10 +15,10 @@ import types
 import pytest
 import requests
 
-from fixtures_master import MARKER, make_local_master, marked_environment  # noqa: F401
+from driver_helpers import drivers, states_of, task  # noqa: F401 (fixture)
+from fixtures_master import (MARKER, RecordingRunner, clients, launch_running,  # noqa: F401
+                             make_local_master, marked_environment, read_file)
 from mesos_http_client import CLOSED, task_info
-from test_driver import drivers, states_of, task  # noqa: F401 (fixture)
-from test_local_master import RecordingRunner, clients, launch_running, read_file  # noqa: F401
 
 from tfmesos.mesos.local import cli
 from tfmesos.mesos.local.auth import (CHALLENGE, Authenticator, CredentialsError,

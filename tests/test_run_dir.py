@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from test_tfrun import assert_no_task_processes
-from tfrun_helpers import (REPO, free_port, marked_tasks, run_tfrun, start_tfrun, tfrun_argv,
-                           wait_for_line)
+from tfrun_helpers import (REPO, assert_no_task_processes, free_port, marked_tasks, run_tfrun,
+                           start_tfrun, tfrun_argv, wait_for_line)
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]
