@@ -16,7 +16,7 @@ from fixtures_zk import (
     zookeeper,  # noqa: F401  (the fixture)
 )
 from tfmesos.exceptions import MesosConnectionError
-from tfmesos.mesos.detector import make_detector
+from tfmesos.mesos.detection import make_detector
 from tfmesos.mesos.master_address import parse_master
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(60)]

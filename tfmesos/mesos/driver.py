@@ -21,7 +21,7 @@ import time
 from ..exceptions import DriverAborted, MesosConnectionError, MesosError
 from . import calls
 from .http_transport import CallConnection, basic_auth, ssl_context
-from .detector import make_detector
+from .detection import make_detector
 from .master_address import parse_master
 from .interface import check_scheduler, dispatch_event
 from .subscription import Received, StreamLost, Subscription
