@@ -61,6 +61,29 @@ def leftover_processes(master):
     return found
 
 
+def task_pids(master, task_id):
+    """Pids of live processes of ``master``'s task ``task_id``."""
+    marker = ("MESOS_TASK_ID=%s" % task_id).encode()
+    found = []
+    for pid in leftover_processes(master):
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def session_of(pid):
+    """The session id of process ``pid`` (None once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[3])
+    except (OSError, ValueError):
+        return None
+
+
 @pytest.fixture
 def make_local_master():
     masters = []
@@ -79,7 +102,7 @@ def make_local_master():
     finally:
         for master in masters:
             master.stop()
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 30
         for master in masters:
             while leftover_processes(master) and time.monotonic() < deadline:
                 time.sleep(0.05)
