@@ -6,21 +6,25 @@ update retries after 0.5 s, 1 s kill grace) and stops it afterwards, even
 when the test fails. ``make_local_master(**kwargs)`` builds more (custom
 agents or intervals), all stopped at the end of the test. ``clients``:
 ``connect(master, **kwargs)`` gives a subscribed test SchedulerClient,
-closed at the end of the test.
+closed at the end of the test. Helpers: ``launch_running`` (a task on the
+next offer, up to TASK_RUNNING), ``read_file`` (a sandbox file, waiting for
+a text), ``RecordingRunner`` (a container runner double).
 
 Tasks of a LocalMaster get a clean environment, so every master made here
 passes the suite's leak marker (``conftest.MARKER``) in its
 ``executor_environment``: the session's leak guard finds every task.
 """
 
+import dataclasses
 import os
 import time
 
 import pytest
 from conftest import MARKER
 
-from mesos_http_client import SchedulerClient
+from mesos_http_client import SchedulerClient, task_info
 from tfmesos.mesos.local import AgentSpec, LocalMaster
+from tfmesos.mesos.local.runner import ProcessRunner, RunnerError
 
 FAST = dict(heartbeat_interval=0.5, allocation_interval=0.05, status_update_retry=0.5,
             kill_grace_period=1.0)
@@ -57,6 +61,29 @@ def leftover_processes(master):
     return found
 
 
+def task_pids(master, task_id):
+    """Pids of live processes of ``master``'s task ``task_id``."""
+    marker = ("MESOS_TASK_ID=%s" % task_id).encode()
+    found = []
+    for pid in leftover_processes(master):
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def session_of(pid):
+    """The session id of process ``pid`` (None once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[3])
+    except (OSError, ValueError):
+        return None
+
+
 @pytest.fixture
 def make_local_master():
     masters = []
@@ -75,7 +102,7 @@ def make_local_master():
     finally:
         for master in masters:
             master.stop()
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 30
         for master in masters:
             while leftover_processes(master) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -104,3 +131,40 @@ def clients():
     finally:
         for client in made:
             client.close()
+
+
+def read_file(path, timeout=30, contains=None):
+    """The text of ``path`` ("" while it does not exist); with ``contains``,
+    once it contains that (or ``timeout`` s passed: the caller's assertion
+    then shows what is there)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = open(path).read() if os.path.exists(path) else ""
+        if contains is None or contains in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.02)
+
+
+def launch_running(client, master, task_id, command, **kwargs):
+    """Launch one task on the next offer and wait for TASK_RUNNING (acked)."""
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info(task_id, offer, command, **kwargs)],
+                  filters={"refuse_seconds": 0})
+    client.wait_state(task_id, "TASK_RUNNING")
+    return offer
+
+
+class RecordingRunner:
+    """A container runner double: records each TaskLaunch and runs its command
+    as a plain process (the image is ignored), or fails like a missing image."""
+
+    def __init__(self, fail=None):
+        self.launches = []
+        self.fail = fail
+        self._processes = ProcessRunner()
+
+    def launch(self, launch):
+        self.launches.append(launch)
+        if self.fail:
+            raise RunnerError(self.fail)
+        return self._processes.launch(dataclasses.replace(launch, image=None))

@@ -26,7 +26,7 @@ def make_rendezvous(**options):
     return server
 
 
-def next_event(rdv, kind, timeout=5):
+def next_event(rdv, kind, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -101,7 +101,13 @@ class Client:
         self.sock.close()
 
 
-def refused(sock, timeout=5):
+def admitted(rdv, sock):
+    """True once the rendezvous holds ``sock``'s connection as unregistered."""
+    port = sock.getsockname()[1]
+    return any(link.peer[1] == port for link in list(rdv._pending))
+
+
+def refused(sock, timeout=30):
     """True when the server closed ``sock`` within ``timeout`` (data before is skipped)."""
     sock.settimeout(timeout)
     try:

@@ -54,3 +54,16 @@ def test_usage_errors_are_two_lines(args):
     assert lines[0] == "usage: tfrun [options] -- COMMAND [ARGS...]"
     assert lines[1].startswith("tfrun: error: ") and lines[1].endswith(
         "(tfrun --help explains every option)")
+
+
+@pytest.mark.parametrize("option, error", [
+    (["-e", "=x"], "invalid environment entry '=x'"),
+    (["-v", "data:/data"], "invalid volume 'data:/data'"),
+])
+def test_tfmesos_docker_bad_options_are_usage_errors(option, error):
+    # Refused before the Docker engine is asked anything.
+    result = run(TFMESOS + ["docker", *option, "--", "true"])
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[0] == "usage: tfmesos docker [options] -- COMMAND [ARGS...]"
+    assert lines[1].startswith("tfmesos docker: error: %s" % error), result.stderr

@@ -1,5 +1,5 @@
 """Unit tests of master strings, MasterInfo decoding, the leader choice and the
-detectors (tfmesos.mesos.detector, master_address, master_info, zookeeper):
+detectors (tfmesos.mesos.detector, detection, master_address, master_info, zookeeper):
 no network, no ZooKeeper."""
 
 import json
@@ -11,7 +11,8 @@ import pytest
 
 from fixtures_zk import MASTER_INFO_JSON, master_info
 from tfmesos.exceptions import MasterAddressError, MesosConnectionError, TFMesosError
-from tfmesos.mesos.detector import StaticDetector, make_detector
+from tfmesos.mesos.detection import make_detector
+from tfmesos.mesos.detector import StaticDetector
 from tfmesos.mesos.master_address import MasterSpec, parse_master
 from tfmesos.mesos.master_info import master_url_from_info
 from tfmesos.mesos.zookeeper import Leadership, ZKDetector, choose_leader
@@ -370,7 +371,7 @@ def test_connection_error_type():
 def test_detector_imports_without_tensorflow():
     code = (
         "import sys; sys.modules['tensorflow'] = None; "
-        "import tfmesos.mesos.detector as d; "
+        "import tfmesos.mesos.detection as d; "
         "assert 'tensorflow' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}; "
         "assert 'kazoo.client' not in sys.modules, 'kazoo is imported lazily'"
     )

@@ -51,7 +51,7 @@ def test_passthrough_env():
     assert passthrough_env(["A=1", "B=", "ASKED", "UNSET"], environ) == {
         "MESOS_MASTER": "zk://zk1:2181/mesos", "DOCKER_IMAGE": "img",
         "TFMESOS_SECRET_FILE": "/x", "A": "1", "B": "", "ASKED": "yes"}
-    with pytest.raises(DockerError, match="invalid environment entry '=x'"):
+    with pytest.raises(SpecError, match="invalid environment entry '=x'"):
         passthrough_env(["=x"], environ)
 
 
@@ -65,10 +65,12 @@ def test_missing_engine_is_a_docker_error():
 
 
 def test_bad_command_and_volume_are_refused_before_docker():
-    with pytest.raises(DockerError, match="non-empty list"):
+    with pytest.raises(SpecError, match="non-empty list"):
         run_in_image("python train.py")
     with pytest.raises(SpecError, match="invalid volume 'data:/data'"):
         run_in_image(["true"], volumes=["data:/data"])
+    with pytest.raises(SpecError, match="invalid environment entry '=x'"):
+        run_in_image(["true"], env=["=x"])
 
 
 # -- against the engine ------------------------------------------------------

@@ -7,7 +7,7 @@ import sys
 import pytest
 from addict import Dict
 
-from tfmesos.exceptions import MesosConnectionError
+from tfmesos.exceptions import DriverAborted, MesosConnectionError, MesosError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 from tfmesos.mesos.subscription import Fatal, Received, StreamLost
 from tfmesos.mesos.interface import CALLBACKS, check_scheduler
@@ -95,8 +95,12 @@ def test_callback_exception_is_raised_by_join_in_the_caller():
     driver = make_driver(Boom(), connect_timeout=30)
     driver.start()
     driver._events.put(Received("OFFERS", Dict(offers={"offers": [{"id": {"value": "o"}}]})))
-    with pytest.raises(RuntimeError, match="bad offer handling"):
+    with pytest.raises(MesosError, match="bad offer handling") as info:
         driver.join(timeout=10)
+    assert isinstance(info.value, DriverAborted)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert str(info.value) == ("the scheduler failed handling OFFERS: RuntimeError: "
+                               "bad offer handling")
 
 
 def test_callback_exception_reaches_error_and_stops_the_callbacks():
@@ -118,12 +122,32 @@ def test_callback_exception_reaches_error_and_stops_the_callbacks():
     offers = Dict(offers={"offers": [{"id": {"value": "o"}}]})
     driver._events.put(Received("OFFERS", offers))
     driver._events.put(Received("RESCIND", Dict(rescind={"offer_id": {"value": "o"}})))
-    with pytest.raises(RuntimeError, match="bad offer handling"):
+    with pytest.raises(DriverAborted, match="bad offer handling"):
         driver.join(timeout=10)
     assert sched.calls == [("error", ("the scheduler failed handling OFFERS: RuntimeError: "
                                       "bad offer handling",))]
-    assert isinstance(driver.exception, RuntimeError)
+    assert isinstance(driver.exception, DriverAborted)
+    assert isinstance(driver.exception.__cause__, RuntimeError)
     driver.stop()
+
+
+def test_a_failing_stream_thread_aborts_the_driver_instead_of_hanging():
+    class BrokenDetector:
+        leaders_changed = None
+
+        def candidates(self, timeout=0.0):
+            raise KeyError("no such thing")
+
+        def close(self):
+            pass
+
+    sched = Recorder()
+    driver = make_driver(sched, detector=BrokenDetector(), connect_timeout=600)
+    driver.start()
+    with pytest.raises(DriverAborted, match="subscription stream failed: KeyError") as info:
+        driver.join(timeout=30)
+    assert isinstance(info.value.__cause__, KeyError)
+    assert sched.calls[-1][0] == "error"
 
 
 def test_unreachable_master_gives_up_with_a_clear_error():

@@ -1,6 +1,11 @@
-"""The driver gives up at ``connect_timeout`` (within a second), whatever
-keeps the master from answering, and a master whose host name does not
-resolve is an error at once; through the driver and through tfrun."""
+"""The driver gives up at ``connect_timeout``, whatever keeps the master from
+answering, and a master whose host name does not resolve is an error at
+once; through the driver and through tfrun.
+
+The upper bounds leave seconds of slack for a loaded machine; where a test
+checks that some wait is capped by the time left, that wait is made long
+(a call timeout or a back-off cap of 100 s), so that a wait which is not
+capped still shows far beyond the slack."""
 
 import contextlib
 import socket
@@ -15,6 +20,11 @@ from tfmesos.mesos import http_transport
 from tfrun_helpers import free_port, run_tfrun
 
 FRAMEWORK = {"user": "u", "name": "timeouts"}
+SLACK = 4.0   # seconds a loaded machine may add to a deadline the driver keeps
+# Far below which a failure "at once" shows (the alternative: waiting 60 s).
+AT_ONCE = 20.0
+# Waits the driver must cap by the time left before connect_timeout.
+LONG_WAITS = dict(timeout=100.0, backoff_cap=100.0)
 UNKNOWN = "no-such-host.invalid:5050"
 # Not used: no task starts. An address that is not loopback, so that tfrun
 # does not refuse it for a master on another host.
@@ -70,9 +80,9 @@ def give_up_time(master, **options):
 
 
 def test_driver_gives_up_at_the_connect_timeout(unreachable):
-    # The per-call timeout (10 s) and the back-off no longer add to it.
-    took, error = give_up_time(unreachable, connect_timeout=8)
-    assert 8 <= took < 10, took
+    # The per-call timeout and the back-off (both up to 100 s here) do not add to it.
+    took, error = give_up_time(unreachable, connect_timeout=8, **LONG_WAITS)
+    assert 8 <= took < 8 + SLACK, took
     assert "could not subscribe to the Mesos master %s for 8 s" % unreachable in str(error)
 
 
@@ -81,7 +91,9 @@ def test_tfrun_gives_up_at_the_connect_timeout(unreachable):
     result = run_tfrun("-m", unreachable, "--connect-timeout", "8", "--", "true", timeout=60)
     took = time.monotonic() - started
     assert result.returncode == 1, result.stderr
-    assert 8 <= took < 10, took
+    # The option's 8 s, not the default 60 s (the driver's own precision is
+    # checked above; tfrun's start-up adds to this one).
+    assert 8 <= took < 30, took
     if "did not answer" not in result.stderr:   # refused: said at once, not only at the end
         assert "cannot reach the Mesos master %s yet" % unreachable in result.stderr
     assert error_line(result.stderr).startswith(
@@ -91,7 +103,7 @@ def test_tfrun_gives_up_at_the_connect_timeout(unreachable):
 
 def test_driver_fails_at_once_on_an_unknown_host():
     took, error = give_up_time(UNKNOWN, connect_timeout=60)
-    assert took < 3, took
+    assert took < AT_ONCE, took
     assert "'no-such-host.invalid' does not resolve" in str(error)
     assert "fix the master address" in str(error)
 
@@ -99,18 +111,18 @@ def test_driver_fails_at_once_on_an_unknown_host():
 def test_driver_fails_at_once_when_no_master_of_a_list_resolves():
     took, error = give_up_time("no-such-host.invalid:5050,other.invalid:5050",
                                connect_timeout=60)
-    assert took < 3, took
+    assert took < AT_ONCE, took
     assert "(no-such-host.invalid, other.invalid)" in str(error)
 
 
 @pytest.mark.parametrize("advertise", [ADVERTISE, []], ids=["driver", "advertise-check"])
 def test_tfrun_fails_at_once_on_an_unknown_host(advertise):
     # Without --advertise-address, tfrun's look-up of the route to the master
-    # fails first; either way the host is named within 3 s.
+    # fails first; either way the host is named at once, not after 60 s.
     started = time.monotonic()
     result = run_tfrun("-m", UNKNOWN, *advertise, "--connect-timeout", "60", "--", "true",
                        timeout=60)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < AT_ONCE
     assert result.returncode == 1
     last = error_line(result.stderr)
     assert "no-such-host.invalid" in last
@@ -121,8 +133,9 @@ def test_tfrun_fails_at_once_on_an_unknown_host(advertise):
 
 def test_a_master_that_resolves_is_still_retried(monkeypatch):
     # One master of the list resolves (its port is closed): keep trying.
-    took, error = give_up_time("%s,127.0.0.1:%d" % (UNKNOWN, free_port()), connect_timeout=2)
-    assert 2 <= took < 3 and "could not subscribe" in str(error)
+    took, error = give_up_time("%s,127.0.0.1:%d" % (UNKNOWN, free_port()), connect_timeout=2,
+                               **LONG_WAITS)
+    assert 2 <= took < 2 + SLACK and "could not subscribe" in str(error)
 
 
 def test_a_dns_server_that_fails_for_now_is_retried(monkeypatch):
@@ -130,26 +143,32 @@ def test_a_dns_server_that_fails_for_now_is_retried(monkeypatch):
         raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
 
     monkeypatch.setattr(socket, "getaddrinfo", again)
-    took, error = give_up_time("mesos.example:5050", connect_timeout=2)
-    assert 2 <= took < 3, took
+    took, error = give_up_time("mesos.example:5050", connect_timeout=2, **LONG_WAITS)
+    assert 2 <= took < 2 + SLACK, took
     assert "Temporary failure in name resolution" in str(error)
 
 
 def test_a_slow_name_lookup_is_bounded(monkeypatch):
+    answered = threading.Event()
+
     def slow(*args, **kwargs):
-        time.sleep(5)
+        answered.wait(120)   # a look-up that would take minutes
         return []
 
     monkeypatch.setattr(socket, "getaddrinfo", slow)
     started = time.monotonic()
-    with pytest.raises(TimeoutError, match="resolving mesos.example took more than 0.5 s"):
-        http_transport.connect_within(("mesos.example", 5050), 0.5)
-    assert time.monotonic() - started < 1
+    try:
+        with pytest.raises(TimeoutError, match="resolving mesos.example took more than 0.5 s"):
+            http_transport.connect_within(("mesos.example", 5050), 0.5)
+        assert time.monotonic() - started < 0.5 + SLACK
+    finally:
+        answered.set()
 
 
 def test_zookeeper_wait_is_bounded_by_the_connect_timeout():
     pytest.importorskip("kazoo")
-    # The detector would wait the call timeout (10 s) for a leader.
-    took, error = give_up_time("zk://127.0.0.1:%d/mesos" % free_port(), connect_timeout=3)
-    assert 3 <= took < 4, took
+    # The detector would wait the call timeout (100 s here) for a leader.
+    took, error = give_up_time("zk://127.0.0.1:%d/mesos" % free_port(), connect_timeout=3,
+                               **LONG_WAITS)
+    assert 3 <= took < 3 + SLACK, took
     assert "cannot connect to ZooKeeper" in str(error)

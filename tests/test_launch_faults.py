@@ -9,7 +9,7 @@ import pytest
 from fixtures_master import make_local_master  # noqa: F401
 from tfmesos import launch
 from tfmesos.events import TaskDisconnected, TaskRegistered
-from tfmesos.exceptions import ClusterError, TaskFailed, TFMesosError
+from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
 from tfmesos.launch import ClusterRun
 from tfmesos.spec import Job, RunSpec
 
@@ -32,8 +32,10 @@ def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
         with pytest.raises(ClusterError, match="failed handling OFFERS: TFMesosError: cannot "
                                                "tell which local address") as raised:
             run.wait_ready()
-        assert time.monotonic() - started < 5
-        assert raised.value.__cause__ is problem
+        assert time.monotonic() - started < 30   # at once, not at the launch timeout (120 s)
+        # The run failed because the driver aborted, because the callback raised.
+        assert isinstance(raised.value.__cause__, DriverAborted)
+        assert raised.value.__cause__.__cause__ is problem
         framework_id = run.scheduler.framework_id
     finally:
         run.stop()
@@ -61,7 +63,7 @@ def test_a_task_that_stays_away_from_the_rendezvous_fails_the_run():
         with pytest.raises(TaskFailed, match="worker:0 lost its connection to the scheduler "
                                              "and did not come back within 1 s"):
             run.wait_finished()
-        assert 1.0 <= time.monotonic() - started < 5
+        assert 1.0 <= time.monotonic() - started < 15   # before the task's sleep 20 ends
     finally:
         run.stop()
 

@@ -64,7 +64,7 @@ def test_task_error_is_not_retried(tmp_path):
                                              "invalid agent: S9 \\(Mesos refused the task "
                                              "description; retrying cannot help\\)"):
             run.wait_ready()
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 30   # at once, not at the launch timeout (60 s)
         assert run.slots[0].attempts == 1
     finally:
         run.stop()

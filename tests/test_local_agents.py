@@ -17,10 +17,11 @@ import pytest
 import requests
 
 from fixtures_master import (clients, leftover_processes, make_local_master,  # noqa: F401
-                             small_agent)
+                             session_of, small_agent, task_pids)
 from mesos_http_client import scalar, task_info
 from tfrun_helpers import (HELLO, HELLO_ARGS, free_port, marked_tasks, run_tfrun, start_tfrun,
                            wait_for_line)
+from waiting import wait_until
 from tfmesos.mesos.local import AgentSpec
 from tfmesos.mesos.local.cli import agent_specs, main, parse_agent
 
@@ -109,7 +110,8 @@ def test_each_agent_offers_runs_and_is_removed_on_its_own(make_local_master, cli
     master.remove_agent(offers["node1"]["agent_id"]["value"])
     lost = client.next_update("on-node1")
     assert lost["state"] == "TASK_LOST" and lost["reason"] == "REASON_AGENT_REMOVED"
-    time.sleep(0.3)
+    # Once its processes are gone, a TERM would have left its trace.
+    wait_until(lambda: not task_pids(master, "on-node1"), message="on-node1 still runs")
     assert not os.path.exists(os.path.join(master.sandbox("on-node1"), "got-term"))
     client.no_event(("UPDATE",), 0.5)
     tasks = {t["id"]: t["state"] for t in master.state()["frameworks"][0]["tasks"]}
@@ -133,15 +135,10 @@ def test_a_setsid_grandchild_dies_with_its_task(make_local_master, clients):
     client.launch(offer, [task_info("tree", offer, command)], filters={"refuse_seconds": 0})
     client.wait_state("tree", "TASK_RUNNING")
     pid_file = os.path.join(master.sandbox("tree"), "grandchild.pid")
-    deadline = time.monotonic() + 5
-    while not (os.path.exists(pid_file) and open(pid_file).read().strip()):
-        assert time.monotonic() < deadline, "the grandchild did not start"
-        time.sleep(0.02)
-    grandchild = int(open(pid_file).read())
-    time.sleep(0.2)   # setsid(1) has called setsid() by now
-    with open("/proc/%d/stat" % grandchild) as handle:
-        session = int(handle.read().rsplit(")", 1)[1].split()[3])
-    assert session == grandchild, "the grandchild should lead its own session"
+    grandchild = int(wait_until(lambda: os.path.exists(pid_file) and open(pid_file).read().strip(),
+                                message="the grandchild did not start"))
+    wait_until(lambda: session_of(grandchild) == grandchild,
+               message="the grandchild should lead its own session")
     client.kill("tree")
     client.wait_state("tree", "TASK_KILLED")
     assert not alive(grandchild)
@@ -281,16 +278,15 @@ def test_an_agent_removed_mid_run_fails_the_run_in_seconds(make_local_master):
         started = time.monotonic()
         master.remove_agent(victim["slave_id"])
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail("tfrun did not end within 30 s of losing an agent")
+            pytest.fail("tfrun did not end within 60 s of losing an agent")
         elapsed = time.monotonic() - started
         err = proc.stderr.read()
     assert proc.returncode != 0
-    assert elapsed < 15, "tfrun took %.1f s to fail" % elapsed
+    # From TASK_LOST, not after the 40 s a dropped task has to re-register.
+    assert elapsed < 25, "tfrun took %.1f s to fail" % elapsed
     assert "TASK_LOST" in err, err
-    deadline = time.monotonic() + 5
-    while leftover_processes(master) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert leftover_processes(master) == []
+    wait_until(lambda: not leftover_processes(master),
+               message=lambda: "left: %s" % leftover_processes(master))
     assert not [t for f in master.state()["frameworks"] for t in f["tasks"]]

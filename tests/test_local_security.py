@@ -15,10 +15,10 @@ import types
 import pytest
 import requests
 
-from fixtures_master import MARKER, make_local_master, marked_environment  # noqa: F401
+from driver_helpers import drivers, states_of, task  # noqa: F401 (fixture)
+from fixtures_master import (MARKER, RecordingRunner, clients, launch_running,  # noqa: F401
+                             make_local_master, marked_environment, read_file)
 from mesos_http_client import CLOSED, task_info
-from test_driver import drivers, states_of, task  # noqa: F401 (fixture)
-from test_local_master import RecordingRunner, clients, launch_running, read_file  # noqa: F401
 
 from tfmesos.mesos.local import cli
 from tfmesos.mesos.local.auth import (CHALLENGE, Authenticator, CredentialsError,
@@ -26,7 +26,7 @@ from tfmesos.mesos.local.auth import (CHALLENGE, Authenticator, CredentialsError
 from tfmesos.mesos.local.environment import DEFAULT_PATH, parse_environment_json
 from tfmesos.mesos.local.planning import TaskInvalid, check_container_user, plan_task
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 ALICE = ("alice", "wonderland")
 MALLORY = ("mallory", "s3cret:with:colons")
@@ -105,12 +105,12 @@ def test_another_principal_cannot_fail_a_run_over(make_local_master, clients):  
                       framework_id=framework_id)
     error = mallory.subscribe(expect_error=True)
     assert error["error"]["message"] == "Changing framework's principal is not allowed."
-    mallory.next_event(CLOSED, timeout=5)
+    mallory.next_event(CLOSED, timeout=30)
     mallory.stream_id = "stolen"
     response = mallory.call("REVIVE", check=False)
     assert response.status_code == 400 and "Authenticated principal 'mallory'" in response.text
 
-    alice.next_event("HEARTBEAT", timeout=5, skip=())     # alice's stream goes on
+    alice.next_event("HEARTBEAT", timeout=30, skip=())     # alice's stream goes on
     assert alice.call("REVIVE").status_code == 202
     framework = master.state()["frameworks"][0]
     assert framework["id"] == framework_id and framework["connected"]
@@ -119,7 +119,7 @@ def test_another_principal_cannot_fail_a_run_over(make_local_master, clients):  
     again = clients(master, subscribe=False, auth=ALICE, framework_id=framework_id,
                     name="alices-run", failover_timeout=60)
     assert again.subscribe()["subscribed"]["framework_id"]["value"] == framework_id
-    assert alice.next_event("ERROR", timeout=5)["error"]["message"] == "Framework failed over"
+    assert alice.next_event("ERROR", timeout=30)["error"]["message"] == "Framework failed over"
 
 
 def test_failover_keeps_principal_and_user_without_credentials(make_local_master,  # noqa: F811

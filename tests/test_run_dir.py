@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from test_tfrun import assert_no_task_processes
-from tfrun_helpers import (REPO, free_port, marked_tasks, run_tfrun, start_tfrun, tfrun_argv,
-                           wait_for_line)
+from tfrun_helpers import (REPO, assert_no_task_processes, free_port, marked_tasks, run_tfrun,
+                           start_tfrun, tfrun_argv, wait_for_line)
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]
@@ -154,8 +153,9 @@ def test_aborted_launch_progress_lines_totals_and_run_json(one_cpu_master, tmp_p
         lines = timed_lines(proc.stderr, timeout=60)
         assert proc.wait(30) == 1
     progress = [(at, line) for at, line in lines if line.startswith("tfrun: placed ")]
-    assert progress and progress[0][0] < 4, lines
-    assert all(later - earlier < 2 for (earlier, _), (later, _) in zip(progress, progress[1:]))
+    # Every 0.5 s as asked (the default is 10 s), with seconds of slack for a loaded machine.
+    assert progress and progress[0][0] < 8, lines
+    assert all(later - earlier < 5 for (earlier, _), (later, _) in zip(progress, progress[1:]))
     assert re.match(r"^tfrun: placed 1/2, registered [01]/2, waiting for cpus=1 mem=64 "
                     r"\(\d+ s\)$", progress[-1][1])
     error = [index for index, (_, line) in enumerate(lines) if "tfrun: error:" in line]

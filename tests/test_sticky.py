@@ -11,7 +11,7 @@ import time
 import pytest
 
 from recovery_helpers import kill_task, task_processes
-from test_tfrun import assert_no_task_processes
+from tfrun_helpers import assert_no_task_processes
 from tfmesos import cluster
 from tfmesos.exceptions import TaskFailed
 from tfmesos.launch import ClusterRun

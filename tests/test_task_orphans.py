@@ -18,6 +18,7 @@ from processes import TASK_ENTRY
 from tfmesos.task import replica_guard
 from tfmesos.task.replica import guard_argv
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
+from waiting import wait_until
 
 TAG = "TFMESOS_ORPHAN_TEST"
 
@@ -41,6 +42,11 @@ def tagged_processes(tag):
     return found
 
 
+# Generous, and still half the 30 s that the sleeps these tests start would
+# take to end on their own.
+GONE_WITHIN = 15
+
+
 def wait_until_gone(tag, seconds, keep=()):
     """Poll until no tagged process (other than ``keep``) is left."""
     deadline = time.monotonic() + seconds
@@ -58,8 +64,24 @@ def wait_for_file(path, seconds):
         time.sleep(0.1)
 
 
+def sleeps_in_group(pgid):
+    """Pids of the live ``sleep`` processes in process group ``pgid``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                command = handle.read().split(b"\0")[0]
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid and command.endswith(b"sleep"):
+            found.append(int(pid))
+    return found
+
+
 def wait_for_sleeps(tag, count):
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while len([p for p in tagged_processes(tag) if p[1].startswith("sleep")]) < count:
         assert time.monotonic() < deadline, tagged_processes(tag)
         time.sleep(0.05)
@@ -104,8 +126,8 @@ def test_sigkill_of_tfrun_during_the_initializer_leaves_nothing_and_never_runs_t
         wait_for_file(tmp_path / "init", 60)
         proc.kill()
         proc.wait(10)
-        left = wait_until_gone(tag, 5)
-    assert not left, "processes of the run left 5 s after tfrun died: %s" % left
+        left = wait_until_gone(tag, GONE_WITHIN)
+    assert not left, "processes of the run left %d s after tfrun died: %s" % (GONE_WITHIN, left)
     assert not (tmp_path / "started").exists()
 
 
@@ -119,7 +141,7 @@ def test_sigkill_of_the_server_kills_the_command_and_its_grandchildren(tag, tmp_
         proc.send_signal(signal.SIGSTOP)
         try:
             os.kill(server, signal.SIGKILL)
-            left = wait_until_gone(tag, 5)
+            left = wait_until_gone(tag, GONE_WITHIN)
         finally:
             proc.send_signal(signal.SIGCONT)
         assert not left, "the command outlived the task entry: %s" % left
@@ -139,7 +161,7 @@ def test_sigterm_during_the_initializer_means_the_command_never_starts(tag, tmp_
     assert "worker:0 exited with code 143" in err
     assert time.monotonic() - stopped < 15
     assert not (tmp_path / "started").exists()
-    assert not wait_until_gone(tag, 5)
+    assert not wait_until_gone(tag, GONE_WITHIN)
 
 
 PROGRESS = r"""
@@ -219,7 +241,7 @@ def test_the_guard_takes_its_group_down_when_its_parent_dies(tag, tmp_path):
         wait_for_sleeps(tag, 2)
         parent.kill()
         parent.wait(10)
-        assert not wait_until_gone(tag, 5), "the guard's group outlived its parent"
+        assert not wait_until_gone(tag, GONE_WITHIN), "the guard's group outlived its parent"
     finally:
         parent.kill()
         parent.wait(10)
@@ -232,10 +254,10 @@ def test_the_guard_reports_the_status_and_stops_on_sigterm(tmp_path):
     assert run("kill -TERM $$") == 143
     guarded = subprocess.Popen(guard_argv("sleep 30 & sleep 30; wait"), start_new_session=True)
     try:
-        time.sleep(1)
+        wait_until(lambda: len(sleeps_in_group(guarded.pid)) == 2)   # the guard is set up
         started = time.monotonic()
         os.killpg(guarded.pid, signal.SIGTERM)
-        assert guarded.wait(10) == 143 and time.monotonic() - started < 5
+        assert guarded.wait(30) == 143 and time.monotonic() - started < GONE_WITHIN
     finally:
         if guarded.poll() is None:
             os.killpg(guarded.pid, signal.SIGKILL)

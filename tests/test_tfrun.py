@@ -9,26 +9,14 @@ import time
 
 import pytest
 
-from conftest import marked_processes
-from processes import TASK_ENTRY
-from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, free_port, marked_tasks, run_tfrun,
-                           start_tfrun, wait_for_line)
+from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, assert_no_task_processes, free_port,
+                           marked_tasks, run_tfrun, start_tfrun, wait_for_line)
 
 
 @pytest.fixture(autouse=True)
 def runs_dir(tmp_path, monkeypatch):
     """Run directories go to the test's temporary directory, not the checkout."""
     monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "tfmesos-runs"))
-
-
-def assert_no_task_processes():
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        left = [p for p in marked_processes() if TASK_ENTRY in p[1] or "sleep" in p[1]]
-        if not left:
-            return
-        time.sleep(0.2)
-    raise AssertionError("task processes survived: %s" % left)
 
 
 def test_replica_run_substitutes_placeholders_and_streams_worker_output():

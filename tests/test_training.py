@@ -7,37 +7,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import marked_processes
-from processes import TASK_ENTRY
 from tfrun_helpers import REPO, SMALL, run_tfrun
+from training_helpers import RESOURCES, THRESHOLD, accuracy, assert_nothing_left
 
-THRESHOLD = 0.85
 PY = sys.executable
-RESOURCES = ["-Cw", "0.5", "-Mw", "1024", "-Cs", "0.5", "-Ms", "1024", "-Cc", "0.5",
-             "-Mc", "1024"]
-
-
-def accuracy(output, prefix=""):
-    match = re.search(r"^%sfinal accuracy: ([0-9.]+)$" % re.escape(prefix), output, re.M)
-    assert match, "no %sfinal accuracy line in:\n%s" % (prefix, output[-3000:])
-    return float(match.group(1))
-
-
-def assert_nothing_left():
-    """No task entry point and no example process outlives its run."""
-    deadline = time.monotonic() + 15
-    while True:
-        left = [p for p in marked_processes()
-                if TASK_ENTRY in p[1] or "examples/" in p[1]]
-        if not left:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("processes survived the run: %s" % left)
-        time.sleep(0.2)
 
 
 def run_script(*args, timeout=240):

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from recovery_helpers import kill_task
-from test_training import RESOURCES, THRESHOLD, accuracy, assert_nothing_left
 from tfrun_helpers import REPO, start_tfrun, wait_for_line
+from training_helpers import RESOURCES, THRESHOLD, accuracy, assert_nothing_left
 
 pytestmark = pytest.mark.tensorflow
 PY = sys.executable

@@ -116,7 +116,7 @@ def test_read_frame_limits_and_deadline():
         started = time.monotonic()
         with pytest.raises(socket.timeout):
             wire.read_frame(b, deadline=time.monotonic() + 0.3)
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 10   # the deadline, not a wait for the 99 bytes
     finally:
         a.close()
         b.close()

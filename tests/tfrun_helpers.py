@@ -10,7 +10,10 @@ import threading
 
 import pytest
 
+from conftest import marked_processes
+from processes import TASK_ENTRY
 from tfmesos import hostport
+from waiting import wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELLO = os.path.join(REPO, "examples", "replica_hello.py")
@@ -80,3 +83,15 @@ def wait_for_line(stream, needle, timeout):
     if found.is_set():
         return seen
     raise AssertionError("%r not seen within %s s; got: %s" % (needle, timeout, "".join(seen)))
+
+
+def assert_no_task_processes(timeout=30):
+    """No task entry point or ``sleep`` of this session outlives its run."""
+    left = []
+
+    def none_left():
+        left[:] = [p for p in marked_processes() if TASK_ENTRY in p[1] or "sleep" in p[1]]
+        return not left
+
+    wait_until(none_left, timeout, interval=0.2,
+               message=lambda: "task processes survived: %s" % left)

@@ -16,6 +16,7 @@ _EXPORTS = {
     "TFMesosError": "exceptions", "SpecError": "exceptions",
     "MasterAddressError": "exceptions", "MesosError": "exceptions",
     "MesosConnectionError": "exceptions", "MesosCallError": "exceptions",
+    "DriverAborted": "exceptions",
     "RendezvousError": "exceptions", "ClusterError": "exceptions",
     "LaunchTimeout": "exceptions", "TaskFailed": "exceptions", "DockerError": "exceptions",
 }

@@ -4,14 +4,17 @@
 attaching to a container and copying its output.
 
 The ``docker`` package (``pip install 'tfmesos[docker]'``) is imported only
-when a function needs it. Failures raise ``DockerEngineError`` with a
-one-line message that states the fix; each caller turns it into its own
-error at its boundary.
+when a function needs it. Failures raise ``DockerEngineError`` (a
+``DockerError``) with a one-line message that states the fix: the wrapper
+lets it through to its caller; the local master's runner turns it into a
+failed launch.
 """
 
 import codecs
 import io
 import os
+
+from tfmesos.exceptions import DockerError
 
 __all__ = ["DockerEngineError", "MANAGED_LABEL", "connect", "ensure_image", "attach",
            "pump_output", "one_line"]
@@ -19,8 +22,9 @@ __all__ = ["DockerEngineError", "MANAGED_LABEL", "connect", "ensure_image", "att
 MANAGED_LABEL = "tfmesos.managed"
 
 
-class DockerEngineError(Exception):
-    """The Docker engine or an image is not available."""
+class DockerEngineError(DockerError):
+    """The Docker engine or an image is not available, or a container cannot
+    be removed."""
 
 
 def one_line(exc):

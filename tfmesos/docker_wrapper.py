@@ -19,7 +19,7 @@ from tfmesos.config import resolve
 from tfmesos.docker_engine import (
     MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
     remove_container)
-from tfmesos.exceptions import DockerError
+from tfmesos.exceptions import DockerError, SpecError
 from tfmesos.signals import interrupt_on_signals
 from tfmesos.volumes import parse_volume
 
@@ -49,7 +49,7 @@ def passthrough_env(env=None, environ=None):
     for item in env or ():
         name, has_value, value = str(item).partition("=")
         if not name:
-            raise DockerError("invalid environment entry %r: expected NAME=VALUE or NAME" % item)
+            raise SpecError("invalid environment entry %r: expected NAME=VALUE or NAME" % item)
         if has_value:
             out[name] = value
         elif name in environ:
@@ -103,11 +103,12 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     runs. Ctrl-C or SIGTERM stops and removes the container, then raises
     ``KeyboardInterrupt``; the container is removed in every case.
 
-    Raises ``DockerError`` when the engine or the image is missing,
-    ``SpecError`` for a malformed volume.
+    Raises ``SpecError`` for a malformed command, volume or environment
+    entry (before the engine is asked anything), ``DockerError`` when the
+    engine or the image is missing or the container cannot start.
     """
     if isinstance(command, str) or not command:
-        raise DockerError("command must be a non-empty list of strings, got %r" % (command,))
+        raise SpecError("command must be a non-empty list of strings, got %r" % (command,))
     command = [str(arg) for arg in command]
     workdir = os.path.abspath(workdir or os.getcwd())
     image = resolve_image(image)
@@ -125,11 +126,8 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     }
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
-    try:
-        client = connect(client)
-        ensure_image(client, image)
-    except DockerEngineError as exc:
-        raise DockerError(str(exc)) from exc
+    client = connect(client)
+    ensure_image(client, image)
     return _run(client, image, kwargs, stdout, stderr)
 
 

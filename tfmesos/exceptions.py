@@ -4,15 +4,26 @@ Every error tfmesos raises on purpose derives from ``TFMesosError``::
 
     TFMesosError
     ├── SpecError (ValueError)          a job spec or option is invalid
+    │   ├── AgentSpecError              an impossible local agent
+    │   │                               (``mesos.local.agent``)
+    │   └── CredentialsError            unusable local master credentials
+    │                                   (``mesos.local.auth``)
     ├── MasterAddressError (ValueError) a master string cannot be parsed
     ├── MesosError                      talking to Mesos failed
     │   ├── MesosConnectionError (ConnectionError)  no master reachable
-    │   └── MesosCallError              a call was refused (HTTP status kept)
+    │   ├── MesosCallError              a call was refused (HTTP status kept)
+    │   ├── DriverAborted               a scheduler callback raised (its error
+    │   │                               is ``__cause__``)
+    │   └── LocalMasterError            the embedded master cannot start
+    │                                   (``mesos.local.errors``)
     ├── RendezvousError                 the task rendezvous failed
     ├── ClusterError                    the TensorFlow cluster failed
     │   ├── LaunchTimeout (TimeoutError)  not complete within the deadline
     │   └── TaskFailed                  a task ended badly (state, exit code)
     └── DockerError                     the Docker engine or image is missing
+        └── DockerEngineError           raised by ``docker_engine``, the
+                                        plumbing shared by the local
+                                        master's runner and ``tfmesos docker``
 """
 
 
@@ -54,6 +65,11 @@ class MesosCallError(MesosError):
         # Mesos answers 403 "Framework is not subscribed" to a call made
         # between a lost subscription and the next SUBSCRIBED.
         return self.status == 403
+
+
+class DriverAborted(MesosError):
+    """A scheduler callback raised, so the driver stopped calling back; the
+    callback's exception is ``__cause__``."""
 
 
 class RendezvousError(TFMesosError):

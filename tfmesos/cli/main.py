@@ -12,7 +12,7 @@ commands:
 
 import sys
 
-from ..exceptions import TFMesosError
+from ..exceptions import SpecError, TFMesosError
 from .common import CommandParser
 
 
@@ -37,6 +37,8 @@ def docker_main(argv):
                      "-- python train.py")
     try:
         return run_in_image(command, image=args.image, env=args.env, volumes=args.volume)
+    except SpecError as exc:   # a bad -e or -v: a usage error, as in tfrun
+        parser.error(str(exc))
     except KeyboardInterrupt:
         return 130
 

@@ -1,43 +1,19 @@
-"""Find the leading Mesos master.
-
-A master string (see :mod:`tfmesos.mesos.master_address`) is parsed by
-:func:`~tfmesos.mesos.master_address.parse_master` into a ``MasterSpec``;
-:func:`make_detector` turns that spec into a :class:`Detector`, which the
-HTTP scheduler driver asks for the base URL of the leading master::
-
-    spec = parse_master("zk://zk1:2181,zk2:2181/mesos")
-    with make_detector(spec, timeout=10.0) as detector:
-        url = detector.leader()          # "http://10.0.0.7:5050"
-        ...
-        if detector.leaders_changed.is_set():
-            detector.leaders_changed.clear()
-            url = detector.leader()
-
-By kind of spec:
-
-* ``local`` -- the embedded single-machine master. It has no detector:
-  :func:`make_detector` refuses it, and the caller starts
-  ``tfmesos.mesos.local`` instead and talks to the URL that master serves.
-* fixed URLs (``host:port``, ``https://host:port``, lists of those): a
-  :class:`StaticDetector`. Its :meth:`leader` is the first entry; the driver
-  tries :meth:`~Detector.candidates` in order and follows a master's
-  ``307 Temporary Redirect`` to the leader itself.
-* ``zk://...``: a :class:`~tfmesos.mesos.zookeeper.ZKDetector`, which follows
-  the masters registered in ZooKeeper.
+"""The detector interface: a :class:`Detector` finds the leading Mesos master
+for the HTTP scheduler driver; a :class:`StaticDetector` serves a fixed list
+of URLs. :func:`tfmesos.mesos.detection.make_detector` picks the detector
+for a master string (``zookeeper.ZKDetector`` for ``zk://``).
 
 Nothing here imports TensorFlow.
 """
 
 import threading
 
-from tfmesos.mesos.master_address import MasterSpec, parse_master
-
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "Detector",
     "StaticDetector",
-    "make_detector",
+    "check_timeout",
 ]
 
 DEFAULT_TIMEOUT = 10.0
@@ -47,7 +23,8 @@ DEFAULT_SESSION_TIMEOUT = 10.0
 
 
 class Detector:
-    """Finds the leading Mesos master; see :func:`make_detector`.
+    """Finds the leading Mesos master; see
+    :func:`tfmesos.mesos.detection.make_detector`.
 
     ``leaders_changed`` is a ``threading.Event`` the detector sets whenever
     the leader changes after a first one was found (also when it vanishes);
@@ -128,43 +105,3 @@ def check_timeout(timeout):
         raise ValueError("timeout must be a number of seconds >= 0, not %r" % (timeout,))
     return float(timeout)
 
-
-def make_detector(
-    spec,
-    timeout=DEFAULT_TIMEOUT,
-    *,
-    scheme="http",
-    session_timeout=DEFAULT_SESSION_TIMEOUT,
-):
-    """The :class:`Detector` for a ``MasterSpec`` (or a master string).
-
-    ``timeout`` is the default deadline of ``leader()``/``candidates()``;
-    ``scheme`` (``"http"`` or ``"https"``) is used for masters found in
-    ZooKeeper, whose MasterInfo does not say; ``session_timeout`` is the
-    ZooKeeper session timeout.
-
-    A ``local`` spec raises ``ValueError``: the embedded master has no
-    detector -- start ``tfmesos.mesos.local`` and use the URL it serves.
-    """
-    if isinstance(spec, str):
-        spec = parse_master(spec)
-    if not isinstance(spec, MasterSpec):
-        raise TypeError("make_detector needs a MasterSpec or a master string, not %r" % (spec,))
-    if spec.kind == "local":
-        raise ValueError(
-            "the 'local' Mesos master has no detector: start the embedded master "
-            "(tfmesos.mesos.local) and connect to the URL it serves"
-        )
-    if spec.kind == "http":
-        return StaticDetector(spec.urls, timeout=timeout)
-    # Imported here: ZKDetector subclasses Detector, so its module imports this one.
-    from tfmesos.mesos.zookeeper import ZKDetector
-
-    return ZKDetector(
-        spec.hosts,
-        spec.path,
-        auth=spec.auth,
-        scheme=scheme,
-        timeout=timeout,
-        session_timeout=session_timeout,
-    )

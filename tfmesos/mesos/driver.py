@@ -7,8 +7,8 @@ Threads: a *stream* thread (``subscription``) holds the SUBSCRIBE
 connection, decodes RecordIO events and queues them; a *dispatcher* thread calls the scheduler's callbacks
 one at a time, in event order. Calls (ACCEPT, KILL, ...) go on a second
 connection from whichever thread makes them, and raise on failure. A callback
-that raises stops the driver; ``join()`` re-raises the exception in the
-caller's thread.
+that raises stops the driver; ``join()`` raises ``DriverAborted`` in the
+caller's thread, with the callback's exception as ``__cause__``.
 """
 
 import copy
@@ -18,10 +18,10 @@ import queue
 import threading
 import time
 
-from ..exceptions import MesosConnectionError, MesosError
+from ..exceptions import DriverAborted, MesosConnectionError, MesosError
 from . import calls
 from .http_transport import CallConnection, basic_auth, ssl_context
-from .detector import make_detector
+from .detection import make_detector
 from .master_address import parse_master
 from .interface import check_scheduler, dispatch_event
 from .subscription import Received, StreamLost, Subscription
@@ -146,7 +146,9 @@ class MesosSchedulerDriver:
         return DRIVER_ABORTED
 
     def join(self, timeout=None):
-        """Wait until the driver stops or aborts; re-raise what made it abort.
+        """Wait until the driver stops or aborts; raise what made it abort
+        (a ``MesosError``: ``DriverAborted`` when a callback raised, else the
+        error that made the driver give up).
 
         After an abort (a callback raised), the subscription stays open until
         ``stop()``, which can still tear the framework down."""
@@ -169,8 +171,9 @@ class MesosSchedulerDriver:
 
     @property
     def exception(self):
-        """What aborted the driver (a callback's exception, or the error that
-        made it give up), else None."""
+        """What aborted the driver (``DriverAborted`` with a callback's
+        exception as ``__cause__``, or the error that made it give up), else
+        None."""
         return self._exception
 
     def run(self):
@@ -278,15 +281,16 @@ class MesosSchedulerDriver:
         ``stop()`` can still send TEARDOWN and Mesos kills the tasks at once
         rather than after the failover timeout."""
         logger.debug("scheduler callback failed", exc_info=True)
+        what = item.kind if isinstance(item, Received) else type(item).__name__
+        message = "the scheduler failed handling %s: %s: %s" % (what, type(exc).__name__, exc)
         if self._exception is None:
-            self._exception = exc
+            self._exception = DriverAborted(message)
+            self._exception.__cause__ = exc
         with self._lock:
             if self._status == DRIVER_RUNNING:
                 self._status = DRIVER_ABORTED
-        what = item.kind if isinstance(item, Received) else type(item).__name__
         try:
-            self.scheduler.error(self, "the scheduler failed handling %s: %s: %s"
-                                 % (what, type(exc).__name__, exc))
+            self.scheduler.error(self, message)
         except Exception:  # noqa: B902 - the first failure is the one to report
             logger.warning("scheduler.error failed as well", exc_info=True)
         self._ended.set()

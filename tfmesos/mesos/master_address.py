@@ -1,7 +1,7 @@
 """Mesos master strings, as given to ``--master`` or ``MESOS_MASTER``.
 
 :func:`parse_master` turns one into a :class:`MasterSpec`, which
-:func:`tfmesos.mesos.detector.make_detector` turns into a detector.
+:func:`tfmesos.mesos.detection.make_detector` turns into a detector.
 Accepted master strings:
 
 * ``local`` -- the embedded single-machine master (``tfmesos.mesos.local``).

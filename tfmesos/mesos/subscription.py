@@ -22,7 +22,7 @@ from typing import Any
 
 from addict import Dict
 
-from ..exceptions import MesosCallError, MesosConnectionError, MesosError
+from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import StaticDetector
@@ -51,9 +51,9 @@ class StreamLost:
 
 @dataclasses.dataclass(frozen=True)
 class Fatal:
-    """Reconnecting cannot help: ``error`` stops the driver."""
+    """Reconnecting cannot help: ``error`` (a ``MesosError``) stops the driver."""
 
-    error: BaseException
+    error: MesosError
 
 
 class _StreamEnded(Exception):
@@ -115,7 +115,19 @@ class Subscription:
         shutdown_socket(conn)
 
     def run(self):
-        """The stream thread."""
+        """The stream thread. An error it does not expect (a bug, a detector
+        that fails) stops the driver as ``DriverAborted`` rather than ending
+        the thread silently, which would leave the driver waiting forever."""
+        try:
+            self._run()
+        except Exception as exc:  # noqa: B902 - reported through the queue
+            logger.debug("the subscription stream failed", exc_info=True)
+            error = DriverAborted("the Mesos subscription stream failed: %s: %s"
+                                  % (type(exc).__name__, exc))
+            error.__cause__ = exc
+            self._events.put(Fatal(error))
+
+    def _run(self):
         backoff = 0.5
         self._give_up_at = time.monotonic() + self._connect_timeout
         last_error = "no attempt yet"

@@ -14,13 +14,14 @@ import subprocess
 import time
 from typing import Optional
 
+from ...exceptions import SpecError
 from .resources import Resources
 
 _MEM_MARGIN_MB = 1024
 
 
-class AgentSpecError(ValueError):
-    """An AgentSpec with impossible values."""
+class AgentSpecError(SpecError):
+    """An AgentSpec with impossible values (a ``ValueError`` too)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,6 +26,8 @@ import os
 import secrets
 import stat
 
+from ...exceptions import SpecError
+
 log = logging.getLogger(__name__)
 
 REALM = "mesos-master-scheduler"
@@ -36,8 +38,9 @@ UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this master authenticates frameworks;
                         "MESOS_PRINCIPAL/MESOS_SECRET)")
 
 
-class CredentialsError(ValueError):
-    """Credentials that cannot be used (the message names the fix)."""
+class CredentialsError(SpecError):
+    """Credentials that cannot be used (the message names the fix); a
+    ``ValueError`` too."""
 
 
 def _check_pair(principal, secret, where):

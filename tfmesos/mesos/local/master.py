@@ -337,7 +337,8 @@ class LocalMaster(FaultInjection):
             return render_state(self, self._records, self._start_time)
 
     def version_json(self):
-        """The /version document (the scheduler picks its containerizer from it)."""
+        """The /version document, as a real master serves it (tools and humans
+        read it; nothing in tfmesos does)."""
         return render_version()
 
     def leader(self):

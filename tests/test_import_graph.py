@@ -1,0 +1,117 @@
+"""Who imports whom, read from the source with ``ast`` (imports inside
+functions included): no circle among ``tfmesos`` modules, and no test
+module imports another (shared helpers live in the tests' helper modules)."""
+
+import ast
+import os
+
+from tfrun_helpers import REPO
+
+TESTS = os.path.join(REPO, "tests")
+
+
+def _modules(root, package):
+    """{dotted name: (path, is a package)} of the .py files under ``root/package``."""
+    found = {}
+    for directory, _, files in os.walk(os.path.join(root, package)):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                parts = os.path.relpath(path, root)[:-3].split(os.sep)
+                is_package = parts[-1] == "__init__"
+                found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def imports(path, package=""):
+    """Every import in ``path``, anywhere in the file, as (module, name):
+    ``import X`` is (X, None); ``from X import Y`` is (X, Y), Y being a
+    module or a name in X. Relative imports are resolved in ``package``."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            found.extend((base, alias.name) for alias in node.names)
+    return found
+
+
+def import_graph():
+    """{tfmesos module: the tfmesos modules it imports}; ``from P import M``
+    imports the module ``P.M`` when there is one, else ``P``."""
+    modules = _modules(REPO, "tfmesos")
+    graph = {}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        edges = set()
+        for module, member in imports(path, package):
+            if member is not None and "%s.%s" % (module, member) in modules:
+                edges.add("%s.%s" % (module, member))
+            elif module in modules:
+                edges.add(module)
+        graph[name] = edges - {name}
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_imports_in_functions():
+    graph = import_graph()
+    assert "tfmesos.mesos.detection" in graph["tfmesos.mesos.driver"]
+    assert "tfmesos.mesos.zookeeper" in graph["tfmesos.mesos.detection"]
+    # Imported inside functions only:
+    assert "tfmesos.mesos.local.sizing" in graph["tfmesos.launch"]
+    assert "tfmesos.docker_wrapper" in graph["tfmesos.cli.main"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_among_tfmesos_modules():
+    found = cycles(import_graph())
+    assert not found, "import cycles: %s" % "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_test_modules_import_helpers_not_other_test_modules():
+    wrong = {}
+    for name in sorted(os.listdir(TESTS)):
+        if name.startswith("test_") and name.endswith(".py"):
+            imported = {module.split(".")[0] for module, _ in imports(os.path.join(TESTS, name))}
+            others = sorted(m for m in imported if m.startswith("test_") and m != name[:-3])
+            if others:
+                wrong[name] = others
+    assert not wrong, ("test modules importing other test modules (move what they share "
+                       "into a helper module such as tfrun_helpers.py): %s" % wrong)
