@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from tfmesos import replica
+from tfmesos.task import replica
 from tfmesos.cli import tfrun
 from tfmesos.task.replica import CUT_MARKER, LineForwarder
 
