@@ -144,14 +144,14 @@ def test_strict_master_refuses_the_same_launch(make_local_master):
 def test_the_default_is_tolerant_and_the_environment_makes_it_strict(monkeypatch):
     monkeypatch.delenv(STRICT_ENV)
     assert LocalMaster(agents=[small_agent()]).strict is False
-    assert cli.make_master(cli.build_parser().parse_args([]), {}).strict is False
+    assert cli.make_master(cli.build_parser().parse_args(["--no-docker"]), {}).strict is False
     for value, strict in (("1", True), ("true", True), ("0", False), ("", False)):
         monkeypatch.setenv(STRICT_ENV, value)
         assert LocalMaster(agents=[small_agent()]).strict is strict
     monkeypatch.setenv(STRICT_ENV, "1")
     assert LocalMaster(agents=[small_agent()], strict=False).strict is False
-    assert cli.make_master(cli.build_parser().parse_args(["--no-strict"]), {}).strict is False
-    assert cli.make_master(cli.build_parser().parse_args([]), {}).strict is True
+    assert cli.make_master(cli.build_parser().parse_args(["--no-strict", "--no-docker"]), {}).strict is False
+    assert cli.make_master(cli.build_parser().parse_args(["--no-docker"]), {}).strict is True
 
 
 def test_the_suites_tfrun_runs_use_a_strict_embedded_master():
