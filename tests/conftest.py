@@ -1,5 +1,9 @@
 """Suite-wide guards: every process a test starts carries a marker in its
-environment, and the session fails if any such process outlives it."""
+environment, and the session fails if any such process outlives it; every
+embedded master the suite starts (fixtures, tfrun/cluster() runs, ``tfmesos
+local-master`` subprocesses) reads calls strictly, so that tfmesos' own
+driver stays exactly valid: tests of the tolerant default ask for it
+explicitly (``LocalMaster(strict=False)``, ``--no-strict``)."""
 
 import os
 import signal
@@ -14,6 +18,8 @@ os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or n
 # into the checkout (tfrun and cluster() read this, as users may set it).
 _RUNS = tempfile.TemporaryDirectory(prefix="tfmesos-test-runs-")
 os.environ["TFMESOS_RUNS_DIR"] = _RUNS.name
+STRICT_ENV = "TFMESOS_LOCAL_MASTER_STRICT"   # tfmesos.mesos.local.stout.STRICT_ENV
+os.environ[STRICT_ENV] = "1"
 
 
 def marked_processes():

@@ -9,8 +9,12 @@ its own sandbox; ``AgentSpec`` says what each of its agents offers::
     with LocalMaster(agents=[AgentSpec(cpus=4, mem=8192, gpus=2)]) as master:
         print(master.url)     # http://127.0.0.1:PORT, give it to the driver
 
-It checks calls strictly (unknown fields are a 400, unlike real Mesos),
-authenticates frameworks when given ``credentials``, and offers fault
+It reads calls as real Mesos does (unknown fields skipped, ``null``
+unset, ...: each deviation a WARNING once per framework) or, with
+``strict=True`` (``$TFMESOS_LOCAL_MASTER_STRICT``, which tfmesos' tests
+set), refuses them with 400 naming the field; it serves the read endpoints
+tools use (``/master/state``, ``/master/tasks``, ``/metrics/snapshot``,
+...), authenticates frameworks when given ``credentials``, and offers fault
 injection (``remove_agent``, ``drop_subscription``,
 ``stall_subscription``, ``set_leader``) for reliability tests.
 
@@ -27,8 +31,10 @@ The modules, each one job:
 * ``loop``: the thread that runs timers and allocation rounds;
 * ``errors``: ``LocalMasterError``, ``CallError``;
 * ``http``, ``stream``, ``state``: the HTTP server, SUBSCRIBE streams,
-  the ``/master/state`` and ``/version`` documents;
-* ``schema``, ``messages``: checking calls against the Mesos v1 messages;
+  the ``/master/state`` and ``/version`` documents; ``endpoints``,
+  ``metrics``: the other read endpoints and ``/metrics/snapshot``;
+* ``schema``, ``messages``: checking calls strictly against the Mesos v1
+  messages; ``stout``: reading them as Mesos' own parser does (default);
 * ``resources``: resource arithmetic and parsing;
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``sizing``: the
   one agent of an embedded run; ``netns``: each agent in its own network

@@ -7,6 +7,7 @@ Running a task is elsewhere: ``planning`` (TaskInfo -> TaskLaunch),
 """
 
 import dataclasses
+import ipaddress
 import os
 import re
 import shutil
@@ -124,6 +125,16 @@ def detect_gpus(timeout=10):
     return tuple(ids)
 
 
+def agent_ip(hostname):
+    """The address an agent's tasks have: its hostname when that is an
+    address (its network namespace's with ``--netns``), else this machine's
+    loopback, where its tasks run (a made-up hostname is not looked up)."""
+    try:
+        return str(ipaddress.ip_address(hostname.strip("[]")))
+    except ValueError:
+        return "127.0.0.1"
+
+
 class Agent:
     """One agent's bookkeeping: its resources and free GPU ids. ``hostname``
     (default the spec's) is what offers name; ``netns``: the network
@@ -134,6 +145,7 @@ class Agent:
         self.spec = spec
         self.index = index
         self.hostname = hostname or spec.hostname
+        self.ip = agent_ip(self.hostname)
         self.netns = netns
         cpus, mem, disk, ports, gpu_ids = spec.resolve(work_dir)
         self.total = Resources.of(cpus=cpus, mem=mem, disk=disk, gpus=len(gpu_ids),
@@ -175,4 +187,4 @@ class Agent:
         return path
 
 
-__all__ = ["AgentSpec", "AgentSpecError", "Agent", "detect_gpus"]
+__all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_ip", "detect_gpus"]

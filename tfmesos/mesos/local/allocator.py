@@ -2,8 +2,12 @@
 decline/accept filters and resources coming back from ended tasks.
 
 Each round offers every agent's available resources to one framework,
-round-robin; a filter refuses a subset of an agent's resources for
-``refuse_seconds``. As Mesos' hierarchical allocator
+round-robin. Filters are Mesos' ``RefusedOfferFilter``s
+(src/master/allocator/mesos/hierarchical.cpp): every DECLINE or ACCEPT adds
+one per (framework, agent) for its own ``refuse_seconds``, each expiring
+independently (a later, shorter one does not shorten an earlier one), and
+an offer is withheld while any live filter's resources contain it; REVIVE
+clears them. As Mesos' hierarchical allocator
 (``isCapableOfReceivingAgent``, src/master/allocator/mesos/hierarchical.cpp):
 with ``filter_gpu_resources`` (the master's default) an agent with GPUs is
 offered only to frameworks with GPU_RESOURCES; without it, to every
@@ -74,14 +78,24 @@ class Allocator:
             if agent.gpu_ids and not framework.gpu_aware and self.filter_gpu_resources:
                 continue   # isCapableOfReceivingAgent (hierarchical.cpp)
             offerable = available.copy()
-            refused = framework.filters.get(agent.id)
-            if refused is not None:
-                if now >= refused[0]:
-                    del framework.filters[agent.id]
-                elif refused[1].contains(offerable):
-                    continue
+            if self._filtered(framework, agent.id, offerable, now):
+                continue
             return self.make_offer(framework, agent, offerable)
         return None
+
+    @staticmethod
+    def _filtered(framework, agent_id, offerable, now):
+        """Whether a live filter of the framework on the agent covers ``offerable``
+        (``isFiltered``, hierarchical.cpp); drops the expired ones."""
+        filters = framework.filters.get(agent_id)
+        if not filters:
+            return False
+        live = [(expiry, refused) for expiry, refused in filters if now < expiry]
+        if live:
+            framework.filters[agent_id] = live
+        else:
+            del framework.filters[agent_id]
+        return any(refused.contains(offerable) for _, refused in live)
 
     def make_offer(self, framework, agent, resources):
         offer_id = "%s-O%d" % (self.master_id, next(self._offer_counter))
@@ -138,7 +152,8 @@ class Allocator:
                 seconds = DEFAULT_REFUSE
         seconds = min(seconds, MAX_REFUSE)
         if seconds > 0 and resources:
-            framework.filters[agent_id] = (time.monotonic() + seconds, resources.copy())
+            framework.filters.setdefault(agent_id, []).append(
+                (time.monotonic() + seconds, resources.copy()))
 
     def release(self, task):
         """Give an ended task's resources and GPUs back to its agent (once)."""

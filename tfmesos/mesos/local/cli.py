@@ -14,6 +14,11 @@ prints two more lines: the hub namespace with the master's URL there, and
 how to run a scheduler in it. GPU agents are offered only to frameworks
 with GPU_RESOURCES unless ``--no-filter-gpu-resources`` (Mesos' default).
 
+Calls are read as real Mesos reads them (unknown fields skipped, ``null``
+unset, ...: each such deviation logged once per framework at WARNING);
+``--strict`` refuses them with 400 instead, naming the field, to test a
+framework's own calls (default: ``$TFMESOS_LOCAL_MASTER_STRICT``, else off).
+
 Security (README "Security"): ``--credentials FILE`` makes frameworks
 authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
 listening beyond the loopback interface without it is a usage error (exit
@@ -119,6 +124,12 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
     parser.add_argument("--allow-root", action="store_true",
                         help="let container tasks run as root (default: only when this "
                              "master runs as root itself)")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                        help="refuse with 400 what real Mesos' JSON parser tolerates "
+                             "(unknown fields, null, \"true\" for true, unknown enum "
+                             "values), naming the field: to test a framework's own calls "
+                             "(default: $TFMESOS_LOCAL_MASTER_STRICT, else tolerant, as "
+                             "Mesos, with a WARNING per tolerated deviation)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"],
                         help="log verbosity on stderr (default: %(default)s)")
@@ -216,7 +227,7 @@ def make_master(args, security):
                        heartbeat_interval=args.heartbeat_interval, work_dir=args.work_dir,
                        filter_gpu_resources=args.filter_gpu_resources,
                        container_runner=container_runner, network_namespaces=args.netns,
-                       **security)
+                       strict=args.strict, **security)
 
 
 def network_lines(master):

@@ -4,14 +4,16 @@
 checks it: authentication when the master has credentials (401 with a
 ``WWW-Authenticate`` challenge, before anything else, as libprocess
 authenticates a route's realm before its handler runs), leadership
-(307/503), Content-Type (400/415), JSON (400), the Call schema (400, naming
-the field), Mesos' call validation (400, including a SUBSCRIBE whose
-``FrameworkInfo.principal`` is not the authenticated one), Accept for
+(307/503), Content-Type (400/415), JSON (400), the Call as the master
+reads it (``LocalMaster.parse_call``: as Mesos' parser does, or strictly;
+400 naming the field), Mesos' call validation (400, including a SUBSCRIBE
+whose ``FrameworkInfo.principal`` is not the authenticated one), Accept for
 SUBSCRIBE (406); then SUBSCRIBE streams chunked RecordIO and every other
 call goes to the master (202, or 400/403 for stream, principal and
-framework mismatches). ``GET /master/state`` (also ``/state``),
-``/version`` and ``/health`` complete the surface; like Mesos' read-only
-endpoints by default they are not authenticated, and they show no secrets.
+framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
+``/master/state``, ``/master/tasks``, ``/metrics/snapshot``, ...) and
+``/health`` complete the surface; like Mesos' read-only endpoints by default
+they are not authenticated, and they show no secrets.
 """
 
 import json
@@ -22,8 +24,9 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import schema
+from . import endpoints, schema
 from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
+from .endpoints import redirect_location
 from .errors import CallError
 from .state import VERSION
 from .stream import ABORTED, CLOSED
@@ -31,7 +34,6 @@ from .stream import ABORTED, CLOSED
 log = logging.getLogger(__name__)
 
 SCHEDULER_PATH = "/api/v1/scheduler"
-STATE_PATHS = ("/master/state", "/master/state.json", "/state", "/state.json")
 HEALTH_PATHS = ("/health", "/master/health")
 JSON = "application/json"
 _MAX_BODY = 64 * 1024 * 1024
@@ -75,12 +77,6 @@ def principal_error(call, principal):
         return ("Authenticated principal '%s' does not match principal '%s' set in "
                 "`FrameworkInfo`" % (principal, declared))
     return None
-
-
-def redirect_location(leader, path):
-    """Mesos' protocol-relative redirect: ``//host:port/path``."""
-    parsed = urllib.parse.urlsplit(leader if "//" in leader else "//" + leader)
-    return "//%s%s" % (parsed.netloc, path)
 
 
 class MasterHTTPServer(ThreadingHTTPServer):
@@ -158,9 +154,6 @@ class _Handler(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(body)
 
-    def _reply_json(self, document):
-        self._reply(200, json.dumps(document).encode("utf-8"), JSON)
-
     def _authenticated(self):
         """Whether the request may go on; sets ``self.principal`` (None when
         the master has no credentials). Otherwise answers 401."""
@@ -193,13 +186,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         path = self._route
+        endpoint = endpoints.find(path)
         if path in HEALTH_PATHS:
             self._reply(200)
-        elif path == "/version":
-            self._reply_json(self.server.master.version_json())
-        elif path in STATE_PATHS:
-            if not self._leader_redirect():
-                self._reply_json(self.server.master.state())
+        elif endpoint is not None:
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+            reply = endpoint.reply(self.server.master, path, query, self.path)
+            self._reply(reply.status, reply.body, reply.content_type or _TEXT, reply.headers)
         elif path == SCHEDULER_PATH:
             if self._authenticated() and not self._leader_redirect():
                 self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
@@ -291,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, "Failed to parse body into JSON: %s" % exc)
             return
         try:
-            schema.validate_message("Call", call)
+            call = self.server.master.parse_call(call)
         except schema.SchemaError as exc:
             self._reply(400, "Failed to convert JSON into Call protobuf: %s" % exc)
             return

@@ -43,6 +43,7 @@ import threading
 import time
 import uuid
 
+from . import schema, stout
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
 from .auth import Authenticator, credentials_table
@@ -124,13 +125,20 @@ class LocalMaster(FaultInjection):
     (default none: ``PATH`` only; never the master's own environment).
     ``allow_root``: whether container tasks may run as root (default: only
     when this master runs as root itself, whose plain tasks are root anyway).
+
+    ``strict``: False reads calls as real Mesos does (stout's parser:
+    unknown fields skipped, ``null`` unset, ``"true"``/``"5"`` converted,
+    unknown optional enum values dropped; ``stout.py``), logging each kind
+    of deviation once per framework at WARNING; True refuses all that with
+    400 naming the field (``schema.py``), to catch a framework's protocol
+    mistakes. None (default): ``$TFMESOS_LOCAL_MASTER_STRICT``, else False.
     """
 
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
                  allocation_interval=0.25, status_update_retry=10.0, kill_grace_period=3.0,
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
                  filter_gpu_resources=True, credentials=None, executor_environment=None,
-                 allow_root=None, network_namespaces=False):
+                 allow_root=None, network_namespaces=False, strict=None):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents)
         if network_namespaces:
@@ -148,6 +156,8 @@ class LocalMaster(FaultInjection):
         self.keep_sandboxes = keep_sandboxes
         self.filter_gpu_resources = bool(filter_gpu_resources)
         self.network_namespaces = bool(network_namespaces)
+        self.strict = stout.strict_default() if strict is None else bool(strict)
+        self._deviations = stout.DeviationLog()
         self.network = None              # the AgentNetwork, while running
         self.hub_url = None
         self._hub_http = None
@@ -221,8 +231,9 @@ class LocalMaster(FaultInjection):
                                              self._hub_http.server_port)
             log.info("local master %s: network namespaces, %s; listening on %s there",
                      self.id, self.network.describe(), self.hub_url)
-        log.info("local master %s listening on %s with %d agent(s), work dir %s",
-                 self.id, self.url, len(agents), self.work_dir)
+        log.info("local master %s listening on %s with %d agent(s), work dir %s, %s",
+                 self.id, self.url, len(agents), self.work_dir,
+                 "strict calls" if self.strict else "tolerant calls (as Mesos parses them)")
         return self.url
 
     def _prepare(self):
@@ -316,6 +327,17 @@ class LocalMaster(FaultInjection):
         """The principal an ``Authorization`` header authenticates, or None."""
         return self._authenticator.principal(header) if self._authenticator else None
 
+    def parse_call(self, call):
+        """A Call (parsed JSON) as this master reads it: strict, checked
+        against the Mesos messages; tolerant, as Mesos' parser leaves it.
+        Raises schema.SchemaError (400) either way for what Mesos refuses."""
+        if self.strict:
+            schema.validate_message("Call", call)
+            return call
+        parsed, deviations = stout.parse("Call", call)
+        self._deviations.report(call, deviations)
+        return parsed
+
     def subscribe(self, call, principal=None):
         """Handle a SUBSCRIBE call (of the authenticated ``principal``);
         returns the Subscription to stream. A refused subscription streams
@@ -335,6 +357,17 @@ class LocalMaster(FaultInjection):
         """The /master/state document."""
         with self._records.lock:
             return render_state(self, self._records, self._start_time)
+
+    def read(self, render, *args):
+        """``render(self, records, *args)`` under the master's lock (the read
+        endpoints build their documents so)."""
+        with self._records.lock:
+            return render(self, self._records, *args)
+
+    @property
+    def start_time(self):
+        """When the master started (time.time()), None before."""
+        return self._start_time
 
     def version_json(self):
         """The /version document, as a real master serves it (tools and humans

@@ -6,6 +6,7 @@ holds of each framework, offer, task and unacknowledged status update.
 import collections
 import threading
 import time
+import uuid
 
 from ..task_states import TERMINAL_STATES
 
@@ -34,6 +35,7 @@ class Records:
         self.removed_frameworks = set()
         self.offers = {}                 # offer_id -> Offer
         self.procs = set()               # TaskProcesses not yet reaped
+        self.ended_tasks = collections.Counter()   # terminal state -> tasks (metrics)
 
     @property
     def running(self):
@@ -46,7 +48,7 @@ class Framework:
         self.tasks = {}                  # task_id -> Task (not yet completed)
         self.completed_tasks = collections.deque(maxlen=MAX_COMPLETED_TASKS)
         self.offers = {}                 # offer_id -> Offer
-        self.filters = {}                # agent_id -> (expiry, refused Resources)
+        self.filters = {}                # agent_id -> [(expiry, refused Resources)]
         self.subscription = None
         self.connected = False
         self.active = False
@@ -128,6 +130,8 @@ class Task:
         self.role = role
         self.gpu_ids = []
         self.sandbox = None
+        self.container_id = str(uuid.uuid4())   # as an agent's containerizer names it
+        self.agent_ip = agent.ip
         self.proc = None
         self.state = "TASK_STAGING"
         self.statuses = []               # for /master/state

@@ -17,7 +17,7 @@ import re
 from .messages import ENUMS, MESSAGES
 
 __all__ = ["SchemaError", "CallValidationError", "validate", "validate_message",
-           "check_call", "MESSAGES", "ENUMS"]
+           "check_call", "fields_of", "MESSAGES", "ENUMS"]
 
 
 class SchemaError(ValueError):
@@ -70,6 +70,12 @@ def _compile():
 
 
 _TABLE = _compile()
+
+
+def fields_of(name):
+    """``{field name: _Field}`` of message ``name`` (``kind``, ``ref``,
+    ``repeated``, ``required``), for the tolerant parser (``stout.py``)."""
+    return _TABLE[name]
 
 
 def _kind_of(value):

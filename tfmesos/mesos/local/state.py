@@ -1,5 +1,8 @@
 """The local master's read-only JSON documents: ``/master/state`` (shaped
-like real Mesos' ``state.json``), ``/version`` and its MasterInfo.
+like real Mesos' ``state.json``: ``Master::ReadOnlyHandler::state`` in
+src/master/readonly_handler.cpp, the Task and TaskStatus models of
+src/common/http.cpp), ``/version`` and its MasterInfo. The other read
+endpoints (``endpoints.py``) are built from the same pieces.
 
 ``render_state`` reads the master's records and must be called with the
 master's lock held (``LocalMaster.state()`` does).
@@ -13,6 +16,8 @@ from .resources import Resources
 VERSION = "1.11.0"
 BUILD_DATE = "2020-11-24 00:00:00"
 BUILD_TIME = 1606176000.0
+# What a Mesos 1.11 master announces (MasterInfo.Capability).
+MASTER_CAPABILITIES = ["AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"]
 
 
 def render_version():
@@ -44,16 +49,45 @@ def render_state(master, records, start_time):
         "build_time": BUILD_TIME, "build_user": "tfmesos",
         "start_time": started, "elected_time": started,
         "id": master.id, "pid": info.get("pid"), "hostname": info.get("hostname"),
+        "capabilities": list(MASTER_CAPABILITIES),
         "leader": info.get("pid"), "leader_info": info,
-        "activated_slaves": len(agents), "deactivated_slaves": 0, "unreachable_slaves": 0,
-        "flags": {"work_dir": master.work_dir or "", "port": str(master.port),
-                  "allocation_interval": "%gsecs" % master.allocation_interval,
-                  "filter_gpu_resources": str(bool(master.filter_gpu_resources)).lower()},
+        "activated_slaves": sum(1 for a in agents if a.active),
+        "deactivated_slaves": sum(1 for a in agents if not a.active),
+        "unreachable_slaves": 0,
+        "flags": master_flags(master),
         "slaves": [agent_json(agent) for agent in agents],
         "frameworks": [framework_json(f) for f in records.frameworks.values()],
         "completed_frameworks": [framework_json(f) for f in records.completed_frameworks],
         "orphan_tasks": [], "unregistered_frameworks": [],
     }
+
+
+def master_flags(master):
+    """The master's settings under Mesos' flag names (src/master/flags.cpp),
+    values as Mesos prints them: strings, durations as ``250ms``/``5secs``."""
+    return {
+        "port": str(master.port), "work_dir": master.work_dir or "",
+        "allocation_interval": duration(master.allocation_interval),
+        "filter_gpu_resources": _bool(master.filter_gpu_resources),
+        "authenticate_frameworks": _bool(master.authenticates),
+        "authenticate_http_frameworks": _bool(master.authenticates),
+        "authenticate_http_readonly": "false", "authenticate_http_readwrite": "false",
+        "max_completed_frameworks": "50", "max_completed_tasks_per_framework": "1000",
+        "hostname": (master.master_info or {}).get("hostname", ""),
+    }
+
+
+def _bool(value):
+    return "true" if value else "false"
+
+
+def duration(seconds):
+    """A Duration as stout prints it (``15secs``, ``250ms``, ``2mins``)."""
+    for unit, size in (("days", 86400), ("hrs", 3600), ("mins", 60), ("secs", 1),
+                       ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= size:
+            return "%g%s" % (round(seconds / size, 9), unit)
+    return "%gns" % (seconds * 1e9)
 
 
 def agent_json(agent):
@@ -65,6 +99,7 @@ def agent_json(agent):
         "offered_resources": agent.offered.to_state(), "reserved_resources": {},
         "unreserved_resources": agent.total.to_state(),
         "attributes": dict(agent.spec.attributes), "active": agent.active,
+        "deactivated": False,   # no DEACTIVATE_AGENT here (operator API)
         "version": VERSION, "gpu_ids": list(agent.gpu_ids),
         "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
     }
@@ -81,9 +116,7 @@ def framework_json(framework):
     out = {
         "id": framework.id, "name": framework.name, "user": info["user"],
         "hostname": info.get("hostname", ""), "webui_url": info.get("webui_url", ""),
-        "principal": info.get("principal", ""),
-        "role": framework.roles[0] if framework.roles else "*",
-        "roles": list(framework.roles), "suppressed_roles": sorted(framework.suppressed),
+        "suppressed_roles": sorted(framework.suppressed),
         "capabilities": list(framework.capabilities), "active": framework.active,
         "connected": framework.connected, "recovered": False,
         "failover_timeout": framework.failover_timeout,
@@ -99,6 +132,13 @@ def framework_json(framework):
                     "resources": o.resources.to_state()} for o in framework.offers.values()],
         "executors": [], "completed_executors": [],
     }
+    if "principal" in info:
+        out["principal"] = info["principal"]
+    # FullFrameworkWriter (readonly_handler.cpp) writes one of the two.
+    if framework.multi_role:
+        out["roles"] = list(framework.roles)
+    else:
+        out["role"] = framework.roles[0] if framework.roles else "*"
     if framework.reregistered_time is not None:
         out["reregistered_time"] = framework.reregistered_time
     if "labels" in info:

@@ -21,6 +21,16 @@ log = logging.getLogger(__name__)
 MAX_RETRY = 600.0                  # status update backoff cap (10 minutes)
 
 
+def container_status(task):
+    """A TaskStatus' ``container_status``: the task's container id and its
+    agent's address, as ``NetworkInfo.ip_addresses`` (``protocol`` written
+    out, as its proto default is)."""
+    protocol = "IPv6" if ":" in task.agent_ip else "IPv4"
+    return {"container_id": {"value": task.container_id},
+            "network_infos": [{"ip_addresses": [{"protocol": protocol,
+                                                 "ip_address": task.agent_ip}]}]}
+
+
 class StatusUpdates:
     """``first_retry``: seconds before the first re-send of an update."""
 
@@ -40,14 +50,19 @@ class StatusUpdates:
         if message is not None:
             status["message"] = message
         raw = None
+        entry = {"state": state, "timestamp": status["timestamp"]}
         if with_uuid:
             raw = uuid.uuid4().bytes
             status["uuid"] = base64.b64encode(raw).decode("ascii")
-        task.state = state
-        task.last_status = status
-        entry = {"state": state, "timestamp": status["timestamp"]}
+            # An agent adds this to every update (Slave::_statusUpdate,
+            # src/slave/slave.cpp): Mesos-DNS and Marathon read task IPs here.
+            status["container_status"] = entry["container_status"] = container_status(task)
         if message is not None:
             entry["message"] = message
+        if state in TERMINAL_STATES and not task.terminal:
+            self.records.ended_tasks[state] += 1
+        task.state = state
+        task.last_status = status
         task.statuses.append(entry)
         if state in TERMINAL_STATES:
             self.allocator.release(task)
@@ -105,6 +120,8 @@ class StatusUpdates:
         framework.send({"type": "UPDATE", "update": {"status": status}})
 
     def send_master_update(self, framework, task_id, agent_id, state, reason, message):
+        if reason != "REASON_RECONCILIATION":   # a launch that never became a task
+            self.records.ended_tasks[state] += 1
         status = {"task_id": mesos_id(task_id), "state": state, "source": "SOURCE_MASTER",
                   "reason": reason, "message": message, "timestamp": time.time()}
         if agent_id is not None:
