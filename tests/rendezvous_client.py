@@ -19,8 +19,9 @@ SECRET = b"s" * 32
 
 def make_rendezvous(**options):
     events = queue.Queue()
-    options = dict(dict(bind_host="127.0.0.1", register_timeout=1.0, ping_interval=0.2),
-                   **options)
+    # Hand-driven clients answer no pings: only the stall tests stall them.
+    options = dict(dict(bind_host="127.0.0.1", register_timeout=1.0, ping_interval=0.2,
+                        stall_timeout=60.0), **options)
     server = Rendezvous(SECRET, events, **options)
     server.events = events
     return server

@@ -257,6 +257,18 @@ def test_a_task_away_longer_than_the_grace_is_lost():
     assert "worker:0 lost its connection to the scheduler" in run.notes[0]
 
 
+def test_a_stalled_task_is_unreachable_the_grace_after_it_was_last_heard():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    slot = run.slots.named("worker:0")
+    run.handle(TaskDisconnected(slot.task_id, since=run.clock - 30, reason="stalled"))
+    run.later(GRACE - 30 - 1)
+    assert run.calls == []
+    run.later(2)
+    assert run.calls == [("restart",)]   # a loss
+    assert "worker:0 unreachable for 40 s (its rendezvous connection stalled)" in run.notes[0]
+
+
 def test_a_task_back_within_the_grace_is_not():
     run = FakeRun(WORKERS)
     run.running()

@@ -1,6 +1,6 @@
 """The launcher's failure policy under faults of the driver and of the
 rendezvous: a failing scheduler callback, a task whose rendezvous connection
-drops (and comes back, or does not)."""
+drops or stalls (and comes back, or does not)."""
 
 import time
 
@@ -76,3 +76,18 @@ def test_a_task_that_comes_back_within_the_grace_period_keeps_running():
         assert run.wait_finished() == 0
     finally:
         run.stop()
+
+
+def test_a_stalled_task_fails_the_grace_period_after_it_was_last_heard():
+    run, slot = _running("sleep 30", grace=8.0)
+    try:
+        started = time.monotonic()
+        run.events.put(TaskDisconnected(slot.task_id, since=started - 7.0, reason="stalled"))
+        with pytest.raises(TaskFailed, match=r"^task worker:0 unreachable for 8 s \(its "
+                                             r"rendezvous connection stalled\)$"):
+            run.wait_finished()
+        # Counted from when it was last heard (7 s before), not from the event.
+        assert time.monotonic() - started < 7.0
+    finally:
+        run.stop()
+

@@ -5,8 +5,9 @@ reach the scheduler only over the hub's bridge, as on a real cluster.
 Every test but the first needs root (CI runs as root). Traffic goes only to
 loopback and to addresses inside the namespaces the masters make: nothing
 here connects to a 10.X.Y address from this host's own namespace. The
-``namespaces`` fixture removes leftovers of crashed runs first and fails a
-test (after removing them) that leaves a namespace of its own behind.
+``namespaces`` fixture (``fixtures_netns``) removes leftovers of crashed runs
+first and fails a test (after removing them) that leaves a namespace of its
+own behind.
 """
 
 import json
@@ -14,34 +15,18 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 import requests
 
 from fixtures_master import clients, make_local_master, small_agent  # noqa: F401
+from fixtures_netns import namespaces, netns_master, root_only  # noqa: F401
 from mesos_http_client import task_info
-from tfrun_helpers import REPO, marked_tasks, tfrun_argv
+from tfrun_helpers import REPO, tfrun_argv
 from tfmesos.mesos.local import LocalMaster, LocalMasterError, cli, netns
 
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def namespaces():
-    """A list to append the pids of master processes to; the namespaces of
-    this process and of those must all be gone after the test."""
-    if os.geteuid() == 0:
-        netns.remove_stale()
-    owners = [os.getpid()]
-    yield owners
-    prefixes = tuple("%s%d-" % (netns.PREFIX, pid) for pid in owners)
-    left = [name for name in netns.namespace_names() if name.startswith(prefixes)]
-    for name in left:
-        netns.remove_namespace(name, kill=True)
-    assert not left, "network namespaces left behind: %s" % left
 
 
 def ours(names):
@@ -128,27 +113,6 @@ def test_leftovers_of_a_killed_master_are_removed(namespaces):
     assert not {agent, hub} & set(netns.namespace_names())
 
 
-def read_lines(stream, count, timeout):
-    """The first ``count`` lines of ``stream``, or AssertionError after ``timeout`` s."""
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(
-        stream.readline() for _ in range(count)), daemon=True)
-    reader.start()
-    reader.join(timeout)
-    assert not reader.is_alive(), "no %d lines within %s s" % (count, timeout)
-    return lines
-
-
-def parse_network(lines):
-    """(hub namespace, master host:port in the hub, agent addresses, loopback
-    port) from what ``tfmesos local-master --netns`` printed."""
-    text = "".join(lines)
-    port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", text).group(1))
-    found = re.search(r"network namespaces: hub (\S+), master http://(\S+) there, "
-                      r"agents ([\d. ]+)\n", text)
-    return found.group(1), found.group(2), found.group(3).split(), port
-
-
 def run_in_hub(hub, argv, env, timeout):
     try:
         return subprocess.run(["ip", "netns", "exec", hub] + argv, cwd=REPO, env=env,
@@ -180,17 +144,10 @@ def check_replica_run(hub, master, agents):
 @pytest.mark.timeout(300)
 def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):
     agent = "cpus=2,mem=1500,gpus=0"     # one 1024 MB task of plus.py per agent
-    with open(tmp_path / "master.log", "w") as log:
-        master = subprocess.Popen(
-            ["tfmesos", "local-master", "--port", "0", "--netns", "--no-docker",
-             "--agent", agent, "--agent", agent, "--agent", agent, *marked_tasks()],
-            stdout=subprocess.PIPE, stderr=log, text=True)
-    namespaces.append(master.pid)
-    try:
-        lines = read_lines(master.stdout, 3, timeout=60)
-        hub, address, agents, port = parse_network(lines)
+    with netns_master(namespaces, tmp_path / "master.log", [agent] * 3) as master:
+        hub, address, agents, port = master.hub, master.address, master.agents, master.port
         assert len(set(agents)) == 3 and "ip netns exec %s tfrun -m %s" % (hub, address) \
-            in "".join(lines)
+            in "".join(master.lines)
         check_replica_run(hub, address, agents)
         plus = run_in_hub(hub, [sys.executable, "examples/plus.py"],
                           dict(os.environ, MESOS_MASTER=address), timeout=180)
@@ -200,8 +157,3 @@ def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):
         hosts = {s["id"]: s["hostname"] for s in state["slaves"]}
         last = state["completed_frameworks"][-1]["completed_tasks"]
         assert len({hosts[t["slave_id"]] for t in last}) == 2   # ps and worker apart
-    finally:
-        master.terminate()
-        master.wait(30)
-        master.stdout.close()
-    assert master.returncode == 0

@@ -409,3 +409,63 @@ def test_no_reconnection_after_the_task_closed(rdv, task):
     assert receiver.ended.wait(5)
     assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
     assert no_event(rdv, TaskRegistered)
+
+
+# -- stalled task connections ---------------------------------------------------
+
+
+@pytest.fixture
+def stalling_rdv():
+    """Pings every 0.2 s; a connection silent for 1 s is stalled."""
+    server = make_rendezvous(stall_timeout=1.0)
+    server.expect("good")
+    yield server
+    server.close()
+
+
+def test_a_silent_connection_is_closed_and_reported_as_stalled(stalling_rdv):
+    client = Client(stalling_rdv.port)
+    client.register()
+    client.registered()
+    heard = time.monotonic()   # after the registration arrived
+    assert next_event(stalling_rdv, TaskRegistered).task_id == "good"
+    event = next_event(stalling_rdv, TaskDisconnected)
+    assert (event.task_id, event.reason) == ("good", "stalled")
+    assert event.since <= heard <= time.monotonic() - 1.0   # when it was last heard
+    assert client.refused()
+    client.close()
+
+
+def test_a_task_answers_the_pings_and_does_not_stall(stalling_rdv):
+    conn = Connection(task_env(stalling_rdv))
+    conn.register("h", 2222)
+    try:
+        assert next_event(stalling_rdv, TaskRegistered).task_id == "good"
+        receiver = Receiver(conn)   # reads the pings, as a task does
+        assert no_event(stalling_rdv, TaskDisconnected, wait=4.0)
+        assert not receiver.ended.is_set()
+    finally:
+        conn.close()
+    assert next_event(stalling_rdv, TaskDisconnected) == TaskDisconnected("good", reason="closed")
+
+
+def test_a_task_that_hears_nothing_registers_again_or_ends_by_itself(monkeypatch):
+    # A scheduler that never pings: as a partitioned one looks from the task.
+    rdv = make_rendezvous(ping_interval=3600.0)
+    rdv.expect("good")
+    monkeypatch.setattr(task_connection, "IDLE_TIMEOUT", 0.5)
+    monkeypatch.setattr(task_connection, "REREGISTER_GRACE", 1.0)
+    conn = Connection(task_env(rdv))
+    try:
+        conn.register("h", 2222)
+        assert next_event(rdv, TaskRegistered).task_id == "good"
+        receiver = Receiver(conn)
+        assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
+        assert next_event(rdv, TaskRegistered).task_id == "good"   # and it goes on
+        assert not receiver.ended.is_set()
+        rdv.forget("good")   # the next silence is not followed by a welcome
+        assert receiver.ended.wait(10), "the task did not end by itself"
+        assert "cannot register" in str(receiver.error)
+    finally:
+        conn.close()
+        rdv.close()

@@ -6,6 +6,7 @@ lost connection) and by the scheduler (what the Mesos driver reported).
 """
 
 import dataclasses
+import time
 from typing import Any
 
 
@@ -37,9 +38,15 @@ class TaskExited:
 
 @dataclasses.dataclass(frozen=True)
 class TaskDisconnected:
-    """A registered task's rendezvous connection closed."""
+    """A registered task's rendezvous connection ended: ``reason`` "closed"
+    (it closed or broke), or "stalled" (nothing came for the rendezvous'
+    stall timeout, so it was closed). ``since``: when the task was last
+    heard from (``time.monotonic()``; not compared: events of the same
+    kind are equal whatever the clock said)."""
 
     task_id: str
+    since: float = dataclasses.field(default_factory=time.monotonic, compare=False)
+    reason: str = "closed"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,15 @@ and in at most ``wire.SMALL_FRAME`` bytes: ``{"type": "register", "task_id":
 T, "host": H, "port": P}``; the scheduler answers ``{"type": "registered"}``.
 Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``
 and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
-...}`` once the cluster is complete, ``{"type": "ping"}`` now and then,
-``{"type": "stop"}``.
+...}`` once the cluster is complete, ``{"type": "ping"}`` every
+``ping_interval``, ``{"type": "stop"}``. A task answers each ping with
+``{"type": "pong"}`` (unless it is sending something else right then).
+
+A registered connection from which nothing at all came for
+``stall_timeout`` is stalled (a network partition leaves TCP silent, not
+closed, for many minutes): it is closed, and reported as
+``TaskDisconnected(reason="stalled")`` with ``since`` the moment the task
+was last heard from.
 
 A task whose connection dropped may register again on a new connection
 (``tfmesos.task.connection`` retries for a grace period): it is accepted while the
@@ -39,6 +46,7 @@ from .exceptions import RendezvousError
 logger = logging.getLogger(__name__)
 
 ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
+STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
 
 
 class _Link:
@@ -49,6 +57,8 @@ class _Link:
         self.peer = peer
         self.channel = wire.Channel.for_scheduler(secret)
         self.accepted = time.monotonic()
+        self.heard = self.accepted   # when its last frame came
+        self.stalled = False         # closed for silence
         self.task_id = None
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
 
@@ -58,14 +68,19 @@ class _Link:
 
 
 class Rendezvous:
+    """``stall_timeout`` (default ``STALL_PINGS`` pings): how long a
+    registered connection may stay silent."""
+
     def __init__(self, secret, events, bind_host=None, port=0, register_timeout=30.0,
-                 max_pending=256, max_pending_per_peer=64, ping_interval=10.0):
+                 max_pending=256, max_pending_per_peer=64, ping_interval=10.0,
+                 stall_timeout=None):
         self._secret = secret
         self._events = events
         self._register_timeout = register_timeout
         self._max_pending = max_pending
         self._max_per_peer = max_pending_per_peer
         self._ping_interval = ping_interval
+        self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
         self._expected = set()
         self._connections = {}   # task_id -> registered _Link
         self._pending = collections.OrderedDict()  # unregistered _Link -> None, oldest first
@@ -229,6 +244,7 @@ class Rendezvous:
             sock.settimeout(max(deadline - time.monotonic(), 0.01))
             sock.sendall(link.channel.challenge())
             message = wire.receive(sock, link.channel, wire.SMALL_FRAME, deadline)
+            link.heard = time.monotonic()
         except socket.timeout:
             raise wire.WireError("no registration within %.0f s" % self._register_timeout) \
                 from None
@@ -266,6 +282,7 @@ class Rendezvous:
         try:
             while True:
                 message = wire.receive(link.sock, link.channel)
+                link.heard = time.monotonic()
                 kind = message["type"]
                 if kind == "log":
                     self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
@@ -280,14 +297,27 @@ class Rendezvous:
                 if self._connections.get(task_id) is link:
                     del self._connections[task_id]
                     if not self._closed.is_set():
-                        self._events.put(TaskDisconnected(task_id))
+                        self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
+                                         if link.stalled else TaskDisconnected(task_id))
 
     def _ping_loop(self):
+        """Ping every registered task; close the connections that stalled."""
         while not self._closed.wait(self._ping_interval):
             with self._lock:
-                task_ids = list(self._connections)
-            for task_id in task_ids:
-                self.send(task_id, {"type": "ping"})
+                links = list(self._connections.items())
+            now = time.monotonic()
+            for task_id, link in links:
+                if now - link.heard > self._stall_timeout:
+                    self._stall(link, now)
+                else:
+                    self.send(task_id, {"type": "ping"})
+
+    def _stall(self, link, now):
+        """Close ``link``, silent too long; its thread reports it."""
+        logger.warning("nothing came from %s for %.0f s: its rendezvous connection stalled",
+                       link.task_id, now - link.heard)
+        link.stalled = True
+        _shutdown(link.sock)
 
 
 def _registration(message):

@@ -37,7 +37,7 @@ class RunEvents:
         self._reconnect_grace = reconnect_grace
         self._max_attempts = max_attempts
         self._mode = mode
-        self._away = {}   # task id -> when its rendezvous connection dropped
+        self._away = {}   # task id -> (when it was last heard, why its connection ended)
         self._reconciled = control.now()
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
@@ -98,9 +98,13 @@ class RunEvents:
         slot = self._slots.current(event.task_id)
         if slot is None or slot.done or slot.exit_code is not None:
             return  # it said goodbye (exit) first: nothing is lost
-        logger.info("%s lost its rendezvous connection; waiting %.0f s for it to come back",
-                    slot.name, self._reconnect_grace)
-        self._away[event.task_id] = self.control.now()
+        logger.info("%s lost its rendezvous connection (%s); waiting until %.0f s after it was "
+                    "last heard for it to come back", slot.name, event.reason,
+                    self._reconnect_grace)
+        # event.since is on the run's clock (monotonic); a closed connection
+        # was heard from until it closed.
+        since = event.since if event.reason == "stalled" else self.control.now()
+        self._away[event.task_id] = (since, event.reason)
         if self.control.phase == Phase.FORMING:
             self._slots.away(slot)   # the cluster is complete only with it back
 
@@ -108,14 +112,18 @@ class RunEvents:
         """A task that stays away longer than the grace period has failed
         (before the cluster is complete, Mesos' report of its end decides)."""
         now = self.control.now()
-        for task_id, since in list(self._away.items()):
+        for task_id, (since, reason) in list(self._away.items()):
             slot = self._slots.current(task_id)
             if slot is None or slot.done or slot.exit_code is not None:
                 del self._away[task_id]
             elif now - since > self._reconnect_grace and self.control.phase == Phase.RUNNING:
                 del self._away[task_id]
-                what = "lost its connection to the scheduler and did not come back within " \
-                    "%.0f s" % self._reconnect_grace
+                if reason == "stalled":   # a partition, not the task's doing
+                    what = "unreachable for %.0f s (its rendezvous connection stalled)"
+                else:
+                    what = "lost its connection to the scheduler and did not come back " \
+                        "within %.0f s"
+                what %= self._reconnect_grace
                 self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what),
                                                       slot.name, slot.state),
                                      "lost", "%s %s" % (slot.name, what))

@@ -2,12 +2,14 @@
 environment (``TaskEnv``) and the connection to the scheduler.
 
 ``Connection.register`` connects, answers the scheduler's challenge and
-registers (``wire`` has the protocol). When the connection drops later, and
-not because the scheduler said ``stop`` or the task closed it, a background
-thread registers again on a new connection for up to ``REREGISTER_GRACE``
-seconds; a refused connection means the scheduler is gone and ends that at
-once. Meanwhile ``receive`` waits, and ``send`` never blocks: it keeps the
-last ``SEND_BUFFER`` messages and sends them once registered again, so log
+registers (``wire`` has the protocol); ``receive`` answers the scheduler's
+pings. When the connection drops later (or nothing came through it for
+``IDLE_TIMEOUT``: a network partition leaves TCP silent), and not because
+the scheduler said ``stop`` or the task closed it, a background thread
+registers again on a new connection for up to ``REREGISTER_GRACE`` seconds;
+a refused connection means the scheduler is gone and ends that at once.
+Meanwhile ``receive`` waits, and ``send`` never blocks: it keeps the last
+``SEND_BUFFER`` messages and sends them once registered again, so log
 forwarding survives a reconnection; it raises (``ConnectionError``) only
 once the scheduler is gone for good.
 """
@@ -121,13 +123,32 @@ class Connection:
                 self._lost(link, exc)
                 continue
             kind = message["type"]
-            if kind == "ping" or (kind == "start" and self._started):
+            if kind == "ping":
+                self._pong(link)
+                continue
+            if kind == "start" and self._started:
                 continue  # a start comes again after each re-registration
             self._started = self._started or kind == "start"
             if kind == "stop":
                 with self._lock:
                     self._stopping = True
             return message
+
+    def _pong(self, link):
+        """Answer a ping: the scheduler counts a connection it hears nothing
+        from as stalled. Skipped while another frame is being sent (the
+        scheduler hears that one), so that reading never waits for sending."""
+        if not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            with self._lock:
+                current = self._link is link
+            if current:
+                wire.send(link.sock, link.channel, {"type": "pong"})
+        except OSError as exc:
+            self._lost(link, exc)
+        finally:
+            self._send_lock.release()
 
     def close(self):
         """End the connection for good: no reconnection after this."""
