@@ -29,7 +29,7 @@ CONTAINERIZERS = ("MESOS", "DOCKER")
 MODES = ("fine", "replica")
 AUTO = "auto"               # run_dir: the default directory for the run
 STICKY_TIMEOUT = 120.0
-RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task_connection)
+RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task/connection.py)
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
