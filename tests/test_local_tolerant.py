@@ -9,7 +9,7 @@ import logging
 import pytest
 from conftest import STRICT_ENV
 from fixtures_master import make_local_master, small_agent  # noqa: F401 (fixture)
-from test_local_schema import accept_call, full_task, subscribe_call
+from schema_calls import accept_call, full_task, subscribe_call
 from tfrun_helpers import SMALL, run_tfrun
 
 from mesos_http_client import SchedulerClient, scalar
