@@ -2,6 +2,7 @@
 to every task through the Mesos fetcher (bundle.py, bundle_server.py,
 shipping.py, task/bundle_check.py, the local fetcher's cache)."""
 
+import ast
 import hashlib
 import io
 import json
@@ -30,7 +31,9 @@ from tfmesos.task.bundle_check import enter_bundle
 from tfmesos.task.connection import TaskError
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
-BARE_PYTHON = "/usr/bin/python3"   # a Python without tfmesos (nor TensorFlow) installed
+# This machine's Python outside any home directory (run with -S below: no site-packages,
+# so nothing of an installed tfmesos).
+BARE_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
 def write(root, files):
@@ -152,16 +155,19 @@ def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
              "print(subprocess.run(replica.guard_argv('echo guarded'), capture_output=True, "
              "text=True).stdout.strip()); "
              "print(sorted(m for m in sys.modules if m.startswith('tfmesos')))")
-    result = subprocess.run([BARE_PYTHON, "-c", probe], capture_output=True, text=True,
+    result = subprocess.run([BARE_PYTHON, "-S", "-c", probe], capture_output=True, text=True,
                             env=bare_environment(PYTHONPATH=zipped.path), cwd=str(tmp_path),
                             timeout=60)
     assert result.returncode == 0, result.stderr
     where, guarded, modules = result.stdout.splitlines()
     assert where.startswith(zipped.path + "/tfmesos/task/")
     assert guarded == "guarded"                  # the guard runs from the zip too
-    assert "tfmesos.launch" not in modules and "tfmesos.task.entry" in modules
-    entry = subprocess.run([BARE_PYTHON, "-m", "tfmesos.task"], capture_output=True, text=True,
-                           env=bare_environment(PYTHONPATH=zipped.path), timeout=60)
+    modules = ast.literal_eval(modules)
+    assert "tfmesos.task.entry" in modules and all(
+        name in ("tfmesos", "tfmesos.wire", "tfmesos.hostport") or name.startswith(
+            "tfmesos.task") for name in modules), modules
+    entry = subprocess.run([BARE_PYTHON, "-S", "-m", "tfmesos.task"], capture_output=True,
+                           text=True, env=bare_environment(PYTHONPATH=zipped.path), timeout=60)
     assert entry.returncode == 1 and "TFMESOS_RENDEZVOUS" in entry.stderr
 
 
@@ -393,11 +399,12 @@ def test_tfrun_refuses_a_bundle_over_the_limit_in_one_line(tmp_path):
 # -- a run in this process: what the server saw -------------------------------------------------
 
 
-def replica_spec(project, tmp_path, workers=2, **ship):
+def replica_spec(project, tmp_path, workers=2, max_attempts=1, **ship):
     """A replica run of ``python train.py`` on the embedded master (one agent)."""
     from tfmesos.spec import Job, RunSpec
     return RunSpec(jobs=(Job("worker", num=workers, cpus=0.1, mem=64),), mode="replica",
-                   command="python train.py", run_dir=str(tmp_path / "run"), max_attempts=1,
+                   command="python train.py", run_dir=str(tmp_path / "run"),
+                   max_attempts=max_attempts,
                    launch_timeout=120, ship=ShipSpec(str(project), **ship))
 
 
@@ -439,20 +446,95 @@ def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_
     real = Shipment.environment
     monkeypatch.setattr(Shipment, "environment", lambda self: dict(
         real(self), TFMESOS_BUNDLE_SHA256="f" * 64))
-    run = ClusterRun(replica_spec(project, tmp_path, workers=1))
+    run = ClusterRun(replica_spec(project, tmp_path, workers=1, max_attempts=2))
+    errors = []
     try:
         run.start()
-        with pytest.raises(TFMesosError, match="worker:0 failed"):
+        with pytest.raises(TFMesosError, match="worker:0 failed 2 times"):
             run.wait_ready()
-        task_id = run.record.snapshot()["tasks"][0]["attempts"][0]["task_id"]
-        deadline = time.monotonic() + 30
-        while True:
-            with open(os.path.join(run.local_master.sandbox(task_id), "stderr")) as handle:
-                err = handle.read()
-            if err or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        for attempt in run.record.snapshot()["tasks"][0]["attempts"]:
+            with open(os.path.join(run.local_master.sandbox(attempt["task_id"]),
+                                   "stderr")) as handle:
+                errors.append(handle.read())
     finally:
         run.stop()
-    assert "has sha256 %s, but tfrun shipped %s" % (run.shipment.bundle.sha256, "f" * 64) in err
-    assert "the command was not started" in err
+    # The relaunch fetched the bundle again; each attempt refused it before its command.
+    assert run.shipment.server.served[run.shipment.bundle.name] == 2
+    assert len(errors) == 2
+    for err in errors:
+        assert "has sha256 %s, but tfrun shipped %s" % (run.shipment.bundle.sha256, "f" * 64) \
+            in err and "the command was not started" in err
+
+
+# -- the TaskInfos of a shipping run -------------------------------------------------------------
+
+
+@pytest.fixture
+def shipment(project):
+    from tfmesos.shipping import Shipment
+    said = []
+    shipped = Shipment(ShipSpec(str(project), python_env="https://repo.example.com/tfenv.tgz"),
+                       bind_host="127.0.0.1", say=said.append)
+    yield shipped, said
+    shipped.stop()
+
+
+def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(shipment):
+    from offers import offer
+    from test_taskinfo import PS_AND_WORKERS, launch_all, variables
+    from tfmesos.spec import RunSpec
+
+    shipped, said = shipment
+    assert said == [shipped.bundle.summary()]
+    for run, interpreter in ((RunSpec(), '"${MESOS_SANDBOX:-$PWD}"/bin/python3'),
+                             (RunSpec(python="/opt/py/bin/python3"), "/opt/py/bin/python3")):
+        _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")], shipment=shipped,
+                                 ship_host="10.0.0.5")   # and through the strict schema
+        for info in infos.values():
+            command = info["command"]
+            assert command["uris"] == [
+                {"value": "http://10.0.0.5:%d/%s/%s" % (shipped.server.port,
+                                                        shipped.server.token, name),
+                 "extract": extract, "cache": cache}
+                for name, extract, cache in ((shipped.bundle.name, True, False),
+                                             (shipped.task_side.name, False, False))] + [
+                {"value": "https://repo.example.com/tfenv.tgz", "extract": True, "cache": True}]
+            assert command["value"] == (
+                'PATH="${MESOS_SANDBOX:-$PWD}"/bin"${PATH:+:$PATH}" '
+                'PYTHONPATH="${MESOS_SANDBOX:-$PWD}"/%s"${PYTHONPATH:+:$PYTHONPATH}" '
+                'exec %s -m tfmesos.task' % (shipped.task_side.name, interpreter))
+            env = variables(info)
+            assert "PYTHONPATH" not in env          # nothing of the submitter's paths
+            assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_SHA256"],
+                    env["TFMESOS_BUNDLE_DIR"]) == (shipped.bundle.name, shipped.bundle.sha256,
+                                                   "project")
+
+
+def test_shipped_commands_without_an_environment_run_python3_or_python(project):
+    from tfmesos.shipping import Shipment
+    shipped = Shipment(ShipSpec(str(project)), bind_host="127.0.0.1", say=lambda text: None)
+    shipped.stop()
+    zip_path = '"${MESOS_SANDBOX:-$PWD}"/%s' % shipped.task_side.name
+    assert shipped.command() == ('PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m '
+                                 'tfmesos.task' % zip_path)
+    assert shipped.command(python="/venv/bin/python").endswith(
+        "exec /venv/bin/python -m tfmesos.task")
+    assert shipped.command(image="tfmesos/tfmesos", python="/venv/bin/python").endswith(
+        "exec python3 -m tfmesos.task")
+
+
+def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
+    from tfmesos.cli import tfrun
+    from tfmesos.fine_grained import cluster_spec
+
+    args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-exclude", "*.h5",
+                                               "--ship-max-size", "5"])
+    assert tfrun.ship_spec(args) == ShipSpec(str(tmp_path), ("*.h5",), 5000000, None)
+    args = tfrun.build_parser().parse_options(["--ship", "-w", "2"])
+    assert tfrun.ship_spec(args).directory == os.getcwd() and args.nworker == 2
+    assert tfrun.ship_spec(tfrun.build_parser().parse_options(["-w", "2"])) is None
+    spec = cluster_spec([{"name": "worker"}], master="local", ship=str(tmp_path))
+    assert spec.ship == ShipSpec(str(tmp_path))
+    with pytest.raises(SpecError, match="drop -I or --python-env"):
+        cluster_spec([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
+                     ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))
