@@ -59,7 +59,7 @@ def test_agent_option_parses_each_key():
 
 @pytest.mark.parametrize("text, message", [
     ("cpus", "expected KEY=VALUE items"),
-    ("cpu=2", "unknown key 'cpu' (keys: cpus, mem, disk, gpus, ports, hostname)"),
+    ("cpu=2", "unknown key 'cpu' (keys: cpus, mem, disk, gpus, ports, hostname, isolate)"),
     ("cpus=two", "cpus=two is not a number"),
     ("gpus=1.5", "gpus=1.5 is not a whole number"),
     ("ports=31000", "ports=31000 is not 31000-31099"),

@@ -21,9 +21,9 @@ import pytest
 import requests
 
 from fixtures_master import clients, make_local_master, small_agent  # noqa: F401
-from fixtures_netns import namespaces, netns_master, root_only  # noqa: F401
+from fixtures_netns import namespaces, netns_master, parse_network, read_lines, root_only  # noqa: F401
 from mesos_http_client import task_info
-from tfrun_helpers import REPO, tfrun_argv
+from tfrun_helpers import REPO, marked_tasks, tfrun_argv
 from tfmesos.mesos.local import LocalMaster, LocalMasterError, cli, netns
 
 pytestmark = pytest.mark.timeout(120)
@@ -157,3 +157,66 @@ def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):
         hosts = {s["id"]: s["hostname"] for s in state["slaves"]}
         last = state["completed_frameworks"][-1]["completed_tasks"]
         assert len({hosts[t["slave_id"]] for t in last}) == 2   # ps and worker apart
+
+
+SHIPPED_SCRIPT = """\
+import os, sys
+import tfmesos
+from helpers.answer import ANSWER
+print("answer", ANSWER, "prefix", sys.prefix)
+print("tfmesos", tfmesos.__file__)
+print("hidden", *(sorted(os.listdir(path)) if os.path.isdir(path) else "gone"
+                  for path in sys.argv[1:]))
+"""
+
+
+@root_only
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"),
+                    reason="needs a Python outside the home directory: /usr/bin/python3")
+@pytest.mark.timeout(300)
+def test_a_shipped_project_runs_on_agents_that_share_no_files(tmp_path, namespaces):
+    # Agents on hosts of their own: their tasks see neither the project, nor
+    # this checkout, nor the home directory (isolate=fs); the interpreter is
+    # a venv without tfmesos (nor the home directory's Python behind it).
+    project, venv = tmp_path / "proj", tmp_path / "venv"
+    (project / "helpers").mkdir(parents=True)
+    (project / "helpers" / "__init__.py").write_text("")
+    (project / "helpers" / "answer.py").write_text("ANSWER = 42\n")
+    (project / "myscript.py").write_text(SHIPPED_SCRIPT)
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    hidden = [str(project), REPO, os.path.expanduser("~")]
+    agent = "cpus=2,mem=1000,gpus=0,isolate=fs"
+    with open(tmp_path / "master.log", "w") as log:
+        master = subprocess.Popen(
+            ["tfmesos", "local-master", "--port", "0", "--netns", "--no-docker",
+             "--agent", agent, "--agent", agent, *(f for path in hidden for f in ("--hide", path)),
+             *marked_tasks()], stdout=subprocess.PIPE, stderr=log, text=True)
+    namespaces.append(master.pid)
+    try:
+        hub, address, agents, _ = parse_network(read_lines(master.stdout, 3, timeout=60))
+        argv = ["ip", "netns", "exec", hub] + tfrun_argv(
+            "-m", address, "--ship", "--python", python, "-w", "2", "-s", "1", "-Cw", "0.5",
+            "-Cs", "0.5", "-Mw", "128", "-Ms", "128", "--", python, "myscript.py", *hidden)
+        env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO)
+        try:
+            result = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True,
+                                    timeout=120)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail("tfrun --ship did not finish within 120 s: %s" % exc.stderr)
+    finally:
+        master.terminate()
+        master.wait(30)
+        master.stdout.close()
+    assert result.returncode == 0, result.stderr + (tmp_path / "master.log").read_text()[-3000:]
+    assert "tfrun: shipped 3 files" in result.stderr
+    out = result.stdout.splitlines()
+    print("\n".join(out))
+    assert sorted(line.split("] ", 1)[1] for line in out if "answer" in line) == [
+        "answer 42 prefix %s" % venv] * 2
+    loaded = [line.split("tfmesos ", 1)[1] for line in out if "] tfmesos " in line]
+    assert len(loaded) == 2 and all(
+        "/tasks/" in path and path.endswith(".zip/tfmesos/__init__.py") for path in loaded)
+    assert [line.split("] ", 1)[1] for line in out if "hidden" in line] == [
+        "hidden [] [] []"] * 2
+    assert master.returncode == 0

@@ -103,7 +103,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=60.0,
             local_master_options=None, coordinator=False, user=None, verify=True,
             ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
-            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT):
+            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -124,6 +124,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     ``ParameterServerStrategy`` through ``c.cluster_resolver()``, and a failed
     worker is relaunched at its address. ``max_restarts`` restarts every
     server (new addresses in ``c.spec``): README, "When tasks fail".
+    ``ship`` (a directory, or a ``tfmesos.bundle.ShipSpec``) sends it and the
+    task side of tfmesos to every task: README, "Run on a Mesos cluster".
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
@@ -136,7 +138,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         local_master_options=local_master_options, coordinator=coordinator, user=user,
         verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
         max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
-        sticky_timeout=sticky_timeout))
+        sticky_timeout=sticky_timeout, ship=ship))
     try:
         run.start()
         run.wait_ready()

@@ -91,6 +91,8 @@ class ClusterRun:
         self.reactions = RunEvents(self, self.record, self.recovery, spec.reconnect_grace,
                                    spec.max_attempts, spec.mode)
         self._chief = None   # the coordinator's address, kept across restarts
+        self._say = notify or logger.info
+        self.shipment = None  # tfrun --ship: shipping.Shipment, served while the run lasts
 
     # -- the phase --------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class ClusterRun:
     def start(self):
         self.record.submitted()
         try:
+            self._ship()
             master_url = self._start_master()
             if self.local_master is None and not master_url.lower().startswith("zk://"):
                 # Refuse a loopback address for a remote master before any
@@ -137,6 +140,15 @@ class ClusterRun:
             self.stop()
             raise
         return self
+
+    def _ship(self):
+        """``tfrun --ship``: pack and serve what every task fetches."""
+        if self.run.ship is None:
+            return
+        from .shipping import Shipment
+
+        self.shipment = Shipment(self.run.ship, self._bind_host(), say=self._say)
+        self.record.shipped(self.shipment.record())
 
     def _start_master(self):
         if self.master != config.LOCAL:
@@ -172,9 +184,11 @@ class ClusterRun:
 
     def _make_task(self, slot, assignment):
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
-        rendezvous = format_address(self._advertised_address(), self.rendezvous.port)
+        host = self._advertised_address()
+        rendezvous = format_address(host, self.rendezvous.port)
         return build_task(self.run, slot, assignment, rendezvous, self.secret,
-                          quiet_tensorflow=self.run.quiet_tensorflow, run_id=self.run_id)
+                          quiet_tensorflow=self.run.quiet_tensorflow, run_id=self.run_id,
+                          shipment=self.shipment, ship_host=host)
 
     # -- waiting --------------------------------------------------------------
 
@@ -222,12 +236,16 @@ class ClusterRun:
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
             message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
                            env=env, hooks=self.run.hook_commands,
-                           # a container has its own filesystem: stay in the sandbox
-                           cwd=None if self.run.image else os.getcwd())
+                           # a container has its own filesystem, a shipped directory
+                           # is the task's working directory: stay there
+                           cwd=None if self.run.image or self._ships_code() else os.getcwd())
         if not self.rendezvous.send(slot.task_id, message):
             # Kept by the rendezvous: a task that re-registers gets it;
             # one that does not come back fails after the grace period.
             logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
+
+    def _ships_code(self):
+        return self.run.ship is not None and self.run.ship.directory is not None
 
     def wait_finished(self):
         """Replica mode: block until the run's trainers are done; returns 0,
@@ -367,6 +385,8 @@ class ClusterRun:
                     logger.debug("driver ended with %r", exc)
             if self.local_master is not None:
                 self.local_master.stop()
+            if self.shipment is not None:
+                self.shipment.stop()     # nothing is served after the run
             self._move(Phase.STOPPED)
             self.record.finish(self.scheduler and self.scheduler.framework_id,
                                self.scheduler and self.scheduler.first_offer_at,

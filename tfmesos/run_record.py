@@ -33,6 +33,8 @@ name the directory itself) holds
                   delay}]: each whole restart (tfrun --max-restarts)
     relaunches    [{task, time, cause, message, agent_id, address, back}]: each
                   sticky relaunch of a worker; back: when it registered again
+    shipped       only with tfrun --ship: {bundle: {source, files, bytes,
+                  archive_bytes, sha256, name} or null, task_side, python_env}
 """
 
 import contextlib
@@ -135,6 +137,12 @@ class RunRecord:
 
     def submitted(self):
         self._set_timing("submitted")
+
+    def shipped(self, what):
+        """``tfrun --ship``: what goes to every task (``Shipment.record``)."""
+        with self._lock:
+            self._data["shipped"] = what
+            self._dirty = True
 
     def launched(self, launch):
         """A new attempt (``scheduler.Launch``) goes to Mesos (the driver's thread)."""

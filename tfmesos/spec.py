@@ -141,7 +141,10 @@ class RunSpec:
       ``reconnect_grace``; ``restart_policy`` (``restarts.RestartPolicy``),
       ``sticky_jobs`` / ``sticky_timeout`` (relaunch in place).
     * What it leaves: ``run_dir`` (``AUTO``: the default directory; None:
-      none) and ``logs`` (``tfrun --logs`` choices of what is shown)."""
+      none) and ``logs`` (``tfrun --logs`` choices of what is shown).
+    * What it sends: ``ship`` (a ``bundle.ShipSpec``, or a directory for
+      one with the defaults): the user's directory, the task side of
+      tfmesos and a packed Python environment, fetched by every task."""
 
     name: str = "tfmesos"
     role: Optional[str] = None
@@ -174,6 +177,7 @@ class RunSpec:
     sticky_timeout: float = STICKY_TIMEOUT
     run_dir: Optional[str] = AUTO
     logs: tuple = ()
+    ship: Optional[object] = None  # bundle.ShipSpec: tfrun --ship, cluster(ship=...)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -215,6 +219,7 @@ class RunSpec:
         object.__setattr__(self, "sticky_jobs", tuple(self.sticky_jobs))
         object.__setattr__(self, "logs", tuple(self.logs))
         self._check_connection()
+        self._check_ship()
         if self.jobs:
             object.__setattr__(self, "jobs", tuple(parse_jobs(list(self.jobs))))
             self._check_jobs()
@@ -228,6 +233,19 @@ class RunSpec:
             raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
         if self.ca_bundle and not os.path.isfile(self.ca_bundle):
             raise SpecError("--ca-bundle %s: no such file" % self.ca_bundle)
+
+    def _check_ship(self):
+        if self.ship is None:
+            return
+        from .bundle import ShipSpec
+        if isinstance(self.ship, (str, os.PathLike)):
+            object.__setattr__(self, "ship", ShipSpec(os.fspath(self.ship)))
+        if not isinstance(self.ship, ShipSpec):
+            raise SpecError("ship must be a directory or a tfmesos.bundle.ShipSpec, got %r"
+                            % (self.ship,))
+        if self.ship.python_env and self.image:
+            raise SpecError("--python-env runs plain tasks with the archive's interpreter, and "
+                            "an image has its own Python: drop -I or --python-env")
 
     def _check_jobs(self):
         if self.mode not in MODES:

@@ -29,12 +29,15 @@ def framework_info(run, jobs):
     return info
 
 
-def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None):
+def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None,
+               shipment=None, ship_host=None):
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
     ``secret`` (bytes). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
     TensorFlow's logging as it is (see ``tensorflow_env``). ``run_id``
-    (default: the one in the task id) becomes ``TFMESOS_RUN_ID``."""
+    (default: the one in the task id) becomes ``TFMESOS_RUN_ID``.
+    ``shipment`` (``tfrun --ship``, a ``shipping.Shipment`` served at
+    ``ship_host``): the task fetches what it ships and runs from it."""
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
     env.update(run.env)
     env.update(slot.job.env)
@@ -50,15 +53,18 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
         env["TFMESOS_RUN_ID"] = run_id
     if assignment.port:
         env["TFMESOS_PORT"] = str(assignment.port)
-    container = None
-    if run.image:
-        container = container_info(run)
+    container = container_info(run) if run.image else None
+    if shipment is not None:
+        env.update(shipment.environment())
+        command, uris = shipment.command(run.image, run.python), shipment.uris(ship_host)
     else:
-        env["PYTHONPATH"] = submitter_pythonpath()
+        if not run.image:
+            env["PYTHONPATH"] = submitter_pythonpath()
+        command, uris = task_command(run.image, run.python), None
     return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
-                           assignment.resources, task_command(run.image, run.python), env,
+                           assignment.resources, command, env,
                            container, labels={"tfmesos.job": slot.job.name,
-                                              "tfmesos.index": slot.index})
+                                              "tfmesos.index": slot.index}, uris=uris)
 
 
 def run_id_of(task_id):
@@ -129,7 +135,7 @@ def container_info(run):
 
 
 def build_task_info(task_id, name, agent_id, resources, command, env, container=None,
-                    labels=None):
+                    labels=None, uris=None):
     variables = [{"name": key, "value": str(value)} for key, value in sorted(env.items())]
     info = {
         "name": name,
@@ -139,6 +145,8 @@ def build_task_info(task_id, name, agent_id, resources, command, env, container=
         "command": {"value": command, "shell": True,
                     "environment": {"variables": variables}},
     }
+    if uris:
+        info["command"]["uris"] = list(uris)
     if container is not None:
         info["container"] = container
     if labels:

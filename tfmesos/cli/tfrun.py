@@ -93,7 +93,37 @@ def build_parser():
         help="do not verify https masters' certificates (insecure)")
     add_output_options(add)
     add_recovery_options(add)
+    add_ship_options(add)
     return parser
+
+
+def add_ship_options(add):
+    """tfrun --ship: send the user's code to the tasks (README "Run on a Mesos cluster")."""
+    add("--ship", nargs="?", const=".", metavar="DIR",
+        help="pack DIR (default: the current directory; in a git work tree what git would "
+        "commit) and send it to every task through the Mesos fetcher: the command runs in "
+        "it, with tfmesos' task side, and plain tasks run python3 from the agent's PATH "
+        "(--python to change it); agents need no shared filesystem")
+    add("--ship-exclude", action="append", default=[], metavar="PATTERN",
+        help="leave files matching PATTERN (a glob on the path or any part of it) out of "
+        "the bundle (repeatable)")
+    add("--ship-max-size", type=float, default=100.0, metavar="MB",
+        help="refuse a bundle larger than this (default 100)")
+    add("--python-env", metavar="ARCHIVE",
+        help="a conda-pack or venv-pack archive (a file here, or an http(s):// or hdfs:// "
+        "URL) each agent fetches once (Mesos' fetcher cache): its bin/python3 runs the "
+        "tasks and its bin/ comes first on the command's PATH")
+
+
+def ship_spec(args):
+    """The run's ``ShipSpec`` from --ship and --python-env, or None."""
+    if args.ship is None and args.python_env is None:
+        return None
+    if args.ship is None and args.ship_exclude:
+        raise SpecError("--ship-exclude needs --ship")
+    from ..bundle import ShipSpec
+    return ShipSpec(args.ship, tuple(args.ship_exclude),
+                    int(args.ship_max_size * 1000 * 1000), args.python_env)
 
 
 def add_recovery_options(add):
@@ -286,8 +316,11 @@ def read_options(args, command):
     MasterAddressError."""
     jobs = jobs_from_args(args)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
+    ship = ship_spec(args)
     if args.tensorboard:
-        jobs.append(tensorboard_job(args.tensorboard, image, args.python))
+        # Shipped: this interpreter's path means nothing on the agents.
+        python = args.python or ("python3" if ship else None)
+        jobs.append(tensorboard_job(args.tensorboard, image, python))
     if args.logs and args.worker_logs is not None:
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
@@ -304,7 +337,7 @@ def read_options(args, command):
         restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
         sticky_jobs=("worker",) if args.sticky_workers else (),
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
-        logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs))
+        logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship)
 
 
 def shown_only(show):

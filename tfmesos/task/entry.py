@@ -13,6 +13,7 @@ import sys
 
 from .. import wire
 from ..hostport import free_port
+from .bundle_check import enter_bundle
 from .connection import Connection, TaskEnv, TaskError
 from .replica import run_replica
 from .tensorflow_server import run_fine_grained
@@ -23,6 +24,7 @@ def main(environ=None):
     environ = os.environ if environ is None else environ
     try:
         env = TaskEnv.from_environ(environ)
+        enter_bundle(environ)   # tfrun --ship: checked before anything of it runs
         port = env.port or free_port()
         conn = Connection(env)
         conn.register(env.host, port)

@@ -27,8 +27,16 @@ GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replica
 
 def guard_argv(command):
     """argv that runs the shell command ``command`` under ``replica_guard``."""
-    return [sys.executable, "-I", "-S", GUARD_SCRIPT, str(os.getpid()), repr(KILL_GRACE),
+    return [sys.executable, "-I", "-S", *_guard_program(), str(os.getpid()), repr(KILL_GRACE),
             command]
+
+
+def _guard_program():
+    """The guard as a script, or as ``-c SOURCE`` when this package is
+    imported from a zip (``tfrun --ship`` puts it on PYTHONPATH as one)."""
+    if os.path.isfile(GUARD_SCRIPT):
+        return [GUARD_SCRIPT]
+    return ["-c", __loader__.get_data(GUARD_SCRIPT).decode("utf-8")]
 
 
 def working_directory(submitter_cwd):

@@ -32,7 +32,8 @@ class AgentSpec:
     below 2 GiB, as a Mesos agent does), disk = free space of the work dir;
     gpus = the NVIDIA GPUs ``nvidia-smi -L`` lists (ids "0", "1", ...), an int
     n = n fake GPUs, a list = those ids. ``attributes``: name -> str (TEXT)
-    or number (SCALAR)."""
+    or number (SCALAR). ``isolate``: ``("fs",)`` runs its tasks in a mount
+    namespace of their own with this host's files hidden (``fs_isolation``)."""
 
     hostname: str = "127.0.0.1"
     cpus: Optional[float] = None
@@ -41,8 +42,15 @@ class AgentSpec:
     ports: tuple = ((31000, 32000),)
     gpus: object = None
     attributes: Optional[dict] = None
+    isolate: tuple = ()
 
     def __post_init__(self):
+        isolate = (self.isolate,) if isinstance(self.isolate, str) else tuple(self.isolate or ())
+        unknown = sorted(set(isolate) - {"fs"})
+        if unknown:
+            raise AgentSpecError("AgentSpec.isolate: unknown isolation %r (known: fs)"
+                                 % unknown[0])
+        object.__setattr__(self, "isolate", isolate)
         if not isinstance(self.hostname, str) or not self.hostname:
             raise AgentSpecError("AgentSpec.hostname must be a non-empty string, got %r"
                                  % (self.hostname,))

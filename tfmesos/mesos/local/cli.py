@@ -41,7 +41,7 @@ from .errors import LocalMasterError
 from .master import LocalMaster
 
 PORT_RANGE = (31000, 32000)
-AGENT_KEYS = ("cpus", "mem", "disk", "gpus", "ports", "hostname")
+AGENT_KEYS = ("cpus", "mem", "disk", "gpus", "ports", "hostname", "isolate")
 
 
 def _positive(kind):
@@ -74,7 +74,13 @@ def add_agent_options(parser):
                         help="an agent, e.g. cpus=2,mem=4096,gpus=0,ports=31000-31099,"
                              "hostname=node1 (keys: %s; gpus=N gives N fake GPUs); "
                              "repeat for several; keys left out come from --cpus, --mem, "
-                             "--gpus and a slice of the port range" % ", ".join(AGENT_KEYS))
+                             "--gpus and a slice of the port range; isolate=fs (root) runs "
+                             "its tasks with the --hide directories hidden, as on another "
+                             "host" % ", ".join(AGENT_KEYS))
+    parser.add_argument("--hide", action="append", default=None, metavar="DIR",
+                        help="with isolate=fs agents: a directory their tasks do not see "
+                             "(repeatable; default: this master's working directory, the "
+                             "home directory and the tfmesos installation)")
     parser.add_argument("--netns", action="store_true",
                         help="as root: put each agent in its own Linux network namespace "
                              "with its own address (10.X.Y.2, .3, ...), as hosts of a "
@@ -159,6 +165,10 @@ def _agent_value(text, key, value):
     try:
         if key == "hostname":
             return value
+        if key == "isolate":
+            if value != "fs":
+                raise ValueError(value)
+            return ("fs",)
         if key == "ports":
             begin, sep, end = value.partition("-")
             if not sep:
@@ -166,7 +176,8 @@ def _agent_value(text, key, value):
             return ((int(begin), int(end)),)
         number = int(value) if key == "gpus" else float(value)
     except ValueError:
-        example = {"ports": "31000-31099", "gpus": "a whole number"}.get(key, "a number")
+        example = {"ports": "31000-31099", "gpus": "a whole number",
+                   "isolate": "fs"}.get(key, "a number")
         raise argparse.ArgumentTypeError("%r: %s=%s is not %s" % (text, key, value, example)) \
             from None
     if number < 0:
@@ -227,7 +238,7 @@ def make_master(args, security):
                        heartbeat_interval=args.heartbeat_interval, work_dir=args.work_dir,
                        filter_gpu_resources=args.filter_gpu_resources,
                        container_runner=container_runner, network_namespaces=args.netns,
-                       strict=args.strict, **security)
+                       strict=args.strict, hidden_paths=args.hide, **security)
 
 
 def network_lines(master):

@@ -29,10 +29,12 @@ class TaskProcess:
     never started, ``error`` the reason it did not.
     """
 
-    def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True):
+    def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True,
+                 fetch=None):
         self.launch = launch
         self.runner = runner
         self.uris = uris
+        self.fetch = fetch or fetch_uris    # fetch(uris, sandbox): the agent's fetcher
         self.on_running = on_running
         self.on_exit = on_exit
         self.make_sandbox = make_sandbox
@@ -68,7 +70,7 @@ class TaskProcess:
                 for path in (self.launch.stdout_path, self.launch.stderr_path):
                     open(path, "ab").close()
             if self.uris:
-                fetch_uris(self.uris, self.launch.sandbox)
+                self.fetch(self.uris, self.launch.sandbox)
             if self.killing:
                 error = "killed before it was launched"
             else:

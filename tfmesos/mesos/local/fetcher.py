@@ -15,9 +15,11 @@ class FetchError(Exception):
     """A URI could not be fetched; the message goes into TASK_FAILED."""
 
 
-def fetch_uris(uris, sandbox, timeout=60):
-    """Mesos' fetcher, minus its cache: download or copy each URI into the
-    sandbox, extract archives unless ``extract`` is false, chmod ``executable``."""
+def fetch_uris(uris, sandbox, timeout=60, cache=None, user=None):
+    """Mesos' fetcher: download or copy each URI into the sandbox, extract
+    archives unless ``extract`` is false, chmod ``executable``; URIs with
+    ``cache: true`` go through ``cache`` (a ``fetch_cache.FetcherCache``)
+    when there is one, for tasks of ``user``."""
     for uri in uris:
         value = uri["value"]
         parsed = urllib.parse.urlparse(value)
@@ -26,20 +28,44 @@ def fetch_uris(uris, sandbox, timeout=60):
         if not target.startswith(os.path.normpath(sandbox) + os.sep):
             raise FetchError("output_file %r leaves the sandbox" % name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
+        if uri.get("cache") and cache is not None:
+            _fetch_through_cache(uri, target, sandbox, cache, user, timeout)
+            continue
         try:
-            if parsed.scheme in ("http", "https", "ftp"):
-                with urllib.request.urlopen(value, timeout=timeout) as response, \
-                        open(target, "wb") as out:
-                    shutil.copyfileobj(response, out)
-            else:
-                path = parsed.path if parsed.scheme == "file" else value
-                shutil.copyfile(path, target)
+            _download(value, target, timeout)
             if uri.get("executable"):
                 os.chmod(target, 0o755)
             elif uri.get("extract", True) and target.endswith(_ARCHIVES):
                 _extract(target, sandbox)
         except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as exc:
             raise FetchError("Failed to fetch '%s': %s" % (value, exc)) from exc
+
+
+def _download(value, target, timeout):
+    parsed = urllib.parse.urlparse(value)
+    if parsed.scheme in ("http", "https", "ftp"):
+        with urllib.request.urlopen(value, timeout=timeout) as response, \
+                open(target, "wb") as out:
+            shutil.copyfileobj(response, out)
+    else:
+        shutil.copyfile(parsed.path if parsed.scheme == "file" else value, target)
+
+
+def _fetch_through_cache(uri, target, sandbox, cache, user, timeout):
+    """As Mesos' fetchFromCache: an archive is extracted from the cache (only
+    what it holds lands in the sandbox), anything else copied."""
+    value = uri["value"]
+    try:
+        source = cache.get(value, user, lambda path: _download(value, path, timeout))
+        if not uri.get("executable") and uri.get("extract", True) \
+                and target.endswith(_ARCHIVES):
+            _extract(source, sandbox)
+            return
+        shutil.copyfile(source, target)
+        if uri.get("executable"):
+            os.chmod(target, 0o755)
+    except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as exc:
+        raise FetchError("Failed to fetch '%s': %s" % (value, exc)) from exc
 
 
 def _extract(archive_path, sandbox):

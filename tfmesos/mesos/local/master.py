@@ -46,6 +46,7 @@ import uuid
 from . import schema, stout
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
+from . import fs_isolation
 from .auth import Authenticator, credentials_table
 from .calls import SchedulerCalls
 from .environment import executor_environment as base_environment
@@ -116,6 +117,8 @@ class LocalMaster(FaultInjection):
     ``network_namespaces``: as root, give each agent its own network
     namespace and address (``netns.py``); the master then also listens at
     ``hub_url`` inside the hub namespace (``network.hub``).
+    ``hidden_paths``: what the tasks of ``AgentSpec(isolate=("fs",))``
+    agents do not see (default ``fs_isolation.default_hidden_paths()``).
 
     Security (README "Security"): ``credentials`` (``{principal: secret}``
     or pairs) makes every scheduler request authenticate with HTTP basic
@@ -138,11 +141,15 @@ class LocalMaster(FaultInjection):
                  allocation_interval=0.25, status_update_retry=10.0, kill_grace_period=3.0,
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
                  filter_gpu_resources=True, credentials=None, executor_environment=None,
-                 allow_root=None, network_namespaces=False, strict=None):
+                 allow_root=None, network_namespaces=False, strict=None, hidden_paths=None):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents)
         if network_namespaces:
             _check_network(self._specs)
+        if any("fs" in spec.isolate for spec in self._specs):
+            fs_isolation.check_supported()
+        self.hidden_paths = list(fs_isolation.default_hidden_paths() if hidden_paths is None
+                                 else hidden_paths)
         table = credentials_table(credentials)
         self._authenticator = Authenticator(table) if table else None
         base_env = base_environment(executor_environment)
@@ -181,7 +188,7 @@ class LocalMaster(FaultInjection):
         tasks = self._tasks = TaskLauncher(
             records, allocator, updates, loop, self.kill_grace_period,
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
-            self.allow_root)
+            self.allow_root, hidden_paths=self.hidden_paths)
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval)
         self._calls = SchedulerCalls(records, allocator, updates, tasks, frameworks)

@@ -269,7 +269,7 @@ def gpu_count(resources):
 
 
 def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_has_gpus,
-                 base_env, netns=None):
+                 base_env, netns=None, hidden_paths=()):
     env = dict(base_env)
     env.update({
         "MESOS_SANDBOX": sandbox, "MESOS_DIRECTORY": sandbox, "MESOS_TASK_ID": task_id,
@@ -285,7 +285,8 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
         user=plan.user, image=plan.image,
         containerizer=plan.containerizer if plan.image else None,
         force_pull=plan.force_pull, volumes=list(plan.volumes),
-        docker_parameters=list(plan.docker_parameters), gpu_ids=list(gpu_ids), netns=netns)
+        docker_parameters=list(plan.docker_parameters), gpu_ids=list(gpu_ids), netns=netns,
+        hidden_paths=list(hidden_paths))
 
 
 __all__ = ["NO_DOCKER_MESSAGE", "PRIVILEGED_MESSAGE", "TaskInvalid", "check_id", "TaskPlan",

@@ -12,6 +12,7 @@ import signal
 import subprocess
 from typing import Optional
 
+from .fs_isolation import hidden_argv
 from .netns import ip_command
 
 
@@ -35,6 +36,7 @@ class TaskLaunch:
     docker_parameters: list = dataclasses.field(default_factory=list)  # (key, value)
     gpu_ids: list = dataclasses.field(default_factory=list)  # e.g. ["0", "1"]
     netns: Optional[str] = None        # the agent's network namespace (netns.py)
+    hidden_paths: list = dataclasses.field(default_factory=list)  # fs_isolation.py
 
     @property
     def stdout_path(self):
@@ -83,6 +85,8 @@ class ProcessRunner:
             raise RunnerError("task %s names the image %r but this agent runs plain "
                               "processes only" % (launch.task_id, launch.image))
         argv = launch.argv()
+        if launch.hidden_paths:
+            argv = hidden_argv(launch.hidden_paths, launch.sandbox, argv)
         if launch.netns is not None:
             argv = [ip_command(), "netns", "exec", launch.netns] + argv
         with open(launch.stdout_path, "ab") as out, open(launch.stderr_path, "ab") as err:

@@ -5,7 +5,10 @@ into status updates (TASK_RUNNING, TASK_FINISHED, TASK_FAILED, TASK_KILLED)
 with the reasons and messages of Mesos' command executor.
 """
 
+import os
+
 from .executor import TaskProcess, describe_exit
+from .fetch_cache import AgentFetcher, FetcherCache
 from .planning import (NO_DOCKER_MESSAGE, TaskInvalid, build_launch, check_container_user,
                        check_id, gpu_count, plan_task)
 from .records import Task
@@ -21,7 +24,7 @@ class TaskLauncher:
     container tasks may run as root."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
-                 container_runner, base_env, root_allowed):
+                 container_runner, base_env, root_allowed, hidden_paths=()):
         self.base_env = dict(base_env)
         self.root_allowed = root_allowed
         self.records = records
@@ -31,6 +34,8 @@ class TaskLauncher:
         self.kill_grace_period = kill_grace_period
         self.runner = runner
         self.container_runner = container_runner
+        self.hidden_paths = list(hidden_paths)   # for tasks of isolate=fs agents
+        self._fetchers = {}                      # agent id -> its AgentFetcher (and cache)
 
     def grace(self, task):
         return task.plan.kill_grace if task.plan.kill_grace is not None \
@@ -86,10 +91,14 @@ class TaskLauncher:
 
     def _start(self, framework, agent, task):
         plan = task.plan
+        hidden = self.hidden_paths if "fs" in agent.spec.isolate else ()
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
-                              task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns)
+                              task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns,
+                              hidden)
         runner = self.container_runner if plan.image is not None else self.runner
-        proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit)
+        fetcher, user = self._fetcher(agent), plan.user or framework.info.get("user")
+        proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit,
+                           fetch=lambda uris, sandbox: fetcher.fetch(uris, sandbox, user))
         proc.task = task
         task.proc = proc
         self.records.procs.add(proc)
@@ -97,6 +106,14 @@ class TaskLauncher:
         proc.start()
         if plan.max_completion is not None:
             self.loop.schedule(plan.max_completion, self._max_completion_reached, task)
+
+    def _fetcher(self, agent):
+        """The agent's fetcher: its cache, its network namespace."""
+        fetcher = self._fetchers.get(agent.id)
+        if fetcher is None:
+            cache = FetcherCache(os.path.join(agent.directory, "fetcher-cache"))
+            fetcher = self._fetchers[agent.id] = AgentFetcher(cache, agent.netns)
+        return fetcher
 
     def _max_completion_reached(self, task):
         with self.records.lock:

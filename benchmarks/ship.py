@@ -1,0 +1,140 @@
+"""What ``tfrun --ship`` costs: pack a directory, serve it, and have 8 tasks
+fetch it at once through the local agents' fetcher (download, extract) and
+check its sha256 as the task entry does, for a 10 MB and a 100 MB
+directory; and the packing time of this repository (``--ship`` of the
+tfmesos checkout itself).
+
+    python benchmarks/ship.py [--tasks 8] [--sizes 10,100] [--rounds 3]
+
+Each directory is half source-like text (compresses well) and half random
+bytes (model files, data: does not compress), in 256 kB files. Times are
+the best of ``--rounds``; the floor of a fetch is copying the archive's
+bytes, measured as one local file copy per task.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tfmesos import bundle  # noqa: E402
+from tfmesos.bundle_server import BundleServer  # noqa: E402
+from tfmesos.mesos.local.fetcher import fetch_uris  # noqa: E402
+from tfmesos.task.bundle_check import sha256_of  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILE_SIZE = 256 * 1024
+TEXT = (b"def step(model, batch):\n    loss = model.train_on_batch(batch)\n"
+        b"    return {'loss': float(loss)}\n\n")
+
+
+def make_directory(root, megabytes):
+    """``megabytes`` MB in 256 kB files, alternately text and random."""
+    os.makedirs(root)
+    count = max(1, megabytes * 1000 * 1000 // FILE_SIZE)
+    for index in range(count):
+        if index % 2:
+            data = os.urandom(FILE_SIZE)
+        else:
+            data = (TEXT * (FILE_SIZE // len(TEXT) + 1))[:FILE_SIZE]
+        with open(os.path.join(root, "part%04d.%s" % (index, "bin" if index % 2 else "py")),
+                  "wb") as handle:
+            handle.write(data)
+    return count * FILE_SIZE
+
+
+def fetch_all(server, packed, sandboxes):
+    """Seconds until every task has fetched, extracted and checked the bundle."""
+    url = server.url("127.0.0.1", packed.name)
+    errors = []
+
+    def task(box):
+        try:
+            os.makedirs(box)
+            fetch_uris([{"value": url, "extract": True, "cache": False}], box)
+            # enter_bundle's check (without its chdir: one cwd per process)
+            if sha256_of(os.path.join(box, packed.name)) != packed.sha256 \
+                    or not os.path.isdir(os.path.join(box, bundle.TOP)):
+                raise RuntimeError("task %s: the bundle does not check" % box)
+        except Exception as exc:   # reported below
+            errors.append(exc)
+    began = time.perf_counter()
+    threads = [threading.Thread(target=task, args=(box,)) for box in sandboxes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def copy_floor(path, work, tasks):
+    began = time.perf_counter()
+    for index in range(tasks):
+        shutil.copyfile(path, os.path.join(work, "copy%d" % index))
+    return time.perf_counter() - began
+
+
+def measure(megabytes, tasks, rounds, work):
+    source = os.path.join(work, "dir%d" % megabytes)
+    size = make_directory(source, megabytes)
+    best = {}
+    for round_ in range(rounds):
+        out = tempfile.mkdtemp(dir=work)
+        began = time.perf_counter()
+        packed = bundle.pack(source, out, max_size=None)
+        pack_s = time.perf_counter() - began
+        began = time.perf_counter()
+        server = BundleServer({packed.name: packed.path}, bind_host="127.0.0.1")
+        serve_s = time.perf_counter() - began
+        try:
+            boxes = [os.path.join(out, "sandbox%d" % i) for i in range(tasks)]
+            fetch_s = fetch_all(server, packed, boxes)
+        finally:
+            server.stop()
+        floor_s = copy_floor(packed.path, out, tasks)
+        archive = packed.archive_size
+        shutil.rmtree(out)
+        for key, value in (("pack", pack_s), ("serve", serve_s), ("fetch", fetch_s),
+                           ("floor", floor_s)):
+            best[key] = min(best.get(key, value), value)
+    total = best["pack"] + best["serve"] + best["fetch"]
+    print("%4d MB (%d files): archive %.1f MB (%.2f of the files)  pack %.2f s  serve %.3f s  "
+          "fetch+extract+check by %d tasks %.2f s (%.0f MB/s of archive; copying it %d times: "
+          "%.2f s)  total %.2f s"
+          % (megabytes, size // FILE_SIZE, archive / 1e6, archive / size, best["pack"],
+             best["serve"], tasks, best["fetch"], tasks * archive / 1e6 / best["fetch"], tasks,
+             best["floor"], total))
+    shutil.rmtree(source)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--sizes", default="10,100", help="directory sizes in MB")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="tfmesos-ship-bench-")
+    try:
+        times = []
+        for _ in range(args.rounds):
+            began = time.perf_counter()
+            packed = bundle.pack(REPO, tempfile.mkdtemp(dir=work))
+            times.append(time.perf_counter() - began)
+        print("this repository: %s, archive %.2f MB, packed in %.3f s (best of %d)"
+              % (packed.summary(), packed.archive_size / 1e6, min(times), args.rounds))
+        for megabytes in (int(size) for size in args.sizes.split(",")):
+            measure(megabytes, args.tasks, args.rounds, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,540 @@
+"""``tfrun --ship``: the user's directory and the task side of tfmesos sent
+to every task through the Mesos fetcher (bundle.py, bundle_server.py,
+shipping.py, task/bundle_check.py, the local fetcher's cache)."""
+
+import ast
+import hashlib
+import io
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tfrun_helpers import REPO, tfrun_argv
+from tfmesos import bundle
+from tfmesos.bundle import ShipError, ShipSpec
+from tfmesos.bundle_server import BundleServer
+from tfmesos.exceptions import SpecError, TFMesosError
+from tfmesos.mesos.local.fetch_cache import FetcherCache
+from tfmesos.mesos.local.fetcher import fetch_uris
+from tfmesos.mesos.local.fs_isolation import effective_paths
+from tfmesos.task.bundle_check import enter_bundle
+from tfmesos.task.connection import TaskError
+
+TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
+# This machine's Python outside any home directory (run with -S below: no site-packages,
+# so nothing of an installed tfmesos).
+BARE_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def write(root, files):
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as handle:
+            handle.write(text)
+
+
+def git(root, *args):
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A git project: a script importing a module of its own, an ignored
+    data file, an untracked (not ignored) file, a run directory."""
+    root = tmp_path / "proj"
+    write(root, {
+        ".gitignore": "data/\n*.log\n",
+        "train.py": "import os, sys, tfmesos\nfrom mylib.util import ANSWER\n"
+                    "print('answer', ANSWER, 'cwd', os.path.basename(os.getcwd()), "
+                    "'data', os.path.exists('data'), 'notes', os.path.exists('notes.txt'))\n"
+                    "print('tfmesos from', tfmesos.__file__)\n",
+        "mylib/__init__.py": "",
+        "mylib/util.py": "ANSWER = 42\n",
+        "notes.txt": "not committed, not ignored\n",
+        "data/big.bin": "x" * 5000,
+        "debug.log": "ignored\n",
+        "tfmesos-runs/old/run.json": "{}",
+    })
+    git(root, "init", "-q")
+    git(root, "add", "train.py", "mylib", ".gitignore")
+    return root
+
+
+# -- what is packed ---------------------------------------------------------------
+
+
+def test_a_git_project_ships_what_git_would_commit(project):
+    assert bundle.list_files(project) == [".gitignore", "mylib/__init__.py", "mylib/util.py",
+                                          "notes.txt", "train.py"]
+
+
+def test_outside_git_caches_environments_and_run_directories_stay_home(tmp_path):
+    write(tmp_path, {"a.py": "", "pkg/__pycache__/a.cpython-311.pyc": "", "pkg/b.pyc": "",
+                     "pkg/c.py": "", ".git/config": "", "venv/pyvenv.cfg": "",
+                     "venv/bin/python": "", "env/conda-meta/history": "", "env/lib/x.py": "",
+                     "tfmesos-runs/r/run.json": "", "sub/tfmesos-runs/x": ""})
+    assert bundle.list_files(tmp_path) == ["a.py", "pkg/c.py"]
+
+
+def test_ship_exclude_patterns_match_paths_and_their_parts(project):
+    files = bundle.list_files(project, exclude=("mylib/util.py", "*.txt"))
+    assert files == [".gitignore", "mylib/__init__.py", "train.py"]
+    assert bundle.list_files(project, exclude=("mylib",)) == [".gitignore", "notes.txt",
+                                                              "train.py"]
+
+
+def test_a_bundle_over_the_limit_is_refused_naming_the_five_biggest_files(tmp_path):
+    write(tmp_path, {"f%d.bin" % i: "x" * (1000 * (i + 1)) for i in range(7)})
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(tmp_path, str(tmp_path), max_size=10000)
+    message = str(caught.value)
+    assert "\n" not in message and "28.0 kB is over --ship-max-size 10.0 kB" in message
+    for name in ("f6.bin (7.0 kB)", "f5.bin", "f4.bin", "f3.bin", "f2.bin"):
+        assert name in message
+    assert "f1.bin" not in message and "f0.bin" not in message
+    assert "--ship-exclude" in message
+
+
+def test_bundles_are_reproducible_and_hold_the_tree_under_project(project, tmp_path):
+    first = bundle.pack(project, str(tmp_path))
+    os.rename(first.path, first.path + ".first")
+    second = bundle.pack(project, str(tmp_path))
+    assert (first.sha256, first.name) == (second.sha256, second.name)
+    with open(second.path, "rb") as handle:
+        assert hashlib.sha256(handle.read()).hexdigest() == second.sha256
+    assert second.name == "tfmesos-bundle-%s.tar.gz" % second.sha256[:16]
+    with tarfile.open(second.path) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert sorted(members) == ["project", "project/.gitignore", "project/mylib/__init__.py",
+                               "project/mylib/util.py", "project/notes.txt",
+                               "project/train.py"]
+    assert {(m.uid, m.gid, m.uname) for m in members.values()} == {(0, 0, "")}
+    assert (second.files, second.size) == (5, sum(
+        os.path.getsize(project / p) for p in bundle.list_files(project)))
+    assert second.summary().startswith("shipped 5 files, ")
+
+
+def test_ship_spec_checks_its_values(tmp_path):
+    with pytest.raises(SpecError, match="no such directory"):
+        ShipSpec(str(tmp_path / "missing"))
+    with pytest.raises(SpecError, match="only .tar"):
+        ShipSpec(str(tmp_path), python_env=str(tmp_path / "env.rpm"))
+    with pytest.raises(SpecError, match="no such file"):
+        ShipSpec(str(tmp_path), python_env=str(tmp_path / "env.tar.gz"))
+    with pytest.raises(SpecError, match="http"):
+        ShipSpec(str(tmp_path), python_env="s3://bucket/env.tar.gz")
+    assert ShipSpec(None, python_env="hdfs://nn/envs/tf.tar.gz").python_env \
+        == "hdfs://nn/envs/tf.tar.gz"
+
+
+# -- the task side as a zip ---------------------------------------------------------
+
+
+def bare_environment(**extra):
+    """A clean environment: no PYTHONPATH but what is given, no tfmesos variables."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
+    zipped = bundle.pack_task_side(str(tmp_path))
+    probe = ("import sys, tfmesos.task.entry as e; from tfmesos.task import replica; "
+             "import subprocess; print(e.__file__); "
+             "print(subprocess.run(replica.guard_argv('echo guarded'), capture_output=True, "
+             "text=True).stdout.strip()); "
+             "print(sorted(m for m in sys.modules if m.startswith('tfmesos')))")
+    result = subprocess.run([BARE_PYTHON, "-S", "-c", probe], capture_output=True, text=True,
+                            env=bare_environment(PYTHONPATH=zipped.path), cwd=str(tmp_path),
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    where, guarded, modules = result.stdout.splitlines()
+    assert where.startswith(zipped.path + "/tfmesos/task/")
+    assert guarded == "guarded"                  # the guard runs from the zip too
+    modules = ast.literal_eval(modules)
+    assert "tfmesos.task.entry" in modules and all(
+        name in ("tfmesos", "tfmesos.wire", "tfmesos.hostport") or name.startswith(
+            "tfmesos.task") for name in modules), modules
+    entry = subprocess.run([BARE_PYTHON, "-S", "-m", "tfmesos.task"], capture_output=True,
+                           text=True, env=bare_environment(PYTHONPATH=zipped.path), timeout=60)
+    assert entry.returncode == 1 and "TFMESOS_RENDEZVOUS" in entry.stderr
+
+
+# -- the task entry's check -----------------------------------------------------------
+
+
+@pytest.fixture
+def sandbox(project, tmp_path):
+    """A sandbox as the fetcher leaves it: the archive and its extracted tree."""
+    packed = bundle.pack(project, str(tmp_path))
+    box = tmp_path / "sandbox"
+    box.mkdir()
+    fetch_uris([{"value": packed.path, "extract": True}], str(box))
+    return box, packed
+
+
+def task_environ(box, packed, sha=None):
+    return {"MESOS_SANDBOX": str(box), "TFMESOS_BUNDLE": packed.name,
+            "TFMESOS_BUNDLE_SHA256": sha or packed.sha256, "TFMESOS_BUNDLE_DIR": "project"}
+
+
+def test_the_task_runs_in_the_extracted_tree_once_its_sha256_checks(sandbox, monkeypatch):
+    box, packed = sandbox
+    monkeypatch.chdir(box)
+    assert enter_bundle(task_environ(box, packed)) == str(box / "project")
+    assert os.getcwd() == str(box / "project") and os.path.isfile("train.py")
+    assert enter_bundle({}) is None
+
+
+def test_a_bundle_whose_sha256_differs_fails_the_task_before_its_command(sandbox):
+    box, packed = sandbox
+    with pytest.raises(TaskError, match="has sha256 %s, but tfrun shipped 0000" % packed.sha256):
+        enter_bundle(task_environ(box, packed, sha="0000"))
+    # The whole entry: one clear line, exit 1, nothing registered or run.
+    env = bare_environment(PYTHONPATH=REPO, TFMESOS_RENDEZVOUS="127.0.0.1:1",
+                           TFMESOS_SECRET="00", TFMESOS_TASK_ID="t",
+                           **task_environ(box, packed, sha="0" * 64))
+    result = subprocess.run([sys.executable, "-m", "tfmesos.task"], capture_output=True,
+                            text=True, env=env, cwd=str(box), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "tfmesos task error: the shipped bundle %s has sha256 %s, but tfrun shipped %s: it "
+        "changed on the way (a proxy, a cache, a truncated download); the command was not "
+        "started" % (packed.name, packed.sha256, "0" * 64)]
+
+
+# -- the bundle server ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(tmp_path):
+    path = tmp_path / "payload.tar.gz"
+    path.write_bytes(os.urandom(200000))
+    server = BundleServer({"payload.tar.gz": str(path)}, bind_host="127.0.0.1")
+    yield server, path
+    server.stop()
+
+
+def request(url, method="GET", timeout=30):
+    with urllib.request.urlopen(urllib.request.Request(url, method=method),
+                                timeout=timeout) as response:
+        return response.status, dict(response.headers), response.read()
+
+
+def test_the_server_serves_get_and_head_at_its_secret_path(served):
+    server, path = served
+    url = server.url("127.0.0.1", "payload.tar.gz")
+    assert len(server.token) >= 40 and server.token in url
+    status, headers, body = request(url)
+    assert (status, body) == (200, path.read_bytes())
+    status, headers, body = request(url, "HEAD")
+    assert (status, headers["Content-Length"], body) == (200, "200000", b"")
+    assert server.served["payload.tar.gz"] == 1
+
+
+def test_a_wrong_path_gets_404_and_is_logged(served, caplog):
+    server, _ = served
+    wrong = ["/payload.tar.gz", "/%s/other.tar.gz" % server.token,
+             "/%s/payload.tar.gz" % ("x" * len(server.token)), "/../etc/passwd"]
+    with caplog.at_level(logging.WARNING, logger="tfmesos.bundle_server"):
+        for path in wrong:
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                request("http://127.0.0.1:%d%s" % (server.port, path))
+            assert caught.value.code == 404
+    assert server.not_found == len(wrong)
+    logged = [r.getMessage() for r in caplog.records if "404" in r.getMessage()]
+    assert len(logged) == len(wrong) and "other.tar.gz" in logged[1]
+
+
+def test_only_get_and_head_are_allowed(served):
+    server, _ = served
+    for method in ("POST", "PUT", "DELETE"):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            request(server.url("127.0.0.1", "payload.tar.gz"), method)
+        assert caught.value.code == 405 and caught.value.headers["Allow"] == "GET, HEAD"
+
+
+def test_idle_clients_are_dropped_and_cannot_hold_the_server(tmp_path):
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"data")
+    server = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1", max_clients=1,
+                          idle_timeout=0.5)
+    try:
+        idle = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+        # The one slot is the idle client's until it times out; then this is served.
+        assert request(server.url("127.0.0.1", "f.zip"), timeout=60)[2] == b"data"
+        assert idle.recv(100) == b""            # dropped, unanswered
+        idle.close()
+    finally:
+        server.stop()
+
+
+def test_nothing_is_served_once_stopped(served):
+    server, _ = served
+    url = server.url("127.0.0.1", "payload.tar.gz")
+    assert request(url)[0] == 200
+    server.stop()
+    with pytest.raises(urllib.error.URLError):
+        request(url, timeout=10)
+
+
+# -- the local fetcher's cache -------------------------------------------------------------
+
+
+def env_archive(directory, marker="from-env"):
+    """A tiny stand-in for a conda-pack archive: bin/python3 (and python)
+    runs this machine's bare Python with ``FROM_ENV`` set (proof that it ran)."""
+    wrapper = "#!/bin/sh\nFROM_ENV=%s exec %s \"$@\"\n" % (marker, BARE_PYTHON)
+    path = os.path.join(directory, "tfenv.tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("bin/python3")
+        info.mode, info.size = 0o755, len(wrapper)
+        tar.addfile(info, io.BytesIO(wrapper.encode()))
+        link = tarfile.TarInfo("bin/python")
+        link.type, link.linkname = tarfile.SYMTYPE, "python3"
+        tar.addfile(link)
+    return path
+
+
+def test_cached_uris_are_downloaded_once_per_agent_and_user(tmp_path):
+    archive = env_archive(str(tmp_path))
+    server = BundleServer({"tfenv.tar.gz": archive}, bind_host="127.0.0.1")
+    try:
+        url = server.url("127.0.0.1", "tfenv.tar.gz")
+        cache = FetcherCache(str(tmp_path / "cache"))
+        boxes = [tmp_path / ("box%d" % i) for i in range(6)]
+        errors = []
+
+        def fetch(box, user):
+            box.mkdir()
+            try:
+                fetch_uris([{"value": url, "cache": True}], str(box), cache=cache, user=user)
+            except Exception as exc:   # reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=fetch, args=(box, "alice" if i < 4 else "bob"))
+                   for i, box in enumerate(boxes)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors
+        assert server.served["tfenv.tar.gz"] == 2 and cache.downloads[url] == 2  # per user
+        for box in boxes:   # extracted from the cache: the archive is not in the sandbox
+            assert sorted(os.listdir(box)) == ["bin"]
+            assert os.access(box / "bin" / "python3", os.X_OK)
+        fetch_uris([{"value": url, "cache": False}], str(boxes[0]), cache=cache)
+        assert server.served["tfenv.tar.gz"] == 3       # cache: false bypasses it
+        assert sorted(os.listdir(boxes[0])) == ["bin", "tfenv.tar.gz"]
+    finally:
+        server.stop()
+
+
+def test_isolate_fs_hides_existing_directories_but_never_the_sandbox(tmp_path):
+    (tmp_path / "home" / "proj").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    sandbox = tmp_path / "work" / "sandbox"
+    sandbox.mkdir()
+    paths = [str(tmp_path / "home"), str(tmp_path / "home" / "proj"), str(tmp_path / "gone"),
+             "/", str(tmp_path / "work"), str(tmp_path)]
+    assert effective_paths(paths, str(sandbox)) == [str(tmp_path / "home")]
+
+
+# -- tfrun --ship on the embedded master --------------------------------------------------------
+
+
+def run_tfrun_in(cwd, *args, timeout=180):
+    env = dict(os.environ, MESOS_MASTER="",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    try:
+        return subprocess.run(tfrun_argv(*args), cwd=str(cwd), env=env, capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("tfrun %s did not finish in %d s: %s" % (args, timeout, exc.stderr))
+
+
+def test_tfrun_ship_runs_the_project_from_its_bundle_in_every_task(project, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_tfrun_in(project, "--ship", "-w", "2", "-s", "1", *TINY,
+                          "--run-dir", str(runs), "--", "python", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert "tfrun: shipped 5 files, " in result.stderr
+    assert "from %s" % project in result.stderr
+    lines = sorted(line for line in result.stdout.splitlines() if "answer" in line)
+    assert lines == ["[worker:%d] answer 42 cwd project data False notes True" % i
+                     for i in (0, 1)]
+    loaded = [line for line in result.stdout.splitlines() if "tfmesos from" in line]
+    assert len(loaded) == 2 and all(".zip/tfmesos/__init__.py" in line and "tfmesos-task-"
+                                    in line for line in loaded)
+    with open(runs / "run.json") as handle:
+        shipped = json.load(handle)["shipped"]
+    packed = shipped["bundle"]
+    assert (packed["files"], packed["source"]) == (5, str(project))
+    assert len(packed["sha256"]) == 64 and packed["bytes"] > 0
+    assert shipped["task_side"].startswith("tfmesos-task-")
+
+
+def test_tfrun_refuses_a_bundle_over_the_limit_in_one_line(tmp_path):
+    write(tmp_path, {"big.bin": "x" * 300000, "small.py": "print(1)\n"})
+    result = run_tfrun_in(tmp_path, "--ship", "--ship-max-size", "0.1", "-w", "1", "-s", "0",
+                          *TINY, "--", "python", "small.py", timeout=120)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == ["tfrun: error: --ship %s: 300.0 kB is over --ship-max-size 100.0 kB; "
+                      "biggest: big.bin (300.0 kB), small.py (9 bytes) (drop them with "
+                      "--ship-exclude PATTERN or .gitignore, or read large data from shared "
+                      "storage)" % tmp_path]
+
+
+# -- a run in this process: what the server saw -------------------------------------------------
+
+
+def replica_spec(project, tmp_path, workers=2, max_attempts=1, **ship):
+    """A replica run of ``python train.py`` on the embedded master (one agent)."""
+    from tfmesos.spec import Job, RunSpec
+    return RunSpec(jobs=(Job("worker", num=workers, cpus=0.1, mem=64),), mode="replica",
+                   command="python train.py", run_dir=str(tmp_path / "run"),
+                   max_attempts=max_attempts,
+                   launch_timeout=120, ship=ShipSpec(str(project), **ship))
+
+
+def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(project, tmp_path):
+    from tfmesos.launch import ClusterRun
+
+    # The command's python is the environment's (its bin/ comes first on PATH).
+    write(project, {"train.py": "import os, sys\nprint('env', os.environ.get('FROM_ENV'), "
+                                "sys.executable == '%s', os.environ['PATH'].split(':')[0] == "
+                                "os.environ['MESOS_SANDBOX'] + '/bin')\n" % BARE_PYTHON})
+    archive = env_archive(str(tmp_path))
+    lines = []
+    run = ClusterRun(replica_spec(project, tmp_path, workers=3, python_env=archive),
+                     on_log=lambda slot, stream, text: lines.append(text))
+    try:
+        run.start()
+        run.wait_ready()
+        assert run.wait_finished() == 0
+        server = run.shipment.server
+        url = server.url("127.0.0.1", run.shipment.bundle.name)
+        with pytest.raises(urllib.error.HTTPError) as caught:   # during the run: 404
+            request(url.replace(server.token, "wrong"))
+        assert caught.value.code == 404
+    finally:
+        run.stop()
+    # Three tasks, one agent: the bundle three times, the environment once.
+    assert server.served[run.shipment.bundle.name] == 3
+    assert server.served["tfenv.tar.gz"] == 1
+    assert "".join(lines).split("\n").count("env from-env True True") == 3
+    with pytest.raises(urllib.error.URLError):   # nothing is served after the run
+        request(url, timeout=10)
+
+
+def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_path,
+                                                                     monkeypatch):
+    from tfmesos.launch import ClusterRun
+    from tfmesos.shipping import Shipment
+
+    real = Shipment.environment
+    monkeypatch.setattr(Shipment, "environment", lambda self: dict(
+        real(self), TFMESOS_BUNDLE_SHA256="f" * 64))
+    run = ClusterRun(replica_spec(project, tmp_path, workers=1, max_attempts=2))
+    errors = []
+    try:
+        run.start()
+        with pytest.raises(TFMesosError, match="worker:0 failed 2 times"):
+            run.wait_ready()
+        for attempt in run.record.snapshot()["tasks"][0]["attempts"]:
+            with open(os.path.join(run.local_master.sandbox(attempt["task_id"]),
+                                   "stderr")) as handle:
+                errors.append(handle.read())
+    finally:
+        run.stop()
+    # The relaunch fetched the bundle again; each attempt refused it before its command.
+    assert run.shipment.server.served[run.shipment.bundle.name] == 2
+    assert len(errors) == 2
+    for err in errors:
+        assert "has sha256 %s, but tfrun shipped %s" % (run.shipment.bundle.sha256, "f" * 64) \
+            in err and "the command was not started" in err
+
+
+# -- the TaskInfos of a shipping run -------------------------------------------------------------
+
+
+@pytest.fixture
+def shipment(project):
+    from tfmesos.shipping import Shipment
+    said = []
+    shipped = Shipment(ShipSpec(str(project), python_env="https://repo.example.com/tfenv.tgz"),
+                       bind_host="127.0.0.1", say=said.append)
+    yield shipped, said
+    shipped.stop()
+
+
+def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(shipment):
+    from offers import offer
+    from test_taskinfo import PS_AND_WORKERS, launch_all, variables
+    from tfmesos.spec import RunSpec
+
+    shipped, said = shipment
+    assert said == [shipped.bundle.summary()]
+    for run, interpreter in ((RunSpec(), '"${MESOS_SANDBOX:-$PWD}"/bin/python3'),
+                             (RunSpec(python="/opt/py/bin/python3"), "/opt/py/bin/python3")):
+        _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")], shipment=shipped,
+                                 ship_host="10.0.0.5")   # and through the strict schema
+        for info in infos.values():
+            command = info["command"]
+            assert command["uris"] == [
+                {"value": "http://10.0.0.5:%d/%s/%s" % (shipped.server.port,
+                                                        shipped.server.token, name),
+                 "extract": extract, "cache": cache}
+                for name, extract, cache in ((shipped.bundle.name, True, False),
+                                             (shipped.task_side.name, False, False))] + [
+                {"value": "https://repo.example.com/tfenv.tgz", "extract": True, "cache": True}]
+            assert command["value"] == (
+                'PATH="${MESOS_SANDBOX:-$PWD}"/bin"${PATH:+:$PATH}" '
+                'PYTHONPATH="${MESOS_SANDBOX:-$PWD}"/%s"${PYTHONPATH:+:$PYTHONPATH}" '
+                'exec %s -m tfmesos.task' % (shipped.task_side.name, interpreter))
+            env = variables(info)
+            assert "PYTHONPATH" not in env          # nothing of the submitter's paths
+            assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_SHA256"],
+                    env["TFMESOS_BUNDLE_DIR"]) == (shipped.bundle.name, shipped.bundle.sha256,
+                                                   "project")
+
+
+def test_shipped_commands_without_an_environment_run_python3_or_python(project):
+    from tfmesos.shipping import Shipment
+    shipped = Shipment(ShipSpec(str(project)), bind_host="127.0.0.1", say=lambda text: None)
+    shipped.stop()
+    zip_path = '"${MESOS_SANDBOX:-$PWD}"/%s' % shipped.task_side.name
+    assert shipped.command() == ('PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m '
+                                 'tfmesos.task' % zip_path)
+    assert shipped.command(python="/venv/bin/python").endswith(
+        "exec /venv/bin/python -m tfmesos.task")
+    assert shipped.command(image="tfmesos/tfmesos", python="/venv/bin/python").endswith(
+        "exec python3 -m tfmesos.task")
+
+
+def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
+    from tfmesos.cli import tfrun
+    from tfmesos.fine_grained import cluster_spec
+
+    args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-exclude", "*.h5",
+                                               "--ship-max-size", "5"])
+    assert tfrun.ship_spec(args) == ShipSpec(str(tmp_path), ("*.h5",), 5000000, None)
+    args = tfrun.build_parser().parse_options(["--ship", "-w", "2"])
+    assert tfrun.ship_spec(args).directory == os.getcwd() and args.nworker == 2
+    assert tfrun.ship_spec(tfrun.build_parser().parse_options(["-w", "2"])) is None
+    spec = cluster_spec([{"name": "worker"}], master="local", ship=str(tmp_path))
+    assert spec.ship == ShipSpec(str(tmp_path))
+    with pytest.raises(SpecError, match="drop -I or --python-env"):
+        cluster_spec([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
+                     ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))

@@ -1,0 +1,101 @@
+"""The local agents' fetcher cache and where they fetch from.
+
+``FetcherCache`` is Mesos' fetcher cache (apache/mesos docs/fetcher.md,
+src/launcher/fetcher.cpp) for one agent: a URI with ``cache: true`` is
+downloaded into the cache the first time a task of that user asks for it,
+and later tasks on the agent copy or extract it from there; competing
+fetches of the same URI wait for the first download. The key is (user,
+URI): a new URI is a new entry, as Mesos recommends ("use a fresh unique URI
+whenever the resource's content has changed"). ``cache: false`` (or unset)
+bypasses it. Unlike Mesos' it never evicts: the cache goes with the master's
+work directory.
+
+``AgentFetcher`` is one agent's fetcher: through its cache, and from inside
+the agent's network namespace (``netns.py``), so that a URI served at an
+address only the agents reach (a scheduler in the hub) is fetched as a real
+agent on that host would.
+"""
+
+import collections
+import hashlib
+import os
+import threading
+import urllib.parse
+
+from .netns import call_in_namespace
+
+
+class _Entry:
+    def __init__(self, path):
+        self.path = path
+        self.done = threading.Event()
+        self.failed = False
+
+
+class FetcherCache:
+    """The cache of one agent, in ``directory``. ``downloads`` counts the
+    downloads of each URI (what the cache saved is the rest)."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._entries = {}                        # (user, uri) -> _Entry
+        self.downloads = collections.Counter()    # uri -> downloads into the cache
+
+    def get(self, uri, user, download):
+        """The cached file of ``uri`` for ``user``; ``download(path)`` puts
+        it at ``path`` the first time (its exception is the fetch's)."""
+        key = (user or "", uri)
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                owner = entry is None
+                if owner:
+                    entry = self._entries[key] = _Entry(self._file_name(key))
+            if not owner:
+                entry.done.wait()
+                if entry.failed:
+                    continue        # the first download failed: try it ourselves
+                return entry.path
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+                partial = entry.path + ".partial"
+                download(partial)
+                os.replace(partial, entry.path)
+                with self._lock:
+                    self.downloads[uri] += 1
+                return entry.path
+            except BaseException:
+                entry.failed = True
+                with self._lock:
+                    del self._entries[key]
+                raise
+            finally:
+                entry.done.set()
+
+    def _file_name(self, key):
+        """A name per key that keeps the URI's basename, so that archives
+        are still recognised by their extension when extracted."""
+        digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+        base = os.path.basename(urllib.parse.urlparse(key[1]).path) or "download"
+        return os.path.join(self.directory, "%s-%s" % (digest, base))
+
+
+class AgentFetcher:
+    """``fetch(uris, sandbox, user)`` as the agent's fetcher: ``cache``
+    (a FetcherCache), in network namespace ``netns`` (None: this host's)."""
+
+    def __init__(self, cache, netns=None):
+        self.cache = cache
+        self.netns = netns
+
+    def fetch(self, uris, sandbox, user=None):
+        from .fetcher import fetch_uris
+
+        if self.netns is None:
+            return fetch_uris(uris, sandbox, cache=self.cache, user=user)
+        return call_in_namespace(self.netns, lambda: fetch_uris(uris, sandbox, cache=self.cache,
+                                                                user=user))
+
+
+__all__ = ["FetcherCache", "AgentFetcher"]
