@@ -481,7 +481,7 @@ def shipment(project):
 
 def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(shipment):
     from offers import offer
-    from test_taskinfo import PS_AND_WORKERS, launch_all, variables
+    from taskinfo_helpers import PS_AND_WORKERS, launch_all, variables
     from tfmesos.spec import RunSpec
 
     shipped, said = shipment

@@ -5,9 +5,7 @@ network)."""
 
 import copy
 import getpass
-import json
 import os
-import queue
 import shlex
 import sys
 
@@ -15,24 +13,19 @@ import pytest
 
 from offers import offer
 from processes import TASK_ENTRY
-from tfmesos.mesos import calls
+from taskinfo_helpers import PS_AND_WORKERS, SECRET, launch_all, variables
 from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kwargs
 from tfmesos.mesos.local.planning import build_launch, plan_task
 from tfmesos.mesos.local.runner import RunnerError
 from tfmesos.mesos.local.schema import SchemaError, validate, validate_message
-from tfmesos.scheduler import TFMesosScheduler, make_slots
 from tfmesos.exceptions import SpecError
 from tfmesos.spec import Job, RunSpec, check_run
-from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task, build_task_info, container_info,
+from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
                               framework_info, submitter_pythonpath, task_command)
 
 IMAGE = "registry.example.com/ml/tfmesos:2.21"
 PASSWD = [{"container_path": "/etc/passwd", "host_path": "/etc/passwd", "mode": "RO"},
           {"container_path": "/etc/group", "host_path": "/etc/group", "mode": "RO"}]
-
-
-def variables(info):
-    return {v["name"]: v["value"] for v in info["command"]["environment"]["variables"]}
 
 
 def labels(info):
@@ -171,61 +164,6 @@ def test_build_task_info_without_container_or_labels():
 
 
 # -- the whole path: offers -> scheduler -> build_task -> ACCEPT -------------------------
-
-SECRET = b"k" * 32
-RENDEZVOUS = "127.0.0.1:40123"
-
-
-class RecordingDriver:
-    """The driver's methods, building their Calls with ``calls`` as the real
-    driver does, recorded instead of sent."""
-
-    def __init__(self):
-        self.calls = []
-
-    def _record(self, call):
-        self.calls.append(json.loads(json.dumps(dict(call, framework_id={"value": "fw-1"}))))
-
-    def launchTasks(self, offer_ids, tasks, filters=None):
-        self._record(calls.launch(offer_ids, tasks, filters))
-
-    def declineOffer(self, offer_ids, filters=None):
-        self._record(calls.decline(offer_ids, filters))
-
-    def suppressOffers(self):
-        self._record(calls.suppress())
-
-    def accepts(self):
-        return [c for c in self.calls if c["type"] == "ACCEPT"]
-
-    def task_infos(self):
-        return [info for call in self.accepts() for op in call["accept"]["operations"]
-                for info in op["launch"]["task_infos"]]
-
-
-def launch_all(jobs, run, offers, **options):
-    """Run the scheduler on ``offers`` with the pure TaskInfo builder (given
-    ``options``); returns (the jobs, TaskInfos by slot name, driver). Every
-    call it made passed the strict schema."""
-    jobs = [Job(**job) for job in jobs]
-
-    def build(slot, assignment):
-        return build_task(run, slot, assignment, RENDEZVOUS, SECRET, **options)
-    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1")
-    driver = RecordingDriver()
-    scheduler.resourceOffers(driver, offers)
-    for call in driver.calls:
-        validate(call)
-    names = {}
-    for info in driver.task_infos():
-        names[scheduler.slot_of(info["task_id"]["value"]).name] = info
-    assert len({i["task_id"]["value"] for i in names.values()}) == len(names)
-    return jobs, names, driver
-
-
-PS_AND_WORKERS = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
-                  {"name": "worker", "num": 2, "cpus": 1, "mem": 512}]
-
 
 def test_plain_tasks_run_this_python_with_pythonpath_and_no_container():
     run = RunSpec(name="tfrun", env=("FOO=bar", "EMPTY="))

@@ -1,0 +1,70 @@
+"""The whole TaskInfo path without a master: offers -> scheduler -> the pure
+TaskInfo builder -> ACCEPT calls through the strict schema."""
+
+import json
+import queue
+
+from tfmesos.mesos import calls
+from tfmesos.mesos.local.schema import validate
+from tfmesos.scheduler import TFMesosScheduler, make_slots
+from tfmesos.spec import Job
+from tfmesos.taskinfo import build_task
+
+
+def variables(info):
+    return {v["name"]: v["value"] for v in info["command"]["environment"]["variables"]}
+
+
+SECRET = b"k" * 32
+RENDEZVOUS = "127.0.0.1:40123"
+
+
+class RecordingDriver:
+    """The driver's methods, building their Calls with ``calls`` as the real
+    driver does, recorded instead of sent."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _record(self, call):
+        self.calls.append(json.loads(json.dumps(dict(call, framework_id={"value": "fw-1"}))))
+
+    def launchTasks(self, offer_ids, tasks, filters=None):
+        self._record(calls.launch(offer_ids, tasks, filters))
+
+    def declineOffer(self, offer_ids, filters=None):
+        self._record(calls.decline(offer_ids, filters))
+
+    def suppressOffers(self):
+        self._record(calls.suppress())
+
+    def accepts(self):
+        return [c for c in self.calls if c["type"] == "ACCEPT"]
+
+    def task_infos(self):
+        return [info for call in self.accepts() for op in call["accept"]["operations"]
+                for info in op["launch"]["task_infos"]]
+
+
+def launch_all(jobs, run, offers, **options):
+    """Run the scheduler on ``offers`` with the pure TaskInfo builder (given
+    ``options``); returns (the jobs, TaskInfos by slot name, driver). Every
+    call it made passed the strict schema."""
+    jobs = [Job(**job) for job in jobs]
+
+    def build(slot, assignment):
+        return build_task(run, slot, assignment, RENDEZVOUS, SECRET, **options)
+    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1")
+    driver = RecordingDriver()
+    scheduler.resourceOffers(driver, offers)
+    for call in driver.calls:
+        validate(call)
+    names = {}
+    for info in driver.task_infos():
+        names[scheduler.slot_of(info["task_id"]["value"]).name] = info
+    assert len({i["task_id"]["value"] for i in names.values()}) == len(names)
+    return jobs, names, driver
+
+
+PS_AND_WORKERS = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+                  {"name": "worker", "num": 2, "cpus": 1, "mem": 512}]
