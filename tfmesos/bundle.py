@@ -27,6 +27,7 @@ import zipfile
 from typing import Optional
 
 from .exceptions import SpecError, TFMesosError
+from .task.bundle_check import sha256_of as file_sha256  # the task checks with the same
 
 MAX_SIZE = 100 * 1000 * 1000    # default --ship-max-size (bytes)
 WARN_SIZE = 10 * 1000 * 1000    # a bundle over this is worth a warning
@@ -296,14 +297,6 @@ def _add(tar, directory, path):
             tar.addfile(info)
     except OSError as exc:
         raise ShipError("--ship: cannot read %s: %s" % (path, exc.strerror or exc)) from None
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pack_task_side(out_dir, package_dir=None):
