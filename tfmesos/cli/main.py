@@ -31,7 +31,7 @@ def docker_main(argv):
     parser.add_argument("-e", "--env", action="append", default=[], metavar="NAME[=VALUE]",
                         help="extra environment variable (repeatable)")
     options, command = split_command(argv)
-    args = parser.parse_options(options)
+    args = parser.parse_options(options, command if "--" in argv else None)
     if not command:
         parser.error("no command given: put it after '--', e.g. tfmesos docker -- tfrun -w 2 "
                      "-- python train.py")

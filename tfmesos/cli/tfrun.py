@@ -370,7 +370,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     options, words = split_command(argv)
-    args = parser.parse_options(options)
+    args = parser.parse_options(options, words if "--" in argv else None)
     if not words:
         parser.error("no command given: put it after '--', e.g. tfrun -w 2 -s 1 -- python "
                      "train.py")
