@@ -51,13 +51,16 @@ class MesosSchedulerDriver:
     called and ``join()`` raises ``MesosConnectionError``): the attempts'
     waits are capped by the time left, so it gives up on time. Before the
     first subscription, masters none of whose host names resolve are an
-    error at once.
+    error at once, and masters that refuse every connection (nothing
+    listens at their port) one after ``refused_timeout`` seconds (default:
+    ``connect_timeout``); once a master was reached, only
+    ``connect_timeout`` applies (a failover takes its time).
     """
 
     def __init__(self, scheduler, framework_info, master, implicit_acknowledgements=True,
                  principal=None, secret=None, timeout=10.0, verify=True, ca_bundle=None,
                  heartbeat_misses=3, backoff_cap=15.0, connect_timeout=60.0, detector=None,
-                 scheme="http"):
+                 scheme="http", refused_timeout=None):
         check_scheduler(scheduler)
         self.scheduler = scheduler
         self.framework = copy.deepcopy(dict(framework_info))
@@ -82,7 +85,8 @@ class MesosSchedulerDriver:
         self._stream = Subscription(
             self.framework, self._detector, master, self._events, self._stopping,
             timeout=timeout, ssl=context, auth=auth, heartbeat_misses=heartbeat_misses,
-            backoff_cap=backoff_cap, connect_timeout=connect_timeout)
+            backoff_cap=backoff_cap, connect_timeout=connect_timeout,
+            refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)
         self._status = None
         self._exception = None
         self._threads = []
