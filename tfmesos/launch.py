@@ -378,6 +378,7 @@ class ClusterRun:
                     self.driver.join(timeout=15)
                 except Exception as exc:  # the run's own error was already raised
                     logger.debug("driver ended with %r", exc)
+                self.record.drain(self.events)   # updates that came before the teardown
             if self.local_master is not None:
                 self.local_master.stop()
             self._move(Phase.STOPPED)
