@@ -28,7 +28,7 @@ SCHEMA = {
     "jobs": {"name", "num", "start", "cpus", "mem", "gpus"},
     "tasks": {"name", "job", "index", "state", "exit_code", "attempts"},
     "attempts": {"attempt", "restart", "task_id", "agent_id", "hostname", "address",
-                 "launched", "states", "exit_code", "logs"},
+                 "launched", "registered", "states", "exit_code", "logs"},
     "restarts": {"restart", "time", "cause", "task", "message", "delay"},
     "relaunches": {"task", "time", "cause", "message", "agent_id", "address", "back"},
     "states": {"state", "time", "source", "reason", "message"},
@@ -151,6 +151,7 @@ def test_run_json_of_a_good_run(runs_dir):
         assert attempt["task_id"] == "tfmesos.%s.%s.%d.1" % (data["run_id"], task["job"],
                                                             task["index"])
         assert attempt["agent_id"] and re.match(r"^127\.0\.0\.1:\d+$", attempt["address"])
+        assert attempt["launched"] <= attempt["registered"] <= data["timings"]["all_registered"]
         assert [s["state"] for s in attempt["states"]][:2] == ["TASK_STARTING", "TASK_RUNNING"]
     workers = [task for task in data["tasks"] if task["job"] == "worker"]
     assert [(task["state"], task["exit_code"]) for task in workers] == [("TASK_FINISHED", 0)] * 2

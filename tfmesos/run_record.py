@@ -21,8 +21,9 @@ name the directory itself) holds
                   exit_code are the last attempt's
     attempts      [{attempt, restart (0 before the first whole restart),
                   task_id, agent_id, hostname, address (the registered
-                  host:port), launched, states, exit_code, logs ({stdout,
-                  stderr} file names, null without forwarding)}]
+                  host:port), launched, registered (when it first
+                  registered), states, exit_code, logs ({stdout, stderr}
+                  file names, null without forwarding)}]
     states        [{state, time, source, reason, message}]: each change of
                   Mesos state, with Mesos' source, reason and message. Once
                   the run is over, every attempt's last state is terminal:
@@ -169,7 +170,8 @@ class RunRecord:
             logs = {s: log_name(slot.name, number, s) for s in ("stdout", "stderr")}
         attempt = {"attempt": number, "restart": self._restart, "task_id": launch.task_id,
                    "agent_id": launch.agent_id, "hostname": launch.assignment.hostname,
-                   "address": None, "launched": timestamp(), "states": [], "exit_code": None,
+                   "address": None, "launched": timestamp(), "registered": None, "states": [],
+                   "exit_code": None,
                    "logs": logs}
         with self._lock:
             task = self._tasks[slot.name]
@@ -198,6 +200,10 @@ class RunRecord:
             self._summarize(task)
 
     def registered(self, task_id, address):
+        with self._lock:
+            _, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is not None and attempt["registered"] is None:
+                attempt["registered"] = timestamp()
         self._update(task_id, "address", address)
 
     def exited(self, task_id, code, when=None):
