@@ -35,7 +35,7 @@ class TaskExited:
 
     task_id: str
     code: int
-    at: float = dataclasses.field(default_factory=time.time)
+    at: float = dataclasses.field(default_factory=time.time, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
