@@ -20,7 +20,7 @@ import time
 
 from ..exceptions import MesosConnectionError, MesosError
 from . import calls
-from .http_transport import CallConnection, basic_auth, ssl_context
+from .http_transport import CallConnection, TLSContext, basic_auth
 from .detector import make_detector
 from .master_address import parse_master
 from .interface import check_scheduler, dispatch_event
@@ -68,12 +68,17 @@ class MesosSchedulerDriver:
             if not self.framework.get(field):
                 raise ValueError("framework_info needs a %r" % field)
         self.implicit_acknowledgements = implicit_acknowledgements
-        self._detector = detector or make_detector(parse_master(master), scheme=scheme)
+        address = parse_master(master)
+        self._detector = detector or make_detector(address, scheme=scheme)
         # pymesos users set these in the environment of the scheduler process.
         principal = principal if principal is not None else os.environ.get("MESOS_PRINCIPAL")
         secret = secret if secret is not None else os.environ.get("MESOS_SECRET")
         auth = basic_auth(principal, secret)
-        context = ssl_context(verify, ca_bundle)
+        # Loading the CA certificates takes tens of milliseconds: only for
+        # https masters (at once, so that a bad CA bundle is an early error).
+        context = TLSContext(verify, ca_bundle)
+        if scheme == "https" or any(url.startswith("https:") for url in address.urls):
+            context.get()
 
         self._lock = threading.Lock()
         self._caller = CallConnection(timeout, context, auth)

@@ -115,10 +115,14 @@ class Subscription:
             return self.leader_url, self.stream_id, self.subscribed
 
     def interrupt(self):
-        """Unblock the stream thread (it notices and closes the connection)."""
+        """Unblock the stream thread (it notices and closes the connection)
+        and, once the driver is stopping, the leader-watch thread."""
         with self._lock:
             conn = self._conn
         shutdown_socket(conn)
+        changed = getattr(self._detector, "leaders_changed", None)
+        if changed is not None and self._stopping.is_set():
+            changed.set()   # wakes watch_leader, which sees the stop
 
     def run(self):
         """The stream thread."""
@@ -193,10 +197,12 @@ class Subscription:
         """The leader-watch thread: a new leader in ZooKeeper ends the stream,
         so that the stream thread subscribes to it."""
         changed = getattr(self._detector, "leaders_changed", None)
-        if changed is None:
-            return
+        if changed is None or isinstance(self._detector, StaticDetector):
+            return   # a static list of masters names no new leader
         while not self._stopping.is_set():
             if changed.wait(0.5):
+                if self._stopping.is_set():
+                    return
                 changed.clear()
                 with self._lock:
                     self.leader_url = None
