@@ -50,13 +50,15 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
         env["TFMESOS_RUN_ID"] = run_id
     if assignment.port:
         env["TFMESOS_PORT"] = str(assignment.port)
-    container = None
+    container, no_site = None, False
     if run.image:
         container = container_info(run)
     else:
         env["PYTHONPATH"] = submitter_pythonpath()
+        no_site = run.mode == "replica" and package_on_path(env["PYTHONPATH"])
     return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
-                           assignment.resources, task_command(run.image, run.python), env,
+                           assignment.resources, task_command(run.image, run.python, no_site),
+                           env,
                            container, labels={"tfmesos.job": slot.job.name,
                                               "tfmesos.index": slot.index})
 
@@ -86,13 +88,24 @@ def tensorflow_env(gpus, quiet=True):
     return env
 
 
-def task_command(image, python=None):
+def task_command(image, python=None, no_site=False):
     """The entry point's command line. Inside an image the image's own
-    ``python3`` runs it; plain tasks use this interpreter (same install)."""
+    ``python3`` runs it; plain tasks use this interpreter (same install).
+    ``no_site``: with ``-S`` (no ``site``: ~35 ms less per task), for a
+    replica task entry, which needs only the standard library and tfmesos,
+    found on its PYTHONPATH (``package_on_path``)."""
     # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
     if image:
         return "exec python3 -m tfmesos.server"
-    return "exec %s -m tfmesos.server" % shlex.quote(python or sys.executable)
+    return "exec %s%s -m tfmesos.server" % (shlex.quote(python or sys.executable),
+                                            " -S" if no_site else "")
+
+
+def package_on_path(pythonpath):
+    """Whether ``pythonpath`` itself leads to this tfmesos package (not only
+    an editable install's finder, which ``site`` sets up)."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return parent in pythonpath.split(os.pathsep)
 
 
 def submitter_pythonpath(path=None):

@@ -3,10 +3,7 @@ copied into its sandbox (archives extracted) before the task starts."""
 
 import os
 import shutil
-import tarfile
 import urllib.parse
-import urllib.request
-import zipfile
 
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 
@@ -18,6 +15,11 @@ class FetchError(Exception):
 def fetch_uris(uris, sandbox, timeout=60):
     """Mesos' fetcher, minus its cache: download or copy each URI into the
     sandbox, extract archives unless ``extract`` is false, chmod ``executable``."""
+    # Imported here: most runs fetch nothing, and these cost start-up time.
+    import tarfile
+    import urllib.request
+    import zipfile
+
     for uri in uris:
         value = uri["value"]
         parsed = urllib.parse.urlparse(value)
@@ -43,6 +45,9 @@ def fetch_uris(uris, sandbox, timeout=60):
 
 
 def _extract(archive_path, sandbox):
+    import tarfile
+    import zipfile
+
     if archive_path.endswith(".zip"):
         with zipfile.ZipFile(archive_path) as archive:
             archive.extractall(sandbox)
