@@ -149,18 +149,21 @@ def compare(rounds, floor_of, tfrun_of, floor_name, tfrun_name, target):
 
 
 def with_bytecode():
-    """Compile tfmesos into a fresh bytecode cache that every process of
-    the benchmark reads (PYTHONPYCACHEPREFIX), as an installed package has
-    its .pyc files, also where PYTHONDONTWRITEBYTECODE keeps Python from
-    writing them (then every start compiles tfmesos' sources anew)."""
+    """A copy of tfmesos compiled to bytecode, first on PYTHONPATH for every
+    process of the benchmark: as an installed package has its .pyc files,
+    also where PYTHONDONTWRITEBYTECODE keeps Python from writing them (then
+    every start compiles tfmesos' sources anew). Returns the copy's folder."""
     import compileall
     import tfmesos
 
-    cache = tempfile.mkdtemp(prefix="tfmesos-pycache-")
-    os.environ["PYTHONPYCACHEPREFIX"] = cache
-    sys.pycache_prefix = cache
-    compileall.compile_dir(os.path.dirname(tfmesos.__file__), quiet=1)
-    return cache
+    copy = tempfile.mkdtemp(prefix="tfmesos-bytecode-")
+    target = os.path.join(copy, "tfmesos")
+    shutil.copytree(os.path.dirname(tfmesos.__file__), target,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(target, quiet=1)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return copy
 
 
 def main():
