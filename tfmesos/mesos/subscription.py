@@ -169,7 +169,8 @@ class Subscription:
         if not self._warned:
             self._warned = True
             logger.warning("cannot reach the Mesos master %s yet (%s); retrying for %.0f s more",
-                           self._master_text, last_error, max(0.0, self._time_left()))
+                           self._master_text, last_error,
+                           max(0.0, min(self._time_left(), self._refusals_left())))
         else:
             logger.info("Mesos master not reachable yet (%s); retrying", last_error)
 
