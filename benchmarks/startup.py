@@ -1,8 +1,13 @@
-"""How long tfrun takes to bring up 1 ps + 2 workers that import TensorFlow
-and start a gRPC server, against the floor: the same three processes started
-by hand with the same kind of TF_CONFIG. Both measured in this one run.
+"""tfrun's start-up against its floor, both measured in this one run.
 
-    python benchmarks/startup.py [--rounds 3]
+By default: ``tfrun -w 2 -s 1 -- true`` from start to exit (the embedded
+master, three tasks that register, run ``true`` and are torn down) against
+three bare Python processes that connect to a socket and exit (target:
+<= 2.5 times). With ``--tensorflow``: bringing up 1 ps + 2 workers that
+import TensorFlow and start a gRPC server, against the same three processes
+started by hand with the same kind of TF_CONFIG (target: <= 1.2 times).
+
+    python benchmarks/startup.py [--rounds 5] [--tensorflow] [--bytecode]
 """
 
 import argparse
@@ -90,18 +95,97 @@ def with_tfrun():
         shutil.rmtree(directory, ignore_errors=True)
 
 
+CONNECT = "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1]))).close()"
+
+
+def bare_processes():
+    """Three Pythons that connect to a socket and exit: seconds until all did."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
+    port = str(listener.getsockname()[1])
+    try:
+        started = time.monotonic()
+        procs = [subprocess.Popen([sys.executable, "-c", CONNECT, port]) for _ in TASKS]
+        for _ in procs:
+            listener.accept()[0].close()
+        codes = [proc.wait(60) for proc in procs]
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    if any(codes):
+        raise RuntimeError("a bare process failed: %s" % codes)
+    return took
+
+
+def tfrun_true():
+    """``tfrun -w 2 -s 1 -- true`` from start to exit."""
+    runs = tempfile.mkdtemp()
+    try:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "1", "-Cw", "0.5",
+             "-Cs", "0.5", "--", "true"], env=dict(os.environ, MESOS_MASTER="",
+                                                   TFMESOS_RUNS_DIR=runs),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+    if result.returncode:
+        raise RuntimeError("tfrun failed: %s" % result.stderr[-2000:])
+    return took
+
+
+def compare(rounds, floor_of, tfrun_of, floor_name, tfrun_name, target):
+    floor, tfrun = [], []
+    for _ in range(rounds):  # interleaved, so machine noise hits both alike
+        floor.append(floor_of())
+        tfrun.append(tfrun_of())
+    f, t = statistics.median(floor), statistics.median(tfrun)
+    width = max(len(floor_name), len(tfrun_name)) + 1
+    for name, times, median in ((floor_name, floor, f), (tfrun_name, tfrun, t)):
+        print("%s %s  median %.2f s  best %.2f s" % ((name + ":").ljust(width), " ".join(
+            "%.2f" % x for x in times), median, min(times)))
+    print("ratio tfrun/floor: %.2f of the medians, %.2f of the best (target <= %s)"
+          % (t / f, min(tfrun) / min(floor), target))
+
+
+def with_bytecode():
+    """A copy of tfmesos compiled to bytecode, first on PYTHONPATH for every
+    process of the benchmark: as an installed package has its .pyc files,
+    also where PYTHONDONTWRITEBYTECODE keeps Python from writing them (then
+    every start compiles tfmesos' sources anew). Returns the copy's folder."""
+    import compileall
+    import tfmesos
+
+    copy = tempfile.mkdtemp(prefix="tfmesos-bytecode-")
+    target = os.path.join(copy, "tfmesos")
+    shutil.copytree(os.path.dirname(tfmesos.__file__), target,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(target, quiet=1)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return copy
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tensorflow", action="store_true",
+                        help="TensorFlow servers instead of 'true' and bare processes")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="tfmesos compiled to bytecode first (as installed), also under "
+                        "PYTHONDONTWRITEBYTECODE")
     args = parser.parse_args()
-    floor, tfrun = [], []
-    for _ in range(args.rounds):  # interleaved, so machine noise hits both alike
-        floor.append(by_hand())
-        tfrun.append(with_tfrun())
-    f, t = statistics.median(floor), statistics.median(tfrun)
-    print("by hand (floor): %s  median %.2f s" % (" ".join("%.2f" % x for x in floor), f))
-    print("tfrun:           %s  median %.2f s" % (" ".join("%.2f" % x for x in tfrun), t))
-    print("ratio tfrun/floor: %.2f (target <= 1.2)" % (t / f))
+    print("Python %s; tfmesos %s" % (sys.version.split()[0], "from bytecode compiled first"
+          if args.bytecode else "compiled from source at every start"
+          if os.environ.get("PYTHONDONTWRITEBYTECODE") else "with Python's bytecode cache"))
+    cache = with_bytecode() if args.bytecode else None
+    if args.tensorflow:
+        compare(args.rounds, by_hand, with_tfrun, "by hand (floor)", "tfrun", 1.2)
+    else:
+        compare(args.rounds, bare_processes, tfrun_true,
+                "3 bare pythons connecting to a socket (floor)", "tfrun -w 2 -s 1 -- true", 2.5)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":

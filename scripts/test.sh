@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine, then
 # runs it: Debian packages (Docker engine, ZooKeeper, debootstrap, iproute2,
-# openssl), tfmesos with its extras, and pytest. The Docker daemon, the tfmesos image and a
+# openssl, chromium), tfmesos with its extras, and pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
 # Arguments are passed to pytest, e.g. scripts/test.sh -m "not docker".
 set -euo pipefail
@@ -13,6 +13,7 @@ command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)        # network-namespace agents
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)    # TLS test certificates
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # renders tfmesos report's page
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

@@ -42,8 +42,32 @@ def test_version(argv, text):
 def test_a_forgotten_double_dash_is_named():
     result = run(TFRUN + ["-w", "1", "python", "examples/replica_hello.py"])
     assert result.returncode == 2
-    assert ("put the command after '--': tfrun [options] -- python examples/replica_hello.py"
+    assert ("put the command after '--': tfrun -w 1 -- python examples/replica_hello.py"
             in result.stderr)
+
+
+@pytest.mark.parametrize("argv, suggestion", [
+    # -c is the command's (python's), not tfrun's --chief; the quoting stays.
+    (TFRUN + ["-w", "2", "-s", "0", "python", "-c", "print(1)"],
+     "tfrun -w 2 -s 0 -- python -c 'print(1)'"),
+    (TFRUN + ["--job", "worker:2", "python3", "my script.py", "--lr", "0.1"],
+     "tfrun --job worker:2 -- python3 'my script.py' --lr 0.1"),
+    # what came after a later '--' is kept after it
+    (TFMESOS + ["docker", "-i", "img", "tfrun", "-w", "2", "--", "python", "-c", "print(1)"],
+     "tfmesos docker -i img -- tfrun -w 2 -- python -c 'print(1)'"),
+])
+def test_the_double_dash_suggestion_keeps_the_users_words_and_quoting(argv, suggestion):
+    result = run(argv)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert "put the command after '--': %s (" % suggestion in lines[1], result.stderr
+
+
+def test_unknown_options_are_named_without_a_suggestion():
+    result = run(TFRUN + ["-w", "2", "--nope", "python", "x"])
+    assert result.returncode == 2
+    assert "unrecognized arguments: --nope python x" in result.stderr
+    assert "put the command after" not in result.stderr
 
 
 @pytest.mark.parametrize("args", [["-w", "x", "--", "true"], [], ["--nope", "--", "true"]])

@@ -13,6 +13,7 @@ from processes import TASK_ENTRY
 from tfrun_helpers import REPO
 
 from tfmesos import TaskFailed, cluster
+from tfmesos.mesos.task_states import TERMINAL_STATES
 
 pytestmark = pytest.mark.tensorflow
 SMALL = {"cpus": 0.2, "mem": 256}
@@ -64,6 +65,7 @@ def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
                for task in record["tasks"])
     killed = [task for task in record["tasks"] if task["name"] == "worker:1"][0]
     assert killed["state"] == "TASK_KILLED"
+    assert_every_attempt_ended(record)
 
 
 def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
@@ -72,9 +74,31 @@ def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
                      run_dir=str(tmp_path / "run")):
             1 / 0
     assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
-    assert run_json(tmp_path / "run")["outcome"] == {
+    record = run_json(tmp_path / "run")
+    assert record["outcome"] == {
         "status": "failed", "message": "the with block raised ZeroDivisionError: division by zero",
         "task": None, "exit_code": None}
+    assert_every_attempt_ended(record)
+
+
+def assert_every_attempt_ended(record):
+    """A fine-grained task stopped by cluster() ends as Mesos said, else as
+    stopped by cluster() (its servers send no exit frame)."""
+    for task in record["tasks"]:
+        for attempt in task["attempts"]:
+            last = attempt["states"][-1]
+            assert last["state"] in TERMINAL_STATES, attempt["states"]
+            assert last["source"] in ("SOURCE_EXECUTOR", "SOURCE_AGENT", "SOURCE_MASTER",
+                                      "stopped by cluster()"), last
+
+
+def test_a_run_that_ends_well_ends_every_attempt(tmp_path):
+    with cluster([dict(name="worker", num=2, **SMALL)], master="local",
+                 run_dir=str(tmp_path / "run")) as c:
+        assert len(c.targets) == 2
+    record = run_json(tmp_path / "run")
+    assert record["outcome"]["status"] == "succeeded"
+    assert_every_attempt_ended(record)
 
 
 def test_original_signature_and_unsupported_options_are_clear():

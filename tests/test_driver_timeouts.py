@@ -1,6 +1,7 @@
 """The driver gives up at ``connect_timeout``, whatever keeps the master from
-answering, and a master whose host name does not resolve is an error at
-once; through the driver and through tfrun.
+answering, a master whose host name does not resolve is an error at once,
+and one that was never reached and refuses every connection after
+``refused_timeout``; through the driver and through tfrun.
 
 The upper bounds leave seconds of slack for a loaded machine; where a test
 checks that some wait is capped by the time left, that wait is made long
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from fixtures_master import make_local_master  # noqa: F401 (fixture)
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 from tfmesos.mesos import http_transport
@@ -99,6 +101,60 @@ def test_tfrun_gives_up_at_the_connect_timeout(unreachable):
     assert error_line(result.stderr).startswith(
         "tfrun: error: the Mesos driver stopped: could not subscribe to the Mesos master %s "
         "for 8 s" % unreachable), result.stderr
+
+
+NOTHING_LISTENS = "nothing listens at %s: check the port (or --connect-timeout to wait longer)"
+
+
+def test_a_master_never_reached_that_refuses_is_given_up_after_the_refused_timeout():
+    closed = "127.0.0.1:%d" % free_port()
+    took, error = give_up_time(closed, connect_timeout=60, refused_timeout=2)
+    assert 2 <= took < 5, took
+    assert str(error) == NOTHING_LISTENS % closed
+
+
+def test_refusals_are_retried_while_one_master_of_the_list_accepts():
+    with silent_server() as silent:
+        took, error = give_up_time("127.0.0.1:%d,%s" % (free_port(), silent),
+                                   connect_timeout=3, refused_timeout=1)
+    assert 3 <= took < 5 and "could not subscribe" in str(error), (took, error)
+
+
+def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_master():
+    # The issue's case: -m 127.0.0.1:1 took the whole default connect timeout (60 s).
+    started = time.monotonic()
+    result = run_tfrun("-m", "127.0.0.1:1", *ADVERTISE, "--", "true", timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 1 and took < 10, (took, result.stderr)
+    assert error_line(result.stderr).endswith(NOTHING_LISTENS % "127.0.0.1:1"), result.stderr
+
+
+def test_once_a_master_was_reached_refusals_wait_the_whole_connect_timeout(
+        make_local_master):  # noqa: F811
+    class Subscribed(Scheduler):
+        def __init__(self):
+            self.registered_event = threading.Event()
+
+        def registered(self, driver, framework_id, master_info):
+            self.registered_event.set()
+
+    master = make_local_master()
+    scheduler = Subscribed()
+    driver = MesosSchedulerDriver(scheduler, FRAMEWORK, master.url, connect_timeout=6,
+                                  refused_timeout=0.5)
+    driver.start()
+    try:
+        assert scheduler.registered_event.wait(30)
+        stopped = time.monotonic()
+        master.stop()   # its port refuses from now on: a master restarting
+        with pytest.raises(TimeoutError):
+            driver.join(timeout=3)   # far past refused_timeout, still retrying
+        with pytest.raises(MesosConnectionError, match="could not subscribe") as info:
+            driver.join(timeout=30)
+        assert 6 <= time.monotonic() - stopped < 9
+        assert "nothing listens" not in str(info.value)
+    finally:
+        driver.abort()
 
 
 def test_driver_fails_at_once_on_an_unknown_host():

@@ -6,11 +6,13 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import time
 
 import pytest
 
+from tfmesos.mesos.task_states import TERMINAL_STATES
 from tfrun_helpers import (REPO, assert_no_task_processes, free_port, marked_tasks, run_tfrun,
                            start_tfrun, tfrun_argv, wait_for_line)
 
@@ -25,7 +27,7 @@ SCHEMA = {
     "jobs": {"name", "num", "start", "cpus", "mem", "gpus"},
     "tasks": {"name", "job", "index", "state", "exit_code", "attempts"},
     "attempts": {"attempt", "restart", "task_id", "agent_id", "hostname", "address",
-                 "launched", "states", "exit_code", "logs"},
+                 "launched", "registered", "states", "exit_code", "logs"},
     "restarts": {"restart", "time", "cause", "task", "message", "delay"},
     "relaunches": {"task", "time", "cause", "message", "agent_id", "address", "back"},
     "states": {"state", "time", "source", "reason", "message"},
@@ -79,6 +81,25 @@ def load_run_json(directory):
     return data
 
 
+MESOS_SOURCES = {"SOURCE_EXECUTOR", "SOURCE_AGENT", "SOURCE_MASTER"}
+
+
+def assert_every_attempt_ended(data, returncode):
+    """Each attempt's last state is terminal, from Mesos, the task's exit
+    frame or tfrun's stop; the outcome holds the code tfrun exited with."""
+    assert data["outcome"]["exit_code"] == returncode, data["outcome"]
+    for task in data["tasks"]:
+        for attempt in task["attempts"]:
+            last = attempt["states"][-1]
+            assert last["state"] in TERMINAL_STATES, (task["name"], attempt["states"])
+            assert last["source"] in MESOS_SOURCES | {"exit frame", "stopped by tfrun"}, last
+            if last["source"] == "exit frame":
+                assert last["state"] == ("TASK_FINISHED" if attempt["exit_code"] == 0
+                                         else "TASK_FAILED")
+        if task["attempts"]:
+            assert task["state"] == task["attempts"][-1]["states"][-1]["state"]
+
+
 def test_readme_documents_every_run_json_field():
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
         readme = handle.read()
@@ -106,6 +127,8 @@ def test_failing_ps_leaves_its_stderr_in_the_run_directory_and_tfrun_prints_its_
                                "task": "ps:0", "exit_code": 3}
     ps = [task for task in data["tasks"] if task["name"] == "ps:0"][0]
     assert ps["exit_code"] == 3 and ps["attempts"][0]["logs"]["stderr"] == "ps.0.stderr"
+    assert ps["state"] == "TASK_FAILED"
+    assert_every_attempt_ended(data, 3)
     assert_no_task_processes()
 
 
@@ -127,9 +150,11 @@ def test_run_json_of_a_good_run(runs_dir):
         assert attempt["task_id"] == "tfmesos.%s.%s.%d.1" % (data["run_id"], task["job"],
                                                             task["index"])
         assert attempt["agent_id"] and re.match(r"^127\.0\.0\.1:\d+$", attempt["address"])
+        assert attempt["launched"] <= attempt["registered"] <= data["timings"]["all_registered"]
         assert [s["state"] for s in attempt["states"]][:2] == ["TASK_STARTING", "TASK_RUNNING"]
     workers = [task for task in data["tasks"] if task["job"] == "worker"]
-    assert [task["exit_code"] for task in workers] == [0, 0]
+    assert [(task["state"], task["exit_code"]) for task in workers] == [("TASK_FINISHED", 0)] * 2
+    assert_every_attempt_ended(data, 0)
     assert (run_dir / "ps.0.stdout").read_text() == "ps:0 out\n"     # not shown, kept
     assert (run_dir / "worker.1.stderr").read_text() == "worker err\n"
     assert "[ps:0]" not in result.stdout and "[worker:1] worker:1 out" in result.stdout
@@ -168,6 +193,21 @@ def test_aborted_launch_progress_lines_totals_and_run_json(one_cpu_master, tmp_p
     assert data["outcome"]["message"].startswith("the cluster was not complete after 3 s")
     assert data["timings"]["first_offer"] and data["timings"]["all_registered"] is None
     assert sorted(len(task["attempts"]) for task in data["tasks"]) == [0, 1]
+    assert_every_attempt_ended(data, 1)
+    assert_no_task_processes()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_ends_every_attempt_and_records_130(tmp_path, signum):
+    run_dir = tmp_path / "run"
+    with start_tfrun("-w", "2", "-s", "1", *TINY, "--run-dir", str(run_dir), "--",
+                     "sleep 600") as proc:
+        wait_for_line(proc.stderr, "cluster ready", timeout=60)
+        proc.send_signal(signum)
+        assert proc.wait(30) == 130
+    data = load_run_json(run_dir)
+    assert data["outcome"]["status"] == "interrupted"
+    assert_every_attempt_ended(data, 130)
     assert_no_task_processes()
 
 

@@ -14,6 +14,7 @@ import pytest
 from offers import offer
 from processes import TASK_ENTRY
 from taskinfo_helpers import PS_AND_WORKERS, SECRET, launch_all, variables
+import tfmesos
 from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kwargs
 from tfmesos.mesos.local.planning import build_launch, plan_task
 from tfmesos.mesos.local.runner import RunnerError
@@ -21,7 +22,8 @@ from tfmesos.mesos.local.schema import SchemaError, validate, validate_message
 from tfmesos.exceptions import SpecError
 from tfmesos.spec import Job, RunSpec, check_run
 from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
-                              framework_info, submitter_pythonpath, task_command)
+                              framework_info, package_on_path, submitter_pythonpath,
+                              task_command)
 
 IMAGE = "registry.example.com/ml/tfmesos:2.21"
 PASSWD = [{"container_path": "/etc/passwd", "host_path": "/etc/passwd", "mode": "RO"},
@@ -42,6 +44,14 @@ def test_plain_task_command_runs_this_interpreter():
     assert task_command(None) == "exec %s -m %s" % (shlex.quote(sys.executable), TASK_ENTRY)
     assert task_command(None, "/opt/my python/bin/python3") == \
         "exec '/opt/my python/bin/python3' -m " + TASK_ENTRY
+
+
+def test_a_replica_task_entry_skips_site_when_its_pythonpath_finds_tfmesos(tmp_path):
+    assert task_command(None, no_site=True) == \
+        "exec %s -S -m %s" % (shlex.quote(sys.executable), TASK_ENTRY)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(tfmesos.__file__)))
+    assert package_on_path(os.pathsep.join([str(tmp_path), repo]))
+    assert not package_on_path(str(tmp_path))   # an editable install's finder: keep site
 
 
 def test_image_task_command_uses_the_images_python():

@@ -30,10 +30,12 @@ class TaskOutput:
 
 @dataclasses.dataclass(frozen=True)
 class TaskExited:
-    """A replica task's command ended with ``code``."""
+    """A replica task's command ended with ``code`` (its exit frame came
+    ``at``, a time.time())."""
 
     task_id: str
     code: int
+    at: float = dataclasses.field(default_factory=time.time, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ from .run_phase import ENDING, Phase, next_phase
 from .run_record import make_record
 from .scheduler import TFMesosScheduler
 from .slots import SlotTable
+from .spec import RunSpec
 from .taskinfo import build_task, framework_info
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,17 @@ logger = logging.getLogger(__name__)
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
+
+# A master never reached that refuses every connection (nothing listens at
+# its port) ends the wait after this long while the connect timeout is the
+# default one: a master that is starting listens sooner. A connect timeout
+# the user chose applies to refusals too ("or --connect-timeout to wait").
+REFUSED_TIMEOUT = 5.0
+
+
+def refused_timeout(connect_timeout):
+    return min(REFUSED_TIMEOUT, connect_timeout) if connect_timeout == RunSpec.connect_timeout \
+        else connect_timeout
 
 
 class ClusterRun:
@@ -131,7 +143,8 @@ class ClusterRun:
                 options["principal"] = info["principal"]
             self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
                                                connect_timeout=self.run.connect_timeout,
-                                               **options)
+                                               refused_timeout=refused_timeout(
+                                                   self.run.connect_timeout), **options)
             self.launch_deadline = time.monotonic() + self.run.launch_timeout
             self._move(Phase.FORMING)
             self.driver.start()
@@ -383,6 +396,7 @@ class ClusterRun:
                     self.driver.join(timeout=15)
                 except Exception as exc:  # the run's own error was already raised
                     logger.debug("driver ended with %r", exc)
+                self.record.drain(self.events)   # updates that came before the teardown
             if self.local_master is not None:
                 self.local_master.stop()
             if self.shipment is not None:

@@ -86,6 +86,7 @@ class Rendezvous:
         self._pending = collections.OrderedDict()  # unregistered _Link -> None, oldest first
         self._starts = {}        # task_id -> the start message, sent again on re-registration
         self._lock = threading.Lock()
+        self._gone = threading.Condition(self._lock)   # a connection left
         self._closed = threading.Event()
         try:
             self._listener = _listen(bind_host, port)
@@ -122,6 +123,7 @@ class Rendezvous:
         with self._lock:
             if self._connections.get(task_id) is link:
                 del self._connections[task_id]
+                self._gone.notify_all()
         _shutdown(link.sock)
 
     def send(self, task_id, message):
@@ -142,12 +144,8 @@ class Rendezvous:
         """Close everything: connected tasks see it and stop. With ``linger``,
         first wait up to that long for the tasks to close their connections
         themselves (after a ``stop``), so that their last output arrives."""
-        deadline = time.monotonic() + linger
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._connections:
-                    break
-            time.sleep(0.05)
+        with self._lock:
+            self._gone.wait_for(lambda: not self._connections, timeout=linger)
         self._closed.set()
         _shutdown(self._listener)
         self._listener.close()
@@ -296,6 +294,7 @@ class Rendezvous:
             with self._lock:  # so a re-registration's event comes after this one
                 if self._connections.get(task_id) is link:
                     del self._connections[task_id]
+                    self._gone.notify_all()
                     if not self._closed.is_set():
                         self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
                                          if link.stalled else TaskDisconnected(task_id))

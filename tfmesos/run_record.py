@@ -21,13 +21,22 @@ name the directory itself) holds
                   exit_code are the last attempt's
     attempts      [{attempt, restart (0 before the first whole restart),
                   task_id, agent_id, hostname, address (the registered
-                  host:port), launched, states, exit_code, logs ({stdout,
-                  stderr} file names, null without forwarding)}]
+                  host:port), launched, registered (when it first
+                  registered), states, exit_code, logs ({stdout, stderr}
+                  file names, null without forwarding)}]
     states        [{state, time, source, reason, message}]: each change of
-                  Mesos state, with Mesos' reason and message
+                  Mesos state, with Mesos' source, reason and message. Once
+                  the run is over, every attempt's last state is terminal:
+                  when the framework was torn down before Mesos' terminal
+                  update arrived, the end is the task's own exit frame
+                  (source "exit frame": TASK_FINISHED for code 0, else
+                  TASK_FAILED) or, without one, TASK_KILLED with source
+                  "stopped by tfrun" ("stopped by cluster()")
     outcome       {status, message, task, exit_code}; status is "running",
                   "succeeded", "failed", "aborted" (ended before the cluster
-                  was complete) or "interrupted" (Ctrl-C, SIGTERM)
+                  was complete) or "interrupted" (Ctrl-C, SIGTERM);
+                  exit_code: what tfrun exits with (0, the failed task's
+                  code, 1, 130); in fine-grained mode the failed task's code
     timings       {submitted, first_offer, all_registered, finished}
     restarts      [{restart, time, cause ("lost" or "failure"), task, message,
                   delay}]: each whole restart (tfrun --max-restarts)
@@ -46,7 +55,7 @@ import re
 import threading
 import time
 
-from .events import TaskOutput
+from .events import StatusUpdate, TaskExited, TaskOutput
 from .exceptions import TFMesosError
 from .mesos.task_states import TERMINAL_STATES
 from .run_phase import Phase
@@ -89,6 +98,22 @@ def make_record(run_dir, run, environ):
     return RunRecord(run_dir, header, run.slots, forwarding=run.mode == "replica")
 
 
+# The ``source`` of an attempt's last state when Mesos' terminal update did
+# not arrive before the framework was torn down.
+EXIT_FRAME = "exit frame"
+STOPPED_BY = {"replica": "stopped by tfrun", "fine": "stopped by cluster()"}
+
+
+def tfrun_exit_code(status, error=None):
+    """What tfrun exits with for a run that ended with ``status`` (and
+    ``error``): its ``--help`` epilog."""
+    if status == "succeeded":
+        return 0
+    if status == "interrupted":
+        return 130
+    return getattr(error, "exit_code", None) or 1
+
+
 def outcome_of(error, phase):
     """(status, message) of a run that ``error`` ends in ``phase`` (a
     ClusterRun phase, or "block": cluster()'s with block raised it)."""
@@ -122,6 +147,7 @@ class RunRecord:
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task["name"]: task for task in self._data["tasks"]}
         self._attempts = {}   # task id -> (task, attempt)
+        self._exits = {}      # task id -> when its exit frame came
         self._created = set()   # log files created by this run
         self._files = {}        # name -> open log file
         self._dirty, self._saved = True, 0.0
@@ -152,7 +178,8 @@ class RunRecord:
             logs = {s: log_name(slot.name, number, s) for s in ("stdout", "stderr")}
         attempt = {"attempt": number, "restart": self._restart, "task_id": launch.task_id,
                    "agent_id": launch.agent_id, "hostname": launch.assignment.hostname,
-                   "address": None, "launched": timestamp(), "states": [], "exit_code": None,
+                   "address": None, "launched": timestamp(), "registered": None, "states": [],
+                   "exit_code": None,
                    "logs": logs}
         with self._lock:
             task = self._tasks[slot.name]
@@ -181,9 +208,15 @@ class RunRecord:
             self._summarize(task)
 
     def registered(self, task_id, address):
+        with self._lock:
+            _, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is not None and attempt["registered"] is None:
+                attempt["registered"] = timestamp()
         self._update(task_id, "address", address)
 
-    def exited(self, task_id, code):
+    def exited(self, task_id, code, when=None):
+        """The task's exit frame (``when``: time.time() it came)."""
+        self._exits.setdefault(task_id, timestamp(when))
         self._update(task_id, "exit_code", code)
 
     def restarting(self, restart, cause, task, message, delay):
@@ -222,8 +255,10 @@ class RunRecord:
         """The run ends with ``error`` (an exception) in ``phase``; the
         first outcome stays."""
         status, message = outcome_of(error, phase)
+        code = getattr(error, "exit_code", None)
         self.outcome(status, message, getattr(error, "task", None),
-                     getattr(error, "exit_code", None))
+                     tfrun_exit_code(status, error) if self._data.get("mode") == "replica"
+                     else code)
 
     @contextlib.contextmanager
     def recording(self, phase):
@@ -236,6 +271,8 @@ class RunRecord:
             raise
 
     def outcome(self, status, message=None, task=None, exit_code=None):
+        if exit_code is None and self._data.get("mode") == "replica":
+            exit_code = tfrun_exit_code(status)
         with self._lock:
             if self._data["outcome"]["status"] == "running":
                 self._data["outcome"] = {"status": status, "message": message, "task": task,
@@ -243,8 +280,10 @@ class RunRecord:
                 self._dirty = True
 
     def finish(self, framework_id=None, first_offer=None, status="succeeded"):
-        """The run stopped: ``status`` unless an outcome was recorded."""
+        """The run stopped: ``status`` unless an outcome was recorded; every
+        attempt gets its end."""
         self.outcome(status)
+        self._end_attempts()
         with self._lock:
             if framework_id:
                 self._data["framework_id"] = framework_id
@@ -263,7 +302,8 @@ class RunRecord:
             self._write_log(attempt["logs"][stream], text)
 
     def drain(self, events):
-        """Output still queued when the run stops goes to the log files too."""
+        """What is still queued when the run stops is recorded too: output,
+        exit frames, Mesos' updates."""
         while True:
             try:
                 event = events.get_nowait()
@@ -271,6 +311,10 @@ class RunRecord:
                 return
             if isinstance(event, TaskOutput):
                 self.output(event.task_id, event.stream, event.text)
+            elif isinstance(event, TaskExited):
+                self.exited(event.task_id, event.code, event.at)
+            elif isinstance(event, StatusUpdate):
+                self.status(event.status)
 
     def _write_log(self, name, text):
         """A log file is created (emptied, in a reused directory) first, then
@@ -357,6 +401,29 @@ class RunRecord:
             for name in (attempt["logs"] or {}).values():
                 if name not in self._created:
                     self._write_log(name, "")
+
+    def _end_attempts(self):
+        """Every attempt without a terminal state (the framework was torn
+        down before Mesos' update came) ends with its exit frame, else as
+        stopped by tfrun."""
+        with self._lock:
+            for task_id, (task, attempt) in self._attempts.items():
+                states = attempt["states"]
+                if states and states[-1]["state"] in TERMINAL_STATES:
+                    continue
+                code = attempt["exit_code"]
+                if task_id in self._exits and code is not None:
+                    end = {"state": "TASK_FINISHED" if code == 0 else "TASK_FAILED",
+                           "time": self._exits[task_id], "source": EXIT_FRAME, "reason": None,
+                           "message": "exited with code %d; Mesos' update did not come before "
+                                      "the framework was torn down" % code}
+                else:
+                    end = {"state": "TASK_KILLED", "time": timestamp(),
+                           "source": STOPPED_BY.get(self._data.get("mode"), STOPPED_BY["replica"]),
+                           "reason": None, "message": "no exit frame and no update from Mesos "
+                                                      "before the framework was torn down"}
+                states.append(end)
+                self._summarize(task)
 
     def _update(self, task_id, key, value):
         with self._lock:

@@ -58,9 +58,11 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
         env.update(shipment.environment())
         command, uris = shipment.command(run.image, run.python), shipment.uris(ship_host)
     else:
+        no_site = False
         if not run.image:
             env["PYTHONPATH"] = submitter_pythonpath()
-        command, uris = task_command(run.image, run.python), None
+            no_site = run.mode == "replica" and package_on_path(env["PYTHONPATH"])
+        command, uris = task_command(run.image, run.python, no_site), None
     return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
                            assignment.resources, command, env,
                            container, labels={"tfmesos.job": slot.job.name,
@@ -92,13 +94,24 @@ def tensorflow_env(gpus, quiet=True):
     return env
 
 
-def task_command(image, python=None):
+def task_command(image, python=None, no_site=False):
     """The entry point's command line. Inside an image the image's own
-    ``python3`` runs it; plain tasks use this interpreter (same install)."""
+    ``python3`` runs it; plain tasks use this interpreter (same install).
+    ``no_site``: with ``-S`` (no ``site``: ~35 ms less per task), for a
+    replica task entry, which needs only the standard library and tfmesos,
+    found on its PYTHONPATH (``package_on_path``)."""
     # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
     if image:
         return "exec python3 -m tfmesos.task"
-    return "exec %s -m tfmesos.task" % shlex.quote(python or sys.executable)
+    return "exec %s%s -m tfmesos.task" % (shlex.quote(python or sys.executable),
+                                          " -S" if no_site else "")
+
+
+def package_on_path(pythonpath):
+    """Whether ``pythonpath`` itself leads to this tfmesos package (not only
+    an editable install's finder, which ``site`` sets up)."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return parent in pythonpath.split(os.pathsep)
 
 
 def submitter_pythonpath(path=None):

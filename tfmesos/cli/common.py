@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import shlex
 import sys
 
 from ..signals import ignore_signals, interrupt_on_signals
@@ -9,26 +10,60 @@ from ..signals import ignore_signals, interrupt_on_signals
 __all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals"]
 
 
+class _NotUnderstood(Exception):
+    """A prefix of the arguments does not parse (``command_start``)."""
+
+
 class CommandParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are two lines (the short usage
     and the error, with where to read more) and exit 2; ``usage`` is given
     by hand so that it shows ``-- COMMAND``."""
 
+    _probing = False   # command_start is trying prefixes: errors are answers
+
     def error(self, message):
+        if self._probing:
+            raise _NotUnderstood(message)
         self.exit(2, "usage: %s\n%s: error: %s (%s --help explains every option)\n"
                   % (self.usage % {"prog": self.prog}, self.prog, message, self.prog))
 
-    def parse_options(self, argv):
-        """Parse ``argv`` (the part before ``--``); words it does not know
-        are most likely a command whose ``--`` was forgotten."""
+    def parse_options(self, argv, rest=None):
+        """Parse ``argv`` (the part before ``--``; ``rest``: the words after
+        it, if there was one); words it does not know are most likely a
+        command whose ``--`` was forgotten: the error shows the line with
+        ``--`` put in, the user's words and quoting kept (shlex), the
+        command's own flags never read as ours."""
         args, unknown = self.parse_known_args(argv)
         if unknown:
-            hint = ""
-            if not unknown[0].startswith("-"):
-                hint = "; put the command after '--': %s [options] -- %s" % (
-                    self.prog, " ".join(unknown))
-            self.error("unrecognized arguments: %s%s" % (" ".join(unknown), hint))
+            start = self.command_start(argv)
+            if start is not None:
+                words = [*argv[:start], "--", *argv[start:]]
+                if rest is not None:
+                    words += ["--", *rest]
+                self.error("%s is not an option: put the command after '--': %s %s"
+                           % (shlex.quote(argv[start]), self.prog, shlex.join(words)))
+            self.error("unrecognized arguments: %s" % shlex.join(unknown))
         return args
+
+    def command_start(self, argv):
+        """The index of the first word of ``argv`` that is neither one of
+        our options nor an option's value (the command's first word), or
+        None when there is none or something before it is not ours."""
+        for index, word in enumerate(argv):
+            if not word.startswith("-") and self._understood(argv[:index]):
+                return index
+        return None
+
+    def _understood(self, words):
+        """Whether ``words`` are our options and their values, all of them."""
+        self._probing = True
+        try:
+            _, unknown = self.parse_known_args(words)
+            return not unknown
+        except _NotUnderstood:
+            return False
+        finally:
+            self._probing = False
 
 
 def setup_logging(prog, verbose):

@@ -3,6 +3,10 @@
 usage: tfmesos COMMAND [options]
 
 commands:
+  runs [-n N] [--prune --keep N]        list recent runs (./tfmesos-runs, $TFMESOS_RUNS_DIR)
+  show RUN                              a run's outcome, tasks, attempts and exit codes
+  logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
+  report RUN                            write the run's report.html (timeline, outcome)
   local-master [--port 5050 ...]        run the embedded Mesos master
   docker [-v H:C] [-e K=V] -- COMMAND   run COMMAND (e.g. tfrun) inside the tfmesos image
   version                               print the version (also: tfmesos --version)
@@ -31,7 +35,7 @@ def docker_main(argv):
     parser.add_argument("-e", "--env", action="append", default=[], metavar="NAME[=VALUE]",
                         help="extra environment variable (repeatable)")
     options, command = split_command(argv)
-    args = parser.parse_options(options)
+    args = parser.parse_options(options, command if "--" in argv else None)
     if not command:
         parser.error("no command given: put it after '--', e.g. tfmesos docker -- tfrun -w 2 "
                      "-- python train.py")
@@ -45,7 +49,7 @@ def docker_main(argv):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("local-master", "docker", "version")
+    commands = ("runs", "show", "logs", "report", "local-master", "docker", "version")
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -56,6 +60,12 @@ def main(argv=None):
             return local_master_main(rest, prog="tfmesos local-master")
         if command == "docker":
             return docker_main(rest)
+        if command in ("runs", "show", "logs", "report"):
+            from .runs import COMMANDS
+            try:
+                return COMMANDS[command](rest)
+            except KeyboardInterrupt:   # logs --follow
+                return 130
         if command in ("version", "--version"):
             from .. import __version__
             print("tfmesos %s" % __version__)

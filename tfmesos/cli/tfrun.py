@@ -14,8 +14,6 @@ import threading
 
 from .. import __version__, config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
-from ..launch import ClusterRun
-from ..progress import Progress
 from ..restarts import RESTART_ON, RestartPolicy
 from ..spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..tensorboard import announce_when_up, tensorboard_job, url_of
@@ -403,7 +401,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     options, words = split_command(argv)
-    args = parser.parse_options(options)
+    args = parser.parse_options(options, words if "--" in argv else None)
     if not words:
         parser.error("no command given: put it after '--', e.g. tfrun -w 2 -s 1 -- python "
                      "train.py")
@@ -417,6 +415,11 @@ def main(argv=None):
     if args.no_verify:
         print("tfrun: warning: --no-verify: the master's certificate is not checked; anyone "
               "in the path can impersonate it", file=sys.stderr)
+    # Imported once the options are known to be good: the run's machinery
+    # is most of tfrun's start-up, and --help or a usage error needs none of it.
+    from ..launch import ClusterRun
+    from ..progress import Progress
+
     # -v writes log lines from other threads: progress then comes as lines too.
     progress = None if args.quiet else Progress(
         sys.stderr, tty=sys.stderr.isatty() and not args.verbose)

@@ -20,8 +20,8 @@ import time
 
 from ..exceptions import DriverAborted, MesosConnectionError, MesosError
 from . import calls
-from .http_transport import CallConnection, basic_auth, ssl_context
 from .detection import make_detector
+from .http_transport import CallConnection, TLSContext, basic_auth
 from .master_address import parse_master
 from .interface import check_scheduler, dispatch_event
 from .subscription import Received, StreamLost, Subscription
@@ -51,13 +51,16 @@ class MesosSchedulerDriver:
     called and ``join()`` raises ``MesosConnectionError``): the attempts'
     waits are capped by the time left, so it gives up on time. Before the
     first subscription, masters none of whose host names resolve are an
-    error at once.
+    error at once, and masters that refuse every connection (nothing
+    listens at their port) one after ``refused_timeout`` seconds (default:
+    ``connect_timeout``); once a master was reached, only
+    ``connect_timeout`` applies (a failover takes its time).
     """
 
     def __init__(self, scheduler, framework_info, master, implicit_acknowledgements=True,
                  principal=None, secret=None, timeout=10.0, verify=True, ca_bundle=None,
                  heartbeat_misses=3, backoff_cap=15.0, connect_timeout=60.0, detector=None,
-                 scheme="http"):
+                 scheme="http", refused_timeout=None):
         check_scheduler(scheduler)
         self.scheduler = scheduler
         self.framework = copy.deepcopy(dict(framework_info))
@@ -65,12 +68,17 @@ class MesosSchedulerDriver:
             if not self.framework.get(field):
                 raise ValueError("framework_info needs a %r" % field)
         self.implicit_acknowledgements = implicit_acknowledgements
-        self._detector = detector or make_detector(parse_master(master), scheme=scheme)
+        address = parse_master(master)
+        self._detector = detector or make_detector(address, scheme=scheme)
         # pymesos users set these in the environment of the scheduler process.
         principal = principal if principal is not None else os.environ.get("MESOS_PRINCIPAL")
         secret = secret if secret is not None else os.environ.get("MESOS_SECRET")
         auth = basic_auth(principal, secret)
-        context = ssl_context(verify, ca_bundle)
+        # Loading the CA certificates takes tens of milliseconds: only for
+        # https masters (at once, so that a bad CA bundle is an early error).
+        context = TLSContext(verify, ca_bundle)
+        if scheme == "https" or any(url.startswith("https:") for url in address.urls):
+            context.get()
 
         self._lock = threading.Lock()
         self._caller = CallConnection(timeout, context, auth)
@@ -82,7 +90,8 @@ class MesosSchedulerDriver:
         self._stream = Subscription(
             self.framework, self._detector, master, self._events, self._stopping,
             timeout=timeout, ssl=context, auth=auth, heartbeat_misses=heartbeat_misses,
-            backoff_cap=backoff_cap, connect_timeout=connect_timeout)
+            backoff_cap=backoff_cap, connect_timeout=connect_timeout,
+            refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)
         self._status = None
         self._exception = None
         self._threads = []

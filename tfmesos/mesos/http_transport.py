@@ -30,6 +30,21 @@ def ssl_context(verify, ca_bundle):
     return ssl.create_default_context(cafile=ca_bundle)
 
 
+class TLSContext:
+    """The ``ssl_context`` of the driver's settings, made on first use."""
+
+    def __init__(self, verify, ca_bundle):
+        self._settings = (verify, ca_bundle)
+        self._context = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._context is None:
+                self._context = ssl_context(*self._settings)
+            return self._context
+
+
 # getaddrinfo errors that say the name does not exist; others (EAI_AGAIN: the
 # DNS server did not answer) may pass.
 _NO_SUCH_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA")
@@ -47,11 +62,13 @@ class UnknownHost(MesosConnectionError):
 
 def open_connection(url, timeout, context):
     """An unopened ``http.client`` connection to the master at base ``url``;
-    opening it takes ``timeout`` seconds at most, name resolution included."""
+    opening it takes ``timeout`` seconds at most, name resolution included.
+    ``context``: an ``ssl.SSLContext`` or a ``TLSContext`` (https only)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port or 443,
-                                           timeout=timeout, context=context)
+        conn = http.client.HTTPSConnection(
+            parts.hostname, parts.port or 443, timeout=timeout,
+            context=context.get() if isinstance(context, TLSContext) else context)
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
     conn._create_connection = connect_within   # http.client's hook for socket.create_connection

@@ -3,7 +3,10 @@
 re-subscribe with jittered back-off (capped at 15 s, as pymesos does), and
 give up after ``connect_timeout`` without a subscription: every wait (the
 detector, connecting, the answer, the back-off) is capped by the time left,
-and a static list of masters none of whose names resolve fails at once.
+and a static list of masters none of whose names resolve fails at once, one
+whose every master refuses connections (nothing listens at the port) after
+``refused_timeout`` -- before the first subscription only: once a master
+was reached, a refusal is a master restarting or failing over.
 
 What it learns goes on the driver's queue, in order, as ``Received``,
 ``StreamLost`` or ``Fatal``; the driver's dispatcher thread calls the
@@ -76,7 +79,8 @@ class Subscription:
     """The stream of one driver. ``framework`` is the driver's FrameworkInfo
     dict (its ``id`` is set from SUBSCRIBED, so re-subscriptions fail over);
     ``stopping`` is the driver's stop event; ``options`` holds ``timeout``,
-    ``ssl``, ``auth``, ``heartbeat_misses``, ``backoff_cap``, ``connect_timeout``.
+    ``ssl``, ``auth``, ``heartbeat_misses``, ``backoff_cap``, ``connect_timeout``,
+    ``refused_timeout``.
     """
 
     def __init__(self, framework, detector, master_text, events, stopping, **options):
@@ -91,6 +95,8 @@ class Subscription:
         self._heartbeat_misses = options["heartbeat_misses"]
         self._backoff_cap = options["backoff_cap"]
         self._connect_timeout = options["connect_timeout"]
+        self._refused_timeout = options.get("refused_timeout", self._connect_timeout)
+        self._refused_since = None   # every master refused every attempt since then
         self._lock = threading.Lock()
         self._conn = None
         self.leader_url = None
@@ -109,10 +115,14 @@ class Subscription:
             return self.leader_url, self.stream_id, self.subscribed
 
     def interrupt(self):
-        """Unblock the stream thread (it notices and closes the connection)."""
+        """Unblock the stream thread (it notices and closes the connection)
+        and, once the driver is stopping, the leader-watch thread."""
         with self._lock:
             conn = self._conn
         shutdown_socket(conn)
+        changed = getattr(self._detector, "leaders_changed", None)
+        if changed is not None and self._stopping.is_set():
+            changed.set()   # wakes watch_leader, which sees the stop
 
     def run(self):
         """The stream thread. An error it does not expect (a bug, a detector
@@ -162,7 +172,7 @@ class Subscription:
             elif self._time_left() > 0:
                 self._retrying(last_error)
             self._stopping.wait(max(0.0, min(backoff * random.uniform(0.8, 1.2),
-                                             self._time_left())))
+                                             self._time_left(), self._refusals_left())))
             backoff = min(backoff * 2, self._backoff_cap)
 
     def _retrying(self, last_error):
@@ -171,7 +181,8 @@ class Subscription:
         if not self._warned:
             self._warned = True
             logger.warning("cannot reach the Mesos master %s yet (%s); retrying for %.0f s more",
-                           self._master_text, last_error, max(0.0, self._time_left()))
+                           self._master_text, last_error,
+                           max(0.0, min(self._time_left(), self._refusals_left())))
         else:
             logger.info("Mesos master not reachable yet (%s); retrying", last_error)
 
@@ -179,6 +190,13 @@ class Subscription:
         """Seconds until the driver gives up (the subscription's absence is
         bounded by ``connect_timeout``)."""
         return self._give_up_at - time.monotonic()
+
+    def _refusals_left(self):
+        """Seconds until refusals alone end the wait (the last attempt is
+        made then), or infinity while no master refuses."""
+        if self._refused_since is None:
+            return float("inf")
+        return self._refused_since + self._refused_timeout - time.monotonic()
 
     def _budget(self):
         """Seconds the next step of a subscription attempt may take: the
@@ -192,10 +210,12 @@ class Subscription:
         """The leader-watch thread: a new leader in ZooKeeper ends the stream,
         so that the stream thread subscribes to it."""
         changed = getattr(self._detector, "leaders_changed", None)
-        if changed is None:
-            return
+        if changed is None or isinstance(self._detector, StaticDetector):
+            return   # a static list of masters names no new leader
         while not self._stopping.is_set():
             if changed.wait(0.5):
+                if self._stopping.is_set():
+                    return
                 changed.clear()
                 with self._lock:
                     self.leader_url = None
@@ -213,6 +233,7 @@ class Subscription:
     def _subscribe_once(self):
         last = None
         unknown = set()   # masters whose host name does not resolve
+        refused = set()   # masters where nothing listens at the port
         for url in self._candidates():
             first = url
             for _ in range(_MAX_REDIRECTS):
@@ -226,11 +247,14 @@ class Subscription:
                     last = exc
                     break
                 except (OSError, http.client.HTTPException, MesosConnectionError) as exc:
+                    if isinstance(exc, ConnectionRefusedError) and url == first:
+                        refused.add(first)
                     last = exc
                     break
                 if url is None:
                     return  # a stream was read to its end
         self._check_resolvable(unknown, last)
+        self._check_listening(refused, unknown)
         raise last or MesosConnectionError("no Mesos master known")
 
     def _check_resolvable(self, unknown, last):
@@ -247,6 +271,26 @@ class Subscription:
             error = MesosConnectionError("none of the Mesos masters' host names resolve (%s): "
                                          "fix the master address" % hosts)
         raise _Unrecoverable(error)
+
+    def _check_listening(self, refused, unknown):
+        """Before the first subscription, give up after ``refused_timeout``
+        when every master of a static list refused every connection (or does
+        not resolve): nothing listens there, and a master that starts takes
+        less than that to listen."""
+        if self._subscribed_once or not isinstance(self._detector, StaticDetector) or \
+                not refused or not (refused | unknown).issuperset(self._detector.urls):
+            self._refused_since = None
+            return
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+        if now - self._refused_since < self._refused_timeout:
+            return
+        places = ", ".join(urllib.parse.urlsplit(url).netloc for url in self._detector.urls
+                           if url in refused)
+        raise _Unrecoverable(MesosConnectionError(
+            "nothing listens at %s: check the port (or --connect-timeout to wait longer)"
+            % places))
 
     def _subscribe_at(self, url):
         """Subscribe at ``url``: read the stream (returns None when it ends),

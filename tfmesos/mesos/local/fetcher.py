@@ -3,10 +3,7 @@ copied into its sandbox (archives extracted) before the task starts."""
 
 import os
 import shutil
-import tarfile
 import urllib.parse
-import urllib.request
-import zipfile
 
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 
@@ -20,6 +17,10 @@ def fetch_uris(uris, sandbox, timeout=60, cache=None, user=None):
     archives unless ``extract`` is false, chmod ``executable``; URIs with
     ``cache: true`` go through ``cache`` (a ``fetch_cache.FetcherCache``)
     when there is one, for tasks of ``user``."""
+    # Imported here: most runs fetch nothing, and these cost start-up time.
+    import tarfile
+    import zipfile
+
     for uri in uris:
         value = uri["value"]
         parsed = urllib.parse.urlparse(value)
@@ -42,6 +43,8 @@ def fetch_uris(uris, sandbox, timeout=60, cache=None, user=None):
 
 
 def _download(value, target, timeout):
+    import urllib.request
+
     parsed = urllib.parse.urlparse(value)
     if parsed.scheme in ("http", "https", "ftp"):
         with urllib.request.urlopen(value, timeout=timeout) as response, \
@@ -54,6 +57,9 @@ def _download(value, target, timeout):
 def _fetch_through_cache(uri, target, sandbox, cache, user, timeout):
     """As Mesos' fetchFromCache: an archive is extracted from the cache (only
     what it holds lands in the sandbox), anything else copied."""
+    import tarfile
+    import zipfile
+
     value = uri["value"]
     try:
         source = cache.get(value, user, lambda path: _download(value, path, timeout))
@@ -69,6 +75,9 @@ def _fetch_through_cache(uri, target, sandbox, cache, user, timeout):
 
 
 def _extract(archive_path, sandbox):
+    import tarfile
+    import zipfile
+
     if archive_path.endswith(".zip"):
         with zipfile.ZipFile(archive_path) as archive:
             archive.extractall(sandbox)

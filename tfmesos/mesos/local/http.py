@@ -119,6 +119,15 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
     def stop(self):
         if self._thread is not None:
+            # serve_forever() looks at its shutdown flag between polls (every
+            # 50 ms): set the flag, then wake its select() with a connection
+            # so that it ends now (socketserver checks the flag right after
+            # select, bpo-35017) instead of at the next poll.
+            self._BaseServer__shutdown_request = True
+            try:
+                socket.create_connection(self.server_address[:2], timeout=1).close()
+            except OSError:
+                pass
             self.shutdown()
             self._thread.join(5)
         self.server_close()

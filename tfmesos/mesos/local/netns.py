@@ -20,7 +20,6 @@ namespaces of processes that are gone (a master killed with SIGKILL).
 Everything here needs root and iproute2's ``ip``.
 """
 
-import ctypes
 import ipaddress
 import json
 import logging
@@ -88,6 +87,8 @@ def _setns(fd):
     if hasattr(os, "setns"):           # Python >= 3.12
         os.setns(fd, CLONE_NEWNET)
         return
+    import ctypes   # only runs with network namespaces need it
+
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.setns(fd, CLONE_NEWNET) != 0:
         errno = ctypes.get_errno()

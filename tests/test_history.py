@@ -1,0 +1,191 @@
+"""tfmesos runs / show / logs: the run history under the runs directory
+(run directories written by hand, and real tfrun runs for --follow)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from run_dirs import attempt, write_run
+from tfmesos.cli.main import main
+from tfrun_helpers import REPO, start_tfrun
+
+TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch):
+    root = tmp_path / "tfmesos-runs"
+    root.mkdir()
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(root))
+    return root
+
+
+def tfmesos(capsys, *argv):
+    """(exit code, stdout, stderr) of ``tfmesos ARGV`` in this process."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:   # usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_runs_lists_the_most_recent_first_with_outcome_and_exit_code(runs_dir, capsys):
+    write_run(runs_dir, "aaaa1111", start=0, took=2.5)
+    write_run(runs_dir, "bbbb2222", name="train", status="failed", exit_code=3, start=60,
+              took=95)
+    write_run(runs_dir, "cccc3333", status="running", exit_code=None, start=120)
+    (runs_dir / "not-a-run").mkdir()
+    code, out, err = tfmesos(capsys, "runs")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT"]
+    assert [line.split()[0] for line in lines[1:]] == ["cccc3333", "bbbb2222", "aaaa1111"]
+    assert re.match(r"^bbbb2222  train  replica  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  1m35s\s+"
+                    r"failed\s+3$", lines[2]), lines[2]
+    assert lines[3].split()[-4:] == ["2.5", "s", "succeeded", "0"]
+    assert lines[1].split()[-2:] == ["running", "-"]
+
+
+def test_runs_limit_and_an_empty_directory(runs_dir, capsys):
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and out == "no runs in %s\n" % runs_dir
+    for number in range(3):
+        write_run(runs_dir, "%08d" % number, start=number)
+    code, out, _ = tfmesos(capsys, "runs", "-n", "2")
+    assert [line.split()[0] for line in out.splitlines()[1:3]] == ["00000002", "00000001"]
+    assert out.splitlines()[-1] == "(1 older runs in %s: --all shows them)" % runs_dir
+
+
+def test_prune_keeps_the_most_recent_and_the_running(runs_dir, capsys):
+    for number in range(4):
+        write_run(runs_dir, "%08d" % number, start=number)
+    write_run(runs_dir, "running0", status="running", exit_code=None, start=-10)
+    code, out, _ = tfmesos(capsys, "runs", "--prune", "--keep", "2")
+    assert code == 0
+    assert out == "removed 2 runs from %s; kept 1 still running: tfrun-running0\n" % runs_dir
+    assert sorted(os.listdir(runs_dir)) == ["tfrun-00000002", "tfrun-00000003",
+                                            "tfrun-running0"]
+    code, _, err = tfmesos(capsys, "runs", "--prune")
+    assert code == 2 and "--prune needs --keep N" in err
+
+
+def test_show_names_tasks_attempts_states_exit_codes_restarts_and_hints(runs_dir, capsys):
+    tasks = {
+        "ps:0": [attempt("ps:0", end=9.9, state="TASK_KILLED", source="stopped by tfrun",
+                         exit_code=None)],
+        "worker:0": [attempt("worker:0", end=3.0, state="TASK_FAILED", exit_code=1),
+                     attempt("worker:0", number=2, restart=1, launched=5.0, running=5.1,
+                             registered=5.2, end=9.0, state="TASK_FAILED", exit_code=1,
+                             hint="a peer died: look at the first task that failed")]}
+    restarts = [{"restart": 1, "time": "2026-11-26T10:00:03.100Z", "cause": "failure",
+                 "task": "worker:0", "message": "worker:0 exited with code 1", "delay": 2.0}]
+    write_run(runs_dir, "dead0001", status="failed", exit_code=1, took=10, tasks=tasks,
+              message="task worker:0 exited with code 1", restarts=restarts)
+    path = runs_dir / "tfrun-dead0001" / "run.json"
+    data = json.loads(path.read_text())
+    data["outcome"]["hint"] = "MultiWorkerMirroredStrategy has no ps tasks: use -s 0"
+    path.write_text(json.dumps(data))
+    code, out, err = tfmesos(capsys, "show", "dead")
+    assert code == 0 and err == ""
+    assert out.splitlines()[0] == "run dead0001  tfrun (replica)  failed, exit code 1"
+    assert "  outcome    task worker:0 exited with code 1\n" in out
+    assert "  hint       MultiWorkerMirroredStrategy has no ps tasks: use -s 0\n" in out
+    assert "  hint       worker:0 attempt 2: a peer died" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("ps:0", "worker:0"))]
+    assert rows == [
+        ["ps:0", "1", "0", "TASK_KILLED", "-", "stopped", "by", "tfrun", "127.0.0.1:31001",
+         "+0.1", "s", "+9.9", "s"],
+        ["worker:0", "1", "0", "TASK_FAILED", "1", "SOURCE_EXECUTOR", "127.0.0.1:31001",
+         "+0.1", "s", "+3.0", "s"],
+        ["worker:0", "2", "1", "TASK_FAILED", "1", "SOURCE_EXECUTOR", "127.0.0.1:31002",
+         "+5.0", "s", "+9.0", "s"]]
+    assert "restart 1 at +3.1 s (failure): worker:0 exited with code 1; back-off 2.0 s" in out
+
+
+def test_run_accepts_a_path_and_its_run_json(runs_dir, capsys, tmp_path):
+    directory = write_run(tmp_path / "elsewhere", "feed0001")
+    for text in (directory, os.path.join(directory, "run.json")):
+        code, out, _ = tfmesos(capsys, "show", text)
+        assert code == 0 and out.startswith("run feed0001 ")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["show", "zzz"], "tfmesos: error: no run 'zzz' in %(root)s (tfmesos runs lists them)\n"),
+    (["show", "ab"], "tfmesos: error: 'ab' matches 2 runs (tfrun-ab000002, tfrun-ab000001): "
+                     "give more of the id\n"),
+    (["logs", "ab000001", "worker:7"], "tfmesos: error: run ab000001 has no task worker:7; "
+                                       "its tasks: worker:0\n"),
+    (["show", "./nowhere"], "tfmesos: error: ./nowhere is not a run directory (it has no "
+                            "run.json)\n"),
+])
+def test_unknown_or_ambiguous_runs_are_one_line(runs_dir, capsys, argv, error):
+    write_run(runs_dir, "ab000001", start=0)
+    write_run(runs_dir, "ab000002", start=1)
+    code, out, err = tfmesos(capsys, *argv)
+    assert code == 1 and out == "" and err == error % {"root": runs_dir}
+
+
+def test_logs_prints_a_task_or_every_task_prefixed(runs_dir, capsys):
+    directory = write_run(runs_dir, "logs0001", tasks={
+        "worker:0": [attempt("worker:0", end=1), attempt("worker:0", number=2, end=2)],
+        "worker:1": [attempt("worker:1", end=1)]})
+    for name, text in (("worker.0.stdout", "first try\n"), ("worker.0.attempt2.stdout", "a\nb"),
+                       ("worker.0.attempt2.stderr", "oops\n"), ("worker.1.stdout", "one\n")):
+        with open(os.path.join(directory, name), "w") as handle:
+            handle.write(text)
+    assert tfmesos(capsys, "logs", "logs", "worker:0") == (0, "a\nb\n", "")
+    assert tfmesos(capsys, "logs", "logs", "worker.0", "--stderr") == (0, "oops\n", "")
+    assert tfmesos(capsys, "logs", "logs", "worker:0", "--attempt", "1")[1] == "first try\n"
+    assert tfmesos(capsys, "logs", "logs")[1] == "[worker:0] a\n[worker:0] b\n[worker:1] one\n"
+
+
+def test_logs_of_a_fine_grained_run_say_there_are_none(runs_dir, capsys):
+    directory = write_run(runs_dir, "fine0001")
+    path = os.path.join(directory, "run.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["mode"] = "fine"
+    data["tasks"][0]["attempts"][0]["logs"] = None
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    code, _, err = tfmesos(capsys, "logs", "fine0001")
+    assert code == 1
+    assert err == "tfmesos: error: run fine0001 has no stdout log: a fine-grained run keeps " \
+                  "no task output\n"
+
+
+def wait_for(predicate, timeout=60, what="it"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("%s did not happen within %d s" % (what, timeout))
+
+
+def test_logs_follow_prints_while_the_run_goes_and_ends_with_it(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = "for i in 1 2 3 4; do echo line $i; sleep 0.5; done"
+    with start_tfrun("-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "64", "--run-dir",
+                     str(run_dir), "--", cmd) as tfrun:
+        wait_for(lambda: (run_dir / "run.json").exists(), what="run.json")
+        follower = subprocess.Popen(TFMESOS + ["logs", str(run_dir), "worker:0", "--follow"],
+                                    cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+        try:
+            first = follower.stdout.readline()   # before the run is over
+            assert first == "line 1\n" and tfrun.poll() is None
+            out, err = follower.communicate(timeout=60)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+                follower.wait()
+        assert tfrun.wait(60) == 0
+    assert follower.returncode == 0 and err == ""
+    assert first + out == "line 1\nline 2\nline 3\nline 4\n"

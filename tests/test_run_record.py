@@ -1,0 +1,111 @@
+"""run.json tells the truth at the end (no processes: the record driven by
+hand). Every attempt ends with a terminal state and where it came from;
+the outcome carries tfrun's exit code."""
+
+import json
+import queue
+
+import pytest
+from addict import Dict
+
+from tfmesos.events import StatusUpdate, TaskExited, TaskOutput
+from tfmesos.exceptions import LaunchTimeout, TaskFailed
+from tfmesos.placement import Assignment
+from tfmesos.run_phase import Phase
+from tfmesos.run_record import RunRecord
+from tfmesos.scheduler import Launch
+from tfmesos.slots import make_slots
+from tfmesos.spec import Job
+
+
+def make_record(tmp_path, mode="replica"):
+    slots = make_slots([Job("ps", 1), Job("worker", 2)])
+    record = RunRecord(str(tmp_path), {"mode": mode}, slots, forwarding=mode == "replica")
+    for number, slot in enumerate(slots, 1):
+        assignment = Assignment(None, "o1", "a1", "host", [], 31000 + number, [])
+        record.launched(Launch(slot, "t-%s" % slot.name, 1, "o1", assignment))
+        update(record, slot.name, "TASK_RUNNING")
+    return record
+
+
+def update(record, name, state, message=""):
+    record.status(Dict(task_id={"value": "t-%s" % name}, state=state, message=message,
+                       source="SOURCE_EXECUTOR"))
+
+
+def saved(record):
+    with open(record.directory + "/run.json", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def ends(data):
+    return {task["name"]: (task["state"], task["exit_code"],
+                           task["attempts"][-1]["states"][-1]["source"])
+            for task in data["tasks"]}
+
+
+def test_mesos_updates_then_exit_frames_then_stopped_by_tfrun(tmp_path):
+    record = make_record(tmp_path)
+    record.exited("t-worker:0", 0)
+    update(record, "worker:0", "TASK_FINISHED")          # Mesos' update came
+    record.exited("t-worker:1", 0)                       # only the exit frame
+    record.outcome("succeeded")
+    record.finish()                                      # ps:0: neither
+    data = saved(record)
+    assert ends(data) == {"worker:0": ("TASK_FINISHED", 0, "SOURCE_EXECUTOR"),
+                          "worker:1": ("TASK_FINISHED", 0, "exit frame"),
+                          "ps:0": ("TASK_KILLED", None, "stopped by tfrun")}
+    assert data["outcome"]["exit_code"] == 0
+    [worker_1] = [task["attempts"][0]["states"][-1] for task in data["tasks"]
+                  if task["name"] == "worker:1"]
+    assert "Mesos' update did not come before the framework was torn down" \
+        in worker_1["message"]
+
+
+def test_an_exit_frame_with_a_code_is_task_failed(tmp_path):
+    record = make_record(tmp_path)
+    record.exited("t-ps:0", 3)
+    record.ended(TaskFailed("task ps:0 exited with code 3", "ps:0", None, 3), Phase.RUNNING)
+    record.finish()
+    data = saved(record)
+    assert ends(data)["ps:0"] == ("TASK_FAILED", 3, "exit frame")
+    assert data["outcome"]["exit_code"] == 3 and data["outcome"]["status"] == "failed"
+
+
+def test_what_is_still_queued_at_the_stop_is_recorded(tmp_path):
+    record = make_record(tmp_path)
+    events = queue.Queue()
+    events.put(TaskOutput("t-ps:0", "stderr", "bye\n"))
+    events.put(TaskExited("t-worker:0", 0))
+    events.put(StatusUpdate(Dict(task_id={"value": "t-worker:1"}, state="TASK_FINISHED",
+                                 message="", source="SOURCE_EXECUTOR")))
+    record.drain(events)
+    record.finish()
+    assert ends(saved(record)) == {"worker:0": ("TASK_FINISHED", 0, "exit frame"),
+                                   "worker:1": ("TASK_FINISHED", 0, "SOURCE_EXECUTOR"),
+                                   "ps:0": ("TASK_KILLED", None, "stopped by tfrun")}
+    assert (tmp_path / "ps.0.stderr").read_text() == "bye\n"
+
+
+@pytest.mark.parametrize("error, phase, status, code", [
+    (KeyboardInterrupt(), Phase.RUNNING, "interrupted", 130),
+    (LaunchTimeout("the cluster was not complete after 3 s"), Phase.FORMING, "aborted", 1),
+    (TaskFailed("task worker:1 ended: TASK_LOST", "worker:1", "TASK_LOST"), Phase.RUNNING,
+     "failed", 1),
+])
+def test_the_outcome_carries_the_code_tfrun_exits_with(tmp_path, error, phase, status, code):
+    record = make_record(tmp_path)
+    record.ended(error, phase)
+    record.finish()
+    data = saved(record)
+    assert (data["outcome"]["status"], data["outcome"]["exit_code"]) == (status, code)
+    assert all(state == "TASK_KILLED" for state, _, _ in ends(data).values())
+
+
+def test_fine_grained_tasks_are_stopped_by_cluster_and_keep_a_null_code(tmp_path):
+    record = make_record(tmp_path, mode="fine")
+    record.finish()
+    data = saved(record)
+    assert {source for _, _, source in ends(data).values()} == {"stopped by cluster()"}
+    assert data["outcome"] == {"status": "succeeded", "message": None, "task": None,
+                               "exit_code": None}

@@ -1,0 +1,89 @@
+"""tfrun starts quickly: importing it takes what parsing options needs, a run
+imports only what it uses, and nothing waits on a fixed poll at the end
+(benchmarks/startup.py measures the whole; these check the parts robustly:
+the import set, import self-times at their best of three, no poll loops)."""
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tfmesos.mesos.detector import StaticDetector
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+from tfmesos.mesos.http_transport import TLSContext
+from tfmesos.mesos.subscription import Subscription
+
+IMPORT_BUDGET_MS = 80   # self-times of what `import tfmesos.cli.tfrun` imports beyond site
+
+
+def modules_after(code):
+    """The modules ``code`` adds to a fresh interpreter's sys.modules."""
+    script = ("import sys; before = set(sys.modules); %s; "
+              "import json; print(json.dumps(sorted(set(sys.modules) - before)))" % code)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+def heavy(modules, names):
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_importing_tfrun_leaves_the_run_machinery_for_later():
+    # --help and usage errors need none of it; main() imports it.
+    modules = modules_after("import tfmesos.cli.tfrun")
+    assert heavy(modules, ["tfmesos.launch", "tfmesos.mesos.driver", "tfmesos.mesos.local",
+                           "tfmesos.mesos.zookeeper", "tfmesos.docker_engine", "http.client",
+                           "ssl", "urllib.request", "kazoo", "docker", "tensorboard",
+                           "tensorflow"]) == []
+
+
+def test_a_run_on_a_remote_master_imports_no_embedded_master_zookeeper_docker_or_tensorboard():
+    modules = modules_after("import tfmesos.cli.tfrun, tfmesos.launch, tfmesos.progress")
+    assert "tfmesos.mesos.driver" in modules
+    assert heavy(modules, ["tfmesos.mesos.local", "tfmesos.mesos.zookeeper", "kazoo",
+                           "tfmesos.docker_engine", "docker", "urllib.request", "tensorboard",
+                           "tensorflow"]) == []
+
+
+def import_self_ms(code):
+    """Sum of -X importtime self-times (ms) of the modules ``code`` imports
+    after site."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("|") for line in result.stderr.splitlines()
+            if line.startswith("import time:") and "self [us]" not in line]
+    site = max(i for i, row in enumerate(rows) if row[2].strip() == "site")
+    return sum(int(row[0].split(":")[1]) for row in rows[site + 1:]) / 1000
+
+
+def test_importing_tfrun_takes_under_80_ms_at_its_best_of_three():
+    best = min(import_self_ms("import tfmesos.cli.tfrun") for _ in range(3))
+    assert best < IMPORT_BUDGET_MS, best
+
+
+def test_an_http_master_loads_no_certificates_an_https_one_at_once(tmp_path):
+    driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "n"}, "127.0.0.1:5050")
+    assert isinstance(driver._caller._context, TLSContext)
+    assert driver._caller._context._context is None
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("not a certificate")
+    with pytest.raises(Exception):   # a bad CA bundle is an error when the driver is made
+        MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "n"}, "https://m:5050",
+                             ca_bundle=str(bundle))
+
+
+def test_no_leader_watch_for_a_static_list_of_masters():
+    # It polled every 0.5 s until the driver stopped: stop() then waited for it.
+    stopping = threading.Event()
+    subscription = Subscription({}, StaticDetector(["http://127.0.0.1:5050"]), "m", None,
+                                stopping, timeout=1, ssl=None, auth=None, heartbeat_misses=3,
+                                backoff_cap=1, connect_timeout=1)
+    watcher = threading.Thread(target=subscription.watch_leader, daemon=True)
+    watcher.start()
+    watcher.join(30)
+    assert not watcher.is_alive()

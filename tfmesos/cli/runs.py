@@ -1,0 +1,301 @@
+"""``tfmesos runs``, ``show``, ``logs`` and ``report``: the runs under the
+runs directory, one run's tasks and attempts, a task's log (followed while
+the run goes), and a run's HTML report (``tfmesos.report``)."""
+
+import datetime
+import os
+import sys
+import time
+
+from ..history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
+from .common import CommandParser
+
+FOLLOW_INTERVAL = 0.2     # how often a followed log and run.json are read again
+
+
+def _parser(prog, usage, description):
+    parser = CommandParser(prog=prog, usage=usage, description=description)
+    parser.add_argument("--runs-dir", metavar="DIR", help="where runs are looked for (default "
+                        "$TFMESOS_RUNS_DIR, else ./tfmesos-runs)")
+    return parser
+
+
+def _run_argument(parser):
+    parser.add_argument("run", metavar="RUN", help="a run id (a prefix is enough) or a run "
+                        "directory")
+
+
+def local_time(moment):
+    """``2026-11-26 10:51:38`` in local time, or ``-``."""
+    if moment is None:
+        return "-"
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration_text(seconds):
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return "%.1f s" % seconds
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return "%dm%02ds" % (minutes, seconds)
+    hours, minutes = divmod(minutes, 60)
+    return "%dh%02dm" % (hours, minutes)
+
+
+def table(rows, out):
+    """Print ``rows`` (the first is the header) in aligned columns."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
+                  .rstrip() + "\n")
+
+
+def _code(value):
+    return "-" if value is None else str(value)
+
+
+# -- tfmesos runs -----------------------------------------------------------------
+
+def runs_main(argv, environ=None, out=None):
+    environ, out = os.environ if environ is None else environ, out or sys.stdout
+    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR] [-n N | --all] "
+                     "[--prune --keep N]", "List recent runs, most recent first, or prune "
+                     "old run directories.")
+    parser.add_argument("-n", "--limit", type=int, default=20, metavar="N",
+                        help="show the N most recent runs (default 20)")
+    parser.add_argument("--all", action="store_true", help="show every run")
+    parser.add_argument("--prune", action="store_true",
+                        help="remove every run directory but the --keep most recent (runs "
+                        "still going are kept)")
+    parser.add_argument("--keep", type=int, metavar="N", help="with --prune: how many to keep")
+    args = parser.parse_options(argv)
+    root = runs_root(environ, args.runs_dir)
+    if args.keep is not None and not args.prune:
+        parser.error("--keep goes with --prune: tfmesos runs --prune --keep N")
+    if args.prune:
+        if args.keep is None:
+            parser.error("--prune needs --keep N (how many of the most recent runs to keep)")
+        removed, running = prune(root, args.keep)
+        out.write("removed %d run%s from %s%s\n" % (
+            len(removed), "" if len(removed) == 1 else "s", root,
+            "; kept %d still running: %s" % (len(running), ", ".join(
+                os.path.basename(run.directory) for run in running)) if running else ""))
+        return 0
+    runs = list_runs(root)
+    if not runs:
+        out.write("no runs in %s\n" % root)
+        return 0
+    shown = runs if args.all else runs[:max(0, args.limit)]
+    rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT")]
+    for run in shown:
+        rows.append((run.run_id, run.name, run.mode, local_time(run.started),
+                     duration_text(run.duration()), run.status, _code(run.exit_code)))
+    table(rows, out)
+    if len(shown) < len(runs):
+        out.write("(%d older runs in %s: --all shows them)\n" % (len(runs) - len(shown), root))
+    return 0
+
+
+# -- tfmesos show -----------------------------------------------------------------
+
+def _offset(run, text):
+    """``+1.2 s`` from the run's submission, or ``-``."""
+    moment, start = parse_time(text), run.started
+    if moment is None or start is None:
+        return "-"
+    return "+%.1f s" % (moment - start).total_seconds()
+
+
+def hints_of(run):
+    """(where, hint) pairs: the outcome's, then each attempt's."""
+    found = []
+    if run.outcome.get("hint"):
+        found.append(("outcome", run.outcome["hint"]))
+    for task in run.tasks:
+        for attempt in task.get("attempts") or []:
+            if attempt.get("hint"):
+                found.append(("%s attempt %s" % (task.get("name"), attempt.get("attempt")),
+                              attempt["hint"]))
+    return found
+
+
+def show_run(run, out):
+    data = run.data
+    out.write("run %s  %s (%s)  %s, exit code %s\n" % (
+        run.run_id, run.name, run.mode, run.status, _code(run.exit_code)))
+    lines = [("directory", run.directory),
+             ("master", "%s  framework %s" % (data.get("master") or "-",
+                                              data.get("framework_id") or "-"))]
+    if data.get("command"):
+        lines.append(("command", data["command"]))
+    timings = run.timings
+    lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
+        local_time(run.started), duration_text(run.duration()),
+        _offset(run, timings.get("first_offer")), _offset(run, timings.get("all_registered")))))
+    if run.outcome.get("message"):
+        lines.append(("outcome", run.outcome["message"]))
+    for where, hint in hints_of(run):
+        lines.append(("hint", hint if where == "outcome" else "%s: %s" % (where, hint)))
+    width = max(len(key) for key, _ in lines)
+    for key, value in lines:
+        out.write("  %s  %s\n" % (key.ljust(width), value))
+    out.write("\n")
+    rows = [("TASK", "ATTEMPT", "RESTART", "STATE", "EXIT", "SOURCE", "ADDRESS", "LAUNCHED",
+             "ENDED")]
+    for task in run.tasks:
+        attempts = task.get("attempts") or []
+        if not attempts:
+            rows.append((task.get("name"), "-", "-", task.get("state") or "PENDING", "-", "-",
+                         "-", "-", "-"))
+        for attempt in attempts:
+            states = attempt.get("states") or []
+            last = states[-1] if states else {}
+            rows.append((task.get("name"), attempt.get("attempt"), attempt.get("restart", 0),
+                         last.get("state") or "TASK_STAGING", _code(attempt.get("exit_code")),
+                         last.get("source") or "-", attempt.get("address") or "-",
+                         _offset(run, attempt.get("launched")), _offset(run, last.get("time"))))
+    table(rows, out)
+    for restart in data.get("restarts") or []:
+        out.write("restart %s at %s (%s): %s; back-off %s s\n" % (
+            restart.get("restart"), _offset(run, restart.get("time")), restart.get("cause"),
+            restart.get("message"), restart.get("delay")))
+    for relaunch in data.get("relaunches") or []:
+        back = relaunch.get("back")
+        out.write("relaunch of %s at %s (%s) to %s: %s\n" % (
+            relaunch.get("task"), _offset(run, relaunch.get("time")), relaunch.get("cause"),
+            relaunch.get("address"), "back at %s" % _offset(run, back) if back else "not back"))
+
+
+def show_main(argv, environ=None, out=None):
+    environ, out = os.environ if environ is None else environ, out or sys.stdout
+    parser = _parser("tfmesos show", "%(prog)s [--runs-dir DIR] RUN",
+                     "Show a run: its outcome, and every task's attempts, states and exit codes.")
+    _run_argument(parser)
+    args = parser.parse_options(argv)
+    show_run(find_run(args.run, runs_root(environ, args.runs_dir)), out)
+    return 0
+
+
+# -- tfmesos logs -----------------------------------------------------------------
+
+def _sources(run, tasks, stream, attempt):
+    """[(task name, path)] of the logs asked for; one line error when none."""
+    chosen = [run.task(name)["name"] for name in tasks] or [t["name"] for t in run.tasks]
+    found = [(name, run.log_path(name, stream, attempt)) for name in chosen]
+    found = [(name, path) for name, path in found if path]
+    if not found:
+        why = ("a fine-grained run keeps no task output" if run.mode == "fine"
+               else "no attempt has started yet")
+        raise HistoryError("run %s has no %s log%s: %s" % (
+            run.run_id, stream, " for %s" % ", ".join(chosen) if tasks else "", why))
+    return found
+
+
+class _Tail:
+    """A log file read from where it was left; prefixed lines when several
+    tasks' logs are shown."""
+
+    def __init__(self, name, path, prefix):
+        self.name, self.path, self.prefix = name, path, prefix
+        self.offset = 0
+        self.partial = ""
+
+    def read(self, out, final=False):
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        text = self.partial + data.decode("utf-8", "replace")
+        lines = text.split("\n")
+        self.partial = lines.pop()
+        if final and self.partial:
+            lines.append(self.partial)
+            self.partial = ""
+        for line in lines:
+            out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
+        out.flush()
+
+
+def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
+    environ, out = os.environ if environ is None else environ, out or sys.stdout
+    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR] RUN [TASK ...] [--stderr] "
+                     "[--attempt N] [--follow]", "Print a task's output from the run "
+                     "directory (every task's, prefixed, without TASK).")
+    _run_argument(parser)
+    parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1 (default: "
+                        "every task)")
+    parser.add_argument("--stderr", action="store_true", help="the stderr log (default stdout)")
+    parser.add_argument("--attempt", type=int, metavar="N",
+                        help="that attempt (default: each task's last)")
+    parser.add_argument("-f", "--follow", action="store_true",
+                        help="keep printing what comes while the run goes; ends with the run")
+    args = parser.parse_options(argv)
+    run = find_run(args.run, runs_root(environ, args.runs_dir))
+    stream = "stderr" if args.stderr else "stdout"
+    for name in args.tasks:
+        run.task(name)   # an unknown task is an error at once, followed or not
+    if not args.follow:
+        for name, path in _sources(run, args.tasks, stream, args.attempt):
+            _Tail(name, path, _prefixed(run, args.tasks)).read(out, final=True)
+        return 0
+    return follow(run, args.tasks, stream, args.attempt, out, interval)
+
+
+def _prefixed(run, tasks):
+    """Lines get a ``[task] `` prefix when more than one task is shown."""
+    return len(tasks) > 1 if tasks else len(run.tasks) > 1
+
+
+def follow(run, tasks, stream, attempt, out, interval):
+    """Print the logs as they grow, switching to a task's new attempt when
+    one starts, until run.json's outcome is no longer "running"."""
+    tails = {}
+    while True:
+        run = run.reload()
+        over = not run.running
+        try:
+            sources = _sources(run, tasks, stream, attempt)
+        except HistoryError:
+            if over:
+                raise
+            sources = []   # nothing launched yet
+        for name, path in sources:
+            tail = tails.get(name)
+            if tail is None or tail.path != path:
+                if tail is not None:
+                    tail.read(out, final=True)
+                    out.write("--- %s: %s ---\n" % (name, os.path.basename(path)))
+                tails[name] = _Tail(name, path, _prefixed(run, tasks))
+            tails[name].read(out, final=over)
+        if over:
+            return 0
+        time.sleep(interval)
+
+
+# -- tfmesos report ----------------------------------------------------------------
+
+def report_main(argv, environ=None, out=None):
+    environ, out = os.environ if environ is None else environ, out or sys.stdout
+    from ..report import write_report
+
+    parser = _parser("tfmesos report", "%(prog)s [--runs-dir DIR] RUN [-o FILE]",
+                     "Write a self-contained HTML report of a run (report.html in its "
+                     "directory): a timeline of every task attempt, the outcome and hints, "
+                     "CPU and memory when run.json has samples.")
+    _run_argument(parser)
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="where to write it (default RUN_DIR/report.html)")
+    args = parser.parse_options(argv)
+    run = find_run(args.run, runs_root(environ, args.runs_dir))
+    path = write_report(run, args.output,
+                        now=datetime.datetime.now(datetime.timezone.utc))
+    out.write("%s\n" % path)
+    return 0
+
+
+COMMANDS = {"runs": runs_main, "show": show_main, "logs": logs_main, "report": report_main}
