@@ -67,3 +67,12 @@ def test_command_template_placeholders():
         check_command_template("python t.py {wrker_hosts}", jobs)
     with pytest.raises(SpecError, match="bad braces"):
         check_command_template("python -c 'print({)'", jobs)
+
+
+def test_refusals_wait_5_s_unless_the_user_chose_a_connect_timeout():
+    from tfmesos.spec import REFUSED_TIMEOUT, RunSpec
+
+    assert (RunSpec().connect_timeout, RunSpec().refused_timeout) == (60.0, REFUSED_TIMEOUT)
+    chosen = RunSpec(connect_timeout=60)
+    assert (chosen.connect_timeout, chosen.refused_timeout) == (60, 60)
+    assert RunSpec(connect_timeout=7, refused_timeout=1).refused_timeout == 1

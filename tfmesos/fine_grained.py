@@ -100,7 +100,7 @@ def _refuse_unsupported(protocol, **original_options):
 def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=None,
             extra_config=None, protocol="grpc", env=None, role=None, containerizer_type=None,
             force_pull_image=False, forward_addresses=None, *, image=None,
-            launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=60.0,
+            launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=None,
             local_master_options=None, coordinator=False, user=None, verify=True,
             ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
             restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None):

@@ -31,7 +31,6 @@ from .run_phase import ENDING, Phase, next_phase
 from .run_record import make_record
 from .scheduler import TFMesosScheduler
 from .slots import SlotTable
-from .spec import RunSpec
 from .taskinfo import build_task, framework_info
 
 logger = logging.getLogger(__name__)
@@ -39,18 +38,6 @@ logger = logging.getLogger(__name__)
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
-
-# A master never reached that refuses every connection (nothing listens at
-# its port) ends the wait after this long while the connect timeout is the
-# default one: a master that is starting listens sooner. A connect timeout
-# the user chose applies to refusals too ("or --connect-timeout to wait").
-REFUSED_TIMEOUT = 5.0
-
-
-def refused_timeout(connect_timeout):
-    return min(REFUSED_TIMEOUT, connect_timeout) if connect_timeout == RunSpec.connect_timeout \
-        else connect_timeout
-
 
 class ClusterRun:
     """One run of ``spec`` (a ``RunSpec``, checked when it was built).
@@ -143,8 +130,8 @@ class ClusterRun:
                 options["principal"] = info["principal"]
             self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
                                                connect_timeout=self.run.connect_timeout,
-                                               refused_timeout=refused_timeout(
-                                                   self.run.connect_timeout), **options)
+                                               refused_timeout=self.run.refused_timeout,
+                                               **options)
             self.launch_deadline = time.monotonic() + self.run.launch_timeout
             self._move(Phase.FORMING)
             self.driver.start()

@@ -30,6 +30,11 @@ MODES = ("fine", "replica")
 AUTO = "auto"               # run_dir: the default directory for the run
 STICKY_TIMEOUT = 120.0
 RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task/connection.py)
+# A master never reached that refuses every connection (nothing listens at
+# its port) ends the wait after this long unless the user chose a connect
+# timeout: a master that is starting listens sooner ("or --connect-timeout
+# to wait longer").
+REFUSED_TIMEOUT = 5.0
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -130,7 +135,10 @@ class RunSpec:
       calling process is the chief).
     * Where: ``master`` (host:port, zk://..., or "local"), ``role``, ``user``;
       https masters: ``verify``, ``ca_bundle``, ``master_scheme`` (zk://);
-      ``advertise_address`` (what tasks reach us at), ``connect_timeout``;
+      ``advertise_address`` (what tasks reach us at), ``connect_timeout``
+      (default 60 s) and ``refused_timeout`` (a master never reached that
+      refuses every connection: the connect timeout when one was given,
+      else ``REFUSED_TIMEOUT``);
       ``local_master`` (options of the embedded master).
     * How: ``image`` (None: plain command tasks run by ``python``),
       ``containerizer`` MESOS (the default, as in the original TFMesos: a
@@ -168,7 +176,8 @@ class RunSpec:
     ca_bundle: Optional[str] = None
     master_scheme: str = "http"
     advertise_address: Optional[str] = None
-    connect_timeout: float = 60.0
+    connect_timeout: Optional[float] = None   # None: 60 s
+    refused_timeout: Optional[float] = None   # None: connect_timeout if given, else 5 s
     local_master: tuple = ()       # (("option", value), ...) for the embedded master
     quiet_tensorflow: bool = True
     reconnect_grace: float = RECONNECT_GRACE
@@ -206,7 +215,12 @@ class RunSpec:
             key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
             params.append((str(key), str(value)))
         object.__setattr__(self, "docker_parameters", tuple(params))
-        for field in ("launch_timeout", "connect_timeout", "reconnect_grace"):
+        if self.refused_timeout is None:
+            object.__setattr__(self, "refused_timeout", REFUSED_TIMEOUT
+                               if self.connect_timeout is None else self.connect_timeout)
+        if self.connect_timeout is None:
+            object.__setattr__(self, "connect_timeout", 60.0)
+        for field in ("launch_timeout", "connect_timeout", "refused_timeout", "reconnect_grace"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise SpecError("%s must be a positive number of seconds, got %r"

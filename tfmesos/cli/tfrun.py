@@ -81,7 +81,7 @@ def build_parser():
         help="abort when the cluster is not complete in time (default 600)")
     add("--max-attempts", type=int, default=3, metavar="N",
         help="launch attempts per task before the cluster is complete (default 3)")
-    add("--connect-timeout", type=float, default=60.0, metavar="SECONDS",
+    add("--connect-timeout", type=float, metavar="SECONDS",
         help="give up when no Mesos master answers for this long (default 60)")
     add("--master-scheme", choices=["http", "https"], default="http",
         help="scheme of the masters found through zk:// (default http)")
