@@ -14,6 +14,8 @@ setup(
         "tensorflow": ["tensorflow>=2.12", "tensorboard"],
         "docker": ["docker>=6.0"],
         "examples": ["scikit-learn", "tf-keras"],
+        # Keras 3 on JAX (CPU), trained across workers with keras.distribution
+        "keras-jax": ["jax"],
         "test": ["pytest>=7", "pytest-timeout"],
     },
     entry_points={
