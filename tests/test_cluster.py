@@ -73,7 +73,7 @@ def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
     assert not [p for p in marked_processes() if "tfmesos.server" in p[1]]
     assert run_json(tmp_path / "run")["outcome"] == {
         "status": "failed", "message": "the with block raised ZeroDivisionError: division by zero",
-        "task": None, "exit_code": None}
+        "task": None, "exit_code": None, "hint": None}
 
 
 def test_original_signature_and_unsupported_options_are_clear():

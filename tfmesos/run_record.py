@@ -25,9 +25,12 @@ name the directory itself) holds
                   stderr} file names, null without forwarding)}]
     states        [{state, time, source, reason, message}]: each change of
                   Mesos state, with Mesos' reason and message
-    outcome       {status, message, task, exit_code}; status is "running",
+    outcome       {status, message, task, exit_code, hint}; status is "running",
                   "succeeded", "failed", "aborted" (ended before the cluster
-                  was complete) or "interrupted" (Ctrl-C, SIGTERM)
+                  was complete) or "interrupted" (Ctrl-C, SIGTERM); hint: one
+                  line of advice when the failed task's last stderr lines, exit
+                  code or Mesos message match a known failure (tfmesos.hints),
+                  else null
     timings       {submitted, first_offer, all_registered, finished}
     restarts      [{restart, time, cause ("lost" or "failure"), task, message,
                   delay}]: each whole restart (tfrun --max-restarts)
@@ -46,6 +49,7 @@ import time
 
 from .events import TaskOutput
 from .exceptions import TFMesosError
+from .hints import LINES as HINT_LINES, hint_for
 from .mesos.task_states import TERMINAL_STATES
 from .run_phase import Phase
 from .spec import AUTO  # noqa: F401 (run_dir: the default directory for the run)
@@ -113,7 +117,7 @@ class RunRecord:
             {"name": s.name, "job": s.job.name, "index": s.index, "state": "PENDING",
              "exit_code": None, "attempts": []} for s in slots])
         self._data["outcome"] = {"status": "running", "message": None, "task": None,
-                                 "exit_code": None}
+                                 "exit_code": None, "hint": None}
         self._data["timings"] = {"submitted": None, "first_offer": None,
                                  "all_registered": None, "finished": None}
         self._data["restarts"], self._data["relaunches"] = [], []
@@ -214,8 +218,19 @@ class RunRecord:
         """The run ends with ``error`` (an exception) in ``phase``; the
         first outcome stays."""
         status, message = outcome_of(error, phase)
-        self.outcome(status, message, getattr(error, "task", None),
-                     getattr(error, "exit_code", None))
+        task, code = getattr(error, "task", None), getattr(error, "exit_code", None)
+        self.outcome(status, message, task, code, self._hint(task, code))
+
+    def _hint(self, task, exit_code):
+        """Advice for ``task``'s failure, from its last stderr lines, its exit
+        code and Mesos' last message about it (``tfmesos.hints``), or None."""
+        attempts = self._tasks[task]["attempts"] if task in self._tasks else []
+        if not attempts:
+            return None
+        states = attempts[-1]["states"]
+        message = states[-1]["message"] if states else ""
+        return hint_for(self.tail(task, "stderr", HINT_LINES), exit_code, message,
+                        self._tasks[task]["job"])
 
     @contextlib.contextmanager
     def recording(self, phase):
@@ -227,11 +242,11 @@ class RunRecord:
             self.ended(exc, phase())
             raise
 
-    def outcome(self, status, message=None, task=None, exit_code=None):
+    def outcome(self, status, message=None, task=None, exit_code=None, hint=None):
         with self._lock:
             if self._data["outcome"]["status"] == "running":
                 self._data["outcome"] = {"status": status, "message": message, "task": task,
-                                         "exit_code": exit_code}
+                                         "exit_code": exit_code, "hint": hint}
                 self._dirty = True
 
     def finish(self, framework_id=None, first_offer=None, status="succeeded"):
@@ -335,6 +350,11 @@ class RunRecord:
     @property
     def outcome_status(self):
         return self._data["outcome"]["status"]
+
+    @property
+    def hint(self):
+        """The outcome's hint (None without one)."""
+        return self._data["outcome"]["hint"]
 
     def snapshot(self):
         """A copy of what run.json holds."""
