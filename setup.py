@@ -14,6 +14,8 @@ setup(
         "tensorflow": ["tensorflow>=2.12", "tensorboard"],
         "docker": ["docker>=6.0"],
         "examples": ["scikit-learn", "tf-keras"],
+        # Keras 3 on JAX (CPU), trained across workers with keras.distribution
+        "keras-jax": ["jax"],
         # avmesos, avmesos-cli: Mesos clients this project did not write, which
         # the tests run against the embedded master (test_avmesos, test_mesos_cli).
         "test": ["pytest>=7", "pytest-timeout", "avmesos>=0.4.2", "avmesos-cli>=1.0.0"],

@@ -22,5 +22,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,test]"
+python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,keras-jax,test]"
 exec python3 -m pytest tests "$@"

@@ -53,3 +53,17 @@ def no_leaked_processes():
         except OSError:
             pass
     assert not leaked, "processes left behind by the tests: %s" % leaked
+
+
+@pytest.fixture(autouse=True)
+def tensorflow_log_level_as_given():
+    """With JAX installed (the keras-jax extra), ``import tensorflow`` imports
+    it (tensorflow/lite/python/util.py), and JAX's ``__init__`` sets
+    ``TF_CPP_MIN_LOG_LEVEL=1`` in ``os.environ``: a test that imports
+    TensorFlow here would change what every later tfrun and task inherits."""
+    before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    yield
+    if before is None:
+        os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    else:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = before

@@ -46,7 +46,7 @@ class RecordingDriver:
                 for info in op["launch"]["task_infos"]]
 
 
-def launch_all(jobs, run, offers, **options):
+def launch_all(jobs, run, offers, extra_ports=None, **options):
     """Run the scheduler on ``offers`` with the pure TaskInfo builder (given
     ``options``); returns (the jobs, TaskInfos by slot name, driver). Every
     call it made passed the strict schema."""
@@ -54,7 +54,8 @@ def launch_all(jobs, run, offers, **options):
 
     def build(slot, assignment):
         return build_task(run, slot, assignment, RENDEZVOUS, SECRET, **options)
-    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1")
+    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1",
+                                 extra_ports=extra_ports)
     driver = RecordingDriver()
     scheduler.resourceOffers(driver, offers)
     for call in driver.calls:

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from tfmesos.clusterspec import cluster_spec, placeholders, render_command, task_environment, tf_config
+from tfmesos.clusterspec import (cluster_spec, keras_coordinator, keras_environment, placeholders,
+                                 render_command, task_environment, tf_config)
 
 
 def test_cluster_spec_is_ordered_by_task_index():
@@ -28,6 +29,29 @@ def test_placeholders_and_environment():
     assert env["TFMESOS_WORKER_HOSTS"] == "w0:1,w1:2" and env["TFMESOS_TASK_INDEX"] == "1"
     assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
     assert placeholders({"worker": ["w:1"]}, "worker", 0)["ps_hosts"] == ""
+
+
+KERAS = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES",
+         "KERAS_DISTRIBUTION_PROCESS_ID")
+
+
+def test_keras_coordinator_is_on_worker_0s_host_at_its_second_port():
+    spec = {"chief": ["c:1"], "worker": ["10.0.0.7:31000", "10.0.0.8:31000"], "ps": ["p:1"]}
+    assert keras_coordinator(spec, 31001) == "10.0.0.7:31001"
+    assert keras_coordinator({"worker": ["[fe80::1]:31000"]}, 31001) == "[fe80::1]:31001"
+    assert keras_coordinator({"worker": ["w0:1"]}, None) is None   # the offer had no ports
+    assert keras_coordinator({"chief": ["c:1"]}, 31001) is None    # no workers
+
+
+def test_every_worker_is_one_keras_process_and_other_jobs_get_nothing():
+    spec = {"worker": ["a:1", "b:1", "c:1"], "ps": ["p:1"]}
+    for index in range(3):
+        env = task_environment(spec, "worker", index, "a:2")
+        assert [env[name] for name in KERAS] == ["a:2", "3", str(index)]
+    for job in ("ps", "chief", "evaluator"):
+        assert not set(KERAS) & set(task_environment(spec, job, 0, "a:2"))
+    assert not set(KERAS) & set(task_environment(spec, "worker", 0))
+    assert keras_environment(spec, "worker", 0, None) == {}
 
 
 COUNTS = [{job: n for job, n in zip(("chief", "worker", "ps", "evaluator"), combo) if n}

@@ -55,6 +55,64 @@ def test_port_ranges_are_consumed_across_ranges():
     assert not pool.has_ports()
 
 
+# -- extra ports (worker 0's second port: the Keras/JAX coordinator) -------------
+
+def test_extra_ports_come_from_the_same_offer_in_one_resource():
+    result = place([TaskRequest("w0", 1, 1, extra_ports=1), TaskRequest("w1", 1, 1)],
+                   [offer("o1", ports=((31000, 31009),))])
+    first, second = result.launches["o1"]
+    assert (first.port, first.extra_ports) == (31000, [31001])
+    # one ports entry, the two ports merged into one range
+    assert ports_of(first.resources) == [[{"begin": 31000, "end": 31001}]]
+    assert (second.port, second.extra_ports) == (31002, [])
+    assert ports_of(second.resources) == [[{"begin": 31002, "end": 31002}]]
+
+
+def test_extra_ports_across_ranges_and_entries():
+    two_entries = offer("o1", ports=((5000, 5000),), extra=[
+        {"name": "ports", "type": "RANGES", "allocation_info": {"role": "ml"},
+         "reservations": [{"type": "STATIC", "role": "ml"}],
+         "ranges": {"range": [{"begin": 6000, "end": 6000}, {"begin": 7000, "end": 7001}]}}])
+    (assigned,) = place([TaskRequest("w0", 1, 1, extra_ports=2)], [two_entries]).launches["o1"]
+    assert (assigned.port, assigned.extra_ports) == (5000, [6000, 7000])
+    ports = [r for r in assigned.resources if r["name"] == "ports"]
+    assert [p["ranges"]["range"] for p in ports] == [
+        [{"begin": 5000, "end": 5000}],
+        [{"begin": 6000, "end": 6000}, {"begin": 7000, "end": 7000}]]
+    assert ports[1]["allocation_info"] == {"role": "ml"} and ports[1]["reservations"]
+
+
+def test_an_offer_with_too_few_ports_does_not_fit_a_request_for_extra_ports():
+    result = place([TaskRequest("w0", 1, 1, extra_ports=1)],
+                   [offer("o1", ports=((31000, 31000),)), offer("o2", ports=((32000, 32005),))])
+    (assigned,) = result.launches["o2"]
+    assert (assigned.port, assigned.extra_ports) == (32000, [32001])
+    assert result.unused == ["o1"]
+    alone = place([TaskRequest("w0", 1, 1, extra_ports=1)], [offer("o1", ports=((31000, 31000),))])
+    assert [r.key for r in alone.unplaced] == ["w0"]
+
+
+def test_ports_used_up_by_other_tasks_leave_no_room_for_extra_ports():
+    # Larger requests are placed first and take the offer's only two ports.
+    result = place([TaskRequest("w0", 0.5, 1, extra_ports=1), TaskRequest("big", 2, 1),
+                    TaskRequest("big2", 2, 1)], [offer("o1", cpus=8, ports=((31000, 31001),))])
+    assert [r.key for r in result.unplaced] == ["w0"]
+
+
+def test_extra_ports_without_ports_in_the_offer_are_none():
+    (assigned,) = place([TaskRequest("w0", 1, 1, extra_ports=1)],
+                        [offer("o1", ports=())]).launches["o1"]
+    assert (assigned.port, assigned.extra_ports) == (None, [])
+
+
+def test_a_pinned_request_gets_its_held_port_and_extra_ones_from_the_rest():
+    held = {"agent-o1": {31000}}
+    (assigned,) = place([TaskRequest("w0", 1, 1, agent_id="agent-o1", fixed_port=31000,
+                                     extra_ports=1)],
+                        [offer("o1", ports=((31000, 31002),))], held).launches["o1"]
+    assert (assigned.port, assigned.extra_ports) == (31000, [31001])
+
+
 def test_scalar_gpus():
     result = place([TaskRequest("g", 1, 1, gpus=2)], [offer("o1", gpus=4)])
     a = result.launches["o1"][0]

@@ -31,7 +31,7 @@ SCHEMA = {
     "restarts": {"restart", "time", "cause", "task", "message", "delay"},
     "relaunches": {"task", "time", "cause", "message", "agent_id", "address", "back"},
     "states": {"state", "time", "source", "reason", "message"},
-    "outcome": {"status", "message", "task", "exit_code"},
+    "outcome": {"status", "message", "task", "exit_code", "hint"},
     "timings": {"submitted", "first_offer", "all_registered", "finished"},
 }
 
@@ -124,7 +124,7 @@ def test_failing_ps_leaves_its_stderr_in_the_run_directory_and_tfrun_prints_its_
     assert (run_dir / "worker.0.stdout").exists()
     data = load_run_json(run_dir)
     assert data["outcome"] == {"status": "failed", "message": "task ps:0 exited with code 3",
-                               "task": "ps:0", "exit_code": 3}
+                               "task": "ps:0", "exit_code": 3, "hint": None}
     ps = [task for task in data["tasks"] if task["name"] == "ps:0"][0]
     assert ps["exit_code"] == 3 and ps["attempts"][0]["logs"]["stderr"] == "ps.0.stderr"
     assert ps["state"] == "TASK_FAILED"

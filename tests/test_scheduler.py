@@ -12,14 +12,15 @@ from tfmesos.scheduler import TFMesosScheduler, make_slots
 from tfmesos.spec import parse_jobs
 
 
-def make(jobs):
+def make(jobs, extra_ports=None):
     slots = make_slots(parse_jobs(jobs))
     built = []
 
     def build(slot, assignment):
         built.append((slot.name, assignment.port))
         return {"task_id": {"value": slot.task_id}}
-    return TFMesosScheduler(slots, build, queue.Queue(), "run1"), slots, built
+    return TFMesosScheduler(slots, build, queue.Queue(), "run1", extra_ports=extra_ports), \
+        slots, built
 
 
 def test_places_all_tasks_then_declines_the_rest_and_suppresses():
@@ -36,6 +37,16 @@ def test_places_all_tasks_then_declines_the_rest_and_suppresses():
     assert [s.task_id for s in slots] == ["tfmesos.run1.ps.0.1", "tfmesos.run1.worker.0.1",
                                           "tfmesos.run1.worker.1.1"]
     assert sched.slot_of("tfmesos.run1.worker.1.1") is slots[2]
+
+
+def test_extra_ports_are_asked_for_and_kept_on_the_slot():
+    sched, slots, built = make([{"name": "worker", "num": 2, "cpus": 1, "mem": 1}],
+                               extra_ports=lambda slot: 1 if slot.index == 0 else 0)
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o1", cpus=2, ports=((31000, 31009),)))])
+    assert [(s.port, s.extra_ports) for s in slots] == [(31000, (31001,)), (31002, ())]
+    sched.relaunch(FakeDriver(), slots[0])
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o2", ports=((32000, 32009),)))])
+    assert (slots[0].port, slots[0].extra_ports) == (32000, (32001,))
 
 
 def test_offers_when_nothing_is_pending_are_declined_for_long():

@@ -204,6 +204,23 @@ def test_plain_tasks_run_this_python_with_pythonpath_and_no_container():
     assert len(ports) == 3
 
 
+def test_worker_0_reserves_the_coordinators_port_beside_its_own():
+    def extra_ports(slot):
+        return 1 if slot.name == "worker:0" else 0
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")], extra_ports=extra_ports)
+    worker0 = variables(infos["worker:0"])
+    own, coordinator = int(worker0["TFMESOS_PORT"]), int(worker0["TFMESOS_COORDINATOR_PORT"])
+    assert coordinator == own + 1
+    # Both reserved by Mesos, in the task's one ports resource.
+    [ports] = resources_named(infos["worker:0"], "ports")
+    assert ports["ranges"]["range"] == [{"begin": own, "end": coordinator}]
+    for name in ("ps:0", "worker:1"):
+        assert "TFMESOS_COORDINATOR_PORT" not in variables(infos[name])
+        assert len(resources_named(infos[name], "ports")) == 1
+    taken = [int(variables(info)["TFMESOS_PORT"]) for info in infos.values()]
+    assert coordinator not in taken
+
+
 def test_tasks_carry_the_run_id():
     _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")])
     ids = {variables(info)["TFMESOS_RUN_ID"] for info in infos.values()}

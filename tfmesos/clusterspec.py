@@ -4,6 +4,8 @@ variables. Pure functions of the addresses, testable without TensorFlow."""
 
 import json
 
+from .hostport import format_address
+
 # TensorFlow's order of task types in a cluster spec.
 _JOB_ORDER = ("chief", "worker", "ps")
 
@@ -44,10 +46,11 @@ def placeholders(spec, job, index):
     return values
 
 
-def task_environment(spec, job, index):
-    """Variables a replica task's command runs with."""
+def task_environment(spec, job, index, keras_coordinator=None):
+    """Variables a replica task's command runs with; the workers also get
+    ``keras_environment`` when there is a ``keras_coordinator``."""
     values = placeholders(spec, job, index)
-    return {
+    env = {
         "TF_CONFIG": json.dumps(tf_config(spec, job, index)),
         "TFMESOS_DISTRIBUTED": "1",
         "TFMESOS_PS_HOSTS": values["ps_hosts"],
@@ -55,6 +58,38 @@ def task_environment(spec, job, index):
         "TFMESOS_CHIEF_HOSTS": values["chief_hosts"],
         "TFMESOS_JOB_NAME": job,
         "TFMESOS_TASK_INDEX": str(index),
+    }
+    env.update(keras_environment(spec, job, index, keras_coordinator))
+    return env
+
+
+# Keras 3's multi-process training (keras.distribution, JAX backend): every
+# worker is one process of one job; worker 0's host runs the coordinator.
+KERAS_JOB = "worker"
+
+
+def keras_coordinator(spec, port):
+    """``host:port`` of the coordinator of ``keras.distribution.initialize()``:
+    worker 0's host at ``port`` (a second port of worker 0's offer, reserved
+    by Mesos for it); None without workers or without that port."""
+    workers = spec.get(KERAS_JOB) or []
+    if not workers or not port:
+        return None
+    host = workers[0].rpartition(":")[0]
+    return format_address(host[1:-1] if host.startswith("[") else host, int(port))
+
+
+def keras_environment(spec, job, index, coordinator):
+    """The variables ``keras.distribution.initialize()`` reads, for worker
+    ``index`` (replica mode numbers workers from 0): the coordinator's
+    address, how many processes the job has (the workers) and which one this
+    is. Other jobs, and runs without a coordinator, get none."""
+    if job != KERAS_JOB or not coordinator:
+        return {}
+    return {
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES": coordinator,
+        "KERAS_DISTRIBUTION_NUM_PROCESSES": str(len(spec[KERAS_JOB])),
+        "KERAS_DISTRIBUTION_PROCESS_ID": str(index),
     }
 
 

@@ -18,7 +18,8 @@ import threading
 import time
 
 from . import config
-from .clusterspec import cluster_spec, render_command, task_environment
+from .clusterspec import (KERAS_JOB, cluster_spec, keras_coordinator, render_command,
+                          task_environment)
 from .exceptions import LaunchTimeout, MesosError, TFMesosError
 from .hostport import format_address, free_port
 from .mesos import MesosSchedulerDriver
@@ -92,6 +93,7 @@ class ClusterRun:
         self._chief = None   # the coordinator's address, kept across restarts
         self._say = notify or logger.info
         self.shipment = None  # tfrun --ship: shipping.Shipment, served while the run lasts
+        self._keras_coordinator = None   # worker 0's second port (replica mode), per formation
 
     # -- the phase --------------------------------------------------------------
 
@@ -123,7 +125,8 @@ class ClusterRun:
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self._bind_host(), port=0)
             self.scheduler = TFMesosScheduler(self.slots, self._make_task, self.events,
-                                              self.run_id, on_launch=self._launching)
+                                              self.run_id, on_launch=self._launching,
+                                              extra_ports=self._extra_ports)
             info, options = framework_info(self.run, self.jobs), self.run.driver_options()
             if self._credentials is not None:   # the embedded master's, for this run only
                 info["principal"], options["secret"] = self._credentials
@@ -182,6 +185,12 @@ class ClusterRun:
             self.rendezvous.expect(launch.task_id)
             self.record.launched(launch)
 
+    def _extra_ports(self, slot):
+        """Replica mode: worker 0 takes a second port from its offer, for the
+        coordinator of Keras' ``keras.distribution`` (``clusterspec``)."""
+        return 1 if self.mode == "replica" and slot.job.name == KERAS_JOB \
+            and slot.index == slot.job.start else 0
+
     def _make_task(self, slot, assignment):
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         host = self._advertised_address()
@@ -217,6 +226,8 @@ class ClusterRun:
                 self._chief = format_address(host, free_port(host))
             addresses[("chief", 0)] = self._chief
         self.spec = cluster_spec(addresses)
+        ports = [s.extra_ports[0] for s in self.slots if self._extra_ports(s) and s.extra_ports]
+        self._keras_coordinator = keras_coordinator(self.spec, ports[0] if ports else None)
         for slot in self.slots:
             self.publish_to(slot)
         if not self._move(Phase.RUNNING):
@@ -231,7 +242,8 @@ class ClusterRun:
                    "forward_logs": bool(self._forward_logs(slot))}
         if self.mode == "replica":
             template = slot.job.cmd or self.command
-            env = task_environment(self.spec, slot.job.name, slot.index)
+            env = task_environment(self.spec, slot.job.name, slot.index,
+                                   self._keras_coordinator)
             env["TFMESOS_RESTART"] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
             message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),

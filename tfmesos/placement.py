@@ -3,7 +3,11 @@ decisions out. No driver, no network: unit tests feed synthetic offers.
 
 A request may be pinned to an agent and one port (a worker relaunched where
 it ran, ``tfmesos.recovery``); ports ``held`` for such requests are kept out
-of every other request.
+of every other request. A request may ask for ``extra_ports`` besides its
+own (worker 0's second port, for the coordinator of Keras' multi-process
+``keras.distribution``): they come from the same offer, so they are on the
+task's host, and an offer that came with ports must have them all left
+(one without ports fits as before: the task has none).
 
 Resources taken for a task are cut from the offered resource entries, so a
 task's resources keep the offer's ``allocation_info``, ``role`` and
@@ -29,12 +33,14 @@ class TaskRequest:
     port: bool = True  # take one port from the offer's ``ports`` when it has them
     agent_id: Optional[str] = None    # only an offer of this agent fits
     fixed_port: Optional[int] = None  # exactly this (held) port, or no fit
+    extra_ports: int = 0              # more ports from the offer, besides ``port``
 
 
 @dataclasses.dataclass
 class Assignment:
     """A request placed on an offer: the TaskInfo ``resources``, the port
-    (None when the offer had no ports) and the GPU ids (SET offers only)."""
+    (None when the offer had no ports), the GPU ids (SET offers only) and the
+    ``extra_ports`` asked for (empty when the offer had no ports)."""
 
     request: TaskRequest
     offer_id: str
@@ -43,6 +49,7 @@ class Assignment:
     resources: list
     port: Optional[int]
     gpu_ids: list
+    extra_ports: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -82,6 +89,7 @@ class OfferPool:
                         for name, parts in self._scalars.items()}
         self._count_gpu_sets()
         self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
+        self._offered_ports = self._has_ports
         self.gpu_agent = self.gpu_count() > 0  # as offered, before anything was taken
 
     def _add(self, res):
@@ -132,11 +140,18 @@ class OfferPool:
     def has_ports(self):
         return self._has_ports
 
+    def port_count(self):
+        """How many ports are left (the held ones not counted)."""
+        return sum(end - begin + 1 for begin, end in self.ports())
+
     def fits(self, request):
         if request.agent_id is not None and request.agent_id != self.agent_id:
             return False
         if request.fixed_port is not None and request.fixed_port not in self._held:
             return False
+        if request.extra_ports and self._offered_ports and self.port_count() < \
+                request.extra_ports + (1 if request.port and request.fixed_port is None else 0):
+            return False   # (ports only shrink: an offer that cannot never will)
         totals = self._totals
         return (totals.get("cpus", 0) + EPSILON >= request.cpus
                 and totals.get("mem", 0) + EPSILON >= request.mem
@@ -144,21 +159,27 @@ class OfferPool:
                      or self._largest_gpu_set >= request.gpus))
 
     def take(self, request):
-        """Cut ``request`` out of this offer; returns (resources, port, gpu_ids)."""
+        """Cut ``request`` out of this offer; returns (resources, port, gpu_ids,
+        extra ports)."""
         resources = self._take_scalar("cpus", request.cpus) + self._take_scalar("mem", request.mem)
         gpu_ids = []
         if request.gpus:
             taken, gpu_ids = self._take_gpus(request.gpus)
             resources += taken
-        port = None
+        port, extra = None, []
         if request.fixed_port is not None:
             port = request.fixed_port
             resources.append(_cut(self._held.pop(port), "ranges",
                                   {"range": [{"begin": port, "end": port}]}))
-        elif request.port and self._has_ports:
-            port_resource, port = self._take_port()
-            resources.append(port_resource)
-        return resources, port, gpu_ids
+        own = request.port and request.fixed_port is None
+        if self._has_ports and (own or request.extra_ports):
+            port_resources, ports = self._take_ports(int(own) + request.extra_ports)
+            resources += port_resources
+            if own:
+                port, *extra = ports
+            else:
+                extra = ports
+        return resources, port, gpu_ids, extra
 
     def _take_scalar(self, name, amount):
         taken = []
@@ -189,6 +210,24 @@ class OfferPool:
                 return [_cut(entry, "set", {"item": ids})], ids
         raise ValueError("offer %s has no %d GPUs in one resource" % (self.offer_id, count))
 
+    def _take_ports(self, count):
+        """``count`` ports, lowest first: (one ``ports`` resource per offer
+        entry they come from, with their ranges merged; the ports)."""
+        taken = []   # [(entry, port), ...]
+        for _ in range(count):
+            taken.append(self._take_port())
+        resources, by_entry = [], {}
+        for entry, port in taken:
+            ranges = by_entry.get(id(entry))
+            if ranges is None:
+                ranges = by_entry[id(entry)] = []
+                resources.append(_cut(entry, "ranges", {"range": ranges}))
+            if ranges and ranges[-1]["end"] == port - 1:
+                ranges[-1]["end"] = port
+            else:
+                ranges.append({"begin": port, "end": port})
+        return resources, [port for _, port in taken]
+
     def _take_port(self):
         for state in self._ports:
             entry, ranges, index, port = state
@@ -200,7 +239,7 @@ class OfferPool:
                 self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
             else:
                 state[3] = port + 1
-            return _cut(entry, "ranges", {"range": [{"begin": port, "end": port}]}), port
+            return entry, port
         raise ValueError("offer %s has no port left" % self.offer_id)
 
     def summary(self):
@@ -222,7 +261,7 @@ class _FirstFit:
 
     def find(self, tier_name, tier, request):
         key = (tier_name, request.cpus, request.mem, request.gpus, request.agent_id,
-               request.fixed_port)
+               request.fixed_port, request.extra_ports)
         cursor = self._cursors.setdefault(key, [0, 0])
         count = len(tier)
         i = cursor[0]
@@ -269,9 +308,10 @@ def place(requests, offers, held=None):
         if pool is None:
             unplaced.append(request)
             continue
-        resources, port, gpu_ids = pool.take(request)
+        resources, port, gpu_ids, extra_ports = pool.take(request)
         launches.setdefault(pool.offer_id, []).append(Assignment(
-            request, pool.offer_id, pool.agent_id, pool.hostname, resources, port, gpu_ids))
+            request, pool.offer_id, pool.agent_id, pool.hostname, resources, port, gpu_ids,
+            extra_ports))
     unused = [p.offer_id for p in pools if p.offer_id not in launches]
     return Placement(launches, unused, unplaced)
 

@@ -32,11 +32,14 @@ name the directory itself) holds
                   (source "exit frame": TASK_FINISHED for code 0, else
                   TASK_FAILED) or, without one, TASK_KILLED with source
                   "stopped by tfrun" ("stopped by cluster()")
-    outcome       {status, message, task, exit_code}; status is "running",
+    outcome       {status, message, task, exit_code, hint}; status is "running",
                   "succeeded", "failed", "aborted" (ended before the cluster
                   was complete) or "interrupted" (Ctrl-C, SIGTERM);
                   exit_code: what tfrun exits with (0, the failed task's
-                  code, 1, 130); in fine-grained mode the failed task's code
+                  code, 1, 130); in fine-grained mode the failed task's
+                  code or null; hint: one line of advice when the failed
+                  task's last stderr lines, exit code or Mesos message match
+                  a known failure (tfmesos.hints), else null
     timings       {submitted, first_offer, all_registered, finished}
     restarts      [{restart, time, cause ("lost" or "failure"), task, message,
                   delay}]: each whole restart (tfrun --max-restarts)
@@ -57,6 +60,7 @@ import time
 
 from .events import StatusUpdate, TaskExited, TaskOutput
 from .exceptions import TFMesosError
+from .hints import LINES as HINT_LINES, hint_for
 from .mesos.task_states import TERMINAL_STATES
 from .run_phase import Phase
 from .spec import AUTO  # noqa: F401 (run_dir: the default directory for the run)
@@ -140,7 +144,7 @@ class RunRecord:
             {"name": s.name, "job": s.job.name, "index": s.index, "state": "PENDING",
              "exit_code": None, "attempts": []} for s in slots])
         self._data["outcome"] = {"status": "running", "message": None, "task": None,
-                                 "exit_code": None}
+                                 "exit_code": None, "hint": None}
         self._data["timings"] = {"submitted": None, "first_offer": None,
                                  "all_registered": None, "finished": None}
         self._data["restarts"], self._data["relaunches"] = [], []
@@ -255,10 +259,21 @@ class RunRecord:
         """The run ends with ``error`` (an exception) in ``phase``; the
         first outcome stays."""
         status, message = outcome_of(error, phase)
-        code = getattr(error, "exit_code", None)
-        self.outcome(status, message, getattr(error, "task", None),
+        task, code = getattr(error, "task", None), getattr(error, "exit_code", None)
+        self.outcome(status, message, task,
                      tfrun_exit_code(status, error) if self._data.get("mode") == "replica"
-                     else code)
+                     else code, self._hint(task, code))
+
+    def _hint(self, task, exit_code):
+        """Advice for ``task``'s failure, from its last stderr lines, its exit
+        code and Mesos' last message about it (``tfmesos.hints``), or None."""
+        attempts = self._tasks[task]["attempts"] if task in self._tasks else []
+        if not attempts:
+            return None
+        states = attempts[-1]["states"]
+        message = states[-1]["message"] if states else ""
+        return hint_for(self.tail(task, "stderr", HINT_LINES), exit_code, message,
+                        self._tasks[task]["job"])
 
     @contextlib.contextmanager
     def recording(self, phase):
@@ -270,13 +285,13 @@ class RunRecord:
             self.ended(exc, phase())
             raise
 
-    def outcome(self, status, message=None, task=None, exit_code=None):
+    def outcome(self, status, message=None, task=None, exit_code=None, hint=None):
         if exit_code is None and self._data.get("mode") == "replica":
             exit_code = tfrun_exit_code(status)
         with self._lock:
             if self._data["outcome"]["status"] == "running":
                 self._data["outcome"] = {"status": status, "message": message, "task": task,
-                                         "exit_code": exit_code}
+                                         "exit_code": exit_code, "hint": hint}
                 self._dirty = True
 
     def finish(self, framework_id=None, first_offer=None, status="succeeded"):
@@ -387,6 +402,11 @@ class RunRecord:
     @property
     def outcome_status(self):
         return self._data["outcome"]["status"]
+
+    @property
+    def hint(self):
+        """The outcome's hint (None without one)."""
+        return self._data["outcome"]["hint"]
 
     def snapshot(self):
         """A copy of what run.json holds."""

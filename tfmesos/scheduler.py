@@ -61,15 +61,18 @@ class TFMesosScheduler(Scheduler):
     ``make_task(slot, assignment) -> TaskInfo`` builds each task (pure);
     ``on_launch(launches)`` (a list of ``Launch``) is told of the attempts
     about to be launched, outside the lock and before Mesos may start them;
-    what the driver reports goes to ``events`` as ``tfmesos.events`` objects."""
+    what the driver reports goes to ``events`` as ``tfmesos.events`` objects.
+    ``extra_ports(slot)`` says how many ports a slot needs besides its own
+    (default none)."""
 
-    def __init__(self, slots, make_task, events, run_id, on_launch=None):
+    def __init__(self, slots, make_task, events, run_id, on_launch=None, extra_ports=None):
         if not isinstance(slots, SlotTable):
             raise TypeError("slots must be a SlotTable (tfmesos.slots.make_slots)")
         self.slots = slots
         self.lock = slots.lock
         self._make_task = make_task
         self._on_launch = on_launch or (lambda launches: None)
+        self._extra_ports = extra_ports or (lambda slot: 0)
         self._events = events
         self._run_id = run_id
         self._suppressed = False
@@ -154,14 +157,16 @@ class TFMesosScheduler(Scheduler):
             for slot in pending:
                 if slot.hold:
                     held.setdefault(slot.hold[0], set()).add(slot.hold[1])
-            placement = place([_request(slot) for slot in pending], offers, held)
+            placement = place([_request(slot, self._extra_ports(slot)) for slot in pending],
+                              offers, held)
             launches = []
             for offer_id, assignments in placement.launches.items():
                 for assignment in assignments:
                     slot = assignment.request.key
                     task_id = "tfmesos.%s.%s.%d.%d" % (self._run_id, slot.job.name, slot.index,
                                                        slot.attempts + 1)
-                    self.slots.launched(slot, task_id, assignment.agent_id, assignment.port)
+                    self.slots.launched(slot, task_id, assignment.agent_id, assignment.port,
+                                        assignment.extra_ports)
                     launches.append(Launch(slot, task_id, slot.attempts, offer_id, assignment))
             return launches, placement.unused, not self._closed and bool(self.pending())
 
@@ -255,9 +260,9 @@ class TFMesosScheduler(Scheduler):
         driver.reviveOffers()
 
 
-def _request(slot):
+def _request(slot, extra_ports=0):
     """What a pending slot asks of the offers; pinned to its agent and port
     for a sticky relaunch."""
     agent_id, port = slot.hold or (None, None)
     return TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus, agent_id=agent_id,
-                       fixed_port=port)
+                       fixed_port=port, extra_ports=extra_ports)

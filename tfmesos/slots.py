@@ -28,6 +28,7 @@ class TaskSlot:
     reason: Optional[str] = None   # Mesos' reason with the latest state
     agent_id: Optional[str] = None  # where the current attempt runs (for reconciliation)
     port: Optional[int] = None     # the port the current attempt got from its offer
+    extra_ports: tuple = ()        # its other ports from the offer (worker 0: the coordinator's)
     address: Optional[str] = None  # host:port the task registered
     exit_code: Optional[int] = None
     done: bool = False             # ended as expected
@@ -85,12 +86,13 @@ class SlotTable:
 
     # -- the dispatcher thread (placement) ------------------------------------
 
-    def launched(self, slot, task_id, agent_id, port):
+    def launched(self, slot, task_id, agent_id, port, extra_ports=()):
         """A new attempt of ``slot`` goes to Mesos."""
         with self.lock:
             slot.attempts += 1
             slot.task_id, slot.state, slot.message = task_id, "TASK_STAGING", ""
             slot.agent_id, slot.port, slot.address = agent_id, port, None
+            slot.extra_ports = tuple(extra_ports)
             self._by_task_id[task_id] = slot
 
     def unlaunched(self, slot):

@@ -53,6 +53,10 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
         env["TFMESOS_RUN_ID"] = run_id
     if assignment.port:
         env["TFMESOS_PORT"] = str(assignment.port)
+    if assignment.extra_ports:
+        # Reserved by Mesos for the coordinator of the whole job (Keras/JAX's,
+        # KERAS_DISTRIBUTION_JOB_ADDRESSES); see clusterspec.keras_environment.
+        env["TFMESOS_COORDINATOR_PORT"] = str(assignment.extra_ports[0])
     container = container_info(run) if run.image else None
     if shipment is not None:
         env.update(shipment.environment())

@@ -384,6 +384,8 @@ def execute(run, show, progress):
             return 130
         except TaskFailed as exc:
             say(str(exc))
+            if run.record.hint:
+                say("hint: %s" % run.record.hint)
             print_tail(run, exc.task, show)
             return exc.exit_code if exc.exit_code else 1
         except TFMesosError as exc:

@@ -1,0 +1,152 @@
+"""The hints tfrun prints after a failed task's failure line: a table of what
+tasks printed (real error lines of TensorFlow 2.21, Keras 3.15, Python, JAX
+and Mesos) and the hint each gets; then a run whose worker prints the ps
+error."""
+
+import json
+
+import pytest
+
+from tfmesos.hints import hint_for, matching_rule, memory_option
+from tfrun_helpers import SMALL, run_tfrun
+
+PER_REPLICA = [
+    "  File \"/usr/lib/python3/keras/src/backend/tensorflow/trainer.py\", line 120, in "
+    "one_step_on_data",
+    "ValueError: Attempt to convert a value (PerReplica:{",
+    "  0: <tf.Tensor: shape=(32, 64), dtype=float32, numpy=",
+    "array([[0.    , 0.    , 0.5   , ..., 0.4375, 0.    , 0.    ],",
+    "      shape=(32, 64), dtype=float32)>",
+    "}) with an unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) "
+    "to a Tensor.",
+]
+# Only the last line left in the tail (the tensor dump pushed the first out).
+PER_REPLICA_END = PER_REPLICA[-1:]
+
+CASES = [
+    # (what the task printed, exit code, Mesos' message, job) -> the rule that answers
+    (PER_REPLICA, 1, "", "worker", "keras3-multi-worker"),
+    (PER_REPLICA_END, 1, "", "worker", "keras3-multi-worker"),
+    (["Traceback (most recent call last):",
+      "ValueError: There is no id for task_type 'ps'"], 1, "", "worker",
+     "ps-with-multi-worker-mirrored"),
+    (["ModuleNotFoundError: No module named 'sklearn'"], 1, "", "worker", "missing-module"),
+    (["ImportError: No module named 'foo.bar'"], 1, "", "ps", "missing-module"),
+    (["E0000 server.cc:80] Could not start gRPC server",
+      "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC server"],
+     1, "", "worker", "address-in-use"),
+    (["OSError: [Errno 98] Address already in use"], 1, "", "worker", "address-in-use"),
+    (["RuntimeError: Failed to add port to server"], 1, "", "worker", "address-in-use"),
+    (["tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+      "tensor with shape[4096,4096] on /job:worker/replica:0/task:0/device:GPU:0"], 1, "",
+     "worker", "gpu-memory"),
+    (["ResourceExhaustedError: OOM when allocating tensor with shape[8192,8192] and type "
+      "float on /job:worker/replica:0/task:1/device:CPU:0 by allocator cpu"], 1, "", "worker",
+     "memory"),
+    (["MemoryError"], 1, "", "ps", "memory"),
+    (["terminate called after throwing an instance of 'std::bad_alloc'"], 134, "", "worker",
+     "memory"),
+    ([], 137, "", "worker", "killed"),
+    (["epoch 1/10 loss 0.4"], None,
+     "Memory limit exceeded: Requested: 1024MB Maximum Used: 1024MB", "chief", "memory"),
+    (["tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective ops is "
+      "aborted by: ..."], 1, "", "worker", "peer-gone"),
+    (["tensorflow.python.framework.errors_impl.UnavailableError: {{function_node "
+      "__wrapped__CollectiveReduceV2}} Socket closed"], 1, "", "worker", "peer-gone"),
+    (["jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out"], 1, "",
+     "worker", "peer-gone"),
+    (["UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: "
+      "ipv4:10.0.0.8:31001: Failed to connect to remote host: Connection refused"], 1, "",
+     "worker", "peer-gone"),
+    (["Collective ops timed out waiting for peers"], 1, "", "worker", "peer-gone"),
+]
+
+
+@pytest.mark.parametrize("lines, code, message, job, rule", CASES,
+                         ids=["%s-%d" % (case[-1], i) for i, case in enumerate(CASES)])
+def test_each_failure_gets_its_hint(lines, code, message, job, rule):
+    assert matching_rule(lines, code, message)[0].name == rule
+    hint = hint_for(lines, code, message, job)
+    assert hint and "\n" not in hint and "{" not in hint.replace("{worker_hosts}", "")
+
+
+@pytest.mark.parametrize("lines, code, message", [
+    ([], 1, ""),
+    (["Traceback (most recent call last):", "ZeroDivisionError: division by zero"], 1, ""),
+    (["everything went fine"], 0, ""),
+    (["Killed by my own hand"], 3, "Command exited with status 3"),
+    (["ZOOM into the model"], 2, ""),
+    ([], None, ""),
+])
+def test_failures_it_does_not_know_get_no_hint(lines, code, message):
+    assert hint_for(lines, code, message, "worker") is None
+
+
+def test_the_hints_say_what_to_do():
+    assert "-s 0" in hint_for(["ValueError: There is no id for task_type 'ps'"], 1)
+    keras = hint_for(PER_REPLICA_END, 1)
+    assert "tf_keras" in keras and "keras.distribution" in keras and "Which Keras?" in keras
+    assert "module 'sklearn' is missing" in hint_for(
+        ["ModuleNotFoundError: No module named 'sklearn'"], 1)
+    assert "{worker_hosts}" in hint_for(["OSError: [Errno 98] Address already in use"], 1)
+    assert "other tasks' logs" in hint_for(["DEADLINE_EXCEEDED"], 1)
+
+
+def test_the_memory_hint_names_the_jobs_option():
+    assert "tfrun -Mw 4096" in hint_for([], 137, "", "worker")
+    assert "tfrun -Ms 4096" in hint_for(["MemoryError"], 1, "", "ps")
+    assert "tfrun -Mc 4096" in hint_for([], None, "Memory limit exceeded: ...", "chief")
+    assert memory_option("evaluator") == "-Mw 4096"
+    assert memory_option("tensorboard") == "--job tensorboard:COUNT:CPUS:4096"
+    assert memory_option(None) == "-Mw 4096"
+
+
+def test_the_most_specific_rule_wins():
+    # A Keras 3 script started with a ps fails on the ps first.
+    assert "-s 0" in hint_for(["ValueError: There is no id for task_type 'ps'"] + PER_REPLICA, 1)
+    # What the task said wins over its exit code.
+    assert "ran out of memory" in hint_for(["MemoryError"], 137)
+    # The last matching line of a rule names the module.
+    assert "'b'" in hint_for(["ModuleNotFoundError: No module named 'a'",
+                              "ModuleNotFoundError: No module named 'b'"], 1)
+
+
+# -- tfrun -------------------------------------------------------------------------
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "tfmesos-runs"))
+    return tmp_path / "tfmesos-runs"
+
+
+def test_tfrun_prints_the_hint_after_the_failure_line_and_keeps_it_in_run_json(runs_dir):
+    # No TensorFlow: the worker prints what MultiWorkerMirroredStrategy does with a ps task.
+    cmd = "echo \"ValueError: There is no id for task_type 'ps'\" >&2; exit 1"
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--", cmd, timeout=90)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    at = lines.index("tfrun: task worker:0 exited with code 1")
+    assert lines[at + 1] == "tfrun: hint: MultiWorkerMirroredStrategy takes no ps tasks: run " \
+        "with -s 0 (tfrun starts 1 ps unless told otherwise)"
+    assert sum(line.startswith("tfrun: hint: ") for line in lines) == 1
+    [run_dir] = list(runs_dir.iterdir())
+    with open(run_dir / "run.json", encoding="utf-8") as handle:
+        outcome = json.load(handle)["outcome"]
+    assert outcome["status"] == "failed" and outcome["task"] == "worker:0"
+    assert outcome["hint"] == lines[at + 1][len("tfrun: hint: "):]
+
+
+def test_a_failure_without_a_known_cause_has_no_hint(runs_dir):
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--", "echo broken >&2; exit 3", timeout=90)
+    assert result.returncode == 3, result.stderr
+    assert "hint:" not in result.stderr
+    [run_dir] = list(runs_dir.iterdir())
+    with open(run_dir / "run.json", encoding="utf-8") as handle:
+        assert json.load(handle)["outcome"]["hint"] is None
+
+
+def test_a_command_killed_with_sigkill_gets_the_memory_hint(runs_dir):
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--", "kill -9 $$", timeout=90)
+    assert result.returncode == 137, result.stderr
+    assert "tfrun: hint: the task was killed with SIGKILL (exit code 137)" in result.stderr
+    assert "tfrun -Mw 4096" in result.stderr
