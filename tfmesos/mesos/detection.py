@@ -33,8 +33,6 @@ This module sits above ``detector`` and ``zookeeper`` (which subclasses
 
 from tfmesos.mesos.detector import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, StaticDetector
 from tfmesos.mesos.master_address import MasterSpec, parse_master
-from tfmesos.mesos.zookeeper import ZKDetector
-
 __all__ = ["make_detector"]
 
 
@@ -66,6 +64,9 @@ def make_detector(
         )
     if spec.kind == "http":
         return StaticDetector(spec.urls, timeout=timeout)
+    # Imported here: a run on fixed masters loads nothing of ZooKeeper.
+    from tfmesos.mesos.zookeeper import ZKDetector
+
     return ZKDetector(
         spec.hosts,
         spec.path,
