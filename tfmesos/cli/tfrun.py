@@ -93,7 +93,29 @@ def build_parser():
         help="do not verify https masters' certificates (insecure)")
     add_output_options(add)
     add_recovery_options(add)
+    add_isolation_options(add)
     return parser
+
+
+def add_isolation_options(add):
+    """How the embedded master holds tasks to their resources."""
+    add("--no-isolation", action="store_true",
+        help="embedded master: do not hold tasks to their cpus and mem (default: as root "
+        "with writable cgroups, a task over its -M is killed, as on Mesos agents with "
+        "cgroups isolation)")
+    add("--cgroups-enable-cfs", action="store_true",
+        help="embedded master: also cap each task at its cpus with the CFS quota, as Mesos' "
+        "--cgroups_enable_cfs (default: cpu shares only)")
+
+
+def isolation_options(args):
+    """The embedded master's isolation options (``LocalMaster``'s)."""
+    if args.no_isolation and args.cgroups_enable_cfs:
+        raise SpecError("--no-isolation and --cgroups-enable-cfs contradict each other: "
+                        "drop one")
+    if args.no_isolation:
+        return {"isolation": None}
+    return {"cgroups_enable_cfs": True} if args.cgroups_enable_cfs else {}
 
 
 def add_recovery_options(add):
@@ -304,6 +326,7 @@ def read_options(args, command):
         restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
         sticky_jobs=("worker",) if args.sticky_workers else (),
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
+        local_master=isolation_options(args),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs))
 
 

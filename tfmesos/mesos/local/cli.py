@@ -14,6 +14,11 @@ prints two more lines: the hub namespace with the master's URL there, and
 how to run a scheduler in it. GPU agents are offered only to frameworks
 with GPU_RESOURCES unless ``--no-filter-gpu-resources`` (Mesos' default).
 
+Isolation: ``--isolation cgroups/cpu,cgroups/mem`` (as root) holds every
+task to its cpus and mem with cgroups, as Mesos' agent flag of that name
+(default: none, Mesos' ``posix/cpu,posix/mem``); ``--cgroups-enable-cfs``
+also caps its cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``.
+
 Security (README "Security"): ``--credentials FILE`` makes frameworks
 authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
 listening beyond the loopback interface without it is a usage error (exit
@@ -119,6 +124,15 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
     parser.add_argument("--allow-root", action="store_true",
                         help="let container tasks run as root (default: only when this "
                              "master runs as root itself)")
+    parser.add_argument("--isolation", default=None, metavar="ISOLATORS",
+                        help="as the Mesos agent flag: cgroups/cpu,cgroups/mem (root) holds "
+                             "each task to its cpus (cpu.shares) and mem (a task over it is "
+                             "killed: TASK_FAILED, REASON_CONTAINER_LIMITATION_MEMORY); "
+                             "default: none (posix/cpu,posix/mem), nothing enforced")
+    parser.add_argument("--cgroups-enable-cfs", action="store_true",
+                        help="with --isolation cgroups/cpu: also cap each task at its cpus "
+                             "with the CFS quota, as Mesos' --cgroups_enable_cfs (default "
+                             "off, as in Mesos)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"],
                         help="log verbosity on stderr (default: %(default)s)")
@@ -216,6 +230,7 @@ def make_master(args, security):
                        heartbeat_interval=args.heartbeat_interval, work_dir=args.work_dir,
                        filter_gpu_resources=args.filter_gpu_resources,
                        container_runner=container_runner, network_namespaces=args.netns,
+                       isolation=args.isolation, cgroups_enable_cfs=args.cgroups_enable_cfs,
                        **security)
 
 
