@@ -29,10 +29,12 @@ class TaskOutput:
 
 @dataclasses.dataclass(frozen=True)
 class TaskExited:
-    """A replica task's command ended with ``code``."""
+    """A replica task's command ended with ``code``; ``usage``: what it used,
+    as the task measured it (``tfmesos.task.usage``), or None."""
 
     task_id: str
     code: int
+    usage: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

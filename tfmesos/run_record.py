@@ -22,7 +22,16 @@ name the directory itself) holds
     attempts      [{attempt, restart (0 before the first whole restart),
                   task_id, agent_id, hostname, address (the registered
                   host:port), launched, states, exit_code, logs ({stdout,
-                  stderr} file names, null without forwarding)}]
+                  stderr} file names, null without forwarding), usage}]
+    usage         what the attempt's command used, as the task measured it
+                  (replica mode; null until its exit message came):
+                  {wall_s, cpu_s, user_s, system_s (cpu seconds of its
+                  process tree), peak_rss_mb (largest process),
+                  peak_tree_rss_mb (the tree), peak_gpu_mb (null without
+                  GPUs), sample_interval_s, samples [{t (s since start),
+                  cpu_s, rss_mb, gpu_mb}] (every 10 s, bounded), cgroup
+                  {limit_mb, peak_mb, oom_kills} (in a memory-limited cgroup)}
+                  (tfmesos.task.usage); tfrun's end-of-run table reads it
     states        [{state, time, source, reason, message}]: each change of
                   Mesos state, with Mesos' reason and message
     outcome       {status, message, task, exit_code}; status is "running",
@@ -44,12 +53,13 @@ import re
 import threading
 import time
 
-from .events import TaskOutput
+from .events import TaskExited, TaskOutput
 from .exceptions import TFMesosError
 from .mesos.task_states import TERMINAL_STATES
 from .run_phase import Phase
 from .spec import AUTO  # noqa: F401 (run_dir: the default directory for the run)
 from .task_ends import exit_code_of
+from .usage_table import clean_usage
 
 FORMAT = 1
 RUNS_DIR = "tfmesos-runs"
@@ -145,7 +155,7 @@ class RunRecord:
         attempt = {"attempt": number, "restart": self._restart, "task_id": launch.task_id,
                    "agent_id": launch.agent_id, "hostname": launch.assignment.hostname,
                    "address": None, "launched": timestamp(), "states": [], "exit_code": None,
-                   "logs": logs}
+                   "logs": logs, "usage": None}
         with self._lock:
             task = self._tasks[slot.name]
             # A launch call that failed is retried with the same attempt number.
@@ -175,8 +185,10 @@ class RunRecord:
     def registered(self, task_id, address):
         self._update(task_id, "address", address)
 
-    def exited(self, task_id, code):
+    def exited(self, task_id, code, usage=None):
         self._update(task_id, "exit_code", code)
+        if usage is not None:
+            self._update(task_id, "usage", usage)
 
     def restarting(self, restart, cause, task, message, delay):
         """Whole restart number ``restart`` begins (``delay`` s from now)."""
@@ -255,7 +267,8 @@ class RunRecord:
             self._write_log(attempt["logs"][stream], text)
 
     def drain(self, events):
-        """Output still queued when the run stops goes to the log files too."""
+        """Output still queued when the run stops goes to the log files too,
+        and what the stopped tasks used to their attempts."""
         while True:
             try:
                 event = events.get_nowait()
@@ -263,6 +276,8 @@ class RunRecord:
                 return
             if isinstance(event, TaskOutput):
                 self.output(event.task_id, event.stream, event.text)
+            elif isinstance(event, TaskExited) and event.usage is not None:
+                self._update(event.task_id, "usage", clean_usage(event.usage))
 
     def _write_log(self, name, text):
         """A log file is created (emptied, in a reused directory) first, then

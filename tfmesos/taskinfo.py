@@ -36,7 +36,8 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
     TensorFlow's logging as it is (see ``tensorflow_env``). ``run_id``
     (default: the one in the task id) becomes ``TFMESOS_RUN_ID``."""
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
-    env.update(run.env)
+    env["TFMESOS_GPUS"] = str(slot.job.gpus)    # the task measures GPU memory when > 0
+    env.update(run.env)        # the user's own settings (-E, the job's env) win
     env.update(slot.job.env)
     env.update({
         "TFMESOS_RENDEZVOUS": rendezvous,

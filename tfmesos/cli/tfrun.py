@@ -19,6 +19,7 @@ from ..progress import Progress
 from ..restarts import RESTART_ON, RestartPolicy
 from ..spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..tensorboard import announce_when_up, tensorboard_job, url_of
+from ..usage_table import usage_lines
 from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
 
 EPILOG = """\
@@ -351,6 +352,13 @@ def say(text):
     print("tfrun: %s" % text, file=sys.stderr, flush=True)
 
 
+def print_usage(run):
+    """The end-of-run table: what each task asked for and used, and hints."""
+    lines = usage_lines(run.record.snapshot())
+    if lines:
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+
 def execute(run, show, progress):
     """Run to the end and return the exit code; names the run directory
     when the run did not succeed."""
@@ -387,6 +395,7 @@ def execute(run, show, progress):
                 run.stop()
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
+            print_usage(run)
 
 
 def main(argv=None):
