@@ -1,7 +1,8 @@
 """What each task really used (``tfmesos/task/usage.py``), where it goes
 (the exit frame, run.json, tfrun's end-of-run table and hints), a task
 killed for its memory named by tfrun (and restarted with --max-restarts),
-and cgroups gone after a run."""
+cgroups gone after a run, and TensorFlow's thread variables sized to the
+task's cpus."""
 
 import glob
 import json
@@ -11,9 +12,13 @@ import textwrap
 
 import pytest
 
+from offers import offer
+from test_taskinfo import launch_all, variables
 from tfmesos.mesos.local.cgroups import isolation_problem
+from tfmesos.spec import RunSpec
 from tfmesos.task import usage as task_usage
 from tfmesos.task_ends import memory_kill_message, memory_kill_peak, resource_flag
+from tfmesos.taskinfo import thread_env
 from tfmesos.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
 from tfrun_helpers import run_tfrun
 
@@ -164,6 +169,35 @@ def test_table_and_hints():
     assert usage_lines(record(("chief:0", "chief", 1, 1024, None))) == []
     # Short commands say nothing about their cpus.
     assert hints(usage_rows(record(("w:0", "w", 4, 100, used(0.1, 2.0, 50.0))))) == []
+
+
+# -- thread pools sized to the task's cpus -----------------------------------------
+
+def test_thread_variables_follow_cpus_and_the_user_wins():
+    assert thread_env(0.2) == {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2",
+                               "OMP_NUM_THREADS": "1"}
+    assert thread_env(3.6)["TF_NUM_INTRAOP_THREADS"] == "4"
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+            {"name": "worker", "num": 1, "cpus": 4, "mem": 512, "gpus": 1,
+             "env": {"OMP_NUM_THREADS": "8"}}]
+    _, infos, _ = launch_all(jobs, RunSpec(), [offer("o1", cpus=8, gpus=1)])
+    ps, worker = variables(infos["ps:0"]), variables(infos["worker:0"])
+    assert (ps["TF_NUM_INTRAOP_THREADS"], ps["OMP_NUM_THREADS"]) == ("1", "1")
+    assert (worker["TF_NUM_INTRAOP_THREADS"], worker["OMP_NUM_THREADS"]) == ("4", "8")
+    assert (ps["TFMESOS_GPUS"], worker["TFMESOS_GPUS"]) == ("0", "1")
+    run = RunSpec(env=("TF_NUM_INTRAOP_THREADS=0", "TF_NUM_INTEROP_THREADS=0"))
+    _, infos, _ = launch_all(jobs, run, [offer("o1", cpus=8, gpus=1)])
+    assert variables(infos["worker:0"])["TF_NUM_INTRAOP_THREADS"] == "0"
+    assert variables(infos["ps:0"])["TF_NUM_INTEROP_THREADS"] == "0"
+
+
+def test_tasks_see_the_thread_variables():
+    show = 'echo "threads $TF_NUM_INTRAOP_THREADS $TF_NUM_INTEROP_THREADS $OMP_NUM_THREADS"'
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "2", "-Mw", "64", "--", show)
+    assert "[worker:0] threads 2 2 2" in result.stdout, result.stderr
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "2", "-Mw", "64",
+                       "-E", "TF_NUM_INTRAOP_THREADS=5", "--", show)
+    assert "[worker:0] threads 5 2 2" in result.stdout, result.stderr
 
 
 # -- end to end, on the embedded master ----------------------------------------------
