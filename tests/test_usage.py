@@ -128,6 +128,39 @@ def test_memory_kills_are_named_with_the_option_to_raise():
     assert resource_flag("tensorboard") == "--job tensorboard:COUNT:CPUS:MEM"
 
 
+@pytest.mark.parametrize("how", ["mesos", "task"])
+def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
+    """Whichever tells first: Mesos' TASK_FAILED with the memory reason, or
+    the task's exit message (the OOM killer in its own cgroup)."""
+    from test_failure_policy import FakeRun
+    from tfmesos.events import TaskExited
+    from tfmesos.exceptions import TaskFailed
+    from tfmesos.restarts import RestartPolicy
+    from tfmesos.spec import Job
+
+    def kill(run):
+        if how == "mesos":
+            run.status("worker:1", "TASK_FAILED", "Memory limit exceeded: Requested: 1GB "
+                       "Maximum Used: 1310MB", "REASON_CONTAINER_LIMITATION_MEMORY")
+        else:
+            run.handle(TaskExited(run.slots.named("worker:1").task_id, 137, {
+                "peak_tree_rss_mb": 1001.0, "samples": [],
+                "cgroup": {"limit_mb": 1024, "peak_mb": 1310.0, "oom_kills": 1}}))
+
+    expected = "worker:1 was killed for using more than its 1024 MB (peak 1310 MB): raise -Mw"
+    run = FakeRun([Job("worker", num=2, mem=1024)])
+    run.running()
+    with pytest.raises(TaskFailed) as err:
+        kill(run)
+    assert str(err.value) == expected and err.value.task == "worker:1"
+    run = FakeRun([Job("worker", num=2, mem=1024)], policy=RestartPolicy(1, "lost", backoff=2))
+    run.running()
+    kill(run)
+    assert run.calls == [("restart",)]
+    assert run.notes[0] == expected + "; restarting the cluster (restart 1 of 1) in 2 s"
+    assert run.record.snapshot()["restarts"][0]["cause"] == "lost"
+
+
 # -- the end-of-run table ----------------------------------------------------------
 
 def record(*tasks):
