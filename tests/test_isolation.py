@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
 from fixtures_master import (clients, local_master, make_local_master,  # noqa: F401
                              small_agent)
 from mesos_http_client import task_info
@@ -34,9 +35,14 @@ needs_cgroups = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
 ISOLATED = dict(isolation="cgroups/cpu,cgroups/mem")
 
 # Allocates 4 MB blocks, touching each page, until far past any small limit.
-HOG = ("%s -c \"import time\nblocks = []\nfor _ in range(200):\n"
-       "    blocks.append(bytearray(4 << 20))\n    time.sleep(0.01)\nprint('survived')\""
-       % sys.executable)
+def hog(blocks=200, python=sys.executable):
+    """A command that allocates (and touches) ``blocks`` 4 MB blocks."""
+    return ("%s -c \"import time\nblocks = []\nfor _ in range(%d):\n"
+            "    blocks.append(bytearray(4 << 20))\n    time.sleep(0.01)\nprint('survived')\""
+            % (python, blocks))
+
+
+HOG = hog()
 
 
 # -- pure parts -----------------------------------------------------------------------
@@ -298,6 +304,68 @@ def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
                 os.kill(int(pid), signal.SIGKILL)
             except OSError:
                 pass
+
+
+@needs_cgroups
+@pytest.mark.docker
+def test_container_over_its_memory_is_failed_with_mesos_reason(
+        make_local_master, clients, docker_engine, tfmesos_image,  # noqa: F811
+        no_leaked_containers):  # noqa: F811
+    from tfmesos.mesos.local.docker_runner import DockerRunner
+    master = make_local_master(container_runner=DockerRunner(docker_engine), **ISOLATED)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    image = {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
+                                                   "docker": {"name": tfmesos_image}}}}
+    info = task_info("hog", offer, hog(python="python3"), mem=64, container=image)
+    info["command"]["user"] = "root"     # a user the image knows (this master runs as root)
+    client.launch(offer, [info])
+    failed = client.wait_state("hog", "TASK_FAILED", timeout=120)
+    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
+    assert failed["message"] == "Memory limit exceeded: Requested: 64MB Maximum Used: 64MB"
+
+
+def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
+    from tfmesos.exceptions import SpecError
+    from tfmesos.mesos.local import sizing
+    monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
+        "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
+    with caplog.at_level("WARNING"):
+        assert sizing.auto_isolation("auto") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "the embedded master does not hold tasks to their cpus and mem here (cannot isolate "
+        "tasks with cgroups: cgroups isolation needs root); on a Mesos cluster with cgroups "
+        "isolation a task over its mem is killed. --no-isolation silences this"]
+    with pytest.raises(SpecError, match="--cgroups-enable-cfs: cannot isolate"):
+        sizing.auto_isolation("auto", enable_cfs=True)
+    assert sizing.auto_isolation(None) is None     # --no-isolation: nothing said
+    monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: None)
+    assert sizing.auto_isolation("auto") == "cgroups/cpu,cgroups/mem"
+
+
+def test_isolation_options_of_the_commands():
+    from tfmesos.cli import tfrun
+    from tfmesos.mesos.local import cli
+    args = tfrun.build_parser().parse_options(["--no-isolation"])
+    assert tfrun.isolation_options(args) == {"isolation": None}
+    args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])
+    assert tfrun.isolation_options(args) == {"cgroups_enable_cfs": True}
+    assert tfrun.isolation_options(tfrun.build_parser().parse_options([])) == {}
+    args = cli.build_parser().parse_args(["--isolation", "cgroups/disk"])
+    with pytest.raises(ValueError, match="unknown isolator 'cgroups/disk'"):
+        cli.make_master(args, {})
+    args = cli.build_parser().parse_args(["--cgroups-enable-cfs"])
+    with pytest.raises(ValueError, match="needs the cgroups/cpu isolator"):
+        cli.make_master(args, {})
+
+
+@needs_cgroups
+def test_no_isolation_lets_a_task_use_more_than_it_asked(tmp_path):
+    from tfrun_helpers import run_tfrun
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "0.2", "-Mw", "64", "--no-isolation",
+                       "--", hog(40))
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] survived" in result.stdout
 
 
 def _wait_for(check, timeout):
