@@ -110,6 +110,24 @@ def test_usage_is_cleaned_on_the_scheduler_side():
     assert clean_usage("nope") is None
 
 
+def test_the_exit_frame_carries_the_usage_to_the_run():
+    from rendezvous_client import SECRET, Client, make_rendezvous, next_event
+    from tfmesos.events import TaskExited
+    rdv = make_rendezvous()
+    try:
+        for task_id, usage, expected in (("a", {"cpu_s": 1.5}, {"cpu_s": 1.5}),
+                                         ("b", "not an object", None)):
+            rdv.expect(task_id)
+            client = Client(rdv.port, SECRET)
+            client.register(task_id, port=2222)
+            client.registered()
+            client.send({"type": "exit", "code": 0, "usage": usage})
+            assert next_event(rdv, TaskExited) == TaskExited(task_id, 0, expected)
+            client.close()
+    finally:
+        rdv.close()
+
+
 # -- naming a memory kill ----------------------------------------------------------
 
 def test_memory_kills_are_named_with_the_option_to_raise():
