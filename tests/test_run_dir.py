@@ -27,7 +27,7 @@ SCHEMA = {
     "jobs": {"name", "num", "start", "cpus", "mem", "gpus"},
     "tasks": {"name", "job", "index", "state", "exit_code", "attempts"},
     "attempts": {"attempt", "restart", "task_id", "agent_id", "hostname", "address",
-                 "launched", "registered", "states", "exit_code", "logs"},
+                 "launched", "registered", "states", "exit_code", "logs", "usage"},
     "restarts": {"restart", "time", "cause", "task", "message", "delay"},
     "relaunches": {"task", "time", "cause", "message", "agent_id", "address", "back"},
     "states": {"state", "time", "source", "reason", "message"},

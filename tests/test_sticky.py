@@ -144,8 +144,8 @@ def test_a_worker_whose_agent_is_gone_falls_back_to_a_whole_restart():
 
 @pytest.mark.tensorflow
 def test_cluster_restarts_every_server_when_the_ps_is_lost(tmp_path):
-    jobs = [dict(name="ps", num=1, cpus=0.2, mem=256), dict(name="worker", num=1, cpus=0.2,
-                                                             mem=256)]
+    jobs = [dict(name="ps", num=1, cpus=0.2, mem=1024), dict(name="worker", num=1, cpus=0.2,
+                                                              mem=1024)]
     with cluster(jobs, master="local", max_restarts=1, restart_backoff=0.1,
                  run_dir=str(tmp_path / "run")) as c:
         assert c.restarts == 0

@@ -96,8 +96,8 @@ def test_fine_grained_tasks_stderr_has_no_tensorflow_noise(tmp_path, monkeypatch
     from tfmesos import cluster
     monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
     work = tmp_path / "mesos"
-    jobs = [{"name": "ps", "num": 1, "cpus": 0.2, "mem": 256},
-            {"name": "worker", "num": 1, "cpus": 0.2, "mem": 256}]
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.2, "mem": 1024},
+            {"name": "worker", "num": 1, "cpus": 0.2, "mem": 1024}]
     with cluster(jobs, master="local", local_master_options={
             "work_dir": str(work), "keep_sandboxes": True}) as c:
         assert len(c.targets) == 2

@@ -31,10 +31,12 @@ class TaskOutput:
 @dataclasses.dataclass(frozen=True)
 class TaskExited:
     """A replica task's command ended with ``code`` (its exit frame came
-    ``at``, a time.time())."""
+    ``at``, a time.time()); ``usage``: what it used, as the task measured it
+    (``tfmesos.task.usage``), or None."""
 
     task_id: str
     code: int
+    usage: Any = None
     at: float = dataclasses.field(default_factory=time.time, compare=False)
 
 

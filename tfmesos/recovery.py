@@ -49,8 +49,8 @@ class _Sticky:
 def describe_failure(slot, error, cause, text):
     """What the user is told of ``slot``'s failure ``error``: ``text``
     (``worker:1 exited with code 3``), or for a loss what was lost
-    (``worker:1 was lost (TASK_LOST: ...)``)."""
-    if cause != "lost":
+    (``worker:1 was lost (TASK_LOST: ...)``); a memory kill says so itself."""
+    if cause != "lost" or getattr(error, "memory_kill", False):
         return text
     if slot.state in TERMINAL_STATES:
         return "%s was lost (%s: %s)" % (slot.name, slot.state, slot.message or "no message")

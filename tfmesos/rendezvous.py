@@ -11,6 +11,13 @@ and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
 ...}`` once the cluster is complete, ``{"type": "ping"}`` every
 ``ping_interval``, ``{"type": "stop"}``. A task answers each ping with
 ``{"type": "pong"}`` (unless it is sending something else right then).
+The exit message may carry ``"usage": U``, what the command used as the
+task measured it (an object: ``wall_s``, ``cpu_s``, ``user_s``,
+``system_s``, ``peak_rss_mb``, ``peak_tree_rss_mb``, ``peak_gpu_mb``,
+``sample_interval_s``, ``samples`` [{``t``, ``cpu_s``, ``rss_mb``,
+``gpu_mb``}] and, in a memory-limited cgroup, ``cgroup`` {``limit_mb``,
+``peak_mb``, ``oom_kills``}; ``tfmesos.task.usage``); it reaches the run
+as ``TaskExited.usage`` (anything but an object: None).
 
 A registered connection from which nothing at all came for
 ``stall_timeout`` is stalled (a network partition leaves TCP silent, not
@@ -286,7 +293,9 @@ class Rendezvous:
                     self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
                                                 str(message.get("data", ""))))
                 elif kind == "exit" and isinstance(message.get("code"), int):
-                    self._events.put(TaskExited(task_id, message["code"]))
+                    usage = message.get("usage")
+                    self._events.put(TaskExited(task_id, message["code"],
+                                                usage if isinstance(usage, dict) else None))
         except (wire.WireError, OSError) as exc:
             if not isinstance(exc, wire.ConnectionClosed) and not self._closed.is_set():
                 logger.warning("dropped the rendezvous connection of %s: %s", task_id, exc)

@@ -15,7 +15,9 @@ from .hostport import format_address
 from .mesos.task_states import TERMINAL_STATES
 from .restarts import failure_cause
 from .run_phase import Phase
-from .task_ends import exit_code_of, launch_failure_message, permanent_failure
+from .task_ends import (exit_code_of, launch_failure_message, memory_kill_message,
+                        memory_kill_peak, permanent_failure)
+from .usage_table import clean_usage
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +91,11 @@ class RunEvents:
             self.control.show(slot, event.stream, event.text)
 
     def _on_task_exited(self, event):
-        self.record.exited(event.task_id, event.code)
+        usage = clean_usage(event.usage)
+        self.record.exited(event.task_id, event.code, event.at, usage)
         slot = self._slots.current(event.task_id)
         if slot is not None:
-            self._on_exit(slot, event.code)
+            self._on_exit(slot, event.code, usage=usage)
 
     def _on_task_disconnected(self, event):
         slot = self._slots.current(event.task_id)
@@ -195,11 +198,22 @@ class RunEvents:
                                                             slot.message, why),
                                      slot.name, status.state, code))
 
-    def _on_exit(self, slot, code, state=None):
-        """A task's command ended (replica) or its server did (fine)."""
+    def _on_exit(self, slot, code, state=None, usage=None):
+        """A task's command ended (replica) or its server did (fine);
+        ``usage``: what it used, from its exit message."""
         done = self._mode == "replica" and code == 0
         self._slots.exited(slot, code, done=done and self.control.phase == Phase.RUNNING)
         if self.control.phase != Phase.RUNNING or done:
+            return
+        cause = failure_cause(state, slot.reason, slot.message, code)
+        peak = memory_kill_peak(slot.reason, slot.message, usage)
+        if peak is not None:
+            # Killed for its memory (Mesos' reason, or the OOM killer in its cgroup).
+            text = memory_kill_message(slot.name, slot.job.name, slot.job.mem, peak,
+                                       self._mode)
+            error = TaskFailed(text, slot.name, state, code)
+            error.memory_kill = True
+            self.recovery.failed(slot, error, "lost", text)
             return
         if code is None:
             what = "ended: %s %s" % (state, slot.message) if state else "ended"
@@ -209,5 +223,4 @@ class RunEvents:
                 what += " (%s: %s)" % (state, slot.message)
         self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what), slot.name,
                                               state, code),
-                             failure_cause(state, slot.reason, slot.message, code),
-                             "%s %s" % (slot.name, what))
+                             cause, "%s %s" % (slot.name, what))

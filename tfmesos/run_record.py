@@ -23,7 +23,16 @@ name the directory itself) holds
                   task_id, agent_id, hostname, address (the registered
                   host:port), launched, registered (when it first
                   registered), states, exit_code, logs ({stdout, stderr}
-                  file names, null without forwarding)}]
+                  file names, null without forwarding), usage}]
+    usage         what the attempt's command used, as the task measured it
+                  (replica mode; null until its exit message came):
+                  {wall_s, cpu_s, user_s, system_s (cpu seconds of its
+                  process tree), peak_rss_mb (largest process),
+                  peak_tree_rss_mb (the tree), peak_gpu_mb (null without
+                  GPUs), sample_interval_s, samples [{t (s since start),
+                  cpu_s, rss_mb, gpu_mb}] (every 10 s, bounded), cgroup
+                  {limit_mb, peak_mb, oom_kills} (in a memory-limited cgroup)}
+                  (tfmesos.task.usage); tfrun's end-of-run table reads it
     states        [{state, time, source, reason, message}]: each change of
                   Mesos state, with Mesos' source, reason and message. Once
                   the run is over, every attempt's last state is terminal:
@@ -65,6 +74,7 @@ from .mesos.task_states import TERMINAL_STATES
 from .run_phase import Phase
 from .spec import AUTO  # noqa: F401 (run_dir: the default directory for the run)
 from .task_ends import exit_code_of
+from .usage_table import clean_usage
 
 FORMAT = 1
 RUNS_DIR = "tfmesos-runs"
@@ -183,8 +193,7 @@ class RunRecord:
         attempt = {"attempt": number, "restart": self._restart, "task_id": launch.task_id,
                    "agent_id": launch.agent_id, "hostname": launch.assignment.hostname,
                    "address": None, "launched": timestamp(), "registered": None, "states": [],
-                   "exit_code": None,
-                   "logs": logs}
+                   "exit_code": None, "logs": logs, "usage": None}
         with self._lock:
             task = self._tasks[slot.name]
             # A launch call that failed is retried with the same attempt number.
@@ -218,10 +227,13 @@ class RunRecord:
                 attempt["registered"] = timestamp()
         self._update(task_id, "address", address)
 
-    def exited(self, task_id, code, when=None):
-        """The task's exit frame (``when``: time.time() it came)."""
+    def exited(self, task_id, code, when=None, usage=None):
+        """The task's exit frame (``when``: time.time() it came; ``usage``:
+        what its command used)."""
         self._exits.setdefault(task_id, timestamp(when))
         self._update(task_id, "exit_code", code)
+        if usage is not None:
+            self._update(task_id, "usage", usage)
 
     def restarting(self, restart, cause, task, message, delay):
         """Whole restart number ``restart`` begins (``delay`` s from now)."""
@@ -318,7 +330,7 @@ class RunRecord:
 
     def drain(self, events):
         """What is still queued when the run stops is recorded too: output,
-        exit frames, Mesos' updates."""
+        exit frames (with what the stopped tasks used), Mesos' updates."""
         while True:
             try:
                 event = events.get_nowait()
@@ -327,7 +339,7 @@ class RunRecord:
             if isinstance(event, TaskOutput):
                 self.output(event.task_id, event.stream, event.text)
             elif isinstance(event, TaskExited):
-                self.exited(event.task_id, event.code, event.at)
+                self.exited(event.task_id, event.code, event.at, clean_usage(event.usage))
             elif isinstance(event, StatusUpdate):
                 self.status(event.status)
 

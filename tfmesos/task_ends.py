@@ -61,3 +61,47 @@ def launch_failure_message(name, attempts, state, message, why):
         return "%s cannot be launched: %s (%s; retrying cannot help)" % (name, detail, why)
     return "%s failed %d times before the cluster was complete; last: %s" % (
         name, attempts, detail)
+
+
+# -- a task killed for its memory --------------------------------------------------------
+
+MEMORY_REASON = "REASON_CONTAINER_LIMITATION_MEMORY"
+# Mesos' message (isolators/cgroups/subsystems/memory.cpp), sizes as stout's Bytes.
+_MAX_USED = re.compile(r"Maximum Used: (\d+)(B|KB|MB|GB|TB)\b")
+_UNIT_MB = {"B": 1.0 / (1 << 20), "KB": 1.0 / 1024, "MB": 1.0, "GB": 1024.0, "TB": 1024.0 ** 2}
+_FLAG_LETTER = {"worker": "w", "evaluator": "w", "ps": "s", "chief": "c"}
+_FLAG_KIND = {"mem": "M", "cpus": "C", "gpus": "G"}
+
+
+def memory_kill_peak(reason=None, message="", usage=None):
+    """None unless the task was killed for outgrowing its memory: Mesos
+    said so (``REASON_CONTAINER_LIMITATION_MEMORY``), or the task saw the OOM
+    killer in its own memory cgroup (``usage["cgroup"]["oom_kills"]``). Then
+    the best known peak in MB (Mesos' "Maximum Used", the cgroup's peak, the
+    task's own peak RSS), 0.0 when none is known."""
+    cgroup = (usage or {}).get("cgroup") or {}
+    if reason != MEMORY_REASON and not cgroup.get("oom_kills"):
+        return None
+    peaks = [cgroup.get("peak_mb"), (usage or {}).get("peak_tree_rss_mb")]
+    match = _MAX_USED.search(message or "")
+    if match:
+        peaks.append(int(match.group(1)) * _UNIT_MB[match.group(2)])
+    return max([float(p) for p in peaks if isinstance(p, (int, float))] or [0.0])
+
+
+def resource_flag(job, resource="mem"):
+    """The tfrun option that sets ``resource`` (mem, cpus, gpus) of ``job``'s
+    tasks: ``-Mw``, ``-Cs``, else ``--job NAME:COUNT:CPUS:MEM``."""
+    letter = _FLAG_LETTER.get(job)
+    if letter is None:
+        return "--job %s:COUNT:CPUS:MEM" % job
+    return "-%s%s" % (_FLAG_KIND[resource], letter)
+
+
+def memory_kill_message(name, job, asked_mb, peak_mb, mode="replica"):
+    """``worker:1 was killed for using more than its 1024 MB (peak 1310 MB):
+    raise -Mw`` (in fine-grained mode: the job's mem)."""
+    peak = " (peak %.0f MB)" % peak_mb if peak_mb else ""
+    fix = resource_flag(job) if mode == "replica" else "the %s job's mem" % job
+    return "%s was killed for using more than its %.0f MB%s: raise %s" % (
+        name, asked_mb, peak, fix)

@@ -39,7 +39,9 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
     ``shipment`` (``tfrun --ship``, a ``shipping.Shipment`` served at
     ``ship_host``): the task fetches what it ships and runs from it."""
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
-    env.update(run.env)
+    env.update(thread_env(slot.job.cpus))
+    env["TFMESOS_GPUS"] = str(slot.job.gpus)    # the task measures GPU memory when > 0
+    env.update(run.env)        # the user's own settings (-E, the job's env) win
     env.update(slot.job.env)
     env.update({
         "TFMESOS_RENDEZVOUS": rendezvous,
@@ -96,6 +98,23 @@ def tensorflow_env(gpus, quiet=True):
     if not gpus:
         env["TF_ENABLED_DEVICE_TYPES"] = "CPU"
     return env
+
+
+INTEROP_THREADS = 2
+
+
+def thread_env(cpus):
+    """Thread pools sized to the task's ``cpus``, not to the agent's cores:
+    TensorFlow sizes its pools from ``TF_NUM_INTRAOP_THREADS`` and
+    ``TF_NUM_INTEROP_THREADS`` when set, else from every core of the machine
+    (tensorflow/core/common_runtime/process_util.cc), which oversubscribes a
+    task held to 1 cpu on a 64-core agent; OpenMP (oneDNN) reads
+    ``OMP_NUM_THREADS``. Intra-op = max(1, round(cpus)); inter-op stays small
+    (2: a collective op waiting for its peers must not starve the rest)."""
+    intra = max(1, int(round(cpus)))
+    return {"TF_NUM_INTRAOP_THREADS": str(intra),
+            "TF_NUM_INTEROP_THREADS": str(INTEROP_THREADS),
+            "OMP_NUM_THREADS": str(intra)}
 
 
 def task_command(image, python=None, no_site=False):

@@ -17,6 +17,7 @@ from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..restarts import RESTART_ON, RestartPolicy
 from ..spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..tensorboard import announce_when_up, tensorboard_job, url_of
+from ..usage_table import usage_lines
 from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
 
 EPILOG = """\
@@ -92,6 +93,7 @@ def build_parser():
     add_output_options(add)
     add_recovery_options(add)
     add_ship_options(add)
+    add_isolation_options(add)
     return parser
 
 
@@ -122,6 +124,27 @@ def ship_spec(args):
     from ..bundle import ShipSpec
     return ShipSpec(args.ship, tuple(args.ship_exclude),
                     int(args.ship_max_size * 1000 * 1000), args.python_env)
+
+
+def add_isolation_options(add):
+    """How the embedded master holds tasks to their resources."""
+    add("--no-isolation", action="store_true",
+        help="embedded master: do not hold tasks to their cpus and mem (default: as root "
+        "with writable cgroups, a task over its -M is killed, as on Mesos agents with "
+        "cgroups isolation)")
+    add("--cgroups-enable-cfs", action="store_true",
+        help="embedded master: also cap each task at its cpus with the CFS quota, as Mesos' "
+        "--cgroups_enable_cfs (default: cpu shares only)")
+
+
+def isolation_options(args):
+    """The embedded master's isolation options (``LocalMaster``'s)."""
+    if args.no_isolation and args.cgroups_enable_cfs:
+        raise SpecError("--no-isolation and --cgroups-enable-cfs contradict each other: "
+                        "drop one")
+    if args.no_isolation:
+        return {"isolation": None}
+    return {"cgroups_enable_cfs": True} if args.cgroups_enable_cfs else {}
 
 
 def add_recovery_options(add):
@@ -335,6 +358,7 @@ def read_options(args, command):
         restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
         sticky_jobs=("worker",) if args.sticky_workers else (),
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
+        local_master=isolation_options(args),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship)
 
 
@@ -357,6 +381,13 @@ def print_tail(run, task_name, show, lines=10):
 
 def say(text):
     print("tfrun: %s" % text, file=sys.stderr, flush=True)
+
+
+def print_usage(run):
+    """The end-of-run table: what each task asked for and used, and hints."""
+    lines = usage_lines(run.record.snapshot())
+    if lines:
+        print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 def execute(run, show, progress):
@@ -397,6 +428,7 @@ def execute(run, show, progress):
                 run.stop()
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
+            print_usage(run)
 
 
 def main(argv=None):

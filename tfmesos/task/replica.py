@@ -1,7 +1,8 @@
 """Replica mode on the task side: the user's command (and the hooks) in
 its own process group under a guard (``replica_guard``) that takes the group
 down with the task entry, its output forwarded to ``tfrun`` in bounded
-chunks, stopped when the scheduler asks, goes away or Mesos sends SIGTERM."""
+chunks, stopped when the scheduler asks, goes away or Mesos sends SIGTERM;
+what the command used (``usage``) goes with the exit message."""
 
 import codecs
 import os
@@ -14,6 +15,7 @@ import threading
 import time
 
 from .. import wire
+from .usage import UsageMonitor
 
 KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
 STOPPED = 128 + signal.SIGTERM  # exit code of a task stopped before its command ran
@@ -188,6 +190,26 @@ def _byte_sink(target):
     return lambda data: (out.write(data), out.flush())
 
 
+def _monitor(pid):
+    """A started UsageMonitor of the command ``pid``, or None: measuring
+    must never fail the task."""
+    try:
+        return UsageMonitor.for_task(pid, os.environ).start()
+    except Exception as exc:  # noqa: BLE001
+        print("tfmesos: cannot measure the command's usage: %s" % exc, file=sys.stderr,
+              flush=True)
+        return None
+
+
+def _report(monitor):
+    try:
+        return monitor.stop() if monitor is not None else None
+    except Exception as exc:  # noqa: BLE001
+        print("tfmesos: cannot measure the command's usage: %s" % exc, file=sys.stderr,
+              flush=True)
+        return None
+
+
 class ReplicaCommand:
     """The hooks and the user's command, each under a guard in its own
     process group, output forwarded; ``kill`` stops whichever runs and
@@ -205,6 +227,7 @@ class ReplicaCommand:
         self.done = threading.Event()  # run_replica is through: a lost connection is no news
         self._lock = threading.Lock()
         self._child = None
+        self.usage = None   # what the command used (usage.UsageMonitor's report)
 
     def _spawn(self, cmd, capture):
         """``cmd`` started under a guard, or None when stopping."""
@@ -237,7 +260,9 @@ class ReplicaCommand:
                                               (child.popen.stderr, "stderr", sys.stderr))]
         for pump in pumps:
             pump.start()
+        monitor = _monitor(child.popen.pid)
         code = self._reap(child)
+        self.usage = _report(monitor)
         for pump in pumps:
             pump.join(10)
         return code
@@ -322,8 +347,11 @@ def run_replica(conn, start):
         # The run is over (or restarting): a clean end, TASK_FINISHED, not the
         # killed command's code, which Mesos would report as TASK_FAILED.
         code = 0
+    message = {"type": "exit", "code": code}
+    if command.usage is not None:
+        message["usage"] = command.usage
     try:
-        conn.send({"type": "exit", "code": code})
+        conn.send(message)
     except (wire.WireError, OSError):
         pass
     return code

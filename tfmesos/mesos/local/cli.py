@@ -19,6 +19,11 @@ unset, ...: each such deviation logged once per framework at WARNING);
 ``--strict`` refuses them with 400 instead, naming the field, to test a
 framework's own calls (default: ``$TFMESOS_LOCAL_MASTER_STRICT``, else off).
 
+Isolation: ``--isolation cgroups/cpu,cgroups/mem`` (as root) holds every
+task to its cpus and mem with cgroups, as Mesos' agent flag of that name
+(default: none, Mesos' ``posix/cpu,posix/mem``); ``--cgroups-enable-cfs``
+also caps its cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``.
+
 Security (README "Security"): ``--credentials FILE`` makes frameworks
 authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
 listening beyond the loopback interface without it is a usage error (exit
@@ -136,6 +141,15 @@ def build_parser(prog="python -m tfmesos.mesos.local"):
                              "values), naming the field: to test a framework's own calls "
                              "(default: $TFMESOS_LOCAL_MASTER_STRICT, else tolerant, as "
                              "Mesos, with a WARNING per tolerated deviation)")
+    parser.add_argument("--isolation", default=None, metavar="ISOLATORS",
+                        help="as the Mesos agent flag: cgroups/cpu,cgroups/mem (root) holds "
+                             "each task to its cpus (cpu.shares) and mem (a task over it is "
+                             "killed: TASK_FAILED, REASON_CONTAINER_LIMITATION_MEMORY); "
+                             "default: none (posix/cpu,posix/mem), nothing enforced")
+    parser.add_argument("--cgroups-enable-cfs", action="store_true",
+                        help="with --isolation cgroups/cpu: also cap each task at its cpus "
+                             "with the CFS quota, as Mesos' --cgroups_enable_cfs (default "
+                             "off, as in Mesos)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"],
                         help="log verbosity on stderr (default: %(default)s)")
@@ -238,7 +252,9 @@ def make_master(args, security):
                        heartbeat_interval=args.heartbeat_interval, work_dir=args.work_dir,
                        filter_gpu_resources=args.filter_gpu_resources,
                        container_runner=container_runner, network_namespaces=args.netns,
-                       strict=args.strict, hidden_paths=args.hide, **security)
+                       strict=args.strict, hidden_paths=args.hide,
+                       isolation=args.isolation, cgroups_enable_cfs=args.cgroups_enable_cfs,
+                       **security)
 
 
 def network_lines(master):

@@ -18,6 +18,13 @@ A task's container:
 * gets the GPUs the agent assigned (``launch.gpu_ids``) as a device
   request; a ``gpus`` docker parameter (tfmesos' DOCKER containerizer tasks
   carry one for real Mesos) must agree with them;
+* under an isolating master (``launch.limits``), is held to the task's
+  resources by the engine as Mesos' Docker containerizer does it
+  (src/docker/docker.cpp, ``RunOptions::create``): ``--memory`` =
+  max(mem, 32 MB), ``--cpu-shares`` = 1024 x cpus, and with
+  ``--cgroups_enable_cfs`` a CFS cap (here ``nano_cpus``, the engine's
+  ``--cpus``); the task's own docker parameters win; a container the
+  kernel's OOM killer stopped is reported as Mesos' memory limitation;
 * is labelled ``tfmesos.managed=1`` and ``tfmesos.task-id=<task id>``;
 * has its stdout/stderr copied, while it runs, into the sandbox files
   ``stdout`` and ``stderr`` by a thread of this process.
@@ -36,6 +43,7 @@ import uuid
 from tfmesos.docker_engine import (
     MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
     remove_container)
+from tfmesos.mesos.local.cgroups import memory_limit_message
 from tfmesos.mesos.local.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
@@ -260,6 +268,14 @@ def container_kwargs(launch, name=None):
         # (src/docker/docker.cpp): a DOCKER task runs as the image's user
         # unless a `user` docker parameter says otherwise.
         kwargs["user"] = container_user(launch.user)
+    if launch.limits is not None:
+        limits = launch.limits
+        if "cgroups/mem" in limits.isolators:
+            kwargs["mem_limit"] = limits.memory_bytes
+        if "cgroups/cpu" in limits.isolators:
+            kwargs["cpu_shares"] = limits.cpu_shares
+            if limits.cfs:
+                kwargs["nano_cpus"] = int(limits.cpus * 1e9)
     if launch.gpu_ids:
         kwargs["device_requests"] = [docker.types.DeviceRequest(
             device_ids=[str(i) for i in launch.gpu_ids], capabilities=[["gpu"]])]
@@ -351,7 +367,8 @@ class DockerRunner:
                     OSError) as exc:
                 raise RunnerError("cannot start task %s in image %s: %s"
                                   % (launch.task_id, launch.image, one_line(exc))) from exc
-            return DockerTask(client, container, frames, *files)
+            return DockerTask(client, container, frames, *files,
+                              memory_limit=kwargs.get("mem_limit"))
         except BaseException:
             for f in files:
                 f.close()
@@ -372,10 +389,12 @@ class DockerTask(RunningTask):
     when it ended from the SIGTERM/SIGKILL that ``terminate``/``kill`` sent
     (or the kernel's OOM killer)."""
 
-    def __init__(self, client, container, frames, out, err):
+    def __init__(self, client, container, frames, out, err, memory_limit=None):
         self.client = client
         self.container = container
         self.id = container.id
+        self.memory_limit = memory_limit   # bytes (or docker's "2g"), when limited
+        self.oom_killed = False
         self._signalled = False
         self._status = None
         self._done = threading.Event()
@@ -406,6 +425,7 @@ class DockerTask(RunningTask):
                         pass
                 if 128 < code <= 128 + 64 and (self._signalled or oom):
                     code = -(code - 128)
+                self.oom_killed = bool(oom)
                 self._status = code
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 # Removed under us (cleanup while running): it was killed.
@@ -418,6 +438,14 @@ class DockerTask(RunningTask):
         if self._done.wait(timeout):
             return self._status
         return None
+
+    def limitation(self):
+        """Mesos' memory limitation message when the kernel's OOM killer
+        stopped a memory-limited container, else None (the engine keeps no
+        peak: a container killed at its limit used all of it)."""
+        if not self.oom_killed or not isinstance(self.memory_limit, int):
+            return None
+        return memory_limit_message(self.memory_limit, self.memory_limit)
 
     def _signal(self, signum):
         import docker

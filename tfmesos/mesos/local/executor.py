@@ -5,6 +5,12 @@ as completely as Mesos destroys a container.
 
 Nothing here touches the master's state: a ``TaskProcess`` reports back
 through callbacks from its own thread.
+
+With an ``isolator`` (``cgroups.Isolator``) a plain process task runs in
+cgroups of its own: the OOM killer acting there is a memory limitation
+(``limitation``), upon which the whole task is killed at once, as Mesos
+destroys a container whose isolator reported one; the cgroups go with the
+task. A container runner's task reports its own (``handle.limitation()``).
 """
 
 import logging
@@ -18,6 +24,8 @@ from .runner import ProcessRunner, RunnerError
 
 log = logging.getLogger(__name__)
 
+LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count
+
 
 class TaskProcess:
     """Runs one task on its own thread: sandbox, fetch, ``runner.launch``,
@@ -30,8 +38,11 @@ class TaskProcess:
     """
 
     def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True,
-                 fetch=None):
+                 fetch=None, isolator=None):
         self.launch = launch
+        self.isolator = isolator
+        self.cgroups = None        # cgroups.TaskCgroups of an isolated process task
+        self.limitation = None     # Mesos' message when the task outgrew its memory
         self.runner = runner
         self.uris = uris
         self.fetch = fetch or fetch_uris    # fetch(uris, sandbox): the agent's fetcher
@@ -74,6 +85,7 @@ class TaskProcess:
             if self.killing:
                 error = "killed before it was launched"
             else:
+                self._isolate()
                 self.handle = self.runner.launch(self.launch)
                 if isinstance(self.runner, ProcessRunner):
                     self._local_group = getattr(self.handle, "pid", None)
@@ -90,8 +102,9 @@ class TaskProcess:
                 self._ensure_killer()
             else:
                 self.on_running(self)
-            status = self.handle.wait()
+            status = self._wait()
             self._exited.set()
+            self._note_limitation(status)
             try:
                 self.handle.cleanup()
             except Exception:  # cleanup is best effort
@@ -100,8 +113,49 @@ class TaskProcess:
                 # As Mesos destroys a container before its terminal update: the
                 # task's ports and files are free once the scheduler hears of it.
                 destroy_task(self._local_group, self._marker)
+        if self.cgroups is not None:
+            self.cgroups.destroy()
         self._exited.set()
         self.on_exit(self, status, error)
+
+    def _isolate(self):
+        """Make the cgroups of an isolated plain process task (the runner
+        starts it in them)."""
+        if self.isolator is None or self.launch.limits is None \
+                or not isinstance(self.runner, ProcessRunner):
+            return
+        try:
+            self.cgroups = self.isolator.prepare(self.launch.task_id, self.launch.limits)
+        except OSError as exc:
+            raise RunnerError("cannot create the cgroups of task %s: %s"
+                              % (self.launch.task_id, exc)) from exc
+        self.launch.cgroups = self.cgroups
+
+    def _wait(self):
+        """The task's exit status; an isolated task whose memory cgroup saw
+        the OOM killer is killed whole at once (Mesos' limitation)."""
+        if self.cgroups is None:
+            return self.handle.wait()
+        while True:
+            status = self.handle.wait(LIMITATION_POLL)
+            if status is not None:
+                return status
+            if self.limitation is None:
+                self.limitation = self.cgroups.limitation()
+                if self.limitation is not None:
+                    log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
+                    self.cgroups.kill()
+
+    def _note_limitation(self, status):
+        if self.limitation is not None:
+            return
+        try:
+            if self.cgroups is not None:
+                self.limitation = self.cgroups.limitation(status)
+            elif hasattr(self.handle, "limitation"):
+                self.limitation = self.handle.limitation()
+        except Exception:  # a limitation is a diagnosis, not a reason to hang the task
+            log.exception("task %s: cannot read its resource limitation", self.launch.task_id)
 
     def kill(self, grace):
         """SIGTERM now, SIGKILL after ``grace`` seconds (a shorter grace given

@@ -19,6 +19,10 @@ by that stream's own thread), tasks run on their own threads
 allocation rounds) run on the master's loop thread, which takes the lock
 only for short updates.
 
+With ``isolation`` (``cgroups/cpu,cgroups/mem``, as root) each task runs
+in cgroups of its own that hold it to its cpus and mem, as a Mesos agent
+with the cgroups isolators does (``cgroups.py``).
+
 With ``network_namespaces`` each agent lives in its own Linux network
 namespace and address (``netns.py``) and the master listens in the hub
 namespace too, so tasks and a scheduler run there talk as across hosts.
@@ -49,6 +53,7 @@ from .allocator import Allocator
 from . import fs_isolation
 from .auth import Authenticator, credentials_table
 from .calls import SchedulerCalls
+from .cgroups import Isolator, parse_isolation
 from .environment import executor_environment as base_environment
 from .errors import LocalMasterError
 from .faults import FaultInjection
@@ -119,6 +124,11 @@ class LocalMaster(FaultInjection):
     ``hub_url`` inside the hub namespace (``network.hub``).
     ``hidden_paths``: what the tasks of ``AgentSpec(isolate=("fs",))``
     agents do not see (default ``fs_isolation.default_hidden_paths()``).
+    ``isolation``: the agents' isolators, as Mesos' ``--isolation`` flag
+    (``"cgroups/cpu,cgroups/mem"``; default none, Mesos' ``posix/cpu,
+    posix/mem``: nothing enforced); ``cgroups_enable_cfs``: also cap each
+    task's cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``
+    (default off there too). Needs root (``cgroups.py``).
 
     Security (README "Security"): ``credentials`` (``{principal: secret}``
     or pairs) makes every scheduler request authenticate with HTTP basic
@@ -141,7 +151,8 @@ class LocalMaster(FaultInjection):
                  allocation_interval=0.25, status_update_retry=10.0, kill_grace_period=3.0,
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
                  filter_gpu_resources=True, credentials=None, executor_environment=None,
-                 allow_root=None, network_namespaces=False, strict=None, hidden_paths=None):
+                 allow_root=None, network_namespaces=False, strict=None, hidden_paths=None,
+                 isolation=None, cgroups_enable_cfs=False):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents)
         if network_namespaces:
@@ -150,6 +161,11 @@ class LocalMaster(FaultInjection):
             fs_isolation.check_supported()
         self.hidden_paths = list(fs_isolation.default_hidden_paths() if hidden_paths is None
                                  else hidden_paths)
+        isolators = parse_isolation(isolation)
+        if cgroups_enable_cfs and "cgroups/cpu" not in isolators:
+            raise ValueError("cgroups_enable_cfs (--cgroups-enable-cfs) needs the cgroups/cpu "
+                             "isolator: add isolation='cgroups/cpu' (--isolation cgroups/cpu)")
+        self.isolator = Isolator(isolators, cgroups_enable_cfs) if isolators else None
         table = credentials_table(credentials)
         self._authenticator = Authenticator(table) if table else None
         base_env = base_environment(executor_environment)
@@ -188,7 +204,7 @@ class LocalMaster(FaultInjection):
         tasks = self._tasks = TaskLauncher(
             records, allocator, updates, loop, self.kill_grace_period,
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
-            self.allow_root, hidden_paths=self.hidden_paths)
+            self.allow_root, self.isolator, hidden_paths=self.hidden_paths)
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval)
         self._calls = SchedulerCalls(records, allocator, updates, tasks, frameworks)
@@ -217,6 +233,7 @@ class LocalMaster(FaultInjection):
                 records.status = "stopped"
             self._close_listeners()
             self._remove_network()
+            self._remove_cgroups()
             self._remove_work_dir()
             raise
         self.port = self._http.server_port
@@ -238,9 +255,10 @@ class LocalMaster(FaultInjection):
                                              self._hub_http.server_port)
             log.info("local master %s: network namespaces, %s; listening on %s there",
                      self.id, self.network.describe(), self.hub_url)
-        log.info("local master %s listening on %s with %d agent(s), work dir %s, %s",
+        log.info("local master %s listening on %s with %d agent(s), work dir %s, %s%s",
                  self.id, self.url, len(agents), self.work_dir,
-                 "strict calls" if self.strict else "tolerant calls (as Mesos parses them)")
+                 "strict calls" if self.strict else "tolerant calls (as Mesos parses them)",
+                 ", isolation %s" % self.isolator.describe() if self.isolator else "")
         return self.url
 
     def _prepare(self):
@@ -253,6 +271,8 @@ class LocalMaster(FaultInjection):
         if self.network_namespaces:
             remove_stale()   # of masters killed before they could clean up
             self.network = AgentNetwork().create()
+        if self.isolator is not None:
+            self.isolator.start()   # after removing the cgroups of killed masters
         agents = [self._new_agent(spec) for spec in self._specs]
         self._http = self._listen(self.host, self.port)
         if self.network is not None:
@@ -280,9 +300,13 @@ class LocalMaster(FaultInjection):
         if network is not None:
             network.destroy()
 
+    def _remove_cgroups(self):
+        if self.isolator is not None:
+            self.isolator.stop()
+
     def stop(self):
         """Kill every task (SIGTERM, SIGKILL after the grace period), close
-        every stream, free the port. Idempotent."""
+        every stream, free the port, remove the tasks' cgroups. Idempotent."""
         records = self._records
         with records.lock:
             if records.status in ("new", "stopped"):
@@ -316,6 +340,7 @@ class LocalMaster(FaultInjection):
         with records.lock:
             records.status = "stopped"
         self._remove_network()
+        self._remove_cgroups()
         if not self.keep_sandboxes:
             self._remove_work_dir()
 

@@ -276,8 +276,12 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
         "MESOS_FRAMEWORK_ID": framework_id, "MESOS_AGENT_ID": agent_id,
         "MESOS_SLAVE_ID": agent_id, "MESOS_EXECUTOR_ID": task_id,
     })
-    if agent_has_gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+    # A task sees the GPUs it holds and no others. An agent without GPUs
+    # hides the machine's, as a separate GPU-less host would have none; the
+    # base environment (the submitter's, for a run's master) may name some.
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+    if not gpu_ids:
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
     env.update(plan.env)
     return TaskLaunch(
         task_id=task_id, framework_id=framework_id, agent_id=agent_id, sandbox=sandbox,

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import signal
 import subprocess
-from typing import Optional
+from typing import Any, Optional
 
 from .fs_isolation import hidden_argv
 from .netns import ip_command
@@ -37,6 +37,8 @@ class TaskLaunch:
     gpu_ids: list = dataclasses.field(default_factory=list)  # e.g. ["0", "1"]
     netns: Optional[str] = None        # the agent's network namespace (netns.py)
     hidden_paths: list = dataclasses.field(default_factory=list)  # fs_isolation.py
+    limits: Any = None                 # cgroups.Limits when the master isolates, else None
+    cgroups: Any = None                # cgroups.TaskCgroups a plain process task joins
 
     @property
     def stdout_path(self):
@@ -78,7 +80,9 @@ class RunnerError(Exception):
 class ProcessRunner:
     """Runs a task as a local subprocess, stdout/stderr in its sandbox; in
     its agent's network namespace under ``ip netns exec`` (which execs the
-    command in place: the task's pid and process group stay the same)."""
+    command in place: the task's pid and process group stay the same); in
+    its cgroups (``launch.cgroups``, ``cgroups.py``) from its first
+    instruction on."""
 
     def launch(self, launch):
         if launch.image:
@@ -89,6 +93,8 @@ class ProcessRunner:
             argv = hidden_argv(launch.hidden_paths, launch.sandbox, argv)
         if launch.netns is not None:
             argv = [ip_command(), "netns", "exec", launch.netns] + argv
+        if launch.cgroups is not None:
+            argv = launch.cgroups.join_argv(argv)
         with open(launch.stdout_path, "ab") as out, open(launch.stderr_path, "ab") as err:
             try:
                 popen = subprocess.Popen(

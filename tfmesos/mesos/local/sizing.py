@@ -1,7 +1,9 @@
 """Starting the embedded master for one run: its one agent sized so that the
 run's whole cluster fits (``tfrun``/``cluster()`` with ``--master local``),
-one-time credentials only this run knows, and the submitter's environment
-for its tasks (as the original TFMesos ran them on the user's machine)."""
+one-time credentials only this run knows, the submitter's environment for
+its tasks (as the original TFMesos ran them on the user's machine), and
+isolation as on a Mesos cluster where this machine allows it (``cgroups.py``:
+root with writable memory and cpu hierarchies), said once when it does not."""
 
 import logging
 import os
@@ -10,6 +12,7 @@ import random
 from ...exceptions import SpecError
 from .agent import AgentSpec
 from .auth import generate_credentials
+from .cgroups import ISOLATORS, isolation_problem
 from .master import LocalMaster
 
 log = logging.getLogger(__name__)
@@ -21,14 +24,19 @@ def start_local_master(jobs, containers=False, **options):
     tasks run through the Docker engine. The master authenticates
     frameworks with a fresh random credential (added to any given in
     ``options``) and gives tasks this process's environment unless
-    ``executor_environment`` says otherwise. Returns ``(master, url,
-    (principal, secret))``: the driver must send that principal and secret."""
+    ``executor_environment`` says otherwise. ``isolation`` (an option of
+    ``LocalMaster``) defaults to ``"auto"``: cgroups/cpu,cgroups/mem where
+    this machine can, else none with a warning; None turns it off. Returns
+    ``(master, url, (principal, secret))``: the driver must send that
+    principal and secret."""
     if containers and "container_runner" not in options:
         from .docker_runner import DockerRunner
         options["container_runner"] = DockerRunner()
     if "agents" not in options:
         options["agents"] = [local_agent(jobs)]
     options.setdefault("executor_environment", dict(os.environ))
+    options["isolation"] = auto_isolation(options.get("isolation", AUTO),
+                                          options.get("cgroups_enable_cfs", False))
     principal, secret = generate_credentials()
     credentials = dict(options.pop("credentials", None) or {})
     credentials[principal] = secret
@@ -36,11 +44,33 @@ def start_local_master(jobs, containers=False, **options):
     return master, master.start(), (principal, secret)
 
 
+AUTO = "auto"
+
+
+def auto_isolation(isolation, enable_cfs=False):
+    """What the embedded master of a run isolates with: ``"auto"`` is the
+    cgroups isolators where this machine can (said once when it cannot:
+    tasks are then held to nothing, unlike on a Mesos cluster that isolates);
+    anything else as given."""
+    if isolation != AUTO:
+        return isolation
+    problem = isolation_problem(ISOLATORS)
+    if problem is None:
+        return ",".join(ISOLATORS)
+    if enable_cfs:
+        raise SpecError("--cgroups-enable-cfs: %s" % problem)
+    log.warning("the embedded master does not hold tasks to their cpus and mem here (%s); "
+                "on a Mesos cluster with cgroups isolation a task over its mem is killed. "
+                "--no-isolation silences this", problem.split(";")[0])
+    return None
+
+
 def local_agent(jobs):
     """The embedded master's one agent, sized so the whole cluster fits.
 
-    CPUs and memory are not enforced on one machine, so a cluster asking for
-    more than there is gets it (with a note); what can never work — a task
+    The agent offers at least what the cluster asks for, even beyond the
+    machine (with a note): isolation holds each task to its own cpus and
+    mem, not the agent to the machine's. What can never work — a task
     larger than the machine's memory, more GPUs than it has — is an error
     now rather than a launch timeout later."""
     machine_cpus, machine_mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())

@@ -2,7 +2,9 @@
 TaskInfo (TASK_ERROR if invalid), books its resources on the agent and
 starts its ``TaskProcess``; the process's callbacks turn its start and end
 into status updates (TASK_RUNNING, TASK_FINISHED, TASK_FAILED, TASK_KILLED)
-with the reasons and messages of Mesos' command executor.
+with the reasons and messages of Mesos' command executor; a task that
+outgrew its memory under isolation (``cgroups.py``) ends TASK_FAILED with
+``REASON_CONTAINER_LIMITATION_MEMORY`` from the agent, as in Mesos.
 """
 
 import os
@@ -21,10 +23,12 @@ class TaskLauncher:
     tasks that name an image; ``kill_grace_period`` is the default SIGTERM
     to SIGKILL delay; ``base_env`` the environment every task starts from
     (``environment.executor_environment``); ``root_allowed``: whether
-    container tasks may run as root."""
+    container tasks may run as root; ``isolator``: the master's
+    ``cgroups.Isolator`` (None: cpus and mem are not enforced)."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
-                 container_runner, base_env, root_allowed, hidden_paths=()):
+                 container_runner, base_env, root_allowed, isolator=None, hidden_paths=()):
+        self.isolator = isolator
         self.base_env = dict(base_env)
         self.root_allowed = root_allowed
         self.records = records
@@ -95,10 +99,15 @@ class TaskLauncher:
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
                               task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns,
                               hidden)
+        if self.isolator is not None:
+            # Containers get the same limits through the Docker engine.
+            launch.limits = self.isolator.limits(task.resources.get("cpus"),
+                                                 task.resources.get("mem"))
         runner = self.container_runner if plan.image is not None else self.runner
         fetcher, user = self._fetcher(agent), plan.user or framework.info.get("user")
         proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit,
-                           fetch=lambda uris, sandbox: fetcher.fetch(uris, sandbox, user))
+                           fetch=lambda uris, sandbox: fetcher.fetch(uris, sandbox, user),
+                           isolator=self.isolator)
         proc.task = task
         task.proc = proc
         self.records.procs.add(proc)
@@ -141,11 +150,17 @@ class TaskLauncher:
             if task.removed or task.terminal or not self.records.running:
                 self.allocator.release(task)
                 return
-            self.updates.update(task, *_exit_update(task, status, error))
+            self.updates.update(task, *_exit_update(task, status, error, proc.limitation))
 
 
-def _exit_update(task, status, error):
-    """(state, source, reason, message) of a task whose process ended."""
+def _exit_update(task, status, error, limitation=None):
+    """(state, source, reason, message) of a task whose process ended;
+    ``limitation``: Mesos' message when it outgrew its memory."""
+    if limitation is not None:
+        # The agent, not the executor, reports a container its isolator
+        # destroyed (src/slave/slave.cpp; v0's SOURCE_SLAVE is v1's SOURCE_AGENT).
+        return ("TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LIMITATION_MEMORY",
+                limitation)
     if task.kill_reason == "max_completion":
         return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_MAX_COMPLETION_TIME_REACHED",
                 "Task reached its maximum completion time")

@@ -1,0 +1,377 @@
+"""Isolation on the embedded agents, as Mesos' cgroups isolators do it
+(``tfmesos/mesos/local/cgroups.py``): the limits each task's cgroups get,
+a task over its memory killed with REASON_CONTAINER_LIMITATION_MEMORY, a
+busy task held to its cpus by the CFS quota, cgroups removed with their
+task and after a master killed with SIGKILL, limits of Docker tasks, and
+GPU-less agents hiding the machine's GPUs.
+
+The tests that need real cgroups run as root on a machine with writable
+memory and cpu hierarchies (v1, or v2 with those controllers), else skip.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
+from fixtures_master import (clients, local_master, make_local_master,  # noqa: F401
+                             small_agent)
+from mesos_http_client import task_info
+from tfmesos.mesos.local import cgroups
+from tfmesos.mesos.local.cgroups import (IsolationError, Layout, Limits, find_hierarchies,
+                                         isolation_problem, memory_limit_message,
+                                         parse_isolation, stout_bytes)
+from tfmesos.mesos.local.docker_runner import container_kwargs
+from tfmesos.mesos.local.runner import TaskLaunch
+
+pytestmark = pytest.mark.timeout(120)
+
+PROBLEM = isolation_problem()
+needs_cgroups = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+ISOLATED = dict(isolation="cgroups/cpu,cgroups/mem")
+
+# Allocates 4 MB blocks, touching each page, until far past any small limit.
+def hog(blocks=200, python=sys.executable):
+    """A command that allocates (and touches) ``blocks`` 4 MB blocks."""
+    return ("%s -c \"import time\nblocks = []\nfor _ in range(%d):\n"
+            "    blocks.append(bytearray(4 << 20))\n    time.sleep(0.01)\nprint('survived')\""
+            % (python, blocks))
+
+
+HOG = hog()
+
+
+# -- pure parts -----------------------------------------------------------------------
+
+def test_parse_isolation_takes_mesos_names():
+    assert parse_isolation("cgroups/cpu,cgroups/mem") == ("cgroups/cpu", "cgroups/mem")
+    assert parse_isolation("cgroups/mem, cgroups/mem") == ("cgroups/mem",)
+    assert parse_isolation("posix/cpu,posix/mem") == ()
+    assert parse_isolation(None) == () and parse_isolation("") == ()
+    with pytest.raises(ValueError, match="unknown isolator 'cgroups/disk'"):
+        parse_isolation("cgroups/disk")
+
+
+def test_limits_follow_mesos_constants():
+    # memory.cpp: max(mem, MIN_MEMORY = 32 MB); cpu.cpp: 1024 x cpus, at least 2;
+    # CFS: cpus x 100 ms, at least 1 ms.
+    limits = Limits(cpus=0.5, mem=1024, cfs=True)
+    assert limits.memory_bytes == 1024 << 20
+    assert limits.cpu_shares == 512 and limits.cfs_quota_us == 50000
+    assert Limits(cpus=0.001, mem=8).memory_bytes == 32 << 20
+    assert Limits(cpus=0.001, mem=8).cpu_shares == 2
+    assert Limits(cpus=0.001, mem=8).cfs_quota_us == 1000
+    assert Limits(cpus=1, mem=1).cpu_weight == 39 and Limits(cpus=256, mem=1).cpu_weight == 10000
+
+
+def test_memory_message_is_mesos_own():
+    assert stout_bytes(64 << 20) == "64MB" and stout_bytes(1 << 30) == "1GB"
+    assert stout_bytes(1536 << 10) == "1536KB" and stout_bytes(1000) == "1000B"
+    assert memory_limit_message(64 << 20, (64 << 20) - 4096) == \
+        "Memory limit exceeded: Requested: 64MB Maximum Used: 65532KB"
+
+
+MOUNTS_V1 = """\
+cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
+cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0
+cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+"""
+
+
+def test_hierarchies_from_proc_mounts():
+    v1, v2 = find_hierarchies(MOUNTS_V1)
+    assert v1 == {"cpu": "/sys/fs/cgroup/cpu", "cpuacct": "/sys/fs/cgroup/cpuacct",
+                  "memory": "/sys/fs/cgroup/memory"}
+    assert v2 == "/sys/fs/cgroup/unified"
+    v1, v2 = find_hierarchies("cgroup /c/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n"
+                              "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n")
+    assert v1 == {"cpu": "/c/cpu,cpuacct", "cpuacct": "/c/cpu,cpuacct"}
+    assert v2 == "/sys/fs/cgroup"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the layout is chosen only as root")
+def test_layouts_v1_and_v2_write_the_limits(tmp_path):
+    """The files each version's cgroups get (a directory tree stands in
+    for the kernel's)."""
+    for name in ("cpu", "cpuacct", "memory", "v2"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "v2" / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    mounts = "\n".join("cgroup %s cgroup rw,%s 0 0" % (tmp_path / name, name)
+                       for name in ("cpu", "cpuacct", "memory"))
+    layout = Layout.detect(cgroups.ISOLATORS, mounts)
+    assert layout.version == 1
+    directories = {}
+    for hierarchy in layout.hierarchies():
+        directories[hierarchy] = os.path.join(hierarchy, "t")
+        os.mkdir(directories[hierarchy])
+    task = cgroups.TaskCgroups(layout, directories, Limits(cpus=0.5, mem=100, cfs=True))
+    task.apply()
+    assert (tmp_path / "memory" / "t" / "memory.limit_in_bytes").read_text() == str(100 << 20)
+    assert (tmp_path / "memory" / "t" / "memory.soft_limit_in_bytes").read_text() == \
+        str(100 << 20)
+    assert (tmp_path / "cpu" / "t" / "cpu.shares").read_text() == "512"
+    assert (tmp_path / "cpu" / "t" / "cpu.cfs_quota_us").read_text() == "50000"
+    assert task.cpuacct_dir == str(tmp_path / "cpuacct" / "t")
+    assert task.join_argv(["true"])[-1] == "true"
+    (tmp_path / "memory" / "t" / "memory.oom_control").write_text(
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    (tmp_path / "memory" / "t" / "memory.max_usage_in_bytes").write_text(str(100 << 20))
+    (tmp_path / "memory" / "t" / "memory.limit_in_bytes").write_text(str(100 << 20))
+    assert task.limitation() == "Memory limit exceeded: Requested: 100MB Maximum Used: 100MB"
+
+    layout = Layout.detect(cgroups.ISOLATORS, "cgroup2 %s cgroup2 rw 0 0" % (tmp_path / "v2"))
+    assert layout.version == 2
+    os.mkdir(tmp_path / "v2" / "t")
+    task = cgroups.TaskCgroups(layout, {str(tmp_path / "v2"): str(tmp_path / "v2" / "t")},
+                               Limits(cpus=2, mem=64, cfs=True))
+    task.apply()
+    assert (tmp_path / "v2" / "t" / "memory.max").read_text() == str(64 << 20)
+    assert (tmp_path / "v2" / "t" / "cpu.max").read_text() == "200000 100000"
+    assert (tmp_path / "v2" / "t" / "cpu.weight").read_text() == "79"
+    (tmp_path / "v2" / "t" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\n"
+                                                         "oom_kill 0\n")
+    assert task.limitation() is None
+
+    with pytest.raises(IsolationError, match="does not offer memory"):
+        (tmp_path / "v2" / "cgroup.controllers").write_text("cpu\n")
+        Layout.detect(cgroups.ISOLATORS, "cgroup2 %s cgroup2 rw 0 0" % (tmp_path / "v2"))
+
+
+def test_docker_tasks_get_the_limits_through_the_engine():
+    launch = TaskLaunch(task_id="t", framework_id="f", agent_id="a", sandbox="/tmp/sb",
+                        command="true", image="busybox", containerizer="MESOS",
+                        limits=Limits(cpus=0.5, mem=256, cfs=True))
+    kwargs = container_kwargs(launch)
+    assert kwargs["mem_limit"] == 256 << 20 and kwargs["cpu_shares"] == 512
+    assert kwargs["nano_cpus"] == 500000000
+    launch.limits = Limits(cpus=2, mem=1024, cfs=False)
+    kwargs = container_kwargs(launch)
+    assert kwargs["cpu_shares"] == 2048 and "nano_cpus" not in kwargs
+    launch.docker_parameters = [("memory", "2g")]   # the task's own parameter wins
+    assert container_kwargs(launch)["mem_limit"] == "2g"
+
+
+# -- GPU-less agents -------------------------------------------------------------------
+
+@pytest.fixture
+def fake_gpus(tmp_path, monkeypatch):
+    """An ``nvidia-smi`` on PATH that lists two GPUs."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-0)'\n"
+                      "echo 'GPU 1: NVIDIA H100 (UUID: GPU-1)'\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    return tmp_path
+
+
+def test_gpu_less_agent_hides_the_machines_gpus(make_local_master, clients, fake_gpus):
+    from tfmesos.mesos.local.agent import detect_gpus
+    assert detect_gpus() == ("0", "1")     # the machine has GPUs ...
+    master = make_local_master(agents=[small_agent(gpus=0)],   # ... this agent none
+                               executor_environment={
+                                   "PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICES": "0,1",
+                                   "TFMESOS_TEST_SESSION": os.environ["TFMESOS_TEST_SESSION"]})
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("env", offer, 'echo "cuda=[$CUDA_VISIBLE_DEVICES] '
+                                    'nvidia=[$NVIDIA_VISIBLE_DEVICES] '
+                                    'set=${CUDA_VISIBLE_DEVICES+yes}"; nvidia-smi -L')])
+    client.wait_state("env", "TASK_FINISHED")
+    out = open(os.path.join(master.sandbox("env"), "stdout")).read()
+    assert "cuda=[] nvidia=[void] set=yes" in out
+    assert "GPU 0:" in out     # the tool still runs; the task just may not use them
+
+
+# -- real cgroups ----------------------------------------------------------------------
+
+def _task_dirs(master):
+    return [os.path.join(d, name) for d in master.isolator.directories.values()
+            for name in os.listdir(d) if os.path.isdir(os.path.join(d, name))]
+
+
+@needs_cgroups
+def test_task_over_its_memory_is_failed_with_mesos_reason(make_local_master, clients):
+    master = make_local_master(**ISOLATED)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("hog", offer, HOG, mem=64),
+                          task_info("fits", offer, "echo small", mem=64)])
+    failed = client.wait_state("hog", "TASK_FAILED", timeout=60)
+    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY"
+    assert failed["source"] == "SOURCE_AGENT"
+    assert failed["message"].startswith("Memory limit exceeded: Requested: 64MB Maximum Used: ")
+    assert client.wait_state("fits", "TASK_FINISHED")["message"] == \
+        "Command exited with status 0"
+    assert "survived" not in open(os.path.join(master.sandbox("hog"), "stdout")).read()
+    deadline = time.monotonic() + 10
+    while _task_dirs(master) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _task_dirs(master) == []      # removed with their tasks
+
+
+@needs_cgroups
+def test_each_task_gets_its_limits(make_local_master, clients):
+    master = make_local_master(isolation="cgroups/cpu,cgroups/mem", cgroups_enable_cfs=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("limited", offer, "cat /proc/self/cgroup; sleep 30",
+                                    cpus=0.25, mem=100)])
+    client.wait_state("limited", "TASK_RUNNING")
+    (task,) = _wait_for(lambda: _task_dirs(master) and
+                        {os.path.basename(p) for p in _task_dirs(master)}, 10)
+    assert task == "limited"
+    layout = master.isolator.layout
+    memory = os.path.join(master.isolator.directories[layout.roots["cgroups/mem"][0]], task)
+    cpu = os.path.join(master.isolator.directories[layout.roots["cgroups/cpu"][0]], task)
+    if layout.version == 1:
+        assert open(os.path.join(memory, "memory.limit_in_bytes")).read().strip() == \
+            str(100 << 20)
+        assert open(os.path.join(cpu, "cpu.shares")).read().strip() == "256"
+        assert open(os.path.join(cpu, "cpu.cfs_quota_us")).read().strip() == "25000"
+    pids = _wait_for(lambda: open(os.path.join(memory, "cgroup.procs")).read().split(), 10)
+    assert pids                            # the task's processes are in it
+    client.kill("limited")
+    client.wait_state("limited", "TASK_KILLED")
+    _wait_for(lambda: not os.path.exists(memory) and not os.path.exists(cpu), 10)
+
+
+BUSY = ("import os, time\nstart, t0 = time.monotonic(), sum(os.times()[:2])\n"
+        "while time.monotonic() - start < 8:\n    pass\n"
+        "print('ratio %.3f' % ((sum(os.times()[:2]) - t0) / (time.monotonic() - start)))")
+
+
+@needs_cgroups
+def test_busy_task_gets_about_its_cpus_under_cfs(make_local_master, clients):
+    """-Cw 0.5 with CFS: a busy loop gets about half a core (its cpu time
+    over its wall time, from /proc through os.times()), while the same loop
+    outside the master, at the same time, gets what the shared machine gives."""
+    master = make_local_master(isolation="cgroups/cpu", cgroups_enable_cfs=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("busy", offer, '%s -c "%s"' % (sys.executable, BUSY),
+                                    cpus=0.5)])
+    client.wait_state("busy", "TASK_RUNNING")
+    twin = subprocess.run([sys.executable, "-c", BUSY], capture_output=True, text=True,
+                          timeout=60)
+    client.wait_state("busy", "TASK_FINISHED", timeout=60)
+    out = open(os.path.join(master.sandbox("busy"), "stdout")).read()
+    ratio, free = float(out.split("ratio ")[1]), float(twin.stdout.split("ratio ")[1])
+    # Never more than its half core; about half of it unless the machine is so
+    # busy that even the unlimited twin got little.
+    assert ratio <= 0.7, (ratio, free)
+    assert ratio >= min(0.3, 0.5 * free), (ratio, free)
+
+
+@needs_cgroups
+def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
+    """A master killed with SIGKILL leaves its task running in its cgroups;
+    the next isolating master kills it and removes them."""
+    script = tmp_path / "master.py"
+    script.write_text(
+        "import sys, time\n"
+        "from tfmesos.mesos.local.cgroups import Isolator, Limits\n"
+        "isolator = Isolator().start()\n"
+        "task = isolator.prepare('orphan', Limits(cpus=0.1, mem=64))\n"
+        "import subprocess\n"
+        "subprocess.Popen(task.join_argv(['sleep', '300']))\n"
+        "print(' '.join(sorted(set(task.directories.values()))), flush=True)\n"
+        "time.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        directories = proc.stdout.readline().split()
+        assert directories
+        pids = _wait_for(lambda: open(os.path.join(directories[0], "cgroup.procs")).read()
+                         .split(), 10)
+        proc.kill()
+        proc.wait()
+        removed = cgroups.remove_stale(Layout.detect(cgroups.ISOLATORS))
+        assert removed and not any(os.path.exists(d) for d in directories)
+        assert not any(os.path.exists("/proc/%s" % pid) and
+                       open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+                       for pid in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in locals().get("pids") or ():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@needs_cgroups
+@pytest.mark.docker
+def test_container_over_its_memory_is_failed_with_mesos_reason(
+        make_local_master, clients, docker_engine, tfmesos_image,  # noqa: F811
+        no_leaked_containers):  # noqa: F811
+    from tfmesos.mesos.local.docker_runner import DockerRunner
+    master = make_local_master(container_runner=DockerRunner(docker_engine), **ISOLATED)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    image = {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
+                                                   "docker": {"name": tfmesos_image}}}}
+    info = task_info("hog", offer, hog(python="python3"), mem=64, container=image)
+    info["command"]["user"] = "root"     # a user the image knows (this master runs as root)
+    client.launch(offer, [info])
+    failed = client.wait_state("hog", "TASK_FAILED", timeout=120)
+    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
+    assert failed["message"] == "Memory limit exceeded: Requested: 64MB Maximum Used: 64MB"
+
+
+def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
+    from tfmesos.exceptions import SpecError
+    from tfmesos.mesos.local import sizing
+    monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
+        "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
+    with caplog.at_level("WARNING"):
+        assert sizing.auto_isolation("auto") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "the embedded master does not hold tasks to their cpus and mem here (cannot isolate "
+        "tasks with cgroups: cgroups isolation needs root); on a Mesos cluster with cgroups "
+        "isolation a task over its mem is killed. --no-isolation silences this"]
+    with pytest.raises(SpecError, match="--cgroups-enable-cfs: cannot isolate"):
+        sizing.auto_isolation("auto", enable_cfs=True)
+    assert sizing.auto_isolation(None) is None     # --no-isolation: nothing said
+    monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: None)
+    assert sizing.auto_isolation("auto") == "cgroups/cpu,cgroups/mem"
+
+
+def test_isolation_options_of_the_commands():
+    from tfmesos.cli import tfrun
+    from tfmesos.mesos.local import cli
+    args = tfrun.build_parser().parse_options(["--no-isolation"])
+    assert tfrun.isolation_options(args) == {"isolation": None}
+    args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])
+    assert tfrun.isolation_options(args) == {"cgroups_enable_cfs": True}
+    assert tfrun.isolation_options(tfrun.build_parser().parse_options([])) == {}
+    args = cli.build_parser().parse_args(["--isolation", "cgroups/disk"])
+    with pytest.raises(ValueError, match="unknown isolator 'cgroups/disk'"):
+        cli.make_master(args, {})
+    args = cli.build_parser().parse_args(["--cgroups-enable-cfs"])
+    with pytest.raises(ValueError, match="needs the cgroups/cpu isolator"):
+        cli.make_master(args, {})
+
+
+@needs_cgroups
+def test_no_isolation_lets_a_task_use_more_than_it_asked(tmp_path):
+    from tfrun_helpers import run_tfrun
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "0.2", "-Mw", "64", "--no-isolation",
+                       "--", hog(40))
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] survived" in result.stdout
+
+
+def _wait_for(check, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)

@@ -1,0 +1,357 @@
+"""What each task really used (``tfmesos/task/usage.py``), where it goes
+(the exit frame, run.json, tfrun's end-of-run table and hints), a task
+killed for its memory named by tfrun (and restarted with --max-restarts),
+cgroups gone after a run, and TensorFlow's thread variables sized to the
+task's cpus."""
+
+import glob
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+
+from offers import offer
+from test_taskinfo import launch_all, variables
+from tfmesos.mesos.local.cgroups import isolation_problem
+from tfmesos.spec import RunSpec
+from tfmesos.task import usage as task_usage
+from tfmesos.task_ends import memory_kill_message, memory_kill_peak, resource_flag
+from tfmesos.taskinfo import thread_env
+from tfmesos.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
+from tfrun_helpers import run_tfrun
+
+pytestmark = pytest.mark.timeout(300)
+
+PROBLEM = isolation_problem()
+needs_cgroups = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+TINY = ["-Cw", "0.2", "-Mw", "64", "-Cs", "0.2", "-Ms", "64"]
+# Allocates (and touches) 4 MB blocks until far past a 64 MB limit.
+HOG = ("%s -c 'import time\nblocks = []\nfor _ in range(100):\n"
+       "    blocks.append(bytearray(4 << 20))\n    time.sleep(0.01)\nprint(\"survived\")'"
+       % sys.executable)
+
+
+# -- measuring, on the task side -----------------------------------------------------
+
+def test_monitor_measures_a_process_tree(tmp_path):
+    """A parent and a child: the tree's peak, the largest process, cpu,
+    wall time, and samples bounded by thinning."""
+    script = tmp_path / "tree.py"
+    script.write_text(textwrap.dedent("""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c",
+            "b = bytearray(40 << 20); import time; time.sleep(1.5)"])
+        data = bytearray(60 << 20)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+        child.wait()
+    """))
+    import subprocess
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    monitor = task_usage.UsageMonitor(proc.pid, sample_interval=0.2, peak_interval=0.1,
+                                      max_samples=4).start()
+    proc.wait()
+    report = monitor.stop()
+    assert report["wall_s"] >= 1.4
+    assert report["cpu_s"] >= 0.5 and report["user_s"] >= 0.5
+    assert report["peak_rss_mb"] >= 60                 # the largest process
+    assert report["peak_tree_rss_mb"] >= 95            # both at once (sampled)
+    assert report["peak_gpu_mb"] is None and "cgroup" not in report
+    assert 2 <= len(report["samples"]) <= 4            # thinned, not cut
+    assert report["sample_interval_s"] > 0.2
+    assert all(set(s) == {"t", "cpu_s", "rss_mb"} for s in report["samples"])
+    times = [s["t"] for s in report["samples"]]
+    assert times == sorted(times)
+    assert [s["cpu_s"] for s in report["samples"]] == sorted(s["cpu_s"]
+                                                          for s in report["samples"])
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    """``nvidia-smi`` on PATH that lists GPUs and one compute app per pid in
+    $FAKE_GPU_PIDS, 1500 MB each."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text(textwrap.dedent("""\
+        #!/bin/sh
+        case "$*" in
+          -L) echo 'GPU 0: NVIDIA H100 (UUID: GPU-0)';;
+          *query-compute-apps*) for p in $FAKE_GPU_PIDS; do echo "$p, 1500"; done;;
+          *query-gpu*) echo '0, 2048';;
+        esac
+    """))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    return monkeypatch
+
+
+def test_gpu_memory_of_the_tree_from_nvidia_smi(fake_nvidia_smi):
+    fake_nvidia_smi.setenv("FAKE_GPU_PIDS", "111 222 333")
+    assert task_usage.gpu_memory_mb({111, 333, 9}) == 3000.0
+    # None of ours listed (a container's pid namespace): the task's own GPUs.
+    assert task_usage.gpu_memory_mb({9}, visible="0") == 2048.0
+    assert task_usage.gpu_memory_mb({9}) == 0.0
+    monitor = task_usage.UsageMonitor(os.getpid(), gpus=True, peak_interval=0.05)
+    fake_nvidia_smi.setenv("FAKE_GPU_PIDS", str(os.getpid()))
+    monitor.observe()
+    assert monitor.stop()["peak_gpu_mb"] == 1500.0
+
+
+def test_usage_is_cleaned_on_the_scheduler_side():
+    usage = clean_usage({"wall_s": 3, "cpu_s": "lots", "peak_rss_mb": float("nan"),
+                         "samples": [{"t": 1, "cpu_s": 0.5, "evil": "x"}, "junk"],
+                         "cgroup": {"oom_kills": 1, "limit_mb": True}, "extra": [1] * 10})
+    assert usage["wall_s"] == 3 and usage["cpu_s"] is None and usage["peak_rss_mb"] is None
+    assert usage["samples"] == [{"t": 1, "cpu_s": 0.5}]
+    assert usage["cgroup"] == {"limit_mb": None, "peak_mb": None, "oom_kills": 1}
+    assert "extra" not in usage
+    assert clean_usage("nope") is None
+
+
+def test_the_exit_frame_carries_the_usage_to_the_run():
+    from rendezvous_client import SECRET, Client, make_rendezvous, next_event
+    from tfmesos.events import TaskExited
+    rdv = make_rendezvous()
+    try:
+        for task_id, usage, expected in (("a", {"cpu_s": 1.5}, {"cpu_s": 1.5}),
+                                         ("b", "not an object", None)):
+            rdv.expect(task_id)
+            client = Client(rdv.port, SECRET)
+            client.register(task_id, port=2222)
+            client.registered()
+            client.send({"type": "exit", "code": 0, "usage": usage})
+            assert next_event(rdv, TaskExited) == TaskExited(task_id, 0, expected)
+            client.close()
+    finally:
+        rdv.close()
+
+
+# -- naming a memory kill ----------------------------------------------------------
+
+def test_memory_kills_are_named_with_the_option_to_raise():
+    mesos = "Memory limit exceeded: Requested: 1GB Maximum Used: 1310MB"
+    assert memory_kill_peak("REASON_CONTAINER_LIMITATION_MEMORY", mesos) == 1310.0
+    assert memory_kill_peak("REASON_CONTAINER_LIMITATION_MEMORY", "") == 0.0
+    assert memory_kill_peak(None, "", {"cgroup": {"oom_kills": 1, "peak_mb": 1024},
+                                       "peak_tree_rss_mb": 990}) == 1024
+    assert memory_kill_peak(None, "", {"cgroup": {"oom_kills": 0}}) is None
+    assert memory_kill_peak("REASON_COMMAND_EXECUTOR_FAILED", mesos) is None
+    assert memory_kill_message("worker:1", "worker", 1024, 1310) == \
+        "worker:1 was killed for using more than its 1024 MB (peak 1310 MB): raise -Mw"
+    assert memory_kill_message("ps:0", "ps", 512, 0, mode="fine") == \
+        "ps:0 was killed for using more than its 512 MB: raise the ps job's mem"
+    assert (resource_flag("chief"), resource_flag("evaluator", "cpus")) == ("-Mc", "-Cw")
+    assert resource_flag("tensorboard") == "--job tensorboard:COUNT:CPUS:MEM"
+
+
+@pytest.mark.parametrize("how", ["mesos", "task"])
+def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
+    """Whichever tells first: Mesos' TASK_FAILED with the memory reason, or
+    the task's exit message (the OOM killer in its own cgroup)."""
+    from test_failure_policy import FakeRun
+    from tfmesos.events import TaskExited
+    from tfmesos.exceptions import TaskFailed
+    from tfmesos.restarts import RestartPolicy
+    from tfmesos.spec import Job
+
+    def kill(run):
+        if how == "mesos":
+            run.status("worker:1", "TASK_FAILED", "Memory limit exceeded: Requested: 1GB "
+                       "Maximum Used: 1310MB", "REASON_CONTAINER_LIMITATION_MEMORY")
+        else:
+            run.handle(TaskExited(run.slots.named("worker:1").task_id, 137, {
+                "peak_tree_rss_mb": 1001.0, "samples": [],
+                "cgroup": {"limit_mb": 1024, "peak_mb": 1310.0, "oom_kills": 1}}))
+
+    expected = "worker:1 was killed for using more than its 1024 MB (peak 1310 MB): raise -Mw"
+    run = FakeRun([Job("worker", num=2, mem=1024)])
+    run.running()
+    with pytest.raises(TaskFailed) as err:
+        kill(run)
+    assert str(err.value) == expected and err.value.task == "worker:1"
+    run = FakeRun([Job("worker", num=2, mem=1024)], policy=RestartPolicy(1, "lost", backoff=2))
+    run.running()
+    kill(run)
+    assert run.calls == [("restart",)]
+    assert run.notes[0] == expected + "; restarting the cluster (restart 1 of 1) in 2 s"
+    assert run.record.snapshot()["restarts"][0]["cause"] == "lost"
+
+
+# -- the end-of-run table ----------------------------------------------------------
+
+def record(*tasks):
+    """run.json data: ``(name, job, cpus, mem, usage)`` per task."""
+    jobs, entries = {}, []
+    for name, job, cpus, mem, usage in tasks:
+        jobs[job] = {"name": job, "num": 1, "start": 0, "cpus": cpus, "mem": mem, "gpus": 0}
+        entries.append({"name": name, "job": job, "attempts": [
+            {"attempt": 1, "usage": None}, {"attempt": 2, "usage": usage}]})
+    return {"jobs": list(jobs.values()), "tasks": entries}
+
+
+def used(cpu, wall, peak, gpu=None):
+    return {"cpu_s": cpu, "wall_s": wall, "peak_tree_rss_mb": peak, "peak_rss_mb": peak,
+            "peak_gpu_mb": gpu}
+
+
+def test_table_and_hints():
+    data = record(("worker:0", "worker", 1, 1024, used(55.0, 60.0, 980.0)),
+                  ("worker:1", "worker", 1, 1024, used(54.0, 60.0, 700.0)),
+                  ("ps:0", "ps", 2, 2048, used(6.0, 60.0, 300.0, gpu=512.0)),
+                  ("chief:0", "chief", 1, 1024, None))
+    rows = usage_rows(data)
+    assert [row[0] for row in rows] == ["worker:0", "worker:1", "ps:0"]  # chief: no usage
+    lines = table_lines(rows)
+    assert lines[0].split() == ["task", "cpus", "cpu-s", "avg", "cpus", "mem", "MB", "peak",
+                                "MB"]
+    assert lines[1].split() == ["worker:0", "1", "55.0", "0.92", "1024", "980", "(96%)"]
+    assert lines[3].split()[:7] == ["ps:0", "2", "6.0", "0.10", "2048", "300", "(15%)"]
+    assert lines[3].endswith("GPU 512 MB")
+    assert hints(rows) == [
+        "worker peaked at 980 MB of its 1024 MB (96%): a Mesos agent with cgroups isolation "
+        "kills it past its mem; raise -Mw (e.g. -Mw 1280)",
+        "ps used at most 300 MB of its 2048 MB (15%): -Ms 384 would do",
+        "ps used 0.1 of its 2 cpus on average: -Cs 0.2 would do"]
+    lines = usage_lines(data)
+    assert lines[0] == "tfrun: resources asked and used (samples in run.json):"
+    assert lines[-1].startswith("tfrun: hint: ps used 0.1")
+    assert usage_lines(record(("chief:0", "chief", 1, 1024, None))) == []
+    # Short commands say nothing about their cpus.
+    assert hints(usage_rows(record(("w:0", "w", 4, 100, used(0.1, 2.0, 50.0))))) == []
+
+
+# -- thread pools sized to the task's cpus -----------------------------------------
+
+def test_thread_variables_follow_cpus_and_the_user_wins():
+    assert thread_env(0.2) == {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2",
+                               "OMP_NUM_THREADS": "1"}
+    assert thread_env(3.6)["TF_NUM_INTRAOP_THREADS"] == "4"
+    jobs = [{"name": "ps", "num": 1, "cpus": 0.5, "mem": 256},
+            {"name": "worker", "num": 1, "cpus": 4, "mem": 512, "gpus": 1,
+             "env": {"OMP_NUM_THREADS": "8"}}]
+    _, infos, _ = launch_all(jobs, RunSpec(), [offer("o1", cpus=8, gpus=1)])
+    ps, worker = variables(infos["ps:0"]), variables(infos["worker:0"])
+    assert (ps["TF_NUM_INTRAOP_THREADS"], ps["OMP_NUM_THREADS"]) == ("1", "1")
+    assert (worker["TF_NUM_INTRAOP_THREADS"], worker["OMP_NUM_THREADS"]) == ("4", "8")
+    assert (ps["TFMESOS_GPUS"], worker["TFMESOS_GPUS"]) == ("0", "1")
+    run = RunSpec(env=("TF_NUM_INTRAOP_THREADS=0", "TF_NUM_INTEROP_THREADS=0"))
+    _, infos, _ = launch_all(jobs, run, [offer("o1", cpus=8, gpus=1)])
+    assert variables(infos["worker:0"])["TF_NUM_INTRAOP_THREADS"] == "0"
+    assert variables(infos["ps:0"])["TF_NUM_INTEROP_THREADS"] == "0"
+
+
+def test_tasks_see_the_thread_variables():
+    show = 'echo "threads $TF_NUM_INTRAOP_THREADS $TF_NUM_INTEROP_THREADS $OMP_NUM_THREADS"'
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "2", "-Mw", "64", "--", show)
+    assert "[worker:0] threads 2 2 2" in result.stdout, result.stderr
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "2", "-Mw", "64",
+                       "-E", "TF_NUM_INTRAOP_THREADS=5", "--", show)
+    assert "[worker:0] threads 5 2 2" in result.stdout, result.stderr
+
+
+# -- end to end, on the embedded master ----------------------------------------------
+
+def run_json(run_dir):
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@needs_cgroups
+def test_task_over_its_memory_is_named_and_its_cgroups_are_gone(tmp_path):
+    run_dir = str(tmp_path / "run")
+    result = run_tfrun("-w", "1", "-s", "0", *TINY, "--run-dir", run_dir, "--", HOG)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    line = next(line for line in lines if "was killed for using more" in line)
+    assert line.startswith("tfrun: worker:0 was killed for using more than its 64 MB (peak ")
+    assert line.endswith(" MB): raise -Mw")
+    assert "survived" not in result.stdout
+    data = run_json(run_dir)
+    assert data["outcome"]["message"] == line[len("tfrun: "):]
+    attempt = data["tasks"][0]["attempts"][-1]
+    # Whichever told first: the task (the OOM killer in its cgroup), or Mesos.
+    states = [(s["state"], s["reason"]) for s in attempt["states"]]
+    assert (attempt["usage"] or {}).get("cgroup", {}).get("oom_kills") or \
+        ("TASK_FAILED", "REASON_CONTAINER_LIMITATION_MEMORY") in states
+    assert any(line.startswith("tfrun: resources asked and used") for line in lines) or \
+        attempt["usage"] is None
+    assert not [path for path in glob.glob("/sys/fs/cgroup/*/tfmesos/*/*")
+                if data["run_id"] in path]
+
+
+@needs_cgroups
+def test_task_killed_for_its_memory_is_restarted_as_a_loss(tmp_path):
+    run_dir = str(tmp_path / "run")
+    cmd = 'if [ "$TFMESOS_RESTART" = 0 ]; then %s; else echo "fine after restart"; fi' % HOG
+    result = run_tfrun("-w", "1", "-s", "0", *TINY, "--max-restarts", "1", "--restart-on",
+                       "lost", "--restart-backoff", "0.1", "--run-dir", run_dir, "--", cmd)
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] fine after restart" in result.stdout
+    assert "worker:0 was killed for using more than its 64 MB" in result.stderr
+    assert "restarting the cluster (restart 1 of 1)" in result.stderr
+    data = run_json(run_dir)
+    assert [r["cause"] for r in data["restarts"]] == ["lost"]
+    assert data["restarts"][0]["message"].startswith(
+        "worker:0 was killed for using more than its 64 MB")
+
+
+def test_end_of_run_table_and_samples_in_run_json(tmp_path, monkeypatch):
+    """Two busy workers: each attempt's usage in run.json (samples every
+    sample interval, here shortened), and the table with a hint."""
+    run_dir = str(tmp_path / "run")
+    busy = ("%s -c 'import time\nb = bytearray(30 << 20)\nend = time.monotonic() + 3\n"
+            "while time.monotonic() < end: pass'" % sys.executable)
+    result = run_tfrun("-w", "2", "-s", "0", "-Cw", "1", "-Mw", "1024", "--run-dir", run_dir,
+                       "--", busy, env={"TFMESOS_USAGE_INTERVAL": "1"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    at = lines.index("tfrun: resources asked and used (samples in run.json):")
+    assert lines[at + 1].split()[:2] == ["task", "cpus"]
+    assert sorted(line.split()[0] for line in lines[at + 2:at + 4]) == ["worker:0", "worker:1"]
+    assert any(line.startswith("tfrun: hint: worker used at most") for line in lines[at + 4:])
+    for task in run_json(run_dir)["tasks"]:
+        usage = task["attempts"][-1]["usage"]
+        assert usage["wall_s"] >= 2.9 and usage["cpu_s"] > 0.3
+        assert usage["peak_rss_mb"] >= 30 and usage["peak_tree_rss_mb"] >= 30
+        assert usage["samples"] and usage["samples"][0]["t"] >= 0.9
+
+
+@pytest.mark.tensorflow
+def test_run_json_has_peaks_and_samples_of_a_real_tensorflow_worker(tmp_path):
+    run_dir = str(tmp_path / "run")
+    train = ("%s -c 'import time\nimport tensorflow as tf\nx = tf.random.normal((256, 256))\n"
+             "end = time.monotonic() + 12\nwhile time.monotonic() < end:\n"
+             "    x = tf.linalg.normalize(tf.matmul(x, x))[0]\nprint(\"trained\")'"
+             % sys.executable)
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "1", "-Mw", "2048", "--run-dir", run_dir,
+                       "--", train, timeout=240)
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] trained" in result.stdout
+    usage = run_json(run_dir)["tasks"][0]["attempts"][-1]["usage"]
+    assert usage["peak_rss_mb"] > 200 and usage["peak_tree_rss_mb"] >= usage["peak_rss_mb"]
+    assert usage["cpu_s"] > 2 and usage["wall_s"] > 12
+    assert usage["samples"] and usage["samples"][0]["t"] >= 10
+    assert usage["samples"][0]["rss_mb"] > 100
+    assert "worker:0" in result.stderr.split("resources asked and used")[1]
+
+
+@needs_cgroups
+def test_cgroups_are_gone_after_a_run(tmp_path):
+    run_dir = str(tmp_path / "run")
+    result = run_tfrun("-w", "2", "-s", "1", *TINY, "--run-dir", run_dir, "--",
+                       "echo hi; sleep 0.5")
+    assert result.returncode == 0, result.stderr
+    run_id = run_json(run_dir)["run_id"]
+    assert not [path for path in glob.glob("/sys/fs/cgroup/*/tfmesos/*/*")
+                if ".%s." % run_id in path]
+    # Nor is any master's whose process is gone (this run's, or one killed
+    # earlier: a new master removes those first).
+    assert [path for path in glob.glob("/sys/fs/cgroup/*/tfmesos/*")
+            if os.path.isdir(path) and _owner_gone(path)] == []
+
+
+def _owner_gone(path):
+    pid = int(os.path.basename(path).split("-")[0])
+    return not os.path.exists("/proc/%d" % pid)
