@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from offers import offer
-from test_taskinfo import launch_all, variables
+from taskinfo_helpers import launch_all, variables
 from tfmesos.mesos.local.cgroups import isolation_problem
 from tfmesos.spec import RunSpec
 from tfmesos.task import usage as task_usage
@@ -150,7 +150,7 @@ def test_memory_kills_are_named_with_the_option_to_raise():
 def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
     """Whichever tells first: Mesos' TASK_FAILED with the memory reason, or
     the task's exit message (the OOM killer in its own cgroup)."""
-    from test_failure_policy import FakeRun
+    from policy_helpers import FakeRun
     from tfmesos.events import TaskExited
     from tfmesos.exceptions import TaskFailed
     from tfmesos.restarts import RestartPolicy
@@ -216,7 +216,7 @@ def test_table_and_hints():
         "ps used 0.1 of its 2 cpus on average: -Cs 0.2 would do"]
     lines = usage_lines(data)
     assert lines[0] == "tfrun: resources asked and used (samples in run.json):"
-    assert lines[-1].startswith("tfrun: hint: ps used 0.1")
+    assert lines[-1].startswith("tfrun: sizing: ps used 0.1")
     assert usage_lines(record(("chief:0", "chief", 1, 1024, None))) == []
     # Short commands say nothing about their cpus.
     assert hints(usage_rows(record(("w:0", "w", 4, 100, used(0.1, 2.0, 50.0))))) == []
@@ -310,7 +310,7 @@ def test_end_of_run_table_and_samples_in_run_json(tmp_path, monkeypatch):
     at = lines.index("tfrun: resources asked and used (samples in run.json):")
     assert lines[at + 1].split()[:2] == ["task", "cpus"]
     assert sorted(line.split()[0] for line in lines[at + 2:at + 4]) == ["worker:0", "worker:1"]
-    assert any(line.startswith("tfrun: hint: worker used at most") for line in lines[at + 4:])
+    assert any(line.startswith("tfrun: sizing: worker used at most") for line in lines[at + 4:])
     for task in run_json(run_dir)["tasks"]:
         usage = task["attempts"][-1]["usage"]
         assert usage["wall_s"] >= 2.9 and usage["cpu_s"] > 0.3

@@ -8,7 +8,7 @@ data: ``jobs`` and each attempt's ``usage``, see ``run_record``).
       task       cpus  cpu-s  avg cpus   mem MB  peak MB
       worker:0      1   45.2      0.83     1024      712 (70%)
       ps:0          1    3.1      0.05     1024      240 (23%)
-    tfrun: hint: ps used at most 240 MB of its 1024 MB (23%): -Ms 320 would do
+    tfrun: sizing: ps used at most 240 MB of its 1024 MB (23%): -Ms 320 would do
 
 A hint names the job whose tasks peaked above 90 % of their ``mem`` (raise
 it: a Mesos agent with cgroups isolation kills a task over it), or stayed
@@ -143,7 +143,7 @@ def usage_lines(record, mode="replica"):
     if not rows:
         return []
     return (["tfrun: resources asked and used (samples in run.json):"] + table_lines(rows)
-            + ["tfrun: hint: " + line for line in hints(rows, mode)])
+            + ["tfrun: sizing: " + line for line in hints(rows, mode)])
 
 
 __all__ = ["clean_usage", "usage_rows", "table_lines", "hints", "usage_lines"]
