@@ -22,9 +22,10 @@ from fixtures_master import (clients, local_master, make_local_master,  # noqa: 
                              small_agent)
 from mesos_http_client import task_info
 from tfmesos.mesos.local import cgroups
-from tfmesos.mesos.local.cgroups import (IsolationError, Layout, Limits, find_hierarchies,
-                                         isolation_problem, memory_limit_message,
-                                         parse_isolation, stout_bytes)
+from tfmesos.mesos.local.cgroup_limits import (Limits, memory_limit_message, parse_isolation,
+                                               stout_bytes)
+from tfmesos.mesos.local.cgroups import (IsolationError, Layout, find_hierarchies,
+                                         isolation_problem)
 from tfmesos.mesos.local.docker_runner import container_kwargs
 from tfmesos.mesos.local.runner import TaskLaunch
 
@@ -274,7 +275,8 @@ def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
     script = tmp_path / "master.py"
     script.write_text(
         "import sys, time\n"
-        "from tfmesos.mesos.local.cgroups import Isolator, Limits\n"
+        "from tfmesos.mesos.local.cgroup_limits import Limits\n"
+        "from tfmesos.mesos.local.cgroups import Isolator\n"
         "isolator = Isolator().start()\n"
         "task = isolator.prepare('orphan', Limits(cpus=0.1, mem=64))\n"
         "import subprocess\n"

@@ -42,7 +42,6 @@ masters killed with SIGKILL (as ``netns.remove_stale`` does for network
 namespaces). Everything here needs root.
 """
 
-import dataclasses
 import errno
 import logging
 import os
@@ -55,15 +54,9 @@ from .errors import LocalMasterError
 
 log = logging.getLogger(__name__)
 
-ISOLATORS = ("cgroups/cpu", "cgroups/mem")
-NO_ISOLATORS = ("posix/cpu", "posix/mem")   # Mesos' default: measure, enforce nothing
+from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
+
 ROOT = "tfmesos"
-CPU_SHARES_PER_CPU = 1024
-MIN_CPU_SHARES = 2
-CPU_CFS_PERIOD_US = 100000
-MIN_CPU_CFS_QUOTA_US = 1000
-MIN_MEMORY_MB = 32
-MB = 1 << 20
 _UNLIMITED = 1 << 60          # v1 reports "no limit" as a huge number
 _MASTER = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -76,73 +69,6 @@ JOIN_SCRIPT = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 127
 
 class IsolationError(LocalMasterError):
     """Isolation was asked for but cannot be done here."""
-
-
-def parse_isolation(text):
-    """The cgroups isolators that ``text`` (Mesos' ``--isolation`` syntax,
-    comma separated) names, as a tuple; ``posix/*`` and "" mean none.
-    ValueError naming the choices."""
-    if text is None:
-        return ()
-    chosen = []
-    for name in (part.strip() for part in str(text).split(",")):
-        if not name or name in NO_ISOLATORS:
-            continue
-        if name not in ISOLATORS:
-            raise ValueError("unknown isolator %r: use cgroups/cpu and/or cgroups/mem "
-                             "(or posix/cpu,posix/mem for none)" % name)
-        if name not in chosen:
-            chosen.append(name)
-    return tuple(chosen)
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one task is held to: ``cpus``, ``mem`` (MB), and whether the
-    CFS quota caps its cpus (``cfs``)."""
-
-    cpus: float
-    mem: float
-    cfs: bool = False
-    isolators: tuple = ISOLATORS
-
-    @property
-    def memory_bytes(self):
-        return int(max(self.mem, MIN_MEMORY_MB) * MB)
-
-    @property
-    def cpu_shares(self):
-        return max(int(CPU_SHARES_PER_CPU * self.cpus), MIN_CPU_SHARES)
-
-    @property
-    def cfs_quota_us(self):
-        return max(int(self.cpus * CPU_CFS_PERIOD_US), MIN_CPU_CFS_QUOTA_US)
-
-    @property
-    def cpu_weight(self):
-        """cgroup v2's cpu.weight for these shares (1..10000)."""
-        return min(10000, max(1, 1 + (self.cpu_shares - 2) * 9999 // 262142))
-
-
-def stout_bytes(count):
-    """``count`` bytes as stout's ``Bytes`` prints them: ``64MB``, ``1GB``,
-    ``1536KB``, ``1000B`` (the largest unit that loses nothing)."""
-    count = int(count)
-    for unit in ("B", "KB", "MB", "GB"):
-        if count == 0 or count % 1024:
-            return "%d%s" % (count, unit)
-        count //= 1024
-    return "%dTB" % count
-
-
-def memory_limit_message(limit_bytes, max_used_bytes):
-    """Mesos' message for a task over its memory (memory.cpp, ``oomWaited``)."""
-    message = "Memory limit exceeded: "
-    if limit_bytes is not None:
-        message += "Requested: %s " % stout_bytes(limit_bytes)
-    if max_used_bytes is not None:
-        message += "Maximum Used: %s" % stout_bytes(max_used_bytes)
-    return message.strip()
 
 
 # -- finding the hierarchies ------------------------------------------------
@@ -540,6 +466,5 @@ def isolation_problem(isolators=ISOLATORS):
     return None
 
 
-__all__ = ["ISOLATORS", "IsolationError", "Isolator", "Limits", "TaskCgroups", "Layout",
-           "parse_isolation", "find_hierarchies", "stout_bytes", "memory_limit_message",
+__all__ = ["IsolationError", "Isolator", "TaskCgroups", "Layout", "find_hierarchies",
            "remove_stale", "isolation_problem"]

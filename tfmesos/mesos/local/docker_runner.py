@@ -43,7 +43,7 @@ import uuid
 from tfmesos.docker_engine import (
     MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
     remove_container)
-from tfmesos.mesos.local.cgroups import memory_limit_message
+from tfmesos.mesos.local.cgroup_limits import memory_limit_message
 from tfmesos.mesos.local.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",

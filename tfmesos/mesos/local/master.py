@@ -53,7 +53,8 @@ from .allocator import Allocator
 from . import fs_isolation
 from .auth import Authenticator, credentials_table
 from .calls import SchedulerCalls
-from .cgroups import Isolator, parse_isolation
+from .cgroup_limits import parse_isolation
+from .cgroups import Isolator
 from .environment import executor_environment as base_environment
 from .errors import LocalMasterError
 from .faults import FaultInjection

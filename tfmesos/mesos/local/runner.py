@@ -37,7 +37,7 @@ class TaskLaunch:
     gpu_ids: list = dataclasses.field(default_factory=list)  # e.g. ["0", "1"]
     netns: Optional[str] = None        # the agent's network namespace (netns.py)
     hidden_paths: list = dataclasses.field(default_factory=list)  # fs_isolation.py
-    limits: Any = None                 # cgroups.Limits when the master isolates, else None
+    limits: Any = None                 # cgroup_limits.Limits when the master isolates, else None
     cgroups: Any = None                # cgroups.TaskCgroups a plain process task joins
 
     @property

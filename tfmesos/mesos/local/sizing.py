@@ -12,7 +12,8 @@ import random
 from ...exceptions import SpecError
 from .agent import AgentSpec
 from .auth import generate_credentials
-from .cgroups import ISOLATORS, isolation_problem
+from .cgroup_limits import ISOLATORS
+from .cgroups import isolation_problem
 from .master import LocalMaster
 
 log = logging.getLogger(__name__)
