@@ -58,13 +58,13 @@ def by_hand(epochs, timeout):
     return rate_of(outputs[0], "worker 0 by hand"), time.monotonic() - started
 
 
-def with_tfrun(epochs, timeout):
-    started = time.monotonic()
+def tfrun_stdout(options, command, timeout, env=None):
+    """Run ``tfrun OPTIONS -- COMMAND`` on the embedded master; its stdout
+    (RuntimeError with its stderr's end when it fails)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "0", "--worker-logs", "0",
-         "--", sys.executable, EXAMPLE, "--epochs", str(epochs)],
-        cwd=REPO, env=dict(os.environ, MESOS_MASTER=""), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", *command],
+        cwd=REPO, env=dict(os.environ, MESOS_MASTER="", **(env or {})),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
@@ -73,6 +73,13 @@ def with_tfrun(epochs, timeout):
             proc.wait(30)
     if proc.returncode != 0:
         raise RuntimeError("tfrun exited %d:\n%s" % (proc.returncode, err[-3000:]))
+    return out
+
+
+def with_tfrun(epochs, timeout):
+    started = time.monotonic()
+    out = tfrun_stdout(["-w", "2", "-s", "0", "--worker-logs", "0"],
+                       [sys.executable, EXAMPLE, "--epochs", str(epochs)], timeout)
     return rate_of(out, "tfrun's worker 0"), time.monotonic() - started
 
 

@@ -24,15 +24,11 @@ grows with the machine's cores: on 2 cores the defaults oversubscribe a
 
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLE = os.path.join(REPO, "examples", "keras_multiworker.py")
-RATE = re.compile(r"\[worker:0\] steps/s: ([0-9.]+)")
+from keras_steps import EXAMPLE, REPO, rate_of, tfrun_stdout  # benchmarks/keras_steps.py
 
 
 def defaults_env(cores, as_cores=None):
@@ -46,24 +42,12 @@ def defaults_env(cores, as_cores=None):
 def one_run(epochs, cpus, extra, timeout, batch_size=32):
     """worker 0's steps/s and the run's wall time."""
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "0", "-Cw", str(cpus),
-         "-Mw", "2048", "--cgroups-enable-cfs", "--worker-logs", "0", *extra, "--",
-         sys.executable, EXAMPLE, "--epochs", str(epochs), "--batch-size", str(batch_size)],
-        cwd=REPO, env=dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()  # tfrun stops its tasks on SIGTERM
-            proc.wait(30)
-    if proc.returncode != 0:
-        raise RuntimeError("tfrun exited %d:\n%s" % (proc.returncode, err[-3000:]))
-    match = RATE.search(out)
-    if not match:
-        raise RuntimeError("worker 0 printed no steps/s line:\n%s" % out[-3000:])
-    return float(match.group(1)), time.monotonic() - started
+    out = tfrun_stdout(
+        ["-w", "2", "-s", "0", "-Cw", str(cpus), "-Mw", "2048", "--cgroups-enable-cfs",
+         "--worker-logs", "0", *extra],
+        [sys.executable, EXAMPLE, "--epochs", str(epochs), "--batch-size", str(batch_size)],
+        timeout, env={"PYTHONPATH": REPO})
+    return rate_of(out, "worker 0"), time.monotonic() - started
 
 
 def main(argv=None):
