@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
 
+
 class ClusterRun:
     """One run of ``spec`` (a ``RunSpec``, checked when it was built).
 
@@ -385,7 +386,6 @@ class ClusterRun:
                     if slot.task_id:
                         self.rendezvous.send(slot.task_id, {"type": "stop"})
                 self.rendezvous.close(linger=STOP_LINGER)
-                self.record.drain(self.events)
             if self.driver is not None:
                 try:
                     self.driver.stop()
@@ -395,7 +395,8 @@ class ClusterRun:
                     self.driver.join(timeout=15)
                 except Exception as exc:  # the run's own error was already raised
                     logger.debug("driver ended with %r", exc)
-                self.record.drain(self.events)   # updates that came before the teardown
+            # Output, exit frames and updates still queued (the teardown's included).
+            self.record.drain(self.events)
             if self.local_master is not None:
                 self.local_master.stop()
             if self.shipment is not None:

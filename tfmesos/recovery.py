@@ -23,10 +23,8 @@ tells the run's record, all in the thread that handles the run's events.
 import dataclasses
 import json
 import logging
-import signal
 
 from .exceptions import TaskFailed
-from .mesos.task_states import TERMINAL_STATES
 from .restarts import RestartPolicy
 from .spec import STICKY_TIMEOUT
 
@@ -44,25 +42,6 @@ class _Sticky:
     address: str
     deadline: float
     relaunches: int
-
-
-def describe_failure(slot, error, cause, text):
-    """What the user is told of ``slot``'s failure ``error``: ``text``
-    (``worker:1 exited with code 3``), or for a loss what was lost
-    (``worker:1 was lost (TASK_LOST: ...)``); a memory kill says so itself."""
-    if cause != "lost" or getattr(error, "memory_kill", False):
-        return text
-    if slot.state in TERMINAL_STATES:
-        return "%s was lost (%s: %s)" % (slot.name, slot.state, slot.message or "no message")
-    code = error.exit_code
-    if code is not None and code > 128:
-        try:
-            name = signal.Signals(code - 128).name
-        except ValueError:
-            name = "signal %d" % (code - 128)
-        return "%s was lost (its command was killed by %s, exit code %d)" % (
-            slot.name, name, code)
-    return text
 
 
 class Recovery:
@@ -99,7 +78,6 @@ class Recovery:
         Relaunches it, restarts the cluster, or fails the run."""
         if slot.reason in AGENT_GONE and slot.agent_id:
             self._lost_agents.add(slot.agent_id)
-        what = describe_failure(slot, error, cause, what)
         if slot.job.name in self.sticky_jobs and self._relaunch(slot, what, cause):
             return
         self._restart_or_fail(error, cause, what)

@@ -7,6 +7,7 @@ cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
 happened goes to the run's record (``run_record.RunRecord``)."""
 
 import logging
+import signal
 
 from .events import (AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed,
                      TaskDisconnected, TaskExited, TaskOutput, TaskRegistered)
@@ -24,6 +25,25 @@ logger = logging.getLogger(__name__)
 # How often the state of running tasks is reconciled with Mesos, besides
 # after every re-subscription and every agent loss.
 RECONCILE_INTERVAL = 20.0
+
+
+def describe_failure(slot, error, cause, text):
+    """What the user is told of ``slot``'s failure ``error``: ``text``
+    (``worker:1 exited with code 3``), or for a loss what was lost
+    (``worker:1 was lost (TASK_LOST: ...)``)."""
+    if cause != "lost":
+        return text
+    if slot.state in TERMINAL_STATES:
+        return "%s was lost (%s: %s)" % (slot.name, slot.state, slot.message or "no message")
+    code = error.exit_code
+    if code is not None and code > 128:
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            name = "signal %d" % (code - 128)
+        return "%s was lost (its command was killed by %s, exit code %d)" % (
+            slot.name, name, code)
+    return text
 
 
 class RunEvents:
@@ -211,9 +231,7 @@ class RunEvents:
             # Killed for its memory (Mesos' reason, or the OOM killer in its cgroup).
             text = memory_kill_message(slot.name, slot.job.name, slot.job.mem, peak,
                                        self._mode)
-            error = TaskFailed(text, slot.name, state, code)
-            error.memory_kill = True
-            self.recovery.failed(slot, error, "lost", text)
+            self.recovery.failed(slot, TaskFailed(text, slot.name, state, code), "lost", text)
             return
         if code is None:
             what = "ended: %s %s" % (state, slot.message) if state else "ended"
@@ -221,6 +239,6 @@ class RunEvents:
             what = "exited with code %d" % code
             if state:
                 what += " (%s: %s)" % (state, slot.message)
-        self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what), slot.name,
-                                              state, code),
-                             cause, "%s %s" % (slot.name, what))
+        error = TaskFailed("task %s %s" % (slot.name, what), slot.name, state, code)
+        self.recovery.failed(slot, error, cause,
+                             describe_failure(slot, error, cause, "%s %s" % (slot.name, what)))
