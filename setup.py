@@ -22,7 +22,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "tfrun = tfmesos.cli.tfrun:main",
+            "tfrun = tfmesos.cli.tfrun:run",
             "tfmesos = tfmesos.cli.main:main",
         ],
     },

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from processes import TASK_ENTRY
+from processes import is_task_entry
 from tfmesos.task import replica_guard
 from tfmesos.task.replica import guard_argv
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
@@ -114,7 +114,7 @@ def tfrun_args(tag, tmp_path, command, hooks=None):
 
 
 def server_pid(tag):
-    servers = [pid for pid, cmdline in tagged_processes(tag) if TASK_ENTRY in cmdline]
+    servers = [pid for pid, cmdline in tagged_processes(tag) if is_task_entry(cmdline)]
     assert len(servers) == 1, tagged_processes(tag)
     return servers[0]
 

@@ -58,8 +58,10 @@ class ClusterRun:
     """
 
     def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
-                 notify=None):
+                 notify=None, warm_runner=None):
         self.run = spec
+        # tfrun's early start of the embedded master's warm tasks (warm_start.py).
+        self._warm_runner = warm_runner
         self.jobs = list(spec.jobs)
         self.mode = spec.mode
         self.command = spec.command
@@ -158,9 +160,14 @@ class ClusterRun:
         if self.master != config.LOCAL:
             return self.master
         from .mesos.local.sizing import start_local_master
+        from .warm_start import start_warm_runner
 
+        options = self.run.local_master_options
+        runner, self._warm_runner = self._warm_runner or start_warm_runner(self.run), None
+        if runner is not None:
+            options["runner"] = runner
         self.local_master, url, self._credentials = start_local_master(
-            self.jobs, containers=bool(self.run.image), **self.run.local_master_options)
+            self.jobs, containers=bool(self.run.image), **options)
         return url
 
     def _bind_host(self):
@@ -399,6 +406,9 @@ class ClusterRun:
             self.record.drain(self.events)
             if self.local_master is not None:
                 self.local_master.stop()
+            if self._warm_runner is not None:    # the master never started
+                self._warm_runner.close()
+                self._warm_runner = None
             if self.shipment is not None:
                 self.shipment.stop()     # nothing is served after the run
             self._move(Phase.STOPPED)

@@ -2,12 +2,14 @@
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 
 from ..signals import ignore_signals, interrupt_on_signals
 
-__all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals"]
+__all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals",
+           "leave"]
 
 
 class _NotUnderstood(Exception):
@@ -69,3 +71,17 @@ class CommandParser(argparse.ArgumentParser):
 def setup_logging(prog, verbose):
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%s: %%(message)s" % prog, stream=sys.stderr)
+
+
+def leave(code):
+    """End a command whose work is done with exit status ``code``, at once:
+    its output flushed, but no interpreter finalization (tearing down the
+    run's modules and objects took ~25 ms of a 0.3 s run), no wait for
+    daemon threads, which have nothing left to do."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code if isinstance(code, int) else 1)

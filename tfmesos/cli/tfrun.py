@@ -18,7 +18,8 @@ from ..restarts import RESTART_ON, RestartPolicy
 from ..spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..tensorboard import announce_when_up, tensorboard_job, url_of
 from ..usage_table import usage_lines
-from .common import CommandParser, ignore_signals, interrupt_on_signals, setup_logging
+from ..warm_start import start_warm_runner
+from .common import CommandParser, ignore_signals, interrupt_on_signals, leave, setup_logging
 
 EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
@@ -449,6 +450,8 @@ def main(argv=None):
     if args.no_verify:
         print("tfrun: warning: --no-verify: the master's certificate is not checked; anyone "
               "in the path can impersonate it", file=sys.stderr)
+    # First, so that its start-up overlaps the imports below.
+    warm_runner = start_warm_runner(spec)
     # Imported once the options are known to be good: the run's machinery
     # is most of tfrun's start-up, and --help or a usage error needs none of it.
     from ..launch import ClusterRun
@@ -458,8 +461,11 @@ def main(argv=None):
     progress = None if args.quiet else Progress(
         sys.stderr, tty=sys.stderr.isatty() and not args.verbose)
     try:
-        run = ClusterRun(spec, on_log=shown_only(show), on_progress=progress, notify=say)
+        run = ClusterRun(spec, on_log=shown_only(show), on_progress=progress, notify=say,
+                         warm_runner=warm_runner)
     except TFMesosError as exc:
+        if warm_runner is not None:
+            warm_runner.close()
         print("tfrun: error: %s" % exc, file=sys.stderr)
         return 1
     if args.verbose:
@@ -468,5 +474,10 @@ def main(argv=None):
     return execute(run, show, progress)
 
 
+def run():
+    """The ``tfrun`` command: ``main``, then leave at once (``leave``)."""
+    leave(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -45,11 +45,28 @@ The modules, each one job:
   do); ``fetcher``: URIs into the
   sandbox; ``executor``: a task's thread, process tree and exit;
   ``runner``, ``docker_runner``: running it as a process or a container;
+* ``warm_tasks``: a run's replica tasks forked from a warm interpreter;
 * ``cli``, ``__main__``: ``python -m tfmesos.mesos.local``.
 """
 
-from .agent import AgentSpec, AgentSpecError
-from .errors import LocalMasterError
-from .master import LocalMaster
+import importlib
+
+# Imported on first use, as in ``tfmesos.mesos``: tfrun starts the warm task
+# interpreter (``warm_tasks``) before it pays for the master's imports.
+_EXPORTS = {"LocalMaster": ".master", "AgentSpec": ".agent", "AgentSpecError": ".agent",
+            "LocalMasterError": ".errors"}
 
 __all__ = ["LocalMaster", "AgentSpec", "AgentSpecError", "LocalMasterError"]
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError("module 'tfmesos.mesos.local' has no attribute %r" % name)
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

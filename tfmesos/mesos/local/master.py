@@ -236,6 +236,7 @@ class LocalMaster(FaultInjection):
             self._remove_network()
             self._remove_cgroups()
             self._remove_work_dir()
+            self._close_runner()
             raise
         self.port = self._http.server_port
         url_host = self._http.url_host
@@ -312,6 +313,7 @@ class LocalMaster(FaultInjection):
         with records.lock:
             if records.status in ("new", "stopped"):
                 records.status = "stopped"
+                self._close_runner()
                 return
             if records.status == "stopping":
                 return
@@ -340,10 +342,16 @@ class LocalMaster(FaultInjection):
                             proc.launch.task_id, grace + 10)
         with records.lock:
             records.status = "stopped"
+        self._close_runner()
         self._remove_network()
         self._remove_cgroups()
         if not self.keep_sandboxes:
             self._remove_work_dir()
+
+    def _close_runner(self):
+        close = getattr(self._tasks.runner, "close", None)   # warm_tasks.WarmProcessRunner
+        if close is not None:
+            close()
 
     def _remove_work_dir(self):
         if self._own_work_dir and self.work_dir and os.path.isdir(self.work_dir):

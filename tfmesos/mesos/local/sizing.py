@@ -27,7 +27,8 @@ def start_local_master(jobs, containers=False, **options):
     ``options``) and gives tasks this process's environment unless
     ``executor_environment`` says otherwise. ``isolation`` (an option of
     ``LocalMaster``) defaults to ``"auto"``: cgroups/cpu,cgroups/mem where
-    this machine can, else none with a warning; None turns it off. Returns
+    this machine can, else none with a warning; None turns it off. A given
+    ``runner`` is closed here when the master cannot be made. Returns
     ``(master, url, (principal, secret))``: the driver must send that
     principal and secret."""
     if containers and "container_runner" not in options:
@@ -41,7 +42,13 @@ def start_local_master(jobs, containers=False, **options):
     principal, secret = generate_credentials()
     credentials = dict(options.pop("credentials", None) or {})
     credentials[principal] = secret
-    master = LocalMaster(credentials=credentials, **options)
+    try:
+        master = LocalMaster(credentials=credentials, **options)
+    except BaseException:
+        close = getattr(options.get("runner"), "close", None)
+        if close is not None:
+            close()
+        raise
     return master, master.start(), (principal, secret)
 
 
