@@ -51,6 +51,7 @@ import time
 import uuid
 
 from .errors import LocalMasterError
+from .pidfd import kill_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -316,14 +317,18 @@ class TaskCgroups:
                 pass
 
     def destroy(self, timeout=5.0):
-        """Kill what is left, then remove the directories; True when they
-        are gone (failures are logged)."""
-        deadline = time.monotonic() + timeout
+        """Kill what the cgroups hold until they are empty, then remove the
+        directories; True when they are gone (failures are logged). As Mesos'
+        Linux launcher destroys a container by its cgroup (linux_launcher.cpp):
+        a process forked inside stays inside, so one empty read is the end."""
+        deadline, previous = time.monotonic() + timeout, None
         while True:
-            self.kill()
-            if not self.pids() or time.monotonic() >= deadline:
+            left = self.pids()
+            if not left or time.monotonic() >= deadline:
                 break
-            time.sleep(0.02)
+            if not kill_and_wait(left, deadline - time.monotonic()) or left == previous:
+                time.sleep(0.01)   # no pidfds here, or the kernel lists them still
+            previous = left
         return all(_remove_dir(d, deadline) for d in set(self.directories.values()))
 
 

@@ -1,7 +1,8 @@
 """Running one task on a local agent: ``TaskProcess`` (the thread that
 prepares the sandbox, fetches, launches through a runner, waits, kills and
-reaps) and the process-tree helpers behind killing a plain process task
-as completely as Mesos destroys a container.
+reaps). A plain process task is killed as completely as Mesos destroys a
+container: by its cgroups when it has them, else by its process tree
+(``process_tree.py``).
 
 Nothing here touches the master's state: a ``TaskProcess`` reports back
 through callbacks from its own thread.
@@ -20,6 +21,8 @@ import threading
 import time
 
 from .fetcher import FetchError, fetch_uris
+from .process_tree import (destroy_task, signal_quietly, signal_task, start_ticks,
+                           task_processes)
 from .runner import ProcessRunner, RunnerError
 
 log = logging.getLogger(__name__)
@@ -54,9 +57,11 @@ class TaskProcess:
         self._launched = threading.Event()
         self._exited = threading.Event()
         self._kill_deadline = None
+        self._kill_wake = threading.Event()   # a new deadline, or the task's end
         self._terminate_first = True
         self._killer = None
         self._local_group = None   # process group of a ProcessRunner task
+        self._started = None       # its leader's start (process_tree.start_ticks)
         self._marker = ("MESOS_SANDBOX=%s" % launch.env["MESOS_SANDBOX"]).encode() \
             if launch.env.get("MESOS_SANDBOX") else None
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -89,6 +94,8 @@ class TaskProcess:
                 self.handle = self.runner.launch(self.launch)
                 if isinstance(self.runner, ProcessRunner):
                     self._local_group = getattr(self.handle, "pid", None)
+                    if self._local_group is not None and self.cgroups is None:
+                        self._started = start_ticks(self._local_group)
         except (RunnerError, FetchError) as exc:
             error = str(exc)
         except OSError as exc:
@@ -103,20 +110,25 @@ class TaskProcess:
             else:
                 self.on_running(self)
             status = self._wait()
-            self._exited.set()
+            self._set_exited()
             self._note_limitation(status)
             try:
                 self.handle.cleanup()
             except Exception:  # cleanup is best effort
                 log.exception("task %s: cleanup failed", self.launch.task_id)
-            if self._local_group is not None:
-                # As Mesos destroys a container before its terminal update: the
-                # task's ports and files are free once the scheduler hears of it.
-                destroy_task(self._local_group, self._marker)
+            # As Mesos destroys a container before its terminal update: the
+            # task's ports and files are free once the scheduler hears of it.
+            # A task with cgroups is all in them (cgroups.destroy, below).
+            if self._local_group is not None and self.cgroups is None:
+                destroy_task(self._local_group, self._marker, since=self._started)
         if self.cgroups is not None:
             self.cgroups.destroy()
-        self._exited.set()
+        self._set_exited()
         self.on_exit(self, status, error)
+
+    def _set_exited(self):
+        self._exited.set()
+        self._kill_wake.set()
 
     def _isolate(self):
         """Make the cgroups of an isolated plain process task (the runner
@@ -165,6 +177,7 @@ class TaskProcess:
             if self._kill_deadline is not None and deadline >= self._kill_deadline:
                 return
             self._kill_deadline = deadline
+        self._kill_wake.set()
         self._ensure_killer()
 
     def kill_at_once(self):
@@ -173,6 +186,7 @@ class TaskProcess:
         with self._lock:
             self._terminate_first = False
             self._kill_deadline = time.monotonic()
+        self._kill_wake.set()
         self._ensure_killer()
 
     def _ensure_killer(self):
@@ -190,94 +204,31 @@ class TaskProcess:
             return
         if self._terminate_first:
             self._signal(handle.terminate, signal.SIGTERM, "terminate")
-        while not self._exited.is_set():
+        while True:
+            # Cleared before the state is read: a deadline set (or an exit)
+            # after this is seen now or wakes the wait below.
+            self._kill_wake.clear()
+            if self._exited.is_set():
+                return
             remaining = self._kill_deadline - time.monotonic()
             if remaining <= 0:
                 self._signal(handle.kill, signal.SIGKILL, "kill")
                 return
-            self._exited.wait(min(remaining, 0.05))
+            self._kill_wake.wait(remaining)
 
     def _signal(self, handle_method, signum, what):
         """``handle.terminate``/``kill``, then ``signum`` to a plain process
-        task's whole tree; failures are logged."""
+        task's whole tree (its cgroups, else its group and escapees); failures
+        are logged."""
         try:
             handle_method()
-            if self._local_group is not None:
-                signal_task(self._local_group, self._marker, signum)
+            if self.cgroups is not None:
+                for pid in self.cgroups.pids():
+                    signal_quietly(os.kill, pid, signum)
+            elif self._local_group is not None:
+                signal_task(self._local_group, self._marker, signum, self._started)
         except Exception:
             log.exception("task %s: %s failed", self.launch.task_id, what)
-
-
-def task_processes(pgid, marker):
-    """Live (non-zombie) pids that belong to a task: its process group
-    ``pgid``, plus any process whose environment holds ``marker`` (the task's
-    ``MESOS_SANDBOX=...``) -- those left the group with setsid() but are
-    still the task's, as they would be in a Mesos container's cgroup (the
-    Linux launcher kills the whole cgroup, linux_launcher.cpp; the POSIX one
-    kills the process tree with its groups and sessions, launcher.cpp)."""
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    me = os.getpid()
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if fields[0] == b"Z":
-                continue
-            if int(fields[2]) == pgid:
-                found.append(int(name))
-                continue
-            if marker is not None:
-                with open("/proc/%s/environ" % name, "rb") as f:
-                    if marker in f.read().split(b"\0"):
-                        found.append(int(name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-def signal_task(pgid, marker, signum):
-    """Send ``signum`` to the task's group and to its escaped processes."""
-    _signal_quietly(os.killpg, pgid, signum)
-    for pid in task_processes(None, marker) if marker is not None else ():
-        _signal_quietly(os.kill, pid, signum)
-
-
-def _signal_quietly(send, target, signum):
-    """``send(target, signum)``, ignoring a target that is gone or not ours."""
-    try:
-        send(target, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def destroy_task(pgid, marker, timeout=2.0):
-    """What destroying a Mesos container does: SIGKILL every process of the
-    task, and wait (bounded) until none is left."""
-    deadline = time.monotonic() + timeout
-    clean = 0
-    while True:
-        left = task_processes(pgid, marker)
-        if not left:
-            # Twice: a process forked while the previous scan listed /proc
-            # (by a parent that died before the scan read it) shows now.
-            clean += 1
-            if clean == 2:
-                return True
-            time.sleep(0.005)
-            continue
-        clean = 0
-        for pid in left:
-            _signal_quietly(os.kill, pid, signal.SIGKILL)
-        if time.monotonic() >= deadline:
-            log.warning("task processes %s still alive after SIGKILL", left)
-            return False
-        time.sleep(0.01)
 
 
 def describe_exit(status):

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from .fs_isolation import hidden_argv
 from .netns import ip_command
+from .pidfd import open_pidfd, wait_readable
 
 
 @dataclasses.dataclass
@@ -107,15 +108,37 @@ class ProcessRunner:
 
 
 class _Process(RunningTask):
+    """A ProcessRunner task. Its timed ``wait`` ends when the process does:
+    it waits on a pidfd (``pidfd.py``), where ``Popen.wait(timeout)`` would
+    sleep in steps of up to 50 ms; then ``Popen.wait()`` reaps it, so Popen
+    keeps its returncode. Without pidfds, ``Popen.wait(timeout)`` it is."""
+
     def __init__(self, popen):
         self.popen = popen
         self.pid = popen.pid
+        try:
+            self._pidfd = open_pidfd(popen.pid)    # not reaped yet: it exists
+        except ProcessLookupError:
+            self._pidfd = None
 
     def wait(self, timeout=None):
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        if self._pidfd is not None and timeout is not None:
+            if not wait_readable([self._pidfd], timeout):
+                return None
+            timeout = None                      # it ended: reap it now
         try:
-            return self.popen.wait(timeout)
+            status = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        self._close_pidfd()
+        return status
+
+    def _close_pidfd(self):
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            os.close(fd)
 
     def _signal_group(self, signum):
         try:
@@ -132,3 +155,4 @@ class _Process(RunningTask):
     def cleanup(self):
         # The leader may be gone while children of its group live on.
         self._signal_group(signal.SIGKILL)
+        self._close_pidfd()

@@ -1,0 +1,262 @@
+"""A task's end on a local agent: the agent hears of the exit as it
+happens (no sleep loop between the exit and its notice), and destroying
+what is left of the task is cheap without being weaker: a task with
+cgroups is killed by its cgroups, the /proc scan of a task without them
+never reads the environment of a process older than the task."""
+
+import errno
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from conftest import MARKER
+
+from tfmesos.mesos.local import cgroups, pidfd, process_tree
+from tfmesos.mesos.local.executor import TaskProcess
+from tfmesos.mesos.local.runner import ProcessRunner, TaskLaunch
+from waiting import wait_until
+
+
+def make_launch(tmp_path, command, task_id="t1"):
+    sandbox = str(tmp_path / "sandbox")
+    os.makedirs(sandbox, exist_ok=True)
+    env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER],
+           "MESOS_SANDBOX": sandbox, "MESOS_TASK_ID": task_id}
+    return TaskLaunch(task_id=task_id, framework_id="f1", agent_id="a1", sandbox=sandbox,
+                      command=command, env=env)
+
+
+# A child that leaves the task's group and session (setsid), and the task's
+# end once it has (field 6 of /proc/PID/stat: its session).
+ESCAPE = ("setsid sleep 300 & p=$!; echo $p > escaped.pid; "
+          "while [ \"$(cut -d' ' -f6 /proc/$p/stat)\" != $p ]; do :; done; exit 0")
+
+
+def pidfds_work():
+    try:
+        fd = pidfd.open_pidfd(os.getpid())
+    except ProcessLookupError:
+        return False
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
+# Without pidfds (Linux < 5.3, seccomp) the agent polls, as it did before.
+needs_pidfd = pytest.mark.skipif(not pidfds_work(), reason="pidfd_open(2) is not available here")
+
+
+class NoSleep(AssertionError):
+    pass
+
+
+def no_sleep(seconds):
+    raise NoSleep("time.sleep(%r) on the exit path" % seconds)
+
+
+@pytest.fixture
+def waits_with_timeout(monkeypatch):
+    """The timeouts ``subprocess.Popen.wait`` is called with (its timed wait
+    is a sleep loop growing to 50 ms)."""
+    seen = []
+    original = subprocess.Popen.wait
+
+    def wait(popen, timeout=None):
+        seen.append(timeout)
+        return original(popen, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    return seen
+
+
+def run_until_told(tmp_path):
+    """A task that exits with status 3 once something is written to its fifo."""
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    handle = ProcessRunner().launch(make_launch(tmp_path, "read x < %s; exit 3" % fifo))
+    return handle, fifo
+
+
+def tell(fifo):
+    with open(fifo, "w") as writer:
+        writer.write("go\n")
+
+
+@needs_pidfd
+def test_a_timed_wait_returns_at_the_exit_without_a_sleep_loop(tmp_path, monkeypatch,
+                                                               waits_with_timeout):
+    handle, fifo = run_until_told(tmp_path)
+    try:
+        monkeypatch.setattr(time, "sleep", no_sleep)
+        assert handle.wait(0.01) is None          # still blocked on its fifo
+        tell(fifo)
+        assert handle.wait(30) == 3
+        assert handle.wait(0) == 3                # reaped once, remembered
+        assert handle.popen.returncode == 3
+        assert [t for t in waits_with_timeout if t is not None] == []
+    finally:
+        handle.kill()
+        handle.popen.wait()
+    assert handle._pidfd is None                  # closed once reaped
+
+
+@pytest.mark.parametrize("missing", ["attribute", "enosys"])
+def test_without_pidfd_open_a_timed_wait_still_works(tmp_path, monkeypatch, missing):
+    if missing == "attribute":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    else:
+        def enosys(pid, flags=0):
+            raise OSError(errno.ENOSYS, "Function not implemented")
+        monkeypatch.setattr(os, "pidfd_open", enosys, raising=False)
+    handle, fifo = run_until_told(tmp_path)
+    try:
+        assert handle.wait(0.01) is None
+        tell(fifo)
+        assert handle.wait(30) == 3
+    finally:
+        handle.kill()
+        handle.popen.wait()
+
+
+@needs_pidfd
+def test_an_isolated_task_exit_is_noticed_without_a_sleep_loop(tmp_path, waits_with_timeout):
+    # TaskProcess._wait looks at the OOM count between timed waits; those
+    # waits end at the task's exit, not at the next step of a sleep loop.
+    isolator = start_isolator()
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    ended = threading.Event()
+    launch = make_launch(tmp_path, "read x < %s; exit 0" % fifo)
+    launch.limits = isolator.limits(0.1, 64)
+    proc = TaskProcess(launch, ProcessRunner(), [], lambda proc: None,
+                       lambda proc, status, error: ended.set(), isolator=isolator)
+    try:
+        proc.start()
+        wait_until(lambda: proc.handle is not None and proc.cgroups.pids(),
+                   message="the task did not start in its cgroups")
+        tell(fifo)
+        assert ended.wait(30)
+        assert [t for t in waits_with_timeout if t is not None] == []
+    finally:
+        proc.kill_at_once()
+        proc.join(30)
+        isolator.stop()
+
+
+def boot_ticks():
+    """Now, as /proc/PID/stat's start times count (clock ticks since boot)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def environ_reads(monkeypatch):
+    """The pids whose /proc/PID/environ this process opens."""
+    import builtins
+    seen = []
+    original = builtins.open
+
+    def spying_open(file, *args, **kwargs):
+        if isinstance(file, (str, bytes)):
+            name = os.fsdecode(file)
+            if name.startswith("/proc/") and name.endswith("/environ"):
+                seen.append(name.split("/")[2])
+        return original(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spying_open)
+    return seen
+
+
+def start_isolator():
+    problem = cgroups.isolation_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    return cgroups.Isolator().start()
+
+
+def run_task(launch, isolator=None):
+    """Run a TaskProcess to its end; (status, error, whether ``check()``
+    held when on_exit was called)."""
+    result = {}
+    ended = threading.Event()
+
+    def on_exit(proc, status, error):
+        result.update(status=status, error=error)
+        ended.set()
+
+    proc = TaskProcess(launch, ProcessRunner(), [], lambda proc: None, on_exit,
+                       isolator=isolator)
+    proc.start()
+    assert ended.wait(60), "the task did not end"
+    assert proc.join(30)
+    return proc, result
+
+
+def test_a_cgroup_task_is_destroyed_by_its_cgroups_escapees_included(tmp_path,
+                                                                    environ_reads):
+    # Mesos' Linux launcher destroys a container by its cgroup
+    # (LinuxLauncherProcess::destroyCgroups, linux_launcher.cpp): a child
+    # that left the task's session is in it, and nothing reads /proc/*/environ.
+    isolator = start_isolator()
+    pid_file = tmp_path / "sandbox" / "escaped.pid"
+    launch = make_launch(tmp_path, ESCAPE)
+    launch.limits = isolator.limits(0.1, 64)
+    escaped = None
+    try:
+        proc, result = run_task(launch, isolator)
+        assert result == {"status": 0, "error": None}
+        escaped = int(pid_file.read_text())
+        assert not pid_alive(escaped)
+        assert environ_reads == []
+        assert all(not os.path.exists(d) for d in proc.cgroups.directories.values())
+    finally:
+        if escaped is not None and pid_alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
+        isolator.stop()
+
+
+def test_the_proc_scan_skips_processes_older_than_the_task(tmp_path, environ_reads):
+    older = subprocess.Popen(["sleep", "300"])
+    try:
+        # /proc's start times count clock ticks: the task must start a tick later.
+        started = process_tree.start_ticks(older.pid)
+        wait_until(lambda: boot_ticks() > started, interval=0.005)
+        escaped_file = tmp_path / "sandbox" / "escaped.pid"
+        launch = make_launch(tmp_path, ESCAPE)
+        proc, result = run_task(launch)
+        assert result == {"status": 0, "error": None}
+        escaped = int(escaped_file.read_text())
+        assert not pid_alive(escaped)            # found by its MESOS_SANDBOX
+        assert str(escaped) in environ_reads
+        assert str(older.pid) not in environ_reads and "1" not in environ_reads
+    finally:
+        older.kill()
+        older.wait()
+
+
+@needs_pidfd
+def test_kill_and_wait_sees_the_end_of_processes_that_are_not_children():
+    # The helper the cgroup destroy waits with: a killed process counts as
+    # ended once it is a zombie (its parent here is sh, which we kill too).
+    shell = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!; wait"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(shell.stdout.readline())
+        assert pidfd.kill_and_wait([grandchild], timeout=30)
+        assert not pid_alive(grandchild)
+        assert pidfd.kill_and_wait([grandchild], timeout=30)   # gone already: fine
+    finally:
+        shell.kill()
+        shell.wait()
+        shell.stdout.close()

@@ -1,0 +1,109 @@
+"""The processes of a plain process task that has no cgroups, found in
+/proc: its process group, and the processes that left it (setsid()) but
+carry the task's ``MESOS_SANDBOX=...`` in their environment. Signalling
+them, and destroying them as Mesos destroys a container.
+
+A task with cgroups is found, signalled and destroyed by its cgroups
+(``cgroups.TaskCgroups``), as Mesos' Linux launcher destroys a container by
+its cgroup (``LinuxLauncherProcess::destroyCgroups`` and
+``destroyCgroups2``, src/slave/containerizer/mesos/linux_launcher.cpp);
+this scan stands in where there is no cgroup, as the POSIX launcher kills
+the process tree with its groups and sessions (launcher.cpp).
+"""
+
+import logging
+import os
+import signal
+import time
+
+from .pidfd import kill_and_wait
+
+log = logging.getLogger(__name__)
+
+
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (field 3 on)."""
+    with open("/proc/%s/stat" % pid, "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
+def start_ticks(pid):
+    """When ``pid`` started (field 22 of /proc/PID/stat: clock ticks after
+    boot; a zombie still has it), or None when it is gone."""
+    try:
+        return int(_stat_fields(pid)[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def task_processes(pgid, marker, since=None):
+    """Live (non-zombie) pids that belong to a task: its process group
+    ``pgid``, plus any process whose environment holds ``marker``.
+    ``since``: the start (``start_ticks``) of the task's first process;
+    a process that started before it cannot be the task's, and its
+    environment is not read."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    me = os.getpid()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            fields = _stat_fields(name)
+            if fields[0] == b"Z" or (since is not None and int(fields[19]) < since):
+                continue
+            if int(fields[2]) == pgid:
+                found.append(int(name))
+                continue
+            if marker is not None:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        found.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def signal_task(pgid, marker, signum, since=None):
+    """Send ``signum`` to the task's group and to its escaped processes."""
+    signal_quietly(os.killpg, pgid, signum)
+    for pid in task_processes(None, marker, since) if marker is not None else ():
+        signal_quietly(os.kill, pid, signum)
+
+
+def signal_quietly(send, target, signum):
+    """``send(target, signum)``, ignoring a target that is gone or not ours."""
+    try:
+        send(target, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def destroy_task(pgid, marker, timeout=2.0, since=None):
+    """What destroying a Mesos container does: SIGKILL every process of the
+    task, and wait (bounded) until none is left."""
+    deadline = time.monotonic() + timeout
+    clean = 0
+    while True:
+        left = task_processes(pgid, marker, since)
+        if not left:
+            # Twice: a process forked while the previous scan listed /proc
+            # (by a parent that died before the scan read it) shows now.
+            clean += 1
+            if clean == 2:
+                return True
+            continue
+        clean = 0
+        if time.monotonic() >= deadline:
+            for pid in left:
+                signal_quietly(os.kill, pid, signal.SIGKILL)
+            log.warning("task processes %s still alive after SIGKILL", left)
+            return False
+        if not kill_and_wait(left, deadline - time.monotonic()):
+            time.sleep(0.01)    # no pidfds here, or they are still dying
+
+
+__all__ = ["start_ticks", "task_processes", "signal_task", "signal_quietly", "destroy_task"]
