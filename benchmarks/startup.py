@@ -7,6 +7,13 @@ three bare Python processes that connect to a socket and exit (target:
 import TensorFlow and start a gRPC server, against the same three processes
 started by hand with the same kind of TF_CONFIG (target: <= 1.2 times).
 
+With tfmesos from source, ``PYTHONDONTWRITEBYTECODE`` set (as on this
+project's machines) makes every start compile its modules anew; an installed
+package has its bytecode: ``--bytecode`` measures that case.
+The embedded master forks replica tasks from a warm interpreter
+(``mesos/local/warm_tasks.py``); the last row shows the cost of exec'ing
+each task, as a Mesos agent does.
+
     python benchmarks/startup.py [--rounds 5] [--tensorflow] [--bytecode]
 """
 
@@ -116,7 +123,7 @@ def bare_processes():
     return took
 
 
-def tfrun_true():
+def tfrun_true(extra_env=None):
     """``tfrun -w 2 -s 1 -- true`` from start to exit."""
     runs = tempfile.mkdtemp()
     try:
@@ -124,7 +131,7 @@ def tfrun_true():
         result = subprocess.run(
             [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "1", "-Cw", "0.5",
              "-Cs", "0.5", "--", "true"], env=dict(os.environ, MESOS_MASTER="",
-                                                   TFMESOS_RUNS_DIR=runs),
+                                                   TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
         took = time.monotonic() - started
     finally:
@@ -134,18 +141,22 @@ def tfrun_true():
     return took
 
 
-def compare(rounds, floor_of, tfrun_of, floor_name, tfrun_name, target):
-    floor, tfrun = [], []
-    for _ in range(rounds):  # interleaved, so machine noise hits both alike
-        floor.append(floor_of())
-        tfrun.append(tfrun_of())
-    f, t = statistics.median(floor), statistics.median(tfrun)
-    width = max(len(floor_name), len(tfrun_name)) + 1
-    for name, times, median in ((floor_name, floor, f), (tfrun_name, tfrun, t)):
+def compare(rounds, floor, contenders, target):
+    """``floor`` and ``contenders`` are (name, callable returning seconds);
+    each round runs them all, interleaved, so machine noise hits all alike."""
+    times = {name: [] for name, _ in [floor] + contenders}
+    for _ in range(rounds):
+        for name, measure in [floor] + contenders:
+            times[name].append(measure())
+    width = max(len(name) for name in times) + 1
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    for name, values in times.items():
         print("%s %s  median %.2f s  best %.2f s" % ((name + ":").ljust(width), " ".join(
-            "%.2f" % x for x in times), median, min(times)))
-    print("ratio tfrun/floor: %.2f of the medians, %.2f of the best (target <= %s)"
-          % (t / f, min(tfrun) / min(floor), target))
+            "%.2f" % x for x in values), medians[name], min(values)))
+    for name, _ in contenders:
+        print("ratio %s / floor: %.2f of the medians, %.2f of the best (target <= %s)"
+              % (name, medians[name] / medians[floor[0]],
+                 min(times[name]) / min(times[floor[0]]), target))
 
 
 def with_bytecode():
@@ -180,10 +191,12 @@ def main():
           if os.environ.get("PYTHONDONTWRITEBYTECODE") else "with Python's bytecode cache"))
     cache = with_bytecode() if args.bytecode else None
     if args.tensorflow:
-        compare(args.rounds, by_hand, with_tfrun, "by hand (floor)", "tfrun", 1.2)
+        compare(args.rounds, ("by hand (floor)", by_hand), [("tfrun", with_tfrun)], 1.2)
     else:
-        compare(args.rounds, bare_processes, tfrun_true,
-                "3 bare pythons connecting to a socket (floor)", "tfrun -w 2 -s 1 -- true", 2.5)
+        compare(args.rounds, ("3 bare pythons connecting to a socket (floor)", bare_processes),
+                [("tfrun -w 2 -s 1 -- true", tfrun_true),
+                 ("the same, tasks exec'd as a Mesos agent does (TFMESOS_WARM_TASKS=0)",
+                  lambda: tfrun_true({"TFMESOS_WARM_TASKS": "0"}))], 2.5)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
 
