@@ -27,9 +27,12 @@ def _task_of(environ):
 
 def task_processes(job, index, command=TASK_ENTRY):
     """{pid: attempt} of this session's live processes of task ``job:index``
-    (its ``TFMESOS_TASK_ID``) whose command line contains ``command``."""
+    (its ``TFMESOS_TASK_ID``) whose command line contains ``command``; not
+    the guards of replica commands (forks of the task entry: its command
+    line, its environment)."""
     session = ("%s=%s" % (MARKER, os.environ[MARKER])).encode()
     found = {}
+    cmdlines = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -42,7 +45,9 @@ def task_processes(job, index, command=TASK_ENTRY):
         task = _task_of(environ) if session in environ else None
         if task and task[:2] == (job, index) and command in cmdline and state != b"Z":
             found[int(pid)] = task[2]
-    return found
+            cmdlines[int(pid)] = cmdline
+    return {pid: attempt for pid, attempt in found.items()
+            if cmdlines.get(_parent(pid)) != cmdlines[pid]}
 
 
 def _parent(pid):

@@ -40,7 +40,8 @@ def test_a_stop_the_scheduler_asked_for_exits_0():
                                  "env": {}})
     assert code == 0
     assert (sent[-1]["type"], sent[-1]["code"]) == ("exit", 0)
-    assert sent[-1]["usage"]["wall_s"] > 0     # what the command used goes along
+    usage = sent[-1]["usage"]                  # what the command used goes along
+    assert usage["wall_s"] >= 0 and usage["peak_rss_mb"] > 0   # the stop can come within 5 ms
 
 
 def test_a_command_that_fails_by_itself_keeps_its_code():

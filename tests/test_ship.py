@@ -150,10 +150,10 @@ def bare_environment(**extra):
 
 def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
     zipped = bundle.pack_task_side(str(tmp_path))
-    probe = ("import sys, tfmesos.task.entry as e; from tfmesos.task import replica; "
-             "import subprocess; print(e.__file__); "
-             "print(subprocess.run(replica.guard_argv('echo guarded'), capture_output=True, "
-             "text=True).stdout.strip()); "
+    probe = ("import os, sys, tfmesos.task.entry as e; from tfmesos.task import replica; "
+             "print(e.__file__); "
+             "g = replica.replica_guard.start('echo guarded', dict(os.environ), capture=True); "
+             "print(g.stdout.read().decode().strip(), g.wait()); "
              "print(sorted(m for m in sys.modules if m.startswith('tfmesos')))")
     result = subprocess.run([BARE_PYTHON, "-S", "-c", probe], capture_output=True, text=True,
                             env=bare_environment(PYTHONPATH=zipped.path), cwd=str(tmp_path),
@@ -161,7 +161,7 @@ def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
     assert result.returncode == 0, result.stderr
     where, guarded, modules = result.stdout.splitlines()
     assert where.startswith(zipped.path + "/tfmesos/task/")
-    assert guarded == "guarded"                  # the guard runs from the zip too
+    assert guarded == "guarded 0"                # the guard runs from the zip too
     modules = ast.literal_eval(modules)
     assert "tfmesos.task.entry" in modules and all(
         name in ("tfmesos", "tfmesos.wire", "tfmesos.hostport") or name.startswith(

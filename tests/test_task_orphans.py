@@ -14,9 +14,8 @@ import uuid
 
 import pytest
 
-from processes import is_task_entry
+from processes import TASK_ENTRY, is_task_entry
 from tfmesos.task import replica_guard
-from tfmesos.task.replica import guard_argv
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
 from waiting import wait_until
 
@@ -113,8 +112,18 @@ def tfrun_args(tag, tmp_path, command, hooks=None):
     return args + ["--", command]
 
 
+def parent_pid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def server_pid(tag):
-    servers = [pid for pid, cmdline in tagged_processes(tag) if is_task_entry(cmdline)]
+    """The task entry's pid (its guards, forks of it, have the same command line)."""
+    entries = [pid for pid, cmdline in tagged_processes(tag) if is_task_entry(cmdline)]
+    servers = [pid for pid in entries if parent_pid(pid) not in entries]
     assert len(servers) == 1, tagged_processes(tag)
     return servers[0]
 
@@ -224,14 +233,32 @@ def test_the_secret_is_not_in_the_command_or_hooks_environment(tag, tmp_path):
         assert "TFMESOS_TASK_INDEX=0" in env and "TFMESOS_SECRET" not in env
 
 
+def test_the_guard_is_a_fork_of_the_task_entry_without_its_connection(tag, tmp_path):
+    """Not a second interpreter; and the scheduler sees the task entry's
+    connection drop when the task entry dies, not when the guard ends."""
+    command = ("tr '\\0' ' ' < /proc/$PPID/cmdline; echo; "
+               "echo leader $(cut -d' ' -f5,6 /proc/$$/stat) $PPID; "
+               "echo fds $(ls /proc/$PPID/fd | wc -l) $(readlink /proc/$PPID/fd/* | grep -c socket)")
+    with start_tfrun(*tfrun_args(tag, tmp_path, command)) as proc:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    guard, leader, fds = [line.split("] ", 1)[1] for line in out.splitlines()
+                          if line.startswith("[worker:0] ")][-3:]
+    assert TASK_ENTRY in guard and "replica_guard" not in guard, guard
+    group, session, pid = leader.split()[1:]
+    assert group == session == pid                # its group's and session's leader
+    assert fds == "fds 3 0"                       # stdin, stdout, stderr; no socket
+
+
+def guard_script(command):
+    """A stand-in for the task entry: starts ``command`` under the guard and waits."""
+    return [sys.executable, "-c", "import os, sys; from tfmesos.task import replica_guard; "
+            "g = replica_guard.start(sys.argv[1], dict(os.environ)); sys.exit(g.wait() & 255)",
+            command]
+
+
 def spawn_guarded(command, tag):
-    """A stand-in for the task entry: starts ``command`` under the guard
-    and waits."""
-    parent = ("import subprocess, sys; from tfmesos.task.replica import guard_argv; "
-              "p = subprocess.Popen(guard_argv(sys.argv[1]), start_new_session=True); "
-              "p.wait()")
-    return subprocess.Popen([sys.executable, "-c", parent, command], cwd=REPO,
-                            env=dict(os.environ, **{TAG: tag}))
+    return subprocess.Popen(guard_script(command), cwd=REPO, env=dict(os.environ, **{TAG: tag}))
 
 
 def test_the_guard_takes_its_group_down_when_its_parent_dies(tag, tmp_path):
@@ -249,24 +276,27 @@ def test_the_guard_takes_its_group_down_when_its_parent_dies(tag, tmp_path):
 
 def test_the_guard_reports_the_status_and_stops_on_sigterm(tmp_path):
     def run(command):
-        return subprocess.run(guard_argv(command), start_new_session=True, timeout=30).returncode
+        return replica_guard.start(command, dict(os.environ)).wait()
     assert run("exit 3") == 3
     assert run("kill -TERM $$") == 143
-    guarded = subprocess.Popen(guard_argv("sleep 30 & sleep 30; wait"), start_new_session=True)
+    guarded = replica_guard.start("sleep 30 & sleep 30; wait", dict(os.environ))
     try:
         wait_until(lambda: len(sleeps_in_group(guarded.pid)) == 2)   # the guard is set up
         started = time.monotonic()
         os.killpg(guarded.pid, signal.SIGTERM)
-        assert guarded.wait(30) == 143 and time.monotonic() - started < GONE_WITHIN
+        assert guarded.wait() == 143 and time.monotonic() - started < GONE_WITHIN
     finally:
-        if guarded.poll() is None:
+        if guarded.returncode is None:
             os.killpg(guarded.pid, signal.SIGKILL)
             guarded.wait()
 
 
 def test_a_guard_whose_parent_is_gone_never_runs_the_command(tmp_path):
-    argv = [sys.executable, "-I", "-S", replica_guard.__file__, "1", "5",
-            "touch %s/ran" % tmp_path]
-    result = subprocess.run(argv, start_new_session=True, timeout=30)
+    """The guard's own check after setting its parent-death signal: pid 1
+    is never its parent, as a dead task entry would not be."""
+    probe = ("import os, sys; from tfmesos.task import replica_guard; "
+             "os._exit(replica_guard.main(1, 5, sys.argv[1], dict(os.environ)))")
+    result = subprocess.run([sys.executable, "-c", probe, "touch %s/ran" % tmp_path], cwd=REPO,
+                            start_new_session=True, timeout=30)
     assert result.returncode == -signal.SIGKILL
     assert not (tmp_path / "ran").exists()

@@ -10,7 +10,7 @@ role): the scheduler side is never loaded into a task.
 | ``entry`` | ``main``: register, get the role, serve TensorFlow or run the command |
 | ``connection`` | the task's environment (``TaskEnv``) and its rendezvous connection |
 | ``replica`` | replica mode: hooks, the command, output forwarding |
-| ``replica_guard`` | a script: the leader of a hook's or command's process group |
+| ``replica_guard`` | the leader of a hook's or command's process group, a fork of the task entry |
 | ``usage`` | what the command used: cpu, peak memory, GPU memory, samples |
 | ``tensorflow_server`` | fine-grained mode: the TensorFlow gRPC server |
 | ``bundle_check`` | ``tfrun --ship``: the bundle's sha256 checked, its tree the working directory |

@@ -9,12 +9,12 @@ import os
 import re
 import selectors
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 from .. import wire
+from . import replica_guard
 from .usage import UsageMonitor
 
 KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
@@ -25,20 +25,6 @@ MAX_LINE = 64 * 1024        # characters of one line (or \r state) forwarded; th
 MAX_FRAGMENT = 32 * 1024    # characters per log frame: <= 384 KiB as JSON, under wire.MAX_FRAME
 CUT_MARKER = "[... %d characters cut]"
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "KEY")
-GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replica_guard.py")
-
-def guard_argv(command):
-    """argv that runs the shell command ``command`` under ``replica_guard``."""
-    return [sys.executable, "-I", "-S", *_guard_program(), str(os.getpid()), repr(KILL_GRACE),
-            command]
-
-
-def _guard_program():
-    """The guard as a script, or as ``-c SOURCE`` when this package is
-    imported from a zip (``tfrun --ship`` puts it on PYTHONPATH as one)."""
-    if os.path.isfile(GUARD_SCRIPT):
-        return [GUARD_SCRIPT]
-    return ["-c", __loader__.get_data(GUARD_SCRIPT).decode("utf-8")]
 
 
 def working_directory(submitter_cwd):
@@ -69,7 +55,7 @@ def command_environment(environ, extra=None):
 
 
 def exit_code(returncode):
-    """A Popen return code as a shell reports it (signal N: 128 + N)."""
+    """A guard's return code as a shell reports it (signal N: 128 + N)."""
     return returncode if returncode >= 0 else 128 - returncode
 
 
@@ -168,15 +154,16 @@ class LineForwarder:
 
 
 class _Child:
-    """A guard process (a hook or the command) and whether it was reaped."""
+    """A guard (``replica_guard.Guard``: a hook or the command) and
+    whether it was reaped."""
 
-    def __init__(self, popen):
-        self.popen = popen
+    def __init__(self, guard):
+        self.guard = guard
         self.ended = threading.Event()
 
     def signal(self, signum):
         try:
-            os.killpg(self.popen.pid, signum)
+            os.killpg(self.guard.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -231,18 +218,16 @@ class ReplicaCommand:
 
     def _spawn(self, cmd, capture):
         """``cmd`` started under a guard, or None when stopping."""
-        pipe = subprocess.PIPE if capture else None
         with self._lock:
             if self.stopping.is_set():
                 return None
-            self._child = _Child(subprocess.Popen(
-                guard_argv(cmd), env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                stdout=pipe, stderr=pipe, start_new_session=True))
+            self._child = _Child(replica_guard.start(cmd, self.env, cwd=self.cwd,
+                                                     capture=capture, grace=KILL_GRACE))
             return self._child
 
     @staticmethod
     def _reap(child):
-        code = child.popen.wait()
+        code = child.guard.wait()
         child.ended.set()
         child.signal(signal.SIGKILL)  # what it left behind in its group
         return exit_code(code)
@@ -256,11 +241,11 @@ class ReplicaCommand:
         if child is None:
             return STOPPED
         pumps = [threading.Thread(target=self._pump, args=(stream, name, target), daemon=True)
-                 for stream, name, target in ((child.popen.stdout, "stdout", sys.stdout),
-                                              (child.popen.stderr, "stderr", sys.stderr))]
+                 for stream, name, target in ((child.guard.stdout, "stdout", sys.stdout),
+                                              (child.guard.stderr, "stderr", sys.stderr))]
         for pump in pumps:
             pump.start()
-        monitor = _monitor(child.popen.pid)
+        monitor = _monitor(child.guard.pid)
         code = self._reap(child)
         self.usage = _report(monitor)
         for pump in pumps:

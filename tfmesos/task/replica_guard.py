@@ -1,31 +1,143 @@
-"""The leader of the process group of a replica task's hook or command:
-
-    python -I -S replica_guard.py TASK_PID GRACE COMMAND
+"""The leader of the process group of a replica task's hook or command: a
+fork of the task entry (``python -m tfmesos.task``), ``start(command, env)``.
 
 Linux's parent-death signal (PR_SET_PDEATHSIG) reaches only the process that
 set it, not what it starts: so the guard sets it for itself and, when the
-task entry (``python -m tfmesos.task``) dies (SIGKILL, the OOM killer), stops
-its whole group — SIGTERM, then SIGKILL after GRACE seconds — grandchildren
-included.
+task entry dies (SIGKILL, the OOM killer), stops its whole group — SIGTERM,
+then SIGKILL after a grace period — grandchildren included. The signal fires
+when the *thread* that forked the guard ends: start guards from the main
+thread.
 
 The task entry stops the group with SIGTERM too: the guard then waits for the
 command and exits with its status (128 + N for signal N). A SIGTERM before
 the command started (or once the task entry is gone) makes the guard stop the
-group itself, so the command never starts. Run without ``site`` (``-S``) and
-isolated (``-I``), it starts in about 20 ms; it imports nothing of tfmesos.
+group itself, so the command never starts.
+
+A fork, not a second interpreter (``python -I -S``: 20-35 ms a start). The
+task entry has threads (the scheduler watch, output pumps, the usage
+monitor) whose locks a fork may copy held, so the child takes none: no
+logging, no print, no sys.stdout, no imports (``ctypes``' prctl is resolved
+in the parent); its one message goes out by ``os.write(2, ...)``, and it
+ends by ``os._exit``, never back in the parent's code.
 """
 
-import ctypes
 import os
 import signal
-import sys
 import time
+import warnings
 
 PR_SET_PDEATHSIG = 1
+CANNOT_START = 127        # as a shell reports a command it cannot run
+# Ignored by Python (SIGPIPE, SIGXFSZ), or handled by the guard: the command
+# gets them at their defaults.
+DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ)
+
+_libc = None              # (prctl, get_errno), resolved before the first fork
 
 
 class _Stop(Exception):
     """Take the group down."""
+
+
+class Guard:
+    """A started guard: ``pid`` (also its group's and session's id),
+    ``stdout`` and ``stderr`` (the command's output as binary files, when
+    captured, else None), ``wait()``."""
+
+    def __init__(self, pid, stdout=None, stderr=None):
+        self.pid = pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode = None
+
+    def wait(self):
+        """The guard's exit code once it ended (-N: killed by signal N)."""
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+def start(command, env, cwd=None, capture=False, grace=5.0):
+    """Fork a guard that runs ``/bin/sh -c command`` with the environment
+    ``env`` in ``cwd`` (None: this one), stdin /dev/null, stdout and stderr
+    to pipes (``capture``) or this process's. Returns its ``Guard`` once its
+    group exists (so a SIGTERM to the group can no longer miss it)."""
+    _resolve_libc()
+    parent = os.getpid()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    ready, set_up = os.pipe()   # EOF: the child has its session and closed what it inherited
+    pipes = [os.pipe(), os.pipe()] if capture else []
+    # Blocked until the child has its own handler: the task entry's handler
+    # must never run in the child.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork() with threads running: the child
+            # keeps to the above.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+            if pid == 0:
+                _child(parent, grace, command, env, cwd, stdin, [w for _, w in pipes])
+    except BaseException:
+        for fd in [ready] + [r for r, _ in pipes]:
+            os.close(fd)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for fd in [stdin, set_up] + [w for _, w in pipes]:
+            os.close(fd)
+    os.read(ready, 1)
+    os.close(ready)
+    return Guard(pid, *[os.fdopen(r, "rb") for r, _ in pipes])
+
+
+def _child(parent, grace, command, env, cwd, stdin, outputs):
+    """The forked guard: never returns."""
+    code = CANNOT_START
+    try:
+        os.setsid()
+        os.dup2(stdin, 0)
+        for fd, output in enumerate(outputs, 1):
+            os.dup2(output, fd)
+        _close_inherited()   # the rendezvous socket above all; the parent goes on
+        if cwd:
+            os.chdir(cwd)
+        code = main(parent, grace, command, env)
+    except BaseException as exc:  # noqa: BLE001 - anything: a message, never a traceback
+        _say("cannot start the command: %s" % exc)
+    finally:
+        os._exit(code)
+
+
+def _close_inherited(lowest=3):
+    """Close every descriptor from ``lowest`` up (as ``_posixsubprocess``
+    does: those listed in /proc/self/fd, else all up to the limit)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        os.closerange(lowest, os.sysconf("SC_OPEN_MAX"))
+        return
+    for fd in fds:
+        if fd >= lowest:
+            try:
+                os.close(fd)
+            except OSError:
+                pass   # the listing's own descriptor, already closed
+
+
+def _say(message):
+    try:
+        os.write(2, ("tfmesos guard: %s\n" % message).encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _resolve_libc():
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = (ctypes.CDLL(None, use_errno=True).prctl, ctypes.get_errno)
+    return _libc
 
 
 def _running(pid):
@@ -45,7 +157,11 @@ def _stop_group(child, grace):
     os.killpg(0, signal.SIGKILL)
 
 
-def main(parent, grace, command):
+def main(parent, grace, command, env):
+    """The guard's work, in its own group (the forked child's, or made here):
+    guard the task entry ``parent``, run ``command``; its exit code."""
+    if os.getpgrp() != os.getpid():   # the group it stops must be its own
+        os.setsid()
     child = None
 
     def on_sigterm(signum, frame):
@@ -53,24 +169,18 @@ def main(parent, grace, command):
             raise _Stop()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    if os.getpgrp() != os.getpid():  # the group it stops must be its own
-        os.setsid()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0):
-            print("tfmesos guard: prctl failed: %s" % os.strerror(ctypes.get_errno()),
-                  file=sys.stderr)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})   # blocked by start()
+        prctl, get_errno = _resolve_libc()
+        if prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0):
+            _say("prctl failed: %s" % os.strerror(get_errno()))
         if os.getppid() != parent:  # the task entry died before the death signal was set
             raise _Stop()
-        child = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", command], os.environ,
-                               setsigdef=(signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ))
+        child = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", command], env,
+                               setsigdef=DEFAULT_SIGNALS)
         status = os.waitpid(child, 0)[1]
     except _Stop:
         _stop_group(child, grace)
         return 128 + signal.SIGKILL   # not reached: the guard is in its group
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
-
-
-if __name__ == "__main__":
-    os._exit(main(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]))
