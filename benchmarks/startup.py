@@ -32,6 +32,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 READY = os.path.join(HERE, "ready_server.py")
 TASKS = [("ps", 0), ("worker", 0), ("worker", 1)]
+# Every process starts here: ``python -m`` puts its working directory first on
+# sys.path, which from the checkout would find its sources before the
+# compiled copy --bytecode puts on PYTHONPATH.
+NEUTRAL = tempfile.gettempdir()
 
 
 def free_ports(count):
@@ -78,7 +82,7 @@ def by_hand():
         for job, index in TASKS:
             env = dict(os.environ, TF_CONFIG=json.dumps(
                 {"cluster": cluster, "task": {"type": job, "index": index}}))
-            procs.append(subprocess.Popen([sys.executable, READY, directory], env=env,
+            procs.append(subprocess.Popen([sys.executable, READY, directory], env=env, cwd=NEUTRAL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                           start_new_session=True))
         return wait_ready(directory, started)
@@ -94,7 +98,7 @@ def with_tfrun():
         [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "1", "-Cw", "0.5",
          "-Cs", "0.5", "--", sys.executable, READY, directory],
         env=dict(os.environ, MESOS_MASTER=""), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
+        stderr=subprocess.DEVNULL, start_new_session=True, cwd=NEUTRAL)
     try:
         return wait_ready(directory, started)
     finally:
@@ -111,7 +115,8 @@ def bare_processes():
     port = str(listener.getsockname()[1])
     try:
         started = time.monotonic()
-        procs = [subprocess.Popen([sys.executable, "-c", CONNECT, port]) for _ in TASKS]
+        procs = [subprocess.Popen([sys.executable, "-c", CONNECT, port], cwd=NEUTRAL)
+                 for _ in TASKS]
         for _ in procs:
             listener.accept()[0].close()
         codes = [proc.wait(60) for proc in procs]
@@ -132,7 +137,8 @@ def tfrun_true(extra_env=None):
             [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "1", "-Cw", "0.5",
              "-Cs", "0.5", "--", "true"], env=dict(os.environ, MESOS_MASTER="",
                                                    TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+            cwd=NEUTRAL)
         took = time.monotonic() - started
     finally:
         shutil.rmtree(runs, ignore_errors=True)

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tfmesos.mesos.local.runner import TaskLaunch
 from tfmesos.mesos.local.warm_tasks import WarmSpec, matches, python_variables
 from tfmesos.warm_start import warm_task_command
@@ -61,6 +63,11 @@ def test_anything_else_is_started_the_ordinary_way():
                                       arguments=["-S", "-m", "tfmesos.task"]))
 
 
+def test_the_warm_interpreter_starts_as_the_command_starts_python():
+    assert spec().flags == ["-S"]
+    assert WarmSpec("exec %s -m tfmesos.task" % sys.executable, sys.executable, ENV).flags == []
+
+
 def test_only_the_python_variables_are_compared():
     assert python_variables({"PYTHONPATH": "a", "HOME": "/", "PYTHONUNBUFFERED": "1"}) == (
         ("PYTHONPATH", "a"), ("PYTHONUNBUFFERED", "1"))
@@ -78,7 +85,8 @@ class _Run:
 def test_only_plain_replica_runs_on_the_embedded_master_start_warm(monkeypatch):
     monkeypatch.delenv("TFMESOS_WARM_TASKS", raising=False)
     command, python, env = warm_task_command(_Run())
-    assert command == "exec %s -S -m tfmesos.task" % sys.executable
+    assert command in ("exec %s -S -m tfmesos.task" % sys.executable,
+                       "exec %s -m tfmesos.task" % sys.executable)
     assert python == sys.executable and env["PYTHONUNBUFFERED"] == "1"
     for field, value in (("master", "mesos:5050"), ("mode", "fine"), ("image", "img"),
                          ("ship", object()), ("python", "/opt/wrapper/python")):
@@ -118,6 +126,24 @@ def test_a_warm_task_is_what_the_exec_d_command_would_have_been():
     # (the cold run's tfrun was given TFMESOS_WARM_TASKS=0, which its tasks inherit)
     assert warm["env"].split() == [n for n in cold["env"].split() if n != "TFMESOS_WARM_TASKS"]
     assert "TFMESOS_TASK_ID" in warm["env"].split()
+    assert_no_task_processes()
+
+
+def test_tasks_that_need_site_are_forked_warm_too(tmp_path):
+    # Where only an installed package (or an editable install's finder, which
+    # ``site`` sets up) finds tfmesos, tasks run ``python -m tfmesos.task``.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run([sys.executable, "-c", "import tfmesos"], cwd=str(tmp_path),
+                           env=env, capture_output=True)
+    if found.returncode:
+        pytest.skip("tfmesos is importable here only from the checkout")
+    result = subprocess.run(
+        tfrun_argv("-w", "1", "-s", "0", "-Cw", "0.2", "-Mw", "128", "--", PROBE),
+        cwd=str(tmp_path), env=dict(env, MESOS_MASTER=""), capture_output=True, text=True,
+        timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "parent: %s -m tfmesos.task.warm" % sys.executable in result.stdout
+    assert "entry-cmdline: %s -m tfmesos.task\n" % sys.executable in result.stdout
     assert_no_task_processes()
 
 

@@ -15,6 +15,7 @@ from . import config
 
 def warm_task_command(run):
     """(command, python, environment) of the plain replica tasks of ``run``
+    (``python [-S] -m tfmesos.task``)
     when the embedded master may fork them warm, else None. The environment
     is a guess (the run's, before a job's own variables): the agent compares
     each launch's own (``warm_tasks.matches``)."""
@@ -27,12 +28,13 @@ def warm_task_command(run):
             or os.environ.get("TFMESOS_WARM_TASKS", "1") == "0":
         return None
     pythonpath = submitter_pythonpath()
-    if not package_on_path(pythonpath):
-        return None
     env = dict(os.environ)
     env.update(run.env)
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath})
-    return task_command(None, sys.executable, no_site=True), sys.executable, env
+    # As taskinfo.build_task decides: without ``site`` when the path itself
+    # finds tfmesos (not only an editable install's finder).
+    no_site = package_on_path(pythonpath)
+    return task_command(None, sys.executable, no_site), sys.executable, env
 
 
 def start_warm_runner(run):

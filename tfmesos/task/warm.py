@@ -1,9 +1,9 @@
-"""A warm task interpreter: ``python -S -m tfmesos.task.warm FD``.
+"""A warm task interpreter: ``python [-S] -m tfmesos.task.warm FD``.
 
 The embedded master's agent starts one per run (``mesos.local.warm_tasks``)
 with the interpreter, flags and ``PYTHON*`` variables of the run's replica
 tasks. It imports the task entry once, then forks one child per task launch
-it is asked for: the child is what ``/bin/sh -c "exec PYTHON -S -m
+it is asked for: the child is what ``/bin/sh -c "exec PYTHON [-S] -m
 tfmesos.task"`` would have started — the task's environment, working
 directory, sandbox stdout/stderr, its own session, its cgroups joined first —
 without paying for an interpreter start and the task entry's imports again.
@@ -72,7 +72,8 @@ def _show_as_task(environ):
     environment block is no longer referenced once os.environ was replaced."""
     try:
         arg_start, arg_end, env_start, env_end = _memory_regions()
-        argv = [os.fsencode(arg) for arg in sys.orig_argv[:3]] + [b"tfmesos.task"]
+        # PYTHON [-S] -m tfmesos.task.warm FD -> PYTHON [-S] -m tfmesos.task
+        argv = [os.fsencode(arg) for arg in sys.orig_argv[:-2]] + [b"tfmesos.task"]
         _overwrite(arg_start, arg_end, b"\0".join(argv) + b"\0")
         _overwrite(env_start, env_end, b"".join(
             os.fsencode(name) + b"=" + os.fsencode(value) + b"\0"

@@ -19,6 +19,7 @@ ordinary way.
 import json
 import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -38,7 +39,7 @@ LOST = -signal.SIGKILL       # the status of a task whose warm interpreter died
 
 class WarmSpec:
     """What the tasks forked warm run: ``command`` (the shell command of
-    their CommandInfo, ``exec PYTHON -S -m tfmesos.task``), ``python`` (that
+    their CommandInfo, ``exec PYTHON [-S] -m tfmesos.task``), ``python`` (that
     interpreter) and, from ``environment`` (theirs, as far as it is known
     before they launch), ``python_env``: the ``PYTHON*`` variables, which
     the warm interpreter starts with and every launch must match."""
@@ -47,6 +48,8 @@ class WarmSpec:
         self.command = command
         self.python = python
         self.python_env = python_variables(environment)
+        # ``-S`` (no site) or none, as the command starts the task entry
+        self.flags = ["-S"] if shlex.split(command)[2:3] == ["-S"] else []
 
 
 def python_variables(environment):
@@ -81,7 +84,7 @@ class WarmInterpreter:
         env[ROOM_VARIABLE] = "x" * ROOM
         with open(stderr_path, "ab") as err:
             self._proc = subprocess.Popen(
-                [spec.python, "-S", "-m", ENTRY_MODULE, str(theirs.fileno())], env=env,
+                [spec.python, *spec.flags, "-m", ENTRY_MODULE, str(theirs.fileno())], env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
