@@ -151,6 +151,9 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
+    # Headers and body (an event of a stream) are separate writes: the second
+    # must not wait for the client's delayed ACK (socketserver sets TCP_NODELAY).
+    disable_nagle_algorithm = True
     server_version = "tfmesos-bundle"
     sys_version = ""
     protocol_version = "HTTP/1.0"

@@ -183,6 +183,7 @@ class Rendezvous:
             if delay is not None:
                 logger.info("the rendezvous accepts connections again")
                 delay = None
+            wire.no_delay(sock)
             self._start(_Link(sock, peer, self._secret))
 
     def _start(self, link):

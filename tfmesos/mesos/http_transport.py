@@ -98,6 +98,8 @@ def connect_within(address, timeout, source_address=None, **_):
             last = exc
             continue
         sock.settimeout(timeout)
+        # Calls and their answers are small writes: none may wait for a delayed ACK.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
     raise last or TimeoutError("connecting to %s:%s timed out" % (host, port))
 

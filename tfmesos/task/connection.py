@@ -188,6 +188,7 @@ class Connection:
         """One try: connect, answer the challenge, register, get the confirmation."""
         timeout = min(HANDSHAKE_TIMEOUT, max(deadline - time.monotonic(), 0.5))
         sock = socket.create_connection(self.env.rendezvous, timeout=timeout)
+        wire.no_delay(sock)
         try:
             until = time.monotonic() + timeout
             payload = wire.read_frame(sock, wire.SMALL_FRAME, until)

@@ -141,6 +141,9 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # Headers and body (an event of a stream) are separate writes: the second
+    # must not wait for the client's delayed ACK (socketserver sets TCP_NODELAY).
+    disable_nagle_algorithm = True
     protocol_version = "HTTP/1.1"
     server_version = "Mesos/%s (tfmesos local master)" % VERSION
     sys_version = ""
