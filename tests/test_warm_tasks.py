@@ -208,3 +208,20 @@ def test_sigterm_to_a_warm_task_reaches_its_command():
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
     assert_no_task_processes()
+
+
+def test_a_warm_interpreter_that_cannot_start_leaves_tasks_to_the_ordinary_way(
+        tmp_path, caplog):
+    from tfmesos.mesos.local.warm_tasks import WarmProcessRunner, _WarmTask
+
+    command = "exec /bin/false -S -m tfmesos.task"
+    runner = WarmProcessRunner(WarmSpec(command, "/bin/false", ENV))
+    try:
+        wait_until(lambda: not runner.warm.alive, 30, message="the warm interpreter lives")
+        assert "the warm task interpreter ended (exit code 1); tasks start the ordinary way" \
+            in caplog.text
+        task = runner.launch(launch(command=command, sandbox=str(tmp_path)))
+        assert not isinstance(task, _WarmTask)
+        assert task.wait(30) == 1
+    finally:
+        runner.close()

@@ -67,8 +67,9 @@ def matches(spec, launch):
 class WarmInterpreter:
     """The agent's side of one ``tfmesos.task.warm`` process."""
 
-    def __init__(self, spec, stderr_path=os.devnull):
+    def __init__(self, spec):
         self.spec = spec
+        self._closing = False
         self._launching = threading.Lock()    # one request and its reply at a time
         self._lock = threading.Lock()
         self._tasks = {}                      # pid -> _WarmTask, until its exit is known
@@ -82,11 +83,12 @@ class WarmInterpreter:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env.update(spec.python_env)
         env[ROOM_VARIABLE] = "x" * ROOM
-        with open(stderr_path, "ab") as err:
-            self._proc = subprocess.Popen(
-                [spec.python, *spec.flags, "-m", ENTRY_MODULE, str(theirs.fileno())], env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                pass_fds=(theirs.fileno(),), start_new_session=True)
+        # Its stderr is tfrun's: it writes only when it cannot start (an import
+        # error), which the user must see; its tasks write to their sandboxes.
+        self._proc = subprocess.Popen(
+            [spec.python, *spec.flags, "-m", ENTRY_MODULE, str(theirs.fileno())], env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/",
+            pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
         self._reader = self._sock.makefile("rb")
         self._thread = threading.Thread(target=self._read, name="warm-tasks", daemon=True)
@@ -142,19 +144,26 @@ class WarmInterpreter:
             self._alive = False
             orphans, self._tasks = list(self._tasks.values()), {}
             self._replied.notify_all()
+        if not orphans and not self._closing:
+            log.warning("the warm task interpreter ended (%s); tasks start the ordinary way",
+                        _describe(self._wait_end()))
         if orphans:
-            try:
-                code = self._proc.wait(1)    # its socket closed: it is ending
-            except subprocess.TimeoutExpired:
-                code = None
             log.error("the warm task interpreter ended (%s); killing the %d task(s) it "
-                      "started", _describe(code), len(orphans))
+                      "started", _describe(self._wait_end()), len(orphans))
         for task in orphans:
             task.kill()
             task.ended(LOST)
 
+    def _wait_end(self):
+        """Its exit code, as it ends after its socket closed (None: not yet)."""
+        try:
+            return self._proc.wait(1)
+        except subprocess.TimeoutExpired:
+            return None
+
     def close(self):
         """Stop the interpreter (its tasks are the master's to stop first)."""
+        self._closing = True
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -215,8 +224,8 @@ class WarmProcessRunner(ProcessRunner):
     """``ProcessRunner`` that forks the launches ``matches`` from a warm
     interpreter started at once (``WarmInterpreter``)."""
 
-    def __init__(self, spec, stderr_path=os.devnull):
-        self.warm = WarmInterpreter(spec, stderr_path)
+    def __init__(self, spec):
+        self.warm = WarmInterpreter(spec)
 
     def launch(self, launch):
         if self.warm.alive and matches(self.warm.spec, launch):
