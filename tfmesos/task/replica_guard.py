@@ -99,7 +99,7 @@ def _child(parent, grace, command, env, cwd, stdin, outputs):
         os.dup2(stdin, 0)
         for fd, output in enumerate(outputs, 1):
             os.dup2(output, fd)
-        _close_inherited()   # the rendezvous socket above all; the parent goes on
+        close_inherited()   # the rendezvous socket above all; the parent goes on
         if cwd:
             os.chdir(cwd)
         code = main(parent, grace, command, env)
@@ -109,7 +109,7 @@ def _child(parent, grace, command, env, cwd, stdin, outputs):
         os._exit(code)
 
 
-def _close_inherited(lowest=3):
+def close_inherited(lowest=3):
     """Close every descriptor from ``lowest`` up (as ``_posixsubprocess``
     does: those listed in /proc/self/fd, else all up to the limit)."""
     try:

@@ -31,6 +31,7 @@ import sys
 import traceback
 
 from . import entry
+from .replica_guard import close_inherited
 
 MAX_REQUEST = 1 << 20
 ENTRY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")
@@ -96,12 +97,7 @@ def _become_task(request):
         _open_onto(os.devnull, 0, os.O_RDONLY)
         _open_onto(request["stdout"], 1, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         _open_onto(request["stderr"], 2, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        for name in os.listdir("/proc/self/fd"):   # the socket to the agent above all
-            if int(name) > 2:
-                try:
-                    os.close(int(name))
-                except OSError:
-                    pass
+        close_inherited()    # the socket to the agent above all
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
