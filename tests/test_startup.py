@@ -41,6 +41,14 @@ def test_importing_tfrun_leaves_the_run_machinery_for_later():
                            "tensorflow"]) == []
 
 
+def test_the_warm_task_interpreter_starts_before_the_master_s_imports():
+    # tfrun starts it first thing, so that its start-up overlaps tfrun's imports.
+    modules = modules_after("import tfmesos.warm_start, tfmesos.mesos.local.warm_tasks")
+    assert heavy(modules, ["tfmesos.mesos.local.master", "tfmesos.mesos.local.http",
+                           "tfmesos.launch", "tfmesos.mesos.driver", "http.client",
+                           "http.server", "ssl"]) == []
+
+
 def test_a_run_on_a_remote_master_imports_no_embedded_master_zookeeper_docker_or_tensorboard():
     modules = modules_after("import tfmesos.cli.tfrun, tfmesos.launch, tfmesos.progress")
     assert "tfmesos.mesos.driver" in modules

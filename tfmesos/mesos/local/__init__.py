@@ -49,24 +49,11 @@ The modules, each one job:
 * ``cli``, ``__main__``: ``python -m tfmesos.mesos.local``.
 """
 
-import importlib
+from ...lazy_exports import lazy_exports
 
-# Imported on first use, as in ``tfmesos.mesos``: tfrun starts the warm task
-# interpreter (``warm_tasks``) before it pays for the master's imports.
-_EXPORTS = {"LocalMaster": ".master", "AgentSpec": ".agent", "AgentSpecError": ".agent",
-            "LocalMasterError": ".errors"}
-
+# Imported on first use: tfrun starts the warm task interpreter
+# (``warm_tasks``) before it pays for the master's imports.
 __all__ = ["LocalMaster", "AgentSpec", "AgentSpecError", "LocalMasterError"]
-
-
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError("module 'tfmesos.mesos.local' has no attribute %r" % name)
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "LocalMaster": ".master", "AgentSpec": ".agent", "AgentSpecError": ".agent",
+    "LocalMasterError": ".errors"})

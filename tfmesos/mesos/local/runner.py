@@ -107,7 +107,30 @@ class ProcessRunner:
         return _Process(popen)
 
 
-class _Process(RunningTask):
+class GroupLeaderTask(RunningTask):
+    """A task whose process ``pid`` leads its own process group: stopping it
+    signals the whole group."""
+
+    pid = None
+
+    def _signal_group(self, signum):
+        try:
+            os.killpg(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def terminate(self):
+        self._signal_group(signal.SIGTERM)
+
+    def kill(self):
+        self._signal_group(signal.SIGKILL)
+
+    def cleanup(self):
+        # The leader may be gone while children of its group live on.
+        self._signal_group(signal.SIGKILL)
+
+
+class _Process(GroupLeaderTask):
     """A ProcessRunner task. Its timed ``wait`` ends when the process does:
     it waits on a pidfd (``pidfd.py``), where ``Popen.wait(timeout)`` would
     sleep in steps of up to 50 ms; then ``Popen.wait()`` reaps it, so Popen
@@ -140,19 +163,6 @@ class _Process(RunningTask):
         if fd is not None:
             os.close(fd)
 
-    def _signal_group(self, signum):
-        try:
-            os.killpg(self.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def terminate(self):
-        self._signal_group(signal.SIGTERM)
-
-    def kill(self):
-        self._signal_group(signal.SIGKILL)
-
     def cleanup(self):
-        # The leader may be gone while children of its group live on.
-        self._signal_group(signal.SIGKILL)
+        super().cleanup()
         self._close_pidfd()

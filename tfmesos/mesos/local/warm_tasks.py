@@ -25,7 +25,7 @@ import socket
 import subprocess
 import threading
 
-from .runner import ProcessRunner, RunnerError, RunningTask
+from .runner import GroupLeaderTask, ProcessRunner, RunnerError
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def _describe(returncode):
     return "exit code %d" % returncode
 
 
-class _WarmTask(RunningTask):
+class _WarmTask(GroupLeaderTask):
     """A task forked by the warm interpreter: its exit status comes from it."""
 
     def __init__(self, pid):
@@ -203,21 +203,6 @@ class _WarmTask(RunningTask):
         if not self._done.wait(timeout):
             return None
         return self._status
-
-    def _signal_group(self, signum):
-        try:
-            os.killpg(self.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def terminate(self):
-        self._signal_group(signal.SIGTERM)
-
-    def kill(self):
-        self._signal_group(signal.SIGKILL)
-
-    def cleanup(self):
-        self._signal_group(signal.SIGKILL)
 
 
 class WarmProcessRunner(ProcessRunner):
