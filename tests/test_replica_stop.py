@@ -22,7 +22,10 @@ class StoppingConnection:
             self._incoming.put({"type": "stop"})
 
     def receive(self):
-        return self._incoming.get(timeout=60)
+        try:
+            return self._incoming.get(timeout=60)
+        except queue.Empty:   # as the real connection says its scheduler is gone
+            raise ConnectionError("the test's scheduler said nothing for 60 s") from None
 
 
 def run_to_the_end(start):
