@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from recovery_helpers import kill_task
-from tfrun_helpers import REPO, start_tfrun, wait_for_line
+from tfrun_helpers import REPO, finish_reading, start_tfrun, wait_for_line
 from training_helpers import RESOURCES, THRESHOLD, accuracy, assert_nothing_left
 
 pytestmark = pytest.mark.tensorflow
@@ -39,7 +39,7 @@ def test_keras_resumes_after_a_whole_restart_from_its_last_backup(tmp_path):
                      "--epochs", "8") as proc:
         seen = wait_for_line(proc.stdout, "[worker:1] epoch 2/8", timeout=120)
         kill_task("worker", 1, command="keras_multiworker.py")
-        out, err = proc.communicate(timeout=240)
+        out, err = finish_reading(proc, 240)
     out = "".join(seen) + out
     assert proc.returncode == 0, err[-4000:]
     assert len(re.findall(r"restarting the cluster \(restart 1 of 1\)", err)) == 1, err
@@ -72,7 +72,7 @@ def test_ps_coordinator_keeps_training_through_a_worker_relaunch(tmp_path):
     try:
         seen = wait_for_line(proc.stdout, "step 100 loss", timeout=120)
         kill_task("worker", 0)
-        out, err = proc.communicate(timeout=240)
+        out, err = finish_reading(proc, 240)
     finally:
         if proc.poll() is None:
             proc.kill()

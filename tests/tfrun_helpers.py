@@ -85,6 +85,29 @@ def wait_for_line(stream, needle, timeout):
     raise AssertionError("%r not seen within %s s; got: %s" % (needle, timeout, "".join(seen)))
 
 
+def finish_reading(proc, timeout):
+    """(stdout, stderr) of ``proc`` to their ends, once it exited. Unlike
+    ``communicate()``, which reads the pipes' descriptors, it reads through
+    the text streams: lines a ``wait_for_line`` read took into the stream's
+    buffer beyond its needle are not lost."""
+    texts = {}
+
+    def read(name, stream):
+        texts[name] = stream.read()
+
+    readers = [threading.Thread(target=read, args=(name, stream), daemon=True)
+               for name, stream in (("out", proc.stdout), ("err", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail("tfrun did not finish within %d s" % timeout)
+    for reader in readers:
+        reader.join(timeout)
+    return texts.get("out", ""), texts.get("err", "")
+
+
 def assert_no_task_processes(timeout=30):
     """No task entry point or ``sleep`` of this session outlives its run."""
     left = []
