@@ -11,4 +11,9 @@ WARM_ENTRY = "tfmesos.task.warm"
 
 
 def is_task_entry(cmdline):
-    return TASK_ENTRY in cmdline and WARM_ENTRY not in cmdline
+    """Whether ``cmdline`` (words joined by spaces) runs the task entry
+    itself, ``python [-S] -m tfmesos.task`` (or its old name): not the warm
+    interpreter, nor the TensorFlow log filter (``-c ...tfmesos.task.quiet...``)."""
+    words = cmdline.split()
+    return any(first == "-m" and second in (TASK_ENTRY, "tfmesos.server")
+               for first, second in zip(words, words[1:]))

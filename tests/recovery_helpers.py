@@ -7,7 +7,7 @@ import signal
 import time
 
 from conftest import MARKER
-from processes import TASK_ENTRY
+from processes import TASK_ENTRY, is_task_entry
 
 
 def _read(pid, name):
@@ -27,7 +27,8 @@ def _task_of(environ):
 
 def task_processes(job, index, command=TASK_ENTRY):
     """{pid: attempt} of this session's live processes of task ``job:index``
-    (its ``TFMESOS_TASK_ID``) whose command line contains ``command``; not
+    (its ``TFMESOS_TASK_ID``) whose command line contains ``command`` (the
+    task entry: is exactly it, not its TensorFlow log filter); not
     the guards of replica commands (forks of the task entry: its command
     line, its environment)."""
     session = ("%s=%s" % (MARKER, os.environ[MARKER])).encode()
@@ -43,7 +44,8 @@ def task_processes(job, index, command=TASK_ENTRY):
         except OSError:
             continue
         task = _task_of(environ) if session in environ else None
-        if task and task[:2] == (job, index) and command in cmdline and state != b"Z":
+        matches = is_task_entry(cmdline) if command == TASK_ENTRY else command in cmdline
+        if task and task[:2] == (job, index) and matches and state != b"Z":
             found[int(pid)] = task[2]
             cmdlines[int(pid)] = cmdline
     return {pid: attempt for pid, attempt in found.items()
