@@ -7,9 +7,11 @@ three bare Python processes that connect to a socket and exit (target:
 import TensorFlow and start a gRPC server, against the same three processes
 started by hand with the same kind of TF_CONFIG (target: <= 1.2 times).
 
-With tfmesos from source, ``PYTHONDONTWRITEBYTECODE`` set (as on this
-project's machines) makes every start compile its modules anew; an installed
-package has its bytecode: ``--bytecode`` measures that case.
+How tfmesos loads comes first in the output: installed as the README says
+(``pip install .``, which compiles it), from its bytecode; from an editable
+checkout under ``PYTHONDONTWRITEBYTECODE`` (as on this project's machines),
+compiled anew at every start (about 540 KB of source); ``--bytecode``
+measures a compiled copy of whatever tfmesos this Python imports.
 The embedded master forks replica tasks from a warm interpreter
 (``mesos/local/warm_tasks.py``); the last row shows the cost of exec'ing
 each task, as a Mesos agent does.
@@ -183,6 +185,27 @@ def with_bytecode():
     return copy
 
 
+def how_tfmesos_loads(bytecode):
+    import importlib.util
+    import tfmesos
+
+    if bytecode:
+        return "from bytecode compiled first"
+    where = os.path.dirname(tfmesos.__file__)
+    sources = [os.path.join(folder, name) for folder, _, names in os.walk(where)
+               for name in names if name.endswith(".py")]
+    stale = [path for path in sources
+             if not os.path.exists(importlib.util.cache_from_source(path))
+             or os.path.getmtime(importlib.util.cache_from_source(path))
+             < os.path.getmtime(path)]
+    if not stale:
+        return "from its bytecode (%s, as pip installs it)" % where
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return ("compiled from source at every start (%s: %d of %d modules have no bytecode)"
+                % (where, len(stale), len(sources)))
+    return "with Python's bytecode cache (%s)" % where
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -192,9 +215,7 @@ def main():
                         help="tfmesos compiled to bytecode first (as installed), also under "
                         "PYTHONDONTWRITEBYTECODE")
     args = parser.parse_args()
-    print("Python %s; tfmesos %s" % (sys.version.split()[0], "from bytecode compiled first"
-          if args.bytecode else "compiled from source at every start"
-          if os.environ.get("PYTHONDONTWRITEBYTECODE") else "with Python's bytecode cache"))
+    print("Python %s; tfmesos %s" % (sys.version.split()[0], how_tfmesos_loads(args.bytecode)))
     cache = with_bytecode() if args.bytecode else None
     if args.tensorflow:
         compare(args.rounds, ("by hand (floor)", by_hand), [("tfrun", with_tfrun)], 1.2)
