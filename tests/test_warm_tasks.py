@@ -41,7 +41,7 @@ def launch(**fields):
 
 
 def spec():
-    return WarmSpec(COMMAND, sys.executable, ENV)
+    return WarmSpec(COMMAND, ENV)
 
 
 def test_a_launch_of_the_run_s_own_command_and_python_variables_is_forked_warm():
@@ -65,7 +65,7 @@ def test_anything_else_is_started_the_ordinary_way():
 
 def test_the_warm_interpreter_starts_as_the_command_starts_python():
     assert spec().flags == ["-S"]
-    assert WarmSpec("exec %s -m tfmesos.task" % sys.executable, sys.executable, ENV).flags == []
+    assert WarmSpec("exec %s -m tfmesos.task" % sys.executable, ENV).flags == []
 
 
 def test_only_the_python_variables_are_compared():
@@ -84,10 +84,10 @@ class _Run:
 
 def test_only_plain_replica_runs_on_the_embedded_master_start_warm(monkeypatch):
     monkeypatch.delenv("TFMESOS_WARM_TASKS", raising=False)
-    command, python, env = warm_task_command(_Run())
+    command, env = warm_task_command(_Run())
     assert command in ("exec %s -S -m tfmesos.task" % sys.executable,
                        "exec %s -m tfmesos.task" % sys.executable)
-    assert python == sys.executable and env["PYTHONUNBUFFERED"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"
     for field, value in (("master", "mesos:5050"), ("mode", "fine"), ("image", "img"),
                          ("ship", object()), ("python", "/opt/wrapper/python")):
         run = _Run()
@@ -199,9 +199,9 @@ def test_a_dead_warm_interpreter_fails_the_run_and_leaves_nothing():
     assert_no_task_processes()
 
 
-def test_sigterm_to_a_warm_task_reaches_its_command():
-    # Mesos kills a task with SIGTERM to its group: a warm task is its own
-    # session and group leader as the exec'd one is.
+def test_an_interrupted_run_leaves_no_warm_task_behind():
+    # The master stops a task by signalling its group: a warm task leads its
+    # own session and group as the exec'd one does.
     with start_tfrun("-w", "1", "-s", "0", "-Cw", "0.2", "-Mw", "128", "--",
                      "sleep 60") as proc:
         wait_for_line(proc.stderr, "cluster ready", 60)
@@ -215,7 +215,7 @@ def test_a_warm_interpreter_that_cannot_start_leaves_tasks_to_the_ordinary_way(
     from tfmesos.mesos.local.warm_tasks import WarmProcessRunner, _WarmTask
 
     command = "exec /bin/false -S -m tfmesos.task"
-    runner = WarmProcessRunner(WarmSpec(command, "/bin/false", ENV))
+    runner = WarmProcessRunner(WarmSpec(command, ENV))
     try:
         wait_until(lambda: not runner.warm.alive, 30, message="the warm interpreter lives")
         assert "the warm task interpreter ended (exit code 1); tasks start the ordinary way" \

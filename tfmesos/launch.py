@@ -163,7 +163,8 @@ class ClusterRun:
         from .warm_start import start_warm_runner
 
         options = self.run.local_master_options
-        runner, self._warm_runner = self._warm_runner or start_warm_runner(self.run), None
+        runner = self._warm_runner or start_warm_runner(self.run)
+        self._warm_runner = None     # the master's now: its stop() closes it
         if runner is not None:
             options["runner"] = runner
         self.local_master, url, self._credentials = start_local_master(

@@ -14,9 +14,9 @@ from . import config
 
 
 def warm_task_command(run):
-    """(command, python, environment) of the plain replica tasks of ``run``
-    (``python [-S] -m tfmesos.task``)
-    when the embedded master may fork them warm, else None. The environment
+    """(command, environment) of the plain replica tasks of ``run``
+    (``exec PYTHON [-S] -m tfmesos.task``) when the embedded master may fork
+    them warm, else None. The environment
     is a guess (the run's, before a job's own variables): the agent compares
     each launch's own (``warm_tasks.matches``)."""
     from .taskinfo import package_on_path, submitter_pythonpath, task_command
@@ -34,7 +34,7 @@ def warm_task_command(run):
     # As taskinfo.build_task decides: without ``site`` when the path itself
     # finds tfmesos (not only an editable install's finder).
     no_site = package_on_path(pythonpath)
-    return task_command(None, sys.executable, no_site), sys.executable, env
+    return task_command(None, sys.executable, no_site), env
 
 
 def start_warm_runner(run):

@@ -57,10 +57,9 @@ def _memory_regions():
 
 
 def _overwrite(start, end, data):
-    if len(data) > end - start:
-        return False
-    ctypes.memmove(start, data.ljust(end - start, b"\0"), end - start)
-    return True
+    """The memory from ``start`` to ``end`` holds ``data`` then NULs, when it fits."""
+    if len(data) <= end - start:
+        ctypes.memmove(start, data.ljust(end - start, b"\0"), end - start)
 
 
 def _show_as_task(environ):

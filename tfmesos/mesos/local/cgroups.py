@@ -308,13 +308,16 @@ class TaskCgroups:
                 continue
         return found
 
-    def kill(self):
-        """SIGKILL every process in the task's cgroups (without waiting)."""
+    def signal(self, signum):
+        """Send ``signum`` to every process in the task's cgroups (without waiting)."""
         for pid in self.pids():
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signum)
             except OSError:
                 pass
+
+    def kill(self):
+        self.signal(signal.SIGKILL)
 
     def destroy(self, timeout=5.0):
         """Kill what the cgroups hold until they are empty, then remove the

@@ -21,8 +21,7 @@ import threading
 import time
 
 from .fetcher import FetchError, fetch_uris
-from .process_tree import (destroy_task, signal_quietly, signal_task, start_ticks,
-                           task_processes)
+from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .runner import ProcessRunner, RunnerError
 
 log = logging.getLogger(__name__)
@@ -223,8 +222,7 @@ class TaskProcess:
         try:
             handle_method()
             if self.cgroups is not None:
-                for pid in self.cgroups.pids():
-                    signal_quietly(os.kill, pid, signum)
+                self.cgroups.signal(signum)
             elif self._local_group is not None:
                 signal_task(self._local_group, self._marker, signum, self._started)
         except Exception:

@@ -2,12 +2,13 @@
 interpreter that has the task entry imported already (``tfmesos.task.warm``).
 
 tfrun knows, before its master starts, the exact command and ``PYTHON*``
-variables its replica tasks will have (``WarmSpec``); the master starts the
-warm interpreter with them at once, in parallel with the rest of tfrun's
-start-up. A launch whose argv and ``PYTHON*`` variables match is forked from
-it (about 1 ms, against 30-60 ms for an interpreter start and the task
-entry's imports); anything else — another interpreter or flag, a container,
-an agent with its own network namespace or filesystem view — is started by
+variables its replica tasks will have (``WarmSpec``, ``warm_start.py``), and
+starts the warm interpreter with them at once, in parallel with the rest of
+its start-up; the master's agent then runs its tasks through this runner. A
+launch whose command and ``PYTHON*`` variables match is forked from it
+(about 1 ms, against 30-60 ms for an interpreter start and the task entry's
+imports); anything else — another interpreter or flag, a container, an
+agent with its own network namespace or filesystem view — is started by
 ``ProcessRunner`` as always. The TaskInfo is the same either way: a Mesos
 agent runs the very same command with ``/bin/sh -c``.
 
@@ -39,17 +40,18 @@ LOST = -signal.SIGKILL       # the status of a task whose warm interpreter died
 
 class WarmSpec:
     """What the tasks forked warm run: ``command`` (the shell command of
-    their CommandInfo, ``exec PYTHON [-S] -m tfmesos.task``), ``python`` (that
-    interpreter) and, from ``environment`` (theirs, as far as it is known
-    before they launch), ``python_env``: the ``PYTHON*`` variables, which
-    the warm interpreter starts with and every launch must match."""
+    their CommandInfo, ``exec PYTHON [-S] -m tfmesos.task``: its interpreter
+    and flags start the warm one) and, from ``environment`` (theirs, as far as
+    it is known before they launch), ``python_env``: the ``PYTHON*``
+    variables, which the warm interpreter starts with and every launch must
+    match."""
 
-    def __init__(self, command, python, environment):
+    def __init__(self, command, environment):
+        words = shlex.split(command)    # exec PYTHON [-S] -m tfmesos.task
         self.command = command
-        self.python = python
+        self.python = words[1]
+        self.flags = ["-S"] if words[2:3] == ["-S"] else []
         self.python_env = python_variables(environment)
-        # ``-S`` (no site) or none, as the command starts the task entry
-        self.flags = ["-S"] if shlex.split(command)[2:3] == ["-S"] else []
 
 
 def python_variables(environment):
@@ -144,12 +146,12 @@ class WarmInterpreter:
             self._alive = False
             orphans, self._tasks = list(self._tasks.values()), {}
             self._replied.notify_all()
-        if not orphans and not self._closing:
-            log.warning("the warm task interpreter ended (%s); tasks start the ordinary way",
-                        _describe(self._wait_end()))
         if orphans:
             log.error("the warm task interpreter ended (%s); killing the %d task(s) it "
                       "started", _describe(self._wait_end()), len(orphans))
+        elif not self._closing:
+            log.warning("the warm task interpreter ended (%s); tasks start the ordinary way",
+                        _describe(self._wait_end()))
         for task in orphans:
             task.kill()
             task.ended(LOST)
