@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 
 from tfrun_helpers import REPO, tfrun_argv
+from waiting import wait_until
 from tfmesos import bundle
 from tfmesos.bundle import ShipError, ShipSpec
 from tfmesos.bundle_server import BundleServer
@@ -217,6 +218,17 @@ def test_a_bundle_whose_sha256_differs_fails_the_task_before_its_command(sandbox
 # -- the bundle server ----------------------------------------------------------------------
 
 
+def served_count(server, name, expected):
+    """``server.served[name]`` once it reached ``expected`` (or after the
+    wait): the server counts a response when its sendfile returned, which
+    can be after the client read the whole body."""
+    try:
+        wait_until(lambda: server.served[name] >= expected, 30)
+    except AssertionError:
+        pass
+    return server.served[name]
+
+
 @pytest.fixture
 def served(tmp_path):
     path = tmp_path / "payload.tar.gz"
@@ -240,7 +252,7 @@ def test_the_server_serves_get_and_head_at_its_secret_path(served):
     assert (status, body) == (200, path.read_bytes())
     status, headers, body = request(url, "HEAD")
     assert (status, headers["Content-Length"], body) == (200, "200000", b"")
-    assert server.served["payload.tar.gz"] == 1
+    assert served_count(server, "payload.tar.gz", 1) == 1
 
 
 def test_a_wrong_path_gets_404_and_is_logged(served, caplog):
@@ -329,12 +341,12 @@ def test_cached_uris_are_downloaded_once_per_agent_and_user(tmp_path):
         for thread in threads:
             thread.join(60)
         assert not errors
-        assert server.served["tfenv.tar.gz"] == 2 and cache.downloads[url] == 2  # per user
+        assert served_count(server, "tfenv.tar.gz", 2) == 2 and cache.downloads[url] == 2  # per user
         for box in boxes:   # extracted from the cache: the archive is not in the sandbox
             assert sorted(os.listdir(box)) == ["bin"]
             assert os.access(box / "bin" / "python3", os.X_OK)
         fetch_uris([{"value": url, "cache": False}], str(boxes[0]), cache=cache)
-        assert server.served["tfenv.tar.gz"] == 3       # cache: false bypasses it
+        assert served_count(server, "tfenv.tar.gz", 3) == 3       # cache: false bypasses it
         assert sorted(os.listdir(boxes[0])) == ["bin", "tfenv.tar.gz"]
     finally:
         server.stop()
@@ -431,8 +443,8 @@ def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(projec
     finally:
         run.stop()
     # Three tasks, one agent: the bundle three times, the environment once.
-    assert server.served[run.shipment.bundle.name] == 3
-    assert server.served["tfenv.tar.gz"] == 1
+    assert served_count(server, run.shipment.bundle.name, 3) == 3
+    assert served_count(server, "tfenv.tar.gz", 1) == 1
     assert "".join(lines).split("\n").count("env from-env True True") == 3
     with pytest.raises(urllib.error.URLError):   # nothing is served after the run
         request(url, timeout=10)
@@ -459,7 +471,7 @@ def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_
     finally:
         run.stop()
     # The relaunch fetched the bundle again; each attempt refused it before its command.
-    assert run.shipment.server.served[run.shipment.bundle.name] == 2
+    assert served_count(run.shipment.server, run.shipment.bundle.name, 2) == 2
     assert len(errors) == 2
     for err in errors:
         assert "has sha256 %s, but tfrun shipped %s" % (run.shipment.bundle.sha256, "f" * 64) \
