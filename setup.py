@@ -8,7 +8,7 @@ setup(
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
     python_requires=">=3.9",
-    packages=find_packages(include=["tfmesos", "tfmesos.*"]),
+    packages=find_packages(include=["tfmesos", "tfmesos.*", "mesos_local", "mesos_local.*"]),
     install_requires=["addict>=2.4", "kazoo>=2.9"],
     extras_require={
         "tensorflow": ["tensorflow>=2.12", "tensorboard"],
@@ -24,6 +24,8 @@ setup(
         "console_scripts": [
             "tfrun = tfmesos.cli.tfrun:run",
             "tfmesos = tfmesos.cli.main:main",
+            # The embedded Mesos master on its own, for any framework's tests.
+            "mesos-local = mesos_local.cli:main",
         ],
     },
 )

@@ -21,7 +21,7 @@ import time
 
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler, recordio
 from tfmesos.mesos.decoding import decode_event
-from tfmesos.mesos.local import AgentSpec, LocalMaster
+from mesos_local import AgentSpec, LocalMaster
 
 FRAMEWORK = {"user": getpass.getuser(), "name": "bench"}
 

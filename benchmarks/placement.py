@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from offers import offer  # noqa: E402  (tests/offers.py)
 from test_placement import reference_place  # noqa: E402
 
-from tfmesos.placement import TaskRequest, place  # noqa: E402
+from tfmesos.core.placement import TaskRequest, place  # noqa: E402
 
 MEM = 1 << 20
 PORTS = ((31000, 31999),)

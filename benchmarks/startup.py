@@ -13,7 +13,7 @@ checkout under ``PYTHONDONTWRITEBYTECODE`` (as on this project's machines),
 compiled anew at every start (about 540 KB of source); ``--bytecode``
 measures a compiled copy of whatever tfmesos this Python imports.
 The embedded master forks replica tasks from a warm interpreter
-(``mesos/local/warm_tasks.py``); the last row shows the cost of exec'ing
+(``backends/warm_runner.py``); the last row shows the cost of exec'ing
 each task, as a Mesos agent does.
 
     python benchmarks/startup.py [--rounds 5] [--tensorflow] [--bytecode]
@@ -175,11 +175,14 @@ def with_bytecode():
     import compileall
     import tfmesos
 
+    import mesos_local
+
     copy = tempfile.mkdtemp(prefix="tfmesos-bytecode-")
-    target = os.path.join(copy, "tfmesos")
-    shutil.copytree(os.path.dirname(tfmesos.__file__), target,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    compileall.compile_dir(target, quiet=1)
+    for package in (tfmesos, mesos_local):
+        target = os.path.join(copy, package.__name__)
+        shutil.copytree(os.path.dirname(package.__file__), target,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        compileall.compile_dir(target, quiet=1)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     return copy

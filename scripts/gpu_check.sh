@@ -43,7 +43,7 @@ grep -q "worker:0 CUDA_VISIBLE_DEVICES=\[[0-9]\] visible=1$" "$out/gpu-worker.tx
 grep -q "chief:0 CUDA_VISIBLE_DEVICES=\[\] visible=0$" "$out/gpu-chief.txt"
 
 echo "== 2. a task on an agent without GPUs"
-python3 -m tfmesos.mesos.local --port 0 --agent cpus=2,mem=4096,gpus=0 --log-level warning \
+python3 -m mesos_local --port 0 --agent cpus=2,mem=4096,gpus=0 --log-level warning \
   > "$out/master.txt" 2>&1 &
 master_pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$out/master.txt" && break; sleep 0.1; done

@@ -18,7 +18,7 @@ os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or n
 # into the checkout (tfrun and cluster() read this, as users may set it).
 _RUNS = tempfile.TemporaryDirectory(prefix="tfmesos-test-runs-")
 os.environ["TFMESOS_RUNS_DIR"] = _RUNS.name
-STRICT_ENV = "TFMESOS_LOCAL_MASTER_STRICT"   # tfmesos.mesos.local.stout.STRICT_ENV
+STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
 
 

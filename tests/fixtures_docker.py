@@ -26,7 +26,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 IMAGE = os.environ.get("TFMESOS_TEST_IMAGE", "tfmesos/tfmesos")
 ENGINE_START_TIMEOUT = 60
 BUILD_TIMEOUT = 1500
-MANAGED = "tfmesos.managed=1"
+# The embedded master's containers and the docker wrapper's.
+MANAGED = ("mesos_local.managed=1", "tfmesos.managed=1")
 
 
 def _client(timeout=10):
@@ -147,13 +148,19 @@ def volume_dirs(root, readable, files, writable):
 
 
 def managed_containers(client):
-    """Containers (running or not) labelled ``tfmesos.managed=1``."""
-    return client.containers.list(all=True, filters={"label": MANAGED}, ignore_removed=True)
+    """Containers (running or not) labelled ``mesos_local.managed=1`` (the
+    embedded master's) or ``tfmesos.managed=1`` (the docker wrapper's)."""
+    found = {}
+    for label in MANAGED:
+        for container in client.containers.list(all=True, filters={"label": label},
+                                                ignore_removed=True):
+            found[container.id] = container
+    return list(found.values())
 
 
 @pytest.fixture
 def no_leaked_containers(docker_engine):
-    """Fail a test that leaves a ``tfmesos.managed=1`` container behind."""
+    """Fail a test that leaves a managed container behind."""
     before = {c.id for c in managed_containers(docker_engine)}
     yield
     leaked = [c for c in managed_containers(docker_engine) if c.id not in before]
@@ -164,5 +171,5 @@ def no_leaked_containers(docker_engine):
             pass
     if leaked:
         pytest.fail("containers left behind: %s" % ", ".join(
-            "%s (%s)" % (c.name, c.labels.get("tfmesos.task-id", "-")) for c in leaked),
+            "%s (%s)" % (c.name, c.labels.get("mesos_local.task-id", "-")) for c in leaked),
             pytrace=False)

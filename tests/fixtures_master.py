@@ -23,8 +23,8 @@ import pytest
 from conftest import MARKER
 
 from mesos_http_client import SchedulerClient, task_info
-from tfmesos.mesos.local import AgentSpec, LocalMaster
-from tfmesos.mesos.local.runner import ProcessRunner, RunnerError
+from mesos_local import AgentSpec, LocalMaster
+from mesos_local.containerizer.runner import ProcessRunner, RunnerError
 
 FAST = dict(heartbeat_interval=0.5, allocation_interval=0.05, status_update_retry=0.5,
             kill_grace_period=1.0)

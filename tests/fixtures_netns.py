@@ -19,7 +19,7 @@ import threading
 import pytest
 
 from tfrun_helpers import REPO, marked_tasks
-from tfmesos.mesos.local import netns
+from mesos_local.containerizer import netns
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

@@ -3,12 +3,12 @@ what ``RunEvents`` and ``Recovery`` asked for, with a fake clock."""
 
 from addict import Dict
 
-from tfmesos.events import StatusUpdate, TaskExited
-from tfmesos.recovery import Recovery
-from tfmesos.run_events import RunEvents
-from tfmesos.run_phase import ENDING, Phase, next_phase
-from tfmesos.run_record import RunRecord
-from tfmesos.slots import make_slots
+from tfmesos.core.events import StatusUpdate, TaskExited
+from tfmesos.core.recovery import Recovery
+from tfmesos.core.reactions import RunEvents
+from tfmesos.core.phase import ENDING, Phase, next_phase
+from tfmesos.record.run_record import RunRecord
+from tfmesos.core.slots import make_slots
 
 GRACE = 40.0
 MAX_ATTEMPTS = 3

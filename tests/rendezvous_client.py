@@ -10,9 +10,9 @@ import time
 from conftest import marked_processes
 from processes import TASK_ENTRY
 from tfmesos import wire
-from tfmesos.launch import ClusterRun
-from tfmesos.rendezvous import Rendezvous
-from tfmesos.spec import Job, RunSpec
+from tfmesos.core.launch import ClusterRun
+from tfmesos.core.rendezvous import Rendezvous
+from tfmesos.core.spec import Job, RunSpec
 
 SECRET = b"s" * 32
 

@@ -5,10 +5,10 @@ import json
 import queue
 
 from tfmesos.mesos import calls
-from tfmesos.mesos.local.schema import validate
-from tfmesos.scheduler import TFMesosScheduler, make_slots
-from tfmesos.spec import Job
-from tfmesos.taskinfo import build_task
+from mesos_local.api.schema import validate
+from tfmesos.core.scheduler import TFMesosScheduler, make_slots
+from tfmesos.core.spec import Job
+from tfmesos.core.taskinfo import build_task
 
 
 def variables(info):

@@ -6,7 +6,7 @@ import pytest
 
 from tfmesos import config, launch
 from tfmesos.exceptions import TFMesosError
-from tfmesos.spec import Job, RunSpec
+from tfmesos.core.spec import Job, RunSpec
 
 REMOTE = "http://192.0.2.10:5050"   # TEST-NET-1: documentation only, never routed
 

@@ -17,7 +17,7 @@ client_module = pytest.importorskip("avmesos.client")
 requests = pytest.importorskip("requests")
 MesosClient = client_module.MesosClient
 
-DEVIATIONS = "tfmesos.mesos.local.stout"
+DEVIATIONS = "mesos_local.api.stout"
 
 
 class AvFramework:

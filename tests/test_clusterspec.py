@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tfmesos.clusterspec import (cluster_spec, keras_coordinator, keras_environment, placeholders,
+from tfmesos.core.clusterspec import (cluster_spec, keras_coordinator, keras_environment, placeholders,
                                  render_command, task_environment, tf_config)
 
 

@@ -40,7 +40,7 @@ def image(tfmesos_image, no_leaked_containers):  # noqa: F811
 
 
 def session_containers(client):
-    """``tfmesos.managed=1`` containers started by this test session (their
+    """Managed containers started by this test session (their
     environment carries its marker), not those of anyone else on the engine."""
     token = "%s=%s" % (MARKER, os.environ[MARKER])
     return [c for c in managed_containers(client)
@@ -56,7 +56,7 @@ def assert_no_containers(client, within=0.0):
             break
         time.sleep(0.2)
     assert not left, "containers left: %s" % ", ".join(
-        "%s (%s)" % (c.name, c.labels.get("tfmesos.task-id", c.labels.get("tfmesos.role")))
+        "%s (%s)" % (c.name, c.labels.get("mesos_local.task-id", c.labels.get("tfmesos.role")))
         for c in left)
 
 
@@ -180,7 +180,7 @@ def test_image_names_itself_and_builds_on_the_local_base(image, docker_engine): 
     base_layers = base.attrs["RootFS"]["Layers"]
     assert built.attrs["RootFS"]["Layers"][:len(base_layers)] == base_layers
     marker = docker_engine.containers.run(image, ["cat", "/etc/tfmesos-image"], remove=True,
-                                          labels={"tfmesos.managed": "1"})
+                                          labels={"mesos_local.managed": "1"})
     assert marker.decode().strip() == image
 
 

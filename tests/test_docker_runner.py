@@ -8,9 +8,9 @@ import time
 import pytest
 
 from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
-from tfmesos.mesos.local.docker_runner import (
+from mesos_local.containerizer.docker_runner import (
     DockerRunner, container_env, container_kwargs)
-from tfmesos.mesos.local.runner import RunnerError, TaskLaunch
+from mesos_local.containerizer.runner import RunnerError, TaskLaunch
 
 WAIT = 60
 
@@ -111,8 +111,8 @@ def test_container_kwargs(tmp_path):
     assert kwargs["entrypoint"] == ["/bin/sh", "-c", "echo hi"]
     assert kwargs["user"] == "1000:1000"
     assert kwargs["security_opt"] == ["no-new-privileges"]
-    assert kwargs["labels"] == {"tfmesos.managed": "1", "tfmesos.task-id": launch.task_id,
-                                "tfmesos.framework-id": "fw-1", "tfmesos.agent-id": "agent-1",
+    assert kwargs["labels"] == {"mesos_local.managed": "1", "mesos_local.task-id": launch.task_id,
+                                "mesos_local.framework-id": "fw-1", "mesos_local.agent-id": "agent-1",
                                 "team": "ml"}
     assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1",
                                      "NVIDIA_VISIBLE_DEVICES": "1,3"}
@@ -130,7 +130,7 @@ def test_container_kwargs(tmp_path):
 
 
 def test_container_user_resolves_host_names():
-    from tfmesos.mesos.local.docker_runner import container_user
+    from mesos_local.containerizer.docker_runner import container_user
 
     assert container_user("1000") == "1000"
     assert container_user("1000:1000") == "1000:1000"

@@ -12,7 +12,7 @@ import pytest
 
 from fixtures_docker import (  # noqa: F401
     docker_engine, managed_containers, no_leaked_containers, tfmesos_image, volume_dirs)
-from tfmesos.docker_wrapper import passthrough_env, resolve_image, run_in_image
+from tfmesos.cli.docker_wrapper import passthrough_env, resolve_image, run_in_image
 from tfmesos.exceptions import DockerError, SpecError
 
 

@@ -171,8 +171,8 @@ def test_mesos_layer_imports_without_tensorflow(monkeypatch):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "tensorflow", None)
     import tfmesos.mesos  # noqa: F401
-    import tfmesos.mesos.local  # noqa: F401
-    import tfmesos.launch  # noqa: F401
+    import mesos_local  # noqa: F401
+    import tfmesos.core.launch  # noqa: F401
     import tfmesos.task.__main__  # noqa: F401
     import tfmesos.cli.tfrun  # noqa: F401
 

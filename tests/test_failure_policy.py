@@ -6,12 +6,12 @@ import pytest
 from addict import Dict
 from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun
 
-from tfmesos.events import (AgentLost, MesosFailed, StatusUpdate, TaskDisconnected,
+from tfmesos.core.events import (AgentLost, MesosFailed, StatusUpdate, TaskDisconnected,
                             TaskRegistered)
 from tfmesos.exceptions import ClusterError, TaskFailed
-from tfmesos.restarts import RestartPolicy
-from tfmesos.run_phase import IllegalTransition, Phase, next_phase
-from tfmesos.spec import Job
+from tfmesos.core.restarts import RestartPolicy
+from tfmesos.core.phase import IllegalTransition, Phase, next_phase
+from tfmesos.core.spec import Job
 
 WORKERS = [Job("worker", num=2)]
 PSS = [Job("chief"), Job("worker", num=2), Job("ps")]
@@ -316,8 +316,8 @@ def test_phases_compare_as_their_names():
 
 
 def test_a_stopped_cluster_run_refuses_restarts_and_failures():
-    from tfmesos.launch import ClusterRun
-    from tfmesos.spec import RunSpec
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.core.spec import RunSpec
 
     spec = RunSpec(jobs=WORKERS, mode="replica", command="true", run_dir=None)
     with pytest.raises(IllegalTransition, match="cannot go from new to running"):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tfmesos.hints import hint_for, matching_rule, memory_option
+from tfmesos.record.hints import hint_for, matching_rule, memory_option
 from tfrun_helpers import SMALL, run_tfrun
 
 PER_REPLICA = [

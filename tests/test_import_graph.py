@@ -1,6 +1,8 @@
 """Who imports whom, read from the source with ``ast`` (imports inside
-functions included): no circle among ``tfmesos`` modules, and no test
-module imports another (shared helpers live in the tests' helper modules)."""
+functions included): no circle among the modules of ``tfmesos`` and of the
+embedded master ``mesos_local``, nor among tfmesos' subpackages; the
+embedded master imports nothing of tfmesos; and no test module imports
+another (shared helpers live in the tests' helper modules)."""
 
 import ast
 import os
@@ -42,10 +44,15 @@ def imports(path, package=""):
     return found
 
 
+PACKAGES = ("tfmesos", "mesos_local")
+
+
 def import_graph():
-    """{tfmesos module: the tfmesos modules it imports}; ``from P import M``
+    """{module: the modules it imports}, over ``PACKAGES``; ``from P import M``
     imports the module ``P.M`` when there is one, else ``P``."""
-    modules = _modules(REPO, "tfmesos")
+    modules = {}
+    for package in PACKAGES:
+        modules.update(_modules(REPO, package))
     graph = {}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
@@ -95,14 +102,42 @@ def test_the_graph_sees_imports_in_functions():
     assert "tfmesos.mesos.detection" in graph["tfmesos.mesos.driver"]
     assert "tfmesos.mesos.zookeeper" in graph["tfmesos.mesos.detection"]
     # Imported inside functions only:
-    assert "tfmesos.mesos.local.sizing" in graph["tfmesos.launch"]
-    assert "tfmesos.docker_wrapper" in graph["tfmesos.cli.main"]
+    assert "tfmesos.backends.embedded" in graph["tfmesos.core.launch"]
+    assert "tfmesos.backends.sizing" in graph["tfmesos.backends.embedded"]
+    assert "tfmesos.cli.docker_wrapper" in graph["tfmesos.cli.main"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_import_cycle_among_tfmesos_modules():
+def test_no_import_cycle_among_modules():
     found = cycles(import_graph())
     assert not found, "import cycles: %s" % "; ".join(" <-> ".join(c) for c in found)
+
+
+def room(module):
+    """The part of tfmesos ``module`` belongs to: its subpackage
+    (``tfmesos.core``), else the module itself; ``mesos_local`` is one."""
+    parts = module.split(".")
+    if parts[0] != "tfmesos" or len(parts) == 1:
+        return parts[0]
+    candidate = ".".join(parts[:2])
+    return candidate if os.path.isdir(os.path.join(REPO, *parts[:2])) else module
+
+
+def test_tfmesos_subpackages_import_each_other_one_way_only():
+    rooms = {}
+    for module, targets in import_graph().items():
+        rooms.setdefault(room(module), set()).update(room(t) for t in targets)
+    graph = {name: targets - {name} for name, targets in rooms.items()}
+    found = cycles(graph)
+    assert not found, "subpackages importing each other: %s" % "; ".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_the_embedded_master_imports_nothing_of_tfmesos():
+    wrong = sorted("%s -> %s" % (module, target)
+                   for module, targets in import_graph().items() if module.startswith("mesos_local")
+                   for target in targets if target.split(".")[0] == "tfmesos")
+    assert not wrong, "mesos_local imports tfmesos: %s" % ", ".join(wrong)
 
 
 def test_test_modules_import_helpers_not_other_test_modules():

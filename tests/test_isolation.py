@@ -1,5 +1,5 @@
 """Isolation on the embedded agents, as Mesos' cgroups isolators do it
-(``tfmesos/mesos/local/cgroups.py``): the limits each task's cgroups get,
+(``mesos_local/containerizer/cgroups.py``): the limits each task's cgroups get,
 a task over its memory killed with REASON_CONTAINER_LIMITATION_MEMORY, a
 busy task held to its cpus by the CFS quota, cgroups removed with their
 task and after a master killed with SIGKILL, limits of Docker tasks, and
@@ -21,13 +21,13 @@ from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  
 from fixtures_master import (clients, local_master, make_local_master,  # noqa: F401
                              small_agent)
 from mesos_http_client import task_info
-from tfmesos.mesos.local import cgroups
-from tfmesos.mesos.local.cgroup_limits import (Limits, memory_limit_message, parse_isolation,
+from mesos_local.containerizer import cgroups
+from mesos_local.containerizer.cgroup_limits import (Limits, memory_limit_message, parse_isolation,
                                                stout_bytes)
-from tfmesos.mesos.local.cgroups import (IsolationError, Layout, find_hierarchies,
+from mesos_local.containerizer.cgroups import (IsolationError, Layout, find_hierarchies,
                                          isolation_problem)
-from tfmesos.mesos.local.docker_runner import container_kwargs
-from tfmesos.mesos.local.runner import TaskLaunch
+from mesos_local.containerizer.docker_runner import container_kwargs
+from mesos_local.containerizer.runner import TaskLaunch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -171,7 +171,7 @@ def fake_gpus(tmp_path, monkeypatch):
 
 
 def test_gpu_less_agent_hides_the_machines_gpus(make_local_master, clients, fake_gpus):
-    from tfmesos.mesos.local.agent import detect_gpus
+    from mesos_local.agent import detect_gpus
     assert detect_gpus() == ("0", "1")     # the machine has GPUs ...
     master = make_local_master(agents=[small_agent(gpus=0)],   # ... this agent none
                                executor_environment={
@@ -275,8 +275,8 @@ def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
     script = tmp_path / "master.py"
     script.write_text(
         "import sys, time\n"
-        "from tfmesos.mesos.local.cgroup_limits import Limits\n"
-        "from tfmesos.mesos.local.cgroups import Isolator\n"
+        "from mesos_local.containerizer.cgroup_limits import Limits\n"
+        "from mesos_local.containerizer.cgroups import Isolator\n"
         "isolator = Isolator().start()\n"
         "task = isolator.prepare('orphan', Limits(cpus=0.1, mem=64))\n"
         "import subprocess\n"
@@ -313,7 +313,7 @@ def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
 def test_container_over_its_memory_is_failed_with_mesos_reason(
         make_local_master, clients, docker_engine, tfmesos_image,  # noqa: F811
         no_leaked_containers):  # noqa: F811
-    from tfmesos.mesos.local.docker_runner import DockerRunner
+    from mesos_local.containerizer.docker_runner import DockerRunner
     master = make_local_master(container_runner=DockerRunner(docker_engine), **ISOLATED)
     client = clients(master)
     offer = client.next_offers()[0]
@@ -329,7 +329,7 @@ def test_container_over_its_memory_is_failed_with_mesos_reason(
 
 def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
     from tfmesos.exceptions import SpecError
-    from tfmesos.mesos.local import sizing
+    from tfmesos.backends import sizing
     monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
         "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
     with caplog.at_level("WARNING"):
@@ -347,7 +347,7 @@ def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
 
 def test_isolation_options_of_the_commands():
     from tfmesos.cli import tfrun
-    from tfmesos.mesos.local import cli
+    from mesos_local import cli
     args = tfrun.build_parser().parse_options(["--no-isolation"])
     assert tfrun.isolation_options(args) == {"isolation": None}
     args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])

@@ -8,10 +8,10 @@ import pytest
 
 from fixtures_master import make_local_master  # noqa: F401
 from tfmesos import launch
-from tfmesos.events import TaskDisconnected, TaskRegistered
+from tfmesos.core.events import TaskDisconnected, TaskRegistered
 from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
-from tfmesos.launch import ClusterRun
-from tfmesos.spec import Job, RunSpec
+from tfmesos.core.launch import ClusterRun
+from tfmesos.core.spec import Job, RunSpec
 
 TINY = dict(cpus=0.1, mem=64)
 

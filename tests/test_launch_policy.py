@@ -8,12 +8,12 @@ import pytest
 from addict import Dict
 from offers import FakeDriver, offer
 
-from tfmesos.events import StatusUpdate
+from tfmesos.core.events import StatusUpdate
 from tfmesos.exceptions import TaskFailed
-from tfmesos.launch import ClusterRun
-from tfmesos.scheduler import TFMesosScheduler, make_slots
-from tfmesos.spec import Job, RunSpec, parse_jobs
-from tfmesos.task_ends import permanent_failure
+from tfmesos.core.launch import ClusterRun
+from tfmesos.core.scheduler import TFMesosScheduler, make_slots
+from tfmesos.core.spec import Job, RunSpec, parse_jobs
+from tfmesos.core.task_ends import permanent_failure
 from tfrun_helpers import free_port, marked_tasks, run_tfrun, wait_for_line
 
 

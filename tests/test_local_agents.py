@@ -22,8 +22,8 @@ from mesos_http_client import scalar, task_info
 from tfrun_helpers import (HELLO, HELLO_ARGS, free_port, marked_tasks, run_tfrun, start_tfrun,
                            wait_for_line)
 from waiting import wait_until
-from tfmesos.mesos.local import AgentSpec
-from tfmesos.mesos.local.cli import agent_specs, main, parse_agent
+from mesos_local import AgentSpec
+from mesos_local.cli import agent_specs, main, parse_agent
 
 pytestmark = pytest.mark.timeout(180)
 

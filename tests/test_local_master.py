@@ -21,7 +21,7 @@ from fixtures_master import (RecordingRunner, clients, launch_running,  # noqa: 
 from mesos_http_client import CLOSED, offered, ports, scalar, task_info
 from tfrun_helpers import free_port
 from waiting import wait_until
-from tfmesos.mesos.local import AgentSpec
+from mesos_local import AgentSpec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -617,7 +617,7 @@ def test_stop_kills_every_task(make_local_master, clients):
 
 
 def _cli(port, tmp_path):
-    command = [sys.executable, "-m", "tfmesos.mesos.local", "--port", str(port),
+    command = [sys.executable, "-m", "mesos_local", "--port", str(port),
                "--cpus", "1", "--mem", "256", "--gpus", "0", "--work-dir", str(tmp_path)]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -633,7 +633,7 @@ def test_cli_runs_until_signalled(tmp_path, signum):
                             text=True, env=env)
     try:
         line = proc.stdout.readline()
-        assert line == "tfmesos local master listening on http://127.0.0.1:%d\n" % port
+        assert line == "local Mesos master listening on http://127.0.0.1:%d\n" % port
         assert requests.get("http://127.0.0.1:%d/health" % port, timeout=5).status_code == 200
         state = requests.get("http://127.0.0.1:%d/master/state" % port, timeout=5).json()
         assert state["slaves"][0]["resources"]["cpus"] == 1
@@ -657,7 +657,7 @@ def test_cli_runs_until_signalled(tmp_path, signum):
 
 
 def test_cli_help_explains_options():
-    from tfmesos.mesos.local.cli import build_parser
+    from mesos_local.cli import build_parser
     text = build_parser().format_help()
     for option in ("--host", "--port", "--cpus", "--mem", "--gpus", "--agents",
                    "--heartbeat-interval", "--work-dir", "--credentials",

@@ -8,11 +8,12 @@ import pytest
 
 from schema_calls import UUID, accept_call, full_task, subscribe_call  # noqa: F401
 
-from tfmesos.mesos.local import AgentSpec, AgentSpecError, schema
-from tfmesos.mesos.local.executor import describe_exit
-from tfmesos.mesos.local.planning import TaskInvalid, build_launch, check_id, gpu_count, plan_task
-from tfmesos.mesos.local.resources import ResourceError, Resources
-from tfmesos.mesos.local.resources import parse as parse_resources
+from mesos_local import AgentSpec, AgentSpecError
+from mesos_local.api import schema
+from mesos_local.containerizer.executor import describe_exit
+from mesos_local.containerizer.planning import TaskInvalid, build_launch, check_id, gpu_count, plan_task
+from mesos_local.resources import ResourceError, Resources
+from mesos_local.resources import parse as parse_resources
 
 def error_of(call):
     with pytest.raises(ValueError) as info:
@@ -250,5 +251,5 @@ def test_local_master_imports_without_tensorflow():
     import subprocess
     import sys
     code = ("import sys; sys.modules['tensorflow'] = None; "
-            "import tfmesos.mesos.local, tfmesos.mesos.local.cli, tfmesos.mesos.local.http")
+            "import mesos_local, mesos_local.cli, mesos_local.api.http_server")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -20,11 +20,11 @@ from fixtures_master import (MARKER, RecordingRunner, clients, launch_running,  
                              make_local_master, marked_environment, read_file)
 from mesos_http_client import CLOSED, task_info
 
-from tfmesos.mesos.local import cli
-from tfmesos.mesos.local.auth import (CHALLENGE, Authenticator, CredentialsError,
+from mesos_local import cli
+from mesos_local.api.auth import (CHALLENGE, Authenticator, CredentialsError,
                                       credentials_table, parse_credentials, read_credentials)
-from tfmesos.mesos.local.environment import DEFAULT_PATH, parse_environment_json
-from tfmesos.mesos.local.planning import TaskInvalid, check_container_user, plan_task
+from mesos_local.containerizer.environment import DEFAULT_PATH, parse_environment_json
+from mesos_local.containerizer.planning import TaskInvalid, check_container_user, plan_task
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -260,7 +260,7 @@ def test_executor_environment_is_every_tasks_base(make_local_master, clients):  
 
 def test_embedded_master_of_a_run_has_credentials_and_the_submitters_environment(
         monkeypatch, drivers):  # noqa: F811
-    from tfmesos.mesos.local.sizing import start_local_master
+    from tfmesos.backends.sizing import start_local_master
     monkeypatch.setenv("TFMESOS_SUBMITTER_VARIABLE", "mine")
     job = types.SimpleNamespace(name="worker", num=1, cpus=0.1, mem=32, gpus=0)
     master, url, (principal, secret) = start_local_master([job])
@@ -273,7 +273,7 @@ def test_embedded_master_of_a_run_has_credentials_and_the_submitters_environment
         states_of(sched, "env", "TASK_FINISHED")
         text = read_file(os.path.join(master.sandbox("env"), "stdout"))
         assert "TFMESOS_SUBMITTER_VARIABLE=mine" in text.splitlines()
-        assert principal.startswith("tfmesos-") and len(secret) >= 32
+        assert principal.startswith("mesos-local-") and len(secret) >= 32
     finally:
         master.stop()
 

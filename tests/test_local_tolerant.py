@@ -1,7 +1,7 @@
 """The embedded master reads calls as real Mesos does by default (stout's
-parser, ``tfmesos/mesos/local/stout.py``), logging each tolerated deviation
+parser, ``mesos_local/api/stout.py``), logging each tolerated deviation
 once per framework; strict on request (``strict=True``, ``--strict``,
-``$TFMESOS_LOCAL_MASTER_STRICT``, which this suite sets)."""
+``$MESOS_LOCAL_STRICT``, which this suite sets)."""
 
 import copy
 import logging
@@ -13,9 +13,10 @@ from schema_calls import accept_call, full_task, subscribe_call
 from tfrun_helpers import SMALL, run_tfrun
 
 from mesos_http_client import SchedulerClient, scalar
-from tfmesos.mesos.local import LocalMaster, cli, schema, stout
+from mesos_local import LocalMaster, cli
+from mesos_local.api import schema, stout
 
-DEVIATIONS = "tfmesos.mesos.local.stout"
+DEVIATIONS = "mesos_local.api.stout"
 
 
 def avmesos_task(offer, task_id, command="true"):

@@ -24,7 +24,8 @@ from fixtures_master import clients, make_local_master, small_agent  # noqa: F40
 from fixtures_netns import namespaces, netns_master, parse_network, read_lines, root_only  # noqa: F401
 from mesos_http_client import task_info
 from tfrun_helpers import REPO, marked_tasks, tfrun_argv
-from tfmesos.mesos.local import LocalMaster, LocalMasterError, cli, netns
+from mesos_local import LocalMaster, LocalMasterError, cli
+from mesos_local.containerizer import netns
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -146,8 +147,8 @@ def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):
     agent = "cpus=2,mem=1500,gpus=0"     # one 1024 MB task of plus.py per agent
     with netns_master(namespaces, tmp_path / "master.log", [agent] * 3) as master:
         hub, address, agents, port = master.hub, master.address, master.agents, master.port
-        assert len(set(agents)) == 3 and "ip netns exec %s tfrun -m %s" % (hub, address) \
-            in "".join(master.lines)
+        assert len(set(agents)) == 3 and "ip netns exec %s SCHEDULER, with the master at %s" % (
+            hub, address) in "".join(master.lines)
         check_replica_run(hub, address, agents)
         plus = run_in_hub(hub, [sys.executable, "examples/plus.py"],
                           dict(os.environ, MESOS_MASTER=address), timeout=180)

@@ -6,9 +6,9 @@ message took 35 ms to reach tasks that had just registered."""
 import socket
 
 from rendezvous_client import SECRET, make_rendezvous
-from tfmesos.bundle_server import _Handler as BundleHandler
+from tfmesos.ship.bundle_server import _Handler as BundleHandler
 from tfmesos.mesos.http_transport import connect_within
-from tfmesos.mesos.local.http import _Handler as MasterHandler
+from mesos_local.api.http_server import _Handler as MasterHandler
 from tfmesos.task.connection import Connection, TaskEnv
 from waiting import wait_until
 

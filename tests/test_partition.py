@@ -27,8 +27,8 @@ import pytest
 from conftest import marked_processes
 from fixtures_netns import namespaces, netns_master, root_only  # noqa: F401
 from tfrun_helpers import REPO, tfrun_argv
-from tfmesos.rendezvous import STALL_PINGS
-from tfmesos.spec import RECONNECT_GRACE
+from tfmesos.core.rendezvous import STALL_PINGS
+from tfmesos.core.spec import RECONNECT_GRACE
 
 pytestmark = [root_only, pytest.mark.timeout(360)]
 

@@ -6,7 +6,7 @@ import pytest
 from addict import Dict
 from offers import offer, scalar
 
-from tfmesos.placement import (EPSILON, Assignment, OfferPool, Placement, TaskRequest,
+from tfmesos.core.placement import (EPSILON, Assignment, OfferPool, Placement, TaskRequest,
                                largest_offer, place)
 
 

@@ -9,8 +9,8 @@ import pytest
 from fixtures_master import FAST, leftover_processes
 from waiting import wait_until
 from tfmesos.exceptions import TaskFailed
-from tfmesos.launch import ClusterRun
-from tfmesos.spec import Job, RunSpec
+from tfmesos.core.launch import ClusterRun
+from tfmesos.core.spec import Job, RunSpec
 
 
 @pytest.fixture

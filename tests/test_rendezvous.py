@@ -5,7 +5,7 @@ import pytest
 
 from rendezvous_client import SECRET, Client, make_rendezvous, next_event, refused
 from tfmesos import wire
-from tfmesos.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 
 
 @pytest.fixture

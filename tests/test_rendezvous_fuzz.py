@@ -9,7 +9,7 @@ import time
 
 from rendezvous_client import Client, replica_run, stop
 from tfmesos import launch, wire
-from tfmesos.rendezvous import Rendezvous
+from tfmesos.core.rendezvous import Rendezvous
 
 FRAMES = 10_000
 THREADS = 4

@@ -18,8 +18,8 @@ from rendezvous_client import (SECRET, Client, admitted, finish, make_rendezvous
 from tfrun_helpers import REPO
 from waiting import wait_until
 from tfmesos import launch, wire
-from tfmesos.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
-from tfmesos.rendezvous import Rendezvous
+from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.task import connection as task_connection
 from tfmesos.task.connection import Connection, TaskEnv
 
@@ -254,7 +254,7 @@ def test_an_exit_frame_is_refused_on_another_task_and_when_replayed(rdv):
 EMFILE_SCRIPT = textwrap.dedent("""
     import os, queue, resource, sys, time
     sys.path.insert(0, %r)
-    from tfmesos.rendezvous import Rendezvous
+    from tfmesos.core.rendezvous import Rendezvous
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     events = queue.Queue()
     rdv = Rendezvous(b"s" * 32, events, bind_host="127.0.0.1")

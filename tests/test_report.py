@@ -11,8 +11,8 @@ import tempfile
 import pytest
 
 from run_dirs import at, attempt, write_run
-from tfmesos.history import Run
-from tfmesos.report import render
+from tfmesos.record.history import Run
+from tfmesos.record.report import render
 from tfrun_helpers import REPO, run_tfrun
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]

@@ -3,7 +3,7 @@
 import pytest
 
 from tfmesos.exceptions import SpecError
-from tfmesos.restarts import RestartPolicy, failure_cause
+from tfmesos.core.restarts import RestartPolicy, failure_cause
 
 
 @pytest.mark.parametrize("status, cause", [

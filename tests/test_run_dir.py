@@ -20,7 +20,7 @@ TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
-# run.json, format 1 (documented in tfmesos/run_record.py and the README)
+# run.json, format 1 (documented in tfmesos/record/run_record.py and the README)
 SCHEMA = {
     "top": {"format", "run_id", "name", "mode", "master", "framework_id", "command", "jobs",
             "tasks", "outcome", "timings", "restarts", "relaunches"},

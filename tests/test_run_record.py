@@ -8,14 +8,15 @@ import queue
 import pytest
 from addict import Dict
 
-from tfmesos.events import StatusUpdate, TaskExited, TaskOutput
+from tfmesos.core.events import StatusUpdate, TaskExited, TaskOutput
+from tfmesos.core.launch import record_leftovers
 from tfmesos.exceptions import LaunchTimeout, TaskFailed
-from tfmesos.placement import Assignment
-from tfmesos.run_phase import Phase
-from tfmesos.run_record import RunRecord
-from tfmesos.scheduler import Launch
-from tfmesos.slots import make_slots
-from tfmesos.spec import Job
+from tfmesos.core.placement import Assignment
+from tfmesos.core.phase import Phase
+from tfmesos.record.run_record import RunRecord
+from tfmesos.core.scheduler import Launch
+from tfmesos.core.slots import make_slots
+from tfmesos.core.spec import Job
 
 
 def make_record(tmp_path, mode="replica"):
@@ -79,7 +80,7 @@ def test_what_is_still_queued_at_the_stop_is_recorded(tmp_path):
     events.put(TaskExited("t-worker:0", 0))
     events.put(StatusUpdate(Dict(task_id={"value": "t-worker:1"}, state="TASK_FINISHED",
                                  message="", source="SOURCE_EXECUTOR")))
-    record.drain(events)
+    record_leftovers(record, events)
     record.finish()
     assert ends(saved(record)) == {"worker:0": ("TASK_FINISHED", 0, "exit frame"),
                                    "worker:1": ("TASK_FINISHED", 0, "SOURCE_EXECUTOR"),

@@ -8,8 +8,8 @@ from addict import Dict
 from offers import FakeDriver, offer
 
 from tfmesos.exceptions import MesosConnectionError
-from tfmesos.scheduler import TFMesosScheduler, make_slots
-from tfmesos.spec import parse_jobs
+from tfmesos.core.scheduler import TFMesosScheduler, make_slots
+from tfmesos.core.spec import parse_jobs
 
 
 def make(jobs, extra_ports=None):

@@ -22,12 +22,12 @@ import pytest
 from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
 from tfmesos import bundle
-from tfmesos.bundle import ShipError, ShipSpec
-from tfmesos.bundle_server import BundleServer
+from tfmesos.ship.bundle import ShipError, ShipSpec
+from tfmesos.ship.bundle_server import BundleServer
 from tfmesos.exceptions import SpecError, TFMesosError
-from tfmesos.mesos.local.fetch_cache import FetcherCache
-from tfmesos.mesos.local.fetcher import fetch_uris
-from tfmesos.mesos.local.fs_isolation import effective_paths
+from mesos_local.containerizer.fetch_cache import FetcherCache
+from mesos_local.containerizer.fetcher import fetch_uris
+from mesos_local.containerizer.fs_isolation import effective_paths
 from tfmesos.task.bundle_check import enter_bundle
 from tfmesos.task.connection import TaskError
 
@@ -165,7 +165,7 @@ def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
     assert guarded == "guarded 0"                # the guard runs from the zip too
     modules = ast.literal_eval(modules)
     assert "tfmesos.task.entry" in modules and all(
-        name in ("tfmesos", "tfmesos.wire", "tfmesos.hostport") or name.startswith(
+        name in ("tfmesos", "tfmesos.protocol.wire", "tfmesos.protocol.hostport") or name.startswith(
             "tfmesos.task") for name in modules), modules
     entry = subprocess.run([BARE_PYTHON, "-S", "-m", "tfmesos.task"], capture_output=True,
                            text=True, env=bare_environment(PYTHONPATH=zipped.path), timeout=60)
@@ -259,7 +259,7 @@ def test_a_wrong_path_gets_404_and_is_logged(served, caplog):
     server, _ = served
     wrong = ["/payload.tar.gz", "/%s/other.tar.gz" % server.token,
              "/%s/payload.tar.gz" % ("x" * len(server.token)), "/../etc/passwd"]
-    with caplog.at_level(logging.WARNING, logger="tfmesos.bundle_server"):
+    with caplog.at_level(logging.WARNING, logger="tfmesos.ship.bundle_server"):
         for path in wrong:
             with pytest.raises(urllib.error.HTTPError) as caught:
                 request("http://127.0.0.1:%d%s" % (server.port, path))
@@ -413,7 +413,7 @@ def test_tfrun_refuses_a_bundle_over_the_limit_in_one_line(tmp_path):
 
 def replica_spec(project, tmp_path, workers=2, max_attempts=1, **ship):
     """A replica run of ``python train.py`` on the embedded master (one agent)."""
-    from tfmesos.spec import Job, RunSpec
+    from tfmesos.core.spec import Job, RunSpec
     return RunSpec(jobs=(Job("worker", num=workers, cpus=0.1, mem=64),), mode="replica",
                    command="python train.py", run_dir=str(tmp_path / "run"),
                    max_attempts=max_attempts,
@@ -421,7 +421,7 @@ def replica_spec(project, tmp_path, workers=2, max_attempts=1, **ship):
 
 
 def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(project, tmp_path):
-    from tfmesos.launch import ClusterRun
+    from tfmesos.core.launch import ClusterRun
 
     # The command's python is the environment's (its bin/ comes first on PATH).
     write(project, {"train.py": "import os, sys\nprint('env', os.environ.get('FROM_ENV'), "
@@ -452,8 +452,8 @@ def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(projec
 
 def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_path,
                                                                      monkeypatch):
-    from tfmesos.launch import ClusterRun
-    from tfmesos.shipping import Shipment
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.ship.shipping import Shipment
 
     real = Shipment.environment
     monkeypatch.setattr(Shipment, "environment", lambda self: dict(
@@ -483,7 +483,7 @@ def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_
 
 @pytest.fixture
 def shipment(project):
-    from tfmesos.shipping import Shipment
+    from tfmesos.ship.shipping import Shipment
     said = []
     shipped = Shipment(ShipSpec(str(project), python_env="https://repo.example.com/tfenv.tgz"),
                        bind_host="127.0.0.1", say=said.append)
@@ -494,7 +494,7 @@ def shipment(project):
 def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(shipment):
     from offers import offer
     from taskinfo_helpers import PS_AND_WORKERS, launch_all, variables
-    from tfmesos.spec import RunSpec
+    from tfmesos.core.spec import RunSpec
 
     shipped, said = shipment
     assert said == [shipped.bundle.summary()]
@@ -523,7 +523,7 @@ def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(sh
 
 
 def test_shipped_commands_without_an_environment_run_python3_or_python(project):
-    from tfmesos.shipping import Shipment
+    from tfmesos.ship.shipping import Shipment
     shipped = Shipment(ShipSpec(str(project)), bind_host="127.0.0.1", say=lambda text: None)
     shipped.stop()
     zip_path = '"${MESOS_SANDBOX:-$PWD}"/%s' % shipped.task_side.name
@@ -537,7 +537,7 @@ def test_shipped_commands_without_an_environment_run_python3_or_python(project):
 
 def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
     from tfmesos.cli import tfrun
-    from tfmesos.fine_grained import cluster_spec
+    from tfmesos.core.fine_grained import cluster_spec
 
     args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-exclude", "*.h5",
                                                "--ship-max-size", "5"])

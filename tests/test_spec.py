@@ -1,7 +1,7 @@
 import pytest
 
 from tfmesos.exceptions import SpecError
-from tfmesos.spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
+from tfmesos.core.spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
 
 
 def test_job_round_trip_with_non_defaults():
@@ -70,7 +70,7 @@ def test_command_template_placeholders():
 
 
 def test_refusals_wait_5_s_unless_the_user_chose_a_connect_timeout():
-    from tfmesos.spec import REFUSED_TIMEOUT, RunSpec
+    from tfmesos.core.spec import REFUSED_TIMEOUT, RunSpec
 
     assert (RunSpec().connect_timeout, RunSpec().refused_timeout) == (60.0, REFUSED_TIMEOUT)
     chosen = RunSpec(connect_timeout=60)

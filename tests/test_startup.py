@@ -35,25 +35,25 @@ def heavy(modules, names):
 def test_importing_tfrun_leaves_the_run_machinery_for_later():
     # --help and usage errors need none of it; main() imports it.
     modules = modules_after("import tfmesos.cli.tfrun")
-    assert heavy(modules, ["tfmesos.launch", "tfmesos.mesos.driver", "tfmesos.mesos.local",
-                           "tfmesos.mesos.zookeeper", "tfmesos.docker_engine", "http.client",
+    assert heavy(modules, ["tfmesos.core.launch", "tfmesos.mesos.driver", "mesos_local",
+                           "tfmesos.mesos.zookeeper", "mesos_local.containerizer.docker_engine", "http.client",
                            "ssl", "urllib.request", "kazoo", "docker", "tensorboard",
                            "tensorflow"]) == []
 
 
 def test_the_warm_task_interpreter_starts_before_the_master_s_imports():
     # tfrun starts it first thing, so that its start-up overlaps tfrun's imports.
-    modules = modules_after("import tfmesos.warm_start, tfmesos.mesos.local.warm_tasks")
-    assert heavy(modules, ["tfmesos.mesos.local.master", "tfmesos.mesos.local.http",
-                           "tfmesos.launch", "tfmesos.mesos.driver", "http.client",
+    modules = modules_after("import tfmesos.core.taskinfo, tfmesos.backends.warm_runner")
+    assert heavy(modules, ["mesos_local.master", "mesos_local.api.http_server",
+                           "tfmesos.core.launch", "tfmesos.mesos.driver", "http.client",
                            "http.server", "ssl"]) == []
 
 
 def test_a_run_on_a_remote_master_imports_no_embedded_master_zookeeper_docker_or_tensorboard():
-    modules = modules_after("import tfmesos.cli.tfrun, tfmesos.launch, tfmesos.progress")
+    modules = modules_after("import tfmesos.cli.tfrun, tfmesos.core.launch, tfmesos.cli.progress")
     assert "tfmesos.mesos.driver" in modules
-    assert heavy(modules, ["tfmesos.mesos.local", "tfmesos.mesos.zookeeper", "kazoo",
-                           "tfmesos.docker_engine", "docker", "urllib.request", "tensorboard",
+    assert heavy(modules, ["mesos_local", "tfmesos.mesos.zookeeper", "kazoo",
+                           "mesos_local.containerizer.docker_engine", "docker", "urllib.request", "tensorboard",
                            "tensorflow"]) == []
 
 

@@ -14,11 +14,11 @@ from recovery_helpers import kill_task, task_processes
 from tfrun_helpers import assert_no_task_processes
 from tfmesos import cluster
 from tfmesos.exceptions import TaskFailed
-from tfmesos.launch import ClusterRun
-from tfmesos.mesos.local import AgentSpec
-from tfmesos.placement import TaskRequest, place
-from tfmesos.restarts import RestartPolicy
-from tfmesos.spec import Job, RunSpec
+from tfmesos.core.launch import ClusterRun
+from mesos_local import AgentSpec
+from tfmesos.core.placement import TaskRequest, place
+from tfmesos.core.restarts import RestartPolicy
+from tfmesos.core.spec import Job, RunSpec
 
 from offers import offer
 

@@ -14,9 +14,9 @@ import time
 import pytest
 from conftest import MARKER
 
-from tfmesos.mesos.local import cgroups, pidfd, process_tree
-from tfmesos.mesos.local.executor import TaskProcess
-from tfmesos.mesos.local.runner import ProcessRunner, TaskLaunch
+from mesos_local.containerizer import cgroups, pidfd, process_tree
+from mesos_local.containerizer.executor import TaskProcess
+from mesos_local.containerizer.runner import ProcessRunner, TaskLaunch
 from waiting import wait_until
 
 

@@ -11,7 +11,8 @@ from processes import TASK_ENTRY
 from tfrun_helpers import REPO
 
 # What a task may import besides the standard library.
-ALLOWED = {"tfmesos", "tfmesos.wire", "tfmesos.hostport"}
+ALLOWED = {"tfmesos", "tfmesos.protocol", "tfmesos.protocol.wire", "tfmesos.protocol.hostport",
+           "tfmesos.protocol.task_env"}
 IMPORT_BUDGET_MS = 40.0   # tfmesos' own modules, their self times summed
 PROBE = ("import json, sys; before = set(sys.modules); import tfmesos.task.__main__; "
          "print(json.dumps(sorted(set(sys.modules) - before)))")

@@ -15,13 +15,13 @@ from offers import offer
 from processes import TASK_ENTRY
 from taskinfo_helpers import PS_AND_WORKERS, SECRET, launch_all, variables
 import tfmesos
-from tfmesos.mesos.local.docker_runner import check_gpus_parameter, container_kwargs
-from tfmesos.mesos.local.planning import build_launch, plan_task
-from tfmesos.mesos.local.runner import RunnerError
-from tfmesos.mesos.local.schema import SchemaError, validate, validate_message
+from mesos_local.containerizer.docker_runner import check_gpus_parameter, container_kwargs
+from mesos_local.containerizer.planning import build_launch, plan_task
+from mesos_local.containerizer.runner import RunnerError
+from mesos_local.api.schema import SchemaError, validate, validate_message
 from tfmesos.exceptions import SpecError
-from tfmesos.spec import Job, RunSpec, check_run
-from tfmesos.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
+from tfmesos.core.spec import Job, RunSpec, check_run
+from tfmesos.core.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
                               framework_info, package_on_path, submitter_pythonpath,
                               task_command)
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tfmesos.task.quiet import tensorflow_noise
-from tfmesos.taskinfo import tensorflow_env
+from tfmesos.core.taskinfo import tensorflow_env
 
 PRE_INIT = [
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",

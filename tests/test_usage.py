@@ -14,12 +14,13 @@ import pytest
 
 from offers import offer
 from taskinfo_helpers import launch_all, variables
-from tfmesos.mesos.local.cgroups import isolation_problem
-from tfmesos.spec import RunSpec
+from mesos_local.containerizer.cgroups import isolation_problem
+from tfmesos.core.spec import RunSpec
 from tfmesos.task import usage as task_usage
-from tfmesos.task_ends import memory_kill_message, memory_kill_peak, resource_flag
-from tfmesos.taskinfo import thread_env
-from tfmesos.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
+from tfmesos.core.task_ends import memory_kill_message, memory_kill_peak
+from tfmesos.record.hints import resource_flag
+from tfmesos.core.taskinfo import thread_env
+from tfmesos.record.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
 from tfrun_helpers import run_tfrun
 
 pytestmark = pytest.mark.timeout(300)
@@ -112,7 +113,7 @@ def test_usage_is_cleaned_on_the_scheduler_side():
 
 def test_the_exit_frame_carries_the_usage_to_the_run():
     from rendezvous_client import SECRET, Client, make_rendezvous, next_event
-    from tfmesos.events import TaskExited
+    from tfmesos.core.events import TaskExited
     rdv = make_rendezvous()
     try:
         for task_id, usage, expected in (("a", {"cpu_s": 1.5}, {"cpu_s": 1.5}),
@@ -151,10 +152,10 @@ def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
     """Whichever tells first: Mesos' TASK_FAILED with the memory reason, or
     the task's exit message (the OOM killer in its own cgroup)."""
     from policy_helpers import FakeRun
-    from tfmesos.events import TaskExited
+    from tfmesos.core.events import TaskExited
     from tfmesos.exceptions import TaskFailed
-    from tfmesos.restarts import RestartPolicy
-    from tfmesos.spec import Job
+    from tfmesos.core.restarts import RestartPolicy
+    from tfmesos.core.spec import Job
 
     def kill(run):
         if how == "mesos":
@@ -277,7 +278,7 @@ def test_task_over_its_memory_is_named_and_its_cgroups_are_gone(tmp_path):
         ("TASK_FAILED", "REASON_CONTAINER_LIMITATION_MEMORY") in states
     assert any(line.startswith("tfrun: resources asked and used") for line in lines) or \
         attempt["usage"] is None
-    assert not [path for path in glob.glob("/sys/fs/cgroup/*/tfmesos/*/*")
+    assert not [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*/*")
                 if data["run_id"] in path]
 
 
@@ -344,11 +345,11 @@ def test_cgroups_are_gone_after_a_run(tmp_path):
                        "echo hi; sleep 0.5")
     assert result.returncode == 0, result.stderr
     run_id = run_json(run_dir)["run_id"]
-    assert not [path for path in glob.glob("/sys/fs/cgroup/*/tfmesos/*/*")
+    assert not [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*/*")
                 if ".%s." % run_id in path]
     # Nor is any master's whose process is gone (this run's, or one killed
     # earlier: a new master removes those first).
-    assert [path for path in glob.glob("/sys/fs/cgroup/*/tfmesos/*")
+    assert [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*")
             if os.path.isdir(path) and _owner_gone(path)] == []
 
 

@@ -1,4 +1,4 @@
-"""Warm task starts (``mesos/local/warm_tasks.py``, ``task/warm.py``): the
+"""Warm task starts (``backends/warm_runner.py``, ``task/warm.py``): the
 embedded master of a run forks its replica tasks from an interpreter that
 imported the task entry already; what the task sees is what the exec'd
 command gives it, and the warm interpreter's faults end nothing silently."""
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from tfmesos.mesos.local.runner import TaskLaunch
-from tfmesos.mesos.local.warm_tasks import WarmSpec, matches, python_variables
-from tfmesos.warm_start import warm_task_command
+from mesos_local.containerizer.runner import TaskLaunch
+from tfmesos.backends.warm_runner import WarmSpec, matches, python_variables
+from tfmesos.core.taskinfo import warm_task_command
 from tfrun_helpers import (assert_no_task_processes, run_tfrun, start_tfrun, tfrun_argv,
                            wait_for_line)
 from waiting import wait_until
@@ -26,7 +26,7 @@ PROBE = ("e=$(awk '/^PPid/{{print $2}}' /proc/$PPID/status); "
          "p=$(awk '/^PPid/{{print $2}}' /proc/$e/status); "
          "echo parent: $(tr '\\0' ' ' < /proc/$p/cmdline); "
          "echo entry-cwd: $(readlink /proc/$e/cwd); "
-         "echo entry-cgroup: $(grep -c tfmesos /proc/$e/cgroup); "
+         "echo entry-cgroup: $(grep -c mesos_local /proc/$e/cgroup); "
          "echo entry-cmdline: $(tr '\\0' ' ' < /proc/$e/cmdline); "
          "echo entry-environ: $(tr '\\0' '\\n' < /proc/$e/environ | cut -d= -f1 | grep . | sort "
          "| tr '\\n' ' '); "
@@ -212,7 +212,7 @@ def test_an_interrupted_run_leaves_no_warm_task_behind():
 
 def test_a_warm_interpreter_that_cannot_start_leaves_tasks_to_the_ordinary_way(
         tmp_path, caplog):
-    from tfmesos.mesos.local.warm_tasks import WarmProcessRunner, _WarmTask
+    from tfmesos.backends.warm_runner import WarmProcessRunner, _WarmTask
 
     command = "exec /bin/false -S -m tfmesos.task"
     runner = WarmProcessRunner(WarmSpec(command, ENV))

@@ -4,34 +4,24 @@ local master when no cluster is at hand.
 The public names below are imported on first use, so that the task entry
 point (``python -m tfmesos.task``, once per task) pays only for what it
 imports itself.
+
+The package, top down (docs/architecture.md): ``cli/`` (tfrun, tfmesos),
+``core/`` (the run: spec, scheduling, failure policy, lifecycle),
+``backends/`` (where the run's master lives), ``record/`` (run.json, the
+logs and their readers), ``ship/`` (tfrun --ship), ``mesos/`` (the Mesos
+scheduler driver), ``protocol/`` and ``task/`` (what tasks run).
 """
 
-import importlib
+from .lazy_exports import lazy_exports
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "Cluster": "fine_grained", "cluster": "fine_grained",
-    "Job": "spec", "RunSpec": "spec",
-    "TFMesosError": "exceptions", "SpecError": "exceptions",
-    "MasterAddressError": "exceptions", "MesosError": "exceptions",
-    "MesosConnectionError": "exceptions", "MesosCallError": "exceptions",
-    "DriverAborted": "exceptions",
-    "RendezvousError": "exceptions", "ClusterError": "exceptions",
-    "LaunchTimeout": "exceptions", "TaskFailed": "exceptions", "DockerError": "exceptions",
-}
+_EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
+               "MesosConnectionError", "MesosCallError", "DriverAborted", "RendezvousError",
+               "ClusterError", "LaunchTimeout", "TaskFailed", "DockerError")
+_EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
+            "Job": ".core.spec", "RunSpec": ".core.spec",
+            **{name: ".exceptions" for name in _EXCEPTIONS}}
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError("module 'tfmesos' has no attribute %r" % name)
-    value = getattr(importlib.import_module("." + module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

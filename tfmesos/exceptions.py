@@ -4,26 +4,23 @@ Every error tfmesos raises on purpose derives from ``TFMesosError``::
 
     TFMesosError
     ├── SpecError (ValueError)          a job spec or option is invalid
-    │   ├── AgentSpecError              an impossible local agent
-    │   │                               (``mesos.local.agent``)
-    │   └── CredentialsError            unusable local master credentials
-    │                                   (``mesos.local.auth``)
     ├── MasterAddressError (ValueError) a master string cannot be parsed
     ├── MesosError                      talking to Mesos failed
     │   ├── MesosConnectionError (ConnectionError)  no master reachable
     │   ├── MesosCallError              a call was refused (HTTP status kept)
-    │   ├── DriverAborted               a scheduler callback raised (its error
-    │   │                               is ``__cause__``)
-    │   └── LocalMasterError            the embedded master cannot start
-    │                                   (``mesos.local.errors``)
+    │   └── DriverAborted               a scheduler callback raised (its error
+    │                                   is ``__cause__``)
     ├── RendezvousError                 the task rendezvous failed
     ├── ClusterError                    the TensorFlow cluster failed
     │   ├── LaunchTimeout (TimeoutError)  not complete within the deadline
     │   └── TaskFailed                  a task ended badly (state, exit code)
     └── DockerError                     the Docker engine or image is missing
-        └── DockerEngineError           raised by ``docker_engine``, the
-                                        plumbing shared by the local
-                                        master's runner and ``tfmesos docker``
+
+The embedded master (``mesos_local``) has a tree of its own
+(``mesos_local.errors``); where tfmesos uses it, its errors become these at
+one boundary, ``raise ... from``: an impossible agent or credentials a
+``SpecError``, anything else a ``MesosError`` (``backends.sizing``), the
+Docker engine's a ``DockerError`` (``cli.docker_wrapper``).
 """
 
 

@@ -1,1 +1,5 @@
-"""Command-line entry points: ``tfrun`` and ``tfmesos``."""
+"""The command line: ``tfrun`` (``tfrun``), ``tfmesos`` (``main``: ``runs``,
+``show``, ``logs``, ``report`` in ``runs``; ``local-master``; ``docker`` in
+``docker_wrapper``), the status line while a run forms (``progress``) and
+``tfrun --tensorboard`` (``tensorboard``). A thin boundary: one-line errors,
+exit codes (``common``)."""

@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from ..signals import ignore_signals, interrupt_on_signals
+from ..core.signals import ignore_signals, interrupt_on_signals
 
 __all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals",
            "leave"]

@@ -21,7 +21,7 @@ from .common import CommandParser
 
 
 def docker_main(argv):
-    from ..docker_wrapper import run_in_image
+    from .docker_wrapper import run_in_image
     from .tfrun import split_command
 
     parser = CommandParser(
@@ -56,7 +56,7 @@ def main(argv=None):
     command, rest = argv[0], argv[1:]
     try:
         if command == "local-master":
-            from ..mesos.local.cli import main as local_master_main
+            from mesos_local.cli import main as local_master_main
             return local_master_main(rest, prog="tfmesos local-master")
         if command == "docker":
             return docker_main(rest)

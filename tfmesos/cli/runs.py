@@ -1,13 +1,13 @@
 """``tfmesos runs``, ``show``, ``logs`` and ``report``: the runs under the
 runs directory, one run's tasks and attempts, a task's log (followed while
-the run goes), and a run's HTML report (``tfmesos.report``)."""
+the run goes), and a run's HTML report (``tfmesos.record.report``)."""
 
 import datetime
 import os
 import sys
 import time
 
-from ..history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
+from ..record.history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
 from .common import CommandParser
 
 FOLLOW_INTERVAL = 0.2     # how often a followed log and run.json are read again
@@ -281,7 +281,7 @@ def follow(run, tasks, stream, attempt, out, interval):
 
 def report_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    from ..report import write_report
+    from ..record.report import write_report
 
     parser = _parser("tfmesos report", "%(prog)s [--runs-dir DIR] RUN [-o FILE]",
                      "Write a self-contained HTML report of a run (report.html in its "

@@ -12,13 +12,14 @@ import shlex
 import sys
 import threading
 
-from .. import __version__, config
+from .. import __version__
+from ..core import config
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
-from ..restarts import RESTART_ON, RestartPolicy
-from ..spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
-from ..tensorboard import announce_when_up, tensorboard_job, url_of
-from ..usage_table import usage_lines
-from ..warm_start import start_warm_runner
+from ..core.restarts import RESTART_ON, RestartPolicy
+from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
+from .tensorboard import announce_when_up, tensorboard_job, url_of
+from ..record.usage_table import usage_lines
+from ..core.taskinfo import warm_task_command
 from .common import CommandParser, ignore_signals, interrupt_on_signals, leave, setup_logging
 
 EPILOG = """\
@@ -124,7 +125,7 @@ def ship_spec(args):
         return None
     if args.ship is None and args.ship_exclude:
         raise SpecError("--ship-exclude needs --ship")
-    from ..bundle import ShipSpec
+    from ..ship.bundle import ShipSpec
     return ShipSpec(args.ship, tuple(args.ship_exclude),
                     int(args.ship_max_size * 1000 * 1000), args.python_env)
 
@@ -453,11 +454,16 @@ def main(argv=None):
         print("tfrun: warning: --no-verify: the master's certificate is not checked; anyone "
               "in the path can impersonate it", file=sys.stderr)
     # First, so that its start-up overlaps the imports below.
-    warm_runner = start_warm_runner(spec)
+    warm = warm_task_command(spec)
+    if warm is not None:
+        from ..backends.warm_runner import start_warm_runner
+        warm_runner = start_warm_runner(warm)
+    else:
+        warm_runner = None
     # Imported once the options are known to be good: the run's machinery
     # is most of tfrun's start-up, and --help or a usage error needs none of it.
-    from ..launch import ClusterRun
-    from ..progress import Progress
+    from ..core.launch import ClusterRun
+    from .progress import Progress
 
     # -v writes log lines from other threads: progress then comes as lines too.
     progress = None if args.quiet else Progress(

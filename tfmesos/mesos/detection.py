@@ -18,7 +18,7 @@ By kind of spec:
 
 * ``local`` -- the embedded single-machine master. It has no detector:
   :func:`make_detector` refuses it, and the caller starts
-  ``tfmesos.mesos.local`` instead and talks to the URL that master serves.
+  ``mesos_local`` instead and talks to the URL that master serves.
 * fixed URLs (``host:port``, ``https://host:port``, lists of those): a
   :class:`~tfmesos.mesos.detector.StaticDetector`. Its ``leader()`` is the
   first entry; the driver tries ``candidates()`` in order and follows a
@@ -51,7 +51,7 @@ def make_detector(
     ZooKeeper session timeout.
 
     A ``local`` spec raises ``ValueError``: the embedded master has no
-    detector -- start ``tfmesos.mesos.local`` and use the URL it serves.
+    detector -- start ``mesos_local`` and use the URL it serves.
     """
     if isinstance(spec, str):
         spec = parse_master(spec)
@@ -60,7 +60,7 @@ def make_detector(
     if spec.kind == "local":
         raise ValueError(
             "the 'local' Mesos master has no detector: start the embedded master "
-            "(tfmesos.mesos.local) and connect to the URL it serves"
+            "(mesos_local) and connect to the URL it serves"
         )
     if spec.kind == "http":
         return StaticDetector(spec.urls, timeout=timeout)

@@ -4,7 +4,7 @@
 :func:`tfmesos.mesos.detection.make_detector` turns into a detector.
 Accepted master strings:
 
-* ``local`` -- the embedded single-machine master (``tfmesos.mesos.local``).
+* ``local`` -- the embedded single-machine master (``mesos_local``).
 * ``host:port``, ``host`` (port 5050), ``[::1]:5050``, ``http://host:port``,
   ``https://host:port``, or a comma-separated list of those (each entry with
   or without a scheme): fixed master URLs, the first one tried first.

@@ -1,7 +1,7 @@
 """The task side of a tfmesos run: what every Mesos task executes,
 ``python -m tfmesos.task`` (``entry``).
 
-It imports only its own modules, ``tfmesos.wire``, ``tfmesos.hostport`` and
+It imports only its own modules, ``tfmesos.protocol`` (wire, task_env, hostport) and
 the standard library (TensorFlow only in fine-grained mode, once it has its
 role): the scheduler side is never loaded into a task.
 

@@ -13,6 +13,7 @@ and makes the tree the working directory; a mismatch is a ``TaskError``.
 import hashlib
 import os
 
+from ..protocol import task_env
 from .connection import TaskError
 
 
@@ -34,12 +35,12 @@ def enter_bundle(environ):
     """Check the shipped bundle and ``chdir`` into its tree; its path, or
     None when the run ships nothing. TaskError when it is missing or its
     sha256 is not the one the scheduler shipped."""
-    name = environ.get("TFMESOS_BUNDLE")
+    name = environ.get(task_env.BUNDLE)
     if not name:
         return None
     sandbox = sandbox_directory(environ)
     archive = os.path.join(sandbox, name)
-    expected = environ.get("TFMESOS_BUNDLE_SHA256", "")
+    expected = environ.get(task_env.BUNDLE_SHA256, "")
     try:
         actual = sha256_of(archive)
     except OSError as exc:
@@ -50,7 +51,7 @@ def enter_bundle(environ):
         raise TaskError("the shipped bundle %s has sha256 %s, but tfrun shipped %s: it changed "
                         "on the way (a proxy, a cache, a truncated download); the command was "
                         "not started" % (name, actual, expected or "(none given)"))
-    tree = os.path.join(sandbox, environ.get("TFMESOS_BUNDLE_DIR") or "")
+    tree = os.path.join(sandbox, environ.get(task_env.BUNDLE_DIR) or "")
     try:
         os.chdir(tree)
     except OSError as exc:

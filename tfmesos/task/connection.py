@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from .. import wire
+from ..protocol import task_env, wire
 
 IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
@@ -43,21 +43,20 @@ class TaskEnv(collections.namedtuple("TaskEnv", "rendezvous secret task_id host 
 
     @classmethod
     def from_environ(cls, environ):
-        missing = [name for name in ("TFMESOS_RENDEZVOUS", "TFMESOS_SECRET", "TFMESOS_TASK_ID")
-                   if not environ.get(name)]
+        missing = [name for name in task_env.REQUIRED if not environ.get(name)]
         if missing:
             raise TaskError("%s not set: this entry point is started by the tfmesos scheduler, "
                             "not by hand" % ", ".join(missing))
-        host, _, port = environ["TFMESOS_RENDEZVOUS"].rpartition(":")
+        host, _, port = environ[task_env.RENDEZVOUS].rpartition(":")
         try:
-            secret = bytes.fromhex(environ["TFMESOS_SECRET"])
+            secret = bytes.fromhex(environ[task_env.SECRET])
             rendezvous = (host.strip("[]"), int(port))
-            task_port = int(environ.get("TFMESOS_PORT") or 0)
+            task_port = int(environ.get(task_env.PORT) or 0)
         except ValueError as exc:
             raise TaskError("malformed tfmesos task environment: %s" % exc) from None
-        task_host = (environ.get("TFMESOS_TASK_HOST") or environ.get("TFMESOS_OFFER_HOST")
+        task_host = (environ.get(task_env.TASK_HOST) or environ.get(task_env.OFFER_HOST)
                      or socket.getfqdn())
-        return cls(rendezvous, secret, environ["TFMESOS_TASK_ID"], task_host, task_port)
+        return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port)
 
 
 class _Link:

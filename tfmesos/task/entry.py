@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from .. import wire
-from ..hostport import free_port
+from ..protocol import wire
+from ..protocol.hostport import free_port
 from .bundle_check import enter_bundle
 from .connection import Connection, TaskEnv, TaskError
 from .replica import run_replica

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from .. import wire
+from ..protocol import wire
 from . import replica_guard
 from .usage import UsageMonitor
 

@@ -4,7 +4,7 @@ imported here only, when a fine-grained task has its role."""
 
 import os
 
-from .. import wire
+from ..protocol import wire
 from .quiet import min_log_level, tensorflow_startup_filtered
 
 

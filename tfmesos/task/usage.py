@@ -31,6 +31,8 @@ import subprocess
 import threading
 import time
 
+from ..protocol import task_env
+
 SAMPLE_INTERVAL = 10.0     # seconds between the samples kept in run.json
 PEAK_INTERVAL = 1.0        # seconds between looks at the tree for its peaks
 MAX_SAMPLES = 360
@@ -238,11 +240,11 @@ class UsageMonitor:
         """A monitor for the command ``root`` of the task whose environment
         is ``environ`` (``TFMESOS_GPUS``: GPUs given by Mesos)."""
         try:
-            gpus = int(environ.get("TFMESOS_GPUS") or 0) > 0
+            gpus = int(environ.get(task_env.GPUS) or 0) > 0
         except ValueError:
             gpus = False
         try:
-            interval = float(environ.get("TFMESOS_USAGE_INTERVAL") or SAMPLE_INTERVAL)
+            interval = float(environ.get(task_env.USAGE_INTERVAL) or SAMPLE_INTERVAL)
         except ValueError:
             interval = SAMPLE_INTERVAL
         path = memory_cgroup()

@@ -1,6 +1,6 @@
 """A warm task interpreter: ``python [-S] -m tfmesos.task.warm FD``.
 
-The embedded master's agent starts one per run (``mesos.local.warm_tasks``)
+The embedded master's agent starts one per run (``tfmesos.backends.warm_runner``)
 with the interpreter, flags and ``PYTHON*`` variables of the run's replica
 tasks. It imports the task entry once, then forks one child per task launch
 it is asked for: the child is what ``/bin/sh -c "exec PYTHON [-S] -m

@@ -1,0 +1,266 @@
+"""The read-only HTTP endpoints tools use (``mesos-cli``, the Mesos web UI,
+Mesos-DNS, Marathon, metrics dashboards), built from the master's state as
+real Mesos builds them (``Master::ReadOnlyHandler``,
+src/master/readonly_handler.cpp; the JSON models of src/common/http.cpp):
+
+* ``/master/state``, ``/master/state-summary``, ``/master/slaves``,
+  ``/master/frameworks``, ``/master/tasks`` (``framework_id``,
+  ``task_id``, ``limit``, ``offset``, ``order``), ``/master/roles``,
+  ``/master/flags``: JSON, ``?jsonp=f`` wraps it in ``f(...);``;
+* ``/master/redirect``: 307 to the leading master's base URL
+  (``Master::Http::redirect``, src/master/http.cpp);
+* ``/metrics/snapshot``: ``metrics.py``; ``/version``.
+
+Each is served at ``/master/X`` and ``/X`` (a Mesos master is libprocess'
+default process, so ``/state`` reaches ``/master/state``) and, where Mesos
+has it, ``X.json``. Like Mesos' read-only endpoints without
+``--authenticate_http_readonly`` they need no credentials, and they show no
+secrets (no task commands or environments, no credentials). The ones that
+Mesos answers only as the leader redirect (307) or answer 503 otherwise.
+
+``find(path)`` gives the ``Endpoint``; ``Endpoint.reply(master, path,
+query)`` holds the master's lock only to build the document
+(``LocalMaster.read``).
+"""
+
+import json
+import urllib.parse
+
+from .metrics import snapshot
+from ..resources import Resources
+from .state import agent_json, framework_json, master_flags, render_version, task_json
+
+TASK_LIMIT = 100                   # src/master/constants.hpp
+TASK_STATES = ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING",
+               "TASK_FINISHED", "TASK_KILLED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
+               "TASK_UNREACHABLE")
+SUMMARY_FRAMEWORK_KEYS = ("id", "name", "used_resources", "offered_resources",
+                          "capabilities", "hostname", "webui_url", "active", "connected",
+                          "recovered")
+JSON_TYPE = "application/json"
+
+
+class Reply:
+    __slots__ = ("status", "body", "content_type", "headers")
+
+    def __init__(self, status, body=b"", content_type=None, headers=()):
+        self.status, self.body = status, body
+        self.content_type, self.headers = content_type, list(headers)
+
+
+def redirect_location(leader, path):
+    """Mesos' protocol-relative redirect: ``//host:port/path``."""
+    parsed = urllib.parse.urlsplit(leader if "//" in leader else "//" + leader)
+    return "//%s%s" % (parsed.netloc, path)
+
+
+def json_reply(document, query):
+    """200 with the document; ``?jsonp=f``: ``f(document);`` as JavaScript
+    (libprocess' ``OK(json, jsonp)``)."""
+    body = json.dumps(document)
+    callback = query.get("jsonp")
+    if callback:
+        return Reply(200, ("%s(%s);" % (callback, body)).encode("utf-8"), "text/javascript")
+    return Reply(200, body.encode("utf-8"), JSON_TYPE)
+
+
+class Endpoint:
+    """``render(master, records, query)`` -> JSON document, under the lock;
+    ``leader_only``: redirect to the leader when this master does not lead."""
+
+    def __init__(self, render, leader_only=True):
+        self.render = render
+        self.leader_only = leader_only
+
+    def reply(self, master, path, query, target=None):
+        """The Reply to GET ``path`` (``target``: with its query string)."""
+        if self.leader_only:
+            leader = master.leader()
+            if leader == "":
+                return Reply(503, b"No leader elected")
+            if leader is not None:
+                return Reply(307, headers=[("Location",
+                                            redirect_location(leader, target or path))])
+        return json_reply(master.read(self.render, query), query)
+
+
+def _filter(value, wanted):
+    return wanted is None or value == wanted
+
+
+def slaves(master, records, query):
+    wanted = query.get("slave_id")
+    return {"slaves": [agent_json(a) for a in records.agents.values() if _filter(a.id, wanted)],
+            "recovered_slaves": []}
+
+
+def frameworks(master, records, query):
+    wanted = query.get("framework_id")
+    return {"frameworks": [framework_json(f) for f in records.frameworks.values()
+                           if _filter(f.id, wanted)],
+            "completed_frameworks": [framework_json(f) for f in records.completed_frameworks
+                                     if _filter(f.id, wanted)],
+            "unregistered_frameworks": []}
+
+
+def _int(text):
+    """``numify<int>``: an int, or None when absent or not a number."""
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _all_tasks(records):
+    for framework in list(records.frameworks.values()) + list(records.completed_frameworks):
+        for task in list(framework.tasks.values()) + list(framework.completed_tasks):
+            yield framework, task
+
+
+def tasks(master, records, query):
+    """``/tasks``: active and completed frameworks' tasks, sorted by their
+    first status' timestamp (descending unless ``order=asc``; tasks without
+    statuses first when ascending, last when descending), then
+    ``offset`` and ``limit`` (default 100; negative: unlimited, as Mesos
+    casts it to size_t)."""
+    limit, offset = _int(query.get("limit")), _int(query.get("offset"))
+    limit = TASK_LIMIT if limit is None else limit
+    offset = 0 if offset is None else offset
+    ascending = query.get("order") == "asc"
+    selected = [task for framework, task in _all_tasks(records)
+                if _filter(framework.id, query.get("framework_id"))
+                and _filter(task.id, query.get("task_id"))]
+    timed = sorted((t for t in selected if t.statuses),
+                   key=lambda t: t.statuses[0]["timestamp"], reverse=not ascending)
+    untimed = [t for t in selected if not t.statuses]
+    ordered = untimed + timed if ascending else timed + untimed
+    if offset < 0:
+        ordered = []
+    elif limit >= 0:
+        ordered = ordered[offset:offset + limit]
+    else:
+        ordered = ordered[offset:]
+    return {"tasks": [task_json(t) for t in ordered]}
+
+
+def _state_counts(tasks_of):
+    counts = dict.fromkeys(TASK_STATES, 0)
+    for task in tasks_of:
+        if task.state in counts:
+            counts[task.state] += 1
+    return counts
+
+
+def state_summary(master, records, query):
+    """``/state-summary``: agents and frameworks with task counts by state
+    and which frameworks run on which agents (``stateSummary``)."""
+    pairs = [(f, t) for f, t in _all_tasks(records)
+             if records.frameworks.get(f.id) is f]   # registered frameworks only
+    agents = []
+    for agent in records.agents.values():
+        out = agent_json(agent)
+        out.update(_state_counts(t for _, t in pairs if t.agent_id == agent.id))
+        out["framework_ids"] = sorted({f.id for f, t in pairs if t.agent_id == agent.id})
+        agents.append(out)
+    summaries = []
+    for framework in records.frameworks.values():
+        full = framework_json(framework)
+        out = {key: full[key] for key in SUMMARY_FRAMEWORK_KEYS}
+        out.update(_state_counts(t for f, t in pairs if f is framework))
+        out["slave_ids"] = sorted({t.agent_id for f, t in pairs if f is framework})
+        summaries.append(out)
+    return {"hostname": (master.master_info or {}).get("hostname", ""),
+            "slaves": agents, "frameworks": summaries}
+
+
+def _quantities(resources):
+    """A ResourceQuantities as JSON: scalar name -> amount, zeros left out."""
+    return {name: value for name, value in resources.to_state().items()
+            if isinstance(value, (int, float)) and value}
+
+
+def roles(master, records, query):
+    """``/roles``: every role a framework is subscribed to, with what its
+    tasks hold and what it is offered; no quotas or weights here (1.0)."""
+    names = sorted({role for f in records.frameworks.values() for role in f.roles})
+    out = []
+    for name in names:
+        allocated, offered = Resources(), Resources()
+        members = []
+        for framework in records.frameworks.values():
+            if name in framework.roles:
+                members.append(framework.id)
+            for task in framework.tasks.values():
+                if task.role == name and not task.terminal:
+                    allocated.add(task.resources)
+            for offer in framework.offers.values():
+                if offer.role == name:
+                    offered.add(offer.resources)
+        total = allocated.copy().add(offered)
+        out.append({"name": name, "weight": 1.0,
+                    "quota": {"role": name, "guarantee": {}, "limit": {},
+                              "consumed": _quantities(allocated)},
+                    "resources": _quantities(total), "allocated": _quantities(allocated),
+                    "offered": _quantities(offered), "reserved": {}, "frameworks": members})
+    return {"roles": out}
+
+
+def flags(master, records, query):
+    return {"flags": master_flags(master)}
+
+
+def state(master, records, query):
+    return master.state()
+
+
+class _Redirect(Endpoint):
+    """``/master/redirect``: 307 to the leading master's base URL (this
+    one's when it leads); ``/master/redirect/X``: 404 (no loops)."""
+
+    def __init__(self):
+        super().__init__(None, leader_only=False)
+
+    def reply(self, master, path, query, target=None):
+        if path.rstrip("/") not in ("/redirect", "/master/redirect"):
+            return Reply(404)
+        leader = master.leader()
+        if leader == "":
+            return Reply(503, b"No leader elected")
+        base = redirect_location(leader if leader is not None else master.url, "")
+        return Reply(307, headers=[("Location", base)])
+
+
+class _Open(Endpoint):
+    """An endpoint any master answers, leader or not."""
+
+    def __init__(self, render):
+        super().__init__(render, leader_only=False)
+
+
+_ROUTES = {
+    "state": Endpoint(state), "state.json": Endpoint(state),
+    "state-summary": Endpoint(state_summary),
+    "slaves": Endpoint(slaves), "frameworks": Endpoint(frameworks),
+    "tasks": Endpoint(tasks), "tasks.json": Endpoint(tasks),
+    "roles": Endpoint(roles), "roles.json": Endpoint(roles),
+    "flags": _Open(flags), "redirect": _Redirect(),
+}
+_METRICS = _Open(lambda master, records, query: snapshot(master, records))
+_VERSION = _Open(lambda master, records, query: render_version())
+
+
+def find(path):
+    """The Endpoint serving ``path`` (``/master/X`` or ``/X``, a trailing
+    slash as libprocess allows it), or None."""
+    path = path.rstrip("/") or "/"
+    if path in ("/metrics/snapshot", "/master/metrics/snapshot"):
+        return _METRICS
+    if path == "/version":
+        return _VERSION
+    name = path[len("/master/"):] if path.startswith("/master/") else path[1:]
+    if name.startswith("redirect/"):
+        return _ROUTES["redirect"]
+    return _ROUTES.get(name)
+
+
+__all__ = ["find", "Endpoint", "Reply", "json_reply", "redirect_location", "TASK_LIMIT"]

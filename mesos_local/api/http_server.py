@@ -1,0 +1,370 @@
+"""The local master's HTTP server (stdlib ``ThreadingHTTPServer``, HTTP/1.1).
+
+``POST /api/v1/scheduler`` is checked in the order Mesos' ``master/http.cpp``
+checks it: authentication when the master has credentials (401 with a
+``WWW-Authenticate`` challenge, before anything else, as libprocess
+authenticates a route's realm before its handler runs), leadership
+(307/503), Content-Type (400/415), JSON (400), the Call as the master
+reads it (``LocalMaster.parse_call``: as Mesos' parser does, or strictly;
+400 naming the field), Mesos' call validation (400, including a SUBSCRIBE
+whose ``FrameworkInfo.principal`` is not the authenticated one), Accept for
+SUBSCRIBE (406); then SUBSCRIBE streams chunked RecordIO and every other
+call goes to the master (202, or 400/403 for stream, principal and
+framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
+``/master/state``, ``/master/tasks``, ``/metrics/snapshot``, ...) and
+``/health`` complete the surface; like Mesos' read-only endpoints by default
+they are not authenticated, and they show no secrets.
+"""
+
+import json
+import logging
+import socket
+import socketserver
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import endpoints, schema
+from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
+from .endpoints import redirect_location
+from ..errors import CallError
+from .state import VERSION
+from .stream import ABORTED, CLOSED
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_PATH = "/api/v1/scheduler"
+HEALTH_PATHS = ("/health", "/master/health")
+JSON = "application/json"
+_MAX_BODY = 64 * 1024 * 1024
+_TEXT = "text/plain; charset=utf-8"
+
+
+class _BodyError(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def accepts_json(header):
+    """Whether an Accept header allows application/json (absent: yes)."""
+    if header is None or not header.strip():
+        return True
+    for part in header.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        media = fields[0].lower()
+        quality = 1.0
+        for param in fields[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if quality > 0 and media in (JSON, "application/*", "*/*"):
+            return True
+    return False
+
+
+def principal_error(call, principal):
+    """Mesos' check that a SUBSCRIBE's ``FrameworkInfo.principal``, when
+    set, is the authenticated principal (``validation::scheduler::call::
+    validate``, src/master/validation.cpp); an error message or None."""
+    if principal is None or call.get("type") != "SUBSCRIBE":
+        return None
+    declared = call["subscribe"]["framework_info"].get("principal")
+    if declared is not None and declared != principal:
+        return ("Authenticated principal '%s' does not match principal '%s' set in "
+                "`FrameworkInfo`" % (principal, declared))
+    return None
+
+
+class MasterHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, master, host, port):
+        self.master = master
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        self._connections = set()
+        self._connections_lock = threading.Lock()
+        self._thread = None
+        super().__init__((host, port), _Handler)
+        bound = self.server_address[0]
+        if bound in ("0.0.0.0", "::", ""):
+            bound = "127.0.0.1" if self.address_family == socket.AF_INET else "::1"
+        self.url_host = "[%s]" % bound if ":" in bound else bound
+
+    def server_bind(self):
+        # HTTPServer.server_bind resolves the FQDN, which can hang on bad DNS.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def process_request(self, request, client_address):
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def start(self):
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True, name="local-master-http")
+        self._thread.start()
+
+    def stop(self):
+        if self._thread is not None:
+            # serve_forever() looks at its shutdown flag between polls (every
+            # 50 ms): set the flag, then wake its select() with a connection
+            # so that it ends now (socketserver checks the flag right after
+            # select, bpo-35017) instead of at the next poll.
+            self._BaseServer__shutdown_request = True
+            try:
+                socket.create_connection(self.server_address[:2], timeout=1).close()
+            except OSError:
+                pass
+            self.shutdown()
+            self._thread.join(5)
+        self.server_close()
+        with self._connections_lock:
+            connections = list(self._connections)
+        for sock in connections:  # idle keep-alive and stalled streams
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # Headers and body (an event of a stream) are separate writes: the second
+    # must not wait for the client's delayed ACK (socketserver sets TCP_NODELAY).
+    disable_nagle_algorithm = True
+    protocol_version = "HTTP/1.1"
+    server_version = "Mesos/%s (mesos_local)" % VERSION
+    sys_version = ""
+
+    def log_message(self, fmt, *args):
+        log.debug("%s %s", self.address_string(), fmt % args)
+
+    # -- replies ----------------------------------------------------------------
+
+    def _reply(self, status, body=b"", content_type=_TEXT, headers=()):
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        self.send_response(status)
+        if body:
+            self.send_header("Content-Type", content_type)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def _authenticated(self):
+        """Whether the request may go on; sets ``self.principal`` (None when
+        the master has no credentials). Otherwise answers 401."""
+        master = self.server.master
+        self.principal = None
+        if not master.authenticates:
+            return True
+        self.principal = master.authenticate(self.headers.get("Authorization"))
+        if self.principal is not None:
+            return True
+        self._reply(401, UNAUTHORIZED_MESSAGE, headers=[("WWW-Authenticate", CHALLENGE)])
+        return False
+
+    def _leader_redirect(self):
+        """Answer 307/503 when this master does not lead; True if answered."""
+        leader = self.server.master.leader()
+        if leader is None:
+            return False
+        if leader == "":
+            self._reply(503, "No leader elected")
+        else:
+            self._reply(307, headers=[("Location", redirect_location(leader, self.path))])
+        return True
+
+    # -- routing -----------------------------------------------------------------
+
+    @property
+    def _route(self):
+        return urllib.parse.urlsplit(self.path).path
+
+    def do_GET(self):
+        path = self._route
+        endpoint = endpoints.find(path)
+        if path in HEALTH_PATHS:
+            self._reply(200)
+        elif endpoint is not None:
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+            reply = endpoint.reply(self.server.master, path, query, self.path)
+            self._reply(reply.status, reply.body, reply.content_type or _TEXT, reply.headers)
+        elif path == SCHEDULER_PATH:
+            if self._authenticated() and not self._leader_redirect():
+                self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
+                            headers=[("Allow", "POST")])
+        else:
+            self._reply(404)
+
+    def do_POST(self):
+        if self._route != SCHEDULER_PATH:
+            self._discard_body()
+            self._reply(404)
+            return
+        try:
+            body = self._read_body()
+        except _BodyError as exc:
+            self.close_connection = True
+            self._reply(exc.status, str(exc))
+            return
+        if not self._authenticated() or self._leader_redirect():
+            return
+        self._scheduler(body)
+
+    def _other_method(self):
+        self._discard_body()
+        if self._route == SCHEDULER_PATH:
+            if not self._authenticated():
+                return
+            self._reply(405, "Expecting one of { 'POST' }, but received '%s'" % self.command,
+                        headers=[("Allow", "POST")])
+        else:
+            self._reply(404)
+
+    do_PUT = do_DELETE = do_PATCH = _other_method
+
+    # -- bodies ------------------------------------------------------------------
+
+    def _discard_body(self):
+        try:
+            self._read_body()
+        except _BodyError:
+            self.close_connection = True
+
+    def _read_body(self):
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked()
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return b""
+        try:
+            length = int(length)
+        except ValueError:
+            raise _BodyError(400, "Invalid Content-Length %r" % length) from None
+        if length < 0 or length > _MAX_BODY:
+            raise _BodyError(413, "Request body of %d bytes is too large" % length)
+        return self.rfile.read(length)
+
+    def _read_chunked(self):
+        parts, total = [], 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise _BodyError(400, "Malformed chunked request body") from None
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            total += size
+            if total > _MAX_BODY:
+                raise _BodyError(413, "Request body is too large")
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(1024)
+
+    # -- the scheduler API ---------------------------------------------------------
+
+    def _scheduler(self, body):
+        content_type = self.headers.get("Content-Type")
+        if content_type is None:
+            self._reply(400, "Expecting 'Content-Type' to be present")
+            return
+        if content_type.strip() != JSON:
+            self._reply(415, "Expecting 'Content-Type' of %s (the local master does not "
+                             "speak application/x-protobuf), got %r" % (JSON, content_type))
+            return
+        try:
+            call = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            self._reply(400, "Failed to parse body into JSON: %s" % exc)
+            return
+        try:
+            call = self.server.master.parse_call(call)
+        except schema.SchemaError as exc:
+            self._reply(400, "Failed to convert JSON into Call protobuf: %s" % exc)
+            return
+        try:
+            schema.check_call(call)
+        except schema.CallValidationError as exc:
+            self._reply(400, "Failed to validate scheduler::Call: %s" % exc)
+            return
+        refused = principal_error(call, self.principal)
+        if refused is not None:
+            self._reply(400, "Failed to validate scheduler::Call: %s" % refused)
+            return
+        kind = call["type"]
+        if kind == "UNKNOWN":
+            self._reply(501, "Call type UNKNOWN is not implemented")
+            return
+        if kind in ("SUBSCRIBE", "RECONCILE_OPERATIONS") \
+                and not accepts_json(self.headers.get("Accept")):
+            self._reply(406, "Expecting 'Accept' to allow '%s'" % JSON)
+            return
+        stream_id = self.headers.get("Mesos-Stream-Id")
+        if kind == "SUBSCRIBE":
+            if stream_id is not None:
+                self._reply(400, "Subscribe calls should not include the 'Mesos-Stream-Id' "
+                                 "header")
+                return
+            self._subscribe(call)
+            return
+        try:
+            status, content_type, reply = self.server.master.scheduler_call(
+                call, stream_id, self.principal)
+        except CallError as exc:
+            self._reply(exc.status, exc.message)
+            return
+        self._reply(status, reply, content_type or _TEXT)
+
+    def _subscribe(self, call):
+        master = self.server.master
+        subscription = master.subscribe(call, self.principal)
+        reason = CLOSED
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", JSON)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Mesos-Stream-Id", subscription.stream_id)
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            self.wfile.flush()
+            sock = self.connection
+            sock.settimeout(max(30.0, 3 * subscription.heartbeat_interval))
+
+            def write_chunk(data):
+                self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+
+            reason = subscription.pump(write_chunk, sock)
+            if reason == CLOSED:
+                try:
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+            elif reason == ABORTED:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        except OSError:
+            reason = "client-gone"
+        finally:
+            self.close_connection = True
+            subscription.dispose()
+            master.stream_ended(subscription, reason)

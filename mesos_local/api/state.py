@@ -1,0 +1,161 @@
+"""The local master's read-only JSON documents: ``/master/state`` (shaped
+like real Mesos' ``state.json``: ``Master::ReadOnlyHandler::state`` in
+src/master/readonly_handler.cpp, the Task and TaskStatus models of
+src/common/http.cpp), ``/version`` and its MasterInfo. The other read
+endpoints (``endpoints.py``) are built from the same pieces.
+
+``render_state`` reads the master's records and must be called with the
+master's lock held (``LocalMaster.state()`` does).
+"""
+
+import socket
+import struct
+
+from ..resources import Resources
+
+VERSION = "1.11.0"
+BUILD_DATE = "2020-11-24 00:00:00"
+BUILD_TIME = 1606176000.0
+# What a Mesos 1.11 master announces (MasterInfo.Capability).
+MASTER_CAPABILITIES = ["AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"]
+
+
+def render_version():
+    return {"version": VERSION, "build_date": BUILD_DATE, "build_time": BUILD_TIME,
+            "build_user": "mesos_local", "git_tag": VERSION, "git_sha": "mesos_local"}
+
+
+def render_master_info(master_id, url_host, port):
+    """The MasterInfo of a master listening on ``url_host:port``."""
+    hostname = url_host
+    try:
+        ip = socket.gethostbyname(url_host)
+        packed = struct.unpack("=I", socket.inet_aton(ip))[0]
+    except OSError:
+        ip, packed = "127.0.0.1", struct.unpack("=I", socket.inet_aton("127.0.0.1"))[0]
+    return {"id": master_id, "ip": packed, "port": port,
+            "pid": "master@%s:%d" % (ip, port), "hostname": hostname,
+            "version": VERSION,
+            "address": {"hostname": hostname, "ip": ip, "port": port}}
+
+
+def render_state(master, records, start_time):
+    """``master``: the LocalMaster (its settings), ``records``: its Records."""
+    info = master.master_info or {}
+    agents = list(records.agents.values())
+    started = start_time or 0.0
+    return {
+        "version": VERSION, "git_tag": VERSION, "build_date": BUILD_DATE,
+        "build_time": BUILD_TIME, "build_user": "mesos_local",
+        "start_time": started, "elected_time": started,
+        "id": master.id, "pid": info.get("pid"), "hostname": info.get("hostname"),
+        "capabilities": list(MASTER_CAPABILITIES),
+        "leader": info.get("pid"), "leader_info": info,
+        "activated_slaves": sum(1 for a in agents if a.active),
+        "deactivated_slaves": sum(1 for a in agents if not a.active),
+        "unreachable_slaves": 0,
+        "flags": master_flags(master),
+        "slaves": [agent_json(agent) for agent in agents],
+        "frameworks": [framework_json(f) for f in records.frameworks.values()],
+        "completed_frameworks": [framework_json(f) for f in records.completed_frameworks],
+        "orphan_tasks": [], "unregistered_frameworks": [],
+    }
+
+
+def master_flags(master):
+    """The master's settings under Mesos' flag names (src/master/flags.cpp),
+    values as Mesos prints them: strings, durations as ``250ms``/``5secs``."""
+    return {
+        "port": str(master.port), "work_dir": master.work_dir or "",
+        "allocation_interval": duration(master.allocation_interval),
+        "filter_gpu_resources": _bool(master.filter_gpu_resources),
+        "authenticate_frameworks": _bool(master.authenticates),
+        "authenticate_http_frameworks": _bool(master.authenticates),
+        "authenticate_http_readonly": "false", "authenticate_http_readwrite": "false",
+        "max_completed_frameworks": "50", "max_completed_tasks_per_framework": "1000",
+        "hostname": (master.master_info or {}).get("hostname", ""),
+    }
+
+
+def _bool(value):
+    return "true" if value else "false"
+
+
+def duration(seconds):
+    """A Duration as stout prints it (``15secs``, ``250ms``, ``2mins``)."""
+    for unit, size in (("days", 86400), ("hrs", 3600), ("mins", 60), ("secs", 1),
+                       ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= size:
+            return "%g%s" % (round(seconds / size, 9), unit)
+    return "%gns" % (seconds * 1e9)
+
+
+def agent_json(agent):
+    return {
+        "id": agent.id, "pid": "slave(%d)@%s:5051" % (agent.index + 1, agent.hostname),
+        "hostname": agent.hostname, "port": 5051,
+        "registered_time": agent.registered_time,
+        "resources": agent.total.to_state(), "used_resources": agent.used.to_state(),
+        "offered_resources": agent.offered.to_state(), "reserved_resources": {},
+        "unreserved_resources": agent.total.to_state(),
+        "attributes": dict(agent.spec.attributes), "active": agent.active,
+        "deactivated": False,   # no DEACTIVATE_AGENT here (operator API)
+        "version": VERSION, "gpu_ids": list(agent.gpu_ids),
+        "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
+    }
+
+
+def framework_json(framework):
+    used, offered = Resources(), Resources()
+    for task in framework.tasks.values():
+        if not task.terminal:
+            used.add(task.resources)
+    for offer in framework.offers.values():
+        offered.add(offer.resources)
+    info = framework.info
+    out = {
+        "id": framework.id, "name": framework.name, "user": info["user"],
+        "hostname": info.get("hostname", ""), "webui_url": info.get("webui_url", ""),
+        "suppressed_roles": sorted(framework.suppressed),
+        "capabilities": list(framework.capabilities), "active": framework.active,
+        "connected": framework.connected, "recovered": False,
+        "failover_timeout": framework.failover_timeout,
+        "checkpoint": info.get("checkpoint", False),
+        "registered_time": framework.registered_time,
+        "unregistered_time": framework.unregistered_time,
+        "resources": used.copy().add(offered).to_state(), "used_resources": used.to_state(),
+        "offered_resources": offered.to_state(),
+        "tasks": [task_json(t) for t in framework.tasks.values()],
+        "unreachable_tasks": [],
+        "completed_tasks": [task_json(t) for t in framework.completed_tasks],
+        "offers": [{"id": o.id, "framework_id": framework.id, "slave_id": o.agent_id,
+                    "resources": o.resources.to_state()} for o in framework.offers.values()],
+        "executors": [], "completed_executors": [],
+    }
+    if "principal" in info:
+        out["principal"] = info["principal"]
+    # FullFrameworkWriter (readonly_handler.cpp) writes one of the two.
+    if framework.multi_role:
+        out["roles"] = list(framework.roles)
+    else:
+        out["role"] = framework.roles[0] if framework.roles else "*"
+    if framework.reregistered_time is not None:
+        out["reregistered_time"] = framework.reregistered_time
+    if "labels" in info:
+        out["labels"] = info["labels"].get("labels", [])
+    return out
+
+
+def task_json(task):
+    """A task as state.json shows it, plus ``sandbox`` (the local master's own
+    addition: where its stdout and stderr are)."""
+    out = {"id": task.id, "name": task.name, "framework_id": task.framework_id,
+           "executor_id": "", "slave_id": task.agent_id, "state": task.state,
+           "resources": task.resources.to_state(), "role": task.role,
+           "statuses": list(task.statuses), "sandbox": task.sandbox}
+    if "labels" in task.info:
+        out["labels"] = task.info["labels"].get("labels", [])
+    for key in ("discovery", "container"):
+        if key in task.info:
+            out[key] = task.info[key]
+    return out

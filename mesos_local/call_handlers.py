@@ -1,0 +1,271 @@
+"""The scheduler calls but SUBSCRIBE: ``SchedulerCalls.handle`` checks the
+caller (framework, stream id) and runs ``_call_<type>``: ACCEPT (LAUNCH
+only), DECLINE, REVIVE, SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, TEARDOWN,
+UPDATE_FRAMEWORK, and the calls with nothing to do here (SHUTDOWN, MESSAGE,
+REQUEST, inverse offers, operations).
+"""
+
+import base64
+import json
+import logging
+import time
+
+from .errors import CallError
+from .frameworks import framework_error, update_error
+from .containerizer.planning import duration_seconds
+from .records import mesos_id
+from .resources import Resources
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerCalls:
+    def __init__(self, records, allocator, updates, tasks, frameworks):
+        self.records = records
+        self.allocator = allocator
+        self.updates = updates
+        self.tasks = tasks
+        self.frameworks = frameworks
+
+    def handle(self, call, stream_id, principal=None):
+        """Handle any call but SUBSCRIBE of the authenticated ``principal``
+        (None: no authentication); returns (HTTP status, content type, body)
+        or raises CallError."""
+        kind = call["type"]
+        framework_id = call["framework_id"]["value"]
+        with self.records.lock:
+            if not self.records.running:
+                raise CallError(503, "The local master is stopping")
+            framework = self.records.frameworks.get(framework_id)
+            if framework is None:
+                raise CallError(400, "Framework cannot be found")
+            owner = framework.info.get("principal")
+            if principal is not None and principal != owner:
+                # src/master/http.cpp: only the framework's principal may call.
+                raise CallError(400, "Authenticated principal '%s' does not match principal "
+                                     "'%s' set in `FrameworkInfo`" % (principal, owner or ""))
+            if not framework.connected:
+                raise CallError(403, "Framework is not subscribed")
+            if stream_id is None:
+                raise CallError(400, "All non-subscribe calls should include the "
+                                     "'Mesos-Stream-Id' header")
+            if stream_id != framework.subscription.stream_id:
+                raise CallError(400, "The stream ID '%s' included in this request didn't "
+                                     "match the stream ID currently associated with "
+                                     "framework ID %s" % (stream_id, framework_id))
+            handler = getattr(self, "_call_" + kind.lower(), None)
+            if handler is None:
+                raise CallError(501, "Call type %s is not implemented" % kind)
+            result = handler(framework, call)
+            return result if result is not None else (202, None, b"")
+
+    def _call_teardown(self, framework, call):
+        log.info("framework %s torn down", framework.id)
+        self.frameworks.remove(framework)
+
+    # -- offers -----------------------------------------------------------------
+
+    def _call_accept(self, framework, call):
+        accept = call["accept"]
+        operations = accept.get("operations", [])
+        for index, operation in enumerate(operations):
+            kind = operation.get("type")
+            if kind != "LAUNCH":
+                raise CallError(400, "Call.accept.operations[%d]: operation type %s is not "
+                                     "supported by the local master (only LAUNCH)"
+                                % (index, kind or "(unset)"))
+            if "launch" not in operation:
+                raise CallError(400, "Call.accept.operations[%d]: a LAUNCH operation needs "
+                                     "'launch'" % index)
+        task_infos = [info for operation in operations
+                      for info in operation["launch"].get("task_infos", [])]
+        offer_ids = [offer_id["value"] for offer_id in accept.get("offer_ids", [])]
+        offers, error = self._take_offers(framework, offer_ids)
+        pool = Resources()
+        for offer in offers:
+            pool.add(offer.resources)
+        if error is not None:
+            self._drop_launches(framework, offers, task_infos, error)
+            return None
+        agent = self.records.agents[offers[0].agent_id]
+        role = offers[0].role
+        seen = set()
+        for info in task_infos:
+            self.tasks.launch(framework, agent, info, pool, role, seen)
+        agent.available.add(pool)
+        self.allocator.refuse(framework, agent.id, pool, accept.get("filters"))
+        self.allocator.request()
+        return None
+
+    def _take_offers(self, framework, offer_ids):
+        """Remove the named offers; returns (valid offers, error or None)."""
+        if not offer_ids:
+            return [], "No offers specified"
+        offers, error, seen = [], None, set()
+        for offer_id in offer_ids:
+            offer = self.records.offers.get(offer_id)
+            if offer_id in seen:
+                error = error or "Duplicate offer %s in offer list" % offer_id
+            elif offer is None:
+                error = error or "Offer %s is no longer valid" % offer_id
+            elif offer.framework_id != framework.id:
+                error = error or ("Offer %s has invalid framework %s while framework %s is "
+                                  "expected" % (offer_id, offer.framework_id, framework.id))
+            elif offers and offer.agent_id != offers[0].agent_id:
+                error = error or ("Aggregated offers must belong to one single agent. Offer "
+                                  "%s uses agent %s and agent %s"
+                                  % (offer_id, offer.agent_id, offers[0].agent_id))
+            else:
+                offers.append(offer)
+                self.allocator.remove_offer(offer, recover=False)
+            seen.add(offer_id)
+        return offers, error
+
+    def _drop_launches(self, framework, offers, task_infos, error):
+        """An ACCEPT with invalid offers: the valid ones go back to their
+        agents, each task gets TASK_DROPPED (PARTITION_AWARE) or TASK_LOST."""
+        for offer in offers:
+            agent = self.records.agents.get(offer.agent_id)
+            if agent is not None:
+                agent.available.add(offer.resources)
+        state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
+        for info in task_infos:
+            self.updates.send_master_update(
+                framework, info["task_id"]["value"], info["agent_id"]["value"], state,
+                "REASON_INVALID_OFFERS", "Task launched with invalid offers: " + error)
+        self.allocator.request()
+
+    def _call_decline(self, framework, call):
+        decline = call["decline"]
+        for offer_id in decline.get("offer_ids", []):
+            offer = self.records.offers.get(offer_id["value"])
+            if offer is None or offer.framework_id != framework.id:
+                continue  # Mesos ignores declines of unknown offers
+            self.allocator.remove_offer(offer)
+            self.allocator.refuse(framework, offer.agent_id, offer.resources,
+                                  decline.get("filters"))
+        self.allocator.request()
+
+    def _call_revive(self, framework, call):
+        roles = call.get("revive", {}).get("roles") or framework.roles
+        framework.suppressed -= set(roles)
+        framework.filters.clear()
+        self.allocator.request()
+
+    def _call_suppress(self, framework, call):
+        roles = call.get("suppress", {}).get("roles") or framework.roles
+        framework.suppressed |= set(roles)
+
+    # -- tasks ------------------------------------------------------------------
+
+    def _call_kill(self, framework, call):
+        kill = call["kill"]
+        task_id = kill["task_id"]["value"]
+        task = framework.tasks.get(task_id)
+        if task is None:
+            agent_id = kill.get("agent_id", {}).get("value")
+            self._reconcile_unknown(framework, task_id, agent_id)
+            return
+        if task.terminal or task.proc is None:
+            return
+        grace = self.tasks.grace(task)
+        if "grace_period" in kill.get("kill_policy", {}):
+            grace = max(0.0, duration_seconds(kill["kill_policy"]["grace_period"]))
+        if not task.kill_requested:
+            task.kill_requested = True
+            if framework.killing_state and task.state in ("TASK_STARTING", "TASK_RUNNING"):
+                self.updates.update(task, "TASK_KILLING", "SOURCE_EXECUTOR")
+        task.proc.kill(grace)
+
+    def _call_acknowledge(self, framework, call):
+        ack = call["acknowledge"]
+        raw = base64.b64decode(ack["uuid"])
+        self.updates.acknowledge(framework, ack["task_id"]["value"], ack["agent_id"]["value"],
+                                 raw)
+
+    def _call_reconcile(self, framework, call):
+        wanted = call["reconcile"].get("tasks", [])
+        if not wanted:
+            for task in list(framework.tasks.values()):
+                self.updates.send(framework, _reconciliation_status(task))
+            return
+        for item in wanted:
+            task_id = item["task_id"]["value"]
+            agent_id = item.get("agent_id", {}).get("value")
+            task = framework.tasks.get(task_id)
+            if task is not None:
+                self.updates.send(framework, _reconciliation_status(task))
+            else:
+                self._reconcile_unknown(framework, task_id, agent_id)
+
+    def _reconcile_unknown(self, framework, task_id, agent_id):
+        if agent_id is not None and agent_id in self.records.agents:
+            state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
+            message = "Reconciliation: Task is unknown to the agent"
+        elif agent_id is not None and agent_id in self.records.removed_agents:
+            state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
+            message = "Reconciliation: Task is unknown; its agent was removed"
+        else:
+            state = "TASK_UNKNOWN" if framework.partition_aware else "TASK_LOST"
+            message = "Reconciliation: Task is unknown"
+        self.updates.send_master_update(framework, task_id, agent_id, state,
+                                        "REASON_RECONCILIATION", message)
+
+    # -- the framework ------------------------------------------------------------
+
+    def _call_update_framework(self, framework, call):
+        update = call["update_framework"]
+        info = update["framework_info"]
+        if info.get("id", {}).get("value") != framework.id:
+            raise CallError(400, "Failed to validate scheduler::Call: "
+                                 "'framework_info.id' must be the framework's id %s"
+                            % framework.id)
+        error = framework_error(info, update)
+        if error is not None:   # Master::updateFramework (src/master/master.cpp)
+            raise CallError(400, "Supplied FrameworkInfo is not valid: %s" % error)
+        error = update_error(framework.info, info)
+        if error is not None:
+            raise CallError(400, "FrameworkInfo update is not valid: %s" % error)
+        framework.update_info(info, update.get("suppressed_roles", []))
+        for offer in list(framework.offers.values()):
+            if offer.role not in framework.roles:
+                self.allocator.rescind(offer)
+        self.allocator.request()
+        return 200, None, b""
+
+    # -- calls with nothing to do here ----------------------------------------------
+
+    def _call_shutdown(self, framework, call):
+        pass  # no custom executors here, so nothing to shut down
+
+    def _call_message(self, framework, call):
+        pass  # no custom executors to deliver to; Mesos gives no guarantee anyway
+
+    def _call_request(self, framework, call):
+        pass  # the built-in Mesos allocator ignores REQUEST too
+
+    def _call_accept_inverse_offers(self, framework, call):
+        pass
+
+    def _call_decline_inverse_offers(self, framework, call):
+        pass
+
+    def _call_acknowledge_operation_status(self, framework, call):
+        pass  # operations with feedback are never created here
+
+    def _call_reconcile_operations(self, framework, call):
+        statuses = [{"operation_id": item["operation_id"], "state": "OPERATION_UNKNOWN"}
+                    for item in call["reconcile_operations"].get("operations", [])]
+        body = {"type": "RECONCILE_OPERATIONS",
+                "reconcile_operations": {"operation_statuses": statuses}}
+        return 200, "application/json", json.dumps(body).encode("utf-8")
+
+
+def _reconciliation_status(task):
+    status = {"task_id": mesos_id(task.id), "state": task.state, "source": "SOURCE_MASTER",
+              "reason": "REASON_RECONCILIATION",
+              "message": "Reconciliation: Latest task state",
+              "agent_id": mesos_id(task.agent_id), "timestamp": time.time()}
+    if task.last_status is not None and "labels" in task.last_status:
+        status["labels"] = task.last_status["labels"]
+    return status

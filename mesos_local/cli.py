@@ -1,0 +1,321 @@
+"""``mesos-local`` (``python -m mesos_local``): run the local master until
+SIGINT/SIGTERM.
+
+``main(argv=None, prog=None)`` is the whole command line, so a framework's
+own command (``tfmesos local-master``) can reuse it. It prints one line,
+``local Mesos master listening on http://127.0.0.1:PORT``, stops cleanly (killing every task) on SIGINT or
+SIGTERM and exits 0; a port already in use is a one-line error and exit 1.
+A task that names an image runs in a Docker container (the engine of
+``$DOCKER_HOST``, connected on the first such task; ``--no-docker`` refuses
+such tasks instead).
+
+Agents: ``--agents N`` alike, or ``--agent cpus=2,mem=4096,gpus=2`` once per
+agent. ``--netns`` (root) puts each agent in its own network namespace and
+prints two more lines: the hub namespace with the master's URL there, and
+how to run a scheduler in it. GPU agents are offered only to frameworks
+with GPU_RESOURCES unless ``--no-filter-gpu-resources`` (Mesos' default).
+
+Calls are read as real Mesos reads them (unknown fields skipped, ``null``
+unset, ...: each such deviation logged once per framework at WARNING);
+``--strict`` refuses them with 400 instead, naming the field, to test a
+framework's own calls (default: ``$MESOS_LOCAL_STRICT``, else off).
+
+Isolation: ``--isolation cgroups/cpu,cgroups/mem`` (as root) holds every
+task to its cpus and mem with cgroups, as Mesos' agent flag of that name
+(default: none, Mesos' ``posix/cpu,posix/mem``); ``--cgroups-enable-cfs``
+also caps its cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``.
+
+Security (README "Security"): ``--credentials FILE`` makes frameworks
+authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
+listening beyond the loopback interface without it is a usage error (exit
+2). Tasks get ``--executor-environment-variables`` (default: ``PATH``
+only), never this process's environment. ``--allow-root`` lets container
+tasks run as root when the master itself does not.
+"""
+
+import argparse
+import ipaddress
+import logging
+import signal
+import sys
+import threading
+
+from .agent import AgentSpec, AgentSpecError
+from .api.auth import CredentialsError, read_credentials
+from .containerizer.environment import parse_environment_json
+from .errors import LocalMasterError
+from .master import LocalMaster
+
+PORT_RANGE = (31000, 32000)
+AGENT_KEYS = ("cpus", "mem", "disk", "gpus", "ports", "hostname", "isolate")
+
+
+def _positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected a number, got %r" % text) from None
+        if value < 0:
+            raise argparse.ArgumentTypeError("must be >= 0, got %s" % text)
+        return value
+    return parse
+
+
+def add_agent_options(parser):
+    """--cpus, --mem, --gpus, --agents, --agent and --netns."""
+    parser.add_argument("--cpus", type=_positive(float), default=None,
+                        help="cpus each agent offers (default: this machine's cpu count)")
+    parser.add_argument("--mem", type=_positive(float), default=None,
+                        help="memory in MB each agent offers (default: physical memory "
+                             "minus 1 GiB)")
+    parser.add_argument("--gpus", type=_positive(int), default=None,
+                        help="GPUs each agent offers, as fake ids 0..N-1 (default: the "
+                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)")
+    parser.add_argument("--agents", type=_positive(int), default=None, metavar="N",
+                        help="number of agents; they share this machine and split the "
+                             "port range %d-%d between them (default: 1)" % PORT_RANGE)
+    parser.add_argument("--agent", dest="agent_specs", action="append", type=parse_agent,
+                        metavar="SPEC", default=None,
+                        help="an agent, e.g. cpus=2,mem=4096,gpus=0,ports=31000-31099,"
+                             "hostname=node1 (keys: %s; gpus=N gives N fake GPUs); "
+                             "repeat for several; keys left out come from --cpus, --mem, "
+                             "--gpus and a slice of the port range; isolate=fs (root) runs "
+                             "its tasks with the --hide directories hidden, as on another "
+                             "host" % ", ".join(AGENT_KEYS))
+    parser.add_argument("--hide", action="append", default=None, metavar="DIR",
+                        help="with isolate=fs agents: a directory their tasks do not see "
+                             "(repeatable; default: this master's working directory, the "
+                             "home directory and the tfmesos installation)")
+    parser.add_argument("--netns", action="store_true",
+                        help="as root: put each agent in its own Linux network namespace "
+                             "with its own address (10.X.Y.2, .3, ...), as hosts of a "
+                             "cluster; the master also listens at 10.X.Y.1 in a hub "
+                             "namespace, where schedulers run (ip netns exec HUB tfrun -m "
+                             "10.X.Y.1:PORT ...)")
+
+
+def build_parser(prog="python -m mesos_local"):
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run the embedded single-machine Mesos master: it serves the Mesos v1 "
+                    "scheduler HTTP API and runs each task as a local process in its own "
+                    "sandbox (a task that names an image in a Docker container). Give "
+                    "its URL to a scheduler as the Mesos master. Stops (and kills every "
+                    "task) on Ctrl-C or SIGTERM.")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=5050,
+                        help="port to listen on, 0 for any free one (default: %(default)s)")
+    add_agent_options(parser)
+    parser.add_argument("--heartbeat-interval", type=_positive(float), default=15.0,
+                        metavar="S", help="seconds between HEARTBEAT events "
+                                          "(default: %(default)s)")
+    parser.add_argument("--work-dir", default=None, metavar="DIR",
+                        help="where task sandboxes go; kept after exit (default: a "
+                             "temporary directory removed at exit)")
+    parser.add_argument("--filter-gpu-resources", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="as the Mesos master flag --filter_gpu_resources (default: "
+                             "on, as in Mesos): offer GPU agents only to frameworks with "
+                             "the GPU_RESOURCES capability; --no-filter-gpu-resources "
+                             "offers them, GPUs included, to every framework")
+    parser.add_argument("--no-docker", dest="docker", action="store_false",
+                        help="run plain command tasks only: a task that names an image "
+                             "fails (default: run it in Docker, through the engine of "
+                             "$DOCKER_HOST, connected on the first such task)")
+    parser.add_argument("--credentials", metavar="FILE", default=None,
+                        help="authenticate frameworks (HTTP basic authentication) against "
+                             "this Mesos credentials file: JSON {\"credentials\": "
+                             "[{\"principal\": ..., \"secret\": ...}]} or one 'principal "
+                             "secret' per line; required with a --host other than loopback")
+    parser.add_argument("--executor-environment-variables", metavar="JSON", default=None,
+                        help="the environment every task starts with, a JSON object of "
+                             "strings (or file:///path to one), as the Mesos agent flag "
+                             "(default: PATH only, never this process's environment)")
+    parser.add_argument("--allow-root", action="store_true",
+                        help="let container tasks run as root (default: only when this "
+                             "master runs as root itself)")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                        help="refuse with 400 what real Mesos' JSON parser tolerates "
+                             "(unknown fields, null, \"true\" for true, unknown enum "
+                             "values), naming the field: to test a framework's own calls "
+                             "(default: $MESOS_LOCAL_STRICT, else tolerant, as "
+                             "Mesos, with a WARNING per tolerated deviation)")
+    parser.add_argument("--isolation", default=None, metavar="ISOLATORS",
+                        help="as the Mesos agent flag: cgroups/cpu,cgroups/mem (root) holds "
+                             "each task to its cpus (cpu.shares) and mem (a task over it is "
+                             "killed: TASK_FAILED, REASON_CONTAINER_LIMITATION_MEMORY); "
+                             "default: none (posix/cpu,posix/mem), nothing enforced")
+    parser.add_argument("--cgroups-enable-cfs", action="store_true",
+                        help="with --isolation cgroups/cpu: also cap each task at its cpus "
+                             "with the CFS quota, as Mesos' --cgroups_enable_cfs (default "
+                             "off, as in Mesos)")
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"],
+                        help="log verbosity on stderr (default: %(default)s)")
+    return parser
+
+
+def parse_agent(text):
+    """``--agent cpus=2,mem=4096,gpus=0,ports=31000-31099,hostname=h``: the
+    AgentSpec fields it names (a dict); ArgumentTypeError naming the fix."""
+    fields = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or not key or not value:
+            raise argparse.ArgumentTypeError(
+                "%r: expected KEY=VALUE items separated by commas, e.g. "
+                "cpus=2,mem=4096,gpus=0" % text)
+        if key not in AGENT_KEYS:
+            raise argparse.ArgumentTypeError("%r: unknown key %r (keys: %s)"
+                                             % (text, key, ", ".join(AGENT_KEYS)))
+        if key in fields:
+            raise argparse.ArgumentTypeError("%r: %s given twice" % (text, key))
+        fields[key] = _agent_value(text, key, value)
+    return fields
+
+
+def _agent_value(text, key, value):
+    try:
+        if key == "hostname":
+            return value
+        if key == "isolate":
+            if value != "fs":
+                raise ValueError(value)
+            return ("fs",)
+        if key == "ports":
+            begin, sep, end = value.partition("-")
+            if not sep:
+                raise ValueError(value)
+            return ((int(begin), int(end)),)
+        number = int(value) if key == "gpus" else float(value)
+    except ValueError:
+        example = {"ports": "31000-31099", "gpus": "a whole number",
+                   "isolate": "fs"}.get(key, "a number")
+        raise argparse.ArgumentTypeError("%r: %s=%s is not %s" % (text, key, value, example)) \
+            from None
+    if number < 0:
+        raise argparse.ArgumentTypeError("%r: %s must be >= 0" % (text, key))
+    return number
+
+
+def agent_specs(count, cpus=None, mem=None, gpus=None, port_range=PORT_RANGE, given=None):
+    """The agents: ``given`` (dicts of ``parse_agent``) or ``count`` alike;
+    keys left out take ``cpus``, ``mem``, ``gpus`` and a slice of the
+    ports, each agent its own."""
+    given = list(given or ({} for _ in range(count)))
+    begin, end = port_range
+    size = (end - begin + 1) // max(len(given), 1)
+    specs = []
+    for i, fields in enumerate(given):
+        options = dict(cpus=cpus, mem=mem, gpus=gpus,
+                       ports=((begin + i * size, begin + (i + 1) * size - 1),))
+        options.update(fields)
+        specs.append(AgentSpec(**options))
+    return specs
+
+
+def is_loopback(host):
+    """Whether ``host`` (an address or ``localhost``) is the loopback interface."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def security_options(args):
+    """LocalMaster's ``credentials``, ``executor_environment`` and
+    ``allow_root`` from the command line; ValueError with a one-line message."""
+    if args.credentials is None and not is_loopback(args.host):
+        raise ValueError("--host %s lets other machines run commands here: give --credentials "
+                         "FILE (Mesos' credentials file) or listen on 127.0.0.1" % args.host)
+    options = {"allow_root": True if args.allow_root else None}
+    if args.credentials is not None:
+        options["credentials"] = read_credentials(args.credentials)
+    if args.executor_environment_variables is not None:
+        options["executor_environment"] = parse_environment_json(
+            args.executor_environment_variables)
+    return options
+
+
+def make_master(args, security):
+    """The LocalMaster the command line asks for (not started)."""
+    specs = agent_specs(args.agents or 1, args.cpus, args.mem, args.gpus,
+                        given=args.agent_specs)
+    container_runner = None
+    if args.docker:
+        from .containerizer.docker_runner import DockerRunner
+        container_runner = DockerRunner()
+    return LocalMaster(agents=specs, host=args.host, port=args.port,
+                       heartbeat_interval=args.heartbeat_interval, work_dir=args.work_dir,
+                       filter_gpu_resources=args.filter_gpu_resources,
+                       container_runner=container_runner, network_namespaces=args.netns,
+                       strict=args.strict, hidden_paths=args.hide,
+                       isolation=args.isolation, cgroups_enable_cfs=args.cgroups_enable_cfs,
+                       **security)
+
+
+def network_lines(master):
+    """What ``--netns`` prints: the hub, the master's URL there, the agents."""
+    network = master.network
+    address = master.hub_url[len("http://"):]
+    return ["local Mesos master network namespaces: hub %s, master %s there, agents %s"
+            % (network.hub, master.hub_url,
+               " ".join(addr for _, addr in sorted(network.agents.values()))),
+            "run schedulers in the hub: ip netns exec %s SCHEDULER, with the master at %s "
+            "(e.g. MESOS_MASTER=%s)" % (network.hub, address, address)]
+
+
+def main(argv=None, prog=None):
+    prog = prog or "mesos-local"
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    if args.agents is not None and args.agent_specs:
+        parser.error("give either --agents N or --agent SPEC (once per agent), not both")
+    if args.agents is not None and args.agents < 1:
+        parser.error("--agents must be at least 1")
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        security = security_options(args)
+    except (CredentialsError, ValueError) as exc:
+        print("%s: error: %s" % (prog, exc), file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    # Before start(): a signal while namespaces are being made still cleans up.
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _serve(args, security, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _serve(args, security, stop):
+    try:
+        master = make_master(args, security)
+        url = master.start()
+    except (LocalMasterError, AgentSpecError, ValueError) as exc:
+        print("Error: %s" % exc, file=sys.stderr)
+        return 1
+    try:
+        lines = ["local Mesos master listening on %s" % url]
+        if master.network is not None:
+            lines += network_lines(master)
+        print("\n".join(lines), flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        master.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

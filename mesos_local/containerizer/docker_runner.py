@@ -1,0 +1,475 @@
+"""Run the local master's tasks in Docker containers (the runner seam of
+``runner.py``), through the Docker engine's API (the ``docker`` package,
+``pip install 'tfmesos[docker]'``, imported only when a runner is used; the
+engine plumbing is ``mesos_local/containerizer/docker_engine.py``, whose errors become
+``RunnerError`` here).
+
+A task's container:
+
+* runs ``launch.argv()`` in ``launch.image`` on the host network, with the
+  sandbox bind-mounted at its own path as working directory, plus
+  ``launch.volumes``;
+* gets ``launch.env`` minus the variables that only describe the host
+  (``PATH``, ``HOME``, ``PYTHONPATH``, ``VIRTUAL_ENV``, ...), so the image's
+  own ``PATH`` stays in force;
+* runs as ``launch.user``: a name known on this host becomes its
+  ``uid:gid`` (the sandbox belongs to this host), anything else goes to
+  Docker as given;
+* gets the GPUs the agent assigned (``launch.gpu_ids``) as a device
+  request; a ``gpus`` docker parameter (tfmesos' DOCKER containerizer tasks
+  carry one for real Mesos) must agree with them;
+* under an isolating master (``launch.limits``), is held to the task's
+  resources by the engine as Mesos' Docker containerizer does it
+  (src/docker/docker.cpp, ``RunOptions::create``): ``--memory`` =
+  max(mem, 32 MB), ``--cpu-shares`` = 1024 x cpus, and with
+  ``--cgroups_enable_cfs`` a CFS cap (here ``nano_cpus``, the engine's
+  ``--cpus``); the task's own docker parameters win; a container the
+  kernel's OOM killer stopped is reported as Mesos' memory limitation;
+* is labelled ``mesos_local.managed=1`` and ``mesos_local.task-id=<task id>``;
+* has its stdout/stderr copied, while it runs, into the sandbox files
+  ``stdout`` and ``stderr`` by a thread of this process.
+
+Docker's own ``--init`` (tini) is PID 1, so ``terminate`` (SIGTERM) reaches
+the command even when it installs no handler.
+"""
+
+import contextlib
+import logging
+import re
+import signal
+import threading
+import uuid
+
+from mesos_local.containerizer.docker_engine import (
+    MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
+    remove_container)
+from mesos_local.containerizer.cgroup_limits import memory_limit_message
+from mesos_local.containerizer.runner import RunnerError, RunningTask
+
+__all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
+           "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL"]
+
+log = logging.getLogger(__name__)
+
+TASK_LABEL = "mesos_local.task-id"
+
+# Variables that describe the host, not the task: they would override the
+# image's own settings (PATH, LANG), point at host paths that do not exist in
+# the container (HOME, VIRTUAL_ENV, PYTHONPATH, TMPDIR) or configure host tools.
+HOST_ONLY_ENV = frozenset("""
+    PATH HOME USER LOGNAME SHELL PWD OLDPWD SHLVL HOSTNAME MAIL TERM _
+    PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE PYTHONEXECUTABLE
+    LD_LIBRARY_PATH LD_PRELOAD VIRTUAL_ENV VIRTUAL_ENV_PROMPT
+    TMPDIR TMP TEMP LANG LANGUAGE DISPLAY
+""".split())
+HOST_ONLY_ENV_PREFIXES = ("LC_", "CONDA_", "PYENV_", "PIP_", "XDG_", "SSH_")
+
+# `docker run --<key>` options (Mesos' DockerInfo.parameters) -> SDK kwargs.
+_BOOL = {"": True, "1": True, "true": True, "yes": True,
+         "0": False, "false": False, "no": False}
+
+
+def _bool(key, value):
+    try:
+        return _BOOL[value.strip().lower()]
+    except KeyError:
+        raise RunnerError("docker parameter %s=%r: expected true or false" % (key, value)) from None
+
+
+def _int(key, value):
+    try:
+        return int(value)
+    except ValueError:
+        raise RunnerError("docker parameter %s=%r: expected an integer" % (key, value)) from None
+
+
+def _key_value(key, value, sep="="):
+    name, found, val = value.partition(sep)
+    if not found or not name:
+        raise RunnerError("docker parameter %s=%r: expected NAME%sVALUE" % (key, value, sep))
+    return name, val
+
+
+def _ulimit(key, value):
+    import docker.types
+    name, limits = _key_value(key, value)
+    soft, _, hard = limits.partition(":")
+    return docker.types.Ulimit(name=name, soft=_int(key, soft), hard=_int(key, hard or soft))
+
+
+def _text(key, value):
+    return value
+
+
+def _cpus(key, value):
+    try:
+        return int(float(value) * 1e9)
+    except ValueError:
+        raise RunnerError("docker parameter %s=%r: expected a number of CPUs" % (key, value)) from None
+
+
+# key -> (SDK kwarg, kind, converter); kind: "set" (last wins), "list"
+# (repeatable), "dict" (repeatable NAME=VALUE).
+_PARAMETERS = {
+    "memory": ("mem_limit", "set", _text),
+    "memory-swap": ("memswap_limit", "set", _text),
+    "memory-reservation": ("mem_reservation", "set", _text),
+    "memory-swappiness": ("mem_swappiness", "set", _int),
+    "shm-size": ("shm_size", "set", _text),
+    "cpus": ("nano_cpus", "set", _cpus),
+    "cpu-shares": ("cpu_shares", "set", _int),
+    "cpu-period": ("cpu_period", "set", _int),
+    "cpu-quota": ("cpu_quota", "set", _int),
+    "cpuset-cpus": ("cpuset_cpus", "set", _text),
+    "cpuset-mems": ("cpuset_mems", "set", _text),
+    "pids-limit": ("pids_limit", "set", _int),
+    "oom-kill-disable": ("oom_kill_disable", "set", _bool),
+    "oom-score-adj": ("oom_score_adj", "set", _int),
+    "privileged": ("privileged", "set", _bool),
+    "read-only": ("read_only", "set", _bool),
+    "init": ("init", "set", _bool),
+    "ipc": ("ipc_mode", "set", _text),
+    "pid": ("pid_mode", "set", _text),
+    "uts": ("uts_mode", "set", _text),
+    "userns": ("userns_mode", "set", _text),
+    "runtime": ("runtime", "set", _text),
+    "hostname": ("hostname", "set", _text),
+    "stop-signal": ("stop_signal", "set", _text),
+    "cap-add": ("cap_add", "list", _text),
+    "cap-drop": ("cap_drop", "list", _text),
+    "device": ("devices", "list", _text),
+    "group-add": ("group_add", "list", _text),
+    "security-opt": ("security_opt", "list", _text),
+    "dns": ("dns", "list", _text),
+    "ulimit": ("ulimits", "list", _ulimit),
+    "label": ("labels", "dict", _key_value),
+    "sysctl": ("sysctls", "dict", _key_value),
+    "add-host": ("extra_hosts", "dict", lambda k, v: _key_value(k, v, ":")),
+    "tmpfs": ("tmpfs", "dict", lambda k, v: (v.partition(":")[0], v.partition(":")[2])),
+    "env": ("environment", "dict", _key_value),
+    "e": ("environment", "dict", _key_value),
+    "user": ("user", "set", lambda k, v: container_user(v)),
+    "u": ("user", "set", lambda k, v: container_user(v)),
+}
+# What tfmesos itself decides: a parameter may not change it.
+_MANAGED_PARAMETERS = {"net", "network", "name", "workdir", "w",
+                       "volume", "v", "mount", "entrypoint", "gpus", "rm", "detach", "d"}
+
+
+def container_env(env, gpu_ids=()):
+    """The task's environment as the container gets it: ``env`` minus the
+    host-only variables (``HOST_ONLY_ENV`` and prefixes). With GPUs, the
+    container sees only its own devices, numbered from 0, so a
+    ``CUDA_VISIBLE_DEVICES`` naming host indices is renumbered."""
+    out = {k: v for k, v in env.items()
+           if k not in HOST_ONLY_ENV and not k.startswith(HOST_ONLY_ENV_PREFIXES)}
+    if gpu_ids and "CUDA_VISIBLE_DEVICES" in out:
+        out["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpu_ids)))
+    # An image may declare NVIDIA_VISIBLE_DEVICES=all (the tfmesos image does,
+    # for Mesos' GPU volume): under an NVIDIA runtime that would hand the task
+    # every GPU. It gets its own, or none.
+    out.setdefault("NVIDIA_VISIBLE_DEVICES", ",".join(str(i) for i in gpu_ids) or "void")
+    return out
+
+
+def container_user(user):
+    """``uid:gid`` for a user named on this host (the sandbox and volumes are
+    this host's files, and the image need not know the name); a numeric
+    user, or a name this host does not know, is passed on as given."""
+    import grp
+    import pwd
+
+    user = str(user)
+    name, _, group = user.partition(":")
+    if name.isdigit() and (not group or group.isdigit()):
+        return user
+    try:
+        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, ValueError):
+        return user
+    if not group:
+        gid = entry.pw_gid
+    elif group.isdigit():
+        gid = int(group)
+    else:
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            return user
+    return "%d:%d" % (entry.pw_uid, gid)
+
+
+def check_gpus_parameter(value, gpu_ids):
+    """A ``gpus`` docker parameter (what tfmesos' DOCKER containerizer tasks
+    carry for real Mesos: ``N``, ``all`` or ``device=0,1``) must agree with
+    the GPUs the agent assigned to the task (``gpu_ids``); the container then
+    gets exactly those through a device request, as the agent decides which
+    GPUs a task holds. Raises ``RunnerError`` when they disagree."""
+    text = value.strip().strip("\"'")
+    if not gpu_ids:
+        raise RunnerError("docker parameter gpus=%r, but the task holds no GPUs: ask for them "
+                          "as the task's gpus resource (tfrun -Gw N)" % value)
+    if text == "all":
+        return
+    if text.startswith("device="):
+        ids = [i.strip() for i in text[len("device="):].split(",") if i.strip()]
+        if sorted(ids) != sorted(str(i) for i in gpu_ids):
+            raise RunnerError("docker parameter gpus=%r names other GPUs than the %s the agent "
+                              "assigned to the task" % (value, ",".join(map(str, gpu_ids))))
+        return
+    if not text.isdigit() or int(text) != len(gpu_ids):
+        raise RunnerError("docker parameter gpus=%r: expected all, device=IDS or the task's "
+                          "GPU count %d" % (value, len(gpu_ids)))
+
+
+def _volume_spec(host, container, mode):
+    mode_flag = {"RW": "rw", "RO": "ro"}.get(str(mode).upper())
+    if mode_flag is None:
+        raise RunnerError("volume %s:%s has mode %r; expected RW or RO" % (host, container, mode))
+    for path in (host, container):
+        if not path.startswith("/") or ":" in path or "," in path:
+            raise RunnerError("volume path %r must be absolute and contain no ':' or ','" % path)
+    return "%s:%s:%s" % (host, container, mode_flag)
+
+
+def container_kwargs(launch, name=None):
+    """The ``docker`` SDK ``containers.create`` keyword arguments for a
+    ``TaskLaunch`` (pure; raises ``RunnerError`` for an unknown or managed
+    docker parameter or a bad volume)."""
+    import docker.types
+
+    labels = {MANAGED_LABEL: "1", TASK_LABEL: launch.task_id,
+              "mesos_local.framework-id": launch.framework_id,
+              "mesos_local.agent-id": launch.agent_id}
+    kwargs = {
+        "image": launch.image,
+        "name": name,
+        "network_mode": "host",
+        "working_dir": launch.sandbox,
+        "volumes": [_volume_spec(launch.sandbox, launch.sandbox, "RW")]
+                   + [_volume_spec(*v) for v in launch.volumes],
+        "environment": container_env(launch.env, launch.gpu_ids),
+        "labels": labels,
+        "init": True,
+        # No setuid way back to root inside the container (planning refuses
+        # root users; a setuid binary in the image would undo that).
+        "security_opt": ["no-new-privileges"],
+        "stdin_open": False,
+        "tty": False,
+    }
+    argv = launch.argv()
+    if launch.shell:
+        # As Mesos does for shell commands: the image's entrypoint is replaced.
+        kwargs["entrypoint"] = argv
+    else:
+        kwargs["command"] = argv
+    if launch.user and launch.containerizer != "DOCKER":
+        # Mesos' Docker containerizer runs `docker run` without --user
+        # (src/docker/docker.cpp): a DOCKER task runs as the image's user
+        # unless a `user` docker parameter says otherwise.
+        kwargs["user"] = container_user(launch.user)
+    if launch.limits is not None:
+        limits = launch.limits
+        if "cgroups/mem" in limits.isolators:
+            kwargs["mem_limit"] = limits.memory_bytes
+        if "cgroups/cpu" in limits.isolators:
+            kwargs["cpu_shares"] = limits.cpu_shares
+            if limits.cfs:
+                kwargs["nano_cpus"] = int(limits.cpus * 1e9)
+    if launch.gpu_ids:
+        kwargs["device_requests"] = [docker.types.DeviceRequest(
+            device_ids=[str(i) for i in launch.gpu_ids], capabilities=[["gpu"]])]
+    for key, value in launch.docker_parameters:
+        key = str(key).lstrip("-")
+        value = "" if value is None else str(value)
+        if key == "gpus":
+            check_gpus_parameter(value, launch.gpu_ids)
+            continue
+        if key in _MANAGED_PARAMETERS:
+            raise RunnerError("docker parameter %r is set by tfmesos and cannot be changed" % key)
+        if key not in _PARAMETERS:
+            raise RunnerError("unknown docker parameter %r (supported: %s)"
+                              % (key, ", ".join(sorted(_PARAMETERS))))
+        kwarg, kind, convert = _PARAMETERS[key]
+        converted = convert(key, value)
+        if kind == "set":
+            kwargs[kwarg] = converted
+        elif kind == "list":
+            kwargs.setdefault(kwarg, []).append(converted)
+        else:
+            k, v = converted
+            kwargs.setdefault(kwarg, {})[k] = v
+    labels.update({MANAGED_LABEL: "1", TASK_LABEL: launch.task_id})   # never overridden
+    return kwargs
+
+
+@contextlib.contextmanager
+def _runner_errors():
+    """The shared engine plumbing's errors become this runner's."""
+    try:
+        yield
+    except DockerEngineError as exc:
+        raise RunnerError(str(exc)) from exc
+
+
+def _container_name(task_id):
+    safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", task_id).strip("-.")[:100]
+    return "mesos-local-%s-%s" % (safe or "task", uuid.uuid4().hex[:8])
+
+
+class DockerRunner:
+    """Runs each ``TaskLaunch`` in a container of ``launch.image``.
+
+    ``client`` is a ``docker.DockerClient`` (default: ``docker.from_env()``
+    on first use). Every failure to start raises ``RunnerError`` with a
+    one-line message: no engine ("Docker is unavailable: ..."), a missing
+    image, a failed pull, a bad docker parameter or volume."""
+
+    def __init__(self, client=None):
+        self._client = client
+        self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        with self._lock:
+            with _runner_errors():
+                self._client = connect(self._client)
+            return self._client
+
+    def launch(self, launch):
+        if not launch.image:
+            raise RunnerError("task %s names no image; the Docker runner only runs containers"
+                              % launch.task_id)
+        if launch.netns is not None:
+            raise RunnerError("image tasks cannot run in an agent's network namespace: run "
+                              "the task without an image, or the master without --netns")
+        client = self.client    # first: without the docker package, a RunnerError
+        import docker
+        import requests
+
+        with _runner_errors():
+            ensure_image(client, launch.image, pull=launch.force_pull)
+        kwargs = container_kwargs(launch, name=_container_name(launch.task_id))
+        files = []
+        container = None
+        try:
+            try:
+                files.append(open(launch.stdout_path, "ab"))
+                files.append(open(launch.stderr_path, "ab"))
+            except OSError as exc:
+                raise RunnerError("cannot open the sandbox of task %s: %s"
+                                  % (launch.task_id, exc)) from exc
+            try:
+                container = client.containers.create(**kwargs)
+                frames = attach(client, container.id)
+                container.start()
+            except (docker.errors.DockerException, requests.exceptions.RequestException,
+                    OSError) as exc:
+                raise RunnerError("cannot start task %s in image %s: %s"
+                                  % (launch.task_id, launch.image, one_line(exc))) from exc
+            return DockerTask(client, container, frames, *files,
+                              memory_limit=kwargs.get("mem_limit"))
+        except BaseException:
+            for f in files:
+                f.close()
+            if container is not None:
+                _remove(container)
+            raise
+
+
+def _remove(container):
+    try:
+        remove_container(container)
+    except DockerEngineError as exc:
+        log.warning("%s", exc)
+
+
+class DockerTask(RunningTask):
+    """A running container. ``wait`` returns its exit code, or ``-signum``
+    when it ended from the SIGTERM/SIGKILL that ``terminate``/``kill`` sent
+    (or the kernel's OOM killer)."""
+
+    def __init__(self, client, container, frames, out, err, memory_limit=None):
+        self.client = client
+        self.container = container
+        self.id = container.id
+        self.memory_limit = memory_limit   # bytes (or docker's "2g"), when limited
+        self.oom_killed = False
+        self._signalled = False
+        self._status = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._follow, args=(frames, out, err),
+                                        name="docker-task-%s" % container.short_id, daemon=True)
+        self._thread.start()
+
+    def _follow(self, frames, out, err):
+        import docker
+        import requests
+
+        try:
+            try:
+                pump_output(frames, out, err)
+            except Exception as exc:   # noqa: BLE001 - output lost, the exit status is not
+                log.warning("output of container %s stopped: %s", self.container.short_id, exc)
+            finally:
+                out.close()
+                err.close()
+            try:
+                result = self.client.api.wait(self.id)
+                code = result.get("StatusCode", -1)
+                oom = False
+                if code > 128:
+                    try:
+                        oom = self.client.api.inspect_container(self.id)["State"].get("OOMKilled")
+                    except docker.errors.DockerException:
+                        pass
+                if 128 < code <= 128 + 64 and (self._signalled or oom):
+                    code = -(code - 128)
+                self.oom_killed = bool(oom)
+                self._status = code
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                # Removed under us (cleanup while running): it was killed.
+                log.debug("wait on container %s: %s", self.container.short_id, exc)
+                self._status = -signal.SIGKILL
+        finally:
+            self._done.set()
+
+    def wait(self, timeout=None):
+        if self._done.wait(timeout):
+            return self._status
+        return None
+
+    def limitation(self):
+        """Mesos' memory limitation message when the kernel's OOM killer
+        stopped a memory-limited container, else None (the engine keeps no
+        peak: a container killed at its limit used all of it)."""
+        if not self.oom_killed or not isinstance(self.memory_limit, int):
+            return None
+        return memory_limit_message(self.memory_limit, self.memory_limit)
+
+    def _signal(self, signum):
+        import docker
+        import requests
+
+        self._signalled = True
+        try:
+            self.container.kill(signal=int(signum))
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            if "is not running" not in str(exc):
+                log.warning("cannot signal container %s: %s",
+                            self.container.short_id, one_line(exc))
+
+    def terminate(self):
+        self._signal(signal.SIGTERM)
+
+    def kill(self):
+        self._signal(signal.SIGKILL)
+
+    def cleanup(self):
+        if not self._done.is_set():
+            self._signalled = True
+        _remove(self.container)
+        self._done.wait(10)
+        self._thread.join(1)

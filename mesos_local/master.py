@@ -1,0 +1,448 @@
+"""``LocalMaster``: the local master's public face. It starts and stops the
+master (HTTP server, loop thread, tasks, sandboxes), adds agents, offers
+fault injection (``remove_agent``, ``drop_subscription``,
+``stall_subscription``, ``set_leader``: ``faults.py``) and hands calls to
+its parts:
+
+* ``records.Records``: all state, behind one lock;
+* ``allocator.Allocator``: allocation rounds, offers, filters, rescinds;
+* ``updates.StatusUpdates``: the reliable status update queue;
+* ``tasks.TaskLauncher``: launching, killing and reaping tasks;
+* ``frameworks.Frameworks``: SUBSCRIBE, failover, removal;
+* ``calls.SchedulerCalls``: every other scheduler call;
+* ``loop.MasterLoop``: the thread that runs timers and allocation rounds.
+
+All state sits behind one lock. Nothing that can block on the network or on
+a process runs under it: events go into each subscription's queue (written
+by that stream's own thread), tasks run on their own threads
+(``executor.py``), and timers (status update retries, failover timeouts,
+allocation rounds) run on the master's loop thread, which takes the lock
+only for short updates.
+
+With ``isolation`` (``cgroups/cpu,cgroups/mem``, as root) each task runs
+in cgroups of its own that hold it to its cpus and mem, as a Mesos agent
+with the cgroups isolators does (``cgroups.py``).
+
+With ``network_namespaces`` each agent lives in its own Linux network
+namespace and address (``netns.py``) and the master listens in the hub
+namespace too, so tasks and a scheduler run there talk as across hosts.
+
+Mesos behaviour reproduced here (see ``master/master.cpp``): status updates
+of one task are delivered in order, one at a time, re-sent with backoff until
+acknowledged; master-generated updates (TASK_ERROR, invalid offers, lost
+agents, reconciliation) carry no uuid and need no acknowledgement; a
+disconnected framework keeps its tasks for ``failover_timeout`` seconds;
+decline/accept filters refuse a subset of an agent's resources for
+``refuse_seconds``; a task's processes are all gone (its group, and any that
+left it with setsid(), found by their ``MESOS_SANDBOX``) before its terminal
+update goes out, as when Mesos destroys a container.
+"""
+
+import itertools
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+
+from .api import schema, stout
+from .agent import Agent, AgentSpec
+from .allocator import Allocator
+from .containerizer import fs_isolation
+from .api.auth import Authenticator, credentials_table
+from .call_handlers import SchedulerCalls
+from .containerizer.cgroup_limits import parse_isolation
+from .containerizer.cgroups import Isolator
+from .containerizer.environment import executor_environment as base_environment
+from .errors import LocalMasterError
+from .faults import FaultInjection
+from .frameworks import Frameworks
+from .api.http_server import MasterHTTPServer
+from .loop import MasterLoop
+from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
+from .records import Records
+from .containerizer.runner import ProcessRunner
+from .api.state import render_master_info, render_state, render_version
+from .tasks import TaskLauncher
+from .updates import StatusUpdates
+
+log = logging.getLogger(__name__)
+
+
+def _check_settings(heartbeat_interval, allocation_interval, status_update_retry,
+                    kill_grace_period, agents):
+    """The AgentSpecs to start with; ValueError/TypeError for bad settings."""
+    for name, value in (("heartbeat_interval", heartbeat_interval),
+                        ("allocation_interval", allocation_interval),
+                        ("status_update_retry", status_update_retry)):
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError("LocalMaster(%s=%r): must be a number > 0" % (name, value))
+    if not isinstance(kill_grace_period, (int, float)) or kill_grace_period < 0:
+        raise ValueError("LocalMaster(kill_grace_period=%r): must be a number >= 0"
+                         % (kill_grace_period,))
+    specs = [AgentSpec()] if agents is None else list(agents)
+    for spec in specs:
+        if not isinstance(spec, AgentSpec):
+            raise TypeError("LocalMaster(agents=...) takes AgentSpec objects, got %r"
+                            % (spec,))
+    return specs
+
+
+def _check_network(specs):
+    """LocalMasterError unless agents can get network namespaces."""
+    check_supported()
+    default = AgentSpec.__dataclass_fields__["hostname"].default
+    for spec in specs:
+        if spec.hostname != default:
+            raise LocalMasterError("AgentSpec(hostname=%r) with network namespaces: each "
+                                   "agent's hostname is its address; drop the hostname"
+                                   % spec.hostname)
+
+
+class LocalMaster(FaultInjection):
+    """A single-process Mesos master speaking the v1 scheduler HTTP API.
+
+    ``agents``: AgentSpecs (default: one agent sized to this machine).
+    ``heartbeat_interval``: seconds between HEARTBEAT events.
+    ``allocation_interval``: seconds between allocation rounds (a round also
+    runs promptly after SUBSCRIBE, REVIVE and freed resources).
+    ``status_update_retry``: first re-send of an unacknowledged status
+    update, doubling up to 10 minutes. ``kill_grace_period``: SIGTERM to
+    SIGKILL, unless the task's or the call's kill policy says otherwise.
+    ``work_dir``: where sandboxes go (default a temporary directory, removed
+    by ``stop()`` unless ``keep_sandboxes``). ``runner``: runs plain command
+    tasks (default ``ProcessRunner()``); ``container_runner``: runs tasks
+    that name an image (default none: such tasks fail).
+    ``filter_gpu_resources``: the Mesos master flag of that name, with its
+    default (True, src/master/flags.cpp): GPU agents are offered only to
+    frameworks with the GPU_RESOURCES capability; False offers them to
+    every framework, GPUs included (``isCapableOfReceivingAgent`` in
+    src/master/allocator/mesos/hierarchical.cpp).
+    ``network_namespaces``: as root, give each agent its own network
+    namespace and address (``netns.py``); the master then also listens at
+    ``hub_url`` inside the hub namespace (``network.hub``).
+    ``hidden_paths``: what the tasks of ``AgentSpec(isolate=("fs",))``
+    agents do not see (default ``fs_isolation.default_hidden_paths()``).
+    ``isolation``: the agents' isolators, as Mesos' ``--isolation`` flag
+    (``"cgroups/cpu,cgroups/mem"``; default none, Mesos' ``posix/cpu,
+    posix/mem``: nothing enforced); ``cgroups_enable_cfs``: also cap each
+    task's cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``
+    (default off there too). Needs root (``cgroups.py``).
+
+    Security (README "Security"): ``credentials`` (``{principal: secret}``
+    or pairs) makes every scheduler request authenticate with HTTP basic
+    authentication, as Mesos' ``--authenticate_http_frameworks`` with
+    ``--credentials``. ``executor_environment``: the variables every task
+    starts with, as the agent flag ``--executor_environment_variables``
+    (default none: ``PATH`` only; never the master's own environment).
+    ``allow_root``: whether container tasks may run as root (default: only
+    when this master runs as root itself, whose plain tasks are root anyway).
+
+    ``strict``: False reads calls as real Mesos does (stout's parser:
+    unknown fields skipped, ``null`` unset, ``"true"``/``"5"`` converted,
+    unknown optional enum values dropped; ``stout.py``), logging each kind
+    of deviation once per framework at WARNING; True refuses all that with
+    400 naming the field (``schema.py``), to catch a framework's protocol
+    mistakes. None (default): ``$MESOS_LOCAL_STRICT``, else False.
+    """
+
+    def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
+                 allocation_interval=0.25, status_update_retry=10.0, kill_grace_period=3.0,
+                 work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
+                 filter_gpu_resources=True, credentials=None, executor_environment=None,
+                 allow_root=None, network_namespaces=False, strict=None, hidden_paths=None,
+                 isolation=None, cgroups_enable_cfs=False):
+        self._specs = _check_settings(heartbeat_interval, allocation_interval,
+                                      status_update_retry, kill_grace_period, agents)
+        if network_namespaces:
+            _check_network(self._specs)
+        if any("fs" in spec.isolate for spec in self._specs):
+            fs_isolation.check_supported()
+        self.hidden_paths = list(fs_isolation.default_hidden_paths() if hidden_paths is None
+                                 else hidden_paths)
+        isolators = parse_isolation(isolation)
+        if cgroups_enable_cfs and "cgroups/cpu" not in isolators:
+            raise ValueError("cgroups_enable_cfs (--cgroups-enable-cfs) needs the cgroups/cpu "
+                             "isolator: add isolation='cgroups/cpu' (--isolation cgroups/cpu)")
+        self.isolator = Isolator(isolators, cgroups_enable_cfs) if isolators else None
+        table = credentials_table(credentials)
+        self._authenticator = Authenticator(table) if table else None
+        base_env = base_environment(executor_environment)
+        self.allow_root = os.geteuid() == 0 if allow_root is None else bool(allow_root)
+        self.host = host
+        self.port = port
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.allocation_interval = float(allocation_interval)
+        self.status_update_retry = float(status_update_retry)
+        self.kill_grace_period = float(kill_grace_period)
+        self.keep_sandboxes = keep_sandboxes
+        self.filter_gpu_resources = bool(filter_gpu_resources)
+        self.network_namespaces = bool(network_namespaces)
+        self.strict = stout.strict_default() if strict is None else bool(strict)
+        self._deviations = stout.DeviationLog()
+        self.network = None              # the AgentNetwork, while running
+        self.hub_url = None
+        self._hub_http = None
+        self._network_lock = threading.Lock()
+        self.id = str(uuid.uuid4())
+        self.url = None
+        self.work_dir = work_dir
+        self.master_info = None
+        self._own_work_dir = work_dir is None
+        self._agent_counter = itertools.count()
+        self._leader = None              # None: this master leads
+        self._http = None
+        self._start_time = None
+
+        records = self._records = Records()
+        allocator = self._allocator = Allocator(records, self.id, self.allocation_interval,
+                                                filter_gpu_resources)
+        loop = self._loop = MasterLoop(records, allocator)
+        updates = self._updates = StatusUpdates(records, loop, allocator,
+                                                self.status_update_retry)
+        tasks = self._tasks = TaskLauncher(
+            records, allocator, updates, loop, self.kill_grace_period,
+            runner if runner is not None else ProcessRunner(), container_runner, base_env,
+            self.allow_root, self.isolator, hidden_paths=self.hidden_paths)
+        frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
+                                                   self.id, self.heartbeat_interval)
+        self._calls = SchedulerCalls(records, allocator, updates, tasks, frameworks)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def start(self):
+        """Start serving; returns the URL (``http://127.0.0.1:PORT``)."""
+        records = self._records
+        with records.lock:
+            if records.status != "new":
+                raise LocalMasterError("a LocalMaster can be started only once "
+                                       "(this one is %s)" % records.status)
+            records.status = "starting"
+        try:
+            agents = self._prepare()
+        except BaseException:
+            with records.lock:
+                records.status = "stopped"
+            self._close_listeners()
+            self._remove_network()
+            self._remove_cgroups()
+            self._remove_work_dir()
+            self._close_runner()
+            raise
+        self.port = self._http.server_port
+        url_host = self._http.url_host
+        self.url = "http://%s:%d" % (url_host, self.port)
+        self._start_time = time.time()
+        self.master_info = render_master_info(self.id, url_host, self.port)
+        self._frameworks.master_info = self.master_info
+        with records.lock:
+            for agent in agents:
+                records.agents[agent.id] = agent
+            records.status = "running"
+            self._allocator.next_round = time.monotonic()
+        self._loop.start()
+        self._http.start()
+        if self._hub_http is not None:
+            self._hub_http.start()
+            self.hub_url = "http://%s:%d" % (self.network.hub_address,
+                                             self._hub_http.server_port)
+            log.info("local master %s: network namespaces, %s; listening on %s there",
+                     self.id, self.network.describe(), self.hub_url)
+        log.info("local master %s listening on %s with %d agent(s), work dir %s, %s%s",
+                 self.id, self.url, len(agents), self.work_dir,
+                 "strict calls" if self.strict else "tolerant calls (as Mesos parses them)",
+                 ", isolation %s" % self.isolator.describe() if self.isolator else "")
+        return self.url
+
+    def _prepare(self):
+        """Make the work dir and the agents, bind the port; returns the agents."""
+        if self.work_dir is None:
+            self.work_dir = tempfile.mkdtemp(prefix="mesos-local-")
+        else:
+            self.work_dir = os.path.abspath(self.work_dir)
+            os.makedirs(self.work_dir, exist_ok=True)
+        if self.network_namespaces:
+            remove_stale()   # of masters killed before they could clean up
+            self.network = AgentNetwork().create()
+        if self.isolator is not None:
+            self.isolator.start()   # after removing the cgroups of killed masters
+        agents = [self._new_agent(spec) for spec in self._specs]
+        self._http = self._listen(self.host, self.port)
+        if self.network is not None:
+            # The same port in the hub's own port space; the socket stays there.
+            self._hub_http = call_in_namespace(self.network.hub, self._listen,
+                                               self.network.hub_address,
+                                               self._http.server_port)
+        return agents
+
+    def _listen(self, host, port):
+        try:
+            return MasterHTTPServer(self, host, port)
+        except OSError as exc:
+            raise LocalMasterError("the local master cannot listen on %s:%s: %s"
+                                   % (host, port, exc.strerror or exc)) from exc
+
+    def _close_listeners(self):
+        for server in (self._http, self._hub_http):
+            if server is not None:
+                server.stop()
+
+    def _remove_network(self):
+        with self._network_lock:
+            network, self.network = self.network, None
+        if network is not None:
+            network.destroy()
+
+    def _remove_cgroups(self):
+        if self.isolator is not None:
+            self.isolator.stop()
+
+    def stop(self):
+        """Kill every task (SIGTERM, SIGKILL after the grace period), close
+        every stream, free the port, remove the tasks' cgroups. Idempotent."""
+        records = self._records
+        with records.lock:
+            if records.status in ("new", "stopped"):
+                records.status = "stopped"
+                self._close_runner()
+                return
+            if records.status == "stopping":
+                return
+            records.status = "stopping"
+            procs = list(records.procs)
+            for framework in records.frameworks.values():
+                if framework.subscription is not None:
+                    framework.subscription.close()
+                framework.connected = framework.active = False
+            self._loop.timers.clear()
+            records.cond.notify_all()
+        grace = self.kill_grace_period
+        for proc in procs:
+            proc.kill(grace)
+        self._loop.join(5)
+        self._close_listeners()
+        with records.lock:  # anything launched while the first kills went out
+            late = [proc for proc in records.procs if proc not in procs]
+        for proc in late:
+            proc.kill(grace)
+        procs += late
+        deadline = time.monotonic() + grace + 10
+        for proc in procs:
+            if not proc.join(max(0.0, deadline - time.monotonic())):
+                log.warning("task %s did not end within %.0f s of stop()",
+                            proc.launch.task_id, grace + 10)
+        with records.lock:
+            records.status = "stopped"
+        self._close_runner()
+        self._remove_network()
+        self._remove_cgroups()
+        if not self.keep_sandboxes:
+            self._remove_work_dir()
+
+    def _close_runner(self):
+        close = getattr(self._tasks.runner, "close", None)   # warm_tasks.WarmProcessRunner
+        if close is not None:
+            close()
+
+    def _remove_work_dir(self):
+        if self._own_work_dir and self.work_dir and os.path.isdir(self.work_dir):
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ the HTTP layer's calls
+
+    @property
+    def authenticates(self):
+        """Whether scheduler requests must authenticate (credentials given)."""
+        return self._authenticator is not None
+
+    def authenticate(self, header):
+        """The principal an ``Authorization`` header authenticates, or None."""
+        return self._authenticator.principal(header) if self._authenticator else None
+
+    def parse_call(self, call):
+        """A Call (parsed JSON) as this master reads it: strict, checked
+        against the Mesos messages; tolerant, as Mesos' parser leaves it.
+        Raises schema.SchemaError (400) either way for what Mesos refuses."""
+        if self.strict:
+            schema.validate_message("Call", call)
+            return call
+        parsed, deviations = stout.parse("Call", call)
+        self._deviations.report(call, deviations)
+        return parsed
+
+    def subscribe(self, call, principal=None):
+        """Handle a SUBSCRIBE call (of the authenticated ``principal``);
+        returns the Subscription to stream. A refused subscription streams
+        an ERROR event and ends."""
+        return self._frameworks.subscribe(call, principal)
+
+    def stream_ended(self, subscription, reason):
+        """The HTTP layer reports that a SUBSCRIBE stream ended."""
+        self._frameworks.stream_ended(subscription, reason)
+
+    def scheduler_call(self, call, stream_id, principal=None):
+        """Handle any call but SUBSCRIBE (of the authenticated ``principal``);
+        returns (HTTP status, content type, body) or raises CallError."""
+        return self._calls.handle(call, stream_id, principal)
+
+    def state(self):
+        """The /master/state document."""
+        with self._records.lock:
+            return render_state(self, self._records, self._start_time)
+
+    def read(self, render, *args):
+        """``render(self, records, *args)`` under the master's lock (the read
+        endpoints build their documents so)."""
+        with self._records.lock:
+            return render(self, self._records, *args)
+
+    @property
+    def start_time(self):
+        """When the master started (time.time()), None before."""
+        return self._start_time
+
+    def version_json(self):
+        """The /version document, as a real master serves it (tools and humans
+        read it; nothing in tfmesos does)."""
+        return render_version()
+
+    def leader(self):
+        with self._records.lock:
+            return self._leader
+
+    # ------------------------------------------------------------------ agents
+
+    def add_agent(self, spec):
+        """Add an agent (an AgentSpec) while running; returns its id."""
+        if not isinstance(spec, AgentSpec):
+            raise TypeError("add_agent takes an AgentSpec, got %r" % (spec,))
+        if self.work_dir is None:
+            raise LocalMasterError("start the master before adding agents")
+        agent = self._new_agent(spec)
+        with self._records.lock:
+            self._records.agents[agent.id] = agent
+            self._allocator.request()
+        return agent.id
+
+    def _new_agent(self, spec):
+        with self._network_lock:
+            index = next(self._agent_counter)
+            hostname = netns = None
+            if self.network_namespaces:
+                if self.network is None:
+                    raise LocalMasterError("the master is stopped: start a new one")
+                netns, hostname = self.network.add_agent(index)
+            return Agent("%s-S%d" % (self.id, index), spec, self.work_dir, index,
+                         hostname=hostname, netns=netns)
+
+
+__all__ = ["LocalMaster", "LocalMasterError"]

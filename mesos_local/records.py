@@ -1,0 +1,155 @@
+"""What the local master keeps: ``Records`` (every agent, framework, offer
+and running process, behind the master's one lock) and the records it
+holds of each framework, offer, task and unacknowledged status update.
+"""
+
+import collections
+import threading
+import time
+import uuid
+
+# A task in one of these states will never change state again (TaskState in
+# include/mesos/v1/mesos.proto).
+TERMINAL_STATES = frozenset((
+    "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
+    "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR"))
+
+
+MAX_COMPLETED_TASKS = 1000        # Mesos' --max_completed_tasks_per_framework
+MAX_COMPLETED_FRAMEWORKS = 50     # Mesos' --max_completed_frameworks
+
+
+def mesos_id(value):
+    """An ID message (FrameworkID, AgentID, OfferID, TaskID) as JSON."""
+    return {"value": value}
+
+
+class Records:
+    """The master's shared state. ``lock`` (an RLock) guards all of it and
+    is held only for short updates; ``cond`` wakes the loop thread."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.status = "new"              # new -> starting -> running -> stopping -> stopped
+        self.agents = {}                 # agent_id -> Agent (insertion ordered)
+        self.removed_agents = set()
+        self.frameworks = {}             # framework_id -> Framework
+        self.framework_order = []        # round-robin order of allocation
+        self.completed_frameworks = collections.deque(maxlen=MAX_COMPLETED_FRAMEWORKS)
+        self.removed_frameworks = set()
+        self.offers = {}                 # offer_id -> Offer
+        self.procs = set()               # TaskProcesses not yet reaped
+        self.ended_tasks = collections.Counter()   # terminal state -> tasks (metrics)
+
+    @property
+    def running(self):
+        return self.status == "running"
+
+
+class Framework:
+    def __init__(self, framework_id, info, suppressed_roles=()):
+        self.id = framework_id
+        self.tasks = {}                  # task_id -> Task (not yet completed)
+        self.completed_tasks = collections.deque(maxlen=MAX_COMPLETED_TASKS)
+        self.offers = {}                 # offer_id -> Offer
+        self.filters = {}                # agent_id -> [(expiry, refused Resources)]
+        self.subscription = None
+        self.connected = False
+        self.active = False
+        self.registered_time = time.time()
+        self.reregistered_time = None
+        self.unregistered_time = 0.0
+        self.disconnects = 0             # invalidates pending failover timers
+        self.update_info(info, suppressed_roles)
+
+    def update_info(self, info, suppressed_roles=()):
+        self.info = info
+        self.capabilities = [c.get("type", "UNKNOWN") for c in info.get("capabilities", [])]
+        self.multi_role = "MULTI_ROLE" in self.capabilities
+        self.gpu_aware = "GPU_RESOURCES" in self.capabilities
+        self.partition_aware = "PARTITION_AWARE" in self.capabilities
+        self.killing_state = "TASK_KILLING_STATE" in self.capabilities
+        self.refinement = "RESERVATION_REFINEMENT" in self.capabilities
+        if self.multi_role:
+            self.roles = list(info.get("roles", []))
+        else:
+            self.roles = [info.get("role", "*")]
+        self.suppressed = set(suppressed_roles)
+        self.failover_timeout = float(info.get("failover_timeout", 0.0))
+
+    @property
+    def name(self):
+        return self.info["name"]
+
+    def offer_role(self):
+        """The role offers go to, None when suppressed (or without roles)."""
+        for role in self.roles:
+            if role not in self.suppressed:
+                return role
+        return None
+
+    def send(self, event):
+        """Put an event on the stream while the framework is connected."""
+        if self.connected:
+            self.subscription.send(event)
+
+    def complete_task(self, task):
+        """Move a task to ``completed_tasks`` (once)."""
+        if self.tasks.get(task.id) is task:
+            del self.tasks[task.id]
+            self.completed_tasks.append(task)
+
+
+class Offer:
+    __slots__ = ("id", "framework_id", "agent_id", "resources", "role", "json")
+
+    def __init__(self, offer_id, framework_id, agent_id, resources, role, json):
+        self.id = offer_id
+        self.framework_id = framework_id
+        self.agent_id = agent_id
+        self.resources = resources
+        self.role = role
+        self.json = json
+
+
+class Update:
+    """A reliable status update awaiting its acknowledgement."""
+
+    __slots__ = ("uuid", "status")
+
+    def __init__(self, raw_uuid, status):
+        self.uuid = raw_uuid
+        self.status = status
+
+
+class Task:
+    def __init__(self, framework, agent, info, resources, plan, role):
+        self.id = info["task_id"]["value"]
+        self.framework_id = framework.id
+        self.agent_id = agent.id
+        self.info = info
+        self.name = info["name"]
+        self.resources = resources
+        self.plan = plan
+        self.role = role
+        self.gpu_ids = []
+        self.sandbox = None
+        self.container_id = str(uuid.uuid4())   # as an agent's containerizer names it
+        self.agent_ip = agent.ip
+        self.proc = None
+        self.state = "TASK_STAGING"
+        self.statuses = []               # for /master/state
+        self.last_status = None          # latest TaskStatus JSON (for reconciliation)
+        self.updates = collections.deque()   # reliable updates not yet acknowledged
+        self.retry_interval = None
+        self.retry_generation = 0
+        self.released = False            # resources returned to the agent
+        self.removed = False             # framework or agent gone: no more updates
+        self.kill_requested = False
+        self.kill_reason = None
+        self.process_done = False
+
+    @property
+    def terminal(self):
+        return self.state in TERMINAL_STATES

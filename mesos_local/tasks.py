@@ -1,0 +1,177 @@
+"""Running the tasks of accepted offers: ``TaskLauncher.launch`` checks one
+TaskInfo (TASK_ERROR if invalid), books its resources on the agent and
+starts its ``TaskProcess``; the process's callbacks turn its start and end
+into status updates (TASK_RUNNING, TASK_FINISHED, TASK_FAILED, TASK_KILLED)
+with the reasons and messages of Mesos' command executor; a task that
+outgrew its memory under isolation (``cgroups.py``) ends TASK_FAILED with
+``REASON_CONTAINER_LIMITATION_MEMORY`` from the agent, as in Mesos.
+"""
+
+import os
+
+from .containerizer.executor import TaskProcess, describe_exit
+from .containerizer.fetch_cache import AgentFetcher, FetcherCache
+from .containerizer.planning import (NO_DOCKER_MESSAGE, TaskInvalid, build_launch, check_container_user,
+                       check_id, gpu_count, plan_task)
+from .records import Task
+from .resources import ResourceError
+from .resources import parse as parse_resources
+
+
+class TaskLauncher:
+    """``runner`` runs plain command tasks, ``container_runner`` (or none)
+    tasks that name an image; ``kill_grace_period`` is the default SIGTERM
+    to SIGKILL delay; ``base_env`` the environment every task starts from
+    (``environment.executor_environment``); ``root_allowed``: whether
+    container tasks may run as root; ``isolator``: the master's
+    ``cgroups.Isolator`` (None: cpus and mem are not enforced)."""
+
+    def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
+                 container_runner, base_env, root_allowed, isolator=None, hidden_paths=()):
+        self.isolator = isolator
+        self.base_env = dict(base_env)
+        self.root_allowed = root_allowed
+        self.records = records
+        self.allocator = allocator
+        self.updates = updates
+        self.loop = loop
+        self.kill_grace_period = kill_grace_period
+        self.runner = runner
+        self.container_runner = container_runner
+        self.hidden_paths = list(hidden_paths)   # for tasks of isolate=fs agents
+        self._fetchers = {}                      # agent id -> its AgentFetcher (and cache)
+
+    def grace(self, task):
+        return task.plan.kill_grace if task.plan.kill_grace is not None \
+            else self.kill_grace_period
+
+    def launch(self, framework, agent, info, pool, role, seen):
+        """Launch one TaskInfo of an ACCEPT from ``pool`` (the offered
+        resources left); ``seen``: task ids launched by this call so far."""
+        task_id = info["task_id"]["value"]
+        try:
+            plan, resources, gpus = self._check(framework, agent, info, pool, role, seen)
+        except (TaskInvalid, ResourceError) as exc:
+            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
+                                            "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+            return
+        seen.add(task_id)
+        pool.subtract(resources)
+        task = Task(framework, agent, info, resources, plan, role)
+        task.retry_interval = self.updates.first_retry
+        task.gpu_ids = agent.take_gpus(gpus)
+        agent.used.add(resources)
+        agent.tasks[(framework.id, task_id)] = task
+        framework.tasks[task_id] = task
+        task.sandbox = agent.sandbox_path(framework.id, task_id)
+        if plan.image is not None and self.container_runner is None:
+            self.updates.update(task, "TASK_FAILED", "SOURCE_AGENT",
+                                reason="REASON_CONTAINER_LAUNCH_FAILED",
+                                message=NO_DOCKER_MESSAGE)
+            return
+        self._start(framework, agent, task)
+
+    def _check(self, framework, agent, info, pool, role, seen):
+        """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
+        task_id = info["task_id"]["value"]
+        check_id("TaskID", task_id)
+        if task_id in framework.tasks or task_id in seen:
+            raise TaskInvalid("Task has duplicate ID: %s" % task_id)
+        if info["agent_id"]["value"] != agent.id:
+            raise TaskInvalid("Task uses invalid agent: %s (the offer is on agent %s)"
+                              % (info["agent_id"]["value"], agent.id))
+        plan = plan_task(info)
+        if plan.image is not None:
+            # Mesos runs a container task as the framework's user, not the image's.
+            plan.user = check_container_user(plan, framework.info.get("user"),
+                                             self.root_allowed)
+        resources = parse_resources(info.get("resources", []),
+                                    multi_role=framework.multi_role, role=role)
+        gpus = gpu_count(resources)
+        if not pool.contains(resources):
+            raise TaskInvalid("Task uses more resources %s than available %s"
+                              % (resources.describe(), pool.describe()))
+        return plan, resources, gpus
+
+    def _start(self, framework, agent, task):
+        plan = task.plan
+        hidden = self.hidden_paths if "fs" in agent.spec.isolate else ()
+        launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
+                              task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns,
+                              hidden)
+        if self.isolator is not None:
+            # Containers get the same limits through the Docker engine.
+            launch.limits = self.isolator.limits(task.resources.get("cpus"),
+                                                 task.resources.get("mem"))
+        runner = self.container_runner if plan.image is not None else self.runner
+        fetcher, user = self._fetcher(agent), plan.user or framework.info.get("user")
+        proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit,
+                           fetch=lambda uris, sandbox: fetcher.fetch(uris, sandbox, user),
+                           isolator=self.isolator)
+        proc.task = task
+        task.proc = proc
+        self.records.procs.add(proc)
+        self.updates.update(task, "TASK_STARTING", "SOURCE_EXECUTOR")
+        proc.start()
+        if plan.max_completion is not None:
+            self.loop.schedule(plan.max_completion, self._max_completion_reached, task)
+
+    def _fetcher(self, agent):
+        """The agent's fetcher: its cache, its network namespace."""
+        fetcher = self._fetchers.get(agent.id)
+        if fetcher is None:
+            cache = FetcherCache(os.path.join(agent.directory, "fetcher-cache"))
+            fetcher = self._fetchers[agent.id] = AgentFetcher(cache, agent.netns)
+        return fetcher
+
+    def _max_completion_reached(self, task):
+        with self.records.lock:
+            if task.terminal or task.removed or task.proc is None or task.kill_requested:
+                return
+            task.kill_requested = True
+            task.kill_reason = "max_completion"
+            task.proc.kill(self.grace(task))
+
+    # -- TaskProcess callbacks (from the task's thread) ------------------------
+
+    def _on_running(self, proc):
+        with self.records.lock:
+            task = proc.task
+            if not self.records.running or task.removed or task.terminal \
+                    or task.kill_requested:
+                return
+            self.updates.update(task, "TASK_RUNNING", "SOURCE_EXECUTOR")
+
+    def _on_exit(self, proc, status, error):
+        with self.records.lock:
+            self.records.procs.discard(proc)
+            task = proc.task
+            task.process_done = True
+            if task.removed or task.terminal or not self.records.running:
+                self.allocator.release(task)
+                return
+            self.updates.update(task, *_exit_update(task, status, error, proc.limitation))
+
+
+def _exit_update(task, status, error, limitation=None):
+    """(state, source, reason, message) of a task whose process ended;
+    ``limitation``: Mesos' message when it outgrew its memory."""
+    if limitation is not None:
+        # The agent, not the executor, reports a container its isolator
+        # destroyed (src/slave/slave.cpp; v0's SOURCE_SLAVE is v1's SOURCE_AGENT).
+        return ("TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LIMITATION_MEMORY",
+                limitation)
+    if task.kill_reason == "max_completion":
+        return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_MAX_COMPLETION_TIME_REACHED",
+                "Task reached its maximum completion time")
+    if task.kill_requested:
+        if status is None:
+            return ("TASK_KILLED", "SOURCE_AGENT", "REASON_TASK_KILLED_DURING_LAUNCH",
+                    "Task killed during launch")
+        return "TASK_KILLED", "SOURCE_EXECUTOR", None, describe_exit(status)
+    if error is not None:
+        return "TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED", error
+    if status == 0:
+        return "TASK_FINISHED", "SOURCE_EXECUTOR", None, describe_exit(status)
+    return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_COMMAND_EXECUTOR_FAILED",
+            describe_exit(status))

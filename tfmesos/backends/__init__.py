@@ -1,0 +1,38 @@
+"""Where a run's Mesos master lives: a remote Mesos cluster
+(``remote.RemoteMaster``) or the embedded single-machine master
+(``embedded.EmbeddedMaster``, the ``mesos_local`` package).
+
+A backend tells the run what depends on that place and nothing else: the
+master's address for the driver, the host the run's listeners bind, the
+address tasks reach them at, the credentials the driver sends, and what to
+stop at the end. ``core.launch.ClusterRun`` composes one (``Backend``);
+tests give it their own.
+"""
+
+from typing import Optional, Protocol, Tuple
+
+
+class Backend(Protocol):
+    """What a run needs to know of where its master lives."""
+
+    # (principal, secret) the driver authenticates with; None: as configured.
+    credentials: Optional[Tuple[str, str]]
+
+    def start(self) -> str:
+        """Make the master reachable (start it, when it is ours); its address."""
+
+    def bind_host(self) -> Optional[str]:
+        """The host the run's listeners bind (None: every address)."""
+
+    def advertised_address(self, master_url: str) -> str:
+        """The address tasks reach this process at, given the master's URL
+        (the leader's, once known)."""
+
+    def describe(self) -> str:
+        """How the user is told where the run goes (``the embedded master``)."""
+
+    def stop(self) -> None:
+        """Stop what ``start`` started (nothing for a remote master)."""
+
+
+__all__ = ["Backend"]

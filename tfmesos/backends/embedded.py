@@ -1,0 +1,58 @@
+"""A run on the embedded master (``--master local``, the default without
+``MESOS_MASTER``): started for the run, sized so its whole cluster fits
+(``sizing``), on loopback unless tasks must reach it from elsewhere."""
+
+from .advertise import advertise_address
+
+LOOPBACK = "127.0.0.1"
+
+
+class EmbeddedMaster:
+    """The ``mesos_local.LocalMaster`` of one run of ``jobs``. ``containers``:
+    the run has an image; ``options``: the master's own (``LocalMaster``'s
+    keywords); ``runner``: its task runner started early (tfrun's warm
+    task starts, ``warm_runner``), the master's to close once it runs."""
+
+    def __init__(self, jobs, containers=False, options=None, advertise=None, environ=None,
+                 runner=None):
+        self.jobs = list(jobs)
+        self.containers = containers
+        self.options = dict(options or {})
+        self._explicit = advertise
+        self._environ = {} if environ is None else environ
+        self._runner = runner
+        self.master = None          # the LocalMaster once started
+        self.credentials = None     # this run's own, made for it
+
+    def start(self):
+        from .sizing import start_local_master   # the master's imports, when it starts
+
+        options = dict(self.options)
+        if self._runner is not None:
+            options["runner"] = self._runner
+            self._runner = None     # the master's now: its stop() closes it
+        self.master, url, self.credentials = start_local_master(
+            self.jobs, containers=self.containers, **options)
+        return url
+
+    def bind_host(self):
+        """Loopback for the master's own tasks, else every address."""
+        return None if self._explicit else LOOPBACK
+
+    def advertised_address(self, master_url):
+        if not self._explicit:
+            return LOOPBACK
+        return advertise_address(self._explicit, master_url, self._environ)
+
+    def describe(self):
+        return "the embedded master"
+
+    def stop(self):
+        if self.master is not None:
+            self.master.stop()
+        if self._runner is not None:   # the master never started
+            self._runner.close()
+            self._runner = None
+
+
+__all__ = ["EmbeddedMaster"]

@@ -1,0 +1,114 @@
+"""Starting the embedded master for one run: its one agent sized so that the
+run's whole cluster fits (``tfrun``/``cluster()`` with ``--master local``),
+one-time credentials only this run knows, the submitter's environment for
+its tasks (as the original TFMesos ran them on the user's machine), and
+isolation as on a Mesos cluster where this machine allows it (``cgroups.py``:
+root with writable memory and cpu hierarchies), said once when it does not."""
+
+import logging
+import os
+import random
+
+from mesos_local.errors import AgentSpecError, CredentialsError, LocalMasterError
+
+from ..exceptions import MesosError, SpecError
+from mesos_local.agent import AgentSpec
+from mesos_local.api.auth import generate_credentials
+from mesos_local.containerizer.cgroup_limits import ISOLATORS
+from mesos_local.containerizer.cgroups import isolation_problem
+from mesos_local.master import LocalMaster
+
+log = logging.getLogger(__name__)
+
+
+def start_local_master(jobs, containers=False, **options):
+    """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
+    ``cpus``, ``mem`` and ``gpus``); ``containers``: the run has an image, so
+    tasks run through the Docker engine. The master authenticates
+    frameworks with a fresh random credential (added to any given in
+    ``options``) and gives tasks this process's environment unless
+    ``executor_environment`` says otherwise. ``isolation`` (an option of
+    ``LocalMaster``) defaults to ``"auto"``: cgroups/cpu,cgroups/mem where
+    this machine can, else none with a warning; None turns it off. A given
+    ``runner`` is closed here when the master cannot be made. Returns
+    ``(master, url, (principal, secret))``: the driver must send that
+    principal and secret."""
+    try:
+        if containers and "container_runner" not in options:
+            from mesos_local.containerizer.docker_runner import DockerRunner
+            options["container_runner"] = DockerRunner()
+        if "agents" not in options:
+            options["agents"] = [local_agent(jobs)]
+        options.setdefault("executor_environment", dict(os.environ))
+        options["isolation"] = auto_isolation(options.get("isolation", AUTO),
+                                              options.get("cgroups_enable_cfs", False))
+        principal, secret = generate_credentials()
+        credentials = dict(options.pop("credentials", None) or {})
+        credentials[principal] = secret
+        try:
+            master = LocalMaster(credentials=credentials, **options)
+        except BaseException:
+            close = getattr(options.get("runner"), "close", None)
+            if close is not None:
+                close()
+            raise
+        return master, master.start(), (principal, secret)
+    except (AgentSpecError, CredentialsError) as exc:
+        raise SpecError(str(exc)) from exc    # the user's spec of the master
+    except LocalMasterError as exc:
+        raise MesosError(str(exc)) from exc
+
+
+AUTO = "auto"
+
+
+def auto_isolation(isolation, enable_cfs=False):
+    """What the embedded master of a run isolates with: ``"auto"`` is the
+    cgroups isolators where this machine can (said once when it cannot:
+    tasks are then held to nothing, unlike on a Mesos cluster that isolates);
+    anything else as given."""
+    if isolation != AUTO:
+        return isolation
+    problem = isolation_problem(ISOLATORS)
+    if problem is None:
+        return ",".join(ISOLATORS)
+    if enable_cfs:
+        raise SpecError("--cgroups-enable-cfs: %s" % problem)
+    log.warning("the embedded master does not hold tasks to their cpus and mem here (%s); "
+                "on a Mesos cluster with cgroups isolation a task over its mem is killed. "
+                "--no-isolation silences this", problem.split(";")[0])
+    return None
+
+
+def local_agent(jobs):
+    """The embedded master's one agent, sized so the whole cluster fits.
+
+    The agent offers at least what the cluster asks for, even beyond the
+    machine (with a note): isolation holds each task to its own cpus and
+    mem, not the agent to the machine's. What can never work — a task
+    larger than the machine's memory, more GPUs than it has — is an error
+    now rather than a launch timeout later."""
+    machine_cpus, machine_mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
+    for job in jobs:
+        if job.mem > machine_mem:
+            raise SpecError("%s tasks ask for mem=%.0f MB but this machine has %.0f MB for the "
+                            "embedded master: ask for less, or run on a Mesos cluster (-m)"
+                            % (job.name, job.mem, machine_mem))
+    need_gpus = sum(job.gpus * job.num for job in jobs)
+    if need_gpus > len(gpu_ids):
+        raise SpecError("the cluster asks for %d GPUs but this machine has %d (nvidia-smi -L): "
+                        "ask for fewer, or run on a Mesos cluster (-m)" % (need_gpus, len(gpu_ids)))
+    cpus = max(machine_cpus, sum(job.cpus * job.num for job in jobs))
+    mem = max(machine_mem, sum(job.mem * job.num for job in jobs))
+    if (cpus, mem) != (machine_cpus, machine_mem):
+        log.info("embedded master: offering cpus=%g mem=%g (the machine has cpus=%g "
+                 "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
+    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
+
+
+def local_port_window(size=100):
+    """A random window of ports below Linux's ephemeral range, so that two
+    runs on one machine rarely offer the same ports (each embedded master
+    knows only its own tasks)."""
+    base = 20000 + size * random.randrange((31000 - 20000) // size)
+    return (base, base + size - 1)

@@ -1,0 +1,177 @@
+"""Fine-grained mode: ``with tfmesos.cluster(jobs) as c:`` starts TensorFlow
+servers as Mesos tasks and hands their addresses to the calling script."""
+
+import contextlib
+import logging
+import os
+import time
+
+from . import config
+from ..exceptions import ClusterError, SpecError
+from .launch import ClusterRun
+from .restarts import RestartPolicy
+from .phase import ENDING, Phase
+from .spec import AUTO, STICKY_TIMEOUT, RunSpec, parse_jobs
+
+logger = logging.getLogger(__name__)
+
+
+class Cluster:
+    """A running cluster: ``targets`` maps ``/job:worker/task:0`` to
+    ``grpc://host:port``; ``spec`` is the plain cluster spec dict. Both
+    name the servers of the latest whole restart (``restarts`` counts them)."""
+
+    def __init__(self, run):
+        self._run = run
+        self.run_dir = run.record.directory   # the logs and run.json
+
+    @property
+    def spec(self):
+        return {job: list(addresses) for job, addresses in self._run.spec.items()}
+
+    @property
+    def targets(self):
+        return {"/job:%s/task:%d" % (job, index): "grpc://" + address
+                for job, addresses in self.spec.items()
+                for index, address in enumerate(addresses)}
+
+    @property
+    def restarts(self):
+        """Whole restarts begun so far (``max_restarts``)."""
+        return self._run.recovery.restarts
+
+    def wait_ready(self, timeout=None):
+        """Wait until the cluster runs (again, after a whole restart) and
+        return its spec; raises its failure, ``ClusterError`` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._run.phase != Phase.RUNNING or self._run.spec is None:
+            self.check()
+            if self.finished():
+                raise ClusterError("the cluster has stopped")
+            if deadline is not None and time.monotonic() > deadline:
+                raise ClusterError("the cluster was not running again within %.0f s" % timeout)
+            time.sleep(0.1)
+        return self.spec
+
+    @property
+    def cluster_spec(self):
+        import tensorflow as tf
+        return tf.train.ClusterSpec(self.spec)
+
+    @property
+    def cluster_def(self):
+        return self.cluster_spec.as_cluster_def()
+
+    @property
+    def failure(self):
+        """The error that ended the cluster early, or None."""
+        return self._run.failure
+
+    def finished(self):
+        """True once the cluster has stopped or a task has failed."""
+        return self._run.failure is not None or self._run.phase in ENDING
+
+    def cluster_resolver(self):
+        """A TensorFlow cluster resolver naming this process the chief: give it
+        to ``tf.distribute.ParameterServerStrategy`` (needs ``coordinator=True``)."""
+        import tensorflow as tf
+        if "chief" not in self.spec:
+            raise ClusterError("this cluster has no chief for the calling process: "
+                               "use tfmesos.cluster(jobs, coordinator=True)")
+        return tf.distribute.cluster_resolver.SimpleClusterResolver(
+            self.cluster_spec, task_type="chief", task_id=0, rpc_layer="grpc")
+
+    def check(self):
+        """Raise the cluster's failure, if there is one, in the caller's thread."""
+        if self._run.failure is not None:
+            raise self._run.failure
+
+
+def _refuse_unsupported(protocol, **original_options):
+    if protocol != "grpc":
+        raise SpecError("protocol %r is not supported: TensorFlow servers speak grpc" % protocol)
+    for option, value in original_options.items():
+        if value:
+            raise SpecError("%s of the original TFMesos is not supported; run that part in "
+                            "your script (tasks reach it through coordinator=True)" % option)
+
+
+@contextlib.contextmanager
+def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=None,
+            extra_config=None, protocol="grpc", env=None, role=None, containerizer_type=None,
+            force_pull_image=False, forward_addresses=None, *, image=None,
+            launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=None,
+            local_master_options=None, coordinator=False, user=None, verify=True,
+            ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
+            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None):
+    """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
+
+    The positional parameters are the original TFMesos ones. ``master``
+    defaults to ``$MESOS_MASTER``, else the embedded local master; ``image``
+    to ``$DOCKER_IMAGE`` (no image: plain command tasks); ``volumes`` is a
+    list of ``host:container[:ro|rw]`` strings or a ``{host: container}``
+    dict. On exit every task is killed and the framework torn down; a task
+    that failed while the block ran is raised as ``TaskFailed`` there.
+
+    ``verify=False`` / ``ca_bundle`` set how ``https`` masters are checked;
+    ``master_scheme="https"`` for masters found through ``zk://``.
+    ``run_dir`` is where run.json goes (default
+    ``./tfmesos-runs/<name>-<run id>``, ``$TFMESOS_RUNS_DIR`` instead of
+    ``./tfmesos-runs``); ``Cluster.run_dir`` names it.
+    ``user`` (default: yours) is the user the tasks run as; it must exist on
+    the agents. ``coordinator=True`` adds a ``chief`` entry for the calling process (a
+    free port on the advertised address): the script then coordinates
+    ``ParameterServerStrategy`` through ``c.cluster_resolver()``, and a failed
+    worker is relaunched at its address. ``max_restarts`` restarts every
+    server (new addresses in ``c.spec``): README, "When tasks fail".
+    ``ship`` (a directory, or a ``tfmesos.ship.bundle.ShipSpec``) sends it and the
+    task side of tfmesos to every task: README, "Run on a Mesos cluster".
+    """
+    del quiet  # accepted for compatibility: tfmesos logs through ``logging``
+    _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
+                        forward_addresses=forward_addresses)
+    run = ClusterRun(cluster_spec(
+        jobs, master=master, name=name, volumes=volumes, env=env, role=role,
+        containerizer_type=containerizer_type, force_pull_image=force_pull_image, image=image,
+        launch_timeout=launch_timeout, max_attempts=max_attempts,
+        advertise_address=advertise_address, connect_timeout=connect_timeout,
+        local_master_options=local_master_options, coordinator=coordinator, user=user,
+        verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
+        max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
+        sticky_timeout=sticky_timeout, ship=ship))
+    try:
+        run.start()
+        run.wait_ready()
+        run.watch()
+        yield Cluster(run)
+    except BaseException as exc:
+        run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
+        raise
+    finally:
+        run.stop()
+        if run.record.directory and run.record.outcome_status != "succeeded":
+            logger.warning("logs and run record: %s", run.record.directory)
+    if run.failure is not None:
+        raise run.failure
+
+
+def cluster_spec(jobs, master=None, name=None, volumes=None, env=None, role=None,
+                 containerizer_type=None, force_pull_image=False, image=None,
+                 local_master_options=None, coordinator=False, run_dir=None, max_restarts=0,
+                 restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT,
+                 environ=None, **settings):
+    """The ``RunSpec`` of ``cluster()``'s arguments (``settings``: the
+    RunSpec fields of the same name)."""
+    environ = os.environ if environ is None else environ
+    if isinstance(volumes, dict):
+        volumes = ["%s:%s" % item for item in volumes.items()]
+    jobs = parse_jobs(jobs)
+    return RunSpec(
+        name=name or "tfmesos", role=role, image=config.resolve(image, environ, "DOCKER_IMAGE"),
+        containerizer=containerizer_type, force_pull=force_pull_image,
+        volumes=tuple(volumes or ()), env=tuple((env or {}).items()), jobs=tuple(jobs),
+        mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
+        local_master=local_master_options or {}, run_dir=run_dir or AUTO,
+        restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),
+        sticky_jobs=("worker",) if coordinator and any(j.name == "worker" for j in jobs) else (),
+        sticky_timeout=sticky_timeout, **settings)

@@ -1,0 +1,326 @@
+"""Offer matching as pure functions: offers and pending tasks in, launch
+decisions out. No driver, no network: unit tests feed synthetic offers.
+
+A request may be pinned to an agent and one port (a worker relaunched where
+it ran, ``tfmesos.core.recovery``); ports ``held`` for such requests are kept out
+of every other request. A request may ask for ``extra_ports`` besides its
+own (worker 0's second port, for the coordinator of Keras' multi-process
+``keras.distribution``): they come from the same offer, so they are on the
+task's host, and an offer that came with ports must have them all left
+(one without ports fits as before: the task has none).
+
+Resources taken for a task are cut from the offered resource entries, so a
+task's resources keep the offer's ``allocation_info``, ``role`` and
+``reservations`` exactly as Mesos requires. The offers themselves are never
+modified: each task's entries are new dicts that share the offer entry's
+other fields.
+"""
+
+import dataclasses
+from typing import Optional
+
+EPSILON = 1e-6
+
+
+@dataclasses.dataclass
+class TaskRequest:
+    """What one task needs; ``key`` identifies it to the caller."""
+
+    key: object
+    cpus: float
+    mem: float
+    gpus: int = 0
+    port: bool = True  # take one port from the offer's ``ports`` when it has them
+    agent_id: Optional[str] = None    # only an offer of this agent fits
+    fixed_port: Optional[int] = None  # exactly this (held) port, or no fit
+    extra_ports: int = 0              # more ports from the offer, besides ``port``
+
+
+@dataclasses.dataclass
+class Assignment:
+    """A request placed on an offer: the TaskInfo ``resources``, the port
+    (None when the offer had no ports), the GPU ids (SET offers only) and the
+    ``extra_ports`` asked for (empty when the offer had no ports)."""
+
+    request: TaskRequest
+    offer_id: str
+    agent_id: str
+    hostname: str
+    resources: list
+    port: Optional[int]
+    gpu_ids: list
+    extra_ports: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Placement:
+    launches: dict    # offer id -> [Assignment, ...]
+    unused: list      # offer ids nothing was placed on
+    unplaced: list    # requests no offer could take
+
+
+def _cut(entry, field, value):
+    """A task's share of ``entry``: a shallow copy with ``field`` replaced."""
+    piece = dict(entry)
+    piece[field] = value
+    return piece
+
+
+class OfferPool:
+    """The resources of one offer, consumed as tasks are placed on it.
+
+    What is left is tracked beside the offer's entries, which stay as they
+    came: SCALAR values, GPU SET items, and per ``ports`` entry its ranges
+    with the next free port of the current one.
+    """
+
+    def __init__(self, offer, held=()):
+        self.offer_id = offer["id"]["value"]
+        self.agent_id = offer["agent_id"]["value"]
+        self.hostname = offer.get("hostname", "")
+        self._scalars = {}   # name -> [[entry, value left], ...]
+        self._gpu_sets = []  # [[entry, items left], ...]
+        self._ports = []     # [[entry, [(begin, end), ...], index, next port], ...]
+        self._held_ports = frozenset(held)
+        self._held = {}      # held port in this offer -> its entry (for pinned requests only)
+        for res in offer.get("resources", ()):
+            self._add(res)
+        self._totals = {name: sum(left for _, left in parts)
+                        for name, parts in self._scalars.items()}
+        self._count_gpu_sets()
+        self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
+        self._offered_ports = self._has_ports
+        self.gpu_agent = self.gpu_count() > 0  # as offered, before anything was taken
+
+    def _add(self, res):
+        name, kind = res.get("name"), res.get("type", "SCALAR")
+        if kind == "SCALAR":
+            value = res.get("scalar", {}).get("value", 0.0)
+            self._scalars.setdefault(name, []).append([res, value])
+        elif name == "gpus" and kind == "SET":
+            self._gpu_sets.append([res, list(res.get("set", {}).get("item", ()))])
+        elif name == "ports" and kind == "RANGES":
+            ranges = [(int(r["begin"]), int(r["end"]))
+                      for r in res.get("ranges", {}).get("range", ())]
+            ranges = self._hold(res, ranges)
+            self._ports.append([res, ranges, 0, ranges[0][0] if ranges else None])
+
+    def _hold(self, entry, ranges):
+        """``ranges`` without the held ports, which are kept aside."""
+        left = []
+        for begin, end in ranges:
+            for port in sorted(p for p in self._held_ports if begin <= p <= end):
+                self._held[port] = entry
+                if begin < port:
+                    left.append((begin, port - 1))
+                begin = port + 1
+            if begin <= end:
+                left.append((begin, end))
+        return left
+
+    def _count_gpu_sets(self):
+        sizes = [len(items) for _, items in self._gpu_sets]
+        self._gpu_set_items = sum(sizes)
+        self._largest_gpu_set = max(sizes, default=0)
+
+    def scalar(self, name):
+        return self._totals.get(name, 0)
+
+    def gpu_count(self):
+        return int(self.scalar("gpus") + EPSILON) + self._gpu_set_items
+
+    def ports(self):
+        left = []
+        for _, ranges, index, begin in self._ports:
+            if index < len(ranges):
+                left.append((begin, ranges[index][1]))
+                left.extend(ranges[index + 1:])
+        return left
+
+    def has_ports(self):
+        return self._has_ports
+
+    def port_count(self):
+        """How many ports are left (the held ones not counted)."""
+        return sum(end - begin + 1 for begin, end in self.ports())
+
+    def fits(self, request):
+        if request.agent_id is not None and request.agent_id != self.agent_id:
+            return False
+        if request.fixed_port is not None and request.fixed_port not in self._held:
+            return False
+        if request.extra_ports and self._offered_ports and self.port_count() < \
+                request.extra_ports + (1 if request.port and request.fixed_port is None else 0):
+            return False   # (ports only shrink: an offer that cannot never will)
+        totals = self._totals
+        return (totals.get("cpus", 0) + EPSILON >= request.cpus
+                and totals.get("mem", 0) + EPSILON >= request.mem
+                and (request.gpus <= 0 or totals.get("gpus", 0) + EPSILON >= request.gpus
+                     or self._largest_gpu_set >= request.gpus))
+
+    def take(self, request):
+        """Cut ``request`` out of this offer; returns (resources, port, gpu_ids,
+        extra ports)."""
+        resources = self._take_scalar("cpus", request.cpus) + self._take_scalar("mem", request.mem)
+        gpu_ids = []
+        if request.gpus:
+            taken, gpu_ids = self._take_gpus(request.gpus)
+            resources += taken
+        port, extra = None, []
+        if request.fixed_port is not None:
+            port = request.fixed_port
+            resources.append(_cut(self._held.pop(port), "ranges",
+                                  {"range": [{"begin": port, "end": port}]}))
+        own = request.port and request.fixed_port is None
+        if self._has_ports and (own or request.extra_ports):
+            port_resources, ports = self._take_ports(int(own) + request.extra_ports)
+            resources += port_resources
+            if own:
+                port, *extra = ports
+            else:
+                extra = ports
+        return resources, port, gpu_ids, extra
+
+    def _take_scalar(self, name, amount):
+        taken = []
+        parts = self._scalars.get(name, ())
+        for part_left in parts:
+            if amount <= EPSILON:
+                break
+            available = part_left[1]
+            part = min(available, amount)
+            if part <= EPSILON:
+                continue
+            part_left[1] = round(available - part, 6)
+            amount -= part
+            taken.append(_cut(part_left[0], "scalar", {"value": round(part, 6)}))
+        if taken:
+            self._totals[name] = sum(left for _, left in parts)
+        return taken
+
+    def _take_gpus(self, count):
+        if self.scalar("gpus") + EPSILON >= count:
+            return self._take_scalar("gpus", count), []
+        for entry_items in self._gpu_sets:
+            entry, items = entry_items
+            if len(items) >= count:
+                ids = sorted(items, key=_natural)[:count]
+                entry_items[1] = [i for i in items if i not in ids]
+                self._count_gpu_sets()
+                return [_cut(entry, "set", {"item": ids})], ids
+        raise ValueError("offer %s has no %d GPUs in one resource" % (self.offer_id, count))
+
+    def _take_ports(self, count):
+        """``count`` ports, lowest first: (one ``ports`` resource per offer
+        entry they come from, with their ranges merged; the ports)."""
+        taken = []   # [(entry, port), ...]
+        for _ in range(count):
+            taken.append(self._take_port())
+        resources, by_entry = [], {}
+        for entry, port in taken:
+            ranges = by_entry.get(id(entry))
+            if ranges is None:
+                ranges = by_entry[id(entry)] = []
+                resources.append(_cut(entry, "ranges", {"range": ranges}))
+            if ranges and ranges[-1]["end"] == port - 1:
+                ranges[-1]["end"] = port
+            else:
+                ranges.append({"begin": port, "end": port})
+        return resources, [port for _, port in taken]
+
+    def _take_port(self):
+        for state in self._ports:
+            entry, ranges, index, port = state
+            if index >= len(ranges):
+                continue
+            if port == ranges[index][1]:
+                state[2] = index = index + 1
+                state[3] = ranges[index][0] if index < len(ranges) else None
+                self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
+            else:
+                state[3] = port + 1
+            return entry, port
+        raise ValueError("offer %s has no port left" % self.offer_id)
+
+    def summary(self):
+        return {"cpus": round(self.scalar("cpus"), 3), "mem": round(self.scalar("mem"), 1),
+                "gpus": self.gpu_count(), "agent": self.hostname or self.agent_id}
+
+
+def _natural(item):
+    return (0, int(item), "") if str(item).isdigit() else (1, 0, str(item))
+
+
+class _FirstFit:
+    """First fit in offer order, offers with ports first, over one tier of
+    offers. Offers only shrink, so an offer that could not hold a request
+    shape never will: one cursor per (tier, shape) skips them for good."""
+
+    def __init__(self):
+        self._cursors = {}
+
+    def find(self, tier_name, tier, request):
+        key = (tier_name, request.cpus, request.mem, request.gpus, request.agent_id,
+               request.fixed_port, request.extra_ports)
+        cursor = self._cursors.setdefault(key, [0, 0])
+        count = len(tier)
+        i = cursor[0]
+        while i < count and not (tier[i]._has_ports and tier[i].fits(request)):
+            i += 1
+        cursor[0] = i
+        if i < count:
+            return tier[i]
+        j = cursor[1]
+        while j < count and not tier[j].fits(request):
+            j += 1
+        cursor[1] = j
+        return tier[j] if j < count else None
+
+
+def place(requests, offers, held=None):
+    """Place ``requests`` (in order of importance) on ``offers``; ``held``
+    (``{agent_id: {port, ...}}``) ports go only to requests pinned to them.
+
+    Largest requests first (GPU tasks before all others), first fit in offer
+    order, preferring offers that still have ports, so several tasks pack
+    into one offer and the rest spread over others. The GPU rule, within
+    this one round of offers:
+
+    1. a GPU task goes only to an offer with enough GPUs;
+    2. a GPU-less task goes to an offer without GPUs when one fits;
+    3. only when none fits does it take cpus/mem of a GPU offer, never its
+       GPUs, and only after every GPU task was placed.
+    """
+    held = held or {}
+    pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ())) for offer in offers]
+    tiers = {"gpu": [p for p in pools if p.gpu_agent],
+             "plain": [p for p in pools if not p.gpu_agent]}
+    finder = _FirstFit()
+    order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
+    launches, unplaced = {}, []
+    for request in order:
+        names = ("gpu",) if request.gpus > 0 else ("plain", "gpu")
+        pool = None
+        for name in names:
+            pool = finder.find(name, tiers[name], request)
+            if pool is not None:
+                break
+        if pool is None:
+            unplaced.append(request)
+            continue
+        resources, port, gpu_ids, extra_ports = pool.take(request)
+        launches.setdefault(pool.offer_id, []).append(Assignment(
+            request, pool.offer_id, pool.agent_id, pool.hostname, resources, port, gpu_ids,
+            extra_ports))
+    unused = [p.offer_id for p in pools if p.offer_id not in launches]
+    return Placement(launches, unused, unplaced)
+
+
+def largest_offer(offers):
+    """A summary of the biggest offer, for 'nothing fits' messages."""
+    best = None
+    for offer in offers:
+        summary = OfferPool(offer).summary()
+        if best is None or (summary["cpus"], summary["mem"]) > (best["cpus"], best["mem"]):
+            best = summary
+    return best

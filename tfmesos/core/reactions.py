@@ -1,0 +1,245 @@
+"""How a run reacts to each event on its queue (``tfmesos.core.events``), in the
+thread that handles them: the failure policy of docs/architecture.md. A task
+that ends before the cluster is complete is relaunched (unless retrying
+cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
+
+``RunEvents`` sees the run only through ``run_control.RunControl``; what
+happened goes to the run's record (``run_record.RunRecord``)."""
+
+import logging
+import signal
+
+from .events import (AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed,
+                     TaskDisconnected, TaskExited, TaskOutput, TaskRegistered)
+from ..exceptions import ClusterError, TaskFailed
+from ..protocol.hostport import format_address
+from ..mesos.task_states import TERMINAL_STATES
+from .restarts import failure_cause
+from .phase import Phase
+from ..mesos.task_states import exit_code_of
+from .task_ends import (launch_failure_message, memory_kill_message,
+                        memory_kill_peak, permanent_failure)
+from ..record.usage_table import clean_usage
+
+logger = logging.getLogger(__name__)
+
+# How often the state of running tasks is reconciled with Mesos, besides
+# after every re-subscription and every agent loss.
+RECONCILE_INTERVAL = 20.0
+
+
+def describe_failure(slot, error, cause, text):
+    """What the user is told of ``slot``'s failure ``error``: ``text``
+    (``worker:1 exited with code 3``), or for a loss what was lost
+    (``worker:1 was lost (TASK_LOST: ...)``)."""
+    if cause != "lost":
+        return text
+    if slot.state in TERMINAL_STATES:
+        return "%s was lost (%s: %s)" % (slot.name, slot.state, slot.message or "no message")
+    code = error.exit_code
+    if code is not None and code > 128:
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            name = "signal %d" % (code - 128)
+        return "%s was lost (its command was killed by %s, exit code %d)" % (
+            slot.name, name, code)
+    return text
+
+
+class RunEvents:
+    """The reactions of the run behind ``control`` to its events. A task away
+    from the rendezvous longer than ``reconnect_grace`` has failed; a task
+    gets ``max_attempts`` launches per attempt of the cluster before it is
+    complete; in ``mode`` "replica" a command that exits 0 is done."""
+
+    def __init__(self, control, record, recovery, reconnect_grace, max_attempts, mode):
+        self.control = control
+        self.record = record
+        self.recovery = recovery
+        self._reconnect_grace = reconnect_grace
+        self._max_attempts = max_attempts
+        self._mode = mode
+        self._away = {}   # task id -> (when it was last heard, why its connection ended)
+        self._reconciled = control.now()
+        self._handlers = {
+            TaskRegistered: self._on_registered, TaskOutput: self._on_output,
+            TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
+            Subscribed: self._on_subscribed, MesosDisconnected: self._on_mesos_disconnected,
+            StatusUpdate: self._on_status, AgentLost: self._on_agent_lost,
+            MesosFailed: self._on_mesos_failed,
+        }
+
+    def handle(self, event):
+        """React to ``event``; a kind without a handler is a bug (KeyError),
+        never silently dropped."""
+        self._handlers[type(event)](event)
+
+    def tick(self):
+        """What is due whether or not an event came: tasks away too long,
+        the periodic reconciliation."""
+        self._check_away()
+        if self.control.now() - self._reconciled > RECONCILE_INTERVAL:
+            self._reconcile()
+
+    def forget(self, task_id):
+        """``task_id`` was stopped on purpose: its absence means nothing."""
+        self._away.pop(task_id, None)
+
+    @property
+    def _slots(self):
+        return self.control.slots
+
+    def _on_registered(self, event):
+        slot = self._slots.current(event.task_id)
+        if slot is None:
+            return
+        if self._away.pop(event.task_id, None) is not None:
+            logger.info("%s reconnected to the rendezvous", slot.name)
+        address = format_address(event.host, event.port)
+        phase = self.control.phase
+        if phase == Phase.FORMING:
+            self._slots.registered(slot, address)
+            self.record.registered(event.task_id, address)
+            logger.info("%s registered at %s", slot.name, address)
+        elif phase == Phase.RUNNING and slot.address is None:
+            self.recovery.registered(slot, address)
+
+    def _on_output(self, event):
+        self.record.output(event.task_id, event.stream, event.text)
+        slot = self._slots.slot_of(event.task_id)
+        if slot is not None:
+            self.control.show(slot, event.stream, event.text)
+
+    def _on_task_exited(self, event):
+        usage = clean_usage(event.usage)
+        self.record.exited(event.task_id, event.code, event.at, usage)
+        slot = self._slots.current(event.task_id)
+        if slot is not None:
+            self._on_exit(slot, event.code, usage=usage)
+
+    def _on_task_disconnected(self, event):
+        slot = self._slots.current(event.task_id)
+        if slot is None or slot.done or slot.exit_code is not None:
+            return  # it said goodbye (exit) first: nothing is lost
+        logger.info("%s lost its rendezvous connection (%s); waiting until %.0f s after it was "
+                    "last heard for it to come back", slot.name, event.reason,
+                    self._reconnect_grace)
+        # event.since is on the run's clock (monotonic); a closed connection
+        # was heard from until it closed.
+        since = event.since if event.reason == "stalled" else self.control.now()
+        self._away[event.task_id] = (since, event.reason)
+        if self.control.phase == Phase.FORMING:
+            self._slots.away(slot)   # the cluster is complete only with it back
+
+    def _check_away(self):
+        """A task that stays away longer than the grace period has failed
+        (before the cluster is complete, Mesos' report of its end decides)."""
+        now = self.control.now()
+        for task_id, (since, reason) in list(self._away.items()):
+            slot = self._slots.current(task_id)
+            if slot is None or slot.done or slot.exit_code is not None:
+                del self._away[task_id]
+            elif now - since > self._reconnect_grace and self.control.phase == Phase.RUNNING:
+                del self._away[task_id]
+                if reason == "stalled":   # a partition, not the task's doing
+                    what = "unreachable for %.0f s (its rendezvous connection stalled)"
+                else:
+                    what = "lost its connection to the scheduler and did not come back " \
+                        "within %.0f s"
+                what %= self._reconnect_grace
+                self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what),
+                                                      slot.name, slot.state),
+                                     "lost", "%s %s" % (slot.name, what))
+
+    def _on_subscribed(self, event):
+        if event.again:
+            logger.info("re-subscribed to the Mesos master; the tasks were kept")
+        else:
+            logger.info("subscribed to the Mesos master")
+
+    def _on_mesos_disconnected(self, event):
+        logger.warning("lost the connection to the Mesos master; reconnecting")
+
+    def _on_agent_lost(self, event):
+        # Mesos reports each of the agent's tasks as lost in a status update;
+        # reconciling at once makes sure, should one of them be missed.
+        logger.warning("Mesos lost agent %s", event.agent_id)
+        self._reconcile()
+        self.recovery.agent_lost(event.agent_id)
+
+    def _reconcile(self):
+        self._reconciled = self.control.now()
+        self.control.reconcile()
+
+    def _on_mesos_failed(self, event):
+        error = ClusterError("the Mesos driver stopped: %s" % event.message)
+        error.__cause__ = event.error
+        self.control.fail(error)
+
+    def _on_status(self, event):
+        status = event.status
+        task_id = status.task_id.value
+        self.record.status(status)
+        slot = self._slots.current(task_id)
+        if slot is None and status.state not in TERMINAL_STATES \
+                and self._slots.slot_of(task_id) is not None:
+            # An earlier attempt still runs (reconciliation found it): no orphans.
+            logger.warning("killing %s, a replaced attempt that still runs", task_id)
+            self.control.kill(task_id, status.get("agent_id", {}).get("value"))
+        if slot is None or slot.done:
+            return
+        self._slots.status(slot, status.state, status.get("message", ""),
+                           status.get("reason") or None)
+        phase = self.control.phase
+        if status.state not in TERMINAL_STATES or phase not in (Phase.FORMING, Phase.RUNNING):
+            return
+        self.control.forget_task(task_id)
+        code = exit_code_of(slot.message)
+        if phase == Phase.FORMING:
+            self._on_launch_failure(slot, status, code)
+        elif status.state == "TASK_FINISHED":
+            self._on_exit(slot, 0 if slot.exit_code is None else slot.exit_code)
+        else:
+            self._on_exit(slot, slot.exit_code if slot.exit_code is not None else code,
+                          status.state)
+
+    def _on_launch_failure(self, slot, status, code):
+        """Relaunch a task that ended before the cluster was complete, unless
+        its attempts are spent or retrying cannot help (``task_ends``)."""
+        why = permanent_failure(status.state, status.get("reason"), slot.message)
+        attempts = slot.attempts - slot.base   # in this attempt of the cluster
+        if why is None and attempts < self._max_attempts:
+            logger.warning("%s ended before the cluster was complete: %s; relaunching "
+                           "(attempt %d of %d)", slot.name, slot.describe(),
+                           attempts + 1, self._max_attempts)
+            self.control.relaunch(slot)
+            return
+        self.control.fail(TaskFailed(launch_failure_message(slot.name, attempts, status.state,
+                                                            slot.message, why),
+                                     slot.name, status.state, code))
+
+    def _on_exit(self, slot, code, state=None, usage=None):
+        """A task's command ended (replica) or its server did (fine);
+        ``usage``: what it used, from its exit message."""
+        done = self._mode == "replica" and code == 0
+        self._slots.exited(slot, code, done=done and self.control.phase == Phase.RUNNING)
+        if self.control.phase != Phase.RUNNING or done:
+            return
+        cause = failure_cause(state, slot.reason, slot.message, code)
+        peak = memory_kill_peak(slot.reason, slot.message, usage)
+        if peak is not None:
+            # Killed for its memory (Mesos' reason, or the OOM killer in its cgroup).
+            text = memory_kill_message(slot.name, slot.job.name, slot.job.mem, peak,
+                                       self._mode)
+            self.recovery.failed(slot, TaskFailed(text, slot.name, state, code), "lost", text)
+            return
+        if code is None:
+            what = "ended: %s %s" % (state, slot.message) if state else "ended"
+        else:
+            what = "exited with code %d" % code
+            if state:
+                what += " (%s: %s)" % (state, slot.message)
+        error = TaskFailed("task %s %s" % (slot.name, what), slot.name, state, code)
+        self.recovery.failed(slot, error, cause,
+                             describe_failure(slot, error, cause, "%s %s" % (slot.name, what)))

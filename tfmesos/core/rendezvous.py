@@ -1,0 +1,359 @@
+"""The scheduler side of the rendezvous: where tasks register their address
+and receive their role, and where replica tasks send their output back.
+
+Protocol (frames of ``wire``, each bound to its connection, direction and
+sequence number). Scheduler -> task, on accept: ``{"type": "challenge",
+"nonce": N}``. Task -> scheduler, within ``register_timeout`` of the accept
+and in at most ``wire.SMALL_FRAME`` bytes: ``{"type": "register", "task_id":
+T, "host": H, "port": P}``; the scheduler answers ``{"type": "registered"}``.
+Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``
+and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
+...}`` once the cluster is complete, ``{"type": "ping"}`` every
+``ping_interval``, ``{"type": "stop"}``. A task answers each ping with
+``{"type": "pong"}`` (unless it is sending something else right then).
+The exit message may carry ``"usage": U``, what the command used as the
+task measured it (an object: ``wall_s``, ``cpu_s``, ``user_s``,
+``system_s``, ``peak_rss_mb``, ``peak_tree_rss_mb``, ``peak_gpu_mb``,
+``sample_interval_s``, ``samples`` [{``t``, ``cpu_s``, ``rss_mb``,
+``gpu_mb``}] and, in a memory-limited cgroup, ``cgroup`` {``limit_mb``,
+``peak_mb``, ``oom_kills``}; ``tfmesos.task.usage``); it reaches the run
+as ``TaskExited.usage`` (anything but an object: None).
+
+A registered connection from which nothing at all came for
+``stall_timeout`` is stalled (a network partition leaves TCP silent, not
+closed, for many minutes): it is closed, and reported as
+``TaskDisconnected(reason="stalled")`` with ``since`` the moment the task
+was last heard from.
+
+A task whose connection dropped may register again on a new connection
+(``tfmesos.task.connection`` retries for a grace period): it is accepted while the
+task is still expected and its old connection is gone, gets the last
+``start`` message again, and ``TaskRegistered`` is reported again.
+
+A connection that sends a bad MAC, garbage, an oversized frame, an unknown
+task id or one whose connection is still alive, or no registration in time
+is closed; other tasks are not disturbed. At most ``max_pending``
+connections (``max_pending_per_peer`` per address) may be unregistered at
+once: a new one evicts the oldest, so idle or slow clients cannot lock tasks
+out. Everything that happens is put on the ``events`` queue as
+``tfmesos.core.events``: ``TaskRegistered``, ``TaskOutput``, ``TaskExited``,
+``TaskDisconnected``.
+"""
+
+import collections
+import logging
+import socket
+import threading
+import time
+
+from ..protocol import wire
+from .events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from ..exceptions import RendezvousError
+
+logger = logging.getLogger(__name__)
+
+ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
+STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
+
+
+class _Link:
+    """One accepted connection: its socket, channel and send lock."""
+
+    def __init__(self, sock, peer, secret):
+        self.sock = sock
+        self.peer = peer
+        self.channel = wire.Channel.for_scheduler(secret)
+        self.accepted = time.monotonic()
+        self.heard = self.accepted   # when its last frame came
+        self.stalled = False         # closed for silence
+        self.task_id = None
+        self.send_lock = threading.Lock()  # frames from two threads must not interleave
+
+    def send(self, message):
+        with self.send_lock:
+            wire.send(self.sock, self.channel, message)
+
+
+class Rendezvous:
+    """``stall_timeout`` (default ``STALL_PINGS`` pings): how long a
+    registered connection may stay silent."""
+
+    def __init__(self, secret, events, bind_host=None, port=0, register_timeout=30.0,
+                 max_pending=256, max_pending_per_peer=64, ping_interval=10.0,
+                 stall_timeout=None):
+        self._secret = secret
+        self._events = events
+        self._register_timeout = register_timeout
+        self._max_pending = max_pending
+        self._max_per_peer = max_pending_per_peer
+        self._ping_interval = ping_interval
+        self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
+        self._expected = set()
+        self._connections = {}   # task_id -> registered _Link
+        self._pending = collections.OrderedDict()  # unregistered _Link -> None, oldest first
+        self._starts = {}        # task_id -> the start message, sent again on re-registration
+        self._lock = threading.Lock()
+        self._gone = threading.Condition(self._lock)   # a connection left
+        self._closed = threading.Event()
+        try:
+            self._listener = _listen(bind_host, port)
+        except OSError as exc:
+            raise RendezvousError("cannot listen on %s:%s for task registrations: %s"
+                                  % (bind_host or "*", port, exc)) from exc
+        self.port = self._listener.getsockname()[1]
+        self._threads = [threading.Thread(target=self._accept_loop, name="rendezvous-accept",
+                                          daemon=True),
+                         threading.Thread(target=self._ping_loop, name="rendezvous-ping",
+                                          daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def expect(self, task_id):
+        """Allow ``task_id`` to register (called as the task is launched)."""
+        with self._lock:
+            self._expected.add(task_id)
+
+    def forget(self, task_id, linger=2.0):
+        """A task that ended: refuse it from now on. What it sent before it
+        ended (its last output, often its error) is still read for
+        ``linger`` seconds; then its connection is dropped."""
+        with self._lock:
+            self._expected.discard(task_id)
+            self._starts.pop(task_id, None)
+            link = self._connections.get(task_id)
+        if link is not None:
+            timer = threading.Timer(linger, self._drop, (task_id, link))
+            timer.daemon = True
+            timer.start()
+
+    def _drop(self, task_id, link):
+        with self._lock:
+            if self._connections.get(task_id) is link:
+                del self._connections[task_id]
+                self._gone.notify_all()
+        _shutdown(link.sock)
+
+    def send(self, task_id, message):
+        """Send to one task; False when it is not connected (now)."""
+        with self._lock:
+            link = self._connections.get(task_id)
+            if message.get("type") == "start" and task_id in self._expected:
+                self._starts[task_id] = message
+        if link is None or task_id not in self._expected:
+            return False
+        try:
+            link.send(message)
+            return True
+        except OSError:
+            return False
+
+    def close(self, linger=0.0):
+        """Close everything: connected tasks see it and stop. With ``linger``,
+        first wait up to that long for the tasks to close their connections
+        themselves (after a ``stop``), so that their last output arrives."""
+        with self._lock:
+            self._gone.wait_for(lambda: not self._connections, timeout=linger)
+        self._closed.set()
+        _shutdown(self._listener)
+        self._listener.close()
+        with self._lock:
+            links = list(self._connections.values()) + list(self._pending)
+            self._connections, self._pending = {}, collections.OrderedDict()
+        for link in links:
+            _shutdown(link.sock)  # its thread closes it
+
+    # -- accepting ------------------------------------------------------------
+
+    def _accept_loop(self):
+        """Accept until closed; a failing accept() (EMFILE, ENFILE, ...) is
+        retried with a growing back-off and logged once per failing streak."""
+        delay = None
+        while not self._closed.is_set():
+            try:
+                sock, peer = self._listener.accept()
+            except OSError as exc:
+                if self._closed.is_set():
+                    return
+                if delay is None:
+                    logger.warning("the rendezvous cannot accept connections (%s); retrying", exc)
+                    delay = ACCEPT_BACKOFF[0]
+                self._closed.wait(delay)
+                delay = min(delay * 2, ACCEPT_BACKOFF[1])
+                continue
+            if delay is not None:
+                logger.info("the rendezvous accepts connections again")
+                delay = None
+            wire.no_delay(sock)
+            self._start(_Link(sock, peer, self._secret))
+
+    def _start(self, link):
+        """Admit a new connection (evicting the oldest unregistered one when
+        the limits are reached) and serve it in its own thread."""
+        victim = self._admit(link)
+        if victim is not None:
+            logger.warning("too many unregistered rendezvous connections; dropping the oldest, "
+                           "from %s", victim.peer[0])
+            _shutdown(victim.sock)
+        try:
+            threading.Thread(target=self._serve, args=(link,), daemon=True,
+                             name="rendezvous-%s:%s" % link.peer[:2]).start()
+        except RuntimeError as exc:  # no thread left
+            logger.warning("cannot serve a rendezvous connection from %s: %s", link.peer[0], exc)
+            self._unpend(link)
+            link.sock.close()
+
+    def _admit(self, link):
+        with self._lock:
+            if self._closed.is_set():
+                _shutdown(link.sock)
+                return None
+            same_peer = [other for other in self._pending if other.peer[0] == link.peer[0]]
+            victim = None
+            if len(same_peer) >= self._max_per_peer:
+                victim = same_peer[0]
+            elif len(self._pending) >= self._max_pending:
+                victim = next(iter(self._pending))
+            if victim is not None:
+                del self._pending[victim]
+            self._pending[link] = None
+            return victim
+
+    def _unpend(self, link):
+        with self._lock:
+            self._pending.pop(link, None)
+
+    # -- one connection -------------------------------------------------------
+
+    def _serve(self, link):
+        try:
+            try:
+                registered = self._register(link)
+            except (wire.WireError, OSError) as exc:
+                if not self._closed.is_set():
+                    logger.warning("refused a rendezvous connection from %s: %s",
+                                   link.peer[0], exc)
+                registered = None
+            finally:
+                self._unpend(link)
+            if registered is not None:
+                self._events.put(registered)
+                self._relay(link)
+        finally:
+            link.sock.close()
+
+    def _register(self, link):
+        """Challenge, registration, confirmation; the ``TaskRegistered`` event."""
+        deadline = link.accepted + self._register_timeout
+        sock = link.sock
+        wire.enable_keepalive(sock)
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            sock.sendall(link.channel.challenge())
+            message = wire.receive(sock, link.channel, wire.SMALL_FRAME, deadline)
+            link.heard = time.monotonic()
+        except socket.timeout:
+            raise wire.WireError("no registration within %.0f s" % self._register_timeout) \
+                from None
+        task_id, host, port = _registration(message)
+        link.channel.bind(task_id)
+        sock.settimeout(None)
+        with link.send_lock:  # nothing may reach the task before the confirmation
+            self._claim(link, task_id)
+            start = self._starts.get(task_id)
+            try:
+                for reply in ({"type": "registered"}, start):
+                    if reply is not None:
+                        sock.sendall(link.channel.seal(reply))
+            except OSError:
+                pass  # _relay sees the connection gone and reports it
+        return TaskRegistered(task_id, host, port)
+
+    def _claim(self, link, task_id):
+        """Make ``link`` the connection of ``task_id``, or refuse it."""
+        with self._lock:
+            if link not in self._pending:
+                raise wire.WireError("dropped before it registered")
+            if task_id not in self._expected:
+                raise wire.WireError("unknown task id %r" % task_id)
+            if task_id in self._connections:
+                raise wire.WireError("task %r registered twice" % task_id)
+            del self._pending[link]
+            link.task_id = task_id
+            self._connections[task_id] = link
+
+    def _relay(self, link):
+        """Put what a registered task sends on the events queue until its
+        connection ends."""
+        task_id = link.task_id
+        try:
+            while True:
+                message = wire.receive(link.sock, link.channel)
+                link.heard = time.monotonic()
+                kind = message["type"]
+                if kind == "log":
+                    self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
+                                                str(message.get("data", ""))))
+                elif kind == "exit" and isinstance(message.get("code"), int):
+                    usage = message.get("usage")
+                    self._events.put(TaskExited(task_id, message["code"],
+                                                usage if isinstance(usage, dict) else None))
+        except (wire.WireError, OSError) as exc:
+            if not isinstance(exc, wire.ConnectionClosed) and not self._closed.is_set():
+                logger.warning("dropped the rendezvous connection of %s: %s", task_id, exc)
+        finally:
+            with self._lock:  # so a re-registration's event comes after this one
+                if self._connections.get(task_id) is link:
+                    del self._connections[task_id]
+                    self._gone.notify_all()
+                    if not self._closed.is_set():
+                        self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
+                                         if link.stalled else TaskDisconnected(task_id))
+
+    def _ping_loop(self):
+        """Ping every registered task; close the connections that stalled."""
+        while not self._closed.wait(self._ping_interval):
+            with self._lock:
+                links = list(self._connections.items())
+            now = time.monotonic()
+            for task_id, link in links:
+                if now - link.heard > self._stall_timeout:
+                    self._stall(link, now)
+                else:
+                    self.send(task_id, {"type": "ping"})
+
+    def _stall(self, link, now):
+        """Close ``link``, silent too long; its thread reports it."""
+        logger.warning("nothing came from %s for %.0f s: its rendezvous connection stalled",
+                       link.task_id, now - link.heard)
+        link.stalled = True
+        _shutdown(link.sock)
+
+
+def _registration(message):
+    """``(task_id, host, port)`` of a well-formed register message."""
+    task_id, host, port = message.get("task_id"), message.get("host"), message.get("port")
+    if message["type"] != "register" or not isinstance(task_id, str) or not task_id \
+            or not isinstance(host, str) or not host or isinstance(port, bool) \
+            or not isinstance(port, int) or not 0 < port < 65536:
+        raise wire.WireError("malformed registration %r" % (message,))
+    return task_id, host, port
+
+
+def _shutdown(sock):
+    """Wake whoever reads ``sock`` with an end of file; its owner closes it."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _listen(host, port):
+    """A listening socket on ``host``; None: every address, IPv6 and IPv4
+    alike where the host can (an advertised address may be either)."""
+    if host is None:
+        if socket.has_dualstack_ipv6():
+            return socket.create_server(("", port), family=socket.AF_INET6, backlog=128,
+                                        dualstack_ipv6=True)
+        host = "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)

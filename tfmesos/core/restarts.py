@@ -1,0 +1,75 @@
+"""When a failed run may start again: the restart policy of ``tfrun
+--max-restarts`` / ``cluster(max_restarts=...)`` as pure functions.
+
+Infrastructure losses are what ``--restart-on lost`` (the default once
+restarts are allowed) restarts for: the task's agent or its connection went
+away, or something other than the task killed it — Mesos' terminal states
+for lost tasks (TASK_LOST, and GONE/DROPPED/UNREACHABLE for partition-aware
+frameworks, include/mesos/v1/mesos.proto), the reasons for agent loss,
+preemption and resource limits (the OOM killer: REASON_CONTAINER_LIMITATION*),
+and a command ended by a signal tfmesos did not send. ``--restart-on
+failure`` restarts for any non-zero exit as well.
+"""
+
+import dataclasses
+import re
+
+from ..exceptions import SpecError
+
+RESTART_ON = ("lost", "failure")
+LOST_STATES = frozenset(("TASK_LOST", "TASK_GONE", "TASK_DROPPED", "TASK_UNREACHABLE",
+                         "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN"))
+LOST_REASONS = frozenset((
+    "REASON_AGENT_REMOVED", "REASON_AGENT_REMOVED_BY_OPERATOR", "REASON_AGENT_DISCONNECTED",
+    "REASON_AGENT_RESTARTED", "REASON_AGENT_UNKNOWN", "REASON_CONTAINER_PREEMPTED",
+    "REASON_CONTAINER_LIMITATION", "REASON_CONTAINER_LIMITATION_MEMORY",
+    "REASON_CONTAINER_LIMITATION_DISK", "REASON_EXECUTOR_TERMINATED",
+    "REASON_MASTER_DISCONNECTED"))
+_SIGNALLED = re.compile(r"terminated with signal|killed by signal", re.IGNORECASE)
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartPolicy:
+    """``max_restarts`` whole restarts (0: a failure ends the run), for
+    ``restart_on`` "lost" or "failure", waiting ``backoff`` seconds before the
+    first and twice as long before each next one (at most ``max_backoff``)."""
+
+    max_restarts: int = 0
+    restart_on: str = "lost"
+    backoff: float = 2.0
+    max_backoff: float = 60.0
+
+    def __post_init__(self):
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) \
+                or self.max_restarts < 0:
+            raise SpecError("max_restarts must be a whole number >= 0, got %r"
+                            % (self.max_restarts,))
+        if self.restart_on not in RESTART_ON:
+            raise SpecError("restart_on must be 'lost' or 'failure', got %r" % (self.restart_on,))
+        if not isinstance(self.backoff, (int, float)) or self.backoff < 0:
+            raise SpecError("restart backoff must be a number of seconds >= 0, got %r"
+                            % (self.backoff,))
+
+    def allows(self, restarts_done, cause):
+        """Whether a run that already restarted ``restarts_done`` times may
+        restart for ``cause`` (from ``failure_cause``)."""
+        if restarts_done >= self.max_restarts or cause is None:
+            return False
+        return cause == "lost" or self.restart_on == "failure"
+
+    def delay(self, restarts_done):
+        """Seconds to wait before restart number ``restarts_done + 1``."""
+        return min(self.backoff * (2 ** restarts_done), self.max_backoff)
+
+
+def failure_cause(state, reason=None, message="", exit_code=None):
+    """"lost" for an infrastructure loss, "failure" for the task's own
+    failure (a non-zero exit), None for success. (Tasks tfmesos stops are
+    forgotten first: their ends never reach the policy.)"""
+    if state in LOST_STATES or reason in LOST_REASONS:
+        return "lost"
+    if _SIGNALLED.search(message or "") or (exit_code is not None and exit_code > 128):
+        return "lost"    # killed by a signal, and not by us: OOM killer, an operator
+    if state == "TASK_FINISHED" and not exit_code:
+        return None
+    return "failure"

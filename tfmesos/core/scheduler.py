@@ -1,0 +1,268 @@
+"""The tfmesos Mesos scheduler: turns offers into tasks of the run's jobs.
+
+It only places and launches; what a task's end means (relaunch, fail the
+run, done) is the launcher's decision. Everything it learns goes on the
+launcher's event queue, so callbacks stay short and never raise into the
+driver for a run-level problem.
+"""
+
+import logging
+import time
+from typing import NamedTuple
+
+from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
+from ..exceptions import MesosError
+from ..mesos import Scheduler
+from ..mesos.task_states import TERMINAL_STATES
+from .placement import Assignment, OfferPool, TaskRequest, largest_offer, place
+from .slots import SlotTable, TaskSlot, make_slots  # noqa: F401 (make_slots: for callers)
+
+logger = logging.getLogger(__name__)
+
+IDLE_REFUSE_SECONDS = 120.0
+BUSY_REFUSE_SECONDS = 2.0
+
+
+class Launch(NamedTuple):
+    """An attempt the scheduler launched: ``slot``'s new ``task_id`` on
+    ``assignment`` (its agent, host name, port and resources) from ``offer_id``."""
+
+    slot: TaskSlot
+    task_id: str
+    attempt: int       # 1 for the slot's first launch
+    offer_id: str
+    assignment: Assignment
+
+    @property
+    def agent_id(self):
+        return self.assignment.agent_id
+
+    @property
+    def port(self):
+        return self.assignment.port
+
+
+def resource_totals(items):
+    """Sum of ``cpus``, ``mem`` and ``gpus`` over dicts (offer summaries, jobs)."""
+    totals = {"cpus": 0.0, "mem": 0.0, "gpus": 0}
+    for item in items:
+        for key in totals:
+            totals[key] += item[key]
+    return totals
+
+
+def describe_resources(resources):
+    return "cpus=%g mem=%g gpus=%d" % (round(resources["cpus"], 3), round(resources["mem"], 1),
+                                       resources["gpus"])
+
+
+class TFMesosScheduler(Scheduler):
+    """Places the pending slots of ``slots`` (a ``SlotTable``) on offers.
+    ``make_task(slot, assignment) -> TaskInfo`` builds each task (pure);
+    ``on_launch(launches)`` (a list of ``Launch``) is told of the attempts
+    about to be launched, outside the lock and before Mesos may start them;
+    what the driver reports goes to ``events`` as ``tfmesos.core.events`` objects.
+    ``extra_ports(slot)`` says how many ports a slot needs besides its own
+    (default none)."""
+
+    def __init__(self, slots, make_task, events, run_id, on_launch=None, extra_ports=None):
+        if not isinstance(slots, SlotTable):
+            raise TypeError("slots must be a SlotTable (tfmesos.core.slots.make_slots)")
+        self.slots = slots
+        self.lock = slots.lock
+        self._make_task = make_task
+        self._on_launch = on_launch or (lambda launches: None)
+        self._extra_ports = extra_ports or (lambda slot: 0)
+        self._events = events
+        self._run_id = run_id
+        self._suppressed = False
+        self._closed = False       # the run is stopping: launch nothing more
+        self.largest_offer = None
+        self.most_held = None      # the most offers + live tasks held at once (totals)
+        self.first_offer_at = None  # time.time() of the first offers
+        self.framework_id = None
+
+    def slot_of(self, task_id):
+        return self.slots.slot_of(task_id)
+
+    def pending(self):
+        return self.slots.pending()
+
+    # -- Mesos callbacks ----------------------------------------------------
+
+    def registered(self, driver, framework_id, master_info):
+        self.framework_id = framework_id.value
+        self._events.put(Subscribed(master_info))
+
+    def reregistered(self, driver, master_info):
+        # Updates the master made while we were away (TASK_LOST of a removed
+        # agent) were dropped, not queued: ask for every task's state.
+        self.reconcile(driver, implicit=True)
+        self._events.put(Subscribed(master_info, again=True))
+
+    def offerRescinded(self, driver, offer_id):
+        # Offers are used or declined within resourceOffers: nothing is held.
+        logger.debug("offer %s rescinded", offer_id.value)
+
+    def executorLost(self, driver, executor_id, agent_id, status):
+        # The command executor's end comes with its task's status update.
+        logger.info("executor %s on agent %s ended (%s)", executor_id.value, agent_id.value,
+                    status)
+
+    def disconnected(self, driver):
+        self._events.put(MesosDisconnected())
+
+    def error(self, driver, message):
+        self._events.put(MesosFailed(message, getattr(driver, "exception", None)))
+
+    def slaveLost(self, driver, agent_id):
+        self._events.put(AgentLost(agent_id.value))
+
+    def statusUpdate(self, driver, update):
+        self._events.put(StatusUpdate(update))
+
+    def resourceOffers(self, driver, offers):
+        launches, unused, still_pending = self._place(offers)
+        try:
+            if launches:
+                self._on_launch(launches)
+                self._send(driver, launches)
+            if unused:
+                refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
+                driver.declineOffer([{"value": oid} for oid in unused],
+                                    {"refuse_seconds": refuse})
+            if not still_pending:
+                with self.lock:
+                    suppress, self._suppressed = not self._suppressed, True
+                if suppress:
+                    driver.suppressOffers()
+        except MesosError as exc:
+            if not exc.means_disconnected:
+                raise
+            # Disconnected meanwhile: Mesos has rescinded these offers anyway.
+            logger.info("offers lost to a disconnection: %s", exc)
+
+    def _place(self, offers):
+        """Under the lock: decide which pending slots go where, and mark them
+        launched. Returns (launches, unused offer ids, whether slots still wait)."""
+        with self.lock:
+            self.first_offer_at = self.first_offer_at or time.time()
+            self._note_held(offers)
+            summary = largest_offer(offers)
+            if summary and (self.largest_offer is None or (summary["cpus"], summary["mem"]) >
+                            (self.largest_offer["cpus"], self.largest_offer["mem"])):
+                self.largest_offer = summary
+            pending = [] if self._closed else self.pending()
+            held = {}
+            for slot in pending:
+                if slot.hold:
+                    held.setdefault(slot.hold[0], set()).add(slot.hold[1])
+            placement = place([_request(slot, self._extra_ports(slot)) for slot in pending],
+                              offers, held)
+            launches = []
+            for offer_id, assignments in placement.launches.items():
+                for assignment in assignments:
+                    slot = assignment.request.key
+                    task_id = "tfmesos.%s.%s.%d.%d" % (self._run_id, slot.job.name, slot.index,
+                                                       slot.attempts + 1)
+                    self.slots.launched(slot, task_id, assignment.agent_id, assignment.port,
+                                        assignment.extra_ports)
+                    launches.append(Launch(slot, task_id, slot.attempts, offer_id, assignment))
+            return launches, placement.unused, not self._closed and bool(self.pending())
+
+    def _send(self, driver, launches):
+        """One LAUNCH per offer; a refused call puts back its slots and those
+        of the offers not sent yet."""
+        by_offer = {}
+        for launch in launches:
+            by_offer.setdefault(launch.offer_id, []).append(launch)
+        groups = list(by_offer.items())
+        for sent, (offer_id, group) in enumerate(groups):
+            infos = [self._make_task(launch.slot, launch.assignment) for launch in group]
+            try:
+                driver.launchTasks([{"value": offer_id}], infos,
+                                   {"refuse_seconds": BUSY_REFUSE_SECONDS})
+            except MesosError:
+                for _, unsent in groups[sent:]:
+                    for launch in unsent:
+                        self.slots.unlaunched(launch.slot)
+                raise
+
+    def _note_held(self, offers):
+        """Track the most this run held at once: these offers plus what its
+        launched, live tasks use (offers are used or declined at once)."""
+        held = resource_totals(OfferPool(offer).summary() for offer in offers)
+        live = [slot.job for slot in self.slots
+                if slot.state != "PENDING" and slot.state not in TERMINAL_STATES]
+        used = resource_totals(vars(job) for job in live)
+        held = {key: held[key] + used[key] for key in held}
+        if self.most_held is not None:
+            held = {key: max(held[key], self.most_held[key]) for key in held}
+        self.most_held = held
+
+    # -- called by the launcher ---------------------------------------------
+
+    def missing_message(self, waited, master):
+        """Why the cluster is not complete after ``waited`` seconds: each
+        missing task, what the whole cluster needs against the most that
+        offers (and the run's live tasks) held at once, and the largest
+        offer seen (or that ``master`` sent none)."""
+        parts = []
+        for slot in self.slots:
+            if slot.address is not None:
+                continue
+            if slot.state == "PENDING" and slot.attempts == 0:
+                parts.append("%s (no offer fits cpus=%g mem=%g gpus=%d)"
+                             % (slot.name, slot.job.cpus, slot.job.mem, slot.job.gpus))
+            else:
+                parts.append(slot.describe())
+        text = "the cluster was not complete after %.0f s; missing: %s; the cluster needs %s " \
+            "in total" % (waited, ", ".join(parts),
+                          describe_resources(resource_totals(vars(s.job) for s in self.slots)))
+        largest = self.largest_offer
+        if largest:
+            return text + "; offers held at most %s; largest offer seen: %s on %s" % (
+                describe_resources(self.most_held), describe_resources(largest),
+                largest["agent"])
+        return text + "; no offer received from %s" % master
+
+    def reconcile(self, driver, implicit=False):
+        """Explicit reconciliation of every task that is not known to have
+        ended (docs/reconciliation.md): Mesos answers each with its latest
+        state, TASK_LOST for a task it does not know any more. A lost
+        connection only postpones it (the next subscription reconciles)."""
+        with self.lock:
+            tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
+                     for slot in self.slots
+                     if slot.task_id and slot.state not in TERMINAL_STATES
+                     and slot.state != "PENDING"]
+        try:
+            if tasks:
+                driver.reconcileTasks(tasks)
+            if implicit:   # and whatever else Mesos still runs for us
+                driver.reconcileTasks([])
+        except MesosError as exc:
+            if not exc.means_disconnected:
+                raise
+            logger.info("reconciliation postponed: %s", exc)
+
+    def close(self):
+        """The run stops: later offers are declined, nothing more launches
+        (a task that ends meanwhile frees resources for the missing ones)."""
+        with self.lock:
+            self._closed = True
+
+    def relaunch(self, driver, *slots):
+        """Queue ``slots`` for another attempt and ask for offers again."""
+        with self.lock:
+            self.slots.requeue(slots)
+            self._suppressed = False
+        driver.reviveOffers()
+
+
+def _request(slot, extra_ports=0):
+    """What a pending slot asks of the offers; pinned to its agent and port
+    for a sticky relaunch."""
+    agent_id, port = slot.hold or (None, None)
+    return TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus, agent_id=agent_id,
+                       fixed_port=port, extra_ports=extra_ports)

@@ -1,0 +1,350 @@
+"""Job and run specs: small value objects that validate themselves.
+
+A ``Job`` is one kind of task (``ps``, ``worker``, ``chief``, ...) with its
+count and resources; a ``RunSpec`` is everything one run needs: its jobs,
+mode and command, master and TLS settings, containers, volumes, role,
+timeouts, recovery and run directory. ``tfrun`` and ``cluster()`` each build
+one, and it checks itself once, on construction: bad values raise a
+``SpecError`` whose message says what to change, before anything launches.
+"""
+
+import dataclasses
+import math
+import os
+import re
+import string
+from typing import Optional
+
+from .config import LOCAL
+from ..exceptions import SpecError
+from ..mesos.master_address import parse_master
+from ..mesos.roles import role_error
+from .restarts import RestartPolicy
+from .volumes import parse_volume
+
+TRAINER_JOBS = ("chief", "worker", "ps")
+REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
+SINGLETON_JOBS = ("chief", "evaluator")
+CONTAINERIZERS = ("MESOS", "DOCKER")
+MODES = ("fine", "replica")
+AUTO = "auto"               # run_dir: the default directory for the run
+STICKY_TIMEOUT = 120.0
+RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task/connection.py)
+# A master never reached that refuses every connection (nothing listens at
+# its port) ends the wait after this long unless the user chose a connect
+# timeout: a master that is starting listens sooner ("or --connect-timeout
+# to wait longer").
+REFUSED_TIMEOUT = 5.0
+_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """``num`` tasks of job ``name``, each with ``cpus``, ``mem`` (MB) and
+    whole ``gpus``; ``cmd`` overrides the run's command for this job;
+    ``start`` is the index of its first task; ``env`` extra variables."""
+
+    name: str
+    num: int = 1
+    cpus: float = 1.0
+    mem: float = 1024.0
+    gpus: int = 0
+    cmd: Optional[str] = None
+    start: int = 0
+    env: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
+            raise SpecError("invalid job name %r: use lower-case letters, digits and '_', "
+                            "starting with a letter (e.g. 'worker')" % (self.name,))
+        _check_int(self, "num", 1)
+        _check_int(self, "start", 0)
+        for field in ("cpus", "mem"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise SpecError("job %r: %s must be a positive number, got %r"
+                                % (self.name, field, value))
+            object.__setattr__(self, field, float(value))
+        gpus = self.gpus
+        if isinstance(gpus, float) and gpus.is_integer():
+            gpus = int(gpus)
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+            raise SpecError("job %r: gpus must be a whole number >= 0 (Mesos allocates whole "
+                            "GPUs), got %r" % (self.name, self.gpus))
+        object.__setattr__(self, "gpus", gpus)
+        if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
+            raise SpecError("job %r: cmd must be a non-empty string or None" % self.name)
+        object.__setattr__(self, "env", _env_tuple(self.env, "job %r" % self.name))
+        if self.name in SINGLETON_JOBS and self.num != 1:
+            raise SpecError("job %r: at most one %s task is allowed, got num=%d"
+                            % (self.name, self.name, self.num))
+
+    @classmethod
+    def from_dict(cls, data):
+        if isinstance(data, Job):
+            return data
+        if not isinstance(data, dict):
+            raise SpecError("a job must be a tfmesos.Job or a dict, got %r" % (data,))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise SpecError("unknown job field(s) %s; known: %s"
+                            % (", ".join(map(repr, unknown)), ", ".join(sorted(fields))))
+        if "name" not in data:
+            raise SpecError("a job needs a 'name' (e.g. {'name': 'worker', 'num': 2})")
+        return cls(**data)
+
+    def to_dict(self):
+        data = dataclasses.asdict(self)
+        data["env"] = dict(self.env)
+        return data
+
+    def task_indices(self):
+        return range(self.start, self.start + self.num)
+
+
+def parse_jobs(jobs, allowed=None):
+    """Validate a list of ``Job``/dicts: unique names, names allowed for the mode."""
+    if isinstance(jobs, (Job, dict)):
+        jobs = [jobs]
+    parsed = [Job.from_dict(job) for job in jobs or ()]
+    if not parsed:
+        raise SpecError("no jobs given: pass e.g. [Job(name='ps', num=1), Job(name='worker', num=2)]")
+    names = [job.name for job in parsed]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise SpecError("job name(s) given twice: %s" % ", ".join(duplicates))
+    if allowed is not None:
+        for job in parsed:
+            if job.name not in allowed:
+                raise SpecError("unknown job %r for this mode; use one of: %s"
+                                % (job.name, ", ".join(allowed)))
+    return parsed
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Everything about one run.
+
+    * What runs: ``jobs`` (``Job`` objects or dicts), ``mode`` "fine"
+      (TensorFlow servers, ``cluster()``) or "replica" (``command``, a
+      template with ``{placeholders}``, in every task; ``hooks``: shell
+      ``initializer`` / ``finalizer``), ``coordinator`` (fine mode: the
+      calling process is the chief).
+    * Where: ``master`` (host:port, zk://..., or "local"), ``role``, ``user``;
+      https masters: ``verify``, ``ca_bundle``, ``master_scheme`` (zk://);
+      ``advertise_address`` (what tasks reach us at), ``connect_timeout``
+      (default 60 s) and ``refused_timeout`` (a master never reached that
+      refuses every connection: the connect timeout when one was given,
+      else ``REFUSED_TIMEOUT``);
+      ``local_master`` (options of the embedded master).
+    * How: ``image`` (None: plain command tasks run by ``python``),
+      ``containerizer`` MESOS (the default, as in the original TFMesos: a
+      Docker image under the Mesos containerizer) or DOCKER,
+      ``force_pull``, ``volumes`` (``host:container[:ro|rw]``), ``env``,
+      ``docker_parameters``; ``quiet_tensorflow`` (False: ``tfrun -v``).
+    * When things fail: ``launch_timeout``, ``max_attempts``,
+      ``reconnect_grace``; ``restart_policy`` (``restarts.RestartPolicy``),
+      ``sticky_jobs`` / ``sticky_timeout`` (relaunch in place).
+    * What it leaves: ``run_dir`` (``AUTO``: the default directory; None:
+      none) and ``logs`` (``tfrun --logs`` choices of what is shown).
+    * What it sends: ``ship`` (a ``bundle.ShipSpec``, or a directory for
+      one with the defaults): the user's directory, the task side of
+      tfmesos and a packed Python environment, fetched by every task."""
+
+    name: str = "tfmesos"
+    role: Optional[str] = None
+    image: Optional[str] = None
+    containerizer: str = "MESOS"
+    force_pull: bool = False
+    volumes: tuple = ()
+    env: tuple = ()
+    docker_parameters: tuple = ()
+    launch_timeout: float = 600.0
+    max_attempts: int = 3
+    user: Optional[str] = None
+    python: Optional[str] = None   # interpreter of plain command tasks (default: this one)
+    jobs: tuple = ()
+    mode: str = "fine"
+    command: Optional[str] = None
+    hooks: tuple = ()              # (("initializer", "cmd"), ("finalizer", "cmd"))
+    coordinator: bool = False
+    master: str = LOCAL
+    verify: bool = True
+    ca_bundle: Optional[str] = None
+    master_scheme: str = "http"
+    advertise_address: Optional[str] = None
+    connect_timeout: Optional[float] = None   # None: 60 s
+    refused_timeout: Optional[float] = None   # None: connect_timeout if given, else 5 s
+    local_master: tuple = ()       # (("option", value), ...) for the embedded master
+    quiet_tensorflow: bool = True
+    reconnect_grace: float = RECONNECT_GRACE
+    restart_policy: RestartPolicy = RestartPolicy()
+    sticky_jobs: tuple = ()
+    sticky_timeout: float = STICKY_TIMEOUT
+    run_dir: Optional[str] = AUTO
+    logs: tuple = ()
+    ship: Optional[object] = None  # bundle.ShipSpec: tfrun --ship, cluster(ship=...)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise SpecError("the framework name must be a non-empty string")
+        upper = str(self.containerizer or "MESOS").upper()
+        if upper not in CONTAINERIZERS:
+            raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
+                            % (self.containerizer,))
+        object.__setattr__(self, "containerizer", upper)
+        if self.user is not None and not (isinstance(self.user, str) and self.user.strip()
+                                          and not any(c.isspace() for c in self.user)):
+            raise SpecError("invalid user %r: give a user name that exists on the agents"
+                            % (self.user,))
+        if self.image is not None and not (isinstance(self.image, str) and self.image.strip()):
+            raise SpecError("the image name must be a non-empty string")
+        if self.role is not None:
+            why = role_error(self.role) if isinstance(self.role, str) else "not a string"
+            if why:
+                raise SpecError("invalid Mesos role %r (%s): use a name like 'ml' or 'ml/team'"
+                                % (self.role, why))
+        object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
+                                                  _volume_tuple(v) for v in self.volumes))
+        object.__setattr__(self, "env", _env_tuple(self.env, "the run"))
+        params = []
+        for item in self.docker_parameters:
+            key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
+            params.append((str(key), str(value)))
+        object.__setattr__(self, "docker_parameters", tuple(params))
+        if self.refused_timeout is None:
+            object.__setattr__(self, "refused_timeout", REFUSED_TIMEOUT
+                               if self.connect_timeout is None else self.connect_timeout)
+        if self.connect_timeout is None:
+            object.__setattr__(self, "connect_timeout", 60.0)
+        for field in ("launch_timeout", "connect_timeout", "refused_timeout", "reconnect_grace"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise SpecError("%s must be a positive number of seconds, got %r"
+                                % (field, value))
+        _check_int(self, "max_attempts", 1)
+        for field in ("hooks", "local_master"):
+            value = getattr(self, field)
+            object.__setattr__(self, field, tuple((value or {}).items())
+                               if isinstance(value, dict) else tuple(value or ()))
+        object.__setattr__(self, "sticky_jobs", tuple(self.sticky_jobs))
+        object.__setattr__(self, "logs", tuple(self.logs))
+        self._check_connection()
+        self._check_ship()
+        if self.jobs:
+            object.__setattr__(self, "jobs", tuple(parse_jobs(list(self.jobs))))
+            self._check_jobs()
+
+    def _check_connection(self):
+        if not isinstance(self.master, str) or not self.master.strip():
+            raise SpecError("the master must be host:port, zk://host:port/path or 'local'")
+        if self.master != LOCAL:
+            parse_master(self.master)   # MasterAddressError, naming the problem
+        if self.master_scheme not in ("http", "https"):
+            raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
+        if self.ca_bundle and not os.path.isfile(self.ca_bundle):
+            raise SpecError("--ca-bundle %s: no such file" % self.ca_bundle)
+
+    def _check_ship(self):
+        if self.ship is None:
+            return
+        from ..ship.bundle import ShipSpec
+        if isinstance(self.ship, (str, os.PathLike)):
+            object.__setattr__(self, "ship", ShipSpec(os.fspath(self.ship)))
+        if not isinstance(self.ship, ShipSpec):
+            raise SpecError("ship must be a directory or a tfmesos.ship.bundle.ShipSpec, got %r"
+                            % (self.ship,))
+        if self.ship.python_env and self.image:
+            raise SpecError("--python-env runs plain tasks with the archive's interpreter, and "
+                            "an image has its own Python: drop -I or --python-env")
+
+    def _check_jobs(self):
+        if self.mode not in MODES:
+            raise SpecError("mode must be 'fine' or 'replica', got %r" % (self.mode,))
+        if self.mode == "replica":
+            if not self.command:
+                raise SpecError("replica mode needs a command to run in every task")
+            check_command_template(self.command, self.jobs)
+        names = {job.name for job in self.jobs}
+        if self.coordinator and "chief" in names:
+            raise SpecError("coordinator=True makes the calling process the chief; "
+                            "drop the 'chief' job or the coordinator option")
+        if self.sticky_jobs and not (("chief" in names or self.coordinator)
+                                     and "worker" in names):
+            raise SpecError("--sticky-workers needs a chief and workers "
+                            "(ParameterServerStrategy): add -c, or drop --sticky-workers")
+        if isinstance(self.sticky_timeout, bool) or not isinstance(self.sticky_timeout,
+                                                                   (int, float)) \
+                or self.sticky_timeout <= 0:
+            raise SpecError("--sticky-timeout must be a positive number of seconds")
+        check_run(self, self.jobs)
+
+    @property
+    def hook_commands(self):
+        return dict(self.hooks)
+
+    @property
+    def local_master_options(self):
+        return dict(self.local_master)
+
+    def driver_options(self):
+        """The driver's TLS and zk:// settings."""
+        return {"verify": self.verify, "ca_bundle": self.ca_bundle,
+                "scheme": self.master_scheme}
+
+
+def check_run(run, jobs):
+    """What the run and its jobs cannot do together: GPUs under the Docker
+    containerizer (Mesos isolates GPUs in the Mesos containerizer only,
+    docs/gpu-support.md; the Docker containerizer passes a ``gpus`` parameter
+    through verbatim, which always means GPUs 0..N-1 to Docker, not the ones
+    Mesos gave the task)."""
+    if run.image and run.containerizer == "DOCKER" and any(job.gpus for job in jobs):
+        raise SpecError("GPUs need the Mesos containerizer: use -C MESOS (the default) "
+                        "instead of -C DOCKER")
+
+
+def check_command_template(cmd, jobs):
+    """Reject unknown ``{placeholders}`` in a replica command before launching."""
+    known = {"ps_hosts", "worker_hosts", "chief_hosts", "job_name", "task_index"}
+    known.update("%s_hosts" % job.name for job in jobs)
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(cmd) if field is not None]
+    except ValueError as exc:
+        raise SpecError("bad braces in the command %r (%s); write {{ and }} for literal "
+                        "braces" % (cmd, exc)) from None
+    for field in fields:
+        base = re.split(r"[.\[!:]", field, 1)[0]
+        if base not in known:
+            raise SpecError("unknown placeholder {%s} in the command; known: %s (write {{ and }} "
+                            "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))
+
+
+def _check_int(obj, field, minimum):
+    value = getattr(obj, field)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        owner = "job %r" % obj.name if isinstance(obj, Job) else "the run"
+        raise SpecError("%s: %s must be an integer >= %d, got %r" % (owner, field, minimum, value))
+
+
+def _env_tuple(env, owner):
+    items = env.items() if isinstance(env, dict) else env
+    result = []
+    for item in items:
+        if isinstance(item, str):
+            if "=" not in item:
+                raise SpecError("%s: environment entry %r must look like NAME=VALUE" % (owner, item))
+            item = item.split("=", 1)
+        name, value = item
+        if not _ENV_NAME.match(str(name)):
+            raise SpecError("%s: invalid environment variable name %r" % (owner, name))
+        result.append((str(name), str(value)))
+    return tuple(result)
+
+
+def _volume_tuple(volume):
+    host, container, mode = volume
+    return parse_volume("%s:%s:%s" % (host, container, mode.lower()))

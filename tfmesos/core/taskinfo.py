@@ -1,0 +1,216 @@
+"""FrameworkInfo and TaskInfo builders: pure functions from the run's spec
+and a placed task to Mesos JSON (tested without a master or a driver)."""
+
+import getpass
+import os
+import shlex
+import sys
+
+from ..protocol import task_env
+from . import config
+
+FAILOVER_TIMEOUT = 60.0
+# The directory that holds the tfmesos package.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/group", "RO"))
+
+
+def run_user(run):
+    """The user tasks run as: the run's, else the submitter's."""
+    return run.user or getpass.getuser()
+
+
+def framework_info(run, jobs):
+    """The FrameworkInfo a run subscribes with."""
+    # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
+    # of frameworks without it (--filter_gpu_resources=true, the default in
+    # src/master/flags.cpp), and a CPU-only run may have to use them.
+    info = {"user": run_user(run), "name": run.name,
+            "failover_timeout": FAILOVER_TIMEOUT,
+            "capabilities": [{"type": "GPU_RESOURCES"}]}
+    if run.role:
+        info["roles"] = [run.role]
+        info["capabilities"].append({"type": "MULTI_ROLE"})
+    return info
+
+
+def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None,
+               shipment=None, ship_host=None):
+    """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
+    ``assignment``; tasks register at ``rendezvous`` ("host:port") with
+    ``secret`` (bytes). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
+    TensorFlow's logging as it is (see ``tensorflow_env``). ``run_id``
+    (default: the one in the task id) becomes ``TFMESOS_RUN_ID``.
+    ``shipment`` (``tfrun --ship``, a ``shipping.Shipment`` served at
+    ``ship_host``): the task fetches what it ships and runs from it."""
+    env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
+    env.update(thread_env(slot.job.cpus))
+    env[task_env.GPUS] = str(slot.job.gpus)
+    env.update(run.env)        # the user's own settings (-E, the job's env) win
+    env.update(slot.job.env)
+    env.update({
+        task_env.RENDEZVOUS: rendezvous,
+        task_env.SECRET: secret.hex(),
+        task_env.TASK_ID: slot.task_id,
+        task_env.OFFER_HOST: assignment.hostname,
+        "PYTHONUNBUFFERED": "1",
+    })
+    run_id = run_id or run_id_of(slot.task_id)
+    if run_id:
+        env[task_env.RUN_ID] = run_id
+    if assignment.port:
+        env[task_env.PORT] = str(assignment.port)
+    if assignment.extra_ports:
+        # Reserved by Mesos for the coordinator of the whole job (Keras/JAX's,
+        # KERAS_DISTRIBUTION_JOB_ADDRESSES); see clusterspec.keras_environment.
+        env[task_env.COORDINATOR_PORT] = str(assignment.extra_ports[0])
+    container = container_info(run) if run.image else None
+    if shipment is not None:
+        env.update(shipment.environment())
+        command, uris = shipment.command(run.image, run.python), shipment.uris(ship_host)
+    else:
+        no_site = False
+        if not run.image:
+            env["PYTHONPATH"] = submitter_pythonpath()
+            no_site = run.mode == "replica" and package_on_path(env["PYTHONPATH"])
+        command, uris = task_command(run.image, run.python, no_site), None
+    return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
+                           assignment.resources, command, env,
+                           container, labels={"tfmesos.job": slot.job.name,
+                                              "tfmesos.index": slot.index}, uris=uris)
+
+
+def run_id_of(task_id):
+    """The run's id in a task id ``tfmesos.<run id>.<job>.<index>.<attempt>``
+    (``scheduler.TFMesosScheduler``), else ""."""
+    parts = task_id.split(".")
+    return parts[1] if len(parts) >= 5 and parts[0] == "tfmesos" else ""
+
+
+def tensorflow_env(gpus, quiet=True):
+    """TensorFlow's variables for a task; the run's and the job's own win.
+
+    ``TF_CPP_MIN_LOG_LEVEL=2`` (with ``quiet``) keeps errors of TensorFlow's
+    C++ logging and drops INFO and WARNING; a task without GPUs gets
+    ``TF_ENABLED_DEVICE_TYPES=CPU`` (``tensorflow/core/framework/
+    device_factory.cc``): TensorFlow registers no GPU device, so it neither
+    calls cuInit (an error line where there is no CUDA driver) nor takes a
+    GPU Mesos did not give the task.
+    """
+    env = {}
+    if quiet:
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if not gpus:
+        env["TF_ENABLED_DEVICE_TYPES"] = "CPU"
+    return env
+
+
+INTEROP_THREADS = 2
+
+
+def thread_env(cpus):
+    """Thread pools sized to the task's ``cpus``, not to the agent's cores:
+    TensorFlow sizes its pools from ``TF_NUM_INTRAOP_THREADS`` and
+    ``TF_NUM_INTEROP_THREADS`` when set, else from every core of the machine
+    (tensorflow/core/common_runtime/process_util.cc), which oversubscribes a
+    task held to 1 cpu on a 64-core agent; OpenMP (oneDNN) reads
+    ``OMP_NUM_THREADS``. Intra-op = max(1, round(cpus)); inter-op stays small
+    (2: a collective op waiting for its peers must not starve the rest)."""
+    intra = max(1, int(round(cpus)))
+    return {"TF_NUM_INTRAOP_THREADS": str(intra),
+            "TF_NUM_INTEROP_THREADS": str(INTEROP_THREADS),
+            "OMP_NUM_THREADS": str(intra)}
+
+
+def task_command(image, python=None, no_site=False):
+    """The entry point's command line. Inside an image the image's own
+    ``python3`` runs it; plain tasks use this interpreter (same install).
+    ``no_site``: with ``-S`` (no ``site``: ~35 ms less per task), for a
+    replica task entry, which needs only the standard library and tfmesos,
+    found on its PYTHONPATH (``package_on_path``)."""
+    # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
+    if image:
+        return "exec python3 -m tfmesos.task"
+    return "exec %s%s -m tfmesos.task" % (shlex.quote(python or sys.executable),
+                                          " -S" if no_site else "")
+
+
+def package_on_path(pythonpath):
+    """Whether ``pythonpath`` itself leads to this tfmesos package (not only
+    an editable install's finder, which ``site`` sets up)."""
+    return _PACKAGE_PARENT in pythonpath.split(os.pathsep)
+
+
+def submitter_pythonpath(path=None):
+    """PYTHONPATH that lets a plain task import what this process imports."""
+    entries = []
+    for entry in sys.path if path is None else path:
+        entry = os.path.abspath(entry or os.getcwd())
+        if os.path.isdir(entry) and entry not in entries:
+            entries.append(entry)
+    return os.pathsep.join(entries)
+
+
+def container_info(run):
+    """The TaskInfo ``container`` for ``run.image`` (None for a plain task), for
+    ``run.containerizer``. GPUs need nothing here: the Mesos containerizer's
+    nvidia isolator gives a task the GPUs of its ``gpus`` resource (and DOCKER
+    with GPUs is refused up front, see ``spec.check_run``)."""
+    if not run.image:
+        return None
+    volumes = [{"container_path": container, "host_path": host, "mode": mode}
+               for host, container, mode in PASSWD_VOLUMES + tuple(run.volumes)]
+    if run.containerizer == "DOCKER":
+        parameters = [{"key": key, "value": value} for key, value in run.docker_parameters]
+        if not any(key in ("user", "u") for key, _ in run.docker_parameters):
+            # The Docker containerizer ignores the framework's user: say it to Docker.
+            parameters.append({"key": "user", "value": run_user(run)})
+        return {"type": "DOCKER", "volumes": volumes,
+                "docker": {"image": run.image, "network": "HOST",
+                           "force_pull_image": bool(run.force_pull),
+                           "parameters": parameters}}
+    return {"type": "MESOS", "volumes": volumes,
+            "mesos": {"image": {"type": "DOCKER", "docker": {"name": run.image},
+                                "cached": not run.force_pull}}}
+
+
+def build_task_info(task_id, name, agent_id, resources, command, env, container=None,
+                    labels=None, uris=None):
+    variables = [{"name": key, "value": str(value)} for key, value in sorted(env.items())]
+    info = {
+        "name": name,
+        "task_id": {"value": task_id},
+        "agent_id": {"value": agent_id},
+        "resources": list(resources),
+        "command": {"value": command, "shell": True,
+                    "environment": {"variables": variables}},
+    }
+    if uris:
+        info["command"]["uris"] = list(uris)
+    if container is not None:
+        info["container"] = container
+    if labels:
+        info["labels"] = {"labels": [{"key": k, "value": str(v)} for k, v in sorted(labels.items())]}
+    return info
+
+
+def warm_task_command(run):
+    """(command, environment) of the plain replica tasks of ``run``
+    (``exec PYTHON [-S] -m tfmesos.task``) when the embedded master may fork
+    them warm, else None. The environment
+    is a guess (the run's, before a job's own variables): the agent compares
+    each launch's own (``backends.warm_runner.matches``)."""
+    # Another interpreter (--python) is the user's to run at each task start:
+    # it may be a wrapper that does more than start Python.
+    if run.master != config.LOCAL or run.mode != "replica" or run.image \
+            or run.ship is not None or run.python not in (None, sys.executable) \
+            or os.environ.get("TFMESOS_WARM_TASKS", "1") == "0":
+        return None
+    pythonpath = submitter_pythonpath()
+    env = dict(os.environ)
+    env.update(run.env)
+    env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath})
+    # As taskinfo.build_task decides: without ``site`` when the path itself
+    # finds tfmesos (not only an editable install's finder).
+    no_site = package_on_path(pythonpath)
+    return task_command(None, sys.executable, no_site), env

@@ -1,0 +1,29 @@
+"""The task's environment: the names the scheduler side sets (the TaskInfo's
+``command.environment``, the start message's ``env``) and the task side
+reads, in one place both import."""
+
+# Set in the TaskInfo (core.taskinfo, ship.shipping), read by the task entry.
+RENDEZVOUS = "TFMESOS_RENDEZVOUS"       # host:port of the run's rendezvous
+SECRET = "TFMESOS_SECRET"               # the run's secret, hex
+TASK_ID = "TFMESOS_TASK_ID"             # the Mesos task id it registers as
+RUN_ID = "TFMESOS_RUN_ID"
+OFFER_HOST = "TFMESOS_OFFER_HOST"       # the agent's hostname, from the offer
+TASK_HOST = "TFMESOS_TASK_HOST"         # overrides OFFER_HOST (set by the user)
+PORT = "TFMESOS_PORT"                   # the port Mesos gave it (absent: pick one)
+COORDINATOR_PORT = "TFMESOS_COORDINATOR_PORT"   # worker 0's second port (Keras)
+GPUS = "TFMESOS_GPUS"                   # the task measures GPU memory when > 0
+USAGE_INTERVAL = "TFMESOS_USAGE_INTERVAL"   # seconds between usage samples
+BUNDLE = "TFMESOS_BUNDLE"               # tfrun --ship: the bundle's file name,
+BUNDLE_SHA256 = "TFMESOS_BUNDLE_SHA256"  # its sha256,
+BUNDLE_DIR = "TFMESOS_BUNDLE_DIR"       # and the directory it unpacks to
+
+REQUIRED = (RENDEZVOUS, SECRET, TASK_ID)
+
+# Set in the start message of a replica task, read by the user's command.
+RESTART = "TFMESOS_RESTART"             # whole restarts so far
+DISTRIBUTED = "TFMESOS_DISTRIBUTED"
+PS_HOSTS = "TFMESOS_PS_HOSTS"
+WORKER_HOSTS = "TFMESOS_WORKER_HOSTS"
+CHIEF_HOSTS = "TFMESOS_CHIEF_HOSTS"
+JOB_NAME = "TFMESOS_JOB_NAME"
+TASK_INDEX = "TFMESOS_TASK_INDEX"

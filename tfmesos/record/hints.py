@@ -1,0 +1,131 @@
+"""One line of advice for the usual ways distributed TensorFlow and Keras
+fail, read from what the failed task printed last (its stderr), its exit
+code and Mesos' message about it: never from guesses at the user's program.
+
+``RULES`` is the table, most specific first; the first rule that matches
+gives the hint. A rule matches when its ``pattern`` is found in one of the
+lines (or in Mesos' message), or when the exit code is one of its
+``exit_codes``. Its ``hint`` may name the pattern's groups (``{module}``)
+and ``{memory}``: the tfrun option that gives the failed task's job 4 GB.
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+LINES = 40   # how many of the task's last stderr lines are read
+
+# tfrun's options for a job's resources: -Mw (mem of the workers), -Cs, -Gc, ...
+_FLAG_LETTER = {"worker": "w", "evaluator": "w", "ps": "s", "chief": "c"}
+_FLAG_KIND = {"mem": "M", "cpus": "C", "gpus": "G"}
+
+
+def resource_flag(job, resource="mem"):
+    """The tfrun option that sets ``resource`` (mem, cpus, gpus) of ``job``'s
+    tasks: ``-Mw``, ``-Cs``, else ``--job NAME:COUNT:CPUS:MEM``."""
+    letter = _FLAG_LETTER.get(job)
+    if letter is None:
+        return "--job %s:COUNT:CPUS:MEM" % job
+    return "-%s%s" % (_FLAG_KIND[resource], letter)
+
+
+def memory_option(job, megabytes=4096):
+    """``-Mw 4096`` for a worker (or no job); ``--job NAME:COUNT:CPUS:4096``
+    for a job without an option of its own."""
+    flag = resource_flag(job or "worker")
+    if flag.startswith("--job"):
+        return flag.replace("MEM", str(megabytes))
+    return "%s %d" % (flag, megabytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    name: str
+    hint: str
+    pattern: Optional[str] = None
+    exit_codes: frozenset = frozenset()
+
+    def match(self, lines, exit_code):
+        """The pattern's groups when the rule applies, else None."""
+        if self.pattern is not None:
+            compiled = re.compile(self.pattern)
+            for line in reversed(lines):
+                found = compiled.search(line)
+                if found:
+                    return found.groupdict()
+        if exit_code is not None and exit_code in self.exit_codes:
+            return {}
+        return None
+
+
+RULES = (
+    Rule("ps-with-multi-worker-mirrored",
+         "MultiWorkerMirroredStrategy takes no ps tasks: run with -s 0 (tfrun starts 1 ps "
+         "unless told otherwise)",
+         r"There is no id for task_type '?ps'?"),
+    # keras-team/keras#20585: Keras 3's model.fit hands PerReplica values to
+    # ops. The error's first line may be hundreds of tensor lines up; its
+    # last one names the class.
+    Rule("keras3-multi-worker",
+         "Keras 3's model.fit does not train under MultiWorkerMirroredStrategy "
+         "(keras-team/keras#20585): use tf_keras (TF_USE_LEGACY_KERAS=1), Keras 3 on JAX "
+         "with keras.distribution, or a custom training loop; see the README, \"Which Keras?\"",
+         r"Attempt to convert a value \(PerReplica:|"
+         r"unsupported type \(<class '[\w.]*PerReplica'>\)"),
+    Rule("missing-module",
+         "Python module '{module}' is missing where the task runs: install it in the image "
+         "or on the agents (--python names another interpreter), or ship it with your code",
+         r"(?:ModuleNotFoundError|ImportError): No module named '(?P<module>[\w.]+)'"),
+    Rule("address-in-use",
+         "a port the task listens on was taken on its agent: listen on the addresses tfrun "
+         "gives (TF_CONFIG, {{worker_hosts}}, TFMESOS_PORT), not on fixed ports",
+         r"[Aa]ddress already in use|EADDRINUSE|Could not start gRPC server|"
+         r"Failed to add port to server"),
+    Rule("gpu-memory",
+         "the GPU ran out of memory: use a smaller batch or model, or more GPUs",
+         r"OOM when allocating tensor.*device:GPU|CUDA_ERROR_OUT_OF_MEMORY|"
+         r"CUDA out of memory|RESOURCE_EXHAUSTED: Out of memory while trying to allocate"),
+    Rule("memory",
+         "the task ran out of memory: give it more, e.g. tfrun {memory} (MB; the default "
+         "is 1024)",
+         # Mesos' memory limit: src/slave/containerizer/mesos/isolators/cgroups/
+         # subsystems/memory.cpp, "Memory limit exceeded: Requested: ...".
+         r"Memory limit exceeded|\bMemoryError\b|std::bad_alloc|OOM when allocating tensor|"
+         r"^Killed$|[Oo]ut of memory"),
+    # 137 = 128 + SIGKILL: what the kernel's OOM killer and a cgroup memory
+    # limit leave, though not only they.
+    Rule("killed",
+         "the task was killed with SIGKILL (exit code 137), as the OOM killer and memory "
+         "limits do: if it ran out of memory, give it more, e.g. tfrun {memory} (MB; the "
+         "default is 1024)",
+         exit_codes=frozenset({137})),
+    Rule("peer-gone",
+         "a collective or gRPC call to another task timed out or found it gone: a peer "
+         "probably failed first; look at the other tasks' logs (the run directory, or "
+         "tfrun --logs all)",
+         r"DEADLINE_EXCEEDED|DeadlineExceededError|\bUNAVAILABLE\b|UnavailableError|"
+         r"[Cc]ollective ops? .*(?:timed out|is aborted)|failed to connect to all addresses|"
+         r"Connection reset by peer|Connection closed by peer|Socket closed"),
+)
+
+
+def matching_rule(lines, exit_code=None, message="", rules=RULES):
+    """(the first rule of ``rules`` that matches, its pattern's groups), or
+    (None, None)."""
+    lines = [line.rstrip("\n") for line in lines]
+    if message:
+        lines.append(message)
+    for rule in rules:
+        groups = rule.match(lines, exit_code)
+        if groups is not None:
+            return rule, groups
+    return None, None
+
+
+def hint_for(lines, exit_code=None, message="", job=None):
+    """The one hint for a task that failed with ``exit_code`` after writing
+    ``lines`` (its last stderr lines) and that Mesos reported with
+    ``message``; ``job`` (``worker``) chooses the memory option named.
+    None when no rule matches."""
+    rule, groups = matching_rule(lines, exit_code, message)
+    return None if rule is None else rule.hint.format(memory=memory_option(job), **groups)

@@ -1,0 +1,207 @@
+"""Reading run directories (``run_record``'s ``run.json`` and log files)
+after the fact or while the run goes: which runs there are, which one a
+user means, what its tasks did, where their logs are, and pruning old ones.
+
+A run directory is any directory holding a ``run.json``; the runs
+directory is ``$TFMESOS_RUNS_DIR``, else ``./tfmesos-runs``.
+"""
+
+import datetime
+import json
+import os
+import shutil
+
+from ..exceptions import TFMesosError
+from .run_record import RUNS_DIR, log_name
+
+RUN_JSON = "run.json"
+
+
+class HistoryError(TFMesosError):
+    """A run that cannot be found or read; the message is one line."""
+
+
+def runs_root(environ, given=None):
+    """The runs directory: ``given``, else ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
+    return given or environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
+
+
+def parse_time(text):
+    """A run.json time (ISO 8601 UTC) as an aware datetime, or None."""
+    if not text:
+        return None
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+
+
+class Run:
+    """One run directory and what its run.json holds (``data``)."""
+
+    def __init__(self, directory, data):
+        self.directory = directory
+        self.data = data
+
+    @classmethod
+    def load(cls, directory):
+        path = os.path.join(directory, RUN_JSON)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except OSError as exc:
+            raise HistoryError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+        except ValueError as exc:
+            raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
+        if not isinstance(data, dict) or "tasks" not in data:
+            raise HistoryError("%s is not a run record (no tasks)" % path)
+        return cls(directory, data)
+
+    def reload(self):
+        """The run as its run.json says now (the same run when it cannot be read)."""
+        try:
+            return Run.load(self.directory)
+        except HistoryError:
+            return self
+
+    @property
+    def run_id(self):
+        return self.data.get("run_id") or os.path.basename(self.directory)
+
+    @property
+    def name(self):
+        return self.data.get("name") or ""
+
+    @property
+    def mode(self):
+        return self.data.get("mode") or ""
+
+    @property
+    def outcome(self):
+        return self.data.get("outcome") or {}
+
+    @property
+    def status(self):
+        return self.outcome.get("status") or "running"
+
+    @property
+    def running(self):
+        return self.status == "running"
+
+    @property
+    def exit_code(self):
+        return self.outcome.get("exit_code")
+
+    @property
+    def timings(self):
+        return self.data.get("timings") or {}
+
+    @property
+    def started(self):
+        return parse_time(self.timings.get("submitted"))
+
+    @property
+    def finished(self):
+        return parse_time(self.timings.get("finished"))
+
+    def duration(self, now=None):
+        """Seconds from submission to the end (to ``now`` while it runs), or None."""
+        start = self.started
+        if start is None:
+            return None
+        end = self.finished or (now or datetime.datetime.now(datetime.timezone.utc))
+        return max(0.0, (end - start).total_seconds())
+
+    @property
+    def tasks(self):
+        return self.data.get("tasks") or []
+
+    def task(self, name):
+        """The task named ``name`` (``worker:1``; ``worker.1`` too)."""
+        wanted = name.replace(".", ":")
+        for task in self.tasks:
+            if task.get("name") == wanted:
+                return task
+        raise HistoryError("run %s has no task %s; its tasks: %s"
+                           % (self.run_id, name, ", ".join(t.get("name", "?") for t in self.tasks)))
+
+    def log_path(self, task_name, stream="stdout", attempt=None):
+        """The log file of ``task_name``'s attempt ``attempt`` (default: its
+        last); None when that attempt forwarded no output (fine-grained mode)."""
+        task = self.task(task_name)
+        attempts = task.get("attempts") or []
+        if not attempts:
+            return None
+        if attempt is None:
+            chosen = attempts[-1]
+        else:
+            chosen = next((a for a in attempts if a.get("attempt") == attempt), None)
+            if chosen is None:
+                raise HistoryError("%s has no attempt %d in run %s; its attempts: %s" % (
+                    task["name"], attempt, self.run_id,
+                    ", ".join(str(a.get("attempt")) for a in attempts)))
+        logs = chosen.get("logs")
+        if not logs:
+            return None
+        return os.path.join(self.directory, logs.get(stream) or log_name(
+            task["name"], chosen.get("attempt", 1), stream))
+
+
+def list_runs(root):
+    """The runs under ``root``, most recent first (unreadable ones skipped)."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise HistoryError("cannot list %s: %s" % (root, exc.strerror or exc)) from None
+    runs = []
+    for name in names:
+        directory = os.path.join(root, name)
+        if os.path.isfile(os.path.join(directory, RUN_JSON)):
+            try:
+                runs.append(Run.load(directory))
+            except HistoryError:
+                continue
+    epoch = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    runs.sort(key=lambda run: (run.started or epoch, run.directory), reverse=True)
+    return runs
+
+
+def find_run(text, root):
+    """The run ``text`` names: a run directory (or its run.json), else a
+    prefix of a run id (or of a directory name) under ``root``."""
+    if not text:
+        raise HistoryError("give a run id or a run directory (tfmesos runs lists them)")
+    if os.path.basename(text) == RUN_JSON and os.path.isfile(text):
+        return Run.load(os.path.dirname(text) or ".")
+    if os.path.isfile(os.path.join(text, RUN_JSON)):
+        return Run.load(text)
+    if os.sep in text or text.startswith("."):
+        raise HistoryError("%s is not a run directory (it has no %s)" % (text, RUN_JSON))
+    matches = [run for run in list_runs(root)
+               if run.run_id.startswith(text) or os.path.basename(run.directory).startswith(text)]
+    if not matches:
+        raise HistoryError("no run %r in %s (tfmesos runs lists them)" % (text, root))
+    if len(matches) > 1:
+        names = ", ".join(os.path.basename(run.directory) for run in matches[:5])
+        more = " and %d more" % (len(matches) - 5) if len(matches) > 5 else ""
+        raise HistoryError("%r matches %d runs (%s%s): give more of the id"
+                           % (text, len(matches), names, more))
+    return matches[0]
+
+
+def prune(root, keep):
+    """Remove every run directory under ``root`` but the ``keep`` most recent
+    and those still running. Returns (removed, kept running) runs."""
+    if keep < 0:
+        raise HistoryError("--keep %d: give 0 or more runs to keep" % keep)
+    removed, running = [], []
+    for run in list_runs(root)[keep:]:
+        if run.running:
+            running.append(run)
+            continue
+        shutil.rmtree(run.directory)
+        removed.append(run)
+    return removed, running

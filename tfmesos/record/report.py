@@ -1,0 +1,369 @@
+"""A run's report: one self-contained HTML file (inline CSS and SVG, no
+script, nothing fetched) drawn from its run.json (``history.Run``): the
+outcome and hints, a timeline of every task attempt (launch, running,
+registered, end; the first offer, the complete cluster, restarts and
+relaunches marked), the tasks' table, and per-task CPU and memory over
+time when run.json holds samples.
+"""
+
+import datetime
+import html
+import os
+
+from .history import parse_time
+from ..mesos.task_states import TERMINAL_STATES
+
+REPORT = "report.html"
+
+# The bar of an attempt once it runs, by its last state.
+STATE_COLORS = {"TASK_FINISHED": "#2e9d4f", "TASK_FAILED": "#d1372f", "TASK_ERROR": "#d1372f",
+                "TASK_KILLED": "#8a8f98", "TASK_LOST": "#e8871e", "TASK_GONE": "#e8871e",
+                "TASK_DROPPED": "#e8871e", "TASK_GONE_BY_OPERATOR": "#e8871e",
+                "TASK_UNREACHABLE": "#e8871e"}
+RUNNING_COLOR = "#3b7dd8"      # not ended (yet)
+STAGING_COLOR = "#c9d7ea"      # launched, not running yet
+STATUS_COLORS = {"succeeded": "#2e9d4f", "failed": "#d1372f", "aborted": "#d1372f",
+                 "interrupted": "#e8871e", "running": "#3b7dd8"}
+
+CSS = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1d2330;
+       margin: 24px 32px; background: #fff; }
+h1 { font-size: 22px; margin: 0 0 12px; }
+h2 { font-size: 16px; margin: 28px 0 8px; border-bottom: 1px solid #e3e6eb; padding-bottom: 4px; }
+.status { color: #fff; border-radius: 4px; padding: 2px 8px; font-size: 14px; margin-left: 8px;
+          vertical-align: middle; }
+table { border-collapse: collapse; }
+table.facts td { padding: 2px 14px 2px 0; vertical-align: top; }
+table.facts td:first-child { color: #5b6475; white-space: nowrap; }
+table.tasks th, table.tasks td { padding: 3px 10px; border-bottom: 1px solid #eef0f3;
+                                 text-align: left; white-space: nowrap; }
+table.tasks th { color: #5b6475; font-weight: 600; }
+code, .mono { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; }
+.hint { background: #fff7e0; border-left: 4px solid #e8b21e; padding: 6px 10px; margin: 6px 0; }
+.message { background: #f6f7f9; padding: 6px 10px; margin: 6px 0; white-space: pre-wrap; }
+.legend span { display: inline-block; margin-right: 16px; color: #5b6475; }
+.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 5px;
+            vertical-align: -1px; border-radius: 2px; }
+svg text { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }
+.muted { color: #5b6475; }
+"""
+
+
+def _e(value):
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _local(moment):
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def _seconds(value):
+    if value is None:
+        return "-"
+    return "%.1f s" % value if value < 120 else "%dm%02ds" % divmod(int(round(value)), 60)
+
+
+class _Clock:
+    """Times of the run as seconds from its submission."""
+
+    def __init__(self, run, now):
+        self.start = run.started or now
+        ends = [run.finished] + [parse_time(state.get("time")) for task in run.tasks
+                                 for attempt in task.get("attempts") or []
+                                 for state in attempt.get("states") or []]
+        ends = [moment for moment in ends if moment is not None]
+        self.end = max(ends + [now if run.running else self.start])
+        self.span = max((self.end - self.start).total_seconds(), 0.001)
+
+    def at(self, text):
+        moment = parse_time(text) if isinstance(text, str) else text
+        return None if moment is None else (moment - self.start).total_seconds()
+
+
+def _attempt_times(attempt, clock):
+    """launched, running, registered, ended (seconds; None when unknown),
+    and the last state."""
+    states = attempt.get("states") or []
+    running = next((clock.at(s.get("time")) for s in states if s.get("state") == "TASK_RUNNING"),
+                   None)
+    last = states[-1] if states else {}
+    ended = clock.at(last.get("time")) if last.get("state") in TERMINAL_STATES else None
+    return (clock.at(attempt.get("launched")), running, clock.at(attempt.get("registered")),
+            ended, last)
+
+
+def _ticks(span, count=6):
+    """Round tick values (seconds) across ``span``."""
+    raw = span / count
+    step = next(s for s in (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
+                            3600, 7200, 14400, 43200, 86400) + (raw * 2,) if s >= raw)
+    return [i * step for i in range(int(span / step) + 1)]
+
+
+def _tick_label(value):
+    if value < 60:
+        return ("%.1f s" % value).replace(".0 s", " s")
+    if value < 3600:
+        return "%dm%02d" % divmod(int(value), 60)
+    return "%dh%02d" % (int(value) // 3600, int(value) % 3600 // 60)
+
+
+def timeline_svg(run, clock):
+    """Every attempt as a bar: light from its launch until it runs, then
+    colored by how it ended; a dot where it registered; lines for the first
+    offer, the complete cluster, restarts and relaunches."""
+    rows = [(task, attempt) for task in run.tasks for attempt in task.get("attempts") or []]
+    label_w, width, row_h, top = 150, 760, 26, 34
+    height = top + row_h * max(len(rows), 1) + 30
+    x = lambda seconds: label_w + width * max(0.0, min(seconds, clock.span)) / clock.span  # noqa
+    parts = ['<svg width="%d" height="%d" role="img" '
+             'aria-label="timeline of every task attempt">' % (label_w + width + 140, height)]
+    for tick in _ticks(clock.span):
+        parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eef0f3"/>'
+                     '<text x="%.1f" y="%d" font-size="11" fill="#5b6475" text-anchor="middle">'
+                     '%s</text>' % (x(tick), top - 6, x(tick), height - 24, x(tick),
+                                    height - 10, _tick_label(tick)))
+    marks = []
+    timings = run.timings
+    for key, label in (("first_offer", "first offer"), ("all_registered", "cluster complete")):
+        at = clock.at(timings.get(key))
+        if at is not None:
+            marks.append((at, label, "#5b6475"))
+    for restart in run.data.get("restarts") or []:
+        marks.append((clock.at(restart.get("time")), "restart %s (%s: %s)"
+                      % (restart.get("restart"), restart.get("cause"), restart.get("task")),
+                      "#d1372f"))
+    for relaunch in run.data.get("relaunches") or []:
+        marks.append((clock.at(relaunch.get("time")), "relaunch %s" % relaunch.get("task"),
+                      "#e8871e"))
+    for number, (at, label, color) in enumerate(m for m in marks if m[0] is not None):
+        parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" '
+                     'stroke-dasharray="4 3"/><text x="%.1f" y="%d" font-size="11" fill="%s">'
+                     '%s</text>' % (x(at), top - 4, x(at), height - 24, color, x(at) + 3,
+                                    12 + 11 * (number % 2), color, _e(label)))
+    for index, (task, attempt) in enumerate(rows):
+        y = top + index * row_h
+        launched, running, registered, ended, last = _attempt_times(attempt, clock)
+        name = "%s #%s" % (task.get("name"), attempt.get("attempt"))
+        if attempt.get("restart"):
+            name += " (r%s)" % attempt["restart"]
+        parts.append('<text x="%d" y="%d" font-size="12" fill="#1d2330" text-anchor="end">%s'
+                     '</text>' % (label_w - 8, y + 16, _e(name)))
+        if launched is None:
+            continue
+        end = ended if ended is not None else clock.span
+        color = STATE_COLORS.get(last.get("state"), RUNNING_COLOR)
+        start_run = running if running is not None else (end if ended is not None else None)
+        if start_run is None:
+            start_run = end
+        parts.append('<rect x="%.1f" y="%d" width="%.1f" height="14" fill="%s" rx="2">'
+                     '<title>%s launched at +%.2f s</title></rect>'
+                     % (x(launched), y + 5, max(x(start_run) - x(launched), 1), STAGING_COLOR,
+                        _e(name), launched))
+        if running is not None:
+            parts.append('<rect x="%.1f" y="%d" width="%.1f" height="14" fill="%s" rx="2">'
+                         '<title>%s running from +%.2f s; %s</title></rect>'
+                         % (x(running), y + 5, max(x(end) - x(running), 1.5), color, _e(name),
+                            running, _e(last.get("state"))))
+        if registered is not None:
+            parts.append('<circle cx="%.1f" cy="%d" r="4" fill="#fff" stroke="#1d2330" '
+                         'stroke-width="1.5"><title>registered at +%.2f s</title></circle>'
+                         % (x(registered), y + 12, registered))
+        if ended is not None:
+            code = attempt.get("exit_code")
+            text = "%s%s" % (str(last.get("state", "")).replace("TASK_", "").lower(),
+                             "" if code is None else " (%s)" % code)
+            if code not in (None, 0):
+                color = STATE_COLORS["TASK_FAILED"]   # its command failed, whatever ended it
+            parts.append('<text x="%.1f" y="%d" font-size="11" fill="%s">%s</text>'
+                         % (x(ended) + 5, y + 16, color, _e(text)))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+LEGEND = ('<div class="legend"><span><i style="background:%s"></i>launched</span>'
+          '<span><i style="background:%s"></i>running</span>'
+          '<span><i style="background:%s"></i>finished</span>'
+          '<span><i style="background:%s"></i>failed</span>'
+          '<span><i style="background:%s"></i>killed</span>'
+          '<span><i style="background:%s"></i>lost</span>'
+          '<span>&#9675; registered</span></div>'
+          % (STAGING_COLOR, RUNNING_COLOR, STATE_COLORS["TASK_FINISHED"],
+             STATE_COLORS["TASK_FAILED"], STATE_COLORS["TASK_KILLED"], STATE_COLORS["TASK_LOST"]))
+
+
+# -- usage samples (run.json may hold them: attempts' "samples") -----------------
+
+_MEM_MB = ("rss_mb", "mem_mb", "memory_mb", "rss_tree_mb")
+_MEM_BYTES = ("rss_bytes", "mem_bytes", "rss", "memory_bytes")
+_CPU_RATE = ("cpus", "cpu_rate", "cpu_usage")
+_CPU_TOTAL = ("cpu_seconds", "cpu_time", "cpu")
+
+
+def _first(sample, keys):
+    for key in keys:
+        value = sample.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value), key
+    return None, None
+
+
+def usage_series(attempt, clock):
+    """[(seconds, cpus or None, MB or None)] from an attempt's samples."""
+    raw = attempt.get("samples")
+    if not isinstance(raw, list):
+        return []
+    points, previous = [], None
+    for sample in raw:
+        if not isinstance(sample, dict):
+            continue
+        at = clock.at(sample.get("time")) if isinstance(sample.get("time"), str) else None
+        if at is None:
+            offset, _ = _first(sample, ("elapsed", "t", "seconds"))
+            launched = clock.at(attempt.get("launched"))
+            if offset is None or launched is None:
+                continue
+            at = launched + offset
+        mem, key = _first(sample, _MEM_MB)
+        if mem is None:
+            mem, key = _first(sample, _MEM_BYTES)
+            mem = None if mem is None else mem / 2 ** 20
+        cpus, _ = _first(sample, _CPU_RATE)
+        if cpus is None:
+            total, _ = _first(sample, _CPU_TOTAL)
+            if total is not None and previous is not None and at > previous[0]:
+                cpus = max(0.0, (total - previous[1]) / (at - previous[0]))
+            previous = (at, total) if total is not None else previous
+        points.append((at, cpus, mem))
+    return points
+
+
+def _chart(series, clock, title, unit, index):
+    """A small line chart of (seconds, value) lists, one per attempt."""
+    width, height, left = 360, 120, 48
+    values = [v for points in series for _, v in points]
+    if not values:
+        return ""
+    top_value = max(max(values) * 1.1, 1e-6)
+    x = lambda seconds: left + (width - left - 8) * max(0.0, seconds) / clock.span  # noqa
+    y = lambda value: 10 + (height - 34) * (1 - value / top_value)  # noqa
+    parts = ['<svg width="%d" height="%d" role="img" '
+             'aria-label="%s">' % (width, height, _e(title)),
+             '<text x="%d" y="%d" font-size="11" fill="#5b6475">%s</text>'
+             % (left, height - 4, _e(title)),
+             '<text x="%d" y="14" font-size="10" fill="#5b6475" text-anchor="end">%s</text>'
+             % (left - 4, _e("%.3g %s" % (top_value, unit))),
+             '<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e3e6eb"/>'
+             % (left, y(0), width - 8, y(0))]
+    for number, points in enumerate(series):
+        if not points:
+            continue
+        color = ("#3b7dd8", "#2e9d4f", "#e8871e", "#8a4fd1")[(index + number) % 4]
+        path = " ".join("%.1f,%.1f" % (x(t), y(v)) for t, v in points)
+        parts.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="1.6"/>'
+                     % (path, color))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def usage_html(run, clock):
+    """Per-task CPU and memory charts, or "" when no attempt has samples."""
+    blocks = []
+    for index, task in enumerate(run.tasks):
+        per_attempt = [usage_series(a, clock) for a in task.get("attempts") or []]
+        if not any(per_attempt):
+            continue
+        cpu = [[(t, c) for t, c, _ in points if c is not None] for points in per_attempt]
+        mem = [[(t, m) for t, _, m in points if m is not None] for points in per_attempt]
+        peak = max((m for points in mem for _, m in points), default=None)
+        blocks.append('<div><b>%s</b>%s<br>%s %s</div>' % (
+            _e(task.get("name")), "" if peak is None else
+            ' <span class="muted">peak %.0f MB</span>' % peak,
+            _chart(cpu, clock, "CPU (cpus)", "cpus", index),
+            _chart(mem, clock, "memory (MB)", "MB", index)))
+    if not blocks:
+        return ""
+    return "<h2>CPU and memory</h2>" + "".join(blocks)
+
+
+# -- the page --------------------------------------------------------------------
+
+def _hints(run):
+    found = []
+    if run.outcome.get("hint"):
+        found.append(run.outcome["hint"])
+    for task in run.tasks:
+        for attempt in task.get("attempts") or []:
+            if attempt.get("hint") and attempt["hint"] not in found:
+                found.append("%s: %s" % (task.get("name"), attempt["hint"]))
+    return found
+
+
+def _tasks_table(run, clock):
+    head = ("task", "attempt", "restart", "state", "source", "exit", "address", "host",
+            "launched", "registered", "ended", "logs")
+    rows = ["<tr>%s</tr>" % "".join("<th>%s</th>" % h for h in head)]
+    for task in run.tasks:
+        for attempt in task.get("attempts") or []:
+            launched, _, registered, ended, last = _attempt_times(attempt, clock)
+            logs = " ".join('<a href="%s">%s</a>' % (_e(name), _e(stream))
+                            for stream, name in (attempt.get("logs") or {}).items() if name)
+            cells = (task.get("name"), attempt.get("attempt"), attempt.get("restart", 0),
+                     last.get("state"), last.get("source"), attempt.get("exit_code"),
+                     attempt.get("address"), attempt.get("hostname"),
+                     *("-" if t is None else "+%.2f s" % t for t in (launched, registered,
+                                                                     ended)))
+            rows.append("<tr>%s<td>%s</td></tr>" % (
+                "".join("<td>%s</td>" % _e("-" if c is None else c) for c in cells), logs))
+        if not task.get("attempts"):
+            rows.append("<tr><td>%s</td><td colspan=11 class=muted>never launched</td></tr>"
+                        % _e(task.get("name")))
+    return '<table class="tasks">%s</table>' % "".join(rows)
+
+
+def render(run, now=None):
+    """The report of ``run`` (a ``history.Run``) as an HTML string."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    clock = _Clock(run, now)
+    data, outcome = run.data, run.outcome
+    status = run.status
+    facts = [("name", run.name), ("mode", run.mode), ("master", data.get("master")),
+             ("framework", data.get("framework_id")), ("command", data.get("command")),
+             ("jobs", ", ".join("%s &times; %s (cpus %s, mem %s MB, gpus %s)" % tuple(
+                 _e(job.get(k)) for k in ("num", "name", "cpus", "mem", "gpus"))
+                 for job in data.get("jobs") or [])),
+             ("started", _local(run.started)), ("duration", _seconds(run.duration(now))),
+             ("exit code", outcome.get("exit_code")), ("directory", run.directory)]
+    rows = "".join("<tr><td>%s</td><td>%s</td></tr>" % (
+        key, value if key == "jobs" else '<span class="mono">%s</span>' % _e(value)
+        if key in ("command", "directory", "framework") else _e(value))
+        for key, value in facts if value not in (None, ""))
+    body = ['<h1>Run %s <span class="status" style="background:%s">%s</span></h1>'
+            % (_e(run.run_id), STATUS_COLORS.get(status, "#5b6475"), _e(status)),
+            '<table class="facts">%s</table>' % rows]
+    if outcome.get("message"):
+        body.append('<div class="message">%s</div>' % _e(outcome["message"]))
+    body += ['<div class="hint">hint: %s</div>' % _e(hint) for hint in _hints(run)]
+    body += ["<h2>Timeline</h2>", LEGEND, timeline_svg(run, clock),
+             "<h2>Tasks</h2>", _tasks_table(run, clock)]
+    for restart in data.get("restarts") or []:
+        body.append("<p>restart %s at +%.1f s (%s): %s; back-off %s s</p>" % (
+            _e(restart.get("restart")), clock.at(restart.get("time")) or 0,
+            _e(restart.get("cause")), _e(restart.get("message")), _e(restart.get("delay"))))
+    body.append(usage_html(run, clock))
+    body.append('<p class="muted">tfmesos report, written %s from run.json</p>' % _local(now))
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width">'
+            "<title>tfmesos run %s: %s</title><style>%s</style></head><body>%s</body></html>\n"
+            % (_e(run.run_id), _e(status), CSS, "\n".join(body)))
+
+
+def write_report(run, path=None, now=None):
+    """Write the report (default: ``report.html`` in the run directory);
+    returns its path."""
+    path = path or os.path.join(run.directory, REPORT)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(render(run, now))
+    os.replace(temporary, path)
+    return path

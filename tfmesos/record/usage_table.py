@@ -1,0 +1,149 @@
+"""What each task asked for against what it used: the table ``tfrun``
+prints at the end of a run, and its hints (pure functions of run.json's
+data: ``jobs`` and each attempt's ``usage``, see ``run_record``).
+
+::
+
+    tfrun: resources asked and used (samples in run.json):
+      task       cpus  cpu-s  avg cpus   mem MB  peak MB
+      worker:0      1   45.2      0.83     1024      712 (70%)
+      ps:0          1    3.1      0.05     1024      240 (23%)
+    tfrun: sizing: ps used at most 240 MB of its 1024 MB (23%): -Ms 320 would do
+
+A hint names the job whose tasks peaked above 90 % of their ``mem`` (raise
+it: a Mesos agent with cgroups isolation kills a task over it), or stayed
+under 25 % of their ``mem`` or ``cpus`` (lower it: the cluster has that much
+more room), with the option that sets it.
+"""
+
+import math
+
+from .hints import resource_flag
+
+HIGH = 0.90      # of mem: close to being killed
+LOW = 0.25       # of mem or cpus: asked for four times what it used
+MIN_WALL = 10.0  # seconds: shorter commands say little about their cpus
+MAX_SAMPLES = 2000
+_NUMBERS = ("wall_s", "cpu_s", "user_s", "system_s", "peak_rss_mb", "peak_tree_rss_mb",
+            "peak_gpu_mb", "sample_interval_s")
+_SAMPLE_NUMBERS = ("t", "cpu_s", "rss_mb", "gpu_mb")
+_CGROUP_NUMBERS = ("limit_mb", "peak_mb", "oom_kills")
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def clean_usage(raw):
+    """A task's usage report (the exit frame's ``usage``) reduced to the
+    known numeric fields, samples bounded; None for anything else."""
+    if not isinstance(raw, dict):
+        return None
+    usage = {key: _number(raw.get(key)) for key in _NUMBERS}
+    samples = raw.get("samples") if isinstance(raw.get("samples"), list) else []
+    usage["samples"] = [{key: _number(sample.get(key)) for key in _SAMPLE_NUMBERS
+                         if key in sample}
+                        for sample in samples[:MAX_SAMPLES] if isinstance(sample, dict)]
+    if isinstance(raw.get("cgroup"), dict):
+        usage["cgroup"] = {key: _number(raw["cgroup"].get(key)) for key in _CGROUP_NUMBERS}
+    return usage
+
+
+def _last_usage(task):
+    for attempt in reversed(task.get("attempts") or []):
+        if attempt.get("usage"):
+            return attempt["usage"]
+    return None
+
+
+def _peak(usage):
+    return usage.get("peak_tree_rss_mb") or usage.get("peak_rss_mb") or 0.0
+
+
+def _average_cpus(usage):
+    wall, cpu = usage.get("wall_s") or 0.0, usage.get("cpu_s") or 0.0
+    return cpu / wall if wall > 0 else 0.0
+
+
+def _round_up(value, step):
+    return step * math.ceil(value / step - 1e-9)
+
+
+def _fmt(value):
+    return ("%.2f" % value).rstrip("0").rstrip(".")
+
+
+def usage_rows(record):
+    """(task name, job, asked cpus, asked mem, usage) for each task of
+    ``record`` (run.json's data) whose last measured attempt has a usage."""
+    jobs = {job["name"]: job for job in record.get("jobs", [])}
+    rows = []
+    for task in record.get("tasks", []):
+        usage = _last_usage(task)
+        job = jobs.get(task.get("job"))
+        if usage and job:
+            rows.append((task["name"], job["name"], job["cpus"], job["mem"], usage))
+    return rows
+
+
+def table_lines(rows):
+    """The table (header and one line per task), empty without rows."""
+    if not rows:
+        return []
+    width = max(len("task"), *(len(name) for name, *_ in rows))
+    lines = ["  %-*s  %5s  %7s  %8s  %7s  %7s" % (width, "task", "cpus", "cpu-s", "avg cpus",
+                                                 "mem MB", "peak MB")]
+    for name, _, cpus, mem, usage in rows:
+        peak = _peak(usage)
+        share = " (%d%%)" % round(100.0 * peak / mem) if mem else ""
+        gpu = usage.get("peak_gpu_mb")
+        lines.append("  %-*s  %5s  %7.1f  %8.2f  %7.0f  %7.0f%s%s" % (
+            width, name, _fmt(cpus), usage.get("cpu_s") or 0.0, _average_cpus(usage), mem,
+            peak, share, "  GPU %.0f MB" % gpu if gpu is not None else ""))
+    return lines
+
+
+def hints(rows, mode="replica"):
+    """One line per job whose tasks used over 90 % of their mem, or under
+    25 % of their mem or cpus (the extreme task of the job decides)."""
+    by_job = {}
+    for name, job, cpus, mem, usage in rows:
+        by_job.setdefault(job, (cpus, mem, []))[2].append(usage)
+    lines = []
+    for job, (cpus, mem, usages) in by_job.items():
+        peak = max(_peak(u) for u in usages)
+        option = (lambda resource: resource_flag(job, resource)) if mode == "replica" \
+            else (lambda resource: "%s=" % resource)
+        if mem and peak > HIGH * mem:
+            lines.append("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with "
+                         "cgroups isolation kills it past its mem; raise %s (e.g. %s %d)"
+                         % (job, peak, mem, round(100 * peak / mem), option("mem"),
+                            option("mem"), _round_up(peak * 1.25, 64)))
+        elif mem and 0 < peak < LOW * mem:
+            lines.append("%s used at most %.0f MB of its %.0f MB (%d%%): %s %d would do"
+                         % (job, peak, mem, round(100 * peak / mem), option("mem"),
+                            max(64, _round_up(peak * 1.25, 64))))
+        long_enough = [u for u in usages if (u.get("wall_s") or 0) >= MIN_WALL]
+        if cpus and long_enough:
+            busiest = max(_average_cpus(u) for u in long_enough)
+            if busiest < LOW * cpus:
+                lines.append("%s used %s of its %s cpus on average: %s %s would do"
+                             % (job, _fmt(busiest), _fmt(cpus), option("cpus"),
+                                _fmt(max(0.1, _round_up(busiest * 1.5, 0.1)))))
+    return lines
+
+
+def usage_lines(record, mode="replica"):
+    """What tfrun prints at the end of a run: the table and its hints (no
+    lines when no task sent its usage)."""
+    rows = usage_rows(record)
+    if not rows:
+        return []
+    return (["tfrun: resources asked and used (samples in run.json):"] + table_lines(rows)
+            + ["tfrun: sizing: " + line for line in hints(rows, mode)])
+
+
+__all__ = ["clean_usage", "usage_rows", "table_lines", "hints", "usage_lines"]

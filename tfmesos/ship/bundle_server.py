@@ -1,0 +1,209 @@
+"""Serving what a run ships (``tfrun --ship``) to the Mesos agents' fetchers.
+
+``BundleServer`` serves a few named files over HTTP, for the run's lifetime,
+at ``http://HOST:PORT/<token>/<name>``: the token is fresh per run
+(``secrets.token_urlsafe``), so the URL is the credential, as the
+rendezvous' secret is for the tasks. Only GET and HEAD (other methods: 405);
+any other path gets 404, logged. Like the rendezvous, it never lets clients
+hold it: at most ``max_clients`` requests are served at once (others wait in
+the listen backlog), a client silent for ``idle_timeout`` seconds is dropped,
+and every connection closes after its one response (HTTP/1.0). ``stop()``
+closes the listener and every connection: nothing is served after the run.
+"""
+
+import collections
+import hmac
+import http.server
+import logging
+import os
+import secrets
+import socket
+import socketserver
+import threading
+
+from ..exceptions import TFMesosError
+from ..protocol.hostport import format_address
+
+logger = logging.getLogger(__name__)
+
+MAX_CLIENTS = 16
+IDLE_TIMEOUT = 30.0
+
+
+class BundleServerError(TFMesosError):
+    """The bundle server cannot listen."""
+
+
+class BundleServer:
+    """Serves ``files`` (name -> path on this machine). ``bind_host`` None
+    listens on every address (IPv6 and IPv4 where the host can)."""
+
+    def __init__(self, files=None, bind_host=None, port=0, max_clients=MAX_CLIENTS,
+                 idle_timeout=IDLE_TIMEOUT):
+        self.token = secrets.token_urlsafe(32)
+        self._files = dict(files or {})
+        self._lock = threading.Lock()
+        self.served = collections.Counter()    # name -> complete GET responses
+        self.not_found = 0
+        try:
+            self._server = _Server(self, bind_host, port, max_clients, idle_timeout)
+        except OSError as exc:
+            raise BundleServerError("cannot listen on %s:%s to serve the shipped files: %s"
+                                    % (bind_host or "*", port, exc.strerror or exc)) from exc
+        self.port = self._server.socket.getsockname()[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={
+            "poll_interval": 0.25}, name="bundle-server", daemon=True)
+        self._thread.start()
+
+    def add(self, name, path):
+        with self._lock:
+            self._files[name] = path
+
+    def path_of(self, name):
+        return "/%s/%s" % (self.token, name)
+
+    def url(self, host, name):
+        """The URL agents fetch ``name`` at, ``host`` being this machine's
+        advertised address."""
+        return "http://%s%s" % (format_address(host, self.port), self.path_of(name))
+
+    def lookup(self, path):
+        """The file a request path names, or None (compared in constant time)."""
+        token, _, name = path.lstrip("/").partition("/")
+        if not hmac.compare_digest(token.encode(), self.token.encode()):
+            return None
+        with self._lock:
+            return self._files.get(name)
+
+    def stop(self):
+        """Stop serving (idempotent): the port closes, open downloads end."""
+        self._server.close()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5)
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(self, owner, host, port, max_clients, idle_timeout):
+        self.owner = owner
+        self.idle_timeout = idle_timeout
+        self._slots = threading.BoundedSemaphore(max_clients)
+        self._closing = threading.Event()
+        self._active = set()
+        self._active_lock = threading.Lock()
+        if host is None and socket.has_dualstack_ipv6():
+            self.address_family = socket.AF_INET6
+            super().__init__(("", port), _Handler, bind_and_activate=False)
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        else:
+            host = host or "0.0.0.0"
+            self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            super().__init__((host.strip("[]"), port), _Handler, bind_and_activate=False)
+        try:
+            self.server_bind()
+            self.server_activate()
+        except BaseException:
+            self.server_close()
+            raise
+
+    def server_bind(self):
+        # Not HTTPServer.server_bind: it looks the host name up (slow, pointless here).
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "tfmesos", self.socket.getsockname()[1]
+
+    def process_request(self, request, client_address):
+        while not self._slots.acquire(timeout=0.25):   # at most max_clients at once
+            if self._closing.is_set():
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        with self._active_lock:
+            self._active.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._active_lock:
+                self._active.discard(request)
+            self._slots.release()
+
+    def close(self):
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        self.shutdown()
+        self.server_close()
+        with self._active_lock:
+            active = list(self._active)
+        for request in active:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    # Headers and body (an event of a stream) are separate writes: the second
+    # must not wait for the client's delayed ACK (socketserver sets TCP_NODELAY).
+    disable_nagle_algorithm = True
+    server_version = "tfmesos-bundle"
+    sys_version = ""
+    protocol_version = "HTTP/1.0"
+
+    def setup(self):
+        self.timeout = self.server.idle_timeout   # StreamRequestHandler sets it on the socket
+        super().setup()
+
+    def do_HEAD(self):
+        self._serve(body=False)
+
+    def do_GET(self):
+        self._serve(body=True)
+
+    def _refuse(self):
+        self.send_response(405)
+        self.send_header("Allow", "GET, HEAD")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
+
+    def _serve(self, body):
+        owner = self.server.owner
+        path = owner.lookup(self.path.split("?", 1)[0])
+        try:
+            handle = open(path, "rb") if path else None
+        except OSError:
+            handle = None
+        if handle is None:
+            owner.not_found += 1
+            logger.warning("bundle server: %s asked for %r: not found (404)",
+                           self.client_address[0], self.path[:120])
+            self.send_error(404)
+            return
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            if body:
+                sent = self.connection.sendfile(handle)
+                if sent == size:
+                    name = self.path.rsplit("/", 1)[-1]
+                    with owner._lock:
+                        owner.served[name] += 1
+
+    def log_message(self, format, *args):
+        logger.debug("bundle server: %s " + format, self.client_address[0], *args)
+
+
+__all__ = ["BundleServer", "BundleServerError", "MAX_CLIENTS", "IDLE_TIMEOUT"]
