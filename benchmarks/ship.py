@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfmesos import bundle  # noqa: E402
+from tfmesos.ship import bundle  # noqa: E402
 from tfmesos.ship.bundle_server import BundleServer  # noqa: E402
 from mesos_local.containerizer.fetcher import fetch_uris  # noqa: E402
 from tfmesos.task.bundle_check import sha256_of  # noqa: E402

@@ -9,7 +9,7 @@ import time
 
 from conftest import marked_processes
 from processes import TASK_ENTRY
-from tfmesos import wire
+from tfmesos.protocol import wire
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.core.spec import Job, RunSpec

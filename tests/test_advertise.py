@@ -4,7 +4,8 @@ remote master's address is only looked at, never contacted."""
 
 import pytest
 
-from tfmesos import config, launch
+from tfmesos.backends import advertise
+from tfmesos.core import launch
 from tfmesos.exceptions import TFMesosError
 from tfmesos.core.spec import Job, RunSpec
 
@@ -16,19 +17,19 @@ def test_loopback_for_a_remote_master_is_refused(explicit):
     with pytest.raises(TFMesosError, match="cannot reach tfmesos at %s, a loopback address, "
                                            "while the Mesos master 192.0.2.10 is on another "
                                            "host: pass --advertise-address" % explicit):
-        config.advertise_address(explicit, REMOTE, {})
+        advertise.advertise_address(explicit, REMOTE, {})
 
 
 def test_environment_setting_is_checked_too():
     with pytest.raises(TFMesosError, match="loopback"):
-        config.advertise_address(None, REMOTE, {"TFMESOS_ADVERTISE_ADDRESS": "127.0.0.1"})
+        advertise.advertise_address(None, REMOTE, {"TFMESOS_ADVERTISE_ADDRESS": "127.0.0.1"})
 
 
 def test_reachable_or_local_choices_pass():
-    assert config.advertise_address("198.51.100.7", REMOTE, {}) == "198.51.100.7"
-    assert config.advertise_address(None, "http://127.0.0.1:5050", {}) == "127.0.0.1"
-    assert config.advertise_address("localhost", "http://localhost:5050", {}) == "localhost"
-    assert config.advertise_address("::1", "http://[::1]:5050", {}) == "::1"
+    assert advertise.advertise_address("198.51.100.7", REMOTE, {}) == "198.51.100.7"
+    assert advertise.advertise_address(None, "http://127.0.0.1:5050", {}) == "127.0.0.1"
+    assert advertise.advertise_address("localhost", "http://localhost:5050", {}) == "localhost"
+    assert advertise.advertise_address("::1", "http://[::1]:5050", {}) == "::1"
 
 
 def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypatch):
@@ -58,4 +59,4 @@ def test_tasks_reach_an_ipv6_advertise_address():
 def test_an_unresolvable_master_names_the_fix():
     with pytest.raises(TFMesosError, match="host name 'no-such-host.invalid' does not resolve "
                                            ".*: fix the master address"):
-        config.advertise_address(None, "http://no-such-host.invalid:5050", {})
+        advertise.advertise_address(None, "http://no-such-host.invalid:5050", {})

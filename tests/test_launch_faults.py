@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fixtures_master import make_local_master  # noqa: F401
-from tfmesos import launch
+from tfmesos.core import launch
 from tfmesos.core.events import TaskDisconnected, TaskRegistered
 from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
 from tfmesos.core.launch import ClusterRun

@@ -4,7 +4,7 @@ import struct
 import pytest
 
 from rendezvous_client import SECRET, Client, make_rendezvous, next_event, refused
-from tfmesos import wire
+from tfmesos.protocol import wire
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 
 

@@ -8,7 +8,8 @@ import threading
 import time
 
 from rendezvous_client import Client, replica_run, stop
-from tfmesos import launch, wire
+from tfmesos.core import launch
+from tfmesos.protocol import wire
 from tfmesos.core.rendezvous import Rendezvous
 
 FRAMES = 10_000

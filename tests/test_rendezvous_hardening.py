@@ -17,7 +17,8 @@ from rendezvous_client import (SECRET, Client, admitted, finish, make_rendezvous
                                no_event, refused, replica_run)
 from tfrun_helpers import REPO
 from waiting import wait_until
-from tfmesos import launch, wire
+from tfmesos.core import launch
+from tfmesos.protocol import wire
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.task import connection as task_connection

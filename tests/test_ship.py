@@ -21,7 +21,7 @@ import pytest
 
 from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
-from tfmesos import bundle
+from tfmesos.ship import bundle
 from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
 from tfmesos.exceptions import SpecError, TFMesosError

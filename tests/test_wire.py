@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tfmesos import wire
+from tfmesos.protocol import wire
 
 SECRET = b"s" * 32
 NONCE = b"n" * wire.NONCE_SIZE

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import marked_processes
 from processes import TASK_ENTRY
-from tfmesos import hostport
+from tfmesos.protocol import hostport
 from waiting import wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
