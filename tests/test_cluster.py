@@ -119,3 +119,29 @@ def test_original_signature_and_unsupported_options_are_clear():
     with pytest.raises(SpecError, match="invalid volume"):
         with cluster([{"name": "worker"}], volumes={"relative": "/data"}):
             pass
+
+
+class _NoSuchEvent:
+    """An event kind without a handler: a bug, never dropped silently."""
+
+
+@pytest.mark.parametrize("bug", ["unknown event", "illegal phase move"])
+def test_a_bug_in_handling_events_fails_the_with_block_within_seconds(tmp_path, bug):
+    from tfmesos.core.phase import Phase
+    from tfmesos.exceptions import ClusterError
+
+    jobs = [dict(name="ps", num=1, **SMALL)]
+    expected = "KeyError" if bug == "unknown event" else "IllegalTransition"
+    with pytest.raises(ClusterError, match="tfmesos failed handling the run's events: %s"
+                       % expected):
+        with cluster(jobs, master="local", run_dir=str(tmp_path / "run")) as c:
+            run = c._run
+            if bug == "illegal phase move":
+                run.reactions._handlers[_NoSuchEvent] = lambda event: run.state.move(Phase.NEW)
+            run.events.put(_NoSuchEvent())
+            started = time.monotonic()
+            while not c.finished() and time.monotonic() - started < 10:
+                time.sleep(0.05)
+            assert c.finished(), "the watcher did not notice within 10 s"
+            c.check()
+    assert run_json(str(tmp_path / "run"))["outcome"]["status"] == "failed"

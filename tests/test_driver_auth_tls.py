@@ -156,5 +156,5 @@ def test_tfrun_ca_bundle_and_no_verify_reach_the_driver(stubs, certificate):
 def test_zk_masters_scheme_reaches_the_detector():
     driver = MesosSchedulerDriver(Scheduler(), FRAMEWORK, "zk://127.0.0.1:1/mesos",
                                   scheme="https")
-    assert driver._detector.scheme == "https"
+    assert driver._transport._detector.scheme == "https"
     driver.abort()

@@ -1,6 +1,8 @@
 """The failure policy of docs/architecture.md, row by row: ``RunEvents`` and
-``Recovery`` driven through a fake ``RunControl`` with a fake clock — no
-master, no tasks, no waiting."""
+``Recovery`` acting on the real ``RunState`` and ``Control``, with effects
+that only record (``policy_helpers``) and a fake clock — no master, no
+tasks, no waiting. tests/test_run_contract.py runs scenarios of the same
+kind against a real ``ClusterRun`` too."""
 
 import pytest
 from addict import Dict
@@ -17,12 +19,23 @@ WORKERS = [Job("worker", num=2)]
 PSS = [Job("chief"), Job("worker", num=2), Job("ps")]
 
 
+def stopped(run):
+    """The tasks the run told to stop, in order."""
+    return [call[1] for call in run.calls if call[0] == "stop"]
+
+
+def relaunched_everything(run):
+    """A whole restart's launch: a new deadline and offers for every slot."""
+    return run.calls[-2:] == [("deadline",), ("offers for",) + tuple(s.name for s in run.slots)]
+
+
 # -- before the cluster is complete -----------------------------------------------------
 
 def test_a_task_ending_before_the_cluster_is_complete_is_relaunched():
     run = FakeRun(WORKERS)
     run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
-    assert run.calls == [("relaunch", "worker:1")]
+    assert run.calls == [("offers for", "worker:1")]
+    assert run.slots.named("worker:1").state == "PENDING"
     assert run.phase == Phase.FORMING
 
 
@@ -88,11 +101,11 @@ def test_after_the_cluster_is_up(event, restart_on, max_restarts, outcome):
     if outcome.startswith("fails: "):
         with pytest.raises(TaskFailed, match=outcome[len("fails: "):]) as err:
             trigger()
-        assert err.value.task == "worker:1"
+        assert err.value.task == "worker:1" and run.state.failure is err.value
         assert run.phase == Phase.RUNNING and run.calls == []
     else:
         trigger()
-        assert run.phase == Phase.RESTARTING and run.calls == [("restart",)]
+        assert run.phase == Phase.RESTARTING and stopped(run) == ["worker:0", "worker:1"]
         assert run.record.snapshot()["restarts"][0]["task"] == "worker:1"
 
 
@@ -101,11 +114,12 @@ def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
     run.running()
     run.status("worker:1", "TASK_LOST")
     run.later(1.9)
-    assert run.calls == [("restart",)]
+    assert run.phase == Phase.RESTARTING and not relaunched_everything(run)
     run.later(0.2)
-    assert run.calls == [("restart",), ("relaunch all",)]
+    assert relaunched_everything(run)
     assert run.phase == Phase.FORMING
-    assert all(slot.base == slot.attempts and slot.state == "PENDING" for slot in run.slots)
+    assert all(slot.base == slot.attempts and slot.state == "PENDING" and slot.task_id is None
+               for slot in run.slots)
     assert "restart 1 of 2" in run.notes[0]
     # the second restart waits twice as long
     for slot in run.slots:
@@ -113,9 +127,9 @@ def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
     run.running()
     run.status("worker:0", "TASK_LOST")
     run.later(3.9)
-    assert run.calls[-1] == ("restart",)
+    assert run.phase == Phase.RESTARTING and not relaunched_everything(run)
     run.later(0.2)
-    assert run.calls[-1] == ("relaunch all",)
+    assert run.phase == Phase.FORMING and relaunched_everything(run)
 
 
 def test_restarts_spent_the_failure_ends_the_run():
@@ -137,7 +151,7 @@ def test_a_task_away_longer_than_the_grace_is_lost():
     run.later(GRACE - 1)
     assert run.calls == []
     run.later(2)
-    assert run.calls == [("restart",)]
+    assert run.phase == Phase.RESTARTING and stopped(run) == ["worker:0", "worker:1"]
     assert "worker:0 lost its connection to the scheduler" in run.notes[0]
 
 
@@ -145,11 +159,11 @@ def test_a_stalled_task_is_unreachable_the_grace_after_it_was_last_heard():
     run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost"))
     run.running()
     slot = run.slots.named("worker:0")
-    run.handle(TaskDisconnected(slot.task_id, since=run.clock - 30, reason="stalled"))
+    run.handle(TaskDisconnected(slot.task_id, since=run.effects.clock - 30, reason="stalled"))
     run.later(GRACE - 30 - 1)
     assert run.calls == []
     run.later(2)
-    assert run.calls == [("restart",)]   # a loss
+    assert run.phase == Phase.RESTARTING   # a loss
     assert "worker:0 unreachable for 40 s (its rendezvous connection stalled)" in run.notes[0]
 
 
@@ -192,8 +206,11 @@ def test_a_sticky_worker_is_relaunched_on_its_agent_and_port_and_gets_its_role_a
     run = sticky_run()
     slot = run.slots.named("worker:1")
     agent, port, address = slot.agent_id, slot.port, slot.address
+    lost = slot.task_id
     run.status("worker:1", "TASK_LOST")
-    assert run.calls == [("end", "worker:1"), ("relaunch", "worker:1")]
+    # Mesos reported its end: a stop message, no kill; then offers again.
+    assert run.calls == [("stop", "worker:1"), ("offers for", "worker:1")]
+    assert ("kill", lost) not in run.calls
     assert slot.hold == (agent, port) and slot.task_id is None and slot.state == "PENDING"
     run.launch(slot, agent)
     run.handle(TaskRegistered(slot.task_id, "h", port))
@@ -232,7 +249,7 @@ def test_a_sticky_worker_whose_agent_is_gone_falls_back_to_a_restart():
 def test_a_worker_lost_with_its_agent_is_not_relaunched_there():
     run = sticky_run(policy=RestartPolicy(1, "lost"))
     run.status("worker:1", "TASK_LOST", reason="REASON_AGENT_REMOVED")
-    assert ("relaunch", "worker:1") not in run.calls and run.phase == Phase.RESTARTING
+    assert ("offers for", "worker:1") not in run.calls and run.phase == Phase.RESTARTING
 
 
 def test_a_sticky_worker_back_at_another_address_is_given_up():
@@ -260,26 +277,27 @@ def test_a_stop_during_a_restart_launches_nothing_more():
     run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=2))
     run.running()
     run.status("worker:1", "TASK_LOST")
-    assert run.move(Phase.STOPPING)
+    run.stop()
     run.later(5)
-    assert ("relaunch all",) not in run.calls and run.phase == Phase.STOPPING
+    assert ("deadline",) not in run.calls and run.phase == Phase.STOPPING
+    assert all(slot.base == 0 for slot in run.slots)     # nothing was reset
 
 
 def test_a_failure_during_the_stop_neither_fails_nor_restarts_the_run():
     run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost"))
     run.running()
-    assert run.move(Phase.STOPPING)
+    run.stop()
     run.exit("worker:1", 3)                    # would fail the run
     run.status("worker:0", "TASK_LOST")        # would restart it
-    assert run.phase == Phase.STOPPING
-    assert ("restart",) not in run.calls
+    assert run.phase == Phase.STOPPING and run.state.failure is None
+    assert stopped(run) == []
 
 
 def test_a_failure_during_a_stop_that_began_in_running_is_ignored():
     run = FakeRun(WORKERS)
     run.running()
     slot = run.slots.named("worker:0")
-    assert run.move(Phase.STOPPING)
+    run.stop()
     run.handle(TaskDisconnected(slot.task_id))
     run.later(GRACE + 1)
     assert run.calls == []
@@ -321,9 +339,21 @@ def test_a_stopped_cluster_run_refuses_restarts_and_failures():
 
     spec = RunSpec(jobs=WORKERS, mode="replica", command="true", run_dir=None)
     with pytest.raises(IllegalTransition, match="cannot go from new to running"):
-        ClusterRun(spec, environ={})._move(Phase.RUNNING)
+        ClusterRun(spec, environ={}).state.move(Phase.RUNNING)
     run = ClusterRun(spec, environ={})
     run.stop()
     assert run.phase == Phase.STOPPED
-    assert run.restart_cluster() is False and run.relaunch_cluster() is False
-    run.fail(TaskFailed("task worker:0 exited with code 3"))   # no raise: the stop won
+    assert run.control.restart_cluster() is False and run.control.relaunch_cluster() is False
+    run.control.fail(TaskFailed("task worker:0 exited with code 3"))
+    assert run.failure is None     # the stop won
+
+
+def test_a_failed_run_only_stops():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "failure"))
+    run.running()
+    run.control.fail(ClusterError("first"))
+    run.control.fail(ClusterError("second"))
+    assert str(run.state.failure) == "first"
+    assert run.control.restart_cluster() is False and run.phase == Phase.RUNNING
+    run.stop()
+    assert run.phase == Phase.STOPPING

@@ -44,7 +44,8 @@ def test_extra_ports_are_asked_for_and_kept_on_the_slot():
                                extra_ports=lambda slot: 1 if slot.index == 0 else 0)
     sched.resourceOffers(FakeDriver(), [Dict(offer("o1", cpus=2, ports=((31000, 31009),)))])
     assert [(s.port, s.extra_ports) for s in slots] == [(31000, (31001,)), (31002, ())]
-    sched.relaunch(FakeDriver(), slots[0])
+    slots.requeue([slots[0]])
+    sched.revive(FakeDriver())
     sched.resourceOffers(FakeDriver(), [Dict(offer("o2", ports=((32000, 32009),)))])
     assert (slots[0].port, slots[0].extra_ports) == (32000, (32001,))
 
@@ -71,7 +72,8 @@ def test_relaunch_revives_and_uses_a_new_task_id():
     sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
     driver = FakeDriver()
     sched.resourceOffers(driver, [Dict(offer("o1"))])
-    sched.relaunch(driver, slots[0])
+    slots.requeue([slots[0]])
+    sched.revive(driver)
     assert driver.calls[-1] == ("revive",) and slots[0].state == "PENDING"
     sched.resourceOffers(driver, [Dict(offer("o2"))])
     assert slots[0].task_id == "tfmesos.run1.worker.0.2" and slots[0].attempts == 2

@@ -76,8 +76,8 @@ def test_importing_tfrun_takes_under_80_ms_at_its_best_of_three():
 
 def test_an_http_master_loads_no_certificates_an_https_one_at_once(tmp_path):
     driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "n"}, "127.0.0.1:5050")
-    assert isinstance(driver._caller._context, TLSContext)
-    assert driver._caller._context._context is None
+    assert isinstance(driver._transport._context, TLSContext)
+    assert driver._transport._context._context is None
     bundle = tmp_path / "ca.pem"
     bundle.write_text("not a certificate")
     with pytest.raises(Exception):   # a bad CA bundle is an error when the driver is made

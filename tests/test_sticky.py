@@ -15,6 +15,7 @@ from tfrun_helpers import assert_no_task_processes
 from tfmesos import cluster
 from tfmesos.exceptions import TaskFailed
 from tfmesos.core.launch import ClusterRun
+from tfmesos.core.fine_grained import Watcher
 from mesos_local import AgentSpec
 from tfmesos.core.placement import TaskRequest, place
 from tfmesos.core.restarts import RestartPolicy
@@ -57,7 +58,7 @@ def start_run(recovery, python=None, agents=None):
                              **recovery))
     run.start()
     run.wait_ready()
-    run.watch()
+    Watcher(run).start()
     return run
 
 

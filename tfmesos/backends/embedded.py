@@ -11,16 +11,19 @@ class EmbeddedMaster:
     """The ``mesos_local.LocalMaster`` of one run of ``jobs``. ``containers``:
     the run has an image; ``options``: the master's own (``LocalMaster``'s
     keywords); ``runner``: its task runner started early (tfrun's warm
-    task starts, ``warm_runner``), the master's to close once it runs."""
+    task starts, ``warm_runner``), else ``make_runner()`` makes one when
+    the master starts (None: the master's own); either is the master's to
+    close once it runs."""
 
     def __init__(self, jobs, containers=False, options=None, advertise=None, environ=None,
-                 runner=None):
+                 runner=None, make_runner=None):
         self.jobs = list(jobs)
         self.containers = containers
         self.options = dict(options or {})
         self._explicit = advertise
         self._environ = {} if environ is None else environ
         self._runner = runner
+        self._make_runner = make_runner
         self.master = None          # the LocalMaster once started
         self.credentials = None     # this run's own, made for it
 
@@ -28,6 +31,8 @@ class EmbeddedMaster:
         from .sizing import start_local_master   # the master's imports, when it starts
 
         options = dict(self.options)
+        if self._runner is None and self._make_runner is not None:
+            self._runner = self._make_runner()
         if self._runner is not None:
             options["runner"] = self._runner
             self._runner = None     # the master's now: its stop() closes it

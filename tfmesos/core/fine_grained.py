@@ -4,13 +4,14 @@ servers as Mesos tasks and hands their addresses to the calling script."""
 import contextlib
 import logging
 import os
+import threading
 import time
 
+from ..exceptions import ClusterError, SpecError, TFMesosError
 from . import config
-from ..exceptions import ClusterError, SpecError
 from .launch import ClusterRun
-from .restarts import RestartPolicy
 from .phase import ENDING, Phase
+from .restarts import RestartPolicy
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec, parse_jobs
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,49 @@ class Cluster:
             raise self._run.failure
 
 
+class Watcher:
+    """Handles ``run``'s events in a thread of its own once the cluster is
+    up (the caller's thread runs the user's ``with`` block): a failure, or
+    any error while handling an event, becomes the run's failure, which
+    ``Cluster`` raises in the caller's thread."""
+
+    def __init__(self, run):
+        self._run = run
+        self._thread = threading.Thread(target=self._loop, name="tfmesos-watch", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _loop(self):
+        run = self._run
+        try:
+            while run.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.FORMING):
+                if run.phase == Phase.FORMING:   # a whole restart
+                    run.form()
+                run.step(0.5)
+        except BaseException as exc:  # noqa: BLE001 - any error fails the run, never the thread
+            self._failed(exc)
+
+    def _failed(self, error):
+        run = self._run
+        if not isinstance(error, TFMesosError):
+            # A bug in tfmesos (an event without a handler, an illegal phase
+            # move): the run fails with it rather than being left unwatched.
+            wrapped = ClusterError("tfmesos failed handling the run's events: %s: %s"
+                                   % (type(error).__name__, error))
+            wrapped.__cause__ = error
+            error = wrapped
+        run.state.fail(error)
+        if run.failure is error:
+            run.record.ended(error, Phase.RUNNING)
+            logger.error("%s", error)
+
+    def join(self, timeout):
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+
 def _refuse_unsupported(protocol, **original_options):
     if protocol != "grpc":
         raise SpecError("protocol %r is not supported: TensorFlow servers speak grpc" % protocol)
@@ -139,16 +183,19 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
         max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
         sticky_timeout=sticky_timeout, ship=ship))
+    watcher = None
     try:
         run.start()
         run.wait_ready()
-        run.watch()
+        watcher = Watcher(run).start()
         yield Cluster(run)
     except BaseException as exc:
         run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
         raise
     finally:
         run.stop()
+        if watcher is not None:
+            watcher.join(5)
         if run.record.directory and run.record.outcome_status != "succeeded":
             logger.warning("logs and run record: %s", run.record.directory)
     if run.failure is not None:

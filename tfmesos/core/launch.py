@@ -1,13 +1,14 @@
-"""Bringing a tfmesos cluster up, watching it, and tearing it down.
+"""Bringing a tfmesos cluster up, waiting on it, and tearing it down.
 
-``ClusterRun`` owns the run's lifecycle (docs/architecture.md): it composes
-the master (a real one, or the embedded local master), the driver, the
-scheduler and the rendezvous, waits for the cluster (aborting after
-``launch_timeout``), hands out roles and stops everything. Every event they
-report is handled by ``run_events`` (the failure policy) in the thread that
-calls ``wait_ready`` / ``wait_finished`` / ``watch``; a failure once the
-cluster is up goes to ``recovery``. What Mesos is sent is built by
-``taskinfo``.
+``ClusterRun`` is the run's composition root and lifecycle
+(docs/architecture.md): it composes where the master lives (a backend:
+``backends/``), the driver, the scheduler and the rendezvous, waits for
+the cluster (aborting after ``launch_timeout``), hands out roles and stops
+everything. Every event they report is handled by ``reactions`` (the
+failure policy) in the thread that calls ``wait_ready`` / ``wait_finished``
+/ ``step``; a failure once the cluster is up goes to ``recovery``; both act
+through ``control.Control`` on the run's ``state.RunState``. What Mesos is
+sent is built by ``taskinfo``.
 """
 
 import logging
@@ -17,24 +18,24 @@ import secrets
 import threading
 import time
 
+from ..exceptions import LaunchTimeout, MesosError
+from ..mesos import MesosSchedulerDriver
+from ..protocol import task_env
+from ..protocol.hostport import format_address, free_port
+from ..record.run_record import RunRecord, default_run_dir
+from ..record.usage_table import clean_usage
 from . import config
 from .clusterspec import (KERAS_JOB, cluster_spec, keras_coordinator, render_command,
                           task_environment)
-from ..exceptions import LaunchTimeout, MesosError, TFMesosError
-from ..protocol import task_env
-from ..protocol.hostport import format_address, free_port
-from ..mesos import MesosSchedulerDriver
-from ..mesos.task_states import TERMINAL_STATES
+from .control import Control
+from .events import StatusUpdate, TaskExited, TaskOutput
+from .phase import Phase
+from .reactions import RunEvents
 from .recovery import Recovery
 from .rendezvous import Rendezvous
-from .reactions import RunEvents
-from .phase import ENDING, Phase, next_phase
-from ..record.run_record import RunRecord, default_run_dir
-from ..record.usage_table import clean_usage
-from .events import StatusUpdate, TaskExited, TaskOutput
 from .scheduler import TFMesosScheduler
-from .slots import SlotTable
 from .spec import AUTO
+from .state import RunState
 from .taskinfo import build_task, framework_info, warm_task_command
 
 logger = logging.getLogger(__name__)
@@ -54,14 +55,19 @@ class ClusterRun:
     recovery does (default: a log warning). ``environ`` (default
     ``os.environ``) is where settings not in ``spec`` come from.
 
-    The run's phase (``run_phase.Phase``) changes only here, under the slots'
-    lock; the failure policy (``run_events``, ``recovery``) acts through the
-    ``run_control.RunControl`` methods below, in the thread that handles
-    events.
+    ``state`` (``state.RunState``: phase, slots, outcome) is the run's one
+    state; the failure policy (``reactions``, ``recovery``) reads it and acts
+    through ``control`` (``control.Control``), whose effects outside the
+    run are this class's ``Effects`` methods below, all in the thread that
+    handles events. ``backend`` (default: by ``spec.master``,
+    ``make_backend``) is where the master lives; ``transport`` replaces the
+    driver's HTTP transport (tests: ``mesos.mock_transport``); ``clock``:
+    monotonic seconds.
     """
 
     def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
-                 notify=None, warm_runner=None, backend=None):
+                 notify=None, warm_runner=None, backend=None, transport=None,
+                 clock=time.monotonic):
         self.run = spec
         self.jobs = list(spec.jobs)
         self.mode = spec.mode
@@ -76,7 +82,10 @@ class ClusterRun:
         self._on_progress = on_progress or (lambda run: None)
         self.coordinator = spec.coordinator  # reserve chief:0 for the calling process
 
-        self.slots = SlotTable(self.jobs)
+        self.state = RunState(self.jobs)
+        self.control = Control(self.state, effects=self)
+        self._transport = transport
+        self._clock = clock
         self.events = queue.Queue()
         self.secret = secrets.token_bytes(32)
         self.run_id = secrets.token_hex(4)
@@ -84,36 +93,32 @@ class ClusterRun:
         self.rendezvous = None
         self.scheduler = None
         self.spec = None     # the cluster spec once formed: {job: ["host:port", ...]}
-        self._phase = Phase.NEW
         self.launch_deadline = None
-        self.failure = None
         self._stop_lock = threading.Lock()
-        self._watcher = None
         self.record = make_record(spec.run_dir, self, self._environ)  # the run directory
         self.recovery = Recovery(spec.restart_policy, spec.sticky_jobs, spec.sticky_timeout,
-                                 notify=notify).bind(self, self.record, spec.max_attempts)
-        self.reactions = RunEvents(self, self.record, self.recovery, spec.reconnect_grace,
-                                   spec.max_attempts, spec.mode)
+                                 notify=notify).bind(self.control, self.record, spec.max_attempts)
+        self.reactions = RunEvents(self.control, self.record, self.recovery,
+                                   spec.reconnect_grace, spec.max_attempts, spec.mode)
         self._chief = None   # the coordinator's address, kept across restarts
         self._say = notify or logger.info
         self.shipment = None  # tfrun --ship: shipping.Shipment, served while the run lasts
         self._keras_coordinator = None   # worker 0's second port (replica mode), per formation
 
-    # -- the phase --------------------------------------------------------------
+    # -- the state --------------------------------------------------------------
 
     @property
     def phase(self):
-        return self._phase
+        return self.state.phase
 
-    def _move(self, target):
-        """Go to phase ``target``; False when the run is stopping (the stop
-        wins). ``run_phase.IllegalTransition`` for a move that is a bug."""
-        with self.slots.lock:
-            moved = next_phase(self._phase, target)
-            if moved is None:
-                return False
-            self._phase = moved
-            return True
+    @property
+    def slots(self):
+        return self.state.slots
+
+    @property
+    def failure(self):
+        """The error that ended the run early, or None."""
+        return self.state.failure
 
     # -- start ----------------------------------------------------------------
 
@@ -134,9 +139,9 @@ class ClusterRun:
             self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
                                                connect_timeout=self.run.connect_timeout,
                                                refused_timeout=self.run.refused_timeout,
-                                               **options)
-            self.launch_deadline = time.monotonic() + self.run.launch_timeout
-            self._move(Phase.FORMING)
+                                               transport=self._transport, **options)
+            self.new_launch_deadline()
+            self.state.move(Phase.FORMING)
             self.driver.start()
         except BaseException as exc:
             self.record.ended(exc, self.phase)
@@ -189,19 +194,19 @@ class ClusterRun:
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
         with self.record.recording(lambda: self.phase):
-            self._form()
+            self.form()
         return self.spec
 
-    def _form(self):
+    def form(self):
         """Wait until every task registered (or the run stops), then publish."""
         while any(slot.address is None for slot in self.slots):
             if self.phase != Phase.FORMING:
                 return
-            remaining = self.launch_deadline - time.monotonic()
+            remaining = self.launch_deadline - self._clock()
             if remaining <= 0:
                 raise LaunchTimeout(self.scheduler.missing_message(
                     self.run.launch_timeout, self.driver.master or self.master))
-            self._next_event(min(remaining, 1.0))
+            self.step(min(remaining, 1.0))
             self._on_progress(self)
         addresses = {slot.key: slot.address for slot in self.slots}
         if self.coordinator:
@@ -214,7 +219,7 @@ class ClusterRun:
         self._keras_coordinator = keras_coordinator(self.spec, ports[0] if ports else None)
         for slot in self.slots:
             self.publish_to(slot)
-        if not self._move(Phase.RUNNING):
+        if not self.state.move(Phase.RUNNING):
             return
         self.record.all_registered(self.scheduler.framework_id)
         self.recovery.formed(self.spec)
@@ -249,8 +254,8 @@ class ClusterRun:
         with self.record.recording(lambda: self.phase):
             while not self._trainers_done():
                 if self.phase == Phase.FORMING:   # a whole restart
-                    self._form()
-                self._next_event(1.0)
+                    self.form()
+                self.step(1.0)
         self.record.outcome("succeeded")
         return 0
 
@@ -262,31 +267,11 @@ class ClusterRun:
         trainers = self._trainers()
         return bool(trainers) and all(slot.done for slot in trainers)
 
-    def watch(self):
-        """Fine-grained mode: watch for failures in a background thread;
-        ``failure`` holds the first one (none once the run stops)."""
-        def loop():
-            try:
-                while self.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.FORMING):
-                    if self.phase == Phase.FORMING:   # a whole restart
-                        self._form()
-                    self._next_event(0.5)
-            except TFMesosError as exc:
-                self._watch_failed(exc)
-        self._watcher = threading.Thread(target=loop, name="tfmesos-watch", daemon=True)
-        self._watcher.start()
-
-    def _watch_failed(self, error):
-        with self.slots.lock:
-            if self._phase in ENDING:
-                return   # the stop came first: nothing failed
-            self.failure = error
-        self.record.ended(error, Phase.RUNNING)
-        logger.error("%s", error)
-
     # -- events ---------------------------------------------------------------
 
-    def _next_event(self, timeout):
+    def step(self, timeout):
+        """Handle the next event (waiting up to ``timeout`` s for one) and
+        what is due meanwhile; raise the run's failure once it has one."""
         try:
             event = self.events.get(timeout=max(timeout, 0.01))
         except queue.Empty:
@@ -296,51 +281,22 @@ class ClusterRun:
         self.record.flush()
         self.reactions.tick()
         self.recovery.tick()
+        if self.state.failure is not None:
+            raise self.state.failure
 
-    # -- what the failure policy may do (run_control.RunControl) ---------------
+    # -- what acting on the run does outside it (control.Effects) --------------
 
     def now(self):
-        return time.monotonic()
+        return self._clock()
 
-    def relaunch(self, *slots):
-        self.scheduler.relaunch(self.driver, *slots)
+    def ask_for_offers(self):
+        self.scheduler.revive(self.driver)
 
-    def end_task(self, slot):
-        if slot.task_id is None:
-            return
-        self.rendezvous.send(slot.task_id, {"type": "stop"})
-        self.forget_task(slot.task_id)
-        self.reactions.forget(slot.task_id)
-        if slot.state not in TERMINAL_STATES and slot.state != "PENDING":
-            self.kill(slot.task_id, slot.agent_id)
+    def send_stop(self, task_id):
+        self.rendezvous.send(task_id, {"type": "stop"})
 
     def forget_task(self, task_id):
-        """The rendezvous stops expecting ``task_id``."""
         self.rendezvous.forget(task_id)
-
-    def restart_cluster(self):
-        if not self._move(Phase.RESTARTING):
-            return False
-        for slot in self.slots:
-            self.end_task(slot)
-        return True
-
-    def relaunch_cluster(self):
-        if not self._move(Phase.FORMING):
-            return False
-        self.slots.reset()
-        self.launch_deadline = time.monotonic() + self.run.launch_timeout
-        self.scheduler.relaunch(self.driver, *self.slots)
-        return True
-
-    def fail(self, error):
-        if self.phase in ENDING:
-            logger.info("after the stop: %s", error)
-            return
-        raise error
-
-    def show(self, slot, stream, text):
-        self.on_log(slot, stream, text)
 
     def kill(self, task_id, agent_id):
         try:
@@ -348,9 +304,15 @@ class ClusterRun:
         except MesosError as exc:
             logger.warning("could not kill %s: %s", task_id, exc)
 
+    def show(self, slot, stream, text):
+        self.on_log(slot, stream, text)
+
     def reconcile(self):
         if self.driver is not None and self.driver.connected:
             self.scheduler.reconcile(self.driver)
+
+    def new_launch_deadline(self):
+        self.launch_deadline = self._clock() + self.run.launch_timeout
 
     # -- stop -----------------------------------------------------------------
 
@@ -358,9 +320,9 @@ class ClusterRun:
         """Stop every task and the framework; safe to call more than once,
         from any thread. Once it began, no failure or restart undoes it."""
         with self._stop_lock:
-            with self.slots.lock:
-                was_running = self._phase == Phase.RUNNING
-                if not self._move(Phase.STOPPING):
+            with self.state.lock:
+                was_running = self.phase == Phase.RUNNING
+                if not self.state.move(Phase.STOPPING):
                     return
             if self.scheduler is not None:
                 self.scheduler.close()
@@ -383,18 +345,16 @@ class ClusterRun:
             self.backend.stop()
             if self.shipment is not None:
                 self.shipment.stop()     # nothing is served after the run
-            self._move(Phase.STOPPED)
+            self.state.move(Phase.STOPPED)
             self.record.finish(self.scheduler and self.scheduler.framework_id,
                                self.scheduler and self.scheduler.first_offer_at,
                                "succeeded" if was_running else "aborted")
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            self._watcher.join(5)
 
 
 def make_backend(spec, environ, warm_runner=None):
     """Where the run of ``spec`` goes: the embedded master (``--master
-    local``; ``warm_runner``, started by tfrun, else one started here), or
-    the remote master ``spec.master``."""
+    local``; ``warm_runner``, started by tfrun, else one started with the
+    master), or the remote master ``spec.master``."""
     from ..backends.embedded import EmbeddedMaster
     from ..backends.remote import RemoteMaster
     from ..backends.warm_runner import start_warm_runner
@@ -403,11 +363,10 @@ def make_backend(spec, environ, warm_runner=None):
         if warm_runner is not None:
             warm_runner.close()
         return RemoteMaster(spec.master, spec.advertise_address, environ)
-    if warm_runner is None:
-        warm_runner = start_warm_runner(warm_task_command(spec))
     return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
                           options=spec.local_master_options, advertise=spec.advertise_address,
-                          environ=environ, runner=warm_runner)
+                          environ=environ, runner=warm_runner,
+                          make_runner=lambda: start_warm_runner(warm_task_command(spec)))
 
 
 def make_record(run_dir, run, environ):

@@ -3,8 +3,9 @@ thread that handles them: the failure policy of docs/architecture.md. A task
 that ends before the cluster is complete is relaunched (unless retrying
 cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
 
-``RunEvents`` sees the run only through ``run_control.RunControl``; what
-happened goes to the run's record (``run_record.RunRecord``)."""
+``RunEvents`` sees the run only through ``control.RunControl`` (its
+``state`` and the calls that act); what happened goes to the run's record
+(``record.run_record.RunRecord``)."""
 
 import logging
 import signal
@@ -60,7 +61,6 @@ class RunEvents:
         self._reconnect_grace = reconnect_grace
         self._max_attempts = max_attempts
         self._mode = mode
-        self._away = {}   # task id -> (when it was last heard, why its connection ended)
         self._reconciled = control.now()
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
@@ -82,22 +82,22 @@ class RunEvents:
         if self.control.now() - self._reconciled > RECONCILE_INTERVAL:
             self._reconcile()
 
-    def forget(self, task_id):
-        """``task_id`` was stopped on purpose: its absence means nothing."""
-        self._away.pop(task_id, None)
+    @property
+    def _state(self):
+        return self.control.state
 
     @property
     def _slots(self):
-        return self.control.slots
+        return self.control.state.slots
 
     def _on_registered(self, event):
         slot = self._slots.current(event.task_id)
         if slot is None:
             return
-        if self._away.pop(event.task_id, None) is not None:
+        if self._state.back(event.task_id):
             logger.info("%s reconnected to the rendezvous", slot.name)
         address = format_address(event.host, event.port)
-        phase = self.control.phase
+        phase = self._state.phase
         if phase == Phase.FORMING:
             self._slots.registered(slot, address)
             self.record.registered(event.task_id, address)
@@ -128,20 +128,20 @@ class RunEvents:
         # event.since is on the run's clock (monotonic); a closed connection
         # was heard from until it closed.
         since = event.since if event.reason == "stalled" else self.control.now()
-        self._away[event.task_id] = (since, event.reason)
-        if self.control.phase == Phase.FORMING:
+        self._state.left(event.task_id, since, event.reason)
+        if self._state.phase == Phase.FORMING:
             self._slots.away(slot)   # the cluster is complete only with it back
 
     def _check_away(self):
         """A task that stays away longer than the grace period has failed
         (before the cluster is complete, Mesos' report of its end decides)."""
         now = self.control.now()
-        for task_id, (since, reason) in list(self._away.items()):
+        for task_id, since, reason in self._state.away():
             slot = self._slots.current(task_id)
             if slot is None or slot.done or slot.exit_code is not None:
-                del self._away[task_id]
-            elif now - since > self._reconnect_grace and self.control.phase == Phase.RUNNING:
-                del self._away[task_id]
+                self._state.forget_absence(task_id)
+            elif now - since > self._reconnect_grace and self._state.phase == Phase.RUNNING:
+                self._state.forget_absence(task_id)
                 if reason == "stalled":   # a partition, not the task's doing
                     what = "unreachable for %.0f s (its rendezvous connection stalled)"
                 else:
@@ -191,7 +191,7 @@ class RunEvents:
             return
         self._slots.status(slot, status.state, status.get("message", ""),
                            status.get("reason") or None)
-        phase = self.control.phase
+        phase = self._state.phase
         if status.state not in TERMINAL_STATES or phase not in (Phase.FORMING, Phase.RUNNING):
             return
         self.control.forget_task(task_id)
@@ -223,8 +223,8 @@ class RunEvents:
         """A task's command ended (replica) or its server did (fine);
         ``usage``: what it used, from its exit message."""
         done = self._mode == "replica" and code == 0
-        self._slots.exited(slot, code, done=done and self.control.phase == Phase.RUNNING)
-        if self.control.phase != Phase.RUNNING or done:
+        self._slots.exited(slot, code, done=done and self._state.phase == Phase.RUNNING)
+        if self._state.phase != Phase.RUNNING or done:
             return
         cause = failure_cause(state, slot.reason, slot.message, code)
         peak = memory_kill_peak(slot.reason, slot.message, usage)

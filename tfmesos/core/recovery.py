@@ -15,7 +15,7 @@ failure policy): a sticky relaunch, a whole restart, or the end of the run.
   and its tasks get ``TFMESOS_RESTART=k``.
 * Otherwise the failure ends the run, as it did without recovery.
 
-``Recovery`` decides; it acts through the run's ``run_control.RunControl``
+``Recovery`` decides; it acts through the run's ``control.RunControl``
 (relaunch a slot, restart the cluster, fail the run, publish to a task) and
 tells the run's record, all in the thread that handles the run's events.
 """
@@ -63,7 +63,7 @@ class Recovery:
         self._max_attempts = 1
 
     def bind(self, control, record, max_attempts):
-        """Act on the run behind ``control`` (``run_control.RunControl``),
+        """Act on the run behind ``control`` (``control.RunControl``),
         telling ``record``; a worker is relaunched at most ``max_attempts``
         times in one attempt of the cluster."""
         self._control, self._record, self._max_attempts = control, record, max_attempts
@@ -91,7 +91,7 @@ class Recovery:
             self._give_up(slot, "it came back at %s, not at %s" % (address, sticky.address))
             return
         del self._sticky[slot.name]
-        self._control.slots.registered(slot, address)
+        self._control.state.slots.registered(slot, address)
         self._record.registered(slot.task_id, address)
         self._record.back(slot.name)
         self._control.publish_to(slot)
@@ -101,7 +101,7 @@ class Recovery:
         self._lost_agents.add(agent_id)
         for name, sticky in list(self._sticky.items()):
             if sticky.agent_id == agent_id:
-                self._give_up(self._control.slots.named(name), "its agent %s is gone" % agent_id)
+                self._give_up(self._control.state.slots.named(name), "its agent %s is gone" % agent_id)
 
     def tick(self):
         """Launch a restart whose back-off has passed; give up sticky
@@ -113,7 +113,7 @@ class Recovery:
                 logger.info("restart %d: launching the whole cluster again", self.restarts)
         for name, sticky in list(self._sticky.items()):
             if now > sticky.deadline:
-                self._give_up(self._control.slots.named(name),
+                self._give_up(self._control.state.slots.named(name),
                               "it was not back within %.0f s" % self.sticky_timeout)
 
     def formed(self, spec):
@@ -141,7 +141,7 @@ class Recovery:
                      % (what, sticky.address, sticky.relaunches, self.sticky_timeout))
         self._control.end_task(slot)
         self._record.relaunching(slot.name, cause, what, sticky.agent_id, sticky.address)
-        self._control.slots.hold(slot, sticky.agent_id, sticky.port)
+        self._control.state.slots.hold(slot, sticky.agent_id, sticky.port)
         self._control.relaunch(slot)
         return True
 

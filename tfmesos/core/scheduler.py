@@ -252,10 +252,9 @@ class TFMesosScheduler(Scheduler):
         with self.lock:
             self._closed = True
 
-    def relaunch(self, driver, *slots):
-        """Queue ``slots`` for another attempt and ask for offers again."""
+    def revive(self, driver):
+        """Slots wait for another attempt: ask for offers again."""
         with self.lock:
-            self.slots.requeue(slots)
             self._suppressed = False
         driver.reviveOffers()
 

@@ -1,7 +1,8 @@
 """A scheduler driver for the Mesos v1 scheduler HTTP API, with the
 interface of pymesos' ``MesosSchedulerDriver``: its methods map one to one
-onto the Calls of ``calls``; events are decoded by ``decoding``; HTTP
-plumbing lives in ``http_transport``.
+onto the Calls of ``calls``; events are decoded by ``decoding``; how the
+master is reached is its transport's (``transport.HTTPTransport``, or
+``mock_transport.MockTransport`` in tests).
 
 Threads: a *stream* thread (``subscription``) holds the SUBSCRIBE
 connection, decodes RecordIO events and queues them; a *dispatcher* thread calls the scheduler's callbacks
@@ -20,11 +21,11 @@ import time
 
 from ..exceptions import DriverAborted, MesosConnectionError, MesosError
 from . import calls
-from .detection import make_detector
-from .http_transport import CallConnection, TLSContext, basic_auth
-from .master_address import parse_master
+from .http_transport import TLSContext, basic_auth
 from .interface import check_scheduler, dispatch_event
-from .subscription import Received, StreamLost, Subscription
+from .master_address import parse_master
+from .subscription import Received, StreamLost
+from .transport import HTTPTransport
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +56,14 @@ class MesosSchedulerDriver:
     listens at their port) one after ``refused_timeout`` seconds (default:
     ``connect_timeout``); once a master was reached, only
     ``connect_timeout`` applies (a failover takes its time).
+    ``transport`` replaces the HTTP transport (``transport.HTTPTransport``):
+    tests give a ``mock_transport.MockTransport``.
     """
 
     def __init__(self, scheduler, framework_info, master, implicit_acknowledgements=True,
                  principal=None, secret=None, timeout=10.0, verify=True, ca_bundle=None,
                  heartbeat_misses=3, backoff_cap=15.0, connect_timeout=60.0, detector=None,
-                 scheme="http", refused_timeout=None):
+                 scheme="http", refused_timeout=None, transport=None):
         check_scheduler(scheduler)
         self.scheduler = scheduler
         self.framework = copy.deepcopy(dict(framework_info))
@@ -69,29 +72,29 @@ class MesosSchedulerDriver:
                 raise ValueError("framework_info needs a %r" % field)
         self.implicit_acknowledgements = implicit_acknowledgements
         address = parse_master(master)
-        self._detector = detector or make_detector(address, scheme=scheme)
-        # pymesos users set these in the environment of the scheduler process.
-        principal = principal if principal is not None else os.environ.get("MESOS_PRINCIPAL")
-        secret = secret if secret is not None else os.environ.get("MESOS_SECRET")
-        auth = basic_auth(principal, secret)
-        # Loading the CA certificates takes tens of milliseconds: only for
-        # https masters (at once, so that a bad CA bundle is an early error).
-        context = TLSContext(verify, ca_bundle)
-        if scheme == "https" or any(url.startswith("https:") for url in address.urls):
-            context.get()
+        if transport is None:
+            # pymesos users set these in the environment of the scheduler process.
+            principal = principal if principal is not None else os.environ.get("MESOS_PRINCIPAL")
+            secret = secret if secret is not None else os.environ.get("MESOS_SECRET")
+            # Loading the CA certificates takes tens of milliseconds: only for
+            # https masters (at once, so that a bad CA bundle is an early error).
+            context = TLSContext(verify, ca_bundle)
+            if scheme == "https" or any(url.startswith("https:") for url in address.urls):
+                context.get()
+            transport = HTTPTransport(
+                address, master, context, basic_auth(principal, secret), timeout, scheme=scheme,
+                detector=detector, heartbeat_misses=heartbeat_misses, backoff_cap=backoff_cap,
+                connect_timeout=connect_timeout,
+                refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)
+        self._transport = transport
 
         self._lock = threading.Lock()
-        self._caller = CallConnection(timeout, context, auth)
         self._events = queue.Queue()
         self._stopping = threading.Event()
         self._ended = threading.Event()   # stopped or aborted: join() returns
         self._gate = threading.Lock()     # no call may follow TEARDOWN
         self._torn_down = False
-        self._stream = Subscription(
-            self.framework, self._detector, master, self._events, self._stopping,
-            timeout=timeout, ssl=context, auth=auth, heartbeat_misses=heartbeat_misses,
-            backoff_cap=backoff_cap, connect_timeout=connect_timeout,
-            refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)
+        self._stream = transport.open_stream(self.framework, self._events, self._stopping)
         self._status = None
         self._exception = None
         self._threads = []
@@ -199,8 +202,7 @@ class MesosSchedulerDriver:
         self._ended.set()
         self._stream.interrupt()
         self._events.put(_STOP)
-        self._caller.close()
-        self._detector.close()
+        self._transport.close()
 
     def _fail(self, exc):
         if self._exception is None:
@@ -262,8 +264,8 @@ class MesosSchedulerDriver:
             if self._torn_down:
                 raise MesosConnectionError("cannot send %s: the framework was torn down" % kind)
             self._torn_down = kind == "TEARDOWN"
-            self._caller.post(url, dict(call, framework_id={"value": self.framework_id}),
-                              stream_id)
+            self._transport.post(url, dict(call, framework_id={"value": self.framework_id}),
+                                 stream_id)
 
     # -- dispatching --------------------------------------------------------
 

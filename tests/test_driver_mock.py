@@ -1,0 +1,98 @@
+"""The driver over its transport seam, with a master in memory
+(``mesos.mock_transport.MockTransport``): callbacks, calls and failures
+without a socket."""
+
+import threading
+
+import pytest
+from offers import offer
+
+from tfmesos.exceptions import MesosCallError, MesosConnectionError
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+from tfmesos.mesos.mock_transport import MockTransport
+
+
+class Recorder(Scheduler):
+    def __init__(self):
+        self.seen = []
+        self.changed = threading.Condition()
+
+    def _note(self, *item):
+        with self.changed:
+            self.seen.append(item)
+            self.changed.notify_all()
+
+    def registered(self, driver, framework_id, master_info):
+        self._note("registered", framework_id.value)
+
+    def resourceOffers(self, driver, offers):
+        self._note("offers", [o.id.value for o in offers])
+        driver.launchTasks([offers[0].id], [{"task_id": {"value": "t1"}, "name": "t1",
+                                             "agent_id": offers[0].agent_id}])
+
+    def statusUpdate(self, driver, status):
+        self._note("update", status.task_id.value, status.state)
+
+    def disconnected(self, driver):
+        self._note("disconnected")
+
+    def error(self, driver, message):
+        self._note("error", message)
+
+    def wait_for(self, kind, timeout=10):
+        with self.changed:
+            assert self.changed.wait_for(lambda: any(i[0] == kind for i in self.seen), timeout), \
+                "no %s within %s s: %s" % (kind, timeout, self.seen)
+
+
+@pytest.fixture
+def driven():
+    mock, scheduler = MockTransport(framework_id="fw-7"), Recorder()
+    driver = MesosSchedulerDriver(scheduler, {"user": "u", "name": "n"}, "mock-master:5050",
+                                  transport=mock)
+    driver.start()
+    yield driver, mock, scheduler
+    driver.abort()
+
+
+def test_subscribes_dispatches_offers_and_sends_calls_through_the_transport(driven):
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    assert ("registered", "fw-7") in scheduler.seen and driver.framework_id == "fw-7"
+    mock.offer(offer("o1"))
+    scheduler.wait_for("offers")
+    [accept] = mock.calls_of("ACCEPT")
+    assert accept["framework_id"] == {"value": "fw-7"}
+    assert accept["accept"]["offer_ids"] == [{"value": "o1"}]
+    assert accept["accept"]["operations"][0]["type"] == "LAUNCH"
+
+
+def test_updates_are_acknowledged_implicitly(driven):
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    mock.update({"task_id": {"value": "t1"}, "state": "TASK_RUNNING", "uuid": "AAEC",
+                 "agent_id": {"value": "a1"}})
+    scheduler.wait_for("update")
+    assert scheduler.seen[-1] == ("update", "t1", "TASK_RUNNING")
+    [ack] = mock.calls_of("ACKNOWLEDGE")
+    assert ack["acknowledge"]["uuid"] == "AAEC"
+
+
+def test_a_refused_call_raises_in_the_caller(driven):
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    mock.refuse("KILL", 400, "Framework cannot be found")
+    with pytest.raises(MesosCallError, match="refused KILL: HTTP 400 Framework cannot be"):
+        driver.killTask({"value": "t1"})
+
+
+def test_a_lost_stream_and_a_driver_that_gives_up(driven):
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    mock.lose_stream()
+    scheduler.wait_for("disconnected")
+    assert not driver.connected
+    mock.give_up("no master for 60 s")
+    with pytest.raises(MesosConnectionError, match="no master for 60 s"):
+        driver.join(10)
+    assert ("error", "no master for 60 s") in scheduler.seen

@@ -1,0 +1,127 @@
+"""One contract, two runs: the failure scenarios of tests/test_failure_policy.py
+driven through the policy's fake run (``FakeRun``: the real state and
+control, recorded effects) and through a real ``ClusterRun`` whose driver
+talks to an in-memory master (``RealRun``: ``MockTransport``, no master, no
+tasks). Both must end in the same state: what the fake tests of the policy
+say holds for the run users get."""
+
+import pytest
+from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun, RealRun
+
+from tfmesos.core.events import TaskDisconnected
+from tfmesos.core.phase import ENDING, Phase
+from tfmesos.core.restarts import RestartPolicy
+from tfmesos.core.spec import Job
+from tfmesos.exceptions import ClusterError, TaskFailed
+
+WORKERS = [Job("worker", num=2, cpus=1, mem=256)]
+
+
+@pytest.fixture(params=[FakeRun, RealRun], ids=["fake", "real"])
+def make_run(request):
+    runs = []
+
+    def make(*args, **kwargs):
+        run = request.param(*args, **kwargs)
+        runs.append(run)
+        return run
+    yield make
+    for run in runs:
+        close = getattr(run, "close", None)
+        if close is not None:
+            close()
+
+
+def slot_view(run):
+    return [(s.name, s.state, s.attempts, s.base, s.task_id is None, s.address is None, s.done)
+            for s in run.slots]
+
+
+def test_a_task_ending_before_the_cluster_is_complete_is_relaunched(make_run):
+    run = make_run(WORKERS)
+    run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
+    assert run.phase == Phase.FORMING and run.state.failure is None
+    assert [(s.name, s.state, s.attempts) for s in run.slots] == [
+        ("worker:0", "TASK_RUNNING", 1), ("worker:1", "PENDING", 1)]
+
+
+def test_its_attempts_spent_the_run_fails_and_the_waiting_thread_raises(make_run):
+    run = make_run(WORKERS)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        if attempt > 1:
+            relaunch(run, "worker:1")
+        if attempt < MAX_ATTEMPTS:
+            run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
+    with pytest.raises(TaskFailed, match="worker:1 failed 3 times") as error:
+        run.status("worker:1", "TASK_FAILED", "Command exited with status 1")
+    assert run.state.failure is error.value and run.phase == Phase.FORMING
+
+
+def relaunch(run, name):
+    """A pending slot launched again (the fake by hand, the real run by an offer)."""
+    slot = run.slots.named(name)
+    if isinstance(run, FakeRun):
+        run.launch(slot)
+    else:
+        run.offer()
+        run._wait(lambda: slot.state == "TASK_STAGING", "%s relaunched" % name)
+    run.slots.status(slot, "TASK_RUNNING", "", None)
+
+
+def test_a_whole_restart_resets_every_slot_after_its_backoff(make_run):
+    run = make_run(WORKERS, policy=RestartPolicy(1, "lost", backoff=2))
+    run.running()
+    run.status("worker:1", "TASK_LOST")
+    assert run.phase == Phase.RESTARTING
+    run.later(1.9)
+    assert run.phase == Phase.RESTARTING
+    run.later(0.2)
+    assert run.phase == Phase.FORMING
+    assert slot_view(run) == [("worker:0", "PENDING", 1, 1, True, True, False),
+                              ("worker:1", "PENDING", 1, 1, True, True, False)]
+
+
+def test_a_failure_once_running_fails_the_run_and_a_later_one_changes_nothing(make_run):
+    run = make_run(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    with pytest.raises(TaskFailed, match="task worker:1 exited with code 3") as error:
+        run.exit("worker:1", 3)
+    first = error.value
+    with pytest.raises(TaskFailed) as again:
+        run.status("worker:0", "TASK_LOST")          # would restart a running cluster
+    assert again.value is first and run.state.failure is first
+    assert run.phase == Phase.RUNNING                # a failed run only stops
+
+
+def test_the_stop_wins_over_failures_and_restarts(make_run):
+    run = make_run(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    run.stop()
+    run.exit("worker:1", 3)
+    run.status("worker:0", "TASK_LOST")
+    run.later(GRACE + 1)
+    assert run.phase in ENDING and run.state.failure is None
+    assert all(slot.base == 0 for slot in run.slots)
+
+
+def test_a_task_away_longer_than_the_grace_is_a_loss(make_run):
+    run = make_run(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    run.handle(TaskDisconnected(run.slots.named("worker:0").task_id))
+    run.later(GRACE - 1)
+    assert run.phase == Phase.RUNNING
+    run.later(2)
+    assert run.phase == Phase.RESTARTING
+
+
+def test_the_driver_giving_up_fails_the_run(make_run):
+    run = make_run(WORKERS)
+    if isinstance(run, FakeRun):
+        from tfmesos.core.events import MesosFailed
+        with pytest.raises(ClusterError, match="the Mesos driver stopped"):
+            run.handle(MesosFailed("the mock master is gone"))
+    else:
+        run.mock.give_up()
+        with pytest.raises(ClusterError, match="the Mesos driver stopped: .*mock master is gone"):
+            run.handle_until(lambda event: False, "the driver's failure")
+    assert isinstance(run.state.failure, ClusterError)

@@ -1,0 +1,129 @@
+"""A Mesos master in memory, for unit tests of the driver and of what drives
+it (``MesosSchedulerDriver(..., transport=MockTransport())``): no socket,
+no thread of its own. The driver subscribes at once; every call it makes
+is kept in ``calls`` (the Call bodies, in order); the test sends events
+(``offer``, ``update``, ``send``), drops the stream (``lose_stream``) or
+makes calls fail (``refuse``).
+"""
+
+import threading
+
+from addict import Dict
+
+from ..exceptions import MesosCallError, MesosConnectionError
+from .subscription import Fatal, Received, StreamLost
+
+URL = "http://mock-master:5050"
+
+
+class MockTransport:
+    """The driver's transport (``transport``), with a master that answers
+    every call 202 unless told otherwise."""
+
+    def __init__(self, framework_id="mock-framework", url=URL, heartbeat_interval=15.0):
+        self.framework_id = framework_id
+        self.url = url
+        self.heartbeat_interval = heartbeat_interval
+        self.calls = []
+        self._refused = {}       # call type -> the error it gets
+        self._lock = threading.Lock()
+        self._stream = None
+        self._events = None
+
+    # -- the driver's side ---------------------------------------------------------
+
+    def open_stream(self, framework, events, stopping):
+        self._events = events
+        self._stream = _Stream(self, framework, events, stopping)
+        return self._stream
+
+    def post(self, url, call, stream_id):
+        with self._lock:
+            error = self._refused.get(call.get("type"))
+            if error is None:
+                self.calls.append(call)
+        if error is not None:
+            raise error
+
+    def close(self):
+        pass
+
+    # -- the test's side -------------------------------------------------------------
+
+    def calls_of(self, kind):
+        """The calls of type ``kind`` (``ACCEPT``, ``KILL``, ...) made so far."""
+        with self._lock:
+            return [call for call in self.calls if call.get("type") == kind]
+
+    def send(self, kind, body=None):
+        """The master sends an event of type ``kind`` (its ``kind.lower()``
+        field is ``body``)."""
+        event = Dict({"type": kind})
+        if body is not None:
+            event[kind.lower()] = Dict(body)
+        self._events.put(Received(kind, event))
+
+    def offer(self, *offers):
+        """An OFFERS event with ``offers`` (Offer dicts)."""
+        self.send("OFFERS", {"offers": list(offers)})
+
+    def update(self, status):
+        """An UPDATE event with ``status`` (a TaskStatus dict)."""
+        self.send("UPDATE", {"status": status})
+
+    def lose_stream(self):
+        """The subscription drops; the driver is told (``disconnected``)."""
+        self._stream.subscribed = False
+        self._events.put(StreamLost())
+
+    def give_up(self, message="the mock master is gone"):
+        """The driver gives up: what it does after ``connect_timeout``."""
+        self._events.put(Fatal(MesosConnectionError(message)))
+
+    def refuse(self, kind, status=400, message="refused by the mock master"):
+        """Calls of type ``kind`` fail from now on, as Mesos refuses them."""
+        with self._lock:
+            self._refused[kind] = MesosCallError(
+                "Mesos master at %s refused %s: HTTP %d %s" % (self.url, kind, status, message),
+                status=status)
+
+
+class _Stream:
+    """The driver's stream: subscribed at once, then idle until the driver
+    stops."""
+
+    def __init__(self, transport, framework, events, stopping):
+        self._transport = transport
+        self._framework = framework
+        self._events = events
+        self._stopping = stopping
+        self.subscribed = False
+        self.leader_url = None
+        self.stream_id = None
+        self.master_info = None
+        self.closing = False
+        self.suppressed_roles = set()
+
+    def run(self):
+        transport = self._transport
+        framework_id = (self._framework.get("id") or {}).get("value") or transport.framework_id
+        self._framework["id"] = {"value": framework_id}
+        self.master_info = Dict(id="mock-master", hostname="mock-master", port=5050)
+        self.leader_url, self.stream_id, self.subscribed = transport.url, "mock-stream", True
+        self._events.put(Received("SUBSCRIBED", Dict(
+            framework_id={"value": framework_id},
+            heartbeat_interval_seconds=transport.heartbeat_interval,
+            master_info=self.master_info)))
+        self._stopping.wait()
+
+    def watch_leader(self):
+        return
+
+    def state(self):
+        return self.leader_url, self.stream_id, self.subscribed
+
+    def interrupt(self):
+        pass
+
+
+__all__ = ["MockTransport", "URL"]
