@@ -537,7 +537,7 @@ def test_shipped_commands_without_an_environment_run_python3_or_python(project):
 
 def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
     from tfmesos.cli import tfrun
-    from tfmesos.core.fine_grained import cluster_spec
+    from tfmesos.core.fine_grained import run_spec_of
 
     args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-exclude", "*.h5",
                                                "--ship-max-size", "5"])
@@ -545,8 +545,8 @@ def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
     args = tfrun.build_parser().parse_options(["--ship", "-w", "2"])
     assert tfrun.ship_spec(args).directory == os.getcwd() and args.nworker == 2
     assert tfrun.ship_spec(tfrun.build_parser().parse_options(["-w", "2"])) is None
-    spec = cluster_spec([{"name": "worker"}], master="local", ship=str(tmp_path))
+    spec = run_spec_of([{"name": "worker"}], master="local", ship=str(tmp_path))
     assert spec.ship == ShipSpec(str(tmp_path))
     with pytest.raises(SpecError, match="drop -I or --python-env"):
-        cluster_spec([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
+        run_spec_of([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
                      ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))

@@ -78,7 +78,7 @@ def attempts_of(data, name):
 def test_a_lost_worker_comes_back_at_its_address_and_the_rest_keeps_running():
     run = start_run(dict(sticky_jobs=("worker",)))
     try:
-        address = run.spec["worker"][0]
+        address = run.cluster_spec["worker"][0]
         kill_task("worker", 0)
         data = wait_for(lambda d: d["relaunches"] and d["relaunches"][0]["back"], run)
         [relaunch] = data["relaunches"]
@@ -89,7 +89,7 @@ def test_a_lost_worker_comes_back_at_its_address_and_the_rest_keeps_running():
         assert [a["address"] for a in attempts] == [address, address]
         assert attempts[0]["agent_id"] == attempts[1]["agent_id"]
         assert len(attempts_of(data, "chief:0")) == len(attempts_of(data, "worker:1")) == 1
-        assert data["restarts"] == [] and run.spec["worker"][0] == address
+        assert data["restarts"] == [] and run.cluster_spec["worker"][0] == address
         assert set(task_processes("worker", 0).values()) == {2}   # the relaunch runs
     finally:
         run.stop()

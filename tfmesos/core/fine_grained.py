@@ -28,7 +28,7 @@ class Cluster:
 
     @property
     def spec(self):
-        return {job: list(addresses) for job, addresses in self._run.spec.items()}
+        return {job: list(addresses) for job, addresses in self._run.cluster_spec.items()}
 
     @property
     def targets(self):
@@ -45,7 +45,7 @@ class Cluster:
         """Wait until the cluster runs (again, after a whole restart) and
         return its spec; raises its failure, ``ClusterError`` after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._run.phase != Phase.RUNNING or self._run.spec is None:
+        while self._run.phase != Phase.RUNNING or self._run.cluster_spec is None:
             self.check()
             if self.finished():
                 raise ClusterError("the cluster has stopped")
@@ -174,7 +174,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
                         forward_addresses=forward_addresses)
-    run = ClusterRun(cluster_spec(
+    run = ClusterRun(run_spec_of(
         jobs, master=master, name=name, volumes=volumes, env=env, role=role,
         containerizer_type=containerizer_type, force_pull_image=force_pull_image, image=image,
         launch_timeout=launch_timeout, max_attempts=max_attempts,
@@ -202,7 +202,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         raise run.failure
 
 
-def cluster_spec(jobs, master=None, name=None, volumes=None, env=None, role=None,
+def run_spec_of(jobs, master=None, name=None, volumes=None, env=None, role=None,
                  containerizer_type=None, force_pull_image=False, image=None,
                  local_master_options=None, coordinator=False, run_dir=None, max_restarts=0,
                  restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT,

@@ -68,7 +68,7 @@ class ClusterRun:
     def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
                  notify=None, warm_runner=None, backend=None, transport=None,
                  clock=time.monotonic):
-        self.run = spec
+        self.run_spec = spec
         self.jobs = list(spec.jobs)
         self.mode = spec.mode
         self.command = spec.command
@@ -92,7 +92,7 @@ class ClusterRun:
         self.driver = None
         self.rendezvous = None
         self.scheduler = None
-        self.spec = None     # the cluster spec once formed: {job: ["host:port", ...]}
+        self.cluster_spec = None     # once formed: {job: ["host:port", ...]}
         self.launch_deadline = None
         self._stop_lock = threading.Lock()
         self.record = make_record(spec.run_dir, self, self._environ)  # the run directory
@@ -132,13 +132,13 @@ class ClusterRun:
             self.scheduler = TFMesosScheduler(self.slots, self._make_task, self.events,
                                               self.run_id, on_launch=self._launching,
                                               extra_ports=self._extra_ports)
-            info, options = framework_info(self.run, self.jobs), self.run.driver_options()
+            info, options = framework_info(self.run_spec, self.jobs), self.run_spec.driver_options()
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
                 options["principal"] = info["principal"]
             self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
-                                               connect_timeout=self.run.connect_timeout,
-                                               refused_timeout=self.run.refused_timeout,
+                                               connect_timeout=self.run_spec.connect_timeout,
+                                               refused_timeout=self.run_spec.refused_timeout,
                                                transport=self._transport, **options)
             self.new_launch_deadline()
             self.state.move(Phase.FORMING)
@@ -151,11 +151,11 @@ class ClusterRun:
 
     def _ship(self):
         """``tfrun --ship``: pack and serve what every task fetches."""
-        if self.run.ship is None:
+        if self.run_spec.ship is None:
             return
         from ..ship.shipping import Shipment
 
-        self.shipment = Shipment(self.run.ship, self.backend.bind_host(), say=self._say)
+        self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say)
         self.record.shipped(self.shipment.record())
 
     @property
@@ -184,8 +184,8 @@ class ClusterRun:
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         host = self._advertised_address()
         rendezvous = format_address(host, self.rendezvous.port)
-        return build_task(self.run, slot, assignment, rendezvous, self.secret,
-                          quiet_tensorflow=self.run.quiet_tensorflow, run_id=self.run_id,
+        return build_task(self.run_spec, slot, assignment, rendezvous, self.secret,
+                          quiet_tensorflow=self.run_spec.quiet_tensorflow, run_id=self.run_id,
                           shipment=self.shipment, ship_host=host)
 
     # -- waiting --------------------------------------------------------------
@@ -195,7 +195,7 @@ class ClusterRun:
         the cluster spec ``{job: ["host:port", ...]}``."""
         with self.record.recording(lambda: self.phase):
             self.form()
-        return self.spec
+        return self.cluster_spec
 
     def form(self):
         """Wait until every task registered (or the run stops), then publish."""
@@ -205,7 +205,7 @@ class ClusterRun:
             remaining = self.launch_deadline - self._clock()
             if remaining <= 0:
                 raise LaunchTimeout(self.scheduler.missing_message(
-                    self.run.launch_timeout, self.driver.master or self.master))
+                    self.run_spec.launch_timeout, self.driver.master or self.master))
             self.step(min(remaining, 1.0))
             self._on_progress(self)
         addresses = {slot.key: slot.address for slot in self.slots}
@@ -214,39 +214,39 @@ class ClusterRun:
                 host = self._advertised_address()
                 self._chief = format_address(host, free_port(host))
             addresses[("chief", 0)] = self._chief
-        self.spec = cluster_spec(addresses)
+        self.cluster_spec = cluster_spec(addresses)
         ports = [s.extra_ports[0] for s in self.slots if self._extra_ports(s) and s.extra_ports]
-        self._keras_coordinator = keras_coordinator(self.spec, ports[0] if ports else None)
+        self._keras_coordinator = keras_coordinator(self.cluster_spec, ports[0] if ports else None)
         for slot in self.slots:
             self.publish_to(slot)
         if not self.state.move(Phase.RUNNING):
             return
         self.record.all_registered(self.scheduler.framework_id)
-        self.recovery.formed(self.spec)
+        self.recovery.formed(self.cluster_spec)
 
     def publish_to(self, slot):
         """Send ``slot`` its start message: its role and the cluster spec."""
         message = {"type": "start", "mode": self.mode, "job": slot.job.name,
-                   "index": slot.index, "cluster": self.spec,
+                   "index": slot.index, "cluster": self.cluster_spec,
                    "forward_logs": bool(self._forward_logs(slot))}
         if self.mode == "replica":
             template = slot.job.cmd or self.command
-            env = task_environment(self.spec, slot.job.name, slot.index,
+            env = task_environment(self.cluster_spec, slot.job.name, slot.index,
                                    self._keras_coordinator)
             env[task_env.RESTART] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
-            message.update(cmd=render_command(template, self.spec, slot.job.name, slot.index),
-                           env=env, hooks=self.run.hook_commands,
+            message.update(cmd=render_command(template, self.cluster_spec, slot.job.name, slot.index),
+                           env=env, hooks=self.run_spec.hook_commands,
                            # a container has its own filesystem, a shipped directory
                            # is the task's working directory: stay there
-                           cwd=None if self.run.image or self._ships_code() else os.getcwd())
+                           cwd=None if self.run_spec.image or self._ships_code() else os.getcwd())
         if not self.rendezvous.send(slot.task_id, message):
             # Kept by the rendezvous: a task that re-registers gets it;
             # one that does not come back fails after the grace period.
             logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
 
     def _ships_code(self):
-        return self.run.ship is not None and self.run.ship.directory is not None
+        return self.run_spec.ship is not None and self.run_spec.ship.directory is not None
 
     def wait_finished(self):
         """Replica mode: block until the run's trainers are done; returns 0,
@@ -312,7 +312,7 @@ class ClusterRun:
             self.scheduler.reconcile(self.driver)
 
     def new_launch_deadline(self):
-        self.launch_deadline = self._clock() + self.run.launch_timeout
+        self.launch_deadline = self._clock() + self.run_spec.launch_timeout
 
     # -- stop -----------------------------------------------------------------
 
@@ -373,8 +373,8 @@ def make_record(run_dir, run, environ):
     """The record of ClusterRun ``run``: in ``run_dir`` (``AUTO``: the
     default directory), or in memory only (None)."""
     if run_dir == AUTO:
-        run_dir = default_run_dir(run.run.name, run.run_id, environ)
-    header = {"run_id": run.run_id, "name": run.run.name, "mode": run.mode,
+        run_dir = default_run_dir(run.run_spec.name, run.run_id, environ)
+    header = {"run_id": run.run_id, "name": run.run_spec.name, "mode": run.mode,
               "master": run.master, "command": run.command if run.mode == "replica" else None,
               "jobs": [{"name": j.name, "num": j.num, "start": j.start, "cpus": j.cpus,
                         "mem": j.mem, "gpus": j.gpus} for j in run.jobs]}
