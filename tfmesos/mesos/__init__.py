@@ -1,6 +1,7 @@
 """The Mesos protocol layer: a v1 HTTP scheduler driver with pymesos'
-interface, master detection (including ``zk://``) and an embedded local
-master. Nothing here knows about TensorFlow.
+interface (``driver``, over a transport: ``transport``, ``mock_transport``)
+and master detection (including ``zk://``). Nothing here knows about
+TensorFlow; the embedded master is a package of its own, ``mesos_local``.
 
 The public names below are imported on first use: a module that needs only
 ``tfmesos.mesos.master_address`` (e.g. to check a master string) does not
