@@ -25,7 +25,7 @@ setup(
             "tfrun = tfmesos.cli.tfrun:run",
             "tfmesos = tfmesos.cli.main:main",
             # The embedded Mesos master on its own, for any framework's tests.
-            "mesos-local = mesos_local.cli:main",
+            "mesos-local = mesos_local.command_line:main",
         ],
     },
 )

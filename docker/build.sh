@@ -19,7 +19,8 @@
 #                       (default $PIP_CERT, else /etc/ssl/certs/ca-certificates.crt)
 #
 # The engine must be running (as root: `dockerd >/var/log/dockerd.log 2>&1 &`).
-# A rebuild after a change to tfmesos/ only reruns the last layers (seconds):
+# A rebuild after a change to tfmesos/ or mesos_local/ only reruns the last
+# layers (seconds):
 # TensorFlow sits in a layer before the source is copied.
 set -euo pipefail
 

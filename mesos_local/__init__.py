@@ -37,7 +37,7 @@ The master, each module one job:
 * ``loop``: the thread that runs timers and allocation rounds;
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``resources``:
   resource arithmetic and parsing;
-* ``errors``: its exceptions; ``cli``, ``__main__``: the command line.
+* ``errors``: its exceptions; ``command_line``, ``__main__``: the command line.
 
 ``api/``: the HTTP side (the server, SUBSCRIBE streams, strict and tolerant
 call parsing, authentication, the read endpoints); ``containerizer/``: the

@@ -3,7 +3,7 @@
 
 import sys
 
-from .cli import main
+from .command_line import main
 
 __all__ = ["main"]
 

@@ -64,7 +64,7 @@ from .loop import MasterLoop
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .records import Records
 from .containerizer.runner import ProcessRunner
-from .api.state import render_master_info, render_state, render_version
+from .api.state_json import render_master_info, render_state, render_version
 from .tasks import TaskLauncher
 from .updates import StatusUpdates
 

@@ -26,6 +26,28 @@ def test_mesos_hello_against_a_standalone_local_master():
     assert master.returncode == 0
 
 
+def test_the_readme_s_own_framework_test_against_mesos_local():
+    """The README's "Test your own framework against it", as written there."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    start = readme.index("### Test your own framework against it")
+    code = readme[readme.index("```python\n", start) + 10:readme.index("```", readme.index(
+        "```python\n", start) + 10)]
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)   # noqa: S102 - the README's own code
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        namespace["test_mesos_hello_runs_its_task"]()
+    finally:
+        os.chdir(cwd)
+
+
+def test_mesos_local_is_a_command_of_its_own():
+    result = subprocess.run(["mesos-local", "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.startswith("usage: mesos-local")
+
+
 def test_tfmesos_command_help_and_errors():
     assert "local-master" in subprocess.run(["tfmesos", "--help"], capture_output=True,
                                             text=True).stdout

@@ -99,7 +99,7 @@ def cycles(graph):
 
 def test_the_graph_sees_imports_in_functions():
     graph = import_graph()
-    assert "tfmesos.mesos.detection" in graph["tfmesos.mesos.driver"]
+    assert "tfmesos.mesos.detection" in graph["tfmesos.mesos.transport"]
     assert "tfmesos.mesos.zookeeper" in graph["tfmesos.mesos.detection"]
     # Imported inside functions only:
     assert "tfmesos.backends.embedded" in graph["tfmesos.core.launch"]
@@ -150,3 +150,14 @@ def test_test_modules_import_helpers_not_other_test_modules():
                 wrong[name] = others
     assert not wrong, ("test modules importing other test modules (move what they share "
                        "into a helper module such as tfrun_helpers.py): %s" % wrong)
+
+
+def test_no_two_modules_share_a_name():
+    names = {}
+    for package in PACKAGES:
+        for module in _modules(REPO, package):
+            leaf = module.rsplit(".", 1)[-1]
+            if leaf != "__main__" and "." in module:
+                names.setdefault(leaf, []).append(module)
+    shared = {leaf: found for leaf, found in names.items() if len(found) > 1}
+    assert not shared, "modules of the same name: %s" % shared

@@ -347,7 +347,7 @@ def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
 
 def test_isolation_options_of_the_commands():
     from tfmesos.cli import tfrun
-    from mesos_local import cli
+    from mesos_local import command_line as cli
     args = tfrun.build_parser().parse_options(["--no-isolation"])
     assert tfrun.isolation_options(args) == {"isolation": None}
     args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])

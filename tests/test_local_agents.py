@@ -23,7 +23,7 @@ from tfrun_helpers import (HELLO, HELLO_ARGS, free_port, marked_tasks, run_tfrun
                            wait_for_line)
 from waiting import wait_until
 from mesos_local import AgentSpec
-from mesos_local.cli import agent_specs, main, parse_agent
+from mesos_local.command_line import agent_specs, main, parse_agent
 
 pytestmark = pytest.mark.timeout(180)
 

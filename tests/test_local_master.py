@@ -657,7 +657,7 @@ def test_cli_runs_until_signalled(tmp_path, signum):
 
 
 def test_cli_help_explains_options():
-    from mesos_local.cli import build_parser
+    from mesos_local.command_line import build_parser
     text = build_parser().format_help()
     for option in ("--host", "--port", "--cpus", "--mem", "--gpus", "--agents",
                    "--heartbeat-interval", "--work-dir", "--credentials",

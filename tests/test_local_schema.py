@@ -251,5 +251,5 @@ def test_local_master_imports_without_tensorflow():
     import subprocess
     import sys
     code = ("import sys; sys.modules['tensorflow'] = None; "
-            "import mesos_local, mesos_local.cli, mesos_local.api.http_server")
+            "import mesos_local, mesos_local.command_line, mesos_local.api.http_server")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

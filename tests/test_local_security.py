@@ -20,7 +20,7 @@ from fixtures_master import (MARKER, RecordingRunner, clients, launch_running,  
                              make_local_master, marked_environment, read_file)
 from mesos_http_client import CLOSED, task_info
 
-from mesos_local import cli
+from mesos_local import command_line as cli
 from mesos_local.api.auth import (CHALLENGE, Authenticator, CredentialsError,
                                       credentials_table, parse_credentials, read_credentials)
 from mesos_local.containerizer.environment import DEFAULT_PATH, parse_environment_json

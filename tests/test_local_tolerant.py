@@ -13,7 +13,8 @@ from schema_calls import accept_call, full_task, subscribe_call
 from tfrun_helpers import SMALL, run_tfrun
 
 from mesos_http_client import SchedulerClient, scalar
-from mesos_local import LocalMaster, cli
+from mesos_local import LocalMaster
+from mesos_local import command_line as cli
 from mesos_local.api import schema, stout
 
 DEVIATIONS = "mesos_local.api.stout"

@@ -24,7 +24,8 @@ from fixtures_master import clients, make_local_master, small_agent  # noqa: F40
 from fixtures_netns import namespaces, netns_master, parse_network, read_lines, root_only  # noqa: F401
 from mesos_http_client import task_info
 from tfrun_helpers import REPO, marked_tasks, tfrun_argv
-from mesos_local import LocalMaster, LocalMasterError, cli
+from mesos_local import LocalMaster, LocalMasterError
+from mesos_local import command_line as cli
 from mesos_local.containerizer import netns
 
 pytestmark = pytest.mark.timeout(120)

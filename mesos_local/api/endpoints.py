@@ -28,7 +28,7 @@ import urllib.parse
 
 from .metrics import snapshot
 from ..resources import Resources
-from .state import agent_json, framework_json, master_flags, render_version, task_json
+from .state_json import agent_json, framework_json, master_flags, render_version, task_json
 
 TASK_LIMIT = 100                   # src/master/constants.hpp
 TASK_STATES = ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING",

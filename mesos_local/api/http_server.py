@@ -28,7 +28,7 @@ from . import endpoints, schema
 from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
 from .endpoints import redirect_location
 from ..errors import CallError
-from .state import VERSION
+from .state_json import VERSION
 from .stream import ABORTED, CLOSED
 
 log = logging.getLogger(__name__)

@@ -56,7 +56,7 @@ def main(argv=None):
     command, rest = argv[0], argv[1:]
     try:
         if command == "local-master":
-            from mesos_local.cli import main as local_master_main
+            from mesos_local.command_line import main as local_master_main
             return local_master_main(rest, prog="tfmesos local-master")
         if command == "docker":
             return docker_main(rest)
