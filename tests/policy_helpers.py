@@ -65,8 +65,8 @@ class FakeRun:
         self.control = Control(self.state, self.effects)
         self.notes = []
         self.record = RunRecord(None, {}, self.state.slots, forwarding=False)
-        self.recovery = Recovery(policy, sticky, sticky_timeout, notify=self.notes.append) \
-            .bind(self.control, self.record, MAX_ATTEMPTS)
+        self.recovery = Recovery(self.control, self.record, policy, sticky, sticky_timeout,
+                                 MAX_ATTEMPTS, notify=self.notes.append)
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,
                                 mode)
         self._launches = 0

@@ -45,7 +45,7 @@ def _addresses(host, loopback_only=False):
     """The IP addresses ``host`` names (with ``loopback_only``: all of them
     loopback, else an empty list)."""
     try:
-        found = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        found = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
     except (socket.gaierror, UnicodeError):
         return []
     ips = [ipaddress.ip_address(address.split("%")[0]) for address in found]

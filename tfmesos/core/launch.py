@@ -17,6 +17,7 @@ import queue
 import secrets
 import threading
 import time
+from typing import NamedTuple, Optional
 
 from ..exceptions import LaunchTimeout, MesosError
 from ..mesos import MesosSchedulerDriver
@@ -27,7 +28,7 @@ from ..record.usage_table import clean_usage
 from . import config
 from .clusterspec import (KERAS_JOB, cluster_spec, keras_coordinator, render_command,
                           task_environment)
-from .control import Control
+from .control import Control, RunControl
 from .events import StatusUpdate, TaskExited, TaskOutput
 from .phase import Phase
 from .reactions import RunEvents
@@ -39,6 +40,14 @@ from .state import RunState
 from .taskinfo import build_task, framework_info, warm_task_command
 
 logger = logging.getLogger(__name__)
+
+
+class _Parts(NamedTuple):
+    """What ``ClusterRun.start`` makes."""
+
+    rendezvous: Rendezvous
+    scheduler: TFMesosScheduler
+    driver: MesosSchedulerDriver
 
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
@@ -83,21 +92,23 @@ class ClusterRun:
         self.coordinator = spec.coordinator  # reserve chief:0 for the calling process
 
         self.state = RunState(self.jobs)
-        self.control = Control(self.state, effects=self)
+        self.control: RunControl = Control(self.state, effects=self)
         self._transport = transport
         self._clock = clock
-        self.events = queue.Queue()
+        self.events: "queue.Queue[object]" = queue.Queue()
         self.secret = secrets.token_bytes(32)
         self.run_id = secrets.token_hex(4)
-        self.driver = None
-        self.rendezvous = None
-        self.scheduler = None
+        # What start() makes (None before): ``_started`` hands them out typed.
+        self.driver: Optional[MesosSchedulerDriver] = None
+        self.rendezvous: Optional[Rendezvous] = None
+        self.scheduler: Optional[TFMesosScheduler] = None
         self.cluster_spec = None     # once formed: {job: ["host:port", ...]}
         self.launch_deadline = None
         self._stop_lock = threading.Lock()
         self.record = make_record(spec.run_dir, self, self._environ)  # the run directory
-        self.recovery = Recovery(spec.restart_policy, spec.sticky_jobs, spec.sticky_timeout,
-                                 notify=notify).bind(self.control, self.record, spec.max_attempts)
+        self.recovery = Recovery(self.control, self.record, spec.restart_policy,
+                                 spec.sticky_jobs, spec.sticky_timeout, spec.max_attempts,
+                                 notify=notify)
         self.reactions = RunEvents(self.control, self.record, self.recovery,
                                    spec.reconnect_grace, spec.max_attempts, spec.mode)
         self._chief = None   # the coordinator's address, kept across restarts
@@ -129,20 +140,20 @@ class ClusterRun:
             master_url = self.backend.start()
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self.backend.bind_host(), port=0)
-            self.scheduler = TFMesosScheduler(self.slots, self._make_task, self.events,
+            self.scheduler = scheduler = TFMesosScheduler(self.slots, self._make_task, self.events,
                                               self.run_id, on_launch=self._launching,
                                               extra_ports=self._extra_ports)
             info, options = framework_info(self.run_spec, self.jobs), self.run_spec.driver_options()
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
                 options["principal"] = info["principal"]
-            self.driver = MesosSchedulerDriver(self.scheduler, info, master_url,
+            self.driver = driver = MesosSchedulerDriver(scheduler, info, master_url,
                                                connect_timeout=self.run_spec.connect_timeout,
                                                refused_timeout=self.run_spec.refused_timeout,
                                                transport=self._transport, **options)
             self.new_launch_deadline()
             self.state.move(Phase.FORMING)
-            self.driver.start()
+            driver.start()
         except BaseException as exc:
             self.record.ended(exc, self.phase)
             self.stop()
@@ -163,15 +174,25 @@ class ClusterRun:
         """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
         return getattr(self.backend, "master", None)
 
+    def _started(self) -> "_Parts":
+        """What ``start`` made; RuntimeError before it did."""
+        if self.rendezvous is None or self.scheduler is None or self.driver is None:
+            raise RuntimeError("the run has not started")
+        return _Parts(self.rendezvous, self.scheduler, self.driver)
+
+    def _master_url(self):
+        """The leading master's URL once subscribed, else the master as given."""
+        return self._started().driver.master or self.master
+
     def _advertised_address(self):
-        return self.backend.advertised_address(self.driver.master or self.master)
+        return self.backend.advertised_address(self._master_url())
 
     def _launching(self, launches):
         """The scheduler is about to launch ``launches``: the rendezvous must
         expect each task before Mesos can start it (the driver's thread,
         outside the scheduler's lock)."""
         for launch in launches:
-            self.rendezvous.expect(launch.task_id)
+            self._started().rendezvous.expect(launch.task_id)
             self.record.launched(launch)
 
     def _extra_ports(self, slot):
@@ -183,7 +204,7 @@ class ClusterRun:
     def _make_task(self, slot, assignment):
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         host = self._advertised_address()
-        rendezvous = format_address(host, self.rendezvous.port)
+        rendezvous = format_address(host, self._started().rendezvous.port)
         return build_task(self.run_spec, slot, assignment, rendezvous, self.secret,
                           quiet_tensorflow=self.run_spec.quiet_tensorflow, run_id=self.run_id,
                           shipment=self.shipment, ship_host=host)
@@ -204,8 +225,8 @@ class ClusterRun:
                 return
             remaining = self.launch_deadline - self._clock()
             if remaining <= 0:
-                raise LaunchTimeout(self.scheduler.missing_message(
-                    self.run_spec.launch_timeout, self.driver.master or self.master))
+                raise LaunchTimeout(self._started().scheduler.missing_message(
+                    self.run_spec.launch_timeout, self._master_url()))
             self.step(min(remaining, 1.0))
             self._on_progress(self)
         addresses = {slot.key: slot.address for slot in self.slots}
@@ -221,7 +242,7 @@ class ClusterRun:
             self.publish_to(slot)
         if not self.state.move(Phase.RUNNING):
             return
-        self.record.all_registered(self.scheduler.framework_id)
+        self.record.all_registered(self._started().scheduler.framework_id)
         self.recovery.formed(self.cluster_spec)
 
     def publish_to(self, slot):
@@ -240,7 +261,7 @@ class ClusterRun:
                            # a container has its own filesystem, a shipped directory
                            # is the task's working directory: stay there
                            cwd=None if self.run_spec.image or self._ships_code() else os.getcwd())
-        if not self.rendezvous.send(slot.task_id, message):
+        if not self._started().rendezvous.send(slot.task_id, message):
             # Kept by the rendezvous: a task that re-registers gets it;
             # one that does not come back fails after the grace period.
             logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
@@ -290,17 +311,19 @@ class ClusterRun:
         return self._clock()
 
     def ask_for_offers(self):
-        self.scheduler.revive(self.driver)
+        parts = self._started()
+        parts.scheduler.revive(parts.driver)
 
     def send_stop(self, task_id):
-        self.rendezvous.send(task_id, {"type": "stop"})
+        self._started().rendezvous.send(task_id, {"type": "stop"})
 
     def forget_task(self, task_id):
-        self.rendezvous.forget(task_id)
+        self._started().rendezvous.forget(task_id)
 
     def kill(self, task_id, agent_id):
         try:
-            self.driver.killTask({"value": task_id}, agent_id and {"value": agent_id})
+            self._started().driver.killTask({"value": task_id},
+                                            agent_id and {"value": agent_id})
         except MesosError as exc:
             logger.warning("could not kill %s: %s", task_id, exc)
 
@@ -308,8 +331,9 @@ class ClusterRun:
         self.on_log(slot, stream, text)
 
     def reconcile(self):
-        if self.driver is not None and self.driver.connected:
-            self.scheduler.reconcile(self.driver)
+        driver, scheduler = self.driver, self.scheduler
+        if driver is not None and scheduler is not None and driver.connected:
+            scheduler.reconcile(driver)
 
     def new_launch_deadline(self):
         self.launch_deadline = self._clock() + self.run_spec.launch_timeout
@@ -324,20 +348,21 @@ class ClusterRun:
                 was_running = self.phase == Phase.RUNNING
                 if not self.state.move(Phase.STOPPING):
                     return
-            if self.scheduler is not None:
-                self.scheduler.close()
-            if self.rendezvous is not None:
+            scheduler, rendezvous, driver = self.scheduler, self.rendezvous, self.driver
+            if scheduler is not None:
+                scheduler.close()
+            if rendezvous is not None:
                 for slot in self.slots:
                     if slot.task_id:
-                        self.rendezvous.send(slot.task_id, {"type": "stop"})
-                self.rendezvous.close(linger=STOP_LINGER)
-            if self.driver is not None:
+                        rendezvous.send(slot.task_id, {"type": "stop"})
+                rendezvous.close(linger=STOP_LINGER)
+            if driver is not None:
                 try:
-                    self.driver.stop()
+                    driver.stop()
                 except MesosError as exc:
                     logger.warning("could not tear the framework down: %s", exc)
                 try:
-                    self.driver.join(timeout=15)
+                    driver.join(timeout=15)
                 except Exception as exc:  # the run's own error was already raised
                     logger.debug("driver ended with %r", exc)
             # Output, exit frames and updates still queued (the teardown's included).
@@ -346,8 +371,8 @@ class ClusterRun:
             if self.shipment is not None:
                 self.shipment.stop()     # nothing is served after the run
             self.state.move(Phase.STOPPED)
-            self.record.finish(self.scheduler and self.scheduler.framework_id,
-                               self.scheduler and self.scheduler.first_offer_at,
+            self.record.finish(scheduler and scheduler.framework_id,
+                               scheduler and scheduler.first_offer_at,
                                "succeeded" if was_running else "aborted")
 
 

@@ -17,7 +17,7 @@ other fields.
 """
 
 import dataclasses
-from typing import Optional
+from typing import Dict, List, Optional
 
 EPSILON = 1e-6
 
@@ -78,9 +78,9 @@ class OfferPool:
         self.offer_id = offer["id"]["value"]
         self.agent_id = offer["agent_id"]["value"]
         self.hostname = offer.get("hostname", "")
-        self._scalars = {}   # name -> [[entry, value left], ...]
+        self._scalars: Dict[str, list] = {}   # name -> [[entry, value left], ...]
         self._gpu_sets = []  # [[entry, items left], ...]
-        self._ports = []     # [[entry, [(begin, end), ...], index, next port], ...]
+        self._ports: List[list] = []     # [[entry, [(begin, end), ...], index, next port], ...]
         self._held_ports = frozenset(held)
         self._held = {}      # held port in this offer -> its entry (for pinned requests only)
         for res in offer.get("resources", ()):
@@ -216,7 +216,8 @@ class OfferPool:
         taken = []   # [(entry, port), ...]
         for _ in range(count):
             taken.append(self._take_port())
-        resources, by_entry = [], {}
+        resources: list = []
+        by_entry: Dict[int, list] = {}
         for entry, port in taken:
             ranges = by_entry.get(id(entry))
             if ranges is None:
@@ -297,7 +298,8 @@ def place(requests, offers, held=None):
              "plain": [p for p in pools if not p.gpu_agent]}
     finder = _FirstFit()
     order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
-    launches, unplaced = {}, []
+    launches: Dict[str, list] = {}
+    unplaced: list = []
     for request in order:
         names = ("gpu",) if request.gpus > 0 else ("plain", "gpu")
         pool = None

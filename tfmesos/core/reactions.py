@@ -10,17 +10,32 @@ cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
 import logging
 import signal
 
-from .events import (AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed,
-                     TaskDisconnected, TaskExited, TaskOutput, TaskRegistered)
 from ..exceptions import ClusterError, TaskFailed
+from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from ..protocol.hostport import format_address
-from ..mesos.task_states import TERMINAL_STATES
-from .restarts import failure_cause
-from .phase import Phase
-from ..mesos.task_states import exit_code_of
-from .task_ends import (launch_failure_message, memory_kill_message,
-                        memory_kill_peak, permanent_failure)
+from ..record.run_record import RunRecord
 from ..record.usage_table import clean_usage
+from .control import RunControl
+from .events import (
+    AgentLost,
+    MesosDisconnected,
+    MesosFailed,
+    StatusUpdate,
+    Subscribed,
+    TaskDisconnected,
+    TaskExited,
+    TaskOutput,
+    TaskRegistered,
+)
+from .phase import Phase
+from .recovery import Recovery
+from .restarts import failure_cause
+from .task_ends import (
+    launch_failure_message,
+    memory_kill_message,
+    memory_kill_peak,
+    permanent_failure,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +69,8 @@ class RunEvents:
     gets ``max_attempts`` launches per attempt of the cluster before it is
     complete; in ``mode`` "replica" a command that exits 0 is done."""
 
-    def __init__(self, control, record, recovery, reconnect_grace, max_attempts, mode):
+    def __init__(self, control: RunControl, record: RunRecord, recovery: Recovery,
+                 reconnect_grace: float, max_attempts: int, mode: str) -> None:
         self.control = control
         self.record = record
         self.recovery = recovery

@@ -23,8 +23,11 @@ tells the run's record, all in the thread that handles the run's events.
 import dataclasses
 import json
 import logging
+from typing import Callable, Dict, Optional, Set
 
 from ..exceptions import TaskFailed
+from ..record.run_record import RunRecord
+from .control import RunControl
 from .restarts import RestartPolicy
 from .spec import STICKY_TIMEOUT
 
@@ -45,29 +48,28 @@ class _Sticky:
 
 
 class Recovery:
-    """The policy for failures after the cluster is up. ``notify(text)``
-    tells the user (tfrun: one line on stderr; default: a log warning).
-    ``bind`` gives it the run it acts on."""
+    """The policy for failures after the cluster is up, acting on the run
+    behind ``control`` and telling ``record``. ``policy``: when to restart the
+    whole cluster; ``sticky_jobs``: the jobs relaunched where they ran, each
+    worker at most ``max_attempts`` times in one attempt of the cluster and
+    back within ``sticky_timeout`` s. ``notify(text)`` tells the user (tfrun:
+    one line on stderr; default: a log warning)."""
 
-    def __init__(self, policy=None, sticky_jobs=(), sticky_timeout=STICKY_TIMEOUT,
-                 notify=None):
+    def __init__(self, control: RunControl, record: RunRecord,
+                 policy: Optional[RestartPolicy] = None, sticky_jobs=(),
+                 sticky_timeout: float = STICKY_TIMEOUT, max_attempts: int = 1,
+                 notify: Optional[Callable[[str], None]] = None) -> None:
+        self._control = control
+        self._record = record
         self.policy = policy or RestartPolicy()
         self.sticky_jobs = frozenset(sticky_jobs)
         self.sticky_timeout = sticky_timeout
+        self._max_attempts = max_attempts
         self._notify = notify or (lambda text: logger.warning("%s", text))
         self.restarts = 0          # whole restarts begun
-        self._restart_at = None    # when the pending whole restart launches
-        self._sticky = {}          # slot name -> _Sticky
-        self._lost_agents = set()
-        self._control = self._record = None
-        self._max_attempts = 1
-
-    def bind(self, control, record, max_attempts):
-        """Act on the run behind ``control`` (``control.RunControl``),
-        telling ``record``; a worker is relaunched at most ``max_attempts``
-        times in one attempt of the cluster."""
-        self._control, self._record, self._max_attempts = control, record, max_attempts
-        return self
+        self._restart_at: Optional[float] = None   # when the pending whole restart launches
+        self._sticky: Dict[str, _Sticky] = {}      # slot name -> its relaunch
+        self._lost_agents: Set[str] = set()
 
     # -- called by RunEvents and ClusterRun -----------------------------------
 

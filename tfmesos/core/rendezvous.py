@@ -45,6 +45,7 @@ import logging
 import socket
 import threading
 import time
+from typing import Dict
 
 from ..protocol import wire
 from .events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
@@ -66,7 +67,7 @@ class _Link:
         self.accepted = time.monotonic()
         self.heard = self.accepted   # when its last frame came
         self.stalled = False         # closed for silence
-        self.task_id = None
+        self.task_id = ""             # once it registered
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
 
     def send(self, message):
@@ -89,8 +90,9 @@ class Rendezvous:
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
         self._expected = set()
-        self._connections = {}   # task_id -> registered _Link
-        self._pending = collections.OrderedDict()  # unregistered _Link -> None, oldest first
+        self._connections: Dict[str, _Link] = {}   # task_id -> registered _Link
+        # unregistered _Link -> None, oldest first
+        self._pending: "collections.OrderedDict[_Link, None]" = collections.OrderedDict()
         self._starts = {}        # task_id -> the start message, sent again on re-registration
         self._lock = threading.Lock()
         self._gone = threading.Condition(self._lock)   # a connection left
@@ -281,7 +283,7 @@ class Rendezvous:
             link.task_id = task_id
             self._connections[task_id] = link
 
-    def _relay(self, link):
+    def _relay(self, link: _Link) -> None:
         """Put what a registered task sends on the events queue until its
         connection ends."""
         task_id = link.task_id

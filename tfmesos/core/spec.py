@@ -13,7 +13,7 @@ import math
 import os
 import re
 import string
-from typing import Optional
+from typing import Optional, Union
 
 from .config import LOCAL
 from ..exceptions import SpecError
@@ -68,7 +68,7 @@ class Job:
                                 % (self.name, field, value))
             object.__setattr__(self, field, float(value))
         gpus = self.gpus
-        if isinstance(gpus, float) and gpus.is_integer():
+        if isinstance(gpus, float) and float(gpus).is_integer():
             gpus = int(gpus)
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
             raise SpecError("job %r: gpus must be a whole number >= 0 (Mesos allocates whole "
@@ -169,7 +169,8 @@ class RunSpec:
     jobs: tuple = ()
     mode: str = "fine"
     command: Optional[str] = None
-    hooks: tuple = ()              # (("initializer", "cmd"), ("finalizer", "cmd"))
+    # These two take a dict too, kept as its items.
+    hooks: Union[tuple, dict] = ()  # (("initializer", "cmd"), ("finalizer", "cmd"))
     coordinator: bool = False
     master: str = LOCAL
     verify: bool = True
@@ -178,7 +179,7 @@ class RunSpec:
     advertise_address: Optional[str] = None
     connect_timeout: Optional[float] = None   # None: 60 s
     refused_timeout: Optional[float] = None   # None: connect_timeout if given, else 5 s
-    local_master: tuple = ()       # (("option", value), ...) for the embedded master
+    local_master: Union[tuple, dict] = ()   # (("option", value), ...) for the embedded master
     quiet_tensorflow: bool = True
     reconnect_grace: float = RECONNECT_GRACE
     restart_policy: RestartPolicy = RestartPolicy()

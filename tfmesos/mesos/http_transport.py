@@ -65,13 +65,15 @@ def open_connection(url, timeout, context):
     opening it takes ``timeout`` seconds at most, name resolution included.
     ``context``: an ``ssl.SSLContext`` or a ``TLSContext`` (https only)."""
     parts = urllib.parse.urlsplit(url)
+    conn: http.client.HTTPConnection
     if parts.scheme == "https":
         conn = http.client.HTTPSConnection(
             parts.hostname, parts.port or 443, timeout=timeout,
             context=context.get() if isinstance(context, TLSContext) else context)
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
-    conn._create_connection = connect_within   # http.client's hook for socket.create_connection
+    # http.client's hook for socket.create_connection (an attribute typeshed leaves out)
+    setattr(conn, "_create_connection", connect_within)
     return conn
 
 
@@ -109,7 +111,7 @@ def resolve(host, port, timeout):
     most; ``UnknownHost`` when the name does not exist."""
     if _is_address(host):
         return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)  # no lookup
-    answer = []
+    answer: list = []
     lookup = threading.Thread(target=_lookup, args=(host, port, answer), daemon=True,
                               name="tfmesos-resolve")
     lookup.start()

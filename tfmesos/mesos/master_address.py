@@ -19,6 +19,7 @@ Nothing here imports TensorFlow or kazoo.
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from tfmesos.exceptions import MasterAddressError
 
@@ -64,7 +65,7 @@ class MasterSpec:
     urls: tuple = ()
     hosts: str = ""
     path: str = ""
-    auth: tuple = field(default=None, repr=False)
+    auth: Optional[tuple] = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -7,6 +7,7 @@ makes calls fail (``refuse``).
 """
 
 import threading
+from typing import Optional
 
 from addict import Dict
 
@@ -25,16 +26,19 @@ class MockTransport:
         self.url = url
         self.heartbeat_interval = heartbeat_interval
         self.calls = []
-        self._refused = {}       # call type -> the error it gets
+        self._refused: dict[str, MesosCallError] = {}   # call type -> the error it gets
         self._lock = threading.Lock()
-        self._stream = None
-        self._events = None
+        self._stream: Optional[_Stream] = None
 
     # -- the driver's side ---------------------------------------------------------
 
     def open_stream(self, framework, events, stopping):
-        self._events = events
         self._stream = _Stream(self, framework, events, stopping)
+        return self._stream
+
+    def _opened(self) -> "_Stream":
+        if self._stream is None:
+            raise RuntimeError("no driver has opened a stream on this transport yet")
         return self._stream
 
     def post(self, url, call, stream_id):
@@ -61,7 +65,7 @@ class MockTransport:
         event = Dict({"type": kind})
         if body is not None:
             event[kind.lower()] = Dict(body)
-        self._events.put(Received(kind, event))
+        self._opened().events.put(Received(kind, event))
 
     def offer(self, *offers):
         """An OFFERS event with ``offers`` (Offer dicts)."""
@@ -73,12 +77,13 @@ class MockTransport:
 
     def lose_stream(self):
         """The subscription drops; the driver is told (``disconnected``)."""
-        self._stream.subscribed = False
-        self._events.put(StreamLost())
+        stream = self._opened()
+        stream.subscribed = False
+        stream.events.put(StreamLost())
 
     def give_up(self, message="the mock master is gone"):
         """The driver gives up: what it does after ``connect_timeout``."""
-        self._events.put(Fatal(MesosConnectionError(message)))
+        self._opened().events.put(Fatal(MesosConnectionError(message)))
 
     def refuse(self, kind, status=400, message="refused by the mock master"):
         """Calls of type ``kind`` fail from now on, as Mesos refuses them."""
@@ -95,7 +100,7 @@ class _Stream:
     def __init__(self, transport, framework, events, stopping):
         self._transport = transport
         self._framework = framework
-        self._events = events
+        self.events = events
         self._stopping = stopping
         self.subscribed = False
         self.leader_url = None
@@ -110,7 +115,7 @@ class _Stream:
         self._framework["id"] = {"value": framework_id}
         self.master_info = Dict(id="mock-master", hostname="mock-master", port=5050)
         self.leader_url, self.stream_id, self.subscribed = transport.url, "mock-stream", True
-        self._events.put(Received("SUBSCRIBED", Dict(
+        self.events.put(Received("SUBSCRIBED", Dict(
             framework_id={"value": framework_id},
             heartbeat_interval_seconds=transport.heartbeat_interval,
             master_info=self.master_info)))

@@ -5,6 +5,8 @@ bytes as they arrive from the network, in chunks of any size, and returns the
 records completed so far.
 """
 
+from typing import List
+
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 _MAX_HEADER_DIGITS = 20
 
@@ -30,7 +32,7 @@ class Decoder:
 
     def feed(self, chunk):
         self._buffer += chunk
-        records = []
+        records: List[bytes] = []
         while True:
             if self._length is None:
                 newline = self._buffer.find(b"\n")

@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import urllib.parse
-from typing import Any
+from typing import Any, Optional
 
 from addict import Dict
 
@@ -231,7 +231,7 @@ class Subscription:
         return urls
 
     def _subscribe_once(self):
-        last = None
+        last: Optional[Exception] = None
         unknown = set()   # masters whose host name does not resolve
         refused = set()   # masters where nothing listens at the port
         for url in self._candidates():

@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Deque
 
 from ..protocol import task_env, wire
 
@@ -79,7 +80,7 @@ class Connection:
         self._gone = "not registered"
         self._stopping = False   # the scheduler said stop: a drop is the end
         self._started = False
-        self._unsent = collections.deque(maxlen=SEND_BUFFER)
+        self._unsent: Deque[dict] = collections.deque(maxlen=SEND_BUFFER)
         self._lock = threading.Condition()
         self._send_lock = threading.Lock()  # frames and sequence numbers stay in order
         self._closing = threading.Event()
@@ -165,6 +166,7 @@ class Connection:
         """A registered ``_Link``, trying until ``deadline``; TaskError if none."""
         delay = RETRY_DELAYS[0]
         where = "%s:%d" % self.env.rendezvous
+        error: Exception
         while True:
             try:
                 return self._handshake(deadline)
@@ -232,7 +234,7 @@ class Connection:
                 raise wire.ConnectionClosed(self._gone)
             return self._link
 
-    def _lost(self, link, reason):
+    def _lost(self, link: "_Link", reason: object) -> None:
         """``link`` failed: register again, unless the end was expected."""
         with self._lock:
             if self._link is not link:

@@ -39,7 +39,7 @@ def tensorflow_noise(line, level):
     if line.startswith(_BEFORE_INIT):
         return level > _SEVERITY[b"W"]
     match = _LOG_LINE.match(line)
-    return bool(match) and _SEVERITY[match.group(1)] < level
+    return match is not None and _SEVERITY[match.group(1)] < level
 
 
 @contextlib.contextmanager

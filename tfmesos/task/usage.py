@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import threading
 import time
+from typing import Dict, List
 
 from ..protocol import task_env
 
@@ -75,7 +76,7 @@ class ProcessTable:
 
     def tree(self, root):
         """Pids of ``root``, its session and their descendants."""
-        children = {}
+        children: Dict[int, List[int]] = {}
         found = set()
         for pid, (ppid, session, _, _) in self.entries.items():
             children.setdefault(ppid, []).append(pid)
