@@ -8,6 +8,7 @@ from tfmesos.core.recovery import Recovery
 from tfmesos.core.reactions import RunEvents
 from tfmesos.core.phase import ENDING, Phase, next_phase
 from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import RunFile
 from tfmesos.core.slots import make_slots
 
 GRACE = 40.0
@@ -24,7 +25,7 @@ class FakeRun:
         self.calls = []
         self.notes = []
         self.reconciled = 0
-        self.record = RunRecord(None, {}, self.slots, forwarding=False)
+        self.record = RunRecord(None, RunFile(mode=mode), self.slots, forwarding=False)
         self.recovery = Recovery(policy, sticky, sticky_timeout,
                                  notify=self.notes.append).bind(self, self.record, MAX_ATTEMPTS)
         self.events = RunEvents(self, self.record, self.recovery, GRACE, MAX_ATTEMPTS, mode)
