@@ -17,8 +17,10 @@ setup(
         # Keras 3 on JAX (CPU), trained across workers with keras.distribution
         "keras-jax": ["jax"],
         # avmesos, avmesos-cli: Mesos clients this project did not write, which
-        # the tests run against the embedded master (test_avmesos, test_mesos_cli).
-        "test": ["pytest>=7", "pytest-timeout", "avmesos>=0.4.2", "avmesos-cli>=1.0.0"],
+        # the tests run against the embedded master (test_avmesos, test_mesos_cli);
+        # jsonschema checks every run.json the tests write against docs/run.schema.json.
+        "test": ["pytest>=7", "pytest-timeout", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
+                 "jsonschema>=4"],
     },
     entry_points={
         "console_scripts": [

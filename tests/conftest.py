@@ -3,14 +3,18 @@ environment, and the session fails if any such process outlives it; every
 embedded master the suite starts (fixtures, tfrun/cluster() runs, ``tfmesos
 local-master`` subprocesses) reads calls strictly, so that tfmesos' own
 driver stays exactly valid: tests of the tolerant default ask for it
-explicitly (``LocalMaster(strict=False)``, ``--no-strict``)."""
+explicitly (``LocalMaster(strict=False)``, ``--no-strict``); every run.json
+the suite's runs write is valid against docs/run.schema.json."""
 
+import json
 import os
 import signal
 import tempfile
 import uuid
 
 import pytest
+
+from run_dirs import schema_errors
 
 MARKER = "TFMESOS_TEST_SESSION"
 os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or not
@@ -53,6 +57,42 @@ def no_leaked_processes():
         except OSError:
             pass
     assert not leaked, "processes left behind by the tests: %s" % leaked
+
+
+def run_json_errors(root, strict):
+    """What docs/run.schema.json rejects in the run.json files under ``root``,
+    one line each. Not ``strict``: only files that are run records (JSON
+    objects with tasks) of this version are checked; the others are files
+    tests made up (test_ship's projects) or copies of the version 1 run
+    directory ("format": 1) that tests read on purpose."""
+    errors = []
+    for directory, _, files in os.walk(root):
+        if "run.json" not in files:
+            continue
+        path = os.path.join(directory, "run.json")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError) as exc:
+            if strict:
+                errors.append("%s: %s" % (path, exc))
+            continue
+        if strict or (isinstance(data, dict) and "tasks" in data and data.get("format") != 1):
+            errors.extend("%s: %s" % (path, error) for error in schema_errors(data)[:5])
+    return errors
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_run_json_is_valid(tmp_path_factory):
+    """At the end, every run.json the suite's runs wrote is valid against
+    docs/run.schema.json: those under $TFMESOS_RUNS_DIR, and the run records
+    in the tests' temporary directories (tmp_path run directories, --run-dir,
+    a runs directory of their own)."""
+    yield
+    errors = run_json_errors(_RUNS.name, strict=True) + run_json_errors(
+        str(tmp_path_factory.getbasetemp()), strict=False)
+    assert not errors, "run.json files that docs/run.schema.json rejects:\n%s" % "\n".join(
+        errors)
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from tfmesos.core.reactions import RunEvents
 from tfmesos.core.recovery import Recovery
 from tfmesos.core.state import RunState
 from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import RunFile
 
 GRACE = 40.0
 MAX_ATTEMPTS = 3
@@ -64,7 +65,7 @@ class FakeRun:
         self.effects = RecordedEffects(self.state)
         self.control = Control(self.state, self.effects)
         self.notes = []
-        self.record = RunRecord(None, {}, self.state.slots, forwarding=False)
+        self.record = RunRecord(None, RunFile(mode=mode), self.state.slots, forwarding=False)
         self.recovery = Recovery(self.control, self.record, policy, sticky, sticky_timeout,
                                  MAX_ATTEMPTS, notify=self.notes.append)
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,

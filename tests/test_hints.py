@@ -3,11 +3,15 @@ tasks printed (real error lines of TensorFlow 2.21, Keras 3.15, Python, JAX
 and Mesos) and the hint each gets; then a run whose worker prints the ps
 error."""
 
+import io
 import json
 
 import pytest
 
+from run_dirs import validate_run_json
+from tfmesos.cli.runs import show_run
 from tfmesos.record.hints import hint_for, matching_rule, memory_option
+from tfmesos.record.history import Run
 from tfrun_helpers import SMALL, run_tfrun
 
 PER_REPLICA = [
@@ -150,3 +154,20 @@ def test_a_command_killed_with_sigkill_gets_the_memory_hint(runs_dir):
     assert result.returncode == 137, result.stderr
     assert "tfrun: hint: the task was killed with SIGKILL (exit code 137)" in result.stderr
     assert "tfrun -Mw 4096" in result.stderr
+
+
+def test_a_failure_a_restart_recovered_keeps_its_hint_in_its_attempt(runs_dir):
+    cmd = "if [ \"$TFMESOS_RESTART\" = 0 ]; then " \
+          "echo \"ModuleNotFoundError: No module named 'sklearn'\" >&2; exit 1; fi"
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--max-restarts", "1", "--restart-on",
+                       "failure", "--restart-backoff", "0.1", "--", cmd, timeout=90)
+    assert result.returncode == 0, result.stderr
+    [run_dir] = list(runs_dir.iterdir())
+    data = validate_run_json(run_dir / "run.json")
+    missing = hint_for(["ModuleNotFoundError: No module named 'sklearn'"], 1)
+    assert [(a["exit_code"], a["hint"]) for a in data["tasks"][0]["attempts"]] == [
+        (1, missing), (0, None)]
+    assert data["outcome"]["hint"] is None
+    out = io.StringIO()
+    show_run(Run.load(str(run_dir)), out)
+    assert "  hint       worker:0 attempt 1: %s\n" % missing in out.getvalue()

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from run_dirs import attempt, write_run
+from run_dirs import attempt, copy_format_1, write_run
 from tfmesos.cli.main import main
+from tfmesos.record.schema import Restart
 from tfrun_helpers import REPO, start_tfrun
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
@@ -83,8 +84,8 @@ def test_show_names_tasks_attempts_states_exit_codes_restarts_and_hints(runs_dir
                      attempt("worker:0", number=2, restart=1, launched=5.0, running=5.1,
                              registered=5.2, end=9.0, state="TASK_FAILED", exit_code=1,
                              hint="a peer died: look at the first task that failed")]}
-    restarts = [{"restart": 1, "time": "2026-11-26T10:00:03.100Z", "cause": "failure",
-                 "task": "worker:0", "message": "worker:0 exited with code 1", "delay": 2.0}]
+    restarts = [Restart(restart=1, time="2026-11-26T10:00:03.100Z", cause="failure",
+                        task="worker:0", message="worker:0 exited with code 1", delay=2.0)]
     write_run(runs_dir, "dead0001", status="failed", exit_code=1, took=10, tasks=tasks,
               message="task worker:0 exited with code 1", restarts=restarts)
     path = runs_dir / "tfrun-dead0001" / "run.json"
@@ -106,6 +107,45 @@ def test_show_names_tasks_attempts_states_exit_codes_restarts_and_hints(runs_dir
         ["worker:0", "2", "1", "TASK_FAILED", "1", "SOURCE_EXECUTOR", "127.0.0.1:31002",
          "+5.0", "s", "+9.0", "s"]]
     assert "restart 1 at +3.1 s (failure): worker:0 exited with code 1; back-off 2.0 s" in out
+
+
+def test_an_attempts_hint_the_outcome_repeats_is_shown_once(runs_dir, capsys):
+    memory = "the task ran out of memory: give it more, e.g. tfrun -Mw 4096"
+    tasks = {"worker:0": [
+        attempt("worker:0", end=3.0, state="TASK_FAILED", exit_code=1,
+                hint="Python module 'sklearn' is missing where the task runs"),
+        attempt("worker:0", number=2, restart=1, launched=5.0, end=9.0, state="TASK_FAILED",
+                exit_code=137, hint=memory)]}
+    directory = write_run(runs_dir, "dead0002", status="failed", exit_code=137, tasks=tasks)
+    path = os.path.join(directory, "run.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["outcome"].update(task="worker:0", hint=memory)
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    code, out, _ = tfmesos(capsys, "show", "dead0002")
+    assert code == 0
+    assert [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("  hint")] == [
+        memory, "worker:0 attempt 1: Python module 'sklearn' is missing where the task runs"]
+
+
+def test_a_version_1_run_reads_in_runs_show_and_logs(runs_dir, capsys):
+    """tests/data/run-format1: what tfrun wrote before run.json had a schema."""
+    copy_format_1(runs_dir)
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["7f369b42", "tfrun", "replica"]
+    assert out.splitlines()[1].split()[-2:] == ["succeeded", "0"]
+    code, out, _ = tfmesos(capsys, "show", "7f36")
+    assert code == 0 and out.splitlines()[0] == "run 7f369b42  tfrun (replica)  succeeded, " \
+                                                "exit code 0"
+    rows = [line.split()[:5] for line in out.splitlines() if line.startswith("worker:")]
+    assert rows == [["worker:0", "1", "0", "TASK_LOST", "0"],
+                    ["worker:0", "2", "1", "TASK_FINISHED", "0"],
+                    ["worker:1", "1", "0", "TASK_KILLED", "1"],
+                    ["worker:1", "2", "1", "TASK_FINISHED", "0"]]
+    assert "restart 1 at +3.7 s (failure): worker:1 exited with code 1; back-off 0.5 s" in out
+    assert tfmesos(capsys, "logs", "7f36", "worker:1", "--attempt", "1", "--stderr") == (
+        0, "ModuleNotFoundError: No module named 'sklearn'\n", "")
 
 
 def test_run_accepts_a_path_and_its_run_json(runs_dir, capsys, tmp_path):

@@ -10,20 +10,25 @@ import tempfile
 
 import pytest
 
-from run_dirs import at, attempt, write_run
+from run_dirs import at, attempt, copy_format_1, write_run
 from tfmesos.record.history import Run
 from tfmesos.record.report import render
+from tfmesos.record.schema import Restart, Sample, Usage
 from tfrun_helpers import REPO, run_tfrun
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
 
 
 def restarted_run(root, samples=True):
-    """worker:1 failed, the cluster restarted once, then the run succeeded."""
+    """worker:1 failed, the cluster restarted once, then the run succeeded;
+    worker:1's second command ran from +5.5 s to +7.8 s (its exit message)."""
     usage = {}
     if samples:
-        usage = {"samples": [{"time": at(t), "cpu_seconds": 0.8 * t, "rss_bytes": mb * 2 ** 20}
-                             for t, mb in ((5.5, 300), (6.5, 420), (7.5, 510))]}
+        usage = {"exited": at(7.8), "usage": Usage(
+            wall_s=2.3, cpu_s=2.0, sample_interval_s=0.5,
+            samples=[Sample(t=t, cpu_s=cpu, rss_mb=mb)
+                     for t, cpu, mb in ((0.5, 0.25, 300.0), (1.0, 0.75, 420.0),
+                                        (1.5, 1.25, 510.0), (2.0, 1.5, 480.0))])}
     tasks = {
         "ps:0": [attempt("ps:0", end=3.1, state="TASK_KILLED"),
                  attempt("ps:0", number=2, restart=1, launched=5.0, running=5.1,
@@ -31,15 +36,24 @@ def restarted_run(root, samples=True):
         "worker:1": [attempt("worker:1", end=3.0, state="TASK_FAILED", exit_code=1),
                      attempt("worker:1", number=2, restart=1, launched=5.0, running=5.2,
                              registered=5.4, end=7.9, exit_code=0, **usage)]}
-    restarts = [{"restart": 1, "time": at(3.05), "cause": "failure", "task": "worker:1",
-                 "message": "worker:1 exited with code 1", "delay": 2.0}]
+    restarts = [Restart(restart=1, time=at(3.05), cause="failure", task="worker:1",
+                        message="worker:1 exited with code 1", delay=2.0)]
     directory = write_run(root, "5eed0001", took=8.2, tasks=tasks, restarts=restarts)
     return Run.load(directory)
 
 
+def chart_points(page, label):
+    """The (x, y) points of the chart ``label`` (its aria-label)."""
+    found = re.search(r'<svg[^>]*aria-label="%s">(.*?)</svg>' % re.escape(label), page)
+    assert found, "no chart %r" % label
+    return [tuple(map(float, point.split(",")))
+            for line in re.findall(r'<polyline points="([^"]*)"', found.group(1))
+            for point in line.split()]
+
+
 def test_the_report_shows_the_outcome_every_attempt_restarts_and_usage(tmp_path):
     run = restarted_run(tmp_path)
-    run.data["outcome"]["hint"] = "a hint <for> you"
+    run.file.outcome.hint = "a hint <for> you"
     page = render(run)
     for text in ("Run 5eed0001", "succeeded", "ps:0 #1", "ps:0 #2 (r1)", "worker:1 #2 (r1)",
                  "restart 1 (failure: worker:1)", "first offer", "cluster complete", "failed (1)",
@@ -51,8 +65,63 @@ def test_the_report_shows_the_outcome_every_attempt_restarts_and_usage(tmp_path)
     assert "http://" not in page and "https://" not in page
 
 
+def test_usage_samples_are_placed_where_the_command_ran(tmp_path):
+    """A sample's t counts from the command's start: its exit message's
+    time less its wall time. CPU is the rate between samples."""
+    from tfmesos.record.report import _Clock, usage_series
+    run = restarted_run(tmp_path)
+    clock = _Clock(run, run.finished)
+    series = usage_series(run.task("worker:1").attempts[1], clock)
+    assert [(round(t, 3), cpus, mb) for t, cpus, mb in series] == [
+        (6.0, 0.5, 300.0), (6.5, 1.0, 420.0), (7.0, 1.0, 510.0), (7.5, 0.5, 480.0)]
+    assert usage_series(run.task("worker:1").attempts[0], clock) == []
+
+
+def test_the_charts_have_a_point_per_sample(tmp_path):
+    page = render(restarted_run(tmp_path))
+    cpu, memory = (chart_points(page, "worker:1 %s" % what)
+                   for what in ("CPU (cpus)", "memory (MB)"))
+    assert len(cpu) == len(memory) == 4
+    assert [x for x, _ in cpu] == [x for x, _ in memory] == sorted(x for x, _ in cpu)
+    assert max(memory, key=lambda p: -p[1])[0] == memory[2][0]   # the peak is highest
+
+
 def test_no_samples_no_usage_section(tmp_path):
     assert "CPU and memory" not in render(restarted_run(tmp_path, samples=False))
+
+
+def test_a_version_1_run_gets_its_report_with_charts(tmp_path):
+    directory = copy_format_1(tmp_path)
+    report = subprocess.run(TFMESOS + ["report", directory], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    page = open(os.path.join(directory, "report.html"), encoding="utf-8").read()
+    for text in ("Run 7f369b42", "succeeded", "worker:1 #2 (r1)", "restart 1 (failure: worker:1)",
+                 "killed (1)", "CPU and memory"):
+        assert text in page, text
+    for task in ("worker:0", "worker:1"):
+        # Two attempts of three samples each.
+        assert len(chart_points(page, "%s CPU (cpus)" % task)) == 6
+        assert len(chart_points(page, "%s memory (MB)" % task)) == 6
+
+
+def test_the_report_of_a_real_run_charts_its_cpu_and_memory(tmp_path):
+    """A worker that computes for 4 s holding 60 MB, sampled every second."""
+    run_dir = tmp_path / "run"
+    busy = ("%s -c 'import time\nb = bytearray(60 << 20)\nend = time.monotonic() + 4\n"
+            "while time.monotonic() < end: pass'" % sys.executable)
+    result = run_tfrun("-w", "1", "-s", "0", "-Cw", "1", "-Mw", "512", "-E",
+                       "TFMESOS_USAGE_INTERVAL=1", "--run-dir", str(run_dir), "--", busy)
+    assert result.returncode == 0, result.stderr
+    report = subprocess.run(TFMESOS + ["report", str(run_dir)], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    page = (run_dir / "report.html").read_text()
+    cpu = chart_points(page, "worker:0 CPU (cpus)")
+    memory = chart_points(page, "worker:0 memory (MB)")
+    assert len(cpu) >= 3 and len(memory) >= 3, page
+    peak = float(re.search(r"worker:0</b> <span class=\"muted\">peak (\d+) MB", page).group(1))
+    assert peak >= 60
 
 
 def test_report_command_writes_report_html_in_the_run_directory(tmp_path, monkeypatch):

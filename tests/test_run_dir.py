@@ -1,7 +1,7 @@
 """tfrun's run directory (a log file per task and attempt, run.json), what
 it shows live (--logs), and its status line while the cluster forms."""
 
-import json
+import dataclasses
 import os
 import pty
 import re
@@ -12,28 +12,14 @@ import time
 
 import pytest
 
+from run_dirs import validate_run_json
 from tfmesos.mesos.task_states import TERMINAL_STATES
+from tfmesos.record import schema
 from tfrun_helpers import (REPO, assert_no_task_processes, free_port, marked_tasks, run_tfrun,
                            start_tfrun, tfrun_argv, wait_for_line)
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]
-TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-# run.json, format 1 (documented in tfmesos/record/run_record.py and the README)
-SCHEMA = {
-    "top": {"format", "run_id", "name", "mode", "master", "framework_id", "command", "jobs",
-            "tasks", "outcome", "timings", "restarts", "relaunches"},
-    "jobs": {"name", "num", "start", "cpus", "mem", "gpus"},
-    "tasks": {"name", "job", "index", "state", "exit_code", "attempts"},
-    "attempts": {"attempt", "restart", "task_id", "agent_id", "hostname", "address",
-                 "launched", "registered", "states", "exit_code", "logs", "usage"},
-    "restarts": {"restart", "time", "cause", "task", "message", "delay"},
-    "relaunches": {"task", "time", "cause", "message", "agent_id", "address", "back"},
-    "states": {"state", "time", "source", "reason", "message"},
-    "outcome": {"status", "message", "task", "exit_code", "hint"},
-    "timings": {"submitted", "first_offer", "all_registered", "finished"},
-}
 
 
 @pytest.fixture(autouse=True)
@@ -58,26 +44,13 @@ def one_cpu_master():
 
 
 def load_run_json(directory):
-    """run.json, checked against its documented fields."""
-    with open(os.path.join(directory, "run.json"), encoding="utf-8") as handle:
-        data = json.load(handle)
-    assert set(data) == SCHEMA["top"] and data["format"] == 1
-    assert set(data["outcome"]) == SCHEMA["outcome"]
+    """run.json, checked against docs/run.schema.json and for the order of its times."""
+    data = validate_run_json(os.path.join(directory, "run.json"))
+    assert data["schema_version"] == 2
     assert data["outcome"]["status"] in ("succeeded", "failed", "aborted", "interrupted")
-    assert set(data["timings"]) == SCHEMA["timings"]
     assert data["timings"]["submitted"] and data["timings"]["finished"]
     times = [t for t in data["timings"].values() if t]
-    assert all(TIME.match(t) for t in times) and times == sorted(times)
-    for job in data["jobs"]:
-        assert set(job) == SCHEMA["jobs"]
-    for key in ("restarts", "relaunches"):
-        assert all(set(item) == SCHEMA[key] and TIME.match(item["time"]) for item in data[key])
-    for task in data["tasks"]:
-        assert set(task) == SCHEMA["tasks"]
-        for attempt in task["attempts"]:
-            assert set(attempt) == SCHEMA["attempts"] and TIME.match(attempt["launched"])
-            for state in attempt["states"]:
-                assert set(state) == SCHEMA["states"] and TIME.match(state["time"])
+    assert times == sorted(times)
     return data
 
 
@@ -103,8 +76,11 @@ def assert_every_attempt_ended(data, returncode):
 def test_readme_documents_every_run_json_field():
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
         readme = handle.read()
-    section = readme[readme.index("### Where the logs are"):]
-    for field in set().union(*SCHEMA.values()):
+    section = readme[readme.index("### Where the logs are"):readme.index("### Run history")]
+    classes = [cls for cls in vars(schema).values()
+               if isinstance(cls, type) and issubclass(cls, schema.Record) and cls is not
+               schema.Record]
+    for field in {field.name for cls in classes for field in dataclasses.fields(cls)}:
         assert "`%s`" % field in section, field
 
 

@@ -14,24 +14,30 @@ from tfmesos.exceptions import LaunchTimeout, TaskFailed
 from tfmesos.core.placement import Assignment
 from tfmesos.core.phase import Phase
 from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import RunFile
 from tfmesos.core.scheduler import Launch
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
 
 
-def make_record(tmp_path, mode="replica"):
+def launched_record(tmp_path, mode="replica"):
+    """(record, slots): ps:0, worker:0 and worker:1 launched and running."""
     slots = make_slots([Job("ps", 1), Job("worker", 2)])
-    record = RunRecord(str(tmp_path), {"mode": mode}, slots, forwarding=mode == "replica")
+    record = RunRecord(str(tmp_path), RunFile(mode=mode), slots, forwarding=mode == "replica")
     for number, slot in enumerate(slots, 1):
         assignment = Assignment(None, "o1", "a1", "host", [], 31000 + number, [])
         record.launched(Launch(slot, "t-%s" % slot.name, 1, "o1", assignment))
         update(record, slot.name, "TASK_RUNNING")
-    return record
+    return record, slots
 
 
-def update(record, name, state, message=""):
-    record.status(Dict(task_id={"value": "t-%s" % name}, state=state, message=message,
-                       source="SOURCE_EXECUTOR"))
+def make_record(tmp_path, mode="replica"):
+    return launched_record(tmp_path, mode)[0]
+
+
+def update(record, name, state, message="", task_id=None):
+    record.status(Dict(task_id={"value": task_id or "t-%s" % name}, state=state,
+                       message=message, source="SOURCE_EXECUTOR"))
 
 
 def saved(record):
@@ -110,3 +116,46 @@ def test_fine_grained_tasks_are_stopped_by_cluster_and_keep_a_null_code(tmp_path
     assert {source for _, _, source in ends(data).values()} == {"stopped by cluster()"}
     assert data["outcome"] == {"status": "succeeded", "message": None, "task": None,
                                "exit_code": None, "hint": None}
+
+
+def attempts(data, name):
+    return [task for task in data["tasks"] if task["name"] == name][0]["attempts"]
+
+
+MISSING = "Python module 'sklearn' is missing where the task runs: install it in the image " \
+          "or on the agents (--python names another interpreter), or ship it with your code"
+
+
+def test_a_failed_attempt_keeps_the_hint_for_its_failure_through_a_restart(tmp_path):
+    record, slots = launched_record(tmp_path)
+    record.output("t-worker:1", "stderr", "ModuleNotFoundError: No module named 'sklearn'\n")
+    record.exited("t-worker:1", 1, when=1e9)
+    record.exited("t-worker:0", 0)    # stopped for the restart: a clean end
+    record.restarting(1, "failure", "worker:1", "worker:1 exited with code 1", 0.5)
+    saved_then = saved(record)
+    [failed] = attempts(saved_then, "worker:1")
+    assert failed["hint"] == MISSING and failed["exited"] == "2001-09-09T01:46:40.000Z"
+    assert [a["hint"] for a in attempts(saved_then, "worker:0")] == [None]
+    record.launched(Launch(slots[2], "t-worker:1-2", 2, "o2",
+                           Assignment(None, "o2", "a1", "host", [], 31009, [])))
+    update(record, "worker:1", "TASK_RUNNING", task_id="t-worker:1-2")
+    record.exited("t-worker:1-2", 0)
+    record.finish()
+    data = saved(record)
+    assert [(a["attempt"], a["hint"]) for a in attempts(data, "worker:1")] == [(1, MISSING),
+                                                                             (2, None)]
+    assert data["outcome"]["status"] == "succeeded" and data["outcome"]["hint"] is None
+
+
+def test_the_outcome_hint_is_the_failed_attempts(tmp_path):
+    record = make_record(tmp_path, mode="fine")
+    update(record, "worker:0", "TASK_FAILED", "Memory limit exceeded: Requested: 64MB")
+    record.ended(TaskFailed("task worker:0 ended: TASK_FAILED", "worker:0", "TASK_FAILED"),
+                 Phase.RUNNING)
+    record.finish()
+    data = saved(record)
+    [attempt] = attempts(data, "worker:0")
+    assert attempt["hint"].startswith("the task ran out of memory: give it more, e.g. tfrun "
+                                      "-Mw 4096")
+    assert data["outcome"]["hint"] == attempt["hint"]
+    assert [a["hint"] for a in attempts(data, "ps:0")] == [None]   # stopped by cluster()

@@ -19,6 +19,7 @@ from tfmesos.core.spec import RunSpec
 from tfmesos.task import usage as task_usage
 from tfmesos.core.task_ends import memory_kill_message, memory_kill_peak
 from tfmesos.record.hints import resource_flag
+from tfmesos.record.schema import Attempt, Job, RunFile, Task, Usage
 from tfmesos.core.taskinfo import thread_env
 from tfmesos.record.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
 from tfrun_helpers import run_tfrun
@@ -102,12 +103,15 @@ def test_gpu_memory_of_the_tree_from_nvidia_smi(fake_nvidia_smi):
 
 def test_usage_is_cleaned_on_the_scheduler_side():
     usage = clean_usage({"wall_s": 3, "cpu_s": "lots", "peak_rss_mb": float("nan"),
-                         "samples": [{"t": 1, "cpu_s": 0.5, "evil": "x"}, "junk"],
+                         "samples": [{"t": 1, "cpu_s": 0.5, "evil": "x"}, "junk", {"t": None},
+                                     {"cpu_s": 2}],
                          "cgroup": {"oom_kills": 1, "limit_mb": True}, "extra": [1] * 10})
     assert usage["wall_s"] == 3 and usage["cpu_s"] is None and usage["peak_rss_mb"] is None
-    assert usage["samples"] == [{"t": 1, "cpu_s": 0.5}]
+    assert usage["samples"] == [{"t": 1, "cpu_s": 0.5, "rss_mb": None, "gpu_mb": None}]
     assert usage["cgroup"] == {"limit_mb": None, "peak_mb": None, "oom_kills": 1}
     assert "extra" not in usage
+    # What run.json keeps: the dict form of its Usage.
+    assert Usage.from_dict(usage).to_dict() == usage
     assert clean_usage("nope") is None
 
 
@@ -183,18 +187,18 @@ def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
 # -- the end-of-run table ----------------------------------------------------------
 
 def record(*tasks):
-    """run.json data: ``(name, job, cpus, mem, usage)`` per task."""
+    """A RunFile: ``(name, job, cpus, mem, usage)`` per task."""
     jobs, entries = {}, []
     for name, job, cpus, mem, usage in tasks:
-        jobs[job] = {"name": job, "num": 1, "start": 0, "cpus": cpus, "mem": mem, "gpus": 0}
-        entries.append({"name": name, "job": job, "attempts": [
-            {"attempt": 1, "usage": None}, {"attempt": 2, "usage": usage}]})
-    return {"jobs": list(jobs.values()), "tasks": entries}
+        jobs[job] = Job(name=job, cpus=cpus, mem=mem)
+        entries.append(Task(name=name, job=job, attempts=[
+            Attempt(attempt=1), Attempt(attempt=2, usage=usage)]))
+    return RunFile(jobs=list(jobs.values()), tasks=entries)
 
 
 def used(cpu, wall, peak, gpu=None):
-    return {"cpu_s": cpu, "wall_s": wall, "peak_tree_rss_mb": peak, "peak_rss_mb": peak,
-            "peak_gpu_mb": gpu}
+    return Usage(cpu_s=cpu, wall_s=wall, peak_tree_rss_mb=peak, peak_rss_mb=peak,
+                 peak_gpu_mb=gpu)
 
 
 def test_table_and_hints():
@@ -274,7 +278,7 @@ def test_task_over_its_memory_is_named_and_its_cgroups_are_gone(tmp_path):
     attempt = data["tasks"][0]["attempts"][-1]
     # Whichever told first: the task (the OOM killer in its cgroup), or Mesos.
     states = [(s["state"], s["reason"]) for s in attempt["states"]]
-    assert (attempt["usage"] or {}).get("cgroup", {}).get("oom_kills") or \
+    assert ((attempt["usage"] or {}).get("cgroup") or {}).get("oom_kills") or \
         ("TASK_FAILED", "REASON_CONTAINER_LIMITATION_MEMORY") in states
     assert any(line.startswith("tfrun: resources asked and used") for line in lines) or \
         attempt["usage"] is None

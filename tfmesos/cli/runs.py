@@ -8,6 +8,7 @@ import sys
 import time
 
 from ..record.history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
+from ..record.schema import State
 from .common import CommandParser
 
 FOLLOW_INTERVAL = 0.2     # how often a followed log and run.json are read again
@@ -108,35 +109,21 @@ def _offset(run, text):
     return "+%.1f s" % (moment - start).total_seconds()
 
 
-def hints_of(run):
-    """(where, hint) pairs: the outcome's, then each attempt's."""
-    found = []
-    if run.outcome.get("hint"):
-        found.append(("outcome", run.outcome["hint"]))
-    for task in run.tasks:
-        for attempt in task.get("attempts") or []:
-            if attempt.get("hint"):
-                found.append(("%s attempt %s" % (task.get("name"), attempt.get("attempt")),
-                              attempt["hint"]))
-    return found
-
-
 def show_run(run, out):
-    data = run.data
+    file = run.file
     out.write("run %s  %s (%s)  %s, exit code %s\n" % (
         run.run_id, run.name, run.mode, run.status, _code(run.exit_code)))
     lines = [("directory", run.directory),
-             ("master", "%s  framework %s" % (data.get("master") or "-",
-                                              data.get("framework_id") or "-"))]
-    if data.get("command"):
-        lines.append(("command", data["command"]))
+             ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
+    if file.command:
+        lines.append(("command", file.command))
     timings = run.timings
     lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
         local_time(run.started), duration_text(run.duration()),
-        _offset(run, timings.get("first_offer")), _offset(run, timings.get("all_registered")))))
-    if run.outcome.get("message"):
-        lines.append(("outcome", run.outcome["message"]))
-    for where, hint in hints_of(run):
+        _offset(run, timings.first_offer), _offset(run, timings.all_registered))))
+    if run.outcome.message:
+        lines.append(("outcome", run.outcome.message))
+    for where, hint in run.hints():
         lines.append(("hint", hint if where == "outcome" else "%s: %s" % (where, hint)))
     width = max(len(key) for key, _ in lines)
     for key, value in lines:
@@ -145,27 +132,23 @@ def show_run(run, out):
     rows = [("TASK", "ATTEMPT", "RESTART", "STATE", "EXIT", "SOURCE", "ADDRESS", "LAUNCHED",
              "ENDED")]
     for task in run.tasks:
-        attempts = task.get("attempts") or []
-        if not attempts:
-            rows.append((task.get("name"), "-", "-", task.get("state") or "PENDING", "-", "-",
-                         "-", "-", "-"))
-        for attempt in attempts:
-            states = attempt.get("states") or []
-            last = states[-1] if states else {}
-            rows.append((task.get("name"), attempt.get("attempt"), attempt.get("restart", 0),
-                         last.get("state") or "TASK_STAGING", _code(attempt.get("exit_code")),
-                         last.get("source") or "-", attempt.get("address") or "-",
-                         _offset(run, attempt.get("launched")), _offset(run, last.get("time"))))
+        if not task.attempts:
+            rows.append((task.name, "-", "-", task.state, "-", "-", "-", "-", "-"))
+        for attempt in task.attempts:
+            # Launched, no update from Mesos yet: staging, no time.
+            last = attempt.states[-1] if attempt.states else State(state="TASK_STAGING")
+            rows.append((task.name, attempt.attempt, attempt.restart, last.state,
+                         _code(attempt.exit_code), last.source or "-", attempt.address or "-",
+                         _offset(run, attempt.launched), _offset(run, last.time)))
     table(rows, out)
-    for restart in data.get("restarts") or []:
+    for restart in file.restarts:
         out.write("restart %s at %s (%s): %s; back-off %s s\n" % (
-            restart.get("restart"), _offset(run, restart.get("time")), restart.get("cause"),
-            restart.get("message"), restart.get("delay")))
-    for relaunch in data.get("relaunches") or []:
-        back = relaunch.get("back")
+            restart.restart, _offset(run, restart.time), restart.cause, restart.message,
+            restart.delay))
+    for relaunch in file.relaunches:
         out.write("relaunch of %s at %s (%s) to %s: %s\n" % (
-            relaunch.get("task"), _offset(run, relaunch.get("time")), relaunch.get("cause"),
-            relaunch.get("address"), "back at %s" % _offset(run, back) if back else "not back"))
+            relaunch.task, _offset(run, relaunch.time), relaunch.cause, relaunch.address,
+            "back at %s" % _offset(run, relaunch.back) if relaunch.back else "not back"))
 
 
 def show_main(argv, environ=None, out=None):
@@ -182,7 +165,7 @@ def show_main(argv, environ=None, out=None):
 
 def _sources(run, tasks, stream, attempt):
     """[(task name, path)] of the logs asked for; one line error when none."""
-    chosen = [run.task(name)["name"] for name in tasks] or [t["name"] for t in run.tasks]
+    chosen = [run.task(name).name for name in tasks] or [t.name for t in run.tasks]
     found = [(name, run.log_path(name, stream, attempt)) for name in chosen]
     found = [(name, path) for name, path in found if path]
     if not found:

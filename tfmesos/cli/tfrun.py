@@ -389,7 +389,7 @@ def say(text):
 
 def print_usage(run):
     """The end-of-run table: what each task asked for and used, and hints."""
-    lines = usage_lines(run.record.snapshot())
+    lines = usage_lines(run.record.run_file())
     if lines:
         print("\n".join(lines), file=sys.stderr, flush=True)
 

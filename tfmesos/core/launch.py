@@ -23,6 +23,7 @@ from ..exceptions import LaunchTimeout, MesosError
 from ..mesos import MesosSchedulerDriver
 from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
+from ..record import schema
 from ..record.run_record import RunRecord, default_run_dir
 from ..record.usage_table import clean_usage
 from . import config
@@ -399,10 +400,11 @@ def make_record(run_dir, run, environ):
     default directory), or in memory only (None)."""
     if run_dir == AUTO:
         run_dir = default_run_dir(run.run_spec.name, run.run_id, environ)
-    header = {"run_id": run.run_id, "name": run.run_spec.name, "mode": run.mode,
-              "master": run.master, "command": run.command if run.mode == "replica" else None,
-              "jobs": [{"name": j.name, "num": j.num, "start": j.start, "cpus": j.cpus,
-                        "mem": j.mem, "gpus": j.gpus} for j in run.jobs]}
+    header = schema.RunFile(
+        run_id=run.run_id, name=run.run_spec.name, mode=run.mode, master=run.master,
+        command=run.command if run.mode == "replica" else None,
+        jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
+                         gpus=j.gpus) for j in run.jobs])
     return RunRecord(run_dir, header, run.slots, forwarding=run.mode == "replica")
 
 

@@ -3,6 +3,7 @@
 
 | module | holds |
 | --- | --- |
+| ``schema`` | run.json's classes (``RunFile``, ``Task``, ``Attempt``, ...), their dict forms, reading older versions, its JSON Schema (pure) |
 | ``run_record`` | ``RunRecord``: the run directory as the run goes; every attempt's end at the finish |
 | ``history`` | reading run directories back: listing, finding a run, pruning |
 | ``report`` | ``report.html``: the timeline, outcome, hints, usage charts (pure) |

@@ -12,7 +12,8 @@ import os
 import shutil
 
 from ..exceptions import TFMesosError
-from .run_record import RUNS_DIR, log_name
+from .run_record import RUNS_DIR
+from .schema import SchemaError, read_run_file
 
 RUN_JSON = "run.json"
 
@@ -38,11 +39,12 @@ def parse_time(text):
 
 
 class Run:
-    """One run directory and what its run.json holds (``data``)."""
+    """One run directory and what its run.json holds (``file``, a
+    ``schema.RunFile``)."""
 
-    def __init__(self, directory, data):
+    def __init__(self, directory, file):
         self.directory = directory
-        self.data = data
+        self.file = file
 
     @classmethod
     def load(cls, directory):
@@ -54,9 +56,10 @@ class Run:
             raise HistoryError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
         except ValueError as exc:
             raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
-        if not isinstance(data, dict) or "tasks" not in data:
-            raise HistoryError("%s is not a run record (no tasks)" % path)
-        return cls(directory, data)
+        try:
+            return cls(directory, read_run_file(data))
+        except SchemaError as exc:
+            raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
 
     def reload(self):
         """The run as its run.json says now (the same run when it cannot be read)."""
@@ -67,23 +70,23 @@ class Run:
 
     @property
     def run_id(self):
-        return self.data.get("run_id") or os.path.basename(self.directory)
+        return self.file.run_id or os.path.basename(self.directory)
 
     @property
     def name(self):
-        return self.data.get("name") or ""
+        return self.file.name
 
     @property
     def mode(self):
-        return self.data.get("mode") or ""
+        return self.file.mode
 
     @property
     def outcome(self):
-        return self.data.get("outcome") or {}
+        return self.file.outcome
 
     @property
     def status(self):
-        return self.outcome.get("status") or "running"
+        return self.outcome.status
 
     @property
     def running(self):
@@ -91,19 +94,19 @@ class Run:
 
     @property
     def exit_code(self):
-        return self.outcome.get("exit_code")
+        return self.outcome.exit_code
 
     @property
     def timings(self):
-        return self.data.get("timings") or {}
+        return self.file.timings
 
     @property
     def started(self):
-        return parse_time(self.timings.get("submitted"))
+        return parse_time(self.timings.submitted)
 
     @property
     def finished(self):
-        return parse_time(self.timings.get("finished"))
+        return parse_time(self.timings.finished)
 
     def duration(self, now=None):
         """Seconds from submission to the end (to ``now`` while it runs), or None."""
@@ -115,37 +118,45 @@ class Run:
 
     @property
     def tasks(self):
-        return self.data.get("tasks") or []
+        return self.file.tasks
 
     def task(self, name):
         """The task named ``name`` (``worker:1``; ``worker.1`` too)."""
         wanted = name.replace(".", ":")
         for task in self.tasks:
-            if task.get("name") == wanted:
+            if task.name == wanted:
                 return task
         raise HistoryError("run %s has no task %s; its tasks: %s"
-                           % (self.run_id, name, ", ".join(t.get("name", "?") for t in self.tasks)))
+                           % (self.run_id, name, ", ".join(t.name for t in self.tasks)))
 
     def log_path(self, task_name, stream="stdout", attempt=None):
         """The log file of ``task_name``'s attempt ``attempt`` (default: its
         last); None when that attempt forwarded no output (fine-grained mode)."""
         task = self.task(task_name)
-        attempts = task.get("attempts") or []
-        if not attempts:
+        if not task.attempts:
             return None
         if attempt is None:
-            chosen = attempts[-1]
+            chosen = task.last
         else:
-            chosen = next((a for a in attempts if a.get("attempt") == attempt), None)
+            chosen = next((a for a in task.attempts if a.attempt == attempt), None)
             if chosen is None:
                 raise HistoryError("%s has no attempt %d in run %s; its attempts: %s" % (
-                    task["name"], attempt, self.run_id,
-                    ", ".join(str(a.get("attempt")) for a in attempts)))
-        logs = chosen.get("logs")
-        if not logs:
+                    task.name, attempt, self.run_id,
+                    ", ".join(str(a.attempt) for a in task.attempts)))
+        if not chosen.logs:
             return None
-        return os.path.join(self.directory, logs.get(stream) or log_name(
-            task["name"], chosen.get("attempt", 1), stream))
+        return os.path.join(self.directory, chosen.logs.named(stream))
+
+    def hints(self):
+        """(where, hint) pairs: "outcome" and the outcome's hint, then
+        "<task> attempt <n>" and each attempt's that says something else."""
+        found = [("outcome", self.outcome.hint)] if self.outcome.hint else []
+        for task in self.tasks:
+            for attempt in task.attempts:
+                if attempt.hint and attempt.hint != self.outcome.hint:
+                    found.append(("%s attempt %d" % (task.name, attempt.attempt),
+                                  attempt.hint))
+        return found
 
 
 def list_runs(root):

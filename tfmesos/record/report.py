@@ -3,7 +3,7 @@ script, nothing fetched) drawn from its run.json (``history.Run``): the
 outcome and hints, a timeline of every task attempt (launch, running,
 registered, end; the first offer, the complete cluster, restarts and
 relaunches marked), the tasks' table, and per-task CPU and memory over
-time when run.json holds samples.
+time from the attempts' usage samples.
 """
 
 import datetime
@@ -68,28 +68,26 @@ class _Clock:
 
     def __init__(self, run, now):
         self.start = run.started or now
-        ends = [run.finished] + [parse_time(state.get("time")) for task in run.tasks
-                                 for attempt in task.get("attempts") or []
-                                 for state in attempt.get("states") or []]
+        ends = [run.finished] + [parse_time(state.time) for task in run.tasks
+                                 for attempt in task.attempts for state in attempt.states]
         ends = [moment for moment in ends if moment is not None]
         self.end = max(ends + [now if run.running else self.start])
         self.span = max((self.end - self.start).total_seconds(), 0.001)
 
     def at(self, text):
-        moment = parse_time(text) if isinstance(text, str) else text
+        """Seconds from the submission to the run.json time ``text``, or None."""
+        moment = parse_time(text)
         return None if moment is None else (moment - self.start).total_seconds()
 
 
 def _attempt_times(attempt, clock):
     """launched, running, registered, ended (seconds; None when unknown),
-    and the last state."""
-    states = attempt.get("states") or []
-    running = next((clock.at(s.get("time")) for s in states if s.get("state") == "TASK_RUNNING"),
+    and the last state (None before Mesos' first update)."""
+    running = next((clock.at(s.time) for s in attempt.states if s.state == "TASK_RUNNING"),
                    None)
-    last = states[-1] if states else {}
-    ended = clock.at(last.get("time")) if last.get("state") in TERMINAL_STATES else None
-    return (clock.at(attempt.get("launched")), running, clock.at(attempt.get("registered")),
-            ended, last)
+    last = attempt.states[-1] if attempt.states else None
+    ended = clock.at(last.time) if last and last.state in TERMINAL_STATES else None
+    return clock.at(attempt.launched), running, clock.at(attempt.registered), ended, last
 
 
 def _ticks(span, count=6):
@@ -112,10 +110,13 @@ def timeline_svg(run, clock):
     """Every attempt as a bar: light from its launch until it runs, then
     colored by how it ended; a dot where it registered; lines for the first
     offer, the complete cluster, restarts and relaunches."""
-    rows = [(task, attempt) for task in run.tasks for attempt in task.get("attempts") or []]
+    rows = [(task, attempt) for task in run.tasks for attempt in task.attempts]
     label_w, width, row_h, top = 150, 760, 26, 34
     height = top + row_h * max(len(rows), 1) + 30
-    x = lambda seconds: label_w + width * max(0.0, min(seconds, clock.span)) / clock.span  # noqa
+
+    def x(seconds):
+        return label_w + width * max(0.0, min(seconds, clock.span)) / clock.span
+
     parts = ['<svg width="%d" height="%d" role="img" '
              'aria-label="timeline of every task attempt">' % (label_w + width + 140, height)]
     for tick in _ticks(clock.span):
@@ -124,18 +125,14 @@ def timeline_svg(run, clock):
                      '%s</text>' % (x(tick), top - 6, x(tick), height - 24, x(tick),
                                     height - 10, _tick_label(tick)))
     marks = []
-    timings = run.timings
-    for key, label in (("first_offer", "first offer"), ("all_registered", "cluster complete")):
-        at = clock.at(timings.get(key))
-        if at is not None:
-            marks.append((at, label, "#5b6475"))
-    for restart in run.data.get("restarts") or []:
-        marks.append((clock.at(restart.get("time")), "restart %s (%s: %s)"
-                      % (restart.get("restart"), restart.get("cause"), restart.get("task")),
-                      "#d1372f"))
-    for relaunch in run.data.get("relaunches") or []:
-        marks.append((clock.at(relaunch.get("time")), "relaunch %s" % relaunch.get("task"),
-                      "#e8871e"))
+    for moment, label in ((run.timings.first_offer, "first offer"),
+                          (run.timings.all_registered, "cluster complete")):
+        marks.append((clock.at(moment), label, "#5b6475"))
+    for restart in run.file.restarts:
+        marks.append((clock.at(restart.time), "restart %s (%s: %s)"
+                      % (restart.restart, restart.cause, restart.task), "#d1372f"))
+    for relaunch in run.file.relaunches:
+        marks.append((clock.at(relaunch.time), "relaunch %s" % relaunch.task, "#e8871e"))
     for number, (at, label, color) in enumerate(m for m in marks if m[0] is not None):
         parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" '
                      'stroke-dasharray="4 3"/><text x="%.1f" y="%d" font-size="11" fill="%s">'
@@ -144,15 +141,16 @@ def timeline_svg(run, clock):
     for index, (task, attempt) in enumerate(rows):
         y = top + index * row_h
         launched, running, registered, ended, last = _attempt_times(attempt, clock)
-        name = "%s #%s" % (task.get("name"), attempt.get("attempt"))
-        if attempt.get("restart"):
-            name += " (r%s)" % attempt["restart"]
+        name = "%s #%s" % (task.name, attempt.attempt)
+        if attempt.restart:
+            name += " (r%s)" % attempt.restart
         parts.append('<text x="%d" y="%d" font-size="12" fill="#1d2330" text-anchor="end">%s'
                      '</text>' % (label_w - 8, y + 16, _e(name)))
         if launched is None:
             continue
         end = ended if ended is not None else clock.span
-        color = STATE_COLORS.get(last.get("state"), RUNNING_COLOR)
+        state = last.state if last else None
+        color = STATE_COLORS.get(state, RUNNING_COLOR)
         start_run = running if running is not None else (end if ended is not None else None)
         if start_run is None:
             start_run = end
@@ -164,14 +162,14 @@ def timeline_svg(run, clock):
             parts.append('<rect x="%.1f" y="%d" width="%.1f" height="14" fill="%s" rx="2">'
                          '<title>%s running from +%.2f s; %s</title></rect>'
                          % (x(running), y + 5, max(x(end) - x(running), 1.5), color, _e(name),
-                            running, _e(last.get("state"))))
+                            running, _e(state)))
         if registered is not None:
             parts.append('<circle cx="%.1f" cy="%d" r="4" fill="#fff" stroke="#1d2330" '
                          'stroke-width="1.5"><title>registered at +%.2f s</title></circle>'
                          % (x(registered), y + 12, registered))
         if ended is not None:
-            code = attempt.get("exit_code")
-            text = "%s%s" % (str(last.get("state", "")).replace("TASK_", "").lower(),
+            code = attempt.exit_code
+            text = "%s%s" % (state.replace("TASK_", "").lower(),
                              "" if code is None else " (%s)" % code)
             if code not in (None, 0):
                 color = STATE_COLORS["TASK_FAILED"]   # its command failed, whatever ended it
@@ -192,61 +190,52 @@ LEGEND = ('<div class="legend"><span><i style="background:%s"></i>launched</span
              STATE_COLORS["TASK_FAILED"], STATE_COLORS["TASK_KILLED"], STATE_COLORS["TASK_LOST"]))
 
 
-# -- usage samples (run.json may hold them: attempts' "samples") -----------------
+# -- usage samples (each attempt's usage.samples) ---------------------------------
 
-_MEM_MB = ("rss_mb", "mem_mb", "memory_mb", "rss_tree_mb")
-_MEM_BYTES = ("rss_bytes", "mem_bytes", "rss", "memory_bytes")
-_CPU_RATE = ("cpus", "cpu_rate", "cpu_usage")
-_CPU_TOTAL = ("cpu_seconds", "cpu_time", "cpu")
-
-
-def _first(sample, keys):
-    for key in keys:
-        value = sample.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value), key
-    return None, None
+def command_start(attempt, clock):
+    """When the attempt's command started (seconds on ``clock``), which its
+    samples' ``t`` counts from: its exit message's time less the command's
+    wall time; for files without ``exited`` (version 1), when it
+    registered, shortly before its command started. None when unknown."""
+    usage, exited = attempt.usage, clock.at(attempt.exited)
+    if exited is not None and usage.wall_s is not None:
+        return exited - usage.wall_s
+    return clock.at(attempt.registered)
 
 
 def usage_series(attempt, clock):
-    """[(seconds, cpus or None, MB or None)] from an attempt's samples."""
-    raw = attempt.get("samples")
-    if not isinstance(raw, list):
+    """[(seconds, cpus or None, MB or None)], one per sample of the
+    attempt's usage; cpus is the rate since the sample before (since the
+    command's start for the first)."""
+    start = command_start(attempt, clock) if attempt.usage else None
+    if start is None:
         return []
-    points, previous = [], None
-    for sample in raw:
-        if not isinstance(sample, dict):
-            continue
-        at = clock.at(sample.get("time")) if isinstance(sample.get("time"), str) else None
-        if at is None:
-            offset, _ = _first(sample, ("elapsed", "t", "seconds"))
-            launched = clock.at(attempt.get("launched"))
-            if offset is None or launched is None:
-                continue
-            at = launched + offset
-        mem, key = _first(sample, _MEM_MB)
-        if mem is None:
-            mem, key = _first(sample, _MEM_BYTES)
-            mem = None if mem is None else mem / 2 ** 20
-        cpus, _ = _first(sample, _CPU_RATE)
-        if cpus is None:
-            total, _ = _first(sample, _CPU_TOTAL)
-            if total is not None and previous is not None and at > previous[0]:
-                cpus = max(0.0, (total - previous[1]) / (at - previous[0]))
-            previous = (at, total) if total is not None else previous
-        points.append((at, cpus, mem))
+    points, before = [], (0.0, 0.0)
+    for sample in attempt.usage.samples:
+        cpus = None
+        if sample.cpu_s is not None and sample.t > before[0]:
+            cpus = max(0.0, (sample.cpu_s - before[1]) / (sample.t - before[0]))
+        if sample.cpu_s is not None:
+            before = (sample.t, sample.cpu_s)
+        points.append((start + sample.t, cpus, sample.rss_mb))
     return points
 
 
 def _chart(series, clock, title, unit, index):
-    """A small line chart of (seconds, value) lists, one per attempt."""
-    width, height, left = 360, 120, 48
+    """A small line chart of (seconds, value) lists, one per attempt (a dot
+    for a single value), on the run's time axis as the timeline."""
+    width, height, left = 380, 136, 64
     values = [v for points in series for _, v in points]
     if not values:
         return ""
     top_value = max(max(values) * 1.1, 1e-6)
-    x = lambda seconds: left + (width - left - 8) * max(0.0, seconds) / clock.span  # noqa
-    y = lambda value: 10 + (height - 34) * (1 - value / top_value)  # noqa
+
+    def x(seconds):
+        return left + (width - left - 12) * max(0.0, min(seconds, clock.span)) / clock.span
+
+    def y(value):
+        return 10 + (height - 40) * (1 - value / top_value)
+
     parts = ['<svg width="%d" height="%d" role="img" '
              'aria-label="%s">' % (width, height, _e(title)),
              '<text x="%d" y="%d" font-size="11" fill="#5b6475">%s</text>'
@@ -254,7 +243,12 @@ def _chart(series, clock, title, unit, index):
              '<text x="%d" y="14" font-size="10" fill="#5b6475" text-anchor="end">%s</text>'
              % (left - 4, _e("%.3g %s" % (top_value, unit))),
              '<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e3e6eb"/>'
-             % (left, y(0), width - 8, y(0))]
+             % (left, y(0), width - 12, y(0))]
+    for tick in _ticks(clock.span, 4):
+        parts.append('<line x1="%.1f" y1="10" x2="%.1f" y2="%.1f" stroke="#f3f4f6"/>'
+                     '<text x="%.1f" y="%.1f" font-size="10" fill="#5b6475" '
+                     'text-anchor="middle">%s</text>'
+                     % (x(tick), x(tick), y(0), x(tick), y(0) + 12, _tick_label(tick)))
     for number, points in enumerate(series):
         if not points:
             continue
@@ -262,6 +256,9 @@ def _chart(series, clock, title, unit, index):
         path = " ".join("%.1f,%.1f" % (x(t), y(v)) for t, v in points)
         parts.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="1.6"/>'
                      % (path, color))
+        if len(points) == 1:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>'
+                         % (x(points[0][0]), y(points[0][1]), color))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -270,17 +267,17 @@ def usage_html(run, clock):
     """Per-task CPU and memory charts, or "" when no attempt has samples."""
     blocks = []
     for index, task in enumerate(run.tasks):
-        per_attempt = [usage_series(a, clock) for a in task.get("attempts") or []]
+        per_attempt = [usage_series(a, clock) for a in task.attempts]
         if not any(per_attempt):
             continue
         cpu = [[(t, c) for t, c, _ in points if c is not None] for points in per_attempt]
         mem = [[(t, m) for t, _, m in points if m is not None] for points in per_attempt]
         peak = max((m for points in mem for _, m in points), default=None)
         blocks.append('<div><b>%s</b>%s<br>%s %s</div>' % (
-            _e(task.get("name")), "" if peak is None else
+            _e(task.name), "" if peak is None else
             ' <span class="muted">peak %.0f MB</span>' % peak,
-            _chart(cpu, clock, "CPU (cpus)", "cpus", index),
-            _chart(mem, clock, "memory (MB)", "MB", index)))
+            _chart(cpu, clock, "%s CPU (cpus)" % task.name, "cpus", index),
+            _chart(mem, clock, "%s memory (MB)" % task.name, "MB", index)))
     if not blocks:
         return ""
     return "<h2>CPU and memory</h2>" + "".join(blocks)
@@ -288,36 +285,25 @@ def usage_html(run, clock):
 
 # -- the page --------------------------------------------------------------------
 
-def _hints(run):
-    found = []
-    if run.outcome.get("hint"):
-        found.append(run.outcome["hint"])
-    for task in run.tasks:
-        for attempt in task.get("attempts") or []:
-            if attempt.get("hint") and attempt["hint"] not in found:
-                found.append("%s: %s" % (task.get("name"), attempt["hint"]))
-    return found
-
-
 def _tasks_table(run, clock):
     head = ("task", "attempt", "restart", "state", "source", "exit", "address", "host",
             "launched", "registered", "ended", "logs")
     rows = ["<tr>%s</tr>" % "".join("<th>%s</th>" % h for h in head)]
     for task in run.tasks:
-        for attempt in task.get("attempts") or []:
+        for attempt in task.attempts:
             launched, _, registered, ended, last = _attempt_times(attempt, clock)
-            logs = " ".join('<a href="%s">%s</a>' % (_e(name), _e(stream))
-                            for stream, name in (attempt.get("logs") or {}).items() if name)
-            cells = (task.get("name"), attempt.get("attempt"), attempt.get("restart", 0),
-                     last.get("state"), last.get("source"), attempt.get("exit_code"),
-                     attempt.get("address"), attempt.get("hostname"),
+            logs = "" if not attempt.logs else " ".join(
+                '<a href="%s">%s</a>' % (_e(attempt.logs.named(stream)), stream)
+                for stream in ("stdout", "stderr"))
+            cells = (task.name, attempt.attempt, attempt.restart, last and last.state,
+                     last and last.source, attempt.exit_code, attempt.address, attempt.hostname,
                      *("-" if t is None else "+%.2f s" % t for t in (launched, registered,
                                                                      ended)))
             rows.append("<tr>%s<td>%s</td></tr>" % (
                 "".join("<td>%s</td>" % _e("-" if c is None else c) for c in cells), logs))
-        if not task.get("attempts"):
+        if not task.attempts:
             rows.append("<tr><td>%s</td><td colspan=11 class=muted>never launched</td></tr>"
-                        % _e(task.get("name")))
+                        % _e(task.name))
     return '<table class="tasks">%s</table>' % "".join(rows)
 
 
@@ -325,15 +311,15 @@ def render(run, now=None):
     """The report of ``run`` (a ``history.Run``) as an HTML string."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     clock = _Clock(run, now)
-    data, outcome = run.data, run.outcome
+    file, outcome = run.file, run.outcome
     status = run.status
-    facts = [("name", run.name), ("mode", run.mode), ("master", data.get("master")),
-             ("framework", data.get("framework_id")), ("command", data.get("command")),
+    facts = [("name", run.name), ("mode", run.mode), ("master", file.master),
+             ("framework", file.framework_id), ("command", file.command),
              ("jobs", ", ".join("%s &times; %s (cpus %s, mem %s MB, gpus %s)" % tuple(
-                 _e(job.get(k)) for k in ("num", "name", "cpus", "mem", "gpus"))
-                 for job in data.get("jobs") or [])),
+                 _e(value) for value in (job.num, job.name, job.cpus, job.mem, job.gpus))
+                 for job in file.jobs)),
              ("started", _local(run.started)), ("duration", _seconds(run.duration(now))),
-             ("exit code", outcome.get("exit_code")), ("directory", run.directory)]
+             ("exit code", outcome.exit_code), ("directory", run.directory)]
     rows = "".join("<tr><td>%s</td><td>%s</td></tr>" % (
         key, value if key == "jobs" else '<span class="mono">%s</span>' % _e(value)
         if key in ("command", "directory", "framework") else _e(value))
@@ -341,15 +327,17 @@ def render(run, now=None):
     body = ['<h1>Run %s <span class="status" style="background:%s">%s</span></h1>'
             % (_e(run.run_id), STATUS_COLORS.get(status, "#5b6475"), _e(status)),
             '<table class="facts">%s</table>' % rows]
-    if outcome.get("message"):
-        body.append('<div class="message">%s</div>' % _e(outcome["message"]))
-    body += ['<div class="hint">hint: %s</div>' % _e(hint) for hint in _hints(run)]
+    if outcome.message:
+        body.append('<div class="message">%s</div>' % _e(outcome.message))
+    body += ['<div class="hint">hint: %s</div>' % _e(hint if where == "outcome" else
+                                                      "%s: %s" % (where, hint))
+             for where, hint in run.hints()]
     body += ["<h2>Timeline</h2>", LEGEND, timeline_svg(run, clock),
              "<h2>Tasks</h2>", _tasks_table(run, clock)]
-    for restart in data.get("restarts") or []:
+    for restart in file.restarts:
         body.append("<p>restart %s at +%.1f s (%s): %s; back-off %s s</p>" % (
-            _e(restart.get("restart")), clock.at(restart.get("time")) or 0,
-            _e(restart.get("cause")), _e(restart.get("message")), _e(restart.get("delay"))))
+            restart.restart, clock.at(restart.time) or 0, _e(restart.cause),
+            _e(restart.message), restart.delay))
     body.append(usage_html(run, clock))
     body.append('<p class="muted">tfmesos report, written %s from run.json</p>' % _local(now))
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

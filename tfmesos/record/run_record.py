@@ -8,57 +8,13 @@ name the directory itself) holds
   tasks forward (replica mode): ``ps.0.stdout``, ``ps.0.stderr``,
   ``worker.1.attempt2.stdout`` (the first attempt has no ``attemptN``);
 * ``run.json``, rewritten atomically (a temporary file, then a rename) as
-  the run goes. Format 1, times in ISO 8601 UTC::
-
-    format        1
-    run_id, name  the run's id (in task ids) and framework name
-    mode          "replica" (tfrun) or "fine" (cluster())
-    master        the master as given ("local": the embedded one)
-    framework_id  Mesos' id of the framework (null before it registered)
-    command       the command template (replica mode), else null
-    jobs          [{name, num, start, cpus, mem, gpus}]
-    tasks         [{name, job, index, state, exit_code, attempts}]: state and
-                  exit_code are the last attempt's
-    attempts      [{attempt, restart (0 before the first whole restart),
-                  task_id, agent_id, hostname, address (the registered
-                  host:port), launched, registered (when it first
-                  registered), states, exit_code, logs ({stdout, stderr}
-                  file names, null without forwarding), usage}]
-    usage         what the attempt's command used, as the task measured it
-                  (replica mode; null until its exit message came):
-                  {wall_s, cpu_s, user_s, system_s (cpu seconds of its
-                  process tree), peak_rss_mb (largest process),
-                  peak_tree_rss_mb (the tree), peak_gpu_mb (null without
-                  GPUs), sample_interval_s, samples [{t (s since start),
-                  cpu_s, rss_mb, gpu_mb}] (every 10 s, bounded), cgroup
-                  {limit_mb, peak_mb, oom_kills} (in a memory-limited cgroup)}
-                  (tfmesos.task.usage); tfrun's end-of-run table reads it
-    states        [{state, time, source, reason, message}]: each change of
-                  Mesos state, with Mesos' source, reason and message. Once
-                  the run is over, every attempt's last state is terminal:
-                  when the framework was torn down before Mesos' terminal
-                  update arrived, the end is the task's own exit frame
-                  (source "exit frame": TASK_FINISHED for code 0, else
-                  TASK_FAILED) or, without one, TASK_KILLED with source
-                  "stopped by tfrun" ("stopped by cluster()")
-    outcome       {status, message, task, exit_code, hint}; status is "running",
-                  "succeeded", "failed", "aborted" (ended before the cluster
-                  was complete) or "interrupted" (Ctrl-C, SIGTERM);
-                  exit_code: what tfrun exits with (0, the failed task's
-                  code, 1, 130); in fine-grained mode the failed task's
-                  code or null; hint: one line of advice when the failed
-                  task's last stderr lines, exit code or Mesos message match
-                  a known failure (tfmesos.record.hints), else null
-    timings       {submitted, first_offer, all_registered, finished}
-    restarts      [{restart, time, cause ("lost" or "failure"), task, message,
-                  delay}]: each whole restart (tfrun --max-restarts)
-    relaunches    [{task, time, cause, message, agent_id, address, back}]: each
-                  sticky relaunch of a worker; back: when it registered again
-    shipped       only with tfrun --ship: {bundle: {source, files, bytes,
-                  archive_bytes, sha256, name} or null, task_side, python_env}
+  the run goes, at most every SAVE_INTERVAL and at its milestones: a
+  ``schema.RunFile``, whose classes document every field
+  (``docs/run.schema.json`` is their JSON Schema; the README has a table).
 """
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -69,8 +25,9 @@ import time
 from ..exceptions import TFMesosError
 from .hints import LINES as HINT_LINES, hint_for
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
+from .schema import (SCHEMA_VERSION, Attempt, Logs, Outcome, Relaunch, Restart, RunFile,
+                     Shipped, State, Task, Timings, Usage)
 
-FORMAT = 1
 RUNS_DIR = "tfmesos-runs"
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -128,26 +85,23 @@ def outcome_of(error, phase):
 
 
 class RunRecord:
-    """The record of one run, kept in memory and, with a ``directory``, in
-    the run directory. ``launched`` may be called from any thread; the rest
-    from the thread that handles the run's events."""
+    """The record of one run, kept in memory (a ``schema.RunFile``) and, with
+    a ``directory``, in the run directory; ``header`` is a RunFile with the
+    run's id, name, mode, master, command and jobs. ``launched`` may be
+    called from any thread; the rest from the thread that handles the
+    run's events."""
 
     def __init__(self, directory, header, slots, forwarding):
         self.directory = directory
         self._lock = threading.RLock()
         self._forwarding = forwarding
-        self._data = dict({"format": FORMAT}, **header, framework_id=None, tasks=[
-            {"name": s.name, "job": s.job.name, "index": s.index, "state": "PENDING",
-             "exit_code": None, "attempts": []} for s in slots])
-        self._data["outcome"] = {"status": "running", "message": None, "task": None,
-                                 "exit_code": None, "hint": None}
-        self._data["timings"] = {"submitted": None, "first_offer": None,
-                                 "all_registered": None, "finished": None}
-        self._data["restarts"], self._data["relaunches"] = [], []
+        self._run = dataclasses.replace(
+            header, schema_version=SCHEMA_VERSION, framework_id=None,
+            tasks=[Task(name=s.name, job=s.job.name, index=s.index) for s in slots],
+            outcome=Outcome(), timings=Timings(), restarts=[], relaunches=[], shipped=None)
         self._restart = 0      # the whole restart new attempts belong to
-        self._tasks = {task["name"]: task for task in self._data["tasks"]}
-        self._attempts = {}   # task id -> (task, attempt)
-        self._exits = {}      # task id -> when its exit frame came
+        self._tasks = {task.name: task for task in self._run.tasks}
+        self._attempts = {}   # task id -> (Task, Attempt)
         self._created = set()   # log files created by this run
         self._files = {}        # name -> open log file
         self._dirty, self._saved = True, 0.0
@@ -165,9 +119,9 @@ class RunRecord:
         self._set_timing("submitted")
 
     def shipped(self, what):
-        """``tfrun --ship``: what goes to every task (``Shipment.record``)."""
+        """``tfrun --ship``: what goes to every task (``Shipment.record``'s dict)."""
         with self._lock:
-            self._data["shipped"] = what
+            self._run.shipped = Shipped.from_dict(what)
             self._dirty = True
 
     def launched(self, launch):
@@ -175,16 +129,16 @@ class RunRecord:
         slot, number = launch.slot, launch.attempt
         logs = None
         if self._forwarding:
-            logs = {s: log_name(slot.name, number, s) for s in ("stdout", "stderr")}
-        attempt = {"attempt": number, "restart": self._restart, "task_id": launch.task_id,
-                   "agent_id": launch.agent_id, "hostname": launch.assignment.hostname,
-                   "address": None, "launched": timestamp(), "registered": None, "states": [],
-                   "exit_code": None, "logs": logs, "usage": None}
+            logs = Logs(stdout=log_name(slot.name, number, "stdout"),
+                        stderr=log_name(slot.name, number, "stderr"))
+        attempt = Attempt(attempt=number, restart=self._restart, task_id=launch.task_id,
+                          agent_id=launch.agent_id, hostname=launch.assignment.hostname,
+                          launched=timestamp(), logs=logs)
         with self._lock:
             task = self._tasks[slot.name]
             # A launch call that failed is retried with the same attempt number.
-            task["attempts"] = [a for a in task["attempts"] if a["attempt"] != number]
-            task["attempts"].append(attempt)
+            task.attempts = [a for a in task.attempts if a.attempt != number]
+            task.attempts.append(attempt)
             self._attempts[launch.task_id] = (task, attempt)
             self._dirty = True
 
@@ -192,64 +146,72 @@ class RunRecord:
         """A Mesos status update; repeated states (reconciliation) are not changes."""
         with self._lock:
             task, attempt = self._attempts.get(status.task_id.value, (None, None))
-            if attempt is None or (attempt["states"] and
-                                   attempt["states"][-1]["state"] == status.state):
+            if attempt is None or (attempt.states and attempt.states[-1].state == status.state):
                 return
             message = status.get("message") or ""
-            attempt["states"].append({
-                "state": status.state, "time": timestamp(status.get("timestamp") or None),
-                "source": status.get("source") or None, "reason": status.get("reason") or None,
-                "message": message})
-            if status.state in TERMINAL_STATES and attempt["exit_code"] is None:
+            attempt.states.append(State(
+                state=status.state, time=timestamp(status.get("timestamp") or None),
+                source=status.get("source") or None, reason=status.get("reason") or None,
+                message=message))
+            if status.state in TERMINAL_STATES and attempt.exit_code is None:
                 code = exit_code_of(message)
-                attempt["exit_code"] = 0 if code is None and status.state == "TASK_FINISHED" \
+                attempt.exit_code = 0 if code is None and status.state == "TASK_FINISHED" \
                     else code
             self._summarize(task)
 
     def registered(self, task_id, address):
         with self._lock:
-            _, attempt = self._attempts.get(task_id, (None, None))
-            if attempt is not None and attempt["registered"] is None:
-                attempt["registered"] = timestamp()
-        self._update(task_id, "address", address)
+            task, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is not None:
+                if attempt.registered is None:
+                    attempt.registered = timestamp()
+                attempt.address = address
+                self._summarize(task)
 
     def exited(self, task_id, code, when=None, usage=None):
         """The task's exit frame (``when``: time.time() it came; ``usage``:
-        what its command used)."""
-        self._exits.setdefault(task_id, timestamp(when))
-        self._update(task_id, "exit_code", code)
-        if usage is not None:
-            self._update(task_id, "usage", usage)
+        what its command used, ``usage_table.clean_usage``'s dict)."""
+        with self._lock:
+            task, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is None:
+                return
+            if attempt.exited is None:
+                attempt.exited = timestamp(when)
+            attempt.exit_code = code
+            if usage is not None:
+                attempt.usage = Usage.from_dict(usage)
+            self._summarize(task)
 
     def restarting(self, restart, cause, task, message, delay):
         """Whole restart number ``restart`` begins (``delay`` s from now)."""
         with self._lock:
             self._restart = restart
-            self._data["restarts"].append({"restart": restart, "time": timestamp(),
-                                           "cause": cause, "task": task, "message": message,
-                                           "delay": delay})
+            self._run.restarts.append(Restart(restart=restart, time=timestamp(), cause=cause,
+                                              task=task, message=message, delay=delay))
+            self._hint_failed_attempts()
         self.save()
 
     def relaunching(self, task, cause, message, agent_id, address):
         """A sticky relaunch of ``task`` (to ``address`` on ``agent_id``) begins."""
         with self._lock:
-            self._data["relaunches"].append({"task": task, "time": timestamp(), "cause": cause,
-                                             "message": message, "agent_id": agent_id,
-                                             "address": address, "back": None})
+            self._run.relaunches.append(Relaunch(task=task, time=timestamp(), cause=cause,
+                                                 message=message, agent_id=agent_id,
+                                                 address=address))
+            self._hint_failed_attempts()
         self.save()
 
     def back(self, task):
         """The sticky relaunch of ``task`` registered again."""
         with self._lock:
-            for relaunch in reversed(self._data["relaunches"]):
-                if relaunch["task"] == task and relaunch["back"] is None:
-                    relaunch["back"] = timestamp()
+            for relaunch in reversed(self._run.relaunches):
+                if relaunch.task == task and relaunch.back is None:
+                    relaunch.back = timestamp()
                     break
             self._dirty = True
 
     def all_registered(self, framework_id):
         with self._lock:
-            self._data["framework_id"] = framework_id
+            self._run.framework_id = framework_id
         self._set_timing("all_registered")
         self.save()
 
@@ -259,19 +221,33 @@ class RunRecord:
         status, message = outcome_of(error, phase)
         task, code = getattr(error, "task", None), getattr(error, "exit_code", None)
         self.outcome(status, message, task,
-                     tfrun_exit_code(status, error) if self._data.get("mode") == "replica"
-                     else code, self._hint(task, code))
+                     tfrun_exit_code(status, error) if self._run.mode == "replica" else code,
+                     self._hint(task, code))
 
     def _hint(self, task, exit_code):
-        """Advice for ``task``'s failure, from its last stderr lines, its exit
-        code and Mesos' last message about it (``tfmesos.record.hints``), or None."""
-        attempts = self._tasks[task]["attempts"] if task in self._tasks else []
+        """Advice for ``task``'s failure (its last attempt's, ``exit_code``
+        being what the failure says), or None."""
+        attempts = self._tasks[task].attempts if task in self._tasks else []
         if not attempts:
             return None
-        states = attempts[-1]["states"]
-        message = states[-1]["message"] if states else ""
-        return hint_for(self.tail(task, "stderr", HINT_LINES), exit_code, message,
-                        self._tasks[task]["job"])
+        return self._hint_for(self._tasks[task], attempts[-1], exit_code)
+
+    def _hint_for(self, task, attempt, exit_code):
+        """Advice from the attempt's last stderr lines, ``exit_code`` and
+        Mesos' last message about it (``tfmesos.record.hints``), or None."""
+        message = attempt.states[-1].message if attempt.states else ""
+        return hint_for(self._tail_of(attempt, "stderr", HINT_LINES), exit_code, message,
+                        task.job)
+
+    def _hint_failed_attempts(self):
+        """Each failed attempt without a hint gets the hint for its failure
+        (when one applies): at a restart or relaunch, which the failure does
+        not end the run with, and at the finish."""
+        for task in self._run.tasks:
+            for attempt in task.attempts:
+                if attempt.hint is None and failed(attempt):
+                    attempt.hint = self._hint_for(task, attempt, attempt.exit_code)
+                    self._dirty = True
 
     @contextlib.contextmanager
     def recording(self, phase):
@@ -284,24 +260,25 @@ class RunRecord:
             raise
 
     def outcome(self, status, message=None, task=None, exit_code=None, hint=None):
-        if exit_code is None and self._data.get("mode") == "replica":
+        if exit_code is None and self._run.mode == "replica":
             exit_code = tfrun_exit_code(status)
         with self._lock:
-            if self._data["outcome"]["status"] == "running":
-                self._data["outcome"] = {"status": status, "message": message, "task": task,
-                                         "exit_code": exit_code, "hint": hint}
+            if self._run.outcome.status == "running":
+                self._run.outcome = Outcome(status=status, message=message, task=task,
+                                            exit_code=exit_code, hint=hint)
                 self._dirty = True
 
     def finish(self, framework_id=None, first_offer=None, status="succeeded"):
         """The run stopped: ``status`` unless an outcome was recorded; every
-        attempt gets its end."""
+        attempt gets its end, and each failed one its hint."""
         self.outcome(status)
         self._end_attempts()
         with self._lock:
+            self._hint_failed_attempts()
             if framework_id:
-                self._data["framework_id"] = framework_id
+                self._run.framework_id = framework_id
             if first_offer:
-                self._data["timings"]["first_offer"] = timestamp(first_offer)
+                self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("finished")
         self.save()
         self._close_logs()
@@ -311,8 +288,8 @@ class RunRecord:
     def output(self, task_id, stream, text):
         """Append forwarded output to the attempt's log file."""
         _, attempt = self._attempts.get(task_id, (None, None))
-        if self.directory is not None and attempt is not None and attempt["logs"]:
-            self._write_log(attempt["logs"][stream], text)
+        if self.directory is not None and attempt is not None and attempt.logs:
+            self._write_log(attempt.logs.named(stream), text)
 
     def _write_log(self, name, text):
         """A log file is created (emptied, in a reused directory) first, then
@@ -344,19 +321,27 @@ class RunRecord:
     def log_path(self, task_name, stream="stderr"):
         """The path of the last attempt's ``stream`` log of ``task_name``, or None."""
         task = self._tasks.get(task_name)
-        if self.directory is None or not task or not task["attempts"] \
-                or not task["attempts"][-1]["logs"]:
+        return self._path_of(task.last if task else None, stream)
+
+    def _path_of(self, attempt, stream):
+        if self.directory is None or attempt is None or not attempt.logs:
             return None
-        return os.path.join(self.directory, task["attempts"][-1]["logs"][stream])
+        return os.path.join(self.directory, attempt.logs.named(stream))
 
     def tail(self, task_name, stream="stderr", lines=10):
         """The last ``lines`` lines of a task's last attempt's log."""
-        path = self.log_path(task_name, stream)
+        task = self._tasks.get(task_name)
+        return self._tail_of(task.last if task else None, stream, lines)
+
+    def _tail_of(self, attempt, stream, lines):
+        path = self._path_of(attempt, stream)
+        if path is None:
+            return []
         try:
             with open(path, "rb") as handle:
                 handle.seek(max(0, os.fstat(handle.fileno()).st_size - 64 * 1024))
                 text = handle.read().decode("utf-8", "replace")
-        except (OSError, TypeError):
+        except OSError:
             return []
         return [line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:]]
 
@@ -372,7 +357,7 @@ class RunRecord:
             return
         with self._lock:
             self._create_logs()
-            text = json.dumps(self._data, indent=1)
+            text = json.dumps(self._run.to_dict(), indent=1)
             self._dirty, self._saved = False, time.monotonic()
             temporary = os.path.join(self.directory, ".run.json.tmp")
             try:
@@ -384,65 +369,73 @@ class RunRecord:
 
     @property
     def outcome_status(self):
-        return self._data["outcome"]["status"]
+        return self._run.outcome.status
 
     @property
     def hint(self):
         """The outcome's hint (None without one)."""
-        return self._data["outcome"]["hint"]
+        return self._run.outcome.hint
 
     def snapshot(self):
-        """A copy of what run.json holds."""
+        """What run.json holds, as a dict (a copy)."""
         with self._lock:
-            return json.loads(json.dumps(self._data))
+            return self._run.to_dict()
+
+    def run_file(self):
+        """What run.json holds, as a RunFile (a copy)."""
+        return RunFile.from_dict(self.snapshot())
 
     # -- helpers ----------------------------------------------------------
 
     def _create_logs(self):
         """Every forwarding attempt has both files, empty until output comes."""
         for _, attempt in list(self._attempts.values()):
-            for name in (attempt["logs"] or {}).values():
-                if name not in self._created:
-                    self._write_log(name, "")
+            if attempt.logs:
+                for name in (attempt.logs.stdout, attempt.logs.stderr):
+                    if name not in self._created:
+                        self._write_log(name, "")
 
     def _end_attempts(self):
         """Every attempt without a terminal state (the framework was torn
         down before Mesos' update came) ends with its exit frame, else as
         stopped by tfrun."""
         with self._lock:
-            for task_id, (task, attempt) in self._attempts.items():
-                states = attempt["states"]
-                if states and states[-1]["state"] in TERMINAL_STATES:
+            for task, attempt in self._attempts.values():
+                if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
                     continue
-                code = attempt["exit_code"]
-                if task_id in self._exits and code is not None:
-                    end = {"state": "TASK_FINISHED" if code == 0 else "TASK_FAILED",
-                           "time": self._exits[task_id], "source": EXIT_FRAME, "reason": None,
-                           "message": "exited with code %d; Mesos' update did not come before "
-                                      "the framework was torn down" % code}
+                code = attempt.exit_code
+                if attempt.exited is not None and code is not None:
+                    end = State(state="TASK_FINISHED" if code == 0 else "TASK_FAILED",
+                                time=attempt.exited, source=EXIT_FRAME,
+                                message="exited with code %d; Mesos' update did not come "
+                                        "before the framework was torn down" % code)
                 else:
-                    end = {"state": "TASK_KILLED", "time": timestamp(),
-                           "source": STOPPED_BY.get(self._data.get("mode"), STOPPED_BY["replica"]),
-                           "reason": None, "message": "no exit frame and no update from Mesos "
-                                                      "before the framework was torn down"}
-                states.append(end)
-                self._summarize(task)
-
-    def _update(self, task_id, key, value):
-        with self._lock:
-            task, attempt = self._attempts.get(task_id, (None, None))
-            if attempt is not None:
-                attempt[key] = value
+                    end = State(state="TASK_KILLED", time=timestamp(),
+                                source=STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"]),
+                                message="no exit frame and no update from Mesos before the "
+                                        "framework was torn down")
+                attempt.states.append(end)
                 self._summarize(task)
 
     def _summarize(self, task):
-        last = task["attempts"][-1]
-        task["state"] = last["states"][-1]["state"] if last["states"] else "TASK_STAGING"
-        task["exit_code"] = last["exit_code"]
+        last = task.attempts[-1]
+        task.state = last.states[-1].state if last.states else "TASK_STAGING"
+        task.exit_code = last.exit_code
         self._dirty = True
 
     def _set_timing(self, name):
         with self._lock:
-            if self._data["timings"][name] is None:
-                self._data["timings"][name] = timestamp()
+            if getattr(self._run.timings, name) is None:
+                setattr(self._run.timings, name, timestamp())
                 self._dirty = True
+
+
+# An attempt that ended in one of these states failed, whatever its exit code.
+FAILED_STATES = TERMINAL_STATES - {"TASK_FINISHED", "TASK_KILLED"}
+
+
+def failed(attempt):
+    """Whether ``attempt`` (a ``schema.Attempt``) failed: its command exited
+    with a code other than 0, or Mesos ended it as failed, lost, ..."""
+    last = attempt.states[-1].state if attempt.states else None
+    return attempt.exit_code not in (None, 0) or last in FAILED_STATES

@@ -1,6 +1,6 @@
 """What each task asked for against what it used: the table ``tfrun``
-prints at the end of a run, and its hints (pure functions of run.json's
-data: ``jobs`` and each attempt's ``usage``, see ``run_record``).
+prints at the end of a run, and its hints (pure functions of a
+``schema.RunFile``: its ``jobs`` and each attempt's ``usage``).
 
 ::
 
@@ -16,18 +16,20 @@ under 25 % of their ``mem`` or ``cpus`` (lower it: the cluster has that much
 more room), with the option that sets it.
 """
 
+import dataclasses
 import math
+from typing import Optional
 
 from .hints import resource_flag
+from .schema import CgroupUsage, Sample, Usage, field_types
 
 HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
 MIN_WALL = 10.0  # seconds: shorter commands say little about their cpus
 MAX_SAMPLES = 2000
-_NUMBERS = ("wall_s", "cpu_s", "user_s", "system_s", "peak_rss_mb", "peak_tree_rss_mb",
-            "peak_gpu_mb", "sample_interval_s")
-_SAMPLE_NUMBERS = ("t", "cpu_s", "rss_mb", "gpu_mb")
-_CGROUP_NUMBERS = ("limit_mb", "peak_mb", "oom_kills")
+_USAGE_NUMBERS = [f.name for f in dataclasses.fields(Usage) if f.name not in ("samples", "cgroup")]
+_SAMPLE_NUMBERS = [f.name for f in dataclasses.fields(Sample)]
+_CGROUP_NUMBERS = [f.name for f in dataclasses.fields(CgroupUsage)]
 
 
 def _number(value):
@@ -37,34 +39,47 @@ def _number(value):
     return value
 
 
+def _numbers(cls, raw, names):
+    """A ``cls`` of its fields ``names`` from the untrusted dict ``raw``:
+    each a number of the field's type, else None."""
+    kinds, values = field_types(cls), {}
+    for name in names:
+        value = _number(raw.get(name))
+        if value is not None and kinds[name] == Optional[int]:
+            value = int(value) if value == int(value) else None
+        values[name] = value
+    return cls(**values)
+
+
 def clean_usage(raw):
     """A task's usage report (the exit frame's ``usage``) reduced to the
-    known numeric fields, samples bounded; None for anything else."""
+    fields of ``schema.Usage``, numbers or null, samples bounded (those
+    without a time dropped): its dict form. None for anything else."""
     if not isinstance(raw, dict):
         return None
-    usage = {key: _number(raw.get(key)) for key in _NUMBERS}
     samples = raw.get("samples") if isinstance(raw.get("samples"), list) else []
-    usage["samples"] = [{key: _number(sample.get(key)) for key in _SAMPLE_NUMBERS
-                         if key in sample}
-                        for sample in samples[:MAX_SAMPLES] if isinstance(sample, dict)]
+    kept = [_numbers(Sample, sample, _SAMPLE_NUMBERS) for sample in samples[:MAX_SAMPLES]
+            if isinstance(sample, dict)]
+    usage = _numbers(Usage, raw, _USAGE_NUMBERS)
+    usage.samples = [sample for sample in kept if sample.t is not None]
     if isinstance(raw.get("cgroup"), dict):
-        usage["cgroup"] = {key: _number(raw["cgroup"].get(key)) for key in _CGROUP_NUMBERS}
-    return usage
+        usage.cgroup = _numbers(CgroupUsage, raw["cgroup"], _CGROUP_NUMBERS)
+    return usage.to_dict()
 
 
 def _last_usage(task):
-    for attempt in reversed(task.get("attempts") or []):
-        if attempt.get("usage"):
-            return attempt["usage"]
+    for attempt in reversed(task.attempts):
+        if attempt.usage:
+            return attempt.usage
     return None
 
 
 def _peak(usage):
-    return usage.get("peak_tree_rss_mb") or usage.get("peak_rss_mb") or 0.0
+    return usage.peak_tree_rss_mb or usage.peak_rss_mb or 0.0
 
 
 def _average_cpus(usage):
-    wall, cpu = usage.get("wall_s") or 0.0, usage.get("cpu_s") or 0.0
+    wall, cpu = usage.wall_s or 0.0, usage.cpu_s or 0.0
     return cpu / wall if wall > 0 else 0.0
 
 
@@ -76,16 +91,17 @@ def _fmt(value):
     return ("%.2f" % value).rstrip("0").rstrip(".")
 
 
-def usage_rows(record):
-    """(task name, job, asked cpus, asked mem, usage) for each task of
-    ``record`` (run.json's data) whose last measured attempt has a usage."""
-    jobs = {job["name"]: job for job in record.get("jobs", [])}
+def usage_rows(run):
+    """(task name, job, asked cpus, asked mem, ``schema.Usage``) for each
+    task of ``run`` (a ``schema.RunFile``) whose last measured attempt has a
+    usage."""
+    jobs = {job.name: job for job in run.jobs}
     rows = []
-    for task in record.get("tasks", []):
+    for task in run.tasks:
         usage = _last_usage(task)
-        job = jobs.get(task.get("job"))
+        job = jobs.get(task.job)
         if usage and job:
-            rows.append((task["name"], job["name"], job["cpus"], job["mem"], usage))
+            rows.append((task.name, job.name, job.cpus, job.mem, usage))
     return rows
 
 
@@ -99,9 +115,9 @@ def table_lines(rows):
     for name, _, cpus, mem, usage in rows:
         peak = _peak(usage)
         share = " (%d%%)" % round(100.0 * peak / mem) if mem else ""
-        gpu = usage.get("peak_gpu_mb")
+        gpu = usage.peak_gpu_mb
         lines.append("  %-*s  %5s  %7.1f  %8.2f  %7.0f  %7.0f%s%s" % (
-            width, name, _fmt(cpus), usage.get("cpu_s") or 0.0, _average_cpus(usage), mem,
+            width, name, _fmt(cpus), usage.cpu_s or 0.0, _average_cpus(usage), mem,
             peak, share, "  GPU %.0f MB" % gpu if gpu is not None else ""))
     return lines
 
@@ -126,7 +142,7 @@ def hints(rows, mode="replica"):
             lines.append("%s used at most %.0f MB of its %.0f MB (%d%%): %s %d would do"
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             max(64, _round_up(peak * 1.25, 64))))
-        long_enough = [u for u in usages if (u.get("wall_s") or 0) >= MIN_WALL]
+        long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
         if cpus and long_enough:
             busiest = max(_average_cpus(u) for u in long_enough)
             if busiest < LOW * cpus:
@@ -136,10 +152,10 @@ def hints(rows, mode="replica"):
     return lines
 
 
-def usage_lines(record, mode="replica"):
-    """What tfrun prints at the end of a run: the table and its hints (no
-    lines when no task sent its usage)."""
-    rows = usage_rows(record)
+def usage_lines(run, mode="replica"):
+    """What tfrun prints at the end of ``run`` (a ``schema.RunFile``): the
+    table and its hints (no lines when no task sent its usage)."""
+    rows = usage_rows(run)
     if not rows:
         return []
     return (["tfrun: resources asked and used (samples in run.json):"] + table_lines(rows)

@@ -1,0 +1,386 @@
+"""run.json: the classes of what it holds, their dict forms and the JSON
+Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
+
+    python -m tfmesos.record.schema > docs/run.schema.json
+
+``run_record.RunRecord`` writes a ``RunFile``; ``history``, ``report``,
+``usage_table`` and ``tfmesos runs/show/logs/report`` read one back with
+``read_run_file``. Each field's description below is its documentation
+(the README's table says the same for users). Times are ISO 8601 UTC with
+milliseconds (``Time``).
+
+Versions: ``schema_version`` 2. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it reads as version 2,
+since version 2 only added fields: the attempts' ``exited`` and ``hint``,
+``shipped`` written as null when nothing was shipped, and every sample's
+``gpu_mb``. A key a file lacks (so also those that early version 1 files
+lack: ``registered``, ``usage``, ``restarts``, ...) reads as its default.
+Keys a class does not know are ignored; a value of the wrong type is a
+``SchemaError``.
+"""
+
+import dataclasses
+import functools
+import json
+import math
+import sys
+import typing
+from typing import List, Optional
+
+SCHEMA_VERSION = 2
+LEGACY_FORMAT = 1   # version 1 files say "format": 1
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+Time = typing.NewType("Time", str)
+TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+
+MODES = ("replica", "fine")
+STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted")
+CAUSES = ("lost", "failure")
+
+
+class SchemaError(ValueError):
+    """A run.json value that does not fit its class; says where."""
+
+
+def _field(doc, default=None, factory=None, **schema):
+    """A dataclass field with its description (and extra JSON Schema
+    keywords such as ``enum`` or ``const``) kept in its metadata."""
+    metadata = dict(schema, description=doc)
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+class Record:
+    """A class of run.json: ``from_dict`` and ``to_dict`` by its fields' types."""
+
+    @classmethod
+    def from_dict(cls, data, where=None):
+        where = where or cls.__name__
+        if not isinstance(data, dict):
+            raise SchemaError("%s: expected an object, got %s" % (where, _kind(data)))
+        hints = field_types(cls)
+        values = {field.name: _load(hints[field.name], data[field.name],
+                                    "%s.%s" % (where, field.name))
+                  for field in dataclasses.fields(cls) if field.name in data}
+        return cls(**values)
+
+    def to_dict(self):
+        return {field.name: _dump(getattr(self, field.name))
+                for field in dataclasses.fields(self)}
+
+
+@functools.lru_cache(maxsize=None)
+def field_types(cls):
+    """{field name: its type} of a Record class."""
+    return typing.get_type_hints(cls)
+
+
+
+def _kind(value):
+    return "null" if value is None else type(value).__name__
+
+
+def _optional_of(kind):
+    """X for Optional[X], else None."""
+    if typing.get_origin(kind) is typing.Union:
+        others = [arg for arg in typing.get_args(kind) if arg is not type(None)]
+        if len(others) == 1:
+            return others[0]
+    return None
+
+
+def _load(kind, value, where):
+    inner = _optional_of(kind)
+    if inner is not None:
+        return None if value is None else _load(inner, value, where)
+    if typing.get_origin(kind) is list:
+        if not isinstance(value, list):
+            raise SchemaError("%s: expected a list, got %s" % (where, _kind(value)))
+        [item] = typing.get_args(kind)
+        return [_load(item, v, "%s[%d]" % (where, i)) for i, v in enumerate(value)]
+    if isinstance(kind, type) and issubclass(kind, Record):
+        return kind.from_dict(value, where)
+    kind = getattr(kind, "__supertype__", kind)   # Time is a str
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is float and number:
+        return float(value)
+    if kind is int and number and math.isfinite(value) and value == int(value):
+        return int(value)
+    if kind in (str, bool) and isinstance(value, kind):
+        return value
+    raise SchemaError("%s: expected %s, got %s" % (where, _JSON_TYPES[kind], _kind(value)))
+
+
+def _dump(value):
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_dump(item) for item in value]
+    return value
+
+
+# -- the classes, from the leaves up ----------------------------------------------
+
+@dataclasses.dataclass
+class Job(Record):
+    """A job of the run as it was asked for."""
+    name: str = _field("the job's name: worker, ps, chief, ...", "")
+    num: int = _field("how many tasks", 1)
+    start: int = _field("the index of its first task", 0)
+    cpus: float = _field("cpus of each task", 1.0)
+    mem: float = _field("memory of each task, MB", 1024.0)
+    gpus: int = _field("GPUs of each task", 0)
+
+
+@dataclasses.dataclass
+class State(Record):
+    """A change of an attempt's Mesos state."""
+    state: str = _field("TASK_RUNNING, TASK_FINISHED, ...", "")
+    time: Time = _field("when it came (Mesos' timestamp, else when it arrived)", "")
+    source: Optional[str] = _field(
+        "Mesos' source (SOURCE_EXECUTOR, ...); for an end Mesos did not report before the "
+        "framework was torn down: \"exit frame\" (the task's own exit message), else "
+        "\"stopped by tfrun\" (\"stopped by cluster()\")")
+    reason: Optional[str] = _field("Mesos' reason, e.g. REASON_CONTAINER_LIMITATION_MEMORY")
+    message: str = _field("Mesos' message", "")
+
+
+@dataclasses.dataclass
+class Logs(Record):
+    """The attempt's log files in the run directory."""
+    stdout: str = _field("e.g. worker.1.stdout; worker.1.attempt2.stdout for attempt 2", "")
+    stderr: str = _field("e.g. worker.1.stderr", "")
+
+    def named(self, stream):
+        return self.stderr if stream == "stderr" else self.stdout
+
+
+@dataclasses.dataclass
+class Sample(Record):
+    """One look at the command's process tree."""
+    t: float = _field("seconds since the command started", 0.0)
+    cpu_s: Optional[float] = _field("cpu seconds of the tree so far (user + system)")
+    rss_mb: Optional[float] = _field("resident memory of the tree, MB")
+    gpu_mb: Optional[float] = _field("GPU memory of the tree, MB (null without GPUs)")
+
+
+@dataclasses.dataclass
+class CgroupUsage(Record):
+    """The task's memory cgroup, when it has a limit."""
+    limit_mb: Optional[float] = _field("its memory limit, MB")
+    peak_mb: Optional[float] = _field("its peak memory, MB")
+    oom_kills: Optional[int] = _field("the OOM killer's kills in it while the command ran")
+
+
+@dataclasses.dataclass
+class Usage(Record):
+    """What the attempt's command used, as the task measured it
+    (``tfmesos.task.usage``; replica mode)."""
+    wall_s: Optional[float] = _field("seconds from the command's start to its end")
+    cpu_s: Optional[float] = _field("cpu seconds of its process tree (user_s + system_s)")
+    user_s: Optional[float] = _field("user cpu seconds")
+    system_s: Optional[float] = _field("system cpu seconds")
+    peak_rss_mb: Optional[float] = _field("peak resident memory of its largest process, MB")
+    peak_tree_rss_mb: Optional[float] = _field("peak resident memory of its tree, MB")
+    peak_gpu_mb: Optional[float] = _field("peak GPU memory, MB (null without GPUs)")
+    sample_interval_s: Optional[float] = _field(
+        "seconds between samples (10, $TFMESOS_USAGE_INTERVAL in the task's environment; "
+        "doubled whenever the bounded samples were thinned)")
+    samples: List[Sample] = _field("every sample_interval_s, bounded", factory=list)
+    cgroup: Optional[CgroupUsage] = _field("its memory cgroup (null without a limit)")
+
+
+@dataclasses.dataclass
+class Attempt(Record):
+    """One launch of a task."""
+    attempt: int = _field("1, 2, ...: counted across restarts", 1)
+    restart: int = _field("the whole restart it belongs to (0 before the first)", 0)
+    task_id: str = _field("Mesos' task id: tfmesos.<run id>.<job>.<index>.<attempt>", "")
+    agent_id: Optional[str] = _field("the Mesos agent it was launched on")
+    hostname: Optional[str] = _field("the agent's host")
+    address: Optional[str] = _field("the host:port it registered")
+    launched: Optional[Time] = _field("when it went to Mesos")
+    registered: Optional[Time] = _field("when it first registered")
+    states: List[State] = _field("each change of Mesos state; once the run is over the last "
+                                 "is terminal", factory=list)
+    exit_code: Optional[int] = _field("its command's exit code (from its exit message, else "
+                                      "from Mesos' message)")
+    exited: Optional[Time] = _field("when its exit message came (replica mode)")
+    logs: Optional[Logs] = _field("null without forwarded output (fine-grained mode)")
+    usage: Optional[Usage] = _field("null until its exit message came")
+    hint: Optional[str] = _field("one line of advice when the attempt failed in a known way "
+                                 "(tfmesos.record.hints), else null")
+
+
+@dataclasses.dataclass
+class Task(Record):
+    """A task of the run and every attempt of it."""
+    name: str = _field("worker:1", "")
+    job: str = _field("its job's name", "")
+    index: int = _field("its index in the job", 0)
+    state: str = _field("its last attempt's last state (PENDING before its first launch, "
+                        "TASK_STAGING before Mesos' first update)", "PENDING")
+    exit_code: Optional[int] = _field("its last attempt's exit code")
+    attempts: List[Attempt] = _field("its launches, in order", factory=list)
+
+    @property
+    def last(self):
+        """Its last attempt, or None before its first launch."""
+        return self.attempts[-1] if self.attempts else None
+
+
+@dataclasses.dataclass
+class Outcome(Record):
+    """How the run ended."""
+    status: str = _field("running; succeeded; failed (after the cluster was complete); "
+                         "aborted (before); interrupted (Ctrl-C, SIGTERM)", "running",
+                         enum=list(STATUSES))
+    message: Optional[str] = _field("what ended it")
+    task: Optional[str] = _field("the task whose failure ended it")
+    exit_code: Optional[int] = _field("what tfrun exits with (0, the failed task's code, 1, "
+                                      "130); cluster(): the failed task's code")
+    hint: Optional[str] = _field("the advice tfrun printed for the failure (null without one)")
+
+
+@dataclasses.dataclass
+class Timings(Record):
+    """Milestones of the run."""
+    submitted: Optional[Time] = _field("when the run began")
+    first_offer: Optional[Time] = _field("when the first offer came")
+    all_registered: Optional[Time] = _field("when the cluster was first complete")
+    finished: Optional[Time] = _field("when the run stopped")
+
+
+@dataclasses.dataclass
+class Restart(Record):
+    """A whole restart of the cluster (tfrun --max-restarts)."""
+    restart: int = _field("1, 2, ...", 1)
+    time: Time = _field("when it began", "")
+    cause: str = _field("lost or failure", "failure", enum=list(CAUSES))
+    task: Optional[str] = _field("the task whose failure caused it")
+    message: str = _field("the failure", "")
+    delay: float = _field("the back-off before it, seconds", 0.0)
+
+
+@dataclasses.dataclass
+class Relaunch(Record):
+    """A sticky relaunch of a worker on its agent and port."""
+    task: str = _field("the task relaunched", "")
+    time: Time = _field("when it began", "")
+    cause: str = _field("lost or failure", "failure", enum=list(CAUSES))
+    message: str = _field("the failure", "")
+    agent_id: Optional[str] = _field("the agent it is relaunched on")
+    address: Optional[str] = _field("the host:port it is relaunched at")
+    back: Optional[Time] = _field("when it registered again (null if it did not)")
+
+
+@dataclasses.dataclass
+class ShippedBundle(Record):
+    """The user's directory as tfrun --ship packed it."""
+    source: str = _field("the directory packed", "")
+    files: int = _field("how many files", 0)
+    bytes: int = _field("their size", 0)
+    archive_bytes: int = _field("the archive's size", 0)
+    sha256: str = _field("the archive's sha256", "")
+    name: str = _field("the archive's name in the sandbox", "")
+
+
+@dataclasses.dataclass
+class Shipped(Record):
+    """What tfrun --ship sent to every task."""
+    bundle: Optional[ShippedBundle] = _field("the user's code (null: none)")
+    task_side: str = _field("the zip of tfmesos' task side", "")
+    python_env: Optional[str] = _field("the --python-env archive (a path or URL)")
+
+
+@dataclasses.dataclass
+class RunFile(Record):
+    """run.json: the record of one run."""
+    schema_version: int = _field("the version of this format", SCHEMA_VERSION,
+                                 const=SCHEMA_VERSION)
+    run_id: str = _field("the run's id (in its Mesos task ids)", "")
+    name: str = _field("the framework's name", "")
+    mode: str = _field("replica (tfrun) or fine (cluster())", "replica", enum=list(MODES))
+    master: Optional[str] = _field("the master as given (local: the embedded one)")
+    command: Optional[str] = _field("the command template (replica mode)")
+    jobs: List[Job] = _field("the jobs as asked for", factory=list)
+    framework_id: Optional[str] = _field("Mesos' framework id (null before it registered)")
+    tasks: List[Task] = _field("every task, in launch order", factory=list)
+    outcome: Outcome = _field("how it ended", factory=Outcome)
+    timings: Timings = _field("its milestones", factory=Timings)
+    restarts: List[Restart] = _field("each whole restart", factory=list)
+    relaunches: List[Relaunch] = _field("each sticky relaunch", factory=list)
+    shipped: Optional[Shipped] = _field("tfrun --ship: what went to every task (null without)")
+
+
+def read_run_file(data):
+    """The RunFile of run.json's parsed ``data``, of version 1 or 2."""
+    if not isinstance(data, dict):
+        raise SchemaError("expected an object, got %s" % _kind(data))
+    if "schema_version" in data:
+        version = data["schema_version"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 2:
+            raise SchemaError("schema_version %r is not a version" % (version,))
+        if version > SCHEMA_VERSION:
+            raise SchemaError("schema_version %d is newer than this tfmesos reads (%d)"
+                              % (version, SCHEMA_VERSION))
+    elif data.get("format") == LEGACY_FORMAT:
+        data = dict(data, schema_version=SCHEMA_VERSION)
+    else:
+        raise SchemaError("no schema_version (nor format 1)")
+    return RunFile.from_dict(data, "run.json")
+
+
+# -- JSON Schema --------------------------------------------------------------------
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _type_schema(kind, defs):
+    inner = _optional_of(kind)
+    if inner is not None:
+        schema = _type_schema(inner, defs)
+        if "type" in schema:
+            return dict(schema, type=[schema["type"], "null"])
+        return {"anyOf": [schema, {"type": "null"}]}
+    if typing.get_origin(kind) is list:
+        return {"type": "array", "items": _type_schema(typing.get_args(kind)[0], defs)}
+    if isinstance(kind, type) and issubclass(kind, Record):
+        if kind.__name__ not in defs:
+            defs[kind.__name__] = _object_schema(kind, defs)
+        return {"$ref": "#/$defs/%s" % kind.__name__}
+    if kind is Time:
+        return {"type": "string", "pattern": TIME_PATTERN}
+    return {"type": _JSON_TYPES[kind]}
+
+
+def _object_schema(cls, defs):
+    hints, properties = field_types(cls), {}
+    for field in dataclasses.fields(cls):
+        schema = dict({"description": field.metadata["description"]},
+                      **_type_schema(hints[field.name], defs), **field.metadata)
+        if "enum" in schema and _optional_of(hints[field.name]) is not None:
+            schema["enum"] = schema["enum"] + [None]
+        properties[field.name] = schema
+    return {"type": "object", "description": " ".join(cls.__doc__.split()),
+            "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def json_schema():
+    """The JSON Schema of run.json (what this version writes)."""
+    defs = {}
+    root = _object_schema(RunFile, defs)
+    return dict({"$schema": SCHEMA_DIALECT, "title": "tfmesos run.json"}, **root,
+                **{"$defs": dict(sorted(defs.items()))})
+
+
+def schema_text():
+    """``docs/run.schema.json``'s text."""
+    return json.dumps(json_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(schema_text())
