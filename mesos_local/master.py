@@ -47,7 +47,8 @@ import threading
 import time
 import uuid
 
-from .api import schema, stout
+from .api import stout
+from .api import validation
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
 from .containerizer import fs_isolation
@@ -144,7 +145,7 @@ class LocalMaster(FaultInjection):
     unknown fields skipped, ``null`` unset, ``"true"``/``"5"`` converted,
     unknown optional enum values dropped; ``stout.py``), logging each kind
     of deviation once per framework at WARNING; True refuses all that with
-    400 naming the field (``schema.py``), to catch a framework's protocol
+    400 naming the field (``api/validation.py``), to catch a framework's protocol
     mistakes. None (default): ``$MESOS_LOCAL_STRICT``, else False.
     """
 
@@ -371,9 +372,9 @@ class LocalMaster(FaultInjection):
     def parse_call(self, call):
         """A Call (parsed JSON) as this master reads it: strict, checked
         against the Mesos messages; tolerant, as Mesos' parser leaves it.
-        Raises schema.SchemaError (400) either way for what Mesos refuses."""
+        Raises validation.SchemaError (400) either way for what Mesos refuses."""
         if self.strict:
-            schema.validate_message("Call", call)
+            validation.validate_message("Call", call)
             return call
         parsed, deviations = stout.parse("Call", call)
         self._deviations.report(call, deviations)

@@ -18,7 +18,7 @@ import urllib.parse
 
 import requests
 
-from mesos_local.api import schema
+from mesos_local.api import validation as schema
 from tfmesos.mesos.recordio import Decoder
 
 CLOSED = "__STREAM_CLOSED__"   # pseudo event type put on the queue at EOF

@@ -5,7 +5,7 @@ import json
 import queue
 
 from tfmesos.mesos import calls
-from mesos_local.api.schema import validate
+from mesos_local.api.validation import validate
 from tfmesos.core.scheduler import TFMesosScheduler, make_slots
 from tfmesos.core.spec import Job
 from tfmesos.core.taskinfo import build_task

@@ -9,7 +9,7 @@ import pytest
 from schema_calls import UUID, accept_call, full_task, subscribe_call  # noqa: F401
 
 from mesos_local import AgentSpec, AgentSpecError
-from mesos_local.api import schema
+from mesos_local.api import validation as schema
 from mesos_local.containerizer.executor import describe_exit
 from mesos_local.containerizer.planning import TaskInvalid, build_launch, check_id, gpu_count, plan_task
 from mesos_local.resources import ResourceError, Resources

@@ -15,7 +15,8 @@ from tfrun_helpers import SMALL, run_tfrun
 from mesos_http_client import SchedulerClient, scalar
 from mesos_local import LocalMaster
 from mesos_local import command_line as cli
-from mesos_local.api import schema, stout
+from mesos_local.api import stout
+from mesos_local.api import validation as schema
 
 DEVIATIONS = "mesos_local.api.stout"
 

@@ -24,7 +24,8 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import endpoints, schema
+from . import endpoints
+from . import validation
 from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
 from .endpoints import redirect_location
 from ..errors import CallError
@@ -297,12 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             call = self.server.master.parse_call(call)
-        except schema.SchemaError as exc:
+        except validation.SchemaError as exc:
             self._reply(400, "Failed to convert JSON into Call protobuf: %s" % exc)
             return
         try:
-            schema.check_call(call)
-        except schema.CallValidationError as exc:
+            validation.check_call(call)
+        except validation.CallValidationError as exc:
             self._reply(400, "Failed to validate scheduler::Call: %s" % exc)
             return
         refused = principal_error(call, self.principal)

@@ -39,7 +39,7 @@ import sys
 import threading
 
 from .messages import ENUMS
-from .schema import SchemaError, fields_of
+from .validation import SchemaError, fields_of
 
 log = logging.getLogger(__name__)
 

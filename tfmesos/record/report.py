@@ -149,7 +149,7 @@ def timeline_svg(run, clock):
         if launched is None:
             continue
         end = ended if ended is not None else clock.span
-        state = last.state if last else None
+        state = last.state if last else ""
         color = STATE_COLORS.get(state, RUNNING_COLOR)
         start_run = running if running is not None else (end if ended is not None else None)
         if start_run is None:

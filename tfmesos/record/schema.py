@@ -25,7 +25,7 @@ import json
 import math
 import sys
 import typing
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 SCHEMA_VERSION = 2
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
@@ -56,7 +56,7 @@ class Record:
     """A class of run.json: ``from_dict`` and ``to_dict`` by its fields' types."""
 
     @classmethod
-    def from_dict(cls, data, where=None):
+    def from_dict(cls: Any, data, where=None):
         where = where or cls.__name__
         if not isinstance(data, dict):
             raise SchemaError("%s: expected an object, got %s" % (where, _kind(data)))
@@ -66,13 +66,13 @@ class Record:
                   for field in dataclasses.fields(cls) if field.name in data}
         return cls(**values)
 
-    def to_dict(self):
+    def to_dict(self: Any):
         return {field.name: _dump(getattr(self, field.name))
                 for field in dataclasses.fields(self)}
 
 
 @functools.lru_cache(maxsize=None)
-def field_types(cls):
+def field_types(cls: Any) -> Dict[str, Any]:
     """{field name: its type} of a Record class."""
     return typing.get_type_hints(cls)
 
@@ -371,7 +371,7 @@ def _object_schema(cls, defs):
 
 def json_schema():
     """The JSON Schema of run.json (what this version writes)."""
-    defs = {}
+    defs: Dict[str, Any] = {}
     root = _object_schema(RunFile, defs)
     return dict({"$schema": SCHEMA_DIALECT, "title": "tfmesos run.json"}, **root,
                 **{"$defs": dict(sorted(defs.items()))})

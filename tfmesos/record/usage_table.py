@@ -18,7 +18,7 @@ more room), with the option that sets it.
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Dict, Optional
 
 from .hints import resource_flag
 from .schema import CgroupUsage, Sample, Usage, field_types
@@ -57,7 +57,8 @@ def clean_usage(raw):
     without a time dropped): its dict form. None for anything else."""
     if not isinstance(raw, dict):
         return None
-    samples = raw.get("samples") if isinstance(raw.get("samples"), list) else []
+    given = raw.get("samples")
+    samples = given if isinstance(given, list) else []
     kept = [_numbers(Sample, sample, _SAMPLE_NUMBERS) for sample in samples[:MAX_SAMPLES]
             if isinstance(sample, dict)]
     usage = _numbers(Usage, raw, _USAGE_NUMBERS)
@@ -125,7 +126,7 @@ def table_lines(rows):
 def hints(rows, mode="replica"):
     """One line per job whose tasks used over 90 % of their mem, or under
     25 % of their mem or cpus (the extreme task of the job decides)."""
-    by_job = {}
+    by_job: Dict[str, tuple] = {}
     for name, job, cpus, mem, usage in rows:
         by_job.setdefault(job, (cpus, mem, []))[2].append(usage)
     lines = []
