@@ -20,9 +20,10 @@ import subprocess
 import sys
 import time
 
+from startup import free_ports
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "keras_multiworker.py")
-from startup import free_ports  # noqa: E402  (benchmarks/startup.py)
 
 RATE = re.compile(r"steps/s: ([0-9.]+)")
 

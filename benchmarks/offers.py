@@ -19,9 +19,9 @@ import statistics
 import threading
 import time
 
+from mesos_local import AgentSpec, LocalMaster
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler, recordio
 from tfmesos.mesos.decoding import decode_event
-from mesos_local import AgentSpec, LocalMaster
 
 FRAMEWORK = {"user": getpass.getuser(), "name": "bench"}
 

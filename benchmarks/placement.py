@@ -19,10 +19,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from offers import offer  # noqa: E402  (tests/offers.py)
-from test_placement import reference_place  # noqa: E402
+from offers import offer
+from test_placement import reference_place
 
-from tfmesos.core.placement import TaskRequest, place  # noqa: E402
+from tfmesos.core.placement import TaskRequest, place
 
 MEM = 1 << 20
 PORTS = ((31000, 31999),)

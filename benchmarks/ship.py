@@ -22,10 +22,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfmesos.ship import bundle  # noqa: E402
-from tfmesos.ship.bundle_server import BundleServer  # noqa: E402
-from mesos_local.containerizer.fetcher import fetch_uris  # noqa: E402
-from tfmesos.task.bundle_check import sha256_of  # noqa: E402
+from mesos_local.containerizer.fetcher import fetch_uris
+from tfmesos.ship import bundle
+from tfmesos.ship.bundle_server import BundleServer
+from tfmesos.task.bundle_check import sha256_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILE_SIZE = 256 * 1024
@@ -86,7 +86,7 @@ def measure(megabytes, tasks, rounds, work):
     source = os.path.join(work, "dir%d" % megabytes)
     size = make_directory(source, megabytes)
     best = {}
-    for round_ in range(rounds):
+    for _ in range(rounds):
         out = tempfile.mkdtemp(dir=work)
         began = time.perf_counter()
         packed = bundle.pack(source, out, max_size=None)

@@ -37,9 +37,9 @@ import time
 os.environ["KERAS_BACKEND"] = "jax"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
+import keras
+import numpy as np
+from digits import SEED, load_data
 
 
 def build_model(learning_rate):

@@ -46,12 +46,12 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
+import numpy as np
+import tensorflow as tf
+from digits import SEED, load_data
 
 try:
-    import tf_keras as keras  # noqa: E402
+    import tf_keras as keras
 except ImportError:  # pragma: no cover - a message for users
     sys.exit("this example needs Keras 2: pip install tf-keras")
 

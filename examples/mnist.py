@@ -19,11 +19,11 @@ import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
+import numpy as np
+import tensorflow as tf
+from digits import SEED, load_data
 
-from tfmesos import cluster  # noqa: E402
+from tfmesos import cluster
 
 v1 = tf.compat.v1
 def build_graph(nworker, nserver, learning_rate, hidden=64):

@@ -21,9 +21,9 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
+import numpy as np
+import tensorflow as tf
+from digits import SEED, load_data
 
 v1 = tf.compat.v1
 def hosts(text):

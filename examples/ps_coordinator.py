@@ -26,11 +26,11 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from digits import SEED, load_data  # noqa: E402  (examples/digits.py)
+import numpy as np
+import tensorflow as tf
+from digits import SEED, load_data
 
-from tfmesos import cluster  # noqa: E402
+from tfmesos import cluster
 
 
 class WorkerNotes(logging.Filter):

@@ -10,9 +10,9 @@ import json
 import logging
 import time
 
+from .containerizer.planning import duration_seconds
 from .errors import CallError
 from .frameworks import framework_error, update_error
-from .containerizer.planning import duration_seconds
 from .records import mesos_id
 from .resources import Resources
 

@@ -14,8 +14,8 @@ import itertools
 import logging
 import time
 
-from .records import Framework, mesos_id
 from .api.stream import HEARTBEAT, Subscription
+from .records import Framework, mesos_id
 
 log = logging.getLogger(__name__)
 

@@ -47,25 +47,24 @@ import threading
 import time
 import uuid
 
-from .api import stout
-from .api import validation
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
-from .containerizer import fs_isolation
+from .api import stout, validation
 from .api.auth import Authenticator, credentials_table
+from .api.http_server import MasterHTTPServer
+from .api.state_json import render_master_info, render_state, render_version
 from .call_handlers import SchedulerCalls
+from .containerizer import fs_isolation
 from .containerizer.cgroup_limits import parse_isolation
 from .containerizer.cgroups import Isolator
 from .containerizer.environment import executor_environment as base_environment
+from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
+from .containerizer.runner import ProcessRunner
 from .errors import LocalMasterError
 from .faults import FaultInjection
 from .frameworks import Frameworks
-from .api.http_server import MasterHTTPServer
 from .loop import MasterLoop
-from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .records import Records
-from .containerizer.runner import ProcessRunner
-from .api.state_json import render_master_info, render_state, render_version
 from .tasks import TaskLauncher
 from .updates import StatusUpdates
 

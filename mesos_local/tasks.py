@@ -11,8 +11,15 @@ import os
 
 from .containerizer.executor import TaskProcess, describe_exit
 from .containerizer.fetch_cache import AgentFetcher, FetcherCache
-from .containerizer.planning import (NO_DOCKER_MESSAGE, TaskInvalid, build_launch, check_container_user,
-                       check_id, gpu_count, plan_task)
+from .containerizer.planning import (
+    NO_DOCKER_MESSAGE,
+    TaskInvalid,
+    build_launch,
+    check_container_user,
+    check_id,
+    gpu_count,
+    plan_task,
+)
 from .records import Task
 from .resources import ResourceError
 from .resources import parse as parse_resources

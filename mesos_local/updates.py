@@ -13,8 +13,7 @@ import logging
 import time
 import uuid
 
-from .records import TERMINAL_STATES
-from .records import Update, mesos_id
+from .records import TERMINAL_STATES, Update, mesos_id
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ import tempfile
 import uuid
 
 import pytest
-
 from run_dirs import schema_errors
 
 MARKER = "TFMESOS_TEST_SESSION"

@@ -37,8 +37,9 @@ def _client(timeout=10):
 
 def _engine_error():
     """None when the engine answers, else why not."""
-    import docker
     import requests
+
+    import docker
 
     try:
         client = _client(timeout=5)
@@ -61,7 +62,7 @@ def _tail(path, lines=20):
 @pytest.fixture(scope="session")
 def docker_engine():
     try:
-        import docker  # noqa: F401
+        import docker
     except ImportError:
         pytest.fail("the docker Python package is missing: pip install 'docker>=6'", pytrace=False)
     if shutil.which("dockerd") is None or shutil.which("docker") is None:
@@ -167,7 +168,7 @@ def no_leaked_containers(docker_engine):
     for container in leaked:
         try:
             container.remove(force=True)
-        except Exception:  # noqa: BLE001 - best effort, the failure below says what leaked
+        except Exception:
             pass
     if leaked:
         pytest.fail("containers left behind: %s" % ", ".join(

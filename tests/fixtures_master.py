@@ -21,8 +21,8 @@ import time
 
 import pytest
 from conftest import MARKER
-
 from mesos_http_client import SchedulerClient, task_info
+
 from mesos_local import AgentSpec, LocalMaster
 from mesos_local.containerizer.runner import ProcessRunner, RunnerError
 

@@ -17,8 +17,8 @@ import subprocess
 import threading
 
 import pytest
-
 from tfrun_helpers import REPO, marked_tasks
+
 from mesos_local.containerizer import netns
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")

@@ -37,7 +37,7 @@ import time
 import uuid
 
 import pytest
-from tfrun_helpers import free_port  # noqa: F401  (the tests import it from here too)
+from tfrun_helpers import free_port
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_BINDING = "/usr/share/java/slf4j-simple.jar"

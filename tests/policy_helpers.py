@@ -246,6 +246,7 @@ class RealRun:
         if self.run.state.ending:
             # The driver calls back no more: an update it had queued before.
             from addict import Dict
+
             from tfmesos.core.events import StatusUpdate
             self.handle(StatusUpdate(Dict(status)))
             return

@@ -9,10 +9,11 @@ import time
 
 from conftest import marked_processes
 from processes import TASK_ENTRY
-from tfmesos.protocol import wire
+
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.core.spec import Job, RunSpec
+from tfmesos.protocol import wire
 
 SECRET = b"s" * 32
 

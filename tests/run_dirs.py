@@ -79,7 +79,7 @@ def copy_format_1(root, name="tfrun-7f369b42"):
     return shutil.copytree(FORMAT_1, os.path.join(str(root), name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_schema():
     with open(SCHEMA, encoding="utf-8") as handle:
         return json.load(handle)

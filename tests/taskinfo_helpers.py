@@ -4,11 +4,12 @@ TaskInfo builder -> ACCEPT calls through the strict schema."""
 import json
 import queue
 
-from tfmesos.mesos import calls
 from mesos_local.api.validation import validate
-from tfmesos.core.scheduler import TFMesosScheduler, make_slots
+from tfmesos.core.scheduler import TFMesosScheduler
+from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
 from tfmesos.core.taskinfo import build_task
+from tfmesos.mesos import calls
 
 
 def variables(info):

@@ -6,8 +6,8 @@ import pytest
 
 from tfmesos.backends import advertise
 from tfmesos.core import launch
-from tfmesos.exceptions import TFMesosError
 from tfmesos.core.spec import Job, RunSpec
+from tfmesos.exceptions import TFMesosError
 
 REMOTE = "http://192.0.2.10:5050"   # TEST-NET-1: documentation only, never routed
 

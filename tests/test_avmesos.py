@@ -11,7 +11,7 @@ import queue
 import threading
 
 import pytest
-from fixtures_master import make_local_master  # noqa: F401 (fixture)
+from fixtures_master import make_local_master
 
 client_module = pytest.importorskip("avmesos.client")
 requests = pytest.importorskip("requests")

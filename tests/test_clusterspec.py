@@ -3,8 +3,15 @@ import json
 
 import pytest
 
-from tfmesos.core.clusterspec import (cluster_spec, keras_coordinator, keras_environment, placeholders,
-                                 render_command, task_environment, tf_config)
+from tfmesos.core.clusterspec import (
+    cluster_spec,
+    keras_coordinator,
+    keras_environment,
+    placeholders,
+    render_command,
+    task_environment,
+    tf_config,
+)
 
 
 def test_cluster_spec_is_ordered_by_task_index():

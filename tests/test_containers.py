@@ -17,10 +17,14 @@ import sys
 import time
 
 import pytest
-
 from conftest import MARKER
-from fixtures_docker import (  # noqa: F401
-    docker_engine, managed_containers, no_leaked_containers, tfmesos_image, volume_dirs)
+from fixtures_docker import (
+    docker_engine,
+    managed_containers,
+    no_leaked_containers,
+    tfmesos_image,
+    volume_dirs,
+)
 from tfrun_helpers import REPO, SMALL, marked_tasks, run_tfrun, start_tfrun, wait_for_line
 
 # The image build (first use, in the fixture) is not part of a test's time.
@@ -34,7 +38,7 @@ EXAMPLES_VOLUME = "%s:/examples:ro" % EXAMPLES
 
 
 @pytest.fixture
-def image(tfmesos_image, no_leaked_containers):  # noqa: F811
+def image(tfmesos_image, no_leaked_containers):
     """The tfmesos image; the test fails if it leaves a container behind."""
     return tfmesos_image
 
@@ -67,7 +71,7 @@ def lines(text, prefix):
 # -- replica runs in containers ---------------------------------------------------
 
 @pytest.mark.parametrize("containerizer", ["DOCKER", "MESOS"])
-def test_replica_run_in_containers(image, docker_engine, containerizer):  # noqa: F811
+def test_replica_run_in_containers(image, docker_engine, containerizer):
     result = run_tfrun("-C", containerizer, "-I", image, "-V", EXAMPLES_VOLUME,
                        "-w", "2", "-s", "1", *SMALL, "--", CHECK, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -117,7 +121,7 @@ def test_env_reaches_the_task_and_the_images_path_rules(image):
 
 
 def test_failing_worker_gives_its_exit_code_and_leaves_no_container(
-        image, docker_engine):  # noqa: F811
+        image, docker_engine):
     cmd = "if [ {task_index} = 1 ]; then echo failing >&2; exit 3; fi; sleep 600"
     started = time.monotonic()
     result = run_tfrun("-C", "DOCKER", "-I", image, "-w", "2", "-s", "1", *SMALL, "--", cmd,
@@ -129,7 +133,7 @@ def test_failing_worker_gives_its_exit_code_and_leaves_no_container(
     assert_no_containers(docker_engine)
 
 
-def test_ctrl_c_stops_every_container_and_exits_130(image, docker_engine):  # noqa: F811
+def test_ctrl_c_stops_every_container_and_exits_130(image, docker_engine):
     with start_tfrun("-C", "MESOS", "-I", image, "-w", "2", "-s", "1", *SMALL, "--",
                      "sleep 600") as proc:
         wait_for_line(proc.stderr, "cluster ready", timeout=60)
@@ -171,7 +175,7 @@ def test_tensorflow_runs_across_ps_and_worker_containers(image):
 
 # -- the image ----------------------------------------------------------------------
 
-def test_image_names_itself_and_builds_on_the_local_base(image, docker_engine):  # noqa: F811
+def test_image_names_itself_and_builds_on_the_local_base(image, docker_engine):
     built = docker_engine.images.get(image)
     env = dict(item.split("=", 1) for item in built.attrs["Config"]["Env"])
     assert env["DOCKER_IMAGE"] == image
@@ -239,7 +243,7 @@ def run_wrapper(args, cwd, env=None, timeout=120):
 
 
 def test_wrapper_runs_tfrun_in_the_image_against_the_host_master(
-        image, host_master, docker_engine, tmp_path):  # noqa: F811
+        image, host_master, docker_engine, tmp_path):
     inner = ("echo \"tfrun runs in $(cat /etc/tfmesos-image) in $(pwd)\"; "
              "exec tfrun -m 127.0.0.1:%d -I %s -w 1 -s 0 %s -- "
              "'cat /etc/tfmesos-image; echo task {job_name}:{task_index} done'"
@@ -254,7 +258,7 @@ def test_wrapper_runs_tfrun_in_the_image_against_the_host_master(
 
 
 def test_wrapper_exits_with_the_jobs_code(
-        image, host_master, docker_engine, tmp_path):  # noqa: F811
+        image, host_master, docker_engine, tmp_path):
     # MESOS_MASTER passes through, and without -I the inner tfrun's tasks run
     # in the image the wrapper runs (its $DOCKER_IMAGE; an empty one here
     # does not override that).

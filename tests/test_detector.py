@@ -8,8 +8,8 @@ import sys
 import threading
 
 import pytest
-
 from fixtures_zk import MASTER_INFO_JSON, master_info
+
 from tfmesos.exceptions import MasterAddressError, MesosConnectionError, TFMesosError
 from tfmesos.mesos.detection import make_detector
 from tfmesos.mesos.detector import StaticDetector

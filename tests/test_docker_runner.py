@@ -6,10 +6,9 @@ import signal
 import time
 
 import pytest
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 
-from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
-from mesos_local.containerizer.docker_runner import (
-    DockerRunner, container_env, container_kwargs)
+from mesos_local.containerizer.docker_runner import DockerRunner, container_env, container_kwargs
 from mesos_local.containerizer.runner import RunnerError, TaskLaunch
 
 WAIT = 60
@@ -38,7 +37,7 @@ def wait_for_text(path, text, task, timeout=WAIT):
 
 
 @pytest.fixture
-def runner(docker_engine, no_leaked_containers):  # noqa: F811
+def runner(docker_engine, no_leaked_containers):
     return DockerRunner(docker_engine)
 
 
@@ -84,7 +83,7 @@ def test_the_images_nvidia_all_never_reaches_a_task():
 
 
 @pytest.mark.docker
-def test_the_image_declares_nvidia_visible_devices(docker_engine, tfmesos_image):  # noqa: F811
+def test_the_image_declares_nvidia_visible_devices(docker_engine, tfmesos_image):
     # A Mesos agent mounts the NVIDIA driver into an image task only then
     # (src/slave/containerizer/mesos/isolators/gpu/volume.cpp).
     env = docker_engine.images.get(tfmesos_image).attrs["Config"]["Env"]
@@ -208,7 +207,7 @@ def test_argv_without_shell(run, tfmesos_image, tmp_path):
 
 @pytest.mark.docker
 def test_output_reaches_the_sandbox_while_running_and_terminate_stops(
-        run, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
+        run, tfmesos_image, tmp_path, docker_engine):
     import docker
 
     # The shell does not exec sleep: SIGTERM has to end the whole container.
@@ -234,7 +233,7 @@ def test_kill_stops_a_task_that_ignores_sigterm(run, tfmesos_image, tmp_path):
 
 
 @pytest.mark.docker
-def test_cleanup_of_a_running_task_removes_it(runner, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
+def test_cleanup_of_a_running_task_removes_it(runner, tfmesos_image, tmp_path, docker_engine):
     import docker
 
     task = runner.launch(make_launch(tmp_path, "sleep 120", tfmesos_image))
@@ -332,7 +331,7 @@ def test_start_failure_leaves_no_container(runner, tfmesos_image, tmp_path):
 
 
 @pytest.mark.docker
-def test_gpu_request_without_gpus_fails_cleanly(runner, tfmesos_image, tmp_path, docker_engine):  # noqa: F811
+def test_gpu_request_without_gpus_fails_cleanly(runner, tfmesos_image, tmp_path, docker_engine):
     if any("nvidia" in name for name in docker_engine.info().get("Runtimes", {})):
         pytest.skip("this engine has GPUs: the request would succeed")
     with pytest.raises(RunnerError, match="^cannot start task .*gpu"):

@@ -9,9 +9,14 @@ import threading
 import time
 
 import pytest
+from fixtures_docker import (
+    docker_engine,
+    managed_containers,
+    no_leaked_containers,
+    tfmesos_image,
+    volume_dirs,
+)
 
-from fixtures_docker import (  # noqa: F401
-    docker_engine, managed_containers, no_leaked_containers, tfmesos_image, volume_dirs)
 from tfmesos.cli.docker_wrapper import passthrough_env, resolve_image, run_in_image
 from tfmesos.exceptions import DockerError, SpecError
 
@@ -76,14 +81,14 @@ def test_bad_command_and_volume_are_refused_before_docker():
 # -- against the engine ------------------------------------------------------
 
 @pytest.fixture
-def engine(docker_engine, no_leaked_containers):  # noqa: F811
+def engine(docker_engine, no_leaked_containers):
     return docker_engine
 
 
 @pytest.mark.docker
 @pytest.mark.timeout(1800)   # the first test may build the image (minutes when cold)
 def test_runs_in_the_image_in_the_cwd_and_returns_the_exit_code(
-        engine, tfmesos_image, tmp_path, monkeypatch, capfd):  # noqa: F811
+        engine, tfmesos_image, tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "script.py").write_text(
         "import os, sys\n"

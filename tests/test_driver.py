@@ -5,10 +5,9 @@ import os
 import time
 
 import pytest
-
-from driver_helpers import drivers, launch, states_of, task  # noqa: F401 (fixture)
-from fixtures_master import make_local_master, small_agent  # noqa: F401 (fixture)
-from fixtures_zk import register_master, unique_path, zk_client, zookeeper  # noqa: F401
+from driver_helpers import drivers, launch, states_of, task
+from fixtures_master import make_local_master, small_agent
+from fixtures_zk import register_master, unique_path, zk_client, zookeeper
 
 from tfmesos.exceptions import MesosCallError, MesosConnectionError
 
@@ -206,7 +205,7 @@ def test_tries_each_master_of_a_list(make_local_master, drivers):
 
 
 @pytest.mark.zookeeper
-def test_zk_master_detection_and_leader_change(zookeeper, make_local_master, drivers):  # noqa: F811
+def test_zk_master_detection_and_leader_change(zookeeper, make_local_master, drivers):
     first, second = make_local_master(), make_local_master()
     path = unique_path()
     with zk_client(zookeeper) as client:

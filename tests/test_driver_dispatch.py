@@ -9,8 +9,8 @@ from addict import Dict
 
 from tfmesos.exceptions import DriverAborted, MesosConnectionError, MesosError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
-from tfmesos.mesos.subscription import Fatal, Received, StreamLost
 from tfmesos.mesos.interface import CALLBACKS, check_scheduler
+from tfmesos.mesos.subscription import Fatal, Received, StreamLost
 
 FRAMEWORK = {"user": "u", "name": "test"}
 CLOSED = "127.0.0.1:1"
@@ -170,15 +170,16 @@ def test_mesos_layer_imports_without_tensorflow(monkeypatch):
         if name.startswith("tfmesos"):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "tensorflow", None)
-    import tfmesos.mesos  # noqa: F401
-    import mesos_local  # noqa: F401
-    import tfmesos.core.launch  # noqa: F401
-    import tfmesos.task.__main__  # noqa: F401
-    import tfmesos.cli.tfrun  # noqa: F401
+    import mesos_local
+    import tfmesos.cli.tfrun
+    import tfmesos.core.launch
+    import tfmesos.mesos
+    import tfmesos.task.__main__
 
 
 def test_decoded_events_are_addict_dicts_like_pymesos_gives():
     from addict import Dict
+
     from tfmesos.mesos.decoding import decode_event
     record = b'{"type":"OFFERS","offers":{"offers":[{"id":{"value":"o"},"resources":[{"name":"cpus"}]}]}}'
     event = decode_event(record)

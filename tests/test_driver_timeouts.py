@@ -14,12 +14,11 @@ import threading
 import time
 
 import pytest
-
-from fixtures_master import make_local_master  # noqa: F401 (fixture)
-from tfmesos.exceptions import MesosConnectionError
-from tfmesos.mesos import MesosSchedulerDriver, Scheduler
-from tfmesos.mesos import http_transport
+from fixtures_master import make_local_master
 from tfrun_helpers import free_port, run_tfrun
+
+from tfmesos.exceptions import MesosConnectionError
+from tfmesos.mesos import MesosSchedulerDriver, Scheduler, http_transport
 
 FRAMEWORK = {"user": "u", "name": "timeouts"}
 SLACK = 4.0   # seconds a loaded machine may add to a deadline the driver keeps
@@ -130,7 +129,7 @@ def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_master():
 
 
 def test_once_a_master_was_reached_refusals_wait_the_whole_connect_timeout(
-        make_local_master):  # noqa: F811
+        make_local_master):
     class Subscribed(Scheduler):
         def __init__(self):
             self.registered_event = threading.Event()

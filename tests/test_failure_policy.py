@@ -8,12 +8,17 @@ import pytest
 from addict import Dict
 from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun
 
-from tfmesos.core.events import (AgentLost, MesosFailed, StatusUpdate, TaskDisconnected,
-                            TaskRegistered)
-from tfmesos.exceptions import ClusterError, TaskFailed
-from tfmesos.core.restarts import RestartPolicy
+from tfmesos.core.events import (
+    AgentLost,
+    MesosFailed,
+    StatusUpdate,
+    TaskDisconnected,
+    TaskRegistered,
+)
 from tfmesos.core.phase import IllegalTransition, Phase, next_phase
+from tfmesos.core.restarts import RestartPolicy
 from tfmesos.core.spec import Job
+from tfmesos.exceptions import ClusterError, TaskFailed
 
 WORKERS = [Job("worker", num=2)]
 PSS = [Job("chief"), Job("worker", num=2), Job("ps")]
@@ -94,10 +99,11 @@ def test_commands_that_exit_0_are_done():
 def test_after_the_cluster_is_up(event, restart_on, max_restarts, outcome):
     run = FakeRun(WORKERS, policy=RestartPolicy(max_restarts, restart_on, backoff=2))
     run.running()
-    if event[0] == "exit":
-        trigger = lambda: run.exit("worker:1", event[1])  # noqa: E731
-    else:
-        trigger = lambda: run.status("worker:1", *event[1:])  # noqa: E731
+    def trigger():
+        if event[0] == "exit":
+            run.exit("worker:1", event[1])
+        else:
+            run.status("worker:1", *event[1:])
     if outcome.startswith("fails: "):
         with pytest.raises(TaskFailed, match=outcome[len("fails: "):]) as err:
             trigger()

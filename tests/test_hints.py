@@ -7,12 +7,12 @@ import io
 import json
 
 import pytest
-
 from run_dirs import validate_run_json
+from tfrun_helpers import SMALL, run_tfrun
+
 from tfmesos.cli.runs import show_run
 from tfmesos.record.hints import hint_for, matching_rule, memory_option
 from tfmesos.record.history import Run
-from tfrun_helpers import SMALL, run_tfrun
 
 PER_REPLICA = [
     "  File \"/usr/lib/python3/keras/src/backend/tensorflow/trainer.py\", line 120, in "

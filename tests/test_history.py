@@ -9,11 +9,11 @@ import sys
 import time
 
 import pytest
-
 from run_dirs import attempt, copy_format_1, write_run
+from tfrun_helpers import REPO, start_tfrun
+
 from tfmesos.cli.main import main
 from tfmesos.record.schema import Restart
-from tfrun_helpers import REPO, start_tfrun
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
 

@@ -16,16 +16,23 @@ import sys
 import time
 
 import pytest
-
-from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
-from fixtures_master import (clients, local_master, make_local_master,  # noqa: F401
-                             small_agent)
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
+from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import task_info
+
 from mesos_local.containerizer import cgroups
-from mesos_local.containerizer.cgroup_limits import (Limits, memory_limit_message, parse_isolation,
-                                               stout_bytes)
-from mesos_local.containerizer.cgroups import (IsolationError, Layout, find_hierarchies,
-                                         isolation_problem)
+from mesos_local.containerizer.cgroup_limits import (
+    Limits,
+    memory_limit_message,
+    parse_isolation,
+    stout_bytes,
+)
+from mesos_local.containerizer.cgroups import (
+    IsolationError,
+    Layout,
+    find_hierarchies,
+    isolation_problem,
+)
 from mesos_local.containerizer.docker_runner import container_kwargs
 from mesos_local.containerizer.runner import TaskLaunch
 
@@ -311,8 +318,8 @@ def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
 @needs_cgroups
 @pytest.mark.docker
 def test_container_over_its_memory_is_failed_with_mesos_reason(
-        make_local_master, clients, docker_engine, tfmesos_image,  # noqa: F811
-        no_leaked_containers):  # noqa: F811
+        make_local_master, clients, docker_engine, tfmesos_image,
+        no_leaked_containers):
     from mesos_local.containerizer.docker_runner import DockerRunner
     master = make_local_master(container_runner=DockerRunner(docker_engine), **ISOLATED)
     client = clients(master)
@@ -328,8 +335,8 @@ def test_container_over_its_memory_is_failed_with_mesos_reason(
 
 
 def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
-    from tfmesos.exceptions import SpecError
     from tfmesos.backends import sizing
+    from tfmesos.exceptions import SpecError
     monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
         "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
     with caplog.at_level("WARNING"):
@@ -346,8 +353,8 @@ def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
 
 
 def test_isolation_options_of_the_commands():
-    from tfmesos.cli import tfrun
     from mesos_local import command_line as cli
+    from tfmesos.cli import tfrun
     args = tfrun.build_parser().parse_options(["--no-isolation"])
     assert tfrun.isolation_options(args) == {"isolation": None}
     args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])

@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import marked_processes
 from tfrun_helpers import SMALL, run_tfrun
 
@@ -17,7 +16,8 @@ from tfrun_helpers import SMALL, run_tfrun
 # most a minute) for the ps's file, so the run cannot end before the ps ran.
 SHOW = ('echo "keras=[$KERAS_DISTRIBUTION_JOB_ADDRESSES|$KERAS_DISTRIBUTION_NUM_PROCESSES|'
         '$KERAS_DISTRIBUTION_PROCESS_ID] own=[$TFMESOS_PORT] '
-        'coordinator=[$TFMESOS_COORDINATOR_PORT] workers=[{worker_hosts}]" > %(dir)s/tmp.{job_name}{task_index} && '
+        'coordinator=[$TFMESOS_COORDINATOR_PORT] workers=[{worker_hosts}]" '
+        '> %(dir)s/tmp.{job_name}{task_index} && '
         'mv %(dir)s/tmp.{job_name}{task_index} %(dir)s/{job_name}:{task_index}; '
         'n=0; while [ {job_name} = worker ] && [ ! -e %(dir)s/ps:0 ] && [ $n -lt 600 ]; '
         'do sleep 0.1; n=$((n + 1)); done')

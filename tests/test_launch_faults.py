@@ -5,19 +5,19 @@ drops or stalls (and comes back, or does not)."""
 import time
 
 import pytest
+from fixtures_master import make_local_master
 
-from fixtures_master import make_local_master  # noqa: F401
 from tfmesos.core import launch
 from tfmesos.core.events import TaskDisconnected, TaskRegistered
-from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.spec import Job, RunSpec
+from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
 
 TINY = dict(cpus=0.1, mem=64)
 
 
 def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
-        make_local_master, monkeypatch):  # noqa: F811
+        make_local_master, monkeypatch):
     master = make_local_master()
     problem = TFMesosError("cannot tell which local address tasks can reach")
 

@@ -7,14 +7,15 @@ import time
 import pytest
 from addict import Dict
 from offers import FakeDriver, offer
+from tfrun_helpers import free_port, marked_tasks, run_tfrun, wait_for_line
 
 from tfmesos.core.events import StatusUpdate
-from tfmesos.exceptions import TaskFailed
 from tfmesos.core.launch import ClusterRun
-from tfmesos.core.scheduler import TFMesosScheduler, make_slots
+from tfmesos.core.scheduler import TFMesosScheduler
+from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job, RunSpec, parse_jobs
 from tfmesos.core.task_ends import permanent_failure
-from tfrun_helpers import free_port, marked_tasks, run_tfrun, wait_for_line
+from tfmesos.exceptions import TaskFailed
 
 
 @pytest.mark.parametrize("state, reason, message, permanent", [

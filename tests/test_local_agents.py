@@ -15,13 +15,26 @@ import time
 
 import pytest
 import requests
-
-from fixtures_master import (clients, leftover_processes, make_local_master,  # noqa: F401
-                             session_of, small_agent, task_pids)
+from fixtures_master import (
+    clients,
+    leftover_processes,
+    make_local_master,
+    session_of,
+    small_agent,
+    task_pids,
+)
 from mesos_http_client import scalar, task_info
-from tfrun_helpers import (HELLO, HELLO_ARGS, free_port, marked_tasks, run_tfrun, start_tfrun,
-                           wait_for_line)
+from tfrun_helpers import (
+    HELLO,
+    HELLO_ARGS,
+    free_port,
+    marked_tasks,
+    run_tfrun,
+    start_tfrun,
+    wait_for_line,
+)
 from waiting import wait_until
+
 from mesos_local import AgentSpec
 from mesos_local.command_line import agent_specs, main, parse_agent
 

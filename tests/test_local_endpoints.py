@@ -7,9 +7,7 @@ import json
 
 import pytest
 import requests
-from fixtures_master import (clients, local_master, make_local_master,  # noqa: F401 (fixtures)
-                             small_agent)
-
+from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import task_info
 
 

@@ -2,8 +2,7 @@
 each DECLINE or ACCEPT leaves its own filter on the (framework, agent) for its
 own ``refuse_seconds``; a later, shorter one does not end an earlier one."""
 
-from fixtures_master import clients, make_local_master, small_agent  # noqa: F401 (fixtures)
-
+from fixtures_master import clients, make_local_master, small_agent
 from mesos_http_client import task_info
 
 

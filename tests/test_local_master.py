@@ -14,13 +14,21 @@ import time
 
 import pytest
 import requests
-
-from fixtures_master import (RecordingRunner, clients, launch_running,  # noqa: F401
-                             leftover_processes, local_master, make_local_master, read_file,
-                             session_of, small_agent)
+from fixtures_master import (
+    RecordingRunner,
+    clients,
+    launch_running,
+    leftover_processes,
+    local_master,
+    make_local_master,
+    read_file,
+    session_of,
+    small_agent,
+)
 from mesos_http_client import CLOSED, offered, ports, scalar, task_info
 from tfrun_helpers import free_port
 from waiting import wait_until
+
 from mesos_local import AgentSpec
 
 pytestmark = pytest.mark.timeout(120)

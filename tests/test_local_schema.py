@@ -5,15 +5,21 @@ import base64
 import copy
 
 import pytest
-
-from schema_calls import UUID, accept_call, full_task, subscribe_call  # noqa: F401
+from schema_calls import UUID, accept_call, full_task, subscribe_call
 
 from mesos_local import AgentSpec, AgentSpecError
 from mesos_local.api import validation as schema
 from mesos_local.containerizer.executor import describe_exit
-from mesos_local.containerizer.planning import TaskInvalid, build_launch, check_id, gpu_count, plan_task
+from mesos_local.containerizer.planning import (
+    TaskInvalid,
+    build_launch,
+    check_id,
+    gpu_count,
+    plan_task,
+)
 from mesos_local.resources import ResourceError, Resources
 from mesos_local.resources import parse as parse_resources
+
 
 def error_of(call):
     with pytest.raises(ValueError) as info:

@@ -14,15 +14,27 @@ import types
 
 import pytest
 import requests
-
-from driver_helpers import drivers, states_of, task  # noqa: F401 (fixture)
-from fixtures_master import (MARKER, RecordingRunner, clients, launch_running,  # noqa: F401
-                             make_local_master, marked_environment, read_file)
+from driver_helpers import drivers, states_of, task
+from fixtures_master import (
+    MARKER,
+    RecordingRunner,
+    clients,
+    launch_running,
+    make_local_master,
+    marked_environment,
+    read_file,
+)
 from mesos_http_client import CLOSED, task_info
 
 from mesos_local import command_line as cli
-from mesos_local.api.auth import (CHALLENGE, Authenticator, CredentialsError,
-                                      credentials_table, parse_credentials, read_credentials)
+from mesos_local.api.auth import (
+    CHALLENGE,
+    Authenticator,
+    CredentialsError,
+    credentials_table,
+    parse_credentials,
+    read_credentials,
+)
 from mesos_local.containerizer.environment import DEFAULT_PATH, parse_environment_json
 from mesos_local.containerizer.planning import TaskInvalid, check_container_user, plan_task
 
@@ -75,7 +87,7 @@ def test_principal_mismatch_is_refused(make_local_master):
 
 
 def test_authenticated_driver_runs_tasks_and_state_shows_no_secret(make_local_master,
-                                                                    drivers):  # noqa: F811
+                                                                    drivers):
     master = make_local_master(credentials=CREDENTIALS)
     principal, secret = ALICE
     driver, sched = drivers(master.url, framework={"principal": principal},
@@ -88,14 +100,14 @@ def test_authenticated_driver_runs_tasks_and_state_shows_no_secret(make_local_ma
     assert secret not in json.dumps(state) and MALLORY[1] not in json.dumps(state)
 
 
-def test_the_authenticated_principal_becomes_the_frameworks(make_local_master,  # noqa: F811
-                                                            clients):  # noqa: F811
+def test_the_authenticated_principal_becomes_the_frameworks(make_local_master,
+                                                            clients):
     master = make_local_master(credentials=CREDENTIALS)
     clients(master, auth=ALICE)          # FrameworkInfo names no principal
     assert master.state()["frameworks"][0]["principal"] == "alice"
 
 
-def test_another_principal_cannot_fail_a_run_over(make_local_master, clients):  # noqa: F811
+def test_another_principal_cannot_fail_a_run_over(make_local_master, clients):
     master = make_local_master(credentials=CREDENTIALS)
     alice = clients(master, auth=ALICE, name="alices-run", failover_timeout=60)
     launch_running(alice, master, "work", "sleep 60")
@@ -122,8 +134,8 @@ def test_another_principal_cannot_fail_a_run_over(make_local_master, clients):  
     assert alice.next_event("ERROR", timeout=30)["error"]["message"] == "Framework failed over"
 
 
-def test_failover_keeps_principal_and_user_without_credentials(make_local_master,  # noqa: F811
-                                                               clients):  # noqa: F811
+def test_failover_keeps_principal_and_user_without_credentials(make_local_master,
+                                                               clients):
     master = make_local_master()
     first = clients(master, extra_info={"principal": "a"}, failover_timeout=60)
     other = clients(master, subscribe=False, framework_id=first.framework_id,
@@ -163,8 +175,8 @@ def refusals(client, infos):
     return messages
 
 
-def test_privileged_root_volume_and_root_containers_are_refused(make_local_master,  # noqa: F811
-                                                                clients, tmp_path):  # noqa: F811
+def test_privileged_root_volume_and_root_containers_are_refused(make_local_master,
+                                                                clients, tmp_path):
     (tmp_path / "to-root").symlink_to("/")
     runner = RecordingRunner()
     master = make_local_master(container_runner=runner, allow_root=False)
@@ -197,7 +209,7 @@ def test_privileged_root_volume_and_root_containers_are_refused(make_local_maste
     assert "cap-add=SYS_ADMIN lifts the container's user boundary" in messages["caps"]
 
 
-def test_root_framework_user_is_refused_unless_allowed(make_local_master, clients):  # noqa: F811
+def test_root_framework_user_is_refused_unless_allowed(make_local_master, clients):
     refused = make_local_master(container_runner=RecordingRunner(), allow_root=False)
     client = clients(refused, user="root")
     message = refusals(client, {"r": lambda t, o: container_task(t, o)})["r"]
@@ -232,7 +244,7 @@ def test_container_user_checks_are_pure():
 
 # --- the tasks' environment ---------------------------------------------------------------
 
-def test_plain_tasks_get_a_clean_environment(make_local_master, clients, monkeypatch):  # noqa: F811
+def test_plain_tasks_get_a_clean_environment(make_local_master, clients, monkeypatch):
     monkeypatch.setenv("TFMESOS_ONLY_IN_THE_MASTER", "leaked")
     master = make_local_master()
     client = clients(master)
@@ -248,7 +260,7 @@ def test_plain_tasks_get_a_clean_environment(make_local_master, clients, monkeyp
     assert "HOME" not in env
 
 
-def test_executor_environment_is_every_tasks_base(make_local_master, clients):  # noqa: F811
+def test_executor_environment_is_every_tasks_base(make_local_master, clients):
     base = marked_environment(PATH="/bin:/usr/bin", SHARED="1")
     master = make_local_master(executor_environment=base)
     client = clients(master)
@@ -259,7 +271,7 @@ def test_executor_environment_is_every_tasks_base(make_local_master, clients):  
 
 
 def test_embedded_master_of_a_run_has_credentials_and_the_submitters_environment(
-        monkeypatch, drivers):  # noqa: F811
+        monkeypatch, drivers):
     from tfmesos.backends.sizing import start_local_master
     monkeypatch.setenv("TFMESOS_SUBMITTER_VARIABLE", "mine")
     job = types.SimpleNamespace(name="worker", num=1, cpus=0.1, mem=32, gpus=0)

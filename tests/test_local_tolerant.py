@@ -8,11 +8,11 @@ import logging
 
 import pytest
 from conftest import STRICT_ENV
-from fixtures_master import make_local_master, small_agent  # noqa: F401 (fixture)
+from fixtures_master import make_local_master, small_agent
+from mesos_http_client import SchedulerClient, scalar
 from schema_calls import accept_call, full_task, subscribe_call
 from tfrun_helpers import SMALL, run_tfrun
 
-from mesos_http_client import SchedulerClient, scalar
 from mesos_local import LocalMaster
 from mesos_local import command_line as cli
 from mesos_local.api import stout

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from fixtures_master import make_local_master, small_agent  # noqa: F401 (fixture)
+from fixtures_master import make_local_master, small_agent
 from tfrun_helpers import SMALL, start_tfrun
 
 pytest.importorskip("avmesos.cli")

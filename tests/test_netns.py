@@ -19,11 +19,11 @@ import time
 
 import pytest
 import requests
-
-from fixtures_master import clients, make_local_master, small_agent  # noqa: F401
-from fixtures_netns import namespaces, netns_master, parse_network, read_lines, root_only  # noqa: F401
+from fixtures_master import clients, make_local_master, small_agent
+from fixtures_netns import namespaces, netns_master, parse_network, read_lines, root_only
 from mesos_http_client import task_info
 from tfrun_helpers import REPO, marked_tasks, tfrun_argv
+
 from mesos_local import LocalMaster, LocalMasterError
 from mesos_local import command_line as cli
 from mesos_local.containerizer import netns

@@ -6,11 +6,12 @@ message took 35 ms to reach tasks that had just registered."""
 import socket
 
 from rendezvous_client import SECRET, make_rendezvous
-from tfmesos.ship.bundle_server import _Handler as BundleHandler
-from tfmesos.mesos.http_transport import connect_within
-from mesos_local.api.http_server import _Handler as MasterHandler
-from tfmesos.task.connection import Connection, TaskEnv
 from waiting import wait_until
+
+from mesos_local.api.http_server import _Handler as MasterHandler
+from tfmesos.mesos.http_transport import connect_within
+from tfmesos.ship.bundle_server import _Handler as BundleHandler
+from tfmesos.task.connection import Connection, TaskEnv
 
 
 def no_delay(sock):

@@ -23,10 +23,10 @@ import threading
 import time
 
 import pytest
-
 from conftest import marked_processes
-from fixtures_netns import namespaces, netns_master, root_only  # noqa: F401
+from fixtures_netns import namespaces, netns_master, root_only
 from tfrun_helpers import REPO, tfrun_argv
+
 from tfmesos.core.rendezvous import STALL_PINGS
 from tfmesos.core.spec import RECONNECT_GRACE
 
@@ -141,7 +141,7 @@ def assert_nothing_left():
     assert not left(), "processes left: %s" % left()
 
 
-def test_a_short_cut_is_survived(tmp_path, namespaces):  # noqa: F811
+def test_a_short_cut_is_survived(tmp_path, namespaces):
     with netns_master(namespaces, tmp_path / "master.log", [AGENT] * 2) as master:
         process, output = start_run(master, tmp_path, 40)
         try:
@@ -159,7 +159,7 @@ def test_a_short_cut_is_survived(tmp_path, namespaces):  # noqa: F811
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["fails", "restarts"])
-def test_a_long_cut_is_named_unreachable_within_the_grace_period(tmp_path, namespaces,  # noqa: F811
+def test_a_long_cut_is_named_unreachable_within_the_grace_period(tmp_path, namespaces,
                                                                  restart):
     options = ["--max-restarts", "1", "--restart-on", "lost"] if restart else []
     with netns_master(namespaces, tmp_path / "master.log", [AGENT] * 2) as master:

@@ -6,8 +6,15 @@ import pytest
 from addict import Dict
 from offers import offer, scalar
 
-from tfmesos.core.placement import (EPSILON, Assignment, OfferPool, Placement, TaskRequest,
-                               largest_offer, place)
+from tfmesos.core.placement import (
+    EPSILON,
+    Assignment,
+    OfferPool,
+    Placement,
+    TaskRequest,
+    largest_offer,
+    place,
+)
 
 
 def amounts(resources, name):
@@ -223,7 +230,7 @@ def test_large_scenario_fits_every_task_within_each_offer():
               for i in range(100)]
     result = place([TaskRequest(i, 1, 64) for i in range(1000)], offers)
     assert not result.unplaced and sum(map(len, result.launches.values())) == 1000
-    for oid, assigned in result.launches.items():
+    for assigned in result.launches.values():
         ports = [a.port for a in assigned]
         assert len(set(ports)) == len(ports) and all(31000 <= p <= 31999 for p in ports)
         assert sum(amounts(a.resources, "cpus") for a in assigned) <= 32

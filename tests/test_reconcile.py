@@ -5,12 +5,12 @@ framework, so only reconciliation tells (docs/reconciliation.md)."""
 import time
 
 import pytest
-
 from fixtures_master import FAST, leftover_processes
 from waiting import wait_until
-from tfmesos.exceptions import TaskFailed
+
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.spec import Job, RunSpec
+from tfmesos.exceptions import TaskFailed
 
 
 @pytest.fixture
@@ -29,8 +29,8 @@ def running():
     for run in runs:
         master = run.local_master
         run.stop()
-        wait_until(lambda: not leftover_processes(master),
-                   message=lambda: "left: %s" % leftover_processes(master))
+        wait_until(lambda master=master: not leftover_processes(master),
+                   message=lambda master=master: "left: %s" % leftover_processes(master))
 
 
 def _fails_with_lost(run, within):

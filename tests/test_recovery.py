@@ -6,10 +6,8 @@ import json
 import re
 
 import pytest
-
 from recovery_helpers import kill_task
-from tfrun_helpers import (SMALL, assert_no_task_processes, run_tfrun, start_tfrun,
-                           wait_for_line)
+from tfrun_helpers import SMALL, assert_no_task_processes, run_tfrun, start_tfrun, wait_for_line
 
 FAIL_WORKER_1 = ("echo \"$TFMESOS_RESTART $(date +%s.%N)\" >> {log}/{{job_name}}.{{task_index}}; "
                  "if [ {{task_index}} = 1 ]; then echo failing >&2; exit 3; fi; sleep 600")

@@ -2,10 +2,10 @@ import socket
 import struct
 
 import pytest
-
 from rendezvous_client import SECRET, Client, make_rendezvous, next_event, refused
-from tfmesos.protocol import wire
+
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from tfmesos.protocol import wire
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ import threading
 import time
 
 from rendezvous_client import Client, replica_run, stop
+
 from tfmesos.core import launch
-from tfmesos.protocol import wire
 from tfmesos.core.rendezvous import Rendezvous
+from tfmesos.protocol import wire
 
 FRAMES = 10_000
 THREADS = 4
@@ -161,7 +162,8 @@ def test_fuzzed_frames_neither_get_in_nor_disturb_a_run(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "Rendezvous", fuzzed_rendezvous)
     run = replica_run(command, on_log=lambda slot, stream, text: logs.append(text),
                       forward_logs=lambda slot: True)
-    real_ids = lambda: [slot.task_id for slot in run.slots if slot.task_id]  # noqa: E731
+    def real_ids():
+        return [slot.task_id for slot in run.slots if slot.task_id]
     started = time.monotonic()
     try:
         run.start()

@@ -10,17 +10,26 @@ import threading
 import time
 
 import pytest
-
 from conftest import marked_processes
 from processes import TASK_ENTRY
-from rendezvous_client import (SECRET, Client, admitted, finish, make_rendezvous, next_event,
-                               no_event, refused, replica_run)
+from rendezvous_client import (
+    SECRET,
+    Client,
+    admitted,
+    finish,
+    make_rendezvous,
+    next_event,
+    no_event,
+    refused,
+    replica_run,
+)
 from tfrun_helpers import REPO
 from waiting import wait_until
+
 from tfmesos.core import launch
-from tfmesos.protocol import wire
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 from tfmesos.core.rendezvous import Rendezvous
+from tfmesos.protocol import wire
 from tfmesos.task import connection as task_connection
 from tfmesos.task.connection import Connection, TaskEnv
 

@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from tfmesos.task import replica
 from tfmesos.cli import tfrun
+from tfmesos.task import replica
 from tfmesos.task.replica import CUT_MARKER, LineForwarder
 
 

@@ -14,9 +14,9 @@ import threading
 import warnings
 
 import pytest
+from tfrun_helpers import REPO
 
 from tfmesos.task import replica, replica_guard
-from tfrun_helpers import REPO
 
 
 def own_cmdline():

@@ -9,12 +9,12 @@ import sys
 import tempfile
 
 import pytest
-
 from run_dirs import at, attempt, copy_format_1, write_run
+from tfrun_helpers import REPO, run_tfrun
+
 from tfmesos.record.history import Run
 from tfmesos.record.report import render
 from tfmesos.record.schema import Restart, Sample, Usage
-from tfrun_helpers import REPO, run_tfrun
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tfmesos.exceptions import SpecError
 from tfmesos.core.restarts import RestartPolicy, failure_cause
+from tfmesos.exceptions import SpecError
 
 
 @pytest.mark.parametrize("status, cause", [

@@ -2,9 +2,9 @@
 
 import pytest
 
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import SpecError
 from tfmesos.mesos.roles import role_error
-from tfmesos.core.spec import RunSpec
 
 VALID = ["*", "ml", "ml/team", "a/b/c", "team-1", "a.b", "ml/.hidden", "x*", "ä"]
 INVALID = {

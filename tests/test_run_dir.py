@@ -11,12 +11,20 @@ import subprocess
 import time
 
 import pytest
-
 from run_dirs import validate_run_json
+from tfrun_helpers import (
+    REPO,
+    assert_no_task_processes,
+    free_port,
+    marked_tasks,
+    run_tfrun,
+    start_tfrun,
+    tfrun_argv,
+    wait_for_line,
+)
+
 from tfmesos.mesos.task_states import TERMINAL_STATES
 from tfmesos.record import schema
-from tfrun_helpers import (REPO, assert_no_task_processes, free_port, marked_tasks, run_tfrun,
-                           start_tfrun, tfrun_argv, wait_for_line)
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]

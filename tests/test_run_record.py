@@ -10,14 +10,14 @@ from addict import Dict
 
 from tfmesos.core.events import StatusUpdate, TaskExited, TaskOutput
 from tfmesos.core.launch import record_leftovers
-from tfmesos.exceptions import LaunchTimeout, TaskFailed
-from tfmesos.core.placement import Assignment
 from tfmesos.core.phase import Phase
-from tfmesos.record.run_record import RunRecord
-from tfmesos.record.schema import RunFile
+from tfmesos.core.placement import Assignment
 from tfmesos.core.scheduler import Launch
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
+from tfmesos.exceptions import LaunchTimeout, TaskFailed
+from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import RunFile
 
 
 def launched_record(tmp_path, mode="replica"):

@@ -7,9 +7,10 @@ import pytest
 from addict import Dict
 from offers import FakeDriver, offer
 
-from tfmesos.exceptions import MesosConnectionError
-from tfmesos.core.scheduler import TFMesosScheduler, make_slots
+from tfmesos.core.scheduler import TFMesosScheduler
+from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import parse_jobs
+from tfmesos.exceptions import MesosConnectionError
 
 
 def make(jobs, extra_ports=None):

@@ -11,13 +11,29 @@ import sys
 
 import jsonschema
 import pytest
-
 from run_dirs import FORMAT_1, at, load_schema, validate_run_json
-from tfmesos.record import schema
-from tfmesos.record.schema import (Attempt, CgroupUsage, Job, Logs, Outcome, Relaunch, Restart,
-                                   RunFile, Sample, SchemaError, Shipped, ShippedBundle, State,
-                                   Task, Timings, Usage, read_run_file)
 from tfrun_helpers import REPO, run_tfrun
+
+from tfmesos.record import schema
+from tfmesos.record.schema import (
+    Attempt,
+    CgroupUsage,
+    Job,
+    Logs,
+    Outcome,
+    Relaunch,
+    Restart,
+    RunFile,
+    Sample,
+    SchemaError,
+    Shipped,
+    ShippedBundle,
+    State,
+    Task,
+    Timings,
+    Usage,
+    read_run_file,
+)
 
 
 def every_field_set():

@@ -18,16 +18,16 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
-from tfmesos.ship import bundle
-from tfmesos.ship.bundle import ShipError, ShipSpec
-from tfmesos.ship.bundle_server import BundleServer
-from tfmesos.exceptions import SpecError, TFMesosError
+
 from mesos_local.containerizer.fetch_cache import FetcherCache
 from mesos_local.containerizer.fetcher import fetch_uris
 from mesos_local.containerizer.fs_isolation import effective_paths
+from tfmesos.exceptions import SpecError, TFMesosError
+from tfmesos.ship import bundle
+from tfmesos.ship.bundle import ShipError, ShipSpec
+from tfmesos.ship.bundle_server import BundleServer
 from tfmesos.task.bundle_check import enter_bundle
 from tfmesos.task.connection import TaskError
 
@@ -494,6 +494,7 @@ def shipment(project):
 def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(shipment):
     from offers import offer
     from taskinfo_helpers import PS_AND_WORKERS, launch_all, variables
+
     from tfmesos.core.spec import RunSpec
 
     shipped, said = shipment

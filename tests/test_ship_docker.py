@@ -6,8 +6,7 @@ import os
 import subprocess
 
 import pytest
-
-from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image  # noqa: F401
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 from tfrun_helpers import REPO, SMALL, tfrun_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300, func_only=True)]
@@ -23,7 +22,7 @@ print("tfmesos", tfmesos.__file__)
 
 @pytest.mark.parametrize("containerizer", ["MESOS", "DOCKER"])
 def test_an_image_task_runs_the_shipped_script_without_volumes(
-        tfmesos_image, no_leaked_containers, tmp_path, containerizer):  # noqa: F811
+        tfmesos_image, no_leaked_containers, tmp_path, containerizer):
     project = tmp_path / "proj"
     project.mkdir()
     (project / "myscript.py").write_text(SCRIPT)

@@ -1,7 +1,7 @@
 import pytest
 
+from tfmesos.core.spec import REPLICA_JOBS, Job, RunSpec, check_command_template, parse_jobs
 from tfmesos.exceptions import SpecError
-from tfmesos.core.spec import Job, RunSpec, check_command_template, parse_jobs, REPLICA_JOBS
 
 
 def test_job_round_trip_with_non_defaults():
@@ -62,7 +62,8 @@ def test_run_spec_validation():
 
 def test_command_template_placeholders():
     jobs = parse_jobs([{"name": "ps"}, {"name": "worker"}])
-    check_command_template("python t.py --ps {ps_hosts} --w {worker_hosts} {job_name} {task_index} {{x}}", jobs)
+    check_command_template(
+        "python t.py --ps {ps_hosts} --w {worker_hosts} {job_name} {task_index} {{x}}", jobs)
     with pytest.raises(SpecError, match=r"unknown placeholder \{wrker_hosts\}"):
         check_command_template("python t.py {wrker_hosts}", jobs)
     with pytest.raises(SpecError, match="bad braces"):

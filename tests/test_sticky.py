@@ -9,19 +9,18 @@ import sys
 import time
 
 import pytest
-
+from offers import offer
 from recovery_helpers import kill_task, task_processes
 from tfrun_helpers import assert_no_task_processes
-from tfmesos import cluster
-from tfmesos.exceptions import TaskFailed
-from tfmesos.core.launch import ClusterRun
-from tfmesos.core.fine_grained import Watcher
+
 from mesos_local import AgentSpec
+from tfmesos import cluster
+from tfmesos.core.fine_grained import Watcher
+from tfmesos.core.launch import ClusterRun
 from tfmesos.core.placement import TaskRequest, place
 from tfmesos.core.restarts import RestartPolicy
 from tfmesos.core.spec import Job, RunSpec
-
-from offers import offer
+from tfmesos.exceptions import TaskFailed
 
 TINY = dict(cpus=0.1, mem=64)
 

@@ -13,11 +13,11 @@ import time
 
 import pytest
 from conftest import MARKER
+from waiting import wait_until
 
 from mesos_local.containerizer import cgroups, pidfd, process_tree
 from mesos_local.containerizer.executor import TaskProcess
 from mesos_local.containerizer.runner import ProcessRunner, TaskLaunch
-from waiting import wait_until
 
 
 def make_launch(tmp_path, command, task_id="t1"):

@@ -10,20 +10,26 @@ import shlex
 import sys
 
 import pytest
-
 from offers import offer
 from processes import TASK_ENTRY
 from taskinfo_helpers import PS_AND_WORKERS, SECRET, launch_all, variables
+
 import tfmesos
+from mesos_local.api.validation import SchemaError, validate, validate_message
 from mesos_local.containerizer.docker_runner import check_gpus_parameter, container_kwargs
 from mesos_local.containerizer.planning import build_launch, plan_task
 from mesos_local.containerizer.runner import RunnerError
-from mesos_local.api.validation import SchemaError, validate, validate_message
-from tfmesos.exceptions import SpecError
 from tfmesos.core.spec import Job, RunSpec, check_run
-from tfmesos.core.taskinfo import (PASSWD_VOLUMES, build_task_info, container_info,
-                              framework_info, package_on_path, submitter_pythonpath,
-                              task_command)
+from tfmesos.core.taskinfo import (
+    PASSWD_VOLUMES,
+    build_task_info,
+    container_info,
+    framework_info,
+    package_on_path,
+    submitter_pythonpath,
+    task_command,
+)
+from tfmesos.exceptions import SpecError
 
 IMAGE = "registry.example.com/ml/tfmesos:2.21"
 PASSWD = [{"container_path": "/etc/passwd", "host_path": "/etc/passwd", "mode": "RO"},

@@ -6,11 +6,11 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from conftest import marked_processes
-from tfmesos.core.clusterspec import tf_config
-from tfmesos.cli.tensorboard import tensorboard_job, url_of
 from tfrun_helpers import SMALL, start_tfrun, wait_for_line
+
+from tfmesos.cli.tensorboard import tensorboard_job, url_of
+from tfmesos.core.clusterspec import tf_config
 
 pytestmark = pytest.mark.tensorflow
 

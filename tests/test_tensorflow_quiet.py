@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tfmesos.task.quiet import tensorflow_noise
 from tfmesos.core.taskinfo import tensorflow_env
+from tfmesos.task.quiet import tensorflow_noise
 
 PRE_INIT = [
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",

@@ -8,9 +8,17 @@ import subprocess
 import time
 
 import pytest
-
-from tfrun_helpers import (HELLO, HELLO_ARGS, SMALL, assert_no_task_processes, free_port,
-                           marked_tasks, run_tfrun, start_tfrun, wait_for_line)
+from tfrun_helpers import (
+    HELLO,
+    HELLO_ARGS,
+    SMALL,
+    assert_no_task_processes,
+    free_port,
+    marked_tasks,
+    run_tfrun,
+    start_tfrun,
+    wait_for_line,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from tfrun_helpers import REPO, SMALL, run_tfrun
 from training_helpers import RESOURCES, THRESHOLD, accuracy, assert_nothing_left
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from recovery_helpers import kill_task
 from tfrun_helpers import REPO, finish_reading, start_tfrun, wait_for_line
 from training_helpers import RESOURCES, THRESHOLD, accuracy, assert_nothing_left

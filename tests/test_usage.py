@@ -11,18 +11,18 @@ import sys
 import textwrap
 
 import pytest
-
 from offers import offer
 from taskinfo_helpers import launch_all, variables
+from tfrun_helpers import run_tfrun
+
 from mesos_local.containerizer.cgroups import isolation_problem
 from tfmesos.core.spec import RunSpec
-from tfmesos.task import usage as task_usage
 from tfmesos.core.task_ends import memory_kill_message, memory_kill_peak
+from tfmesos.core.taskinfo import thread_env
 from tfmesos.record.hints import resource_flag
 from tfmesos.record.schema import Attempt, Job, RunFile, Task, Usage
-from tfmesos.core.taskinfo import thread_env
 from tfmesos.record.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
-from tfrun_helpers import run_tfrun
+from tfmesos.task import usage as task_usage
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -117,6 +117,7 @@ def test_usage_is_cleaned_on_the_scheduler_side():
 
 def test_the_exit_frame_carries_the_usage_to_the_run():
     from rendezvous_client import SECRET, Client, make_rendezvous, next_event
+
     from tfmesos.core.events import TaskExited
     rdv = make_rendezvous()
     try:
@@ -156,10 +157,11 @@ def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
     """Whichever tells first: Mesos' TASK_FAILED with the memory reason, or
     the task's exit message (the OOM killer in its own cgroup)."""
     from policy_helpers import FakeRun
+
     from tfmesos.core.events import TaskExited
-    from tfmesos.exceptions import TaskFailed
     from tfmesos.core.restarts import RestartPolicy
     from tfmesos.core.spec import Job
+    from tfmesos.exceptions import TaskFailed
 
     def kill(run):
         if how == "mesos":

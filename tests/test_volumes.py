@@ -1,7 +1,7 @@
 import pytest
 
-from tfmesos.exceptions import SpecError, TFMesosError
 from tfmesos.core.volumes import parse_volume
+from tfmesos.exceptions import SpecError, TFMesosError
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -4,20 +4,20 @@ import logging
 import threading
 import time
 
-import pytest
-
 import fixtures_zk
+import pytest
 from fixtures_zk import (
     MASTER_INFO_JSON,
     free_port,
     register_master,
     unique_path,
     zk_client,
-    zookeeper,  # noqa: F401  (the fixture)
+    zookeeper,
 )
+from waiting import wait_until
+
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.mesos.detection import make_detector
-from waiting import wait_until
 from tfmesos.mesos.master_address import parse_master
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(120)]

@@ -9,11 +9,11 @@ import sys
 import threading
 
 import pytest
-
 from conftest import marked_processes
 from processes import TASK_ENTRY
-from tfmesos.protocol import hostport
 from waiting import wait_until
+
+from tfmesos.protocol import hostport
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELLO = os.path.join(REPO, "examples", "replica_hello.py")

@@ -26,8 +26,8 @@ query)`` holds the master's lock only to build the document
 import json
 import urllib.parse
 
-from .metrics import snapshot
 from ..resources import Resources
+from .metrics import snapshot
 from .state_json import agent_json, framework_json, master_flags, render_version, task_json
 
 TASK_LIMIT = 100                   # src/master/constants.hpp

@@ -24,11 +24,10 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import endpoints
-from . import validation
+from ..errors import CallError
+from . import endpoints, validation
 from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
 from .endpoints import redirect_location
-from ..errors import CallError
 from .state_json import VERSION
 from .stream import ABORTED, CLOSED
 

@@ -19,8 +19,8 @@ names (src/master/metrics.cpp, Mesos 1.11), all numbers:
 
 import time
 
-from ..resources import Resources
 from ..records import TERMINAL_STATES
+from ..resources import Resources
 from .messages import ENUMS
 
 LIVE_STATES = tuple(s for s in ENUMS["TaskState"]

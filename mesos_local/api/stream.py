@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 
-
 HEARTBEAT = {"type": "HEARTBEAT"}
 
 # Why ``pump`` returned.

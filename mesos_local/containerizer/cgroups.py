@@ -51,11 +51,11 @@ import time
 import uuid
 
 from ..errors import LocalMasterError
+from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
 from .pidfd import kill_and_wait
 
 log = logging.getLogger(__name__)
 
-from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
 
 ROOT = "mesos_local"
 _UNLIMITED = 1 << 60          # v1 reports "no limit" as a huge number

@@ -55,8 +55,9 @@ def ensure_image(client, image, pull=False):
     """Make sure ``image`` is on the engine of ``client`` (a connected
     client): pull it when ``pull`` is true, else look it up. Raises
     ``DockerEngineError`` when the pull fails or the image is missing."""
-    import docker
     import requests
+
+    import docker
 
     if pull:
         try:
@@ -134,8 +135,9 @@ def remove_container(container):
     """Remove ``container`` (force: a running one is killed). Gone already, or
     being removed by someone else, is fine; any other failure raises
     ``DockerEngineError``."""
-    import docker
     import requests
+
+    import docker
 
     try:
         container.remove(force=True)

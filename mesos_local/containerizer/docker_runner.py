@@ -40,10 +40,17 @@ import signal
 import threading
 import uuid
 
-from mesos_local.containerizer.docker_engine import (
-    MANAGED_LABEL, DockerEngineError, attach, connect, ensure_image, one_line, pump_output,
-    remove_container)
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
+from mesos_local.containerizer.docker_engine import (
+    MANAGED_LABEL,
+    DockerEngineError,
+    attach,
+    connect,
+    ensure_image,
+    one_line,
+    pump_output,
+    remove_container,
+)
 from mesos_local.containerizer.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
@@ -344,8 +351,9 @@ class DockerRunner:
             raise RunnerError("image tasks cannot run in an agent's network namespace: run "
                               "the task without an image, or the master without --netns")
         client = self.client    # first: without the docker package, a RunnerError
-        import docker
         import requests
+
+        import docker
 
         with _runner_errors():
             ensure_image(client, launch.image, pull=launch.force_pull)
@@ -403,13 +411,14 @@ class DockerTask(RunningTask):
         self._thread.start()
 
     def _follow(self, frames, out, err):
-        import docker
         import requests
+
+        import docker
 
         try:
             try:
                 pump_output(frames, out, err)
-            except Exception as exc:   # noqa: BLE001 - output lost, the exit status is not
+            except Exception as exc:
                 log.warning("output of container %s stopped: %s", self.container.short_id, exc)
             finally:
                 out.close()
@@ -448,8 +457,9 @@ class DockerTask(RunningTask):
         return memory_limit_message(self.memory_limit, self.memory_limit)
 
     def _signal(self, signum):
-        import docker
         import requests
+
+        import docker
 
         self._signalled = True
         try:

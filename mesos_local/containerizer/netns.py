@@ -87,7 +87,7 @@ def _setns(fd):
     if hasattr(os, "setns"):           # Python >= 3.12
         os.setns(fd, CLONE_NEWNET)
         return
-    import ctypes   # only runs with network namespaces need it
+    import ctypes  # only runs with network namespaces need it
 
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.setns(fd, CLONE_NEWNET) != 0:

@@ -9,14 +9,14 @@ stop at the end. ``core.launch.ClusterRun`` composes one (``Backend``);
 tests give it their own.
 """
 
-from typing import Optional, Protocol, Tuple
+from typing import Optional, Protocol
 
 
 class Backend(Protocol):
     """What a run needs to know of where its master lives."""
 
     # (principal, secret) the driver authenticates with; None: as configured.
-    credentials: Optional[Tuple[str, str]]
+    credentials: Optional[tuple[str, str]]
 
     def start(self) -> str:
         """Make the master reachable (start it, when it is ours); its address."""

@@ -28,7 +28,7 @@ class EmbeddedMaster:
         self.credentials = None     # this run's own, made for it
 
     def start(self):
-        from .sizing import start_local_master   # the master's imports, when it starts
+        from .sizing import start_local_master  # the master's imports, when it starts
 
         options = dict(self.options)
         if self._runner is None and self._make_runner is not None:

@@ -9,14 +9,14 @@ import logging
 import os
 import random
 
-from mesos_local.errors import AgentSpecError, CredentialsError, LocalMasterError
-
-from ..exceptions import MesosError, SpecError
 from mesos_local.agent import AgentSpec
 from mesos_local.api.auth import generate_credentials
 from mesos_local.containerizer.cgroup_limits import ISOLATORS
 from mesos_local.containerizer.cgroups import isolation_problem
+from mesos_local.errors import AgentSpecError, CredentialsError, LocalMasterError
 from mesos_local.master import LocalMaster
+
+from ..exceptions import MesosError, SpecError
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,14 @@ import signal
 import sys
 import threading
 
-from mesos_local.containerizer.docker_engine import (attach, connect, ensure_image, one_line,
-                                                     pump_output, remove_container)
+from mesos_local.containerizer.docker_engine import (
+    attach,
+    connect,
+    ensure_image,
+    one_line,
+    pump_output,
+    remove_container,
+)
 from mesos_local.errors import DockerEngineError
 
 from ..core.config import resolve

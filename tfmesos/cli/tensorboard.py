@@ -33,7 +33,7 @@ def announce_when_up(url, say, timeout=180.0, interval=0.5, stopped=None):
     """In a daemon thread: poll ``url`` and ``say`` it once TensorBoard
     answers (it starts in seconds, importing TensorFlow); say so if it has
     not answered after ``timeout``. ``stopped`` (an Event) ends the wait."""
-    import urllib.error   # only runs with TensorBoard poll it
+    import urllib.error  # only runs with TensorBoard poll it
     import urllib.request
 
     stopped = stopped or threading.Event()

@@ -3,7 +3,6 @@ the ``{placeholders}`` of replica commands and the original's ``TFMESOS_*``
 variables. Pure functions of the addresses, testable without TensorFlow."""
 
 import json
-from typing import Dict
 
 from ..protocol import task_env
 from ..protocol.hostport import format_address
@@ -15,7 +14,7 @@ _JOB_ORDER = ("chief", "worker", "ps")
 def cluster_spec(addresses):
     """``{(job, index): "host:port"}`` -> ``{job: [addresses by index]}``,
     every job's list ordered by task index (the original hung when it was not)."""
-    jobs: Dict[str, list] = {}
+    jobs: dict[str, list] = {}
     for (job, index), address in addresses.items():
         jobs.setdefault(job, []).append((index, address))
     return {job: [address for _, address in sorted(entries)] for job, entries in

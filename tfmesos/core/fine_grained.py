@@ -109,7 +109,7 @@ class Watcher:
                 if run.phase == Phase.FORMING:   # a whole restart
                     run.form()
                 run.step(0.5)
-        except BaseException as exc:  # noqa: BLE001 - any error fails the run, never the thread
+        except BaseException as exc:
             self._failed(exc)
 
     def _failed(self, error):

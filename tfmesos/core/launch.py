@@ -27,8 +27,13 @@ from ..record import schema
 from ..record.run_record import RunRecord, default_run_dir
 from ..record.usage_table import clean_usage
 from . import config
-from .clusterspec import (KERAS_JOB, cluster_spec, keras_coordinator, render_command,
-                          task_environment)
+from .clusterspec import (
+    KERAS_JOB,
+    cluster_spec,
+    keras_coordinator,
+    render_command,
+    task_environment,
+)
 from .control import Control, RunControl
 from .events import StatusUpdate, TaskExited, TaskOutput
 from .phase import Phase
@@ -96,7 +101,7 @@ class ClusterRun:
         self.control: RunControl = Control(self.state, effects=self)
         self._transport = transport
         self._clock = clock
-        self.events: "queue.Queue[object]" = queue.Queue()
+        self.events: queue.Queue[object] = queue.Queue()
         self.secret = secrets.token_bytes(32)
         self.run_id = secrets.token_hex(4)
         # What start() makes (None before): ``_started`` hands them out typed.

@@ -17,7 +17,7 @@ other fields.
 """
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Optional
 
 EPSILON = 1e-6
 
@@ -78,9 +78,9 @@ class OfferPool:
         self.offer_id = offer["id"]["value"]
         self.agent_id = offer["agent_id"]["value"]
         self.hostname = offer.get("hostname", "")
-        self._scalars: Dict[str, list] = {}   # name -> [[entry, value left], ...]
+        self._scalars: dict[str, list] = {}   # name -> [[entry, value left], ...]
         self._gpu_sets = []  # [[entry, items left], ...]
-        self._ports: List[list] = []     # [[entry, [(begin, end), ...], index, next port], ...]
+        self._ports: list[list] = []     # [[entry, [(begin, end), ...], index, next port], ...]
         self._held_ports = frozenset(held)
         self._held = {}      # held port in this offer -> its entry (for pinned requests only)
         for res in offer.get("resources", ()):
@@ -217,7 +217,7 @@ class OfferPool:
         for _ in range(count):
             taken.append(self._take_port())
         resources: list = []
-        by_entry: Dict[int, list] = {}
+        by_entry: dict[int, list] = {}
         for entry, port in taken:
             ranges = by_entry.get(id(entry))
             if ranges is None:
@@ -298,7 +298,7 @@ def place(requests, offers, held=None):
              "plain": [p for p in pools if not p.gpu_agent]}
     finder = _FirstFit()
     order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
-    launches: Dict[str, list] = {}
+    launches: dict[str, list] = {}
     unplaced: list = []
     for request in order:
         names = ("gpu",) if request.gpus > 0 else ("plain", "gpu")

@@ -23,7 +23,7 @@ tells the run's record, all in the thread that handles the run's events.
 import dataclasses
 import json
 import logging
-from typing import Callable, Dict, Optional, Set
+from typing import Callable, Optional
 
 from ..exceptions import TaskFailed
 from ..record.run_record import RunRecord
@@ -68,8 +68,8 @@ class Recovery:
         self._notify = notify or (lambda text: logger.warning("%s", text))
         self.restarts = 0          # whole restarts begun
         self._restart_at: Optional[float] = None   # when the pending whole restart launches
-        self._sticky: Dict[str, _Sticky] = {}      # slot name -> its relaunch
-        self._lost_agents: Set[str] = set()
+        self._sticky: dict[str, _Sticky] = {}      # slot name -> its relaunch
+        self._lost_agents: set[str] = set()
 
     # -- called by RunEvents and ClusterRun -----------------------------------
 

@@ -45,11 +45,10 @@ import logging
 import socket
 import threading
 import time
-from typing import Dict
 
+from ..exceptions import RendezvousError
 from ..protocol import wire
 from .events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
-from ..exceptions import RendezvousError
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +89,9 @@ class Rendezvous:
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
         self._expected = set()
-        self._connections: Dict[str, _Link] = {}   # task_id -> registered _Link
+        self._connections: dict[str, _Link] = {}   # task_id -> registered _Link
         # unregistered _Link -> None, oldest first
-        self._pending: "collections.OrderedDict[_Link, None]" = collections.OrderedDict()
+        self._pending: collections.OrderedDict[_Link, None] = collections.OrderedDict()
         self._starts = {}        # task_id -> the start message, sent again on re-registration
         self._lock = threading.Lock()
         self._gone = threading.Condition(self._lock)   # a connection left

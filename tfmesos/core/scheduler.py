@@ -8,14 +8,14 @@ driver for a run-level problem.
 
 import logging
 import time
-from typing import Dict, NamedTuple
+from typing import NamedTuple
 
-from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
 from ..exceptions import MesosError
 from ..mesos import Scheduler
 from ..mesos.task_states import TERMINAL_STATES
+from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
 from .placement import Assignment, OfferPool, TaskRequest, largest_offer, place
-from .slots import SlotTable, TaskSlot, make_slots  # noqa: F401 (make_slots: for callers)
+from .slots import SlotTable, TaskSlot
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class TFMesosScheduler(Scheduler):
                             (self.largest_offer["cpus"], self.largest_offer["mem"])):
                 self.largest_offer = summary
             pending = [] if self._closed else self.pending()
-            held: Dict[str, set] = {}
+            held: dict[str, set] = {}
             for slot in pending:
                 if slot.hold:
                     held.setdefault(slot.hold[0], set()).add(slot.hold[1])
@@ -173,7 +173,7 @@ class TFMesosScheduler(Scheduler):
     def _send(self, driver, launches):
         """One LAUNCH per offer; a refused call puts back its slots and those
         of the offers not sent yet."""
-        by_offer: Dict[str, list] = {}
+        by_offer: dict[str, list] = {}
         for launch in launches:
             by_offer.setdefault(launch.offer_id, []).append(launch)
         groups = list(by_offer.items())

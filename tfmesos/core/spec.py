@@ -15,10 +15,10 @@ import re
 import string
 from typing import Optional, Union
 
-from .config import LOCAL
 from ..exceptions import SpecError
 from ..mesos.master_address import parse_master
 from ..mesos.roles import role_error
+from .config import LOCAL
 from .restarts import RestartPolicy
 from .volumes import parse_volume
 
@@ -318,7 +318,7 @@ def check_command_template(cmd, jobs):
         raise SpecError("bad braces in the command %r (%s); write {{ and }} for literal "
                         "braces" % (cmd, exc)) from None
     for field in fields:
-        base = re.split(r"[.\[!:]", field, 1)[0]
+        base = re.split(r"[.\[!:]", field, maxsplit=1)[0]
         if base not in known:
             raise SpecError("unknown placeholder {%s} in the command; known: %s (write {{ and }} "
                             "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))

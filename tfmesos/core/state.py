@@ -9,7 +9,7 @@ what acting does outside (``control.Effects``).
 """
 
 import logging
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 from .phase import ENDING, Phase, next_phase
 from .slots import SlotTable
@@ -27,7 +27,7 @@ class RunState:
         # The error that ended the run early: the thread that waits raises it.
         self.failure: Optional[BaseException] = None
         # Task id -> (when it was last heard, why its connection ended).
-        self._away: Dict[str, Tuple[float, str]] = {}
+        self._away: dict[str, tuple[float, str]] = {}
 
     # -- the phase ------------------------------------------------------------
 

@@ -5,7 +5,7 @@ master's schema without a connection."""
 
 import base64
 import copy
-from typing import Any, Dict
+from typing import Any
 
 
 def encode_data(data):
@@ -25,7 +25,7 @@ def _as_list(ids):
 
 def subscribe(framework_info, suppressed_roles=()):
     framework = copy.deepcopy(framework_info)
-    call: Dict[str, Any] = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
+    call: dict[str, Any] = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
     if suppressed_roles:
         call["subscribe"]["suppressed_roles"] = sorted(suppressed_roles)
     if "id" in framework:  # re-subscription: Mesos wants the id in both places
@@ -53,14 +53,14 @@ def decline(offer_ids, filters=None):
 
 
 def revive(roles=()):
-    call: Dict[str, Any] = {"type": "REVIVE"}
+    call: dict[str, Any] = {"type": "REVIVE"}
     if roles:
         call["revive"] = {"roles": list(roles)}
     return call
 
 
 def suppress(roles=()):
-    call: Dict[str, Any] = {"type": "SUPPRESS"}
+    call: dict[str, Any] = {"type": "SUPPRESS"}
     if roles:
         call["suppress"] = {"roles": list(roles)}
     return call

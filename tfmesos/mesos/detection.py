@@ -33,6 +33,7 @@ This module sits above ``detector`` and ``zookeeper`` (which subclasses
 
 from tfmesos.mesos.detector import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, StaticDetector
 from tfmesos.mesos.master_address import MasterSpec, parse_master
+
 __all__ = ["make_detector"]
 
 

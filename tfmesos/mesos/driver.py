@@ -89,7 +89,7 @@ class MesosSchedulerDriver:
         self._transport = transport
 
         self._lock = threading.Lock()
-        self._events: "queue.Queue[object]" = queue.Queue()
+        self._events: queue.Queue[object] = queue.Queue()
         self._stopping = threading.Event()
         self._ended = threading.Event()   # stopped or aborted: join() returns
         self._gate = threading.Lock()     # no call may follow TEARDOWN

@@ -73,7 +73,7 @@ def open_connection(url, timeout, context):
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
     # http.client's hook for socket.create_connection (an attribute typeshed leaves out)
-    setattr(conn, "_create_connection", connect_within)
+    conn._create_connection = connect_within  # type: ignore[attr-defined]
     return conn
 
 

@@ -5,7 +5,6 @@ bytes as they arrive from the network, in chunks of any size, and returns the
 records completed so far.
 """
 
-from typing import List
 
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 _MAX_HEADER_DIGITS = 20
@@ -32,7 +31,7 @@ class Decoder:
 
     def feed(self, chunk):
         self._buffer += chunk
-        records: List[bytes] = []
+        records: list[bytes] = []
         while True:
             if self._length is None:
                 newline = self._buffer.find(b"\n")

@@ -29,8 +29,16 @@ from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, Me
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import StaticDetector
-from .http_transport import (UnknownHost, api_path, describe, headers, open_connection,
-                             redirect_base, shutdown_connection, shutdown_socket)
+from .http_transport import (
+    UnknownHost,
+    api_path,
+    describe,
+    headers,
+    open_connection,
+    redirect_base,
+    shutdown_connection,
+    shutdown_socket,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +248,7 @@ class Subscription:
                 try:
                     url = self._subscribe_at(url)
                 except _OutOfTime as exc:
-                    raise last or exc
+                    raise (last or exc) from exc
                 except UnknownHost as exc:
                     if url == first:
                         unknown.add(first)

@@ -1,14 +1,16 @@
 """What a run leaves behind and how it is read: the run directory
 (``run_record``: a log per task and attempt, ``run.json``) and its readers.
 
-| module | holds |
-| --- | --- |
-| ``schema`` | run.json's classes (``RunFile``, ``Task``, ``Attempt``, ...), their dict forms, reading older versions, its JSON Schema (pure) |
-| ``run_record`` | ``RunRecord``: the run directory as the run goes; every attempt's end at the finish |
-| ``history`` | reading run directories back: listing, finding a run, pruning |
-| ``report`` | ``report.html``: the timeline, outcome, hints, usage charts (pure) |
-| ``usage_table`` | what each task asked for against what it used: tfrun's table and sizing hints (pure) |
-| ``hints`` | one line of advice from a failed task's last lines, exit code and Mesos' message (pure) |
+* ``schema``: run.json's classes (``RunFile``, ``Task``, ``Attempt``, ...),
+  their dict forms, reading older versions, its JSON Schema (pure);
+* ``run_record``: ``RunRecord``, the run directory as the run goes; every
+  attempt's end at the finish;
+* ``history``: reading run directories back: listing, finding a run, pruning;
+* ``report``: ``report.html``, the timeline, outcome, hints, usage charts (pure);
+* ``usage_table``: what each task asked for against what it used, tfrun's
+  table and sizing hints (pure);
+* ``hints``: one line of advice from a failed task's last lines, exit code
+  and Mesos' message (pure).
 
 Nothing here imports the run core: the core writes the record.
 """

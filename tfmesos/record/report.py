@@ -10,8 +10,8 @@ import datetime
 import html
 import os
 
-from .history import parse_time
 from ..mesos.task_states import TERMINAL_STATES
+from .history import parse_time
 
 REPORT = "report.html"
 

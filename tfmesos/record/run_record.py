@@ -23,10 +23,23 @@ import threading
 import time
 
 from ..exceptions import TFMesosError
-from .hints import LINES as HINT_LINES, hint_for
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
-from .schema import (SCHEMA_VERSION, Attempt, Logs, Outcome, Relaunch, Restart, RunFile,
-                     Shipped, State, Task, Timings, Usage)
+from .hints import LINES as HINT_LINES
+from .hints import hint_for
+from .schema import (
+    SCHEMA_VERSION,
+    Attempt,
+    Logs,
+    Outcome,
+    Relaunch,
+    Restart,
+    RunFile,
+    Shipped,
+    State,
+    Task,
+    Timings,
+    Usage,
+)
 
 RUNS_DIR = "tfmesos-runs"
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones

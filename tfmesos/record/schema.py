@@ -25,7 +25,7 @@ import json
 import math
 import sys
 import typing
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 SCHEMA_VERSION = 2
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
@@ -71,8 +71,8 @@ class Record:
                 for field in dataclasses.fields(self)}
 
 
-@functools.lru_cache(maxsize=None)
-def field_types(cls: Any) -> Dict[str, Any]:
+@functools.cache
+def field_types(cls: Any) -> dict[str, Any]:
     """{field name: its type} of a Record class."""
     return typing.get_type_hints(cls)
 
@@ -188,7 +188,7 @@ class Usage(Record):
     sample_interval_s: Optional[float] = _field(
         "seconds between samples (10, $TFMESOS_USAGE_INTERVAL in the task's environment; "
         "doubled whenever the bounded samples were thinned)")
-    samples: List[Sample] = _field("every sample_interval_s, bounded", factory=list)
+    samples: list[Sample] = _field("every sample_interval_s, bounded", factory=list)
     cgroup: Optional[CgroupUsage] = _field("its memory cgroup (null without a limit)")
 
 
@@ -203,7 +203,7 @@ class Attempt(Record):
     address: Optional[str] = _field("the host:port it registered")
     launched: Optional[Time] = _field("when it went to Mesos")
     registered: Optional[Time] = _field("when it first registered")
-    states: List[State] = _field("each change of Mesos state; once the run is over the last "
+    states: list[State] = _field("each change of Mesos state; once the run is over the last "
                                  "is terminal", factory=list)
     exit_code: Optional[int] = _field("its command's exit code (from its exit message, else "
                                       "from Mesos' message)")
@@ -223,7 +223,7 @@ class Task(Record):
     state: str = _field("its last attempt's last state (PENDING before its first launch, "
                         "TASK_STAGING before Mesos' first update)", "PENDING")
     exit_code: Optional[int] = _field("its last attempt's exit code")
-    attempts: List[Attempt] = _field("its launches, in order", factory=list)
+    attempts: list[Attempt] = _field("its launches, in order", factory=list)
 
     @property
     def last(self):
@@ -305,13 +305,13 @@ class RunFile(Record):
     mode: str = _field("replica (tfrun) or fine (cluster())", "replica", enum=list(MODES))
     master: Optional[str] = _field("the master as given (local: the embedded one)")
     command: Optional[str] = _field("the command template (replica mode)")
-    jobs: List[Job] = _field("the jobs as asked for", factory=list)
+    jobs: list[Job] = _field("the jobs as asked for", factory=list)
     framework_id: Optional[str] = _field("Mesos' framework id (null before it registered)")
-    tasks: List[Task] = _field("every task, in launch order", factory=list)
+    tasks: list[Task] = _field("every task, in launch order", factory=list)
     outcome: Outcome = _field("how it ended", factory=Outcome)
     timings: Timings = _field("its milestones", factory=Timings)
-    restarts: List[Restart] = _field("each whole restart", factory=list)
-    relaunches: List[Relaunch] = _field("each sticky relaunch", factory=list)
+    restarts: list[Restart] = _field("each whole restart", factory=list)
+    relaunches: list[Relaunch] = _field("each sticky relaunch", factory=list)
     shipped: Optional[Shipped] = _field("tfrun --ship: what went to every task (null without)")
 
 
@@ -371,7 +371,7 @@ def _object_schema(cls, defs):
 
 def json_schema():
     """The JSON Schema of run.json (what this version writes)."""
-    defs: Dict[str, Any] = {}
+    defs: dict[str, Any] = {}
     root = _object_schema(RunFile, defs)
     return dict({"$schema": SCHEMA_DIALECT, "title": "tfmesos run.json"}, **root,
                 **{"$defs": dict(sorted(defs.items()))})

@@ -18,7 +18,7 @@ more room), with the option that sets it.
 
 import dataclasses
 import math
-from typing import Dict, Optional
+from typing import Optional
 
 from .hints import resource_flag
 from .schema import CgroupUsage, Sample, Usage, field_types
@@ -126,14 +126,14 @@ def table_lines(rows):
 def hints(rows, mode="replica"):
     """One line per job whose tasks used over 90 % of their mem, or under
     25 % of their mem or cpus (the extreme task of the job decides)."""
-    by_job: Dict[str, tuple] = {}
-    for name, job, cpus, mem, usage in rows:
+    by_job: dict[str, tuple] = {}
+    for _, job, cpus, mem, usage in rows:
         by_job.setdefault(job, (cpus, mem, []))[2].append(usage)
     lines = []
     for job, (cpus, mem, usages) in by_job.items():
         peak = max(_peak(u) for u in usages)
-        option = (lambda resource: resource_flag(job, resource)) if mode == "replica" \
-            else (lambda resource: "%s=" % resource)
+        option = (lambda resource, job=job: resource_flag(job, resource)) \
+            if mode == "replica" else (lambda resource: "%s=" % resource)
         if mem and peak > HIGH * mem:
             lines.append("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with "
                          "cgroups isolation kills it past its mem; raise %s (e.g. %s %d)"

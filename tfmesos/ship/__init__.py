@@ -1,9 +1,10 @@
 """``tfrun --ship``: the user's directory and tfmesos' task side, packed and
 served over HTTP to tasks on agents that share no files with the submitter.
 
-| module | holds |
-| --- | --- |
-| ``bundle`` | ``ShipSpec``; packing a directory (git's view, excludes, size limit) into a content-addressed ``.tar.gz``, and the task side into a zip |
-| ``bundle_server`` | ``BundleServer``: the shipped files at a per-run secret path (GET/HEAD, bounded, idle timeouts) |
-| ``shipping`` | ``Shipment``: packs and serves what one run ships; the TaskInfo's ``uris``, environment and command |
+* ``bundle``: ``ShipSpec``; packing a directory (git's view, excludes, size
+  limit) into a content-addressed ``.tar.gz``, and the task side into a zip;
+* ``bundle_server``: ``BundleServer``, the shipped files at a per-run secret
+  path (GET/HEAD, bounded, idle timeouts);
+* ``shipping``: ``Shipment``, packs and serves what one run ships; the
+  TaskInfo's ``uris``, environment and command.
 """

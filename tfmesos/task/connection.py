@@ -19,7 +19,6 @@ import socket
 import sys
 import threading
 import time
-from typing import Deque
 
 from ..protocol import task_env, wire
 
@@ -80,7 +79,7 @@ class Connection:
         self._gone = "not registered"
         self._stopping = False   # the scheduler said stop: a drop is the end
         self._started = False
-        self._unsent: Deque[dict] = collections.deque(maxlen=SEND_BUFFER)
+        self._unsent: collections.deque[dict] = collections.deque(maxlen=SEND_BUFFER)
         self._lock = threading.Condition()
         self._send_lock = threading.Lock()  # frames and sequence numbers stay in order
         self._closing = threading.Event()

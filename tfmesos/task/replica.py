@@ -182,7 +182,7 @@ def _monitor(pid):
     must never fail the task."""
     try:
         return UsageMonitor.for_task(pid, os.environ).start()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print("tfmesos: cannot measure the command's usage: %s" % exc, file=sys.stderr,
               flush=True)
         return None
@@ -191,7 +191,7 @@ def _monitor(pid):
 def _report(monitor):
     try:
         return monitor.stop() if monitor is not None else None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print("tfmesos: cannot measure the command's usage: %s" % exc, file=sys.stderr,
               flush=True)
         return None

@@ -103,7 +103,7 @@ def _child(parent, grace, command, env, cwd, stdin, outputs):
         if cwd:
             os.chdir(cwd)
         code = main(parent, grace, command, env)
-    except BaseException as exc:  # noqa: BLE001 - anything: a message, never a traceback
+    except BaseException as exc:
         _say("cannot start the command: %s" % exc)
     finally:
         os._exit(code)

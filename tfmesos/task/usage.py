@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import Dict, List
 
 from ..protocol import task_env
 
@@ -76,7 +75,7 @@ class ProcessTable:
 
     def tree(self, root):
         """Pids of ``root``, its session and their descendants."""
-        children: Dict[int, List[int]] = {}
+        children: dict[int, list[int]] = {}
         found = set()
         for pid, (ppid, session, _, _) in self.entries.items():
             children.setdefault(ppid, []).append(pid)
