@@ -18,9 +18,11 @@ setup(
         "keras-jax": ["jax"],
         # avmesos, avmesos-cli: Mesos clients this project did not write, which
         # the tests run against the embedded master (test_avmesos, test_mesos_cli);
-        # jsonschema checks every run.json the tests write against docs/run.schema.json.
+        # jsonschema checks every run.json the tests write against docs/run.schema.json;
+        # ruff, mypy and vermin are the static checks (pinned: a newer release may
+        # find more, and the test command must pass as it did).
         "test": ["pytest>=7", "pytest-timeout", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
-                 "jsonschema>=4"],
+                 "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2"],
     },
     entry_points={
         "console_scripts": [

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine, then
-# runs it: Debian packages (Docker engine, ZooKeeper, debootstrap, iproute2,
-# openssl, chromium), tfmesos with its extras, and pytest. The Docker daemon, the tfmesos image and a
+# runs the static checks and the suite: Debian packages (Docker engine,
+# ZooKeeper, debootstrap, iproute2, openssl, chromium), tfmesos with its
+# extras; ruff (lint), mypy (types of the run core, the record, the driver,
+# the task side, the backends; pyproject.toml), vermin (nothing newer than the
+# Python setup.py promises), then pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
 # Arguments are passed to pytest, e.g. scripts/test.sh -m "not docker".
 set -euo pipefail
@@ -23,4 +26,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,keras-jax,test]"
+python3 -m ruff check .
+python3 -m mypy
+# The oldest Python setup.py promises (python_requires=">=X.Y").
+oldest=$(sed -n 's/.*python_requires=">=\([0-9.]*\)".*/\1/p' setup.py)
+vermin --target="$oldest-" --violations --no-tips --eval-annotations --quiet \
+    tfmesos mesos_local
 exec python3 -m pytest tests "$@"

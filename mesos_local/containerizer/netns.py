@@ -85,7 +85,7 @@ def run_ip(*args, stdin=None):
 
 def _setns(fd):
     if hasattr(os, "setns"):           # Python >= 3.12
-        os.setns(fd, CLONE_NEWNET)
+        os.setns(fd, CLONE_NEWNET)  # novermin (guarded: Python >= 3.12)
         return
     import ctypes  # only runs with network namespaces need it
 
