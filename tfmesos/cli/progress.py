@@ -22,7 +22,7 @@ def describe(run, elapsed):
     driver, scheduler = run.driver, run.scheduler
     if driver is None or scheduler is None or not driver.connected:
         verb = "reconnecting" if scheduler is not None and scheduler.framework_id else "connecting"
-        where = "the embedded master" if run.local_master is not None else run.master
+        where = run.backend.describe()
         return "%s to %s (%d s)" % (verb, where, elapsed)
     slots = run.slots
     placed = sum(1 for slot in slots if slot.state != "PENDING")

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import NamedTuple, Optional
 
+from ..backends.embedded import EmbeddedMaster
 from ..exceptions import LaunchTimeout, MesosError
 from ..mesos import MesosSchedulerDriver
 from ..protocol import task_env
@@ -178,7 +179,7 @@ class ClusterRun:
     @property
     def local_master(self):
         """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
-        return getattr(self.backend, "master", None)
+        return self.backend.master if isinstance(self.backend, EmbeddedMaster) else None
 
     def _started(self) -> "_Parts":
         """What ``start`` made; RuntimeError before it did."""
