@@ -159,3 +159,18 @@ def test_the_outcome_hint_is_the_failed_attempts(tmp_path):
                                       "-Mw 4096")
     assert data["outcome"]["hint"] == attempt["hint"]
     assert [a["hint"] for a in attempts(data, "ps:0")] == [None]   # stopped by cluster()
+
+
+def test_a_terminal_state_is_the_attempt_s_last(tmp_path):
+    """Mesos never changes a terminal state: a reconciliation that finds the
+    task forgotten (TASK_LOST "Task is unknown") after it failed is not its end."""
+    record = make_record(tmp_path)
+    update(record, "worker:1", "TASK_FAILED", "Command exited with status 1")
+    record.status(Dict(task_id={"value": "t-worker:1"}, state="TASK_LOST",
+                       message="Task is unknown to the agent", source="SOURCE_MASTER",
+                       reason="REASON_RECONCILIATION"))
+    record.finish()
+    [worker_1] = [task for task in saved(record)["tasks"] if task["name"] == "worker:1"]
+    assert [s["state"] for s in worker_1["attempts"][0]["states"]] == ["TASK_RUNNING",
+                                                                      "TASK_FAILED"]
+    assert (worker_1["state"], worker_1["exit_code"]) == ("TASK_FAILED", 1)

@@ -156,10 +156,14 @@ class RunRecord:
             self._dirty = True
 
     def status(self, status):
-        """A Mesos status update; repeated states (reconciliation) are not changes."""
+        """A Mesos status update; repeated states (reconciliation) are not
+        changes, and nothing follows a terminal state (Mesos never changes
+        one: a later TASK_LOST is a reconciliation of a task it forgot)."""
         with self._lock:
             task, attempt = self._attempts.get(status.task_id.value, (None, None))
-            if attempt is None or (attempt.states and attempt.states[-1].state == status.state):
+            if attempt is None or (attempt.states and (
+                    attempt.states[-1].state == status.state
+                    or attempt.states[-1].state in TERMINAL_STATES)):
                 return
             message = status.get("message") or ""
             attempt.states.append(State(
