@@ -452,8 +452,11 @@ def test_an_idle_warm_interpreter_killed_is_noticed_and_tasks_start_the_ordinary
     env = probe_env()
     runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), env, tasks=2))
     try:
-        idle = warm_interpreters_of(os.getpid(), "warm_probe")
+        idle = runner.warm.idle_pids
         assert len(idle) == 2
+        # (/proc shows a command line once the exec is through)
+        wait_until(lambda: sorted(warm_interpreters_of(os.getpid(), "warm_probe"))
+                   == sorted(idle), 10, message="the idle interpreters are not children")
         os.kill(idle[0], signal.SIGKILL)
         wait_until(lambda: not runner.warm.alive, 30, message="the death went unnoticed")
         assert "a warm task interpreter ended (killed by signal 9)" in caplog.text
@@ -477,8 +480,8 @@ def test_interpreters_taken_are_replaced_by_one_spare_once_launches_pause(
         launches = [probe_launch(tmp_path, "t%d" % i, sys.executable, env) for i in range(2)]
         tasks = [runner.launch(one) for one in launches]
         assert all(was_warm(read_probe(task, one)) for task, one in zip(tasks, launches))
-        spare = wait_until(lambda: warm_interpreters_of(os.getpid(), "warm_probe"), 30,
-                           message="no spare started")
+        assert runner.warm.idle_pids == []
+        spare = wait_until(lambda: runner.warm.idle_pids, 30, message="no spare started")
         assert len(spare) == 1
         relaunch = probe_launch(tmp_path, "again", sys.executable, env)
         report = read_probe(runner.launch(relaunch), relaunch)
@@ -494,7 +497,7 @@ def test_an_interpreter_that_does_not_take_its_launch_is_stopped_and_the_task_ex
     env = probe_env()
     runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), env))
     try:
-        [idle] = warm_interpreters_of(os.getpid(), "warm_probe")
+        [idle] = runner.warm.idle_pids
         os.kill(idle, signal.SIGSTOP)
         launched = probe_launch(tmp_path, "t", sys.executable, env)
         report = read_probe(runner.launch(launched), launched)
@@ -527,7 +530,9 @@ def test_a_task_whose_cgroups_cannot_be_joined_fails_to_start(monkeypatch, tmp_p
 def test_closing_the_runner_stops_its_idle_interpreters(monkeypatch):
     monkeypatch.setattr(warm_runner, "ENTRY_MODULE", "warm_probe")
     runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), probe_env(), tasks=3))
-    idle = warm_interpreters_of(os.getpid(), "warm_probe")
-    assert len(idle) == 3
-    runner.close()
+    try:
+        idle = runner.warm.idle_pids
+        assert len(idle) == 3
+    finally:
+        runner.close()
     assert all(_gone(pid) for pid in idle)

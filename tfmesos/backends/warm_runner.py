@@ -212,6 +212,12 @@ class WarmPool:
     def alive(self):
         return self._alive
 
+    @property
+    def idle_pids(self):
+        """The pids of the interpreters waiting for a launch, oldest first."""
+        with self._lock:
+            return [interpreter.pid for interpreter in self._idle]
+
     def take(self):
         """An interpreter for a matching launch (started now if none is
         idle), or None: launch it the ordinary way."""
