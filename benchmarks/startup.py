@@ -12,9 +12,9 @@ How tfmesos loads comes first in the output: installed as the README says
 checkout under ``PYTHONDONTWRITEBYTECODE`` (as on this project's machines),
 compiled anew at every start (about 540 KB of source); ``--bytecode``
 measures a compiled copy of whatever tfmesos this Python imports.
-The embedded master forks replica tasks from a warm interpreter
-(``backends/warm_runner.py``); the last row shows the cost of exec'ing
-each task, as a Mesos agent does.
+The embedded master hands replica tasks to interpreters started ahead of
+them (``backends/warm_runner.py``); the last row shows the cost of
+exec'ing each task, as a Mesos agent does.
 
     python benchmarks/startup.py [--rounds 5] [--tensorflow] [--bytecode]
 """

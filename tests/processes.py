@@ -1,19 +1,50 @@
-"""What identifies a task entry's process in a command line: the module
-every Mesos task of a run executes (``python -m tfmesos.task``). Its
-TensorFlow log filter, started with ``-c "... tfmesos.task.quiet ..."``,
-carries it too."""
+"""What identifies a task entry's process: the module every Mesos task of
+a run executes (``python -m tfmesos.task``), or, on the embedded master, the
+pre-started interpreter that became the task (``python -m
+tfmesos.task.warm FD``): /proc shows it as it was started, so its command
+line and environment are not the task's; its working directory is the
+task's sandbox. The TensorFlow log filter of a task entry, started with
+``-c "... tfmesos.task.quiet ..."``, carries the name too."""
+
+import os
+import re
 
 TASK_ENTRY = "tfmesos.task"
 
-# The embedded master's warm task interpreter (``python -m tfmesos.task.warm``),
-# which forks a run's replica task entries: their parent, not one of them.
+# The embedded master's pre-started task interpreter (``python -m
+# tfmesos.task.warm FD``): idle, or the task entry it became.
 WARM_ENTRY = "tfmesos.task.warm"
 
 
 def is_task_entry(cmdline):
     """Whether ``cmdline`` (words joined by spaces) runs the task entry
-    itself, ``python [-S] -m tfmesos.task`` (or its old name): not the warm
-    interpreter, nor the TensorFlow log filter (``-c ...tfmesos.task.quiet...``)."""
+    itself, ``python [-S] -m tfmesos.task`` (or its old name), or is a
+    pre-started interpreter (idle ones too: ``task_id_of`` tells them
+    apart); not the TensorFlow log filter (``-c ...tfmesos.task.quiet...``)."""
     words = cmdline.split()
-    return any(first == "-m" and second in (TASK_ENTRY, "tfmesos.server")
+    return any(first == "-m" and second in (TASK_ENTRY, WARM_ENTRY, "tfmesos.server")
                for first, second in zip(words, words[1:]))
+
+
+def task_id_of(pid, environ=None):
+    """The task id of process ``pid``: its environment's ``TFMESOS_TASK_ID``
+    (``environ``: its /proc environ entries, when read already), else the
+    sandbox it works in (a task entry started warm: the agent's
+    ``.../tasks/TASK_ID[.runN]``); None for no task's."""
+    if environ is None:
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            return None
+    for entry in environ:
+        if entry.startswith(b"TFMESOS_TASK_ID="):
+            return entry.split(b"=", 1)[1].decode()
+    try:
+        cwd = os.readlink("/proc/%s/cwd" % pid)
+    except OSError:
+        return None
+    parent, name = os.path.split(cwd)
+    if os.path.basename(parent) != "tasks" or not name.startswith("tfmesos."):
+        return None
+    return re.sub(r"\.run\d+$", "", name)

@@ -7,7 +7,7 @@ import signal
 import time
 
 from conftest import MARKER
-from processes import TASK_ENTRY, is_task_entry
+from processes import TASK_ENTRY, is_task_entry, task_id_of
 
 
 def _read(pid, name):
@@ -15,22 +15,21 @@ def _read(pid, name):
         return handle.read()
 
 
-def _task_of(environ):
+def _task_of(pid, environ):
     """(job, index, attempt) of a tfmesos task's process, else None."""
-    for entry in environ:
-        if entry.startswith(b"TFMESOS_TASK_ID="):
-            parts = entry.split(b"=", 1)[1].decode().split(".")
-            if len(parts) == 5 and parts[0] == "tfmesos":
-                return parts[2], int(parts[3]), int(parts[4])
+    task_id = task_id_of(pid, environ)
+    parts = task_id.split(".") if task_id else []
+    if len(parts) == 5 and parts[0] == "tfmesos":
+        return parts[2], int(parts[3]), int(parts[4])
     return None
 
 
 def task_processes(job, index, command=TASK_ENTRY):
     """{pid: attempt} of this session's live processes of task ``job:index``
-    (its ``TFMESOS_TASK_ID``) whose command line contains ``command`` (the
-    task entry: is exactly it, not its TensorFlow log filter); not
-    the guards of replica commands (forks of the task entry: its command
-    line, its environment)."""
+    (its ``TFMESOS_TASK_ID``, or its sandbox: ``processes.task_id_of``)
+    whose command line contains ``command`` (the task entry: is exactly it,
+    not its TensorFlow log filter); not the guards of replica commands
+    (forks of the task entry: its command line, its environment)."""
     session = ("%s=%s" % (MARKER, os.environ[MARKER])).encode()
     found = {}
     cmdlines = {}
@@ -43,7 +42,7 @@ def task_processes(job, index, command=TASK_ENTRY):
             state = _read(pid, "stat").rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        task = _task_of(environ) if session in environ else None
+        task = _task_of(pid, environ) if session in environ else None
         matches = is_task_entry(cmdline) if command == TASK_ENTRY else command in cmdline
         if task and task[:2] == (job, index) and matches and state != b"Z":
             found[int(pid)] = task[2]

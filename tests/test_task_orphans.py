@@ -120,12 +120,30 @@ def parent_pid(pid):
         return None
 
 
+def _cmdline(pid):
+    if pid is None:
+        return ""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def server_pid(tag):
-    """The task entry's pid (its guards, forks of it, have the same command line)."""
-    entries = [pid for pid, cmdline in tagged_processes(tag) if is_task_entry(cmdline)]
-    servers = [pid for pid in entries if parent_pid(pid) not in entries]
-    assert len(servers) == 1, tagged_processes(tag)
-    return servers[0]
+    """The task entry's pid: the outermost task entry above the run's
+    tagged processes (its guards, forks of it, have the same command line;
+    a task entry started warm shows the environment it was started with,
+    without the tag)."""
+    entries = set()
+    for pid, _ in tagged_processes(tag):
+        while pid and pid > 1:
+            if is_task_entry(_cmdline(pid)) and not is_task_entry(_cmdline(parent_pid(pid))):
+                entries.add(pid)
+                break
+            pid = parent_pid(pid)
+    assert len(entries) == 1, (entries, tagged_processes(tag))
+    return entries.pop()
 
 
 def test_sigkill_of_tfrun_during_the_initializer_leaves_nothing_and_never_runs_the_command(

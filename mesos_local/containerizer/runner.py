@@ -2,7 +2,8 @@
 bookkeeping and the processes (or containers) that do the work.
 
 A runner takes a ``TaskLaunch`` and returns a ``RunningTask``. The plain
-``ProcessRunner`` runs the command as a subprocess in its own process group;
+``ProcessRunner`` runs the command as a subprocess in its own process group
+(``ProcessTask``);
 a container runner (Docker) implements the same two classes' interface.
 """
 
@@ -104,7 +105,7 @@ class ProcessRunner:
                     start_new_session=True)
             except OSError as exc:
                 raise RunnerError("cannot start %r: %s" % (launch.command, exc)) from exc
-        return _Process(popen)
+        return ProcessTask(popen)
 
 
 class GroupLeaderTask(RunningTask):
@@ -130,11 +131,14 @@ class GroupLeaderTask(RunningTask):
         self._signal_group(signal.SIGKILL)
 
 
-class _Process(GroupLeaderTask):
-    """A ProcessRunner task. Its timed ``wait`` ends when the process does:
-    it waits on a pidfd (``pidfd.py``), where ``Popen.wait(timeout)`` would
-    sleep in steps of up to 50 ms; then ``Popen.wait()`` reaps it, so Popen
-    keeps its returncode. Without pidfds, ``Popen.wait(timeout)`` it is."""
+class ProcessTask(GroupLeaderTask):
+    """A task that is a child process of the agent, ``popen`` (a
+    ``subprocess.Popen`` that leads its own process group): a ProcessRunner
+    task, or another runner's that started it its own way. Its timed
+    ``wait`` ends when the process does: it waits on a pidfd (``pidfd.py``),
+    where ``Popen.wait(timeout)`` would sleep in steps of up to 50 ms; then
+    ``Popen.wait()`` reaps it, so Popen keeps its returncode. Without
+    pidfds, ``Popen.wait(timeout)`` it is."""
 
     def __init__(self, popen):
         self.popen = popen

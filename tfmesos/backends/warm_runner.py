@@ -1,236 +1,368 @@
-"""Warm task starts: the embedded master forks a run's replica tasks from an
-interpreter that has the task entry imported already (``tfmesos.task.warm``).
+"""Warm task starts: the embedded master hands a run's replica tasks to task
+interpreters started ahead of them (``tfmesos.task.warm``), each of which
+becomes one task.
 
-tfrun knows, before its master starts, the exact command and ``PYTHON*``
-variables its replica tasks will have (``WarmSpec``,
-``core.taskinfo.warm_task_command``; ``TFMESOS_WARM_TASKS=0`` turns warm
-starts off), and
-starts the warm interpreter with them at once, in parallel with the rest of
-its start-up; the master's agent then runs its tasks through this runner. A
-launch whose command and ``PYTHON*`` variables match is forked from it
-(about 1 ms, against 30-60 ms for an interpreter start and the task entry's
-imports); anything else — another interpreter or flag, a container, an
-agent with its own network namespace or filesystem view — is started by
-``ProcessRunner`` as always. The TaskInfo is the same either way: a Mesos
-agent runs the very same command with ``/bin/sh -c``.
+tfrun knows, before its master starts, the command its replica tasks will
+run, how many there are and, as far as the run decides it, their
+environment (``WarmSpec``, ``core.taskinfo.warm_task_command``;
+``TFMESOS_WARM_TASKS=0`` turns warm starts off). At once, in parallel with
+the rest of its start-up, it starts a pool of interpreters, one per task up
+to ``POOL_CAP``, with the tasks' interpreter and flags and, in an
+environment otherwise its own, the variables an interpreter reads as it
+starts (``interpreter_variables``: ``PYTHON*``, the locale's, the dynamic
+linker's and malloc's) set as the tasks will have them. Each imports the
+task entry and waits. The master's agent then runs its tasks through this
+runner: a launch whose command and interpreter variables match takes an
+idle interpreter, whose start and imports (30-60 ms of CPU) are behind it,
+or, when none is left, one started for it; anything else — another
+interpreter or flag, other such variables, a container, an agent with its
+own network namespace or filesystem view — is started by ``ProcessRunner``
+as always. The TaskInfo is the same either way: a Mesos agent runs the very
+same command with ``/bin/sh -c``.
 
-If the warm interpreter dies, the tasks it started are killed and reported
-killed (their exit statuses were its to collect), and later launches go the
-ordinary way.
+Each interpreter is a separate process, a child of the agent in a session
+of its own: its own hash seed (or the ``PYTHONHASHSEED`` the tasks set),
+the encodings the tasks' environment gives, and the agent waits for the
+task it became as for an exec'd command (``ProcessTask``). As tasks take
+interpreters, a ``warm-refill`` thread starts others: one per task still
+expected, and one spare for a relaunch or a restart once launches paused.
+/proc shows each as it is: ``PYTHON [-S] -m tfmesos.task.warm FD`` with the
+environment it was started with; the agent finds a task's processes by its
+process group, cgroups, or the ``MESOS_SANDBOX`` of their environment (the
+task's: the interpreter took it before starting anything). What differs
+from an exec'd task: the memory an interpreter touched before it joined
+the task's cgroups stays charged where it started (a few MB).
+
+An idle interpreter that ends (it could not start, or was killed) turns the
+pool off with a warning: tasks then start the ordinary way. Idle
+interpreters leave when their socket closes (tfrun ended), and are stopped
+when the runner closes.
 """
 
 import json
 import logging
 import os
+import select
 import shlex
-import signal
 import socket
 import subprocess
 import threading
+import time
 
-from mesos_local.containerizer.runner import GroupLeaderTask, ProcessRunner, RunnerError
+from mesos_local.containerizer.runner import ProcessRunner, ProcessTask, RunnerError
 
 log = logging.getLogger(__name__)
 
 ENTRY_MODULE = "tfmesos.task.warm"
-# Room in the warm interpreter's environment block for each forked task's
-# own environment (task/warm.py, _show_as_task).
-ROOM_VARIABLE, ROOM = "TFMESOS_WARM_ROOM", 32768
-START_TIMEOUT = 30.0
-LOST = -signal.SIGKILL       # the status of a task whose warm interpreter died
+POOL_CAP = 8            # interpreters started ahead, at most
+SPARE = 1               # kept once every expected task started: relaunches, restarts
+SPARE_DELAY = 2.0       # seconds after the last launch: not while tasks start
+TAKE_TIMEOUT = 30.0     # for an interpreter to take a launch (it may still be importing)
+
+# Read as an interpreter starts (before any of the task's code runs):
+# Python's own, the locale (the stdio and filesystem encodings, PEP 538's
+# coercion), what the dynamic linker and glibc's malloc read at exec, and
+# HOME (``site``'s user directory).
+INTERPRETER_PREFIXES = ("PYTHON", "LC_", "LD_", "MALLOC_")
+INTERPRETER_NAMES = ("LANG", "LANGUAGE", "GLIBC_TUNABLES", "HOME")
+
+
+def is_interpreter_variable(name):
+    return name.startswith(INTERPRETER_PREFIXES) or name in INTERPRETER_NAMES
+
+
+def interpreter_variables(environment):
+    """The variables of ``environment`` that shape an interpreter's start,
+    sorted pairs."""
+    return tuple(sorted((k, v) for k, v in environment.items() if is_interpreter_variable(k)))
 
 
 class WarmSpec:
-    """What the tasks forked warm run: ``command`` (the shell command of
+    """What the tasks started warm run: ``command`` (the shell command of
     their CommandInfo, ``exec PYTHON [-S] -m tfmesos.task``: its interpreter
-    and flags start the warm one) and, from ``environment`` (theirs, as far as
-    it is known before they launch), ``python_env``: the ``PYTHON*``
-    variables, which the warm interpreter starts with and every launch must
-    match."""
+    and flags start the warm ones), ``variables``: the interpreter variables
+    of ``environment`` (theirs, as far as it is known before they launch),
+    which the interpreters start with and every launch must match; ``size``:
+    how many to start ahead, one per task of the ``tasks`` expected, at most
+    ``POOL_CAP``."""
 
-    def __init__(self, command, environment):
+    def __init__(self, command, environment, tasks=1):
         words = shlex.split(command)    # exec PYTHON [-S] -m tfmesos.task
         self.command = command
         self.python = words[1]
         self.flags = ["-S"] if words[2:3] == ["-S"] else []
-        self.python_env = python_variables(environment)
-
-
-def python_variables(environment):
-    """The variables that shape an interpreter's start, sorted pairs."""
-    return tuple(sorted((k, v) for k, v in environment.items() if k.startswith("PYTHON")))
+        self.variables = interpreter_variables(environment)
+        self.tasks = max(1, tasks)
+        self.size = min(POOL_CAP, self.tasks)
 
 
 def matches(spec, launch):
-    """Whether ``launch`` (a runner.TaskLaunch) may be forked warm."""
+    """Whether ``launch`` (a runner.TaskLaunch) may be started warm."""
     return (launch.image is None and launch.shell and launch.command == spec.command
             and launch.netns is None and not launch.hidden_paths
-            and python_variables(launch.env) == spec.python_env)
+            and interpreter_variables(launch.env) == spec.variables)
 
 
-class WarmInterpreter:
-    """The agent's side of one ``tfmesos.task.warm`` process."""
+def interpreter_environment(spec, environ=None):
+    """A warm interpreter's environment: this process's (``environ``), its
+    interpreter variables replaced by the tasks'."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items() if not is_interpreter_variable(k)}
+    env.update(spec.variables)
+    return env
+
+
+class _Interpreter:
+    """One ``tfmesos.task.warm`` process, and the agent's end of its socket."""
+
+    def __init__(self, spec, env):
+        ours, theirs = socket.socketpair()
+        try:
+            # Its stderr is tfrun's until it becomes a task: it writes there
+            # only when it cannot start (an import error), which the user must see.
+            self.popen = subprocess.Popen(
+                [spec.python, *spec.flags, "-m", ENTRY_MODULE, str(theirs.fileno())], env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/",
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def hand_over(self, request, timeout):
+        """Send the launch ``request``; its reply (``{"took": PID}`` or
+        ``{"error": TEXT}``), else why there is none (a string: it ended,
+        or did not answer in ``timeout`` seconds; it is stopped then)."""
+        try:
+            self.sock.settimeout(timeout)    # a stopped interpreter reads nothing
+            self.sock.sendall((json.dumps({"launch": request}) + "\n").encode())
+            reply = json.loads(_read_line(self.sock, timeout) or "null")
+        except (TimeoutError, socket.timeout):   # one and the same from 3.10 on
+            reply = "did not answer in %d s" % timeout
+        except (OSError, ValueError):
+            reply = None
+        self._close_socket()
+        if isinstance(reply, dict):
+            return reply
+        self.stop()
+        return reply or "ended (%s)" % _describe(self.popen)
+
+    def stop(self):
+        """Stop an interpreter that is not a task (idle, or failed)."""
+        self._close_socket()
+        if self.popen.poll() is None:
+            try:
+                self.popen.kill()
+            except OSError:
+                pass
+        return self.popen.wait()
+
+    def _close_socket(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def _read_line(sock, timeout):
+    """One line from ``sock``; None at its end, TimeoutError when none came
+    in ``timeout`` seconds."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLHUP)
+    data = b""
+    while b"\n" not in data:
+        if not poller.poll(timeout * 1000):
+            raise TimeoutError
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+class WarmPool:
+    """The interpreters started ahead for ``spec``'s tasks, refilled as
+    tasks take them. ``alive``: whether launches may still take one."""
 
     def __init__(self, spec):
         self.spec = spec
-        self._closing = False
-        self._launching = threading.Lock()    # one request and its reply at a time
+        self._env = interpreter_environment(spec)
         self._lock = threading.Lock()
-        self._tasks = {}                      # pid -> _WarmTask, until its exit is known
-        self._replies = []                    # _WarmTask or an error's text, in order
-        self._replied = threading.Condition(self._lock)
+        self._changed = threading.Condition(self._lock)
+        self._idle = []          # _Interpreter, oldest first
+        self._taken = 0          # launches that matched, warm or not
+        self._last_taken = time.monotonic()
         self._alive = True
-        ours, theirs = socket.socketpair()
-        self._sock = ours
-        # This process's environment (not the tasks': the interpreter is the
-        # agent's), with room for each forked task's own (task/warm.py).
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env.update(spec.python_env)
-        env[ROOM_VARIABLE] = "x" * ROOM
-        # Its stderr is tfrun's: it writes only when it cannot start (an import
-        # error), which the user must see; its tasks write to their sandboxes.
-        self._proc = subprocess.Popen(
-            [spec.python, *spec.flags, "-m", ENTRY_MODULE, str(theirs.fileno())], env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/",
-            pass_fds=(theirs.fileno(),), start_new_session=True)
-        theirs.close()
-        self._reader = self._sock.makefile("rb")
-        self._thread = threading.Thread(target=self._read, name="warm-tasks", daemon=True)
-        self._thread.start()
+        self._closing = False
+        for _ in range(spec.size):
+            if not self._start_idle():
+                break
+        self._refill_thread = threading.Thread(target=self._refill, name="warm-refill",
+                                               daemon=True)
+        self._refill_thread.start()
 
     @property
     def alive(self):
         return self._alive
 
-    def launch(self, launch):
-        """Fork the task ``launch`` describes; a RunningTask."""
-        request = {"launch": {
-            "env": launch.env, "cwd": launch.sandbox, "stdout": launch.stdout_path,
-            "stderr": launch.stderr_path,
-            "cgroups": launch.cgroups.procs_files() if launch.cgroups is not None else []}}
-        with self._launching:   # replies come in the order of the requests
-            try:
-                self._sock.sendall((json.dumps(request) + "\n").encode())
-            except OSError as exc:
-                raise RunnerError("the warm task interpreter is gone: %s" % exc) from exc
-            with self._lock:
-                if not self._replied.wait_for(lambda: self._replies or not self._alive,
-                                              timeout=START_TIMEOUT):
-                    raise RunnerError("the warm task interpreter did not answer in %d s"
-                                      % START_TIMEOUT)
-                if not self._replies:
-                    raise RunnerError("the warm task interpreter is gone")
-                reply = self._replies.pop(0)
-        if isinstance(reply, str):
-            raise RunnerError("cannot start %r: %s" % (launch.command, reply))
-        return reply
-
-    def _read(self):
-        try:
-            for line in self._reader:
-                message = json.loads(line)
-                with self._lock:
-                    if "exit" in message:
-                        task = self._tasks.pop(message["exit"], None)
-                        if task is not None:
-                            task.ended(message["status"])
-                    elif "pid" in message:
-                        # Known before its exit can be read: that comes later in the stream.
-                        task = self._tasks[message["pid"]] = _WarmTask(message["pid"])
-                        self._replies.append(task)
-                        self._replied.notify_all()
-                    elif "error" in message:
-                        self._replies.append(message["error"])
-                        self._replied.notify_all()
-        except (OSError, ValueError) as exc:
-            log.warning("warm task interpreter: %s", exc)
+    @property
+    def idle_pids(self):
+        """The pids of the interpreters waiting for a launch, oldest first."""
         with self._lock:
-            self._alive = False
-            orphans, self._tasks = list(self._tasks.values()), {}
-            self._replied.notify_all()
-        if orphans:
-            log.error("the warm task interpreter ended (%s); killing the %d task(s) it "
-                      "started", _describe(self._wait_end()), len(orphans))
-        elif not self._closing:
-            log.warning("the warm task interpreter ended (%s); tasks start the ordinary way",
-                        _describe(self._wait_end()))
-        for task in orphans:
-            task.kill()
-            task.ended(LOST)
+            return [interpreter.pid for interpreter in self._idle]
 
-    def _wait_end(self):
-        """Its exit code, as it ends after its socket closed (None: not yet)."""
-        try:
-            return self._proc.wait(1)
-        except subprocess.TimeoutExpired:
-            return None
+    def take(self):
+        """An interpreter for a matching launch (started now if none is
+        idle), or None: launch it the ordinary way."""
+        with self._lock:
+            if not self._alive:
+                return None
+            self._taken += 1
+            self._last_taken = time.monotonic()
+            interpreter = self._idle.pop(0) if self._idle else None
+            self._changed.notify_all()
+        return interpreter or self._start()
+
+    def lost(self, why):
+        """A taken interpreter never took its launch: ``why``."""
+        self._turn_off("a warm task interpreter %s" % why)
 
     def close(self):
-        """Stop the interpreter (its tasks are the master's to stop first)."""
-        self._closing = True
+        """Stop the idle interpreters (the tasks are the master's to stop)."""
+        with self._lock:
+            self._closing = True
+        self._turn_off(None)
+        self._refill_thread.join(10)
+
+    def _missing(self):
+        """How many more interpreters to start now (0: none yet), under the lock."""
+        expected = min(self.spec.size, self.spec.tasks - self._taken)
+        if len(self._idle) < expected:
+            return expected - len(self._idle)
+        if len(self._idle) < SPARE and time.monotonic() >= self._last_taken + SPARE_DELAY:
+            return SPARE - len(self._idle)
+        return 0
+
+    def _start(self):
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            return _Interpreter(self.spec, self._env)
+        except OSError as exc:
+            self._turn_off("a warm task interpreter cannot start (%s)" % exc)
+            return None
+
+    def _start_idle(self):
+        interpreter = self._start()
+        if interpreter is None:
+            return False
+        # The watch's own descriptor of the socket: taken and closed by a
+        # launch, the socket's number may be reused before the watch polls.
+        watched = os.dup(interpreter.sock.fileno())
+        with self._lock:
+            alive = self._alive
+            if alive:
+                self._idle.append(interpreter)
+        if not alive:       # turned off meanwhile
+            os.close(watched)
+            interpreter.stop()
+            return False
+        threading.Thread(target=self._watch, args=(interpreter, watched), name="warm-watch",
+                         daemon=True).start()
+        return True
+
+    def _watch(self, interpreter, fd):
+        """Until ``interpreter`` ends idle (its socket closes) or replies to
+        a launch (taken): the former turns the pool off."""
         try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._thread.join(10)
-        self._reader.close()
-        self._sock.close()
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLHUP)
+            while not poller.poll():
+                pass
+        finally:
+            os.close(fd)
+        with self._lock:
+            if interpreter not in self._idle:
+                return          # taken, or stopped by _turn_off
+            self._idle.remove(interpreter)
+            closing = self._closing
+        interpreter.stop()
+        if not closing:
+            self._turn_off("a warm task interpreter ended (%s)" % _describe(interpreter.popen))
+
+    def _refill(self):
+        """Start interpreters as launches take them: one per task still
+        expected at once; the spare once launches paused for SPARE_DELAY."""
+        while True:
+            with self._lock:
+                while self._alive and not self._missing():
+                    spare_due = self._last_taken + SPARE_DELAY - time.monotonic()
+                    self._changed.wait(spare_due if spare_due > 0 and not self._idle else None)
+                if not self._alive:
+                    return
+            if not self._start_idle():
+                return
+
+    def _turn_off(self, why):
+        """No more warm starts: stop the idle interpreters; ``why`` (None:
+        the runner closes) is said once."""
+        with self._lock:
+            was_alive, self._alive = self._alive, False
+            idle, self._idle = self._idle, []
+            self._changed.notify_all()
+        for interpreter in idle:
+            interpreter.stop()
+        if was_alive and why is not None:
+            log.warning("%s; tasks start the ordinary way", why)
 
 
-def _describe(returncode):
+def _describe(popen):
+    returncode = popen.poll()
     if returncode is None:
-        return "its socket closed"
+        return "no answer"
     if returncode < 0:
         return "killed by signal %d" % -returncode
     return "exit code %d" % returncode
 
 
-class _WarmTask(GroupLeaderTask):
-    """A task forked by the warm interpreter: its exit status comes from it."""
-
-    def __init__(self, pid):
-        self.pid = pid
-        self._status = None
-        self._done = threading.Event()
-
-    def ended(self, status):
-        if not self._done.is_set():
-            self._status = status
-            self._done.set()
-
-    def wait(self, timeout=None):
-        if not self._done.wait(timeout):
-            return None
-        return self._status
-
-
 class WarmProcessRunner(ProcessRunner):
-    """``ProcessRunner`` that forks the launches ``matches`` from a warm
-    interpreter started at once (``WarmInterpreter``)."""
+    """``ProcessRunner`` that hands the launches ``matches`` to interpreters
+    started ahead (``WarmPool``)."""
 
     def __init__(self, spec):
-        self.warm = WarmInterpreter(spec)
+        self.warm = WarmPool(spec)
 
     def launch(self, launch):
-        if self.warm.alive and matches(self.warm.spec, launch):
-            return self.warm.launch(launch)
-        return super().launch(launch)
+        interpreter = self.warm.take() if matches(self.warm.spec, launch) else None
+        if interpreter is None:
+            return super().launch(launch)
+        request = {"env": launch.env, "cwd": launch.sandbox, "stdout": launch.stdout_path,
+                   "stderr": launch.stderr_path,
+                   "cgroups": launch.cgroups.procs_files() if launch.cgroups is not None else []}
+        reply = interpreter.hand_over(request, TAKE_TIMEOUT)
+        if not isinstance(reply, dict):
+            self.warm.lost("%s before it took task %s" % (reply, launch.task_id))
+            return super().launch(launch)
+        if "error" in reply:
+            interpreter.popen.wait()
+            raise RunnerError("cannot start %r: %s" % (launch.command, reply["error"]))
+        return ProcessTask(interpreter.popen)
 
     def close(self):
         self.warm.close()
 
 
 def start_warm_runner(command):
-    """The embedded master's runner with its warm interpreter started for
-    ``command`` (``(command, environment)``, ``core.taskinfo.warm_task_command``),
-    or None without one."""
+    """The embedded master's runner with its warm interpreters started for
+    ``command`` (``(command, environment, tasks)``,
+    ``core.taskinfo.warm_task_command``), or None without one."""
     return None if command is None else WarmProcessRunner(WarmSpec(*command))
 
 
-__all__ = ["WarmSpec", "WarmInterpreter", "WarmProcessRunner", "matches", "python_variables",
-           "start_warm_runner"]
+__all__ = ["WarmSpec", "WarmPool", "WarmProcessRunner", "matches", "interpreter_variables",
+           "interpreter_environment", "start_warm_runner"]

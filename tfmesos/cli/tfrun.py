@@ -28,7 +28,8 @@ Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
 Environment: MESOS_MASTER (default master), DOCKER_IMAGE (default image),
 TFMESOS_ADVERTISE_ADDRESS, MESOS_PRINCIPAL / MESOS_SECRET, TFMESOS_RUNS_DIR;
 TFMESOS_WARM_TASKS=0: the embedded master execs every task as a Mesos agent
-does, instead of forking plain tasks from a warm Python (same environment).
+does, instead of handing plain tasks to Pythons started ahead of them (each
+its own interpreter: same environment, encodings and own hash seed).
 Every task's output and run.json go to ./tfmesos-runs/NAME-RUNID (--run-dir).
 Exit status: 0 when every worker (or the chief) exited 0; the failing task's
 exit code when one failed; 1 for other errors; 2 for usage errors; 130 when

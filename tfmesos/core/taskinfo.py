@@ -195,11 +195,13 @@ def build_task_info(task_id, name, agent_id, resources, command, env, container=
 
 
 def warm_task_command(run):
-    """(command, environment) of the plain replica tasks of ``run``
-    (``exec PYTHON [-S] -m tfmesos.task``) when the embedded master may fork
-    them warm, else None. The environment
-    is a guess (the run's, before a job's own variables): the agent compares
-    each launch's own (``backends.warm_runner.matches``)."""
+    """(command, environment, tasks) of the plain replica tasks of ``run``
+    (``exec PYTHON [-S] -m tfmesos.task``, how many) when the embedded
+    master may start them warm (``backends.warm_runner``), else None. The
+    environment is a guess — the embedded master's executor environment
+    (this process's unless the run's master options set one) and the run's
+    variables, before a job's own —: the agent compares the interpreter
+    variables of each launch's own (``backends.warm_runner.matches``)."""
     # Another interpreter (--python) is the user's to run at each task start:
     # it may be a wrapper that does more than start Python.
     if run.master != config.LOCAL or run.mode != "replica" or run.image \
@@ -207,10 +209,15 @@ def warm_task_command(run):
             or os.environ.get("TFMESOS_WARM_TASKS", "1") == "0":
         return None
     pythonpath = submitter_pythonpath()
-    env = dict(os.environ)
+    options = getattr(run, "local_master_options", None) or {}
+    if "executor_environment" in options:
+        env = dict(options["executor_environment"] or {})
+    else:
+        env = dict(os.environ)      # backends.sizing.start_local_master's default
     env.update(run.env)
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath})
     # As taskinfo.build_task decides: without ``site`` when the path itself
     # finds tfmesos (not only an editable install's finder).
     no_site = package_on_path(pythonpath)
-    return task_command(None, sys.executable, no_site), env
+    tasks = sum(job.num for job in run.jobs)
+    return task_command(None, sys.executable, no_site), env, tasks

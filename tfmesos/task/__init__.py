@@ -15,4 +15,5 @@ role): the scheduler side is never loaded into a task.
 | ``tensorflow_server`` | fine-grained mode: the TensorFlow gRPC server |
 | ``bundle_check`` | ``tfrun --ship``: the bundle's sha256 checked, its tree the working directory |
 | ``quiet`` | TensorFlow's start-up log lines held to ``TF_CPP_MIN_LOG_LEVEL`` |
+| ``warm`` | an interpreter the embedded master started ahead, which becomes one task |
 """

@@ -1,44 +1,80 @@
-"""A warm task interpreter: ``python [-S] -m tfmesos.task.warm FD``.
+"""A pre-started task interpreter: ``python [-S] -m tfmesos.task.warm FD``.
 
-The embedded master's agent starts one per run (``tfmesos.backends.warm_runner``)
-with the interpreter, flags and ``PYTHON*`` variables of the run's replica
-tasks. It imports the task entry once, then forks one child per task launch
-it is asked for: the child is what ``/bin/sh -c "exec PYTHON [-S] -m
-tfmesos.task"`` would have started — the task's environment, working
-directory, sandbox stdout/stderr, its own session, its cgroups joined first —
-without paying for an interpreter start and the task entry's imports again.
-A real Mesos agent always execs the command: the TaskInfo is the same
-either way.
+tfrun starts a few of these for the embedded master of a run
+(``tfmesos.backends.warm_runner``), with the interpreter, flags and
+start-up variables (``PYTHON*``, the locale's, the dynamic linker's) of the
+run's replica tasks, before the tasks are known. Each imports the task
+entry, then waits for exactly one launch on the socket ``FD`` and becomes
+that task in place: its cgroups joined first, stdin /dev/null and stdout
+and stderr the sandbox's, every other inherited descriptor closed, the
+sandbox its working directory, the task's environment its own, ``sys.path``
+and ``sys.argv`` as ``-m tfmesos.task`` sets them; then it runs the task
+entry. It is a separate interpreter, so it has its own hash seed, and the
+encodings its start-up chose are those of the task's environment. Its
+session and process group are its own from its start, and its parent is
+the agent, which waits for it as for the exec'd command.
 
-Requests and replies are JSON lines on the socket ``FD``:
+What /proc shows is left as it is: the command line is this one, the
+environment the one it was started with; the task's processes carry the
+task's (``os.environ`` is replaced before anything starts them).
+
+One request, one reply, JSON lines on the socket ``FD``:
 
     -> {"launch": {"env": {...}, "cwd": DIR, "stdout": PATH, "stderr": PATH,
                    "cgroups": [".../cgroup.procs", ...]}}
-    <- {"pid": PID}                   (or {"error": TEXT})
-    <- {"exit": PID, "status": CODE}  (when it ends; CODE < 0: killed by -CODE)
+    <- {"took": PID}       (in the task's cgroups: from here on it is the task)
+    <- {"error": TEXT}     (it could not join them; it exits 127)
 
-The interpreter is single-threaded (forking it is safe) and leaves when the
-socket closes: its children are the tasks, which outlive it as they would
-outlive an agent restart.
+The socket closed before a launch came (tfrun ended, or needs it no more):
+it exits 0.
 """
 
-import ctypes
-import json
 import os
-import select
-import signal
 import sys
-import traceback
 
-from . import entry
-from .replica_guard import close_inherited
+
+def _start_changes():
+    """(what this interpreter started with, what its start-up changed in
+    it): PEP 538 sets LC_CTYPE=C.UTF-8 where the locale is C. The same
+    start with the task's environment changes that one alike."""
+    try:
+        with open("/proc/self/environ", "rb") as block:
+            started = dict(entry.split(b"=", 1) for entry in block.read().split(b"\0")
+                           if b"=" in entry)
+    except OSError:
+        return dict(os.environb), {}
+    changes = {name: value for name, value in os.environb.items() if started.get(name) != value}
+    changes.update((name, None) for name in started if name not in os.environb)
+    return started, changes
+
+
+# Read first, before any import may change the environment.
+_STARTED_WITH, _START_CHANGES = _start_changes()
+
+import json  # noqa: E402
+import time  # noqa: E402
+
+from . import entry  # noqa: E402
+from .replica_guard import close_inherited  # noqa: E402
 
 MAX_REQUEST = 1 << 20
+CANNOT_START = 127
 ENTRY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")
 
 
 def _say(fd, message):
     os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def _read_request(fd):
+    """The one launch request, or None when the socket closed first."""
+    pending = b""
+    while b"\n" not in pending:
+        data = os.read(fd, 65536)
+        if not data or len(pending) > MAX_REQUEST:
+            return None
+        pending += data
+    return json.loads(pending.split(b"\n", 1)[0])["launch"]
 
 
 def _open_onto(path, fd, flags):
@@ -48,123 +84,76 @@ def _open_onto(path, fd, flags):
         os.close(opened)
 
 
-def _memory_regions():
-    """(arg_start, arg_end, env_start, env_end) of this process, as proc(5)
-    gives them (/proc/PID/stat fields 48-51)."""
-    with open("/proc/self/stat", "rb") as handle:
-        fields = handle.read().rsplit(b")", 1)[1].split()
-    return tuple(int(value) for value in fields[45:49])
+def task_environment(env):
+    """The task's environment as the exec'd interpreter would hold it once
+    started: ``env`` with what this one's start-up changed in its own,
+    where ``env`` had what it started with."""
+    environ = {os.fsencode(name): os.fsencode(value) for name, value in env.items()}
+    for name, value in _START_CHANGES.items():
+        if environ.get(name) == _STARTED_WITH.get(name):
+            if value is None:
+                environ.pop(name, None)
+            else:
+                environ[name] = value
+    return environ
 
 
-def _overwrite(start, end, data):
-    """The memory from ``start`` to ``end`` holds ``data`` then NULs, when it fits."""
-    if len(data) <= end - start:
-        ctypes.memmove(start, data.ljust(end - start, b"\0"), end - start)
-
-
-def _show_as_task(environ):
-    """Make /proc/PID/cmdline and /proc/PID/environ (``ps``, tools, the
-    agent's own search for a task's processes) read as those of the exec'd
-    ``PYTHON -S -m tfmesos.task`` with the task's environment: the kernel
-    reads both from the blocks the process was exec'd with, which a fork
-    keeps; they are rewritten in place, as setproctitle(3) does. argv[0]
-    stays where it is (glibc's program_invocation_name points at it); the
-    environment block is no longer referenced once os.environ was replaced."""
+def _names_cwd(path):
     try:
-        arg_start, arg_end, env_start, env_end = _memory_regions()
-        # PYTHON [-S] -m tfmesos.task.warm FD -> PYTHON [-S] -m tfmesos.task
-        argv = [os.fsencode(arg) for arg in sys.orig_argv[:-2]] + [b"tfmesos.task"]
-        _overwrite(arg_start, arg_end, b"\0".join(argv) + b"\0")
-        _overwrite(env_start, env_end, b"".join(
-            os.fsencode(name) + b"=" + os.fsencode(value) + b"\0"
-            for name, value in environ.items()))
-    except (OSError, ValueError, IndexError):
-        pass    # only what tools show of the task: never a reason to fail it
+        return path is not None and os.path.isabs(path) and os.path.samefile(path, ".") \
+            and b"/./" not in path + b"/" and b"/../" not in path + b"/"
+    except OSError:
+        return False
 
 
-def _become_task(request):
-    """In the forked child: turn into the task, then run the task entry
-    (never returns)."""
-    try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.setsid()
-        for procs in request.get("cgroups") or ():   # first: all it does is accounted
-            with open(procs, "w") as handle:
-                handle.write("0")
-        _open_onto(os.devnull, 0, os.O_RDONLY)
-        _open_onto(request["stdout"], 1, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        _open_onto(request["stderr"], 2, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        close_inherited()    # the socket to the agent above all
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+def _become(request):
+    """Turn this process into the task ``request`` describes (after the
+    reply went out: the socket is closed with the rest)."""
+    _open_onto(os.devnull, 0, os.O_RDONLY)
+    _open_onto(request["stdout"], 1, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    _open_onto(request["stderr"], 2, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    close_inherited()
+    os.chdir(request["cwd"])
+    environ = task_environment(request["env"])
+    # What ``/bin/sh -c "exec ..."`` adds to the command's environment: PWD,
+    # which a POSIX shell sets at its start (kept where it names the
+    # working directory already).
+    if not _names_cwd(environ.get(b"PWD")):
+        environ[b"PWD"] = os.fsencode(os.getcwd())
+    os.environb.clear()
+    os.environb.update(environ)
+    if hasattr(time, "tzset"):
+        time.tzset()     # TZ as the task has it, read when ``time`` was imported
+    if not getattr(sys.flags, "safe_path", False):   # -P, PYTHONSAFEPATH (3.11)
         sys.path[0] = os.getcwd()      # as ``-m`` sets it
-        sys.argv = [ENTRY_PATH]
-        _show_as_task(request["env"])
-    except BaseException:  # noqa: BLE001 - the child must never return to the loop
-        os.write(2, ("tfmesos: the warm task interpreter could not start the task:\n%s"
-                     % traceback.format_exc()).encode())
-        os._exit(127)
-    try:
-        entry.run()
-    finally:
-        os._exit(1)
-
-
-def _reap(fd):
-    """Report every child that ended."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _say(fd, {"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+    sys.argv = [ENTRY_PATH]
 
 
 def serve(fd):
-    """Fork tasks on request until the socket closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the agent stops it, not a Ctrl-C
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    os.set_blocking(wake_read, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    _say(fd, {"ready": os.getpid()})
-    pending = b""
-    while True:
-        readable, _, _ = select.select([fd, wake_read], [], [])
-        if wake_read in readable:
-            try:
-                os.read(wake_read, 512)
-            except BlockingIOError:
-                pass
-            _reap(fd)
-        if fd not in readable:
-            continue
-        data = os.read(fd, 65536)
-        if not data:
-            return
-        pending += data
-        if len(pending) > MAX_REQUEST:
-            return
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            request = json.loads(line)["launch"]
-            try:
-                pid = os.fork()
-            except OSError as exc:
-                _say(fd, {"error": "cannot fork: %s" % exc})
-                continue
-            if pid == 0:
-                _become_task(request)
-            _say(fd, {"pid": pid})
-        _reap(fd)
+    """Wait for one launch and become it (never returns then); return when
+    the socket closed first."""
+    request = _read_request(fd)
+    if request is None:
+        return
+    try:
+        for procs in request.get("cgroups") or ():   # first: all it does is accounted
+            with open(procs, "w") as handle:
+                handle.write("0")
+    except OSError as exc:
+        _say(fd, {"error": "cannot join the cgroup %s: %s" % (procs, exc)})
+        os._exit(CANNOT_START)
+    try:
+        _say(fd, {"took": os.getpid()})
+    except OSError:
+        os._exit(CANNOT_START)    # the agent is gone: no one would wait for the task
+    try:
+        _become(request)
+    except BaseException as exc:  # noqa: BLE001 - it is the task now: its stderr says why
+        os.write(2, ("tfmesos: the pre-started task interpreter could not become the "
+                     "task: %s\n" % exc).encode("utf-8", "replace"))
+        os._exit(CANNOT_START)
+    entry.run()
 
 
 if __name__ == "__main__":
     serve(int(sys.argv[1]))
-    os._exit(0)    # nothing to flush or finalize: the agent waits for this exit
