@@ -173,9 +173,9 @@ def with_bytecode():
     also where PYTHONDONTWRITEBYTECODE keeps Python from writing them (then
     every start compiles tfmesos' sources anew). Returns the copy's folder."""
     import compileall
-    import tfmesos
 
     import mesos_local
+    import tfmesos
 
     copy = tempfile.mkdtemp(prefix="tfmesos-bytecode-")
     for package in (tfmesos, mesos_local):
@@ -190,6 +190,7 @@ def with_bytecode():
 
 def how_tfmesos_loads(bytecode):
     import importlib.util
+
     import tfmesos
 
     if bytecode:

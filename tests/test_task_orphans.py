@@ -13,11 +13,11 @@ import time
 import uuid
 
 import pytest
-
 from processes import TASK_ENTRY, is_task_entry
-from tfmesos.task import replica_guard
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
 from waiting import wait_until
+
+from tfmesos.task import replica_guard
 
 TAG = "TFMESOS_ORPHAN_TEST"
 

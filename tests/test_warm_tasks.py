@@ -12,17 +12,15 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import MARKER
-from mesos_local.containerizer.runner import ProcessRunner, RunnerError, TaskLaunch
 from processes import WARM_ENTRY, is_task_entry
-from tfmesos.backends import warm_runner
-from tfmesos.backends.warm_runner import WarmProcessRunner, WarmSpec, interpreter_variables, \
-    matches
-from tfmesos.core.taskinfo import warm_task_command
-from tfrun_helpers import (REPO, assert_no_task_processes, run_tfrun, start_tfrun, tfrun_argv,
-                           wait_for_line)
+from tfrun_helpers import REPO, assert_no_task_processes, run_tfrun, start_tfrun, tfrun_argv, wait_for_line
 from waiting import wait_until
+
+from mesos_local.containerizer.runner import ProcessRunner, RunnerError, TaskLaunch
+from tfmesos.backends import warm_runner
+from tfmesos.backends.warm_runner import WarmProcessRunner, WarmSpec, interpreter_variables, matches
+from tfmesos.core.taskinfo import warm_task_command
 
 COMMAND = "exec %s -S -m tfmesos.task" % sys.executable
 ENV = {"PYTHONPATH": "/somewhere", "PYTHONUNBUFFERED": "1", "PATH": "/bin"}

@@ -14,13 +14,13 @@ import threading
 
 from .. import __version__
 from ..core import config
-from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
-from .tensorboard import announce_when_up, tensorboard_job, url_of
-from ..record.usage_table import usage_lines
 from ..core.taskinfo import warm_task_command
+from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
+from ..record.usage_table import usage_lines
 from .common import CommandParser, ignore_signals, interrupt_on_signals, leave, setup_logging
+from .tensorboard import announce_when_up, tensorboard_job, url_of
 
 EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}

@@ -31,6 +31,7 @@ it exits 0.
 
 import os
 import sys
+from typing import Optional
 
 
 def _start_changes():
@@ -43,7 +44,8 @@ def _start_changes():
                            if b"=" in entry)
     except OSError:
         return dict(os.environb), {}
-    changes = {name: value for name, value in os.environb.items() if started.get(name) != value}
+    changes: dict[bytes, Optional[bytes]] = {
+        name: value for name, value in os.environb.items() if started.get(name) != value}
     changes.update((name, None) for name in started if name not in os.environb)
     return started, changes
 
@@ -148,7 +150,7 @@ def serve(fd):
         os._exit(CANNOT_START)    # the agent is gone: no one would wait for the task
     try:
         _become(request)
-    except BaseException as exc:  # noqa: BLE001 - it is the task now: its stderr says why
+    except BaseException as exc:
         os.write(2, ("tfmesos: the pre-started task interpreter could not become the "
                      "task: %s\n" % exc).encode("utf-8", "replace"))
         os._exit(CANNOT_START)
