@@ -73,7 +73,7 @@ def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
     with pytest.raises(ZeroDivisionError):
         with cluster([dict(name="worker", num=1, **SMALL)], master="local",
                      run_dir=str(tmp_path / "run")):
-            raise ZeroDivisionError("the user's code failed")
+            raise ZeroDivisionError("division by zero")   # the user's code failed
     assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
     record = run_json(tmp_path / "run")
     assert record["outcome"] == {
