@@ -390,3 +390,17 @@ def test_gpus_parameter_must_agree_with_the_assigned_gpus():
         check_gpus_parameter("3", ["0", "1"])
     with pytest.raises(RunnerError, match="the task holds no GPUs"):
         check_gpus_parameter("1", [])
+
+
+def test_the_task_side_reads_what_the_taskinfo_sets():
+    """The task environment's contract (``protocol.task_env``) across the seam:
+    the task side's ``TaskEnv`` built from a TaskInfo's own variables."""
+    from tfmesos.task.connection import TaskEnv
+
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(name="tfrun"), [offer("o1")])
+    for info in infos.values():
+        env = TaskEnv.from_environ(variables(info))
+        assert env.rendezvous == ("127.0.0.1", 40123) and env.secret == SECRET
+        assert env.task_id == info["task_id"]["value"] and env.host == "host-o1"
+        [ports] = resources_named(info, "ports")
+        assert env.port == ports["ranges"]["range"][0]["begin"]
