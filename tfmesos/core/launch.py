@@ -147,17 +147,18 @@ class ClusterRun:
             master_url = self.backend.start()
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self.backend.bind_host(), port=0)
-            self.scheduler = scheduler = TFMesosScheduler(self.slots, self._make_task, self.events,
-                                              self.run_id, on_launch=self._launching,
-                                              extra_ports=self._extra_ports)
-            info, options = framework_info(self.run_spec, self.jobs), self.run_spec.driver_options()
+            self.scheduler = scheduler = TFMesosScheduler(
+                self.slots, self._make_task, self.events, self.run_id,
+                on_launch=self._launching, extra_ports=self._extra_ports)
+            info = framework_info(self.run_spec, self.jobs)
+            options = self.run_spec.driver_options()
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
                 options["principal"] = info["principal"]
-            self.driver = driver = MesosSchedulerDriver(scheduler, info, master_url,
-                                               connect_timeout=self.run_spec.connect_timeout,
-                                               refused_timeout=self.run_spec.refused_timeout,
-                                               transport=self._transport, **options)
+            self.driver = driver = MesosSchedulerDriver(
+                scheduler, info, master_url, connect_timeout=self.run_spec.connect_timeout,
+                refused_timeout=self.run_spec.refused_timeout, transport=self._transport,
+                **options)
             self.new_launch_deadline()
             self.state.move(Phase.FORMING)
             driver.start()
