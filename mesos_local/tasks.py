@@ -113,7 +113,8 @@ class TaskLauncher:
         runner = self.container_runner if plan.image is not None else self.runner
         fetcher, user = self._fetcher(agent), plan.user or framework.info.get("user")
         proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit,
-                           fetch=lambda uris, sandbox: fetcher.fetch(uris, sandbox, user),
+                           fetch=lambda uris, sandbox, cancelled: fetcher.fetch(
+                               uris, sandbox, user, cancelled),
                            isolator=self.isolator)
         proc.task = task
         task.proc = proc

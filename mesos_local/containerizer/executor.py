@@ -47,7 +47,9 @@ class TaskProcess:
         self.limitation = None     # Mesos' message when the task outgrew its memory
         self.runner = runner
         self.uris = uris
-        self.fetch = fetch or fetch_uris    # fetch(uris, sandbox): the agent's fetcher
+        # fetch(uris, sandbox, cancelled): the agent's fetcher
+        self.fetch = fetch or (lambda uris, sandbox, cancelled:
+                               fetch_uris(uris, sandbox, cancelled=cancelled))
         self.on_running = on_running
         self.on_exit = on_exit
         self.make_sandbox = make_sandbox
@@ -85,7 +87,7 @@ class TaskProcess:
                 for path in (self.launch.stdout_path, self.launch.stderr_path):
                     open(path, "ab").close()
             if self.uris:
-                self.fetch(self.uris, self.launch.sandbox)
+                self.fetch(self.uris, self.launch.sandbox, lambda: self.killing)
             if self.killing:
                 error = "killed before it was launched"
             else:

@@ -89,13 +89,12 @@ class AgentFetcher:
         self.cache = cache
         self.netns = netns
 
-    def fetch(self, uris, sandbox, user=None):
+    def fetch(self, uris, sandbox, user=None, cancelled=None):
         from .fetcher import fetch_uris
 
-        if self.netns is None:
-            return fetch_uris(uris, sandbox, cache=self.cache, user=user)
-        return call_in_namespace(self.netns, lambda: fetch_uris(uris, sandbox, cache=self.cache,
-                                                                user=user))
+        def fetch():
+            return fetch_uris(uris, sandbox, cache=self.cache, user=user, cancelled=cancelled)
+        return fetch() if self.netns is None else call_in_namespace(self.netns, fetch)
 
 
 __all__ = ["FetcherCache", "AgentFetcher"]

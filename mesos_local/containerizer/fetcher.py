@@ -1,89 +1,160 @@
 """The local agents' fetcher: a task's ``CommandInfo.uris``, downloaded or
-copied into its sandbox (archives extracted) before the task starts."""
+copied into its sandbox (archives extracted) before the task starts, as
+Mesos' fetcher does (src/launcher/fetcher.cpp, docs/fetcher.md).
+
+It contains itself: a URI brings at most ``archives.Limits.max_bytes`` within
+``Limits.timeout`` seconds (a download stalled for ``stall`` seconds fails as
+Mesos' ``--fetcher_stall_timeout``, default 60 s), a local path must be a
+regular file (never ``/dev/zero``), what it writes is never world-readable,
+archives are extracted by ``archives.extract``'s own checks, and a fetch
+stops as soon as ``cancelled()`` says the task is being killed. Whatever goes
+wrong with one URI fails the task with ``Failed to fetch 'URI': why``, never
+the master.
+"""
 
 import os
-import shutil
+import socket
+import stat
+import time
 import urllib.parse
 
+from .archives import CHUNK, ArchiveError, Limits, extract
+
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
+STALL_TIMEOUT = 60.0
+POLL = 1.0          # seconds a network read waits before the fetch looks at the kill
 
 
 class FetchError(Exception):
     """A URI could not be fetched; the message goes into TASK_FAILED."""
 
 
-def fetch_uris(uris, sandbox, timeout=60, cache=None, user=None):
+class _Cancelled(Exception):
+    """The task is being killed: the fetch stops."""
+
+
+class _Refused(Exception):
+    """Why one URI is refused (``fetch_uris`` names the URI)."""
+
+
+LIMITS = Limits()
+
+
+def fetch_uris(uris, sandbox, timeout=STALL_TIMEOUT, cache=None, user=None, limits=LIMITS,
+               cancelled=None):
     """Mesos' fetcher: download or copy each URI into the sandbox, extract
     archives unless ``extract`` is false, chmod ``executable``; URIs with
     ``cache: true`` go through ``cache`` (a ``fetch_cache.FetcherCache``)
-    when there is one, for tasks of ``user``."""
-    # Imported here: most runs fetch nothing, and these cost start-up time.
-    import tarfile
-    import zipfile
-
+    when there is one, for tasks of ``user``. ``timeout``: how long a
+    download may stall; ``limits``: what one URI may bring."""
+    cancelled = cancelled or (lambda: False)
     for uri in uris:
-        value = uri["value"]
-        parsed = urllib.parse.urlparse(value)
-        name = uri.get("output_file") or os.path.basename(parsed.path) or "download"
-        target = os.path.normpath(os.path.join(sandbox, name))
-        if not target.startswith(os.path.normpath(sandbox) + os.sep):
-            raise FetchError("output_file %r leaves the sandbox" % name)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if uri.get("cache") and cache is not None:
-            _fetch_through_cache(uri, target, sandbox, cache, user, timeout)
-            continue
+        value = uri.get("value", "")
         try:
-            _download(value, target, timeout)
-            if uri.get("executable"):
-                os.chmod(target, 0o755)
-            elif uri.get("extract", True) and target.endswith(_ARCHIVES):
-                _extract(target, sandbox)
-        except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as exc:
-            raise FetchError("Failed to fetch '%s': %s" % (value, exc)) from exc
+            _fetch_one(uri, value, sandbox, timeout, cache, user, limits, cancelled)
+        except _Cancelled:
+            raise FetchError("Failed to fetch '%s': the task was killed" % value) from None
+        except Exception as exc:   # whatever one URI does fails its task only
+            raise FetchError("Failed to fetch '%s': %s" % (value, _why(exc))) from exc
 
 
-def _download(value, target, timeout):
-    import urllib.request
+def _why(exc):
+    return str(exc) or type(exc).__name__
 
+
+def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled):
+    parsed = urllib.parse.urlparse(value)
+    name = uri.get("output_file") or os.path.basename(parsed.path) or "download"
+    target = os.path.normpath(os.path.join(sandbox, name))
+    if not target.startswith(os.path.normpath(sandbox) + os.sep):
+        raise _Refused("output_file %r leaves the sandbox" % name)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    deadline = time.monotonic() + limits.timeout
+
+    def download(path):
+        _download(value, path, stall, limits, deadline, cancelled)
+
+    extracting = not uri.get("executable") and uri.get("extract", True) \
+        and target.endswith(_ARCHIVES)
+    if uri.get("cache") and cache is not None:
+        # As Mesos' fetchFromCache: an archive is extracted from the cache
+        # (only what it holds lands in the sandbox), anything else copied.
+        source = cache.get(value, user, download)
+        if extracting:
+            _extract(source, sandbox, limits, cancelled)
+            return
+        _copy_file(source, target, limits, deadline, cancelled)
+    else:
+        download(target)
+        if extracting:
+            _extract(target, sandbox, limits, cancelled)
+    if uri.get("executable"):
+        os.chmod(target, 0o750)
+
+
+def _extract(archive, sandbox, limits, cancelled):
+    try:
+        extract(archive, sandbox, limits, cancelled)
+    except ArchiveError:
+        if cancelled():
+            raise _Cancelled() from None
+        raise
+
+
+def _download(value, target, stall, limits, deadline, cancelled):
     parsed = urllib.parse.urlparse(value)
     if parsed.scheme in ("http", "https", "ftp"):
-        with urllib.request.urlopen(value, timeout=timeout) as response, \
-                open(target, "wb") as out:
-            shutil.copyfileobj(response, out)
+        from urllib.request import urlopen
+
+        # Reads wait at most a second, so that a kill stops a stalled download
+        # at once; the stall is counted across them.
+        with urlopen(value, timeout=min(stall, POLL)) as response:
+            _copy_stream(response, target, 0o640, limits, deadline, cancelled, stall)
+    elif parsed.scheme in ("file", ""):
+        _copy_file(parsed.path if parsed.scheme == "file" else value, target, limits,
+                   deadline, cancelled)
     else:
-        shutil.copyfile(parsed.path if parsed.scheme == "file" else value, target)
+        raise _Refused("the scheme %r is not supported here (http, https, ftp, file)"
+                       % parsed.scheme)
 
 
-def _fetch_through_cache(uri, target, sandbox, cache, user, timeout):
-    """As Mesos' fetchFromCache: an archive is extracted from the cache (only
-    what it holds lands in the sandbox), anything else copied."""
-    import tarfile
-    import zipfile
-
-    value = uri["value"]
-    try:
-        source = cache.get(value, user, lambda path: _download(value, path, timeout))
-        if not uri.get("executable") and uri.get("extract", True) \
-                and target.endswith(_ARCHIVES):
-            _extract(source, sandbox)
-            return
-        shutil.copyfile(source, target)
-        if uri.get("executable"):
-            os.chmod(target, 0o755)
-    except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as exc:
-        raise FetchError("Failed to fetch '%s': %s" % (value, exc)) from exc
+def _copy_file(path, target, limits, deadline, cancelled):
+    """Copy the regular file ``path``; its mode kept, without world bits."""
+    with open(path, "rb") as source:
+        mode = os.fstat(source.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise _Refused("not a regular file")
+        _copy_stream(source, target, (mode & 0o750) | 0o600, limits, deadline, cancelled)
 
 
-def _extract(archive_path, sandbox):
-    import tarfile
-    import zipfile
+def _copy_stream(source, target, mode, limits, deadline, cancelled, stall=None):
+    """Copy ``source`` to ``target`` (mode ``mode``) within ``limits``; a read
+    that times out is waited on again until ``stall`` seconds without data."""
+    written = 0
+    heard = time.monotonic()
+    read = getattr(source, "read1", source.read)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        while True:
+            if cancelled():
+                raise _Cancelled()
+            now = time.monotonic()
+            if now > deadline:
+                raise _Refused("it took longer than %.0f s" % limits.timeout)
+            try:
+                chunk = read(CHUNK)
+            except socket.timeout:
+                if stall is None or now - heard > stall:
+                    raise _Refused("nothing came for %.0f s" % (now - heard)) from None
+                continue
+            heard = time.monotonic()
+            if not chunk:
+                break
+            written += len(chunk)
+            if written > limits.max_bytes:
+                raise _Refused("it is larger than %d MB" % (limits.max_bytes >> 20))
+            out.write(chunk)
+    os.chmod(target, mode)
 
-    if archive_path.endswith(".zip"):
-        with zipfile.ZipFile(archive_path) as archive:
-            archive.extractall(sandbox)
-    else:
-        with tarfile.open(archive_path) as archive:
-            archive.extractall(sandbox, filter="data")
 
-
-__all__ = ["FetchError", "fetch_uris"]
+__all__ = ["FetchError", "fetch_uris", "Limits"]

@@ -1,0 +1,201 @@
+"""Extracting a fetched archive into a sandbox, contained by this module's
+own checks rather than by trusting ``tarfile``'s filters (CVE-2025-4517
+writes outside the destination through ``filter="data"`` on Pythons before
+3.11.13 / 3.12.11 / 3.13.4).
+
+Every member lands at a path inside the sandbox, reached through real
+directories only: a member whose parent is a symlink (the archive's own or
+one already there) is refused, so no link can carry a later member out.
+Symlinks may point only inside the sandbox; hard links only to a regular
+file the archive already put there. Devices, fifos and other special files
+are refused; what a member replaces is removed first (as ``tar -x``
+overwrites it), never written through, and files keep their permission
+bits without set-id, sticky, group-write or world bits. What an archive may expand to is bounded
+(``Limits``), and a long extraction stops when ``cancelled()`` says so.
+"""
+
+import dataclasses
+import os
+import stat
+from typing import Callable, Optional
+
+CHUNK = 1 << 20
+
+
+class ArchiveError(Exception):
+    """The archive is refused; the message says which member and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one URI may bring into a sandbox: ``max_bytes`` downloaded or
+    extracted, an archive expanding to at most ``max_ratio`` times its size
+    (or ``min_expansion`` bytes, whichever is more), within ``timeout``
+    seconds."""
+
+    max_bytes: int = 4 << 30
+    max_ratio: float = 200.0
+    min_expansion: int = 64 << 20
+    timeout: float = 600.0
+
+    def expansion_for(self, archive_size):
+        return min(self.max_bytes, max(self.min_expansion, int(archive_size * self.max_ratio)))
+
+
+class _Budget:
+    """Bytes written so far against the expansion allowed; cancellation."""
+
+    def __init__(self, allowed, archive_size, cancelled):
+        self.allowed = allowed
+        self.archive_size = archive_size
+        self.written = 0
+        self.cancelled = cancelled or (lambda: False)
+
+    def spend(self, count):
+        self.written += count
+        if self.written > self.allowed:
+            raise ArchiveError("it expands to more than %d MB (%d times its size); refused"
+                               % (self.allowed >> 20, self.allowed // max(self.archive_size, 1)))
+        if self.cancelled():
+            raise ArchiveError("the fetch was cancelled")
+
+
+def extract(archive_path, sandbox, limits: Optional[Limits] = None,
+            cancelled: Optional[Callable] = None):
+    """Extract the tar or zip ``archive_path`` into ``sandbox`` (an existing
+    directory); ``ArchiveError`` naming the member that is refused."""
+    import tarfile
+    import zipfile
+
+    root = os.path.realpath(sandbox)
+    size = os.path.getsize(archive_path)
+    budget = _Budget((limits or Limits()).expansion_for(size), size, cancelled)
+    try:
+        if archive_path.endswith(".zip"):
+            with zipfile.ZipFile(archive_path) as archive:
+                for info in archive.infolist():
+                    _zip_member(archive, info, root, budget)
+        else:
+            with tarfile.open(archive_path) as archive:
+                for member in archive:
+                    _tar_member(archive, member, root, budget)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+        raise ArchiveError("it is not a readable archive: %s" % exc) from exc
+
+
+def _target(root, name):
+    """Where member ``name`` goes: inside ``root``, by a relative path with no
+    ``..``; its parent directories made (real ones, never through a link).
+    Its own path is not checked: ``_directory``, ``_write`` and ``os.symlink``
+    never follow a link there."""
+    parts = [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
+    if not parts or name.startswith("/") or ".." in parts:
+        raise ArchiveError("member %r leaves the sandbox" % name)
+    directory = root
+    for part in parts[:-1]:
+        directory = os.path.join(directory, part)
+        try:
+            mode = os.lstat(directory).st_mode
+        except FileNotFoundError:
+            os.mkdir(directory, 0o755)
+            continue
+        if not stat.S_ISDIR(mode):
+            raise ArchiveError("member %r goes through %r, which is not a directory (a link?)"
+                               % (name, os.path.relpath(directory, root)))
+    return os.path.join(directory, parts[-1])
+
+
+def _directory(path, name):
+    """A directory member: made, or a real directory already there."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        os.mkdir(path, 0o755)
+        return
+    if not stat.S_ISDIR(mode):
+        raise ArchiveError("member %r is a directory over something else (a link?)" % name)
+
+
+def _mode(mode):
+    """Permission bits without set-id, sticky, group-write or world bits."""
+    return (mode & 0o750) | 0o600
+
+
+def _replace(path, name):
+    """Make room for member ``name`` at ``path``: what is there (a file or a
+    link, as ``tar -x`` overwrites it) is removed, never written through."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        raise ArchiveError("member %r would replace a directory" % name)
+    os.unlink(path)
+
+
+def _write(path, source, mode, budget, name):
+    _replace(path, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        while True:
+            chunk = source.read(CHUNK)
+            if not chunk:
+                break
+            budget.spend(len(chunk))
+            out.write(chunk)
+    os.chmod(path, _mode(mode))
+
+
+def _link_inside(root, name, linkname):
+    """A symlink member may point inside the sandbox only (relative)."""
+    if linkname.startswith("/"):
+        raise ArchiveError("member %r is a link to an absolute path" % name)
+    where = os.path.normpath(os.path.join(os.path.dirname(name), linkname))
+    if where == ".." or where.startswith("../") or os.path.isabs(where):
+        raise ArchiveError("member %r is a link that leaves the sandbox" % name)
+
+
+def _tar_member(archive, member, root, budget):
+    name = member.name
+    path = _target(root, name)
+    if member.isdir():
+        _directory(path, name)
+        return
+    if member.isfile():
+        source = archive.extractfile(member)
+        if source is None:
+            raise ArchiveError("member %r cannot be read" % name)
+        _write(path, source, member.mode, budget, name)
+    elif member.issym():
+        _link_inside(root, name, member.linkname)
+        _replace(path, name)
+        os.symlink(member.linkname, path)
+    elif member.islnk():
+        target = _target(root, member.linkname)
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            raise ArchiveError("member %r is a hard link to %r, which the archive did not put "
+                               "there first" % (name, member.linkname)) from None
+        if not stat.S_ISREG(mode):
+            raise ArchiveError("member %r is a hard link to something other than a file" % name)
+        _replace(path, name)
+        os.link(target, path, follow_symlinks=False)
+    else:
+        raise ArchiveError("member %r is a device, fifo or other special file" % name)
+
+
+def _zip_member(archive, info, root, budget):
+    name = info.filename
+    mode = info.external_attr >> 16
+    if info.is_dir():
+        _directory(_target(root, name), name)
+        return
+    if mode and not stat.S_ISREG(mode):
+        raise ArchiveError("member %r is a link or special file, which a zip does not ship "
+                           "here" % name)
+    with archive.open(info) as source:
+        _write(_target(root, name), source, mode or 0o644, budget, name)
+
+
+__all__ = ["ArchiveError", "Limits", "extract"]

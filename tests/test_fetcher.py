@@ -1,0 +1,230 @@
+"""The embedded agents' fetcher contains itself (mesos_local/containerizer/
+fetcher.py, archives.py): nothing an archive or a URI holds lands outside the
+sandbox, no special file or set-id bit comes in, what it brings is bounded,
+and a kill stops it at once."""
+
+import io
+import os
+import socket
+import stat
+import tarfile
+import threading
+import time
+import zipfile
+
+import pytest
+from fixtures_master import clients, local_master, make_local_master  # fixtures
+from mesos_http_client import task_info
+
+from mesos_local.containerizer.archives import ArchiveError, Limits, extract
+from mesos_local.containerizer.fetcher import FetchError, fetch_uris
+
+
+def tar_of(path, members):
+    """A .tar.gz at ``path`` of ``members``: (TarInfo, bytes or None)."""
+    with tarfile.open(path, "w:gz") as archive:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+            else:
+                archive.addfile(info)
+    return str(path)
+
+
+def member(name, kind=tarfile.REGTYPE, linkname="", mode=0o644):
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, linkname, mode
+    return info
+
+
+def files_under(root):
+    return sorted(os.path.relpath(os.path.join(d, n), root)
+                  for d, dirs, names in os.walk(root) for n in dirs + names)
+
+
+@pytest.fixture
+def box(tmp_path):
+    """A sandbox inside a parent directory a breakout would write to."""
+    sandbox = tmp_path / "parent" / "sandbox"
+    sandbox.mkdir(parents=True)
+    return sandbox
+
+
+def test_the_cve_2025_4517_archive_writes_nothing_outside(tmp_path, box):
+    # The published shape: directories of long names, each reached by a
+    # one-letter symlink, a link through them all pointing back up far
+    # enough that realpath() gives up, then a link and a file through it.
+    comp, steps, members, path = "d" * 247, "abcdefghijklmnop", [], ""
+    for step in steps:
+        members.append((member(os.path.join(path, comp), tarfile.DIRTYPE), None))
+        members.append((member(os.path.join(path, step), tarfile.SYMTYPE, comp), None))
+        path = os.path.join(path, comp)
+    link = os.path.join("/".join(steps), "l" * 254)
+    members.append((member(link, tarfile.SYMTYPE, "../" * len(steps)), None))
+    members.append((member("escape", tarfile.SYMTYPE, link + "/../../.."), None))
+    members.append((member("escape/pwned", tarfile.REGTYPE), b"outside\n"))
+    archive = tar_of(tmp_path / "cve.tar.gz", members)
+    with pytest.raises(ArchiveError, match="goes through|leaves the sandbox"):
+        extract(archive, str(box))
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "parent" / "pwned").exists()
+    assert files_under(tmp_path / "parent") == ["sandbox"] + [
+        os.path.join("sandbox", p) for p in files_under(box)]
+
+
+@pytest.mark.parametrize("members, why", [
+    ([(member("../evil"), b"x")], "leaves the sandbox"),
+    ([(member("/etc/evil"), b"x")], "leaves the sandbox"),
+    ([(member("a/../../evil"), b"x")], "leaves the sandbox"),
+    ([(member("out", tarfile.SYMTYPE, "/etc"), None)], "link to an absolute path"),
+    ([(member("out", tarfile.SYMTYPE, "../.."), None)], "link that leaves the sandbox"),
+    ([(member("sub", tarfile.DIRTYPE), None), (member("in", tarfile.SYMTYPE, "sub"), None),
+      (member("in/through"), b"x")], "goes through 'in', which is not a directory"),
+    ([(member("hard", tarfile.LNKTYPE, "../outside"), None)], "leaves the sandbox"),
+    ([(member("hard", tarfile.LNKTYPE, "missing"), None)], "did not put there first"),
+    ([(member("dev", tarfile.CHRTYPE), None)], "device, fifo or other special file"),
+    ([(member("fifo", tarfile.FIFOTYPE), None)], "device, fifo or other special file"),
+])
+def test_members_that_would_leave_or_are_special_are_refused(tmp_path, box, members, why):
+    (tmp_path / "parent" / "outside").write_text("secret")
+    archive = tar_of(tmp_path / "bad.tar.gz", members)
+    with pytest.raises(ArchiveError, match=why):
+        extract(archive, str(box))
+    assert sorted(os.listdir(tmp_path / "parent")) == ["outside", "sandbox"]
+    assert (tmp_path / "parent" / "outside").read_text() == "secret"
+
+
+def test_links_inside_and_modes_without_set_id_or_world_bits(tmp_path, box):
+    archive = tar_of(tmp_path / "ok.tar.gz", [
+        (member("bin", tarfile.DIRTYPE), None),
+        (member("bin/tool", mode=0o4777), b"#!/bin/sh\n"),
+        (member("bin/alias", tarfile.SYMTYPE, "tool"), None),
+        (member("hard", tarfile.LNKTYPE, "bin/tool"), None),
+        (member("data", mode=0o666), b"data"),
+    ])
+    extract(archive, str(box))
+    assert os.readlink(box / "bin" / "alias") == "tool"
+    assert os.path.samefile(box / "hard", box / "bin" / "tool")
+    assert stat.S_IMODE(os.stat(box / "bin" / "tool").st_mode) == 0o750
+    assert stat.S_IMODE(os.stat(box / "data").st_mode) == 0o640
+
+
+def test_an_archive_extracted_twice_replaces_its_files_not_writes_through_links(tmp_path, box):
+    (tmp_path / "parent" / "outside").write_text("secret")
+    os.symlink("../outside", box / "data")        # what a link left there points at
+    archive = tar_of(tmp_path / "a.tar.gz", [(member("data"), b"new")])
+    extract(archive, str(box))
+    extract(archive, str(box))
+    assert not os.path.islink(box / "data") and (box / "data").read_text() == "new"
+    assert (tmp_path / "parent" / "outside").read_text() == "secret"
+
+
+def test_zip_slip_and_zip_links_are_refused(tmp_path, box):
+    for name, attr, why in (("../evil", 0o644, "leaves the sandbox"),
+                            ("link", stat.S_IFLNK | 0o777, "link or special file")):
+        path = tmp_path / ("%s.zip" % len(name))
+        with zipfile.ZipFile(path, "w") as archive:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | attr if not attr & stat.S_IFLNK else attr) << 16
+            archive.writestr(info, "/etc/passwd")
+        with pytest.raises(ArchiveError, match=why):
+            extract(str(path), str(box))
+    assert sorted(os.listdir(tmp_path / "parent")) == ["sandbox"]
+
+
+def test_an_archive_expands_within_its_ratio(tmp_path, box):
+    archive = tar_of(tmp_path / "bomb.tar.gz", [(member("zeros"), b"\0" * (8 << 20))])
+    limits = Limits(max_ratio=10, min_expansion=1 << 20)
+    with pytest.raises(ArchiveError, match=r"expands to more than \d+ MB"):
+        extract(archive, str(box), limits)
+    assert os.path.getsize(box / "zeros") <= (2 << 20)     # stopped, not written out
+
+
+def test_local_files_regular_only_bounded_and_never_world_readable(tmp_path, box):
+    source = tmp_path / "weights.bin"
+    source.write_bytes(b"w" * 4096)
+    os.chmod(source, 0o644)
+    fetch_uris([{"value": "file://%s" % source}], str(box))
+    assert stat.S_IMODE(os.stat(box / "weights.bin").st_mode) == 0o640
+    with pytest.raises(FetchError, match="Failed to fetch 'file:///dev/zero': not a regular file"):
+        fetch_uris([{"value": "file:///dev/zero"}], str(box))
+    with pytest.raises(FetchError, match=r"weights.bin': it is larger than 0 MB"):
+        fetch_uris([{"value": "file://%s" % source, "output_file": "w2"}], str(box),
+                   limits=Limits(max_bytes=1024))
+
+
+@pytest.mark.parametrize("uri, why", [
+    ("http://bad host/x.tar.gz", "Failed to fetch 'http://bad host/x.tar.gz': "),
+    ("gopher://example.com/x", "the scheme 'gopher' is not supported"),
+])
+def test_a_malformed_uri_fails_the_fetch_with_one_line(box, uri, why):
+    with pytest.raises(FetchError, match=why) as error:
+        fetch_uris([{"value": uri}], str(box))
+    assert "\n" not in str(error.value)
+
+
+@pytest.fixture
+def trickling_server():
+    """An HTTP server that answers a long body one byte every 2 s."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                while not stop.wait(2.0):
+                    try:
+                        conn.sendall(b"x")
+                    except OSError:
+                        break
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d/slow.bin" % listener.getsockname()[1]
+    stop.set()
+    thread.join(10)
+    listener.close()
+
+
+def test_a_kill_stops_a_stalled_download_at_once(box, trickling_server):
+    killed = threading.Event()
+    outcome = []
+
+    def fetch():
+        try:
+            fetch_uris([{"value": trickling_server}], str(box), cancelled=killed.is_set)
+        except FetchError as exc:
+            outcome.append(exc)
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not (box / "slow.bin").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    killed.set()
+    killed_at = time.monotonic()
+    thread.join(30)
+    assert not thread.is_alive()
+    # Within a few reads of a second each, far from the 60 s stall timeout.
+    assert time.monotonic() - killed_at < 15
+    assert "the task was killed" in str(outcome[0])
+
+
+# -- through the embedded master -----------------------------------------------------
+
+def test_a_task_whose_uri_is_a_device_fails_and_the_master_stays(local_master, clients):
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    info = task_info("zero", offer, "true")
+    info["command"]["uris"] = [{"value": "file:///dev/zero"}]
+    client.launch(offer, [info])
+    status = client.wait_state("zero", "TASK_FAILED", timeout=30)
+    assert status["message"] == "Failed to fetch 'file:///dev/zero': not a regular file"
+    assert local_master.state()["slaves"]   # still serving
