@@ -384,3 +384,50 @@ def _wait_for(check, timeout):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(0.05)
+
+
+@needs_cgroups
+@pytest.mark.parametrize("end", ["exits", "killed"])
+def test_a_process_that_leaves_its_task_s_cgroups_dies_with_the_task(make_local_master,
+                                                                      clients, tmp_path, end):
+    """A root task can write its pid into the root cgroups (leaving its own)
+    and its group (setsid): its task's end still takes it (its environment
+    names the task's sandbox), and the task's cgroups go."""
+    master = make_local_master(**ISOLATED)
+    client = clients(master)
+    pidfile = tmp_path / "escaped.pid"
+    # Into the cgroups two levels up (above the master's own) for each of
+    # the task's hierarchies, then out of its group, then sleep.
+    (tmp_path / "escape.py").write_text(
+        "import os\n"
+        "for line in open('/proc/self/cgroup'):\n"
+        "    _, controllers, path = line.strip().split(':', 2)\n"
+        "    if 'leaver' in path:\n"
+        "        up = '/sys/fs/cgroup/' + controllers + path + '/../../cgroup.procs'\n"
+        "        with open(up, 'w') as procs:\n"
+        "            procs.write(str(os.getpid()))\n"
+        "os.setsid()\n"
+        "open(%r, 'w').write(str(os.getpid()))\n"
+        "os.execvp('sleep', ['sleep', '600'])\n" % str(pidfile))
+    command = "%s %s & sleep %s" % (sys.executable, tmp_path / "escape.py",
+                                    "1" if end == "exits" else "600")
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("leaver", offer, command, mem=64)])
+    client.wait_state("leaver", "TASK_RUNNING")
+    escaped = int(_wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 20))
+    assert not any("leaver" in line for line in open("/proc/%d/cgroup" % escaped))
+    if end == "killed":
+        client.kill("leaver")
+        client.wait_state("leaver", "TASK_KILLED", timeout=30)
+    else:
+        client.wait_state("leaver", "TASK_FINISHED", timeout=30)
+    assert _wait_for(lambda: _zombie(escaped), 10), "the escaped process outlived its task"
+    assert _wait_for(lambda: _task_dirs(master) == [], 10)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -95,7 +95,7 @@ class TaskProcess:
                 self.handle = self.runner.launch(self.launch)
                 if isinstance(self.runner, ProcessRunner):
                     self._local_group = getattr(self.handle, "pid", None)
-                    if self._local_group is not None and self.cgroups is None:
+                    if self._local_group is not None:
                         self._started = start_ticks(self._local_group)
         except (RunnerError, FetchError) as exc:
             error = str(exc)
@@ -124,6 +124,10 @@ class TaskProcess:
                 destroy_task(self._local_group, self._marker, since=self._started)
         if self.cgroups is not None:
             self.cgroups.destroy()
+            # A process may leave its cgroups (a root task can write its pid
+            # elsewhere): its environment still names the task's sandbox.
+            if self._marker is not None:
+                destroy_task(None, self._marker, since=self._started)
         self._set_exited()
         self.on_exit(self, status, error)
 
@@ -225,6 +229,8 @@ class TaskProcess:
             handle_method()
             if self.cgroups is not None:
                 self.cgroups.signal(signum)
+                if self._marker is not None:   # and the processes that left them
+                    signal_task(None, self._marker, signum, self._started)
             elif self._local_group is not None:
                 signal_task(self._local_group, self._marker, signum, self._started)
         except Exception:

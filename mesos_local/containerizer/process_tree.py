@@ -38,7 +38,7 @@ def start_ticks(pid):
 
 def task_processes(pgid, marker, since=None):
     """Live (non-zombie) pids that belong to a task: its process group
-    ``pgid``, plus any process whose environment holds ``marker``.
+    ``pgid`` (None: none), plus any process whose environment holds ``marker``.
     ``since``: the start (``start_ticks``) of the task's first process;
     a process that started before it cannot be the task's, and its
     environment is not read."""
@@ -68,8 +68,10 @@ def task_processes(pgid, marker, since=None):
 
 
 def signal_task(pgid, marker, signum, since=None):
-    """Send ``signum`` to the task's group and to its escaped processes."""
-    signal_quietly(os.killpg, pgid, signum)
+    """Send ``signum`` to the task's group (None: none) and to its escaped
+    processes."""
+    if pgid is not None:
+        signal_quietly(os.killpg, pgid, signum)
     for pid in task_processes(None, marker, since) if marker is not None else ():
         signal_quietly(os.kill, pid, signum)
 
