@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tarfile
@@ -290,6 +291,71 @@ def test_idle_clients_are_dropped_and_cannot_hold_the_server(tmp_path):
         idle.close()
     finally:
         server.stop()
+
+
+def trickle(port, stop, sent):
+    """A client that sends a request one byte every 0.3 s (never finishing)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        for byte in b"GET /" + b"x" * 10000:
+            if stop.is_set():
+                return
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:
+                sent.append("dropped")
+                return
+            stop.wait(0.3)
+
+
+def test_trickling_clients_keep_no_fetch_out(served):
+    """More slow clients than download slots, each feeding its request a byte
+    at a time: a real fetch beside them is served while they still trickle."""
+    server, path = served
+    stop, dropped = threading.Event(), []
+    clients = [threading.Thread(target=trickle, args=(server.port, stop, dropped))
+               for _ in range(20)]
+    for client in clients:
+        client.start()
+    try:
+        assert request(server.url("127.0.0.1", "payload.tar.gz"))[2] == path.read_bytes()
+        assert not dropped     # served while every trickler was still connected
+    finally:
+        stop.set()
+        for client in clients:
+            client.join(30)
+
+
+def test_a_request_has_a_deadline_not_each_read(tmp_path):
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"data")
+    server = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1", request_timeout=1.0)
+    stop, dropped = threading.Event(), []
+    client = threading.Thread(target=trickle, args=(server.port, stop, dropped))
+    client.start()
+    try:
+        wait_until(lambda: dropped, 30, message="a trickling request was never cut off")
+    finally:
+        stop.set()
+        client.join(30)
+        server.stop()
+
+
+def test_a_client_that_resets_mid_response_is_one_log_line(tmp_path, caplog, capfd):
+    path = tmp_path / "big.tar.gz"
+    path.write_bytes(os.urandom(32 << 20))
+    server = BundleServer({"big.tar.gz": str(path)}, bind_host="127.0.0.1")
+    try:
+        for _ in range(3):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+            conn.sendall(b"GET %s HTTP/1.0\r\n\r\n" % server.path_of("big.tar.gz").encode())
+            conn.recv(65536)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()      # a reset, mid-response
+        wait_until(lambda: len([r for r in caplog.records if "went away" in r.message]) >= 3,
+                   30, message="no log line for the resets")
+    finally:
+        server.stop()
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_nothing_is_served_once_stopped(served):

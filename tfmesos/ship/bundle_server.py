@@ -5,10 +5,20 @@ at ``http://HOST:PORT/<token>/<name>``: the token is fresh per run
 (``secrets.token_urlsafe``), so the URL is the credential, as the
 rendezvous' secret is for the tasks. Only GET and HEAD (other methods: 405);
 any other path gets 404, logged. Like the rendezvous, it never lets clients
-hold it: at most ``max_clients`` requests are served at once (others wait in
-the listen backlog), a client silent for ``idle_timeout`` seconds is dropped,
-and every connection closes after its one response (HTTP/1.0). ``stop()``
-closes the listener and every connection: nothing is served after the run.
+hold it:
+
+* a request must arrive whole within ``request_timeout`` seconds, however
+  it trickles in (a deadline per request, not per read); a connection past
+  ``max_connections`` at once is closed at once, so slow clients cannot
+  keep a fetch out;
+* at most ``max_clients`` files are sent at once; a send must keep up
+  ``MIN_RATE`` bytes a second on average, and a client that reads nothing
+  for ``idle_timeout`` seconds is dropped;
+* every connection closes after its one response (HTTP/1.0), and a client
+  that goes away mid-response is one log line, not a traceback.
+
+``stop()`` closes the listener and every connection: nothing is served after
+the run.
 """
 
 import collections
@@ -19,6 +29,7 @@ import os
 import secrets
 import socket
 import socketserver
+import sys
 import threading
 
 from ..exceptions import TFMesosError
@@ -28,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 MAX_CLIENTS = 16
 IDLE_TIMEOUT = 30.0
+REQUEST_TIMEOUT = 10.0
+MIN_RATE = 64 << 10       # bytes/s a download must average (its deadline)
+MIN_TRANSFER = 60.0       # seconds any download may take
 
 
 class BundleServerError(TFMesosError):
@@ -39,14 +53,16 @@ class BundleServer:
     listens on every address (IPv6 and IPv4 where the host can)."""
 
     def __init__(self, files=None, bind_host=None, port=0, max_clients=MAX_CLIENTS,
-                 idle_timeout=IDLE_TIMEOUT):
+                 idle_timeout=IDLE_TIMEOUT, request_timeout=REQUEST_TIMEOUT,
+                 max_connections=None):
         self.token = secrets.token_urlsafe(32)
         self._files = dict(files or {})
         self._lock = threading.Lock()
         self.served = collections.Counter()    # name -> complete GET responses
         self.not_found = 0
         try:
-            self._server = _Server(self, bind_host, port, max_clients, idle_timeout)
+            self._server = _Server(self, bind_host, port, max_clients, idle_timeout,
+                                   request_timeout, max_connections or 8 * max_clients)
         except OSError as exc:
             raise BundleServerError("cannot listen on %s:%s to serve the shipped files: %s"
                                     % (bind_host or "*", port, exc.strerror or exc)) from exc
@@ -87,10 +103,13 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, owner, host, port, max_clients, idle_timeout):
+    def __init__(self, owner, host, port, max_clients, idle_timeout, request_timeout,
+                 max_connections):
         self.owner = owner
         self.idle_timeout = idle_timeout
-        self._slots = threading.BoundedSemaphore(max_clients)
+        self.request_timeout = request_timeout
+        self.senders = threading.BoundedSemaphore(max_clients)
+        self._connections = threading.BoundedSemaphore(max_connections)
         self._closing = threading.Event()
         self._active = set()
         self._active_lock = threading.Lock()
@@ -115,14 +134,15 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.server_name, self.server_port = "tfmesos", self.socket.getsockname()[1]
 
     def process_request(self, request, client_address):
-        while not self._slots.acquire(timeout=0.25):   # at most max_clients at once
-            if self._closing.is_set():
-                self.shutdown_request(request)
-                return
+        if self._closing.is_set() or not self._connections.acquire(blocking=False):
+            logger.warning("bundle server: %s refused: %s", client_address[0],
+                           "stopping" if self._closing.is_set() else "too many connections")
+            self.shutdown_request(request)
+            return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._connections.release()
             raise
 
     def process_request_thread(self, request, client_address):
@@ -133,7 +153,16 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         finally:
             with self._active_lock:
                 self._active.discard(request)
-            self._slots.release()
+            self._connections.release()
+
+    def handle_error(self, request, client_address):
+        """One line for a client that went away (not socketserver's traceback)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            logger.warning("bundle server: %s went away mid-request: %s", client_address[0],
+                           error)
+        else:
+            logger.error("bundle server: serving %s failed", client_address[0], exc_info=True)
 
     def close(self):
         if self._closing.is_set():
@@ -161,6 +190,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def setup(self):
         self.timeout = self.server.idle_timeout   # StreamRequestHandler sets it on the socket
         super().setup()
+        self._deadline = None
+        self._limit(self.server.request_timeout)   # the whole request, however it trickles
+
+    def finish(self):
+        self._limit(None)
+        super().finish()
+
+    def _limit(self, seconds):
+        """From now on the connection has ``seconds`` left (None: no deadline):
+        past them it is shut down, whatever the client is doing."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = None
+        if seconds is not None:
+            self._deadline = threading.Timer(seconds, self._expire)
+            self._deadline.daemon = True
+            self._deadline.start()
+
+    def _expire(self):
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def do_HEAD(self):
         self._serve(body=False)
@@ -191,19 +243,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         with handle:
             size = os.fstat(handle.fileno()).st_size
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(size))
-            self.end_headers()
-            if body:
-                sent = self.connection.sendfile(handle)
-                if sent == size:
-                    name = self.path.rsplit("/", 1)[-1]
-                    with owner._lock:
-                        owner.served[name] += 1
+            # At most max_clients sends at once; one waits for a slot within
+            # what is left of its request's time.
+            if not self.server.senders.acquire(timeout=self.server.request_timeout):
+                self.send_error(503, "too many downloads at once; try again")
+                return
+            try:
+                self._limit(max(MIN_TRANSFER, size / MIN_RATE))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                if body:
+                    sent = self.connection.sendfile(handle)
+                    if sent == size:
+                        name = self.path.rsplit("/", 1)[-1]
+                        with owner._lock:
+                            owner.served[name] += 1
+            finally:
+                self.server.senders.release()
 
     def log_message(self, format, *args):
         logger.debug("bundle server: %s " + format, self.client_address[0], *args)
 
 
-__all__ = ["BundleServer", "BundleServerError", "MAX_CLIENTS", "IDLE_TIMEOUT"]
+__all__ = ["BundleServer", "BundleServerError", "MAX_CLIENTS", "IDLE_TIMEOUT",
+           "REQUEST_TIMEOUT"]
