@@ -81,8 +81,9 @@ def build_parser():
         "before/after the command")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
         "on the agents (default: the one running tfrun)")
-    add("--advertise-address", help="address tasks use to reach tfrun (default: the local "
-        "address towards the master; $TFMESOS_ADVERTISE_ADDRESS)")
+    add("--advertise-address", help="address of this machine that tasks use to reach tfrun "
+        "(default: the local address towards the master; $TFMESOS_ADVERTISE_ADDRESS), "
+        "checked before anything starts; not loopback when the agents are on other hosts")
     add("--launch-timeout", type=float, default=600.0, metavar="SECONDS",
         help="abort when the cluster is not complete in time (default 600)")
     add("--max-attempts", type=int, default=3, metavar="N",
