@@ -80,7 +80,9 @@ def build_parser():
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
-        "on the agents (default: the one running tfrun)")
+        "on the agents (default: the one running tfrun); its directory comes first on the "
+        "task's PATH, so python and python3 in the command are it too (e.g. a virtual "
+        "environment's bin/python)")
     add("--advertise-address", help="address of this machine that tasks use to reach tfrun "
         "(default: the local address towards the master; $TFMESOS_ADVERTISE_ADDRESS), "
         "checked before anything starts; not loopback when the agents are on other hosts")
