@@ -39,9 +39,10 @@ ENV_PYTHON = "bin/python3"             # the interpreter of a --python-env archi
 
 class Shipment:
     """The packed files of one run and the server that hands them out.
-    ``say(text)`` tells the user what was shipped."""
+    ``say(text)`` tells the user what was shipped; ``leave_out``:
+    directories never packed (run directories)."""
 
-    def __init__(self, spec, bind_host=None, say=None):
+    def __init__(self, spec, bind_host=None, say=None, leave_out=()):
         self.spec = spec
         say = say or logger.info
         self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
@@ -49,7 +50,9 @@ class Shipment:
         try:
             self.bundle = None
             if spec.directory is not None:
-                self.bundle = pack(spec.directory, self._work, spec.exclude, spec.max_size)
+                self.bundle = pack(spec.directory, self._work, spec.exclude, spec.max_size,
+                                   follow_links=spec.follow_links,
+                                   allow_secrets=spec.allow_secrets, leave_out=leave_out)
                 say(self.bundle.summary())
                 if self.bundle.size > WARN_SIZE:
                     say("warning: the bundle is %s and every task downloads it: keep data out "
