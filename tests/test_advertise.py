@@ -2,14 +2,22 @@
 another host (its tasks run elsewhere). No packet leaves this machine: the
 remote master's address is only looked at, never contacted."""
 
-import pytest
+import shlex
+import time
 
-from tfmesos.backends import advertise
+import pytest
+from local_addresses import is_this_machine, non_loopback_address
+from tfrun_helpers import run_tfrun
+
+from tfmesos.backends import advertise, embedded, sizing
+from tfmesos.backends.embedded import EmbeddedMaster
 from tfmesos.core import launch
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.exceptions import TFMesosError
 
 REMOTE = "http://192.0.2.10:5050"   # TEST-NET-1: documentation only, never routed
+NOT_HERE = "192.0.2.7"              # the same, an address of no machine here
+AT_ONCE = 20.0                      # seconds: far below a task's 30 s of retries
 
 
 @pytest.mark.parametrize("explicit", ["127.0.0.1", "localhost", "127.0.1.1", "::1"])
@@ -26,7 +34,6 @@ def test_environment_setting_is_checked_too():
 
 
 def test_reachable_or_local_choices_pass():
-    assert advertise.advertise_address("198.51.100.7", REMOTE, {}) == "198.51.100.7"
     assert advertise.advertise_address(None, "http://127.0.0.1:5050", {}) == "127.0.0.1"
     assert advertise.advertise_address("localhost", "http://localhost:5050", {}) == "localhost"
     assert advertise.advertise_address("::1", "http://[::1]:5050", {}) == "::1"
@@ -60,3 +67,92 @@ def test_an_unresolvable_master_names_the_fix():
     with pytest.raises(TFMesosError, match="host name 'no-such-host.invalid' does not resolve "
                                            ".*: fix the master address"):
         advertise.advertise_address(None, "http://no-such-host.invalid:5050", {})
+
+
+def test_an_address_of_this_machine_passes_for_a_remote_master():
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    assert advertise.advertise_address(address, REMOTE, {}) == address
+    assert advertise.advertise_address(None, REMOTE, {"TFMESOS_ADVERTISE_ADDRESS": address}) \
+        == address
+
+
+@pytest.mark.parametrize("given", ["not an addr", "10.0.0.1:5050", "-host", "a..b", "x" * 300])
+def test_a_malformed_address_is_refused_at_once_naming_the_fix(given):
+    with pytest.raises(TFMesosError) as caught:
+        advertise.advertise_address(given, REMOTE, {})
+    assert str(caught.value) == (
+        "--advertise-address %s is neither an IP address nor a host name: give an address of "
+        "this machine (without a port) that the agents can reach" % shlex.quote(given))
+
+
+def test_an_address_that_is_not_of_this_machine_is_refused():
+    if is_this_machine(NOT_HERE):
+        pytest.skip("%s is an address of this machine" % NOT_HERE)
+    with pytest.raises(TFMesosError) as caught:
+        advertise.advertise_address(NOT_HERE, REMOTE, {})
+    assert str(caught.value) == (
+        "--advertise-address 192.0.2.7 is not an address of this machine (no socket here can "
+        "bind it): give one of its addresses that the agents can reach")
+    with pytest.raises(TFMesosError, match="does not resolve: give an address of this machine"):
+        advertise.advertise_address("no-such-host.invalid", REMOTE, {})
+
+
+def test_the_environment_setting_is_named_when_it_is_wrong():
+    with pytest.raises(TFMesosError, match=r"^TFMESOS_ADVERTISE_ADDRESS 'not an addr' is neither"):
+        advertise.advertise_address(None, REMOTE, {"TFMESOS_ADVERTISE_ADDRESS": "not an addr"})
+
+
+def test_the_embedded_master_checks_the_address_before_it_starts(monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("the embedded master must not start")
+    monkeypatch.setattr(sizing, "start_local_master", never)
+    for given in ("not an addr", NOT_HERE):
+        if is_this_machine(given):
+            continue
+        master = EmbeddedMaster([Job("worker")], advertise=given)
+        with pytest.raises(TFMesosError, match="--advertise-address"):
+            master.start()
+    # Agents in network namespaces of their own are other hosts to the tasks.
+    master = EmbeddedMaster([Job("worker")], options={"network_namespaces": True},
+                            advertise="127.0.0.1")
+    with pytest.raises(TFMesosError, match="cannot reach tfmesos at 127.0.0.1, a loopback "
+                                           "address, while the agents are in network "
+                                           "namespaces of their own"):
+        master.start()
+    assert embedded.LOOPBACK == "127.0.0.1"
+
+
+def test_a_zookeeper_master_checks_a_given_address_before_the_driver_starts(monkeypatch):
+    def no_driver(*args, **kwargs):
+        raise AssertionError("the driver must not be started")
+    monkeypatch.setattr(launch, "MesosSchedulerDriver", no_driver)
+    run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="zk://192.0.2.10:2181/mesos",
+                                    advertise_address="not an addr"), environ={})
+    with pytest.raises(TFMesosError, match="neither an IP address nor a host name"):
+        run.start()
+
+
+@pytest.mark.parametrize("args, env, error", [
+    (["-m", "192.0.2.10:5050", "--advertise-address", "127.0.0.1"], {},
+     "cannot reach tfmesos at 127.0.0.1, a loopback address"),
+    (["-m", "192.0.2.10:5050", "--advertise-address", NOT_HERE], {},
+     "--advertise-address 192.0.2.7 is not an address of this machine"),
+    (["-m", "192.0.2.10:5050"], {"TFMESOS_ADVERTISE_ADDRESS": "not an addr"},
+     "TFMESOS_ADVERTISE_ADDRESS 'not an addr' is neither"),
+    (["--advertise-address", "not an addr"], {},
+     "--advertise-address 'not an addr' is neither an IP address nor a host name"),
+], ids=["loopback", "not-here", "environment", "embedded"])
+def test_tfrun_refuses_a_wrong_address_at_once_in_one_line(args, env, error):
+    if NOT_HERE in args and is_this_machine(NOT_HERE):
+        pytest.skip("%s is an address of this machine" % NOT_HERE)
+    started = time.monotonic()
+    result = run_tfrun(*args, "-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "64", "--", "true",
+                       timeout=60, env=env)
+    assert time.monotonic() - started < AT_ONCE
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("tfrun: error: ") and error in errors[0], \
+        result.stderr
+    assert "Traceback" not in result.stderr

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from fixtures_master import make_local_master
+from local_addresses import non_loopback_address
 from tfrun_helpers import free_port, run_tfrun
 
 from tfmesos.exceptions import MesosConnectionError
@@ -27,9 +28,9 @@ AT_ONCE = 20.0
 # Waits the driver must cap by the time left before connect_timeout.
 LONG_WAITS = dict(timeout=100.0, backoff_cap=100.0)
 UNKNOWN = "no-such-host.invalid:5050"
-# Not used: no task starts. An address that is not loopback, so that tfrun
-# does not refuse it for a master on another host.
-ADVERTISE = ["--advertise-address", "192.0.2.1"]
+# Not used: no task starts. An address of this machine that is not
+# loopback, so that tfrun does not refuse it for a master on another host.
+ADVERTISE = ["--advertise-address", non_loopback_address() or "127.0.0.1"]
 
 
 @contextlib.contextmanager

@@ -565,8 +565,9 @@ def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(sh
 
     shipped, said = shipment
     assert said == [shipped.bundle.summary()]
-    for run, interpreter in ((RunSpec(), '"${MESOS_SANDBOX:-$PWD}"/bin/python3'),
-                             (RunSpec(python="/opt/py/bin/python3"), "/opt/py/bin/python3")):
+    for run, interpreter, path in (
+            (RunSpec(), '"${MESOS_SANDBOX:-$PWD}"/bin/python3', ""),
+            (RunSpec(python="/opt/py/bin/python3"), "/opt/py/bin/python3", "/opt/py/bin:")):
         _, infos, _ = launch_all(PS_AND_WORKERS, run, [offer("o1")], shipment=shipped,
                                  ship_host="10.0.0.5")   # and through the strict schema
         for info in infos.values():
@@ -579,9 +580,9 @@ def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(sh
                                              (shipped.task_side.name, False, False))] + [
                 {"value": "https://repo.example.com/tfenv.tgz", "extract": True, "cache": True}]
             assert command["value"] == (
-                'PATH="${MESOS_SANDBOX:-$PWD}"/bin"${PATH:+:$PATH}" '
+                'PATH=%s"${MESOS_SANDBOX:-$PWD}"/bin"${PATH:+:$PATH}" '
                 'PYTHONPATH="${MESOS_SANDBOX:-$PWD}"/%s"${PYTHONPATH:+:$PYTHONPATH}" '
-                'exec %s -m tfmesos.task' % (shipped.task_side.name, interpreter))
+                'exec %s -m tfmesos.task' % (path, shipped.task_side.name, interpreter))
             env = variables(info)
             assert "PYTHONPATH" not in env          # nothing of the submitter's paths
             assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_SHA256"],
@@ -596,8 +597,13 @@ def test_shipped_commands_without_an_environment_run_python3_or_python(project):
     zip_path = '"${MESOS_SANDBOX:-$PWD}"/%s' % shipped.task_side.name
     assert shipped.command() == ('PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m '
                                  'tfmesos.task' % zip_path)
-    assert shipped.command(python="/venv/bin/python").endswith(
-        "exec /venv/bin/python -m tfmesos.task")
+    # --python's directory comes first on PATH: the command's python is its.
+    assert shipped.command(python="/venv/bin/python") == (
+        'PATH=/venv/bin"${PATH:+:$PATH}" PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec '
+        '/venv/bin/python -m tfmesos.task' % zip_path)
+    assert shipped.command(python="python3.11").startswith("PYTHONPATH=")
+    assert shipped.command(python="venv/bin/python").startswith(
+        'PATH="${MESOS_SANDBOX:-$PWD}"/venv/bin"${PATH:+:$PATH}" ')
     assert shipped.command(image="tfmesos/tfmesos", python="/venv/bin/python").endswith(
         "exec python3 -m tfmesos.task")
 

@@ -48,8 +48,10 @@ def resources_named(info, name):
 
 def test_plain_task_command_runs_this_interpreter():
     assert task_command(None) == "exec %s -m %s" % (shlex.quote(sys.executable), TASK_ENTRY)
+    # --python: its directory first on PATH (test_task_python.py)
     assert task_command(None, "/opt/my python/bin/python3") == \
-        "exec '/opt/my python/bin/python3' -m " + TASK_ENTRY
+        "PATH='/opt/my python/bin'\"${PATH:+:$PATH}\" exec '/opt/my python/bin/python3' -m " \
+        + TASK_ENTRY
 
 
 def test_a_replica_task_entry_skips_site_when_its_pythonpath_finds_tfmesos(tmp_path):
@@ -268,7 +270,7 @@ def test_python_option_sets_the_plain_interpreter():
     _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(python="/opt/py/bin/python3"),
                              [offer("o1")])
     assert {i["command"]["value"] for i in infos.values()} == \
-        {"exec /opt/py/bin/python3 -m " + TASK_ENTRY}
+        {'PATH=/opt/py/bin"${PATH:+:$PATH}" exec /opt/py/bin/python3 -m ' + TASK_ENTRY}
 
 
 @pytest.mark.parametrize("kind", ["MESOS", "DOCKER"])

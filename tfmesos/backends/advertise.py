@@ -1,28 +1,88 @@
 """The address the tasks of a run reach its rendezvous (and its bundle
 server) at: given (``--advertise-address``, ``$TFMESOS_ADVERTISE_ADDRESS``),
-else the local address of the route towards the Mesos master."""
+else the local address of the route towards the Mesos master.
+
+A given address is checked before anything starts (``checked``): it must
+be an IP address or a host name that resolves, an address of this machine
+(a socket here can bind it), and not loopback where the tasks run on other
+hosts. Otherwise every task would fail to connect, attempt after attempt,
+with nothing said about why."""
 
 import ipaddress
+import re
+import shlex
 import socket
 import urllib.parse
 
 from ..exceptions import TFMesosError
 
+ENV = "TFMESOS_ADVERTISE_ADDRESS"
+OPTION = "--advertise-address"
+# RFC 1123 host names: dot-separated labels of letters, digits and inner '-'.
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
 
 def advertise_address(explicit, master_url, environ):
-    """The address tasks use to reach this process's rendezvous: the explicit
-    setting, else the local address of the route towards the Mesos master.
-    A loopback address is refused unless the master is on this host too: the
-    tasks of a remote master run on other hosts."""
+    """The address tasks use to reach this process's rendezvous, for a
+    remote master at ``master_url``: the explicit setting, else
+    ``$TFMESOS_ADVERTISE_ADDRESS``, else the local address of the route
+    towards the master. A loopback address is refused unless the master is
+    on this host too: the tasks of a remote master run on other hosts."""
     parts = urllib.parse.urlsplit(master_url)
     host = parts.hostname or "127.0.0.1"
-    chosen = explicit or environ.get("TFMESOS_ADVERTISE_ADDRESS") or _route_to(host, parts.port)
-    if _addresses(chosen, loopback_only=True) and not _on_this_host(host):
+    given, source = given_address(explicit, environ)
+    if given is None:
+        return _route_to(host, parts.port)
+    # A master whose name does not resolve is the driver's to report.
+    master = _addresses(host)
+    elsewhere = master and not any(_bindable(each) for each in master)
+    return checked(given, source, "the Mesos master %s is on another host" % host
+                   if elsewhere else None)
+
+
+def given_address(explicit, environ):
+    """(address, where it was given) of an explicit setting, else of
+    ``$TFMESOS_ADVERTISE_ADDRESS``; (None, None) when neither is set."""
+    if explicit:
+        return explicit, OPTION
+    if environ.get(ENV):
+        return environ[ENV], ENV
+    return None, None
+
+
+def checked(address, source=OPTION, elsewhere=None):
+    """``address`` once it names this machine: TFMesosError, one line naming
+    the fix, when it is malformed, does not resolve, or is not an address of
+    this machine, or is loopback while ``elsewhere`` (why the tasks run on
+    other hosts) is given."""
+    named = "%s %s" % (source, shlex.quote(address))
+    if not _well_formed(address):
+        raise TFMesosError("%s is neither an IP address nor a host name: give an address of "
+                           "this machine (without a port) that the agents can reach" % named)
+    resolved = _addresses(address)
+    if not resolved:
+        raise TFMesosError("%s does not resolve: give an address of this machine that the "
+                           "agents can reach" % named)
+    if elsewhere and all(ip.is_loopback for ip, _, _ in resolved):
         raise TFMesosError("tasks on the agents cannot reach tfmesos at %s, a loopback address, "
-                           "while the Mesos master %s is on another host: pass "
-                           "--advertise-address (or set TFMESOS_ADVERTISE_ADDRESS) with an "
-                           "address of this host that the agents can reach" % (chosen, host))
-    return chosen
+                           "while %s: pass --advertise-address (or set "
+                           "TFMESOS_ADVERTISE_ADDRESS) with an address of this host that the "
+                           "agents can reach" % (address, elsewhere))
+    if not any(_bindable(each) for each in resolved):
+        raise TFMesosError("%s is not an address of this machine (no socket here can bind "
+                           "it): give one of its addresses that the agents can reach" % named)
+    return address
+
+
+def _well_formed(address):
+    """An IP address (IPv6 with a zone too), or a host name by RFC 1123."""
+    try:
+        ipaddress.ip_address(address.split("%", 1)[0])
+        return True
+    except ValueError:
+        pass
+    name = address[:-1] if address.endswith(".") else address
+    return 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split("."))
 
 
 def _route_to(host, port):
@@ -41,33 +101,28 @@ def _route_to(host, port):
                            "TFMESOS_ADVERTISE_ADDRESS" % (host, exc)) from None
 
 
-def _addresses(host, loopback_only=False):
-    """The IP addresses ``host`` names (with ``loopback_only``: all of them
-    loopback, else an empty list)."""
+def _addresses(host):
+    """(IP address, socket address) of each address ``host`` names (none
+    when it does not resolve)."""
     try:
-        found = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+        found = {(info[0], info[4]) for info in socket.getaddrinfo(host, 0, 0,
+                                                                   socket.SOCK_DGRAM)}
     except (socket.gaierror, UnicodeError):
         return []
-    ips = [ipaddress.ip_address(address.split("%")[0]) for address in found]
-    if loopback_only and not all(ip.is_loopback for ip in ips):
-        return []
-    return ips
+    return [(ipaddress.ip_address(str(sockaddr[0]).split("%")[0]), family, sockaddr)
+            for family, sockaddr in found]
 
 
-def _on_this_host(host):
-    """Whether ``host`` is this machine: a loopback address, or one that a
-    socket here can bind."""
-    for ip in _addresses(host):
-        if ip.is_loopback:
+def _bindable(resolved):
+    ip, family, sockaddr = resolved
+    if ip.is_loopback:
+        return True
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.bind(sockaddr)      # an IPv6 address keeps its zone
             return True
-        try:
-            with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                               socket.SOCK_DGRAM) as probe:
-                probe.bind((str(ip), 0))
-                return True
-        except OSError:
-            continue
-    return False
+    except OSError:
+        return False
 
 
 def _family(host):

@@ -2,7 +2,7 @@
 ``MESOS_MASTER``): started for the run, sized so its whole cluster fits
 (``sizing``), on loopback unless tasks must reach it from elsewhere."""
 
-from .advertise import advertise_address
+from .advertise import checked
 
 LOOPBACK = "127.0.0.1"
 
@@ -13,7 +13,8 @@ class EmbeddedMaster:
     keywords); ``runner``: its task runner started early (tfrun's warm
     task starts, ``warm_runner``), else ``make_runner()`` makes one when
     the master starts (None: the master's own); either is the master's to
-    close once it runs."""
+    close once it runs. ``environ`` is not read:
+    ``$TFMESOS_ADVERTISE_ADDRESS`` is for remote masters."""
 
     def __init__(self, jobs, containers=False, options=None, advertise=None, environ=None,
                  runner=None, make_runner=None):
@@ -21,7 +22,6 @@ class EmbeddedMaster:
         self.containers = containers
         self.options = dict(options or {})
         self._explicit = advertise
-        self._environ = {} if environ is None else environ
         self._runner = runner
         self._make_runner = make_runner
         self.master = None          # the LocalMaster once started
@@ -30,6 +30,10 @@ class EmbeddedMaster:
     def start(self):
         from .sizing import start_local_master  # the master's imports, when it starts
 
+        if self._explicit:
+            # Agents in network namespaces of their own are other hosts to the tasks.
+            checked(self._explicit, elsewhere="the agents are in network namespaces of their "
+                    "own" if self.options.get("network_namespaces") else None)
         options = dict(self.options)
         if self._runner is None and self._make_runner is not None:
             self._runner = self._make_runner()
@@ -45,9 +49,8 @@ class EmbeddedMaster:
         return None if self._explicit else LOOPBACK
 
     def advertised_address(self, master_url):
-        if not self._explicit:
-            return LOOPBACK
-        return advertise_address(self._explicit, master_url, self._environ)
+        """``--advertise-address`` (checked by ``start``), else loopback."""
+        return self._explicit or LOOPBACK
 
     def describe(self):
         return "the embedded master"

@@ -1,7 +1,7 @@
 """A run on a remote Mesos master (``-m HOST:PORT``, a list, ``zk://``)."""
 
 from ..mesos.master_address import parse_master
-from .advertise import advertise_address
+from .advertise import advertise_address, checked, given_address
 
 
 class RemoteMaster:
@@ -17,9 +17,15 @@ class RemoteMaster:
         self._advertised = None
 
     def start(self):
-        if not self.master.lower().startswith("zk://"):
-            # A loopback address for a remote master is refused before any
-            # task launches (zk://: once the leader is known).
+        """Checks the address tasks reach the run at before the master is
+        contacted (``advertise.checked``); through zk:// whether the master
+        is on this host is known once the leader is, when the first task is
+        made."""
+        if self.master.lower().startswith("zk://"):
+            given, source = given_address(self._explicit, self._environ)
+            if given is not None:
+                checked(given, source)
+        else:
             self.advertised_address(parse_master(self.master).urls[0])
         return self.master
 

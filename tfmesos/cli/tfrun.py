@@ -80,9 +80,12 @@ def build_parser():
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
-        "on the agents (default: the one running tfrun)")
-    add("--advertise-address", help="address tasks use to reach tfrun (default: the local "
-        "address towards the master; $TFMESOS_ADVERTISE_ADDRESS)")
+        "on the agents (default: the one running tfrun); its directory comes first on the "
+        "task's PATH, so python and python3 in the command are it too (e.g. a virtual "
+        "environment's bin/python)")
+    add("--advertise-address", help="address of this machine that tasks use to reach tfrun "
+        "(default: the local address towards the master; $TFMESOS_ADVERTISE_ADDRESS), "
+        "checked before anything starts; not loopback when the agents are on other hosts")
     add("--launch-timeout", type=float, default=600.0, metavar="SECONDS",
         help="abort when the cluster is not complete in time (default 600)")
     add("--max-attempts", type=int, default=3, metavar="N",
@@ -108,12 +111,21 @@ def add_ship_options(add):
         help="pack DIR (default: the current directory; in a git work tree what git would "
         "commit) and send it to every task through the Mesos fetcher: the command runs in "
         "it, with tfmesos' task side, and plain tasks run python3 from the agent's PATH "
-        "(--python to change it); agents need no shared filesystem")
+        "(--python to change it); agents need no shared filesystem. Run directories "
+        "(--run-dir, tfmesos-runs/) are never shipped")
     add("--ship-exclude", action="append", default=[], metavar="PATTERN",
         help="leave files matching PATTERN (a glob on the path or any part of it) out of "
         "the bundle (repeatable)")
     add("--ship-max-size", type=float, default=100.0, metavar="MB",
         help="refuse a bundle larger than this (default 100)")
+    add("--ship-follow-links", action="store_true",
+        help="ship what symbolic links leading out of DIR point to (default: such a link is "
+        "refused, naming it; links inside DIR ship as links)")
+    add("--ship-allow-secrets", action="store_true",
+        help="ship files that look like secrets (.env*, .envrc, id_rsa* and other SSH keys, "
+        "*.pem, *.key, *.p12, .ssh/, .aws/, .netrc, .git-credentials, .pypirc, "
+        ".docker/config.json, ...; default: refused, naming them; --ship-exclude leaves them "
+        "out instead)")
     add("--python-env", metavar="ARCHIVE",
         help="a conda-pack or venv-pack archive (a file here, or an http(s):// or hdfs:// "
         "URL) each agent fetches once (Mesos' fetcher cache): its bin/python3 runs the "
@@ -122,13 +134,17 @@ def add_ship_options(add):
 
 def ship_spec(args):
     """The run's ``ShipSpec`` from --ship and --python-env, or None."""
+    for option, given in (("--ship-exclude", args.ship_exclude),
+                          ("--ship-follow-links", args.ship_follow_links),
+                          ("--ship-allow-secrets", args.ship_allow_secrets)):
+        if args.ship is None and given:
+            raise SpecError("%s needs --ship" % option)
     if args.ship is None and args.python_env is None:
         return None
-    if args.ship is None and args.ship_exclude:
-        raise SpecError("--ship-exclude needs --ship")
     from ..ship.bundle import ShipSpec
     return ShipSpec(args.ship, tuple(args.ship_exclude),
-                    int(args.ship_max_size * 1000 * 1000), args.python_env)
+                    int(args.ship_max_size * 1000 * 1000), args.python_env,
+                    follow_links=args.ship_follow_links, allow_secrets=args.ship_allow_secrets)
 
 
 def add_isolation_options(add):

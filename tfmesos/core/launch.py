@@ -174,7 +174,10 @@ class ClusterRun:
             return
         from ..ship.shipping import Shipment
 
-        self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say)
+        # Run directories are never shipped: this run's, and where runs go.
+        runs = (self.record.directory, self._environ.get("TFMESOS_RUNS_DIR"))
+        self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say,
+                                 leave_out=tuple(path for path in runs if path))
         self.record.shipped(self.shipment.record())
 
     @property

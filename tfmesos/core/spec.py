@@ -140,7 +140,8 @@ class RunSpec:
       refuses every connection: the connect timeout when one was given,
       else ``REFUSED_TIMEOUT``);
       ``local_master`` (options of the embedded master).
-    * How: ``image`` (None: plain command tasks run by ``python``),
+    * How: ``image`` (None: plain command tasks run by ``python``, whose
+      directory then comes first on their PATH: ``taskinfo.python_first``),
       ``containerizer`` MESOS (the default, as in the original TFMesos: a
       Docker image under the Mesos containerizer) or DOCKER,
       ``force_pull``, ``volumes`` (``host:container[:ro|rw]``), ``env``,

@@ -124,15 +124,33 @@ def thread_env(cpus):
 
 def task_command(image, python=None, no_site=False):
     """The entry point's command line. Inside an image the image's own
-    ``python3`` runs it; plain tasks use this interpreter (same install).
-    ``no_site``: with ``-S`` (no ``site``: ~35 ms less per task), for a
-    replica task entry, which needs only the standard library and tfmesos,
-    found on its PYTHONPATH (``package_on_path``)."""
+    ``python3`` runs it; plain tasks use ``python`` (``--python``: its
+    directory comes first on the task's PATH, ``python_first``), else this
+    interpreter (same install). ``no_site``: with ``-S`` (no ``site``: ~35
+    ms less per task), for a replica task entry, which needs only the
+    standard library and tfmesos, found on its PYTHONPATH
+    (``package_on_path``)."""
     # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
     if image:
         return "exec python3 -m tfmesos.task"
-    return "exec %s%s -m tfmesos.task" % (shlex.quote(python or sys.executable),
-                                          " -S" if no_site else "")
+    return "%sexec %s%s -m tfmesos.task" % (python_first(python),
+                                            shlex.quote(python or sys.executable),
+                                            " -S" if no_site else "")
+
+
+def python_first(python):
+    """The shell assignment that puts the directory of ``python`` (a path)
+    first on the task's PATH, the rest of its PATH kept: ``python`` and
+    ``python3`` in the command are then ``--python``'s (a virtual
+    environment's bin/ holds both). Nothing for a name looked up on PATH."""
+    directory = os.path.dirname(python or "")
+    if not directory:
+        return ""
+    # A relative one is where the command starts: the sandbox, which the
+    # task entry leaves for the command's working directory.
+    where = shlex.quote(directory) if os.path.isabs(directory) \
+        else '"${MESOS_SANDBOX:-$PWD}"/' + shlex.quote(directory)
+    return 'PATH=%s"${PATH:+:$PATH}" ' % where
 
 
 def package_on_path(pythonpath):
@@ -203,9 +221,10 @@ def warm_task_command(run):
     variables, before a job's own —: the agent compares the interpreter
     variables of each launch's own (``backends.warm_runner.matches``)."""
     # Another interpreter (--python) is the user's to run at each task start:
-    # it may be a wrapper that does more than start Python.
+    # it may be a wrapper that does more than start Python; and the PATH its
+    # command sets (python_first) would not reach a warm interpreter.
     if run.master != config.LOCAL or run.mode != "replica" or run.image \
-            or run.ship is not None or run.python not in (None, sys.executable) \
+            or run.ship is not None or run.python is not None \
             or os.environ.get("TFMESOS_WARM_TASKS", "1") == "0":
         return None
     pythonpath = submitter_pythonpath()
@@ -220,4 +239,4 @@ def warm_task_command(run):
     # finds tfmesos (not only an editable install's finder).
     no_site = package_on_path(pythonpath)
     tasks = sum(job.num for job in run.jobs)
-    return task_command(None, sys.executable, no_site), env, tasks
+    return task_command(None, None, no_site), env, tasks

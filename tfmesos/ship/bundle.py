@@ -2,13 +2,8 @@
 content-addressed ``.tar.gz`` (``pack``), and the task side of tfmesos as a
 zip that goes on the task's ``PYTHONPATH`` (``pack_task_side``).
 
-What is packed from a directory: inside a git work tree, what git would
-commit (``git ls-files --cached --others --exclude-standard``: ``.gitignore``
-honoured); elsewhere everything but ``.git``, ``__pycache__``, ``*.pyc``,
-virtual environments (a directory with ``pyvenv.cfg`` or ``conda-meta``) and
-run directories (``tfmesos-runs``, which tfrun writes while it packs).
-``exclude`` patterns (``fnmatch``, matched against the relative path and
-against each of its components) drop more.
+What is packed from a directory, and what is refused before anything is
+(links out of it, likely secrets), is ``contents.select``'s to decide.
 
 Archives are reproducible: members sorted, owner root, the gzip header
 without a time stamp; so the same files give the same sha256, the name the
@@ -16,27 +11,22 @@ archive is served under.
 """
 
 import dataclasses
-import fnmatch
 import gzip
 import hashlib
 import io
 import os
-import subprocess
 import tarfile
 import zipfile
 from typing import Optional
 
-from ..exceptions import SpecError, TFMesosError
+from ..exceptions import SpecError
 from ..task.bundle_check import sha256_of as file_sha256  # the task checks with the same
+from .contents import ShipError, select, tilde
 
 MAX_SIZE = 100 * 1000 * 1000    # default --ship-max-size (bytes)
 WARN_SIZE = 10 * 1000 * 1000    # a bundle over this is worth a warning
 TOP = "project"                 # the archive's one top directory: the task's working directory
 COMPRESSION = 6                 # gzip level: most of level 9's ratio at twice its speed
-ALWAYS_EXCLUDED = ("tfmesos-runs",)
-SKIPPED_NAMES = (".git", "__pycache__", ".hg", ".svn", ".tox", ".mypy_cache", ".pytest_cache")
-SKIPPED_FILES = ("*.pyc", "*.pyo")
-VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 # What a task imports of tfmesos: the task side and the protocol it speaks.
 TASK_SIDE_PACKAGES = ("task", "protocol")
 TASK_SIDE_INIT = ('"""tfmesos\' task side, shipped to the task by tfrun --ship: '
@@ -47,28 +37,31 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", "
 URL_SCHEMES = ("http://", "https://", "hdfs://")
 
 
-class ShipError(TFMesosError):
-    """The directory cannot be shipped (too big, unreadable, not a directory)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class ShipSpec:
     """What a run ships (``tfrun --ship``, ``cluster(ship=...)``):
     ``directory`` (None: no code, only the task side and ``python_env``),
-    ``exclude`` patterns, ``max_size`` in bytes (None: no limit), and
+    ``exclude`` patterns, ``max_size`` in bytes (None: no limit),
     ``python_env``: a conda-pack/venv-pack archive, a local file or an
-    ``http(s)://`` / ``hdfs://`` URL, whose ``bin/python3`` runs the tasks."""
+    ``http(s)://`` / ``hdfs://`` URL, whose ``bin/python3`` runs the tasks;
+    ``follow_links``: pack what links out of the directory point to (else
+    they are refused), ``allow_secrets``: pack likely secrets (else they are
+    refused); ``contents``."""
 
     directory: Optional[str] = "."
     exclude: tuple = ()
     max_size: Optional[int] = MAX_SIZE
     python_env: Optional[str] = None
+    follow_links: bool = False
+    allow_secrets: bool = False
 
     def __post_init__(self):
         if self.directory is not None:
             if not os.path.isdir(self.directory):
                 raise SpecError("--ship %s: no such directory" % self.directory)
             object.__setattr__(self, "directory", os.path.abspath(self.directory))
+        object.__setattr__(self, "follow_links", bool(self.follow_links))
+        object.__setattr__(self, "allow_secrets", bool(self.allow_secrets))
         if isinstance(self.exclude, str):
             object.__setattr__(self, "exclude", (self.exclude,))
         object.__setattr__(self, "exclude", tuple(self.exclude))
@@ -127,96 +120,22 @@ def human_size(size):
     return "%d bytes" % size
 
 
-def tilde(path):
-    home = os.path.expanduser("~")
-    if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
-        return "~" + path[len(home):]
-    return path
-
-
 # -- what goes in ---------------------------------------------------------------
 
 
-def list_files(directory, exclude=()):
-    """Sorted relative paths (``/``-separated) of the files to ship from
-    ``directory``: git's view inside a work tree, else a walk (module doc)."""
-    directory = os.path.abspath(directory)
-    if not os.path.isdir(directory):
-        raise ShipError("--ship %s: not a directory" % directory)
-    listed = _git_files(directory)
-    if listed is None:
-        listed = _walk(directory)
-    patterns = tuple(exclude) + ALWAYS_EXCLUDED
-    kept = []
-    for path in listed:
-        if _excluded(path, patterns):
-            continue
-        full = os.path.join(directory, path)
-        # git lists deleted files (still in the index) and submodules (directories)
-        if os.path.islink(full) or os.path.isfile(full):
-            kept.append(path)
-    return sorted(set(kept))
+def list_files(directory, exclude=(), **decisions):
+    """Sorted relative paths (``/``-separated) of what is packed from
+    ``directory`` (``contents.select``, with its keyword ``decisions``)."""
+    return [member.path for member in select(directory, exclude, **decisions)]
 
 
-def _git_files(directory):
-    """What git would commit under ``directory``, or None outside a work tree."""
-    try:
-        inside = subprocess.run(["git", "-C", directory, "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, timeout=60)
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
-            return None
-        listed = subprocess.run(["git", "-C", directory, "ls-files", "-z", "--cached",
-                                 "--others", "--exclude-standard"],
-                                capture_output=True, timeout=300, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
-            if name]
-
-
-def _walk(directory):
-    found = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
-                         and not _is_environment(os.path.join(root, d)))
-        relative = os.path.relpath(root, directory)
-        for name in files:
-            if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
-                continue
-            found.append(name if relative == "." else
-                         "/".join(relative.split(os.sep) + [name]))
-        for name in list(dirs):
-            if os.path.islink(os.path.join(root, name)):   # os.walk does not follow them
-                found.append(name if relative == "." else
-                             "/".join(relative.split(os.sep) + [name]))
-    return found
-
-
-def _is_environment(path):
-    return any(os.path.exists(os.path.join(path, marker)) for marker in VENV_MARKERS)
-
-
-def _excluded(path, patterns):
-    parts = path.split("/")
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if fnmatch.fnmatch(path, pattern) or any(fnmatch.fnmatch(part, pattern)
-                                                 for part in parts):
-            return True
-        # a directory pattern with a slash: "data/raw" drops data/raw/...
-        if "/" in pattern and any(fnmatch.fnmatch("/".join(parts[:i]), pattern)
-                                  for i in range(1, len(parts))):
-            return True
-    return False
-
-
-def _sizes(directory, paths):
+def _sizes(members):
     sizes = {}
-    for path in paths:
+    for member in members:
         try:
-            sizes[path] = os.lstat(os.path.join(directory, path)).st_size
+            sizes[member.path] = os.lstat(member.source).st_size
         except OSError as exc:
-            raise ShipError("--ship: cannot read %s: %s" % (path, exc.strerror)) from None
+            raise ShipError("--ship: cannot read %s: %s" % (member.path, exc.strerror)) from None
     return sizes
 
 
@@ -237,12 +156,15 @@ def check_size(sizes, max_size, directory):
 # -- packing --------------------------------------------------------------------
 
 
-def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE):
+def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
+         allow_secrets=False, leave_out=()):
     """Pack ``directory`` into ``out_dir``; the ``Bundle``. Members are
-    ``project/<path>``."""
+    ``project/<path>``; ``leave_out``: directories never packed (the run's
+    own); the rest as ``contents.select``."""
     directory = os.path.abspath(directory)
-    paths = list_files(directory, exclude)
-    sizes = _sizes(directory, paths)
+    members = select(directory, exclude, leave_out=leave_out, follow_links=follow_links,
+                     allow_secrets=allow_secrets)
+    sizes = _sizes(members)
     total = check_size(sizes, max_size, directory)
     partial = os.path.join(out_dir, "bundle.partial")
     digest = hashlib.sha256()
@@ -252,13 +174,13 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE):
                            mtime=0) as zipped:
             with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 tar.addfile(_directory_entry(TOP, os.stat(directory)))
-                for path in paths:
-                    _add(tar, directory, path)
+                for member in members:
+                    _add(tar, member)
     sha = digest.hexdigest()
     name = "tfmesos-bundle-%s.tar.gz" % sha[:16]
     final = os.path.join(out_dir, name)
     os.replace(partial, final)
-    return Bundle(final, name, sha, len(paths), total, directory)
+    return Bundle(final, name, sha, len(members), total, directory)
 
 
 class _HashingWriter(io.RawIOBase):
@@ -287,17 +209,18 @@ def _directory_entry(name, stat):
     return _normalized(info)
 
 
-def _add(tar, directory, path):
-    full = os.path.join(directory, path)
+def _add(tar, member):
+    """``member``: a regular file (its content) or a link (kept as one)."""
     try:
-        info = _normalized(tar.gettarinfo(full, arcname="%s/%s" % (TOP, path)))
+        info = _normalized(tar.gettarinfo(member.source, arcname="%s/%s" % (TOP, member.path)))
         if info.isreg():
-            with open(full, "rb") as handle:
+            with open(member.source, "rb") as handle:
                 tar.addfile(info, handle)
         else:
             tar.addfile(info)
     except OSError as exc:
-        raise ShipError("--ship: cannot read %s: %s" % (path, exc.strerror or exc)) from None
+        raise ShipError("--ship: cannot read %s: %s" % (member.path, exc.strerror or exc)) \
+            from None
 
 
 def pack_task_side(out_dir, package_dir=None):

@@ -39,9 +39,10 @@ ENV_PYTHON = "bin/python3"             # the interpreter of a --python-env archi
 
 class Shipment:
     """The packed files of one run and the server that hands them out.
-    ``say(text)`` tells the user what was shipped."""
+    ``say(text)`` tells the user what was shipped; ``leave_out``:
+    directories never packed (run directories)."""
 
-    def __init__(self, spec, bind_host=None, say=None):
+    def __init__(self, spec, bind_host=None, say=None, leave_out=()):
         self.spec = spec
         say = say or logger.info
         self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
@@ -49,7 +50,9 @@ class Shipment:
         try:
             self.bundle = None
             if spec.directory is not None:
-                self.bundle = pack(spec.directory, self._work, spec.exclude, spec.max_size)
+                self.bundle = pack(spec.directory, self._work, spec.exclude, spec.max_size,
+                                   follow_links=spec.follow_links,
+                                   allow_secrets=spec.allow_secrets, leave_out=leave_out)
                 say(self.bundle.summary())
                 if self.bundle.size > WARN_SIZE:
                     say("warning: the bundle is %s and every task downloads it: keep data out "
@@ -94,18 +97,24 @@ class Shipment:
         """The task entry's command line: the shipped task side first on
         ``PYTHONPATH``, run by ``python`` (a relative path is in the sandbox
         with ``--python-env``), else the environment's ``bin/python3``, else
-        ``python3`` from the agent's (or image's) ``PATH``."""
-        path = ""
-        if self.spec.python_env is not None and not image:
-            # The environment's bin first on PATH: the command's "python" is its own.
-            path = 'PATH=%s/bin"${PATH:+:$PATH}" ' % SANDBOX
-            relative = python if python and not os.path.isabs(python) else ENV_PYTHON
-            interpreter = "%s/%s" % (SANDBOX, shlex.quote(relative)) \
-                if not (python and os.path.isabs(python)) else shlex.quote(python)
-        elif python and not image:
+        ``python3`` from the agent's (or image's) ``PATH``. The directory of
+        the interpreter chosen, then the environment's ``bin/``, come first
+        on ``PATH``: ``python`` and ``python3`` in the command are its."""
+        first = []      # directories put first on PATH, the first first
+        if image:
+            interpreter = "python3"
+        elif self.spec.python_env is not None:
+            chosen = python or ENV_PYTHON
+            interpreter = shlex.quote(chosen) if os.path.isabs(chosen) \
+                else "%s/%s" % (SANDBOX, shlex.quote(chosen))
+            first = [_directory(chosen), "%s/bin" % SANDBOX]
+        elif python:
             interpreter = shlex.quote(python)
+            first = [_directory(python)]
         else:
             interpreter = "python3"
+        first = [d for i, d in enumerate(first) if d and d not in first[:i]]
+        path = 'PATH=%s"${PATH:+:$PATH}" ' % ":".join(first) if first else ""
         # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
         return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m tfmesos.task'
                 % (path, SANDBOX, shlex.quote(self.task_side.name), interpreter))
@@ -123,6 +132,16 @@ class Shipment:
         if self.server is not None:
             self.server.stop()
         shutil.rmtree(self._work, ignore_errors=True)
+
+
+def _directory(python):
+    """The directory of ``python`` as the task's shell names it (a relative
+    one is in the sandbox), or None for a name looked up on PATH."""
+    directory = os.path.dirname(python)
+    if not directory:
+        return None
+    return shlex.quote(directory) if os.path.isabs(directory) \
+        else "%s/%s" % (SANDBOX, shlex.quote(directory))
 
 
 __all__ = ["Shipment", "SANDBOX", "ENV_PYTHON"]

@@ -1,0 +1,66 @@
+"""``--python`` is the task's interpreter: it runs the task entry, and
+``python`` / ``python3`` in the command are its too (its directory comes
+first on the task's PATH; the rest of PATH stays as the task has it)."""
+
+import os
+import subprocess
+import sys
+
+from tfrun_helpers import SMALL, run_tfrun
+
+from tfmesos.core.spec import RunSpec
+from tfmesos.core.taskinfo import task_command, warm_task_command
+
+ENTRY = "-m tfmesos.task"
+
+
+def venv_with_marker(tmp_path):
+    """A virtual environment whose site-packages alone holds ``marker``."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True, timeout=60)
+    with open(os.path.join(purelib.stdout.strip(), "marker.py"), "w") as handle:
+        handle.write("WHERE = 'the venv'\n")
+    return venv
+
+
+def test_the_command_s_python_is_the_python_option_s(tmp_path):
+    venv = venv_with_marker(tmp_path)
+    probe = "import marker, sys; print(marker.WHERE, sys.prefix == %r)" % str(venv)
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--python", str(venv / "bin" / "python"),
+                       "--",
+                       "python3 -c \"%s\" && python -c \"%s\" && echo PATH=$PATH" % (probe, probe),
+                       timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines.count("[worker:0] the venv True") == 2, result.stdout
+    # The rest of PATH is the task's own: the venv's bin/ comes before it.
+    [path] = [line.split("=", 1)[1] for line in lines if line.startswith("[worker:0] PATH=")]
+    assert path == "%s:%s" % (venv / "bin", os.environ["PATH"])
+
+
+def test_the_python_option_s_directory_comes_first_on_path():
+    assert task_command(None, "/opt/py/bin/python3") == (
+        'PATH=/opt/py/bin"${PATH:+:$PATH}" exec /opt/py/bin/python3 ' + ENTRY)
+    assert task_command(None, "/opt/my py/bin/python3", no_site=True) == (
+        "PATH='/opt/my py/bin'\"${PATH:+:$PATH}\" exec '/opt/my py/bin/python3' -S " + ENTRY)
+    # A name looked up on PATH changes nothing; an image has its own python3.
+    assert task_command(None, "python3.11") == "exec python3.11 " + ENTRY
+    assert task_command("tfmesos/tfmesos", "/opt/py/bin/python3") == "exec python3 " + ENTRY
+    # Without --python: this interpreter, PATH as it is.
+    assert task_command(None) == "exec %s %s" % (sys.executable, ENTRY)
+
+
+def test_a_run_with_the_python_option_does_not_start_warm(monkeypatch):
+    # Warm interpreters become tasks without the task's shell: the PATH
+    # the command sets would be lost.
+    monkeypatch.delenv("TFMESOS_WARM_TASKS", raising=False)
+    run = RunSpec(jobs=[{"name": "worker"}], mode="replica", command="true", master="local")
+    assert warm_task_command(run) is not None
+    for python in (sys.executable, "/opt/py/bin/python3"):
+        run = RunSpec(jobs=[{"name": "worker"}], mode="replica", command="true", master="local",
+                      python=python)
+        assert warm_task_command(run) is None, python

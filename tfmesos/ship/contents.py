@@ -1,0 +1,267 @@
+"""What ``--ship`` packs from a directory, decided before anything is packed
+or launched (``select``).
+
+Listed: inside a git work tree, what git would commit (``git ls-files
+--cached --others --exclude-standard``: ``.gitignore`` honoured); elsewhere
+everything but ``.git``, ``__pycache__``, ``*.pyc`` and virtual environments
+(a directory with ``pyvenv.cfg`` or ``conda-meta``). ``exclude`` patterns
+(``fnmatch``, matched against the relative path and against each of its
+components) drop more.
+
+Never packed: run directories — any ``tfmesos-runs``, the directories given
+as ``leave_out`` (the run's own, ``$TFMESOS_RUNS_DIR``) and any directory
+holding a run record (a ``run.json`` of ``record/run_record.py``'s making):
+earlier runs' logs.
+
+Symbolic links: one that stays inside the directory is packed as a link
+(the fetcher extracts it as one). One that leads out of it (absolute, or
+``..`` beyond its top) points at what the agents do not have: refused,
+naming it, unless ``follow_links`` packs what it points to (a file's
+content, a directory's files, listed as a directory outside git is).
+
+Likely secrets (``likely_secrets``) are refused, naming them, unless
+``allow_secrets``.
+"""
+
+import dataclasses
+import fnmatch
+import json
+import os
+import posixpath
+import subprocess
+from typing import Optional
+
+from ..exceptions import TFMesosError
+from .likely_secrets import likely_secret
+
+ALWAYS_EXCLUDED = ("tfmesos-runs",)
+SKIPPED_NAMES = (".git", "__pycache__", ".hg", ".svn", ".tox", ".mypy_cache", ".pytest_cache")
+SKIPPED_FILES = ("*.pyc", "*.pyo")
+VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+RUN_RECORD = "run.json"
+SHOWN = 5               # names an error lists before "and N more"
+
+
+class ShipError(TFMesosError):
+    """The directory cannot be shipped (too big, unreadable, not a directory,
+    a link out of it, likely secrets)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One entry of the bundle: ``path`` in it (relative, ``/``-separated),
+    read from ``source`` here; ``link``: packed as a symbolic link to this,
+    else ``source`` is a regular file. ``followed``: reached through a
+    followed link, where it really is (its whole path)."""
+
+    path: str
+    source: str
+    link: Optional[str] = None
+    followed: Optional[str] = None
+
+
+def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secrets=False):
+    """The ``Member``s to pack from ``directory``, sorted by path; ShipError,
+    one line naming the fix, for links out of it and likely secrets."""
+    directory = os.path.abspath(directory)
+    if not os.path.isdir(directory):
+        raise ShipError("--ship %s: not a directory" % directory)
+    where = "--ship %s" % tilde(directory)
+    listed = _git_files(directory)
+    if listed is None:
+        listed = _walk(directory)
+    listed = sorted(set(listed))
+    patterns = tuple(exclude) + ALWAYS_EXCLUDED
+    runs = _inside(directory, leave_out) + _run_directories(directory, listed)
+    members, leading_out = [], []
+    for path in listed:
+        if _excluded(path, patterns) or any(path.startswith(run + "/") for run in runs):
+            continue
+        full = os.path.join(directory, path)
+        if os.path.islink(full):
+            target = os.readlink(full)
+            if _stays_inside(path, target):
+                members.append(Member(path, full, link=target))
+            elif follow_links:
+                members.extend(_followed(where, path, full, patterns,
+                                         (os.path.realpath(directory),)))
+            else:
+                leading_out.append("%s -> %s" % (path, target))
+        elif os.path.isfile(full):   # git lists deleted files and submodules (directories)
+            members.append(Member(path, full))
+    if leading_out:
+        raise ShipError("%s: links lead out of it, to what the agents do not have: %s; make "
+                        "them relative links inside it, leave them out (--ship-exclude "
+                        "PATTERN), or ship what they point to with --ship-follow-links"
+                        % (where, _names(leading_out)))
+    if not allow_secrets:
+        found = sorted({_secret(member) for member in members} - {None})
+        if found:
+            raise ShipError("%s: likely secrets would go to every task: %s; leave them out "
+                            "with --ship-exclude PATTERN (or .gitignore), or pass "
+                            "--ship-allow-secrets" % (where, _names(found)))
+    return sorted(members, key=lambda member: member.path)
+
+
+def tilde(path):
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
+        return "~" + path[len(home):]
+    return path
+
+
+def _names(names):
+    shown = ", ".join(names[:SHOWN])
+    return shown if len(names) <= SHOWN else "%s and %d more" % (shown, len(names) - SHOWN)
+
+
+def _secret(member):
+    named = likely_secret(member.path)
+    if named is None and member.followed is not None and likely_secret(member.followed):
+        return member.path
+    return named
+
+
+# -- links ---------------------------------------------------------------------------------
+
+
+def _stays_inside(path, target):
+    """Whether the link at ``path`` (relative to a top) to ``target`` leads
+    to a place under that top, read as the extracted bundle reads it."""
+    if not target or posixpath.isabs(target):
+        return False
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    return resolved != ".." and not resolved.startswith("../")
+
+
+def _followed(where, path, full, patterns, following):
+    """The members that stand for the link ``full`` at ``path``: its target's
+    content; ``following``: the real paths of the directories being packed,
+    which a link back into would never end."""
+    real = os.path.realpath(full)
+    target = os.readlink(full)
+    if os.path.isfile(real):
+        return [Member(path, real, followed=_as_path(real))]
+    if not os.path.isdir(real):
+        raise ShipError("%s: %s -> %s leads to nothing to ship: fix the link, or leave it out "
+                        "(--ship-exclude PATTERN)" % (where, path, target))
+    if real in following:
+        raise ShipError("%s: %s -> %s loops back to a directory it is in: leave it out "
+                        "(--ship-exclude PATTERN)" % (where, path, target))
+    members = []
+    for inner in sorted(_walk(real)):
+        inside = "%s/%s" % (path, inner)
+        if _excluded(inside, patterns):
+            continue
+        source = os.path.join(real, inner)
+        if os.path.islink(source):
+            link = os.readlink(source)
+            if _stays_inside(inner, link):
+                members.append(Member(inside, source, link=link, followed=_as_path(source)))
+            else:
+                members.extend(_followed(where, inside, source, patterns, following + (real,)))
+        elif os.path.isfile(source):
+            members.append(Member(inside, source, followed=_as_path(source)))
+    return members
+
+
+def _as_path(real):
+    """An absolute path as ``likely_secrets`` reads paths: ``/``-separated,
+    relative to the root (a file under ~/.ssh is as secret as ~/.ssh)."""
+    return real.replace(os.sep, "/").lstrip("/")
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+
+def _git_files(directory):
+    """What git would commit under ``directory``, or None outside a work tree."""
+    try:
+        inside = subprocess.run(["git", "-C", directory, "rev-parse", "--is-inside-work-tree"],
+                                capture_output=True, text=True, timeout=60)
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        listed = subprocess.run(["git", "-C", directory, "ls-files", "-z", "--cached",
+                                 "--others", "--exclude-standard"],
+                                capture_output=True, timeout=300, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
+            if name]
+
+
+def _walk(directory):
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
+                         and not _is_environment(os.path.join(root, d)))
+        relative = os.path.relpath(root, directory)
+        for name in files:
+            if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
+                continue
+            found.append(name if relative == "." else
+                         "/".join(relative.split(os.sep) + [name]))
+        for name in list(dirs):
+            if os.path.islink(os.path.join(root, name)):   # os.walk does not follow them
+                found.append(name if relative == "." else
+                             "/".join(relative.split(os.sep) + [name]))
+    return found
+
+
+def _is_environment(path):
+    return any(os.path.exists(os.path.join(path, marker)) for marker in VENV_MARKERS)
+
+
+def _excluded(path, patterns):
+    parts = path.split("/")
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if fnmatch.fnmatch(path, pattern) or any(fnmatch.fnmatch(part, pattern)
+                                                 for part in parts):
+            return True
+        # a directory pattern with a slash: "data/raw" drops data/raw/...
+        if "/" in pattern and any(fnmatch.fnmatch("/".join(parts[:i]), pattern)
+                                  for i in range(1, len(parts))):
+            return True
+    return False
+
+
+# -- run directories ---------------------------------------------------------------------
+
+
+def _inside(directory, paths):
+    """Of ``paths`` (absolute, or relative to the working directory), those
+    strictly under ``directory``, relative to it, ``/``-separated."""
+    top = os.path.realpath(directory)
+    found = []
+    for path in paths:
+        if not path:
+            continue
+        relative = os.path.relpath(os.path.realpath(path), top)
+        if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
+            found.append(relative.replace(os.sep, "/"))
+    return found
+
+
+def _run_directories(directory, listed):
+    """The directories among ``listed`` paths that hold a run record."""
+    found = []
+    for path in listed:
+        parent, _, name = path.rpartition("/")
+        if name == RUN_RECORD and parent and _is_run_record(os.path.join(directory, path)):
+            found.append(parent)
+    return found
+
+
+def _is_run_record(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    # record/schema.py: version 2 says schema_version, version 1 "format": 1.
+    return isinstance(data, dict) and "run_id" in data and "tasks" in data \
+        and ("schema_version" in data or "format" in data)
+
+
+__all__ = ["Member", "ShipError", "select", "tilde", "ALWAYS_EXCLUDED"]
