@@ -15,6 +15,7 @@ import time
 
 from ..protocol import wire
 from . import replica_guard
+from .quiet import NoiseFilter, min_log_level, task_gpus
 from .usage import UsageMonitor
 
 KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
@@ -240,9 +241,12 @@ class ReplicaCommand:
         child = self._spawn(self.cmd, capture=True)
         if child is None:
             return STOPPED
-        pumps = [threading.Thread(target=self._pump, args=(stream, name, target), daemon=True)
-                 for stream, name, target in ((child.guard.stdout, "stdout", sys.stdout),
-                                              (child.guard.stderr, "stderr", sys.stderr))]
+        noise = NoiseFilter(min_log_level(self.env), task_gpus(self.env))
+        pumps = [threading.Thread(target=self._pump, args=(stream, name, target, quiet),
+                                  daemon=True)
+                 for stream, name, target, quiet in (
+                     (child.guard.stdout, "stdout", sys.stdout, None),
+                     (child.guard.stderr, "stderr", sys.stderr, noise))]
         for pump in pumps:
             pump.start()
         monitor = _monitor(child.guard.pid)
@@ -252,8 +256,9 @@ class ReplicaCommand:
             pump.join(10)
         return code
 
-    def _pump(self, stream, name, target):
-        """Copy ``stream`` to ``target``, forward it in bounded fragments."""
+    def _pump(self, stream, name, target, noise=None):
+        """Copy ``stream`` to ``target``, less what ``noise`` (a
+        ``quiet.NoiseFilter``) drops, and forward it in bounded fragments."""
         sink, fd = _byte_sink(target), stream.fileno()
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         lines = LineForwarder()
@@ -266,12 +271,20 @@ class ReplicaCommand:
                 data = os.read(fd, READ_SIZE)
                 if not data:
                     break
-                sink(data)
-                if self.forward:
-                    self._send_log(name, lines.feed(decoder.decode(data)))
+                if noise is not None:
+                    data = noise.feed(data)
+                self._pass_on(sink, name, lines, decoder, data)
+        if noise is not None:
+            self._pass_on(sink, name, lines, decoder, noise.close())
         if self.forward:
             self._send_log(name, lines.feed(decoder.decode(b"", True)) + lines.close())
         stream.close()
+
+    def _pass_on(self, sink, name, lines, decoder, data):
+        if data:
+            sink(data)
+            if self.forward:
+                self._send_log(name, lines.feed(decoder.decode(data)))
 
     def _send_log(self, name, fragments):
         for fragment in fragments:
