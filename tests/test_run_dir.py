@@ -125,10 +125,11 @@ def test_run_json_of_a_good_run(runs_dir):
     assert result.returncode == 0, result.stderr
     assert "logs and run record" not in result.stderr   # said only with -v or on failure
     [run_dir] = list(runs_dir.iterdir())
-    assert re.match(r"^tfrun-[0-9a-f]{8}$", run_dir.name)
+    assert re.match(r"^echo-[0-9a-f]{8}$", run_dir.name)   # named after the command
     data = load_run_json(run_dir)
     assert data["outcome"]["status"] == "succeeded" and data["mode"] == "replica"
-    assert data["run_id"] == run_dir.name[len("tfrun-"):] and data["framework_id"]
+    assert data["run_id"] == run_dir.name[len("echo-"):] and data["framework_id"]
+    assert data["name"] == "echo" and data["command"] == cmd
     assert all(data["timings"].values())
     assert [job["name"] for job in data["jobs"]] == ["ps", "worker"]
     for task in data["tasks"]:
