@@ -97,7 +97,7 @@ def add_agent_options(parser):
 
 def build_parser(prog="python -m mesos_local"):
     parser = argparse.ArgumentParser(
-        prog=prog,
+        prog=prog, allow_abbrev=False,   # --heart must not pass for --heartbeat-interval
         description="Run the embedded single-machine Mesos master: it serves the Mesos v1 "
                     "scheduler HTTP API and runs each task as a local process in its own "
                     "sandbox (a task that names an image in a Docker container). Give "

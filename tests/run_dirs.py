@@ -45,7 +45,8 @@ def attempt(task, number=1, restart=0, launched=0.1, running=0.2, registered=0.3
 
 
 def write_run(root, run_id, name="tfrun", status="succeeded", exit_code=0, start=0.0,
-              took=2.0, tasks=None, message=None, restarts=(), **extra):
+              took=2.0, tasks=None, message=None, restarts=(), command="python train.py",
+              mode="replica", **extra):
     """A run directory ``<root>/<name>-<run_id>`` whose tasks are
     ``{name: [Attempt, ...]}`` (default: worker:0 that finished)."""
     tasks = tasks if tasks is not None else {
@@ -59,8 +60,8 @@ def write_run(root, run_id, name="tfrun", status="succeeded", exit_code=0, start
                             if last else "PENDING",
                             exit_code=last.exit_code if last else None, attempts=attempts))
     run = RunFile(
-        run_id=run_id, name=name, mode="replica", master="local", framework_id="fw-0000",
-        command="python train.py",
+        run_id=run_id, name=name, mode=mode, master="local", framework_id="fw-0000",
+        command=command,
         jobs=[Job(name="worker", num=len(tasks), start=0, cpus=1.0, mem=1024.0, gpus=0)],
         tasks=records, outcome=Outcome(status=status, message=message, exit_code=exit_code),
         timings=Timings(submitted=at(start), first_offer=at(start + 0.1),

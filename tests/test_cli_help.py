@@ -91,3 +91,54 @@ def test_tfmesos_docker_bad_options_are_usage_errors(option, error):
     assert result.returncode == 2 and len(lines) == 2, result.stderr
     assert lines[0] == "usage: tfmesos docker [options] -- COMMAND [ARGS...]"
     assert lines[1].startswith("tfmesos docker: error: %s" % error), result.stderr
+
+
+# Each also has an error of its own (-s -1, -e =x): should an abbreviation
+# pass again, it still runs nothing.
+@pytest.mark.parametrize("argv, error", [
+    # argparse would read --worker as --worker-logs: never guess.
+    (TFRUN + ["--worker", "2", "-s", "-1", "--", "true"],
+     "tfrun: error: unrecognized arguments: --worker 2; did you mean --nworker or "
+     "--worker-logs? (tfrun --help explains every option)"),
+    (TFRUN + ["--run", "d", "-s", "-1", "--", "true"], "tfrun: error: unrecognized arguments: "
+     "--run d; did you mean --run-dir?"),
+    (TFMESOS + ["runs", "--lim", "3", "--keep", "1"], "tfmesos runs: error: unrecognized "
+     "arguments: --lim 3; did you mean --limit?"),
+    (TFMESOS + ["logs", "--std", "--runs-dir", "/nonexistent", "abc"], "tfmesos logs: error: "
+     "unrecognized arguments: --std; did you mean --stderr?"),
+    (TFMESOS + ["docker", "--ima", "x", "-e", "=x", "--", "true"], "tfmesos docker: error: "
+     "unrecognized arguments: --ima x; did you mean --image?"),
+])
+def test_abbreviated_options_are_refused_naming_the_option(argv, error):
+    result = run(argv)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[1].startswith(error), result.stderr
+
+
+@pytest.mark.parametrize("argv", [TFMESOS + ["local-master"], [sys.executable, "-m",
+                                                               "mesos_local"]])
+def test_the_embedded_master_takes_no_abbreviations_either(argv):
+    # --host would take it (and refuse the address for want of --credentials).
+    result = run(argv + ["--hos", "10.0.0.1"])
+    assert result.returncode == 2 and "unrecognized arguments: --hos 10.0.0.1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command, name", [
+    (["python", "train.py", "--job_name", "{job_name}"], "train.py"),
+    (["python3", "-u", "-W", "ignore", "examples/keras_multiworker.py"], "keras_multiworker.py"),
+    (["/opt/venv/bin/python3.11", "-m", "trainer.task", "--lr", "1"], "trainer.task"),
+    (["python -u /work/train.py {task_index}"], "train.py"),     # one word: a shell line
+    (["env", "CUDA_VISIBLE_DEVICES=", "python", "train.py"], "train.py"),
+    (["OMP_NUM_THREADS=1 exec python3 -mtrainer.task"], "trainer.task"),
+    (["bash", "run.sh", "1"], "run.sh"),
+    (["sh", "-c", "echo hi"], "sh"),
+    (["python", "-c", "print(1)"], "python"),
+    (["echo {job_name} ok; sleep 1"], "echo"),
+    (["./scripts/train"], "train"),
+    (["it's unbalanced"], "it's"),
+])
+def test_a_run_is_named_after_its_script(command, name):
+    from tfmesos.cli.run_name import default_name
+    assert default_name(command) == name

@@ -45,12 +45,30 @@ def test_runs_lists_the_most_recent_first_with_outcome_and_exit_code(runs_dir, c
     code, out, err = tfmesos(capsys, "runs")
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT"]
+    assert lines[0].split() == ["ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT",
+                                "COMMAND"]
     assert [line.split()[0] for line in lines[1:]] == ["cccc3333", "bbbb2222", "aaaa1111"]
     assert re.match(r"^bbbb2222  train  replica  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  1m35s\s+"
-                    r"failed\s+3$", lines[2]), lines[2]
-    assert lines[3].split()[-4:] == ["2.5", "s", "succeeded", "0"]
-    assert lines[1].split()[-2:] == ["running", "-"]
+                    r"failed\s+3\s+python train.py$", lines[2]), lines[2]
+    assert lines[3].split()[-6:] == ["2.5", "s", "succeeded", "0", "python", "train.py"]
+    assert lines[1].split()[-4:] == ["running", "-", "python", "train.py"]
+
+
+def test_runs_shows_the_command_shortened_to_the_terminal(runs_dir, capsys, monkeypatch):
+    long = "python train.py " + " ".join("--hosts%d {worker_hosts}" % i for i in range(20))
+    write_run(runs_dir, "aaaa1111", name="train.py", command=long)
+    write_run(runs_dir, "bbbb2222", name="echo", command="echo {job_name}", start=1)
+    write_run(runs_dir, "cccc3333", name="tfmesos", command=None, start=2, mode="fine")
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, _ = tfmesos(capsys, "runs")
+    lines = out.splitlines()
+    at = lines[0].index("COMMAND")
+    assert [line.split()[1] for line in lines[1:]] == ["tfmesos", "echo", "train.py"]
+    assert [line[at:] for line in lines[1:3]] == ["-", "echo {job_name}"]
+    assert len(lines[3]) == 120 and lines[3].endswith("...")
+    assert long.startswith(lines[3][at:-3])
+    monkeypatch.setenv("COLUMNS", "1000")
+    assert tfmesos(capsys, "runs")[1].splitlines()[3][at:] == long
 
 
 def test_runs_limit_and_an_empty_directory(runs_dir, capsys):
@@ -134,7 +152,9 @@ def test_a_version_1_run_reads_in_runs_show_and_logs(runs_dir, capsys):
     copy_format_1(runs_dir)
     code, out, _ = tfmesos(capsys, "runs")
     assert code == 0 and out.splitlines()[1].split()[:3] == ["7f369b42", "tfrun", "replica"]
-    assert out.splitlines()[1].split()[-2:] == ["succeeded", "0"]
+    header, line = out.splitlines()[:2]
+    assert line[:header.index("COMMAND")].split()[-2:] == ["succeeded", "0"]
+    assert line[header.index("COMMAND"):].startswith("python")
     code, out, _ = tfmesos(capsys, "show", "7f36")
     assert code == 0 and out.splitlines()[0] == "run 7f369b42  tfrun (replica)  succeeded, " \
                                                 "exit code 0"

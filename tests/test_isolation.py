@@ -352,6 +352,21 @@ def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
     assert sizing.auto_isolation("auto") == "cgroups/cpu,cgroups/mem"
 
 
+def test_cfs_that_cannot_be_done_is_a_usage_error_before_the_run(monkeypatch, tmp_path,
+                                                                  capsys):
+    from tfmesos.backends import sizing
+    from tfmesos.cli import tfrun
+    monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
+        "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("MESOS_MASTER", "")
+    with pytest.raises(SystemExit) as leaving:
+        tfrun.main(["--cgroups-enable-cfs", "-w", "1", "-s", "0", "--", "true"])
+    assert leaving.value.code == 2
+    assert "tfrun: error: --cgroups-enable-cfs: cannot isolate" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_isolation_options_of_the_commands():
     from mesos_local import command_line as cli
     from tfmesos.cli import tfrun

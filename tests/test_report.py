@@ -13,7 +13,7 @@ from run_dirs import at, attempt, copy_format_1, write_run
 from tfrun_helpers import REPO, run_tfrun
 
 from tfmesos.record.history import Run
-from tfmesos.record.report import render
+from tfmesos.record.report import STATE_COLORS, render
 from tfmesos.record.schema import Restart, Sample, Usage
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
@@ -84,6 +84,28 @@ def test_the_charts_have_a_point_per_sample(tmp_path):
     assert len(cpu) == len(memory) == 4
     assert [x for x, _ in cpu] == [x for x, _ in memory] == sorted(x for x, _ in cpu)
     assert max(memory, key=lambda p: -p[1])[0] == memory[2][0]   # the peak is highest
+
+
+def bar_colors(page, name):
+    """The fill of each bar of attempt ``name`` (``ps:0 #1``) once it ran."""
+    return re.findall(r'<rect [^>]*fill="(#[0-9a-f]+)" rx="2"><title>%s running from'
+                      % re.escape(name), page)
+
+
+def end_labels(page):
+    return re.findall(r'<text x="[0-9.]+" y="[0-9]+" font-size="11" fill="#[0-9a-f]+">([^<]*)'
+                      r'</text>', page)
+
+
+def test_a_task_tfrun_stopped_is_shown_stopped_not_finished(tmp_path):
+    tasks = {"ps:0": [attempt("ps:0", end=3.1, state="TASK_KILLED", source="stopped by tfrun")],
+             "worker:0": [attempt("worker:0", end=3.0)]}
+    page = render(Run.load(write_run(tmp_path, "5eed0002", took=3.2, tasks=tasks)))
+    assert bar_colors(page, "ps:0 #1") == [STATE_COLORS["TASK_KILLED"]]
+    assert bar_colors(page, "worker:0 #1") == [STATE_COLORS["TASK_FINISHED"]]
+    labels = end_labels(page)
+    assert "stopped" in labels and "finished (0)" in labels
+    assert not [label for label in labels if label.startswith("killed")]
 
 
 def test_no_samples_no_usage_section(tmp_path):

@@ -25,6 +25,8 @@ from tfrun_helpers import (
 
 from tfmesos.mesos.task_states import TERMINAL_STATES
 from tfmesos.record import schema
+from tfmesos.record.history import Run
+from tfmesos.record.report import STATE_COLORS, render
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 ONE_CPU_EACH = ["-Cw", "1", "-Mw", "64", "-Cs", "1", "-Ms", "64"]
@@ -123,10 +125,11 @@ def test_run_json_of_a_good_run(runs_dir):
     assert result.returncode == 0, result.stderr
     assert "logs and run record" not in result.stderr   # said only with -v or on failure
     [run_dir] = list(runs_dir.iterdir())
-    assert re.match(r"^tfrun-[0-9a-f]{8}$", run_dir.name)
+    assert re.match(r"^echo-[0-9a-f]{8}$", run_dir.name)   # named after the command
     data = load_run_json(run_dir)
     assert data["outcome"]["status"] == "succeeded" and data["mode"] == "replica"
-    assert data["run_id"] == run_dir.name[len("tfrun-"):] and data["framework_id"]
+    assert data["run_id"] == run_dir.name[len("echo-"):] and data["framework_id"]
+    assert data["name"] == "echo" and data["command"] == cmd
     assert all(data["timings"].values())
     assert [job["name"] for job in data["jobs"]] == ["ps", "worker"]
     for task in data["tasks"]:
@@ -138,7 +141,15 @@ def test_run_json_of_a_good_run(runs_dir):
         assert [s["state"] for s in attempt["states"]][:2] == ["TASK_STARTING", "TASK_RUNNING"]
     workers = [task for task in data["tasks"] if task["job"] == "worker"]
     assert [(task["state"], task["exit_code"]) for task in workers] == [("TASK_FINISHED", 0)] * 2
+    # The ps never ends by itself: tfrun stopped it once the workers were done.
+    [ps] = [task for task in data["tasks"] if task["job"] == "ps"]
+    assert (ps["state"], ps["attempts"][0]["states"][-1]["source"]) == ("TASK_KILLED",
+                                                                        "stopped by tfrun")
     assert_every_attempt_ended(data, 0)
+    page = render(Run.load(str(run_dir)))
+    assert "finished (0)" in page and re.findall(
+        r'fill="(#[0-9a-f]+)" rx="2"><title>ps:0 #1 running from', page) == [
+            STATE_COLORS["TASK_KILLED"]]
     assert (run_dir / "ps.0.stdout").read_text() == "ps:0 out\n"     # not shown, kept
     assert (run_dir / "worker.1.stderr").read_text() == "worker err\n"
     assert "[ps:0]" not in result.stdout and "[worker:1] worker:1 out" in result.stdout
@@ -192,6 +203,8 @@ def test_an_interrupted_run_ends_every_attempt_and_records_130(tmp_path, signum)
     data = load_run_json(run_dir)
     assert data["outcome"]["status"] == "interrupted"
     assert_every_attempt_ended(data, 130)
+    # Stopped by tfrun (told so by their exit frames), or killed by Mesos: not finished.
+    assert {task["state"] for task in data["tasks"]} == {"TASK_KILLED"}, data["tasks"]
     assert_no_task_processes()
 
 

@@ -174,3 +174,127 @@ def test_a_terminal_state_is_the_attempt_s_last(tmp_path):
     assert [s["state"] for s in worker_1["attempts"][0]["states"]] == ["TASK_RUNNING",
                                                                       "TASK_FAILED"]
     assert (worker_1["state"], worker_1["exit_code"]) == ("TASK_FAILED", 1)
+
+
+# -- tasks tfrun stopped end as stopped, and Mesos' own word is waited for ------------
+
+def last_states(data):
+    return {task["name"]: (task["attempts"][-1]["states"][-1]["state"],
+                           task["attempts"][-1]["states"][-1]["source"]) for task in data["tasks"]}
+
+
+def test_a_ps_stopped_after_the_workers_finished_ends_killed_by_tfrun(tmp_path):
+    record = make_record(tmp_path)
+    for name in ("worker:0", "worker:1"):
+        record.exited("t-%s" % name, 0, stopped=False)
+        update(record, name, "TASK_FINISHED", "Command exited with status 0")
+    record.outcome("succeeded")
+    for name in ("ps:0", "worker:0", "worker:1"):   # the stop of the run
+        record.stopping("t-%s" % name)
+    record.exited("t-ps:0", 0, stopped=True)
+    update(record, "ps:0", "TASK_FINISHED", "Command exited with status 0")
+    record.finish()
+    data = saved(record)
+    assert last_states(data) == {"ps:0": ("TASK_KILLED", "stopped by tfrun"),
+                                 "worker:0": ("TASK_FINISHED", "SOURCE_EXECUTOR"),
+                                 "worker:1": ("TASK_FINISHED", "SOURCE_EXECUTOR")}
+    [ps] = attempts(data, "ps:0")
+    assert ps["states"][-1]["message"] == "stopped by tfrun; Mesos reported TASK_FINISHED: " \
+                                          "Command exited with status 0"
+    assert data["outcome"]["status"] == "succeeded" and data["outcome"]["exit_code"] == 0
+    assert ps["hint"] is None
+
+
+def test_a_task_stopped_without_saying_so_is_killed_and_a_finished_one_is_finished(tmp_path):
+    """An exit frame without ``stopped`` (a task side before it) after the
+    stop: stopped; one that says it ended by itself keeps its end."""
+    record = make_record(tmp_path)
+    for name in ("ps:0", "worker:0", "worker:1"):   # Ctrl-C
+        record.stopping("t-%s" % name)
+    record.exited("t-worker:0", 0)
+    record.exited("t-worker:1", 0, stopped=False)
+    record.ended(KeyboardInterrupt(), Phase.RUNNING)
+    record.finish()
+    assert last_states(saved(record)) == {"ps:0": ("TASK_KILLED", "stopped by tfrun"),
+                                          "worker:0": ("TASK_KILLED", "stopped by tfrun"),
+                                          "worker:1": ("TASK_FINISHED", "exit frame")}
+
+
+def test_mesos_own_kill_stays_and_an_update_before_the_exit_frame_is_corrected(tmp_path):
+    record = make_record(tmp_path)
+    for name in ("ps:0", "worker:0", "worker:1"):
+        record.stopping("t-%s" % name)
+    update(record, "ps:0", "TASK_KILLED", "Command terminated with signal Terminated")
+    update(record, "worker:0", "TASK_FINISHED", "Command exited with status 0")
+    record.exited("t-worker:0", 0, stopped=True)    # its exit frame came after Mesos' update
+    record.exited("t-worker:1", 0, stopped=True)
+    update(record, "worker:1", "TASK_FAILED", "Memory limit exceeded")  # failed all the same
+    record.finish()
+    assert last_states(saved(record)) == {"ps:0": ("TASK_KILLED", "SOURCE_EXECUTOR"),
+                                          "worker:0": ("TASK_KILLED", "stopped by tfrun"),
+                                          "worker:1": ("TASK_FAILED", "SOURCE_EXECUTOR")}
+
+
+def test_fine_grained_servers_stopped_by_cluster_end_killed(tmp_path):
+    record = make_record(tmp_path, mode="fine")
+    record.stopping("t-worker:0")
+    update(record, "worker:0", "TASK_FINISHED", "Command exited with status 0")
+    record.finish()
+    assert last_states(saved(record))["worker:0"] == ("TASK_KILLED", "stopped by cluster()")
+
+
+class ClockQueue:
+    """A queue of ``(at, event)`` on a fake clock: ``get`` moves the clock to
+    the next event's time, or by its whole timeout when none comes in it."""
+
+    def __init__(self, items):
+        self.now, self.items, self.waited = 0.0, list(items), []
+
+    def clock(self):
+        return self.now
+
+    def get_nowait(self):
+        if self.items and self.items[0][0] <= self.now:
+            return self.items.pop(0)[1]
+        raise queue.Empty
+
+    def get(self, timeout):
+        self.waited.append(timeout)
+        if self.items and self.items[0][0] <= self.now + timeout:
+            at, event = self.items.pop(0)
+            self.now = max(self.now, at)
+            return event
+        self.now += timeout
+        raise queue.Empty
+
+
+def finished(name):
+    return StatusUpdate(Dict(task_id={"value": "t-%s" % name}, state="TASK_FINISHED",
+                             message="", source="SOURCE_EXECUTOR"))
+
+
+def test_the_wait_for_mesos_ends_as_soon_as_every_update_came(tmp_path):
+    from tfmesos.core.last_updates import wait_for_mesos_ends
+    record = make_record(tmp_path)
+    record.exited("t-worker:1", 0, stopped=False)
+    update(record, "worker:1", "TASK_FINISHED")
+    events = ClockQueue([(0.0, TaskExited("t-worker:0", 0, stopped=False)),   # queued
+                         (0.2, TaskOutput("t-worker:0", "stdout", "bye\n")),
+                         (0.4, finished("worker:0")), (0.5, finished("ps:0"))])
+    wait_for_mesos_ends(record, events, 2.0, clock=events.clock)
+    assert events.now == 0.4 and len(events.items) == 1     # ps:0 sent no exit frame
+    assert last_states(record.snapshot())["worker:0"] == ("TASK_FINISHED", "SOURCE_EXECUTOR")
+    assert (tmp_path / "worker.0.stdout").read_text() == "bye\n"
+
+
+def test_the_wait_for_mesos_never_exceeds_its_bound(tmp_path):
+    from tfmesos.core.last_updates import wait_for_mesos_ends
+    record = make_record(tmp_path)
+    record.exited("t-worker:0", 137)
+    events = ClockQueue([(0.5, TaskOutput("t-worker:0", "stderr", "x\n")),
+                         (9.0, finished("worker:0"))])
+    wait_for_mesos_ends(record, events, 2.0, clock=events.clock)
+    assert events.now == 2.0 and max(events.waited) <= 2.0
+    nothing = ClockQueue([(0.1, finished("worker:0"))])
+    wait_for_mesos_ends(make_record(tmp_path / "other"), nothing, 2.0, clock=nothing.clock)
+    assert nothing.waited == []     # no exit frame without Mesos' end: no wait at all

@@ -1,9 +1,11 @@
 """TensorFlow is quiet in tasks by default: TF_CPP_MIN_LOG_LEVEL=2, no CUDA
-probing in tasks without GPUs (no cuInit error), and in fine-grained tasks
-the lines TensorFlow logs before it reads its level are held to it too."""
+probing in tasks without GPUs (no cuInit error), and the lines TensorFlow
+logs before it reads its level are held to it too: in fine-grained tasks
+while TensorFlow starts, in replica tasks in the command's stderr."""
 
 import glob
 import os
+import re
 import subprocess
 import sys
 import time
@@ -124,3 +126,94 @@ def wait_for_servers(work, count, timeout=90):
             return up
         assert time.monotonic() < deadline, "TensorFlow servers up: %s" % up
         time.sleep(0.5)
+
+
+# -- replica mode: the command's stderr, filtered as it streams ------------------------
+
+def stream_through_filter(chunks, level=2, gpus=None):
+    from tfmesos.task.quiet import NoiseFilter
+    noise = NoiseFilter(level, gpus=gpus)
+    return b"".join([noise.feed(chunk) for chunk in chunks] + [noise.close()])
+
+
+USER = [b"Traceback (most recent call last):\n",
+        b"I0515 12:34:56.789012 140234 train.py:45] the user's absl logging\n",
+        b"Epoch 1/10\n", b"WARNING: my own warning\n", b"Infinity\n"]
+CUINIT = b"E0000 00:00:1795714032.403062   13654 cuda_platform.cc:52] failed call to cuInit: " \
+    b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
+
+
+def test_the_command_s_noise_is_dropped_wherever_the_chunks_split_its_lines():
+    text = b"".join(PRE_INIT[:1] + USER[:2] + PRE_INIT[1:] + [WARNING] + USER[2:] + [ERROR])
+    wanted = b"".join(USER[:2] + USER[2:] + [ERROR])
+    for size in (1, 3, 7, 64, len(text)):
+        chunks = [text[i:i + size] for i in range(0, len(text), size)]
+        assert stream_through_filter(chunks) == wanted, size
+    # Everything passes at level 0 (tfrun -v), what is below 1 at level 1.
+    assert stream_through_filter([text], level=0) == text
+    assert stream_through_filter([text], level=1) == b"".join(
+        PRE_INIT[:1] + USER[:2] + [WARNING] + USER[2:] + [ERROR])
+
+
+def test_an_unfinished_line_passes_unless_it_may_be_noise_and_close_ends_it():
+    from tfmesos.task.quiet import NoiseFilter
+    noise = NoiseFilter(2)
+    assert noise.feed(b"progress 10%") == b"progress 10%"     # not the start of noise
+    assert noise.feed(b"\rprogress 20%\n") == b"\rprogress 20%\n"
+    assert noise.feed(b"I0000 00:00:17") == b""                 # may be a log line: held
+    assert noise.feed(b"95.1 7 train.py:3] mine\n") == b"I0000 00:00:1795.1 7 train.py:3] mine\n"
+    assert noise.feed(b"I0000 00:00:1.5 7 port.cc:1] one") == b""
+    assert noise.close() == b""
+    noise = NoiseFilter(2)
+    assert noise.feed(b"WARN") == b"" and noise.close() == b"WARN"
+
+
+def test_a_cuinit_failure_is_noise_only_in_a_task_without_gpus():
+    assert stream_through_filter([CUINIT], gpus=0) == b""
+    assert stream_through_filter([CUINIT], gpus=1) == CUINIT
+    assert stream_through_filter([CUINIT], level=0, gpus=0) == CUINIT
+
+
+NOISY = "printf '%s' >&2; echo mine >&2; echo out" % "".join(
+    line.decode().replace("%", "%%") for line in PRE_INIT + [CUINIT])
+
+
+def test_replica_tasks_drop_tensorflow_s_start_up_noise_unless_verbose(tmp_path):
+    from tfrun_helpers import SMALL, run_tfrun
+    quiet = run_tfrun("-w", "1", "-s", "0", *SMALL, "--run-dir", str(tmp_path / "q"), "--",
+                      NOISY)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "[worker:0] mine\n" in quiet.stderr and "[worker:0] out\n" in quiet.stdout
+    for needle in ("InitializeLog", "oneDNN", "cuda drivers", "cuInit"):
+        assert needle not in quiet.stderr
+        assert needle not in (tmp_path / "q" / "worker.0.stderr").read_text()
+    verbose = run_tfrun("-v", "-w", "1", "-s", "0", *SMALL, "--run-dir", str(tmp_path / "v"),
+                        "--", NOISY)
+    assert verbose.returncode == 0, verbose.stderr
+    for needle in ("InitializeLog", "oneDNN", "cuda drivers", "cuInit"):
+        assert needle in verbose.stderr
+
+
+KERAS_NOISE = ("InitializeLog", "oneDNN", "cudart_stub", "Could not find cuda drivers",
+               "cuInit", "cpu_feature_guard")
+
+
+@pytest.mark.tensorflow
+def test_the_keras_example_is_quiet_unless_verbose():
+    from tfrun_helpers import run_tfrun
+    from training_helpers import RESOURCES
+    args = ("-w", "2", "-s", "0", *RESOURCES, "--", sys.executable,
+            "examples/keras_multiworker.py", "--epochs", "1")
+    quiet = run_tfrun(*args, timeout=240)
+    assert quiet.returncode == 0, quiet.stderr[-4000:]
+    assert "[worker:0] final accuracy" in quiet.stdout
+    found = [line for line in quiet.stderr.splitlines()
+             if any(needle in line for needle in KERAS_NOISE)]
+    assert not found, found
+    verbose = run_tfrun("-v", *args, timeout=240)
+    assert verbose.returncode == 0, verbose.stderr[-4000:]
+    for index in (0, 1):
+        assert "[worker:%d] WARNING: All log messages before absl::InitializeLog()" % index \
+            in verbose.stderr
+        assert re.search(r"^\[worker:%d\] I\d{4} .* port\.cc:\d+\] oneDNN custom operations"
+                         % index, verbose.stderr, re.M), verbose.stderr[-4000:]

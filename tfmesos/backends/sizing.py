@@ -5,6 +5,7 @@ its tasks (as the original TFMesos ran them on the user's machine), and
 isolation as on a Mesos cluster where this machine allows it (``cgroups.py``:
 root with writable memory and cpu hierarchies), said once when it does not."""
 
+import functools
 import logging
 import os
 import random
@@ -80,16 +81,24 @@ def auto_isolation(isolation, enable_cfs=False):
     return None
 
 
-def local_agent(jobs):
-    """The embedded master's one agent, sized so the whole cluster fits.
+@functools.lru_cache(maxsize=1)
+def _machine():
+    """(cpus, mem, GPU ids) of this machine for the embedded master; asked
+    once (nvidia-smi), by tfrun's check of its options and by the agent."""
+    cpus, mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
+    return cpus, mem, gpu_ids
 
-    The agent offers at least what the cluster asks for, even beyond the
-    machine (with a note): isolation holds each task to its own cpus and
-    mem, not the agent to the machine's. What can never work — a task
-    larger than the machine's memory, more GPUs than it has — is an error
-    now rather than a launch timeout later."""
-    machine_cpus, machine_mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
+
+def check_fits(jobs):
+    """SpecError for what the embedded master can never run on this
+    machine: a task with more cpus or memory than the machine has, more
+    GPUs in all than it has (an error at once, not a launch timeout)."""
+    machine_cpus, machine_mem, gpu_ids = _machine()
     for job in jobs:
+        if job.cpus > machine_cpus:
+            raise SpecError("%s tasks ask for cpus=%g but this machine has %g cpus for the "
+                            "embedded master: ask for at most %g, or run on a Mesos cluster "
+                            "(-m)" % (job.name, job.cpus, machine_cpus, machine_cpus))
         if job.mem > machine_mem:
             raise SpecError("%s tasks ask for mem=%.0f MB but this machine has %.0f MB for the "
                             "embedded master: ask for less, or run on a Mesos cluster (-m)"
@@ -98,6 +107,26 @@ def local_agent(jobs):
     if need_gpus > len(gpu_ids):
         raise SpecError("the cluster asks for %d GPUs but this machine has %d (nvidia-smi -L): "
                         "ask for fewer, or run on a Mesos cluster (-m)" % (need_gpus, len(gpu_ids)))
+
+
+def check_local(jobs, options):
+    """SpecError for what the embedded master of a run of ``jobs`` with
+    ``options`` (``LocalMaster``'s) cannot do here: ``check_fits``, and
+    ``cgroups_enable_cfs`` where cgroups isolation is not possible."""
+    check_fits(jobs)
+    if options.get("cgroups_enable_cfs"):
+        auto_isolation(options.get("isolation", AUTO), enable_cfs=True)
+
+
+def local_agent(jobs):
+    """The embedded master's one agent, sized so the whole cluster fits.
+
+    The agent offers at least what the cluster asks for, even beyond the
+    machine (with a note): isolation holds each task to its own cpus and
+    mem, not the agent to the machine's. What can never work
+    (``check_fits``) is an error now rather than a launch timeout later."""
+    check_fits(jobs)
+    machine_cpus, machine_mem, gpu_ids = _machine()
     cpus = max(machine_cpus, sum(job.cpus * job.num for job in jobs))
     mem = max(machine_mem, sum(job.mem * job.num for job in jobs))
     if (cpus, mem) != (machine_cpus, machine_mem):

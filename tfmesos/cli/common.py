@@ -1,6 +1,7 @@
 """What every tfmesos command does at its boundary."""
 
 import argparse
+import difflib
 import logging
 import os
 import shlex
@@ -19,9 +20,15 @@ class _NotUnderstood(Exception):
 class CommandParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are two lines (the short usage
     and the error, with where to read more) and exit 2; ``usage`` is given
-    by hand so that it shows ``-- COMMAND``."""
+    by hand so that it shows ``-- COMMAND``. No abbreviations: argparse
+    would read ``tfrun --worker 2`` as ``--worker-logs 2``; an unknown
+    option is named with the ones it may have meant."""
 
     _probing = False   # command_start is trying prefixes: errors are answers
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         if self._probing:
@@ -44,8 +51,23 @@ class CommandParser(argparse.ArgumentParser):
                     words += ["--", *rest]
                 self.error("%s is not an option: put the command after '--': %s %s"
                            % (shlex.quote(argv[start]), self.prog, shlex.join(words)))
-            self.error("unrecognized arguments: %s" % shlex.join(unknown))
+            self.error("unrecognized arguments: %s%s" % (shlex.join(unknown),
+                                                          self._meant(unknown)))
         return args
+
+    def _meant(self, unknown):
+        """``; did you mean --a or --b?`` for the first unknown option: ours
+        it abbreviates or resembles; "" when none."""
+        word = next((w.split("=", 1)[0] for w in unknown if w.startswith("--")), None)
+        if word is None:
+            return ""
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        meant = {o for o in options if o.startswith(word)}
+        meant.update(difflib.get_close_matches(word, options, n=3, cutoff=0.75))
+        if not meant:
+            return ""
+        *rest, last = sorted(meant)
+        return "; did you mean %s?" % (" or ".join([", ".join(rest), last]) if rest else last)
 
     def command_start(self, argv):
         """The index of the first word of ``argv`` that is neither one of

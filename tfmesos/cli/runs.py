@@ -57,6 +57,31 @@ def _code(value):
     return "-" if value is None else str(value)
 
 
+DEFAULT_WIDTH = 100    # where the width is not known (a pipe, no $COLUMNS)
+MIN_LAST = 20          # the last column keeps at least this much of its text
+
+
+def terminal_width(environ, out):
+    """$COLUMNS, else the width of the terminal ``out`` is, else DEFAULT_WIDTH."""
+    try:
+        return int(environ.get("COLUMNS", ""))
+    except ValueError:
+        pass
+    try:
+        return os.get_terminal_size(out.fileno()).columns if out.isatty() else DEFAULT_WIDTH
+    except (AttributeError, ValueError, OSError):
+        return DEFAULT_WIDTH
+
+
+def fit_last_column(rows, width):
+    """``rows`` whose last cells are shortened (``...``) so that each line
+    of ``table`` fits ``width`` (the last column keeps MIN_LAST characters)."""
+    before = sum(max(len(str(row[i])) for row in rows) + 2 for i in range(len(rows[0]) - 1))
+    room = max(MIN_LAST, width - before)
+    return [row[:-1] + (row[-1] if len(row[-1]) <= room else row[-1][:room - 3] + "...",)
+            for row in rows]
+
+
 # -- tfmesos runs -----------------------------------------------------------------
 
 def runs_main(argv, environ=None, out=None):
@@ -89,11 +114,12 @@ def runs_main(argv, environ=None, out=None):
         out.write("no runs in %s\n" % root)
         return 0
     shown = runs if args.all else runs[:max(0, args.limit)]
-    rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT")]
+    rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for run in shown:
         rows.append((run.run_id, run.name, run.mode, local_time(run.started),
-                     duration_text(run.duration()), run.status, _code(run.exit_code)))
-    table(rows, out)
+                     duration_text(run.duration()), run.status, _code(run.exit_code),
+                     run.file.command or "-"))
+    table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):
         out.write("(%d older runs in %s: --all shows them)\n" % (len(runs) - len(shown), root))
     return 0

@@ -20,6 +20,7 @@ from ..core.taskinfo import warm_task_command
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..record.usage_table import usage_lines
 from .common import CommandParser, ignore_signals, interrupt_on_signals, leave, setup_logging
+from .run_name import default_name
 from .tensorboard import announce_when_up, tensorboard_job, url_of
 
 EPILOG = """\
@@ -53,7 +54,8 @@ def build_parser():
         help="add or override a job, e.g. --job worker:4:2:4096:1 (repeatable)")
     add("-m", "--master", help="Mesos master: host:port, zk://host:port/mesos or 'local' "
         "(default: $MESOS_MASTER, else the embedded local master)")
-    add("-n", "--name", default="tfrun", help="framework name (default tfrun)")
+    add("-n", "--name", help="the run's name: the Mesos framework's and its run directory's "
+        "(default: the command's script, e.g. train.py for python train.py)")
     add("-C", "--containerizer_type", "--containerizer", dest="containerizer",
         type=str.upper, choices=["MESOS", "DOCKER"],
         default="MESOS", help="containerizer for image tasks: MESOS (default; a Docker "
@@ -199,7 +201,7 @@ def add_output_options(add):
     add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
         "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
     add("-q", "--quiet", action="store_true",
-        help="no status line while the cluster forms")
+        help="no status line while the cluster forms, no sizing advice at the end")
     add("-v", "--verbose", action="store_true",
         help="say what the scheduler does, and where the run directory is")
 
@@ -367,7 +369,7 @@ def read_options(args, command):
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
     return RunSpec(
-        name=args.name, role=args.role,
+        name=args.name or default_name([command]), role=args.role,
         image=image, containerizer=args.containerizer, force_pull=args.force_pull,
         volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
         max_attempts=args.max_attempts, python=args.python, user=args.user,
@@ -404,16 +406,17 @@ def say(text):
     print("tfrun: %s" % text, file=sys.stderr, flush=True)
 
 
-def print_usage(run):
-    """The end-of-run table: what each task asked for and used, and hints."""
-    lines = usage_lines(run.record.run_file())
+def print_usage(run, advice=True):
+    """The end-of-run table: what each task asked for and used, and (with
+    ``advice``) sizing hints."""
+    lines = usage_lines(run.record.run_file(), advice=advice)
     if lines:
         print("\n".join(lines), file=sys.stderr, flush=True)
 
 
-def execute(run, show, progress):
+def execute(run, show, progress, advice=True):
     """Run to the end and return the exit code; names the run directory
-    when the run did not succeed."""
+    when the run did not succeed; ``advice``: sizing hints at the end."""
     succeeded = False
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
     with interrupt_on_signals():
@@ -449,7 +452,7 @@ def execute(run, show, progress):
                 run.stop()
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
-            print_usage(run)
+            print_usage(run, advice)
 
 
 def main(argv=None):
@@ -465,6 +468,9 @@ def main(argv=None):
     try:
         spec = read_options(args, command)
         show = shown_logs(spec)
+        if spec.master == config.LOCAL:   # what it cannot do is a usage error, as -M's
+            from ..backends.sizing import check_local
+            check_local(spec.jobs, spec.local_master_options)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
     if args.no_verify:
@@ -496,7 +502,7 @@ def main(argv=None):
     if args.verbose:
         print("tfrun: logs and run record: %s" % run.record.directory, file=sys.stderr,
               flush=True)
-    return execute(run, show, progress)
+    return execute(run, show, progress, advice=not args.quiet)
 
 
 def run():

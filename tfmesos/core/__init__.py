@@ -6,8 +6,9 @@ and the lifecycle that ties it together (``launch.ClusterRun``).
   (checked once when built), settings (argument > environment > default),
   volume strings, the restart policy;
 * ``launch``: ``ClusterRun``, the composition root and lifecycle (start,
-  wait, publish roles, stop); ``fine_grained``: ``cluster()``, ``Cluster``
-  and its watcher thread;
+  wait, publish roles, stop); ``last_updates``: what the stop records (the
+  queued events, Mesos' last updates waited for); ``fine_grained``:
+  ``cluster()``, ``Cluster`` and its watcher thread;
 * ``state``, ``phase``, ``slots``: the run's one state (phase, slots, tasks
   away, outcome), its phases and the moves between them, ``TaskSlot`` and
   ``SlotTable``;

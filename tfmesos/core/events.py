@@ -7,7 +7,7 @@ lost connection) and by the scheduler (what the Mesos driver reported).
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +32,14 @@ class TaskOutput:
 class TaskExited:
     """A replica task's command ended with ``code`` (its exit frame came
     ``at``, a time.time()); ``usage``: what it used, as the task measured it
-    (``tfmesos.task.usage``), or None."""
+    (``tfmesos.task.usage``), or None; ``stopped``: whether the run's stop
+    cut it short (None: the frame does not say)."""
 
     task_id: str
     code: int
     usage: Any = None
     at: float = dataclasses.field(default_factory=time.time, compare=False)
+    stopped: Optional[bool] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,6 @@ from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
 from ..record import schema
 from ..record.run_record import RunRecord, default_run_dir
-from ..record.usage_table import clean_usage
 from . import config
 from .clusterspec import (
     KERAS_JOB,
@@ -36,7 +35,7 @@ from .clusterspec import (
     task_environment,
 )
 from .control import Control, RunControl
-from .events import StatusUpdate, TaskExited, TaskOutput
+from .last_updates import record_event, wait_for_mesos_ends
 from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
@@ -326,12 +325,14 @@ class ClusterRun:
         parts.scheduler.revive(parts.driver)
 
     def send_stop(self, task_id):
+        self.record.stopping(task_id)
         self._started().rendezvous.send(task_id, {"type": "stop"})
 
     def forget_task(self, task_id):
         self._started().rendezvous.forget(task_id)
 
     def kill(self, task_id, agent_id):
+        self.record.stopping(task_id)
         try:
             self._started().driver.killTask({"value": task_id},
                                             agent_id and {"value": agent_id})
@@ -365,9 +366,11 @@ class ClusterRun:
             if rendezvous is not None:
                 for slot in self.slots:
                     if slot.task_id:
+                        self.record.stopping(slot.task_id)
                         rendezvous.send(slot.task_id, {"type": "stop"})
                 rendezvous.close(linger=STOP_LINGER)
             if driver is not None:
+                wait_for_mesos_ends(self.record, self.events)
                 try:
                     driver.stop()
                 except MesosError as exc:
@@ -426,9 +429,4 @@ def record_leftovers(record, events):
             event = events.get_nowait()
         except queue.Empty:
             return
-        if isinstance(event, TaskOutput):
-            record.output(event.task_id, event.stream, event.text)
-        elif isinstance(event, TaskExited):
-            record.exited(event.task_id, event.code, event.at, clean_usage(event.usage))
-        elif isinstance(event, StatusUpdate):
-            record.status(event.status)
+        record_event(record, event)

@@ -129,7 +129,7 @@ class RunEvents:
 
     def _on_task_exited(self, event):
         usage = clean_usage(event.usage)
-        self.record.exited(event.task_id, event.code, event.at, usage)
+        self.record.exited(event.task_id, event.code, event.at, usage, event.stopped)
         slot = self._slots.current(event.task_id)
         if slot is not None:
             self._on_exit(slot, event.code, usage=usage)

@@ -17,7 +17,9 @@ task measured it (an object: ``wall_s``, ``cpu_s``, ``user_s``,
 ``sample_interval_s``, ``samples`` [{``t``, ``cpu_s``, ``rss_mb``,
 ``gpu_mb``}] and, in a memory-limited cgroup, ``cgroup`` {``limit_mb``,
 ``peak_mb``, ``oom_kills``}; ``tfmesos.task.usage``); it reaches the run
-as ``TaskExited.usage`` (anything but an object: None).
+as ``TaskExited.usage`` (anything but an object: None). Its ``"stopped":
+true`` says the scheduler's stop cut the command short (``false``: it had
+ended by itself; absent from older task sides): ``TaskExited.stopped``.
 
 A registered connection from which nothing at all came for
 ``stall_timeout`` is stalled (a network partition leaves TCP silent, not
@@ -295,9 +297,10 @@ class Rendezvous:
                     self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
                                                 str(message.get("data", ""))))
                 elif kind == "exit" and isinstance(message.get("code"), int):
-                    usage = message.get("usage")
-                    self._events.put(TaskExited(task_id, message["code"],
-                                                usage if isinstance(usage, dict) else None))
+                    usage, stopped = message.get("usage"), message.get("stopped")
+                    self._events.put(TaskExited(
+                        task_id, message["code"], usage if isinstance(usage, dict) else None,
+                        stopped=stopped if isinstance(stopped, bool) else None))
         except (wire.WireError, OSError) as exc:
             if not isinstance(exc, wire.ConnectionClosed) and not self._closed.is_set():
                 logger.warning("dropped the rendezvous connection of %s: %s", task_id, exc)

@@ -171,6 +171,8 @@ def timeline_svg(run, clock):
             code = attempt.exit_code
             text = "%s%s" % (state.replace("TASK_", "").lower(),
                              "" if code is None else " (%s)" % code)
+            if state == "TASK_KILLED" and (last.source or "").startswith("stopped by"):
+                text = "stopped"     # the run stopped it (its task then exits 0)
             if code not in (None, 0):
                 color = STATE_COLORS["TASK_FAILED"]   # its command failed, whatever ended it
             parts.append('<text x="%.1f" y="%d" font-size="11" fill="%s">%s</text>'

@@ -65,7 +65,8 @@ def log_name(slot_name, attempt, stream):
 
 
 # The ``source`` of an attempt's last state when Mesos' terminal update did
-# not arrive before the framework was torn down.
+# not arrive before the framework was torn down, or when the run stopped the
+# attempt (Mesos says TASK_FINISHED for a task that ended because it was told to).
 EXIT_FRAME = "exit frame"
 STOPPED_BY = {"replica": "stopped by tfrun", "fine": "stopped by cluster()"}
 
@@ -115,6 +116,7 @@ class RunRecord:
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task.name: task for task in self._run.tasks}
         self._attempts = {}   # task id -> (Task, Attempt)
+        self._stopped = set()   # task ids of the attempts the run stopped
         self._created = set()   # log files created by this run
         self._files = {}        # name -> open log file
         self._dirty, self._saved = True, 0.0
@@ -166,10 +168,10 @@ class RunRecord:
                     or attempt.states[-1].state in TERMINAL_STATES)):
                 return
             message = status.get("message") or ""
-            attempt.states.append(State(
+            attempt.states.append(self._as_stopped(status.task_id.value, State(
                 state=status.state, time=timestamp(status.get("timestamp") or None),
                 source=status.get("source") or None, reason=status.get("reason") or None,
-                message=message))
+                message=message)))
             if status.state in TERMINAL_STATES and attempt.exit_code is None:
                 code = exit_code_of(message)
                 attempt.exit_code = 0 if code is None and status.state == "TASK_FINISHED" \
@@ -185,9 +187,11 @@ class RunRecord:
                 attempt.address = address
                 self._summarize(task)
 
-    def exited(self, task_id, code, when=None, usage=None):
+    def exited(self, task_id, code, when=None, usage=None, stopped=None):
         """The task's exit frame (``when``: time.time() it came; ``usage``:
-        what its command used, ``usage_table.clean_usage``'s dict)."""
+        what its command used, ``usage_table.clean_usage``'s dict;
+        ``stopped``: whether the run's stop cut its command short, None when
+        the frame does not say)."""
         with self._lock:
             task, attempt = self._attempts.get(task_id, (None, None))
             if attempt is None:
@@ -197,7 +201,39 @@ class RunRecord:
             attempt.exit_code = code
             if usage is not None:
                 attempt.usage = Usage.from_dict(usage)
+            if stopped is not None:
+                (self._stopped.add if stopped else self._stopped.discard)(task_id)
+            if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
+                attempt.states[-1] = self._as_stopped(task_id, attempt.states[-1])
             self._summarize(task)
+
+    def stopping(self, task_id):
+        """The run stops the attempt ``task_id`` (a stop message, a kill):
+        unless it ended or sent its exit frame before, it ends as stopped
+        (``STOPPED_BY``), not as the clean end its task then makes."""
+        with self._lock:
+            _, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is not None and attempt.exited is None and not (
+                    attempt.states and attempt.states[-1].state in TERMINAL_STATES):
+                self._stopped.add(task_id)
+
+    def awaiting_mesos(self):
+        """Whether an attempt's exit frame came but not Mesos' terminal update."""
+        with self._lock:
+            return any(attempt.exited is not None and not (
+                attempt.states and attempt.states[-1].state in TERMINAL_STATES)
+                for _, attempt in self._attempts.values())
+
+    def _as_stopped(self, task_id, state):
+        """``state`` as the end of an attempt the run stopped: Mesos'
+        TASK_FINISHED of one is TASK_KILLED, stopped by tfrun (its task
+        exits 0 when told to stop); any other state as Mesos said."""
+        if task_id not in self._stopped or state.state != "TASK_FINISHED":
+            return state
+        by = STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"])
+        return State(state="TASK_KILLED", time=state.time, source=by, reason=state.reason,
+                     message="%s; Mesos reported %s%s" % (
+                         by, state.state, ": " + state.message if state.message else ""))
 
     def restarting(self, restart, cause, task, message, delay):
         """Whole restart number ``restart`` begins (``delay`` s from now)."""
@@ -414,14 +450,19 @@ class RunRecord:
 
     def _end_attempts(self):
         """Every attempt without a terminal state (the framework was torn
-        down before Mesos' update came) ends with its exit frame, else as
-        stopped by tfrun."""
+        down before Mesos' update came) ends as stopped when the run stopped
+        it, else with its exit frame, else as stopped by tfrun."""
         with self._lock:
-            for task, attempt in self._attempts.values():
+            for task_id, (task, attempt) in self._attempts.items():
                 if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
                     continue
                 code = attempt.exit_code
-                if attempt.exited is not None and code is not None:
+                if task_id in self._stopped and attempt.exited is not None:
+                    end = State(state="TASK_KILLED", time=attempt.exited,
+                                source=STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"]),
+                                message="its exit frame came; Mesos' update did not before "
+                                        "the framework was torn down")
+                elif attempt.exited is not None and code is not None:
                     end = State(state="TASK_FINISHED" if code == 0 else "TASK_FAILED",
                                 time=attempt.exited, source=EXIT_FRAME,
                                 message="exited with code %d; Mesos' update did not come "

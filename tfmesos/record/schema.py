@@ -142,7 +142,9 @@ class State(Record):
     source: Optional[str] = _field(
         "Mesos' source (SOURCE_EXECUTOR, ...); for an end Mesos did not report before the "
         "framework was torn down: \"exit frame\" (the task's own exit message), else "
-        "\"stopped by tfrun\" (\"stopped by cluster()\")")
+        "\"stopped by tfrun\" (\"stopped by cluster()\"); \"stopped by tfrun\" also ends, "
+        "as TASK_KILLED, a task the run stopped before it ended by itself (Mesos' "
+        "TASK_FINISHED of it is in the message)")
     reason: Optional[str] = _field("Mesos' reason, e.g. REASON_CONTAINER_LIMITATION_MEMORY")
     message: str = _field("Mesos' message", "")
 

@@ -13,7 +13,9 @@ prints at the end of a run, and its hints (pure functions of a
 A hint names the job whose tasks peaked above 90 % of their ``mem`` (raise
 it: a Mesos agent with cgroups isolation kills a task over it), or stayed
 under 25 % of their ``mem`` or ``cpus`` (lower it: the cluster has that much
-more room), with the option that sets it.
+more room), with the option that sets it. Only tasks that ran ``MIN_WALL``
+seconds say they need less (a 0.1-s command never reached what training
+needs); what a task peaked at it needed, however short it ran.
 """
 
 import dataclasses
@@ -25,7 +27,7 @@ from .schema import CgroupUsage, Sample, Usage, field_types
 
 HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
-MIN_WALL = 10.0  # seconds: shorter commands say little about their cpus
+MIN_WALL = 10.0  # seconds: shorter commands say little about what they need
 MAX_SAMPLES = 2000
 _USAGE_NUMBERS = [f.name for f in dataclasses.fields(Usage) if f.name not in ("samples", "cgroup")]
 _SAMPLE_NUMBERS = [f.name for f in dataclasses.fields(Sample)]
@@ -134,16 +136,16 @@ def hints(rows, mode="replica"):
         peak = max(_peak(u) for u in usages)
         option = (lambda resource, job=job: resource_flag(job, resource)) \
             if mode == "replica" else (lambda resource: "%s=" % resource)
+        long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
         if mem and peak > HIGH * mem:
             lines.append("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with "
                          "cgroups isolation kills it past its mem; raise %s (e.g. %s %d)"
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             option("mem"), _round_up(peak * 1.25, 64)))
-        elif mem and 0 < peak < LOW * mem:
+        elif mem and long_enough and 0 < peak < LOW * mem:
             lines.append("%s used at most %.0f MB of its %.0f MB (%d%%): %s %d would do"
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             max(64, _round_up(peak * 1.25, 64))))
-        long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
         if cpus and long_enough:
             busiest = max(_average_cpus(u) for u in long_enough)
             if busiest < LOW * cpus:
@@ -153,14 +155,15 @@ def hints(rows, mode="replica"):
     return lines
 
 
-def usage_lines(run, mode="replica"):
+def usage_lines(run, mode="replica", advice=True):
     """What tfrun prints at the end of ``run`` (a ``schema.RunFile``): the
-    table and its hints (no lines when no task sent its usage)."""
+    table and (with ``advice``, not ``tfrun -q``) its hints; no lines when
+    no task sent its usage."""
     rows = usage_rows(run)
     if not rows:
         return []
     return (["tfrun: resources asked and used (samples in run.json):"] + table_lines(rows)
-            + ["tfrun: sizing: " + line for line in hints(rows, mode)])
+            + ["tfrun: sizing: " + line for line in (hints(rows, mode) if advice else [])])
 
 
 __all__ = ["clean_usage", "usage_rows", "table_lines", "hints", "usage_lines"]

@@ -15,6 +15,7 @@ import time
 
 from ..protocol import wire
 from . import replica_guard
+from .quiet import NoiseFilter, min_log_level, task_gpus
 from .usage import UsageMonitor
 
 KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
@@ -211,9 +212,11 @@ class ReplicaCommand:
         self.cwd = working_directory(start.get("cwd"))
         self.stopping = threading.Event()
         self.stop_requested = False   # the scheduler said stop (not SIGTERM, not gone)
+        self.cut_short = False   # the stop came before the command ended by itself
         self.done = threading.Event()  # run_replica is through: a lost connection is no news
         self._lock = threading.Lock()
         self._child = None
+        self._command = None   # the command's _Child once it started
         self.usage = None   # what the command used (usage.UsageMonitor's report)
 
     def _spawn(self, cmd, capture):
@@ -223,6 +226,8 @@ class ReplicaCommand:
                 return None
             self._child = _Child(replica_guard.start(cmd, self.env, cwd=self.cwd,
                                                      capture=capture, grace=KILL_GRACE))
+            if capture:
+                self._command = self._child
             return self._child
 
     @staticmethod
@@ -240,9 +245,12 @@ class ReplicaCommand:
         child = self._spawn(self.cmd, capture=True)
         if child is None:
             return STOPPED
-        pumps = [threading.Thread(target=self._pump, args=(stream, name, target), daemon=True)
-                 for stream, name, target in ((child.guard.stdout, "stdout", sys.stdout),
-                                              (child.guard.stderr, "stderr", sys.stderr))]
+        noise = NoiseFilter(min_log_level(self.env), task_gpus(self.env))
+        pumps = [threading.Thread(target=self._pump, args=(stream, name, target, quiet),
+                                  daemon=True)
+                 for stream, name, target, quiet in (
+                     (child.guard.stdout, "stdout", sys.stdout, None),
+                     (child.guard.stderr, "stderr", sys.stderr, noise))]
         for pump in pumps:
             pump.start()
         monitor = _monitor(child.guard.pid)
@@ -252,8 +260,9 @@ class ReplicaCommand:
             pump.join(10)
         return code
 
-    def _pump(self, stream, name, target):
-        """Copy ``stream`` to ``target``, forward it in bounded fragments."""
+    def _pump(self, stream, name, target, noise=None):
+        """Copy ``stream`` to ``target``, less what ``noise`` (a
+        ``quiet.NoiseFilter``) drops, and forward it in bounded fragments."""
         sink, fd = _byte_sink(target), stream.fileno()
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         lines = LineForwarder()
@@ -266,12 +275,20 @@ class ReplicaCommand:
                 data = os.read(fd, READ_SIZE)
                 if not data:
                     break
-                sink(data)
-                if self.forward:
-                    self._send_log(name, lines.feed(decoder.decode(data)))
+                if noise is not None:
+                    data = noise.feed(data)
+                self._pass_on(sink, name, lines, decoder, data)
+        if noise is not None:
+            self._pass_on(sink, name, lines, decoder, noise.close())
         if self.forward:
             self._send_log(name, lines.feed(decoder.decode(b"", True)) + lines.close())
         stream.close()
+
+    def _pass_on(self, sink, name, lines, decoder, data):
+        if data:
+            sink(data)
+            if self.forward:
+                self._send_log(name, lines.feed(decoder.decode(data)))
 
     def _send_log(self, name, fragments):
         for fragment in fragments:
@@ -302,6 +319,7 @@ class ReplicaCommand:
                 return
             self.stopping.set()
             child = self._child
+            self.cut_short = self._command is None or not self._command.ended.is_set()
         print("tfmesos: %s; stopping" % reason, file=sys.stderr, flush=True)
         if child is None or child.ended.is_set():
             return
@@ -313,7 +331,8 @@ class ReplicaCommand:
 def run_replica(conn, start):
     """Initializer, command, finalizer; the exit message. Returns the exit
     code: the command's, the initializer's when it failed; 0 when the
-    scheduler said stop (the run is over or restarting: a clean end);
+    scheduler said stop before the command ended (the run is over or
+    restarting: a clean end; the exit message says ``stopped``);
     ``STOPPED`` (or the killed process's code) when SIGTERM or the
     scheduler's absence stopped it before the command ended."""
     command = ReplicaCommand(conn, start)
@@ -328,11 +347,13 @@ def run_replica(conn, start):
     if hooks.get("finalizer") and not command.stopping.is_set():
         command.run_hook(hooks["finalizer"])
     command.done.set()
-    if command.stop_requested:
+    stopped = command.stop_requested and command.cut_short
+    if stopped:
         # The run is over (or restarting): a clean end, TASK_FINISHED, not the
-        # killed command's code, which Mesos would report as TASK_FAILED.
+        # killed command's code, which Mesos would report as TASK_FAILED; the
+        # exit message says it was stopped (the run's record: TASK_KILLED).
         code = 0
-    message = {"type": "exit", "code": code}
+    message = {"type": "exit", "code": code, "stopped": stopped}
     if command.usage is not None:
         message["usage"] = command.usage
     try:

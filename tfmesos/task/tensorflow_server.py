@@ -5,12 +5,12 @@ imported here only, when a fine-grained task has its role."""
 import os
 
 from ..protocol import wire
-from .quiet import min_log_level, tensorflow_startup_filtered
+from .quiet import min_log_level, task_gpus, tensorflow_startup_filtered
 
 
 def run_fine_grained(conn, start):
     """Serve ``/job:<job>/task:<index>`` of ``start["cluster"]``; the exit code."""
-    with tensorflow_startup_filtered(min_log_level(os.environ)):
+    with tensorflow_startup_filtered(min_log_level(os.environ), task_gpus(os.environ)):
         import tensorflow as tf  # only this mode needs it
 
         server = tf.distribute.Server(tf.train.ClusterSpec(start["cluster"]),

@@ -1,0 +1,46 @@
+"""What the run records while it stops: the events still queued, and Mesos'
+terminal updates of tasks whose exit frames came first, waited for a little
+before the framework is torn down (after the teardown Mesos sends none), so
+that run.json keeps Mesos' state, reason and message (an OOM kill's
+``REASON_CONTAINER_LIMITATION_MEMORY``) rather than the exit frame's."""
+
+import queue
+import time
+
+from ..record.usage_table import clean_usage
+from .events import StatusUpdate, TaskExited, TaskOutput
+
+# Seconds the stop waits at most for those updates: Mesos sends them within
+# milliseconds of a task's end; more would only delay a run that ends.
+MESOS_ENDS_WAIT = 2.0
+
+
+def record_event(record, event):
+    """Record ``event`` (a ``core.events`` object) without acting on it:
+    output, exit frames (with what the tasks used), Mesos' updates."""
+    if isinstance(event, TaskOutput):
+        record.output(event.task_id, event.stream, event.text)
+    elif isinstance(event, TaskExited):
+        record.exited(event.task_id, event.code, event.at, clean_usage(event.usage),
+                      event.stopped)
+    elif isinstance(event, StatusUpdate):
+        record.status(event.status)
+
+
+def wait_for_mesos_ends(record, events, timeout=MESOS_ENDS_WAIT, clock=time.monotonic):
+    """Record what is queued on ``events``, then what comes until no attempt
+    of ``record`` awaits Mesos' terminal update after its exit frame, for
+    ``timeout`` s at most."""
+    deadline = clock() + timeout
+    while True:
+        try:
+            event = events.get_nowait()
+        except queue.Empty:
+            remaining = deadline - clock()
+            if remaining <= 0 or not record.awaiting_mesos():
+                return
+            try:
+                event = events.get(timeout=remaining)
+            except queue.Empty:
+                return
+        record_event(record, event)
