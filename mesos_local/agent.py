@@ -139,6 +139,20 @@ def agent_ip(hostname):
         return "127.0.0.1"
 
 
+def agent_url(agent, address):
+    """``Offer.url`` (``URL`` in include/mesos/v1/mesos.proto): where the
+    agent's HTTP endpoints are. Mesos names the agent's own address and
+    libprocess id (``Master::offer``, src/master/master.cpp); the local
+    agents share the master's HTTP server, so its ``ip`` is ``address``
+    ((host, port): where the framework reached the master, so it can reach
+    the agents' ``/files`` there too), its ``hostname`` the agent's."""
+    if address is None:
+        return None
+    host, port = address
+    return {"scheme": "http", "address": {"hostname": agent.hostname, "ip": host, "port": port},
+            "path": "/slave(1)"}
+
+
 class Agent:
     """One agent's bookkeeping: its resources and free GPU ids. ``hostname``
     (default the spec's) is what offers name; ``netns``: the network
@@ -191,4 +205,4 @@ class Agent:
         return path
 
 
-__all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_ip", "detect_gpus"]
+__all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_ip", "agent_url", "detect_gpus"]

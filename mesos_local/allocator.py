@@ -18,6 +18,7 @@ All methods but ``allocate`` run with the master's lock held.
 import itertools
 import time
 
+from .agent import agent_url
 from .records import Offer, mesos_id
 
 MAX_REFUSE = 365 * 24 * 3600.0     # refuse_seconds cap (Mesos: 365 days)
@@ -108,6 +109,9 @@ class Allocator:
                 allocation_role=role if framework.multi_role else None),
             "attributes": agent.attributes_json(),
         }
+        url = agent_url(agent, framework.files_address or self.records.files_address)
+        if url is not None:
+            body["url"] = url
         if framework.multi_role:
             body["allocation_info"] = {"role": role}
         offer = Offer(offer_id, framework.id, agent.id, resources, role, body)

@@ -111,9 +111,10 @@ class Frameworks:
         self.master_info = None
         self._counter = itertools.count()
 
-    def subscribe(self, call, principal=None):
+    def subscribe(self, call, principal=None, address=None):
         """Handle a SUBSCRIBE call of the authenticated ``principal`` (None:
-        no authentication); returns the Subscription to stream. A refused
+        no authentication) that reached the master at ``address`` ((host,
+        port), None: unknown); returns the Subscription to stream. A refused
         subscription streams an ERROR event and ends."""
         subscribe = call["subscribe"]
         info = subscribe["framework_info"]
@@ -135,6 +136,7 @@ class Frameworks:
             else:
                 self._fail_over(framework, preserve_immutable_fields(framework.info, info),
                                 suppressed)
+            framework.files_address = address
             return self._connect(framework)
 
     def _find(self, info, subscribe, framework_id):

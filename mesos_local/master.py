@@ -245,6 +245,7 @@ class LocalMaster(FaultInjection):
         self.master_info = render_master_info(self.id, url_host, self.port)
         self._frameworks.master_info = self.master_info
         with records.lock:
+            records.files_address = (url_host.strip("[]"), self.port)
             for agent in agents:
                 records.agents[agent.id] = agent
             records.status = "running"
@@ -379,11 +380,19 @@ class LocalMaster(FaultInjection):
         self._deviations.report(call, deviations)
         return parsed
 
-    def subscribe(self, call, principal=None):
-        """Handle a SUBSCRIBE call (of the authenticated ``principal``);
-        returns the Subscription to stream. A refused subscription streams
-        an ERROR event and ends."""
-        return self._frameworks.subscribe(call, principal)
+    def subscribe(self, call, principal=None, address=None):
+        """Handle a SUBSCRIBE call (of the authenticated ``principal``, that
+        reached this master at ``address``, (host, port): its offers' ``url``
+        names it); returns the Subscription to stream. A refused
+        subscription streams an ERROR event and ends."""
+        return self._frameworks.subscribe(call, principal, address)
+
+    def attached(self, framework_id, executor_id):
+        """The sandbox directory served at ``files.virtual_path(framework_id,
+        executor_id)`` (a command task's executor id is its task id): its
+        latest run, or None."""
+        with self._records.lock:
+            return self._records.sandboxes.get((framework_id, executor_id))
 
     def stream_ended(self, subscription, reason):
         """The HTTP layer reports that a SUBSCRIBE stream ended."""

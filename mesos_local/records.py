@@ -41,6 +41,11 @@ class Records:
         self.offers = {}                 # offer_id -> Offer
         self.procs = set()               # TaskProcesses not yet reaped
         self.ended_tasks = collections.Counter()   # terminal state -> tasks (metrics)
+        # (framework id, executor id) -> the sandbox /files serves (api/files.py)
+        self.sandboxes = {}
+        # Where /files is served, (host, port), for a framework that did not
+        # say where it reached the master (Framework.files_address).
+        self.files_address = None
 
     @property
     def running(self):
@@ -61,6 +66,7 @@ class Framework:
         self.reregistered_time = None
         self.unregistered_time = 0.0
         self.disconnects = 0             # invalidates pending failover timers
+        self.files_address = None        # (host, port) it subscribed at: its offers' url
         self.update_info(info, suppressed_roles)
 
     def update_info(self, info, suppressed_roles=()):

@@ -71,6 +71,8 @@ class TaskLauncher:
         agent.tasks[(framework.id, task_id)] = task
         framework.tasks[task_id] = task
         task.sandbox = agent.sandbox_path(framework.id, task_id)
+        # A command task's executor id is its task id; the latest run is served.
+        self.records.sandboxes[(framework.id, task_id)] = task.sandbox
         if plan.image is not None and self.container_runner is None:
             self.updates.update(task, "TASK_FAILED", "SOURCE_AGENT",
                                 reason="REASON_CONTAINER_LAUNCH_FAILED",

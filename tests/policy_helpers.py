@@ -59,7 +59,8 @@ class FakeRun:
     """A run in FORMING with every slot launched and running, driven by hand:
     events go to the real policy, which acts on the real state and control."""
 
-    def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0):
+    def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
+                 sandboxes=None):
         self.state = RunState(jobs)
         self.state.move(Phase.FORMING)
         self.effects = RecordedEffects(self.state)
@@ -69,7 +70,7 @@ class FakeRun:
         self.recovery = Recovery(self.control, self.record, policy, sticky, sticky_timeout,
                                  MAX_ATTEMPTS, notify=self.notes.append)
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,
-                                mode)
+                                mode, sandboxes=sandboxes)
         self._launches = 0
         for slot in self.slots:
             self.launch(slot)

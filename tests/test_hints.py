@@ -63,6 +63,43 @@ CASES = [
       "ipv4:10.0.0.8:31001: Failed to connect to remote host: Connection refused"], 1, "",
      "worker", "peer-gone"),
     (["Collective ops timed out waiting for peers"], 1, "", "worker", "peer-gone"),
+    # Before the task reached tfrun: its sandbox's stderr (Python 3.11, dash, bash, the
+    # Mesos fetcher and agent, Docker).
+    (["/usr/bin/python3: Error while finding module specification for 'tfmesos.task' "
+      "(ModuleNotFoundError: No module named 'tfmesos')"], 1,
+     "Command exited with status 1", "worker", "no-tfmesos"),
+    (["/opt/venv/bin/python: No module named tfmesos"], 1, "", "ps", "no-tfmesos"),
+    (["sh: 1: exec: python: not found"], 127, "Command exited with status 127", "worker",
+     "python-not-found"),
+    (["sh: 1: python: not found"], 127, "", "worker", "python-not-found"),
+    (["bash: line 1: python3.9: command not found"], 127, "", "worker", "python-not-found"),
+    (["/bin/sh: 1: exec: /opt/conda/bin/python: not found"], 127, "", "worker",
+     "python-not-found"),
+    (["sh: 1: horovodrun: not found"], 127, "", "worker", "command-not-found"),
+    (["bash: nvidia-smi: command not found"], 127, "", "worker", "command-not-found"),
+    ([], None, "Failed to fetch 'http://10.0.0.1:41234/Zt0k/bundle.tar.gz': <urlopen error "
+     "[Errno 111] Connection refused>", "worker", "fetch-unreachable"),
+    (["E0412 fetcher.cpp:613] EXIT with status 1: Failed to fetch "
+      "'http://10.0.0.1:41234/b.tar.gz': Error downloading resource: Failed to connect to "
+      "10.0.0.1 port 41234: Connection refused"], None,
+     "Failed to launch container: Failed to fetch all URIs for container 'c1': exited with "
+     "status 1", "worker", "fetch-unreachable"),
+    (["Failed to fetch 'http://h:80/env.tar.gz': <urlopen error timed out>"], None, "",
+     "worker", "fetch-unreachable"),
+    (["Failed to fetch 'hdfs://nn/envs/env.tar.gz': No such file or directory"], None, "",
+     "worker", "fetch-failed"),
+    (["Failed to fetch 'http://h/env.tar.gz': HTTP Error 404: Not Found"], None, "", "worker",
+     "fetch-failed"),
+    ([], None, "Failed to create sandbox: Failed to chown directory to 'bob': No such user "
+     "'bob'", "worker", "unknown-user"),
+    ([], None, "Failed to get user information for 'carol': Success", "ps", "unknown-user"),
+    ([], None, "container user 'dave' is not a user of this host, so the image could not "
+     "run as it", "worker", "unknown-user"),
+    (["docker: Error response from daemon: unable to find user erin: no matching entries in "
+      "passwd file."], 125, "", "worker", "unknown-user"),
+    (["Traceback (most recent call last):", "  File \"train.py\", line 1, in <module>",
+      "    import numpy", "ModuleNotFoundError: No module named 'numpy'"], 1, "", "worker",
+     "missing-module"),
 ]
 
 
@@ -81,6 +118,10 @@ def test_each_failure_gets_its_hint(lines, code, message, job, rule):
     (["Killed by my own hand"], 3, "Command exited with status 3"),
     (["ZOOM into the model"], 2, ""),
     ([], None, ""),
+    (["ERROR: checkpoint file: not found"], 1, ""),      # not a shell's words
+    (["sh: 1: ./train.sh: Permission denied"], 126, ""),
+    ([], 127, "Command exited with status 127"),
+    (["fetched 3 files"], 0, ""),
 ])
 def test_failures_it_does_not_know_get_no_hint(lines, code, message):
     assert hint_for(lines, code, message, "worker") is None
@@ -94,6 +135,34 @@ def test_the_hints_say_what_to_do():
         ["ModuleNotFoundError: No module named 'sklearn'"], 1)
     assert "{worker_hosts}" in hint_for(["OSError: [Errno 98] Address already in use"], 1)
     assert "other tasks' logs" in hint_for(["DEADLINE_EXCEEDED"], 1)
+
+
+def test_the_hints_for_failures_before_tfrun_say_what_to_do():
+    lines = ["/usr/bin/python3: Error while finding module specification for 'tfmesos.task' "
+             "(ModuleNotFoundError: No module named 'tfmesos')"]
+    tfmesos = hint_for(lines, 1)
+    assert "--ship" in tfmesos and "install tfmesos on the agents" in tfmesos
+    # Not "Python module 'tfmesos' is missing": the more specific rule wins.
+    assert matching_rule(lines, 1)[0].name == "no-tfmesos"
+    python = hint_for(["sh: 1: exec: python: not found"], 127)
+    assert python.startswith("'python' does not exist on the agent") and "python3" in python \
+        and "--python" in python
+    assert hint_for(["sh: 1: horovodrun: not found"], 127).startswith(
+        "'horovodrun' is not on the agent's PATH")
+    module = hint_for(["ModuleNotFoundError: No module named 'tensorflow'"], 1)
+    assert "'tensorflow'" in module and "--python-env" in module and "image" in module
+    refused = hint_for([], None, "Failed to fetch 'http://10.0.0.1:41234/x/b.tar.gz': "
+                                 "<urlopen error [Errno 111] Connection refused>")
+    assert "--advertise-address" in refused and "firewalls" in refused
+    assert "exists" in hint_for(["Failed to fetch 'x': HTTP Error 404: Not Found"], None)
+    user = hint_for([], None, "Failed to chown directory to 'bob': No such user 'bob'")
+    assert user.startswith("user 'bob' does not exist on the agent") and "-u USER" in user
+
+
+def test_the_same_lines_always_get_the_same_hint():
+    lines = ["/venv/bin/python: No module named tfmesos"]
+    assert len({hint_for(list(lines), 1, "Command exited with status 1", "worker")
+                for _ in range(3)}) == 1
 
 
 def test_the_memory_hint_names_the_jobs_option():

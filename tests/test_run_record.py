@@ -16,6 +16,7 @@ from tfmesos.core.scheduler import Launch
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
 from tfmesos.exceptions import LaunchTimeout, TaskFailed
+from tfmesos.record.hints import hint_for
 from tfmesos.record.run_record import RunRecord
 from tfmesos.record.schema import RunFile
 
@@ -122,8 +123,7 @@ def attempts(data, name):
     return [task for task in data["tasks"] if task["name"] == name][0]["attempts"]
 
 
-MISSING = "Python module 'sklearn' is missing where the task runs: install it in the image " \
-          "or on the agents (--python names another interpreter), or ship it with your code"
+MISSING = hint_for(["ModuleNotFoundError: No module named 'sklearn'"])
 
 
 def test_a_failed_attempt_keeps_the_hint_for_its_failure_through_a_restart(tmp_path):

@@ -13,7 +13,9 @@ call goes to the master (202, or 400/403 for stream, principal and
 framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
 ``/master/state``, ``/master/tasks``, ``/metrics/snapshot``, ...) and
 ``/health`` complete the surface; like Mesos' read-only endpoints by default
-they are not authenticated, and they show no secrets.
+they are not authenticated, and they show no secrets. ``GET /files/read``
+and ``/files/browse`` serve the tasks' sandboxes as a Mesos agent does
+(``files.py``); they ask for the master's credentials when it has them.
 """
 
 import json
@@ -25,7 +27,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..errors import CallError
-from . import endpoints, validation
+from . import endpoints, files, validation
 from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
 from .endpoints import redirect_location
 from .state_json import VERSION
@@ -196,15 +198,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self):
         return urllib.parse.urlsplit(self.path).path
 
+    @property
+    def _query(self):
+        return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+
     def do_GET(self):
         path = self._route
         endpoint = endpoints.find(path)
         if path in HEALTH_PATHS:
             self._reply(200)
         elif endpoint is not None:
-            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-            reply = endpoint.reply(self.server.master, path, query, self.path)
+            reply = endpoint.reply(self.server.master, path, self._query, self.path)
             self._reply(reply.status, reply.body, reply.content_type or _TEXT, reply.headers)
+        elif path.rstrip("/") in files.PATHS:
+            if self._authenticated():
+                reply = files.reply(path.rstrip("/"), self._query, self.server.master.attached)
+                self._reply(reply.status, reply.body, reply.content_type or _TEXT)
         elif path == SCHEDULER_PATH:
             if self._authenticated() and not self._leader_redirect():
                 self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
@@ -335,7 +344,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _subscribe(self, call):
         master = self.server.master
-        subscription = master.subscribe(call, self.principal)
+        # Where this scheduler reached the master: its agents' /files are there too.
+        subscription = master.subscribe(call, self.principal,
+                                        address=self.connection.getsockname()[:2])
         reason = CLOSED
         try:
             self.send_response(200)

@@ -157,6 +157,8 @@ MESSAGES = {
     "TimeInfo": {"nanoseconds": "int64!"},
     "DurationInfo": {"nanoseconds": "int64!"},
     "Address": {"hostname": "string", "ip": "string", "port": "int32!"},
+    "URL": {"scheme": "string!", "address": "Address!", "path": "string",
+            "query": "[Parameter]", "fragment": "string"},
     "Parameter": {"key": "string!", "value": "string!"},
     "Parameters": {"parameter": "[Parameter]"},
     "Credential": {"principal": "string!", "secret": "string"},
@@ -220,7 +222,7 @@ MESSAGES = {
     # --- offers and operations ------------------------------------------------
     "Offer": {
         "id": "OfferID!", "framework_id": "FrameworkID!", "agent_id": "AgentID!",
-        "hostname": "string!", "url": "any", "domain": "any", "resources": "[Resource]",
+        "hostname": "string!", "url": "URL", "domain": "any", "resources": "[Resource]",
         "attributes": "[Attribute]", "executor_ids": "[ExecutorID]", "unavailability": "any",
         "allocation_info": "Resource.AllocationInfo"},
     "Offer.Operation": {

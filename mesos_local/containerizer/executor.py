@@ -97,7 +97,10 @@ class TaskProcess:
                     self._local_group = getattr(self.handle, "pid", None)
                     if self._local_group is not None:
                         self._started = start_ticks(self._local_group)
-        except (RunnerError, FetchError) as exc:
+        except FetchError as exc:
+            error = str(exc)
+            self._note_in_stderr(error)
+        except RunnerError as exc:
             error = str(exc)
         except OSError as exc:
             error = "cannot prepare the sandbox %s: %s" % (self.launch.sandbox, exc)
@@ -130,6 +133,15 @@ class TaskProcess:
                 destroy_task(None, self._marker, since=self._started)
         self._set_exited()
         self.on_exit(self, status, error)
+
+    def _note_in_stderr(self, text):
+        """As Mesos' fetcher, whose output goes to the sandbox's stderr
+        (src/slave/containerizer/fetcher.cpp): there for whoever reads it."""
+        try:
+            with open(self.launch.stderr_path, "a", encoding="utf-8") as err:
+                err.write(text + "\n")
+        except OSError:
+            pass
 
     def _set_exited(self):
         self._exited.set()

@@ -402,6 +402,20 @@ def print_tail(run, task_name, show, lines=10):
         sys.stderr.flush()
 
 
+def print_sandbox_tail(run, task_name):
+    """What a task that ended before it reached tfrun wrote in its Mesos
+    sandbox (its stderr, else its stdout), as its agent served it."""
+    found = run.record.last_sandbox_tail(task_name)
+    attempt, tail = found if found else (None, None)
+    stream, lines = ("stderr", tail.stderr) if tail and tail.stderr else \
+        ("stdout", tail.stdout if tail else [])
+    if lines:
+        say("the last lines %s wrote to %s in its Mesos sandbox (attempt %d):"
+            % (task_name, stream, attempt))
+        for line in lines:
+            say("  | %s" % line)
+
+
 def say(text):
     print("tfrun: %s" % text, file=sys.stderr, flush=True)
 
@@ -441,6 +455,7 @@ def execute(run, show, progress, advice=True):
             say(str(exc))
             if run.record.hint:
                 say("hint: %s" % run.record.hint)
+            print_sandbox_tail(run, exc.task)
             print_tail(run, exc.task, show)
             return exc.exit_code if exc.exit_code else 1
         except TFMesosError as exc:

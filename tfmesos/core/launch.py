@@ -40,6 +40,7 @@ from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
 from .rendezvous import Rendezvous
+from .sandbox_tails import SandboxTails
 from .scheduler import TFMesosScheduler
 from .spec import AUTO
 from .state import RunState
@@ -115,8 +116,15 @@ class ClusterRun:
         self.recovery = Recovery(self.control, self.record, spec.restart_policy,
                                  spec.sticky_jobs, spec.sticky_timeout, spec.max_attempts,
                                  notify=notify)
+        # What a task that never reached the rendezvous wrote in its sandbox.
+        self.sandboxes = SandboxTails(
+            lambda: self.scheduler.framework_id if self.scheduler else None,
+            credentials=lambda: self.backend.credentials,
+            master_url=lambda: self.driver.master if self.driver else None,
+            tls=(spec.verify, spec.ca_bundle))
         self.reactions = RunEvents(self.control, self.record, self.recovery,
-                                   spec.reconnect_grace, spec.max_attempts, spec.mode)
+                                   spec.reconnect_grace, spec.max_attempts, spec.mode,
+                                   sandboxes=self.sandboxes)
         self._chief = None   # the coordinator's address, kept across restarts
         self._say = notify or logger.info
         self.shipment = None  # tfrun --ship: shipping.Shipment, served while the run lasts
@@ -204,6 +212,7 @@ class ClusterRun:
         for launch in launches:
             self._started().rendezvous.expect(launch.task_id)
             self.record.launched(launch)
+            self.sandboxes.launched(launch)
 
     def _extra_ports(self, slot):
         """Replica mode: worker 0 takes a second port from its offer, for the

@@ -39,8 +39,9 @@ class TaskRequest:
 @dataclasses.dataclass
 class Assignment:
     """A request placed on an offer: the TaskInfo ``resources``, the port
-    (None when the offer had no ports), the GPU ids (SET offers only) and the
-    ``extra_ports`` asked for (empty when the offer had no ports)."""
+    (None when the offer had no ports), the GPU ids (SET offers only), the
+    ``extra_ports`` asked for (empty when the offer had no ports) and the
+    offer's ``url`` (where its agent serves its sandboxes; None without)."""
 
     request: TaskRequest
     offer_id: str
@@ -50,6 +51,7 @@ class Assignment:
     port: Optional[int]
     gpu_ids: list
     extra_ports: list = dataclasses.field(default_factory=list)
+    agent_url: Optional[dict] = None
 
 
 @dataclasses.dataclass
@@ -78,6 +80,7 @@ class OfferPool:
         self.offer_id = offer["id"]["value"]
         self.agent_id = offer["agent_id"]["value"]
         self.hostname = offer.get("hostname", "")
+        self.agent_url = offer.get("url")
         self._scalars: dict[str, list] = {}   # name -> [[entry, value left], ...]
         self._gpu_sets = []  # [[entry, items left], ...]
         self._ports: list[list] = []     # [[entry, [(begin, end), ...], index, next port], ...]
@@ -313,7 +316,7 @@ def place(requests, offers, held=None):
         resources, port, gpu_ids, extra_ports = pool.take(request)
         launches.setdefault(pool.offer_id, []).append(Assignment(
             request, pool.offer_id, pool.agent_id, pool.hostname, resources, port, gpu_ids,
-            extra_ports))
+            extra_ports, pool.agent_url))
     unused = [p.offer_id for p in pools if p.offer_id not in launches]
     return Placement(launches, unused, unplaced)
 

@@ -9,6 +9,7 @@ cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
 
 import logging
 import signal
+from typing import Optional
 
 from ..exceptions import ClusterError, TaskFailed
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
@@ -30,6 +31,7 @@ from .events import (
 from .phase import Phase
 from .recovery import Recovery
 from .restarts import failure_cause
+from .sandbox_tails import SandboxTails
 from .task_ends import (
     launch_failure_message,
     memory_kill_message,
@@ -70,10 +72,12 @@ class RunEvents:
     complete; in ``mode`` "replica" a command that exits 0 is done."""
 
     def __init__(self, control: RunControl, record: RunRecord, recovery: Recovery,
-                 reconnect_grace: float, max_attempts: int, mode: str) -> None:
+                 reconnect_grace: float, max_attempts: int, mode: str,
+                 sandboxes: Optional[SandboxTails] = None) -> None:
         self.control = control
         self.record = record
         self.recovery = recovery
+        self._sandboxes = sandboxes   # reads a failed launch's last words (None: not read)
         self._reconnect_grace = reconnect_grace
         self._max_attempts = max_attempts
         self._mode = mode
@@ -225,15 +229,32 @@ class RunEvents:
         its attempts are spent or retrying cannot help (``task_ends``)."""
         why = permanent_failure(status.state, status.get("reason"), slot.message)
         attempts = slot.attempts - slot.base   # in this attempt of the cluster
+        said = self._read_sandbox(slot, status)
         if why is None and attempts < self._max_attempts:
-            logger.warning("%s ended before the cluster was complete: %s; relaunching "
-                           "(attempt %d of %d)", slot.name, slot.describe(),
+            logger.warning("%s ended before the cluster was complete: %s%s; relaunching "
+                           "(attempt %d of %d)", slot.name, slot.describe(), said,
                            attempts + 1, self._max_attempts)
             self.control.relaunch(slot)
             return
         self.control.fail(TaskFailed(launch_failure_message(slot.name, attempts, status.state,
                                                             slot.message, why),
                                      slot.name, status.state, code))
+
+    def _read_sandbox(self, slot, status):
+        """Keep the last lines the ended task wrote in its sandbox (run.json,
+        and the hint reads them); returns ``; it said: LINE`` (its last
+        stderr line) or "". Not for an end the master reported: such a task
+        never reached an agent, or its agent is gone."""
+        if self._sandboxes is None or status.get("source") == "SOURCE_MASTER":
+            return ""
+        task_id = status.task_id.value
+        tail = self._sandboxes.read(task_id, slot.name)
+        if tail is None:
+            return ""
+        self.record.sandbox_tail(task_id, tail)
+        last = next((line.strip() for line in reversed(tail.get("stderr", []))
+                     if line.strip()), None)
+        return "; it said: %s" % last if last and last not in (slot.message or "") else ""
 
     def _on_exit(self, slot, code, state=None, usage=None):
         """A task's command ended (replica) or its server did (fine);

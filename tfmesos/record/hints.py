@@ -1,6 +1,9 @@
 """One line of advice for the usual ways distributed TensorFlow and Keras
-fail, read from what the failed task printed last (its stderr), its exit
-code and Mesos' message about it: never from guesses at the user's program.
+fail, and tasks fail before they reach tfrun (no tfmesos or no interpreter
+on the agent, a fetch that failed, an unknown user), read from what the
+failed task printed last (its stderr: forwarded, or read from its Mesos
+sandbox), its exit code and Mesos' message about it: never from guesses at
+the user's program.
 
 ``RULES`` is the table, most specific first; the first rule that matches
 gives the hint. A rule matches when its ``pattern`` is found in one of the
@@ -38,6 +41,11 @@ def memory_option(job, megabytes=4096):
     return "%s %d" % (flag, megabytes)
 
 
+# What a shell says before a command it cannot find: dash's ``sh: 1: exec: X:
+# not found``, bash's ``bash: line 1: X: command not found``.
+_SHELL = r"^(?:\S*/)?(?:sh|bash|dash|zsh)(?:: line \d+)?: (?:\d+: )?(?:exec: )?"
+
+
 @dataclasses.dataclass(frozen=True)
 class Rule:
     name: str
@@ -72,9 +80,41 @@ RULES = (
          "with keras.distribution, or a custom training loop; see the README, \"Which Keras?\"",
          r"Attempt to convert a value \(PerReplica:|"
          r"unsupported type \(<class '[\w.]*PerReplica'>\)"),
+    # Before a task reaches tfrun (its sandbox's stderr, Mesos' message).
+    Rule("no-tfmesos",
+         "tfmesos cannot be imported where the task runs (the agent's Python lacks it, or "
+         "does not see this checkout): run with --ship, which sends tfmesos' task side with "
+         "every task, or install tfmesos on the agents (--python names their interpreter)",
+         r"No module named '?tfmesos\b"),
+    Rule("python-not-found",
+         "'{program}' does not exist on the agent (Debian and Ubuntu have python3, not "
+         "python): write python3, or give --python with an interpreter the agents have",
+         _SHELL + r"(?P<program>(?:\S*/)?python[\w.]*): (?:command )?not found"),
+    Rule("command-not-found",
+         "'{program}' is not on the agent's PATH: install it on the agents, give its full "
+         "path, or ship it with your code (--ship)",
+         _SHELL + r"(?P<program>[^\s:]+): (?:command )?not found"),
+    Rule("fetch-unreachable",
+         "the agent could not connect to the URL it fetches for the task (in the message): "
+         "tfrun --ship serves its files at --advertise-address (default: its address "
+         "towards the master), which every agent must reach, through firewalls too; so "
+         "must a --python-env URL",
+         r"Failed to fetch.*(?:[Cc]onnection refused|timed out|[Nn]o route to host|"
+         r"[Nn]etwork is unreachable|[Cc]ouldn't connect|Failed to connect|"
+         r"[Nn]ame or service not known|Could not resolve)"),
+    Rule("fetch-failed",
+         "the agent could not fetch what the task needs (the URL or file in the message): "
+         "check that it exists and that the agents may read it",
+         r"Failed to fetch"),
+    Rule("unknown-user",
+         "user '{user}' does not exist on the agent: run as a user every agent has "
+         "(tfrun -u USER; default: you), or create it there",
+         r"(?:No such user|[Ff]ailed to get user information for|[Uu]nknown user:?|"
+         r"container user|unable to find user) '?(?P<user>[\w.$-]+)'?"),
     Rule("missing-module",
-         "Python module '{module}' is missing where the task runs: install it in the image "
-         "or on the agents (--python names another interpreter), or ship it with your code",
+         "Python module '{module}' is missing where the task runs: install it on the agents "
+         "or in the image, bring an environment that has it (--python-env), or ship it with "
+         "your code (--ship); --python names another interpreter",
          r"(?:ModuleNotFoundError|ImportError): No module named '(?P<module>[\w.]+)'"),
     Rule("address-in-use",
          "a port the task listens on was taken on its agent: listen on the addresses tfrun "

@@ -34,6 +34,7 @@ from .schema import (
     Relaunch,
     Restart,
     RunFile,
+    SandboxTail,
     Shipped,
     State,
     Task,
@@ -235,6 +236,24 @@ class RunRecord:
                      message="%s; Mesos reported %s%s" % (
                          by, state.state, ": " + state.message if state.message else ""))
 
+    def sandbox_tail(self, task_id, tail):
+        """What the attempt ``task_id`` wrote in its Mesos sandbox: ``tail``,
+        {"stdout": [lines], "stderr": [lines]} (``core.sandbox_tails``)."""
+        with self._lock:
+            _, attempt = self._attempts.get(task_id, (None, None))
+            if attempt is not None:
+                attempt.sandbox_tail = SandboxTail.from_dict(tail)
+                self._dirty = True
+
+    def last_sandbox_tail(self, task_name):
+        """(attempt number, its ``SandboxTail``) of the task's last attempt,
+        or None when it has none."""
+        task = self._tasks.get(task_name)
+        last = task.last if task else None
+        if last is None or last.sandbox_tail is None:
+            return None
+        return last.attempt, last.sandbox_tail
+
     def restarting(self, restart, cause, task, message, delay):
         """Whole restart number ``restart`` begins (``delay`` s from now)."""
         with self._lock:
@@ -289,8 +308,10 @@ class RunRecord:
         """Advice from the attempt's last stderr lines, ``exit_code`` and
         Mesos' last message about it (``tfmesos.record.hints``), or None."""
         message = attempt.states[-1].message if attempt.states else ""
-        return hint_for(self._tail_of(attempt, "stderr", HINT_LINES), exit_code, message,
-                        task.job)
+        # What it wrote in its sandbox came first, before the forwarded output.
+        lines = attempt.sandbox_tail.stderr if attempt.sandbox_tail else []
+        return hint_for(lines + self._tail_of(attempt, "stderr", HINT_LINES), exit_code,
+                        message, task.job)
 
     def _hint_failed_attempts(self):
         """Each failed attempt without a hint gets the hint for its failure

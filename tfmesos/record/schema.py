@@ -9,12 +9,14 @@ Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 2. Version 1 is what tfmesos wrote before
-(``"format": 1`` instead of ``schema_version``); it reads as version 2,
-since version 2 only added fields: the attempts' ``exited`` and ``hint``,
-``shipped`` written as null when nothing was shipped, and every sample's
-``gpu_mb``. A key a file lacks (so also those that early version 1 files
-lack: ``registered``, ``usage``, ``restarts``, ...) reads as its default.
+Versions: ``schema_version`` 3. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it and version 2 read as
+version 3, since each version only added fields: version 2 the attempts'
+``exited`` and ``hint``, ``shipped`` written as null when nothing was
+shipped, and every sample's ``gpu_mb``; version 3 the attempts'
+``sandbox_tail``. A key a file lacks (so also those that early version 1
+files lack: ``registered``, ``usage``, ``restarts``, ...) reads as its
+default.
 Keys a class does not know are ignored; a value of the wrong type is a
 ``SchemaError``.
 """
@@ -27,7 +29,7 @@ import sys
 import typing
 from typing import Any, Optional
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -195,6 +197,16 @@ class Usage(Record):
 
 
 @dataclasses.dataclass
+class SandboxTail(Record):
+    """The last lines an attempt wrote in its Mesos sandbox, read from its
+    agent's /files when it ended before it reached tfrun."""
+    stdout: list[str] = _field("the last lines (at most 20) of its sandbox's stdout",
+                               factory=list)
+    stderr: list[str] = _field("the last lines (at most 20) of its sandbox's stderr",
+                               factory=list)
+
+
+@dataclasses.dataclass
 class Attempt(Record):
     """One launch of a task."""
     attempt: int = _field("1, 2, ...: counted across restarts", 1)
@@ -214,6 +226,10 @@ class Attempt(Record):
     usage: Optional[Usage] = _field("null until its exit message came")
     hint: Optional[str] = _field("one line of advice when the attempt failed in a known way "
                                  "(tfmesos.record.hints), else null")
+    sandbox_tail: Optional[SandboxTail] = _field(
+        "what it wrote in its Mesos sandbox when it ended before it registered (the "
+        "interpreter's or the fetcher's errors), as its agent's /files served it; null "
+        "otherwise, or when the agent did not answer")
 
 
 @dataclasses.dataclass
@@ -318,7 +334,7 @@ class RunFile(Record):
 
 
 def read_run_file(data):
-    """The RunFile of run.json's parsed ``data``, of version 1 or 2."""
+    """The RunFile of run.json's parsed ``data``, of version 1, 2 or 3."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
     if "schema_version" in data:
@@ -328,6 +344,7 @@ def read_run_file(data):
         if version > SCHEMA_VERSION:
             raise SchemaError("schema_version %d is newer than this tfmesos reads (%d)"
                               % (version, SCHEMA_VERSION))
+        data = dict(data, schema_version=SCHEMA_VERSION)   # earlier versions lack fields only
     elif data.get("format") == LEGACY_FORMAT:
         data = dict(data, schema_version=SCHEMA_VERSION)
     else:

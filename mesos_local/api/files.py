@@ -1,0 +1,232 @@
+"""The agents' ``/files`` endpoints, as a Mesos agent serves its sandboxes
+(``FilesProcess``, src/files/files.cpp; docs/endpoints/files/read.md and
+browse.md). The local agents share the master's HTTP server, so these are
+served there, for every agent's tasks.
+
+* ``GET /files/read?path=P&offset=N&length=M``: ``{"offset": N, "data":
+  "..."}``; ``offset`` absent or -1: ``{"offset": <the file's size>,
+  "data": ""}``; ``length`` absent or -1: to the end; a read is capped at
+  16 pages (64 KiB), as files.cpp caps it;
+* ``GET /files/browse?path=DIR``: a JSON array of ``{path, size, mode,
+  mtime, nlink, uid, gid}`` (``model(FileInfo)``, src/common/http.cpp),
+  sorted by name.
+
+Each task's sandbox is attached, as src/slave/slave.cpp attaches an
+executor's run directory, at the virtual path
+``/frameworks/<framework id>/executors/<executor id>/runs/latest`` (a
+command task's executor id is its task id); nothing else is served. A path
+is resolved as ``FilesProcess::resolve`` does: the attached directory plus
+the rest, canonicalized, and refused (400) when that leaves the directory
+(``..``, a symlink out of it); unknown paths are 404, a bad ``offset`` or
+``length`` 400. ``?jsonp=f`` wraps the JSON as the read endpoints do
+(``endpoints.json_reply``); a callback that is not a JavaScript identifier
+path (``[A-Za-z_$][\\w$.]*``) is refused with 400, so no caller can make
+this origin serve script of its choosing.
+
+The HTTP server asks for credentials first when the master has them (as an
+agent started with ``--authenticate_http_readonly``): unlike the master's
+read endpoints, a sandbox holds what tasks print, which may be secret.
+"""
+
+import grp
+import json
+import os
+import pwd
+import re
+import stat
+
+from .endpoints import JSON_TYPE, Reply
+
+READ_PATH = "/files/read"
+BROWSE_PATH = "/files/browse"
+PATHS = (READ_PATH, BROWSE_PATH)
+
+try:
+    PAGE_SIZE = os.sysconf("SC_PAGESIZE")
+except (ValueError, OSError, AttributeError):
+    PAGE_SIZE = 4096
+MAX_READ = 16 * PAGE_SIZE          # "Cap the read length at 16 pages" (files.cpp)
+
+_CALLBACK = re.compile(r"[A-Za-z_$][\w$.]*\Z", re.ASCII)
+_FILE_TYPES = ((stat.S_ISREG, "-"), (stat.S_ISDIR, "d"), (stat.S_ISCHR, "c"),
+               (stat.S_ISBLK, "b"), (stat.S_ISFIFO, "p"), (stat.S_ISLNK, "l"),
+               (stat.S_ISSOCK, "s"))
+_PERMISSIONS = (stat.S_IRUSR, stat.S_IWUSR, stat.S_IXUSR, stat.S_IRGRP, stat.S_IWGRP,
+                stat.S_IXGRP, stat.S_IROTH, stat.S_IWOTH, stat.S_IXOTH)
+
+
+class FilesError(Exception):
+    """A request files.cpp refuses: ``status`` 400 or 404, the message."""
+
+    def __init__(self, status, message=""):
+        super().__init__(message)
+        self.status = status
+
+
+def virtual_path(framework_id, executor_id):
+    """Where an executor's sandbox is attached (``paths::getExecutorVirtualPath``,
+    src/slave/paths.cpp)."""
+    return "/frameworks/%s/executors/%s/runs/latest" % (framework_id, executor_id)
+
+
+def reply(route, query, attached):
+    """The Reply to GET ``route`` (one of ``PATHS``) with ``query`` (a dict);
+    ``attached(framework_id, executor_id)`` is that sandbox's directory, or
+    None."""
+    callback = query.get("jsonp")
+    if callback is not None and not _CALLBACK.match(callback):
+        return Reply(400, b"Invalid 'jsonp' callback: expecting a JavaScript identifier "
+                          b"such as 'handler' or 'ns.handler'\n")
+    path = query.get("path")
+    if not path:
+        return Reply(400, b"Expecting 'path=value' in query.\n")
+    try:
+        if route == READ_PATH:
+            document = read(path, query.get("offset"), query.get("length"), attached)
+        else:
+            document = browse(path, attached)
+    except FilesError as exc:
+        return Reply(exc.status, str(exc).encode("utf-8"))
+    return _json(document, callback)
+
+
+def _json(document, callback):
+    """JSON whose strings may hold any bytes (``surrogateescape``): as Mesos
+    writes a file's bytes into ``data`` unchanged."""
+    body = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    if callback:
+        return Reply(200, b"%s(%s);" % (callback.encode("ascii"), body), "text/javascript")
+    return Reply(200, body, JSON_TYPE)
+
+
+def _number(name, text):
+    """``numify``: an int >= -1 (None when absent), else FilesError (400)."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise FilesError(400, "Failed to parse %s: Failed to convert '%s' to number.\n"
+                         % (name, text)) from None
+    if value < -1:
+        raise FilesError(400, "Negative %s provided: %d.\n" % (name, value))
+    return value
+
+
+def read(path, offset_text, length_text, attached):
+    """``FilesProcess::__read`` and ``_read``: the ``{"offset", "data"}`` document."""
+    offset = _number("offset", offset_text)
+    offset = -1 if offset is None else offset
+    length = _number("length", length_text)
+    if length == -1:
+        length = None                 # to the end, as if absent
+    start = offset
+    if offset == -1:                  # the file's size only
+        start, length = 0, 0
+    fd = _open(path, attached)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FilesError(400, "Cannot read a directory.\n")
+        if not stat.S_ISREG(info.st_mode):     # a FIFO would never end
+            raise FilesError(400, "Cannot read '%s': not a regular file.\n" % path)
+        data = b""
+        if start < info.st_size and length != 0:
+            wanted = info.st_size - start if length is None else length
+            data = os.pread(fd, min(wanted, MAX_READ), start)
+    finally:
+        os.close(fd)
+    return {"offset": info.st_size if offset == -1 else offset,
+            "data": data.decode("utf-8", "surrogateescape")}
+
+
+def browse(path, attached):
+    """``FilesProcess::browse``: the entries of the directory at ``path``
+    (of a file: none, as ``os::ls`` fails), each ``stat`` as Mesos does."""
+    fd = _open(path, attached)
+    try:
+        names = os.listdir(fd) if stat.S_ISDIR(os.fstat(fd).st_mode) else []
+        base = path.rstrip("/")
+        listing = []
+        for name in sorted(names):
+            try:
+                info = os.stat(name, dir_fd=fd)
+            except OSError:
+                continue              # gone since it was listed
+            listing.append(file_info("%s/%s" % (base, name), info))
+    finally:
+        os.close(fd)
+    return listing
+
+
+def file_info(path, info):
+    """``model(FileInfo)`` (src/common/http.cpp) of ``createFileInfo``
+    (src/common/protobuf_utils.cpp): owner and group by name when known."""
+    kind = next((letter for test, letter in _FILE_TYPES if test(info.st_mode)), "-")
+    bits = "".join(letter if info.st_mode & mask else "-"
+                   for mask, letter in zip(_PERMISSIONS, "rwxrwxrwx"))
+    return {"path": path, "nlink": info.st_nlink, "size": info.st_size,
+            "mtime": float(int(info.st_mtime)), "mode": kind + bits,
+            "uid": _name(pwd.getpwuid, info.st_uid, "pw_name"),
+            "gid": _name(grp.getgrgid, info.st_gid, "gr_name")}
+
+
+def _name(lookup, number, field):
+    try:
+        return getattr(lookup(number), field)
+    except KeyError:
+        return str(number)
+
+
+def resolve(path, attached):
+    """(the attached directory, the real path) of virtual ``path``
+    (``FilesProcess::resolve``): 404 when nothing is attached there or it
+    does not exist, 400 when it leads out of the attached directory."""
+    if path.startswith("file://"):          # path::from_uri
+        path = path[len("file://"):]
+    parts = path.rstrip("/").split("/")
+    if len(parts) < 7 or parts[0] != "" or parts[1] != "frameworks" \
+            or parts[3] != "executors" or parts[5:7] != ["runs", "latest"]:
+        raise FilesError(404)
+    directory = attached(parts[2], parts[4])
+    if directory is None:
+        raise FilesError(404)
+    root = os.path.realpath(directory)
+    if not os.path.isdir(root):
+        raise FilesError(404)
+    real = os.path.realpath(os.path.join(root, *parts[7:]))
+    _check_inside(root, real, path)
+    if not os.path.exists(real):
+        raise FilesError(404)
+    return root, real
+
+
+def _check_inside(root, real, path):
+    if real != root and not real.startswith(root + os.sep):
+        raise FilesError(400, "'%s' is inaccessible.\n" % path)
+
+
+def _open(path, attached):
+    """A descriptor of what virtual ``path`` names, checked again once open:
+    a task that swaps a checked name for a symlink meanwhile gets a 400, not
+    a file outside its sandbox."""
+    root, real = resolve(path, attached)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise FilesError(404) from None
+    except OSError as exc:
+        raise FilesError(500, "Failed to open file at '%s': %s.\n"
+                         % (path, exc.strerror)) from None
+    try:
+        _check_inside(root, os.readlink("/proc/self/fd/%d" % fd), path)
+    except OSError:
+        pass                          # no /proc: the check before opening stands
+    except FilesError:
+        os.close(fd)
+        raise
+    return fd
+
+
+__all__ = ["PATHS", "READ_PATH", "BROWSE_PATH", "MAX_READ", "virtual_path", "reply", "read",
+           "browse", "resolve", "FilesError"]

@@ -1,0 +1,165 @@
+"""Reading a task's sandbox through its agent's ``/files`` endpoints
+(src/files/files.cpp; docs/endpoints/files/read.md and browse.md): what a
+task printed before anything of tfmesos ran in it.
+
+* ``agent_base_url``: ``scheme://ip:port`` of an ``Offer.url`` (the agent's
+  address; its ``path``, the agent's libprocess id, is not where ``/files``
+  is: that is at the root);
+* ``sandbox_path``: the virtual path an agent attaches an executor's latest
+  run at (``paths::getExecutorVirtualPath``, src/slave/paths.cpp; a command
+  task's executor id is its task id);
+* ``read_tails``: the last lines of some files of a sandbox, within a hard
+  time limit: it runs in a daemon thread that is given up on at the
+  deadline, so a silent or slow agent cannot hold the caller.
+"""
+
+import ipaddress
+import json
+import threading
+import time
+import urllib.parse
+
+from ..exceptions import MesosError
+from .http_transport import describe, open_connection
+
+MAX_REPLY = 256 * 1024     # a read answers at most 16 pages, JSON-escaped
+
+
+class AgentFilesError(MesosError):
+    """A sandbox could not be read; the message says why."""
+
+    def __init__(self, message, unreachable=False):
+        super().__init__(message)
+        self.unreachable = unreachable   # no answer at all: the agent is out of reach
+
+
+def agent_base_url(url, scheme=None):
+    """``http://ip:port`` of ``url`` (an ``Offer.url``: Mesos' URL message,
+    as JSON), by its ``ip``, else its ``hostname``; ``scheme`` replaces its
+    scheme (https for a cluster whose master speaks https, as the Mesos web
+    UI reaches agents with its page's scheme). None when it names no host."""
+    if not isinstance(url, dict):
+        return None
+    address = url.get("address") or {}
+    host, port = address.get("ip") or address.get("hostname"), address.get("port")
+    if not host or not isinstance(port, int):
+        return None
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = "[%s]" % host
+    except ValueError:
+        pass
+    return "%s://%s:%d" % (scheme or url.get("scheme") or "http", host, port)
+
+
+def sandbox_path(framework_id, executor_id):
+    return "/frameworks/%s/executors/%s/runs/latest" % (framework_id, executor_id)
+
+
+class _Agent:
+    """GETs to one agent's ``/files`` over one kept-alive connection."""
+
+    def __init__(self, base_url, timeout, auth, context):
+        self.base_url = base_url
+        self._conn = open_connection(base_url, timeout, context)
+        self._headers = {"Accept": "application/json", "User-Agent": "tfmesos"}
+        if auth:
+            self._headers["Authorization"] = auth
+
+    def get(self, route, **params):
+        target = "%s?%s" % (route, urllib.parse.urlencode(params))
+        try:
+            self._conn.request("GET", target, headers=self._headers)
+            response = self._conn.getresponse()
+            body = response.read(MAX_REPLY + 1)
+        except OSError as exc:
+            raise AgentFilesError("%s: %s" % (self.base_url, describe(exc)),
+                                  unreachable=True) from None
+        except Exception as exc:  # http.client's own errors: a garbled answer
+            raise AgentFilesError("%s: %s" % (self.base_url, describe(exc))) from None
+        if response.status != 200:
+            text = body[:200].decode("utf-8", "replace").strip()
+            raise AgentFilesError("%s%s answered %d%s" % (self.base_url, route, response.status,
+                                                         ": " + text if text else ""))
+        if len(body) > MAX_REPLY:
+            raise AgentFilesError("%s%s answered more than %d bytes"
+                                  % (self.base_url, route, MAX_REPLY))
+        try:
+            return json.loads(body.decode("utf-8", "replace"))
+        except ValueError:
+            raise AgentFilesError("%s%s answered no JSON" % (self.base_url, route)) from None
+
+    def close(self):
+        self._conn.close()
+
+
+def last_lines(data, whole, lines):
+    """The last ``lines`` lines of ``data``; unless ``whole`` (it starts
+    the file), its first line may be a part of one and is left out. A
+    line redrawn with carriage returns (a progress bar) is its last form."""
+    if not whole:
+        data = data.partition("\n")[2]
+    found = data.split("\n")
+    if found[-1] == "":
+        found.pop()                   # after the last newline
+    return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in found[-lines:]]
+
+
+def _tails(agent, path, names, max_bytes, lines):
+    """{name: its last lines} of the files ``names`` of the sandbox at ``path``."""
+    listing = agent.get("/files/browse", path=path)
+    if not isinstance(listing, list):
+        raise AgentFilesError("%s/files/browse answered no listing" % agent.base_url)
+    sizes = {entry.get("path", "").rsplit("/", 1)[-1]: entry.get("size")
+             for entry in listing if isinstance(entry, dict)}
+    found: dict = {}
+    for name in names:
+        size = sizes.get(name)
+        if not isinstance(size, int) or size <= 0:
+            found[name] = []
+            continue
+        offset = max(0, size - max_bytes)
+        answer = agent.get("/files/read", path="%s/%s" % (path, name), offset=offset,
+                           length=max_bytes)
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, str):
+            raise AgentFilesError("%s/files/read answered no data" % agent.base_url)
+        found[name] = last_lines(data, offset == 0, lines)
+    return found
+
+
+def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines=20,
+               timeout=2.0, auth=None, context=None):
+    """{name: its last ``lines`` lines (of its last ``max_bytes``)} of the
+    files ``names`` of the sandbox at virtual ``path`` on the agent at
+    ``base_url``, within ``timeout`` seconds all told; AgentFilesError
+    otherwise. ``auth``: an Authorization header value; ``context``: TLS
+    (https)."""
+    result: dict = {}
+
+    def work():
+        try:
+            agent = _Agent(base_url, timeout, auth, context)
+            try:
+                result["tails"] = _tails(agent, path, names, max_bytes, lines)
+            finally:
+                agent.close()
+        except Exception as exc:  # reported to the caller, whatever it is
+            result["error"] = exc
+
+    started = time.monotonic()
+    worker = threading.Thread(target=work, daemon=True, name="tfmesos-sandbox-read")
+    worker.start()
+    worker.join(timeout)
+    if "tails" in result:
+        return result["tails"]
+    error = result.get("error")
+    if isinstance(error, AgentFilesError):
+        raise error
+    if error is not None:
+        raise AgentFilesError("%s: %s" % (base_url, describe(error)))
+    raise AgentFilesError("%s did not answer within %.1f s" % (
+        base_url, time.monotonic() - started), unreachable=True)
+
+
+__all__ = ["AgentFilesError", "agent_base_url", "sandbox_path", "read_tails", "last_lines"]
