@@ -21,7 +21,10 @@ _EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
                "ClusterError", "LaunchTimeout", "TaskFailed", "DockerError")
 _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
             "Job": ".core.spec", "RunSpec": ".core.spec",
+            "log_metrics": ".task.metrics", "MetricsWarning": ".task.metrics",
             **{name: ".exceptions" for name in _EXCEPTIONS}}
+# Submodules imported on first use: ``tfmesos.keras.MetricsCallback``.
+_SUBMODULES = ("keras",)
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)

@@ -8,6 +8,7 @@ import sys
 import time
 
 from ..record.history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
+from ..record.metric_series import summaries
 from ..record.schema import State
 from .common import CommandParser
 
@@ -175,12 +176,29 @@ def show_run(run, out):
         out.write("relaunch of %s at %s (%s) to %s: %s\n" % (
             relaunch.task, _offset(run, relaunch.time), relaunch.cause, relaunch.address,
             "back at %s" % _offset(run, relaunch.back) if relaunch.back else "not back"))
+    show_metrics(file, out)
+
+
+def show_metrics(file, out):
+    """Each task's latest metrics (``tfmesos.log_metrics``), when any."""
+    from .progress import describe_metrics
+
+    found = summaries(file.metrics)
+    if not found:
+        return
+    out.write("\nmetrics (latest; steps/s averaged over the run):\n")
+    for entry in found:
+        out.write("  %s\n" % describe_metrics(*entry, limit=len(entry[2])))
+    if file.metrics_dropped:
+        out.write("  (%d points left out: a flood thinned by the tasks, or more series than "
+                  "a run keeps)\n" % file.metrics_dropped)
 
 
 def show_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
     parser = _parser("tfmesos show", "%(prog)s [--runs-dir DIR] RUN",
-                     "Show a run: its outcome, and every task's attempts, states and exit codes.")
+                     "Show a run: its outcome, every task's attempts, states and exit codes, "
+                     "and the latest metrics its tasks logged.")
     _run_argument(parser)
     args = parser.parse_options(argv)
     show_run(find_run(args.run, runs_root(environ, args.runs_dir)), out)

@@ -386,10 +386,15 @@ def read_options(args, command):
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship)
 
 
-def shown_only(show):
+def shown_only(show, progress=None):
     """``print_log`` for the tasks ``show`` chooses (every task's output
-    reaches the run directory anyway)."""
-    return lambda slot, stream, text: print_log(slot, stream, text) if show(slot) else None
+    reaches the run directory anyway), the status line taken away first."""
+    def shown(slot, stream, text):
+        if show(slot):
+            if progress is not None:
+                progress.hide()
+            print_log(slot, stream, text)
+    return shown
 
 
 def print_tail(run, task_name, show, lines=10):
@@ -429,6 +434,20 @@ def print_usage(run, advice=True):
         print("\n".join(lines), file=sys.stderr, flush=True)
 
 
+MAX_METRICS_LINES = 8   # tasks whose last metrics tfrun prints at the end
+
+
+def print_metrics(run):
+    """The latest metrics of each task that logged any (the first few)."""
+    from .progress import describe_metrics
+    latest = run.record.latest_metrics()
+    for entry in latest[:MAX_METRICS_LINES]:
+        say("metrics: %s" % describe_metrics(*entry))
+    if len(latest) > MAX_METRICS_LINES:
+        say("metrics of %d more tasks: tfmesos show %s" % (len(latest) - MAX_METRICS_LINES,
+                                                          run.run_id))
+
+
 def execute(run, show, progress, advice=True):
     """Run to the end and return the exit code; names the run directory
     when the run did not succeed; ``advice``: sizing hints at the end."""
@@ -439,9 +458,12 @@ def execute(run, show, progress, advice=True):
             run.start()
             try:
                 spec = run.wait_ready()
-            finally:
+            except BaseException:
                 if progress is not None:
                     progress.clear()
+                raise
+            if progress is not None:
+                progress.ready()   # from now on: the tasks' metrics
             say("cluster ready: %s" % json.dumps(spec))
             if url_of(spec):
                 announce_when_up(url_of(spec), say, stopped=stopped)
@@ -463,12 +485,16 @@ def execute(run, show, progress, advice=True):
             say("error: %s" % exc)
             return 1
         finally:
+            if progress is not None:
+                progress.clear()
             stopped.set()
             with ignore_signals():
                 run.stop()
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
             print_usage(run, advice)
+            if advice:
+                print_metrics(run)
 
 
 def check_local_user(spec):
@@ -520,10 +546,11 @@ def main(argv=None):
 
     # -v writes log lines from other threads: progress then comes as lines too.
     progress = None if args.quiet else Progress(
-        sys.stderr, tty=sys.stderr.isatty() and not args.verbose)
+        sys.stderr, tty=sys.stderr.isatty() and not args.verbose,
+        idle=lambda: not _open_lines)
     try:
-        run = ClusterRun(spec, on_log=shown_only(show), on_progress=progress, notify=say,
-                         warm_runner=warm_runner)
+        run = ClusterRun(spec, on_log=shown_only(show, progress), on_progress=progress,
+                         notify=say, warm_runner=warm_runner)
     except TFMesosError as exc:
         if warm_runner is not None:
             warm_runner.close()

@@ -1,6 +1,6 @@
 """What the launcher's queue carries: one small frozen dataclass per kind of
-event, put there by the rendezvous (a task's registration, output, exit or
-lost connection) and by the scheduler (what the Mesos driver reported).
+event, put there by the rendezvous (a task's registration, output, metrics, exit
+or lost connection) and by the scheduler (what the Mesos driver reported).
 
 ``ClusterRun`` handles every kind on purpose, in the thread that waits.
 """
@@ -26,6 +26,21 @@ class TaskOutput:
     task_id: str
     stream: str   # "stdout" or "stderr"
     text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskMetrics:
+    """Metrics a task's program logged (``tfmesos.log_metrics``): ``points``,
+    a tuple of ``(step, at, {name: value})``, ``at`` a time.time() on this
+    machine's clock, ``value`` a float or None (not finite); ``dropped``:
+    how many points the sender left out (a flood). ``task_id`` None: the
+    process that runs ``cluster()`` logged them (fine-grained mode), kept
+    under ``source``."""
+
+    task_id: Optional[str]
+    points: tuple
+    dropped: int = 0
+    source: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)

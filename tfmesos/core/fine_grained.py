@@ -8,7 +8,10 @@ import threading
 import time
 
 from ..exceptions import ClusterError, SpecError, TFMesosError
+from ..protocol.metric_points import Batcher
+from ..task import metrics as task_metrics
 from . import config
+from .events import TaskMetrics
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
@@ -88,14 +91,44 @@ class Cluster:
             raise self._run.failure
 
 
+class LocalMetrics:
+    """``tfmesos.log_metrics`` in the process that runs ``cluster()``: its
+    points go to the run's record as ``TaskMetrics`` events (kept under
+    ``source``), batched as a task's are (``Batcher``: bounded, at most a
+    batch every half second), from any thread."""
+
+    def __init__(self, events, source, clock=time.monotonic):
+        self._events = events
+        self._source = source
+        self._clock = clock
+        self._batcher = Batcher()
+        self._lock = threading.Lock()
+
+    def __call__(self, point):
+        with self._lock:
+            self._batcher.add((point[0], point[1], point[2]))
+        self.flush(due_only=True)
+
+    def flush(self, due_only=False):
+        with self._lock:
+            now = self._clock()
+            if due_only and not self._batcher.due(now):
+                return
+            batch = self._batcher.take(now)
+        if batch is not None:
+            points, dropped = batch
+            self._events.put(TaskMetrics(None, tuple(points), dropped, self._source))
+
+
 class Watcher:
     """Handles ``run``'s events in a thread of its own once the cluster is
     up (the caller's thread runs the user's ``with`` block): a failure, or
     any error while handling an event, becomes the run's failure, which
     ``Cluster`` raises in the caller's thread."""
 
-    def __init__(self, run):
+    def __init__(self, run, metrics=None):
         self._run = run
+        self._metrics = metrics   # LocalMetrics: what is due goes out every loop
         self._thread = threading.Thread(target=self._loop, name="tfmesos-watch", daemon=True)
 
     def start(self):
@@ -109,6 +142,8 @@ class Watcher:
                 if run.phase == Phase.FORMING:   # a whole restart
                     run.form()
                 run.step(0.5)
+                if self._metrics is not None:
+                    self._metrics.flush(due_only=True)
         except BaseException as exc:
             self._failed(exc)
 
@@ -170,6 +205,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     server (new addresses in ``c.spec``): README, "When tasks fail".
     ``ship`` (a directory, or a ``tfmesos.ship.bundle.ShipSpec``) sends it and the
     task side of tfmesos to every task: README, "Run on a Mesos cluster".
+    While the block runs, ``tfmesos.log_metrics`` in this process records
+    into the run (as ``client``; ``chief:0`` with ``coordinator=True``).
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
@@ -184,15 +221,19 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
         sticky_timeout=sticky_timeout, ship=ship))
     watcher = None
+    metrics = LocalMetrics(run.events, "chief:0" if coordinator else "client")
+    previous = task_metrics.record_locally(metrics)
     try:
         run.start()
         run.wait_ready()
-        watcher = Watcher(run).start()
+        watcher = Watcher(run, metrics).start()
         yield Cluster(run)
     except BaseException as exc:
         run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
         raise
     finally:
+        task_metrics.record_locally(previous)
+        metrics.flush()   # recorded by the stop with what else is queued
         run.stop()
         if watcher is not None:
             watcher.join(5)

@@ -8,7 +8,7 @@ import queue
 import time
 
 from ..record.usage_table import clean_usage
-from .events import StatusUpdate, TaskExited, TaskOutput
+from .events import StatusUpdate, TaskExited, TaskMetrics, TaskOutput
 
 # Seconds the stop waits at most for those updates: Mesos sends them within
 # milliseconds of a task's end; more would only delay a run that ends.
@@ -17,7 +17,7 @@ MESOS_ENDS_WAIT = 2.0
 
 def record_event(record, event):
     """Record ``event`` (a ``core.events`` object) without acting on it:
-    output, exit frames (with what the tasks used), Mesos' updates."""
+    output, metrics, exit frames (with what the tasks used), Mesos' updates."""
     if isinstance(event, TaskOutput):
         record.output(event.task_id, event.stream, event.text)
     elif isinstance(event, TaskExited):
@@ -25,6 +25,8 @@ def record_event(record, event):
                       event.stopped)
     elif isinstance(event, StatusUpdate):
         record.status(event.status)
+    elif isinstance(event, TaskMetrics):
+        record.metrics(event.task_id, event.points, event.dropped, event.source)
 
 
 def wait_for_mesos_ends(record, events, timeout=MESOS_ENDS_WAIT, clock=time.monotonic):

@@ -67,7 +67,8 @@ class ClusterRun:
     ``on_log(slot, stream, text)`` receives the output the tasks forward
     (replica mode: every task, unless ``forward_logs(slot)`` says otherwise).
     ``on_progress(run)`` is called about once a second while the cluster
-    forms, in the waiting thread. ``notify(text)`` tells the user what
+    forms, and after each event while ``wait_finished`` waits (the tasks'
+    metrics), in the waiting thread. ``notify(text)`` tells the user what
     recovery does (default: a log warning). ``environ`` (default
     ``os.environ``) is where settings not in ``spec`` come from.
 
@@ -296,6 +297,7 @@ class ClusterRun:
                 if self.phase == Phase.FORMING:   # a whole restart
                     self.form()
                 self.step(1.0)
+                self._on_progress(self)   # the tasks' latest metrics
         self.record.outcome("succeeded")
         return 0
 

@@ -25,6 +25,7 @@ from .events import (
     Subscribed,
     TaskDisconnected,
     TaskExited,
+    TaskMetrics,
     TaskOutput,
     TaskRegistered,
 )
@@ -84,6 +85,7 @@ class RunEvents:
         self._reconciled = control.now()
         self._handlers = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
+            TaskMetrics: self._on_metrics,
             TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
             Subscribed: self._on_subscribed, MesosDisconnected: self._on_mesos_disconnected,
             StatusUpdate: self._on_status, AgentLost: self._on_agent_lost,
@@ -130,6 +132,9 @@ class RunEvents:
         slot = self._slots.slot_of(event.task_id)
         if slot is not None:
             self.control.show(slot, event.stream, event.text)
+
+    def _on_metrics(self, event):
+        self.record.metrics(event.task_id, event.points, event.dropped, event.source)
 
     def _on_task_exited(self, event):
         usage = clean_usage(event.usage)

@@ -6,8 +6,9 @@ sequence number). Scheduler -> task, on accept: ``{"type": "challenge",
 "nonce": N}``. Task -> scheduler, within ``register_timeout`` of the accept
 and in at most ``wire.SMALL_FRAME`` bytes: ``{"type": "register", "task_id":
 T, "host": H, "port": P}``; the scheduler answers ``{"type": "registered"}``.
-Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``
-and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
+Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``,
+``{"type": "metrics", "now": T, "points": [...], "dropped": N}``
+(``protocol.metric_points``) and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
 ...}`` once the cluster is complete, ``{"type": "ping"}`` every
 ``ping_interval``, ``{"type": "stop"}``. A task answers each ping with
 ``{"type": "pong"}`` (unless it is sending something else right then).
@@ -38,8 +39,8 @@ is closed; other tasks are not disturbed. At most ``max_pending``
 connections (``max_pending_per_peer`` per address) may be unregistered at
 once: a new one evicts the oldest, so idle or slow clients cannot lock tasks
 out. Everything that happens is put on the ``events`` queue as
-``tfmesos.core.events``: ``TaskRegistered``, ``TaskOutput``, ``TaskExited``,
-``TaskDisconnected``.
+``tfmesos.core.events``: ``TaskRegistered``, ``TaskOutput``, ``TaskMetrics``,
+``TaskExited``, ``TaskDisconnected``.
 """
 
 import collections
@@ -49,8 +50,8 @@ import threading
 import time
 
 from ..exceptions import RendezvousError
-from ..protocol import wire
-from .events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from ..protocol import metric_points, wire
+from .events import TaskDisconnected, TaskExited, TaskMetrics, TaskOutput, TaskRegistered
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +297,8 @@ class Rendezvous:
                 if kind == "log":
                     self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
                                                 str(message.get("data", ""))))
+                elif kind == "metrics":
+                    self._metrics(task_id, message)
                 elif kind == "exit" and isinstance(message.get("code"), int):
                     usage, stopped = message.get("usage"), message.get("stopped")
                     self._events.put(TaskExited(
@@ -312,6 +315,20 @@ class Rendezvous:
                     if not self._closed.is_set():
                         self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
                                          if link.stalled else TaskDisconnected(task_id))
+
+    def _metrics(self, task_id, message):
+        """A metrics frame as a ``TaskMetrics`` event, its points placed on
+        this machine's clock (their age when the frame was sent, by the
+        task's clock); a malformed frame is left out."""
+        parsed = metric_points.parse_frame(message)
+        if parsed is None:
+            logger.warning("left out a malformed metrics frame from %s", task_id)
+            return
+        sent, points, dropped = parsed
+        now = time.time()
+        self._events.put(TaskMetrics(task_id, tuple(
+            (step, now - max(0.0, sent - when), values) for step, when, values in points),
+            dropped))
 
     def _ping_loop(self):
         """Ping every registered task; close the connections that stalled."""

@@ -27,3 +27,7 @@ WORKER_HOSTS = "TFMESOS_WORKER_HOSTS"
 CHIEF_HOSTS = "TFMESOS_CHIEF_HOSTS"
 JOB_NAME = "TFMESOS_JOB_NAME"
 TASK_INDEX = "TFMESOS_TASK_INDEX"
+
+# Set by a replica task entry for its hooks and command: where
+# ``tfmesos.log_metrics`` sends each point (a unix datagram socket).
+METRICS_SOCKET = "TFMESOS_METRICS_SOCKET"

@@ -2,8 +2,10 @@
 script, nothing fetched) drawn from its run.json (``history.Run``): the
 outcome and hints, a timeline of every task attempt (launch, running,
 registered, end; the first offer, the complete cluster, restarts and
-relaunches marked), the tasks' table, and per-task CPU and memory over
-time from the attempts' usage samples.
+relaunches marked), the tasks' table, the metrics the tasks logged
+(``tfmesos.log_metrics``: a chart per metric, a line per task, over the
+steps), and per-task CPU and memory over time from the attempts' usage
+samples.
 """
 
 import datetime
@@ -285,6 +287,98 @@ def usage_html(run, clock):
     return "<h2>CPU and memory</h2>" + "".join(blocks)
 
 
+# -- metrics (run.json's metrics) ----------------------------------------------------
+
+METRIC_COLORS = ("#3b7dd8", "#d1372f", "#2e9d4f", "#e8871e", "#8a4fd1", "#1aa3a3",
+                 "#b5479b", "#6b7b2e")
+
+
+def metric_points(series):
+    """[(step, value or None)] of a series, its latest value last (kept or not)."""
+    points = list(zip(series.steps, series.values))
+    if series.count and (not points or points[-1] != (series.last_step, series.last)):
+        points.append((series.last_step, series.last))
+    return points
+
+
+def _segments(points):
+    """The runs of finite values between nulls (NaN, inf)."""
+    segments, current = [], []
+    for step, value in points:
+        if value is None:
+            if current:
+                segments.append(current)
+            current = []
+        else:
+            current.append((step, value))
+    if current:
+        segments.append(current)
+    return segments
+
+
+def metric_chart(name, lines):
+    """An SVG chart of metric ``name``: ``lines`` [(task, [(step, value)])],
+    a polyline per task (a dot for a single value), steps across."""
+    width, height, left, right = 520, 200, 64, 110
+    finite = [(s, v) for _, points in lines for s, v in points if v is not None]
+    if not finite:
+        return ""
+    low, high = min(v for _, v in finite), max(v for _, v in finite)
+    if high - low < 1e-12:
+        low, high = low - 0.5 * (abs(low) or 1), high + 0.5 * (abs(high) or 1)
+    first, last = min(s for s, _ in finite), max(s for s, _ in finite)
+    span = max(last - first, 1)
+
+    def x(step):
+        return left + (width - left - right) * (step - first) / span
+
+    def y(value):
+        return 12 + (height - 44) * (high - value) / (high - low)
+
+    parts = ['<svg width="%d" height="%d" role="img" aria-label="%s">'
+             % (width, height, _e("metric %s per task" % name)),
+             '<text x="%d" y="%d" font-size="11" fill="#5b6475">%s (by step)</text>'
+             % (left, height - 4, _e(name))]
+    for value in (high, (high + low) / 2, low):
+        parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#f3f4f6"/>'
+                     '<text x="%d" y="%.1f" font-size="10" fill="#5b6475" text-anchor="end">'
+                     '%s</text>' % (left, y(value), width - right, y(value), left - 4,
+                                    y(value) + 3, _e("%.4g" % value)))
+    for step in (first, last):
+        parts.append('<text x="%.1f" y="%d" font-size="10" fill="#5b6475" '
+                     'text-anchor="middle">%s</text>' % (x(step), height - 18, step))
+    for number, (task, points) in enumerate(lines):
+        color = METRIC_COLORS[number % len(METRIC_COLORS)]
+        for segment in _segments(points):
+            path = " ".join("%.1f,%.1f" % (x(s), y(v)) for s, v in segment)
+            parts.append('<polyline class="metric" data-task="%s" points="%s" fill="none" '
+                         'stroke="%s" stroke-width="1.6"><title>%s %s</title></polyline>'
+                         % (_e(task), path, color, _e(task), _e(name)))
+            if len(segment) == 1:
+                parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>'
+                             % (x(segment[0][0]), y(segment[0][1]), color))
+        parts.append('<text x="%d" y="%d" font-size="11" fill="%s">%s</text>'
+                     % (width - right + 8, 20 + 14 * number, color, _e(task)))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def metrics_html(run):
+    """A chart per metric the tasks logged, or "" when none did."""
+    by_name = {}
+    for series in run.file.metrics:
+        by_name.setdefault(series.name, []).append((series.task, metric_points(series)))
+    charts = [metric_chart(name, lines) for name, lines in by_name.items()]
+    charts = [chart for chart in charts if chart]
+    if not charts:
+        return ""
+    note = ""
+    if run.file.metrics_dropped:
+        note = ('<p class="muted">%d points were left out (a flood thinned by the tasks, '
+                'or more series than a run keeps).</p>' % run.file.metrics_dropped)
+    return "<h2>Metrics</h2>" + note + "".join("<div>%s</div>" % chart for chart in charts)
+
+
 # -- the page --------------------------------------------------------------------
 
 def _tasks_table(run, clock):
@@ -340,6 +434,7 @@ def render(run, now=None):
         body.append("<p>restart %s at +%.1f s (%s): %s; back-off %s s</p>" % (
             restart.restart, clock.at(restart.time) or 0, _e(restart.cause),
             _e(restart.message), restart.delay))
+    body.append(metrics_html(run))
     body.append(usage_html(run, clock))
     body.append('<p class="muted">tfmesos report, written %s from run.json</p>' % _local(now))
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

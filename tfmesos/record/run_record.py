@@ -26,6 +26,7 @@ from ..exceptions import TFMesosError
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from .hints import LINES as HINT_LINES
 from .hints import hint_for
+from .metric_series import Metrics
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -114,6 +115,8 @@ class RunRecord:
             header, schema_version=SCHEMA_VERSION, framework_id=None,
             tasks=[Task(name=s.name, job=s.job.name, index=s.index) for s in slots],
             outcome=Outcome(), timings=Timings(), restarts=[], relaunches=[], shipped=None)
+        self._metrics = Metrics(time.time())   # what the tasks log (tfmesos.log_metrics)
+        self._run.metrics = self._metrics.series
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task.name: task for task in self._run.tasks}
         self._attempts = {}   # task id -> (Task, Attempt)
@@ -132,6 +135,7 @@ class RunRecord:
     # -- what happened ----------------------------------------------------
 
     def submitted(self):
+        self._metrics.began = time.time()
         self._set_timing("submitted")
 
     def shipped(self, what):
@@ -235,6 +239,30 @@ class RunRecord:
         return State(state="TASK_KILLED", time=state.time, source=by, reason=state.reason,
                      message="%s; Mesos reported %s%s" % (
                          by, state.state, ": " + state.message if state.message else ""))
+
+    def metrics(self, task_id, points, dropped=0, source=None):
+        """Points the attempt ``task_id`` logged (``core.events.TaskMetrics``),
+        kept under its task's name; ``task_id`` None: under ``source``
+        (``client``: the process that runs cluster())."""
+        with self._lock:
+            task, _ = self._attempts.get(task_id, (None, None)) if task_id else (None, None)
+            name = task.name if task is not None else source
+            if name is None:
+                return
+            self._metrics.add(name, points, dropped)
+            self._run.metrics_dropped = self._metrics.dropped
+            self._dirty = True
+
+    def latest_metrics(self):
+        """``[(task, step, [(name, value)], steps/s or None)]`` of every task
+        that logged metrics, in the run's task order (``client`` last)."""
+        order = {name: index for index, name in enumerate(self._tasks)}
+        with self._lock:
+            found = []
+            for task in sorted(self._metrics.tasks(), key=lambda t: order.get(t, len(order))):
+                step, values = self._metrics.latest(task)
+                found.append((task, step, values, self._metrics.steps_per_second(task)))
+            return found
 
     def sandbox_tail(self, task_id, tail):
         """What the attempt ``task_id`` wrote in its Mesos sandbox: ``tail``,

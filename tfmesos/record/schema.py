@@ -9,12 +9,12 @@ Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 3. Version 1 is what tfmesos wrote before
+Versions: ``schema_version`` 4. Version 1 is what tfmesos wrote before
 (``"format": 1`` instead of ``schema_version``); it and version 2 read as
 version 3, since each version only added fields: version 2 the attempts'
 ``exited`` and ``hint``, ``shipped`` written as null when nothing was
 shipped, and every sample's ``gpu_mb``; version 3 the attempts'
-``sandbox_tail``. A key a file lacks (so also those that early version 1
+``sandbox_tail``; version 4 the run's ``metrics``. A key a file lacks (so also those that early version 1
 files lack: ``registered``, ``usage``, ``restarts``, ...) reads as its
 default.
 Keys a class does not know are ignored; a value of the wrong type is a
@@ -29,7 +29,7 @@ import sys
 import typing
 from typing import Any, Optional
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -314,6 +314,27 @@ class Shipped(Record):
 
 
 @dataclasses.dataclass
+class MetricSeries(Record):
+    """One metric of one task, as its program logged it (tfmesos.log_metrics):
+    the latest value, and a bounded series (at most 500 points: when full,
+    every other point is dropped and the stride doubles)."""
+    task: str = _field("the task that logged it (worker:0); in fine-grained mode \"client\" "
+                       "(\"chief:0\" with coordinator=True): the process that ran cluster()",
+                       "")
+    name: str = _field("the metric's name (loss, accuracy, ...)", "")
+    last: Optional[float] = _field("its latest value (null: not finite, NaN or inf)")
+    last_step: int = _field("the step of its latest value", 0)
+    last_time: float = _field("when its latest value was logged, seconds since the run began",
+                              0.0)
+    count: int = _field("values received", 0)
+    stride: int = _field("the series keeps every stride-th value received", 1)
+    steps: list[int] = _field("the kept values' steps", factory=list)
+    values: list[Optional[float]] = _field("the kept values (null: not finite)", factory=list)
+    times: list[float] = _field("when each kept value was logged, seconds since the run began",
+                                factory=list)
+
+
+@dataclasses.dataclass
 class RunFile(Record):
     """run.json: the record of one run."""
     schema_version: int = _field("the version of this format", SCHEMA_VERSION,
@@ -331,10 +352,15 @@ class RunFile(Record):
     restarts: list[Restart] = _field("each whole restart", factory=list)
     relaunches: list[Relaunch] = _field("each sticky relaunch", factory=list)
     shipped: Optional[Shipped] = _field("tfrun --ship: what went to every task (null without)")
+    metrics: list[MetricSeries] = _field("what the tasks logged with tfmesos.log_metrics, a "
+                                         "series per task and metric (at most 256 series)",
+                                         factory=list)
+    metrics_dropped: int = _field("points left out: a flood thinned by the task, series "
+                                  "beyond the limits", 0)
 
 
 def read_run_file(data):
-    """The RunFile of run.json's parsed ``data``, of version 1, 2 or 3."""
+    """The RunFile of run.json's parsed ``data``, of version 1 to 4."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
     if "schema_version" in data:

@@ -2,7 +2,8 @@
 its own process group under a guard (``replica_guard``) that takes the group
 down with the task entry, its output forwarded to ``tfrun`` in bounded
 chunks, stopped when the scheduler asks, goes away or Mesos sends SIGTERM;
-what the command used (``usage``) goes with the exit message."""
+what the command used (``usage``) goes with the exit message; what it
+logs with ``tfmesos.log_metrics`` goes to tfrun too (``metrics_relay``)."""
 
 import codecs
 import os
@@ -13,8 +14,9 @@ import sys
 import threading
 import time
 
-from ..protocol import wire
+from ..protocol import task_env, wire
 from . import replica_guard
+from .metrics_relay import MetricsRelay
 from .quiet import NoiseFilter, min_log_level, task_gpus
 from .usage import UsageMonitor
 
@@ -328,6 +330,19 @@ class ReplicaCommand:
             child.signal(signal.SIGKILL)
 
 
+def _relay(conn, env):
+    """A started ``MetricsRelay`` whose socket the hooks and the command
+    find in ``env``, or None: metrics must never fail the task."""
+    try:
+        relay = MetricsRelay(conn.send).start()
+    except OSError as exc:
+        print("tfmesos: metrics cannot be logged in this task: %s" % exc, file=sys.stderr,
+              flush=True)
+        return None
+    env[task_env.METRICS_SOCKET] = relay.path
+    return relay
+
+
 def run_replica(conn, start):
     """Initializer, command, finalizer; the exit message. Returns the exit
     code: the command's, the initializer's when it failed; 0 when the
@@ -336,6 +351,7 @@ def run_replica(conn, start):
     ``STOPPED`` (or the killed process's code) when SIGTERM or the
     scheduler's absence stopped it before the command ended."""
     command = ReplicaCommand(conn, start)
+    relay = _relay(conn, command.env)
     # Mesos kills a task with SIGTERM; a handler must not block, so a thread escalates.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
         target=command.kill, args=("SIGTERM received",), daemon=True).start())
@@ -347,6 +363,8 @@ def run_replica(conn, start):
     if hooks.get("finalizer") and not command.stopping.is_set():
         command.run_hook(hooks["finalizer"])
     command.done.set()
+    if relay is not None:
+        relay.close()   # the last metrics go before the exit message
     stopped = command.stop_requested and command.cut_short
     if stopped:
         # The run is over (or restarting): a clean end, TASK_FINISHED, not the

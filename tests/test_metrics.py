@@ -1,0 +1,360 @@
+"""Metrics (``tfmesos.log_metrics``) without a run: the checks and bounds of
+points and frames, the sender's batches, the task entry's relay, the
+rendezvous' metrics frames, the record's bounded series, the status line,
+``tfmesos show`` and the report's charts."""
+
+import io
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+from rendezvous_client import Client, make_rendezvous, next_event
+from run_dirs import write_run
+from tfrun_helpers import REPO
+
+from tfmesos.cli.progress import Progress, describe_metrics, metrics_line
+from tfmesos.cli.runs import show_run
+from tfmesos.core.events import TaskMetrics
+from tfmesos.protocol import metric_points, task_env, wire
+from tfmesos.protocol.metric_points import (
+    MAX_POINTS,
+    MAX_VALUES,
+    Batcher,
+    MetricError,
+    check_name,
+    check_step,
+    check_value,
+    parse_frame,
+    parse_point,
+)
+from tfmesos.record.history import Run
+from tfmesos.record.metric_series import MAX_POINTS as SERIES_POINTS
+from tfmesos.record.metric_series import Metrics, add_value, summaries
+from tfmesos.record.report import render
+from tfmesos.record.schema import MetricSeries
+from tfmesos.task import metrics as task_metrics
+from tfmesos.task.metrics_relay import MetricsRelay
+
+# -- checks ------------------------------------------------------------------------
+
+
+def test_names_values_and_steps_are_checked():
+    assert check_name("val_loss") == "val_loss" and check_name("loss/train:0") == "loss/train:0"
+    for bad in ("", "x" * 65, "a b", "<script>", 3, None, "é"):
+        with pytest.raises(MetricError):
+            check_name(bad)
+    assert check_value(1) == 1.0 and check_value(0.5) == 0.5
+    assert check_value(float("nan")) is None and check_value(float("inf")) is None
+    for bad in ("1", True, None, [1, 2], object()):
+        with pytest.raises(MetricError):
+            check_value(bad)
+    assert check_step(3) == 3
+    for bad in (-1, 2 ** 53, 1.5, "1", True, None):
+        with pytest.raises(MetricError):
+            check_step(bad)
+
+
+def test_received_points_and_frames_are_checked():
+    assert parse_point([3, 10.0, {"loss": 1, "acc": None}]) == (3, 10.0, {"loss": 1.0,
+                                                                           "acc": None})
+    for bad in ([3, 10.0], [-1, 1.0, {"a": 1.0}], [True, 1.0, {"a": 1.0}],
+                [1, float("nan"), {"a": 1.0}], [1, 1.0, {}], [1, 1.0, {"a": "1"}],
+                [1, 1.0, {"a": float("inf")}], [1, 1.0, {"a b": 1.0}],
+                [1, 1.0, {"m%d" % i: 1.0 for i in range(MAX_VALUES + 1)}], "x", None):
+        assert parse_point(bad) is None, bad
+    good = [1, 5.0, {"loss": 0.5}]
+    assert parse_frame({"type": "metrics", "now": 6.0, "points": [good, [1, 2]],
+                        "dropped": 3}) == (6.0, [(1, 5.0, {"loss": 0.5})], 4)
+    for bad in ({"now": "6", "points": []}, {"now": 6.0, "points": {}},
+                {"now": 6.0, "points": [good] * (MAX_POINTS + 1)},
+                {"now": float("nan"), "points": []}, {"now": 6.0, "points": [], "dropped": -1}):
+        assert parse_frame(dict(bad, type="metrics")) is None, bad
+
+
+def test_a_full_frame_fits_the_wire_limit():
+    point = [2 ** 52, time.time(), {("m%02d" % i) * 16: -1.2345678901234567e-300
+                                    for i in range(MAX_VALUES)}]
+    assert parse_point(point) is not None
+    assert len(json.dumps(point)) < metric_points.MAX_DATAGRAM
+    frame = wire.encode(b"k" * 32, wire.Context(wire.TO_SCHEDULER, b"n" * 16, 5, "t"),
+                        {"type": "metrics", "now": 1.0, "points": [point] * MAX_POINTS,
+                         "dropped": 0})
+    assert len(frame) < wire.MAX_FRAME
+
+
+# -- the sender's batch --------------------------------------------------------------
+
+def test_a_flood_keeps_a_batch_bounded_spread_and_ending_with_the_latest():
+    batcher = Batcher(limit=16, interval=0.5)
+    assert not batcher.due(0.0) and batcher.take(0.0) is None
+    for step in range(10000):
+        batcher.add([step, 0.0, {"loss": 1.0}])
+    assert batcher.due(0.0)
+    points, dropped = batcher.take(0.0)
+    steps = [point[0] for point in points]
+    assert len(points) <= 16 and steps[0] == 0 and steps[-1] == 9999
+    assert steps == sorted(steps) and len(points) + dropped == 10000
+    gaps = [b - a for a, b in zip(steps, steps[1:-1])]
+    assert len(set(gaps)) == 1   # evenly spread
+    batcher.add([10000, 0.0, {"loss": 1.0}])
+    assert not batcher.due(0.3) and batcher.due(0.5)
+    assert batcher.take(0.5) == ([[10000, 0.0, {"loss": 1.0}]], 0)
+
+
+# -- log_metrics -------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_metrics(monkeypatch):
+    """log_metrics as a new process has it."""
+    monkeypatch.setattr(task_metrics, "_warned", set())
+    monkeypatch.setattr(task_metrics, "_next_step", 0)
+    monkeypatch.setattr(task_metrics, "_local", None)
+    monkeypatch.setattr(task_metrics, "_pending", None)
+    monkeypatch.setattr(task_metrics, "dropped", 0)
+    monkeypatch.delenv(task_env.METRICS_SOCKET, raising=False)
+    return task_metrics
+
+
+def test_outside_a_run_it_warns_once_and_does_nothing(fresh_metrics):
+    import tfmesos
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tfmesos.log_metrics(step=1, loss=0.5) is False
+        assert tfmesos.log_metrics(loss=0.4) is False
+    assert len(caught) == 1 and caught[0].category is tfmesos.MetricsWarning
+    assert "not in a tfmesos run" in str(caught[0].message)
+    assert caught[0].filename == __file__   # points at the caller
+
+
+def test_a_fresh_interpreter_warns_once_on_stderr():
+    result = subprocess.run(
+        [sys.executable, "-c", "import tfmesos\nfor i in range(3): tfmesos.log_metrics(loss=i)"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TFMESOS_")})
+    assert result.returncode == 0
+    assert result.stderr.count("not in a tfmesos run") == 1, result.stderr
+
+
+def test_bad_values_are_left_out_with_a_warning_and_nan_is_null(fresh_metrics):
+    points = []
+    fresh_metrics.record_locally(points.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fresh_metrics.log_metrics(loss=float("nan"), acc=0.5, name="x", **{"a b": 1})
+        assert fresh_metrics.log_metrics(step=7, loss=float("nan"))
+        assert fresh_metrics.log_metrics(loss=1.0)
+        assert not fresh_metrics.log_metrics(step=-1, loss=1.0)
+        assert not fresh_metrics.log_metrics(name="only a string")
+        assert fresh_metrics.log_metrics(**{"m%d" % i: i for i in range(MAX_VALUES + 5)})
+    messages = [str(w.message) for w in caught]
+    assert sum("not finite" in m for m in messages) == 1   # once per metric
+    assert any("must be a number, not str" in m for m in messages)
+    assert any("metric name 'a b'" in m for m in messages)
+    assert any("out of range" in m for m in messages)
+    assert any("at most %d values" % MAX_VALUES in m for m in messages)
+    assert [(p[0], p[2]) for p in points[:3]] == [
+        (0, {"loss": None, "acc": 0.5}), (7, {"loss": None}), (8, {"loss": 1.0})]
+    assert len(points[3][2]) == MAX_VALUES and points[3][0] == 9
+    assert abs(points[0][1] - time.time()) < 60
+
+
+def test_numbers_of_numpy_convert():
+    numpy = pytest.importorskip("numpy")
+    assert check_value(numpy.float32(0.25)) == 0.25 and check_value(numpy.array(2)) == 2.0
+    assert check_step(numpy.int64(4)) == 4
+
+
+# -- the task entry's relay --------------------------------------------------------
+
+def test_the_relay_sends_what_the_command_logs_bounded_and_then_removes_its_socket(
+        fresh_metrics, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    frames = []
+    relay = MetricsRelay(frames.append).start()
+    try:
+        assert os.stat(os.path.dirname(relay.path)).st_mode & 0o777 == 0o700
+        monkeypatch.setenv(task_env.METRICS_SOCKET, relay.path)
+        started = time.monotonic()
+        for step in range(20000):
+            fresh_metrics.log_metrics(step=step, loss=1.0 / (step + 1))
+        took = time.monotonic() - started
+        fresh_metrics._send_pending()   # what the process does when it exits
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.sendto(b"not json", relay.path)
+        sock.sendto(b"x" * (metric_points.MAX_DATAGRAM + 10), relay.path)
+        sock.close()
+    finally:
+        relay.close()
+    assert took < 20, took   # never blocked by the relay
+    assert not os.path.exists(relay.path) and not os.listdir(tmp_path)
+    assert frames and all(f["type"] == "metrics" and len(f["points"]) <= MAX_POINTS
+                          for f in frames)
+    steps = [point[0] for frame in frames for point in frame["points"]]
+    assert steps == sorted(steps) and steps[-1] == 19999
+    received = sum(len(f["points"]) for f in frames)
+    dropped = sum(f["dropped"] for f in frames) + fresh_metrics.dropped
+    assert received + dropped == 20000 + 2   # the two bad datagrams are counted
+
+
+# -- the rendezvous ----------------------------------------------------------------
+
+def test_the_rendezvous_turns_metrics_frames_into_events_on_its_clock():
+    rdv = make_rendezvous()
+    rdv.expect("good")
+    try:
+        client = Client(rdv.port)
+        client.register("good")
+        client.registered()
+        # The task's clock is an hour ahead: its points still land in the past.
+        ahead = time.time() + 3600
+        client.send({"type": "metrics", "now": ahead, "dropped": 2,
+                     "points": [[5, ahead - 2.0, {"loss": 0.5}], [6, ahead, {"loss": None}],
+                                ["bad"]]})
+        client.send({"type": "metrics", "now": 1.0, "points": "nope"})   # left out
+        client.send({"type": "log", "stream": "stdout", "data": "still here\n"})
+        event = next_event(rdv, TaskMetrics)
+        assert event.task_id == "good" and event.dropped == 3
+        [(step5, at5, values5), (step6, at6, values6)] = event.points
+        assert (step5, values5, step6, values6) == (5, {"loss": 0.5}, 6, {"loss": None})
+        assert abs(at6 - time.time()) < 5 and abs(at6 - at5 - 2.0) < 0.01
+        client.close()
+    finally:
+        rdv.close()
+
+
+# -- the record's series -----------------------------------------------------------
+
+def test_a_series_keeps_at_most_500_points_spread_over_the_whole_run():
+    series = MetricSeries(task="worker:0", name="loss")
+    for step in range(100000):
+        add_value(series, step, step / 1000, 1.0 / (step + 1))
+    assert len(series.steps) < SERIES_POINTS == 500
+    assert len(series.steps) == len(series.values) == len(series.times)
+    assert series.stride & (series.stride - 1) == 0 and series.count == 100000
+    assert series.steps[0] == 0 and series.steps[-1] > 99000
+    assert {b - a for a, b in zip(series.steps, series.steps[1:])} == {series.stride}
+    assert (series.last, series.last_step, series.last_time) == (1e-5, 99999, 99.999)
+
+
+def test_a_run_keeps_a_bounded_number_of_series_and_counts_what_it_leaves_out():
+    metrics = Metrics(began=1000.0, max_series=4, max_per_task=3)
+    metrics.add("worker:0", [(0, 1001.0, {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})], dropped=5)
+    metrics.add("worker:1", [(0, 1001.0, {"a": 1.0, "b": 2.0})])
+    assert [(s.task, s.name) for s in metrics.series] == [
+        ("worker:0", "a"), ("worker:0", "b"), ("worker:0", "c"), ("worker:1", "a")]
+    assert metrics.dropped == 5 + 1 + 1
+    assert metrics.series[0].times == [1.0]
+
+
+def test_steps_per_second_and_latest_values():
+    metrics = Metrics(began=0.0)
+    metrics.add("worker:0", [(step * 10, step * 0.5, {"loss": 1.0 / (step + 1)})
+                             for step in range(100)])
+    assert metrics.latest("worker:0") == (990, [("loss", 0.01)])
+    assert metrics.steps_per_second("worker:0") == pytest.approx(20.0)
+    assert metrics.latest("ps:0") is None and metrics.steps_per_second("ps:0") is None
+
+
+# -- what the user sees --------------------------------------------------------------
+
+class _Record:
+    def __init__(self, latest):
+        self._latest = latest
+
+    def latest_metrics(self):
+        return self._latest
+
+
+class _Run:
+    def __init__(self, latest):
+        self.record = _Record(latest)
+
+
+def test_the_status_line_shows_the_chiefs_latest_metrics_and_steps_per_second():
+    latest = [("worker:1", 30, [("loss", 0.9)], None),
+              ("worker:0", 120, [("loss", 0.41234567), ("accuracy", 0.88), ("x", None)], 12.34)]
+    assert metrics_line(_Run(latest)) == \
+        "worker:0 step 120 · loss 0.4123 accuracy 0.88 x n/a · 12.3 steps/s"
+    assert metrics_line(_Run([])) is None
+    assert describe_metrics("w", 1, [("m%d" % i, 1.0) for i in range(8)], 1234.5, limit=2) \
+        == "w step 1 · m0 1 m1 1 ... · 1234 steps/s"
+    out = io.StringIO()
+    progress = Progress(out, tty=False, interval=0.0, clock=iter(range(100)).__next__)
+    progress.ready()
+    progress(_Run([]))                      # no metrics: no line
+    progress(_Run(latest))
+    assert out.getvalue() == "tfrun: worker:0 step 120 · loss 0.4123 accuracy 0.88 x n/a · " \
+        "12.3 steps/s\n"
+
+
+def test_the_status_line_on_a_terminal_makes_way_for_task_output():
+    out, idle = io.StringIO(), [True]
+    progress = Progress(out, tty=True, clock=iter(range(0, 100, 2)).__next__,
+                        idle=lambda: idle[0])
+    progress.ready()
+    progress(_Run([("worker:0", 1, [("loss", 0.5)], None)]))
+    assert out.getvalue().endswith("\rtfrun: worker:0 step 1 · loss 0.5\033[K")
+    progress.hide()
+    assert out.getvalue().endswith("\r\033[K")
+    idle[0] = False    # a task's line is unfinished: not drawn over it
+    before = out.getvalue()
+    progress(_Run([("worker:0", 2, [("loss", 0.4)], None)]))
+    assert out.getvalue() == before
+
+
+def series(task, name, values, start=0):
+    one = MetricSeries(task=task, name=name)
+    for step, value in enumerate(values, start):
+        add_value(one, step, step * 0.25, value)
+    return one
+
+
+def metrics_run(root):
+    directory = write_run(root, "5eed0042")
+    run = Run.load(directory)
+    run.file.metrics = [series("worker:0", "loss", [2.0, 1.0, None, 0.5]),
+                        series("worker:0", "accuracy", [0.1, 0.5, 0.7, 0.9]),
+                        series("worker:1", "loss", [2.1, 1.1, 0.6, 0.4]),
+                        series("worker:1", "accuracy", [0.2]),
+                        series("client", "<b>&evil\"", [1.0, 2.0])]
+    run.file.metrics_dropped = 12
+    return run
+
+
+def test_show_prints_each_tasks_latest_metrics(tmp_path):
+    run = metrics_run(tmp_path)
+    out = io.StringIO()
+    show_run(run, out)
+    text = out.getvalue()
+    assert "metrics (latest; steps/s averaged over the run):\n" \
+        "  worker:0 step 3 · loss 0.5 accuracy 0.9 · 4.00 steps/s\n" \
+        "  worker:1 step 3 · loss 0.4 accuracy 0.2 · 4.00 steps/s\n" in text
+    assert "(12 points left out" in text
+    assert [(t, s) for t, s, _, _ in summaries(run.file.metrics)] == [
+        ("worker:0", 3), ("worker:1", 3), ("client", 1)]
+
+
+def test_the_report_draws_a_chart_per_metric_and_a_line_per_task(tmp_path):
+    page = render(metrics_run(tmp_path))
+    assert "<h2>Metrics</h2>" in page and "12 points were left out" in page
+    charts = dict(re.findall(r'<svg[^>]*aria-label="metric (.*?) per task">(.*?)</svg>', page))
+    assert set(charts) == {"loss", "accuracy", "&lt;b&gt;&amp;evil&quot;"}
+    lines = {name: re.findall(r'<polyline class="metric" data-task="([^"]*)" points="([^"]*)"',
+                              chart) for name, chart in charts.items()}
+    # worker:0's loss is cut where it was not finite (NaN): two segments.
+    assert [task for task, _ in lines["loss"]] == ["worker:0", "worker:0", "worker:1"]
+    assert [len(points.split()) for _, points in lines["loss"]] == [2, 1, 4]
+    # A single value is a dot.
+    assert [task for task, _ in lines["accuracy"]] == ["worker:0", "worker:1"]
+    assert '<circle' in charts["accuracy"]
+    for _, points in sum(lines.values(), []):
+        for point in points.split():
+            assert all(math.isfinite(float(v)) for v in point.split(","))
+    assert "<b>&evil" not in page

@@ -1,0 +1,156 @@
+"""Metrics a run's program logs (``tfmesos.log_metrics``), as they travel:
+their checks and bounds, shared by the task side and tfrun (stdlib only).
+
+A *point* is what one ``log_metrics(step, **values)`` call logged:
+``[step, t, {name: value}]`` — ``step`` an int >= 0, ``t`` the wall-clock
+time (``time.time()`` of the process that logged it), ``values`` at most
+``MAX_VALUES`` names (``NAME``: 1 to ``MAX_NAME`` characters of letters,
+digits and ``_ . : / @ + -``) each with a finite float, or None for a
+value that was not finite (NaN, inf: recorded as null, shown as ``n/a``).
+
+The user's process sends each point as one datagram (``MAX_DATAGRAM``
+bytes at most) to the task entry, which sends them on in ``metrics``
+frames of at most ``MAX_POINTS`` points: ``{"type": "metrics", "now": T,
+"points": [...], "dropped": N}``, ``now`` the sender's clock when it sent
+the frame (so tfrun places points on its own clock without trusting the
+agent's), ``dropped`` how many points it thinned out since the last frame.
+``Batcher`` is what keeps a sender bounded: however fast points come, it
+holds at most ``MAX_POINTS`` of them and lets a batch go at most every
+``FLUSH_INTERVAL`` seconds.
+"""
+
+import math
+import re
+
+MAX_NAME = 64            # characters of a metric's name
+MAX_VALUES = 32          # values in one point (one log_metrics call)
+MAX_POINTS = 128         # points in one metrics frame (<= ~400 KB, under wire.MAX_FRAME)
+MAX_DATAGRAM = 8192      # bytes of one point on its way from the user's process
+MAX_STEP = 2 ** 53       # steps stay exact as JSON numbers
+FLUSH_INTERVAL = 0.5     # seconds between two batches of one sender
+NAME = re.compile(r"[A-Za-z0-9_.:/@+-]{1,%d}\Z" % MAX_NAME)
+
+
+class MetricError(ValueError):
+    """A step, name or value that cannot be logged."""
+
+
+def check_name(name):
+    """``name`` if it is a metric name, else MetricError."""
+    if not isinstance(name, str) or not NAME.match(name):
+        raise MetricError("metric name %r: use 1 to %d letters, digits or _ . : / @ + -"
+                          % (str(name)[:80], MAX_NAME))
+    return name
+
+
+def check_value(value):
+    """``value`` as a float; None when it is not finite (NaN, inf);
+    MetricError when it is not a number (strings, bools, None, arrays of
+    more than one element). Numbers of numpy, TensorFlow or JAX convert
+    through their ``__float__``."""
+    if isinstance(value, (str, bytes, bool)) or value is None:
+        raise MetricError("a metric value must be a number, not %s" % type(value).__name__)
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MetricError("a metric value must be a number, not %s (%s)"
+                          % (type(value).__name__, exc)) from None
+    return number if math.isfinite(number) else None
+
+
+def check_step(step):
+    """``step`` as an int in [0, MAX_STEP), else MetricError."""
+    if isinstance(step, bool):
+        raise MetricError("step must be an integer, not bool")
+    try:
+        number = step.__index__()
+    except (AttributeError, TypeError):
+        raise MetricError("step must be an integer, not %s" % type(step).__name__) from None
+    if not 0 <= number < MAX_STEP:
+        raise MetricError("step %d is out of range (0 to 2**53)" % number)
+    return number
+
+
+def parse_point(item):
+    """``(step, t, {name: value})`` of a received point, checked; None when
+    it is malformed (a received value is already a float or None)."""
+    if not isinstance(item, list) or len(item) != 3:
+        return None
+    step, when, values = item
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < MAX_STEP \
+            or isinstance(when, bool) or not isinstance(when, (int, float)) \
+            or not math.isfinite(when) or not isinstance(values, dict) \
+            or not 0 < len(values) <= MAX_VALUES:
+        return None
+    clean = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or not NAME.match(name):
+            return None
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            return None
+        clean[name] = None if value is None else float(value)
+    return step, float(when), clean
+
+
+def parse_frame(message):
+    """``(now, [points], dropped)`` of a ``metrics`` frame; malformed points
+    are left out (counted in ``dropped``); None when the frame itself is
+    malformed."""
+    now, points, dropped = message.get("now"), message.get("points"), message.get("dropped", 0)
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now) \
+            or not isinstance(points, list) or len(points) > MAX_POINTS \
+            or isinstance(dropped, bool) or not isinstance(dropped, int) or dropped < 0:
+        return None
+    parsed = [parse_point(item) for item in points]
+    good = [point for point in parsed if point is not None]
+    return float(now), good, dropped + len(parsed) - len(good)
+
+
+class Batcher:
+    """The points one sender holds between two batches (not thread-safe:
+    its owner locks). At most ``limit`` points: when full, every other one
+    is dropped and from then on only every ``2**k``-th point is kept until
+    the batch goes, so a flood keeps a sample spread over its time; the
+    last point always goes (the latest values)."""
+
+    def __init__(self, limit=MAX_POINTS, interval=FLUSH_INTERVAL):
+        self.limit = limit
+        self.interval = interval
+        self._points = []
+        self._last = None       # the latest point, kept even when thinned out
+        self._stride = 1
+        self._seen = 0
+        self.dropped = 0        # points thinned out since the last batch
+        self.sent_at = None     # when the last batch went
+
+    def add(self, point):
+        self._seen += 1
+        self._last = point
+        if (self._seen - 1) % self._stride:
+            self.dropped += 1
+            return
+        self._points.append(point)
+        if len(self._points) >= self.limit:
+            self.dropped += len(self._points) - len(self._points[::2])
+            self._points = self._points[::2]
+            self._stride *= 2
+
+    def due(self, now):
+        """Whether a batch should go at ``now`` (monotonic seconds)."""
+        return self._last is not None and (self.sent_at is None
+                                           or now - self.sent_at >= self.interval)
+
+    def take(self, now):
+        """``(points, dropped)`` to send (the held points, the latest last),
+        or None when nothing is held; starts the next batch."""
+        if self._last is None:
+            return None
+        points = self._points
+        if not points or points[-1] is not self._last:
+            points.append(self._last)   # thinned out: it was counted as dropped
+            self.dropped -= 1
+        taken = (points, self.dropped)
+        self._points, self._last, self._stride, self._seen, self.dropped = [], None, 1, 0, 0
+        self.sent_at = now
+        return taken

@@ -1,0 +1,122 @@
+"""The metrics a run keeps (run.json's ``metrics``): a bounded series per
+task and metric, its latest value, and each task's steps per second
+(pure: ``RunRecord`` locks and saves).
+
+A series keeps at most ``MAX_POINTS`` values: every ``stride``-th value
+received; when full, every other kept value is dropped and the stride
+doubles, so a long run keeps a sample spread evenly over its whole length
+and the latest value is always at hand (``last``). A run keeps at most
+``MAX_SERIES`` series (``MAX_PER_TASK`` a task); values of others are
+counted in ``dropped``.
+"""
+
+import collections
+
+from .schema import MetricSeries
+
+MAX_POINTS = 500         # values kept per series
+MAX_SERIES = 256         # series per run
+MAX_PER_TASK = 32        # series per task
+RATE_WINDOW = 30.0       # seconds of steps that steps/s is measured over
+RATE_SAMPLES = 64        # (time, step) kept per task for it
+
+
+def add_value(series, step, when, value, max_points=MAX_POINTS):
+    """Add one value to ``series`` (a schema.MetricSeries), thinning it when full."""
+    series.last, series.last_step, series.last_time = value, step, when
+    series.count += 1
+    if (series.count - 1) % series.stride:
+        return
+    series.steps.append(step)
+    series.values.append(value)
+    series.times.append(when)
+    if len(series.steps) >= max_points:
+        series.steps = series.steps[::2]
+        series.values = series.values[::2]
+        series.times = series.times[::2]
+        series.stride *= 2
+
+
+class Metrics:
+    """Every series of a run, in the order they first came; ``began``: the
+    time.time() run times count from."""
+
+    def __init__(self, began, max_series=MAX_SERIES, max_per_task=MAX_PER_TASK,
+                 max_points=MAX_POINTS):
+        self.began = began
+        self.max_series, self.max_per_task, self.max_points = \
+            max_series, max_per_task, max_points
+        self.series = []               # schema.MetricSeries, the list run.json holds
+        self._by_key = {}              # (task, name) -> MetricSeries
+        self._per_task = collections.Counter()
+        self._steps = {}               # task -> deque of (time, step), for steps/s
+        self.dropped = 0
+
+    def add(self, task, points, dropped=0):
+        """``points`` of ``task``: ``(step, at, {name: value})``, ``at`` a
+        time.time(); ``dropped``: points its sender left out."""
+        self.dropped += dropped
+        for step, at, values in points:
+            when = round(max(0.0, at - self.began), 3)
+            for name, value in values.items():
+                series = self._series(task, name)
+                if series is None:
+                    self.dropped += 1
+                else:
+                    add_value(series, step, when, value, self.max_points)
+            steps = self._steps.setdefault(task, collections.deque(maxlen=RATE_SAMPLES))
+            if not steps or step > steps[-1][1]:
+                steps.append((when, step))
+
+    def _series(self, task, name):
+        series = self._by_key.get((task, name))
+        if series is None and len(self.series) < self.max_series \
+                and self._per_task[task] < self.max_per_task:
+            series = self._by_key[(task, name)] = MetricSeries(task=task, name=name)
+            self.series.append(series)
+            self._per_task[task] += 1
+        return series
+
+    def latest(self, task):
+        """``(step, [(name, value)])`` of ``task``'s latest values, in the
+        order its metrics first came, or None."""
+        found = [s for s in self.series if s.task == task]
+        if not found:
+            return None
+        return max(s.last_step for s in found), [(s.name, s.last) for s in found]
+
+    def steps_per_second(self, task):
+        """``task``'s steps per second over the last ``RATE_WINDOW`` seconds
+        it logged, or None (fewer than two steps)."""
+        steps = self._steps.get(task)
+        if not steps or len(steps) < 2:
+            return None
+        end_time, end_step = steps[-1]
+        recent = [(t, s) for t, s in steps if end_time - t <= RATE_WINDOW]
+        start_time, start_step = recent[0] if len(recent) > 1 else steps[-2]
+        if end_time <= start_time:
+            return None
+        return (end_step - start_step) / (end_time - start_time)
+
+    def tasks(self):
+        """The tasks that logged metrics, in the order they first did."""
+        return list(dict.fromkeys(s.task for s in self.series))
+
+
+def summaries(series):
+    """``[(task, step, [(name, value)], steps/s or None)]`` of run.json's
+    ``metrics`` (a list of schema.MetricSeries): each task's latest values
+    and its average steps per second over the whole series."""
+    found = {}
+    for one in series:
+        found.setdefault(one.task, []).append(one)
+    result = []
+    for task, mine in found.items():
+        longest = max(mine, key=lambda s: s.count)
+        rate = None
+        if longest.steps and longest.last_time > longest.times[0]:
+            rate = (longest.last_step - longest.steps[0]) / (longest.last_time
+                                                             - longest.times[0])
+        result.append((task, max(s.last_step for s in mine), [(s.name, s.last) for s in mine],
+                       rate))
+    return result

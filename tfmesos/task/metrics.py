@@ -1,0 +1,193 @@
+"""``tfmesos.log_metrics(step=None, **values)``: metrics from any process of
+a run, recorded by tfrun (run.json, the status line, ``tfmesos show``,
+report.html). Standard library only: importing it costs nothing.
+
+Where a point goes:
+
+* in a process that runs ``tfmesos.cluster()`` (fine-grained mode), to that
+  run's record directly (``record_locally``, set by ``cluster()``);
+* in a replica task's command (and what it starts), to its task entry as
+  one datagram on the unix socket ``$TFMESOS_METRICS_SOCKET``; the entry
+  sends them on to tfrun over its authenticated rendezvous connection
+  (``metrics_relay``);
+* anywhere else nowhere: a warning, once.
+
+``log_metrics`` never raises and never blocks: what cannot be logged (a
+value that is not a number, a name too long, more than ``MAX_VALUES``
+values) is left out with a warning, once per kind; a value that is not
+finite (NaN, inf) is recorded as null; a point the task entry cannot take
+at once (its queue is full: a flood) is dropped, but for the latest, which
+goes with the next call or, at the latest, when the process exits.
+"""
+
+import atexit
+import json
+import os
+import socket
+import threading
+import time
+import warnings
+
+from ..protocol import task_env
+from ..protocol.metric_points import (
+    MAX_DATAGRAM,
+    MAX_VALUES,
+    MetricError,
+    check_name,
+    check_step,
+    check_value,
+)
+
+_lock = threading.Lock()
+_local = None          # cluster()'s recorder in this process: callable(point)
+_socket = None         # (pid, socket) to the task entry
+_pending = None        # (path, datagram) the task entry could not take: sent later
+_next_step = 0         # the step of a call without one
+_warned = set()
+dropped = 0            # points the task entry could not take (a flood)
+
+
+class MetricsWarning(RuntimeWarning):
+    """Metrics that are not recorded, or not as given."""
+
+
+def log_metrics(step=None, **values):
+    """Record ``values`` (numbers: Python's, numpy's, TensorFlow's or JAX's
+    scalars) at ``step`` (an int; None: one more than this process's last
+    step, 0 at first) for the task this process belongs to. Returns True
+    when the point went to tfrun (or cluster()'s record), else False."""
+    global _next_step
+    point = _point(step, values)
+    if point is None:
+        return False
+    with _lock:
+        _next_step = max(_next_step, point[0] + 1)
+        local = _local
+    if local is not None:
+        local(point)
+        return True
+    path = os.environ.get(task_env.METRICS_SOCKET)
+    if not path:
+        _warn("outside", "tfmesos.log_metrics: not in a tfmesos run (no tfrun task, no "
+              "tfmesos.cluster() in this process): metrics are not recorded", 3)
+        return False
+    return _send(path, point)
+
+
+def record_locally(recorder):
+    """``cluster()``: send this process's points to ``recorder(point)``
+    (None: stop). Returns the recorder it replaces."""
+    global _local
+    with _lock:
+        previous, _local = _local, recorder
+    return previous
+
+
+def _point(step, values):
+    """``[step, t, {name: value}]`` of one call, or None (nothing to log)."""
+    if step is None:
+        step = _next_step
+    try:
+        step = check_step(step)
+    except MetricError as exc:
+        _warn("step", "tfmesos.log_metrics: %s; the values were not recorded" % exc)
+        return None
+    clean = {}
+    for name, value in values.items():
+        if len(clean) == MAX_VALUES:
+            _warn("many", "tfmesos.log_metrics: at most %d values a call; %s and what "
+                  "follows were not recorded" % (MAX_VALUES, name))
+            break
+        try:
+            clean[check_name(name)] = number = check_value(value)
+        except MetricError as exc:
+            _warn("value:%s" % name[:80], "tfmesos.log_metrics: %s; not recorded" % exc)
+            continue
+        if number is None:
+            _warn("finite:%s" % name, "tfmesos.log_metrics: %s is not finite (%r): recorded "
+                  "as null" % (name, value))
+    if not clean:
+        return None
+    return [step, round(time.time(), 3), clean]
+
+
+def _send(path, point):
+    """One datagram to the task entry; dropped when it cannot take it now
+    (the latest such is kept, and sent before the next)."""
+    global _pending
+    data = json.dumps(point, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    if len(data) > MAX_DATAGRAM:
+        _warn("size", "tfmesos.log_metrics: a point of %d bytes exceeds %d; not recorded"
+              % (len(data), MAX_DATAGRAM))
+        return False
+    with _lock:
+        sock = _connected()
+        pending, _pending = _pending, None
+        if pending is not None and not _try(sock, *pending):
+            _dropped(1)        # the newer point supersedes it
+        if _try(sock, path, data):
+            return True
+        _pending = (path, data)
+        return False
+
+
+def _connected():
+    """This process's socket (a forked child makes its own)."""
+    global _socket
+    if _socket is None or _socket[0] != os.getpid():
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        if _socket is None:
+            atexit.register(_send_pending)
+        _socket = (os.getpid(), sock)
+    return _socket[1]
+
+
+def _try(sock, path, data):
+    """Whether the task entry took ``data`` at once."""
+    try:
+        sock.sendto(data, path)
+        return True
+    except BlockingIOError:     # its queue is full: a flood
+        return False
+    except OSError as exc:
+        _warned_gone(exc)
+        return True             # nothing will take it: not kept
+
+
+def _dropped(count):
+    global dropped
+    dropped += count
+
+
+def _warned_gone(exc):
+    kind = "gone"
+    if kind not in _warned:
+        _warned.add(kind)
+        warnings.warn("tfmesos.log_metrics: the task entry does not take metrics (%s); they "
+                      "are not recorded" % exc, MetricsWarning, stacklevel=5)
+
+
+def _send_pending(timeout=1.0):
+    """At exit: the latest point the task entry could not take, waiting up
+    to ``timeout`` for it to make room."""
+    global _pending
+    with _lock:
+        pending, _pending = _pending, None
+        if pending is None or _socket is None or _socket[0] != os.getpid():
+            return
+        sock = _socket[1]
+        try:
+            sock.settimeout(timeout)
+            sock.sendto(pending[1], pending[0])
+        except OSError:
+            _dropped(1)
+
+
+def _warn(kind, message, stacklevel=4):
+    """``message`` once per ``kind``, at the caller of log_metrics."""
+    with _lock:
+        if kind in _warned:
+            return
+        _warned.add(kind)
+    warnings.warn(message, MetricsWarning, stacklevel=stacklevel)
