@@ -35,6 +35,8 @@ import numpy as np
 import tensorflow as tf
 from digits import SEED, load_data
 
+import tfmesos
+
 
 def build_model():
     return keras.Sequential([
@@ -99,9 +101,11 @@ def main(argv=None):
             loss, correct = train_step(batches)
             loss_sum += float(loss)
             correct_sum += float(correct)
-        print("epoch %d/%d loss %.4f accuracy %.4f"
-              % (epoch + 1, args.epochs, loss_sum / steps_per_epoch,
-                 correct_sum / (steps_per_epoch * global_batch)), flush=True)
+        loss, accuracy = loss_sum / steps_per_epoch, correct_sum / (steps_per_epoch
+                                                                     * global_batch)
+        print("epoch %d/%d loss %.4f accuracy %.4f" % (epoch + 1, args.epochs, loss, accuracy),
+              flush=True)
+        tfmesos.log_metrics(step=(epoch + 1) * steps_per_epoch, loss=loss, accuracy=accuracy)
     if is_chief:
         print("trained in %.1f s" % (time.perf_counter() - started), flush=True)
         predictions = np.argmax(model(x_test, training=False), axis=1)

@@ -41,6 +41,8 @@ import keras
 import numpy as np
 from digits import SEED, load_data
 
+import tfmesos.keras
+
 
 def build_model(learning_rate):
     model = keras.Sequential([
@@ -98,7 +100,7 @@ def main(argv=None):
 
     model = build_model(args.learning_rate)
     model.fit(x_own, y_own, batch_size=args.batch_size, epochs=args.epochs, shuffle=True,
-              verbose=0, callbacks=[EpochLog(args.epochs)])
+              verbose=0, callbacks=[EpochLog(args.epochs), tfmesos.keras.MetricsCallback()])
     trained = time.perf_counter() - started
     if process == 0:
         print("trained in %.1f s" % trained, flush=True)

@@ -28,7 +28,9 @@ in ``<model-dir>/backup`` (TensorFlow's pattern for MultiWorkerMirroredStrategy)
 after a whole restart (``tfrun --max-restarts 1``) training goes on from the
 epoch after the last backup (``training from epoch N/M``), not from the first.
 
-Prints ``epoch N/M loss L accuracy A`` on every worker,
+Every worker logs its loss and accuracy per epoch with
+``tfmesos.keras.MetricsCallback`` (tfrun's status line, run.json, ``tfmesos
+show``, ``tfmesos report``), and prints ``epoch N/M loss L accuracy A``,
 ``steps/s: R`` (epochs after the first) and, on the chief, ``final accuracy: X``
 on the digits test split; the evaluator prints ``evaluation: epoch N accuracy X``.
 Needs ``tf_keras`` (``pip install tf-keras``): Keras 3 does not train under
@@ -49,6 +51,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 from digits import SEED, load_data
+
+import tfmesos.keras
 
 try:
     import tf_keras as keras
@@ -193,7 +197,7 @@ def train(args):
         model = build_model(args.learning_rate)
 
     rate = StepRate()
-    callbacks = [rate, EpochLog(args.epochs)]
+    callbacks = [rate, EpochLog(args.epochs), tfmesos.keras.MetricsCallback()]
     checkpoints = os.path.join(args.model_dir or "", "checkpoints")
     if args.model_dir:
         if is_chief:
@@ -286,6 +290,7 @@ def evaluate_checkpoint(model, directory, epoch, x_test, y_test):
         return False
     _, accuracy = model.evaluate(x_test, y_test, verbose=0)
     print("evaluation: epoch %d accuracy %.4f" % (epoch, accuracy), flush=True)
+    tfmesos.log_metrics(step=epoch, eval_accuracy=accuracy)
     return True
 
 

@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 from digits import SEED, load_data
 
+import tfmesos
+
 v1 = tf.compat.v1
 def hosts(text):
     return [host for host in text.split(",") if host]
@@ -108,6 +110,7 @@ def main(argv=None):
             if local_step % 100 == 0:
                 print("worker %d: local step %d, global step %d, loss %.4f"
                       % (args.task_index, local_step, step, loss), flush=True)
+                tfmesos.log_metrics(step=int(step), loss=loss)
         print("worker %d: done after %d local steps (global step %d)"
               % (args.task_index, local_step, step), flush=True)
         if is_chief:

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 from digits import SEED, load_data
 
-from tfmesos import cluster
+from tfmesos import cluster, log_metrics
 
 
 class WorkerNotes(logging.Filter):
@@ -100,6 +100,7 @@ def train(resolver, args):
         if (step + 1) % 100 == 0:
             coordinator.join()
             print("step %d loss %.4f" % (step + 1, loss.fetch()), flush=True)
+            log_metrics(step=step + 1, loss=loss.fetch())   # run.json, as chief:0
     coordinator.join()
     predictions = np.argmax(model(tf.constant(x_test)).numpy(), axis=1)
     return float(np.mean(predictions == y_test))

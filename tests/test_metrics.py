@@ -108,6 +108,19 @@ def test_a_flood_keeps_a_batch_bounded_spread_and_ending_with_the_latest():
     assert batcher.take(0.5) == ([[10000, 0.0, {"loss": 1.0}]], 0)
 
 
+def test_each_metrics_latest_value_survives_a_flood_of_others():
+    batcher = Batcher(limit=16)
+    batcher.add([0, 0.0, {"val_loss": 2.0}])
+    for step in range(1, 5000):
+        batcher.add([step, 0.0, {"loss": 1.0}])
+        if step == 2500:
+            batcher.add([step, 0.0, {"val_loss": 1.0}])
+    points, dropped = batcher.take(0.0)
+    assert len(points) <= 16 and len(points) + dropped == 5001
+    assert [2500, 0.0, {"val_loss": 1.0}] in points and points[-1][0] == 4999
+    assert [point[0] for point in points] == sorted(point[0] for point in points)
+
+
 # -- log_metrics -------------------------------------------------------------------
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def _keras_module(keras):
         return keras
     if "tf_keras" in sys.modules:
         return sys.modules["tf_keras"]
-    import keras as keras_3   # Keras 3, or whatever Keras is installed as ``keras``
+    import keras as keras_3  # Keras 3, or whatever Keras is installed as ``keras``
     return keras_3
 
 

@@ -183,7 +183,7 @@ def show_metrics(file, out):
     """Each task's latest metrics (``tfmesos.log_metrics``), when any."""
     from .progress import describe_metrics
 
-    found = summaries(file.metrics)
+    found = summaries(file.metrics, [task.name for task in file.tasks])
     if not found:
         return
     out.write("\nmetrics (latest; steps/s averaged over the run):\n")

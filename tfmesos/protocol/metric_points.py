@@ -109,48 +109,49 @@ def parse_frame(message):
 
 class Batcher:
     """The points one sender holds between two batches (not thread-safe:
-    its owner locks). At most ``limit`` points: when full, every other one
-    is dropped and from then on only every ``2**k``-th point is kept until
-    the batch goes, so a flood keeps a sample spread over its time; the
-    last point always goes (the latest values)."""
+    its owner locks). At most ``limit`` points: when its thinned share is
+    full, every other one is dropped and from then on only every
+    ``2**k``-th point is kept until the batch goes, so a flood keeps a
+    sample spread over its time; the latest point of each metric (of the
+    first ``limit // 4`` names of a batch) always goes."""
 
     def __init__(self, limit=MAX_POINTS, interval=FLUSH_INTERVAL):
         self.limit = limit
         self.interval = interval
-        self._points = []
-        self._last = None       # the latest point, kept even when thinned out
+        self._latest_names = max(1, limit // 4)
+        self._keep = max(2, limit - self._latest_names)
+        self._points = []       # (sequence, point) kept by thinning
+        self._latest = {}       # name -> (sequence, point): its latest value
         self._stride = 1
-        self._seen = 0
-        self.dropped = 0        # points thinned out since the last batch
+        self._seen = 0          # points since the last batch
         self.sent_at = None     # when the last batch went
 
     def add(self, point):
         self._seen += 1
-        self._last = point
+        entry = (self._seen, point)
+        for name in point[2]:
+            if name in self._latest or len(self._latest) < self._latest_names:
+                self._latest[name] = entry
         if (self._seen - 1) % self._stride:
-            self.dropped += 1
             return
-        self._points.append(point)
-        if len(self._points) >= self.limit:
-            self.dropped += len(self._points) - len(self._points[::2])
+        self._points.append(entry)
+        if len(self._points) >= self._keep:
             self._points = self._points[::2]
             self._stride *= 2
 
     def due(self, now):
         """Whether a batch should go at ``now`` (monotonic seconds)."""
-        return self._last is not None and (self.sent_at is None
-                                           or now - self.sent_at >= self.interval)
+        return self._seen > 0 and (self.sent_at is None or now - self.sent_at >= self.interval)
 
     def take(self, now):
-        """``(points, dropped)`` to send (the held points, the latest last),
-        or None when nothing is held; starts the next batch."""
-        if self._last is None:
+        """``(points, dropped)`` to send, in the order they came, or None
+        when nothing is held; starts the next batch."""
+        if not self._seen:
             return None
-        points = self._points
-        if not points or points[-1] is not self._last:
-            points.append(self._last)   # thinned out: it was counted as dropped
-            self.dropped -= 1
-        taken = (points, self.dropped)
-        self._points, self._last, self._stride, self._seen, self.dropped = [], None, 1, 0, 0
+        entries = dict(self._points)
+        entries.update(self._latest.values())
+        points = [entries[sequence] for sequence in sorted(entries)]
+        taken = (points, self._seen - len(points))
+        self._points, self._latest, self._stride, self._seen = [], {}, 1, 0
         self.sent_at = now
         return taken

@@ -103,12 +103,20 @@ class Metrics:
         return list(dict.fromkeys(s.task for s in self.series))
 
 
-def summaries(series):
+def in_task_order(series, tasks):
+    """``series`` (schema.MetricSeries) ordered by their task's place in
+    ``tasks`` (names), others (``client``) last, else as they came."""
+    order = {name: index for index, name in enumerate(tasks)}
+    return sorted(series, key=lambda one: order.get(one.task, len(order)))
+
+
+def summaries(series, tasks=()):
     """``[(task, step, [(name, value)], steps/s or None)]`` of run.json's
     ``metrics`` (a list of schema.MetricSeries): each task's latest values
-    and its average steps per second over the whole series."""
+    and its average steps per second over the whole series, in the order
+    of ``tasks`` (names; others last)."""
     found = {}
-    for one in series:
+    for one in in_task_order(series, tasks):
         found.setdefault(one.task, []).append(one)
     result = []
     for task, mine in found.items():

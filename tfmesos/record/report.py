@@ -14,6 +14,7 @@ import os
 
 from ..mesos.task_states import TERMINAL_STATES
 from .history import parse_time
+from .metric_series import in_task_order
 
 REPORT = "report.html"
 
@@ -366,7 +367,7 @@ def metric_chart(name, lines):
 def metrics_html(run):
     """A chart per metric the tasks logged, or "" when none did."""
     by_name = {}
-    for series in run.file.metrics:
+    for series in in_task_order(run.file.metrics, [task.name for task in run.tasks]):
         by_name.setdefault(series.name, []).append((series.task, metric_points(series)))
     charts = [metric_chart(name, lines) for name, lines in by_name.items()]
     charts = [chart for chart in charts if chart]

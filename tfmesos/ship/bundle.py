@@ -29,8 +29,20 @@ TOP = "project"                 # the archive's one top directory: the task's wo
 COMPRESSION = 6                 # gzip level: most of level 9's ratio at twice its speed
 # What a task imports of tfmesos: the task side and the protocol it speaks.
 TASK_SIDE_PACKAGES = ("task", "protocol")
+TASK_SIDE_MODULES = ("keras.py",)   # tfmesos.keras.MetricsCallback, for the user's command
+# The user's command finds tfmesos.log_metrics and tfmesos.keras there too.
 TASK_SIDE_INIT = ('"""tfmesos\' task side, shipped to the task by tfrun --ship: '
-                  '``python -m tfmesos.task``."""\n\n__version__ = %r\n')
+                  '``python -m tfmesos.task``; ``tfmesos.log_metrics`` and '
+                  '``tfmesos.keras`` for the command."""\n\n'
+                  'import importlib\n\n__version__ = %r\n\n\n'
+                  'def __getattr__(name):\n'
+                  '    if name in ("log_metrics", "MetricsWarning"):\n'
+                  '        return getattr(importlib.import_module(".task.metrics", __name__), '
+                  'name)\n'
+                  '    if name == "keras":\n'
+                  '        return importlib.import_module(".keras", __name__)\n'
+                  '    raise AttributeError("module %%r has no attribute %%r" %% (__name__, '
+                  'name))\n')
 
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
@@ -224,12 +236,15 @@ def _add(tar, member):
 
 
 def pack_task_side(out_dir, package_dir=None):
-    """The task side of tfmesos (``tfmesos/task/``, ``tfmesos/protocol/``
-    and a minimal ``tfmesos/__init__.py``; stdlib only) as a zip in
+    """The task side of tfmesos (``tfmesos/task/``, ``tfmesos/protocol/``,
+    ``tfmesos/keras.py`` and a minimal ``tfmesos/__init__.py``; stdlib
+    only) as a zip in
     ``out_dir``: a ``Bundle`` whose ``path`` goes on ``PYTHONPATH``."""
     from .. import __version__
     package_dir = package_dir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     members = [("tfmesos/__init__.py", (TASK_SIDE_INIT % __version__).encode())]
+    members += [("tfmesos/%s" % name, _read(os.path.join(package_dir, name)))
+                for name in TASK_SIDE_MODULES]
     for package in TASK_SIDE_PACKAGES:
         folder = os.path.join(package_dir, package)
         for name in sorted(os.listdir(folder)):
