@@ -39,7 +39,7 @@ from tfmesos.record.metric_series import MAX_POINTS as SERIES_POINTS
 from tfmesos.record.metric_series import Metrics, add_value, summaries
 from tfmesos.record.report import render
 from tfmesos.record.schema import MetricSeries
-from tfmesos.task import metrics as task_metrics
+from tfmesos.task import user_metrics as task_metrics
 from tfmesos.task.metrics_relay import MetricsRelay
 
 # -- checks ------------------------------------------------------------------------

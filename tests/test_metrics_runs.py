@@ -122,7 +122,7 @@ import json, os, sys
 import numpy as np
 import keras
 import tfmesos.keras
-from tfmesos.task import metrics
+from tfmesos.task import user_metrics as metrics
 
 points = []
 metrics.record_locally(points.append)
@@ -168,7 +168,7 @@ def test_the_keras_example_logs_loss_and_accuracy_per_worker(tmp_path):
     data = validate_run_json(run_dir / "run.json")
     found = series_of(data)
     assert set(found) == {(w, m) for w in ("worker:0", "worker:1") for m in ("loss", "accuracy")}
-    for (worker, name), series in found.items():
+    for series in found.values():
         assert series["count"] == 3 and len(series["steps"]) == 3, series
         steps = series["steps"]
         assert steps[0] > 0 and steps == [steps[0], 2 * steps[0], 3 * steps[0]]

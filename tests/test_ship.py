@@ -173,6 +173,18 @@ def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
     assert entry.returncode == 1 and "TFMESOS_RENDEZVOUS" in entry.stderr
 
 
+def test_the_task_side_zip_gives_the_command_log_metrics_and_the_keras_callback(tmp_path):
+    zipped = bundle.pack_task_side(str(tmp_path))
+    probe = ("import sys, tfmesos, tfmesos.keras; print(tfmesos.log_metrics(loss=1.0), "
+             "tfmesos.keras.MetricsCallback.__name__, 'keras' in sys.modules)")
+    result = subprocess.run([BARE_PYTHON, "-S", "-c", probe], capture_output=True, text=True,
+                            env=bare_environment(PYTHONPATH=zipped.path), cwd=str(tmp_path),
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "MetricsCallback", "False"]
+    assert result.stderr.count("not in a tfmesos run") == 1
+
+
 # -- the task entry's check -----------------------------------------------------------
 
 

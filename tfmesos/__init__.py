@@ -21,7 +21,7 @@ _EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
                "ClusterError", "LaunchTimeout", "TaskFailed", "DockerError")
 _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
             "Job": ".core.spec", "RunSpec": ".core.spec",
-            "log_metrics": ".task.metrics", "MetricsWarning": ".task.metrics",
+            "log_metrics": ".task.user_metrics", "MetricsWarning": ".task.user_metrics",
             **{name: ".exceptions" for name in _EXCEPTIONS}}
 # Submodules imported on first use: ``tfmesos.keras.MetricsCallback``.
 _SUBMODULES = ("keras",)

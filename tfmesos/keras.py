@@ -19,7 +19,7 @@ epoch's lie on one axis across a restart that resumes at a later epoch
 
 import sys
 
-from .task.metrics import log_metrics
+from .task.user_metrics import log_metrics
 
 _classes = {}   # the keras module's name -> its MetricsCallback class
 

@@ -9,7 +9,7 @@ import time
 
 from ..exceptions import ClusterError, SpecError, TFMesosError
 from ..protocol.metric_points import Batcher
-from ..task import metrics as task_metrics
+from ..task import user_metrics as task_metrics
 from . import config
 from .events import TaskMetrics
 from .launch import ClusterRun

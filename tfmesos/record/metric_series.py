@@ -48,7 +48,7 @@ class Metrics:
             max_series, max_per_task, max_points
         self.series = []               # schema.MetricSeries, the list run.json holds
         self._by_key = {}              # (task, name) -> MetricSeries
-        self._per_task = collections.Counter()
+        self._per_task: collections.Counter[str] = collections.Counter()
         self._steps = {}               # task -> deque of (time, step), for steps/s
         self.dropped = 0
 
@@ -115,7 +115,7 @@ def summaries(series, tasks=()):
     ``metrics`` (a list of schema.MetricSeries): each task's latest values
     and its average steps per second over the whole series, in the order
     of ``tasks`` (names; others last)."""
-    found = {}
+    found: dict[str, list] = {}
     for one in in_task_order(series, tasks):
         found.setdefault(one.task, []).append(one)
     result = []

@@ -304,7 +304,8 @@ def metric_points(series):
 
 def _segments(points):
     """The runs of finite values between nulls (NaN, inf)."""
-    segments, current = [], []
+    segments: list[list] = []
+    current: list = []
     for step, value in points:
         if value is None:
             if current:
@@ -366,7 +367,7 @@ def metric_chart(name, lines):
 
 def metrics_html(run):
     """A chart per metric the tasks logged, or "" when none did."""
-    by_name = {}
+    by_name: dict[str, list] = {}
     for series in in_task_order(run.file.metrics, [task.name for task in run.tasks]):
         by_name.setdefault(series.name, []).append((series.task, metric_points(series)))
     charts = [metric_chart(name, lines) for name, lines in by_name.items()]

@@ -37,7 +37,7 @@ TASK_SIDE_INIT = ('"""tfmesos\' task side, shipped to the task by tfrun --ship: 
                   'import importlib\n\n__version__ = %r\n\n\n'
                   'def __getattr__(name):\n'
                   '    if name in ("log_metrics", "MetricsWarning"):\n'
-                  '        return getattr(importlib.import_module(".task.metrics", __name__), '
+                  '        return getattr(importlib.import_module(".task.user_metrics", __name__), '
                   'name)\n'
                   '    if name == "keras":\n'
                   '        return importlib.import_module(".keras", __name__)\n'

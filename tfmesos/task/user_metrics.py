@@ -43,7 +43,7 @@ _local = None          # cluster()'s recorder in this process: callable(point)
 _socket = None         # (pid, socket) to the task entry
 _pending = None        # (path, datagram) the task entry could not take: sent later
 _next_step = 0         # the step of a call without one
-_warned = set()
+_warned: set[str] = set()
 dropped = 0            # points the task entry could not take (a flood)
 
 
@@ -92,7 +92,7 @@ def _point(step, values):
     except MetricError as exc:
         _warn("step", "tfmesos.log_metrics: %s; the values were not recorded" % exc)
         return None
-    clean = {}
+    clean: dict[str, object] = {}
     for name, value in values.items():
         if len(clean) == MAX_VALUES:
             _warn("many", "tfmesos.log_metrics: at most %d values a call; %s and what "
