@@ -24,6 +24,7 @@ query)`` holds the master's lock only to build the document
 """
 
 import json
+import re
 import urllib.parse
 
 from ..resources import Resources
@@ -54,9 +55,28 @@ def redirect_location(leader, path):
     return "//%s%s" % (parsed.netloc, path)
 
 
+# libprocess writes any ``jsonp`` into its reply; the local master takes only
+# what a JavaScript caller names a function with, so that nothing else (a
+# <script>, say) is ever echoed back.
+_CALLBACK = re.compile(r"[A-Za-z_$][\w$.]*\Z", re.ASCII)
+
+
+def bad_callback(query):
+    """A 400 Reply when ``?jsonp=`` is not a JavaScript identifier, else None."""
+    callback = query.get("jsonp")
+    if callback and not _CALLBACK.match(callback):
+        return Reply(400, b"Invalid 'jsonp' callback: expecting a JavaScript identifier "
+                          b"such as 'handler' or 'ns.handler'\n")
+    return None
+
+
 def json_reply(document, query):
     """200 with the document; ``?jsonp=f``: ``f(document);`` as JavaScript
-    (libprocess' ``OK(json, jsonp)``)."""
+    (libprocess' ``OK(json, jsonp)``); 400 for a callback that is not an
+    identifier."""
+    refused = bad_callback(query)
+    if refused is not None:
+        return refused
     body = json.dumps(document)
     callback = query.get("jsonp")
     if callback:
