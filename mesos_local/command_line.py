@@ -37,7 +37,10 @@ authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
 listening beyond the loopback interface without it is a usage error (exit
 2). Tasks get ``--executor-environment-variables`` (default: ``PATH``
 only), never this process's environment. ``--allow-root`` lets container
-tasks run as root when the master itself does not.
+tasks run as root when the master itself does not. Plain tasks run as
+their ``CommandInfo.user``, else their ``FrameworkInfo.user``, as Mesos'
+agent with ``--switch_user`` (root needed; ``--no-switch-user`` runs every
+task as this process's user).
 """
 
 import argparse
@@ -157,6 +160,13 @@ def build_parser(prog="python -m mesos_local"):
     parser.add_argument("--allow-root", action="store_true",
                         help="let container tasks run as root (default: only when this "
                              "master runs as root itself)")
+    parser.add_argument("--switch-user", action=argparse.BooleanOptionalAction, default=True,
+                        help="as the Mesos agent flag --switch_user (default: on, as in "
+                             "Mesos): run each task as its CommandInfo.user, else its "
+                             "FrameworkInfo.user, in a sandbox of that user's, fetching its "
+                             "URIs as that user (needs root; not as root only tasks of this "
+                             "master's own user run); --no-switch-user runs every task as "
+                             "this master's user")
     parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
                         help="refuse with 400 what real Mesos' JSON parser tolerates "
                              "(unknown fields, null, \"true\" for true, unknown enum "
@@ -277,7 +287,7 @@ def make_master(args, security):
                        container_runner=container_runner, network_namespaces=args.netns,
                        strict=args.strict, hidden_paths=args.hide,
                        isolation=args.isolation, cgroups_enable_cfs=args.cgroups_enable_cfs,
-                       **security)
+                       switch_user=args.switch_user, **security)
 
 
 def network_lines(master):

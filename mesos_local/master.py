@@ -61,6 +61,7 @@ from .containerizer.cgroups import Isolator
 from .containerizer.environment import executor_environment as base_environment
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .containerizer.runner import ProcessRunner
+from .containerizer.users import WORK_DIR_MODE, UserSwitch
 from .errors import LocalMasterError
 from .faults import FaultInjection
 from .frameworks import Frameworks
@@ -153,7 +154,15 @@ class LocalMaster(FaultInjection):
     starts with, as the agent flag ``--executor_environment_variables``
     (default none: ``PATH`` only; never the master's own environment).
     ``allow_root``: whether container tasks may run as root (default: only
-    when this master runs as root itself, whose plain tasks are root anyway).
+    when this master runs as root itself). ``switch_user``: as the Mesos
+    agent flag ``--switch_user`` (default on, as in Mesos): a plain task runs
+    as its ``CommandInfo.user``, else its ``FrameworkInfo.user``, in a
+    sandbox of that user's, its URIs fetched as that user; an unknown user's
+    task never launches (TASK_LOST, or TASK_DROPPED). That needs this master
+    to run as root (then anyone who can reach it runs tasks as any user,
+    root included, unless ``credentials`` keep them out); not as root, only
+    tasks of its own user launch, as on a Mesos agent. False runs every task
+    as this master's user (``containerizer/users.py``).
 
     ``strict``: False reads calls as real Mesos does (stout's parser:
     unknown fields skipped, ``null`` unset, ``"true"``/``"5"`` converted,
@@ -168,7 +177,7 @@ class LocalMaster(FaultInjection):
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
                  filter_gpu_resources=True, credentials=None, executor_environment=None,
                  allow_root=None, network_namespaces=False, strict=None, hidden_paths=None,
-                 isolation=None, cgroups_enable_cfs=False):
+                 isolation=None, cgroups_enable_cfs=False, switch_user=True):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents, port)
         if network_namespaces:
@@ -186,6 +195,7 @@ class LocalMaster(FaultInjection):
         self._authenticator = Authenticator(table) if table else None
         base_env = base_environment(executor_environment)
         self.allow_root = os.geteuid() == 0 if allow_root is None else bool(allow_root)
+        self.user_switch = UserSwitch(switch_user)
         self.host = host
         self.port = port
         self.heartbeat_interval = float(heartbeat_interval)
@@ -220,7 +230,8 @@ class LocalMaster(FaultInjection):
         tasks = self._tasks = TaskLauncher(
             records, allocator, updates, loop, self.kill_grace_period,
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
-            self.allow_root, self.isolator, hidden_paths=self.hidden_paths)
+            self.allow_root, self.isolator, hidden_paths=self.hidden_paths,
+            user_switch=self.user_switch)
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval)
         self._calls = SchedulerCalls(records, allocator, updates, tasks, frameworks)
@@ -277,12 +288,18 @@ class LocalMaster(FaultInjection):
                  self.id, self.url, len(agents), self.work_dir,
                  "strict calls" if self.strict else "tolerant calls (as Mesos parses them)",
                  ", isolation %s" % self.isolator.describe() if self.isolator else "")
+        note = self.user_switch.describe()
+        if note is not None:
+            log.info("local master %s: %s", self.id, note)
         return self.url
 
     def _prepare(self):
         """Make the work dir and the agents, bind the port; returns the agents."""
         if self.work_dir is None:
             self.work_dir = tempfile.mkdtemp(prefix="mesos-local-")
+            if self.user_switch.switches:
+                # The tasks' users pass through to their sandboxes (0750 each).
+                os.chmod(self.work_dir, WORK_DIR_MODE)
         else:
             self.work_dir = os.path.abspath(self.work_dir)
             try:

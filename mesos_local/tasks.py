@@ -4,7 +4,13 @@ starts its ``TaskProcess``; the process's callbacks turn its start and end
 into status updates (TASK_RUNNING, TASK_FINISHED, TASK_FAILED, TASK_KILLED)
 with the reasons and messages of Mesos' command executor; a task that
 outgrew its memory under isolation (``cgroups.py``) ends TASK_FAILED with
-``REASON_CONTAINER_LIMITATION_MEMORY`` from the agent, as in Mesos.
+``REASON_CONTAINER_LIMITATION_MEMORY`` from the agent, as in Mesos. A plain
+task runs as its ``CommandInfo.user``, else its ``FrameworkInfo.user``,
+where the agents switch users (``containerizer/users.py``); one whose
+sandbox cannot be given to that user never launches: TASK_DROPPED
+(PARTITION_AWARE) or TASK_LOST, ``REASON_EXECUTOR_TERMINATED``, from the
+agent, as Mesos' agent reports a failed ``Framework::addExecutor``
+(``sendTaskDroppedUpdate`` in src/slave/slave.cpp).
 """
 
 import os
@@ -20,6 +26,7 @@ from .containerizer.planning import (
     gpu_count,
     plan_task,
 )
+from .containerizer.users import UserSwitch
 from .records import Task
 from .resources import ResourceError
 from .resources import parse as parse_resources
@@ -31,11 +38,15 @@ class TaskLauncher:
     to SIGKILL delay; ``base_env`` the environment every task starts from
     (``environment.executor_environment``); ``root_allowed``: whether
     container tasks may run as root; ``isolator``: the master's
-    ``cgroups.Isolator`` (None: cpus and mem are not enforced)."""
+    ``cgroups.Isolator`` (None: cpus and mem are not enforced);
+    ``user_switch``: the agents' ``users.UserSwitch`` (None: on, as Mesos'
+    ``--switch_user``)."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
-                 container_runner, base_env, root_allowed, isolator=None, hidden_paths=()):
+                 container_runner, base_env, root_allowed, isolator=None, hidden_paths=(),
+                 user_switch=None):
         self.isolator = isolator
+        self.user_switch = user_switch if user_switch is not None else UserSwitch()
         self.base_env = dict(base_env)
         self.root_allowed = root_allowed
         self.records = records
@@ -113,11 +124,14 @@ class TaskLauncher:
             launch.limits = self.isolator.limits(task.resources.get("cpus"),
                                                  task.resources.get("mem"))
         runner = self.container_runner if plan.image is not None else self.runner
-        fetcher, user = self._fetcher(agent), plan.user or framework.info.get("user")
+        # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
+        user = plan.user if plan.user is not None else framework.info.get("user", "")
+        fetcher = self._fetcher(agent)
         proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit,
-                           fetch=lambda uris, sandbox, cancelled: fetcher.fetch(
-                               uris, sandbox, user, cancelled),
-                           isolator=self.isolator)
+                           fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
+                               uris, sandbox, user, cancelled, run_as),
+                           isolator=self.isolator, user=user,
+                           switch=self.user_switch if plan.image is None else None)
         proc.task = task
         task.proc = proc
         self.records.procs.add(proc)
@@ -160,12 +174,20 @@ class TaskLauncher:
             if task.removed or task.terminal or not self.records.running:
                 self.allocator.release(task)
                 return
-            self.updates.update(task, *_exit_update(task, status, error, proc.limitation))
+            framework = self.records.frameworks.get(task.framework_id)
+            dropped = proc.dropped and ("TASK_DROPPED" if framework is not None
+                                        and framework.partition_aware else "TASK_LOST")
+            self.updates.update(task, *_exit_update(task, status, error, proc.limitation,
+                                                    dropped))
 
 
-def _exit_update(task, status, error, limitation=None):
+def _exit_update(task, status, error, limitation=None, dropped=None):
     """(state, source, reason, message) of a task whose process ended;
-    ``limitation``: Mesos' message when it outgrew its memory."""
+    ``limitation``: Mesos' message when it outgrew its memory; ``dropped``:
+    the state of a task that never launched, its sandbox not given to its
+    user (TASK_DROPPED or TASK_LOST)."""
+    if dropped:
+        return dropped, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED", error
     if limitation is not None:
         # The agent, not the executor, reports a container its isolator
         # destroyed (src/slave/slave.cpp; v0's SOURCE_SLAVE is v1's SOURCE_AGENT).

@@ -8,6 +8,7 @@ the code the master is there to check.
 """
 
 import base64
+import getpass
 import http.client
 import json
 import queue
@@ -32,13 +33,15 @@ class SchedulerClient:
     """One scheduler: ``subscribe()``, then ``call(...)`` and ``next_event(...)``.
     ``auth``: (principal, secret) sent as HTTP basic authentication."""
 
-    def __init__(self, url, name="test-framework", user="tester", capabilities=(),
+    def __init__(self, url, name="test-framework", user=None, capabilities=(),
                  failover_timeout=None, framework_id=None, roles=None, role=None,
                  extra_info=None, auth=None):
         self.url = url.rstrip("/")
         parsed = urllib.parse.urlsplit(self.url)
         self.host, self.port = parsed.hostname, parsed.port
-        info = {"user": user, "name": name}
+        # As Mesos' scheduler drivers fill it in: a user the agents know, whose
+        # tasks they can run (the local master switches to it as root).
+        info = {"user": getpass.getuser() if user is None else user, "name": name}
         if capabilities:
             info["capabilities"] = [{"type": c} for c in capabilities]
         if failover_timeout is not None:

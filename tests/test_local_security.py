@@ -137,7 +137,7 @@ def test_another_principal_cannot_fail_a_run_over(make_local_master, clients):
 def test_failover_keeps_principal_and_user_without_credentials(make_local_master,
                                                                clients):
     master = make_local_master()
-    first = clients(master, extra_info={"principal": "a"}, failover_timeout=60)
+    first = clients(master, user="tester", extra_info={"principal": "a"}, failover_timeout=60)
     other = clients(master, subscribe=False, framework_id=first.framework_id,
                     extra_info={"principal": "b"})
     assert other.subscribe(expect_error=True)["error"]["message"] == \

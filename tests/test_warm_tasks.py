@@ -5,6 +5,7 @@ is what the exec'd command gives it (its own hash seed, the encodings its
 environment decides), /proc shows the pre-started process as it is, and
 the faults of a pre-started interpreter end nothing silently."""
 
+import getpass
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from tfrun_helpers import REPO, assert_no_task_processes, run_tfrun, start_tfrun
 from waiting import wait_until
 
 from mesos_local.containerizer.runner import ProcessRunner, RunnerError, TaskLaunch
+from mesos_local.containerizer.users import TaskUser
 from tfmesos.backends import warm_runner
 from tfmesos.backends.warm_runner import WarmProcessRunner, WarmSpec, interpreter_variables, matches
 from tfmesos.core.taskinfo import warm_task_command
@@ -76,6 +78,8 @@ def test_anything_else_is_started_the_ordinary_way():
     assert not matches(spec(), launch(hidden_paths=["/work"]))
     assert not matches(spec(), launch(shell=False, command=sys.executable,
                                       arguments=["-S", "-m", "tfmesos.task"]))
+    # A task of another user than this process's: exec'd as that user.
+    assert not matches(spec(), launch(run_as=TaskUser("nobody", 65534, 65534, (65534,))))
 
 
 def test_the_warm_interpreter_starts_as_the_command_starts_python():
@@ -110,6 +114,7 @@ class _Run:
     ship = None
     env = {}
     python = None
+    user = None
     jobs = (_Job(2), _Job(1))
     local_master_options = {}
 
@@ -121,11 +126,16 @@ def test_only_plain_replica_runs_on_the_embedded_master_start_warm(monkeypatch):
                        "exec %s -m tfmesos.task" % sys.executable)
     assert env["PYTHONUNBUFFERED"] == "1"
     assert tasks == 3
+    other = "nobody" if getpass.getuser() != "nobody" else "root"
     for field, value in (("master", "mesos:5050"), ("mode", "fine"), ("image", "img"),
-                         ("ship", object()), ("python", "/opt/wrapper/python")):
+                         ("ship", object()), ("python", "/opt/wrapper/python"),
+                         ("user", other)):
         run = _Run()
         setattr(run, field, value)
         assert warm_task_command(run) is None, field
+    mine = _Run()
+    mine.user = getpass.getuser()       # -u naming the submitter: started warm still
+    assert warm_task_command(mine) is not None
     monkeypatch.setenv("TFMESOS_WARM_TASKS", "0")
     assert warm_task_command(_Run()) is None
 

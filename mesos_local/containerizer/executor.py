@@ -7,6 +7,12 @@ container: by its cgroups when it has them, else by its process tree
 Nothing here touches the master's state: a ``TaskProcess`` reports back
 through callbacks from its own thread.
 
+A plain task runs as its user where the agents switch users
+(``users.UserSwitch``): its sandbox is 0750 and that user's, its URIs are
+fetched as that user, and the runner switches to it (``launch.run_as``). A
+sandbox that cannot be given to its user is a task that never launched
+(``dropped``), as Mesos' agent reports it.
+
 With an ``isolator`` (``cgroups.Isolator``) a plain process task runs in
 cgroups of its own: the OOM killer acting there is a memory limitation
 (``limitation``), upon which the whole task is killed at once, as Mesos
@@ -23,6 +29,7 @@ import time
 from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .runner import ProcessRunner, RunnerError
+from .users import UserError, give_sandbox, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +43,28 @@ class TaskProcess:
     Callbacks (from the task's thread): ``on_running(proc)`` once launched,
     ``on_exit(proc, status, error)`` exactly once at the end: ``status`` is the
     runner's exit status (>= 0 exit code, < 0 signal) or None when the task
-    never started, ``error`` the reason it did not.
+    never started, ``error`` the reason it did not (``dropped``: its sandbox
+    could not be given to its user).
+
+    ``user``: the task's user (``CommandInfo.user``, else
+    ``FrameworkInfo.user``); ``switch``: the agents' ``users.UserSwitch``
+    for a plain task (None: the runner's own user handling, a container's).
     """
 
     def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True,
-                 fetch=None, isolator=None):
+                 fetch=None, isolator=None, user=None, switch=None):
         self.launch = launch
         self.isolator = isolator
         self.cgroups = None        # cgroups.TaskCgroups of an isolated process task
         self.limitation = None     # Mesos' message when the task outgrew its memory
         self.runner = runner
         self.uris = uris
-        # fetch(uris, sandbox, cancelled): the agent's fetcher
-        self.fetch = fetch or (lambda uris, sandbox, cancelled:
-                               fetch_uris(uris, sandbox, cancelled=cancelled))
+        self.user = user
+        self.switch = switch
+        self.dropped = False
+        # fetch(uris, sandbox, cancelled, run_as): the agent's fetcher, as run_as
+        self.fetch = fetch or (lambda uris, sandbox, cancelled, run_as:
+                               fetch_uris(uris, sandbox, cancelled=cancelled, run_as=run_as))
         self.on_running = on_running
         self.on_exit = on_exit
         self.make_sandbox = make_sandbox
@@ -82,12 +97,13 @@ class TaskProcess:
     def _run(self):
         status, error = None, None
         try:
+            if self.switch is not None:
+                self.launch.run_as = self.switch.task_user(self.user)
             if self.make_sandbox:
-                os.makedirs(self.launch.sandbox, exist_ok=True)
-                for path in (self.launch.stdout_path, self.launch.stderr_path):
-                    open(path, "ab").close()
+                self._make_sandbox()
             if self.uris:
-                self.fetch(self.uris, self.launch.sandbox, lambda: self.killing)
+                self.fetch(self.uris, self.launch.sandbox, lambda: self.killing,
+                           self.launch.run_as)
             if self.killing:
                 error = "killed before it was launched"
             else:
@@ -97,6 +113,9 @@ class TaskProcess:
                     self._local_group = getattr(self.handle, "pid", None)
                     if self._local_group is not None:
                         self._started = start_ticks(self._local_group)
+        except UserError as exc:
+            self.dropped = True
+            error = sandbox_message(self.launch.sandbox, self.user, exc)
         except FetchError as exc:
             error = str(exc)
             self._note_in_stderr(error)
@@ -134,11 +153,20 @@ class TaskProcess:
         self._set_exited()
         self.on_exit(self, status, error)
 
+    def _make_sandbox(self):
+        """The sandbox and its stdout and stderr; a plain task's is its user's."""
+        os.makedirs(self.launch.sandbox, exist_ok=True)
+        for path in (self.launch.stdout_path, self.launch.stderr_path):
+            open(path, "ab").close()
+        if self.switch is not None:
+            give_sandbox(self.launch.sandbox, self.launch.run_as)
+
     def _note_in_stderr(self, text):
         """As Mesos' fetcher, whose output goes to the sandbox's stderr
         (src/slave/containerizer/fetcher.cpp): there for whoever reads it."""
         try:
-            with open(self.launch.stderr_path, "a", encoding="utf-8") as err:
+            with os.fdopen(open_log(self.launch.stderr_path, self.launch.run_as), "a",
+                           encoding="utf-8") as err:
                 err.write(text + "\n")
         except OSError:
             pass

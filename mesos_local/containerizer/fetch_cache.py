@@ -8,7 +8,9 @@ fetches of the same URI wait for the first download. The key is (user,
 URI): a new URI is a new entry, as Mesos recommends ("use a fresh unique URI
 whenever the resource's content has changed"). ``cache: false`` (or unset)
 bypasses it. Unlike Mesos' it never evicts: the cache goes with the master's
-work directory.
+work directory. Each user's entries live in a directory of their own, which
+belongs to that user when the fetch runs as them (Mesos' per-user cache
+directories, ``createCacheDirectory`` in src/launcher/fetcher.cpp).
 
 ``AgentFetcher`` is one agent's fetcher: through its cache, and from inside
 the agent's network namespace (``netns.py``), so that a URI served at an
@@ -19,6 +21,7 @@ agent on that host would.
 import collections
 import hashlib
 import os
+import re
 import threading
 import urllib.parse
 
@@ -42,23 +45,25 @@ class FetcherCache:
         self._entries = {}                        # (user, uri) -> _Entry
         self.downloads = collections.Counter()    # uri -> downloads into the cache
 
-    def get(self, uri, user, download):
+    def get(self, uri, user, download, owner=None):
         """The cached file of ``uri`` for ``user``; ``download(path)`` puts
-        it at ``path`` the first time (its exception is the fetch's)."""
+        it at ``path`` the first time (its exception is the fetch's), in a
+        directory that ``owner`` (a ``users.TaskUser``, who downloads it;
+        None: this process) owns."""
         key = (user or "", uri)
         while True:
             with self._lock:
                 entry = self._entries.get(key)
-                owner = entry is None
-                if owner:
+                first = entry is None
+                if first:
                     entry = self._entries[key] = _Entry(self._file_name(key))
-            if not owner:
+            if not first:
                 entry.done.wait()
                 if entry.failed:
                     continue        # the first download failed: try it ourselves
                 return entry.path
             try:
-                os.makedirs(self.directory, exist_ok=True)
+                _user_directory(os.path.dirname(entry.path), owner)
                 partial = entry.path + ".partial"
                 download(partial)
                 os.replace(partial, entry.path)
@@ -78,7 +83,31 @@ class FetcherCache:
         are still recognised by their extension when extracted."""
         digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
         base = os.path.basename(urllib.parse.urlparse(key[1]).path) or "download"
-        return os.path.join(self.directory, "%s-%s" % (digest, base))
+        return os.path.join(self.directory, _directory_name(key[0]), "%s-%s" % (digest, base))
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def _directory_name(user):
+    """The name of ``user``'s cache directory: the user's name when it is
+    a plain one (Mesos names it so), else one made of its digest."""
+    if _SAFE_NAME.fullmatch(user):
+        return user
+    return "user-%s" % hashlib.sha256(user.encode()).hexdigest()[:16]
+
+
+def _user_directory(path, owner):
+    """Make ``path``, a user's cache directory; one ``owner`` downloads into
+    is theirs, and theirs alone."""
+    os.makedirs(path, exist_ok=True)
+    if owner is not None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchown(fd, owner.uid, owner.gid)
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
 
 
 class AgentFetcher:
@@ -89,11 +118,13 @@ class AgentFetcher:
         self.cache = cache
         self.netns = netns
 
-    def fetch(self, uris, sandbox, user=None, cancelled=None):
+    def fetch(self, uris, sandbox, user=None, cancelled=None, run_as=None):
+        """``fetcher.fetch_uris`` for a task of ``user``, as ``run_as``."""
         from .fetcher import fetch_uris
 
         def fetch():
-            return fetch_uris(uris, sandbox, cache=self.cache, user=user, cancelled=cancelled)
+            return fetch_uris(uris, sandbox, cache=self.cache, user=user, cancelled=cancelled,
+                              run_as=run_as)
         return fetch() if self.netns is None else call_in_namespace(self.netns, fetch)
 
 

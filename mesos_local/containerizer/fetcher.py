@@ -9,12 +9,18 @@ regular file (never ``/dev/zero``), what it writes is never world-readable,
 archives are extracted by ``archives.extract``'s own checks, and a fetch
 stops as soon as ``cancelled()`` says the task is being killed. Whatever goes
 wrong with one URI fails the task with ``Failed to fetch 'URI': why``, never
-the master.
+the master. For a task of another user (``run_as``) it fetches as that user,
+as Mesos' fetcher does: each step in a child process that became that user
+(``fetch_child.py``).
 """
 
+import dataclasses
+import json
 import os
 import socket
 import stat
+import subprocess
+import sys
 import time
 import urllib.parse
 
@@ -23,6 +29,7 @@ from .archives import CHUNK, ArchiveError, Limits, extract
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 STALL_TIMEOUT = 60.0
 POLL = 1.0          # seconds a network read waits before the fetch looks at the kill
+CHILD_POLL = 0.25   # seconds between looks at the kill while a fetch child works
 
 
 class FetchError(Exception):
@@ -41,55 +48,127 @@ LIMITS = Limits()
 
 
 def fetch_uris(uris, sandbox, timeout=STALL_TIMEOUT, cache=None, user=None, limits=LIMITS,
-               cancelled=None):
+               cancelled=None, run_as=None):
     """Mesos' fetcher: download or copy each URI into the sandbox, extract
     archives unless ``extract`` is false, chmod ``executable``; URIs with
     ``cache: true`` go through ``cache`` (a ``fetch_cache.FetcherCache``)
     when there is one, for tasks of ``user``. ``timeout``: how long a
-    download may stall; ``limits``: what one URI may bring."""
+    download may stall; ``limits``: what one URI may bring. ``run_as`` (a
+    ``users.TaskUser``): fetch as that user, as Mesos' fetcher does
+    (``os::su`` in src/launcher/fetcher.cpp): each step runs in a child
+    process that became that user (``fetch_child.py``), so a ``file://``
+    source is opened with that user's permissions and what lands in the
+    sandbox (and in that user's part of the cache) is that user's."""
     cancelled = cancelled or (lambda: False)
     for uri in uris:
         value = uri.get("value", "")
         try:
-            _fetch_one(uri, value, sandbox, timeout, cache, user, limits, cancelled)
+            _fetch_one(uri, value, sandbox, timeout, cache, user, limits, cancelled, run_as)
         except _Cancelled:
             raise FetchError("Failed to fetch '%s': the task was killed" % value) from None
         except Exception as exc:   # whatever one URI does fails its task only
-            raise FetchError("Failed to fetch '%s': %s" % (value, _why(exc))) from exc
+            raise FetchError("Failed to fetch '%s': %s" % (value, why(exc))) from exc
 
 
-def _why(exc):
+def why(exc):
+    """What went wrong with a URI, in one line."""
     return str(exc) or type(exc).__name__
 
 
-def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled):
+def _target(uri, value, sandbox):
+    """Where ``uri`` lands in the sandbox; _Refused outside it."""
     parsed = urllib.parse.urlparse(value)
     name = uri.get("output_file") or os.path.basename(parsed.path) or "download"
     target = os.path.normpath(os.path.join(sandbox, name))
     if not target.startswith(os.path.normpath(sandbox) + os.sep):
         raise _Refused("output_file %r leaves the sandbox" % name)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    return target
+
+
+def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_as):
+    _target(uri, value, sandbox)
     deadline = time.monotonic() + limits.timeout
-
-    def download(path):
-        _download(value, path, stall, limits, deadline, cancelled)
-
-    extracting = not uri.get("executable") and uri.get("extract", True) \
-        and target.endswith(_ARCHIVES)
+    source = None
     if uri.get("cache") and cache is not None:
         # As Mesos' fetchFromCache: an archive is extracted from the cache
         # (only what it holds lands in the sandbox), anything else copied.
-        source = cache.get(value, user, download)
+        def download(path):
+            if run_as is None:
+                fill(value, path, stall, limits, deadline, cancelled)
+            else:
+                _in_child(run_as, {"step": "fill", "value": value, "path": path},
+                          stall, limits, deadline, cancelled)
+        source = cache.get(value, user, download, owner=run_as)
+    if run_as is None:
+        place(uri, value, sandbox, source, stall, limits, deadline, cancelled)
+    else:
+        _in_child(run_as, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
+                           "source": source}, stall, limits, deadline, cancelled)
+
+
+def fill(value, path, stall, limits, deadline, cancelled):
+    """Download ``value`` to ``path`` (a cache entry's)."""
+    _download(value, path, stall, limits, deadline, cancelled)
+
+
+def place(uri, value, sandbox, source, stall, limits, deadline, cancelled):
+    """One URI into the sandbox: downloaded, or from ``source`` (its file in
+    the cache), extracted when it is an archive to extract, made
+    executable when asked."""
+    target = _target(uri, value, sandbox)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    extracting = not uri.get("executable") and uri.get("extract", True) \
+        and target.endswith(_ARCHIVES)
+    if source is not None:
         if extracting:
             _extract(source, sandbox, limits, cancelled)
             return
         _copy_file(source, target, limits, deadline, cancelled)
     else:
-        download(target)
+        _download(value, target, stall, limits, deadline, cancelled)
         if extracting:
             _extract(target, sandbox, limits, cancelled)
     if uri.get("executable"):
         os.chmod(target, 0o750)
+
+
+CHILD_MODULE = "mesos_local.containerizer.fetch_child"
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _in_child(run_as, request, stall, limits, deadline, cancelled):
+    """Run one step (``fill`` or ``place``) in ``fetch_child``, as
+    ``run_as``; a kill stops it at once (the child is killed)."""
+    request = dict(request, uid=run_as.uid, gid=run_as.gid, groups=list(run_as.groups),
+                   stall=stall, limits=dataclasses.asdict(limits),
+                   remaining=deadline - time.monotonic())
+    # It starts as root with this process's environment (the master's own,
+    # none of the task's) and becomes the user before it touches anything.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH"))
+                                        if p)
+    child = subprocess.Popen([sys.executable, "-S", "-m", CHILD_MODULE], env=env, cwd="/",
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    data = json.dumps(request).encode()
+    while True:
+        try:
+            out, err = child.communicate(data, timeout=CHILD_POLL)
+            break
+        except subprocess.TimeoutExpired:
+            data = None
+            if cancelled():
+                child.kill()
+                child.communicate()
+                raise _Cancelled() from None
+    try:
+        reply = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        raise _Refused("the fetcher as user %s failed (exit %s)%s" % (
+            run_as.name, child.returncode, ": " + lines[-1] if lines else "")) from None
+    if "error" in reply:
+        raise _Refused(reply["error"])
 
 
 def _extract(archive, sandbox, limits, cancelled):
@@ -157,4 +236,4 @@ def _copy_stream(source, target, mode, limits, deadline, cancelled, stall=None):
     os.chmod(target, mode)
 
 
-__all__ = ["FetchError", "fetch_uris", "Limits"]
+__all__ = ["FetchError", "fetch_uris", "fill", "place", "why", "Limits"]

@@ -8,7 +8,11 @@ name them instead.
 
 The task is started as ``unshare --mount --propagation private sh -c 'mount
 ...; exec "$@"' sh ARGV``: unshare and the shell exec in place, so the task's
-pid and process group are the ones the executor started. Needs root.
+pid and process group are the ones the executor started. Needs root. A task
+that runs as another user (``users.switched``) has its paths hidden by the
+step that switches to that user, which runs inside the namespace before
+the mounts hide what it runs from (this host's Python, under the home
+directory or the master's installation).
 """
 
 import os
@@ -57,15 +61,29 @@ def effective_paths(paths, sandbox):
     return kept
 
 
-def hidden_argv(paths, sandbox, argv):
-    """``argv`` run with ``paths`` hidden (unchanged when none remain)."""
+def hide_script(paths, sandbox):
+    """The shell commands (root's, in the task's mount namespace) that hide
+    ``paths`` from a task in ``sandbox``; None when none remain."""
     paths = effective_paths(paths, sandbox)
     if not paths:
-        return list(argv)
-    script = " && ".join([_MOUNT % shlex.quote(path) for path in paths] + ['exec "$@"'])
-    return [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private",
-            "/bin/sh", "-c", script, "sh"] + list(argv)
+        return None
+    return " && ".join(_MOUNT % shlex.quote(path) for path in paths)
+
+
+def unshare_argv(argv, script=None):
+    """``argv`` in a mount namespace of its own, after ``script`` (None:
+    ``argv`` hides what it must itself)."""
+    prefix = [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private"]
+    if script is None:
+        return prefix + list(argv)
+    return prefix + ["/bin/sh", "-c", script + ' && exec "$@"', "sh"] + list(argv)
+
+
+def hidden_argv(paths, sandbox, argv):
+    """``argv`` run with ``paths`` hidden (unchanged when none remain)."""
+    script = hide_script(paths, sandbox)
+    return list(argv) if script is None else unshare_argv(argv, script)
 
 
 __all__ = ["ISOLATIONS", "default_hidden_paths", "check_supported", "effective_paths",
-           "hidden_argv"]
+           "hide_script", "unshare_argv", "hidden_argv"]

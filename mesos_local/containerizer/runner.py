@@ -13,9 +13,10 @@ import signal
 import subprocess
 from typing import Any, Optional
 
-from .fs_isolation import hidden_argv
+from .fs_isolation import hide_script, unshare_argv
 from .netns import ip_command
 from .pidfd import open_pidfd, wait_readable
+from .users import open_log, switched
 
 
 @dataclasses.dataclass
@@ -41,6 +42,7 @@ class TaskLaunch:
     hidden_paths: list = dataclasses.field(default_factory=list)  # fs_isolation.py
     limits: Any = None                 # cgroup_limits.Limits when the master isolates, else None
     cgroups: Any = None                # cgroups.TaskCgroups a plain process task joins
+    run_as: Any = None                 # users.TaskUser a plain task switches to, None: ours
 
     @property
     def stdout_path(self):
@@ -84,23 +86,29 @@ class ProcessRunner:
     its agent's network namespace under ``ip netns exec`` (which execs the
     command in place: the task's pid and process group stay the same); in
     its cgroups (``launch.cgroups``, ``cgroups.py``) from its first
-    instruction on."""
+    instruction on; as ``launch.run_as`` (``users.switched``), switched to
+    after all that."""
 
     def launch(self, launch):
         if launch.image:
             raise RunnerError("task %s names the image %r but this agent runs plain "
                               "processes only" % (launch.task_id, launch.image))
-        argv = launch.argv()
-        if launch.hidden_paths:
-            argv = hidden_argv(launch.hidden_paths, launch.sandbox, argv)
-        if launch.netns is not None:
-            argv = [ip_command(), "netns", "exec", launch.netns] + argv
-        if launch.cgroups is not None:
-            argv = launch.cgroups.join_argv(argv)
-        with open(launch.stdout_path, "ab") as out, open(launch.stderr_path, "ab") as err:
+        hide = hide_script(launch.hidden_paths, launch.sandbox) if launch.hidden_paths \
+            else None
+        # A task of another user has its paths hidden by the switching step.
+        before = hide if launch.run_as is not None else None
+        with switched(launch.run_as, launch.env, launch.argv(), before) as (argv, env, fds), \
+                os.fdopen(open_log(launch.stdout_path, launch.run_as), "ab") as out, \
+                os.fdopen(open_log(launch.stderr_path, launch.run_as), "ab") as err:
+            if hide is not None:
+                argv = unshare_argv(argv, None if before is not None else hide)
+            if launch.netns is not None:
+                argv = [ip_command(), "netns", "exec", launch.netns] + argv
+            if launch.cgroups is not None:
+                argv = launch.cgroups.join_argv(argv)
             try:
                 popen = subprocess.Popen(
-                    argv, cwd=launch.sandbox, env=launch.env,
+                    argv, cwd=launch.sandbox, env=env, pass_fds=fds,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True)
             except OSError as exc:

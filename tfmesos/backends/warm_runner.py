@@ -16,9 +16,10 @@ runner: a launch whose command and interpreter variables match takes an
 idle interpreter, whose start and imports (30-60 ms of CPU) are behind it,
 or, when none is left, one started for it; anything else — another
 interpreter or flag, other such variables, a container, an agent with its
-own network namespace or filesystem view — is started by ``ProcessRunner``
-as always. The TaskInfo is the same either way: a Mesos agent runs the very
-same command with ``/bin/sh -c``.
+own network namespace or filesystem view, a task of another user than this
+process's — is started by ``ProcessRunner`` as always. The TaskInfo is the
+same either way: a Mesos agent runs the very same command with ``/bin/sh
+-c``.
 
 Each interpreter is a separate process, a child of the agent in a session
 of its own: its own hash seed (or the ``PYTHONHASHSEED`` the tasks set),
@@ -98,8 +99,11 @@ class WarmSpec:
 
 def matches(spec, launch):
     """Whether ``launch`` (a runner.TaskLaunch) may be started warm."""
+    # A task of another user (``run_as``) is exec'd as that user: the warm
+    # interpreters are this process's user's.
     return (launch.image is None and launch.shell and launch.command == spec.command
             and launch.netns is None and not launch.hidden_paths
+            and launch.run_as is None
             and interpreter_variables(launch.env) == spec.variables)
 
 

@@ -106,7 +106,8 @@ def build_parser():
         help="environment variable for every task (repeatable)")
     add("-r", "--role", help="Mesos role to take resources from")
     add("-u", "--user", help="user the tasks run as (default: you); it must exist on every "
-        "agent")
+        "agent; on the embedded master, a user other than you needs tfrun run as root, and "
+        "that user must be able to run --python (see --ship)")
     add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command")
@@ -512,6 +513,19 @@ def execute(run, show, progress, advice=True):
             print_usage(run, advice)
 
 
+def check_local_user(spec):
+    """SpecError unless the embedded master can run the plain tasks as
+    ``-u``'s user (``backends.task_user``)."""
+    if not spec.user or spec.image:
+        return
+    from ..backends.task_user import check_task_user
+    from ..core.taskinfo import task_entry_needs
+    python, pythonpath = task_entry_needs(spec)
+    options = spec.local_master_options
+    check_task_user(spec.user, python, pythonpath, options.get("switch_user", True),
+                    path=(options.get("executor_environment") or os.environ).get("PATH"))
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -528,6 +542,7 @@ def main(argv=None):
         if spec.master == config.LOCAL:   # what it cannot do is a usage error, as -M's
             from ..backends.sizing import check_local
             check_local(spec.jobs, spec.local_master_options)
+            check_local_user(spec)
         check_before_start(spec, os.environ)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))

@@ -3,6 +3,7 @@ and a placed task to Mesos JSON (tested without a master or a driver)."""
 
 import getpass
 import os
+import pwd
 import shlex
 import sys
 
@@ -18,6 +19,16 @@ PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/gro
 def run_user(run):
     """The user tasks run as: the run's, else the submitter's."""
     return run.user or getpass.getuser()
+
+
+def another_user(user):
+    """Whether ``user`` (``-u``; None: the submitter) is not this process's user."""
+    if not user:
+        return False
+    try:
+        return pwd.getpwnam(user).pw_uid != os.geteuid()
+    except KeyError:
+        return True
 
 
 def framework_info(run, jobs):
@@ -138,6 +149,19 @@ def task_command(image, python=None, no_site=False):
                                             " -S" if no_site else "")
 
 
+def task_entry_needs(run):
+    """What a plain task's entry needs of the agent, ``(python, pythonpath)``:
+    the interpreter (a path, or a name on the task's PATH; None: it comes
+    with the run, ``--python-env``) and the PYTHONPATH that must lead to
+    tfmesos (None: its task side is shipped), as ``build_task`` decides."""
+    if run.ship is None:
+        return run.python or sys.executable, submitter_pythonpath()
+    python = run.python
+    if run.ship.python_env is not None and not (python and os.path.isabs(python)):
+        return None, None
+    return python or "python3", None
+
+
 def python_first(python):
     """The shell assignment that puts the directory of ``python`` (a path)
     first on the task's PATH, the rest of its PATH kept: ``python`` and
@@ -223,8 +247,9 @@ def warm_task_command(run):
     # Another interpreter (--python) is the user's to run at each task start:
     # it may be a wrapper that does more than start Python; and the PATH its
     # command sets (python_first) would not reach a warm interpreter.
+    # Tasks of another user (-u) are exec'd as that user.
     if run.master != config.LOCAL or run.mode != "replica" or run.image \
-            or run.ship is not None or run.python is not None \
+            or run.ship is not None or run.python is not None or another_user(run.user) \
             or os.environ.get("TFMESOS_WARM_TASKS", "1") == "0":
         return None
     pythonpath = submitter_pythonpath()

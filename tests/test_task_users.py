@@ -1,0 +1,281 @@
+"""Tasks run as the user Mesos would run them as (``--switch_user``, on by
+default): a plain task of the embedded master runs as its
+``CommandInfo.user``, else its ``FrameworkInfo.user``, in a sandbox that
+user owns, and its URIs are fetched as that user; an unknown user is a task
+that never launches (Mesos' agent: its sandbox cannot be given to it);
+``--no-switch-user`` runs every task as the master's own user. A master not
+run as root can give tasks only its own user.
+
+The switching tests need root (``pytest.mark.skipif``); every master is
+stopped at the end of its test (``fixtures_master``)."""
+
+import os
+import pathlib
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from fixtures_master import clients, make_local_master, read_file, small_agent  # fixtures
+from mesos_http_client import task_info
+from tfrun_helpers import run_tfrun
+
+from mesos_local import command_line as cli
+from mesos_local.containerizer import users
+from mesos_local.containerizer.cgroups import isolation_problem
+from mesos_local.containerizer.environment import DEFAULT_PATH
+from mesos_local.containerizer.fetch_cache import FetcherCache
+from mesos_local.containerizer.fetcher import FetchError, fetch_uris
+from tfmesos.backends.task_user import check_task_user
+from tfmesos.exceptions import SpecError
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="switching users needs root")
+UNKNOWN = "no-such-user-here"
+# What a task reports: who it is, who owns its sandbox, whether it reads /etc/shadow.
+WHO = ("id -un; stat -c %U \"$MESOS_SANDBOX\"; "
+       "if cat /etc/shadow >/dev/null 2>&1; then echo shadow-read; else echo shadow-denied; fi")
+
+
+def nobody():
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+
+
+# -- who a task runs as --------------------------------------------------------------
+
+
+def test_without_switch_user_every_task_runs_as_the_master_s_user():
+    assert users.UserSwitch(enabled=False).task_user("nobody") is None
+    assert users.UserSwitch(enabled=False).task_user(UNKNOWN) is None
+
+
+def test_an_unknown_user_is_mesos_no_such_user():
+    with pytest.raises(users.UserError, match="^No such user '%s'$" % UNKNOWN):
+        users.UserSwitch(euid=0).task_user(UNKNOWN)
+
+
+def test_a_task_of_the_master_s_own_user_needs_no_switch():
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert users.UserSwitch().task_user(me) is None
+
+
+def test_root_switches_to_the_task_s_user_with_its_groups():
+    entry = nobody()
+    user = users.UserSwitch(euid=0).task_user("nobody")
+    assert (user.name, user.uid, user.gid) == ("nobody", entry.pw_uid, entry.pw_gid)
+    assert set(user.groups) == set(os.getgrouplist("nobody", entry.pw_gid))
+
+
+def test_a_master_not_run_as_root_cannot_give_a_task_another_user():
+    # As a Mesos agent not run as root: chown of the sandbox to that user fails.
+    nobody()
+    with pytest.raises(users.UserError, match="^Operation not permitted$"):
+        users.UserSwitch(euid=4242).task_user("nobody")
+
+
+def test_nothing_root_runs_before_the_switch_gets_the_framework_s_environment():
+    env = {"LD_PRELOAD": "/tmp/evil.so", "PATH": "/tmp/evil", "PYTHONPATH": "/tmp",
+           "MESOS_SANDBOX": "/sb", "MESOS_TASK_ID": "t", "SECRET": "s"}
+    assert users.step_environment(env) == {"MESOS_SANDBOX": "/sb", "MESOS_TASK_ID": "t",
+                                           "PATH": DEFAULT_PATH}
+
+
+def test_a_sandbox_log_is_never_opened_through_a_link(tmp_path):
+    (tmp_path / "target").write_text("")
+    os.symlink(tmp_path / "target", tmp_path / "stdout")
+    with pytest.raises(OSError):
+        users.open_log(str(tmp_path / "stdout"), None)
+    os.mkfifo(tmp_path / "stderr")
+    with pytest.raises(OSError):
+        users.open_log(str(tmp_path / "stderr"), None)
+    os.close(users.open_log(str(tmp_path / "fresh"), None))
+    assert (tmp_path / "fresh").is_file()
+
+
+def test_the_command_line_turns_switching_off_as_mesos_flag_does():
+    assert cli.build_parser().parse_args([]).switch_user is True
+    assert cli.build_parser().parse_args(["--no-switch-user"]).switch_user is False
+
+
+# -- the fetcher as the task's user -----------------------------------------------------
+
+
+@pytest.fixture
+def open_dir():
+    """A directory every user may pass through (pytest's tmp_path is root's alone)."""
+    with tempfile.TemporaryDirectory(prefix="task-users-") as name:
+        os.chmod(name, 0o755)
+        yield pathlib.Path(name)
+
+
+@needs_root
+def test_a_file_uri_is_read_with_the_task_user_s_permissions(open_dir):
+    entry = nobody()
+    user = users.lookup("nobody")
+    box = open_dir / "sandbox"
+    box.mkdir()
+    os.chown(box, entry.pw_uid, entry.pw_gid)
+    with pytest.raises(FetchError, match="^Failed to fetch 'file:///etc/shadow': .*"
+                                         "Permission denied"):
+        fetch_uris([{"value": "file:///etc/shadow"}], str(box), run_as=user)
+    assert os.listdir(box) == []
+    readable = open_dir / "readable.txt"
+    readable.write_text("hello\n")
+    fetch_uris([{"value": "file://%s" % readable}], str(box), run_as=user)
+    fetched = box / "readable.txt"
+    assert fetched.read_text() == "hello\n" and fetched.stat().st_uid == entry.pw_uid
+
+
+@needs_root
+def test_a_cached_uri_is_kept_in_the_user_s_own_cache_directory(open_dir):
+    entry = nobody()
+    user = users.lookup("nobody")
+    source = open_dir / "tool.sh"
+    source.write_text("echo hi\n")
+    uri = {"value": "file://%s" % source, "cache": True, "executable": True}
+    cache = FetcherCache(str(open_dir / "cache"))
+    for name in ("first", "second"):
+        box = open_dir / name
+        box.mkdir()
+        os.chown(box, entry.pw_uid, entry.pw_gid)
+        fetch_uris([uri], str(box), cache=cache, user="nobody", run_as=user)
+        fetched = (box / "tool.sh").stat()
+        assert (fetched.st_uid, stat.S_IMODE(fetched.st_mode)) == (entry.pw_uid, 0o750)
+    assert cache.downloads[uri["value"]] == 1
+    [directory] = os.listdir(open_dir / "cache")
+    mine = (open_dir / "cache" / directory).stat()
+    assert (mine.st_uid, stat.S_IMODE(mine.st_mode)) == (entry.pw_uid, 0o700)
+
+
+# -- through the embedded master, as root ------------------------------------------------
+
+
+def run_who(master, clients, user):
+    """Run WHO as a task of a framework of ``user``; its stdout lines."""
+    client = clients(master, user=user)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("who", offer, WHO)])
+    client.wait_state("who", "TASK_FINISHED", timeout=60)
+    sandbox = master.attached(client.framework_id, "who")
+    return read_file(os.path.join(sandbox, "stdout"), contains="shadow-").split()
+
+
+SWITCHES = [pytest.param({}, ["nobody", "nobody", "shadow-denied"], id="switch"),
+            pytest.param({"switch_user": False}, ["root", "root", "shadow-read"],
+                         id="no-switch")]
+if isolation_problem() is None:
+    SWITCHES.append(pytest.param({"isolation": "cgroups/cpu,cgroups/mem"},
+                                 ["nobody", "nobody", "shadow-denied"], id="cgroups"))
+if shutil.which("unshare"):
+    # Hidden paths hide this host's Python too: the switch to the user sees it.
+    SWITCHES.append(pytest.param({"agents": [small_agent(isolate=("fs",))]},
+                                 ["nobody", "nobody", "shadow-denied"], id="isolate-fs"))
+
+
+@needs_root
+@pytest.mark.parametrize("options, seen", SWITCHES)
+def test_a_task_of_nobody_on_a_root_master_runs_as_nobody(make_local_master, clients, options,
+                                                          seen):
+    nobody()
+    assert run_who(make_local_master(**options), clients, "nobody") == seen
+
+
+@needs_root
+def test_a_uri_the_task_s_user_cannot_read_is_never_copied(make_local_master, clients):
+    nobody()
+    master = make_local_master()
+    client = clients(master, user="nobody")
+    offer = client.next_offers()[0]
+    info = task_info("shadow", offer, "true")
+    info["command"]["uris"] = [{"value": "file:///etc/shadow"}]
+    client.launch(offer, [info])
+    status = client.wait_state("shadow", "TASK_FAILED", timeout=60)
+    assert status["message"].startswith("Failed to fetch 'file:///etc/shadow': ")
+    assert "Permission denied" in status["message"]
+    sandbox = master.attached(client.framework_id, "shadow")
+    assert not os.path.exists(os.path.join(sandbox, "shadow"))
+
+
+@needs_root
+def test_an_unknown_user_s_task_is_lost_as_on_a_mesos_agent(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master, user=UNKNOWN)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("lost", offer, "true")])
+    status = client.wait_state("lost", "TASK_LOST", timeout=60)
+    assert status["source"] == "SOURCE_AGENT"
+    assert status["reason"] == "REASON_EXECUTOR_TERMINATED"
+    assert status["message"].startswith("Failed to create executor directory '")
+    assert status["message"].endswith("': Failed to chown directory to '%s': No such user '%s'"
+                                      % (UNKNOWN, UNKNOWN))
+    # The master goes on: the same framework's next task, as a user that exists, runs.
+    offer = client.next_offers()[0]
+    info = task_info("known", offer, "true")
+    info["command"]["user"] = "root"        # CommandInfo.user comes before the framework's
+    client.launch(offer, [info])
+    client.wait_state("known", "TASK_FINISHED", timeout=60)
+
+
+# -- tfrun -u ------------------------------------------------------------------------------
+
+
+def python_for(user):
+    """An interpreter ``user`` can run (the tasks' --python), or skip."""
+    for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        entry = pwd.getpwnam(user)
+        try:
+            done = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 9)"],
+                                  user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
+                                  cwd="/", capture_output=True, timeout=60, check=False)
+        except OSError:
+            continue
+        if done.returncode == 0:
+            return python
+    pytest.skip("no Python >= 3.9 that %s can run" % user)
+
+
+@needs_root
+def test_tfrun_u_runs_the_tasks_as_that_user():
+    nobody()
+    done = run_tfrun("-u", "nobody", "--python", python_for("nobody"), "--", "id", "-un")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines() == ["[worker:0] nobody"]
+
+
+@needs_root
+def test_tfrun_u_says_at_once_when_the_user_cannot_run_the_tasks_python(tmp_path):
+    nobody()
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    os.symlink(sys.executable, private / "python3")
+    done = run_tfrun("-u", "nobody", "--python", str(private / "python3"), "--", "true")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "tfrun: error: -u nobody: nobody cannot run ")
+    assert "--python" in done.stderr.splitlines()[-1]
+
+
+def test_tfrun_u_of_another_user_needs_tfrun_to_run_as_root():
+    nobody()
+    with pytest.raises(SpecError, match="^-u nobody: the embedded master runs tasks as nobody "
+                                        "only when tfrun runs as root"):
+        check_task_user("nobody", sys.executable, None, euid=4242)
+    # Its own user it runs anyway; with switch_user off, tfrun's own.
+    check_task_user(pwd.getpwuid(os.geteuid()).pw_name, "/nonexistent/python", None)
+    check_task_user("nobody", "/nonexistent/python", None, switch_user=False, euid=4242)
+
+
+def test_tfrun_u_with_an_unknown_user_is_a_usage_error():
+    done = run_tfrun("-u", UNKNOWN, "--", "true")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "tfrun: error: -u %s: no such user on this machine, where the embedded master runs "
+        "the tasks" % UNKNOWN)
