@@ -48,6 +48,7 @@ import ipaddress
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -81,6 +82,24 @@ def _within(kind, low, high):
     return parse
 
 
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)%s(?:\.%s)*\.?$" % (_LABEL, _LABEL))
+
+
+def _host(text):
+    """An argparse type: an IP address (IPv6 with a zone too) or a host name
+    (RFC 1123); "" listens on every address, as the socket calls read it."""
+    if not text or _HOST_NAME.match(text):
+        return text
+    try:
+        ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is neither an IP address nor a host name: give "
+                                         "an address of this machine, e.g. 127.0.0.1"
+                                         % text) from None
+    return text
+
+
 def _positive(kind):
     return _within(kind, 0, MAX_GPUS if kind is int else MAX_SCALAR)
 
@@ -88,24 +107,26 @@ def _positive(kind):
 def add_agent_options(parser):
     """--cpus, --mem, --gpus, --agents, --agent and --netns."""
     parser.add_argument("--cpus", type=_positive(float), default=None,
-                        help="cpus each agent offers (default: this machine's cpu count)")
+                        help="cpus each agent offers, at most 10^15 (default: this machine's cpu "
+                             "count)")
     parser.add_argument("--mem", type=_positive(float), default=None,
-                        help="memory in MB each agent offers (default: physical memory "
-                             "minus 1 GiB)")
+                        help="memory in MB each agent offers, at most 10^15 (default: physical "
+                             "memory minus 1 GiB)")
     parser.add_argument("--gpus", type=_positive(int), default=None,
-                        help="GPUs each agent offers, as fake ids 0..N-1 (default: the "
-                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)")
+                        help="GPUs each agent offers, as fake ids 0..N-1, at most %d (default: the "
+                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)" % MAX_GPUS)
     parser.add_argument("--agents", type=_within(int, 1, MAX_AGENTS), default=None, metavar="N",
-                        help="number of agents; they share this machine and split the "
-                             "port range %d-%d between them (default: 1)" % PORT_RANGE)
+                        help="number of agents, 1 to %d; they share this machine and split the "
+                             "port range %d-%d between them (default: 1)"
+                             % ((MAX_AGENTS,) + PORT_RANGE))
     parser.add_argument("--agent", dest="agent_specs", action="append", type=parse_agent,
                         metavar="SPEC", default=None,
                         help="an agent, e.g. cpus=2,mem=4096,gpus=0,ports=31000-31099,"
                              "hostname=node1 (keys: %s; gpus=N gives N fake GPUs); "
-                             "repeat for several; keys left out come from --cpus, --mem, "
+                             "repeat for several, up to %d agents; keys left out come from --cpus, --mem, "
                              "--gpus and a slice of the port range; isolate=fs (root) runs "
                              "its tasks with the --hide directories hidden, as on another "
-                             "host" % ", ".join(AGENT_KEYS))
+                             "host" % (", ".join(AGENT_KEYS), MAX_AGENTS))
     parser.add_argument("--hide", action="append", default=None, metavar="DIR",
                         help="with isolate=fs agents: a directory their tasks do not see "
                              "(repeatable; default: this master's working directory, the "
@@ -126,15 +147,17 @@ def build_parser(prog="python -m mesos_local"):
                     "sandbox (a task that names an image in a Docker container). Give "
                     "its URL to a scheduler as the Mesos master. Stops (and kills every "
                     "task) on Ctrl-C or SIGTERM.")
-    parser.add_argument("--host", default="127.0.0.1",
+    parser.add_argument("--host", type=_host, default="127.0.0.1",
                         help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=_within(int, 0, 65535), default=5050,
-                        help="port to listen on, 0 for any free one (default: %(default)s)")
+                        help="port to listen on, 0 to 65535; 0 for any free one (default: "
+                             "%(default)s)")
     add_agent_options(parser)
     parser.add_argument("--heartbeat-interval", type=_within(float, MIN_INTERVAL, MAX_INTERVAL),
                         default=15.0,
-                        metavar="S", help="seconds between HEARTBEAT events "
-                                          "(default: %(default)s)")
+                        metavar="S", help="seconds between HEARTBEAT events, %g to %g "
+                                          "(default: %%(default)s)"
+                                          % (MIN_INTERVAL, MAX_INTERVAL))
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where task sandboxes go; kept after exit (default: a "
                              "temporary directory removed at exit)")

@@ -117,6 +117,23 @@ def check_report_links(place, result):
     assert 'href="javascript' not in page and 'href="worker.0.stderr"' in page
 
 
+def planted_report_link(place):
+    """A finished run whose report.html.tmp is a link to a file elsewhere."""
+    values = finished_run(place)
+    victim = os.path.join(place["outside"], "victim")
+    with open(victim, "w") as handle:
+        handle.write("untouched\n")
+    os.symlink(victim, os.path.join(values["run"], "report.html.tmp"))
+    return values
+
+
+def check_link_not_written_through(place, result):
+    with open(os.path.join(place["outside"], "victim")) as handle:
+        assert handle.read() == "untouched\n"
+    [run] = os.listdir(place["runs"])
+    assert os.path.isfile(os.path.join(place["runs"], run, "report.html"))
+
+
 def check_tfrun_stopped(place, result):
     [run] = os.listdir(place["runs"])
     assert "went away" in result.stderr
@@ -137,6 +154,8 @@ ROWS = [
           "num must be a whole number from 1 to 10000 (tasks per run)"),
     tfrun("workers-100000", ["-w", "100000"], 2,
           "argument -w/--nworker: must be a whole number from 0 to 10000, got 100000"),
+    tfrun("local-tasks-beyond-the-port-window", ["-w", "101"], 2,
+          "the cluster has 101 tasks but the embedded master runs at most 100"),
     tfrun("launch-timeout-nan", ["--launch-timeout", "nan"], 2,
           "argument --launch-timeout: must be a number above 0, at most 2592000, got nan"),
     tfrun("connect-timeout-inf", ["--connect-timeout", "inf"], 2, "argument --connect-timeout"),
@@ -201,6 +220,8 @@ ROWS = [
         "name in the run directory", setup=crafted_logs("../../../../../../etc/hostname")),
     Row("report-link-to-javascript", "tfmesos", ["report", "{run}"], 0, None,
         setup=crafted_logs("javascript:alert(1)"), check=check_report_links, lines=0),
+    Row("report-through-a-planted-link", "tfmesos", ["report", "{run}"], 0, None,
+        setup=planted_report_link, check=check_link_not_written_through, lines=0),
     # mesos-local
     Row("agent-gpus-huge", "mesos-local", ["--port", "0", "--agent", "gpus=100000000"], 2,
         "'gpus=100000000': gpus must be from 0 to 1024"),
@@ -216,6 +237,8 @@ ROWS = [
     Row("port-99999", "mesos-local", ["--port", "99999"], 2,
         "argument --port: must be a whole number from 0 to 65535, got 99999"),
     Row("port-negative", "mesos-local", ["--port", "-1"], 2, "argument --port"),
+    Row("host-malformed", "mesos-local", ["--port", "0", "--host", "not an addr"], 2,
+        "argument --host: 'not an addr' is neither an IP address nor a host name"),
     Row("work-dir-impossible", "mesos-local", ["--port", "0", "--work-dir", "/proc/1/x"], 2,
         "--work-dir /proc/1/x: cannot create it"),
     Row("heartbeat-nan", "mesos-local", ["--port", "0", "--heartbeat-interval", "nan"], 2,
@@ -342,6 +365,7 @@ NAN, INF = float("nan"), float("inf")
     ({"jobs": [{"name": "worker", "start": 10 ** 20}]}, "start must be a whole number"),
     ({"jobs": [{"name": "worker", "num": 6000}, {"name": "ps", "num": 6000}]},
      "the run asks for 12000 tasks; at most 10000 per run"),
+    ({"jobs": [{"name": "worker", "num": 101}]}, "the embedded master runs at most 100"),
     ({"advertise_address": "not an addr"}, "is neither an IP address nor a host name"),
     ({"name": "a\nb"}, "none of them a control character"),
 ])
@@ -370,3 +394,10 @@ def test_cluster_refuses_what_is_not_finite_or_beyond_its_bounds(arguments, erro
 def test_the_embedded_master_refuses_what_is_not_finite_or_beyond_its_bounds(make, error):
     with pytest.raises(ValueError, match=re.escape(error)):
         make()
+
+
+@pytest.mark.parametrize("sent", [None, "nan", float("nan"), float("inf"), 0, -3, "soon", 1e12])
+def test_a_masters_heartbeat_interval_that_is_not_finite_or_positive_is_not_taken(sent):
+    from tfmesos.mesos.subscription import _heartbeat_interval
+    interval = _heartbeat_interval(sent)
+    assert interval == (86400.0 if sent == 1e12 else 15.0)

@@ -2,8 +2,10 @@
 runs directory, one run's tasks and attempts, a task's log (followed while
 the run goes), and a run's HTML report (``tfmesos.record.report``)."""
 
+import codecs
 import datetime
 import os
+import stat
 import sys
 import time
 
@@ -93,13 +95,13 @@ def runs_main(argv, environ=None, out=None):
                      "[--prune --keep N]", "List recent runs, most recent first, or prune "
                      "old run directories.")
     parser.add_argument("-n", "--limit", type=COUNT, default=20, metavar="N",
-                        help="show the N most recent runs (default 20)")
+                        help="show the N most recent runs, 1 to %d (default 20)" % MAX_COUNT)
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
                         help="remove every run directory but the --keep most recent (runs "
                         "still going are kept)")
     parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
-                        help="with --prune: how many to keep")
+                        help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
     args = parser.parse_options(argv)
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
@@ -210,38 +212,53 @@ def _sources(run, tasks, stream, attempt):
 
 class _Tail:
     """A log file read from where it was left; prefixed lines when several
-    tasks' logs are shown."""
+    tasks' logs are shown. Only a regular file of the run directory is
+    read (a link or a FIFO planted there is refused, not followed or
+    waited on), a chunk at a time."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, name, path, prefix):
         self.name, self.path, self.prefix = name, path, prefix
         self.offset = 0
         self.partial = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def read(self, out, final=False):
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:   # a link planted in a run directory is not followed out of it
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(self.path, flags)
         except FileNotFoundError:
             return
         except OSError as exc:
             raise HistoryError("cannot read %s: %s" % (self.path, "a symbolic link, not "
                                "followed" if os.path.islink(self.path)
                                else exc.strerror or exc)) from None
-        try:
-            with open(fd, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except OSError as exc:   # a directory, say
-            raise HistoryError("cannot read %s: %s" % (self.path, exc.strerror or exc)) from None
-        self.offset += len(data)
-        text = self.partial + data.decode("utf-8", "replace")
-        lines = text.split("\n")
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise HistoryError("cannot read %s: not a regular file" % self.path)
+            while True:
+                try:
+                    handle.seek(self.offset)
+                    data = handle.read(self.CHUNK)
+                except OSError as exc:
+                    raise HistoryError("cannot read %s: %s" % (self.path, exc.strerror or exc)) \
+                        from None
+                if not data:
+                    break
+                self.offset += len(data)
+                self._write(out, self._decoder.decode(data), False)
+        self._write(out, self._decoder.decode(b"", final) if final else "", final)
+        out.flush()
+
+    def _write(self, out, text, final):
+        lines = (self.partial + text).split("\n")
         self.partial = lines.pop()
         if final and self.partial:
             lines.append(self.partial)
             self.partial = ""
         for line in lines:
             out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
-        out.flush()
 
 
 def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
@@ -254,7 +271,7 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
                         "every task)")
     parser.add_argument("--stderr", action="store_true", help="the stderr log (default stdout)")
     parser.add_argument("--attempt", type=COUNT, metavar="N",
-                        help="that attempt (default: each task's last)")
+                        help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what comes while the run goes; ends with the run")
     args = parser.parse_options(argv)

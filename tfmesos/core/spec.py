@@ -370,7 +370,8 @@ def _env_tuple(env, owner):
             item = item.split("=", 1)
         name, value = item
         if not ENV_NAME.match(str(name)):
-            raise SpecError("%s: invalid environment variable name %r" % (owner, name))
+            raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
+                            "_, not first a digit" % (owner, name))
         result.append((str(name), str(value)))
     return tuple(result)
 

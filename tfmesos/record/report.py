@@ -367,7 +367,11 @@ def write_report(run, path=None, now=None):
     temporary = path + ".tmp"
     text = render(run, now)
     try:
-        with open(temporary, "w", encoding="utf-8") as handle:
+        # A stale temporary (or a link planted as one) is removed, never followed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with open(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(temporary, path)
     except OSError as exc:
