@@ -26,6 +26,7 @@ from tfmesos.record.schema import (
     RunFile,
     Sample,
     SandboxTail,
+    Scheduler,
     SchemaError,
     Shipped,
     ShippedBundle,
@@ -55,7 +56,7 @@ def every_field_set():
                       usage=usage, hint="the task was killed with SIGKILL",
                       sandbox_tail=SandboxTail(stdout=["starting"], stderr=["sh: 1: x: not found"]))
     return RunFile(
-        schema_version=4, run_id="5eed0001", name="train", mode="fine", master="zk://zk:2181",
+        schema_version=5, run_id="5eed0001", name="train", mode="fine", master="zk://zk:2181",
         command="python train.py", jobs=[Job(name="ps", num=2, start=1, cpus=0.5, mem=256.0,
                                              gpus=1)],
         framework_id="fw-1", tasks=[Task(name="worker:1", job="worker", index=1,
@@ -72,7 +73,9 @@ def every_field_set():
         shipped=Shipped(bundle=ShippedBundle(source="/src", files=3, bytes=30,
                                              archive_bytes=20, sha256="ab" * 32,
                                              name="bundle.zip"),
-                        task_side="tfmesos-task-1.zip", python_env="env.tgz"))
+                        task_side="tfmesos-task-1.zip", python_env="env.tgz"),
+        scheduler=Scheduler(host="node0", pid=4242, boot_id="b00t", pid_namespace="pid:[1]",
+                            start_ticks=77))
 
 
 def records_in(value):
@@ -105,7 +108,7 @@ def test_every_class_round_trips_with_values_other_than_its_defaults():
 def test_dict_forms_hold_every_field_in_order():
     data = RunFile().to_dict()
     assert list(data) == [field.name for field in dataclasses.fields(RunFile)]
-    assert data["schema_version"] == 3 and data["outcome"]["status"] == "running"
+    assert data["schema_version"] == 4 and data["outcome"]["status"] == "running"
     assert Sample(t=1.0, cpu_s=0.5).to_dict() == {"t": 1.0, "cpu_s": 0.5, "rss_mb": None,
                                                   "gpu_mb": None}
 
@@ -134,7 +137,7 @@ def test_a_value_of_the_wrong_type_says_where(data, where):
     ([], "expected an object, got list"),
     ({"tasks": []}, "no schema_version (nor format 1)"),
     ({"format": 7}, "no schema_version (nor format 1)"),
-    ({"schema_version": 4}, "schema_version 4 is newer than this tfmesos reads (3)"),
+    ({"schema_version": 5}, "schema_version 5 is newer than this tfmesos reads (4)"),
     ({"schema_version": "2"}, "schema_version '2' is not a version"),
 ])
 def test_files_it_cannot_read(data, message):
@@ -149,7 +152,7 @@ def test_a_version_1_file_reads_as_the_current_classes():
         data = json.load(handle)
     assert data["format"] == 1 and "schema_version" not in data
     run = read_run_file(data)
-    assert run.schema_version == 3 and run.shipped is None
+    assert run.schema_version == 4 and run.shipped is None and run.scheduler is None
     [worker_0, worker_1] = run.tasks
     assert [a.attempt for a in worker_1.attempts] == [1, 2] and run.restarts[0].task == "worker:1"
     failed = worker_1.attempts[0]
@@ -157,18 +160,21 @@ def test_a_version_1_file_reads_as_the_current_classes():
     assert failed.usage.samples[0] == Sample(t=1.0, cpu_s=0.96, rss_mb=66.7, gpu_mb=None)
     assert failed.usage.cgroup == CgroupUsage(limit_mb=256.0, peak_mb=53.1, oom_kills=0)
     assert failed.logs.named("stderr") == "worker.1.stderr"
-    # What it becomes is a valid version 3 file.
+    # What it becomes is a valid version 4 file.
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
 
 
-def test_a_version_2_file_reads_as_version_3():
-    """Version 3 only added the attempts' ``sandbox_tail``: a version 2 file
-    reads with it null, and becomes a valid version 3 file."""
+def test_a_version_2_file_reads_as_version_4():
+    """Version 3 only added the attempts' ``sandbox_tail``, version 4 the
+    run's ``scheduler``: a version 2 file reads with them null, and becomes
+    a valid version 4 file."""
     current = RunFile(tasks=[Task(name="worker:0", attempts=[Attempt(task_id="t1")])]).to_dict()
     old = dict(current, schema_version=2)
     del old["tasks"][0]["attempts"][0]["sandbox_tail"]
+    del old["scheduler"]
     run = read_run_file(old)
-    assert run.schema_version == 3 and run.tasks[0].attempts[0].sandbox_tail is None
+    assert run.schema_version == 4 and run.tasks[0].attempts[0].sandbox_tail is None
+    assert run.scheduler is None
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
     tail = SandboxTail(stdout=["a"], stderr=["b"])
     assert Attempt.from_dict(Attempt(sandbox_tail=tail).to_dict()).sandbox_tail == tail
@@ -207,6 +213,7 @@ def test_a_real_runs_run_json_is_valid(tmp_path):
                        str(run_dir), "--", "true")
     assert result.returncode == 0, result.stderr
     data = validate_run_json(run_dir / "run.json")
-    assert data["schema_version"] == 3 and data["outcome"]["status"] == "succeeded"
+    assert data["schema_version"] == 4 and data["outcome"]["status"] == "succeeded"
+    assert data["scheduler"]["pid"] > 0 and data["scheduler"]["host"]
     [task] = data["tasks"]
     assert task["attempts"][0]["exited"] and task["attempts"][0]["usage"]["wall_s"] >= 0

@@ -2,14 +2,19 @@
 runs directory, one run's tasks and attempts, a task's log (followed while
 the run goes), and a run's HTML report (``tfmesos.record.report``)."""
 
+import codecs
 import datetime
 import os
+import stat
 import sys
 import time
 
+from ..core.inputs import MAX_COUNT
 from ..record.history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
 from ..record.schema import State
-from .common import CommandParser
+from .common import CommandParser, bounded
+
+COUNT = bounded(int, 1, MAX_COUNT)
 
 FOLLOW_INTERVAL = 0.2     # how often a followed log and run.json are read again
 
@@ -89,13 +94,14 @@ def runs_main(argv, environ=None, out=None):
     parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR] [-n N | --all] "
                      "[--prune --keep N]", "List recent runs, most recent first, or prune "
                      "old run directories.")
-    parser.add_argument("-n", "--limit", type=int, default=20, metavar="N",
-                        help="show the N most recent runs (default 20)")
+    parser.add_argument("-n", "--limit", type=COUNT, default=20, metavar="N",
+                        help="show the N most recent runs, 1 to %d (default 20)" % MAX_COUNT)
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
                         help="remove every run directory but the --keep most recent (runs "
                         "still going are kept)")
-    parser.add_argument("--keep", type=int, metavar="N", help="with --prune: how many to keep")
+    parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
+                        help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
     args = parser.parse_options(argv)
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
@@ -103,21 +109,23 @@ def runs_main(argv, environ=None, out=None):
     if args.prune:
         if args.keep is None:
             parser.error("--prune needs --keep N (how many of the most recent runs to keep)")
-        removed, running = prune(root, args.keep)
+        removed, running, left = prune(root, args.keep)
         out.write("removed %d run%s from %s%s\n" % (
             len(removed), "" if len(removed) == 1 else "s", root,
             "; kept %d still running: %s" % (len(running), ", ".join(
                 os.path.basename(run.directory) for run in running)) if running else ""))
-        return 0
+        for run, why in left:
+            print("tfmesos runs: left %s: %s" % (run.directory, why), file=sys.stderr)
+        return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
     runs = list_runs(root)
     if not runs:
         out.write("no runs in %s\n" % root)
         return 0
-    shown = runs if args.all else runs[:max(0, args.limit)]
+    shown = runs if args.all else runs[:args.limit]
     rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for run in shown:
         rows.append((run.run_id, run.name, run.mode, local_time(run.started),
-                     duration_text(run.duration()), run.status, _code(run.exit_code),
+                     duration_text(run.duration()), run.shown_status, _code(run.exit_code),
                      run.file.command or "-"))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):
@@ -138,7 +146,7 @@ def _offset(run, text):
 def show_run(run, out):
     file = run.file
     out.write("run %s  %s (%s)  %s, exit code %s\n" % (
-        run.run_id, run.name, run.mode, run.status, _code(run.exit_code)))
+        run.run_id, run.name, run.mode, run.shown_status, _code(run.exit_code)))
     lines = [("directory", run.directory),
              ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
     if file.command:
@@ -204,30 +212,53 @@ def _sources(run, tasks, stream, attempt):
 
 class _Tail:
     """A log file read from where it was left; prefixed lines when several
-    tasks' logs are shown."""
+    tasks' logs are shown. Only a regular file of the run directory is
+    read (a link or a FIFO planted there is refused, not followed or
+    waited on), a chunk at a time."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, name, path, prefix):
         self.name, self.path, self.prefix = name, path, prefix
         self.offset = 0
         self.partial = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def read(self, out, final=False):
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:   # a link planted in a run directory is not followed out of it
+            fd = os.open(self.path, flags)
         except FileNotFoundError:
             return
-        self.offset += len(data)
-        text = self.partial + data.decode("utf-8", "replace")
-        lines = text.split("\n")
+        except OSError as exc:
+            raise HistoryError("cannot read %s: %s" % (self.path, "a symbolic link, not "
+                               "followed" if os.path.islink(self.path)
+                               else exc.strerror or exc)) from None
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise HistoryError("cannot read %s: not a regular file" % self.path)
+            while True:
+                try:
+                    handle.seek(self.offset)
+                    data = handle.read(self.CHUNK)
+                except OSError as exc:
+                    raise HistoryError("cannot read %s: %s" % (self.path, exc.strerror or exc)) \
+                        from None
+                if not data:
+                    break
+                self.offset += len(data)
+                self._write(out, self._decoder.decode(data), False)
+        self._write(out, self._decoder.decode(b"", final) if final else "", final)
+        out.flush()
+
+    def _write(self, out, text, final):
+        lines = (self.partial + text).split("\n")
         self.partial = lines.pop()
         if final and self.partial:
             lines.append(self.partial)
             self.partial = ""
         for line in lines:
             out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
-        out.flush()
 
 
 def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
@@ -239,8 +270,8 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1 (default: "
                         "every task)")
     parser.add_argument("--stderr", action="store_true", help="the stderr log (default stdout)")
-    parser.add_argument("--attempt", type=int, metavar="N",
-                        help="that attempt (default: each task's last)")
+    parser.add_argument("--attempt", type=COUNT, metavar="N",
+                        help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what comes while the run goes; ends with the run")
     args = parser.parse_options(argv)
@@ -262,11 +293,13 @@ def _prefixed(run, tasks):
 
 def follow(run, tasks, stream, attempt, out, interval):
     """Print the logs as they grow, switching to a task's new attempt when
-    one starts, until run.json's outcome is no longer "running"."""
+    one starts, until run.json's outcome is no longer "running", or its
+    tfrun is gone (``history.Run.gone``: killed before it could say so)."""
     tails = {}
     while True:
+        gone = run.gone   # before reading run.json again: its last word is read after
         run = run.reload()
-        over = not run.running
+        over = not run.running or gone
         try:
             sources = _sources(run, tasks, stream, attempt)
         except HistoryError:
@@ -282,6 +315,12 @@ def follow(run, tasks, stream, attempt, out, interval):
                 tails[name] = _Tail(name, path, _prefixed(run, tasks))
             tails[name].read(out, final=over)
         if over:
+            if run.running:
+                scheduler = run.file.scheduler
+                print("tfmesos logs: run %s is over: the process that ran it (pid %d on %s) is "
+                      "gone without saying how it ended" % (run.run_id, scheduler.pid,
+                                                            scheduler.host),
+                      file=sys.stderr, flush=True)
             return 0
         time.sleep(interval)
 

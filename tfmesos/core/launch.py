@@ -181,6 +181,8 @@ class ClusterRun:
             return
         from ..ship.shipping import Shipment
 
+        # The server binds the advertised address: a wrong one is named first.
+        self.backend.check()
         # Run directories are never shipped: this run's, and where runs go.
         runs = (self.record.directory, self._environ.get("TFMESOS_RUNS_DIR"))
         self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say,

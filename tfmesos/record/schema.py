@@ -9,14 +9,19 @@ Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 3. Version 1 is what tfmesos wrote before
-(``"format": 1`` instead of ``schema_version``); it and version 2 read as
-version 3, since each version only added fields: version 2 the attempts'
-``exited`` and ``hint``, ``shipped`` written as null when nothing was
-shipped, and every sample's ``gpu_mb``; version 3 the attempts'
-``sandbox_tail``. A key a file lacks (so also those that early version 1
-files lack: ``registered``, ``usage``, ``restarts``, ...) reads as its
-default.
+Versions: ``schema_version`` 4. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it, version 2 and 3 read
+as version 4, since each version only added fields: version 2 the
+attempts' ``exited`` and ``hint``, ``shipped`` written as null when
+nothing was shipped, and every sample's ``gpu_mb``; version 3 the
+attempts' ``sandbox_tail``; version 4 ``scheduler`` (null in earlier
+files: whether their tfrun is gone cannot be told). A key a file lacks
+(so also those that early version 1 files lack: ``registered``, ``usage``,
+``restarts``, ...) reads as its default.
+
+Log file names (``Logs``) are plain names in the run directory
+(``LOG_NAME``: no ``/``, never ``.`` or ``..``): readers refuse any other
+(``safe_file_name``), whatever a crafted run.json says.
 Keys a class does not know are ignored; a value of the wrong type is a
 ``SchemaError``.
 """
@@ -25,11 +30,12 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import sys
 import typing
 from typing import Any, Optional
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -39,6 +45,16 @@ TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
 MODES = ("replica", "fine")
 STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted")
 CAUSES = ("lost", "failure")
+LOG_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$"   # worker.1.attempt2.stderr
+_LOG_NAME = re.compile(LOG_NAME)
+
+
+def safe_file_name(name):
+    """Whether ``name`` is a plain file name of the run directory, as the
+    writer names logs: not empty, no ``/`` (nor anything but letters,
+    digits, ``_``, ``.`` and ``-``), not starting with ``.`` (so never
+    ``..``): a path or a URL made of it stays in the directory."""
+    return isinstance(name, str) and bool(_LOG_NAME.match(name))
 
 
 class SchemaError(ValueError):
@@ -154,8 +170,9 @@ class State(Record):
 @dataclasses.dataclass
 class Logs(Record):
     """The attempt's log files in the run directory."""
-    stdout: str = _field("e.g. worker.1.stdout; worker.1.attempt2.stdout for attempt 2", "")
-    stderr: str = _field("e.g. worker.1.stderr", "")
+    stdout: str = _field("e.g. worker.1.stdout; worker.1.attempt2.stdout for attempt 2: a "
+                         "file name in the run directory, no path", "", pattern=LOG_NAME)
+    stderr: str = _field("e.g. worker.1.stderr", "", pattern=LOG_NAME)
 
     def named(self, stream):
         return self.stderr if stream == "stderr" else self.stdout
@@ -314,6 +331,20 @@ class Shipped(Record):
 
 
 @dataclasses.dataclass
+class Scheduler(Record):
+    """The process that ran the run (tfrun, or the Python that called
+    cluster()): a reader on its host tells whether it is gone
+    (tfmesos.record.liveness)."""
+    host: str = _field("its host's name", "")
+    pid: int = _field("its process id", 0)
+    boot_id: Optional[str] = _field("its host's boot id (Linux; null elsewhere)")
+    pid_namespace: Optional[str] = _field("its pid namespace, e.g. pid:[4026531836] (Linux; "
+                                          "null elsewhere)")
+    start_ticks: Optional[int] = _field("its start time in clock ticks after boot (Linux; "
+                                        "null elsewhere): a reused pid is another process")
+
+
+@dataclasses.dataclass
 class RunFile(Record):
     """run.json: the record of one run."""
     schema_version: int = _field("the version of this format", SCHEMA_VERSION,
@@ -331,10 +362,13 @@ class RunFile(Record):
     restarts: list[Restart] = _field("each whole restart", factory=list)
     relaunches: list[Relaunch] = _field("each sticky relaunch", factory=list)
     shipped: Optional[Shipped] = _field("tfrun --ship: what went to every task (null without)")
+    scheduler: Optional[Scheduler] = _field(
+        "the process that ran it: while the outcome says running, a reader on its host "
+        "tells whether it is gone (null in files before version 4)")
 
 
 def read_run_file(data):
-    """The RunFile of run.json's parsed ``data``, of version 1, 2 or 3."""
+    """The RunFile of run.json's parsed ``data``, of version 1 to 4."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
     if "schema_version" in data:
