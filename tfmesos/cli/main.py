@@ -4,6 +4,8 @@ usage: tfmesos COMMAND [options]
 
 commands:
   runs [-n N] [--prune --keep N]        list recent runs (./tfmesos-runs, $TFMESOS_RUNS_DIR)
+  runs --master M                       list the runs a Mesos master knows
+  kill RUN [--master M]                 tear a run down on its Mesos master
   show RUN                              a run's outcome, tasks, attempts and exit codes
   logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
   report RUN                            write the run's report.html (timeline, outcome)
@@ -49,7 +51,7 @@ def docker_main(argv):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("runs", "show", "logs", "report", "local-master", "docker", "version")
+    commands = ("runs", "show", "logs", "report", "kill", "local-master", "docker", "version")
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -66,6 +68,9 @@ def main(argv=None):
                 return COMMANDS[command](rest)
             except KeyboardInterrupt:   # logs --follow
                 return 130
+        if command == "kill":
+            from .cluster_runs import kill_main
+            return kill_main(rest)
         if command in ("version", "--version"):
             from .. import __version__
             print("tfmesos %s" % __version__)

@@ -86,7 +86,7 @@ def fit_last_column(rows, width):
 
 def runs_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR] [-n N | --all] "
+    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR | --master M] [-n N | --all] "
                      "[--prune --keep N]", "List recent runs, most recent first, or prune "
                      "old run directories.")
     parser.add_argument("-n", "--limit", type=int, default=20, metavar="N",
@@ -96,7 +96,17 @@ def runs_main(argv, environ=None, out=None):
                         help="remove every run directory but the --keep most recent (runs "
                         "still going are kept)")
     parser.add_argument("--keep", type=int, metavar="N", help="with --prune: how many to keep")
+    parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows "
+                        "(running, disconnected, finished), not the local run directories")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.prune:
+            parser.error("--prune removes local run directories: it does not go with --master")
+        from .cluster_runs import cluster_runs, print_cluster_runs, reader
+        runs = cluster_runs(reader(args.master, environ).state())
+        print_cluster_runs(runs, out, terminal_width(environ, out),
+                           None if args.all else args.limit)
+        return 0
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
         parser.error("--keep goes with --prune: tfmesos runs --prune --keep N")
