@@ -118,3 +118,21 @@ def test_kill_without_a_master_or_with_a_local_one_is_one_line():
     local = tfmesos("runs", "--master", "local")
     assert local.returncode == 1
     assert local.stderr.count("\n") == 1 and "local-master" in local.stderr
+
+
+def test_logs_from_the_agents_sandboxes_of_any_run_the_master_knows(make_local_master, tmp_path):
+    master = make_local_master()
+    with start_tfrun("--master", master.url, "-w", "2", "-s", "0", *SMALL, "--", "sh", "-c",
+                     "echo hello from {job_name}:{task_index}; echo oops >&2",
+                     env=dict(os.environ, TFMESOS_RUNS_DIR=str(tmp_path))) as tfrun:
+        tfrun.communicate(timeout=120)
+        assert tfrun.returncode == 0
+    run_id = tfmesos("runs", "--master", master.url).stdout.splitlines()[1].split()[0]
+    every = tfmesos("logs", run_id, "--master", master.url)
+    assert every.returncode == 0, every.stderr
+    assert "[worker:0] hello from worker:0" in every.stdout.splitlines()
+    assert "[worker:1] hello from worker:1" in every.stdout.splitlines()
+    one = tfmesos("logs", run_id, "worker:1", "--stderr", "--follow", "--master", master.url)
+    assert one.returncode == 0 and "oops" in one.stdout.splitlines(), one.stdout + one.stderr
+    wrong = tfmesos("logs", run_id, "worker:7", "--master", master.url)
+    assert wrong.returncode == 1 and "worker:0, worker:1" in wrong.stderr

@@ -57,21 +57,23 @@ def cluster_runs(state) -> "list[ClusterRun]":
     return runs
 
 
-def find_cluster_run(runs, wanted):
-    """The one run whose id (or framework id) starts with ``wanted``."""
+def find_cluster_run(runs, wanted, live_only=True):
+    """The one run whose id starts with ``wanted`` (or whose framework id it
+    is); ``live_only``: not a finished one."""
     matches = [run for run in runs if run.run_id.startswith(wanted)
                or run.framework_id == wanted]
     if not matches:
         raise TFMesosError("the master knows no tfmesos run %r: tfmesos runs --master M lists "
                            "those it knows" % wanted)
-    live = [run for run in matches if run.state != "finished"]
-    if len(live) == 1:
-        return live[0]
-    if not live:
+    candidates = matches if not live_only else [run for run in matches
+                                                 if run.state != "finished"]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
         raise TFMesosError("run %s has finished already (framework %s)"
                            % (matches[0].run_id, matches[0].framework_id))
     raise TFMesosError("%r names %d runs (%s): give more of the id" % (
-        wanted, len(live), ", ".join(run.run_id for run in live)))
+        wanted, len(candidates), ", ".join(run.run_id for run in candidates)))
 
 
 def age_text(moment, now):

@@ -8,6 +8,7 @@ commands:
   kill RUN [--master M]                 tear a run down on its Mesos master
   show RUN                              a run's outcome, tasks, attempts and exit codes
   logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
+  logs RUN --master M [TASK] [--follow] a task's output from its agent's sandbox
   report RUN                            write the run's report.html (timeline, outcome)
   local-master [--port 5050 ...]        run the embedded Mesos master
   docker [-v H:C] [-e K=V] -- COMMAND   run COMMAND (e.g. tfrun) inside the tfmesos image

@@ -242,8 +242,8 @@ class _Tail:
 
 def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR] RUN [TASK ...] [--stderr] "
-                     "[--attempt N] [--follow]", "Print a task's output from the run "
+    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR | --master M] RUN [TASK ...] "
+                     "[--stderr] [--attempt N] [--follow]", "Print a task's output from the run "
                      "directory (every task's, prefixed, without TASK).")
     _run_argument(parser)
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1 (default: "
@@ -253,7 +253,17 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
                         help="that attempt (default: each task's last)")
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what comes while the run goes; ends with the run")
+    parser.add_argument("--master", metavar="M", help="read the output from the sandboxes of "
+                        "this Mesos master's agents (any run it knows), not the run directory")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.attempt is not None:
+            parser.error("--attempt reads the run directory: it does not go with --master")
+        from .cluster_logs import print_logs
+        from .cluster_runs import reader
+        master = reader(args.master, environ)
+        return print_logs(master, args.run, args.tasks, "stderr" if args.stderr else "stdout",
+                          args.follow, out, auth=master.auth)
     run = find_run(args.run, runs_root(environ, args.runs_dir))
     stream = "stderr" if args.stderr else "stdout"
     for name in args.tasks:

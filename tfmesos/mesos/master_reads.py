@@ -35,7 +35,7 @@ class MasterReader:
                              "lives only as long as its tfrun; give the address of a Mesos "
                              "master or of a `tfmesos local-master`, e.g. --master 127.0.0.1:5050")
         self._spec, self._timeout, self._scheme = spec, timeout, scheme
-        self._auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
+        self.auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
         self._tls = TLSContext(verify, ca_bundle)
         self._leader = None
 
@@ -65,8 +65,8 @@ class MasterReader:
             headers = {"User-Agent": "tfmesos", "Accept": "application/json"}
             if content_type:
                 headers["Content-Type"] = content_type
-            if self._auth:
-                headers["Authorization"] = self._auth
+            if self.auth:
+                headers["Authorization"] = self.auth
             conn = open_connection(url, self._timeout, self._tls)
             try:
                 conn.request(method, urllib.parse.urlsplit(url).path.rstrip("/") + path,
