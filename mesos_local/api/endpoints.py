@@ -110,7 +110,8 @@ def _filter(value, wanted):
 
 def slaves(master, records, query):
     wanted = query.get("slave_id")
-    return {"slaves": [agent_json(a) for a in records.agents.values() if _filter(a.id, wanted)],
+    return {"slaves": [agent_json(a, records.files_address) for a in records.agents.values()
+                       if _filter(a.id, wanted)],
             "recovered_slaves": []}
 
 
@@ -178,7 +179,7 @@ def state_summary(master, records, query):
              if records.frameworks.get(f.id) is f]   # registered frameworks only
     agents = []
     for agent in records.agents.values():
-        out = agent_json(agent)
+        out = agent_json(agent, records.files_address)
         out.update(_state_counts(t for _, t in pairs if t.agent_id == agent.id))
         out["framework_ids"] = sorted({f.id for f, t in pairs if t.agent_id == agent.id})
         agents.append(out)

@@ -4,8 +4,11 @@ usage: tfmesos COMMAND [options]
 
 commands:
   runs [-n N] [--prune --keep N]        list recent runs (./tfmesos-runs, $TFMESOS_RUNS_DIR)
+  runs --master M                       list the runs a Mesos master knows
+  kill RUN [--master M]                 tear a run down on its Mesos master
   show RUN                              a run's outcome, tasks, attempts and exit codes
   logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
+  logs RUN --master M [TASK] [--follow] a task's output from its agent's sandbox
   report RUN                            write the run's report.html (timeline, outcome)
   local-master [--port 5050 ...]        run the embedded Mesos master
   docker [-v H:C] [-e K=V] -- COMMAND   run COMMAND (e.g. tfrun) inside the tfmesos image
@@ -62,7 +65,7 @@ def main(argv=None):
 
 def _main(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("runs", "show", "logs", "report", "local-master", "docker", "version")
+    commands = ("runs", "show", "logs", "report", "kill", "local-master", "docker", "version")
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -84,6 +87,9 @@ def _main(argv):
             except OSError as exc:      # what the file system said, in one line
                 print("tfmesos: error: %s" % exc, file=sys.stderr)
                 return 1
+        if command == "kill":
+            from .cluster_runs import kill_main
+            return kill_main(rest)
         if command in ("version", "--version"):
             from .. import __version__
             print("tfmesos %s" % __version__)

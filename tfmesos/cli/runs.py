@@ -91,7 +91,7 @@ def fit_last_column(rows, width):
 
 def runs_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR] [-n N | --all] "
+    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR | --master M] [-n N | --all] "
                      "[--prune --keep N]", "List recent runs, most recent first, or prune "
                      "old run directories.")
     parser.add_argument("-n", "--limit", type=COUNT, default=20, metavar="N",
@@ -102,7 +102,17 @@ def runs_main(argv, environ=None, out=None):
                         "still going are kept)")
     parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
                         help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
+    parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows "
+                        "(running, disconnected, finished), not the local run directories")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.prune:
+            parser.error("--prune removes local run directories: it does not go with --master")
+        from .cluster_runs import cluster_runs, print_cluster_runs, reader
+        runs = cluster_runs(reader(args.master, environ).state())
+        print_cluster_runs(runs, out, terminal_width(environ, out),
+                           None if args.all else args.limit)
+        return 0
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
         parser.error("--keep goes with --prune: tfmesos runs --prune --keep N")
@@ -263,8 +273,8 @@ class _Tail:
 
 def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR] RUN [TASK ...] [--stderr] "
-                     "[--attempt N] [--follow]", "Print a task's output from the run "
+    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR | --master M] RUN [TASK ...] "
+                     "[--stderr] [--attempt N] [--follow]", "Print a task's output from the run "
                      "directory (every task's, prefixed, without TASK).")
     _run_argument(parser)
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1 (default: "
@@ -274,7 +284,17 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
                         help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what comes while the run goes; ends with the run")
+    parser.add_argument("--master", metavar="M", help="read the output from the sandboxes of "
+                        "this Mesos master's agents (any run it knows), not the run directory")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.attempt is not None:
+            parser.error("--attempt reads the run directory: it does not go with --master")
+        from .cluster_logs import print_logs
+        from .cluster_runs import reader
+        master = reader(args.master, environ)
+        return print_logs(master, args.run, args.tasks, "stderr" if args.stderr else "stdout",
+                          args.follow, out, auth=master.auth)
     run = find_run(args.run, runs_root(environ, args.runs_dir))
     stream = "stderr" if args.stderr else "stdout"
     for name in args.tasks:

@@ -157,7 +157,7 @@ class ClusterRun:
             self.scheduler = scheduler = TFMesosScheduler(
                 self.slots, self._make_task, self.events, self.run_id,
                 on_launch=self._launching, extra_ports=self._extra_ports)
-            info = framework_info(self.run_spec, self.jobs)
+            info = framework_info(self.run_spec, self.jobs, self.run_id)
             options = self.run_spec.driver_options()
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
