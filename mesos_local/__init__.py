@@ -38,7 +38,8 @@ The master, each module one job:
 * ``loop``: the thread that runs timers and allocation rounds;
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``resources``:
   resource arithmetic and parsing;
-* ``errors``: its exceptions; ``command_line``, ``__main__``: the command line.
+* ``errors``: its exceptions; ``command_line``, ``__main__``: the command line;
+  ``docker_host``: ``$DOCKER_HOST`` read before anything starts.
 
 ``api/``: the HTTP side (the server, SUBSCRIBE streams, strict and tolerant
 call parsing, authentication, the read endpoints, the agents' ``/files``);

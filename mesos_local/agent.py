@@ -8,6 +8,7 @@ Running a task is elsewhere: ``planning`` (TaskInfo -> TaskLaunch),
 
 import dataclasses
 import ipaddress
+import math
 import os
 import re
 import shutil
@@ -19,6 +20,10 @@ from .errors import AgentSpecError
 from .resources import Resources
 
 _MEM_MARGIN_MB = 1024
+# Mesos keeps scalars (cpus, mem, disk) to three decimals in 64 bits: beyond
+# this they lose precision; 1024 fake GPUs is any machine's and then some.
+MAX_SCALAR = 1e15
+MAX_GPUS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,9 +58,11 @@ class AgentSpec:
         for name in ("cpus", "mem", "disk"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool)
-                                      or not isinstance(value, (int, float)) or value < 0):
-                raise AgentSpecError("AgentSpec.%s must be a number >= 0 or None, got %r"
-                                     % (name, value))
+                                      or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)
+                                      or not 0 <= value <= MAX_SCALAR):
+                raise AgentSpecError("AgentSpec.%s must be a number from 0 to %g or None, "
+                                     "got %r" % (name, MAX_SCALAR, value))
         ports = []
         for item in self.ports or ():
             try:
@@ -70,13 +77,16 @@ class AgentSpec:
         object.__setattr__(self, "ports", tuple(ports))
         gpus = self.gpus
         if gpus is not None and not isinstance(gpus, bool) and isinstance(gpus, int):
-            if gpus < 0:
-                raise AgentSpecError("AgentSpec.gpus must be >= 0, got %d" % gpus)
+            if not 0 <= gpus <= MAX_GPUS:
+                raise AgentSpecError("AgentSpec.gpus must be from 0 to %d, got %d"
+                                     % (MAX_GPUS, gpus))
         elif gpus is not None:
             if isinstance(gpus, (str, bytes, bool)) or not hasattr(gpus, "__iter__"):
                 raise AgentSpecError("AgentSpec.gpus must be None, an int or a list of ids, "
                                      "got %r" % (gpus,))
-            ids = tuple(str(g) for g in gpus)
+            ids = tuple(str(g) for _, g in zip(range(MAX_GPUS + 1), gpus))
+            if len(ids) > MAX_GPUS:
+                raise AgentSpecError("AgentSpec.gpus lists more than %d GPUs" % MAX_GPUS)
             if len(set(ids)) != len(ids):
                 raise AgentSpecError("AgentSpec.gpus lists an id twice: %r" % (ids,))
             object.__setattr__(self, "gpus", ids)

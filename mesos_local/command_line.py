@@ -25,6 +25,13 @@ task to its cpus and mem with cgroups, as Mesos' agent flag of that name
 (default: none, Mesos' ``posix/cpu,posix/mem``); ``--cgroups-enable-cfs``
 also caps its cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``.
 
+Every number is finite and bounded (a usage error, exit 2, says which):
+cpus, mem and disk at most 10^15 (Mesos' fixed-point scalars), at most 1024
+GPUs and 100 agents, ports 0-65535, intervals from 0.01 s to a day;
+``--work-dir`` is made before the master starts, and ``$DOCKER_HOST`` read
+(``docker_host``). A reader of its output that went away (``mesos-local |
+head``) ends it quietly, as SIGPIPE would, status 141.
+
 Security (README "Security"): ``--credentials FILE`` makes frameworks
 authenticate (Mesos' ``--authenticate_http_frameworks --credentials``);
 listening beyond the loopback interface without it is a usage error (exit
@@ -39,53 +46,87 @@ task as this process's user).
 import argparse
 import ipaddress
 import logging
+import math
+import os
+import re
 import signal
 import sys
 import threading
 
-from .agent import AgentSpec, AgentSpecError
+from .agent import MAX_GPUS, MAX_SCALAR, AgentSpec, AgentSpecError
 from .api.auth import CredentialsError, read_credentials
 from .containerizer.environment import parse_environment_json
+from .docker_host import docker_host_error
 from .errors import LocalMasterError
-from .master import LocalMaster
+from .master import MAX_INTERVAL, MIN_INTERVAL, LocalMaster
 
 PORT_RANGE = (31000, 32000)
 AGENT_KEYS = ("cpus", "mem", "disk", "gpus", "ports", "hostname", "isolate")
+MAX_AGENTS = 100
+SIGPIPE_EXIT = 128 + 13   # a shell's status for a process SIGPIPE killed
 
 
-def _positive(kind):
+def _within(kind, low, high):
+    """An argparse type: a finite ``kind`` from ``low`` to ``high``."""
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError("expected a number, got %r" % text) from None
-        if value < 0:
-            raise argparse.ArgumentTypeError("must be >= 0, got %s" % text)
+            raise argparse.ArgumentTypeError("expected %s, got %r" % (
+                "a whole number" if kind is int else "a number", text)) from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError("must be %s from %g to %g, got %s" % (
+                "a whole number" if kind is int else "a number", low, high, text))
         return value
+    parse.__name__ = kind.__name__
     return parse
+
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)%s(?:\.%s)*\.?$" % (_LABEL, _LABEL))
+
+
+def _host(text):
+    """An argparse type: an IP address (IPv6 with a zone too) or a host name
+    (RFC 1123); "" listens on every address, as the socket calls read it."""
+    if not text or _HOST_NAME.match(text):
+        return text
+    try:
+        ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is neither an IP address nor a host name: give "
+                                         "an address of this machine, e.g. 127.0.0.1"
+                                         % text) from None
+    return text
+
+
+def _positive(kind):
+    return _within(kind, 0, MAX_GPUS if kind is int else MAX_SCALAR)
 
 
 def add_agent_options(parser):
     """--cpus, --mem, --gpus, --agents, --agent and --netns."""
     parser.add_argument("--cpus", type=_positive(float), default=None,
-                        help="cpus each agent offers (default: this machine's cpu count)")
+                        help="cpus each agent offers, at most 10^15 (default: this machine's cpu "
+                             "count)")
     parser.add_argument("--mem", type=_positive(float), default=None,
-                        help="memory in MB each agent offers (default: physical memory "
-                             "minus 1 GiB)")
+                        help="memory in MB each agent offers, at most 10^15 (default: physical "
+                             "memory minus 1 GiB)")
     parser.add_argument("--gpus", type=_positive(int), default=None,
-                        help="GPUs each agent offers, as fake ids 0..N-1 (default: the "
-                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)")
-    parser.add_argument("--agents", type=_positive(int), default=None, metavar="N",
-                        help="number of agents; they share this machine and split the "
-                             "port range %d-%d between them (default: 1)" % PORT_RANGE)
+                        help="GPUs each agent offers, as fake ids 0..N-1, at most %d (default: the "
+                             "NVIDIA GPUs 'nvidia-smi -L' lists, else none)" % MAX_GPUS)
+    parser.add_argument("--agents", type=_within(int, 1, MAX_AGENTS), default=None, metavar="N",
+                        help="number of agents, 1 to %d; they share this machine and split the "
+                             "port range %d-%d between them (default: 1)"
+                             % ((MAX_AGENTS,) + PORT_RANGE))
     parser.add_argument("--agent", dest="agent_specs", action="append", type=parse_agent,
                         metavar="SPEC", default=None,
                         help="an agent, e.g. cpus=2,mem=4096,gpus=0,ports=31000-31099,"
                              "hostname=node1 (keys: %s; gpus=N gives N fake GPUs); "
-                             "repeat for several; keys left out come from --cpus, --mem, "
+                             "repeat for several, up to %d agents; keys left out come from --cpus, --mem, "
                              "--gpus and a slice of the port range; isolate=fs (root) runs "
                              "its tasks with the --hide directories hidden, as on another "
-                             "host" % ", ".join(AGENT_KEYS))
+                             "host" % (", ".join(AGENT_KEYS), MAX_AGENTS))
     parser.add_argument("--hide", action="append", default=None, metavar="DIR",
                         help="with isolate=fs agents: a directory their tasks do not see "
                              "(repeatable; default: this master's working directory, the "
@@ -106,14 +147,17 @@ def build_parser(prog="python -m mesos_local"):
                     "sandbox (a task that names an image in a Docker container). Give "
                     "its URL to a scheduler as the Mesos master. Stops (and kills every "
                     "task) on Ctrl-C or SIGTERM.")
-    parser.add_argument("--host", default="127.0.0.1",
+    parser.add_argument("--host", type=_host, default="127.0.0.1",
                         help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=5050,
-                        help="port to listen on, 0 for any free one (default: %(default)s)")
+    parser.add_argument("--port", type=_within(int, 0, 65535), default=5050,
+                        help="port to listen on, 0 to 65535; 0 for any free one (default: "
+                             "%(default)s)")
     add_agent_options(parser)
-    parser.add_argument("--heartbeat-interval", type=_positive(float), default=15.0,
-                        metavar="S", help="seconds between HEARTBEAT events "
-                                          "(default: %(default)s)")
+    parser.add_argument("--heartbeat-interval", type=_within(float, MIN_INTERVAL, MAX_INTERVAL),
+                        default=15.0,
+                        metavar="S", help="seconds between HEARTBEAT events, %g to %g "
+                                          "(default: %%(default)s)"
+                                          % (MIN_INTERVAL, MAX_INTERVAL))
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where task sandboxes go; kept after exit (default: a "
                              "temporary directory removed at exit)")
@@ -196,17 +240,18 @@ def _agent_value(text, key, value):
             return ("fs",)
         if key == "ports":
             begin, sep, end = value.partition("-")
-            if not sep:
+            if not sep or not 0 < int(begin) <= int(end) <= 65535:
                 raise ValueError(value)
             return ((int(begin), int(end)),)
         number = int(value) if key == "gpus" else float(value)
     except ValueError:
-        example = {"ports": "31000-31099", "gpus": "a whole number",
+        example = {"ports": "a range like 31000-31099 within 1-65535", "gpus": "a whole number",
                    "isolate": "fs"}.get(key, "a number")
         raise argparse.ArgumentTypeError("%r: %s=%s is not %s" % (text, key, value, example)) \
             from None
-    if number < 0:
-        raise argparse.ArgumentTypeError("%r: %s must be >= 0" % (text, key))
+    most = MAX_GPUS if key == "gpus" else MAX_SCALAR
+    if not math.isfinite(number) or not 0 <= number <= most:
+        raise argparse.ArgumentTypeError("%r: %s must be from 0 to %g" % (text, key, most))
     return number
 
 
@@ -280,13 +325,31 @@ def network_lines(master):
 
 
 def main(argv=None, prog=None):
+    """The command line's exit status; a reader of its output that went
+    away ends it quietly (``SIGPIPE_EXIT``), as SIGPIPE ends ``cat``."""
+    try:
+        try:
+            return _main(argv, prog)
+        finally:
+            sys.stdout.flush()   # --help's text may still be in the buffer
+    except BrokenPipeError:
+        _quiet_stdout()
+        return SIGPIPE_EXIT
+
+
+def _main(argv, prog):
     prog = prog or "mesos-local"
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.agents is not None and args.agent_specs:
         parser.error("give either --agents N or --agent SPEC (once per agent), not both")
-    if args.agents is not None and args.agents < 1:
-        parser.error("--agents must be at least 1")
+    if args.agent_specs and len(args.agent_specs) > MAX_AGENTS:
+        parser.error("at most %d agents (--agent given %d times)"
+                     % (MAX_AGENTS, len(args.agent_specs)))
+    if args.docker:
+        why = docker_host_error(os.environ)
+        if why:
+            parser.error("%s (or --no-docker)" % why)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -294,6 +357,12 @@ def main(argv=None, prog=None):
     except (CredentialsError, ValueError) as exc:
         print("%s: error: %s" % (prog, exc), file=sys.stderr)
         return 2
+    if args.work_dir is not None:   # last: it is made, and kept as --work-dir is
+        try:
+            os.makedirs(args.work_dir, exist_ok=True)
+        except OSError as exc:
+            parser.error("--work-dir %s: cannot create it (%s): give a directory you can "
+                         "write" % (args.work_dir, exc.strerror or exc))
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -319,12 +388,25 @@ def _serve(args, security, stop):
         lines = ["local Mesos master listening on %s" % url]
         if master.network is not None:
             lines += network_lines(master)
-        print("\n".join(lines), flush=True)
+        try:
+            print("\n".join(lines), flush=True)
+        except BrokenPipeError:   # nobody reads what we print: stop, as SIGPIPE would
+            _quiet_stdout()
+            return SIGPIPE_EXIT
         while not stop.wait(0.5):
             pass
     finally:
         master.stop()
     return 0
+
+
+def _quiet_stdout():
+    """Point stdout at /dev/null: its closed pipe is not written again (at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

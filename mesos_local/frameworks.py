@@ -12,12 +12,20 @@ undisturbed, so one run cannot fail another over.
 
 import itertools
 import logging
+import math
 import time
 
 from .api.stream import HEARTBEAT, Subscription
 from .records import Framework, mesos_id
 
 log = logging.getLogger(__name__)
+
+# The local master's own bounds (Mesos has none): what it keeps of every
+# framework for as long as it runs, and shows in its state.
+MAX_NAME_LENGTH = 1024
+MAX_LABELS = 100
+MAX_LABEL_LENGTH = 1024
+_INT64_MAX = 2 ** 63 - 1
 
 
 def roles_error(info):
@@ -62,8 +70,38 @@ def framework_error(info, call):
                 % (sorted(suppressed - set(roles)), roles))
     if "offer_constraints" in call:
         return "offer_constraints are not supported by the local master"
-    if info.get("failover_timeout", 0) < 0:
-        return "'FrameworkInfo.failover_timeout' must not be negative"
+    return failover_timeout_error(info) or size_error(info)
+
+
+def failover_timeout_error(info):
+    """``validateFailoverTimeout`` (src/master/validation.cpp): the timeout
+    must be a stout ``Duration`` (``Duration::create``: seconds in
+    nanoseconds within int64). Stricter than Mesos, NaN and negative
+    timeouts are refused too: a framework with either would never be
+    removed, or be removed at once."""
+    timeout = info.get("failover_timeout", 0)
+    nanos = timeout * 1e9
+    if math.isnan(nanos) or timeout < 0 or nanos > _INT64_MAX:
+        return "The framework failover_timeout (%s) is invalid" % timeout
+    return None
+
+
+def size_error(info):
+    """The local master's bounds on what a framework asks it to keep."""
+    name = info.get("name", "")
+    if len(name) > MAX_NAME_LENGTH:
+        return ("'FrameworkInfo.name' has %d characters; it may have at most %d"
+                % (len(name), MAX_NAME_LENGTH))
+    labels = info.get("labels", {}).get("labels", [])
+    if len(labels) > MAX_LABELS:
+        return ("'FrameworkInfo.labels' has %d labels; it may have at most %d"
+                % (len(labels), MAX_LABELS))
+    for label in labels:
+        for part in ("key", "value"):
+            if len(label.get(part, "")) > MAX_LABEL_LENGTH:
+                return ("'FrameworkInfo.labels' has a %s of %d characters; a label's key "
+                        "and value may have at most %d" % (part, len(label[part]),
+                                                           MAX_LABEL_LENGTH))
     return None
 
 

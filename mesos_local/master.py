@@ -40,6 +40,7 @@ update goes out, as when Mesos destroys a container.
 
 import itertools
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -72,17 +73,31 @@ from .updates import StatusUpdates
 log = logging.getLogger(__name__)
 
 
+MIN_INTERVAL = 0.01        # seconds: a shorter period would keep a core busy
+MAX_INTERVAL = 86400.0     # a day
+
+
+def _seconds(value, low=MIN_INTERVAL):
+    """Whether ``value`` is a finite number of seconds from ``low`` to a day."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and math.isfinite(value) and low <= value <= MAX_INTERVAL
+
+
 def _check_settings(heartbeat_interval, allocation_interval, status_update_retry,
-                    kill_grace_period, agents):
+                    kill_grace_period, agents, port=0):
     """The AgentSpecs to start with; ValueError/TypeError for bad settings."""
     for name, value in (("heartbeat_interval", heartbeat_interval),
                         ("allocation_interval", allocation_interval),
                         ("status_update_retry", status_update_retry)):
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError("LocalMaster(%s=%r): must be a number > 0" % (name, value))
-    if not isinstance(kill_grace_period, (int, float)) or kill_grace_period < 0:
-        raise ValueError("LocalMaster(kill_grace_period=%r): must be a number >= 0"
-                         % (kill_grace_period,))
+        if not _seconds(value):
+            raise ValueError("LocalMaster(%s=%r): must be a number of seconds from %g to %g"
+                             % (name, value, MIN_INTERVAL, MAX_INTERVAL))
+    if not _seconds(kill_grace_period, 0):
+        raise ValueError("LocalMaster(kill_grace_period=%r): must be a number of seconds from 0 "
+                         "to %g" % (kill_grace_period, MAX_INTERVAL))
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError("LocalMaster(port=%r): must be a port from 0 to 65535 (0: any free "
+                         "one)" % (port,))
     specs = [AgentSpec()] if agents is None else list(agents)
     for spec in specs:
         if not isinstance(spec, AgentSpec):
@@ -164,7 +179,7 @@ class LocalMaster(FaultInjection):
                  allow_root=None, network_namespaces=False, strict=None, hidden_paths=None,
                  isolation=None, cgroups_enable_cfs=False, switch_user=True):
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
-                                      status_update_retry, kill_grace_period, agents)
+                                      status_update_retry, kill_grace_period, agents, port)
         if network_namespaces:
             _check_network(self._specs)
         if any("fs" in spec.isolate for spec in self._specs):
@@ -287,7 +302,11 @@ class LocalMaster(FaultInjection):
                 os.chmod(self.work_dir, WORK_DIR_MODE)
         else:
             self.work_dir = os.path.abspath(self.work_dir)
-            os.makedirs(self.work_dir, exist_ok=True)
+            try:
+                os.makedirs(self.work_dir, exist_ok=True)
+            except OSError as exc:
+                raise LocalMasterError("cannot create the work directory %s: %s; choose another"
+                                       % (self.work_dir, exc.strerror or exc)) from None
         if self.network_namespaces:
             remove_stale()   # of masters killed before they could clean up
             self.network = AgentNetwork().create()

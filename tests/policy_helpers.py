@@ -155,6 +155,9 @@ class FakeBackend:
     def start(self):
         return "mock-master:5050"
 
+    def check(self):
+        pass
+
     def bind_host(self):
         return "127.0.0.1"
 

@@ -11,9 +11,11 @@ from tfrun_helpers import run_tfrun
 
 from tfmesos.backends import advertise, embedded, sizing
 from tfmesos.backends.embedded import EmbeddedMaster
+from tfmesos.backends.remote import RemoteMaster
 from tfmesos.core import launch
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.exceptions import TFMesosError
+from tfmesos.ship.bundle import ShipSpec
 
 REMOTE = "http://192.0.2.10:5050"   # TEST-NET-1: documentation only, never routed
 NOT_HERE = "192.0.2.7"              # the same, an address of no machine here
@@ -128,10 +130,16 @@ def test_a_zookeeper_master_checks_a_given_address_before_the_driver_starts(monk
     def no_driver(*args, **kwargs):
         raise AssertionError("the driver must not be started")
     monkeypatch.setattr(launch, "MesosSchedulerDriver", no_driver)
+    if is_this_machine(NOT_HERE):
+        pytest.skip("%s is an address of this machine" % NOT_HERE)
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="zk://192.0.2.10:2181/mesos",
-                                    advertise_address="not an addr"), environ={})
-    with pytest.raises(TFMesosError, match="neither an IP address nor a host name"):
+                                    advertise_address=NOT_HERE), environ={})
+    with pytest.raises(TFMesosError, match="is not an address of this machine"):
         run.start()
+    # A malformed one is refused when the run is described, before anything.
+    with pytest.raises(TFMesosError, match="neither an IP address nor a host name"):
+        RunSpec(jobs=[Job("worker")], master="zk://192.0.2.10:2181/mesos",
+                advertise_address="not an addr")
 
 
 @pytest.mark.parametrize("args, env, error", [
@@ -144,15 +152,83 @@ def test_a_zookeeper_master_checks_a_given_address_before_the_driver_starts(monk
     (["--advertise-address", "not an addr"], {},
      "--advertise-address 'not an addr' is neither an IP address nor a host name"),
 ], ids=["loopback", "not-here", "environment", "embedded"])
-def test_tfrun_refuses_a_wrong_address_at_once_in_one_line(args, env, error):
+def test_tfrun_refuses_a_wrong_address_at_once_in_one_line(args, env, error, tmp_path):
+    """A usage error (exit 2): nothing started, no run directory."""
     if NOT_HERE in args and is_this_machine(NOT_HERE):
         pytest.skip("%s is an address of this machine" % NOT_HERE)
     started = time.monotonic()
     result = run_tfrun(*args, "-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "64", "--", "true",
-                       timeout=60, env=env)
+                       timeout=60, env=dict(env, TFMESOS_RUNS_DIR=str(tmp_path)))
     assert time.monotonic() - started < AT_ONCE
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("tfrun: error: ") and error in errors[0], \
         result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
+
+
+# -- where the run listens: the advertised address, not every interface ------------
+
+class IdleDriver:
+    """A driver that never contacts the master: the run's listeners are
+    what these tests look at."""
+
+    master = None
+    connected = False
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def start(self):
+        pass
+
+    def stop(self, *args, **kwargs):
+        pass
+
+    def join(self, timeout=None):
+        pass
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["derived", "given"])
+def test_a_remote_masters_run_listens_only_at_the_advertised_address(given, monkeypatch,
+                                                                     tmp_path):
+    """The rendezvous and the bundle server bind the address tasks are told
+    (the route's towards the master, or --advertise-address): not 0.0.0.0."""
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    monkeypatch.setattr(launch, "MesosSchedulerDriver", IdleDriver)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('hello')\n")
+    run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master=REMOTE[len("http://"):],
+                                    advertise_address=address if given else None,
+                                    ship=ShipSpec(str(project)), run_dir=None), environ={})
+    try:
+        run.start()
+        assert run.backend.advertised_address(REMOTE) == address
+        assert run.rendezvous._listener.getsockname()[0] == address
+        assert run.shipment.server._server.socket.getsockname()[0] == address
+    finally:
+        run.stop()
+
+
+def test_what_each_backend_binds():
+    assert RemoteMaster("zk://192.0.2.10:2181/mesos").bind_host() is None   # leader unknown
+    assert RemoteMaster("zk://192.0.2.10:2181/mesos", "127.0.0.1").bind_host() == "127.0.0.1"
+    assert RemoteMaster("zk://192.0.2.10:2181/mesos", None, {
+        "TFMESOS_ADVERTISE_ADDRESS": "::1"}).bind_host() == "::1"
+    assert RemoteMaster("127.0.0.1:5050").bind_host() == "127.0.0.1"   # the route's
+    # The embedded master's own runs keep loopback; a given address is bound.
+    assert EmbeddedMaster([Job("worker")]).bind_host() == embedded.LOOPBACK
+    assert EmbeddedMaster([Job("worker")], advertise="::1").bind_host() == "::1"
+    assert EmbeddedMaster([Job("worker")], advertise="localhost").bind_host() == "127.0.0.1"
+
+
+def test_a_host_name_binds_the_one_address_it_names_here():
+    assert advertise.bind_address("127.0.0.1") == "127.0.0.1"
+    assert advertise.bind_address("fe80::1%lo") == "fe80::1%lo"
+    assert advertise.bind_address("localhost") == "127.0.0.1"   # 127.0.0.1 first of loopbacks
+    address = non_loopback_address()
+    if address is not None:
+        assert advertise.bind_address(address) == address

@@ -93,14 +93,14 @@ def test_tfmesos_docker_bad_options_are_usage_errors(option, error):
     assert lines[1].startswith("tfmesos docker: error: %s" % error), result.stderr
 
 
-# Each also has an error of its own (-s -1, -e =x): should an abbreviation
+# Each also has an error of its own (--job x, -e =x): should an abbreviation
 # pass again, it still runs nothing.
 @pytest.mark.parametrize("argv, error", [
     # argparse would read --worker as --worker-logs: never guess.
-    (TFRUN + ["--worker", "2", "-s", "-1", "--", "true"],
+    (TFRUN + ["--worker", "2", "--job", "x", "--", "true"],
      "tfrun: error: unrecognized arguments: --worker 2; did you mean --nworker or "
      "--worker-logs? (tfrun --help explains every option)"),
-    (TFRUN + ["--run", "d", "-s", "-1", "--", "true"], "tfrun: error: unrecognized arguments: "
+    (TFRUN + ["--run", "d", "--job", "x", "--", "true"], "tfrun: error: unrecognized arguments: "
      "--run d; did you mean --run-dir?"),
     (TFMESOS + ["runs", "--lim", "3", "--keep", "1"], "tfmesos runs: error: unrecognized "
      "arguments: --lim 3; did you mean --limit?"),

@@ -1,6 +1,7 @@
 """tfmesos runs / show / logs: the run history under the runs directory
 (run directories written by hand, and real tfrun runs for --follow)."""
 
+import dataclasses
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from run_dirs import attempt, copy_format_1, write_run
 from tfrun_helpers import REPO, start_tfrun
 
 from tfmesos.cli.main import main
+from tfmesos.record import liveness
 from tfmesos.record.schema import Restart
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
@@ -92,6 +94,59 @@ def test_prune_keeps_the_most_recent_and_the_running(runs_dir, capsys):
                                             "tfrun-running0"]
     code, _, err = tfmesos(capsys, "runs", "--prune")
     assert code == 2 and "--prune needs --keep N" in err
+
+
+def a_gone_process():
+    """The ``scheduler`` of a process that ran here and has ended."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return dataclasses.replace(liveness.this_process(), pid=child.pid, start_ticks=1)
+
+
+def test_liveness_tells_a_gone_process_only_where_it_can():
+    here = liveness.this_process()
+    assert not liveness.gone(here) and not liveness.gone(None)
+    assert liveness.gone(a_gone_process())
+    # Another host, or another pid namespace: nothing can be told.
+    assert not liveness.gone(dataclasses.replace(a_gone_process(), host=here.host + "-x"))
+    assert not liveness.gone(dataclasses.replace(a_gone_process(), pid_namespace="pid:[1]"))
+
+
+def test_a_running_run_whose_tfrun_is_gone_shows_gone_and_is_pruned(runs_dir, capsys):
+    write_run(runs_dir, "gone0001", status="running", exit_code=None, start=0,
+              scheduler=a_gone_process())
+    write_run(runs_dir, "live0001", status="running", exit_code=None, start=1,
+              scheduler=liveness.this_process())
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and re.search(r"gone0001 .* gone ", out) and re.search(r"live0001 .* "
+                                                                               r"running ", out)
+    code, out, _ = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+    assert code == 0 and os.listdir(runs_dir) == ["tfrun-live0001"]
+
+
+@pytest.mark.parametrize("plant", ["link", "fifo"])
+def test_logs_read_only_a_regular_file_of_the_run_directory(runs_dir, capsys, tmp_path, plant):
+    directory = write_run(runs_dir, "plant001")
+    path = os.path.join(directory, "worker.0.stdout")
+    if plant == "link":
+        secret = tmp_path / "secret"
+        secret.write_text("not for you\n")
+        os.symlink(secret, path)
+    else:
+        os.mkfifo(path)   # opened blocking, it would wait for a writer for good
+    code, out, err = tfmesos(capsys, "logs", "plant001")
+    assert code == 1 and out == "" and len(err.splitlines()) == 1
+    assert ("a symbolic link, not followed" if plant == "link" else "not a regular file") in err
+
+
+def test_logs_read_a_large_log_in_chunks_without_splitting_a_character(runs_dir, capsys,
+                                                                       monkeypatch):
+    from tfmesos.cli import runs
+    monkeypatch.setattr(runs._Tail, "CHUNK", 3)   # every "é" (2 bytes) falls across one
+    directory = write_run(runs_dir, "chunk001")
+    with open(os.path.join(directory, "worker.0.stdout"), "w", encoding="utf-8") as handle:
+        handle.write("éé\nééé\nlast")
+    assert tfmesos(capsys, "logs", "chunk001") == (0, "éé\nééé\nlast\n", "")
 
 
 def test_show_names_tasks_attempts_states_exit_codes_restarts_and_hints(runs_dir, capsys):

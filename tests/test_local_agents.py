@@ -75,8 +75,9 @@ def test_agent_option_parses_each_key():
     ("cpu=2", "unknown key 'cpu' (keys: cpus, mem, disk, gpus, ports, hostname, isolate)"),
     ("cpus=two", "cpus=two is not a number"),
     ("gpus=1.5", "gpus=1.5 is not a whole number"),
-    ("ports=31000", "ports=31000 is not 31000-31099"),
-    ("mem=-1", "mem must be >= 0"),
+    ("ports=31000", "ports=31000 is not a range like 31000-31099"),
+    ("ports=9-3", "ports=9-3 is not a range like 31000-31099 within 1-65535"),
+    ("mem=-1", "mem must be from 0 to 1e+15"),
     ("cpus=1,cpus=2", "cpus given twice"),
 ])
 def test_agent_option_errors_name_the_fix(text, message):
@@ -91,10 +92,13 @@ def test_agent_and_agents_together_is_a_usage_error(capsys):
     assert "give either --agents N or --agent SPEC" in capsys.readouterr().err
 
 
-def test_impossible_agent_ports_are_a_one_line_error(capsys):
-    assert main(["--port", "0", "--agent", "ports=9-3", "--no-docker"]) == 1
+def test_impossible_agent_ports_are_a_one_line_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--port", "0", "--agent", "ports=9-3", "--no-docker"])
+    assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "ports range 9-3" in err[0]
+    assert err[-1].endswith("'ports=9-3': ports=9-3 is not a range like 31000-31099 within "
+                            "1-65535"), err
 
 
 # --- offers, placement, removal and killing per agent ----------------------------------

@@ -27,6 +27,7 @@ from tfmesos.record.schema import (
     RunFile,
     Sample,
     SandboxTail,
+    Scheduler,
     SchemaError,
     Shipped,
     ShippedBundle,
@@ -56,7 +57,7 @@ def every_field_set():
                       usage=usage, hint="the task was killed with SIGKILL",
                       sandbox_tail=SandboxTail(stdout=["starting"], stderr=["sh: 1: x: not found"]))
     return RunFile(
-        schema_version=5, run_id="5eed0001", name="train", mode="fine", master="zk://zk:2181",
+        schema_version=6, run_id="5eed0001", name="train", mode="fine", master="zk://zk:2181",
         command="python train.py", jobs=[Job(name="ps", num=2, start=1, cpus=0.5, mem=256.0,
                                              gpus=1)],
         framework_id="fw-1", tasks=[Task(name="worker:1", job="worker", index=1,
@@ -74,6 +75,8 @@ def every_field_set():
                                              archive_bytes=20, sha256="ab" * 32,
                                              name="bundle.zip"),
                         task_side="tfmesos-task-1.zip", python_env="env.tgz"),
+        scheduler=Scheduler(host="node0", pid=4242, boot_id="b00t", pid_namespace="pid:[1]",
+                            start_ticks=77),
         metrics=[MetricSeries(task="worker:1", name="loss", last=0.25, last_step=40,
                               last_time=3.5, count=41, stride=2, steps=[0, 2, 40],
                               values=[2.5, None, 0.25], times=[1.0, 1.1, 3.5])],
@@ -110,7 +113,7 @@ def test_every_class_round_trips_with_values_other_than_its_defaults():
 def test_dict_forms_hold_every_field_in_order():
     data = RunFile().to_dict()
     assert list(data) == [field.name for field in dataclasses.fields(RunFile)]
-    assert data["schema_version"] == 4 and data["outcome"]["status"] == "running"
+    assert data["schema_version"] == 5 and data["outcome"]["status"] == "running"
     assert Sample(t=1.0, cpu_s=0.5).to_dict() == {"t": 1.0, "cpu_s": 0.5, "rss_mb": None,
                                                   "gpu_mb": None}
 
@@ -139,7 +142,7 @@ def test_a_value_of_the_wrong_type_says_where(data, where):
     ([], "expected an object, got list"),
     ({"tasks": []}, "no schema_version (nor format 1)"),
     ({"format": 7}, "no schema_version (nor format 1)"),
-    ({"schema_version": 5}, "schema_version 5 is newer than this tfmesos reads (4)"),
+    ({"schema_version": 6}, "schema_version 6 is newer than this tfmesos reads (5)"),
     ({"schema_version": "2"}, "schema_version '2' is not a version"),
 ])
 def test_files_it_cannot_read(data, message):
@@ -154,7 +157,8 @@ def test_a_version_1_file_reads_as_the_current_classes():
         data = json.load(handle)
     assert data["format"] == 1 and "schema_version" not in data
     run = read_run_file(data)
-    assert run.schema_version == 4 and run.shipped is None and run.metrics == []
+    assert run.schema_version == 5 and run.shipped is None and run.scheduler is None
+    assert run.metrics == []
     [worker_0, worker_1] = run.tasks
     assert [a.attempt for a in worker_1.attempts] == [1, 2] and run.restarts[0].task == "worker:1"
     failed = worker_1.attempts[0]
@@ -162,21 +166,21 @@ def test_a_version_1_file_reads_as_the_current_classes():
     assert failed.usage.samples[0] == Sample(t=1.0, cpu_s=0.96, rss_mb=66.7, gpu_mb=None)
     assert failed.usage.cgroup == CgroupUsage(limit_mb=256.0, peak_mb=53.1, oom_kills=0)
     assert failed.logs.named("stderr") == "worker.1.stderr"
-    # What it becomes is a valid version 4 file.
+    # What it becomes is a valid version 5 file.
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
 
 
-def test_a_version_2_file_reads_as_version_4():
+def test_a_version_2_file_reads_as_version_5():
     """Version 3 only added the attempts' ``sandbox_tail``, version 4 the
-    run's ``metrics``: a version 2 file reads with them null and empty, and
-    becomes a valid version 4 file."""
+    run's ``scheduler``, version 5 the ``metrics``: a version 2 file reads
+    with them null and empty, and becomes a valid version 5 file."""
     current = RunFile(tasks=[Task(name="worker:0", attempts=[Attempt(task_id="t1")])]).to_dict()
     old = dict(current, schema_version=2)
     del old["tasks"][0]["attempts"][0]["sandbox_tail"]
-    del old["metrics"], old["metrics_dropped"]
+    del old["scheduler"], old["metrics"], old["metrics_dropped"]
     run = read_run_file(old)
-    assert run.schema_version == 4 and run.tasks[0].attempts[0].sandbox_tail is None
-    assert run.metrics == [] and run.metrics_dropped == 0
+    assert run.schema_version == 5 and run.tasks[0].attempts[0].sandbox_tail is None
+    assert run.scheduler is None and run.metrics == [] and run.metrics_dropped == 0
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
     tail = SandboxTail(stdout=["a"], stderr=["b"])
     assert Attempt.from_dict(Attempt(sandbox_tail=tail).to_dict()).sandbox_tail == tail
@@ -215,6 +219,7 @@ def test_a_real_runs_run_json_is_valid(tmp_path):
                        str(run_dir), "--", "true")
     assert result.returncode == 0, result.stderr
     data = validate_run_json(run_dir / "run.json")
-    assert data["schema_version"] == 4 and data["outcome"]["status"] == "succeeded"
+    assert data["schema_version"] == 5 and data["outcome"]["status"] == "succeeded"
+    assert data["scheduler"]["pid"] > 0 and data["scheduler"]["host"]
     [task] = data["tasks"]
     assert task["attempts"][0]["exited"] and task["attempts"][0]["usage"]["wall_s"] >= 0

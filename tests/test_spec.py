@@ -13,9 +13,9 @@ def test_job_round_trip_with_non_defaults():
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"name": "worker", "num": 0}, "num must be an integer >= 1"),
-    ({"name": "worker", "cpus": 0}, "cpus must be a positive number"),
-    ({"name": "worker", "mem": -5}, "mem must be a positive number"),
+    ({"name": "worker", "num": 0}, "num must be a whole number from 1 to 10000"),
+    ({"name": "worker", "cpus": 0}, "cpus must be a number above 0, at most 10000"),
+    ({"name": "worker", "mem": -5}, "mem must be a number above 0, at most 100000000"),
     ({"name": "worker", "gpus": 0.5}, "gpus must be a whole number"),
     ({"name": "worker", "gpus": -1}, "gpus must be a whole number"),
     ({"name": "Worker"}, "invalid job name"),

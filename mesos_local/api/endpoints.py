@@ -24,6 +24,7 @@ query)`` holds the master's lock only to build the document
 """
 
 import json
+import re
 import urllib.parse
 
 from ..resources import Resources
@@ -54,9 +55,28 @@ def redirect_location(leader, path):
     return "//%s%s" % (parsed.netloc, path)
 
 
+# libprocess writes any ``jsonp`` into its reply; the local master takes only
+# what a JavaScript caller names a function with, so that nothing else (a
+# <script>, say) is ever echoed back.
+_CALLBACK = re.compile(r"[A-Za-z_$][\w$.]*\Z", re.ASCII)
+
+
+def bad_callback(query):
+    """A 400 Reply when ``?jsonp=`` is not a JavaScript identifier, else None."""
+    callback = query.get("jsonp")
+    if callback and not _CALLBACK.match(callback):
+        return Reply(400, b"Invalid 'jsonp' callback: expecting a JavaScript identifier "
+                          b"such as 'handler' or 'ns.handler'\n")
+    return None
+
+
 def json_reply(document, query):
     """200 with the document; ``?jsonp=f``: ``f(document);`` as JavaScript
-    (libprocess' ``OK(json, jsonp)``)."""
+    (libprocess' ``OK(json, jsonp)``); 400 for a callback that is not an
+    identifier."""
+    refused = bad_callback(query)
+    if refused is not None:
+        return refused
     body = json.dumps(document)
     callback = query.get("jsonp")
     if callback:
@@ -90,7 +110,8 @@ def _filter(value, wanted):
 
 def slaves(master, records, query):
     wanted = query.get("slave_id")
-    return {"slaves": [agent_json(a) for a in records.agents.values() if _filter(a.id, wanted)],
+    return {"slaves": [agent_json(a, records.files_address) for a in records.agents.values()
+                       if _filter(a.id, wanted)],
             "recovered_slaves": []}
 
 
@@ -158,7 +179,7 @@ def state_summary(master, records, query):
              if records.frameworks.get(f.id) is f]   # registered frameworks only
     agents = []
     for agent in records.agents.values():
-        out = agent_json(agent)
+        out = agent_json(agent, records.files_address)
         out.update(_state_counts(t for _, t in pairs if t.agent_id == agent.id))
         out["framework_ids"] = sorted({f.id for f, t in pairs if t.agent_id == agent.id})
         agents.append(out)

@@ -32,10 +32,9 @@ import grp
 import json
 import os
 import pwd
-import re
 import stat
 
-from .endpoints import JSON_TYPE, Reply
+from .endpoints import JSON_TYPE, Reply, bad_callback
 
 READ_PATH = "/files/read"
 BROWSE_PATH = "/files/browse"
@@ -47,7 +46,6 @@ except (ValueError, OSError, AttributeError):
     PAGE_SIZE = 4096
 MAX_READ = 16 * PAGE_SIZE          # "Cap the read length at 16 pages" (files.cpp)
 
-_CALLBACK = re.compile(r"[A-Za-z_$][\w$.]*\Z", re.ASCII)
 _FILE_TYPES = ((stat.S_ISREG, "-"), (stat.S_ISDIR, "d"), (stat.S_ISCHR, "c"),
                (stat.S_ISBLK, "b"), (stat.S_ISFIFO, "p"), (stat.S_ISLNK, "l"),
                (stat.S_ISSOCK, "s"))
@@ -73,10 +71,10 @@ def reply(route, query, attached):
     """The Reply to GET ``route`` (one of ``PATHS``) with ``query`` (a dict);
     ``attached(framework_id, executor_id)`` is that sandbox's directory, or
     None."""
+    refused = bad_callback(query)
+    if refused is not None:
+        return refused
     callback = query.get("jsonp")
-    if callback is not None and not _CALLBACK.match(callback):
-        return Reply(400, b"Invalid 'jsonp' callback: expecting a JavaScript identifier "
-                          b"such as 'handler' or 'ns.handler'\n")
     path = query.get("path")
     if not path:
         return Reply(400, b"Expecting 'path=value' in query.\n")

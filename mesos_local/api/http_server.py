@@ -16,19 +16,36 @@ framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
 they are not authenticated, and they show no secrets. ``GET /files/read``
 and ``/files/browse`` serve the tasks' sandboxes as a Mesos agent does
 (``files.py``); they ask for the master's credentials when it has them.
+
+Bounds, so that slow, greedy or malformed clients cannot exhaust it:
+
+* one **deadline** per request (``request_deadline``): request line,
+  headers and body must all be in by then, however slowly they trickle
+  (``deadlines.py``); a stream, once subscribed, is not bound by it;
+* at most ``max_connections`` open **connections** (one handler thread
+  each); past that a new connection gets a 503 and is closed at once;
+* credentials are checked from the headers, **before a body is read**: a
+  401 (or a 404 for an unknown path) closes the connection with its body
+  unread;
+* bodies of at most 64 MiB, JSON **nested** at most 100 levels deep and
+  holding only **finite** numbers (``json_body.py``: a 400 naming the
+  field); Mesos' range for ``failover_timeout`` and bounded framework
+  names and labels (``frameworks.py``); JSONP callbacks that are
+  JavaScript identifiers (``endpoints.py``).
 """
 
-import json
 import logging
 import socket
 import socketserver
+import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..errors import CallError
-from . import endpoints, files, validation
+from . import endpoints, files, json_body, validation
 from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
+from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
 from .state_json import VERSION
 from .stream import ABORTED, CLOSED
@@ -40,6 +57,10 @@ HEALTH_PATHS = ("/health", "/master/health")
 JSON = "application/json"
 _MAX_BODY = 64 * 1024 * 1024
 _TEXT = "text/plain; charset=utf-8"
+_TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+_BUSY_BODY = b"Too many connections (%d): try again later"
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+         b"Content-Length: %d\r\nConnection: close\r\n\r\n")
 
 
 class _BodyError(Exception):
@@ -85,9 +106,12 @@ class MasterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+    request_deadline = 30.0     # seconds for a whole request, headers and body
+    max_connections = 256       # open connections, each with its handler thread
 
     def __init__(self, master, host, port):
         self.master = master
+        self.deadlines = Deadlines()
         if ":" in host:
             self.address_family = socket.AF_INET6
         self._connections = set()
@@ -106,8 +130,24 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
     def process_request(self, request, client_address):
         with self._connections_lock:
-            self._connections.add(request)
+            full = len(self._connections) >= self.max_connections
+            if not full:
+                self._connections.add(request)
+        if full:
+            body = _BUSY_BODY % self.max_connections
+            end_connection(request, _BUSY % len(body) + body)
+            request.close()
+            return
         super().process_request(request, client_address)
+
+    def handle_error(self, request, client_address):
+        # A client that went away (or was cut off at its deadline) is not an
+        # error of the server's; anything else is logged, not printed.
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            log.debug("connection from %s ended: %s", client_address, error)
+        else:
+            log.exception("error handling a request from %s", client_address)
 
     def shutdown_request(self, request):
         with self._connections_lock:
@@ -115,6 +155,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def start(self):
+        self.deadlines.start()
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True, name="local-master-http")
         self._thread.start()
@@ -132,6 +173,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
                 pass
             self.shutdown()
             self._thread.join(5)
+        self.deadlines.stop()
         self.server_close()
         with self._connections_lock:
             connections = list(self._connections)
@@ -153,12 +195,50 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         log.debug("%s %s", self.address_string(), fmt % args)
 
+    # -- one deadline per request -------------------------------------------------
+
+    def setup(self):
+        super().setup()
+        self._requests = 0
+
+    def handle_one_request(self):
+        # The first request of a connection that never comes is answered
+        # 408; a kept-alive connection left idle is just closed (a client
+        # that reuses it would otherwise read a stale 408 as its answer).
+        reply = _TIMED_OUT if self._requests == 0 else b""
+        self._requests += 1
+        self._body_read = False
+        deadlines = self.server.deadlines
+        deadlines.arm(self, self.connection, self.server.request_deadline, reply)
+        try:
+            super().handle_one_request()
+        finally:
+            deadlines.disarm(self)
+
+    def _request_in(self):
+        """Whether the request arrived within its deadline (which now stops)."""
+        if self.server.deadlines.disarm(self):
+            return True
+        self.close_connection = True
+        return False
+
+    def _body_pending(self):
+        headers = getattr(self, "headers", None)
+        if headers is None:
+            return False
+        return bool(headers.get("Content-Length", "0").strip() not in ("", "0")
+                    or "chunked" in headers.get("Transfer-Encoding", "").lower())
+
     # -- replies ----------------------------------------------------------------
 
     def _reply(self, status, body=b"", content_type=_TEXT, headers=()):
         if isinstance(body, str):
             body = body.encode("utf-8")
         self.send_response(status)
+        if self.close_connection or (self._body_pending() and not self._body_read):
+            # A body left unread (or a request cut short) ends the connection:
+            # say so, so that the client does not send its next call on it.
+            self.send_header("Connection", "close")
         if body:
             self.send_header("Content-Type", content_type)
         for name, value in headers:
@@ -203,6 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
         return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
 
     def do_GET(self):
+        if not self._request_in():
+            return
         path = self._route
         endpoint = endpoints.find(path)
         if path in HEALTH_PATHS:
@@ -222,22 +304,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404)
 
     def do_POST(self):
+        # Mesos' order (authentication, then leadership), all from the
+        # headers: nothing is read of a body that will not be handled.
         if self._route != SCHEDULER_PATH:
-            self._discard_body()
             self._reply(404)
+            return
+        if not self._authenticated() or self._leader_redirect():
             return
         try:
             body = self._read_body()
         except _BodyError as exc:
-            self.close_connection = True
-            self._reply(exc.status, str(exc))
+            if self._request_in():
+                self.close_connection = True
+                self._reply(exc.status, str(exc))
             return
-        if not self._authenticated() or self._leader_redirect():
-            return
-        self._scheduler(body)
+        if self._request_in():
+            self._scheduler(body)
 
     def _other_method(self):
-        self._discard_body()
+        if not self._request_in():
+            return
         if self._route == SCHEDULER_PATH:
             if not self._authenticated():
                 return
@@ -250,13 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- bodies ------------------------------------------------------------------
 
-    def _discard_body(self):
-        try:
-            self._read_body()
-        except _BodyError:
-            self.close_connection = True
-
     def _read_body(self):
+        self._body_read = True
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return self._read_chunked()
         length = self.headers.get("Content-Length")
@@ -268,7 +349,11 @@ class _Handler(BaseHTTPRequestHandler):
             raise _BodyError(400, "Invalid Content-Length %r" % length) from None
         if length < 0 or length > _MAX_BODY:
             raise _BodyError(413, "Request body of %d bytes is too large" % length)
-        return self.rfile.read(length)
+        body = self.rfile.read(length)
+        if len(body) < length:
+            raise _BodyError(400, "The request body ended after %d of %d bytes"
+                             % (len(body), length))
+        return body
 
     def _read_chunked(self):
         parts, total = [], 0
@@ -300,8 +385,8 @@ class _Handler(BaseHTTPRequestHandler):
                              "speak application/x-protobuf), got %r" % (JSON, content_type))
             return
         try:
-            call = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+            call = json_body.parse(body)
+        except json_body.BodyJSONError as exc:
             self._reply(400, "Failed to parse body into JSON: %s" % exc)
             return
         try:

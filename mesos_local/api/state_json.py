@@ -55,7 +55,7 @@ def render_state(master, records, start_time):
         "deactivated_slaves": sum(1 for a in agents if not a.active),
         "unreachable_slaves": 0,
         "flags": master_flags(master),
-        "slaves": [agent_json(agent) for agent in agents],
+        "slaves": [agent_json(agent, records.files_address) for agent in agents],
         "frameworks": [framework_json(f) for f in records.frameworks.values()],
         "completed_frameworks": [framework_json(f) for f in records.completed_frameworks],
         "orphan_tasks": [], "unregistered_frameworks": [],
@@ -90,10 +90,17 @@ def duration(seconds):
     return "%gns" % (seconds * 1e9)
 
 
-def agent_json(agent):
+def agent_json(agent, files_address=None):
+    """``files_address``: (host, port) where the agent's endpoints (``/files``)
+    are served: the master's own server, which the local agents share. Its
+    ``pid`` names it, as a Mesos agent's libprocess pid names the address the
+    web UI and other clients reach the agent's sandboxes at."""
+    host, port = files_address or (agent.hostname, 5051)
+    if ":" in host:
+        host = "[%s]" % host
     return {
-        "id": agent.id, "pid": "slave(%d)@%s:5051" % (agent.index + 1, agent.hostname),
-        "hostname": agent.hostname, "port": 5051,
+        "id": agent.id, "pid": "slave(%d)@%s:%d" % (agent.index + 1, host, port),
+        "hostname": agent.hostname, "port": port,
         "registered_time": agent.registered_time,
         "resources": agent.total.to_state(), "used_resources": agent.used.to_state(),
         "offered_resources": agent.offered.to_state(), "reserved_resources": {},

@@ -21,8 +21,13 @@ class Backend(Protocol):
     def start(self) -> str:
         """Make the master reachable (start it, when it is ours); its address."""
 
+    def check(self) -> None:
+        """TFMesosError when the address tasks would reach the run at is
+        wrong; nothing is started (``start`` checks it too)."""
+
     def bind_host(self) -> Optional[str]:
-        """The host the run's listeners bind (None: every address)."""
+        """The host the run's listeners bind: the advertised address's
+        (None: every address)."""
 
     def advertised_address(self, master_url: str) -> str:
         """The address tasks reach this process at, given the master's URL

@@ -55,10 +55,10 @@ def checked(address, source=OPTION, elsewhere=None):
     the fix, when it is malformed, does not resolve, or is not an address of
     this machine, or is loopback while ``elsewhere`` (why the tasks run on
     other hosts) is given."""
+    why = malformed(address, source)
+    if why:
+        raise TFMesosError(why)
     named = "%s %s" % (source, shlex.quote(address))
-    if not _well_formed(address):
-        raise TFMesosError("%s is neither an IP address nor a host name: give an address of "
-                           "this machine (without a port) that the agents can reach" % named)
     resolved = _addresses(address)
     if not resolved:
         raise TFMesosError("%s does not resolve: give an address of this machine that the "
@@ -72,6 +72,38 @@ def checked(address, source=OPTION, elsewhere=None):
         raise TFMesosError("%s is not an address of this machine (no socket here can bind "
                            "it): give one of its addresses that the agents can reach" % named)
     return address
+
+
+def malformed(address, source=OPTION):
+    """Why ``address`` is neither an IP address nor a host name (one line
+    naming the fix), or None when it is one; nothing is looked up."""
+    if isinstance(address, str) and _well_formed(address):
+        return None
+    text = shlex.quote(address) if isinstance(address, str) else repr(address)
+    return ("%s %s is neither an IP address nor a host name: give an address of this machine "
+            "(without a port) that the agents can reach" % (source, text))
+
+
+def bind_address(address):
+    """The address the run's listeners (the rendezvous, the bundle server)
+    bind for the advertised ``address``, so that they listen there and not
+    on every interface: itself when it is an IP address; for a host name,
+    the one address of this machine it names (its loopback addresses count
+    only when it names no other: 127.0.0.1 first of several); None (every
+    address) when it names several others."""
+    try:
+        ipaddress.ip_address(address.split("%", 1)[0])
+        return address
+    except ValueError:
+        pass
+    found = [resolved for resolved in _addresses(address) if _bindable(resolved)]
+    outside = sorted({str(ip) for ip, _, _ in found if not ip.is_loopback})
+    if outside:
+        return outside[0] if len(outside) == 1 else None
+    inside = sorted({str(ip) for ip, _, _ in found})
+    if len(inside) == 1:
+        return inside[0]
+    return next((each for each in ("127.0.0.1", "::1") if each in inside), None)
 
 
 def _well_formed(address):

@@ -2,7 +2,7 @@
 ``MESOS_MASTER``): started for the run, sized so its whole cluster fits
 (``sizing``), on loopback unless tasks must reach it from elsewhere."""
 
-from .advertise import checked
+from .advertise import bind_address, checked
 
 LOOPBACK = "127.0.0.1"
 
@@ -30,10 +30,7 @@ class EmbeddedMaster:
     def start(self):
         from .sizing import start_local_master  # the master's imports, when it starts
 
-        if self._explicit:
-            # Agents in network namespaces of their own are other hosts to the tasks.
-            checked(self._explicit, elsewhere="the agents are in network namespaces of their "
-                    "own" if self.options.get("network_namespaces") else None)
+        self.check()
         options = dict(self.options)
         if self._runner is None and self._make_runner is not None:
             self._runner = self._make_runner()
@@ -44,9 +41,19 @@ class EmbeddedMaster:
             self.jobs, containers=self.containers, **options)
         return url
 
+    def check(self):
+        """A given ``--advertise-address`` must be this machine's
+        (``advertise.checked``; TFMesosError), and not loopback for agents
+        in network namespaces of their own: they are other hosts to the
+        tasks."""
+        if self._explicit:
+            checked(self._explicit, elsewhere="the agents are in network namespaces of their "
+                    "own" if self.options.get("network_namespaces") else None)
+
     def bind_host(self):
-        """Loopback for the master's own tasks, else every address."""
-        return None if self._explicit else LOOPBACK
+        """Loopback for the master's own tasks, else the given address
+        (``advertise.bind_address``)."""
+        return bind_address(self._explicit) if self._explicit else LOOPBACK
 
     def advertised_address(self, master_url):
         """``--advertise-address`` (checked by ``start``), else loopback."""

@@ -1,12 +1,13 @@
 """A run on a remote Mesos master (``-m HOST:PORT``, a list, ``zk://``)."""
 
 from ..mesos.master_address import parse_master
-from .advertise import advertise_address, checked, given_address
+from .advertise import advertise_address, bind_address, checked, given_address
 
 
 class RemoteMaster:
     """``master`` as given; tasks reach the run at ``advertise`` (else the
-    address of the route towards the master, ``advertise.advertise_address``)."""
+    address of the route towards the master, ``advertise.advertise_address``),
+    where the run's listeners bind too."""
 
     credentials = None      # MESOS_PRINCIPAL / MESOS_SECRET, read by the driver
 
@@ -17,20 +18,33 @@ class RemoteMaster:
         self._advertised = None
 
     def start(self):
+        self.check()
+        return self.master
+
+    def check(self):
         """Checks the address tasks reach the run at before the master is
-        contacted (``advertise.checked``); through zk:// whether the master
-        is on this host is known once the leader is, when the first task is
-        made."""
-        if self.master.lower().startswith("zk://"):
+        contacted (``advertise.checked``; TFMesosError); through zk://
+        whether the master is on this host is known once the leader is,
+        when the first task is made."""
+        if self._zookeeper():
             given, source = given_address(self._explicit, self._environ)
             if given is not None:
                 checked(given, source)
         else:
             self.advertised_address(parse_master(self.master).urls[0])
-        return self.master
+
+    def _zookeeper(self):
+        return self.master.lower().startswith("zk://")
 
     def bind_host(self):
-        return None
+        """The advertised address (``advertise.bind_address``): given, or
+        the route's towards the master. Through zk:// without a given
+        address the leader, and so the route, is not known when the
+        listeners start: None, every address."""
+        if self._zookeeper():
+            given, _ = given_address(self._explicit, self._environ)
+            return None if given is None else bind_address(given)
+        return bind_address(self.advertised_address(parse_master(self.master).urls[0]))
 
     def advertised_address(self, master_url):
         if self._advertised is None:

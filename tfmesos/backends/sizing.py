@@ -21,6 +21,11 @@ from ..exceptions import MesosError, SpecError
 
 log = logging.getLogger(__name__)
 
+# Each task takes a port of the embedded agent's window (worker 0 of a
+# replica run one more, for Keras' coordinator): a larger cluster could
+# never form, and would only start what fits and wait for the launch timeout.
+LOCAL_MAX_TASKS = 100
+
 
 def start_local_master(jobs, containers=False, **options):
     """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
@@ -91,8 +96,14 @@ def _machine():
 
 def check_fits(jobs):
     """SpecError for what the embedded master can never run on this
-    machine: a task with more cpus or memory than the machine has, more
-    GPUs in all than it has (an error at once, not a launch timeout)."""
+    machine: more than ``LOCAL_MAX_TASKS`` tasks, a task with more cpus or
+    memory than the machine has, more GPUs in all than it has (an error at
+    once, not a launch timeout)."""
+    tasks = sum(job.num for job in jobs)
+    if tasks > LOCAL_MAX_TASKS:
+        raise SpecError("the cluster has %d tasks but the embedded master runs at most %d (a "
+                        "port each from its window): ask for fewer, or run on a Mesos cluster "
+                        "(-m)" % (tasks, LOCAL_MAX_TASKS))
     machine_cpus, machine_mem, gpu_ids = _machine()
     for job in jobs:
         if job.cpus > machine_cpus:
@@ -135,7 +146,7 @@ def local_agent(jobs):
     return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
 
 
-def local_port_window(size=100):
+def local_port_window(size=LOCAL_MAX_TASKS + 1):
     """A random window of ports below Linux's ephemeral range, so that two
     runs on one machine rarely offer the same ports (each embedded master
     knows only its own tasks)."""

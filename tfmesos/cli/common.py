@@ -7,10 +7,14 @@ import os
 import shlex
 import sys
 
+from ..core.inputs import describe, number_error
 from ..core.signals import ignore_signals, interrupt_on_signals
 
 __all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals",
-           "leave"]
+           "leave", "bounded", "OutputClosed", "SIGPIPE_EXIT", "quiet_on_closed_pipe",
+           "output_closed"]
+
+SIGPIPE_EXIT = 128 + 13   # a shell's status for a process SIGPIPE killed (cat in cat | head)
 
 
 class _NotUnderstood(Exception):
@@ -107,3 +111,63 @@ def leave(code):
         except (OSError, ValueError):
             pass
     os._exit(code if isinstance(code, int) else 1)
+
+
+def bounded(kind, low, high, low_open=False):
+    """An argparse ``type``: a finite ``kind`` (int or float) within [low,
+    high] (above ``low`` with ``low_open``), else a usage error that says
+    which (``core.inputs``): NaN and infinities never pass."""
+    integer = kind is int
+    wanted = describe(low, high, integer, low_open)
+
+    def parse(text):
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected %s, got %r" % (wanted, text)) from None
+        why = number_error(value, low, high, integer, low_open)
+        if why:
+            raise argparse.ArgumentTypeError("%s, got %s" % (why, text))
+        return value
+    parse.__name__ = "integer" if integer else "number"
+    return parse
+
+
+class OutputClosed(KeyboardInterrupt):
+    """The reader of our output went away (``tfrun ... | head``): the run
+    stops as a process killed by SIGPIPE would, every task with it."""
+
+    exit_code = SIGPIPE_EXIT
+
+    def __init__(self):
+        super().__init__("the reader of tfrun's output went away (a closed pipe)")
+
+
+def output_closed():
+    """Quiet stdout and stderr for good (a closed pipe, written to again,
+    would fail again) and leave with ``SIGPIPE_EXIT``, no traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError, AttributeError):
+                pass
+    except OSError:
+        pass
+    leave(SIGPIPE_EXIT)
+
+
+def quiet_on_closed_pipe(main, *args):
+    """``main(*args)``'s exit status, its output flushed; a reader that went
+    away (``tfmesos logs RUN | head``) ends the command quietly, as SIGPIPE
+    ends ``cat``: ``SIGPIPE_EXIT``, no traceback."""
+    try:
+        try:
+            code = main(*args)
+        finally:
+            sys.stdout.flush()   # --help's text may still be in the buffer
+        return code
+    except BrokenPipeError:
+        output_closed()
+        raise   # not reached: output_closed leaves

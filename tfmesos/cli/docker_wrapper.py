@@ -26,6 +26,7 @@ from mesos_local.containerizer.docker_engine import (
 from mesos_local.errors import DockerEngineError
 
 from ..core.config import resolve
+from ..core.inputs import ENV_NAME
 from ..core.signals import interrupt_on_signals
 from ..core.volumes import parse_volume
 from ..exceptions import DockerError, SpecError
@@ -57,8 +58,9 @@ def passthrough_env(env=None, environ=None):
            if k in PASSTHROUGH_ENV or k.startswith(PASSTHROUGH_PREFIXES)}
     for item in env or ():
         name, has_value, value = str(item).partition("=")
-        if not name:
-            raise SpecError("invalid environment entry %r: expected NAME=VALUE or NAME" % item)
+        if not ENV_NAME.match(name):
+            raise SpecError("invalid environment entry %r: expected NAME=VALUE or NAME, NAME "
+                            "of letters, digits and _ (not first a digit)" % item)
         if has_value:
             out[name] = value
         elif name in environ:

@@ -4,20 +4,26 @@ usage: tfmesos COMMAND [options]
 
 commands:
   runs [-n N] [--prune --keep N]        list recent runs (./tfmesos-runs, $TFMESOS_RUNS_DIR)
+  runs --master M                       list the runs a Mesos master knows
+  kill RUN [--master M]                 tear a run down on its Mesos master
   show RUN                              a run's outcome, tasks, attempts and exit codes
   logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
+  logs RUN --master M [TASK] [--follow] a task's output from its agent's sandbox
   report RUN                            write the run's report.html (timeline, outcome)
   local-master [--port 5050 ...]        run the embedded Mesos master
   docker [-v H:C] [-e K=V] -- COMMAND   run COMMAND (e.g. tfrun) inside the tfmesos image
   version                               print the version (also: tfmesos --version)
 
 "tfmesos COMMAND --help" explains each command; tfrun --help explains tfrun.
+Exit status: 0; 1 for errors; 2 for usage errors; 141 when the reader of its
+output went away (tfmesos logs RUN | head).
 """
 
+import os
 import sys
 
 from ..exceptions import SpecError, TFMesosError
-from .common import CommandParser
+from .common import CommandParser, quiet_on_closed_pipe
 
 
 def docker_main(argv):
@@ -39,6 +45,10 @@ def docker_main(argv):
     if not command:
         parser.error("no command given: put it after '--', e.g. tfmesos docker -- tfrun -w 2 "
                      "-- python train.py")
+    from mesos_local.docker_host import docker_host_error
+    why = docker_host_error(os.environ)
+    if why:
+        parser.error(why)
     try:
         return run_in_image(command, image=args.image, env=args.env, volumes=args.volume)
     except SpecError as exc:   # a bad -e or -v: a usage error, as in tfrun
@@ -48,8 +58,14 @@ def docker_main(argv):
 
 
 def main(argv=None):
+    """``tfmesos``'s exit status; a reader of its output that went away ends
+    it quietly, as SIGPIPE ends ``cat`` (``common.quiet_on_closed_pipe``)."""
+    return quiet_on_closed_pipe(_main, argv)
+
+
+def _main(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("runs", "show", "logs", "report", "local-master", "docker", "version")
+    commands = ("runs", "show", "logs", "report", "kill", "local-master", "docker", "version")
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -66,6 +82,14 @@ def main(argv=None):
                 return COMMANDS[command](rest)
             except KeyboardInterrupt:   # logs --follow
                 return 130
+            except BrokenPipeError:     # the reader went away: quiet_on_closed_pipe's
+                raise
+            except OSError as exc:      # what the file system said, in one line
+                print("tfmesos: error: %s" % exc, file=sys.stderr)
+                return 1
+        if command == "kill":
+            from .cluster_runs import kill_main
+            return kill_main(rest)
         if command in ("version", "--version"):
             from .. import __version__
             print("tfmesos %s" % __version__)

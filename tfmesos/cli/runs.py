@@ -2,15 +2,20 @@
 runs directory, one run's tasks and attempts, a task's log (followed while
 the run goes), and a run's HTML report (``tfmesos.record.report``)."""
 
+import codecs
 import datetime
 import os
+import stat
 import sys
 import time
 
+from ..core.inputs import MAX_COUNT
 from ..record.history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
 from ..record.metric_series import summaries
 from ..record.schema import State
-from .common import CommandParser
+from .common import CommandParser, bounded
+
+COUNT = bounded(int, 1, MAX_COUNT)
 
 FOLLOW_INTERVAL = 0.2     # how often a followed log and run.json are read again
 
@@ -87,38 +92,51 @@ def fit_last_column(rows, width):
 
 def runs_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR] [-n N | --all] "
+    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR | --master M] [-n N | --all] "
                      "[--prune --keep N]", "List recent runs, most recent first, or prune "
                      "old run directories.")
-    parser.add_argument("-n", "--limit", type=int, default=20, metavar="N",
-                        help="show the N most recent runs (default 20)")
+    parser.add_argument("-n", "--limit", type=COUNT, default=20, metavar="N",
+                        help="show the N most recent runs, 1 to %d (default 20)" % MAX_COUNT)
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
                         help="remove every run directory but the --keep most recent (runs "
                         "still going are kept)")
-    parser.add_argument("--keep", type=int, metavar="N", help="with --prune: how many to keep")
+    parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
+                        help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
+    parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows "
+                        "(running, disconnected, finished), not the local run directories")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.prune:
+            parser.error("--prune removes local run directories: it does not go with --master")
+        from .cluster_runs import cluster_runs, print_cluster_runs, reader
+        runs = cluster_runs(reader(args.master, environ).state())
+        print_cluster_runs(runs, out, terminal_width(environ, out),
+                           None if args.all else args.limit)
+        return 0
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
         parser.error("--keep goes with --prune: tfmesos runs --prune --keep N")
     if args.prune:
         if args.keep is None:
             parser.error("--prune needs --keep N (how many of the most recent runs to keep)")
-        removed, running = prune(root, args.keep)
+        removed, running, left = prune(root, args.keep)
         out.write("removed %d run%s from %s%s\n" % (
             len(removed), "" if len(removed) == 1 else "s", root,
             "; kept %d still running: %s" % (len(running), ", ".join(
                 os.path.basename(run.directory) for run in running)) if running else ""))
-        return 0
+        for run, why in left:
+            print("tfmesos runs: left %s: %s" % (run.directory, why), file=sys.stderr)
+        return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
     runs = list_runs(root)
     if not runs:
         out.write("no runs in %s\n" % root)
         return 0
-    shown = runs if args.all else runs[:max(0, args.limit)]
+    shown = runs if args.all else runs[:args.limit]
     rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for run in shown:
         rows.append((run.run_id, run.name, run.mode, local_time(run.started),
-                     duration_text(run.duration()), run.status, _code(run.exit_code),
+                     duration_text(run.duration()), run.shown_status, _code(run.exit_code),
                      run.file.command or "-"))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):
@@ -139,7 +157,7 @@ def _offset(run, text):
 def show_run(run, out):
     file = run.file
     out.write("run %s  %s (%s)  %s, exit code %s\n" % (
-        run.run_id, run.name, run.mode, run.status, _code(run.exit_code)))
+        run.run_id, run.name, run.mode, run.shown_status, _code(run.exit_code)))
     lines = [("directory", run.directory),
              ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
     if file.command:
@@ -222,46 +240,79 @@ def _sources(run, tasks, stream, attempt):
 
 class _Tail:
     """A log file read from where it was left; prefixed lines when several
-    tasks' logs are shown."""
+    tasks' logs are shown. Only a regular file of the run directory is
+    read (a link or a FIFO planted there is refused, not followed or
+    waited on), a chunk at a time."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, name, path, prefix):
         self.name, self.path, self.prefix = name, path, prefix
         self.offset = 0
         self.partial = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def read(self, out, final=False):
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:   # a link planted in a run directory is not followed out of it
+            fd = os.open(self.path, flags)
         except FileNotFoundError:
             return
-        self.offset += len(data)
-        text = self.partial + data.decode("utf-8", "replace")
-        lines = text.split("\n")
+        except OSError as exc:
+            raise HistoryError("cannot read %s: %s" % (self.path, "a symbolic link, not "
+                               "followed" if os.path.islink(self.path)
+                               else exc.strerror or exc)) from None
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise HistoryError("cannot read %s: not a regular file" % self.path)
+            while True:
+                try:
+                    handle.seek(self.offset)
+                    data = handle.read(self.CHUNK)
+                except OSError as exc:
+                    raise HistoryError("cannot read %s: %s" % (self.path, exc.strerror or exc)) \
+                        from None
+                if not data:
+                    break
+                self.offset += len(data)
+                self._write(out, self._decoder.decode(data), False)
+        self._write(out, self._decoder.decode(b"", final) if final else "", final)
+        out.flush()
+
+    def _write(self, out, text, final):
+        lines = (self.partial + text).split("\n")
         self.partial = lines.pop()
         if final and self.partial:
             lines.append(self.partial)
             self.partial = ""
         for line in lines:
             out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
-        out.flush()
 
 
 def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR] RUN [TASK ...] [--stderr] "
-                     "[--attempt N] [--follow]", "Print a task's output from the run "
+    parser = _parser("tfmesos logs", "%(prog)s [--runs-dir DIR | --master M] RUN [TASK ...] "
+                     "[--stderr] [--attempt N] [--follow]", "Print a task's output from the run "
                      "directory (every task's, prefixed, without TASK).")
     _run_argument(parser)
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1 (default: "
                         "every task)")
     parser.add_argument("--stderr", action="store_true", help="the stderr log (default stdout)")
-    parser.add_argument("--attempt", type=int, metavar="N",
-                        help="that attempt (default: each task's last)")
+    parser.add_argument("--attempt", type=COUNT, metavar="N",
+                        help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what comes while the run goes; ends with the run")
+    parser.add_argument("--master", metavar="M", help="read the output from the sandboxes of "
+                        "this Mesos master's agents (any run it knows), not the run directory")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.attempt is not None:
+            parser.error("--attempt reads the run directory: it does not go with --master")
+        from .cluster_logs import print_logs
+        from .cluster_runs import reader
+        master = reader(args.master, environ)
+        return print_logs(master, args.run, args.tasks, "stderr" if args.stderr else "stdout",
+                          args.follow, out, auth=master.auth)
     run = find_run(args.run, runs_root(environ, args.runs_dir))
     stream = "stderr" if args.stderr else "stdout"
     for name in args.tasks:
@@ -280,11 +331,13 @@ def _prefixed(run, tasks):
 
 def follow(run, tasks, stream, attempt, out, interval):
     """Print the logs as they grow, switching to a task's new attempt when
-    one starts, until run.json's outcome is no longer "running"."""
+    one starts, until run.json's outcome is no longer "running", or its
+    tfrun is gone (``history.Run.gone``: killed before it could say so)."""
     tails = {}
     while True:
+        gone = run.gone   # before reading run.json again: its last word is read after
         run = run.reload()
-        over = not run.running
+        over = not run.running or gone
         try:
             sources = _sources(run, tasks, stream, attempt)
         except HistoryError:
@@ -300,6 +353,12 @@ def follow(run, tasks, stream, attempt, out, interval):
                 tails[name] = _Tail(name, path, _prefixed(run, tasks))
             tails[name].read(out, final=over)
         if over:
+            if run.running:
+                scheduler = run.file.scheduler
+                print("tfmesos logs: run %s is over: the process that ran it (pid %d on %s) is "
+                      "gone without saying how it ended" % (run.run_id, scheduler.pid,
+                                                            scheduler.host),
+                      file=sys.stderr, flush=True)
             return 0
         time.sleep(interval)
 

@@ -14,12 +14,32 @@ import threading
 
 from .. import __version__
 from ..core import config
+from ..core.inputs import (
+    MAX_ATTEMPTS,
+    MAX_CPUS,
+    MAX_GPUS,
+    MAX_MEM_MB,
+    MAX_NAME,
+    MAX_SECONDS,
+    MAX_SHIP_MB,
+    MAX_TASKS,
+)
 from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..core.taskinfo import warm_task_command
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
 from ..record.usage_table import usage_lines
-from .common import CommandParser, ignore_signals, interrupt_on_signals, leave, setup_logging
+from .common import (
+    SIGPIPE_EXIT,
+    CommandParser,
+    OutputClosed,
+    bounded,
+    ignore_signals,
+    interrupt_on_signals,
+    leave,
+    quiet_on_closed_pipe,
+    setup_logging,
+)
 from .run_name import default_name
 from .tensorboard import announce_when_up, tensorboard_job, url_of
 
@@ -34,8 +54,13 @@ its own interpreter: same environment, encodings and own hash seed).
 Every task's output and run.json go to ./tfmesos-runs/NAME-RUNID (--run-dir).
 Exit status: 0 when every worker (or the chief) exited 0; the failing task's
 exit code when one failed; 1 for other errors; 2 for usage errors; 130 when
-interrupted.
+interrupted; 141 when the reader of its output went away (tfrun ... | head).
+Numbers are finite and bounded: at most 10000 tasks per run (100 on the
+embedded master), 10000 cpus, 100000000 MB and 1024 GPUs per task, 1000
+attempts or restarts, 30 days (2592000 s) for any timeout.
 """
+
+SECONDS = bounded(float, 0, MAX_SECONDS, low_open=True)
 
 
 def build_parser():
@@ -45,8 +70,9 @@ def build_parser():
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--version", action="version", version="tfrun (tfmesos) %s" % __version__)
-    add("-w", "--nworker", type=int, default=1, metavar="N", help="worker tasks (default 1)")
-    add("-s", "--nserver", type=int, default=1, metavar="N",
+    add("-w", "--nworker", type=bounded(int, 0, MAX_TASKS), default=1, metavar="N",
+        help="worker tasks (default 1)")
+    add("-s", "--nserver", type=bounded(int, 0, MAX_TASKS), default=1, metavar="N",
         help="parameter server (ps) tasks (default 1; 0 for none)")
     add("-c", "--chief", action="store_true", help="add one chief task (TF2 strategies)")
     add("--evaluator", action="store_true", help="add one evaluator task")
@@ -65,11 +91,14 @@ def build_parser():
     add("-f", "--force_pull_image", "--force-pull", dest="force_pull", action="store_true",
         help="pull the image even when the agent has it")
     for flag, job in (("w", "worker"), ("s", "ps"), ("c", "chief")):
-        add("-C" + flag, dest="cpus_" + job, type=float, default=1.0, metavar="CPUS",
+        add("-C" + flag, dest="cpus_" + job, type=bounded(float, 0, MAX_CPUS, low_open=True),
+            default=1.0, metavar="CPUS",
             help="cpus per %s task (default 1)" % job)
-        add("-G" + flag, dest="gpus_" + job, type=int, default=0, metavar="GPUS",
+        add("-G" + flag, dest="gpus_" + job, type=bounded(int, 0, MAX_GPUS), default=0,
+            metavar="GPUS",
             help="GPUs per %s task (default 0)" % job)
-        add("-M" + flag, dest="mem_" + job, type=float, default=1024.0, metavar="MB",
+        add("-M" + flag, dest="mem_" + job, type=bounded(float, 0, MAX_MEM_MB, low_open=True),
+            default=1024.0, metavar="MB",
             help="memory per %s task in MB (default 1024)" % job)
     add("-V", "--volume", action="append", default=[], metavar="HOST:CONTAINER[:ro|rw]",
         help="volume for container tasks (repeatable)")
@@ -89,11 +118,11 @@ def build_parser():
     add("--advertise-address", help="address of this machine that tasks use to reach tfrun "
         "(default: the local address towards the master; $TFMESOS_ADVERTISE_ADDRESS), "
         "checked before anything starts; not loopback when the agents are on other hosts")
-    add("--launch-timeout", type=float, default=600.0, metavar="SECONDS",
+    add("--launch-timeout", type=SECONDS, default=600.0, metavar="SECONDS",
         help="abort when the cluster is not complete in time (default 600)")
-    add("--max-attempts", type=int, default=3, metavar="N",
+    add("--max-attempts", type=bounded(int, 1, MAX_ATTEMPTS), default=3, metavar="N",
         help="launch attempts per task before the cluster is complete (default 3)")
-    add("--connect-timeout", type=float, metavar="SECONDS",
+    add("--connect-timeout", type=SECONDS, metavar="SECONDS",
         help="give up when no Mesos master answers for this long (default 60)")
     add("--master-scheme", choices=["http", "https"], default="http",
         help="scheme of the masters found through zk:// (default http)")
@@ -119,7 +148,8 @@ def add_ship_options(add):
     add("--ship-exclude", action="append", default=[], metavar="PATTERN",
         help="leave files matching PATTERN (a glob on the path or any part of it) out of "
         "the bundle (repeatable)")
-    add("--ship-max-size", type=float, default=100.0, metavar="MB",
+    add("--ship-max-size", type=bounded(float, 0, MAX_SHIP_MB, low_open=True), default=100.0,
+        metavar="MB",
         help="refuse a bundle larger than this (default 100)")
     add("--ship-follow-links", action="store_true",
         help="ship what symbolic links leading out of DIR point to (default: such a link is "
@@ -173,18 +203,19 @@ def isolation_options(args):
 
 def add_recovery_options(add):
     """What happens when a task fails once the cluster is up."""
-    add("--max-restarts", type=int, default=0, metavar="N",
+    add("--max-restarts", type=bounded(int, 0, MAX_ATTEMPTS), default=0, metavar="N",
         help="restart the whole cluster up to N times when a task fails after the cluster "
         "is up (default 0: the failure ends the run)")
     add("--restart-on", choices=RESTART_ON, default="lost",
         help="lost (default): restart only for infrastructure losses (a lost agent or task, "
         "a command killed by a signal tfrun did not send); failure: for any non-zero exit too")
-    add("--restart-backoff", type=float, default=2.0, metavar="SECONDS",
+    add("--restart-backoff", type=bounded(float, 0, MAX_SECONDS), default=2.0,
+        metavar="SECONDS",
         help="wait before the first restart, twice as long before each next (default 2)")
     add("--sticky-workers", action="store_true",
         help="with a chief (ParameterServerStrategy): relaunch a failed worker on its agent "
         "at its address while the rest keeps running")
-    add("--sticky-timeout", type=float, default=STICKY_TIMEOUT, metavar="SECONDS",
+    add("--sticky-timeout", type=SECONDS, default=STICKY_TIMEOUT, metavar="SECONDS",
         help="a worker not back within this long falls back to a restart (default 120)")
 
 
@@ -352,8 +383,11 @@ def print_log(slot, stream, text):
     if rest:
         parts.append((prefix if at_start else "") + rest.replace("\r", "\r" + prefix))
         _open_lines[stream] = slot.name
-    target.write("".join(parts))
-    target.flush()
+    try:
+        target.write("".join(parts))
+        target.flush()
+    except BrokenPipeError:
+        raise OutputClosed() from None   # stops the run, as SIGPIPE would stop tfrun
 
 
 def read_options(args, command):
@@ -370,7 +404,7 @@ def read_options(args, command):
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
     return RunSpec(
-        name=args.name or default_name([command]), role=args.role,
+        name=args.name or default_name([command])[:MAX_NAME], role=args.role,
         image=image, containerizer=args.containerizer, force_pull=args.force_pull,
         volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
         max_attempts=args.max_attempts, python=args.python, user=args.user,
@@ -423,7 +457,10 @@ def print_sandbox_tail(run, task_name):
 
 
 def say(text):
-    print("tfrun: %s" % text, file=sys.stderr, flush=True)
+    try:
+        print("tfrun: %s" % text, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        pass   # nobody reads stderr any more; the task output on stdout decides
 
 
 def print_usage(run, advice=True):
@@ -470,8 +507,13 @@ def execute(run, show, progress, advice=True):
             code = run.wait_finished()
             succeeded = True
             return code
-        except KeyboardInterrupt as exc:
+        except (KeyboardInterrupt, BrokenPipeError) as exc:
+            if isinstance(exc, BrokenPipeError):   # the status line's stderr
+                exc = OutputClosed()
             run.record.ended(exc, run.phase)   # also between the waits
+            if isinstance(exc, OutputClosed):
+                say("%s; stopping every task" % exc)
+                return SIGPIPE_EXIT
             say("interrupted; stopping every task")
             return 130
         except TaskFailed as exc:
@@ -527,6 +569,7 @@ def main(argv=None):
             from ..backends.sizing import check_local
             check_local(spec.jobs, spec.local_master_options)
             check_local_user(spec)
+        check_before_start(spec, os.environ)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
     if args.no_verify:
@@ -562,9 +605,36 @@ def main(argv=None):
     return execute(run, show, progress, advice=not args.quiet)
 
 
+def check_before_start(spec, environ):
+    """What a run would find wrong only once started, as usage errors
+    (SpecError): a given advertise address the backend would refuse, a
+    ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
+    a ``--run-dir`` that cannot be made (made last, once all else passed)."""
+    if spec.advertise_address or (spec.master != config.LOCAL
+                                  and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
+        from ..core.launch import make_backend
+        backend = make_backend(spec, environ)
+        try:
+            backend.check()
+        except TFMesosError as exc:
+            raise SpecError(str(exc)) from None
+    if spec.image and spec.master == config.LOCAL:
+        from mesos_local.docker_host import docker_host_error
+        why = docker_host_error(environ)
+        if why:
+            raise SpecError(why)
+    if spec.run_dir not in (None, AUTO):
+        try:
+            os.makedirs(spec.run_dir, exist_ok=True)
+        except OSError as exc:
+            raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
+                            "write" % (spec.run_dir, exc.strerror or exc)) from None
+
+
 def run():
-    """The ``tfrun`` command: ``main``, then leave at once (``leave``)."""
-    leave(main())
+    """The ``tfrun`` command: ``main``, then leave at once (``leave``); a
+    reader of its output that went away ends it quietly (``SIGPIPE_EXIT``)."""
+    leave(quiet_on_closed_pipe(main))
 
 
 if __name__ == "__main__":

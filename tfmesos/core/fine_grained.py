@@ -211,7 +211,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
                         forward_addresses=forward_addresses)
-    run = ClusterRun(run_spec_of(
+    spec = run_spec_of(
         jobs, master=master, name=name, volumes=volumes, env=env, role=role,
         containerizer_type=containerizer_type, force_pull_image=force_pull_image, image=image,
         launch_timeout=launch_timeout, max_attempts=max_attempts,
@@ -219,7 +219,9 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         local_master_options=local_master_options, coordinator=coordinator, user=user,
         verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
         max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
-        sticky_timeout=sticky_timeout, ship=ship))
+        sticky_timeout=sticky_timeout, ship=ship)
+    check_local(spec)
+    run = ClusterRun(spec)
     watcher = None
     metrics = LocalMetrics(run.events, "chief:0" if coordinator else "client")
     previous = task_metrics.record_locally(metrics)
@@ -241,6 +243,17 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             logger.warning("logs and run record: %s", run.record.directory)
     if run.failure is not None:
         raise run.failure
+
+
+def check_local(spec):
+    """SpecError for what the embedded master sized for ``spec`` can never
+    run here (``sizing.check_local``: too many tasks, a task larger than
+    the machine), asked before anything is built, as tfrun asks it; given
+    agents (``local_master_options``) are the caller's to size."""
+    options = spec.local_master_options
+    if spec.master == config.LOCAL and "agents" not in options:
+        from ..backends.sizing import check_local as check
+        check(spec.jobs, options)
 
 
 def run_spec_of(jobs, master=None, name=None, volumes=None, env=None, role=None,

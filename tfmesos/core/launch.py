@@ -158,7 +158,7 @@ class ClusterRun:
             self.scheduler = scheduler = TFMesosScheduler(
                 self.slots, self._make_task, self.events, self.run_id,
                 on_launch=self._launching, extra_ports=self._extra_ports)
-            info = framework_info(self.run_spec, self.jobs)
+            info = framework_info(self.run_spec, self.jobs, self.run_id)
             options = self.run_spec.driver_options()
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
@@ -182,6 +182,8 @@ class ClusterRun:
             return
         from ..ship.shipping import Shipment
 
+        # The server binds the advertised address: a wrong one is named first.
+        self.backend.check()
         # Run directories are never shipped: this run's, and where runs go.
         runs = (self.record.directory, self._environ.get("TFMESOS_RUNS_DIR"))
         self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say,

@@ -15,6 +15,7 @@ import dataclasses
 import re
 
 from ..exceptions import SpecError
+from .inputs import MAX_ATTEMPTS, MAX_SECONDS, number_error
 
 RESTART_ON = ("lost", "failure")
 LOST_STATES = frozenset(("TASK_LOST", "TASK_GONE", "TASK_DROPPED", "TASK_UNREACHABLE",
@@ -40,15 +41,16 @@ class RestartPolicy:
     max_backoff: float = 60.0
 
     def __post_init__(self):
-        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) \
-                or self.max_restarts < 0:
-            raise SpecError("max_restarts must be a whole number >= 0, got %r"
-                            % (self.max_restarts,))
+        why = number_error(self.max_restarts, 0, MAX_ATTEMPTS, integer=True)
+        if why:
+            raise SpecError("max_restarts (--max-restarts) %s, got %r" % (why, self.max_restarts))
         if self.restart_on not in RESTART_ON:
             raise SpecError("restart_on must be 'lost' or 'failure', got %r" % (self.restart_on,))
-        if not isinstance(self.backoff, (int, float)) or self.backoff < 0:
-            raise SpecError("restart backoff must be a number of seconds >= 0, got %r"
-                            % (self.backoff,))
+        for name, value in (("restart backoff (--restart-backoff)", self.backoff),
+                            ("max_backoff", self.max_backoff)):
+            why = number_error(value, 0, MAX_SECONDS)
+            if why:
+                raise SpecError("%s %s seconds, got %r" % (name, why, value))
 
     def allows(self, restarts_done, cause):
         """Whether a run that already restarted ``restarts_done`` times may

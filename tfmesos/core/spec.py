@@ -19,6 +19,19 @@ from ..exceptions import SpecError
 from ..mesos.master_address import parse_master
 from ..mesos.roles import role_error
 from .config import LOCAL
+from .inputs import (
+    ENV_NAME,
+    MAX_ATTEMPTS,
+    MAX_CPUS,
+    MAX_GPUS,
+    MAX_MEM_MB,
+    MAX_NAME,
+    MAX_SECONDS,
+    MAX_TASK_INDEX,
+    MAX_TASKS,
+    has_control_characters,
+    number_error,
+)
 from .restarts import RestartPolicy
 from .volumes import parse_volume
 
@@ -36,7 +49,10 @@ RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task/connection.py
 # to wait longer").
 REFUSED_TIMEOUT = 5.0
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The CLI option of each RunSpec number, named in its error.
+_OPTIONS = {"launch_timeout": "--launch-timeout", "connect_timeout": "--connect-timeout",
+            "refused_timeout": "--connect-timeout", "max_attempts": "--max-attempts",
+            "sticky_timeout": "--sticky-timeout"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,21 +74,22 @@ class Job:
         if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
             raise SpecError("invalid job name %r: use lower-case letters, digits and '_', "
                             "starting with a letter (e.g. 'worker')" % (self.name,))
-        _check_int(self, "num", 1)
-        _check_int(self, "start", 0)
-        for field in ("cpus", "mem"):
+        _check_int(self, "num", 1, MAX_TASKS, " (tasks per run)")
+        _check_int(self, "start", 0, MAX_TASK_INDEX)
+        for field, most in (("cpus", MAX_CPUS), ("mem", MAX_MEM_MB)):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or value <= 0:
-                raise SpecError("job %r: %s must be a positive number, got %r"
-                                % (self.name, field, value))
+            why = number_error(value, 0, most, low_open=True)
+            if why:
+                raise SpecError("job %r: %s %s%s, got %r" % (
+                    self.name, field, why, " (MB)" if field == "mem" else "", value))
             object.__setattr__(self, field, float(value))
         gpus = self.gpus
-        if isinstance(gpus, float) and float(gpus).is_integer():
+        if isinstance(gpus, float) and math.isfinite(gpus) and float(gpus).is_integer():
             gpus = int(gpus)
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-            raise SpecError("job %r: gpus must be a whole number >= 0 (Mesos allocates whole "
-                            "GPUs), got %r" % (self.name, self.gpus))
+        if number_error(gpus, 0, MAX_GPUS, integer=True):
+            raise SpecError("job %r: gpus %s (Mesos allocates whole GPUs), got %r"
+                            % (self.name, number_error(gpus, 0, MAX_GPUS, integer=True),
+                               self.gpus))
         object.__setattr__(self, "gpus", gpus)
         if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
             raise SpecError("job %r: cmd must be a non-empty string or None" % self.name)
@@ -193,6 +210,9 @@ class RunSpec:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("the framework name must be a non-empty string")
+        if len(self.name) > MAX_NAME or has_control_characters(self.name):
+            raise SpecError("the run's name (tfrun -n) must be at most %d characters, none of "
+                            "them a control character: give a shorter one" % MAX_NAME)
         upper = str(self.containerizer or "MESOS").upper()
         if upper not in CONTAINERIZERS:
             raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
@@ -222,12 +242,14 @@ class RunSpec:
                                if self.connect_timeout is None else self.connect_timeout)
         if self.connect_timeout is None:
             object.__setattr__(self, "connect_timeout", 60.0)
-        for field in ("launch_timeout", "connect_timeout", "refused_timeout", "reconnect_grace"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise SpecError("%s must be a positive number of seconds, got %r"
-                                % (field, value))
-        _check_int(self, "max_attempts", 1)
+        for field in ("launch_timeout", "connect_timeout", "refused_timeout", "reconnect_grace",
+                      "sticky_timeout"):
+            why = number_error(getattr(self, field), 0, MAX_SECONDS, low_open=True)
+            if why:
+                raise SpecError("%s%s %s seconds, got %r" % (
+                    field, " (%s)" % _OPTIONS[field] if field in _OPTIONS else "", why,
+                    getattr(self, field)))
+        _check_int(self, "max_attempts", 1, MAX_ATTEMPTS, " (--max-attempts)")
         for field in ("hooks", "local_master"):
             value = getattr(self, field)
             object.__setattr__(self, field, tuple((value or {}).items())
@@ -243,6 +265,11 @@ class RunSpec:
     def _check_connection(self):
         if not isinstance(self.master, str) or not self.master.strip():
             raise SpecError("the master must be host:port, zk://host:port/path or 'local'")
+        if self.advertise_address:
+            from ..backends.advertise import malformed  # only when one is given
+            why = malformed(self.advertise_address)
+            if why:
+                raise SpecError(why)
         if self.master != LOCAL:
             parse_master(self.master)   # MasterAddressError, naming the problem
         if self.master_scheme not in ("http", "https"):
@@ -278,10 +305,10 @@ class RunSpec:
                                      and "worker" in names):
             raise SpecError("--sticky-workers needs a chief and workers "
                             "(ParameterServerStrategy): add -c, or drop --sticky-workers")
-        if isinstance(self.sticky_timeout, bool) or not isinstance(self.sticky_timeout,
-                                                                   (int, float)) \
-                or self.sticky_timeout <= 0:
-            raise SpecError("--sticky-timeout must be a positive number of seconds")
+        total = sum(job.num for job in self.jobs)
+        if total > MAX_TASKS:
+            raise SpecError("the run asks for %d tasks; at most %d per run: ask for fewer"
+                            % (total, MAX_TASKS))
         check_run(self, self.jobs)
 
     @property
@@ -325,11 +352,12 @@ def check_command_template(cmd, jobs):
                             "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))
 
 
-def _check_int(obj, field, minimum):
+def _check_int(obj, field, minimum, maximum, what=""):
     value = getattr(obj, field)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    why = number_error(value, minimum, maximum, integer=True)
+    if why:
         owner = "job %r" % obj.name if isinstance(obj, Job) else "the run"
-        raise SpecError("%s: %s must be an integer >= %d, got %r" % (owner, field, minimum, value))
+        raise SpecError("%s: %s %s%s, got %r" % (owner, field, why, what, value))
 
 
 def _env_tuple(env, owner):
@@ -341,8 +369,9 @@ def _env_tuple(env, owner):
                 raise SpecError("%s: environment entry %r must look like NAME=VALUE" % (owner, item))
             item = item.split("=", 1)
         name, value = item
-        if not _ENV_NAME.match(str(name)):
-            raise SpecError("%s: invalid environment variable name %r" % (owner, name))
+        if not ENV_NAME.match(str(name)):
+            raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
+                            "_, not first a digit" % (owner, name))
         result.append((str(name), str(value)))
     return tuple(result)
 

@@ -11,6 +11,8 @@ from ..protocol import task_env
 from . import config
 
 FAILOVER_TIMEOUT = 60.0
+RUN_ID_LABEL = "tfmesos.run_id"
+MAX_LABEL_VALUE = 1000
 # The directory that holds the tfmesos package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/group", "RO"))
@@ -31,8 +33,9 @@ def another_user(user):
         return True
 
 
-def framework_info(run, jobs):
-    """The FrameworkInfo a run subscribes with."""
+def framework_info(run, jobs, run_id=None):
+    """The FrameworkInfo a run subscribes with; its labels (``run_labels``)
+    let ``tfmesos runs --master`` and ``tfmesos kill`` find the run."""
     # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
     # of frameworks without it (--filter_gpu_resources=true, the default in
     # src/master/flags.cpp), and a CPU-only run may have to use them.
@@ -42,7 +45,22 @@ def framework_info(run, jobs):
     if run.role:
         info["roles"] = [run.role]
         info["capabilities"].append({"type": "MULTI_ROLE"})
+    if run_id is not None:
+        info["labels"] = {"labels": run_labels(run, jobs, run_id)}
     return info
+
+
+def run_labels(run, jobs, run_id):
+    """What a master shows of a run: its id, jobs, mode and command
+    (cut to ``MAX_LABEL_VALUE`` characters, well inside what masters keep)."""
+    values = {RUN_ID_LABEL: run_id, "tfmesos.jobs": jobs_text(jobs),
+              "tfmesos.mode": run.mode or "", "tfmesos.command": run.command or ""}
+    return [{"key": key, "value": value[:MAX_LABEL_VALUE]} for key, value in values.items()]
+
+
+def jobs_text(jobs):
+    """``worker:2,ps:1``: each job's name and its number of tasks."""
+    return ",".join("%s:%d" % (job.name, job.num) for job in jobs)
 
 
 def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None,

@@ -56,7 +56,7 @@ def sandbox_path(framework_id, executor_id):
     return "/frameworks/%s/executors/%s/runs/latest" % (framework_id, executor_id)
 
 
-class _Agent:
+class AgentFiles:
     """GETs to one agent's ``/files`` over one kept-alive connection."""
 
     def __init__(self, base_url, timeout, auth, context):
@@ -139,7 +139,7 @@ def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines
 
     def work():
         try:
-            agent = _Agent(base_url, timeout, auth, context)
+            agent = AgentFiles(base_url, timeout, auth, context)
             try:
                 result["tails"] = _tails(agent, path, names, max_bytes, lines)
             finally:
@@ -162,4 +162,4 @@ def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines
         base_url, time.monotonic() - started), unreachable=True)
 
 
-__all__ = ["AgentFilesError", "agent_base_url", "sandbox_path", "read_tails", "last_lines"]
+__all__ = ["AgentFiles", "AgentFilesError", "agent_base_url", "sandbox_path", "read_tails", "last_lines"]

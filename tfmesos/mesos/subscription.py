@@ -17,6 +17,7 @@ import dataclasses
 import http.client
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -388,7 +389,7 @@ class Subscription:
         if not stream_id:
             raise _Unrecoverable(MesosError("the master at %s sent no Mesos-Stream-Id header"
                                             % url))
-        interval = float(subscribed.get("heartbeat_interval_seconds") or 15.0)
+        interval = _heartbeat_interval(subscribed.get("heartbeat_interval_seconds"))
         if conn.sock is not None:
             conn.sock.settimeout(interval * self._heartbeat_misses)
         self._warned = self._subscribed_once = True
@@ -399,3 +400,14 @@ class Subscription:
             self.subscribed = True
             self.master_info = subscribed.get("master_info") or Dict()
         self._events.put(Received("SUBSCRIBED", subscribed))
+
+
+def _heartbeat_interval(value, default=15.0, most=86400.0):
+    """The master's heartbeat interval in seconds: a finite one above 0
+    (at most a day), else Mesos' ``default`` (a master that sends NaN, 0
+    or text must not make the stream's timeout wrong)."""
+    try:
+        interval = float(value)
+    except (TypeError, ValueError):
+        return default
+    return min(interval, most) if math.isfinite(interval) and interval > 0 else default

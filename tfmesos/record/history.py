@@ -3,7 +3,10 @@ after the fact or while the run goes: which runs there are, which one a
 user means, what its tasks did, where their logs are, and pruning old ones.
 
 A run directory is any directory holding a ``run.json``; the runs
-directory is ``$TFMESOS_RUNS_DIR``, else ``./tfmesos-runs``.
+directory is ``$TFMESOS_RUNS_DIR``, else ``./tfmesos-runs``. What a
+run.json says is not trusted to stay inside its directory: a log name that
+is not a plain file name there is refused (``schema.safe_file_name``), and
+pruning never follows a symbolic link.
 """
 
 import datetime
@@ -12,8 +15,9 @@ import os
 import shutil
 
 from ..exceptions import TFMesosError
+from .liveness import gone
 from .run_record import RUNS_DIR
-from .schema import SchemaError, read_run_file
+from .schema import SchemaError, read_run_file, safe_file_name
 
 RUN_JSON = "run.json"
 
@@ -93,6 +97,18 @@ class Run:
         return self.status == "running"
 
     @property
+    def gone(self):
+        """Whether run.json says running while the process that ran it is
+        known to be gone (killed before it could say how the run ended:
+        ``liveness.gone``); False where that cannot be told."""
+        return self.running and gone(self.file.scheduler)
+
+    @property
+    def shown_status(self):
+        """The outcome's status, ``gone`` for a run whose tfrun is (``gone``)."""
+        return "gone" if self.gone else self.status
+
+    @property
     def exit_code(self):
         return self.outcome.exit_code
 
@@ -145,7 +161,12 @@ class Run:
                     ", ".join(str(a.attempt) for a in task.attempts)))
         if not chosen.logs:
             return None
-        return os.path.join(self.directory, chosen.logs.named(stream))
+        name = chosen.logs.named(stream)
+        if not safe_file_name(name):
+            raise HistoryError("run %s: its run.json names %r as the %s log of %s, which is not "
+                               "a file name in the run directory: the file was damaged or "
+                               "crafted" % (self.run_id, name, stream, task.name))
+        return os.path.join(self.directory, name)
 
     def hints(self):
         """(where, hint) pairs: "outcome" and the outcome's hint, then
@@ -205,14 +226,24 @@ def find_run(text, root):
 
 def prune(root, keep):
     """Remove every run directory under ``root`` but the ``keep`` most recent
-    and those still running. Returns (removed, kept running) runs."""
+    and those still running (a run whose tfrun is ``gone`` is not). A
+    symbolic link is never followed nor removed, and a directory that cannot
+    be removed is named, not an end: every run is seen to. Returns
+    (removed, kept running, left: [(run, why)])."""
     if keep < 0:
         raise HistoryError("--keep %d: give 0 or more runs to keep" % keep)
-    removed, running = [], []
+    removed, running, left = [], [], []
     for run in list_runs(root)[keep:]:
-        if run.running:
+        if run.running and not run.gone:
             running.append(run)
             continue
-        shutil.rmtree(run.directory)
+        if os.path.islink(run.directory):
+            left.append((run, "a symbolic link (not followed: remove it by hand)"))
+            continue
+        try:
+            shutil.rmtree(run.directory)
+        except OSError as exc:
+            left.append((run, exc.strerror or str(exc)))
+            continue
         removed.append(run)
-    return removed, running
+    return removed, running, left

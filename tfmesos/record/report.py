@@ -8,13 +8,16 @@ steps), and per-task CPU and memory over time from the attempts' usage
 samples.
 """
 
+import contextlib
 import datetime
 import html
 import os
+import urllib.parse
 
 from ..mesos.task_states import TERMINAL_STATES
-from .history import parse_time
+from .history import HistoryError, parse_time
 from .metric_series import in_task_order
+from .schema import safe_file_name
 
 REPORT = "report.html"
 
@@ -383,6 +386,15 @@ def metrics_html(run):
 
 # -- the page --------------------------------------------------------------------
 
+def _log_link(name, stream):
+    """A link to a log beside the report; a name that is not a plain file
+    name of the run directory (``schema.safe_file_name``: a path, a
+    ``javascript:`` URL a crafted run.json may hold) is shown, not linked."""
+    if not safe_file_name(name):
+        return '<span class=muted title="%s">%s</span>' % (_e(name), stream)
+    return '<a href="%s">%s</a>' % (_e(urllib.parse.quote(name)), stream)
+
+
 def _tasks_table(run, clock):
     head = ("task", "attempt", "restart", "state", "source", "exit", "address", "host",
             "launched", "registered", "ended", "logs")
@@ -391,8 +403,7 @@ def _tasks_table(run, clock):
         for attempt in task.attempts:
             launched, _, registered, ended, last = _attempt_times(attempt, clock)
             logs = "" if not attempt.logs else " ".join(
-                '<a href="%s">%s</a>' % (_e(attempt.logs.named(stream)), stream)
-                for stream in ("stdout", "stderr"))
+                _log_link(attempt.logs.named(stream), stream) for stream in ("stdout", "stderr"))
             cells = (task.name, attempt.attempt, attempt.restart, last and last.state,
                      last and last.source, attempt.exit_code, attempt.address, attempt.hostname,
                      *("-" if t is None else "+%.2f s" % t for t in (launched, registered,
@@ -447,10 +458,22 @@ def render(run, now=None):
 
 def write_report(run, path=None, now=None):
     """Write the report (default: ``report.html`` in the run directory);
-    returns its path."""
+    returns its path. HistoryError, one line, when it cannot be written
+    there (nothing is left)."""
     path = path or os.path.join(run.directory, REPORT)
     temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(render(run, now))
-    os.replace(temporary, path)
+    text = render(run, now)
+    try:
+        # A stale temporary (or a link planted as one) is removed, never followed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with open(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise HistoryError("cannot write the report to %s: %s; choose another file (-o FILE)"
+                           % (path, exc.strerror or exc)) from None
     return path

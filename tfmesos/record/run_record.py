@@ -26,6 +26,7 @@ from ..exceptions import TFMesosError
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from .hints import LINES as HINT_LINES
 from .hints import hint_for
+from .liveness import this_process
 from .metric_series import Metrics
 from .schema import (
     SCHEMA_VERSION,
@@ -78,8 +79,8 @@ def tfrun_exit_code(status, error=None):
     ``error``): its ``--help`` epilog."""
     if status == "succeeded":
         return 0
-    if status == "interrupted":
-        return 130
+    if status == "interrupted":   # Ctrl-C, SIGTERM; its output's reader gone: 141
+        return getattr(error, "exit_code", None) or 130
     return getattr(error, "exit_code", None) or 1
 
 
@@ -91,7 +92,7 @@ def outcome_of(error, phase):
     """(status, message) of a run that ``error`` ends in ``phase`` (a
     ClusterRun phase, or "block": cluster()'s with block raised it)."""
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+        return "interrupted", str(error) or "interrupted (Ctrl-C or SIGTERM)"
     status = "aborted" if phase in BEFORE_COMPLETE else "failed"
     if phase == "block":   # cluster()'s with block
         return status, "the with block raised %s: %s" % (type(error).__name__, error)
@@ -114,7 +115,8 @@ class RunRecord:
         self._run = dataclasses.replace(
             header, schema_version=SCHEMA_VERSION, framework_id=None,
             tasks=[Task(name=s.name, job=s.job.name, index=s.index) for s in slots],
-            outcome=Outcome(), timings=Timings(), restarts=[], relaunches=[], shipped=None)
+            outcome=Outcome(), timings=Timings(), restarts=[], relaunches=[], shipped=None,
+            scheduler=this_process())
         self._metrics = Metrics(time.time())   # what the tasks log (tfmesos.log_metrics)
         self._run.metrics = self._metrics.series
         self._restart = 0      # the whole restart new attempts belong to

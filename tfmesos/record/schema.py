@@ -9,14 +9,20 @@ Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 4. Version 1 is what tfmesos wrote before
-(``"format": 1`` instead of ``schema_version``); it and version 2 read as
-version 3, since each version only added fields: version 2 the attempts'
-``exited`` and ``hint``, ``shipped`` written as null when nothing was
-shipped, and every sample's ``gpu_mb``; version 3 the attempts'
-``sandbox_tail``; version 4 the run's ``metrics``. A key a file lacks (so also those that early version 1
-files lack: ``registered``, ``usage``, ``restarts``, ...) reads as its
-default.
+Versions: ``schema_version`` 5. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it and versions 2 to 4
+read as version 5, since each version only added fields: version 2 the
+attempts' ``exited`` and ``hint``, ``shipped`` written as null when
+nothing was shipped, and every sample's ``gpu_mb``; version 3 the
+attempts' ``sandbox_tail``; version 4 ``scheduler`` (null in earlier
+files: whether their tfrun is gone cannot be told); version 5 the run's
+``metrics`` and ``metrics_dropped``. A key a file lacks
+(so also those that early version 1 files lack: ``registered``, ``usage``,
+``restarts``, ...) reads as its default.
+
+Log file names (``Logs``) are plain names in the run directory
+(``LOG_NAME``: no ``/``, never ``.`` or ``..``): readers refuse any other
+(``safe_file_name``), whatever a crafted run.json says.
 Keys a class does not know are ignored; a value of the wrong type is a
 ``SchemaError``.
 """
@@ -25,11 +31,12 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import sys
 import typing
 from typing import Any, Optional
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -39,6 +46,16 @@ TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
 MODES = ("replica", "fine")
 STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted")
 CAUSES = ("lost", "failure")
+LOG_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$"   # worker.1.attempt2.stderr
+_LOG_NAME = re.compile(LOG_NAME)
+
+
+def safe_file_name(name):
+    """Whether ``name`` is a plain file name of the run directory, as the
+    writer names logs: not empty, no ``/`` (nor anything but letters,
+    digits, ``_``, ``.`` and ``-``), not starting with ``.`` (so never
+    ``..``): a path or a URL made of it stays in the directory."""
+    return isinstance(name, str) and bool(_LOG_NAME.match(name))
 
 
 class SchemaError(ValueError):
@@ -154,8 +171,9 @@ class State(Record):
 @dataclasses.dataclass
 class Logs(Record):
     """The attempt's log files in the run directory."""
-    stdout: str = _field("e.g. worker.1.stdout; worker.1.attempt2.stdout for attempt 2", "")
-    stderr: str = _field("e.g. worker.1.stderr", "")
+    stdout: str = _field("e.g. worker.1.stdout; worker.1.attempt2.stdout for attempt 2: a "
+                         "file name in the run directory, no path", "", pattern=LOG_NAME)
+    stderr: str = _field("e.g. worker.1.stderr", "", pattern=LOG_NAME)
 
     def named(self, stream):
         return self.stderr if stream == "stderr" else self.stdout
@@ -314,6 +332,20 @@ class Shipped(Record):
 
 
 @dataclasses.dataclass
+class Scheduler(Record):
+    """The process that ran the run (tfrun, or the Python that called
+    cluster()): a reader on its host tells whether it is gone
+    (tfmesos.record.liveness)."""
+    host: str = _field("its host's name", "")
+    pid: int = _field("its process id", 0)
+    boot_id: Optional[str] = _field("its host's boot id (Linux; null elsewhere)")
+    pid_namespace: Optional[str] = _field("its pid namespace, e.g. pid:[4026531836] (Linux; "
+                                          "null elsewhere)")
+    start_ticks: Optional[int] = _field("its start time in clock ticks after boot (Linux; "
+                                        "null elsewhere): a reused pid is another process")
+
+
+@dataclasses.dataclass
 class MetricSeries(Record):
     """One metric of one task, as its program logged it (tfmesos.log_metrics):
     the latest value, and a bounded series (at most 500 points: when full,
@@ -352,6 +384,9 @@ class RunFile(Record):
     restarts: list[Restart] = _field("each whole restart", factory=list)
     relaunches: list[Relaunch] = _field("each sticky relaunch", factory=list)
     shipped: Optional[Shipped] = _field("tfrun --ship: what went to every task (null without)")
+    scheduler: Optional[Scheduler] = _field(
+        "the process that ran it: while the outcome says running, a reader on its host "
+        "tells whether it is gone (null in files before version 4)")
     metrics: list[MetricSeries] = _field("what the tasks logged with tfmesos.log_metrics, a "
                                          "series per task and metric (at most 256 series)",
                                          factory=list)
@@ -360,7 +395,7 @@ class RunFile(Record):
 
 
 def read_run_file(data):
-    """The RunFile of run.json's parsed ``data``, of version 1 to 4."""
+    """The RunFile of run.json's parsed ``data``, of version 1 to 5."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
     if "schema_version" in data:

@@ -14,8 +14,11 @@ import dataclasses
 import gzip
 import hashlib
 import io
+import math
 import os
+import re
 import tarfile
+import urllib.parse
 import zipfile
 from typing import Optional
 
@@ -24,6 +27,7 @@ from ..task.bundle_check import sha256_of as file_sha256  # the task checks with
 from .contents import ShipError, select, tilde
 
 MAX_SIZE = 100 * 1000 * 1000    # default --ship-max-size (bytes)
+MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest --ship-max-size: 100 GB (core.inputs)
 WARN_SIZE = 10 * 1000 * 1000    # a bundle over this is worth a warning
 TOP = "project"                 # the archive's one top directory: the task's working directory
 COMPRESSION = 6                 # gzip level: most of level 9's ratio at twice its speed
@@ -47,6 +51,7 @@ TASK_SIDE_INIT = ('"""tfmesos\' task side, shipped to the task by tfrun --ship: 
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 URL_SCHEMES = ("http://", "https://", "hdfs://")
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f]")   # control characters and spaces
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +84,10 @@ class ShipSpec:
         object.__setattr__(self, "exclude", tuple(self.exclude))
         if self.max_size is not None and (isinstance(self.max_size, bool)
                                           or not isinstance(self.max_size, (int, float))
-                                          or self.max_size <= 0):
-            raise SpecError("--ship-max-size must be a positive number of MB, got %r"
-                            % (self.max_size,))
+                                          or not math.isfinite(self.max_size)
+                                          or not 0 < self.max_size <= MAX_SIZE_LIMIT):
+            raise SpecError("--ship-max-size must be a positive number of MB, at most %d, got "
+                            "%r bytes" % (MAX_SIZE_LIMIT // (1000 * 1000), self.max_size))
         env = self.python_env
         if env is not None:
             if not env.lower().endswith(ARCHIVE_SUFFIXES):
@@ -92,10 +98,26 @@ class ShipSpec:
                 if not env.lower().startswith(URL_SCHEMES):
                     raise SpecError("--python-env %s: give a local file or an http(s):// or "
                                     "hdfs:// URL" % env)
+                why = url_error(env)
+                if why:
+                    raise SpecError("--python-env %r: %s" % (env, why))
             elif not os.path.isfile(env):
                 raise SpecError("--python-env %s: no such file" % env)
             else:
                 object.__setattr__(self, "python_env", os.path.abspath(env))
+
+
+def url_error(url):
+    """Why the fetcher could not fetch ``url`` as it is written (a space or
+    a control character, no host, a port that is not one), or None."""
+    if _URL_UNSAFE.search(url):
+        return "a URL cannot hold spaces or control characters: write a space as %20"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, _ = parts.hostname, parts.port   # .port: ValueError for a port that is not one
+    except ValueError as exc:
+        return "not a URL (%s)" % exc
+    return None if host else "the URL names no host"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,403 @@
+"""Bad input, one row each (issue 26, items 5 and 7): numbers that are not
+finite or beyond their documented maxima, names that cannot work, a
+``$DOCKER_HOST`` nobody can read, a reader of the output that went away,
+a run whose tfrun is gone, a symbolic link among the runs, a crafted
+run.json. Each is answered within seconds with its exit status and one
+line on stderr (none for a closed pipe), never a traceback, and leaves
+nothing behind: no process, no cgroup of the process, nothing in its
+temporary directory, no run directory for a usage error.
+
+Every command runs as a user runs it (a subprocess of this checkout), in
+a directory of its own with ``TMPDIR`` and ``TFMESOS_RUNS_DIR`` of its own."""
+
+import dataclasses
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Callable, Optional
+
+import pytest
+from conftest import marked_processes
+from run_dirs import attempt, write_run
+from tfrun_helpers import REPO
+from waiting import wait_until
+
+from tfmesos.exceptions import SpecError
+from tfmesos.record import liveness
+
+BOUND = 30.0   # seconds: generous on a loaded machine; what this catches hangs for good
+PROGRAMS = {"tfrun": ["-m", "tfmesos.cli.tfrun"], "tfmesos": ["-m", "tfmesos.cli.main"],
+            "mesos-local": ["-m", "mesos_local"]}
+TFRUN_BASE = ["-s", "0", "-Cw", "0.1", "-Mw", "64"]   # a run that would start at once
+SIGPIPE_EXIT = 141
+CGROUPS = ("/sys/fs/cgroup/*/mesos_local/*", "/sys/fs/cgroup/mesos_local/*")
+
+
+@dataclasses.dataclass
+class Row:
+    """``program args`` exits ``code`` with ``message`` in its one line on
+    stderr (None: stderr says nothing; ``lines`` None: any lines, no
+    traceback). ``setup(place)`` makes what the command reads and returns
+    the values ``args`` name (``{runs}``, ``{run}``); ``check(place,
+    result)`` looks at what it did."""
+
+    id: str
+    program: str
+    args: list
+    code: int
+    message: Optional[str]
+    env: dict = dataclasses.field(default_factory=dict)
+    setup: Optional[Callable] = None
+    check: Optional[Callable] = None
+    stdout_closed: bool = False
+    lines: Optional[int] = 1
+    needs_docker: bool = False
+
+
+# -- what some rows read ----------------------------------------------------------
+
+def finished_run(place):
+    """A finished run with a few lines of output under the row's runs directory."""
+    run = write_run(place["runs"], "aaaa0001")
+    with open(os.path.join(run, "worker.0.stdout"), "w") as handle:
+        handle.write("".join("line %d\n" % i for i in range(2000)))
+    open(os.path.join(run, "worker.0.stderr"), "w").close()
+    return {"run": run}
+
+
+def dead_process():
+    """The scheduler record of a process that ran here and is gone."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return dataclasses.replace(liveness.this_process(), pid=child.pid, start_ticks=1)
+
+
+def run_of_a_gone_tfrun(place):
+    """run.json says running, worker:0 is running; the tfrun that wrote it is gone."""
+    tasks = {"worker:0": [attempt("worker:0")]}
+    run = write_run(place["runs"], "dead0001", status="running", exit_code=None, tasks=tasks,
+                    scheduler=dead_process())
+    with open(os.path.join(run, "worker.0.stdout"), "w") as handle:
+        handle.write("the last words\n")
+    return {"run": run}
+
+
+def runs_with_a_link(place):
+    """A finished run and, newer, a symbolic link to a run directory elsewhere."""
+    write_run(place["runs"], "real0001", start=0)
+    target = write_run(place["outside"], "ext00001", start=10)
+    os.symlink(target, os.path.join(place["runs"], "linked-ext00001"))
+    return {"target": target}
+
+
+def check_link_left_alone(place, result):
+    assert os.listdir(place["runs"]) == ["linked-ext00001"]
+    assert os.path.isfile(os.path.join(place["outside"], "tfrun-ext00001", "run.json"))
+    assert result.stdout.startswith("removed 1 run from ")
+
+
+def crafted_logs(name):
+    """A run whose run.json names ``name`` as worker:0's stdout log."""
+    def setup(place):
+        crafted = attempt("worker:0", end=1.0)
+        crafted.logs.stdout = name
+        return {"run": write_run(place["runs"], "evil0001", tasks={"worker:0": [crafted]})}
+    return setup
+
+
+def check_report_links(place, result):
+    [run] = os.listdir(place["runs"])
+    with open(os.path.join(place["runs"], run, "report.html"), encoding="utf-8") as handle:
+        page = handle.read()
+    assert 'href="javascript' not in page and 'href="worker.0.stderr"' in page
+
+
+def planted_report_link(place):
+    """A finished run whose report.html.tmp is a link to a file elsewhere."""
+    values = finished_run(place)
+    victim = os.path.join(place["outside"], "victim")
+    with open(victim, "w") as handle:
+        handle.write("untouched\n")
+    os.symlink(victim, os.path.join(values["run"], "report.html.tmp"))
+    return values
+
+
+def check_link_not_written_through(place, result):
+    with open(os.path.join(place["outside"], "victim")) as handle:
+        assert handle.read() == "untouched\n"
+    [run] = os.listdir(place["runs"])
+    assert os.path.isfile(os.path.join(place["runs"], run, "report.html"))
+
+
+def check_tfrun_stopped(place, result):
+    [run] = os.listdir(place["runs"])
+    assert "went away" in result.stderr
+    with open(os.path.join(place["runs"], run, "run.json"), encoding="utf-8") as handle:
+        outcome = json.load(handle)["outcome"]
+    assert (outcome["status"], outcome["exit_code"]) == ("interrupted", SIGPIPE_EXIT)
+
+
+# -- the table --------------------------------------------------------------------
+
+def tfrun(id, args, code, message, **extra):
+    return Row(id, "tfrun", TFRUN_BASE + args + ["--", "true"], code, message, **extra)
+
+
+ROWS = [
+    # tfrun: numbers
+    tfrun("job-count-huge", ["--job", "worker:99999999999999999999"], 2,
+          "num must be a whole number from 1 to 10000 (tasks per run)"),
+    tfrun("workers-100000", ["-w", "100000"], 2,
+          "argument -w/--nworker: must be a whole number from 0 to 10000, got 100000"),
+    tfrun("local-tasks-beyond-the-port-window", ["-w", "101"], 2,
+          "the cluster has 101 tasks but the embedded master runs at most 100"),
+    tfrun("launch-timeout-nan", ["--launch-timeout", "nan"], 2,
+          "argument --launch-timeout: must be a number above 0, at most 2592000, got nan"),
+    tfrun("connect-timeout-inf", ["--connect-timeout", "inf"], 2, "argument --connect-timeout"),
+    tfrun("restart-backoff-nan", ["--restart-backoff", "nan"], 2, "argument --restart-backoff"),
+    tfrun("sticky-timeout-1e400", ["-c", "--sticky-workers", "--sticky-timeout", "1e400"], 2,
+          "argument --sticky-timeout"),
+    tfrun("max-attempts-huge", ["--max-attempts", "99999999999"], 2,
+          "argument --max-attempts: must be a whole number from 1 to 1000"),
+    tfrun("max-restarts-huge", ["--max-restarts", "99999999999"], 2, "argument --max-restarts"),
+    tfrun("cpus-inf", ["-Cw", "inf"], 2, "argument -Cw: must be a number above 0"),
+    tfrun("mem-nan", ["-Mw", "nan"], 2, "argument -Mw: must be a number above 0"),
+    tfrun("gpus-huge", ["-Gw", "100000000"], 2, "argument -Gw: must be a whole number from 0 "
+          "to 1024"),
+    tfrun("job-cpus-nan", ["--job", "worker:1:nan"], 2, "job 'worker': cpus must be a number "
+          "above 0"),
+    tfrun("job-mem-inf", ["--job", "worker:1:1:inf"], 2, "job 'worker': mem must be"),
+    tfrun("ship-max-size-nan", ["--ship", "--ship-max-size", "nan"], 2,
+          "argument --ship-max-size: must be a number above 0"),
+    # tfrun: names and addresses
+    tfrun("python-env-url-with-a-space", ["--python-env", "http://a b/env.tar.gz"], 2,
+          "a URL cannot hold spaces"),
+    tfrun("env-name-with-a-space", ["-E", "A B=1"], 2, "invalid environment variable name"),
+    tfrun("advertise-address-malformed", ["--advertise-address", "not an addr"], 2,
+          "--advertise-address 'not an addr' is neither an IP address nor a host name"),
+    tfrun("name-too-long", ["-n", "x" * 300], 2, "must be at most 200 characters"),
+    tfrun("run-dir-impossible", ["--run-dir", "/proc/1/x"], 2,
+          "--run-dir /proc/1/x: cannot create it"),
+    tfrun("docker-host-unreadable", ["-I", "tfmesos/tfmesos"], 2,
+          "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
+          needs_docker=True),
+    # tfrun: the reader of its output goes away: every task stops
+    Row("tfrun-output-closed", "tfrun", ["-q", *TFRUN_BASE, "--", "echo hi; sleep 600"],
+        SIGPIPE_EXIT, None, stdout_closed=True, lines=None, check=check_tfrun_stopped),
+    # tfmesos
+    Row("runs-limit-negative", "tfmesos", ["runs", "-n", "-1"], 2,
+        "argument -n/--limit: must be a whole number from 1 to 1000000"),
+    Row("runs-limit-huge", "tfmesos", ["runs", "-n", "99999999999"], 2, "argument -n/--limit"),
+    Row("runs-keep-negative", "tfmesos", ["runs", "--prune", "--keep", "-1"], 2,
+        "argument --keep"),
+    Row("logs-attempt-zero", "tfmesos", ["logs", "x", "--attempt", "0"], 2, "argument --attempt"),
+    Row("local-master-heartbeat-nan", "tfmesos",
+        ["local-master", "--port", "0", "--heartbeat-interval", "nan"], 2,
+        "argument --heartbeat-interval: must be a number from 0.01 to 86400, got nan"),
+    Row("docker-env-name-with-a-space", "tfmesos", ["docker", "-e", "A B=1", "--", "true"], 2,
+        "invalid environment entry 'A B=1'"),
+    Row("docker-docker-host-unreadable", "tfmesos", ["docker", "--", "true"], 2,
+        "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
+        needs_docker=True),
+    Row("logs-output-closed", "tfmesos", ["logs", "{run}"], SIGPIPE_EXIT, None,
+        setup=finished_run, stdout_closed=True, lines=0),
+    Row("runs-output-closed", "tfmesos", ["runs"], SIGPIPE_EXIT, None, setup=finished_run,
+        stdout_closed=True, lines=0),
+    Row("help-output-closed", "tfmesos", ["--help"], SIGPIPE_EXIT, None, stdout_closed=True,
+        lines=0),
+    Row("logs-follow-of-a-gone-tfrun", "tfmesos", ["logs", "{run}", "--follow"], 0,
+        "run dead0001 is over: the process that ran it", setup=run_of_a_gone_tfrun),
+    Row("prune-with-a-symbolic-link", "tfmesos", ["runs", "--prune", "--keep", "0"], 0,
+        "linked-ext00001: a symbolic link (not followed: remove it by hand)",
+        setup=runs_with_a_link, check=check_link_left_alone),
+    Row("logs-name-out-of-the-run-directory", "tfmesos", ["logs", "{run}", "worker:0"], 1,
+        "'../../../../../../etc/hostname' as the stdout log of worker:0, which is not a file "
+        "name in the run directory", setup=crafted_logs("../../../../../../etc/hostname")),
+    Row("report-link-to-javascript", "tfmesos", ["report", "{run}"], 0, None,
+        setup=crafted_logs("javascript:alert(1)"), check=check_report_links, lines=0),
+    Row("report-through-a-planted-link", "tfmesos", ["report", "{run}"], 0, None,
+        setup=planted_report_link, check=check_link_not_written_through, lines=0),
+    # mesos-local
+    Row("agent-gpus-huge", "mesos-local", ["--port", "0", "--agent", "gpus=100000000"], 2,
+        "'gpus=100000000': gpus must be from 0 to 1024"),
+    Row("agent-cpus-inf", "mesos-local", ["--port", "0", "--agent", "cpus=inf"], 2,
+        "'cpus=inf': cpus must be from 0 to"),
+    Row("agent-mem-1e400", "mesos-local", ["--port", "0", "--agent", "mem=1e400"], 2,
+        "'mem=1e400': mem must be from 0 to"),
+    Row("agent-ports-beyond", "mesos-local", ["--port", "0", "--agent", "ports=1-99999"], 2,
+        "ports=1-99999 is not a range"),
+    Row("agents-100000", "mesos-local", ["--port", "0", "--agents", "100000"], 2,
+        "argument --agents: must be a whole number from 1 to 100"),
+    Row("cpus-nan", "mesos-local", ["--port", "0", "--cpus", "nan"], 2, "argument --cpus"),
+    Row("port-99999", "mesos-local", ["--port", "99999"], 2,
+        "argument --port: must be a whole number from 0 to 65535, got 99999"),
+    Row("port-negative", "mesos-local", ["--port", "-1"], 2, "argument --port"),
+    Row("host-malformed", "mesos-local", ["--port", "0", "--host", "not an addr"], 2,
+        "argument --host: 'not an addr' is neither an IP address nor a host name"),
+    Row("work-dir-impossible", "mesos-local", ["--port", "0", "--work-dir", "/proc/1/x"], 2,
+        "--work-dir /proc/1/x: cannot create it"),
+    Row("heartbeat-nan", "mesos-local", ["--port", "0", "--heartbeat-interval", "nan"], 2,
+        "argument --heartbeat-interval"),
+    Row("heartbeat-zero", "mesos-local", ["--port", "0", "--heartbeat-interval", "0"], 2,
+        "argument --heartbeat-interval"),
+    Row("mesos-local-docker-host-unreadable", "mesos-local", ["--port", "0"], 2,
+        "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
+        needs_docker=True),
+    Row("mesos-local-output-closed", "mesos-local", ["--port", "0", "--log-level", "warning"],
+        SIGPIPE_EXIT, None, stdout_closed=True, lines=0),
+]
+
+
+# -- running a row ----------------------------------------------------------------
+
+def message_lines(stderr):
+    """stderr's lines but argparse's usage (``usage: ...`` and its indented
+    continuation lines) and empty ones."""
+    lines = stderr.splitlines()
+    if lines and lines[0].startswith("usage:"):
+        lines.pop(0)
+        while lines and lines[0][:1].isspace():
+            lines.pop(0)
+    return [line for line in lines if line.strip()]
+
+
+def cgroups_of(pid):
+    """mesos_local cgroups a master in process ``pid`` made (named PID-START-ID)."""
+    return [path for pattern in CGROUPS for path in glob.glob(pattern)
+            if os.path.basename(path).startswith("%d-" % pid)]
+
+
+def run_row(row, place):
+    values = row.setup(place) if row.setup else {}
+    values.update(runs=place["runs"])
+    args = [arg.format(**values) for arg in row.args]
+    env = dict(os.environ, MESOS_MASTER="", TMPDIR=place["tmp"], TFMESOS_RUNS_DIR=place["runs"],
+               PYTHONPATH=REPO, COLUMNS="100", **row.env)
+    if "DOCKER_HOST" not in row.env:
+        env.pop("DOCKER_HOST", None)
+    stdout = subprocess.PIPE
+    if row.stdout_closed:   # a pipe nobody reads any more: tfmesos logs RUN | head
+        reader, stdout = os.pipe()
+        os.close(reader)
+    before = {pid for pid, _ in marked_processes()}
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, *PROGRAMS[row.program], *args], cwd=place["cwd"],
+                            env=env, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    if row.stdout_closed:
+        os.close(stdout)
+    try:
+        out, err = proc.communicate(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        proc.terminate()   # first as Ctrl-C would: what it started is stopped too
+        try:
+            proc.communicate(timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        pytest.fail("%s %s did not finish within %d s" % (row.program, " ".join(args), BOUND))
+    took = time.monotonic() - started
+    return subprocess.CompletedProcess(args, proc.returncode, out or "", err), took, \
+        proc.pid, before
+
+
+@pytest.fixture
+def place(tmp_path):
+    paths = {name: str(tmp_path / name) for name in ("cwd", "tmp", "runs", "outside")}
+    for path in paths.values():
+        os.makedirs(path)
+    yield paths
+    # A crafted run.json is not one the schema takes (conftest checks every one left).
+    for crafted in glob.glob(os.path.join(paths["runs"], "*-evil*")):
+        shutil.rmtree(crafted)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_bad_input_gets_one_line_at_once_and_leaves_nothing(row, place):
+    if row.needs_docker:
+        pytest.importorskip("docker", reason="DOCKER_HOST is read by the docker package")
+    result, took, pid, before = run_row(row, place)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == row.code, result.stderr
+    assert took < BOUND
+    lines = message_lines(result.stderr)
+    if row.lines is not None:
+        assert len(lines) == row.lines, result.stderr
+    if row.message is not None:
+        assert any(row.message in line for line in lines), result.stderr
+    if row.check:
+        row.check(place, result)
+    # Nothing left behind.
+    left = []
+
+    def none_left():
+        left[:] = [p for p in marked_processes() if p[0] not in before]
+        return not left
+    wait_until(none_left, 20, interval=0.1, message=lambda: "left running: %s" % left)
+    assert cgroups_of(pid) == []
+    assert os.listdir(place["tmp"]) == [], "left in TMPDIR"
+    assert os.listdir(place["cwd"]) == [], "left in the working directory"
+    if row.code == 2:
+        assert os.listdir(place["runs"]) == [], "a run directory for a usage error"
+
+
+# -- cluster()'s arguments, and the embedded master's own -------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("arguments, error", [
+    ({"launch_timeout": NAN}, "launch_timeout (--launch-timeout) must be a number above 0"),
+    ({"connect_timeout": INF}, "connect_timeout (--connect-timeout) must be"),
+    ({"sticky_timeout": NAN}, "sticky_timeout (--sticky-timeout) must be"),
+    ({"restart_backoff": NAN}, "restart backoff (--restart-backoff) must be"),
+    ({"max_restarts": 10 ** 20}, "max_restarts (--max-restarts) must be a whole number from 0"),
+    ({"max_attempts": 10 ** 20}, "max_attempts must be a whole number from 1 to 1000"),
+    ({"jobs": [{"name": "worker", "cpus": INF}]}, "job 'worker': cpus must be"),
+    ({"jobs": [{"name": "worker", "mem": NAN}]}, "job 'worker': mem must be"),
+    ({"jobs": [{"name": "worker", "num": 10 ** 20}]}, "num must be a whole number from 1"),
+    ({"jobs": [{"name": "worker", "gpus": 10 ** 9}]}, "gpus must be a whole number from 0"),
+    ({"jobs": [{"name": "worker", "start": 10 ** 20}]}, "start must be a whole number"),
+    ({"jobs": [{"name": "worker", "num": 6000}, {"name": "ps", "num": 6000}]},
+     "the run asks for 12000 tasks; at most 10000 per run"),
+    ({"jobs": [{"name": "worker", "num": 101}]}, "the embedded master runs at most 100"),
+    ({"advertise_address": "not an addr"}, "is neither an IP address nor a host name"),
+    ({"name": "a\nb"}, "none of them a control character"),
+])
+def test_cluster_refuses_what_is_not_finite_or_beyond_its_bounds(arguments, error, tmp_path,
+                                                                 monkeypatch):
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    arguments = dict({"jobs": [{"name": "worker"}], "master": "local"}, **arguments)
+    started = time.monotonic()
+    with pytest.raises(SpecError, match=re.escape(error)):
+        with tfmesos.cluster(**arguments):
+            pytest.fail("the cluster must not start")
+    assert time.monotonic() - started < BOUND and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("make, error", [
+    (lambda: __import__("mesos_local").AgentSpec(cpus=INF), "AgentSpec.cpus must be"),
+    (lambda: __import__("mesos_local").AgentSpec(mem=NAN), "AgentSpec.mem must be"),
+    (lambda: __import__("mesos_local").AgentSpec(gpus=10 ** 8), "AgentSpec.gpus must be from 0"),
+    (lambda: __import__("mesos_local").AgentSpec(gpus=range(10 ** 8)), "more than 1024 GPUs"),
+    (lambda: __import__("mesos_local").LocalMaster(heartbeat_interval=NAN),
+     "heartbeat_interval=nan"),
+    (lambda: __import__("mesos_local").LocalMaster(port=99999), "port=99999"),
+    (lambda: __import__("mesos_local").LocalMaster(kill_grace_period=INF), "kill_grace_period"),
+])
+def test_the_embedded_master_refuses_what_is_not_finite_or_beyond_its_bounds(make, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        make()
+
+
+@pytest.mark.parametrize("sent", [None, "nan", float("nan"), float("inf"), 0, -3, "soon", 1e12])
+def test_a_masters_heartbeat_interval_that_is_not_finite_or_positive_is_not_taken(sent):
+    from tfmesos.mesos.subscription import _heartbeat_interval
+    interval = _heartbeat_interval(sent)
+    assert interval == (86400.0 if sent == 1e12 else 15.0)

@@ -1,0 +1,138 @@
+"""The runs a Mesos master knows, read from outside them (issue 24, items 3
+and 4, in part): ``tfmesos runs --master`` and ``tfmesos kill``, through the
+master's ``/master/state`` and ``/master/teardown`` as a Mesos cluster
+serves them."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from fixtures_master import make_local_master
+from tfrun_helpers import REPO, SMALL, start_tfrun
+from waiting import wait_until
+
+from tfmesos.cli.cluster_runs import cluster_runs, find_cluster_run, print_cluster_runs
+from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.taskinfo import framework_info
+from tfmesos.exceptions import TFMesosError
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def labels(run_id, **more):
+    values = {"tfmesos.run_id": run_id, **more}
+    return [{"key": key, "value": value} for key, value in values.items()]
+
+
+STATE = {
+    "frameworks": [
+        {"id": "F1", "name": "train", "connected": True, "registered_time": 200.0,
+         "labels": labels("aaaa1111", **{"tfmesos.jobs": "worker:2,ps:1",
+                                         "tfmesos.command": "python train.py"}),
+         "tasks": [{"state": "TASK_RUNNING"}, {"state": "TASK_RUNNING"},
+                   {"state": "TASK_STAGING"}]},
+        {"id": "F2", "name": "other", "connected": True, "registered_time": 300.0},
+        {"id": "F3", "name": "away", "connected": False, "registered_time": 100.0,
+         "labels": labels("aaaa2222")},
+    ],
+    "completed_frameworks": [
+        {"id": "F0", "name": "old", "registered_time": 50.0, "unregistered_time": 90.0,
+         "labels": labels("bbbb0000")},
+    ],
+}
+
+
+def test_the_runs_of_a_master_are_its_frameworks_with_a_run_id():
+    runs = cluster_runs(STATE)
+    assert [(r.run_id, r.state, r.tasks_running) for r in runs] == [
+        ("aaaa1111", "running", 2), ("aaaa2222", "disconnected", 0), ("bbbb0000", "finished", 0)]
+    assert runs[0].jobs == "worker:2,ps:1" and runs[0].command == "python train.py"
+
+
+def test_a_run_is_found_by_a_prefix_of_its_id():
+    runs = cluster_runs(STATE)
+    assert find_cluster_run(runs, "aaaa1").framework_id == "F1"
+    with pytest.raises(TFMesosError, match="names 2 runs"):
+        find_cluster_run(runs, "aaaa")
+    with pytest.raises(TFMesosError, match="finished already"):
+        find_cluster_run(runs, "bbbb")
+    with pytest.raises(TFMesosError, match="knows no tfmesos run"):
+        find_cluster_run(runs, "cccc")
+
+
+def test_the_listing_shows_state_age_jobs_and_command():
+    out = io.StringIO()
+    print_cluster_runs(cluster_runs(STATE), out, width=120, now=260.0)
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["ID", "NAME", "STATE", "STARTED", "JOBS", "RUNNING", "COMMAND"]
+    assert lines[1].split()[:3] == ["aaaa1111", "train", "running"]
+    assert "1.0 min ago" in lines[1] or "1m00s ago" in lines[1]
+    assert lines[1].rstrip().endswith("python train.py")
+
+
+def test_a_run_subscribes_with_labels_that_name_it():
+    run = RunSpec(mode="replica", command="python train.py " + "x" * 3000)
+    info = framework_info(run, [Job("worker", num=2), Job("ps")], "cafe0123")
+    found = {label["key"]: label["value"] for label in info["labels"]["labels"]}
+    assert found["tfmesos.run_id"] == "cafe0123"
+    assert found["tfmesos.jobs"] == "worker:2,ps:1"
+    assert found["tfmesos.command"].startswith("python train.py")
+    assert all(len(value) <= 1000 for value in found.values())   # well inside what masters keep
+
+
+def tfmesos(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "tfmesos.cli.main", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_runs_and_kill_on_a_master_from_another_shell(make_local_master, tmp_path):
+    master = make_local_master()
+    with start_tfrun("--master", master.url, "-w", "1", "-s", "0", *SMALL, "--",
+                     "sleep", "600", env=dict(os.environ, TFMESOS_RUNS_DIR=str(tmp_path))) as tfrun:
+        listed = wait_until(lambda: (lambda r: r if "running" in r.stdout else None)(
+            tfmesos("runs", "--master", master.url)), timeout=90,
+            message=lambda: "the run never showed as running")
+        row = listed.stdout.splitlines()[1].split()
+        run_id = row[0]
+        assert row[2] == "running" and "sleep 600" in listed.stdout
+        wait_until(lambda: any(t["state"] == "TASK_RUNNING" for f in master.state()["frameworks"]
+                               for t in f["tasks"]), timeout=90)
+        killed = tfmesos("kill", run_id[:6], "--master", master.url)
+        assert killed.returncode == 0, killed.stderr
+        assert "killed run %s" % run_id in killed.stdout
+        tfrun.wait(60)
+        assert tfrun.returncode != 0
+    after = tfmesos("runs", "--master", master.url)
+    assert after.stdout.splitlines()[1].split()[:3] == [run_id, "sleep", "finished"]
+    assert master.state()["frameworks"] == []
+    gone = tfmesos("kill", run_id, "--master", master.url)
+    assert gone.returncode == 1 and "finished already" in gone.stderr
+
+
+def test_kill_without_a_master_or_with_a_local_one_is_one_line():
+    nothing = tfmesos("kill", "abcd", env={"MESOS_MASTER": ""})
+    assert nothing.returncode == 2 and "--master" in nothing.stderr
+    local = tfmesos("runs", "--master", "local")
+    assert local.returncode == 1
+    assert local.stderr.count("\n") == 1 and "local-master" in local.stderr
+
+
+def test_logs_from_the_agents_sandboxes_of_any_run_the_master_knows(make_local_master, tmp_path):
+    master = make_local_master()
+    with start_tfrun("--master", master.url, "-w", "2", "-s", "0", *SMALL, "--", "sh", "-c",
+                     "echo hello from {job_name}:{task_index}; echo oops >&2",
+                     env=dict(os.environ, TFMESOS_RUNS_DIR=str(tmp_path))) as tfrun:
+        tfrun.communicate(timeout=120)
+        assert tfrun.returncode == 0
+    run_id = tfmesos("runs", "--master", master.url).stdout.splitlines()[1].split()[0]
+    every = tfmesos("logs", run_id, "--master", master.url)
+    assert every.returncode == 0, every.stderr
+    assert "[worker:0] hello from worker:0" in every.stdout.splitlines()
+    assert "[worker:1] hello from worker:1" in every.stdout.splitlines()
+    one = tfmesos("logs", run_id, "worker:1", "--stderr", "--follow", "--master", master.url)
+    assert one.returncode == 0 and "oops" in one.stdout.splitlines(), one.stdout + one.stderr
+    wrong = tfmesos("logs", run_id, "worker:7", "--master", master.url)
+    assert wrong.returncode == 1 and "worker:0, worker:1" in wrong.stderr

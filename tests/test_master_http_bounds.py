@@ -1,0 +1,270 @@
+"""The embedded master's HTTP server under slow, greedy and malformed
+clients: authentication before any body is read, one deadline for a whole
+request (headers and body, however slowly they trickle), a cap on open
+connections past which a new one is refused at once, a JSON depth limit,
+non-finite numbers refused naming the field, Mesos' failover_timeout range,
+bounded framework names and labels, and only JavaScript identifiers as
+JSONP callbacks.
+
+Every master is stopped at the end of its test (``fixtures_master``), and
+every socket a test opens is closed by it.
+"""
+
+import base64
+import contextlib
+import json
+import socket
+import threading
+import time
+
+import pytest
+import requests
+from fixtures_master import clients, make_local_master
+
+from mesos_local.api import http_server
+from mesos_local.api.http_server import MasterHTTPServer
+
+pytestmark = pytest.mark.timeout(120)
+
+SUBSCRIBE = {"type": "SUBSCRIBE", "subscribe": {"framework_info": {"user": "u", "name": "n"}}}
+PATIENCE = 30.0     # how long a test waits for what must happen (not a speed bound)
+
+
+def address(master):
+    host, port = master.url.rsplit("/", 1)[-1].rsplit(":", 1)
+    return host, int(port)
+
+
+@contextlib.contextmanager
+def raw_connections(master, count=1):
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(address(master), timeout=PATIENCE)
+            sockets.append(sock)
+        yield sockets
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def read_reply(sock):
+    """Everything the server sends until it closes the connection (or
+    PATIENCE passes: then what came so far)."""
+    data = b""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def post_headers(master, length, authorization=None):
+    lines = ["POST /api/v1/scheduler HTTP/1.1", "Host: %s:%d" % address(master),
+             "Content-Type: application/json", "Content-Length: %d" % length,
+             "Connection: close"]
+    if authorization:
+        lines.append("Authorization: %s" % authorization)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def post_json(master, text):
+    return requests.post(master.url + "/api/v1/scheduler", data=text,
+                         headers={"Content-Type": "application/json"}, timeout=PATIENCE)
+
+
+def subscribe_stream_text(master, info):
+    """The first bytes of the SUBSCRIBE stream (an ERROR event when refused)."""
+    response = requests.post(master.url + "/api/v1/scheduler",
+                             json={"type": "SUBSCRIBE", "subscribe": {"framework_info": info}},
+                             headers={"Accept": "application/json"}, stream=True,
+                             timeout=PATIENCE)
+    with response:
+        return "%d %s" % (response.status_code, response.raw.read(4096).decode())
+
+
+def healthy(master):
+    return requests.get(master.url + "/health", timeout=PATIENCE).status_code == 200
+
+
+# --- authentication before the body -------------------------------------------------------------
+
+def test_an_unauthenticated_body_is_refused_before_it_is_read(make_local_master):
+    master = make_local_master(credentials={"alice": "wonderland"})
+    with raw_connections(master) as (sock,):
+        sock.sendall(post_headers(master, 40 * 1024 * 1024))     # and not one byte of it
+        reply = read_reply(sock)
+    assert reply.startswith(b"HTTP/1.1 401"), reply[:200]
+    assert b"WWW-Authenticate" in reply
+    assert healthy(master)
+
+
+def test_an_authenticated_call_is_read_and_handled(make_local_master):
+    master = make_local_master(credentials={"alice": "wonderland"})
+    token = base64.b64encode(b"alice:wonderland").decode()
+    body = json.dumps({"type": "DECLINE", "framework_id": {"value": "nope"},
+                       "decline": {"offer_ids": []}}).encode()
+    with raw_connections(master) as (sock,):
+        sock.sendall(post_headers(master, len(body), "Basic " + token) + body)
+        reply = read_reply(sock)
+    assert reply.split(b"\r\n", 1)[0] in (b"HTTP/1.1 400 Bad Request", b"HTTP/1.1 403 Forbidden")
+    assert reply.endswith(b"Framework cannot be found")    # it read the call
+
+
+# --- one deadline per request -------------------------------------------------------------------
+
+@pytest.fixture
+def short_deadline(monkeypatch):
+    monkeypatch.setattr(MasterHTTPServer, "request_deadline", 1.5)
+
+
+def trickle_until_closed(sock, data, every=0.3):
+    """Send ``data`` a byte at a time, ``every`` seconds apart, until the
+    server closes the connection; the seconds that took (None: it never did)."""
+    start = time.monotonic()
+    sock.settimeout(every)
+    for byte in data:
+        try:
+            sock.sendall(bytes([byte]))
+            if sock.recv(65536) == b"":
+                return time.monotonic() - start
+        except socket.timeout:
+            pass
+        except OSError:
+            return time.monotonic() - start
+        if time.monotonic() - start > PATIENCE:
+            break
+    return None
+
+
+@pytest.mark.usefixtures("short_deadline")
+@pytest.mark.parametrize("what", ["headers", "body"])
+def test_a_trickling_request_is_cut_off_at_its_deadline(make_local_master, what):
+    master = make_local_master()
+    body = json.dumps(SUBSCRIBE).encode() * 50
+    headers = post_headers(master, len(body))
+    with raw_connections(master, 4) as sockets:
+        results = []
+        threads = []
+        for sock in sockets:
+            if what == "body":
+                sock.sendall(headers)
+            data = body if what == "body" else headers * 20
+            thread = threading.Thread(target=lambda s=sock, d=data: results.append(
+                trickle_until_closed(s, d)))
+            thread.start()
+            threads.append(thread)
+        assert healthy(master)     # the master answers others while they trickle
+        for thread in threads:
+            thread.join()
+    # each sent a byte every 0.3 s, well inside any per-read timeout: only a
+    # deadline for the whole request (1.5 s here) ends them
+    assert len(results) == 4 and None not in results, results
+
+
+@pytest.mark.usefixtures("short_deadline")
+def test_an_idle_connection_is_closed(make_local_master):
+    master = make_local_master()
+    with raw_connections(master) as (sock,):
+        assert read_reply(sock).startswith(b"HTTP/1.1 408")
+
+
+@pytest.mark.usefixtures("short_deadline")
+def test_a_subscription_outlives_the_request_deadline(make_local_master, clients):
+    master = make_local_master(heartbeat_interval=0.5)
+    client = clients(master)
+    deadline = time.monotonic() + 3 * MasterHTTPServer.request_deadline
+    while time.monotonic() < deadline:      # heartbeats keep coming past the deadline
+        client.next_event(types=("HEARTBEAT",), skip=(), timeout=PATIENCE)
+    assert master.state()["frameworks"][0]["active"] is True
+
+
+# --- a cap on connections -----------------------------------------------------------------------
+
+def test_connections_past_the_cap_are_refused_at_once(make_local_master, monkeypatch):
+    monkeypatch.setattr(MasterHTTPServer, "max_connections", 8)
+    master = make_local_master()
+    threads_before = threading.active_count()
+    with raw_connections(master, 8):
+        with raw_connections(master) as (extra,):
+            reply = read_reply(extra)
+        assert reply.startswith(b"HTTP/1.1 503"), reply[:200]
+        assert b"connections" in reply
+        assert threading.active_count() <= threads_before + 8 + 1
+    deadline = time.monotonic() + PATIENCE    # the 8 are gone once their handlers see EOF
+    while time.monotonic() < deadline:
+        try:
+            if healthy(master):
+                break
+        except requests.ConnectionError:
+            pass
+    assert healthy(master)
+
+
+# --- what a body may hold -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("depth", [200, 100000])
+def test_deeply_nested_json_is_a_400(make_local_master, depth):
+    master = make_local_master()
+    response = post_json(master, "[" * depth + "]" * depth)
+    assert response.status_code == 400
+    assert "nested" in response.text
+    assert healthy(master)
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "as-mesos"])
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_refused_naming_the_field(make_local_master, literal, strict):
+    master = make_local_master(strict=strict)
+    text = json.dumps(SUBSCRIBE).replace('"name": "n"', '"name": "n", "failover_timeout": X')
+    response = post_json(master, text.replace("X", literal))
+    assert response.status_code == 400
+    assert "subscribe.framework_info.failover_timeout" in response.text
+    assert master.state()["frameworks"] == []
+
+
+@pytest.mark.parametrize("seconds", [1e300, -1e300, "Infinity"])
+def test_failover_timeout_out_of_mesos_duration_range_is_refused(make_local_master, seconds):
+    master = make_local_master(strict=False)
+    info = dict(SUBSCRIBE["subscribe"]["framework_info"], failover_timeout=seconds)
+    text = subscribe_stream_text(master, info)
+    # Mesos' validateFailoverTimeout (src/master/validation.cpp): an ERROR event
+    assert "failover_timeout" in text and "is invalid" in text, text
+    assert master.state()["frameworks"] == []
+
+
+@pytest.mark.parametrize("field, value", [
+    ("name", "n" * 5000),
+    ("labels", {"labels": [{"key": "k%d" % i, "value": "v"} for i in range(500)]}),
+    ("labels", {"labels": [{"key": "k", "value": "v" * 5000}]}),
+], ids=["long-name", "many-labels", "long-label"])
+def test_framework_names_and_labels_are_bounded(make_local_master, field, value):
+    master = make_local_master()
+    info = dict(SUBSCRIBE["subscribe"]["framework_info"], **{field: value})
+    text = subscribe_stream_text(master, info)
+    assert "FrameworkInfo.%s" % field in text and "at most" in text, text
+    assert master.state()["frameworks"] == []
+
+
+# --- JSONP --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/master/state", "/metrics/snapshot", "/master/frameworks"])
+def test_jsonp_callbacks_must_be_identifiers(make_local_master, path):
+    master = make_local_master()
+    bad = requests.get(master.url + path, params={"jsonp": "<script>alert(1)</script>"},
+                       timeout=PATIENCE)
+    assert bad.status_code == 400
+    assert "<script>" not in bad.text
+    good = requests.get(master.url + path, params={"jsonp": "ns.handle_1"}, timeout=PATIENCE)
+    assert good.status_code == 200 and good.text.startswith("ns.handle_1(")
+
+
+def test_the_limits_are_documented_where_the_server_is():
+    for word in ("deadline", "connections", "nested", "finite"):
+        assert word in http_server.__doc__

@@ -1,0 +1,95 @@
+"""A Mesos master read from outside any framework: its state and the
+teardown of a framework, as ``tfmesos runs --master`` and ``tfmesos kill``
+need them, the same on a Mesos cluster and on ``tfmesos local-master``.
+
+* ``GET /master/state`` (docs/endpoints/master/state.md): frameworks,
+  completed frameworks and their tasks; not authenticated by default;
+* ``POST /master/teardown`` with ``frameworkId=ID`` (docs/endpoints/master/
+  teardown.md): kills the framework's tasks and removes it; authenticated
+  when the master asks for credentials (``MESOS_PRINCIPAL`` and
+  ``MESOS_SECRET``, as the driver sends them).
+
+The leader is found as the driver finds it (a fixed list or ``zk://``), and a
+307 from a master that does not lead is followed once.
+"""
+
+import json
+import os
+import urllib.parse
+
+from ..exceptions import MesosError
+from .detection import make_detector
+from .http_transport import TLSContext, basic_auth, describe, open_connection, redirect_base
+from .master_address import parse_master
+
+MAX_STATE = 256 * 1024 * 1024      # bytes of /master/state read at most
+
+
+class MasterReader:
+    def __init__(self, master, timeout=10.0, environ=None, verify=True, ca_bundle=None,
+                 scheme="http"):
+        environ = os.environ if environ is None else environ
+        spec = parse_master(master)
+        if spec.kind == "local":
+            raise MesosError("--master local names no master to read: a tfrun's embedded master "
+                             "lives only as long as its tfrun; give the address of a Mesos "
+                             "master or of a `tfmesos local-master`, e.g. --master 127.0.0.1:5050")
+        self._spec, self._timeout, self._scheme = spec, timeout, scheme
+        self.auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
+        self._tls = TLSContext(verify, ca_bundle)
+        self._leader = None
+
+    def leader(self):
+        if self._leader is None:
+            try:
+                with make_detector(self._spec, self._timeout, scheme=self._scheme) as detector:
+                    self._leader = detector.leader()
+            except MesosError:
+                raise
+            except Exception as exc:      # a ZooKeeper or detector failure, in one line
+                raise MesosError("cannot find the leading Mesos master: %s" % describe(exc)) \
+                    from None
+        return self._leader
+
+    def state(self):
+        return json.loads(self._request("GET", "/master/state"))
+
+    def teardown(self, framework_id):
+        self._request("POST", "/master/teardown",
+                      urllib.parse.urlencode({"frameworkId": framework_id}).encode(),
+                      "application/x-www-form-urlencoded")
+
+    def _request(self, method, path, body=None, content_type=None):
+        url = self.leader()
+        for _ in range(2):
+            headers = {"User-Agent": "tfmesos", "Accept": "application/json"}
+            if content_type:
+                headers["Content-Type"] = content_type
+            if self.auth:
+                headers["Authorization"] = self.auth
+            conn = open_connection(url, self._timeout, self._tls)
+            try:
+                conn.request(method, urllib.parse.urlsplit(url).path.rstrip("/") + path,
+                             body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read(MAX_STATE + 1)
+            except OSError as exc:
+                raise MesosError("cannot reach the Mesos master at %s: %s"
+                                 % (url, describe(exc))) from None
+            finally:
+                conn.close()
+            if response.status == 307 and response.getheader("Location"):
+                url = self._leader = redirect_base(url, response.getheader("Location"))
+                continue
+            break
+        text = payload.decode("utf-8", "replace").strip()
+        if response.status == 401:
+            raise MesosError("the Mesos master at %s wants credentials for %s: set "
+                             "MESOS_PRINCIPAL and MESOS_SECRET" % (url, path))
+        if response.status != 200:
+            raise MesosError(("the Mesos master at %s answered %s with HTTP %d %s"
+                          % (url, path, response.status, text[:300])).rstrip())
+        if len(payload) > MAX_STATE:
+            raise MesosError("the Mesos master at %s sent more than %d MB for %s"
+                             % (url, MAX_STATE >> 20, path))
+        return payload
