@@ -17,6 +17,7 @@ from ..core.taskinfo import RUN_ID_LABEL
 from ..exceptions import TFMesosError
 from ..mesos.master_reads import MasterReader
 from .common import CommandParser
+from .tables import duration_text, fit_last_column, table
 
 
 @dataclasses.dataclass
@@ -79,12 +80,10 @@ def find_cluster_run(runs, wanted, live_only=True):
 def age_text(moment, now):
     if not moment:
         return "-"
-    from .runs import duration_text
     return duration_text(max(0.0, now - moment)) + " ago"
 
 
 def print_cluster_runs(runs, out, width, limit=None, now=None):
-    from .runs import fit_last_column, table
     now = time.time() if now is None else now
     shown = runs if limit is None else runs[:max(0, limit)]
     if not shown:

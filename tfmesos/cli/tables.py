@@ -1,0 +1,56 @@
+"""Tables on a terminal: aligned columns, the last one cut to the width,
+times and durations as the run listings print them."""
+
+import os
+
+
+def local_time(moment):
+    """``2026-11-26 10:51:38`` in local time, or ``-``."""
+    if moment is None:
+        return "-"
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration_text(seconds):
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return "%.1f s" % seconds
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return "%dm%02ds" % (minutes, seconds)
+    hours, minutes = divmod(minutes, 60)
+    return "%dh%02dm" % (hours, minutes)
+
+
+def table(rows, out):
+    """Print ``rows`` (the first is the header) in aligned columns."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
+                  .rstrip() + "\n")
+
+
+DEFAULT_WIDTH = 100    # where the width is not known (a pipe, no $COLUMNS)
+MIN_LAST = 20          # the last column keeps at least this much of its text
+
+
+def terminal_width(environ, out):
+    """$COLUMNS, else the width of the terminal ``out`` is, else DEFAULT_WIDTH."""
+    try:
+        return int(environ.get("COLUMNS", ""))
+    except ValueError:
+        pass
+    try:
+        return os.get_terminal_size(out.fileno()).columns if out.isatty() else DEFAULT_WIDTH
+    except (AttributeError, ValueError, OSError):
+        return DEFAULT_WIDTH
+
+
+def fit_last_column(rows, width):
+    """``rows`` whose last cells are shortened (``...``) so that each line
+    of ``table`` fits ``width`` (the last column keeps MIN_LAST characters)."""
+    before = sum(max(len(str(row[i])) for row in rows) + 2 for i in range(len(rows[0]) - 1))
+    room = max(MIN_LAST, width - before)
+    return [row[:-1] + (row[-1] if len(row[-1]) <= room else row[-1][:room - 3] + "...",)
+            for row in rows]
