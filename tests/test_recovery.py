@@ -107,11 +107,11 @@ def test_a_lost_ps_restarts_the_cluster_once(tmp_path):
 
 
 @pytest.mark.parametrize("options, error", [
-    (["--max-restarts", "-1"], "max_restarts must be a whole number >= 0"),
-    (["--restart-backoff", "-1"], "restart backoff must be a number of seconds >= 0"),
+    (["--max-restarts", "-1"], "--max-restarts: must be a whole number from 0 to 1000, got -1"),
+    (["--restart-backoff", "-1"], "--restart-backoff: must be a number from 0 to 2592000, got -1"),
     (["--sticky-workers"], "--sticky-workers needs a chief and workers"),
     (["-c", "--sticky-workers", "--sticky-timeout", "0"],
-     "--sticky-timeout must be a positive number"),
+     "--sticky-timeout: must be a number above 0, at most 2592000, got 0"),
 ])
 def test_recovery_usage_errors(options, error):
     result = run_tfrun("-w", "1", *options, "--", "true", timeout=30)
