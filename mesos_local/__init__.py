@@ -17,8 +17,10 @@ It reads calls as real Mesos does (unknown fields skipped, ``null``
 unset, ...: each deviation a WARNING once per framework) or, with
 ``strict=True`` (``$MESOS_LOCAL_STRICT``), refuses them with 400 naming the
 field; it serves the read endpoints tools use (``/master/state``,
-``/master/tasks``, ``/metrics/snapshot``, ...) and the agents' sandboxes
-(``/files/read``, ``/files/browse``), authenticates frameworks
+``/master/tasks``, ``/metrics/snapshot``, ...), the agents' sandboxes
+(``/files/read``, ``/files/browse``), the v1 operator API (``POST
+/api/v1``: ``GET_STATE``, ``GET_TASKS``, ``READ_FILE``, ``TEARDOWN``, ...)
+and ``/master/teardown``, authenticates frameworks and operators
 when given ``credentials``, and offers fault injection (``remove_agent``,
 ``drop_subscription``, ``stall_subscription``, ``set_leader``) for
 reliability tests.
@@ -42,7 +44,8 @@ The master, each module one job:
   ``docker_host``: ``$DOCKER_HOST`` read before anything starts.
 
 ``api/``: the HTTP side (the server, SUBSCRIBE streams, strict and tolerant
-call parsing, authentication, the read endpoints, the agents' ``/files``);
+call parsing, authentication, the read endpoints, the agents' ``/files``,
+the operator API: ``operator`` and its documents, ``operator_json``);
 ``containerizer/``: the agent side (planning a launch, the fetcher, process
 and Docker runners, cgroups, network namespaces, hidden filesystems).
 """

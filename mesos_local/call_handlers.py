@@ -262,10 +262,23 @@ class SchedulerCalls:
 
 
 def _reconciliation_status(task):
+    """The master's answer for a known task (``Master::reconcile``,
+    src/master/master.cpp): its latest state, from the master, with what
+    ``createStatusUpdate`` is given there: ``healthy`` and ``check_status``
+    of its last status and the most recent ``container_status``
+    (``getTaskHealth``, ``getTaskCheckStatus``, ``getTaskContainerStatus``,
+    src/common/protobuf_utils.cpp); no labels, no uuid."""
     status = {"task_id": mesos_id(task.id), "state": task.state, "source": "SOURCE_MASTER",
               "reason": "REASON_RECONCILIATION",
               "message": "Reconciliation: Latest task state",
               "agent_id": mesos_id(task.agent_id), "timestamp": time.time()}
-    if task.last_status is not None and "labels" in task.last_status:
-        status["labels"] = task.last_status["labels"]
+    if task.status_log:
+        last = task.status_log[-1]
+        for key in ("healthy", "check_status"):
+            if key in last:
+                status[key] = last[key]
+    for earlier in reversed(task.status_log):
+        if "container_status" in earlier:
+            status["container_status"] = earlier["container_status"]
+            break
     return status

@@ -416,6 +416,28 @@ class LocalMaster(FaultInjection):
         self._deviations.report(call, deviations)
         return parsed
 
+    def parse_message(self, name, value):
+        """Any message of ``messages.py`` (an operator API ``master.Call``)
+        read as ``parse_call`` reads a Call; deviations are logged as the
+        operator's."""
+        if self.strict:
+            validation.validate_message(name, value)
+            return value
+        parsed, deviations = stout.parse(name, value)
+        self._deviations.report(value, deviations, source="an operator")
+        return parsed
+
+    def teardown(self, framework_id):
+        """Remove a registered framework and kill its tasks (the operator
+        API's TEARDOWN, ``/master/teardown``); False when none has that id."""
+        with self._records.lock:
+            framework = self._records.frameworks.get(framework_id)
+            if framework is None or not self._records.running:
+                return False
+            log.info("framework %s torn down by an operator", framework_id)
+            self._frameworks.remove(framework)
+            return True
+
     def subscribe(self, call, principal=None, address=None):
         """Handle a SUBSCRIBE call (of the authenticated ``principal``, that
         reached this master at ``address``, (host, port): its offers' ``url``

@@ -146,7 +146,11 @@ class Task:
         self.proc = None
         self.state = "TASK_STAGING"
         self.statuses = []               # for /master/state
-        self.last_status = None          # latest TaskStatus JSON (for reconciliation)
+        self.last_status = None          # latest TaskStatus JSON
+        # Task.statuses as Mesos' master keeps them (``Master::updateTask``):
+        # every TaskStatus, one that repeats the last one's state replacing
+        # it; GET_TASKS shows them, reconciliation copies from them.
+        self.status_log = []
         self.updates = collections.deque()   # reliable updates not yet acknowledged
         self.retry_interval = None
         self.retry_generation = 0

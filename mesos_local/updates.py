@@ -62,6 +62,9 @@ class StatusUpdates:
             self.records.ended_tasks[state] += 1
         task.state = state
         task.last_status = status
+        if task.status_log and task.status_log[-1]["state"] == state:
+            task.status_log.pop()
+        task.status_log.append(dict(status))
         task.statuses.append(entry)
         if state in TERMINAL_STATES:
             self.allocator.release(task)

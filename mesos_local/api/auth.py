@@ -32,10 +32,16 @@ log = logging.getLogger(__name__)
 
 REALM = "mesos-master-scheduler"
 CHALLENGE = 'Basic realm="%s"' % REALM
+# The operator's endpoints (/api/v1, /master/teardown): Mesos routes them in
+# READWRITE_HTTP_AUTHENTICATION_REALM (src/master/constants.hpp).
+OPERATOR_REALM = "mesos-master-readwrite"
+OPERATOR_CHALLENGE = 'Basic realm="%s"' % OPERATOR_REALM
 UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this master authenticates frameworks; send HTTP "
                         "basic authentication with one of its credentials "
                         "(MesosSchedulerDriver(principal=..., secret=...) or "
                         "MESOS_PRINCIPAL/MESOS_SECRET)")
+OPERATOR_UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this master authenticates operators; send "
+                                 "HTTP basic authentication with one of its credentials")
 
 
 def _check_pair(principal, secret, where):
@@ -166,6 +172,7 @@ class Authenticator:
         return principal
 
 
-__all__ = ["REALM", "CHALLENGE", "UNAUTHORIZED_MESSAGE", "CredentialsError",
+__all__ = ["REALM", "CHALLENGE", "UNAUTHORIZED_MESSAGE", "OPERATOR_REALM", "OPERATOR_CHALLENGE",
+           "OPERATOR_UNAUTHORIZED_MESSAGE", "CredentialsError",
            "credentials_table", "parse_credentials", "read_credentials",
            "generate_credentials", "Authenticator"]

@@ -112,15 +112,24 @@ def _number(name, text):
 
 
 def read(path, offset_text, length_text, attached):
-    """``FilesProcess::__read`` and ``_read``: the ``{"offset", "data"}`` document."""
+    """``FilesProcess::__read``: the ``{"offset", "data"}`` document."""
     offset = _number("offset", offset_text)
     offset = -1 if offset is None else offset
     length = _number("length", length_text)
     if length == -1:
         length = None                 # to the end, as if absent
-    start = offset
     if offset == -1:                  # the file's size only
-        start, length = 0, 0
+        size, data = read_bytes(path, 0, 0, attached)
+        return {"offset": size, "data": ""}
+    size, data = read_bytes(path, offset, length, attached)
+    return {"offset": offset, "data": data.decode("utf-8", "surrogateescape")}
+
+
+def read_bytes(path, offset, length, attached):
+    """``FilesProcess::_read``: (the file's size, at most ``length`` bytes
+    (None: to the end; capped at ``MAX_READ``) from ``offset``), both ints
+    >= 0; FilesError (400, 404) as files.cpp refuses. The operator API's
+    READ_FILE answers with this too (``Master::Http::readFile``)."""
     fd = _open(path, attached)
     try:
         info = os.fstat(fd)
@@ -129,13 +138,12 @@ def read(path, offset_text, length_text, attached):
         if not stat.S_ISREG(info.st_mode):     # a FIFO would never end
             raise FilesError(400, "Cannot read '%s': not a regular file.\n" % path)
         data = b""
-        if start < info.st_size and length != 0:
-            wanted = info.st_size - start if length is None else length
-            data = os.pread(fd, min(wanted, MAX_READ), start)
+        if offset < info.st_size and length != 0:
+            wanted = info.st_size - offset if length is None else length
+            data = os.pread(fd, min(wanted, MAX_READ), offset)
     finally:
         os.close(fd)
-    return {"offset": info.st_size if offset == -1 else offset,
-            "data": data.decode("utf-8", "surrogateescape")}
+    return info.st_size, data
 
 
 def browse(path, attached):
@@ -227,4 +235,4 @@ def _open(path, attached):
 
 
 __all__ = ["PATHS", "READ_PATH", "BROWSE_PATH", "MAX_READ", "virtual_path", "reply", "read",
-           "browse", "resolve", "FilesError"]
+           "read_bytes", "browse", "resolve", "FilesError"]

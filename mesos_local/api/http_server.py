@@ -16,6 +16,9 @@ framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
 they are not authenticated, and they show no secrets. ``GET /files/read``
 and ``/files/browse`` serve the tasks' sandboxes as a Mesos agent does
 (``files.py``); they ask for the master's credentials when it has them.
+``POST /api/v1`` (the v1 operator API) and ``POST /master/teardown``
+(``operator.py``) ask for them too (realm ``mesos-master-readwrite``), then
+redirect to the leader, then read the body, as the scheduler endpoint.
 
 Bounds, so that slow, greedy or malformed clients cannot exhaust it:
 
@@ -43,8 +46,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..errors import CallError
-from . import endpoints, files, json_body, validation
-from .auth import CHALLENGE, UNAUTHORIZED_MESSAGE
+from . import endpoints, files, json_body, operator, validation
+from .auth import CHALLENGE, OPERATOR_CHALLENGE, OPERATOR_UNAUTHORIZED_MESSAGE, UNAUTHORIZED_MESSAGE
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
 from .state_json import VERSION
@@ -53,6 +56,9 @@ from .stream import ABORTED, CLOSED
 log = logging.getLogger(__name__)
 
 SCHEDULER_PATH = "/api/v1/scheduler"
+# POST only, authenticated, answered by the leader (operator.py).
+_OPERATOR_PATHS = operator.PATHS + operator.TEARDOWN_PATHS
+_POST_PATHS = (SCHEDULER_PATH,) + _OPERATOR_PATHS
 HEALTH_PATHS = ("/health", "/master/health")
 JSON = "application/json"
 _MAX_BODY = 64 * 1024 * 1024
@@ -250,7 +256,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authenticated(self):
         """Whether the request may go on; sets ``self.principal`` (None when
-        the master has no credentials). Otherwise answers 401."""
+        the master has no credentials). Otherwise answers 401, challenging
+        in the realm Mesos routes the path in (the operator's endpoints:
+        ``mesos-master-readwrite``)."""
         master = self.server.master
         self.principal = None
         if not master.authenticates:
@@ -258,7 +266,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.principal = master.authenticate(self.headers.get("Authorization"))
         if self.principal is not None:
             return True
-        self._reply(401, UNAUTHORIZED_MESSAGE, headers=[("WWW-Authenticate", CHALLENGE)])
+        if self._route in _OPERATOR_PATHS:
+            message, challenge = OPERATOR_UNAUTHORIZED_MESSAGE, OPERATOR_CHALLENGE
+        else:
+            message, challenge = UNAUTHORIZED_MESSAGE, CHALLENGE
+        self._reply(401, message, headers=[("WWW-Authenticate", challenge)])
         return False
 
     def _leader_redirect(self):
@@ -296,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self._authenticated():
                 reply = files.reply(path.rstrip("/"), self._query, self.server.master.attached)
                 self._reply(reply.status, reply.body, reply.content_type or _TEXT)
-        elif path == SCHEDULER_PATH:
+        elif path in _POST_PATHS:
             if self._authenticated() and not self._leader_redirect():
                 self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
                             headers=[("Allow", "POST")])
@@ -306,7 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         # Mesos' order (authentication, then leadership), all from the
         # headers: nothing is read of a body that will not be handled.
-        if self._route != SCHEDULER_PATH:
+        route = self._route
+        if route not in _POST_PATHS:
             self._reply(404)
             return
         if not self._authenticated() or self._leader_redirect():
@@ -318,14 +331,26 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 self._reply(exc.status, str(exc))
             return
-        if self._request_in():
+        if not self._request_in():
+            return
+        if route == SCHEDULER_PATH:
             self._scheduler(body)
+            return
+        master = self.server.master
+        if route in operator.PATHS:
+            reply = operator.call_reply(master, self.headers.get("Content-Type"),
+                                        accepts_json(self.headers.get("Accept")), body)
+        else:
+            reply = operator.teardown_reply(master, body)
+        self._reply(reply.status, reply.body, reply.content_type or _TEXT)
 
     def _other_method(self):
         if not self._request_in():
             return
-        if self._route == SCHEDULER_PATH:
+        if self._route in _POST_PATHS:
             if not self._authenticated():
+                return
+            if self._route != SCHEDULER_PATH and self._leader_redirect():
                 return
             self._reply(405, "Expecting one of { 'POST' }, but received '%s'" % self.command,
                         headers=[("Allow", "POST")])

@@ -1,7 +1,9 @@
 """The Mesos v1 messages the local master accepts, as a declarative table
-(transcribed from ``include/mesos/v1/mesos.proto`` and
-``include/mesos/v1/scheduler/scheduler.proto``, Mesos 1.11); ``schema``
-checks calls against it.
+(transcribed from ``include/mesos/v1/mesos.proto``,
+``include/mesos/v1/scheduler/scheduler.proto`` and, under ``master.``,
+``include/mesos/v1/master/master.proto``, Mesos 1.11); ``schema`` checks
+calls against it, and the tests check the master's own output (events,
+operator responses) against it.
 
 Field types (the strings in ``MESSAGES``):
 
@@ -42,6 +44,27 @@ ENUMS = {
         "SHARED_RESOURCES", "PARTITION_AWARE", "MULTI_ROLE", "RESERVATION_REFINEMENT",
         "REGION_AWARE"),
     "MasterInfo.Capability.Type": ("UNKNOWN", "AGENT_UPDATE", "AGENT_DRAINING", "QUOTA_V2"),
+    "AgentInfo.Capability.Type": (
+        "UNKNOWN", "MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT",
+        "RESOURCE_PROVIDER", "RESIZE_VOLUME", "AGENT_OPERATION_FEEDBACK", "AGENT_DRAINING",
+        "TASK_RESOURCE_LIMITS"),
+    # mesos.v1.master (the operator API)
+    "master.Call.Type": (
+        "UNKNOWN", "GET_HEALTH", "GET_FLAGS", "GET_VERSION", "GET_METRICS",
+        "GET_LOGGING_LEVEL", "SET_LOGGING_LEVEL", "LIST_FILES", "READ_FILE", "GET_STATE",
+        "GET_AGENTS", "GET_FRAMEWORKS", "GET_EXECUTORS", "GET_OPERATIONS", "GET_TASKS",
+        "GET_ROLES", "GET_WEIGHTS", "UPDATE_WEIGHTS", "GET_MASTER", "SUBSCRIBE",
+        "RESERVE_RESOURCES", "UNRESERVE_RESOURCES", "CREATE_VOLUMES", "DESTROY_VOLUMES",
+        "GROW_VOLUME", "SHRINK_VOLUME", "GET_MAINTENANCE_STATUS", "GET_MAINTENANCE_SCHEDULE",
+        "UPDATE_MAINTENANCE_SCHEDULE", "START_MAINTENANCE", "STOP_MAINTENANCE",
+        "DRAIN_AGENT", "DEACTIVATE_AGENT", "REACTIVATE_AGENT", "GET_QUOTA", "UPDATE_QUOTA",
+        "SET_QUOTA", "REMOVE_QUOTA", "TEARDOWN", "MARK_AGENT_GONE"),
+    "master.Response.Type": (
+        "UNKNOWN", "GET_HEALTH", "GET_FLAGS", "GET_VERSION", "GET_METRICS",
+        "GET_LOGGING_LEVEL", "LIST_FILES", "READ_FILE", "GET_STATE", "GET_AGENTS",
+        "GET_FRAMEWORKS", "GET_EXECUTORS", "GET_OPERATIONS", "GET_TASKS", "GET_ROLES",
+        "GET_WEIGHTS", "GET_MASTER", "GET_MAINTENANCE_STATUS", "GET_MAINTENANCE_SCHEDULE",
+        "GET_QUOTA"),
     "Value.Type": ("SCALAR", "RANGES", "SET", "TEXT"),
     "Resource.ReservationInfo.Type": ("UNKNOWN", "STATIC", "DYNAMIC"),
     "Resource.DiskInfo.Source.Type": ("UNKNOWN", "PATH", "MOUNT", "BLOCK", "RAW"),
@@ -186,6 +209,13 @@ MESSAGES = {
         "hostname": "string", "version": "string", "address": "Address", "domain": "any",
         "capabilities": "[MasterInfo.Capability]"},
     "MasterInfo.Capability": {"type": "enum:MasterInfo.Capability.Type"},
+    "AgentInfo": {"hostname": "string!", "port": "int32", "resources": "[Resource]",
+                  "attributes": "[Attribute]", "id": "AgentID", "domain": "any"},
+    "AgentInfo.Capability": {"type": "enum:AgentInfo.Capability.Type"},
+    "VersionInfo": {"version": "string!", "build_date": "string", "build_time": "double",
+                    "build_user": "string", "git_sha": "string", "git_branch": "string",
+                    "git_tag": "string"},
+    "Flag": {"name": "string!", "value": "string"},
     "Filters": {"refuse_seconds": "double"},
     "Request": {"agent_id": "AgentID", "resources": "[Resource]"},
 
@@ -296,8 +326,18 @@ MESSAGES = {
         "source": "enum:TaskStatus.Source", "reason": "enum:TaskStatus.Reason",
         "data": "bytes", "agent_id": "AgentID", "executor_id": "ExecutorID",
         "timestamp": "double", "uuid": "bytes", "healthy": "bool", "check_status": "any",
-        "labels": "Labels", "container_status": "any", "unreachable_time": "TimeInfo",
-        "limitation": "any"},
+        "labels": "Labels", "container_status": "ContainerStatus",
+        "unreachable_time": "TimeInfo", "limitation": "any"},
+    "ContainerStatus": {"container_id": "ContainerID", "network_infos": "[NetworkInfo]",
+                        "cgroup_info": "any", "executor_pid": "uint32"},
+    "Task": {
+        "name": "string!", "task_id": "TaskID!", "framework_id": "FrameworkID!",
+        "executor_id": "ExecutorID", "agent_id": "AgentID!", "state": "enum:TaskState!",
+        "resources": "[Resource]", "statuses": "[TaskStatus]",
+        "status_update_state": "enum:TaskState", "status_update_uuid": "bytes",
+        "labels": "Labels", "discovery": "DiscoveryInfo", "container": "ContainerInfo",
+        "health_check": "HealthCheck", "kill_policy": "KillPolicy", "user": "string",
+        "limits": "map:Value.Scalar"},
 
     # --- containers -----------------------------------------------------------
     "ContainerInfo": {
@@ -345,4 +385,65 @@ MESSAGES = {
                           "soft": "uint64"},
     "TTYInfo": {"window_size": "TTYInfo.WindowSize"},
     "TTYInfo.WindowSize": {"rows": "uint32!", "columns": "uint32!"},
+
+    # --- mesos.v1.master: the operator API (calls the local master serves are
+    # spelt out; the others, answered 501, are only parsed) -------------------
+    "master.Call": {
+        "type": "enum:master.Call.Type", "get_metrics": "any", "set_logging_level": "any",
+        "list_files": "any", "read_file": "master.Call.ReadFile", "update_weights": "any",
+        "reserve_resources": "any", "unreserve_resources": "any", "create_volumes": "any",
+        "destroy_volumes": "any", "grow_volume": "any", "shrink_volume": "any",
+        "update_maintenance_schedule": "any", "start_maintenance": "any",
+        "stop_maintenance": "any", "drain_agent": "any", "deactivate_agent": "any",
+        "reactivate_agent": "any", "update_quota": "any", "teardown": "master.Call.Teardown",
+        "mark_agent_gone": "any", "set_quota": "any", "remove_quota": "any"},
+    "master.Call.ReadFile": {"path": "string!", "offset": "uint64!", "length": "uint64"},
+    "master.Call.Teardown": {"framework_id": "FrameworkID!"},
+    "master.Response": {
+        "type": "enum:master.Response.Type", "get_health": "master.Response.GetHealth",
+        "get_flags": "master.Response.GetFlags", "get_version": "master.Response.GetVersion",
+        "get_metrics": "any", "get_logging_level": "any", "list_files": "any",
+        "read_file": "master.Response.ReadFile", "get_state": "master.Response.GetState",
+        "get_agents": "master.Response.GetAgents",
+        "get_frameworks": "master.Response.GetFrameworks",
+        "get_executors": "master.Response.GetExecutors", "get_operations": "any",
+        "get_tasks": "master.Response.GetTasks", "get_roles": "any", "get_weights": "any",
+        "get_master": "master.Response.GetMaster", "get_maintenance_status": "any",
+        "get_maintenance_schedule": "any", "get_quota": "any"},
+    "master.Response.GetHealth": {"healthy": "bool!"},
+    "master.Response.GetFlags": {"flags": "[Flag]"},
+    "master.Response.GetVersion": {"version_info": "VersionInfo!"},
+    "master.Response.ReadFile": {"size": "uint64!", "data": "bytes!"},
+    "master.Response.GetState": {
+        "get_tasks": "master.Response.GetTasks", "get_executors": "master.Response.GetExecutors",
+        "get_frameworks": "master.Response.GetFrameworks",
+        "get_agents": "master.Response.GetAgents"},
+    "master.Response.GetAgents": {"agents": "[master.Response.GetAgents.Agent]",
+                                  "recovered_agents": "[AgentInfo]"},
+    "master.Response.GetAgents.Agent": {
+        "agent_info": "AgentInfo!", "active": "bool!", "deactivated": "bool",
+        "version": "string!", "pid": "string", "registered_time": "TimeInfo",
+        "reregistered_time": "TimeInfo", "total_resources": "[Resource]",
+        "allocated_resources": "[Resource]", "offered_resources": "[Resource]",
+        "capabilities": "[AgentInfo.Capability]", "resource_providers": "[any]",
+        "drain_info": "any", "estimated_drain_start_time": "TimeInfo"},
+    "master.Response.GetFrameworks": {
+        "frameworks": "[master.Response.GetFrameworks.Framework]",
+        "completed_frameworks": "[master.Response.GetFrameworks.Framework]",
+        "recovered_frameworks": "[FrameworkInfo]"},
+    "master.Response.GetFrameworks.Framework": {
+        "framework_info": "FrameworkInfo!", "active": "bool!", "connected": "bool!",
+        "recovered": "bool!", "registered_time": "TimeInfo", "reregistered_time": "TimeInfo",
+        "unregistered_time": "TimeInfo", "offers": "[Offer]", "inverse_offers": "[any]",
+        "allocated_resources": "[Resource]", "offered_resources": "[Resource]",
+        "offer_constraints": "any"},
+    "master.Response.GetExecutors": {"executors": "[master.Response.GetExecutors.Executor]",
+                                     "orphan_executors": "[master.Response.GetExecutors.Executor]"},
+    "master.Response.GetExecutors.Executor": {"executor_info": "ExecutorInfo!",
+                                              "agent_id": "AgentID!"},
+    "master.Response.GetTasks": {
+        "pending_tasks": "[Task]", "tasks": "[Task]", "unreachable_tasks": "[Task]",
+        "completed_tasks": "[Task]", "orphan_tasks": "[Task]"},
+    "master.Response.GetMaster": {"master_info": "MasterInfo", "start_time": "double",
+                                  "elected_time": "double"},
 }

@@ -261,10 +261,12 @@ class DeviationLog:
         self._lock = threading.Lock()
         self._seen = set()
 
-    def report(self, call, deviations):
+    def report(self, call, deviations, source=None):
+        """Log ``deviations`` of ``call``, once per kind and per framework
+        (``source``: who sent it, when not a framework)."""
         if not deviations:
             return
-        framework = _framework_of(call)
+        framework = source or _framework_of(call)
         for deviation in deviations:
             key = (framework, re.sub(r"\[[^\]]*\]", "[]", deviation.path), deviation.mesos)
             with self._lock:

@@ -220,8 +220,8 @@ _SUBMESSAGE = {
 def check_call(call):
     """Mesos' own call validation (``master/validation.cpp``) on a schema-valid
     Call: the type and its sub-message present, ``framework_id`` on every call
-    but SUBSCRIBE and matching ``framework_info.id`` there, a 16 byte uuid in
-    ACKNOWLEDGE. Raises CallValidationError."""
+    but SUBSCRIBE and matching ``framework_info.id`` there and in
+    UPDATE_FRAMEWORK, a 16 byte uuid in ACKNOWLEDGE. Raises CallValidationError."""
     kind = call.get("type")
     if kind is None:
         raise CallValidationError("Expecting 'type' to be present")
@@ -238,6 +238,10 @@ def check_call(call):
     sub = _SUBMESSAGE.get(kind)
     if sub is not None and sub not in call:
         raise CallValidationError("Expecting '%s' to be present" % sub)
+    if kind == "UPDATE_FRAMEWORK" \
+            and call["framework_id"] != call["update_framework"]["framework_info"].get("id"):
+        raise CallValidationError(
+            "'framework_id' differs from 'update_framework.framework_info.id'")
     if kind == "ACKNOWLEDGE":
         decode_uuid(call["acknowledge"]["uuid"])
     if kind == "ACKNOWLEDGE_OPERATION_STATUS":

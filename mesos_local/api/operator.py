@@ -1,0 +1,171 @@
+"""The v1 operator API, ``POST /api/v1`` (also ``/master/api/v1``), and the
+legacy ``POST /master/teardown`` (also ``/teardown``), as Mesos' master
+answers them (``Master::Http::api`` and ``Master::Http::teardown``,
+src/master/http.cpp; docs/operator-http-api.md).
+
+``/api/v1`` takes a ``mesos.v1.master.Call`` in JSON (protobuf: 415) and
+checks it as Mesos does: ``Content-Type`` (400 absent, 415 not JSON), the
+body as JSON (400), the JSON as a Call (``LocalMaster.parse_message``:
+strict or as Mesos' parser; 400), ``validation::master::call::validate``
+(400: ``type`` and the call's sub-message present), ``Accept`` (406).
+Then:
+
+* ``GET_HEALTH``, ``GET_VERSION``, ``GET_FLAGS``, ``GET_MASTER``,
+  ``GET_STATE``, ``GET_AGENTS``, ``GET_FRAMEWORKS``, ``GET_EXECUTORS``,
+  ``GET_TASKS``: 200, a ``Response`` in JSON (``operator_json.py``);
+* ``READ_FILE``: ``{size, data}`` (the bytes in base64) of a task's
+  sandbox file, resolved and bounded as ``/files/read`` (``files.py``;
+  400, 404 as ``FilesProcess::_read``);
+* ``TEARDOWN``: 200 with no body, the framework removed and its tasks
+  killed, as the scheduler's TEARDOWN; 400 for a framework not registered;
+* ``UNKNOWN``: 501 with no body; the calls the local master does not
+  serve (quota, maintenance, reservations, ...): 501 naming the call.
+
+Authentication (the ``mesos-master-readwrite`` realm when the master has
+credentials) and the leader redirect come first, in ``http_server.py``.
+With no ACLs, as a Mesos master without ``--acls``, any authenticated
+principal may tear down any framework.
+"""
+
+import base64
+import json
+import urllib.parse
+
+from . import files, json_body, validation
+from . import operator_json as models
+from .endpoints import JSON_TYPE, Reply
+
+PATHS = ("/api/v1", "/master/api/v1")
+TEARDOWN_PATHS = ("/teardown", "/master/teardown")
+PROTOBUF_TYPE = "application/x-protobuf"
+
+# validation::master::call::validate (src/master/validation.cpp): the
+# sub-message a call type needs.
+_SUBMESSAGE = {
+    "GET_METRICS": "get_metrics", "SET_LOGGING_LEVEL": "set_logging_level",
+    "LIST_FILES": "list_files", "READ_FILE": "read_file", "UPDATE_WEIGHTS": "update_weights",
+    "RESERVE_RESOURCES": "reserve_resources", "UNRESERVE_RESOURCES": "unreserve_resources",
+    "CREATE_VOLUMES": "create_volumes", "DESTROY_VOLUMES": "destroy_volumes",
+    "GROW_VOLUME": "grow_volume", "SHRINK_VOLUME": "shrink_volume",
+    "UPDATE_MAINTENANCE_SCHEDULE": "update_maintenance_schedule",
+    "START_MAINTENANCE": "start_maintenance", "STOP_MAINTENANCE": "stop_maintenance",
+    "DRAIN_AGENT": "drain_agent", "DEACTIVATE_AGENT": "deactivate_agent",
+    "REACTIVATE_AGENT": "reactivate_agent", "UPDATE_QUOTA": "update_quota",
+    "SET_QUOTA": "set_quota", "REMOVE_QUOTA": "remove_quota", "TEARDOWN": "teardown",
+    "MARK_AGENT_GONE": "mark_agent_gone",
+}
+
+# Call type -> (Response field, render(master, records)) of the reads.
+_READS = {
+    "GET_HEALTH": ("get_health", lambda master, records: {"healthy": True}),
+    "GET_VERSION": ("get_version",
+                    lambda master, records: {"version_info": models.render_version_info()}),
+    "GET_FLAGS": ("get_flags", lambda master, records: {"flags": models.render_flags(master)}),
+    "GET_MASTER": ("get_master", lambda master, records: models.render_master(master)),
+    "GET_STATE": ("get_state", lambda master, records: models.render_state(records)),
+    "GET_AGENTS": ("get_agents", lambda master, records: models.render_agents(records)),
+    "GET_FRAMEWORKS": ("get_frameworks",
+                       lambda master, records: models.render_frameworks(records)),
+    "GET_EXECUTORS": ("get_executors",
+                      lambda master, records: models.render_executors(records)),
+    "GET_TASKS": ("get_tasks", lambda master, records: models.render_tasks(records)),
+}
+SERVED = tuple(_READS) + ("READ_FILE", "TEARDOWN")
+
+NO_FRAMEWORK = "No framework found with specified ID"
+
+
+def check_call(call):
+    """Mesos' validation of a parsed Call; an error message or None."""
+    kind = call.get("type")
+    if kind is None:
+        return "Expecting 'type' to be present"
+    sub = _SUBMESSAGE.get(kind)
+    if sub is not None and sub not in call:
+        return "Expecting '%s' to be present" % sub
+    return None
+
+
+def call_reply(master, content_type, accepts_json, body):
+    """The Reply to ``POST /api/v1`` with this body (already authenticated,
+    this master leading); ``accepts_json``: whether the Accept header allows
+    application/json."""
+    if content_type is None:
+        return Reply(400, "Expecting 'Content-Type' to be present")
+    if content_type.strip() != JSON_TYPE:
+        return Reply(415, "Expecting 'Content-Type' of %s (the local master does not speak "
+                          "%s), got %r" % (JSON_TYPE, PROTOBUF_TYPE, content_type))
+    try:
+        call = json_body.parse(body)
+    except json_body.BodyJSONError as exc:
+        return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    try:
+        call = master.parse_message("master.Call", call)
+    except validation.SchemaError as exc:
+        return Reply(400, "Failed to convert JSON into Call protobuf: %s" % exc)
+    error = check_call(call)
+    if error is not None:
+        return Reply(400, "Failed to validate master::Call: %s" % error)
+    if not accepts_json:
+        return Reply(406, "Expecting 'Accept' to allow '%s'" % JSON_TYPE)
+    kind = call["type"]
+    if kind == "UNKNOWN":
+        return Reply(501)
+    if kind in _READS:
+        field, render = _READS[kind]
+        return _response(kind, field, master.read(render))
+    if kind == "READ_FILE":
+        return _read_file(master, call["read_file"])
+    if kind == "TEARDOWN":
+        return teardown(master, call["teardown"]["framework_id"]["value"])
+    return Reply(501, "Call type %s is not supported by the local master (it serves %s)"
+                 % (kind, ", ".join(SERVED)))
+
+
+def _response(kind, field, document):
+    body = json.dumps({"type": kind, field: document}).encode("utf-8")
+    return Reply(200, body, JSON_TYPE)
+
+
+def _integer(value):
+    """A uint64 as parsed JSON holds it (a number, or a numeric string)."""
+    if isinstance(value, str):
+        return int(float(value)) if any(c in value for c in ".eE") else int(value)
+    return int(value)
+
+
+def _read_file(master, request):
+    """``Master::Http::readFile``: ``FilesProcess::_read`` of the path."""
+    length = request.get("length")
+    try:
+        size, data = files.read_bytes(request["path"], _integer(request["offset"]),
+                                      None if length is None else _integer(length),
+                                      master.attached)
+    except files.FilesError as exc:
+        return Reply(exc.status, str(exc))
+    return _response("READ_FILE", "read_file",
+                     {"size": size, "data": base64.b64encode(data).decode("ascii")})
+
+
+def teardown(master, framework_id):
+    """``Master::Http::_teardown``: 200 once removed, 400 when no framework
+    of that id is registered (a completed one included)."""
+    if not master.teardown(framework_id):
+        return Reply(400, NO_FRAMEWORK)
+    return Reply(200)
+
+
+def teardown_reply(master, body):
+    """``POST /master/teardown`` with the form ``frameworkId=ID``."""
+    try:
+        values = urllib.parse.parse_qs(body.decode("utf-8"), keep_blank_values=True,
+                                       strict_parsing=bool(body))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return Reply(400, "Unable to decode query string: %s" % exc)
+    ids = values.get("frameworkId")
+    if not ids:
+        return Reply(400, "Missing 'frameworkId' query parameter in the request body")
+    return teardown(master, ids[-1])
+
+
+__all__ = ["PATHS", "TEARDOWN_PATHS", "SERVED", "call_reply", "teardown_reply", "check_call"]

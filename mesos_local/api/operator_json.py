@@ -1,0 +1,180 @@
+"""The operator API's documents (``mesos.v1.master.Response``,
+include/mesos/v1/master/master.proto) built from the master's records, as
+Mesos writes them in JSON (``Master::ReadOnlyHandler::jsonifyGet*``,
+src/master/readonly_handler.cpp; the models of src/master/http.cpp and
+``createAgentResponse`` of src/common/protobuf_utils.cpp).
+
+Each list a ``jsonifyGet*`` writes is there even when empty (``agents``,
+``tasks``, ``completed_tasks``, ...); inside a message, as stout's
+``JSON::Protobuf`` writes one, an empty repeated field is left out and an
+unset field with a default (``FrameworkInfo.failover_timeout``,
+``checkpoint``; ``AgentInfo.port``) is written out. Times are ``TimeInfo``
+(nanoseconds), resources ``Resource`` lists in Mesos' ``ENDPOINT`` format
+(``role`` ``*``, ``allocation_info`` where allocated).
+
+The ``render_*`` functions read the records and must be called with the
+master's lock held (``LocalMaster.read``).
+"""
+
+from ..records import mesos_id
+from ..resources import Resources
+from .state_json import VERSION, master_flags, render_version
+
+_AGENT_CAPABILITIES = ("MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT")
+_AGENT_PORT = 5051
+
+
+def time_info(seconds):
+    """A ``TimeInfo`` of a ``time.time()``."""
+    return {"nanoseconds": int(round(seconds * 1e9))}
+
+
+def _set(out, key, values):
+    """``out[key] = values`` unless empty (an unset repeated field)."""
+    if values:
+        out[key] = values
+
+
+def render_version_info():
+    """``GetVersion.version_info`` (``version()``, src/common/http.cpp)."""
+    return {key: value for key, value in render_version().items()
+            if key in ("version", "build_date", "build_time", "build_user", "git_sha",
+                       "git_tag")}
+
+
+def render_flags(master):
+    """``GetFlags.flags``: every flag as a ``Flag``."""
+    return [{"name": name, "value": value}
+            for name, value in sorted(master_flags(master).items())]
+
+
+def render_master(master):
+    """``GetMaster``: the MasterInfo and when this master started and was
+    elected (``Master::Http::getMaster``)."""
+    out = {"master_info": dict(master.master_info or {})}
+    if master.start_time is not None:
+        out["start_time"] = out["elected_time"] = master.start_time
+    return out
+
+
+# --- agents ------------------------------------------------------------------------
+
+def agent_info(agent):
+    """The agent's ``AgentInfo`` (its resources as an agent registers them)."""
+    out = {"hostname": agent.hostname, "port": _AGENT_PORT, "id": mesos_id(agent.id)}
+    _set(out, "resources", agent.total.to_json())
+    _set(out, "attributes", agent.attributes_json())
+    return out
+
+
+def render_agent(agent):
+    """``GetAgents.Agent`` (``createAgentResponse``)."""
+    out = {"agent_info": agent_info(agent), "active": agent.active, "deactivated": False,
+           "version": VERSION,
+           "pid": "slave(%d)@%s:%d" % (agent.index + 1, agent.hostname, _AGENT_PORT),
+           "registered_time": time_info(agent.registered_time),
+           "capabilities": [{"type": name} for name in _AGENT_CAPABILITIES]}
+    _set(out, "total_resources", agent.total.to_json(role="*"))
+    _set(out, "allocated_resources", _by_role(
+        (task.role, task.resources) for task in agent.tasks.values()))
+    _set(out, "offered_resources", _by_role(
+        (offer.role, offer.resources) for offer in agent.offers.values()))
+    return out
+
+
+def render_agents(records):
+    """``GetAgents``; no agent is ever recovered here."""
+    return {"agents": [render_agent(agent) for agent in records.agents.values()],
+            "recovered_agents": []}
+
+
+# --- frameworks ----------------------------------------------------------------------
+
+def _by_role(pairs):
+    """Resource JSON of (role, Resources) pairs, summed per role, each with
+    its ``allocation_info``."""
+    sums = {}
+    for role, resources in pairs:
+        sums.setdefault(role, Resources()).add(resources)
+    return [item for role in sorted(sums)
+            for item in sums[role].to_json(role="*", allocation_role=role)]
+
+
+def framework_info(framework):
+    """Its ``FrameworkInfo`` as the master holds it: with its id, and the
+    fields with defaults written out."""
+    info = dict(framework.info, id=mesos_id(framework.id))
+    info.setdefault("failover_timeout", 0.0)
+    info.setdefault("checkpoint", False)
+    return info
+
+
+def render_framework(framework):
+    """``GetFrameworks.Framework`` (``model(const Framework&)``, src/master/http.cpp)."""
+    out = {"framework_info": framework_info(framework), "active": framework.active,
+           "connected": framework.connected, "recovered": False,
+           "registered_time": time_info(framework.registered_time)}
+    if framework.reregistered_time is not None:
+        out["reregistered_time"] = time_info(framework.reregistered_time)
+    if framework.unregistered_time:
+        out["unregistered_time"] = time_info(framework.unregistered_time)
+    _set(out, "offers", [offer.json for offer in framework.offers.values()])
+    _set(out, "allocated_resources", _by_role(
+        (task.role, task.resources) for task in framework.tasks.values()
+        if not task.terminal))
+    _set(out, "offered_resources", _by_role(
+        (offer.role, offer.resources) for offer in framework.offers.values()))
+    return out
+
+
+def render_frameworks(records):
+    return {"frameworks": [render_framework(f) for f in records.frameworks.values()],
+            "completed_frameworks": [render_framework(f)
+                                     for f in records.completed_frameworks]}
+
+
+# --- tasks and executors ----------------------------------------------------------
+
+def render_task(task):
+    """A ``Task`` (``createTask``, src/common/protobuf_utils.cpp, with the
+    statuses ``Master::updateTask`` keeps)."""
+    info = task.info
+    out = {"name": task.name, "task_id": mesos_id(task.id),
+           "framework_id": mesos_id(task.framework_id), "agent_id": mesos_id(task.agent_id),
+           "state": task.state}
+    _set(out, "resources", task.resources.to_json(allocation_role=task.role))
+    _set(out, "statuses", [{k: v for k, v in status.items() if k != "data"}
+                           for status in task.status_log])
+    for key in ("labels", "discovery", "container", "health_check", "kill_policy", "limits"):
+        if key in info:
+            out[key] = info[key]
+    user = info.get("command", {}).get("user")
+    if user is not None:
+        out["user"] = user
+    return out
+
+
+def render_tasks(records):
+    """``GetTasks``: of registered and completed frameworks; none is ever
+    unreachable here."""
+    frameworks = list(records.frameworks.values()) + list(records.completed_frameworks)
+    return {"tasks": [render_task(t) for f in frameworks for t in f.tasks.values()],
+            "unreachable_tasks": [],
+            "completed_tasks": [render_task(t) for f in frameworks for t in f.completed_tasks]}
+
+
+def render_executors(records):
+    """``GetExecutors``: a command task's executor is the agent's own, which
+    Mesos' master does not list; no framework here has executors of its own."""
+    return {"executors": []}
+
+
+def render_state(records):
+    """``GetState`` (``jsonifyGetState``)."""
+    return {"get_tasks": render_tasks(records), "get_executors": render_executors(records),
+            "get_frameworks": render_frameworks(records), "get_agents": render_agents(records)}
+
+
+__all__ = ["render_version_info", "render_flags", "render_master", "render_agents",
+           "render_frameworks", "render_tasks", "render_executors", "render_state",
+           "render_task", "render_agent", "render_framework", "time_info"]
