@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from typing import Any
 
 from .history import Run
 from .mlflow_mapping import (
@@ -64,7 +65,7 @@ class MlflowLogger:
         self._jobs: queue.Queue = queue.Queue()
         self._thread = None
         self._failed = None       # one line: why logging stopped
-        self._client = None
+        self._client: Any = None   # an MlflowClient, once a run was opened
         self.run_id = None        # the MLflow run's, once opened
         self._source = None       # where the project's git commit is read
         self._image = None
@@ -124,6 +125,10 @@ class MlflowLogger:
             try:
                 if self._failed is None:
                     job()
+                elif done is not None and self.run_id is not None:
+                    # Opened, then something failed: not left RUNNING.
+                    with contextlib.suppress(Exception):
+                        self._client.set_terminated(self.run_id, "FAILED")
             except Exception as exc:   # MLflow's, the network's: never the run's failure
                 self._failed = one_line(exc)
             finally:
@@ -148,11 +153,10 @@ class MlflowLogger:
             tags["mlflow.source.git.commit"] = commit
         created = client.create_run(experiment, start_time=epoch_ms(run.timings.submitted),
                                     tags=tags, run_name=tags["mlflow.runName"])
-        self.run_id = created.info.run_id
+        self._client, self.run_id = client, created.info.run_id
         params = [Param(k, v) for k, v in params_of(run, commit, self._image).items()]
         for start in range(0, len(params), BATCH_TAGS):
             client.log_batch(self.run_id, params=params[start:start + BATCH_TAGS])
-        self._client = client
         return client
 
     def _experiment_id(self, client):
@@ -172,7 +176,7 @@ class MlflowLogger:
     def _close(self, run, directory):
         from mlflow.entities import Metric, RunTag
 
-        client = self._client if self._client is not None else self._open(run, directory)
+        client = self._client if self.run_id is not None else self._open(run, directory)
         status = "FAILED"
         try:
             metrics = [Metric(k, v, t, s) for k, v, t, s in metric_rows(run)]
