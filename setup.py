@@ -16,6 +16,8 @@ setup(
         "examples": ["scikit-learn", "tf-keras"],
         # Keras 3 on JAX (CPU), trained across workers with keras.distribution
         "keras-jax": ["jax"],
+        # tfrun --mlflow, cluster(mlflow=...): the MLflow client (no server)
+        "mlflow": ["mlflow-skinny>=2.10"],
         # avmesos, avmesos-cli: Mesos clients this project did not write, which
         # the tests run against the embedded master (test_avmesos, test_mesos_cli);
         # jsonschema checks every run.json the tests write against docs/run.schema.json;

@@ -25,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,keras-jax,test]"
+python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,keras-jax,mlflow,test]"
 python3 -m ruff check .
 python3 -m mypy
 # The oldest Python setup.py promises (python_requires=">=X.Y").

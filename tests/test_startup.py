@@ -38,7 +38,8 @@ def test_importing_tfrun_leaves_the_run_machinery_for_later():
     modules = modules_after("import tfmesos.cli.tfrun")
     assert heavy(modules, ["tfmesos.core.launch", "tfmesos.mesos.driver", "mesos_local",
                            "tfmesos.mesos.zookeeper", "http.client", "ssl", "urllib.request",
-                           "kazoo", "docker", "tensorboard", "tensorflow"]) == []
+                           "kazoo", "docker", "tensorboard", "tensorflow", "mlflow",
+                           "tfmesos.record.mlflow_logger"]) == []
 
 
 def test_the_warm_task_interpreter_starts_before_the_master_s_imports():
@@ -53,7 +54,8 @@ def test_a_run_on_a_remote_master_imports_no_embedded_master_zookeeper_docker_or
     modules = modules_after("import tfmesos.cli.tfrun, tfmesos.core.launch, tfmesos.cli.progress")
     assert "tfmesos.mesos.driver" in modules
     assert heavy(modules, ["mesos_local", "tfmesos.mesos.zookeeper", "kazoo", "docker",
-                           "urllib.request", "tensorboard", "tensorflow"]) == []
+                           "urllib.request", "tensorboard", "tensorflow", "mlflow",
+                           "tfmesos.record.mlflow_logger"]) == []
 
 
 def import_self_ms(code):

@@ -165,6 +165,20 @@ def add_ship_options(add):
         "tasks and its bin/ comes first on the command's PATH")
 
 
+def mlflow_option(args):
+    """The run's ``MlflowSpec`` from --mlflow and --mlflow-experiment, or None."""
+    if args.mlflow is None:
+        if args.mlflow_experiment is not None:
+            raise SpecError("--mlflow-experiment needs --mlflow")
+        return None
+    import importlib.util
+
+    from ..record.mlflow_mapping import NOT_INSTALLED, mlflow_spec
+    if importlib.util.find_spec("mlflow") is None:   # imported only once the run goes
+        raise SpecError("--mlflow %s" % NOT_INSTALLED)
+    return mlflow_spec(args.mlflow, args.mlflow_experiment)
+
+
 def ship_spec(args):
     """The run's ``ShipSpec`` from --ship and --python-env, or None."""
     for option, given in (("--ship-exclude", args.ship_exclude),
@@ -230,6 +244,14 @@ def add_output_options(add):
         "like 0,2, or 'none' (the chief and the evaluator are shown too)")
     add("--tensorboard", metavar="LOGDIR", help="also run TensorBoard on LOGDIR (a path the "
         "agents see) as a task of the run; its URL is printed once it answers")
+    add("--mlflow", nargs="?", const="", metavar="TRACKING_URI",
+        help="also log the run to MLflow, from tfrun (the tasks need no MLflow): parameters, "
+        "the tasks' metrics with their steps, tags, and run.json, report.html and the logs "
+        "as artifacts; TRACKING_URI: a server (http://host:5000), sqlite:///mlflow.db, a "
+        "directory (a file store); default $MLFLOW_TRACKING_URI, else ./mlruns. Needs the "
+        "mlflow extra: pip install 'tfmesos[mlflow]'")
+    add("--mlflow-experiment", metavar="NAME",
+        help="the MLflow experiment (default $MLFLOW_EXPERIMENT_NAME, else tfmesos)")
     add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
         "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
     add("-q", "--quiet", action="store_true",
@@ -417,7 +439,8 @@ def read_options(args, command):
         sticky_jobs=("worker",) if args.sticky_workers else (),
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
         local_master=isolation_options(args),
-        logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship)
+        logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
+        mlflow=mlflow_option(args))
 
 
 def shown_only(show, progress=None):
@@ -532,6 +555,7 @@ def execute(run, show, progress, advice=True):
             stopped.set()
             with ignore_signals():
                 run.stop()
+            run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
             print_usage(run, advice)
@@ -594,6 +618,7 @@ def main(argv=None):
     try:
         run = ClusterRun(spec, on_log=shown_only(show, progress), on_progress=progress,
                          notify=say, warm_runner=warm_runner)
+        run.mlflow_at_stop = False   # execute() ends it once the tasks are stopped
     except TFMesosError as exc:
         if warm_runner is not None:
             warm_runner.close()

@@ -182,7 +182,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=None,
             local_master_options=None, coordinator=False, user=None, verify=True,
             ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
-            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None):
+            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None,
+            mlflow=None):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -207,6 +208,9 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     task side of tfmesos to every task: README, "Run on a Mesos cluster".
     While the block runs, ``tfmesos.log_metrics`` in this process records
     into the run (as ``client``; ``chief:0`` with ``coordinator=True``).
+    ``mlflow`` (True: ``./mlruns`` or ``$MLFLOW_TRACKING_URI``; a tracking
+    URI or path; a ``tfmesos.record.mlflow_mapping.MlflowSpec``) logs the
+    run to MLflow when it ends: README, "MLflow".
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
@@ -219,7 +223,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         local_master_options=local_master_options, coordinator=coordinator, user=user,
         verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
         max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
-        sticky_timeout=sticky_timeout, ship=ship)
+        sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow)
     check_local(spec)
     run = ClusterRun(spec)
     watcher = None

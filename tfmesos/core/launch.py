@@ -130,6 +130,12 @@ class ClusterRun:
         self._say = notify or logger.info
         self.shipment = None  # tfrun --ship: shipping.Shipment, served while the run lasts
         self._keras_coordinator = None   # worker 0's second port (replica mode), per formation
+        # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
+        self.mlflow = None
+        self.mlflow_at_stop = True   # False: the caller calls end_mlflow (tfrun: interruptible)
+        if spec.mlflow is not None:
+            from ..record.mlflow_logger import MlflowLogger
+            self.mlflow = MlflowLogger(spec.mlflow, say=self._say, warn=notify or logger.warning)
 
     # -- the state --------------------------------------------------------------
 
@@ -153,6 +159,10 @@ class ClusterRun:
         try:
             self._ship()
             master_url = self.backend.start()
+            if self.mlflow is not None:   # the shipped bundle's sha256 is a parameter; MLflow's
+                # settings go to this process's environment after the tasks' was taken
+                self.mlflow.begin(self.record.run_file(), self.record.directory,
+                                  source=self._project_directory(), image=self.run_spec.image)
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self.backend.bind_host(), port=0)
             self.scheduler = scheduler = TFMesosScheduler(
@@ -189,6 +199,12 @@ class ClusterRun:
         self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say,
                                  leave_out=tuple(path for path in runs if path))
         self.record.shipped(self.shipment.record())
+
+    def _project_directory(self):
+        """The user's project: the shipped directory, else where the run began."""
+        ship = self.run_spec.ship
+        return ship.directory if ship is not None and ship.directory is not None \
+            else os.getcwd()
 
     @property
     def local_master(self):
@@ -401,6 +417,15 @@ class ClusterRun:
             self.record.finish(scheduler and scheduler.framework_id,
                                scheduler and scheduler.first_offer_at,
                                "succeeded" if was_running else "aborted")
+            if self.mlflow_at_stop:
+                self.end_mlflow()
+
+    def end_mlflow(self):
+        """``--mlflow``: log what the run left (run.json final) and end the
+        MLflow run, waiting 60 s at most (Ctrl-C ends the wait); once."""
+        logger_, self.mlflow = self.mlflow, None
+        if logger_ is not None:
+            logger_.end(self.record.run_file(), self.record.directory)
 
 
 def make_backend(spec, environ, warm_runner=None):

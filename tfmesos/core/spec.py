@@ -170,7 +170,11 @@ class RunSpec:
       none) and ``logs`` (``tfrun --logs`` choices of what is shown).
     * What it sends: ``ship`` (a ``bundle.ShipSpec``, or a directory for
       one with the defaults): the user's directory, the task side of
-      tfmesos and a packed Python environment, fetched by every task."""
+      tfmesos and a packed Python environment, fetched by every task.
+    * Where else it is logged: ``mlflow`` (``tfrun --mlflow``,
+      ``cluster(mlflow=...)``): True (``./mlruns``, or
+      ``$MLFLOW_TRACKING_URI``), a tracking URI or path, or a
+      ``record.mlflow_mapping.MlflowSpec``; kept as an ``MlflowSpec``."""
 
     name: str = "tfmesos"
     role: Optional[str] = None
@@ -206,6 +210,7 @@ class RunSpec:
     run_dir: Optional[str] = AUTO
     logs: tuple = ()
     ship: Optional[object] = None  # bundle.ShipSpec: tfrun --ship, cluster(ship=...)
+    mlflow: Optional[object] = None  # mlflow_mapping.MlflowSpec: tfrun --mlflow, mlflow=...
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -258,6 +263,7 @@ class RunSpec:
         object.__setattr__(self, "logs", tuple(self.logs))
         self._check_connection()
         self._check_ship()
+        self._check_mlflow()
         if self.jobs:
             object.__setattr__(self, "jobs", tuple(parse_jobs(list(self.jobs))))
             self._check_jobs()
@@ -289,6 +295,17 @@ class RunSpec:
         if self.ship.python_env and self.image:
             raise SpecError("--python-env runs plain tasks with the archive's interpreter, and "
                             "an image has its own Python: drop -I or --python-env")
+
+    def _check_mlflow(self):
+        if self.mlflow is None or self.mlflow is False:
+            object.__setattr__(self, "mlflow", None)
+            return
+        import importlib.util
+
+        from ..record.mlflow_mapping import NOT_INSTALLED, mlflow_spec
+        object.__setattr__(self, "mlflow", mlflow_spec(self.mlflow))
+        if importlib.util.find_spec("mlflow") is None:   # not imported: the logger does
+            raise SpecError("mlflow=... %s" % NOT_INSTALLED)
 
     def _check_jobs(self):
         if self.mode not in MODES:

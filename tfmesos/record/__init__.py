@@ -10,7 +10,10 @@
 * ``usage_table``: what each task asked for against what it used, tfrun's
   table and sizing hints (pure);
 * ``hints``: one line of advice from a failed task's last lines, exit code
-  and Mesos' message (pure).
+  and Mesos' message (pure);
+* ``mlflow_mapping``: ``MlflowSpec`` and run.json as MLflow's parameters,
+  metrics, tags and status (pure); ``mlflow_logger``: one MLflow run per
+  run (``tfrun --mlflow``), MLflow imported in a thread of its own.
 
 Nothing here imports the run core: the core writes the record.
 """
