@@ -70,10 +70,11 @@ def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path):
     text = str(error)
     assert text.startswith("worker:1 raised ValueError: bad input: seven")
     assert "Traceback (most recent call last)" in text and "in fails_on_worker_1" in text
-    # cloudpickle (3.1) names a function pickled by value's file <dynamic-code>;
-    # the line numbers are the source's.
+    # cloudpickle (3.1) names the file of a function pickled by value
+    # <dynamic-code>: the caller names its own, and shows the line.
     line = fails_on_worker_1.__code__.co_firstlineno + 3
-    assert ', line %d, in fails_on_worker_1\n' % line in error.remote_traceback
+    assert 'File "%s", line %d, in fails_on_worker_1\n    raise ValueError("bad input: %%s" ' \
+        '%% text)\n' % (__file__, line) in error.remote_traceback
     assert error.remote_traceback.endswith("ValueError: bad input: seven\n")
     assert type(error.__cause__) is ValueError and error.__cause__.args == ("bad input: seven",)
 

@@ -14,9 +14,13 @@ over its authenticated rendezvous connection before its exit frame
 it, in the calling process: what the caller's own function returned.
 """
 
+import dis
+import inspect
+import linecache
 import logging
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
@@ -99,7 +103,7 @@ def run(fn, *args, workers=2, ps=0, chief=False, evaluator=False, ship=".", **op
         ship_spec = make_ship_spec(ship, settings)
         payload = pack_function(fn, args, work, max_size=ship_spec.max_size)
         spec = run_spec(fn, jobs, settings, ship_spec, payload, limit)
-        return execute(spec, logs_choice(settings["logs"], jobs))
+        return execute(spec, logs_choice(settings["logs"], jobs), local_sources(fn))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -258,8 +262,9 @@ def say(text):
         pass
 
 
-def execute(spec, show):
-    """Run ``spec``; the returning task's value, or the failure raised."""
+def execute(spec, show, sources=None):
+    """Run ``spec``; the returning task's value, or the failure raised
+    (``sources``: ``local_sources``, to make remote tracebacks readable)."""
     from ..backends.sizing import check_local
     from .launch import ClusterRun
 
@@ -273,7 +278,7 @@ def execute(spec, show):
         run.wait_finished()
         return returned_value(run)
     except TaskFailed as failure:
-        error = remote_failure(run, failure)
+        error = remote_failure(run, failure, sources)
         if error is None:
             raise
         run.record.ended(error, run.phase)
@@ -314,26 +319,28 @@ def returned_value(run):
                                                              exc)) from exc
 
 
-def remote_failure(run, failure):
+def remote_failure(run, failure, sources=None):
     """``RemoteTaskError`` of the task that ``failure`` (a ``TaskFailed``)
     names, when its function's exception came; else None."""
     slot = next((s for s in run.slots if s.name == failure.task), None)
     if slot is None or slot.task_id is None or run.rendezvous is None:
         return None
-    result = run.rendezvous.results.wait(slot.task_id, ERROR_WAIT)
+    # A task that never registered never ran fn: nothing to wait for.
+    result = run.rendezvous.results.wait(slot.task_id, ERROR_WAIT if slot.address else 0)
     if result is None or result.status == "ok":
         return None
-    return remote_error(slot.name, result, failure)
+    return remote_error(slot.name, result, failure, sources)
 
 
-def remote_error(task, result, failure):
+def remote_error(task, result, failure, sources=None):
     """The ``RemoteTaskError`` of ``result`` (a ``result_inbox.Result`` of
     status "error": its ``error`` says what happened, "raised Type:
     message", "returned a value that ...") from ``task``, which ``failure``
     ended."""
     message = "%s %s" % (task, result.error or "raised an exception")
-    if result.traceback:
-        message += "\n\n-- the traceback in %s --\n%s" % (task, result.traceback.rstrip())
+    text = readable(result.traceback, sources or {})
+    if text:
+        message += "\n\n-- the traceback in %s --\n%s" % (task, text.rstrip())
     cause = None
     if result.complete and result.data:
         try:
@@ -342,6 +349,54 @@ def remote_error(task, result, failure):
             logger.debug("%s's exception does not unpickle here: %r", task, exc)
         else:
             cause = loaded if isinstance(loaded, BaseException) else None
-    error = RemoteTaskError(message, task, failure.state, failure.exit_code, result.traceback)
+    error = RemoteTaskError(message, task, failure.state, failure.exit_code, text)
     error.__cause__ = cause
     return error
+
+
+# A frame of code cloudpickle carried by value: it names no file (cloudpickle 3.1).
+_DYNAMIC = re.compile(r'^( *)File "<dynamic-code>", line (\d+), in (\S+)$')
+
+
+def local_sources(fn):
+    """``{name: [(file, first line, last line)]}`` of the code that may run
+    by value in the tasks: ``fn``'s, the functions of its module's globals,
+    and the functions defined inside them."""
+    codes, seen = [], set()
+    pending = [getattr(fn, "__code__", None)]
+    pending += [getattr(value, "__code__", None)
+                for value in list((getattr(fn, "__globals__", None) or {}).values())
+                if inspect.isfunction(value)]
+    while pending:
+        code = pending.pop()
+        if code is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        codes.append(code)
+        pending.extend(const for const in code.co_consts if inspect.iscode(const))
+    sources: dict = {}
+    for code in codes:
+        lines = [line for _, line in dis.findlinestarts(code) if line]
+        if lines:
+            sources.setdefault(code.co_name, []).append(
+                (code.co_filename, min(code.co_firstlineno, *lines), max(lines)))
+    return sources
+
+
+def readable(text, sources):
+    """A remote traceback's frames of code carried by value, named by the
+    caller's file and line, with the source line where it has it."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        found = _DYNAMIC.match(line.rstrip("\n"))
+        if found:
+            indent, number, name = found.group(1), int(found.group(2)), found.group(3)
+            for filename, first, last in sources.get(name, ()):
+                if first <= number <= last:
+                    line = '%sFile "%s", line %d, in %s\n' % (indent, filename, number, name)
+                    source = linecache.getline(filename, number).strip()
+                    if source:
+                        line += "%s  %s\n" % (indent, source)
+                    break
+        out.append(line)
+    return "".join(out)
