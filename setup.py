@@ -9,7 +9,8 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.9",
     packages=find_packages(include=["tfmesos", "tfmesos.*", "mesos_local", "mesos_local.*"]),
-    install_requires=["addict>=2.4", "kazoo>=2.9"],
+    # cloudpickle: tfmesos.run's functions and results (small, pure Python).
+    install_requires=["addict>=2.4", "kazoo>=2.9", "cloudpickle>=2.2"],
     extras_require={
         "tensorflow": ["tensorflow>=2.12", "tensorboard"],
         "docker": ["docker>=6.0"],
@@ -22,9 +23,11 @@ setup(
         # the tests run against the embedded master (test_avmesos, test_mesos_cli);
         # jsonschema checks every run.json the tests write against docs/run.schema.json;
         # ruff, mypy and vermin are the static checks (pinned: a newer release may
-        # find more, and the test command must pass as it did).
+        # find more, and the test command must pass as it did); nbformat, nbclient
+        # and ipykernel run tfmesos.run from a real notebook kernel.
         "test": ["pytest>=7", "pytest-timeout", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
-                 "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2"],
+                 "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
+                 "nbformat", "nbclient", "ipykernel"],
     },
     entry_points={
         "console_scripts": [

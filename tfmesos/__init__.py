@@ -18,8 +18,9 @@ __version__ = "0.1.0"
 
 _EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
                "MesosConnectionError", "MesosCallError", "DriverAborted", "RendezvousError",
-               "ClusterError", "LaunchTimeout", "TaskFailed", "DockerError")
+               "ClusterError", "LaunchTimeout", "TaskFailed", "RemoteTaskError", "DockerError")
 _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
+            "run": ".core.function_run",
             "Job": ".core.spec", "RunSpec": ".core.spec",
             "log_metrics": ".task.user_metrics", "MetricsWarning": ".task.user_metrics",
             **{name: ".exceptions" for name in _EXCEPTIONS}}

@@ -14,6 +14,10 @@ Every error tfmesos raises on purpose derives from ``TFMesosError``::
     ├── ClusterError                    the TensorFlow cluster failed
     │   ├── LaunchTimeout (TimeoutError)  not complete within the deadline
     │   └── TaskFailed                  a task ended badly (state, exit code)
+    │       └── RemoteTaskError         tfmesos.run's function raised in a task
+    │                                   (its exception, when it unpickles, is
+    │                                   ``__cause__``; the remote traceback's
+    │                                   text is in the message)
     └── DockerError                     the Docker engine or image is missing
 
 The embedded master (``mesos_local``) has a tree of its own
@@ -89,6 +93,17 @@ class TaskFailed(ClusterError):
         self.task = task
         self.state = state
         self.exit_code = exit_code
+
+
+class RemoteTaskError(TaskFailed):
+    """The function of ``tfmesos.run`` raised in a task (or its value could
+    not come back): ``task`` names it (``worker:1``), ``remote_traceback``
+    is the traceback's text as the task formatted it, also in the message;
+    the exception itself is ``__cause__`` when it unpickles here."""
+
+    def __init__(self, message, task=None, state=None, exit_code=None, remote_traceback=""):
+        super().__init__(message, task, state, exit_code)
+        self.remote_traceback = remote_traceback
 
 
 class DockerError(TFMesosError):

@@ -8,7 +8,9 @@ and the lifecycle that ties it together (``launch.ClusterRun``).
 * ``launch``: ``ClusterRun``, the composition root and lifecycle (start,
   wait, publish roles, stop); ``last_updates``: what the stop records (the
   queued events, Mesos' last updates waited for); ``fine_grained``:
-  ``cluster()``, ``Cluster`` and its watcher thread;
+  ``cluster()``, ``Cluster`` and its watcher thread; ``function_run``:
+  ``tfmesos.run(fn, *args)``, with ``result_inbox``, the outcomes the
+  tasks send;
 * ``state``, ``phase``, ``slots``: the run's one state (phase, slots, tasks
   away, outcome), its phases and the moves between them, ``TaskSlot`` and
   ``SlotTable``;

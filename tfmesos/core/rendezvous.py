@@ -21,6 +21,10 @@ task measured it (an object: ``wall_s``, ``cpu_s``, ``user_s``,
 as ``TaskExited.usage`` (anything but an object: None). Its ``"stopped":
 true`` says the scheduler's stop cut the command short (``false``: it had
 ended by itself; absent from older task sides): ``TaskExited.stopped``.
+Before its exit frame, a task of ``tfmesos.run`` sends its function's
+outcome: ``{"type": "result", ...}`` and ``{"type": "result_data", ...}``
+frames (``tfmesos.task.result_file``), kept, bounded, in ``results``
+(``core.result_inbox.ResultInbox``), not on the events queue.
 
 A registered connection from which nothing at all came for
 ``stall_timeout`` is stalled (a network partition leaves TCP silent, not
@@ -52,6 +56,7 @@ import time
 from ..exceptions import RendezvousError
 from ..protocol import metric_points, wire
 from .events import TaskDisconnected, TaskExited, TaskMetrics, TaskOutput, TaskRegistered
+from .result_inbox import ResultInbox
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +104,7 @@ class Rendezvous:
         self._lock = threading.Lock()
         self._gone = threading.Condition(self._lock)   # a connection left
         self._closed = threading.Event()
+        self.results = ResultInbox()   # tfmesos.run's outcomes, by task id
         try:
             self._listener = _listen(bind_host, port)
         except OSError as exc:
@@ -299,7 +305,10 @@ class Rendezvous:
                                                 str(message.get("data", ""))))
                 elif kind == "metrics":
                     self._metrics(task_id, message)
+                elif kind in ("result", "result_data"):
+                    self.results.feed(task_id, message)
                 elif kind == "exit" and isinstance(message.get("code"), int):
+                    self.results.exited(task_id)
                     usage, stopped = message.get("usage"), message.get("stopped")
                     self._events.put(TaskExited(
                         task_id, message["code"], usage if isinstance(usage, dict) else None,

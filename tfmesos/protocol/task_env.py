@@ -16,8 +16,14 @@ USAGE_INTERVAL = "TFMESOS_USAGE_INTERVAL"   # seconds between usage samples
 BUNDLE = "TFMESOS_BUNDLE"               # tfrun --ship: the bundle's file name,
 BUNDLE_SHA256 = "TFMESOS_BUNDLE_SHA256"  # its sha256,
 BUNDLE_DIR = "TFMESOS_BUNDLE_DIR"       # and the directory it unpacks to
+FUNCTION = "TFMESOS_FUNCTION"           # tfmesos.run: the payload's file name in the sandbox,
+FUNCTION_SHA256 = "TFMESOS_FUNCTION_SHA256"  # its sha256,
+MAX_RESULT = "TFMESOS_MAX_RESULT"       # and the bound of a pickled result, bytes
 
 REQUIRED = (RENDEZVOUS, SECRET, TASK_ID)
+
+# Set by the task entry for tfmesos.run's runner: where it writes the outcome.
+RESULT_FILE = "TFMESOS_RESULT_FILE"
 
 # Set in the start message of a replica task, read by the user's command.
 RESTART = "TFMESOS_RESTART"             # whole restarts so far

@@ -9,5 +9,7 @@ served over HTTP to tasks on agents that share no files with the submitter.
 * ``bundle_server``: ``BundleServer``, the shipped files at a per-run secret
   path (GET/HEAD, bounded, idle timeouts);
 * ``shipping``: ``Shipment``, packs and serves what one run ships; the
-  TaskInfo's ``uris``, environment and command.
+  TaskInfo's ``uris``, environment and command;
+* ``function_payload``: ``tfmesos.run``'s function and arguments,
+  cloudpickled into a zip (one of ``ShipSpec.extra_files``).
 """

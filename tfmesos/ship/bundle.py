@@ -63,7 +63,9 @@ class ShipSpec:
     ``http(s)://`` / ``hdfs://`` URL, whose ``bin/python3`` runs the tasks;
     ``follow_links``: pack what links out of the directory point to (else
     they are refused), ``allow_secrets``: pack likely secrets (else they are
-    refused); ``contents``."""
+    refused); ``contents``; ``extra_files``: ``(name, path)`` pairs of
+    files each task also fetches into its sandbox as ``name``, not
+    extracted (``tfmesos.run``'s function)."""
 
     directory: Optional[str] = "."
     exclude: tuple = ()
@@ -71,8 +73,16 @@ class ShipSpec:
     python_env: Optional[str] = None
     follow_links: bool = False
     allow_secrets: bool = False
+    extra_files: tuple = ()
 
     def __post_init__(self):
+        extra = tuple((str(name), os.path.abspath(path)) for name, path in self.extra_files)
+        for name, path in extra:
+            if not name or name != os.path.basename(name) or name.startswith(".") \
+                    or _URL_UNSAFE.search(name) or not os.path.isfile(path):
+                raise SpecError("extra file %r (%s): a plain file name and an existing file, "
+                                "please" % (name, path))
+        object.__setattr__(self, "extra_files", extra)
         if self.directory is not None:
             if not os.path.isdir(self.directory):
                 raise SpecError("--ship %s: no such directory" % self.directory)

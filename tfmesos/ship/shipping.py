@@ -13,6 +13,8 @@ for every launch, relaunch and restart alike:
   for the task entry to check its sha256 (``task/bundle_check.py``);
 * the task side, a zip, ``extract: false``: put on ``PYTHONPATH``, so an
   agent needs only a Python >= 3.9, not tfmesos at the submitter's paths;
+* ``extra_files`` (``tfmesos.run``'s function), ``extract: false``, not
+  cached: put in the sandbox as they are;
 * ``--python-env``, ``cache: true``: the fetcher cache keeps it per agent
   (keyed by URI), extracted into the sandbox, whose ``bin/python3`` then
   runs the task.
@@ -63,6 +65,8 @@ class Shipment:
             if self.bundle is not None:
                 self.server.add(self.bundle.name, self.bundle.path)
             self.server.add(self.task_side.name, self.task_side.path)
+            for name, path in spec.extra_files:
+                self.server.add(name, path)
             self.env_name = None
             if spec.python_env is not None and "://" not in spec.python_env:
                 self.env_name = os.path.basename(spec.python_env)
@@ -80,6 +84,8 @@ class Shipment:
                          "cache": False})
         uris.append({"value": self.server.url(host, self.task_side.name), "extract": False,
                      "cache": False})
+        uris.extend({"value": self.server.url(host, name), "extract": False, "cache": False}
+                    for name, _ in self.spec.extra_files)
         if self.spec.python_env is not None:
             value = self.server.url(host, self.env_name) if self.env_name \
                 else self.spec.python_env

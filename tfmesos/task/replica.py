@@ -343,6 +343,15 @@ def _relay(conn, env):
     return relay
 
 
+def _result_file():
+    """``result_file.ResultFile`` of a run of ``tfmesos.run``, else None (the
+    module is loaded only then)."""
+    if not os.environ.get(task_env.FUNCTION):
+        return None
+    from .result_file import ResultFile
+    return ResultFile.prepare(os.environ)
+
+
 def run_replica(conn, start):
     """Initializer, command, finalizer; the exit message. Returns the exit
     code: the command's, the initializer's when it failed; 0 when the
@@ -352,6 +361,9 @@ def run_replica(conn, start):
     scheduler's absence stopped it before the command ended."""
     command = ReplicaCommand(conn, start)
     relay = _relay(conn, command.env)
+    result = _result_file()     # tfmesos.run: where the runner writes the outcome
+    if result is not None:
+        command.env.update(result.env())
     # Mesos kills a task with SIGTERM; a handler must not block, so a thread escalates.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
         target=command.kill, args=("SIGTERM received",), daemon=True).start())
@@ -371,6 +383,8 @@ def run_replica(conn, start):
         # killed command's code, which Mesos would report as TASK_FAILED; the
         # exit message says it was stopped (the run's record: TASK_KILLED).
         code = 0
+    if result is not None:
+        result.send(conn)       # before the exit frame, on the same connection
     message = {"type": "exit", "code": code, "stopped": stopped}
     if command.usage is not None:
         message["usage"] = command.usage

@@ -1,0 +1,294 @@
+"""``tfmesos.run(fn, *args, ...)``: a Python function run in every task of
+a replica run (cloudpickled, shipped with the run, ``TF_CONFIG`` set); the
+chief's (else worker 0's) return value comes back, a task's exception is
+raised in the caller with its remote traceback. From a script, on agents
+that share no files with the submitter, and from a notebook kernel."""
+
+import json
+import os
+import subprocess
+import sys
+
+import cloudpickle
+import pytest
+from fixtures_netns import namespaces, parse_network, read_lines, root_only
+from tfrun_helpers import REPO, marked_tasks
+
+import tfmesos
+from tfmesos.core import function_run
+from tfmesos.core.result_inbox import ResultInbox
+from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
+
+pytestmark = pytest.mark.timeout(240)
+
+# The functions below travel by value, as those of a script's __main__ or a
+# notebook do: the agents cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+SMALL = {"cpus": 0.1, "mem": 128, "launch_timeout": 120}
+
+
+def where_am_i(offset):
+    import json
+    import os
+    config = json.loads(os.environ["TF_CONFIG"])
+    return {"task": config["task"], "cluster": sorted(config["cluster"]),
+            "workers": len(config["cluster"]["worker"]), "answer": offset + 41}
+
+
+def fails_on_worker_1(text):
+    import os
+    if os.environ["TFMESOS_JOB_NAME"] == "worker" and os.environ["TFMESOS_TASK_INDEX"] == "1":
+        raise ValueError("bad input: %s" % text)
+    return "fine"
+
+
+def too_large(size):
+    return b"x" * size
+
+
+def test_returns_worker_0s_value_and_every_task_has_its_tf_config(tmp_path):
+    value = tfmesos.run(where_am_i, 1, workers=2, ship=None, run_dir=str(tmp_path / "run"),
+                        **SMALL)
+    assert value == {"task": {"type": "worker", "index": 0}, "cluster": ["worker"],
+                     "workers": 2, "answer": 42}
+
+
+def test_with_a_chief_the_chief_returns(tmp_path):
+    value = tfmesos.run(where_am_i, 0, workers=1, chief=True, ship=None,
+                        run_dir=str(tmp_path / "run"), **SMALL)
+    assert value["task"] == {"type": "chief", "index": 0}
+    assert value["cluster"] == ["chief", "worker"] and value["answer"] == 41
+
+
+def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path):
+    with pytest.raises(RemoteTaskError) as caught:
+        tfmesos.run(fails_on_worker_1, "seven", workers=2, ship=None,
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    error = caught.value
+    assert isinstance(error, TaskFailed) and error.task == "worker:1" and error.exit_code == 1
+    text = str(error)
+    assert text.startswith("worker:1 raised ValueError: bad input: seven")
+    assert "Traceback (most recent call last)" in text and "in fails_on_worker_1" in text
+    # cloudpickle (3.1) names the file of a function pickled by value
+    # <dynamic-code>: the caller names its own, and shows the line.
+    line = fails_on_worker_1.__code__.co_firstlineno + 3
+    assert 'File "%s", line %d, in fails_on_worker_1\n    raise ValueError("bad input: %%s" ' \
+        '%% text)\n' % (__file__, line) in error.remote_traceback
+    assert error.remote_traceback.endswith("ValueError: bad input: seven\n")
+    assert type(error.__cause__) is ValueError and error.__cause__.args == ("bad input: seven",)
+
+
+def test_a_value_over_the_bound_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(function_run, "MAX_RESULT", 1 << 20)
+    with pytest.raises(RemoteTaskError) as caught:
+        tfmesos.run(too_large, 2 << 20, workers=1, ship=None, run_dir=str(tmp_path / "run"),
+                    **SMALL)
+    assert str(caught.value).startswith(
+        "worker:0 returned a value that pickles to 2.0 MiB, over the 1.0 MiB bound of "
+        "tfmesos.run's results: return less, and write large results to shared storage")
+
+
+def test_unknown_options_name_the_valid_ones():
+    with pytest.raises(TypeError) as caught:
+        tfmesos.run(where_am_i, 1, wokers=2)
+    assert "unexpected option 'wokers'" in str(caught.value)
+    assert "cpus" in str(caught.value) and "python_env" in str(caught.value)
+    with pytest.raises(SpecError):
+        tfmesos.run(where_am_i, workers=0)
+    with pytest.raises(TypeError):
+        tfmesos.run("not callable")
+
+
+def test_an_exception_that_does_not_unpickle_is_raised_as_its_text():
+    inbox = ResultInbox(limit=1000)
+    inbox.feed("t1", {"type": "result", "status": "error", "error": "raised Odd: it broke",
+                      "traceback": "Traceback (most recent call last):\n  ...\nOdd: it broke\n",
+                      "size": 5})
+    inbox.feed("t1", {"type": "result_data", "offset": 0, "data": "bm9wZQ=="})   # b"nope"
+    inbox.exited("t1")
+    result = inbox.wait("t1", 0)
+    assert result.broken == "its data has 4 of the 5 bytes announced"
+    error = function_run.remote_error("worker:1", result, TaskFailed("x", "worker:1", None, 1))
+    assert error.__cause__ is None and str(error).startswith("worker:1 raised Odd: it broke")
+    inbox.feed("t2", {"type": "result", "status": "error", "error": "raised Odd: it broke",
+                      "traceback": "", "size": 4})
+    inbox.feed("t2", {"type": "result_data", "offset": 0, "data": "bm9wZQ=="})
+    result = inbox.wait("t2", 0)
+    assert result.complete and bytes(result.data) == b"nope"
+    error = function_run.remote_error("worker:1", result, TaskFailed("x", "worker:1", None, 1))
+    assert error.__cause__ is None   # b"nope" is no pickle: the text is all there is
+    inbox.feed("t3", {"type": "result", "status": "ok", "size": 2000})
+    assert inbox.wait("t3", 0).broken == "it announced 2000 bytes, over the 1000 byte bound"
+
+
+# -- agents that share nothing with the submitter ------------------------------
+
+WORK = '''\
+import os, sys
+from helpers.answer import ANSWER
+
+
+def work(plus):
+    import cloudpickle
+    return {"answer": ANSWER + plus, "cwd": os.path.basename(os.getcwd()),
+            "python": sys.executable, "cloudpickle": cloudpickle.__file__,
+            "hidden": [sorted(os.listdir(path)) if os.path.isdir(path) else "gone"
+                       for path in sys.argv[1:] or HIDDEN]}
+
+HIDDEN = []
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+                    reason="agents hiding files need root; the task needs /usr/bin/python3")
+def test_ship_runs_the_function_on_agents_that_share_no_files(tmp_path, monkeypatch):
+    from mesos_local import AgentSpec
+
+    # The function is in the shipped project (pickled by reference, imported
+    # there); the agents' tasks see neither it, nor this checkout, nor the
+    # home directory; their Python (/usr/bin/python3) has no cloudpickle.
+    project = tmp_path / "proj"
+    (project / "helpers").mkdir(parents=True)
+    (project / "helpers" / "__init__.py").write_text("")
+    (project / "helpers" / "answer.py").write_text("ANSWER = 40\n")
+    hidden = [str(project), REPO, os.path.expanduser("~")]
+    (project / "shipped_work.py").write_text(WORK.replace("HIDDEN = []", "HIDDEN = %r" % hidden))
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)
+    import shipped_work
+    agent = AgentSpec(cpus=2, mem=1000, gpus=0, isolate=("fs",))
+    value = tfmesos.run(shipped_work.work, 2, workers=2, ship=str(project),
+                        python="/usr/bin/python3", run_dir=str(tmp_path / "run"),
+                        local_master_options={"agents": [agent], "hidden_paths": hidden},
+                        **SMALL)
+    assert value["answer"] == 42 and value["cwd"] == "project"
+    assert value["python"] == "/usr/bin/python3"
+    assert ".zip/cloudpickle/" in value["cloudpickle"]     # the submitter's, shipped
+    assert value["hidden"] == [[], [], []]
+
+
+SUBMIT = """\
+import json, sys
+import tfmesos
+from shipped_work import work
+
+value = tfmesos.run(work, 2, workers=2, master=sys.argv[1], python=sys.argv[2], cpus=0.5,
+                    mem=128, launch_timeout=90, run_dir=sys.argv[3])
+print("value", json.dumps(value))
+"""
+
+
+@root_only
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"),
+                    reason="needs a Python outside the home directory: /usr/bin/python3")
+def test_ship_runs_the_function_on_network_namespace_agents_that_share_nothing(tmp_path,
+                                                                              namespaces):
+    # tfmesos.run in a script on the hub of a `tfmesos local-master --netns`
+    # (this checkout's): agents on hosts of their own whose tasks see neither
+    # the project, nor this checkout, nor the home directory; their Python,
+    # a venv of /usr/bin/python3, has neither tfmesos nor cloudpickle.
+    project, venv = tmp_path / "proj", tmp_path / "venv"
+    (project / "helpers").mkdir(parents=True)
+    (project / "helpers" / "__init__.py").write_text("")
+    (project / "helpers" / "answer.py").write_text("ANSWER = 40\n")
+    hidden = [str(project), REPO, os.path.expanduser("~")]
+    (project / "shipped_work.py").write_text(WORK.replace("HIDDEN = []", "HIDDEN = %r" % hidden))
+    (project / "submit.py").write_text(SUBMIT)
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    agent = "cpus=2,mem=1000,gpus=0,isolate=fs"
+    env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO)
+    with open(tmp_path / "master.log", "w") as log:
+        master = subprocess.Popen(
+            [sys.executable, "-m", "tfmesos.cli.main", "local-master", "--port", "0", "--netns",
+             "--no-docker", "--agent", agent, "--agent", agent,
+             *(flag for path in hidden for flag in ("--hide", path)), *marked_tasks()],
+            stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO, env=env)
+    namespaces.append(master.pid)
+    try:
+        hub, address, agents, _ = parse_network(read_lines(master.stdout, 3, timeout=60))
+        try:
+            result = subprocess.run(
+                ["ip", "netns", "exec", hub, sys.executable, "submit.py", address,
+                 str(venv / "bin" / "python"), str(tmp_path / "run")],
+                cwd=project, env=env, capture_output=True, text=True, timeout=150)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail("tfmesos.run did not finish within 150 s: %s" % exc.stderr)
+    finally:
+        master.terminate()
+        master.wait(30)
+        master.stdout.close()
+    assert result.returncode == 0, result.stderr + (tmp_path / "master.log").read_text()[-3000:]
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("value ")]
+    value = json.loads(line[len("value "):])
+    assert value["answer"] == 42 and value["cwd"] == "project"
+    assert value["python"] == str(venv / "bin" / "python")
+    assert ".zip/cloudpickle/" in value["cloudpickle"] and value["hidden"] == [[], [], []]
+    assert master.returncode == 0
+
+
+# -- a notebook kernel -----------------------------------------------------------
+
+CELL = """\
+import tfmesos
+
+def plus_one(x):
+    import json, os
+    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    return task["type"], task["index"], x + 1
+
+result = tfmesos.run(plus_one, 41, workers=1, ship=None, cpus=0.1, mem=128, run_dir=%r)
+print("result", result)
+assert result == ("worker", 0, 42), result
+"""
+
+
+def test_from_a_notebook_kernel(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    # The kernel is a fresh python3 process: this checkout first on its path.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells.append(nbformat.v4.new_code_cell(CELL % str(tmp_path / "run")))
+    client = nbclient.NotebookClient(notebook, timeout=180, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    outputs = notebook.cells[0].outputs
+    text = "".join(output.get("text", "") for output in outputs)
+    assert "result ('worker', 0, 42)" in text, outputs
+    assert "[worker:0]" not in text or "Traceback" not in text
+
+
+@pytest.mark.timeout(300)
+def test_the_example_trains_the_keras_digits_model_and_returns_its_accuracy(tmp_path):
+    pytest.importorskip("tf_keras")
+    pytest.importorskip("sklearn")
+    env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=os.pathsep.join(
+        filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "run_function.py"),
+                             "--epochs", "4"], cwd=str(tmp_path), env=env, capture_output=True,
+                            text=True, timeout=280)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("final accuracy")]
+    assert float(line.split()[2]) >= 0.85 and "(2 workers," in line, result.stdout
+    trained = [line for line in result.stdout.splitlines() if "trained 4 epochs" in line]
+    assert sorted(line.split("]")[0] for line in trained) == ["[worker:0", "[worker:1"]
+
+
+def test_the_runner_refuses_a_payload_from_another_python(tmp_path):
+    from tfmesos.ship.function_payload import pack_function
+    payload = pack_function(len, ("abc",), str(tmp_path), python_version=(2, 7))
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    os.replace(payload.path, sandbox / payload.name)
+    env = dict(os.environ, PYTHONPATH=REPO, MESOS_SANDBOX=str(sandbox),
+               TFMESOS_FUNCTION=payload.name, TFMESOS_FUNCTION_SHA256=payload.sha256,
+               TFMESOS_RESULT_FILE=str(tmp_path / "result"), TFMESOS_JOB_NAME="worker",
+               TFMESOS_TASK_INDEX="0", TFMESOS_CHIEF_HOSTS="")
+    result = subprocess.run([sys.executable, "-m", "tfmesos.task.function_runner"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    header, _, data = (tmp_path / "result").read_bytes().partition(b"\n")
+    assert b"was pickled by Python 2.7" in header
+    assert "was pickled by Python 2.7" in str(cloudpickle.loads(data))

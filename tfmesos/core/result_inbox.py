@@ -1,0 +1,118 @@
+"""``tfmesos.run``'s outcomes on the scheduler side: what the tasks' result
+frames carry (``task/result_file.py`` has the task's side and the frames),
+assembled per task id by the rendezvous' connection threads and waited for
+by the calling thread.
+
+The bytes are kept, never unpickled here (``function_run`` does, in the
+calling process). Each task's result is bounded: a header announcing more
+than ``limit`` bytes, data beyond what was announced or out of order, or a
+malformed frame marks the result ``broken`` (with why) and nothing more of
+it is kept; other tasks and the run are not disturbed.
+"""
+
+import base64
+import binascii
+import threading
+import time
+from typing import Optional
+
+from ..task.result_file import MAX_RESULT
+
+STATUSES = ("ok", "error")
+
+
+class Result:
+    """One task's outcome: ``status`` ("ok" or "error"), ``error`` (what
+    happened: "raised Type: message", ...), ``traceback`` (text), ``data`` (the pickle,
+    possibly empty), ``size`` announced; ``complete`` once every byte came;
+    ``broken``: why it cannot be used, or None."""
+
+    def __init__(self, task_id, status, error, traceback, size):
+        self.task_id = task_id
+        self.status = status
+        self.error = error
+        self.traceback = traceback
+        self.size = size
+        self.data = bytearray()
+        self.broken: Optional[str] = None
+
+    @property
+    def complete(self):
+        return self.broken is None and len(self.data) == self.size
+
+
+class ResultInbox:
+    """The results of a run's tasks, by task id; ``limit``: bytes per result."""
+
+    def __init__(self, limit=MAX_RESULT):
+        self.limit = limit
+        self._results: dict[str, Result] = {}
+        self._ended: set[str] = set()      # task ids whose exit frame came
+        self._changed = threading.Condition()
+
+    def feed(self, task_id, message):
+        """Take a ``result`` or ``result_data`` frame of ``task_id``."""
+        with self._changed:
+            if message.get("type") == "result":
+                self._results[task_id] = self._header(task_id, message)
+            else:
+                result = self._results.get(task_id)
+                if result is None:
+                    result = self._results[task_id] = Result(task_id, "error", "", "", 0)
+                    result.broken = "its data came without a header"
+                elif result.broken is None:
+                    self._add(result, message)
+            self._changed.notify_all()
+
+    def _header(self, task_id, message):
+        status, size = message.get("status"), message.get("size")
+        error, text = message.get("error"), message.get("traceback")
+        result = Result(task_id, status if status in STATUSES else "error",
+                        error if isinstance(error, str) else "",
+                        text if isinstance(text, str) else "",
+                        size if isinstance(size, int) and not isinstance(size, bool) else 0)
+        if status not in STATUSES or result.size != size or size < 0:
+            result.broken = "its header is malformed"
+        elif size > self.limit:
+            result.broken = "it announced %d bytes, over the %d byte bound" % (size, self.limit)
+        return result
+
+    @staticmethod
+    def _add(result, message):
+        offset, data = message.get("offset"), message.get("data")
+        try:
+            chunk = base64.b64decode(data, validate=True) if isinstance(data, str) else None
+        except (binascii.Error, ValueError):
+            chunk = None
+        if chunk is None or offset != len(result.data):
+            result.broken = "a data frame is malformed or out of order"
+        elif len(result.data) + len(chunk) > result.size:
+            result.broken = "more data came than the %d bytes announced" % result.size
+        else:
+            result.data += chunk
+
+    def exited(self, task_id):
+        """``task_id``'s exit frame came: nothing more comes from it."""
+        with self._changed:
+            self._ended.add(task_id)
+            result = self._results.get(task_id)
+            if result is not None and result.broken is None and not result.complete:
+                result.broken = "its data has %d of the %d bytes announced" % (
+                    len(result.data), result.size)
+            self._changed.notify_all()
+
+    def wait(self, task_id, timeout):
+        """``task_id``'s result once complete, broken or its task ended
+        (None: none came), waiting up to ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                result = self._results.get(task_id)
+                if result is not None and (result.complete or result.broken):
+                    return result
+                if task_id in self._ended:
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return result
+                self._changed.wait(remaining)

@@ -1,0 +1,142 @@
+"""``python -m tfmesos.task.function_runner``: the command of every task of
+``tfmesos.run``. It loads the function and its arguments from the payload
+the run shipped into the sandbox (``TFMESOS_FUNCTION``, its sha256 checked;
+``ship/function_payload.py`` made it), calls ``fn(*args)`` with the task's
+``TF_CONFIG`` and ``TFMESOS_*`` variables set, and writes the outcome to
+``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
+scheduler: the return value from the task that returns (the chief, else
+worker 0), or the exception and its traceback from any task. Exit status 0
+when ``fn`` returned, 1 when it raised (or its value cannot come back).
+
+The payload's cloudpickle comes first on the path: the agents need none,
+and the pickle loads with the version that made it.
+"""
+
+import hashlib
+import json
+import os
+import sys
+import traceback
+import zipfile
+
+from ..protocol import task_env
+from .result_file import MAX_ERROR, clip_traceback, result_limit, write_outcome
+
+FUNCTION_MEMBER = "function.pkl"
+META_MEMBER = "meta.json"
+
+
+class LoadError(Exception):
+    """The payload is missing, altered or from another Python."""
+
+
+def returns_value(environ):
+    """Whether this task's return value goes back: the chief's when the run
+    has one, else worker 0's."""
+    job = environ.get(task_env.JOB_NAME)
+    if environ.get(task_env.CHIEF_HOSTS):
+        return job == "chief"
+    return job == "worker" and environ.get(task_env.TASK_INDEX) == "0"
+
+
+def load(environ):
+    """``(fn, args)`` from the shipped payload."""
+    name = environ.get(task_env.FUNCTION, "")
+    sandbox = environ.get("MESOS_SANDBOX") or os.getcwd()
+    path = os.path.join(sandbox, name)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise LoadError("the function's payload %s is not in the sandbox %s (%s): the agent's "
+                        "fetcher did not put it there" % (name, sandbox, exc.strerror or exc)) \
+            from None
+    if digest.hexdigest() != environ.get(task_env.FUNCTION_SHA256):
+        raise LoadError("the function's payload %s changed on the way (its sha256 is not the "
+                        "one shipped)" % name)
+    with zipfile.ZipFile(path) as archive:
+        meta = json.loads(archive.read(META_MEMBER))
+        pickled = archive.read(FUNCTION_MEMBER)
+    made_by, here = tuple(meta.get("python") or ()), tuple(sys.version_info[:2])
+    if made_by != here:
+        raise LoadError("the function was pickled by Python %s and this task runs Python %s "
+                        "(%s): cloudpickle needs the same version on both sides; give "
+                        "tfmesos.run a python= or python_env= of Python %s"
+                        % (".".join(map(str, made_by)), ".".join(map(str, here)),
+                           sys.executable, ".".join(map(str, made_by))))
+    sys.path.insert(0, path)   # its cloudpickle first
+    import pickle
+    fn, args = pickle.loads(pickled)
+    return fn, args
+
+
+def _error(out, exc, tb, limit, what="raised "):
+    """Write (and print) ``exc`` with its traceback ``tb``, ``what`` saying
+    what happened before its ``Type: message`` ("raised ", "cannot ...: "); 1."""
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    sys.stderr.write(text)
+    sys.stderr.flush()
+    line = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    data = b""
+    try:
+        import pickle
+
+        import cloudpickle
+        data = cloudpickle.dumps(exc)
+        pickle.loads(data)          # an exception that does not load again goes as text
+        if len(data) > limit:
+            data = b""
+    except Exception:
+        data = b""
+    write_outcome(out, {"status": "error", "error": (what + line)[:MAX_ERROR],
+                        "traceback": clip_traceback(text)}, data)
+    return 1
+
+
+def main(environ=None):
+    environ = os.environ if environ is None else environ
+    out = environ.get(task_env.RESULT_FILE)
+    if not out:
+        print("tfmesos: %s not set: this runner is started by tfmesos.run's tasks"
+              % task_env.RESULT_FILE, file=sys.stderr)
+        return 2
+    limit = result_limit(environ)
+    try:
+        fn, args = load(environ)
+    except Exception as exc:
+        return _error(out, exc, exc.__traceback__, limit, "cannot load the function: ")
+    try:
+        value = fn(*args)
+    except BaseException as exc:   # SystemExit too: fn did not return
+        tb = exc.__traceback__
+        return _error(out, exc, tb.tb_next if tb is not None else None, limit)
+    if not returns_value(environ):
+        write_outcome(out, {"status": "ok"})
+        return 0
+    try:
+        import cloudpickle
+        data = cloudpickle.dumps(value)
+    except Exception as exc:
+        return _error(out, exc, exc.__traceback__, limit, "returned a value that cannot be pickled: ")
+    if len(data) > limit:
+        text = ("returned a value that pickles to %s, over the %s bound of tfmesos.run's "
+                "results: return less, and write large results to shared storage"
+                % (mib(len(data)), mib(limit)))
+        print("tfmesos: %s" % text, file=sys.stderr, flush=True)
+        write_outcome(out, {"status": "error", "error": text})
+        return 1
+    write_outcome(out, {"status": "ok"}, data)
+    return 0
+
+
+def mib(size):
+    return "%.1f MiB" % (size / float(1 << 20))
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)

@@ -1,0 +1,131 @@
+"""``tfmesos.run``'s outcomes on the task side: the file the runner
+(``function_runner``) writes, and how the task entry sends it to the
+scheduler over its rendezvous connection, before the exit frame.
+
+The entry of a function run (``TFMESOS_FUNCTION`` in its environment) makes
+a private directory in the sandbox and tells the command where to write
+(``TFMESOS_RESULT_FILE``): the replica guard closes every other descriptor
+in the command, and a file in the sandbox is there on every agent, shared
+with nobody. The file is one JSON line (the header: ``status`` "ok" or
+"error", ``error`` what happened, "raised Type: message" or "returned a
+value that ...", ``traceback`` text), then the pickled value or exception
+(possibly empty). Once the command ended, the entry sends
+
+* ``{"type": "result", "status", "error", "traceback", "size": N}``, then
+* ``{"type": "result_data", "offset": O, "data": BASE64}`` frames of at most
+  ``CHUNK`` bytes each until ``N`` bytes went,
+
+so the pickle never leaves the JSON frames of ``protocol.wire`` (the
+scheduler keeps the bytes; only ``tfmesos.run`` unpickles them, in the
+calling process: the value its own function returned). At most
+``MAX_RESULT`` bytes (``TFMESOS_MAX_RESULT`` when smaller): the runner
+refuses a larger value, naming the bound; a larger file is not sent.
+"""
+
+import base64
+import json
+import os
+import shutil
+import sys
+
+from ..protocol import task_env
+
+MAX_RESULT = 64 << 20       # bytes of one pickled result
+CHUNK = 512 << 10           # raw bytes per frame: ~700 kB of base64, under wire.MAX_FRAME
+MAX_HEADER = 1 << 20        # bytes of the header line
+MAX_TRACEBACK = 64 << 10    # characters of a traceback kept (its end)
+MAX_ERROR = 4096            # characters of the "Type: message" line
+
+
+def result_limit(environ):
+    """The bound of a pickled result: ``MAX_RESULT``, or the run's when smaller."""
+    try:
+        given = int(environ.get(task_env.MAX_RESULT) or MAX_RESULT)
+    except ValueError:
+        given = MAX_RESULT
+    return max(0, min(given, MAX_RESULT))
+
+
+def clip_traceback(text):
+    return text if len(text) <= MAX_TRACEBACK else \
+        "[... %d characters cut]\n" % (len(text) - MAX_TRACEBACK) + text[-MAX_TRACEBACK:]
+
+
+def write_outcome(path, header, data=b""):
+    """The runner's side: write the file at ``path`` whole or not at all."""
+    partial = path + ".partial"
+    with open(partial, "wb") as handle:
+        handle.write(json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n")
+        handle.write(data)
+    os.replace(partial, path)
+
+
+def read_outcome(path, limit):
+    """(header, data) of the file at ``path``; None when there is none; a
+    header of status "error" naming the problem when it is malformed or
+    over ``limit``."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return None
+    with handle:
+        line = handle.readline(MAX_HEADER)
+        try:
+            header = json.loads(line)
+            if not isinstance(header, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            return _failed("the runner's result file is malformed"), b""
+        size = os.fstat(handle.fileno()).st_size - len(line)
+        if size > limit:
+            return _failed("the pickled result has %d bytes, over the %d byte bound"
+                           % (size, limit)), b""
+        return header, handle.read(limit + 1)[:limit]
+
+
+def _failed(text):
+    return {"status": "error", "error": "left no usable result: %s" % text, "traceback": ""}
+
+
+class ResultFile:
+    """Where one function run's command writes its outcome: ``env`` for
+    the command, ``send`` once it ended."""
+
+    def __init__(self, directory, limit):
+        self.directory = directory
+        self.path = os.path.join(directory, "result")
+        self.limit = limit
+
+    @classmethod
+    def prepare(cls, environ):
+        """A ``ResultFile`` for a function run (``TFMESOS_FUNCTION`` set),
+        else None: a private directory in the sandbox."""
+        if not environ.get(task_env.FUNCTION):
+            return None
+        import tempfile
+        directory = tempfile.mkdtemp(prefix="tfmesos-result-",
+                                     dir=environ.get("MESOS_SANDBOX") or None)
+        return cls(directory, result_limit(environ))
+
+    def env(self):
+        return {task_env.RESULT_FILE: self.path}
+
+    def send(self, conn):
+        """Send the outcome (nothing when the command wrote none), then
+        remove the directory. Never raises: the exit frame follows."""
+        try:
+            outcome = read_outcome(self.path, self.limit)
+            if outcome is not None:
+                header, data = outcome
+                conn.send({"type": "result", "status": str(header.get("status")),
+                           "error": str(header.get("error") or "")[:MAX_ERROR],
+                           "traceback": clip_traceback(str(header.get("traceback") or "")),
+                           "size": len(data)})
+                for offset in range(0, len(data), CHUNK):
+                    conn.send({"type": "result_data", "offset": offset, "data": base64.b64encode(
+                        data[offset:offset + CHUNK]).decode("ascii")})
+        except Exception as exc:   # the exit frame must still go
+            print("tfmesos: cannot send the function's result: %s" % exc, file=sys.stderr,
+                  flush=True)
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
