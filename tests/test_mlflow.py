@@ -471,3 +471,26 @@ def test_ctrl_c_ends_tfrun_s_wait_for_a_tracking_server_that_never_answers(tmp_p
                             "may be incomplete\n" % uri], err_lines
     assert not any("Traceback" in line for line in err_lines), err_lines
     assert_no_task_processes()
+
+
+def logs_three_points():
+    import tfmesos
+    for step in range(3):
+        tfmesos.log_metrics(step=step, loss=float(3 - step))
+    return "done"
+
+
+@needs_mlflow
+def test_tfmesos_run_mlflow_logs_the_function_s_run(tmp_path):
+    import cloudpickle
+
+    import tfmesos
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    store = tmp_path / "store"
+    assert tfmesos.run(logs_three_points, workers=1, ship=None, cpus=0.1, mem=128,
+                       run_dir=str(tmp_path / "run"), mlflow=str(store)) == "done"
+    client, run = only_run(store.as_uri())
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["tfmesos.outcome"] == "succeeded"
+    history = client.get_metric_history(run.info.run_id, "worker:0/loss")
+    assert sorted(m.step for m in history) == [0, 1, 2]

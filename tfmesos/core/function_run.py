@@ -59,6 +59,8 @@ OPTIONS = {
     "restart_backoff": 2.0, "sticky_workers": False, "sticky_timeout": STICKY_TIMEOUT,
     # what it shows and keeps
     "logs": None, "verbose": False, "run_dir": None,
+    # where else it is logged (tfrun --mlflow): True, a tracking URI or path
+    "mlflow": None,
 }
 
 
@@ -186,7 +188,7 @@ def run_spec(fn, jobs, settings, ship_spec, payload, limit):
                                      settings["restart_backoff"]),
         sticky_jobs=("worker",) if settings["sticky_workers"] else (),
         sticky_timeout=settings["sticky_timeout"], run_dir=settings["run_dir"] or AUTO,
-        local_master=local,
+        local_master=local, mlflow=settings["mlflow"],
         ship=dataclasses.replace(ship_spec, extra_files=((payload.name, payload.path),)))
 
 
