@@ -283,20 +283,28 @@ def pack_task_side(out_dir, package_dir=None):
             if name.endswith(".py"):
                 members.append(("tfmesos/%s/%s" % (package, name),
                                 _read(os.path.join(folder, name))))
+    path, name, sha, _ = write_zip(members, out_dir, "tfmesos-task")
+    return Bundle(path, name, sha, len(members), sum(len(d) for _, d in members), package_dir)
+
+
+def write_zip(members, out_dir, prefix):
+    """``members`` ((name, bytes), ...) as a reproducible zip (fixed dates and
+    modes) named ``PREFIX-<sha256[:16]>.zip`` in ``out_dir``: (path, name,
+    sha256, size)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members:
-            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+        for member, data in members:
+            entry = zipfile.ZipInfo(member, date_time=(1980, 1, 1, 0, 0, 0))
             entry.external_attr = 0o644 << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(entry, data)
     data = buffer.getvalue()
     sha = hashlib.sha256(data).hexdigest()
-    name = "tfmesos-task-%s.zip" % sha[:16]
+    name = "%s-%s.zip" % (prefix, sha[:16])
     path = os.path.join(out_dir, name)
     with open(path, "wb") as handle:
         handle.write(data)
-    return Bundle(path, name, sha, len(members), sum(len(d) for _, d in members), package_dir)
+    return path, name, sha, len(data)
 
 
 def _read(path):

@@ -16,18 +16,13 @@ same sha256, which names the file and which the runner checks.
 """
 
 import dataclasses
-import hashlib
-import io
 import json
 import os
 import sys
-import zipfile
 
 from ..exceptions import SpecError
 from ..task.function_runner import FUNCTION_MEMBER, META_MEMBER  # the runner reads them
-from .bundle import human_size
-
-_DATE = (1980, 1, 1, 0, 0, 0)
+from .bundle import human_size, write_zip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,20 +61,8 @@ def pack_function(fn, args, out_dir, max_size=None, python_version=None):
         if name.endswith(".py"):
             with open(os.path.join(package, name), "rb") as handle:
                 members.append(("cloudpickle/" + name, handle.read()))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members:
-            entry = zipfile.ZipInfo(name, date_time=_DATE)
-            entry.external_attr = 0o644 << 16
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(entry, data)
-    data = buffer.getvalue()
-    sha = hashlib.sha256(data).hexdigest()
-    name = "tfmesos-function-%s.zip" % sha[:16]
-    path = os.path.join(out_dir, name)
-    with open(path, "wb") as handle:
-        handle.write(data)
-    return Payload(path, name, sha, len(data))
+    path, name, sha, size = write_zip(members, out_dir, "tfmesos-function")
+    return Payload(path, name, sha, size)
 
 
 def _name_of(fn):
