@@ -70,8 +70,9 @@ def import_self_ms(code):
     return sum(int(row[0].split(":")[1]) for row in rows[site + 1:]) / 1000
 
 
-def test_importing_tfrun_takes_under_80_ms_at_its_best_of_three():
-    best = min(import_self_ms("import tfmesos.cli.tfrun") for _ in range(3))
+def test_importing_tfrun_takes_under_80_ms_at_its_best_of_five():
+    # best of five: one quiet moment on a loaded 2-core machine is enough
+    best = min(import_self_ms("import tfmesos.cli.tfrun") for _ in range(5))
     assert best < IMPORT_BUDGET_MS, best
 
 

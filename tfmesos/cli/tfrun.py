@@ -28,7 +28,6 @@ from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
 from ..core.taskinfo import warm_task_command
 from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
-from ..record.usage_table import usage_lines
 from .common import (
     SIGPIPE_EXIT,
     CommandParser,
@@ -489,6 +488,7 @@ def say(text):
 def print_usage(run, advice=True):
     """The end-of-run table: what each task asked for and used, and (with
     ``advice``) sizing hints."""
+    from ..record.usage_table import usage_lines  # at the end: not on the start-up path
     lines = usage_lines(run.record.run_file(), advice=advice)
     if lines:
         print("\n".join(lines), file=sys.stderr, flush=True)
