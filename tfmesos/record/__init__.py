@@ -5,6 +5,9 @@
   their dict forms, reading older versions, its JSON Schema (pure);
 * ``run_record``: ``RunRecord``, the run directory as the run goes; every
   attempt's end at the finish;
+* ``task_logs``: the run directory's log file per task, attempt and stream;
+* ``outcomes``: how a run and its attempts end (status, tfrun's exit code,
+  whether an attempt failed);
 * ``history``: reading run directories back: listing, finding a run, pruning;
 * ``report``: ``report.html``, the timeline, outcome, hints, usage charts (pure);
 * ``usage_table``: what each task asked for against what it used, tfrun's

@@ -28,6 +28,7 @@ from .hints import LINES as HINT_LINES
 from .hints import hint_for
 from .liveness import this_process
 from .metric_series import Metrics
+from .outcomes import EXIT_FRAME, STOPPED_BY, failed, outcome_of, tfrun_exit_code
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -43,6 +44,7 @@ from .schema import (
     Timings,
     Usage,
 )
+from .task_logs import TaskLogs, log_name
 
 RUNS_DIR = "tfmesos-runs"
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
@@ -59,46 +61,6 @@ def timestamp(seconds=None):
     moment = datetime.datetime.fromtimestamp(time.time() if seconds is None else seconds,
                                              datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
-
-
-def log_name(slot_name, attempt, stream):
-    """``worker.1.stderr``; ``worker.1.attempt2.stderr`` from the second attempt on."""
-    base = slot_name.replace(":", ".")
-    return "%s.%s" % (base if attempt <= 1 else "%s.attempt%d" % (base, attempt), stream)
-
-
-# The ``source`` of an attempt's last state when Mesos' terminal update did
-# not arrive before the framework was torn down, or when the run stopped the
-# attempt (Mesos says TASK_FINISHED for a task that ended because it was told to).
-EXIT_FRAME = "exit frame"
-STOPPED_BY = {"replica": "stopped by tfrun", "fine": "stopped by cluster()"}
-
-
-def tfrun_exit_code(status, error=None):
-    """What tfrun exits with for a run that ended with ``status`` (and
-    ``error``): its ``--help`` epilog."""
-    if status == "succeeded":
-        return 0
-    if status == "interrupted":   # Ctrl-C, SIGTERM; its output's reader gone: 141
-        return getattr(error, "exit_code", None) or 130
-    return getattr(error, "exit_code", None) or 1
-
-
-# The run's phases (``core.phase.Phase`` values) before its cluster was complete.
-BEFORE_COMPLETE = ("new", "forming")
-
-
-def outcome_of(error, phase):
-    """(status, message) of a run that ``error`` ends in ``phase`` (a
-    ClusterRun phase, or "block": cluster()'s with block raised it)."""
-    if isinstance(error, KeyboardInterrupt):
-        return "interrupted", str(error) or "interrupted (Ctrl-C or SIGTERM)"
-    status = "aborted" if phase in BEFORE_COMPLETE else "failed"
-    if phase == "block":   # cluster()'s with block
-        return status, "the with block raised %s: %s" % (type(error).__name__, error)
-    if isinstance(error, TFMesosError):
-        return status, str(error)
-    return status, "%s: %s" % (type(error).__name__, error)
 
 
 class RunRecord:
@@ -123,8 +85,7 @@ class RunRecord:
         self._tasks = {task.name: task for task in self._run.tasks}
         self._attempts = {}   # task id -> (Task, Attempt)
         self._stopped = set()   # task ids of the attempts the run stopped
-        self._created = set()   # log files created by this run
-        self._files = {}        # name -> open log file
+        self._logs = TaskLogs(directory, self._lock)
         self._dirty, self._saved = True, 0.0
         if directory is not None:
             try:
@@ -340,7 +301,7 @@ class RunRecord:
         message = attempt.states[-1].message if attempt.states else ""
         # What it wrote in its sandbox came first, before the forwarded output.
         lines = attempt.sandbox_tail.stderr if attempt.sandbox_tail else []
-        return hint_for(lines + self._tail_of(attempt, "stderr", HINT_LINES), exit_code,
+        return hint_for(lines + self._logs.tail(attempt, "stderr", HINT_LINES), exit_code,
                         message, task.job)
 
     def _hint_failed_attempts(self):
@@ -385,69 +346,25 @@ class RunRecord:
                 self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("finished")
         self.save()
-        self._close_logs()
+        self._logs.close()
 
     # -- logs -------------------------------------------------------------
 
     def output(self, task_id, stream, text):
         """Append forwarded output to the attempt's log file."""
         _, attempt = self._attempts.get(task_id, (None, None))
-        if self.directory is not None and attempt is not None and attempt.logs:
-            self._write_log(attempt.logs.named(stream), text)
-
-    def _write_log(self, name, text):
-        """A log file is created (emptied, in a reused directory) first, then
-        appended to; it stays open until the run finishes, flushed after every
-        write (so ``tail -f`` and ``tail()`` see everything)."""
-        with self._lock:
-            try:
-                handle = self._files.get(name)
-                if handle is None:
-                    mode = "a" if name in self._created else "w"
-                    self._created.add(name)
-                    handle = self._files[name] = open(
-                        os.path.join(self.directory, name), mode, encoding="utf-8",
-                        errors="replace")
-                handle.write(text)
-                handle.flush()
-            except OSError:
-                pass   # a full disk must not fail the run
-
-    def _close_logs(self):
-        with self._lock:
-            files, self._files = self._files, {}
-        for handle in files.values():
-            try:
-                handle.close()
-            except OSError:
-                pass
+        if attempt is not None and attempt.logs:
+            self._logs.write(attempt.logs.named(stream), text)
 
     def log_path(self, task_name, stream="stderr"):
         """The path of the last attempt's ``stream`` log of ``task_name``, or None."""
         task = self._tasks.get(task_name)
-        return self._path_of(task.last if task else None, stream)
-
-    def _path_of(self, attempt, stream):
-        if self.directory is None or attempt is None or not attempt.logs:
-            return None
-        return os.path.join(self.directory, attempt.logs.named(stream))
+        return self._logs.path(task.last if task else None, stream)
 
     def tail(self, task_name, stream="stderr", lines=10):
         """The last ``lines`` lines of a task's last attempt's log."""
         task = self._tasks.get(task_name)
-        return self._tail_of(task.last if task else None, stream, lines)
-
-    def _tail_of(self, attempt, stream, lines):
-        path = self._path_of(attempt, stream)
-        if path is None:
-            return []
-        try:
-            with open(path, "rb") as handle:
-                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 64 * 1024))
-                text = handle.read().decode("utf-8", "replace")
-        except OSError:
-            return []
-        return [line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:]]
+        return self._logs.tail(task.last if task else None, stream, lines)
 
     # -- saving -----------------------------------------------------------
 
@@ -495,9 +412,7 @@ class RunRecord:
         """Every forwarding attempt has both files, empty until output comes."""
         for _, attempt in list(self._attempts.values()):
             if attempt.logs:
-                for name in (attempt.logs.stdout, attempt.logs.stderr):
-                    if name not in self._created:
-                        self._write_log(name, "")
+                self._logs.create(attempt.logs)
 
     def _end_attempts(self):
         """Every attempt without a terminal state (the framework was torn
@@ -537,14 +452,3 @@ class RunRecord:
             if getattr(self._run.timings, name) is None:
                 setattr(self._run.timings, name, timestamp())
                 self._dirty = True
-
-
-# An attempt that ended in one of these states failed, whatever its exit code.
-FAILED_STATES = TERMINAL_STATES - {"TASK_FINISHED", "TASK_KILLED"}
-
-
-def failed(attempt):
-    """Whether ``attempt`` (a ``schema.Attempt``) failed: its command exited
-    with a code other than 0, or Mesos ended it as failed, lost, ..."""
-    last = attempt.states[-1].state if attempt.states else None
-    return attempt.exit_code not in (None, 0) or last in FAILED_STATES

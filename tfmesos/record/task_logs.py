@@ -1,0 +1,77 @@
+"""The run directory's log files: one per task, attempt and stream, written
+from the output the tasks forward (``worker.1.stderr``;
+``worker.1.attempt2.stderr`` from the second attempt on)."""
+
+import os
+
+
+def log_name(slot_name, attempt, stream):
+    """``worker.1.stderr``; ``worker.1.attempt2.stderr`` from the second attempt on."""
+    base = slot_name.replace(":", ".")
+    return "%s.%s" % (base if attempt <= 1 else "%s.attempt%d" % (base, attempt), stream)
+
+
+class TaskLogs:
+    """The log files of a run directory (``directory`` None: none), written
+    under the record's ``lock``."""
+
+    def __init__(self, directory, lock):
+        self.directory = directory
+        self._lock = lock
+        self._created = set()   # log files created by this run
+        self._files = {}        # name -> open log file
+
+    def write(self, name, text):
+        """A log file is created (emptied, in a reused directory) first, then
+        appended to; it stays open until the run finishes, flushed after every
+        write (so ``tail -f`` and ``tail()`` see everything)."""
+        if self.directory is None:
+            return
+        with self._lock:
+            try:
+                handle = self._files.get(name)
+                if handle is None:
+                    mode = "a" if name in self._created else "w"
+                    self._created.add(name)
+                    handle = self._files[name] = open(
+                        os.path.join(self.directory, name), mode, encoding="utf-8",
+                        errors="replace")
+                handle.write(text)
+                handle.flush()
+            except OSError:
+                pass   # a full disk must not fail the run
+
+    def create(self, logs):
+        """Both files of ``logs`` (a ``schema.Logs``), empty until output comes."""
+        for name in (logs.stdout, logs.stderr):
+            if name not in self._created:
+                self.write(name, "")
+
+    def close(self):
+        with self._lock:
+            files, self._files = self._files, {}
+        for handle in files.values():
+            try:
+                handle.close()
+            except OSError:
+                pass
+
+    def path(self, attempt, stream):
+        """The path of ``attempt``'s ``stream`` log, or None."""
+        if self.directory is None or attempt is None or not attempt.logs:
+            return None
+        return os.path.join(self.directory, attempt.logs.named(stream))
+
+    def tail(self, attempt, stream, lines):
+        """The last ``lines`` lines of ``attempt``'s ``stream`` log (the
+        last form of a line redrawn with carriage returns)."""
+        path = self.path(attempt, stream)
+        if path is None:
+            return []
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 64 * 1024))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:]]
