@@ -369,7 +369,7 @@ def test_cfs_that_cannot_be_done_is_a_usage_error_before_the_run(monkeypatch, tm
 
 def test_isolation_options_of_the_commands():
     from mesos_local import command_line as cli
-    from tfmesos.cli import tfrun
+    from tfmesos.cli import tfrun_options as tfrun
     args = tfrun.build_parser().parse_options(["--no-isolation"])
     assert tfrun.isolation_options(args) == {"isolation": None}
     args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])

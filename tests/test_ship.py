@@ -621,7 +621,7 @@ def test_shipped_commands_without_an_environment_run_python3_or_python(project):
 
 
 def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
-    from tfmesos.cli import tfrun
+    from tfmesos.cli import tfrun_options as tfrun
     from tfmesos.core.fine_grained import run_spec_of
 
     args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-exclude", "*.h5",

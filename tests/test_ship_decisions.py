@@ -208,7 +208,7 @@ def test_run_directories_are_never_shipped(project, tmp_path):
 
 
 def test_tfrun_options_make_the_ship_spec(tmp_path):
-    from tfmesos.cli import tfrun
+    from tfmesos.cli import tfrun_options as tfrun
 
     args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-follow-links",
                                                "--ship-allow-secrets"])

@@ -28,7 +28,7 @@ from .common import CommandParser, quiet_on_closed_pipe
 
 def docker_main(argv):
     from .docker_wrapper import run_in_image
-    from .tfrun import split_command
+    from .tfrun_options import split_command
 
     parser = CommandParser(
         prog="tfmesos docker", usage="%(prog)s [options] -- COMMAND [ARGS...]",

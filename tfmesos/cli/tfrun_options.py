@@ -1,0 +1,441 @@
+"""tfrun's options: the parser (``--help`` and its epilog), the options read
+into a ``RunSpec``, and what is checked before anything starts (each a
+usage error: SpecError)."""
+
+import argparse
+import json
+import os
+import shlex
+
+from .. import __version__
+from ..core import config
+from ..core.inputs import (
+    MAX_ATTEMPTS,
+    MAX_CPUS,
+    MAX_GPUS,
+    MAX_MEM_MB,
+    MAX_NAME,
+    MAX_SECONDS,
+    MAX_SHIP_MB,
+    MAX_TASKS,
+)
+from ..core.restarts import RESTART_ON, RestartPolicy
+from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
+from ..exceptions import SpecError, TFMesosError
+from .common import (
+    CommandParser,
+    bounded,
+)
+from .run_name import default_name
+from .tensorboard import tensorboard_job
+
+EPILOG = """\
+Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
+{task_index}; every task also gets TF_CONFIG and TFMESOS_* variables.
+Environment: MESOS_MASTER (default master), DOCKER_IMAGE (default image),
+TFMESOS_ADVERTISE_ADDRESS, MESOS_PRINCIPAL / MESOS_SECRET, TFMESOS_RUNS_DIR;
+TFMESOS_WARM_TASKS=0: the embedded master execs every task as a Mesos agent
+does, instead of handing plain tasks to Pythons started ahead of them (each
+its own interpreter: same environment, encodings and own hash seed).
+Every task's output and run.json go to ./tfmesos-runs/NAME-RUNID (--run-dir).
+Exit status: 0 when every worker (or the chief) exited 0; the failing task's
+exit code when one failed; 1 for other errors; 2 for usage errors; 130 when
+interrupted; 141 when the reader of its output went away (tfrun ... | head).
+Numbers are finite and bounded: at most 10000 tasks per run (100 on the
+embedded master), 10000 cpus, 100000000 MB and 1024 GPUs per task, 1000
+attempts or restarts, 30 days (2592000 s) for any timeout.
+"""
+
+SECONDS = bounded(float, 0, MAX_SECONDS, low_open=True)
+
+
+def build_parser():
+    parser = CommandParser(
+        prog="tfrun", usage="%(prog)s [options] -- COMMAND [ARGS...]",
+        description="Run a distributed TensorFlow command on Mesos (replica mode).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--version", action="version", version="tfrun (tfmesos) %s" % __version__)
+    add("-w", "--nworker", type=bounded(int, 0, MAX_TASKS), default=1, metavar="N",
+        help="worker tasks (default 1)")
+    add("-s", "--nserver", type=bounded(int, 0, MAX_TASKS), default=1, metavar="N",
+        help="parameter server (ps) tasks (default 1; 0 for none)")
+    add("-c", "--chief", action="store_true", help="add one chief task (TF2 strategies)")
+    add("--evaluator", action="store_true", help="add one evaluator task")
+    add("--job", action="append", default=[], metavar="NAME:COUNT[:CPUS[:MEM[:GPUS]]]",
+        help="add or override a job, e.g. --job worker:4:2:4096:1 (repeatable)")
+    add("-m", "--master", help="Mesos master: host:port, zk://host:port/mesos or 'local' "
+        "(default: $MESOS_MASTER, else the embedded local master)")
+    add("-n", "--name", help="the run's name: the Mesos framework's and its run directory's "
+        "(default: the command's script, e.g. train.py for python train.py)")
+    add("-C", "--containerizer_type", "--containerizer", dest="containerizer",
+        type=str.upper, choices=["MESOS", "DOCKER"],
+        default="MESOS", help="containerizer for image tasks: MESOS (default; a Docker "
+        "image under the Mesos containerizer, the one that isolates GPUs) or DOCKER")
+    add("-I", "--image", help="Docker image for the tasks (default $DOCKER_IMAGE; none: plain "
+        "command tasks)")
+    add("-f", "--force_pull_image", "--force-pull", dest="force_pull", action="store_true",
+        help="pull the image even when the agent has it")
+    for flag, job in (("w", "worker"), ("s", "ps"), ("c", "chief")):
+        add("-C" + flag, dest="cpus_" + job, type=bounded(float, 0, MAX_CPUS, low_open=True),
+            default=1.0, metavar="CPUS",
+            help="cpus per %s task (default 1)" % job)
+        add("-G" + flag, dest="gpus_" + job, type=bounded(int, 0, MAX_GPUS), default=0,
+            metavar="GPUS",
+            help="GPUs per %s task (default 0)" % job)
+        add("-M" + flag, dest="mem_" + job, type=bounded(float, 0, MAX_MEM_MB, low_open=True),
+            default=1024.0, metavar="MB",
+            help="memory per %s task in MB (default 1024)" % job)
+    add("-V", "--volume", action="append", default=[], metavar="HOST:CONTAINER[:ro|rw]",
+        help="volume for container tasks (repeatable)")
+    add("-E", "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="environment variable for every task (repeatable)")
+    add("-r", "--role", help="Mesos role to take resources from")
+    add("-u", "--user", help="user the tasks run as (default: you); it must exist on every "
+        "agent; on the embedded master, a user other than you needs tfrun run as root, and "
+        "that user must be able to run --python (see --ship)")
+    add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
+        help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
+        "before/after the command")
+    add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
+        "on the agents (default: the one running tfrun); its directory comes first on the "
+        "task's PATH, so python and python3 in the command are it too (e.g. a virtual "
+        "environment's bin/python)")
+    add("--advertise-address", help="address of this machine that tasks use to reach tfrun "
+        "(default: the local address towards the master; $TFMESOS_ADVERTISE_ADDRESS), "
+        "checked before anything starts; not loopback when the agents are on other hosts")
+    add("--launch-timeout", type=SECONDS, default=600.0, metavar="SECONDS",
+        help="abort when the cluster is not complete in time (default 600)")
+    add("--max-attempts", type=bounded(int, 1, MAX_ATTEMPTS), default=3, metavar="N",
+        help="launch attempts per task before the cluster is complete (default 3)")
+    add("--connect-timeout", type=SECONDS, metavar="SECONDS",
+        help="give up when no Mesos master answers for this long (default 60)")
+    add("--master-scheme", choices=["http", "https"], default="http",
+        help="scheme of the masters found through zk:// (default http)")
+    add("--ca-bundle", metavar="FILE", help="CA certificates to verify https masters with "
+        "(default: the system's)")
+    add("--no-verify", action="store_true",
+        help="do not verify https masters' certificates (insecure)")
+    add_output_options(add)
+    add_recovery_options(add)
+    add_ship_options(add)
+    add_isolation_options(add)
+    return parser
+
+
+def add_ship_options(add):
+    """tfrun --ship: send the user's code to the tasks (README "Run on a Mesos cluster")."""
+    add("--ship", nargs="?", const=".", metavar="DIR",
+        help="pack DIR (default: the current directory; in a git work tree what git would "
+        "commit) and send it to every task through the Mesos fetcher: the command runs in "
+        "it, with tfmesos' task side, and plain tasks run python3 from the agent's PATH "
+        "(--python to change it); agents need no shared filesystem. Run directories "
+        "(--run-dir, tfmesos-runs/) are never shipped")
+    add("--ship-exclude", action="append", default=[], metavar="PATTERN",
+        help="leave files matching PATTERN (a glob on the path or any part of it) out of "
+        "the bundle (repeatable)")
+    add("--ship-max-size", type=bounded(float, 0, MAX_SHIP_MB, low_open=True), default=100.0,
+        metavar="MB",
+        help="refuse a bundle larger than this (default 100)")
+    add("--ship-follow-links", action="store_true",
+        help="ship what symbolic links leading out of DIR point to (default: such a link is "
+        "refused, naming it; links inside DIR ship as links)")
+    add("--ship-allow-secrets", action="store_true",
+        help="ship files that look like secrets (.env*, .envrc, id_rsa* and other SSH keys, "
+        "*.pem, *.key, *.p12, .ssh/, .aws/, .netrc, .git-credentials, .pypirc, "
+        ".docker/config.json, ...; default: refused, naming them; --ship-exclude leaves them "
+        "out instead)")
+    add("--python-env", metavar="ARCHIVE",
+        help="a conda-pack or venv-pack archive (a file here, or an http(s):// or hdfs:// "
+        "URL) each agent fetches once (Mesos' fetcher cache): its bin/python3 runs the "
+        "tasks and its bin/ comes first on the command's PATH")
+
+
+def mlflow_option(args):
+    """The run's ``MlflowSpec`` from --mlflow and --mlflow-experiment, or None."""
+    if args.mlflow is None:
+        if args.mlflow_experiment is not None:
+            raise SpecError("--mlflow-experiment needs --mlflow")
+        return None
+    import importlib.util
+
+    from ..record.mlflow_mapping import NOT_INSTALLED, mlflow_spec
+    if importlib.util.find_spec("mlflow") is None:   # imported only once the run goes
+        raise SpecError("--mlflow %s" % NOT_INSTALLED)
+    return mlflow_spec(args.mlflow, args.mlflow_experiment)
+
+
+def ship_spec(args):
+    """The run's ``ShipSpec`` from --ship and --python-env, or None."""
+    for option, given in (("--ship-exclude", args.ship_exclude),
+                          ("--ship-follow-links", args.ship_follow_links),
+                          ("--ship-allow-secrets", args.ship_allow_secrets)):
+        if args.ship is None and given:
+            raise SpecError("%s needs --ship" % option)
+    if args.ship is None and args.python_env is None:
+        return None
+    from ..ship.bundle import ShipSpec
+    return ShipSpec(args.ship, tuple(args.ship_exclude),
+                    int(args.ship_max_size * 1000 * 1000), args.python_env,
+                    follow_links=args.ship_follow_links, allow_secrets=args.ship_allow_secrets)
+
+
+def add_isolation_options(add):
+    """How the embedded master holds tasks to their resources."""
+    add("--no-isolation", action="store_true",
+        help="embedded master: do not hold tasks to their cpus and mem (default: as root "
+        "with writable cgroups, a task over its -M is killed, as on Mesos agents with "
+        "cgroups isolation)")
+    add("--cgroups-enable-cfs", action="store_true",
+        help="embedded master: also cap each task at its cpus with the CFS quota, as Mesos' "
+        "--cgroups_enable_cfs (default: cpu shares only)")
+
+
+def isolation_options(args):
+    """The embedded master's isolation options (``LocalMaster``'s)."""
+    if args.no_isolation and args.cgroups_enable_cfs:
+        raise SpecError("--no-isolation and --cgroups-enable-cfs contradict each other: "
+                        "drop one")
+    if args.no_isolation:
+        return {"isolation": None}
+    return {"cgroups_enable_cfs": True} if args.cgroups_enable_cfs else {}
+
+
+def add_recovery_options(add):
+    """What happens when a task fails once the cluster is up."""
+    add("--max-restarts", type=bounded(int, 0, MAX_ATTEMPTS), default=0, metavar="N",
+        help="restart the whole cluster up to N times when a task fails after the cluster "
+        "is up (default 0: the failure ends the run)")
+    add("--restart-on", choices=RESTART_ON, default="lost",
+        help="lost (default): restart only for infrastructure losses (a lost agent or task, "
+        "a command killed by a signal tfrun did not send); failure: for any non-zero exit too")
+    add("--restart-backoff", type=bounded(float, 0, MAX_SECONDS), default=2.0,
+        metavar="SECONDS",
+        help="wait before the first restart, twice as long before each next (default 2)")
+    add("--sticky-workers", action="store_true",
+        help="with a chief (ParameterServerStrategy): relaunch a failed worker on its agent "
+        "at its address while the rest keeps running")
+    add("--sticky-timeout", type=SECONDS, default=STICKY_TIMEOUT, metavar="SECONDS",
+        help="a worker not back within this long falls back to a restart (default 120)")
+
+
+def add_output_options(add):
+    """What tfrun shows and where it keeps the logs."""
+    add("--logs", action="append", default=[], metavar="JOB[:INDEX,...]",
+        help="tasks whose output is shown: e.g. --logs worker:0,2 --logs ps, 'all' or 'none' "
+        "(repeatable; default: every worker, the chief and the evaluator). Every task's "
+        "output goes to the run directory either way")
+    add("--worker-logs", metavar="INDICES",
+        help="the original flag: workers whose output is shown, '*' (default), a comma list "
+        "like 0,2, or 'none' (the chief and the evaluator are shown too)")
+    add("--tensorboard", metavar="LOGDIR", help="also run TensorBoard on LOGDIR (a path the "
+        "agents see) as a task of the run; its URL is printed once it answers")
+    add("--mlflow", nargs="?", const="", metavar="TRACKING_URI",
+        help="also log the run to MLflow, from tfrun (the tasks need no MLflow): parameters, "
+        "the tasks' metrics with their steps, tags, and run.json, report.html and the logs "
+        "as artifacts; TRACKING_URI: a server (http://host:5000), sqlite:///mlflow.db, a "
+        "directory (a file store); default $MLFLOW_TRACKING_URI, else ./mlruns. Needs the "
+        "mlflow extra: pip install 'tfmesos[mlflow]'")
+    add("--mlflow-experiment", metavar="NAME",
+        help="the MLflow experiment (default $MLFLOW_EXPERIMENT_NAME, else tfmesos)")
+    add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
+        "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
+    add("-q", "--quiet", action="store_true",
+        help="no status line while the cluster forms, no sizing advice at the end")
+    add("-v", "--verbose", action="store_true",
+        help="say what the scheduler does, and where the run directory is")
+
+
+def split_command(argv):
+    """Options before ``--``, the command after it."""
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1:]
+    return argv, []
+
+
+def command_string(words):
+    return words[0] if len(words) == 1 else shlex.join(words)
+
+
+def parse_job_option(text):
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 5 or not parts[0]:
+        raise SpecError("--job %r: expected NAME:COUNT[:CPUS[:MEM[:GPUS]]]" % text)
+    fields = {"name": parts[0]}
+    try:
+        fields["num"] = int(parts[1])
+        for key, value in zip(("cpus", "mem", "gpus"), parts[2:]):
+            fields[key] = int(value) if key == "gpus" else float(value)
+    except ValueError:
+        raise SpecError("--job %r: COUNT and GPUS must be integers, CPUS and MEM numbers"
+                        % text) from None
+    return fields
+
+
+def jobs_from_args(args):
+    jobs = {}
+    counts = (("ps", args.nserver), ("worker", args.nworker), ("chief", 1 if args.chief else 0),
+              ("evaluator", 1 if args.evaluator else 0))
+    for name, count in counts:
+        if count < 0:
+            raise SpecError("the number of %s tasks cannot be negative" % name)
+        if count:
+            resources = name if name != "evaluator" else "worker"
+            jobs[name] = {"name": name, "num": count,
+                          "cpus": getattr(args, "cpus_" + resources),
+                          "mem": getattr(args, "mem_" + resources),
+                          "gpus": getattr(args, "gpus_" + resources)}
+    for text in args.job:
+        fields = parse_job_option(text)
+        if fields["num"] == 0:
+            jobs.pop(fields["name"], None)
+        else:
+            jobs[fields["name"]] = dict(jobs.get(fields["name"], {}), **fields)
+    if not any(name in jobs for name in ("worker", "chief")):
+        raise SpecError("nothing to run: ask for at least one worker (-w N) or a chief (-c)")
+    return parse_jobs(list(jobs.values()), allowed=REPLICA_JOBS)
+
+
+def worker_logs_choice(text, jobs):
+    """The original ``--worker-logs`` ('*', 'none', '0,2') as ``--logs``
+    choices: those workers, and the chief and evaluator (() for the default)."""
+    text = (text or "*").strip()
+    if text == "*":
+        return ()
+    if text.lower() in ("", "none"):
+        indices = set()
+    else:
+        try:
+            indices = {int(part) for part in text.split(",")}
+        except ValueError:
+            raise SpecError("--worker-logs %r: use '*', 'none' or indices like 0,2" % text) from None
+    names = {job.name: job for job in jobs}
+    choices = [name for name in ("chief", "evaluator") if name in names]
+    if "worker" in names:
+        shown = sorted(indices & set(names["worker"].task_indices()))
+        if shown:
+            choices.append("worker:" + ",".join(map(str, shown)))
+    return tuple(choices) or ("none",)
+
+
+def default_logs(slot):
+    """What is shown without --logs: every worker, the chief and the evaluator."""
+    return slot.job.name in ("worker", "chief", "evaluator")
+
+
+def logs_filter(options, jobs):
+    """``--logs`` options -> predicate on task slots (their union)."""
+    chosen = set()   # (job, index); (job, None): all of the job's tasks
+    by_name = {job.name: job for job in jobs}
+    for text in options:
+        text = text.strip()
+        if text.lower() in ("all", "none"):
+            chosen.update((name, None) for name in by_name if text.lower() == "all")
+            continue
+        name, _, indices = text.partition(":")
+        if name not in by_name:
+            raise SpecError("--logs %s: no job %r in this run; jobs: %s (or 'all', 'none')"
+                            % (text, name, ", ".join(by_name)))
+        if not indices:
+            chosen.add((name, None))
+            continue
+        try:
+            numbers = {int(part) for part in indices.split(",")}
+        except ValueError:
+            raise SpecError("--logs %s: use JOB or JOB:INDEX,... like worker:0,2" % text) from None
+        wrong = sorted(numbers - set(by_name[name].task_indices()))
+        if wrong:
+            raise SpecError("--logs %s: %s has no task %s" % (text, name, wrong[0]))
+        chosen.update((name, index) for index in numbers)
+    return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
+
+
+def shown_logs(spec):
+    """The predicate of what is shown live, from the run's ``logs`` choices."""
+    return logs_filter(spec.logs, spec.jobs) if spec.logs else default_logs
+
+
+def read_hooks(path):
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            hooks = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise SpecError("--extra_config %s: %s" % (path, exc)) from None
+    if not isinstance(hooks, dict) or set(hooks) - {"initializer", "finalizer"} \
+            or not all(isinstance(v, str) for v in hooks.values()):
+        raise SpecError("--extra_config %s: expected a JSON object with string 'initializer' "
+                        "and/or 'finalizer' commands" % path)
+    return hooks
+
+
+def read_options(args, command):
+    """The run's ``RunSpec``: every option parsed and checked once; SpecError,
+    MasterAddressError."""
+    jobs = jobs_from_args(args)
+    image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
+    ship = ship_spec(args)
+    if args.tensorboard:
+        # Shipped: this interpreter's path means nothing on the agents.
+        python = args.python or ("python3" if ship else None)
+        jobs.append(tensorboard_job(args.tensorboard, image, python))
+    if args.logs and args.worker_logs is not None:
+        raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
+                        "(e.g. --logs worker:0,2 --logs chief)")
+    return RunSpec(
+        name=args.name or default_name([command])[:MAX_NAME], role=args.role,
+        image=image, containerizer=args.containerizer, force_pull=args.force_pull,
+        volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
+        max_attempts=args.max_attempts, python=args.python, user=args.user,
+        jobs=tuple(jobs), mode="replica", command=command,
+        hooks=read_hooks(args.extra_config), master=config.resolve_master(args.master, os.environ),
+        verify=not args.no_verify, ca_bundle=args.ca_bundle, master_scheme=args.master_scheme,
+        advertise_address=args.advertise_address, connect_timeout=args.connect_timeout,
+        quiet_tensorflow=not args.verbose,
+        restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
+        sticky_jobs=("worker",) if args.sticky_workers else (),
+        sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
+        local_master=isolation_options(args),
+        logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
+        mlflow=mlflow_option(args))
+
+
+def check_local_user(spec):
+    """SpecError unless the embedded master can run the plain tasks as
+    ``-u``'s user (``backends.task_user``)."""
+    if not spec.user or spec.image:
+        return
+    from ..backends.task_user import check_task_user
+    from ..core.taskinfo import task_entry_needs
+    python, pythonpath = task_entry_needs(spec)
+    options = spec.local_master_options
+    check_task_user(spec.user, python, pythonpath, options.get("switch_user", True),
+                    path=(options.get("executor_environment") or os.environ).get("PATH"))
+
+
+def check_before_start(spec, environ):
+    """What a run would find wrong only once started, as usage errors
+    (SpecError): a given advertise address the backend would refuse, a
+    ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
+    a ``--run-dir`` that cannot be made (made last, once all else passed)."""
+    if spec.advertise_address or (spec.master != config.LOCAL
+                                  and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
+        from ..core.launch import make_backend
+        backend = make_backend(spec, environ)
+        try:
+            backend.check()
+        except TFMesosError as exc:
+            raise SpecError(str(exc)) from None
+    if spec.image and spec.master == config.LOCAL:
+        from mesos_local.docker_host import docker_host_error
+        why = docker_host_error(environ)
+        if why:
+            raise SpecError(why)
+    if spec.run_dir not in (None, AUTO):
+        try:
+            os.makedirs(spec.run_dir, exist_ok=True)
+        except OSError as exc:
+            raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
+                            "write" % (spec.run_dir, exc.strerror or exc)) from None
