@@ -15,7 +15,7 @@ from ..exceptions import TFMesosError
 from ..mesos.agent_files import MAX_REPLY, AgentFiles, AgentFilesError, sandbox_path
 from .cluster_runs import cluster_runs, find_cluster_run
 
-PAGE = 64 * 1024          # bytes asked for per read (Mesos caps a read at 16 pages)
+PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
 
 
@@ -59,7 +59,7 @@ class SandboxFile:
         try:
             while True:
                 answer = agent.get("/files/read", path=self.path, offset=self.offset,
-                                   length=min(PAGE, MAX_REPLY // 8))
+                                   length=PAGE)
                 data = answer.get("data") if isinstance(answer, dict) else None
                 if not isinstance(data, str):
                     raise AgentFilesError("%s/files/read answered no data" % self.base_url)
