@@ -20,6 +20,15 @@ FUNCTION = "TFMESOS_FUNCTION"           # tfmesos.run: the payload's file name i
 FUNCTION_SHA256 = "TFMESOS_FUNCTION_SHA256"  # its sha256,
 MAX_RESULT = "TFMESOS_MAX_RESULT"       # and the bound of a pickled result, bytes
 
+# A run that survives its scheduler (tfrun --failover, --detach): for this
+# many seconds after losing the scheduler the task keeps its command running
+# and registers again, at the address the framework's label
+# ``labels.RENDEZVOUS`` names on the master (absent or 0: the task stops
+# when the scheduler goes, the default).
+FAILOVER_TIMEOUT = "TFMESOS_FAILOVER_TIMEOUT"
+MASTER = "TFMESOS_MASTER"               # the leading master's URL, http(s)://host:port
+FRAMEWORK_ID = "TFMESOS_FRAMEWORK_ID"   # the run's framework
+
 REQUIRED = (RENDEZVOUS, SECRET, TASK_ID)
 
 # Set by the task entry for tfmesos.run's runner: where it writes the outcome.

@@ -1,0 +1,53 @@
+"""How a run shows itself on its Mesos master, in one place both sides
+import: the framework's labels (``FrameworkInfo.labels``), and the
+scheduler task of a detached run (``tfrun --detach``).
+
+* ``RUN_ID``, ``JOBS``, ``MODE``, ``COMMAND``: what ``tfmesos runs
+  --master`` lists (``core.taskinfo.run_labels``).
+* ``RENDEZVOUS``: ``host:port`` of the run's current rendezvous. A
+  scheduler that takes a framework over (a detached run's scheduler task,
+  ``tfmesos attach``) subscribes with its new address here; tasks that lost
+  their scheduler read it from the master (``/master/frameworks``) to
+  register again.
+* ``OUTCOME``: how the run ended (``succeeded``, ``failed: ...``), set by
+  the scheduler with ``UPDATE_FRAMEWORK`` before it tears the framework down,
+  so that a finished framework still says it.
+* ``DETACHED``: ``"1"`` on a run whose scheduler is a task of its own
+  framework.
+"""
+
+RUN_ID = "tfmesos.run_id"
+JOBS = "tfmesos.jobs"
+MODE = "tfmesos.mode"
+COMMAND = "tfmesos.command"
+RENDEZVOUS = "tfmesos.rendezvous"
+OUTCOME = "tfmesos.outcome"
+DETACHED = "tfmesos.detached"
+
+# A detached run's scheduler is the Mesos task
+# ``tfmesos.<run id>.scheduler.0.<attempt>`` (the task id shape of
+# ``core.taskinfo.run_id_of``); its run directory is ``run/`` in its sandbox,
+# so ``run/run.json`` is the run's record, as /files serves it.
+SCHEDULER_JOB = "scheduler"
+SCHEDULER_RUN_DIR = "run"
+SCHEDULER_RECORD = SCHEDULER_RUN_DIR + "/run.json"
+
+
+def scheduler_task_id(run_id, attempt):
+    return "tfmesos.%s.%s.0.%d" % (run_id, SCHEDULER_JOB, attempt)
+
+
+def is_scheduler_task(task_id):
+    parts = task_id.split(".")
+    return len(parts) == 5 and parts[0] == "tfmesos" and parts[2] == SCHEDULER_JOB
+
+
+def label_map(labels):
+    """``{key: value}`` of a Mesos ``Labels`` message as JSON (``{"labels":
+    [...]}``) or its list; anything malformed is left out."""
+    if isinstance(labels, dict):
+        labels = labels.get("labels")
+    if not isinstance(labels, list):
+        return {}
+    return {label["key"]: str(label.get("value", "")) for label in labels
+            if isinstance(label, dict) and isinstance(label.get("key"), str)}
