@@ -6,6 +6,8 @@ commands:
   runs [-n N] [--prune --keep N]        list recent runs (./tfmesos-runs, $TFMESOS_RUNS_DIR)
   runs --master M                       list the runs a Mesos master knows
   kill RUN [--master M]                 tear a run down on its Mesos master
+  attach RUN [--master M]               follow a detached run, or take over one whose
+                                        scheduler is gone (tfrun --failover, --detach)
   show RUN                              a run's outcome, tasks, attempts and exit codes
   logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
   logs RUN --master M [TASK] [--follow] a task's output from its agent's sandbox
@@ -65,7 +67,8 @@ def main(argv=None):
 
 def _main(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("runs", "show", "logs", "report", "kill", "local-master", "docker", "version")
+    commands = ("runs", "show", "logs", "report", "kill", "attach", "local-master", "docker",
+                "version")
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -90,6 +93,13 @@ def _main(argv):
         if command == "kill":
             from .cluster_runs import kill_main
             return kill_main(rest)
+        if command == "attach":
+            from .attach import main as attach_main
+            try:
+                return attach_main(rest)
+            except KeyboardInterrupt:   # following a detached run: it goes on
+                print("tfmesos attach: stopped following; the run goes on", file=sys.stderr)
+                return 0
         if command in ("version", "--version"):
             from .. import __version__
             print("tfmesos %s" % __version__)

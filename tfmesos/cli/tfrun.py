@@ -126,9 +126,11 @@ def print_metrics(run):
                                                           run.run_id))
 
 
-def execute(run, show, progress, advice=True):
+def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     """Run to the end and return the exit code; names the run directory
-    when the run did not succeed; ``advice``: sizing hints at the end."""
+    when the run did not succeed; ``advice``: sizing hints at the end;
+    ``leave_on_interrupt``: Ctrl-C leaves the run to its tasks (``tfmesos
+    attach``) instead of stopping it."""
     succeeded = False
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
     with interrupt_on_signals():
@@ -151,6 +153,15 @@ def execute(run, show, progress, advice=True):
         except (KeyboardInterrupt, BrokenPipeError) as exc:
             if isinstance(exc, BrokenPipeError):   # the status line's stderr
                 exc = OutputClosed()
+            if leave_on_interrupt and not isinstance(exc, OutputClosed):
+                with ignore_signals():
+                    run.detach()
+                say("detached: the tasks go on without a scheduler for %s; take the run over "
+                    "again with tfmesos attach %s, stop it with tfmesos kill %s --master %s"
+                    % (duration(run.run_spec.failover_timeout), run.run_id, run.run_id,
+                       run.master))
+                succeeded = True
+                return 0
             run.record.ended(exc, run.phase)   # also between the waits
             if isinstance(exc, OutputClosed):
                 say("%s; stopping every task" % exc)
@@ -181,8 +192,53 @@ def execute(run, show, progress, advice=True):
                 print_metrics(run)
 
 
-def main(argv=None):
+def duration(seconds):
+    seconds = int(seconds or 0)
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return "%d h" % (seconds // 3600)
+    if seconds >= 60 and seconds % 60 == 0:
+        return "%d min" % (seconds // 60)
+    return "%d s" % seconds
+
+
+def takeover(args, spec, key_file=None):
+    """``--resume DIR`` (``tfmesos attach``): the ``Resume`` of the run
+    whose directory DIR is, and the spec writing its record there."""
+    import dataclasses
+
+    from ..core.takeover import Resume
+    from ..record.history import Run
+    from ..record.takeover_files import key_path, read_failover, read_key
+    failover = read_failover(args.resume)
+    previous = Run.load(args.resume).file
+    secret = read_key(key_file or key_path(failover["run_id"], os.environ))
+    return (Resume(failover["run_id"], failover["framework_id"], secret, previous),
+            dataclasses.replace(spec, run_dir=args.resume))
+
+
+def keep_for_takeover(run, argv):
+    """``--failover``: what ``tfmesos attach`` needs, once the framework is known."""
+    from ..record.takeover_files import save_failover, save_key
+
+    def saved(framework_id):
+        try:
+            save_key(run.run_id, run.secret, os.environ)
+            save_failover(run.record.directory, run.run_id, framework_id, run.master, argv,
+                          os.getcwd())
+        except OSError as exc:
+            say("warning: --failover: cannot keep what tfmesos attach needs (%s): if tfrun "
+                "goes, nothing can take the run over" % exc)
+            return
+        say("--failover: if tfrun goes, the tasks keep running for %s; take the run over "
+            "with: tfmesos attach %s" % (duration(run.run_spec.failover_timeout), run.run_id))
+    return saved
+
+
+def main(argv=None, key_file=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--detached-scheduler"] and len(argv) == 2:
+        from .tfrun_detached import scheduler_task_main
+        return scheduler_task_main(argv[1])
     parser = build_parser()
     options, words = split_command(argv)
     args = parser.parse_options(options, words if "--" in argv else None)
@@ -199,8 +255,20 @@ def main(argv=None):
             check_local(spec.jobs, spec.local_master_options)
             check_local_user(spec)
         check_before_start(spec, os.environ)
+        resume = None
+        if args.resume:
+            resume, spec = takeover(args, spec, key_file)
+        if args.detach:
+            from ..core.detached import check_detachable
+            check_detachable(spec)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
+    except TFMesosError as exc:   # a run that cannot be taken over
+        print("tfrun: error: %s" % exc, file=sys.stderr)
+        return 1
+    if args.detach:
+        from .tfrun_detached import submit
+        return submit(spec, args, say)
     if args.no_verify:
         print("tfrun: warning: --no-verify: the master's certificate is not checked; anyone "
               "in the path can impersonate it", file=sys.stderr)
@@ -222,7 +290,9 @@ def main(argv=None):
         idle=lambda: not _open_lines)
     try:
         run = ClusterRun(spec, on_log=shown_only(show, progress), on_progress=progress,
-                         notify=say, warm_runner=warm_runner)
+                         notify=say, warm_runner=warm_runner, resume=resume)
+        if spec.failover_timeout is not None and resume is None:
+            run.on_framework = keep_for_takeover(run, argv)
         run.mlflow_at_stop = False   # execute() ends it once the tasks are stopped
     except TFMesosError as exc:
         if warm_runner is not None:
@@ -232,7 +302,11 @@ def main(argv=None):
     if args.verbose:
         print("tfrun: logs and run record: %s" % run.record.directory, file=sys.stderr,
               flush=True)
-    return execute(run, show, progress, advice=not args.quiet)
+    if resume is not None:
+        say("taking run %s over (framework %s); Ctrl-C leaves it to its tasks again"
+            % (run.run_id, resume.framework_id))
+    return execute(run, show, progress, advice=not args.quiet,
+                   leave_on_interrupt=resume is not None)
 
 
 def run():

@@ -120,7 +120,56 @@ def build_parser():
     add_recovery_options(add)
     add_ship_options(add)
     add_isolation_options(add)
+    add_lifetime_options(add)
     return parser
+
+
+FAILOVER_DEFAULT = 3600.0         # --failover: the tasks wait an hour for a scheduler
+DETACHED_DEFAULT = 6 * 3600.0     # --detach: six hours
+
+
+def add_lifetime_options(add):
+    """Runs that outlive tfrun (a master that outlives it: not the embedded one)."""
+    add("--failover", action="store_true",
+        help="the tasks outlive tfrun: if tfrun dies (killed, its machine gone; Ctrl-C still "
+        "stops the run) they keep running for --failover-timeout, and `tfmesos attach RUN` "
+        "takes the run over where it was. Needs a master that outlives tfrun (-m)")
+    add("--detach", action="store_true",
+        help="submit and leave: the run's scheduler runs as a Mesos task of the run (with "
+        "--ship or an image, so an agent has its code), and tfrun exits once it took over; "
+        "follow it with tfmesos attach/logs/show RUN --master M, stop it with tfmesos kill")
+    add("--failover-timeout", type=SECONDS, metavar="SECONDS",
+        help="how long the tasks keep running without a scheduler (Mesos' "
+        "FrameworkInfo.failover_timeout; default %d with --failover, %d with --detach)"
+        % (FAILOVER_DEFAULT, DETACHED_DEFAULT))
+    add("--scheduler-cpus", type=bounded(float, 0, MAX_CPUS, low_open=True), default=0.5,
+        metavar="CPUS", help="--detach: cpus of the scheduler's task (default 0.5)")
+    add("--scheduler-mem", type=bounded(float, 0, MAX_MEM_MB, low_open=True), default=512.0,
+        metavar="MB", help="--detach: memory of the scheduler's task in MB (default 512)")
+    # tfmesos attach: take the run whose directory DIR is over.
+    add("--resume", metavar="DIR", help=argparse.SUPPRESS)
+
+
+def failover_timeout(args, master):
+    """The run's ``RunSpec.failover_timeout`` (None: the tasks stop with
+    tfrun); SpecError for what cannot outlive tfrun."""
+    outlives = args.failover or args.detach or args.resume
+    if not outlives:
+        if args.failover_timeout is not None:
+            raise SpecError("--failover-timeout is for runs that outlive tfrun: add --failover "
+                            "or --detach")
+        return None
+    if args.failover and args.detach:
+        raise SpecError("--failover and --detach both keep the run going without tfrun: "
+                        "--detach also runs its scheduler on the cluster; give one")
+    if master == config.LOCAL:
+        raise SpecError("--%s needs a master that outlives tfrun, and the embedded one dies "
+                        "with it: start one (tfmesos local-master --port 5050 &) and add "
+                        "-m 127.0.0.1:5050, or use a Mesos cluster"
+                        % ("detach" if args.detach else "failover"))
+    if args.failover_timeout is not None:
+        return args.failover_timeout
+    return DETACHED_DEFAULT if args.detach else FAILOVER_DEFAULT
 
 
 def add_ship_options(add):
@@ -399,7 +448,8 @@ def read_options(args, command):
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
         local_master=isolation_options(args),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
-        mlflow=mlflow_option(args))
+        mlflow=mlflow_option(args),
+        failover_timeout=failover_timeout(args, config.resolve_master(args.master, os.environ)))
 
 
 def check_local_user(spec):

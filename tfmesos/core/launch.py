@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 from ..backends.embedded import EmbeddedMaster
 from ..exceptions import LaunchTimeout, MesosError
 from ..mesos import MesosSchedulerDriver
-from ..protocol import task_env
+from ..protocol import labels, task_env
 from ..protocol.hostport import format_address, free_port
 from ..record import schema
 from ..record.run_record import RunRecord, default_run_dir
@@ -44,6 +44,7 @@ from .sandbox_tails import SandboxTails
 from .scheduler import TFMesosScheduler
 from .spec import AUTO
 from .state import RunState
+from .takeover import adopt_slots
 from .taskinfo import build_task, framework_info, warm_task_command
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ class _Parts(NamedTuple):
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
+# A run taken over: its tasks' grace to register again is longer by this
+# (they look the new rendezvous up on the master, every 5 s at most).
+ADOPTION_EXTRA = 30.0
 
 
 class ClusterRun:
@@ -84,7 +88,8 @@ class ClusterRun:
 
     def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
                  notify=None, warm_runner=None, backend=None, transport=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, resume=None, on_framework=None, shipment=None,
+                 detached=False):
         self.run_spec = spec
         self.jobs = list(spec.jobs)
         self.mode = spec.mode
@@ -104,8 +109,14 @@ class ClusterRun:
         self._transport = transport
         self._clock = clock
         self.events: queue.Queue[object] = queue.Queue()
-        self.secret = secrets.token_bytes(32)
-        self.run_id = secrets.token_hex(4)
+        # ``resume`` (``takeover.Resume``): this scheduler takes the run over.
+        self.resume = resume
+        self.secret = resume.secret if resume else secrets.token_bytes(32)
+        self.run_id = resume.run_id if resume else secrets.token_hex(4)
+        # ``on_framework(framework_id)``: once, when the framework is known.
+        self.on_framework = on_framework
+        self._framework_told = False
+        self._adopted = []   # task ids taken over that must register again
         # What start() makes (None before): ``_started`` hands them out typed.
         self.driver: Optional[MesosSchedulerDriver] = None
         self.rendezvous: Optional[Rendezvous] = None
@@ -117,6 +128,10 @@ class ClusterRun:
         self.recovery = Recovery(self.control, self.record, spec.restart_policy,
                                  spec.sticky_jobs, spec.sticky_timeout, spec.max_attempts,
                                  notify=notify)
+        if resume is not None and resume.previous is not None:
+            self.record.resume(resume.previous)
+            self._adopted = adopt_slots(self.slots, resume.previous, self.mode)
+            self.recovery.restarts = len(resume.previous.restarts)
         # What a task that never reached the rendezvous wrote in its sandbox.
         self.sandboxes = SandboxTails(
             lambda: self.scheduler.framework_id if self.scheduler else None,
@@ -128,7 +143,11 @@ class ClusterRun:
                                    sandboxes=self.sandboxes)
         self._chief = None   # the coordinator's address, kept across restarts
         self._say = notify or logger.info
-        self.shipment = None  # tfrun --ship: shipping.Shipment, served while the run lasts
+        # tfrun --ship: shipping.Shipment, served while the run lasts (given:
+        # files packed before, a detached run's scheduler task serves them).
+        self.shipment = shipment
+        self.detached = detached     # this is a detached run's scheduler task
+        self._framework_info = None
         self._keras_coordinator = None   # worker 0's second port (replica mode), per formation
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
         self.mlflow = None
@@ -168,11 +187,16 @@ class ClusterRun:
             self.scheduler = scheduler = TFMesosScheduler(
                 self.slots, self._make_task, self.events, self.run_id,
                 on_launch=self._launching, extra_ports=self._extra_ports)
-            info = framework_info(self.run_spec, self.jobs, self.run_id)
+            info = framework_info(
+                self.run_spec, self.jobs, self.run_id,
+                framework_id=self.resume.framework_id if self.resume else None,
+                rendezvous=format_address(self.backend.advertised_address(master_url),
+                                          self.rendezvous.port), detached=self.detached)
             options = self.run_spec.driver_options()
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
                 options["principal"] = info["principal"]
+            self._framework_info = info
             self.driver = driver = MesosSchedulerDriver(
                 scheduler, info, master_url, connect_timeout=self.run_spec.connect_timeout,
                 refused_timeout=self.run_spec.refused_timeout, transport=self._transport,
@@ -188,7 +212,7 @@ class ClusterRun:
 
     def _ship(self):
         """``tfrun --ship``: pack and serve what every task fetches."""
-        if self.run_spec.ship is None:
+        if self.run_spec.ship is None or self.shipment is not None:
             return
         from ..ship.shipping import Shipment
 
@@ -243,9 +267,15 @@ class ClusterRun:
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         host = self._advertised_address()
         rendezvous = format_address(host, self._started().rendezvous.port)
+        failover = None
+        if self.run_spec.failover_timeout is not None:   # the tasks outlive this scheduler
+            parts = self._started()
+            failover = {task_env.FAILOVER_TIMEOUT: "%g" % self.run_spec.failover_timeout,
+                        task_env.MASTER: parts.driver.master or "",
+                        task_env.FRAMEWORK_ID: parts.scheduler.framework_id or ""}
         return build_task(self.run_spec, slot, assignment, rendezvous, self.secret,
                           quiet_tensorflow=self.run_spec.quiet_tensorflow, run_id=self.run_id,
-                          shipment=self.shipment, ship_host=host)
+                          shipment=self.shipment, ship_host=host, failover=failover)
 
     # -- waiting --------------------------------------------------------------
 
@@ -282,6 +312,11 @@ class ClusterRun:
             return
         self.record.all_registered(self._started().scheduler.framework_id)
         self.recovery.formed(self.cluster_spec)
+        # Taken over: the tasks that ran register again, within the grace
+        # (counted from now, plus what finding the new address takes them).
+        adopted, self._adopted = self._adopted, []
+        for task_id in adopted:
+            self.state.left(task_id, self._clock() + ADOPTION_EXTRA, "the scheduler failed over")
 
     def publish_to(self, slot):
         """Send ``slot`` its start message: its role and the cluster spec."""
@@ -305,6 +340,8 @@ class ClusterRun:
             logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
 
     def _ships_code(self):
+        if self.shipment is not None:
+            return self.shipment.bundle is not None
         return self.run_spec.ship is not None and self.run_spec.ship.directory is not None
 
     def wait_finished(self):
@@ -338,11 +375,33 @@ class ClusterRun:
             event = None
         if event is not None:
             self.reactions.handle(event)
+        self._tell_framework()
         self.record.flush()
         self.reactions.tick()
         self.recovery.tick()
         if self.state.failure is not None:
             raise self.state.failure
+
+    def _tell_framework(self):
+        scheduler = self.scheduler
+        if self._framework_told or scheduler is None or not scheduler.framework_id:
+            return
+        self._framework_told = True
+        if self.resume is not None:   # what ran meanwhile: Mesos says at once
+            self._reconcile_adopted()
+        if self.on_framework is not None:
+            self.on_framework(scheduler.framework_id)
+
+    def _reconcile_adopted(self):
+        """Explicit reconciliation of the attempts taken over (only they:
+        a task launched a moment ago may not have reached the master yet)."""
+        tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
+                 for slot in self.slots if slot.task_id and slot.agent_id and not slot.done]
+        try:
+            if tasks:
+                self._started().driver.reconcileTasks(tasks)
+        except MesosError as exc:
+            logger.info("reconciliation postponed: %s", exc)
 
     # -- what acting on the run does outside it (control.Effects) --------------
 
@@ -400,6 +459,8 @@ class ClusterRun:
                 rendezvous.close(linger=STOP_LINGER)
             if driver is not None:
                 wait_for_mesos_ends(self.record, self.events)
+                if self.detached:
+                    self._say_outcome(driver, was_running)
                 try:
                     driver.stop()
                 except MesosError as exc:
@@ -419,6 +480,51 @@ class ClusterRun:
                                "succeeded" if was_running else "aborted")
             if self.mlflow_at_stop:
                 self.end_mlflow()
+
+    def _say_outcome(self, driver, was_running):
+        """A detached run: how it ended, in the framework's label, which a
+        finished framework keeps (``tfmesos runs --master``)."""
+        outcome = self.record.snapshot()["outcome"]
+        status = outcome.get("status")
+        if status == "running":
+            status = "succeeded" if was_running and self._trainers_done() else "stopped"
+        text = status if status == "succeeded" or not outcome.get("message") \
+            else "%s: %s" % (status, outcome["message"])
+        info = dict(self._framework_info or {})
+        kept = [label for label in (info.get("labels") or {}).get("labels", [])
+                if label["key"] != labels.OUTCOME]
+        info["labels"] = {"labels": kept + [{"key": labels.OUTCOME, "value": text[:1000]}]}
+        try:
+            driver.updateFramework(info)
+        except MesosError as exc:
+            logger.warning("could not label the run's outcome: %s", exc)
+
+    def detach(self):
+        """Leave the run to its tasks (``--failover``, ``--detach``): no stop
+        message, no teardown: the tasks keep running for the framework's
+        failover timeout, until a scheduler takes the run over (``tfmesos
+        attach``). The record stays open (its outcome ``running``)."""
+        with self._stop_lock:
+            if not self.state.move(Phase.STOPPING):
+                return
+            scheduler, rendezvous, driver = self.scheduler, self.rendezvous, self.driver
+            if scheduler is not None:
+                scheduler.close()
+            if rendezvous is not None:
+                rendezvous.close()
+            if driver is not None:
+                try:
+                    driver.stop(failover=True)
+                    driver.join(timeout=15)
+                except Exception as exc:  # leaving: what the driver says changes nothing
+                    logger.debug("driver ended with %r", exc)
+            record_leftovers(self.record, self.events)
+            self.backend.stop()
+            if self.shipment is not None:
+                self.shipment.stop()
+            self.state.move(Phase.STOPPED)
+            self.record.save()
+            self.mlflow = None
 
     def end_mlflow(self):
         """``--mlflow``: log what the run left (run.json final) and end the

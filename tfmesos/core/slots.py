@@ -102,6 +102,22 @@ class SlotTable:
             slot.attempts -= 1
             slot.task_id, slot.state = None, "PENDING"
 
+    def adopt(self, slot, attempts, base, task_ids, agent_id, address, state, exit_code=None,
+              done=False):
+        """A run taken over from a scheduler before this one (``tfmesos
+        attach``): ``slot`` had ``attempts`` launches (``base`` of them
+        before the current whole restart), ``task_ids`` every attempt's, the
+        last its current one, on ``agent_id``, registered at ``address``,
+        last known in ``state``."""
+        with self.lock:
+            slot.attempts, slot.base = attempts, base
+            slot.task_id, slot.agent_id, slot.address = task_ids[-1], agent_id, address
+            slot.state, slot.exit_code, slot.done = state, exit_code, done
+            port = address.rpartition(":")[2] if address else ""
+            slot.port = int(port) if port.isdigit() else None
+            for task_id in task_ids:
+                self._by_task_id[task_id] = slot
+
     # -- the event thread -----------------------------------------------------
 
     def requeue(self, slots):

@@ -211,6 +211,9 @@ class RunSpec:
     logs: tuple = ()
     ship: Optional[object] = None  # bundle.ShipSpec: tfrun --ship, cluster(ship=...)
     mlflow: Optional[object] = None  # mlflow_mapping.MlflowSpec: tfrun --mlflow, mlflow=...
+    # tfrun --failover, --detach: the tasks outlive the scheduler this long
+    # (FrameworkInfo.failover_timeout); None: they stop with it (60 s for Mesos).
+    failover_timeout: Optional[float] = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -255,6 +258,11 @@ class RunSpec:
                     field, " (%s)" % _OPTIONS[field] if field in _OPTIONS else "", why,
                     getattr(self, field)))
         _check_int(self, "max_attempts", 1, MAX_ATTEMPTS, " (--max-attempts)")
+        if self.failover_timeout is not None:
+            why = number_error(self.failover_timeout, 0, MAX_SECONDS, low_open=True)
+            if why:
+                raise SpecError("failover_timeout (--failover-timeout) %s seconds, got %r"
+                                % (why, self.failover_timeout))
         for field in ("hooks", "local_master"):
             value = getattr(self, field)
             object.__setattr__(self, field, tuple((value or {}).items())

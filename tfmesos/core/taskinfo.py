@@ -7,11 +7,12 @@ import pwd
 import shlex
 import sys
 
+from ..protocol import labels as labels_
 from ..protocol import task_env
 from . import config
 
 FAILOVER_TIMEOUT = 60.0
-RUN_ID_LABEL = "tfmesos.run_id"
+RUN_ID_LABEL = labels_.RUN_ID
 MAX_LABEL_VALUE = 1000
 # The directory that holds the tfmesos package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,28 +34,38 @@ def another_user(user):
         return True
 
 
-def framework_info(run, jobs, run_id=None):
+def framework_info(run, jobs, run_id=None, framework_id=None, rendezvous=None, detached=False):
     """The FrameworkInfo a run subscribes with; its labels (``run_labels``)
-    let ``tfmesos runs --master`` and ``tfmesos kill`` find the run."""
+    let ``tfmesos runs --master`` and ``tfmesos kill`` find the run, and
+    tasks that lost their scheduler find its ``rendezvous`` (host:port).
+    ``framework_id``: take that framework over (Mesos' failover). Its
+    failover timeout: the run's (``--failover``, ``--detach``), else 60 s."""
     # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
     # of frameworks without it (--filter_gpu_resources=true, the default in
     # src/master/flags.cpp), and a CPU-only run may have to use them.
     info = {"user": run_user(run), "name": run.name,
-            "failover_timeout": FAILOVER_TIMEOUT,
+            "failover_timeout": run.failover_timeout or FAILOVER_TIMEOUT,
             "capabilities": [{"type": "GPU_RESOURCES"}]}
     if run.role:
         info["roles"] = [run.role]
         info["capabilities"].append({"type": "MULTI_ROLE"})
+    if framework_id:
+        info["id"] = {"value": framework_id}
     if run_id is not None:
-        info["labels"] = {"labels": run_labels(run, jobs, run_id)}
+        labels = run_labels(run, jobs, run_id)
+        if rendezvous:
+            labels.append({"key": labels_.RENDEZVOUS, "value": rendezvous})
+        if detached:
+            labels.append({"key": labels_.DETACHED, "value": "1"})
+        info["labels"] = {"labels": labels}
     return info
 
 
 def run_labels(run, jobs, run_id):
     """What a master shows of a run: its id, jobs, mode and command
     (cut to ``MAX_LABEL_VALUE`` characters, well inside what masters keep)."""
-    values = {RUN_ID_LABEL: run_id, "tfmesos.jobs": jobs_text(jobs),
-              "tfmesos.mode": run.mode or "", "tfmesos.command": run.command or ""}
+    values = {labels_.RUN_ID: run_id, labels_.JOBS: jobs_text(jobs),
+              labels_.MODE: run.mode or "", labels_.COMMAND: run.command or ""}
     return [{"key": key, "value": value[:MAX_LABEL_VALUE]} for key, value in values.items()]
 
 
@@ -64,7 +75,7 @@ def jobs_text(jobs):
 
 
 def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None,
-               shipment=None, ship_host=None):
+               shipment=None, ship_host=None, failover=None):
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
     ``secret`` (bytes). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
@@ -84,6 +95,7 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
         task_env.OFFER_HOST: assignment.hostname,
         "PYTHONUNBUFFERED": "1",
     })
+    env.update(failover or {})   # --failover, --detach: task_env.FAILOVER_TIMEOUT and its kin
     run_id = run_id or run_id_of(slot.task_id)
     if run_id:
         env[task_env.RUN_ID] = run_id

@@ -94,5 +94,11 @@ def message(executor_id, agent_id, data):
         "agent_id": agent_id, "executor_id": executor_id, "data": encode_data(data)}}
 
 
+def update_framework(framework_info):
+    """UPDATE_FRAMEWORK (Mesos 1.9+): the framework's new FrameworkInfo,
+    its id included (scheduler.proto)."""
+    return {"type": "UPDATE_FRAMEWORK", "update_framework": {"framework_info": framework_info}}
+
+
 def teardown():
     return {"type": "TEARDOWN"}

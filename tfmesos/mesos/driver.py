@@ -245,6 +245,12 @@ class MesosSchedulerDriver:
     def reconcileTasks(self, tasks):
         self._call(calls.reconcile(tasks))
 
+    def updateFramework(self, framework_info):
+        """Change the framework's info (its labels, ...): ``framework_info``
+        with the framework's id (the driver sets it)."""
+        info = dict(framework_info, id={"value": self.framework_id})
+        self._call(calls.update_framework(info))
+
     def sendFrameworkMessage(self, executor_id, agent_id, data):
         self._call(calls.message(executor_id, agent_id, data))
 

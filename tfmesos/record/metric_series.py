@@ -52,6 +52,17 @@ class Metrics:
         self._steps = {}               # task -> deque of (time, step), for steps/s
         self.dropped = 0
 
+    def adopt(self, series, dropped=0):
+        """Carry on the series a scheduler before this one kept
+        (``schema.MetricSeries``, ``tfmesos attach``)."""
+        for kept in series:
+            key = (kept.task, kept.name)
+            if key not in self._by_key and len(self.series) < self.max_series:
+                self.series.append(kept)
+                self._by_key[key] = kept
+                self._per_task[kept.task] += 1
+        self.dropped += dropped
+
     def add(self, task, points, dropped=0):
         """``points`` of ``task``: ``(step, at, {name: value})``, ``at`` a
         time.time(); ``dropped``: points its sender left out."""

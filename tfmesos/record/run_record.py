@@ -63,6 +63,15 @@ def timestamp(seconds=None):
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
 
 
+def parse_timestamp(text):
+    """time.time() of a ``timestamp`` (None for one that is not)."""
+    try:
+        moment = datetime.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 class RunRecord:
     """The record of one run, kept in memory (a ``schema.RunFile``) and, with
     a ``directory``, in the run directory; ``header`` is a RunFile with the
@@ -95,10 +104,41 @@ class RunRecord:
                                    "(tfrun --run-dir DIR, cluster(run_dir=...))"
                                    % (directory, exc.strerror or exc)) from None
 
+    def resume(self, previous):
+        """Carry on the record ``previous`` (a ``RunFile``) that the run's
+        scheduler before this one kept (``tfmesos attach``, a detached
+        run's new scheduler task): its tasks and attempts, restarts,
+        relaunches, milestones, metrics and log files; this process is the
+        run's scheduler from now on."""
+        with self._lock:
+            run = self._run
+            known = {task.name for task in run.tasks}
+            if {task.name for task in previous.tasks} != known:
+                raise TFMesosError("the record of run %s names other tasks than its jobs (%s): "
+                                   "it is not this run's" % (previous.run_id, ", ".join(sorted(
+                                       known))))
+            run.framework_id = previous.framework_id
+            run.tasks = previous.tasks
+            run.restarts, run.relaunches = previous.restarts, previous.relaunches
+            run.timings = dataclasses.replace(previous.timings, finished=None)
+            run.shipped = previous.shipped or run.shipped
+            self._tasks = {task.name: task for task in run.tasks}
+            self._attempts = {attempt.task_id: (task, attempt)
+                              for task in run.tasks for attempt in task.attempts}
+            self._restart = len(previous.restarts)
+            began = parse_timestamp(previous.timings.submitted)
+            self._metrics = Metrics(began if began is not None else time.time())
+            self._metrics.adopt(previous.metrics, previous.metrics_dropped)
+            run.metrics, run.metrics_dropped = self._metrics.series, self._metrics.dropped
+            self._logs.adopt(name for _, attempt in self._attempts.values() if attempt.logs
+                             for name in (attempt.logs.stdout, attempt.logs.stderr))
+            self._dirty = True
+
     # -- what happened ----------------------------------------------------
 
     def submitted(self):
-        self._metrics.began = time.time()
+        if self._run.timings.submitted is None:
+            self._metrics.began = time.time()
         self._set_timing("submitted")
 
     def shipped(self, what):

@@ -41,6 +41,11 @@ class TaskLogs:
             except OSError:
                 pass   # a full disk must not fail the run
 
+    def adopt(self, names):
+        """Files a scheduler before this one wrote (``tfmesos attach``): appended to."""
+        with self._lock:
+            self._created.update(names)
+
     def create(self, logs):
         """Both files of ``logs`` (a ``schema.Logs``), empty until output comes."""
         for name in (logs.stdout, logs.stderr):

@@ -1,0 +1,112 @@
+"""``tfmesos attach RUN``: come back to a run that outlives its scheduler
+(``tfrun --failover``, ``tfrun --detach``).
+
+* A detached run whose scheduler task runs: follow its output (what a
+  foreground tfrun would print) until the run ends; Ctrl-C stops following,
+  not the run.
+* A run whose scheduler is gone (its framework is disconnected and failing
+  over): take it over. A detached run gets a new scheduler task
+  (``core.detached``); a ``--failover`` run is carried on by this process as
+  tfrun would have (its run directory, here, has what that needs), and
+  Ctrl-C leaves it to its tasks again.
+* A finished run: its outcome.
+"""
+
+import os
+import sys
+
+from ..exceptions import TFMesosError
+from ..protocol import labels
+from .common import CommandParser
+
+
+def build_parser():
+    parser = CommandParser(
+        prog="tfmesos attach", usage="%(prog)s RUN [--master M] [--key FILE]",
+        description="Come back to a run started with tfrun --failover or --detach: follow a "
+        "detached run's scheduler, or take over a run whose scheduler is gone (its tasks kept "
+        "running: they register with the new scheduler and carry on, nothing restarts). "
+        "Ctrl-C leaves the run to its tasks again; tfmesos kill RUN stops it.")
+    parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough) or its "
+                        "run directory")
+    parser.add_argument("--master", metavar="M", help="the Mesos master (default: the run's, "
+                        "else $MESOS_MASTER)")
+    parser.add_argument("--key", metavar="FILE", help="the run's key, to take over a run "
+                        "submitted from another machine (default ~/.tfmesos/keys/RUN, which "
+                        "tfrun writes there; $TFMESOS_KEYS_DIR)")
+    return parser
+
+
+def local_run(text, environ):
+    """(run directory, failover.json's dict) of a local run, or (None, None)."""
+    from ..record.history import HistoryError, find_run, runs_root
+    from ..record.takeover_files import FAILOVER_FILE, read_failover
+    try:
+        run = find_run(text, runs_root(environ))
+    except HistoryError:
+        return None, None
+    if not os.path.isfile(os.path.join(run.directory, FAILOVER_FILE)):
+        return run.directory, None
+    return run.directory, read_failover(run.directory)
+
+
+def framework_of(state, run_id):
+    """(framework dict, finished) of the run ``run_id`` in /master/state, or (None, None)."""
+    found = None
+    for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
+        for framework in state.get(key) or []:
+            if labels.label_map(framework.get("labels")).get(labels.RUN_ID) == run_id:
+                if not finished:
+                    return framework, False
+                found = found or (framework, True)
+    return found or (None, None)
+
+
+def main(argv, environ=None, out=None):
+    environ, out = os.environ if environ is None else environ, out or sys.stdout
+    parser = build_parser()
+    args = parser.parse_options(argv)
+    directory, failover = local_run(args.run, environ)
+    master = args.master or (failover or {}).get("master") or environ.get("MESOS_MASTER")
+    if not master:
+        parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
+    from ..mesos.master_reads import MasterReader
+    from .cluster_runs import cluster_runs, find_cluster_run
+    reader = MasterReader(master, environ=environ)
+    state = reader.state()
+    run_id = failover["run_id"] if failover else \
+        find_cluster_run(cluster_runs(state), args.run, live_only=False).run_id
+    framework, finished = framework_of(state, run_id)
+    if framework is None:
+        raise TFMesosError("the master at %s does not know run %s any more: its tasks are gone"
+                           % (master, run_id))
+    found = labels.label_map(framework.get("labels"))
+    if finished:
+        out.write("run %s has finished: %s\n" % (run_id, found.get(labels.OUTCOME) or
+                                                 "its framework was removed"))
+        return 0
+    detached = found.get(labels.DETACHED) == "1"
+    connected = framework.get("connected", True)
+    if detached:
+        from ..core.detached import attach_detached
+        return attach_detached(reader, framework, run_id, connected, args.key, environ, out)
+    if connected:
+        raise TFMesosError("run %s has its scheduler (its tfrun runs): nothing to take over; "
+                           "read its output with tfmesos logs %s --master %s"
+                           % (run_id, run_id, master))
+    if failover is None:
+        raise TFMesosError("run %s was started in the foreground elsewhere: attach on the "
+                           "machine that ran it, where its run directory has what taking it "
+                           "over needs" % run_id)
+    return carry_on(directory, failover, args.key)
+
+
+def carry_on(directory, failover, key_file):
+    """Be the run's scheduler, as its tfrun was: its options, its directory."""
+    from . import tfrun
+    argv = list(failover["argv"])
+    cut = argv.index("--") if "--" in argv else len(argv)
+    argv[cut:cut] = ["--resume", os.path.abspath(directory)]
+    if os.path.isdir(failover["cwd"]):
+        os.chdir(failover["cwd"])   # the command's relative paths, --ship's directory
+    return tfrun.main(argv, key_file=key_file)

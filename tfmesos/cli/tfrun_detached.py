@@ -1,0 +1,76 @@
+"""``tfrun --detach``: the submitter's side (``submit``) and the scheduler
+task's (``scheduler_task_main``: ``python -m tfmesos.cli.tfrun
+--detached-scheduler detached.json`` in its sandbox), which runs the job as
+a foreground tfrun would (``tfrun.execute``), its output in the sandbox."""
+
+import json
+import os
+import sys
+
+from ..exceptions import TFMesosError
+
+
+def submit(spec, args, say):
+    """Launch the run's scheduler task and leave; the exit status."""
+    from ..core.detached import submit as launch
+    try:
+        run_id, framework_id = launch(spec, say, args.scheduler_cpus, args.scheduler_mem)
+    except KeyboardInterrupt:
+        say("interrupted before the scheduler took over: nothing of the run is left")
+        return 130
+    except TFMesosError as exc:
+        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
+        return 1
+    master = spec.master
+    print("run %s detached: its scheduler runs on the cluster (framework %s)" % (
+        run_id, framework_id), flush=True)
+    for what, command in (("follow it", "tfmesos attach %s --master %s"),
+                          ("its output", "tfmesos logs %s --master %s"),
+                          ("its record", "tfmesos show %s --master %s"),
+                          ("stop it", "tfmesos kill %s --master %s")):
+        print("  %-11s %s" % (what + ":", command % (run_id, master)), flush=True)
+    return 0
+
+
+def scheduler_task_main(path):
+    """The scheduler of a detached run, in its Mesos task; the exit status."""
+    from ..backends.remote import RemoteMaster
+    from ..core.detached import RUN_KEY, read_document
+    from ..core.launch import ClusterRun
+    from ..core.spec_codec import spec_from_dict
+    from ..core.takeover import Resume
+    from ..protocol import labels, task_env
+    from ..record.schema import read_run_file
+    from ..ship.shipping import Shipment
+    from .common import setup_logging
+    from .tfrun import execute, say, shown_logs, shown_only
+
+    setup_logging("tfrun", False)
+    try:
+        document = read_document(path)
+        secret = bytes.fromhex(os.environ.pop(RUN_KEY, ""))
+        framework_id = os.environ.get(task_env.FRAMEWORK_ID, "")
+        if len(secret) != 32 or not framework_id:
+            raise TFMesosError("the scheduler task's environment lacks the run's key or "
+                               "framework: it is started by tfrun --detach, not by hand")
+        spec = spec_from_dict(document["spec"], run_dir=labels.SCHEDULER_RUN_DIR)
+        previous = None
+        if document.get("previous"):
+            with open(document["previous"], encoding="utf-8") as handle:
+                previous = read_run_file(json.load(handle))
+        backend = RemoteMaster(spec.master, None, os.environ)
+        shipment = None
+        if document.get("packed"):
+            shipment = Shipment.from_packed(
+                {role: os.path.abspath(name) for role, name in document["packed"].items()},
+                recorded=document.get("shipped"), bind_host=backend.bind_host(), say=say)
+        show = shown_logs(spec)
+        run = ClusterRun(spec, on_log=shown_only(show), notify=say, backend=backend,
+                         resume=Resume(document["run_id"], framework_id, secret, previous),
+                         shipment=shipment, detached=True)
+    except (TFMesosError, OSError, ValueError) as exc:
+        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
+        return 1
+    say("the scheduler of run %s (attempt %d) takes framework %s over"
+        % (run.run_id, document.get("attempt", 1), framework_id))
+    return execute(run, show, None, advice=True)

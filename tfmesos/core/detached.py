@@ -1,0 +1,314 @@
+"""Detached runs (``tfrun --detach``): the run's scheduler is a Mesos task of
+the run's own framework, so the run lives on the cluster, not in the
+submitter's shell.
+
+The submitter (``submit``) packs what the run ships (``--ship``), the
+scheduler side of tfmesos (``ship.scheduler_side``) and ``detached.json``
+(the run's spec, what was packed), serves them, subscribes as a new
+framework (its failover timeout hours long) and launches the scheduler
+task (``SchedulerLauncher``): the agent's fetcher puts the files in its
+sandbox, it runs ``python -m tfmesos.cli.tfrun --detached-scheduler
+detached.json``, which subscribes with the framework's id (Mesos'
+failover: the submitter's subscription ends with "Framework failed over")
+and runs the job as a foreground tfrun would, its output in its sandbox's
+stdout and stderr, its run directory ``run/`` there (``protocol.labels``).
+The submitter leaves once it took over, keeping the run's key for
+``tfmesos attach`` (``record.takeover_files``).
+
+A scheduler task that dies leaves the framework disconnected: the job's
+tasks go on for the failover timeout. ``attach_detached`` (``tfmesos
+attach``) follows a live scheduler's output, or launches a new scheduler
+task with the files of the old one's sandbox and the run's record so far,
+which takes the run over (``core.takeover``) without restarting a task.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+import queue
+import secrets
+import shutil
+import tempfile
+import time
+
+from ..exceptions import MesosError, SpecError, TFMesosError
+from ..mesos import MesosSchedulerDriver, Scheduler
+from ..mesos.task_states import TERMINAL_STATES
+from ..protocol import labels, task_env
+from .placement import TaskRequest, place
+from .spec_codec import spec_from_dict, spec_to_dict
+from .taskinfo import build_task_info, container_info, framework_info
+
+logger = logging.getLogger(__name__)
+
+DETACHED_FILE = "detached.json"
+PREVIOUS_RECORD = "previous-run.json"   # the record a relaunched scheduler carries on
+RUN_KEY = "TFMESOS_RUN_KEY"             # the scheduler task's copy of the run's secret, hex
+FORMAT = 1
+TAKEOVER_TIMEOUT = 300.0   # the scheduler task has this long to take the framework over
+KILL_GRACE = 30.0          # the scheduler task's KillPolicy: time to write its record
+FAILED_OVER = "Framework failed over"   # Mesos' error to the scheduler it replaced
+
+
+class DetachError(TFMesosError):
+    """The scheduler task could not take the run over; one line."""
+
+
+# -- what the scheduler task is given -----------------------------------------
+
+def detached_document(spec, run_id, attempt, packed, shipped, cpus, mem, previous=None):
+    """detached.json: ``spec`` (a RunSpec, sent without its ``ship``),
+    ``packed`` {role: file name in the sandbox}, ``shipped`` (the
+    Shipment's ``record()``), ``previous``: the file name of the run's
+    record so far."""
+    spec = dataclasses.replace(spec, ship=None, advertise_address=None)
+    return {"format": FORMAT, "run_id": run_id, "attempt": attempt, "spec": spec_to_dict(spec),
+            "packed": packed, "shipped": shipped, "previous": previous,
+            "scheduler_cpus": cpus, "scheduler_mem": mem}
+
+
+def read_document(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.loads(handle.read(16 << 20))
+    except (OSError, ValueError) as exc:
+        raise DetachError("cannot read %s: %s" % (path, exc)) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT \
+            or not isinstance(data.get("run_id"), str) or not isinstance(data.get("spec"), dict):
+        raise DetachError("%s is not a detached run's document of this tfmesos" % path)
+    return data
+
+
+# -- launching the scheduler task --------------------------------------------
+
+class SchedulerLauncher(Scheduler):
+    """Launches one scheduler task on the first offer that fits it and
+    reports what becomes of it on ``events``: ("running",), ("ended", state,
+    message), ("taken over",), ("error", message)."""
+
+    def __init__(self, make_task, cpus, mem, role=None):
+        self._make_task = make_task
+        self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
+        self.events: queue.Queue = queue.Queue()
+        self.launched = None   # (task id, agent id)
+        self.largest = None
+
+    def resourceOffers(self, driver, offers):
+        unused = [offer["id"] for offer in offers]
+        if self.launched is None:
+            placement = place([self._request], offers)
+            for offer_id, assignments in placement.launches.items():
+                info = self._make_task(assignments[0])
+                self.launched = (info["task_id"]["value"], assignments[0].agent_id)
+                driver.launchTasks([{"value": offer_id}], [info])
+                unused = [oid for oid in unused if oid["value"] != offer_id]
+                break
+        if unused:
+            driver.declineOffer(unused, {"refuse_seconds": 5.0})
+
+    def statusUpdate(self, driver, update):
+        if self.launched is None or update.task_id.value != self.launched[0]:
+            return
+        if update.state == "TASK_RUNNING":
+            self.events.put(("running",))
+        elif update.state in TERMINAL_STATES:
+            self.events.put(("ended", update.state, update.get("message") or ""))
+
+    def error(self, driver, message):
+        self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
+
+
+def scheduler_task(spec, run_id, attempt, secret, framework_id, assignment, uris, command):
+    """The scheduler task's TaskInfo."""
+    env = {RUN_KEY: secret.hex(), task_env.FRAMEWORK_ID: framework_id,
+           task_env.RUN_ID: run_id, "PYTHONUNBUFFERED": "1"}
+    env.update(spec.env)
+    info = build_task_info(labels.scheduler_task_id(run_id, attempt),
+                           "%s scheduler" % spec.name, assignment.agent_id, assignment.resources,
+                           command, env, container_info(spec) if spec.image else None,
+                           labels={"tfmesos.job": labels.SCHEDULER_JOB}, uris=uris)
+    info["kill_policy"] = {"grace_period": {"nanoseconds": int(KILL_GRACE * 1e9)}}
+    return info
+
+
+def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, say,
+                     framework_id=None, environ=None, timeout=TAKEOVER_TIMEOUT):
+    """Subscribe (taking ``framework_id`` over, else as a new framework),
+    launch the scheduler task, and return the framework id once the task
+    took the framework over. DetachError when it did not: a new framework
+    is torn down then; one taken over is left as it was (its tasks run on)."""
+    launcher = SchedulerLauncher(None, cpus, mem)
+    info = framework_info(spec, spec.jobs, run_id, framework_id=framework_id, detached=True)
+    driver = MesosSchedulerDriver(launcher, info, spec.master,
+                                  connect_timeout=spec.connect_timeout,
+                                  refused_timeout=spec.refused_timeout, **spec.driver_options())
+
+    def make_task(assignment):
+        return scheduler_task(spec, run_id, attempt, secret, driver.framework_id, assignment,
+                              uris, command)
+    launcher._make_task = make_task
+    driver.start()
+    deadline = time.monotonic() + timeout
+    running = taken = False
+    try:
+        while not taken:
+            try:
+                event = launcher.events.get(timeout=max(0.05, min(1.0, deadline
+                                                                  - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise DetachError(
+                        "the scheduler task did not take the run over within %.0f s (%s)"
+                        % (timeout, "it runs, but never subscribed" if running else
+                           "no offer fits cpus=%g mem=%g" % (cpus, mem)
+                           if launcher.launched is None else "it never started")) from None
+                continue
+            if event[0] == "running":
+                running = True
+                say("the scheduler task %s runs on agent %s; waiting for it to take over"
+                    % launcher.launched)
+            elif event[0] == "taken over":
+                taken = True
+            elif event[0] == "ended":
+                raise DetachError("the scheduler task ended before it took the run over: %s%s"
+                                  % (event[1], ": %s" % event[2] if event[2] else ""))
+            else:
+                raise DetachError("the Mesos master refused the run: %s" % event[1])
+        return driver.framework_id
+    except BaseException:
+        if framework_id is None and not taken:
+            try:
+                driver.stop()   # a run that never started: nothing of it stays
+            except MesosError as exc:
+                logger.warning("could not tear the framework down: %s", exc)
+        raise
+    finally:
+        driver.abort()
+
+
+# -- tfrun --detach ------------------------------------------------------------
+
+def check_detachable(spec):
+    """SpecError unless an agent can run ``spec``'s scheduler."""
+    if spec.ship is None and not spec.image:
+        raise SpecError("--detach runs the run's scheduler on an agent, which needs the run's "
+                        "code: add --ship (the current directory) or -I IMAGE")
+
+
+def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
+    """``tfrun --detach``: launch the run's scheduler task (``cpus``,
+    ``mem`` MB), keep the run's key; returns (run id, framework id)."""
+    from ..backends.remote import RemoteMaster
+    from ..record.takeover_files import save_key
+    from ..ship.bundle_server import BundleServer
+    from ..ship.scheduler_side import pack_scheduler_side, scheduler_command
+    from ..ship.shipping import Shipment
+
+    environ = os.environ if environ is None else environ
+    run_id, secret = secrets.token_hex(4), secrets.token_bytes(32)
+    backend = RemoteMaster(spec.master, spec.advertise_address, environ)
+    backend.start()
+    work = tempfile.mkdtemp(prefix="tfmesos-detach-")
+    shipment = server = None
+    try:
+        shipment = Shipment(spec.ship, backend.bind_host(), say=say) if spec.ship else None
+        server = shipment.server if shipment else BundleServer(bind_host=backend.bind_host())
+        scheduler_side = pack_scheduler_side(work)
+        packed = {}
+        files = {scheduler_side.name: (scheduler_side.path, True)}
+        if shipment is not None:
+            for role, path in shipment.packed_files().items():
+                packed[role] = os.path.basename(path)
+                files[os.path.basename(path)] = (path, False)
+        document = detached_document(spec, run_id, 1, packed,
+                                     shipment.record() if shipment else None, cpus, mem)
+        path = os.path.join(work, DETACHED_FILE)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+        files[DETACHED_FILE] = (path, False)
+        host = backend.advertised_address(spec.master)
+        uris = []
+        for name, (file_path, extract) in files.items():
+            server.add(name, file_path)
+            uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
+        framework_id = launch_scheduler(
+            spec, run_id, 1, secret, uris, scheduler_command(spec.python, spec.image),
+            cpus, mem, say, environ=environ, timeout=timeout)
+        save_key(run_id, secret, environ)
+        return run_id, framework_id
+    finally:
+        if server is not None:
+            server.stop()
+        if shipment is not None:
+            shipment.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# -- tfmesos attach ---------------------------------------------------------------
+
+def scheduler_tasks(framework):
+    """The scheduler tasks of a framework in /master/state, oldest first."""
+    found = [task for key in ("tasks", "completed_tasks") for task in framework.get(key) or []
+             if labels.is_scheduler_task(task.get("id", ""))]
+    return sorted(found, key=lambda task: int(task["id"].rsplit(".", 1)[1]))
+
+
+def relaunch_scheduler(reader, framework, run_id, key_file, environ, say):
+    """A new scheduler task for a detached run whose scheduler is gone: the
+    files of the last one's sandbox (read through its agent's /files), the
+    run's record so far, served from here until it took over."""
+    from ..mesos.agent_files import download_sandbox_file
+    from ..record.takeover_files import key_path, read_key
+    from ..ship.bundle_server import BundleServer
+    from ..ship.scheduler_side import pack_scheduler_side, scheduler_command
+
+    secret = read_key(key_file or key_path(run_id, environ))
+    tasks = scheduler_tasks(framework)
+    if not tasks:
+        raise DetachError("run %s has no scheduler task to take over from" % run_id)
+    last = tasks[-1]
+    attempt = int(last["id"].rsplit(".", 1)[1]) + 1
+    work = tempfile.mkdtemp(prefix="tfmesos-attach-")
+    server = None
+    try:
+        def fetch(name, optional=False):
+            return download_sandbox_file(reader, framework, last, name,
+                                         os.path.join(work, os.path.basename(name)),
+                                         optional=optional)
+        document = read_document(fetch(DETACHED_FILE))
+        spec = spec_from_dict(document["spec"])
+        previous = fetch(labels.SCHEDULER_RECORD, optional=True)
+        packed = {role: fetch(name) for role, name in (document.get("packed") or {}).items()}
+        document = dict(document, attempt=attempt,
+                        previous=PREVIOUS_RECORD if previous else None)
+        path = os.path.join(work, "new-" + DETACHED_FILE)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+        scheduler_side = pack_scheduler_side(work)
+        files = {scheduler_side.name: (scheduler_side.path, True), DETACHED_FILE: (path, False)}
+        files.update({os.path.basename(p): (p, False) for p in packed.values()})
+        if previous:
+            files[PREVIOUS_RECORD] = (previous, False)
+        from ..backends.remote import RemoteMaster
+        backend = RemoteMaster(spec.master, None, environ)
+        server = BundleServer(bind_host=backend.bind_host())
+        host = backend.advertised_address(spec.master)
+        uris = []
+        for name, (file_path, extract) in files.items():
+            server.add(name, file_path)
+            uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
+        say("run %s has no scheduler: launching scheduler task %d" % (run_id, attempt))
+        launch_scheduler(spec, run_id, attempt, secret, uris,
+                         scheduler_command(spec.python, spec.image), float(
+                             document.get("scheduler_cpus") or 0.5),
+                         float(document.get("scheduler_mem") or 512), say,
+                         framework_id=framework["id"], environ=environ)
+        say("the new scheduler took run %s over" % run_id)
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+__all__ = ["submit", "relaunch_scheduler", "launch_scheduler", "DetachError"]

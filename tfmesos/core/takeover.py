@@ -1,0 +1,59 @@
+"""Taking a run over from a scheduler before this one (Mesos scheduler
+failover, docs/high-availability-framework-guide.md): ``tfmesos attach``
+carrying on a ``tfrun --failover`` run, a detached run's new scheduler task.
+
+The new scheduler subscribes with the run's framework id (Mesos keeps the
+framework and its tasks for ``FrameworkInfo.failover_timeout`` after the
+old one went), listens with the run's secret and names its rendezvous in
+the framework's label (``protocol.labels.RENDEZVOUS``), where the tasks,
+which kept running, find it and register again. Which task is which comes
+from the run's record (``run.json``): each slot's current attempt is
+adopted as it was (``adopt_slots``, pure); Mesos' reconciliation then says
+which still run, and a task that does not come back within the grace is
+a failure the restart policy handles as any other.
+"""
+
+import dataclasses
+from typing import Optional
+
+from ..record.schema import RunFile
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """What a scheduler needs to take a run over: its id, framework, secret
+    (bytes) and its record so far (``previous``, a ``RunFile``; None: the
+    run's tasks are found by Mesos alone, not supported yet)."""
+
+    run_id: str
+    framework_id: str
+    secret: bytes
+    previous: Optional[RunFile] = None
+
+
+def adopt_slots(slots, previous, mode):
+    """Give each slot of ``slots`` (a ``SlotTable``) its attempts as
+    ``previous`` records them; returns the task ids of the adopted current
+    attempts that have not ended as expected (they must register again)."""
+    restart = len(previous.restarts)
+    tasks = {task.name: task for task in previous.tasks}
+    waiting = []
+    for slot in slots:
+        task = tasks.get(slot.name)
+        if task is None or not task.attempts:
+            continue    # never launched: it waits for an offer as in any run
+        last = task.attempts[-1]
+        if last.restart != restart:
+            continue    # its attempt of this restart was not launched yet
+        before = [a.attempt for a in task.attempts if a.restart < restart]
+        state = last.states[-1].state if last.states else "TASK_STAGING"
+        done = mode == "replica" and last.exit_code == 0 and (
+            state == "TASK_FINISHED" or last.exited is not None)
+        # One not done must come back (its exit code then comes again):
+        # one that ended meanwhile is a failure once the grace is over.
+        slots.adopt(slot, last.attempt, max(before, default=0),
+                    [attempt.task_id for attempt in task.attempts], last.agent_id,
+                    last.address, state, last.exit_code if done else None, done)
+        if not done:
+            waiting.append(last.task_id)
+    return waiting
