@@ -186,6 +186,23 @@ ROWS = [
     tfrun("docker-host-unreadable", ["-I", "tfmesos/tfmesos"], 2,
           "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
           needs_docker=True),
+    # tfrun: runs that outlive tfrun need a master that outlives it
+    tfrun("failover-on-the-embedded-master", ["--failover"], 2,
+          "--failover needs a master that outlives tfrun, and the embedded one dies with it"),
+    tfrun("detach-on-the-embedded-master", ["--detach", "--ship"], 2,
+          "--detach needs a master that outlives tfrun"),
+    tfrun("failover-timeout-alone", ["--failover-timeout", "60"], 2,
+          "--failover-timeout is for runs that outlive tfrun: add --failover or --detach"),
+    tfrun("failover-timeout-nan", ["--failover", "--failover-timeout", "nan"], 2,
+          "argument --failover-timeout: must be a number above 0"),
+    tfrun("failover-and-detach", ["--failover", "--detach", "-m", "127.0.0.1:1"], 2,
+          "--failover and --detach both keep the run going without tfrun"),
+    tfrun("detach-without-code", ["--detach", "-m", "127.0.0.1:1"], 2,
+          "--detach runs the run's scheduler on an agent, which needs the run's code: add "
+          "--ship"),
+    Row("attach-without-a-master", "tfmesos", ["attach", "abcd"], 2, "which master?"),
+    Row("attach-an-unknown-run", "tfmesos", ["attach", "abcd", "--master", "127.0.0.1:1"], 1,
+        "cannot reach the Mesos master at"),
     # tfrun: the reader of its output goes away: every task stops
     Row("tfrun-output-closed", "tfrun", ["-q", *TFRUN_BASE, "--", "echo hi; sleep 600"],
         SIGPIPE_EXIT, None, stdout_closed=True, lines=None, check=check_tfrun_stopped),

@@ -38,16 +38,12 @@ def build_parser():
 
 
 def local_run(text, environ):
-    """(run directory, failover.json's dict) of a local run, or (None, None)."""
+    """The local run (``history.Run``) ``text`` names, or None."""
     from ..record.history import HistoryError, find_run, runs_root
-    from ..record.takeover_files import FAILOVER_FILE, read_failover
     try:
-        run = find_run(text, runs_root(environ))
+        return find_run(text, runs_root(environ))
     except HistoryError:
-        return None, None
-    if not os.path.isfile(os.path.join(run.directory, FAILOVER_FILE)):
-        return run.directory, None
-    return run.directory, read_failover(run.directory)
+        return None
 
 
 def framework_of(state, run_id):
@@ -66,7 +62,12 @@ def main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
     parser = build_parser()
     args = parser.parse_options(argv)
-    directory, failover = local_run(args.run, environ)
+    local = local_run(args.run, environ)
+    failover = None
+    if local is not None:
+        from ..record.takeover_files import FAILOVER_FILE, read_failover
+        if os.path.isfile(os.path.join(local.directory, FAILOVER_FILE)):
+            failover = read_failover(local.directory)
     master = args.master or (failover or {}).get("master") or environ.get("MESOS_MASTER")
     if not master:
         parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
@@ -74,7 +75,7 @@ def main(argv, environ=None, out=None):
     from .cluster_runs import cluster_runs, find_cluster_run
     reader = MasterReader(master, environ=environ)
     state = reader.state()
-    run_id = failover["run_id"] if failover else \
+    run_id = local.run_id if local is not None else \
         find_cluster_run(cluster_runs(state), args.run, live_only=False).run_id
     framework, finished = framework_of(state, run_id)
     if framework is None:
@@ -94,11 +95,13 @@ def main(argv, environ=None, out=None):
         raise TFMesosError("run %s has its scheduler (its tfrun runs): nothing to take over; "
                            "read its output with tfmesos logs %s --master %s"
                            % (run_id, run_id, master))
-    if failover is None:
+    if local is None:
         raise TFMesosError("run %s was started in the foreground elsewhere: attach on the "
                            "machine that ran it, where its run directory has what taking it "
                            "over needs" % run_id)
-    return carry_on(directory, failover, args.key)
+    if failover is None:
+        read_failover(local.directory)   # says why there is nothing to take over
+    return carry_on(local.directory, failover, args.key)
 
 
 def carry_on(directory, failover, key_file):

@@ -1,0 +1,121 @@
+"""Runs that outlive their scheduler (``tfrun --failover``, ``tfmesos
+attach``) on a master that outlives tfrun: a tfrun SIGKILLed mid-training
+leaves its tasks running; ``tfmesos attach`` takes the run over, the tasks
+register with it and carry on (same task ids, same processes, no restart in
+the record), and the run ends as it would have."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from tfrun_helpers import REPO, SMALL, start_tfrun
+from waiting import wait_until
+
+# Each task prints a step every 0.2 s, with its pid, until the test lets it end.
+TRAIN = (
+    "import os, sys, time\n"
+    "step = 0\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    print('step', step, os.getpid(), flush=True)\n"
+    "    step += 1\n"
+    "    time.sleep(0.2)\n"
+    "print('done', os.getpid(), flush=True)\n")
+
+
+def steps(path):
+    """[(step, pid)] a task's log shows."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return []
+    return [(int(words[1]), int(words[2])) for words in (line.split() for line in lines)
+            if len(words) == 3 and words[0] == "step"]
+
+
+def tfmesos(*args, env, timeout=60):
+    return subprocess.run([sys.executable, "-m", "tfmesos.cli.main", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def framework_of(master):
+    state = master.state()
+    return (state["frameworks"] or [None])[0], state
+
+
+def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
+        make_local_master, tmp_path):
+    master = make_local_master()
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "2",
+                     "-s", "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
+                     str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        wait_until(lambda: len(steps(run_dir / "worker.1.stdout")) >= 3, timeout=120,
+                   message=lambda: "the workers never trained: %s" % tfrun.stderr.read())
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    before = {name: steps(run_dir / ("%s.stdout" % name)) for name in ("worker.0", "worker.1")}
+    failover = json.loads((run_dir / "failover.json").read_text())
+    run_id = failover["run_id"]
+    assert oct((run_dir / "failover.json").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "keys" / run_id).stat().st_mode & 0o777) == "0o600"
+    # The scheduler is gone; the framework fails over; its tasks run on.
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    framework, _ = framework_of(master)
+    assert [t["state"] for t in framework["tasks"]] == ["TASK_RUNNING"] * 2
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as attach:
+        try:
+            # The same processes go on: their new steps reach the run directory again.
+            wait_until(lambda: all(
+                len(steps(run_dir / ("%s.stdout" % name))) > len(before[name]) + 2
+                for name in before), timeout=120,
+                message=lambda: "the tasks never came back to the new scheduler")
+            assert framework_of(master)[0]["connected"]
+            finish.write_text("")
+            out, err = attach.communicate(timeout=120)
+        finally:
+            if attach.poll() is None:
+                attach.kill()
+                attach.wait()
+    assert attach.returncode == 0, err
+    assert "taking run %s over" % run_id in err
+    for name in before:
+        seen = steps(run_dir / ("%s.stdout" % name))
+        assert {pid for _, pid in seen} == {before[name][0][1]}, "a task was restarted"
+        assert [step for step, _ in seen] == sorted(step for step, _ in seen)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"]["status"] == "succeeded", record["outcome"]
+    assert record["restarts"] == [] and record["relaunches"] == []
+    for task in record["tasks"]:
+        [attempt] = task["attempts"]
+        assert attempt["task_id"].startswith("tfmesos.%s." % run_id)
+        assert attempt["states"][-1]["state"] == "TASK_FINISHED"
+        assert attempt["exit_code"] == 0
+    _, state = framework_of(master)
+    assert state["frameworks"] == []
+
+
+def test_without_failover_the_tasks_stop_with_tfrun(make_local_master, tmp_path):
+    master = make_local_master()
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER="")
+    with start_tfrun("-m", master.url, "-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir),
+                     "--", sys.executable, str(tmp_path / "train.py"), str(finish),
+                     env=env) as tfrun:
+        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 2, timeout=120)
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    # The task sees its scheduler gone and stops: nothing waits for a takeover.
+    wait_until(lambda: all(t["state"] != "TASK_RUNNING" for f in master.state()["frameworks"]
+                           for t in f["tasks"]), timeout=120)
+    assert not (run_dir / "failover.json").exists()
+    attach = tfmesos("attach", str(run_dir), "--master", master.url, env=env)
+    assert attach.returncode == 1 and attach.stderr.count("\n") == 1, attach.stderr

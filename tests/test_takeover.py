@@ -1,0 +1,171 @@
+"""Taking a run over from its record (pure): which attempts are adopted,
+the record carried on, the spec sent to a detached run's scheduler task, the
+files ``tfmesos attach`` reads, and the FrameworkInfo of a run that
+outlives its scheduler."""
+
+import json
+import os
+
+import pytest
+
+from tfmesos.cli.tfrun_options import build_parser, read_options
+from tfmesos.core.slots import make_slots
+from tfmesos.core.spec import Job
+from tfmesos.core.spec_codec import spec_from_dict, spec_to_dict
+from tfmesos.core.takeover import adopt_slots
+from tfmesos.core.taskinfo import framework_info
+from tfmesos.exceptions import SpecError
+from tfmesos.protocol import labels
+from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import (
+    Attempt,
+    Logs,
+    MetricSeries,
+    Restart,
+    RunFile,
+    State,
+    Task,
+    Timings,
+)
+from tfmesos.record.takeover_files import (
+    TakeoverError,
+    read_failover,
+    read_key,
+    save_failover,
+    save_key,
+)
+
+JOBS = [Job("ps", 1), Job("worker", 2)]
+
+
+def attempt(task, number, restart=0, states=("TASK_RUNNING",), exit_code=None, exited=None):
+    job, index = task.split(":")
+    return Attempt(attempt=number, restart=restart, task_id="tfmesos.r1.%s.%s.%d" % (
+        job, index, number), agent_id="a1", address="10.0.0.1:%d" % (31000 + number),
+                   states=[State(state=s, time="2026-11-26T10:00:00.000Z") for s in states],
+                   exit_code=exit_code, exited=exited,
+                   logs=Logs(stdout="%s.%s.stdout" % (job, index),
+                             stderr="%s.%s.stderr" % (job, index)))
+
+
+def previous_run(restarts=0, **tasks):
+    return RunFile(run_id="r1", framework_id="F-1", mode="replica", command="train",
+                   tasks=[Task(name=name, job=name.split(":")[0], index=int(name.split(":")[1]),
+                               attempts=attempts) for name, attempts in tasks.items()],
+                   restarts=[Restart(restart=n + 1, time="2026-11-26T10:00:00.000Z")
+                             for n in range(restarts)],
+                   timings=Timings(submitted="2026-11-26T10:00:00.000Z",
+                                   all_registered="2026-11-26T10:00:05.000Z",
+                                   finished="2026-11-26T10:09:00.000Z"),
+                   metrics=[MetricSeries(task="worker:0", name="loss", last=0.5, last_step=7,
+                                         count=8, steps=[7], values=[0.5], times=[1.0])])
+
+
+def test_the_current_attempts_are_adopted_and_must_register_again():
+    slots = make_slots(JOBS)
+    previous = previous_run(**{
+        "ps:0": [attempt("ps:0", 1)],
+        "worker:0": [attempt("worker:0", 1, states=("TASK_FAILED",)), attempt("worker:0", 2)],
+        "worker:1": [attempt("worker:1", 1, states=("TASK_FINISHED",), exit_code=0,
+                             exited="2026-11-26T10:05:00.000Z")]})
+    waiting = adopt_slots(slots, previous, "replica")
+    assert waiting == ["tfmesos.r1.ps.0.1", "tfmesos.r1.worker.0.2"]
+    ps, worker0, worker1 = slots
+    assert (worker0.task_id, worker0.attempts, worker0.address, worker0.port) == (
+        "tfmesos.r1.worker.0.2", 2, "10.0.0.1:31002", 31002)
+    assert slots.slot_of("tfmesos.r1.worker.0.1") is worker0      # an earlier attempt's updates
+    assert slots.current("tfmesos.r1.worker.0.1") is None
+    assert worker1.done and worker1.exit_code == 0                  # ended meanwhile, as expected
+    assert not ps.done and ps.exit_code is None and ps.state == "TASK_RUNNING"
+    assert slots.pending() == []
+
+
+def test_attempts_of_an_earlier_restart_are_not_adopted():
+    slots = make_slots(JOBS)
+    previous = previous_run(restarts=1, **{
+        "ps:0": [attempt("ps:0", 1), attempt("ps:0", 2, restart=1)],
+        "worker:0": [attempt("worker:0", 1)],     # not relaunched yet in restart 1
+        "worker:1": [attempt("worker:1", 1), attempt("worker:1", 2, restart=1)]})
+    waiting = adopt_slots(slots, previous, "replica")
+    assert waiting == ["tfmesos.r1.ps.0.2", "tfmesos.r1.worker.1.2"]
+    assert [slot.name for slot in slots.pending()] == ["worker:0"]
+    assert slots[0].base == 1 and slots[0].attempts == 2
+
+
+def test_the_record_is_carried_on(tmp_path):
+    slots = make_slots(JOBS)
+    previous = previous_run(**{name: [attempt(name, 1)] for name in ("ps:0", "worker:0",
+                                                                     "worker:1")})
+    (tmp_path / "worker.0.stdout").write_text("step 1\n")
+    record = RunRecord(str(tmp_path), RunFile(run_id="r1", mode="replica"), slots, True)
+    record.resume(previous)
+    record.submitted()
+    record.output("tfmesos.r1.worker.0.1", "stdout", "step 2\n")
+    record.save()
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["framework_id"] == "F-1"
+    assert saved["timings"]["submitted"] == "2026-11-26T10:00:00.000Z"
+    assert saved["timings"]["finished"] is None
+    assert [len(task["attempts"]) for task in saved["tasks"]] == [1, 1, 1]
+    assert saved["metrics"][0]["last_step"] == 7
+    assert (tmp_path / "worker.0.stdout").read_text() == "step 1\nstep 2\n"   # appended
+
+
+def test_a_record_of_other_tasks_is_refused(tmp_path):
+    record = RunRecord(None, RunFile(run_id="r1"), make_slots(JOBS), True)
+    with pytest.raises(Exception, match="names other tasks"):
+        record.resume(previous_run(**{"worker:0": [attempt("worker:0", 1)]}))
+
+
+def parsed(*argv, command="python train.py"):
+    args = build_parser().parse_options(list(argv), None)
+    return read_options(args, command)
+
+
+def test_a_spec_goes_to_the_scheduler_task_and_back_unchanged():
+    spec = parsed("-w", "2", "-s", "1", "-E", "A=1", "--max-restarts", "2", "-m",
+                  "10.0.0.9:5050", "--detach", "--job", "chief:1:0.5:256", "-V", "/tmp:/x:ro",
+                  "--failover-timeout", "7200")
+    assert spec_from_dict(json.loads(json.dumps(spec_to_dict(spec)))) == spec
+    assert spec.failover_timeout == 7200
+    with pytest.raises(SpecError, match="unknown field"):
+        spec_from_dict(dict(spec_to_dict(spec), future=1))
+    with pytest.raises(SpecError):   # checked again when read
+        spec_from_dict(dict(spec_to_dict(spec), launch_timeout=float("nan")))
+
+
+def test_the_failover_timeouts_by_default():
+    assert parsed("-m", "h:5050").failover_timeout is None
+    assert parsed("-m", "h:5050", "--failover").failover_timeout == 3600
+    assert parsed("-m", "h:5050", "--detach").failover_timeout == 6 * 3600
+
+
+def test_the_framework_of_a_run_that_outlives_its_scheduler():
+    spec = parsed("-m", "h:5050", "--failover", "--failover-timeout", "900")
+    info = framework_info(spec, spec.jobs, "r1", framework_id="F-1", rendezvous="10.0.0.1:4000",
+                          detached=True)
+    assert info["failover_timeout"] == 900 and info["id"] == {"value": "F-1"}
+    found = labels.label_map(info["labels"])
+    assert found[labels.RENDEZVOUS] == "10.0.0.1:4000" and found[labels.DETACHED] == "1"
+    assert found[labels.RUN_ID] == "r1"
+    plain = framework_info(parsed("-m", "h:5050"), spec.jobs, "r1")
+    assert plain["failover_timeout"] == 60 and "id" not in plain
+
+
+def test_keys_and_failover_files_are_private_and_checked(tmp_path):
+    environ = {"TFMESOS_KEYS_DIR": str(tmp_path / "keys")}
+    path = save_key("0a1b", b"k" * 32, environ)
+    assert read_key(path) == b"k" * 32
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(tmp_path / "keys").st_mode & 0o777) == "0o700"
+    (tmp_path / "bad").write_text("zz\n")
+    with pytest.raises(TakeoverError, match="not a tfmesos run key"):
+        read_key(str(tmp_path / "bad"))
+    with pytest.raises(TakeoverError, match="copy it from the machine that submitted"):
+        read_key(str(tmp_path / "missing"))
+    with pytest.raises(TakeoverError, match="not a run id"):
+        save_key("../x", b"k" * 32, environ)
+    save_failover(str(tmp_path), "r1", "F-1", "h:5050", ["-w", "2", "--", "true"], "/w")
+    assert read_failover(str(tmp_path))["argv"] == ["-w", "2", "--", "true"]
+    with pytest.raises(TakeoverError, match="not started with --failover or --detach"):
+        read_failover(str(tmp_path / "keys"))
