@@ -10,11 +10,25 @@ task printed before anything of tfmesos ran in it.
   task's executor id is its task id);
 * ``read_tails``: the last lines of some files of a sandbox, within a hard
   time limit: it runs in a daemon thread that is given up on at the
-  deadline, so a silent or slow agent cannot hold the caller.
+  deadline, so a silent or slow agent cannot hold the caller;
+* ``download``: a whole file of a sandbox, byte for byte (a packed bundle,
+  a zip), page by page through ``/files/read``, bounded in size and time.
+
+``/files/read`` answers a file's bytes as a JSON string written byte by
+byte (stout's ``jsonify``: ``"``, ``\\``, ``/`` and the control characters
+escaped, every other byte as it is, valid UTF-8 or not), as the embedded
+agent does (``mesos_local/api/files.py``, ``surrogateescape``). Decoded
+with ``surrogateescape`` and encoded back the same way, a page gives back
+exactly the file's bytes, a UTF-8 sequence cut between pages included.
+(Mesos' ``/files/download`` sends the raw bytes, but the embedded agent
+does not serve it, so ``download`` keeps to ``/files/read``.)
 """
 
 import ipaddress
 import json
+import os
+import socket
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -23,6 +37,9 @@ from ..exceptions import MesosError
 from .http_transport import describe, open_connection
 
 MAX_REPLY = 256 * 1024     # a read answers at most 16 pages, JSON-escaped
+DOWNLOAD_PAGE = 64 * 1024  # bytes a download asks of each /files/read (16 pages of 4 KiB)
+# A byte JSON-escapes to 6 characters at most (\u00XX): a page's reply is bounded by that.
+DOWNLOAD_REPLY = 6 * DOWNLOAD_PAGE + 1024
 
 
 class AgentFilesError(MesosError):
@@ -162,4 +179,152 @@ def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines
         base_url, time.monotonic() - started), unreachable=True)
 
 
-__all__ = ["AgentFiles", "AgentFilesError", "agent_base_url", "sandbox_path", "read_tails", "last_lines"]
+# -- whole files ------------------------------------------------------------------
+
+
+def _get_exact(files, route, limit, params):
+    """The JSON ``files``' agent answers GET ``route`` with, at most ``limit``
+    bytes, its strings decoded with ``surrogateescape`` (the bytes of a file
+    that are not UTF-8 kept as they came)."""
+    target = "%s?%s" % (route, urllib.parse.urlencode(params))
+    try:
+        files._conn.request("GET", target, headers=files._headers)
+        response = files._conn.getresponse()
+        body = response.read(limit + 1)
+    except OSError as exc:
+        raise AgentFilesError("%s: %s" % (files.base_url, describe(exc)),
+                              unreachable=True) from None
+    except Exception as exc:  # http.client's own errors: a garbled answer
+        raise AgentFilesError("%s: %s" % (files.base_url, describe(exc))) from None
+    if response.status != 200:
+        text = body[:200].decode("utf-8", "replace").strip()
+        raise AgentFilesError("%s%s answered %d%s" % (files.base_url, route, response.status,
+                                                     ": " + text if text else ""))
+    if len(body) > limit:
+        files.close()     # the rest of the answer is unread: the connection cannot go on
+        raise AgentFilesError("%s%s answered more than %d bytes" % (files.base_url, route,
+                                                                   limit))
+    try:
+        return json.loads(body.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        raise AgentFilesError("%s%s answered no JSON" % (files.base_url, route)) from None
+
+
+def _read_at(files, path, offset, length=None):
+    """(the offset answered, the bytes of ``path`` from ``offset``, at most
+    ``length``); ``offset`` -1: (the file's size, no bytes)."""
+    params = {"path": path, "offset": offset}
+    if length is not None:
+        params["length"] = length
+    answer = _get_exact(files, "/files/read", DOWNLOAD_REPLY, params)
+    data = answer.get("data") if isinstance(answer, dict) else None
+    at = answer.get("offset") if isinstance(answer, dict) else None
+    if not isinstance(data, str) or isinstance(at, bool) or not isinstance(at, int) or at < 0:
+        raise AgentFilesError("%s/files/read answered no offset and data for %s"
+                              % (files.base_url, path))
+    try:
+        raw = data.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise AgentFilesError("%s/files/read answered data that is no file's bytes for %s"
+                              % (files.base_url, path)) from None
+    if len(raw) > (length or 0):
+        raise AgentFilesError("%s/files/read answered %d bytes of %s, %d were asked"
+                              % (files.base_url, len(raw), path, length or 0))
+    return at, raw
+
+
+def download(files, path, dest, max_bytes, deadline=None):
+    """Copy the file at virtual ``path`` of ``files``' agent (an
+    ``AgentFiles``) to ``dest``, byte for byte; its size. Its size is asked
+    first (``offset=-1``): a file over ``max_bytes`` is refused before a
+    byte is read; then it is read page by page (``DOWNLOAD_PAGE`` bytes),
+    and its size asked again: a file that changed meanwhile is refused.
+    ``dest`` appears whole or not at all (a temporary file beside it,
+    renamed). ``deadline``: a ``time.monotonic()`` value past which the
+    download fails, the connection shut down then even mid-answer (and
+    closed: ``files`` connects again for its next request).
+    AgentFilesError, one line, otherwise."""
+    where = "%s%s" % (files.base_url, path)
+    _in_time(deadline, where, "before it started")
+    watchdog = shut = None
+    if deadline is not None:
+        shut = threading.Event()
+        watchdog = threading.Timer(deadline - time.monotonic(), _shut, (files, shut))
+        watchdog.daemon = True
+        watchdog.start()
+    partial = None
+    try:
+        size = _size_of(files, path, deadline, where)
+        if size > max_bytes:
+            raise AgentFilesError("%s is %d bytes, over the %d a download may take"
+                                  % (where, size, max_bytes))
+        try:
+            handle, partial = tempfile.mkstemp(prefix=".%s." % os.path.basename(dest),
+                                               suffix=".partial",
+                                               dir=os.path.dirname(os.path.abspath(dest)))
+            out = os.fdopen(handle, "wb")
+        except OSError as exc:
+            raise AgentFilesError("cannot write %s: %s" % (dest, exc.strerror or exc)) from None
+        try:
+            with out:
+                offset = 0
+                while offset < size:
+                    _in_time(deadline, where, "after %d of %d bytes" % (offset, size))
+                    at, page = _read_at(files, path, offset, min(DOWNLOAD_PAGE, size - offset))
+                    if at != offset or not page:
+                        raise AgentFilesError("%s ended after %d of its %d bytes: it changed "
+                                              "while it was downloaded" % (where, offset, size))
+                    out.write(page)
+                    offset += len(page)
+        except OSError as exc:        # writing here; the agent's errors are AgentFilesError
+            raise AgentFilesError("cannot write %s: %s" % (dest, exc.strerror or exc)) from None
+        if _size_of(files, path, deadline, where) != size:
+            raise AgentFilesError("%s changed while it was downloaded (it was %d bytes)"
+                                  % (where, size))
+        try:
+            os.replace(partial, dest)
+        except OSError as exc:
+            raise AgentFilesError("cannot write %s: %s" % (dest, exc.strerror or exc)) from None
+        partial = None
+        return size
+    except AgentFilesError as exc:
+        if deadline is not None and time.monotonic() >= deadline and "in time" not in str(exc):
+            raise AgentFilesError("%s: the download did not finish in time (%s)"
+                                  % (where, exc), unreachable=exc.unreachable) from None
+        raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+            watchdog.join()
+            if shut is not None and shut.is_set():
+                files.close()     # its next request connects again
+        if partial is not None:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+
+
+def _size_of(files, path, deadline, where):
+    _in_time(deadline, where, "before its size was known")
+    return _read_at(files, path, -1)[0]
+
+
+def _in_time(deadline, where, when):
+    if deadline is not None and time.monotonic() >= deadline:
+        raise AgentFilesError("%s: the download did not finish in time (%s)" % (where, when))
+
+
+def _shut(files, shut):
+    """The deadline: a read that is waiting for the agent ends at once."""
+    shut.set()
+    sock = getattr(files._conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+__all__ = ["AgentFiles", "AgentFilesError", "agent_base_url", "sandbox_path", "read_tails",
+           "last_lines", "download", "DOWNLOAD_PAGE"]

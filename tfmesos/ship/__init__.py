@@ -9,7 +9,10 @@ served over HTTP to tasks on agents that share no files with the submitter.
 * ``bundle_server``: ``BundleServer``, the shipped files at a per-run secret
   path (GET/HEAD, bounded, idle timeouts);
 * ``shipping``: ``Shipment``, packs and serves what one run ships; the
-  TaskInfo's ``uris``, environment and command;
+  TaskInfo's ``uris``, environment and command; ``Shipment.from_packed``
+  serves what another Shipment packed (``packed_files``), unchanged;
+* ``scheduler_side``: ``tfrun --detach``'s scheduler (tfmesos, mesos_local,
+  addict, kazoo) as one reproducible zip, and its task's command;
 * ``function_payload``: ``tfmesos.run``'s function and arguments,
   cloudpickled into a zip (one of ``ShipSpec.extra_files``).
 """

@@ -21,17 +21,25 @@ for every launch, relaunch and restart alike:
 
 Inside containers the sandbox is ``$MESOS_SANDBOX``; the command finds
 everything there.
+
+``Shipment.from_packed`` serves what an earlier Shipment packed
+(``packed_files``: the very files, so the same names and sha256), packing
+nothing: the detached scheduler of ``tfrun --detach`` (its sandbox got the
+files from the submitter's Shipment), and ``tfmesos attach`` relaunching it.
 """
 
+import copy
 import logging
 import os
+import re
 import shlex
 import shutil
 import tempfile
 
 from ..protocol import task_env
-from .bundle import TOP, WARN_SIZE, human_size, pack, pack_task_side
+from .bundle import TOP, WARN_SIZE, Bundle, file_sha256, human_size, pack, pack_task_side
 from .bundle_server import BundleServer
+from .contents import ShipError
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +50,15 @@ ENV_PYTHON = "bin/python3"             # the interpreter of a --python-env archi
 class Shipment:
     """The packed files of one run and the server that hands them out.
     ``say(text)`` tells the user what was shipped; ``leave_out``:
-    directories never packed (run directories)."""
+    directories never packed (run directories). ``from_packed`` serves files
+    an earlier Shipment packed (``packed_files``) instead of packing."""
 
     def __init__(self, spec, bind_host=None, say=None, leave_out=()):
         self.spec = spec
         say = say or logger.info
         self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
         self.server = None
+        self._recorded = None   # from_packed's: the original's record()
         try:
             self.bundle = None
             if spec.directory is not None:
@@ -61,19 +71,117 @@ class Shipment:
                         "of it (--ship-exclude, .gitignore) and read it from shared storage"
                         % human_size(self.bundle.size))
             self.task_side = pack_task_side(self._work)
-            self.server = BundleServer(bind_host=bind_host)
-            if self.bundle is not None:
-                self.server.add(self.bundle.name, self.bundle.path)
-            self.server.add(self.task_side.name, self.task_side.path)
-            for name, path in spec.extra_files:
-                self.server.add(name, path)
-            self.env_name = None
+            self.extra_files = list(spec.extra_files)
+            self.python_env = spec.python_env    # as given: run.json's python_env
+            self.env_name = self.env_path = None
             if spec.python_env is not None and "://" not in spec.python_env:
                 self.env_name = os.path.basename(spec.python_env)
-                self.server.add(self.env_name, spec.python_env)
+                self.env_path = spec.python_env
+            self._serve(bind_host)
         except BaseException:
             self.stop()
             raise
+
+    @classmethod
+    def from_packed(cls, spec, files, bind_host=None, say=None, recorded=None):
+        """A Shipment that serves files an earlier one packed, under the names
+        it served them, without packing anything (the detached scheduler, and
+        ``tfmesos attach`` relaunching it): the same ``uris`` (but for the
+        server's address and secret path), ``environment``, ``command`` and,
+        given the original's ``record()`` as ``recorded``, the same
+        ``record``. ``files``: ``packed_files()``'s roles -> paths here
+        (``bundle`` and ``python_env`` may be None or absent, ``extra:NAME``
+        in the original's order). ``spec``: the run's ``ShipSpec``, or None;
+        only its ``python_env`` is read, and only without ``recorded`` (whose
+        ``python_env`` is the original's): a URL goes to the tasks as it is,
+        a file's name is the one ``files["python_env"]`` is served under.
+        A content-addressed file (``NAME-<sha256[:16]>.EXT``:
+        the bundle, the task side, ``tfmesos.run``'s function) whose sha256
+        is not its name's, or not ``recorded``'s, is a ShipError; ``stop``
+        removes none of these files."""
+        self = cls.__new__(cls)
+        self.spec, self._work, self.server = spec, None, None
+        say = say or logger.info
+        files = dict(files)
+        recorded = copy.deepcopy(dict(recorded)) if recorded is not None else None
+        self._recorded = recorded
+        unknown = [role for role in files if role not in _ROLES and not role.startswith(
+            _EXTRA)]
+        if unknown:
+            raise ShipError("packed files: unknown role%s %s (known: %s, %sNAME)" % (
+                "s" if len(unknown) > 1 else "", ", ".join(map(repr, unknown)),
+                ", ".join(_ROLES), _EXTRA))
+        self.bundle = None
+        if files.get("bundle") is not None:
+            self.bundle = _packed_bundle(files["bundle"], (recorded or {}).get("bundle"))
+        elif recorded is not None and recorded.get("bundle") is not None:
+            raise ShipError("packed files: the run shipped the bundle %s, but no file was "
+                            "given for it" % recorded["bundle"].get("name"))
+        if files.get("task_side") is None:
+            raise ShipError("packed files: the task side zip (role 'task_side') is missing")
+        self.task_side = _packed_bundle(files["task_side"], None)
+        if recorded is not None and recorded.get("task_side") != self.task_side.name:
+            raise ShipError("packed files: the task side is %s, but the run shipped %s"
+                            % (self.task_side.name, recorded.get("task_side")))
+        self.extra_files = []
+        for role, path in files.items():
+            if role.startswith(_EXTRA):
+                name = role[len(_EXTRA):]
+                if not name or name != os.path.basename(name) or name.startswith("."):
+                    raise ShipError("packed files: %r: a plain file name after %r, please"
+                                    % (role, _EXTRA))
+                _check_named_sha(name, path)
+                self.extra_files.append((name, os.path.abspath(path)))
+        given = recorded.get("python_env") if recorded is not None else \
+            (spec.python_env if spec is not None else None)
+        self.python_env = given
+        self.env_name = self.env_path = None
+        env_file = files.get("python_env")
+        if env_file is not None:
+            if given is not None and "://" in given:
+                raise ShipError("packed files: --python-env was the URL %s, not a file" % given)
+            self.env_path = os.path.abspath(env_file)
+            self.env_name = os.path.basename(given or env_file)
+            self.python_env = given or self.env_path
+        elif given is not None and "://" not in given:
+            raise ShipError("packed files: the run shipped --python-env %s, but no file was "
+                            "given for it" % given)
+        for path in [p for _, p in self.extra_files] + [self.env_path]:
+            if path is not None and not os.path.isfile(path):
+                raise ShipError("packed files: %s: no such file" % path)
+        try:
+            self._serve(bind_host)
+        except BaseException:
+            self.stop()
+            raise
+        say("serving the shipped files as they were packed: %s" % ", ".join(
+            name for name, _ in self._served()))
+        return self
+
+    def _served(self):
+        """``[(name, path)]`` the server hands out, in ``uris``' order."""
+        served = [(self.bundle.name, self.bundle.path)] if self.bundle is not None else []
+        served.append((self.task_side.name, self.task_side.path))
+        served.extend(self.extra_files)
+        if self.env_name is not None:
+            served.append((self.env_name, self.env_path))
+        return served
+
+    def _serve(self, bind_host):
+        self.server = BundleServer(bind_host=bind_host)
+        for name, path in self._served():
+            self.server.add(name, path)
+
+    def packed_files(self):
+        """The files this Shipment serves, by role (``from_packed``'s
+        ``files``): ``bundle`` (None without), ``task_side``, ``extra:NAME``
+        for each extra file, ``python_env`` (None without, or when it is a
+        URL)."""
+        files = {"bundle": self.bundle.path if self.bundle is not None else None,
+                 "task_side": self.task_side.path}
+        files.update((_EXTRA + name, path) for name, path in self.extra_files)
+        files["python_env"] = self.env_path
+        return files
 
     def uris(self, host):
         """The TaskInfo's ``CommandInfo.uris``; ``host``: this machine's
@@ -85,10 +193,10 @@ class Shipment:
         uris.append({"value": self.server.url(host, self.task_side.name), "extract": False,
                      "cache": False})
         uris.extend({"value": self.server.url(host, name), "extract": False, "cache": False}
-                    for name, _ in self.spec.extra_files)
-        if self.spec.python_env is not None:
+                    for name, _ in self.extra_files)
+        if self.python_env is not None:
             value = self.server.url(host, self.env_name) if self.env_name \
-                else self.spec.python_env
+                else self.python_env
             uris.append({"value": value, "extract": True, "cache": True})
         return uris
 
@@ -106,38 +214,92 @@ class Shipment:
         ``python3`` from the agent's (or image's) ``PATH``. The directory of
         the interpreter chosen, then the environment's ``bin/``, come first
         on ``PATH``: ``python`` and ``python3`` in the command are its."""
-        first = []      # directories put first on PATH, the first first
-        if image:
-            interpreter = "python3"
-        elif self.spec.python_env is not None:
-            chosen = python or ENV_PYTHON
-            interpreter = shlex.quote(chosen) if os.path.isabs(chosen) \
-                else "%s/%s" % (SANDBOX, shlex.quote(chosen))
-            first = [_directory(chosen), "%s/bin" % SANDBOX]
-        elif python:
-            interpreter = shlex.quote(python)
-            first = [_directory(python)]
-        else:
-            interpreter = "python3"
-        first = [d for i, d in enumerate(first) if d and d not in first[:i]]
-        path = 'PATH=%s"${PATH:+:$PATH}" ' % ":".join(first) if first else ""
+        interpreter, path = interpreter_and_path(image, python, self.python_env is not None)
         # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
         return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m tfmesos.task'
                 % (path, SANDBOX, shlex.quote(self.task_side.name), interpreter))
 
     def record(self):
         """run.json's ``shipped``."""
+        if self._recorded is not None:
+            return copy.deepcopy(self._recorded)
         what = {"bundle": self.bundle.record() if self.bundle else None,
                 "task_side": self.task_side.name}
-        if self.spec.python_env is not None:
-            what["python_env"] = self.spec.python_env
+        if self.python_env is not None:
+            what["python_env"] = self.python_env
         return what
 
     def stop(self):
-        """Stop serving and remove the packed files (idempotent)."""
+        """Stop serving and remove the packed files (idempotent); the files
+        of ``from_packed`` stay."""
         if self.server is not None:
             self.server.stop()
-        shutil.rmtree(self._work, ignore_errors=True)
+        if self._work is not None:
+            shutil.rmtree(self._work, ignore_errors=True)
+
+
+_ROLES = ("bundle", "task_side", "python_env")
+_EXTRA = "extra:"
+# A content-addressed name: PREFIX-<the first 16 hex digits of its sha256>.EXT
+_NAMED_SHA = re.compile(r"^[A-Za-z0-9_.-]+-([0-9a-f]{16})\.(?:tar\.gz|zip)$")
+
+
+def _check_named_sha(name, path):
+    """The sha256 of ``path``, served as ``name``; ShipError when ``name`` is
+    content-addressed and names another sha256."""
+    try:
+        sha = file_sha256(path)
+    except OSError as exc:
+        raise ShipError("packed files: cannot read %s: %s" % (path, exc.strerror or exc)) \
+            from None
+    match = _NAMED_SHA.match(name)
+    if match and not sha.startswith(match.group(1)):
+        raise ShipError("packed files: %s (%s) has sha256 %s, not the one its name says: it "
+                        "changed since it was packed" % (name, path, sha))
+    return sha
+
+
+def _packed_bundle(path, recorded):
+    """The ``Bundle`` of a packed archive at ``path``, its name content-
+    addressed; ``recorded``: the original's ``Bundle.record()`` (its
+    ``source``, ``files`` and ``bytes`` are carried over; its sha256 and name
+    must be this file's), or None."""
+    name = os.path.basename(path)
+    if not _NAMED_SHA.match(name):
+        raise ShipError("packed files: %s is not a name tfrun --ship packs under "
+                        "(NAME-<sha256[:16]>.tar.gz or .zip)" % name)
+    sha = _check_named_sha(name, path)
+    recorded = dict(recorded or {})
+    if recorded and (recorded.get("sha256"), recorded.get("name")) != (sha, name):
+        raise ShipError("packed files: %s has sha256 %s, but the run shipped %s (%s)" % (
+            name, sha, recorded.get("name"), recorded.get("sha256")))
+    return Bundle(os.path.abspath(path), name, sha, int(recorded.get("files") or 0),
+                  int(recorded.get("bytes") or 0), str(recorded.get("source") or ""))
+
+
+def interpreter_and_path(image, python, python_env):
+    """(the interpreter, a ``PATH=...`` assignment or "") of a task's shell
+    command (``Shipment.command``): ``python`` (a relative path is in the
+    sandbox when ``python_env``), else with ``python_env`` the environment's
+    ``bin/python3``, else ``python3``; with ``image``, the image's
+    ``python3``. The chosen interpreter's directory, then the environment's
+    ``bin/``, come first on ``PATH``."""
+    first = []      # directories put first on PATH, the first first
+    if image:
+        interpreter = "python3"
+    elif python_env:
+        chosen = python or ENV_PYTHON
+        interpreter = shlex.quote(chosen) if os.path.isabs(chosen) \
+            else "%s/%s" % (SANDBOX, shlex.quote(chosen))
+        first = [_directory(chosen), "%s/bin" % SANDBOX]
+    elif python:
+        interpreter = shlex.quote(python)
+        first = [_directory(python)]
+    else:
+        interpreter = "python3"
+    first = [d for i, d in enumerate(first) if d and d not in first[:i]]
+    path = 'PATH=%s"${PATH:+:$PATH}" ' % ":".join(first) if first else ""
+    return interpreter, path
 
 
 def _directory(python):
@@ -150,4 +312,4 @@ def _directory(python):
         else "%s/%s" % (SANDBOX, shlex.quote(directory))
 
 
-__all__ = ["Shipment", "SANDBOX", "ENV_PYTHON"]
+__all__ = ["Shipment", "SANDBOX", "ENV_PYTHON", "interpreter_and_path"]

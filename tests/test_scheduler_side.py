@@ -1,0 +1,181 @@
+"""``tfrun --detach``'s scheduler side (ship/scheduler_side.py): one
+reproducible zip holding tfmesos, mesos_local, addict and kazoo, that runs
+with nothing but the standard library of an agent's Python, and the
+detached scheduler task's command."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tfmesos.ship import scheduler_side
+from tfmesos.ship.bundle import ShipError
+from tfmesos.ship.scheduler_side import SCHEDULER_DIR, pack_scheduler_side, scheduler_command
+
+# This machine's Python outside any home directory, run with -S: no
+# site-packages, so neither the installed tfmesos nor addict nor kazoo.
+BARE_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+MAX_ZIP = 3 * 1000 * 1000     # every detached run uploads it: keep it small
+# What the detached scheduler needs at once (tfrun, the run, a real master).
+ENTRY_MODULES = ("tfmesos.cli.tfrun", "tfmesos.core.launch", "tfmesos.backends.remote",
+                 "tfmesos.mesos.driver", "tfmesos.ship.shipping", "addict")
+# Imports every shipped module but the __main__ ones, then says where each
+# loaded module came from (built-in modules have no file).
+PROBE = """
+import importlib, json, os, sys, sysconfig
+root = sys.argv[1]
+names = []
+for top, dirs, files in os.walk(root):
+    dirs.sort()
+    for file_name in sorted(files):
+        if not file_name.endswith(".py") or file_name == "__main__.py":
+            continue
+        parts = os.path.relpath(os.path.join(top, file_name), root)[:-3].split(os.sep)
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+failed = {}
+for name in names:
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:
+        failed[name] = "%s: %s" % (type(exc).__name__, exc)
+files = {name: getattr(module, "__file__", None) for name, module in list(sys.modules.items())}
+stdlib = sorted({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")})
+print(json.dumps({"imported": len(names), "failed": failed, "files": files, "stdlib": stdlib}))
+"""
+
+
+def bare_environment(**extra):
+    """A clean environment: no PYTHONPATH but what is given, no tfmesos variables."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def unzipped(tmp_path_factory):
+    """(the Bundle, the directory its zip was extracted into)."""
+    packed = pack_scheduler_side(str(tmp_path_factory.mktemp("packed")))
+    where = tmp_path_factory.mktemp("sandbox")
+    with zipfile.ZipFile(packed.path) as archive:
+        archive.extractall(str(where))
+    return packed, str(where)
+
+
+def test_the_zip_holds_the_packages_python_files_under_one_directory(unzipped):
+    packed, _ = unzipped
+    print("scheduler side: %s, %d bytes zipped, %d files, %d bytes" % (
+        packed.name, packed.archive_size, packed.files, packed.size))
+    assert packed.name == "tfmesos-scheduler-%s.zip" % packed.sha256[:16]
+    assert packed.archive_size < MAX_ZIP
+    with zipfile.ZipFile(packed.path) as archive:
+        names = archive.namelist()
+        infos = archive.infolist()
+    assert len(names) == packed.files and names == sorted(names)
+    assert all(name.startswith(SCHEDULER_DIR + "/") and name.endswith(".py") for name in names)
+    assert not [name for name in names if "__pycache__" in name]
+    assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in infos)
+    tops = {name.split("/")[1] for name in names}
+    assert {"tfmesos", "mesos_local", "addict"} <= tops <= {"tfmesos", "mesos_local", "addict",
+                                                          "kazoo"}
+    for package in ("tfmesos", "mesos_local"):   # all of it
+        here = os.path.dirname(__import__(package).__file__)
+        mine = sorted(os.path.relpath(os.path.join(top, name), here)
+                      for top, dirs, files in os.walk(here) if "__pycache__" not in top
+                      for name in files if name.endswith(".py"))
+        assert sorted(name.split("/", 2)[2] for name in names
+                      if name.split("/")[1] == package) == mine
+    assert "%s/tfmesos/ship/scheduler_side.py" % SCHEDULER_DIR in names
+    if "kazoo" in tops:
+        assert "%s/kazoo/client.py" % SCHEDULER_DIR in names
+        assert not [name for name in names if name.startswith(
+            ("%s/kazoo/tests/" % SCHEDULER_DIR, "%s/kazoo/testing/" % SCHEDULER_DIR))]
+
+
+def test_packing_is_reproducible(unzipped, tmp_path):
+    packed, _ = unzipped
+    again = pack_scheduler_side(str(tmp_path))
+    assert (again.name, again.sha256, again.files, again.size) == \
+        (packed.name, packed.sha256, packed.files, packed.size)
+
+
+def test_the_unzipped_scheduler_side_runs_on_the_standard_library_alone(unzipped):
+    _, where = unzipped
+    root = os.path.join(where, SCHEDULER_DIR)
+    env = bare_environment(PYTHONPATH=root)
+    probe = ("import sys, tfmesos, %s; print(tfmesos.__file__); "
+             "print(sys.modules['tfmesos.cli.tfrun'].__file__)" % ", ".join(ENTRY_MODULES))
+    result = subprocess.run([BARE_PYTHON, "-S", "-c", probe], capture_output=True, text=True,
+                            env=env, cwd=where, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert all(line.startswith(root + os.sep) for line in result.stdout.splitlines()), \
+        result.stdout
+    usage = subprocess.run([BARE_PYTHON, "-S", "-m", "tfmesos.cli.tfrun", "--help"],
+                           capture_output=True, text=True, env=env, cwd=where, timeout=120)
+    assert usage.returncode == 0, usage.stderr
+    assert "usage: tfrun" in usage.stdout
+
+
+def test_every_shipped_module_imports_from_the_zip_or_the_standard_library(unzipped):
+    """Each package's own imports are satisfied by what is shipped: nothing
+    comes from site-packages (hidden by -S) or the submitter's paths."""
+    _, where = unzipped
+    root = os.path.join(where, SCHEDULER_DIR)
+    result = subprocess.run([BARE_PYTHON, "-S", "-c", PROBE, root], capture_output=True,
+                            text=True, env=bare_environment(PYTHONPATH=root), cwd=where,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout.splitlines()[-1])
+    assert found["imported"] > 150 and found["failed"] == {}
+    places = tuple(path + os.sep for path in [root] + found["stdlib"])
+    outside = {name: path for name, path in found["files"].items()
+               if path and not path.startswith(places)}
+    assert outside == {}
+
+
+def test_kazoo_is_optional_the_rest_is_not(monkeypatch, tmp_path):
+    real = scheduler_side.package_directory
+    monkeypatch.setattr(scheduler_side, "package_directory",
+                        lambda name: None if name == "kazoo" else real(name))
+    packed = pack_scheduler_side(str(tmp_path))
+    with zipfile.ZipFile(packed.path) as archive:
+        assert not [n for n in archive.namelist() if n.startswith(SCHEDULER_DIR + "/kazoo/")]
+    monkeypatch.setattr(scheduler_side, "package_directory",
+                        lambda name: None if name == "addict" else real(name))
+    with pytest.raises(ShipError, match="'addict' is not installed"):
+        pack_scheduler_side(str(tmp_path))
+    assert scheduler_side.package_directory("no_such_package_here") is None
+
+
+def test_the_scheduler_command(tmp_path):
+    sandbox = '"${MESOS_SANDBOX:-$PWD}"'
+    tail = ('PYTHONPATH=%s/tfmesos-scheduler"${PYTHONPATH:+:$PYTHONPATH}" exec %%s -m '
+            'tfmesos.cli.tfrun --detached-scheduler %s/detached.json' % (sandbox, sandbox))
+    assert scheduler_command() == tail % "python3"
+    assert scheduler_command(python="/opt/py/bin/python3") == \
+        'PATH=/opt/py/bin"${PATH:+:$PATH}" ' + tail % "/opt/py/bin/python3"
+    assert scheduler_command(python_env=True) == 'PATH=%s/bin"${PATH:+:$PATH}" ' % sandbox + \
+        tail % (sandbox + "/bin/python3")
+    assert scheduler_command(python="/opt/py/bin/python3", image="tfmesos/tfmesos") == \
+        tail % "python3"
+
+
+def test_the_scheduler_command_runs_in_a_shell_with_the_sandbox_first(tmp_path):
+    """The command as an agent's shell runs it, the interpreter a script that
+    shows what it was given."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$PYTHONPATH" "$@"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    sandbox = tmp_path / "sand box"
+    sandbox.mkdir()
+    for env, cwd in (({"MESOS_SANDBOX": str(sandbox)}, str(tmp_path)), ({}, str(sandbox))):
+        result = subprocess.run(["sh", "-c", scheduler_command(python=str(fake))],
+                                capture_output=True, text=True, cwd=cwd, timeout=60,
+                                env=bare_environment(PYTHONPATH="/elsewhere", **env))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == [
+            "%s/tfmesos-scheduler:/elsewhere" % sandbox, "-m", "tfmesos.cli.tfrun",
+            "--detached-scheduler", "%s/detached.json" % sandbox]
