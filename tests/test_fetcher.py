@@ -132,6 +132,21 @@ def test_zip_slip_and_zip_links_are_refused(tmp_path, box):
     assert sorted(os.listdir(tmp_path / "parent")) == ["sandbox"]
 
 
+def test_zip_members_whose_mode_names_no_file_type_are_files_as_unzip_takes_them(tmp_path,
+                                                                               box):
+    # Python's zipfile.writestr with a bare 0o644, a zip made on Windows (no
+    # Unix mode): unzip, which Mesos' fetcher runs, extracts both as files.
+    path = tmp_path / "plain.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, attr in (("pkg/bare.py", 0o644 << 16), ("pkg/dos.py", 0)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = attr
+            archive.writestr(info, "x = 1\n")
+    extract(str(path), str(box))
+    assert (box / "pkg" / "bare.py").read_text() == (box / "pkg" / "dos.py").read_text() == \
+        "x = 1\n"
+
+
 def test_an_archive_expands_within_its_ratio(tmp_path, box):
     archive = tar_of(tmp_path / "bomb.tar.gz", [(member("zeros"), b"\0" * (8 << 20))])
     limits = Limits(max_ratio=10, min_expansion=1 << 20)

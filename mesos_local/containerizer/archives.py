@@ -191,7 +191,9 @@ def _zip_member(archive, info, root, budget):
     if info.is_dir():
         _directory(_target(root, name), name)
         return
-    if mode and not stat.S_ISREG(mode):
+    # unzip (which Mesos' fetcher runs) takes a member whose mode names no
+    # file type (0o644 alone, or no Unix mode at all) for a regular file.
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
         raise ArchiveError("member %r is a link or special file, which a zip does not ship "
                            "here" % name)
     with archive.open(info) as source:

@@ -62,8 +62,8 @@ def scheduler_task_main(path):
         shipment = None
         if document.get("packed"):
             shipment = Shipment.from_packed(
-                {role: os.path.abspath(name) for role, name in document["packed"].items()},
-                recorded=document.get("shipped"), bind_host=backend.bind_host(), say=say)
+                None, {role: os.path.abspath(name) for role, name in document["packed"].items()},
+                bind_host=backend.bind_host(), say=say, recorded=document.get("shipped"))
         show = shown_logs(spec)
         run = ClusterRun(spec, on_log=shown_only(show), notify=say, backend=backend,
                          resume=Resume(document["run_id"], framework_id, secret, previous),

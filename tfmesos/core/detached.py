@@ -31,6 +31,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from typing import Optional
 
 from ..exceptions import MesosError, SpecError, TFMesosError
 from ..mesos import MesosSchedulerDriver, Scheduler
@@ -91,8 +92,7 @@ class SchedulerLauncher(Scheduler):
         self._make_task = make_task
         self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
         self.events: queue.Queue = queue.Queue()
-        self.launched = None   # (task id, agent id)
-        self.largest = None
+        self.launched: Optional[tuple] = None   # (task id, agent id)
 
     def resourceOffers(self, driver, offers):
         unused = [offer["id"] for offer in offers]
@@ -167,7 +167,7 @@ def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, sa
             if event[0] == "running":
                 running = True
                 say("the scheduler task %s runs on agent %s; waiting for it to take over"
-                    % launcher.launched)
+                    % tuple(launcher.launched or ("?", "?")))
             elif event[0] == "taken over":
                 taken = True
             elif event[0] == "ended":
@@ -189,6 +189,27 @@ def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, sa
 
 # -- tfrun --detach ------------------------------------------------------------
 
+def serve(server, files, host, spec):
+    """``files`` ({name: (path, extract)}) on ``server``: the scheduler
+    task's URIs (and a ``--python-env`` URL's, fetched and cached as the
+    job's tasks fetch it)."""
+    uris = []
+    for name, (path, extract) in files.items():
+        server.add(name, path)
+        uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
+    python_env = spec.ship.python_env if spec.ship is not None else None
+    if python_env and "://" in python_env:
+        uris.append({"value": python_env, "extract": True, "cache": True})
+    return uris
+
+
+def command_of(spec, packed):
+    from ..ship.scheduler_side import scheduler_command
+    python_env = spec.ship is not None and spec.ship.python_env is not None
+    return scheduler_command(spec.python, spec.image, python_env=python_env or bool(
+        packed.get("python_env")))
+
+
 def check_detachable(spec):
     """SpecError unless an agent can run ``spec``'s scheduler."""
     if spec.ship is None and not spec.image:
@@ -202,7 +223,7 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
     from ..backends.remote import RemoteMaster
     from ..record.takeover_files import save_key
     from ..ship.bundle_server import BundleServer
-    from ..ship.scheduler_side import pack_scheduler_side, scheduler_command
+    from ..ship.scheduler_side import pack_scheduler_side
     from ..ship.shipping import Shipment
 
     environ = os.environ if environ is None else environ
@@ -219,22 +240,19 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
         files = {scheduler_side.name: (scheduler_side.path, True)}
         if shipment is not None:
             for role, path in shipment.packed_files().items():
-                packed[role] = os.path.basename(path)
-                files[os.path.basename(path)] = (path, False)
+                if path is not None:   # a python_env archive is extracted, and kept
+                    packed[role] = os.path.basename(path)
+                    files[os.path.basename(path)] = (path, role == "python_env")
         document = detached_document(spec, run_id, 1, packed,
                                      shipment.record() if shipment else None, cpus, mem)
         path = os.path.join(work, DETACHED_FILE)
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(document, handle)
         files[DETACHED_FILE] = (path, False)
-        host = backend.advertised_address(spec.master)
-        uris = []
-        for name, (file_path, extract) in files.items():
-            server.add(name, file_path)
-            uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
+        uris = serve(server, files, backend.advertised_address(spec.master), spec)
         framework_id = launch_scheduler(
-            spec, run_id, 1, secret, uris, scheduler_command(spec.python, spec.image),
-            cpus, mem, say, environ=environ, timeout=timeout)
+            spec, run_id, 1, secret, uris, command_of(spec, packed), cpus, mem, say,
+            environ=environ, timeout=timeout)
         save_key(run_id, secret, environ)
         return run_id, framework_id
     finally:
@@ -254,14 +272,51 @@ def scheduler_tasks(framework):
     return sorted(found, key=lambda task: int(task["id"].rsplit(".", 1)[1]))
 
 
-def relaunch_scheduler(reader, framework, run_id, key_file, environ, say):
+MAX_DOWNLOAD = 4 << 30          # bytes of one file of a scheduler's sandbox
+DOWNLOAD_TIME = 600.0           # seconds for all of them
+
+
+def sandbox_reader(reader, state, framework, task):
+    """``fetch(name, dest, optional=False)``: a file of ``task``'s sandbox
+    (state JSON), read through its agent's /files into ``dest``; returns
+    ``dest``, or None for an optional file that is not there."""
+    import urllib.parse
+
+    from ..mesos.agent_files import AgentFiles, AgentFilesError, download, sandbox_path
+    scheme = urllib.parse.urlsplit(reader.leader()).scheme or "http"
+    agents = {agent.get("id"): (agent.get("pid") or "").rpartition("@")[2]
+              for agent in state.get("slaves") or []}
+    address = agents.get(task.get("slave_id"))
+    if not address:
+        raise DetachError("the agent of %s is gone, and with it what the run's scheduler "
+                          "was given: the run cannot be taken over (tfmesos kill %s stops it)"
+                          % (task["id"], task["id"].split(".")[1]))
+    base = "%s://%s" % (scheme, address)
+    root = sandbox_path(framework["id"], task.get("executor_id") or task["id"])
+    deadline = time.monotonic() + DOWNLOAD_TIME
+
+    def fetch(name, dest, optional=False):
+        files = AgentFiles(base, 30.0, reader.auth, None)
+        try:
+            download(files, "%s/%s" % (root, name), dest, MAX_DOWNLOAD, deadline)
+        except AgentFilesError as exc:
+            if optional and "404" in str(exc):
+                return None
+            raise DetachError("cannot read %s from the sandbox of %s: %s"
+                              % (name, task["id"], exc)) from None
+        finally:
+            files.close()
+        return dest
+    return fetch
+
+
+def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say):
     """A new scheduler task for a detached run whose scheduler is gone: the
     files of the last one's sandbox (read through its agent's /files), the
     run's record so far, served from here until it took over."""
-    from ..mesos.agent_files import download_sandbox_file
     from ..record.takeover_files import key_path, read_key
     from ..ship.bundle_server import BundleServer
-    from ..ship.scheduler_side import pack_scheduler_side, scheduler_command
+    from ..ship.scheduler_side import pack_scheduler_side
 
     secret = read_key(key_file or key_path(run_id, environ))
     tasks = scheduler_tasks(framework)
@@ -272,14 +327,15 @@ def relaunch_scheduler(reader, framework, run_id, key_file, environ, say):
     work = tempfile.mkdtemp(prefix="tfmesos-attach-")
     server = None
     try:
+        read = sandbox_reader(reader, state, framework, last)
+
         def fetch(name, optional=False):
-            return download_sandbox_file(reader, framework, last, name,
-                                         os.path.join(work, os.path.basename(name)),
-                                         optional=optional)
+            return read(name, os.path.join(work, os.path.basename(name)), optional)
         document = read_document(fetch(DETACHED_FILE))
         spec = spec_from_dict(document["spec"])
         previous = fetch(labels.SCHEDULER_RECORD, optional=True)
         packed = {role: fetch(name) for role, name in (document.get("packed") or {}).items()}
+        names = dict(document.get("packed") or {})
         document = dict(document, attempt=attempt,
                         previous=PREVIOUS_RECORD if previous else None)
         path = os.path.join(work, "new-" + DETACHED_FILE)
@@ -287,21 +343,17 @@ def relaunch_scheduler(reader, framework, run_id, key_file, environ, say):
             json.dump(document, handle)
         scheduler_side = pack_scheduler_side(work)
         files = {scheduler_side.name: (scheduler_side.path, True), DETACHED_FILE: (path, False)}
-        files.update({os.path.basename(p): (p, False) for p in packed.values()})
+        files.update({name: (packed[role], role == "python_env")
+                      for role, name in names.items()})
         if previous:
             files[PREVIOUS_RECORD] = (previous, False)
         from ..backends.remote import RemoteMaster
         backend = RemoteMaster(spec.master, None, environ)
         server = BundleServer(bind_host=backend.bind_host())
-        host = backend.advertised_address(spec.master)
-        uris = []
-        for name, (file_path, extract) in files.items():
-            server.add(name, file_path)
-            uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
+        uris = serve(server, files, backend.advertised_address(spec.master), spec)
         say("run %s has no scheduler: launching scheduler task %d" % (run_id, attempt))
-        launch_scheduler(spec, run_id, attempt, secret, uris,
-                         scheduler_command(spec.python, spec.image), float(
-                             document.get("scheduler_cpus") or 0.5),
+        launch_scheduler(spec, run_id, attempt, secret, uris, command_of(spec, names),
+                         float(document.get("scheduler_cpus") or 0.5),
                          float(document.get("scheduler_mem") or 512), say,
                          framework_id=framework["id"], environ=environ)
         say("the new scheduler took run %s over" % run_id)

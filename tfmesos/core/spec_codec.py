@@ -4,6 +4,7 @@ spec is. ``ship`` is not carried: the scheduler task serves the files the
 submitter packed (``ship.shipping.Shipment.from_packed``)."""
 
 import dataclasses
+from typing import Any
 
 from ..exceptions import SpecError
 from .restarts import RestartPolicy
@@ -33,7 +34,7 @@ def spec_from_dict(data, **changes):
     if unknown:
         raise SpecError("unknown field(s) in the run's spec: %s (a newer tfmesos wrote it?)"
                         % ", ".join(unknown))
-    fields = {name: tuple(tuple(item) if isinstance(item, list) else item for item in value)
+    fields: dict[str, Any] = {name: tuple(tuple(item) if isinstance(item, list) else item for item in value)
               if isinstance(value, list) else value for name, value in data.items()}
     try:
         fields["jobs"] = tuple(Job.from_dict(dict(job, env=tuple(

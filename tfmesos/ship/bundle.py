@@ -17,6 +17,7 @@ import io
 import math
 import os
 import re
+import stat
 import tarfile
 import urllib.parse
 import zipfile
@@ -295,7 +296,7 @@ def write_zip(members, out_dir, prefix):
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for member, data in members:
             entry = zipfile.ZipInfo(member, date_time=(1980, 1, 1, 0, 0, 0))
-            entry.external_attr = 0o644 << 16
+            entry.external_attr = (stat.S_IFREG | 0o644) << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(entry, data)
     data = buffer.getvalue()
