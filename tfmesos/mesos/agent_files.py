@@ -28,9 +28,10 @@ MAX_REPLY = 256 * 1024     # a read answers at most 16 pages, JSON-escaped
 class AgentFilesError(MesosError):
     """A sandbox could not be read; the message says why."""
 
-    def __init__(self, message, unreachable=False):
+    def __init__(self, message, unreachable=False, status=None):
         super().__init__(message)
         self.unreachable = unreachable   # no answer at all: the agent is out of reach
+        self.status = status             # the agent's HTTP status (404: no such file), if any
 
 
 def agent_base_url(url, scheme=None):
@@ -80,7 +81,8 @@ class AgentFiles:
         if response.status != 200:
             text = body[:200].decode("utf-8", "replace").strip()
             raise AgentFilesError("%s%s answered %d%s" % (self.base_url, route, response.status,
-                                                         ": " + text if text else ""))
+                                                         ": " + text if text else ""),
+                                  status=response.status)
         if len(body) > MAX_REPLY:
             raise AgentFilesError("%s%s answered more than %d bytes"
                                   % (self.base_url, route, MAX_REPLY))
