@@ -1,48 +1,130 @@
 """``tfmesos logs RUN --master M``: a run's task output read where Mesos
 keeps it, in the agents' sandboxes, through their ``/files/read`` (what the
 Mesos web UI shows), from any machine that reaches the master; with
-``--follow`` until the run's tasks have ended.
+``--follow`` until the run's framework has finished. ``follow_scheduler``:
+a detached run's scheduler output as it grows (``tfmesos attach``).
 
-The agent of a task is the one its ``slave_id`` names in ``/master/state``;
-its endpoints are at the address of its libprocess ``pid``
-(``slave(1)@ip:port``), as the web UI reaches them.
+The run is found once in ``/master/state``; a follower then polls only its
+framework (``/master/frameworks?framework_id=ID``: its connection, labels
+and tasks) and asks for an agent it has not seen yet
+(``/master/slaves?slave_id=ID``), not the whole state every second. The
+agent of a task is the one its ``slave_id`` names; its endpoints are at the
+address of its libprocess ``pid`` (``slave(1)@ip:port``), as the web UI
+reaches them.
 """
 
+import threading
 import time
 import urllib.parse
+from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..mesos.agent_files import MAX_REPLY, AgentFiles, AgentFilesError, sandbox_path
-from .cluster_runs import cluster_runs, find_cluster_run
+from ..protocol import labels as run_labels
+from .cluster_runs import cluster_runs, find_cluster_run, framework_of
 
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
+SCHEDULER = "scheduler"   # what ``tfmesos logs RUN scheduler`` calls a detached run's scheduler
+
+
+def task_attempt(task_id):
+    """The attempt number that ends a tfmesos task id, or None."""
+    last = str(task_id).rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else None
 
 
 def slot_name(task):
-    """``worker:0`` of a task named ``<run name> worker:0``."""
+    """``worker:0`` of a task named ``<run name> worker:0``; ``scheduler``
+    for a detached run's scheduler task."""
+    if run_labels.is_scheduler_task(str(task.get("id", ""))):
+        return SCHEDULER
     return (task.get("name") or "").rsplit(" ", 1)[-1]
 
 
-def run_tasks(state, framework_id):
-    """{slot name: the task (state JSON) of its latest attempt} of a run."""
-    latest = {}
-    for framework in (state.get("frameworks") or []) + (state.get("completed_frameworks") or []):
-        if framework.get("id") != framework_id:
+def tasks_of(framework):
+    """Every task of a framework (state JSON), completed ones first."""
+    if not framework:
+        return []
+    return [task for task in (framework.get("completed_tasks") or []) +
+            (framework.get("tasks") or []) if isinstance(task, dict) and "id" in task]
+
+
+def latest_tasks(framework):
+    """{slot name: the task (state JSON) of its latest attempt} of a run's
+    framework; the scheduler's by its attempt number."""
+    latest: dict = {}
+    for task in tasks_of(framework):
+        name = slot_name(task)
+        if name == SCHEDULER and name in latest and \
+                (task_attempt(task["id"]) or 0) < (task_attempt(latest[name]["id"]) or 0):
             continue
-        for task in (framework.get("completed_tasks") or []) + (framework.get("tasks") or []):
-            latest[slot_name(task)] = task      # later entries are later attempts
+        latest[name] = task      # later entries are later attempts
     return latest
 
 
+def scheduler_tasks(framework, run_id):
+    """[(attempt, task)] of the scheduler tasks of run ``run_id`` in its
+    framework (``labels.scheduler_task_id``), the newest attempt first."""
+    found = []
+    for task in tasks_of(framework):
+        task_id = str(task["id"])
+        attempt = task_attempt(task_id)
+        if run_labels.is_scheduler_task(task_id) and task_id.split(".")[1] == run_id \
+                and attempt is not None:
+            found.append((attempt, task))
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return found
+
+
 def agent_base_urls(state, scheme):
-    """{agent id: ``scheme://ip:port``} from the agents' pids."""
+    """{agent id: ``scheme://ip:port``} from the agents' pids (``/master/state``
+    or ``/master/slaves``)."""
     urls = {}
     for agent in state.get("slaves") or []:
-        address = (agent.get("pid") or "").rpartition("@")[2]
+        if not isinstance(agent, dict):
+            continue
+        address = str(agent.get("pid") or "").rpartition("@")[2]
         if address:
             urls[agent.get("id")] = "%s://%s" % (scheme, address)
     return urls
+
+
+def master_scheme(reader):
+    """The scheme the master is reached with: its agents' too, as the Mesos
+    web UI reaches them."""
+    return urllib.parse.urlsplit(reader.leader()).scheme or "http"
+
+
+def task_sandbox(framework_id, task):
+    """The virtual path of ``task``'s sandbox on its agent."""
+    return sandbox_path(framework_id, task.get("executor_id") or task["id"])
+
+
+class RunView:
+    """One run's framework as its master shows it now, read per framework
+    and per agent (not the whole ``/master/state``): ``framework()``, and
+    ``agent_url(agent id)`` asked of the master once per agent. ``state``:
+    a ``/master/state`` already read, whose agents are known then."""
+
+    def __init__(self, reader, framework_id, state=None):
+        self.reader, self.framework_id = reader, framework_id
+        self.scheme = master_scheme(reader)
+        self._agents = agent_base_urls(state, self.scheme) if state else {}
+
+    def framework(self):
+        """(its framework JSON or None, whether it has finished)."""
+        return framework_of(self.reader.frameworks(self.framework_id), self.framework_id)
+
+    def agent_url(self, agent_id):
+        """``scheme://ip:port`` of agent ``agent_id``; None when the master
+        does not know it (asked once)."""
+        if not agent_id:
+            return None
+        if agent_id not in self._agents:
+            found = agent_base_urls(self.reader.agents(agent_id), self.scheme)
+            self._agents[agent_id] = found.get(agent_id)
+        return self._agents[agent_id]
 
 
 class SandboxFile:
@@ -68,7 +150,7 @@ class SandboxFile:
                 self.offset += len(data.encode("utf-8", "surrogateescape"))
                 self._write(data, out)
         except AgentFilesError as exc:
-            if "404" not in str(exc):      # not there (yet): nothing to show
+            if exc.status != 404:      # not there (yet): nothing to show
                 raise TFMesosError("cannot read %s's output: %s" % (self.name, exc)) from None
         finally:
             agent.close()
@@ -84,36 +166,81 @@ class SandboxFile:
 
 
 def print_logs(reader, wanted, tasks, stream, follow, out, auth=None, interval=1.0):
-    """Print the ``stream`` of ``tasks`` (all: empty) of the run ``wanted``."""
+    """Print the ``stream`` of ``tasks`` (all: empty) of the run ``wanted``;
+    ``follow``: on, switching to a task's newer attempt, until the run's
+    framework has finished."""
     state = reader.state()
     run = find_cluster_run(cluster_runs(state), wanted, live_only=False)
-    scheme = urllib.parse.urlsplit(reader.leader()).scheme or "http"
-    files = {}
+    view = RunView(reader, run.framework_id, state)
+    framework, finished = framework_of(state, run.framework_id)
+    files: dict = {}
     while True:
-        found = run_tasks(state, run.framework_id)
+        found = latest_tasks(framework)
         unknown = [name for name in tasks if name not in found]
-        if unknown and (not follow or run.state == "finished"):
+        if unknown and (not follow or finished):
             raise TFMesosError("run %s has no task %s; its tasks: %s" % (
                 run.run_id, ", ".join(unknown), ", ".join(sorted(found)) or "none yet"))
-        agents = agent_base_urls(state, scheme)
         chosen = tasks or sorted(found)
         for name in chosen:
             task = found.get(name)
-            if task is None or task.get("slave_id") not in agents:
+            base_url = view.agent_url(task.get("slave_id")) if task is not None else None
+            if base_url is None:
                 continue
-            path = "%s/%s" % (sandbox_path(run.framework_id,
-                                           task.get("executor_id") or task["id"]), stream)
+            path = "%s/%s" % (task_sandbox(run.framework_id, task), stream)
             current = files.get(name)
             if current is None or current.path != path:
                 if current is not None:
                     current.read(out, final=True)
-                files[name] = current = SandboxFile(name, agents[task["slave_id"]], path,
-                                                    len(chosen) > 1, auth)
+                files[name] = current = SandboxFile(name, base_url, path, len(chosen) > 1, auth)
             current.read(out)
-        if not follow or run.state == "finished":
+        if not follow or finished:
             for current in files.values():
                 current.read(out, final=True)
             return 0
         time.sleep(interval)
-        state = reader.state()
-        run = find_cluster_run(cluster_runs(state), run.run_id, live_only=False)
+        framework, finished = view.framework()
+
+
+def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = None,
+                     poll: float = 1.0) -> Optional[str]:
+    """Print a detached run's scheduler output as it grows: its newest
+    scheduler task's sandbox stdout to ``out``, its stderr to ``err``
+    (text streams), switching to a newer attempt of the scheduler task when
+    one appears (from its start, after a ``--- scheduler attempt N ---``
+    line on ``err``). ``run``: a ``cluster_runs.ClusterRun``, or a run id
+    (a prefix) looked up on the master. Polls the run's framework every
+    ``poll`` seconds (``RunView``, not ``/master/state``).
+
+    Returns how the run ended once its framework has finished: its
+    ``tfmesos.outcome`` label (``succeeded``, ``failed: ...``, ``killed``),
+    else ``finished``; None as soon as ``stop`` is set. A run without a
+    scheduler task (a foreground tfrun's) prints nothing and is waited for
+    all the same. An agent that cannot be read is a TFMesosError."""
+    if isinstance(run, str):
+        run = find_cluster_run(cluster_runs(reader.state()), run, live_only=False)
+    stop = stop if stop is not None else threading.Event()
+    view = RunView(reader, run.framework_id)
+    following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
+    while not stop.is_set():
+        framework, finished = view.framework()
+        newest = scheduler_tasks(framework, run.run_id)
+        task = newest[0][1] if newest else None
+        if task is not None and (following is None or following[0] != task["id"]):
+            base_url = view.agent_url(task.get("slave_id"))
+            if base_url is not None:
+                if following is not None:
+                    following[1].read(out, final=True)
+                    following[2].read(err, final=True)
+                    err.write("--- scheduler attempt %d ---\n" % newest[0][0])
+                    err.flush()
+                sandbox = task_sandbox(run.framework_id, task)
+                following = (task["id"], *(SandboxFile(SCHEDULER, base_url, "%s/%s" % (
+                    sandbox, stream), False, reader.auth) for stream in ("stdout", "stderr")))
+        if following is not None:
+            following[1].read(out, final=finished)
+            following[2].read(err, final=finished)
+        if finished:
+            found = run_labels.label_map((framework or {}).get("labels"))
+            return found.get(run_labels.OUTCOME) or "finished"
+        stop.wait(poll)
+    return None

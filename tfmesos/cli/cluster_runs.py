@@ -1,10 +1,13 @@
 """The tfmesos runs a Mesos master knows, from any machine that reaches it:
-``tfmesos runs --master M`` lists them (running, disconnected, finished),
-``tfmesos kill RUN`` tears one down.
+``tfmesos runs --master M`` lists them (running, failing over, finished
+with their outcome), ``tfmesos kill RUN`` tears one down.
 
 A run is a framework whose labels carry ``tfmesos.run_id``
-(``taskinfo.run_labels``); the master keeps finished frameworks for a while
-(Mesos' ``--max_completed_frameworks``, 50 by default).
+(``protocol.labels``); the master keeps finished frameworks for a while
+(Mesos' ``--max_completed_frameworks``, 50 by default). A detached run
+(``tfmesos.detached``) has its scheduler as a task of its own framework
+(``labels.scheduler_task_id``); a finished one says how it ended in
+``tfmesos.outcome``.
 """
 
 import dataclasses
@@ -13,11 +16,13 @@ import sys
 import time
 from typing import Optional
 
-from ..core.taskinfo import RUN_ID_LABEL
 from ..exceptions import TFMesosError
 from ..mesos.master_reads import MasterReader
+from ..protocol import labels as run_labels
 from .common import CommandParser
 from .tables import duration_text, fit_last_column, table
+
+MAX_OUTCOME = 40     # characters of a finished run's outcome the STATE column shows
 
 
 @dataclasses.dataclass
@@ -30,7 +35,67 @@ class ClusterRun:
     ended: Optional[float]
     jobs: str
     command: str
-    tasks_running: int
+    tasks_running: int      # its job tasks running (a detached run's scheduler task not counted)
+    mode: str = ""
+    outcome: Optional[str] = None          # the tfmesos.outcome label, when the run set it
+    detached: bool = False
+    failover_until: Optional[float] = None  # disconnected: when the master gives up waiting
+
+    def state_text(self, now=None):
+        """What STATE shows: ``running``, ``running (detached)``, ``failing
+        over (5h59m left)``, the outcome of a finished run (``succeeded``,
+        ``failed: ...`` cut to MAX_OUTCOME), else ``finished``."""
+        if self.state == "finished":
+            return cut(self.outcome, MAX_OUTCOME) if self.outcome else "finished"
+        notes = []
+        if self.state == "disconnected":
+            base = "failing over"
+            if self.failover_until is not None:
+                now = time.time() if now is None else now
+                notes.append("%s left" % duration_text(max(0.0, self.failover_until - now)))
+        else:
+            base = self.state
+        if self.detached:
+            notes.append("detached")
+        return base + (" (%s)" % ", ".join(notes) if notes else "")
+
+
+def cut(text, width):
+    """``text`` on one line, at most ``width`` characters (``...`` where cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:max(0, width - 3)] + "..."
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def cluster_run(framework, finished) -> Optional[ClusterRun]:
+    """The run of one framework of ``/master/state`` (or ``/master/frameworks``),
+    None when it is no tfmesos run."""
+    found = run_labels.label_map(framework.get("labels"))
+    if run_labels.RUN_ID not in found:
+        return None
+    if finished:
+        status = "finished"
+    else:
+        status = "running" if framework.get("connected", True) else "disconnected"
+    failover_until = None
+    unregistered, timeout = (_number(framework.get("unregistered_time")),
+                             _number(framework.get("failover_timeout")))
+    if status == "disconnected" and unregistered and timeout is not None:
+        failover_until = unregistered + timeout
+    return ClusterRun(
+        run_id=found[run_labels.RUN_ID], framework_id=framework.get("id", ""),
+        name=framework.get("name", ""), state=status,
+        registered=_number(framework.get("registered_time")),
+        ended=_number(framework.get("unregistered_time")) if finished else None,
+        jobs=found.get(run_labels.JOBS, ""), command=found.get(run_labels.COMMAND, ""),
+        tasks_running=sum(1 for task in framework.get("tasks") or []
+                          if isinstance(task, dict) and task.get("state") == "TASK_RUNNING"
+                          and not run_labels.is_scheduler_task(str(task.get("id", "")))),
+        mode=found.get(run_labels.MODE, ""), outcome=found.get(run_labels.OUTCOME) or None,
+        detached=found.get(run_labels.DETACHED) == "1", failover_until=failover_until)
 
 
 def cluster_runs(state) -> "list[ClusterRun]":
@@ -38,24 +103,22 @@ def cluster_runs(state) -> "list[ClusterRun]":
     runs = []
     for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
         for framework in state.get(key) or []:
-            labels = {label.get("key"): label.get("value", "")
-                      for label in framework.get("labels") or [] if isinstance(label, dict)}
-            if RUN_ID_LABEL not in labels:
-                continue
-            if finished:
-                status = "finished"
-            else:
-                status = "running" if framework.get("connected", True) else "disconnected"
-            runs.append(ClusterRun(
-                run_id=labels[RUN_ID_LABEL], framework_id=framework.get("id", ""),
-                name=framework.get("name", ""), state=status,
-                registered=framework.get("registered_time"),
-                ended=framework.get("unregistered_time") if finished else None,
-                jobs=labels.get("tfmesos.jobs", ""), command=labels.get("tfmesos.command", ""),
-                tasks_running=sum(1 for task in framework.get("tasks") or []
-                                  if task.get("state") == "TASK_RUNNING")))
+            run = cluster_run(framework, finished) if isinstance(framework, dict) else None
+            if run is not None:
+                runs.append(run)
     runs.sort(key=lambda run: run.registered or 0, reverse=True)
     return runs
+
+
+def framework_of(state, framework_id):
+    """(the framework ``framework_id`` of a ``/master/state`` or
+    ``/master/frameworks`` document, whether it has finished); (None, True)
+    when the master no longer knows it."""
+    for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
+        for framework in state.get(key) or []:
+            if isinstance(framework, dict) and framework.get("id") == framework_id:
+                return framework, finished
+    return None, True
 
 
 def find_cluster_run(runs, wanted, live_only=True):
@@ -91,7 +154,7 @@ def print_cluster_runs(runs, out, width, limit=None, now=None):
         return
     rows = [("ID", "NAME", "STATE", "STARTED", "JOBS", "RUNNING", "COMMAND")]
     for run in shown:
-        rows.append((run.run_id, run.name, run.state, age_text(run.registered, now),
+        rows.append((run.run_id, run.name, run.state_text(now), age_text(run.registered, now),
                      run.jobs or "-", str(run.tasks_running), run.command or "-"))
     table(fit_last_column(rows, width), out)
     if len(shown) < len(runs):

@@ -9,6 +9,7 @@ commands:
   attach RUN [--master M]               follow a detached run, or take over one whose
                                         scheduler is gone (tfrun --failover, --detach)
   show RUN                              a run's outcome, tasks, attempts and exit codes
+  show RUN --master M                   the same of a run a Mesos master knows
   logs RUN [TASK] [--stderr] [--follow] a task's output (RUN: an id prefix or a directory)
   logs RUN --master M [TASK] [--follow] a task's output from its agent's sandbox
   report RUN                            write the run's report.html (timeline, outcome)

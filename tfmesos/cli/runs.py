@@ -1,6 +1,8 @@
 """``tfmesos runs``, ``show``, ``logs`` and ``report``: the runs under the
-runs directory, one run's tasks and attempts, a task's log (followed while
-the run goes), and a run's HTML report (``tfmesos.record.report``)."""
+runs directory, one run's tasks and attempts (printed by ``run_show``), a
+task's log (followed while the run goes), and a run's HTML report
+(``tfmesos.record.report``). With ``--master``: ``cluster_runs``,
+``cluster_show``, ``cluster_logs``."""
 
 import codecs
 import datetime
@@ -10,10 +12,9 @@ import sys
 import time
 
 from ..core.inputs import MAX_COUNT
-from ..record.history import HistoryError, find_run, list_runs, parse_time, prune, runs_root
-from ..record.metric_series import summaries
-from ..record.schema import State
+from ..record.history import HistoryError, find_run, list_runs, prune, runs_root
 from .common import CommandParser, bounded
+from .run_show import code_text, show_run
 from .tables import duration_text, fit_last_column, local_time, table, terminal_width
 
 COUNT = bounded(int, 1, MAX_COUNT)
@@ -33,10 +34,6 @@ def _run_argument(parser):
                         "directory")
 
 
-def _code(value):
-    return "-" if value is None else str(value)
-
-
 # -- tfmesos runs -----------------------------------------------------------------
 
 def runs_main(argv, environ=None, out=None):
@@ -52,8 +49,13 @@ def runs_main(argv, environ=None, out=None):
                         "still going are kept)")
     parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
                         help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
-    parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows "
-                        "(running, disconnected, finished), not the local run directories")
+    parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows, "
+                        "not the local run directories. STATE: running (detached: its "
+                        "scheduler is a task of the run, tfrun --detach), failing over (its "
+                        "scheduler is away; the time left before the master kills its "
+                        "tasks), or how a finished run ended (succeeded, failed: ..., killed; "
+                        "finished when it did not say). RUNNING counts the run's job tasks "
+                        "running, not a detached run's scheduler task")
     args = parser.parse_options(argv)
     if args.master:
         if args.prune:
@@ -85,7 +87,7 @@ def runs_main(argv, environ=None, out=None):
     rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for run in shown:
         rows.append((run.run_id, run.name, run.mode, local_time(run.started),
-                     duration_text(run.duration()), run.shown_status, _code(run.exit_code),
+                     duration_text(run.duration()), run.shown_status, code_text(run.exit_code),
                      run.file.command or "-"))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):
@@ -95,79 +97,28 @@ def runs_main(argv, environ=None, out=None):
 
 # -- tfmesos show -----------------------------------------------------------------
 
-def _offset(run, text):
-    """``+1.2 s`` from the run's submission, or ``-``."""
-    moment, start = parse_time(text), run.started
-    if moment is None or start is None:
-        return "-"
-    return "+%.1f s" % (moment - start).total_seconds()
-
-
-def show_run(run, out):
-    file = run.file
-    out.write("run %s  %s (%s)  %s, exit code %s\n" % (
-        run.run_id, run.name, run.mode, run.shown_status, _code(run.exit_code)))
-    lines = [("directory", run.directory),
-             ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
-    if file.command:
-        lines.append(("command", file.command))
-    timings = run.timings
-    lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
-        local_time(run.started), duration_text(run.duration()),
-        _offset(run, timings.first_offer), _offset(run, timings.all_registered))))
-    if run.outcome.message:
-        lines.append(("outcome", run.outcome.message))
-    for where, hint in run.hints():
-        lines.append(("hint", hint if where == "outcome" else "%s: %s" % (where, hint)))
-    width = max(len(key) for key, _ in lines)
-    for key, value in lines:
-        out.write("  %s  %s\n" % (key.ljust(width), value))
-    out.write("\n")
-    rows = [("TASK", "ATTEMPT", "RESTART", "STATE", "EXIT", "SOURCE", "ADDRESS", "LAUNCHED",
-             "ENDED")]
-    for task in run.tasks:
-        if not task.attempts:
-            rows.append((task.name, "-", "-", task.state, "-", "-", "-", "-", "-"))
-        for attempt in task.attempts:
-            # Launched, no update from Mesos yet: staging, no time.
-            last = attempt.states[-1] if attempt.states else State(state="TASK_STAGING")
-            rows.append((task.name, attempt.attempt, attempt.restart, last.state,
-                         _code(attempt.exit_code), last.source or "-", attempt.address or "-",
-                         _offset(run, attempt.launched), _offset(run, last.time)))
-    table(rows, out)
-    for restart in file.restarts:
-        out.write("restart %s at %s (%s): %s; back-off %s s\n" % (
-            restart.restart, _offset(run, restart.time), restart.cause, restart.message,
-            restart.delay))
-    for relaunch in file.relaunches:
-        out.write("relaunch of %s at %s (%s) to %s: %s\n" % (
-            relaunch.task, _offset(run, relaunch.time), relaunch.cause, relaunch.address,
-            "back at %s" % _offset(run, relaunch.back) if relaunch.back else "not back"))
-    show_metrics(file, out)
-
-
-def show_metrics(file, out):
-    """Each task's latest metrics (``tfmesos.log_metrics``), when any."""
-    from .progress import describe_metrics
-
-    found = summaries(file.metrics, [task.name for task in file.tasks])
-    if not found:
-        return
-    out.write("\nmetrics (latest; steps/s averaged over the run):\n")
-    for entry in found:
-        out.write("  %s\n" % describe_metrics(*entry, limit=len(entry[2])))
-    if file.metrics_dropped:
-        out.write("  (%d points left out: a flood thinned by the tasks, or more series than "
-                  "a run keeps)\n" % file.metrics_dropped)
-
-
 def show_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos show", "%(prog)s [--runs-dir DIR] RUN",
+    parser = _parser("tfmesos show", "%(prog)s [--runs-dir DIR | --master M] RUN",
                      "Show a run: its outcome, every task's attempts, states and exit codes, "
-                     "and the latest metrics its tasks logged.")
+                     "and the latest metrics its tasks logged. With --master, any run that "
+                     "Mesos master knows: a detached run's record (tfrun --detach) is read "
+                     "from its scheduler task's sandbox (run/run.json) and shown the same "
+                     "way; of a foreground run the master's view is shown (framework, state, "
+                     "tasks and their agents), its record being in the run directory of the "
+                     "machine that submitted it.")
     _run_argument(parser)
+    parser.add_argument("--master", metavar="M", help="the Mesos master that knows the run "
+                        "(a running, failing over or finished one); RUN is then its id, or a "
+                        "prefix, as tfmesos runs --master lists it. The master's credentials, "
+                        "if it asks for them, come from MESOS_PRINCIPAL and MESOS_SECRET")
     args = parser.parse_options(argv)
+    if args.master:
+        if args.runs_dir:
+            parser.error("--runs-dir names local run directories: it does not go with --master")
+        from .cluster_runs import reader
+        from .cluster_show import show_cluster_run
+        return show_cluster_run(reader(args.master, environ), args.run, out)
     show_run(find_run(args.run, runs_root(environ, args.runs_dir)), out)
     return 0
 
@@ -244,8 +195,9 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
                      "[--stderr] [--attempt N] [--follow]", "Print a task's output from the run "
                      "directory (every task's, prefixed, without TASK).")
     _run_argument(parser)
-    parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1 (default: "
-                        "every task)")
+    parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1; with "
+                        "--master, scheduler is a detached run's scheduler task (its newest "
+                        "attempt) (default: every task)")
     parser.add_argument("--stderr", action="store_true", help="the stderr log (default stdout)")
     parser.add_argument("--attempt", type=COUNT, metavar="N",
                         help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)

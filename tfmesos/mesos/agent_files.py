@@ -45,9 +45,10 @@ DOWNLOAD_REPLY = 6 * DOWNLOAD_PAGE + 1024
 class AgentFilesError(MesosError):
     """A sandbox could not be read; the message says why."""
 
-    def __init__(self, message, unreachable=False):
+    def __init__(self, message, unreachable=False, status=None):
         super().__init__(message)
         self.unreachable = unreachable   # no answer at all: the agent is out of reach
+        self.status = status             # the agent's HTTP status (404: no such file), if any
 
 
 def agent_base_url(url, scheme=None):
@@ -97,7 +98,8 @@ class AgentFiles:
         if response.status != 200:
             text = body[:200].decode("utf-8", "replace").strip()
             raise AgentFilesError("%s%s answered %d%s" % (self.base_url, route, response.status,
-                                                         ": " + text if text else ""))
+                                                         ": " + text if text else ""),
+                                  status=response.status)
         if len(body) > MAX_REPLY:
             raise AgentFilesError("%s%s answered more than %d bytes"
                                   % (self.base_url, route, MAX_REPLY))

@@ -4,6 +4,10 @@ need them, the same on a Mesos cluster and on ``tfmesos local-master``.
 
 * ``GET /master/state`` (docs/endpoints/master/state.md): frameworks,
   completed frameworks and their tasks; not authenticated by default;
+* ``GET /master/frameworks?framework_id=ID`` and ``GET
+  /master/slaves?slave_id=ID`` (frameworks.md, slaves.md): one framework
+  (its tasks, labels, connection) or one agent, what a follower polls
+  instead of the whole state;
 * ``POST /master/teardown`` with ``frameworkId=ID`` (docs/endpoints/master/
   teardown.md): kills the framework's tasks and removes it; authenticated
   when the master asks for credentials (``MESOS_PRINCIPAL`` and
@@ -52,7 +56,30 @@ class MasterReader:
         return self._leader
 
     def state(self):
-        return json.loads(self._request("GET", "/master/state"))
+        return self._json("/master/state")
+
+    def frameworks(self, framework_id):
+        """``/master/frameworks`` of one framework: ``{"frameworks": [...],
+        "completed_frameworks": [...]}`` (a master that ignores the filter
+        answers every framework: the caller picks its own)."""
+        return self._json("/master/frameworks", framework_id=framework_id)
+
+    def agents(self, agent_id):
+        """``/master/slaves`` of one agent: ``{"slaves": [...]}``."""
+        return self._json("/master/slaves", slave_id=agent_id)
+
+    def _json(self, path, **query):
+        payload = self._request("GET", path + ("?" + urllib.parse.urlencode(query)
+                                               if query else ""))
+        try:
+            document = json.loads(payload)
+        except ValueError:
+            raise MesosError("the Mesos master at %s answered %s with no JSON"
+                             % (self.leader(), path)) from None
+        if not isinstance(document, dict):
+            raise MesosError("the Mesos master at %s answered %s with no JSON object"
+                             % (self.leader(), path))
+        return document
 
     def teardown(self, framework_id):
         self._request("POST", "/master/teardown",

@@ -1,0 +1,79 @@
+"""A run record printed: ``tfmesos show``'s view of a run.json (a local run
+directory's, or a detached run's read from its scheduler's sandbox,
+``cluster_show``): the outcome, every task's attempts, states and exit
+codes, restarts, relaunches and the latest metrics."""
+
+from ..record.history import parse_time
+from ..record.metric_series import summaries
+from ..record.schema import State
+from .tables import duration_text, local_time, table
+
+
+def code_text(value):
+    return "-" if value is None else str(value)
+
+
+def _offset(run, text):
+    """``+1.2 s`` from the run's submission, or ``-``."""
+    moment, start = parse_time(text), run.started
+    if moment is None or start is None:
+        return "-"
+    return "+%.1f s" % (moment - start).total_seconds()
+
+
+def show_run(run, out):
+    file = run.file
+    out.write("run %s  %s (%s)  %s, exit code %s\n" % (
+        run.run_id, run.name, run.mode, run.shown_status, code_text(run.exit_code)))
+    lines = [("directory", run.directory),
+             ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
+    if file.command:
+        lines.append(("command", file.command))
+    timings = run.timings
+    lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
+        local_time(run.started), duration_text(run.duration()),
+        _offset(run, timings.first_offer), _offset(run, timings.all_registered))))
+    if run.outcome.message:
+        lines.append(("outcome", run.outcome.message))
+    for where, hint in run.hints():
+        lines.append(("hint", hint if where == "outcome" else "%s: %s" % (where, hint)))
+    width = max(len(key) for key, _ in lines)
+    for key, value in lines:
+        out.write("  %s  %s\n" % (key.ljust(width), value))
+    out.write("\n")
+    rows = [("TASK", "ATTEMPT", "RESTART", "STATE", "EXIT", "SOURCE", "ADDRESS", "LAUNCHED",
+             "ENDED")]
+    for task in run.tasks:
+        if not task.attempts:
+            rows.append((task.name, "-", "-", task.state, "-", "-", "-", "-", "-"))
+        for attempt in task.attempts:
+            # Launched, no update from Mesos yet: staging, no time.
+            last = attempt.states[-1] if attempt.states else State(state="TASK_STAGING")
+            rows.append((task.name, attempt.attempt, attempt.restart, last.state,
+                         code_text(attempt.exit_code), last.source or "-", attempt.address or "-",
+                         _offset(run, attempt.launched), _offset(run, last.time)))
+    table(rows, out)
+    for restart in file.restarts:
+        out.write("restart %s at %s (%s): %s; back-off %s s\n" % (
+            restart.restart, _offset(run, restart.time), restart.cause, restart.message,
+            restart.delay))
+    for relaunch in file.relaunches:
+        out.write("relaunch of %s at %s (%s) to %s: %s\n" % (
+            relaunch.task, _offset(run, relaunch.time), relaunch.cause, relaunch.address,
+            "back at %s" % _offset(run, relaunch.back) if relaunch.back else "not back"))
+    show_metrics(file, out)
+
+
+def show_metrics(file, out):
+    """Each task's latest metrics (``tfmesos.log_metrics``), when any."""
+    from .progress import describe_metrics
+
+    found = summaries(file.metrics, [task.name for task in file.tasks])
+    if not found:
+        return
+    out.write("\nmetrics (latest; steps/s averaged over the run):\n")
+    for entry in found:
+        out.write("  %s\n" % describe_metrics(*entry, limit=len(entry[2])))
+    if file.metrics_dropped:
+        out.write("  (%d points left out: a flood thinned by the tasks, or more series than "
+                  "a run keeps)\n" % file.metrics_dropped)
