@@ -46,7 +46,7 @@ def local_run(text, environ):
         return None
 
 
-def framework_of(state, run_id):
+def run_framework(state, run_id):
     """(framework dict, finished) of the run ``run_id`` in /master/state, or (None, None)."""
     found = None
     for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
@@ -77,7 +77,7 @@ def main(argv, environ=None, out=None):
     state = reader.state()
     run_id = local.run_id if local is not None else \
         find_cluster_run(cluster_runs(state), args.run, live_only=False).run_id
-    framework, finished = framework_of(state, run_id)
+    framework, finished = run_framework(state, run_id)
     if framework is None:
         raise TFMesosError("the master at %s does not know run %s any more: its tasks are gone"
                            % (master, run_id))
@@ -89,8 +89,8 @@ def main(argv, environ=None, out=None):
     detached = found.get(labels.DETACHED) == "1"
     connected = framework.get("connected", True)
     if detached:
-        from ..core.detached import attach_detached
-        return attach_detached(reader, framework, run_id, connected, args.key, environ, out)
+        return attach_detached(reader, state, framework, run_id, connected, args.key, environ,
+                               out)
     if connected:
         raise TFMesosError("run %s has its scheduler (its tfrun runs): nothing to take over; "
                            "read its output with tfmesos logs %s --master %s"
@@ -102,6 +102,22 @@ def main(argv, environ=None, out=None):
     if failover is None:
         read_failover(local.directory)   # says why there is nothing to take over
     return carry_on(local.directory, failover, args.key)
+
+
+def attach_detached(reader, state, framework, run_id, connected, key_file, environ, out):
+    """Follow the detached run's scheduler until the run ends, launching a
+    new one first when it is gone."""
+    from ..core.detached import relaunch_scheduler
+    from .cluster_logs import follow_scheduler
+
+    def say(text):
+        print("tfmesos attach: %s" % text, file=sys.stderr, flush=True)
+    if not connected:
+        relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
+    say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
+    outcome = follow_scheduler(reader, run_id, out, sys.stderr)
+    say("run %s ended: %s" % (run_id, outcome))
+    return 0 if outcome == "succeeded" else 1
 
 
 def carry_on(directory, failover, key_file):

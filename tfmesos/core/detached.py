@@ -101,11 +101,16 @@ class SchedulerLauncher(Scheduler):
             for offer_id, assignments in placement.launches.items():
                 info = self._make_task(assignments[0])
                 self.launched = (info["task_id"]["value"], assignments[0].agent_id)
-                driver.launchTasks([{"value": offer_id}], [info])
+                # What the scheduler task leaves of the offer, and the offers
+                # declined meanwhile, go to the scheduler that takes over at once
+                # (a refusal filters the framework, not this driver); no more
+                # offers come here (its SUBSCRIBE clears the suppression).
+                driver.launchTasks([{"value": offer_id}], [info], {"refuse_seconds": 0.0})
+                driver.suppressOffers()
                 unused = [oid for oid in unused if oid["value"] != offer_id]
                 break
         if unused:
-            driver.declineOffer(unused, {"refuse_seconds": 5.0})
+            driver.declineOffer(unused, {"refuse_seconds": 0.0 if self.launched else 1.0})
 
     def statusUpdate(self, driver, update):
         if self.launched is None or update.task_id.value != self.launched[0]:
