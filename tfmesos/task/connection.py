@@ -12,21 +12,35 @@ Meanwhile ``receive`` waits, and ``send`` never blocks: it keeps the last
 ``SEND_BUFFER`` messages and sends them once registered again, so log
 forwarding survives a reconnection; it raises (``ConnectionError``) only
 once the scheduler is gone for good.
+
+A run that survives its scheduler (``TaskEnv.failover_timeout`` > 0:
+``tfrun --failover``, ``--detach``) gives a new scheduler the time to take
+the framework over: after a drop the task registers again for up to
+``failover_timeout`` seconds, a refused connection is not the end, and
+between tries it asks the master where the run's rendezvous is now
+(``rediscover``, loaded then): a new address is tried next, a framework
+that Mesos says is over ends it at once. A new scheduler refuses the task
+until it adopted it: that is tried again too. ``flush`` waits for a
+registration and the kept messages to go out (the exit frame of a command
+that ended meanwhile), ``abandon`` stops that wait (SIGTERM).
 """
 
 import collections
+import math
 import socket
 import sys
 import threading
 import time
 
 from ..protocol import task_env, wire
+from ..protocol.hostport import format_address
 
 IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
 HANDSHAKE_TIMEOUT = 10.0  # one try: connect, challenge, confirmation
 REREGISTER_GRACE = 30.0   # registering again after a dropped connection
 RETRY_DELAYS = (0.1, 1.0)  # first and longest wait between tries
+FAILOVER_DELAYS = (0.5, 5.0)  # the same while waiting for a new scheduler (each asks the master)
 SEND_BUFFER = 1000        # messages kept while reconnecting
 
 
@@ -34,10 +48,14 @@ class TaskError(Exception):
     """The task cannot do its job; the message is printed, exit status 1."""
 
 
-class TaskEnv(collections.namedtuple("TaskEnv", "rendezvous secret task_id host port")):
+class TaskEnv(collections.namedtuple(
+        "TaskEnv", "rendezvous secret task_id host port failover_timeout master framework_id",
+        defaults=(0.0, "", ""))):
     """What the scheduler put in the task's environment: ``rendezvous``
     (host, port), ``secret`` (bytes), ``task_id``, ``host`` (the address other
-    tasks reach this one at) and ``port`` (0: pick a free one)."""
+    tasks reach this one at) and ``port`` (0: pick a free one); in a run that
+    survives its scheduler, ``failover_timeout`` (seconds; 0: it does not),
+    ``master`` (the leading master's URL) and ``framework_id``."""
 
     __slots__ = ()
 
@@ -52,11 +70,16 @@ class TaskEnv(collections.namedtuple("TaskEnv", "rendezvous secret task_id host 
             secret = bytes.fromhex(environ[task_env.SECRET])
             rendezvous = (host.strip("[]"), int(port))
             task_port = int(environ.get(task_env.PORT) or 0)
+            failover = float(environ.get(task_env.FAILOVER_TIMEOUT) or 0)
+            if not math.isfinite(failover) or failover < 0:
+                raise ValueError("%s=%s" % (task_env.FAILOVER_TIMEOUT, failover))
         except ValueError as exc:
             raise TaskError("malformed tfmesos task environment: %s" % exc) from None
         task_host = (environ.get(task_env.TASK_HOST) or environ.get(task_env.OFFER_HOST)
                      or socket.getfqdn())
-        return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port)
+        return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port,
+                   failover, environ.get(task_env.MASTER) or "",
+                   environ.get(task_env.FRAMEWORK_ID) or "")
 
 
 class _Link:
@@ -73,6 +96,10 @@ class Connection:
 
     def __init__(self, env):
         self.env = env
+        self.failover = env.failover_timeout > 0   # a new scheduler may take over
+        self._address = env.rendezvous   # where the rendezvous is (a new scheduler's: moves)
+        self._rediscovery = None         # rediscover.Rediscovery, once needed
+        self._abandoned = False          # flush waits no more
         self._registration = None
         self._link = None
         self._state = "new"      # new -> connected <-> reconnecting -> gone
@@ -149,6 +176,35 @@ class Connection:
         finally:
             self._send_lock.release()
 
+    def flush(self, timeout=None):
+        """Wait until the messages ``send`` kept while reconnecting went out
+        on a registered connection: True once they did (at once when none
+        are kept), False when the scheduler is gone for good, ``abandon``
+        was called or ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def settled():
+            return self._state != "reconnecting" or self._abandoned
+
+        while True:
+            with self._lock:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                if not self._lock.wait_for(settled, left) or self._abandoned:
+                    return False
+            with self._send_lock:   # an _attach under way has sent what was kept
+                with self._lock:
+                    if self._state == "connected":
+                        return not self._unsent
+                    if self._state != "reconnecting":
+                        return False
+            # lost again while sending what was kept: wait for the next registration
+
+    def abandon(self):
+        """Stop ``flush`` from waiting (the task is being killed)."""
+        with self._lock:
+            self._abandoned = True
+            self._lock.notify_all()
+
     def close(self):
         """End the connection for good: no reconnection after this."""
         self._closing.set()
@@ -162,32 +218,58 @@ class Connection:
     # -- registering ----------------------------------------------------------
 
     def _register_until(self, deadline, refused_is_final):
-        """A registered ``_Link``, trying until ``deadline``; TaskError if none."""
-        delay = RETRY_DELAYS[0]
-        where = "%s:%d" % self.env.rendezvous
+        """A registered ``_Link``, trying until ``deadline``; TaskError if none.
+        With failover, a refusal is never final, and the master is asked
+        between tries where the rendezvous is now (TaskError when it says
+        the run is over)."""
+        delays = FAILOVER_DELAYS if self.failover else RETRY_DELAYS
+        refused_is_final = refused_is_final and not self.failover
+        delay = delays[0]
         error: Exception
         while True:
             try:
                 return self._handshake(deadline)
             except ConnectionRefusedError as exc:
                 if refused_is_final:
-                    raise TaskError("the tfmesos scheduler at %s is gone (%s)" % (where, exc)) \
-                        from None
+                    raise TaskError("the tfmesos scheduler at %s is gone (%s)"
+                                    % (self._where(), exc)) from None
                 error = exc
             except (wire.WireError, OSError) as exc:
                 error = exc
             if self._closing.is_set():
                 raise TaskError("the connection was closed")
+            if self.failover and self._rediscover(deadline):
+                continue   # a new address: try it at once
             if time.monotonic() + delay > deadline:
                 raise TaskError("cannot register with the tfmesos scheduler at %s: %s"
-                                % (where, error))
+                                % (self._where(), error))
             self._closing.wait(delay)
-            delay = min(delay * 2, RETRY_DELAYS[1])
+            delay = min(delay * 2, delays[1])
+
+    def _where(self):
+        return format_address(*self._address)
+
+    def _rediscover(self, deadline):
+        """Ask the master where the rendezvous is: True when it moved (the
+        next try goes there); TaskError when Mesos says the run is over."""
+        if time.monotonic() >= deadline:
+            return False
+        from . import rediscover  # the failover path only: http.client is not cheap
+        if self._rediscovery is None:
+            self._rediscovery = rediscover.Rediscovery(self.env.master, self.env.framework_id)
+        try:
+            address = self._rediscovery.rendezvous(max(deadline - time.monotonic(), 0.5))
+        except rediscover.FrameworkGone as exc:
+            raise TaskError("the run is over: %s" % exc) from None
+        if address is None or address == self._address:
+            return False
+        self._address = address
+        return True
 
     def _handshake(self, deadline):
         """One try: connect, answer the challenge, register, get the confirmation."""
         timeout = min(HANDSHAKE_TIMEOUT, max(deadline - time.monotonic(), 0.5))
-        sock = socket.create_connection(self.env.rendezvous, timeout=timeout)
+        sock = socket.create_connection(self._address, timeout=timeout)
         wire.no_delay(sock)
         try:
             until = time.monotonic() + timeout
@@ -251,10 +333,12 @@ class Connection:
                              name="tfmesos-reconnect").start()
 
     def _reconnect(self, reason):
-        print("tfmesos: lost the connection to the scheduler (%s); registering again"
-              % reason, file=sys.stderr, flush=True)
+        grace = self.env.failover_timeout if self.failover else REREGISTER_GRACE
+        print("tfmesos: lost the connection to the scheduler (%s); registering again%s"
+              % (reason, " (up to %g s for a scheduler to take the run over)" % grace
+                 if self.failover else ""), file=sys.stderr, flush=True)
         try:
-            link = self._register_until(time.monotonic() + REREGISTER_GRACE, True)
+            link = self._register_until(time.monotonic() + grace, True)
         except TaskError as exc:
             with self._lock:
                 if self._state == "reconnecting":
@@ -263,7 +347,8 @@ class Connection:
             print("tfmesos: %s; giving up" % exc, file=sys.stderr, flush=True)
             return
         self._attach(link)
-        print("tfmesos: registered again", file=sys.stderr, flush=True)
+        print("tfmesos: registered again%s" % (" at " + self._where() if self.failover else ""),
+              file=sys.stderr, flush=True)
 
 
 def _close(sock):

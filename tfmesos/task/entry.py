@@ -5,6 +5,12 @@ and the cluster spec, then either serves a TensorFlow gRPC server
 (fine-grained mode, ``tensorflow_server``) or runs the user's command
 (replica mode, ``replica``), sending its output back. When the scheduler goes
 away the task stops, and kills what it started: no orphans.
+
+In a run that survives its scheduler (``TFMESOS_FAILOVER_TIMEOUT``), the
+task waits that long for a new one (``connection``) with its command
+running or its server serving, and a command that ended meanwhile has its
+exit (and ``tfmesos.run``'s result) told to the new scheduler before the
+task exits (``Connection.flush``); without one by then it stops as above.
 """
 
 import json
@@ -41,6 +47,8 @@ def main(environ=None):
             code = run_fine_grained(conn, start)
         else:
             code = run_replica(conn, start)
+        if conn.failover:   # what the task sent since it lost its scheduler, the exit frame last
+            conn.flush(env.failover_timeout)
         conn.close()
         return code
     except TaskError as exc:

@@ -3,7 +3,9 @@ its own process group under a guard (``replica_guard``) that takes the group
 down with the task entry, its output forwarded to ``tfrun`` in bounded
 chunks, stopped when the scheduler asks, goes away or Mesos sends SIGTERM;
 what the command used (``usage``) goes with the exit message; what it
-logs with ``tfmesos.log_metrics`` goes to tfrun too (``metrics_relay``)."""
+logs with ``tfmesos.log_metrics`` goes to tfrun too (``metrics_relay``).
+"Goes away" is the connection's verdict: in a run that survives its
+scheduler, the command runs on while the connection waits for a new one."""
 
 import codecs
 import os
@@ -364,9 +366,16 @@ def run_replica(conn, start):
     result = _result_file()     # tfmesos.run: where the runner writes the outcome
     if result is not None:
         command.env.update(result.env())
-    # Mesos kills a task with SIGTERM; a handler must not block, so a thread escalates.
+    # Mesos kills a task with SIGTERM; a handler must not block, so a thread
+    # escalates. The exit frame then waits for no new scheduler (Connection.flush).
+    def terminated():
+        abandon = getattr(conn, "abandon", None)   # tests' stand-ins may lack it
+        if abandon is not None:
+            abandon()
+        command.kill("SIGTERM received")
+
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
-        target=command.kill, args=("SIGTERM received",), daemon=True).start())
+        target=terminated, daemon=True).start())
     threading.Thread(target=command.watch_scheduler, daemon=True).start()
     hooks = start.get("hooks") or {}
     code = command.run_hook(hooks["initializer"]) if hooks.get("initializer") else 0

@@ -1,6 +1,9 @@
 """Fine-grained mode on the task side: a TensorFlow gRPC server for the
-task's role, up until the scheduler says stop or goes away. TensorFlow is
-imported here only, when a fine-grained task has its role."""
+task's role, up until the scheduler says stop or goes away. While the
+connection registers again (``connection``: the grace after a drop, or a
+run's failover timeout while a new scheduler takes over) ``receive`` waits
+and the server keeps serving. TensorFlow is imported here only, when a
+fine-grained task has its role."""
 
 import os
 

@@ -1,0 +1,521 @@
+"""The task side of a run that outlives its scheduler (``tfrun --failover``,
+``--detach``): a real task entry keeps its command running when its
+rendezvous goes, asks the master (a fake one here) where the run's
+rendezvous is now, registers with the new scheduler and tells it what the
+command did meanwhile; it stops when Mesos says the run is over or no new
+scheduler came in time, and without failover it stops as before. Then the
+master question itself (``tfmesos.task.rediscover``) against fake masters."""
+
+import http.server
+import json
+import logging
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from conftest import MARKER
+from tfrun_helpers import REPO
+from waiting import wait_until
+
+from tfmesos.core.events import TaskExited, TaskOutput, TaskRegistered
+from tfmesos.core.rendezvous import Rendezvous
+from tfmesos.protocol import labels, task_env
+from tfmesos.task import rediscover
+from tfmesos.task.connection import TaskEnv, TaskError
+
+SECRET = b"f" * 32
+FRAMEWORK = "fw-0001"
+TASK_ID = "tfmesos.failovertest.worker.0.0"
+TAG = "TFMESOS_FAILOVER_TEST"   # on every process a test starts, for its cleanup
+
+# The user's command: prints "tick PID N" at its start and whenever the
+# test makes the file next-N (N = 1, 2, ...), "bye" and exits with the code
+# in the file "exit" once the test makes it. It polls: the test does not.
+COMMAND = r"""
+import os, sys, time
+n = 0
+print("tick %d %d" % (os.getpid(), n), flush=True)
+while True:
+    if os.path.exists("next-%d" % (n + 1)):
+        n += 1
+        print("tick %d %d" % (os.getpid(), n), flush=True)
+    elif os.path.exists("exit"):
+        with open("exit") as handle:
+            code = int(handle.read())
+        print("bye", flush=True)
+        sys.exit(code)
+    else:
+        time.sleep(0.02)
+"""
+TICK = re.compile(r"tick (\d+) (\d+)")
+
+
+# -- a fake Mesos master -----------------------------------------------------
+
+
+class FakeMaster:
+    """``/master/frameworks`` of one framework whose label names
+    ``rendezvous``; ``state`` "active", "completed" (torn down) or "unknown".
+    ``reply``, when set, answers every request instead: (status, headers, body)."""
+
+    def __init__(self):
+        self.rendezvous = ""
+        self.state = "active"
+        self.reply = None
+        self.requests = []
+        master = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                master.requests.append(self.path)
+                status, headers, body = (master.reply or master.frameworks)(self.path)
+                try:
+                    self.send_response(status)
+                    for name, value in headers:
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass   # the client stopped reading (an oversized answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                       daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def frameworks(self, path):
+        framework = {"id": FRAMEWORK, "active": True, "connected": True,
+                     "labels": [{"key": labels.RUN_ID, "value": "failovertest"},
+                                {"key": labels.RENDEZVOUS, "value": self.rendezvous}]}
+        answer = {"frameworks": [framework] if self.state == "active" else [],
+                  "completed_frameworks": [framework] if self.state == "completed" else [],
+                  "unregistered_frameworks": []}
+        return json_reply(answer)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+def json_reply(answer, status=200):
+    body = json.dumps(answer).encode()
+    return status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], \
+        body
+
+
+@pytest.fixture
+def master():
+    fake = FakeMaster()
+    yield fake
+    fake.close()
+
+
+# -- schedulers and the task ---------------------------------------------------
+
+
+class Scheduler:
+    """One scheduler's rendezvous (expecting the task or not) and what it heard."""
+
+    def __init__(self, expect=True):
+        self.events = queue.Queue()
+        self.rdv = Rendezvous(SECRET, self.events, bind_host="127.0.0.1")
+        self.heard = []
+        if expect:
+            self.rdv.expect(TASK_ID)
+
+    @property
+    def address(self):
+        return "127.0.0.1:%d" % self.rdv.port
+
+    def wait_for(self, predicate, what, timeout=30):
+        """Take events until ``predicate(self)`` holds."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("%s: not within %s s; heard %s" % (what, timeout, self.heard))
+            try:
+                self.heard.append(self.events.get(timeout=min(left, 0.5)))
+            except queue.Empty:
+                pass
+
+    def of(self, kind):
+        return [event for event in self.heard if isinstance(event, kind)]
+
+    def output(self):
+        return "".join(event.text for event in self.of(TaskOutput))
+
+    def ticks(self):
+        """(pid, n) of the command's tick lines that reached this scheduler."""
+        return [(int(pid), int(n)) for pid, n in TICK.findall(self.output())]
+
+    def registered(self):
+        self.wait_for(lambda s: s.of(TaskRegistered), "the task registered")
+
+    def start(self, directory):
+        """The replica start message, as ClusterRun.publish_to sends it."""
+        path = os.path.join(directory, "command.py")
+        with open(path, "w") as handle:
+            handle.write(COMMAND)
+        assert self.rdv.send(TASK_ID, {
+            "type": "start", "mode": "replica", "job": "worker", "index": 0,
+            "cluster": {"worker": ["127.0.0.1:2222"]}, "forward_logs": True,
+            "cmd": "%s %s" % (sys.executable, path), "env": {}, "hooks": {},
+            "cwd": str(directory)})
+
+    def close(self):
+        self.rdv.close()
+
+
+class Task:
+    """``python -m tfmesos.task`` with its output in files and every
+    process it started tagged, so that the test's end kills them all."""
+
+    def __init__(self, directory, first, master, failover="20"):
+        self.directory = directory
+        self.tag = uuid.uuid4().hex
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith("TFMESOS_") or name == MARKER}
+        env.update({task_env.RENDEZVOUS: first.address, task_env.SECRET: SECRET.hex(),
+                    task_env.TASK_ID: TASK_ID, task_env.TASK_HOST: "127.0.0.1",
+                    task_env.MASTER: master.url, task_env.FRAMEWORK_ID: FRAMEWORK,
+                    "PYTHONPATH": REPO, TAG: self.tag})
+        if failover is not None:
+            env[task_env.FAILOVER_TIMEOUT] = failover
+        self.stdout = open(directory / "task.stdout", "wb")
+        self.stderr = open(directory / "task.stderr", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "tfmesos.task"], cwd=directory,
+                                     env=env, stdout=self.stdout, stderr=self.stderr)
+
+    def err(self):
+        return (self.directory / "task.stderr").read_text(errors="replace")
+
+    def out(self):
+        return (self.directory / "task.stdout").read_text(errors="replace")
+
+    def touch(self, name, text=""):
+        """Make the file ``name`` whole for the command."""
+        partial = self.directory / (name + ".partial")
+        partial.write_text(text)
+        os.replace(partial, self.directory / name)
+
+    def ended(self, timeout=30):
+        """The task entry's exit code, once it exited."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the task entry did not exit within %s s; stderr:\n%s"
+                                 % (timeout, self.err())) from None
+
+    def kill(self):
+        """Kill whatever of the task is left (the test's end)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        wait_until(lambda: not self._kill_tagged(), 30, message="the task's processes live on")
+        self.stdout.close()
+        self.stderr.close()
+
+    def _kill_tagged(self):
+        token = ("%s=%s" % (TAG, self.tag)).encode()
+        left = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+                if alive(int(pid)) and token in environ_of(pid)]
+        for pid in left:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        return left
+
+
+def environ_of(pid):
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def alive(pid):
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.fixture
+def cleanup():
+    """Closes the schedulers and kills the tasks a test made, whatever happened."""
+    things = []
+    yield things.append
+    for thing in reversed(things):
+        if isinstance(thing, Task):
+            thing.kill()
+        else:
+            thing.close()
+
+
+def running_task(tmp_path, master, cleanup, failover="20"):
+    """Scheduler A with the task registered and its command's first tick heard:
+    (A, task, the command's pid)."""
+    first = Scheduler()
+    cleanup(first)
+    master.rendezvous = first.address
+    task = Task(tmp_path, first, master, failover)
+    cleanup(task)
+    first.registered()
+    first.start(tmp_path)
+    first.wait_for(lambda s: s.ticks(), "the command's first tick")
+    [(pid, _)] = first.ticks()
+    return first, task, pid
+
+
+def takes_over(master, cleanup, expect=True):
+    """Scheduler B, named by the framework's label from now on."""
+    second = Scheduler(expect)
+    cleanup(second)
+    master.rendezvous = second.address
+    return second
+
+
+def test_the_command_runs_on_and_the_task_registers_with_the_new_scheduler(
+        tmp_path, master, cleanup):
+    first, task, pid = running_task(tmp_path, master, cleanup)
+    first.close()
+    wait_until(lambda: "lost the connection" in task.err(), 30, message=task.err)
+    second = takes_over(master, cleanup)
+    second.registered()
+    second.start(tmp_path)      # a new scheduler's own start: not a second command
+    task.touch("next-1")
+    second.wait_for(lambda s: (pid, 1) in s.ticks(), "the command's next tick at B")
+    task.touch("exit", "3")
+    second.wait_for(lambda s: s.of(TaskExited), "the exit frame at B")
+    assert [event.code for event in second.of(TaskExited)] == [3]
+    assert task.ended() == 3
+    assert second.ticks() == [(pid, 1)] and "bye" in second.output()
+    assert TICK.findall(task.out()) == [(str(pid), "0"), (str(pid), "1")]   # one command
+    err = task.err()
+    assert err.count("lost the connection") == 1, err        # one line, not one per try
+    assert err.count("registered again at %s" % second.address) == 1, err
+    assert "registered again" not in err.replace("registered again at", ""), err
+
+
+def test_an_exit_while_no_scheduler_is_there_reaches_the_next_one(tmp_path, master, cleanup):
+    first, task, pid = running_task(tmp_path, master, cleanup)
+    first.close()
+    wait_until(lambda: "lost the connection" in task.err(), 30, message=task.err)
+    task.touch("exit", "5")
+    wait_until(lambda: "bye" in task.out(), 30, message=task.out)
+    wait_until(lambda: not alive(pid), 30, message="the command did not end")
+    assert task.proc.poll() is None          # the entry waits to tell someone
+    second = takes_over(master, cleanup)
+    second.wait_for(lambda s: s.of(TaskExited), "the exit frame at B")
+    assert [event.code for event in second.of(TaskExited)] == [5]
+    assert "bye" in second.output()          # the output kept meanwhile went first
+    assert task.ended() == 5
+
+
+def test_sigterm_ends_the_wait_to_tell_the_exit(tmp_path, master, cleanup):
+    # Mesos kills the task (its framework was torn down, say): no waiting
+    # for a scheduler that will not come, with 10 minutes of failover left.
+    first, task, pid = running_task(tmp_path, master, cleanup, failover="600")
+    first.close()
+    wait_until(lambda: "lost the connection" in task.err(), 30, message=task.err)
+    task.touch("exit", "5")
+    wait_until(lambda: not alive(pid), 30, message="the command did not end")
+    task.proc.send_signal(signal.SIGTERM)
+    assert task.ended() == 5
+
+
+def test_a_new_scheduler_that_refuses_the_task_at_first_is_asked_again(
+        tmp_path, master, cleanup, caplog):
+    first, task, pid = running_task(tmp_path, master, cleanup)
+    caplog.set_level(logging.WARNING, logger="tfmesos.core.rendezvous")
+    second = takes_over(master, cleanup, expect=False)
+    first.close()
+    wait_until(lambda: any("unknown task id" in record.getMessage()
+                           for record in caplog.records), 30,
+               message="the task never asked B")
+    second.rdv.expect(TASK_ID)             # B adopted it
+    second.registered()
+    task.touch("next-1")
+    second.wait_for(lambda s: (pid, 1) in s.ticks(), "the command's next tick at B")
+    assert alive(pid) and task.proc.poll() is None
+
+
+@pytest.mark.parametrize("state", ["completed", "unknown"])
+def test_a_run_that_mesos_says_is_over_stops_at_once(tmp_path, master, cleanup, state):
+    # A failover timeout of 10 minutes: stopping within 30 s is "at once".
+    first, task, pid = running_task(tmp_path, master, cleanup, failover="600")
+    master.state = state
+    first.close()
+    assert task.ended() != 0
+    wait_until(lambda: not alive(pid), 30, message="the command outlived the task")
+    err = task.err()
+    assert ("torn down" if state == "completed" else "knows no framework") in err, err
+    assert "stopping" in err, err
+
+
+def test_without_a_new_scheduler_in_time_the_task_stops(tmp_path, master, cleanup):
+    first, task, pid = running_task(tmp_path, master, cleanup, failover="2")
+    first.close()                           # and the label still names it
+    assert task.ended() != 0
+    wait_until(lambda: not alive(pid), 30, message="the command outlived the task")
+    err = task.err()
+    assert "cannot register" in err and "giving up" in err, err
+    assert err.count("lost the connection") == 1, err
+
+
+@pytest.mark.parametrize("failover", [None, "", "0"])
+def test_without_failover_the_task_stops_when_its_scheduler_goes(
+        tmp_path, master, cleanup, failover):
+    first, task, pid = running_task(tmp_path, master, cleanup, failover=failover)
+    second = takes_over(master, cleanup)    # would be found, were the master asked
+    first.close()
+    assert task.ended() != 0
+    wait_until(lambda: not alive(pid), 30, message="the command outlived the task")
+    assert "is gone" in task.err(), task.err()
+    assert master.requests == [] and not second.of(TaskRegistered)
+
+
+# -- the environment -------------------------------------------------------------
+
+
+def environment(**more):
+    env = {task_env.RENDEZVOUS: "127.0.0.1:1", task_env.SECRET: "ab", task_env.TASK_ID: "t",
+           task_env.TASK_HOST: "h"}
+    env.update(more)
+    return env
+
+
+def test_the_failover_variables_are_read():
+    env = TaskEnv.from_environ(environment(**{
+        task_env.FAILOVER_TIMEOUT: "20.5", task_env.MASTER: "http://m:5050",
+        task_env.FRAMEWORK_ID: FRAMEWORK}))
+    assert (env.failover_timeout, env.master, env.framework_id) == (20.5, "http://m:5050",
+                                                                    FRAMEWORK)
+    plain = TaskEnv.from_environ(environment())
+    assert (plain.failover_timeout, plain.master, plain.framework_id) == (0.0, "", "")
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_malformed_failover_timeout_is_a_task_error(value):
+    with pytest.raises(TaskError, match="malformed"):
+        TaskEnv.from_environ(environment(**{task_env.FAILOVER_TIMEOUT: value}))
+
+
+# -- asking the master -------------------------------------------------------------
+
+
+def test_the_rendezvous_is_read_from_the_label(master):
+    master.rendezvous = "10.0.0.7:4242"
+    assert rediscover.Rediscovery(master.url, FRAMEWORK).rendezvous() == ("10.0.0.7", 4242)
+    assert master.requests == ["/master/frameworks?framework_id=%s" % FRAMEWORK]
+    master.rendezvous = "[fd00::7]:4243"
+    assert rediscover.Rediscovery(master.url, FRAMEWORK).rendezvous() == ("fd00::7", 4243)
+
+
+def test_a_scheme_relative_redirect_leads_to_the_leader_which_is_asked_first_then(master):
+    leader = FakeMaster()
+    try:
+        leader.rendezvous = "10.0.0.8:4000"
+        # Mesos' redirect: //host:port and the path, without the query.
+        master.reply = lambda path: (307, [("Location", "//127.0.0.1:%d/master/frameworks"
+                                            % leader.server.server_address[1]),
+                                           ("Content-Length", "0")], b"")
+        rediscovery = rediscover.Rediscovery(master.url, FRAMEWORK)
+        assert rediscovery.rendezvous() == ("10.0.0.8", 4000)
+        assert leader.requests == ["/master/frameworks?framework_id=%s" % FRAMEWORK]
+        assert rediscovery.leader == leader.url
+        assert rediscovery.rendezvous() == ("10.0.0.8", 4000)
+        assert len(master.requests) == 1 and len(leader.requests) == 2
+        leader.close()
+        leader = None
+        master.reply = None   # the leader is gone: the master given is asked again
+        master.rendezvous = "10.0.0.9:4001"
+        assert rediscovery.rendezvous() == ("10.0.0.9", 4001)
+    finally:
+        if leader is not None:
+            leader.close()
+
+
+def deeply_nested(path):
+    return 200, [("Content-Length", "200000")], b"[" * 100000 + b"]" * 100000
+
+
+def oversized(path, length=True):
+    body = json.dumps({"frameworks": [], "padding": "x" * (rediscover.MAX_BODY + 10)}).encode()
+    return 200, [("Content-Length", str(len(body)))] if length else [], body
+
+
+@pytest.mark.parametrize("reply", [
+    lambda path: (200, [("Content-Length", "9")], b"not json!"),
+    lambda path: json_reply(["frameworks"]),
+    lambda path: json_reply({"frameworks": "none"}),
+    lambda path: json_reply({"message": "no leader"}, status=503),
+    lambda path: (307, [("Location", "ftp://elsewhere/x"), ("Content-Length", "0")], b""),
+    lambda path: (307, [("Location", path), ("Content-Length", "0")], b""),   # a loop
+    lambda path: json_reply({"frameworks": [{"id": FRAMEWORK, "labels": []}]}),
+    lambda path: json_reply({"frameworks": [{"id": FRAMEWORK, "labels": [
+        {"key": labels.RENDEZVOUS, "value": "nowhere"}]}]}),
+    lambda path: json_reply({"frameworks": [], "completed_frameworks": [],
+                             "unregistered_frameworks": [FRAMEWORK]}),
+    deeply_nested,
+    oversized,
+    lambda path: oversized(path, length=False),
+], ids=["not-json", "a-list", "not-a-list", "503", "ftp-redirect", "redirect-loop",
+        "no-label", "bad-label", "unregistered", "nested", "oversized",
+        "oversized-without-length"])
+def test_garbage_and_errors_are_no_news(master, reply):
+    master.reply = reply
+    assert rediscover.Rediscovery(master.url, FRAMEWORK).rendezvous() is None
+    assert master.requests
+
+
+def test_a_master_that_never_answers_is_no_news_within_the_timeout():
+    with socket.create_server(("127.0.0.1", 0)) as silent:   # accepts, never answers
+        started = time.monotonic()
+        url = "http://127.0.0.1:%d" % silent.getsockname()[1]
+        assert rediscover.Rediscovery(url, FRAMEWORK, timeout=0.5).rendezvous() is None
+        assert time.monotonic() - started < 10
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    assert rediscover.Rediscovery("http://127.0.0.1:%d" % port, FRAMEWORK).rendezvous() is None
+
+
+@pytest.mark.parametrize("state, says", [("completed", "torn down"),
+                                         ("unknown", "knows no framework")])
+def test_a_framework_mesos_says_is_over_is_gone(master, state, says):
+    master.rendezvous, master.state = "10.0.0.7:4242", state
+    with pytest.raises(rediscover.FrameworkGone, match=says):
+        rediscover.Rediscovery(master.url, FRAMEWORK).rendezvous()
+
+
+def test_master_urls_and_addresses():
+    assert rediscover.master_url("10.0.0.1:5050") == "http://10.0.0.1:5050"
+    assert rediscover.master_url("https://m:5050/") == "https://m:5050"
+    assert rediscover.master_url("zk://z:2181/mesos") is None
+    assert rediscover.master_url("") is None
+    assert not rediscover.Rediscovery("", FRAMEWORK).usable
+    assert rediscover.Rediscovery("", FRAMEWORK).rendezvous() is None
+    assert rediscover.parse_address("[::1]:80") == ("::1", 80)
+    assert rediscover.parse_address("h:0") is None and rediscover.parse_address("h") is None
