@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 
+from fixtures_master import make_local_master  # noqa: F401
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 

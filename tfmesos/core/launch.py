@@ -184,6 +184,9 @@ class ClusterRun:
                                   source=self._project_directory(), image=self.run_spec.image)
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self.backend.bind_host(), port=0)
+            for slot in self.slots:   # taken over: the attempts that run register again
+                if slot.task_id and not slot.done:
+                    self.rendezvous.expect(slot.task_id)
             self.scheduler = scheduler = TFMesosScheduler(
                 self.slots, self._make_task, self.events, self.run_id,
                 on_launch=self._launching, extra_ports=self._extra_ports)
