@@ -382,7 +382,7 @@ class RunRecord:
             self._hint_failed_attempts()
             if framework_id:
                 self._run.framework_id = framework_id
-            if first_offer:
+            if first_offer and self._run.timings.first_offer is None:   # kept when taken over
                 self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("finished")
         self.save()
