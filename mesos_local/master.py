@@ -461,10 +461,11 @@ class LocalMaster(FaultInjection):
         returns (HTTP status, content type, body) or raises CallError."""
         return self._calls.handle(call, stream_id, principal)
 
-    def state(self):
-        """The /master/state document."""
+    def state(self, files_address=None):
+        """The /master/state document; ``files_address``: (host, port) its
+        agents' endpoints are named at (default: the master's URL)."""
         with self._records.lock:
-            return render_state(self, self._records, self._start_time)
+            return render_state(self, self._records, self._start_time, files_address)
 
     def read(self, render, *args):
         """``render(self, records, *args)`` under the master's lock (the read

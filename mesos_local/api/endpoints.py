@@ -108,9 +108,22 @@ def _filter(value, wanted):
     return wanted is None or value == wanted
 
 
+# The query key (not a string: no URL can set it) under which the HTTP server
+# passes the (host, port) a request came in at. The embedded agents' endpoints
+# are the master's own, so their ``pid`` names that address: the one the
+# reader reached (a --netns master's hub address from inside the hub,
+# loopback from this host), as an agent's pid names where it is reachable.
+LOCAL_ADDRESS = object()
+
+
+def _files_address(records, query):
+    return query.get(LOCAL_ADDRESS) or records.files_address
+
+
 def slaves(master, records, query):
     wanted = query.get("slave_id")
-    return {"slaves": [agent_json(a, records.files_address) for a in records.agents.values()
+    return {"slaves": [agent_json(a, _files_address(records, query))
+                       for a in records.agents.values()
                        if _filter(a.id, wanted)],
             "recovered_slaves": []}
 
@@ -179,7 +192,7 @@ def state_summary(master, records, query):
              if records.frameworks.get(f.id) is f]   # registered frameworks only
     agents = []
     for agent in records.agents.values():
-        out = agent_json(agent, records.files_address)
+        out = agent_json(agent, _files_address(records, query))
         out.update(_state_counts(t for _, t in pairs if t.agent_id == agent.id))
         out["framework_ids"] = sorted({f.id for f, t in pairs if t.agent_id == agent.id})
         agents.append(out)
@@ -231,7 +244,7 @@ def flags(master, records, query):
 
 
 def state(master, records, query):
-    return master.state()
+    return master.state(query.get(LOCAL_ADDRESS))
 
 
 class _Redirect(Endpoint):

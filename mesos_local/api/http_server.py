@@ -302,7 +302,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path in HEALTH_PATHS:
             self._reply(200)
         elif endpoint is not None:
-            reply = endpoint.reply(self.server.master, path, self._query, self.path)
+            query = dict(self._query)
+            query[endpoints.LOCAL_ADDRESS] = tuple(self.connection.getsockname()[:2])
+            reply = endpoint.reply(self.server.master, path, query, self.path)
             self._reply(reply.status, reply.body, reply.content_type or _TEXT, reply.headers)
         elif path.rstrip("/") in files.PATHS:
             if self._authenticated():

@@ -39,8 +39,10 @@ def render_master_info(master_id, url_host, port):
             "address": {"hostname": hostname, "ip": ip, "port": port}}
 
 
-def render_state(master, records, start_time):
-    """``master``: the LocalMaster (its settings), ``records``: its Records."""
+def render_state(master, records, start_time, files_address=None):
+    """``master``: the LocalMaster (its settings), ``records``: its Records;
+    ``files_address``: where the agents' endpoints are (default: the
+    master's own address, ``records.files_address``)."""
     info = master.master_info or {}
     agents = list(records.agents.values())
     started = start_time or 0.0
@@ -55,7 +57,8 @@ def render_state(master, records, start_time):
         "deactivated_slaves": sum(1 for a in agents if not a.active),
         "unreachable_slaves": 0,
         "flags": master_flags(master),
-        "slaves": [agent_json(agent, records.files_address) for agent in agents],
+        "slaves": [agent_json(agent, files_address or records.files_address)
+                   for agent in agents],
         "frameworks": [framework_json(f) for f in records.frameworks.values()],
         "completed_frameworks": [framework_json(f) for f in records.completed_frameworks],
         "orphan_tasks": [], "unregistered_frameworks": [],
