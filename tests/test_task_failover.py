@@ -470,19 +470,21 @@ def oversized(path, length=True):
 @pytest.mark.parametrize("reply", [
     lambda path: (200, [("Content-Length", "9")], b"not json!"),
     lambda path: json_reply(["frameworks"]),
-    lambda path: json_reply({"frameworks": "none"}),
+    lambda path: json_reply({"frameworks": "none", "completed_frameworks": []}),
+    lambda path: json_reply({"frameworks": []}),
     lambda path: json_reply({"message": "no leader"}, status=503),
     lambda path: (307, [("Location", "ftp://elsewhere/x"), ("Content-Length", "0")], b""),
     lambda path: (307, [("Location", path), ("Content-Length", "0")], b""),   # a loop
-    lambda path: json_reply({"frameworks": [{"id": FRAMEWORK, "labels": []}]}),
+    lambda path: json_reply({"frameworks": [{"id": FRAMEWORK, "labels": []}],
+                             "completed_frameworks": []}),
     lambda path: json_reply({"frameworks": [{"id": FRAMEWORK, "labels": [
-        {"key": labels.RENDEZVOUS, "value": "nowhere"}]}]}),
+        {"key": labels.RENDEZVOUS, "value": "nowhere:²"}]}], "completed_frameworks": []}),
     lambda path: json_reply({"frameworks": [], "completed_frameworks": [],
                              "unregistered_frameworks": [FRAMEWORK]}),
     deeply_nested,
     oversized,
     lambda path: oversized(path, length=False),
-], ids=["not-json", "a-list", "not-a-list", "503", "ftp-redirect", "redirect-loop",
+], ids=["not-json", "a-list", "not-a-list", "not-all-of-mesos-lists", "503", "ftp-redirect", "redirect-loop",
         "no-label", "bad-label", "unregistered", "nested", "oversized",
         "oversized-without-length"])
 def test_garbage_and_errors_are_no_news(master, reply):

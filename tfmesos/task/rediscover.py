@@ -57,7 +57,7 @@ def parse_address(value):
     """``(host, port)`` of a ``host:port`` or ``[v6]:port`` label; None when malformed."""
     host, _, port = (value or "").strip().rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         return None
     return host, int(port)
 
@@ -65,8 +65,10 @@ def parse_address(value):
 def framework_rendezvous(answer, framework_id):
     """The rendezvous address in a ``/master/frameworks`` answer (parsed
     JSON): ``(host, port)``, None when it names none; ``FrameworkGone`` when
-    Mesos says the framework is over or unknown."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("frameworks"), list):
+    Mesos says the framework is over or unknown (an answer without both of
+    Mesos' lists, ``frameworks`` and ``completed_frameworks``, says nothing)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("frameworks"), list) \
+            or not isinstance(answer.get("completed_frameworks"), list):
         return None   # not Mesos' answer
 
     def has(key):
