@@ -119,7 +119,7 @@ def scheduler_pid():
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                if b"--detached-scheduler" in handle.read():
+                if b"tfmesos.cli.detached_scheduler" in handle.read():
                     return int(pid)
         except OSError:
             continue

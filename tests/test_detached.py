@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from fixtures_netns import namespaces, parse_network, read_lines, root_only  # noqa: F401
+from fixtures_netns import namespaces, parse_network, read_lines, root_only
 from tfrun_helpers import REPO, marked_tasks
 from waiting import wait_until
 
@@ -53,7 +53,7 @@ def scheduler_pids(run_id):
                 environ = handle.read()
         except OSError:
             continue
-        if b"--detached-scheduler" in cmdline and \
+        if b"tfmesos.cli.detached_scheduler" in cmdline and \
                 ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ.split(b"\0"):
             found.append(int(pid))
     return found
@@ -109,7 +109,7 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path, namespaces):  # noqa: F811
+def cluster(tmp_path, namespaces):
     made = Cluster(tmp_path, namespaces)
     try:
         yield made

@@ -6,11 +6,13 @@ the record), and the run ends as it would have."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 
-from fixtures_master import make_local_master  # noqa: F401
+import pytest
+from fixtures_master import make_local_master
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
@@ -120,3 +122,89 @@ def test_without_failover_the_tasks_stop_with_tfrun(make_local_master, tmp_path)
     assert not (run_dir / "failover.json").exists()
     attach = tfmesos("attach", str(run_dir), "--master", master.url, env=env)
     assert attach.returncode == 1 and attach.stderr.count("\n") == 1, attach.stderr
+
+
+def run_processes(run_id):
+    """Pids of processes whose environment names the run (its tasks, their commands)."""
+    token = ("TFMESOS_RUN_ID=%s" % run_id).encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                if token in handle.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_run_nobody_takes_over_is_gone_after_its_failover_timeout(make_local_master, tmp_path):
+    master = make_local_master()
+    run_dir = tmp_path / "run"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
+    with start_tfrun("--failover", "--failover-timeout", "3", "-m", master.url, "-w", "2", "-s",
+                     "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
+                     str(tmp_path / "train.py"), str(tmp_path / "never"), env=env) as tfrun:
+        wait_until(lambda: len(steps(run_dir / "worker.1.stdout")) >= 2, timeout=120)
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    run_id = json.loads((run_dir / "failover.json").read_text())["run_id"]
+    assert run_processes(run_id)      # the tasks outlive tfrun ...
+    # ... for the failover timeout only: then the master removes the framework
+    # and kills its tasks (and the tasks themselves give up).
+    wait_until(lambda: master.state()["frameworks"] == [], timeout=60)
+    [framework] = master.state()["completed_frameworks"]
+    assert {task["state"] for task in framework["completed_tasks"]} <= {"TASK_KILLED",
+                                                                       "TASK_FAILED"}
+    wait_until(lambda: not run_processes(run_id), timeout=60,
+               message=lambda: "left running: %s" % run_processes(run_id))
+    attach = tfmesos("attach", str(run_dir), env=env)
+    assert attach.returncode == 0 and "has finished" in attach.stdout, attach.stderr
+
+
+def scheduler_pids(run_id):
+    return [pid for pid in run_processes(run_id) if b"tfmesos.cli.detached_scheduler" in
+            open("/proc/%d/cmdline" % pid, "rb").read()]
+
+
+def epochs(text, task):
+    return [int(n) for n in re.findall(r"^\[%s\] epoch (\d+)/\d+ loss" % re.escape(task), text,
+                                       re.M)]
+
+
+def test_a_detached_keras_job_keeps_its_epochs_through_a_new_scheduler(make_local_master,
+                                                                       tmp_path):
+    # Keras' MultiWorkerMirroredStrategy on two workers, detached; its
+    # scheduler task is SIGKILLed after the second epoch; tfmesos attach
+    # launches a new one: the epochs go on where they were, in the same
+    # attempts, and the run succeeds.
+    pytest.importorskip("tf_keras")
+    master = make_local_master()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
+    examples = os.path.join(REPO, "examples")
+    submitted = subprocess.run(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--python",
+         sys.executable, "-m", master.url, "-w", "2", "-s", "0", "-Cw", "1", "-Mw", "1024", "--",
+         "python", "keras_multiworker.py", "--epochs", "40"],
+        cwd=examples, env=env, capture_output=True, text=True, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    [run_id] = re.findall(r"^run (\w+) detached", submitted.stdout, re.M)
+    wait_until(lambda: len(epochs(tfmesos("logs", run_id, "--master", master.url, env=env)
+                                  .stdout, "worker:1")) >= 2, timeout=240)
+    [pid] = scheduler_pids(run_id)
+    os.kill(pid, signal.SIGKILL)
+    attach = tfmesos("attach", run_id, "--master", master.url, env=env, timeout=300)
+    assert attach.returncode == 0, attach.stderr
+    assert "launching scheduler task 2" in attach.stderr, attach.stderr
+    assert "ended: succeeded" in attach.stderr, attach.stderr
+    logs = tfmesos("logs", run_id, "--master", master.url, env=env).stdout
+    for task in ("worker:0", "worker:1"):
+        assert epochs(logs, task) == list(range(1, 41)), (task, epochs(logs, task))
+    # Each worker began once, at the first epoch: never again from a backup.
+    assert re.findall(r"training from epoch (\d+)/", logs) == ["1", "1"]
+    shown = tfmesos("show", run_id, "--master", master.url, env=env).stdout
+    rows = [line.split() for line in shown.splitlines() if line.startswith("worker:")]
+    assert [row[:4] for row in rows] == [["worker:%d" % i, "1", "0", "TASK_FINISHED"]
+                                         for i in range(2)], shown
+    assert "scheduler.0.2" in shown

@@ -153,7 +153,7 @@ def test_kazoo_is_optional_the_rest_is_not(monkeypatch, tmp_path):
 def test_the_scheduler_command(tmp_path):
     sandbox = '"${MESOS_SANDBOX:-$PWD}"'
     tail = ('PYTHONPATH=%s/tfmesos-scheduler"${PYTHONPATH:+:$PYTHONPATH}" exec %%s -m '
-            'tfmesos.cli.tfrun --detached-scheduler %s/detached.json' % (sandbox, sandbox))
+            'tfmesos.cli.detached_scheduler %s/detached.json' % (sandbox, sandbox))
     assert scheduler_command() == tail % "python3"
     assert scheduler_command(python="/opt/py/bin/python3") == \
         'PATH=/opt/py/bin"${PATH:+:$PATH}" ' + tail % "/opt/py/bin/python3"
@@ -177,5 +177,5 @@ def test_the_scheduler_command_runs_in_a_shell_with_the_sandbox_first(tmp_path):
                                 env=bare_environment(PYTHONPATH="/elsewhere", **env))
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines() == [
-            "%s/tfmesos-scheduler:/elsewhere" % sandbox, "-m", "tfmesos.cli.tfrun",
-            "--detached-scheduler", "%s/detached.json" % sandbox]
+            "%s/tfmesos-scheduler:/elsewhere" % sandbox, "-m",
+            "tfmesos.cli.detached_scheduler", "%s/detached.json" % sandbox]

@@ -236,9 +236,6 @@ def keep_for_takeover(run, argv):
 
 def main(argv=None, key_file=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--detached-scheduler"] and len(argv) == 2:
-        from .tfrun_detached import scheduler_task_main
-        return scheduler_task_main(argv[1])
     parser = build_parser()
     options, words = split_command(argv)
     args = parser.parse_options(options, words if "--" in argv else None)

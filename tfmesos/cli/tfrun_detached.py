@@ -1,10 +1,7 @@
-"""``tfrun --detach``: the submitter's side (``submit``) and the scheduler
-task's (``scheduler_task_main``: ``python -m tfmesos.cli.tfrun
---detached-scheduler detached.json`` in its sandbox), which runs the job as
-a foreground tfrun would (``tfrun.execute``), its output in the sandbox."""
+"""``tfrun --detach``, the submitter's side: launch the run's scheduler task
+(``core.detached``) and say how to follow it; the scheduler task runs
+``cli.detached_scheduler``."""
 
-import json
-import os
 import sys
 
 from ..exceptions import TFMesosError
@@ -30,47 +27,3 @@ def submit(spec, args, say):
                           ("stop it", "tfmesos kill %s --master %s")):
         print("  %-11s %s" % (what + ":", command % (run_id, master)), flush=True)
     return 0
-
-
-def scheduler_task_main(path):
-    """The scheduler of a detached run, in its Mesos task; the exit status."""
-    from ..backends.remote import RemoteMaster
-    from ..core.detached import RUN_KEY, read_document
-    from ..core.launch import ClusterRun
-    from ..core.spec_codec import spec_from_dict
-    from ..core.takeover import Resume
-    from ..protocol import labels, task_env
-    from ..record.schema import read_run_file
-    from ..ship.shipping import Shipment
-    from .common import setup_logging
-    from .tfrun import execute, say, shown_logs, shown_only
-
-    setup_logging("tfrun", False)
-    try:
-        document = read_document(path)
-        secret = bytes.fromhex(os.environ.pop(RUN_KEY, ""))
-        framework_id = os.environ.get(task_env.FRAMEWORK_ID, "")
-        if len(secret) != 32 or not framework_id:
-            raise TFMesosError("the scheduler task's environment lacks the run's key or "
-                               "framework: it is started by tfrun --detach, not by hand")
-        spec = spec_from_dict(document["spec"], run_dir=labels.SCHEDULER_RUN_DIR)
-        previous = None
-        if document.get("previous"):
-            with open(document["previous"], encoding="utf-8") as handle:
-                previous = read_run_file(json.load(handle))
-        backend = RemoteMaster(spec.master, None, os.environ)
-        shipment = None
-        if document.get("packed"):
-            shipment = Shipment.from_packed(
-                None, {role: os.path.abspath(name) for role, name in document["packed"].items()},
-                bind_host=backend.bind_host(), say=say, recorded=document.get("shipped"))
-        show = shown_logs(spec)
-        run = ClusterRun(spec, on_log=shown_only(show), notify=say, backend=backend,
-                         resume=Resume(document["run_id"], framework_id, secret, previous),
-                         shipment=shipment, detached=True)
-    except (TFMesosError, OSError, ValueError) as exc:
-        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
-        return 1
-    say("the scheduler of run %s (attempt %d) takes framework %s over"
-        % (run.run_id, document.get("attempt", 1), framework_id))
-    return execute(run, show, None, advice=True)

@@ -7,7 +7,7 @@ scheduler side of tfmesos (``ship.scheduler_side``) and ``detached.json``
 (the run's spec, what was packed), serves them, subscribes as a new
 framework (its failover timeout hours long) and launches the scheduler
 task (``SchedulerLauncher``): the agent's fetcher puts the files in its
-sandbox, it runs ``python -m tfmesos.cli.tfrun --detached-scheduler
+sandbox, it runs ``python -m tfmesos.cli.detached_scheduler
 detached.json``, which subscribes with the framework's id (Mesos'
 failover: the submitter's subscription ends with "Framework failed over")
 and runs the job as a foreground tfrun would, its output in its sandbox's

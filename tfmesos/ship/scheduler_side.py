@@ -105,17 +105,18 @@ def pack_scheduler_side(out_dir):
 
 def scheduler_command(python=None, image=None, python_env=False):
     """The detached scheduler task's shell command: the extracted scheduler
-    side first on ``PYTHONPATH``, then ``tfrun --detached-scheduler`` on the
-    sandbox's ``DETACHED_SPEC``, run by the interpreter ``Shipment.command``
-    would choose (``python``; else, with ``python_env``, the extracted
+    side first on ``PYTHONPATH``, then ``python -m
+    tfmesos.cli.detached_scheduler`` on the sandbox's ``DETACHED_SPEC``, run
+    by the interpreter ``Shipment.command`` would choose (``python``; else, with ``python_env``, the extracted
     environment's ``bin/python3``: its archive must then be fetched with
     ``extract: true``, which keeps the archive too; else ``python3``; with
     an ``image``, its ``python3``)."""
     interpreter, path = interpreter_and_path(image, python, python_env)
     # exec: Mesos' SIGTERM must reach tfrun itself, not a shell.
-    return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m tfmesos.cli.tfrun '
-            '--detached-scheduler %s/%s' % (path, SANDBOX, shlex.quote(SCHEDULER_DIR),
-                                            interpreter, SANDBOX, shlex.quote(DETACHED_SPEC)))
+    return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m '
+            'tfmesos.cli.detached_scheduler %s/%s'
+            % (path, SANDBOX, shlex.quote(SCHEDULER_DIR), interpreter, SANDBOX,
+               shlex.quote(DETACHED_SPEC)))
 
 
 __all__ = ["SCHEDULER_DIR", "DETACHED_SPEC", "PACKAGES", "pack_scheduler_side",
