@@ -200,6 +200,8 @@ ROWS = [
     tfrun("detach-without-code", ["--detach", "-m", "127.0.0.1:1"], 2,
           "--detach runs the run's scheduler on an agent, which needs the run's code: add "
           "--ship"),
+    tfrun("detach-with-mlflow", ["--detach", "--ship", "--mlflow", "-m", "127.0.0.1:1"], 2,
+          "--mlflow logs from tfrun's own process, which --detach runs on an agent"),
     Row("attach-without-a-master", "tfmesos", ["attach", "abcd"], 2, "which master?"),
     Row("attach-an-unknown-run", "tfmesos", ["attach", "abcd", "--master", "127.0.0.1:1"], 1,
         "cannot reach the Mesos master at"),

@@ -208,3 +208,20 @@ def test_a_detached_keras_job_keeps_its_epochs_through_a_new_scheduler(make_loca
     assert [row[:4] for row in rows] == [["worker:%d" % i, "1", "0", "TASK_FINISHED"]
                                          for i in range(2)], shown
     assert "scheduler.0.2" in shown
+
+
+def test_a_scheduler_task_that_cannot_start_is_one_line_and_leaves_nothing(make_local_master,
+                                                                          tmp_path):
+    master = make_local_master()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = subprocess.run(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--python",
+         "/nonexistent/python3", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python",
+         "train.py", "x"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if "error" in line]
+    assert "the scheduler task ended before it took the run over: TASK_FAILED" in line
+    assert "it said:" in line and "/nonexistent/python3" in line, line
+    assert master.state()["frameworks"] == []          # torn down
+    assert not (tmp_path / "keys").exists()             # no key for a run that never was

@@ -93,6 +93,7 @@ class SchedulerLauncher(Scheduler):
         self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
         self.events: queue.Queue = queue.Queue()
         self.launched: Optional[tuple] = None   # (task id, agent id)
+        self.agent_url = None   # its agent's address (Offer.url): its sandbox's last words
 
     def resourceOffers(self, driver, offers):
         unused = [offer["id"] for offer in offers]
@@ -101,6 +102,7 @@ class SchedulerLauncher(Scheduler):
             for offer_id, assignments in placement.launches.items():
                 info = self._make_task(assignments[0])
                 self.launched = (info["task_id"]["value"], assignments[0].agent_id)
+                self.agent_url = assignments[0].agent_url
                 # What the scheduler task leaves of the offer, and the offers
                 # declined meanwhile, go to the scheduler that takes over at once
                 # (a refusal filters the framework, not this driver); no more
@@ -176,8 +178,9 @@ def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, sa
             elif event[0] == "taken over":
                 taken = True
             elif event[0] == "ended":
-                raise DetachError("the scheduler task ended before it took the run over: %s%s"
-                                  % (event[1], ": %s" % event[2] if event[2] else ""))
+                raise DetachError("the scheduler task ended before it took the run over: %s%s%s"
+                                  % (event[1], ": %s" % event[2] if event[2] else "",
+                                     last_words(launcher, driver)))
             else:
                 raise DetachError("the Mesos master refused the run: %s" % event[1])
         return driver.framework_id
@@ -190,6 +193,21 @@ def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, sa
         raise
     finally:
         driver.abort()
+
+
+def last_words(launcher, driver):
+    """``; it said: LINE`` (the last stderr line of the scheduler task's
+    sandbox), or "" when there is none or it cannot be read."""
+    from ..mesos.agent_files import AgentFilesError, agent_base_url, read_tails, sandbox_path
+    base = agent_base_url(launcher.agent_url)
+    if base is None or launcher.launched is None:
+        return ""
+    try:
+        tails = read_tails(base, sandbox_path(driver.framework_id, launcher.launched[0]))
+    except AgentFilesError:
+        return ""
+    lines = [line for line in tails.get("stderr", []) if line.strip()]
+    return "; it said: %s" % lines[-1].strip() if lines else ""
 
 
 # -- tfrun --detach ------------------------------------------------------------
@@ -220,6 +238,10 @@ def check_detachable(spec):
     if spec.ship is None and not spec.image:
         raise SpecError("--detach runs the run's scheduler on an agent, which needs the run's "
                         "code: add --ship (the current directory) or -I IMAGE")
+    if spec.mlflow is not None:
+        raise SpecError("--mlflow logs from tfrun's own process, which --detach runs on an "
+                        "agent that has no MLflow: run in the foreground (or with --failover) "
+                        "to log to MLflow")
 
 
 def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
