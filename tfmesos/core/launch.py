@@ -451,9 +451,7 @@ class ClusterRun:
                 was_running = self.phase == Phase.RUNNING
                 if not self.state.move(Phase.STOPPING):
                     return
-            scheduler, rendezvous, driver = self.scheduler, self.rendezvous, self.driver
-            if scheduler is not None:
-                scheduler.close()
+            scheduler, rendezvous, driver = self._launch_nothing_more()
             if rendezvous is not None:
                 for slot in self.slots:
                     if slot.task_id:
@@ -502,6 +500,13 @@ class ClusterRun:
         except MesosError as exc:
             logger.warning("could not label the run's outcome: %s", exc)
 
+    def _launch_nothing_more(self):
+        """The run ends here: its scheduler launches nothing more; (scheduler,
+        rendezvous, driver)."""
+        if self.scheduler is not None:
+            self.scheduler.close()
+        return self.scheduler, self.rendezvous, self.driver
+
     def detach(self):
         """Leave the run to its tasks (``--failover``, ``--detach``): no stop
         message, no teardown: the tasks keep running for the framework's
@@ -510,9 +515,7 @@ class ClusterRun:
         with self._stop_lock:
             if not self.state.move(Phase.STOPPING):
                 return
-            scheduler, rendezvous, driver = self.scheduler, self.rendezvous, self.driver
-            if scheduler is not None:
-                scheduler.close()
+            _, rendezvous, driver = self._launch_nothing_more()
             if rendezvous is not None:
                 rendezvous.close()
             if driver is not None:

@@ -85,11 +85,17 @@ class AgentFiles:
             self._headers["Authorization"] = auth
 
     def get(self, route, **params):
+        return self.fetch(route, MAX_REPLY, "replace", params)
+
+    def fetch(self, route, limit, errors, params):
+        """The JSON the agent answers GET ``route`` with, at most ``limit``
+        bytes, decoded with ``errors`` (``surrogateescape``: a file's bytes
+        that are not UTF-8 kept as they came)."""
         target = "%s?%s" % (route, urllib.parse.urlencode(params))
         try:
             self._conn.request("GET", target, headers=self._headers)
             response = self._conn.getresponse()
-            body = response.read(MAX_REPLY + 1)
+            body = response.read(limit + 1)
         except OSError as exc:
             raise AgentFilesError("%s: %s" % (self.base_url, describe(exc)),
                                   unreachable=True) from None
@@ -100,11 +106,12 @@ class AgentFiles:
             raise AgentFilesError("%s%s answered %d%s" % (self.base_url, route, response.status,
                                                          ": " + text if text else ""),
                                   status=response.status)
-        if len(body) > MAX_REPLY:
+        if len(body) > limit:
+            self.close()     # the rest of the answer is unread: the connection cannot go on
             raise AgentFilesError("%s%s answered more than %d bytes"
-                                  % (self.base_url, route, MAX_REPLY))
+                                  % (self.base_url, route, limit))
         try:
-            return json.loads(body.decode("utf-8", "replace"))
+            return json.loads(body.decode("utf-8", errors))
         except ValueError:
             raise AgentFilesError("%s%s answered no JSON" % (self.base_url, route)) from None
 
@@ -184,41 +191,13 @@ def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines
 # -- whole files ------------------------------------------------------------------
 
 
-def _get_exact(files, route, limit, params):
-    """The JSON ``files``' agent answers GET ``route`` with, at most ``limit``
-    bytes, its strings decoded with ``surrogateescape`` (the bytes of a file
-    that are not UTF-8 kept as they came)."""
-    target = "%s?%s" % (route, urllib.parse.urlencode(params))
-    try:
-        files._conn.request("GET", target, headers=files._headers)
-        response = files._conn.getresponse()
-        body = response.read(limit + 1)
-    except OSError as exc:
-        raise AgentFilesError("%s: %s" % (files.base_url, describe(exc)),
-                              unreachable=True) from None
-    except Exception as exc:  # http.client's own errors: a garbled answer
-        raise AgentFilesError("%s: %s" % (files.base_url, describe(exc))) from None
-    if response.status != 200:
-        text = body[:200].decode("utf-8", "replace").strip()
-        raise AgentFilesError("%s%s answered %d%s" % (files.base_url, route, response.status,
-                                                     ": " + text if text else ""))
-    if len(body) > limit:
-        files.close()     # the rest of the answer is unread: the connection cannot go on
-        raise AgentFilesError("%s%s answered more than %d bytes" % (files.base_url, route,
-                                                                   limit))
-    try:
-        return json.loads(body.decode("utf-8", "surrogateescape"))
-    except ValueError:
-        raise AgentFilesError("%s%s answered no JSON" % (files.base_url, route)) from None
-
-
 def _read_at(files, path, offset, length=None):
     """(the offset answered, the bytes of ``path`` from ``offset``, at most
     ``length``); ``offset`` -1: (the file's size, no bytes)."""
     params = {"path": path, "offset": offset}
     if length is not None:
         params["length"] = length
-    answer = _get_exact(files, "/files/read", DOWNLOAD_REPLY, params)
+    answer = files.fetch("/files/read", DOWNLOAD_REPLY, "surrogateescape", params)
     data = answer.get("data") if isinstance(answer, dict) else None
     at = answer.get("offset") if isinstance(answer, dict) else None
     if not isinstance(data, str) or isinstance(at, bool) or not isinstance(at, int) or at < 0:
