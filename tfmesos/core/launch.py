@@ -313,7 +313,8 @@ class ClusterRun:
             self.publish_to(slot)
         if not self.state.move(Phase.RUNNING):
             return
-        self.record.all_registered(self._started().scheduler.framework_id)
+        scheduler = self._started().scheduler
+        self.record.all_registered(scheduler.framework_id, scheduler.first_offer_at)
         self.recovery.formed(self.cluster_spec)
         # Taken over: the tasks that ran register again, within the grace
         # (counted from now, plus what finding the new address takes them).

@@ -312,9 +312,13 @@ class RunRecord:
                     break
             self._dirty = True
 
-    def all_registered(self, framework_id):
+    def all_registered(self, framework_id, first_offer=None):
+        """The cluster is complete; ``first_offer``: time.time() of the
+        first offers (kept now: a scheduler that dies never finishes)."""
         with self._lock:
             self._run.framework_id = framework_id
+            if first_offer and self._run.timings.first_offer is None:
+                self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("all_registered")
         self.save()
 
