@@ -6,13 +6,12 @@ it read and the record's hint reads it."""
 
 import logging
 import socket
-import threading
 import time
 
 import pytest
 from addict import Dict
+from fixtures_agents import finished_task, silent_agent
 from fixtures_master import clients, local_master, make_local_master, small_agent
-from mesos_http_client import task_info
 from policy_helpers import FakeRun
 
 from tfmesos.core.events import StatusUpdate
@@ -71,16 +70,9 @@ def test_last_lines():
 
 # -- against the embedded master ------------------------------------------------------
 
-def finished_task(master, client, task_id, command):
-    offer = client.next_offers()[0]
-    client.launch(offer, [task_info(task_id, offer, command)], filters={"refuse_seconds": 0})
-    client.wait_state(task_id, "TASK_FINISHED", timeout=30)
-    return agent_base_url(offer["url"]), sandbox_path(client.framework_id, task_id)
-
-
 def test_read_tails_of_an_embedded_masters_task(local_master, clients):
     client = clients(local_master)
-    base, path = finished_task(local_master, client, "talker",
+    base, path = finished_task(client, "talker",
                                "seq 1 5000 >&2; echo 'the end' >&2; echo out")
     tails = read_tails(base, path, max_bytes=1000, lines=3)
     assert tails == {"stdout": ["out"], "stderr": ["4999", "5000", "the end"]}
@@ -94,7 +86,7 @@ def test_read_tails_of_an_embedded_masters_task(local_master, clients):
 def test_the_embedded_masters_sandboxes_need_its_credentials(make_local_master, clients):
     master = make_local_master(agents=[small_agent()], credentials={"run": "pw"})
     client = clients(master, auth=("run", "pw"))
-    base, path = finished_task(master, client, "talker", "echo hi >&2")
+    base, path = finished_task(client, "talker", "echo hi >&2")
     with pytest.raises(AgentFilesError, match="401"):
         read_tails(base, path)
     from tfmesos.mesos.http_transport import basic_auth
@@ -102,32 +94,6 @@ def test_the_embedded_masters_sandboxes_need_its_credentials(make_local_master, 
 
 
 # -- agents that do not answer as they should --------------------------------------------
-
-@pytest.fixture
-def silent_agent():
-    """A listening socket that accepts and never answers; yields its base URL."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    accepted = []
-    stop = threading.Event()
-
-    def accept():
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d" % server.getsockname()[1]
-    stop.set()
-    thread.join(5)
-    for conn in accepted:
-        conn.close()
-    server.close()
-
 
 def test_a_silent_agent_costs_the_timeout_and_no_more(silent_agent):
     started = time.monotonic()
