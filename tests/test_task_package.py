@@ -16,7 +16,6 @@ from tfrun_helpers import REPO
 ALLOWED = {"tfmesos", "tfmesos.lazy_exports", "tfmesos.protocol", "tfmesos.protocol.wire",
            "tfmesos.protocol.hostport", "tfmesos.protocol.task_env",
            "tfmesos.protocol.metric_points"}
-IMPORT_BUDGET_MS = 40.0   # tfmesos' own modules, their self times summed
 PROBE = ("import json, sys; before = set(sys.modules); import tfmesos.task.__main__; "
          "print(json.dumps(sorted(set(sys.modules) - before)))")
 
@@ -58,10 +57,20 @@ def test_the_task_entry_imports_only_the_task_side_and_the_standard_library():
     assert not foreign, "the task entry imports more than its own side: %s" % foreign
 
 
-def test_the_task_entry_imports_fast():
-    # The best of three on a busy machine: the floor is what the code costs.
-    best = min(import_task_entry()[1] for _ in range(3))
-    assert best < IMPORT_BUDGET_MS, "importing the task entry took %.1f ms" % best
+# Every task pays for what its entry imports: the standard library's heavy
+# parts load only on the paths that need them (rediscover's HTTP client when a
+# task lost its scheduler, tfmesos.run's result file). Not timed here (a loaded
+# 2-core machine makes any budget flaky): benchmarks/startup.py measures.
+HEAVY = ("http", "ssl", "urllib", "email", "asyncio", "multiprocessing", "concurrent",
+         "xml", "zipfile", "tarfile", "logging", "argparse", "tfmesos.protocol.labels",
+         "tfmesos.task.rediscover", "tfmesos.task.result_file")
+
+
+def test_the_task_entry_leaves_the_heavy_parts_for_the_paths_that_need_them():
+    modules, _ = import_task_entry()
+    loaded = [name for name in modules
+              if any(name == heavy or name.startswith(heavy + ".") for heavy in HEAVY)]
+    assert loaded == [], "the task entry imports %s at once" % loaded
 
 
 def run_by_hand(module):
