@@ -9,7 +9,7 @@ import pytest
 from addict import Dict
 
 from tfmesos.core.events import StatusUpdate, TaskExited, TaskOutput
-from tfmesos.core.launch import record_leftovers
+from tfmesos.core.last_updates import record_leftovers
 from tfmesos.core.phase import Phase
 from tfmesos.core.placement import Assignment
 from tfmesos.core.scheduler import Launch

@@ -472,7 +472,7 @@ def check_before_start(spec, environ):
     a ``--run-dir`` that cannot be made (made last, once all else passed)."""
     if spec.advertise_address or (spec.master != config.LOCAL
                                   and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
-        from ..core.launch import make_backend
+        from ..core.run_setup import make_backend
         backend = make_backend(spec, environ)
         try:
             backend.check()

@@ -210,6 +210,26 @@ def last_words(launcher, driver):
     return "; it said: %s" % lines[-1].strip() if lines else ""
 
 
+def label_outcome(driver, info, outcome, finished):
+    """A detached run's end, in its framework's label ``tfmesos.outcome``
+    (``UPDATE_FRAMEWORK`` on ``info``, the FrameworkInfo it subscribed
+    with), which a finished framework keeps (``tfmesos runs --master``):
+    ``outcome``, run.json's; ``finished``: its trainers are done."""
+    status = outcome.get("status")
+    if status == "running":
+        status = "succeeded" if finished else "stopped"
+    text = status if status == "succeeded" or not outcome.get("message") \
+        else "%s: %s" % (status, outcome["message"])
+    info = dict(info or {})
+    kept = [label for label in (info.get("labels") or {}).get("labels", [])
+            if label["key"] != labels.OUTCOME]
+    info["labels"] = {"labels": kept + [{"key": labels.OUTCOME, "value": text[:1000]}]}
+    try:
+        driver.updateFramework(info)
+    except MesosError as exc:
+        logger.warning("could not label the run's outcome: %s", exc)
+
+
 # -- tfrun --detach ------------------------------------------------------------
 
 def serve(server, files, host, spec):

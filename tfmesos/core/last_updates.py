@@ -46,3 +46,14 @@ def wait_for_mesos_ends(record, events, timeout=MESOS_ENDS_WAIT, clock=time.mono
             except queue.Empty:
                 return
         record_event(record, event)
+
+
+def record_leftovers(record, events):
+    """What is still queued when the run stops is recorded too: output,
+    exit frames (with what the stopped tasks used), Mesos' updates."""
+    while True:
+        try:
+            event = events.get_nowait()
+        except queue.Empty:
+            return
+        record_event(record, event)

@@ -8,7 +8,9 @@ everything. Every event they report is handled by ``reactions`` (the
 failure policy) in the thread that calls ``wait_ready`` / ``wait_finished``
 / ``step``; a failure once the cluster is up goes to ``recovery``; both act
 through ``control.Control`` on the run's ``state.RunState``. What Mesos is
-sent is built by ``taskinfo``.
+sent is built by ``taskinfo``; where the master lives and the record are
+made by ``run_setup``; how the run ends, stopped or left to its tasks, is
+``run_end``; a run taken over from another scheduler is ``takeover``'s.
 """
 
 import logging
@@ -22,11 +24,8 @@ from typing import NamedTuple, Optional
 from ..backends.embedded import EmbeddedMaster
 from ..exceptions import LaunchTimeout, MesosError
 from ..mesos import MesosSchedulerDriver
-from ..protocol import labels, task_env
+from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
-from ..record import schema
-from ..record.run_record import RunRecord, default_run_dir
-from . import config
 from .clusterspec import (
     KERAS_JOB,
     cluster_spec,
@@ -35,17 +34,17 @@ from .clusterspec import (
     task_environment,
 )
 from .control import Control, RunControl
-from .last_updates import record_event, wait_for_mesos_ends
 from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
 from .rendezvous import Rendezvous
+from .run_end import leave_run, stop_run
+from .run_setup import make_backend, make_record
 from .sandbox_tails import SandboxTails
 from .scheduler import TFMesosScheduler
-from .spec import AUTO
 from .state import RunState
-from .takeover import adopt_slots
-from .taskinfo import build_task, framework_info, warm_task_command
+from .takeover import Adoption
+from .taskinfo import build_task, failover_environment, framework_info
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +55,6 @@ class _Parts(NamedTuple):
     rendezvous: Rendezvous
     scheduler: TFMesosScheduler
     driver: MesosSchedulerDriver
-
-# How long stopping waits for tasks to close their rendezvous connections
-# after a stop message, so that their last output reaches the run directory.
-STOP_LINGER = 1.5
-# A run taken over: its tasks' grace to register again is longer by this
-# (they look the new rendezvous up on the master, every 5 s at most).
-ADOPTION_EXTRA = 30.0
 
 
 class ClusterRun:
@@ -83,7 +75,10 @@ class ClusterRun:
     handles events. ``backend`` (default: by ``spec.master``,
     ``make_backend``) is where the master lives; ``transport`` replaces the
     driver's HTTP transport (tests: ``mesos.mock_transport``); ``clock``:
-    monotonic seconds.
+    monotonic seconds. ``resume`` (``takeover.Resume``): take that run over;
+    ``on_framework(id)``: told once the framework is known; ``shipment``:
+    files packed before, served as they are; ``detached``: this is a
+    detached run's scheduler task (``core.detached``).
     """
 
     def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
@@ -116,22 +111,19 @@ class ClusterRun:
         # ``on_framework(framework_id)``: once, when the framework is known.
         self.on_framework = on_framework
         self._framework_told = False
-        self._adopted = []   # task ids taken over that must register again
         # What start() makes (None before): ``_started`` hands them out typed.
         self.driver: Optional[MesosSchedulerDriver] = None
         self.rendezvous: Optional[Rendezvous] = None
         self.scheduler: Optional[TFMesosScheduler] = None
         self.cluster_spec = None     # once formed: {job: ["host:port", ...]}
         self.launch_deadline = None
-        self._stop_lock = threading.Lock()
+        self.stop_lock = threading.Lock()   # run_end: one stop or leave
         self.record = make_record(spec.run_dir, self, self._environ)  # the run directory
         self.recovery = Recovery(self.control, self.record, spec.restart_policy,
                                  spec.sticky_jobs, spec.sticky_timeout, spec.max_attempts,
                                  notify=notify)
-        if resume is not None and resume.previous is not None:
-            self.record.resume(resume.previous)
-            self._adopted = adopt_slots(self.slots, resume.previous, self.mode)
-            self.recovery.restarts = len(resume.previous.restarts)
+        self.adoption = Adoption(resume, self.slots, self.record, self.recovery, self.mode) \
+            if resume is not None else None
         # What a task that never reached the rendezvous wrote in its sandbox.
         self.sandboxes = SandboxTails(
             lambda: self.scheduler.framework_id if self.scheduler else None,
@@ -147,7 +139,7 @@ class ClusterRun:
         # files packed before, a detached run's scheduler task serves them).
         self.shipment = shipment
         self.detached = detached     # this is a detached run's scheduler task
-        self._framework_info = None
+        self.framework_info = None   # what start() subscribed with
         self._keras_coordinator = None   # worker 0's second port (replica mode), per formation
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
         self.mlflow = None
@@ -184,9 +176,8 @@ class ClusterRun:
                                   source=self._project_directory(), image=self.run_spec.image)
             self.rendezvous = Rendezvous(self.secret, self.events,
                                          bind_host=self.backend.bind_host(), port=0)
-            for slot in self.slots:   # taken over: the attempts that run register again
-                if slot.task_id and not slot.done:
-                    self.rendezvous.expect(slot.task_id)
+            if self.adoption is not None:
+                self.adoption.expect(self.rendezvous)
             self.scheduler = scheduler = TFMesosScheduler(
                 self.slots, self._make_task, self.events, self.run_id,
                 on_launch=self._launching, extra_ports=self._extra_ports)
@@ -199,7 +190,7 @@ class ClusterRun:
             if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
                 info["principal"], options["secret"] = self.backend.credentials
                 options["principal"] = info["principal"]
-            self._framework_info = info
+            self.framework_info = info
             self.driver = driver = MesosSchedulerDriver(
                 scheduler, info, master_url, connect_timeout=self.run_spec.connect_timeout,
                 refused_timeout=self.run_spec.refused_timeout, transport=self._transport,
@@ -270,15 +261,12 @@ class ClusterRun:
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         host = self._advertised_address()
         rendezvous = format_address(host, self._started().rendezvous.port)
-        failover = None
-        if self.run_spec.failover_timeout is not None:   # the tasks outlive this scheduler
-            parts = self._started()
-            failover = {task_env.FAILOVER_TIMEOUT: "%g" % self.run_spec.failover_timeout,
-                        task_env.MASTER: parts.driver.master or "",
-                        task_env.FRAMEWORK_ID: parts.scheduler.framework_id or ""}
+        parts = self._started()
         return build_task(self.run_spec, slot, assignment, rendezvous, self.secret,
                           quiet_tensorflow=self.run_spec.quiet_tensorflow, run_id=self.run_id,
-                          shipment=self.shipment, ship_host=host, failover=failover)
+                          shipment=self.shipment, ship_host=host,
+                          failover=failover_environment(self.run_spec, parts.driver.master,
+                                                        parts.scheduler.framework_id))
 
     # -- waiting --------------------------------------------------------------
 
@@ -316,11 +304,8 @@ class ClusterRun:
         scheduler = self._started().scheduler
         self.record.all_registered(scheduler.framework_id, scheduler.first_offer_at)
         self.recovery.formed(self.cluster_spec)
-        # Taken over: the tasks that ran register again, within the grace
-        # (counted from now, plus what finding the new address takes them).
-        adopted, self._adopted = self._adopted, []
-        for task_id in adopted:
-            self.state.left(task_id, self._clock() + ADOPTION_EXTRA, "the scheduler failed over")
+        if self.adoption is not None:
+            self.adoption.formed(self.state, self._clock())
 
     def publish_to(self, slot):
         """Send ``slot`` its start message: its role and the cluster spec."""
@@ -352,7 +337,7 @@ class ClusterRun:
         """Replica mode: block until the run's trainers are done; returns 0,
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
         with self.record.recording(lambda: self.phase):
-            while not self._trainers_done():
+            while not self.trainers_done():
                 if self.phase == Phase.FORMING:   # a whole restart
                     self.form()
                 self.step(1.0)
@@ -364,7 +349,7 @@ class ClusterRun:
         names = {job.name for job in self.jobs}
         return [s for s in self.slots if s.job.name == ("chief" if "chief" in names else "worker")]
 
-    def _trainers_done(self):
+    def trainers_done(self):
         trainers = self._trainers()
         return bool(trainers) and all(slot.done for slot in trainers)
 
@@ -391,21 +376,10 @@ class ClusterRun:
         if self._framework_told or scheduler is None or not scheduler.framework_id:
             return
         self._framework_told = True
-        if self.resume is not None:   # what ran meanwhile: Mesos says at once
-            self._reconcile_adopted()
+        if self.adoption is not None:   # what ran meanwhile: Mesos says at once
+            self.adoption.reconcile(self._started().driver)
         if self.on_framework is not None:
             self.on_framework(scheduler.framework_id)
-
-    def _reconcile_adopted(self):
-        """Explicit reconciliation of the attempts taken over (only they:
-        a task launched a moment ago may not have reached the master yet)."""
-        tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
-                 for slot in self.slots if slot.task_id and slot.agent_id and not slot.done]
-        try:
-            if tasks:
-                self._started().driver.reconcileTasks(tasks)
-        except MesosError as exc:
-            logger.info("reconciliation postponed: %s", exc)
 
     # -- what acting on the run does outside it (control.Effects) --------------
 
@@ -447,91 +421,13 @@ class ClusterRun:
     def stop(self):
         """Stop every task and the framework; safe to call more than once,
         from any thread. Once it began, no failure or restart undoes it."""
-        with self._stop_lock:
-            with self.state.lock:
-                was_running = self.phase == Phase.RUNNING
-                if not self.state.move(Phase.STOPPING):
-                    return
-            scheduler, rendezvous, driver = self._launch_nothing_more()
-            if rendezvous is not None:
-                for slot in self.slots:
-                    if slot.task_id:
-                        self.record.stopping(slot.task_id)
-                        rendezvous.send(slot.task_id, {"type": "stop"})
-                rendezvous.close(linger=STOP_LINGER)
-            if driver is not None:
-                wait_for_mesos_ends(self.record, self.events)
-                if self.detached:
-                    self._say_outcome(driver, was_running)
-                try:
-                    driver.stop()
-                except MesosError as exc:
-                    logger.warning("could not tear the framework down: %s", exc)
-                try:
-                    driver.join(timeout=15)
-                except Exception as exc:  # the run's own error was already raised
-                    logger.debug("driver ended with %r", exc)
-            # Output, exit frames and updates still queued (the teardown's included).
-            record_leftovers(self.record, self.events)
-            self.backend.stop()
-            if self.shipment is not None:
-                self.shipment.stop()     # nothing is served after the run
-            self.state.move(Phase.STOPPED)
-            self.record.finish(scheduler and scheduler.framework_id,
-                               scheduler and scheduler.first_offer_at,
-                               "succeeded" if was_running else "aborted")
-            if self.mlflow_at_stop:
-                self.end_mlflow()
-
-    def _say_outcome(self, driver, was_running):
-        """A detached run: how it ended, in the framework's label, which a
-        finished framework keeps (``tfmesos runs --master``)."""
-        outcome = self.record.snapshot()["outcome"]
-        status = outcome.get("status")
-        if status == "running":
-            status = "succeeded" if was_running and self._trainers_done() else "stopped"
-        text = status if status == "succeeded" or not outcome.get("message") \
-            else "%s: %s" % (status, outcome["message"])
-        info = dict(self._framework_info or {})
-        kept = [label for label in (info.get("labels") or {}).get("labels", [])
-                if label["key"] != labels.OUTCOME]
-        info["labels"] = {"labels": kept + [{"key": labels.OUTCOME, "value": text[:1000]}]}
-        try:
-            driver.updateFramework(info)
-        except MesosError as exc:
-            logger.warning("could not label the run's outcome: %s", exc)
-
-    def _launch_nothing_more(self):
-        """The run ends here: its scheduler launches nothing more; (scheduler,
-        rendezvous, driver)."""
-        if self.scheduler is not None:
-            self.scheduler.close()
-        return self.scheduler, self.rendezvous, self.driver
+        stop_run(self)
 
     def detach(self):
-        """Leave the run to its tasks (``--failover``, ``--detach``): no stop
-        message, no teardown: the tasks keep running for the framework's
-        failover timeout, until a scheduler takes the run over (``tfmesos
-        attach``). The record stays open (its outcome ``running``)."""
-        with self._stop_lock:
-            if not self.state.move(Phase.STOPPING):
-                return
-            _, rendezvous, driver = self._launch_nothing_more()
-            if rendezvous is not None:
-                rendezvous.close()
-            if driver is not None:
-                try:
-                    driver.stop(failover=True)
-                    driver.join(timeout=15)
-                except Exception as exc:  # leaving: what the driver says changes nothing
-                    logger.debug("driver ended with %r", exc)
-            record_leftovers(self.record, self.events)
-            self.backend.stop()
-            if self.shipment is not None:
-                self.shipment.stop()
-            self.state.move(Phase.STOPPED)
-            self.record.save()
-            self.mlflow = None
+        """Leave the run to its tasks (``--failover``, ``--detach``): they
+        keep running for the framework's failover timeout, until a scheduler
+        takes the run over (``tfmesos attach``)."""
+        leave_run(self)
 
     def end_mlflow(self):
         """``--mlflow``: log what the run left (run.json final) and end the
@@ -539,45 +435,3 @@ class ClusterRun:
         logger_, self.mlflow = self.mlflow, None
         if logger_ is not None:
             logger_.end(self.record.run_file(), self.record.directory)
-
-
-def make_backend(spec, environ, warm_runner=None):
-    """Where the run of ``spec`` goes: the embedded master (``--master
-    local``; ``warm_runner``, started by tfrun, else one started with the
-    master), or the remote master ``spec.master``."""
-    from ..backends.embedded import EmbeddedMaster
-    from ..backends.remote import RemoteMaster
-    from ..backends.warm_runner import start_warm_runner
-
-    if spec.master != config.LOCAL:
-        if warm_runner is not None:
-            warm_runner.close()
-        return RemoteMaster(spec.master, spec.advertise_address, environ)
-    return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
-                          options=spec.local_master_options, advertise=spec.advertise_address,
-                          environ=environ, runner=warm_runner,
-                          make_runner=lambda: start_warm_runner(warm_task_command(spec)))
-
-
-def make_record(run_dir, run, environ):
-    """The record of ClusterRun ``run``: in ``run_dir`` (``AUTO``: the
-    default directory), or in memory only (None)."""
-    if run_dir == AUTO:
-        run_dir = default_run_dir(run.run_spec.name, run.run_id, environ)
-    header = schema.RunFile(
-        run_id=run.run_id, name=run.run_spec.name, mode=run.mode, master=run.master,
-        command=run.command if run.mode == "replica" else None,
-        jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
-                         gpus=j.gpus) for j in run.jobs])
-    return RunRecord(run_dir, header, run.slots, forwarding=run.mode == "replica")
-
-
-def record_leftovers(record, events):
-    """What is still queued when the run stops is recorded too: output,
-    exit frames (with what the stopped tasks used), Mesos' updates."""
-    while True:
-        try:
-            event = events.get_nowait()
-        except queue.Empty:
-            return
-        record_event(record, event)

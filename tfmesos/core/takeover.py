@@ -14,16 +14,24 @@ a failure the restart policy handles as any other.
 """
 
 import dataclasses
+import logging
 from typing import Optional
 
+from ..exceptions import MesosError
 from ..record.schema import RunFile
+
+logger = logging.getLogger(__name__)
+
+# The adopted tasks' grace to register again is longer by this: they look
+# the new rendezvous up on the master, every 5 s at most.
+ADOPTION_EXTRA = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
 class Resume:
     """What a scheduler needs to take a run over: its id, framework, secret
-    (bytes) and its record so far (``previous``, a ``RunFile``; None: the
-    run's tasks are found by Mesos alone, not supported yet)."""
+    (bytes) and its record so far (``previous``, a ``RunFile``; None: no task
+    was launched yet, as for a detached run's first scheduler task)."""
 
     run_id: str
     framework_id: str
@@ -57,3 +65,44 @@ def adopt_slots(slots, previous, mode):
         if not done:
             waiting.append(last.task_id)
     return waiting
+
+
+class Adoption:
+    """The run a ``ClusterRun`` takes over (``resume``): its record carried
+    on, its slots given their attempts (``adopt_slots``) and its restarts
+    counted; then the adopted attempts are expected at the new rendezvous,
+    reconciled once subscribed and, once the cluster is formed, given the
+    grace to register again."""
+
+    def __init__(self, resume, slots, record, recovery, mode):
+        self._slots = slots
+        self._waiting = []   # task ids taken over that must register again
+        if resume.previous is not None:
+            record.resume(resume.previous)
+            self._waiting = adopt_slots(slots, resume.previous, mode)
+            recovery.restarts = len(resume.previous.restarts)
+
+    def _current(self):
+        return [slot for slot in self._slots if slot.task_id and not slot.done]
+
+    def expect(self, rendezvous):
+        for slot in self._current():
+            rendezvous.expect(slot.task_id)
+
+    def reconcile(self, driver):
+        """Explicit reconciliation of the adopted attempts only (a task
+        launched a moment ago may not have reached the master yet)."""
+        tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
+                 for slot in self._current() if slot.agent_id]
+        try:
+            if tasks:
+                driver.reconcileTasks(tasks)
+        except MesosError as exc:
+            logger.info("reconciliation postponed: %s", exc)
+
+    def formed(self, state, now):
+        """Each adopted task registers again within the grace, counted from
+        ``now`` plus what finding the new address takes it."""
+        waiting, self._waiting = self._waiting, []
+        for task_id in waiting:
+            state.left(task_id, now + ADOPTION_EXTRA, "the scheduler failed over")

@@ -95,7 +95,7 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
         task_env.OFFER_HOST: assignment.hostname,
         "PYTHONUNBUFFERED": "1",
     })
-    env.update(failover or {})   # --failover, --detach: task_env.FAILOVER_TIMEOUT and its kin
+    env.update(failover or {})   # failover_environment's
     run_id = run_id or run_id_of(slot.task_id)
     if run_id:
         env[task_env.RUN_ID] = run_id
@@ -119,6 +119,16 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
                            assignment.resources, command, env,
                            container, labels={"tfmesos.job": slot.job.name,
                                               "tfmesos.index": slot.index}, uris=uris)
+
+
+def failover_environment(run, master, framework_id):
+    """The task environment of a run whose tasks outlive its scheduler
+    (``--failover``, ``--detach``): how long, and where to find the next
+    one (``master``: the leading master's URL); {} for any other run."""
+    if run.failover_timeout is None:
+        return {}
+    return {task_env.FAILOVER_TIMEOUT: "%g" % run.failover_timeout,
+            task_env.MASTER: master or "", task_env.FRAMEWORK_ID: framework_id or ""}
 
 
 def run_id_of(task_id):

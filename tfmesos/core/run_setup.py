@@ -1,0 +1,40 @@
+"""What a ``ClusterRun`` is made of besides its own parts: where its master
+lives (``make_backend``: also what tfrun checks before a run starts) and its
+record (``make_record``, the run directory's ``RunRecord``)."""
+
+from ..record import schema
+from ..record.run_record import RunRecord, default_run_dir
+from . import config
+from .spec import AUTO
+from .taskinfo import warm_task_command
+
+
+def make_backend(spec, environ, warm_runner=None):
+    """Where the run of ``spec`` goes: the embedded master (``--master
+    local``; ``warm_runner``, started by tfrun, else one started with the
+    master), or the remote master ``spec.master``."""
+    from ..backends.embedded import EmbeddedMaster
+    from ..backends.remote import RemoteMaster
+    from ..backends.warm_runner import start_warm_runner
+
+    if spec.master != config.LOCAL:
+        if warm_runner is not None:
+            warm_runner.close()
+        return RemoteMaster(spec.master, spec.advertise_address, environ)
+    return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
+                          options=spec.local_master_options, advertise=spec.advertise_address,
+                          environ=environ, runner=warm_runner,
+                          make_runner=lambda: start_warm_runner(warm_task_command(spec)))
+
+
+def make_record(run_dir, run, environ):
+    """The record of ClusterRun ``run``: in ``run_dir`` (``AUTO``: the
+    default directory), or in memory only (None)."""
+    if run_dir == AUTO:
+        run_dir = default_run_dir(run.run_spec.name, run.run_id, environ)
+    header = schema.RunFile(
+        run_id=run.run_id, name=run.run_spec.name, mode=run.mode, master=run.master,
+        command=run.command if run.mode == "replica" else None,
+        jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
+                         gpus=j.gpus) for j in run.jobs])
+    return RunRecord(run_dir, header, run.slots, forwarding=run.mode == "replica")
