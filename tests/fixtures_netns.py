@@ -6,7 +6,7 @@ local-master --netns``; root only). Import the fixture into a test module::
 * ``namespaces``: a list to append the pids of master processes to; removes
   leftovers of crashed runs first, and fails a test (after removing them)
   that leaves a namespace of its own, or of those masters, behind.
-* ``netns_master(log_path, agents)``: a ``tfmesos local-master --netns``
+* ``netns_master(log_path, agents, hidden)``: a ``tfmesos local-master --netns``
   process and what it printed about its network.
 """
 
@@ -79,12 +79,15 @@ class NetnsMaster:
 
 
 @contextlib.contextmanager
-def netns_master(namespaces, log_path, agents):
+def netns_master(namespaces, log_path, agents, hidden=()):
     """``tfmesos local-master --netns`` with ``agents`` (--agent specs), its
-    tasks marked as this session's; stopped (and checked to exit 0) after."""
+    tasks marked as this session's, ``hidden`` paths kept from them;
+    stopped (and checked to exit 0) after."""
     argv = ["tfmesos", "local-master", "--port", "0", "--netns", "--no-docker"]
     for agent in agents:
         argv += ["--agent", agent]
+    for path in hidden:
+        argv += ["--hide", str(path)]
     with open(log_path, "w") as log:
         process = subprocess.Popen(argv + marked_tasks(), stdout=subprocess.PIPE, stderr=log,
                                    text=True, cwd=REPO)

@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from fixtures_netns import namespaces, parse_network, read_lines, root_only
-from tfrun_helpers import REPO, marked_tasks
+from fixtures_netns import namespaces, netns_master, root_only
+from tfrun_helpers import REPO
 from waiting import wait_until
 
 from tfmesos.protocol import labels
@@ -60,28 +60,17 @@ def scheduler_pids(run_id):
 
 
 class Cluster:
-    """A ``tfmesos local-master --netns`` with two agents; commands run in its hub."""
+    """A ``tfmesos local-master --netns`` with two agents whose tasks see
+    neither the project, nor this checkout, nor the home directory;
+    commands run in its hub."""
 
-    def __init__(self, tmp_path, namespaces):
-        self.tmp = tmp_path
+    def __init__(self, tmp_path, master):
+        self.tmp, self.master = tmp_path, master
         self.project, self.venv = tmp_path / "proj", tmp_path / "venv"
-        self.project.mkdir()
-        (self.project / "train.py").write_text(TRAIN)
-        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(self.venv)],
-                       check=True)
-        hidden = [str(self.project), REPO, os.path.expanduser("~")]
-        agent = "cpus=2,mem=2000,gpus=0,isolate=fs"
+        self.hub, self.address = master.hub, master.address
         self.env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO,
                         TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
                         TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
-        self.log = open(tmp_path / "master.log", "w")
-        self.master = subprocess.Popen(
-            [sys.executable, "-m", "tfmesos.cli.main", "local-master", "--port", "0", "--netns",
-             "--no-docker", "--agent", agent, "--agent", agent,
-             *(flag for path in hidden for flag in ("--hide", path)), *marked_tasks()],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=REPO, env=self.env)
-        namespaces.append(self.master.pid)
-        self.hub, self.address, _, _ = parse_network(read_lines(self.master.stdout, 3, 60))
 
     def argv(self, *args):
         return ["ip", "netns", "exec", self.hub, sys.executable, *args]
@@ -96,25 +85,20 @@ class Cluster:
         return subprocess.Popen(self.argv(*args), cwd=self.project, env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def close(self):
-        self.master.terminate()
-        try:
-            self.master.wait(30)
-        finally:
-            self.master.stdout.close()
-            self.log.close()
-
     def master_log(self):
         return (self.tmp / "master.log").read_text()[-3000:]
 
 
 @pytest.fixture
 def cluster(tmp_path, namespaces):
-    made = Cluster(tmp_path, namespaces)
-    try:
-        yield made
-    finally:
-        made.close()
+    project, venv = tmp_path / "proj", tmp_path / "venv"
+    project.mkdir()
+    (project / "train.py").write_text(TRAIN)
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    agent = "cpus=2,mem=2000,gpus=0,isolate=fs"
+    with netns_master(namespaces, tmp_path / "master.log", [agent] * 2,
+                      hidden=[project, REPO, os.path.expanduser("~")]) as master:
+        yield Cluster(tmp_path, master)
 
 
 def submit(cluster, flag, *more):

@@ -11,8 +11,8 @@ import sys
 
 import cloudpickle
 import pytest
-from fixtures_netns import namespaces, parse_network, read_lines, root_only
-from tfrun_helpers import REPO, marked_tasks
+from fixtures_netns import namespaces, netns_master, root_only
+from tfrun_helpers import REPO
 
 import tfmesos
 from tfmesos.core import function_run
@@ -198,33 +198,20 @@ def test_ship_runs_the_function_on_network_namespace_agents_that_share_nothing(t
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
     agent = "cpus=2,mem=1000,gpus=0,isolate=fs"
     env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO)
-    with open(tmp_path / "master.log", "w") as log:
-        master = subprocess.Popen(
-            [sys.executable, "-m", "tfmesos.cli.main", "local-master", "--port", "0", "--netns",
-             "--no-docker", "--agent", agent, "--agent", agent,
-             *(flag for path in hidden for flag in ("--hide", path)), *marked_tasks()],
-            stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO, env=env)
-    namespaces.append(master.pid)
-    try:
-        hub, address, agents, _ = parse_network(read_lines(master.stdout, 3, timeout=60))
+    with netns_master(namespaces, tmp_path / "master.log", [agent] * 2, hidden=hidden) as master:
         try:
             result = subprocess.run(
-                ["ip", "netns", "exec", hub, sys.executable, "submit.py", address,
+                ["ip", "netns", "exec", master.hub, sys.executable, "submit.py", master.address,
                  str(venv / "bin" / "python"), str(tmp_path / "run")],
                 cwd=project, env=env, capture_output=True, text=True, timeout=150)
         except subprocess.TimeoutExpired as exc:
             pytest.fail("tfmesos.run did not finish within 150 s: %s" % exc.stderr)
-    finally:
-        master.terminate()
-        master.wait(30)
-        master.stdout.close()
     assert result.returncode == 0, result.stderr + (tmp_path / "master.log").read_text()[-3000:]
     [line] = [line for line in result.stdout.splitlines() if line.startswith("value ")]
     value = json.loads(line[len("value "):])
     assert value["answer"] == 42 and value["cwd"] == "project"
     assert value["python"] == str(venv / "bin" / "python")
     assert ".zip/cloudpickle/" in value["cloudpickle"] and value["hidden"] == [[], [], []]
-    assert master.returncode == 0
 
 
 # -- a notebook kernel -----------------------------------------------------------

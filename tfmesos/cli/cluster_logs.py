@@ -19,19 +19,20 @@ import urllib.parse
 from typing import Optional
 
 from ..exceptions import TFMesosError
-from ..mesos.agent_files import MAX_REPLY, AgentFiles, AgentFilesError, sandbox_path
+from ..mesos.agent_files import (
+    MAX_REPLY,
+    AgentFiles,
+    AgentFilesError,
+    agent_base_urls,
+    task_sandbox,
+)
 from ..protocol import labels as run_labels
+from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
 from .cluster_runs import cluster_runs, find_cluster_run, framework_of
 
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
 SCHEDULER = "scheduler"   # what ``tfmesos logs RUN scheduler`` calls a detached run's scheduler
-
-
-def task_attempt(task_id):
-    """The attempt number that ends a tfmesos task id, or None."""
-    last = str(task_id).rsplit(".", 1)[-1]
-    return int(last) if last.isdigit() else None
 
 
 def slot_name(task):
@@ -40,14 +41,6 @@ def slot_name(task):
     if run_labels.is_scheduler_task(str(task.get("id", ""))):
         return SCHEDULER
     return (task.get("name") or "").rsplit(" ", 1)[-1]
-
-
-def tasks_of(framework):
-    """Every task of a framework (state JSON), completed ones first."""
-    if not framework:
-        return []
-    return [task for task in (framework.get("completed_tasks") or []) +
-            (framework.get("tasks") or []) if isinstance(task, dict) and "id" in task]
 
 
 def latest_tasks(framework):
@@ -63,42 +56,10 @@ def latest_tasks(framework):
     return latest
 
 
-def scheduler_tasks(framework, run_id):
-    """[(attempt, task)] of the scheduler tasks of run ``run_id`` in its
-    framework (``labels.scheduler_task_id``), the newest attempt first."""
-    found = []
-    for task in tasks_of(framework):
-        task_id = str(task["id"])
-        attempt = task_attempt(task_id)
-        if run_labels.is_scheduler_task(task_id) and task_id.split(".")[1] == run_id \
-                and attempt is not None:
-            found.append((attempt, task))
-    found.sort(key=lambda pair: pair[0], reverse=True)
-    return found
-
-
-def agent_base_urls(state, scheme):
-    """{agent id: ``scheme://ip:port``} from the agents' pids (``/master/state``
-    or ``/master/slaves``)."""
-    urls = {}
-    for agent in state.get("slaves") or []:
-        if not isinstance(agent, dict):
-            continue
-        address = str(agent.get("pid") or "").rpartition("@")[2]
-        if address:
-            urls[agent.get("id")] = "%s://%s" % (scheme, address)
-    return urls
-
-
 def master_scheme(reader):
     """The scheme the master is reached with: its agents' too, as the Mesos
     web UI reaches them."""
     return urllib.parse.urlsplit(reader.leader()).scheme or "http"
-
-
-def task_sandbox(framework_id, task):
-    """The virtual path of ``task``'s sandbox on its agent."""
-    return sandbox_path(framework_id, task.get("executor_id") or task["id"])
 
 
 class RunView:

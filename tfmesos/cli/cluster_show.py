@@ -16,21 +16,12 @@ import json
 import time
 
 from ..exceptions import TFMesosError
-from ..mesos.agent_files import AgentFiles, AgentFilesError
+from ..mesos.agent_files import AgentFiles, AgentFilesError, agent_base_urls, task_sandbox
 from ..protocol import labels as run_labels
+from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
 from ..record.history import Run
 from ..record.schema import SchemaError, read_run_file
-from .cluster_logs import (
-    PAGE,
-    TIMEOUT,
-    agent_base_urls,
-    master_scheme,
-    scheduler_tasks,
-    slot_name,
-    task_attempt,
-    task_sandbox,
-    tasks_of,
-)
+from .cluster_logs import PAGE, TIMEOUT, master_scheme, slot_name
 from .cluster_runs import age_text, cluster_runs, find_cluster_run, framework_of
 from .run_show import show_run
 from .tables import local_time, table

@@ -84,11 +84,12 @@ def read_document(path):
 # -- launching the scheduler task --------------------------------------------
 
 class SchedulerLauncher(Scheduler):
-    """Launches one scheduler task on the first offer that fits it and
-    reports what becomes of it on ``events``: ("running",), ("ended", state,
+    """Launches one scheduler task (``make_task(assignment, framework id)``,
+    its TaskInfo) on the first offer that fits it and reports what becomes
+    of it on ``events``: ("running",), ("ended", state,
     message), ("taken over",), ("error", message)."""
 
-    def __init__(self, make_task, cpus, mem, role=None):
+    def __init__(self, make_task, cpus, mem):
         self._make_task = make_task
         self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
         self.events: queue.Queue = queue.Queue()
@@ -100,7 +101,7 @@ class SchedulerLauncher(Scheduler):
         if self.launched is None:
             placement = place([self._request], offers)
             for offer_id, assignments in placement.launches.items():
-                info = self._make_task(assignments[0])
+                info = self._make_task(assignments[0], driver.framework_id)
                 self.launched = (info["task_id"]["value"], assignments[0].agent_id)
                 self.agent_url = assignments[0].agent_url
                 # What the scheduler task leaves of the offer, and the offers
@@ -145,16 +146,13 @@ def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, sa
     launch the scheduler task, and return the framework id once the task
     took the framework over. DetachError when it did not: a new framework
     is torn down then; one taken over is left as it was (its tasks run on)."""
-    launcher = SchedulerLauncher(None, cpus, mem)
+    launcher = SchedulerLauncher(
+        lambda assignment, framework: scheduler_task(spec, run_id, attempt, secret, framework,
+                                                     assignment, uris, command), cpus, mem)
     info = framework_info(spec, spec.jobs, run_id, framework_id=framework_id, detached=True)
     driver = MesosSchedulerDriver(launcher, info, spec.master,
                                   connect_timeout=spec.connect_timeout,
                                   refused_timeout=spec.refused_timeout, **spec.driver_options())
-
-    def make_task(assignment):
-        return scheduler_task(spec, run_id, attempt, secret, driver.framework_id, assignment,
-                              uris, command)
-    launcher._make_task = make_task
     driver.start()
     deadline = time.monotonic() + timeout
     running = taken = False
@@ -312,13 +310,6 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
 
 # -- tfmesos attach ---------------------------------------------------------------
 
-def scheduler_tasks(framework):
-    """The scheduler tasks of a framework in /master/state, oldest first."""
-    found = [task for key in ("tasks", "completed_tasks") for task in framework.get(key) or []
-             if labels.is_scheduler_task(task.get("id", ""))]
-    return sorted(found, key=lambda task: int(task["id"].rsplit(".", 1)[1]))
-
-
 MAX_DOWNLOAD = 4 << 30          # bytes of one file of a scheduler's sandbox
 DOWNLOAD_TIME = 600.0           # seconds for all of them
 
@@ -329,17 +320,20 @@ def sandbox_reader(reader, state, framework, task):
     ``dest``, or None for an optional file that is not there."""
     import urllib.parse
 
-    from ..mesos.agent_files import AgentFiles, AgentFilesError, download, sandbox_path
+    from ..mesos.agent_files import (
+        AgentFiles,
+        AgentFilesError,
+        agent_base_urls,
+        download,
+        task_sandbox,
+    )
     scheme = urllib.parse.urlsplit(reader.leader()).scheme or "http"
-    agents = {agent.get("id"): (agent.get("pid") or "").rpartition("@")[2]
-              for agent in state.get("slaves") or []}
-    address = agents.get(task.get("slave_id"))
-    if not address:
+    base = agent_base_urls(state, scheme).get(task.get("slave_id"))
+    if not base:
         raise DetachError("the agent of %s is gone, and with it what the run's scheduler "
                           "was given: the run cannot be taken over (tfmesos kill %s stops it)"
                           % (task["id"], task["id"].split(".")[1]))
-    base = "%s://%s" % (scheme, address)
-    root = sandbox_path(framework["id"], task.get("executor_id") or task["id"])
+    root = task_sandbox(framework["id"], task)
     deadline = time.monotonic() + DOWNLOAD_TIME
 
     def fetch(name, dest, optional=False):
@@ -366,11 +360,11 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     from ..ship.scheduler_side import pack_scheduler_side
 
     secret = read_key(key_file or key_path(run_id, environ))
-    tasks = scheduler_tasks(framework)
+    tasks = labels.scheduler_tasks(framework, run_id)   # the newest first
     if not tasks:
         raise DetachError("run %s has no scheduler task to take over from" % run_id)
-    last = tasks[-1]
-    attempt = int(last["id"].rsplit(".", 1)[1]) + 1
+    newest, last = tasks[0]
+    attempt = newest + 1
     work = tempfile.mkdtemp(prefix="tfmesos-attach-")
     server = None
     try:

@@ -42,6 +42,24 @@ DOWNLOAD_PAGE = 64 * 1024  # bytes a download asks of each /files/read (16 pages
 DOWNLOAD_REPLY = 6 * DOWNLOAD_PAGE + 1024
 
 
+def agent_base_urls(state, scheme):
+    """{agent id: ``scheme://ip:port``} from the agents' pids (``/master/state``
+    or ``/master/slaves``)."""
+    urls = {}
+    for agent in state.get("slaves") or []:
+        if not isinstance(agent, dict):
+            continue
+        address = str(agent.get("pid") or "").rpartition("@")[2]
+        if address:
+            urls[agent.get("id")] = "%s://%s" % (scheme, address)
+    return urls
+
+
+def task_sandbox(framework_id, task):
+    """The virtual path of ``task``'s sandbox on its agent."""
+    return sandbox_path(framework_id, task.get("executor_id") or task["id"])
+
+
 class AgentFilesError(MesosError):
     """A sandbox could not be read; the message says why."""
 

@@ -51,3 +51,31 @@ def label_map(labels):
         return {}
     return {label["key"]: str(label.get("value", "")) for label in labels
             if isinstance(label, dict) and isinstance(label.get("key"), str)}
+
+
+def task_attempt(task_id):
+    """The attempt number that ends a tfmesos task id, or None."""
+    last = str(task_id).rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
+def tasks_of(framework):
+    """Every task of a framework (state JSON), completed ones first."""
+    if not framework:
+        return []
+    return [task for task in (framework.get("completed_tasks") or []) +
+            (framework.get("tasks") or []) if isinstance(task, dict) and "id" in task]
+
+
+def scheduler_tasks(framework, run_id):
+    """[(attempt, task)] of the scheduler tasks of run ``run_id`` in its
+    framework (``labels.scheduler_task_id``), the newest attempt first."""
+    found = []
+    for task in tasks_of(framework):
+        task_id = str(task["id"])
+        attempt = task_attempt(task_id)
+        if is_scheduler_task(task_id) and task_id.split(".")[1] == run_id \
+                and attempt is not None:
+            found.append((attempt, task))
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return found
