@@ -16,7 +16,6 @@ import os
 import sys
 
 from ..exceptions import TFMesosError
-from ..protocol import labels
 from .common import CommandParser
 
 
@@ -46,18 +45,6 @@ def local_run(text, environ):
         return None
 
 
-def run_framework(state, run_id):
-    """(framework dict, finished) of the run ``run_id`` in /master/state, or (None, None)."""
-    found = None
-    for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
-        for framework in state.get(key) or []:
-            if labels.label_map(framework.get("labels")).get(labels.RUN_ID) == run_id:
-                if not finished:
-                    return framework, False
-                found = found or (framework, True)
-    return found or (None, None)
-
-
 def main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
     parser = build_parser()
@@ -72,26 +59,28 @@ def main(argv, environ=None, out=None):
     if not master:
         parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
     from ..mesos.master_reads import MasterReader
-    from .cluster_runs import cluster_runs, find_cluster_run
+    from .cluster_runs import cluster_runs, find_cluster_run, framework_of
     reader = MasterReader(master, environ=environ)
     state = reader.state()
-    run_id = local.run_id if local is not None else \
-        find_cluster_run(cluster_runs(state), args.run, live_only=False).run_id
-    framework, finished = run_framework(state, run_id)
-    if framework is None:
-        raise TFMesosError("the master at %s does not know run %s any more: its tasks are gone"
-                           % (master, run_id))
-    found = labels.label_map(framework.get("labels"))
-    if finished:
-        out.write("run %s has finished: %s\n" % (run_id, found.get(labels.OUTCOME) or
+    runs = cluster_runs(state)
+    if local is not None:
+        known = [run for run in runs if run.run_id == local.run_id]
+        if not known:
+            raise TFMesosError("the master at %s does not know run %s any more: its tasks are "
+                               "gone" % (master, local.run_id))
+        run = known[0]
+    else:
+        run = find_cluster_run(runs, args.run, live_only=False)
+    run_id = run.run_id
+    if run.state == "finished":
+        out.write("run %s has finished: %s\n" % (run_id, run.outcome or
                                                  "its framework was removed"))
         return 0
-    detached = found.get(labels.DETACHED) == "1"
-    connected = framework.get("connected", True)
-    if detached:
-        return attach_detached(reader, state, framework, run_id, connected, args.key, environ,
-                               out)
-    if connected:
+    if run.detached:
+        framework, _ = framework_of(state, run.framework_id)
+        return attach_detached(reader, state, framework, run_id, run.state == "running",
+                               args.key, environ, out)
+    if run.state == "running":
         raise TFMesosError("run %s has its scheduler (its tfrun runs): nothing to take over; "
                            "read its output with tfmesos logs %s --master %s"
                            % (run_id, run_id, master))
