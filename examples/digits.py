@@ -15,3 +15,17 @@ def load_data():
         (x / 16.0).astype("float32"), y.astype("int64"), test_size=0.2, random_state=SEED,
         stratify=y)
     return (x_train, y_train), (x_test, y_test)
+
+
+def build_model(keras, learning_rate):
+    """The examples' model, compiled: 64 inputs, 64 ReLU units, 10 logits,
+    Adam and sparse cross-entropy; ``keras``: tf_keras or Keras 3."""
+    model = keras.Sequential([
+        keras.layers.Input(shape=(64,)),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model

@@ -39,21 +39,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
 import numpy as np
-from digits import SEED, load_data
+from digits import SEED, build_model, load_data
 
 import tfmesos.keras
-
-
-def build_model(learning_rate):
-    model = keras.Sequential([
-        keras.layers.Input(shape=(64,)),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    return model
 
 
 class EpochLog(keras.callbacks.Callback):
@@ -98,7 +86,7 @@ def main(argv=None):
           % (process, processes, len(devices), args.batch_size * processes, len(x_own)),
           flush=True)
 
-    model = build_model(args.learning_rate)
+    model = build_model(keras, args.learning_rate)
     model.fit(x_own, y_own, batch_size=args.batch_size, epochs=args.epochs, shuffle=True,
               verbose=0, callbacks=[EpochLog(args.epochs), tfmesos.keras.MetricsCallback()])
     trained = time.perf_counter() - started
@@ -107,7 +95,7 @@ def main(argv=None):
         # The weights are the same in every process: test them here, alone.
         weights = model.get_weights()
         keras.distribution.set_distribution(None)
-        local = build_model(args.learning_rate)
+        local = build_model(keras, args.learning_rate)
         local.set_weights(weights)
         predictions = np.argmax(np.asarray(local.predict(x_test, verbose=0)), axis=1)
         print("final accuracy: %.4f" % np.mean(predictions == y_test), flush=True)

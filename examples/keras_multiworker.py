@@ -50,7 +50,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
-from digits import SEED, load_data
+from digits import SEED, build_model, load_data
 
 import tfmesos.keras
 
@@ -61,18 +61,6 @@ except ImportError:  # pragma: no cover - a message for users
 
 CHECKPOINT = re.compile(r"ckpt-(\d+)\.index$")
 POLL = 0.5  # seconds between looks at the checkpoint directory
-
-
-def build_model(learning_rate):
-    model = keras.Sequential([
-        keras.layers.Input(shape=(64,)),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    return model
 
 
 def role():
@@ -194,7 +182,7 @@ def train(args):
                .shuffle(len(x_train), seed=SEED).repeat().batch(global_batch)
                .with_options(options))
     with strategy.scope():
-        model = build_model(args.learning_rate)
+        model = build_model(keras, args.learning_rate)
 
     rate = StepRate()
     callbacks = [rate, EpochLog(args.epochs), tfmesos.keras.MetricsCallback()]
@@ -248,7 +236,7 @@ def evaluate(args):
     tf.io.gfile.makedirs(directory)
     write_text(mark, "0")   # the chief waits for us
     _, (x_test, y_test) = load_data()
-    model = build_model(args.learning_rate)
+    model = build_model(keras, args.learning_rate)
     print("evaluator: following the checkpoints of run %s in %s" % (run, directory), flush=True)
     evaluated = []
     deadline = time.monotonic() + args.eval_timeout

@@ -30,7 +30,7 @@ def train(epochs, batch_size, learning_rate):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
     import tf_keras as keras
-    from digits import SEED, load_data  # shipped with this directory
+    from digits import SEED, build_model, load_data  # shipped with this directory
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
@@ -43,14 +43,7 @@ def train(epochs, batch_size, learning_rate):
                .shuffle(len(x_train), seed=SEED).repeat().batch(global_batch)
                .with_options(options))
     with strategy.scope():
-        model = keras.Sequential([
-            keras.layers.Input(shape=(64,)),
-            keras.layers.Dense(64, activation="relu"),
-            keras.layers.Dense(10),
-        ])
-        model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=["accuracy"])
+        model = build_model(keras, learning_rate)
     history = model.fit(dataset, epochs=epochs, steps_per_epoch=len(x_train) // global_batch,
                         verbose=0)
     # Every worker evaluates (collective ops need them all); each prints its part.
