@@ -148,6 +148,7 @@ class FakeBackend:
     """A master that is the mock transport's: nothing to start or stop."""
 
     credentials = None
+    principal = None
 
     def __init__(self):
         self.stopped = False

@@ -5,6 +5,7 @@ import json
 import queue
 
 from mesos_local.api.validation import validate
+from tfmesos.core.identity import RunIdentity
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
@@ -18,6 +19,11 @@ def variables(info):
 
 SECRET = b"k" * 32
 RENDEZVOUS = "127.0.0.1:40123"
+
+
+def identity(run_id="0000abcd", **fields):
+    """A run's identity whose key is ``SECRET``."""
+    return RunIdentity(run_id=run_id, key=SECRET, user=fields.pop("user", "alice"), **fields)
 
 
 class RecordingDriver:
@@ -53,9 +59,11 @@ def launch_all(jobs, run, offers, extra_ports=None, **options):
     call it made passed the strict schema."""
     jobs = [Job(**job) for job in jobs]
 
+    who = identity(options.pop("run_id", "0000abcd"))
+
     def build(slot, assignment):
-        return build_task(run, slot, assignment, RENDEZVOUS, SECRET, **options)
-    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), "r1",
+        return build_task(run, slot, assignment, RENDEZVOUS, who, **options)
+    scheduler = TFMesosScheduler(make_slots(jobs), build, queue.Queue(), who.run_id,
                                  extra_ports=extra_ports)
     driver = RecordingDriver()
     scheduler.resourceOffers(driver, offers)

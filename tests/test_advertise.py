@@ -12,7 +12,7 @@ from tfrun_helpers import run_tfrun
 from tfmesos.backends import advertise, embedded, sizing
 from tfmesos.backends.embedded import EmbeddedMaster
 from tfmesos.backends.remote import RemoteMaster
-from tfmesos.core import launch
+from tfmesos.core import launch, runtime
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.exceptions import TFMesosError
 from tfmesos.ship.bundle import ShipSpec
@@ -44,7 +44,7 @@ def test_reachable_or_local_choices_pass():
 def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypatch):
     def no_driver(*args, **kwargs):
         raise AssertionError("the driver must not be started")
-    monkeypatch.setattr(launch, "MesosSchedulerDriver", no_driver)
+    monkeypatch.setattr(runtime, "MesosSchedulerDriver", no_driver)
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="192.0.2.10:5050",
                                     advertise_address="127.0.0.1"), environ={})
     with pytest.raises(TFMesosError, match="pass --advertise-address"):
@@ -129,7 +129,7 @@ def test_the_embedded_master_checks_the_address_before_it_starts(monkeypatch):
 def test_a_zookeeper_master_checks_a_given_address_before_the_driver_starts(monkeypatch):
     def no_driver(*args, **kwargs):
         raise AssertionError("the driver must not be started")
-    monkeypatch.setattr(launch, "MesosSchedulerDriver", no_driver)
+    monkeypatch.setattr(runtime, "MesosSchedulerDriver", no_driver)
     if is_this_machine(NOT_HERE):
         pytest.skip("%s is an address of this machine" % NOT_HERE)
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="zk://192.0.2.10:2181/mesos",
@@ -197,7 +197,7 @@ def test_a_remote_masters_run_listens_only_at_the_advertised_address(given, monk
     address = non_loopback_address()
     if address is None:
         pytest.skip("this machine has no address but loopback")
-    monkeypatch.setattr(launch, "MesosSchedulerDriver", IdleDriver)
+    monkeypatch.setattr(runtime, "MesosSchedulerDriver", IdleDriver)
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text("print('hello')\n")

@@ -14,6 +14,7 @@ from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
 from tfmesos.cli.cluster_runs import cluster_runs, find_cluster_run, print_cluster_runs
+from tfmesos.core.identity import RunIdentity
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.core.taskinfo import framework_info
 from tfmesos.exceptions import TFMesosError
@@ -74,7 +75,8 @@ def test_the_listing_shows_state_age_jobs_and_command():
 
 def test_a_run_subscribes_with_labels_that_name_it():
     run = RunSpec(mode="replica", command="python train.py " + "x" * 3000)
-    info = framework_info(run, [Job("worker", num=2), Job("ps")], "cafe0123")
+    info = framework_info(run, [Job("worker", num=2), Job("ps")],
+                          RunIdentity(run_id="cafe0123", key=b"k" * 32, user="alice"))
     found = {label["key"]: label["value"] for label in info["labels"]["labels"]}
     assert found["tfmesos.run_id"] == "cafe0123"
     assert found["tfmesos.jobs"] == "worker:2,ps:1"

@@ -70,8 +70,8 @@ def test_its_errors_become_tfmesos_errors_where_tfmesos_starts_it():
 
     with pytest.raises(exceptions.SpecError, match="principal must be a non-empty string") \
             as info:
-        start_local_master([Job("worker", num=1, cpus=0.1, mem=32)], isolation=None,
-                           credentials={"": "secret"})
+        start_local_master([Job("worker", num=1, cpus=0.1, mem=32)], ("run", "secret"),
+                           isolation=None, credentials={"": "secret"})
     assert isinstance(info.value.__cause__, CredentialsError)
 
 

@@ -64,7 +64,7 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
         tfrun.wait(30)
     before = {name: steps(run_dir / ("%s.stdout" % name)) for name in ("worker.0", "worker.1")}
     failover = json.loads((run_dir / "failover.json").read_text())
-    run_id = failover["run_id"]
+    run_id = failover["identity"]["run_id"]
     assert oct((run_dir / "failover.json").stat().st_mode & 0o777) == "0o600"
     assert oct((tmp_path / "keys" / run_id).stat().st_mode & 0o777) == "0o600"
     # The scheduler is gone; the framework fails over; its tasks run on.
@@ -149,7 +149,7 @@ def test_a_run_nobody_takes_over_is_gone_after_its_failover_timeout(make_local_m
         wait_until(lambda: len(steps(run_dir / "worker.1.stdout")) >= 2, timeout=120)
         tfrun.send_signal(signal.SIGKILL)
         tfrun.wait(30)
-    run_id = json.loads((run_dir / "failover.json").read_text())["run_id"]
+    run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
     assert run_processes(run_id)      # the tasks outlive tfrun ...
     # ... for the failover timeout only: then the master removes the framework
     # and kills its tasks (and the tasks themselves give up).

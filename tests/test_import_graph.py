@@ -102,7 +102,7 @@ def test_the_graph_sees_imports_in_functions():
     assert "tfmesos.mesos.detection" in graph["tfmesos.mesos.transport"]
     assert "tfmesos.mesos.zookeeper" in graph["tfmesos.mesos.detection"]
     # Imported inside functions only:
-    assert "tfmesos.backends.embedded" in graph["tfmesos.core.launch"]
+    assert "tfmesos.backends.embedded" in graph["tfmesos.core.runtime"]
     assert "tfmesos.backends.sizing" in graph["tfmesos.backends.embedded"]
     assert "tfmesos.cli.docker_wrapper" in graph["tfmesos.cli.main"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -7,7 +7,7 @@ import time
 import pytest
 from fixtures_master import make_local_master
 
-from tfmesos.core import launch
+from tfmesos.core import runtime
 from tfmesos.core.events import TaskDisconnected, TaskRegistered
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.spec import Job, RunSpec
@@ -23,7 +23,7 @@ def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
 
     def broken_build_task(*args, **kwargs):
         raise problem
-    monkeypatch.setattr(launch, "build_task", broken_build_task)
+    monkeypatch.setattr(runtime, "build_task", broken_build_task)
     run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=120, mode="replica",
                              command="true", master=master.url), environ={})
     try:

@@ -275,7 +275,8 @@ def test_embedded_master_of_a_run_has_credentials_and_the_submitters_environment
     from tfmesos.backends.sizing import start_local_master
     monkeypatch.setenv("TFMESOS_SUBMITTER_VARIABLE", "mine")
     job = types.SimpleNamespace(name="worker", num=1, cpus=0.1, mem=32, gpus=0)
-    master, url, (principal, secret) = start_local_master([job])
+    principal, secret = "mesos-local-run", "the-runs-own-secret-of-32-characters"
+    master, url = start_local_master([job], (principal, secret))
     try:
         assert post(master, SUBSCRIBE).status_code == 401
         driver, sched = drivers(url, framework={"principal": principal},

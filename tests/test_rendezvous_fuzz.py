@@ -9,7 +9,7 @@ import time
 
 from rendezvous_client import Client, replica_run, stop
 
-from tfmesos.core import launch
+from tfmesos.core import runtime
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.protocol import wire
 
@@ -159,7 +159,7 @@ def test_fuzzed_frames_neither_get_in_nor_disturb_a_run(monkeypatch, tmp_path):
             threads[-1].start()
         return server
 
-    monkeypatch.setattr(launch, "Rendezvous", fuzzed_rendezvous)
+    monkeypatch.setattr(runtime, "Rendezvous", fuzzed_rendezvous)
     run = replica_run(command, on_log=lambda slot, stream, text: logs.append(text),
                       forward_logs=lambda slot: True)
     def real_ids():

@@ -26,7 +26,7 @@ from rendezvous_client import (
 from tfrun_helpers import REPO
 from waiting import wait_until
 
-from tfmesos.core import launch
+from tfmesos.core import runtime
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.protocol import wire
@@ -186,7 +186,7 @@ def test_64_slowloris_clients_do_not_stop_a_real_run(monkeypatch, caplog, size, 
         attacks[0].ready.wait(10)
         return server
 
-    monkeypatch.setattr(launch, "Rendezvous", attacked_rendezvous)
+    monkeypatch.setattr(runtime, "Rendezvous", attacked_rendezvous)
     try:
         run = replica_run().start()
         assert attacks[0].most_open == 64

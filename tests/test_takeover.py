@@ -9,6 +9,7 @@ import os
 import pytest
 
 from tfmesos.cli.tfrun_options import build_parser, read_options
+from tfmesos.core.identity import RunIdentity
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
 from tfmesos.core.spec_codec import spec_from_dict, spec_to_dict
@@ -29,6 +30,7 @@ from tfmesos.record.schema import (
 )
 from tfmesos.record.takeover_files import (
     TakeoverError,
+    key_path,
     read_failover,
     read_key,
     save_failover,
@@ -140,21 +142,29 @@ def test_the_failover_timeouts_by_default():
     assert parsed("-m", "h:5050", "--detach").failover_timeout == 6 * 3600
 
 
+RUN = RunIdentity(run_id="0000abcd", key=b"k" * 32, user="alice", principal="team-a")
+
+
 def test_the_framework_of_a_run_that_outlives_its_scheduler():
     spec = parsed("-m", "h:5050", "--failover", "--failover-timeout", "900")
-    info = framework_info(spec, spec.jobs, "r1", framework_id="F-1", rendezvous="10.0.0.1:4000",
-                          detached=True)
+    info = framework_info(spec, spec.jobs, RUN.with_framework("F-1"),
+                          rendezvous="10.0.0.1:4000", detached=True)
     assert info["failover_timeout"] == 900 and info["id"] == {"value": "F-1"}
+    assert info["user"] == "alice"
     found = labels.label_map(info["labels"])
     assert found[labels.RENDEZVOUS] == "10.0.0.1:4000" and found[labels.DETACHED] == "1"
-    assert found[labels.RUN_ID] == "r1"
-    plain = framework_info(parsed("-m", "h:5050"), spec.jobs, "r1")
+    assert found[labels.RUN_ID] == "0000abcd"
+    # The framework taken over carries its proof, which only the key makes.
+    assert RUN.proves("F-1", "team-a", "alice", found[labels.PROOF])
+    assert not RUN.proves("F-2", "team-a", "alice", found[labels.PROOF])
+    plain = framework_info(parsed("-m", "h:5050"), spec.jobs, RUN)
     assert plain["failover_timeout"] == 60 and "id" not in plain
+    assert labels.PROOF not in labels.label_map(plain["labels"])
 
 
 def test_keys_and_failover_files_are_private_and_checked(tmp_path):
     environ = {"TFMESOS_KEYS_DIR": str(tmp_path / "keys")}
-    path = save_key("0a1b", b"k" * 32, environ)
+    path = save_key(RUN, environ)
     assert read_key(path) == b"k" * 32
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     assert oct(os.stat(tmp_path / "keys").st_mode & 0o777) == "0o700"
@@ -164,8 +174,9 @@ def test_keys_and_failover_files_are_private_and_checked(tmp_path):
     with pytest.raises(TakeoverError, match="copy it from the machine that submitted"):
         read_key(str(tmp_path / "missing"))
     with pytest.raises(TakeoverError, match="not a run id"):
-        save_key("../x", b"k" * 32, environ)
-    save_failover(str(tmp_path), "r1", "F-1", "h:5050", ["-w", "2", "--", "true"], "/w")
+        key_path("../x", environ)
+    save_failover(str(tmp_path), RUN.with_framework("F-1"), "h:5050",
+                  ["-w", "2", "--", "true"], "/w")
     assert read_failover(str(tmp_path))["argv"] == ["-w", "2", "--", "true"]
     with pytest.raises(TakeoverError, match="not started with --failover or --detach"):
         read_failover(str(tmp_path / "keys"))

@@ -232,9 +232,11 @@ def test_worker_0_reserves_the_coordinators_port_beside_its_own():
 def test_tasks_carry_the_run_id():
     _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")])
     ids = {variables(info)["TFMESOS_RUN_ID"] for info in infos.values()}
-    assert ids == {"r1"}   # the scheduler's run id, as in the task ids
-    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")], run_id="abc123")
-    assert {variables(info)["TFMESOS_RUN_ID"] for info in infos.values()} == {"abc123"}
+    assert ids == {"0000abcd"}   # the run's id, as in the task ids
+    _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(), [offer("o1")], run_id="abc12345")
+    assert {variables(info)["TFMESOS_RUN_ID"] for info in infos.values()} == {"abc12345"}
+    assert all(info["task_id"]["value"].startswith("tfmesos.abc12345.")
+               for info in infos.values())
 
 
 def test_tensorflow_is_quiet_and_cpu_tasks_do_not_probe_cuda():

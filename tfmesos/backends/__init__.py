@@ -18,6 +18,11 @@ class Backend(Protocol):
     # (principal, secret) the driver authenticates with; None: as configured.
     credentials: Optional[tuple[str, str]]
 
+    @property
+    def principal(self) -> Optional[str]:
+        """The Mesos principal the run authenticates as (None: none), known
+        before ``start``: the run's identity has it."""
+
     def start(self) -> str:
         """Make the master reachable (start it, when it is ours); its address."""
 

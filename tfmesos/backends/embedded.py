@@ -2,6 +2,8 @@
 ``MESOS_MASTER``): started for the run, sized so its whole cluster fits
 (``sizing``), on loopback unless tasks must reach it from elsewhere."""
 
+import secrets
+
 from .advertise import bind_address, checked
 
 LOOPBACK = "127.0.0.1"
@@ -25,7 +27,13 @@ class EmbeddedMaster:
         self._runner = runner
         self._make_runner = make_runner
         self.master = None          # the LocalMaster once started
-        self.credentials = None     # this run's own, made for it
+        # This run's own, made for it: the master authenticates nobody else.
+        self.credentials = ("mesos-local-%s" % secrets.token_hex(4),
+                            secrets.token_urlsafe(32))
+
+    @property
+    def principal(self):
+        return self.credentials[0]
 
     def start(self):
         from .sizing import start_local_master  # the master's imports, when it starts
@@ -37,8 +45,8 @@ class EmbeddedMaster:
         if self._runner is not None:
             options["runner"] = self._runner
             self._runner = None     # the master's now: its stop() closes it
-        self.master, url, self.credentials = start_local_master(
-            self.jobs, containers=self.containers, **options)
+        self.master, url = start_local_master(self.jobs, self.credentials,
+                                              containers=self.containers, **options)
         return url
 
     def check(self):

@@ -9,13 +9,21 @@ class RemoteMaster:
     address of the route towards the master, ``advertise.advertise_address``),
     where the run's listeners bind too."""
 
-    credentials = None      # MESOS_PRINCIPAL / MESOS_SECRET, read by the driver
-
     def __init__(self, master, advertise=None, environ=None):
         self.master = master
         self._explicit = advertise
         self._environ = {} if environ is None else environ
         self._advertised = None
+        # MESOS_PRINCIPAL / MESOS_SECRET of the submitter's environment (as a
+        # pymesos-style driver reads them), None when either is unset.
+        principal, secret = self._environ.get("MESOS_PRINCIPAL"), \
+            self._environ.get("MESOS_SECRET")
+        self.credentials = (principal, secret) if principal and secret is not None else None
+
+    @property
+    def principal(self):
+        """The principal the run authenticates as (None: none)."""
+        return self.credentials[0] if self.credentials else None
 
     def start(self):
         self.check()

@@ -11,7 +11,6 @@ import os
 import random
 
 from mesos_local.agent import AgentSpec
-from mesos_local.api.auth import generate_credentials
 from mesos_local.containerizer.cgroup_limits import ISOLATORS
 from mesos_local.containerizer.cgroups import isolation_problem
 from mesos_local.errors import AgentSpecError, CredentialsError, LocalMasterError
@@ -27,18 +26,17 @@ log = logging.getLogger(__name__)
 LOCAL_MAX_TASKS = 100
 
 
-def start_local_master(jobs, containers=False, **options):
+def start_local_master(jobs, run_credentials, containers=False, **options):
     """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
     ``cpus``, ``mem`` and ``gpus``); ``containers``: the run has an image, so
     tasks run through the Docker engine. The master authenticates
-    frameworks with a fresh random credential (added to any given in
-    ``options``) and gives tasks this process's environment unless
+    frameworks with ``run_credentials`` (the run's own (principal, secret),
+    added to any given in ``options``) and gives tasks this process's environment unless
     ``executor_environment`` says otherwise. ``isolation`` (an option of
     ``LocalMaster``) defaults to ``"auto"``: cgroups/cpu,cgroups/mem where
     this machine can, else none with a warning; None turns it off. A given
     ``runner`` is closed here when the master cannot be made. Returns
-    ``(master, url, (principal, secret))``: the driver must send that
-    principal and secret."""
+    ``(master, url)``."""
     try:
         if containers and "container_runner" not in options:
             from mesos_local.containerizer.docker_runner import DockerRunner
@@ -48,17 +46,17 @@ def start_local_master(jobs, containers=False, **options):
         options.setdefault("executor_environment", dict(os.environ))
         options["isolation"] = auto_isolation(options.get("isolation", AUTO),
                                               options.get("cgroups_enable_cfs", False))
-        principal, secret = generate_credentials()
-        credentials = dict(options.pop("credentials", None) or {})
-        credentials[principal] = secret
+        principal, secret = run_credentials
+        table = dict(options.pop("credentials", None) or {})
+        table[principal] = secret
         try:
-            master = LocalMaster(credentials=credentials, **options)
+            master = LocalMaster(credentials=table, **options)
         except BaseException:
             close = getattr(options.get("runner"), "close", None)
             if close is not None:
                 close()
             raise
-        return master, master.start(), (principal, secret)
+        return master, master.start()
     except (AgentSpecError, CredentialsError) as exc:
         raise SpecError(str(exc)) from exc    # the user's spec of the master
     except LocalMasterError as exc:

@@ -19,6 +19,7 @@ def main(path):
     """The scheduler of a detached run, in its Mesos task; the exit status."""
     from ..backends.remote import RemoteMaster
     from ..core.detached import RUN_KEY, read_document
+    from ..core.identity import RunIdentity
     from ..core.launch import ClusterRun
     from ..core.spec_codec import spec_from_dict
     from ..core.takeover import Resume
@@ -31,11 +32,13 @@ def main(path):
     setup_logging("tfrun", False)
     try:
         document = read_document(path)
-        secret = bytes.fromhex(os.environ.pop(RUN_KEY, ""))
+        key = bytes.fromhex(os.environ.pop(RUN_KEY, ""))
         framework_id = os.environ.get(task_env.FRAMEWORK_ID, "")
-        if len(secret) != 32 or not framework_id:
+        if len(key) != 32 or not framework_id:
             raise TFMesosError("the scheduler task's environment lacks the run's key or "
                                "framework: it is started by tfrun --detach, not by hand")
+        identity = RunIdentity.from_public(document["identity"], key).with_framework(
+            framework_id)
         spec = spec_from_dict(document["spec"], run_dir=labels.SCHEDULER_RUN_DIR)
         previous = None
         if document.get("previous"):
@@ -49,13 +52,13 @@ def main(path):
                 bind_host=backend.bind_host(), say=say, recorded=document.get("shipped"))
         show = shown_logs(spec)
         run = ClusterRun(spec, on_log=shown_only(show), notify=say, backend=backend,
-                         resume=Resume(document["run_id"], framework_id, secret, previous),
+                         resume=Resume(identity, previous),
                          shipment=shipment, detached=True)
     except (TFMesosError, OSError, ValueError) as exc:
         print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
         return 1
     say("the scheduler of run %s (attempt %d) takes framework %s over"
-        % (run.run_id, document.get("attempt", 1), framework_id))
+        % (run.run_id, identity.scheduler_attempt, framework_id))
     return execute(run, show, None, advice=True)
 
 

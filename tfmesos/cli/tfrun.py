@@ -206,31 +206,32 @@ def takeover(args, spec, key_file=None):
     whose directory DIR is, and the spec writing its record there."""
     import dataclasses
 
+    from ..core.identity import RunIdentity
     from ..core.takeover import Resume
     from ..record.history import Run
     from ..record.takeover_files import key_path, read_failover, read_key
     failover = read_failover(args.resume)
     previous = Run.load(args.resume).file
-    secret = read_key(key_file or key_path(failover["run_id"], os.environ))
-    return (Resume(failover["run_id"], failover["framework_id"], secret, previous),
-            dataclasses.replace(spec, run_dir=args.resume))
+    key = read_key(key_file or key_path(failover["identity"]["run_id"], os.environ))
+    identity = RunIdentity.from_public(failover["identity"], key).next_scheduler()
+    return Resume(identity, previous), dataclasses.replace(spec, run_dir=args.resume)
 
 
-def keep_for_takeover(run, argv):
-    """``--failover``: what ``tfmesos attach`` needs, once the framework is known."""
+def keep_for_takeover(spec, argv):
+    """``--failover``: what ``tfmesos attach`` needs, once the framework is
+    known (``ClusterRun``'s ``on_framework``)."""
     from ..record.takeover_files import save_failover, save_key
 
-    def saved(framework_id):
+    def saved(identity, directory):
         try:
-            save_key(run.run_id, run.secret, os.environ)
-            save_failover(run.record.directory, run.run_id, framework_id, run.master, argv,
-                          os.getcwd())
+            save_key(identity, os.environ)
+            save_failover(directory, identity, spec.master, argv, os.getcwd())
         except OSError as exc:
             say("warning: --failover: cannot keep what tfmesos attach needs (%s): if tfrun "
                 "goes, nothing can take the run over" % exc)
             return
         say("--failover: if tfrun goes, the tasks keep running for %s; take the run over "
-            "with: tfmesos attach %s" % (duration(run.run_spec.failover_timeout), run.run_id))
+            "with: tfmesos attach %s" % (duration(spec.failover_timeout), identity.run_id))
     return saved
 
 
@@ -285,12 +286,13 @@ def main(argv=None, key_file=None):
     progress = None if args.quiet else Progress(
         sys.stderr, tty=sys.stderr.isatty() and not args.verbose,
         idle=lambda: not _open_lines)
+    on_framework = keep_for_takeover(spec, argv) \
+        if spec.failover_timeout is not None and resume is None else None
     try:
+        # mlflow_at_stop=False: execute() ends it once the tasks are stopped.
         run = ClusterRun(spec, on_log=shown_only(show, progress), on_progress=progress,
-                         notify=say, warm_runner=warm_runner, resume=resume)
-        if spec.failover_timeout is not None and resume is None:
-            run.on_framework = keep_for_takeover(run, argv)
-        run.mlflow_at_stop = False   # execute() ends it once the tasks are stopped
+                         notify=say, warm_runner=warm_runner, resume=resume,
+                         on_framework=on_framework, mlflow_at_stop=False)
     except TFMesosError as exc:
         if warm_runner is not None:
             warm_runner.close()
@@ -301,7 +303,7 @@ def main(argv=None, key_file=None):
               flush=True)
     if resume is not None:
         say("taking run %s over (framework %s); Ctrl-C leaves it to its tasks again"
-            % (run.run_id, resume.framework_id))
+            % (run.run_id, resume.identity.framework_id))
     return execute(run, show, progress, advice=not args.quiet,
                    leave_on_interrupt=resume is not None)
 

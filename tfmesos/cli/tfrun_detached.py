@@ -11,16 +11,16 @@ def submit(spec, args, say):
     """Launch the run's scheduler task and leave; the exit status."""
     from ..core.detached import submit as launch
     try:
-        run_id, framework_id = launch(spec, say, args.scheduler_cpus, args.scheduler_mem)
+        identity = launch(spec, say, args.scheduler_cpus, args.scheduler_mem)
     except KeyboardInterrupt:
         say("interrupted before the scheduler took over: nothing of the run is left")
         return 130
     except TFMesosError as exc:
         print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
         return 1
-    master = spec.master
+    master, run_id = spec.master, identity.run_id
     print("run %s detached: its scheduler runs on the cluster (framework %s)" % (
-        run_id, framework_id), flush=True)
+        run_id, identity.framework_id), flush=True)
     for what, command in (("follow it", "tfmesos attach %s --master %s"),
                           ("its output", "tfmesos logs %s --master %s"),
                           ("its record", "tfmesos show %s --master %s"),

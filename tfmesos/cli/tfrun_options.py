@@ -20,7 +20,7 @@ from ..core.inputs import (
     MAX_TASKS,
 )
 from ..core.restarts import RESTART_ON, RestartPolicy
-from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, parse_jobs
+from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 from ..exceptions import SpecError, TFMesosError
 from .common import (
     CommandParser,
@@ -439,14 +439,14 @@ def read_options(args, command):
         volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
         max_attempts=args.max_attempts, python=args.python, user=args.user,
         jobs=tuple(jobs), mode="replica", command=command,
-        hooks=read_hooks(args.extra_config), master=config.resolve_master(args.master, os.environ),
+        hooks=pairs(read_hooks(args.extra_config)), master=config.resolve_master(args.master, os.environ),
         verify=not args.no_verify, ca_bundle=args.ca_bundle, master_scheme=args.master_scheme,
         advertise_address=args.advertise_address, connect_timeout=args.connect_timeout,
         quiet_tensorflow=not args.verbose,
         restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
         sticky_jobs=("worker",) if args.sticky_workers else (),
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
-        local_master=isolation_options(args),
+        local_master=pairs(isolation_options(args)),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args),
         failover_timeout=failover_timeout(args, config.resolve_master(args.master, os.environ)))

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import queue
-import secrets
 import shutil
 import tempfile
 import time
@@ -37,16 +36,17 @@ from ..exceptions import MesosError, SpecError, TFMesosError
 from ..mesos import MesosSchedulerDriver, Scheduler
 from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels, task_env
+from .identity import RunIdentity
 from .placement import TaskRequest, place
 from .spec_codec import spec_from_dict, spec_to_dict
-from .taskinfo import build_task_info, container_info, framework_info
+from .taskinfo import build_task_info, container_info, framework_info, run_user
 
 logger = logging.getLogger(__name__)
 
 DETACHED_FILE = "detached.json"
 PREVIOUS_RECORD = "previous-run.json"   # the record a relaunched scheduler carries on
 RUN_KEY = "TFMESOS_RUN_KEY"             # the scheduler task's copy of the run's secret, hex
-FORMAT = 1
+FORMAT = 2
 TAKEOVER_TIMEOUT = 300.0   # the scheduler task has this long to take the framework over
 KILL_GRACE = 30.0          # the scheduler task's KillPolicy: time to write its record
 FAILED_OVER = "Framework failed over"   # Mesos' error to the scheduler it replaced
@@ -58,13 +58,13 @@ class DetachError(TFMesosError):
 
 # -- what the scheduler task is given -----------------------------------------
 
-def detached_document(spec, run_id, attempt, packed, shipped, cpus, mem, previous=None):
-    """detached.json: ``spec`` (a RunSpec, sent without its ``ship``),
-    ``packed`` {role: file name in the sandbox}, ``shipped`` (the
-    Shipment's ``record()``), ``previous``: the file name of the run's
-    record so far."""
+def detached_document(spec, identity, packed, shipped, cpus, mem, previous=None):
+    """detached.json: ``spec`` (a RunSpec, sent without its ``ship``), the
+    run's ``identity`` (``RunIdentity.public()``: no key), ``packed``
+    {role: file name in the sandbox}, ``shipped`` (the Shipment's
+    ``record()``), ``previous``: the file name of the run's record so far."""
     spec = dataclasses.replace(spec, ship=None, advertise_address=None)
-    return {"format": FORMAT, "run_id": run_id, "attempt": attempt, "spec": spec_to_dict(spec),
+    return {"format": FORMAT, "identity": identity.public(), "spec": spec_to_dict(spec),
             "packed": packed, "shipped": shipped, "previous": previous,
             "scheduler_cpus": cpus, "scheduler_mem": mem}
 
@@ -76,7 +76,8 @@ def read_document(path):
     except (OSError, ValueError) as exc:
         raise DetachError("cannot read %s: %s" % (path, exc)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT \
-            or not isinstance(data.get("run_id"), str) or not isinstance(data.get("spec"), dict):
+            or not isinstance(data.get("identity"), dict) \
+            or not isinstance(data.get("spec"), dict):
         raise DetachError("%s is not a detached run's document of this tfmesos" % path)
     return data
 
@@ -127,12 +128,13 @@ class SchedulerLauncher(Scheduler):
         self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
 
 
-def scheduler_task(spec, run_id, attempt, secret, framework_id, assignment, uris, command):
-    """The scheduler task's TaskInfo."""
-    env = {RUN_KEY: secret.hex(), task_env.FRAMEWORK_ID: framework_id,
-           task_env.RUN_ID: run_id, "PYTHONUNBUFFERED": "1"}
+def scheduler_task(spec, identity, assignment, uris, command):
+    """The TaskInfo of the scheduler task of the run ``identity`` (with
+    its framework id)."""
+    env = {RUN_KEY: identity.key.hex(), task_env.FRAMEWORK_ID: identity.framework_id,
+           task_env.RUN_ID: identity.run_id, "PYTHONUNBUFFERED": "1"}
     env.update(spec.env)
-    info = build_task_info(labels.scheduler_task_id(run_id, attempt),
+    info = build_task_info(labels.scheduler_task_id(identity.run_id, identity.scheduler_attempt),
                            "%s scheduler" % spec.name, assignment.agent_id, assignment.resources,
                            command, env, container_info(spec) if spec.image else None,
                            labels={"tfmesos.job": labels.SCHEDULER_JOB}, uris=uris)
@@ -140,16 +142,18 @@ def scheduler_task(spec, run_id, attempt, secret, framework_id, assignment, uris
     return info
 
 
-def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, say,
-                     framework_id=None, environ=None, timeout=TAKEOVER_TIMEOUT):
-    """Subscribe (taking ``framework_id`` over, else as a new framework),
-    launch the scheduler task, and return the framework id once the task
-    took the framework over. DetachError when it did not: a new framework
-    is torn down then; one taken over is left as it was (its tasks run on)."""
+def launch_scheduler(spec, identity, uris, command, cpus, mem, say, environ=None,
+                     timeout=TAKEOVER_TIMEOUT):
+    """Subscribe as the run ``identity`` (taking its framework over, else as
+    a new framework), launch its scheduler task, and return the identity
+    with its framework once the task took the framework over. DetachError
+    when it did not: a new framework is torn down then; one taken over is
+    left as it was (its tasks run on)."""
+    framework_id = identity.framework_id
     launcher = SchedulerLauncher(
-        lambda assignment, framework: scheduler_task(spec, run_id, attempt, secret, framework,
-                                                     assignment, uris, command), cpus, mem)
-    info = framework_info(spec, spec.jobs, run_id, framework_id=framework_id, detached=True)
+        lambda assignment, framework: scheduler_task(
+            spec, identity.with_framework(framework), assignment, uris, command), cpus, mem)
+    info = framework_info(spec, spec.jobs, identity, detached=True)
     driver = MesosSchedulerDriver(launcher, info, spec.master,
                                   connect_timeout=spec.connect_timeout,
                                   refused_timeout=spec.refused_timeout, **spec.driver_options())
@@ -181,7 +185,7 @@ def launch_scheduler(spec, run_id, attempt, secret, uris, command, cpus, mem, sa
                                      last_words(launcher, driver)))
             else:
                 raise DetachError("the Mesos master refused the run: %s" % event[1])
-        return driver.framework_id
+        return identity.with_framework(driver.framework_id)
     except BaseException:
         if framework_id is None and not taken:
             try:
@@ -206,26 +210,6 @@ def last_words(launcher, driver):
         return ""
     lines = [line for line in tails.get("stderr", []) if line.strip()]
     return "; it said: %s" % lines[-1].strip() if lines else ""
-
-
-def label_outcome(driver, info, outcome, finished):
-    """A detached run's end, in its framework's label ``tfmesos.outcome``
-    (``UPDATE_FRAMEWORK`` on ``info``, the FrameworkInfo it subscribed
-    with), which a finished framework keeps (``tfmesos runs --master``):
-    ``outcome``, run.json's; ``finished``: its trainers are done."""
-    status = outcome.get("status")
-    if status == "running":
-        status = "succeeded" if finished else "stopped"
-    text = status if status == "succeeded" or not outcome.get("message") \
-        else "%s: %s" % (status, outcome["message"])
-    info = dict(info or {})
-    kept = [label for label in (info.get("labels") or {}).get("labels", [])
-            if label["key"] != labels.OUTCOME]
-    info["labels"] = {"labels": kept + [{"key": labels.OUTCOME, "value": text[:1000]}]}
-    try:
-        driver.updateFramework(info)
-    except MesosError as exc:
-        logger.warning("could not label the run's outcome: %s", exc)
 
 
 # -- tfrun --detach ------------------------------------------------------------
@@ -264,7 +248,8 @@ def check_detachable(spec):
 
 def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
     """``tfrun --detach``: launch the run's scheduler task (``cpus``,
-    ``mem`` MB), keep the run's key; returns (run id, framework id)."""
+    ``mem`` MB), keep the run's key; returns the run's identity (with its
+    framework)."""
     from ..backends.remote import RemoteMaster
     from ..record.takeover_files import save_key
     from ..ship.bundle_server import BundleServer
@@ -272,8 +257,8 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
     from ..ship.shipping import Shipment
 
     environ = os.environ if environ is None else environ
-    run_id, secret = secrets.token_hex(4), secrets.token_bytes(32)
     backend = RemoteMaster(spec.master, spec.advertise_address, environ)
+    identity = RunIdentity.new(run_user(spec), backend.principal)
     backend.start()
     work = tempfile.mkdtemp(prefix="tfmesos-detach-")
     shipment = server = None
@@ -284,22 +269,24 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
         packed = {}
         files = {scheduler_side.name: (scheduler_side.path, True)}
         if shipment is not None:
+            identity = identity.with_shipment(
+                shipment.bundle.sha256 if shipment.bundle is not None else None,
+                shipment.task_side.sha256)
             for role, path in shipment.packed_files().items():
                 if path is not None:   # a python_env archive is extracted, and kept
                     packed[role] = os.path.basename(path)
                     files[os.path.basename(path)] = (path, role == "python_env")
-        document = detached_document(spec, run_id, 1, packed,
+        document = detached_document(spec, identity, packed,
                                      shipment.record() if shipment else None, cpus, mem)
         path = os.path.join(work, DETACHED_FILE)
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(document, handle)
         files[DETACHED_FILE] = (path, False)
         uris = serve(server, files, backend.advertised_address(spec.master), spec)
-        framework_id = launch_scheduler(
-            spec, run_id, 1, secret, uris, command_of(spec, packed), cpus, mem, say,
-            environ=environ, timeout=timeout)
-        save_key(run_id, secret, environ)
-        return run_id, framework_id
+        identity = launch_scheduler(spec, identity, uris, command_of(spec, packed), cpus, mem,
+                                    say, environ=environ, timeout=timeout)
+        save_key(identity, environ)
+        return identity
     finally:
         if server is not None:
             server.stop()
@@ -359,12 +346,11 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     from ..ship.bundle_server import BundleServer
     from ..ship.scheduler_side import pack_scheduler_side
 
-    secret = read_key(key_file or key_path(run_id, environ))
+    key = read_key(key_file or key_path(run_id, environ))
     tasks = labels.scheduler_tasks(framework, run_id)   # the newest first
     if not tasks:
         raise DetachError("run %s has no scheduler task to take over from" % run_id)
     newest, last = tasks[0]
-    attempt = newest + 1
     work = tempfile.mkdtemp(prefix="tfmesos-attach-")
     server = None
     try:
@@ -374,10 +360,13 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
             return read(name, os.path.join(work, os.path.basename(name)), optional)
         document = read_document(fetch(DETACHED_FILE))
         spec = spec_from_dict(document["spec"])
+        identity = dataclasses.replace(
+            RunIdentity.from_public(document["identity"], key).with_framework(framework["id"]),
+            scheduler_attempt=newest + 1)
         previous = fetch(labels.SCHEDULER_RECORD, optional=True)
         packed = {role: fetch(name) for role, name in (document.get("packed") or {}).items()}
         names = dict(document.get("packed") or {})
-        document = dict(document, attempt=attempt,
+        document = dict(document, identity=identity.public(),
                         previous=PREVIOUS_RECORD if previous else None)
         path = os.path.join(work, "new-" + DETACHED_FILE)
         with open(path, "w", encoding="utf-8") as handle:
@@ -392,11 +381,11 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
         backend = RemoteMaster(spec.master, None, environ)
         server = BundleServer(bind_host=backend.bind_host())
         uris = serve(server, files, backend.advertised_address(spec.master), spec)
-        say("run %s has no scheduler: launching scheduler task %d" % (run_id, attempt))
-        launch_scheduler(spec, run_id, attempt, secret, uris, command_of(spec, names),
+        say("run %s has no scheduler: launching scheduler task %d"
+            % (run_id, identity.scheduler_attempt))
+        launch_scheduler(spec, identity, uris, command_of(spec, names),
                          float(document.get("scheduler_cpus") or 0.5),
-                         float(document.get("scheduler_mem") or 512), say,
-                         framework_id=framework["id"], environ=environ)
+                         float(document.get("scheduler_mem") or 512), say, environ=environ)
         say("the new scheduler took run %s over" % run_id)
     finally:
         if server is not None:

@@ -15,7 +15,7 @@ from .events import TaskMetrics
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
-from .spec import AUTO, STICKY_TIMEOUT, RunSpec, parse_jobs
+from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -276,7 +276,7 @@ def run_spec_of(jobs, master=None, name=None, volumes=None, env=None, role=None,
         containerizer=containerizer_type, force_pull=force_pull_image,
         volumes=tuple(volumes or ()), env=tuple((env or {}).items()), jobs=tuple(jobs),
         mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
-        local_master=local_master_options or {}, run_dir=run_dir or AUTO,
+        local_master=pairs(local_master_options), run_dir=run_dir or AUTO,
         restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),
         sticky_jobs=("worker",) if coordinator and any(j.name == "worker" for j in jobs) else (),
         sticky_timeout=sticky_timeout, **settings)

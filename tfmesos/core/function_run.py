@@ -30,7 +30,7 @@ from ..protocol import task_env
 from ..task.result_file import MAX_RESULT
 from . import config
 from .restarts import RestartPolicy
-from .spec import AUTO, STICKY_TIMEOUT, RunSpec, parse_jobs
+from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def run_spec(fn, jobs, settings, ship_spec, payload, limit):
                                      settings["restart_backoff"]),
         sticky_jobs=("worker",) if settings["sticky_workers"] else (),
         sticky_timeout=settings["sticky_timeout"], run_dir=settings["run_dir"] or AUTO,
-        local_master=local, mlflow=settings["mlflow"],
+        local_master=pairs(local), mlflow=settings["mlflow"],
         ship=dataclasses.replace(ship_spec, extra_files=((payload.name, payload.path),)))
 
 

@@ -1,31 +1,27 @@
 """Bringing a tfmesos cluster up, waiting on it, and tearing it down.
 
-``ClusterRun`` is the run's composition root and lifecycle
-(docs/architecture.md): it composes where the master lives (a backend:
-``backends/``), the driver, the scheduler and the rendezvous, waits for
-the cluster (aborting after ``launch_timeout``), hands out roles and stops
-everything. Every event they report is handled by ``reactions`` (the
-failure policy) in the thread that calls ``wait_ready`` / ``wait_finished``
-/ ``step``; a failure once the cluster is up goes to ``recovery``; both act
-through ``control.Control`` on the run's ``state.RunState``. What Mesos is
-sent is built by ``taskinfo``; where the master lives and the record are
-made by ``run_setup``; how the run ends, stopped or left to its tasks, is
-``run_end``; a run taken over from another scheduler is ``takeover``'s.
+``ClusterRun`` holds a run's state (``state.RunState``: phase, slots,
+outcome), its failure policy (``reactions``, ``recovery``, a takeover's
+``takeover.Adoption``) and the loop that waits (``wait_ready`` /
+``wait_finished`` / ``step``): every event is handled in the thread that
+waits, and the policy acts through ``control.Control``. Who the run is
+(``identity.RunIdentity``) and what it is (``spec.RunSpec``) are values it
+is given or makes once; what it runs on (backend, shipment, rendezvous,
+scheduler, driver) is its ``runtime.RunRuntime``, which ``stop`` and
+``detach`` end; what is recorded goes to its ``record`` (``run_setup``).
 """
 
 import logging
 import os
 import queue
-import secrets
-import threading
 import time
-from typing import NamedTuple, Optional
+from typing import Any, Callable, Optional
 
-from ..backends.embedded import EmbeddedMaster
-from ..exceptions import LaunchTimeout, MesosError
-from ..mesos import MesosSchedulerDriver
+from ..exceptions import LaunchTimeout
+from ..protocol import labels as labels_
 from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
+from ..record.outcomes import outcome_label
 from .clusterspec import (
     KERAS_JOB,
     cluster_spec,
@@ -34,27 +30,19 @@ from .clusterspec import (
     task_environment,
 )
 from .control import Control, RunControl
+from .identity import RunIdentity
 from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
-from .rendezvous import Rendezvous
-from .run_end import leave_run, stop_run
 from .run_setup import make_backend, make_record
+from .runtime import RunRuntime
 from .sandbox_tails import SandboxTails
-from .scheduler import TFMesosScheduler
+from .spec import RunSpec
 from .state import RunState
-from .takeover import Adoption
-from .taskinfo import build_task, failover_environment, framework_info
+from .takeover import Adoption, Resume
+from .taskinfo import run_user
 
 logger = logging.getLogger(__name__)
-
-
-class _Parts(NamedTuple):
-    """What ``ClusterRun.start`` makes."""
-
-    rendezvous: Rendezvous
-    scheduler: TFMesosScheduler
-    driver: MesosSchedulerDriver
 
 
 class ClusterRun:
@@ -68,90 +56,85 @@ class ClusterRun:
     recovery does (default: a log warning). ``environ`` (default
     ``os.environ``) is where settings not in ``spec`` come from.
 
-    ``state`` (``state.RunState``: phase, slots, outcome) is the run's one
-    state; the failure policy (``reactions``, ``recovery``) reads it and acts
-    through ``control`` (``control.Control``), whose effects outside the
-    run are this class's ``Effects`` methods below, all in the thread that
-    handles events. ``backend`` (default: by ``spec.master``,
-    ``make_backend``) is where the master lives; ``transport`` replaces the
-    driver's HTTP transport (tests: ``mesos.mock_transport``); ``clock``:
-    monotonic seconds. ``resume`` (``takeover.Resume``): take that run over;
-    ``on_framework(id)``: told once the framework is known; ``shipment``:
-    files packed before, served as they are; ``detached``: this is a
-    detached run's scheduler task (``core.detached``).
+    ``resume`` (``takeover.Resume``): take that run over, as its identity;
+    else the run is new and its identity made here (``RunIdentity.new``).
+    ``on_framework(identity, run directory)``: told once the framework is known.
+    ``mlflow_at_stop``: ``stop`` ends the MLflow run (else the caller calls
+    ``end_mlflow``: tfrun, interruptibly). The rest is the runtime's
+    (``runtime.RunRuntime``): ``backend`` (default by ``spec.master``),
+    ``warm_runner``, ``transport``, ``shipment`` (files packed before),
+    ``detached`` (this is a detached run's scheduler task); ``clock``:
+    monotonic seconds.
     """
 
-    def __init__(self, spec, *, environ=None, on_log=None, forward_logs=None, on_progress=None,
-                 notify=None, warm_runner=None, backend=None, transport=None,
-                 clock=time.monotonic, resume=None, on_framework=None, shipment=None,
-                 detached=False):
-        self.run_spec = spec
-        self.jobs = list(spec.jobs)
-        self.mode = spec.mode
-        self.command = spec.command
-        self._environ = dict(os.environ if environ is None else environ)
-        # Where the master lives (backends/); ``warm_runner``: tfrun's early
-        # start of the embedded master's warm tasks (backends/warm_runner.py).
-        self.backend = backend or make_backend(spec, self._environ, warm_runner)
-        self.master = spec.master
-        self.on_log = on_log or (lambda slot, stream, text: None)
+    def __init__(self, spec: RunSpec, *, environ: Optional[dict] = None,
+                 on_log: Optional[Callable] = None, forward_logs: Optional[Callable] = None,
+                 on_progress: Optional[Callable] = None, notify: Optional[Callable] = None,
+                 warm_runner: Any = None, backend: Any = None, transport: Any = None,
+                 clock: Callable[[], float] = time.monotonic, resume: Optional[Resume] = None,
+                 on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = None,
+                 shipment: Any = None, detached: bool = False,
+                 mlflow_at_stop: bool = True) -> None:
+        environ = dict(os.environ if environ is None else environ)
+        self.spec = spec
+        self.events: queue.Queue[object] = queue.Queue()
+        backend = backend or make_backend(spec, environ, warm_runner)
+        # Who the run is: the run taken over, else a new one.
+        identity = resume.identity if resume is not None else RunIdentity.new(
+            run_user(spec), backend.principal)
+        self.runtime = RunRuntime(spec, identity, self.events, environ, backend=backend,
+                                  transport=transport, shipment=shipment, detached=detached)
+        self.state = RunState(spec.jobs)
+        self.record = make_record(spec, self.identity, self.state.slots, environ)
+        self._on_log = on_log or (lambda slot, stream, text: None)
         self._forward_logs = forward_logs or (lambda slot: True)
         self._on_progress = on_progress or (lambda run: None)
-        self.coordinator = spec.coordinator  # reserve chief:0 for the calling process
-
-        self.state = RunState(self.jobs)
-        self.control: RunControl = Control(self.state, effects=self)
-        self._transport = transport
+        self._say = notify or logger.info
         self._clock = clock
-        self.events: queue.Queue[object] = queue.Queue()
-        # ``resume`` (``takeover.Resume``): this scheduler takes the run over.
-        self.resume = resume
-        self.secret = resume.secret if resume else secrets.token_bytes(32)
-        self.run_id = resume.run_id if resume else secrets.token_hex(4)
-        # ``on_framework(framework_id)``: once, when the framework is known.
-        self.on_framework = on_framework
+        self._on_framework = on_framework
         self._framework_told = False
-        # What start() makes (None before): ``_started`` hands them out typed.
-        self.driver: Optional[MesosSchedulerDriver] = None
-        self.rendezvous: Optional[Rendezvous] = None
-        self.scheduler: Optional[TFMesosScheduler] = None
-        self.cluster_spec = None     # once formed: {job: ["host:port", ...]}
-        self.launch_deadline = None
-        self.stop_lock = threading.Lock()   # run_end: one stop or leave
-        self.record = make_record(spec.run_dir, self, self._environ)  # the run directory
+        self.mlflow_at_stop = mlflow_at_stop
+        self.cluster_spec: Optional[dict] = None   # once formed: {job: ["host:port", ...]}
+        self.launch_deadline = 0.0
+        self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
+        self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
+        self.control: RunControl = Control(self.state, effects=self)
         self.recovery = Recovery(self.control, self.record, spec.restart_policy,
                                  spec.sticky_jobs, spec.sticky_timeout, spec.max_attempts,
                                  notify=notify)
-        self.adoption = Adoption(resume, self.slots, self.record, self.recovery, self.mode) \
+        self.adoption = Adoption(resume, self.slots, self.record, self.recovery, spec.mode) \
             if resume is not None else None
+        runtime = self.runtime
         # What a task that never reached the rendezvous wrote in its sandbox.
         self.sandboxes = SandboxTails(
-            lambda: self.scheduler.framework_id if self.scheduler else None,
-            credentials=lambda: self.backend.credentials,
-            master_url=lambda: self.driver.master if self.driver else None,
+            lambda: runtime.identity.framework_id, credentials=lambda: runtime.backend.credentials,
+            master_url=lambda: runtime.driver.master if runtime.driver else None,
             tls=(spec.verify, spec.ca_bundle))
         self.reactions = RunEvents(self.control, self.record, self.recovery,
                                    spec.reconnect_grace, spec.max_attempts, spec.mode,
                                    sandboxes=self.sandboxes)
-        self._chief = None   # the coordinator's address, kept across restarts
-        self._say = notify or logger.info
-        # tfrun --ship: shipping.Shipment, served while the run lasts (given:
-        # files packed before, a detached run's scheduler task serves them).
-        self.shipment = shipment
-        self.detached = detached     # this is a detached run's scheduler task
-        self.framework_info = None   # what start() subscribed with
-        self._keras_coordinator = None   # worker 0's second port (replica mode), per formation
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
         self.mlflow = None
-        self.mlflow_at_stop = True   # False: the caller calls end_mlflow (tfrun: interruptible)
         if spec.mlflow is not None:
             from ..record.mlflow_logger import MlflowLogger
             self.mlflow = MlflowLogger(spec.mlflow, say=self._say, warn=notify or logger.warning)
 
-    # -- the state --------------------------------------------------------------
+    # -- what the run is, and where it stands -----------------------------------
 
     @property
-    def phase(self):
+    def identity(self) -> RunIdentity:
+        return self.runtime.identity
+
+    @property
+    def run_id(self) -> str:
+        return self.identity.run_id
+
+    @property
+    def run_spec(self) -> RunSpec:
+        return self.spec
+
+    @property
+    def phase(self) -> Phase:
         return self.state.phase
 
     @property
@@ -159,139 +142,107 @@ class ClusterRun:
         return self.state.slots
 
     @property
-    def failure(self):
+    def failure(self) -> Optional[BaseException]:
         """The error that ended the run early, or None."""
         return self.state.failure
 
+    # What the runtime holds, for readers (tfrun, cluster(), the tests).
+    @property
+    def master(self) -> str:
+        return self.spec.master
+
+    @property
+    def backend(self):
+        return self.runtime.backend
+
+    @property
+    def shipment(self):
+        return self.runtime.shipment
+
+    @property
+    def rendezvous(self):
+        return self.runtime.rendezvous
+
+    @property
+    def scheduler(self):
+        return self.runtime.scheduler
+
+    @property
+    def driver(self):
+        return self.runtime.driver
+
+    @property
+    def local_master(self):
+        """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
+        return self.runtime.local_master
+
     # -- start ----------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> "ClusterRun":
         self.record.submitted()
+        runtime = self.runtime
         try:
-            self._ship()
-            master_url = self.backend.start()
+            # Run directories are never shipped: this run's, and where runs go.
+            leave_out = tuple(path for path in (self.record.directory,
+                                                os.environ.get("TFMESOS_RUNS_DIR")) if path)
+            shipped = runtime.ship(leave_out, say=self._say)
+            if shipped is not None:
+                self.record.shipped(shipped)
+            master_url = runtime.start_master()
             if self.mlflow is not None:   # the shipped bundle's sha256 is a parameter; MLflow's
                 # settings go to this process's environment after the tasks' was taken
                 self.mlflow.begin(self.record.run_file(), self.record.directory,
-                                  source=self._project_directory(), image=self.run_spec.image)
-            self.rendezvous = Rendezvous(self.secret, self.events,
-                                         bind_host=self.backend.bind_host(), port=0)
-            if self.adoption is not None:
-                self.adoption.expect(self.rendezvous)
-            self.scheduler = scheduler = TFMesosScheduler(
-                self.slots, self._make_task, self.events, self.run_id,
-                on_launch=self._launching, extra_ports=self._extra_ports)
-            info = framework_info(
-                self.run_spec, self.jobs, self.run_id,
-                framework_id=self.resume.framework_id if self.resume else None,
-                rendezvous=format_address(self.backend.advertised_address(master_url),
-                                          self.rendezvous.port), detached=self.detached)
-            options = self.run_spec.driver_options()
-            if self.backend.credentials is not None:   # e.g. the embedded master's, for this run
-                info["principal"], options["secret"] = self.backend.credentials
-                options["principal"] = info["principal"]
-            self.framework_info = info
-            self.driver = driver = MesosSchedulerDriver(
-                scheduler, info, master_url, connect_timeout=self.run_spec.connect_timeout,
-                refused_timeout=self.run_spec.refused_timeout, transport=self._transport,
-                **options)
+                                  source=runtime.project_directory(), image=self.spec.image)
+            expected = tuple(self.adoption.expected()) if self.adoption is not None else ()
             self.new_launch_deadline()
             self.state.move(Phase.FORMING)
-            driver.start()
+            runtime.start(master_url, self.slots, self._launching, self._extra_ports, expected)
         except BaseException as exc:
             self.record.ended(exc, self.phase)
             self.stop()
             raise
         return self
 
-    def _ship(self):
-        """``tfrun --ship``: pack and serve what every task fetches."""
-        if self.run_spec.ship is None or self.shipment is not None:
-            return
-        from ..ship.shipping import Shipment
-
-        # The server binds the advertised address: a wrong one is named first.
-        self.backend.check()
-        # Run directories are never shipped: this run's, and where runs go.
-        runs = (self.record.directory, self._environ.get("TFMESOS_RUNS_DIR"))
-        self.shipment = Shipment(self.run_spec.ship, self.backend.bind_host(), say=self._say,
-                                 leave_out=tuple(path for path in runs if path))
-        self.record.shipped(self.shipment.record())
-
-    def _project_directory(self):
-        """The user's project: the shipped directory, else where the run began."""
-        ship = self.run_spec.ship
-        return ship.directory if ship is not None and ship.directory is not None \
-            else os.getcwd()
-
-    @property
-    def local_master(self):
-        """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
-        return self.backend.master if isinstance(self.backend, EmbeddedMaster) else None
-
-    def _started(self) -> "_Parts":
-        """What ``start`` made; RuntimeError before it did."""
-        if self.rendezvous is None or self.scheduler is None or self.driver is None:
-            raise RuntimeError("the run has not started")
-        return _Parts(self.rendezvous, self.scheduler, self.driver)
-
-    def _master_url(self):
-        """The leading master's URL once subscribed, else the master as given."""
-        return self._started().driver.master or self.master
-
-    def _advertised_address(self):
-        return self.backend.advertised_address(self._master_url())
-
     def _launching(self, launches):
         """The scheduler is about to launch ``launches``: the rendezvous must
         expect each task before Mesos can start it (the driver's thread,
         outside the scheduler's lock)."""
+        self.runtime.expect(launches)
         for launch in launches:
-            self._started().rendezvous.expect(launch.task_id)
             self.record.launched(launch)
             self.sandboxes.launched(launch)
 
     def _extra_ports(self, slot):
         """Replica mode: worker 0 takes a second port from its offer, for the
         coordinator of Keras' ``keras.distribution`` (``clusterspec``)."""
-        return 1 if self.mode == "replica" and slot.job.name == KERAS_JOB \
+        return 1 if self.spec.mode == "replica" and slot.job.name == KERAS_JOB \
             and slot.index == slot.job.start else 0
-
-    def _make_task(self, slot, assignment):
-        """The scheduler's ``make_task``: the TaskInfo, nothing else."""
-        host = self._advertised_address()
-        rendezvous = format_address(host, self._started().rendezvous.port)
-        parts = self._started()
-        return build_task(self.run_spec, slot, assignment, rendezvous, self.secret,
-                          quiet_tensorflow=self.run_spec.quiet_tensorflow, run_id=self.run_id,
-                          shipment=self.shipment, ship_host=host,
-                          failover=failover_environment(self.run_spec, parts.driver.master,
-                                                        parts.scheduler.framework_id))
 
     # -- waiting --------------------------------------------------------------
 
-    def wait_ready(self):
+    def wait_ready(self) -> Optional[dict]:
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
         with self.record.recording(lambda: self.phase):
             self.form()
         return self.cluster_spec
 
-    def form(self):
+    def form(self) -> None:
         """Wait until every task registered (or the run stops), then publish."""
+        parts = self.runtime.parts()
         while any(slot.address is None for slot in self.slots):
             if self.phase != Phase.FORMING:
                 return
             remaining = self.launch_deadline - self._clock()
             if remaining <= 0:
-                raise LaunchTimeout(self._started().scheduler.missing_message(
-                    self.run_spec.launch_timeout, self._master_url()))
+                raise LaunchTimeout(parts.scheduler.missing_message(
+                    self.spec.launch_timeout, self.runtime.master_url))
             self.step(min(remaining, 1.0))
             self._on_progress(self)
         addresses = {slot.key: slot.address for slot in self.slots}
-        if self.coordinator:
+        if self.spec.coordinator:
             if self._chief is None:
-                host = self._advertised_address()
+                host = self.runtime.advertised_address()
                 self._chief = format_address(host, free_port(host))
             addresses[("chief", 0)] = self._chief
         self.cluster_spec = cluster_spec(addresses)
@@ -301,39 +252,35 @@ class ClusterRun:
             self.publish_to(slot)
         if not self.state.move(Phase.RUNNING):
             return
-        scheduler = self._started().scheduler
-        self.record.all_registered(scheduler.framework_id, scheduler.first_offer_at)
+        self.record.all_registered(parts.scheduler.framework_id, parts.scheduler.first_offer_at)
         self.recovery.formed(self.cluster_spec)
         if self.adoption is not None:
             self.adoption.formed(self.state, self._clock())
 
-    def publish_to(self, slot):
+    def publish_to(self, slot) -> None:
         """Send ``slot`` its start message: its role and the cluster spec."""
-        message = {"type": "start", "mode": self.mode, "job": slot.job.name,
+        spec = self.spec
+        message = {"type": "start", "mode": spec.mode, "job": slot.job.name,
                    "index": slot.index, "cluster": self.cluster_spec,
                    "forward_logs": bool(self._forward_logs(slot))}
-        if self.mode == "replica":
-            template = slot.job.cmd or self.command
+        if spec.mode == "replica":
+            template = slot.job.cmd or spec.command
             env = task_environment(self.cluster_spec, slot.job.name, slot.index,
                                    self._keras_coordinator)
             env[task_env.RESTART] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
-            message.update(cmd=render_command(template, self.cluster_spec, slot.job.name, slot.index),
-                           env=env, hooks=self.run_spec.hook_commands,
+            message.update(cmd=render_command(template, self.cluster_spec, slot.job.name,
+                                              slot.index),
+                           env=env, hooks=spec.hook_commands,
                            # a container has its own filesystem, a shipped directory
                            # is the task's working directory: stay there
-                           cwd=None if self.run_spec.image or self._ships_code() else os.getcwd())
-        if not self._started().rendezvous.send(slot.task_id, message):
+                           cwd=None if spec.image or self.runtime.ships_code() else os.getcwd())
+        if not self.runtime.send(slot.task_id, message):
             # Kept by the rendezvous: a task that re-registers gets it;
             # one that does not come back fails after the grace period.
             logger.info("%s is reconnecting; it gets its role when it is back", slot.name)
 
-    def _ships_code(self):
-        if self.shipment is not None:
-            return self.shipment.bundle is not None
-        return self.run_spec.ship is not None and self.run_spec.ship.directory is not None
-
-    def wait_finished(self):
+    def wait_finished(self) -> int:
         """Replica mode: block until the run's trainers are done; returns 0,
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
         with self.record.recording(lambda: self.phase):
@@ -346,16 +293,16 @@ class ClusterRun:
         return 0
 
     def _trainers(self):
-        names = {job.name for job in self.jobs}
+        names = {job.name for job in self.spec.jobs}
         return [s for s in self.slots if s.job.name == ("chief" if "chief" in names else "worker")]
 
-    def trainers_done(self):
+    def trainers_done(self) -> bool:
         trainers = self._trainers()
         return bool(trainers) and all(slot.done for slot in trainers)
 
     # -- events ---------------------------------------------------------------
 
-    def step(self, timeout):
+    def step(self, timeout: float) -> None:
         """Handle the next event (waiting up to ``timeout`` s for one) and
         what is due meanwhile; raise the run's failure once it has one."""
         try:
@@ -371,65 +318,87 @@ class ClusterRun:
         if self.state.failure is not None:
             raise self.state.failure
 
-    def _tell_framework(self):
-        scheduler = self.scheduler
+    def _tell_framework(self) -> None:
+        scheduler = self.runtime.scheduler
         if self._framework_told or scheduler is None or not scheduler.framework_id:
             return
         self._framework_told = True
+        identity = self.runtime.framework_known(scheduler.framework_id)
         if self.adoption is not None:   # what ran meanwhile: Mesos says at once
-            self.adoption.reconcile(self._started().driver)
-        if self.on_framework is not None:
-            self.on_framework(scheduler.framework_id)
+            self.adoption.reconcile(self.runtime.parts().driver)
+        else:   # a new framework: its proof, which only its id makes
+            self.runtime.label(labels_.PROOF, identity.framework_proof())
+        if self._on_framework is not None:
+            self._on_framework(identity, self.record.directory)
 
     # -- what acting on the run does outside it (control.Effects) --------------
 
-    def now(self):
+    def now(self) -> float:
         return self._clock()
 
-    def ask_for_offers(self):
-        parts = self._started()
-        parts.scheduler.revive(parts.driver)
+    def ask_for_offers(self) -> None:
+        self.runtime.revive()
 
-    def send_stop(self, task_id):
+    def send_stop(self, task_id: str) -> None:
         self.record.stopping(task_id)
-        self._started().rendezvous.send(task_id, {"type": "stop"})
+        self.runtime.send(task_id, {"type": "stop"})
 
-    def forget_task(self, task_id):
-        self._started().rendezvous.forget(task_id)
+    def forget_task(self, task_id: str) -> None:
+        self.runtime.forget(task_id)
 
-    def kill(self, task_id, agent_id):
+    def kill(self, task_id: str, agent_id: Optional[str]) -> None:
         self.record.stopping(task_id)
-        try:
-            self._started().driver.killTask({"value": task_id},
-                                            agent_id and {"value": agent_id})
-        except MesosError as exc:
-            logger.warning("could not kill %s: %s", task_id, exc)
+        self.runtime.kill(task_id, agent_id)
 
-    def show(self, slot, stream, text):
-        self.on_log(slot, stream, text)
+    def show(self, slot, stream: str, text: str) -> None:
+        self._on_log(slot, stream, text)
 
-    def reconcile(self):
-        driver, scheduler = self.driver, self.scheduler
-        if driver is not None and scheduler is not None and driver.connected:
-            scheduler.reconcile(driver)
+    def reconcile(self) -> None:
+        self.runtime.reconcile()
 
-    def new_launch_deadline(self):
-        self.launch_deadline = self._clock() + self.run_spec.launch_timeout
+    def new_launch_deadline(self) -> None:
+        self.launch_deadline = self._clock() + self.spec.launch_timeout
 
-    # -- stop -----------------------------------------------------------------
+    # -- the end ---------------------------------------------------------------
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop every task and the framework; safe to call more than once,
         from any thread. Once it began, no failure or restart undoes it."""
-        stop_run(self)
+        runtime = self.runtime
+        with runtime.lock:
+            with self.state.lock:
+                was_running = self.phase == Phase.RUNNING
+                if not self.state.move(Phase.STOPPING):
+                    return
+            runtime.stop(self.slots, self.record, lambda: self._outcome_label(was_running))
+            self.state.move(Phase.STOPPED)
+            scheduler = runtime.scheduler
+            self.record.finish(scheduler and scheduler.framework_id,
+                               scheduler and scheduler.first_offer_at,
+                               "succeeded" if was_running else "aborted")
+        if self.mlflow_at_stop:
+            self.end_mlflow()
 
-    def detach(self):
+    def _outcome_label(self, was_running: bool) -> Optional[str]:
+        """The framework's outcome label as the run stops (a detached run's)."""
+        if not self.runtime.detached:
+            return None
+        return outcome_label(self.record.snapshot()["outcome"],
+                             was_running and self.trainers_done())
+
+    def detach(self) -> None:
         """Leave the run to its tasks (``--failover``, ``--detach``): they
         keep running for the framework's failover timeout, until a scheduler
-        takes the run over (``tfmesos attach``)."""
-        leave_run(self)
+        takes the run over (``tfmesos attach``); the record stays open."""
+        with self.runtime.lock:
+            if not self.state.move(Phase.STOPPING):
+                return
+            self.runtime.leave(self.record)
+            self.state.move(Phase.STOPPED)
+            self.record.save()
+            self.mlflow = None
 
-    def end_mlflow(self):
+    def end_mlflow(self) -> None:
         """``--mlflow``: log what the run left (run.json final) and end the
         MLflow run, waiting 60 s at most (Ctrl-C ends the wait); once."""
         logger_, self.mlflow = self.mlflow, None

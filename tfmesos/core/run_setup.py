@@ -27,14 +27,16 @@ def make_backend(spec, environ, warm_runner=None):
                           make_runner=lambda: start_warm_runner(warm_task_command(spec)))
 
 
-def make_record(run_dir, run, environ):
-    """The record of ClusterRun ``run``: in ``run_dir`` (``AUTO``: the
-    default directory), or in memory only (None)."""
+def make_record(spec, identity, slots, environ):
+    """The record of the run of ``spec`` as ``identity``, whose tasks are
+    ``slots``: in ``spec.run_dir`` (``AUTO``: the default directory), or in
+    memory only (None)."""
+    run_dir = spec.run_dir
     if run_dir == AUTO:
-        run_dir = default_run_dir(run.run_spec.name, run.run_id, environ)
+        run_dir = default_run_dir(spec.name, identity.run_id, environ)
     header = schema.RunFile(
-        run_id=run.run_id, name=run.run_spec.name, mode=run.mode, master=run.master,
-        command=run.command if run.mode == "replica" else None,
+        run_id=identity.run_id, name=spec.name, mode=spec.mode, master=spec.master,
+        command=spec.command if spec.mode == "replica" else None,
         jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
-                         gpus=j.gpus) for j in run.jobs])
-    return RunRecord(run_dir, header, run.slots, forwarding=run.mode == "replica")
+                         gpus=j.gpus) for j in spec.jobs])
+    return RunRecord(run_dir, header, slots, forwarding=spec.mode == "replica")

@@ -13,7 +13,7 @@ import math
 import os
 import re
 import string
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import SpecError
 from ..mesos.master_address import parse_master
@@ -34,6 +34,10 @@ from .inputs import (
 )
 from .restarts import RestartPolicy
 from .volumes import parse_volume
+
+if TYPE_CHECKING:   # not imported at run time: most runs ship nothing, log to no MLflow
+    from ..record.mlflow_mapping import MlflowSpec
+    from ..ship.bundle import ShipSpec
 
 TRAINER_JOBS = ("chief", "worker", "ps")
 REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
@@ -68,7 +72,7 @@ class Job:
     gpus: int = 0
     cmd: Optional[str] = None
     start: int = 0
-    env: tuple = ()
+    env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
@@ -181,18 +185,22 @@ class RunSpec:
     image: Optional[str] = None
     containerizer: str = "MESOS"
     force_pull: bool = False
-    volumes: tuple = ()
-    env: tuple = ()
-    docker_parameters: tuple = ()
+    volumes: tuple[tuple[str, str, str], ...] = ()       # (host, container, RO|RW)
+    env: tuple[tuple[str, str], ...] = ()
+    # Names of variables of the submitter's environment whose values reach the
+    # scheduler and the tasks as Mesos secrets (``tfrun --secret-env``): the
+    # values are never part of the spec, nor of anything it is saved in.
+    secret_env: tuple[str, ...] = ()
+    docker_parameters: tuple[tuple[str, str], ...] = ()
     launch_timeout: float = 600.0
     max_attempts: int = 3
     user: Optional[str] = None
     python: Optional[str] = None   # interpreter of plain command tasks (default: this one)
-    jobs: tuple = ()
+    jobs: tuple[Job, ...] = ()
     mode: str = "fine"
     command: Optional[str] = None
     # These two take a dict too, kept as its items.
-    hooks: Union[tuple, dict] = ()  # (("initializer", "cmd"), ("finalizer", "cmd"))
+    hooks: tuple[tuple[str, str], ...] = ()  # (("initializer", "cmd"), ("finalizer", "cmd"))
     coordinator: bool = False
     master: str = LOCAL
     verify: bool = True
@@ -201,16 +209,16 @@ class RunSpec:
     advertise_address: Optional[str] = None
     connect_timeout: Optional[float] = None   # None: 60 s
     refused_timeout: Optional[float] = None   # None: connect_timeout if given, else 5 s
-    local_master: Union[tuple, dict] = ()   # (("option", value), ...) for the embedded master
+    local_master: tuple[tuple[str, Any], ...] = ()   # (("option", value), ...): the embedded master's
     quiet_tensorflow: bool = True
     reconnect_grace: float = RECONNECT_GRACE
     restart_policy: RestartPolicy = RestartPolicy()
-    sticky_jobs: tuple = ()
+    sticky_jobs: tuple[str, ...] = ()
     sticky_timeout: float = STICKY_TIMEOUT
     run_dir: Optional[str] = AUTO
-    logs: tuple = ()
-    ship: Optional[object] = None  # bundle.ShipSpec: tfrun --ship, cluster(ship=...)
-    mlflow: Optional[object] = None  # mlflow_mapping.MlflowSpec: tfrun --mlflow, mlflow=...
+    logs: tuple[str, ...] = ()
+    ship: Optional["ShipSpec"] = None   # tfrun --ship, cluster(ship=...): a directory too
+    mlflow: Optional["MlflowSpec"] = None  # tfrun --mlflow, mlflow=...: True or a URI too
     # tfrun --failover, --detach: the tasks outlive the scheduler this long
     # (FrameworkInfo.failover_timeout); None: they stop with it (60 s for Mesos).
     failover_timeout: Optional[float] = None
@@ -240,6 +248,8 @@ class RunSpec:
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
                                                   _volume_tuple(v) for v in self.volumes))
         object.__setattr__(self, "env", _env_tuple(self.env, "the run"))
+        object.__setattr__(self, "secret_env", _secret_names(self.secret_env,
+                                                             {name for name, _ in self.env}))
         params = []
         for item in self.docker_parameters:
             key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
@@ -398,6 +408,33 @@ def _env_tuple(env, owner):
             raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
                             "_, not first a digit" % (owner, name))
         result.append((str(name), str(value)))
+    return tuple(result)
+
+
+def pairs(value: Any) -> tuple:
+    """``(name, value)`` pairs of a mapping, or of pairs given as such (None: none)."""
+    if value is None:
+        return ()
+    return tuple(value.items()) if isinstance(value, dict) else tuple(value)
+
+
+def _secret_names(names, plain):
+    """``secret_env``: distinct variable names, none of them also a plain
+    setting (``plain``) nor one tfmesos sets itself."""
+    if isinstance(names, str):
+        names = (names,)
+    result = []
+    for name in names:
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise SpecError("secret_env: invalid environment variable name %r: use letters, "
+                            "digits and _, not first a digit" % (name,))
+        if name.startswith(("TFMESOS_", "MESOS_")):
+            raise SpecError("secret_env: %s is a name tfmesos or Mesos sets itself: give your "
+                            "secret another name" % name)
+        if name in plain:
+            raise SpecError("secret_env: %s is also a plain setting (env): give it once" % name)
+        if name not in result:
+            result.append(name)
     return tuple(result)
 
 

@@ -19,6 +19,7 @@ from typing import Optional
 
 from ..exceptions import MesosError
 from ..record.schema import RunFile
+from .identity import RunIdentity
 
 logger = logging.getLogger(__name__)
 
@@ -29,14 +30,17 @@ ADOPTION_EXTRA = 30.0
 
 @dataclasses.dataclass(frozen=True)
 class Resume:
-    """What a scheduler needs to take a run over: its id, framework, secret
-    (bytes) and its record so far (``previous``, a ``RunFile``; None: no task
-    was launched yet, as for a detached run's first scheduler task)."""
+    """What a scheduler needs to take a run over: the run's ``identity``
+    (a ``RunIdentity`` with its framework id, as the run left it) and its
+    record so far (``previous``, a ``RunFile``; None: no task was launched
+    yet, as for a detached run's first scheduler task)."""
 
-    run_id: str
-    framework_id: str
-    secret: bytes
+    identity: RunIdentity
     previous: Optional[RunFile] = None
+
+    def __post_init__(self) -> None:
+        if self.identity.framework_id is None:
+            raise ValueError("a run taken over has a framework")
 
 
 def adopt_slots(slots, previous, mode):
@@ -85,9 +89,9 @@ class Adoption:
     def _current(self):
         return [slot for slot in self._slots if slot.task_id and not slot.done]
 
-    def expect(self, rendezvous):
-        for slot in self._current():
-            rendezvous.expect(slot.task_id)
+    def expected(self):
+        """The task ids the rendezvous expects at once: the adopted attempts."""
+        return [slot.task_id for slot in self._current()]
 
     def reconcile(self, driver):
         """Explicit reconciliation of the adopted attempts only (a task

@@ -34,25 +34,30 @@ def another_user(user):
         return True
 
 
-def framework_info(run, jobs, run_id=None, framework_id=None, rendezvous=None, detached=False):
-    """The FrameworkInfo a run subscribes with; its labels (``run_labels``)
-    let ``tfmesos runs --master`` and ``tfmesos kill`` find the run, and
-    tasks that lost their scheduler find its ``rendezvous`` (host:port).
-    ``framework_id``: take that framework over (Mesos' failover). Its
-    failover timeout: the run's (``--failover``, ``--detach``), else 60 s."""
+def framework_info(run, jobs, identity=None, rendezvous=None, detached=False):
+    """The FrameworkInfo a run of spec ``run`` subscribes with as
+    ``identity`` (a ``RunIdentity``; None: no run's, e.g. a test's): its
+    labels (``run_labels``) let ``tfmesos runs --master`` and ``tfmesos
+    kill`` find the run, and tasks that lost their scheduler find its
+    ``rendezvous`` (host:port); an identity with a framework id takes that
+    framework over (Mesos' failover) and carries its proof
+    (``labels.PROOF``). Its failover timeout: the run's (``--failover``,
+    ``--detach``), else 60 s."""
     # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
     # of frameworks without it (--filter_gpu_resources=true, the default in
     # src/master/flags.cpp), and a CPU-only run may have to use them.
-    info = {"user": run_user(run), "name": run.name,
+    info = {"user": identity.user if identity is not None else run_user(run),
+            "name": run.name,
             "failover_timeout": run.failover_timeout or FAILOVER_TIMEOUT,
             "capabilities": [{"type": "GPU_RESOURCES"}]}
     if run.role:
         info["roles"] = [run.role]
         info["capabilities"].append({"type": "MULTI_ROLE"})
-    if framework_id:
-        info["id"] = {"value": framework_id}
-    if run_id is not None:
-        labels = run_labels(run, jobs, run_id)
+    if identity is not None:
+        labels = run_labels(run, jobs, identity.run_id)
+        if identity.framework_id:
+            info["id"] = {"value": identity.framework_id}
+            labels.append({"key": labels_.PROOF, "value": identity.framework_proof()})
         if rendezvous:
             labels.append({"key": labels_.RENDEZVOUS, "value": rendezvous})
         if detached:
@@ -74,13 +79,13 @@ def jobs_text(jobs):
     return ",".join("%s:%d" % (job.name, job.num) for job in jobs)
 
 
-def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True, run_id=None,
+def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=True,
                shipment=None, ship_host=None, failover=None):
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
-    ``secret`` (bytes). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
-    TensorFlow's logging as it is (see ``tensorflow_env``). ``run_id``
-    (default: the one in the task id) becomes ``TFMESOS_RUN_ID``.
+    the key of ``identity`` (the run's ``RunIdentity``, whose id becomes
+    ``TFMESOS_RUN_ID``). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
+    TensorFlow's logging as it is (see ``tensorflow_env``).
     ``shipment`` (``tfrun --ship``, a ``shipping.Shipment`` served at
     ``ship_host``): the task fetches what it ships and runs from it."""
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
@@ -90,15 +95,13 @@ def build_task(run, slot, assignment, rendezvous, secret, quiet_tensorflow=True,
     env.update(slot.job.env)
     env.update({
         task_env.RENDEZVOUS: rendezvous,
-        task_env.SECRET: secret.hex(),
+        task_env.SECRET: identity.key.hex(),
         task_env.TASK_ID: slot.task_id,
         task_env.OFFER_HOST: assignment.hostname,
         "PYTHONUNBUFFERED": "1",
     })
     env.update(failover or {})   # failover_environment's
-    run_id = run_id or run_id_of(slot.task_id)
-    if run_id:
-        env[task_env.RUN_ID] = run_id
+    env[task_env.RUN_ID] = identity.run_id
     if assignment.port:
         env[task_env.PORT] = str(assignment.port)
     if assignment.extra_ports:

@@ -14,6 +14,11 @@ scheduler task of a detached run (``tfrun --detach``).
   so that a finished framework still says it.
 * ``DETACHED``: ``"1"`` on a run whose scheduler is a task of its own
   framework.
+* ``PROOF``: the run key's signature of the framework's id, the run's id,
+  principal and user (``core.identity.RunIdentity.framework_proof``): who
+  holds the key can tell the run's framework from a look-alike that copied
+  its labels; set once the framework id is known (``UPDATE_FRAMEWORK``
+  after the first subscription, in the SUBSCRIBE of a takeover).
 """
 
 RUN_ID = "tfmesos.run_id"
@@ -23,6 +28,7 @@ COMMAND = "tfmesos.command"
 RENDEZVOUS = "tfmesos.rendezvous"
 OUTCOME = "tfmesos.outcome"
 DETACHED = "tfmesos.detached"
+PROOF = "tfmesos.proof"
 
 # A detached run's scheduler is the Mesos task
 # ``tfmesos.<run id>.scheduler.0.<attempt>`` (the task id shape of

@@ -39,6 +39,19 @@ def outcome_of(error, phase):
     return status, "%s: %s" % (type(error).__name__, error)
 
 
+def outcome_label(outcome, finished):
+    """The text of a run's ``tfmesos.outcome`` label (``protocol.labels``)
+    for run.json's ``outcome``: ``succeeded``, ``failed: MESSAGE``, ...; a
+    run still ``running`` when it stops succeeded when its trainers are
+    done (``finished``), else it was ``stopped``."""
+    status = outcome.get("status")
+    if status == "running":
+        status = "succeeded" if finished else "stopped"
+    text = status if status == "succeeded" or not outcome.get("message") \
+        else "%s: %s" % (status, outcome["message"])
+    return text[:1000]
+
+
 # An attempt that ended in one of these states failed, whatever its exit code.
 FAILED_STATES = TERMINAL_STATES - {"TASK_FINISHED", "TASK_KILLED"}
 

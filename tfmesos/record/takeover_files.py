@@ -1,9 +1,10 @@
 """What a run that outlives its scheduler leaves for the next one
 (``tfrun --failover``, ``--detach``; ``tfmesos attach``).
 
-* ``failover.json`` in the run directory: the run's id, framework, master,
-  tfrun's options and command (``argv``) and the directory it ran in, so
-  that ``tfmesos attach`` can carry on as tfrun would have; no secret.
+* ``failover.json`` in the run directory: the run's identity (its
+  ``RunIdentity.public()``: no key), master, tfrun's options and command
+  (``argv``) and the directory it ran in, so that ``tfmesos attach`` can
+  carry on as tfrun would have; no secret.
 * the run's key (its rendezvous secret) under ``$TFMESOS_KEYS_DIR``, else
   ``~/.tfmesos/keys``, one file per run id, readable by its owner only: the
   tasks authenticate the scheduler that takes the run over with it, so
@@ -47,11 +48,11 @@ def _write_private(path, text):
     os.replace(temporary, path)
 
 
-def save_key(run_id, secret, environ):
-    """Keep the run's secret; returns where."""
-    path = key_path(run_id, environ)
+def save_key(identity, environ):
+    """Keep the key of the run ``identity`` (a ``RunIdentity``); returns where."""
+    path = key_path(identity.run_id, environ)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    _write_private(path, secret.hex() + "\n")
+    _write_private(path, identity.key.hex() + "\n")
     return path
 
 
@@ -73,12 +74,12 @@ def read_key(path):
     return secret
 
 
-def save_failover(directory, run_id, framework_id, master, argv, cwd):
+def save_failover(directory, identity, master, argv, cwd):
     if directory is None:
         return
     _write_private(os.path.join(directory, FAILOVER_FILE), json.dumps(
-        {"run_id": run_id, "framework_id": framework_id, "master": master, "argv": list(argv),
-         "cwd": cwd}, indent=1) + "\n")
+        {"identity": identity.public(), "master": master, "argv": list(argv), "cwd": cwd},
+        indent=1) + "\n")
 
 
 def read_failover(directory):
@@ -93,8 +94,11 @@ def read_failover(directory):
                             % os.path.basename(directory)) from None
     except (OSError, ValueError) as exc:
         raise TakeoverError("cannot read %s: %s" % (path, exc)) from None
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in (
-            "run_id", "framework_id", "master", "cwd")) or not isinstance(data.get("argv"), list) \
+    identity = data.get("identity") if isinstance(data, dict) else None
+    if not isinstance(identity, dict) or not all(
+            isinstance(identity.get(k), str) for k in ("run_id", "framework_id")) \
+            or not all(isinstance(data.get(k), str) for k in ("master", "cwd")) \
+            or not isinstance(data.get("argv"), list) \
             or not all(isinstance(word, str) for word in data["argv"]):
         raise TakeoverError("%s is not a tfmesos failover file" % path)
     return data

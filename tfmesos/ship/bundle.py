@@ -66,17 +66,31 @@ class ShipSpec:
     they are refused), ``allow_secrets``: pack likely secrets (else they are
     refused); ``contents``; ``extra_files``: ``(name, path)`` pairs of
     files each task also fetches into its sandbox as ``name``, not
-    extracted (``tfmesos.run``'s function)."""
+    extracted (``tfmesos.run``'s function). ``packed``: what a run that is
+    taken over shipped (``as_packed``): its files are served as they were
+    packed, so none of its paths is looked at again."""
 
     directory: Optional[str] = "."
-    exclude: tuple = ()
+    exclude: tuple[str, ...] = ()
     max_size: Optional[int] = MAX_SIZE
     python_env: Optional[str] = None
     follow_links: bool = False
     allow_secrets: bool = False
-    extra_files: tuple = ()
+    extra_files: tuple[tuple[str, str], ...] = ()
+    packed: bool = False
+
+    @classmethod
+    def as_packed(cls, **fields) -> "ShipSpec":
+        """The ShipSpec of a run whose files were packed already (a takeover)."""
+        return cls(**dict(fields, packed=True))
 
     def __post_init__(self):
+        object.__setattr__(self, "packed", bool(self.packed))
+        if self.packed:
+            object.__setattr__(self, "exclude", tuple(self.exclude))
+            object.__setattr__(self, "extra_files", tuple(
+                (str(name), str(path)) for name, path in self.extra_files))
+            return
         extra = tuple((str(name), os.path.abspath(path)) for name, path in self.extra_files)
         for name, path in extra:
             if not name or name != os.path.basename(name) or name.startswith(".") \

@@ -1,0 +1,280 @@
+"""What a run runs on: where its master lives (a backend), the files it
+ships, its rendezvous, its scheduler and its Mesos driver; made by
+``start``, ended once by ``stop`` (the tasks are told to stop, the
+framework is torn down) or ``leave`` (the tasks are left to a scheduler
+that takes the run over: no stop message, no teardown).
+
+``RunRuntime`` knows how to reach the tasks and Mesos; it decides nothing:
+``launch.ClusterRun`` (the state, the failure policy and the waiting loop)
+tells it what to do, and everything the runtime's parts learn goes on the
+run's event queue, handled in the thread that waits.
+"""
+
+import logging
+import os
+import queue
+import threading
+from typing import Any, Callable, NamedTuple, Optional
+
+from ..backends import Backend
+from ..exceptions import MesosError
+from ..mesos import MesosSchedulerDriver
+from ..protocol import labels as labels_
+from ..protocol.hostport import format_address
+from .identity import RunIdentity
+from .last_updates import record_leftovers, wait_for_mesos_ends
+from .rendezvous import Rendezvous
+from .run_setup import make_backend
+from .scheduler import Launch, TFMesosScheduler
+from .slots import SlotTable, TaskSlot
+from .spec import RunSpec
+from .taskinfo import build_task, failover_environment, framework_info
+
+logger = logging.getLogger(__name__)
+
+# How long stopping waits for tasks to close their rendezvous connections
+# after a stop message, so that their last output reaches the run directory.
+STOP_LINGER = 1.5
+
+
+class Parts(NamedTuple):
+    """What ``RunRuntime.start`` made."""
+
+    rendezvous: Rendezvous
+    scheduler: TFMesosScheduler
+    driver: MesosSchedulerDriver
+
+
+class RunRuntime:
+    """The moving parts of one run of ``spec`` as ``identity``.
+
+    ``events``: the run's queue (the rendezvous, the scheduler and the
+    driver put what they learn there); ``environ``: where settings outside
+    the spec come from (the remote master's credentials, the advertised
+    address); ``backend`` (default: by ``spec.master``), ``warm_runner``
+    (tfrun's early start of the embedded master's warm tasks),
+    ``transport`` (the driver's; tests: ``mesos.mock_transport``),
+    ``shipment`` (files packed before: served as they are), ``detached``
+    (this is a detached run's scheduler task)."""
+
+    def __init__(self, spec: RunSpec, identity: RunIdentity, events: "queue.Queue[object]",
+                 environ: dict, *, backend: Optional[Backend] = None, warm_runner: Any = None,
+                 transport: Any = None, shipment: Any = None, detached: bool = False) -> None:
+        self.spec = spec
+        self.identity = identity
+        self.events = events
+        self._environ = environ
+        self.backend: Backend = backend or make_backend(spec, environ, warm_runner)
+        self._transport = transport
+        self.shipment = shipment
+        self.detached = detached
+        self.rendezvous: Optional[Rendezvous] = None
+        self.scheduler: Optional[TFMesosScheduler] = None
+        self.driver: Optional[MesosSchedulerDriver] = None
+        self.framework_info: Optional[dict] = None   # what the driver subscribed with
+        self.lock = threading.Lock()                 # one stop or leave
+
+    # -- start ----------------------------------------------------------------
+
+    def ship(self, leave_out: tuple = (), say: Callable[[str], None] = logger.info
+             ) -> Optional[dict]:
+        """``--ship``: pack and serve what every task fetches (unless files
+        packed before were given); run.json's ``shipped``, or None."""
+        if self.spec.ship is None or self.shipment is not None:
+            return None
+        from ..ship.shipping import Shipment
+
+        # The server binds the advertised address: a wrong one is named first.
+        self.backend.check()
+        self.shipment = Shipment(self.spec.ship, self.backend.bind_host(), say=say,
+                                 leave_out=leave_out)
+        self.identity = self.identity.with_shipment(
+            self.shipment.bundle.sha256 if self.shipment.bundle is not None else None,
+            self.shipment.task_side.sha256)
+        return self.shipment.record()
+
+    def start_master(self) -> str:
+        """Make the master reachable; its URL as given."""
+        return self.backend.start()
+
+    def start(self, master_url: str, slots: SlotTable, on_launch: Callable[[list], None],
+              extra_ports: Callable[[TaskSlot], int], expected: tuple = ()) -> Parts:
+        """Listen, subscribe and start placing ``slots``: the rendezvous
+        expects ``expected`` task ids at once (attempts taken over)."""
+        spec = self.spec
+        self.rendezvous = Rendezvous(self.identity.key, self.events,
+                                     bind_host=self.backend.bind_host(), port=0)
+        for task_id in expected:
+            self.rendezvous.expect(task_id)
+        self.scheduler = TFMesosScheduler(slots, self._make_task, self.events,
+                                          self.identity.run_id, on_launch=on_launch,
+                                          extra_ports=extra_ports)
+        info = framework_info(
+            spec, spec.jobs, self.identity,
+            rendezvous=format_address(self.backend.advertised_address(master_url),
+                                      self.rendezvous.port), detached=self.detached)
+        options = spec.driver_options()
+        credentials = self.backend.credentials
+        if credentials is not None:   # the embedded master's for this run, or $MESOS_*
+            info["principal"], options["secret"] = credentials
+            options["principal"] = info["principal"]
+        self.framework_info = info
+        self.driver = MesosSchedulerDriver(
+            self.scheduler, info, master_url, connect_timeout=spec.connect_timeout,
+            refused_timeout=spec.refused_timeout, transport=self._transport, **options)
+        self.driver.start()
+        return self.parts()
+
+    def parts(self) -> Parts:
+        """What ``start`` made; RuntimeError before it did."""
+        if self.rendezvous is None or self.scheduler is None or self.driver is None:
+            raise RuntimeError("the run has not started")
+        return Parts(self.rendezvous, self.scheduler, self.driver)
+
+    @property
+    def master_url(self) -> str:
+        """The leading master's URL once subscribed, else the master as given."""
+        driver = self.driver
+        return (driver.master if driver is not None else None) or self.spec.master
+
+    def advertised_address(self) -> str:
+        return self.backend.advertised_address(self.master_url)
+
+    def framework_known(self, framework_id: str) -> RunIdentity:
+        """The framework is subscribed: the identity has it from now on."""
+        self.identity = self.identity.with_framework(framework_id)
+        return self.identity
+
+    def _make_task(self, slot: TaskSlot, assignment: Any) -> dict:
+        """The scheduler's ``make_task``: the TaskInfo, nothing else."""
+        parts = self.parts()
+        host = self.advertised_address()
+        return build_task(self.spec, slot, assignment,
+                          format_address(host, parts.rendezvous.port), self.identity,
+                          quiet_tensorflow=self.spec.quiet_tensorflow, shipment=self.shipment,
+                          ship_host=host,
+                          failover=failover_environment(self.spec, parts.driver.master,
+                                                        parts.scheduler.framework_id))
+
+    # -- what the run asks of its tasks and Mesos --------------------------------
+
+    def send(self, task_id: str, message: dict) -> bool:
+        return self.parts().rendezvous.send(task_id, message)
+
+    def forget(self, task_id: str) -> None:
+        self.parts().rendezvous.forget(task_id)
+
+    def expect(self, launches: "list[Launch]") -> None:
+        for launch in launches:
+            self.parts().rendezvous.expect(launch.task_id)
+
+    def kill(self, task_id: str, agent_id: Optional[str]) -> None:
+        try:
+            self.parts().driver.killTask({"value": task_id}, agent_id and {"value": agent_id})
+        except MesosError as exc:
+            logger.warning("could not kill %s: %s", task_id, exc)
+
+    def revive(self) -> None:
+        parts = self.parts()
+        parts.scheduler.revive(parts.driver)
+
+    def reconcile(self) -> None:
+        driver, scheduler = self.driver, self.scheduler
+        if driver is not None and scheduler is not None and driver.connected:
+            scheduler.reconcile(driver)
+
+    def label(self, key: str, value: str) -> None:
+        """Set the framework's label ``key`` (``UPDATE_FRAMEWORK``): a
+        finished framework keeps its labels (``tfmesos runs --master``)."""
+        if self.driver is None:
+            return
+        info = dict(self.framework_info or {})
+        kept = [label for label in (info.get("labels") or {}).get("labels", [])
+                if label["key"] != key]
+        info["labels"] = {"labels": kept + [{"key": key, "value": value[:1000]}]}
+        try:
+            self.driver.updateFramework(info)
+            self.framework_info = info
+        except MesosError as exc:
+            logger.warning("could not label the run's framework (%s): %s", key, exc)
+
+    # -- the end ----------------------------------------------------------------
+
+    def stop(self, slots: SlotTable, record: Any, outcome: Callable[[], Optional[str]]
+             ) -> None:
+        """Launch nothing more, tell every task of ``slots`` to stop (their
+        last output reaches ``record``), wait a little for Mesos' last
+        updates, label the framework with ``outcome()`` (unless None: the
+        text of ``protocol.labels.OUTCOME``, which a finished framework
+        keeps), tear it down and stop serving."""
+        scheduler, rendezvous, driver = self._launch_nothing_more()
+        if rendezvous is not None:
+            for slot in slots:
+                if slot.task_id:
+                    record.stopping(slot.task_id)
+                    rendezvous.send(slot.task_id, {"type": "stop"})
+            rendezvous.close(linger=STOP_LINGER)
+        if driver is not None:
+            wait_for_mesos_ends(record, self.events)
+            text = outcome()
+            if text is not None:
+                self.label(labels_.OUTCOME, text)
+            try:
+                driver.stop()
+            except MesosError as exc:
+                logger.warning("could not tear the framework down: %s", exc)
+            try:
+                driver.join(timeout=15)
+            except Exception as exc:  # the run's own error was already raised
+                logger.debug("driver ended with %r", exc)
+        self._release(record)
+
+    def leave(self, record: Any) -> None:
+        """Leave the run to its tasks: no stop message, no teardown (they
+        keep running for the framework's failover timeout)."""
+        _, rendezvous, driver = self._launch_nothing_more()
+        if rendezvous is not None:
+            rendezvous.close()
+        if driver is not None:
+            try:
+                driver.stop(failover=True)
+                driver.join(timeout=15)
+            except Exception as exc:  # leaving: what the driver says changes nothing
+                logger.debug("driver ended with %r", exc)
+        self._release(record)
+
+    def _launch_nothing_more(self) -> tuple:
+        if self.scheduler is not None:
+            self.scheduler.close()
+        return self.scheduler, self.rendezvous, self.driver
+
+    def _release(self, record: Any) -> None:
+        """What is still queued goes to the record (output, exit frames,
+        Mesos' updates, the teardown's included); the backend stops, nothing
+        is served any more."""
+        record_leftovers(record, self.events)
+        self.backend.stop()
+        if self.shipment is not None:
+            self.shipment.stop()
+
+    # -- for readers ----------------------------------------------------------------
+
+    @property
+    def local_master(self) -> Any:
+        """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
+        from ..backends.embedded import EmbeddedMaster
+        return self.backend.master if isinstance(self.backend, EmbeddedMaster) else None
+
+    def project_directory(self) -> str:
+        """The user's project: the shipped directory, else where the run began."""
+        ship = self.spec.ship
+        return ship.directory if ship is not None and ship.directory is not None \
+            else os.getcwd()
+
+    def ships_code(self) -> bool:
+        if self.shipment is not None:
+            return self.shipment.bundle is not None
+        return self.spec.ship is not None and self.spec.ship.directory is not None
+
+
+__all__ = ["RunRuntime", "Parts", "STOP_LINGER"]
