@@ -8,7 +8,14 @@ import json
 
 import pytest
 
-from tfmesos.core.identity import DOCUMENT_CONTEXT, FRAMEWORK_CONTEXT, IdentityError, RunIdentity
+from tfmesos.core.identity import (
+    DOCUMENT_CONTEXT,
+    FRAMEWORK_CONTEXT,
+    IdentityError,
+    RunIdentity,
+    seal,
+    unseal,
+)
 from tfmesos.core.restarts import RestartPolicy
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.core.spec_codec import spec_from_dict, spec_to_dict
@@ -63,6 +70,16 @@ def test_signatures_are_bound_to_the_key_the_bytes_and_their_kind():
     assert not run.verify(document, signature, FRAMEWORK_CONTEXT)
     assert not run.verify(document, None) and not run.verify(document, signature.upper())
     assert DOCUMENT_CONTEXT != FRAMEWORK_CONTEXT
+
+
+def test_a_sealed_document_opens_only_with_the_key_and_unchanged():
+    run = RunIdentity(run_id="0000abcd", key=KEY, user="alice")
+    sealed = run.seal(b'{"python": "/usr/bin/python3"}')
+    assert unseal(KEY, sealed) == b'{"python": "/usr/bin/python3"}'
+    for forged in (sealed.replace(b"/usr/bin", b"/tmp/x"), sealed.split(b"\n", 1)[1],
+                   b"", b"\xff\n{}", seal(b"k" * 32, b'{"python": "/usr/bin/python3"}')):
+        with pytest.raises(IdentityError, match="detached.json is not signed with this run's"):
+            unseal(KEY, forged, "detached.json")
 
 
 def test_a_framework_proof_names_the_framework_its_principal_and_its_user():

@@ -1,6 +1,6 @@
 """The tfmesos runs a Mesos master knows, from any machine that reaches it:
 ``tfmesos runs --master M`` lists them (running, failing over, finished
-with their outcome), ``tfmesos kill RUN`` tears one down.
+with their outcome; ``cli.kill``: ``tfmesos kill RUN`` tears one down).
 
 A run is a framework whose labels carry ``tfmesos.run_id``
 (``protocol.labels``); the master keeps finished frameworks for a while
@@ -11,15 +11,12 @@ A run is a framework whose labels carry ``tfmesos.run_id``
 """
 
 import dataclasses
-import os
-import sys
 import time
 from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..mesos.master_reads import MasterReader
 from ..protocol import labels as run_labels
-from .common import CommandParser
 from .tables import duration_text, fit_last_column, table
 
 MAX_OUTCOME = 40     # characters of a finished run's outcome the STATE column shows
@@ -170,23 +167,3 @@ def master_of(args, environ, parser):
     if not master:
         parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
     return master
-
-
-def kill_main(argv, environ=None, out=None):
-    environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = CommandParser(
-        prog="tfmesos kill", usage="%(prog)s RUN [--master M]",
-        description="Tear a run down on its Mesos master: every task of it is killed and its "
-        "framework removed (as the master's /master/teardown). The master's credentials, "
-        "if it asks for them, come from MESOS_PRINCIPAL and MESOS_SECRET. A foreground "
-        "tfrun is stopped with Ctrl-C instead.")
-    parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), as "
-                        "tfmesos runs --master shows it")
-    parser.add_argument("--master", metavar="M", help="the Mesos master (default $MESOS_MASTER)")
-    args = parser.parse_options(argv)
-    master = reader(master_of(args, environ, parser), environ)
-    run = find_cluster_run(cluster_runs(master.state()), args.run)
-    master.teardown(run.framework_id)
-    out.write("killed run %s (framework %s): its tasks are being killed\n"
-              % (run.run_id, run.framework_id))
-    return 0

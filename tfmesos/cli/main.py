@@ -92,7 +92,7 @@ def _main(argv):
                 print("tfmesos: error: %s" % exc, file=sys.stderr)
                 return 1
         if command == "kill":
-            from .cluster_runs import kill_main
+            from .kill import kill_main
             return kill_main(rest)
         if command == "attach":
             from .attach import main as attach_main

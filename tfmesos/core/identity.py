@@ -128,11 +128,15 @@ class RunIdentity:
 
     def sign(self, data: bytes, context: bytes = DOCUMENT_CONTEXT) -> str:
         """HMAC-SHA256 of ``data`` with the run's key, hex."""
-        return hmac.new(self.key, context + data, hashlib.sha256).hexdigest()
+        return sign(self.key, data, context)
 
     def verify(self, data: bytes, signature: Any, context: bytes = DOCUMENT_CONTEXT) -> bool:
-        return isinstance(signature, str) and hmac.compare_digest(
-            self.sign(data, context), signature)
+        return verify(self.key, data, signature, context)
+
+    def seal(self, payload: bytes) -> bytes:
+        """``payload`` signed (``unseal`` checks it): what a scheduler
+        document is on disk and in a sandbox."""
+        return seal(self.key, payload)
 
     def framework_proof(self) -> str:
         """What the run's framework carries to show it is this run's
@@ -152,8 +156,40 @@ class RunIdentity:
                            FRAMEWORK_CONTEXT)
 
 
+def sign(key: bytes, data: bytes, context: bytes = DOCUMENT_CONTEXT) -> str:
+    """HMAC-SHA256 of ``context`` + ``data`` with ``key``, hex."""
+    return hmac.new(key, context + data, hashlib.sha256).hexdigest()
+
+
+def verify(key: bytes, data: bytes, signature: Any, context: bytes = DOCUMENT_CONTEXT) -> bool:
+    return isinstance(signature, str) and hmac.compare_digest(sign(key, data, context),
+                                                              signature)
+
+
+def seal(key: bytes, payload: bytes) -> bytes:
+    """A sealed document: the hex signature of ``payload``, a newline, then
+    ``payload`` itself (its bytes as signed)."""
+    return sign(key, payload).encode("ascii") + b"\n" + payload
+
+
+def unseal(key: bytes, data: bytes, what: str = "the document") -> bytes:
+    """The payload of a sealed document ``data`` once its signature checks
+    with ``key``; IdentityError, naming ``what``, before any byte of the
+    payload is used."""
+    signature, newline, payload = data.partition(b"\n")
+    try:
+        text = signature.decode("ascii")
+    except UnicodeDecodeError:
+        text = ""
+    if not newline or not verify(key, payload, text):
+        raise IdentityError("%s is not signed with this run's key: it was not written by the "
+                            "run's submitter (or it was changed since); nothing of it is used"
+                            % what)
+    return payload
+
+
 def proof_text(run_id: str, framework_id: str, principal: Optional[str], user: str) -> bytes:
     return "\n".join((run_id, framework_id, principal or "", user)).encode("utf-8")
 
 
-__all__ = ["RunIdentity", "IdentityError", "KEY_BYTES"]
+__all__ = ["RunIdentity", "IdentityError", "KEY_BYTES", "seal", "unseal", "sign", "verify"]
