@@ -26,8 +26,12 @@ def build_parser():
         "detached run's scheduler, or take over a run whose scheduler is gone (its tasks kept "
         "running: they register with the new scheduler and carry on, nothing restarts). "
         "Ctrl-C leaves the run to its tasks again; tfmesos kill RUN stops it.")
-    parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough) or its "
-                        "run directory")
+    parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), its "
+                        "framework id or its run directory. The run is the framework your run "
+                        "directory names, else the one with that run id whose user and "
+                        "principal are yours and whose proof label your key of the run "
+                        "verifies (a detached run needs the key: it is handed to the run); "
+                        "several: they are listed (exit 2), none is attached")
     parser.add_argument("--master", metavar="M", help="the Mesos master (default: the run's, "
                         "else $MESOS_MASTER)")
     parser.add_argument("--key", metavar="FILE", help="the run's key, to take over a run "
@@ -36,20 +40,12 @@ def build_parser():
     return parser
 
 
-def local_run(text, environ):
-    """The local run (``history.Run``) ``text`` names, or None."""
-    from ..record.history import HistoryError, find_run, runs_root
-    try:
-        return find_run(text, runs_root(environ))
-    except HistoryError:
-        return None
-
-
 def main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
     parser = build_parser()
     args = parser.parse_options(argv)
-    local = local_run(args.run, environ)
+    from .run_lookup import find_run, local_record
+    local = local_record(args.run, environ)
     failover = None
     if local is not None:
         from ..record.takeover_files import FAILOVER_FILE, read_failover
@@ -59,26 +55,19 @@ def main(argv, environ=None, out=None):
     if not master:
         parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
     from ..mesos.master_reads import MasterReader
-    from .cluster_runs import cluster_runs, find_cluster_run, framework_of
     reader = MasterReader(master, environ=environ)
-    state = reader.state()
-    runs = cluster_runs(state)
-    if local is not None:
-        known = [run for run in runs if run.run_id == local.run_id]
-        if not known:
-            raise TFMesosError("the master at %s does not know run %s any more: its tasks are "
-                               "gone" % (master, local.run_id))
-        run = known[0]
-    else:
-        run = find_cluster_run(runs, args.run, live_only=False)
+    # A live detached run is handed the key (its new scheduler task gets it):
+    # only a framework the key proves is the run's.
+    found, state = find_run(reader, args.run, environ, master, key_file=args.key, local=local,
+                            needs_proof=lambda run: run.detached and run.state != "finished")
+    run = found.run
     run_id = run.run_id
     if run.state == "finished":
         out.write("run %s has finished: %s\n" % (run_id, run.outcome or
                                                  "its framework was removed"))
         return 0
     if run.detached:
-        framework, _ = framework_of(state, run.framework_id)
-        return attach_detached(reader, state, framework, run_id, run.state == "running",
+        return attach_detached(reader, state, found.framework, run, run.state == "running",
                                args.key, environ, out)
     if run.state == "running":
         raise TFMesosError("run %s has its scheduler (its tfrun runs): nothing to take over; "
@@ -93,18 +82,21 @@ def main(argv, environ=None, out=None):
     return carry_on(local.directory, failover, args.key)
 
 
-def attach_detached(reader, state, framework, run_id, connected, key_file, environ, out):
+def attach_detached(reader, state, framework, run, connected, key_file, environ, out):
     """Follow the detached run's scheduler until the run ends, launching a
-    new one first when it is gone."""
+    new one first when it is gone. ``framework``: the run's, as
+    ``run_lookup`` proved it with the run's key; ``run``: its ``ClusterRun``."""
     from ..core.detached import relaunch_scheduler
     from .cluster_logs import follow_scheduler
+
+    run_id = run.run_id
 
     def say(text):
         print("tfmesos attach: %s" % text, file=sys.stderr, flush=True)
     if not connected:
         relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
-    outcome = follow_scheduler(reader, run_id, out, sys.stderr)
+    outcome = follow_scheduler(reader, run, out, sys.stderr)
     say("run %s ended: %s" % (run_id, outcome))
     return 0 if outcome == "succeeded" else 1
 

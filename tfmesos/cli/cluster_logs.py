@@ -28,7 +28,7 @@ from ..mesos.agent_files import (
 )
 from ..protocol import labels as run_labels
 from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
-from .cluster_runs import cluster_runs, find_cluster_run, framework_of
+from .cluster_runs import framework_of
 
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
@@ -126,12 +126,11 @@ class SandboxFile:
         out.flush()
 
 
-def print_logs(reader, wanted, tasks, stream, follow, out, auth=None, interval=1.0):
-    """Print the ``stream`` of ``tasks`` (all: empty) of the run ``wanted``;
-    ``follow``: on, switching to a task's newer attempt, until the run's
-    framework has finished."""
-    state = reader.state()
-    run = find_cluster_run(cluster_runs(state), wanted, live_only=False)
+def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interval=1.0):
+    """Print the ``stream`` of ``tasks`` (all: empty) of ``run`` (a
+    ``ClusterRun`` of the master's ``/master/state`` ``state``, found by
+    ``run_lookup``); ``follow``: on, switching to a task's newer attempt,
+    until the run's framework has finished."""
     view = RunView(reader, run.framework_id, state)
     framework, finished = framework_of(state, run.framework_id)
     files: dict = {}
@@ -169,7 +168,7 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
     (text streams), switching to a newer attempt of the scheduler task when
     one appears (from its start, after a ``--- scheduler attempt N ---``
     line on ``err``). ``run``: a ``cluster_runs.ClusterRun``, or a run id
-    (a prefix) looked up on the master. Polls the run's framework every
+    (a prefix) looked up on the master as ``run_lookup`` finds the caller's. Polls the run's framework every
     ``poll`` seconds (``RunView``, not ``/master/state``).
 
     Returns how the run ended once its framework has finished: its
@@ -178,7 +177,10 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
     scheduler task (a foreground tfrun's) prints nothing and is waited for
     all the same. An agent that cannot be read is a TFMesosError."""
     if isinstance(run, str):
-        run = find_cluster_run(cluster_runs(reader.state()), run, live_only=False)
+        import os
+
+        from .run_lookup import find_run
+        run = find_run(reader, run, os.environ, reader.leader())[0].run
     stop = stop if stop is not None else threading.Event()
     view = RunView(reader, run.framework_id)
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)

@@ -22,7 +22,7 @@ from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
 from ..record.history import Run
 from ..record.schema import SchemaError, read_run_file
 from .cluster_logs import PAGE, TIMEOUT, master_scheme, slot_name
-from .cluster_runs import age_text, cluster_runs, find_cluster_run, framework_of
+from .cluster_runs import age_text, framework_of
 from .run_show import show_run
 from .tables import local_time, table
 
@@ -161,11 +161,11 @@ def show_master_view(run, framework, hosts, out, now=None):
     table(rows, out)
 
 
-def show_cluster_run(reader, wanted, out, now=None):
+def show_cluster_run(reader, state, run, out, now=None):
     """``tfmesos show RUN --master M``: a detached run's record from its
-    scheduler's sandbox, else what the master knows and where the record is."""
-    state = reader.state()
-    run = find_cluster_run(cluster_runs(state), wanted, live_only=False)
+    scheduler's sandbox, else what the master knows and where the record is.
+    ``run``: a ``ClusterRun`` of the master's ``/master/state`` ``state``,
+    found by ``run_lookup``."""
     framework, _ = framework_of(state, run.framework_id)
     agents = agent_base_urls(state, master_scheme(reader))
     hosts = {agent.get("id"): agent.get("hostname") for agent in state.get("slaves") or []

@@ -18,7 +18,8 @@ commands:
   version                               print the version (also: tfmesos --version)
 
 "tfmesos COMMAND --help" explains each command; tfrun --help explains tfrun.
-Exit status: 0; 1 for errors; 2 for usage errors; 141 when the reader of its
+Exit status: 0; 1 for errors; 2 for usage errors and for a RUN that names
+several runs (attach, kill, show/logs --master); 141 when the reader of its
 output went away (tfmesos logs RUN | head).
 """
 
@@ -107,7 +108,7 @@ def _main(argv):
             return 0
     except TFMesosError as exc:
         print("tfmesos: error: %s" % exc, file=sys.stderr)
-        return 1
+        return getattr(exc, "exit_code", 1)   # 2: several runs match (run_lookup.AmbiguousRun)
     print("tfmesos: unknown command %r; use one of: %s (tfmesos --help)"
           % (command, ", ".join(commands)), file=sys.stderr)
     return 2

@@ -111,14 +111,22 @@ def show_main(argv, environ=None, out=None):
     parser.add_argument("--master", metavar="M", help="the Mesos master that knows the run "
                         "(a running, failing over or finished one); RUN is then its id, or a "
                         "prefix, as tfmesos runs --master lists it. The master's credentials, "
-                        "if it asks for them, come from MESOS_PRINCIPAL and MESOS_SECRET")
+                        "if it asks for them, come from MESOS_PRINCIPAL and MESOS_SECRET. "
+                        "Shown is only a run provably yours: the framework your run directory "
+                        "names, else the one with that run id whose user and principal are "
+                        "yours and, where you hold the run's key (~/.tfmesos/keys/RUN, "
+                        "$TFMESOS_KEYS_DIR), whose proof label it verifies (several: listed, "
+                        "exit 2)")
     args = parser.parse_options(argv)
     if args.master:
         if args.runs_dir:
             parser.error("--runs-dir names local run directories: it does not go with --master")
         from .cluster_runs import reader
         from .cluster_show import show_cluster_run
-        return show_cluster_run(reader(args.master, environ), args.run, out)
+        from .run_lookup import find_run
+        master = reader(args.master, environ)
+        found, state = find_run(master, args.run, environ, args.master)
+        return show_cluster_run(master, state, found.run, out)
     show_run(find_run(args.run, runs_root(environ, args.runs_dir)), out)
     return 0
 
@@ -204,16 +212,23 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep printing what comes while the run goes; ends with the run")
     parser.add_argument("--master", metavar="M", help="read the output from the sandboxes of "
-                        "this Mesos master's agents (any run it knows), not the run directory")
+                        "this Mesos master's agents, not the run directory, of a run provably "
+                        "yours: the framework your run directory names, else the one with "
+                        "that run id whose user and principal are yours and, where you hold "
+                        "the run's key (~/.tfmesos/keys/RUN, $TFMESOS_KEYS_DIR), whose proof "
+                        "label it verifies (several: listed, exit 2)")
     args = parser.parse_options(argv)
     if args.master:
         if args.attempt is not None:
             parser.error("--attempt reads the run directory: it does not go with --master")
         from .cluster_logs import print_logs
         from .cluster_runs import reader
+        from .run_lookup import find_run
         master = reader(args.master, environ)
-        return print_logs(master, args.run, args.tasks, "stderr" if args.stderr else "stdout",
-                          args.follow, out, auth=master.auth)
+        found, state = find_run(master, args.run, environ, args.master)
+        return print_logs(master, state, found.run, args.tasks,
+                          "stderr" if args.stderr else "stdout", args.follow, out,
+                          auth=master.auth)
     run = find_run(args.run, runs_root(environ, args.runs_dir))
     stream = "stderr" if args.stderr else "stdout"
     for name in args.tasks:

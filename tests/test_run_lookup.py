@@ -1,0 +1,267 @@
+"""Which framework is the caller's run (``cli.run_lookup``), decided from a
+master's ``/master/state`` alone (pure): only a framework provably the
+caller's, never the first of several. Look-alikes carry the run's labels
+(its proof label too, copied), under another user, another principal, or
+the caller's own user on a master that authenticates nobody."""
+
+import json
+import os
+import pwd
+
+import pytest
+
+from tfmesos.cli.run_lookup import (
+    AmbiguousRun,
+    Caller,
+    RunNotFound,
+    by_framework,
+    candidates,
+    decide,
+    keys_of,
+    local_record,
+)
+from tfmesos.core.identity import RunIdentity
+from tfmesos.record.takeover_files import TakeoverError
+
+RUN = "cafe0123"
+KEY, OTHER_KEY = b"k" * 32, b"o" * 32
+ME = Caller("alice")
+MASTER = "127.0.0.1:5050"
+
+
+def framework(framework_id, run_id=RUN, user="alice", principal=None, proof=None, key=KEY,
+              registered=100.0, detached=False, connected=True, signed_principal=None):
+    """A framework of the state JSON; ``proof``: "own" (signed with ``key``
+    for this framework), a copied label (a string), or None."""
+    labels = {"tfmesos.run_id": run_id}
+    if proof == "own":
+        labels["tfmesos.proof"] = RunIdentity(
+            run_id=run_id, key=key, user=user, framework_id=framework_id,
+            principal=signed_principal or principal).framework_proof()
+    elif proof is not None:
+        labels["tfmesos.proof"] = proof
+    if detached:
+        labels["tfmesos.detached"] = "1"
+    found = {"id": framework_id, "name": "train", "user": user, "connected": connected,
+             "registered_time": registered, "tasks": [],
+             "labels": [{"key": k, "value": v} for k, v in labels.items()]}
+    if principal is not None:
+        found["principal"] = principal
+    return found
+
+
+def state(*frameworks, completed=()):
+    return {"frameworks": list(frameworks), "completed_frameworks": list(completed)}
+
+
+def keys(table=None):
+    table = {RUN: KEY} if table is None else table
+    return table.get
+
+
+def no_keys(run_id):
+    return None
+
+
+def proof_of(found, framework_id):
+    [value] = [label["value"] for f in found["frameworks"] if f["id"] == framework_id
+               for label in f["labels"] if label["key"] == "tfmesos.proof"]
+    return value
+
+
+def victim_and(*lookalikes):
+    victim = framework("F-victim", proof="own", registered=100.0)
+    return state(victim, *lookalikes)
+
+
+# -- one candidate: it ------------------------------------------------------------------
+
+
+def test_the_callers_one_run_is_found_by_a_prefix_of_its_id_or_its_framework_id():
+    found = victim_and()
+    assert decide(found, RUN[:4], ME, no_keys, MASTER).run.framework_id == "F-victim"
+    assert decide(found, "F-victim", ME, no_keys, MASTER).run.run_id == RUN
+    chosen = decide(found, RUN, ME, keys(), MASTER)
+    assert chosen.proven is True and chosen.user == "alice" and chosen.principal is None
+
+
+def test_a_lookalike_of_another_user_is_not_the_callers():
+    # Another local user on a master without credentials: its framework names its user.
+    found = victim_and(framework("F-evil", user="nobody", registered=200.0))
+    for held in (no_keys, keys()):
+        assert decide(found, RUN, ME, held, MASTER).run.framework_id == "F-victim"
+
+
+def test_a_lookalike_of_another_principal_is_not_the_callers():
+    # A --credentials master: the principal is the authenticated one's.
+    victim = framework("F-victim", principal="alice", proof="own")
+    evil = framework("F-evil", principal="mallory", registered=200.0,
+                     proof=proof_of(state(victim), "F-victim"))
+    me = Caller("alice", "alice")
+    for held in (no_keys, keys()):
+        assert decide(state(victim, evil), RUN, me, held, MASTER).run.framework_id == "F-victim"
+
+
+def test_with_the_key_a_lookalike_with_the_callers_user_and_a_copied_proof_is_not_taken():
+    # Who subscribes chooses the user (and, unauthenticated, the principal);
+    # the proof label signs the framework's own id: copied, it does not verify.
+    victim = victim_and()
+    evil = framework("F-evil", registered=200.0, detached=True,
+                     proof=proof_of(victim, "F-victim"))
+    forged = framework("F-forged", registered=300.0, proof="own", key=OTHER_KEY)
+    found = state(*victim["frameworks"], evil, forged)
+    chosen = decide(found, RUN, ME, keys(), MASTER)
+    assert chosen.run.framework_id == "F-victim"
+    assert [c.proven for c in candidates(found, ME, keys())] == [False, False, True]
+
+
+def test_a_run_proven_by_the_key_is_the_callers_whatever_user_it_runs_as():
+    # tfrun -u nobody: the framework names the tasks' user; the key proves it.
+    found = state(framework("F-mine", user="nobody", proof="own"))
+    assert decide(found, RUN, ME, keys(), MASTER).run.framework_id == "F-mine"
+    with pytest.raises(RunNotFound, match="no run %s of yours" % RUN):
+        decide(found, RUN, ME, no_keys, MASTER)
+
+
+def test_on_a_master_that_authenticates_nobody_the_callers_principal_is_not_asked_for():
+    # MESOS_PRINCIPAL set, the master records none: the run signed with the
+    # principal it sent.
+    found = state(framework("F-mine", proof="own", signed_principal="alice"))
+    me = Caller("alice", "alice")
+    chosen = decide(found, RUN, me, keys(), MASTER)
+    assert chosen.run.framework_id == "F-mine" and chosen.proven is True
+
+
+# -- none: why -------------------------------------------------------------------------------
+
+
+def test_no_framework_with_that_id_at_all():
+    with pytest.raises(RunNotFound, match="^the master at %s knows no tfmesos run 'beef': "
+                                          "`tfmesos runs --master %s` lists" % (MASTER, MASTER)):
+        decide(victim_and(), "beef", ME, no_keys, MASTER)
+
+
+def test_only_anothers_frameworks_is_one_line_naming_the_caller_and_the_listing():
+    found = state(framework("F-evil", user="nobody"),
+                  framework("F-other", user="alice", principal="mallory"))
+    with pytest.raises(RunNotFound) as error:
+        decide(found, RUN, Caller("alice", "alice"), keys(), MASTER)
+    text = str(error.value)
+    assert "\n" not in text
+    assert text.startswith("no run %s of yours (user alice, principal alice) on %s"
+                           % (RUN, MASTER))
+    assert "F-evil (run %s, user nobody, principal none" % RUN in text
+    assert "F-other (run %s, user alice, principal mallory" % RUN in text
+    assert text.endswith("`tfmesos runs --master %s` lists the master's runs" % MASTER)
+
+
+def test_with_the_key_and_no_framework_it_proves_nothing_is_chosen():
+    evil = framework("F-evil", proof="forged", registered=200.0)
+    with pytest.raises(RunNotFound, match="shows the proof of the run's key: F-evil carries"):
+        decide(state(evil), RUN, ME, keys(), MASTER)
+
+
+def test_a_detached_run_needs_the_key_when_it_is_handed_to_the_run():
+    found = state(framework("F-mine", proof="own", detached=True))
+
+    def detached(run):
+        return run.detached
+    with pytest.raises(RunNotFound, match="^run %s needs its key .*--key FILE" % RUN):
+        decide(found, RUN, ME, no_keys, MASTER, needs_proof=detached)
+    assert decide(found, RUN, ME, keys(), MASTER, needs_proof=detached).proven is True
+    # An explicit key (--key FILE) proves only its own run.
+    with pytest.raises(RunNotFound, match="proof"):
+        decide(found, RUN, ME, keys({RUN: OTHER_KEY}), MASTER, needs_proof=detached)
+
+
+# -- two or more: all listed, none taken ---------------------------------------------------
+
+
+def test_two_genuine_runs_of_the_caller_with_one_prefix_are_listed_never_the_first():
+    found = state(framework("F-1", run_id="abcd0001", registered=100.0),
+                  framework("F-2", run_id="abcd0002", registered=200.0))
+    with pytest.raises(AmbiguousRun) as error:
+        decide(found, "abcd", ME, no_keys, MASTER)
+    assert error.value.exit_code == 2
+    text = str(error.value)
+    assert "\n" not in text and text.startswith("'abcd' names 2 runs of yours: ")
+    assert "F-2 (run abcd0002, user alice, principal none, started " in text
+    assert "F-1 (run abcd0001, user alice, principal none, started " in text
+    assert decide(found, "abcd0001", ME, no_keys, MASTER).run.framework_id == "F-1"
+
+
+def test_without_the_key_a_lookalike_with_the_callers_user_makes_two_candidates():
+    found = victim_and(framework("F-evil", registered=200.0, proof="copied"))
+    with pytest.raises(AmbiguousRun, match="F-evil .*F-victim"):
+        decide(found, RUN, ME, no_keys, MASTER)
+
+
+def test_live_only_leaves_finished_runs_out():
+    old = framework("F-old", registered=50.0, proof="own")
+    live = framework("F-live", registered=150.0, proof="own")
+    assert decide(state(live, completed=[old]), RUN, ME, keys(), MASTER,
+                  live_only=True).run.framework_id == "F-live"
+    with pytest.raises(AmbiguousRun):
+        decide(state(live, completed=[old]), RUN, ME, keys(), MASTER)
+    with pytest.raises(RunNotFound, match="has finished already .framework F-old"):
+        decide(state(completed=[old]), RUN, ME, keys(), MASTER, live_only=True)
+
+
+# -- by the local record's framework id ------------------------------------------------------
+
+
+def test_a_local_record_names_its_framework_by_id_only():
+    found = victim_and(framework("F-evil", registered=200.0, proof="copied"))
+    assert by_framework(found, "F-victim", RUN, ME, no_keys, MASTER, "here").run.framework_id \
+        == "F-victim"
+    assert by_framework(found, "F-victim", RUN, ME, keys(), MASTER, "here").proven is True
+    # A framework that took the recorded id on another master is not the run's.
+    with pytest.raises(RunNotFound, match="carries run %s's id but not the proof" % RUN):
+        by_framework(found, "F-evil", RUN, ME, keys(), MASTER, "here")
+    with pytest.raises(RunNotFound, match="carries run id %s, not run beef0000's" % RUN):
+        by_framework(found, "F-victim", "beef0000", ME, keys(), MASTER, "here")
+    with pytest.raises(RunNotFound, match="does not know run %s's framework F-gone" % RUN):
+        by_framework(found, "F-gone", RUN, ME, keys(), MASTER, "here")
+
+
+def write_record(directory, run_id, framework_id, master="127.0.0.1:5050"):
+    directory.mkdir(parents=True)
+    (directory / "run.json").write_text(json.dumps({
+        "schema_version": 5, "run_id": run_id, "master": master,
+        "framework_id": framework_id}))
+    return directory
+
+
+def test_a_local_record_counts_only_when_it_is_the_callers_and_names_a_framework(tmp_path):
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path)}
+    write_record(tmp_path / "mine", RUN, "F-victim")
+    record = local_record(RUN[:4], env)
+    assert (record.run_id, record.framework_id) == (RUN, "F-victim")
+    assert local_record(str(tmp_path / "mine"), env).framework_id == "F-victim"
+    write_record(tmp_path / "embedded", "dead0001", "F-x", master="local")
+    write_record(tmp_path / "early", "dead0002", None)
+    assert local_record("dead0001", env) is None and local_record("dead0002", env) is None
+    assert local_record("beef", env) is None
+
+
+def test_a_record_another_user_owns_is_no_record_of_the_callers(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+    planted = write_record(tmp_path / "planted", RUN, "F-evil")
+    os.chown(planted / "run.json", nobody.pw_uid, nobody.pw_gid)
+    assert local_record(RUN, {"TFMESOS_RUNS_DIR": str(tmp_path)}) is None
+
+
+def test_keys_the_caller_holds(tmp_path):
+    (tmp_path / RUN).write_text(KEY.hex() + "\n")
+    held = keys_of({"TFMESOS_KEYS_DIR": str(tmp_path)})
+    assert held(RUN) == KEY and held("beef0000") is None and held("not a run id") is None
+    given = keys_of({}, str(tmp_path / RUN))
+    assert given(RUN) == given("beef0000") == KEY
+    (tmp_path / "beef0000").write_text("nonsense")
+    with pytest.raises(TakeoverError, match="is not a tfmesos run key"):
+        held("beef0000")

@@ -1,0 +1,323 @@
+"""Which framework on a Mesos master is the caller's run: what ``tfmesos
+attach``, ``kill``, ``logs --master`` and ``show --master`` act on or read.
+
+A run is found only where it is provably the caller's, never as the first
+of several:
+
+* **With a local record** (a run directory of the caller's, under
+  ``$TFMESOS_RUNS_DIR`` or ``./tfmesos-runs``, whose failover.json or
+  run.json names the run's framework id): that framework, by its id only.
+* **From the master alone**: the frameworks whose ``tfmesos.run_id`` starts
+  with what was given (or whose framework id it is), whose ``principal`` is
+  the caller's (``MESOS_PRINCIPAL``; a framework with none is one of a
+  master that authenticates nobody) and whose ``user`` is the caller's
+  (the local user); and where the caller holds the run's key
+  (``~/.tfmesos/keys/RUN``, ``$TFMESOS_KEYS_DIR``, ``--key FILE``), only
+  those whose ``tfmesos.proof`` label verifies with it
+  (``RunIdentity.proves``; a framework proven so is the run's whatever user
+  it names: ``tfrun -u``).
+
+Why: labels and the framework's user are what a framework says of itself.
+Anyone who reaches a master can subscribe a framework that carries a run's
+labels (Mesos lets a framework choose its user, and its principal too where
+the master authenticates nobody); on a ``--credentials`` master the
+principal is the authenticated one, so another principal's look-alike is
+told apart by it. The proof label signs the framework's own id with the
+run's key: copied onto another framework it does not verify.
+
+Exactly one candidate is the run. None is an error naming why; two or more
+are one line listing them all (framework id, user, principal, start time),
+exit status 2 (``AmbiguousRun``).
+"""
+
+import dataclasses
+import datetime
+import getpass
+import json
+import os
+from typing import Callable, Optional
+
+from ..core.identity import IdentityError, RunIdentity
+from ..exceptions import TFMesosError
+from ..protocol import labels as run_labels
+from .cluster_runs import ClusterRun, cluster_run
+from .tables import local_time
+
+# A run id's key, or None when the caller holds none for it.
+Keys = Callable[[str], Optional[bytes]]
+
+
+class RunNotFound(TFMesosError):
+    """No framework is provably the caller's run; one line saying why."""
+
+
+class AmbiguousRun(TFMesosError):
+    """Several frameworks could be the caller's run; one line listing them."""
+
+    exit_code = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who asks: the local user and the Mesos principal (None: none)."""
+
+    user: str
+    principal: Optional[str] = None
+
+    def text(self) -> str:
+        return "user %s, principal %s" % (self.user, self.principal or "none")
+
+
+def caller_of(environ) -> Caller:
+    """The caller as the commands' environment says: ``getpass.getuser()``
+    (whose runs' frameworks name it: ``taskinfo.run_user``) and
+    ``MESOS_PRINCIPAL``."""
+    return Caller(getpass.getuser(), environ.get("MESOS_PRINCIPAL") or None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A framework of the master that carries a tfmesos run id."""
+
+    run: ClusterRun
+    framework: dict
+    finished: bool
+    user: str
+    principal: Optional[str]
+    proven: Optional[bool]     # its proof label verifies with the caller's key; None: no key
+
+    def text(self) -> str:
+        """``F (run R, user U, principal P, started T)``: how a list names it."""
+        started = local_time(datetime.datetime.fromtimestamp(
+            self.run.registered, datetime.timezone.utc)) if self.run.registered else "-"
+        return "%s (run %s, user %s, principal %s, started %s%s)" % (
+            self.run.framework_id, self.run.run_id, self.user or "-", self.principal or "none",
+            started, ", finished" if self.finished else "")
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def candidates(state, caller: Caller, keys: Keys) -> "list[Candidate]":
+    """Every framework of ``state`` (``/master/state``) that carries a
+    tfmesos run id, newest first, each with whether the caller's key for its
+    run proves it."""
+    found = []
+    for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
+        for framework in state.get(key) or []:
+            if not isinstance(framework, dict):
+                continue
+            run = cluster_run(framework, finished)
+            if run is None:
+                continue
+            user = _text(framework.get("user"))
+            principal = _text(framework.get("principal")) or None
+            found.append(Candidate(run, framework, finished, user, principal,
+                                   proven(run, user, principal, framework, caller, keys)))
+    found.sort(key=lambda candidate: candidate.run.registered or 0, reverse=True)
+    return found
+
+
+def proven(run: ClusterRun, user: str, principal: Optional[str], framework: dict,
+           caller: Caller, keys: Keys) -> Optional[bool]:
+    """Whether the framework's proof label verifies with the caller's key
+    for its run id (None: the caller holds no key for it). The run signed
+    the principal it authenticated with; a master that authenticates nobody
+    shows none, so the caller's is tried too (the proof binds the framework
+    id either way)."""
+    key = keys(run.run_id)
+    if key is None:
+        return None
+    proof = run_labels.label_map(framework.get("labels")).get(run_labels.PROOF)
+    try:
+        identity = RunIdentity(run_id=run.run_id, key=key, user=user or caller.user)
+    except IdentityError:       # no run id of tfmesos': nothing signed it
+        return False
+    return any(identity.proves(run.framework_id, who, user, proof)
+               for who in {principal, caller.principal})
+
+
+def _principal_fits(candidate: Candidate, caller: Caller) -> bool:
+    # None: a master that authenticates nobody (any caller's principal is
+    # then not the framework's; what the caller sends goes unchecked).
+    return candidate.principal is None or candidate.principal == caller.principal
+
+
+def decide(state, wanted: str, caller: Caller, keys: Keys, master: str,
+           live_only: bool = False,
+           needs_proof: Optional[Callable[[ClusterRun], bool]] = None) -> Candidate:
+    """The caller's run that ``wanted`` (a run id prefix, or a framework id)
+    names on the master whose ``/master/state`` is ``state`` (pure: the
+    module docstring's rules). ``live_only``: not a finished one;
+    ``needs_proof(run)``: that run is the caller's only when the key proves
+    it (``tfmesos attach`` of a detached run, which hands it the key).
+    RunNotFound or AmbiguousRun otherwise."""
+    listing = "`tfmesos runs --master %s` lists the master's runs" % master
+    named = [c for c in candidates(state, caller, keys)
+             if c.run.run_id.startswith(wanted) or c.run.framework_id == wanted]
+    if not wanted or not named:
+        raise RunNotFound("the master at %s knows no tfmesos run %r: %s"
+                          % (master, wanted, listing))
+    mine = [c for c in named if _principal_fits(c, caller)
+            and (c.user == caller.user or c.proven)]
+    if not mine:
+        raise RunNotFound("no run %s of yours (%s) on %s: %s of another user or principal "
+                          "carr%s that id: %s; %s" % (
+                              wanted, caller.text(), master, _count(named, "framework"),
+                              "ies" if len(named) == 1 else "y",
+                              "; ".join(c.text() for c in named), listing))
+    held = [c for c in mine if c.proven is not None]
+    unproven = [c for c in mine if c.proven is False
+                or (c.proven is None and needs_proof is not None and needs_proof(c.run))]
+    chosen = [c for c in mine if c not in unproven]
+    if not chosen:
+        if held:
+            raise RunNotFound(
+                "no run %s of yours on %s shows the proof of the run's key: %s carr%s its id "
+                "but not its proof (another's look-alike, or the key is another run's): "
+                "nothing is done to %s" % (
+                    wanted, master, ", ".join(c.run.framework_id for c in unproven),
+                    "ies" if len(unproven) == 1 else "y",
+                    "it" if len(unproven) == 1 else "them"))
+        raise RunNotFound(
+            "run %s needs its key to be told from a look-alike (it is handed to the run): "
+            "copy ~/.tfmesos/keys/RUN from the machine that submitted it, then give --key "
+            "FILE (or set $TFMESOS_KEYS_DIR)" % wanted)
+    if live_only:
+        live = [c for c in chosen if not c.finished]
+        if not live:
+            raise RunNotFound("run %s has finished already (framework %s)" % (
+                chosen[0].run.run_id, ", ".join(c.run.framework_id for c in chosen)))
+        chosen = live
+    if len(chosen) > 1:
+        raise AmbiguousRun("%r names %s of yours: %s; give the whole run id, or the framework "
+                           "id of the one meant" % (
+                               wanted, _count(chosen, "run"),
+                               "; ".join(c.text() for c in chosen)))
+    return chosen[0]
+
+
+def _count(items, word):
+    return "%d %s%s" % (len(items), word, "" if len(items) == 1 else "s")
+
+
+def by_framework(state, framework_id: str, run_id: str, caller: Caller, keys: Keys,
+                 master: str, where: str, live_only: bool = False) -> Candidate:
+    """The framework ``framework_id`` that the caller's local record
+    (``where``) names, as run ``run_id``'s (pure). It must carry that run
+    id, and, where the caller holds the run's key, its proof: a master
+    re-admits a framework id it does not know (as Mesos' does after a
+    failover of the master), so a record's id alone is another's on a
+    master the run is not on. RunNotFound otherwise."""
+    for candidate in candidates(state, caller, keys):
+        if candidate.run.framework_id != framework_id:
+            continue
+        if candidate.run.run_id != run_id:
+            raise RunNotFound("framework %s on %s carries run id %s, not run %s's (%s): not "
+                              "the run's framework" % (framework_id, master,
+                                                       candidate.run.run_id, run_id, where))
+        if candidate.proven is False:
+            raise RunNotFound("framework %s on %s carries run %s's id but not the proof of "
+                              "its key: not the run's framework (%s); nothing is done to it"
+                              % (framework_id, master, run_id, where))
+        if live_only and candidate.finished:
+            raise RunNotFound("run %s has finished already (framework %s)"
+                              % (run_id, framework_id))
+        return candidate
+    raise RunNotFound("the master at %s does not know run %s's framework %s (%s): its tasks "
+                      "are gone, or the run is on another master" % (
+                          master, run_id, framework_id, where))
+
+
+# -- what the caller holds ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalRecord:
+    """A run directory of the caller's that names its run's framework."""
+
+    directory: str
+    run_id: str
+    framework_id: str
+    master: Optional[str]
+
+
+def local_record(text: str, environ) -> Optional[LocalRecord]:
+    """The caller's local record of the run ``text`` names (a run
+    directory, or a run id prefix under the runs directory), or None: none
+    there, one another user owns (a ``./tfmesos-runs`` in a shared directory
+    is no proof of anything), one of an embedded master (gone with its
+    tfrun), or one that names no framework yet."""
+    from ..record.history import HistoryError, find_run, runs_root
+    from ..record.takeover_files import FAILOVER_FILE
+    try:
+        run = find_run(text, runs_root(environ))
+    except HistoryError:
+        return None
+    if not _owned(os.path.join(run.directory, "run.json")):
+        return None
+    framework_id = None
+    failover = os.path.join(run.directory, FAILOVER_FILE)
+    if _owned(failover):
+        try:
+            with open(failover, encoding="utf-8") as handle:
+                identity = json.loads(handle.read(1 << 20)).get("identity")
+            framework_id = identity.get("framework_id") if isinstance(identity, dict) else None
+        except (OSError, ValueError, AttributeError):
+            framework_id = None
+    framework_id = framework_id if isinstance(framework_id, str) and framework_id \
+        else run.file.framework_id
+    master = run.file.master
+    if not framework_id or master == "local":
+        return None
+    return LocalRecord(run.directory, run.run_id, framework_id, master)
+
+
+def _owned(path: str) -> bool:
+    try:
+        return os.stat(path).st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+def keys_of(environ, key_file: Optional[str] = None) -> Keys:
+    """The caller's key of a run id: ``key_file`` (given: for any run, it
+    proves only its own), else its file under the keys directory when there
+    is one. A key file that is there but unreadable or no key is an error."""
+    from ..record.takeover_files import TakeoverError, key_path, read_key
+    if key_file:
+        key = read_key(key_file)
+        return lambda run_id: key
+
+    def held(run_id: str) -> Optional[bytes]:
+        try:
+            path = key_path(run_id, environ)
+        except TakeoverError:     # no run id: no key file can be its
+            return None
+        return read_key(path) if os.path.lexists(path) else None
+    return held
+
+
+def find_run(reader, text: str, environ, master: str, key_file: Optional[str] = None,
+             live_only: bool = False, needs_proof: Optional[Callable[[ClusterRun], bool]] = None,
+             local: Optional[LocalRecord] = None):
+    """(the ``Candidate`` that is the caller's run ``text`` names on the
+    master ``reader`` reads, that master's ``/master/state``): by the
+    caller's local record when there is one (``local``, else looked for),
+    else from the master alone (``decide``)."""
+    caller, keys = caller_of(environ), keys_of(environ, key_file)
+    local = local if local is not None else local_record(text, environ)
+    state = reader.state()
+    if local is not None:
+        found = by_framework(state, local.framework_id, local.run_id, caller, keys, master,
+                             "from its record in %s" % local.directory, live_only)
+        if needs_proof is not None and needs_proof(found.run) and not found.proven:
+            raise RunNotFound("run %s needs its key to be told from a look-alike: give --key "
+                              "FILE (or set $TFMESOS_KEYS_DIR)" % local.run_id)
+        return found, state
+    return decide(state, text, caller, keys, master, live_only, needs_proof), state
+
+
+__all__ = ["AmbiguousRun", "Caller", "Candidate", "LocalRecord", "RunNotFound", "by_framework",
+           "caller_of", "candidates", "decide", "find_run", "keys_of", "local_record"]
