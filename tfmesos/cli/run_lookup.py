@@ -35,7 +35,8 @@ import datetime
 import getpass
 import json
 import os
-from typing import Callable, Optional
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
 
 from ..core.identity import IdentityError, RunIdentity
 from ..exceptions import TFMesosError
@@ -68,7 +69,7 @@ class Caller:
         return "user %s, principal %s" % (self.user, self.principal or "none")
 
 
-def caller_of(environ) -> Caller:
+def caller_of(environ: Mapping[str, str]) -> Caller:
     """The caller as the commands' environment says: ``getpass.getuser()``
     (whose runs' frameworks name it: ``taskinfo.run_user``) and
     ``MESOS_PRINCIPAL``."""
@@ -95,11 +96,11 @@ class Candidate:
             started, ", finished" if self.finished else "")
 
 
-def _text(value) -> str:
+def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def candidates(state, caller: Caller, keys: Keys) -> "list[Candidate]":
+def candidates(state: dict, caller: Caller, keys: Keys) -> "list[Candidate]":
     """Every framework of ``state`` (``/master/state``) that carries a
     tfmesos run id, newest first, each with whether the caller's key for its
     run proves it."""
@@ -144,7 +145,7 @@ def _principal_fits(candidate: Candidate, caller: Caller) -> bool:
     return candidate.principal is None or candidate.principal == caller.principal
 
 
-def decide(state, wanted: str, caller: Caller, keys: Keys, master: str,
+def decide(state: dict, wanted: str, caller: Caller, keys: Keys, master: str,
            live_only: bool = False,
            needs_proof: Optional[Callable[[ClusterRun], bool]] = None) -> Candidate:
     """The caller's run that ``wanted`` (a run id prefix, or a framework id)
@@ -198,11 +199,11 @@ def decide(state, wanted: str, caller: Caller, keys: Keys, master: str,
     return chosen[0]
 
 
-def _count(items, word):
+def _count(items: list, word: str) -> str:
     return "%d %s%s" % (len(items), word, "" if len(items) == 1 else "s")
 
 
-def by_framework(state, framework_id: str, run_id: str, caller: Caller, keys: Keys,
+def by_framework(state: dict, framework_id: str, run_id: str, caller: Caller, keys: Keys,
                  master: str, where: str, live_only: bool = False) -> Candidate:
     """The framework ``framework_id`` that the caller's local record
     (``where``) names, as run ``run_id``'s (pure). It must carry that run
@@ -243,7 +244,7 @@ class LocalRecord:
     master: Optional[str]
 
 
-def local_record(text: str, environ) -> Optional[LocalRecord]:
+def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]:
     """The caller's local record of the run ``text`` names (a run
     directory, or a run id prefix under the runs directory), or None: none
     there, one another user owns (a ``./tfmesos-runs`` in a shared directory
@@ -281,7 +282,7 @@ def _owned(path: str) -> bool:
         return False
 
 
-def keys_of(environ, key_file: Optional[str] = None) -> Keys:
+def keys_of(environ: Mapping[str, str], key_file: Optional[str] = None) -> Keys:
     """The caller's key of a run id: ``key_file`` (given: for any run, it
     proves only its own), else its file under the keys directory when there
     is one. A key file that is there but unreadable or no key is an error."""
@@ -299,9 +300,9 @@ def keys_of(environ, key_file: Optional[str] = None) -> Keys:
     return held
 
 
-def find_run(reader, text: str, environ, master: str, key_file: Optional[str] = None,
+def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, key_file: Optional[str] = None,
              live_only: bool = False, needs_proof: Optional[Callable[[ClusterRun], bool]] = None,
-             local: Optional[LocalRecord] = None):
+             local: Optional[LocalRecord] = None) -> "tuple[Candidate, dict]":
     """(the ``Candidate`` that is the caller's run ``text`` names on the
     master ``reader`` reads, that master's ``/master/state``): by the
     caller's local record when there is one (``local``, else looked for),

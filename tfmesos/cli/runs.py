@@ -121,11 +121,11 @@ def show_main(argv, environ=None, out=None):
     if args.master:
         if args.runs_dir:
             parser.error("--runs-dir names local run directories: it does not go with --master")
+        from . import run_lookup
         from .cluster_runs import reader
         from .cluster_show import show_cluster_run
-        from .run_lookup import find_run
         master = reader(args.master, environ)
-        found, state = find_run(master, args.run, environ, args.master)
+        found, state = run_lookup.find_run(master, args.run, environ, args.master)
         return show_cluster_run(master, state, found.run, out)
     show_run(find_run(args.run, runs_root(environ, args.runs_dir)), out)
     return 0
@@ -221,11 +221,11 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     if args.master:
         if args.attempt is not None:
             parser.error("--attempt reads the run directory: it does not go with --master")
+        from . import run_lookup
         from .cluster_logs import print_logs
         from .cluster_runs import reader
-        from .run_lookup import find_run
         master = reader(args.master, environ)
-        found, state = find_run(master, args.run, environ, args.master)
+        found, state = run_lookup.find_run(master, args.run, environ, args.master)
         return print_logs(master, state, found.run, args.tasks,
                           "stderr" if args.stderr else "stdout", args.follow, out,
                           auth=master.auth)
