@@ -10,6 +10,10 @@ it to a listener the test owns (the attacker's).
 * another PRINCIPAL: ``mallory``, on a ``--credentials`` master, claiming
   the victim's own user; the forged document names the listener as master.
 
+The victim's run: a ``--failover`` run whose tfrun was killed (its run
+directory names its framework), or a detached run whose scheduler task was
+killed (found on the master: its key proves its framework).
+
 The victim's ``tfmesos attach``, ``logs --master``, ``show --master`` and
 ``kill`` of the run act on the victim's framework only: the forged python
 never runs, nothing connects to the listener, the forgery's output is never
@@ -21,6 +25,7 @@ And two genuine runs of the caller under one prefix: both listed, exit 2.
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -216,29 +221,74 @@ def files_holding(root, *secrets):
     return found
 
 
-@pytest.mark.parametrize("attacker", ["another-local-user", "another-principal"])
-def test_attach_logs_show_and_kill_never_take_a_lookalike_for_the_victims_run(
-        make_local_master, tmp_path, listener, attacker_dir, attacker):
-    credentials = attacker == "another-principal"
-    master = make_local_master(**({"credentials": CREDENTIALS} if credentials else {}))
-    run_dir, finish = tmp_path / "runs" / "run", tmp_path / "finish"
-    (tmp_path / "train.py").write_text(TRAIN)
-    (tmp_path / "empty").mkdir()
-    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
-               TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
-    if credentials:
-        env.update(MESOS_PRINCIPAL="alice", MESOS_SECRET=VICTIM_SECRET)
-    # The victim: a --failover run whose tfrun dies; its tasks run on.
+def failover_victim(master, tmp_path, env):
+    """A --failover run whose tfrun dies (its tasks run on); (run id,
+    framework id). Its run directory is under $TFMESOS_RUNS_DIR."""
+    run_dir = tmp_path / "runs" / "run"
     with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "1",
                      "-s", "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
-                     str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+                     str(tmp_path / "train.py"), str(tmp_path / "finish"), env=env) as tfrun:
         wait_until(lambda: (run_dir / "worker.0.stdout").exists() and
                    "step 2 " in (run_dir / "worker.0.stdout").read_text(), timeout=120,
                    message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
         tfrun.send_signal(signal.SIGKILL)
         tfrun.wait(30)
-    failover = json.loads((run_dir / "failover.json").read_text())
-    run_id, victim_id = failover["identity"]["run_id"], failover["identity"]["framework_id"]
+    identity = json.loads((run_dir / "failover.json").read_text())["identity"]
+    return identity["run_id"], identity["framework_id"]
+
+
+def detached_victim(master, tmp_path, env):
+    """A detached run whose scheduler task is SIGKILLed (its tasks run on);
+    (run id, framework id). It leaves no run directory: attach finds it on
+    the master."""
+    submitted = subprocess.run(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--python",
+         sys.executable, "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python",
+         "train.py", str(tmp_path / "finish")],
+        cwd=tmp_path / "project", env=env, capture_output=True, text=True, timeout=150)
+    assert submitted.returncode == 0, submitted.stderr
+    [(run_id, framework_id)] = re.findall(r"^run (\w+) detached: .*\(framework (\S+)\)$",
+                                          submitted.stdout, re.M)
+    wait_until(lambda: "step 2 " in tfmesos("logs", run_id, "worker:0", "--master", master.url,
+                                             env=env).stdout, timeout=120)
+    [pid] = wait_until(lambda: scheduler_pids(run_id), timeout=60)
+    os.kill(pid, signal.SIGKILL)
+    return run_id, framework_id
+
+
+def scheduler_pids(run_id):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read()
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if b"tfmesos.cli.detached_scheduler" in cmdline and \
+                ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ.split(b"\0"):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("victim_run, attacker", [
+    ("failover", "another-local-user"), ("failover", "another-principal"),
+    ("detached", "another-local-user")])
+def test_attach_logs_show_and_kill_never_take_a_lookalike_for_the_victims_run(
+        make_local_master, tmp_path, listener, attacker_dir, victim_run, attacker):
+    credentials = attacker == "another-principal"
+    master = make_local_master(**({"credentials": CREDENTIALS} if credentials else {}))
+    (tmp_path / "project").mkdir()
+    for directory in (tmp_path, tmp_path / "project"):
+        (directory / "train.py").write_text(TRAIN)
+    (tmp_path / "empty").mkdir()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
+    if credentials:
+        env.update(MESOS_PRINCIPAL="alice", MESOS_SECRET=VICTIM_SECRET)
+    run_id, victim_id = (failover_victim if victim_run == "failover" else detached_victim)(
+        master, tmp_path, env)
     key = (tmp_path / "keys" / run_id).read_text().strip()
     wait_until(lambda: framework_by_id(master, victim_id)[0]["connected"] is False, timeout=60)
     victim, _ = framework_by_id(master, victim_id)
@@ -269,8 +319,10 @@ def test_attach_logs_show_and_kill_never_take_a_lookalike_for_the_victims_run(
         for root in [attacker_dir, *evil_sandboxes]:
             assert files_holding(root, *secrets) == []
 
-    # attach (the victim's record names the framework): the victim's run, taken over.
-    attach = subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
+    # attach (a --failover run: by the framework its record names; a detached
+    # one: the framework its key proves): the victim's run, taken over.
+    attach = subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
+                               "--master", master.url],
                               cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
