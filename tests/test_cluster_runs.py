@@ -13,11 +13,10 @@ from fixtures_master import make_local_master
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
-from tfmesos.cli.cluster_runs import cluster_runs, find_cluster_run, print_cluster_runs
+from tfmesos.cli.cluster_runs import cluster_runs, print_cluster_runs
 from tfmesos.core.identity import RunIdentity
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.core.taskinfo import framework_info
-from tfmesos.exceptions import TFMesosError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,17 +49,6 @@ def test_the_runs_of_a_master_are_its_frameworks_with_a_run_id():
     assert [(r.run_id, r.state, r.tasks_running) for r in runs] == [
         ("aaaa1111", "running", 2), ("aaaa2222", "disconnected", 0), ("bbbb0000", "finished", 0)]
     assert runs[0].jobs == "worker:2,ps:1" and runs[0].command == "python train.py"
-
-
-def test_a_run_is_found_by_a_prefix_of_its_id():
-    runs = cluster_runs(STATE)
-    assert find_cluster_run(runs, "aaaa1").framework_id == "F1"
-    with pytest.raises(TFMesosError, match="names 2 runs"):
-        find_cluster_run(runs, "aaaa")
-    with pytest.raises(TFMesosError, match="finished already"):
-        find_cluster_run(runs, "bbbb")
-    with pytest.raises(TFMesosError, match="knows no tfmesos run"):
-        find_cluster_run(runs, "cccc")
 
 
 def test_the_listing_shows_state_age_jobs_and_command():

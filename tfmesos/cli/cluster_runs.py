@@ -1,6 +1,7 @@
 """The tfmesos runs a Mesos master knows, from any machine that reaches it:
 ``tfmesos runs --master M`` lists them (running, failing over, finished
 with their outcome; ``cli.kill``: ``tfmesos kill RUN`` tears one down).
+Which of them is the caller's run is ``cli.run_lookup``'s to say.
 
 A run is a framework whose labels carry ``tfmesos.run_id``
 (``protocol.labels``); the master keeps finished frameworks for a while
@@ -14,7 +15,6 @@ import dataclasses
 import time
 from typing import Optional
 
-from ..exceptions import TFMesosError
 from ..mesos.master_reads import MasterReader
 from ..protocol import labels as run_labels
 from .tables import duration_text, fit_last_column, table
@@ -116,25 +116,6 @@ def framework_of(state, framework_id):
             if isinstance(framework, dict) and framework.get("id") == framework_id:
                 return framework, finished
     return None, True
-
-
-def find_cluster_run(runs, wanted, live_only=True):
-    """The one run whose id starts with ``wanted`` (or whose framework id it
-    is); ``live_only``: not a finished one."""
-    matches = [run for run in runs if run.run_id.startswith(wanted)
-               or run.framework_id == wanted]
-    if not matches:
-        raise TFMesosError("the master knows no tfmesos run %r: tfmesos runs --master M lists "
-                           "those it knows" % wanted)
-    candidates = matches if not live_only else [run for run in matches
-                                                 if run.state != "finished"]
-    if len(candidates) == 1:
-        return candidates[0]
-    if not candidates:
-        raise TFMesosError("run %s has finished already (framework %s)"
-                           % (matches[0].run_id, matches[0].framework_id))
-    raise TFMesosError("%r names %d runs (%s): give more of the id" % (
-        wanted, len(candidates), ", ".join(run.run_id for run in candidates)))
 
 
 def age_text(moment, now):
