@@ -22,7 +22,6 @@ from ..protocol import labels as labels_
 from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
 from ..record.outcomes import outcome_label
-from ..record.takeover_files import KEPT_DIR
 from .clusterspec import (
     KERAS_JOB,
     cluster_spec,
@@ -221,6 +220,8 @@ class ClusterRun:
         if self.spec.failover_timeout is None or self.runtime.detached \
                 or not self.record.directory:
             return None
+        # Imported here: not on an ordinary run's start-up.
+        from ..record.takeover_files import KEPT_DIR
         return os.path.join(os.path.abspath(self.record.directory), KEPT_DIR)
 
     def _launching(self, launches):

@@ -20,7 +20,6 @@ from typing import Optional
 
 from ..exceptions import MesosError
 from ..record.schema import RunFile
-from ..record.takeover_files import TakeoverError
 from .identity import RunIdentity
 
 logger = logging.getLogger(__name__)
@@ -51,6 +50,7 @@ def check_kept(identity: RunIdentity, packed: dict, kept_dir: str) -> None:
     with: its packed files lie in ``kept_dir`` (the run directory's) and the
     bundle's and the task side's sha256 are ``identity``'s. TakeoverError,
     one line naming both digests, before anything of the run is touched."""
+    from ..record.takeover_files import TakeoverError
     from ..ship.bundle import file_sha256
     kept_dir = os.path.abspath(kept_dir)
     for role, path in sorted(packed.items()):
