@@ -16,6 +16,8 @@ from fixtures_master import make_local_master
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
+from tfmesos.ship.bundle import file_sha256
+
 # Each task prints a step every 0.2 s, with its pid, until the test lets it end.
 TRAIN = (
     "import os, sys, time\n"
@@ -103,6 +105,128 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
         assert attempt["exit_code"] == 0
     _, state = framework_of(master)
     assert state["frameworks"] == []
+
+
+# A shipped train.py that says which version of it runs, then steps as TRAIN.
+VERSIONED = (
+    "import os, sys, time\n"
+    "print('version', %r, os.getpid(), flush=True)\n"
+    "step = 0\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    print('step', step, os.getpid(), flush=True)\n"
+    "    step += 1\n"
+    "    time.sleep(0.2)\n"
+    "print('done', os.getpid(), flush=True)\n")
+
+
+def versions(path):
+    """[(version, pid)] a shipped task's log shows."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return []
+    return [(words[1], int(words[2])) for words in (line.split() for line in lines)
+            if len(words) == 3 and words[0] == "version"]
+
+
+def killed_shipped_failover_run(master, tmp_path, env, workers, *options):
+    """A ``--failover --ship`` run of ``VERSIONED`` (version "original")
+    whose tfrun was SIGKILLed once every worker stepped; (run directory,
+    project directory, finish file, failover.json as a dict)."""
+    project, run_dir, finish = tmp_path / "project", tmp_path / "run", tmp_path / "finish"
+    project.mkdir()
+    (project / "train.py").write_text(VERSIONED % "original")
+    with start_tfrun("--failover", "--failover-timeout", "300", "--ship", str(project),
+                     "--python", sys.executable, "-m", master.url, "-w", str(workers), "-s",
+                     "0", *SMALL, *options, "--run-dir", str(run_dir), "--", "python",
+                     "train.py", str(finish), env=env) as tfrun:
+        wait_until(lambda: all(len(steps(run_dir / ("worker.%d.stdout" % i))) >= 3
+                               for i in range(workers)) and (run_dir / "failover.json").exists(),
+                   timeout=120, message=lambda: "the workers never trained: %s"
+                   % tfrun.stderr.read())
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+        assert re.search(r"shipped \d+ files?", tfrun.stderr.read())
+    # The scheduler is gone; the framework fails over; its tasks run on.
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    return run_dir, project, finish, json.loads((run_dir / "failover.json").read_text())
+
+
+def test_attach_serves_the_code_the_run_started_with_not_the_edited_one(make_local_master,
+                                                                          tmp_path):
+    master = make_local_master()
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path), TMPDIR=str(tmp_path / "tmp"))
+    run_dir, project, finish, failover = killed_shipped_failover_run(
+        master, tmp_path, env, 2, "--max-restarts", "1", "--restart-on", "failure",
+        "--restart-backoff", "0.5")
+    run_id = failover["identity"]["run_id"]
+    shipped = json.loads((run_dir / "run.json").read_text())["shipped"]
+    # What was packed is kept in the run directory, not in a temporary one.
+    kept = failover["packed"]
+    assert kept["bundle"] and os.path.dirname(kept["bundle"]) == str(run_dir / "shipped")
+    assert file_sha256(kept["bundle"]) == shipped["bundle"]["sha256"] \
+        == failover["identity"]["bundle_sha256"]
+    assert not [name for name in os.listdir(tmp_path / "tmp") if name.startswith("tfmesos")]
+    # The code is edited before the run is taken over.
+    (project / "train.py").write_text(VERSIONED % "edited")
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
+                          cwd=str(project), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as attach:
+        try:
+            wait_until(lambda: framework_of(master)[0]["connected"] and len(
+                steps(run_dir / "worker.1.stdout")) > 5, timeout=120,
+                message=lambda: "the tasks never came back to the new scheduler")
+            # A worker killed after the takeover: the cluster restarts, and
+            # every task relaunched fetches the bundle the run started with.
+            [(version, pid)] = versions(run_dir / "worker.1.stdout")
+            assert version == "original"
+            os.kill(pid, signal.SIGKILL)
+            relaunched = [run_dir / ("worker.%d.attempt2.stdout" % i) for i in range(2)]
+            wait_until(lambda: all(versions(path) for path in relaunched), timeout=120,
+                       message=lambda: "the workers were not relaunched")
+            assert [versions(path)[0][0] for path in relaunched] == ["original"] * 2
+            finish.write_text("")
+            out, err = attach.communicate(timeout=120)
+        finally:
+            if attach.poll() is None:
+                attach.kill()
+                attach.wait()
+    assert attach.returncode == 0, err
+    assert "taking run %s over" % run_id in err
+    assert not re.search(r"shipped \d+ files?", err), err   # nothing packed again
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["shipped"] == shipped
+    assert record["outcome"]["status"] == "succeeded", record["outcome"]
+    assert len(record["restarts"]) == 1
+    assert not any("edited" in path.read_text() for path in run_dir.glob("*.stdout"))
+    # The run is over: what it kept for a takeover goes with it.
+    assert not (run_dir / "shipped").exists()
+
+
+def test_a_kept_bundle_that_changed_is_refused_and_the_run_left_as_it_was(make_local_master,
+                                                                          tmp_path):
+    master = make_local_master()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    run_dir, _, _, failover = killed_shipped_failover_run(master, tmp_path, env, 1)
+    run_id = failover["identity"]["run_id"]
+    bundle = failover["packed"]["bundle"]
+    with open(bundle, "ab") as handle:
+        handle.write(b"\0")
+    before = {name: (run_dir / name).read_bytes() for name in ("run.json", "failover.json")}
+    tasks = [(task["id"], task["state"]) for task in framework_of(master)[0]["tasks"]]
+    attach = tfmesos("attach", run_id, env=env, timeout=120)
+    assert attach.returncode == 1, attach.stderr
+    [line] = attach.stderr.splitlines()
+    assert failover["identity"]["bundle_sha256"] in line and file_sha256(bundle) in line, line
+    framework, _ = framework_of(master)
+    assert not framework["connected"]
+    assert [(task["id"], task["state"]) for task in framework["tasks"]] == tasks
+    assert {name: (run_dir / name).read_bytes() for name in before} == before
+    assert os.path.isfile(bundle)
 
 
 def test_without_failover_the_tasks_stop_with_tfrun(make_local_master, tmp_path):

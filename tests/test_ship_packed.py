@@ -212,3 +212,39 @@ def test_files_that_are_not_the_runs_are_refused(original, tmp_path):
     with pytest.raises(ShipError, match="the task side is"):
         Shipment.from_packed(None, files, bind_host=HOST, recorded=dict(
             recorded, task_side="tfmesos-task-0000000000000000.zip"), **QUIET)
+
+
+def test_a_run_that_may_be_taken_over_keeps_what_it_packed_until_it_stops(tmp_path):
+    # tfrun --failover: packed into the run directory, not a temporary one;
+    # left to its tasks (stop(keep=True)) the files stay for the scheduler
+    # that takes the run over, which serves them and removes them once the
+    # run is stopped.
+    write(tmp_path / "proj", {"train.py": "print('hi')\n"})
+    kept = tmp_path / "run" / "shipped"
+    shipment = Shipment(ShipSpec(str(tmp_path / "proj")), bind_host=HOST, keep_in=str(kept),
+                        **QUIET)
+    files = {role: path for role, path in shipment.packed_files().items() if path}
+    assert sorted(files) == ["bundle", "task_side"]
+    assert {os.path.dirname(path) for path in files.values()} == {str(kept)}
+    assert oct(os.stat(kept).st_mode & 0o777) == "0o700"
+    recorded = shipment.record()
+    shipment.stop(keep=True)
+    assert all(os.path.isfile(path) for path in files.values())
+    again = Shipment.from_packed(None, files, bind_host=HOST, recorded=recorded,
+                                 keep_in=str(kept), **QUIET)
+    assert get(again.server.url(HOST, again.bundle.name)) == open(files["bundle"], "rb").read()
+    again.stop(keep=True)
+    assert all(os.path.isfile(path) for path in files.values())
+    last = Shipment.from_packed(None, files, bind_host=HOST, recorded=recorded,
+                                keep_in=str(kept), **QUIET)
+    last.stop()
+    assert not kept.exists() and (tmp_path / "run").is_dir()
+
+
+def test_an_ordinary_run_packs_into_a_temporary_directory_it_always_removes(tmp_path):
+    write(tmp_path / "proj", {"train.py": "print('hi')\n"})
+    shipment = Shipment(ShipSpec(str(tmp_path / "proj")), bind_host=HOST, **QUIET)
+    work = os.path.dirname(shipment.bundle.path)
+    assert os.path.basename(work).startswith("tfmesos-ship-")
+    shipment.stop(keep=True)   # nothing can take an ordinary run over
+    assert not os.path.exists(work)

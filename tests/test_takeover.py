@@ -3,6 +3,7 @@ the record carried on, the spec sent to a detached run's scheduler task, the
 files ``tfmesos attach`` reads, and the FrameworkInfo of a run that
 outlives its scheduler."""
 
+import dataclasses
 import json
 import os
 
@@ -29,6 +30,8 @@ from tfmesos.record.schema import (
     Timings,
 )
 from tfmesos.record.takeover_files import (
+    FAILOVER_FILE,
+    FailoverFile,
     TakeoverError,
     key_path,
     read_failover,
@@ -175,8 +178,97 @@ def test_keys_and_failover_files_are_private_and_checked(tmp_path):
         read_key(str(tmp_path / "missing"))
     with pytest.raises(TakeoverError, match="not a run id"):
         key_path("../x", environ)
-    save_failover(str(tmp_path), RUN.with_framework("F-1"), "h:5050",
-                  ["-w", "2", "--", "true"], "/w")
-    assert read_failover(str(tmp_path))["argv"] == ["-w", "2", "--", "true"]
     with pytest.raises(TakeoverError, match="not started with --failover or --detach"):
         read_failover(str(tmp_path / "keys"))
+
+
+def kept_run(tmp_path):
+    """A --failover run's failover.json as tfrun writes it (its spec with a
+    plain setting and a secret's name, what it shipped kept in its run
+    directory)."""
+    spec = parsed("-m", "h:5050", "--failover", "-w", "2", "-E", "PLAIN=1",
+                  "--run-dir", str(tmp_path))
+    spec = dataclasses.replace(spec, secret_env=("TOKEN",))
+    kept = str(tmp_path / "shipped")
+    return FailoverFile(
+        identity=RUN.with_framework("F-1").with_shipment("ab" * 32, "cd" * 32).public(),
+        spec=spec_to_dict(spec), workdir="/home/alice/project",
+        packed={"bundle": kept + "/tfmesos-bundle-abababababababab.tar.gz",
+                "task_side": kept + "/tfmesos-task-cdcdcdcdcdcdcdcd.zip"}), spec
+
+
+def test_failover_json_is_the_runs_spec_and_identity_and_nothing_to_replay(tmp_path):
+    failover, spec = kept_run(tmp_path)
+    save_failover(str(tmp_path), failover)
+    path = tmp_path / FAILOVER_FILE
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    assert [name for name in os.listdir(tmp_path) if name != FAILOVER_FILE] == []  # atomic
+    read = read_failover(str(tmp_path))
+    assert read == failover
+    assert (read.run_id, read.framework_id, read.master) == ("0000abcd", "F-1", "h:5050")
+    assert spec_from_dict(read.spec, packed=True, run_dir=str(tmp_path)) == spec
+    data = json.loads(path.read_text())
+    assert sorted(data) == ["format", "identity", "packed", "spec", "workdir"]
+    assert data["format"] == 2
+    text = path.read_text()
+    # The run's key never, and of a secret only its name.
+    assert RUN.key.hex() not in text and "key" not in data["identity"]
+    assert "TOKEN" in text and "argv" not in text
+
+
+@pytest.mark.parametrize("change, refusal", [
+    (lambda d: {"identity": d["identity"], "master": "h:5050", "argv": ["-w", "1"],
+                "cwd": "/w"}, "another tfmesos .*format 1"),
+    (lambda d: dict(d, format=3), "another tfmesos .*format 3"),
+    (lambda d: dict(d, argv=["--", "true"]), "unknown field.*argv"),
+    (lambda d: dict(d, identity=dict(d["identity"], key="6b" * 32)), "identity"),
+    (lambda d: dict(d, identity=dict(d["identity"], framework_id=None)), "framework"),
+    (lambda d: dict(d, identity=dict(d["identity"], run_id="../x")), "identity"),
+    (lambda d: dict(d, spec=["-w", "2"]), "spec"),
+    (lambda d: dict(d, spec={k: v for k, v in d["spec"].items() if k != "master"}), "master"),
+    (lambda d: dict(d, packed={"bundle": "shipped/b.tar.gz"}), "packed"),
+    (lambda d: dict(d, packed={"bundle": 7}), "packed"),
+    (lambda d: dict(d, packed=["/b.tar.gz"]), "packed"),
+    (lambda d: dict(d, workdir="project"), "workdir"),
+    (lambda d: {k: v for k, v in d.items() if k != "workdir"}, "workdir"),
+    (lambda d: [d], "not a tfmesos failover file"),
+])
+def test_failover_json_of_another_shape_is_refused_in_one_line(tmp_path, change, refusal):
+    failover, _ = kept_run(tmp_path)
+    save_failover(str(tmp_path), failover)
+    path = tmp_path / FAILOVER_FILE
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+    with pytest.raises(TakeoverError, match=refusal) as error:
+        read_failover(str(tmp_path))
+    assert "\n" not in str(error.value) and str(path) in str(error.value)
+    path.write_text("{not json")
+    with pytest.raises(TakeoverError, match="cannot read"):
+        read_failover(str(tmp_path))
+
+
+def test_plain_tasks_run_where_the_run_began_not_where_its_scheduler_is(tmp_path, monkeypatch):
+    from policy_helpers import FakeBackend
+
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    def published_cwd(run):
+        sent = []
+        run.runtime.send = lambda task_id, message: sent.append(message) or True
+        run.cluster_spec = {"worker": ["127.0.0.1:1"]}
+        run.publish_to(run.slots.named("worker:0"))
+        return sent[0]["cwd"]
+
+    spec = RunSpec(jobs=(Job("worker", 1),), mode="replica", command="true",
+                   master="mock-master:5050", run_dir=None)
+    for name in ("began", "later"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / "began")
+    runs = [ClusterRun(spec, environ={}, backend=FakeBackend(), transport=MockTransport()),
+            ClusterRun(spec, environ={}, backend=FakeBackend(), transport=MockTransport(),
+                       workdir="/home/alice/project")]
+    monkeypatch.chdir(tmp_path / "later")
+    assert [published_cwd(run) for run in runs] == [str(tmp_path / "began"),
+                                                    "/home/alice/project"]
+    assert [run.workdir for run in runs] == [str(tmp_path / "began"), "/home/alice/project"]

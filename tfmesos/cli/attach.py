@@ -7,8 +7,9 @@
 * A run whose scheduler is gone (its framework is disconnected and failing
   over): take it over. A detached run gets a new scheduler task
   (``core.detached``); a ``--failover`` run is carried on by this process as
-  tfrun would have (its run directory, here, has what that needs), and
-  Ctrl-C leaves it to its tasks again.
+  tfrun would have, from its saved form in its run directory (``carry_on``:
+  its spec and identity, the very files it packed), and Ctrl-C leaves it to
+  its tasks again.
 * A finished run: its outcome.
 """
 
@@ -51,7 +52,8 @@ def main(argv, environ=None, out=None):
         from ..record.takeover_files import FAILOVER_FILE, read_failover
         if os.path.isfile(os.path.join(local.directory, FAILOVER_FILE)):
             failover = read_failover(local.directory)
-    master = args.master or (failover or {}).get("master") or environ.get("MESOS_MASTER")
+    master = args.master or (failover.master if failover else None) or \
+        environ.get("MESOS_MASTER")
     if not master:
         parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
     from ..mesos.master_reads import MasterReader
@@ -102,11 +104,63 @@ def attach_detached(reader, state, framework, run, connected, key_file, environ,
 
 
 def carry_on(directory, failover, key_file):
-    """Be the run's scheduler, as its tfrun was: its options, its directory."""
-    from . import tfrun
-    argv = list(failover["argv"])
-    cut = argv.index("--") if "--" in argv else len(argv)
-    argv[cut:cut] = ["--resume", os.path.abspath(directory)]
-    if os.path.isdir(failover["cwd"]):
-        os.chdir(failover["cwd"])   # the command's relative paths, --ship's directory
-    return tfrun.main(argv, key_file=key_file)
+    """Be the ``--failover`` run's scheduler, as its tfrun was, from its
+    saved form (``failover``, the run directory's ``FailoverFile``): its
+    spec and identity, the very files it packed, kept in ``directory``
+    (checked against the identity's digests before anything else), its
+    plain tasks in the directory they began in. Nothing is packed again and
+    nothing of this process's working directory is read. Ctrl-C leaves the
+    run to its tasks again. Returns the exit status."""
+    from ..core.launch import ClusterRun
+    from ..core.run_setup import make_backend
+    from ..core.takeover import Resume
+    from .tfrun import execute, say, shown_logs, shown_only, status_line
+    directory = os.path.abspath(directory)
+    identity, spec, previous = saved_run(directory, failover, key_file)
+    backend = make_backend(spec, os.environ)
+    shipment = kept_shipment(directory, failover, spec, identity, previous,
+                             backend.bind_host(), say)
+    show, progress = shown_logs(spec), status_line()
+    try:
+        # mlflow_at_stop=False: execute() ends it once the tasks are stopped.
+        run = ClusterRun(spec, on_log=shown_only(show, progress), on_progress=progress,
+                         notify=say, backend=backend, resume=Resume(identity, previous),
+                         shipment=shipment, workdir=failover.workdir, mlflow_at_stop=False)
+    except BaseException:
+        if shipment is not None:
+            shipment.stop(keep=True)   # the run is still its tasks': its files stay
+        raise
+    say("taking run %s over (framework %s); Ctrl-C leaves it to its tasks again"
+        % (run.run_id, identity.framework_id))
+    return execute(run, show, progress, advice=True, leave_on_interrupt=True)
+
+
+def saved_run(directory, failover, key_file):
+    """(identity, spec, record so far) of the run saved in ``directory``:
+    the identity of the scheduler taking it over (the next attempt), with
+    the key of ``key_file``, else of the keys directory; the spec as packed
+    (its ship directory is never read), writing its record there."""
+    from ..core.identity import RunIdentity
+    from ..core.spec_codec import spec_from_dict
+    from ..record.history import Run
+    from ..record.takeover_files import key_path, read_key
+    key = read_key(key_file or key_path(failover.run_id, os.environ))
+    identity = RunIdentity.from_public(failover.identity, key).next_scheduler()
+    spec = spec_from_dict(failover.spec, packed=True, run_dir=directory)
+    return identity, spec, Run.load(directory).file
+
+
+def kept_shipment(directory, failover, spec, identity, previous, bind_host, say):
+    """The Shipment serving the files the run packed, as it kept them in
+    its run directory (``takeover.check_kept`` first), or None: it ships
+    nothing. It removes them once the run is stopped."""
+    if spec.ship is None and not failover.packed:
+        return None
+    from ..core.takeover import check_kept
+    from ..record.takeover_files import KEPT_DIR
+    from ..ship.shipping import Shipment
+    kept = os.path.join(directory, KEPT_DIR)
+    check_kept(identity, failover.packed, kept)
+    return Shipment.from_packed(spec.ship, failover.packed, bind_host=bind_host, say=say,
+                                recorded=previous.shipped.to_dict() if previous.shipped else None,
+                                keep_in=kept)

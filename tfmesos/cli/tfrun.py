@@ -192,6 +192,16 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
                 print_metrics(run)
 
 
+def status_line(quiet=False, verbose=False):
+    """The status line on stderr (``progress.Progress``), None with -q; -v
+    writes log lines from other threads: progress then comes as lines too."""
+    if quiet:
+        return None
+    from .progress import Progress
+    return Progress(sys.stderr, tty=sys.stderr.isatty() and not verbose,
+                    idle=lambda: not _open_lines)
+
+
 def duration(seconds):
     seconds = int(seconds or 0)
     if seconds >= 3600 and seconds % 3600 == 0:
@@ -201,41 +211,28 @@ def duration(seconds):
     return "%d s" % seconds
 
 
-def takeover(args, spec, key_file=None):
-    """``--resume DIR`` (``tfmesos attach``): the ``Resume`` of the run
-    whose directory DIR is, and the spec writing its record there."""
-    import dataclasses
-
-    from ..core.identity import RunIdentity
-    from ..core.takeover import Resume
-    from ..record.history import Run
-    from ..record.takeover_files import key_path, read_failover, read_key
-    failover = read_failover(args.resume)
-    previous = Run.load(args.resume).file
-    key = read_key(key_file or key_path(failover["identity"]["run_id"], os.environ))
-    identity = RunIdentity.from_public(failover["identity"], key).next_scheduler()
-    return Resume(identity, previous), dataclasses.replace(spec, run_dir=args.resume)
-
-
-def keep_for_takeover(spec, argv):
+def keep_for_takeover(run, identity, directory):
     """``--failover``: what ``tfmesos attach`` needs, once the framework is
-    known (``ClusterRun``'s ``on_framework``)."""
-    from ..record.takeover_files import save_failover, save_key
+    known (``ClusterRun``'s ``on_framework``): the run's key, and its saved
+    form (``takeover_files.FailoverFile``: the spec, the identity, the files
+    it packed, kept in its run directory, and where its plain tasks run)."""
+    from ..core.spec_codec import spec_to_dict
+    from ..record.takeover_files import FailoverFile, save_failover, save_key
+    packed = {role: path for role, path in run.shipment.packed_files().items() if path} \
+        if run.shipment is not None else {}
+    try:
+        save_key(identity, os.environ)
+        save_failover(directory, FailoverFile(identity.public(), spec_to_dict(run.spec), packed,
+                                              run.workdir))
+    except OSError as exc:
+        say("warning: --failover: cannot keep what tfmesos attach needs (%s): if tfrun "
+            "goes, nothing can take the run over" % exc)
+        return
+    say("--failover: if tfrun goes, the tasks keep running for %s; take the run over "
+        "with: tfmesos attach %s" % (duration(run.spec.failover_timeout), identity.run_id))
 
-    def saved(identity, directory):
-        try:
-            save_key(identity, os.environ)
-            save_failover(directory, identity, spec.master, argv, os.getcwd())
-        except OSError as exc:
-            say("warning: --failover: cannot keep what tfmesos attach needs (%s): if tfrun "
-                "goes, nothing can take the run over" % exc)
-            return
-        say("--failover: if tfrun goes, the tasks keep running for %s; take the run over "
-            "with: tfmesos attach %s" % (duration(spec.failover_timeout), identity.run_id))
-    return saved
 
-
-def main(argv=None, key_file=None):
+def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     options, words = split_command(argv)
@@ -253,17 +250,11 @@ def main(argv=None, key_file=None):
             check_local(spec.jobs, spec.local_master_options)
             check_local_user(spec)
         check_before_start(spec, os.environ)
-        resume = None
-        if args.resume:
-            resume, spec = takeover(args, spec, key_file)
         if args.detach:
             from ..core.detached import check_detachable
             check_detachable(spec)
     except (SpecError, MasterAddressError) as exc:
         parser.error(str(exc))
-    except TFMesosError as exc:   # a run that cannot be taken over
-        print("tfrun: error: %s" % exc, file=sys.stderr)
-        return 1
     if args.detach:
         from .tfrun_detached import submit
         return submit(spec, args, say)
@@ -280,19 +271,17 @@ def main(argv=None, key_file=None):
     # Imported once the options are known to be good: the run's machinery
     # is most of tfrun's start-up, and --help or a usage error needs none of it.
     from ..core.launch import ClusterRun
-    from .progress import Progress
 
-    # -v writes log lines from other threads: progress then comes as lines too.
-    progress = None if args.quiet else Progress(
-        sys.stderr, tty=sys.stderr.isatty() and not args.verbose,
-        idle=lambda: not _open_lines)
-    on_framework = keep_for_takeover(spec, argv) \
-        if spec.failover_timeout is not None and resume is None else None
+    progress = status_line(args.quiet, args.verbose)
+
+    def kept(identity, directory):   # called once subscribed: ``run`` is made by then
+        keep_for_takeover(run, identity, directory)
     try:
         # mlflow_at_stop=False: execute() ends it once the tasks are stopped.
         run = ClusterRun(spec, on_log=shown_only(show, progress), on_progress=progress,
-                         notify=say, warm_runner=warm_runner, resume=resume,
-                         on_framework=on_framework, mlflow_at_stop=False)
+                         notify=say, warm_runner=warm_runner,
+                         on_framework=kept if spec.failover_timeout is not None else None,
+                         mlflow_at_stop=False)
     except TFMesosError as exc:
         if warm_runner is not None:
             warm_runner.close()
@@ -301,11 +290,7 @@ def main(argv=None, key_file=None):
     if args.verbose:
         print("tfrun: logs and run record: %s" % run.record.directory, file=sys.stderr,
               flush=True)
-    if resume is not None:
-        say("taking run %s over (framework %s); Ctrl-C leaves it to its tasks again"
-            % (run.run_id, resume.identity.framework_id))
-    return execute(run, show, progress, advice=not args.quiet,
-                   leave_on_interrupt=resume is not None)
+    return execute(run, show, progress, advice=not args.quiet)
 
 
 def run():

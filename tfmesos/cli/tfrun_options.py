@@ -146,14 +146,12 @@ def add_lifetime_options(add):
         metavar="CPUS", help="--detach: cpus of the scheduler's task (default 0.5)")
     add("--scheduler-mem", type=bounded(float, 0, MAX_MEM_MB, low_open=True), default=512.0,
         metavar="MB", help="--detach: memory of the scheduler's task in MB (default 512)")
-    # tfmesos attach: take the run whose directory DIR is over.
-    add("--resume", metavar="DIR", help=argparse.SUPPRESS)
 
 
 def failover_timeout(args, master):
     """The run's ``RunSpec.failover_timeout`` (None: the tasks stop with
     tfrun); SpecError for what cannot outlive tfrun."""
-    outlives = args.failover or args.detach or args.resume
+    outlives = args.failover or args.detach
     if not outlives:
         if args.failover_timeout is not None:
             raise SpecError("--failover-timeout is for runs that outlive tfrun: add --failover "

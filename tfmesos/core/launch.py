@@ -63,8 +63,13 @@ class ClusterRun:
     ``end_mlflow``: tfrun, interruptibly). The rest is the runtime's
     (``runtime.RunRuntime``): ``backend`` (default by ``spec.master``),
     ``warm_runner``, ``transport``, ``shipment`` (files packed before),
-    ``detached`` (this is a detached run's scheduler task); ``clock``:
-    monotonic seconds.
+    ``detached`` (this is a detached run's scheduler task), ``workdir``
+    (where plain tasks run; default: the current directory, now);
+    ``clock``: monotonic seconds.
+
+    A run that outlives its scheduler (``spec.failover_timeout``) and ships
+    keeps what it packed in its run directory (``KEPT_DIR``) until it is
+    stopped, for the scheduler that takes it over (``tfmesos attach``).
     """
 
     def __init__(self, spec: RunSpec, *, environ: Optional[dict] = None,
@@ -74,7 +79,7 @@ class ClusterRun:
                  clock: Callable[[], float] = time.monotonic, resume: Optional[Resume] = None,
                  on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = None,
                  shipment: Any = None, detached: bool = False,
-                 mlflow_at_stop: bool = True) -> None:
+                 mlflow_at_stop: bool = True, workdir: Optional[str] = None) -> None:
         environ = dict(os.environ if environ is None else environ)
         self.spec = spec
         self.events: queue.Queue[object] = queue.Queue()
@@ -83,7 +88,8 @@ class ClusterRun:
         identity = resume.identity if resume is not None else RunIdentity.new(
             run_user(spec), backend.principal)
         self.runtime = RunRuntime(spec, identity, self.events, environ, backend=backend,
-                                  transport=transport, shipment=shipment, detached=detached)
+                                  transport=transport, shipment=shipment, detached=detached,
+                                  workdir=workdir)
         self.state = RunState(spec.jobs)
         self.record = make_record(spec, self.identity, self.state.slots, environ)
         self._on_log = on_log or (lambda slot, stream, text: None)
@@ -152,6 +158,11 @@ class ClusterRun:
         return self.spec.master
 
     @property
+    def workdir(self) -> str:
+        """Where the run's plain tasks run (``publish_to``)."""
+        return self.runtime.workdir
+
+    @property
     def backend(self):
         return self.runtime.backend
 
@@ -185,7 +196,7 @@ class ClusterRun:
             # Run directories are never shipped: this run's, and where runs go.
             leave_out = tuple(path for path in (self.record.directory,
                                                 os.environ.get("TFMESOS_RUNS_DIR")) if path)
-            shipped = runtime.ship(leave_out, say=self._say)
+            shipped = runtime.ship(leave_out, say=self._say, keep_in=self._kept_dir())
             if shipped is not None:
                 self.record.shipped(shipped)
             master_url = runtime.start_master()
@@ -202,6 +213,16 @@ class ClusterRun:
             self.stop()
             raise
         return self
+
+    def _kept_dir(self) -> Optional[str]:
+        """Where a run that a later scheduler may take over packs (its run
+        directory's ``KEPT_DIR``), or None: a temporary directory."""
+        if self.spec.failover_timeout is None or self.runtime.detached \
+                or not self.record.directory:
+            return None
+        # Imported here: not on an ordinary run's start-up.
+        from ..record.takeover_files import KEPT_DIR
+        return os.path.join(os.path.abspath(self.record.directory), KEPT_DIR)
 
     def _launching(self, launches):
         """The scheduler is about to launch ``launches``: the rendezvous must
@@ -274,7 +295,7 @@ class ClusterRun:
                            env=env, hooks=spec.hook_commands,
                            # a container has its own filesystem, a shipped directory
                            # is the task's working directory: stay there
-                           cwd=None if spec.image or self.runtime.ships_code() else os.getcwd())
+                           cwd=None if spec.image or self.runtime.ships_code() else self.workdir)
         if not self.runtime.send(slot.task_id, message):
             # Kept by the rendezvous: a task that re-registers gets it;
             # one that does not come back fails after the grace period.

@@ -55,12 +55,16 @@ class RunRuntime:
     (tfrun's early start of the embedded master's warm tasks),
     ``transport`` (the driver's; tests: ``mesos.mock_transport``),
     ``shipment`` (files packed before: served as they are), ``detached``
-    (this is a detached run's scheduler task)."""
+    (this is a detached run's scheduler task); ``workdir``: where the plain
+    (not shipped, image-less) tasks run and the project is when nothing is
+    shipped (default: the current directory, now)."""
 
     def __init__(self, spec: RunSpec, identity: RunIdentity, events: "queue.Queue[object]",
                  environ: dict, *, backend: Optional[Backend] = None, warm_runner: Any = None,
-                 transport: Any = None, shipment: Any = None, detached: bool = False) -> None:
+                 transport: Any = None, shipment: Any = None, detached: bool = False,
+                 workdir: Optional[str] = None) -> None:
         self.spec = spec
+        self.workdir = workdir if workdir is not None else os.getcwd()
         self.identity = identity
         self.events = events
         self._environ = environ
@@ -76,10 +80,13 @@ class RunRuntime:
 
     # -- start ----------------------------------------------------------------
 
-    def ship(self, leave_out: tuple = (), say: Callable[[str], None] = logger.info
-             ) -> Optional[dict]:
+    def ship(self, leave_out: tuple = (), say: Callable[[str], None] = logger.info,
+             keep_in: Optional[str] = None) -> Optional[dict]:
         """``--ship``: pack and serve what every task fetches (unless files
-        packed before were given); run.json's ``shipped``, or None."""
+        packed before were given); run.json's ``shipped``, or None.
+        ``keep_in``: pack there, for a scheduler that takes the run over
+        (``leave`` keeps it, ``stop`` removes it), not in a temporary
+        directory."""
         if self.spec.ship is None or self.shipment is not None:
             return None
         from ..ship.shipping import Shipment
@@ -87,7 +94,7 @@ class RunRuntime:
         # The server binds the advertised address: a wrong one is named first.
         self.backend.check()
         self.shipment = Shipment(self.spec.ship, self.backend.bind_host(), say=say,
-                                 leave_out=leave_out)
+                                 leave_out=leave_out, keep_in=keep_in)
         self.identity = self.identity.with_shipment(
             self.shipment.bundle.sha256 if self.shipment.bundle is not None else None,
             self.shipment.task_side.sha256)
@@ -241,21 +248,22 @@ class RunRuntime:
                 driver.join(timeout=15)
             except Exception as exc:  # leaving: what the driver says changes nothing
                 logger.debug("driver ended with %r", exc)
-        self._release(record)
+        self._release(record, keep_shipped=True)
 
     def _launch_nothing_more(self) -> tuple:
         if self.scheduler is not None:
             self.scheduler.close()
         return self.scheduler, self.rendezvous, self.driver
 
-    def _release(self, record: Any) -> None:
+    def _release(self, record: Any, keep_shipped: bool = False) -> None:
         """What is still queued goes to the record (output, exit frames,
         Mesos' updates, the teardown's included); the backend stops, nothing
-        is served any more."""
+        is served any more; what was packed goes, unless ``keep_shipped``
+        (the run is left to its tasks: the next scheduler serves it)."""
         record_leftovers(record, self.events)
         self.backend.stop()
         if self.shipment is not None:
-            self.shipment.stop()
+            self.shipment.stop(keep=keep_shipped)
 
     # -- for readers ----------------------------------------------------------------
 
@@ -269,7 +277,7 @@ class RunRuntime:
         """The user's project: the shipped directory, else where the run began."""
         ship = self.spec.ship
         return ship.directory if ship is not None and ship.directory is not None \
-            else os.getcwd()
+            else self.workdir
 
     def ships_code(self) -> bool:
         if self.shipment is not None:

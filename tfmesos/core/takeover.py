@@ -15,6 +15,7 @@ a failure the restart policy handles as any other.
 
 import dataclasses
 import logging
+import os
 from typing import Optional
 
 from ..exceptions import MesosError
@@ -41,6 +42,42 @@ class Resume:
     def __post_init__(self) -> None:
         if self.identity.framework_id is None:
             raise ValueError("a run taken over has a framework")
+
+
+def check_kept(identity: RunIdentity, packed: dict, kept_dir: str) -> None:
+    """The files a ``--failover`` run kept for its takeover (``packed``:
+    role -> path, as ``Shipment.packed_files``) are the ones it started
+    with: its packed files lie in ``kept_dir`` (the run directory's) and the
+    bundle's and the task side's sha256 are ``identity``'s. TakeoverError,
+    one line naming both digests, before anything of the run is touched."""
+    from ..record.takeover_files import TakeoverError
+    from ..ship.bundle import file_sha256
+    kept_dir = os.path.abspath(kept_dir)
+    for role, path in sorted(packed.items()):
+        if role != "python_env" and os.path.dirname(os.path.abspath(path)) != kept_dir:
+            raise TakeoverError("run %s's failover.json names %s (%s) outside %s, where the "
+                                "run kept what it packed: nothing was taken over"
+                                % (identity.run_id, path, role, kept_dir))
+    for role, what, started in (("bundle", "bundle", identity.bundle_sha256),
+                                ("task_side", "task side", identity.task_side_sha256)):
+        path = packed.get(role)
+        if path is None and started is None:
+            continue
+        if path is None or started is None:
+            raise TakeoverError("run %s started with %s, but kept %s for its takeover: "
+                                "nothing was taken over" % (
+                                    identity.run_id, "the %s %s" % (what, started)
+                                    if started else "no %s" % what, path or "no %s" % what))
+        try:
+            found = file_sha256(path)
+        except OSError as exc:
+            raise TakeoverError("cannot read the %s run %s kept (%s: %s): nothing was taken "
+                                "over" % (what, identity.run_id, path, exc.strerror or exc)
+                                ) from None
+        if found != started:
+            raise TakeoverError("the %s run %s kept (%s) has sha256 %s, but the run started "
+                                "with sha256 %s: it changed since tfrun packed it; nothing was "
+                                "taken over" % (what, identity.run_id, path, found, started))
 
 
 def adopt_slots(slots, previous, mode):

@@ -1,10 +1,13 @@
 """What a run that outlives its scheduler leaves for the next one
 (``tfrun --failover``, ``--detach``; ``tfmesos attach``).
 
-* ``failover.json`` in the run directory: the run's identity (its
-  ``RunIdentity.public()``: no key), master, tfrun's options and command
-  (``argv``) and the directory it ran in, so that ``tfmesos attach`` can
-  carry on as tfrun would have; no secret.
+* ``failover.json`` in the run directory (``FailoverFile``): the run's
+  saved form, nothing to replay: its identity (``RunIdentity.public()``:
+  no key), its spec (``core.spec_codec``: no secret, only secrets' names),
+  the files ``--ship`` packed, kept in the run directory (``shipped/``) so
+  that a takeover serves exactly those bytes, and the directory its plain
+  tasks run in. Written 0600, atomically; read back with every field's
+  shape checked before any is used.
 * the run's key (its rendezvous secret) under ``$TFMESOS_KEYS_DIR``, else
   ``~/.tfmesos/keys``, one file per run id, readable by its owner only: the
   tasks authenticate the scheduler that takes the run over with it, so
@@ -12,6 +15,7 @@
   (``tfmesos attach --key FILE``).
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -19,6 +23,8 @@ import re
 from ..exceptions import TFMesosError
 
 FAILOVER_FILE = "failover.json"
+FAILOVER_FORMAT = 2   # 1: tfrun's command line replayed (no "format" field)
+KEPT_DIR = "shipped"  # in the run directory: what a --failover run packed
 KEY_BYTES = 32
 _RUN_ID = re.compile(r"^[0-9a-f]{1,64}$")
 
@@ -74,31 +80,105 @@ def read_key(path):
     return secret
 
 
-def save_failover(directory, identity, master, argv, cwd):
+@dataclasses.dataclass(frozen=True)
+class FailoverFile:
+    """``failover.json``: ``identity``, the run's ``RunIdentity.public()``
+    (with its framework id); ``spec``, its ``spec_codec.spec_to_dict``;
+    ``packed``: ``Shipment.packed_files()``'s roles -> absolute paths of
+    the files kept for a takeover (empty: nothing shipped); ``workdir``:
+    the absolute directory the run's plain (not shipped) tasks run in.
+    Checked on construction (``TakeoverError``)."""
+
+    identity: dict
+    spec: dict
+    packed: dict
+    workdir: str
+
+    def __post_init__(self) -> None:
+        why = _shape_error(self)
+        if why:
+            raise TakeoverError(why)
+
+    @property
+    def run_id(self) -> str:
+        return self.identity["run_id"]
+
+    @property
+    def framework_id(self) -> str:
+        return self.identity["framework_id"]
+
+    @property
+    def master(self) -> str:
+        return self.spec["master"]
+
+    def to_dict(self) -> dict:
+        return {"format": FAILOVER_FORMAT, "identity": dict(self.identity),
+                "spec": dict(self.spec), "packed": dict(self.packed), "workdir": self.workdir}
+
+    @classmethod
+    def from_dict(cls, data) -> "FailoverFile":
+        """The FailoverFile ``to_dict`` wrote; TakeoverError naming what is wrong."""
+        if not isinstance(data, dict):
+            raise TakeoverError("not a JSON object")
+        given = data.get("format", 1)
+        if given != FAILOVER_FORMAT:
+            raise TakeoverError("written by another tfmesos (format %s; this one reads %d): "
+                                "take the run over with the tfmesos that started it"
+                                % (given, FAILOVER_FORMAT))
+        fields = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(fields) - {"format"})
+        if unknown:
+            raise TakeoverError("unknown field(s) %s" % ", ".join(unknown))
+        missing = [name for name in fields if name not in data]
+        if missing:
+            raise TakeoverError("no %s" % ", ".join(missing))
+        return cls(**{name: data[name] for name in fields})
+
+
+def _shape_error(failover: FailoverFile):
+    """Why ``failover`` is not a FailoverFile's shape, or None."""
+    identity = failover.identity
+    if not isinstance(identity, dict) or "key" in identity:
+        return "its identity must be the run's public identity (never its key)"
+    if not (isinstance(identity.get("run_id"), str) and _RUN_ID.match(identity["run_id"])):
+        return "its identity has no run id"
+    if not (isinstance(identity.get("framework_id"), str) and identity["framework_id"]):
+        return "its identity has no framework id"
+    if not isinstance(failover.spec, dict) or not isinstance(failover.spec.get("master"), str):
+        return "its spec must be the run's spec, with its master"
+    packed = failover.packed
+    if not isinstance(packed, dict) or not all(
+            isinstance(role, str) and isinstance(path, str) and os.path.isabs(path)
+            for role, path in packed.items()):
+        return "its packed files must map roles to absolute paths"
+    if not isinstance(failover.workdir, str) or not os.path.isabs(failover.workdir):
+        return "its workdir must be an absolute path"
+    return None
+
+
+def save_failover(directory, failover):
+    """Write ``failover`` (a ``FailoverFile``) to ``directory``'s
+    failover.json (none without a run directory)."""
     if directory is None:
         return
-    _write_private(os.path.join(directory, FAILOVER_FILE), json.dumps(
-        {"identity": identity.public(), "master": master, "argv": list(argv), "cwd": cwd},
-        indent=1) + "\n")
+    _write_private(os.path.join(directory, FAILOVER_FILE),
+                   json.dumps(failover.to_dict(), indent=1) + "\n")
 
 
 def read_failover(directory):
-    """failover.json of a run directory as a dict; TakeoverError if none."""
+    """The ``FailoverFile`` of a run directory; TakeoverError, one line, if
+    there is none or it is not one."""
     path = os.path.join(directory, FAILOVER_FILE)
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.loads(handle.read(1 << 20))
+            data = json.loads(handle.read(16 << 20))
     except FileNotFoundError:
         raise TakeoverError("run %s was not started with --failover or --detach: there is "
                             "nothing to take over (its tasks stopped with its tfrun)"
                             % os.path.basename(directory)) from None
     except (OSError, ValueError) as exc:
         raise TakeoverError("cannot read %s: %s" % (path, exc)) from None
-    identity = data.get("identity") if isinstance(data, dict) else None
-    if not isinstance(identity, dict) or not all(
-            isinstance(identity.get(k), str) for k in ("run_id", "framework_id")) \
-            or not all(isinstance(data.get(k), str) for k in ("master", "cwd")) \
-            or not isinstance(data.get("argv"), list) \
-            or not all(isinstance(word, str) for word in data["argv"]):
-        raise TakeoverError("%s is not a tfmesos failover file" % path)
-    return data
+    try:
+        return FailoverFile.from_dict(data)
+    except TakeoverError as exc:
+        raise TakeoverError("%s is not a tfmesos failover file: %s" % (path, exc)) from None

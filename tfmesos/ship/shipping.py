@@ -25,7 +25,13 @@ everything there.
 ``Shipment.from_packed`` serves what an earlier Shipment packed
 (``packed_files``: the very files, so the same names and sha256), packing
 nothing: the detached scheduler of ``tfrun --detach`` (its sandbox got the
-files from the submitter's Shipment), and ``tfmesos attach`` relaunching it.
+files from the submitter's Shipment), ``tfmesos attach`` relaunching it, and
+``tfmesos attach`` taking a ``tfrun --failover`` run over.
+
+Packed files live in a temporary directory removed when the Shipment stops,
+or, for a run that a later scheduler may take over (``keep_in``: the run
+directory's ``shipped/``), in a directory the run keeps while it is left to
+its tasks (``stop(keep=True)``) and that goes when it is finally stopped.
 """
 
 import copy
@@ -50,13 +56,21 @@ ENV_PYTHON = "bin/python3"             # the interpreter of a --python-env archi
 class Shipment:
     """The packed files of one run and the server that hands them out.
     ``say(text)`` tells the user what was shipped; ``leave_out``:
-    directories never packed (run directories). ``from_packed`` serves files
-    an earlier Shipment packed (``packed_files``) instead of packing."""
+    directories never packed (run directories); ``keep_in``: pack into this
+    directory (made 0700), kept by ``stop(keep=True)``, instead of a
+    temporary one (module docstring). ``from_packed`` serves files an
+    earlier Shipment packed (``packed_files``) instead of packing."""
 
-    def __init__(self, spec, bind_host=None, say=None, leave_out=()):
+    def __init__(self, spec, bind_host=None, say=None, leave_out=(), keep_in=None):
         self.spec = spec
         say = say or logger.info
-        self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
+        if keep_in is None:
+            self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
+        else:
+            os.makedirs(keep_in, mode=0o700, exist_ok=True)
+            os.chmod(keep_in, 0o700)
+            self._work = keep_in
+        self._kept = keep_in is not None
         self.server = None
         self._recorded = None   # from_packed's: the original's record()
         try:
@@ -83,7 +97,7 @@ class Shipment:
             raise
 
     @classmethod
-    def from_packed(cls, spec, files, bind_host=None, say=None, recorded=None):
+    def from_packed(cls, spec, files, bind_host=None, say=None, recorded=None, keep_in=None):
         """A Shipment that serves files an earlier one packed, under the names
         it served them, without packing anything (the detached scheduler, and
         ``tfmesos attach`` relaunching it): the same ``uris`` (but for the
@@ -97,10 +111,13 @@ class Shipment:
         a file's name is the one ``files["python_env"]`` is served under.
         A content-addressed file (``NAME-<sha256[:16]>.EXT``:
         the bundle, the task side, ``tfmesos.run``'s function) whose sha256
-        is not its name's, or not ``recorded``'s, is a ShipError; ``stop``
-        removes none of these files."""
+        is not its name's, or not ``recorded``'s, is a ShipError. ``stop``
+        removes none of these files, but for ``keep_in``: the directory a
+        run kept them in (``tfmesos attach`` of a ``--failover`` run),
+        removed by ``stop()`` as a Shipment removes what it packed."""
         self = cls.__new__(cls)
-        self.spec, self._work, self.server = spec, None, None
+        self.spec, self._work, self.server = spec, keep_in, None
+        self._kept = keep_in is not None
         say = say or logger.info
         files = dict(files)
         recorded = copy.deepcopy(dict(recorded)) if recorded is not None else None
@@ -152,7 +169,7 @@ class Shipment:
         try:
             self._serve(bind_host)
         except BaseException:
-            self.stop()
+            self.stop(keep=True)   # not the run's end: its files stay
             raise
         say("serving the shipped files as they were packed: %s" % ", ".join(
             name for name, _ in self._served()))
@@ -229,12 +246,14 @@ class Shipment:
             what["python_env"] = self.python_env
         return what
 
-    def stop(self):
+    def stop(self, keep=False):
         """Stop serving and remove the packed files (idempotent); the files
-        of ``from_packed`` stay."""
+        of ``from_packed`` stay, but for its ``keep_in``. ``keep``: the run
+        is left to its tasks, a later scheduler serves what it kept
+        (``keep_in``'s; a temporary directory goes all the same)."""
         if self.server is not None:
             self.server.stop()
-        if self._work is not None:
+        if self._work is not None and not (keep and self._kept):
             shutil.rmtree(self._work, ignore_errors=True)
 
 
