@@ -7,15 +7,28 @@ their own, on purpose: the Mesos driver takes ``MESOS_PRINCIPAL`` /
 entry (``tfmesos.task.connection.TaskEnv``) reads what the scheduler put in
 its TaskInfo."""
 
+from collections.abc import Mapping
+from typing import Optional, overload
+
 LOCAL = "local"
 
 
-def resolve(value, environ, name, default=None):
+@overload
+def resolve(value: Optional[str], environ: Mapping[str, str], name: str, default: str) -> str: ...
+
+
+@overload
+def resolve(value: Optional[str], environ: Mapping[str, str], name: str,
+            default: None = None) -> Optional[str]: ...
+
+
+def resolve(value: Optional[str], environ: Mapping[str, str], name: str,
+            default: Optional[str] = None) -> Optional[str]:
     """``value`` if given, else ``environ[name]`` if set and non-empty, else ``default``."""
     if value is not None:
         return value
     return environ.get(name) or default
 
 
-def resolve_master(value, environ):
+def resolve_master(value: Optional[str], environ: Mapping[str, str]) -> str:
     return resolve(value, environ, "MESOS_MASTER", LOCAL).strip()

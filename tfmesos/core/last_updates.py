@@ -6,16 +6,20 @@ that run.json keeps Mesos' state, reason and message (an OOM kill's
 
 import queue
 import time
+from typing import TYPE_CHECKING, Callable
 
 from ..record.usage_table import clean_usage
 from .events import StatusUpdate, TaskExited, TaskMetrics, TaskOutput
+
+if TYPE_CHECKING:
+    from ..record.run_record import RunRecord
 
 # Seconds the stop waits at most for those updates: Mesos sends them within
 # milliseconds of a task's end; more would only delay a run that ends.
 MESOS_ENDS_WAIT = 2.0
 
 
-def record_event(record, event):
+def record_event(record: "RunRecord", event: object) -> None:
     """Record ``event`` (a ``core.events`` object) without acting on it:
     output, metrics, exit frames (with what the tasks used), Mesos' updates."""
     if isinstance(event, TaskOutput):
@@ -29,7 +33,9 @@ def record_event(record, event):
         record.metrics(event.task_id, event.points, event.dropped, event.source)
 
 
-def wait_for_mesos_ends(record, events, timeout=MESOS_ENDS_WAIT, clock=time.monotonic):
+def wait_for_mesos_ends(record: "RunRecord", events: "queue.Queue[object]",
+                        timeout: float = MESOS_ENDS_WAIT,
+                        clock: Callable[[], float] = time.monotonic) -> None:
     """Record what is queued on ``events``, then what comes until no attempt
     of ``record`` awaits Mesos' terminal update after its exit frame, for
     ``timeout`` s at most."""
@@ -48,7 +54,7 @@ def wait_for_mesos_ends(record, events, timeout=MESOS_ENDS_WAIT, clock=time.mono
         record_event(record, event)
 
 
-def record_leftovers(record, events):
+def record_leftovers(record: "RunRecord", events: "queue.Queue[object]") -> None:
     """What is still queued when the run stops is recorded too: output,
     exit frames (with what the stopped tasks used), Mesos' updates."""
     while True:

@@ -285,13 +285,13 @@ class ClusterRun:
                    "index": slot.index, "cluster": self.cluster_spec,
                    "forward_logs": bool(self._forward_logs(slot))}
         if spec.mode == "replica":
-            template = slot.job.cmd or spec.command
-            env = task_environment(self.cluster_spec, slot.job.name, slot.index,
-                                   self._keras_coordinator)
+            template, cluster = slot.job.cmd or spec.command, self.cluster_spec
+            # (a replica run has a command, RunSpec checks; tasks start once formed)
+            assert template is not None and cluster is not None
+            env = task_environment(cluster, slot.job.name, slot.index, self._keras_coordinator)
             env[task_env.RESTART] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
-            message.update(cmd=render_command(template, self.cluster_spec, slot.job.name,
-                                              slot.index),
+            message.update(cmd=render_command(template, cluster, slot.job.name, slot.index),
                            env=env, hooks=spec.hook_commands,
                            # a container has its own filesystem, a shipped directory
                            # is the task's working directory: stay there

@@ -16,6 +16,7 @@ table is a bug and raises ``IllegalTransition``.
 """
 
 import enum
+from typing import Optional
 
 
 class Phase(str, enum.Enum):
@@ -26,7 +27,7 @@ class Phase(str, enum.Enum):
     STOPPING = "stopping"      # stop() runs: tasks and framework go down
     STOPPED = "stopped"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.value
 
 
@@ -45,7 +46,7 @@ class IllegalTransition(RuntimeError):
     """A move the phase table does not allow: a bug in tfmesos."""
 
 
-def next_phase(current, target):
+def next_phase(current: Phase, target: Phase) -> Optional[Phase]:
     """``target`` when the run may move there from ``current``; None when the
     run is stopping and ``target`` would undo that; raises
     ``IllegalTransition`` for a move the table does not have."""

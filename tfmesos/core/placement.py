@@ -17,16 +17,24 @@ other fields.
 """
 
 import dataclasses
-from typing import Optional
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Generic, Optional, TypedDict, TypeVar
 
 EPSILON = 1e-6
 
+# Mesos' JSON messages as the driver hands them over (an ``addict.Dict``
+# is a dict): an Offer, a Resource.
+Offer = Mapping[str, Any]
+Resource = Mapping[str, Any]
+# What a request stands for, to the caller (a ``TaskSlot``): placement never looks.
+K = TypeVar("K")
+
 
 @dataclasses.dataclass
-class TaskRequest:
+class TaskRequest(Generic[K]):
     """What one task needs; ``key`` identifies it to the caller."""
 
-    key: object
+    key: K
     cpus: float
     mem: float
     gpus: int = 0
@@ -37,31 +45,40 @@ class TaskRequest:
 
 
 @dataclasses.dataclass
-class Assignment:
+class Assignment(Generic[K]):
     """A request placed on an offer: the TaskInfo ``resources``, the port
     (None when the offer had no ports), the GPU ids (SET offers only), the
     ``extra_ports`` asked for (empty when the offer had no ports) and the
     offer's ``url`` (where its agent serves its sandboxes; None without)."""
 
-    request: TaskRequest
+    request: TaskRequest[K]
     offer_id: str
     agent_id: str
     hostname: str
-    resources: list
+    resources: list[dict[str, Any]]
     port: Optional[int]
-    gpu_ids: list
-    extra_ports: list = dataclasses.field(default_factory=list)
-    agent_url: Optional[dict] = None
+    gpu_ids: list[str]
+    extra_ports: list[int] = dataclasses.field(default_factory=list)
+    agent_url: Optional[dict[str, Any]] = None
 
 
 @dataclasses.dataclass
-class Placement:
-    launches: dict    # offer id -> [Assignment, ...]
-    unused: list      # offer ids nothing was placed on
-    unplaced: list    # requests no offer could take
+class Placement(Generic[K]):
+    launches: dict[str, list[Assignment[K]]]    # offer id -> [Assignment, ...]
+    unused: list[str]                           # offer ids nothing was placed on
+    unplaced: list[TaskRequest[K]]              # requests no offer could take
 
 
-def _cut(entry, field, value):
+class OfferSummary(TypedDict):
+    """An offer's size, for messages and the most a run held at once."""
+
+    cpus: float
+    mem: float
+    gpus: int
+    agent: str
+
+
+def _cut(entry: Resource, field: str, value: object) -> dict[str, Any]:
     """A task's share of ``entry``: a shallow copy with ``field`` replaced."""
     piece = dict(entry)
     piece[field] = value
@@ -76,16 +93,18 @@ class OfferPool:
     with the next free port of the current one.
     """
 
-    def __init__(self, offer, held=()):
-        self.offer_id = offer["id"]["value"]
-        self.agent_id = offer["agent_id"]["value"]
-        self.hostname = offer.get("hostname", "")
-        self.agent_url = offer.get("url")
-        self._scalars: dict[str, list] = {}   # name -> [[entry, value left], ...]
-        self._gpu_sets = []  # [[entry, items left], ...]
-        self._ports: list[list] = []     # [[entry, [(begin, end), ...], index, next port], ...]
+    def __init__(self, offer: Offer, held: Iterable[int] = ()) -> None:
+        self.offer_id: str = offer["id"]["value"]
+        self.agent_id: str = offer["agent_id"]["value"]
+        self.hostname: str = offer.get("hostname", "")
+        self.agent_url: Optional[dict[str, Any]] = offer.get("url")
+        self._scalars: dict[str, list[list[Any]]] = {}   # name -> [[entry, value left], ...]
+        self._gpu_sets: list[list[Any]] = []  # [[entry, items left], ...]
+        # [[entry, [(begin, end), ...], index, next port], ...]
+        self._ports: list[list[Any]] = []
         self._held_ports = frozenset(held)
-        self._held = {}      # held port in this offer -> its entry (for pinned requests only)
+        # held port in this offer -> its entry (for pinned requests only)
+        self._held: dict[int, Resource] = {}
         for res in offer.get("resources", ()):
             self._add(res)
         self._totals = {name: sum(left for _, left in parts)
@@ -95,8 +114,8 @@ class OfferPool:
         self._offered_ports = self._has_ports
         self.gpu_agent = self.gpu_count() > 0  # as offered, before anything was taken
 
-    def _add(self, res):
-        name, kind = res.get("name"), res.get("type", "SCALAR")
+    def _add(self, res: Resource) -> None:
+        name, kind = res.get("name", ""), res.get("type", "SCALAR")
         if kind == "SCALAR":
             value = res.get("scalar", {}).get("value", 0.0)
             self._scalars.setdefault(name, []).append([res, value])
@@ -108,7 +127,7 @@ class OfferPool:
             ranges = self._hold(res, ranges)
             self._ports.append([res, ranges, 0, ranges[0][0] if ranges else None])
 
-    def _hold(self, entry, ranges):
+    def _hold(self, entry: Resource, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         """``ranges`` without the held ports, which are kept aside."""
         left = []
         for begin, end in ranges:
@@ -121,33 +140,33 @@ class OfferPool:
                 left.append((begin, end))
         return left
 
-    def _count_gpu_sets(self):
+    def _count_gpu_sets(self) -> None:
         sizes = [len(items) for _, items in self._gpu_sets]
         self._gpu_set_items = sum(sizes)
         self._largest_gpu_set = max(sizes, default=0)
 
-    def scalar(self, name):
+    def scalar(self, name: str) -> float:
         return self._totals.get(name, 0)
 
-    def gpu_count(self):
+    def gpu_count(self) -> int:
         return int(self.scalar("gpus") + EPSILON) + self._gpu_set_items
 
-    def ports(self):
-        left = []
+    def ports(self) -> list[tuple[int, int]]:
+        left: list[tuple[int, int]] = []
         for _, ranges, index, begin in self._ports:
             if index < len(ranges):
                 left.append((begin, ranges[index][1]))
                 left.extend(ranges[index + 1:])
         return left
 
-    def has_ports(self):
+    def has_ports(self) -> bool:
         return self._has_ports
 
-    def port_count(self):
+    def port_count(self) -> int:
         """How many ports are left (the held ones not counted)."""
         return sum(end - begin + 1 for begin, end in self.ports())
 
-    def fits(self, request):
+    def fits(self, request: TaskRequest[Any]) -> bool:
         if request.agent_id is not None and request.agent_id != self.agent_id:
             return False
         if request.fixed_port is not None and request.fixed_port not in self._held:
@@ -161,15 +180,17 @@ class OfferPool:
                 and (request.gpus <= 0 or totals.get("gpus", 0) + EPSILON >= request.gpus
                      or self._largest_gpu_set >= request.gpus))
 
-    def take(self, request):
+    def take(self, request: TaskRequest[Any]
+             ) -> tuple[list[dict[str, Any]], Optional[int], list[str], list[int]]:
         """Cut ``request`` out of this offer; returns (resources, port, gpu_ids,
         extra ports)."""
         resources = self._take_scalar("cpus", request.cpus) + self._take_scalar("mem", request.mem)
-        gpu_ids = []
+        gpu_ids: list[str] = []
         if request.gpus:
             taken, gpu_ids = self._take_gpus(request.gpus)
             resources += taken
-        port, extra = None, []
+        port: Optional[int] = None
+        extra: list[int] = []
         if request.fixed_port is not None:
             port = request.fixed_port
             resources.append(_cut(self._held.pop(port), "ranges",
@@ -184,9 +205,9 @@ class OfferPool:
                 extra = ports
         return resources, port, gpu_ids, extra
 
-    def _take_scalar(self, name, amount):
+    def _take_scalar(self, name: str, amount: float) -> list[dict[str, Any]]:
         taken = []
-        parts = self._scalars.get(name, ())
+        parts: Sequence[list[Any]] = self._scalars.get(name, ())
         for part_left in parts:
             if amount <= EPSILON:
                 break
@@ -201,7 +222,7 @@ class OfferPool:
             self._totals[name] = sum(left for _, left in parts)
         return taken
 
-    def _take_gpus(self, count):
+    def _take_gpus(self, count: int) -> tuple[list[dict[str, Any]], list[str]]:
         if self.scalar("gpus") + EPSILON >= count:
             return self._take_scalar("gpus", count), []
         for entry_items in self._gpu_sets:
@@ -213,14 +234,14 @@ class OfferPool:
                 return [_cut(entry, "set", {"item": ids})], ids
         raise ValueError("offer %s has no %d GPUs in one resource" % (self.offer_id, count))
 
-    def _take_ports(self, count):
+    def _take_ports(self, count: int) -> tuple[list[dict[str, Any]], list[int]]:
         """``count`` ports, lowest first: (one ``ports`` resource per offer
         entry they come from, with their ranges merged; the ports)."""
         taken = []   # [(entry, port), ...]
         for _ in range(count):
             taken.append(self._take_port())
-        resources: list = []
-        by_entry: dict[int, list] = {}
+        resources: list[dict[str, Any]] = []
+        by_entry: dict[int, list[dict[str, int]]] = {}
         for entry, port in taken:
             ranges = by_entry.get(id(entry))
             if ranges is None:
@@ -232,7 +253,7 @@ class OfferPool:
                 ranges.append({"begin": port, "end": port})
         return resources, [port for _, port in taken]
 
-    def _take_port(self):
+    def _take_port(self) -> tuple[Resource, int]:
         for state in self._ports:
             entry, ranges, index, port = state
             if index >= len(ranges):
@@ -246,12 +267,12 @@ class OfferPool:
             return entry, port
         raise ValueError("offer %s has no port left" % self.offer_id)
 
-    def summary(self):
+    def summary(self) -> OfferSummary:
         return {"cpus": round(self.scalar("cpus"), 3), "mem": round(self.scalar("mem"), 1),
                 "gpus": self.gpu_count(), "agent": self.hostname or self.agent_id}
 
 
-def _natural(item):
+def _natural(item: str) -> tuple[int, int, str]:
     return (0, int(item), "") if str(item).isdigit() else (1, 0, str(item))
 
 
@@ -260,10 +281,12 @@ class _FirstFit:
     offers. Offers only shrink, so an offer that could not hold a request
     shape never will: one cursor per (tier, shape) skips them for good."""
 
-    def __init__(self):
-        self._cursors = {}
+    def __init__(self) -> None:
+        # (tier, request shape) -> [next offer with ports, next offer] to try
+        self._cursors: dict[tuple[object, ...], list[int]] = {}
 
-    def find(self, tier_name, tier, request):
+    def find(self, tier_name: str, tier: Sequence[OfferPool], request: TaskRequest[Any]
+             ) -> Optional[OfferPool]:
         key = (tier_name, request.cpus, request.mem, request.gpus, request.agent_id,
                request.fixed_port, request.extra_ports)
         cursor = self._cursors.setdefault(key, [0, 0])
@@ -281,7 +304,8 @@ class _FirstFit:
         return tier[j] if j < count else None
 
 
-def place(requests, offers, held=None):
+def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
+          held: Optional[Mapping[str, Iterable[int]]] = None) -> Placement[K]:
     """Place ``requests`` (in order of importance) on ``offers``; ``held``
     (``{agent_id: {port, ...}}``) ports go only to requests pinned to them.
 
@@ -301,8 +325,8 @@ def place(requests, offers, held=None):
              "plain": [p for p in pools if not p.gpu_agent]}
     finder = _FirstFit()
     order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
-    launches: dict[str, list] = {}
-    unplaced: list = []
+    launches: dict[str, list[Assignment[K]]] = {}
+    unplaced: list[TaskRequest[K]] = []
     for request in order:
         names = ("gpu",) if request.gpus > 0 else ("plain", "gpu")
         pool = None
@@ -321,7 +345,7 @@ def place(requests, offers, held=None):
     return Placement(launches, unused, unplaced)
 
 
-def largest_offer(offers):
+def largest_offer(offers: Iterable[Offer]) -> Optional[OfferSummary]:
     """A summary of the biggest offer, for 'nothing fits' messages."""
     best = None
     for offer in offers:

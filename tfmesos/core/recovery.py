@@ -23,12 +23,15 @@ tells the run's record, all in the thread that handles the run's events.
 import dataclasses
 import json
 import logging
+from collections.abc import Iterable
 from typing import Callable, Optional
 
 from ..exceptions import TaskFailed
 from ..record.run_record import RunRecord
+from .clusterspec import ClusterSpec
 from .control import RunControl
 from .restarts import RestartPolicy
+from .slots import TaskSlot
 from .spec import STICKY_TIMEOUT
 
 logger = logging.getLogger(__name__)
@@ -56,7 +59,7 @@ class Recovery:
     one line on stderr; default: a log warning)."""
 
     def __init__(self, control: RunControl, record: RunRecord,
-                 policy: Optional[RestartPolicy] = None, sticky_jobs=(),
+                 policy: Optional[RestartPolicy] = None, sticky_jobs: Iterable[str] = (),
                  sticky_timeout: float = STICKY_TIMEOUT, max_attempts: int = 1,
                  notify: Optional[Callable[[str], None]] = None) -> None:
         self._control = control
@@ -73,7 +76,7 @@ class Recovery:
 
     # -- called by RunEvents and ClusterRun -----------------------------------
 
-    def failed(self, slot, error, cause, what):
+    def failed(self, slot: TaskSlot, error: TaskFailed, cause: Optional[str], what: str) -> None:
         """``slot`` failed with ``error`` (``TaskFailed``) while the cluster
         ran; ``cause`` from ``restarts.failure_cause`` ("lost", "failure");
         ``what`` says what happened (``worker:1 exited with code 3``).
@@ -84,7 +87,7 @@ class Recovery:
             return
         self._restart_or_fail(error, cause, what)
 
-    def registered(self, slot, address):
+    def registered(self, slot: TaskSlot, address: str) -> None:
         """A task registered while the cluster runs: a relaunched worker."""
         sticky = self._sticky.get(slot.name)
         if sticky is None:
@@ -99,13 +102,13 @@ class Recovery:
         self._control.publish_to(slot)
         self._notify("%s is back at %s" % (slot.name, address))
 
-    def agent_lost(self, agent_id):
+    def agent_lost(self, agent_id: str) -> None:
         self._lost_agents.add(agent_id)
         for name, sticky in list(self._sticky.items()):
             if sticky.agent_id == agent_id:
                 self._give_up(self._control.state.slots.named(name), "its agent %s is gone" % agent_id)
 
-    def tick(self):
+    def tick(self) -> None:
         """Launch a restart whose back-off has passed; give up sticky
         relaunches past their deadline."""
         now = self._control.now()
@@ -118,19 +121,20 @@ class Recovery:
                 self._give_up(self._control.state.slots.named(name),
                               "it was not back within %.0f s" % self.sticky_timeout)
 
-    def formed(self, spec):
+    def formed(self, spec: ClusterSpec) -> None:
         """The cluster is complete (again)."""
         if self.restarts:
             self._notify("cluster ready (restart %d): %s" % (self.restarts, json.dumps(spec)))
 
     # -- decisions -----------------------------------------------------------
 
-    def _relaunch(self, slot, what, cause):
+    def _relaunch(self, slot: TaskSlot, what: str, cause: Optional[str]) -> bool:
         """Start (or go on with) the sticky relaunch of ``slot``; False when
         it cannot be relaunched where it ran."""
         sticky = self._sticky.get(slot.name)
         if sticky is None:
-            if slot.port is None or slot.address is None or slot.agent_id in self._lost_agents:
+            if slot.port is None or slot.address is None or slot.agent_id is None \
+                    or slot.agent_id in self._lost_agents:
                 return False
             sticky = _Sticky(slot.agent_id, slot.port, slot.address,
                              self._control.now() + self.sticky_timeout, 0)
@@ -147,13 +151,13 @@ class Recovery:
         self._control.relaunch(slot)
         return True
 
-    def _give_up(self, slot, why):
+    def _give_up(self, slot: TaskSlot, why: str) -> None:
         self._sticky.pop(slot.name, None)
         what = "%s could not be relaunched on its agent: %s" % (slot.name, why)
         self._restart_or_fail(TaskFailed("task " + what, slot.name, slot.state, slot.exit_code),
                               "lost", what)
 
-    def _restart_or_fail(self, error, cause, what):
+    def _restart_or_fail(self, error: TaskFailed, cause: Optional[str], what: str) -> None:
         if not self.policy.allows(self.restarts, cause):
             self._control.fail(error)
             return

@@ -52,11 +52,16 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import RendezvousError
 from ..protocol import metric_points, wire
 from .events import TaskDisconnected, TaskExited, TaskMetrics, TaskOutput, TaskRegistered
 from .result_inbox import ResultInbox
+
+if TYPE_CHECKING:
+    import queue
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +72,7 @@ STALL_PINGS = 2.5               # pings a task may leave unanswered before it is
 class _Link:
     """One accepted connection: its socket, channel and send lock."""
 
-    def __init__(self, sock, peer, secret):
+    def __init__(self, sock: socket.socket, peer: tuple[Any, ...], secret: bytes) -> None:
         self.sock = sock
         self.peer = peer
         self.channel = wire.Channel.for_scheduler(secret)
@@ -77,7 +82,7 @@ class _Link:
         self.task_id = ""             # once it registered
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
 
-    def send(self, message):
+    def send(self, message: dict[str, Any]) -> None:
         with self.send_lock:
             wire.send(self.sock, self.channel, message)
 
@@ -86,9 +91,11 @@ class Rendezvous:
     """``stall_timeout`` (default ``STALL_PINGS`` pings): how long a
     registered connection may stay silent."""
 
-    def __init__(self, secret, events, bind_host=None, port=0, register_timeout=30.0,
-                 max_pending=256, max_pending_per_peer=64, ping_interval=10.0,
-                 stall_timeout=None):
+    def __init__(self, secret: bytes, events: "queue.Queue[object]",
+                 bind_host: Optional[str] = None, port: int = 0,
+                 register_timeout: float = 30.0, max_pending: int = 256,
+                 max_pending_per_peer: int = 64, ping_interval: float = 10.0,
+                 stall_timeout: Optional[float] = None) -> None:
         self._secret = secret
         self._events = events
         self._register_timeout = register_timeout
@@ -96,11 +103,12 @@ class Rendezvous:
         self._max_per_peer = max_pending_per_peer
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
-        self._expected = set()
+        self._expected: set[str] = set()
         self._connections: dict[str, _Link] = {}   # task_id -> registered _Link
         # unregistered _Link -> None, oldest first
         self._pending: collections.OrderedDict[_Link, None] = collections.OrderedDict()
-        self._starts = {}        # task_id -> the start message, sent again on re-registration
+        # task_id -> the start message, sent again on re-registration
+        self._starts: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._gone = threading.Condition(self._lock)   # a connection left
         self._closed = threading.Event()
@@ -118,12 +126,12 @@ class Rendezvous:
         for thread in self._threads:
             thread.start()
 
-    def expect(self, task_id):
+    def expect(self, task_id: str) -> None:
         """Allow ``task_id`` to register (called as the task is launched)."""
         with self._lock:
             self._expected.add(task_id)
 
-    def forget(self, task_id, linger=2.0):
+    def forget(self, task_id: str, linger: float = 2.0) -> None:
         """A task that ended: refuse it from now on. What it sent before it
         ended (its last output, often its error) is still read for
         ``linger`` seconds; then its connection is dropped."""
@@ -136,14 +144,14 @@ class Rendezvous:
             timer.daemon = True
             timer.start()
 
-    def _drop(self, task_id, link):
+    def _drop(self, task_id: str, link: _Link) -> None:
         with self._lock:
             if self._connections.get(task_id) is link:
                 del self._connections[task_id]
                 self._gone.notify_all()
         _shutdown(link.sock)
 
-    def send(self, task_id, message):
+    def send(self, task_id: str, message: dict[str, Any]) -> bool:
         """Send to one task; False when it is not connected (now)."""
         with self._lock:
             link = self._connections.get(task_id)
@@ -157,7 +165,7 @@ class Rendezvous:
         except OSError:
             return False
 
-    def close(self, linger=0.0):
+    def close(self, linger: float = 0.0) -> None:
         """Close everything: connected tasks see it and stop. With ``linger``,
         first wait up to that long for the tasks to close their connections
         themselves (after a ``stop``), so that their last output arrives."""
@@ -174,10 +182,10 @@ class Rendezvous:
 
     # -- accepting ------------------------------------------------------------
 
-    def _accept_loop(self):
+    def _accept_loop(self) -> None:
         """Accept until closed; a failing accept() (EMFILE, ENFILE, ...) is
         retried with a growing back-off and logged once per failing streak."""
-        delay = None
+        delay: Optional[float] = None
         while not self._closed.is_set():
             try:
                 sock, peer = self._listener.accept()
@@ -196,7 +204,7 @@ class Rendezvous:
             wire.no_delay(sock)
             self._start(_Link(sock, peer, self._secret))
 
-    def _start(self, link):
+    def _start(self, link: _Link) -> None:
         """Admit a new connection (evicting the oldest unregistered one when
         the limits are reached) and serve it in its own thread."""
         victim = self._admit(link)
@@ -212,7 +220,7 @@ class Rendezvous:
             self._unpend(link)
             link.sock.close()
 
-    def _admit(self, link):
+    def _admit(self, link: _Link) -> Optional[_Link]:
         with self._lock:
             if self._closed.is_set():
                 _shutdown(link.sock)
@@ -228,13 +236,14 @@ class Rendezvous:
             self._pending[link] = None
             return victim
 
-    def _unpend(self, link):
+    def _unpend(self, link: _Link) -> None:
         with self._lock:
             self._pending.pop(link, None)
 
     # -- one connection -------------------------------------------------------
 
-    def _serve(self, link):
+    def _serve(self, link: _Link) -> None:
+        registered: Optional[TaskRegistered]
         try:
             try:
                 registered = self._register(link)
@@ -251,7 +260,7 @@ class Rendezvous:
         finally:
             link.sock.close()
 
-    def _register(self, link):
+    def _register(self, link: _Link) -> TaskRegistered:
         """Challenge, registration, confirmation; the ``TaskRegistered`` event."""
         deadline = link.accepted + self._register_timeout
         sock = link.sock
@@ -278,7 +287,7 @@ class Rendezvous:
                 pass  # _relay sees the connection gone and reports it
         return TaskRegistered(task_id, host, port)
 
-    def _claim(self, link, task_id):
+    def _claim(self, link: _Link, task_id: str) -> None:
         """Make ``link`` the connection of ``task_id``, or refuse it."""
         with self._lock:
             if link not in self._pending:
@@ -325,7 +334,7 @@ class Rendezvous:
                         self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
                                          if link.stalled else TaskDisconnected(task_id))
 
-    def _metrics(self, task_id, message):
+    def _metrics(self, task_id: str, message: dict[str, Any]) -> None:
         """A metrics frame as a ``TaskMetrics`` event, its points placed on
         this machine's clock (their age when the frame was sent, by the
         task's clock); a malformed frame is left out."""
@@ -339,7 +348,7 @@ class Rendezvous:
             (step, now - max(0.0, sent - when), values) for step, when, values in points),
             dropped))
 
-    def _ping_loop(self):
+    def _ping_loop(self) -> None:
         """Ping every registered task; close the connections that stalled."""
         while not self._closed.wait(self._ping_interval):
             with self._lock:
@@ -351,7 +360,7 @@ class Rendezvous:
                 else:
                     self.send(task_id, {"type": "ping"})
 
-    def _stall(self, link, now):
+    def _stall(self, link: _Link, now: float) -> None:
         """Close ``link``, silent too long; its thread reports it."""
         logger.warning("nothing came from %s for %.0f s: its rendezvous connection stalled",
                        link.task_id, now - link.heard)
@@ -359,7 +368,7 @@ class Rendezvous:
         _shutdown(link.sock)
 
 
-def _registration(message):
+def _registration(message: Mapping[str, Any]) -> tuple[str, str, int]:
     """``(task_id, host, port)`` of a well-formed register message."""
     task_id, host, port = message.get("task_id"), message.get("host"), message.get("port")
     if message["type"] != "register" or not isinstance(task_id, str) or not task_id \
@@ -369,7 +378,7 @@ def _registration(message):
     return task_id, host, port
 
 
-def _shutdown(sock):
+def _shutdown(sock: socket.socket) -> None:
     """Wake whoever reads ``sock`` with an end of file; its owner closes it."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
@@ -377,7 +386,7 @@ def _shutdown(sock):
         pass
 
 
-def _listen(host, port):
+def _listen(host: Optional[str], port: int) -> socket.socket:
     """A listening socket on ``host``; None: every address, IPv6 and IPv4
     alike where the host can (an advertised address may be either)."""
     if host is None:

@@ -13,6 +13,7 @@ failure`` restarts for any non-zero exit as well.
 
 import dataclasses
 import re
+from typing import Optional
 
 from ..exceptions import SpecError
 from .inputs import MAX_ATTEMPTS, MAX_SECONDS, number_error
@@ -40,7 +41,7 @@ class RestartPolicy:
     backoff: float = 2.0
     max_backoff: float = 60.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         why = number_error(self.max_restarts, 0, MAX_ATTEMPTS, integer=True)
         if why:
             raise SpecError("max_restarts (--max-restarts) %s, got %r" % (why, self.max_restarts))
@@ -52,19 +53,20 @@ class RestartPolicy:
             if why:
                 raise SpecError("%s %s seconds, got %r" % (name, why, value))
 
-    def allows(self, restarts_done, cause):
+    def allows(self, restarts_done: int, cause: Optional[str]) -> bool:
         """Whether a run that already restarted ``restarts_done`` times may
         restart for ``cause`` (from ``failure_cause``)."""
         if restarts_done >= self.max_restarts or cause is None:
             return False
         return cause == "lost" or self.restart_on == "failure"
 
-    def delay(self, restarts_done):
+    def delay(self, restarts_done: int) -> float:
         """Seconds to wait before restart number ``restarts_done + 1``."""
         return min(self.backoff * (2 ** restarts_done), self.max_backoff)
 
 
-def failure_cause(state, reason=None, message="", exit_code=None):
+def failure_cause(state: Optional[str], reason: Optional[str] = None, message: Optional[str] = "",
+                  exit_code: Optional[int] = None) -> Optional[str]:
     """"lost" for an infrastructure loss, "failure" for the task's own
     failure (a non-zero exit), None for success. (Tasks tfmesos stops are
     forgotten first: their ends never reach the policy.)"""

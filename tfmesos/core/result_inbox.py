@@ -14,7 +14,8 @@ import base64
 import binascii
 import threading
 import time
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ..task.result_file import MAX_RESULT
 
@@ -27,7 +28,8 @@ class Result:
     possibly empty), ``size`` announced; ``complete`` once every byte came;
     ``broken``: why it cannot be used, or None."""
 
-    def __init__(self, task_id, status, error, traceback, size):
+    def __init__(self, task_id: str, status: str, error: str, traceback: str,
+                 size: int) -> None:
         self.task_id = task_id
         self.status = status
         self.error = error
@@ -37,20 +39,20 @@ class Result:
         self.broken: Optional[str] = None
 
     @property
-    def complete(self):
+    def complete(self) -> bool:
         return self.broken is None and len(self.data) == self.size
 
 
 class ResultInbox:
     """The results of a run's tasks, by task id; ``limit``: bytes per result."""
 
-    def __init__(self, limit=MAX_RESULT):
+    def __init__(self, limit: int = MAX_RESULT) -> None:
         self.limit = limit
         self._results: dict[str, Result] = {}
         self._ended: set[str] = set()      # task ids whose exit frame came
         self._changed = threading.Condition()
 
-    def feed(self, task_id, message):
+    def feed(self, task_id: str, message: Mapping[str, Any]) -> None:
         """Take a ``result`` or ``result_data`` frame of ``task_id``."""
         with self._changed:
             if message.get("type") == "result":
@@ -64,7 +66,7 @@ class ResultInbox:
                     self._add(result, message)
             self._changed.notify_all()
 
-    def _header(self, task_id, message):
+    def _header(self, task_id: str, message: Mapping[str, Any]) -> Result:
         status, size = message.get("status"), message.get("size")
         error, text = message.get("error"), message.get("traceback")
         result = Result(task_id, status if status in STATUSES else "error",
@@ -78,7 +80,7 @@ class ResultInbox:
         return result
 
     @staticmethod
-    def _add(result, message):
+    def _add(result: Result, message: Mapping[str, Any]) -> None:
         offset, data = message.get("offset"), message.get("data")
         try:
             chunk = base64.b64decode(data, validate=True) if isinstance(data, str) else None
@@ -91,7 +93,7 @@ class ResultInbox:
         else:
             result.data += chunk
 
-    def exited(self, task_id):
+    def exited(self, task_id: str) -> None:
         """``task_id``'s exit frame came: nothing more comes from it."""
         with self._changed:
             self._ended.add(task_id)
@@ -101,7 +103,7 @@ class ResultInbox:
                     len(result.data), result.size)
             self._changed.notify_all()
 
-    def wait(self, task_id, timeout):
+    def wait(self, task_id: str, timeout: float) -> Optional[Result]:
         """``task_id``'s result once complete, broken or its task ended
         (None: none came), waiting up to ``timeout`` seconds."""
         deadline = time.monotonic() + timeout

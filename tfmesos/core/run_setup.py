@@ -2,14 +2,24 @@
 lives (``make_backend``: also what tfrun checks before a run starts) and its
 record (``make_record``, the run directory's ``RunRecord``)."""
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Optional
+
 from ..record import schema
 from ..record.run_record import RunRecord, default_run_dir
 from . import config
-from .spec import AUTO
+from .spec import AUTO, RunSpec
 from .taskinfo import warm_task_command
 
+if TYPE_CHECKING:
+    from ..backends import Backend
+    from ..backends.warm_runner import WarmProcessRunner
+    from .identity import RunIdentity
+    from .slots import SlotTable
 
-def make_backend(spec, environ, warm_runner=None):
+
+def make_backend(spec: RunSpec, environ: Mapping[str, str],
+                 warm_runner: Optional["WarmProcessRunner"] = None) -> "Backend":
     """Where the run of ``spec`` goes: the embedded master (``--master
     local``; ``warm_runner``, started by tfrun, else one started with the
     master), or the remote master ``spec.master``."""
@@ -21,13 +31,17 @@ def make_backend(spec, environ, warm_runner=None):
         if warm_runner is not None:
             warm_runner.close()
         return RemoteMaster(spec.master, spec.advertise_address, environ)
-    return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
+    # Backend declares ``credentials`` a settable Optional attribute, so an
+    # EmbeddedMaster (whose credentials are never None) does not match it;
+    # the run only reads them (a read-only property in Backend would match).
+    return EmbeddedMaster(spec.jobs, containers=bool(spec.image),  # type: ignore[return-value]
                           options=spec.local_master_options, advertise=spec.advertise_address,
                           environ=environ, runner=warm_runner,
                           make_runner=lambda: start_warm_runner(warm_task_command(spec)))
 
 
-def make_record(spec, identity, slots, environ):
+def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
+                environ: Mapping[str, str]) -> RunRecord:
     """The record of the run of ``spec`` as ``identity``, whose tasks are
     ``slots``: in ``spec.run_dir`` (``AUTO``: the default directory), or in
     memory only (None)."""

@@ -13,9 +13,13 @@ did not answer is not asked again in this run.
 
 import logging
 import threading
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..mesos.agent_files import AgentFilesError, agent_base_url, read_tails, sandbox_path
 from ..mesos.http_transport import TLSContext, basic_auth
+
+if TYPE_CHECKING:
+    from .scheduler import Launch
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +27,11 @@ TAIL_LINES = 20          # of each file
 TAIL_BYTES = 8 * 1024    # read from each file's end
 TIMEOUT = 2.0            # seconds for all of one task's reads
 STREAMS = ("stdout", "stderr")
+
+# ``agent_files.read_tails``: (base URL, sandbox path, file names, bytes,
+# lines, timeout, Authorization header or None, TLS) -> {name: [line, ...]}
+ReadTails = Callable[[str, str, tuple[str, ...], int, int, float, Optional[str], TLSContext],
+                     dict[str, list[str]]]
 
 
 class SandboxTails:
@@ -33,8 +42,11 @@ class SandboxTails:
     where it speaks https, so do its agents (``tls``: (verify, ca_bundle),
     as for the master); ``read``: ``read_tails`` (tests replace it)."""
 
-    def __init__(self, framework_id, credentials=lambda: None, master_url=lambda: None,
-                 tls=(True, None), read=read_tails, timeout=TIMEOUT):
+    def __init__(self, framework_id: Callable[[], Optional[str]],
+                 credentials: Callable[[], Optional[tuple[str, str]]] = lambda: None,
+                 master_url: Callable[[], Optional[str]] = lambda: None,
+                 tls: tuple[bool, Optional[str]] = (True, None), read: ReadTails = read_tails,
+                 timeout: float = TIMEOUT) -> None:
         self._framework_id = framework_id
         self._credentials = credentials
         self._master_url = master_url
@@ -42,10 +54,11 @@ class SandboxTails:
         self._read = read
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._agents = {}          # task id -> its agent's base URL (None: unknown)
-        self._silent = set()       # agents that did not answer
+        # task id -> its agent's base URL (None: unknown)
+        self._agents: dict[str, Optional[str]] = {}
+        self._silent: set[str] = set()       # agents that did not answer
 
-    def launched(self, launch):
+    def launched(self, launch: "Launch") -> None:
         """A ``scheduler.Launch`` goes to Mesos: where its agent serves
         ``/files`` (the driver's thread)."""
         https = str(self._master_url() or "").startswith("https://")
@@ -53,7 +66,7 @@ class SandboxTails:
         with self._lock:
             self._agents[launch.task_id] = url
 
-    def read(self, task_id, name):
+    def read(self, task_id: str, name: str) -> Optional[dict[str, list[str]]]:
         """{"stdout": [lines], "stderr": [lines]} of task ``task_id`` (``name``
         in log lines), or None when they cannot be read."""
         with self._lock:

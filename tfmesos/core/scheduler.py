@@ -8,19 +8,42 @@ driver for a run-level problem.
 
 import logging
 import time
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from ..exceptions import MesosError
 from ..mesos import Scheduler
 from ..mesos.task_states import TERMINAL_STATES
 from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
-from .placement import Assignment, OfferPool, TaskRequest, largest_offer, place
+from .placement import Assignment, Offer, OfferPool, OfferSummary, TaskRequest, largest_offer, place
 from .slots import SlotTable, TaskSlot
+
+if TYPE_CHECKING:
+    import queue
+
+    from addict import Dict
 
 logger = logging.getLogger(__name__)
 
 IDLE_REFUSE_SECONDS = 120.0
 BUSY_REFUSE_SECONDS = 2.0
+
+
+class OfferDriver(Protocol):
+    """What the scheduler asks of its driver (``mesos.MesosSchedulerDriver``;
+    the unit tests' recording fake)."""
+
+    def launchTasks(self, offer_ids: list[dict[str, str]], tasks: list[dict[str, Any]],
+                    filters: Optional[dict[str, float]] = None) -> object: ...
+
+    def declineOffer(self, offer_ids: list[dict[str, str]],
+                     filters: Optional[dict[str, float]] = None) -> object: ...
+
+    def suppressOffers(self) -> object: ...
+
+    def reviveOffers(self) -> object: ...
+
+    def reconcileTasks(self, tasks: list[dict[str, Any]]) -> object: ...
 
 
 class Launch(NamedTuple):
@@ -31,27 +54,27 @@ class Launch(NamedTuple):
     task_id: str
     attempt: int       # 1 for the slot's first launch
     offer_id: str
-    assignment: Assignment
+    assignment: Assignment[TaskSlot]
 
     @property
-    def agent_id(self):
+    def agent_id(self) -> str:
         return self.assignment.agent_id
 
     @property
-    def port(self):
+    def port(self) -> Optional[int]:
         return self.assignment.port
 
 
-def resource_totals(items):
+def resource_totals(items: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Sum of ``cpus``, ``mem`` and ``gpus`` over dicts (offer summaries, jobs)."""
-    totals = {"cpus": 0.0, "mem": 0.0, "gpus": 0}
+    totals: dict[str, float] = {"cpus": 0.0, "mem": 0.0, "gpus": 0}
     for item in items:
         for key in totals:
             totals[key] += item[key]
     return totals
 
 
-def describe_resources(resources):
+def describe_resources(resources: Mapping[str, Any]) -> str:
     return "cpus=%g mem=%g gpus=%d" % (round(resources["cpus"], 3), round(resources["mem"], 1),
                                        resources["gpus"])
 
@@ -65,7 +88,11 @@ class TFMesosScheduler(Scheduler):
     ``extra_ports(slot)`` says how many ports a slot needs besides its own
     (default none)."""
 
-    def __init__(self, slots, make_task, events, run_id, on_launch=None, extra_ports=None):
+    def __init__(self, slots: SlotTable,
+                 make_task: Callable[[TaskSlot, Assignment[TaskSlot]], dict[str, Any]],
+                 events: "queue.Queue[object]", run_id: str,
+                 on_launch: Optional[Callable[[list[Launch]], None]] = None,
+                 extra_ports: Optional[Callable[[TaskSlot], int]] = None) -> None:
         if not isinstance(slots, SlotTable):
             raise TypeError("slots must be a SlotTable (tfmesos.core.slots.make_slots)")
         self.slots = slots
@@ -77,51 +104,53 @@ class TFMesosScheduler(Scheduler):
         self._run_id = run_id
         self._suppressed = False
         self._closed = False       # the run is stopping: launch nothing more
-        self.largest_offer = None
-        self.most_held = None      # the most offers + live tasks held at once (totals)
-        self.first_offer_at = None  # time.time() of the first offers
-        self.framework_id = None
+        self.largest_offer: Optional[OfferSummary] = None
+        # the most offers + live tasks held at once (totals)
+        self.most_held: Optional[dict[str, float]] = None
+        self.first_offer_at: Optional[float] = None  # time.time() of the first offers
+        self.framework_id: Optional[str] = None
 
-    def slot_of(self, task_id):
+    def slot_of(self, task_id: str) -> Optional[TaskSlot]:
         return self.slots.slot_of(task_id)
 
-    def pending(self):
+    def pending(self) -> list[TaskSlot]:
         return self.slots.pending()
 
     # -- Mesos callbacks ----------------------------------------------------
 
-    def registered(self, driver, framework_id, master_info):
+    def registered(self, driver: OfferDriver, framework_id: "Dict", master_info: "Dict") -> None:
         self.framework_id = framework_id.value
         self._events.put(Subscribed(master_info))
 
-    def reregistered(self, driver, master_info):
+    def reregistered(self, driver: OfferDriver, master_info: "Dict") -> None:
         # Updates the master made while we were away (TASK_LOST of a removed
         # agent) were dropped, not queued: ask for every task's state.
         self.reconcile(driver, implicit=True)
         self._events.put(Subscribed(master_info, again=True))
 
-    def offerRescinded(self, driver, offer_id):
+    def offerRescinded(self, driver: OfferDriver, offer_id: "Dict") -> None:
         # Offers are used or declined within resourceOffers: nothing is held.
         logger.debug("offer %s rescinded", offer_id.value)
 
-    def executorLost(self, driver, executor_id, agent_id, status):
+    def executorLost(self, driver: OfferDriver, executor_id: "Dict", agent_id: "Dict",
+                     status: Optional[int]) -> None:
         # The command executor's end comes with its task's status update.
         logger.info("executor %s on agent %s ended (%s)", executor_id.value, agent_id.value,
                     status)
 
-    def disconnected(self, driver):
+    def disconnected(self, driver: OfferDriver) -> None:
         self._events.put(MesosDisconnected())
 
-    def error(self, driver, message):
+    def error(self, driver: OfferDriver, message: str) -> None:
         self._events.put(MesosFailed(message, getattr(driver, "exception", None)))
 
-    def slaveLost(self, driver, agent_id):
+    def slaveLost(self, driver: OfferDriver, agent_id: "Dict") -> None:
         self._events.put(AgentLost(agent_id.value))
 
-    def statusUpdate(self, driver, update):
+    def statusUpdate(self, driver: OfferDriver, update: "Dict") -> None:
         self._events.put(StatusUpdate(update))
 
-    def resourceOffers(self, driver, offers):
+    def resourceOffers(self, driver: OfferDriver, offers: list[Offer]) -> None:
         launches, unused, still_pending = self._place(offers)
         try:
             if launches:
@@ -142,7 +171,7 @@ class TFMesosScheduler(Scheduler):
             # Disconnected meanwhile: Mesos has rescinded these offers anyway.
             logger.info("offers lost to a disconnection: %s", exc)
 
-    def _place(self, offers):
+    def _place(self, offers: list[Offer]) -> tuple[list[Launch], list[str], bool]:
         """Under the lock: decide which pending slots go where, and mark them
         launched. Returns (launches, unused offer ids, whether slots still wait)."""
         with self.lock:
@@ -153,13 +182,13 @@ class TFMesosScheduler(Scheduler):
                             (self.largest_offer["cpus"], self.largest_offer["mem"])):
                 self.largest_offer = summary
             pending = [] if self._closed else self.pending()
-            held: dict[str, set] = {}
+            held: dict[str, set[int]] = {}
             for slot in pending:
                 if slot.hold:
                     held.setdefault(slot.hold[0], set()).add(slot.hold[1])
             placement = place([_request(slot, self._extra_ports(slot)) for slot in pending],
                               offers, held)
-            launches = []
+            launches: list[Launch] = []
             for offer_id, assignments in placement.launches.items():
                 for assignment in assignments:
                     slot = assignment.request.key
@@ -170,10 +199,10 @@ class TFMesosScheduler(Scheduler):
                     launches.append(Launch(slot, task_id, slot.attempts, offer_id, assignment))
             return launches, placement.unused, not self._closed and bool(self.pending())
 
-    def _send(self, driver, launches):
+    def _send(self, driver: OfferDriver, launches: list[Launch]) -> None:
         """One LAUNCH per offer; a refused call puts back its slots and those
         of the offers not sent yet."""
-        by_offer: dict[str, list] = {}
+        by_offer: dict[str, list[Launch]] = {}
         for launch in launches:
             by_offer.setdefault(launch.offer_id, []).append(launch)
         groups = list(by_offer.items())
@@ -188,7 +217,7 @@ class TFMesosScheduler(Scheduler):
                         self.slots.unlaunched(launch.slot)
                 raise
 
-    def _note_held(self, offers):
+    def _note_held(self, offers: list[Offer]) -> None:
         """Track the most this run held at once: these offers plus what its
         launched, live tasks use (offers are used or declined at once)."""
         held = resource_totals(OfferPool(offer).summary() for offer in offers)
@@ -202,7 +231,7 @@ class TFMesosScheduler(Scheduler):
 
     # -- called by the launcher ---------------------------------------------
 
-    def missing_message(self, waited, master):
+    def missing_message(self, waited: float, master: str) -> str:
         """Why the cluster is not complete after ``waited`` seconds: each
         missing task, what the whole cluster needs against the most that
         offers (and the run's live tasks) held at once, and the largest
@@ -219,14 +248,14 @@ class TFMesosScheduler(Scheduler):
         text = "the cluster was not complete after %.0f s; missing: %s; the cluster needs %s " \
             "in total" % (waited, ", ".join(parts),
                           describe_resources(resource_totals(vars(s.job) for s in self.slots)))
-        largest = self.largest_offer
-        if largest:
+        largest, most_held = self.largest_offer, self.most_held
+        if largest and most_held is not None:   # (both noted from the same offers)
             return text + "; offers held at most %s; largest offer seen: %s on %s" % (
-                describe_resources(self.most_held), describe_resources(largest),
+                describe_resources(most_held), describe_resources(largest),
                 largest["agent"])
         return text + "; no offer received from %s" % master
 
-    def reconcile(self, driver, implicit=False):
+    def reconcile(self, driver: OfferDriver, implicit: bool = False) -> None:
         """Explicit reconciliation of every task that is not known to have
         ended (docs/reconciliation.md): Mesos answers each with its latest
         state, TASK_LOST for a task it does not know any more. A lost
@@ -246,20 +275,20 @@ class TFMesosScheduler(Scheduler):
                 raise
             logger.info("reconciliation postponed: %s", exc)
 
-    def close(self):
+    def close(self) -> None:
         """The run stops: later offers are declined, nothing more launches
         (a task that ends meanwhile frees resources for the missing ones)."""
         with self.lock:
             self._closed = True
 
-    def revive(self, driver):
+    def revive(self, driver: OfferDriver) -> None:
         """Slots wait for another attempt: ask for offers again."""
         with self.lock:
             self._suppressed = False
         driver.reviveOffers()
 
 
-def _request(slot, extra_ports=0):
+def _request(slot: TaskSlot, extra_ports: int = 0) -> TaskRequest[TaskSlot]:
     """What a pending slot asks of the offers; pinned to its agent and port
     for a sticky relaunch."""
     agent_id, port = slot.hold or (None, None)

@@ -10,6 +10,7 @@ no lock; whoever needs several fields to agree (placement) holds it.
 
 import dataclasses
 import threading
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Optional
 
 from .spec import Job
@@ -28,22 +29,22 @@ class TaskSlot:
     reason: Optional[str] = None   # Mesos' reason with the latest state
     agent_id: Optional[str] = None  # where the current attempt runs (for reconciliation)
     port: Optional[int] = None     # the port the current attempt got from its offer
-    extra_ports: tuple = ()        # its other ports from the offer (worker 0: the coordinator's)
+    extra_ports: tuple[int, ...] = ()        # its other ports from the offer (worker 0: the coordinator's)
     address: Optional[str] = None  # host:port the task registered
     exit_code: Optional[int] = None
     done: bool = False             # ended as expected
     base: int = 0                  # attempts before the current whole restart
-    hold: Optional[tuple] = None   # (agent_id, port) a sticky relaunch must get
+    hold: Optional[tuple[str, int]] = None   # (agent_id, port) a sticky relaunch must get
 
     @property
-    def key(self):
+    def key(self) -> tuple[str, int]:
         return (self.job.name, self.index)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return "%s:%d" % self.key
 
-    def describe(self):
+    def describe(self) -> str:
         text = "%s (%s" % (self.name, self.state)
         if self.message:
             text += ": %s" % self.message
@@ -55,38 +56,39 @@ class SlotTable:
     made to them. ``lock`` is the run's one lock: ``ClusterRun`` changes its
     phase under it too."""
 
-    def __init__(self, jobs):
+    def __init__(self, jobs: Iterable[Job]) -> None:
         self._slots = [TaskSlot(job, index) for job in jobs for index in job.task_indices()]
-        self._by_task_id = {}   # every attempt's task id -> its slot
+        self._by_task_id: dict[str, TaskSlot] = {}   # every attempt's task id -> its slot
         self.lock = threading.RLock()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TaskSlot]:
         return iter(self._slots)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._slots)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> TaskSlot:
         return self._slots[index]
 
-    def slot_of(self, task_id):
+    def slot_of(self, task_id: str) -> Optional[TaskSlot]:
         """The slot ``task_id`` was an attempt of (any attempt), or None."""
         return self._by_task_id.get(task_id)
 
-    def current(self, task_id):
+    def current(self, task_id: str) -> Optional[TaskSlot]:
         """The slot whose current attempt is ``task_id``, or None."""
         slot = self._by_task_id.get(task_id)
         return slot if slot is not None and slot.task_id == task_id else None
 
-    def named(self, name):
+    def named(self, name: str) -> TaskSlot:
         return next(slot for slot in self._slots if slot.name == name)
 
-    def pending(self):
+    def pending(self) -> list[TaskSlot]:
         return [slot for slot in self._slots if slot.state == "PENDING"]
 
     # -- the dispatcher thread (placement) ------------------------------------
 
-    def launched(self, slot, task_id, agent_id, port, extra_ports=()):
+    def launched(self, slot: TaskSlot, task_id: str, agent_id: str, port: Optional[int],
+                 extra_ports: Iterable[int] = ()) -> None:
         """A new attempt of ``slot`` goes to Mesos."""
         with self.lock:
             slot.attempts += 1
@@ -95,15 +97,17 @@ class SlotTable:
             slot.extra_ports = tuple(extra_ports)
             self._by_task_id[task_id] = slot
 
-    def unlaunched(self, slot):
+    def unlaunched(self, slot: TaskSlot) -> None:
         """The launch call failed: the attempt never reached Mesos."""
         with self.lock:
-            self._by_task_id.pop(slot.task_id, None)
+            if slot.task_id is not None:
+                self._by_task_id.pop(slot.task_id, None)
             slot.attempts -= 1
             slot.task_id, slot.state = None, "PENDING"
 
-    def adopt(self, slot, attempts, base, task_ids, agent_id, address, state, exit_code=None,
-              done=False):
+    def adopt(self, slot: TaskSlot, attempts: int, base: int, task_ids: Sequence[str],
+              agent_id: Optional[str], address: Optional[str], state: str,
+              exit_code: Optional[int] = None, done: bool = False) -> None:
         """A run taken over from a scheduler before this one (``tfmesos
         attach``): ``slot`` had ``attempts`` launches (``base`` of them
         before the current whole restart), ``task_ids`` every attempt's, the
@@ -120,39 +124,39 @@ class SlotTable:
 
     # -- the event thread -----------------------------------------------------
 
-    def requeue(self, slots):
+    def requeue(self, slots: Iterable[TaskSlot]) -> None:
         """``slots`` wait for another attempt."""
         with self.lock:
             for slot in slots:
                 slot.state, slot.address = "PENDING", None
 
-    def status(self, slot, state, message, reason):
+    def status(self, slot: TaskSlot, state: str, message: str, reason: Optional[str]) -> None:
         with self.lock:
             slot.state, slot.message, slot.reason = state, message, reason
 
-    def registered(self, slot, address):
+    def registered(self, slot: TaskSlot, address: Optional[str]) -> None:
         """``slot`` registered at ``address`` (a sticky relaunch: back at its own)."""
         with self.lock:
             slot.address, slot.hold = address, None
 
-    def away(self, slot):
+    def away(self, slot: TaskSlot) -> None:
         """``slot`` left the rendezvous before the cluster was complete."""
         with self.lock:
             slot.address = None
 
-    def exited(self, slot, code, done=False):
+    def exited(self, slot: TaskSlot, code: Optional[int], done: bool = False) -> None:
         """``slot``'s command ended with ``code``; ``done``: as expected."""
         with self.lock:
             slot.exit_code, slot.done = code, done
 
-    def hold(self, slot, agent_id, port):
+    def hold(self, slot: TaskSlot, agent_id: str, port: int) -> None:
         """A sticky relaunch: the next attempt must get ``agent_id`` and ``port``;
         without a task id the old attempt's updates are not the slot's."""
         with self.lock:
             slot.hold, slot.task_id = (agent_id, port), None
             slot.exit_code, slot.reason = None, None
 
-    def reset(self):
+    def reset(self) -> None:
         """A whole restart: every slot starts over (``base`` keeps the
         attempts so far, so ``max_attempts`` counts per restart)."""
         with self.lock:
@@ -161,5 +165,5 @@ class SlotTable:
                 slot.exit_code, slot.message, slot.reason = None, "", None
 
 
-def make_slots(jobs):
+def make_slots(jobs: Iterable[Job]) -> SlotTable:
     return SlotTable(jobs)

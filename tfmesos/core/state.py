@@ -9,10 +9,12 @@ what acting does outside (``control.Effects``).
 """
 
 import logging
+from collections.abc import Iterable
 from typing import Optional
 
 from .phase import ENDING, Phase, next_phase
 from .slots import SlotTable
+from .spec import Job
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +22,7 @@ logger = logging.getLogger(__name__)
 class RunState:
     """The state of one run of ``jobs``."""
 
-    def __init__(self, jobs):
+    def __init__(self, jobs: Iterable[Job]) -> None:
         self.slots = SlotTable(jobs)
         self.lock = self.slots.lock
         self._phase = Phase.NEW
@@ -79,7 +81,7 @@ class RunState:
         """``task_id`` was stopped on purpose: its absence means nothing."""
         self._away.pop(task_id, None)
 
-    def away(self):
+    def away(self) -> list[tuple[str, float, str]]:
         """[(task id, since, reason)] of the tasks away now."""
         return [(task_id, since, reason) for task_id, (since, reason) in self._away.items()]
 

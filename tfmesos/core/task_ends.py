@@ -24,6 +24,8 @@ Everything else (a command that exited non-zero, a lost agent) is retried.
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ..record.hints import resource_flag
 
@@ -37,7 +39,8 @@ INVALID_TASK_REASONS = frozenset(("REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZ
                                   "REASON_TASK_GROUP_INVALID", "REASON_TASK_GROUP_UNAUTHORIZED"))
 
 
-def permanent_failure(state, reason=None, message=""):
+def permanent_failure(state: Optional[str], reason: Optional[str] = None,
+                      message: Optional[str] = "") -> Optional[str]:
     """Why a launch that ended in ``state`` (with Mesos' ``reason`` and
     ``message``) cannot succeed on another attempt, or None when it may."""
     if state == "TASK_ERROR" or reason in INVALID_TASK_REASONS:
@@ -55,7 +58,8 @@ def permanent_failure(state, reason=None, message=""):
 IMAGE_MARKER = "/etc/tfmesos-image"
 
 
-def launch_failure_message(name, attempts, state, message, why):
+def launch_failure_message(name: str, attempts: int, state: Optional[str],
+                           message: Optional[str], why: Optional[str]) -> str:
     """The one line a run aborts with when ``name`` could not be launched."""
     detail = "%s: %s" % (state, message or "no message from Mesos")
     if why == NO_RUNTIME and os.path.exists(IMAGE_MARKER):
@@ -79,7 +83,8 @@ _MAX_USED = re.compile(r"Maximum Used: (\d+)(B|KB|MB|GB|TB)\b")
 _UNIT_MB = {"B": 1.0 / (1 << 20), "KB": 1.0 / 1024, "MB": 1.0, "GB": 1024.0, "TB": 1024.0 ** 2}
 
 
-def memory_kill_peak(reason=None, message="", usage=None):
+def memory_kill_peak(reason: Optional[str] = None, message: Optional[str] = "",
+                     usage: Optional[Mapping[str, Any]] = None) -> Optional[float]:
     """None unless the task was killed for outgrowing its memory: Mesos
     said so (``REASON_CONTAINER_LIMITATION_MEMORY``), or the task saw the OOM
     killer in its own memory cgroup (``usage["cgroup"]["oom_kills"]``). Then
@@ -95,7 +100,8 @@ def memory_kill_peak(reason=None, message="", usage=None):
     return max([float(p) for p in peaks if isinstance(p, (int, float))] or [0.0])
 
 
-def memory_kill_message(name, job, asked_mb, peak_mb, mode="replica"):
+def memory_kill_message(name: str, job: str, asked_mb: float, peak_mb: float,
+                        mode: str = "replica") -> str:
     """``worker:1 was killed for using more than its 1024 MB (peak 1310 MB):
     raise -Mw`` (in fine-grained mode: the job's mem)."""
     peak = " (peak %.0f MB)" % peak_mb if peak_mb else ""

@@ -6,6 +6,7 @@ also what the local master's runners take.
 """
 
 import posixpath
+from typing import NoReturn
 
 from tfmesos.exceptions import SpecError
 
@@ -16,11 +17,11 @@ VOLUME_FORMAT = "HOST:CONTAINER[:ro|rw], e.g. /nfs/data:/data:ro"
 _MODES = {"rw": "RW", "ro": "RO"}
 
 
-def _fail(text, why):
+def _fail(text: str, why: str) -> NoReturn:
     raise SpecError("invalid volume %r: %s (expected %s)" % (text, why, VOLUME_FORMAT))
 
 
-def parse_volume(text):
+def parse_volume(text: object) -> tuple[str, str, str]:
     """Parse ``"HOST:CONTAINER[:ro|rw]"`` into ``(host, container, mode)``.
 
     Both paths must be absolute (they are normalised: ``/a/b/`` is

@@ -14,7 +14,8 @@ and ``{memory}``: the tfrun option that gives the failed task's job 4 GB.
 
 import dataclasses
 import re
-from typing import Optional
+from collections.abc import Iterable, Sequence
+from typing import Optional, Union
 
 LINES = 40   # how many of the task's last stderr lines are read
 
@@ -23,7 +24,7 @@ _FLAG_LETTER = {"worker": "w", "evaluator": "w", "ps": "s", "chief": "c"}
 _FLAG_KIND = {"mem": "M", "cpus": "C", "gpus": "G"}
 
 
-def resource_flag(job, resource="mem"):
+def resource_flag(job: str, resource: str = "mem") -> str:
     """The tfrun option that sets ``resource`` (mem, cpus, gpus) of ``job``'s
     tasks: ``-Mw``, ``-Cs``, else ``--job NAME:COUNT:CPUS:MEM``."""
     letter = _FLAG_LETTER.get(job)
@@ -32,7 +33,7 @@ def resource_flag(job, resource="mem"):
     return "-%s%s" % (_FLAG_KIND[resource], letter)
 
 
-def memory_option(job, megabytes=4096):
+def memory_option(job: Optional[str], megabytes: int = 4096) -> str:
     """``-Mw 4096`` for a worker (or no job); ``--job NAME:COUNT:CPUS:4096``
     for a job without an option of its own."""
     flag = resource_flag(job or "worker")
@@ -51,9 +52,10 @@ class Rule:
     name: str
     hint: str
     pattern: Optional[str] = None
-    exit_codes: frozenset = frozenset()
+    exit_codes: frozenset[int] = frozenset()
 
-    def match(self, lines, exit_code):
+    def match(self, lines: Sequence[str], exit_code: Optional[int]
+              ) -> Optional[dict[str, Optional[str]]]:
         """The pattern's groups when the rule applies, else None."""
         if self.pattern is not None:
             compiled = re.compile(self.pattern)
@@ -149,7 +151,9 @@ RULES = (
 )
 
 
-def matching_rule(lines, exit_code=None, message="", rules=RULES):
+def matching_rule(lines: Iterable[str], exit_code: Optional[int] = None, message: str = "",
+                  rules: Iterable[Rule] = RULES
+                  ) -> Union[tuple[Rule, dict[str, Optional[str]]], tuple[None, None]]:
     """(the first rule of ``rules`` that matches, its pattern's groups), or
     (None, None)."""
     lines = [line.rstrip("\n") for line in lines]
@@ -162,10 +166,13 @@ def matching_rule(lines, exit_code=None, message="", rules=RULES):
     return None, None
 
 
-def hint_for(lines, exit_code=None, message="", job=None):
+def hint_for(lines: Iterable[str], exit_code: Optional[int] = None, message: str = "",
+             job: Optional[str] = None) -> Optional[str]:
     """The one hint for a task that failed with ``exit_code`` after writing
     ``lines`` (its last stderr lines) and that Mesos reported with
     ``message``; ``job`` (``worker``) chooses the memory option named.
     None when no rule matches."""
     rule, groups = matching_rule(lines, exit_code, message)
-    return None if rule is None else rule.hint.format(memory=memory_option(job), **groups)
+    if rule is None or groups is None:   # (both None, or neither)
+        return None
+    return rule.hint.format(memory=memory_option(job), **groups)

@@ -13,11 +13,13 @@ import datetime
 import json
 import os
 import shutil
+from collections.abc import Mapping
+from typing import Optional
 
 from ..exceptions import TFMesosError
 from .liveness import gone
 from .run_record import RUNS_DIR
-from .schema import SchemaError, read_run_file, safe_file_name
+from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
 
 RUN_JSON = "run.json"
 
@@ -26,12 +28,12 @@ class HistoryError(TFMesosError):
     """A run that cannot be found or read; the message is one line."""
 
 
-def runs_root(environ, given=None):
+def runs_root(environ: Mapping[str, str], given: Optional[str] = None) -> str:
     """The runs directory: ``given``, else ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
     return given or environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
 
 
-def parse_time(text):
+def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
     """A run.json time (ISO 8601 UTC) as an aware datetime, or None."""
     if not text:
         return None
@@ -46,12 +48,12 @@ class Run:
     """One run directory and what its run.json holds (``file``, a
     ``schema.RunFile``)."""
 
-    def __init__(self, directory, file):
+    def __init__(self, directory: str, file: RunFile) -> None:
         self.directory = directory
         self.file = file
 
     @classmethod
-    def load(cls, directory):
+    def load(cls, directory: str) -> "Run":
         path = os.path.join(directory, RUN_JSON)
         try:
             with open(path, encoding="utf-8") as handle:
@@ -65,7 +67,7 @@ class Run:
         except SchemaError as exc:
             raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
 
-    def reload(self):
+    def reload(self) -> "Run":
         """The run as its run.json says now (the same run when it cannot be read)."""
         try:
             return Run.load(self.directory)
@@ -73,58 +75,58 @@ class Run:
             return self
 
     @property
-    def run_id(self):
+    def run_id(self) -> str:
         return self.file.run_id or os.path.basename(self.directory)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.file.name
 
     @property
-    def mode(self):
+    def mode(self) -> str:
         return self.file.mode
 
     @property
-    def outcome(self):
+    def outcome(self) -> Outcome:
         return self.file.outcome
 
     @property
-    def status(self):
+    def status(self) -> str:
         return self.outcome.status
 
     @property
-    def running(self):
+    def running(self) -> bool:
         return self.status == "running"
 
     @property
-    def gone(self):
+    def gone(self) -> bool:
         """Whether run.json says running while the process that ran it is
         known to be gone (killed before it could say how the run ended:
         ``liveness.gone``); False where that cannot be told."""
         return self.running and gone(self.file.scheduler)
 
     @property
-    def shown_status(self):
+    def shown_status(self) -> str:
         """The outcome's status, ``gone`` for a run whose tfrun is (``gone``)."""
         return "gone" if self.gone else self.status
 
     @property
-    def exit_code(self):
+    def exit_code(self) -> Optional[int]:
         return self.outcome.exit_code
 
     @property
-    def timings(self):
+    def timings(self) -> Timings:
         return self.file.timings
 
     @property
-    def started(self):
+    def started(self) -> Optional[datetime.datetime]:
         return parse_time(self.timings.submitted)
 
     @property
-    def finished(self):
+    def finished(self) -> Optional[datetime.datetime]:
         return parse_time(self.timings.finished)
 
-    def duration(self, now=None):
+    def duration(self, now: Optional[datetime.datetime] = None) -> Optional[float]:
         """Seconds from submission to the end (to ``now`` while it runs), or None."""
         start = self.started
         if start is None:
@@ -133,10 +135,10 @@ class Run:
         return max(0.0, (end - start).total_seconds())
 
     @property
-    def tasks(self):
+    def tasks(self) -> list[Task]:
         return self.file.tasks
 
-    def task(self, name):
+    def task(self, name: str) -> Task:
         """The task named ``name`` (``worker:1``; ``worker.1`` too)."""
         wanted = name.replace(".", ":")
         for task in self.tasks:
@@ -145,12 +147,14 @@ class Run:
         raise HistoryError("run %s has no task %s; its tasks: %s"
                            % (self.run_id, name, ", ".join(t.name for t in self.tasks)))
 
-    def log_path(self, task_name, stream="stdout", attempt=None):
+    def log_path(self, task_name: str, stream: str = "stdout",
+                 attempt: Optional[int] = None) -> Optional[str]:
         """The log file of ``task_name``'s attempt ``attempt`` (default: its
         last); None when that attempt forwarded no output (fine-grained mode)."""
         task = self.task(task_name)
         if not task.attempts:
             return None
+        chosen: Optional[Attempt]
         if attempt is None:
             chosen = task.last
         else:
@@ -159,7 +163,7 @@ class Run:
                 raise HistoryError("%s has no attempt %d in run %s; its attempts: %s" % (
                     task.name, attempt, self.run_id,
                     ", ".join(str(a.attempt) for a in task.attempts)))
-        if not chosen.logs:
+        if chosen is None or not chosen.logs:   # (None: never, it has attempts)
             return None
         name = chosen.logs.named(stream)
         if not safe_file_name(name):
@@ -168,7 +172,7 @@ class Run:
                                "crafted" % (self.run_id, name, stream, task.name))
         return os.path.join(self.directory, name)
 
-    def hints(self):
+    def hints(self) -> list[tuple[str, str]]:
         """(where, hint) pairs: "outcome" and the outcome's hint, then
         "<task> attempt <n>" and each attempt's that says something else."""
         found = [("outcome", self.outcome.hint)] if self.outcome.hint else []
@@ -180,7 +184,7 @@ class Run:
         return found
 
 
-def list_runs(root):
+def list_runs(root: str) -> list[Run]:
     """The runs under ``root``, most recent first (unreadable ones skipped)."""
     try:
         names = os.listdir(root)
@@ -188,7 +192,7 @@ def list_runs(root):
         return []
     except OSError as exc:
         raise HistoryError("cannot list %s: %s" % (root, exc.strerror or exc)) from None
-    runs = []
+    runs: list[Run] = []
     for name in names:
         directory = os.path.join(root, name)
         if os.path.isfile(os.path.join(directory, RUN_JSON)):
@@ -201,7 +205,7 @@ def list_runs(root):
     return runs
 
 
-def find_run(text, root):
+def find_run(text: str, root: str) -> Run:
     """The run ``text`` names: a run directory (or its run.json), else a
     prefix of a run id (or of a directory name) under ``root``."""
     if not text:
@@ -224,7 +228,7 @@ def find_run(text, root):
     return matches[0]
 
 
-def prune(root, keep):
+def prune(root: str, keep: int) -> tuple[list[Run], list[Run], list[tuple[Run, str]]]:
     """Remove every run directory under ``root`` but the ``keep`` most recent
     and those still running (a run whose tfrun is ``gone`` is not). A
     symbolic link is never followed nor removed, and a directory that cannot
@@ -232,7 +236,9 @@ def prune(root, keep):
     (removed, kept running, left: [(run, why)])."""
     if keep < 0:
         raise HistoryError("--keep %d: give 0 or more runs to keep" % keep)
-    removed, running, left = [], [], []
+    removed: list[Run] = []
+    running: list[Run] = []
+    left: list[tuple[Run, str]] = []
     for run in list_runs(root)[keep:]:
         if run.running and not run.gone:
             running.append(run)

@@ -20,14 +20,14 @@ from .schema import Scheduler
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def this_process():
+def this_process() -> Scheduler:
     """The ``schema.Scheduler`` of this process."""
     pid = os.getpid()
     return Scheduler(host=socket.gethostname(), pid=pid, boot_id=_boot_id(),
                      pid_namespace=_pid_namespace(), start_ticks=_start_ticks(pid))
 
 
-def gone(scheduler: Optional[Scheduler]):
+def gone(scheduler: Optional[Scheduler]) -> bool:
     """True when ``scheduler``'s process is known to be gone: it ran on
     this host, boot and pid namespace, and no process with its pid and
     start time is there. False when it is there, or nothing can be told."""
@@ -50,7 +50,7 @@ def gone(scheduler: Optional[Scheduler]):
                                and started != scheduler.start_ticks)
 
 
-def _read(path):
+def _read(path: str) -> Optional[str]:
     try:
         with open(path, encoding="ascii", errors="replace") as handle:
             return handle.read()
@@ -58,19 +58,19 @@ def _read(path):
         return None
 
 
-def _boot_id():
+def _boot_id() -> Optional[str]:
     text = _read(_BOOT_ID)
     return text.strip() if text else None
 
 
-def _pid_namespace():
+def _pid_namespace() -> Optional[str]:
     try:
         return os.readlink("/proc/self/ns/pid")
     except OSError:
         return None
 
 
-def _start_ticks(pid):
+def _start_ticks(pid: int) -> Optional[int]:
     """The start time of process ``pid`` in clock ticks after boot
     (/proc/PID/stat's 22nd field), or None (no such process, one that
     ended and was not reaped yet, no /proc)."""

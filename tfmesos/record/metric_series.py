@@ -11,6 +11,8 @@ counted in ``dropped``.
 """
 
 import collections
+from collections.abc import Iterable, Mapping
+from typing import Optional
 
 from .schema import MetricSeries
 
@@ -20,8 +22,14 @@ MAX_PER_TASK = 32        # series per task
 RATE_WINDOW = 30.0       # seconds of steps that steps/s is measured over
 RATE_SAMPLES = 64        # (time, step) kept per task for it
 
+# What a task logged at once: (step, when (a time.time()), {name: value or None}).
+Point = tuple[int, float, Mapping[str, Optional[float]]]
+# A task's latest values: [(metric name, value or None)], in the order they first came.
+Values = list[tuple[str, Optional[float]]]
 
-def add_value(series, step, when, value, max_points=MAX_POINTS):
+
+def add_value(series: MetricSeries, step: int, when: float, value: Optional[float],
+              max_points: int = MAX_POINTS) -> None:
     """Add one value to ``series`` (a schema.MetricSeries), thinning it when full."""
     series.last, series.last_step, series.last_time = value, step, when
     series.count += 1
@@ -41,18 +49,19 @@ class Metrics:
     """Every series of a run, in the order they first came; ``began``: the
     time.time() run times count from."""
 
-    def __init__(self, began, max_series=MAX_SERIES, max_per_task=MAX_PER_TASK,
-                 max_points=MAX_POINTS):
+    def __init__(self, began: float, max_series: int = MAX_SERIES,
+                 max_per_task: int = MAX_PER_TASK, max_points: int = MAX_POINTS) -> None:
         self.began = began
         self.max_series, self.max_per_task, self.max_points = \
             max_series, max_per_task, max_points
-        self.series = []               # schema.MetricSeries, the list run.json holds
-        self._by_key = {}              # (task, name) -> MetricSeries
+        self.series: list[MetricSeries] = []    # the list run.json holds
+        self._by_key: dict[tuple[str, str], MetricSeries] = {}
         self._per_task: collections.Counter[str] = collections.Counter()
-        self._steps = {}               # task -> deque of (time, step), for steps/s
+        # task -> (time, step), the latest, for steps/s
+        self._steps: dict[str, collections.deque[tuple[float, int]]] = {}
         self.dropped = 0
 
-    def adopt(self, series, dropped=0):
+    def adopt(self, series: Iterable[MetricSeries], dropped: int = 0) -> None:
         """Carry on the series a scheduler before this one kept
         (``schema.MetricSeries``, ``tfmesos attach``)."""
         for kept in series:
@@ -63,7 +72,7 @@ class Metrics:
                 self._per_task[kept.task] += 1
         self.dropped += dropped
 
-    def add(self, task, points, dropped=0):
+    def add(self, task: str, points: Iterable[Point], dropped: int = 0) -> None:
         """``points`` of ``task``: ``(step, at, {name: value})``, ``at`` a
         time.time(); ``dropped``: points its sender left out."""
         self.dropped += dropped
@@ -79,7 +88,7 @@ class Metrics:
             if not steps or step > steps[-1][1]:
                 steps.append((when, step))
 
-    def _series(self, task, name):
+    def _series(self, task: str, name: str) -> Optional[MetricSeries]:
         series = self._by_key.get((task, name))
         if series is None and len(self.series) < self.max_series \
                 and self._per_task[task] < self.max_per_task:
@@ -88,7 +97,7 @@ class Metrics:
             self._per_task[task] += 1
         return series
 
-    def latest(self, task):
+    def latest(self, task: str) -> Optional[tuple[int, Values]]:
         """``(step, [(name, value)])`` of ``task``'s latest values, in the
         order its metrics first came, or None."""
         found = [s for s in self.series if s.task == task]
@@ -96,7 +105,7 @@ class Metrics:
             return None
         return max(s.last_step for s in found), [(s.name, s.last) for s in found]
 
-    def steps_per_second(self, task):
+    def steps_per_second(self, task: str) -> Optional[float]:
         """``task``'s steps per second over the last ``RATE_WINDOW`` seconds
         it logged, or None (fewer than two steps)."""
         steps = self._steps.get(task)
@@ -109,30 +118,31 @@ class Metrics:
             return None
         return (end_step - start_step) / (end_time - start_time)
 
-    def tasks(self):
+    def tasks(self) -> list[str]:
         """The tasks that logged metrics, in the order they first did."""
         return list(dict.fromkeys(s.task for s in self.series))
 
 
-def in_task_order(series, tasks):
+def in_task_order(series: Iterable[MetricSeries], tasks: Iterable[str]) -> list[MetricSeries]:
     """``series`` (schema.MetricSeries) ordered by their task's place in
     ``tasks`` (names), others (``client``) last, else as they came."""
     order = {name: index for index, name in enumerate(tasks)}
     return sorted(series, key=lambda one: order.get(one.task, len(order)))
 
 
-def summaries(series, tasks=()):
+def summaries(series: Iterable[MetricSeries], tasks: Iterable[str] = ()
+              ) -> list[tuple[str, int, Values, Optional[float]]]:
     """``[(task, step, [(name, value)], steps/s or None)]`` of run.json's
     ``metrics`` (a list of schema.MetricSeries): each task's latest values
     and its average steps per second over the whole series, in the order
     of ``tasks`` (names; others last)."""
-    found: dict[str, list] = {}
+    found: dict[str, list[MetricSeries]] = {}
     for one in in_task_order(series, tasks):
         found.setdefault(one.task, []).append(one)
-    result = []
+    result: list[tuple[str, int, Values, Optional[float]]] = []
     for task, mine in found.items():
         longest = max(mine, key=lambda s: s.count)
-        rate = None
+        rate: Optional[float] = None
         if longest.steps and longest.last_time > longest.times[0]:
             rate = (longest.last_step - longest.steps[0]) / (longest.last_time
                                                              - longest.times[0])

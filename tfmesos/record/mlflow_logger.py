@@ -23,10 +23,12 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from typing import Any
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .history import Run
 from .mlflow_mapping import (
+    MlflowSpec,
     epoch_ms,
     is_local_store,
     metric_rows,
@@ -35,7 +37,10 @@ from .mlflow_mapping import (
     tags_of,
 )
 from .report import REPORT, write_report
-from .schema import safe_file_name
+from .schema import RunFile, safe_file_name
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 TIMEOUT = 60.0                  # seconds the end of a run waits for MLflow at most
 LOG_CAP = 10 * 1000 * 1000      # bytes of one log uploaded: a larger one's tail
@@ -56,30 +61,34 @@ class MlflowLogger:
     ``mlflow_mapping.MlflowSpec``); ``say(text)``: the MLflow run's id once
     logged; ``warn(text)``: why it is not (one line each, "MLflow: ...")."""
 
-    def __init__(self, spec, say, warn, timeout=TIMEOUT, log_cap=LOG_CAP, logs_cap=LOGS_CAP,
-                 environ=None):
+    def __init__(self, spec: MlflowSpec, say: Callable[[str], None], warn: Callable[[str], None],
+                 timeout: float = TIMEOUT, log_cap: int = LOG_CAP, logs_cap: int = LOGS_CAP,
+                 environ: Optional[MutableMapping[str, str]] = None) -> None:
         self.spec = spec
         self._say, self._warn = say, warn
         self.timeout, self.log_cap, self.logs_cap = timeout, log_cap, logs_cap
-        self._environ = os.environ if environ is None else environ
-        self._jobs: queue.Queue = queue.Queue()
-        self._thread = None
-        self._failed = None       # one line: why logging stopped
+        self._environ: MutableMapping[str, str] = os.environ if environ is None else environ
+        # (job, the event set once it ran: the last job's)
+        self._jobs: queue.Queue[tuple[Callable[[], object], Optional[threading.Event]]] = \
+            queue.Queue()
+        self._thread: Optional[threading.Thread] = None
+        self._failed: Optional[str] = None       # one line: why logging stopped
         self._client: Any = None   # an MlflowClient, once a run was opened
-        self.run_id = None        # the MLflow run's, once opened
-        self._source = None       # where the project's git commit is read
-        self._image = None
+        self.run_id: Optional[str] = None        # the MLflow run's, once opened
+        self._source: Optional[str] = None       # where the project's git commit is read
+        self._image: Optional[str] = None
 
     # -- what the run calls (its own thread) --------------------------------------------------
 
-    def begin(self, run, directory=None, source=None, image=None):
+    def begin(self, run: RunFile, directory: Optional[str] = None, source: Optional[str] = None,
+              image: Optional[str] = None) -> None:
         """The run began: open the MLflow run (``run``: its ``schema.RunFile``
         now; ``directory``: its run directory; ``source``: the project's
         directory, whose git commit is a parameter; ``image``: the tasks')."""
         self._source, self._image = source, image
         self._submit(lambda: self._open(run, directory))
 
-    def end(self, run, directory):
+    def end(self, run: RunFile, directory: Optional[str]) -> None:
         """The run ended (``run``: its final ``schema.RunFile``): log the rest
         and end the MLflow run, waiting ``timeout`` s at most."""
         done = threading.Event()
@@ -100,7 +109,7 @@ class MlflowLogger:
             self._say("MLflow: run %s in experiment '%s' at %s" % (
                 self.run_id, self.spec.experiment, self.spec.tracking_uri))
 
-    def _submit(self, job, done=None):
+    def _submit(self, job: Callable[[], object], done: Optional[threading.Event] = None) -> None:
         if self._thread is None:
             self._set_environment()
             self._thread = threading.Thread(target=self._work, name="tfmesos-mlflow",
@@ -108,7 +117,7 @@ class MlflowLogger:
             self._thread.start()
         self._jobs.put((job, done))
 
-    def _set_environment(self):
+    def _set_environment(self) -> None:
         """MLflow's settings, unless the user made them: ``HTTP_DEFAULTS``
         and, for a file store, ``MLFLOW_ALLOW_FILE_STORE`` (MLflow 3.7+
         refuses one unless asked; ./mlruns is the default here). Set in the
@@ -119,7 +128,7 @@ class MlflowLogger:
         if is_local_store(self.spec.tracking_uri):
             self._environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
-    def _work(self):
+    def _work(self) -> None:
         while True:
             job, done = self._jobs.get()
             try:
@@ -139,7 +148,7 @@ class MlflowLogger:
 
     # -- in the tfmesos-mlflow thread -----------------------------------------------------------
 
-    def _open(self, run, directory):
+    def _open(self, run: RunFile, directory: Optional[str]) -> "MlflowClient":
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
@@ -159,7 +168,7 @@ class MlflowLogger:
             client.log_batch(self.run_id, params=params[start:start + BATCH_TAGS])
         return client
 
-    def _experiment_id(self, client):
+    def _experiment_id(self, client: "MlflowClient") -> str:
         from mlflow.exceptions import MlflowException
 
         found = client.get_experiment_by_name(self.spec.experiment)
@@ -173,29 +182,31 @@ class MlflowLogger:
                 raise
             return found.experiment_id
 
-    def _close(self, run, directory):
+    def _close(self, run: RunFile, directory: Optional[str]) -> None:
         from mlflow.entities import Metric, RunTag
 
         client = self._client if self.run_id is not None else self._open(run, directory)
+        run_id = self.run_id
+        assert run_id is not None   # (_open opened the MLflow run, or raised)
         status = "FAILED"
         try:
             metrics = [Metric(k, v, t, s) for k, v, t, s in metric_rows(run)]
             for start in range(0, len(metrics), BATCH_METRICS):
-                client.log_batch(self.run_id, metrics=metrics[start:start + BATCH_METRICS])
+                client.log_batch(run_id, metrics=metrics[start:start + BATCH_METRICS])
             with tempfile.TemporaryDirectory(prefix="tfmesos-mlflow-") as staging:
                 left_out = self._stage(run, directory, staging)
                 tags = tags_of(run, directory)
                 tags.update({"tfmesos.logs_%s" % why: ",".join(names)[:8000]
                              for why, names in left_out.items() if names})
-                tags = [RunTag(k, v) for k, v in tags.items()]
-                for start in range(0, len(tags), BATCH_TAGS):
-                    client.log_batch(self.run_id, tags=tags[start:start + BATCH_TAGS])
-                client.log_artifacts(self.run_id, staging)
+                run_tags = [RunTag(k, v) for k, v in tags.items()]
+                for start in range(0, len(run_tags), BATCH_TAGS):
+                    client.log_batch(run_id, tags=run_tags[start:start + BATCH_TAGS])
+                client.log_artifacts(run_id, staging)
             status = mlflow_status(run.outcome.status)
         finally:
-            client.set_terminated(self.run_id, status, end_time=epoch_ms(run.timings.finished))
+            client.set_terminated(run_id, status, end_time=epoch_ms(run.timings.finished))
 
-    def _stage(self, run, directory, staging):
+    def _stage(self, run: RunFile, directory: Optional[str], staging: str) -> dict[str, list[str]]:
         """Copy what is uploaded into ``staging``: run.json, report.html
         (written into the run directory too) and each attempt's logs, a log
         over ``log_cap`` as its tail, none once ``logs_cap`` is spent;
@@ -210,8 +221,9 @@ class MlflowLogger:
             shutil.copyfile(write_report(Run(directory, run)), staged)
         except Exception:   # no run directory, or it cannot be written: the copy only
             with contextlib.suppress(Exception):
-                write_report(Run(directory, run), staged)
-        left_out: dict = {"truncated": [], "skipped": []}
+                # (without a directory: "", which the report leaves out as it does None)
+                write_report(Run(directory or "", run), staged)
+        left_out: dict[str, list[str]] = {"truncated": [], "skipped": []}
         if not directory:
             return left_out
         budget = self.logs_cap
@@ -232,10 +244,10 @@ class MlflowLogger:
         return left_out
 
 
-def log_names(run):
+def log_names(run: RunFile) -> list[str]:
     """The log file names of every attempt of ``run`` that are plain file
     names of its directory (``schema.safe_file_name``), in order."""
-    names = []
+    names: list[str] = []
     for task in run.tasks:
         for attempt in task.attempts:
             if attempt.logs:
@@ -245,7 +257,7 @@ def log_names(run):
     return names
 
 
-def copy_tail(source, target, keep, size):
+def copy_tail(source: str, target: str, keep: int, size: int) -> None:
     """Copy the last ``keep`` bytes of ``source`` (``size`` bytes long) to
     ``target``, after a line that says how much was left out."""
     with open(source, "rb") as reading, open(target, "wb") as writing:
@@ -256,7 +268,7 @@ def copy_tail(source, target, keep, size):
         shutil.copyfileobj(reading, writing)
 
 
-def git_commit(directory):
+def git_commit(directory: str) -> Optional[str]:
     """``git rev-parse HEAD`` in ``directory``, or None (not a git checkout,
     no git, too slow)."""
     with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
@@ -270,7 +282,7 @@ def git_commit(directory):
     return None
 
 
-def _user():
+def _user() -> str:
     try:
         return getpass.getuser()
     except Exception:   # no name for this uid
@@ -281,7 +293,7 @@ _REQUEST_FAILED = re.compile(r"^(API request to \S+) failed with exception .*?"
                              r"(\[Errno -?\d+\] [^'\")]*|Read timed out)")
 
 
-def one_line(error):
+def one_line(error: BaseException) -> str:
     """``error`` as one short line: its message's first line (an HTTP
     request's: what failed and why, without urllib3's detail), else its type."""
     text = str(error).strip().splitlines()

@@ -15,9 +15,14 @@ import math
 import os
 import pathlib
 import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Optional, Union
 
 from ..exceptions import SpecError
 from .history import parse_time
+
+if TYPE_CHECKING:
+    from .schema import RunFile
 
 DEFAULT_STORE = "mlruns"          # --mlflow alone: ./mlruns, a file store, no server
 DEFAULT_EXPERIMENT = "tfmesos"
@@ -39,7 +44,7 @@ class MlflowSpec:
     experiment: str = DEFAULT_EXPERIMENT
 
 
-def tracking_uri(given, environ, cwd):
+def tracking_uri(given: Optional[str], environ: Mapping[str, str], cwd: str) -> str:
     """The tracking URI of ``--mlflow [given]``: a URI as given (http(s)://,
     sqlite:///, file://, databricks, ...); a path as a ``file:`` URI (a
     local store, relative to ``cwd``); nothing given: ``$MLFLOW_TRACKING_URI``,
@@ -50,7 +55,9 @@ def tracking_uri(given, environ, cwd):
     return pathlib.Path(cwd, text).resolve().as_uri()
 
 
-def mlflow_spec(value, experiment=None, environ=None, cwd=None):
+def mlflow_spec(value: Union[None, bool, str, "os.PathLike[str]", MlflowSpec],
+                experiment: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+                cwd: Optional[str] = None) -> Optional[MlflowSpec]:
     """The ``MlflowSpec`` of ``value`` (None or False: none; True or "":
     the default store; a URI or path; an ``MlflowSpec``, kept) and
     ``experiment`` (default ``$MLFLOW_EXPERIMENT_NAME``, else "tfmesos");
@@ -77,11 +84,11 @@ def mlflow_spec(value, experiment=None, environ=None, cwd=None):
     return MlflowSpec(tracking_uri(value, environ, cwd or os.getcwd()), experiment)
 
 
-def _control(text):
+def _control(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
-def is_local_store(uri):
+def is_local_store(uri: str) -> bool:
     """Whether ``uri`` is a file store (MLflow 3.7+ serves one only when
     ``MLFLOW_ALLOW_FILE_STORE`` is true)."""
     return uri.startswith("file:")
@@ -89,9 +96,9 @@ def is_local_store(uri):
 
 # -- run.json as MLflow's ----------------------------------------------------------------------
 
-def metric_key(task, name):
+def metric_key(task: str, name: str) -> str:
     """``TASK/NAME``, with what MLflow refuses in a key replaced (module doc)."""
-    parts = []
+    parts: list[str] = []
     for part in _NOT_KEY.sub("_", name).split("/"):
         if part in (".", ".."):
             parts.append("_" * len(part))
@@ -100,19 +107,19 @@ def metric_key(task, name):
     return "%s/%s" % (_NOT_KEY.sub("_", task), "/".join(parts) or "_")
 
 
-def epoch_ms(text):
+def epoch_ms(text: Optional[str]) -> Optional[int]:
     """A run.json time as milliseconds since the epoch, or None."""
     moment = parse_time(text)
     return None if moment is None else int(round(moment.timestamp() * 1000))
 
 
-def metric_rows(run):
+def metric_rows(run: "RunFile") -> list[tuple[str, float, int, int]]:
     """``[(key, value, timestamp ms, step)]`` of every kept point of run.json's
     ``metrics`` (``run``: a ``schema.RunFile``); a null value (not finite)
     is NaN; two metrics whose keys come out the same keep apart (``_2``)."""
     began = epoch_ms(run.timings.submitted) or 0
-    rows: list = []
-    owners: dict = {}     # key -> (task, name) of the series it is
+    rows: list[tuple[str, float, int, int]] = []
+    owners: dict[str, tuple[str, str]] = {}     # key -> (task, name) of the series it is
     for series in run.metrics:
         base = key = metric_key(series.task, series.name)
         number = 2
@@ -124,17 +131,18 @@ def metric_rows(run):
     return rows
 
 
-def _cut(text, most):
-    text = str(text)
+def _cut(value: object, most: int) -> str:
+    text = str(value)
     return text if len(text) <= most else text[:most - 3] + "..."
 
 
-def params_of(run, git_commit=None, image=None):
+def params_of(run: "RunFile", git_commit: Optional[str] = None,
+              image: Optional[str] = None) -> dict[str, str]:
     """MLflow parameters of ``run`` (a ``schema.RunFile``): its jobs and
     their resources, mode, master, command, what --ship sent; the tasks'
     ``image`` and the project's ``git_commit``; what the run lacks is left
     out."""
-    params = {"name": run.name, "mode": run.mode, "master": run.master,
+    params: dict[str, object] = {"name": run.name, "mode": run.mode, "master": run.master,
               "jobs": ",".join("%s:%d" % (job.name, job.num) for job in run.jobs),
               "command": run.command, "image": image}
     for job in run.jobs:
@@ -151,11 +159,11 @@ def params_of(run, git_commit=None, image=None):
             if value not in (None, "")}
 
 
-def tags_of(run, directory):
+def tags_of(run: "RunFile", directory: Optional[str]) -> dict[str, str]:
     """MLflow tags of ``run`` (a ``schema.RunFile``) in ``directory`` (its
     run directory, or None): the outcome, exit code, run id, master, ..."""
     outcome = run.outcome
-    tags = {"mlflow.runName": "%s-%s" % (run.name, run.run_id),
+    tags: dict[str, object] = {"mlflow.runName": "%s-%s" % (run.name, run.run_id),
             "tfmesos.run_id": run.run_id, "tfmesos.name": run.name, "tfmesos.mode": run.mode,
             "tfmesos.master": run.master, "tfmesos.framework_id": run.framework_id,
             "tfmesos.run_dir": directory and os.path.abspath(directory),
@@ -168,7 +176,7 @@ def tags_of(run, directory):
 STATUSES = {"succeeded": "FINISHED", "interrupted": "KILLED"}
 
 
-def mlflow_status(outcome):
+def mlflow_status(outcome: str) -> str:
     """The MLflow run status of a tfmesos outcome: FINISHED, KILLED or FAILED."""
     return STATUSES.get(outcome, "FAILED")
 

@@ -263,7 +263,9 @@ class RunRecord:
         with self._lock:
             found = []
             for task in sorted(self._metrics.tasks(), key=lambda t: order.get(t, len(order))):
-                step, values = self._metrics.latest(task)
+                latest = self._metrics.latest(task)
+                assert latest is not None   # (tasks() are those with series)
+                step, values = latest
                 found.append((task, step, values, self._metrics.steps_per_second(task)))
             return found
 

@@ -2,10 +2,16 @@
 from the output the tasks forward (``worker.1.stderr``;
 ``worker.1.attempt2.stderr`` from the second attempt on)."""
 
+import contextlib
 import os
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .schema import Attempt, Logs
 
 
-def log_name(slot_name, attempt, stream):
+def log_name(slot_name: str, attempt: int, stream: str) -> str:
     """``worker.1.stderr``; ``worker.1.attempt2.stderr`` from the second attempt on."""
     base = slot_name.replace(":", ".")
     return "%s.%s" % (base if attempt <= 1 else "%s.attempt%d" % (base, attempt), stream)
@@ -15,13 +21,14 @@ class TaskLogs:
     """The log files of a run directory (``directory`` None: none), written
     under the record's ``lock``."""
 
-    def __init__(self, directory, lock):
+    def __init__(self, directory: Optional[str], lock: contextlib.AbstractContextManager[object]
+                 ) -> None:
         self.directory = directory
         self._lock = lock
-        self._created = set()   # log files created by this run
-        self._files = {}        # name -> open log file
+        self._created: set[str] = set()   # log files created by this run
+        self._files: dict[str, IO[str]] = {}   # name -> open log file
 
-    def write(self, name, text):
+    def write(self, name: str, text: str) -> None:
         """A log file is created (emptied, in a reused directory) first, then
         appended to; it stays open until the run finishes, flushed after every
         write (so ``tail -f`` and ``tail()`` see everything)."""
@@ -41,18 +48,18 @@ class TaskLogs:
             except OSError:
                 pass   # a full disk must not fail the run
 
-    def adopt(self, names):
+    def adopt(self, names: Iterable[str]) -> None:
         """Files a scheduler before this one wrote (``tfmesos attach``): appended to."""
         with self._lock:
             self._created.update(names)
 
-    def create(self, logs):
+    def create(self, logs: "Logs") -> None:
         """Both files of ``logs`` (a ``schema.Logs``), empty until output comes."""
         for name in (logs.stdout, logs.stderr):
             if name not in self._created:
                 self.write(name, "")
 
-    def close(self):
+    def close(self) -> None:
         with self._lock:
             files, self._files = self._files, {}
         for handle in files.values():
@@ -61,13 +68,13 @@ class TaskLogs:
             except OSError:
                 pass
 
-    def path(self, attempt, stream):
+    def path(self, attempt: Optional["Attempt"], stream: str) -> Optional[str]:
         """The path of ``attempt``'s ``stream`` log, or None."""
         if self.directory is None or attempt is None or not attempt.logs:
             return None
         return os.path.join(self.directory, attempt.logs.named(stream))
 
-    def tail(self, attempt, stream, lines):
+    def tail(self, attempt: Optional["Attempt"], stream: str, lines: int) -> list[str]:
         """The last ``lines`` lines of ``attempt``'s ``stream`` log (the
         last form of a line redrawn with carriage returns)."""
         path = self.path(attempt, stream)

@@ -20,10 +20,11 @@ needs); what a task peaked at it needed, however short it ran.
 
 import dataclasses
 import math
-from typing import Optional
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, Optional, TypeVar
 
 from .hints import resource_flag
-from .schema import CgroupUsage, Sample, Usage, field_types
+from .schema import CgroupUsage, Record, RunFile, Sample, Task, Usage, field_types
 
 HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
@@ -33,18 +34,24 @@ _USAGE_NUMBERS = [f.name for f in dataclasses.fields(Usage) if f.name not in ("s
 _SAMPLE_NUMBERS = [f.name for f in dataclasses.fields(Sample)]
 _CGROUP_NUMBERS = [f.name for f in dataclasses.fields(CgroupUsage)]
 
+R = TypeVar("R", bound=Record)
+# (task name, job, asked cpus, asked mem, what its last measured attempt used)
+Row = tuple[str, str, float, float, Usage]
 
-def _number(value):
+
+def _number(value: object) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
             or value in (float("inf"), float("-inf")):
         return None
     return value
 
 
-def _numbers(cls, raw, names):
+def _numbers(cls: type[R], raw: Mapping[str, object], names: Iterable[str]) -> R:
     """A ``cls`` of its fields ``names`` from the untrusted dict ``raw``:
     each a number of the field's type, else None."""
-    kinds, values = field_types(cls), {}
+    # (a class is hashable: mypy reads a dataclass's ``__hash__ = None``,
+    # its instances', as the class object's)
+    kinds, values = field_types(cls), {}  # type: ignore[arg-type]
     for name in names:
         value = _number(raw.get(name))
         if value is not None and kinds[name] == Optional[int]:
@@ -53,7 +60,7 @@ def _numbers(cls, raw, names):
     return cls(**values)
 
 
-def clean_usage(raw):
+def clean_usage(raw: object) -> Optional[dict[str, Any]]:
     """A task's usage report (the exit frame's ``usage``) reduced to the
     fields of ``schema.Usage``, numbers or null, samples bounded (those
     without a time dropped): its dict form. None for anything else."""
@@ -70,36 +77,36 @@ def clean_usage(raw):
     return usage.to_dict()
 
 
-def _last_usage(task):
+def _last_usage(task: Task) -> Optional[Usage]:
     for attempt in reversed(task.attempts):
         if attempt.usage:
             return attempt.usage
     return None
 
 
-def _peak(usage):
+def _peak(usage: Usage) -> float:
     return usage.peak_tree_rss_mb or usage.peak_rss_mb or 0.0
 
 
-def _average_cpus(usage):
+def _average_cpus(usage: Usage) -> float:
     wall, cpu = usage.wall_s or 0.0, usage.cpu_s or 0.0
     return cpu / wall if wall > 0 else 0.0
 
 
-def _round_up(value, step):
+def _round_up(value: float, step: float) -> float:
     return step * math.ceil(value / step - 1e-9)
 
 
-def _fmt(value):
+def _fmt(value: float) -> str:
     return ("%.2f" % value).rstrip("0").rstrip(".")
 
 
-def usage_rows(run):
+def usage_rows(run: RunFile) -> list[Row]:
     """(task name, job, asked cpus, asked mem, ``schema.Usage``) for each
     task of ``run`` (a ``schema.RunFile``) whose last measured attempt has a
     usage."""
     jobs = {job.name: job for job in run.jobs}
-    rows = []
+    rows: list[Row] = []
     for task in run.tasks:
         usage = _last_usage(task)
         job = jobs.get(task.job)
@@ -108,7 +115,7 @@ def usage_rows(run):
     return rows
 
 
-def table_lines(rows):
+def table_lines(rows: Sequence[Row]) -> list[str]:
     """The table (header and one line per task), empty without rows."""
     if not rows:
         return []
@@ -125,17 +132,24 @@ def table_lines(rows):
     return lines
 
 
-def hints(rows, mode="replica"):
+def _option(job: str, mode: str) -> Callable[[str], str]:
+    """What sets a resource of ``job``'s tasks: its tfrun option (replica
+    mode), else the job's ``resource=``."""
+    if mode == "replica":
+        return lambda resource: resource_flag(job, resource)
+    return lambda resource: "%s=" % resource
+
+
+def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
     """One line per job whose tasks used over 90 % of their mem, or under
     25 % of their mem or cpus (the extreme task of the job decides)."""
-    by_job: dict[str, tuple] = {}
+    by_job: dict[str, tuple[float, float, list[Usage]]] = {}
     for _, job, cpus, mem, usage in rows:
         by_job.setdefault(job, (cpus, mem, []))[2].append(usage)
-    lines = []
+    lines: list[str] = []
     for job, (cpus, mem, usages) in by_job.items():
         peak = max(_peak(u) for u in usages)
-        option = (lambda resource, job=job: resource_flag(job, resource)) \
-            if mode == "replica" else (lambda resource: "%s=" % resource)
+        option = _option(job, mode)
         long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
         if mem and peak > HIGH * mem:
             lines.append("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with "
@@ -155,7 +169,7 @@ def hints(rows, mode="replica"):
     return lines
 
 
-def usage_lines(run, mode="replica", advice=True):
+def usage_lines(run: RunFile, mode: str = "replica", advice: bool = True) -> list[str]:
     """What tfrun prints at the end of ``run`` (a ``schema.RunFile``): the
     table and (with ``advice``, not ``tfrun -q``) its hints; no lines when
     no task sent its usage."""
