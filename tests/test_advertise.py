@@ -26,7 +26,7 @@ AT_ONCE = 20.0                      # seconds: far below a task's 30 s of retrie
 def test_loopback_for_a_remote_master_is_refused(explicit):
     with pytest.raises(TFMesosError, match="cannot reach tfmesos at %s, a loopback address, "
                                            "while the Mesos master 192.0.2.10 is on another "
-                                           "host: pass --advertise-address" % explicit):
+                                           "host: pass advertise_address" % explicit):
         advertise.advertise_address(explicit, REMOTE, {})
 
 
@@ -47,7 +47,7 @@ def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypa
     monkeypatch.setattr(runtime, "MesosSchedulerDriver", no_driver)
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="192.0.2.10:5050",
                                     advertise_address="127.0.0.1"), environ={})
-    with pytest.raises(TFMesosError, match="pass --advertise-address"):
+    with pytest.raises(TFMesosError, match="pass advertise_address"):
         run.start()
     assert run.phase == "stopped"
 
@@ -85,7 +85,7 @@ def test_a_malformed_address_is_refused_at_once_naming_the_fix(given):
     with pytest.raises(TFMesosError) as caught:
         advertise.advertise_address(given, REMOTE, {})
     assert str(caught.value) == (
-        "--advertise-address %s is neither an IP address nor a host name: give an address of "
+        "advertise_address=%s is neither an IP address nor a host name: give an address of "
         "this machine (without a port) that the agents can reach" % shlex.quote(given))
 
 
@@ -95,7 +95,7 @@ def test_an_address_that_is_not_of_this_machine_is_refused():
     with pytest.raises(TFMesosError) as caught:
         advertise.advertise_address(NOT_HERE, REMOTE, {})
     assert str(caught.value) == (
-        "--advertise-address 192.0.2.7 is not an address of this machine (no socket here can "
+        "advertise_address=192.0.2.7 is not an address of this machine (no socket here can "
         "bind it): give one of its addresses that the agents can reach")
     with pytest.raises(TFMesosError, match="does not resolve: give an address of this machine"):
         advertise.advertise_address("no-such-host.invalid", REMOTE, {})
@@ -114,7 +114,7 @@ def test_the_embedded_master_checks_the_address_before_it_starts(monkeypatch):
         if is_this_machine(given):
             continue
         master = EmbeddedMaster([Job("worker")], advertise=given)
-        with pytest.raises(TFMesosError, match="--advertise-address"):
+        with pytest.raises(TFMesosError, match="advertise_address="):
             master.start()
     # Agents in network namespaces of their own are other hosts to the tasks.
     master = EmbeddedMaster([Job("worker")], options={"network_namespaces": True},

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from typing import Callable, Optional
 
 import pytest
@@ -27,7 +28,7 @@ from run_dirs import attempt, write_run
 from tfrun_helpers import REPO
 from waiting import wait_until
 
-from tfmesos.exceptions import SpecError
+from tfmesos.exceptions import SpecError, TFMesosError
 from tfmesos.record import liveness
 
 BOUND = 30.0   # seconds: generous on a loaded machine; what this catches hangs for good
@@ -151,7 +152,8 @@ def tfrun(id, args, code, message, **extra):
 ROWS = [
     # tfrun: numbers
     tfrun("job-count-huge", ["--job", "worker:99999999999999999999"], 2,
-          "num must be a whole number from 1 to 10000 (tasks per run)"),
+          "num (-w or --job worker:COUNT) must be a whole number from 1 to 10000 (tasks per "
+          "run)"),
     tfrun("workers-100000", ["-w", "100000"], 2,
           "argument -w/--nworker: must be a whole number from 0 to 10000, got 100000"),
     tfrun("local-tasks-beyond-the-port-window", ["-w", "101"], 2,
@@ -169,9 +171,10 @@ ROWS = [
     tfrun("mem-nan", ["-Mw", "nan"], 2, "argument -Mw: must be a number above 0"),
     tfrun("gpus-huge", ["-Gw", "100000000"], 2, "argument -Gw: must be a whole number from 0 "
           "to 1024"),
-    tfrun("job-cpus-nan", ["--job", "worker:1:nan"], 2, "job 'worker': cpus must be a number "
-          "above 0"),
-    tfrun("job-mem-inf", ["--job", "worker:1:1:inf"], 2, "job 'worker': mem must be"),
+    tfrun("job-cpus-nan", ["--job", "worker:1:nan"], 2, "job 'worker': cpus (-Cw or --job "
+          "worker:COUNT:CPUS) must be a number above 0"),
+    tfrun("job-mem-inf", ["--job", "worker:1:1:inf"], 2,
+          "job 'worker': mem (-Mw or --job worker:COUNT:CPUS:MEM) must be"),
     tfrun("ship-max-size-nan", ["--ship", "--ship-max-size", "nan"], 2,
           "argument --ship-max-size: must be a number above 0"),
     # tfrun: names and addresses
@@ -371,11 +374,11 @@ NAN, INF = float("nan"), float("inf")
 
 
 @pytest.mark.parametrize("arguments, error", [
-    ({"launch_timeout": NAN}, "launch_timeout (--launch-timeout) must be a number above 0"),
-    ({"connect_timeout": INF}, "connect_timeout (--connect-timeout) must be"),
-    ({"sticky_timeout": NAN}, "sticky_timeout (--sticky-timeout) must be"),
-    ({"restart_backoff": NAN}, "restart backoff (--restart-backoff) must be"),
-    ({"max_restarts": 10 ** 20}, "max_restarts (--max-restarts) must be a whole number from 0"),
+    ({"launch_timeout": NAN}, "launch_timeout must be a number above 0"),
+    ({"connect_timeout": INF}, "connect_timeout must be"),
+    ({"sticky_timeout": NAN}, "sticky_timeout must be"),
+    ({"restart_backoff": NAN}, "restart_backoff must be"),
+    ({"max_restarts": 10 ** 20}, "max_restarts must be a whole number from 0"),
     ({"max_attempts": 10 ** 20}, "max_attempts must be a whole number from 1 to 1000"),
     ({"jobs": [{"name": "worker", "cpus": INF}]}, "job 'worker': cpus must be"),
     ({"jobs": [{"name": "worker", "mem": NAN}]}, "job 'worker': mem must be"),
@@ -420,3 +423,177 @@ def test_a_masters_heartbeat_interval_that_is_not_finite_or_positive_is_not_take
     from tfmesos.mesos.subscription import _heartbeat_interval
     interval = _heartbeat_interval(sent)
     assert interval == (86400.0 if sent == 1e12 else 15.0)
+
+
+# -- one check, three callers: each error names what its caller wrote (issue 32) -----
+
+BIG = 120 * 1000 * 1000   # bytes: over the 100 MB a run ships at most by default
+
+
+def big_project(where):
+    """``where`` as a project holding a 120 MB file (sparse: it takes no disk)."""
+    os.makedirs(where, exist_ok=True)
+    with open(os.path.join(where, "train.py"), "w") as handle:
+        handle.write("print(1)\n")
+    with open(os.path.join(where, "data.bin"), "wb"):
+        pass
+    os.truncate(os.path.join(where, "data.bin"), BIG)
+    return where
+
+
+def over_the_limit(where, limit, exclude):
+    """The size check's message (``bundle.check_size``) in a caller's words."""
+    return ("%s: 120.0 MB is over %s; biggest: data.bin (120.0 MB), train.py (9 bytes) (drop "
+            "them with %s or .gitignore, or read large data from shared storage)"
+            % (where, limit, exclude))
+
+
+def works(value):
+    return value
+
+
+def raised_by_the_call(error, module):
+    """The error is the documented one, raised by the API call itself: one
+    line, nothing of tfmesos' internals below the call in its traceback,
+    no chained error shown."""
+    assert isinstance(error, TFMesosError) and "\n" not in str(error)
+    assert "--" not in str(error), "a flag named to a library caller: %s" % error
+    frames = traceback.extract_tb(error.__traceback__)
+    assert os.path.basename(frames[-1].filename) == module, frames
+    assert error.__suppress_context__ and error.__cause__ is None
+
+
+@pytest.fixture
+def in_big_project(tmp_path, monkeypatch):
+    """The working directory is a project with a 120 MB file; runs go elsewhere."""
+    project = big_project(str(tmp_path / "project"))
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("MESOS_MASTER", "")
+    return project
+
+
+def test_cluster_names_its_keywords_for_the_shipped_size(in_big_project):
+    import tfmesos
+    from tfmesos.ship.contents import ShipError
+    with pytest.raises(ShipError) as caught:
+        with tfmesos.cluster([{"name": "worker", "cpus": 0.1, "mem": 64}], master="local",
+                             ship=in_big_project):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == over_the_limit(
+        "ship=%s" % in_big_project, "ShipSpec.max_size=100.0 MB",
+        "ShipSpec(exclude=[PATTERN, ...])")
+    raised_by_the_call(caught.value, "fine_grained.py")
+
+
+def test_run_names_its_keywords_for_the_shipped_size(in_big_project):
+    import tfmesos
+    from tfmesos.ship.contents import ShipError
+    with pytest.raises(ShipError) as caught:   # ship: the current directory, by default
+        tfmesos.run(works, 1, workers=1, cpus=0.1, mem=64)
+    assert str(caught.value) == over_the_limit(
+        "ship=%s (the current directory, the default; ship=None ships none)" % in_big_project,
+        "ship_max_size=100.0 MB", "ship_exclude=[PATTERN, ...]")
+    raised_by_the_call(caught.value, "function_run.py")
+    # A directory named, the error names it alone.
+    with pytest.raises(ShipError, match=r"^ship=%s: 120\.0 MB is over ship_max_size=110\.0 MB"
+                       % re.escape(in_big_project)):
+        tfmesos.run(works, 1, ship=in_big_project, workers=1, cpus=0.1, mem=64,
+                    ship_max_size=110)
+
+
+def test_tfrun_names_its_flags_for_the_shipped_size(place):
+    big_project(place["cwd"])
+    row = tfrun("ship-120-mb", ["--ship"], 1, None)
+    result, took, _, _ = run_row(row, place)
+    assert "Traceback" not in result.stderr and result.returncode == 1, result.stderr
+    errors = [line for line in message_lines(result.stderr) if "error" in line]
+    assert errors == ["tfrun: error: " + over_the_limit(
+        "--ship %s" % place["cwd"], "--ship-max-size 100.0 MB", "--ship-exclude PATTERN")], \
+        result.stderr
+    assert os.listdir(place["tmp"]) == [], "left in TMPDIR"
+
+
+def test_cluster_names_the_key_of_its_job(tmp_path, monkeypatch):
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster([{"name": "worker"}, {"name": "ps", "mem": INF}], master="local"):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == ("job 'ps': mem must be a number above 0, at most 100000000 "
+                                 "(MB), got inf")
+    raised_by_the_call(caught.value, "fine_grained.py")
+
+
+def test_run_names_its_keyword_for_a_jobs_memory():
+    import tfmesos
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(works, 1, workers=1, ps=1, ps_mem=INF)
+    assert str(caught.value) == ("job 'ps': ps_mem must be a number above 0, at most "
+                                 "100000000 (MB), got inf")
+    raised_by_the_call(caught.value, "function_run.py")
+
+
+def test_tfrun_names_its_flags_for_a_jobs_memory(place):
+    result, _, _, _ = run_row(tfrun("job-ps-mem-inf", ["--job", "ps:1:1:inf"], 2, None), place)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    [line] = message_lines(result.stderr)
+    assert line.startswith(
+        "tfrun: error: job 'ps': mem (-Ms or --job ps:COUNT:CPUS:MEM) must be a number above "
+        "0, at most 100000000 (MB), got inf"), result.stderr
+    assert os.listdir(place["runs"]) == []
+
+
+CALLERS = {"tfrun": ("tfmesos.cli.tfrun_flags", "FLAGS"),
+           "cluster()": ("tfmesos.core.fine_grained", "KEYWORDS"),
+           "tfmesos.run()": ("tfmesos.core.function_run", "KEYWORDS")}
+
+
+@pytest.mark.parametrize("caller", sorted(CALLERS))
+def test_every_field_an_error_may_name_has_its_callers_words(caller):
+    import importlib
+
+    from tfmesos.core.fields import FIELDS, render
+    module, name = CALLERS[caller]
+    words = getattr(importlib.import_module(module), name)
+    assert sorted(words) == sorted(FIELDS), "fields without words (or words of no field)"
+    for field in words:
+        for value in (None, "V"):
+            for job in ("worker", "ps", "chief", "evaluator", "tensorboard"):
+                text = render("{%s}" % field if value is None else "{%s=%s}" % (field, value),
+                              (), {"job": job}, words)
+                assert text and "{" not in text and "%" not in text, (field, text)
+                assert value is None or value in text, (field, text)
+
+
+def test_every_field_an_error_template_names_is_a_known_field():
+    """What ``about`` checks when an error is made, read from every template
+    written out in tfmesos' sources."""
+    import ast
+
+    from tfmesos.core.fields import FIELDS, fields_of
+    found = {}
+    for path in glob.glob(os.path.join(REPO, "tfmesos", "**", "*.py"), recursive=True):
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "about" and node.args \
+                    and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                for field in fields_of(node.args[0].value):
+                    found.setdefault(field, os.path.relpath(path, REPO))
+    assert found, "no error template found"
+    unknown = {field: path for field, path in found.items() if field not in FIELDS}
+    assert not unknown
+
+
+def test_user_text_in_an_error_is_never_read_as_a_field():
+    error = SpecError.about("{ship.directory=%s}: not a directory (%s)", "/p/{launch_timeout}",
+                            "100%")
+    assert str(error) == "ship.directory=/p/{launch_timeout}: not a directory (100%)"
+    worded = error.in_words({"ship.directory": "--ship", "launch_timeout": "--launch-timeout"})
+    assert str(worded) == "--ship /p/{launch_timeout}: not a directory (100%)"
+    assert type(worded) is SpecError and worded.fields == ("ship.directory",)
+    with pytest.raises(ValueError, match="no_such_field"):
+        SpecError.about("{no_such_field} is wrong")

@@ -103,7 +103,9 @@ def test_tfrun_gives_up_at_the_connect_timeout(unreachable):
         "for 8 s" % unreachable), result.stderr
 
 
-NOTHING_LISTENS = "nothing listens at %s: check the port (or --connect-timeout to wait longer)"
+# The driver's error names the run's field; tfrun, its flag.
+NOTHING_LISTENS = "nothing listens at %s: check the port (or connect_timeout to wait longer)"
+TFRUN_NOTHING_LISTENS = NOTHING_LISTENS.replace("connect_timeout", "--connect-timeout")
 
 
 def test_a_master_never_reached_that_refuses_is_given_up_after_the_refused_timeout():
@@ -126,7 +128,8 @@ def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_master():
     result = run_tfrun("-m", "127.0.0.1:1", *ADVERTISE, "--", "true", timeout=60)
     took = time.monotonic() - started
     assert result.returncode == 1 and took < 10, (took, result.stderr)
-    assert error_line(result.stderr).endswith(NOTHING_LISTENS % "127.0.0.1:1"), result.stderr
+    assert error_line(result.stderr).endswith(TFRUN_NOTHING_LISTENS % "127.0.0.1:1"), \
+        result.stderr
 
 
 def test_once_a_master_was_reached_refusals_wait_the_whole_connect_timeout(

@@ -11,7 +11,7 @@ import tfmesos
 from tfmesos import exceptions
 
 # Where the classes of the tree that are not in tfmesos.exceptions live.
-_ELSEWHERE = ("mesos_local.containerizer.docker_engine", "mesos_local.errors",
+_ELSEWHERE = ("tfmesos.ship.contents", "mesos_local.containerizer.docker_engine", "mesos_local.errors",
               "mesos_local.agent", "mesos_local.api.auth")
 
 

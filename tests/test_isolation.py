@@ -345,7 +345,7 @@ def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
         "the embedded master does not hold tasks to their cpus and mem here (cannot isolate "
         "tasks with cgroups: cgroups isolation needs root); on a Mesos cluster with cgroups "
         "isolation a task over its mem is killed. --no-isolation silences this"]
-    with pytest.raises(SpecError, match="--cgroups-enable-cfs: cannot isolate"):
+    with pytest.raises(SpecError, match="local_master.cgroups_enable_cfs: cannot isolate"):
         sizing.auto_isolation("auto", enable_cfs=True)
     assert sizing.auto_isolation(None) is None     # --no-isolation: nothing said
     monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: None)

@@ -101,11 +101,11 @@ def test_a_bundle_over_the_limit_is_refused_naming_the_five_biggest_files(tmp_pa
     with pytest.raises(ShipError) as caught:
         bundle.pack(tmp_path, str(tmp_path), max_size=10000)
     message = str(caught.value)
-    assert "\n" not in message and "28.0 kB is over --ship-max-size 10.0 kB" in message
+    assert "\n" not in message and "28.0 kB is over ship.max_size=10.0 kB" in message
     for name in ("f6.bin (7.0 kB)", "f5.bin", "f4.bin", "f3.bin", "f2.bin"):
         assert name in message
     assert "f1.bin" not in message and "f0.bin" not in message
-    assert "--ship-exclude" in message
+    assert "ship.exclude" in message
 
 
 def test_bundles_are_reproducible_and_hold_the_tree_under_project(project, tmp_path):
@@ -632,6 +632,6 @@ def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
     assert tfrun.ship_spec(tfrun.build_parser().parse_options(["-w", "2"])) is None
     spec = run_spec_of([{"name": "worker"}], master="local", ship=str(tmp_path))
     assert spec.ship == ShipSpec(str(tmp_path))
-    with pytest.raises(SpecError, match="drop -I or --python-env"):
+    with pytest.raises(SpecError, match="drop image or ship.python_env"):
         run_spec_of([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
                      ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))

@@ -77,7 +77,7 @@ def test_a_link_leading_out_of_the_project_is_refused_naming_it(project, tmp_pat
     assert "\n" not in message
     assert "links lead out of it, to what the agents do not have: %s -> %s;" % (name, target) \
         in message
-    assert "--ship-follow-links" in message and "--ship-exclude" in message
+    assert "ship.follow_links=True" in message and "ship.exclude" in message
     # Left out, it is no longer a problem.
     assert packed(project, tmp_path, exclude=(name,)).files == 3
 
@@ -153,7 +153,7 @@ def test_a_likely_secret_is_refused_naming_it(project, tmp_path, path, named):
     message = str(caught.value)
     assert "\n" not in message and "likely secrets" in message
     assert ": %s;" % named in message
-    assert "--ship-exclude" in message and "--ship-allow-secrets" in message
+    assert "ship.exclude" in message and "ship.allow_secrets=True" in message
     allowed = packed(project, tmp_path, allow_secrets=True)
     assert "project/" + path in members(allowed.path)
     excluded = packed(project, tmp_path, exclude=(named.rstrip("/"),))

@@ -143,7 +143,7 @@ def test_passwd_and_group_are_mounted_read_only_first():
 
 def test_gpus_under_the_docker_containerizer_are_refused_naming_mesos():
     jobs = [Job("ps"), Job("worker", gpus=1)]
-    with pytest.raises(SpecError, match="GPUs need the Mesos containerizer: use -C MESOS"):
+    with pytest.raises(SpecError, match="GPUs need the Mesos containerizer: use containerizer=MESOS"):
         check_run(RunSpec(image=IMAGE, containerizer="DOCKER"), jobs)
     check_run(RunSpec(image=IMAGE), jobs)                       # MESOS: fine
     check_run(RunSpec(containerizer="DOCKER"), jobs)            # no image: plain tasks

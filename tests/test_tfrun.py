@@ -143,12 +143,13 @@ def test_nothing_fits_times_out_naming_what_is_missing():
 
 
 @pytest.mark.parametrize("args, error", [
-    (["-Mw", "100000000"], "worker tasks ask for mem=100000000 MB but this machine has "),
+    (["-Mw", "100000000"], "worker tasks ask for mem=100000000 MB (-Mw or --job "
+     "worker:COUNT:CPUS:MEM) but this machine has "),
     (["-Gw", "64"], "the cluster asks for 64 GPUs but this machine has "),
     # More cpus than the machine has (the agent offers no more than its cores to a task).
-    (["-Cw", str(32 * (os.cpu_count() or 1))], "worker tasks ask for cpus=%d but this "
-     "machine has %d cpus for the embedded master" % (32 * (os.cpu_count() or 1),
-                                                  os.cpu_count() or 1)),
+    (["-Cw", str(32 * (os.cpu_count() or 1))], "worker tasks ask for cpus=%d (-Cw or --job "
+     "worker:COUNT:CPUS) but this machine has %d cpus for the embedded master"
+     % (32 * (os.cpu_count() or 1), os.cpu_count() or 1)),
     (["--job", "ps:1:%d" % (32 * (os.cpu_count() or 1))], "ps tasks ask for cpus="),
 ])
 def test_embedded_master_refuses_what_this_machine_cannot_hold_at_once(tmp_path, args, error):

@@ -18,18 +18,80 @@ Every error tfmesos raises on purpose derives from ``TFMesosError``::
     │                                   (its exception, when it unpickles, is
     │                                   ``__cause__``; the remote traceback's
     │                                   text is in the message)
-    └── DockerError                     the Docker engine or image is missing
+    ├── DockerError                     the Docker engine or image is missing
+    └── ShipError                       what a run ships cannot be (too big, a
+                                        link out, likely secrets): ``ship.contents``
 
 The embedded master (``mesos_local``) has a tree of its own
 (``mesos_local.errors``); where tfmesos uses it, its errors become these at
 one boundary, ``raise ... from``: an impossible agent or credentials a
 ``SpecError``, anything else a ``MesosError`` (``backends.sizing``), the
 Docker engine's a ``DockerError`` (``cli.docker_wrapper``).
+
+An error about what a caller gave names the ``RunSpec`` fields it is about
+(``TFMesosError.about``, ``core.fields``); ``tfrun`` words it in its flags,
+``cluster()`` and ``tfmesos.run()`` in their keyword arguments, each at its
+one boundary (``in_words``).
 """
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Optional, TypeVar
+
+_E = TypeVar("_E", bound="TFMesosError")
 
 
 class TFMesosError(Exception):
-    """Root of every error tfmesos raises on purpose."""
+    """Root of every error tfmesos raises on purpose.
+
+    One about what a caller gave names the run's fields it is about, never
+    a command-line flag or a keyword argument (``core.fields``): made by
+    ``about(template, *values, **context)``, its ``template`` names them as
+    ``{launch_timeout}``, ``{ship.max_size=%s}``; ``str()`` says them in the
+    spec's words, ``in_words(words)`` is the same error in a caller's, made
+    at each caller's one boundary (tfrun: its flags; ``cluster()``,
+    ``tfmesos.run()``: their keyword arguments)."""
+
+    template: Optional[str] = None   # None: the message is all there is
+    values: tuple = ()
+    context: Mapping[str, Any] = {}   # never changed: ``about`` gives each its own
+
+    @classmethod
+    def about(cls: type[_E], template: str, *values: Any, **context: Any) -> _E:
+        """An error whose message is ``template`` (fields as ``{field}``,
+        values as %-slots) with ``values``; ``context``: ``job``, the name of
+        the job that ``{job.*}`` fields are of."""
+        from .core.fields import check, render
+        check(template)
+        error = cls(render(template, values, context))
+        error.template, error.values, error.context = template, tuple(values), dict(context)
+        return error
+
+    @classmethod
+    def like(cls: type[_E], error: BaseException, prefix: str = "") -> _E:
+        """``error``'s message after ``prefix`` as this class, its fields still
+        to be worded by the caller's boundary."""
+        if isinstance(error, TFMesosError) and error.template is not None:
+            return cls.about(prefix.replace("%", "%%") + error.template, *error.values,
+                             **error.context)
+        return cls(prefix + str(error))
+
+    @property
+    def fields(self) -> tuple:
+        """The fields the message names (none for a message made whole)."""
+        from .core.fields import fields_of
+        return fields_of(self.template) if self.template is not None else ()
+
+    def in_words(self: _E, words: Mapping[str, Any]) -> _E:
+        """This error naming its fields in ``words`` (a caller's table,
+        ``core.fields``): a new one of the same class, without a traceback;
+        this one itself when it names none."""
+        if self.template is None:
+            return self
+        from .core.fields import render
+        error = copy.copy(self)
+        error.args = (render(self.template, self.values, self.context, words),)
+        return error
 
 
 class SpecError(TFMesosError, ValueError):

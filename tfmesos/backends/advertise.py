@@ -17,7 +17,11 @@ import urllib.parse
 from ..exceptions import TFMesosError
 
 ENV = "TFMESOS_ADVERTISE_ADDRESS"
-OPTION = "--advertise-address"
+# Where an address was given, as an error names it with the address (a
+# %-slot): the run's field (``core.fields``, worded by the caller), or the
+# environment variable.
+OPTION = "{advertise_address=%s}"
+FROM_ENV = ENV + " %s"
 # RFC 1123 host names: dot-separated labels of letters, digits and inner '-'.
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
@@ -46,7 +50,7 @@ def given_address(explicit, environ):
     if explicit:
         return explicit, OPTION
     if environ.get(ENV):
-        return environ[ENV], ENV
+        return environ[ENV], FROM_ENV
     return None, None
 
 
@@ -57,31 +61,34 @@ def checked(address, source=OPTION, elsewhere=None):
     other hosts) is given."""
     why = malformed(address, source)
     if why:
-        raise TFMesosError(why)
-    named = "%s %s" % (source, shlex.quote(address))
+        raise why
+    quoted = shlex.quote(address)
     resolved = _addresses(address)
     if not resolved:
-        raise TFMesosError("%s does not resolve: give an address of this machine that the "
-                           "agents can reach" % named)
+        raise TFMesosError.about(source + " does not resolve: give an address of this machine "
+                                 "that the agents can reach", quoted)
     if elsewhere and all(ip.is_loopback for ip, _, _ in resolved):
-        raise TFMesosError("tasks on the agents cannot reach tfmesos at %s, a loopback address, "
-                           "while %s: pass --advertise-address (or set "
-                           "TFMESOS_ADVERTISE_ADDRESS) with an address of this host that the "
-                           "agents can reach" % (address, elsewhere))
+        raise TFMesosError.about("tasks on the agents cannot reach tfmesos at %s, a loopback "
+                                 "address, while %s: pass {advertise_address} (or set "
+                                 "TFMESOS_ADVERTISE_ADDRESS) with an address of this host that "
+                                 "the agents can reach", address, elsewhere)
     if not any(_bindable(each) for each in resolved):
-        raise TFMesosError("%s is not an address of this machine (no socket here can bind "
-                           "it): give one of its addresses that the agents can reach" % named)
+        raise TFMesosError.about(source + " is not an address of this machine (no socket here "
+                                 "can bind it): give one of its addresses that the agents can "
+                                 "reach", quoted)
     return address
 
 
 def malformed(address, source=OPTION):
-    """Why ``address`` is neither an IP address nor a host name (one line
-    naming the fix), or None when it is one; nothing is looked up."""
+    """Why ``address`` is neither an IP address nor a host name (a
+    TFMesosError, one line naming the fix), or None when it is one; nothing
+    is looked up. ``source``: where it was given (``OPTION``, ``FROM_ENV``)."""
     if isinstance(address, str) and _well_formed(address):
         return None
     text = shlex.quote(address) if isinstance(address, str) else repr(address)
-    return ("%s %s is neither an IP address nor a host name: give an address of this machine "
-            "(without a port) that the agents can reach" % (source, text))
+    return TFMesosError.about(source + " is neither an IP address nor a host name: give an "
+                              "address of this machine (without a port) that the agents can "
+                              "reach", text)
 
 
 def bind_address(address):
@@ -128,9 +135,9 @@ def _route_to(host, port):
             probe.connect((host, port or 5050))  # UDP: no packet is sent
             return probe.getsockname()[0]
     except OSError as exc:
-        raise TFMesosError("cannot tell which local address tasks can reach (no route to the "
-                           "Mesos master %s: %s); pass --advertise-address or set "
-                           "TFMESOS_ADVERTISE_ADDRESS" % (host, exc)) from None
+        raise TFMesosError.about("cannot tell which local address tasks can reach (no route "
+                                 "to the Mesos master %s: %s); pass {advertise_address} or set "
+                                 "TFMESOS_ADVERTISE_ADDRESS", host, exc) from None
 
 
 def _addresses(host):

@@ -77,7 +77,7 @@ def auto_isolation(isolation, enable_cfs=False):
     if problem is None:
         return ",".join(ISOLATORS)
     if enable_cfs:
-        raise SpecError("--cgroups-enable-cfs: %s" % problem)
+        raise SpecError.about("{local_master.cgroups_enable_cfs}: %s", problem)
     log.warning("the embedded master does not hold tasks to their cpus and mem here (%s); "
                 "on a Mesos cluster with cgroups isolation a task over its mem is killed. "
                 "--no-isolation silences this", problem.split(";")[0])
@@ -99,23 +99,26 @@ def check_fits(jobs):
     once, not a launch timeout)."""
     tasks = sum(job.num for job in jobs)
     if tasks > LOCAL_MAX_TASKS:
-        raise SpecError("the cluster has %d tasks but the embedded master runs at most %d (a "
-                        "port each from its window): ask for fewer, or run on a Mesos cluster "
-                        "(-m)" % (tasks, LOCAL_MAX_TASKS))
+        raise SpecError.about("the cluster has %d tasks but the embedded master runs at most %d "
+                              "(a port each from its window): ask for fewer, or run on a Mesos "
+                              "cluster ({master})", tasks, LOCAL_MAX_TASKS)
     machine_cpus, machine_mem, gpu_ids = _machine()
     for job in jobs:
         if job.cpus > machine_cpus:
-            raise SpecError("%s tasks ask for cpus=%g but this machine has %g cpus for the "
-                            "embedded master: ask for at most %g, or run on a Mesos cluster "
-                            "(-m)" % (job.name, job.cpus, machine_cpus, machine_cpus))
+            raise SpecError.about("%s tasks ask for {job.cpus=%g} but this machine has %g cpus "
+                                  "for the embedded master: ask for at most %g, or run on a "
+                                  "Mesos cluster ({master})", job.name, job.cpus, machine_cpus,
+                                  machine_cpus, job=job.name)
         if job.mem > machine_mem:
-            raise SpecError("%s tasks ask for mem=%.0f MB but this machine has %.0f MB for the "
-                            "embedded master: ask for less, or run on a Mesos cluster (-m)"
-                            % (job.name, job.mem, machine_mem))
+            raise SpecError.about("%s tasks ask for {job.mem=%.0f MB} but this machine has %.0f "
+                                  "MB for the embedded master: ask for less, or run on a Mesos "
+                                  "cluster ({master})", job.name, job.mem, machine_mem,
+                                  job=job.name)
     need_gpus = sum(job.gpus * job.num for job in jobs)
     if need_gpus > len(gpu_ids):
-        raise SpecError("the cluster asks for %d GPUs but this machine has %d (nvidia-smi -L): "
-                        "ask for fewer, or run on a Mesos cluster (-m)" % (need_gpus, len(gpu_ids)))
+        raise SpecError.about("the cluster asks for %d GPUs but this machine has %d (nvidia-smi "
+                              "-L): ask for fewer, or run on a Mesos cluster ({master})",
+                              need_gpus, len(gpu_ids))
 
 
 def check_local(jobs, options):

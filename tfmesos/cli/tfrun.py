@@ -36,6 +36,13 @@ from .tfrun_options import (
 _open_lines = {}  # "stdout"/"stderr" -> the task whose last line there is unfinished
 
 
+def in_flags(error):
+    """``error`` naming tfrun's flags (``tfrun_flags``, imported once an
+    error is: not on the start-up path)."""
+    from .tfrun_flags import in_flags as worded
+    return worded(error)
+
+
 def print_log(slot, stream, text):
     """Print a chunk of a task's output, each line prefixed ``[job:index] ``.
     A line may continue in the next chunk (no newline added) unless another
@@ -176,7 +183,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             print_tail(run, exc.task, show)
             return exc.exit_code if exc.exit_code else 1
         except TFMesosError as exc:
-            say("error: %s" % exc)
+            say("error: %s" % in_flags(exc))
             return 1
         finally:
             if progress is not None:
@@ -254,7 +261,10 @@ def main(argv=None):
             from ..core.detached import check_detachable
             check_detachable(spec)
     except (SpecError, MasterAddressError) as exc:
-        parser.error(str(exc))
+        parser.error(str(in_flags(exc)))
+    except TFMesosError as exc:   # what the checks found that is no usage error
+        print("tfrun: error: %s" % in_flags(exc), file=sys.stderr)
+        return 1
     if args.detach:
         from .tfrun_detached import submit
         return submit(spec, args, say)
@@ -285,7 +295,7 @@ def main(argv=None):
     except TFMesosError as exc:
         if warm_runner is not None:
             warm_runner.close()
-        print("tfrun: error: %s" % exc, file=sys.stderr)
+        print("tfrun: error: %s" % in_flags(exc), file=sys.stderr)
         return 1
     if args.verbose:
         print("tfrun: logs and run record: %s" % run.record.directory, file=sys.stderr,

@@ -16,7 +16,8 @@ def submit(spec, args, say):
         say("interrupted before the scheduler took over: nothing of the run is left")
         return 130
     except TFMesosError as exc:
-        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
+        from .tfrun_flags import in_flags
+        print("tfrun: error: %s" % in_flags(exc), file=sys.stderr, flush=True)
         return 1
     master, run_id = spec.master, identity.run_id
     print("run %s detached: its scheduler runs on the cluster (framework %s)" % (

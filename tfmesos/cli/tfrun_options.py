@@ -475,7 +475,7 @@ def check_before_start(spec, environ):
         try:
             backend.check()
         except TFMesosError as exc:
-            raise SpecError(str(exc)) from None
+            raise SpecError.like(exc) from None
     if spec.image and spec.master == config.LOCAL:
         from mesos_local.docker_host import docker_host_error
         why = docker_host_error(environ)

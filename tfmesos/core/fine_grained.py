@@ -12,12 +12,58 @@ from ..protocol.metric_points import Batcher
 from ..task import user_metrics as task_metrics
 from . import config
 from .events import TaskMetrics
+from .fields import Word
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 
 logger = logging.getLogger(__name__)
+
+# cluster()'s words for the fields of a run (``core.fields``): its keyword
+# arguments; a job's fields are the keys of its ``Job`` or dict; what it
+# ships, a directory or a ``ShipSpec``.
+KEYWORDS: "dict[str, Word]" = {
+    "name": "name",
+    "master": "master",
+    "image": "image",
+    "containerizer": "containerizer_type",
+    "ca_bundle": "ca_bundle",
+    "advertise_address": "advertise_address",
+    "launch_timeout": "launch_timeout",
+    "connect_timeout": "connect_timeout",
+    "refused_timeout": "connect_timeout",   # it is the connect timeout, when one is given
+    "reconnect_grace": "reconnect_grace",   # no keyword sets it
+    "max_attempts": "max_attempts",
+    "failover_timeout": "failover_timeout",   # no keyword sets it
+    "sticky_jobs": "coordinator",           # coordinator=True makes the workers sticky
+    "sticky_timeout": "sticky_timeout",
+    "mlflow": "mlflow",
+    "jobs.chief": "a 'chief' job (or coordinator=True)",
+    "job.num": "num",
+    "job.start": "start",
+    "job.cmd": "cmd",
+    "job.cpus": "cpus",
+    "job.mem": "mem",
+    "job.gpus": "gpus",
+    "restart_policy.max_restarts": "max_restarts",
+    "restart_policy.restart_on": "restart_on",
+    "restart_policy.backoff": "restart_backoff",
+    "restart_policy.max_backoff": "max_backoff",   # no keyword sets it
+    "local_master.cgroups_enable_cfs": "local_master_options['cgroups_enable_cfs']",
+    "ship.directory": "ship",
+    "ship.max_size": "ShipSpec.max_size",
+    "ship.exclude": "ShipSpec(exclude=[PATTERN, ...])",
+    "ship.follow_links": "ShipSpec.follow_links",
+    "ship.allow_secrets": "ShipSpec.allow_secrets",
+    "ship.python_env": "ShipSpec.python_env",
+}
+
+
+def in_keywords(error):
+    """``error`` naming cluster()'s keyword arguments (``KEYWORDS``) where
+    it names fields."""
+    return error.in_words(KEYWORDS) if isinstance(error, TFMesosError) else error
 
 
 class Cluster:
@@ -211,32 +257,47 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     ``mlflow`` (True: ``./mlruns`` or ``$MLFLOW_TRACKING_URI``; a tracking
     URI or path; a ``tfmesos.record.mlflow_mapping.MlflowSpec``) logs the
     run to MLflow when it ends: README, "MLflow".
+
+    What cannot start (a bad argument, a shipped directory over its limit)
+    is raised here as a ``SpecError``, a ``ShipError``, ...: a
+    ``TFMesosError`` naming the keyword arguments to change.
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
-    _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
-                        forward_addresses=forward_addresses)
-    spec = run_spec_of(
-        jobs, master=master, name=name, volumes=volumes, env=env, role=role,
-        containerizer_type=containerizer_type, force_pull_image=force_pull_image, image=image,
-        launch_timeout=launch_timeout, max_attempts=max_attempts,
-        advertise_address=advertise_address, connect_timeout=connect_timeout,
-        local_master_options=local_master_options, coordinator=coordinator, user=user,
-        verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
-        max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
-        sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow)
-    check_local(spec)
+    try:
+        _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
+                            forward_addresses=forward_addresses)
+        spec = run_spec_of(
+            jobs, master=master, name=name, volumes=volumes, env=env, role=role,
+            containerizer_type=containerizer_type, force_pull_image=force_pull_image,
+            image=image, launch_timeout=launch_timeout, max_attempts=max_attempts,
+            advertise_address=advertise_address, connect_timeout=connect_timeout,
+            local_master_options=local_master_options, coordinator=coordinator, user=user,
+            verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
+            max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
+            sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow)
+        check_local(spec)
+    except TFMesosError as exc:
+        worded = in_keywords(exc)
+        if worded is exc:
+            raise
+        raise worded from None   # the caller's mistake, not tfmesos': raised by the call
     run = ClusterRun(spec)
     watcher = None
     metrics = LocalMetrics(run.events, "chief:0" if coordinator else "client")
     previous = task_metrics.record_locally(metrics)
+    inside = False   # the caller's block runs: what it raises is its own
     try:
         run.start()
         run.wait_ready()
         watcher = Watcher(run, metrics).start()
+        inside = True
         yield Cluster(run)
     except BaseException as exc:
         run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
-        raise
+        worded = exc if inside else in_keywords(exc)
+        if worded is exc:
+            raise
+        raise worded from None
     finally:
         task_metrics.record_locally(previous)
         metrics.flush()   # recorded by the stop with what else is queued

@@ -25,10 +25,11 @@ import shutil
 import sys
 import tempfile
 
-from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed
+from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, TFMesosError
 from ..protocol import task_env
 from ..task.result_file import MAX_RESULT
 from . import config
+from .fields import Word
 from .restarts import RestartPolicy
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 
@@ -64,6 +65,76 @@ OPTIONS = {
 }
 
 
+JOBS = ("chief", "worker", "ps", "evaluator")
+
+
+def per_job(field, counts=False):
+    """tfmesos.run's keyword for a job's ``field``: the workers' (and the
+    evaluator's) ``cpus``, the ps' ``ps_cpus``, the chief's ``chief_cpus``;
+    with ``counts``, how many tasks of the job: ``workers``, ``ps``,
+    ``chief``, ``evaluator``."""
+    def word(context, value):
+        job = context.get("job")
+        if counts:
+            keyword = {"worker": "workers"}.get(job, job) if job in JOBS else field
+        else:
+            keyword = "%s_%s" % (job, field) if job in ("ps", "chief") else field
+        return keyword if value is None else "%s=%s" % (keyword, value)
+    return word
+
+
+# tfmesos.run's words for the fields of a run (``core.fields``): its keyword
+# arguments (``OPTIONS``, and ``workers``, ``ps``, ``chief``, ``evaluator``,
+# ``ship``).
+KEYWORDS: "dict[str, Word]" = {
+    "name": "name",
+    "master": "master",
+    "image": "image",
+    "containerizer": "containerizer",
+    "ca_bundle": "ca_bundle",
+    "advertise_address": "advertise_address",
+    "launch_timeout": "launch_timeout",
+    "connect_timeout": "connect_timeout",
+    "refused_timeout": "connect_timeout",   # it is the connect timeout, when one is given
+    "reconnect_grace": "reconnect_grace",   # no keyword sets it
+    "max_attempts": "max_attempts",
+    "failover_timeout": "failover_timeout",   # no keyword sets it
+    "sticky_jobs": "sticky_workers",
+    "sticky_timeout": "sticky_timeout",
+    "mlflow": "mlflow",
+    "jobs.chief": "chief=True",
+    "job.num": per_job("num", counts=True),
+    "job.start": "start",                   # no keyword sets them
+    "job.cmd": "cmd",
+    "job.cpus": per_job("cpus"),
+    "job.mem": per_job("mem"),
+    "job.gpus": per_job("gpus"),
+    "restart_policy.max_restarts": "max_restarts",
+    "restart_policy.restart_on": "restart_on",
+    "restart_policy.backoff": "restart_backoff",
+    "restart_policy.max_backoff": "max_backoff",   # no keyword sets it
+    "local_master.cgroups_enable_cfs": "cgroups_enable_cfs",
+    "ship.directory": "ship",
+    "ship.max_size": "ship_max_size",
+    "ship.exclude": "ship_exclude=[PATTERN, ...]",
+    "ship.follow_links": "ship_follow_links",
+    "ship.allow_secrets": "ship_allow_secrets",
+    "ship.python_env": "python_env",
+}
+# ship=".", the default: an error about the directory says how to ship none.
+_CURRENT = dict(KEYWORDS, **{"ship.directory": lambda context, value: (
+    "ship" if value is None else "ship=%s" % value)
+    + " (the current directory, the default; ship=None ships none)"})
+
+
+def in_keywords(error, ship="."):
+    """``error`` naming tfmesos.run's keyword arguments (``KEYWORDS``)
+    where it names fields; ``ship``: what the call ships."""
+    if not isinstance(error, TFMesosError):
+        return error
+    return error.in_words(_CURRENT if ship == "." else KEYWORDS)
+
+
 def run(fn, *args, workers=2, ps=0, chief=False, evaluator=False, ship=".", **options):
     """Run ``fn(*args)`` in every task of a cluster of ``workers`` workers,
     ``ps`` parameter servers, a chief and an evaluator if asked, each with
@@ -88,7 +159,10 @@ def run(fn, *args, workers=2, ps=0, chief=False, evaluator=False, ship=".", **op
     ``options``: ``OPTIONS``, tfrun's flags by name (``cpus``, ``mem``,
     ``gpus`` for workers and the evaluator; ``ps_*``, ``chief_*``;
     ``master``, ``image``, ``python_env``, ``max_restarts``, ...); another
-    name is a TypeError naming the valid ones.
+    name is a TypeError naming the valid ones. What cannot start (a bad
+    option, a shipped directory over its limit) is raised here as a
+    ``SpecError``, a ``ShipError``, ...: a ``TFMesosError`` naming the
+    keyword arguments to change.
     """
     if not callable(fn):
         raise TypeError("tfmesos.run needs a function to run, got %r" % (fn,))
@@ -97,7 +171,18 @@ def run(fn, *args, workers=2, ps=0, chief=False, evaluator=False, ship=".", **op
         raise TypeError("tfmesos.run() got an unexpected option %r; valid options: workers, "
                         "ps, chief, evaluator, ship, %s" % (unknown[0], ", ".join(sorted(OPTIONS))))
     settings = dict(OPTIONS, **options)
-    jobs = run_jobs(workers, ps, chief, evaluator, settings)
+    try:
+        jobs = run_jobs(workers, ps, chief, evaluator, settings)
+        return ship_and_run(fn, args, jobs, ship, settings)
+    except TFMesosError as exc:
+        worded = in_keywords(exc, ship)
+        if worded is exc:
+            raise
+        raise worded from None   # the caller's mistake, not tfmesos': raised by the call
+
+
+def ship_and_run(fn, args, jobs, ship, settings):
+    """``run``'s run of ``jobs``: its payload packed, shipped and run."""
     from ..ship.function_payload import pack_function
     limit = MAX_RESULT
     work = tempfile.mkdtemp(prefix="tfmesos-function-")

@@ -11,7 +11,7 @@ import logging
 import signal
 from typing import Optional
 
-from ..exceptions import ClusterError, TaskFailed
+from ..exceptions import ClusterError, TaskFailed, TFMesosError
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from ..protocol.hostport import format_address
 from ..record.run_record import RunRecord
@@ -198,7 +198,11 @@ class RunEvents:
         self.control.reconcile()
 
     def _on_mesos_failed(self, event):
-        error = ClusterError("the Mesos driver stopped: %s" % event.message)
+        stopped = "the Mesos driver stopped: "
+        if isinstance(event.error, TFMesosError) and event.message == str(event.error):
+            error = ClusterError.like(event.error, stopped)   # its fields still to be worded
+        else:
+            error = ClusterError(stopped + event.message)
         error.__cause__ = event.error
         self.control.fail(error)
 

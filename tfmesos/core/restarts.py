@@ -44,14 +44,16 @@ class RestartPolicy:
     def __post_init__(self) -> None:
         why = number_error(self.max_restarts, 0, MAX_ATTEMPTS, integer=True)
         if why:
-            raise SpecError("max_restarts (--max-restarts) %s, got %r" % (why, self.max_restarts))
+            raise SpecError.about("{restart_policy.max_restarts} %s, got %r", why,
+                                  self.max_restarts)
         if self.restart_on not in RESTART_ON:
-            raise SpecError("restart_on must be 'lost' or 'failure', got %r" % (self.restart_on,))
-        for name, value in (("restart backoff (--restart-backoff)", self.backoff),
-                            ("max_backoff", self.max_backoff)):
+            raise SpecError.about("{restart_policy.restart_on} must be 'lost' or 'failure', "
+                                  "got %r", self.restart_on)
+        for field, value in (("backoff", self.backoff), ("max_backoff", self.max_backoff)):
             why = number_error(value, 0, MAX_SECONDS)
             if why:
-                raise SpecError("%s %s seconds, got %r" % (name, why, value))
+                raise SpecError.about("{restart_policy.%s} %%s seconds, got %%r" % field, why,
+                                      value)
 
     def allows(self, restarts_done: int, cause: Optional[str]) -> bool:
         """Whether a run that already restarted ``restarts_done`` times may

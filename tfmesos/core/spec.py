@@ -5,7 +5,10 @@ count and resources; a ``RunSpec`` is everything one run needs: its jobs,
 mode and command, master and TLS settings, containers, volumes, role,
 timeouts, recovery and run directory. ``tfrun`` and ``cluster()`` each build
 one, and it checks itself once, on construction: bad values raise a
-``SpecError`` whose message says what to change, before anything launches.
+``SpecError`` whose message says what to change, before anything launches,
+naming the fields to change (``core.fields``), which each caller words as
+it is called (tfrun: its flags; ``cluster()``, ``tfmesos.run()``: their
+keyword arguments).
 """
 
 import dataclasses
@@ -53,10 +56,6 @@ RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task/connection.py
 # to wait longer").
 REFUSED_TIMEOUT = 5.0
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-# The CLI option of each RunSpec number, named in its error.
-_OPTIONS = {"launch_timeout": "--launch-timeout", "connect_timeout": "--connect-timeout",
-            "refused_timeout": "--connect-timeout", "max_attempts": "--max-attempts",
-            "sticky_timeout": "--sticky-timeout"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,23 +83,25 @@ class Job:
             value = getattr(self, field)
             why = number_error(value, 0, most, low_open=True)
             if why:
-                raise SpecError("job %r: %s %s%s, got %r" % (
-                    self.name, field, why, " (MB)" if field == "mem" else "", value))
+                raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (
+                    field, " (MB)" if field == "mem" else ""), self.name, why, value,
+                    job=self.name)
             object.__setattr__(self, field, float(value))
         gpus = self.gpus
         if isinstance(gpus, float) and math.isfinite(gpus) and float(gpus).is_integer():
             gpus = int(gpus)
         if number_error(gpus, 0, MAX_GPUS, integer=True):
-            raise SpecError("job %r: gpus %s (Mesos allocates whole GPUs), got %r"
-                            % (self.name, number_error(gpus, 0, MAX_GPUS, integer=True),
-                               self.gpus))
+            raise SpecError.about("job %r: {job.gpus} %s (Mesos allocates whole GPUs), got %r",
+                                  self.name, number_error(gpus, 0, MAX_GPUS, integer=True),
+                                  self.gpus, job=self.name)
         object.__setattr__(self, "gpus", gpus)
         if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
-            raise SpecError("job %r: cmd must be a non-empty string or None" % self.name)
+            raise SpecError.about("job %r: {job.cmd} must be a non-empty string or None",
+                                  self.name, job=self.name)
         object.__setattr__(self, "env", _env_tuple(self.env, "job %r" % self.name))
         if self.name in SINGLETON_JOBS and self.num != 1:
-            raise SpecError("job %r: at most one %s task is allowed, got num=%d"
-                            % (self.name, self.name, self.num))
+            raise SpecError.about("job %r: at most one %s task is allowed, got {job.num=%d}",
+                                  self.name, self.name, self.num, job=self.name)
 
     @classmethod
     def from_dict(cls, data):
@@ -227,8 +228,8 @@ class RunSpec:
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("the framework name must be a non-empty string")
         if len(self.name) > MAX_NAME or has_control_characters(self.name):
-            raise SpecError("the run's name (tfrun -n) must be at most %d characters, none of "
-                            "them a control character: give a shorter one" % MAX_NAME)
+            raise SpecError.about("the run's name ({name}) must be at most %d characters, none "
+                                  "of them a control character: give a shorter one", MAX_NAME)
         upper = str(self.containerizer or "MESOS").upper()
         if upper not in CONTAINERIZERS:
             raise SpecError("unknown containerizer %r: use MESOS or DOCKER"
@@ -264,15 +265,14 @@ class RunSpec:
                       "sticky_timeout"):
             why = number_error(getattr(self, field), 0, MAX_SECONDS, low_open=True)
             if why:
-                raise SpecError("%s%s %s seconds, got %r" % (
-                    field, " (%s)" % _OPTIONS[field] if field in _OPTIONS else "", why,
-                    getattr(self, field)))
-        _check_int(self, "max_attempts", 1, MAX_ATTEMPTS, " (--max-attempts)")
+                raise SpecError.about("{%s} %%s seconds, got %%r" % field, why,
+                                      getattr(self, field))
+        _check_int(self, "max_attempts", 1, MAX_ATTEMPTS)
         if self.failover_timeout is not None:
             why = number_error(self.failover_timeout, 0, MAX_SECONDS, low_open=True)
             if why:
-                raise SpecError("failover_timeout (--failover-timeout) %s seconds, got %r"
-                                % (why, self.failover_timeout))
+                raise SpecError.about("{failover_timeout} %s seconds, got %r", why,
+                                      self.failover_timeout)
         for field in ("hooks", "local_master"):
             value = getattr(self, field)
             object.__setattr__(self, field, tuple((value or {}).items())
@@ -293,13 +293,13 @@ class RunSpec:
             from ..backends.advertise import malformed  # only when one is given
             why = malformed(self.advertise_address)
             if why:
-                raise SpecError(why)
+                raise SpecError.like(why)
         if self.master != LOCAL:
             parse_master(self.master)   # MasterAddressError, naming the problem
         if self.master_scheme not in ("http", "https"):
             raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
         if self.ca_bundle and not os.path.isfile(self.ca_bundle):
-            raise SpecError("--ca-bundle %s: no such file" % self.ca_bundle)
+            raise SpecError.about("{ca_bundle=%s}: no such file", self.ca_bundle)
 
     def _check_ship(self):
         if self.ship is None:
@@ -311,8 +311,9 @@ class RunSpec:
             raise SpecError("ship must be a directory or a tfmesos.ship.bundle.ShipSpec, got %r"
                             % (self.ship,))
         if self.ship.python_env and self.image:
-            raise SpecError("--python-env runs plain tasks with the archive's interpreter, and "
-                            "an image has its own Python: drop -I or --python-env")
+            raise SpecError.about("{ship.python_env} runs plain tasks with the archive's "
+                                  "interpreter, and an image has its own Python: drop {image} "
+                                  "or {ship.python_env}")
 
     def _check_mlflow(self):
         if self.mlflow is None or self.mlflow is False:
@@ -323,7 +324,7 @@ class RunSpec:
         from ..record.mlflow_mapping import NOT_INSTALLED, mlflow_spec
         object.__setattr__(self, "mlflow", mlflow_spec(self.mlflow))
         if importlib.util.find_spec("mlflow") is None:   # not imported: the logger does
-            raise SpecError("mlflow=... %s" % NOT_INSTALLED)
+            raise SpecError.about("{mlflow} %s", NOT_INSTALLED)
 
     def _check_jobs(self):
         if self.mode not in MODES:
@@ -338,8 +339,9 @@ class RunSpec:
                             "drop the 'chief' job or the coordinator option")
         if self.sticky_jobs and not (("chief" in names or self.coordinator)
                                      and "worker" in names):
-            raise SpecError("--sticky-workers needs a chief and workers "
-                            "(ParameterServerStrategy): add -c, or drop --sticky-workers")
+            raise SpecError.about("{sticky_jobs} needs a chief and workers "
+                                  "(ParameterServerStrategy): add {jobs.chief}, or drop "
+                                  "{sticky_jobs}")
         total = sum(job.num for job in self.jobs)
         if total > MAX_TASKS:
             raise SpecError("the run asks for %d tasks; at most %d per run: ask for fewer"
@@ -367,8 +369,8 @@ def check_run(run, jobs):
     through verbatim, which always means GPUs 0..N-1 to Docker, not the ones
     Mesos gave the task)."""
     if run.image and run.containerizer == "DOCKER" and any(job.gpus for job in jobs):
-        raise SpecError("GPUs need the Mesos containerizer: use -C MESOS (the default) "
-                        "instead of -C DOCKER")
+        raise SpecError.about("GPUs need the Mesos containerizer: use {containerizer=MESOS} "
+                              "(the default) instead of {containerizer=DOCKER}")
 
 
 def check_command_template(cmd, jobs):
@@ -391,8 +393,10 @@ def _check_int(obj, field, minimum, maximum, what=""):
     value = getattr(obj, field)
     why = number_error(value, minimum, maximum, integer=True)
     if why:
-        owner = "job %r" % obj.name if isinstance(obj, Job) else "the run"
-        raise SpecError("%s: %s %s%s, got %r" % (owner, field, why, what, value))
+        if isinstance(obj, Job):
+            raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (field, what), obj.name,
+                                  why, value, job=obj.name)
+        raise SpecError.about("the run: {%s} %%s%s, got %%r" % (field, what), why, value)
 
 
 def _env_tuple(env, owner):

@@ -318,6 +318,8 @@ class MesosSchedulerDriver:
         elif isinstance(item, StreamLost):
             self.scheduler.disconnected(self)
         else:  # Fatal
+            if self._exception is None:   # scheduler.error finds it as driver.exception
+                self._exception = item.error
             self.scheduler.error(self, str(item.error))
             self._fail(item.error)
 

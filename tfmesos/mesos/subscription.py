@@ -297,9 +297,9 @@ class Subscription:
             return
         places = ", ".join(urllib.parse.urlsplit(url).netloc for url in self._detector.urls
                            if url in refused)
-        raise _Unrecoverable(MesosConnectionError(
-            "nothing listens at %s: check the port (or --connect-timeout to wait longer)"
-            % places))
+        raise _Unrecoverable(MesosConnectionError.about(
+            "nothing listens at %s: check the port (or {connect_timeout} to wait longer)",
+            places))
 
     def _subscribe_at(self, url):
         """Subscribe at ``url``: read the stream (returns None when it ends),

@@ -27,8 +27,8 @@ from ..exceptions import SpecError
 from ..task.bundle_check import sha256_of as file_sha256  # the task checks with the same
 from .contents import ShipError, select, tilde
 
-MAX_SIZE = 100 * 1000 * 1000    # default --ship-max-size (bytes)
-MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest --ship-max-size: 100 GB (core.inputs)
+MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
+MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
 WARN_SIZE = 10 * 1000 * 1000    # a bundle over this is worth a warning
 TOP = "project"                 # the archive's one top directory: the task's working directory
 COMPRESSION = 6                 # gzip level: most of level 9's ratio at twice its speed
@@ -100,7 +100,7 @@ class ShipSpec:
         object.__setattr__(self, "extra_files", extra)
         if self.directory is not None:
             if not os.path.isdir(self.directory):
-                raise SpecError("--ship %s: no such directory" % self.directory)
+                raise SpecError.about("{ship.directory=%s}: no such directory", self.directory)
             object.__setattr__(self, "directory", os.path.abspath(self.directory))
         object.__setattr__(self, "follow_links", bool(self.follow_links))
         object.__setattr__(self, "allow_secrets", bool(self.allow_secrets))
@@ -111,23 +111,23 @@ class ShipSpec:
                                           or not isinstance(self.max_size, (int, float))
                                           or not math.isfinite(self.max_size)
                                           or not 0 < self.max_size <= MAX_SIZE_LIMIT):
-            raise SpecError("--ship-max-size must be a positive number of MB, at most %d, got "
-                            "%r bytes" % (MAX_SIZE_LIMIT // (1000 * 1000), self.max_size))
+            raise SpecError.about("{ship.max_size} must be a positive number of MB, at most %d, "
+                                  "got %r bytes", MAX_SIZE_LIMIT // (1000 * 1000), self.max_size)
         env = self.python_env
         if env is not None:
             if not env.lower().endswith(ARCHIVE_SUFFIXES):
-                raise SpecError("--python-env %s: the Mesos fetcher extracts only %s archives: "
-                                "make one with conda-pack or venv-pack" % (env, ", ".join(
-                                    ARCHIVE_SUFFIXES)))
+                raise SpecError.about("{ship.python_env=%s}: the Mesos fetcher extracts only %s "
+                                      "archives: make one with conda-pack or venv-pack", env,
+                                      ", ".join(ARCHIVE_SUFFIXES))
             if "://" in env:
                 if not env.lower().startswith(URL_SCHEMES):
-                    raise SpecError("--python-env %s: give a local file or an http(s):// or "
-                                    "hdfs:// URL" % env)
+                    raise SpecError.about("{ship.python_env=%s}: give a local file or an "
+                                          "http(s):// or hdfs:// URL", env)
                 why = url_error(env)
                 if why:
-                    raise SpecError("--python-env %r: %s" % (env, why))
+                    raise SpecError.about("{ship.python_env=%r}: %s", env, why)
             elif not os.path.isfile(env):
-                raise SpecError("--python-env %s: no such file" % env)
+                raise SpecError.about("{ship.python_env=%s}: no such file", env)
             else:
                 object.__setattr__(self, "python_env", os.path.abspath(env))
 
@@ -194,7 +194,8 @@ def _sizes(members):
         try:
             sizes[member.path] = os.lstat(member.source).st_size
         except OSError as exc:
-            raise ShipError("--ship: cannot read %s: %s" % (member.path, exc.strerror)) from None
+            raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
+                                  exc.strerror) from None
     return sizes
 
 
@@ -203,12 +204,11 @@ def check_size(sizes, max_size, directory):
     total = sum(sizes.values())
     if max_size is not None and total > max_size:
         biggest = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:5]
-        raise ShipError("--ship %s: %s is over --ship-max-size %s; biggest: %s (drop them "
-                        "with --ship-exclude PATTERN or .gitignore, or read large data from "
-                        "shared storage)" % (tilde(directory), human_size(total),
-                                             human_size(max_size),
-                                             ", ".join("%s (%s)" % (p, human_size(s))
-                                                       for p, s in biggest)))
+        raise ShipError.about("{ship.directory=%s}: %s is over {ship.max_size=%s}; biggest: %s "
+                              "(drop them with {ship.exclude} or .gitignore, or read large "
+                              "data from shared storage)", tilde(directory), human_size(total),
+                              human_size(max_size),
+                              ", ".join("%s (%s)" % (p, human_size(s)) for p, s in biggest))
     return total
 
 
@@ -278,8 +278,8 @@ def _add(tar, member):
         else:
             tar.addfile(info)
     except OSError as exc:
-        raise ShipError("--ship: cannot read %s: %s" % (member.path, exc.strerror or exc)) \
-            from None
+        raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
+                              exc.strerror or exc) from None
 
 
 def pack_task_side(out_dir, package_dir=None):

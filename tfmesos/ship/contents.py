@@ -44,7 +44,8 @@ SHOWN = 5               # names an error lists before "and N more"
 
 class ShipError(TFMesosError):
     """The directory cannot be shipped (too big, unreadable, not a directory,
-    a link out of it, likely secrets)."""
+    a link out of it, likely secrets); it names the ``ShipSpec`` fields to
+    change (``core.fields``), which each caller words as it is called."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +66,8 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
     one line naming the fix, for links out of it and likely secrets."""
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
-        raise ShipError("--ship %s: not a directory" % directory)
-    where = "--ship %s" % tilde(directory)
+        raise ShipError.about("{ship.directory=%s}: not a directory", directory)
+    where = tilde(directory)
     listed = _git_files(directory)
     if listed is None:
         listed = _walk(directory)
@@ -90,16 +91,16 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
         elif os.path.isfile(full):   # git lists deleted files and submodules (directories)
             members.append(Member(path, full))
     if leading_out:
-        raise ShipError("%s: links lead out of it, to what the agents do not have: %s; make "
-                        "them relative links inside it, leave them out (--ship-exclude "
-                        "PATTERN), or ship what they point to with --ship-follow-links"
-                        % (where, _names(leading_out)))
+        raise ShipError.about("{ship.directory=%s}: links lead out of it, to what the agents "
+                              "do not have: %s; make them relative links inside it, leave them "
+                              "out ({ship.exclude}), or ship what they point to with "
+                              "{ship.follow_links=True}", where, _names(leading_out))
     if not allow_secrets:
         found = sorted({_secret(member) for member in members} - {None})
         if found:
-            raise ShipError("%s: likely secrets would go to every task: %s; leave them out "
-                            "with --ship-exclude PATTERN (or .gitignore), or pass "
-                            "--ship-allow-secrets" % (where, _names(found)))
+            raise ShipError.about("{ship.directory=%s}: likely secrets would go to every task: "
+                                  "%s; leave them out with {ship.exclude} (or .gitignore), or "
+                                  "pass {ship.allow_secrets=True}", where, _names(found))
     return sorted(members, key=lambda member: member.path)
 
 
@@ -135,19 +136,20 @@ def _stays_inside(path, target):
 
 
 def _followed(where, path, full, patterns, following):
-    """The members that stand for the link ``full`` at ``path``: its target's
-    content; ``following``: the real paths of the directories being packed,
-    which a link back into would never end."""
+    """The members that stand for the link ``full`` at ``path`` (of the
+    directory ``where``, as errors name it): its target's content;
+    ``following``: the real paths of the directories being packed, which a
+    link back into would never end."""
     real = os.path.realpath(full)
     target = os.readlink(full)
     if os.path.isfile(real):
         return [Member(path, real, followed=_as_path(real))]
     if not os.path.isdir(real):
-        raise ShipError("%s: %s -> %s leads to nothing to ship: fix the link, or leave it out "
-                        "(--ship-exclude PATTERN)" % (where, path, target))
+        raise ShipError.about("{ship.directory=%s}: %s -> %s leads to nothing to ship: fix the "
+                              "link, or leave it out ({ship.exclude})", where, path, target)
     if real in following:
-        raise ShipError("%s: %s -> %s loops back to a directory it is in: leave it out "
-                        "(--ship-exclude PATTERN)" % (where, path, target))
+        raise ShipError.about("{ship.directory=%s}: %s -> %s loops back to a directory it is "
+                              "in: leave it out ({ship.exclude})", where, path, target)
     members = []
     for inner in sorted(_walk(real)):
         inside = "%s/%s" % (path, inner)

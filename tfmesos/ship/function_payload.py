@@ -48,10 +48,10 @@ def pack_function(fn, args, out_dir, max_size=None, python_version=None):
                         "cloudpickle: %s: %s" % (_name_of(fn), type(exc).__name__, exc)) \
             from exc
     if max_size is not None and len(pickled) > max_size:
-        raise SpecError("the function %s and its arguments pickle to %s, over the %s the run "
-                        "ships (ship_max_size): pass paths to data on shared storage instead "
-                        "of the data" % (_name_of(fn), human_size(len(pickled)),
-                                         human_size(max_size)))
+        raise SpecError.about("the function %s and its arguments pickle to %s, over the %s the "
+                              "run ships ({ship.max_size}): pass paths to data on shared "
+                              "storage instead of the data", _name_of(fn),
+                              human_size(len(pickled)), human_size(max_size))
     meta = {"python": list(python_version or sys.version_info[:2]),
             "cloudpickle": getattr(cloudpickle, "__version__", "")}
     members = [(META_MEMBER, json.dumps(meta, sort_keys=True).encode()),
