@@ -553,7 +553,7 @@ CALLERS = {"tfrun": ("tfmesos.cli.tfrun_flags", "FLAGS"),
 def test_every_field_an_error_may_name_has_its_callers_words(caller):
     import importlib
 
-    from tfmesos.core.fields import FIELDS, render
+    from tfmesos.error_fields import FIELDS, render
     module, name = CALLERS[caller]
     words = getattr(importlib.import_module(module), name)
     assert sorted(words) == sorted(FIELDS), "fields without words (or words of no field)"
@@ -571,7 +571,7 @@ def test_every_field_an_error_template_names_is_a_known_field():
     written out in tfmesos' sources."""
     import ast
 
-    from tfmesos.core.fields import FIELDS, fields_of
+    from tfmesos.error_fields import FIELDS, fields_of
     found = {}
     for path in glob.glob(os.path.join(REPO, "tfmesos", "**", "*.py"), recursive=True):
         with open(path, encoding="utf-8") as handle:

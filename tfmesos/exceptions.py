@@ -29,7 +29,7 @@ one boundary, ``raise ... from``: an impossible agent or credentials a
 Docker engine's a ``DockerError`` (``cli.docker_wrapper``).
 
 An error about what a caller gave names the ``RunSpec`` fields it is about
-(``TFMesosError.about``, ``core.fields``); ``tfrun`` words it in its flags,
+(``TFMesosError.about``, ``error_fields``); ``tfrun`` words it in its flags,
 ``cluster()`` and ``tfmesos.run()`` in their keyword arguments, each at its
 one boundary (``in_words``).
 """
@@ -45,7 +45,7 @@ class TFMesosError(Exception):
     """Root of every error tfmesos raises on purpose.
 
     One about what a caller gave names the run's fields it is about, never
-    a command-line flag or a keyword argument (``core.fields``): made by
+    a command-line flag or a keyword argument (``error_fields``): made by
     ``about(template, *values, **context)``, its ``template`` names them as
     ``{launch_timeout}``, ``{ship.max_size=%s}``; ``str()`` says them in the
     spec's words, ``in_words(words)`` is the same error in a caller's, made
@@ -61,7 +61,7 @@ class TFMesosError(Exception):
         """An error whose message is ``template`` (fields as ``{field}``,
         values as %-slots) with ``values``; ``context``: ``job``, the name of
         the job that ``{job.*}`` fields are of."""
-        from .core.fields import check, render
+        from .error_fields import check, render
         check(template)
         error = cls(render(template, values, context))
         error.template, error.values, error.context = template, tuple(values), dict(context)
@@ -79,16 +79,16 @@ class TFMesosError(Exception):
     @property
     def fields(self) -> tuple:
         """The fields the message names (none for a message made whole)."""
-        from .core.fields import fields_of
+        from .error_fields import fields_of
         return fields_of(self.template) if self.template is not None else ()
 
     def in_words(self: _E, words: Mapping[str, Any]) -> _E:
         """This error naming its fields in ``words`` (a caller's table,
-        ``core.fields``): a new one of the same class, without a traceback;
+        ``error_fields``): a new one of the same class, without a traceback;
         this one itself when it names none."""
         if self.template is None:
             return self
-        from .core.fields import render
+        from .error_fields import render
         error = copy.copy(self)
         error.args = (render(self.template, self.values, self.context, words),)
         return error

@@ -18,7 +18,7 @@ from ..exceptions import TFMesosError
 
 ENV = "TFMESOS_ADVERTISE_ADDRESS"
 # Where an address was given, as an error names it with the address (a
-# %-slot): the run's field (``core.fields``, worded by the caller), or the
+# %-slot): the run's field (``error_fields``, worded by the caller), or the
 # environment variable.
 OPTION = "{advertise_address=%s}"
 FROM_ENV = ENV + " %s"

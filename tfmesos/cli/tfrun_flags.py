@@ -1,5 +1,5 @@
 """tfrun's words for the fields of a run: the flag that sets each field an
-error may name (``core.fields.FIELDS``), and ``in_flags``, which every
+error may name (``error_fields.FIELDS``), and ``in_flags``, which every
 error tfrun prints goes through (issue 32: errors in the caller's words)."""
 
 from typing import TYPE_CHECKING
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..exceptions import TFMesosError
 
 if TYPE_CHECKING:   # imported by tfrun once an error is: nothing more
-    from ..core.fields import Word
+    from ..error_fields import Word
 
 # The flags of a job's resources: -Cw, -Ms, ...; the evaluator has the workers'.
 _LETTERS = {"worker": "w", "ps": "s", "chief": "c", "evaluator": "w"}

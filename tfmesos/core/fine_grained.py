@@ -7,12 +7,12 @@ import os
 import threading
 import time
 
+from ..error_fields import Word
 from ..exceptions import ClusterError, SpecError, TFMesosError
 from ..protocol.metric_points import Batcher
 from ..task import user_metrics as task_metrics
 from . import config
 from .events import TaskMetrics
-from .fields import Word
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
@@ -20,7 +20,7 @@ from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 
 logger = logging.getLogger(__name__)
 
-# cluster()'s words for the fields of a run (``core.fields``): its keyword
+# cluster()'s words for the fields of a run (``error_fields``): its keyword
 # arguments; a job's fields are the keys of its ``Job`` or dict; what it
 # ships, a directory or a ``ShipSpec``.
 KEYWORDS: "dict[str, Word]" = {

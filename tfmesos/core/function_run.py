@@ -25,11 +25,11 @@ import shutil
 import sys
 import tempfile
 
+from ..error_fields import Word
 from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, TFMesosError
 from ..protocol import task_env
 from ..task.result_file import MAX_RESULT
 from . import config
-from .fields import Word
 from .restarts import RestartPolicy
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
 
@@ -83,7 +83,7 @@ def per_job(field, counts=False):
     return word
 
 
-# tfmesos.run's words for the fields of a run (``core.fields``): its keyword
+# tfmesos.run's words for the fields of a run (``error_fields``): its keyword
 # arguments (``OPTIONS``, and ``workers``, ``ps``, ``chief``, ``evaluator``,
 # ``ship``).
 KEYWORDS: "dict[str, Word]" = {

@@ -6,7 +6,7 @@ mode and command, master and TLS settings, containers, volumes, role,
 timeouts, recovery and run directory. ``tfrun`` and ``cluster()`` each build
 one, and it checks itself once, on construction: bad values raise a
 ``SpecError`` whose message says what to change, before anything launches,
-naming the fields to change (``core.fields``), which each caller words as
+naming the fields to change (``error_fields``), which each caller words as
 it is called (tfrun: its flags; ``cluster()``, ``tfmesos.run()``: their
 keyword arguments).
 """

@@ -45,7 +45,7 @@ SHOWN = 5               # names an error lists before "and N more"
 class ShipError(TFMesosError):
     """The directory cannot be shipped (too big, unreadable, not a directory,
     a link out of it, likely secrets); it names the ``ShipSpec`` fields to
-    change (``core.fields``), which each caller words as it is called."""
+    change (``error_fields``), which each caller words as it is called."""
 
 
 @dataclasses.dataclass(frozen=True)

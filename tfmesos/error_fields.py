@@ -87,7 +87,7 @@ def check(template: str) -> None:
     not in ``FIELDS``: no caller's table would have words for it."""
     unknown = [field for field in fields_of(template) if field not in FIELDS]
     if unknown:
-        raise ValueError("an error's template names %s, not in tfmesos.core.fields.FIELDS: %r"
+        raise ValueError("an error's template names %s, not in tfmesos.error_fields.FIELDS: %r"
                          % (", ".join(unknown), template))
 
 
