@@ -165,7 +165,7 @@ def tags_of(run, directory):
     return {key: _cut(value, MAX_TAG) for key, value in tags.items() if value not in (None, "")}
 
 
-STATUSES = {"succeeded": "FINISHED", "interrupted": "KILLED"}
+STATUSES = {"succeeded": "FINISHED", "interrupted": "KILLED", "killed": "KILLED"}
 
 
 def mlflow_status(outcome):
