@@ -60,7 +60,7 @@ class FakeRun:
     events go to the real policy, which acts on the real state and control."""
 
     def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
-                 sandboxes=None):
+                 sandboxes=None, framework_outcome=lambda: None):
         self.state = RunState(jobs)
         self.state.move(Phase.FORMING)
         self.effects = RecordedEffects(self.state)
@@ -70,7 +70,8 @@ class FakeRun:
         self.recovery = Recovery(self.control, self.record, policy, sticky, sticky_timeout,
                                  MAX_ATTEMPTS, notify=self.notes.append)
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,
-                                mode, sandboxes=sandboxes)
+                                mode, sandboxes=sandboxes,
+                                framework_outcome=framework_outcome)
         self._launches = 0
         for slot in self.slots:
             self.launch(slot)

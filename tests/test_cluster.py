@@ -78,7 +78,7 @@ def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
     record = run_json(tmp_path / "run")
     assert record["outcome"] == {
         "status": "failed", "message": "the with block raised ZeroDivisionError: division by zero",
-        "task": None, "exit_code": None, "hint": None}
+        "task": None, "exit_code": None, "hint": None, "by": None}
     assert_every_attempt_ended(record)
 
 

@@ -94,9 +94,9 @@ def test_runs_and_kill_on_a_master_from_another_shell(make_local_master, tmp_pat
         assert killed.returncode == 0, killed.stderr
         assert "killed run %s" % run_id in killed.stdout
         tfrun.wait(60)
-        assert tfrun.returncode != 0
+        assert tfrun.returncode == 143
     after = tfmesos("runs", "--master", master.url)
-    assert after.stdout.splitlines()[1].split()[:3] == [run_id, "sleep", "finished"]
+    assert after.stdout.splitlines()[1].split()[:4] == [run_id, "sleep", "killed", "(by"]
     assert master.state()["frameworks"] == []
     gone = tfmesos("kill", run_id, "--master", master.url)
     assert gone.returncode == 1 and "finished already" in gone.stderr

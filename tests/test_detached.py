@@ -152,6 +152,7 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
     shown = cluster.tfmesos("show", run_id)
     assert shown.returncode == 0, shown.stderr
     assert "scheduler.0.2" in shown.stdout and "succeeded, exit code 0" in shown.stdout
+    assert "scheduler attempt 2 (detached scheduler task 2)" in shown.stdout
     rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("worker:")]
     assert [row[:4] for row in rows] == [["worker:%d" % i, "1", "0", "TASK_FINISHED"]
                                          for i in range(2)]
@@ -166,8 +167,8 @@ def test_kill_stops_a_detached_run_and_its_scheduler(cluster):
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: not scheduler_pids(run_id), timeout=60)
     runs = cluster.tfmesos("runs")
-    assert re.search(r"^%s +train.py +(finished|stopped|interrupted)" % run_id, runs.stdout,
-                     re.M), runs.stdout
+    assert re.search(r"^%s +train.py +killed \(by \w+\)" % run_id, runs.stdout, re.M), \
+        runs.stdout
     state = json.loads(subprocess.run(
         ["ip", "netns", "exec", cluster.hub, "curl", "-s",
          "http://%s/master/state" % cluster.address], capture_output=True, text=True).stdout)

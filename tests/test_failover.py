@@ -98,6 +98,12 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
     record = json.loads((run_dir / "run.json").read_text())
     assert record["outcome"]["status"] == "succeeded", record["outcome"]
     assert record["restarts"] == [] and record["relaunches"] == []
+    # The takeover is marked: in run.json, and where tfmesos show shows the run.
+    [takeover] = record["takeovers"]
+    assert (takeover["scheduler_attempt"], takeover["how"]) == (2, "tfmesos attach")
+    shown = tfmesos("show", str(run_dir), env=env)
+    assert re.search(r"^takeover at \+[\d.]+ s: scheduler attempt 2 \(tfmesos attach\)$",
+                     shown.stdout, re.M), shown.stdout
     for task in record["tasks"]:
         [attempt] = task["attempts"]
         assert attempt["task_id"].startswith("tfmesos.%s." % run_id)
@@ -332,6 +338,7 @@ def test_a_detached_keras_job_keeps_its_epochs_through_a_new_scheduler(make_loca
     assert [row[:4] for row in rows] == [["worker:%d" % i, "1", "0", "TASK_FINISHED"]
                                          for i in range(2)], shown
     assert "scheduler.0.2" in shown
+    assert "scheduler attempt 2 (detached scheduler task 2)" in shown
 
 
 def test_a_scheduler_task_that_cannot_start_is_one_line_and_leaves_nothing(make_local_master,

@@ -4,6 +4,8 @@ that only record (``policy_helpers``) and a fake clock — no master, no
 tasks, no waiting. tests/test_run_contract.py runs scenarios of the same
 kind against a real ``ClusterRun`` too."""
 
+import re
+
 import pytest
 from addict import Dict
 from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun
@@ -18,7 +20,7 @@ from tfmesos.core.events import (
 from tfmesos.core.phase import IllegalTransition, Phase, next_phase
 from tfmesos.core.restarts import RestartPolicy
 from tfmesos.core.spec import Job
-from tfmesos.exceptions import ClusterError, TaskFailed
+from tfmesos.exceptions import ClusterError, RunKilled, SchedulerReplaced, TaskFailed
 
 WORKERS = [Job("worker", num=2)]
 PSS = [Job("chief"), Job("worker", num=2), Job("ps")]
@@ -198,6 +200,31 @@ def test_the_driver_giving_up_fails_the_run():
     run = FakeRun(WORKERS)
     with pytest.raises(ClusterError, match="the Mesos driver stopped: no master"):
         run.handle(MesosFailed("no master"))
+
+
+@pytest.mark.parametrize("label, killed_by", [("killed (by alice)", "alice"), ("killed", None)])
+def test_a_framework_taken_over_by_tfmesos_kill_ends_the_run_as_killed(label, killed_by):
+    # tfmesos kill subscribes as the run's framework with the outcome label
+    # (Mesos tells the scheduler it replaced "Framework failed over").
+    run = FakeRun(WORKERS, framework_outcome=lambda: label)
+    run.running()
+    with pytest.raises(RunKilled, match=r"^the run was %s: tfmesos kill" % re.escape(label)) \
+            as info:
+        run.handle(MesosFailed("Mesos master error: Framework failed over"))
+    assert info.value.by == killed_by
+    run.record.ended(info.value, run.phase)
+    outcome = run.record.run_file().outcome
+    assert (outcome.status, outcome.by, outcome.exit_code) == ("killed", killed_by, 143)
+    assert run.record.outcome_text() == label
+
+
+@pytest.mark.parametrize("label", [None, "succeeded", "killedx"])
+def test_a_framework_another_scheduler_took_over_is_left_to_it(label):
+    run = FakeRun(WORKERS, framework_outcome=lambda: label)
+    run.running()
+    with pytest.raises(SchedulerReplaced, match="another scheduler took the run's framework"):
+        run.handle(MesosFailed("Mesos master error: Framework failed over"))
+    assert run.calls == []    # no task stopped or killed: they are the new scheduler's
 
 
 # -- sticky relaunch (ParameterServerStrategy workers) -----------------------------------

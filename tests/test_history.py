@@ -15,7 +15,7 @@ from tfrun_helpers import REPO, start_tfrun
 
 from tfmesos.cli.main import main
 from tfmesos.record import liveness
-from tfmesos.record.schema import Restart
+from tfmesos.record.schema import Restart, Takeover
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
 
@@ -180,6 +180,28 @@ def test_show_names_tasks_attempts_states_exit_codes_restarts_and_hints(runs_dir
         ["worker:0", "2", "1", "TASK_FAILED", "1", "SOURCE_EXECUTOR", "127.0.0.1:31002",
          "+5.0", "s", "+9.0", "s"]]
     assert "restart 1 at +3.1 s (failure): worker:0 exited with code 1; back-off 2.0 s" in out
+
+
+def test_show_says_how_the_run_ended_and_each_scheduler_takeover(runs_dir, capsys):
+    takeovers = [Takeover(time="2026-11-26T10:00:04.500Z", scheduler_attempt=2,
+                          how="tfmesos attach")]
+    directory = write_run(runs_dir, "7a4e0002", status="failed", exit_code=5, took=10,
+                          takeovers=takeovers, tasks={"worker:0": [attempt(
+                              "worker:0", end=9.0, state="TASK_FAILED", exit_code=5)]})
+    path = os.path.join(directory, "run.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["outcome"].update(task="worker:0", message="task worker:0 exited with code 5")
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    code, out, _ = tfmesos(capsys, "show", "7a4e0002")
+    assert code == 0
+    assert out.splitlines()[0] == ("run 7a4e0002  tfrun (replica)  failed (exit 5, worker:0), "
+                                   "exit code 5")
+    assert "takeover at +4.5 s: scheduler attempt 2 (tfmesos attach)\n" in out
+    code, out, _ = tfmesos(capsys, "runs")
+    assert re.search(r"^7a4e0002 .* failed \(exit 5, worker:0\)\s+5\s+python train.py$", out,
+                     re.M), out
 
 
 def test_an_attempts_hint_the_outcome_repeats_is_shown_once(runs_dir, capsys):

@@ -14,7 +14,7 @@ from tfrun_helpers import REPO, run_tfrun
 
 from tfmesos.record.history import Run
 from tfmesos.record.report import STATE_COLORS, render
-from tfmesos.record.schema import Restart, Sample, Usage
+from tfmesos.record.schema import Outcome, Restart, Sample, Takeover, Usage
 
 TFMESOS = [sys.executable, "-m", "tfmesos.cli.main"]
 
@@ -160,6 +160,22 @@ def test_report_command_writes_report_html_in_the_run_directory(tmp_path, monkey
     for name in ("ps:0 #1", "worker:0 #1", "worker:1 #1"):
         assert name in page
     assert page.count(">finished (0)<") == 3
+
+
+def test_the_report_marks_each_scheduler_takeover_and_who_killed_the_run(tmp_path):
+    takeovers = [Takeover(time=at(2.5), scheduler_attempt=2, how="tfmesos attach"),
+                 Takeover(time=at(6.0), scheduler_attempt=3, how="detached scheduler task 3")]
+    directory = write_run(tmp_path, "7a4e0001", took=8.0, takeovers=takeovers)
+    run = Run.load(directory)
+    run.file.outcome = Outcome(status="killed", message="the run was killed (by alice)",
+                               exit_code=143, by="alice")
+    page = render(run)
+    timeline = re.search(r'aria-label="timeline of every task attempt">(.*?)</svg>', page).group(1)
+    assert ">takeover: scheduler 2 (tfmesos attach)</text>" in timeline
+    assert ">takeover: scheduler 3 (detached scheduler task 3)</text>" in timeline
+    assert "takeover at +2.5 s: scheduler attempt 2 (tfmesos attach)" in page
+    assert re.search(r'<span class="status"[^>]*>killed \(by alice\)</span>', page)
+    assert "<title>tfmesos run 7a4e0001: killed (by alice)</title>" in page
 
 
 def chromium():

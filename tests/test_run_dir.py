@@ -56,8 +56,9 @@ def one_cpu_master():
 def load_run_json(directory):
     """run.json, checked against docs/run.schema.json and for the order of its times."""
     data = validate_run_json(os.path.join(directory, "run.json"))
-    assert data["schema_version"] == 5
-    assert data["outcome"]["status"] in ("succeeded", "failed", "aborted", "interrupted")
+    assert data["schema_version"] == 6
+    assert data["outcome"]["status"] in ("succeeded", "failed", "aborted", "interrupted",
+                                         "killed")
     assert data["timings"]["submitted"] and data["timings"]["finished"]
     times = [t for t in data["timings"].values() if t]
     assert times == sorted(times)
@@ -110,7 +111,7 @@ def test_failing_ps_leaves_its_stderr_in_the_run_directory_and_tfrun_prints_its_
     assert (run_dir / "worker.0.stdout").exists()
     data = load_run_json(run_dir)
     assert data["outcome"] == {"status": "failed", "message": "task ps:0 exited with code 3",
-                               "task": "ps:0", "exit_code": 3, "hint": None}
+                               "task": "ps:0", "exit_code": 3, "hint": None, "by": None}
     ps = [task for task in data["tasks"] if task["name"] == "ps:0"][0]
     assert ps["exit_code"] == 3 and ps["attempts"][0]["logs"]["stderr"] == "ps.0.stderr"
     assert ps["state"] == "TASK_FAILED"

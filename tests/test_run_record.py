@@ -116,7 +116,7 @@ def test_fine_grained_tasks_are_stopped_by_cluster_and_keep_a_null_code(tmp_path
     data = saved(record)
     assert {source for _, _, source in ends(data).values()} == {"stopped by cluster()"}
     assert data["outcome"] == {"status": "succeeded", "message": None, "task": None,
-                               "exit_code": None, "hint": None}
+                               "exit_code": None, "hint": None, "by": None}
 
 
 def attempts(data, name):

@@ -32,6 +32,7 @@ from tfmesos.record.schema import (
     Shipped,
     ShippedBundle,
     State,
+    Takeover,
     Task,
     Timings,
     Usage,
@@ -57,20 +58,21 @@ def every_field_set():
                       usage=usage, hint="the task was killed with SIGKILL",
                       sandbox_tail=SandboxTail(stdout=["starting"], stderr=["sh: 1: x: not found"]))
     return RunFile(
-        schema_version=6, run_id="5eed0001", name="train", mode="fine", master="zk://zk:2181",
+        schema_version=7, run_id="5eed0001", name="train", mode="fine", master="zk://zk:2181",
         command="python train.py", jobs=[Job(name="ps", num=2, start=1, cpus=0.5, mem=256.0,
                                              gpus=1)],
         framework_id="fw-1", tasks=[Task(name="worker:1", job="worker", index=1,
                                          state="TASK_FAILED", exit_code=137,
                                          attempts=[attempt])],
-        outcome=Outcome(status="failed", message="worker:1 was killed", task="worker:1",
-                        exit_code=137, hint="give it more memory"),
+        outcome=Outcome(status="killed", message="worker:1 was killed", task="worker:1",
+                        exit_code=137, hint="give it more memory", by="alice"),
         timings=Timings(submitted=at(0), first_offer=at(0.1), all_registered=at(1.6),
                         finished=at(5.0)),
         restarts=[Restart(restart=2, time=at(2.0), cause="lost", task="ps:0", message="lost",
                           delay=4.0)],
         relaunches=[Relaunch(task="worker:0", time=at(2.5), cause="lost", message="gone",
                              agent_id="S2", address="node2:31000", back=at(3.0))],
+        takeovers=[Takeover(time=at(2.7), scheduler_attempt=3, how="tfmesos attach")],
         shipped=Shipped(bundle=ShippedBundle(source="/src", files=3, bytes=30,
                                              archive_bytes=20, sha256="ab" * 32,
                                              name="bundle.zip"),
@@ -113,7 +115,7 @@ def test_every_class_round_trips_with_values_other_than_its_defaults():
 def test_dict_forms_hold_every_field_in_order():
     data = RunFile().to_dict()
     assert list(data) == [field.name for field in dataclasses.fields(RunFile)]
-    assert data["schema_version"] == 5 and data["outcome"]["status"] == "running"
+    assert data["schema_version"] == 6 and data["outcome"]["status"] == "running"
     assert Sample(t=1.0, cpu_s=0.5).to_dict() == {"t": 1.0, "cpu_s": 0.5, "rss_mb": None,
                                                   "gpu_mb": None}
 
@@ -142,7 +144,7 @@ def test_a_value_of_the_wrong_type_says_where(data, where):
     ([], "expected an object, got list"),
     ({"tasks": []}, "no schema_version (nor format 1)"),
     ({"format": 7}, "no schema_version (nor format 1)"),
-    ({"schema_version": 6}, "schema_version 6 is newer than this tfmesos reads (5)"),
+    ({"schema_version": 7}, "schema_version 7 is newer than this tfmesos reads (6)"),
     ({"schema_version": "2"}, "schema_version '2' is not a version"),
 ])
 def test_files_it_cannot_read(data, message):
@@ -157,8 +159,8 @@ def test_a_version_1_file_reads_as_the_current_classes():
         data = json.load(handle)
     assert data["format"] == 1 and "schema_version" not in data
     run = read_run_file(data)
-    assert run.schema_version == 5 and run.shipped is None and run.scheduler is None
-    assert run.metrics == []
+    assert run.schema_version == 6 and run.shipped is None and run.scheduler is None
+    assert run.metrics == [] and run.takeovers == []
     [worker_0, worker_1] = run.tasks
     assert [a.attempt for a in worker_1.attempts] == [1, 2] and run.restarts[0].task == "worker:1"
     failed = worker_1.attempts[0]
@@ -166,21 +168,24 @@ def test_a_version_1_file_reads_as_the_current_classes():
     assert failed.usage.samples[0] == Sample(t=1.0, cpu_s=0.96, rss_mb=66.7, gpu_mb=None)
     assert failed.usage.cgroup == CgroupUsage(limit_mb=256.0, peak_mb=53.1, oom_kills=0)
     assert failed.logs.named("stderr") == "worker.1.stderr"
-    # What it becomes is a valid version 5 file.
+    # What it becomes is a valid version 6 file.
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
 
 
-def test_a_version_2_file_reads_as_version_5():
+def test_a_version_2_file_reads_as_version_6():
     """Version 3 only added the attempts' ``sandbox_tail``, version 4 the
-    run's ``scheduler``, version 5 the ``metrics``: a version 2 file reads
-    with them null and empty, and becomes a valid version 5 file."""
+    run's ``scheduler``, version 5 the ``metrics``, version 6 the outcome's
+    ``by`` and the ``takeovers``: a version 2 file reads with them null and
+    empty, and becomes a valid version 6 file."""
     current = RunFile(tasks=[Task(name="worker:0", attempts=[Attempt(task_id="t1")])]).to_dict()
     old = dict(current, schema_version=2)
     del old["tasks"][0]["attempts"][0]["sandbox_tail"]
-    del old["scheduler"], old["metrics"], old["metrics_dropped"]
+    del old["scheduler"], old["metrics"], old["metrics_dropped"], old["takeovers"]
+    del old["outcome"]["by"]
     run = read_run_file(old)
-    assert run.schema_version == 5 and run.tasks[0].attempts[0].sandbox_tail is None
+    assert run.schema_version == 6 and run.tasks[0].attempts[0].sandbox_tail is None
     assert run.scheduler is None and run.metrics == [] and run.metrics_dropped == 0
+    assert run.takeovers == [] and run.outcome.by is None
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
     tail = SandboxTail(stdout=["a"], stderr=["b"])
     assert Attempt.from_dict(Attempt(sandbox_tail=tail).to_dict()).sandbox_tail == tail
@@ -219,7 +224,7 @@ def test_a_real_runs_run_json_is_valid(tmp_path):
                        str(run_dir), "--", "true")
     assert result.returncode == 0, result.stderr
     data = validate_run_json(run_dir / "run.json")
-    assert data["schema_version"] == 5 and data["outcome"]["status"] == "succeeded"
+    assert data["schema_version"] == 6 and data["outcome"]["status"] == "succeeded"
     assert data["scheduler"]["pid"] > 0 and data["scheduler"]["host"]
     [task] = data["tasks"]
     assert task["attempts"][0]["exited"] and task["attempts"][0]["usage"]["wall_s"] >= 0

@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 
 _EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
                "MesosConnectionError", "MesosCallError", "DriverAborted", "RendezvousError",
-               "ClusterError", "LaunchTimeout", "TaskFailed", "RemoteTaskError", "DockerError")
+               "ClusterError", "LaunchTimeout", "TaskFailed", "RemoteTaskError", "RunKilled",
+               "SchedulerReplaced", "DockerError")
 _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
             "run": ".core.function_run",
             "Job": ".core.spec", "RunSpec": ".core.spec",

@@ -13,11 +13,15 @@ Every error tfmesos raises on purpose derives from ``TFMesosError``::
     ├── RendezvousError                 the task rendezvous failed
     ├── ClusterError                    the TensorFlow cluster failed
     │   ├── LaunchTimeout (TimeoutError)  not complete within the deadline
-    │   └── TaskFailed                  a task ended badly (state, exit code)
-    │       └── RemoteTaskError         tfmesos.run's function raised in a task
-    │                                   (its exception, when it unpickles, is
-    │                                   ``__cause__``; the remote traceback's
-    │                                   text is in the message)
+    │   ├── TaskFailed                  a task ended badly (state, exit code)
+    │   │   └── RemoteTaskError         tfmesos.run's function raised in a task
+    │   │                               (its exception, when it unpickles, is
+    │   │                               ``__cause__``; the remote traceback's
+    │   │                               text is in the message)
+    │   ├── RunKilled                   tfmesos kill took the run's framework
+    │   │                               over and removed it (``by``: who)
+    │   └── SchedulerReplaced           another scheduler took the run's
+    │                                   framework over (this one lets go)
     ├── DockerError                     the Docker engine or image is missing
     └── ShipError                       what a run ships cannot be (too big, a
                                         link out, likely secrets): ``ship.contents``
@@ -166,6 +170,23 @@ class RemoteTaskError(TaskFailed):
     def __init__(self, message, task=None, state=None, exit_code=None, remote_traceback=""):
         super().__init__(message, task, state, exit_code)
         self.remote_traceback = remote_traceback
+
+
+class RunKilled(ClusterError):
+    """The run was killed from outside: ``tfmesos kill`` subscribed as its
+    framework (Mesos answered this scheduler "Framework failed over") and
+    removed it, which kills every task. ``by``: the Mesos principal, else
+    the user, that killed it (None when unknown)."""
+
+    def __init__(self, message, by=None):
+        super().__init__(message)
+        self.by = by
+
+
+class SchedulerReplaced(ClusterError):
+    """Another scheduler subscribed as the run's framework (Mesos answered
+    this one "Framework failed over") without killing the run: the run is
+    its now; this one leaves the tasks to it."""
 
 
 class DockerError(TFMesosError):

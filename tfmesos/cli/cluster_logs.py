@@ -172,7 +172,7 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
     ``poll`` seconds (``RunView``, not ``/master/state``).
 
     Returns how the run ended once its framework has finished: its
-    ``tfmesos.outcome`` label (``succeeded``, ``failed: ...``, ``killed``),
+    ``tfmesos.outcome`` label (``succeeded``, ``failed: ...``, ``killed (by NAME)``),
     else ``finished``; None as soon as ``stop`` is set. A run without a
     scheduler task (a foreground tfrun's) prints nothing and is waited for
     all the same. An agent that cannot be read is a TFMesosError."""

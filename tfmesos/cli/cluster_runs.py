@@ -7,8 +7,9 @@ A run is a framework whose labels carry ``tfmesos.run_id``
 (``protocol.labels``); the master keeps finished frameworks for a while
 (Mesos' ``--max_completed_frameworks``, 50 by default). A detached run
 (``tfmesos.detached``) has its scheduler as a task of its own framework
-(``labels.scheduler_task_id``); a finished one says how it ended in
-``tfmesos.outcome``.
+(``labels.scheduler_task_id``). Every run says how it ended in
+``tfmesos.outcome`` before its teardown (``record.outcomes.outcome_text``:
+``succeeded``, ``failed (exit 5, worker:0)``, ``killed (by NAME)``, ...).
 """
 
 import dataclasses
@@ -41,7 +42,8 @@ class ClusterRun:
     def state_text(self, now=None):
         """What STATE shows: ``running``, ``running (detached)``, ``failing
         over (5h59m left)``, the outcome of a finished run (``succeeded``,
-        ``failed: ...`` cut to MAX_OUTCOME), else ``finished``."""
+        ``failed (exit 5, worker:0)``, ``killed (by NAME)``, ... cut to
+        MAX_OUTCOME), else ``finished``."""
         if self.state == "finished":
             return cut(self.outcome, MAX_OUTCOME) if self.outcome else "finished"
         notes = []

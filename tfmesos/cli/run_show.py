@@ -1,7 +1,7 @@
 """A run record printed: ``tfmesos show``'s view of a run.json (a local run
 directory's, or a detached run's read from its scheduler's sandbox,
 ``cluster_show``): the outcome, every task's attempts, states and exit
-codes, restarts, relaunches and the latest metrics."""
+codes, restarts, relaunches, scheduler takeovers and the latest metrics."""
 
 from ..record.history import parse_time
 from ..record.metric_series import summaries
@@ -21,10 +21,16 @@ def _offset(run, text):
     return "+%.1f s" % (moment - start).total_seconds()
 
 
+def takeover_text(takeover, when):
+    """``takeover at +12.3 s: scheduler attempt 2 (tfmesos attach)``."""
+    return "takeover at %s: scheduler attempt %d (%s)" % (when, takeover.scheduler_attempt,
+                                                          takeover.how or "-")
+
+
 def show_run(run, out):
     file = run.file
     out.write("run %s  %s (%s)  %s, exit code %s\n" % (
-        run.run_id, run.name, run.mode, run.shown_status, code_text(run.exit_code)))
+        run.run_id, run.name, run.mode, run.shown_outcome, code_text(run.exit_code)))
     lines = [("directory", run.directory),
              ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
     if file.command:
@@ -61,6 +67,8 @@ def show_run(run, out):
         out.write("relaunch of %s at %s (%s) to %s: %s\n" % (
             relaunch.task, _offset(run, relaunch.time), relaunch.cause, relaunch.address,
             "back at %s" % _offset(run, relaunch.back) if relaunch.back else "not back"))
+    for takeover in file.takeovers:
+        out.write("%s\n" % takeover_text(takeover, _offset(run, takeover.time)))
     show_metrics(file, out)
 
 

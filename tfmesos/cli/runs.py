@@ -87,7 +87,7 @@ def runs_main(argv, environ=None, out=None):
     rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for run in shown:
         rows.append((run.run_id, run.name, run.mode, local_time(run.started),
-                     duration_text(run.duration()), run.shown_status, code_text(run.exit_code),
+                     duration_text(run.duration()), run.shown_outcome, code_text(run.exit_code),
                      run.file.command or "-"))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):

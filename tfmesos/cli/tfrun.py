@@ -12,7 +12,7 @@ import threading
 
 from ..core import config
 from ..core.taskinfo import warm_task_command
-from ..exceptions import MasterAddressError, SpecError, TaskFailed, TFMesosError
+from ..exceptions import MasterAddressError, RunKilled, SpecError, TaskFailed, TFMesosError
 from .common import (
     SIGPIPE_EXIT,
     OutputClosed,
@@ -175,6 +175,10 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
                 return SIGPIPE_EXIT
             say("interrupted; stopping every task")
             return 130
+        except RunKilled as exc:
+            say(str(exc))
+            from ..record.outcomes import KILLED, tfrun_exit_code
+            return tfrun_exit_code(KILLED)
         except TaskFailed as exc:
             say(str(exc))
             if run.record.hint:

@@ -34,6 +34,7 @@ from typing import Optional
 
 from ..exceptions import MesosError, SpecError, TFMesosError
 from ..mesos import MesosSchedulerDriver, Scheduler
+from ..mesos.interface import FAILED_OVER
 from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels, task_env
 from .identity import RunIdentity
@@ -49,7 +50,6 @@ RUN_KEY = "TFMESOS_RUN_KEY"             # the scheduler task's copy of the run's
 FORMAT = 2
 TAKEOVER_TIMEOUT = 300.0   # the scheduler task has this long to take the framework over
 KILL_GRACE = 30.0          # the scheduler task's KillPolicy: time to write its record
-FAILED_OVER = "Framework failed over"   # Mesos' error to the scheduler it replaced
 
 
 class DetachError(TFMesosError):

@@ -17,11 +17,10 @@ import queue
 import time
 from typing import Any, Callable, Optional
 
-from ..exceptions import LaunchTimeout
+from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
 from ..protocol import labels as labels_
 from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
-from ..record.outcomes import outcome_label
 from .clusterspec import (
     KERAS_JOB,
     cluster_spec,
@@ -118,7 +117,8 @@ class ClusterRun:
             tls=(spec.verify, spec.ca_bundle))
         self.reactions = RunEvents(self.control, self.record, self.recovery,
                                    spec.reconnect_grace, spec.max_attempts, spec.mode,
-                                   sandboxes=self.sandboxes)
+                                   sandboxes=self.sandboxes,
+                                   framework_outcome=runtime.outcome_on_master)
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
         self.mlflow = None
         if spec.mlflow is not None:
@@ -347,6 +347,10 @@ class ClusterRun:
         identity = self.runtime.framework_known(scheduler.framework_id)
         if self.adoption is not None:   # what ran meanwhile: Mesos says at once
             self.adoption.reconcile(self.runtime.parts().driver)
+            attempt = identity.scheduler_attempt
+            if attempt > 1:   # not the first scheduler task of a detached run
+                self.record.taken_over(attempt, "detached scheduler task %d" % attempt
+                                       if self.runtime.detached else "tfmesos attach")
         else:   # a new framework: its proof, which only its id makes
             self.runtime.label(labels_.PROOF, identity.framework_proof())
         if self._on_framework is not None:
@@ -383,29 +387,29 @@ class ClusterRun:
     # -- the end ---------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop every task and the framework; safe to call more than once,
-        from any thread. Once it began, no failure or restart undoes it."""
+        """Stop every task and the framework, which is labelled first with
+        the run's outcome (``tfmesos runs --master`` reads it); safe to call
+        more than once, from any thread. Once it began, no failure or
+        restart undoes it. A run whose framework another scheduler took
+        over (``tfmesos kill``, a takeover) leaves it as it is."""
         runtime = self.runtime
         with runtime.lock:
             with self.state.lock:
                 was_running = self.phase == Phase.RUNNING
                 if not self.state.move(Phase.STOPPING):
                     return
-            runtime.stop(self.slots, self.record, lambda: self._outcome_label(was_running))
+            # The outcome, unless one was recorded: what the label says.
+            self.record.outcome("succeeded" if was_running else "aborted")
+            if isinstance(self.state.failure, (RunKilled, SchedulerReplaced)):
+                runtime.leave(self.record)   # the framework is no longer this scheduler's
+            else:
+                runtime.stop(self.slots, self.record, self.record.outcome_text)
             self.state.move(Phase.STOPPED)
             scheduler = runtime.scheduler
             self.record.finish(scheduler and scheduler.framework_id,
-                               scheduler and scheduler.first_offer_at,
-                               "succeeded" if was_running else "aborted")
+                               scheduler and scheduler.first_offer_at)
         if self.mlflow_at_stop:
             self.end_mlflow()
-
-    def _outcome_label(self, was_running: bool) -> Optional[str]:
-        """The framework's outcome label as the run stops (a detached run's)."""
-        if not self.runtime.detached:
-            return None
-        return outcome_label(self.record.snapshot()["outcome"],
-                             was_running and self.trainers_done())
 
     def detach(self) -> None:
         """Leave the run to its tasks (``--failover``, ``--detach``): they

@@ -9,11 +9,13 @@ cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
 
 import logging
 import signal
-from typing import Optional
+from typing import Callable, Optional
 
-from ..exceptions import ClusterError, TaskFailed, TFMesosError
+from ..exceptions import ClusterError, RunKilled, SchedulerReplaced, TaskFailed, TFMesosError
+from ..mesos.interface import FAILED_OVER
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from ..protocol.hostport import format_address
+from ..record.outcomes import killed_by, killed_text
 from ..record.run_record import RunRecord
 from ..record.usage_table import clean_usage
 from .control import RunControl
@@ -70,15 +72,20 @@ class RunEvents:
     """The reactions of the run behind ``control`` to its events. A task away
     from the rendezvous longer than ``reconnect_grace`` has failed; a task
     gets ``max_attempts`` launches per attempt of the cluster before it is
-    complete; in ``mode`` "replica" a command that exits 0 is done."""
+    complete; in ``mode`` "replica" a command that exits 0 is done.
+    ``framework_outcome()``: the run's ``tfmesos.outcome`` label as the
+    master has it now (None: none, or it cannot be read), asked when another
+    scheduler took the framework over (``tfmesos kill`` sets it first)."""
 
     def __init__(self, control: RunControl, record: RunRecord, recovery: Recovery,
                  reconnect_grace: float, max_attempts: int, mode: str,
-                 sandboxes: Optional[SandboxTails] = None) -> None:
+                 sandboxes: Optional[SandboxTails] = None,
+                 framework_outcome: Callable[[], Optional[str]] = lambda: None) -> None:
         self.control = control
         self.record = record
         self.recovery = recovery
         self._sandboxes = sandboxes   # reads a failed launch's last words (None: not read)
+        self._framework_outcome = framework_outcome
         self._reconnect_grace = reconnect_grace
         self._max_attempts = max_attempts
         self._mode = mode
@@ -198,6 +205,9 @@ class RunEvents:
         self.control.reconcile()
 
     def _on_mesos_failed(self, event):
+        if FAILED_OVER in event.message:
+            self.control.fail(self._taken_over())
+            return
         stopped = "the Mesos driver stopped: "
         if isinstance(event.error, TFMesosError) and event.message == str(event.error):
             error = ClusterError.like(event.error, stopped)   # its fields still to be worded
@@ -205,6 +215,17 @@ class RunEvents:
             error = ClusterError(stopped + event.message)
         error.__cause__ = event.error
         self.control.fail(error)
+
+    def _taken_over(self):
+        """Another scheduler subscribed as the run's framework: ``tfmesos
+        kill`` when the framework's outcome label says killed (set by that
+        very subscription), else a scheduler that took the run over."""
+        by = killed_by(self._framework_outcome())
+        if by is not None:
+            return RunKilled("the run was %s: tfmesos kill took its framework over and removed "
+                             "it, which kills every task" % killed_text(by), by or None)
+        return SchedulerReplaced("another scheduler took the run's framework over (Mesos: %s): "
+                                 "this one leaves the tasks to it" % FAILED_OVER)
 
     def _on_status(self, event):
         status = event.status

@@ -192,8 +192,10 @@ class RunRuntime:
 
     def label(self, key: str, value: str) -> None:
         """Set the framework's label ``key`` (``UPDATE_FRAMEWORK``): a
-        finished framework keeps its labels (``tfmesos runs --master``)."""
-        if self.driver is None:
+        finished framework keeps its labels (``tfmesos runs --master``).
+        Not subscribed (the master is gone, the driver gave up): nothing."""
+        if self.driver is None or not self.driver.connected:
+            logger.debug("not subscribed: the framework's label %s is not set", key)
             return
         info = dict(self.framework_info or {})
         kept = [label for label in (info.get("labels") or {}).get("labels", [])
@@ -205,6 +207,30 @@ class RunRuntime:
         except MesosError as exc:
             logger.warning("could not label the run's framework (%s): %s", key, exc)
 
+    def outcome_on_master(self) -> Optional[str]:
+        """The framework's ``tfmesos.outcome`` label as the master has it
+        now (``tfmesos kill`` sets it as it takes the framework over), or
+        None: none, or the master cannot be read (within 5 s)."""
+        from ..mesos.master_reads import MasterReader
+        framework_id = self.identity.framework_id
+        if framework_id is None:
+            return None
+        credentials = self.backend.credentials
+        environ = {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]} \
+            if credentials is not None else {}
+        try:
+            reader = MasterReader(self.master_url, timeout=5.0, environ=environ,
+                                  verify=self.spec.verify, ca_bundle=self.spec.ca_bundle)
+            document = reader.frameworks(framework_id)
+        except MesosError as exc:
+            logger.info("cannot read the framework's outcome from the master: %s", exc)
+            return None
+        for key in ("frameworks", "completed_frameworks"):
+            for framework in document.get(key) or []:
+                if isinstance(framework, dict) and framework.get("id") == framework_id:
+                    return labels_.label_map(framework.get("labels")).get(labels_.OUTCOME)
+        return None
+
     # -- the end ----------------------------------------------------------------
 
     def stop(self, slots: SlotTable, record: Any, outcome: Callable[[], Optional[str]]
@@ -213,7 +239,8 @@ class RunRuntime:
         last output reaches ``record``), wait a little for Mesos' last
         updates, label the framework with ``outcome()`` (unless None: the
         text of ``protocol.labels.OUTCOME``, which a finished framework
-        keeps), tear it down and stop serving."""
+        keeps: before the teardown, which ends the subscription), tear it
+        down and stop serving."""
         scheduler, rendezvous, driver = self._launch_nothing_more()
         if rendezvous is not None:
             for slot in slots:

@@ -51,7 +51,13 @@ class Scheduler:
 
     def error(self, driver, message):
         """The master reported an unrecoverable error (or no master could be
-        reached); the driver stops after this callback."""
+        reached); the driver stops after this callback. ``FAILED_OVER`` in
+        ``message``: another scheduler subscribed as this framework."""
+
+
+# Mesos' error to a scheduler that another SUBSCRIBE with its framework's id
+# replaced (``Master::failoverFramework``, src/master/master.cpp).
+FAILED_OVER = "Framework failed over"
 
 
 CALLBACKS = ("registered", "reregistered", "disconnected", "resourceOffers",

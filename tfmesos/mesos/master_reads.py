@@ -8,6 +8,9 @@ need them, the same on a Mesos cluster and on ``tfmesos local-master``.
   /master/slaves?slave_id=ID`` (frameworks.md, slaves.md): one framework
   (its tasks, labels, connection) or one agent, what a follower polls
   instead of the whole state;
+* ``POST /api/v1`` ``GET_FRAMEWORKS`` (docs/operator-http-api.md): a
+  framework's ``FrameworkInfo`` as the master holds it, which ``tfmesos
+  kill`` subscribes with (``failover_teardown``);
 * ``POST /master/teardown`` with ``frameworkId=ID`` (docs/endpoints/master/
   teardown.md): kills the framework's tasks and removes it; authenticated
   when the master asks for credentials (``MESOS_PRINCIPAL`` and
@@ -80,6 +83,26 @@ class MasterReader:
             raise MesosError("the Mesos master at %s answered %s with no JSON object"
                              % (self.leader(), path))
         return document
+
+    def framework_info(self, framework_id):
+        """The ``FrameworkInfo`` (its id included) of the registered
+        framework ``framework_id``, as the master holds it (the operator
+        API's ``GET_FRAMEWORKS``); None when the master has no such
+        framework registered (removed, or never known)."""
+        payload = self._request("POST", "/api/v1",
+                                json.dumps({"type": "GET_FRAMEWORKS"}).encode("utf-8"),
+                                "application/json")
+        try:
+            answer = json.loads(payload)
+            frameworks = answer["get_frameworks"].get("frameworks") or []
+        except (ValueError, KeyError, AttributeError, TypeError):
+            raise MesosError("the Mesos master at %s answered GET_FRAMEWORKS with no "
+                             "frameworks" % self.leader()) from None
+        for framework in frameworks:
+            info = framework.get("framework_info") if isinstance(framework, dict) else None
+            if isinstance(info, dict) and (info.get("id") or {}).get("value") == framework_id:
+                return info
+        return None
 
     def teardown(self, framework_id):
         self._request("POST", "/master/teardown",

@@ -173,7 +173,7 @@ def tags_of(run: "RunFile", directory: Optional[str]) -> dict[str, str]:
     return {key: _cut(value, MAX_TAG) for key, value in tags.items() if value not in (None, "")}
 
 
-STATUSES = {"succeeded": "FINISHED", "interrupted": "KILLED"}
+STATUSES = {"succeeded": "FINISHED", "interrupted": "KILLED", "killed": "KILLED"}
 
 
 def mlflow_status(outcome: str) -> str:

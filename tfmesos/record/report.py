@@ -1,8 +1,8 @@
 """A run's report: one self-contained HTML file (inline CSS and SVG, no
 script, nothing fetched) drawn from its run.json (``history.Run``): the
 outcome and hints, a timeline of every task attempt (launch, running,
-registered, end; the first offer, the complete cluster, restarts and
-relaunches marked), the tasks' table, the metrics the tasks logged
+registered, end; the first offer, the complete cluster, restarts,
+relaunches and scheduler takeovers marked), the tasks' table, the metrics the tasks logged
 (``tfmesos.log_metrics``: a chart per metric, a line per task, over the
 steps), and per-task CPU and memory over time from the attempts' usage
 samples.
@@ -29,7 +29,8 @@ STATE_COLORS = {"TASK_FINISHED": "#2e9d4f", "TASK_FAILED": "#d1372f", "TASK_ERRO
 RUNNING_COLOR = "#3b7dd8"      # not ended (yet)
 STAGING_COLOR = "#c9d7ea"      # launched, not running yet
 STATUS_COLORS = {"succeeded": "#2e9d4f", "failed": "#d1372f", "aborted": "#d1372f",
-                 "interrupted": "#e8871e", "running": "#3b7dd8"}
+                 "interrupted": "#e8871e", "killed": "#8a8f98", "running": "#3b7dd8"}
+TAKEOVER_COLOR = "#8a4fd1"
 
 CSS = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1d2330;
@@ -115,7 +116,7 @@ def _tick_label(value):
 def timeline_svg(run, clock):
     """Every attempt as a bar: light from its launch until it runs, then
     colored by how it ended; a dot where it registered; lines for the first
-    offer, the complete cluster, restarts and relaunches."""
+    offer, the complete cluster, restarts, relaunches and takeovers."""
     rows = [(task, attempt) for task in run.tasks for attempt in task.attempts]
     label_w, width, row_h, top = 150, 760, 26, 34
     height = top + row_h * max(len(rows), 1) + 30
@@ -139,6 +140,9 @@ def timeline_svg(run, clock):
                       % (restart.restart, restart.cause, restart.task), "#d1372f"))
     for relaunch in run.file.relaunches:
         marks.append((clock.at(relaunch.time), "relaunch %s" % relaunch.task, "#e8871e"))
+    for takeover in run.file.takeovers:
+        marks.append((clock.at(takeover.time), "takeover: scheduler %d (%s)"
+                      % (takeover.scheduler_attempt, takeover.how), TAKEOVER_COLOR))
     for number, (at, label, color) in enumerate(m for m in marks if m[0] is not None):
         parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" '
                      'stroke-dasharray="4 3"/><text x="%.1f" y="%d" font-size="11" fill="%s">'
@@ -421,7 +425,7 @@ def render(run, now=None):
     now = now or datetime.datetime.now(datetime.timezone.utc)
     clock = _Clock(run, now)
     file, outcome = run.file, run.outcome
-    status = run.status
+    status, shown = run.status, run.shown_outcome
     facts = [("name", run.name), ("mode", run.mode), ("master", file.master),
              ("framework", file.framework_id), ("command", file.command),
              ("jobs", ", ".join("%s &times; %s (cpus %s, mem %s MB, gpus %s)" % tuple(
@@ -434,7 +438,7 @@ def render(run, now=None):
         if key in ("command", "directory", "framework") else _e(value))
         for key, value in facts if value not in (None, ""))
     body = ['<h1>Run %s <span class="status" style="background:%s">%s</span></h1>'
-            % (_e(run.run_id), STATUS_COLORS.get(status, "#5b6475"), _e(status)),
+            % (_e(run.run_id), STATUS_COLORS.get(status, "#5b6475"), _e(shown)),
             '<table class="facts">%s</table>' % rows]
     if outcome.message:
         body.append('<div class="message">%s</div>' % _e(outcome.message))
@@ -447,13 +451,17 @@ def render(run, now=None):
         body.append("<p>restart %s at +%.1f s (%s): %s; back-off %s s</p>" % (
             restart.restart, clock.at(restart.time) or 0, _e(restart.cause),
             _e(restart.message), restart.delay))
+    for takeover in file.takeovers:
+        body.append('<p class="takeover">takeover at +%.1f s: scheduler attempt %d (%s)</p>'
+                    % (clock.at(takeover.time) or 0, takeover.scheduler_attempt,
+                       _e(takeover.how)))
     body.append(metrics_html(run))
     body.append(usage_html(run, clock))
     body.append('<p class="muted">tfmesos report, written %s from run.json</p>' % _local(now))
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width">'
             "<title>tfmesos run %s: %s</title><style>%s</style></head><body>%s</body></html>\n"
-            % (_e(run.run_id), _e(status), CSS, "\n".join(body)))
+            % (_e(run.run_id), _e(shown), CSS, "\n".join(body)))
 
 
 def write_report(run, path=None, now=None):

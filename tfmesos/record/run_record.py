@@ -28,7 +28,17 @@ from .hints import LINES as HINT_LINES
 from .hints import hint_for
 from .liveness import this_process
 from .metric_series import Metrics
-from .outcomes import EXIT_FRAME, STOPPED_BY, failed, outcome_of, tfrun_exit_code
+from .outcomes import (
+    EXIT_FRAME,
+    KILL_SOURCE,
+    KILLED,
+    STOPPED_BY,
+    failed,
+    killed_text,
+    outcome_of,
+    outcome_text,
+    tfrun_exit_code,
+)
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -40,6 +50,7 @@ from .schema import (
     SandboxTail,
     Shipped,
     State,
+    Takeover,
     Task,
     Timings,
     Usage,
@@ -120,6 +131,7 @@ class RunRecord:
             run.framework_id = previous.framework_id
             run.tasks = previous.tasks
             run.restarts, run.relaunches = previous.restarts, previous.relaunches
+            run.takeovers = previous.takeovers
             run.timings = dataclasses.replace(previous.timings, finished=None)
             run.shipped = previous.shipped or run.shipped
             self._tasks = {task.name: task for task in run.tasks}
@@ -135,6 +147,15 @@ class RunRecord:
             self._dirty = True
 
     # -- what happened ----------------------------------------------------
+
+    def taken_over(self, attempt, how):
+        """This process took the run over as its scheduler number
+        ``attempt`` (``how``: "tfmesos attach", "detached scheduler task
+        N"): the framework is its own from now on."""
+        with self._lock:
+            self._run.takeovers.append(Takeover(time=timestamp(), scheduler_attempt=attempt,
+                                                how=how))
+        self.save()
 
     def submitted(self):
         if self._run.timings.submitted is None:
@@ -331,7 +352,7 @@ class RunRecord:
         task, code = getattr(error, "task", None), getattr(error, "exit_code", None)
         self.outcome(status, message, task,
                      tfrun_exit_code(status, error) if self._run.mode == "replica" else code,
-                     self._hint(task, code))
+                     self._hint(task, code), by=getattr(error, "by", None))
 
     def _hint(self, task, exit_code):
         """Advice for ``task``'s failure (its last attempt's, ``exit_code``
@@ -370,14 +391,22 @@ class RunRecord:
             self.ended(exc, phase())
             raise
 
-    def outcome(self, status, message=None, task=None, exit_code=None, hint=None):
+    def outcome(self, status, message=None, task=None, exit_code=None, hint=None, by=None):
+        """How the run ended (``by``: who killed it); the first outcome stays."""
         if exit_code is None and self._run.mode == "replica":
             exit_code = tfrun_exit_code(status)
         with self._lock:
             if self._run.outcome.status == "running":
                 self._run.outcome = Outcome(status=status, message=message, task=task,
-                                            exit_code=exit_code, hint=hint)
+                                            exit_code=exit_code, hint=hint,
+                                            by=by if status == KILLED else None)
                 self._dirty = True
+
+    def outcome_text(self):
+        """The outcome's one line (``outcomes.outcome_text``): what the
+        framework's ``tfmesos.outcome`` label says."""
+        with self._lock:
+            return outcome_text(self._run.outcome, self._run.tasks)
 
     def finish(self, framework_id=None, first_offer=None, status="succeeded"):
         """The run stopped: ``status`` unless an outcome was recorded; every
@@ -462,14 +491,23 @@ class RunRecord:
 
     def _end_attempts(self):
         """Every attempt without a terminal state (the framework was torn
-        down before Mesos' update came) ends as stopped when the run stopped
-        it, else with its exit frame, else as stopped by tfrun."""
+        down before Mesos' update came) ends as killed when the run was
+        (``tfmesos kill``), as stopped when the run stopped it, else with its
+        exit frame, else as stopped by tfrun."""
         with self._lock:
+            outcome = self._run.outcome
             for task_id, (task, attempt) in self._attempts.items():
                 if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
                     continue
                 code = attempt.exit_code
-                if task_id in self._stopped and attempt.exited is not None:
+                if outcome.status == KILLED:
+                    # As Mesos ends the tasks of a framework it removes
+                    # (Master::removeFramework): no update reaches a scheduler.
+                    end = State(state="TASK_KILLED", time=attempt.exited or timestamp(),
+                                source=KILL_SOURCE, reason="REASON_FRAMEWORK_REMOVED",
+                                message="the run was %s: Mesos removed its framework"
+                                        % killed_text(outcome.by))
+                elif task_id in self._stopped and attempt.exited is not None:
                     end = State(state="TASK_KILLED", time=attempt.exited,
                                 source=STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"]),
                                 message="its exit frame came; Mesos' update did not before "

@@ -9,14 +9,15 @@ Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 5. Version 1 is what tfmesos wrote before
-(``"format": 1`` instead of ``schema_version``); it and versions 2 to 4
-read as version 5, since each version only added fields: version 2 the
-attempts' ``exited`` and ``hint``, ``shipped`` written as null when
-nothing was shipped, and every sample's ``gpu_mb``; version 3 the
-attempts' ``sandbox_tail``; version 4 ``scheduler`` (null in earlier
-files: whether their tfrun is gone cannot be told); version 5 the run's
-``metrics`` and ``metrics_dropped``. A key a file lacks
+Versions: ``schema_version`` 6. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it and versions 2 to 5
+read as version 6, since each version only added fields (and version 6 a
+status): version 2 the attempts' ``exited`` and ``hint``, ``shipped``
+written as null when nothing was shipped, and every sample's ``gpu_mb``;
+version 3 the attempts' ``sandbox_tail``; version 4 ``scheduler`` (null
+in earlier files: whether their tfrun is gone cannot be told); version 5
+the run's ``metrics`` and ``metrics_dropped``; version 6 the outcome
+``killed`` with its ``by``, and the run's ``takeovers``. A key a file lacks
 (so also those that early version 1 files lack: ``registered``, ``usage``,
 ``restarts``, ...) reads as its default.
 
@@ -36,7 +37,7 @@ import sys
 import typing
 from typing import Any, Optional
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -44,7 +45,7 @@ Time = typing.NewType("Time", str)
 TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
 
 MODES = ("replica", "fine")
-STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted")
+STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted", "killed")
 CAUSES = ("lost", "failure")
 LOG_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$"   # worker.1.attempt2.stderr
 _LOG_NAME = re.compile(LOG_NAME)
@@ -163,7 +164,8 @@ class State(Record):
         "framework was torn down: \"exit frame\" (the task's own exit message), else "
         "\"stopped by tfrun\" (\"stopped by cluster()\"); \"stopped by tfrun\" also ends, "
         "as TASK_KILLED, a task the run stopped before it ended by itself (Mesos' "
-        "TASK_FINISHED of it is in the message)")
+        "TASK_FINISHED of it is in the message); \"tfmesos kill\" ends, as TASK_KILLED, a "
+        "task still running when tfmesos kill removed the framework")
     reason: Optional[str] = _field("Mesos' reason, e.g. REASON_CONTAINER_LIMITATION_MEMORY")
     message: str = _field("Mesos' message", "")
 
@@ -271,13 +273,15 @@ class Task(Record):
 class Outcome(Record):
     """How the run ended."""
     status: str = _field("running; succeeded; failed (after the cluster was complete); "
-                         "aborted (before); interrupted (Ctrl-C, SIGTERM)", "running",
-                         enum=list(STATUSES))
+                         "aborted (before); interrupted (Ctrl-C, SIGTERM); killed (tfmesos "
+                         "kill)", "running", enum=list(STATUSES))
     message: Optional[str] = _field("what ended it")
     task: Optional[str] = _field("the task whose failure ended it")
     exit_code: Optional[int] = _field("what tfrun exits with (0, the failed task's code, 1, "
-                                      "130); cluster(): the failed task's code")
+                                      "130, 143 when killed); cluster(): the failed task's code")
     hint: Optional[str] = _field("the advice tfrun printed for the failure (null without one)")
+    by: Optional[str] = _field("killed: who ran tfmesos kill (the Mesos principal, else the "
+                               "user; null when unknown or not killed)")
 
 
 @dataclasses.dataclass
@@ -310,6 +314,17 @@ class Relaunch(Record):
     agent_id: Optional[str] = _field("the agent it is relaunched on")
     address: Optional[str] = _field("the host:port it is relaunched at")
     back: Optional[Time] = _field("when it registered again (null if it did not)")
+
+
+@dataclasses.dataclass
+class Takeover(Record):
+    """A scheduler that took the run over from the one before it (Mesos
+    scheduler failover): tfmesos attach carrying on a tfrun --failover run,
+    or a detached run's new scheduler task."""
+    time: Time = _field("when it subscribed as the run's framework", "")
+    scheduler_attempt: int = _field("which scheduler of the run it is (1 started the run; each "
+                                    "takeover adds one)", 2)
+    how: str = _field("tfmesos attach, or detached scheduler task N", "")
 
 
 @dataclasses.dataclass
@@ -383,6 +398,8 @@ class RunFile(Record):
     timings: Timings = _field("its milestones", factory=Timings)
     restarts: list[Restart] = _field("each whole restart", factory=list)
     relaunches: list[Relaunch] = _field("each sticky relaunch", factory=list)
+    takeovers: list[Takeover] = _field("each scheduler that took the run over (empty in files "
+                                       "before version 6)", factory=list)
     shipped: Optional[Shipped] = _field("tfrun --ship: what went to every task (null without)")
     scheduler: Optional[Scheduler] = _field(
         "the process that ran it: while the outcome says running, a reader on its host "
@@ -395,7 +412,7 @@ class RunFile(Record):
 
 
 def read_run_file(data):
-    """The RunFile of run.json's parsed ``data``, of version 1 to 5."""
+    """The RunFile of run.json's parsed ``data``, of version 1 to 6."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
     if "schema_version" in data:

@@ -1,0 +1,252 @@
+"""One truth in every reader (issue 32, item 7): every run, foreground or
+detached, labels its framework with its outcome before the teardown, so
+``tfmesos runs --master`` says how it ended in the words run.json, ``show``
+and the report use: ``succeeded``, ``failed (exit 5, worker:0)``,
+``interrupted``, ``killed (by NAME)``. ``tfmesos kill`` records who killed
+the run, on the framework and in the run's record, and the run's scheduler
+ends cleanly (tfrun exits 143).
+
+Every case runs against one ``LocalMaster`` (a standalone master, as
+``tfmesos local-master`` is) started once for the module."""
+
+import contextlib
+import json
+import os
+import pwd
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+from fixtures_master import FAST, leftover_processes, marked_environment, small_agent
+from tfrun_helpers import (
+    REPO,
+    SMALL,
+    assert_no_task_processes,
+    finish_reading,
+    start_tfrun,
+)
+from waiting import wait_until
+
+from mesos_local import LocalMaster
+from tfmesos.protocol import labels
+from tfmesos.record.outcomes import killed_by, outcome_text
+from tfmesos.record.schema import Outcome, Task
+
+pytestmark = pytest.mark.timeout(240)
+
+USER = pwd.getpwuid(os.getuid()).pw_name     # who kills, without MESOS_PRINCIPAL
+KILLED = "killed (by %s)" % USER
+
+
+# -- the words ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("outcome, code, text, short", [
+    (Outcome(status="succeeded"), None, "succeeded", "succeeded"),
+    (Outcome(status="failed", task="worker:0", message="task worker:0 exited with code 5"), 5,
+     "failed (exit 5, worker:0)", "failed (exit 5, worker:0)"),
+    (Outcome(status="failed", task="worker:1", message="worker:1 was lost"), None,
+     "failed (worker:1): worker:1 was lost", "failed (worker:1)"),
+    (Outcome(status="aborted", message="no offer fits\n job 'worker'"), None,
+     "aborted: no offer fits job 'worker'", "aborted"),
+    (Outcome(status="interrupted", message="interrupted (Ctrl-C or SIGTERM)"), None,
+     "interrupted", "interrupted"),
+    (Outcome(status="killed", message="the run was killed (by ops)", by="ops"), None,
+     "killed (by ops)", "killed (by ops)"),
+    (Outcome(status="running"), None, "running", "running"),
+])
+def test_one_line_says_how_a_run_ended(outcome, code, text, short):
+    tasks = [Task(name="worker:0", exit_code=code), Task(name="worker:1", exit_code=code)]
+    assert outcome_text(outcome, tasks) == text
+    assert outcome_text(outcome, tasks, message=False) == short
+    # What the framework's label says, tfmesos runs --master shows as it is.
+    assert killed_by(text) == (outcome.by if outcome.status == "killed" else None)
+
+
+@pytest.fixture(scope="module")
+def master():
+    started = LocalMaster(agents=[small_agent()], **dict(
+        FAST, executor_environment=marked_environment()))
+    started.start()
+    try:
+        yield started
+    finally:
+        started.stop()
+        wait_until(lambda: not leftover_processes(started), timeout=30,
+                   message="tasks outlived LocalMaster.stop()")
+
+
+@pytest.fixture
+def env(tmp_path):
+    return dict(os.environ, MESOS_MASTER="", MESOS_PRINCIPAL="", MESOS_SECRET="",
+                TFMESOS_KEYS_DIR=str(tmp_path / "keys"), TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
+
+
+def tfmesos(env, *args, cwd=REPO, timeout=60):
+    return subprocess.run([sys.executable, "-m", "tfmesos.cli.main", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def state_on_master(master, env, run_id):
+    """The STATE ``tfmesos runs --master`` shows for ``run_id`` (None: not listed)."""
+    listed = tfmesos(env, "runs", "--master", master.url)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    start, end = header.index("STATE"), header.index("STARTED")
+    for row in rows:
+        if row.startswith(run_id + " "):
+            return row[start:end].strip()
+    return None
+
+
+def finished_state(master, env, run_id, timeout=120):
+    """The STATE of ``run_id`` once its framework has finished."""
+    return wait_until(lambda: (lambda state: state if state and not state.startswith(
+        ("running", "failing over")) else None)(state_on_master(master, env, run_id)),
+        timeout=timeout, message="run %s never finished" % run_id)
+
+
+def record(directory):
+    with open(os.path.join(directory, "run.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def job_task_running(master, run_id):
+    """Whether a job task (not a scheduler task) of ``run_id`` runs."""
+    return any(task["state"] == "TASK_RUNNING" and not labels.is_scheduler_task(task["id"])
+               for framework in master.state()["frameworks"]
+               if labels.label_map(framework.get("labels")).get(labels.RUN_ID) == run_id
+               for task in framework["tasks"])
+
+
+# -- foreground runs ----------------------------------------------------------------
+
+def foreground(master, tmp_path, env, *command):
+    run_dir = tmp_path / "run"
+    with start_tfrun("-m", master.url, "-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir),
+                     "--", *command, env=env) as proc:
+        _, err = finish_reading(proc, 120)
+    return proc.returncode, err, record(run_dir)
+
+
+def test_a_foreground_run_that_succeeds(master, tmp_path, env):
+    code, err, run = foreground(master, tmp_path, env, "true")
+    assert code == 0, err
+    assert run["outcome"]["status"] == "succeeded"
+    assert state_on_master(master, env, run["run_id"]) == "succeeded"
+
+
+def test_a_foreground_run_whose_worker_exits_5(master, tmp_path, env):
+    code, err, run = foreground(master, tmp_path, env, "sh", "-c", "exit 5")
+    assert code == 5, err
+    assert (run["outcome"]["status"], run["outcome"]["task"]) == ("failed", "worker:0")
+    assert state_on_master(master, env, run["run_id"]) == "failed (exit 5, worker:0)"
+    shown = tfmesos(env, "show", str(tmp_path / "run"))
+    assert shown.stdout.splitlines()[0].endswith("failed (exit 5, worker:0), exit code 5")
+
+
+@contextlib.contextmanager
+def sleeping(master, tmp_path, env):
+    """A foreground tfrun whose worker sleeps: (its process, the run id) once it runs."""
+    run_dir = tmp_path / "run"
+    with start_tfrun("-m", master.url, "-w", "1", "-s", "0", *SMALL, "--run-dir",
+                     str(run_dir), "--", "sleep", "600", env=env) as proc:
+        run_id = wait_until(lambda: (run_dir / "run.json").exists()
+                            and record(run_dir)["run_id"], timeout=60)
+        wait_until(lambda: job_task_running(master, run_id), timeout=90,
+                   message=lambda: "the worker never ran")
+        yield proc, run_id
+
+
+def test_a_foreground_run_interrupted_with_ctrl_c(master, tmp_path, env):
+    with sleeping(master, tmp_path, env) as (proc, run_id):
+        proc.send_signal(signal.SIGINT)
+        _, err = finish_reading(proc, 60)
+    assert proc.returncode == 130, err
+    assert record(tmp_path / "run")["outcome"]["status"] == "interrupted"
+    assert state_on_master(master, env, run_id) == "interrupted"
+
+
+def test_kill_records_who_killed_a_foreground_run(master, tmp_path, env):
+    with sleeping(master, tmp_path, env) as (proc, run_id):
+        killed = tfmesos(env, "kill", run_id, "--master", master.url)
+        assert killed.returncode == 0, killed.stderr
+        assert "killed run %s" % run_id in killed.stdout and "by %s" % USER in killed.stdout
+        _, err = finish_reading(proc, 60)
+    # tfrun learns it was killed (Mesos: "Framework failed over"), says by whom, exits 143.
+    assert proc.returncode == 143, err
+    assert "the run was %s" % KILLED in err, err
+    assert "Traceback" not in err
+    assert state_on_master(master, env, run_id) == KILLED
+    run = record(tmp_path / "run")
+    assert (run["outcome"]["status"], run["outcome"]["by"], run["outcome"]["exit_code"]) == (
+        "killed", USER, 143)
+    [attempt] = run["tasks"][0]["attempts"]
+    assert (attempt["states"][-1]["state"], attempt["states"][-1]["source"]) == (
+        "TASK_KILLED", "tfmesos kill")
+    shown = tfmesos(env, "show", str(tmp_path / "run"))
+    assert shown.stdout.splitlines()[0].endswith("%s, exit code 143" % KILLED), shown.stdout
+    assert master.state()["frameworks"] == []
+    assert_no_task_processes()
+
+
+# -- detached runs --------------------------------------------------------------------
+
+def submit(master, tmp_path, env, *command):
+    """``tfrun --detach`` of ``command`` (shipping a small project); the run id."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('training')\n")
+    submitted = subprocess.run(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--python",
+         sys.executable, "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", *command],
+        cwd=project, env=env, capture_output=True, text=True, timeout=150)
+    assert submitted.returncode == 0, submitted.stderr
+    [run_id] = re.findall(r"^run (\w+) detached", submitted.stdout, re.M)
+    return run_id
+
+
+def scheduler_pids(run_id):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read()
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"tfmesos.cli.detached_scheduler" in cmdline and \
+                ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
+            found.append(int(pid))
+    return found
+
+
+def test_a_detached_run_that_succeeds(master, tmp_path, env):
+    run_id = submit(master, tmp_path, env, "python", "train.py")
+    assert finished_state(master, env, run_id) == "succeeded"
+
+
+def test_a_detached_run_whose_worker_exits_5(master, tmp_path, env):
+    run_id = submit(master, tmp_path, env, "sh", "-c", "exit 5")
+    assert finished_state(master, env, run_id) == "failed (exit 5, worker:0)"
+    shown = tfmesos(env, "show", run_id, "--master", master.url)
+    assert "failed (exit 5, worker:0), exit code 5" in shown.stdout, shown.stdout
+
+
+def test_kill_records_who_killed_a_detached_run(master, tmp_path, env):
+    run_id = submit(master, tmp_path, env, "sleep", "600")
+    wait_until(lambda: job_task_running(master, run_id), timeout=90,
+               message=lambda: "the worker never ran")
+    killed = tfmesos(env, "kill", run_id, "--master", master.url)
+    assert killed.returncode == 0, killed.stderr
+    assert finished_state(master, env, run_id) == KILLED
+    # Its scheduler task recorded the kill before the teardown, and ended.
+    shown = tfmesos(env, "show", run_id, "--master", master.url)
+    assert shown.returncode == 0, shown.stderr
+    assert "%s, exit code 143" % KILLED in shown.stdout.splitlines()[0], shown.stdout
+    rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("worker:0")]
+    assert [row[3] for row in rows] == ["TASK_KILLED"], shown.stdout
+    assert not scheduler_pids(run_id)
+    assert_no_task_processes()
