@@ -234,7 +234,7 @@ def follow(run, tasks, stream, attempt, out, interval):
     """Print the logs as they grow, switching to a task's new attempt when
     one starts, until run.json's outcome is no longer "running", or its
     tfrun is gone (``history.Run.gone``: killed before it could say so)."""
-    tails = {}
+    tails: dict[str, _Tail] = {}   # task name -> its log being followed
     while True:
         gone = run.gone   # before reading run.json again: its last word is read after
         run = run.reload()

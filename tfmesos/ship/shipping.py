@@ -35,6 +35,7 @@ import re
 import shlex
 import shutil
 import tempfile
+from typing import Optional
 
 from ..protocol import task_env
 from .bundle import TOP, WARN_SIZE, Bundle, file_sha256, human_size, pack, pack_task_side
@@ -56,8 +57,8 @@ class Shipment:
     def __init__(self, spec, bind_host=None, say=None, leave_out=()):
         self.spec = spec
         say = say or logger.info
-        self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
-        self.server = None
+        self._work: Optional[str] = tempfile.mkdtemp(prefix="tfmesos-ship-")   # stop removes it
+        self.server: Optional[BundleServer] = None
         self._recorded = None   # from_packed's: the original's record()
         try:
             self.bundle = None
@@ -186,16 +187,19 @@ class Shipment:
     def uris(self, host):
         """The TaskInfo's ``CommandInfo.uris``; ``host``: this machine's
         address as the agents reach it."""
+        server = self.server
+        if server is None:   # both constructors serve, or raise
+            raise RuntimeError("Shipment.uris: the files are not served")
         uris = []
         if self.bundle is not None:
-            uris.append({"value": self.server.url(host, self.bundle.name), "extract": True,
+            uris.append({"value": server.url(host, self.bundle.name), "extract": True,
                          "cache": False})
-        uris.append({"value": self.server.url(host, self.task_side.name), "extract": False,
+        uris.append({"value": server.url(host, self.task_side.name), "extract": False,
                      "cache": False})
-        uris.extend({"value": self.server.url(host, name), "extract": False, "cache": False}
+        uris.extend({"value": server.url(host, name), "extract": False, "cache": False}
                     for name, _ in self.extra_files)
         if self.python_env is not None:
-            value = self.server.url(host, self.env_name) if self.env_name \
+            value = server.url(host, self.env_name) if self.env_name \
                 else self.python_env
             uris.append({"value": value, "extract": True, "cache": True})
         return uris
