@@ -44,7 +44,7 @@ import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 from ..errors import CallError
 from . import endpoints, files, json_body, operator, validation
@@ -53,9 +53,6 @@ from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
 from .state_json import VERSION
 from .stream import ABORTED, CLOSED
-
-if TYPE_CHECKING:   # the master imports this module
-    from ..master import LocalMaster
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +116,8 @@ class MasterHTTPServer(ThreadingHTTPServer):
     request_deadline = 30.0     # seconds for a whole request, headers and body
     max_connections = 256       # open connections, each with its handler thread
 
-    def __init__(self, master: "LocalMaster", host: str, port: int) -> None:
-        self.master = master
+    def __init__(self, master: Any, host: str, port: int) -> None:
+        self.master = master   # the LocalMaster (not named here: it imports this module)
         self.deadlines = Deadlines()
         if ":" in host:
             self.address_family = socket.AF_INET6
