@@ -1,8 +1,9 @@
 """A scheduler driver for the Mesos v1 scheduler HTTP API, with the
 interface of pymesos' ``MesosSchedulerDriver``: its methods map one to one
 onto the Calls of ``calls``; events are decoded by ``decoding``; how the
-master is reached is its transport's (``transport.HTTPTransport``, or
-``mock_transport.MockTransport`` in tests).
+master is reached is its transport's (the ``transport.Transport``
+contract: ``transport.HTTPTransport``, or ``mock_transport.MockTransport``
+in tests).
 
 Threads: a *stream* thread (``subscription``) holds the SUBSCRIBE
 connection, decodes RecordIO events and queues them; a *dispatcher* thread calls the scheduler's callbacks

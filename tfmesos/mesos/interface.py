@@ -5,6 +5,9 @@ them on its single dispatcher thread, one at a time, in the order the master
 sent the events. Every argument that came from the master is an
 ``addict.Dict`` (``offer.resources``, ``update.state``). An exception raised
 by a callback stops the driver and is re-raised by ``join()`` / ``run()``.
+The ``driver`` each callback gets is a ``SchedulerDriver``: what a
+scheduler may ask of it (mypy checks ``driver.MesosSchedulerDriver``
+against it where the driver calls back).
 """
 
 import base64
