@@ -14,7 +14,8 @@ import re
 import shutil
 import subprocess
 import time
-from typing import Optional
+from collections.abc import Iterable
+from typing import Any, Optional, Union
 
 from .errors import AgentSpecError
 from .resources import Resources
@@ -41,7 +42,7 @@ class AgentSpec:
     mem: Optional[float] = None
     disk: Optional[float] = None
     ports: tuple = ((31000, 32000),)
-    gpus: object = None
+    gpus: Union[None, int, Iterable[Any]] = None   # after __post_init__: None, int or str ids
     attributes: Optional[dict] = None
     isolate: tuple = ()
 
@@ -110,7 +111,7 @@ class AgentSpec:
         elif isinstance(self.gpus, int):
             gpu_ids = tuple(str(i) for i in range(self.gpus))
         else:
-            gpu_ids = tuple(self.gpus)
+            gpu_ids = tuple(str(gpu) for gpu in self.gpus)   # already str: __post_init__
         return cpus, mem, disk, self.ports, gpu_ids
 
 
@@ -195,7 +196,7 @@ class Agent:
 
     def give_gpus(self, ids):
         order = {gpu: i for i, gpu in enumerate(self.gpu_ids)}
-        self.free_gpus = sorted(set(self.free_gpus) | set(ids), key=order.get)
+        self.free_gpus = sorted(set(self.free_gpus) | set(ids), key=lambda gpu: order[gpu])
 
     def attributes_json(self):
         out = []

@@ -57,7 +57,7 @@ class Allocator:
             if not frameworks:
                 return
             self._round += 1
-            batches = {}
+            batches: dict[str, list[dict]] = {}   # framework id -> its offers' JSON
             for agent in records.agents.values():
                 if not agent.active or not agent.available.allocatable():
                     continue
@@ -65,7 +65,7 @@ class Allocator:
                 if offer is not None:
                     batches.setdefault(offer.framework_id, []).append(offer.json)
             for framework_id, offers in batches.items():
-                records.frameworks[framework_id].subscription.send(
+                records.frameworks[framework_id].send(
                     {"type": "OFFERS", "offers": {"offers": offers}})
 
     def _offer_agent(self, agent, frameworks, now):

@@ -9,11 +9,12 @@ import base64
 import json
 import logging
 import time
+from typing import Optional
 
 from .containerizer.planning import duration_seconds
 from .errors import CallError
 from .frameworks import framework_error, update_error
-from .records import mesos_id
+from .records import Offer, mesos_id
 from .resources import Resources
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class SchedulerCalls:
             return None
         agent = self.records.agents[offers[0].agent_id]
         role = offers[0].role
-        seen = set()
+        seen: set[str] = set()   # task ids launched by this call
         for info in task_infos:
             self.tasks.launch(framework, agent, info, pool, role, seen)
         agent.available.add(pool)
@@ -101,7 +102,9 @@ class SchedulerCalls:
         """Remove the named offers; returns (valid offers, error or None)."""
         if not offer_ids:
             return [], "No offers specified"
-        offers, error, seen = [], None, set()
+        offers: list[Offer] = []
+        error: Optional[str] = None
+        seen: set[str] = set()
         for offer_id in offer_ids:
             offer = self.records.offers.get(offer_id)
             if offer_id in seen:

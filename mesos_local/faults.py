@@ -7,12 +7,27 @@ The mixin uses the master's parts: ``_records`` (and its lock),
 """
 
 import time
+from typing import Any, Optional
 
-from .records import mesos_id
+from .allocator import Allocator
+from .frameworks import Frameworks
+from .records import Records, mesos_id
+from .updates import StatusUpdates
 
 
 class FaultInjection:
     """``LocalMaster``'s fault injection and test helpers."""
+
+    # The master's parts this mixin uses (``LocalMaster`` sets them).
+    _records: Records
+    _allocator: Allocator
+    _updates: StatusUpdates
+    _frameworks: Frameworks
+    _leader: Optional[str]
+
+    def state(self, files_address: Optional[tuple[str, int]] = None) -> dict[str, Any]:
+        """The master's ``/master/state`` (``LocalMaster.state``)."""
+        raise NotImplementedError
 
     def remove_agent(self, agent_id):
         """Fault injection: the agent is gone. Its tasks are killed; each

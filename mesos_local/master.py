@@ -47,6 +47,7 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import Optional
 
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
@@ -207,9 +208,9 @@ class LocalMaster(FaultInjection):
         self.network_namespaces = bool(network_namespaces)
         self.strict = stout.strict_default() if strict is None else bool(strict)
         self._deviations = stout.DeviationLog()
-        self.network = None              # the AgentNetwork, while running
+        self.network: Optional[AgentNetwork] = None   # while running
         self.hub_url = None
-        self._hub_http = None
+        self._hub_http: Optional[MasterHTTPServer] = None
         self._network_lock = threading.Lock()
         self.id = str(uuid.uuid4())
         self.url = None
@@ -218,7 +219,7 @@ class LocalMaster(FaultInjection):
         self._own_work_dir = work_dir is None
         self._agent_counter = itertools.count()
         self._leader = None              # None: this master leads
-        self._http = None
+        self._http: Optional[MasterHTTPServer] = None
         self._start_time = None
 
         records = self._records = Records()
@@ -254,7 +255,7 @@ class LocalMaster(FaultInjection):
                                        "(this one is %s)" % records.status)
             records.status = "starting"
         try:
-            agents = self._prepare()
+            agents, http = self._prepare()
         except BaseException:
             with records.lock:
                 records.status = "stopped"
@@ -264,8 +265,8 @@ class LocalMaster(FaultInjection):
             self._remove_work_dir()
             self._close_runner()
             raise
-        self.port = self._http.server_port
-        url_host = self._http.url_host
+        self.port = http.server_port
+        url_host = http.url_host
         self.url = "http://%s:%d" % (url_host, self.port)
         self._start_time = time.time()
         self.master_info = render_master_info(self.id, url_host, self.port)
@@ -277,13 +278,13 @@ class LocalMaster(FaultInjection):
             records.status = "running"
             self._allocator.next_round = time.monotonic()
         self._loop.start()
-        self._http.start()
-        if self._hub_http is not None:
-            self._hub_http.start()
-            self.hub_url = "http://%s:%d" % (self.network.hub_address,
-                                             self._hub_http.server_port)
+        http.start()
+        hub_http, network = self._hub_http, self.network
+        if hub_http is not None and network is not None:   # both or neither
+            hub_http.start()
+            self.hub_url = "http://%s:%d" % (network.hub_address, hub_http.server_port)
             log.info("local master %s: network namespaces, %s; listening on %s there",
-                     self.id, self.network.describe(), self.hub_url)
+                     self.id, network.describe(), self.hub_url)
         log.info("local master %s listening on %s with %d agent(s), work dir %s, %s%s",
                  self.id, self.url, len(agents), self.work_dir,
                  "strict calls" if self.strict else "tolerant calls (as Mesos parses them)",
@@ -294,7 +295,8 @@ class LocalMaster(FaultInjection):
         return self.url
 
     def _prepare(self):
-        """Make the work dir and the agents, bind the port; returns the agents."""
+        """Make the work dir and the agents, bind the port; returns the
+        agents and the server listening there (``_http``, not started)."""
         if self.work_dir is None:
             self.work_dir = tempfile.mkdtemp(prefix="mesos-local-")
             if self.user_switch.switches:
@@ -313,15 +315,14 @@ class LocalMaster(FaultInjection):
         if self.isolator is not None:
             self.isolator.start()   # after removing the cgroups of killed masters
         agents = [self._new_agent(spec) for spec in self._specs]
-        self._http = self._listen(self.host, self.port)
+        http = self._http = self._listen(self.host, self.port)
         if self.network is not None:
             # The same port in the hub's own port space; the socket stays there.
             self._hub_http = call_in_namespace(self.network.hub, self._listen,
-                                               self.network.hub_address,
-                                               self._http.server_port)
-        return agents
+                                               self.network.hub_address, http.server_port)
+        return agents, http
 
-    def _listen(self, host, port):
+    def _listen(self, host: str, port: int) -> MasterHTTPServer:
         try:
             return MasterHTTPServer(self, host, port)
         except OSError as exc:

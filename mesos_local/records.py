@@ -7,6 +7,10 @@ import collections
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:   # the stream imports nothing of the records; only its type is named here
+    from .api.stream import Subscription
 
 # A task in one of these states will never change state again (TaskState in
 # include/mesos/v1/mesos.proto).
@@ -36,11 +40,12 @@ class Records:
         self.removed_agents = set()
         self.frameworks = {}             # framework_id -> Framework
         self.framework_order = []        # round-robin order of allocation
-        self.completed_frameworks = collections.deque(maxlen=MAX_COMPLETED_FRAMEWORKS)
+        self.completed_frameworks: collections.deque[Framework] = collections.deque(
+            maxlen=MAX_COMPLETED_FRAMEWORKS)
         self.removed_frameworks = set()
         self.offers = {}                 # offer_id -> Offer
         self.procs = set()               # TaskProcesses not yet reaped
-        self.ended_tasks = collections.Counter()   # terminal state -> tasks (metrics)
+        self.ended_tasks: collections.Counter[str] = collections.Counter()   # state -> tasks
         # (framework id, executor id) -> the sandbox /files serves (api/files.py)
         self.sandboxes = {}
         # Where /files is served, (host, port), for a framework that did not
@@ -56,10 +61,11 @@ class Framework:
     def __init__(self, framework_id, info, suppressed_roles=()):
         self.id = framework_id
         self.tasks = {}                  # task_id -> Task (not yet completed)
-        self.completed_tasks = collections.deque(maxlen=MAX_COMPLETED_TASKS)
+        self.completed_tasks: collections.deque[Task] = collections.deque(
+            maxlen=MAX_COMPLETED_TASKS)
         self.offers = {}                 # offer_id -> Offer
         self.filters = {}                # agent_id -> [(expiry, refused Resources)]
-        self.subscription = None
+        self.subscription: Optional[Subscription] = None
         self.connected = False
         self.active = False
         self.registered_time = time.time()
@@ -97,10 +103,10 @@ class Framework:
 
     def send(self, event):
         """Put an event on the stream while the framework is connected."""
-        if self.connected:
+        if self.connected and self.subscription is not None:
             self.subscription.send(event)
 
-    def complete_task(self, task):
+    def complete_task(self, task: "Task") -> None:
         """Move a task to ``completed_tasks`` (once)."""
         if self.tasks.get(task.id) is task:
             del self.tasks[task.id]
@@ -151,7 +157,7 @@ class Task:
         # every TaskStatus, one that repeats the last one's state replacing
         # it; GET_TASKS shows them, reconciliation copies from them.
         self.status_log = []
-        self.updates = collections.deque()   # reliable updates not yet acknowledged
+        self.updates: collections.deque[Update] = collections.deque()   # not yet acknowledged
         self.retry_interval = None
         self.retry_generation = 0
         self.released = False            # resources returned to the agent

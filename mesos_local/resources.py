@@ -26,7 +26,7 @@ def from_milli(value):
 
 
 def _normalize(ranges):
-    merged = []
+    merged: list[list[int]] = []
     for begin, end in sorted(ranges):
         if merged and begin <= merged[-1][1] + 1:
             merged[-1][1] = max(merged[-1][1], end)

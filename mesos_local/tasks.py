@@ -127,12 +127,13 @@ class TaskLauncher:
         # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
         user = plan.user if plan.user is not None else framework.info.get("user", "")
         fetcher = self._fetcher(agent)
-        proc = TaskProcess(launch, runner, plan.uris, self._on_running, self._on_exit,
+        proc = TaskProcess(launch, runner, plan.uris,
+                           lambda proc: self._on_running(task),
+                           lambda proc, status, error: self._on_exit(task, proc, status, error),
                            fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
                                uris, sandbox, user, cancelled, run_as),
                            isolator=self.isolator, user=user,
                            switch=self.user_switch if plan.image is None else None)
-        proc.task = task
         task.proc = proc
         self.records.procs.add(proc)
         self.updates.update(task, "TASK_STARTING", "SOURCE_EXECUTOR")
@@ -158,18 +159,16 @@ class TaskLauncher:
 
     # -- TaskProcess callbacks (from the task's thread) ------------------------
 
-    def _on_running(self, proc):
+    def _on_running(self, task):
         with self.records.lock:
-            task = proc.task
             if not self.records.running or task.removed or task.terminal \
                     or task.kill_requested:
                 return
             self.updates.update(task, "TASK_RUNNING", "SOURCE_EXECUTOR")
 
-    def _on_exit(self, proc, status, error):
+    def _on_exit(self, task, proc, status, error):
         with self.records.lock:
             self.records.procs.discard(proc)
-            task = proc.task
             task.process_done = True
             if task.removed or task.terminal or not self.records.running:
                 self.allocator.release(task)

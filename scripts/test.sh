@@ -2,8 +2,8 @@
 # Installs everything the test suite needs on a fresh Debian machine, then
 # runs the static checks and the suite: Debian packages (Docker engine,
 # ZooKeeper, debootstrap, iproute2, openssl, chromium), tfmesos with its
-# extras; ruff (lint), mypy (types of the run core, the record, the driver,
-# the task side, the backends; pyproject.toml), vermin (nothing newer than the
+# extras; ruff (lint), mypy (types of every package of tfmesos and of
+# mesos_local; pyproject.toml), vermin (nothing newer than the
 # Python setup.py promises), then pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
 # Arguments are passed to pytest, e.g. scripts/test.sh -m "not docker".

@@ -2,10 +2,13 @@
 documented arguments, and errors in callbacks reach the caller's thread."""
 
 import inspect
+import os
+import subprocess
 import sys
 
 import pytest
 from addict import Dict
+from tfrun_helpers import REPO
 
 from tfmesos.exceptions import DriverAborted, MesosConnectionError, MesosError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
@@ -165,16 +168,17 @@ def test_calls_before_subscription_raise():
         driver.declineOffer([{"value": "o"}])
 
 
-def test_mesos_layer_imports_without_tensorflow(monkeypatch):
-    for name in list(sys.modules):
-        if name.startswith("tfmesos"):
-            monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "tensorflow", None)
-    import mesos_local
-    import tfmesos.cli.tfrun
-    import tfmesos.core.launch
-    import tfmesos.mesos
-    import tfmesos.task.__main__
+def test_mesos_layer_imports_without_tensorflow():
+    # In a fresh interpreter: tfmesos imported anew in this one would leave
+    # a second copy of its modules, exception classes included, to the
+    # tests that run after this one.
+    probe = ("import sys; sys.modules['tensorflow'] = None; import mesos_local, "
+             "tfmesos.cli.tfrun, tfmesos.core.launch, tfmesos.mesos, tfmesos.task.__main__")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_decoded_events_are_addict_dicts_like_pymesos_gives():

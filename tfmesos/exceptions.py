@@ -109,15 +109,19 @@ class MasterAddressError(TFMesosError, ValueError):
 class MesosError(TFMesosError):
     """Talking to the Mesos master failed."""
 
-    # True when the call failed only because the subscription is gone: the
-    # driver re-subscribes, and Mesos rescinds offers / re-sends updates.
-    means_disconnected = False
+    @property
+    def means_disconnected(self) -> bool:
+        """True when the call failed only because the subscription is gone:
+        the driver re-subscribes, and Mesos rescinds offers / re-sends updates."""
+        return False
 
 
 class MesosConnectionError(MesosError, ConnectionError):
     """No Mesos master could be reached."""
 
-    means_disconnected = True
+    @property
+    def means_disconnected(self) -> bool:
+        return True
 
 
 class MesosCallError(MesosError):
@@ -128,7 +132,7 @@ class MesosCallError(MesosError):
         self.status = status
 
     @property
-    def means_disconnected(self):
+    def means_disconnected(self) -> bool:
         # Mesos answers 403 "Framework is not subscribed" to a call made
         # between a lost subscription and the next SUBSCRIBED.
         return self.status == 403

@@ -18,10 +18,11 @@ epoch's lie on one axis across a restart that resumes at a later epoch
 """
 
 import sys
+from typing import Any
 
 from .task.user_metrics import log_metrics
 
-_classes = {}   # the keras module's name -> its MetricsCallback class
+_classes: dict[str, tuple[type, type]] = {}   # keras module's name -> its callback classes
 
 
 def _keras_module(keras):
@@ -49,8 +50,9 @@ def _class_for(keras):
     key = keras.__name__
     if key in _classes:
         return _classes[key]
+    base: Any = keras.callbacks.Callback   # known only once Keras is imported
 
-    class KerasMetricsCallback(keras.callbacks.Callback):
+    class KerasMetricsCallback(base):
         __doc__ = MetricsCallback.__doc__
 
         def __init__(self, every_n_batches=None):
@@ -84,7 +86,7 @@ def _class_for(keras):
             self._batches += 1
             steps = self._steps_per_epoch()
             step = self._epoch * steps + batch + 1 if steps else self._batches
-            if step % self.every_n_batches == 0:
+            if self.every_n_batches and step % self.every_n_batches == 0:   # made with one
                 values = _numbers(logs)
                 if values:
                     log_metrics(step=step, **values)

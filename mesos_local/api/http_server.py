@@ -44,6 +44,7 @@ import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional
 
 from ..errors import CallError
 from . import endpoints, files, json_body, operator, validation
@@ -115,16 +116,16 @@ class MasterHTTPServer(ThreadingHTTPServer):
     request_deadline = 30.0     # seconds for a whole request, headers and body
     max_connections = 256       # open connections, each with its handler thread
 
-    def __init__(self, master, host, port):
-        self.master = master
+    def __init__(self, master: Any, host: str, port: int) -> None:
+        self.master = master   # the LocalMaster (not named here: it imports this module)
         self.deadlines = Deadlines()
         if ":" in host:
             self.address_family = socket.AF_INET6
-        self._connections = set()
+        self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
         super().__init__((host, port), _Handler)
-        bound = self.server_address[0]
+        bound = self.server_name
         if bound in ("0.0.0.0", "::", ""):
             bound = "127.0.0.1" if self.address_family == socket.AF_INET else "::1"
         self.url_host = "[%s]" % bound if ":" in bound else bound
@@ -132,7 +133,8 @@ class MasterHTTPServer(ThreadingHTTPServer):
     def server_bind(self):
         # HTTPServer.server_bind resolves the FQDN, which can hang on bad DNS.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        # (host, port[, flow, scope]) as the socket has it: the host as text
+        self.server_name, self.server_port = self.socket.getsockname()[:2]
 
     def process_request(self, request, client_address):
         with self._connections_lock:
@@ -162,9 +164,10 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
     def start(self):
         self.deadlines.start()
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True, name="local-master-http")
-        self._thread.start()
+        thread = self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            name="local-master-http")
+        thread.start()
 
     def stop(self):
         if self._thread is not None:
@@ -174,7 +177,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
             # select, bpo-35017) instead of at the next poll.
             self._BaseServer__shutdown_request = True
             try:
-                socket.create_connection(self.server_address[:2], timeout=1).close()
+                socket.create_connection((self.server_name, self.server_port), timeout=1).close()
             except OSError:
                 pass
             self.shutdown()
@@ -193,6 +196,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     # Headers and body (an event of a stream) are separate writes: the second
     # must not wait for the client's delayed ACK (socketserver sets TCP_NODELAY).
+    server: MasterHTTPServer   # the server that made it (socketserver's BaseServer)
     disable_nagle_algorithm = True
     protocol_version = "HTTP/1.1"
     server_version = "Mesos/%s (mesos_local)" % VERSION
@@ -367,13 +371,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = True
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return self._read_chunked()
-        length = self.headers.get("Content-Length")
-        if length is None:
+        text = self.headers.get("Content-Length")
+        if text is None:
             return b""
         try:
-            length = int(length)
+            length = int(text)
         except ValueError:
-            raise _BodyError(400, "Invalid Content-Length %r" % length) from None
+            raise _BodyError(400, "Invalid Content-Length %r" % text) from None
         if length < 0 or length > _MAX_BODY:
             raise _BodyError(413, "Request body of %d bytes is too large" % length)
         body = self.rfile.read(length)
@@ -383,7 +387,8 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     def _read_chunked(self):
-        parts, total = [], 0
+        parts: list[bytes] = []
+        total = 0
         while True:
             line = self.rfile.readline(1024)
             try:

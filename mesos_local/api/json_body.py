@@ -8,6 +8,7 @@ parser refuses. No Mesos message nests anywhere near ``MAX_DEPTH`` deep.
 
 import json
 import math
+from typing import Any, Union
 
 MAX_DEPTH = 100
 
@@ -30,7 +31,7 @@ def parse(body):
 def check(value):
     """Raise BodyJSONError for nesting deeper than MAX_DEPTH or a number
     that is not finite, naming where it is (``subscribe.framework_info.x``)."""
-    pending = [(value, (), 1)]
+    pending: list[tuple[Any, tuple[Union[str, int], ...], int]] = [(value, (), 1)]
     while pending:
         item, path, depth = pending.pop()
         if isinstance(item, float) and not math.isfinite(item):

@@ -93,7 +93,7 @@ def render_agents(records):
 def _by_role(pairs):
     """Resource JSON of (role, Resources) pairs, summed per role, each with
     its ``allocation_info``."""
-    sums = {}
+    sums: dict[str, Resources] = {}
     for role, resources in pairs:
         sums.setdefault(role, Resources()).add(resources)
     return [item for role in sorted(sums)

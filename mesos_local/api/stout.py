@@ -37,6 +37,7 @@ import os
 import re
 import sys
 import threading
+from typing import Any
 
 from .messages import ENUMS
 from .validation import SchemaError, fields_of
@@ -77,7 +78,7 @@ def _not_expecting(path, value, name):
 def parse(name, value, path=None):
     """``(the message as Mesos holds it, [Deviation])``; SchemaError where
     Mesos would answer 400 too."""
-    deviations = []
+    deviations: list[Deviation] = []
     path = path or name
     if not isinstance(value, dict):
         _error(path, "Expecting a JSON object")
@@ -115,7 +116,7 @@ def _field(field, name, item, path, deviations):
         deviations.append(Deviation(path, "a single %s for a repeated field" % _json_kind(item),
                                     "takes it as a one-element array"))
         item = [item]
-    values = []
+    values: list[Any] = []
     _elements(field, name, item, path, deviations, values)
     # An empty repeated field is an unset one in protobuf.
     return values if values else _UNSET

@@ -38,7 +38,7 @@ class Subscription:
         self.stream_id = str(uuid.uuid4())
         self.heartbeat_interval = heartbeat_interval
         self._lock = threading.Lock()
-        self._queue = collections.deque()
+        self._queue: collections.deque[bytes] = collections.deque()   # frames to send
         self._closing = False
         self._aborted = False
         self._stalled = False

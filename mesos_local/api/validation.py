@@ -13,6 +13,7 @@ import base64
 import binascii
 import math
 import re
+from typing import NoReturn, Optional
 
 from .messages import ENUMS, MESSAGES
 
@@ -37,8 +38,12 @@ _NUMERIC_STRING = re.compile(r"^-?(\d+)(\.\d*)?([eE][-+]?\d+)?$")
 
 class _Field:
     __slots__ = ("kind", "ref", "repeated", "required")
+    kind: str               # enum, map, int, string, bool, bytes, double, any, message
+    ref: Optional[str]      # the enum, map value, int type or message it names
+    repeated: bool
+    required: bool
 
-    def __init__(self, spec):
+    def __init__(self, spec: str) -> None:
         self.required = spec.endswith("!")
         spec = spec.rstrip("!")
         self.repeated = spec.startswith("[")
@@ -55,12 +60,12 @@ class _Field:
             self.kind, self.ref = "message", spec
 
 
-def _compile():
-    table = {}
+def _compile() -> dict[str, dict[str, _Field]]:
+    table: dict[str, dict[str, _Field]] = {}
     for name, fields in MESSAGES.items():
         table[name] = {field: _Field(spec) for field, spec in fields.items()}
-    for name, fields in table.items():  # the table must be closed
-        for field in fields.values():
+    for name, compiled in table.items():  # the table must be closed
+        for field in compiled.values():
             target = ENUMS if field.kind == "enum" else MESSAGES
             if field.kind in ("enum", "message") and field.ref not in target:
                 raise AssertionError("schema: %s refers to unknown %s" % (name, field.ref))
@@ -94,7 +99,7 @@ def _kind_of(value):
     return type(value).__name__
 
 
-def _fail(path, message):
+def _fail(path: str, message: str) -> NoReturn:
     raise SchemaError("%s: %s" % (path, message))
 
 

@@ -49,6 +49,7 @@ import re
 import signal
 import time
 import uuid
+from typing import Optional
 
 from ..errors import LocalMasterError
 from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
@@ -78,7 +79,8 @@ def find_hierarchies(mounts_text):
     """``(v1, v2)`` from the text of /proc/mounts: ``v1`` maps each v1
     controller to its mount point, ``v2`` is the cgroup2 mount point (or
     None)."""
-    v1, v2 = {}, None
+    v1: dict[str, str] = {}
+    v2: Optional[str] = None
     for line in mounts_text.splitlines():
         fields = line.split()
         if len(fields) < 4:
@@ -300,7 +302,7 @@ class TaskCgroups:
         return memory_limit_message(limit, peak)
 
     def pids(self):
-        found = set()
+        found: set[int] = set()
         for path in self.procs_files():
             try:
                 found.update(int(p) for p in _read(path).split())
@@ -399,7 +401,7 @@ class Isolator:
         run = self._runs.get(base, 0)
         self._runs[base] = run + 1
         name = base if run == 0 else "%s.run%d" % (base, run)
-        created = {}
+        created: dict[str, str] = {}   # hierarchy -> the task's directory there
         cgroups = TaskCgroups(self.layout, created, limits)
         try:
             for hierarchy, parent in self.directories.items():
@@ -449,7 +451,7 @@ def _children(directory):
 def remove_stale(layout):
     """Remove the cgroups of masters that are gone (killed before they
     could clean up), killing their tasks first. Returns the names removed."""
-    stale = {}
+    stale: dict[str, list[str]] = {}   # master's directory name -> its paths
     for hierarchy in layout.hierarchies():
         for path in _children(os.path.join(hierarchy, ROOT)):
             match = _MASTER.match(os.path.basename(path))

@@ -89,14 +89,14 @@ class _Sink:
 
     def __init__(self, stream):
         self.stream = stream
-        self.decoder = None
+        # Used by _to_text only: text split across chunks decodes whole.
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         if isinstance(stream, int):
             self.write = self._to_fd
         elif isinstance(stream, io.TextIOBase) or hasattr(stream, "encoding"):
             if getattr(stream, "buffer", None) is not None:
                 self.write = self._to_text_buffer
             else:
-                self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
                 self.write = self._to_text
         else:
             self.write = self._to_binary

@@ -375,7 +375,7 @@ class DockerRunner:
                     OSError) as exc:
                 raise RunnerError("cannot start task %s in image %s: %s"
                                   % (launch.task_id, launch.image, one_line(exc))) from exc
-            return DockerTask(client, container, frames, *files,
+            return DockerTask(client, container, frames, files[0], files[1],
                               memory_limit=kwargs.get("mem_limit"))
         except BaseException:
             for f in files:

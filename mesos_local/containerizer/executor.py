@@ -25,10 +25,11 @@ import os
 import signal
 import threading
 import time
+from typing import Optional
 
 from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
-from .runner import ProcessRunner, RunnerError
+from .runner import ProcessRunner, RunnerError, RunningTask
 from .users import UserError, give_sandbox, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,11 @@ class TaskProcess:
         self.on_running = on_running
         self.on_exit = on_exit
         self.make_sandbox = make_sandbox
-        self.handle = None
+        self.handle: Optional[RunningTask] = None
         self._lock = threading.Lock()
         self._launched = threading.Event()
         self._exited = threading.Event()
-        self._kill_deadline = None
+        self._kill_deadline: Optional[float] = None
         self._kill_wake = threading.Event()   # a new deadline, or the task's end
         self._terminate_first = True
         self._killer = None
@@ -132,9 +133,9 @@ class TaskProcess:
                 self._ensure_killer()
             else:
                 self.on_running(self)
-            status = self._wait()
+            status = self._wait(self.handle)
             self._set_exited()
-            self._note_limitation(status)
+            self._note_limitation(self.handle, status)
             try:
                 self.handle.cleanup()
             except Exception:  # cleanup is best effort
@@ -188,13 +189,14 @@ class TaskProcess:
                               % (self.launch.task_id, exc)) from exc
         self.launch.cgroups = self.cgroups
 
-    def _wait(self):
-        """The task's exit status; an isolated task whose memory cgroup saw
-        the OOM killer is killed whole at once (Mesos' limitation)."""
+    def _wait(self, handle: RunningTask) -> Optional[int]:
+        """The exit status of the task (its ``handle``); an isolated task
+        whose memory cgroup saw the OOM killer is killed whole at once
+        (Mesos' limitation)."""
         if self.cgroups is None:
-            return self.handle.wait()
+            return handle.wait()
         while True:
-            status = self.handle.wait(LIMITATION_POLL)
+            status = handle.wait(LIMITATION_POLL)
             if status is not None:
                 return status
             if self.limitation is None:
@@ -203,14 +205,14 @@ class TaskProcess:
                     log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
                     self.cgroups.kill()
 
-    def _note_limitation(self, status):
+    def _note_limitation(self, handle: RunningTask, status: Optional[int]) -> None:
         if self.limitation is not None:
             return
         try:
             if self.cgroups is not None:
                 self.limitation = self.cgroups.limitation(status)
-            elif hasattr(self.handle, "limitation"):
-                self.limitation = self.handle.limitation()
+            elif hasattr(handle, "limitation"):
+                self.limitation = handle.limitation()
         except Exception:  # a limitation is a diagnosis, not a reason to hang the task
             log.exception("task %s: cannot read its resource limitation", self.launch.task_id)
 
@@ -255,7 +257,8 @@ class TaskProcess:
             self._kill_wake.clear()
             if self._exited.is_set():
                 return
-            remaining = self._kill_deadline - time.monotonic()
+            deadline = self._kill_deadline   # set before the killer starts
+            remaining = 0.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 self._signal(handle.kill, signal.SIGKILL, "kill")
                 return

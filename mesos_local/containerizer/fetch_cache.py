@@ -42,8 +42,8 @@ class FetcherCache:
     def __init__(self, directory):
         self.directory = directory
         self._lock = threading.Lock()
-        self._entries = {}                        # (user, uri) -> _Entry
-        self.downloads = collections.Counter()    # uri -> downloads into the cache
+        self._entries: dict[tuple[str, str], _Entry] = {}   # (user, uri) -> its file
+        self.downloads: collections.Counter[str] = collections.Counter()   # uri -> downloads
 
     def get(self, uri, user, download, owner=None):
         """The cached file of ``uri`` for ``user``; ``download(path)`` puts
@@ -55,7 +55,7 @@ class FetcherCache:
             with self._lock:
                 entry = self._entries.get(key)
                 first = entry is None
-                if first:
+                if entry is None:
                     entry = self._entries[key] = _Entry(self._file_name(key))
             if not first:
                 entry.done.wait()

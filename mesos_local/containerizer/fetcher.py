@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from typing import Optional
 
 from .archives import CHUNK, ArchiveError, Limits, extract
 
@@ -150,7 +151,7 @@ def _in_child(run_as, request, stall, limits, deadline, cancelled):
     child = subprocess.Popen([sys.executable, "-S", "-m", CHILD_MODULE], env=env, cwd="/",
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
-    data = json.dumps(request).encode()
+    data: Optional[bytes] = json.dumps(request).encode()   # sent once, then None
     while True:
         try:
             out, err = child.communicate(data, timeout=CHILD_POLL)

@@ -51,7 +51,7 @@ def effective_paths(paths, sandbox):
     ``/``, not the sandbox or a directory above it (the task needs it), and
     none inside another (hidden with it)."""
     sandbox = os.path.realpath(sandbox)
-    kept = []
+    kept: list[str] = []
     for path in sorted({os.path.realpath(p) for p in paths if p}):
         if path == "/" or not os.path.isdir(path) or _contains(path, sandbox):
             continue

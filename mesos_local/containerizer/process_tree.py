@@ -42,7 +42,7 @@ def task_processes(pgid, marker, since=None):
     ``since``: the start (``start_ticks``) of the task's first process;
     a process that started before it cannot be the task's, and its
     environment is not read."""
-    found = []
+    found: list[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:

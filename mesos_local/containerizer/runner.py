@@ -120,7 +120,7 @@ class GroupLeaderTask(RunningTask):
     """A task whose process ``pid`` leads its own process group: stopping it
     signals the whole group."""
 
-    pid = None
+    pid: int   # set by the subclass once the process exists
 
     def _signal_group(self, signum):
         try:

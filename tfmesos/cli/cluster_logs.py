@@ -71,7 +71,9 @@ class RunView:
     def __init__(self, reader, framework_id, state=None):
         self.reader, self.framework_id = reader, framework_id
         self.scheme = master_scheme(reader)
-        self._agents = agent_base_urls(state, self.scheme) if state else {}
+        # agent id -> its base URL; None: the master does not know it
+        self._agents: dict[str, Optional[str]] = dict(agent_base_urls(state, self.scheme)) \
+            if state else {}
 
     def framework(self):
         """(its framework JSON or None, whether it has finished)."""

@@ -172,10 +172,11 @@ def show_cluster_run(reader, state, run, out, now=None):
              if isinstance(agent, dict)}
     schedulers = scheduler_tasks(framework, run.run_id)
     for attempt, task in schedulers:
-        base_url = agents.get(task.get("slave_id"))
+        agent_id = str(task.get("slave_id") or "")
+        base_url = agents.get(agent_id)
         if base_url is None:     # its agent is gone: its sandbox with it
             continue
-        host = hosts.get(task.get("slave_id")) or task.get("slave_id")
+        host = hosts.get(agent_id) or agent_id
         where = "run %s's record (%s of task %s on %s)" % (
             run.run_id, run_labels.SCHEDULER_RECORD, task["id"], host)
         file = read_record(base_url, task_sandbox(run.framework_id, task), where, reader.auth)

@@ -37,8 +37,9 @@ class CommandParser(argparse.ArgumentParser):
     def error(self, message):
         if self._probing:
             raise _NotUnderstood(message)
+        usage = (self.usage or "%(prog)s") % {"prog": self.prog}   # given by hand, or bare
         self.exit(2, "usage: %s\n%s: error: %s (%s --help explains every option)\n"
-                  % (self.usage % {"prog": self.prog}, self.prog, message, self.prog))
+                  % (usage, self.prog, message, self.prog))
 
     def parse_options(self, argv, rest=None):
         """Parse ``argv`` (the part before ``--``; ``rest``: the words after

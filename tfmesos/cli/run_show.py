@@ -80,8 +80,8 @@ def show_metrics(file, out):
     if not found:
         return
     out.write("\nmetrics (latest; steps/s averaged over the run):\n")
-    for entry in found:
-        out.write("  %s\n" % describe_metrics(*entry, limit=len(entry[2])))
+    for task, step, values, rate in found:
+        out.write("  %s\n" % describe_metrics(task, step, values, rate, limit=len(values)))
     if file.metrics_dropped:
         out.write("  (%d points left out: a flood thinned by the tasks, or more series than "
                   "a run keeps)\n" % file.metrics_dropped)

@@ -61,9 +61,8 @@ def runs_main(argv, environ=None, out=None):
         if args.prune:
             parser.error("--prune removes local run directories: it does not go with --master")
         from .cluster_runs import cluster_runs, print_cluster_runs, reader
-        runs = cluster_runs(reader(args.master, environ).state())
-        print_cluster_runs(runs, out, terminal_width(environ, out),
-                           None if args.all else args.limit)
+        print_cluster_runs(cluster_runs(reader(args.master, environ).state()), out,
+                           terminal_width(environ, out), None if args.all else args.limit)
         return 0
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
@@ -85,10 +84,10 @@ def runs_main(argv, environ=None, out=None):
         return 0
     shown = runs if args.all else runs[:args.limit]
     rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
-    for run in shown:
-        rows.append((run.run_id, run.name, run.mode, local_time(run.started),
-                     duration_text(run.duration()), run.shown_outcome, code_text(run.exit_code),
-                     run.file.command or "-"))
+    for local in shown:
+        rows.append((local.run_id, local.name, local.mode, local_time(local.started),
+                     duration_text(local.duration()), local.shown_outcome,
+                     code_text(local.exit_code), local.file.command or "-"))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):
         out.write("(%d older runs in %s: --all shows them)\n" % (len(runs) - len(shown), root))
@@ -249,7 +248,7 @@ def follow(run, tasks, stream, attempt, out, interval):
     """Print the logs as they grow, switching to a task's new attempt when
     one starts, until run.json's outcome is no longer "running", or its
     tfrun is gone (``history.Run.gone``: killed before it could say so)."""
-    tails = {}
+    tails: dict[str, _Tail] = {}   # task name -> its log being followed
     while True:
         gone = run.gone   # before reading run.json again: its last word is read after
         run = run.reload()

@@ -33,7 +33,7 @@ from .tfrun_options import (
     split_command,
 )
 
-_open_lines = {}  # "stdout"/"stderr" -> the task whose last line there is unfinished
+_open_lines: dict[str, str] = {}  # "stdout"/"stderr" -> the task whose last line is unfinished
 
 
 def in_flags(error):
@@ -93,9 +93,10 @@ def print_sandbox_tail(run, task_name):
     """What a task that ended before it reached tfrun wrote in its Mesos
     sandbox (its stderr, else its stdout), as its agent served it."""
     found = run.record.last_sandbox_tail(task_name)
-    attempt, tail = found if found else (None, None)
-    stream, lines = ("stderr", tail.stderr) if tail and tail.stderr else \
-        ("stdout", tail.stdout if tail else [])
+    if found is None:
+        return
+    attempt, tail = found
+    stream, lines = ("stderr", tail.stderr) if tail.stderr else ("stdout", tail.stdout)
     if lines:
         say("the last lines %s wrote to %s in its Mesos sandbox (attempt %d):"
             % (task_name, stream, attempt))

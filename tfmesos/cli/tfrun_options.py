@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shlex
+from typing import Optional
 
 from .. import __version__
 from ..core import config
@@ -374,7 +375,7 @@ def default_logs(slot):
 
 def logs_filter(options, jobs):
     """``--logs`` options -> predicate on task slots (their union)."""
-    chosen = set()   # (job, index); (job, None): all of the job's tasks
+    chosen: set[tuple[str, Optional[int]]] = set()   # (job, None): all of the job's tasks
     by_name = {job.name: job for job in jobs}
     for text in options:
         text = text.strip()

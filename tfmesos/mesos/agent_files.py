@@ -32,9 +32,11 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 from ..exceptions import MesosError
-from .http_transport import describe, open_connection
+from .http_transport import TLS, describe, open_connection
 
 MAX_REPLY = 256 * 1024     # a read answers at most 16 pages, JSON-escaped
 DOWNLOAD_PAGE = 64 * 1024  # bytes a download asks of each /files/read (16 pages of 4 KiB)
@@ -42,20 +44,20 @@ DOWNLOAD_PAGE = 64 * 1024  # bytes a download asks of each /files/read (16 pages
 DOWNLOAD_REPLY = 6 * DOWNLOAD_PAGE + 1024
 
 
-def agent_base_urls(state, scheme):
+def agent_base_urls(state: Mapping[str, Any], scheme: str) -> dict[str, str]:
     """{agent id: ``scheme://ip:port``} from the agents' pids (``/master/state``
     or ``/master/slaves``)."""
     urls = {}
     for agent in state.get("slaves") or []:
-        if not isinstance(agent, dict):
+        if not isinstance(agent, dict) or not isinstance(agent.get("id"), str):
             continue
         address = str(agent.get("pid") or "").rpartition("@")[2]
         if address:
-            urls[agent.get("id")] = "%s://%s" % (scheme, address)
+            urls[agent["id"]] = "%s://%s" % (scheme, address)
     return urls
 
 
-def task_sandbox(framework_id, task):
+def task_sandbox(framework_id: str, task: Mapping[str, Any]) -> str:
     """The virtual path of ``task``'s sandbox on its agent."""
     return sandbox_path(framework_id, task.get("executor_id") or task["id"])
 
@@ -63,13 +65,14 @@ def task_sandbox(framework_id, task):
 class AgentFilesError(MesosError):
     """A sandbox could not be read; the message says why."""
 
-    def __init__(self, message, unreachable=False, status=None):
+    def __init__(self, message: str, unreachable: bool = False,
+                 status: Optional[int] = None) -> None:
         super().__init__(message)
         self.unreachable = unreachable   # no answer at all: the agent is out of reach
         self.status = status             # the agent's HTTP status (404: no such file), if any
 
 
-def agent_base_url(url, scheme=None):
+def agent_base_url(url: object, scheme: Optional[str] = None) -> Optional[str]:
     """``http://ip:port`` of ``url`` (an ``Offer.url``: Mesos' URL message,
     as JSON), by its ``ip``, else its ``hostname``; ``scheme`` replaces its
     scheme (https for a cluster whose master speaks https, as the Mesos web
@@ -88,24 +91,24 @@ def agent_base_url(url, scheme=None):
     return "%s://%s:%d" % (scheme or url.get("scheme") or "http", host, port)
 
 
-def sandbox_path(framework_id, executor_id):
+def sandbox_path(framework_id: str, executor_id: str) -> str:
     return "/frameworks/%s/executors/%s/runs/latest" % (framework_id, executor_id)
 
 
 class AgentFiles:
     """GETs to one agent's ``/files`` over one kept-alive connection."""
 
-    def __init__(self, base_url, timeout, auth, context):
+    def __init__(self, base_url: str, timeout: float, auth: Optional[str], context: TLS) -> None:
         self.base_url = base_url
         self._conn = open_connection(base_url, timeout, context)
         self._headers = {"Accept": "application/json", "User-Agent": "tfmesos"}
         if auth:
             self._headers["Authorization"] = auth
 
-    def get(self, route, **params):
+    def get(self, route: str, **params: Any) -> Any:
         return self.fetch(route, MAX_REPLY, "replace", params)
 
-    def fetch(self, route, limit, errors, params):
+    def fetch(self, route: str, limit: int, errors: str, params: Mapping[str, Any]) -> Any:
         """The JSON the agent answers GET ``route`` with, at most ``limit``
         bytes, decoded with ``errors`` (``surrogateescape``: a file's bytes
         that are not UTF-8 kept as they came)."""
@@ -133,11 +136,11 @@ class AgentFiles:
         except ValueError:
             raise AgentFilesError("%s%s answered no JSON" % (self.base_url, route)) from None
 
-    def close(self):
+    def close(self) -> None:
         self._conn.close()
 
 
-def last_lines(data, whole, lines):
+def last_lines(data: str, whole: bool, lines: int) -> list[str]:
     """The last ``lines`` lines of ``data``; unless ``whole`` (it starts
     the file), its first line may be a part of one and is left out. A
     line redrawn with carriage returns (a progress bar) is its last form."""
@@ -149,14 +152,15 @@ def last_lines(data, whole, lines):
     return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in found[-lines:]]
 
 
-def _tails(agent, path, names, max_bytes, lines):
+def _tails(agent: AgentFiles, path: str, names: Iterable[str], max_bytes: int,
+           lines: int) -> dict[str, list[str]]:
     """{name: its last lines} of the files ``names`` of the sandbox at ``path``."""
     listing = agent.get("/files/browse", path=path)
     if not isinstance(listing, list):
         raise AgentFilesError("%s/files/browse answered no listing" % agent.base_url)
     sizes = {entry.get("path", "").rsplit("/", 1)[-1]: entry.get("size")
              for entry in listing if isinstance(entry, dict)}
-    found: dict = {}
+    found: dict[str, list[str]] = {}
     for name in names:
         size = sizes.get(name)
         if not isinstance(size, int) or size <= 0:
@@ -172,16 +176,17 @@ def _tails(agent, path, names, max_bytes, lines):
     return found
 
 
-def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines=20,
-               timeout=2.0, auth=None, context=None):
+def read_tails(base_url: str, path: str, names: Iterable[str] = ("stdout", "stderr"),
+               max_bytes: int = 8192, lines: int = 20, timeout: float = 2.0,
+               auth: Optional[str] = None, context: TLS = None) -> dict[str, list[str]]:
     """{name: its last ``lines`` lines (of its last ``max_bytes``)} of the
     files ``names`` of the sandbox at virtual ``path`` on the agent at
     ``base_url``, within ``timeout`` seconds all told; AgentFilesError
     otherwise. ``auth``: an Authorization header value; ``context``: TLS
     (https)."""
-    result: dict = {}
+    result: dict[str, Any] = {}   # "tails" or "error", from the worker
 
-    def work():
+    def work() -> None:
         try:
             agent = AgentFiles(base_url, timeout, auth, context)
             try:
@@ -209,10 +214,11 @@ def read_tails(base_url, path, names=("stdout", "stderr"), max_bytes=8192, lines
 # -- whole files ------------------------------------------------------------------
 
 
-def _read_at(files, path, offset, length=None):
+def _read_at(files: AgentFiles, path: str, offset: int,
+             length: Optional[int] = None) -> tuple[int, bytes]:
     """(the offset answered, the bytes of ``path`` from ``offset``, at most
     ``length``); ``offset`` -1: (the file's size, no bytes)."""
-    params = {"path": path, "offset": offset}
+    params: dict[str, Any] = {"path": path, "offset": offset}
     if length is not None:
         params["length"] = length
     answer = files.fetch("/files/read", DOWNLOAD_REPLY, "surrogateescape", params)
@@ -232,7 +238,8 @@ def _read_at(files, path, offset, length=None):
     return at, raw
 
 
-def download(files, path, dest, max_bytes, deadline=None):
+def download(files: AgentFiles, path: str, dest: str, max_bytes: int,
+             deadline: Optional[float] = None) -> int:
     """Copy the file at virtual ``path`` of ``files``' agent (an
     ``AgentFiles``) to ``dest``, byte for byte; its size. Its size is asked
     first (``offset=-1``): a file over ``max_bytes`` is refused before a
@@ -304,17 +311,17 @@ def download(files, path, dest, max_bytes, deadline=None):
                 pass
 
 
-def _size_of(files, path, deadline, where):
+def _size_of(files: AgentFiles, path: str, deadline: Optional[float], where: str) -> int:
     _in_time(deadline, where, "before its size was known")
     return _read_at(files, path, -1)[0]
 
 
-def _in_time(deadline, where, when):
+def _in_time(deadline: Optional[float], where: str, when: str) -> None:
     if deadline is not None and time.monotonic() >= deadline:
         raise AgentFilesError("%s: the download did not finish in time (%s)" % (where, when))
 
 
-def _shut(files, shut):
+def _shut(files: AgentFiles, shut: threading.Event) -> None:
     """The deadline: a read that is waiting for the agent ends at once."""
     shut.set()
     sock = getattr(files._conn, "sock", None)

@@ -5,27 +5,32 @@ master's schema without a connection."""
 
 import base64
 import copy
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
+
+Call = dict[str, Any]          # a Call body, as JSON
+Json = Mapping[str, Any]       # a message given (an ID, a TaskInfo, a TaskStatus, Filters)
+Ids = Union[Json, Iterable[Json]]   # one ID message or several
 
 
-def encode_data(data):
+def encode_data(data: bytes) -> str:
     """bytes -> base64 text, as Mesos JSON carries ``bytes`` fields."""
     return base64.b64encode(data).decode("ascii")
 
 
-def decode_data(text):
+def decode_data(text: Union[str, bytes]) -> bytes:
     return base64.b64decode(text)
 
 
-def _as_list(ids):
-    if isinstance(ids, dict):
+def _as_list(ids: Ids) -> list[Json]:
+    if isinstance(ids, Mapping):
         return [ids]
     return list(ids)
 
 
-def subscribe(framework_info, suppressed_roles=()):
+def subscribe(framework_info: Json, suppressed_roles: Iterable[str] = ()) -> Call:
     framework = copy.deepcopy(framework_info)
-    call: dict[str, Any] = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
+    call: Call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
     if suppressed_roles:
         call["subscribe"]["suppressed_roles"] = sorted(suppressed_roles)
     if "id" in framework:  # re-subscription: Mesos wants the id in both places
@@ -33,47 +38,47 @@ def subscribe(framework_info, suppressed_roles=()):
     return call
 
 
-def accept(offer_ids, operations, filters=None):
-    body = {"offer_ids": _as_list(offer_ids), "operations": list(operations)}
+def accept(offer_ids: Ids, operations: Iterable[Json], filters: Optional[Json] = None) -> Call:
+    body: dict[str, Any] = {"offer_ids": _as_list(offer_ids), "operations": list(operations)}
     if filters is not None:
         body["filters"] = filters
     return {"type": "ACCEPT", "accept": body}
 
 
-def launch(offer_ids, task_infos, filters=None):
+def launch(offer_ids: Ids, task_infos: Iterable[Json], filters: Optional[Json] = None) -> Call:
     return accept(offer_ids, [{"type": "LAUNCH", "launch": {"task_infos": list(task_infos)}}],
                   filters)
 
 
-def decline(offer_ids, filters=None):
-    body = {"offer_ids": _as_list(offer_ids)}
+def decline(offer_ids: Ids, filters: Optional[Json] = None) -> Call:
+    body: dict[str, Any] = {"offer_ids": _as_list(offer_ids)}
     if filters is not None:
         body["filters"] = filters
     return {"type": "DECLINE", "decline": body}
 
 
-def revive(roles=()):
-    call: dict[str, Any] = {"type": "REVIVE"}
+def revive(roles: Iterable[str] = ()) -> Call:
+    call: Call = {"type": "REVIVE"}
     if roles:
         call["revive"] = {"roles": list(roles)}
     return call
 
 
-def suppress(roles=()):
-    call: dict[str, Any] = {"type": "SUPPRESS"}
+def suppress(roles: Iterable[str] = ()) -> Call:
+    call: Call = {"type": "SUPPRESS"}
     if roles:
         call["suppress"] = {"roles": list(roles)}
     return call
 
 
-def kill(task_id, agent_id=None):
-    body = {"task_id": task_id}
+def kill(task_id: Json, agent_id: Optional[Json] = None) -> Call:
+    body: dict[str, Any] = {"task_id": task_id}
     if agent_id is not None:
         body["agent_id"] = agent_id
     return {"type": "KILL", "kill": body}
 
 
-def acknowledge(status):
+def acknowledge(status: Json) -> Optional[Call]:
     """The ACKNOWLEDGE of a TaskStatus, or None when it carries no uuid
     (master-generated updates need none)."""
     if "uuid" not in status:
@@ -82,23 +87,23 @@ def acknowledge(status):
         "agent_id": status["agent_id"], "task_id": status["task_id"], "uuid": status["uuid"]}}
 
 
-def reconcile(tasks):
+def reconcile(tasks: Iterable[Json]) -> Call:
     return {"type": "RECONCILE", "reconcile": {"tasks": [
         {key: task[key] for key in ("task_id", "agent_id") if key in task} for task in tasks]}}
 
 
-def message(executor_id, agent_id, data):
+def message(executor_id: Json, agent_id: Json, data: Union[str, bytes]) -> Call:
     if isinstance(data, str):
         data = data.encode("utf-8")
     return {"type": "MESSAGE", "message": {
         "agent_id": agent_id, "executor_id": executor_id, "data": encode_data(data)}}
 
 
-def update_framework(framework_info):
+def update_framework(framework_info: Json) -> Call:
     """UPDATE_FRAMEWORK (Mesos 1.9+): the framework's new FrameworkInfo,
     its id included (scheduler.proto)."""
     return {"type": "UPDATE_FRAMEWORK", "update_framework": {"framework_info": framework_info}}
 
 
-def teardown():
+def teardown() -> Call:
     return {"type": "TEARDOWN"}

@@ -2,6 +2,8 @@
 form pymesos users know: ``offer.resources[0].name``."""
 
 import json
+from collections.abc import Iterable
+from typing import Any, Union
 
 from addict import Dict
 
@@ -12,11 +14,11 @@ class EventDict(Dict):
     own constructor would convert every nested object once more, which
     halves the driver's event throughput)."""
 
-    def __init__(self, pairs=(), **kwargs):
+    def __init__(self, pairs: Iterable[tuple[str, Any]] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)   # addict's bookkeeping (parent, key, frozen)
         dict.update(self, pairs)
 
 
-def decode_event(record):
+def decode_event(record: Union[str, bytes]) -> Any:
     """One RecordIO record -> Event as an ``addict.Dict``."""
     return json.loads(record, object_pairs_hook=EventDict)

@@ -31,19 +31,21 @@ This module sits above ``detector`` and ``zookeeper`` (which subclasses
 ``Detector``), so neither imports the other in a circle.
 """
 
-from tfmesos.mesos.detector import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, StaticDetector
+from typing import Union
+
+from tfmesos.mesos.detector import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, Detector, StaticDetector
 from tfmesos.mesos.master_address import MasterSpec, parse_master
 
 __all__ = ["make_detector"]
 
 
 def make_detector(
-    spec,
-    timeout=DEFAULT_TIMEOUT,
+    spec: Union[MasterSpec, str],
+    timeout: float = DEFAULT_TIMEOUT,
     *,
-    scheme="http",
-    session_timeout=DEFAULT_SESSION_TIMEOUT,
-):
+    scheme: str = "http",
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+) -> Detector:
     """The :class:`Detector` for a ``MasterSpec`` (or a master string).
 
     ``timeout`` is the default deadline of ``leader()``/``candidates()``;

@@ -7,6 +7,8 @@ Nothing here imports TensorFlow.
 """
 
 import threading
+from collections.abc import Sequence
+from typing import Any, Optional
 
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT",
@@ -33,16 +35,16 @@ class Detector:
     closed detector raises ``RuntimeError``.
     """
 
-    def __init__(self, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.timeout = check_timeout(timeout)
         self.leaders_changed = threading.Event()
         self._closed = False
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._closed
 
-    def leader(self, timeout=None):
+    def leader(self, timeout: Optional[float] = None) -> str:
         """Base URL of the leading master, e.g. ``"http://10.0.0.1:5050"``.
 
         Waits at most ``timeout`` seconds (default: the detector's timeout),
@@ -50,7 +52,7 @@ class Detector:
         """
         raise NotImplementedError
 
-    def candidates(self, timeout=0.0):
+    def candidates(self, timeout: float = 0.0) -> Sequence[str]:
         """Every master URL known now, the leader (or best guess) first.
 
         Waits at most ``timeout`` seconds (default: not at all) for a
@@ -59,17 +61,17 @@ class Detector:
         """
         raise NotImplementedError
 
-    def close(self):
+    def close(self) -> None:
         self._closed = True
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("%s is closed" % (type(self).__name__,))
 
-    def __enter__(self):
+    def __enter__(self) -> "Detector":
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
 
@@ -81,25 +83,25 @@ class StaticDetector(Detector):
     leader. ``leaders_changed`` is never set.
     """
 
-    def __init__(self, urls, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, urls: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(timeout)
         self.urls = tuple(urls)
         if not self.urls:
             raise ValueError("StaticDetector needs at least one master URL")
 
-    def leader(self, timeout=None):
+    def leader(self, timeout: Optional[float] = None) -> str:
         self._check_open()
         return self.urls[0]
 
-    def candidates(self, timeout=0.0):
+    def candidates(self, timeout: float = 0.0) -> Sequence[str]:
         self._check_open()
         return self.urls
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "StaticDetector(%r)" % (list(self.urls),)
 
 
-def check_timeout(timeout):
+def check_timeout(timeout: object) -> float:
     """``timeout`` as a float, or ``ValueError`` unless it is a number >= 0."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
         raise ValueError("timeout must be a number of seconds >= 0, not %r" % (timeout,))

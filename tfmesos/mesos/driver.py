@@ -1,8 +1,9 @@
 """A scheduler driver for the Mesos v1 scheduler HTTP API, with the
 interface of pymesos' ``MesosSchedulerDriver``: its methods map one to one
 onto the Calls of ``calls``; events are decoded by ``decoding``; how the
-master is reached is its transport's (``transport.HTTPTransport``, or
-``mock_transport.MockTransport`` in tests).
+master is reached is its transport's (the ``transport.Transport``
+contract: ``transport.HTTPTransport``, or ``mock_transport.MockTransport``
+in tests).
 
 Threads: a *stream* thread (``subscription``) holds the SUBSCRIBE
 connection, decodes RecordIO events and queues them; a *dispatcher* thread calls the scheduler's callbacks
@@ -18,14 +19,20 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
+
+from addict import Dict
 
 from ..exceptions import DriverAborted, MesosConnectionError, MesosError
 from . import calls
+from .calls import Ids, Json
+from .detector import Detector
 from .http_transport import TLSContext, basic_auth
-from .interface import check_scheduler, dispatch_event
+from .interface import Scheduler, check_scheduler, dispatch_event
 from .master_address import parse_master
-from .subscription import Received, StreamLost
-from .transport import HTTPTransport
+from .subscription import Fatal, Received, StreamLost
+from .transport import HTTPTransport, Stream, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +67,17 @@ class MesosSchedulerDriver:
     tests give a ``mock_transport.MockTransport``.
     """
 
-    def __init__(self, scheduler, framework_info, master, implicit_acknowledgements=True,
-                 principal=None, secret=None, timeout=10.0, verify=True, ca_bundle=None,
-                 heartbeat_misses=3, backoff_cap=15.0, connect_timeout=60.0, detector=None,
-                 scheme="http", refused_timeout=None, transport=None):
+    def __init__(self, scheduler: Scheduler, framework_info: Mapping[str, Any], master: str,
+                 implicit_acknowledgements: bool = True, principal: Optional[str] = None,
+                 secret: Optional[str] = None, timeout: float = 10.0, verify: bool = True,
+                 ca_bundle: Optional[str] = None, heartbeat_misses: int = 3,
+                 backoff_cap: float = 15.0, connect_timeout: float = 60.0,
+                 detector: Optional[Detector] = None, scheme: str = "http",
+                 refused_timeout: Optional[float] = None,
+                 transport: Optional[Transport] = None) -> None:
         check_scheduler(scheduler)
         self.scheduler = scheduler
-        self.framework = copy.deepcopy(dict(framework_info))
+        self.framework: dict[str, Any] = copy.deepcopy(dict(framework_info))
         for field in ("user", "name"):
             if not self.framework.get(field):
                 raise ValueError("framework_info needs a %r" % field)
@@ -86,7 +97,7 @@ class MesosSchedulerDriver:
                 detector=detector, heartbeat_misses=heartbeat_misses, backoff_cap=backoff_cap,
                 connect_timeout=connect_timeout,
                 refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)
-        self._transport = transport
+        self._transport: Transport = transport
 
         self._lock = threading.Lock()
         self._events: queue.Queue[object] = queue.Queue()
@@ -94,36 +105,36 @@ class MesosSchedulerDriver:
         self._ended = threading.Event()   # stopped or aborted: join() returns
         self._gate = threading.Lock()     # no call may follow TEARDOWN
         self._torn_down = False
-        self._stream = transport.open_stream(self.framework, self._events, self._stopping)
-        self._status = None
-        self._exception = None
-        self._threads = []
+        self._stream: Stream = transport.open_stream(self.framework, self._events, self._stopping)
+        self._status: Optional[str] = None
+        self._exception: Optional[BaseException] = None
+        self._threads: list[threading.Thread] = []
         self._registered_once = False
 
     # -- properties ---------------------------------------------------------
 
     @property
-    def framework_id(self):
+    def framework_id(self) -> Optional[str]:
         fid = self.framework.get("id")
         return fid["value"] if fid else None
 
     @property
-    def master(self):
+    def master(self) -> Optional[str]:
         """Base URL of the master the driver is subscribed to (or None)."""
         return self._stream.leader_url
 
     @property
-    def connected(self):
+    def connected(self) -> bool:
         return self._stream.subscribed
 
     @property
-    def master_info(self):
+    def master_info(self) -> Any:
         """The leading master's MasterInfo from the last SUBSCRIBED (or None)."""
         return self._stream.master_info
 
     # -- lifecycle ----------------------------------------------------------
 
-    def start(self):
+    def start(self) -> str:
         with self._lock:
             if self._status is not None:
                 raise RuntimeError("a MesosSchedulerDriver can only be started once")
@@ -136,7 +147,7 @@ class MesosSchedulerDriver:
             thread.start()
         return self._status
 
-    def stop(self, failover=False):
+    def stop(self, failover: bool = False) -> str:
         """Stop the driver. Without ``failover`` the framework is torn down
         (Mesos kills its tasks); with it, the framework stays registered for
         its ``failover_timeout`` so another driver can take over."""
@@ -152,12 +163,12 @@ class MesosSchedulerDriver:
             raise error
         return DRIVER_STOPPED
 
-    def abort(self):
+    def abort(self) -> str:
         """Stop without tearing the framework down."""
         self._shutdown(DRIVER_ABORTED)
         return DRIVER_ABORTED
 
-    def join(self, timeout=None):
+    def join(self, timeout: Optional[float] = None) -> Optional[str]:
         """Wait until the driver stops or aborts; raise what made it abort
         (a ``MesosError``: ``DriverAborted`` when a callback raised, else the
         error that made the driver give up).
@@ -182,17 +193,17 @@ class MesosSchedulerDriver:
         return self._status
 
     @property
-    def exception(self):
+    def exception(self) -> Optional[BaseException]:
         """What aborted the driver (``DriverAborted`` with a callback's
         exception as ``__cause__``, or the error that made it give up), else
         None."""
         return self._exception
 
-    def run(self):
+    def run(self) -> Optional[str]:
         self.start()
         return self.join()
 
-    def _shutdown(self, status):
+    def _shutdown(self, status: str) -> None:
         with self._lock:
             if self._stopping.is_set():
                 return
@@ -204,59 +215,62 @@ class MesosSchedulerDriver:
         self._events.put(_STOP)
         self._transport.close()
 
-    def _fail(self, exc):
+    def _fail(self, exc: BaseException) -> None:
         if self._exception is None:
             self._exception = exc
         self._shutdown(DRIVER_ABORTED)
 
     # -- calls --------------------------------------------------------------
 
-    def launchTasks(self, offer_ids, tasks, filters=None):
+    def launchTasks(self, offer_ids: Ids, tasks: Iterable[Json],
+                    filters: Optional[Json] = None) -> None:
         self._call(calls.launch(offer_ids, tasks, filters))
 
-    def acceptOffers(self, offer_ids, operations, filters=None):
+    def acceptOffers(self, offer_ids: Ids, operations: Iterable[Json],
+                     filters: Optional[Json] = None) -> None:
         self._call(calls.accept(offer_ids, operations, filters))
 
-    def declineOffer(self, offer_ids, filters=None):
+    def declineOffer(self, offer_ids: Ids, filters: Optional[Json] = None) -> None:
         self._call(calls.decline(offer_ids, filters))
 
-    def reviveOffers(self, roles=()):
+    def reviveOffers(self, roles: Sequence[str] = ()) -> None:
         self._call(calls.revive(roles))
         self._stream.suppressed_roles -= set(roles or self._roles())
 
-    def suppressOffers(self, roles=()):
+    def suppressOffers(self, roles: Sequence[str] = ()) -> None:
         self._call(calls.suppress(roles))
         # Carried by the next SUBSCRIBE, or Mesos would offer again after a
         # re-subscription (Call.Subscribe.suppressed_roles in scheduler.proto).
         self._stream.suppressed_roles |= set(roles or self._roles())
 
-    def _roles(self):
+    def _roles(self) -> list[str]:
         """The framework's roles (``*`` when it names none)."""
         return self.framework.get("roles") or [self.framework.get("role") or "*"]
 
-    def killTask(self, task_id, agent_id=None):
+    def killTask(self, task_id: Json, agent_id: Optional[Json] = None) -> None:
         self._call(calls.kill(task_id, agent_id))
 
-    def acknowledgeStatusUpdate(self, status):
+    def acknowledgeStatusUpdate(self, status: Json) -> None:
         call = calls.acknowledge(status)
         if call is not None:
             self._call(call)
 
-    def reconcileTasks(self, tasks):
+    def reconcileTasks(self, tasks: Iterable[Json]) -> None:
         self._call(calls.reconcile(tasks))
 
-    def updateFramework(self, framework_info):
+    def updateFramework(self, framework_info: Mapping[str, Any]) -> None:
         """Change the framework's info (its labels, ...): ``framework_info``
         with the framework's id (the driver sets it)."""
         info = dict(framework_info, id={"value": self.framework_id})
         self._call(calls.update_framework(info))
 
-    def sendFrameworkMessage(self, executor_id, agent_id, data):
+    def sendFrameworkMessage(self, executor_id: Json, agent_id: Json,
+                             data: Union[str, bytes]) -> None:
         self._call(calls.message(executor_id, agent_id, data))
 
     frameworkMessage = sendFrameworkMessage
 
-    def _call(self, call):
+    def _call(self, call: calls.Call) -> None:
         """Send one call to the leader; 202 or raise ``MesosError``."""
         url, stream_id, subscribed = self._stream.state()
         kind = call.get("type")
@@ -275,7 +289,7 @@ class MesosSchedulerDriver:
 
     # -- dispatching --------------------------------------------------------
 
-    def _dispatch_loop(self):
+    def _dispatch_loop(self) -> None:
         while True:
             item = self._events.get()
             if item is _STOP:
@@ -292,7 +306,7 @@ class MesosSchedulerDriver:
                 self._callback_failed(item, exc)
                 return
 
-    def _callback_failed(self, item, exc):
+    def _callback_failed(self, item: object, exc: BaseException) -> None:
         """A callback raised: stop calling back (libmesos' abort), tell the
         scheduler through ``error``, and keep the subscription, so that
         ``stop()`` can still send TEARDOWN and Mesos kills the tasks at once
@@ -312,18 +326,18 @@ class MesosSchedulerDriver:
             logger.warning("scheduler.error failed as well", exc_info=True)
         self._ended.set()
 
-    def _handle(self, item):
+    def _handle(self, item: object) -> None:
         if isinstance(item, Received):
             self._dispatch(item.kind, item.event)
         elif isinstance(item, StreamLost):
             self.scheduler.disconnected(self)
-        else:  # Fatal
+        elif isinstance(item, Fatal):   # the queue holds nothing else
             if self._exception is None:   # scheduler.error finds it as driver.exception
                 self._exception = item.error
             self.scheduler.error(self, str(item.error))
             self._fail(item.error)
 
-    def _dispatch(self, kind, event):
+    def _dispatch(self, kind: str, event: Dict) -> None:
         """Call the scheduler's callback for a Mesos event."""
         again = kind == "SUBSCRIBED" and self._registered_once
         self._registered_once = self._registered_once or kind == "SUBSCRIBED"
@@ -335,7 +349,7 @@ class MesosSchedulerDriver:
                     self._stopping.is_set() or self._torn_down):
                 self._acknowledge_implicitly(status)
 
-    def _acknowledge_implicitly(self, status):
+    def _acknowledge_implicitly(self, status: Dict) -> None:
         try:
             self.acknowledgeStatusUpdate(status)
         except MesosError as exc:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..exceptions import MesosConnectionError, MesosError
 from .driver import MesosSchedulerDriver
-from .interface import FAILED_OVER, Scheduler
+from .interface import FAILED_OVER, Scheduler, SchedulerDriver
 from .task_states import TERMINAL_STATES
 
 logger = logging.getLogger(__name__)
@@ -38,16 +38,16 @@ class _Subscriber(Scheduler):
     def __init__(self) -> None:
         self.events: queue.Queue[tuple] = queue.Queue()
 
-    def registered(self, driver, framework_id, master_info):
+    def registered(self, driver: SchedulerDriver, framework_id: Any, master_info: Any) -> None:
         self.events.put(("subscribed",))
 
-    def resourceOffers(self, driver, offers):
+    def resourceOffers(self, driver: SchedulerDriver, offers: list) -> None:
         driver.declineOffer([offer["id"] for offer in offers], {"refuse_seconds": 3600.0})
 
-    def statusUpdate(self, driver, update):
+    def statusUpdate(self, driver: SchedulerDriver, update: Any) -> None:
         self.events.put(("update", update.task_id.value, update.state))
 
-    def error(self, driver, message):
+    def error(self, driver: SchedulerDriver, message: str) -> None:
         self.events.put(("error", message))
 
 

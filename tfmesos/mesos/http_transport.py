@@ -15,13 +15,18 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
 
 from ..exceptions import MesosCallError, MesosConnectionError, MesosError
 
 API_PATH = "/api/v1/scheduler"
 
+# getaddrinfo's answers: (family, type, proto, canonical name, socket address)
+AddressInfo = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]
 
-def ssl_context(verify, ca_bundle):
+
+def ssl_context(verify: bool, ca_bundle: Optional[str]) -> ssl.SSLContext:
     if not verify:
         context = ssl.create_default_context()
         context.check_hostname = False
@@ -33,17 +38,20 @@ def ssl_context(verify, ca_bundle):
 class TLSContext:
     """The ``ssl_context`` of the driver's settings, made on first use."""
 
-    def __init__(self, verify, ca_bundle):
+    def __init__(self, verify: bool, ca_bundle: Optional[str]) -> None:
         self._settings = (verify, ca_bundle)
-        self._context = None
+        self._context: Optional[ssl.SSLContext] = None
         self._lock = threading.Lock()
 
-    def get(self):
+    def get(self) -> ssl.SSLContext:
         with self._lock:
             if self._context is None:
                 self._context = ssl_context(*self._settings)
             return self._context
 
+
+# TLS of an https connection: made at once, on first use, or none (http only).
+TLS = Union[ssl.SSLContext, TLSContext, None]
 
 # getaddrinfo errors that say the name does not exist; others (EAI_AGAIN: the
 # DNS server did not answer) may pass.
@@ -54,17 +62,19 @@ _NO_SUCH_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_
 class UnknownHost(MesosConnectionError):
     """A master's host name does not resolve (``host`` names it)."""
 
-    def __init__(self, host, error):
+    def __init__(self, host: str, error: OSError) -> None:
         super().__init__("the Mesos master's host name %r does not resolve (%s)"
                          % (host, error.strerror or error))
         self.host = host
 
 
-def open_connection(url, timeout, context):
+def open_connection(url: str, timeout: Optional[float], context: TLS) -> http.client.HTTPConnection:
     """An unopened ``http.client`` connection to the master at base ``url``;
     opening it takes ``timeout`` seconds at most, name resolution included.
     ``context``: an ``ssl.SSLContext`` or a ``TLSContext`` (https only)."""
     parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        raise MesosConnectionError("the URL %r names no host" % url)
     conn: http.client.HTTPConnection
     if parts.scheme == "https":
         conn = http.client.HTTPSConnection(
@@ -77,15 +87,17 @@ def open_connection(url, timeout, context):
     return conn
 
 
-def connect_within(address, timeout, source_address=None, **_):
+def connect_within(address: tuple[str, int], timeout: Any,
+                   source_address: Optional[tuple[str, int]] = None, **_: Any) -> socket.socket:
     """``socket.create_connection`` that resolves and connects within
-    ``timeout`` seconds in all, whatever the number of addresses."""
+    ``timeout`` seconds in all, whatever the number of addresses (a number;
+    anything else, as http.client's default-timeout sentinel, is passed on)."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         return socket.create_connection(address, timeout, source_address)  # no timeout
     host, port = address
     deadline = time.monotonic() + timeout
-    last = None
-    for family, kind, proto, _, sockaddr in resolve(host, port, timeout):
+    last: Optional[OSError] = None
+    for family, kind, proto, _name, sockaddr in resolve(host, port, timeout):
         left = deadline - time.monotonic()
         if left <= 0:
             break
@@ -106,12 +118,12 @@ def connect_within(address, timeout, source_address=None, **_):
     raise last or TimeoutError("connecting to %s:%s timed out" % (host, port))
 
 
-def resolve(host, port, timeout):
+def resolve(host: str, port: int, timeout: float) -> Sequence[AddressInfo]:
     """``getaddrinfo`` for a TCP connection, waiting ``timeout`` seconds at
     most; ``UnknownHost`` when the name does not exist."""
     if _is_address(host):
         return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)  # no lookup
-    answer: list = []
+    answer: list[Any] = []   # the thread's: getaddrinfo's list, or its exception
     lookup = threading.Thread(target=_lookup, args=(host, port, answer), daemon=True,
                               name="tfmesos-resolve")
     lookup.start()
@@ -125,7 +137,7 @@ def resolve(host, port, timeout):
     return answer[0]
 
 
-def _is_address(host):
+def _is_address(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -133,14 +145,14 @@ def _is_address(host):
     return True
 
 
-def _lookup(host, port, answer):
+def _lookup(host: str, port: int, answer: list[Any]) -> None:
     try:
         answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
     except Exception as exc:  # noqa: B902 - handed to the waiting thread
         answer.append(exc)
 
 
-def basic_auth(principal, secret):
+def basic_auth(principal: Optional[str], secret: Optional[str]) -> Optional[str]:
     """The Authorization header value for ``principal``, or None."""
     if not principal:
         return None
@@ -148,7 +160,7 @@ def basic_auth(principal, secret):
     return "Basic " + token
 
 
-def headers(auth=None, stream_id=None):
+def headers(auth: Optional[str] = None, stream_id: Optional[str] = None) -> dict[str, str]:
     result = {"Content-Type": "application/json", "Accept": "application/json",
               "User-Agent": "tfmesos"}
     if stream_id:
@@ -158,11 +170,11 @@ def headers(auth=None, stream_id=None):
     return result
 
 
-def api_path(base_url):
+def api_path(base_url: str) -> str:
     return urllib.parse.urlsplit(base_url).path.rstrip("/") + API_PATH
 
 
-def redirect_base(url, location):
+def redirect_base(url: str, location: str) -> str:
     """The base URL of the leader named by a 307 ``Location`` header (Mesos
     sends a scheme-relative ``//host:port/api/v1/scheduler``)."""
     target = urllib.parse.urljoin(url, location)
@@ -175,7 +187,7 @@ def redirect_base(url, location):
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path.rstrip("/"), "", ""))
 
 
-def shutdown_socket(conn):
+def shutdown_socket(conn: Optional[http.client.HTTPConnection]) -> None:
     """Unblock a thread reading ``conn`` without closing it under its feet."""
     sock = conn.sock if conn is not None else None
     if sock is not None:
@@ -185,13 +197,13 @@ def shutdown_socket(conn):
             pass
 
 
-def shutdown_connection(conn):
+def shutdown_connection(conn: Optional[http.client.HTTPConnection]) -> None:
     if conn is not None:
         shutdown_socket(conn)
         conn.close()
 
 
-def describe(exc):
+def describe(exc: BaseException) -> str:
     """A one-line account of a connection error for messages."""
     text = str(exc) or type(exc).__name__
     return "%s: %s" % (type(exc).__name__, text) if not isinstance(exc, MesosError) else text
@@ -201,15 +213,15 @@ class CallConnection:
     """The kept-alive connection every call but SUBSCRIBE goes over (Mesos
     wants them on another connection than the subscription stream)."""
 
-    def __init__(self, timeout, context, auth):
+    def __init__(self, timeout: float, context: TLS, auth: Optional[str]) -> None:
         self._timeout = timeout
         self._context = context
         self._auth = auth
         self._lock = threading.Lock()
-        self._conn = None
-        self._url = None
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self._url: Optional[str] = None
 
-    def post(self, url, call, stream_id):
+    def post(self, url: str, call: Mapping[str, Any], stream_id: Optional[str]) -> None:
         """Send ``call`` to the master at ``url``; 200/202 or raise ``MesosError``."""
         kind = call.get("type")
         body = json.dumps(call).encode("utf-8")
@@ -238,7 +250,7 @@ class CallConnection:
                 url, kind, response.status, payload.decode("utf-8", "replace").strip()[:500]),
                 status=response.status)
 
-    def _connection(self, url):
+    def _connection(self, url: str) -> http.client.HTTPConnection:
         if self._conn is None or self._url != url:
             if self._conn is not None:
                 self._conn.close()
@@ -246,7 +258,7 @@ class CallConnection:
             self._url = url
         return self._conn
 
-    def close(self):
+    def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()

@@ -62,12 +62,12 @@ class MasterSpec:
     """
 
     kind: str
-    urls: tuple = ()
+    urls: tuple[str, ...] = ()
     hosts: str = ""
     path: str = ""
-    auth: Optional[tuple] = field(default=None, repr=False)
+    auth: Optional[tuple[str, str]] = field(default=None, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise MasterAddressError(
                 "unknown Mesos master kind %r: expected one of %s" % (self.kind, ", ".join(KINDS))
@@ -91,11 +91,11 @@ class MasterSpec:
                 )
 
     @property
-    def zk_url(self):
+    def zk_url(self) -> str:
         """``zk://hosts/path`` without credentials (empty unless kind is zk)."""
         return "zk://%s%s" % (self.hosts, self.path) if self.kind == "zk" else ""
 
-    def __str__(self):
+    def __str__(self) -> str:
         if self.kind == "local":
             return "local"
         if self.kind == "http":
@@ -103,7 +103,7 @@ class MasterSpec:
         return self.zk_url
 
 
-def parse_master(text):
+def parse_master(text: object) -> MasterSpec:
     """Parse a Mesos master string into a :class:`MasterSpec`.
 
     Raises :class:`~tfmesos.exceptions.MasterAddressError` (a ``ValueError``)
@@ -126,7 +126,7 @@ class _Malformed(Exception):
     """Internal: why a master string was refused."""
 
 
-def _parse(text):
+def _parse(text: str) -> MasterSpec:
     if not text:
         raise _Malformed("it is empty")
     if any(c.isspace() for c in text):
@@ -135,7 +135,7 @@ def _parse(text):
         return MasterSpec(kind="local")
     if text.lower().startswith("zk://"):
         return _parse_zk(text[len("zk://"):])
-    urls = []
+    urls: list[str] = []
     for entry in text.split(","):
         if not entry:
             raise _Malformed("it has an empty entry in its comma-separated list")
@@ -145,7 +145,7 @@ def _parse(text):
     return MasterSpec(kind="http", urls=tuple(urls))
 
 
-def _parse_http_entry(entry):
+def _parse_http_entry(entry: str) -> str:
     scheme = "http"
     match = _SCHEME_PREFIX.match(entry)
     if match:
@@ -167,7 +167,7 @@ def _parse_http_entry(entry):
     return "%s://%s:%s" % (scheme, host, port)
 
 
-def _parse_zk(rest):
+def _parse_zk(rest: str) -> MasterSpec:
     servers, slash, path = rest.partition("/")
     if not slash or not path:
         raise _Malformed("zk:// needs a path such as /mesos")
@@ -183,7 +183,7 @@ def _parse_zk(rest):
         auth = ("digest", credentials)
     if not servers:
         raise _Malformed("zk:// needs at least one host:port")
-    hosts = []
+    hosts: list[str] = []
     for entry in servers.split(","):
         if not entry:
             raise _Malformed("it has an empty ZooKeeper host in its list")
@@ -192,7 +192,7 @@ def _parse_zk(rest):
     return MasterSpec(kind="zk", hosts=",".join(hosts), path=path, auth=auth)
 
 
-def _split_host_port(entry, default_port):
+def _split_host_port(entry: str, default_port: int) -> tuple[str, int]:
     """``"h:1"``, ``"h"``, ``"[::1]:1"`` -> (host for a URL, port)."""
     if entry.startswith("["):
         inner, bracket, after = entry[1:].partition("]")
@@ -215,7 +215,7 @@ def _split_host_port(entry, default_port):
     return host, (_port(port) if colon else default_port)
 
 
-def _check_host(host):
+def _check_host(host: str) -> None:
     if not host:
         raise _Malformed("the host is missing")
     if re.fullmatch(r"[0-9.]+", host):
@@ -228,13 +228,13 @@ def _check_host(host):
         raise _Malformed("%r is not a valid host name" % (host,))
 
 
-def _port(text):
+def _port(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:
         raise _Malformed("port %r is not a number from 1 to 65535" % (text,))
     return int(text)
 
 
-def _redact(text):
+def _redact(text: str) -> str:
     """Mask the password of ``zk://user:password@...`` for messages."""
     match = re.match(r"(\s*zk://)([^/]*)@", text, re.IGNORECASE)
     if not match:

@@ -8,13 +8,16 @@ Pure: no ZooKeeper, no kazoo (see :mod:`tfmesos.mesos.zookeeper`).
 
 import ipaddress
 import json
+from typing import Any, Optional, Union
 
 from tfmesos.mesos.master_address import SCHEMES
 
 __all__ = ["decode_master_info", "master_url_from_info"]
 
+Decoded = tuple[Optional[str], Optional[str]]   # (url, None) or (None, why it is unusable)
 
-def master_url_from_info(data, scheme="http"):
+
+def master_url_from_info(data: Union[bytes, bytearray, str], scheme: str = "http") -> str:
     """Base URL of the master described by a JSON ``MasterInfo``.
 
     ``data`` is the content of a ``json.info_<seq>`` znode (bytes or str),
@@ -30,7 +33,8 @@ def master_url_from_info(data, scheme="http"):
     """
     check_scheme(scheme)
     info = _json_object(data)
-    host = port = None
+    host: Optional[str] = None
+    port: Any = None
     address = info.get("address")
     if isinstance(address, dict):
         host = _nonempty_str(address.get("hostname")) or _nonempty_str(address.get("ip"))
@@ -51,13 +55,13 @@ def master_url_from_info(data, scheme="http"):
     return "%s://%s:%s" % (scheme, host, port)
 
 
-def check_scheme(scheme):
+def check_scheme(scheme: str) -> None:
     """``ValueError`` unless ``scheme`` is ``"http"`` or ``"https"``."""
     if scheme not in SCHEMES:
         raise ValueError("scheme must be one of %s, not %r" % (", ".join(SCHEMES), scheme))
 
 
-def _json_object(data):
+def _json_object(data: Union[bytes, bytearray, str]) -> dict[str, Any]:
     if isinstance(data, (bytes, bytearray)):
         try:
             data = bytes(data).decode("utf-8")
@@ -72,17 +76,17 @@ def _json_object(data):
     return info
 
 
-def _nonempty_str(value):
+def _nonempty_str(value: object) -> Optional[str]:
     return value if isinstance(value, str) and value else None
 
 
-def _ip_from_uint32(value):
+def _ip_from_uint32(value: object) -> Optional[str]:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**32:
         return None
     return str(ipaddress.IPv4Address(value.to_bytes(4, "little")))
 
 
-def decode_master_info(node, data, scheme):
+def decode_master_info(node: str, data: Union[bytes, bytearray, str], scheme: str) -> Decoded:
     """``(url, None)`` for a usable MasterInfo in ``node``, else ``(None, why)``."""
     try:
         return master_url_from_info(data, scheme), None

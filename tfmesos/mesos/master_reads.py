@@ -23,6 +23,8 @@ The leader is found as the driver finds it (a fixed list or ``zk://``), and a
 import json
 import os
 import urllib.parse
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from ..exceptions import MesosError
 from .detection import make_detector
@@ -33,8 +35,9 @@ MAX_STATE = 256 * 1024 * 1024      # bytes of /master/state read at most
 
 
 class MasterReader:
-    def __init__(self, master, timeout=10.0, environ=None, verify=True, ca_bundle=None,
-                 scheme="http"):
+    def __init__(self, master: str, timeout: float = 10.0,
+                 environ: Optional[Mapping[str, str]] = None, verify: bool = True,
+                 ca_bundle: Optional[str] = None, scheme: str = "http") -> None:
         environ = os.environ if environ is None else environ
         spec = parse_master(master)
         if spec.kind == "local":
@@ -44,9 +47,9 @@ class MasterReader:
         self._spec, self._timeout, self._scheme = spec, timeout, scheme
         self.auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
         self._tls = TLSContext(verify, ca_bundle)
-        self._leader = None
+        self._leader: Optional[str] = None
 
-    def leader(self):
+    def leader(self) -> str:
         if self._leader is None:
             try:
                 with make_detector(self._spec, self._timeout, scheme=self._scheme) as detector:
@@ -58,20 +61,20 @@ class MasterReader:
                     from None
         return self._leader
 
-    def state(self):
+    def state(self) -> dict[str, Any]:
         return self._json("/master/state")
 
-    def frameworks(self, framework_id):
+    def frameworks(self, framework_id: str) -> dict[str, Any]:
         """``/master/frameworks`` of one framework: ``{"frameworks": [...],
         "completed_frameworks": [...]}`` (a master that ignores the filter
         answers every framework: the caller picks its own)."""
         return self._json("/master/frameworks", framework_id=framework_id)
 
-    def agents(self, agent_id):
+    def agents(self, agent_id: str) -> dict[str, Any]:
         """``/master/slaves`` of one agent: ``{"slaves": [...]}``."""
         return self._json("/master/slaves", slave_id=agent_id)
 
-    def _json(self, path, **query):
+    def _json(self, path: str, **query: str) -> dict[str, Any]:
         payload = self._request("GET", path + ("?" + urllib.parse.urlencode(query)
                                                if query else ""))
         try:
@@ -84,7 +87,7 @@ class MasterReader:
                              % (self.leader(), path))
         return document
 
-    def framework_info(self, framework_id):
+    def framework_info(self, framework_id: str) -> Optional[dict]:
         """The ``FrameworkInfo`` (its id included) of the registered
         framework ``framework_id``, as the master holds it (the operator
         API's ``GET_FRAMEWORKS``); None when the master has no such
@@ -104,12 +107,13 @@ class MasterReader:
                 return info
         return None
 
-    def teardown(self, framework_id):
+    def teardown(self, framework_id: str) -> None:
         self._request("POST", "/master/teardown",
                       urllib.parse.urlencode({"frameworkId": framework_id}).encode(),
                       "application/x-www-form-urlencoded")
 
-    def _request(self, method, path, body=None, content_type=None):
+    def _request(self, method: str, path: str, body: Optional[bytes] = None,
+                 content_type: Optional[str] = None) -> bytes:
         url = self.leader()
         for _ in range(2):
             headers = {"User-Agent": "tfmesos", "Accept": "application/json"}
@@ -128,8 +132,9 @@ class MasterReader:
                                  % (url, describe(exc))) from None
             finally:
                 conn.close()
-            if response.status == 307 and response.getheader("Location"):
-                url = self._leader = redirect_base(url, response.getheader("Location"))
+            location = response.getheader("Location")
+            if response.status == 307 and location:
+                url = self._leader = redirect_base(url, location)
                 continue
             break
         text = payload.decode("utf-8", "replace").strip()

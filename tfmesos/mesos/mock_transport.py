@@ -6,8 +6,10 @@ is kept in ``calls`` (the Call bodies, in order); the test sends events
 makes calls fail (``refuse``).
 """
 
+import queue
 import threading
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from addict import Dict
 
@@ -21,18 +23,20 @@ class MockTransport:
     """The driver's transport (``transport``), with a master that answers
     every call 202 unless told otherwise."""
 
-    def __init__(self, framework_id="mock-framework", url=URL, heartbeat_interval=15.0):
+    def __init__(self, framework_id: str = "mock-framework", url: str = URL,
+                 heartbeat_interval: float = 15.0) -> None:
         self.framework_id = framework_id
         self.url = url
         self.heartbeat_interval = heartbeat_interval
-        self.calls = []
+        self.calls: list[Mapping[str, Any]] = []
         self._refused: dict[str, MesosCallError] = {}   # call type -> the error it gets
         self._lock = threading.Lock()
         self._stream: Optional[_Stream] = None
 
     # -- the driver's side ---------------------------------------------------------
 
-    def open_stream(self, framework, events, stopping):
+    def open_stream(self, framework: dict[str, Any], events: queue.Queue[object],
+                    stopping: threading.Event) -> "_Stream":
         self._stream = _Stream(self, framework, events, stopping)
         return self._stream
 
@@ -41,25 +45,25 @@ class MockTransport:
             raise RuntimeError("no driver has opened a stream on this transport yet")
         return self._stream
 
-    def post(self, url, call, stream_id):
+    def post(self, url: str, call: Mapping[str, Any], stream_id: Optional[str]) -> None:
         with self._lock:
-            error = self._refused.get(call.get("type"))
+            error = self._refused.get(str(call.get("type")))
             if error is None:
                 self.calls.append(call)
         if error is not None:
             raise error
 
-    def close(self):
+    def close(self) -> None:
         pass
 
     # -- the test's side -------------------------------------------------------------
 
-    def calls_of(self, kind):
+    def calls_of(self, kind: str) -> list[Mapping[str, Any]]:
         """The calls of type ``kind`` (``ACCEPT``, ``KILL``, ...) made so far."""
         with self._lock:
             return [call for call in self.calls if call.get("type") == kind]
 
-    def send(self, kind, body=None):
+    def send(self, kind: str, body: Optional[Mapping[str, Any]] = None) -> None:
         """The master sends an event of type ``kind`` (its ``kind.lower()``
         field is ``body``)."""
         event = Dict({"type": kind})
@@ -67,25 +71,26 @@ class MockTransport:
             event[kind.lower()] = Dict(body)
         self._opened().events.put(Received(kind, event))
 
-    def offer(self, *offers):
+    def offer(self, *offers: Mapping[str, Any]) -> None:
         """An OFFERS event with ``offers`` (Offer dicts)."""
         self.send("OFFERS", {"offers": list(offers)})
 
-    def update(self, status):
+    def update(self, status: Mapping[str, Any]) -> None:
         """An UPDATE event with ``status`` (a TaskStatus dict)."""
         self.send("UPDATE", {"status": status})
 
-    def lose_stream(self):
+    def lose_stream(self) -> None:
         """The subscription drops; the driver is told (``disconnected``)."""
         stream = self._opened()
         stream.subscribed = False
         stream.events.put(StreamLost())
 
-    def give_up(self, message="the mock master is gone"):
+    def give_up(self, message: str = "the mock master is gone") -> None:
         """The driver gives up: what it does after ``connect_timeout``."""
         self._opened().events.put(Fatal(MesosConnectionError(message)))
 
-    def refuse(self, kind, status=400, message="refused by the mock master"):
+    def refuse(self, kind: str, status: int = 400,
+               message: str = "refused by the mock master") -> None:
         """Calls of type ``kind`` fail from now on, as Mesos refuses them."""
         with self._lock:
             self._refused[kind] = MesosCallError(
@@ -97,19 +102,20 @@ class _Stream:
     """The driver's stream: subscribed at once, then idle until the driver
     stops."""
 
-    def __init__(self, transport, framework, events, stopping):
+    def __init__(self, transport: MockTransport, framework: dict[str, Any],
+                 events: queue.Queue[object], stopping: threading.Event) -> None:
         self._transport = transport
         self._framework = framework
         self.events = events
         self._stopping = stopping
         self.subscribed = False
-        self.leader_url = None
-        self.stream_id = None
-        self.master_info = None
+        self.leader_url: Optional[str] = None
+        self.stream_id: Optional[str] = None
+        self.master_info: Any = None
         self.closing = False
-        self.suppressed_roles = set()
+        self.suppressed_roles: set[str] = set()
 
-    def run(self):
+    def run(self) -> None:
         transport = self._transport
         framework_id = (self._framework.get("id") or {}).get("value") or transport.framework_id
         self._framework["id"] = {"value": framework_id}
@@ -121,13 +127,13 @@ class _Stream:
             master_info=self.master_info)))
         self._stopping.wait()
 
-    def watch_leader(self):
+    def watch_leader(self) -> None:
         return
 
-    def state(self):
+    def state(self) -> tuple[Optional[str], Optional[str], bool]:
         return self.leader_url, self.stream_id, self.subscribed
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         pass
 
 

@@ -5,6 +5,7 @@ bytes as they arrive from the network, in chunks of any size, and returns the
 records completed so far.
 """
 
+from typing import Optional, Union
 
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 _MAX_HEADER_DIGITS = 20
@@ -14,7 +15,7 @@ class RecordIOError(ValueError):
     """The byte stream is not valid RecordIO."""
 
 
-def encode(record):
+def encode(record: Union[bytes, str]) -> bytes:
     """Frame one record (bytes or str) as RecordIO bytes."""
     if isinstance(record, str):
         record = record.encode("utf-8")
@@ -24,12 +25,12 @@ def encode(record):
 class Decoder:
     """Incremental RecordIO decoder: ``feed(chunk) -> [record, ...]``."""
 
-    def __init__(self, max_record_size=MAX_RECORD_SIZE):
+    def __init__(self, max_record_size: int = MAX_RECORD_SIZE) -> None:
         self._max = max_record_size
         self._buffer = bytearray()
-        self._length = None  # length of the record being read, once known
+        self._length: Optional[int] = None  # length of the record being read, once known
 
-    def feed(self, chunk):
+    def feed(self, chunk: bytes) -> list[bytes]:
         self._buffer += chunk
         records: list[bytes] = []
         while True:
@@ -56,6 +57,6 @@ class Decoder:
             self._length = None
 
     @property
-    def pending(self):
+    def pending(self) -> int:
         """Bytes held for a record not yet complete."""
         return len(self._buffer)

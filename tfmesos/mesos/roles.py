@@ -4,10 +4,12 @@ roles such as ``ml/team``) with no leading, trailing or doubled slash, no
 ``.``, ``..`` or ``*`` component, no component starting with ``-``, and no
 whitespace or DEL anywhere."""
 
+from typing import Optional
+
 _INVALID_CHARACTERS = "\t\n\x0b\x0c\r \x7f"
 
 
-def role_error(role):
+def role_error(role: str) -> Optional[str]:
     """Why Mesos refuses ``role``, or None when it is valid."""
     if role == "*":
         return None

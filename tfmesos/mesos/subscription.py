@@ -18,18 +18,19 @@ import http.client
 import json
 import logging
 import math
+import queue
 import random
 import threading
 import time
 import urllib.parse
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
 from . import calls, recordio
 from .decoding import decode_event
-from .detector import StaticDetector
+from .detector import Detector, StaticDetector
 from .http_transport import (
     UnknownHost,
     api_path,
@@ -79,7 +80,7 @@ class _OutOfTime(MesosConnectionError):
 class _Unrecoverable(Exception):
     """Stop the driver: reconnecting cannot help."""
 
-    def __init__(self, error):
+    def __init__(self, error: MesosError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -92,7 +93,8 @@ class Subscription:
     ``refused_timeout``.
     """
 
-    def __init__(self, framework, detector, master_text, events, stopping, **options):
+    def __init__(self, framework: dict[str, Any], detector: Detector, master_text: str,
+                 events: queue.Queue[object], stopping: threading.Event, **options: Any) -> None:
         self.framework = framework
         self._detector = detector
         self._master_text = master_text
@@ -105,25 +107,25 @@ class Subscription:
         self._backoff_cap = options["backoff_cap"]
         self._connect_timeout = options["connect_timeout"]
         self._refused_timeout = options.get("refused_timeout", self._connect_timeout)
-        self._refused_since = None   # every master refused every attempt since then
+        self._refused_since: Optional[float] = None   # every master refused every attempt since
         self._lock = threading.Lock()
-        self._conn = None
-        self.leader_url = None
-        self.stream_id = None
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self.leader_url: Optional[str] = None
+        self.stream_id: Optional[str] = None
         self.subscribed = False
-        self.master_info = None
+        self.master_info: Any = None   # the leader's MasterInfo (an addict.Dict), once subscribed
         self.closing = False  # the driver is stopping: a closed stream is expected
-        self.suppressed_roles = set()   # kept suppressed across re-subscriptions
+        self.suppressed_roles: set[str] = set()   # kept suppressed across re-subscriptions
         self._give_up_at = time.monotonic() + self._connect_timeout
         self._warned = False
         self._subscribed_once = False
 
-    def state(self):
+    def state(self) -> tuple[Optional[str], Optional[str], bool]:
         """``(leader URL, Mesos-Stream-Id, subscribed)``, read together."""
         with self._lock:
             return self.leader_url, self.stream_id, self.subscribed
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         """Unblock the stream thread (it notices and closes the connection)
         and, once the driver is stopping, the leader-watch thread."""
         with self._lock:
@@ -133,7 +135,7 @@ class Subscription:
         if changed is not None and self._stopping.is_set():
             changed.set()   # wakes watch_leader, which sees the stop
 
-    def run(self):
+    def run(self) -> None:
         """The stream thread. An error it does not expect (a bug, a detector
         that fails) stops the driver as ``DriverAborted`` rather than ending
         the thread silently, which would leave the driver waiting forever."""
@@ -146,7 +148,7 @@ class Subscription:
             error.__cause__ = exc
             self._events.put(Fatal(error))
 
-    def _run(self):
+    def _run(self) -> None:
         backoff = 0.5
         self._give_up_at = time.monotonic() + self._connect_timeout
         last_error = "no attempt yet"
@@ -184,7 +186,7 @@ class Subscription:
                                              self._time_left(), self._refusals_left())))
             backoff = min(backoff * 2, self._backoff_cap)
 
-    def _retrying(self, last_error):
+    def _retrying(self, last_error: str) -> None:
         """Say that the master is not reachable: as a warning the first time
         before any subscription (a user waits), else at INFO level."""
         if not self._warned:
@@ -195,19 +197,19 @@ class Subscription:
         else:
             logger.info("Mesos master not reachable yet (%s); retrying", last_error)
 
-    def _time_left(self):
+    def _time_left(self) -> float:
         """Seconds until the driver gives up (the subscription's absence is
         bounded by ``connect_timeout``)."""
         return self._give_up_at - time.monotonic()
 
-    def _refusals_left(self):
+    def _refusals_left(self) -> float:
         """Seconds until refusals alone end the wait (the last attempt is
         made then), or infinity while no master refuses."""
         if self._refused_since is None:
             return float("inf")
         return self._refused_since + self._refused_timeout - time.monotonic()
 
-    def _budget(self):
+    def _budget(self) -> float:
         """Seconds the next step of a subscription attempt may take: the
         call ``timeout``, capped by the time left."""
         left = self._time_left()
@@ -215,7 +217,7 @@ class Subscription:
             raise _OutOfTime("no subscription within %.0f s" % self._connect_timeout)
         return min(self._timeout, left)
 
-    def watch_leader(self):
+    def watch_leader(self) -> None:
         """The leader-watch thread: a new leader in ZooKeeper ends the stream,
         so that the stream thread subscribes to it."""
         changed = getattr(self._detector, "leaders_changed", None)
@@ -232,22 +234,22 @@ class Subscription:
                 logger.info("the Mesos leader changed; re-subscribing")
                 shutdown_socket(conn)
 
-    def _candidates(self):
+    def _candidates(self) -> list[str]:
         urls = [self.leader_url] if self.leader_url else []
         for url in self._detector.candidates() or [self._detector.leader(self._budget())]:
             if url not in urls:
                 urls.append(url)
         return urls
 
-    def _subscribe_once(self):
+    def _subscribe_once(self) -> None:
         last: Optional[Exception] = None
-        unknown = set()   # masters whose host name does not resolve
-        refused = set()   # masters where nothing listens at the port
-        for url in self._candidates():
-            first = url
+        unknown: set[str] = set()   # masters whose host name does not resolve
+        refused: set[str] = set()   # masters where nothing listens at the port
+        for first in self._candidates():
+            url = first
             for _ in range(_MAX_REDIRECTS):
                 try:
-                    url = self._subscribe_at(url)
+                    redirect = self._subscribe_at(url)
                 except _OutOfTime as exc:
                     raise (last or exc) from exc
                 except UnknownHost as exc:
@@ -260,13 +262,14 @@ class Subscription:
                         refused.add(first)
                     last = exc
                     break
-                if url is None:
+                if redirect is None:
                     return  # a stream was read to its end
+                url = redirect
         self._check_resolvable(unknown, last)
         self._check_listening(refused, unknown)
         raise last or MesosConnectionError("no Mesos master known")
 
-    def _check_resolvable(self, unknown, last):
+    def _check_resolvable(self, unknown: set[str], last: Optional[Exception]) -> None:
         """Before the first subscription, give up at once when no master of a
         static list resolves: waiting cannot help (a DNS server that does not
         answer is retried, and so is everything once subscribed)."""
@@ -276,12 +279,13 @@ class Subscription:
         if len(self._detector.urls) == 1:
             error = MesosConnectionError("%s: fix the master address" % last)
         else:
-            hosts = ", ".join(urllib.parse.urlsplit(url).hostname for url in self._detector.urls)
+            hosts = ", ".join(urllib.parse.urlsplit(url).hostname or url
+                              for url in self._detector.urls)
             error = MesosConnectionError("none of the Mesos masters' host names resolve (%s): "
                                          "fix the master address" % hosts)
         raise _Unrecoverable(error)
 
-    def _check_listening(self, refused, unknown):
+    def _check_listening(self, refused: set[str], unknown: set[str]) -> None:
         """Before the first subscription, give up after ``refused_timeout``
         when every master of a static list refused every connection (or does
         not resolve): nothing listens there, and a master that starts takes
@@ -301,7 +305,7 @@ class Subscription:
             "nothing listens at %s: check the port (or {connect_timeout} to wait longer)",
             places))
 
-    def _subscribe_at(self, url):
+    def _subscribe_at(self, url: str) -> Optional[str]:
         """Subscribe at ``url``: read the stream (returns None when it ends),
         or return the URL the master redirected to. Until SUBSCRIBED, every
         step waits ``_budget()`` at most."""
@@ -332,7 +336,8 @@ class Subscription:
                 if self._conn is conn:
                     self._conn = None
 
-    def _post(self, url, conn, body):
+    def _post(self, url: str, conn: http.client.HTTPConnection,
+              body: str) -> Optional[http.client.HTTPResponse]:
         """Connect, send SUBSCRIBE and read the answer's headers, each step
         within the budget; None when the driver stopped meanwhile."""
         budget = self._budget()
@@ -351,7 +356,7 @@ class Subscription:
                                        % (url, what, budget)) from exc
 
     @staticmethod
-    def _refused(url, response):
+    def _refused(url: str, response: http.client.HTTPResponse) -> NoReturn:
         text = response.read().decode("utf-8", "replace").strip()[:500]
         error = MesosCallError("Mesos master at %s refused SUBSCRIBE: HTTP %d %s"
                                % (url, response.status, text), status=response.status)
@@ -359,14 +364,15 @@ class Subscription:
             raise _Unrecoverable(error)
         raise error
 
-    def _read_stream(self, url, conn, response):
+    def _read_stream(self, url: str, conn: http.client.HTTPConnection,
+                     response: http.client.HTTPResponse) -> None:
         stream_id = response.getheader("Mesos-Stream-Id")
         decoder = recordio.Decoder()
         while not self._stopping.is_set():
             try:
                 data = response.read1(65536)
             except TimeoutError as exc:
-                waited = conn.sock.gettimeout() if conn.sock else 0
+                waited = (conn.sock.gettimeout() if conn.sock else None) or 0.0
                 if not self.subscribed:
                     raise MesosConnectionError("the master at %s sent no SUBSCRIBED event "
                                                "within %.1f s" % (url, waited)) from exc
@@ -385,7 +391,8 @@ class Subscription:
                 elif kind != "HEARTBEAT":
                     self._events.put(Received(kind, event))
 
-    def _on_subscribed(self, url, conn, stream_id, subscribed):
+    def _on_subscribed(self, url: str, conn: http.client.HTTPConnection,
+                       stream_id: Optional[str], subscribed: Any) -> None:
         if not stream_id:
             raise _Unrecoverable(MesosError("the master at %s sent no Mesos-Stream-Id header"
                                             % url))
@@ -402,7 +409,7 @@ class Subscription:
         self._events.put(Received("SUBSCRIBED", subscribed))
 
 
-def _heartbeat_interval(value, default=15.0, most=86400.0):
+def _heartbeat_interval(value: Any, default: float = 15.0, most: float = 86400.0) -> float:
     """The master's heartbeat interval in seconds: a finite one above 0
     (at most a day), else Mesos' ``default`` (a master that sends NaN, 0
     or text must not make the stream's timeout wrong)."""

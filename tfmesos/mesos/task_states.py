@@ -2,6 +2,7 @@
 the exit code in the command executor's message."""
 
 import re
+from typing import Optional
 
 # A task in one of these states will never change state again.
 TERMINAL_STATES = frozenset((
@@ -12,7 +13,7 @@ TERMINAL_STATES = frozenset((
 _EXIT_STATUS = re.compile(r"exited with status (\d+)")
 
 
-def exit_code_of(status_message):
+def exit_code_of(status_message: Optional[str]) -> Optional[int]:
     """The exit code in Mesos' "Command exited with status N" (the command
     executor's message, src/launcher/executor.cpp), or None."""
     match = _EXIT_STATUS.search(status_message or "")

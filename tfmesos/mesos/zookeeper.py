@@ -19,7 +19,8 @@ import logging
 import re
 import threading
 import time
-from typing import NamedTuple, Optional
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, NamedTuple, Optional
 
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.mesos.detector import (
@@ -28,7 +29,7 @@ from tfmesos.mesos.detector import (
     Detector,
     check_timeout,
 )
-from tfmesos.mesos.master_info import check_scheme, decode_master_info
+from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
 
 __all__ = ["Leadership", "ZKDetector", "choose_leader"]
 
@@ -49,14 +50,14 @@ class Leadership(NamedTuple):
     """What the children of the masters' path say; see :func:`choose_leader`."""
 
     leader: Optional[str] = None  # the leading master's URL, None if unknown
-    candidates: tuple = ()  # usable master URLs by sequence (leader first)
-    members: tuple = ()  # json.info_<seq> children by sequence
-    ignored: tuple = ()  # every other child, sorted
+    candidates: tuple[str, ...] = ()  # usable master URLs by sequence (leader first)
+    members: tuple[str, ...] = ()  # json.info_<seq> children by sequence
+    ignored: tuple[str, ...] = ()  # every other child, sorted
     problem: Optional[str] = None  # why the lowest member gives no leader
     unresolved: bool = False  # some member's znode could not be read
 
 
-def master_children(children):
+def master_children(children: Iterable[str]) -> tuple[str, ...]:
     """The ``json.info_<seq>`` names among ``children``, lowest sequence first."""
     members = []
     for name in children:
@@ -66,7 +67,8 @@ def master_children(children):
     return tuple(name for _, name in sorted(members))
 
 
-def choose_leader(children, infos, unreadable=None):
+def choose_leader(children: Iterable[str], infos: Mapping[str, Decoded],
+                  unreadable: Optional[Mapping[str, str]] = None) -> Leadership:
     """The leader among the masters' path ``children`` (names, any order).
 
     ``infos`` maps ``json.info_<seq>`` children to their decoded MasterInfo,
@@ -81,20 +83,21 @@ def choose_leader(children, infos, unreadable=None):
     says why. Other children (``log_replicas``, protobuf ``info_<seq>``)
     are only reported, in ``ignored``.
     """
-    children = tuple(children)
-    unreadable = unreadable or {}
-    members = master_children(children)
-    ignored = tuple(sorted(name for name in children if not _JSON_INFO_CHILD.fullmatch(name)))
-    leader = problem = None
+    names = tuple(children)
+    unread = unreadable or {}
+    members = master_children(names)
+    ignored = tuple(sorted(name for name in names if not _JSON_INFO_CHILD.fullmatch(name)))
+    leader: Optional[str] = None
+    problem: Optional[str] = None
     if members:
-        leader, problem = infos.get(members[0], (None, unreadable.get(members[0])))
+        leader, problem = infos.get(members[0], (None, unread.get(members[0])))
     return Leadership(
         leader=leader,
-        candidates=tuple(infos[n][0] for n in members if n in infos and infos[n][0]),
+        candidates=tuple(url for url, _ in (infos[n] for n in members if n in infos) if url),
         members=members,
         ignored=ignored,
         problem=problem,
-        unresolved=any(name in unreadable for name in members),
+        unresolved=any(name in unread for name in members),
     )
 
 
@@ -123,8 +126,9 @@ class ZKDetector(Detector):
     threads.
     """
 
-    def __init__(self, hosts, path, auth=None, scheme="http", timeout=DEFAULT_TIMEOUT,
-                 session_timeout=DEFAULT_SESSION_TIMEOUT):
+    def __init__(self, hosts: str, path: str, auth: Optional[tuple[str, str]] = None,
+                 scheme: str = "http", timeout: float = DEFAULT_TIMEOUT,
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> None:
         super().__init__(timeout)
         check_scheme(scheme)
         self.hosts = hosts
@@ -138,7 +142,7 @@ class ZKDetector(Detector):
         self._lock = threading.Lock()  # client lifecycle
         self._cond = threading.Condition()  # the published state below
         self._update_lock = threading.RLock()  # one children update at a time
-        self._client = None
+        self._client: Any = None   # a kazoo KazooClient, once started
 
         # The connection and the watches.
         self._connected = False
@@ -147,29 +151,29 @@ class ZKDetector(Detector):
         self._path_gen = 0
         self._children_gen = 0
         self._children_watching = False
-        self._path_exists = None
+        self._path_exists: Optional[bool] = None
         # What the path holds.
-        self._infos = {}  # json.info_<seq> child -> decoded MasterInfo (url, problem)
+        self._infos: dict[str, Decoded] = {}  # json.info_<seq> child -> (url, problem)
         self._seen = Leadership()
-        self._problem = None  # why there is no leader: the leader's or the watches' trouble
+        self._problem: Optional[str] = None  # why there is no leader: the leader's or the watches' trouble
         self._had_leader = False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ZKDetector(%r)" % (self.zk_url,)
 
     # -- public ------------------------------------------------------------
 
-    def leader(self, timeout=None):
+    def leader(self, timeout: Optional[float] = None) -> str:
         return self._wait(timeout)[0]
 
-    def candidates(self, timeout=0.0):
+    def candidates(self, timeout: float = 0.0) -> Sequence[str]:
         try:
             return self._wait(timeout)[1]
         except MesosConnectionError:
             with self._cond:
                 return self._seen.candidates
 
-    def close(self):
+    def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -187,9 +191,9 @@ class ZKDetector(Detector):
 
     # -- waiting -------------------------------------------------------------
 
-    def _wait(self, timeout):
-        timeout = self.timeout if timeout is None else check_timeout(timeout)
-        deadline = time.monotonic() + timeout
+    def _wait(self, timeout: Optional[float]) -> tuple[str, tuple[str, ...]]:
+        seconds = self.timeout if timeout is None else check_timeout(timeout)
+        deadline = time.monotonic() + seconds
         self._ensure_started()
         with self._cond:
             if self._connected and not self._installed:
@@ -203,10 +207,10 @@ class ZKDetector(Detector):
                     return self._seen.leader, self._seen.candidates
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise MesosConnectionError(self._why_no_leader(timeout))
+                    raise MesosConnectionError(self._why_no_leader(seconds))
                 self._cond.wait(remaining)
 
-    def _why_no_leader(self, timeout):
+    def _why_no_leader(self, timeout: float) -> str:
         """One line on why there is no leader yet (called holding _cond)."""
         after = "after %g s" % (round(timeout, 1),)  # the driver's time left: 2.9998
         if not self._ever_connected:
@@ -241,7 +245,7 @@ class ZKDetector(Detector):
 
     # -- kazoo plumbing ------------------------------------------------------
 
-    def _ensure_started(self):
+    def _ensure_started(self) -> None:
         with self._lock:
             self._check_open()
             if self._client is not None:
@@ -261,7 +265,7 @@ class ZKDetector(Detector):
             self._client = client
             client.start_async()
 
-    def _dispatch(self, func):
+    def _dispatch(self, func: Callable[[], None]) -> None:
         """Run ``func`` on kazoo's callback thread (where watches run)."""
         from kazoo.protocol.states import Callback
 
@@ -269,7 +273,7 @@ class ZKDetector(Detector):
         if client is not None:
             client.handler.dispatch_callback(Callback("tfmesos", func, ()))
 
-    def _on_state(self, state):
+    def _on_state(self, state: str) -> None:
         """kazoo connection listener: runs on its connection thread, briefly."""
         from kazoo.protocol.states import KazooState
 
@@ -291,7 +295,7 @@ class ZKDetector(Detector):
         elif refresh:
             self._dispatch(self._refresh)
 
-    def _install(self):
+    def _install(self) -> None:
         from kazoo.recipe.watchers import DataWatch
 
         with self._cond:
@@ -308,7 +312,8 @@ class ZKDetector(Detector):
                 self._problem = _describe(exc, self.path)
                 self._cond.notify_all()
 
-    def _on_path(self, gen, data, stat, event=None):
+    def _on_path(self, gen: int, data: Optional[bytes], stat: Any,
+                 event: Any = None) -> Optional[bool]:
         from kazoo.recipe.watchers import ChildrenWatch
 
         if self._closed or gen != self._path_gen:
@@ -339,13 +344,13 @@ class ZKDetector(Detector):
                 self._cond.notify_all()
         return None
 
-    def _on_children(self, gen, children):
+    def _on_children(self, gen: int, children: list[str]) -> Optional[bool]:
         if self._closed or gen != self._children_gen:
             return False
         self._update(children)
         return None
 
-    def _refresh(self):
+    def _refresh(self) -> None:
         if not self._closed:
             with self._cond:
                 children = self._seen.members + self._seen.ignored
@@ -353,7 +358,7 @@ class ZKDetector(Detector):
 
     # -- the leader ----------------------------------------------------------
 
-    def _update(self, children):
+    def _update(self, children: Sequence[str]) -> None:
         """Read the MasterInfos of the path's ``children``, then publish the leader."""
         client = self._client
         if client is None:
@@ -371,7 +376,7 @@ class ZKDetector(Detector):
                     self._problem = _describe(exc, self.path)
                     self._cond.notify_all()
 
-    def _publish(self, seen):
+    def _publish(self, seen: Leadership) -> None:
         with self._cond:
             if self._closed:
                 return
@@ -403,11 +408,11 @@ class _KazooLogger(logging.LoggerAdapter):
     raises, and :class:`ZKDetector`'s never do.
     """
 
-    def __init__(self, logger):
+    def __init__(self, logger: logging.Logger) -> None:
         super().__init__(logger, None)
-        self.last_problem = None
+        self.last_problem: Optional[str] = None
 
-    def log(self, level, msg, *args, **kwargs):
+    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         # debug(), info(), warning(), error(), exception(), critical() call this.
         if level >= logging.WARNING:
             try:
@@ -418,11 +423,13 @@ class _KazooLogger(logging.LoggerAdapter):
 
     warn = logging.LoggerAdapter.warning  # kazoo still calls warn()
 
-    def isEnabledFor(self, level):
+    def isEnabledFor(self, level: int) -> bool:
         return self.logger.isEnabledFor(min(level, logging.DEBUG))
 
 
-def _read_master_infos(client, path, members, cached, scheme):
+def _read_master_infos(client: Any, path: str, members: Sequence[str],
+                       cached: Mapping[str, Decoded], scheme: str,
+                       ) -> tuple[dict[str, Decoded], dict[str, str], set[str]]:
     """Decoded MasterInfos of the children ``members`` of ``path``.
 
     Those in ``cached`` are not read again. Returns ``(infos, unreadable,
@@ -432,8 +439,8 @@ def _read_master_infos(client, path, members, cached, scheme):
     from kazoo.exceptions import NoNodeError
 
     infos = {name: info for name, info in cached.items() if name in members}
-    unreadable = {}
-    gone = set()
+    unreadable: dict[str, str] = {}
+    gone: set[str] = set()
     for name in members:
         if name in infos:
             continue
@@ -450,7 +457,7 @@ def _read_master_infos(client, path, members, cached, scheme):
     return infos, unreadable, gone
 
 
-def _describe(exc, node):
+def _describe(exc: BaseException, node: str) -> str:
     """A short phrase for a kazoo error met while reading ``node``."""
     name = type(exc).__name__
     if name == "NoAuthError":

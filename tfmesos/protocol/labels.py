@@ -21,6 +21,8 @@ scheduler task of a detached run (``tfrun --detach``).
   after the first subscription, in the SUBSCRIBE of a takeover).
 """
 
+from typing import Any, Optional
+
 RUN_ID = "tfmesos.run_id"
 JOBS = "tfmesos.jobs"
 MODE = "tfmesos.mode"
@@ -38,17 +40,19 @@ SCHEDULER_JOB = "scheduler"
 SCHEDULER_RUN_DIR = "run"
 SCHEDULER_RECORD = SCHEDULER_RUN_DIR + "/run.json"
 
+Json = dict[str, Any]   # a JSON object of the master's (a framework, a task)
 
-def scheduler_task_id(run_id, attempt):
+
+def scheduler_task_id(run_id: str, attempt: int) -> str:
     return "tfmesos.%s.%s.0.%d" % (run_id, SCHEDULER_JOB, attempt)
 
 
-def is_scheduler_task(task_id):
+def is_scheduler_task(task_id: str) -> bool:
     parts = task_id.split(".")
     return len(parts) == 5 and parts[0] == "tfmesos" and parts[2] == SCHEDULER_JOB
 
 
-def label_map(labels):
+def label_map(labels: Any) -> dict[str, str]:
     """``{key: value}`` of a Mesos ``Labels`` message as JSON (``{"labels":
     [...]}``) or its list; anything malformed is left out."""
     if isinstance(labels, dict):
@@ -59,13 +63,13 @@ def label_map(labels):
             if isinstance(label, dict) and isinstance(label.get("key"), str)}
 
 
-def task_attempt(task_id):
+def task_attempt(task_id: object) -> Optional[int]:
     """The attempt number that ends a tfmesos task id, or None."""
     last = str(task_id).rsplit(".", 1)[-1]
     return int(last) if last.isdigit() else None
 
 
-def tasks_of(framework):
+def tasks_of(framework: Optional[Json]) -> list[Json]:
     """Every task of a framework (state JSON), completed ones first."""
     if not framework:
         return []
@@ -73,10 +77,10 @@ def tasks_of(framework):
             (framework.get("tasks") or []) if isinstance(task, dict) and "id" in task]
 
 
-def scheduler_tasks(framework, run_id):
+def scheduler_tasks(framework: Optional[Json], run_id: str) -> list[tuple[int, Json]]:
     """[(attempt, task)] of the scheduler tasks of run ``run_id`` in its
     framework (``labels.scheduler_task_id``), the newest attempt first."""
-    found = []
+    found: list[tuple[int, Json]] = []
     for task in tasks_of(framework):
         task_id = str(task["id"])
         attempt = task_attempt(task_id)

@@ -21,6 +21,7 @@ holds at most ``MAX_POINTS`` of them and lets a batch go at most every
 
 import math
 import re
+from typing import Any, Optional
 
 MAX_NAME = 64            # characters of a metric's name
 MAX_VALUES = 32          # values in one point (one log_metrics call)
@@ -30,12 +31,15 @@ MAX_STEP = 2 ** 53       # steps stay exact as JSON numbers
 FLUSH_INTERVAL = 0.5     # seconds between two batches of one sender
 NAME = re.compile(r"[A-Za-z0-9_.:/@+-]{1,%d}\Z" % MAX_NAME)
 
+Values = dict[str, Optional[float]]         # name -> value (None: not finite)
+Point = tuple[int, float, Values]           # (step, t, values), as parsed
+
 
 class MetricError(ValueError):
     """A step, name or value that cannot be logged."""
 
 
-def check_name(name):
+def check_name(name: object) -> str:
     """``name`` if it is a metric name, else MetricError."""
     if not isinstance(name, str) or not NAME.match(name):
         raise MetricError("metric name %r: use 1 to %d letters, digits or _ . : / @ + -"
@@ -43,7 +47,7 @@ def check_name(name):
     return name
 
 
-def check_value(value):
+def check_value(value: Any) -> Optional[float]:
     """``value`` as a float; None when it is not finite (NaN, inf);
     MetricError when it is not a number (strings, bools, None, arrays of
     more than one element). Numbers of numpy, TensorFlow or JAX convert
@@ -58,7 +62,7 @@ def check_value(value):
     return number if math.isfinite(number) else None
 
 
-def check_step(step):
+def check_step(step: Any) -> int:
     """``step`` as an int in [0, MAX_STEP), else MetricError."""
     if isinstance(step, bool):
         raise MetricError("step must be an integer, not bool")
@@ -71,7 +75,7 @@ def check_step(step):
     return number
 
 
-def parse_point(item):
+def parse_point(item: object) -> Optional[Point]:
     """``(step, t, {name: value})`` of a received point, checked; None when
     it is malformed (a received value is already a float or None)."""
     if not isinstance(item, list) or len(item) != 3:
@@ -82,7 +86,7 @@ def parse_point(item):
             or not math.isfinite(when) or not isinstance(values, dict) \
             or not 0 < len(values) <= MAX_VALUES:
         return None
-    clean = {}
+    clean: Values = {}
     for name, value in values.items():
         if not isinstance(name, str) or not NAME.match(name):
             return None
@@ -93,7 +97,7 @@ def parse_point(item):
     return step, float(when), clean
 
 
-def parse_frame(message):
+def parse_frame(message: dict[str, Any]) -> Optional[tuple[float, list[Point], int]]:
     """``(now, [points], dropped)`` of a ``metrics`` frame; malformed points
     are left out (counted in ``dropped``); None when the frame itself is
     malformed."""
@@ -115,18 +119,18 @@ class Batcher:
     sample spread over its time; the latest point of each metric (of the
     first ``limit // 4`` names of a batch) always goes."""
 
-    def __init__(self, limit=MAX_POINTS, interval=FLUSH_INTERVAL):
+    def __init__(self, limit: int = MAX_POINTS, interval: float = FLUSH_INTERVAL) -> None:
         self.limit = limit
         self.interval = interval
         self._latest_names = max(1, limit // 4)
         self._keep = max(2, limit - self._latest_names)
-        self._points = []       # (sequence, point) kept by thinning
-        self._latest = {}       # name -> (sequence, point): its latest value
+        self._points: list[tuple[int, Point]] = []      # (sequence, point) kept by thinning
+        self._latest: dict[str, tuple[int, Point]] = {}   # name -> (sequence, latest point)
         self._stride = 1
         self._seen = 0          # points since the last batch
-        self.sent_at = None     # when the last batch went
+        self.sent_at: Optional[float] = None   # when the last batch went
 
-    def add(self, point):
+    def add(self, point: Point) -> None:
         self._seen += 1
         entry = (self._seen, point)
         for name in point[2]:
@@ -139,11 +143,11 @@ class Batcher:
             self._points = self._points[::2]
             self._stride *= 2
 
-    def due(self, now):
+    def due(self, now: float) -> bool:
         """Whether a batch should go at ``now`` (monotonic seconds)."""
         return self._seen > 0 and (self.sent_at is None or now - self.sent_at >= self.interval)
 
-    def take(self, now):
+    def take(self, now: float) -> Optional[tuple[list[Point], int]]:
         """``(points, dropped)`` to send, in the order they came, or None
         when nothing is held; starts the next batch."""
         if not self._seen:

@@ -27,6 +27,7 @@ import secrets
 import socket
 import struct
 import time
+from typing import Any, Optional
 
 MAX_FRAME = 1 << 20
 SMALL_FRAME = 4096      # the limit until registered: handshake frames are tiny
@@ -37,6 +38,8 @@ TO_TASK = b"S"          # frames the scheduler sends
 _LABEL = b"tfmesos-rendezvous-2\0"
 _LENGTH = struct.Struct("!I")
 _SEQUENCE = struct.Struct("!QH")
+
+Message = dict[str, Any]   # a frame's JSON object (its "type" a string)
 
 
 class WireError(Exception):
@@ -54,18 +57,18 @@ Context = collections.namedtuple("Context", "direction nonce sequence task_id",
                                  defaults=("",))
 
 
-def mac_input(context, body):
+def mac_input(context: Context, body: bytes) -> bytes:
     """The bytes the MAC covers; every field has a fixed size or a length."""
     task = context.task_id.encode("utf-8")
     return b"".join((_LABEL, context.direction, context.nonce,
                      _SEQUENCE.pack(context.sequence, len(task)), task, body))
 
 
-def mac(secret, context, body):
+def mac(secret: bytes, context: Context, body: bytes) -> bytes:
     return hmac.new(secret, mac_input(context, body), hashlib.sha256).digest()
 
 
-def encode(secret, context, message):
+def encode(secret: bytes, context: Context, message: Message) -> bytes:
     """The frame (length prefix included) carrying ``message`` in ``context``."""
     body = json.dumps(message, separators=(",", ":")).encode("utf-8")
     if len(body) + MAC_SIZE > MAX_FRAME:
@@ -74,7 +77,7 @@ def encode(secret, context, message):
     return _LENGTH.pack(len(body) + MAC_SIZE) + mac(secret, context, body) + body
 
 
-def decode(secret, context, payload):
+def decode(secret: bytes, context: Context, payload: bytes) -> Message:
     """The message of an authentic frame ``payload`` (after the length) in ``context``."""
     digest, body = payload[:MAC_SIZE], payload[MAC_SIZE:]
     if not hmac.compare_digest(digest, mac(secret, context, body)):
@@ -82,7 +85,7 @@ def decode(secret, context, payload):
     return parse(body)
 
 
-def parse(body):
+def parse(body: bytes) -> Message:
     """A frame body's JSON object, which must have a string ``type``."""
     try:
         message = json.loads(body)
@@ -97,7 +100,7 @@ class Channel:
     """One end's state of one connection: the secret, the nonce, the task id
     once bound, and the next sequence number in each direction."""
 
-    def __init__(self, secret, nonce, sends, task_id=""):
+    def __init__(self, secret: bytes, nonce: bytes, sends: bytes, task_id: str = "") -> None:
         self.secret = secret
         self.nonce = nonce
         self.sends = sends
@@ -107,12 +110,12 @@ class Channel:
         self.received = 0
 
     @classmethod
-    def for_scheduler(cls, secret):
+    def for_scheduler(cls, secret: bytes) -> "Channel":
         """The scheduler's channel of a new connection, with a fresh nonce."""
         return cls(secret, secrets.token_bytes(NONCE_SIZE), TO_TASK)
 
     @classmethod
-    def from_challenge(cls, secret, payload):
+    def from_challenge(cls, secret: bytes, payload: bytes) -> "Channel":
         """The task's channel, from the scheduler's challenge frame (verified)."""
         message = parse(payload[MAC_SIZE:])
         try:
@@ -125,22 +128,22 @@ class Channel:
         channel.open(payload)
         return channel
 
-    def challenge(self):
+    def challenge(self) -> bytes:
         """The scheduler's first frame: the nonce the task must answer to."""
         return self.seal({"type": "challenge", "nonce": self.nonce.hex()})
 
-    def bind(self, task_id):
+    def bind(self, task_id: str) -> None:
         """Cover the task id in every later frame (after the registration)."""
         self.task_id = task_id
 
-    def seal(self, message):
+    def seal(self, message: Message) -> bytes:
         """The next outgoing frame carrying ``message``."""
         frame = encode(self.secret, Context(self.sends, self.nonce, self.sent, self.task_id),
                        message)
         self.sent += 1
         return frame
 
-    def open(self, payload):
+    def open(self, payload: bytes) -> Message:
         """The message of the next incoming frame; WireError if it is not that frame."""
         message = decode(self.secret,
                          Context(self.receives, self.nonce, self.received, self.task_id), payload)
@@ -148,11 +151,11 @@ class Channel:
         return message
 
 
-def send(sock, channel, message):
+def send(sock: socket.socket, channel: Channel, message: Message) -> None:
     sock.sendall(channel.seal(message))
 
 
-def no_delay(sock):
+def no_delay(sock: socket.socket) -> None:
     """Turn Nagle's algorithm off on a TCP socket: a frame is one write, and
     one held back until the peer acknowledges the previous one waits for the
     peer's delayed ACK, up to 40 ms on Linux (a start message took 35 ms to
@@ -163,7 +166,7 @@ def no_delay(sock):
         pass    # not TCP (a socket pair in the tests)
 
 
-def recv_exact(sock, size, deadline=None):
+def recv_exact(sock: socket.socket, size: int, deadline: Optional[float] = None) -> bytes:
     """Read exactly ``size`` bytes (recv may return fewer), by ``deadline``
     (a ``time.monotonic()`` value) when given: socket.timeout after it."""
     buffer = bytearray(size)
@@ -182,7 +185,8 @@ def recv_exact(sock, size, deadline=None):
     return bytes(buffer)
 
 
-def read_frame(sock, max_size=MAX_FRAME, deadline=None):
+def read_frame(sock: socket.socket, max_size: int = MAX_FRAME,
+               deadline: Optional[float] = None) -> bytes:
     """One frame's payload (MAC and body), unverified; at most ``max_size`` bytes."""
     try:
         header = recv_exact(sock, _LENGTH.size, deadline)
@@ -194,12 +198,14 @@ def read_frame(sock, max_size=MAX_FRAME, deadline=None):
     return recv_exact(sock, length, deadline)
 
 
-def receive(sock, channel, max_size=MAX_FRAME, deadline=None):
+def receive(sock: socket.socket, channel: Channel, max_size: int = MAX_FRAME,
+            deadline: Optional[float] = None) -> Message:
     """Read the channel's next frame and return its JSON object."""
     return channel.open(read_frame(sock, max_size, deadline))
 
 
-def enable_keepalive(sock, idle=30, interval=10, count=3):
+def enable_keepalive(sock: socket.socket, idle: int = 30, interval: int = 10,
+                     count: int = 3) -> None:
     """Let a dead peer show up as an error instead of a silent hang."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     for option, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval),

@@ -31,6 +31,7 @@ import socket
 import socketserver
 import sys
 import threading
+from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
@@ -58,7 +59,7 @@ class BundleServer:
         self.token = secrets.token_urlsafe(32)
         self._files = dict(files or {})
         self._lock = threading.Lock()
-        self.served = collections.Counter()    # name -> complete GET responses
+        self.served: collections.Counter[str] = collections.Counter()   # name -> complete GETs
         self.not_found = 0
         try:
             self._server = _Server(self, bind_host, port, max_clients, idle_timeout,
@@ -103,15 +104,15 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, owner, host, port, max_clients, idle_timeout, request_timeout,
-                 max_connections):
+    def __init__(self, owner: BundleServer, host: Optional[str], port: int, max_clients: int,
+                 idle_timeout: float, request_timeout: float, max_connections: int) -> None:
         self.owner = owner
         self.idle_timeout = idle_timeout
         self.request_timeout = request_timeout
         self.senders = threading.BoundedSemaphore(max_clients)
         self._connections = threading.BoundedSemaphore(max_connections)
         self._closing = threading.Event()
-        self._active = set()
+        self._active: set[socket.socket] = set()
         self._active_lock = threading.Lock()
         if host is None and socket.has_dualstack_ipv6():
             self.address_family = socket.AF_INET6
@@ -186,10 +187,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "tfmesos-bundle"
     sys_version = ""
     protocol_version = "HTTP/1.0"
+    server: _Server   # the server that made it (socketserver's BaseServer)
 
     def setup(self):
-        self.timeout = self.server.idle_timeout   # StreamRequestHandler sets it on the socket
         super().setup()
+        self.connection.settimeout(self.server.idle_timeout)   # each read and write
         self._deadline = None
         self._limit(self.server.request_timeout)   # the whole request, however it trickles
 

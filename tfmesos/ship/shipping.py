@@ -41,6 +41,7 @@ import re
 import shlex
 import shutil
 import tempfile
+from typing import Optional
 
 from ..protocol import task_env
 from .bundle import TOP, WARN_SIZE, Bundle, file_sha256, human_size, pack, pack_task_side
@@ -64,6 +65,7 @@ class Shipment:
     def __init__(self, spec, bind_host=None, say=None, leave_out=(), keep_in=None):
         self.spec = spec
         say = say or logger.info
+        self._work: Optional[str]   # stop removes it, unless it is kept
         if keep_in is None:
             self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
         else:
@@ -71,7 +73,7 @@ class Shipment:
             os.chmod(keep_in, 0o700)
             self._work = keep_in
         self._kept = keep_in is not None
-        self.server = None
+        self.server: Optional[BundleServer] = None
         self._recorded = None   # from_packed's: the original's record()
         try:
             self.bundle = None
@@ -203,16 +205,19 @@ class Shipment:
     def uris(self, host):
         """The TaskInfo's ``CommandInfo.uris``; ``host``: this machine's
         address as the agents reach it."""
+        server = self.server
+        if server is None:   # both constructors serve, or raise
+            raise RuntimeError("Shipment.uris: the files are not served")
         uris = []
         if self.bundle is not None:
-            uris.append({"value": self.server.url(host, self.bundle.name), "extract": True,
+            uris.append({"value": server.url(host, self.bundle.name), "extract": True,
                          "cache": False})
-        uris.append({"value": self.server.url(host, self.task_side.name), "extract": False,
+        uris.append({"value": server.url(host, self.task_side.name), "extract": False,
                      "cache": False})
-        uris.extend({"value": self.server.url(host, name), "extract": False, "cache": False}
+        uris.extend({"value": server.url(host, name), "extract": False, "cache": False}
                     for name, _ in self.extra_files)
         if self.python_env is not None:
-            value = self.server.url(host, self.env_name) if self.env_name \
+            value = server.url(host, self.env_name) if self.env_name \
                 else self.python_env
             uris.append({"value": value, "extract": True, "cache": True})
         return uris

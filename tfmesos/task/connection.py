@@ -100,7 +100,7 @@ class Connection:
         self._address = env.rendezvous   # where the rendezvous is (a new scheduler's: moves)
         self._rediscovery = None         # rediscover.Rediscovery, once needed
         self._abandoned = False          # flush waits no more
-        self._registration = None
+        self._registration: dict = {}    # register() sets it, before any handshake
         self._link = None
         self._state = "new"      # new -> connected <-> reconnecting -> gone
         self._gone = "not registered"
