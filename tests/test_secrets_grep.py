@@ -4,8 +4,10 @@ scheduler task subscribes with) leaves neither those values nor the run's
 key in any file of any sandbox (on disk, and as ``/files`` serves them),
 in ``/master/state``, ``/master/tasks``, ``/master/frameworks``, the
 operator API, the scheduler document or the run's directories, while its
-task does see the secret (it prints a hash of it). The same master then
-tells a submitter without credentials so, in one line."""
+task does see the secret (it prints a hash of it); nor after ``tfmesos
+attach`` launched the next scheduler task, with the secrets of its own
+environment. A master that asks for credentials tells a submitter without
+them so, in one line."""
 
 import base64
 import hashlib
@@ -13,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 
@@ -58,18 +61,22 @@ class Grep:
     master (as anyone it lets read) and from disk."""
 
     def __init__(self, master, auth, tmp_path):
-        self.master, self.auth, self.tmp = master, auth, tmp_path
+        self.master, self.tmp = master, tmp_path
+        self.session = requests.Session()   # kept alive: a sandbox is read 64 KiB at a time
+        self.session.auth = auth
         self.read = 0
 
-    def get(self, endpoint, **params):
-        reply = requests.get(self.master.url + endpoint, params=params, auth=self.auth,
-                             timeout=30)
+    def get(self, endpoint, gone=False, **params):
+        """The reply of ``endpoint``; with ``gone``, None for a 404 (a
+        file replaced since it was listed: the record's atomic rewrites)."""
+        reply = self.session.get(self.master.url + endpoint, params=params, timeout=30)
+        if gone and reply.status_code == 404:
+            return None
         assert reply.status_code == 200, (endpoint, reply.status_code, reply.text)
         return reply
 
     def operator(self, kind):
-        reply = requests.post(self.master.url + "/api/v1", json={"type": kind}, auth=self.auth,
-                              timeout=30)
+        reply = self.session.post(self.master.url + "/api/v1", json={"type": kind}, timeout=30)
         assert reply.status_code == 200, (kind, reply.status_code, reply.text)
         return reply.content
 
@@ -103,7 +110,8 @@ class Grep:
     def _read(self, path):
         data, offset = b"", 0
         while True:
-            chunk = self.get("/files/read", path=path, offset=offset).json()["data"]
+            reply = self.get("/files/read", gone=True, path=path, offset=offset)
+            chunk = reply.json()["data"] if reply is not None else ""
             if not chunk:
                 return data
             data += chunk.encode("utf-8", "surrogateescape")
@@ -117,8 +125,11 @@ class Grep:
                     path = os.path.join(directory, name)
                     if path in leave_out or os.path.islink(path) or not os.path.isfile(path):
                         continue
-                    with open(path, "rb") as handle:
-                        found[path] = handle.read()
+                    try:
+                        with open(path, "rb") as handle:
+                            found[path] = handle.read()
+                    except (FileNotFoundError, IsADirectoryError):
+                        continue   # replaced since it was listed
         return found
 
     def everywhere(self, looked_for, key_file):
@@ -138,6 +149,23 @@ class Grep:
                           if needle in held and "run key" not in name]
         return [leak for where, data in places.items() for leak in leaks(where, data, looked_for)
                 ] + key_file_leaks
+
+
+def scheduler_pids(run_id):
+    """Pids of the scheduler tasks of run ``run_id``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read()
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"tfmesos.cli.detached_scheduler" in cmdline \
+                and ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
+            found.append(int(pid))
+    return found
 
 
 def tfrun(project, env, *args):
@@ -207,7 +235,26 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     assert isinstance(identity, RunIdentity)
     assert (identity.framework_id, identity.principal) == (
         framework["id"], PRINCIPAL if credentials else None)
-    flag.write_text("")
+    # The scheduler task dies; tfmesos attach launches the next one with the
+    # secrets and credentials of its own environment.
+    [pid] = scheduler_pids(run_id)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not master.state()["frameworks"][0]["connected"], timeout=60)
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
+                           "--master", master.url], cwd=project, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as attach:
+        try:
+            wait_until(lambda: scheduler_pids(run_id) and master.state()["frameworks"][0][
+                "connected"], timeout=120, message=lambda: json.dumps(master.state())[-2000:])
+            assert grep.everywhere(looked_for, key_file) == []
+            flag.write_text("")
+            out, err = attach.communicate(timeout=120)
+        finally:
+            if attach.poll() is None:
+                attach.kill()
+                attach.communicate()
+    assert attach.returncode == 0, err
+    assert "launching scheduler task 2" in err and "ended: succeeded" in err, err
     wait_until(lambda: master.state()["frameworks"] == [], timeout=120,
                message=lambda: json.dumps(master.state())[-2000:])
     [ended] = master.state()["completed_frameworks"]
