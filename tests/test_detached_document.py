@@ -165,7 +165,7 @@ class Launches:
         (tmp_path / "key").chmod(0o600)
 
     def reader(self, reader, state, framework, task):
-        def fetch(name, dest, optional=False):
+        def fetch(name, dest, optional=False, max_bytes=None):
             if name not in self.files:
                 if optional:
                     return None

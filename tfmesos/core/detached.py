@@ -459,9 +459,10 @@ DOWNLOAD_TIME = 600.0           # seconds for all of them
 
 
 def sandbox_reader(reader, state, framework, task):
-    """``fetch(name, dest, optional=False)``: a file of ``task``'s sandbox
-    (state JSON), read through its agent's /files into ``dest``; returns
-    ``dest``, or None for an optional file that is not there."""
+    """``fetch(name, dest, optional=False, max_bytes=MAX_DOWNLOAD)``: a file
+    of ``task``'s sandbox (state JSON), read through its agent's /files into
+    ``dest``; returns ``dest``, or None for an optional file that is not
+    there."""
     import urllib.parse
 
     from ..mesos.agent_files import (
@@ -480,10 +481,10 @@ def sandbox_reader(reader, state, framework, task):
     root = task_sandbox(framework["id"], task)
     deadline = time.monotonic() + DOWNLOAD_TIME
 
-    def fetch(name, dest, optional=False):
+    def fetch(name, dest, optional=False, max_bytes=MAX_DOWNLOAD):
         files = AgentFiles(base, 30.0, reader.auth, None)
         try:
-            download(files, "%s/%s" % (root, name), dest, MAX_DOWNLOAD, deadline)
+            download(files, "%s/%s" % (root, name), dest, max_bytes, deadline)
         except AgentFilesError as exc:
             if optional and "404" in str(exc):
                 return None
@@ -520,10 +521,11 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     try:
         read = sandbox_reader(reader, state, framework, last)
 
-        def fetch(name, optional=False):
-            return read(name, os.path.join(work, os.path.basename(name)), optional)
+        def fetch(name, optional=False, max_bytes=MAX_DOWNLOAD):
+            return read(name, os.path.join(work, os.path.basename(name)), optional, max_bytes)
         what = "the scheduler document of %s (framework %s)" % (last["id"], framework["id"])
-        document, found = open_document(read_sealed(fetch(DETACHED_FILE), what), key, what)
+        sealed = read_sealed(fetch(DETACHED_FILE, max_bytes=MAX_DOCUMENT), what)
+        document, found = open_document(sealed, key, what)
         why = bound_to(found, run_id, framework["id"], framework.get("principal"),
                        framework.get("user"))
         if why:
@@ -538,7 +540,7 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
         scheduler_secrets(spec, credentials, environ)   # what it needs of environ, first
         identity = dataclasses.replace(
             found, scheduler_attempt=max(newest, found.scheduler_attempt) + 1)
-        previous = fetch(labels.SCHEDULER_RECORD, optional=True)
+        previous = fetch(labels.SCHEDULER_RECORD, optional=True, max_bytes=MAX_RECORD)
         if previous:
             read_previous(previous, run_id, "the record in the sandbox of %s" % last["id"])
         names = dict(document.get("packed") or {})
@@ -553,10 +555,10 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
             files[PREVIOUS_RECORD] = (previous, False)
         backend = RemoteMaster(spec.master, None, environ)
         server = BundleServer(bind_host=backend.bind_host())
-        sealed = os.path.join(work, "new")   # the new document, apart from what was read
-        os.mkdir(sealed, 0o700)
+        new = os.path.join(work, "new")   # the new document, apart from what was read
+        os.mkdir(new, 0o700)
         uris_for = document_uris(server, backend.advertised_address(spec.master), spec, files,
-                                 sealed, body)
+                                 new, body)
         say("run %s has no scheduler: launching scheduler task %d"
             % (run_id, identity.scheduler_attempt))
         launch_scheduler(spec, identity, uris_for, command_of(spec, names),

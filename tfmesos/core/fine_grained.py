@@ -225,8 +225,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         local_master_options=local_master_options, coordinator=coordinator, user=user,
         verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
         max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
-        sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow,
-        secret_env=(secret_env,) if isinstance(secret_env, str) else tuple(secret_env or ()))
+        sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow, secret_env=secret_env or ())
     check_local(spec)
     run = ClusterRun(spec)
     watcher = None
