@@ -1,6 +1,7 @@
 """The whole TaskInfo path without a master: offers -> scheduler -> the pure
 TaskInfo builder -> ACCEPT calls through the strict schema."""
 
+import base64
 import json
 import queue
 
@@ -14,7 +15,10 @@ from tfmesos.mesos import calls
 
 
 def variables(info):
-    return {v["name"]: v["value"] for v in info["command"]["environment"]["variables"]}
+    """A TaskInfo's environment, its value secrets resolved (as an agent does)."""
+    return {v["name"]: base64.b64decode(v["secret"]["value"]["data"]).decode()
+            if v.get("type") == "SECRET" else v["value"]
+            for v in info["command"]["environment"]["variables"]}
 
 
 SECRET = b"k" * 32

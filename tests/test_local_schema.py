@@ -232,7 +232,7 @@ def test_plan_task_and_launch():
     (lambda t: t.__setitem__("container", {"type": "DOCKER", "docker": {
         "image": "i", "network": "BRIDGE"}}), "network BRIDGE"),
     (lambda t: t["command"]["environment"]["variables"].append({"name": "X"}),
-     "'X' of type VALUE needs 'value'"),
+     "'X' of type 'VALUE' must have a value set"),
     (lambda t: t["command"].pop("value"), "must be set when shell is true"),
 ])
 def test_plan_task_refusals(mutate, text):

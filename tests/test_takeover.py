@@ -272,3 +272,33 @@ def test_plain_tasks_run_where_the_run_began_not_where_its_scheduler_is(tmp_path
     assert [published_cwd(run) for run in runs] == [str(tmp_path / "began"),
                                                     "/home/alice/project"]
     assert [run.workdir for run in runs] == [str(tmp_path / "began"), "/home/alice/project"]
+
+
+class Reconciles:
+    def __init__(self):
+        self.calls = []
+
+    def reconcileTasks(self, tasks):
+        self.calls.append([task["task_id"]["value"] for task in tasks])
+
+
+def test_only_adopted_attempts_are_reconciled_not_one_launched_meanwhile(tmp_path):
+    # A task launched from the first offer may reach the master after the
+    # reconciliation, which would then call it lost ("Task is unknown").
+    from tfmesos.core.takeover import Adoption, Resume
+    identity = RunIdentity.new("alice").with_framework("F-1")
+    earlier = previous_run(**{"ps:0": [attempt("ps:0", 1)], "worker:0": [attempt("worker:0", 1)],
+                              "worker:1": []})
+    for previous, adopted in ((None, []), (earlier, ["tfmesos.r1.ps.0.1",
+                                                     "tfmesos.r1.worker.0.1"])):
+        slots = make_slots(JOBS)
+        record = RunRecord(None, RunFile(run_id="r1"), slots, True)
+        adoption = Adoption(Resume(identity, previous), slots, record, _Recovery(), "replica")
+        slots.launched(slots[2], "tfmesos.r1.worker.1.1", "a1", 31000)
+        driver = Reconciles()
+        adoption.reconcile(driver)
+        assert driver.calls == ([adopted] if adopted else [])
+
+
+class _Recovery:
+    restarts = 0

@@ -96,7 +96,7 @@ def plan_task(info):
     container = info.get("container")
     fields = _plan_container(container) if container is not None else {}
     fields.update(_plan_command(command))
-    fields["env"] = _plan_environment(command)
+    fields["env"] = _plan_environment(command, fields.get("containerizer"))
     fields["kill_grace"] = _duration_field(info.get("kill_policy", {}), "grace_period")
     fields["max_completion"] = _duration_field(info, "max_completion_time")
     if info.get("health_check") or info.get("check"):
@@ -234,24 +234,60 @@ def _plan_command(command):
             "user": command.get("user"), "uris": list(command.get("uris", []))}
 
 
-def _plan_environment(command):
+def _plan_environment(command, containerizer=None):
+    """The task's variables, checked as Mesos' ``validateEnvironment``
+    (src/common/validation.cpp) checks them. A VALUE secret is resolved
+    as the ``environment_secret`` isolator's default resolver does, except
+    under the Docker containerizer, which supports no secrets (docs/secrets.md):
+    src/docker/docker.cpp copies each variable's ``value()``, empty for a
+    SECRET variable, and so does this master."""
     env = {}
     for variable in command.get("environment", {}).get("variables", []):
         name = variable["name"]
         kind = variable.get("type", "VALUE")
         if kind == "VALUE":
             if "value" not in variable:
-                raise TaskInvalid("environment variable %r of type VALUE needs 'value'" % name)
+                raise TaskInvalid("Environment variable '%s' of type 'VALUE' must have a value "
+                                  "set" % name)
+            if "secret" in variable:
+                raise TaskInvalid("Environment variable '%s' of type 'VALUE' must not have a "
+                                  "secret set" % name)
             env[name] = variable["value"]
         elif kind == "SECRET":
-            secret = variable.get("secret")
-            if secret is None or "value" not in secret:
-                raise TaskInvalid("environment variable %r: only secrets given by value are "
-                                  "supported by the local master" % name)
-            env[name] = base64.b64decode(secret["value"]["data"]).decode("utf-8", "replace")
+            value = _secret_value(name, variable)
+            env[name] = "" if containerizer == "DOCKER" else value
         else:
-            raise TaskInvalid("environment variable %r has type UNKNOWN" % name)
+            raise TaskInvalid("Environment variable of type 'UNKNOWN' is not allowed")
     return env
+
+
+def _secret_value(name, variable):
+    """The value of a SECRET variable (``validateEnvironment`` and
+    ``validateSecret``, src/common/validation.cpp)."""
+    if "secret" not in variable:
+        raise TaskInvalid("Environment variable '%s' of type 'SECRET' must have a secret set"
+                          % name)
+    if "value" in variable:
+        raise TaskInvalid("Environment variable '%s' of type 'SECRET' must not have a value "
+                          "set" % name)
+    secret = variable["secret"]
+    kind = secret.get("type", "UNKNOWN")
+    invalid = "Environment variable '%s' specifies an invalid secret: " % name
+    if kind == "VALUE" and "value" not in secret:
+        raise TaskInvalid(invalid + "Secret of type VALUE must have the 'value' field set")
+    if kind == "VALUE" and "reference" in secret:
+        raise TaskInvalid(invalid + "Secret of type VALUE must not have the 'reference' "
+                          "field set")
+    if kind != "VALUE" or "value" not in secret:
+        # A REFERENCE needs a secret resolver module (docs/secrets.md), which
+        # this master has not; Mesos' default resolver fails it on the agent.
+        raise TaskInvalid("environment variable %r: only secrets given by value are "
+                          "supported by the local master" % name)
+    data = base64.b64decode(secret["value"]["data"])
+    if b"\0" in data:
+        raise TaskInvalid("Environment variable '%s' specifies a secret containing null bytes, "
+                          "which is not allowed in the environment" % name)
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _duration_field(message, name):

@@ -4,6 +4,14 @@ from ..mesos.master_address import parse_master
 from .advertise import advertise_address, bind_address, checked, given_address
 
 
+def credentials_of(environ):
+    """(principal, secret) of ``MESOS_PRINCIPAL`` / ``MESOS_SECRET`` in
+    ``environ`` (as a pymesos-style driver reads them), None when either is
+    unset."""
+    principal, secret = environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET")
+    return (principal, secret) if principal and secret is not None else None
+
+
 class RemoteMaster:
     """``master`` as given; tasks reach the run at ``advertise`` (else the
     address of the route towards the master, ``advertise.advertise_address``),
@@ -14,11 +22,7 @@ class RemoteMaster:
         self._explicit = advertise
         self._environ = {} if environ is None else environ
         self._advertised = None
-        # MESOS_PRINCIPAL / MESOS_SECRET of the submitter's environment (as a
-        # pymesos-style driver reads them), None when either is unset.
-        principal, secret = self._environ.get("MESOS_PRINCIPAL"), \
-            self._environ.get("MESOS_SECRET")
-        self.credentials = (principal, secret) if principal and secret is not None else None
+        self.credentials = credentials_of(self._environ)
 
     @property
     def principal(self):
@@ -66,4 +70,4 @@ class RemoteMaster:
         pass
 
 
-__all__ = ["RemoteMaster"]
+__all__ = ["RemoteMaster", "credentials_of"]

@@ -2,13 +2,15 @@
 
     python -m tfmesos.cli.detached_scheduler "$MESOS_SANDBOX/detached.json"
 
-It takes the run's framework over (the key and the framework's id come in
-its environment, the run's spec and what was shipped in ``detached.json``,
-``core.detached``) and runs the job as a foreground tfrun would
-(``tfrun.execute``): its output is the sandbox's stdout and stderr, its run
-directory ``run/`` in the sandbox."""
+It takes the run's framework over and runs the job as a foreground tfrun
+would (``tfrun.execute``): its output is the sandbox's stdout and stderr,
+its run directory ``run/`` in the sandbox. The run's key comes as a Mesos
+secret in its environment (with the framework's and the run's ids, the
+credentials and the values of ``secret_env``); ``detached.json`` (the
+run's spec, what was shipped, its identity) is sealed with that key
+(``core.detached``): nothing of it is used before its signature checks
+and its identity names the run and the framework of the environment."""
 
-import json
 import os
 import sys
 
@@ -17,33 +19,48 @@ from ..exceptions import TFMesosError
 
 def main(path):
     """The scheduler of a detached run, in its Mesos task; the exit status."""
-    from ..backends.remote import RemoteMaster
-    from ..core.detached import RUN_KEY, read_document
-    from ..core.identity import RunIdentity
+    from ..backends.remote import RemoteMaster, credentials_of
+    from ..core.detached import (
+        RUN_KEY,
+        DetachError,
+        bound_to,
+        open_document,
+        read_previous,
+        read_sealed,
+    )
     from ..core.launch import ClusterRun
     from ..core.spec_codec import spec_from_dict
     from ..core.takeover import Resume
     from ..protocol import labels, task_env
-    from ..record.schema import read_run_file
     from ..ship.shipping import Shipment
     from .common import setup_logging
     from .tfrun import execute, say, shown_logs, shown_only
 
     setup_logging("tfrun", False)
     try:
-        document = read_document(path)
-        key = bytes.fromhex(os.environ.pop(RUN_KEY, ""))
+        # Out of the environment at once: nothing this process starts inherits it.
+        key_text = os.environ.pop(RUN_KEY, "")
         framework_id = os.environ.get(task_env.FRAMEWORK_ID, "")
-        if len(key) != 32 or not framework_id:
-            raise TFMesosError("the scheduler task's environment lacks the run's key or "
+        run_id = os.environ.get(task_env.RUN_ID, "")
+        try:
+            key = bytes.fromhex(key_text)
+        except ValueError:
+            key = b""
+        if len(key) != 32 or not framework_id or not run_id:
+            raise TFMesosError("the scheduler task's environment lacks the run's key, id or "
                                "framework: it is started by tfrun --detach, not by hand")
-        identity = RunIdentity.from_public(document["identity"], key).with_framework(
-            framework_id)
+        document, identity = open_document(read_sealed(path), key, path)
+        # The user is the agent's to set; the rest is what this task was given.
+        credentials = credentials_of(os.environ)
+        why = bound_to(identity, run_id, framework_id, credentials[0] if credentials else None,
+                       identity.user)
+        if why:
+            raise DetachError("%s is not this scheduler task's: %s; nothing of it is used"
+                              % (path, why))
         spec = spec_from_dict(document["spec"], run_dir=labels.SCHEDULER_RUN_DIR)
         previous = None
         if document.get("previous"):
-            with open(document["previous"], encoding="utf-8") as handle:
-                previous = read_run_file(json.load(handle))
+            previous = read_previous(document["previous"], run_id)
         backend = RemoteMaster(spec.master, None, os.environ)
         shipment = None
         if document.get("packed"):

@@ -91,7 +91,12 @@ def build_parser():
     add("-V", "--volume", action="append", default=[], metavar="HOST:CONTAINER[:ro|rw]",
         help="volume for container tasks (repeatable)")
     add("-E", "--env", action="append", default=[], metavar="NAME=VALUE",
-        help="environment variable for every task (repeatable)")
+        help="environment variable for every task (repeatable); its value is in the run's "
+        "spec and the TaskInfos: use --secret-env for secrets")
+    add("--secret-env", action="append", default=[], metavar="NAME",
+        help="give every task (and a detached run's scheduler) NAME with its value from your "
+        "environment, as a Mesos secret: never written to a file, a run record or an "
+        "endpoint (repeatable; not with -C DOCKER, which passes no secrets)")
     add("-r", "--role", help="Mesos role to take resources from")
     add("-u", "--user", help="user the tasks run as (default: you); it must exist on every "
         "agent; on the embedded master, a user other than you needs tfrun run as root, and "
@@ -436,7 +441,8 @@ def read_options(args, command):
     return RunSpec(
         name=args.name or default_name([command])[:MAX_NAME], role=args.role,
         image=image, containerizer=args.containerizer, force_pull=args.force_pull,
-        volumes=tuple(args.volume), env=tuple(args.env), launch_timeout=args.launch_timeout,
+        volumes=tuple(args.volume), env=tuple(args.env), secret_env=tuple(args.secret_env),
+        launch_timeout=args.launch_timeout,
         max_attempts=args.max_attempts, python=args.python, user=args.user,
         jobs=tuple(jobs), mode="replica", command=command,
         hooks=pairs(read_hooks(args.extra_config)), master=config.resolve_master(args.master, os.environ),
@@ -469,7 +475,10 @@ def check_before_start(spec, environ):
     """What a run would find wrong only once started, as usage errors
     (SpecError): a given advertise address the backend would refuse, a
     ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
-    a ``--run-dir`` that cannot be made (made last, once all else passed)."""
+    a ``--secret-env`` variable that is not set, a ``--run-dir`` that
+    cannot be made (made last, once all else passed)."""
+    from ..core.task_secrets import values
+    values(spec, environ)
     if spec.advertise_address or (spec.master != config.LOCAL
                                   and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
         from ..core.run_setup import make_backend

@@ -2,24 +2,36 @@
 the run's own framework, so the run lives on the cluster, not in the
 submitter's shell.
 
-The submitter (``submit``) packs what the run ships (``--ship``), the
-scheduler side of tfmesos (``ship.scheduler_side``) and ``detached.json``
-(the run's spec, what was packed), serves them, subscribes as a new
-framework (its failover timeout hours long) and launches the scheduler
-task (``SchedulerLauncher``): the agent's fetcher puts the files in its
-sandbox, it runs ``python -m tfmesos.cli.detached_scheduler
-detached.json``, which subscribes with the framework's id (Mesos'
-failover: the submitter's subscription ends with "Framework failed over")
-and runs the job as a foreground tfrun would, its output in its sandbox's
-stdout and stderr, its run directory ``run/`` there (``protocol.labels``).
-The submitter leaves once it took over, keeping the run's key for
-``tfmesos attach`` (``record.takeover_files``).
+The submitter (``submit``) packs what the run ships (``--ship``) and the
+scheduler side of tfmesos (``ship.scheduler_side``), serves them,
+subscribes as a new framework (its failover timeout hours long) and
+launches the scheduler task (``SchedulerLauncher``) with ``detached.json``,
+the scheduler document (the run's spec, what was packed, the run's
+identity bound to its framework), written once the framework id is known
+and sealed with the run's key (``RunIdentity.seal``). The agent's fetcher
+puts the files in its sandbox, it runs ``python -m
+tfmesos.cli.detached_scheduler detached.json``, which opens the document
+with the key of its environment before it reads any field of it
+(``open_document``), subscribes with the framework's id (Mesos' failover:
+the submitter's subscription ends with "Framework failed over") and runs
+the job as a foreground tfrun would, its output in its sandbox's stdout
+and stderr, its run directory ``run/`` there (``protocol.labels``). The
+submitter leaves once it took over, keeping the run's key for ``tfmesos
+attach`` (``record.takeover_files``).
+
+Nothing secret is in a file: the run's key, the credentials of
+``MESOS_PRINCIPAL``/``MESOS_SECRET`` and the values of ``secret_env`` reach
+the scheduler task as Mesos value secrets (``task_secrets``), read from the
+environment of whoever launches it (the submitter; ``tfmesos attach``).
 
 A scheduler task that dies leaves the framework disconnected: the job's
 tasks go on for the failover timeout. ``attach_detached`` (``tfmesos
 attach``) follows a live scheduler's output, or launches a new scheduler
 task with the files of the old one's sandbox and the run's record so far,
-which takes the run over (``core.takeover``) without restarting a task.
+which takes the run over (``core.takeover``) without restarting a task;
+it uses nothing of that sandbox unless its document opens with the
+caller's key and names the run, the framework, the principal and the user
+the master shows (``relaunch_scheduler``).
 """
 
 import dataclasses
@@ -32,12 +44,13 @@ import tempfile
 import time
 from typing import Optional
 
-from ..exceptions import MesosError, SpecError, TFMesosError
+from ..exceptions import MesosCallError, MesosError, SpecError, TFMesosError
 from ..mesos import MesosSchedulerDriver, Scheduler
 from ..mesos.interface import FAILED_OVER
 from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels, task_env
-from .identity import RunIdentity
+from . import task_secrets
+from .identity import IdentityError, RunIdentity, unseal
 from .placement import TaskRequest, place
 from .spec_codec import spec_from_dict, spec_to_dict
 from .taskinfo import build_task_info, container_info, framework_info, run_user
@@ -58,28 +71,119 @@ class DetachError(TFMesosError):
 
 # -- what the scheduler task is given -----------------------------------------
 
-def detached_document(spec, identity, packed, shipped, cpus, mem, previous=None):
-    """detached.json: ``spec`` (a RunSpec, sent without its ``ship``), the
-    run's ``identity`` (``RunIdentity.public()``: no key), ``packed``
-    {role: file name in the sandbox}, ``shipped`` (the Shipment's
-    ``record()``), ``previous``: the file name of the run's record so far."""
+MAX_DOCUMENT = 16 << 20    # bytes of a scheduler document
+MAX_RECORD = 64 << 20      # bytes of the record a new scheduler carries on
+
+
+def document_body(spec, packed, shipped, cpus, mem, previous=None):
+    """The scheduler document but its identity: ``spec`` (a RunSpec, sent
+    without its ``ship``; its ``env`` holds plain settings only, the values
+    of ``secret_env`` never), ``packed`` {role: file name in the sandbox},
+    ``shipped`` (the Shipment's ``record()``), ``previous``: the file name
+    of the run's record so far."""
     spec = dataclasses.replace(spec, ship=None, advertise_address=None)
-    return {"format": FORMAT, "identity": identity.public(), "spec": spec_to_dict(spec),
-            "packed": packed, "shipped": shipped, "previous": previous,
-            "scheduler_cpus": cpus, "scheduler_mem": mem}
+    return {"format": FORMAT, "spec": spec_to_dict(spec), "packed": packed,
+            "shipped": shipped, "previous": previous, "scheduler_cpus": cpus,
+            "scheduler_mem": mem}
 
 
-def read_document(path):
+def seal_document(identity, body):
+    """detached.json: ``body`` with ``identity.public()`` (its framework
+    id, principal and user: the document is the run's in that framework
+    only), sealed with the run's key."""
+    if identity.framework_id is None:
+        raise IdentityError("a scheduler document is written once the framework is known")
+    payload = json.dumps(dict(body, identity=identity.public()), sort_keys=True)
+    return identity.seal(payload.encode("utf-8"))
+
+
+def open_document(data, key, what="the scheduler document"):
+    """(the document, its ``RunIdentity``) of the sealed bytes ``data``
+    once their signature checks with ``key`` (nothing of them is read
+    before); DetachError (or IdentityError) otherwise."""
+    if len(data) > MAX_DOCUMENT:
+        raise DetachError("%s is larger than a scheduler document can be" % what)
+    payload = unseal(key, data, what)
+    try:
+        document = json.loads(payload.decode("utf-8"))
+    except ValueError as exc:
+        raise DetachError("%s is not JSON: %s" % (what, exc)) from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT \
+            or not isinstance(document.get("spec"), dict):
+        raise DetachError("%s is not a detached run's document of this tfmesos" % what)
+    return document, RunIdentity.from_public(document.get("identity"), key)
+
+
+def read_sealed(path, what=None):
+    """The bytes of the sealed file ``path`` (at most ``MAX_DOCUMENT``)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_DOCUMENT + 1)
+    except OSError as exc:
+        raise DetachError("cannot read %s: %s" % (what or path, exc.strerror or exc)) from None
+
+
+def bound_to(identity, run_id, framework_id, principal, user):
+    """Why ``identity`` (a document's, its signature checked) is not the
+    run ``run_id`` of that framework, principal and user; None when it is.
+    A document the key holder wrote for one framework is never taken for
+    another's (a copy in a look-alike's sandbox)."""
+    expected = {"run id": run_id, "framework id": framework_id, "principal": principal,
+                "user": user}
+    found = {"run id": identity.run_id, "framework id": identity.framework_id,
+             "principal": identity.principal, "user": identity.user}
+    wrong = [name for name in expected if expected[name] != found[name]]
+    if not wrong:
+        return None
+    return "it names another %s (%s, not %s)" % (
+        wrong[0], found[wrong[0]] or "none", expected[wrong[0]] or "none")
+
+
+def check_previous(record, run_id, what="the run's record"):
+    """DetachError unless ``record`` (a ``RunFile``) is run ``run_id``'s and
+    names tasks of that run only (``tfmesos.<run id>.*``): a new scheduler
+    adopts, expects and may kill what it names."""
+    if record.run_id != run_id:
+        raise DetachError("%s is run %s's, not run %s's: nothing of it is used"
+                          % (what, record.run_id or "(none)", run_id))
+    prefix = "tfmesos.%s." % run_id
+    for task in record.tasks:
+        for attempt in task.attempts:
+            if not str(attempt.task_id).startswith(prefix):
+                raise DetachError("%s names task %s, which is not of run %s: nothing of it "
+                                  "is used" % (what, attempt.task_id, run_id))
+    return record
+
+
+def read_previous(path, run_id, what=None):
+    """The ``RunFile`` at ``path`` (run ``run_id``'s record so far), checked
+    (``check_previous``); DetachError otherwise."""
+    from ..record.schema import SchemaError, read_run_file
+    what = what or path
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.loads(handle.read(16 << 20))
-    except (OSError, ValueError) as exc:
-        raise DetachError("cannot read %s: %s" % (path, exc)) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT \
-            or not isinstance(data.get("identity"), dict) \
-            or not isinstance(data.get("spec"), dict):
-        raise DetachError("%s is not a detached run's document of this tfmesos" % path)
-    return data
+            text = handle.read(MAX_RECORD + 1)
+        if len(text) > MAX_RECORD:
+            raise ValueError("larger than %d MiB" % (MAX_RECORD >> 20))
+        record = read_run_file(json.loads(text))
+    except (OSError, ValueError, SchemaError) as exc:
+        raise DetachError("cannot read %s: %s" % (what, exc)) from None
+    return check_previous(record, run_id, what)
+
+
+def scheduler_secrets(spec, credentials, environ):
+    """The scheduler task's secrets but the key: the values of
+    ``spec.secret_env`` (from ``environ``) and the ``credentials``
+    (principal, secret) it subscribes with. SpecError where they cannot be
+    secrets (an image under the Docker containerizer)."""
+    found = task_secrets.values(spec, environ)
+    if credentials is not None:
+        if not task_secrets.supported(spec):
+            raise SpecError("--detach on a master that asks for credentials gives them to the "
+                            "scheduler task as Mesos secrets, which the Docker containerizer "
+                            "does not pass: use -C MESOS (the default) instead of -C DOCKER")
+        found.update({"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]})
+    return found
 
 
 # -- launching the scheduler task --------------------------------------------
@@ -128,35 +232,56 @@ class SchedulerLauncher(Scheduler):
         self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
 
 
-def scheduler_task(spec, identity, assignment, uris, command):
+def scheduler_task(spec, identity, assignment, uris, command, secrets=None):
     """The TaskInfo of the scheduler task of the run ``identity`` (with
-    its framework id)."""
-    env = {RUN_KEY: identity.key.hex(), task_env.FRAMEWORK_ID: identity.framework_id,
-           task_env.RUN_ID: identity.run_id, "PYTHONUNBUFFERED": "1"}
+    its framework id): the run's key and ``secrets`` ({name: value},
+    ``scheduler_secrets``) as Mesos value secrets (the key a plain variable
+    where Mesos passes no secrets: ``task_secrets.supported``)."""
+    env = {task_env.FRAMEWORK_ID: identity.framework_id, task_env.RUN_ID: identity.run_id,
+           "PYTHONUNBUFFERED": "1"}
     env.update(spec.env)
+    hidden = dict(secrets or {})
+    (hidden if task_secrets.supported(spec) else env)[RUN_KEY] = identity.key.hex()
     info = build_task_info(labels.scheduler_task_id(identity.run_id, identity.scheduler_attempt),
                            "%s scheduler" % spec.name, assignment.agent_id, assignment.resources,
                            command, env, container_info(spec) if spec.image else None,
-                           labels={"tfmesos.job": labels.SCHEDULER_JOB}, uris=uris)
+                           labels={"tfmesos.job": labels.SCHEDULER_JOB}, uris=uris,
+                           secrets=hidden)
     info["kill_policy"] = {"grace_period": {"nanoseconds": int(KILL_GRACE * 1e9)}}
     return info
 
 
-def launch_scheduler(spec, identity, uris, command, cpus, mem, say, environ=None,
+def launch_scheduler(spec, identity, uris_for, command, cpus, mem, say, environ=None,
                      timeout=TAKEOVER_TIMEOUT):
     """Subscribe as the run ``identity`` (taking its framework over, else as
     a new framework), launch its scheduler task, and return the identity
     with its framework once the task took the framework over. DetachError
     when it did not: a new framework is torn down then; one taken over is
-    left as it was (its tasks run on)."""
+    left as it was (its tasks run on).
+
+    ``uris_for(identity)``: the task's URIs, its document written for that
+    identity (the framework is known when the task is made). ``environ``
+    (default ``os.environ``): the credentials it subscribes with and hands
+    the task, and the values of ``spec.secret_env``, all as secrets."""
+    from ..backends.remote import credentials_of
+    environ = os.environ if environ is None else environ
+    credentials = credentials_of(environ)
+    secrets = scheduler_secrets(spec, credentials, environ)
     framework_id = identity.framework_id
-    launcher = SchedulerLauncher(
-        lambda assignment, framework: scheduler_task(
-            spec, identity.with_framework(framework), assignment, uris, command), cpus, mem)
+
+    def make_task(assignment, framework):
+        bound = identity.with_framework(framework)
+        return scheduler_task(spec, bound, assignment, uris_for(bound), command, secrets)
+    launcher = SchedulerLauncher(make_task, cpus, mem)
     info = framework_info(spec, spec.jobs, identity, detached=True)
+    # The credentials of environ, not the driver's default (this process's).
+    principal, secret = credentials or ("", "")
+    if credentials is not None:
+        info["principal"] = principal
     driver = MesosSchedulerDriver(launcher, info, spec.master,
                                   connect_timeout=spec.connect_timeout,
-                                  refused_timeout=spec.refused_timeout, **spec.driver_options())
+                                  refused_timeout=spec.refused_timeout, principal=principal,
+                                  secret=secret, **spec.driver_options())
     driver.start()
     deadline = time.monotonic() + timeout
     running = taken = False
@@ -182,9 +307,9 @@ def launch_scheduler(spec, identity, uris, command, cpus, mem, say, environ=None
             elif event[0] == "ended":
                 raise DetachError("the scheduler task ended before it took the run over: %s%s%s"
                                   % (event[1], ": %s" % event[2] if event[2] else "",
-                                     last_words(launcher, driver)))
+                                     last_words(launcher, driver, credentials)))
             else:
-                raise DetachError("the Mesos master refused the run: %s" % event[1])
+                raise DetachError(refusal(spec.master, event[1], driver, credentials))
         return identity.with_framework(driver.framework_id)
     except BaseException:
         if framework_id is None and not taken:
@@ -197,15 +322,34 @@ def launch_scheduler(spec, identity, uris, command, cpus, mem, say, environ=None
         driver.abort()
 
 
-def last_words(launcher, driver):
+def refusal(master, message, driver, credentials):
+    """The one line for a master that refused the launcher's subscription:
+    its 401 says which credentials to set."""
+    try:
+        driver.join(timeout=5)
+    except MesosCallError as exc:
+        if exc.status == 401:
+            if credentials is None:
+                return ("the master at %s asks for credentials: set MESOS_PRINCIPAL and "
+                        "MESOS_SECRET" % master)
+            return ("the master at %s refused the credentials of principal %s: check "
+                    "MESOS_PRINCIPAL and MESOS_SECRET" % (master, credentials[0]))
+    except Exception:  # noqa: B902 - whatever else ended it, the message says
+        pass
+    return "the Mesos master refused the run: %s" % message
+
+
+def last_words(launcher, driver, credentials=None):
     """``; it said: LINE`` (the last stderr line of the scheduler task's
     sandbox), or "" when there is none or it cannot be read."""
     from ..mesos.agent_files import AgentFilesError, agent_base_url, read_tails, sandbox_path
+    from ..mesos.http_transport import basic_auth
     base = agent_base_url(launcher.agent_url)
     if base is None or launcher.launched is None:
         return ""
     try:
-        tails = read_tails(base, sandbox_path(driver.framework_id, launcher.launched[0]))
+        tails = read_tails(base, sandbox_path(driver.framework_id, launcher.launched[0]),
+                           auth=basic_auth(*credentials) if credentials else None)
     except AgentFilesError:
         return ""
     lines = [line for line in tails.get("stderr", []) if line.strip()]
@@ -228,6 +372,19 @@ def serve(server, files, host, spec):
     return uris
 
 
+def document_uris(server, host, spec, files, work, body):
+    """``uris_for(identity)`` (``launch_scheduler``'s): the scheduler task's
+    URIs, ``files`` and its document (``body`` sealed for ``identity``,
+    ``seal_document``), written in ``work`` (0600) when it is asked for."""
+    def uris_for(identity):
+        path = os.path.join(work, DETACHED_FILE)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(seal_document(identity, body))
+        return serve(server, dict(files, **{DETACHED_FILE: (path, False)}), host, spec)
+    return uris_for
+
+
 def command_of(spec, packed):
     from ..ship.scheduler_side import scheduler_command
     python_env = spec.ship is not None and spec.ship.python_env is not None
@@ -235,8 +392,10 @@ def command_of(spec, packed):
         packed.get("python_env")))
 
 
-def check_detachable(spec):
-    """SpecError unless an agent can run ``spec``'s scheduler."""
+def check_detachable(spec, environ=None):
+    """SpecError unless an agent can run ``spec``'s scheduler with what it
+    needs of ``environ`` (default ``os.environ``) as secrets."""
+    from ..backends.remote import credentials_of
     if spec.ship is None and not spec.image:
         raise SpecError("--detach runs the run's scheduler on an agent, which needs the run's "
                         "code: add --ship (the current directory) or -I IMAGE")
@@ -244,6 +403,8 @@ def check_detachable(spec):
         raise SpecError("--mlflow logs from tfrun's own process, which --detach runs on an "
                         "agent that has no MLflow: run in the foreground (or with --failover) "
                         "to log to MLflow")
+    environ = os.environ if environ is None else environ
+    scheduler_secrets(spec, credentials_of(environ), environ)
 
 
 def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
@@ -276,15 +437,11 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
                 if path is not None:   # a python_env archive is extracted, and kept
                     packed[role] = os.path.basename(path)
                     files[os.path.basename(path)] = (path, role == "python_env")
-        document = detached_document(spec, identity, packed,
-                                     shipment.record() if shipment else None, cpus, mem)
-        path = os.path.join(work, DETACHED_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(document, handle)
-        files[DETACHED_FILE] = (path, False)
-        uris = serve(server, files, backend.advertised_address(spec.master), spec)
-        identity = launch_scheduler(spec, identity, uris, command_of(spec, packed), cpus, mem,
-                                    say, environ=environ, timeout=timeout)
+        body = document_body(spec, packed, shipment.record() if shipment else None, cpus, mem)
+        uris_for = document_uris(server, backend.advertised_address(spec.master), spec, files,
+                                 work, body)
+        identity = launch_scheduler(spec, identity, uris_for, command_of(spec, packed), cpus,
+                                    mem, say, environ=environ, timeout=timeout)
         save_key(identity, environ)
         return identity
     finally:
@@ -302,9 +459,10 @@ DOWNLOAD_TIME = 600.0           # seconds for all of them
 
 
 def sandbox_reader(reader, state, framework, task):
-    """``fetch(name, dest, optional=False)``: a file of ``task``'s sandbox
-    (state JSON), read through its agent's /files into ``dest``; returns
-    ``dest``, or None for an optional file that is not there."""
+    """``fetch(name, dest, optional=False, max_bytes=MAX_DOWNLOAD)``: a file
+    of ``task``'s sandbox (state JSON), read through its agent's /files into
+    ``dest``; returns ``dest``, or None for an optional file that is not
+    there."""
     import urllib.parse
 
     from ..mesos.agent_files import (
@@ -323,10 +481,10 @@ def sandbox_reader(reader, state, framework, task):
     root = task_sandbox(framework["id"], task)
     deadline = time.monotonic() + DOWNLOAD_TIME
 
-    def fetch(name, dest, optional=False):
+    def fetch(name, dest, optional=False, max_bytes=MAX_DOWNLOAD):
         files = AgentFiles(base, 30.0, reader.auth, None)
         try:
-            download(files, "%s/%s" % (root, name), dest, MAX_DOWNLOAD, deadline)
+            download(files, "%s/%s" % (root, name), dest, max_bytes, deadline)
         except AgentFilesError as exc:
             if optional and "404" in str(exc):
                 return None
@@ -341,7 +499,14 @@ def sandbox_reader(reader, state, framework, task):
 def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say):
     """A new scheduler task for a detached run whose scheduler is gone: the
     files of the last one's sandbox (read through its agent's /files), the
-    run's record so far, served from here until it took over."""
+    run's record so far, served from here until it took over.
+
+    Nothing of that sandbox is used (no master, python, user, environment,
+    nothing launched, nothing sent) unless its document opens with the
+    caller's key and is bound to this run, this ``framework`` (the master's
+    state) and its principal and user; the record it carries on must be
+    this run's (``check_previous``); the new document is sealed again."""
+    from ..backends.remote import RemoteMaster, credentials_of
     from ..record.takeover_files import key_path, read_key
     from ..ship.bundle_server import BundleServer
     from ..ship.scheduler_side import pack_scheduler_side
@@ -356,34 +521,47 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     try:
         read = sandbox_reader(reader, state, framework, last)
 
-        def fetch(name, optional=False):
-            return read(name, os.path.join(work, os.path.basename(name)), optional)
-        document = read_document(fetch(DETACHED_FILE))
+        def fetch(name, optional=False, max_bytes=MAX_DOWNLOAD):
+            return read(name, os.path.join(work, os.path.basename(name)), optional, max_bytes)
+        what = "the scheduler document of %s (framework %s)" % (last["id"], framework["id"])
+        sealed = read_sealed(fetch(DETACHED_FILE, max_bytes=MAX_DOCUMENT), what)
+        document, found = open_document(sealed, key, what)
+        why = bound_to(found, run_id, framework["id"], framework.get("principal"),
+                       framework.get("user"))
+        if why:
+            raise DetachError("%s is not this run's: %s; nothing of it is used" % (what, why))
+        credentials = credentials_of(environ)
+        mine = credentials[0] if credentials else None
+        if mine != found.principal:
+            raise DetachError("run %s runs as Mesos principal %s, not %s (MESOS_PRINCIPAL): "
+                              "take it over with its credentials"
+                              % (run_id, found.principal or "none", mine or "none"))
         spec = spec_from_dict(document["spec"])
+        scheduler_secrets(spec, credentials, environ)   # what it needs of environ, first
         identity = dataclasses.replace(
-            RunIdentity.from_public(document["identity"], key).with_framework(framework["id"]),
-            scheduler_attempt=newest + 1)
-        previous = fetch(labels.SCHEDULER_RECORD, optional=True)
-        packed = {role: fetch(name) for role, name in (document.get("packed") or {}).items()}
+            found, scheduler_attempt=max(newest, found.scheduler_attempt) + 1)
+        previous = fetch(labels.SCHEDULER_RECORD, optional=True, max_bytes=MAX_RECORD)
+        if previous:
+            read_previous(previous, run_id, "the record in the sandbox of %s" % last["id"])
         names = dict(document.get("packed") or {})
-        document = dict(document, identity=identity.public(),
-                        previous=PREVIOUS_RECORD if previous else None)
-        path = os.path.join(work, "new-" + DETACHED_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(document, handle)
+        packed = {role: fetch(name) for role, name in names.items()}
+        body = {name: value for name, value in document.items() if name != "identity"}
+        body["previous"] = PREVIOUS_RECORD if previous else None
         scheduler_side = pack_scheduler_side(work)
-        files = {scheduler_side.name: (scheduler_side.path, True), DETACHED_FILE: (path, False)}
+        files = {scheduler_side.name: (scheduler_side.path, True)}
         files.update({name: (packed[role], role == "python_env")
                       for role, name in names.items()})
         if previous:
             files[PREVIOUS_RECORD] = (previous, False)
-        from ..backends.remote import RemoteMaster
         backend = RemoteMaster(spec.master, None, environ)
         server = BundleServer(bind_host=backend.bind_host())
-        uris = serve(server, files, backend.advertised_address(spec.master), spec)
+        new = os.path.join(work, "new")   # the new document, apart from what was read
+        os.mkdir(new, 0o700)
+        uris_for = document_uris(server, backend.advertised_address(spec.master), spec, files,
+                                 new, body)
         say("run %s has no scheduler: launching scheduler task %d"
             % (run_id, identity.scheduler_attempt))
-        launch_scheduler(spec, identity, uris, command_of(spec, names),
+        launch_scheduler(spec, identity, uris_for, command_of(spec, names),
                          float(document.get("scheduler_cpus") or 0.5),
                          float(document.get("scheduler_mem") or 512), say, environ=environ)
         say("the new scheduler took run %s over" % run_id)
@@ -393,4 +571,5 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
         shutil.rmtree(work, ignore_errors=True)
 
 
-__all__ = ["submit", "relaunch_scheduler", "launch_scheduler", "DetachError"]
+__all__ = ["submit", "relaunch_scheduler", "launch_scheduler", "DetachError", "open_document",
+           "seal_document", "bound_to", "check_previous", "read_previous"]

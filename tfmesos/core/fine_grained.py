@@ -229,7 +229,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             local_master_options=None, coordinator=False, user=None, verify=True,
             ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
             restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None,
-            mlflow=None):
+            mlflow=None, secret_env=()):
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -257,6 +257,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
     ``mlflow`` (True: ``./mlruns`` or ``$MLFLOW_TRACKING_URI``; a tracking
     URI or path; a ``tfmesos.record.mlflow_mapping.MlflowSpec``) logs the
     run to MLflow when it ends: README, "MLflow".
+    ``secret_env`` (names of variables of this process's environment) gives
+    every task those variables as Mesos secrets: README, "Security".
 
     What cannot start (a bad argument, a shipped directory over its limit)
     is raised here as a ``SpecError``, a ``ShipError``, ...: a
@@ -274,7 +276,8 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             local_master_options=local_master_options, coordinator=coordinator, user=user,
             verify=verify, ca_bundle=ca_bundle, master_scheme=master_scheme, run_dir=run_dir,
             max_restarts=max_restarts, restart_on=restart_on, restart_backoff=restart_backoff,
-            sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow)
+            sticky_timeout=sticky_timeout, ship=ship, mlflow=mlflow,
+            secret_env=secret_env or ())
         check_local(spec)
     except TFMesosError as exc:
         worded = in_keywords(exc)

@@ -52,7 +52,7 @@ OPTIONS = {
     "chief_cpus": None, "chief_mem": None, "chief_gpus": None,
     # how it runs
     "name": None, "image": None, "containerizer": "MESOS", "force_pull": False,
-    "volumes": (), "env": None, "python": None, "python_env": None,
+    "volumes": (), "env": None, "secret_env": (), "python": None, "python_env": None,
     "ship_exclude": (), "ship_max_size": 100.0, "ship_follow_links": False,
     "ship_allow_secrets": False,
     # when things fail
@@ -263,6 +263,7 @@ def run_spec(fn, jobs, settings, ship_spec, payload, limit):
     return RunSpec(
         name=name, role=settings["role"], image=image, containerizer=settings["containerizer"],
         force_pull=settings["force_pull"], volumes=tuple(settings["volumes"]), env=tuple(env),
+        secret_env=settings["secret_env"],
         launch_timeout=settings["launch_timeout"], max_attempts=settings["max_attempts"],
         user=settings["user"], python=python, jobs=tuple(jobs), mode="replica",
         command="%s %s" % (shlex.quote(interpreter), RUNNER), master=master,

@@ -21,6 +21,7 @@ from ..exceptions import MesosError
 from ..mesos import MesosSchedulerDriver
 from ..protocol import labels as labels_
 from ..protocol.hostport import format_address
+from . import task_secrets
 from .identity import RunIdentity
 from .last_updates import record_leftovers, wait_for_mesos_ends
 from .rendezvous import Rendezvous
@@ -51,7 +52,7 @@ class RunRuntime:
     ``events``: the run's queue (the rendezvous, the scheduler and the
     driver put what they learn there); ``environ``: where settings outside
     the spec come from (the remote master's credentials, the advertised
-    address); ``backend`` (default: by ``spec.master``), ``warm_runner``
+    address, the values of ``spec.secret_env``); ``backend`` (default: by ``spec.master``), ``warm_runner``
     (tfrun's early start of the embedded master's warm tasks),
     ``transport`` (the driver's; tests: ``mesos.mock_transport``),
     ``shipment`` (files packed before: served as they are), ``detached``
@@ -68,6 +69,9 @@ class RunRuntime:
         self.identity = identity
         self.events = events
         self._environ = environ
+        # The values of spec.secret_env, from environ (SpecError naming one not
+        # set): they go to the tasks as Mesos secrets and nowhere else.
+        self.secrets = task_secrets.values(spec, environ)
         self.backend: Backend = backend or make_backend(spec, environ, warm_runner)
         self._transport = transport
         self.shipment = shipment
@@ -161,7 +165,8 @@ class RunRuntime:
                           quiet_tensorflow=self.spec.quiet_tensorflow, shipment=self.shipment,
                           ship_host=host,
                           failover=failover_environment(self.spec, parts.driver.master,
-                                                        parts.scheduler.framework_id))
+                                                        parts.scheduler.framework_id),
+                          secrets=self.secrets)
 
     # -- what the run asks of its tasks and Mesos --------------------------------
 

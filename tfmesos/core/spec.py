@@ -251,6 +251,11 @@ class RunSpec:
         object.__setattr__(self, "env", _env_tuple(self.env, "the run"))
         object.__setattr__(self, "secret_env", _secret_names(self.secret_env,
                                                              {name for name, _ in self.env}))
+        if self.secret_env and self.image and upper == "DOCKER":
+            # src/docker/docker.cpp copies a variable's value(), empty for a secret.
+            raise SpecError("secret_env (--secret-env) needs the Mesos containerizer: the "
+                            "Docker containerizer passes no secrets to a task (Mesos "
+                            "docs/secrets.md): use -C MESOS (the default) instead of -C DOCKER")
         params = []
         for item in self.docker_parameters:
             key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item

@@ -122,6 +122,9 @@ class Adoption:
             record.resume(resume.previous)
             self._waiting = adopt_slots(slots, resume.previous, mode)
             recovery.restarts = len(resume.previous.restarts)
+        # What was adopted, and only that, is reconciled: a task launched
+        # since may not have reached the master, which would call it lost.
+        self._adopted = {slot.task_id for slot in self._current()}
 
     def _current(self):
         return [slot for slot in self._slots if slot.task_id and not slot.done]
@@ -134,7 +137,7 @@ class Adoption:
         """Explicit reconciliation of the adopted attempts only (a task
         launched a moment ago may not have reached the master yet)."""
         tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
-                 for slot in self._current() if slot.agent_id]
+                 for slot in self._current() if slot.agent_id and slot.task_id in self._adopted]
         try:
             if tasks:
                 driver.reconcileTasks(tasks)

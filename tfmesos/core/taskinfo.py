@@ -9,7 +9,7 @@ import sys
 
 from ..protocol import labels as labels_
 from ..protocol import task_env
-from . import config
+from . import config, task_secrets
 
 FAILOVER_TIMEOUT = 60.0
 RUN_ID_LABEL = labels_.RUN_ID
@@ -80,14 +80,17 @@ def jobs_text(jobs):
 
 
 def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=True,
-               shipment=None, ship_host=None, failover=None):
+               shipment=None, ship_host=None, failover=None, secrets=None):
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
     the key of ``identity`` (the run's ``RunIdentity``, whose id becomes
     ``TFMESOS_RUN_ID``). ``quiet_tensorflow=False`` (``tfrun -v``) leaves
     TensorFlow's logging as it is (see ``tensorflow_env``).
     ``shipment`` (``tfrun --ship``, a ``shipping.Shipment`` served at
-    ``ship_host``): the task fetches what it ships and runs from it."""
+    ``ship_host``): the task fetches what it ships and runs from it.
+    ``secrets`` ({name: value}, ``task_secrets.values``) and the run's key
+    go as Mesos value secrets (the key as a plain variable where Mesos
+    passes no secrets, ``task_secrets.supported``)."""
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
     env.update(thread_env(slot.job.cpus))
     env[task_env.GPUS] = str(slot.job.gpus)
@@ -95,13 +98,14 @@ def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=Tru
     env.update(slot.job.env)
     env.update({
         task_env.RENDEZVOUS: rendezvous,
-        task_env.SECRET: identity.key.hex(),
         task_env.TASK_ID: slot.task_id,
         task_env.OFFER_HOST: assignment.hostname,
         "PYTHONUNBUFFERED": "1",
     })
     env.update(failover or {})   # failover_environment's
     env[task_env.RUN_ID] = identity.run_id
+    hidden = dict(secrets or {})
+    (hidden if task_secrets.supported(run) else env)[task_env.SECRET] = identity.key.hex()
     if assignment.port:
         env[task_env.PORT] = str(assignment.port)
     if assignment.extra_ports:
@@ -121,7 +125,8 @@ def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=Tru
     return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
                            assignment.resources, command, env,
                            container, labels={"tfmesos.job": slot.job.name,
-                                              "tfmesos.index": slot.index}, uris=uris)
+                                              "tfmesos.index": slot.index}, uris=uris,
+                           secrets=hidden)
 
 
 def failover_environment(run, master, framework_id):
@@ -260,8 +265,14 @@ def container_info(run):
 
 
 def build_task_info(task_id, name, agent_id, resources, command, env, container=None,
-                    labels=None, uris=None):
-    variables = [{"name": key, "value": str(value)} for key, value in sorted(env.items())]
+                    labels=None, uris=None, secrets=None):
+    """A command task's TaskInfo: ``env`` as plain variables, ``secrets``
+    ({name: value}) as Mesos value secrets (``task_secrets``; one wins over
+    a plain variable of its name), sorted by name."""
+    secrets = secrets or {}
+    variables = [task_secrets.variable(key, secrets[key]) if key in secrets
+                 else {"name": key, "value": str(env[key])}
+                 for key in sorted(set(env) | set(secrets))]
     info = {
         "name": name,
         "task_id": {"value": task_id},

@@ -1,0 +1,247 @@
+"""A detached run's scheduler document (``detached.json``) is sealed with the
+run's key and bound to its framework: the scheduler task and ``tfmesos
+attach``'s relaunch open it with the key before they read any field of
+it, and refuse one that is unsigned, forged, edited or another
+framework's (a look-alike's copy) with nothing launched, nothing started;
+the record a new scheduler carries on must be the run's."""
+
+import json
+import os
+import urllib.request
+
+import pytest
+
+from tfmesos.cli import detached_scheduler
+from tfmesos.core import detached
+from tfmesos.core.detached import (
+    DETACHED_FILE,
+    PREVIOUS_RECORD,
+    RUN_KEY,
+    DetachError,
+    document_body,
+    open_document,
+    seal_document,
+)
+from tfmesos.core.identity import IdentityError, RunIdentity
+from tfmesos.core.spec import Job, RunSpec
+from tfmesos.exceptions import TFMesosError
+from tfmesos.protocol import labels
+from tfmesos.record.schema import Attempt, RunFile, Task
+
+KEY = bytes(range(32))
+OTHER_KEY = b"m" * 32
+RUN_ID = "0123abcd"
+SPEC = RunSpec(name="train.py", master="127.0.0.1:5050", python="/usr/bin/python3",
+               jobs=(Job("worker", 1),), mode="replica", command="python train.py",
+               env=(("PLAIN", "1"),), secret_env=("TOKEN",))
+
+
+def run_identity(**fields):
+    values = dict(run_id=RUN_ID, key=KEY, user="alice", principal="alice",
+                  framework_id="F-1")
+    values.update(fields)
+    return RunIdentity(**values)
+
+
+def body(**changes):
+    return dict(document_body(SPEC, {}, None, 0.5, 512), **changes)
+
+
+def test_a_sealed_document_opens_with_the_runs_key_only():
+    sealed = seal_document(run_identity(), body())
+    document, identity = open_document(sealed, KEY)
+    assert identity == run_identity() and document["spec"]["master"] == "127.0.0.1:5050"
+    assert document["spec"]["secret_env"] == ["TOKEN"]
+    assert KEY.hex().encode() not in sealed
+    with pytest.raises(IdentityError, match="not signed with this run's key"):
+        open_document(sealed, OTHER_KEY)
+    with pytest.raises(IdentityError, match="framework is known"):
+        seal_document(run_identity(framework_id=None), body())
+
+
+def payload(sealed):
+    return sealed.partition(b"\n")[2]
+
+
+def forgeries():
+    good = seal_document(run_identity(), body())
+    edited = good.replace(b"/usr/bin/python3", b"/tmp/attacker/py")
+    assert edited != good
+    return {
+        "unsigned": payload(good),                               # the old, plain JSON
+        "forged": seal_document(run_identity(key=OTHER_KEY), body()),
+        "edited": edited,
+        "another framework": seal_document(run_identity(framework_id="F-2"), body()),
+        "another principal": seal_document(run_identity(principal="mallory"), body()),
+    }
+
+
+FORGERIES = sorted(forgeries())
+
+
+# -- the scheduler task --------------------------------------------------------------------
+
+class Stop(TFMesosError):
+    pass
+
+
+@pytest.fixture
+def scheduler_task(tmp_path, monkeypatch):
+    """Run ``detached_scheduler.main`` on a document as the scheduler task
+    of run RUN_ID in framework F-1 (principal alice): what ClusterRun was
+    given (it stops there), or None when it was never made."""
+    import tfmesos.cli.common
+    import tfmesos.core.launch
+    made = []
+
+    def fake_run(spec, **kwargs):
+        made.append((spec, kwargs))
+        raise Stop("stopped before the run")
+    monkeypatch.setattr(tfmesos.core.launch, "ClusterRun", fake_run)
+    monkeypatch.setattr(tfmesos.cli.common, "setup_logging", lambda *args: None)
+    monkeypatch.chdir(tmp_path)
+
+    def run(data, capsys):
+        path = tmp_path / DETACHED_FILE
+        path.write_bytes(data)
+        monkeypatch.setenv(RUN_KEY, KEY.hex())
+        monkeypatch.setenv("TFMESOS_FRAMEWORK_ID", "F-1")
+        monkeypatch.setenv("TFMESOS_RUN_ID", RUN_ID)
+        monkeypatch.setenv("MESOS_PRINCIPAL", "alice")
+        monkeypatch.setenv("MESOS_SECRET", "pw")
+        monkeypatch.setenv("TOKEN", "t")
+        code = detached_scheduler.main(str(path))
+        assert code == 1 and RUN_KEY not in os.environ
+        [line] = capsys.readouterr().err.splitlines()
+        return line, (made.pop() if made else None)
+    return run
+
+
+def test_the_scheduler_task_runs_the_document_it_was_given(scheduler_task, capsys):
+    line, (spec, kwargs) = scheduler_task(seal_document(run_identity(), body()), capsys)
+    assert line == "tfrun: error: stopped before the run"
+    assert spec.master == "127.0.0.1:5050" and spec.python == "/usr/bin/python3"
+    assert kwargs["resume"].identity == run_identity()
+
+
+@pytest.mark.parametrize("kind", FORGERIES)
+def test_the_scheduler_task_refuses_a_document_that_is_not_the_runs(scheduler_task, capsys,
+                                                                   kind):
+    line, made = scheduler_task(forgeries()[kind], capsys)
+    assert made is None, "a run was made of a document that is not the run's"
+    assert line.startswith("tfrun: error: ") and "nothing of it is used" in line, line
+
+
+def test_the_scheduler_task_refuses_a_record_of_another_run(scheduler_task, capsys, tmp_path):
+    record(tmp_path / PREVIOUS_RECORD, "tfmesos.%s.worker.0.1" % "99999999")
+    line, made = scheduler_task(seal_document(run_identity(), body(previous=PREVIOUS_RECORD)),
+                                capsys)
+    assert made is None and "not of run %s" % RUN_ID in line, line
+
+
+def record(path, *task_ids, run_id=RUN_ID):
+    tasks = [Task(name="worker:%d" % i, job="worker", index=i,
+                  attempts=[Attempt(attempt=1, task_id=task_id)])
+             for i, task_id in enumerate(task_ids)]
+    path.write_text(json.dumps(RunFile(run_id=run_id, tasks=tasks).to_dict()))
+    return path
+
+
+# -- tfmesos attach: a new scheduler task --------------------------------------------------
+
+class Launches:
+    """``relaunch_scheduler`` with the sandbox of the last scheduler task
+    (``files``) and ``launch_scheduler`` recorded, not run."""
+
+    def __init__(self, monkeypatch, tmp_path, files, framework=None):
+        self.files, self.launched, self.documents = files, [], []
+        self.tmp = tmp_path
+        self.framework = framework or {
+            "id": "F-1", "user": "alice", "principal": "alice",
+            "completed_tasks": [{"id": labels.scheduler_task_id(RUN_ID, 1), "slave_id": "S1"}]}
+        monkeypatch.setattr(detached, "sandbox_reader", self.reader)
+        monkeypatch.setattr(detached, "launch_scheduler", self.launch)
+        (tmp_path / "key").write_text(KEY.hex() + "\n")
+        (tmp_path / "key").chmod(0o600)
+
+    def reader(self, reader, state, framework, task):
+        def fetch(name, dest, optional=False, max_bytes=None):
+            if name not in self.files:
+                if optional:
+                    return None
+                raise DetachError("no %s" % name)
+            with open(dest, "wb") as handle:
+                handle.write(self.files[name])
+            return dest
+        return fetch
+
+    def launch(self, spec, identity, uris_for, command, cpus, mem, say, environ=None):
+        [document] = [uri["value"] for uri in uris_for(identity)
+                      if uri["value"].endswith("/" + DETACHED_FILE)]
+        with urllib.request.urlopen(document, timeout=10) as response:
+            self.documents.append(response.read())
+        self.launched.append((spec, identity, command))
+
+    def __call__(self, changes=None):
+        environ = {"MESOS_PRINCIPAL": "alice", "MESOS_SECRET": "pw", "TOKEN": "t"}
+        environ.update(changes or {})
+        environ = {name: value for name, value in environ.items() if value is not None}
+        said = []
+        detached.relaunch_scheduler(None, {}, self.framework, RUN_ID, str(self.tmp / "key"),
+                                    environ, said.append)
+        return said
+
+
+def test_relaunch_seals_the_new_document_for_the_next_attempt(monkeypatch, tmp_path):
+    launches = Launches(monkeypatch, tmp_path, {
+        DETACHED_FILE: seal_document(run_identity(), body()),
+        labels.SCHEDULER_RECORD: record(tmp_path / "r.json",
+                                        "tfmesos.%s.worker.0.1" % RUN_ID).read_bytes()})
+    launches()
+    [(spec, identity, command)] = launches.launched
+    assert identity == run_identity(scheduler_attempt=2)
+    assert spec.python == "/usr/bin/python3" and "/usr/bin/python3" in command
+    document, sealed_for = open_document(launches.documents[0], KEY)
+    assert sealed_for == identity and document["previous"] == PREVIOUS_RECORD
+
+
+@pytest.mark.parametrize("kind", FORGERIES)
+def test_relaunch_refuses_a_document_that_is_not_the_runs(monkeypatch, tmp_path, kind):
+    launches = Launches(monkeypatch, tmp_path, {DETACHED_FILE: forgeries()[kind]})
+    with pytest.raises(TFMesosError, match="nothing of it is used"):
+        launches()
+    assert launches.launched == []
+
+
+def test_relaunch_refuses_a_framework_of_another_user(monkeypatch, tmp_path):
+    launches = Launches(monkeypatch, tmp_path, {
+        DETACHED_FILE: seal_document(run_identity(), body())})
+    launches.framework["user"] = "mallory"
+    with pytest.raises(DetachError, match="another user"):
+        launches()
+    assert launches.launched == []
+
+
+@pytest.mark.parametrize("task_id, run_id, why", [
+    ("tfmesos.99999999.worker.0.1", RUN_ID, "not of run"),
+    ("tfmesos.%s.worker.0.1" % RUN_ID, "99999999", "is run 99999999's"),
+])
+def test_relaunch_refuses_a_record_that_is_not_the_runs(monkeypatch, tmp_path, task_id,
+                                                        run_id, why):
+    launches = Launches(monkeypatch, tmp_path, {
+        DETACHED_FILE: seal_document(run_identity(), body()),
+        labels.SCHEDULER_RECORD: record(tmp_path / "r.json", task_id,
+                                        run_id=run_id).read_bytes()})
+    with pytest.raises(DetachError, match=why):
+        launches()
+    assert launches.launched == []
+
+
+def test_relaunch_needs_the_runs_principal_and_secrets(monkeypatch, tmp_path):
+    launches = Launches(monkeypatch, tmp_path, {
+        DETACHED_FILE: seal_document(run_identity(), body())})
+    with pytest.raises(DetachError, match="principal alice, not bob"):
+        launches({"MESOS_PRINCIPAL": "bob"})
+    with pytest.raises(TFMesosError, match="TOKEN is not set"):
+        launches({"TOKEN": None})
+    assert launches.launched == []

@@ -1,0 +1,273 @@
+"""The secrets grep: a detached run with ``--secret-env`` (and, on a master
+that asks for credentials, the ``MESOS_PRINCIPAL``/``MESOS_SECRET`` its
+scheduler task subscribes with) leaves neither those values nor the run's
+key in any file of any sandbox (on disk, and as ``/files`` serves them),
+in ``/master/state``, ``/master/tasks``, ``/master/frameworks``, the
+operator API, the scheduler document or the run's directories, while its
+task does see the secret (it prints a hash of it); on the master that asks
+for credentials, nor after ``tfmesos attach`` launched the next scheduler
+task with the secrets and credentials of its own environment. That master
+tells a submitter without credentials so, in one line."""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+
+import pytest
+import requests
+from fixtures_master import make_local_master
+from tfrun_helpers import REPO
+from waiting import wait_until
+
+from tfmesos.core.identity import RunIdentity
+from tfmesos.protocol import labels
+
+TRAIN = (
+    "import hashlib, os, sys, time\n"
+    "value = os.environ.get('RUN_TOKEN', '')\n"
+    "print('token', hashlib.sha256(value.encode()).hexdigest(), flush=True)\n"
+    "print('key in the command:', 'TFMESOS_SECRET' in os.environ, flush=True)\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.1)\n")
+PRINCIPAL = "alice"
+
+
+def needles(values, password=None):
+    """{name: bytes}: each of ``values`` ({name: value}) and its base64 (a
+    Secret.Value's ``data``), and the basic authorization of ``password``."""
+    found = {}
+    for name, value in values.items():
+        found[name] = value.encode()
+        found["base64 of the " + name] = base64.b64encode(value.encode())
+    if password is not None:
+        found["basic authorization"] = base64.b64encode(
+            ("%s:%s" % (PRINCIPAL, password)).encode())
+    return found
+
+
+def leaks(where, data, looked_for):
+    return ["%s in %s" % (name, where) for name, needle in looked_for.items()
+            if needle in data]
+
+
+class Grep:
+    """Everything a detached run's secrets must not be in, read through the
+    master (as anyone it lets read) and from disk."""
+
+    def __init__(self, master, auth, tmp_path):
+        self.master, self.tmp = master, tmp_path
+        self.session = requests.Session()   # kept alive: a sandbox is read 64 KiB at a time
+        self.session.auth = auth
+        self.read = 0
+
+    def get(self, endpoint, gone=False, **params):
+        """The reply of ``endpoint``; with ``gone``, None for a 404 (a
+        file replaced since it was listed: the record's atomic rewrites)."""
+        reply = self.session.get(self.master.url + endpoint, params=params, timeout=30)
+        if gone and reply.status_code == 404:
+            return None
+        assert reply.status_code == 200, (endpoint, reply.status_code, reply.text)
+        return reply
+
+    def operator(self, kind):
+        reply = self.session.post(self.master.url + "/api/v1", json={"type": kind}, timeout=30)
+        assert reply.status_code == 200, (kind, reply.status_code, reply.text)
+        return reply.content
+
+    def endpoints(self):
+        """{where: bytes} of the master's endpoints."""
+        found = {path: self.get(path).content
+                 for path in ("/master/state", "/master/tasks", "/master/frameworks",
+                              "/master/state.json")}
+        for kind in ("GET_STATE", "GET_TASKS", "GET_FRAMEWORKS", "GET_EXECUTORS"):
+            found["operator " + kind] = self.operator(kind)
+        return found
+
+    def served_files(self):
+        """{virtual path: bytes} of every file of every sandbox, through
+        /files/browse and /files/read."""
+        state = self.get("/master/state").json()
+        files = {}
+        for framework in state["frameworks"] + state["completed_frameworks"]:
+            for task in framework["tasks"] + framework["completed_tasks"]:
+                self._browse("/frameworks/%s/executors/%s/runs/latest"
+                             % (framework["id"], task["id"]), files)
+        return files
+
+    def _browse(self, path, files):
+        for entry in self.get("/files/browse", path=path).json():
+            if entry["mode"].startswith("d"):
+                self._browse(entry["path"], files)
+            else:
+                files[entry["path"]] = self._read(entry["path"])
+
+    def _read(self, path):
+        data, offset = b"", 0
+        while True:
+            reply = self.get("/files/read", gone=True, path=path, offset=offset)
+            chunk = reply.json()["data"] if reply is not None else ""
+            if not chunk:
+                return data
+            data += chunk.encode("utf-8", "surrogateescape")
+            offset += len(chunk.encode("utf-8", "surrogateescape"))
+
+    def on_disk(self, *roots, leave_out=()):
+        found = {}
+        for root in roots:
+            for directory, _, names in os.walk(root):
+                for name in names:
+                    path = os.path.join(directory, name)
+                    if path in leave_out or os.path.islink(path) or not os.path.isfile(path):
+                        continue
+                    try:
+                        with open(path, "rb") as handle:
+                            found[path] = handle.read()
+                    except (FileNotFoundError, IsADirectoryError):
+                        continue   # replaced since it was listed
+        return found
+
+    def everywhere(self, looked_for, key_file):
+        """What of ``looked_for`` shows anywhere (the run's key file aside,
+        which holds the key by design, and nothing else)."""
+        places = {}
+        places.update(self.endpoints())
+        served = self.served_files()
+        assert any(path.endswith("/" + labels.SCHEDULER_RECORD) for path in served), served
+        places.update(served)
+        places.update(self.on_disk(self.master.work_dir, str(self.tmp), leave_out={key_file}))
+        assert any(path.endswith("/detached.json") for path in places)
+        self.read += len(places)
+        with open(key_file, "rb") as handle:
+            held = handle.read()
+        key_file_leaks = ["%s in the key file" % name for name, needle in looked_for.items()
+                          if needle in held and "run key" not in name]
+        return [leak for where, data in places.items() for leak in leaks(where, data, looked_for)
+                ] + key_file_leaks
+
+
+def scheduler_pids(run_id):
+    """Pids of the scheduler tasks of run ``run_id``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read()
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"tfmesos.cli.detached_scheduler" in cmdline \
+                and ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
+            found.append(int(pid))
+    return found
+
+
+def tfrun(project, env, *args):
+    return subprocess.run([sys.executable, "-m", "tfmesos.cli.tfrun", *args], cwd=project,
+                          env=env, capture_output=True, text=True, timeout=150)
+
+
+def relaunch(master, grep, project, env, run_id, flag, looked_for, key_file):
+    """Kill run ``run_id``'s scheduler task, let ``tfmesos attach`` launch
+    the next one, grep while it runs, then let the run end."""
+    [pid] = scheduler_pids(run_id)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not master.state()["frameworks"][0]["connected"], timeout=60)
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
+                           "--master", master.url], cwd=project, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as attach:
+        try:
+            wait_until(lambda: scheduler_pids(run_id) and master.state()["frameworks"][0][
+                "connected"], timeout=120, message=lambda: json.dumps(master.state())[-2000:])
+            assert grep.everywhere(looked_for, key_file) == []
+            flag.write_text("")
+            _, err = attach.communicate(timeout=120)
+        finally:
+            if attach.poll() is None:
+                attach.kill()
+                attach.communicate()
+    assert attach.returncode == 0, err
+    assert "launching scheduler task 2" in err and "ended: succeeded" in err, err
+
+
+@pytest.mark.parametrize("credentials", [False, True], ids=["plain", "credentials"])
+def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_master, tmp_path,
+                                                                credentials):
+    token, password = "tok-" + secrets.token_hex(16), "pw-" + secrets.token_hex(16)
+    master = make_local_master(credentials={PRINCIPAL: password} if credentials else None)
+    auth = (PRINCIPAL, password) if credentials else None
+    project, flag = tmp_path / "project", tmp_path / "finish"
+    project.mkdir()
+    (project / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO, RUN_TOKEN=token,
+               TFMESOS_KEYS_DIR=str(tmp_path / "keys"), TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
+    env.pop("MESOS_PRINCIPAL", None)
+    env.pop("MESOS_SECRET", None)
+    argv = ["--detach", "--ship", "--python", sys.executable, "-m", master.url, "-w", "1",
+            "-s", "0", "-Cw", "0.2", "-Mw", "128", "--secret-env", "RUN_TOKEN", "--",
+            "python", "train.py", str(flag)]
+    if credentials:
+        # Without credentials: the master's 401, in one line, and nothing left.
+        refused = tfrun(project, env, *argv)
+        assert refused.returncode == 1, refused.stderr
+        assert refused.stderr.splitlines()[-1] == (
+            "tfrun: error: the master at %s asks for credentials: set MESOS_PRINCIPAL and "
+            "MESOS_SECRET" % master.url), refused.stderr
+        assert master.state()["frameworks"] == []
+        env.update(MESOS_PRINCIPAL=PRINCIPAL, MESOS_SECRET=password)
+    submitted = tfrun(project, env, *argv)
+    assert submitted.returncode == 0, submitted.stderr
+    [run_id] = re.findall(r"^run (\w+) detached", submitted.stdout, re.M)
+    key_file = str(tmp_path / "keys" / run_id)
+    with open(key_file) as handle:
+        key = handle.read().strip()
+    values = {"secret": token, "run key": key}
+    if credentials:
+        values["MESOS_SECRET"] = password
+    looked_for = needles(values, password if credentials else None)
+    grep = Grep(master, auth, tmp_path)
+
+    def worker_said():
+        for framework in grep.get("/master/state").json()["frameworks"]:
+            for task in framework["tasks"]:
+                if ".worker." in task["id"] and task["state"] == "TASK_RUNNING":
+                    stdout = os.path.join(task["sandbox"], "stdout")
+                    text = open(stdout).read() if os.path.exists(stdout) else ""
+                    if "key in the command" in text:
+                        return text
+        return None
+    said = wait_until(worker_said, timeout=120, message=lambda: json.dumps(master.state())[-2000:])
+    # The task sees the secret (its hash), the key is kept from its command.
+    assert "token %s" % hashlib.sha256(token.encode()).hexdigest() in said, said
+    assert "key in the command: False" in said, said
+    assert grep.everywhere(looked_for, key_file) == []
+    # The scheduler document is sealed with the run's key, for the run's framework.
+    [framework] = master.state()["frameworks"]
+    [document] = [path for path in grep.on_disk(master.work_dir) if path.endswith(
+        "/detached.json")]
+    with open(document, "rb") as handle:
+        sealed = handle.read()
+    from tfmesos.core.detached import open_document
+    _, identity = open_document(sealed, bytes.fromhex(key))
+    assert isinstance(identity, RunIdentity)
+    assert (identity.framework_id, identity.principal) == (
+        framework["id"], PRINCIPAL if credentials else None)
+    if credentials:
+        # Its scheduler task dies; tfmesos attach launches the next one with
+        # the secrets and credentials of its own environment.
+        relaunch(master, grep, project, env, run_id, flag, looked_for, key_file)
+    else:   # tests/test_detached.py relaunches on a master without credentials
+        flag.write_text("")
+    wait_until(lambda: master.state()["frameworks"] == [], timeout=120,
+               message=lambda: json.dumps(master.state())[-2000:])
+    [ended] = master.state()["completed_frameworks"]
+    assert labels.label_map(ended.get("labels")).get(labels.OUTCOME, "").startswith(
+        "succeeded"), ended.get("labels")
+    assert grep.everywhere(looked_for, key_file) == []
+    assert grep.read > 20
