@@ -24,11 +24,11 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _text(value):
+def _text(value: float) -> str:
     return "%d" % value if float(value).is_integer() else "%g" % value
 
 
-def describe(low, high, integer=False, low_open=False):
+def describe(low: float, high: float, integer: bool = False, low_open: bool = False) -> str:
     """``a whole number from 0 to 10000``, ``a number above 0, at most 60``."""
     if integer:
         return "a whole number from %s to %s" % (_text(low), _text(high))
@@ -37,7 +37,8 @@ def describe(low, high, integer=False, low_open=False):
     return "a number from %s to %s" % (_text(low), _text(high))
 
 
-def number_error(value, low, high, integer=False, low_open=False) -> Optional[str]:
+def number_error(value: object, low: float, high: float, integer: bool = False,
+                 low_open: bool = False) -> Optional[str]:
     """Why ``value`` is not a finite number within [low, high] (above
     ``low`` with ``low_open``; whole with ``integer``): ``must be ...``;
     None when it is."""
@@ -51,7 +52,7 @@ def number_error(value, low, high, integer=False, low_open=False) -> Optional[st
     return None
 
 
-def has_control_characters(text):
+def has_control_characters(text: str) -> bool:
     """Whether ``text`` holds a control character (a newline, NUL, ESC, ...)."""
     return bool(_CONTROL.search(text))
 

@@ -9,7 +9,8 @@ cannot help, ``task_ends``); once running, a failure goes to ``recovery``.
 
 import logging
 import signal
-from typing import Callable, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..exceptions import ClusterError, RunKilled, SchedulerReplaced, TaskFailed, TFMesosError
 from ..mesos.interface import FAILED_OVER
@@ -35,12 +36,17 @@ from .phase import Phase
 from .recovery import Recovery
 from .restarts import failure_cause
 from .sandbox_tails import SandboxTails
+from .slots import SlotTable, TaskSlot
+from .state import RunState
 from .task_ends import (
     launch_failure_message,
     memory_kill_message,
     memory_kill_peak,
     permanent_failure,
 )
+
+if TYPE_CHECKING:
+    from addict import Dict
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +55,7 @@ logger = logging.getLogger(__name__)
 RECONCILE_INTERVAL = 20.0
 
 
-def describe_failure(slot, error, cause, text):
+def describe_failure(slot: TaskSlot, error: TaskFailed, cause: Optional[str], text: str) -> str:
     """What the user is told of ``slot``'s failure ``error``: ``text``
     (``worker:1 exited with code 3``), or for a loss what was lost
     (``worker:1 was lost (TASK_LOST: ...)``)."""
@@ -90,7 +96,7 @@ class RunEvents:
         self._max_attempts = max_attempts
         self._mode = mode
         self._reconciled = control.now()
-        self._handlers = {
+        self._handlers: dict[type, Callable[[Any], None]] = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
             TaskMetrics: self._on_metrics,
             TaskExited: self._on_task_exited, TaskDisconnected: self._on_task_disconnected,
@@ -99,12 +105,12 @@ class RunEvents:
             MesosFailed: self._on_mesos_failed,
         }
 
-    def handle(self, event):
+    def handle(self, event: object) -> None:
         """React to ``event``; a kind without a handler is a bug (KeyError),
         never silently dropped."""
         self._handlers[type(event)](event)
 
-    def tick(self):
+    def tick(self) -> None:
         """What is due whether or not an event came: tasks away too long,
         the periodic reconciliation."""
         self._check_away()
@@ -112,14 +118,14 @@ class RunEvents:
             self._reconcile()
 
     @property
-    def _state(self):
+    def _state(self) -> RunState:
         return self.control.state
 
     @property
-    def _slots(self):
+    def _slots(self) -> SlotTable:
         return self.control.state.slots
 
-    def _on_registered(self, event):
+    def _on_registered(self, event: TaskRegistered) -> None:
         slot = self._slots.current(event.task_id)
         if slot is None:
             return
@@ -134,23 +140,23 @@ class RunEvents:
         elif phase == Phase.RUNNING and slot.address is None:
             self.recovery.registered(slot, address)
 
-    def _on_output(self, event):
+    def _on_output(self, event: TaskOutput) -> None:
         self.record.output(event.task_id, event.stream, event.text)
         slot = self._slots.slot_of(event.task_id)
         if slot is not None:
             self.control.show(slot, event.stream, event.text)
 
-    def _on_metrics(self, event):
+    def _on_metrics(self, event: TaskMetrics) -> None:
         self.record.metrics(event.task_id, event.points, event.dropped, event.source)
 
-    def _on_task_exited(self, event):
+    def _on_task_exited(self, event: TaskExited) -> None:
         usage = clean_usage(event.usage)
         self.record.exited(event.task_id, event.code, event.at, usage, event.stopped)
         slot = self._slots.current(event.task_id)
         if slot is not None:
             self._on_exit(slot, event.code, usage=usage)
 
-    def _on_task_disconnected(self, event):
+    def _on_task_disconnected(self, event: TaskDisconnected) -> None:
         slot = self._slots.current(event.task_id)
         if slot is None or slot.done or slot.exit_code is not None:
             return  # it said goodbye (exit) first: nothing is lost
@@ -164,7 +170,7 @@ class RunEvents:
         if self._state.phase == Phase.FORMING:
             self._slots.away(slot)   # the cluster is complete only with it back
 
-    def _check_away(self):
+    def _check_away(self) -> None:
         """A task that stays away longer than the grace period has failed
         (before the cluster is complete, Mesos' report of its end decides)."""
         now = self.control.now()
@@ -184,27 +190,27 @@ class RunEvents:
                                                       slot.name, slot.state),
                                      "lost", "%s %s" % (slot.name, what))
 
-    def _on_subscribed(self, event):
+    def _on_subscribed(self, event: Subscribed) -> None:
         if event.again:
             logger.info("re-subscribed to the Mesos master; the tasks were kept")
         else:
             logger.info("subscribed to the Mesos master")
 
-    def _on_mesos_disconnected(self, event):
+    def _on_mesos_disconnected(self, event: MesosDisconnected) -> None:
         logger.warning("lost the connection to the Mesos master; reconnecting")
 
-    def _on_agent_lost(self, event):
+    def _on_agent_lost(self, event: AgentLost) -> None:
         # Mesos reports each of the agent's tasks as lost in a status update;
         # reconciling at once makes sure, should one of them be missed.
         logger.warning("Mesos lost agent %s", event.agent_id)
         self._reconcile()
         self.recovery.agent_lost(event.agent_id)
 
-    def _reconcile(self):
+    def _reconcile(self) -> None:
         self._reconciled = self.control.now()
         self.control.reconcile()
 
-    def _on_mesos_failed(self, event):
+    def _on_mesos_failed(self, event: MesosFailed) -> None:
         if FAILED_OVER in event.message:
             self.control.fail(self._taken_over())
             return
@@ -216,7 +222,7 @@ class RunEvents:
         error.__cause__ = event.error
         self.control.fail(error)
 
-    def _taken_over(self):
+    def _taken_over(self) -> ClusterError:
         """Another scheduler subscribed as the run's framework: ``tfmesos
         kill`` when the framework's outcome label says killed (set by that
         very subscription), else a scheduler that took the run over."""
@@ -227,7 +233,7 @@ class RunEvents:
         return SchedulerReplaced("another scheduler took the run's framework over (Mesos: %s): "
                                  "this one leaves the tasks to it" % FAILED_OVER)
 
-    def _on_status(self, event):
+    def _on_status(self, event: StatusUpdate) -> None:
         status = event.status
         task_id = status.task_id.value
         self.record.status(status)
@@ -254,7 +260,7 @@ class RunEvents:
             self._on_exit(slot, slot.exit_code if slot.exit_code is not None else code,
                           status.state)
 
-    def _on_launch_failure(self, slot, status, code):
+    def _on_launch_failure(self, slot: TaskSlot, status: "Dict", code: Optional[int]) -> None:
         """Relaunch a task that ended before the cluster was complete, unless
         its attempts are spent or retrying cannot help (``task_ends``)."""
         why = permanent_failure(status.state, status.get("reason"), slot.message)
@@ -270,7 +276,7 @@ class RunEvents:
                                                             slot.message, why),
                                      slot.name, status.state, code))
 
-    def _read_sandbox(self, slot, status):
+    def _read_sandbox(self, slot: TaskSlot, status: "Dict") -> str:
         """Keep the last lines the ended task wrote in its sandbox (run.json,
         and the hint reads them); returns ``; it said: LINE`` (its last
         stderr line) or "". Not for an end the master reported: such a task
@@ -286,7 +292,8 @@ class RunEvents:
                      if line.strip()), None)
         return "; it said: %s" % last if last and last not in (slot.message or "") else ""
 
-    def _on_exit(self, slot, code, state=None, usage=None):
+    def _on_exit(self, slot: TaskSlot, code: Optional[int], state: Optional[str] = None,
+                 usage: Optional[Mapping[str, Any]] = None) -> None:
         """A task's command ended (replica) or its server did (fine);
         ``usage``: what it used, from its exit message."""
         done = self._mode == "replica" and code == 0

@@ -97,7 +97,8 @@ class Recovery:
             return
         del self._sticky[slot.name]
         self._control.state.slots.registered(slot, address)
-        self._record.registered(slot.task_id, address)
+        if slot.task_id is not None:   # (always: it registered as its current attempt)
+            self._record.registered(slot.task_id, address)
         self._record.back(slot.name)
         self._control.publish_to(slot)
         self._notify("%s is back at %s" % (slot.name, address))
@@ -146,7 +147,9 @@ class Recovery:
         self._notify("%s; relaunching it at %s on its agent (relaunch %d, within %.0f s)"
                      % (what, sticky.address, sticky.relaunches, self.sticky_timeout))
         self._control.end_task(slot)
-        self._record.relaunching(slot.name, cause, what, sticky.agent_id, sticky.address)
+        # (cause is never None here: failure_cause's None is a clean end, no failure)
+        self._record.relaunching(slot.name, cause or "failure", what, sticky.agent_id,
+                                 sticky.address)
         self._control.state.slots.hold(slot, sticky.agent_id, sticky.port)
         self._control.relaunch(slot)
         return True
@@ -158,7 +161,7 @@ class Recovery:
                               "lost", what)
 
     def _restart_or_fail(self, error: TaskFailed, cause: Optional[str], what: str) -> None:
-        if not self.policy.allows(self.restarts, cause):
+        if cause is None or not self.policy.allows(self.restarts, cause):   # (None: never allowed)
             self._control.fail(error)
             return
         if not self._control.restart_cluster():

@@ -16,11 +16,19 @@ a failure the restart policy handles as any other.
 import dataclasses
 import logging
 import os
-from typing import Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Optional
 
 from ..exceptions import MesosError
 from ..record.schema import RunFile
 from .identity import RunIdentity
+
+if TYPE_CHECKING:
+    from ..record.run_record import RunRecord
+    from .recovery import Recovery
+    from .scheduler import OfferDriver
+    from .slots import SlotTable, TaskSlot
+    from .state import RunState
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +52,7 @@ class Resume:
             raise ValueError("a run taken over has a framework")
 
 
-def check_kept(identity: RunIdentity, packed: dict, kept_dir: str) -> None:
+def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str) -> None:
     """The files a ``--failover`` run kept for its takeover (``packed``:
     role -> path, as ``Shipment.packed_files``) are the ones it started
     with: its packed files lie in ``kept_dir`` (the run directory's) and the
@@ -53,11 +61,11 @@ def check_kept(identity: RunIdentity, packed: dict, kept_dir: str) -> None:
     from ..record.takeover_files import TakeoverError
     from ..ship.bundle import file_sha256
     kept_dir = os.path.abspath(kept_dir)
-    for role, path in sorted(packed.items()):
-        if role != "python_env" and os.path.dirname(os.path.abspath(path)) != kept_dir:
+    for role, named in sorted(packed.items()):
+        if role != "python_env" and os.path.dirname(os.path.abspath(named)) != kept_dir:
             raise TakeoverError("run %s's failover.json names %s (%s) outside %s, where the "
                                 "run kept what it packed: nothing was taken over"
-                                % (identity.run_id, path, role, kept_dir))
+                                % (identity.run_id, named, role, kept_dir))
     for role, what, started in (("bundle", "bundle", identity.bundle_sha256),
                                 ("task_side", "task side", identity.task_side_sha256)):
         path = packed.get(role)
@@ -80,13 +88,13 @@ def check_kept(identity: RunIdentity, packed: dict, kept_dir: str) -> None:
                                 "taken over" % (what, identity.run_id, path, found, started))
 
 
-def adopt_slots(slots, previous, mode):
+def adopt_slots(slots: "SlotTable", previous: RunFile, mode: str) -> list[str]:
     """Give each slot of ``slots`` (a ``SlotTable``) its attempts as
     ``previous`` records them; returns the task ids of the adopted current
     attempts that have not ended as expected (they must register again)."""
     restart = len(previous.restarts)
     tasks = {task.name: task for task in previous.tasks}
-    waiting = []
+    waiting: list[str] = []
     for slot in slots:
         task = tasks.get(slot.name)
         if task is None or not task.attempts:
@@ -115,9 +123,10 @@ class Adoption:
     reconciled once subscribed and, once the cluster is formed, given the
     grace to register again."""
 
-    def __init__(self, resume, slots, record, recovery, mode):
+    def __init__(self, resume: Resume, slots: "SlotTable", record: "RunRecord",
+                 recovery: "Recovery", mode: str) -> None:
         self._slots = slots
-        self._waiting = []   # task ids taken over that must register again
+        self._waiting: list[str] = []   # task ids taken over that must register again
         if resume.previous is not None:
             record.resume(resume.previous)
             self._waiting = adopt_slots(slots, resume.previous, mode)
@@ -126,14 +135,14 @@ class Adoption:
         # since may not have reached the master, which would call it lost.
         self._adopted = {slot.task_id for slot in self._current()}
 
-    def _current(self):
+    def _current(self) -> list["TaskSlot"]:
         return [slot for slot in self._slots if slot.task_id and not slot.done]
 
-    def expected(self):
+    def expected(self) -> list[str]:
         """The task ids the rendezvous expects at once: the adopted attempts."""
-        return [slot.task_id for slot in self._current()]
+        return [slot.task_id for slot in self._slots if slot.task_id and not slot.done]
 
-    def reconcile(self, driver):
+    def reconcile(self, driver: "OfferDriver") -> None:
         """Explicit reconciliation of the adopted attempts only (a task
         launched a moment ago may not have reached the master yet)."""
         tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
@@ -144,7 +153,7 @@ class Adoption:
         except MesosError as exc:
             logger.info("reconciliation postponed: %s", exc)
 
-    def formed(self, state, now):
+    def formed(self, state: "RunState", now: float) -> None:
         """Each adopted task registers again within the grace, counted from
         ``now`` plus what finding the new address takes it."""
         waiting, self._waiting = self._waiting, []

@@ -5,10 +5,13 @@ the report), tfrun's exit code, the ``source`` of an attempt that ended
 without Mesos' update, and whether an attempt failed."""
 
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..exceptions import RunKilled, TFMesosError
 from ..mesos.task_states import TERMINAL_STATES
+
+if TYPE_CHECKING:
+    from .schema import Attempt, Outcome, Task
 
 # The ``source`` of an attempt's last state when Mesos' terminal update did
 # not arrive before the framework was torn down, or when the run stopped the
@@ -25,7 +28,7 @@ KILLED_EXIT = 143
 MAX_TEXT = 1000    # characters of an outcome's line (a label's value, well inside Mesos')
 
 
-def tfrun_exit_code(status, error=None):
+def tfrun_exit_code(status: str, error: Optional[BaseException] = None) -> int:
     """What tfrun exits with for a run that ended with ``status`` (and
     ``error``): its ``--help`` epilog."""
     if status == "succeeded":
@@ -41,7 +44,7 @@ def tfrun_exit_code(status, error=None):
 BEFORE_COMPLETE = ("new", "forming")
 
 
-def outcome_of(error, phase):
+def outcome_of(error: BaseException, phase: str) -> tuple[str, str]:
     """(status, message) of a run that ``error`` ends in ``phase`` (a
     ClusterRun phase, or "block": cluster()'s with block raised it)."""
     if isinstance(error, KeyboardInterrupt):
@@ -75,7 +78,7 @@ def killed_by(text: Optional[str]) -> Optional[str]:
     return None
 
 
-def outcome_text(outcome: Any, tasks: Iterable[Any] = (), message: bool = True) -> str:
+def outcome_text(outcome: "Outcome", tasks: Iterable["Task"] = (), message: bool = True) -> str:
     """The one line that says how a run ended (``outcome``: a
     ``schema.Outcome``; ``tasks``: the run's ``schema.Task`` list, for the
     exit code of the task whose failure ended it):
@@ -105,7 +108,7 @@ def outcome_text(outcome: Any, tasks: Iterable[Any] = (), message: bool = True) 
 FAILED_STATES = TERMINAL_STATES - {"TASK_FINISHED", "TASK_KILLED"}
 
 
-def failed(attempt):
+def failed(attempt: "Attempt") -> bool:
     """Whether ``attempt`` (a ``schema.Attempt``) failed: its command exited
     with a code other than 0, or Mesos ended it as failed, lost, ..."""
     last = attempt.states[-1].state if attempt.states else None

@@ -13,11 +13,13 @@ import datetime
 import html
 import os
 import urllib.parse
+from collections.abc import Sequence
+from typing import Optional
 
 from ..mesos.task_states import TERMINAL_STATES
-from .history import HistoryError, parse_time
+from .history import HistoryError, Run, parse_time
 from .metric_series import in_task_order
-from .schema import safe_file_name
+from .schema import Attempt, MetricSeries, State, safe_file_name
 
 REPORT = "report.html"
 
@@ -31,6 +33,10 @@ STAGING_COLOR = "#c9d7ea"      # launched, not running yet
 STATUS_COLORS = {"succeeded": "#2e9d4f", "failed": "#d1372f", "aborted": "#d1372f",
                  "interrupted": "#e8871e", "killed": "#8a8f98", "running": "#3b7dd8"}
 TAKEOVER_COLOR = "#8a4fd1"
+
+# A chart's line: (x, y) points; a metric's: (step, value or None: not finite).
+Points = list[tuple[float, float]]
+MetricPoints = list[tuple[int, Optional[float]]]
 
 CSS = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1d2330;
@@ -56,15 +62,15 @@ svg text { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
 """
 
 
-def _e(value):
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _local(moment):
+def _local(moment: Optional[datetime.datetime]) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
-def _seconds(value):
+def _seconds(value: Optional[float]) -> str:
     if value is None:
         return "-"
     return "%.1f s" % value if value < 120 else "%dm%02ds" % divmod(int(round(value)), 60)
@@ -73,21 +79,22 @@ def _seconds(value):
 class _Clock:
     """Times of the run as seconds from its submission."""
 
-    def __init__(self, run, now):
+    def __init__(self, run: Run, now: datetime.datetime) -> None:
         self.start = run.started or now
         ends = [run.finished] + [parse_time(state.time) for task in run.tasks
                                  for attempt in task.attempts for state in attempt.states]
-        ends = [moment for moment in ends if moment is not None]
-        self.end = max(ends + [now if run.running else self.start])
+        known = [moment for moment in ends if moment is not None]
+        self.end = max(known + [now if run.running else self.start])
         self.span = max((self.end - self.start).total_seconds(), 0.001)
 
-    def at(self, text):
+    def at(self, text: Optional[str]) -> Optional[float]:
         """Seconds from the submission to the run.json time ``text``, or None."""
         moment = parse_time(text)
         return None if moment is None else (moment - self.start).total_seconds()
 
 
-def _attempt_times(attempt, clock):
+def _attempt_times(attempt: Attempt, clock: _Clock) -> tuple[
+        Optional[float], Optional[float], Optional[float], Optional[float], Optional[State]]:
     """launched, running, registered, ended (seconds; None when unknown),
     and the last state (None before Mesos' first update)."""
     running = next((clock.at(s.time) for s in attempt.states if s.state == "TASK_RUNNING"),
@@ -97,7 +104,7 @@ def _attempt_times(attempt, clock):
     return clock.at(attempt.launched), running, clock.at(attempt.registered), ended, last
 
 
-def _ticks(span, count=6):
+def _ticks(span: float, count: int = 6) -> list[float]:
     """Round tick values (seconds) across ``span``."""
     raw = span / count
     step = next(s for s in (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
@@ -105,7 +112,7 @@ def _ticks(span, count=6):
     return [i * step for i in range(int(span / step) + 1)]
 
 
-def _tick_label(value):
+def _tick_label(value: float) -> str:
     if value < 60:
         return ("%.1f s" % value).replace(".0 s", " s")
     if value < 3600:
@@ -113,7 +120,7 @@ def _tick_label(value):
     return "%dh%02d" % (int(value) // 3600, int(value) % 3600 // 60)
 
 
-def timeline_svg(run, clock):
+def timeline_svg(run: Run, clock: _Clock) -> str:
     """Every attempt as a bar: light from its launch until it runs, then
     colored by how it ended; a dot where it registered; lines for the first
     offer, the complete cluster, restarts, relaunches and takeovers."""
@@ -121,7 +128,7 @@ def timeline_svg(run, clock):
     label_w, width, row_h, top = 150, 760, 26, 34
     height = top + row_h * max(len(rows), 1) + 30
 
-    def x(seconds):
+    def x(seconds: float) -> float:
         return label_w + width * max(0.0, min(seconds, clock.span)) / clock.span
 
     parts = ['<svg width="%d" height="%d" role="img" '
@@ -131,7 +138,7 @@ def timeline_svg(run, clock):
                      '<text x="%.1f" y="%d" font-size="11" fill="#5b6475" text-anchor="middle">'
                      '%s</text>' % (x(tick), top - 6, x(tick), height - 24, x(tick),
                                     height - 10, _tick_label(tick)))
-    marks = []
+    marks: list[tuple[Optional[float], str, str]] = []
     for moment, label in ((run.timings.first_offer, "first offer"),
                           (run.timings.all_registered, "cluster complete")):
         marks.append((clock.at(moment), label, "#5b6475"))
@@ -143,7 +150,8 @@ def timeline_svg(run, clock):
     for takeover in run.file.takeovers:
         marks.append((clock.at(takeover.time), "takeover: scheduler %d (%s)"
                       % (takeover.scheduler_attempt, takeover.how), TAKEOVER_COLOR))
-    for number, (at, label, color) in enumerate(m for m in marks if m[0] is not None):
+    for number, (at, label, color) in enumerate(
+            (at, label, color) for at, label, color in marks if at is not None):
         parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" '
                      'stroke-dasharray="4 3"/><text x="%.1f" y="%d" font-size="11" fill="%s">'
                      '%s</text>' % (x(at), top - 4, x(at), height - 24, color, x(at) + 3,
@@ -181,7 +189,8 @@ def timeline_svg(run, clock):
             code = attempt.exit_code
             text = "%s%s" % (state.replace("TASK_", "").lower(),
                              "" if code is None else " (%s)" % code)
-            if state == "TASK_KILLED" and (last.source or "").startswith("stopped by"):
+            if last is not None and state == "TASK_KILLED" \
+                    and (last.source or "").startswith("stopped by"):
                 text = "stopped"     # the run stopped it (its task then exits 0)
             if code not in (None, 0):
                 color = STATE_COLORS["TASK_FAILED"]   # its command failed, whatever ended it
@@ -204,26 +213,29 @@ LEGEND = ('<div class="legend"><span><i style="background:%s"></i>launched</span
 
 # -- usage samples (each attempt's usage.samples) ---------------------------------
 
-def command_start(attempt, clock):
+def command_start(attempt: Attempt, clock: _Clock) -> Optional[float]:
     """When the attempt's command started (seconds on ``clock``), which its
     samples' ``t`` counts from: its exit message's time less the command's
     wall time; for files without ``exited`` (version 1), when it
     registered, shortly before its command started. None when unknown."""
     usage, exited = attempt.usage, clock.at(attempt.exited)
-    if exited is not None and usage.wall_s is not None:
+    if exited is not None and usage is not None and usage.wall_s is not None:
         return exited - usage.wall_s
     return clock.at(attempt.registered)
 
 
-def usage_series(attempt, clock):
+def usage_series(attempt: Attempt, clock: _Clock
+                 ) -> list[tuple[float, Optional[float], Optional[float]]]:
     """[(seconds, cpus or None, MB or None)], one per sample of the
     attempt's usage; cpus is the rate since the sample before (since the
     command's start for the first)."""
-    start = command_start(attempt, clock) if attempt.usage else None
-    if start is None:
+    usage = attempt.usage
+    start = command_start(attempt, clock) if usage else None
+    if usage is None or start is None:
         return []
-    points, before = [], (0.0, 0.0)
-    for sample in attempt.usage.samples:
+    points: list[tuple[float, Optional[float], Optional[float]]] = []
+    before = (0.0, 0.0)
+    for sample in usage.samples:
         cpus = None
         if sample.cpu_s is not None and sample.t > before[0]:
             cpus = max(0.0, (sample.cpu_s - before[1]) / (sample.t - before[0]))
@@ -233,7 +245,7 @@ def usage_series(attempt, clock):
     return points
 
 
-def _chart(series, clock, title, unit, index):
+def _chart(series: Sequence[Points], clock: _Clock, title: str, unit: str, index: int) -> str:
     """A small line chart of (seconds, value) lists, one per attempt (a dot
     for a single value), on the run's time axis as the timeline."""
     width, height, left = 380, 136, 64
@@ -242,10 +254,10 @@ def _chart(series, clock, title, unit, index):
         return ""
     top_value = max(max(values) * 1.1, 1e-6)
 
-    def x(seconds):
+    def x(seconds: float) -> float:
         return left + (width - left - 12) * max(0.0, min(seconds, clock.span)) / clock.span
 
-    def y(value):
+    def y(value: float) -> float:
         return 10 + (height - 40) * (1 - value / top_value)
 
     parts = ['<svg width="%d" height="%d" role="img" '
@@ -275,7 +287,7 @@ def _chart(series, clock, title, unit, index):
     return "".join(parts)
 
 
-def usage_html(run, clock):
+def usage_html(run: Run, clock: _Clock) -> str:
     """Per-task CPU and memory charts, or "" when no attempt has samples."""
     blocks = []
     for index, task in enumerate(run.tasks):
@@ -301,7 +313,7 @@ METRIC_COLORS = ("#3b7dd8", "#d1372f", "#2e9d4f", "#e8871e", "#8a4fd1", "#1aa3a3
                  "#b5479b", "#6b7b2e")
 
 
-def metric_points(series):
+def metric_points(series: MetricSeries) -> MetricPoints:
     """[(step, value or None)] of a series, its latest value last (kept or not)."""
     points = list(zip(series.steps, series.values))
     if series.count and (not points or points[-1] != (series.last_step, series.last)):
@@ -309,10 +321,10 @@ def metric_points(series):
     return points
 
 
-def _segments(points):
+def _segments(points: MetricPoints) -> list[list[tuple[int, float]]]:
     """The runs of finite values between nulls (NaN, inf)."""
-    segments: list[list] = []
-    current: list = []
+    segments: list[list[tuple[int, float]]] = []
+    current: list[tuple[int, float]] = []
     for step, value in points:
         if value is None:
             if current:
@@ -325,7 +337,7 @@ def _segments(points):
     return segments
 
 
-def metric_chart(name, lines):
+def metric_chart(name: str, lines: Sequence[tuple[str, MetricPoints]]) -> str:
     """An SVG chart of metric ``name``: ``lines`` [(task, [(step, value)])],
     a polyline per task (a dot for a single value), steps across."""
     width, height, left, right = 520, 200, 64, 110
@@ -338,10 +350,10 @@ def metric_chart(name, lines):
     first, last = min(s for s, _ in finite), max(s for s, _ in finite)
     span = max(last - first, 1)
 
-    def x(step):
+    def x(step: int) -> float:
         return left + (width - left - right) * (step - first) / span
 
-    def y(value):
+    def y(value: float) -> float:
         return 12 + (height - 44) * (high - value) / (high - low)
 
     parts = ['<svg width="%d" height="%d" role="img" aria-label="%s">'
@@ -372,9 +384,9 @@ def metric_chart(name, lines):
     return "".join(parts)
 
 
-def metrics_html(run):
+def metrics_html(run: Run) -> str:
     """A chart per metric the tasks logged, or "" when none did."""
-    by_name: dict[str, list] = {}
+    by_name: dict[str, list[tuple[str, MetricPoints]]] = {}
     for series in in_task_order(run.file.metrics, [task.name for task in run.tasks]):
         by_name.setdefault(series.name, []).append((series.task, metric_points(series)))
     charts = [metric_chart(name, lines) for name, lines in by_name.items()]
@@ -390,7 +402,7 @@ def metrics_html(run):
 
 # -- the page --------------------------------------------------------------------
 
-def _log_link(name, stream):
+def _log_link(name: str, stream: str) -> str:
     """A link to a log beside the report; a name that is not a plain file
     name of the run directory (``schema.safe_file_name``: a path, a
     ``javascript:`` URL a crafted run.json may hold) is shown, not linked."""
@@ -399,7 +411,7 @@ def _log_link(name, stream):
     return '<a href="%s">%s</a>' % (_e(urllib.parse.quote(name)), stream)
 
 
-def _tasks_table(run, clock):
+def _tasks_table(run: Run, clock: _Clock) -> str:
     head = ("task", "attempt", "restart", "state", "source", "exit", "address", "host",
             "launched", "registered", "ended", "logs")
     rows = ["<tr>%s</tr>" % "".join("<th>%s</th>" % h for h in head)]
@@ -420,7 +432,7 @@ def _tasks_table(run, clock):
     return '<table class="tasks">%s</table>' % "".join(rows)
 
 
-def render(run, now=None):
+def render(run: Run, now: Optional[datetime.datetime] = None) -> str:
     """The report of ``run`` (a ``history.Run``) as an HTML string."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     clock = _Clock(run, now)
@@ -464,7 +476,8 @@ def render(run, now=None):
             % (_e(run.run_id), _e(shown), CSS, "\n".join(body)))
 
 
-def write_report(run, path=None, now=None):
+def write_report(run: Run, path: Optional[str] = None,
+                 now: Optional[datetime.datetime] = None) -> str:
     """Write the report (default: ``report.html`` in the run directory);
     returns its path. HistoryError, one line, when it cannot be written
     there (nothing is left)."""

@@ -21,13 +21,15 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ..exceptions import TFMesosError
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from .hints import LINES as HINT_LINES
 from .hints import hint_for
 from .liveness import this_process
-from .metric_series import Metrics
+from .metric_series import Metrics, Point, Values
 from .outcomes import (
     EXIT_FRAME,
     KILL_SOURCE,
@@ -52,35 +54,83 @@ from .schema import (
     State,
     Takeover,
     Task,
+    Time,
     Timings,
     Usage,
 )
 from .task_logs import TaskLogs, log_name
+
+if TYPE_CHECKING:
+    from addict import Dict
 
 RUNS_DIR = "tfmesos-runs"
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def default_run_dir(name, run_id, environ):
+def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
     """``<runs dir>/<name>-<run id>``: ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
     root = environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
     return os.path.join(root, "%s-%s" % (_UNSAFE.sub("_", name).strip(".") or "run", run_id))
 
 
-def timestamp(seconds=None):
+def timestamp(seconds: Optional[float] = None) -> Time:
     moment = datetime.datetime.fromtimestamp(time.time() if seconds is None else seconds,
                                              datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
+    return Time(moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000))
 
 
-def parse_timestamp(text):
+def parse_timestamp(text: Optional[str]) -> Optional[float]:
     """time.time() of a ``timestamp`` (None for one that is not)."""
     try:
         moment = datetime.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%S.%fZ")
     except ValueError:
         return None
     return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+# What the record reads of the core's objects (this layer does not import the core).
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Slot(Protocol):
+    """A task of the run (``core.slots.TaskSlot``): ``worker:1``, its job, its index."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def job(self) -> _Named: ...
+
+    @property
+    def index(self) -> int: ...
+
+
+class _Placed(Protocol):
+    @property
+    def hostname(self) -> str: ...
+
+
+class Launched(Protocol):
+    """A new attempt of a task (``core.scheduler.Launch``)."""
+
+    @property
+    def slot(self) -> _Named: ...
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def assignment(self) -> _Placed: ...
 
 
 class RunRecord:
@@ -90,7 +140,8 @@ class RunRecord:
     called from any thread; the rest from the thread that handles the
     run's events."""
 
-    def __init__(self, directory, header, slots, forwarding):
+    def __init__(self, directory: Optional[str], header: RunFile, slots: Iterable[Slot],
+                 forwarding: bool) -> None:
         self.directory = directory
         self._lock = threading.RLock()
         self._forwarding = forwarding
@@ -103,8 +154,8 @@ class RunRecord:
         self._run.metrics = self._metrics.series
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task.name: task for task in self._run.tasks}
-        self._attempts = {}   # task id -> (Task, Attempt)
-        self._stopped = set()   # task ids of the attempts the run stopped
+        self._attempts: dict[str, tuple[Task, Attempt]] = {}   # task id -> (Task, Attempt)
+        self._stopped: set[str] = set()   # task ids of the attempts the run stopped
         self._logs = TaskLogs(directory, self._lock)
         self._dirty, self._saved = True, 0.0
         if directory is not None:
@@ -115,7 +166,7 @@ class RunRecord:
                                    "(tfrun --run-dir DIR, cluster(run_dir=...))"
                                    % (directory, exc.strerror or exc)) from None
 
-    def resume(self, previous):
+    def resume(self, previous: RunFile) -> None:
         """Carry on the record ``previous`` (a ``RunFile``) that the run's
         scheduler before this one kept (``tfmesos attach``, a detached
         run's new scheduler task): its tasks and attempts, restarts,
@@ -148,7 +199,7 @@ class RunRecord:
 
     # -- what happened ----------------------------------------------------
 
-    def taken_over(self, attempt, how):
+    def taken_over(self, attempt: int, how: str) -> None:
         """This process took the run over as its scheduler number
         ``attempt`` (``how``: "tfmesos attach", "detached scheduler task
         N"): the framework is its own from now on."""
@@ -157,18 +208,18 @@ class RunRecord:
                                                 how=how))
         self.save()
 
-    def submitted(self):
+    def submitted(self) -> None:
         if self._run.timings.submitted is None:
             self._metrics.began = time.time()
         self._set_timing("submitted")
 
-    def shipped(self, what):
+    def shipped(self, what: Mapping[str, Any]) -> None:
         """``tfrun --ship``: what goes to every task (``Shipment.record``'s dict)."""
         with self._lock:
             self._run.shipped = Shipped.from_dict(what)
             self._dirty = True
 
-    def launched(self, launch):
+    def launched(self, launch: Launched) -> None:
         """A new attempt (``scheduler.Launch``) goes to Mesos (the driver's thread)."""
         slot, number = launch.slot, launch.attempt
         logs = None
@@ -186,15 +237,18 @@ class RunRecord:
             self._attempts[launch.task_id] = (task, attempt)
             self._dirty = True
 
-    def status(self, status):
-        """A Mesos status update; repeated states (reconciliation) are not
-        changes, and nothing follows a terminal state (Mesos never changes
-        one: a later TASK_LOST is a reconciliation of a task it forgot)."""
+    def status(self, status: "Dict") -> None:
+        """A Mesos status update (a ``TaskStatus``); repeated states
+        (reconciliation) are not changes, and nothing follows a terminal
+        state (Mesos never changes one: a later TASK_LOST is a
+        reconciliation of a task it forgot)."""
         with self._lock:
-            task, attempt = self._attempts.get(status.task_id.value, (None, None))
-            if attempt is None or (attempt.states and (
-                    attempt.states[-1].state == status.state
-                    or attempt.states[-1].state in TERMINAL_STATES)):
+            found = self._attempts.get(status.task_id.value)
+            if found is None:
+                return
+            task, attempt = found
+            if attempt.states and (attempt.states[-1].state == status.state
+                                   or attempt.states[-1].state in TERMINAL_STATES):
                 return
             message = status.get("message") or ""
             attempt.states.append(self._as_stopped(status.task_id.value, State(
@@ -207,24 +261,27 @@ class RunRecord:
                     else code
             self._summarize(task)
 
-    def registered(self, task_id, address):
+    def registered(self, task_id: str, address: str) -> None:
         with self._lock:
-            task, attempt = self._attempts.get(task_id, (None, None))
-            if attempt is not None:
+            found = self._attempts.get(task_id)
+            if found is not None:
+                task, attempt = found
                 if attempt.registered is None:
                     attempt.registered = timestamp()
                 attempt.address = address
                 self._summarize(task)
 
-    def exited(self, task_id, code, when=None, usage=None, stopped=None):
+    def exited(self, task_id: str, code: Optional[int], when: Optional[float] = None,
+               usage: Optional[Mapping[str, Any]] = None, stopped: Optional[bool] = None) -> None:
         """The task's exit frame (``when``: time.time() it came; ``usage``:
         what its command used, ``usage_table.clean_usage``'s dict;
         ``stopped``: whether the run's stop cut its command short, None when
         the frame does not say)."""
         with self._lock:
-            task, attempt = self._attempts.get(task_id, (None, None))
-            if attempt is None:
+            found = self._attempts.get(task_id)
+            if found is None:
                 return
+            task, attempt = found
             if attempt.exited is None:
                 attempt.exited = timestamp(when)
             attempt.exit_code = code
@@ -236,7 +293,7 @@ class RunRecord:
                 attempt.states[-1] = self._as_stopped(task_id, attempt.states[-1])
             self._summarize(task)
 
-    def stopping(self, task_id):
+    def stopping(self, task_id: str) -> None:
         """The run stops the attempt ``task_id`` (a stop message, a kill):
         unless it ended or sent its exit frame before, it ends as stopped
         (``STOPPED_BY``), not as the clean end its task then makes."""
@@ -246,14 +303,14 @@ class RunRecord:
                     attempt.states and attempt.states[-1].state in TERMINAL_STATES):
                 self._stopped.add(task_id)
 
-    def awaiting_mesos(self):
+    def awaiting_mesos(self) -> bool:
         """Whether an attempt's exit frame came but not Mesos' terminal update."""
         with self._lock:
             return any(attempt.exited is not None and not (
                 attempt.states and attempt.states[-1].state in TERMINAL_STATES)
                 for _, attempt in self._attempts.values())
 
-    def _as_stopped(self, task_id, state):
+    def _as_stopped(self, task_id: str, state: State) -> State:
         """``state`` as the end of an attempt the run stopped: Mesos'
         TASK_FINISHED of one is TASK_KILLED, stopped by tfrun (its task
         exits 0 when told to stop); any other state as Mesos said."""
@@ -264,7 +321,8 @@ class RunRecord:
                      message="%s; Mesos reported %s%s" % (
                          by, state.state, ": " + state.message if state.message else ""))
 
-    def metrics(self, task_id, points, dropped=0, source=None):
+    def metrics(self, task_id: Optional[str], points: Iterable[Point], dropped: int = 0,
+                source: Optional[str] = None) -> None:
         """Points the attempt ``task_id`` logged (``core.events.TaskMetrics``),
         kept under its task's name; ``task_id`` None: under ``source``
         (``client``: the process that runs cluster())."""
@@ -277,12 +335,12 @@ class RunRecord:
             self._run.metrics_dropped = self._metrics.dropped
             self._dirty = True
 
-    def latest_metrics(self):
+    def latest_metrics(self) -> list[tuple[str, int, Values, Optional[float]]]:
         """``[(task, step, [(name, value)], steps/s or None)]`` of every task
         that logged metrics, in the run's task order (``client`` last)."""
         order = {name: index for index, name in enumerate(self._tasks)}
         with self._lock:
-            found = []
+            found: list[tuple[str, int, Values, Optional[float]]] = []
             for task in sorted(self._metrics.tasks(), key=lambda t: order.get(t, len(order))):
                 latest = self._metrics.latest(task)
                 assert latest is not None   # (tasks() are those with series)
@@ -290,7 +348,7 @@ class RunRecord:
                 found.append((task, step, values, self._metrics.steps_per_second(task)))
             return found
 
-    def sandbox_tail(self, task_id, tail):
+    def sandbox_tail(self, task_id: str, tail: Mapping[str, list[str]]) -> None:
         """What the attempt ``task_id`` wrote in its Mesos sandbox: ``tail``,
         {"stdout": [lines], "stderr": [lines]} (``core.sandbox_tails``)."""
         with self._lock:
@@ -299,7 +357,7 @@ class RunRecord:
                 attempt.sandbox_tail = SandboxTail.from_dict(tail)
                 self._dirty = True
 
-    def last_sandbox_tail(self, task_name):
+    def last_sandbox_tail(self, task_name: str) -> Optional[tuple[int, SandboxTail]]:
         """(attempt number, its ``SandboxTail``) of the task's last attempt,
         or None when it has none."""
         task = self._tasks.get(task_name)
@@ -308,7 +366,8 @@ class RunRecord:
             return None
         return last.attempt, last.sandbox_tail
 
-    def restarting(self, restart, cause, task, message, delay):
+    def restarting(self, restart: int, cause: str, task: Optional[str], message: str,
+                   delay: float) -> None:
         """Whole restart number ``restart`` begins (``delay`` s from now)."""
         with self._lock:
             self._restart = restart
@@ -317,7 +376,8 @@ class RunRecord:
             self._hint_failed_attempts()
         self.save()
 
-    def relaunching(self, task, cause, message, agent_id, address):
+    def relaunching(self, task: str, cause: str, message: str, agent_id: Optional[str],
+                    address: Optional[str]) -> None:
         """A sticky relaunch of ``task`` (to ``address`` on ``agent_id``) begins."""
         with self._lock:
             self._run.relaunches.append(Relaunch(task=task, time=timestamp(), cause=cause,
@@ -326,7 +386,7 @@ class RunRecord:
             self._hint_failed_attempts()
         self.save()
 
-    def back(self, task):
+    def back(self, task: str) -> None:
         """The sticky relaunch of ``task`` registered again."""
         with self._lock:
             for relaunch in reversed(self._run.relaunches):
@@ -335,7 +395,8 @@ class RunRecord:
                     break
             self._dirty = True
 
-    def all_registered(self, framework_id, first_offer=None):
+    def all_registered(self, framework_id: Optional[str],
+                       first_offer: Optional[float] = None) -> None:
         """The cluster is complete; ``first_offer``: time.time() of the
         first offers (kept now: a scheduler that dies never finishes)."""
         with self._lock:
@@ -345,7 +406,7 @@ class RunRecord:
         self._set_timing("all_registered")
         self.save()
 
-    def ended(self, error, phase):
+    def ended(self, error: BaseException, phase: str) -> None:
         """The run ends with ``error`` (an exception) in ``phase``; the
         first outcome stays."""
         status, message = outcome_of(error, phase)
@@ -354,15 +415,15 @@ class RunRecord:
                      tfrun_exit_code(status, error) if self._run.mode == "replica" else code,
                      self._hint(task, code), by=getattr(error, "by", None))
 
-    def _hint(self, task, exit_code):
+    def _hint(self, task: Optional[str], exit_code: Optional[int]) -> Optional[str]:
         """Advice for ``task``'s failure (its last attempt's, ``exit_code``
         being what the failure says), or None."""
-        attempts = self._tasks[task].attempts if task in self._tasks else []
-        if not attempts:
+        found = self._tasks.get(task) if task is not None else None
+        if found is None or not found.attempts:
             return None
-        return self._hint_for(self._tasks[task], attempts[-1], exit_code)
+        return self._hint_for(found, found.attempts[-1], exit_code)
 
-    def _hint_for(self, task, attempt, exit_code):
+    def _hint_for(self, task: Task, attempt: Attempt, exit_code: Optional[int]) -> Optional[str]:
         """Advice from the attempt's last stderr lines, ``exit_code`` and
         Mesos' last message about it (``tfmesos.record.hints``), or None."""
         message = attempt.states[-1].message if attempt.states else ""
@@ -371,7 +432,7 @@ class RunRecord:
         return hint_for(lines + self._logs.tail(attempt, "stderr", HINT_LINES), exit_code,
                         message, task.job)
 
-    def _hint_failed_attempts(self):
+    def _hint_failed_attempts(self) -> None:
         """Each failed attempt without a hint gets the hint for its failure
         (when one applies): at a restart or relaunch, which the failure does
         not end the run with, and at the finish."""
@@ -382,7 +443,7 @@ class RunRecord:
                     self._dirty = True
 
     @contextlib.contextmanager
-    def recording(self, phase):
+    def recording(self, phase: Callable[[], str]) -> Iterator[None]:
         """Record the outcome of an exception that leaves the block;
         ``phase()`` tells the run's phase then."""
         try:
@@ -391,7 +452,9 @@ class RunRecord:
             self.ended(exc, phase())
             raise
 
-    def outcome(self, status, message=None, task=None, exit_code=None, hint=None, by=None):
+    def outcome(self, status: str, message: Optional[str] = None, task: Optional[str] = None,
+                exit_code: Optional[int] = None, hint: Optional[str] = None,
+                by: Optional[str] = None) -> None:
         """How the run ended (``by``: who killed it); the first outcome stays."""
         if exit_code is None and self._run.mode == "replica":
             exit_code = tfrun_exit_code(status)
@@ -402,13 +465,14 @@ class RunRecord:
                                             by=by if status == KILLED else None)
                 self._dirty = True
 
-    def outcome_text(self):
+    def outcome_text(self) -> str:
         """The outcome's one line (``outcomes.outcome_text``): what the
         framework's ``tfmesos.outcome`` label says."""
         with self._lock:
             return outcome_text(self._run.outcome, self._run.tasks)
 
-    def finish(self, framework_id=None, first_offer=None, status="succeeded"):
+    def finish(self, framework_id: Optional[str] = None, first_offer: Optional[float] = None,
+               status: str = "succeeded") -> None:
         """The run stopped: ``status`` unless an outcome was recorded; every
         attempt gets its end, and each failed one its hint."""
         self.outcome(status)
@@ -425,30 +489,30 @@ class RunRecord:
 
     # -- logs -------------------------------------------------------------
 
-    def output(self, task_id, stream, text):
+    def output(self, task_id: str, stream: str, text: str) -> None:
         """Append forwarded output to the attempt's log file."""
         _, attempt = self._attempts.get(task_id, (None, None))
         if attempt is not None and attempt.logs:
             self._logs.write(attempt.logs.named(stream), text)
 
-    def log_path(self, task_name, stream="stderr"):
+    def log_path(self, task_name: str, stream: str = "stderr") -> Optional[str]:
         """The path of the last attempt's ``stream`` log of ``task_name``, or None."""
         task = self._tasks.get(task_name)
         return self._logs.path(task.last if task else None, stream)
 
-    def tail(self, task_name, stream="stderr", lines=10):
+    def tail(self, task_name: str, stream: str = "stderr", lines: int = 10) -> list[str]:
         """The last ``lines`` lines of a task's last attempt's log."""
         task = self._tasks.get(task_name)
         return self._logs.tail(task.last if task else None, stream, lines)
 
     # -- saving -----------------------------------------------------------
 
-    def flush(self):
+    def flush(self) -> None:
         """Save run.json when something changed, at most every SAVE_INTERVAL."""
         if self._dirty and time.monotonic() - self._saved >= SAVE_INTERVAL:
             self.save()
 
-    def save(self):
+    def save(self) -> None:
         if self.directory is None:
             return
         with self._lock:
@@ -464,32 +528,32 @@ class RunRecord:
                 pass   # the record is a help, not a reason to fail the run
 
     @property
-    def outcome_status(self):
+    def outcome_status(self) -> str:
         return self._run.outcome.status
 
     @property
-    def hint(self):
+    def hint(self) -> Optional[str]:
         """The outcome's hint (None without one)."""
         return self._run.outcome.hint
 
-    def snapshot(self):
+    def snapshot(self) -> dict[str, Any]:
         """What run.json holds, as a dict (a copy)."""
         with self._lock:
             return self._run.to_dict()
 
-    def run_file(self):
+    def run_file(self) -> RunFile:
         """What run.json holds, as a RunFile (a copy)."""
         return RunFile.from_dict(self.snapshot())
 
     # -- helpers ----------------------------------------------------------
 
-    def _create_logs(self):
+    def _create_logs(self) -> None:
         """Every forwarding attempt has both files, empty until output comes."""
         for _, attempt in list(self._attempts.values()):
             if attempt.logs:
                 self._logs.create(attempt.logs)
 
-    def _end_attempts(self):
+    def _end_attempts(self) -> None:
         """Every attempt without a terminal state (the framework was torn
         down before Mesos' update came) ends as killed when the run was
         (``tfmesos kill``), as stopped when the run stopped it, else with its
@@ -525,13 +589,13 @@ class RunRecord:
                 attempt.states.append(end)
                 self._summarize(task)
 
-    def _summarize(self, task):
+    def _summarize(self, task: Task) -> None:
         last = task.attempts[-1]
         task.state = last.states[-1].state if last.states else "TASK_STAGING"
         task.exit_code = last.exit_code
         self._dirty = True
 
-    def _set_timing(self, name):
+    def _set_timing(self, name: str) -> None:
         with self._lock:
             if getattr(self._run.timings, name) is None:
                 setattr(self._run.timings, name, timestamp())

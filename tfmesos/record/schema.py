@@ -35,7 +35,8 @@ import math
 import re
 import sys
 import typing
-from typing import Any, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar
 
 SCHEMA_VERSION = 6
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
@@ -51,7 +52,7 @@ LOG_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$"   # worker.1.attempt2.stderr
 _LOG_NAME = re.compile(LOG_NAME)
 
 
-def safe_file_name(name):
+def safe_file_name(name: object) -> bool:
     """Whether ``name`` is a plain file name of the run directory, as the
     writer names logs: not empty, no ``/`` (nor anything but letters,
     digits, ``_``, ``.`` and ``-``), not starting with ``.`` (so never
@@ -63,46 +64,56 @@ class SchemaError(ValueError):
     """A run.json value that does not fit its class; says where."""
 
 
-def _field(doc, default=None, factory=None, **schema):
+def _field(doc: str, default: Any = None, factory: Optional[Callable[[], Any]] = None,
+           **schema: Any) -> Any:
     """A dataclass field with its description (and extra JSON Schema
-    keywords such as ``enum`` or ``const``) kept in its metadata."""
+    keywords such as ``enum`` or ``const``) kept in its metadata (Any, as
+    ``dataclasses.field``: the field's default stands for its type)."""
     metadata = dict(schema, description=doc)
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
+# A type as a field's annotation holds it: str, Optional[Time], list[Task], a
+# Record class, ... (a value of typing's, which no static type describes).
+TypeForm = Any
+R = TypeVar("R", bound="Record")
+
+
 class Record:
     """A class of run.json: ``from_dict`` and ``to_dict`` by its fields' types."""
 
+    if TYPE_CHECKING:   # every Record class is a dataclass
+        __dataclass_fields__: ClassVar[dict[str, "dataclasses.Field[Any]"]]
+
     @classmethod
-    def from_dict(cls: Any, data, where=None):
+    def from_dict(cls: type[R], data: object, where: Optional[str] = None) -> R:
         where = where or cls.__name__
         if not isinstance(data, dict):
             raise SchemaError("%s: expected an object, got %s" % (where, _kind(data)))
-        hints = field_types(cls)
+        hints = field_types(cls)  # type: ignore[arg-type]  # (a class is hashable: python/mypy#11470)
         values = {field.name: _load(hints[field.name], data[field.name],
                                     "%s.%s" % (where, field.name))
                   for field in dataclasses.fields(cls) if field.name in data}
         return cls(**values)
 
-    def to_dict(self: Any):
+    def to_dict(self) -> dict[str, Any]:
         return {field.name: _dump(getattr(self, field.name))
                 for field in dataclasses.fields(self)}
 
 
 @functools.cache
-def field_types(cls: Any) -> dict[str, Any]:
+def field_types(cls: type[Record]) -> dict[str, TypeForm]:
     """{field name: its type} of a Record class."""
     return typing.get_type_hints(cls)
 
 
-
-def _kind(value):
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _optional_of(kind):
+def _optional_of(kind: TypeForm) -> Optional[TypeForm]:
     """X for Optional[X], else None."""
     if typing.get_origin(kind) is typing.Union:
         others = [arg for arg in typing.get_args(kind) if arg is not type(None)]
@@ -111,7 +122,7 @@ def _optional_of(kind):
     return None
 
 
-def _load(kind, value, where):
+def _load(kind: TypeForm, value: object, where: str) -> Any:
     inner = _optional_of(kind)
     if inner is not None:
         return None if value is None else _load(inner, value, where)
@@ -123,17 +134,17 @@ def _load(kind, value, where):
     if isinstance(kind, type) and issubclass(kind, Record):
         return kind.from_dict(value, where)
     kind = getattr(kind, "__supertype__", kind)   # Time is a str
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is float and number:
-        return float(value)
-    if kind is int and number and math.isfinite(value) and value == int(value):
-        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if kind is float:
+            return float(value)
+        if kind is int and math.isfinite(value) and value == int(value):
+            return int(value)
     if kind in (str, bool) and isinstance(value, kind):
         return value
     raise SchemaError("%s: expected %s, got %s" % (where, _JSON_TYPES[kind], _kind(value)))
 
 
-def _dump(value):
+def _dump(value: object) -> Any:
     if isinstance(value, Record):
         return value.to_dict()
     if isinstance(value, list):
@@ -177,7 +188,7 @@ class Logs(Record):
                          "file name in the run directory, no path", "", pattern=LOG_NAME)
     stderr: str = _field("e.g. worker.1.stderr", "", pattern=LOG_NAME)
 
-    def named(self, stream):
+    def named(self, stream: str) -> str:
         return self.stderr if stream == "stderr" else self.stdout
 
 
@@ -264,7 +275,7 @@ class Task(Record):
     attempts: list[Attempt] = _field("its launches, in order", factory=list)
 
     @property
-    def last(self):
+    def last(self) -> Optional["Attempt"]:
         """Its last attempt, or None before its first launch."""
         return self.attempts[-1] if self.attempts else None
 
@@ -411,7 +422,7 @@ class RunFile(Record):
                                   "beyond the limits", 0)
 
 
-def read_run_file(data):
+def read_run_file(data: object) -> "RunFile":
     """The RunFile of run.json's parsed ``data``, of version 1 to 6."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
@@ -435,7 +446,7 @@ def read_run_file(data):
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-def _type_schema(kind, defs):
+def _type_schema(kind: TypeForm, defs: dict[str, Any]) -> dict[str, Any]:
     inner = _optional_of(kind)
     if inner is not None:
         schema = _type_schema(inner, defs)
@@ -453,20 +464,21 @@ def _type_schema(kind, defs):
     return {"type": _JSON_TYPES[kind]}
 
 
-def _object_schema(cls, defs):
-    hints, properties = field_types(cls), {}
+def _object_schema(cls: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
+    hints = field_types(cls)  # type: ignore[arg-type]  # (a class is hashable: python/mypy#11470)
+    properties = {}
     for field in dataclasses.fields(cls):
         schema = dict({"description": field.metadata["description"]},
                       **_type_schema(hints[field.name], defs), **field.metadata)
         if "enum" in schema and _optional_of(hints[field.name]) is not None:
             schema["enum"] = schema["enum"] + [None]
         properties[field.name] = schema
-    return {"type": "object", "description": " ".join(cls.__doc__.split()),
+    return {"type": "object", "description": " ".join((cls.__doc__ or "").split()),
             "properties": properties, "required": list(properties),
             "additionalProperties": False}
 
 
-def json_schema():
+def json_schema() -> dict[str, Any]:
     """The JSON Schema of run.json (what this version writes)."""
     defs: dict[str, Any] = {}
     root = _object_schema(RunFile, defs)
@@ -474,7 +486,7 @@ def json_schema():
                 **{"$defs": dict(sorted(defs.items()))})
 
 
-def schema_text():
+def schema_text() -> str:
     """``docs/run.schema.json``'s text."""
     return json.dumps(json_schema(), indent=2) + "\n"
 

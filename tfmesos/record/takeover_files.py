@@ -19,6 +19,8 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Mapping
+from typing import Any, Optional, Protocol
 
 from ..exceptions import TFMesosError
 
@@ -33,18 +35,29 @@ class TakeoverError(TFMesosError):
     """A run cannot be taken over; the message is one line naming the fix."""
 
 
-def keys_dir(environ):
+class Keyed(Protocol):
+    """What ``save_key`` reads of a run's identity (``core.identity.RunIdentity``,
+    which this layer does not import)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def key(self) -> bytes: ...
+
+
+def keys_dir(environ: Mapping[str, str]) -> str:
     return environ.get("TFMESOS_KEYS_DIR") or os.path.join(
         os.path.expanduser("~"), ".tfmesos", "keys")
 
 
-def key_path(run_id, environ):
+def key_path(run_id: str, environ: Mapping[str, str]) -> str:
     if not _RUN_ID.match(run_id):
         raise TakeoverError("%r is not a run id" % run_id)
     return os.path.join(keys_dir(environ), run_id)
 
 
-def _write_private(path, text):
+def _write_private(path: str, text: str) -> None:
     """``text`` to ``path``, mode 0600 from its creation, atomically."""
     temporary = "%s.tmp%d" % (path, os.getpid())
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
@@ -54,7 +67,7 @@ def _write_private(path, text):
     os.replace(temporary, path)
 
 
-def save_key(identity, environ):
+def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
     """Keep the key of the run ``identity`` (a ``RunIdentity``); returns where."""
     path = key_path(identity.run_id, environ)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -62,7 +75,7 @@ def save_key(identity, environ):
     return path
 
 
-def read_key(path):
+def read_key(path: str) -> bytes:
     """The secret in a key file ``path``; TakeoverError naming the problem."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -89,9 +102,9 @@ class FailoverFile:
     the absolute directory the run's plain (not shipped) tasks run in.
     Checked on construction (``TakeoverError``)."""
 
-    identity: dict
-    spec: dict
-    packed: dict
+    identity: dict[str, Any]
+    spec: dict[str, Any]
+    packed: dict[str, str]
     workdir: str
 
     def __post_init__(self) -> None:
@@ -111,12 +124,12 @@ class FailoverFile:
     def master(self) -> str:
         return self.spec["master"]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"format": FAILOVER_FORMAT, "identity": dict(self.identity),
                 "spec": dict(self.spec), "packed": dict(self.packed), "workdir": self.workdir}
 
     @classmethod
-    def from_dict(cls, data) -> "FailoverFile":
+    def from_dict(cls, data: object) -> "FailoverFile":
         """The FailoverFile ``to_dict`` wrote; TakeoverError naming what is wrong."""
         if not isinstance(data, dict):
             raise TakeoverError("not a JSON object")
@@ -135,7 +148,7 @@ class FailoverFile:
         return cls(**{name: data[name] for name in fields})
 
 
-def _shape_error(failover: FailoverFile):
+def _shape_error(failover: FailoverFile) -> Optional[str]:
     """Why ``failover`` is not a FailoverFile's shape, or None."""
     identity = failover.identity
     if not isinstance(identity, dict) or "key" in identity:
@@ -156,7 +169,7 @@ def _shape_error(failover: FailoverFile):
     return None
 
 
-def save_failover(directory, failover):
+def save_failover(directory: Optional[str], failover: FailoverFile) -> None:
     """Write ``failover`` (a ``FailoverFile``) to ``directory``'s
     failover.json (none without a run directory)."""
     if directory is None:
@@ -165,7 +178,7 @@ def save_failover(directory, failover):
                    json.dumps(failover.to_dict(), indent=1) + "\n")
 
 
-def read_failover(directory):
+def read_failover(directory: str) -> FailoverFile:
     """The ``FailoverFile`` of a run directory; TakeoverError, one line, if
     there is none or it is not one."""
     path = os.path.join(directory, FAILOVER_FILE)
