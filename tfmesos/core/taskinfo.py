@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..protocol import labels as labels_
 from ..protocol import task_env
-from . import config, task_secrets
+from . import config
 
 if TYPE_CHECKING:   # not imported at run time: tfrun's start-up reads this module
     from ..ship.shipping import Shipment
@@ -104,6 +104,9 @@ def build_task(run: "RunSpec", slot: "TaskSlot", assignment: "Assignment[TaskSlo
     ``secrets`` ({name: value}, ``task_secrets.values``) and the run's key
     go as Mesos value secrets (the key as a plain variable where Mesos
     passes no secrets, ``task_secrets.supported``)."""
+    # Imported here: tfrun's start-up reads this module and needs no secrets.
+    from . import task_secrets
+
     task_id = slot.task_id
     assert task_id is not None, "a slot is given its task id before its task is built"
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
@@ -290,6 +293,7 @@ def build_task_info(task_id: str, name: str, agent_id: str, resources: Iterable[
     """A command task's TaskInfo: ``env`` as plain variables, ``secrets``
     ({name: value}) as Mesos value secrets (``task_secrets``; one wins over
     a plain variable of its name), sorted by name."""
+    from . import task_secrets
     secrets = secrets or {}
     variables = [task_secrets.variable(key, secrets[key]) if key in secrets
                  else {"name": key, "value": str(env[key])}
