@@ -15,8 +15,12 @@ from typing import Optional, Protocol
 class Backend(Protocol):
     """What a run needs to know of where its master lives."""
 
-    # (principal, secret) the driver authenticates with; None: as configured.
-    credentials: Optional[tuple[str, str]]
+    @property
+    def credentials(self) -> Optional[tuple[str, str]]:
+        """(principal, secret) the driver authenticates with; None: as
+        configured. Read only: the run never sets them (an attribute of a
+        backend matches, its type narrower: the embedded master's are never
+        None)."""
 
     @property
     def principal(self) -> Optional[str]:

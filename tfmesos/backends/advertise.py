@@ -13,6 +13,8 @@ import re
 import shlex
 import socket
 import urllib.parse
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 from ..exceptions import TFMesosError
 
@@ -24,9 +26,14 @@ OPTION = "{advertise_address=%s}"
 FROM_ENV = ENV + " %s"
 # RFC 1123 host names: dot-separated labels of letters, digits and inner '-'.
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+# One address a host name resolves to: (its IP address, the socket family,
+# the socket address to bind, an IPv6 one with its zone).
+Resolved = tuple[Union[ipaddress.IPv4Address, ipaddress.IPv6Address], socket.AddressFamily,
+                 tuple[Any, ...]]
 
 
-def advertise_address(explicit, master_url, environ):
+def advertise_address(explicit: Optional[str], master_url: str,
+                      environ: Mapping[str, str]) -> str:
     """The address tasks use to reach this process's rendezvous, for a
     remote master at ``master_url``: the explicit setting, else
     ``$TFMESOS_ADVERTISE_ADDRESS``, else the local address of the route
@@ -34,9 +41,10 @@ def advertise_address(explicit, master_url, environ):
     on this host too: the tasks of a remote master run on other hosts."""
     parts = urllib.parse.urlsplit(master_url)
     host = parts.hostname or "127.0.0.1"
-    given, source = given_address(explicit, environ)
-    if given is None:
+    found = given_address(explicit, environ)
+    if found[0] is None:
         return _route_to(host, parts.port)
+    given, source = found
     # A master whose name does not resolve is the driver's to report.
     master = _addresses(host)
     elsewhere = master and not any(_bindable(each) for each in master)
@@ -44,7 +52,8 @@ def advertise_address(explicit, master_url, environ):
                    if elsewhere else None)
 
 
-def given_address(explicit, environ):
+def given_address(explicit: Optional[str], environ: Mapping[str, str]
+                  ) -> Union[tuple[str, str], tuple[None, None]]:
     """(address, where it was given) of an explicit setting, else of
     ``$TFMESOS_ADVERTISE_ADDRESS``; (None, None) when neither is set."""
     if explicit:
@@ -54,7 +63,7 @@ def given_address(explicit, environ):
     return None, None
 
 
-def checked(address, source=OPTION, elsewhere=None):
+def checked(address: str, source: str = OPTION, elsewhere: Optional[str] = None) -> str:
     """``address`` once it names this machine: TFMesosError, one line naming
     the fix, when it is malformed, does not resolve, or is not an address of
     this machine, or is loopback while ``elsewhere`` (why the tasks run on
@@ -79,7 +88,7 @@ def checked(address, source=OPTION, elsewhere=None):
     return address
 
 
-def malformed(address, source=OPTION):
+def malformed(address: object, source: str = OPTION) -> Optional[TFMesosError]:
     """Why ``address`` is neither an IP address nor a host name (a
     TFMesosError, one line naming the fix), or None when it is one; nothing
     is looked up. ``source``: where it was given (``OPTION``, ``FROM_ENV``)."""
@@ -91,7 +100,7 @@ def malformed(address, source=OPTION):
                               "reach", text)
 
 
-def bind_address(address):
+def bind_address(address: str) -> Optional[str]:
     """The address the run's listeners (the rendezvous, the bundle server)
     bind for the advertised ``address``, so that they listen there and not
     on every interface: itself when it is an IP address; for a host name,
@@ -113,7 +122,7 @@ def bind_address(address):
     return next((each for each in ("127.0.0.1", "::1") if each in inside), None)
 
 
-def _well_formed(address):
+def _well_formed(address: str) -> bool:
     """An IP address (IPv6 with a zone too), or a host name by RFC 1123."""
     try:
         ipaddress.ip_address(address.split("%", 1)[0])
@@ -124,7 +133,7 @@ def _well_formed(address):
     return 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split("."))
 
 
-def _route_to(host, port):
+def _route_to(host: str, port: Optional[int]) -> str:
     try:
         socket.getaddrinfo(host, port or 5050)
     except socket.gaierror as exc:
@@ -140,7 +149,7 @@ def _route_to(host, port):
                                  "TFMESOS_ADVERTISE_ADDRESS", host, exc) from None
 
 
-def _addresses(host):
+def _addresses(host: str) -> list[Resolved]:
     """(IP address, socket address) of each address ``host`` names (none
     when it does not resolve)."""
     try:
@@ -152,7 +161,7 @@ def _addresses(host):
             for family, sockaddr in found]
 
 
-def _bindable(resolved):
+def _bindable(resolved: Resolved) -> bool:
     ip, family, sockaddr = resolved
     if ip.is_loopback:
         return True
@@ -164,7 +173,7 @@ def _bindable(resolved):
         return False
 
 
-def _family(host):
+def _family(host: str) -> socket.AddressFamily:
     try:
         return socket.getaddrinfo(host, None)[0][0]
     except socket.gaierror:

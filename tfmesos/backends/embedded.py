@@ -3,8 +3,16 @@
 (``sizing``), on loopback unless tasks must reach it from elsewhere."""
 
 import secrets
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .advertise import bind_address, checked
+
+if TYPE_CHECKING:   # the master's imports come when it starts
+    from mesos_local.master import LocalMaster
+
+    from .sizing import JobResources
+    from .warm_runner import WarmProcessRunner
 
 LOOPBACK = "127.0.0.1"
 
@@ -18,24 +26,27 @@ class EmbeddedMaster:
     close once it runs. ``environ`` is not read:
     ``$TFMESOS_ADVERTISE_ADDRESS`` is for remote masters."""
 
-    def __init__(self, jobs, containers=False, options=None, advertise=None, environ=None,
-                 runner=None, make_runner=None):
+    def __init__(self, jobs: "Iterable[JobResources]", containers: bool = False,
+                 options: Optional[Mapping[str, Any]] = None, advertise: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None,
+                 runner: Optional["WarmProcessRunner"] = None,
+                 make_runner: Optional[Callable[[], Optional["WarmProcessRunner"]]] = None) -> None:
         self.jobs = list(jobs)
         self.containers = containers
         self.options = dict(options or {})
         self._explicit = advertise
         self._runner = runner
         self._make_runner = make_runner
-        self.master = None          # the LocalMaster once started
+        self.master: Optional[LocalMaster] = None   # once started
         # This run's own, made for it: the master authenticates nobody else.
-        self.credentials = ("mesos-local-%s" % secrets.token_hex(4),
+        self.credentials: tuple[str, str] = ("mesos-local-%s" % secrets.token_hex(4),
                             secrets.token_urlsafe(32))
 
     @property
-    def principal(self):
+    def principal(self) -> str:
         return self.credentials[0]
 
-    def start(self):
+    def start(self) -> str:
         from .sizing import start_local_master  # the master's imports, when it starts
 
         self.check()
@@ -49,7 +60,7 @@ class EmbeddedMaster:
                                               containers=self.containers, **options)
         return url
 
-    def check(self):
+    def check(self) -> None:
         """A given ``--advertise-address`` must be this machine's
         (``advertise.checked``; TFMesosError), and not loopback for agents
         in network namespaces of their own: they are other hosts to the
@@ -58,19 +69,19 @@ class EmbeddedMaster:
             checked(self._explicit, elsewhere="the agents are in network namespaces of their "
                     "own" if self.options.get("network_namespaces") else None)
 
-    def bind_host(self):
+    def bind_host(self) -> Optional[str]:
         """Loopback for the master's own tasks, else the given address
         (``advertise.bind_address``)."""
         return bind_address(self._explicit) if self._explicit else LOOPBACK
 
-    def advertised_address(self, master_url):
+    def advertised_address(self, master_url: str) -> str:
         """``--advertise-address`` (checked by ``start``), else loopback."""
         return self._explicit or LOOPBACK
 
-    def describe(self):
+    def describe(self) -> str:
         return "the embedded master"
 
-    def stop(self):
+    def stop(self) -> None:
         if self.master is not None:
             self.master.stop()
         if self._runner is not None:   # the master never started

@@ -1,10 +1,13 @@
 """A run on a remote Mesos master (``-m HOST:PORT``, a list, ``zk://``)."""
 
+from collections.abc import Mapping
+from typing import Optional
+
 from ..mesos.master_address import parse_master
 from .advertise import advertise_address, bind_address, checked, given_address
 
 
-def credentials_of(environ):
+def credentials_of(environ: Mapping[str, str]) -> Optional[tuple[str, str]]:
     """(principal, secret) of ``MESOS_PRINCIPAL`` / ``MESOS_SECRET`` in
     ``environ`` (as a pymesos-style driver reads them), None when either is
     unset."""
@@ -17,38 +20,39 @@ class RemoteMaster:
     address of the route towards the master, ``advertise.advertise_address``),
     where the run's listeners bind too."""
 
-    def __init__(self, master, advertise=None, environ=None):
+    def __init__(self, master: str, advertise: Optional[str] = None,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
         self.master = master
         self._explicit = advertise
-        self._environ = {} if environ is None else environ
-        self._advertised = None
+        self._environ: Mapping[str, str] = {} if environ is None else environ
+        self._advertised: Optional[str] = None
         self.credentials = credentials_of(self._environ)
 
     @property
-    def principal(self):
+    def principal(self) -> Optional[str]:
         """The principal the run authenticates as (None: none)."""
         return self.credentials[0] if self.credentials else None
 
-    def start(self):
+    def start(self) -> str:
         self.check()
         return self.master
 
-    def check(self):
+    def check(self) -> None:
         """Checks the address tasks reach the run at before the master is
         contacted (``advertise.checked``; TFMesosError); through zk://
         whether the master is on this host is known once the leader is,
         when the first task is made."""
         if self._zookeeper():
-            given, source = given_address(self._explicit, self._environ)
-            if given is not None:
-                checked(given, source)
+            found = given_address(self._explicit, self._environ)
+            if found[0] is not None:
+                checked(*found)
         else:
             self.advertised_address(parse_master(self.master).urls[0])
 
-    def _zookeeper(self):
+    def _zookeeper(self) -> bool:
         return self.master.lower().startswith("zk://")
 
-    def bind_host(self):
+    def bind_host(self) -> Optional[str]:
         """The advertised address (``advertise.bind_address``): given, or
         the route's towards the master. Through zk:// without a given
         address the leader, and so the route, is not known when the
@@ -58,15 +62,15 @@ class RemoteMaster:
             return None if given is None else bind_address(given)
         return bind_address(self.advertised_address(parse_master(self.master).urls[0]))
 
-    def advertised_address(self, master_url):
+    def advertised_address(self, master_url: str) -> str:
         if self._advertised is None:
             self._advertised = advertise_address(self._explicit, master_url, self._environ)
         return self._advertised
 
-    def describe(self):
+    def describe(self) -> str:
         return self.master
 
-    def stop(self):
+    def stop(self) -> None:
         pass
 
 

@@ -9,6 +9,8 @@ import functools
 import logging
 import os
 import random
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Protocol
 
 from mesos_local.agent import AgentSpec
 from mesos_local.containerizer.cgroup_limits import ISOLATORS
@@ -26,7 +28,28 @@ log = logging.getLogger(__name__)
 LOCAL_MAX_TASKS = 100
 
 
-def start_local_master(jobs, run_credentials, containers=False, **options):
+class JobResources(Protocol):
+    """What sizing reads of a job (``core.spec.Job``, which backends do not
+    import): its name, number of tasks and each task's resources."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def num(self) -> int: ...
+
+    @property
+    def cpus(self) -> float: ...
+
+    @property
+    def mem(self) -> float: ...
+
+    @property
+    def gpus(self) -> int: ...
+
+
+def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str, str],
+                       containers: bool = False, **options: Any) -> tuple[LocalMaster, str]:
     """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
     ``cpus``, ``mem`` and ``gpus``); ``containers``: the run has an image, so
     tasks run through the Docker engine. The master authenticates
@@ -66,7 +89,7 @@ def start_local_master(jobs, run_credentials, containers=False, **options):
 AUTO = "auto"
 
 
-def auto_isolation(isolation, enable_cfs=False):
+def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Optional[str]:
     """What the embedded master of a run isolates with: ``"auto"`` is the
     cgroups isolators where this machine can (said once when it cannot:
     tasks are then held to nothing, unlike on a Mesos cluster that isolates);
@@ -85,14 +108,14 @@ def auto_isolation(isolation, enable_cfs=False):
 
 
 @functools.lru_cache(maxsize=1)
-def _machine():
+def _machine() -> tuple[float, float, tuple[str, ...]]:
     """(cpus, mem, GPU ids) of this machine for the embedded master; asked
     once (nvidia-smi), by tfrun's check of its options and by the agent."""
     cpus, mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
     return cpus, mem, gpu_ids
 
 
-def check_fits(jobs):
+def check_fits(jobs: Sequence[JobResources]) -> None:
     """SpecError for what the embedded master can never run on this
     machine: more than ``LOCAL_MAX_TASKS`` tasks, a task with more cpus or
     memory than the machine has, more GPUs in all than it has (an error at
@@ -121,7 +144,7 @@ def check_fits(jobs):
                               need_gpus, len(gpu_ids))
 
 
-def check_local(jobs, options):
+def check_local(jobs: Sequence[JobResources], options: Mapping[str, Any]) -> None:
     """SpecError for what the embedded master of a run of ``jobs`` with
     ``options`` (``LocalMaster``'s) cannot do here: ``check_fits``, and
     ``cgroups_enable_cfs`` where cgroups isolation is not possible."""
@@ -130,7 +153,7 @@ def check_local(jobs, options):
         auto_isolation(options.get("isolation", AUTO), enable_cfs=True)
 
 
-def local_agent(jobs):
+def local_agent(jobs: Sequence[JobResources]) -> AgentSpec:
     """The embedded master's one agent, sized so the whole cluster fits.
 
     The agent offers at least what the cluster asks for, even beyond the
@@ -147,7 +170,7 @@ def local_agent(jobs):
     return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
 
 
-def local_port_window(size=LOCAL_MAX_TASKS + 1):
+def local_port_window(size: int = LOCAL_MAX_TASKS + 1) -> tuple[int, int]:
     """A random window of ports below Linux's ephemeral range, so that two
     runs on one machine rarely offer the same ports (each embedded master
     knows only its own tasks)."""

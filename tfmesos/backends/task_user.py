@@ -15,13 +15,16 @@ names the fix. Container tasks (``--image``) keep their own user handling.
 import os
 import pwd
 import subprocess
+from typing import Optional
 
 from ..exceptions import SpecError
 
 PROBE_TIMEOUT = 60
 
 
-def check_task_user(user, python, pythonpath, switch_user=True, euid=None, path=None):
+def check_task_user(user: Optional[str], python: Optional[str], pythonpath: Optional[str],
+                    switch_user: bool = True, euid: Optional[int] = None,
+                    path: Optional[str] = None) -> None:
     """SpecError (one line, naming the fix) unless the embedded master of
     this process can run plain tasks as ``user`` (None: this process's
     own): ``python`` (a path or a name looked up on ``path``, the tasks'
@@ -60,7 +63,7 @@ def check_task_user(user, python, pythonpath, switch_user=True, euid=None, path=
                         "where %s can read it" % (user, user, why, user))
 
 
-def _as_user(entry, argv, env):
+def _as_user(entry: pwd.struct_passwd, argv: list[str], env: dict[str, str]) -> Optional[str]:
     """None when ``argv`` runs to success as the user of ``entry``, else why not."""
     try:
         done = subprocess.run(argv, user=entry.pw_uid, group=entry.pw_gid,

@@ -49,8 +49,16 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
-from mesos_local.containerizer.runner import ProcessRunner, ProcessTask, RunnerError
+from mesos_local.containerizer.runner import (
+    ProcessRunner,
+    ProcessTask,
+    RunnerError,
+    RunningTask,
+    TaskLaunch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +76,11 @@ INTERPRETER_PREFIXES = ("PYTHON", "LC_", "LD_", "MALLOC_")
 INTERPRETER_NAMES = ("LANG", "LANGUAGE", "GLIBC_TUNABLES", "HOME")
 
 
-def is_interpreter_variable(name):
+def is_interpreter_variable(name: str) -> bool:
     return name.startswith(INTERPRETER_PREFIXES) or name in INTERPRETER_NAMES
 
 
-def interpreter_variables(environment):
+def interpreter_variables(environment: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The variables of ``environment`` that shape an interpreter's start,
     sorted pairs."""
     return tuple(sorted((k, v) for k, v in environment.items() if is_interpreter_variable(k)))
@@ -87,7 +95,7 @@ class WarmSpec:
     how many to start ahead, one per task of the ``tasks`` expected, at most
     ``POOL_CAP``."""
 
-    def __init__(self, command, environment, tasks=1):
+    def __init__(self, command: str, environment: Mapping[str, str], tasks: int = 1) -> None:
         words = shlex.split(command)    # exec PYTHON [-S] -m tfmesos.task
         self.command = command
         self.python = words[1]
@@ -97,7 +105,7 @@ class WarmSpec:
         self.size = min(POOL_CAP, self.tasks)
 
 
-def matches(spec, launch):
+def matches(spec: WarmSpec, launch: TaskLaunch) -> bool:
     """Whether ``launch`` (a runner.TaskLaunch) may be started warm."""
     # A task of another user (``run_as``) is exec'd as that user: the warm
     # interpreters are this process's user's.
@@ -107,7 +115,8 @@ def matches(spec, launch):
             and interpreter_variables(launch.env) == spec.variables)
 
 
-def interpreter_environment(spec, environ=None):
+def interpreter_environment(spec: WarmSpec, environ: Optional[Mapping[str, str]] = None
+                            ) -> dict[str, str]:
     """A warm interpreter's environment: this process's (``environ``), its
     interpreter variables replaced by the tasks'."""
     environ = os.environ if environ is None else environ
@@ -119,7 +128,7 @@ def interpreter_environment(spec, environ=None):
 class _Interpreter:
     """One ``tfmesos.task.warm`` process, and the agent's end of its socket."""
 
-    def __init__(self, spec, env):
+    def __init__(self, spec: WarmSpec, env: Mapping[str, str]) -> None:
         ours, theirs = socket.socketpair()
         try:
             # Its stderr is tfrun's until it becomes a task: it writes there
@@ -136,10 +145,10 @@ class _Interpreter:
         self.sock = ours
 
     @property
-    def pid(self):
+    def pid(self) -> int:
         return self.popen.pid
 
-    def hand_over(self, request, timeout):
+    def hand_over(self, request: dict[str, Any], timeout: float) -> Union[dict[str, Any], str]:
         """Send the launch ``request``; its reply (``{"took": PID}`` or
         ``{"error": TEXT}``), else why there is none (a string: it ended,
         or did not answer in ``timeout`` seconds; it is stopped then)."""
@@ -157,7 +166,7 @@ class _Interpreter:
         self.stop()
         return reply or "ended (%s)" % _describe(self.popen)
 
-    def stop(self):
+    def stop(self) -> int:
         """Stop an interpreter that is not a task (idle, or failed)."""
         self._close_socket()
         if self.popen.poll() is None:
@@ -167,7 +176,7 @@ class _Interpreter:
                 pass
         return self.popen.wait()
 
-    def _close_socket(self):
+    def _close_socket(self) -> None:
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -175,7 +184,7 @@ class _Interpreter:
         self.sock.close()
 
 
-def _read_line(sock, timeout):
+def _read_line(sock: socket.socket, timeout: float) -> Optional[bytes]:
     """One line from ``sock``; None at its end, TimeoutError when none came
     in ``timeout`` seconds."""
     poller = select.poll()
@@ -195,12 +204,12 @@ class WarmPool:
     """The interpreters started ahead for ``spec``'s tasks, refilled as
     tasks take them. ``alive``: whether launches may still take one."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: WarmSpec) -> None:
         self.spec = spec
         self._env = interpreter_environment(spec)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._idle = []          # _Interpreter, oldest first
+        self._idle: list[_Interpreter] = []   # oldest first
         self._taken = 0          # launches that matched, warm or not
         self._last_taken = time.monotonic()
         self._alive = True
@@ -213,16 +222,16 @@ class WarmPool:
         self._refill_thread.start()
 
     @property
-    def alive(self):
+    def alive(self) -> bool:
         return self._alive
 
     @property
-    def idle_pids(self):
+    def idle_pids(self) -> list[int]:
         """The pids of the interpreters waiting for a launch, oldest first."""
         with self._lock:
             return [interpreter.pid for interpreter in self._idle]
 
-    def take(self):
+    def take(self) -> Optional[_Interpreter]:
         """An interpreter for a matching launch (started now if none is
         idle), or None: launch it the ordinary way."""
         with self._lock:
@@ -234,18 +243,18 @@ class WarmPool:
             self._changed.notify_all()
         return interpreter or self._start()
 
-    def lost(self, why):
+    def lost(self, why: str) -> None:
         """A taken interpreter never took its launch: ``why``."""
         self._turn_off("a warm task interpreter %s" % why)
 
-    def close(self):
+    def close(self) -> None:
         """Stop the idle interpreters (the tasks are the master's to stop)."""
         with self._lock:
             self._closing = True
         self._turn_off(None)
         self._refill_thread.join(10)
 
-    def _missing(self):
+    def _missing(self) -> int:
         """How many more interpreters to start now (0: none yet), under the lock."""
         expected = min(self.spec.size, self.spec.tasks - self._taken)
         if len(self._idle) < expected:
@@ -254,14 +263,14 @@ class WarmPool:
             return SPARE - len(self._idle)
         return 0
 
-    def _start(self):
+    def _start(self) -> Optional[_Interpreter]:
         try:
             return _Interpreter(self.spec, self._env)
         except OSError as exc:
             self._turn_off("a warm task interpreter cannot start (%s)" % exc)
             return None
 
-    def _start_idle(self):
+    def _start_idle(self) -> bool:
         interpreter = self._start()
         if interpreter is None:
             return False
@@ -280,7 +289,7 @@ class WarmPool:
                          daemon=True).start()
         return True
 
-    def _watch(self, interpreter, fd):
+    def _watch(self, interpreter: _Interpreter, fd: int) -> None:
         """Until ``interpreter`` ends idle (its socket closes) or replies to
         a launch (taken): the former turns the pool off."""
         try:
@@ -299,7 +308,7 @@ class WarmPool:
         if not closing:
             self._turn_off("a warm task interpreter ended (%s)" % _describe(interpreter.popen))
 
-    def _refill(self):
+    def _refill(self) -> None:
         """Start interpreters as launches take them: one per task still
         expected at once; the spare once launches paused for SPARE_DELAY."""
         while True:
@@ -312,7 +321,7 @@ class WarmPool:
             if not self._start_idle():
                 return
 
-    def _turn_off(self, why):
+    def _turn_off(self, why: Optional[str]) -> None:
         """No more warm starts: stop the idle interpreters; ``why`` (None:
         the runner closes) is said once."""
         with self._lock:
@@ -325,7 +334,7 @@ class WarmPool:
             log.warning("%s; tasks start the ordinary way", why)
 
 
-def _describe(popen):
+def _describe(popen: "subprocess.Popen[bytes]") -> str:
     returncode = popen.poll()
     if returncode is None:
         return "no answer"
@@ -338,10 +347,10 @@ class WarmProcessRunner(ProcessRunner):
     """``ProcessRunner`` that hands the launches ``matches`` to interpreters
     started ahead (``WarmPool``)."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: WarmSpec) -> None:
         self.warm = WarmPool(spec)
 
-    def launch(self, launch):
+    def launch(self, launch: TaskLaunch) -> RunningTask:
         interpreter = self.warm.take() if matches(self.warm.spec, launch) else None
         if interpreter is None:
             return super().launch(launch)
@@ -357,11 +366,12 @@ class WarmProcessRunner(ProcessRunner):
             raise RunnerError("cannot start %r: %s" % (launch.command, reply["error"]))
         return ProcessTask(interpreter.popen)
 
-    def close(self):
+    def close(self) -> None:
         self.warm.close()
 
 
-def start_warm_runner(command):
+def start_warm_runner(command: Optional[tuple[str, Mapping[str, str], int]]
+                      ) -> Optional[WarmProcessRunner]:
     """The embedded master's runner with its warm interpreters started for
     ``command`` (``(command, environment, tasks)``,
     ``core.taskinfo.warm_task_command``), or None without one."""

@@ -42,18 +42,27 @@ import queue
 import shutil
 import tempfile
 import time
-from typing import Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..exceptions import MesosCallError, MesosError, SpecError, TFMesosError
 from ..mesos import MesosSchedulerDriver, Scheduler
-from ..mesos.interface import FAILED_OVER
+from ..mesos.interface import FAILED_OVER, SchedulerDriver
 from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels, task_env
 from . import task_secrets
 from .identity import IdentityError, RunIdentity, unseal
-from .placement import TaskRequest, place
+from .placement import Assignment, TaskRequest, place
+from .spec import RunSpec
 from .spec_codec import spec_from_dict, spec_to_dict
 from .taskinfo import build_task_info, container_info, framework_info, run_user
+
+if TYPE_CHECKING:   # annotations only: each comes when its step needs it
+    from addict import Dict
+
+    from ..mesos.master_reads import MasterReader
+    from ..record.schema import RunFile
+    from ..ship.bundle_server import BundleServer
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +83,15 @@ class DetachError(TFMesosError):
 MAX_DOCUMENT = 16 << 20    # bytes of a scheduler document
 MAX_RECORD = 64 << 20      # bytes of the record a new scheduler carries on
 
+# What the scheduler task fetches: {file name: (its path here, whether the
+# fetcher extracts it)}; its URIs (CommandInfo.URI) as JSON.
+Files = Mapping[str, tuple[str, bool]]
+Uris = list[dict[str, Any]]
 
-def document_body(spec, packed, shipped, cpus, mem, previous=None):
+
+def document_body(spec: RunSpec, packed: Mapping[str, str],
+                  shipped: Optional[Mapping[str, Any]], cpus: float, mem: float,
+                  previous: Optional[str] = None) -> dict[str, Any]:
     """The scheduler document but its identity: ``spec`` (a RunSpec, sent
     without its ``ship``; its ``env`` holds plain settings only, the values
     of ``secret_env`` never), ``packed`` {role: file name in the sandbox},
@@ -87,7 +103,7 @@ def document_body(spec, packed, shipped, cpus, mem, previous=None):
             "scheduler_mem": mem}
 
 
-def seal_document(identity, body):
+def seal_document(identity: RunIdentity, body: Mapping[str, Any]) -> bytes:
     """detached.json: ``body`` with ``identity.public()`` (its framework
     id, principal and user: the document is the run's in that framework
     only), sealed with the run's key."""
@@ -97,7 +113,8 @@ def seal_document(identity, body):
     return identity.seal(payload.encode("utf-8"))
 
 
-def open_document(data, key, what="the scheduler document"):
+def open_document(data: bytes, key: bytes, what: str = "the scheduler document"
+                  ) -> tuple[dict[str, Any], RunIdentity]:
     """(the document, its ``RunIdentity``) of the sealed bytes ``data``
     once their signature checks with ``key`` (nothing of them is read
     before); DetachError (or IdentityError) otherwise."""
@@ -114,7 +131,7 @@ def open_document(data, key, what="the scheduler document"):
     return document, RunIdentity.from_public(document.get("identity"), key)
 
 
-def read_sealed(path, what=None):
+def read_sealed(path: str, what: Optional[str] = None) -> bytes:
     """The bytes of the sealed file ``path`` (at most ``MAX_DOCUMENT``)."""
     try:
         with open(path, "rb") as handle:
@@ -123,7 +140,8 @@ def read_sealed(path, what=None):
         raise DetachError("cannot read %s: %s" % (what or path, exc.strerror or exc)) from None
 
 
-def bound_to(identity, run_id, framework_id, principal, user):
+def bound_to(identity: RunIdentity, run_id: str, framework_id: str, principal: Optional[str],
+             user: Optional[str]) -> Optional[str]:
     """Why ``identity`` (a document's, its signature checked) is not the
     run ``run_id`` of that framework, principal and user; None when it is.
     A document the key holder wrote for one framework is never taken for
@@ -139,7 +157,7 @@ def bound_to(identity, run_id, framework_id, principal, user):
         wrong[0], found[wrong[0]] or "none", expected[wrong[0]] or "none")
 
 
-def check_previous(record, run_id, what="the run's record"):
+def check_previous(record: "RunFile", run_id: str, what: str = "the run's record") -> "RunFile":
     """DetachError unless ``record`` (a ``RunFile``) is run ``run_id``'s and
     names tasks of that run only (``tfmesos.<run id>.*``): a new scheduler
     adopts, expects and may kill what it names."""
@@ -155,7 +173,7 @@ def check_previous(record, run_id, what="the run's record"):
     return record
 
 
-def read_previous(path, run_id, what=None):
+def read_previous(path: str, run_id: str, what: Optional[str] = None) -> "RunFile":
     """The ``RunFile`` at ``path`` (run ``run_id``'s record so far), checked
     (``check_previous``); DetachError otherwise."""
     from ..record.schema import SchemaError, read_run_file
@@ -171,7 +189,8 @@ def read_previous(path, run_id, what=None):
     return check_previous(record, run_id, what)
 
 
-def scheduler_secrets(spec, credentials, environ):
+def scheduler_secrets(spec: RunSpec, credentials: Optional[tuple[str, str]],
+                      environ: Mapping[str, str]) -> dict[str, str]:
     """The scheduler task's secrets but the key: the values of
     ``spec.secret_env`` (from ``environ``) and the ``credentials``
     (principal, secret) it subscribes with. SpecError where they cannot be
@@ -194,19 +213,23 @@ class SchedulerLauncher(Scheduler):
     of it on ``events``: ("running",), ("ended", state,
     message), ("taken over",), ("error", message)."""
 
-    def __init__(self, make_task, cpus, mem):
+    def __init__(self, make_task: Callable[[Assignment[str], str], dict[str, Any]],
+                 cpus: float, mem: float) -> None:
         self._make_task = make_task
         self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
-        self.events: queue.Queue = queue.Queue()
-        self.launched: Optional[tuple] = None   # (task id, agent id)
-        self.agent_url = None   # its agent's address (Offer.url): its sandbox's last words
+        self.events: queue.Queue[tuple[str, ...]] = queue.Queue()
+        self.launched: Optional[tuple[str, str]] = None   # (task id, agent id)
+        # its agent's address (Offer.url): its sandbox's last words
+        self.agent_url: Optional[dict[str, Any]] = None
 
-    def resourceOffers(self, driver, offers):
+    def resourceOffers(self, driver: SchedulerDriver, offers: "list[Dict]") -> None:
         unused = [offer["id"] for offer in offers]
         if self.launched is None:
             placement = place([self._request], offers)
             for offer_id, assignments in placement.launches.items():
-                info = self._make_task(assignments[0], driver.framework_id)
+                framework_id = driver.framework_id
+                assert framework_id is not None, "offers come to a subscribed framework"
+                info = self._make_task(assignments[0], framework_id)
                 self.launched = (info["task_id"]["value"], assignments[0].agent_id)
                 self.agent_url = assignments[0].agent_url
                 # What the scheduler task leaves of the offer, and the offers
@@ -220,7 +243,7 @@ class SchedulerLauncher(Scheduler):
         if unused:
             driver.declineOffer(unused, {"refuse_seconds": 0.0 if self.launched else 1.0})
 
-    def statusUpdate(self, driver, update):
+    def statusUpdate(self, driver: SchedulerDriver, update: "Dict") -> None:
         if self.launched is None or update.task_id.value != self.launched[0]:
             return
         if update.state == "TASK_RUNNING":
@@ -228,16 +251,19 @@ class SchedulerLauncher(Scheduler):
         elif update.state in TERMINAL_STATES:
             self.events.put(("ended", update.state, update.get("message") or ""))
 
-    def error(self, driver, message):
+    def error(self, driver: SchedulerDriver, message: str) -> None:
         self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
 
 
-def scheduler_task(spec, identity, assignment, uris, command, secrets=None):
+def scheduler_task(spec: RunSpec, identity: RunIdentity, assignment: Assignment[str],
+                   uris: Uris, command: str, secrets: Optional[Mapping[str, str]] = None
+                   ) -> dict[str, Any]:
     """The TaskInfo of the scheduler task of the run ``identity`` (with
     its framework id): the run's key and ``secrets`` ({name: value},
     ``scheduler_secrets``) as Mesos value secrets (the key a plain variable
     where Mesos passes no secrets: ``task_secrets.supported``)."""
-    env = {task_env.FRAMEWORK_ID: identity.framework_id, task_env.RUN_ID: identity.run_id,
+    env: dict[str, object] = {
+        task_env.FRAMEWORK_ID: identity.framework_id, task_env.RUN_ID: identity.run_id,
            "PYTHONUNBUFFERED": "1"}
     env.update(spec.env)
     hidden = dict(secrets or {})
@@ -251,8 +277,11 @@ def scheduler_task(spec, identity, assignment, uris, command, secrets=None):
     return info
 
 
-def launch_scheduler(spec, identity, uris_for, command, cpus, mem, say, environ=None,
-                     timeout=TAKEOVER_TIMEOUT):
+def launch_scheduler(spec: RunSpec, identity: RunIdentity,
+                     uris_for: Callable[[RunIdentity], Uris], command: str, cpus: float,
+                     mem: float, say: Callable[[str], None],
+                     environ: Optional[Mapping[str, str]] = None,
+                     timeout: float = TAKEOVER_TIMEOUT) -> RunIdentity:
     """Subscribe as the run ``identity`` (taking its framework over, else as
     a new framework), launch its scheduler task, and return the identity
     with its framework once the task took the framework over. DetachError
@@ -269,7 +298,7 @@ def launch_scheduler(spec, identity, uris_for, command, cpus, mem, say, environ=
     secrets = scheduler_secrets(spec, credentials, environ)
     framework_id = identity.framework_id
 
-    def make_task(assignment, framework):
+    def make_task(assignment: Assignment[str], framework: str) -> dict[str, Any]:
         bound = identity.with_framework(framework)
         return scheduler_task(spec, bound, assignment, uris_for(bound), command, secrets)
     launcher = SchedulerLauncher(make_task, cpus, mem)
@@ -310,7 +339,9 @@ def launch_scheduler(spec, identity, uris_for, command, cpus, mem, say, environ=
                                      last_words(launcher, driver, credentials)))
             else:
                 raise DetachError(refusal(spec.master, event[1], driver, credentials))
-        return identity.with_framework(driver.framework_id)
+        framework_id = driver.framework_id
+        assert framework_id is not None, "the scheduler task took a subscribed framework over"
+        return identity.with_framework(framework_id)
     except BaseException:
         if framework_id is None and not taken:
             try:
@@ -322,7 +353,8 @@ def launch_scheduler(spec, identity, uris_for, command, cpus, mem, say, environ=
         driver.abort()
 
 
-def refusal(master, message, driver, credentials):
+def refusal(master: str, message: str, driver: MesosSchedulerDriver,
+            credentials: Optional[tuple[str, str]]) -> str:
     """The one line for a master that refused the launcher's subscription:
     its 401 says which credentials to set."""
     try:
@@ -339,7 +371,8 @@ def refusal(master, message, driver, credentials):
     return "the Mesos master refused the run: %s" % message
 
 
-def last_words(launcher, driver, credentials=None):
+def last_words(launcher: SchedulerLauncher, driver: MesosSchedulerDriver,
+               credentials: Optional[tuple[str, str]] = None) -> str:
     """``; it said: LINE`` (the last stderr line of the scheduler task's
     sandbox), or "" when there is none or it cannot be read."""
     from ..mesos.agent_files import AgentFilesError, agent_base_url, read_tails, sandbox_path
@@ -358,7 +391,7 @@ def last_words(launcher, driver, credentials=None):
 
 # -- tfrun --detach ------------------------------------------------------------
 
-def serve(server, files, host, spec):
+def serve(server: "BundleServer", files: Files, host: str, spec: RunSpec) -> Uris:
     """``files`` ({name: (path, extract)}) on ``server``: the scheduler
     task's URIs (and a ``--python-env`` URL's, fetched and cached as the
     job's tasks fetch it)."""
@@ -372,11 +405,12 @@ def serve(server, files, host, spec):
     return uris
 
 
-def document_uris(server, host, spec, files, work, body):
+def document_uris(server: "BundleServer", host: str, spec: RunSpec, files: Files, work: str,
+                  body: Mapping[str, Any]) -> Callable[[RunIdentity], Uris]:
     """``uris_for(identity)`` (``launch_scheduler``'s): the scheduler task's
     URIs, ``files`` and its document (``body`` sealed for ``identity``,
     ``seal_document``), written in ``work`` (0600) when it is asked for."""
-    def uris_for(identity):
+    def uris_for(identity: RunIdentity) -> Uris:
         path = os.path.join(work, DETACHED_FILE)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(descriptor, "wb") as handle:
@@ -385,14 +419,14 @@ def document_uris(server, host, spec, files, work, body):
     return uris_for
 
 
-def command_of(spec, packed):
+def command_of(spec: RunSpec, packed: Mapping[str, object]) -> str:
     from ..ship.scheduler_side import scheduler_command
     python_env = spec.ship is not None and spec.ship.python_env is not None
     return scheduler_command(spec.python, spec.image, python_env=python_env or bool(
         packed.get("python_env")))
 
 
-def check_detachable(spec, environ=None):
+def check_detachable(spec: RunSpec, environ: Optional[Mapping[str, str]] = None) -> None:
     """SpecError unless an agent can run ``spec``'s scheduler with what it
     needs of ``environ`` (default ``os.environ``) as secrets."""
     from ..backends.remote import credentials_of
@@ -407,7 +441,9 @@ def check_detachable(spec, environ=None):
     scheduler_secrets(spec, credentials_of(environ), environ)
 
 
-def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
+def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
+           environ: Optional[Mapping[str, str]] = None,
+           timeout: float = TAKEOVER_TIMEOUT) -> RunIdentity:
     """``tfrun --detach``: launch the run's scheduler task (``cpus``,
     ``mem`` MB), keep the run's key; returns the run's identity (with its
     framework)."""
@@ -422,10 +458,12 @@ def submit(spec, say, cpus, mem, environ=None, timeout=TAKEOVER_TIMEOUT):
     identity = RunIdentity.new(run_user(spec), backend.principal)
     backend.start()
     work = tempfile.mkdtemp(prefix="tfmesos-detach-")
-    shipment = server = None
+    shipment: Optional[Shipment] = None
+    server: Optional[BundleServer] = None
     try:
         shipment = Shipment(spec.ship, backend.bind_host(), say=say) if spec.ship else None
         server = shipment.server if shipment else BundleServer(bind_host=backend.bind_host())
+        assert server is not None, "a Shipment serves from its construction on"
         scheduler_side = pack_scheduler_side(work)
         packed = {}
         files = {scheduler_side.name: (scheduler_side.path, True)}
@@ -458,7 +496,9 @@ MAX_DOWNLOAD = 4 << 30          # bytes of one file of a scheduler's sandbox
 DOWNLOAD_TIME = 600.0           # seconds for all of them
 
 
-def sandbox_reader(reader, state, framework, task):
+def sandbox_reader(reader: "MasterReader", state: Mapping[str, Any],
+                   framework: Mapping[str, Any], task: Mapping[str, Any]
+                   ) -> Callable[[str, str, bool, int], Optional[str]]:
     """``fetch(name, dest, optional=False, max_bytes=MAX_DOWNLOAD)``: a file
     of ``task``'s sandbox (state JSON), read through its agent's /files into
     ``dest``; returns ``dest``, or None for an optional file that is not
@@ -473,7 +513,7 @@ def sandbox_reader(reader, state, framework, task):
         task_sandbox,
     )
     scheme = urllib.parse.urlsplit(reader.leader()).scheme or "http"
-    base = agent_base_urls(state, scheme).get(task.get("slave_id"))
+    base = agent_base_urls(state, scheme).get(task.get("slave_id", ""))
     if not base:
         raise DetachError("the agent of %s is gone, and with it what the run's scheduler "
                           "was given: the run cannot be taken over (tfmesos kill %s stops it)"
@@ -481,7 +521,8 @@ def sandbox_reader(reader, state, framework, task):
     root = task_sandbox(framework["id"], task)
     deadline = time.monotonic() + DOWNLOAD_TIME
 
-    def fetch(name, dest, optional=False, max_bytes=MAX_DOWNLOAD):
+    def fetch(name: str, dest: str, optional: bool = False,
+              max_bytes: int = MAX_DOWNLOAD) -> Optional[str]:
         files = AgentFiles(base, 30.0, reader.auth, None)
         try:
             download(files, "%s/%s" % (root, name), dest, max_bytes, deadline)
@@ -496,7 +537,9 @@ def sandbox_reader(reader, state, framework, task):
     return fetch
 
 
-def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say):
+def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
+                       framework: dict[str, Any], run_id: str, key_file: Optional[str],
+                       environ: Mapping[str, str], say: Callable[[str], None]) -> None:
     """A new scheduler task for a detached run whose scheduler is gone: the
     files of the last one's sandbox (read through its agent's /files), the
     run's record so far, served from here until it took over.
@@ -517,14 +560,20 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
         raise DetachError("run %s has no scheduler task to take over from" % run_id)
     newest, last = tasks[0]
     work = tempfile.mkdtemp(prefix="tfmesos-attach-")
-    server = None
+    server: Optional[BundleServer] = None
     try:
         read = sandbox_reader(reader, state, framework, last)
 
-        def fetch(name, optional=False, max_bytes=MAX_DOWNLOAD):
+        def fetch(name: str, optional: bool = False,
+                  max_bytes: int = MAX_DOWNLOAD) -> Optional[str]:
             return read(name, os.path.join(work, os.path.basename(name)), optional, max_bytes)
+
+        def fetched(name: str, max_bytes: int = MAX_DOWNLOAD) -> str:
+            path = fetch(name, False, max_bytes)
+            assert path is not None, "only an optional file may be missing"
+            return path
         what = "the scheduler document of %s (framework %s)" % (last["id"], framework["id"])
-        sealed = read_sealed(fetch(DETACHED_FILE, max_bytes=MAX_DOCUMENT), what)
+        sealed = read_sealed(fetched(DETACHED_FILE, max_bytes=MAX_DOCUMENT), what)
         document, found = open_document(sealed, key, what)
         why = bound_to(found, run_id, framework["id"], framework.get("principal"),
                        framework.get("user"))
@@ -544,7 +593,7 @@ def relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
         if previous:
             read_previous(previous, run_id, "the record in the sandbox of %s" % last["id"])
         names = dict(document.get("packed") or {})
-        packed = {role: fetch(name) for role, name in names.items()}
+        packed = {role: fetched(name) for role, name in names.items()}
         body = {name: value for name, value in document.items() if name != "identity"}
         body["previous"] = PREVIOUS_RECORD if previous else None
         scheduler_side = pack_scheduler_side(work)

@@ -4,8 +4,11 @@ servers as Mesos tasks and hands their addresses to the calling script."""
 import contextlib
 import logging
 import os
+import queue
 import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 from ..error_fields import Word
 from ..exceptions import ClusterError, SpecError, TFMesosError
@@ -16,9 +19,14 @@ from .events import TaskMetrics
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
-from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
+from .spec import AUTO, STICKY_TIMEOUT, JobsGiven, RunSpec, pairs, parse_jobs
+
+if TYPE_CHECKING:   # annotations only: imported when a run ships, logs to MLflow
+    from ..record.mlflow_mapping import MlflowSpec
+    from ..ship.bundle import ShipSpec
 
 logger = logging.getLogger(__name__)
+_E = TypeVar("_E", bound=BaseException)
 
 # cluster()'s words for the fields of a run (``error_fields``): its keyword
 # arguments; a job's fields are the keys of its ``Job`` or dict; what it
@@ -60,10 +68,14 @@ KEYWORDS: "dict[str, Word]" = {
 }
 
 
-def in_keywords(error):
+def in_keywords(error: _E) -> _E:
     """``error`` naming cluster()'s keyword arguments (``KEYWORDS``) where
     it names fields."""
     return error.in_words(KEYWORDS) if isinstance(error, TFMesosError) else error
+
+
+# cluster()'s volumes: ``host:container[:ro|rw]`` strings, or {host: container}.
+Volumes = Union[Iterable[str], Mapping[str, str], None]
 
 
 class Cluster:
@@ -71,57 +83,59 @@ class Cluster:
     ``grpc://host:port``; ``spec`` is the plain cluster spec dict. Both
     name the servers of the latest whole restart (``restarts`` counts them)."""
 
-    def __init__(self, run):
+    def __init__(self, run: ClusterRun) -> None:
         self._run = run
-        self.run_dir = run.record.directory   # the logs and run.json
+        self.run_dir: Optional[str] = run.record.directory   # the logs and run.json
 
     @property
-    def spec(self):
-        return {job: list(addresses) for job, addresses in self._run.cluster_spec.items()}
+    def spec(self) -> dict[str, list[str]]:
+        cluster = self._run.cluster_spec
+        assert cluster is not None, "a Cluster is made once its run formed"
+        return {job: list(addresses) for job, addresses in cluster.items()}
 
     @property
-    def targets(self):
+    def targets(self) -> dict[str, str]:
         return {"/job:%s/task:%d" % (job, index): "grpc://" + address
                 for job, addresses in self.spec.items()
                 for index, address in enumerate(addresses)}
 
     @property
-    def restarts(self):
+    def restarts(self) -> int:
         """Whole restarts begun so far (``max_restarts``)."""
         return self._run.recovery.restarts
 
-    def wait_ready(self, timeout=None):
+    def wait_ready(self, timeout: Optional[float] = None) -> dict[str, list[str]]:
         """Wait until the cluster runs (again, after a whole restart) and
         return its spec; raises its failure, ``ClusterError`` after ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        began = time.monotonic()
         while self._run.phase != Phase.RUNNING or self._run.cluster_spec is None:
             self.check()
             if self.finished():
                 raise ClusterError("the cluster has stopped")
-            if deadline is not None and time.monotonic() > deadline:
+            if timeout is not None and time.monotonic() > began + timeout:
                 raise ClusterError("the cluster was not running again within %.0f s" % timeout)
             time.sleep(0.1)
         return self.spec
 
     @property
-    def cluster_spec(self):
+    def cluster_spec(self) -> Any:   # tf.train.ClusterSpec
         import tensorflow as tf
         return tf.train.ClusterSpec(self.spec)
 
     @property
-    def cluster_def(self):
+    def cluster_def(self) -> Any:   # tf.train.ClusterDef
         return self.cluster_spec.as_cluster_def()
 
     @property
-    def failure(self):
+    def failure(self) -> Optional[BaseException]:
         """The error that ended the cluster early, or None."""
         return self._run.failure
 
-    def finished(self):
+    def finished(self) -> bool:
         """True once the cluster has stopped or a task has failed."""
         return self._run.failure is not None or self._run.phase in ENDING
 
-    def cluster_resolver(self):
+    def cluster_resolver(self) -> Any:   # tf.distribute's SimpleClusterResolver
         """A TensorFlow cluster resolver naming this process the chief: give it
         to ``tf.distribute.ParameterServerStrategy`` (needs ``coordinator=True``)."""
         import tensorflow as tf
@@ -131,7 +145,7 @@ class Cluster:
         return tf.distribute.cluster_resolver.SimpleClusterResolver(
             self.cluster_spec, task_type="chief", task_id=0, rpc_layer="grpc")
 
-    def check(self):
+    def check(self) -> None:
         """Raise the cluster's failure, if there is one, in the caller's thread."""
         if self._run.failure is not None:
             raise self._run.failure
@@ -143,19 +157,20 @@ class LocalMetrics:
     ``source``), batched as a task's are (``Batcher``: bounded, at most a
     batch every half second), from any thread."""
 
-    def __init__(self, events, source, clock=time.monotonic):
+    def __init__(self, events: "queue.Queue[object]", source: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._events = events
         self._source = source
         self._clock = clock
         self._batcher = Batcher()
         self._lock = threading.Lock()
 
-    def __call__(self, point):
+    def __call__(self, point: Sequence[Any]) -> None:
         with self._lock:
             self._batcher.add((point[0], point[1], point[2]))
         self.flush(due_only=True)
 
-    def flush(self, due_only=False):
+    def flush(self, due_only: bool = False) -> None:
         with self._lock:
             now = self._clock()
             if due_only and not self._batcher.due(now):
@@ -172,16 +187,16 @@ class Watcher:
     any error while handling an event, becomes the run's failure, which
     ``Cluster`` raises in the caller's thread."""
 
-    def __init__(self, run, metrics=None):
+    def __init__(self, run: ClusterRun, metrics: Optional[LocalMetrics] = None) -> None:
         self._run = run
         self._metrics = metrics   # LocalMetrics: what is due goes out every loop
         self._thread = threading.Thread(target=self._loop, name="tfmesos-watch", daemon=True)
 
-    def start(self):
+    def start(self) -> "Watcher":
         self._thread.start()
         return self
 
-    def _loop(self):
+    def _loop(self) -> None:
         run = self._run
         try:
             while run.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.FORMING):
@@ -193,7 +208,7 @@ class Watcher:
         except BaseException as exc:
             self._failed(exc)
 
-    def _failed(self, error):
+    def _failed(self, error: BaseException) -> None:
         run = self._run
         if not isinstance(error, TFMesosError):
             # A bug in tfmesos (an event without a handler, an illegal phase
@@ -207,12 +222,12 @@ class Watcher:
             run.record.ended(error, Phase.RUNNING)
             logger.error("%s", error)
 
-    def join(self, timeout):
+    def join(self, timeout: float) -> None:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
 
-def _refuse_unsupported(protocol, **original_options):
+def _refuse_unsupported(protocol: str, **original_options: object) -> None:
     if protocol != "grpc":
         raise SpecError("protocol %r is not supported: TensorFlow servers speak grpc" % protocol)
     for option, value in original_options.items():
@@ -222,14 +237,22 @@ def _refuse_unsupported(protocol, **original_options):
 
 
 @contextlib.contextmanager
-def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=None,
-            extra_config=None, protocol="grpc", env=None, role=None, containerizer_type=None,
-            force_pull_image=False, forward_addresses=None, *, image=None,
-            launch_timeout=600.0, max_attempts=3, advertise_address=None, connect_timeout=None,
-            local_master_options=None, coordinator=False, user=None, verify=True,
-            ca_bundle=None, master_scheme="http", run_dir=None, max_restarts=0,
-            restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT, ship=None,
-            mlflow=None, secret_env=()):
+def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] = None,
+            quiet: bool = False, volumes: Volumes = None, local_task: object = None,
+            extra_config: object = None, protocol: str = "grpc",
+            env: Optional[Mapping[str, str]] = None, role: Optional[str] = None,
+            containerizer_type: Optional[str] = None, force_pull_image: bool = False,
+            forward_addresses: object = None, *, image: Optional[str] = None,
+            launch_timeout: float = 600.0, max_attempts: int = 3,
+            advertise_address: Optional[str] = None, connect_timeout: Optional[float] = None,
+            local_master_options: Optional[Mapping[str, Any]] = None, coordinator: bool = False,
+            user: Optional[str] = None, verify: bool = True, ca_bundle: Optional[str] = None,
+            master_scheme: str = "http", run_dir: Optional[str] = None, max_restarts: int = 0,
+            restart_on: str = "lost", restart_backoff: float = 2.0,
+            sticky_timeout: float = STICKY_TIMEOUT,
+            ship: Union[str, "os.PathLike[str]", "ShipSpec", None] = None,
+            mlflow: Union[bool, str, "os.PathLike[str]", "MlflowSpec", None] = None,
+            secret_env: Union[str, Iterable[str]] = ()) -> Iterator[Cluster]:
     """Start ``jobs`` (``tfmesos.Job`` or dicts) as TensorFlow servers.
 
     The positional parameters are the original TFMesos ones. ``master``
@@ -280,7 +303,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
             secret_env=secret_env or ())
         check_local(spec)
     except TFMesosError as exc:
-        worded = in_keywords(exc)
+        worded: BaseException = in_keywords(exc)
         if worded is exc:
             raise
         raise worded from None   # the caller's mistake, not tfmesos': raised by the call
@@ -313,7 +336,7 @@ def cluster(jobs, master=None, name=None, quiet=False, volumes=None, local_task=
         raise run.failure
 
 
-def check_local(spec):
+def check_local(spec: RunSpec) -> None:
     """SpecError for what the embedded master sized for ``spec`` can never
     run here (``sizing.check_local``: too many tasks, a task larger than
     the machine), asked before anything is built, as tfrun asks it; given
@@ -324,11 +347,15 @@ def check_local(spec):
         check(spec.jobs, options)
 
 
-def run_spec_of(jobs, master=None, name=None, volumes=None, env=None, role=None,
-                 containerizer_type=None, force_pull_image=False, image=None,
-                 local_master_options=None, coordinator=False, run_dir=None, max_restarts=0,
-                 restart_on="lost", restart_backoff=2.0, sticky_timeout=STICKY_TIMEOUT,
-                 environ=None, **settings):
+def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] = None,
+                volumes: Volumes = None, env: Optional[Mapping[str, str]] = None,
+                role: Optional[str] = None, containerizer_type: Optional[str] = None,
+                force_pull_image: bool = False, image: Optional[str] = None,
+                local_master_options: Optional[Mapping[str, Any]] = None,
+                coordinator: bool = False, run_dir: Optional[str] = None, max_restarts: int = 0,
+                restart_on: str = "lost", restart_backoff: float = 2.0,
+                sticky_timeout: float = STICKY_TIMEOUT,
+                environ: Optional[Mapping[str, str]] = None, **settings: Any) -> RunSpec:
     """The ``RunSpec`` of ``cluster()``'s arguments (``settings``: the
     RunSpec fields of the same name)."""
     environ = os.environ if environ is None else environ
@@ -337,8 +364,10 @@ def run_spec_of(jobs, master=None, name=None, volumes=None, env=None, role=None,
     jobs = parse_jobs(jobs)
     return RunSpec(
         name=name or "tfmesos", role=role, image=config.resolve(image, environ, "DOCKER_IMAGE"),
-        containerizer=containerizer_type, force_pull=force_pull_image,
-        volumes=tuple(volumes or ()), env=tuple((env or {}).items()), jobs=tuple(jobs),
+        containerizer=containerizer_type or "MESOS", force_pull=force_pull_image,
+        # host:container[:mode] strings, which RunSpec parses (its __post_init__)
+        volumes=tuple(volumes or ()),  # type: ignore[arg-type]
+        env=tuple((env or {}).items()), jobs=tuple(jobs),
         mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
         local_master=pairs(local_master_options), run_dir=run_dir or AUTO,
         restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),

@@ -24,6 +24,9 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from types import CodeType
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 from ..error_fields import Word
 from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, TFMesosError
@@ -31,9 +34,21 @@ from ..protocol import task_env
 from ..task.result_file import MAX_RESULT
 from . import config
 from .restarts import RestartPolicy
-from .spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
+from .spec import AUTO, STICKY_TIMEOUT, Job, RunSpec, pairs, parse_jobs
+
+if TYPE_CHECKING:   # annotations only: a run imports them as it goes
+    from ..ship.bundle import ShipSpec
+    from ..ship.function_payload import Payload
+    from .launch import ClusterRun
+    from .result_inbox import Result
+    from .slots import TaskSlot
 
 logger = logging.getLogger(__name__)
+_E = TypeVar("_E", bound=BaseException)
+# What the caller ships: a directory, or None for nothing but the function.
+Ship = Union[str, "os.PathLike[str]", None]
+# local_sources': {code name: [(file, first line, last line)]}.
+Sources = dict[str, list[tuple[str, int, int]]]
 
 RUNNER = "-m tfmesos.task.function_runner"
 RESULT_WAIT = 30.0     # for the value after the trainers ended
@@ -68,12 +83,12 @@ OPTIONS = {
 JOBS = ("chief", "worker", "ps", "evaluator")
 
 
-def per_job(field, counts=False):
+def per_job(field: str, counts: bool = False) -> Callable[[Mapping[str, Any], Optional[str]], str]:
     """tfmesos.run's keyword for a job's ``field``: the workers' (and the
     evaluator's) ``cpus``, the ps' ``ps_cpus``, the chief's ``chief_cpus``;
     with ``counts``, how many tasks of the job: ``workers``, ``ps``,
     ``chief``, ``evaluator``."""
-    def word(context, value):
+    def word(context: Mapping[str, Any], value: Optional[str]) -> str:
         job = context.get("job")
         if counts:
             keyword = {"worker": "workers"}.get(job, job) if job in JOBS else field
@@ -127,7 +142,7 @@ _CURRENT = dict(KEYWORDS, **{"ship.directory": lambda context, value: (
     + " (the current directory, the default; ship=None ships none)"})
 
 
-def in_keywords(error, ship="."):
+def in_keywords(error: _E, ship: Ship = ".") -> _E:
     """``error`` naming tfmesos.run's keyword arguments (``KEYWORDS``)
     where it names fields; ``ship``: what the call ships."""
     if not isinstance(error, TFMesosError):
@@ -135,7 +150,8 @@ def in_keywords(error, ship="."):
     return error.in_words(_CURRENT if ship == "." else KEYWORDS)
 
 
-def run(fn, *args, workers=2, ps=0, chief=False, evaluator=False, ship=".", **options):
+def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief: bool = False,
+        evaluator: bool = False, ship: Ship = ".", **options: Any) -> Any:
     """Run ``fn(*args)`` in every task of a cluster of ``workers`` workers,
     ``ps`` parameter servers, a chief and an evaluator if asked, each with
     its ``TF_CONFIG`` (and tfrun's ``TFMESOS_*`` variables) set; return the
@@ -181,7 +197,8 @@ def run(fn, *args, workers=2, ps=0, chief=False, evaluator=False, ship=".", **op
         raise worded from None   # the caller's mistake, not tfmesos': raised by the call
 
 
-def ship_and_run(fn, args, jobs, ship, settings):
+def ship_and_run(fn: Callable[..., Any], args: tuple[Any, ...], jobs: Sequence[Job], ship: Ship,
+                 settings: Mapping[str, Any]) -> Any:
     """``run``'s run of ``jobs``: its payload packed, shipped and run."""
     from ..ship.function_payload import pack_function
     limit = MAX_RESULT
@@ -195,9 +212,10 @@ def ship_and_run(fn, args, jobs, ship, settings):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_jobs(workers, ps, chief, evaluator, settings):
+def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapping[str, Any]
+             ) -> list[Job]:
     """The run's jobs (``tfrun -w -s -c --evaluator``), checked."""
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     worker = {"cpus": settings["cpus"], "mem": settings["mem"], "gpus": settings["gpus"]}
     for name, count, resources in (
             ("chief", 1 if chief else 0, {key: worker[key] if settings["chief_" + key] is None
@@ -216,7 +234,7 @@ def run_jobs(workers, ps, chief, evaluator, settings):
     return parse_jobs(jobs)
 
 
-def make_ship_spec(ship, settings):
+def make_ship_spec(ship: Ship, settings: Mapping[str, Any]) -> "ShipSpec":
     """What the run ships: ``ship`` (a directory, or None for none), as tfrun's --ship."""
     from ..ship.bundle import ShipSpec
     max_size = settings["ship_max_size"]
@@ -228,7 +246,7 @@ def make_ship_spec(ship, settings):
                     allow_secrets=settings["ship_allow_secrets"])
 
 
-def task_python(settings, master):
+def task_python(settings: Mapping[str, Any], master: str) -> Optional[str]:
     """The tasks' interpreter: the one given; on the embedded master without
     an image or an environment, this one (the tasks are on this machine,
     and the pickles need this Python); else None (python3 on the agents)."""
@@ -239,7 +257,8 @@ def task_python(settings, master):
     return None
 
 
-def run_spec(fn, jobs, settings, ship_spec, payload, limit):
+def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str, Any],
+             ship_spec: "ShipSpec", payload: "Payload", limit: int) -> RunSpec:
     """The ``RunSpec`` of a run of ``fn``, its payload shipped."""
     import dataclasses
     environ = os.environ
@@ -278,13 +297,14 @@ def run_spec(fn, jobs, settings, ship_spec, payload, limit):
         ship=dataclasses.replace(ship_spec, extra_files=((payload.name, payload.path),)))
 
 
-def run_name(fn):
+def run_name(fn: object) -> str:
     """The run's default name: the function's."""
     name = getattr(fn, "__name__", "")
     return name if isinstance(name, str) and name.isidentifier() else "tfmesos-run"
 
 
-def logs_choice(logs, jobs):
+def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
+                ) -> "Callable[[TaskSlot], bool]":
     """Which tasks' output is shown (as tfrun's ``--logs``): None, every
     worker, the chief and the evaluator; "all", "none", or a list of
     ``job`` / ``job:i,j``."""
@@ -293,7 +313,7 @@ def logs_choice(logs, jobs):
     if isinstance(logs, str):
         logs = [logs]
     names = {job.name for job in jobs}
-    chosen: set = set()   # (job, index); (job, None): all of its tasks
+    chosen: set[tuple[str, Optional[int]]] = set()   # (job, None): all of its tasks
     for text in logs:
         text = str(text).strip()
         if text in ("all", "none"):
@@ -315,10 +335,10 @@ class Printer:
     """The tasks' output, each line prefixed ``[job:index] ``, on this
     process' stdout or stderr as they are when it comes (a notebook's cell)."""
 
-    def __init__(self):
-        self._open = {}     # (task, stream) -> its unfinished line
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], str] = {}   # (task, stream) -> its unfinished line
 
-    def __call__(self, slot, stream, text):
+    def __call__(self, slot: "TaskSlot", stream: str, text: str) -> None:
         key = (slot.name, stream)
         *lines, rest = (self._open.pop(key, "") + text).split("\n")
         if len(rest) > MAX_LINE:
@@ -328,13 +348,13 @@ class Printer:
         if lines:
             self._write(stream, "".join("[%s] %s\n" % (slot.name, line) for line in lines))
 
-    def close(self):
+    def close(self) -> None:
         for (name, stream), rest in sorted(self._open.items()):
             self._write(stream, "[%s] %s\n" % (name, rest))
         self._open.clear()
 
     @staticmethod
-    def _write(stream, text):
+    def _write(stream: str, text: str) -> None:
         target = sys.stderr if stream == "stderr" else sys.stdout
         try:
             target.write(text)
@@ -343,14 +363,15 @@ class Printer:
             pass    # nobody reads it any more; the run directory has it
 
 
-def say(text):
+def say(text: str) -> None:
     try:
         print("tfmesos: %s" % text, file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 
 
-def execute(spec, show, sources=None):
+def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional[Sources] = None
+            ) -> Any:
     """Run ``spec``; the returning task's value, or the failure raised
     (``sources``: ``local_sources``, to make remote tracebacks readable)."""
     from ..backends.sizing import check_local
@@ -383,16 +404,18 @@ def execute(spec, show, sources=None):
                 say("logs and run record: %s" % run.record.directory)
 
 
-def returning_slot(run):
+def returning_slot(run: "ClusterRun") -> "TaskSlot":
     slots = list(run.slots)
     return next((s for s in slots if s.job.name == "chief"), None) or \
         next(s for s in slots if s.job.name == "worker" and s.index == s.job.start)
 
 
-def returned_value(run):
+def returned_value(run: "ClusterRun") -> Any:
     """The returning task's value, once its result came."""
     slot = returning_slot(run)
-    result = run.rendezvous.results.wait(slot.task_id, RESULT_WAIT)
+    rendezvous = run.rendezvous
+    assert rendezvous is not None and slot.task_id is not None, "its trainers are done"
+    result = rendezvous.results.wait(slot.task_id, RESULT_WAIT)
     if result is None:
         raise ClusterError("%s ended without sending its function's result (did it leave with "
                            "os._exit?)" % slot.name)
@@ -407,7 +430,8 @@ def returned_value(run):
                                                              exc)) from exc
 
 
-def remote_failure(run, failure, sources=None):
+def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sources] = None
+                   ) -> Optional[RemoteTaskError]:
     """``RemoteTaskError`` of the task that ``failure`` (a ``TaskFailed``)
     names, when its function's exception came; else None."""
     slot = next((s for s in run.slots if s.name == failure.task), None)
@@ -420,7 +444,8 @@ def remote_failure(run, failure, sources=None):
     return remote_error(slot.name, result, failure, sources)
 
 
-def remote_error(task, result, failure, sources=None):
+def remote_error(task: str, result: "Result", failure: TaskFailed,
+                 sources: Optional[Sources] = None) -> RemoteTaskError:
     """The ``RemoteTaskError`` of ``result`` (a ``result_inbox.Result`` of
     status "error": its ``error`` says what happened, "raised Type:
     message", "returned a value that ...") from ``task``, which ``failure``
@@ -429,7 +454,7 @@ def remote_error(task, result, failure, sources=None):
     text = readable(result.traceback, sources or {})
     if text:
         message += "\n\n-- the traceback in %s --\n%s" % (task, text.rstrip())
-    cause = None
+    cause: Optional[BaseException] = None
     if result.complete and result.data:
         try:
             loaded = pickle.loads(bytes(result.data))
@@ -446,11 +471,12 @@ def remote_error(task, result, failure, sources=None):
 _DYNAMIC = re.compile(r'^( *)File "<dynamic-code>", line (\d+), in (\S+)$')
 
 
-def local_sources(fn):
+def local_sources(fn: object) -> Sources:
     """``{name: [(file, first line, last line)]}`` of the code that may run
     by value in the tasks: ``fn``'s, the functions of its module's globals,
     and the functions defined inside them."""
-    codes, seen = [], set()
+    codes: list[CodeType] = []
+    seen: set[int] = set()
     pending = [getattr(fn, "__code__", None)]
     pending += [getattr(value, "__code__", None)
                 for value in list((getattr(fn, "__globals__", None) or {}).values())
@@ -462,7 +488,7 @@ def local_sources(fn):
         seen.add(id(code))
         codes.append(code)
         pending.extend(const for const in code.co_consts if inspect.iscode(const))
-    sources: dict = {}
+    sources: Sources = {}
     for code in codes:
         lines = [line for _, line in dis.findlinestarts(code) if line]
         if lines:
@@ -471,7 +497,7 @@ def local_sources(fn):
     return sources
 
 
-def readable(text, sources):
+def readable(text: str, sources: Mapping[str, Sequence[tuple[str, int, int]]]) -> str:
     """A remote traceback's frames of code carried by value, named by the
     caller's file and line, with the source line where it has it."""
     out = []

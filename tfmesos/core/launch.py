@@ -15,12 +15,14 @@ import logging
 import os
 import queue
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
 from ..protocol import labels as labels_
 from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
+from ..record.run_record import RunRecord
 from .clusterspec import (
     KERAS_JOB,
     cluster_spec,
@@ -36,10 +38,24 @@ from .recovery import Recovery
 from .run_setup import make_backend, make_record
 from .runtime import RunRuntime
 from .sandbox_tails import SandboxTails
+from .scheduler import Launch
+from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
 from .state import RunState
 from .takeover import Adoption, Resume
 from .taskinfo import run_user
+
+if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
+    from mesos_local.master import LocalMaster
+
+    from ..backends import Backend
+    from ..backends.warm_runner import WarmProcessRunner
+    from ..mesos import MesosSchedulerDriver
+    from ..mesos.transport import Transport
+    from ..record.mlflow_logger import MlflowLogger
+    from ..ship.shipping import Shipment
+    from .rendezvous import Rendezvous
+    from .scheduler import TFMesosScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -71,59 +87,70 @@ class ClusterRun:
     stopped, for the scheduler that takes it over (``tfmesos attach``).
     """
 
-    def __init__(self, spec: RunSpec, *, environ: Optional[dict] = None,
-                 on_log: Optional[Callable] = None, forward_logs: Optional[Callable] = None,
-                 on_progress: Optional[Callable] = None, notify: Optional[Callable] = None,
-                 warm_runner: Any = None, backend: Any = None, transport: Any = None,
+    def __init__(self, spec: RunSpec, *, environ: Optional[Mapping[str, str]] = None,
+                 on_log: Optional[Callable[[TaskSlot, str, str], None]] = None,
+                 forward_logs: Optional[Callable[[TaskSlot], bool]] = None,
+                 on_progress: Optional[Callable[["ClusterRun"], None]] = None,
+                 notify: Optional[Callable[[str], None]] = None,
+                 warm_runner: Optional["WarmProcessRunner"] = None,
+                 backend: Optional["Backend"] = None, transport: Optional["Transport"] = None,
                  clock: Callable[[], float] = time.monotonic, resume: Optional[Resume] = None,
                  on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = None,
-                 shipment: Any = None, detached: bool = False,
+                 shipment: Optional["Shipment"] = None, detached: bool = False,
                  mlflow_at_stop: bool = True, workdir: Optional[str] = None) -> None:
         environ = dict(os.environ if environ is None else environ)
-        self.spec = spec
+        self.spec: RunSpec = spec
+        # The loop's input: what the runtime's parts learn, handled by ``step``.
         self.events: queue.Queue[object] = queue.Queue()
         backend = backend or make_backend(spec, environ, warm_runner)
         # Who the run is: the run taken over, else a new one.
         identity = resume.identity if resume is not None else RunIdentity.new(
             run_user(spec), backend.principal)
-        self.runtime = RunRuntime(spec, identity, self.events, environ, backend=backend,
-                                  transport=transport, shipment=shipment, detached=detached,
-                                  workdir=workdir)
-        self.state = RunState(spec.jobs)
-        self.record = make_record(spec, self.identity, self.state.slots, environ)
-        self._on_log = on_log or (lambda slot, stream, text: None)
-        self._forward_logs = forward_logs or (lambda slot: True)
-        self._on_progress = on_progress or (lambda run: None)
-        self._say = notify or logger.info
-        self._clock = clock
-        self._on_framework = on_framework
-        self._framework_told = False
-        self.mlflow_at_stop = mlflow_at_stop
-        self.cluster_spec: Optional[dict] = None   # once formed: {job: ["host:port", ...]}
-        self.launch_deadline = 0.0
+        self.runtime: RunRuntime = RunRuntime(spec, identity, self.events, environ,
+                                              backend=backend, transport=transport,
+                                              shipment=shipment, detached=detached,
+                                              workdir=workdir)
+        self.state: RunState = RunState(spec.jobs)
+        self.record: RunRecord = make_record(spec, self.identity, self.state.slots, environ)
+        # The caller's: the tasks' output, which of it is forwarded, progress, notes.
+        self._on_log: Callable[[TaskSlot, str, str], None] = \
+            on_log or (lambda slot, stream, text: None)
+        self._forward_logs: Callable[[TaskSlot], bool] = forward_logs or (lambda slot: True)
+        self._on_progress: Callable[[ClusterRun], None] = on_progress or (lambda run: None)
+        self._say: Callable[[str], None] = notify or logger.info
+        self._clock: Callable[[], float] = clock
+        self._on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = \
+            on_framework
+        self._framework_told: bool = False
+        self.mlflow_at_stop: bool = mlflow_at_stop
+        # once formed: {job: ["host:port", ...]}
+        self.cluster_spec: Optional[dict[str, list[str]]] = None
+        self.launch_deadline: float = 0.0
         self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
         self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
         self.control: RunControl = Control(self.state, effects=self)
-        self.recovery = Recovery(self.control, self.record, spec.restart_policy,
-                                 spec.sticky_jobs, spec.sticky_timeout, spec.max_attempts,
-                                 notify=notify)
-        self.adoption = Adoption(resume, self.slots, self.record, self.recovery, spec.mode) \
+        self.recovery: Recovery = Recovery(self.control, self.record, spec.restart_policy,
+                                           spec.sticky_jobs, spec.sticky_timeout,
+                                           spec.max_attempts, notify=notify)
+        self.adoption: Optional[Adoption] = Adoption(
+            resume, self.slots, self.record, self.recovery, spec.mode) \
             if resume is not None else None
         runtime = self.runtime
         # What a task that never reached the rendezvous wrote in its sandbox.
-        self.sandboxes = SandboxTails(
+        self.sandboxes: SandboxTails = SandboxTails(
             lambda: runtime.identity.framework_id, credentials=lambda: runtime.backend.credentials,
             master_url=lambda: runtime.driver.master if runtime.driver else None,
             tls=(spec.verify, spec.ca_bundle))
-        self.reactions = RunEvents(self.control, self.record, self.recovery,
-                                   spec.reconnect_grace, spec.max_attempts, spec.mode,
-                                   sandboxes=self.sandboxes,
-                                   framework_outcome=runtime.outcome_on_master)
+        self.reactions: RunEvents = RunEvents(self.control, self.record, self.recovery,
+                                              spec.reconnect_grace, spec.max_attempts, spec.mode,
+                                              sandboxes=self.sandboxes,
+                                              framework_outcome=runtime.outcome_on_master)
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
-        self.mlflow = None
+        self.mlflow: Optional[MlflowLogger] = None
         if spec.mlflow is not None:
-            from ..record.mlflow_logger import MlflowLogger
-            self.mlflow = MlflowLogger(spec.mlflow, say=self._say, warn=notify or logger.warning)
+            from ..record import mlflow_logger
+            self.mlflow = mlflow_logger.MlflowLogger(spec.mlflow, say=self._say,
+                                                     warn=notify or logger.warning)
 
     # -- what the run is, and where it stands -----------------------------------
 
@@ -144,7 +171,7 @@ class ClusterRun:
         return self.state.phase
 
     @property
-    def slots(self):
+    def slots(self) -> SlotTable:
         return self.state.slots
 
     @property
@@ -163,27 +190,27 @@ class ClusterRun:
         return self.runtime.workdir
 
     @property
-    def backend(self):
+    def backend(self) -> "Backend":
         return self.runtime.backend
 
     @property
-    def shipment(self):
+    def shipment(self) -> Optional["Shipment"]:
         return self.runtime.shipment
 
     @property
-    def rendezvous(self):
+    def rendezvous(self) -> Optional["Rendezvous"]:
         return self.runtime.rendezvous
 
     @property
-    def scheduler(self):
+    def scheduler(self) -> Optional["TFMesosScheduler"]:
         return self.runtime.scheduler
 
     @property
-    def driver(self):
+    def driver(self) -> Optional["MesosSchedulerDriver"]:
         return self.runtime.driver
 
     @property
-    def local_master(self):
+    def local_master(self) -> Optional["LocalMaster"]:
         """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
         return self.runtime.local_master
 
@@ -224,7 +251,7 @@ class ClusterRun:
         from ..record.takeover_files import KEPT_DIR
         return os.path.join(os.path.abspath(self.record.directory), KEPT_DIR)
 
-    def _launching(self, launches):
+    def _launching(self, launches: list[Launch]) -> None:
         """The scheduler is about to launch ``launches``: the rendezvous must
         expect each task before Mesos can start it (the driver's thread,
         outside the scheduler's lock)."""
@@ -233,7 +260,7 @@ class ClusterRun:
             self.record.launched(launch)
             self.sandboxes.launched(launch)
 
-    def _extra_ports(self, slot):
+    def _extra_ports(self, slot: TaskSlot) -> int:
         """Replica mode: worker 0 takes a second port from its offer, for the
         coordinator of Keras' ``keras.distribution`` (``clusterspec``)."""
         return 1 if self.spec.mode == "replica" and slot.job.name == KERAS_JOB \
@@ -241,7 +268,7 @@ class ClusterRun:
 
     # -- waiting --------------------------------------------------------------
 
-    def wait_ready(self) -> Optional[dict]:
+    def wait_ready(self) -> Optional[dict[str, list[str]]]:
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
         with self.record.recording(lambda: self.phase):
@@ -260,7 +287,8 @@ class ClusterRun:
                     self.spec.launch_timeout, self.runtime.master_url))
             self.step(min(remaining, 1.0))
             self._on_progress(self)
-        addresses = {slot.key: slot.address for slot in self.slots}
+        # (every slot's, now: the loop above ends once each has one)
+        addresses = {slot.key: slot.address for slot in self.slots if slot.address is not None}
         if self.spec.coordinator:
             if self._chief is None:
                 host = self.runtime.advertised_address()
@@ -278,7 +306,7 @@ class ClusterRun:
         if self.adoption is not None:
             self.adoption.formed(self.state, self._clock())
 
-    def publish_to(self, slot) -> None:
+    def publish_to(self, slot: TaskSlot) -> None:
         """Send ``slot`` its start message: its role and the cluster spec."""
         spec = self.spec
         message = {"type": "start", "mode": spec.mode, "job": slot.job.name,
@@ -313,7 +341,7 @@ class ClusterRun:
         self.record.outcome("succeeded")
         return 0
 
-    def _trainers(self):
+    def _trainers(self) -> list[TaskSlot]:
         names = {job.name for job in self.spec.jobs}
         return [s for s in self.slots if s.job.name == ("chief" if "chief" in names else "worker")]
 
@@ -375,7 +403,7 @@ class ClusterRun:
         self.record.stopping(task_id)
         self.runtime.kill(task_id, agent_id)
 
-    def show(self, slot, stream: str, text: str) -> None:
+    def show(self, slot: TaskSlot, stream: str, text: str) -> None:
         self._on_log(slot, stream, text)
 
     def reconcile(self) -> None:

@@ -31,10 +31,7 @@ def make_backend(spec: RunSpec, environ: Mapping[str, str],
         if warm_runner is not None:
             warm_runner.close()
         return RemoteMaster(spec.master, spec.advertise_address, environ)
-    # Backend declares ``credentials`` a settable Optional attribute, so an
-    # EmbeddedMaster (whose credentials are never None) does not match it;
-    # the run only reads them (a read-only property in Backend would match).
-    return EmbeddedMaster(spec.jobs, containers=bool(spec.image),  # type: ignore[return-value]
+    return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
                           options=spec.local_master_options, advertise=spec.advertise_address,
                           environ=environ, runner=warm_runner,
                           make_runner=lambda: start_warm_runner(warm_task_command(spec)))

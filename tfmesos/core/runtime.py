@@ -14,7 +14,8 @@ import logging
 import os
 import queue
 import threading
-from typing import Any, Callable, NamedTuple, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from ..backends import Backend
 from ..exceptions import MesosError
@@ -24,12 +25,21 @@ from ..protocol.hostport import format_address
 from . import task_secrets
 from .identity import RunIdentity
 from .last_updates import record_leftovers, wait_for_mesos_ends
+from .placement import Assignment
 from .rendezvous import Rendezvous
 from .run_setup import make_backend
 from .scheduler import Launch, TFMesosScheduler
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
 from .taskinfo import build_task, failover_environment, framework_info
+
+if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
+    from mesos_local.master import LocalMaster
+
+    from ..backends.warm_runner import WarmProcessRunner
+    from ..mesos.transport import Transport
+    from ..record.run_record import RunRecord
+    from ..ship.shipping import Shipment
 
 logger = logging.getLogger(__name__)
 
@@ -61,31 +71,33 @@ class RunRuntime:
     shipped (default: the current directory, now)."""
 
     def __init__(self, spec: RunSpec, identity: RunIdentity, events: "queue.Queue[object]",
-                 environ: dict, *, backend: Optional[Backend] = None, warm_runner: Any = None,
-                 transport: Any = None, shipment: Any = None, detached: bool = False,
-                 workdir: Optional[str] = None) -> None:
-        self.spec = spec
-        self.workdir = workdir if workdir is not None else os.getcwd()
-        self.identity = identity
-        self.events = events
-        self._environ = environ
+                 environ: Mapping[str, str], *, backend: Optional[Backend] = None,
+                 warm_runner: Optional["WarmProcessRunner"] = None,
+                 transport: Optional["Transport"] = None, shipment: Optional["Shipment"] = None,
+                 detached: bool = False, workdir: Optional[str] = None) -> None:
+        self.spec: RunSpec = spec
+        self.workdir: str = workdir if workdir is not None else os.getcwd()
+        self.identity: RunIdentity = identity   # with its framework, its shipment once known
+        self.events: queue.Queue[object] = events
+        self._environ: Mapping[str, str] = environ
         # The values of spec.secret_env, from environ (SpecError naming one not
         # set): they go to the tasks as Mesos secrets and nowhere else.
-        self.secrets = task_secrets.values(spec, environ)
+        self.secrets: dict[str, str] = task_secrets.values(spec, environ)
         self.backend: Backend = backend or make_backend(spec, environ, warm_runner)
-        self._transport = transport
-        self.shipment = shipment
-        self.detached = detached
+        self._transport: Optional[Transport] = transport
+        self.shipment: Optional[Shipment] = shipment
+        self.detached: bool = detached
         self.rendezvous: Optional[Rendezvous] = None
         self.scheduler: Optional[TFMesosScheduler] = None
         self.driver: Optional[MesosSchedulerDriver] = None
-        self.framework_info: Optional[dict] = None   # what the driver subscribed with
-        self.lock = threading.Lock()                 # one stop or leave
+        # What the driver subscribed with (its labels as last set).
+        self.framework_info: Optional[dict[str, Any]] = None
+        self.lock: threading.Lock = threading.Lock()   # one stop or leave
 
     # -- start ----------------------------------------------------------------
 
-    def ship(self, leave_out: tuple = (), say: Callable[[str], None] = logger.info,
-             keep_in: Optional[str] = None) -> Optional[dict]:
+    def ship(self, leave_out: tuple[str, ...] = (), say: Callable[[str], None] = logger.info,
+             keep_in: Optional[str] = None) -> Optional[dict[str, Any]]:
         """``--ship``: pack and serve what every task fetches (unless files
         packed before were given); run.json's ``shipped``, or None.
         ``keep_in``: pack there, for a scheduler that takes the run over
@@ -108,8 +120,8 @@ class RunRuntime:
         """Make the master reachable; its URL as given."""
         return self.backend.start()
 
-    def start(self, master_url: str, slots: SlotTable, on_launch: Callable[[list], None],
-              extra_ports: Callable[[TaskSlot], int], expected: tuple = ()) -> Parts:
+    def start(self, master_url: str, slots: SlotTable, on_launch: Callable[[list[Launch]], None],
+              extra_ports: Callable[[TaskSlot], int], expected: tuple[str, ...] = ()) -> Parts:
         """Listen, subscribe and start placing ``slots``: the rendezvous
         expects ``expected`` task ids at once (attempts taken over)."""
         spec = self.spec
@@ -156,7 +168,7 @@ class RunRuntime:
         self.identity = self.identity.with_framework(framework_id)
         return self.identity
 
-    def _make_task(self, slot: TaskSlot, assignment: Any) -> dict:
+    def _make_task(self, slot: TaskSlot, assignment: Assignment[TaskSlot]) -> dict[str, Any]:
         """The scheduler's ``make_task``: the TaskInfo, nothing else."""
         parts = self.parts()
         host = self.advertised_address()
@@ -170,8 +182,11 @@ class RunRuntime:
 
     # -- what the run asks of its tasks and Mesos --------------------------------
 
-    def send(self, task_id: str, message: dict) -> bool:
-        return self.parts().rendezvous.send(task_id, message)
+    def send(self, task_id: Optional[str], message: dict[str, Any]) -> bool:
+        """Send to one task; False when it is not connected (now), as a slot
+        not launched (no task id) is not."""
+        rendezvous = self.parts().rendezvous
+        return task_id is not None and rendezvous.send(task_id, message)
 
     def forget(self, task_id: str) -> None:
         self.parts().rendezvous.forget(task_id)
@@ -238,7 +253,7 @@ class RunRuntime:
 
     # -- the end ----------------------------------------------------------------
 
-    def stop(self, slots: SlotTable, record: Any, outcome: Callable[[], Optional[str]]
+    def stop(self, slots: SlotTable, record: "RunRecord", outcome: Callable[[], Optional[str]]
              ) -> None:
         """Launch nothing more, tell every task of ``slots`` to stop (their
         last output reaches ``record``), wait a little for Mesos' last
@@ -268,7 +283,7 @@ class RunRuntime:
                 logger.debug("driver ended with %r", exc)
         self._release(record)
 
-    def leave(self, record: Any) -> None:
+    def leave(self, record: "RunRecord") -> None:
         """Leave the run to its tasks: no stop message, no teardown (they
         keep running for the framework's failover timeout)."""
         _, rendezvous, driver = self._launch_nothing_more()
@@ -282,12 +297,13 @@ class RunRuntime:
                 logger.debug("driver ended with %r", exc)
         self._release(record, keep_shipped=True)
 
-    def _launch_nothing_more(self) -> tuple:
+    def _launch_nothing_more(self) -> tuple[Optional[TFMesosScheduler], Optional[Rendezvous],
+                                            Optional[MesosSchedulerDriver]]:
         if self.scheduler is not None:
             self.scheduler.close()
         return self.scheduler, self.rendezvous, self.driver
 
-    def _release(self, record: Any, keep_shipped: bool = False) -> None:
+    def _release(self, record: "RunRecord", keep_shipped: bool = False) -> None:
         """What is still queued goes to the record (output, exit frames,
         Mesos' updates, the teardown's included); the backend stops, nothing
         is served any more; what was packed goes, unless ``keep_shipped``
@@ -300,7 +316,7 @@ class RunRuntime:
     # -- for readers ----------------------------------------------------------------
 
     @property
-    def local_master(self) -> Any:
+    def local_master(self) -> Optional["LocalMaster"]:
         """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
         from ..backends.embedded import EmbeddedMaster
         return self.backend.master if isinstance(self.backend, EmbeddedMaster) else None

@@ -16,7 +16,8 @@ import math
 import os
 import re
 import string
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..exceptions import SpecError
 from ..mesos.master_address import parse_master
@@ -73,7 +74,7 @@ class Job:
     start: int = 0
     env: tuple[tuple[str, str], ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
             raise SpecError("invalid job name %r: use lower-case letters, digits and '_', "
                             "starting with a letter (e.g. 'worker')" % (self.name,))
@@ -104,7 +105,7 @@ class Job:
                                   self.name, self.name, self.num, job=self.name)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: object) -> "Job":
         if isinstance(data, Job):
             return data
         if not isinstance(data, dict):
@@ -118,16 +119,20 @@ class Job:
             raise SpecError("a job needs a 'name' (e.g. {'name': 'worker', 'num': 2})")
         return cls(**data)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["env"] = dict(self.env)
         return data
 
-    def task_indices(self):
+    def task_indices(self) -> range:
         return range(self.start, self.start + self.num)
 
 
-def parse_jobs(jobs, allowed=None):
+# Jobs as callers give them: one, or several, each a Job or its fields.
+JobsGiven = Union[Job, dict[str, Any], Iterable[Union[Job, dict[str, Any]]], None]
+
+
+def parse_jobs(jobs: JobsGiven, allowed: Optional[Sequence[str]] = None) -> list[Job]:
     """Validate a list of ``Job``/dicts: unique names, names allowed for the mode."""
     if isinstance(jobs, (Job, dict)):
         jobs = [jobs]
@@ -224,7 +229,7 @@ class RunSpec:
     # (FrameworkInfo.failover_timeout); None: they stop with it (60 s for Mesos).
     failover_timeout: Optional[float] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("the framework name must be a non-empty string")
         if len(self.name) > MAX_NAME or has_control_characters(self.name):
@@ -291,7 +296,7 @@ class RunSpec:
             object.__setattr__(self, "jobs", tuple(parse_jobs(list(self.jobs))))
             self._check_jobs()
 
-    def _check_connection(self):
+    def _check_connection(self) -> None:
         if not isinstance(self.master, str) or not self.master.strip():
             raise SpecError("the master must be host:port, zk://host:port/path or 'local'")
         if self.advertise_address:
@@ -306,7 +311,7 @@ class RunSpec:
         if self.ca_bundle and not os.path.isfile(self.ca_bundle):
             raise SpecError.about("{ca_bundle=%s}: no such file", self.ca_bundle)
 
-    def _check_ship(self):
+    def _check_ship(self) -> None:
         if self.ship is None:
             return
         from ..ship.bundle import ShipSpec
@@ -320,7 +325,7 @@ class RunSpec:
                                   "interpreter, and an image has its own Python: drop {image} "
                                   "or {ship.python_env}")
 
-    def _check_mlflow(self):
+    def _check_mlflow(self) -> None:
         if self.mlflow is None or self.mlflow is False:
             object.__setattr__(self, "mlflow", None)
             return
@@ -331,7 +336,7 @@ class RunSpec:
         if importlib.util.find_spec("mlflow") is None:   # not imported: the logger does
             raise SpecError.about("{mlflow} %s", NOT_INSTALLED)
 
-    def _check_jobs(self):
+    def _check_jobs(self) -> None:
         if self.mode not in MODES:
             raise SpecError("mode must be 'fine' or 'replica', got %r" % (self.mode,))
         if self.mode == "replica":
@@ -354,20 +359,20 @@ class RunSpec:
         check_run(self, self.jobs)
 
     @property
-    def hook_commands(self):
+    def hook_commands(self) -> dict[str, str]:
         return dict(self.hooks)
 
     @property
-    def local_master_options(self):
+    def local_master_options(self) -> dict[str, Any]:
         return dict(self.local_master)
 
-    def driver_options(self):
+    def driver_options(self) -> dict[str, Any]:
         """The driver's TLS and zk:// settings."""
         return {"verify": self.verify, "ca_bundle": self.ca_bundle,
                 "scheme": self.master_scheme}
 
 
-def check_run(run, jobs):
+def check_run(run: RunSpec, jobs: Iterable[Job]) -> None:
     """What the run and its jobs cannot do together: GPUs under the Docker
     containerizer (Mesos isolates GPUs in the Mesos containerizer only,
     docs/gpu-support.md; the Docker containerizer passes a ``gpus`` parameter
@@ -378,7 +383,7 @@ def check_run(run, jobs):
                               "(the default) instead of {containerizer=DOCKER}")
 
 
-def check_command_template(cmd, jobs):
+def check_command_template(cmd: str, jobs: Iterable[Job]) -> None:
     """Reject unknown ``{placeholders}`` in a replica command before launching."""
     known = {"ps_hosts", "worker_hosts", "chief_hosts", "job_name", "task_index"}
     known.update("%s_hosts" % job.name for job in jobs)
@@ -394,7 +399,8 @@ def check_command_template(cmd, jobs):
                             "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))
 
 
-def _check_int(obj, field, minimum, maximum, what=""):
+def _check_int(obj: Union[Job, RunSpec], field: str, minimum: int, maximum: int,
+               what: str = "") -> None:
     value = getattr(obj, field)
     why = number_error(value, minimum, maximum, integer=True)
     if why:
@@ -404,7 +410,8 @@ def _check_int(obj, field, minimum, maximum, what=""):
         raise SpecError.about("the run: {%s} %%s%s, got %%r" % (field, what), why, value)
 
 
-def _env_tuple(env, owner):
+def _env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[object]]]],
+               owner: str) -> tuple[tuple[str, str], ...]:
     items = env.items() if isinstance(env, dict) else env
     result = []
     for item in items:
@@ -427,7 +434,7 @@ def pairs(value: Any) -> tuple:
     return tuple(value.items()) if isinstance(value, dict) else tuple(value)
 
 
-def _secret_names(names, plain):
+def _secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tuple[str, ...]:
     """``secret_env``: distinct variable names, none of them also a plain
     setting (``plain``) nor one tfmesos sets itself."""
     if isinstance(names, str):
@@ -447,6 +454,6 @@ def _secret_names(names, plain):
     return tuple(result)
 
 
-def _volume_tuple(volume):
+def _volume_tuple(volume: Sequence[str]) -> tuple[str, str, str]:
     host, container, mode = volume
     return parse_volume("%s:%s:%s" % (host, container, mode.lower()))

@@ -12,11 +12,14 @@ the shipped directory, which a takeover never reads.
 """
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SpecError
 from .restarts import RestartPolicy
 from .spec import Job, RunSpec
+
+if TYPE_CHECKING:   # imported when a spec ships
+    from ..ship.bundle import ShipSpec
 
 FORMAT = 1
 _NESTED = ("jobs", "restart_policy", "ship", "mlflow")
@@ -35,7 +38,7 @@ def _tuples(value: Any) -> Any:
     return value
 
 
-def spec_to_dict(spec: RunSpec) -> dict:
+def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     data = {field.name: _plain(getattr(spec, field.name)) for field in dataclasses.fields(spec)
             if field.name not in _NESTED}
     data["format"] = FORMAT
@@ -47,7 +50,7 @@ def spec_to_dict(spec: RunSpec) -> dict:
     return data
 
 
-def spec_from_dict(data: Any, packed: bool = False, **changes: Any) -> RunSpec:
+def spec_from_dict(data: object, packed: bool = False, **changes: Any) -> RunSpec:
     """The RunSpec of ``spec_to_dict``'s ``data``, with ``changes``;
     SpecError for anything that is not one. ``packed``: the run's files are
     served as they were packed (module docstring)."""
@@ -81,7 +84,7 @@ def spec_from_dict(data: Any, packed: bool = False, **changes: Any) -> RunSpec:
         raise SpecError("malformed run spec: %s" % exc) from None
 
 
-def _ship_spec(data: Any, packed: bool) -> Any:
+def _ship_spec(data: object, packed: bool) -> "ShipSpec":
     from ..ship.bundle import ShipSpec
     if not isinstance(data, dict):
         raise SpecError("the run's spec: 'ship' must be an object or null")

@@ -21,17 +21,21 @@ there (``supported``).
 
 import base64
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SpecError
 
+if TYPE_CHECKING:   # for annotations only
+    from .spec import RunSpec
 
-def supported(spec) -> bool:
+
+def supported(spec: "RunSpec") -> bool:
     """Whether ``spec``'s tasks run where Mesos resolves secrets (not in an
     image under the Docker containerizer)."""
     return not (spec.image and spec.containerizer == "DOCKER")
 
 
-def values(spec, environ: Mapping[str, str]) -> dict:
+def values(spec: "RunSpec", environ: Mapping[str, str]) -> dict[str, str]:
     """``{name: value}`` of ``spec.secret_env`` from ``environ``; SpecError
     naming a variable that is not set there, or that Mesos would refuse."""
     found = {}
@@ -60,7 +64,7 @@ def encode(value: str) -> str:
     return base64.b64encode(value.encode("utf-8", "surrogateescape")).decode("ascii")
 
 
-def variable(name: str, value: str) -> dict:
+def variable(name: str, value: str) -> dict[str, Any]:
     """The ``Environment.Variable`` that gives a task ``name`` = ``value``
     as a Mesos value secret."""
     return {"name": name, "type": "SECRET",

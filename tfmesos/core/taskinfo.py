@@ -6,10 +6,19 @@ import os
 import pwd
 import shlex
 import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..protocol import labels as labels_
 from ..protocol import task_env
-from . import config, task_secrets
+from . import config
+
+if TYPE_CHECKING:   # not imported at run time: tfrun's start-up reads this module
+    from ..ship.shipping import Shipment
+    from .identity import RunIdentity
+    from .placement import Assignment
+    from .slots import TaskSlot
+    from .spec import Job, RunSpec
 
 FAILOVER_TIMEOUT = 60.0
 RUN_ID_LABEL = labels_.RUN_ID
@@ -19,12 +28,12 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 PASSWD_VOLUMES = (("/etc/passwd", "/etc/passwd", "RO"), ("/etc/group", "/etc/group", "RO"))
 
 
-def run_user(run):
+def run_user(run: "RunSpec") -> str:
     """The user tasks run as: the run's, else the submitter's."""
     return run.user or getpass.getuser()
 
 
-def another_user(user):
+def another_user(user: Optional[str]) -> bool:
     """Whether ``user`` (``-u``; None: the submitter) is not this process's user."""
     if not user:
         return False
@@ -34,7 +43,8 @@ def another_user(user):
         return True
 
 
-def framework_info(run, jobs, identity=None, rendezvous=None, detached=False):
+def framework_info(run: "RunSpec", jobs: "Sequence[Job]", identity: "Optional[RunIdentity]" = None,
+                   rendezvous: Optional[str] = None, detached: bool = False) -> dict[str, Any]:
     """The FrameworkInfo a run of spec ``run`` subscribes with as
     ``identity`` (a ``RunIdentity``; None: no run's, e.g. a test's): its
     labels (``run_labels``) let ``tfmesos runs --master`` and ``tfmesos
@@ -46,7 +56,7 @@ def framework_info(run, jobs, identity=None, rendezvous=None, detached=False):
     # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
     # of frameworks without it (--filter_gpu_resources=true, the default in
     # src/master/flags.cpp), and a CPU-only run may have to use them.
-    info = {"user": identity.user if identity is not None else run_user(run),
+    info: dict[str, Any] = {"user": identity.user if identity is not None else run_user(run),
             "name": run.name,
             "failover_timeout": run.failover_timeout or FAILOVER_TIMEOUT,
             "capabilities": [{"type": "GPU_RESOURCES"}]}
@@ -66,7 +76,7 @@ def framework_info(run, jobs, identity=None, rendezvous=None, detached=False):
     return info
 
 
-def run_labels(run, jobs, run_id):
+def run_labels(run: "RunSpec", jobs: "Sequence[Job]", run_id: str) -> list[dict[str, str]]:
     """What a master shows of a run: its id, jobs, mode and command
     (cut to ``MAX_LABEL_VALUE`` characters, well inside what masters keep)."""
     values = {labels_.RUN_ID: run_id, labels_.JOBS: jobs_text(jobs),
@@ -74,13 +84,16 @@ def run_labels(run, jobs, run_id):
     return [{"key": key, "value": value[:MAX_LABEL_VALUE]} for key, value in values.items()]
 
 
-def jobs_text(jobs):
+def jobs_text(jobs: "Iterable[Job]") -> str:
     """``worker:2,ps:1``: each job's name and its number of tasks."""
     return ",".join("%s:%d" % (job.name, job.num) for job in jobs)
 
 
-def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=True,
-               shipment=None, ship_host=None, failover=None, secrets=None):
+def build_task(run: "RunSpec", slot: "TaskSlot", assignment: "Assignment[TaskSlot]",
+               rendezvous: str, identity: "RunIdentity", quiet_tensorflow: bool = True,
+               shipment: "Optional[Shipment]" = None, ship_host: Optional[str] = None,
+               failover: Optional[Mapping[str, str]] = None,
+               secrets: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """TaskInfo for ``slot`` (a ``TaskSlot`` whose ``task_id`` is set) placed by
     ``assignment``; tasks register at ``rendezvous`` ("host:port") with
     the key of ``identity`` (the run's ``RunIdentity``, whose id becomes
@@ -91,6 +104,11 @@ def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=Tru
     ``secrets`` ({name: value}, ``task_secrets.values``) and the run's key
     go as Mesos value secrets (the key as a plain variable where Mesos
     passes no secrets, ``task_secrets.supported``)."""
+    # Imported here: tfrun's start-up reads this module and needs no secrets.
+    from . import task_secrets
+
+    task_id = slot.task_id
+    assert task_id is not None, "a slot is given its task id before its task is built"
     env = tensorflow_env(slot.job.gpus, quiet_tensorflow)
     env.update(thread_env(slot.job.cpus))
     env[task_env.GPUS] = str(slot.job.gpus)
@@ -98,7 +116,7 @@ def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=Tru
     env.update(slot.job.env)
     env.update({
         task_env.RENDEZVOUS: rendezvous,
-        task_env.TASK_ID: slot.task_id,
+        task_env.TASK_ID: task_id,
         task_env.OFFER_HOST: assignment.hostname,
         "PYTHONUNBUFFERED": "1",
     })
@@ -122,14 +140,15 @@ def build_task(run, slot, assignment, rendezvous, identity, quiet_tensorflow=Tru
             env["PYTHONPATH"] = submitter_pythonpath()
             no_site = run.mode == "replica" and package_on_path(env["PYTHONPATH"])
         command, uris = task_command(run.image, run.python, no_site), None
-    return build_task_info(slot.task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
+    return build_task_info(task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
                            assignment.resources, command, env,
                            container, labels={"tfmesos.job": slot.job.name,
                                               "tfmesos.index": slot.index}, uris=uris,
                            secrets=hidden)
 
 
-def failover_environment(run, master, framework_id):
+def failover_environment(run: "RunSpec", master: Optional[str], framework_id: Optional[str]
+                         ) -> dict[str, str]:
     """The task environment of a run whose tasks outlive its scheduler
     (``--failover``, ``--detach``): how long, and where to find the next
     one (``master``: the leading master's URL); {} for any other run."""
@@ -139,14 +158,14 @@ def failover_environment(run, master, framework_id):
             task_env.MASTER: master or "", task_env.FRAMEWORK_ID: framework_id or ""}
 
 
-def run_id_of(task_id):
+def run_id_of(task_id: str) -> str:
     """The run's id in a task id ``tfmesos.<run id>.<job>.<index>.<attempt>``
     (``scheduler.TFMesosScheduler``), else ""."""
     parts = task_id.split(".")
     return parts[1] if len(parts) >= 5 and parts[0] == "tfmesos" else ""
 
 
-def tensorflow_env(gpus, quiet=True):
+def tensorflow_env(gpus: int, quiet: bool = True) -> dict[str, str]:
     """TensorFlow's variables for a task; the run's and the job's own win.
 
     ``TF_CPP_MIN_LOG_LEVEL=2`` (with ``quiet``) keeps errors of TensorFlow's
@@ -156,7 +175,7 @@ def tensorflow_env(gpus, quiet=True):
     calls cuInit (an error line where there is no CUDA driver) nor takes a
     GPU Mesos did not give the task.
     """
-    env = {}
+    env: dict[str, str] = {}
     if quiet:
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if not gpus:
@@ -167,7 +186,7 @@ def tensorflow_env(gpus, quiet=True):
 INTEROP_THREADS = 2
 
 
-def thread_env(cpus):
+def thread_env(cpus: float) -> dict[str, str]:
     """Thread pools sized to the task's ``cpus``, not to the agent's cores:
     TensorFlow sizes its pools from ``TF_NUM_INTRAOP_THREADS`` and
     ``TF_NUM_INTEROP_THREADS`` when set, else from every core of the machine
@@ -181,7 +200,8 @@ def thread_env(cpus):
             "OMP_NUM_THREADS": str(intra)}
 
 
-def task_command(image, python=None, no_site=False):
+def task_command(image: Optional[str], python: Optional[str] = None, no_site: bool = False
+                 ) -> str:
     """The entry point's command line. Inside an image the image's own
     ``python3`` runs it; plain tasks use ``python`` (``--python``: its
     directory comes first on the task's PATH, ``python_first``), else this
@@ -197,7 +217,7 @@ def task_command(image, python=None, no_site=False):
                                             " -S" if no_site else "")
 
 
-def task_entry_needs(run):
+def task_entry_needs(run: "RunSpec") -> tuple[Optional[str], Optional[str]]:
     """What a plain task's entry needs of the agent, ``(python, pythonpath)``:
     the interpreter (a path, or a name on the task's PATH; None: it comes
     with the run, ``--python-env``) and the PYTHONPATH that must lead to
@@ -210,7 +230,7 @@ def task_entry_needs(run):
     return python or "python3", None
 
 
-def python_first(python):
+def python_first(python: Optional[str]) -> str:
     """The shell assignment that puts the directory of ``python`` (a path)
     first on the task's PATH, the rest of its PATH kept: ``python`` and
     ``python3`` in the command are then ``--python``'s (a virtual
@@ -225,15 +245,15 @@ def python_first(python):
     return 'PATH=%s"${PATH:+:$PATH}" ' % where
 
 
-def package_on_path(pythonpath):
+def package_on_path(pythonpath: str) -> bool:
     """Whether ``pythonpath`` itself leads to this tfmesos package (not only
     an editable install's finder, which ``site`` sets up)."""
     return _PACKAGE_PARENT in pythonpath.split(os.pathsep)
 
 
-def submitter_pythonpath(path=None):
+def submitter_pythonpath(path: Optional[Iterable[str]] = None) -> str:
     """PYTHONPATH that lets a plain task import what this process imports."""
-    entries = []
+    entries: list[str] = []
     for entry in sys.path if path is None else path:
         entry = os.path.abspath(entry or os.getcwd())
         if os.path.isdir(entry) and entry not in entries:
@@ -241,7 +261,7 @@ def submitter_pythonpath(path=None):
     return os.pathsep.join(entries)
 
 
-def container_info(run):
+def container_info(run: "RunSpec") -> Optional[dict[str, Any]]:
     """The TaskInfo ``container`` for ``run.image`` (None for a plain task), for
     ``run.containerizer``. GPUs need nothing here: the Mesos containerizer's
     nvidia isolator gives a task the GPUs of its ``gpus`` resource (and DOCKER
@@ -264,16 +284,21 @@ def container_info(run):
                                 "cached": not run.force_pull}}}
 
 
-def build_task_info(task_id, name, agent_id, resources, command, env, container=None,
-                    labels=None, uris=None, secrets=None):
+def build_task_info(task_id: str, name: str, agent_id: str, resources: Iterable[Mapping[str, Any]],
+                    command: str, env: Mapping[str, object],
+                    container: Optional[Mapping[str, Any]] = None,
+                    labels: Optional[Mapping[str, object]] = None,
+                    uris: Optional[Iterable[Mapping[str, Any]]] = None,
+                    secrets: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """A command task's TaskInfo: ``env`` as plain variables, ``secrets``
     ({name: value}) as Mesos value secrets (``task_secrets``; one wins over
     a plain variable of its name), sorted by name."""
+    from . import task_secrets
     secrets = secrets or {}
     variables = [task_secrets.variable(key, secrets[key]) if key in secrets
                  else {"name": key, "value": str(env[key])}
                  for key in sorted(set(env) | set(secrets))]
-    info = {
+    info: dict[str, Any] = {
         "name": name,
         "task_id": {"value": task_id},
         "agent_id": {"value": agent_id},
@@ -290,7 +315,7 @@ def build_task_info(task_id, name, agent_id, resources, command, env, container=
     return info
 
 
-def warm_task_command(run):
+def warm_task_command(run: "RunSpec") -> Optional[tuple[str, dict[str, str], int]]:
     """(command, environment, tasks) of the plain replica tasks of ``run``
     (``exec PYTHON [-S] -m tfmesos.task``, how many) when the embedded
     master may start them warm (``backends.warm_runner``), else None. The
