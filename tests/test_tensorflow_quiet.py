@@ -215,5 +215,7 @@ def test_the_keras_example_is_quiet_unless_verbose():
     for index in (0, 1):
         assert "[worker:%d] WARNING: All log messages before absl::InitializeLog()" % index \
             in verbose.stderr
-        assert re.search(r"^\[worker:%d\] I\d{4} .* port\.cc:\d+\] oneDNN custom operations"
-                         % index, verbose.stderr, re.M), verbose.stderr[-4000:]
+        # TensorFlow's own C++ INFO lines come through (which ones depends on
+        # the CPU: oneDNN's note, cpu_feature_guard's, cudart_stub's).
+        assert re.search(r"^\[worker:%d\] I\d{4} .* \w+\.cc:\d+\] " % index, verbose.stderr,
+                         re.M), verbose.stderr[-4000:]
