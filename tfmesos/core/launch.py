@@ -37,7 +37,6 @@ from .reactions import RunEvents
 from .recovery import Recovery
 from .run_setup import make_backend, make_record
 from .runtime import RunRuntime
-from .sandbox_tails import SandboxTails
 from .scheduler import Launch
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
@@ -135,16 +134,10 @@ class ClusterRun:
         self.adoption: Optional[Adoption] = Adoption(
             resume, self.slots, self.record, self.recovery, spec.mode) \
             if resume is not None else None
-        runtime = self.runtime
-        # What a task that never reached the rendezvous wrote in its sandbox.
-        self.sandboxes: SandboxTails = SandboxTails(
-            lambda: runtime.identity.framework_id, credentials=lambda: runtime.backend.credentials,
-            master_url=lambda: runtime.driver.master if runtime.driver else None,
-            tls=(spec.verify, spec.ca_bundle))
         self.reactions: RunEvents = RunEvents(self.control, self.record, self.recovery,
                                               spec.reconnect_grace, spec.max_attempts, spec.mode,
-                                              sandboxes=self.sandboxes,
-                                              framework_outcome=runtime.outcome_on_master)
+                                              sandboxes=self.runtime.sandboxes,
+                                              framework_outcome=self.runtime.outcome_on_master)
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
         self.mlflow: Optional[MlflowLogger] = None
         if spec.mlflow is not None:
@@ -258,7 +251,6 @@ class ClusterRun:
         self.runtime.expect(launches)
         for launch in launches:
             self.record.launched(launch)
-            self.sandboxes.launched(launch)
 
     def _extra_ports(self, slot: TaskSlot) -> int:
         """Replica mode: worker 0 takes a second port from its offer, for the

@@ -27,7 +27,7 @@ from .identity import RunIdentity
 from .last_updates import record_leftovers, wait_for_mesos_ends
 from .placement import Assignment
 from .rendezvous import Rendezvous
-from .run_setup import make_backend
+from .sandbox_tails import SandboxTails
 from .scheduler import Launch, TFMesosScheduler
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
@@ -36,7 +36,6 @@ from .taskinfo import build_task, failover_environment, framework_info
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
     from mesos_local.master import LocalMaster
 
-    from ..backends.warm_runner import WarmProcessRunner
     from ..mesos.transport import Transport
     from ..record.run_record import RunRecord
     from ..ship.shipping import Shipment
@@ -62,17 +61,16 @@ class RunRuntime:
     ``events``: the run's queue (the rendezvous, the scheduler and the
     driver put what they learn there); ``environ``: where settings outside
     the spec come from (the remote master's credentials, the advertised
-    address, the values of ``spec.secret_env``); ``backend`` (default: by ``spec.master``), ``warm_runner``
-    (tfrun's early start of the embedded master's warm tasks),
-    ``transport`` (the driver's; tests: ``mesos.mock_transport``),
+    address, the values of ``spec.secret_env``); ``backend``: where the
+    master lives (``run_setup.make_backend``); ``transport`` (the driver's;
+    tests: ``mesos.mock_transport``),
     ``shipment`` (files packed before: served as they are), ``detached``
     (this is a detached run's scheduler task); ``workdir``: where the plain
     (not shipped, image-less) tasks run and the project is when nothing is
     shipped (default: the current directory, now)."""
 
     def __init__(self, spec: RunSpec, identity: RunIdentity, events: "queue.Queue[object]",
-                 environ: Mapping[str, str], *, backend: Optional[Backend] = None,
-                 warm_runner: Optional["WarmProcessRunner"] = None,
+                 environ: Mapping[str, str], *, backend: Backend,
                  transport: Optional["Transport"] = None, shipment: Optional["Shipment"] = None,
                  detached: bool = False, workdir: Optional[str] = None) -> None:
         self.spec: RunSpec = spec
@@ -83,7 +81,7 @@ class RunRuntime:
         # The values of spec.secret_env, from environ (SpecError naming one not
         # set): they go to the tasks as Mesos secrets and nowhere else.
         self.secrets: dict[str, str] = task_secrets.values(spec, environ)
-        self.backend: Backend = backend or make_backend(spec, environ, warm_runner)
+        self.backend: Backend = backend
         self._transport: Optional[Transport] = transport
         self.shipment: Optional[Shipment] = shipment
         self.detached: bool = detached
@@ -93,6 +91,12 @@ class RunRuntime:
         # What the driver subscribed with (its labels as last set).
         self.framework_info: Optional[dict[str, Any]] = None
         self.lock: threading.Lock = threading.Lock()   # one stop or leave
+        # What a task that never reached the rendezvous wrote in its sandbox,
+        # read from its agent with the master's credentials.
+        self.sandboxes: SandboxTails = SandboxTails(
+            lambda: self.identity.framework_id, credentials=lambda: self.backend.credentials,
+            master_url=lambda: self.driver.master if self.driver else None,
+            tls=(spec.verify, spec.ca_bundle))
 
     # -- start ----------------------------------------------------------------
 
@@ -192,8 +196,11 @@ class RunRuntime:
         self.parts().rendezvous.forget(task_id)
 
     def expect(self, launches: "list[Launch]") -> None:
+        """The rendezvous expects each of ``launches`` before Mesos can start
+        it; where its agent serves its sandbox is noted."""
         for launch in launches:
             self.parts().rendezvous.expect(launch.task_id)
+            self.sandboxes.launched(launch)
 
     def kill(self, task_id: str, agent_id: Optional[str]) -> None:
         try:
