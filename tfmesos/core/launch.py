@@ -127,6 +127,14 @@ class ClusterRun:
         self.launch_deadline: float = 0.0
         self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
         self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
+        # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
+        self.mlflow: Optional[MlflowLogger] = None
+        if spec.mlflow is not None:
+            from ..record import mlflow_logger
+            self.mlflow = mlflow_logger.MlflowLogger(spec.mlflow, say=self._say,
+                                                     warn=notify or logger.warning)
+        # The failure policy, last: it acts on the run through ``control``,
+        # whose effects are this run's methods, all in place by now.
         self.control: RunControl = Control(self.state, effects=self)
         self.recovery: Recovery = Recovery(self.control, self.record, spec.restart_policy,
                                            spec.sticky_jobs, spec.sticky_timeout,
@@ -138,12 +146,6 @@ class ClusterRun:
                                               spec.reconnect_grace, spec.max_attempts, spec.mode,
                                               sandboxes=self.runtime.sandboxes,
                                               framework_outcome=self.runtime.outcome_on_master)
-        # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
-        self.mlflow: Optional[MlflowLogger] = None
-        if spec.mlflow is not None:
-            from ..record import mlflow_logger
-            self.mlflow = mlflow_logger.MlflowLogger(spec.mlflow, say=self._say,
-                                                     warn=notify or logger.warning)
 
     # -- what the run is, and where it stands -----------------------------------
 
