@@ -48,3 +48,21 @@ def task_id_of(pid, environ=None):
     if os.path.basename(parent) != "tasks" or not name.startswith("tfmesos."):
         return None
     return re.sub(r"\.run\d+$", "", name)
+
+
+def scheduler_pids(run_id):
+    """Pids of the scheduler tasks of a detached run ``run_id`` (``python -m
+    tfmesos.cli.detached_scheduler``, its ``TFMESOS_RUN_ID`` the run's)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read()
+            with open("/proc/%s/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"tfmesos.cli.detached_scheduler" in cmdline \
+                and ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
+            found.append(int(pid))
+    return found

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
+from processes import scheduler_pids
 from tfrun_helpers import REPO
 from waiting import wait_until
 
@@ -41,22 +42,6 @@ def steps(text, task):
     """[(step, pid)] of ``[task] step N PID`` lines."""
     return [(int(m.group(1)), int(m.group(2))) for m in re.finditer(
         r"^\[%s\] step (\d+) (\d+)$" % re.escape(task), text, re.M)]
-
-
-def scheduler_pids(run_id):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read()
-            with open("/proc/%s/environ" % pid, "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if b"tfmesos.cli.detached_scheduler" in cmdline and \
-                ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ.split(b"\0"):
-            found.append(int(pid))
-    return found
 
 
 class Cluster:

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from fixtures_master import make_local_master
+from processes import scheduler_pids
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
@@ -291,11 +292,6 @@ def test_a_run_nobody_takes_over_is_gone_after_its_failover_timeout(make_local_m
                message=lambda: "left running: %s" % run_processes(run_id))
     attach = tfmesos("attach", str(run_dir), env=env)
     assert attach.returncode == 0 and "has finished" in attach.stdout, attach.stderr
-
-
-def scheduler_pids(run_id):
-    return [pid for pid in run_processes(run_id) if b"tfmesos.cli.detached_scheduler" in
-            open("/proc/%d/cmdline" % pid, "rb").read()]
 
 
 def epochs(text, task):

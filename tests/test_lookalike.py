@@ -37,6 +37,7 @@ import threading
 import pytest
 from conftest import MARKER
 from fixtures_master import clients, make_local_master
+from processes import scheduler_pids
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
@@ -254,22 +255,6 @@ def detached_victim(master, tmp_path, env):
     [pid] = wait_until(lambda: scheduler_pids(run_id), timeout=60)
     os.kill(pid, signal.SIGKILL)
     return run_id, framework_id
-
-
-def scheduler_pids(run_id):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read()
-            with open("/proc/%s/environ" % pid, "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if b"tfmesos.cli.detached_scheduler" in cmdline and \
-                ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ.split(b"\0"):
-            found.append(int(pid))
-    return found
 
 
 @pytest.mark.parametrize("victim_run, attacker", [

@@ -20,6 +20,7 @@ import sys
 
 import pytest
 from fixtures_master import FAST, leftover_processes, marked_environment, small_agent
+from processes import scheduler_pids
 from tfrun_helpers import (
     REPO,
     SMALL,
@@ -205,22 +206,6 @@ def submit(master, tmp_path, env, *command):
     assert submitted.returncode == 0, submitted.stderr
     [run_id] = re.findall(r"^run (\w+) detached", submitted.stdout, re.M)
     return run_id
-
-
-def scheduler_pids(run_id):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read()
-            with open("/proc/%s/environ" % pid, "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if b"tfmesos.cli.detached_scheduler" in cmdline and \
-                ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
-            found.append(int(pid))
-    return found
 
 
 def test_a_detached_run_that_succeeds(master, tmp_path, env):

@@ -22,6 +22,7 @@ import sys
 import pytest
 import requests
 from fixtures_master import make_local_master
+from processes import scheduler_pids
 from tfrun_helpers import REPO
 from waiting import wait_until
 
@@ -149,23 +150,6 @@ class Grep:
                           if needle in held and "run key" not in name]
         return [leak for where, data in places.items() for leak in leaks(where, data, looked_for)
                 ] + key_file_leaks
-
-
-def scheduler_pids(run_id):
-    """Pids of the scheduler tasks of run ``run_id``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read()
-            with open("/proc/%s/environ" % pid, "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if b"tfmesos.cli.detached_scheduler" in cmdline \
-                and ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
-            found.append(int(pid))
-    return found
 
 
 def tfrun(project, env, *args):
