@@ -1,0 +1,65 @@
+"""Every quick benchmark, one after another, each printing its own ratios
+against the floor it measures in the same process: paste its output into
+an issue's note before and after a change, so that a slowdown is seen
+where it happens.
+
+* ``startup.py``: ``tfrun -w 2 -s 1 -- true`` against three bare Pythons;
+* ``detached.py``: ``tfrun --detach`` and ``--failover`` (submit to first
+  step, progress again after ``tfmesos attach``) against a foreground run;
+* ``ship.py``: ``--ship`` of a 10 MB directory to 8 tasks against copying it;
+* ``placement.py``: placing 1,000 tasks against a naive reference;
+* ``offers.py``: the driver's subscribe latency and offer throughput.
+
+``--tensorflow`` adds the ones that train (minutes each): ``startup.py
+--tensorflow``, ``keras_steps.py``, ``recovery.py`` (``threads.py`` needs
+root and cgroups: run it by hand).
+
+    python benchmarks/all.py [--tensorflow] [--only startup,detached]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+QUICK = (("startup", ["--rounds", "5"]), ("detached", ["--rounds", "3"]),
+         ("ship", ["--sizes", "10", "--rounds", "2"]), ("placement", ["--rounds", "5"]),
+         ("offers", ["--agents", "500", "--rounds", "5"]))
+TRAINING = (("startup", ["--tensorflow", "--rounds", "3"]), ("keras_steps", ["--rounds", "2"]),
+            ("recovery", []))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tensorflow", action="store_true",
+                        help="also the benchmarks that train (minutes each)")
+    parser.add_argument("--only", metavar="NAMES",
+                        help="comma-separated benchmark names (e.g. startup,detached)")
+    args = parser.parse_args(argv)
+    chosen = list(QUICK) + (list(TRAINING) if args.tensorflow else [])
+    if args.only:
+        names = set(args.only.split(","))
+        unknown = names - {name for name, _ in QUICK + TRAINING}
+        if unknown:
+            parser.error("unknown benchmark(s): %s" % ", ".join(sorted(unknown)))
+        chosen = [(name, extra) for name, extra in QUICK + TRAINING if name in names]
+    failed = []
+    for name, extra in chosen:
+        command = [sys.executable, os.path.join(HERE, name + ".py")] + extra
+        print("== %s %s" % (name + ".py", " ".join(extra)), flush=True)
+        began = time.monotonic()
+        code = subprocess.call(command)
+        print("== %s: %.0f s%s\n" % (name, time.monotonic() - began,
+                                     "" if code == 0 else ", exit %d" % code), flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print("failed: %s" % ", ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
