@@ -167,6 +167,7 @@ def test_tfrun_secret_env_names_a_variable_that_is_not_set_in_one_line():
     assert result.returncode == 2
     [line] = [line for line in result.stderr.splitlines() if "error" in line]
     assert "UNSET_TOKEN_OF_THIS_TEST" in line and "not set" in line, result.stderr
+    assert line.startswith("tfrun: error: --secret-env: "), line   # tfrun's words: its flag
 
 
 def test_tfrun_secret_env_under_the_docker_containerizer_names_the_fix():
@@ -178,10 +179,10 @@ def test_tfrun_secret_env_under_the_docker_containerizer_names_the_fix():
 
 def test_cluster_and_run_name_a_secret_that_is_not_set(monkeypatch):
     monkeypatch.delenv("TOKEN_NOT_SET", raising=False)
-    with pytest.raises(SpecError, match="TOKEN_NOT_SET is not set"):
+    with pytest.raises(SpecError, match="^secret_env: TOKEN_NOT_SET is not set"):
         with tfmesos.cluster([{"name": "worker", "num": 1}], master="h:5050",
                              secret_env=["TOKEN_NOT_SET"]):
             pass
-    with pytest.raises(SpecError, match="TOKEN_NOT_SET is not set"):
+    with pytest.raises(SpecError, match="^secret_env: TOKEN_NOT_SET is not set"):
         tfmesos.run(print, workers=1, ship=None, master="h:5050", python="python3",
                     secret_env=["TOKEN_NOT_SET"])

@@ -43,6 +43,8 @@ FIELDS: "dict[str, str]" = {
     "master": "master",
     "image": "image",
     "containerizer": "containerizer",
+    "env": "env",
+    "secret_env": "secret_env",
     "ca_bundle": "ca_bundle",
     "advertise_address": "advertise_address",
     "launch_timeout": "launch_timeout",

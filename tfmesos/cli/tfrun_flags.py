@@ -34,6 +34,8 @@ FLAGS: "dict[str, Word]" = {
     "master": "-m",
     "image": "-I",
     "containerizer": "-C",
+    "env": "-E",
+    "secret_env": "--secret-env",
     "ca_bundle": "--ca-bundle",
     "advertise_address": "--advertise-address",
     "launch_timeout": "--launch-timeout",

@@ -36,6 +36,8 @@ KEYWORDS: "dict[str, Word]" = {
     "master": "master",
     "image": "image",
     "containerizer": "containerizer_type",
+    "env": "env",
+    "secret_env": "secret_env",
     "ca_bundle": "ca_bundle",
     "advertise_address": "advertise_address",
     "launch_timeout": "launch_timeout",

@@ -258,9 +258,9 @@ class RunSpec:
                                                              {name for name, _ in self.env}))
         if self.secret_env and self.image and upper == "DOCKER":
             # src/docker/docker.cpp copies a variable's value(), empty for a secret.
-            raise SpecError("secret_env (--secret-env) needs the Mesos containerizer: the "
-                            "Docker containerizer passes no secrets to a task (Mesos "
-                            "docs/secrets.md): use -C MESOS (the default) instead of -C DOCKER")
+            raise SpecError.about("{secret_env} needs the Mesos containerizer: the Docker "
+                                  "containerizer passes no secrets to a task (Mesos "
+                                  "docs/secrets.md): use {containerizer=MESOS} (the default)")
         params = []
         for item in self.docker_parameters:
             key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
@@ -442,13 +442,14 @@ def _secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> t
     result = []
     for name in names:
         if not isinstance(name, str) or not ENV_NAME.match(name):
-            raise SpecError("secret_env: invalid environment variable name %r: use letters, "
-                            "digits and _, not first a digit" % (name,))
+            raise SpecError.about("{secret_env}: invalid environment variable name %r: use "
+                                  "letters, digits and _, not first a digit", name)
         if name.startswith(("TFMESOS_", "MESOS_")):
-            raise SpecError("secret_env: %s is a name tfmesos or Mesos sets itself: give your "
-                            "secret another name" % name)
+            raise SpecError.about("{secret_env}: %s is a name tfmesos or Mesos sets itself: give "
+                                  "your secret another name", name)
         if name in plain:
-            raise SpecError("secret_env: %s is also a plain setting (env): give it once" % name)
+            raise SpecError.about("{secret_env}: %s is also a plain setting ({env}): give it once",
+                                  name)
         if name not in result:
             result.append(name)
     return tuple(result)

@@ -42,9 +42,9 @@ def values(spec: "RunSpec", environ: Mapping[str, str]) -> dict[str, str]:
     for name in spec.secret_env:
         value = environ.get(name)
         if value is None:
-            raise SpecError("secret_env: %s is not set in the environment: set it (export %s="
-                            "...) before the run starts, or leave it out of secret_env"
-                            % (name, name))
+            raise SpecError.about("{secret_env}: %s is not set in the environment: set it "
+                                  "(export %s=...) before the run starts, or leave it out",
+                                  name, name)
         check_value(name, value)
         found[name] = value
     return found
@@ -54,8 +54,8 @@ def check_value(name: str, value: str) -> None:
     """SpecError for a value Mesos refuses in a secret: a NUL byte
     (``validateEnvironment``, src/common/validation.cpp)."""
     if "\0" in value:
-        raise SpecError("secret_env: %s holds a NUL byte, which Mesos refuses in an "
-                        "environment secret" % name)
+        raise SpecError.about("{secret_env}: %s holds a NUL byte, which Mesos refuses in an "
+                              "environment secret", name)
 
 
 def encode(value: str) -> str:
