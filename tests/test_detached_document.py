@@ -13,7 +13,8 @@ import pytest
 
 from tfmesos.cli import detached_scheduler
 from tfmesos.core import detached
-from tfmesos.core.detached import (
+from tfmesos.core.identity import IdentityError, RunIdentity
+from tfmesos.core.scheduler_document import (
     DETACHED_FILE,
     PREVIOUS_RECORD,
     RUN_KEY,
@@ -22,7 +23,6 @@ from tfmesos.core.detached import (
     open_document,
     seal_document,
 )
-from tfmesos.core.identity import IdentityError, RunIdentity
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.exceptions import TFMesosError
 from tfmesos.protocol import labels

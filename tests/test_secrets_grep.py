@@ -237,7 +237,7 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
         "/detached.json")]
     with open(document, "rb") as handle:
         sealed = handle.read()
-    from tfmesos.core.detached import open_document
+    from tfmesos.core.scheduler_document import open_document
     _, identity = open_document(sealed, bytes.fromhex(key))
     assert isinstance(identity, RunIdentity)
     assert (identity.framework_id, identity.principal) == (

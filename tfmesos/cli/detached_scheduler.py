@@ -20,7 +20,8 @@ from ..exceptions import TFMesosError
 def main(path):
     """The scheduler of a detached run, in its Mesos task; the exit status."""
     from ..backends.remote import RemoteMaster, credentials_of
-    from ..core.detached import (
+    from ..core.launch import ClusterRun
+    from ..core.scheduler_document import (
         RUN_KEY,
         DetachError,
         bound_to,
@@ -28,7 +29,6 @@ def main(path):
         read_previous,
         read_sealed,
     )
-    from ..core.launch import ClusterRun
     from ..core.spec_codec import spec_from_dict
     from ..core.takeover import Resume
     from ..protocol import labels, task_env
