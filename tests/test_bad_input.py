@@ -546,7 +546,7 @@ def test_tfrun_names_its_flags_for_a_jobs_memory(place):
 
 CALLERS = {"tfrun": ("tfmesos.cli.tfrun_flags", "FLAGS"),
            "cluster()": ("tfmesos.core.fine_grained", "KEYWORDS"),
-           "tfmesos.run()": ("tfmesos.core.function_run", "KEYWORDS")}
+           "tfmesos.run()": ("tfmesos.core.function_options", "KEYWORDS")}
 
 
 @pytest.mark.parametrize("caller", sorted(CALLERS))

@@ -19,9 +19,9 @@ import tfmesos
 from mesos_local.api.validation import validate_message
 from mesos_local.containerizer.planning import TaskInvalid, plan_task
 from tfmesos.core import task_secrets
-from tfmesos.core.detached import scheduler_task
 from tfmesos.core.placement import TaskRequest, place
 from tfmesos.core.scheduler_document import RUN_KEY
+from tfmesos.core.scheduler_task import scheduler_task
 from tfmesos.core.spec import RunSpec
 from tfmesos.core.taskinfo import build_task_info
 from tfmesos.exceptions import SpecError

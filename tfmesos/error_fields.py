@@ -8,7 +8,7 @@ never a command-line flag or a keyword argument: tfrun sets
 ``tfmesos.run()`` with ``launch_timeout=``. Each caller keeps its words for
 every field of ``FIELDS`` in one table beside it (tfrun's
 ``cli/tfrun_flags.FLAGS``, ``cluster()``'s ``fine_grained.KEYWORDS``,
-``tfmesos.run()``'s ``function_run.KEYWORDS``) and words its errors at one
+``tfmesos.run()``'s ``function_options.KEYWORDS``) and words its errors at one
 boundary (``TFMesosError.in_words``); anyone else reads ``FIELDS``' own
 words, the spec's (``ship.max_size``, a job's ``mem``).
 
@@ -93,6 +93,20 @@ def check(template: str) -> None:
                          % (", ".join(unknown), template))
 
 
+def words(changes: Mapping[str, Word]) -> "dict[str, Word]":
+    """A caller's table: ``FIELDS``' own words (the spec's names, which
+    ``cluster()``'s and ``tfmesos.run()``'s keyword arguments mostly are)
+    with ``changes`` where the caller says a field otherwise. ValueError
+    (a bug of tfmesos) for a change of a field ``FIELDS`` does not have."""
+    unknown = sorted(set(changes) - set(FIELDS))
+    if unknown:
+        raise ValueError("words for fields not in tfmesos.error_fields.FIELDS: %s"
+                         % ", ".join(unknown))
+    table: dict[str, Word] = dict(FIELDS)
+    table.update(changes)
+    return table
+
+
 def set_to(word: str, value: str) -> str:
     """How ``word`` (a flag, or a keyword) sets a field to ``value``."""
     if word.startswith("-"):
@@ -116,4 +130,4 @@ def render(template: str, values: tuple, context: Mapping[str, Any],
     return _PLACEHOLDER.sub(worded, template) % tuple(values)
 
 
-__all__ = ["FIELDS", "Word", "check", "fields_of", "render", "set_to"]
+__all__ = ["FIELDS", "Word", "check", "fields_of", "render", "set_to", "words"]

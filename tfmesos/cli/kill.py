@@ -26,7 +26,7 @@ from .common import CommandParser
 from .run_lookup import find_run
 
 # Seconds a detached run's scheduler task has to record the kill and end
-# before the teardown (inside its KillPolicy grace, core.detached.KILL_GRACE).
+# before the teardown (inside its KillPolicy grace, core.scheduler_task.KILL_GRACE).
 SCHEDULER_WAIT = 20.0
 
 

@@ -250,7 +250,8 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     there, one another user owns (a ``./tfmesos-runs`` in a shared directory
     is no proof of anything), one of an embedded master (gone with its
     tfrun), or one that names no framework yet."""
-    from ..record.history import HistoryError, find_run, runs_root
+    from ..record.history import HistoryError, find_run
+    from ..record.run_dirs import runs_root
     from ..record.takeover_files import FAILOVER_FILE
     try:
         run = find_run(text, runs_root(environ))

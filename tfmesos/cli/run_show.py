@@ -3,9 +3,9 @@ directory's, or a detached run's read from its scheduler's sandbox,
 ``cluster_show``): the outcome, every task's attempts, states and exit
 codes, restarts, relaunches, scheduler takeovers and the latest metrics."""
 
-from ..record.history import parse_time
 from ..record.metric_series import summaries
 from ..record.schema import State
+from ..record.times import parse_time
 from .tables import duration_text, local_time, table
 
 

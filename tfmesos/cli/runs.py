@@ -12,7 +12,8 @@ import sys
 import time
 
 from ..core.inputs import MAX_COUNT
-from ..record.history import HistoryError, find_run, list_runs, prune, runs_root
+from ..record.history import HistoryError, find_run, list_runs, prune
+from ..record.run_dirs import runs_root
 from .common import CommandParser, bounded
 from .run_show import code_text, show_run
 from .tables import duration_text, fit_last_column, local_time, table, terminal_width

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
-from ..error_fields import Word
+from ..error_fields import Word, words
 from ..exceptions import ClusterError, SpecError, TFMesosError
 from ..protocol.metric_points import Batcher
 from ..task import user_metrics as task_metrics
@@ -29,33 +29,14 @@ logger = logging.getLogger(__name__)
 _E = TypeVar("_E", bound=BaseException)
 
 # cluster()'s words for the fields of a run (``error_fields``): its keyword
-# arguments; a job's fields are the keys of its ``Job`` or dict; what it
-# ships, a directory or a ``ShipSpec``.
-KEYWORDS: "dict[str, Word]" = {
-    "name": "name",
-    "master": "master",
-    "image": "image",
+# arguments, named as the spec's fields but for these (``reconnect_grace``,
+# ``failover_timeout``: no keyword sets them); a job's fields are the keys
+# of its ``Job`` or dict; what it ships, a directory or a ``ShipSpec``.
+KEYWORDS: "dict[str, Word]" = words({
     "containerizer": "containerizer_type",
-    "env": "env",
-    "secret_env": "secret_env",
-    "ca_bundle": "ca_bundle",
-    "advertise_address": "advertise_address",
-    "launch_timeout": "launch_timeout",
-    "connect_timeout": "connect_timeout",
     "refused_timeout": "connect_timeout",   # it is the connect timeout, when one is given
-    "reconnect_grace": "reconnect_grace",   # no keyword sets it
-    "max_attempts": "max_attempts",
-    "failover_timeout": "failover_timeout",   # no keyword sets it
     "sticky_jobs": "coordinator",           # coordinator=True makes the workers sticky
-    "sticky_timeout": "sticky_timeout",
-    "mlflow": "mlflow",
     "jobs.chief": "a 'chief' job (or coordinator=True)",
-    "job.num": "num",
-    "job.start": "start",
-    "job.cmd": "cmd",
-    "job.cpus": "cpus",
-    "job.mem": "mem",
-    "job.gpus": "gpus",
     "restart_policy.max_restarts": "max_restarts",
     "restart_policy.restart_on": "restart_on",
     "restart_policy.backoff": "restart_backoff",
@@ -67,7 +48,7 @@ KEYWORDS: "dict[str, Word]" = {
     "ship.follow_links": "ShipSpec.follow_links",
     "ship.allow_secrets": "ShipSpec.allow_secrets",
     "ship.python_env": "ShipSpec.python_env",
-}
+})
 
 
 def in_keywords(error: _E) -> _E:

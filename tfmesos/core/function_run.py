@@ -14,143 +14,33 @@ over its authenticated rendezvous connection before its exit frame
 it, in the calling process: what the caller's own function returned.
 """
 
-import dis
-import inspect
-import linecache
-import logging
 import os
 import pickle
-import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from types import CodeType
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from ..error_fields import Word
 from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, TFMesosError
 from ..protocol import task_env
 from ..task.result_file import MAX_RESULT
 from . import config
+from .function_options import OPTIONS, Ship, in_keywords
+from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
-from .spec import AUTO, STICKY_TIMEOUT, Job, RunSpec, pairs, parse_jobs
+from .spec import AUTO, Job, RunSpec, pairs, parse_jobs
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
     from ..ship.bundle import ShipSpec
     from ..ship.function_payload import Payload
     from .launch import ClusterRun
-    from .result_inbox import Result
     from .slots import TaskSlot
-
-logger = logging.getLogger(__name__)
-_E = TypeVar("_E", bound=BaseException)
-# What the caller ships: a directory, or None for nothing but the function.
-Ship = Union[str, "os.PathLike[str]", None]
-# local_sources': {code name: [(file, first line, last line)]}.
-Sources = dict[str, list[tuple[str, int, int]]]
 
 RUNNER = "-m tfmesos.task.function_runner"
 RESULT_WAIT = 30.0     # for the value after the trainers ended
 ERROR_WAIT = 5.0       # for a failed task's exception after its failure
 MAX_LINE = 64 * 1024   # characters of an unfinished output line held back
-
-# tfmesos.run's options and their defaults: tfrun's flags, as keywords.
-OPTIONS = {
-    # where
-    "master": None, "role": None, "user": None, "advertise_address": None,
-    "connect_timeout": None, "verify": True, "ca_bundle": None, "master_scheme": "http",
-    "local_master_options": None, "no_isolation": False, "cgroups_enable_cfs": False,
-    # what each task gets: the workers' (and evaluator's), the ps', the chief's
-    # (None: the workers')
-    "cpus": 1.0, "mem": 1024.0, "gpus": 0, "ps_cpus": 1.0, "ps_mem": 1024.0, "ps_gpus": 0,
-    "chief_cpus": None, "chief_mem": None, "chief_gpus": None,
-    # how it runs
-    "name": None, "image": None, "containerizer": "MESOS", "force_pull": False,
-    "volumes": (), "env": None, "secret_env": (), "python": None, "python_env": None,
-    "ship_exclude": (), "ship_max_size": 100.0, "ship_follow_links": False,
-    "ship_allow_secrets": False,
-    # when things fail
-    "launch_timeout": 600.0, "max_attempts": 3, "max_restarts": 0, "restart_on": "lost",
-    "restart_backoff": 2.0, "sticky_workers": False, "sticky_timeout": STICKY_TIMEOUT,
-    # what it shows and keeps
-    "logs": None, "verbose": False, "run_dir": None,
-    # where else it is logged (tfrun --mlflow): True, a tracking URI or path
-    "mlflow": None,
-}
-
-
-JOBS = ("chief", "worker", "ps", "evaluator")
-
-
-def per_job(field: str, counts: bool = False) -> Callable[[Mapping[str, Any], Optional[str]], str]:
-    """tfmesos.run's keyword for a job's ``field``: the workers' (and the
-    evaluator's) ``cpus``, the ps' ``ps_cpus``, the chief's ``chief_cpus``;
-    with ``counts``, how many tasks of the job: ``workers``, ``ps``,
-    ``chief``, ``evaluator``."""
-    def word(context: Mapping[str, Any], value: Optional[str]) -> str:
-        job = context.get("job")
-        if counts:
-            keyword = {"worker": "workers"}.get(job, job) if job in JOBS else field
-        else:
-            keyword = "%s_%s" % (job, field) if job in ("ps", "chief") else field
-        return keyword if value is None else "%s=%s" % (keyword, value)
-    return word
-
-
-# tfmesos.run's words for the fields of a run (``error_fields``): its keyword
-# arguments (``OPTIONS``, and ``workers``, ``ps``, ``chief``, ``evaluator``,
-# ``ship``).
-KEYWORDS: "dict[str, Word]" = {
-    "name": "name",
-    "master": "master",
-    "image": "image",
-    "containerizer": "containerizer",
-    "env": "env",
-    "secret_env": "secret_env",
-    "ca_bundle": "ca_bundle",
-    "advertise_address": "advertise_address",
-    "launch_timeout": "launch_timeout",
-    "connect_timeout": "connect_timeout",
-    "refused_timeout": "connect_timeout",   # it is the connect timeout, when one is given
-    "reconnect_grace": "reconnect_grace",   # no keyword sets it
-    "max_attempts": "max_attempts",
-    "failover_timeout": "failover_timeout",   # no keyword sets it
-    "sticky_jobs": "sticky_workers",
-    "sticky_timeout": "sticky_timeout",
-    "mlflow": "mlflow",
-    "jobs.chief": "chief=True",
-    "job.num": per_job("num", counts=True),
-    "job.start": "start",                   # no keyword sets them
-    "job.cmd": "cmd",
-    "job.cpus": per_job("cpus"),
-    "job.mem": per_job("mem"),
-    "job.gpus": per_job("gpus"),
-    "restart_policy.max_restarts": "max_restarts",
-    "restart_policy.restart_on": "restart_on",
-    "restart_policy.backoff": "restart_backoff",
-    "restart_policy.max_backoff": "max_backoff",   # no keyword sets it
-    "local_master.cgroups_enable_cfs": "cgroups_enable_cfs",
-    "ship.directory": "ship",
-    "ship.max_size": "ship_max_size",
-    "ship.exclude": "ship_exclude=[PATTERN, ...]",
-    "ship.follow_links": "ship_follow_links",
-    "ship.allow_secrets": "ship_allow_secrets",
-    "ship.python_env": "python_env",
-}
-# ship=".", the default: an error about the directory says how to ship none.
-_CURRENT = dict(KEYWORDS, **{"ship.directory": lambda context, value: (
-    "ship" if value is None else "ship=%s" % value)
-    + " (the current directory, the default; ship=None ships none)"})
-
-
-def in_keywords(error: _E, ship: Ship = ".") -> _E:
-    """``error`` naming tfmesos.run's keyword arguments (``KEYWORDS``)
-    where it names fields; ``ship``: what the call ships."""
-    if not isinstance(error, TFMesosError):
-        return error
-    return error.in_words(_CURRENT if ship == "." else KEYWORDS)
-
 
 def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief: bool = False,
         evaluator: bool = False, ship: Ship = ".", **options: Any) -> Any:
@@ -444,75 +334,3 @@ def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sou
     if result is None or result.status == "ok":
         return None
     return remote_error(slot.name, result, failure, sources)
-
-
-def remote_error(task: str, result: "Result", failure: TaskFailed,
-                 sources: Optional[Sources] = None) -> RemoteTaskError:
-    """The ``RemoteTaskError`` of ``result`` (a ``result_inbox.Result`` of
-    status "error": its ``error`` says what happened, "raised Type:
-    message", "returned a value that ...") from ``task``, which ``failure``
-    ended."""
-    message = "%s %s" % (task, result.error or "raised an exception")
-    text = readable(result.traceback, sources or {})
-    if text:
-        message += "\n\n-- the traceback in %s --\n%s" % (task, text.rstrip())
-    cause: Optional[BaseException] = None
-    if result.complete and result.data:
-        try:
-            loaded = pickle.loads(bytes(result.data))
-        except Exception as exc:
-            logger.debug("%s's exception does not unpickle here: %r", task, exc)
-        else:
-            cause = loaded if isinstance(loaded, BaseException) else None
-    error = RemoteTaskError(message, task, failure.state, failure.exit_code, text)
-    error.__cause__ = cause
-    return error
-
-
-# A frame of code cloudpickle carried by value: it names no file (cloudpickle 3.1).
-_DYNAMIC = re.compile(r'^( *)File "<dynamic-code>", line (\d+), in (\S+)$')
-
-
-def local_sources(fn: object) -> Sources:
-    """``{name: [(file, first line, last line)]}`` of the code that may run
-    by value in the tasks: ``fn``'s, the functions of its module's globals,
-    and the functions defined inside them."""
-    codes: list[CodeType] = []
-    seen: set[int] = set()
-    pending = [getattr(fn, "__code__", None)]
-    pending += [getattr(value, "__code__", None)
-                for value in list((getattr(fn, "__globals__", None) or {}).values())
-                if inspect.isfunction(value)]
-    while pending:
-        code = pending.pop()
-        if code is None or id(code) in seen:
-            continue
-        seen.add(id(code))
-        codes.append(code)
-        pending.extend(const for const in code.co_consts if inspect.iscode(const))
-    sources: Sources = {}
-    for code in codes:
-        lines = [line for _, line in dis.findlinestarts(code) if line]
-        if lines:
-            sources.setdefault(code.co_name, []).append(
-                (code.co_filename, min(code.co_firstlineno, *lines), max(lines)))
-    return sources
-
-
-def readable(text: str, sources: Mapping[str, Sequence[tuple[str, int, int]]]) -> str:
-    """A remote traceback's frames of code carried by value, named by the
-    caller's file and line, with the source line where it has it."""
-    out = []
-    for line in text.splitlines(keepends=True):
-        found = _DYNAMIC.match(line.rstrip("\n"))
-        if found:
-            indent, number, name = found.group(1), int(found.group(2)), found.group(3)
-            for filename, first, last in sources.get(name, ()):
-                if first <= number <= last:
-                    line = '%sFile "%s", line %d, in %s\n' % (indent, filename, number, name)
-                    source = linecache.getline(filename, number).strip()
-                    if source:
-                        line += "%s  %s\n" % (indent, source)
-                    break
-        out.append(line)
-    return "".join(out)

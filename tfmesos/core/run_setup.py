@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
 from ..record import schema
-from ..record.run_record import RunRecord, default_run_dir
+from ..record.run_dirs import default_run_dir
+from ..record.run_record import RunRecord
 from . import config
 from .spec import AUTO, RunSpec
 from .taskinfo import warm_task_command

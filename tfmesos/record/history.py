@@ -13,36 +13,19 @@ import datetime
 import json
 import os
 import shutil
-from collections.abc import Mapping
 from typing import Optional
 
 from ..exceptions import TFMesosError
 from .liveness import gone
 from .outcomes import outcome_text
-from .run_record import RUNS_DIR
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
+from .times import parse_time
 
 RUN_JSON = "run.json"
 
 
 class HistoryError(TFMesosError):
     """A run that cannot be found or read; the message is one line."""
-
-
-def runs_root(environ: Mapping[str, str], given: Optional[str] = None) -> str:
-    """The runs directory: ``given``, else ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
-    return given or environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
-
-
-def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
-    """A run.json time (ISO 8601 UTC) as an aware datetime, or None."""
-    if not text:
-        return None
-    try:
-        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-            tzinfo=datetime.timezone.utc)
-    except ValueError:
-        return None
 
 
 class Run:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional, Union
 
 from ..exceptions import SpecError
-from .history import parse_time
+from .times import parse_time
 
 if TYPE_CHECKING:
     from .schema import RunFile

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from typing import Optional
 
 from ..mesos.task_states import TERMINAL_STATES
-from .history import HistoryError, Run, parse_time
+from .history import HistoryError, Run
 from .metric_series import in_task_order
 from .schema import Attempt, MetricSeries, State, safe_file_name
+from .times import parse_time
 
 REPORT = "report.html"
 

@@ -1,8 +1,8 @@
 """The run directory: what a run leaves behind for whoever looks into it.
 
-``./tfmesos-runs/<name>-<run id>/`` by default (``$TFMESOS_RUNS_DIR``
-instead of ``./tfmesos-runs``; ``tfrun --run-dir`` / ``cluster(run_dir=)``
-name the directory itself) holds
+``./tfmesos-runs/<name>-<run id>/`` by default (``run_dirs``:
+``$TFMESOS_RUNS_DIR`` instead of ``./tfmesos-runs``; ``tfrun --run-dir`` /
+``cluster(run_dir=)`` name the directory itself) holds
 
 * one log file per task, attempt and stream, written from the output the
   tasks forward (replica mode): ``ps.0.stdout``, ``ps.0.stderr``,
@@ -15,28 +15,24 @@ name the directory itself) holds
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
+from .attempt_ends import as_stopped, unreported_end
+from .core_protocols import Launched, Slot
 from .hints import LINES as HINT_LINES
 from .hints import hint_for
 from .liveness import this_process
 from .metric_series import Metrics, Point, Values
 from .outcomes import (
-    EXIT_FRAME,
-    KILL_SOURCE,
     KILLED,
-    STOPPED_BY,
     failed,
-    killed_text,
     outcome_of,
     outcome_text,
     tfrun_exit_code,
@@ -54,83 +50,16 @@ from .schema import (
     State,
     Takeover,
     Task,
-    Time,
     Timings,
     Usage,
 )
 from .task_logs import TaskLogs, log_name
+from .times import parse_timestamp, timestamp
 
 if TYPE_CHECKING:
     from addict import Dict
 
-RUNS_DIR = "tfmesos-runs"
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
-    """``<runs dir>/<name>-<run id>``: ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
-    root = environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
-    return os.path.join(root, "%s-%s" % (_UNSAFE.sub("_", name).strip(".") or "run", run_id))
-
-
-def timestamp(seconds: Optional[float] = None) -> Time:
-    moment = datetime.datetime.fromtimestamp(time.time() if seconds is None else seconds,
-                                             datetime.timezone.utc)
-    return Time(moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000))
-
-
-def parse_timestamp(text: Optional[str]) -> Optional[float]:
-    """time.time() of a ``timestamp`` (None for one that is not)."""
-    try:
-        moment = datetime.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
-
-
-# What the record reads of the core's objects (this layer does not import the core).
-
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-class Slot(Protocol):
-    """A task of the run (``core.slots.TaskSlot``): ``worker:1``, its job, its index."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def job(self) -> _Named: ...
-
-    @property
-    def index(self) -> int: ...
-
-
-class _Placed(Protocol):
-    @property
-    def hostname(self) -> str: ...
-
-
-class Launched(Protocol):
-    """A new attempt of a task (``core.scheduler.Launch``)."""
-
-    @property
-    def slot(self) -> _Named: ...
-
-    @property
-    def task_id(self) -> str: ...
-
-    @property
-    def attempt(self) -> int: ...
-
-    @property
-    def agent_id(self) -> str: ...
-
-    @property
-    def assignment(self) -> _Placed: ...
 
 
 class RunRecord:
@@ -311,15 +240,9 @@ class RunRecord:
                 for _, attempt in self._attempts.values())
 
     def _as_stopped(self, task_id: str, state: State) -> State:
-        """``state`` as the end of an attempt the run stopped: Mesos'
-        TASK_FINISHED of one is TASK_KILLED, stopped by tfrun (its task
-        exits 0 when told to stop); any other state as Mesos said."""
-        if task_id not in self._stopped or state.state != "TASK_FINISHED":
-            return state
-        by = STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"])
-        return State(state="TASK_KILLED", time=state.time, source=by, reason=state.reason,
-                     message="%s; Mesos reported %s%s" % (
-                         by, state.state, ": " + state.message if state.message else ""))
+        """``state`` as the end of the attempt ``task_id``: as an attempt the
+        run stopped (``attempt_ends.as_stopped``) when it did."""
+        return as_stopped(state, self._run.mode) if task_id in self._stopped else state
 
     def metrics(self, task_id: Optional[str], points: Iterable[Point], dropped: int = 0,
                 source: Optional[str] = None) -> None:
@@ -555,38 +478,14 @@ class RunRecord:
 
     def _end_attempts(self) -> None:
         """Every attempt without a terminal state (the framework was torn
-        down before Mesos' update came) ends as killed when the run was
-        (``tfmesos kill``), as stopped when the run stopped it, else with its
-        exit frame, else as stopped by tfrun."""
+        down before Mesos' update came) gets its end
+        (``attempt_ends.unreported_end``)."""
         with self._lock:
-            outcome = self._run.outcome
             for task_id, (task, attempt) in self._attempts.items():
                 if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
                     continue
-                code = attempt.exit_code
-                if outcome.status == KILLED:
-                    # As Mesos ends the tasks of a framework it removes
-                    # (Master::removeFramework): no update reaches a scheduler.
-                    end = State(state="TASK_KILLED", time=attempt.exited or timestamp(),
-                                source=KILL_SOURCE, reason="REASON_FRAMEWORK_REMOVED",
-                                message="the run was %s: Mesos removed its framework"
-                                        % killed_text(outcome.by))
-                elif task_id in self._stopped and attempt.exited is not None:
-                    end = State(state="TASK_KILLED", time=attempt.exited,
-                                source=STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"]),
-                                message="its exit frame came; Mesos' update did not before "
-                                        "the framework was torn down")
-                elif attempt.exited is not None and code is not None:
-                    end = State(state="TASK_FINISHED" if code == 0 else "TASK_FAILED",
-                                time=attempt.exited, source=EXIT_FRAME,
-                                message="exited with code %d; Mesos' update did not come "
-                                        "before the framework was torn down" % code)
-                else:
-                    end = State(state="TASK_KILLED", time=timestamp(),
-                                source=STOPPED_BY.get(self._run.mode, STOPPED_BY["replica"]),
-                                message="no exit frame and no update from Mesos before the "
-                                        "framework was torn down")
-                attempt.states.append(end)
+                attempt.states.append(unreported_end(attempt, self._run.outcome, self._run.mode,
+                                                     task_id in self._stopped, timestamp()))
                 self._summarize(task)
 
     def _summarize(self, task: Task) -> None:

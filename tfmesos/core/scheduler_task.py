@@ -1,0 +1,286 @@
+"""A detached run's scheduler task (``tfrun --detach``, ``tfmesos attach``;
+``core.detached``): its TaskInfo (``scheduler_task``: the run's key, the
+credentials it subscribes with and the values of ``secret_env`` as Mesos
+value secrets, ``scheduler_secrets``), the files it fetches (``serve``,
+``document_uris``: the scheduler document written once the framework id
+is known), and launching it (``launch_scheduler``: subscribe as the run's
+framework, launch the task on the first offer that fits, return once it
+took the framework over; ``SchedulerLauncher``)."""
+
+import logging
+import os
+import queue
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ..exceptions import MesosCallError, MesosError, SpecError
+from ..mesos import MesosSchedulerDriver, Scheduler
+from ..mesos.interface import FAILED_OVER, SchedulerDriver
+from ..mesos.task_states import TERMINAL_STATES
+from ..protocol import labels, task_env
+from . import task_secrets
+from .identity import RunIdentity
+from .placement import Assignment, TaskRequest, place
+from .scheduler_document import DETACHED_FILE, RUN_KEY, DetachError, seal_document
+from .spec import RunSpec
+from .taskinfo import build_task_info, container_info, framework_info
+
+if TYPE_CHECKING:
+    from addict import Dict
+
+    from ..ship.bundle_server import BundleServer
+
+logger = logging.getLogger(__name__)
+
+TAKEOVER_TIMEOUT = 300.0   # the scheduler task has this long to take the framework over
+KILL_GRACE = 30.0          # the scheduler task's KillPolicy: time to write its record
+
+# What the scheduler task fetches: {file name: (its path here, whether the
+# fetcher extracts it)}; its URIs (CommandInfo.URI) as JSON.
+Files = Mapping[str, tuple[str, bool]]
+Uris = list[dict[str, Any]]
+
+
+# -- what the scheduler task is given -----------------------------------------
+
+def scheduler_secrets(spec: RunSpec, credentials: Optional[tuple[str, str]],
+                      environ: Mapping[str, str]) -> dict[str, str]:
+    """The scheduler task's secrets but the key: the values of
+    ``spec.secret_env`` (from ``environ``) and the ``credentials``
+    (principal, secret) it subscribes with. SpecError where they cannot be
+    secrets (an image under the Docker containerizer)."""
+    found = task_secrets.values(spec, environ)
+    if credentials is not None:
+        if not task_secrets.supported(spec):
+            raise SpecError.about("a detached run on a master that asks for credentials gives "
+                                  "them to its scheduler task as Mesos secrets, which the "
+                                  "Docker containerizer does not pass: use "
+                                  "{containerizer=MESOS} (the default)")
+        found.update({"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]})
+    return found
+
+
+# -- launching the scheduler task --------------------------------------------
+
+class SchedulerLauncher(Scheduler):
+    """Launches one scheduler task (``make_task(assignment, framework id)``,
+    its TaskInfo) on the first offer that fits it and reports what becomes
+    of it on ``events``: ("running",), ("ended", state,
+    message), ("taken over",), ("error", message)."""
+
+    def __init__(self, make_task: Callable[[Assignment[str], str], dict[str, Any]],
+                 cpus: float, mem: float) -> None:
+        self._make_task = make_task
+        self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
+        self.events: queue.Queue[tuple[str, ...]] = queue.Queue()
+        self.launched: Optional[tuple[str, str]] = None   # (task id, agent id)
+        # its agent's address (Offer.url): its sandbox's last words
+        self.agent_url: Optional[dict[str, Any]] = None
+
+    def resourceOffers(self, driver: SchedulerDriver, offers: "list[Dict]") -> None:
+        unused = [offer["id"] for offer in offers]
+        if self.launched is None:
+            placement = place([self._request], offers)
+            for offer_id, assignments in placement.launches.items():
+                framework_id = driver.framework_id
+                assert framework_id is not None, "offers come to a subscribed framework"
+                info = self._make_task(assignments[0], framework_id)
+                self.launched = (info["task_id"]["value"], assignments[0].agent_id)
+                self.agent_url = assignments[0].agent_url
+                # What the scheduler task leaves of the offer, and the offers
+                # declined meanwhile, go to the scheduler that takes over at once
+                # (a refusal filters the framework, not this driver); no more
+                # offers come here (its SUBSCRIBE clears the suppression).
+                driver.launchTasks([{"value": offer_id}], [info], {"refuse_seconds": 0.0})
+                driver.suppressOffers()
+                unused = [oid for oid in unused if oid["value"] != offer_id]
+                break
+        if unused:
+            driver.declineOffer(unused, {"refuse_seconds": 0.0 if self.launched else 1.0})
+
+    def statusUpdate(self, driver: SchedulerDriver, update: "Dict") -> None:
+        if self.launched is None or update.task_id.value != self.launched[0]:
+            return
+        if update.state == "TASK_RUNNING":
+            self.events.put(("running",))
+        elif update.state in TERMINAL_STATES:
+            self.events.put(("ended", update.state, update.get("message") or ""))
+
+    def error(self, driver: SchedulerDriver, message: str) -> None:
+        self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
+
+
+def scheduler_task(spec: RunSpec, identity: RunIdentity, assignment: Assignment[str],
+                   uris: Uris, command: str, secrets: Optional[Mapping[str, str]] = None
+                   ) -> dict[str, Any]:
+    """The TaskInfo of the scheduler task of the run ``identity`` (with
+    its framework id): the run's key and ``secrets`` ({name: value},
+    ``scheduler_secrets``) as Mesos value secrets (the key a plain variable
+    where Mesos passes no secrets: ``task_secrets.supported``)."""
+    env: dict[str, object] = {
+        task_env.FRAMEWORK_ID: identity.framework_id, task_env.RUN_ID: identity.run_id,
+           "PYTHONUNBUFFERED": "1"}
+    env.update(spec.env)
+    hidden = dict(secrets or {})
+    (hidden if task_secrets.supported(spec) else env)[RUN_KEY] = identity.key.hex()
+    info = build_task_info(labels.scheduler_task_id(identity.run_id, identity.scheduler_attempt),
+                           "%s scheduler" % spec.name, assignment.agent_id, assignment.resources,
+                           command, env, container_info(spec) if spec.image else None,
+                           labels={"tfmesos.job": labels.SCHEDULER_JOB}, uris=uris,
+                           secrets=hidden)
+    info["kill_policy"] = {"grace_period": {"nanoseconds": int(KILL_GRACE * 1e9)}}
+    return info
+
+
+def launch_scheduler(spec: RunSpec, identity: RunIdentity,
+                     uris_for: Callable[[RunIdentity], Uris], command: str, cpus: float,
+                     mem: float, say: Callable[[str], None],
+                     environ: Optional[Mapping[str, str]] = None,
+                     timeout: float = TAKEOVER_TIMEOUT) -> RunIdentity:
+    """Subscribe as the run ``identity`` (taking its framework over, else as
+    a new framework), launch its scheduler task, and return the identity
+    with its framework once the task took the framework over. DetachError
+    when it did not: a new framework is torn down then; one taken over is
+    left as it was (its tasks run on).
+
+    ``uris_for(identity)``: the task's URIs, its document written for that
+    identity (the framework is known when the task is made). ``environ``
+    (default ``os.environ``): the credentials it subscribes with and hands
+    the task, and the values of ``spec.secret_env``, all as secrets."""
+    from ..backends.remote import credentials_of
+    environ = os.environ if environ is None else environ
+    credentials = credentials_of(environ)
+    secrets = scheduler_secrets(spec, credentials, environ)
+    framework_id = identity.framework_id
+
+    def make_task(assignment: Assignment[str], framework: str) -> dict[str, Any]:
+        bound = identity.with_framework(framework)
+        return scheduler_task(spec, bound, assignment, uris_for(bound), command, secrets)
+    launcher = SchedulerLauncher(make_task, cpus, mem)
+    info = framework_info(spec, spec.jobs, identity, detached=True)
+    # The credentials of environ, not the driver's default (this process's).
+    principal, secret = credentials or ("", "")
+    if credentials is not None:
+        info["principal"] = principal
+    driver = MesosSchedulerDriver(launcher, info, spec.master,
+                                  connect_timeout=spec.connect_timeout,
+                                  refused_timeout=spec.refused_timeout, principal=principal,
+                                  secret=secret, **spec.driver_options())
+    driver.start()
+    deadline = time.monotonic() + timeout
+    running = taken = False
+    try:
+        while not taken:
+            try:
+                event = launcher.events.get(timeout=max(0.05, min(1.0, deadline
+                                                                  - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise DetachError(
+                        "the scheduler task did not take the run over within %.0f s (%s)"
+                        % (timeout, "it runs, but never subscribed" if running else
+                           "no offer fits cpus=%g mem=%g" % (cpus, mem)
+                           if launcher.launched is None else "it never started")) from None
+                continue
+            if event[0] == "running":
+                running = True
+                say("the scheduler task %s runs on agent %s; waiting for it to take over"
+                    % tuple(launcher.launched or ("?", "?")))
+            elif event[0] == "taken over":
+                taken = True
+            elif event[0] == "ended":
+                raise DetachError("the scheduler task ended before it took the run over: %s%s%s"
+                                  % (event[1], ": %s" % event[2] if event[2] else "",
+                                     last_words(launcher, driver, credentials)))
+            else:
+                raise DetachError(refusal(spec.master, event[1], driver, credentials))
+        framework_id = driver.framework_id
+        assert framework_id is not None, "the scheduler task took a subscribed framework over"
+        return identity.with_framework(framework_id)
+    except BaseException:
+        if framework_id is None and not taken:
+            try:
+                driver.stop()   # a run that never started: nothing of it stays
+            except MesosError as exc:
+                logger.warning("could not tear the framework down: %s", exc)
+        raise
+    finally:
+        driver.abort()
+
+
+def refusal(master: str, message: str, driver: MesosSchedulerDriver,
+            credentials: Optional[tuple[str, str]]) -> str:
+    """The one line for a master that refused the launcher's subscription:
+    its 401 says which credentials to set."""
+    try:
+        driver.join(timeout=5)
+    except MesosCallError as exc:
+        if exc.status == 401:
+            if credentials is None:
+                return ("the master at %s asks for credentials: set MESOS_PRINCIPAL and "
+                        "MESOS_SECRET" % master)
+            return ("the master at %s refused the credentials of principal %s: check "
+                    "MESOS_PRINCIPAL and MESOS_SECRET" % (master, credentials[0]))
+    except Exception:  # noqa: B902 - whatever else ended it, the message says
+        pass
+    return "the Mesos master refused the run: %s" % message
+
+
+def last_words(launcher: SchedulerLauncher, driver: MesosSchedulerDriver,
+               credentials: Optional[tuple[str, str]] = None) -> str:
+    """``; it said: LINE`` (the last stderr line of the scheduler task's
+    sandbox), or "" when there is none or it cannot be read."""
+    from ..mesos.agent_files import AgentFilesError, agent_base_url, read_tails, sandbox_path
+    from ..mesos.http_transport import basic_auth
+    base = agent_base_url(launcher.agent_url)
+    if base is None or launcher.launched is None:
+        return ""
+    try:
+        tails = read_tails(base, sandbox_path(driver.framework_id, launcher.launched[0]),
+                           auth=basic_auth(*credentials) if credentials else None)
+    except AgentFilesError:
+        return ""
+    lines = [line for line in tails.get("stderr", []) if line.strip()]
+    return "; it said: %s" % lines[-1].strip() if lines else ""
+
+
+# -- what it fetches --------------------------------------------------------------
+
+def serve(server: "BundleServer", files: Files, host: str, spec: RunSpec) -> Uris:
+    """``files`` ({name: (path, extract)}) on ``server``: the scheduler
+    task's URIs (and a ``--python-env`` URL's, fetched and cached as the
+    job's tasks fetch it)."""
+    uris = []
+    for name, (path, extract) in files.items():
+        server.add(name, path)
+        uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
+    python_env = spec.ship.python_env if spec.ship is not None else None
+    if python_env and "://" in python_env:
+        uris.append({"value": python_env, "extract": True, "cache": True})
+    return uris
+
+
+def document_uris(server: "BundleServer", host: str, spec: RunSpec, files: Files, work: str,
+                  body: Mapping[str, Any]) -> Callable[[RunIdentity], Uris]:
+    """``uris_for(identity)`` (``launch_scheduler``'s): the scheduler task's
+    URIs, ``files`` and its document (``body`` sealed for ``identity``,
+    ``seal_document``), written in ``work`` (0600) when it is asked for."""
+    def uris_for(identity: RunIdentity) -> Uris:
+        path = os.path.join(work, DETACHED_FILE)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(seal_document(identity, body))
+        return serve(server, dict(files, **{DETACHED_FILE: (path, False)}), host, spec)
+    return uris_for
+
+
+def command_of(spec: RunSpec, packed: Mapping[str, object]) -> str:
+    from ..ship.scheduler_side import scheduler_command
+    python_env = spec.ship is not None and spec.ship.python_env is not None
+    return scheduler_command(spec.python, spec.image, python_env=python_env or bool(
+        packed.get("python_env")))
+
+
+__all__ = ["TAKEOVER_TIMEOUT", "KILL_GRACE", "SchedulerLauncher", "scheduler_task",
+           "launch_scheduler", "scheduler_secrets", "serve", "document_uris", "command_of"]

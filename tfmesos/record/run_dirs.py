@@ -1,0 +1,26 @@
+"""Where run directories go: ``$TFMESOS_RUNS_DIR``, else ``./tfmesos-runs``
+(``runs_root``), one ``<name>-<run id>`` directory a run
+(``default_run_dir``), unless the run names its own (``tfrun --run-dir``,
+``cluster(run_dir=...)``)."""
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Optional
+
+RUNS_DIR = "tfmesos-runs"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def runs_root(environ: Mapping[str, str], given: Optional[str] = None) -> str:
+    """The runs directory: ``given``, else ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
+    return given or environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
+
+
+def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
+    """``<runs dir>/<name>-<run id>``, the name made safe for a file name."""
+    return os.path.join(runs_root(environ),
+                        "%s-%s" % (_UNSAFE.sub("_", name).strip(".") or "run", run_id))
+
+
+__all__ = ["RUNS_DIR", "runs_root", "default_run_dir"]
