@@ -179,8 +179,9 @@ def test_a_detached_run_shown_listed_and_followed_across_scheduler_attempts(
     master_reader = reader(master.url, {})
     whole_state = master_reader.state
     master_reader.state = lambda: states.append(1) or whole_state()
+    [run] = [run for run in cluster_runs(master_reader.state()) if run.run_id == RUN_ID]
     follower = threading.Thread(target=lambda: outcome.append(follow_scheduler(
-        master_reader, RUN_ID, out, err, stop=stop, poll=0.05)))
+        master_reader, run, out, err, stop=stop, poll=0.05)))
     follower.start()
     try:
         wait_until(lambda: "attempt 0 up\n" in out.text() and "attempt 0 err\n" in err.text(),
@@ -273,7 +274,8 @@ def test_a_foreground_run_shows_what_the_master_knows_and_where_its_record_is(
     # A stop asked for ends a follower at once, with no outcome.
     stop = threading.Event()
     stop.set()
-    assert follow_scheduler(reader(master.url, {}), run_id, io.StringIO(), io.StringIO(),
+    [run] = [run for run in cluster_runs(master.state()) if run.run_id == run_id]
+    assert follow_scheduler(reader(master.url, {}), run, io.StringIO(), io.StringIO(),
                             stop=stop) is None
 
     unknown = tfmesos("show", "beef", "--master", master.url)

@@ -21,7 +21,7 @@ from tfmesos.cli.run_lookup import (
     local_record,
 )
 from tfmesos.core.identity import RunIdentity
-from tfmesos.record.takeover_files import TakeoverError
+from tfmesos.record.takeover_files import FAILOVER_FILE, TakeoverError
 
 RUN = "cafe0123"
 KEY, OTHER_KEY = b"k" * 32, b"o" * 32
@@ -256,12 +256,94 @@ def test_a_record_another_user_owns_is_no_record_of_the_callers(tmp_path):
     assert local_record(RUN, {"TFMESOS_RUNS_DIR": str(tmp_path)}) is None
 
 
+def nobody_or_skip():
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+
+
+def failover_json(directory, framework_id, master="127.0.0.1:5050"):
+    """A failover.json as tfrun writes it (0600), naming ``framework_id``."""
+    path = directory / FAILOVER_FILE
+    path.write_text(json.dumps({
+        "format": 2, "identity": {"run_id": RUN, "framework_id": framework_id, "user": "alice"},
+        "spec": {"master": master}, "packed": {}, "workdir": "/w"}))
+    path.chmod(0o600)
+    return path
+
+
+def test_a_record_through_a_link_or_that_others_may_write_is_no_record(tmp_path):
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path / "runs")}
+    mine = write_record(tmp_path / "mine", RUN, "F-victim")
+    failover_json(mine, "F-victim")
+    assert local_record(str(mine), env).failover.framework_id == "F-victim"
+    # Another's directory whose run.json links to the caller's own record.
+    planted = tmp_path / "runs" / ("x-%s" % RUN)
+    planted.mkdir(parents=True)
+    (planted / "run.json").symlink_to(mine / "run.json")
+    failover_json(planted, "F-attacker", master="evil.example:5050")
+    assert local_record(RUN, env) is None
+    (planted / "run.json").unlink()
+    (planted / "run.json").write_text((mine / "run.json").read_text())
+    assert local_record(RUN, env).failover.master == "evil.example:5050"   # the control
+    planted.chmod(0o777)             # a directory anyone may change
+    assert local_record(RUN, env) is None
+    planted.chmod(0o755)
+    (planted / FAILOVER_FILE).unlink()
+    (planted / FAILOVER_FILE).symlink_to(mine / FAILOVER_FILE)
+    assert local_record(RUN, env) is None
+
+
+def test_a_failover_file_of_another_user_makes_the_record_none_of_the_callers(tmp_path):
+    nobody = nobody_or_skip()
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path)}
+    mine = write_record(tmp_path / ("x-%s" % RUN), RUN, "F-victim")
+    os.chown(failover_json(mine, "F-attacker", master="evil.example:5050"), nobody.pw_uid,
+             nobody.pw_gid)
+    assert local_record(RUN, env) is None
+
+
+def test_an_unreadable_failover_file_is_said_when_the_run_is_taken_over(tmp_path):
+    mine = write_record(tmp_path / "mine", RUN, "F-victim")
+    (mine / FAILOVER_FILE).write_text("{not json")
+    (mine / FAILOVER_FILE).chmod(0o600)
+    record = local_record(str(mine), {})
+    assert record.failover is None and record.framework_id == "F-victim"
+    with pytest.raises(TakeoverError, match="cannot read .*failover.json"):
+        record.takeover()
+    (mine / FAILOVER_FILE).unlink()
+    with pytest.raises(TakeoverError, match="not started with --failover or --detach"):
+        local_record(str(mine), {}).takeover()
+
+
+def test_a_key_file_others_may_read_or_that_is_anothers_proves_nothing(tmp_path):
+    env = {"TFMESOS_KEYS_DIR": str(tmp_path)}
+    (tmp_path / RUN).write_text(KEY.hex() + "\n")
+    (tmp_path / RUN).chmod(0o644)
+    with pytest.raises(TakeoverError, match="others may read or write it"):
+        keys_of(env)(RUN)
+    (tmp_path / RUN).chmod(0o600)
+    assert keys_of(env)(RUN) == KEY
+    (tmp_path / "beef0000").symlink_to(tmp_path / RUN)
+    with pytest.raises(TakeoverError, match="cannot read the run's key"):
+        keys_of(env)("beef0000")
+    nobody = nobody_or_skip()
+    os.chown(tmp_path / RUN, nobody.pw_uid, nobody.pw_gid)
+    with pytest.raises(TakeoverError, match="belongs to uid %d" % nobody.pw_uid):
+        keys_of(env)(RUN)
+
+
 def test_keys_the_caller_holds(tmp_path):
     (tmp_path / RUN).write_text(KEY.hex() + "\n")
+    (tmp_path / RUN).chmod(0o600)     # as tfrun keeps it: the caller's alone
     held = keys_of({"TFMESOS_KEYS_DIR": str(tmp_path)})
     assert held(RUN) == KEY and held("beef0000") is None and held("not a run id") is None
     given = keys_of({}, str(tmp_path / RUN))
     assert given(RUN) == given("beef0000") == KEY
     (tmp_path / "beef0000").write_text("nonsense")
+    (tmp_path / "beef0000").chmod(0o600)
     with pytest.raises(TakeoverError, match="is not a tfmesos run key"):
         held("beef0000")

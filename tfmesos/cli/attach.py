@@ -47,11 +47,7 @@ def main(argv, environ=None, out=None):
     args = parser.parse_options(argv)
     from .run_lookup import find_run, local_record
     local = local_record(args.run, environ)
-    failover = None
-    if local is not None:
-        from ..record.takeover_files import FAILOVER_FILE, read_failover
-        if os.path.isfile(os.path.join(local.directory, FAILOVER_FILE)):
-            failover = read_failover(local.directory)
+    failover = local.failover if local is not None else None
     master = args.master or (failover.master if failover else None) or \
         environ.get("MESOS_MASTER")
     if not master:
@@ -79,9 +75,7 @@ def main(argv, environ=None, out=None):
         raise TFMesosError("run %s was started in the foreground elsewhere: attach on the "
                            "machine that ran it, where its run directory has what taking it "
                            "over needs" % run_id)
-    if failover is None:
-        read_failover(local.directory)   # says why there is nothing to take over
-    return carry_on(local.directory, failover, args.key)
+    return carry_on(local, args.key)
 
 
 def attach_detached(reader, state, framework, run, connected, key_file, environ, out):
@@ -98,25 +92,29 @@ def attach_detached(reader, state, framework, run, connected, key_file, environ,
     if not connected:
         relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
-    outcome = follow_scheduler(reader, run, out, sys.stderr)
+    outcome = follow_scheduler(reader, run, out, sys.stderr, state=state)
     say("run %s ended: %s" % (run_id, outcome))
     return 0 if outcome == "succeeded" else 1
 
 
-def carry_on(directory, failover, key_file):
+def carry_on(local, key_file):
     """Be the ``--failover`` run's scheduler, as its tfrun was, from its
-    saved form (``failover``, the run directory's ``FailoverFile``): its
-    spec and identity, the very files it packed, kept in ``directory``
-    (checked against the identity's digests before anything else), its
-    plain tasks in the directory they began in. Nothing is packed again and
-    nothing of this process's working directory is read. Ctrl-C leaves the
-    run to its tasks again. Returns the exit status."""
+    saved form in the caller's run directory (``local``, a
+    ``run_lookup.LocalRecord``: its failover.json, a ``FailoverFile``, and
+    its record so far, each read once): its spec and identity, the very
+    files it packed, kept there (checked against the identity's digests
+    before anything else), its plain tasks in the directory they began in.
+    Nothing is packed again and nothing of this process's working
+    directory is read. Ctrl-C leaves the run to its tasks again. Returns
+    the exit status."""
     from ..core.launch import ClusterRun
     from ..core.run_setup import make_backend
     from ..core.takeover import Resume
     from .tfrun import execute, say, shown_logs, shown_only, status_line
-    directory = os.path.abspath(directory)
-    identity, spec, previous = saved_run(directory, failover, key_file)
+    failover = local.takeover()   # TakeoverError: why there is nothing to take over
+    directory = os.path.abspath(local.directory)
+    identity, spec = saved_run(directory, failover, key_file)
+    previous = local.run.file
     backend = make_backend(spec, os.environ)
     shipment = kept_shipment(directory, failover, spec, identity, previous,
                              backend.bind_host(), say)
@@ -136,18 +134,17 @@ def carry_on(directory, failover, key_file):
 
 
 def saved_run(directory, failover, key_file):
-    """(identity, spec, record so far) of the run saved in ``directory``:
+    """(identity, spec) of the run saved in ``directory`` (``failover``):
     the identity of the scheduler taking it over (the next attempt), with
-    the key of ``key_file``, else of the keys directory; the spec as packed
-    (its ship directory is never read), writing its record there."""
+    the key of ``key_file``, else the caller's in the keys directory; the
+    spec as packed (its ship directory is never read), writing its record
+    there."""
     from ..core.identity import RunIdentity
     from ..core.spec_codec import spec_from_dict
-    from ..record.history import Run
-    from ..record.takeover_files import key_path, read_key
-    key = read_key(key_file or key_path(failover.run_id, os.environ))
+    from ..record.takeover_files import run_key
+    key = run_key(failover.run_id, os.environ, key_file)
     identity = RunIdentity.from_public(failover.identity, key).next_scheduler()
-    spec = spec_from_dict(failover.spec, packed=True, run_dir=directory)
-    return identity, spec, Run.load(directory).file
+    return identity, spec_from_dict(failover.spec, packed=True, run_dir=directory)
 
 
 def kept_shipment(directory, failover, spec, identity, previous, bind_host, say):

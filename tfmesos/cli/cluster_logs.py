@@ -164,27 +164,23 @@ def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interv
 
 
 def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = None,
-                     poll: float = 1.0) -> Optional[str]:
+                     poll: float = 1.0, state=None) -> Optional[str]:
     """Print a detached run's scheduler output as it grows: its newest
     scheduler task's sandbox stdout to ``out``, its stderr to ``err``
     (text streams), switching to a newer attempt of the scheduler task when
     one appears (from its start, after a ``--- scheduler attempt N ---``
-    line on ``err``). ``run``: a ``cluster_runs.ClusterRun``, or a run id
-    (a prefix) looked up on the master as ``run_lookup`` finds the caller's. Polls the run's framework every
-    ``poll`` seconds (``RunView``, not ``/master/state``).
+    line on ``err``). ``run``: a ``cluster_runs.ClusterRun`` (as
+    ``run_lookup`` found it). Polls the run's framework every ``poll``
+    seconds (``RunView``, not ``/master/state``; ``state``: one read
+    already, whose agents are known then).
 
     Returns how the run ended once its framework has finished: its
     ``tfmesos.outcome`` label (``succeeded``, ``failed: ...``, ``killed (by NAME)``),
     else ``finished``; None as soon as ``stop`` is set. A run without a
     scheduler task (a foreground tfrun's) prints nothing and is waited for
     all the same. An agent that cannot be read is a TFMesosError."""
-    if isinstance(run, str):
-        import os
-
-        from .run_lookup import find_run
-        run = find_run(reader, run, os.environ, reader.leader())[0].run
     stop = stop if stop is not None else threading.Event()
-    view = RunView(reader, run.framework_id)
+    view = RunView(reader, run.framework_id, state)
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
     while not stop.is_set():
         framework, finished = view.framework()

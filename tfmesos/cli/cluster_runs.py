@@ -97,16 +97,22 @@ def cluster_run(framework, finished) -> Optional[ClusterRun]:
         detached=found.get(run_labels.DETACHED) == "1", failover_until=failover_until)
 
 
-def cluster_runs(state) -> "list[ClusterRun]":
-    """The tfmesos runs in a master's ``/master/state``, newest first."""
-    runs = []
+def run_frameworks(state) -> "list[tuple[dict, bool, ClusterRun]]":
+    """(framework, whether it finished, its run) of each framework of a
+    master's ``/master/state`` that is a tfmesos run, newest first."""
+    found = []
     for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
         for framework in state.get(key) or []:
             run = cluster_run(framework, finished) if isinstance(framework, dict) else None
             if run is not None:
-                runs.append(run)
-    runs.sort(key=lambda run: run.registered or 0, reverse=True)
-    return runs
+                found.append((framework, finished, run))
+    found.sort(key=lambda item: item[2].registered or 0, reverse=True)
+    return found
+
+
+def cluster_runs(state) -> "list[ClusterRun]":
+    """The tfmesos runs in a master's ``/master/state``, newest first."""
+    return [run for _, _, run in run_frameworks(state)]
 
 
 def framework_of(state, framework_id):

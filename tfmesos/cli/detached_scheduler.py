@@ -52,8 +52,8 @@ def main(path):
         document, identity = open_document(read_sealed(path), key, path)
         # The user is the agent's to set; the rest is what this task was given.
         credentials = credentials_of(os.environ)
-        why = bound_to(identity, run_id, framework_id, credentials[0] if credentials else None,
-                       identity.user)
+        why = bound_to(identity, run_id=run_id, framework_id=framework_id,
+                       principal=credentials[0] if credentials else None)
         if why:
             raise DetachError("%s is not this scheduler task's: %s; nothing of it is used"
                               % (path, why))

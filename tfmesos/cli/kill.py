@@ -23,7 +23,7 @@ from ..protocol import labels as run_labels
 from ..record.outcomes import killed_text
 from .cluster_runs import master_of, reader
 from .common import CommandParser
-from .run_lookup import find_run
+from .run_lookup import caller_of, find_run
 
 # Seconds a detached run's scheduler task has to record the kill and end
 # before the teardown (inside its KillPolicy grace, core.scheduler_task.KILL_GRACE).
@@ -49,25 +49,30 @@ def kill_main(argv, environ=None, out=None):
     args = parser.parse_options(argv)
     address = master_of(args, environ, parser)
     master = reader(address, environ)
-    run = find_run(master, args.run, environ, address, live_only=True)[0].run
-    by = killer(environ)
-    labelled = kill_run(master, address, run, by, environ)
+    found = find_run(master, args.run, environ, address, live_only=True)[0]
+    run = found.run
+    # Who kills: the principal kill authenticates as, else the user it runs as.
+    by = caller_of(environ).principal or pwd.getpwuid(os.getuid()).pw_name
+    labelled = kill_run(master, address, run, by, live_schedulers(found.framework, run),
+                        environ)
     out.write("killed run %s (framework %s)%s: its tasks are being killed\n"
               % (run.run_id, run.framework_id, " by %s" % by if labelled else ""))
     return 0
 
 
-def killer(environ):
-    """Who kills: the Mesos principal kill authenticates as, else the user
-    running it."""
-    return environ.get("MESOS_PRINCIPAL") or pwd.getpwuid(os.getuid()).pw_name
-
-
-def kill_run(master, address, run, by, environ):
+def kill_run(master, address, run, by, schedulers, environ):
     """Label the framework of ``run`` (a ``cluster_runs.ClusterRun``)
-    ``killed (by BY)`` and remove it; False when the master did not let
-    kill subscribe as it (it was torn down without the label)."""
-    info = master.framework_info(run.framework_id)
+    ``killed (by BY)`` and remove it, once the scheduler tasks
+    ``schedulers`` (ids) recorded it; False when the master did not let
+    kill read or subscribe as the framework (it was torn down without the
+    label)."""
+    from ..backends.remote import credentials_of
+    from ..mesos.failover_teardown import teardown_as_scheduler
+    try:
+        info = master.framework_info(run.framework_id)
+    except MesosError as exc:
+        return teardown_unlabelled(master, run, "the master did not show its FrameworkInfo "
+                                   "(%s)" % exc)
     if info is None:
         raise TFMesosError("run %s has finished already (framework %s)"
                            % (run.run_id, run.framework_id))
@@ -75,25 +80,28 @@ def kill_run(master, address, run, by, environ):
             if isinstance(label, dict) and label.get("key") != run_labels.OUTCOME]
     info = dict(info, labels={"labels": kept + [{"key": run_labels.OUTCOME,
                                                   "value": killed_text(by)}]})
-    from ..mesos.failover_teardown import teardown_as_scheduler
+    # Its own credentials, or none: never the driver's fallback to os.environ.
+    principal, secret = credentials_of(environ) or ("", "")
     try:
-        teardown_as_scheduler(address, info, wait_for=live_schedulers(master, run),
-                              wait=SCHEDULER_WAIT, principal=environ.get("MESOS_PRINCIPAL"),
-                              secret=environ.get("MESOS_SECRET"))
+        teardown_as_scheduler(address, info, wait_for=schedulers, wait=SCHEDULER_WAIT,
+                              principal=principal, secret=secret)
         return True
     except MesosError as exc:
-        print("tfmesos kill: warning: the master did not let this kill subscribe as run %s's "
-              "framework (%s): removing it without saying who killed it" % (run.run_id, exc),
-              file=sys.stderr, flush=True)
+        return teardown_unlabelled(master, run, "the master did not let this kill subscribe "
+                                   "as the framework (%s)" % exc)
+
+
+def teardown_unlabelled(master, run, why):
+    """Remove ``run``'s framework as the operator API does, saying ``why``
+    who killed it is not said; False."""
+    print("tfmesos kill: warning: %s: removing run %s without saying who killed it"
+          % (why, run.run_id), file=sys.stderr, flush=True)
     master.teardown(run.framework_id)
     return False
 
 
-def live_schedulers(master, run):
-    """The task ids of ``run``'s scheduler tasks that run (a detached run's)."""
-    document = master.frameworks(run.framework_id)
-    for framework in document.get("frameworks") or []:
-        if isinstance(framework, dict) and framework.get("id") == run.framework_id:
-            return [task["id"] for _, task in run_labels.scheduler_tasks(framework, run.run_id)
-                    if task.get("state") == "TASK_RUNNING"]
-    return []
+def live_schedulers(framework, run):
+    """The task ids of ``run``'s scheduler tasks that run (a detached run's)
+    in its ``framework`` (state JSON)."""
+    return [task["id"] for _, task in run_labels.scheduler_tasks(framework, run.run_id)
+            if task.get("state") == "TASK_RUNNING"]

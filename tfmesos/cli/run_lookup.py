@@ -33,16 +33,20 @@ exit status 2 (``AmbiguousRun``).
 import dataclasses
 import datetime
 import getpass
-import json
 import os
+import stat
 from collections.abc import Mapping
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..core.identity import IdentityError, RunIdentity
 from ..exceptions import TFMesosError
 from ..protocol import labels as run_labels
-from .cluster_runs import ClusterRun, cluster_run
+from .cluster_runs import ClusterRun, run_frameworks
 from .tables import local_time
+
+if TYPE_CHECKING:
+    from ..record.history import Run
+    from ..record.takeover_files import FailoverFile
 
 # A run id's key, or None when the caller holds none for it.
 Keys = Callable[[str], Optional[bytes]]
@@ -100,23 +104,19 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def candidates(state: dict, caller: Caller, keys: Keys) -> "list[Candidate]":
-    """Every framework of ``state`` (``/master/state``) that carries a
-    tfmesos run id, newest first, each with whether the caller's key for its
-    run proves it."""
+def candidates(state: dict, caller: Caller, keys: Keys,
+               named: Callable[[ClusterRun], bool] = lambda run: True) -> "list[Candidate]":
+    """The frameworks of ``state`` (``/master/state``) that carry a tfmesos
+    run id and are ``named``, newest first, each with whether the caller's
+    key for its run proves it."""
     found = []
-    for finished, key in ((False, "frameworks"), (True, "completed_frameworks")):
-        for framework in state.get(key) or []:
-            if not isinstance(framework, dict):
-                continue
-            run = cluster_run(framework, finished)
-            if run is None:
-                continue
-            user = _text(framework.get("user"))
-            principal = _text(framework.get("principal")) or None
-            found.append(Candidate(run, framework, finished, user, principal,
-                                   proven(run, user, principal, framework, caller, keys)))
-    found.sort(key=lambda candidate: candidate.run.registered or 0, reverse=True)
+    for framework, finished, run in run_frameworks(state):
+        if not named(run):
+            continue
+        user = _text(framework.get("user"))
+        principal = _text(framework.get("principal")) or None
+        found.append(Candidate(run, framework, finished, user, principal,
+                               proven(run, user, principal, framework, caller, keys)))
     return found
 
 
@@ -125,8 +125,8 @@ def proven(run: ClusterRun, user: str, principal: Optional[str], framework: dict
     """Whether the framework's proof label verifies with the caller's key
     for its run id (None: the caller holds no key for it). The run signed
     the principal it authenticated with; a master that authenticates nobody
-    shows none, so the caller's is tried too (the proof binds the framework
-    id either way)."""
+    shows none, so the caller's is tried for such a framework (the proof
+    binds the framework id either way)."""
     key = keys(run.run_id)
     if key is None:
         return None
@@ -135,8 +135,8 @@ def proven(run: ClusterRun, user: str, principal: Optional[str], framework: dict
         identity = RunIdentity(run_id=run.run_id, key=key, user=user or caller.user)
     except IdentityError:       # no run id of tfmesos': nothing signed it
         return False
-    return any(identity.proves(run.framework_id, who, user, proof)
-               for who in {principal, caller.principal})
+    signed = (principal,) if principal is not None else (None, caller.principal)
+    return any(identity.proves(run.framework_id, who, user, proof) for who in set(signed))
 
 
 def _principal_fits(candidate: Candidate, caller: Caller) -> bool:
@@ -155,8 +155,8 @@ def decide(state: dict, wanted: str, caller: Caller, keys: Keys, master: str,
     it (``tfmesos attach`` of a detached run, which hands it the key).
     RunNotFound or AmbiguousRun otherwise."""
     listing = "`tfmesos runs --master %s` lists the master's runs" % master
-    named = [c for c in candidates(state, caller, keys)
-             if c.run.run_id.startswith(wanted) or c.run.framework_id == wanted]
+    named = candidates(state, caller, keys, lambda run: bool(wanted) and (
+        run.run_id.startswith(wanted) or run.framework_id == wanted))
     if not wanted or not named:
         raise RunNotFound("the master at %s knows no tfmesos run %r: %s"
                           % (master, wanted, listing))
@@ -211,9 +211,8 @@ def by_framework(state: dict, framework_id: str, run_id: str, caller: Caller, ke
     re-admits a framework id it does not know (as Mesos' does after a
     failover of the master), so a record's id alone is another's on a
     master the run is not on. RunNotFound otherwise."""
-    for candidate in candidates(state, caller, keys):
-        if candidate.run.framework_id != framework_id:
-            continue
+    for candidate in candidates(state, caller, keys,
+                                lambda run: run.framework_id == framework_id):
         if candidate.run.run_id != run_id:
             raise RunNotFound("framework %s on %s carries run id %s, not run %s's (%s): not "
                               "the run's framework" % (framework_id, master,
@@ -236,69 +235,99 @@ def by_framework(state: dict, framework_id: str, run_id: str, caller: Caller, ke
 
 @dataclasses.dataclass(frozen=True)
 class LocalRecord:
-    """A run directory of the caller's that names its run's framework."""
+    """A run directory of the caller's that names its run's framework:
+    ``run`` (its ``history.Run``: run.json, read once), ``failover`` (its
+    failover.json, read once; None without one, ``failover_error`` saying
+    why when there was one that is not)."""
 
-    directory: str
-    run_id: str
-    framework_id: str
-    master: Optional[str]
+    run: "Run"
+    failover: Optional["FailoverFile"]
+    failover_error: Optional[TFMesosError]
+
+    @property
+    def directory(self) -> str:
+        return self.run.directory
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def framework_id(self) -> Optional[str]:
+        return self.failover.framework_id if self.failover is not None \
+            else self.run.file.framework_id
+
+    def takeover(self) -> "FailoverFile":
+        """Its failover.json; TakeoverError saying why there is none."""
+        if self.failover is not None:
+            return self.failover
+        from ..record.takeover_files import not_taken_over
+        raise self.failover_error or not_taken_over(self.directory)
 
 
 def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]:
     """The caller's local record of the run ``text`` names (a run
     directory, or a run id prefix under the runs directory), or None: none
-    there, one another user owns (a ``./tfmesos-runs`` in a shared directory
-    is no proof of anything), one of an embedded master (gone with its
-    tfrun), or one that names no framework yet."""
+    there; not the caller's (a directory, run.json or failover.json of
+    another user, one others may write, or one reached through a symbolic
+    link: a ``./tfmesos-runs`` in a shared directory is no proof of
+    anything); one of an embedded master (gone with its tfrun); or one that
+    names no framework yet."""
     from ..record.history import HistoryError, find_run
     from ..record.run_dirs import runs_root
-    from ..record.takeover_files import FAILOVER_FILE
+    from ..record.takeover_files import FAILOVER_FILE, TakeoverError, read_failover
     try:
         run = find_run(text, runs_root(environ))
     except HistoryError:
         return None
-    if not _owned(os.path.join(run.directory, "run.json")):
+    if not (_owned(run.directory, stat.S_ISDIR)
+            and _owned(os.path.join(run.directory, "run.json"), stat.S_ISREG)):
         return None
-    framework_id = None
-    failover = os.path.join(run.directory, FAILOVER_FILE)
-    if _owned(failover):
+    failover, error = None, None
+    path = os.path.join(run.directory, FAILOVER_FILE)
+    if os.path.lexists(path):
+        if not _owned(path, stat.S_ISREG):
+            return None
         try:
-            with open(failover, encoding="utf-8") as handle:
-                identity = json.loads(handle.read(1 << 20)).get("identity")
-            framework_id = identity.get("framework_id") if isinstance(identity, dict) else None
-        except (OSError, ValueError, AttributeError):
-            framework_id = None
-    framework_id = framework_id if isinstance(framework_id, str) and framework_id \
-        else run.file.framework_id
-    master = run.file.master
-    if not framework_id or master == "local":
+            failover = read_failover(run.directory)
+        except TakeoverError as exc:
+            error = exc
+    record = LocalRecord(run, failover, error)
+    if not record.framework_id or run.file.master == "local":
         return None
-    return LocalRecord(run.directory, run.run_id, framework_id, master)
+    return record
 
 
-def _owned(path: str) -> bool:
+def _owned(path: str, kind: Callable[[int], bool]) -> bool:
+    """Whether ``path`` itself (not what a link points to) is of ``kind``,
+    the caller's, and writable by nobody else."""
     try:
-        return os.stat(path).st_uid == os.geteuid()
+        found = os.lstat(path)
     except OSError:
         return False
+    return kind(found.st_mode) and found.st_uid == os.geteuid() \
+        and not found.st_mode & 0o002
 
 
 def keys_of(environ: Mapping[str, str], key_file: Optional[str] = None) -> Keys:
     """The caller's key of a run id: ``key_file`` (given: for any run, it
     proves only its own), else its file under the keys directory when there
-    is one. A key file that is there but unreadable or no key is an error."""
-    from ..record.takeover_files import TakeoverError, key_path, read_key
+    is one (``takeover_files.held_key``: the caller's alone), read once found. A
+    key file that is there but not the caller's alone or no key is an error."""
+    from ..record.takeover_files import held_key, read_key
     if key_file:
         key = read_key(key_file)
         return lambda run_id: key
+    held: dict[str, bytes] = {}
 
-    def held(run_id: str) -> Optional[bytes]:
-        try:
-            path = key_path(run_id, environ)
-        except TakeoverError:     # no run id: no key file can be its
-            return None
-        return read_key(path) if os.path.lexists(path) else None
-    return held
+    def of(run_id: str) -> Optional[bytes]:
+        if run_id not in held:
+            key = held_key(run_id, environ)
+            if key is None:
+                return None
+            held[run_id] = key
+        return held[run_id]
+    return of
 
 
 def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, key_file: Optional[str] = None,
@@ -312,6 +341,7 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
     local = local if local is not None else local_record(text, environ)
     state = reader.state()
     if local is not None:
+        assert local.framework_id is not None   # (local_record keeps no record without)
         found = by_framework(state, local.framework_id, local.run_id, caller, keys, master,
                              "from its record in %s" % local.directory, live_only)
         if needs_proof is not None and needs_proof(found.run) and not found.proven:

@@ -21,12 +21,6 @@ def _offset(run, text):
     return "+%.1f s" % (moment - start).total_seconds()
 
 
-def takeover_text(takeover, when):
-    """``takeover at +12.3 s: scheduler attempt 2 (tfmesos attach)``."""
-    return "takeover at %s: scheduler attempt %d (%s)" % (when, takeover.scheduler_attempt,
-                                                          takeover.how or "-")
-
-
 def show_run(run, out):
     file = run.file
     out.write("run %s  %s (%s)  %s, exit code %s\n" % (
@@ -68,7 +62,7 @@ def show_run(run, out):
             relaunch.task, _offset(run, relaunch.time), relaunch.cause, relaunch.address,
             "back at %s" % _offset(run, relaunch.back) if relaunch.back else "not back"))
     for takeover in file.takeovers:
-        out.write("%s\n" % takeover_text(takeover, _offset(run, takeover.time)))
+        out.write("%s\n" % takeover.text(_offset(run, takeover.time)))
     show_metrics(file, out)
 
 

@@ -201,11 +201,11 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
     state) and its principal and user; the record it carries on must be
     this run's (``check_previous``); the new document is sealed again."""
     from ..backends.remote import RemoteMaster, credentials_of
-    from ..record.takeover_files import key_path, read_key
+    from ..record.takeover_files import run_key
     from ..ship.bundle_server import BundleServer
     from ..ship.scheduler_side import pack_scheduler_side
 
-    key = read_key(key_file or key_path(run_id, environ))
+    key = run_key(run_id, environ, key_file)
     tasks = labels.scheduler_tasks(framework, run_id)   # the newest first
     if not tasks:
         raise DetachError("run %s has no scheduler task to take over from" % run_id)
@@ -226,8 +226,8 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         what = "the scheduler document of %s (framework %s)" % (last["id"], framework["id"])
         sealed = read_sealed(fetched(DETACHED_FILE, max_bytes=MAX_DOCUMENT), what)
         document, found = open_document(sealed, key, what)
-        why = bound_to(found, run_id, framework["id"], framework.get("principal"),
-                       framework.get("user"))
+        why = bound_to(found, run_id=run_id, framework_id=framework["id"],
+                       principal=framework.get("principal"), user=framework.get("user"))
         if why:
             raise DetachError("%s is not this run's: %s; nothing of it is used" % (what, why))
         credentials = credentials_of(environ)

@@ -90,21 +90,18 @@ def read_sealed(path: str, what: Optional[str] = None) -> bytes:
         raise DetachError("cannot read %s: %s" % (what or path, exc.strerror or exc)) from None
 
 
-def bound_to(identity: RunIdentity, run_id: str, framework_id: str, principal: Optional[str],
-             user: Optional[str]) -> Optional[str]:
+def bound_to(identity: RunIdentity, **expected: Optional[str]) -> Optional[str]:
     """Why ``identity`` (a document's, its signature checked) is not the
-    run ``run_id`` of that framework, principal and user; None when it is.
-    A document the key holder wrote for one framework is never taken for
-    another's (a copy in a look-alike's sandbox)."""
-    expected = {"run id": run_id, "framework id": framework_id, "principal": principal,
-                "user": user}
-    found = {"run id": identity.run_id, "framework id": identity.framework_id,
-             "principal": identity.principal, "user": identity.user}
-    wrong = [name for name in expected if expected[name] != found[name]]
-    if not wrong:
-        return None
-    return "it names another %s (%s, not %s)" % (
-        wrong[0], found[wrong[0]] or "none", expected[wrong[0]] or "none")
+    run of what ``expected`` names (``run_id``, ``framework_id``,
+    ``principal``, ``user``: those given); None when it is. A document the
+    key holder wrote for one framework is never taken for another's (a copy
+    in a look-alike's sandbox)."""
+    for name, value in expected.items():
+        found = getattr(identity, name)
+        if found != value:
+            return "it names another %s (%s, not %s)" % (
+                name.replace("_", " "), found or "none", value or "none")
+    return None
 
 
 def check_previous(record: "RunFile", run_id: str, what: str = "the run's record") -> "RunFile":

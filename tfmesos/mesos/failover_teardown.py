@@ -25,7 +25,7 @@ from typing import Any
 
 from ..exceptions import MesosConnectionError, MesosError
 from .driver import MesosSchedulerDriver
-from .interface import FAILED_OVER, Scheduler, SchedulerDriver
+from .interface import Scheduler, SchedulerDriver
 from .task_states import TERMINAL_STATES
 
 logger = logging.getLogger(__name__)
@@ -110,4 +110,4 @@ def _wait_ended(subscriber: _Subscriber, waiting: "set[str]", wait: float) -> No
             raise MesosError(event[1])
 
 
-__all__ = ["FAILED_OVER", "teardown_as_scheduler"]
+__all__ = ["teardown_as_scheduler"]

@@ -90,22 +90,12 @@ class Run:
         return self.running and gone(self.file.scheduler)
 
     @property
-    def shown_status(self) -> str:
-        """The outcome's status, ``gone`` for a run whose tfrun is (``gone``)."""
-        return "gone" if self.gone else self.status
-
-    @property
     def shown_outcome(self) -> str:
         """How the run ended in the words every reader uses
         (``outcomes.outcome_text``, without the message: ``failed (exit 5,
         worker:0)``, ``killed (by alice)``), ``gone`` for a run whose tfrun
         is (``gone``)."""
         return "gone" if self.gone else outcome_text(self.outcome, self.tasks, message=False)
-
-    @property
-    def takeovers(self) -> list:
-        """Each scheduler that took the run over (``schema.Takeover``)."""
-        return self.file.takeovers
 
     @property
     def exit_code(self) -> Optional[int]:

@@ -465,9 +465,8 @@ def render(run: Run, now: Optional[datetime.datetime] = None) -> str:
             restart.restart, clock.at(restart.time) or 0, _e(restart.cause),
             _e(restart.message), restart.delay))
     for takeover in file.takeovers:
-        body.append('<p class="takeover">takeover at +%.1f s: scheduler attempt %d (%s)</p>'
-                    % (clock.at(takeover.time) or 0, takeover.scheduler_attempt,
-                       _e(takeover.how)))
+        body.append('<p class="takeover">%s</p>'
+                    % _e(takeover.text("+%.1f s" % (clock.at(takeover.time) or 0))))
     body.append(metrics_html(run))
     body.append(usage_html(run, clock))
     body.append('<p class="muted">tfmesos report, written %s from run.json</p>' % _local(now))

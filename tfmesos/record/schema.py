@@ -337,6 +337,12 @@ class Takeover(Record):
                                     "takeover adds one)", 2)
     how: str = _field("tfmesos attach, or detached scheduler task N", "")
 
+    def text(self, when: str) -> str:
+        """``takeover at WHEN: scheduler attempt 2 (tfmesos attach)``: how
+        ``show`` and the report say it."""
+        return "takeover at %s: scheduler attempt %d (%s)" % (when, self.scheduler_attempt,
+                                                              self.how or "-")
+
 
 @dataclasses.dataclass
 class ShippedBundle(Record):

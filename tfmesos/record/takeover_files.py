@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from typing import Any, Optional, Protocol
 
@@ -75,11 +76,61 @@ def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
     return path
 
 
-def read_key(path: str) -> bytes:
-    """The secret in a key file ``path``; TakeoverError naming the problem."""
+def read_private(path: str, limit: int, shared: int = 0o022) -> bytes:
+    """At most ``limit`` bytes of ``path``, a regular file (never through a
+    symbolic link) of this process' user that no one else may write
+    (``shared``: the mode bits others must not have); OSError naming the
+    problem otherwise. What a run left for its takeover is taken only from
+    its submitter: a file others could write or plant is no proof of it."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(descriptor, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise OSError("not a regular file")
+        if found.st_uid != os.geteuid():
+            raise OSError("it belongs to uid %d, not to you" % found.st_uid)
+        if found.st_mode & shared:
+            raise OSError("others may %s it (mode %o)" % (
+                "read or write" if shared & 0o044 else "write", found.st_mode & 0o777))
+        return handle.read(limit)
+
+
+def held_key(run_id: str, environ: Mapping[str, str]) -> Optional[bytes]:
+    """The caller's key of run ``run_id`` in the keys directory, or None when
+    there is none there; TakeoverError for one that is there but is not
+    the caller's alone (another user's, readable or writable by others) or
+    no key."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(4 * KEY_BYTES).strip()
+        path = key_path(run_id, environ)
+    except TakeoverError:     # no run id: no key file can be its
+        return None
+    return read_key(path, private=True) if os.path.lexists(path) else None
+
+
+def run_key(run_id: str, environ: Mapping[str, str], key_file: Optional[str] = None) -> bytes:
+    """The key of run ``run_id``: ``key_file`` (``tfmesos attach --key``),
+    else the caller's in the keys directory; TakeoverError naming the fix."""
+    if key_file:
+        return read_key(key_file)
+    key = held_key(run_id, environ)
+    if key is None:
+        raise TakeoverError("cannot read the run's key %s (no such file): copy it from the "
+                            "machine that submitted the run (tfmesos attach --key FILE)"
+                            % key_path(run_id, environ))
+    return key
+
+
+def read_key(path: str, private: bool = False) -> bytes:
+    """The secret in a key file ``path`` (``private``: one of the keys
+    directory, which must be the caller's alone, ``read_private``);
+    TakeoverError naming the problem."""
+    try:
+        if private:
+            data = read_private(path, 4 * KEY_BYTES, shared=0o077)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(4 * KEY_BYTES)
+        text = data.decode("ascii", "replace").strip()
     except OSError as exc:
         raise TakeoverError("cannot read the run's key %s (%s): copy it from the machine that "
                             "submitted the run (tfmesos attach --key FILE)"
@@ -178,19 +229,25 @@ def save_failover(directory: Optional[str], failover: FailoverFile) -> None:
                    json.dumps(failover.to_dict(), indent=1) + "\n")
 
 
+def not_taken_over(directory: str) -> TakeoverError:
+    """Why a run directory without failover.json cannot be taken over."""
+    return TakeoverError("run %s was not started with --failover or --detach: there is "
+                         "nothing to take over (its tasks stopped with its tfrun)"
+                         % os.path.basename(directory))
+
+
 def read_failover(directory: str) -> FailoverFile:
-    """The ``FailoverFile`` of a run directory; TakeoverError, one line, if
+    """The ``FailoverFile`` of a run directory, a file of the caller's that
+    no one else may write (``read_private``); TakeoverError, one line, if
     there is none or it is not one."""
     path = os.path.join(directory, FAILOVER_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.loads(handle.read(16 << 20))
+        data = json.loads(read_private(path, 16 << 20))
     except FileNotFoundError:
-        raise TakeoverError("run %s was not started with --failover or --detach: there is "
-                            "nothing to take over (its tasks stopped with its tfrun)"
-                            % os.path.basename(directory)) from None
+        raise not_taken_over(directory) from None
     except (OSError, ValueError) as exc:
-        raise TakeoverError("cannot read %s: %s" % (path, exc)) from None
+        raise TakeoverError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)
+                                                    or exc)) from None
     try:
         return FailoverFile.from_dict(data)
     except TakeoverError as exc:
