@@ -154,7 +154,7 @@ class Launches:
     (``files``) and ``launch_scheduler`` recorded, not run."""
 
     def __init__(self, monkeypatch, tmp_path, files, framework=None):
-        self.files, self.launched, self.documents = files, [], []
+        self.files, self.launched, self.documents, self.uris = files, [], [], []
         self.tmp = tmp_path
         self.framework = framework or {
             "id": "F-1", "user": "alice", "principal": "alice",
@@ -176,7 +176,9 @@ class Launches:
         return fetch
 
     def launch(self, spec, identity, uris_for, command, cpus, mem, say, environ=None):
-        [document] = [uri["value"] for uri in uris_for(identity)
+        uris = uris_for(identity)
+        self.uris.append([uri["value"] for uri in uris])
+        [document] = [uri["value"] for uri in uris
                       if uri["value"].endswith("/" + DETACHED_FILE)]
         with urllib.request.urlopen(document, timeout=10) as response:
             self.documents.append(response.read())
@@ -203,6 +205,25 @@ def test_relaunch_seals_the_new_document_for_the_next_attempt(monkeypatch, tmp_p
     assert spec.python == "/usr/bin/python3" and "/usr/bin/python3" in command
     document, sealed_for = open_document(launches.documents[0], KEY)
     assert sealed_for == identity and document["previous"] == PREVIOUS_RECORD
+
+
+def test_relaunch_keeps_a_python_env_url_the_run_shipped(monkeypatch, tmp_path):
+    url = "https://envs.example/train-env.tar.gz"
+    launches = Launches(monkeypatch, tmp_path, {DETACHED_FILE: seal_document(run_identity(), body(
+        shipped={"bundle": None, "task_side": "tfmesos-task-00.zip", "python_env": url}))})
+    launches()
+    assert url in launches.uris[0]   # the document's spec ships nothing: its shipped says it
+
+
+def test_relaunch_carries_on_the_record_the_last_scheduler_was_given(monkeypatch, tmp_path):
+    # It died before it wrote its own: the one it was given is the run's so far.
+    launches = Launches(monkeypatch, tmp_path, {
+        DETACHED_FILE: seal_document(run_identity(), body(previous=PREVIOUS_RECORD)),
+        PREVIOUS_RECORD: record(tmp_path / "r.json",
+                                "tfmesos.%s.worker.0.1" % RUN_ID).read_bytes()})
+    launches()
+    document, _ = open_document(launches.documents[0], KEY)
+    assert document["previous"] == PREVIOUS_RECORD
 
 
 @pytest.mark.parametrize("kind", FORGERIES)

@@ -81,6 +81,20 @@ def test_suppression_survives_a_resubscription(make_local_master, drivers):
     sched.next("offers", timeout=5)
 
 
+def test_labels_set_after_subscribing_survive_a_resubscription(make_local_master, drivers):
+    # A SUBSCRIBE replaces the framework's info: the driver must send the
+    # labels UPDATE_FRAMEWORK set (a run's proof), as libmesos does.
+    master = make_local_master()
+    driver, sched = drivers(master.url, framework={"failover_timeout": 30})
+    framework_id, _ = sched.next("registered")
+    driver.updateFramework(dict(driver.framework, labels={"labels": [
+        {"key": "tfmesos.proof", "value": "signed"}]}))
+    master.drop_subscription(framework_id)
+    sched.next("reregistered", timeout=15)
+    [framework] = master.state()["frameworks"]
+    assert framework["labels"] == [{"key": "tfmesos.proof", "value": "signed"}]
+
+
 def test_no_call_goes_out_after_teardown(make_local_master, drivers):
     master = make_local_master()
     driver, sched = drivers(master.url)

@@ -41,9 +41,7 @@ def test_the_stages_of_a_run_are_new_values_and_round_trip_through_their_public_
     later = first.with_framework("F-1").with_shipment("a" * 64, "b" * 64).next_scheduler()
     assert first.framework_id is None and later.scheduler_attempt == 2
     again = RunIdentity.from_public(json.loads(json.dumps(later.public())), first.key)
-    assert again == later and again.matches(later)
-    assert not again.matches(dataclasses.replace(later, key=b"x" * 32))
-    assert not again.matches(later.with_framework("F-2"))
+    assert again == later
 
 
 @pytest.mark.parametrize("data, why", [

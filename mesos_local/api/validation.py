@@ -138,7 +138,9 @@ def _check_scalar(field, value, path):
         try:
             base64.b64decode(value.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError, ValueError):
-            _fail(path, "expected a base64 string, got %r" % value[:40])
+            # Not echoed: a bytes field may hold a secret (Secret.Value.data).
+            _fail(path, "expected a base64 string, got %d characters that are not one"
+                  % len(value))
     elif kind == "enum":
         allowed = ENUMS[field.ref]
         if not isinstance(value, str):

@@ -2,9 +2,10 @@
 ``MESOS_MASTER``): started for the run, sized so its whole cluster fits
 (``sizing``), on loopback unless tasks must reach it from elsewhere."""
 
-import secrets
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from mesos_local.api.auth import generate_credentials
 
 from .advertise import bind_address, checked
 
@@ -39,8 +40,7 @@ class EmbeddedMaster:
         self._make_runner = make_runner
         self.master: Optional[LocalMaster] = None   # once started
         # This run's own, made for it: the master authenticates nobody else.
-        self.credentials: tuple[str, str] = ("mesos-local-%s" % secrets.token_hex(4),
-                            secrets.token_urlsafe(32))
+        self.credentials: tuple[str, str] = generate_credentials()
 
     @property
     def principal(self) -> str:

@@ -157,7 +157,7 @@ def kept_shipment(directory, failover, spec, identity, previous, bind_host, say)
     from ..record.takeover_files import KEPT_DIR
     from ..ship.shipping import Shipment
     kept = os.path.join(directory, KEPT_DIR)
-    check_kept(identity, failover.packed, kept)
+    hashed = check_kept(identity, failover.packed, kept)
     return Shipment.from_packed(spec.ship, failover.packed, bind_host=bind_host, say=say,
                                 recorded=previous.shipped.to_dict() if previous.shipped else None,
-                                keep_in=kept)
+                                keep_in=kept, hashed=hashed)

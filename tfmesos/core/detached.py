@@ -82,12 +82,13 @@ def check_detachable(spec: RunSpec, environ: Optional[Mapping[str, str]] = None)
     needs of ``environ`` (default ``os.environ``) as secrets."""
     from ..backends.remote import credentials_of
     if spec.ship is None and not spec.image:
-        raise SpecError("--detach runs the run's scheduler on an agent, which needs the run's "
-                        "code: add --ship (the current directory) or -I IMAGE")
+        raise SpecError.about("--detach runs the run's scheduler on an agent, which needs the "
+                              "run's code: add {ship.directory} (the current directory) or "
+                              "{image=IMAGE}")
     if spec.mlflow is not None:
-        raise SpecError("--mlflow logs from tfrun's own process, which --detach runs on an "
-                        "agent that has no MLflow: run in the foreground (or with --failover) "
-                        "to log to MLflow")
+        raise SpecError.about("{mlflow} logs from tfrun's own process, which --detach runs on "
+                              "an agent that has no MLflow: run in the foreground (or with "
+                              "--failover) to log to MLflow")
     environ = os.environ if environ is None else environ
     scheduler_secrets(spec, credentials_of(environ), environ)
 
@@ -127,9 +128,10 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
                     packed[role] = os.path.basename(path)
                     files[os.path.basename(path)] = (path, role == "python_env")
         body = document_body(spec, packed, shipment.record() if shipment else None, cpus, mem)
-        uris_for = document_uris(server, backend.advertised_address(spec.master), spec, files,
-                                 work, body)
-        identity = launch_scheduler(spec, identity, uris_for, command_of(spec, packed), cpus,
+        python_env = spec.ship.python_env if spec.ship is not None else None
+        uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
+                                 files, work, body)
+        identity = launch_scheduler(spec, identity, uris_for, command_of(spec, python_env), cpus,
                                     mem, say, environ=environ, timeout=timeout)
         save_key(identity, environ)
         return identity
@@ -240,7 +242,9 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         scheduler_secrets(spec, credentials, environ)   # what it needs of environ, first
         identity = dataclasses.replace(
             found, scheduler_attempt=max(newest, found.scheduler_attempt) + 1)
-        previous = fetch(labels.SCHEDULER_RECORD, optional=True, max_bytes=MAX_RECORD)
+        # The record it kept, else the one it was given (it died before it wrote one).
+        previous = fetch(labels.SCHEDULER_RECORD, optional=True, max_bytes=MAX_RECORD) \
+            or fetch(PREVIOUS_RECORD, optional=True, max_bytes=MAX_RECORD)
         if previous:
             read_previous(previous, run_id, "the record in the sandbox of %s" % last["id"])
         names = dict(document.get("packed") or {})
@@ -257,11 +261,13 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         server = BundleServer(bind_host=backend.bind_host())
         new = os.path.join(work, "new")   # the new document, apart from what was read
         os.mkdir(new, 0o700)
-        uris_for = document_uris(server, backend.advertised_address(spec.master), spec, files,
-                                 new, body)
+        # The document's spec ships nothing: what it shipped says the environment.
+        python_env = (document.get("shipped") or {}).get("python_env")
+        uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
+                                 files, new, body)
         say("run %s has no scheduler: launching scheduler task %d"
             % (run_id, identity.scheduler_attempt))
-        launch_scheduler(spec, identity, uris_for, command_of(spec, names),
+        launch_scheduler(spec, identity, uris_for, command_of(spec, python_env),
                          float(document.get("scheduler_cpus") or 0.5),
                          float(document.get("scheduler_mem") or 512), say, environ=environ)
         say("the new scheduler took run %s over" % run_id)

@@ -117,13 +117,6 @@ class RunIdentity:
         except TypeError as exc:
             raise IdentityError("malformed run identity: %s" % exc) from None
 
-    def matches(self, other: "RunIdentity") -> bool:
-        """Whether ``other`` is this run (same id, key, framework, principal
-        and user), at whatever stage."""
-        return (self.run_id, self.framework_id, self.principal, self.user) == \
-            (other.run_id, other.framework_id, other.principal, other.user) \
-            and hmac.compare_digest(self.key, other.key)
-
     # -- signatures -----------------------------------------------------------------
 
     def sign(self, data: bytes, context: bytes = DOCUMENT_CONTEXT) -> str:

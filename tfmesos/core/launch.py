@@ -121,6 +121,7 @@ class ClusterRun:
         self._on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = \
             on_framework
         self._framework_told: bool = False
+        self._proof_told: bool = False    # a new framework's proof label is set
         self.mlflow_at_stop: bool = mlflow_at_stop
         # once formed: {job: ["host:port", ...]}
         self.cluster_spec: Optional[dict[str, list[str]]] = None
@@ -215,10 +216,8 @@ class ClusterRun:
         self.record.submitted()
         runtime = self.runtime
         try:
-            # Run directories are never shipped: this run's, and where runs go.
-            leave_out = tuple(path for path in (self.record.directory,
-                                                os.environ.get("TFMESOS_RUNS_DIR")) if path)
-            shipped = runtime.ship(leave_out, say=self._say, keep_in=self._kept_dir())
+            shipped = runtime.ship(self.record.directory, say=self._say,
+                                   keep_in=self._kept_dir())
             if shipped is not None:
                 self.record.shipped(shipped)
             master_url = runtime.start_master()
@@ -355,6 +354,7 @@ class ClusterRun:
         if event is not None:
             self.reactions.handle(event)
         self._tell_framework()
+        self._prove_framework()
         self.record.flush()
         self.reactions.tick()
         self.recovery.tick()
@@ -373,10 +373,21 @@ class ClusterRun:
             if attempt > 1:   # not the first scheduler task of a detached run
                 self.record.taken_over(attempt, "detached scheduler task %d" % attempt
                                        if self.runtime.detached else "tfmesos attach")
-        else:   # a new framework: its proof, which only its id makes
-            self.runtime.label(labels_.PROOF, identity.framework_proof())
+        else:
+            self._prove_framework()
         if self._on_framework is not None:
             self._on_framework(identity, self.record.directory)
+
+    def _prove_framework(self) -> None:
+        """A new framework's proof label, which only its id makes (a takeover
+        subscribes with it): set once, tried again until it is."""
+        identity = self.runtime.identity
+        if self._proof_told or self.adoption is not None or identity.framework_id is None:
+            return
+        driver = self.runtime.driver
+        # Tried again only while not subscribed: a master that refuses it is not asked again.
+        self._proof_told = self.runtime.label(labels_.PROOF, identity.framework_proof()) \
+            or driver is None or driver.connected
 
     # -- what acting on the run does outside it (control.Effects) --------------
 

@@ -88,8 +88,6 @@ class RunRuntime:
         self.rendezvous: Optional[Rendezvous] = None
         self.scheduler: Optional[TFMesosScheduler] = None
         self.driver: Optional[MesosSchedulerDriver] = None
-        # What the driver subscribed with (its labels as last set).
-        self.framework_info: Optional[dict[str, Any]] = None
         self.lock: threading.Lock = threading.Lock()   # one stop or leave
         # What a task that never reached the rendezvous wrote in its sandbox,
         # read from its agent with the master's credentials.
@@ -100,19 +98,22 @@ class RunRuntime:
 
     # -- start ----------------------------------------------------------------
 
-    def ship(self, leave_out: tuple[str, ...] = (), say: Callable[[str], None] = logger.info,
+    def ship(self, run_dir: Optional[str] = None, say: Callable[[str], None] = logger.info,
              keep_in: Optional[str] = None) -> Optional[dict[str, Any]]:
         """``--ship``: pack and serve what every task fetches (unless files
-        packed before were given); run.json's ``shipped``, or None.
-        ``keep_in``: pack there, for a scheduler that takes the run over
-        (``leave`` keeps it, ``stop`` removes it), not in a temporary
-        directory."""
+        packed before were given); run.json's ``shipped``, or None. Run
+        directories are never packed: this run's (``run_dir``), and where
+        runs go (``$TFMESOS_RUNS_DIR`` of the run's environ). ``keep_in``:
+        pack there, for a scheduler that takes the run over (``leave`` keeps
+        it, ``stop`` removes it), not in a temporary directory."""
         if self.spec.ship is None or self.shipment is not None:
             return None
         from ..ship.shipping import Shipment
 
         # The server binds the advertised address: a wrong one is named first.
         self.backend.check()
+        leave_out = tuple(path for path in (run_dir, self._environ.get("TFMESOS_RUNS_DIR"))
+                          if path)
         self.shipment = Shipment(self.spec.ship, self.backend.bind_host(), say=say,
                                  leave_out=leave_out, keep_in=keep_in)
         self.identity = self.identity.with_shipment(
@@ -141,11 +142,14 @@ class RunRuntime:
             rendezvous=format_address(self.backend.advertised_address(master_url),
                                       self.rendezvous.port), detached=self.detached)
         options = spec.driver_options()
+        # The backend's credentials (the embedded master's for this run, or
+        # $MESOS_* of the run's environ), else none: never the driver's own
+        # fallback to this process's environment, which the identity's
+        # principal (and so the framework's proof) would not name.
         credentials = self.backend.credentials
-        if credentials is not None:   # the embedded master's for this run, or $MESOS_*
-            info["principal"], options["secret"] = credentials
-            options["principal"] = info["principal"]
-        self.framework_info = info
+        options["principal"], options["secret"] = credentials or ("", "")
+        if credentials is not None:
+            info["principal"] = credentials[0]
         self.driver = MesosSchedulerDriver(
             self.scheduler, info, master_url, connect_timeout=spec.connect_timeout,
             refused_timeout=spec.refused_timeout, transport=self._transport, **options)
@@ -217,22 +221,26 @@ class RunRuntime:
         if driver is not None and scheduler is not None and driver.connected:
             scheduler.reconcile(driver)
 
-    def label(self, key: str, value: str) -> None:
-        """Set the framework's label ``key`` (``UPDATE_FRAMEWORK``): a
-        finished framework keeps its labels (``tfmesos runs --master``).
-        Not subscribed (the master is gone, the driver gave up): nothing."""
-        if self.driver is None or not self.driver.connected:
+    def label(self, key: str, value: str) -> bool:
+        """Set the framework's label ``key`` (``UPDATE_FRAMEWORK`` of the
+        info the driver subscribes with, which it keeps for every SUBSCRIBE
+        after); a finished framework keeps its labels (``tfmesos runs
+        --master``). False when it could not be set: not subscribed (the
+        master is gone, the driver gave up), or the master said no."""
+        driver = self.driver
+        if driver is None or not driver.connected:
             logger.debug("not subscribed: the framework's label %s is not set", key)
-            return
-        info = dict(self.framework_info or {})
+            return False
+        info = dict(driver.framework)
         kept = [label for label in (info.get("labels") or {}).get("labels", [])
                 if label["key"] != key]
         info["labels"] = {"labels": kept + [{"key": key, "value": value[:1000]}]}
         try:
-            self.driver.updateFramework(info)
-            self.framework_info = info
+            driver.updateFramework(info)
         except MesosError as exc:
             logger.warning("could not label the run's framework (%s): %s", key, exc)
+            return False
+        return True
 
     def outcome_on_master(self) -> Optional[str]:
         """The framework's ``tfmesos.outcome`` label as the master has it

@@ -247,39 +247,40 @@ def last_words(launcher: SchedulerLauncher, driver: MesosSchedulerDriver,
 
 # -- what it fetches --------------------------------------------------------------
 
-def serve(server: "BundleServer", files: Files, host: str, spec: RunSpec) -> Uris:
+def serve(server: "BundleServer", files: Files, host: str, python_env: Optional[str]) -> Uris:
     """``files`` ({name: (path, extract)}) on ``server``: the scheduler
-    task's URIs (and a ``--python-env`` URL's, fetched and cached as the
-    job's tasks fetch it)."""
+    task's URIs (and a ``--python-env`` URL's, ``python_env``, fetched and
+    cached as the job's tasks fetch it)."""
     uris = []
     for name, (path, extract) in files.items():
         server.add(name, path)
         uris.append({"value": server.url(host, name), "extract": extract, "cache": False})
-    python_env = spec.ship.python_env if spec.ship is not None else None
     if python_env and "://" in python_env:
         uris.append({"value": python_env, "extract": True, "cache": True})
     return uris
 
 
-def document_uris(server: "BundleServer", host: str, spec: RunSpec, files: Files, work: str,
-                  body: Mapping[str, Any]) -> Callable[[RunIdentity], Uris]:
+def document_uris(server: "BundleServer", host: str, python_env: Optional[str], files: Files,
+                  work: str, body: Mapping[str, Any]) -> Callable[[RunIdentity], Uris]:
     """``uris_for(identity)`` (``launch_scheduler``'s): the scheduler task's
-    URIs, ``files`` and its document (``body`` sealed for ``identity``,
-    ``seal_document``), written in ``work`` (0600) when it is asked for."""
+    URIs (``serve``), ``files`` and its document (``body`` sealed for
+    ``identity``, ``seal_document``), written in ``work`` (0600) when it is
+    asked for."""
     def uris_for(identity: RunIdentity) -> Uris:
         path = os.path.join(work, DETACHED_FILE)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(seal_document(identity, body))
-        return serve(server, dict(files, **{DETACHED_FILE: (path, False)}), host, spec)
+        return serve(server, dict(files, **{DETACHED_FILE: (path, False)}), host, python_env)
     return uris_for
 
 
-def command_of(spec: RunSpec, packed: Mapping[str, object]) -> str:
+def command_of(spec: RunSpec, python_env: Optional[str]) -> str:
+    """The scheduler task's command: its ``--python-env`` archive's
+    interpreter when the run has one (``python_env``), else ``spec.python``
+    or the image's."""
     from ..ship.scheduler_side import scheduler_command
-    python_env = spec.ship is not None and spec.ship.python_env is not None
-    return scheduler_command(spec.python, spec.image, python_env=python_env or bool(
-        packed.get("python_env")))
+    return scheduler_command(spec.python, spec.image, python_env=python_env is not None)
 
 
 __all__ = ["TAKEOVER_TIMEOUT", "KILL_GRACE", "SchedulerLauncher", "scheduler_task",

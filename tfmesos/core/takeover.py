@@ -52,12 +52,15 @@ class Resume:
             raise ValueError("a run taken over has a framework")
 
 
-def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str) -> None:
+def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str
+               ) -> dict[str, str]:
     """The files a ``--failover`` run kept for its takeover (``packed``:
     role -> path, as ``Shipment.packed_files``) are the ones it started
     with: its packed files lie in ``kept_dir`` (the run directory's) and the
     bundle's and the task side's sha256 are ``identity``'s. TakeoverError,
-    one line naming both digests, before anything of the run is touched."""
+    one line naming both digests, before anything of the run is touched.
+    Returns {path: sha256} of what it hashed (``Shipment.from_packed``'s
+    ``hashed``: each file is read once)."""
     from ..record.takeover_files import TakeoverError
     from ..ship.bundle import file_sha256
     kept_dir = os.path.abspath(kept_dir)
@@ -66,6 +69,7 @@ def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str) 
             raise TakeoverError("run %s's failover.json names %s (%s) outside %s, where the "
                                 "run kept what it packed: nothing was taken over"
                                 % (identity.run_id, named, role, kept_dir))
+    hashed: dict[str, str] = {}
     for role, what, started in (("bundle", "bundle", identity.bundle_sha256),
                                 ("task_side", "task side", identity.task_side_sha256)):
         path = packed.get(role)
@@ -86,6 +90,8 @@ def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str) 
             raise TakeoverError("the %s run %s kept (%s) has sha256 %s, but the run started "
                                 "with sha256 %s: it changed since tfrun packed it; nothing was "
                                 "taken over" % (what, identity.run_id, path, found, started))
+        hashed[path] = found
+    return hashed
 
 
 def adopt_slots(slots: "SlotTable", previous: RunFile, mode: str) -> list[str]:
@@ -140,7 +146,7 @@ class Adoption:
 
     def expected(self) -> list[str]:
         """The task ids the rendezvous expects at once: the adopted attempts."""
-        return [slot.task_id for slot in self._slots if slot.task_id and not slot.done]
+        return [slot.task_id for slot in self._current() if slot.task_id]
 
     def reconcile(self, driver: "OfferDriver") -> None:
         """Explicit reconciliation of the adopted attempts only (a task

@@ -21,7 +21,6 @@ if TYPE_CHECKING:   # not imported at run time: tfrun's start-up reads this modu
     from .spec import Job, RunSpec
 
 FAILOVER_TIMEOUT = 60.0
-RUN_ID_LABEL = labels_.RUN_ID
 MAX_LABEL_VALUE = 1000
 # The directory that holds the tfmesos package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -156,13 +155,6 @@ def failover_environment(run: "RunSpec", master: Optional[str], framework_id: Op
         return {}
     return {task_env.FAILOVER_TIMEOUT: "%g" % run.failover_timeout,
             task_env.MASTER: master or "", task_env.FRAMEWORK_ID: framework_id or ""}
-
-
-def run_id_of(task_id: str) -> str:
-    """The run's id in a task id ``tfmesos.<run id>.<job>.<index>.<attempt>``
-    (``scheduler.TFMesosScheduler``), else ""."""
-    parts = task_id.split(".")
-    return parts[1] if len(parts) >= 5 and parts[0] == "tfmesos" else ""
 
 
 def tensorflow_env(gpus: int, quiet: bool = True) -> dict[str, str]:

@@ -260,9 +260,15 @@ class MesosSchedulerDriver:
 
     def updateFramework(self, framework_info: Mapping[str, Any]) -> None:
         """Change the framework's info (its labels, ...): ``framework_info``
-        with the framework's id (the driver sets it)."""
-        info = dict(framework_info, id={"value": self.framework_id})
+        with the framework's id (the driver sets it). The driver keeps it:
+        every SUBSCRIBE after this one (a lost connection, a new leader)
+        says it, as libmesos' does (src/sched/sched.cpp, updateFramework),
+        or the master would take the older info back."""
+        info = dict(copy.deepcopy(dict(framework_info)), id={"value": self.framework_id})
         self._call(calls.update_framework(info))
+        # In place: the subscription stream holds this very dict.
+        self.framework.clear()
+        self.framework.update(info)
 
     def sendFrameworkMessage(self, executor_id: Json, agent_id: Json,
                              data: Union[str, bytes]) -> None:

@@ -33,9 +33,10 @@ DETACHED = "tfmesos.detached"
 PROOF = "tfmesos.proof"
 
 # A detached run's scheduler is the Mesos task
-# ``tfmesos.<run id>.scheduler.0.<attempt>`` (the task id shape of
-# ``core.taskinfo.run_id_of``); its run directory is ``run/`` in its sandbox,
-# so ``run/run.json`` is the run's record, as /files serves it.
+# ``tfmesos.<run id>.scheduler.0.<attempt>`` (the shape of the task ids
+# ``core.scheduler`` makes: ``tfmesos.<run id>.<job>.<index>.<attempt>``);
+# its run directory is ``run/`` in its sandbox, so ``run/run.json`` is the
+# run's record, as /files serves it.
 SCHEDULER_JOB = "scheduler"
 SCHEDULER_RUN_DIR = "run"
 SCHEDULER_RECORD = SCHEDULER_RUN_DIR + "/run.json"

@@ -40,6 +40,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import tempfile
 from typing import Optional
 
@@ -63,6 +64,10 @@ class Shipment:
     earlier Shipment packed (``packed_files``) instead of packing."""
 
     def __init__(self, spec, bind_host=None, say=None, leave_out=(), keep_in=None):
+        if spec.packed:
+            # A run taken over serves what it packed (``from_packed``): a
+            # ShipSpec read as packed never names what to pack.
+            raise ValueError("a packed ShipSpec is served with Shipment.from_packed")
         self.spec = spec
         say = say or logger.info
         self._work: Optional[str]   # stop removes it, unless it is kept
@@ -70,6 +75,10 @@ class Shipment:
             self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
         else:
             os.makedirs(keep_in, mode=0o700, exist_ok=True)
+            found = os.lstat(keep_in)
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+                raise ShipError("%s, where the run keeps what it packs, is not a directory of "
+                                "yours: remove it" % keep_in)
             os.chmod(keep_in, 0o700)
             self._work = keep_in
         self._kept = keep_in is not None
@@ -99,7 +108,8 @@ class Shipment:
             raise
 
     @classmethod
-    def from_packed(cls, spec, files, bind_host=None, say=None, recorded=None, keep_in=None):
+    def from_packed(cls, spec, files, bind_host=None, say=None, recorded=None, keep_in=None,
+                    hashed=None):
         """A Shipment that serves files an earlier one packed, under the names
         it served them, without packing anything (the detached scheduler, and
         ``tfmesos attach`` relaunching it): the same ``uris`` (but for the
@@ -116,7 +126,9 @@ class Shipment:
         is not its name's, or not ``recorded``'s, is a ShipError. ``stop``
         removes none of these files, but for ``keep_in``: the directory a
         run kept them in (``tfmesos attach`` of a ``--failover`` run),
-        removed by ``stop()`` as a Shipment removes what it packed."""
+        removed by ``stop()`` as a Shipment removes what it packed.
+        ``hashed``: {path: sha256} of files whose digest was computed just
+        before (``takeover.check_kept``): not read a second time."""
         self = cls.__new__(cls)
         self.spec, self._work, self.server = spec, keep_in, None
         self._kept = keep_in is not None
@@ -132,13 +144,13 @@ class Shipment:
                 ", ".join(_ROLES), _EXTRA))
         self.bundle = None
         if files.get("bundle") is not None:
-            self.bundle = _packed_bundle(files["bundle"], (recorded or {}).get("bundle"))
+            self.bundle = _packed_bundle(files["bundle"], (recorded or {}).get("bundle"), hashed)
         elif recorded is not None and recorded.get("bundle") is not None:
             raise ShipError("packed files: the run shipped the bundle %s, but no file was "
                             "given for it" % recorded["bundle"].get("name"))
         if files.get("task_side") is None:
             raise ShipError("packed files: the task side zip (role 'task_side') is missing")
-        self.task_side = _packed_bundle(files["task_side"], None)
+        self.task_side = _packed_bundle(files["task_side"], None, hashed)
         if recorded is not None and recorded.get("task_side") != self.task_side.name:
             raise ShipError("packed files: the task side is %s, but the run shipped %s"
                             % (self.task_side.name, recorded.get("task_side")))
@@ -268,11 +280,12 @@ _EXTRA = "extra:"
 _NAMED_SHA = re.compile(r"^[A-Za-z0-9_.-]+-([0-9a-f]{16})\.(?:tar\.gz|zip)$")
 
 
-def _check_named_sha(name, path):
-    """The sha256 of ``path``, served as ``name``; ShipError when ``name`` is
-    content-addressed and names another sha256."""
+def _check_named_sha(name, path, hashed=None):
+    """The sha256 of ``path`` (``hashed``: {path: sha256} known already),
+    served as ``name``; ShipError when ``name`` is content-addressed and
+    names another sha256."""
     try:
-        sha = file_sha256(path)
+        sha = (hashed or {}).get(path) or file_sha256(path)
     except OSError as exc:
         raise ShipError("packed files: cannot read %s: %s" % (path, exc.strerror or exc)) \
             from None
@@ -283,7 +296,7 @@ def _check_named_sha(name, path):
     return sha
 
 
-def _packed_bundle(path, recorded):
+def _packed_bundle(path, recorded, hashed=None):
     """The ``Bundle`` of a packed archive at ``path``, its name content-
     addressed; ``recorded``: the original's ``Bundle.record()`` (its
     ``source``, ``files`` and ``bytes`` are carried over; its sha256 and name
@@ -292,7 +305,7 @@ def _packed_bundle(path, recorded):
     if not _NAMED_SHA.match(name):
         raise ShipError("packed files: %s is not a name tfrun --ship packs under "
                         "(NAME-<sha256[:16]>.tar.gz or .zip)" % name)
-    sha = _check_named_sha(name, path)
+    sha = _check_named_sha(name, path, hashed)
     recorded = dict(recorded or {})
     if recorded and (recorded.get("sha256"), recorded.get("name")) != (sha, name):
         raise ShipError("packed files: %s has sha256 %s, but the run shipped %s (%s)" % (
