@@ -21,6 +21,8 @@ os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or n
 # into the checkout (tfrun and cluster() read this, as users may set it).
 _RUNS = tempfile.TemporaryDirectory(prefix="tfmesos-test-runs-")
 os.environ["TFMESOS_RUNS_DIR"] = _RUNS.name
+# And the keys of --failover and detached runs: not into the user's ~/.tfmesos.
+os.environ["TFMESOS_KEYS_DIR"] = os.path.join(_RUNS.name, "keys")
 STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
 

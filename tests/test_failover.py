@@ -105,6 +105,10 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
     shown = tfmesos("show", str(run_dir), env=env)
     assert re.search(r"^takeover at \+[\d.]+ s: scheduler attempt 2 \(tfmesos attach\)$",
                      shown.stdout, re.M), shown.stdout
+    reported = tfmesos("report", str(run_dir), "-o", str(tmp_path / "report.html"), env=env)
+    assert reported.returncode == 0, reported.stderr
+    assert re.search(r'<p class="takeover">takeover at \+[\d.]+ s: scheduler attempt 2 '
+                     r'\(tfmesos attach\)</p>', (tmp_path / "report.html").read_text())
     for task in record["tasks"]:
         [attempt] = task["attempts"]
         assert attempt["task_id"].startswith("tfmesos.%s." % run_id)

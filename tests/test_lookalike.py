@@ -19,9 +19,14 @@ The victim's ``tfmesos attach``, ``logs --master``, ``show --master`` and
 never runs, nothing connects to the listener, the forgery's output is never
 shown, the attacker's framework is not killed; the run's key and the
 victim's secret are in no process of the attacker's and no file of theirs.
-And two genuine runs of the caller under one prefix: both listed, exit 2.
+And two genuine runs of the caller under one prefix: both listed, exit 2;
+a look-alike claiming the caller's own user and principal (a plain
+master): only the key's proof tells them apart, and without the key
+neither is taken.
 """
 
+import dataclasses
+import getpass
 import json
 import os
 import pwd
@@ -41,12 +46,14 @@ from processes import scheduler_pids
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
+from tfmesos.core.identity import RunIdentity
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.core.spec_codec import spec_to_dict
 from tfmesos.protocol import labels
+from tfmesos.record import takeover_files
 
-pytestmark = [
-    pytest.mark.timeout(300),
+pytestmark = [pytest.mark.timeout(300)]
+AS_ANOTHER_USER = [
     pytest.mark.skipif(os.geteuid() != 0, reason="acting as another local user needs root"),
     pytest.mark.skipif(not os.path.exists("/usr/bin/python3"),
                        reason="the attacker runs the system's Python: /usr/bin/python3")]
@@ -257,6 +264,8 @@ def detached_victim(master, tmp_path, env):
     return run_id, framework_id
 
 
+@AS_ANOTHER_USER[0]
+@AS_ANOTHER_USER[1]
 @pytest.mark.parametrize("victim_run, attacker", [
     ("failover", "another-local-user"), ("failover", "another-principal"),
     ("detached", "another-local-user")])
@@ -367,3 +376,44 @@ def test_two_genuine_runs_under_one_prefix_are_listed_and_none_is_touched(
     assert len(master.state()["frameworks"]) == 2
     killed = tfmesos("kill", "abcd0002", "--master", master.url, env=env)
     assert killed.returncode == 0 and made[1].framework_id in killed.stdout, killed.stderr
+
+
+def test_a_lookalike_with_the_callers_own_user_is_told_apart_by_the_proof_alone(
+        make_local_master, clients, tmp_path):
+    """Same run id, user and (no) principal: the proof label decides."""
+    master = make_local_master()
+    victim_identity = RunIdentity.new(getpass.getuser())
+    forger_identity = dataclasses.replace(victim_identity, key=os.urandom(len(victim_identity.key)))
+    made = []
+    for identity in (victim_identity, forger_identity):
+        client = clients(master, name="train", failover_timeout=600.0)
+        proven = identity.with_framework(client.framework_id)
+        client.framework_info["id"] = {"value": client.framework_id}
+        client.framework_info["labels"] = {"labels": [
+            {"key": labels.RUN_ID, "value": identity.run_id},
+            {"key": labels.PROOF, "value": proven.framework_proof()}]}
+        updated = client.call("UPDATE_FRAMEWORK", {"framework_info": client.framework_info},
+                              check=False)
+        assert updated.status_code == 200, updated.text  # Mesos: 200 OK, not 202
+        made.append(client)
+    victim, forger = made
+    keys = tmp_path / "keys"
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=str(tmp_path / "runs"),
+               TFMESOS_KEYS_DIR=str(keys))
+    run_id = victim_identity.run_id
+
+    # Without the key: both are the caller's as far as the master shows; neither is taken.
+    for command in ("kill", "show"):
+        result = tfmesos(command, run_id, "--master", master.url, env=env)
+        assert result.returncode == 2, result.stderr
+        assert victim.framework_id in result.stderr and forger.framework_id in result.stderr
+
+    takeover_files.save_key(victim_identity, env)
+    shown = tfmesos("show", run_id, "--master", master.url, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert victim.framework_id in shown.stdout and forger.framework_id not in shown.stdout
+    killed = tfmesos("kill", run_id, "--master", master.url, env=env)
+    assert killed.returncode == 0, killed.stderr
+    assert "framework %s" % victim.framework_id in killed.stdout
+    frameworks = {f["id"] for f in master.state()["frameworks"]}
+    assert forger.framework_id in frameworks and victim.framework_id not in frameworks

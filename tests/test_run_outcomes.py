@@ -233,5 +233,6 @@ def test_kill_records_who_killed_a_detached_run(master, tmp_path, env):
     assert "%s, exit code 143" % KILLED in shown.stdout.splitlines()[0], shown.stdout
     rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("worker:0")]
     assert [row[3] for row in rows] == ["TASK_KILLED"], shown.stdout
-    assert not scheduler_pids(run_id)
+    wait_until(lambda: not scheduler_pids(run_id), timeout=60,
+               message=lambda: "the scheduler task outlived the kill: %s" % scheduler_pids(run_id))
     assert_no_task_processes()

@@ -3,7 +3,9 @@ that asks for credentials, the ``MESOS_PRINCIPAL``/``MESOS_SECRET`` its
 scheduler task subscribes with) leaves neither those values nor the run's
 key in any file of any sandbox (on disk, and as ``/files`` serves them),
 in ``/master/state``, ``/master/tasks``, ``/master/frameworks``, the
-operator API, the scheduler document or the run's directories, while its
+operator API, the scheduler document, the run's directories, what tfrun
+packed (its TMPDIR), any process' command line or tfrun's and attach's
+output, while its
 task does see the secret (it prints a hash of it); on the master that asks
 for credentials, nor after ``tfmesos attach`` launched the next scheduler
 task with the secrets and credentials of its own environment. That master
@@ -133,10 +135,23 @@ class Grep:
                         continue   # replaced since it was listed
         return found
 
+    @staticmethod
+    def command_lines():
+        """{where: bytes}: every process' command line (what ``ps`` shows
+        any local user)."""
+        found = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                    found["the command line of process %s" % pid] = handle.read()
+            except OSError:
+                continue   # ended since it was listed
+        return found
+
     def everywhere(self, looked_for, key_file):
         """What of ``looked_for`` shows anywhere (the run's key file aside,
         which holds the key by design, and nothing else)."""
-        places = {}
+        places = self.command_lines()
         places.update(self.endpoints())
         served = self.served_files()
         assert any(path.endswith("/" + labels.SCHEDULER_RECORD) for path in served), served
@@ -171,12 +186,13 @@ def relaunch(master, grep, project, env, run_id, flag, looked_for, key_file):
                 "connected"], timeout=120, message=lambda: json.dumps(master.state())[-2000:])
             assert grep.everywhere(looked_for, key_file) == []
             flag.write_text("")
-            _, err = attach.communicate(timeout=120)
+            out, err = attach.communicate(timeout=120)
         finally:
             if attach.poll() is None:
                 attach.kill()
                 attach.communicate()
     assert attach.returncode == 0, err
+    assert leaks("attach's output", (out + err).encode(), looked_for) == []
     assert "launching scheduler task 2" in err and "ended: succeeded" in err, err
 
 
@@ -189,7 +205,9 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     project, flag = tmp_path / "project", tmp_path / "finish"
     project.mkdir()
     (project / "train.py").write_text(TRAIN)
+    (tmp_path / "tmp").mkdir()   # what tfrun packs and serves lands there, and is grepped
     env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO, RUN_TOKEN=token,
+               TMPDIR=str(tmp_path / "tmp"),
                TFMESOS_KEYS_DIR=str(tmp_path / "keys"), TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
     env.pop("MESOS_PRINCIPAL", None)
     env.pop("MESOS_SECRET", None)
@@ -215,6 +233,8 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     if credentials:
         values["MESOS_SECRET"] = password
     looked_for = needles(values, password if credentials else None)
+    assert leaks("tfrun's output", (submitted.stdout + submitted.stderr).encode(),
+                 looked_for) == []
     grep = Grep(master, auth, tmp_path)
 
     def worker_said():
