@@ -3,16 +3,21 @@ against the floor it measures in the same process: paste its output into
 an issue's note before and after a change, so that a slowdown is seen
 where it happens.
 
-* ``startup.py``: ``tfrun -w 2 -s 1 -- true`` against three bare Pythons;
+* ``startup.py --bytecode``: ``tfrun -w 2 -s 1 -- true`` against three
+  bare Pythons, tfmesos loaded from bytecode as ``pip install .`` installs it;
+* ``scale.py``: 210 tasks on the embedded master against 210 bare Pythons;
 * ``detached.py``: ``tfrun --detach`` and ``--failover`` (submit to first
   step, progress again after ``tfmesos attach``) against a foreground run;
-* ``ship.py``: ``--ship`` of a 10 MB directory to 8 tasks against copying it;
+* ``ship.py``: ``--ship`` of a 100 MB directory to 8 tasks against copying it;
 * ``placement.py``: placing 1,000 tasks against a naive reference;
 * ``offers.py``: the driver's subscribe latency and offer throughput.
 
 ``--tensorflow`` adds the ones that train (minutes each): ``startup.py
 --tensorflow``, ``keras_steps.py``, ``recovery.py`` (``threads.py`` needs
 root and cgroups: run it by hand).
+
+At the end, one table: every goal a benchmark measured (``goals.py``), its
+value and whether it is met.
 
     python benchmarks/all.py [--tensorflow] [--only startup,detached]
 """
@@ -23,11 +28,13 @@ import subprocess
 import sys
 import time
 
+import goals  # benchmarks/goals.py: this script's folder is first on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-QUICK = (("startup", ["--rounds", "5"]), ("detached", ["--rounds", "3"]),
-         ("ship", ["--sizes", "10", "--rounds", "2"]), ("placement", ["--rounds", "5"]),
-         ("offers", ["--agents", "500", "--rounds", "5"]))
+QUICK = (("startup", ["--bytecode", "--rounds", "5"]), ("scale", ["--tasks", "210", "--rounds", "2"]),
+         ("detached", ["--rounds", "3"]), ("ship", ["--sizes", "10,100", "--rounds", "2"]),
+         ("placement", ["--rounds", "5"]), ("offers", ["--agents", "500", "--rounds", "5"]))
 TRAINING = (("startup", ["--tensorflow", "--rounds", "3"]), ("keras_steps", ["--rounds", "2"]),
             ("recovery", []))
 
@@ -46,19 +53,37 @@ def main(argv=None):
         if unknown:
             parser.error("unknown benchmark(s): %s" % ", ".join(sorted(unknown)))
         chosen = [(name, extra) for name, extra in QUICK + TRAINING if name in names]
-    failed = []
+    failed, measured = [], []
     for name, extra in chosen:
         command = [sys.executable, os.path.join(HERE, name + ".py")] + extra
         print("== %s %s" % (name + ".py", " ".join(extra)), flush=True)
         began = time.monotonic()
-        code = subprocess.call(command)
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                print(line, end="", flush=True)
+                goal = goals.parse(line)
+                if goal is not None:
+                    measured.append(goal)
+        code = proc.returncode
         print("== %s: %.0f s%s\n" % (name, time.monotonic() - began,
                                      "" if code == 0 else ", exit %d" % code), flush=True)
         if code:
             failed.append(name)
+    print_table(measured)
     if failed:
         print("failed: %s" % ", ".join(failed), file=sys.stderr)
     return 1 if failed else 0
+
+
+def print_table(measured):
+    if not measured:
+        return
+    rows = [("measure", "now", "goal", "")] + measured
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    print("== goals (issue 33), this machine: %d cores" % os.cpu_count())
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from tfmesos.record.metric_series import MAX_POINTS as SERIES_POINTS
 from tfmesos.record.metric_series import Metrics, add_value, summaries
 from tfmesos.record.report import render
 from tfmesos.record.schema import MetricSeries
+from tfmesos.task import metrics_relay
 from tfmesos.task import user_metrics as task_metrics
 from tfmesos.task.metrics_relay import MetricsRelay
 
@@ -214,6 +215,18 @@ def test_the_relay_sends_what_the_command_logs_bounded_and_then_removes_its_sock
     received = sum(len(f["points"]) for f in frames)
     dropped = sum(f["dropped"] for f in frames) + fresh_metrics.dropped
     assert received + dropped == 20000 + 2   # the two bad datagrams are counted
+
+
+def test_the_relay_ends_when_closed_not_when_its_wait_times_out(monkeypatch, tmp_path):
+    """A task's exit waits for its relay: ``close`` wakes the thread at once
+    (it waited up to POLL, 0.25 s, at every task's end)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(metrics_relay, "POLL", 600.0)
+    frames = []
+    relay = MetricsRelay(frames.append).start()
+    relay.close(timeout=20)
+    assert not relay._thread.is_alive()
+    assert frames == [] and relay.malformed == 0   # the wake-up is no datagram of the command's
 
 
 # -- the rendezvous ----------------------------------------------------------------

@@ -23,9 +23,17 @@ from ..exceptions import MesosError, SpecError
 log = logging.getLogger(__name__)
 
 # Each task takes a port of the embedded agent's window (worker 0 of a
-# replica run one more, for Keras' coordinator): a larger cluster could
-# never form, and would only start what fits and wait for the launch timeout.
-LOCAL_MAX_TASKS = 100
+# replica run one more, for Keras' coordinator), sized to the cluster
+# (``local_port_window``). The bound is what one machine can hold: each task
+# is an interpreter (about 15 MB before the user's imports) and a
+# rendezvous connection with a thread of tfrun's.
+LOCAL_MAX_TASKS = 1000
+# The ports the window is chosen from: below Linux's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999), so tasks' ports
+# are not taken by outgoing connections.
+_PORTS_FROM, _PORTS_TO = 20000, 31000
+# The smallest window: two small runs on one machine rarely draw the same.
+_MIN_WINDOW = 101
 
 
 class JobResources(Protocol):
@@ -123,8 +131,8 @@ def check_fits(jobs: Sequence[JobResources]) -> None:
     tasks = sum(job.num for job in jobs)
     if tasks > LOCAL_MAX_TASKS:
         raise SpecError.about("the cluster has %d tasks but the embedded master runs at most %d "
-                              "(a port each from its window): ask for fewer, or run on a Mesos "
-                              "cluster ({master})", tasks, LOCAL_MAX_TASKS)
+                              "(each an interpreter on this machine): ask for fewer, or run on "
+                              "a Mesos cluster ({master})", tasks, LOCAL_MAX_TASKS)
     machine_cpus, machine_mem, gpu_ids = _machine()
     for job in jobs:
         if job.cpus > machine_cpus:
@@ -167,12 +175,16 @@ def local_agent(jobs: Sequence[JobResources]) -> AgentSpec:
     if (cpus, mem) != (machine_cpus, machine_mem):
         log.info("embedded master: offering cpus=%g mem=%g (the machine has cpus=%g "
                  "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
-    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(),))
+    tasks = sum(job.num for job in jobs)
+    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(tasks),))
 
 
-def local_port_window(size: int = LOCAL_MAX_TASKS + 1) -> tuple[int, int]:
-    """A random window of ports below Linux's ephemeral range, so that two
+def local_port_window(tasks: int) -> tuple[int, int]:
+    """A random window of ports for a cluster of ``tasks`` (a port each,
+    one more for worker 0's coordinator, and as many again for relaunches
+    whose old port is not free yet, at least ``_MIN_WINDOW``), so that two
     runs on one machine rarely offer the same ports (each embedded master
     knows only its own tasks)."""
-    base = 20000 + size * random.randrange((31000 - 20000) // size)
+    size = max(_MIN_WINDOW, 2 * tasks + 1)
+    base = _PORTS_FROM + size * random.randrange((_PORTS_TO - _PORTS_FROM) // size)
     return (base, base + size - 1)

@@ -43,9 +43,15 @@ Exit status: 0 when every worker (or the chief) exited 0; the failing task's
 exit code when one failed; 1 for other errors; 2 for usage errors; 130 when
 interrupted; 141 when the reader of its output went away (tfrun ... | head);
 143 when the run was killed (tfmesos kill).
-Numbers are finite and bounded: at most 10000 tasks per run (100 on the
-embedded master), 10000 cpus, 100000000 MB and 1024 GPUs per task, 1000
-attempts or restarts, 30 days (2592000 s) for any timeout.
+Numbers are finite and bounded: at most 10000 tasks per run, 10000 cpus,
+100000000 MB and 1024 GPUs per task, 1000 attempts or restarts, 30 days
+(2592000 s) for any timeout.
+The embedded master (no MESOS_MASTER) runs at most 1000 tasks, each its own
+process on this machine: its one agent offers the machine's cpus and memory
+or, when the cluster asks for more, the cluster's sum; a port window of
+2 ports per task (at least 101) from 20000-30999; the tasks' cpus and mem
+held by cgroups where root can (--no-isolation); the last 1000 ended tasks
+of a run kept in its state, as Mesos' --max_completed_tasks_per_framework.
 """
 
 SECONDS = bounded(float, 0, MAX_SECONDS, low_open=True)

@@ -71,8 +71,19 @@ class MetricsRelay:
     def close(self, timeout=2.0):
         """Take what is queued, send the last batch, remove the socket."""
         self._closing.set()
+        self._wake()
         self._thread.join(timeout)
         self._remove()
+
+    def _wake(self):
+        """An empty datagram ends the thread's wait now, not a POLL later
+        (the task's exit waits for it)."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as waker:
+                waker.setblocking(False)
+                waker.sendto(b"", self.path)
+        except OSError:
+            pass    # a full queue: the thread is reading anyway
 
     def _remove(self):
         self._sock.close()
@@ -101,6 +112,8 @@ class MetricsRelay:
         self._flush()
 
     def _take(self, data):
+        if not data:
+            return      # close()'s wake-up (or an empty datagram: nothing to take)
         try:
             point = parse_point(json.loads(data)) if len(data) <= MAX_DATAGRAM else None
         except ValueError:

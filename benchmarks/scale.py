@@ -1,0 +1,95 @@
+"""Many tasks on one machine: ``tfrun -w N-1 -s 1 -- true`` on the
+embedded master against N bare Pythons that connect to a socket and exit,
+both measured in this one run (goal: <= 1.2 times, exec'd as a Mesos agent
+does, on a machine with 16 cores; the warm path at or below the floor).
+
+Every task asks for 0.01 cpus and 64 MB, so that N tasks fit any machine's
+offer; N interpreters start either way, so on 2 cores the ratio says more
+about the scheduler's share of the CPUs than on 16.
+
+    python benchmarks/scale.py [--tasks 210] [--rounds 3]
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import goals  # benchmarks/goals.py: this script's folder is first on sys.path
+
+NEUTRAL = tempfile.gettempdir()
+CONNECT = "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1]))).close()"
+
+
+def bare_processes(count):
+    """``count`` Pythons that connect to a socket and exit: seconds until all did."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=min(count, 4096))
+    port = str(listener.getsockname()[1])
+    try:
+        started = time.monotonic()
+        procs = [subprocess.Popen([sys.executable, "-c", CONNECT, port], cwd=NEUTRAL)
+                 for _ in range(count)]
+        for _ in procs:
+            listener.accept()[0].close()
+        codes = [proc.wait(600) for proc in procs]
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    if any(codes):
+        raise RuntimeError("a bare process failed: %s" % codes)
+    return took
+
+
+def tfrun_true(count, warm):
+    runs = tempfile.mkdtemp()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs,
+               TFMESOS_WARM_TASKS="1" if warm else "0")
+    try:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "tfmesos.cli.tfrun", "-q", "-w", str(count - 1), "-s", "1",
+             "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64", "-Ms", "64", "--", "true"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            timeout=900, cwd=NEUTRAL)
+        took = time.monotonic() - started
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+    if result.returncode:
+        raise RuntimeError("tfrun failed: %s" % result.stderr[-2000:])
+    return took
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=210)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print("%d tasks on %d cores" % (args.tasks, os.cpu_count()))
+    contenders = [("%d bare pythons connecting to a socket (floor)" % args.tasks,
+                   lambda: bare_processes(args.tasks)),
+                  ("tfrun, tasks exec'd as a Mesos agent does", lambda: tfrun_true(
+                      args.tasks, warm=False)),
+                  ("tfrun, warm task starts", lambda: tfrun_true(args.tasks, warm=True))]
+    times = {name: [] for name, _ in contenders}
+    for _ in range(args.rounds):
+        for name, measure in contenders:
+            times[name].append(measure())
+    floor = statistics.median(times[contenders[0][0]])
+    width = max(len(name) for name in times) + 1
+    for name, values in times.items():
+        print("%s %s  median %.2f s" % ((name + ":").ljust(width),
+                                        " ".join("%.2f" % x for x in values),
+                                        statistics.median(values)))
+    for (name, _), goal in zip(contenders[1:], (1.2, 1.0)):
+        goals.report("%d tasks: %s / floor (%d cores)" % (args.tasks, name[len("tfrun, "):],
+                                                           os.cpu_count()),
+                     statistics.median(times[name]) / floor, goal)
+
+
+if __name__ == "__main__":
+    main()
