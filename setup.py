@@ -25,7 +25,7 @@ setup(
         # ruff, mypy and vermin are the static checks (pinned: a newer release may
         # find more, and the test command must pass as it did); nbformat, nbclient
         # and ipykernel run tfmesos.run from a real notebook kernel.
-        "test": ["pytest>=7", "pytest-timeout", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
+        "test": ["pytest>=7", "pytest-timeout", "pytest-xdist>=3", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
                  "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
                  "nbformat", "nbclient", "ipykernel"],
     },

@@ -6,7 +6,8 @@
 # mesos_local; pyproject.toml), vermin (nothing newer than the
 # Python setup.py promises), then pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
-# Arguments are passed to pytest, e.g. scripts/test.sh -m "not docker".
+# Without arguments: the fast tier, then the integration tier in parallel;
+# with arguments, one pytest run of them, e.g. scripts/test.sh -m "not docker".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,4 +33,26 @@ python3 -m mypy
 oldest=$(sed -n 's/.*python_requires=">=\([0-9.]*\)".*/\1/p' setup.py)
 vermin --target="$oldest-" --violations --no-tips --eval-annotations --quiet \
     tfmesos mesos_local
-exec python3 -m pytest tests "$@"
+# With arguments: exactly the pytest run they ask for.
+if [ $# -gt 0 ]; then
+  exec python3 -m pytest tests "$@"
+fi
+# The fast tier first (pure logic, the mock transport, fakes: no master, no
+# task, no TensorFlow), then the integration tier in two lanes at once: the
+# tests that train TensorFlow clusters one after another (on 2 cores two
+# clusters at once only starve each other), and the rest on 2 pytest-xdist
+# workers (tests/conftest.py marks the tiers and keeps the tests of one
+# Docker engine, or of one ZooKeeper, on one worker). The lanes' sessions
+# are separate: each checks what its own tests left behind.
+python3 -m pytest tests -m "not integration"
+training='integration and tensorflow and not docker'
+lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
+python3 -m pytest tests -m "$training" >"$lane_log" 2>&1 &
+lane=$!
+status=0
+python3 -m pytest tests -m "integration and not ($training)" -n 2 --dist loadgroup || status=$?
+wait "$lane" || status=$?
+echo "== the training lane ($training):"
+cat "$lane_log"
+rm -f "$lane_log"
+exit "$status"

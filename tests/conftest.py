@@ -27,6 +27,55 @@ STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
 
 
+# pytest-xdist (scripts/test.sh runs the integration tier's tests but the
+# training ones on 2 workers, --dist loadgroup): tests that share one server
+# of the session (the Docker engine the session may start and stop; one
+# ZooKeeper) run on one worker; so do the tests that start TensorFlow
+# clusters, where they run with xdist: on 2 cores, two clusters at once
+# starve each other's tasks (TensorFlow's import holds a task's interpreter
+# past the rendezvous' 30-s stall check) and take as long as one after the
+# other.
+SHARED_SERVERS = (("docker", frozenset({"docker_engine", "tfmesos_image",
+                                        "no_leaked_containers"})),
+                  ("zookeeper", frozenset({"zookeeper"})))
+
+
+# The two tiers (scripts/test.sh runs the fast one first): ``integration``
+# marks every test that starts a master, an agent, TensorFlow, a container,
+# ZooKeeper or tfrun and its tasks (by the fixtures it uses, its markers, or
+# its module's running tfrun, a local master or other processes itself);
+# ``pytest -m "not integration"`` is pure logic, the mock transport and
+# fakes, in under two minutes.
+INTEGRATION_FIXTURES = frozenset({"make_local_master", "local_master", "clients", "silent_agent",
+                                  "docker_engine", "tfmesos_image", "no_leaked_containers",
+                                  "namespaces", "zookeeper"})
+INTEGRATION_MARKERS = ("tensorflow", "docker", "zookeeper")
+INTEGRATION_MODULES = frozenset((
+    "test_bad_input", "test_cli_help", "test_clusterspec", "test_driver_auth_tls",
+    "test_driver_timeouts", "test_hints", "test_import_graph", "test_launch_faults",
+    "test_metrics_runs", "test_mlflow", "test_recovery", "test_rendezvous_fuzz",
+    "test_rendezvous_hardening", "test_report", "test_run_dir", "test_run_function",
+    "test_run_outcomes", "test_sandbox_tails", "test_ship", "test_ship_packed", "test_sticky",
+    "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun", "test_usage",
+    "test_warm_tasks"))
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        module = getattr(getattr(item, "module", None), "__name__", "")
+        if (fixtures & INTEGRATION_FIXTURES or module in INTEGRATION_MODULES
+                or any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)):
+            item.add_marker(pytest.mark.integration)
+        group = next((name for name, needs in SHARED_SERVERS
+                      if fixtures & needs or item.get_closest_marker(name) is not None), None)
+        if group is None and item.get_closest_marker("tensorflow") is not None:
+            group = "tensorflow"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def marked_processes():
     token = ("%s=%s" % (MARKER, os.environ[MARKER])).encode()
     found = []

@@ -22,6 +22,7 @@ from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
 from tfmesos.exceptions import TaskFailed
 from tfmesos.mesos.agent_files import (
+    AgentFiles,
     AgentFilesError,
     agent_base_url,
     last_lines,
@@ -101,6 +102,19 @@ def test_a_silent_agent_costs_the_timeout_and_no_more(silent_agent):
         read_tails(silent_agent, "/frameworks/f/executors/e/runs/latest", timeout=0.5)
     assert error.value.unreachable
     assert time.monotonic() - started < 5    # bounded by the timeout, whatever the load
+
+
+def test_a_silent_agent_is_said_one_way_whichever_timeout_ends_the_wait(silent_agent):
+    """The reader's own socket timeout (what ends the wait when the
+    machine is loaded and ``read_tails``' join comes later) says it as
+    ``read_tails`` does: it said "TimeoutError: timed out" instead."""
+    agent = AgentFiles(silent_agent, 0.3, None, None)
+    try:
+        with pytest.raises(AgentFilesError, match="did not answer within 0.3 s") as error:
+            agent.get("/files/browse", path="/frameworks/f/executors/e/runs/latest")
+    finally:
+        agent.close()
+    assert error.value.unreachable
 
 
 def test_a_refused_connection_is_unreachable():

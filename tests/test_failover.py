@@ -303,6 +303,7 @@ def epochs(text, task):
                                        re.M)]
 
 
+@pytest.mark.tensorflow
 def test_a_detached_keras_job_keeps_its_epochs_through_a_new_scheduler(make_local_master,
                                                                        tmp_path):
     # Keras' MultiWorkerMirroredStrategy on two workers, detached; its

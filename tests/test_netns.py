@@ -142,6 +142,7 @@ def check_replica_run(hub, master, agents):
         assert hosts[slot] == address
 
 
+@pytest.mark.tensorflow
 @root_only
 @pytest.mark.timeout(300)
 def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):

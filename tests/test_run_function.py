@@ -247,6 +247,7 @@ def test_from_a_notebook_kernel(tmp_path, monkeypatch):
     assert "[worker:0]" not in text or "Traceback" not in text
 
 
+@pytest.mark.tensorflow
 @pytest.mark.timeout(300)
 def test_the_example_trains_the_keras_digits_model_and_returns_its_accuracy(tmp_path):
     pytest.importorskip("tf_keras")

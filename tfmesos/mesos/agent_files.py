@@ -100,6 +100,7 @@ class AgentFiles:
 
     def __init__(self, base_url: str, timeout: float, auth: Optional[str], context: TLS) -> None:
         self.base_url = base_url
+        self.timeout = timeout
         self._conn = open_connection(base_url, timeout, context)
         self._headers = {"Accept": "application/json", "User-Agent": "tfmesos"}
         if auth:
@@ -117,6 +118,10 @@ class AgentFiles:
             self._conn.request("GET", target, headers=self._headers)
             response = self._conn.getresponse()
             body = response.read(limit + 1)
+        except TimeoutError:
+            # As read_tails says it when its join ends first (the same silent agent).
+            raise AgentFilesError("%s did not answer within %.1f s" % (self.base_url, self.timeout),
+                                  unreachable=True) from None
         except OSError as exc:
             raise AgentFilesError("%s: %s" % (self.base_url, describe(exc)),
                                   unreachable=True) from None
