@@ -13,7 +13,6 @@ about the scheduler's share of the CPUs than on 16.
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,28 +20,9 @@ import tempfile
 import time
 
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
+from startup import bare_processes
 
 NEUTRAL = tempfile.gettempdir()
-CONNECT = "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1]))).close()"
-
-
-def bare_processes(count):
-    """``count`` Pythons that connect to a socket and exit: seconds until all did."""
-    listener = socket.create_server(("127.0.0.1", 0), backlog=min(count, 4096))
-    port = str(listener.getsockname()[1])
-    try:
-        started = time.monotonic()
-        procs = [subprocess.Popen([sys.executable, "-c", CONNECT, port], cwd=NEUTRAL)
-                 for _ in range(count)]
-        for _ in procs:
-            listener.accept()[0].close()
-        codes = [proc.wait(600) for proc in procs]
-        took = time.monotonic() - started
-    finally:
-        listener.close()
-    if any(codes):
-        raise RuntimeError("a bare process failed: %s" % codes)
-    return took
 
 
 def tfrun_true(count, warm):

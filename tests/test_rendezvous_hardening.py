@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+import types
 
 import pytest
 from conftest import marked_processes
@@ -26,7 +27,7 @@ from rendezvous_client import (
 from tfrun_helpers import REPO
 from waiting import wait_until
 
-from tfmesos.core import runtime
+from tfmesos.core import rendezvous, runtime
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.protocol import wire
@@ -457,6 +458,26 @@ def test_a_task_answers_the_pings_and_does_not_stall(stalling_rdv):
     finally:
         conn.close()
     assert next_event(stalling_rdv, TaskDisconnected) == TaskDisconnected("good", reason="closed")
+
+
+def test_a_pause_of_the_scheduler_itself_is_not_the_tasks_silence(stalling_rdv, monkeypatch):
+    """The scheduler's process does not run for a while (a starved
+    machine, TensorFlow holding the interpreter in the process that runs
+    cluster()): when it runs again, the tasks that answer the pings are not
+    called stalled for the time it did not read them (ps_coordinator's
+    run failed so on a loaded machine)."""
+    conn = Connection(task_env(stalling_rdv))
+    conn.register("h", 2222)
+    try:
+        assert next_event(stalling_rdv, TaskRegistered).task_id == "good"
+        receiver = Receiver(conn)
+        # The rendezvous' clock jumps 5 s (stall_timeout: 1 s): what a pause looks like.
+        monkeypatch.setattr(rendezvous, "time", types.SimpleNamespace(
+            monotonic=lambda: time.monotonic() + 5.0, time=time.time))
+        assert no_event(stalling_rdv, TaskDisconnected, wait=3.0)
+        assert not receiver.ended.is_set()
+    finally:
+        conn.close()
 
 
 def test_a_task_that_hears_nothing_registers_again_or_ends_by_itself(monkeypatch):

@@ -30,7 +30,11 @@ A registered connection from which nothing at all came for
 ``stall_timeout`` is stalled (a network partition leaves TCP silent, not
 closed, for many minutes): it is closed, and reported as
 ``TaskDisconnected(reason="stalled")`` with ``since`` the moment the task
-was last heard from.
+was last heard from. Silence is counted only while this process runs: when
+the ping loop wakes more than half a ``stall_timeout`` late (the process
+itself did not run: a starved machine, a native call holding the
+interpreter, a stopped process), what the tasks sent meanwhile may not be
+read yet, so every task gets a whole ``stall_timeout`` from then.
 
 A task whose connection dropped may register again on a new connection
 (``tfmesos.task.connection`` retries for a grace period): it is accepted while the
@@ -350,12 +354,16 @@ class Rendezvous:
 
     def _ping_loop(self) -> None:
         """Ping every registered task; close the connections that stalled."""
+        last = resumed = time.monotonic()
         while not self._closed.wait(self._ping_interval):
             with self._lock:
                 links = list(self._connections.items())
             now = time.monotonic()
+            if now - last - self._ping_interval > self._stall_timeout / 2:
+                resumed = now    # this process was paused: the tasks were not
+            last = now
             for task_id, link in links:
-                if now - link.heard > self._stall_timeout:
+                if now - max(link.heard, resumed) > self._stall_timeout:
                     self._stall(link, now)
                 else:
                     self.send(task_id, {"type": "ping"})
