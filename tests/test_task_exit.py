@@ -15,7 +15,7 @@ import pytest
 from conftest import MARKER
 from waiting import wait_until
 
-from mesos_local.containerizer import cgroups, pidfd, process_tree
+from mesos_local.containerizer import cgroups, executor, pidfd, process_tree
 from mesos_local.containerizer.executor import TaskProcess
 from mesos_local.containerizer.runner import ProcessRunner, TaskLaunch
 
@@ -260,3 +260,47 @@ def test_kill_and_wait_sees_the_end_of_processes_that_are_not_children():
         shell.kill()
         shell.wait()
         shell.stdout.close()
+
+
+class GatedRunner(ProcessRunner):
+    """A runner whose launches wait for ``gate``: how many are in a launch at once."""
+
+    def __init__(self, gate):
+        self.gate = gate
+        self.inside = self.most = 0
+        self.lock = threading.Lock()
+
+    def launch(self, launch):
+        with self.lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        try:
+            self.gate.wait(30)
+            return super().launch(launch)
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
+def test_launches_at_once_are_bounded_as_an_agents_worker_threads(tmp_path):
+    """Hundreds of tasks of one ACCEPT start a few at a time (max(8, cores),
+    libprocess' workers): 210 launch threads at once starved the master, whose
+    answer to the ACCEPT came after the scheduler's call timeout."""
+    bound = executor.LAUNCHES._initial_value
+    gate = threading.Event()
+    runner = GatedRunner(gate)
+    ended = []
+    procs = [TaskProcess(make_launch(tmp_path / str(i), "exit 0", "t%d" % i), runner, [],
+                         lambda proc: None, lambda proc, status, error: ended.append(status))
+             for i in range(bound + 5)]
+    for proc in procs:
+        proc.start()
+    try:
+        wait_until(lambda: runner.inside == bound, message="the launches did not start")
+        assert not any(proc.join(0.2) for proc in procs)   # the others wait their turn
+        assert runner.most == bound
+    finally:
+        gate.set()
+        for proc in procs:
+            assert proc.join(30)
+    assert ended == [0] * len(procs)

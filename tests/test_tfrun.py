@@ -191,3 +191,17 @@ def test_tensorflow_is_quiet_unless_verbose():
     show = ["-w", "1", "-s", "0", *SMALL, "--", 'echo "level=[$TF_CPP_MIN_LOG_LEVEL]"']
     assert "[worker:0] level=[2]" in run_tfrun(*show).stdout
     assert "[worker:0] level=[]" in run_tfrun("-v", *show).stdout
+
+
+def test_more_tasks_than_the_old_port_window_run_on_the_embedded_master(tmp_path):
+    """150 tasks (the embedded agent's window held 101 ports; an ACCEPT of
+    that many launch threads at once starved the master past the call
+    timeout): every one registers, runs and finishes, and nothing is left."""
+    result = run_tfrun("-q", "-w", "149", "-s", "1", "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64",
+                       "-Ms", "64", "--launch-timeout", "300", "--", "true", timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [run_dir] = (tmp_path / "tfmesos-runs").iterdir()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert len(record["tasks"]) == 150
+    assert {task["state"] for task in record["tasks"]} == {"TASK_FINISHED"}
+    assert_no_task_processes()

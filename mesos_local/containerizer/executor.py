@@ -35,6 +35,13 @@ from .users import UserError, give_sandbox, open_log, sandbox_message
 log = logging.getLogger(__name__)
 
 LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count
+# Tasks being started at once (cgroups, the runner's launch; not their
+# fetch, which Mesos runs in a process of its own), in this process: a Mesos agent launches containers on
+# libprocess' worker threads, max(8, cores) of them
+# (3rdparty/libprocess/src/process.cpp). Hundreds of launch threads at once
+# would starve the master's own threads: an ACCEPT of 210 tasks was not
+# answered within the scheduler's 10-s call timeout.
+LAUNCHES = threading.BoundedSemaphore(max(8, os.cpu_count() or 1))
 
 
 class TaskProcess:
@@ -95,7 +102,9 @@ class TaskProcess:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def _run(self):
+    def _start(self):
+        """Prepare and launch the task: (None, None), or (None, why it did
+        not start); ``self.handle`` once launched."""
         status, error = None, None
         try:
             if self.switch is not None:
@@ -105,15 +114,16 @@ class TaskProcess:
             if self.uris:
                 self.fetch(self.uris, self.launch.sandbox, lambda: self.killing,
                            self.launch.run_as)
-            if self.killing:
+            with LAUNCHES:
+                if not self.killing:
+                    self._isolate()
+                    self.handle = self.runner.launch(self.launch)
+            if self.handle is None:
                 error = "killed before it was launched"
-            else:
-                self._isolate()
-                self.handle = self.runner.launch(self.launch)
-                if isinstance(self.runner, ProcessRunner):
-                    self._local_group = getattr(self.handle, "pid", None)
-                    if self._local_group is not None:
-                        self._started = start_ticks(self._local_group)
+            elif isinstance(self.runner, ProcessRunner):
+                self._local_group = getattr(self.handle, "pid", None)
+                if self._local_group is not None:
+                    self._started = start_ticks(self._local_group)
         except UserError as exc:
             self.dropped = True
             error = sandbox_message(self.launch.sandbox, self.user, exc)
@@ -127,6 +137,10 @@ class TaskProcess:
         except Exception as exc:  # a runner bug must not leave the task hanging
             log.exception("task %s: the runner failed", self.launch.task_id)
             error = "the local master's runner failed: %s: %s" % (type(exc).__name__, exc)
+        return status, error
+
+    def _run(self):
+        status, error = self._start()
         self._launched.set()
         if self.handle is not None:
             if self.killing:
