@@ -12,36 +12,16 @@ about the scheduler's share of the CPUs than on 16.
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
-from startup import bare_processes
-
-NEUTRAL = tempfile.gettempdir()
+import startup
 
 
 def tfrun_true(count, warm):
-    runs = tempfile.mkdtemp()
-    env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs,
-               TFMESOS_WARM_TASKS="1" if warm else "0")
-    try:
-        started = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, "-m", "tfmesos.cli.tfrun", "-q", "-w", str(count - 1), "-s", "1",
-             "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64", "-Ms", "64", "--", "true"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            timeout=900, cwd=NEUTRAL)
-        took = time.monotonic() - started
-    finally:
-        shutil.rmtree(runs, ignore_errors=True)
-    if result.returncode:
-        raise RuntimeError("tfrun failed: %s" % result.stderr[-2000:])
-    return took
+    return startup.tfrun_true({"TFMESOS_WARM_TASKS": "1" if warm else "0"}, timeout=900, options=(
+        "-q", "-w", str(count - 1), "-s", "1", "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64", "-Ms",
+        "64"))
 
 
 def main():
@@ -51,7 +31,7 @@ def main():
     args = parser.parse_args()
     print("%d tasks on %d cores" % (args.tasks, os.cpu_count()))
     contenders = [("%d bare pythons connecting to a socket (floor)" % args.tasks,
-                   lambda: bare_processes(args.tasks)),
+                   lambda: startup.bare_processes(args.tasks)),
                   ("tfrun, tasks exec'd as a Mesos agent does", lambda: tfrun_true(
                       args.tasks, warm=False)),
                   ("tfrun, warm task starts", lambda: tfrun_true(args.tasks, warm=True))]

@@ -134,16 +134,18 @@ def bare_processes(count=3):
     return took
 
 
-def tfrun_true(extra_env=None):
-    """``tfrun -w 2 -s 1 -- true`` from start to exit."""
+SMALL_CLUSTER = ("-w", "2", "-s", "1", "-Cw", "0.5", "-Cs", "0.5")
+
+
+def tfrun_true(extra_env=None, options=SMALL_CLUSTER, timeout=120):
+    """``tfrun OPTIONS -- true`` (``-w 2 -s 1``) from start to exit."""
     runs = tempfile.mkdtemp()
     try:
         started = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "tfmesos.cli.tfrun", "-w", "2", "-s", "1", "-Cw", "0.5",
-             "-Cs", "0.5", "--", "true"], env=dict(os.environ, MESOS_MASTER="",
-                                                   TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+            [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", "true"],
+            env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=timeout,
             cwd=NEUTRAL)
         took = time.monotonic() - started
     finally:
