@@ -47,7 +47,9 @@ def test_monitor_measures_a_process_tree(tmp_path):
             "b = bytearray(40 << 20); import time; time.sleep(1.5)"])
         data = bytearray(60 << 20)
         end = time.monotonic() + 1.5
-        while time.monotonic() < end:
+        # Busy for 1.5 s and at least 0.8 s of its own cpu (a loaded machine
+        # gives it less of the wall time).
+        while time.monotonic() < end or time.process_time() < 0.8:
             pass
         child.wait()
     """))
