@@ -14,7 +14,7 @@ import pytest
 from run_dirs import FORMAT_1, at, load_schema, validate_run_json
 from tfrun_helpers import REPO, run_tfrun
 
-from tfmesos.record import schema
+from tfmesos.record import json_schema, schema
 from tfmesos.record.schema import (
     Attempt,
     CgroupUsage,
@@ -192,7 +192,7 @@ def test_a_version_2_file_reads_as_version_6():
 
 
 def test_the_json_schema_is_a_draft_2020_12_schema_that_requires_every_field():
-    generated = schema.json_schema()
+    generated = json_schema.json_schema()
     jsonschema.Draft202012Validator.check_schema(generated)
     assert generated["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert generated["required"] == [field.name for field in dataclasses.fields(RunFile)]
@@ -210,12 +210,12 @@ def test_the_json_schema_is_a_draft_2020_12_schema_that_requires_every_field():
 
 def test_the_committed_schema_is_the_generated_one():
     """docs/run.schema.json cannot drift from the classes: regenerate it with
-    ``python -m tfmesos.record.schema > docs/run.schema.json``."""
+    ``python -m tfmesos.record.json_schema > docs/run.schema.json``."""
     with open(os.path.join(REPO, "docs", "run.schema.json"), encoding="utf-8") as handle:
-        assert handle.read() == schema.schema_text()
-    printed = subprocess.run([sys.executable, "-m", "tfmesos.record.schema"], cwd=REPO,
+        assert handle.read() == json_schema.schema_text()
+    printed = subprocess.run([sys.executable, "-m", "tfmesos.record.json_schema"], cwd=REPO,
                              capture_output=True, text=True, timeout=60)
-    assert printed.returncode == 0 and printed.stdout == schema.schema_text()
+    assert printed.returncode == 0 and printed.stdout == json_schema.schema_text()
 
 
 def test_a_real_runs_run_json_is_valid(tmp_path):

@@ -23,15 +23,9 @@ from .common import (
     setup_logging,
 )
 from .tensorboard import announce_when_up, url_of
-from .tfrun_options import (
-    build_parser,
-    check_before_start,
-    check_local_user,
-    command_string,
-    read_options,
-    shown_logs,
-    split_command,
-)
+from .tfrun_checks import check_before_start, check_local_user
+from .tfrun_jobs import shown_logs
+from .tfrun_options import build_parser, command_string, read_options, split_command
 
 _open_lines: dict[str, str] = {}  # "stdout"/"stderr" -> the task whose last line is unfinished
 

@@ -1,12 +1,12 @@
-"""tfrun's options: the parser (``--help`` and its epilog), the options read
-into a ``RunSpec``, and what is checked before anything starts (each a
-usage error: SpecError)."""
+"""tfrun's options: the parser (``--help`` and its epilog) and the options
+read into a ``RunSpec`` (each mistake a usage error: SpecError). Which jobs
+and whose output: ``tfrun_jobs``; what is checked before anything starts:
+``tfrun_checks``."""
 
 import argparse
 import json
 import os
 import shlex
-from typing import Optional
 
 from .. import __version__
 from ..core import config
@@ -21,14 +21,15 @@ from ..core.inputs import (
     MAX_TASKS,
 )
 from ..core.restarts import RESTART_ON, RestartPolicy
-from ..core.spec import AUTO, REPLICA_JOBS, STICKY_TIMEOUT, RunSpec, pairs, parse_jobs
-from ..exceptions import SpecError, TFMesosError
+from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs
+from ..exceptions import SpecError
 from .common import (
     CommandParser,
     bounded,
 )
 from .run_name import default_name
 from .tensorboard import tensorboard_job
+from .tfrun_jobs import jobs_from_args, worker_logs_choice
 
 EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
@@ -318,104 +319,6 @@ def command_string(words):
     return words[0] if len(words) == 1 else shlex.join(words)
 
 
-def parse_job_option(text):
-    parts = text.split(":")
-    if not 2 <= len(parts) <= 5 or not parts[0]:
-        raise SpecError("--job %r: expected NAME:COUNT[:CPUS[:MEM[:GPUS]]]" % text)
-    fields = {"name": parts[0]}
-    try:
-        fields["num"] = int(parts[1])
-        for key, value in zip(("cpus", "mem", "gpus"), parts[2:]):
-            fields[key] = int(value) if key == "gpus" else float(value)
-    except ValueError:
-        raise SpecError("--job %r: COUNT and GPUS must be integers, CPUS and MEM numbers"
-                        % text) from None
-    return fields
-
-
-def jobs_from_args(args):
-    jobs = {}
-    counts = (("ps", args.nserver), ("worker", args.nworker), ("chief", 1 if args.chief else 0),
-              ("evaluator", 1 if args.evaluator else 0))
-    for name, count in counts:
-        if count < 0:
-            raise SpecError("the number of %s tasks cannot be negative" % name)
-        if count:
-            resources = name if name != "evaluator" else "worker"
-            jobs[name] = {"name": name, "num": count,
-                          "cpus": getattr(args, "cpus_" + resources),
-                          "mem": getattr(args, "mem_" + resources),
-                          "gpus": getattr(args, "gpus_" + resources)}
-    for text in args.job:
-        fields = parse_job_option(text)
-        if fields["num"] == 0:
-            jobs.pop(fields["name"], None)
-        else:
-            jobs[fields["name"]] = dict(jobs.get(fields["name"], {}), **fields)
-    if not any(name in jobs for name in ("worker", "chief")):
-        raise SpecError("nothing to run: ask for at least one worker (-w N) or a chief (-c)")
-    return parse_jobs(list(jobs.values()), allowed=REPLICA_JOBS)
-
-
-def worker_logs_choice(text, jobs):
-    """The original ``--worker-logs`` ('*', 'none', '0,2') as ``--logs``
-    choices: those workers, and the chief and evaluator (() for the default)."""
-    text = (text or "*").strip()
-    if text == "*":
-        return ()
-    if text.lower() in ("", "none"):
-        indices = set()
-    else:
-        try:
-            indices = {int(part) for part in text.split(",")}
-        except ValueError:
-            raise SpecError("--worker-logs %r: use '*', 'none' or indices like 0,2" % text) from None
-    names = {job.name: job for job in jobs}
-    choices = [name for name in ("chief", "evaluator") if name in names]
-    if "worker" in names:
-        shown = sorted(indices & set(names["worker"].task_indices()))
-        if shown:
-            choices.append("worker:" + ",".join(map(str, shown)))
-    return tuple(choices) or ("none",)
-
-
-def default_logs(slot):
-    """What is shown without --logs: every worker, the chief and the evaluator."""
-    return slot.job.name in ("worker", "chief", "evaluator")
-
-
-def logs_filter(options, jobs):
-    """``--logs`` options -> predicate on task slots (their union)."""
-    chosen: set[tuple[str, Optional[int]]] = set()   # (job, None): all of the job's tasks
-    by_name = {job.name: job for job in jobs}
-    for text in options:
-        text = text.strip()
-        if text.lower() in ("all", "none"):
-            chosen.update((name, None) for name in by_name if text.lower() == "all")
-            continue
-        name, _, indices = text.partition(":")
-        if name not in by_name:
-            raise SpecError("--logs %s: no job %r in this run; jobs: %s (or 'all', 'none')"
-                            % (text, name, ", ".join(by_name)))
-        if not indices:
-            chosen.add((name, None))
-            continue
-        try:
-            numbers = {int(part) for part in indices.split(",")}
-        except ValueError:
-            raise SpecError("--logs %s: use JOB or JOB:INDEX,... like worker:0,2" % text) from None
-        wrong = sorted(numbers - set(by_name[name].task_indices()))
-        if wrong:
-            raise SpecError("--logs %s: %s has no task %s" % (text, name, wrong[0]))
-        chosen.update((name, index) for index in numbers)
-    return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
-
-
-def shown_logs(spec):
-    """The predicate of what is shown live, from the run's ``logs`` choices."""
-    return logs_filter(spec.logs, spec.jobs) if spec.logs else default_logs
-
-
 def read_hooks(path):
     if not path:
         return {}
@@ -462,45 +365,3 @@ def read_options(args, command):
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args),
         failover_timeout=failover_timeout(args, config.resolve_master(args.master, os.environ)))
-
-
-def check_local_user(spec):
-    """SpecError unless the embedded master can run the plain tasks as
-    ``-u``'s user (``backends.task_user``)."""
-    if not spec.user or spec.image:
-        return
-    from ..backends.task_user import check_task_user
-    from ..core.taskinfo import task_entry_needs
-    python, pythonpath = task_entry_needs(spec)
-    options = spec.local_master_options
-    check_task_user(spec.user, python, pythonpath, options.get("switch_user", True),
-                    path=(options.get("executor_environment") or os.environ).get("PATH"))
-
-
-def check_before_start(spec, environ):
-    """What a run would find wrong only once started, as usage errors
-    (SpecError): a given advertise address the backend would refuse, a
-    ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
-    a ``--secret-env`` variable that is not set, a ``--run-dir`` that
-    cannot be made (made last, once all else passed)."""
-    from ..core.task_secrets import values
-    values(spec, environ)
-    if spec.advertise_address or (spec.master != config.LOCAL
-                                  and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
-        from ..core.run_setup import make_backend
-        backend = make_backend(spec, environ)
-        try:
-            backend.check()
-        except TFMesosError as exc:
-            raise SpecError.like(exc) from None
-    if spec.image and spec.master == config.LOCAL:
-        from mesos_local.docker_host import docker_host_error
-        why = docker_host_error(environ)
-        if why:
-            raise SpecError(why)
-    if spec.run_dir not in (None, AUTO):
-        try:
-            os.makedirs(spec.run_dir, exist_ok=True)
-        except OSError as exc:
-            raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
-                            "write" % (spec.run_dir, exc.strerror or exc)) from None

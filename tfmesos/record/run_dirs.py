@@ -24,3 +24,16 @@ def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
 
 
 __all__ = ["RUNS_DIR", "runs_root", "default_run_dir"]
+
+
+def write_run_json(directory: str, text: str) -> None:
+    """``text`` as ``directory``'s run.json, atomically (a temporary file,
+    then a rename); a failure is ignored: the record is a help, not a
+    reason to fail the run."""
+    temporary = os.path.join(directory, ".run.json.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        os.replace(temporary, os.path.join(directory, "run.json"))
+    except OSError:
+        pass

@@ -25,18 +25,17 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..exceptions import TFMesosError
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from .attempt_ends import as_stopped, unreported_end
+from .attempt_hints import attempt_hint, hint_failed_attempts
 from .core_protocols import Launched, Slot
-from .hints import LINES as HINT_LINES
-from .hints import hint_for
 from .liveness import this_process
 from .metric_series import Metrics, Point, Values
 from .outcomes import (
     KILLED,
-    failed,
     outcome_of,
     outcome_text,
     tfrun_exit_code,
 )
+from .run_dirs import write_run_json
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -344,26 +343,11 @@ class RunRecord:
         found = self._tasks.get(task) if task is not None else None
         if found is None or not found.attempts:
             return None
-        return self._hint_for(found, found.attempts[-1], exit_code)
-
-    def _hint_for(self, task: Task, attempt: Attempt, exit_code: Optional[int]) -> Optional[str]:
-        """Advice from the attempt's last stderr lines, ``exit_code`` and
-        Mesos' last message about it (``tfmesos.record.hints``), or None."""
-        message = attempt.states[-1].message if attempt.states else ""
-        # What it wrote in its sandbox came first, before the forwarded output.
-        lines = attempt.sandbox_tail.stderr if attempt.sandbox_tail else []
-        return hint_for(lines + self._logs.tail(attempt, "stderr", HINT_LINES), exit_code,
-                        message, task.job)
+        return attempt_hint(self._logs, found, found.attempts[-1], exit_code)
 
     def _hint_failed_attempts(self) -> None:
-        """Each failed attempt without a hint gets the hint for its failure
-        (when one applies): at a restart or relaunch, which the failure does
-        not end the run with, and at the finish."""
-        for task in self._run.tasks:
-            for attempt in task.attempts:
-                if attempt.hint is None and failed(attempt):
-                    attempt.hint = self._hint_for(task, attempt, attempt.exit_code)
-                    self._dirty = True
+        if hint_failed_attempts(self._logs, self._run.tasks):
+            self._dirty = True
 
     @contextlib.contextmanager
     def recording(self, phase: Callable[[], str]) -> Iterator[None]:
@@ -442,13 +426,7 @@ class RunRecord:
             self._create_logs()
             text = json.dumps(self._run.to_dict(), indent=1)
             self._dirty, self._saved = False, time.monotonic()
-            temporary = os.path.join(self.directory, ".run.json.tmp")
-            try:
-                with open(temporary, "w", encoding="utf-8") as handle:
-                    handle.write(text + "\n")
-                os.replace(temporary, os.path.join(self.directory, "run.json"))
-            except OSError:
-                pass   # the record is a help, not a reason to fail the run
+            write_run_json(self.directory, text)
 
     @property
     def outcome_status(self) -> str:

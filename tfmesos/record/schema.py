@@ -1,7 +1,8 @@
-"""run.json: the classes of what it holds, their dict forms and the JSON
-Schema (draft 2020-12) they make, committed as ``docs/run.schema.json``::
+"""run.json: the classes of what it holds and their dict forms; the JSON
+Schema (draft 2020-12) they make is ``json_schema``'s, committed as
+``docs/run.schema.json``::
 
-    python -m tfmesos.record.schema > docs/run.schema.json
+    python -m tfmesos.record.json_schema > docs/run.schema.json
 
 ``run_record.RunRecord`` writes a ``RunFile``; ``history``, ``report``,
 ``usage_table`` and ``tfmesos runs/show/logs/report`` read one back with
@@ -30,10 +31,8 @@ Keys a class does not know are ignored; a value of the wrong type is a
 
 import dataclasses
 import functools
-import json
 import math
 import re
-import sys
 import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar
@@ -109,11 +108,14 @@ def field_types(cls: type[Record]) -> dict[str, TypeForm]:
     return typing.get_type_hints(cls)
 
 
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
 def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _optional_of(kind: TypeForm) -> Optional[TypeForm]:
+def optional_of(kind: TypeForm) -> Optional[TypeForm]:
     """X for Optional[X], else None."""
     if typing.get_origin(kind) is typing.Union:
         others = [arg for arg in typing.get_args(kind) if arg is not type(None)]
@@ -123,7 +125,7 @@ def _optional_of(kind: TypeForm) -> Optional[TypeForm]:
 
 
 def _load(kind: TypeForm, value: object, where: str) -> Any:
-    inner = _optional_of(kind)
+    inner = optional_of(kind)
     if inner is not None:
         return None if value is None else _load(inner, value, where)
     if typing.get_origin(kind) is list:
@@ -141,7 +143,7 @@ def _load(kind: TypeForm, value: object, where: str) -> Any:
             return int(value)
     if kind in (str, bool) and isinstance(value, kind):
         return value
-    raise SchemaError("%s: expected %s, got %s" % (where, _JSON_TYPES[kind], _kind(value)))
+    raise SchemaError("%s: expected %s, got %s" % (where, JSON_TYPES[kind], _kind(value)))
 
 
 def _dump(value: object) -> Any:
@@ -445,57 +447,3 @@ def read_run_file(data: object) -> "RunFile":
     else:
         raise SchemaError("no schema_version (nor format 1)")
     return RunFile.from_dict(data, "run.json")
-
-
-# -- JSON Schema --------------------------------------------------------------------
-
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def _type_schema(kind: TypeForm, defs: dict[str, Any]) -> dict[str, Any]:
-    inner = _optional_of(kind)
-    if inner is not None:
-        schema = _type_schema(inner, defs)
-        if "type" in schema:
-            return dict(schema, type=[schema["type"], "null"])
-        return {"anyOf": [schema, {"type": "null"}]}
-    if typing.get_origin(kind) is list:
-        return {"type": "array", "items": _type_schema(typing.get_args(kind)[0], defs)}
-    if isinstance(kind, type) and issubclass(kind, Record):
-        if kind.__name__ not in defs:
-            defs[kind.__name__] = _object_schema(kind, defs)
-        return {"$ref": "#/$defs/%s" % kind.__name__}
-    if kind is Time:
-        return {"type": "string", "pattern": TIME_PATTERN}
-    return {"type": _JSON_TYPES[kind]}
-
-
-def _object_schema(cls: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
-    hints = field_types(cls)  # type: ignore[arg-type]  # (a class is hashable: python/mypy#11470)
-    properties = {}
-    for field in dataclasses.fields(cls):
-        schema = dict({"description": field.metadata["description"]},
-                      **_type_schema(hints[field.name], defs), **field.metadata)
-        if "enum" in schema and _optional_of(hints[field.name]) is not None:
-            schema["enum"] = schema["enum"] + [None]
-        properties[field.name] = schema
-    return {"type": "object", "description": " ".join((cls.__doc__ or "").split()),
-            "properties": properties, "required": list(properties),
-            "additionalProperties": False}
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of run.json (what this version writes)."""
-    defs: dict[str, Any] = {}
-    root = _object_schema(RunFile, defs)
-    return dict({"$schema": SCHEMA_DIALECT, "title": "tfmesos run.json"}, **root,
-                **{"$defs": dict(sorted(defs.items()))})
-
-
-def schema_text() -> str:
-    """``docs/run.schema.json``'s text."""
-    return json.dumps(json_schema(), indent=2) + "\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.write(schema_text())

@@ -1,0 +1,51 @@
+"""What tfrun checks of a ``RunSpec`` before anything starts, as usage
+errors (SpecError): what a run would otherwise find wrong only once
+started."""
+
+import os
+
+from ..core import config
+from ..core.spec import AUTO
+from ..exceptions import SpecError, TFMesosError
+
+
+def check_local_user(spec):
+    """SpecError unless the embedded master can run the plain tasks as
+    ``-u``'s user (``backends.task_user``)."""
+    if not spec.user or spec.image:
+        return
+    from ..backends.task_user import check_task_user
+    from ..core.taskinfo import task_entry_needs
+    python, pythonpath = task_entry_needs(spec)
+    options = spec.local_master_options
+    check_task_user(spec.user, python, pythonpath, options.get("switch_user", True),
+                    path=(options.get("executor_environment") or os.environ).get("PATH"))
+
+
+def check_before_start(spec, environ):
+    """What a run would find wrong only once started, as usage errors
+    (SpecError): a given advertise address the backend would refuse, a
+    ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
+    a ``--secret-env`` variable that is not set, a ``--run-dir`` that
+    cannot be made (made last, once all else passed)."""
+    from ..core.task_secrets import values
+    values(spec, environ)
+    if spec.advertise_address or (spec.master != config.LOCAL
+                                  and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
+        from ..core.run_setup import make_backend
+        backend = make_backend(spec, environ)
+        try:
+            backend.check()
+        except TFMesosError as exc:
+            raise SpecError.like(exc) from None
+    if spec.image and spec.master == config.LOCAL:
+        from mesos_local.docker_host import docker_host_error
+        why = docker_host_error(environ)
+        if why:
+            raise SpecError(why)
+    if spec.run_dir not in (None, AUTO):
+        try:
+            os.makedirs(spec.run_dir, exist_ok=True)
+        except OSError as exc:
+            raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
+                            "write" % (spec.run_dir, exc.strerror or exc)) from None

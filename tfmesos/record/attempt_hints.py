@@ -1,0 +1,35 @@
+"""The hints a run's record gives its failed attempts: from what each
+wrote last (its sandbox's stderr, then the output it forwarded),
+its exit code and Mesos' last message about it (``hints.hint_for``)."""
+
+from collections.abc import Iterable
+from typing import Optional
+
+from .hints import LINES, hint_for
+from .outcomes import failed
+from .schema import Attempt, Task
+from .task_logs import TaskLogs
+
+
+def attempt_hint(logs: TaskLogs, task: Task, attempt: Attempt,
+                 exit_code: Optional[int]) -> Optional[str]:
+    """Advice for ``attempt`` of ``task`` from its last stderr lines
+    (``logs``: the run's log files), ``exit_code`` and Mesos' last message
+    about it, or None."""
+    message = attempt.states[-1].message if attempt.states else ""
+    # What it wrote in its sandbox came first, before the forwarded output.
+    lines = attempt.sandbox_tail.stderr if attempt.sandbox_tail else []
+    return hint_for(lines + logs.tail(attempt, "stderr", LINES), exit_code, message, task.job)
+
+
+def hint_failed_attempts(logs: TaskLogs, tasks: Iterable[Task]) -> bool:
+    """Each failed attempt of ``tasks`` without a hint gets the hint for its
+    failure (when one applies): at a restart or relaunch, which the
+    failure does not end the run with, and at the finish. Whether any did."""
+    changed = False
+    for task in tasks:
+        for attempt in task.attempts:
+            if attempt.hint is None and failed(attempt):
+                attempt.hint = attempt_hint(logs, task, attempt, attempt.exit_code)
+                changed = True
+    return changed
