@@ -286,7 +286,7 @@ def test_launches_at_once_are_bounded_as_an_agents_worker_threads(tmp_path):
     """Hundreds of tasks of one ACCEPT start a few at a time (max(8, cores),
     libprocess' workers): 210 launch threads at once starved the master, whose
     answer to the ACCEPT came after the scheduler's call timeout."""
-    bound = executor.LAUNCHES._initial_value
+    bound = executor.LAUNCH_SLOTS
     gate = threading.Event()
     runner = GatedRunner(gate)
     ended = []

@@ -41,7 +41,8 @@ LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM coun
 # (3rdparty/libprocess/src/process.cpp). Hundreds of launch threads at once
 # would starve the master's own threads: an ACCEPT of 210 tasks was not
 # answered within the scheduler's 10-s call timeout.
-LAUNCHES = threading.BoundedSemaphore(max(8, os.cpu_count() or 1))
+LAUNCH_SLOTS = max(8, os.cpu_count() or 1)
+LAUNCHES = threading.BoundedSemaphore(LAUNCH_SLOTS)
 
 
 class TaskProcess:

@@ -95,6 +95,12 @@ def sandbox_path(framework_id: str, executor_id: str) -> str:
     return "/frameworks/%s/executors/%s/runs/latest" % (framework_id, executor_id)
 
 
+def silent(base_url: str, seconds: float) -> AgentFilesError:
+    """The error of an agent that did not answer within ``seconds``."""
+    return AgentFilesError("%s did not answer within %.1f s" % (base_url, seconds),
+                           unreachable=True)
+
+
 class AgentFiles:
     """GETs to one agent's ``/files`` over one kept-alive connection."""
 
@@ -118,10 +124,8 @@ class AgentFiles:
             self._conn.request("GET", target, headers=self._headers)
             response = self._conn.getresponse()
             body = response.read(limit + 1)
-        except TimeoutError:
-            # As read_tails says it when its join ends first (the same silent agent).
-            raise AgentFilesError("%s did not answer within %.1f s" % (self.base_url, self.timeout),
-                                  unreachable=True) from None
+        except TimeoutError:   # the same silent agent as read_tails' join sees
+            raise silent(self.base_url, self.timeout) from None
         except OSError as exc:
             raise AgentFilesError("%s: %s" % (self.base_url, describe(exc)),
                                   unreachable=True) from None
@@ -212,8 +216,7 @@ def read_tails(base_url: str, path: str, names: Iterable[str] = ("stdout", "stde
         raise error
     if error is not None:
         raise AgentFilesError("%s: %s" % (base_url, describe(error)))
-    raise AgentFilesError("%s did not answer within %.1f s" % (
-        base_url, time.monotonic() - started), unreachable=True)
+    raise silent(base_url, time.monotonic() - started)
 
 
 # -- whole files ------------------------------------------------------------------
