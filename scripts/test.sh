@@ -38,21 +38,20 @@ if [ $# -gt 0 ]; then
   exec python3 -m pytest tests "$@"
 fi
 # The fast tier first (pure logic, the mock transport, fakes: no master, no
-# task, no TensorFlow: about a minute), then the integration tier. That
-# runs in two lanes: the tests that train TensorFlow clusters, one after
-# another (on 2 cores two clusters at once only starve each other), which
-# are the longest lane and start at once, beside the fast tier (and are
-# stopped if it fails); and the rest on 2 pytest-xdist workers
-# (tests/conftest.py marks the tiers and keeps the tests of one Docker
-# engine, or of one ZooKeeper, on one worker). Each lane's session checks
-# what its own tests left behind.
+# task, no TensorFlow: about a minute, alone on the machine: some of its
+# tests watch what this machine's processes do), then the integration tier
+# in two lanes at once: the tests that train TensorFlow clusters, one after
+# another (on 2 cores two clusters at once only starve each other), and the
+# rest on 2 pytest-xdist workers (tests/conftest.py marks the tiers and
+# keeps the tests of one Docker engine, or of one ZooKeeper, on one worker).
+# Each lane's session checks what its own tests left behind.
+python3 -m pytest tests -m "not integration"
 training='integration and tensorflow and not docker'
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
 python3 -m pytest tests -m "$training" >"$lane_log" 2>&1 &
 lane=$!
 stop_lane() { [ -z "$lane" ] || { kill -INT "$lane" 2>/dev/null; wait "$lane" 2>/dev/null; } || true; }
 trap 'stop_lane; rm -f "$lane_log"' EXIT
-python3 -m pytest tests -m "not integration"
 status=0
 python3 -m pytest tests -m "integration and not ($training)" -n 2 --dist loadgroup || status=$?
 wait "$lane" || status=$?

@@ -63,6 +63,7 @@ def test_a_run_on_a_remote_master_imports_no_embedded_master_zookeeper_docker_or
 TFRUN_IMPORTS = {
     "tfmesos", "tfmesos.cli", "tfmesos.cli.common", "tfmesos.cli.run_name",
     "tfmesos.cli.tensorboard", "tfmesos.cli.tfrun", "tfmesos.cli.tfrun_options",
+    "tfmesos.cli.tfrun_jobs", "tfmesos.cli.tfrun_checks",   # split out of tfrun_options
     "tfmesos.core", "tfmesos.core.config", "tfmesos.core.inputs", "tfmesos.core.restarts",
     "tfmesos.core.signals", "tfmesos.core.spec", "tfmesos.core.taskinfo",
     "tfmesos.core.volumes", "tfmesos.exceptions", "tfmesos.lazy_exports", "tfmesos.mesos",
