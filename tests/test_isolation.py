@@ -103,7 +103,7 @@ def test_hierarchies_from_proc_mounts():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the layout is chosen only as root")
-def test_layouts_v1_and_v2_write_the_limits(tmp_path):
+def test_layouts_v1_and_v2_write_the_limits(tmp_path, monkeypatch):
     """The files each version's cgroups get (a directory tree stands in
     for the kernel's)."""
     for name in ("cpu", "cpuacct", "memory", "v2"):
@@ -143,7 +143,13 @@ def test_layouts_v1_and_v2_write_the_limits(tmp_path):
     assert (tmp_path / "v2" / "t" / "cpu.weight").read_text() == "79"
     (tmp_path / "v2" / "t" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\n"
                                                          "oom_kill 0\n")
+    reads = []
+    read = cgroups._read
+    monkeypatch.setattr(cgroups, "_read", lambda path: reads.append(os.path.basename(path))
+                        or read(path))
     assert task.limitation() is None
+    # Polled for every running task: while no OOM kill happened, one read.
+    assert reads == ["memory.events"]
 
     with pytest.raises(IsolationError, match="does not offer memory"):
         (tmp_path / "v2" / "cgroup.controllers").write_text("cpu\n")

@@ -17,6 +17,7 @@ from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import Job
 from tfmesos.exceptions import LaunchTimeout, TaskFailed
 from tfmesos.record.hints import hint_for
+from tfmesos.record.run_dirs import run_json_text
 from tfmesos.record.run_record import RunRecord
 from tfmesos.record.schema import RunFile
 
@@ -298,3 +299,18 @@ def test_the_wait_for_mesos_never_exceeds_its_bound(tmp_path):
     nothing = ClockQueue([(0.1, finished("worker:0"))])
     wait_for_mesos_ends(make_record(tmp_path / "other"), nothing, 2.0, clock=nothing.clock)
     assert nothing.waited == []     # no exit frame without Mesos' end: no wait at all
+
+
+def test_run_json_text_is_json_with_a_field_and_a_list_item_a_line():
+    # Written at every second of a run by the C encoder, and still readable:
+    # each task (each restart, ...) on a line of its own.
+    document = {"run_id": "r1", "tasks": [{"name": "worker:0", "attempts": [{"attempt": 1}]},
+                                          {"name": "ps:0", "attempts": []}],
+                "restarts": [], "outcome": {"status": "succeeded", "hint": "\u00e9\n"}}
+    text = run_json_text(document)
+    assert json.loads(text) == document
+    lines = text.splitlines()
+    assert '  {"name": "worker:0", "attempts": [{"attempt": 1}]},' in lines
+    assert '  {"name": "ps:0", "attempts": []}' in lines
+    assert ' "restarts": [],' in lines
+    assert len(lines) == 9

@@ -245,6 +245,43 @@ def test_the_proc_scan_skips_processes_older_than_the_task(tmp_path, environ_rea
         older.wait()
 
 
+def test_scans_asked_at_once_share_passes_over_proc(monkeypatch):
+    # Hundreds of tasks ending together each scan /proc for what is left of
+    # them: the asks made while a pass runs are answered by the next pass
+    # together, so the cost is that of a few passes, not one per task.
+    scans = process_tree.SharedScans()
+    asks = 6
+    first_pass = threading.Event()
+    stat_fields = process_tree._stat_fields
+
+    def slow_first_pass(pid):
+        if scans.passes == 1:
+            first_pass.set()
+            # hold the first pass until every other ask waits for the next one
+            wait_until(lambda: len(scans._waiting) == asks - 1, timeout=30, interval=0.005)
+        return stat_fields(pid)
+    monkeypatch.setattr(process_tree, "_stat_fields", slow_first_pass)
+    children = [subprocess.Popen(["sleep", "300"], start_new_session=True) for _ in range(asks)]
+    found = {}
+    try:
+        def ask(index):
+            found[index] = scans.find(children[index].pid, None, None)
+        threads = [threading.Thread(target=ask, args=(0,))]
+        threads[0].start()
+        assert first_pass.wait(30)
+        threads += [threading.Thread(target=ask, args=(i,)) for i in range(1, asks)]
+        for thread in threads[1:]:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert scans.passes == 2
+        assert found == {i: [child.pid] for i, child in enumerate(children)}
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
 @needs_pidfd
 def test_kill_and_wait_sees_the_end_of_processes_that_are_not_children():
     # The helper the cgroup destroy waits with: a killed process counts as

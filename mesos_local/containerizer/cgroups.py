@@ -292,13 +292,14 @@ class TaskCgroups:
         (-9: killed by SIGKILL), for kernels that do not count OOM kills."""
         if self.memory_dir is None:
             return None
+        # Polled for every running task: one read while nothing happened.
         kills = self.oom_kills()
+        if kills == 0 or (kills is None and status != -signal.SIGKILL):
+            return None
         limit, peak = self.memory_limit(), self.memory_peak()
         if kills is None:   # before Linux 4.13: a SIGKILL at the limit is the OOM killer
-            if status != -signal.SIGKILL or not limit or not peak or peak < limit * 0.95:
+            if not limit or not peak or peak < limit * 0.95:
                 return None
-        elif kills == 0:
-            return None
         return memory_limit_message(limit, peak)
 
     def pids(self):

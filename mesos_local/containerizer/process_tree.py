@@ -14,7 +14,9 @@ the process tree with its groups and sessions (launcher.cpp).
 import logging
 import os
 import signal
+import threading
 import time
+from typing import Optional
 
 from .pidfd import kill_and_wait
 
@@ -41,30 +43,94 @@ def task_processes(pgid, marker, since=None):
     ``pgid`` (None: none), plus any process whose environment holds ``marker``.
     ``since``: the start (``start_ticks``) of the task's first process;
     a process that started before it cannot be the task's, and its
-    environment is not read."""
-    found: list[int] = []
+    environment is not read. Asked from many threads at once (hundreds of
+    tasks ending together), the asks share passes over /proc
+    (``SharedScans``): each pass costs as much as one ask."""
+    return SCANS.find(pgid, marker, since)
+
+
+class _Ask:
+    __slots__ = ("pgid", "marker", "since", "found", "done", "error")
+
+    def __init__(self, pgid, marker, since):
+        self.pgid, self.marker, self.since = pgid, marker, since
+        self.found: list[int] = []
+        self.done = False
+        self.error: Optional[BaseException] = None
+
+
+class SharedScans:
+    """Scans of /proc that threads ask for at the same time are made in one
+    pass: a thread that asks while a pass runs waits for the next one,
+    which answers every ask made meanwhile (so each answer comes from a pass
+    that began after it was asked). ``passes`` counts them."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._waiting: list[_Ask] = []
+        self._scanning = False
+        self.passes = 0
+
+    def find(self, pgid, marker, since):
+        ask = _Ask(pgid, marker, since)
+        with self._cond:
+            self._waiting.append(ask)
+            while not ask.done:
+                if self._scanning:
+                    self._cond.wait()
+                    continue
+                batch, self._waiting = self._waiting, []
+                self._scanning = True
+                self.passes += 1
+                self._cond.release()
+                try:
+                    _scan(batch)
+                except BaseException as exc:   # every ask of the pass gets it, not a hang
+                    for each in batch:
+                        each.error = exc
+                finally:
+                    self._cond.acquire()
+                    self._scanning = False
+                    for each in batch:
+                        each.done = True
+                    self._cond.notify_all()
+        if ask.error is not None:
+            raise ask.error
+        return ask.found
+
+
+SCANS = SharedScans()
+
+
+def _scan(asks):
+    """One pass over /proc that answers every ask in ``asks``."""
     try:
         names = os.listdir("/proc")
     except OSError:
-        return found
+        return
     me = os.getpid()
     for name in names:
         if not name.isdigit() or int(name) == me:
             continue
         try:
             fields = _stat_fields(name)
-            if fields[0] == b"Z" or (since is not None and int(fields[19]) < since):
+            if fields[0] == b"Z":
                 continue
-            if int(fields[2]) == pgid:
-                found.append(int(name))
-                continue
-            if marker is not None:
-                with open("/proc/%s/environ" % name, "rb") as f:
-                    if marker in f.read().split(b"\0"):
-                        found.append(int(name))
+            started, group = int(fields[19]), int(fields[2])
+            environ = None
+            for ask in asks:
+                if ask.since is not None and started < ask.since:
+                    continue
+                if group == ask.pgid:
+                    ask.found.append(int(name))
+                elif ask.marker is not None:
+                    if environ is None:
+                        with open("/proc/%s/environ" % name, "rb") as f:
+                            environ = set(f.read().split(b"\0"))
+                    if ask.marker in environ:
+                        ask.found.append(int(name))
         except (OSError, IndexError, ValueError):
             continue
-    return found
 
 
 def signal_task(pgid, marker, signum, since=None):

@@ -15,7 +15,6 @@
 
 import contextlib
 import dataclasses
-import json
 import os
 import threading
 import time
@@ -35,7 +34,7 @@ from .outcomes import (
     outcome_text,
     tfrun_exit_code,
 )
-from .run_dirs import write_run_json
+from .run_dirs import run_json_text, write_run_json
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -424,7 +423,7 @@ class RunRecord:
             return
         with self._lock:
             self._create_logs()
-            text = json.dumps(self._run.to_dict(), indent=1)
+            text = run_json_text(self._run.to_dict())
             self._dirty, self._saved = False, time.monotonic()
             write_run_json(self.directory, text)
 

@@ -98,8 +98,13 @@ class Record:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return {field.name: _dump(getattr(self, field.name))
-                for field in dataclasses.fields(self)}
+        return {name: _dump(getattr(self, name)) for name in field_names(type(self))}
+
+
+@functools.cache
+def field_names(cls: type[Record]) -> tuple[str, ...]:
+    """The field names of a Record class, in order (asked at every save)."""
+    return tuple(field.name for field in dataclasses.fields(cls))  # type: ignore[arg-type]
 
 
 @functools.cache
