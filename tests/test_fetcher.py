@@ -243,3 +243,32 @@ def test_a_task_whose_uri_is_a_device_fails_and_the_master_stays(local_master, c
     status = client.wait_state("zero", "TASK_FAILED", timeout=30)
     assert status["message"] == "Failed to fetch 'file:///dev/zero': not a regular file"
     assert local_master.state()["slaves"]   # still serving
+
+
+def test_an_archive_is_extracted_by_a_fetcher_process_a_plain_file_in_this_one(tmp_path, box,
+                                                                             monkeypatch):
+    # Tasks that start together extract on all the cores, as Mesos runs its
+    # fetcher program per container, not one at a time on the agent's
+    # interpreter lock; a file that is only copied needs no process.
+    from mesos_local.containerizer import fetcher
+    started = []
+    popen = fetcher.subprocess.Popen
+
+    def counting(argv, **kwargs):
+        started.append(argv)
+        return popen(argv, **kwargs)
+    monkeypatch.setattr(fetcher.subprocess, "Popen", counting)
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        data = b"print('hi')\n"
+        info = tarfile.TarInfo("pkg/a.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    plain = tmp_path / "notes.txt"
+    plain.write_text("notes\n")
+    fetch_uris([{"value": str(plain)}], str(box))
+    assert started == []
+    fetch_uris([{"value": str(archive), "extract": True}], str(box))
+    assert [argv[-1] for argv in started] == [fetcher.CHILD_MODULE]
+    assert open(os.path.join(box, "pkg", "a.py")).read() == "print('hi')\n"
+    assert open(os.path.join(box, "notes.txt")).read() == "notes\n"

@@ -29,7 +29,7 @@ from tfmesos.exceptions import SpecError, TFMesosError
 from tfmesos.ship import bundle
 from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
-from tfmesos.task.bundle_check import enter_bundle
+from tfmesos.task.bundle_check import enter_bundle, tree_sha256
 from tfmesos.task.connection import TaskError
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
@@ -127,6 +127,29 @@ def test_bundles_are_reproducible_and_hold_the_tree_under_project(project, tmp_p
     assert second.summary().startswith("shipped 5 files, ")
 
 
+def test_incompressible_files_are_stored_and_any_tar_reads_the_bundle(project, tmp_path):
+    # Model weights and data do not deflate (random bytes at ~25 MB/s, for
+    # nothing): stored in gzip members of their own; text is deflated. GNU
+    # tar, as a Mesos agent's fetcher runs it, reads the members as one stream.
+    weights = os.urandom(1 << 20)
+    write(project, {"weights.bin": "", "corpus.txt": "the same line of text\n" * 50000})
+    (project / "weights.bin").write_bytes(weights)
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
+    packed = bundle.pack(project, str(tmp_path))
+    assert (1 << 20) < packed.archive_size < (1 << 20) + 64 * 1024
+    with open(packed.path, "rb") as handle:
+        assert handle.read().count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff") >= 2
+    out = tmp_path / "gnu"
+    out.mkdir()
+    subprocess.run(["tar", "-xzf", packed.path, "-C", str(out)], check=True)
+    assert (out / "project" / "weights.bin").read_bytes() == weights
+    assert (out / "project" / "corpus.txt").read_bytes() == (project / "corpus.txt").read_bytes()
+    # What the task checks: the same digest from the files packed, from the
+    # archive (a bundle an earlier scheduler packed) and from the tree.
+    assert packed.tree_sha256 == bundle.tree_sha256_of_archive(packed.path) \
+        == tree_sha256(str(out / "project"))
+
+
 def test_ship_spec_checks_its_values(tmp_path):
     with pytest.raises(SpecError, match="no such directory"):
         ShipSpec(str(tmp_path / "missing"))
@@ -200,7 +223,8 @@ def sandbox(project, tmp_path):
 
 def task_environ(box, packed, sha=None):
     return {"MESOS_SANDBOX": str(box), "TFMESOS_BUNDLE": packed.name,
-            "TFMESOS_BUNDLE_SHA256": sha or packed.sha256, "TFMESOS_BUNDLE_DIR": "project"}
+            "TFMESOS_BUNDLE_TREE_SHA256": sha or packed.tree_sha256,
+            "TFMESOS_BUNDLE_DIR": "project"}
 
 
 def test_the_task_runs_in_the_extracted_tree_once_its_sha256_checks(sandbox, monkeypatch):
@@ -213,7 +237,8 @@ def test_the_task_runs_in_the_extracted_tree_once_its_sha256_checks(sandbox, mon
 
 def test_a_bundle_whose_sha256_differs_fails_the_task_before_its_command(sandbox):
     box, packed = sandbox
-    with pytest.raises(TaskError, match="has sha256 %s, but tfrun shipped 0000" % packed.sha256):
+    with pytest.raises(TaskError, match="whose sha256 is %s, but tfrun shipped 0000"
+                       % packed.tree_sha256):
         enter_bundle(task_environ(box, packed, sha="0000"))
     # The whole entry: one clear line, exit 1, nothing registered or run.
     env = bare_environment(PYTHONPATH=REPO, TFMESOS_RENDEZVOUS="127.0.0.1:1",
@@ -223,9 +248,29 @@ def test_a_bundle_whose_sha256_differs_fails_the_task_before_its_command(sandbox
                             text=True, env=env, cwd=str(box), timeout=60)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "tfmesos task error: the shipped bundle %s has sha256 %s, but tfrun shipped %s: it "
-        "changed on the way (a proxy, a cache, a truncated download); the command was not "
-        "started" % (packed.name, packed.sha256, "0" * 64)]
+        "tfmesos task error: the shipped bundle %s was extracted into files whose sha256 is "
+        "%s, but tfrun shipped %s: it changed on the way (a proxy, a cache, a truncated "
+        "download); the command was not started" % (packed.name, packed.tree_sha256, "0" * 64)]
+
+
+@pytest.mark.parametrize("change", ["content", "added", "removed", "link"])
+def test_a_tree_changed_after_packing_fails_the_check(sandbox, change):
+    # The archive is not in the sandbox (it is extracted from the agent's
+    # fetcher cache): the task checks the files themselves.
+    box, packed = sandbox
+    tree = box / "project"
+    if change == "content":
+        (tree / "mylib" / "util.py").write_text("ANSWER = 41\n")
+    elif change == "added":
+        (tree / "mylib" / "evil.py").write_text("")
+    elif change == "removed":
+        (tree / "notes.txt").unlink()
+    else:
+        (tree / "notes.txt").unlink()
+        os.symlink("train.py", tree / "notes.txt")
+    with pytest.raises(TaskError, match="whose sha256 is [0-9a-f]{64}, but tfrun shipped %s"
+                       % packed.tree_sha256):
+        enter_bundle(task_environ(box, packed))
 
 
 # -- the bundle server ----------------------------------------------------------------------
@@ -520,8 +565,8 @@ def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(projec
         assert caught.value.code == 404
     finally:
         run.stop()
-    # Three tasks, one agent: the bundle three times, the environment once.
-    assert served_count(server, run.shipment.bundle.name, 3) == 3
+    # Three tasks, one agent: the bundle and the environment once each.
+    assert served_count(server, run.shipment.bundle.name, 1) == 1
     assert served_count(server, "tfenv.tar.gz", 1) == 1
     assert "".join(lines).split("\n").count("env from-env True True") == 3
     with pytest.raises(urllib.error.URLError):   # nothing is served after the run
@@ -535,7 +580,7 @@ def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_
 
     real = Shipment.environment
     monkeypatch.setattr(Shipment, "environment", lambda self: dict(
-        real(self), TFMESOS_BUNDLE_SHA256="f" * 64))
+        real(self), TFMESOS_BUNDLE_TREE_SHA256="f" * 64))
     run = ClusterRun(replica_spec(project, tmp_path, workers=1, max_attempts=2))
     errors = []
     try:
@@ -548,11 +593,13 @@ def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_
                 errors.append(handle.read())
     finally:
         run.stop()
-    # The relaunch fetched the bundle again; each attempt refused it before its command.
-    assert served_count(run.shipment.server, run.shipment.bundle.name, 2) == 2
+    # The relaunch took the bundle from the agent's fetcher cache (one
+    # download); each attempt refused it before its command.
+    assert served_count(run.shipment.server, run.shipment.bundle.name, 1) == 1
     assert len(errors) == 2
     for err in errors:
-        assert "has sha256 %s, but tfrun shipped %s" % (run.shipment.bundle.sha256, "f" * 64) \
+        assert "whose sha256 is %s, but tfrun shipped %s" % (run.shipment.bundle.tree_sha256,
+                                                             "f" * 64) \
             in err and "the command was not started" in err
 
 
@@ -588,7 +635,7 @@ def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(sh
                 {"value": "http://10.0.0.5:%d/%s/%s" % (shipped.server.port,
                                                         shipped.server.token, name),
                  "extract": extract, "cache": cache}
-                for name, extract, cache in ((shipped.bundle.name, True, False),
+                for name, extract, cache in ((shipped.bundle.name, True, True),
                                              (shipped.task_side.name, False, False))] + [
                 {"value": "https://repo.example.com/tfenv.tgz", "extract": True, "cache": True}]
             assert command["value"] == (
@@ -597,9 +644,9 @@ def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(sh
                 'exec %s -m tfmesos.task' % (path, shipped.task_side.name, interpreter))
             env = variables(info)
             assert "PYTHONPATH" not in env          # nothing of the submitter's paths
-            assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_SHA256"],
-                    env["TFMESOS_BUNDLE_DIR"]) == (shipped.bundle.name, shipped.bundle.sha256,
-                                                   "project")
+            assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_TREE_SHA256"],
+                    env["TFMESOS_BUNDLE_DIR"]) == (shipped.bundle.name,
+                                                   shipped.bundle.tree_sha256, "project")
 
 
 def test_shipped_commands_without_an_environment_run_python3_or_python(project):

@@ -1,10 +1,11 @@
 """``python -m mesos_local.containerizer.fetch_child``: one step of the
-fetcher as a task's user, as Mesos' fetcher program runs as the task's user
-(``os::su`` in src/launcher/fetcher.cpp) so that "filesystem permissions
-are enforced".
+fetcher in a process of its own, as Mesos' fetcher program, and as a task's
+user when it has one, as that program runs as the task's user (``os::su``
+in src/launcher/fetcher.cpp) so that "filesystem permissions are
+enforced". Extractions always run here (``fetcher._extracts``).
 
-Started by the agent (root) with a JSON request on stdin: the user (``uid``,
-``gid``, ``groups``), the step (``fill``: download ``value`` to ``path``, a
+Started by the agent with a JSON request on stdin: the user (``uid``,
+``gid``, ``groups``; absent: stay the agent's), the step (``fill``: download ``value`` to ``path``, a
 cache entry; ``place``: one URI into ``sandbox``, from ``source`` when
 cached; ``fetcher.fill`` and ``fetcher.place``), ``stall``, ``limits`` and
 the seconds ``remaining`` of the URI's time limit. It imports everything a
@@ -52,9 +53,12 @@ def _become(request):
 
 def main():
     request = json.loads(sys.stdin.buffer.read())
-    _preload()
+    becomes = request.get("uid") is not None   # else: as the agent's user
+    if becomes:
+        _preload()
     try:
-        _become(request)
+        if becomes:
+            _become(request)
         limits = Limits(**request["limits"])
         deadline = time.monotonic() + request["remaining"]
         if request["step"] == "fill":

@@ -100,11 +100,21 @@ def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_a
                 _in_child(run_as, {"step": "fill", "value": value, "path": path},
                           stall, limits, deadline, cancelled)
         source = cache.get(value, user, download, owner=run_as)
-    if run_as is None:
+    if run_as is None and not _extracts(uri, _target(uri, value, sandbox)):
         place(uri, value, sandbox, source, stall, limits, deadline, cancelled)
     else:
+        # An extraction runs in a process of its own, as Mesos runs its
+        # fetcher program per container (src/slave/containerizer/fetcher.cpp
+        # runs mesos-fetcher): tasks that start together extract on all the
+        # cores, not one at a time on this process' interpreter lock.
         _in_child(run_as, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
                            "source": source}, stall, limits, deadline, cancelled)
+
+
+def _extracts(uri, target):
+    """Whether ``uri``, landing at ``target``, is an archive to extract."""
+    return not uri.get("executable") and uri.get("extract", True) \
+        and target.endswith(_ARCHIVES)
 
 
 def fill(value, path, stall, limits, deadline, cancelled):
@@ -118,8 +128,7 @@ def place(uri, value, sandbox, source, stall, limits, deadline, cancelled):
     executable when asked."""
     target = _target(uri, value, sandbox)
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    extracting = not uri.get("executable") and uri.get("extract", True) \
-        and target.endswith(_ARCHIVES)
+    extracting = _extracts(uri, target)
     if source is not None:
         if extracting:
             _extract(source, sandbox, limits, cancelled)
@@ -139,19 +148,21 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 
 def _in_child(run_as, request, stall, limits, deadline, cancelled):
     """Run one step (``fill`` or ``place``) in ``fetch_child``, as
-    ``run_as``; a kill stops it at once (the child is killed)."""
-    request = dict(request, uid=run_as.uid, gid=run_as.gid, groups=list(run_as.groups),
-                   stall=stall, limits=dataclasses.asdict(limits),
+    ``run_as`` (None: as this process' user); a kill stops it at once (the
+    child is killed)."""
+    request = dict(request, stall=stall, limits=dataclasses.asdict(limits),
                    remaining=deadline - time.monotonic())
+    if run_as is not None:
+        request.update(uid=run_as.uid, gid=run_as.gid, groups=list(run_as.groups))
     # It starts as root with this process's environment (the master's own,
     # none of the task's) and becomes the user before it touches anything.
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH"))
                                         if p)
+    data: Optional[bytes] = json.dumps(request).encode()   # sent once, then None
     child = subprocess.Popen([sys.executable, "-S", "-m", CHILD_MODULE], env=env, cwd="/",
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
-    data: Optional[bytes] = json.dumps(request).encode()   # sent once, then None
     while True:
         try:
             out, err = child.communicate(data, timeout=CHILD_POLL)
@@ -166,8 +177,9 @@ def _in_child(run_as, request, stall, limits, deadline, cancelled):
         reply = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
     except (ValueError, IndexError):
         lines = err.decode("utf-8", "replace").strip().splitlines()
-        raise _Refused("the fetcher as user %s failed (exit %s)%s" % (
-            run_as.name, child.returncode, ": " + lines[-1] if lines else "")) from None
+        raise _Refused("the fetcher%s failed (exit %s)%s" % (
+            " as user %s" % run_as.name if run_as is not None else "", child.returncode,
+            ": " + lines[-1] if lines else "")) from None
     if "error" in reply:
         raise _Refused(reply["error"])
 

@@ -98,13 +98,14 @@ class Record:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: _dump(getattr(self, name)) for name in field_names(type(self))}
+        names = field_names(type(self))  # type: ignore[arg-type]  # (python/mypy#11470)
+        return {name: _dump(getattr(self, name)) for name in names}
 
 
 @functools.cache
 def field_names(cls: type[Record]) -> tuple[str, ...]:
     """The field names of a Record class, in order (asked at every save)."""
-    return tuple(field.name for field in dataclasses.fields(cls))  # type: ignore[arg-type]
+    return tuple(field.name for field in dataclasses.fields(cls))
 
 
 @functools.cache

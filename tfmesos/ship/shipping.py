@@ -8,9 +8,10 @@ carries them as ``CommandInfo.uris`` (apache/mesos docs/fetcher.md): the
 agent's fetcher puts them in the task's sandbox before the command starts,
 for every launch, relaunch and restart alike:
 
-* the bundle, ``extract: true``, not cached: extracted into the sandbox
-  (``project/``, the task's working directory), the archive kept beside it
-  for the task entry to check its sha256 (``task/bundle_check.py``);
+* the bundle, ``extract: true``, ``cache: true``: downloaded once per agent
+  into its fetcher cache and extracted from there into each sandbox
+  (``project/``, the task's working directory), where the task entry checks
+  the sha256 of the tree (``task/bundle_check.py``);
 * the task side, a zip, ``extract: false``: put on ``PYTHONPATH``, so an
   agent needs only a Python >= 3.9, not tfmesos at the submitter's paths;
 * ``extra_files`` (``tfmesos.run``'s function), ``extract: false``, not
@@ -41,11 +42,22 @@ import re
 import shlex
 import shutil
 import stat
+import tarfile
 import tempfile
+import zlib
 from typing import Optional
 
 from ..protocol import task_env
-from .bundle import TOP, WARN_SIZE, Bundle, file_sha256, human_size, pack, pack_task_side
+from .bundle import (
+    TOP,
+    WARN_SIZE,
+    Bundle,
+    file_sha256,
+    human_size,
+    pack,
+    pack_task_side,
+    tree_sha256_of_archive,
+)
 from .bundle_server import BundleServer
 from .contents import ShipError
 
@@ -222,8 +234,10 @@ class Shipment:
             raise RuntimeError("Shipment.uris: the files are not served")
         uris = []
         if self.bundle is not None:
+            # Cached: an agent downloads it once for all its tasks (and its
+            # relaunches) and extracts it from its fetcher cache.
             uris.append({"value": server.url(host, self.bundle.name), "extract": True,
-                         "cache": False})
+                         "cache": True})
         uris.append({"value": server.url(host, self.task_side.name), "extract": False,
                      "cache": False})
         uris.extend({"value": server.url(host, name), "extract": False, "cache": False}
@@ -238,8 +252,8 @@ class Shipment:
         """The task environment's part: what the task entry checks."""
         if self.bundle is None:
             return {}
-        return {task_env.BUNDLE: self.bundle.name, task_env.BUNDLE_SHA256: self.bundle.sha256,
-                task_env.BUNDLE_DIR: TOP}
+        return {task_env.BUNDLE: self.bundle.name,
+                task_env.BUNDLE_TREE_SHA256: self.bundle.tree_sha256, task_env.BUNDLE_DIR: TOP}
 
     def command(self, image=None, python=None):
         """The task entry's command line: the shipped task side first on
@@ -310,8 +324,15 @@ def _packed_bundle(path, recorded, hashed=None):
     if recorded and (recorded.get("sha256"), recorded.get("name")) != (sha, name):
         raise ShipError("packed files: %s has sha256 %s, but the run shipped %s (%s)" % (
             name, sha, recorded.get("name"), recorded.get("sha256")))
+    tree = ""
+    if name.endswith(".tar.gz"):   # the bundle (the task side is a zip, not checked so)
+        try:
+            tree = tree_sha256_of_archive(path)
+        except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+            raise ShipError("packed files: %s is not a readable bundle: %s" % (name, exc)) \
+                from None
     return Bundle(os.path.abspath(path), name, sha, int(recorded.get("files") or 0),
-                  int(recorded.get("bytes") or 0), str(recorded.get("source") or ""))
+                  int(recorded.get("bytes") or 0), str(recorded.get("source") or ""), tree)
 
 
 def interpreter_and_path(image, python, python_env):

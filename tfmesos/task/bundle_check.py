@@ -1,13 +1,17 @@
 """The user's shipped directory (``tfrun --ship``), checked before anything
 of it runs.
 
-The Mesos fetcher put the bundle (a ``.tar.gz``) in the sandbox and
-extracted it there (``CommandInfo.URI`` with ``extract: true``, not cached,
-so the archive stays next to what it holds: apache/mesos docs/fetcher.md).
-The scheduler gave its name and sha256 in the task's environment:
-``TFMESOS_BUNDLE``, ``TFMESOS_BUNDLE_SHA256``, ``TFMESOS_BUNDLE_DIR`` (the
-extracted tree, relative to the sandbox). ``enter_bundle`` checks the sha256
-and makes the tree the working directory; a mismatch is a ``TaskError``.
+The Mesos fetcher extracted the bundle (a ``.tar.gz``) into the sandbox
+(``CommandInfo.URI`` with ``extract: true`` and ``cache: true``: an agent
+downloads it once for all its tasks and extracts it from its fetcher cache,
+so the archive itself is not in the sandbox: apache/mesos
+src/launcher/fetcher.cpp, ``fetchFromCache``). The scheduler gave its name,
+the directory it unpacks to and the sha256 of that tree in the task's
+environment: ``TFMESOS_BUNDLE``, ``TFMESOS_BUNDLE_DIR`` (relative to the
+sandbox), ``TFMESOS_BUNDLE_TREE_SHA256`` (``TreeDigest``: every file's
+path and content, every link's path and target). ``enter_bundle`` checks
+it and makes the tree the working directory; a mismatch is a
+``TaskError``.
 """
 
 import hashlib
@@ -31,6 +35,48 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
+class TreeDigest:
+    """The sha256 of a tree of files and links, the same whether it is
+    computed as the bundle is packed or from the tree a task finds: one
+    line per entry, sorted by path (``/``-separated, relative to the tree):
+    ``f PATH NUL sha256(content)`` or ``l PATH NUL target``. Directories are
+    not entries (a packed tree has none of its own); anything else found
+    in a tree (a FIFO, a device) is an entry of its own and never checks."""
+
+    def __init__(self):
+        self._entries: list[tuple[str, str, str]] = []
+
+    def add(self, kind, path, value):
+        self._entries.append((path, kind, value))
+
+    def hexdigest(self):
+        digest = hashlib.sha256()
+        for path, kind, value in sorted(self._entries):
+            digest.update(("%s %s\0%s\n" % (kind, path, value)).encode("utf-8",
+                                                                       "surrogateescape"))
+        return digest.hexdigest()
+
+
+def tree_sha256(root):
+    """``TreeDigest`` of what is under the directory ``root``."""
+    tree = TreeDigest()
+    pending = [("", root)]
+    while pending:
+        prefix, directory = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                path = prefix + entry.name
+                if entry.is_symlink():
+                    tree.add("l", path, os.readlink(entry.path))
+                elif entry.is_dir(follow_symlinks=False):
+                    pending.append((path + "/", entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    tree.add("f", path, sha256_of(entry.path))
+                else:
+                    tree.add("o", path, "")
+    return tree.hexdigest()
+
+
 def enter_bundle(environ):
     """Check the shipped bundle and ``chdir`` into its tree; its path, or
     None when the run ships nothing. TaskError when it is missing or its
@@ -39,23 +85,22 @@ def enter_bundle(environ):
     if not name:
         return None
     sandbox = sandbox_directory(environ)
-    archive = os.path.join(sandbox, name)
-    expected = environ.get(task_env.BUNDLE_SHA256, "")
+    tree = os.path.join(sandbox, environ.get(task_env.BUNDLE_DIR) or "")
+    expected = environ.get(task_env.BUNDLE_TREE_SHA256, "")
     try:
-        actual = sha256_of(archive)
+        actual = tree_sha256(tree)
     except OSError as exc:
-        raise TaskError("the shipped bundle %s is not in the sandbox %s (%s): the agent's "
-                        "fetcher did not put it there" % (name, sandbox, exc.strerror or exc)) \
+        raise TaskError("the shipped bundle %s was not extracted into %s (%s): the agent's "
+                        "fetcher must extract .tar.gz archives" % (name, tree, exc.strerror or exc)) \
             from None
     if actual != expected:
-        raise TaskError("the shipped bundle %s has sha256 %s, but tfrun shipped %s: it changed "
-                        "on the way (a proxy, a cache, a truncated download); the command was "
-                        "not started" % (name, actual, expected or "(none given)"))
-    tree = os.path.join(sandbox, environ.get(task_env.BUNDLE_DIR) or "")
+        raise TaskError("the shipped bundle %s was extracted into files whose sha256 is %s, but "
+                        "tfrun shipped %s: it changed on the way (a proxy, a cache, a truncated "
+                        "download); the command was not started" % (name, actual,
+                                                                    expected or "(none given)"))
     try:
         os.chdir(tree)
     except OSError as exc:
-        raise TaskError("the shipped bundle was not extracted into %s (%s): the agent's "
-                        "fetcher must extract .tar.gz archives" % (tree, exc.strerror or exc)) \
-            from None
+        raise TaskError("cannot enter the shipped bundle's tree %s (%s)"
+                        % (tree, exc.strerror or exc)) from None
     return tree
