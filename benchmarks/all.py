@@ -10,7 +10,9 @@ where it happens.
   step, progress again after ``tfmesos attach``) against a foreground run;
 * ``ship.py``: ``--ship`` of a 100 MB directory to 8 tasks against copying it;
 * ``placement.py``: placing 1,000 tasks against a naive reference;
-* ``offers.py``: the driver's subscribe latency and offer throughput.
+* ``offers.py``: the driver's subscribe latency and offer throughput;
+* ``simulate.py``: 10, 100 and 1,000 tasks over as many simulated agents,
+  the scheduler's cost per task.
 
 ``--tensorflow`` adds the ones that train (minutes each): ``startup.py
 --tensorflow``, ``keras_steps.py``, ``recovery.py`` (``threads.py`` needs
@@ -34,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 QUICK = (("startup", ["--bytecode", "--rounds", "5"]), ("scale", ["--tasks", "210", "--rounds", "2"]),
          ("detached", ["--rounds", "3"]), ("ship", ["--sizes", "10,100", "--rounds", "2"]),
-         ("placement", ["--rounds", "5"]), ("offers", ["--agents", "500", "--rounds", "5"]))
+         ("placement", ["--rounds", "5"]), ("offers", ["--agents", "500", "--rounds", "5"]),
+         ("simulate", ["--tasks", "10,100,1000"]))
 TRAINING = (("startup", ["--tensorflow", "--rounds", "3"]), ("keras_steps", ["--rounds", "2"]),
             ("recovery", []))
 

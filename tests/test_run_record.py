@@ -314,3 +314,32 @@ def test_run_json_text_is_json_with_a_field_and_a_list_item_a_line():
     assert '  {"name": "ps:0", "attempts": []}' in lines
     assert ' "restarts": [],' in lines
     assert len(lines) == 9
+
+
+def test_run_json_is_saved_at_most_a_tenth_of_the_time(tmp_path, monkeypatch):
+    # A save that took 0.5 s (a thousand tasks, a busy interpreter) is not
+    # repeated within 5 s; a cheap one is, every second.
+    from tfmesos.record import run_record
+    record = make_record(tmp_path)
+    writes = []
+    monkeypatch.setattr(run_record, "write_run_json", lambda directory, text: writes.append(1))
+    now = [1000.0]
+    monkeypatch.setattr(run_record.time, "monotonic", lambda: now[0])
+    record.save()
+    record._save_took = 0.5
+    for _ in range(4):
+        record._dirty = True   # something changed
+        now[0] += 1.1
+        record.flush()
+    assert len(writes) == 1
+    now[0] += 1.0
+    record.flush()
+    assert len(writes) == 2
+    record._dirty = True
+    now[0] += 1.1
+    record.flush()
+    assert len(writes) == 3   # the last save took no time on this clock
+    record._save_took, record._dirty = 0.01, True
+    now[0] += 1.1
+    record.flush()
+    assert len(writes) == 4

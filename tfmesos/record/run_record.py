@@ -58,6 +58,10 @@ if TYPE_CHECKING:
     from addict import Dict
 
 SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
+# ... and at most this share of the time of the thread that handles the run's
+# events: a run of a thousand tasks (a run.json of 600 kB, saved while as
+# many connections want the interpreter) saves less often, not slower.
+SAVE_SHARE = 0.1
 
 
 class RunRecord:
@@ -85,6 +89,7 @@ class RunRecord:
         self._stopped: set[str] = set()   # task ids of the attempts the run stopped
         self._logs = TaskLogs(directory, self._lock)
         self._dirty, self._saved = True, 0.0
+        self._save_took = 0.0   # seconds the last save took
         if directory is not None:
             try:
                 os.makedirs(directory, exist_ok=True)
@@ -415,17 +420,21 @@ class RunRecord:
 
     def flush(self) -> None:
         """Save run.json when something changed, at most every SAVE_INTERVAL."""
-        if self._dirty and time.monotonic() - self._saved >= SAVE_INTERVAL:
+        if self._dirty and time.monotonic() - self._saved >= max(
+                SAVE_INTERVAL, self._save_took / SAVE_SHARE):
             self.save()
 
     def save(self) -> None:
         if self.directory is None:
             return
+        began = time.monotonic()
         with self._lock:
             self._create_logs()
             text = run_json_text(self._run.to_dict())
-            self._dirty, self._saved = False, time.monotonic()
+            self._dirty = False
             write_run_json(self.directory, text)
+        self._saved = time.monotonic()
+        self._save_took = self._saved - began
 
     @property
     def outcome_status(self) -> str:
