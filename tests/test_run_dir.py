@@ -261,6 +261,19 @@ def test_connecting_line_without_a_terminal_and_quiet():
     assert quiet.returncode == 1 and "connecting to" not in quiet.stderr
 
 
+def test_quiet_leaves_the_commands_output_and_nothing_of_a_run_that_went_well(runs_dir):
+    result = run_tfrun("-q", "-w", "1", "-s", "0", *TINY, "--", "echo hi from {job_name}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[worker:0] hi from worker\n"
+    for said in ("cluster ready", "resources asked and used", "metrics:"):
+        assert said not in result.stderr, result.stderr
+    [run_dir] = list(runs_dir.iterdir())          # all of it is in the record
+    assert (run_dir / "run.json").exists()
+    failed = run_tfrun("-q", "-w", "1", "-s", "0", *TINY, "--", "echo broke >&2; exit 3")
+    assert failed.returncode == 3
+    assert "tfrun: task worker:0 exited with code 3" in failed.stderr, failed.stderr
+
+
 def test_logs_selects_what_is_shown_while_every_task_is_recorded(runs_dir):
     cmd = "echo I am {job_name}:{task_index}; if [ {job_name} = ps ]; then sleep 600; " \
           "else sleep 1; fi"

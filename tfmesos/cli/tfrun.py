@@ -130,9 +130,12 @@ def print_metrics(run):
 
 def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     """Run to the end and return the exit code; names the run directory
-    when the run did not succeed; ``advice``: sizing hints at the end;
-    ``leave_on_interrupt``: Ctrl-C leaves the run to its tasks (``tfmesos
-    attach``) instead of stopping it."""
+    when the run did not succeed; ``advice``: what tfrun says of a run that
+    goes well (the cluster's addresses, the usage table with its sizing
+    hints, the last metrics; ``tfrun -q`` turns it off: the command's
+    output and what went wrong are left); ``leave_on_interrupt``: Ctrl-C
+    leaves the run to its tasks (``tfmesos attach``) instead of stopping
+    it."""
     succeeded = False
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
     with interrupt_on_signals():
@@ -146,7 +149,8 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
                 raise
             if progress is not None:
                 progress.ready()   # from now on: the tasks' metrics
-            say("cluster ready: %s" % json.dumps(spec))
+            if advice:
+                say("cluster ready: %s" % json.dumps(spec))
             if url_of(spec):
                 announce_when_up(url_of(spec), say, stopped=stopped)
             code = run.wait_finished()
@@ -193,8 +197,8 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
-            print_usage(run, advice)
             if advice:
+                print_usage(run)
                 print_metrics(run)
 
 

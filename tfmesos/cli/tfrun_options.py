@@ -302,7 +302,9 @@ def add_output_options(add):
     add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
         "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
     add("-q", "--quiet", action="store_true",
-        help="no status line while the cluster forms, no sizing advice at the end")
+        help="only the command's output and what went wrong: no status line while the "
+             "cluster forms, no cluster addresses, no usage table or metrics at the end "
+             "(all of it is in the run record)")
     add("-v", "--verbose", action="store_true",
         help="say what the scheduler does, and where the run directory is")
 
