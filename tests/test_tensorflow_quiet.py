@@ -210,8 +210,13 @@ def test_the_keras_example_is_quiet_unless_verbose():
     found = [line for line in quiet.stderr.splitlines()
              if any(needle in line for needle in KERAS_NOISE)]
     assert not found, found
-    verbose = run_tfrun("-v", *args, timeout=240)
+    # -v: what TensorFlow logs as it starts comes through (its start is all
+    # that logs: the training need not run again).
+    verbose = run_tfrun("-v", *args[:args.index("--") + 1], sys.executable, "-c",
+                        "import tensorflow as tf; print(float(tf.constant(1.0) + 1))",
+                        timeout=240)
     assert verbose.returncode == 0, verbose.stderr[-4000:]
+    assert "[worker:1] 2.0" in verbose.stdout
     for index in (0, 1):
         assert "[worker:%d] WARNING: All log messages before absl::InitializeLog()" % index \
             in verbose.stderr
