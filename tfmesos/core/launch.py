@@ -334,13 +334,17 @@ class ClusterRun:
         self.record.outcome("succeeded")
         return 0
 
-    def _trainers(self) -> list[TaskSlot]:
-        names = {job.name for job in self.spec.jobs}
-        return [s for s in self.slots if s.job.name == ("chief" if "chief" in names else "worker")]
-
     def trainers_done(self) -> bool:
-        trainers = self._trainers()
-        return bool(trainers) and all(slot.done for slot in trainers)
+        """Whether every trainer (the chief, else every worker) is done;
+        asked after every event: it stops at the first that is not."""
+        trainer = "chief" if any(job.name == "chief" for job in self.spec.jobs) else "worker"
+        found = False
+        for slot in self.slots:
+            if slot.job.name == trainer:
+                if not slot.done:
+                    return False
+                found = True
+        return found
 
     # -- events ---------------------------------------------------------------
 
