@@ -6,8 +6,7 @@
 # mesos_local; pyproject.toml), vermin (nothing newer than the
 # Python setup.py promises), then pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
-# Without arguments: the training lane, and beside it the fast tier, then
-# the rest of the integration tier;
+# Without arguments: the fast tier, then the integration tier in parallel;
 # with arguments, one pytest run of them, e.g. scripts/test.sh -m "not docker".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,14 +37,15 @@ vermin --target="$oldest-" --violations --no-tips --eval-annotations --quiet \
 if [ $# -gt 0 ]; then
   exec python3 -m pytest tests "$@"
 fi
-# The tests that train TensorFlow clusters take longest, one after another
-# (on 2 cores two clusters at once only starve each other): they start
-# first, in a lane of their own, and the rest run beside them: the fast
-# tier (pure logic, the mock transport, fakes: no master, no task, no
-# TensorFlow: about a minute), then the other integration tests on 2
-# pytest-xdist workers (tests/conftest.py marks the tiers and keeps the
-# tests of one Docker engine, or of one ZooKeeper, on one worker).
-# Each session checks what its own tests left behind.
+# The fast tier first (pure logic, the mock transport, fakes: no master, no
+# task, no TensorFlow: about a minute, alone on the machine: some of its
+# tests watch what this machine's processes do), then the integration tier
+# in two lanes at once: the tests that train TensorFlow clusters, one after
+# another (on 2 cores two clusters at once only starve each other), and the
+# rest on 2 pytest-xdist workers (tests/conftest.py marks the tiers and
+# keeps the tests of one Docker engine, or of one ZooKeeper, on one worker).
+# Each lane's session checks what its own tests left behind.
+python3 -m pytest tests -m "not integration"
 training='integration and tensorflow and not docker'
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
 python3 -m pytest tests -m "$training" >"$lane_log" 2>&1 &
@@ -53,11 +53,6 @@ lane=$!
 stop_lane() { [ -z "$lane" ] || { kill -INT "$lane" 2>/dev/null; wait "$lane" 2>/dev/null; } || true; }
 trap 'stop_lane; rm -f "$lane_log"' EXIT
 status=0
-python3 -m pytest tests -m "not integration" || status=$?
-if [ "$status" != 0 ]; then   # the fast tier failed: the rest would only take long
-  stop_lane
-  exit "$status"
-fi
 python3 -m pytest tests -m "integration and not ($training)" -n 2 --dist loadgroup || status=$?
 wait "$lane" || status=$?
 lane=""

@@ -159,7 +159,10 @@ def test_report_command_writes_report_html_in_the_run_directory(tmp_path, monkey
     page = (directory / "report.html").read_text()
     for name in ("ps:0 #1", "worker:0 #1", "worker:1 #1"):
         assert name in page
-    assert page.count(">finished (0)<") == 3
+    # The workers end the run; the ps ran `true` too, but on a loaded machine
+    # the run may stop it before its own end is heard.
+    finished, stopped = page.count(">finished (0)<"), page.count(">stopped<")
+    assert (finished, stopped) in ((3, 0), (2, 1)), page
 
 
 def test_the_report_marks_each_scheduler_takeover_and_who_killed_the_run(tmp_path):
