@@ -245,11 +245,12 @@ def test_a_task_whose_uri_is_a_device_fails_and_the_master_stays(local_master, c
     assert local_master.state()["slaves"]   # still serving
 
 
-def test_an_archive_is_extracted_by_a_fetcher_process_a_plain_file_in_this_one(tmp_path, box,
+def test_a_big_archive_is_extracted_by_a_fetcher_process_the_rest_in_this_one(tmp_path, box,
                                                                              monkeypatch):
     # Tasks that start together extract on all the cores, as Mesos runs its
     # fetcher program per container, not one at a time on the agent's
-    # interpreter lock; a file that is only copied needs no process.
+    # interpreter lock; a file that is only copied, or a small archive, is
+    # not worth a process' start.
     from mesos_local.containerizer import fetcher
     started = []
     popen = fetcher.subprocess.Popen
@@ -267,7 +268,9 @@ def test_an_archive_is_extracted_by_a_fetcher_process_a_plain_file_in_this_one(t
     plain = tmp_path / "notes.txt"
     plain.write_text("notes\n")
     fetch_uris([{"value": str(plain)}], str(box))
+    fetch_uris([{"value": str(archive), "extract": True}], str(box))
     assert started == []
+    monkeypatch.setattr(fetcher, "CHILD_EXTRACT_BYTES", 1)    # now it counts as big
     fetch_uris([{"value": str(archive), "extract": True}], str(box))
     assert [argv[-1] for argv in started] == [fetcher.CHILD_MODULE]
     assert open(os.path.join(box, "pkg", "a.py")).read() == "print('hi')\n"

@@ -31,6 +31,7 @@ _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", 
 STALL_TIMEOUT = 60.0
 POLL = 1.0          # seconds a network read waits before the fetch looks at the kill
 CHILD_POLL = 0.25   # seconds between looks at the kill while a fetch child works
+CHILD_EXTRACT_BYTES = 4 << 20   # an archive this big is extracted in a fetcher process
 
 
 class FetchError(Exception):
@@ -100,15 +101,26 @@ def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_a
                 _in_child(run_as, {"step": "fill", "value": value, "path": path},
                           stall, limits, deadline, cancelled)
         source = cache.get(value, user, download, owner=run_as)
-    if run_as is None and not _extracts(uri, _target(uri, value, sandbox)):
-        place(uri, value, sandbox, source, stall, limits, deadline, cancelled)
-    else:
-        # An extraction runs in a process of its own, as Mesos runs its
-        # fetcher program per container (src/slave/containerizer/fetcher.cpp
-        # runs mesos-fetcher): tasks that start together extract on all the
-        # cores, not one at a time on this process' interpreter lock.
+    if run_as is not None:
         _in_child(run_as, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
                            "source": source}, stall, limits, deadline, cancelled)
+        return
+    target = _target(uri, value, sandbox)
+    if _extracts(uri, target):
+        if source is None:   # not cached: downloaded into the sandbox, extracted there
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            _download(value, target, stall, limits, deadline, cancelled)
+            source = target
+        if os.path.getsize(source) >= CHILD_EXTRACT_BYTES:
+            # A big extraction runs in a process of its own, as Mesos runs
+            # its fetcher program per container (src/slave/containerizer/
+            # fetcher.cpp runs mesos-fetcher): tasks that start together
+            # extract on all the cores, not one at a time on this process'
+            # interpreter lock. A small one is not worth a process' start.
+            _in_child(None, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
+                             "source": source}, stall, limits, deadline, cancelled)
+            return
+    place(uri, value, sandbox, source, stall, limits, deadline, cancelled)
 
 
 def _extracts(uri, target):
