@@ -682,3 +682,20 @@ def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
     with pytest.raises(SpecError, match="drop image or ship.python_env"):
         run_spec_of([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
                      ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))
+
+
+def test_the_tree_digest_tells_apart_names_that_spell_the_same_lines():
+    # Names and link targets may hold newlines: a link a -> "x\nf y" beside
+    # a file z, and a link a -> "x" beside a file named "y\nf z" with the
+    # same content, written as "kind path NUL value" lines, are one text.
+    from tfmesos.task.bundle_check import TreeDigest
+    first, second = TreeDigest(), TreeDigest()
+    first.add("l", "a", "x\nf y")
+    first.add("f", "z", "0" * 64)
+    second.add("l", "a", "x")
+    second.add("f", "y\nf z", "0" * 64)
+    assert first.hexdigest() != second.hexdigest()
+    again = TreeDigest()
+    again.add("f", "z", "0" * 64)        # added in another order: the same tree
+    again.add("l", "a", "x\nf y")
+    assert again.hexdigest() == first.hexdigest()

@@ -38,10 +38,13 @@ def sha256_of(path):
 class TreeDigest:
     """The sha256 of a tree of files and links, the same whether it is
     computed as the bundle is packed or from the tree a task finds: one
-    line per entry, sorted by path (``/``-separated, relative to the tree):
-    ``f PATH NUL sha256(content)`` or ``l PATH NUL target``. Directories are
-    not entries (a packed tree has none of its own); anything else found
-    in a tree (a FIFO, a device) is an entry of its own and never checks."""
+    entry per file, sorted by path (``/``-separated, relative to the tree):
+    ``f LEN:PATH LEN:sha256(content)`` or ``l LEN:PATH LEN:target``, each
+    length in bytes (a name may hold any byte but NUL and ``/``, a newline
+    too: the lengths keep two trees from spelling the same entries).
+    Directories are not entries (a packed tree has none of its own);
+    anything else found in a tree (a FIFO, a device) is an entry of its own
+    and never checks."""
 
     def __init__(self):
         self._entries: list[tuple[str, str, str]] = []
@@ -52,8 +55,9 @@ class TreeDigest:
     def hexdigest(self):
         digest = hashlib.sha256()
         for path, kind, value in sorted(self._entries):
-            digest.update(("%s %s\0%s\n" % (kind, path, value)).encode("utf-8",
-                                                                       "surrogateescape"))
+            name = path.encode("utf-8", "surrogateescape")
+            data = value.encode("utf-8", "surrogateescape")
+            digest.update(b"%s %d:%s %d:%s\n" % (kind.encode(), len(name), name, len(data), data))
         return digest.hexdigest()
 
 
