@@ -133,8 +133,9 @@ class StandInRunner:
             if task is not None:
                 task._end(reply["code"])
 
-    def close(self):
-        self.host.stdin.close()
+    def close(self):   # idempotent
+        if not self.host.stdin.closed:
+            self.host.stdin.close()
         self.host.kill()
         self.host.wait()
 
@@ -185,6 +186,7 @@ def measure(tasks):
         size = os.path.getsize(os.path.join(run.record.directory, "run.json"))
     finally:
         run.stop()
+        runner.close()   # the master's stop closed it, unless the run never started
         shutil.rmtree(work, ignore_errors=True)
     return {"tasks": tasks, "registered_s": registered, "ended_s": ended,
             "cpu_s": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime,
