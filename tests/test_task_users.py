@@ -155,6 +155,35 @@ def test_a_cached_uri_is_kept_in_the_user_s_own_cache_directory(open_dir):
     assert (mine.st_uid, stat.S_IMODE(mine.st_mode)) == (entry.pw_uid, 0o700)
 
 
+@needs_root
+def test_a_shipped_bundle_lands_as_the_task_user_s_and_its_tree_checks(open_dir):
+    # tfrun --ship for a task of another user: the bundle (cache: true) goes
+    # into that user's part of the agent's fetcher cache, is extracted from
+    # there by a fetcher process that became the user, and the tree the task
+    # finds is the one packed (stored weights, deflated text alike).
+    from tfmesos.ship import bundle
+    from tfmesos.task.bundle_check import tree_sha256
+    entry = nobody()
+    user = users.lookup("nobody")
+    project = open_dir / "proj"
+    project.mkdir()
+    (project / "train.py").write_text("print('hi')\n" * 1000)
+    (project / "weights.bin").write_bytes(os.urandom(1 << 20))
+    packed = bundle.pack(str(project), str(open_dir))
+    os.chmod(packed.path, 0o644)
+    uri = {"value": "file://%s" % packed.path, "extract": True, "cache": True}
+    cache = FetcherCache(str(open_dir / "cache"))
+    for name in ("first", "second"):
+        box = open_dir / name
+        box.mkdir()
+        os.chown(box, entry.pw_uid, entry.pw_gid)
+        fetch_uris([uri], str(box), cache=cache, user="nobody", run_as=user)
+        assert not (box / packed.name).exists()      # extracted from the cache
+        assert (box / "project" / "weights.bin").stat().st_uid == entry.pw_uid
+        assert tree_sha256(str(box / "project")) == packed.tree_sha256
+    assert cache.downloads[uri["value"]] == 1
+
+
 # -- through the embedded master, as root ------------------------------------------------
 
 
