@@ -217,6 +217,32 @@ def test_the_relay_sends_what_the_command_logs_bounded_and_then_removes_its_sock
     assert received + dropped == 20000 + 2   # the two bad datagrams are counted
 
 
+def test_deep_nesting_and_huge_numbers_are_malformed_points_not_a_dead_relay(monkeypatch,
+                                                                            tmp_path):
+    # One 8,000-byte "[[[..." datagram (RecursionError) or a 400-digit number
+    # (OverflowError) stopped the relay's thread: metrics then stopped
+    # silently while training went on.
+    huge = "1" + "0" * 400
+    for bad in ([int(huge), 1.0, {"loss": 1.0}], [1, 1.0, {"loss": int(huge)}],
+                [1, int(huge), {"x": 1}]):
+        assert parse_point(bad) is None, bad
+    assert parse_frame({"type": "metrics", "now": int(huge), "points": []}) is None
+    monkeypatch.chdir(tmp_path)
+    frames = []
+    relay = MetricsRelay(frames.append).start()
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.sendto(b"[" * 8000, relay.path)
+        sock.sendto(("[1, 2.0, {\"loss\": %s}]" % huge).encode(), relay.path)
+        sock.sendto(b"[5, 2.0, {\"loss\": 0.5}]", relay.path)
+        sock.close()
+    finally:
+        relay.close()
+    # The point after the two bad ones went; the bad ones are counted.
+    assert [point[0] for frame in frames for point in frame["points"]] == [5]
+    assert sum(frame["dropped"] for frame in frames) == 2
+
+
 def test_the_relay_ends_when_closed_not_when_its_wait_times_out(monkeypatch, tmp_path):
     """A task's exit waits for its relay: ``close`` wakes the thread at once
     (it waited up to POLL, 0.25 s, at every task's end)."""

@@ -75,6 +75,17 @@ def check_step(step: Any) -> int:
     return number
 
 
+def _finite(value: object) -> bool:
+    """A number JSON may carry that is a finite float (a 400-digit integer
+    is not one: ``math.isfinite`` raises OverflowError for it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def parse_point(item: object) -> Optional[Point]:
     """``(step, t, {name: value})`` of a received point, checked; None when
     it is malformed (a received value is already a float or None)."""
@@ -83,7 +94,7 @@ def parse_point(item: object) -> Optional[Point]:
     step, when, values = item
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < MAX_STEP \
             or isinstance(when, bool) or not isinstance(when, (int, float)) \
-            or not math.isfinite(when) or not isinstance(values, dict) \
+            or not _finite(when) or not isinstance(values, dict) \
             or not 0 < len(values) <= MAX_VALUES:
         return None
     clean: Values = {}
@@ -91,7 +102,7 @@ def parse_point(item: object) -> Optional[Point]:
         if not isinstance(name, str) or not NAME.match(name):
             return None
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
+                                  or not _finite(value)):
             return None
         clean[name] = None if value is None else float(value)
     return step, float(when), clean
@@ -102,7 +113,7 @@ def parse_frame(message: dict[str, Any]) -> Optional[tuple[float, list[Point], i
     are left out (counted in ``dropped``); None when the frame itself is
     malformed."""
     now, points, dropped = message.get("now"), message.get("points"), message.get("dropped", 0)
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now) \
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not _finite(now) \
             or not isinstance(points, list) or len(points) > MAX_POINTS \
             or isinstance(dropped, bool) or not isinstance(dropped, int) or dropped < 0:
         return None

@@ -116,7 +116,7 @@ class MetricsRelay:
             return      # close()'s wake-up (or an empty datagram: nothing to take)
         try:
             point = parse_point(json.loads(data)) if len(data) <= MAX_DATAGRAM else None
-        except ValueError:
+        except (ValueError, RecursionError):   # not JSON, or "[[[[..." nested past the stack
             point = None
         if point is None:
             self.malformed += 1
