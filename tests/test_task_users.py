@@ -108,6 +108,14 @@ def test_the_command_line_turns_switching_off_as_mesos_flag_does():
 # -- the fetcher as the task's user -----------------------------------------------------
 
 
+def users_sandbox(parent, name, entry):
+    """A sandbox ``parent/name`` that belongs to the user of ``entry`` (pwd)."""
+    box = parent / name
+    box.mkdir()
+    os.chown(box, entry.pw_uid, entry.pw_gid)
+    return box
+
+
 @pytest.fixture
 def open_dir():
     """A directory every user may pass through (pytest's tmp_path is root's alone)."""
@@ -120,9 +128,7 @@ def open_dir():
 def test_a_file_uri_is_read_with_the_task_user_s_permissions(open_dir):
     entry = nobody()
     user = users.lookup("nobody")
-    box = open_dir / "sandbox"
-    box.mkdir()
-    os.chown(box, entry.pw_uid, entry.pw_gid)
+    box = users_sandbox(open_dir, "sandbox", entry)
     with pytest.raises(FetchError, match="^Failed to fetch 'file:///etc/shadow': .*"
                                          "Permission denied"):
         fetch_uris([{"value": "file:///etc/shadow"}], str(box), run_as=user)
@@ -143,9 +149,7 @@ def test_a_cached_uri_is_kept_in_the_user_s_own_cache_directory(open_dir):
     uri = {"value": "file://%s" % source, "cache": True, "executable": True}
     cache = FetcherCache(str(open_dir / "cache"))
     for name in ("first", "second"):
-        box = open_dir / name
-        box.mkdir()
-        os.chown(box, entry.pw_uid, entry.pw_gid)
+        box = users_sandbox(open_dir, name, entry)
         fetch_uris([uri], str(box), cache=cache, user="nobody", run_as=user)
         fetched = (box / "tool.sh").stat()
         assert (fetched.st_uid, stat.S_IMODE(fetched.st_mode)) == (entry.pw_uid, 0o750)
@@ -174,9 +178,7 @@ def test_a_shipped_bundle_lands_as_the_task_user_s_and_its_tree_checks(open_dir)
     uri = {"value": "file://%s" % packed.path, "extract": True, "cache": True}
     cache = FetcherCache(str(open_dir / "cache"))
     for name in ("first", "second"):
-        box = open_dir / name
-        box.mkdir()
-        os.chown(box, entry.pw_uid, entry.pw_gid)
+        box = users_sandbox(open_dir, name, entry)
         fetch_uris([uri], str(box), cache=cache, user="nobody", run_as=user)
         assert not (box / packed.name).exists()      # extracted from the cache
         assert (box / "project" / "weights.bin").stat().st_uid == entry.pw_uid

@@ -88,7 +88,7 @@ def _target(uri, value, sandbox):
 
 
 def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_as):
-    _target(uri, value, sandbox)
+    target = _target(uri, value, sandbox)   # refused before anything is fetched
     deadline = time.monotonic() + limits.timeout
     source = None
     if uri.get("cache") and cache is not None:
@@ -105,7 +105,6 @@ def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_a
         _in_child(run_as, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
                            "source": source}, stall, limits, deadline, cancelled)
         return
-    target = _target(uri, value, sandbox)
     if _extracts(uri, target):
         if source is None:   # not cached: downloaded into the sandbox, extracted there
             os.makedirs(os.path.dirname(target), exist_ok=True)
