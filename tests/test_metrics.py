@@ -3,6 +3,7 @@ points and frames, the sender's batches, the task entry's relay, the
 rendezvous' metrics frames, the record's bounded series, the status line,
 ``tfmesos show`` and the report's charts."""
 
+import collections
 import io
 import json
 import math
@@ -11,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -130,7 +132,7 @@ def fresh_metrics(monkeypatch):
     monkeypatch.setattr(task_metrics, "_warned", set())
     monkeypatch.setattr(task_metrics, "_next_step", 0)
     monkeypatch.setattr(task_metrics, "_local", None)
-    monkeypatch.setattr(task_metrics, "_pending", None)
+    monkeypatch.setattr(task_metrics, "_pending", collections.deque())
     monkeypatch.setattr(task_metrics, "dropped", 0)
     monkeypatch.delenv(task_env.METRICS_SOCKET, raising=False)
     return task_metrics
@@ -183,6 +185,79 @@ def test_numbers_of_numpy_convert():
     numpy = pytest.importorskip("numpy")
     assert check_value(numpy.float32(0.25)) == 0.25 and check_value(numpy.array(2)) == 2.0
     assert check_step(numpy.int64(4)) == 4
+
+
+def _receiver(tmp_path):
+    """A task entry's socket that reads only when asked to."""
+    path = str(tmp_path / "m")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.setblocking(False)
+    return path, sock
+
+
+def _read_steps(sock):
+    steps = []
+    while True:
+        try:
+            steps.append(json.loads(sock.recv(65536))[0])
+        except BlockingIOError:
+            return steps
+
+
+def _read_until(sock, last, timeout=30):
+    steps = []
+    sock.settimeout(timeout)
+    while not steps or steps[-1] != last:
+        steps.append(json.loads(sock.recv(65536))[0])
+    return steps
+
+
+def test_points_the_entry_cannot_take_yet_wait_in_order_not_dropped(fresh_metrics,
+                                                                   monkeypatch, tmp_path):
+    # A relay thread that waits for the CPU a tenth of a second on a loaded
+    # machine let the socket's queue (max_dgram_qlen: 10) fill: steps 12-18
+    # of a 20-step run were lost, only the latest kept.
+    path, sock = _receiver(tmp_path)
+    monkeypatch.setenv(task_env.METRICS_SOCKET, path)
+    try:
+        for step in range(40):                  # nothing read meanwhile
+            fresh_metrics.log_metrics(step=step, loss=1.0)
+        received = _read_steps(sock)
+        assert fresh_metrics.log_metrics(step=40, loss=1.0) is False   # 40 behind 41 - 10
+        received += _read_steps(sock)
+        reader = threading.Thread(target=lambda: received.extend(_read_until(sock, 40)))
+        reader.start()
+        fresh_metrics._send_pending(timeout=30)    # the exit's
+        reader.join()
+        assert received == list(range(41)) and fresh_metrics.dropped == 0
+        assert not fresh_metrics._pending
+    finally:
+        sock.close()
+
+
+def test_past_max_pending_the_oldest_waiting_points_are_dropped_and_counted(
+        fresh_metrics, monkeypatch, tmp_path):
+    monkeypatch.setattr(fresh_metrics, "MAX_PENDING", 5)
+    path, sock = _receiver(tmp_path)
+    monkeypatch.setenv(task_env.METRICS_SOCKET, path)
+    try:
+        queued = None
+        for step in range(100):
+            if not fresh_metrics.log_metrics(step=step, loss=1.0) and queued is None:
+                queued = step                   # the socket's queue held this many
+        fresh_metrics._send_pending(timeout=0.01)   # nothing reads: they are dropped
+        assert fresh_metrics.dropped == 100 - queued
+        assert _read_steps(sock) == list(range(queued))
+        for step in range(100, 100 + queued + 3):
+            fresh_metrics.log_metrics(step=step, loss=1.0)
+        received = _read_steps(sock)
+        fresh_metrics._send_pending(timeout=1.0)
+        received += _read_steps(sock)
+        assert received == list(range(100, 100 + queued + 3))
+        assert fresh_metrics.dropped == 100 - queued
+    finally:
+        sock.close()
 
 
 # -- the task entry's relay --------------------------------------------------------

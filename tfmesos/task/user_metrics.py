@@ -16,11 +16,14 @@ Where a point goes:
 value that is not a number, a name too long, more than ``MAX_VALUES``
 values) is left out with a warning, once per kind; a value that is not
 finite (NaN, inf) is recorded as null; a point the task entry cannot take
-at once (its queue is full: a flood) is dropped, but for the latest, which
-goes with the next call or, at the latest, when the process exits.
+at once (its queue is full: the relay's thread is slow to run on a loaded
+machine, or a flood) waits in this process, in order, for the next call or
+the process's exit; only past ``MAX_PENDING`` waiting points is the oldest
+dropped (and counted).
 """
 
 import atexit
+import collections
 import json
 import os
 import socket
@@ -41,7 +44,9 @@ from ..protocol.metric_points import (
 _lock = threading.Lock()
 _local = None          # cluster()'s recorder in this process: callable(point)
 _socket = None         # (pid, socket) to the task entry
-_pending = None        # (path, datagram) the task entry could not take: sent later
+MAX_PENDING = 512      # points waiting in this process for the task entry
+PENDING_AT_EXIT = 1.0  # seconds the exit waits for the task entry to take them
+_pending: collections.deque = collections.deque()   # (path, datagram), oldest first
 _next_step = 0         # the step of a call without one
 _warned: set[str] = set()
 dropped = 0            # points the task entry could not take (a flood)
@@ -112,9 +117,10 @@ def _point(step, values):
 
 
 def _send(path, point):
-    """One datagram to the task entry; dropped when it cannot take it now
-    (the latest such is kept, and sent before the next)."""
-    global _pending
+    """One datagram to the task entry, after those waiting; kept in order
+    when it cannot take it now (its queue holds ``max_dgram_qlen``, 10 by
+    Linux's default: a relay thread that waits for the CPU a tenth of a
+    second is enough)."""
     data = json.dumps(point, separators=(",", ":"), allow_nan=False).encode("utf-8")
     if len(data) > MAX_DATAGRAM:
         _warn("size", "tfmesos.log_metrics: a point of %d bytes exceeds %d; not recorded"
@@ -122,12 +128,14 @@ def _send(path, point):
         return False
     with _lock:
         sock = _connected()
-        pending, _pending = _pending, None
-        if pending is not None and not _try(sock, *pending):
-            _dropped(1)        # the newer point supersedes it
-        if _try(sock, path, data):
+        while _pending and _try(sock, *_pending[0]):
+            _pending.popleft()
+        if not _pending and _try(sock, path, data):
             return True
-        _pending = (path, data)
+        if len(_pending) == MAX_PENDING:
+            _pending.popleft()
+            _dropped(1)
+        _pending.append((path, data))
         return False
 
 
@@ -135,6 +143,7 @@ def _connected():
     """This process's socket (a forked child makes its own)."""
     global _socket
     if _socket is None or _socket[0] != os.getpid():
+        _pending.clear()    # a forked child's: its parent's points are the parent's to send
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.setblocking(False)
         if _socket is None:
@@ -168,20 +177,24 @@ def _warned_gone(exc):
                       "are not recorded" % exc, MetricsWarning, stacklevel=5)
 
 
-def _send_pending(timeout=1.0):
-    """At exit: the latest point the task entry could not take, waiting up
-    to ``timeout`` for it to make room."""
-    global _pending
+def _send_pending(timeout=PENDING_AT_EXIT):
+    """At exit: the points the task entry could not take yet, waiting up to
+    ``timeout`` in all for it to make room."""
     with _lock:
-        pending, _pending = _pending, None
-        if pending is None or _socket is None or _socket[0] != os.getpid():
+        if not _pending or _socket is None or _socket[0] != os.getpid():
             return
         sock = _socket[1]
+        deadline = time.monotonic() + timeout
         try:
-            sock.settimeout(timeout)
-            sock.sendto(pending[1], pending[0])
+            while _pending:
+                sock.settimeout(max(0.001, deadline - time.monotonic()))
+                sock.sendto(_pending[0][1], _pending[0][0])
+                _pending.popleft()
         except OSError:
-            _dropped(1)
+            _dropped(len(_pending))
+            _pending.clear()
+        finally:
+            sock.setblocking(False)    # called before the exit too (tests, a flush)
 
 
 def _warn(kind, message, stacklevel=4):
