@@ -44,16 +44,18 @@ fi
 # another (on 2 cores two clusters at once only starve each other), and the
 # rest on 2 pytest-xdist workers (tests/conftest.py marks the tiers and
 # keeps the tests of one Docker engine, or of one ZooKeeper, on one worker).
-# Each lane's session checks what its own tests left behind.
+# Each lane's session checks what its own tests left behind and prints its
+# slowest tests (the suite has 10 minutes on this machine).
 python3 -m pytest tests -m "not integration"
 training='integration and tensorflow and not docker'
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
-python3 -m pytest tests -m "$training" >"$lane_log" 2>&1 &
+python3 -m pytest tests -m "$training" --durations=40 >"$lane_log" 2>&1 &
 lane=$!
 stop_lane() { [ -z "$lane" ] || { kill -INT "$lane" 2>/dev/null; wait "$lane" 2>/dev/null; } || true; }
 trap 'stop_lane; rm -f "$lane_log"' EXIT
 status=0
-python3 -m pytest tests -m "integration and not ($training)" -n 2 --dist loadgroup || status=$?
+python3 -m pytest tests -m "integration and not ($training)" -n 2 --dist loadgroup \
+    --durations=40 || status=$?
 wait "$lane" || status=$?
 lane=""
 echo "== the training lane ($training):"
