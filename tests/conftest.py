@@ -13,6 +13,7 @@ import tempfile
 import uuid
 
 import pytest
+from fixtures_keras_example import keras_example  # one run for the session
 from run_dirs import schema_errors
 
 MARKER = "TFMESOS_TEST_SESSION"

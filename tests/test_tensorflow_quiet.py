@@ -199,20 +199,17 @@ KERAS_NOISE = ("InitializeLog", "oneDNN", "cudart_stub", "Could not find cuda dr
 
 
 @pytest.mark.tensorflow
-def test_the_keras_example_is_quiet_unless_verbose():
+def test_the_keras_example_is_quiet_unless_verbose(keras_example):
     from tfrun_helpers import run_tfrun
     from training_helpers import RESOURCES
-    args = ("-w", "2", "-s", "0", *RESOURCES, "--", sys.executable,
-            "examples/keras_multiworker.py", "--epochs", "1")
-    quiet = run_tfrun(*args, timeout=240)
-    assert quiet.returncode == 0, quiet.stderr[-4000:]
+    quiet = keras_example.result
     assert "[worker:0] final accuracy" in quiet.stdout
     found = [line for line in quiet.stderr.splitlines()
              if any(needle in line for needle in KERAS_NOISE)]
     assert not found, found
     # -v: what TensorFlow logs as it starts comes through (its start is all
     # that logs: the training need not run again).
-    verbose = run_tfrun("-v", *args[:args.index("--") + 1], sys.executable, "-c",
+    verbose = run_tfrun("-v", "-w", "2", "-s", "0", *RESOURCES, "--", sys.executable, "-c",
                         "import tensorflow as tf; print(float(tf.constant(1.0) + 1))",
                         timeout=240)
     assert verbose.returncode == 0, verbose.stderr[-4000:]
