@@ -70,6 +70,23 @@ def test_unknown_options_are_named_without_a_suggestion():
     assert "put the command after" not in result.stderr
 
 
+@pytest.mark.parametrize("argv", [
+    ["runs", "stray", "-n", "3"],
+    ["show", "abc", "stray", "--runs-dir", "/nonexistent"],
+    ["report", "--runs-dir", "/nonexistent", "abc", "stray", "-o", "x.html"],
+    ["kill", "abc", "stray", "--master", "127.0.0.1:1"],
+    ["attach", "--master", "127.0.0.1:1", "abc", "stray"],
+])
+def test_a_subcommand_without_a_command_names_a_stray_word_without_a_suggestion(argv):
+    # Only tfrun and tfmesos docker run a command after '--': "put the command
+    # after '--'" told show, kill and the others to do what they cannot.
+    result = run(TFMESOS + argv)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[1].startswith("tfmesos %s: error: unrecognized arguments: stray (" % argv[0]), \
+        result.stderr
+
+
 @pytest.mark.parametrize("args", [["-w", "x", "--", "true"], [], ["--nope", "--", "true"]])
 def test_usage_errors_are_two_lines(args):
     result = run(TFRUN + args)

@@ -282,6 +282,25 @@ def test_logs_prints_a_task_or_every_task_prefixed(runs_dir, capsys):
     assert tfmesos(capsys, "logs", "logs")[1] == "[worker:0] a\n[worker:0] b\n[worker:1] one\n"
 
 
+def test_logs_takes_its_options_before_between_and_after_run_and_tasks(tmp_path, capsys):
+    # Issue 35, item 2: "logs RUN --master M worker:0" (the README's order) was
+    # "worker:0 is not an option: put the command after '--'".
+    root = tmp_path / "elsewhere"
+    directory = write_run(root, "order001", tasks={
+        "worker:0": [attempt("worker:0", end=1)], "worker:1": [attempt("worker:1", end=1)]})
+    for name in ("worker.0.stderr", "worker.1.stderr"):
+        with open(os.path.join(directory, name), "w") as handle:
+            handle.write("from %s\n" % name.split(".")[1])
+    where = ["--runs-dir", str(root)]
+    expected = (0, "[worker:0] from 0\n[worker:1] from 1\n", "")
+    for argv in ([*where, "--stderr", "order", "worker:0", "worker:1"],
+                 ["order", *where, "worker:0", "--stderr", "worker:1"],
+                 ["order", "worker:0", *where, "worker:1", "--stderr"],
+                 ["order", "--stderr", "worker:0", "worker:1", *where],
+                 ["order", *where, "--stderr", "--", "worker:0", "worker:1"]):
+        assert tfmesos(capsys, "logs", *argv) == expected, argv
+
+
 def test_logs_of_a_fine_grained_run_say_there_are_none(runs_dir, capsys):
     directory = write_run(runs_dir, "fine0001")
     path = os.path.join(directory, "run.json")

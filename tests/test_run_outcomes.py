@@ -220,6 +220,31 @@ def test_a_detached_run_whose_worker_exits_5(master, tmp_path, env):
     assert "failed (exit 5, worker:0), exit code 5" in shown.stdout, shown.stdout
 
 
+def test_logs_of_a_detached_run_print_each_line_once(master, tmp_path, env):
+    # Issue 35, item 2: the scheduler task relays its tasks' output, so
+    # "logs RUN --master M" printed "[worker:0] hello" and "[scheduler] [worker:0] hello".
+    run_id = submit(master, tmp_path, env, "sh", "-c", "echo hello; echo oops >&2")
+    assert finished_state(master, env, run_id) == "succeeded"
+    every = tfmesos(env, "logs", run_id, "--master", master.url)
+    assert every.returncode == 0, every.stderr
+    lines = every.stdout.splitlines()
+    assert [line for line in lines if line.endswith("hello")] == ["[worker:0] hello"], lines
+    assert not [line for line in lines if line.startswith("[scheduler] [")], lines
+    errors = tfmesos(env, "logs", "--stderr", run_id, "--master", master.url).stdout.splitlines()
+    assert [line for line in errors if line.endswith("oops")] == ["[worker:0] oops"], errors
+    assert "[scheduler] tfrun: the scheduler of run %s (attempt 1) takes framework" % run_id \
+        in "\n".join(errors), errors
+    # One task, in any order of the words: its output, unprefixed; the scheduler's
+    # alone is what a foreground tfrun would have printed, relayed lines included.
+    for argv in ([run_id, "--master", master.url, "worker:0"],
+                 ["--master", master.url, run_id, "worker:0"],
+                 [run_id, "worker:0", "--master", master.url]):
+        one = tfmesos(env, "logs", *argv)
+        assert (one.returncode, one.stdout.splitlines()[-1:]) == (0, ["hello"]), one.stderr
+    scheduler = tfmesos(env, "logs", run_id, "--master", master.url, "scheduler")
+    assert scheduler.stdout.splitlines() == ["[worker:0] hello"], scheduler.stderr
+
+
 def test_kill_records_who_killed_a_detached_run(master, tmp_path, env):
     run_id = submit(master, tmp_path, env, "sleep", "600")
     wait_until(lambda: job_task_running(master, run_id), timeout=90,

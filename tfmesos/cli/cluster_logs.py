@@ -13,6 +13,7 @@ address of its libprocess ``pid`` (``slave(1)@ip:port``), as the web UI
 reaches them.
 """
 
+import re
 import threading
 import time
 import urllib.parse
@@ -56,6 +57,11 @@ def latest_tasks(framework):
     return latest
 
 
+def job_names(jobs):
+    """The job names of a run's ``tfmesos.jobs`` label (``worker:2,ps:1``)."""
+    return [text.split(":", 1)[0] for text in jobs.split(",") if text.split(":", 1)[0]]
+
+
 def master_scheme(reader):
     """The scheme the master is reached with: its agents' too, as the Mesos
     web UI reaches them."""
@@ -91,13 +97,17 @@ class RunView:
 
 
 class SandboxFile:
-    """One task's stdout or stderr on its agent, read on from where it was left."""
+    """One task's stdout or stderr on its agent, read on from where it was
+    left; of a detached run's scheduler, the lines it relays of tasks whose
+    own logs are shown beside it (``[worker:0] ...``, ``tfrun.print_log``)
+    left out (``leave_out``)."""
 
     def __init__(self, name, base_url, path, prefix, auth):
         self.name, self.base_url, self.path, self.prefix = name, base_url, path, prefix
         self.auth = auth
         self.offset = 0
         self.partial = ""
+        self.relayed: Optional[re.Pattern] = None   # the lines left out
 
     def read(self, out, final=False):
         agent = AgentFiles(self.base_url, TIMEOUT, self.auth, None)
@@ -124,15 +134,27 @@ class SandboxFile:
         lines = (self.partial + data).split("\n")
         self.partial = lines.pop()
         for line in lines:
+            if self.relayed is not None and self.relayed.match(line):
+                continue
             out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
         out.flush()
+
+    def leave_out(self, tasks, jobs=()):
+        """Leave out the lines this file relays of ``tasks`` (names) and of
+        every task of ``jobs`` (job names)."""
+        names = [re.escape(name) for name in tasks]
+        names += ["%s:\\d+" % re.escape(job) for job in jobs]
+        self.relayed = re.compile(r"\[(?:%s)\] " % "|".join(names)) if names else None
 
 
 def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interval=1.0):
     """Print the ``stream`` of ``tasks`` (all: empty) of ``run`` (a
     ``ClusterRun`` of the master's ``/master/state`` ``state``, found by
     ``run_lookup``); ``follow``: on, switching to a task's newer attempt,
-    until the run's framework has finished."""
+    until the run's framework has finished. Each line once: a detached
+    run's scheduler relays its tasks' output, and what it relays of a task
+    shown beside it is left out of its own (``scheduler`` alone: its whole
+    output, what a foreground tfrun would have printed)."""
     view = RunView(reader, run.framework_id, state)
     framework, finished = framework_of(state, run.framework_id)
     files: dict = {}
@@ -154,6 +176,9 @@ def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interv
                 if current is not None:
                     current.read(out, final=True)
                 files[name] = current = SandboxFile(name, base_url, path, len(chosen) > 1, auth)
+            if name == SCHEDULER:   # every task's: also those not launched yet
+                current.leave_out([other for other in chosen if other != SCHEDULER],
+                                  () if tasks else job_names(run.jobs))
             current.read(out)
         if not follow or finished:
             for current in files.values():

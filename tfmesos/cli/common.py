@@ -26,13 +26,18 @@ class CommandParser(argparse.ArgumentParser):
     and the error, with where to read more) and exit 2; ``usage`` is given
     by hand so that it shows ``-- COMMAND``. No abbreviations: argparse
     would read ``tfrun --worker 2`` as ``--worker-logs 2``; an unknown
-    option is named with the ones it may have meant."""
+    option is named with the ones it may have meant. ``takes_command``: a
+    command follows ``--`` (tfrun, tfmesos docker), so a word that is not
+    ours is most likely that command with its ``--`` forgotten; the other
+    commands take their options before, between and after their
+    positionals (``tfmesos logs RUN --master M worker:0``)."""
 
     _probing = False   # command_start is trying prefixes: errors are answers
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, takes_command=False, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.takes_command = takes_command
 
     def error(self, message):
         if self._probing:
@@ -42,11 +47,19 @@ class CommandParser(argparse.ArgumentParser):
                   % (usage, self.prog, message, self.prog))
 
     def parse_options(self, argv, rest=None):
-        """Parse ``argv`` (the part before ``--``; ``rest``: the words after
-        it, if there was one); words it does not know are most likely a
-        command whose ``--`` was forgotten: the error shows the line with
-        ``--`` put in, the user's words and quoting kept (shlex), the
-        command's own flags never read as ours."""
+        """Parse ``argv``. Of a parser that ``takes_command`` it is the part
+        before ``--`` (``rest``: the words after it, if there was one), and
+        words it does not know are most likely a command whose ``--`` was
+        forgotten: the error shows the line with ``--`` put in, the user's
+        words and quoting kept (shlex), the command's own flags never read
+        as ours. Other parsers read options and positionals in any order
+        (argparse's intermixed parsing)."""
+        if not self.takes_command:
+            args, unknown = self.parse_known_intermixed_args(argv)
+            if unknown:
+                self.error("unrecognized arguments: %s%s" % (shlex.join(unknown),
+                                                              self._meant(unknown)))
+            return args
         args, unknown = self.parse_known_args(argv)
         if unknown:
             start = self.command_start(argv)

@@ -36,6 +36,7 @@ def docker_main(argv):
 
     parser = CommandParser(
         prog="tfmesos docker", usage="%(prog)s [options] -- COMMAND [ARGS...]",
+        takes_command=True,
         description="Run a command (usually tfrun) inside the tfmesos image: host network, "
         "the current directory mounted and used as working directory, your uid:gid, "
         "MESOS_MASTER/DOCKER_IMAGE/TFMESOS_* passed through.")

@@ -203,9 +203,12 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
                      "[--stderr] [--attempt N] [--follow]", "Print a task's output from the run "
                      "directory (every task's, prefixed, without TASK).")
     _run_argument(parser)
-    parser.add_argument("tasks", nargs="*", metavar="TASK", help="e.g. worker:1; with "
-                        "--master, scheduler is a detached run's scheduler task (its newest "
-                        "attempt) (default: every task)")
+    # A default: intermixed parsing calls a '*' positional without one required.
+    parser.add_argument("tasks", nargs="*", default=[], metavar="TASK", help="e.g. worker:1; "
+                        "with --master, scheduler is a detached run's scheduler task (its "
+                        "newest attempt): alone, its whole output, what a foreground tfrun "
+                        "would have printed; beside other tasks, only its own lines, not the "
+                        "tasks' output it relays (default: every task)")
     parser.add_argument("--stderr", action="store_true", help="the stderr log (default stdout)")
     parser.add_argument("--attempt", type=COUNT, metavar="N",
                         help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)

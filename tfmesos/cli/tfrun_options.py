@@ -60,7 +60,7 @@ SECONDS = bounded(float, 0, MAX_SECONDS, low_open=True)
 
 def build_parser():
     parser = CommandParser(
-        prog="tfrun", usage="%(prog)s [options] -- COMMAND [ARGS...]",
+        prog="tfrun", usage="%(prog)s [options] -- COMMAND [ARGS...]", takes_command=True,
         description="Run a distributed TensorFlow command on Mesos (replica mode).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
