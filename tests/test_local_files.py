@@ -3,8 +3,12 @@
 virtual path src/slave/slave.cpp attaches them at, and its offers say where
 (``Offer.url``, include/mesos/v1/mesos.proto)."""
 
+import base64
+import contextlib
 import json
 import os
+import stat
+import threading
 
 import pytest
 import requests
@@ -222,8 +226,8 @@ def test_a_fifo_is_refused_not_waited_on(local_master, clients):
 
 
 def test_a_name_swapped_for_a_symlink_after_the_check_is_refused(tmp_path, monkeypatch):
-    # What a task could do between resolve() and open(): the check is made
-    # again on what was opened.
+    # What a task could do between resolve() and open(): the walk from the
+    # sandbox finds a link where resolve() saw none, and follows it not.
     root = tmp_path / "sandbox"
     root.mkdir()
     (tmp_path / "secret").write_text("not yours")
@@ -235,6 +239,125 @@ def test_a_name_swapped_for_a_symlink_after_the_check_is_refused(tmp_path, monke
     assert refused.value.status == 400
     with pytest.raises(files.FilesError, match="inaccessible"):
         files.browse("/frameworks/f/executors/e/runs/latest/swapped", None)
+
+
+@contextlib.contextmanager
+def fifo_opened(fifo):
+    """Watch FIFO ``fifo`` while the block runs: a writer blocks on its other
+    end, and wakes at the first reader's open however short (the kernel
+    counts the readers that came), so the list yielded holds True once the
+    FIFO was opened for reading meanwhile; the writer is released after."""
+    finished, opening = threading.Event(), threading.Event()
+    woken = []
+
+    def writer():
+        opening.set()                         # the GIL is next let go in the open below
+        fd = os.open(fifo, os.O_WRONLY)       # blocks until a reader opens the other end
+        woken.append(not finished.is_set())
+        os.close(fd)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert opening.wait(30)
+    try:
+        yield woken
+    finally:
+        finished.set()
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)   # the wake, if none came
+        thread.join()
+        os.close(release)
+
+
+def test_a_name_swapped_with_a_link_to_an_outside_fifo_never_opens_the_fifo(ran, tmp_path):
+    """A task that swaps a name between a regular file and a link to a FIFO
+    outside its sandbox while /files is asked for it again and again: the
+    agent (root, often) never opens the FIFO, whose open alone has effects,
+    and every answer is a 200 or a 400 (the connection is never dropped)."""
+    master, client = ran
+    name = os.path.join(master.attached(client.framework_id, "writer"), "swapped")
+    path = sandbox(client, "writer") + "/swapped"
+    fifo = str(tmp_path / "outside")
+    os.mkfifo(fifo)
+    finished = threading.Event()
+
+    def swap():                               # what the task does, each rename atomic
+        while not finished.is_set():
+            with open(name + ".file", "w") as handle:
+                handle.write("plain\n")
+            os.replace(name + ".file", name)
+            os.symlink(fifo, name + ".link")
+            os.replace(name + ".link", name)
+
+    swapper = threading.Thread(target=swap)
+    with fifo_opened(fifo) as woken:
+        swapper.start()
+        try:
+            with requests.Session() as session:
+                for i in range(600):
+                    if woken:
+                        break
+                    route = ("/files/read", "/files/browse")[i % 2]
+                    response = session.get(master.url + route, timeout=10,
+                                           params={"path": path, "offset": 0})
+                    assert response.status_code in (200, 400), response.text
+                    if response.status_code == 200 and route == "/files/read":
+                        assert response.json() == {"offset": 0, "data": "plain\n"}
+        finally:
+            finished.set()
+            swapper.join()
+    assert woken == [False], "the agent opened the FIFO a task's link pointed at"
+
+
+def test_a_fifo_or_a_device_in_the_sandbox_is_refused_never_opened(ran):
+    master, client = ran
+    directory = master.attached(client.framework_id, "writer")
+    base = sandbox(client, "writer")
+    os.mkfifo(os.path.join(directory, "pipe"))
+    with fifo_opened(os.path.join(directory, "pipe")) as woken:
+        for _ in range(20):
+            for route in ("/files/read", "/files/browse"):
+                response = get(master, route, path=base + "/pipe", offset=0)
+                assert response.status_code == 400, (route, response.text)
+                assert "not a regular file" in response.text, response.text
+    assert woken == [False], "the agent opened a FIFO of the sandbox"
+    try:
+        os.mknod(os.path.join(directory, "null"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        return                                # no CAP_MKNOD: no device to test with
+    for route in ("/files/read", "/files/browse"):
+        response = get(master, route, path=base + "/null", offset=0)
+        assert response.status_code == 400 and "not a regular file" in response.text, \
+            (route, response.text)
+
+
+def test_a_path_that_cannot_be_a_path_is_a_400_and_the_server_goes_on(ran):
+    master, client = ran
+    base = sandbox(client, "writer")
+    with requests.Session() as session:   # one connection: the server does not drop it
+        for route in ("/files/read", "/files/browse"):
+            for path in (base + "/std\0out", base + "\0", "\0", base.replace("writer", "wr\0")):
+                response = session.get(master.url + route, params={"path": path, "offset": 0},
+                                       timeout=10)
+                assert response.status_code == 400, (route, path, response.text)
+                assert response.text.endswith("\n") and response.text.count("\n") == 1
+                assert "NUL" in response.text, response.text
+        after = session.get(master.url + "/files/read", params={"path": base + "/stdout",
+                                                                 "offset": 0}, timeout=10)
+        assert after.json() == {"offset": 0, "data": "out"}
+    # The operator API's READ_FILE answers as /files/read does; a lone
+    # surrogate (valid JSON, no file name) is no path either.
+    for path, text in ((base + "/std\0out", "NUL"), (base + "/\ud800", "file name")):
+        reply = requests.post(master.url + "/api/v1", timeout=10,
+                              headers={"Content-Type": "application/json"},
+                              data=json.dumps({"type": "READ_FILE", "read_file": {
+                                  "path": path, "offset": 0}}))
+        assert reply.status_code == 400 and text in reply.text, reply.text
+        assert reply.text.count("\n") == 1
+    reply = requests.post(master.url + "/api/v1", timeout=10,
+                          headers={"Content-Type": "application/json"},
+                          data=json.dumps({"type": "READ_FILE", "read_file": {
+                              "path": base + "/stdout", "offset": 0}}))
+    assert base64.b64decode(reply.json()["read_file"]["data"]) == b"out"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")

@@ -18,7 +18,18 @@ command task's executor id is its task id); nothing else is served. A path
 is resolved as ``FilesProcess::resolve`` does: the attached directory plus
 the rest, canonicalized, and refused (400) when that leaves the directory
 (``..``, a symlink out of it); unknown paths are 404, a bad ``offset`` or
-``length`` 400. ``?jsonp=f`` wraps the JSON as the read endpoints do
+``length`` 400, a path no file can have (a NUL byte) 400 with one line.
+
+What a task does in its sandbox meanwhile cannot lead the agent (root,
+often) out of it: the canonical path is opened again from the attached
+directory one name at a time, ``O_PATH | O_NOFOLLOW`` (a link found there
+now: 400), and only a regular file is then opened for reading, and a
+directory for listing, through that very descriptor
+(``/proc/self/fd/N``): a FIFO, a device or a socket is refused (400)
+without ever being opened, so a name swapped between a file and a link to
+a FIFO outside cannot make the agent open that FIFO.
+
+``?jsonp=f`` wraps the JSON as the read endpoints do
 (``endpoints.json_reply``); a callback that is not a JavaScript identifier
 path (``[A-Za-z_$][\\w$.]*``) is refused with 400, so no caller can make
 this origin serve script of its choosing.
@@ -130,13 +141,16 @@ def read_bytes(path, offset, length, attached):
     (None: to the end; capped at ``MAX_READ``) from ``offset``), both ints
     >= 0; FilesError (400, 404) as files.cpp refuses. The operator API's
     READ_FILE answers with this too (``Master::Http::readFile``)."""
-    fd = _open(path, attached)
+    handle, info = _lookup(path, attached)
     try:
-        info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise FilesError(400, "Cannot read a directory.\n")
         if not stat.S_ISREG(info.st_mode):     # a FIFO would never end
             raise FilesError(400, "Cannot read '%s': not a regular file.\n" % path)
+        fd = _reopen(handle, _READ, path)
+    finally:
+        os.close(handle)
+    try:
         data = b""
         if offset < info.st_size and length != 0:
             wanted = info.st_size - offset if length is None else length
@@ -149,9 +163,18 @@ def read_bytes(path, offset, length, attached):
 def browse(path, attached):
     """``FilesProcess::browse``: the entries of the directory at ``path``
     (of a file: none, as ``os::ls`` fails), each ``stat`` as Mesos does."""
-    fd = _open(path, attached)
+    handle, info = _lookup(path, attached)
     try:
-        names = os.listdir(fd) if stat.S_ISDIR(os.fstat(fd).st_mode) else []
+        if stat.S_ISREG(info.st_mode):
+            return []
+        if not stat.S_ISDIR(info.st_mode):
+            raise FilesError(400, "Cannot browse '%s': not a regular file or a directory.\n"
+                             % path)
+        fd = _reopen(handle, _READ | os.O_DIRECTORY, path)
+    finally:
+        os.close(handle)
+    try:
+        names = os.listdir(fd)
         base = path.rstrip("/")
         listing = []
         for name in sorted(names):
@@ -187,7 +210,9 @@ def _name(lookup, number, field):
 def resolve(path, attached):
     """(the attached directory, the real path) of virtual ``path``
     (``FilesProcess::resolve``): 404 when nothing is attached there or it
-    does not exist, 400 when it leads out of the attached directory."""
+    does not exist, 400 when it leads out of the attached directory or
+    cannot be a path."""
+    _check_path(path)
     if path.startswith("file://"):          # path::from_uri
         path = path[len("file://"):]
     parts = path.rstrip("/").split("/")
@@ -200,7 +225,12 @@ def resolve(path, attached):
     root = os.path.realpath(directory)
     if not os.path.isdir(root):
         raise FilesError(404)
-    real = os.path.realpath(os.path.join(root, *parts[7:]))
+    joined = os.path.join(root, *parts[7:])
+    try:
+        real = os.path.realpath(joined)
+    except OSError as exc:            # a link swapped for a file while read (EINVAL)
+        raise FilesError(400, "Failed to determine canonical path of '%s': %s.\n"
+                         % (path, exc.strerror)) from None
     _check_inside(root, real, path)
     if not os.path.exists(real):
         raise FilesError(404)
@@ -212,26 +242,67 @@ def _check_inside(root, real, path):
         raise FilesError(400, "'%s' is inaccessible.\n" % path)
 
 
-def _open(path, attached):
-    """A descriptor of what virtual ``path`` names, checked again once open:
-    a task that swaps a checked name for a symlink meanwhile gets a 400, not
-    a file outside its sandbox."""
+def _check_path(path):
+    """FilesError (400) when ``path`` cannot name a file: a NUL byte, or
+    text no file name is (a lone surrogate, from JSON); os.path and os.open
+    would raise ValueError and UnicodeEncodeError."""
+    if "\0" in path:
+        why = "a path cannot hold a NUL byte"
+    else:
+        try:
+            os.fsencode(path)
+            return
+        except UnicodeEncodeError:
+            why = "not a file name"
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
+    raise FilesError(400, "Invalid path '%s': %s.\n" % (shown, why))
+
+
+_PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC          # a name, never what it opens
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _lookup(path, attached):
+    """(an ``O_PATH`` descriptor, its stat) of what virtual ``path`` names:
+    its canonical path (``resolve``) walked again from the attached
+    directory, name by name, following no link. A name a task swapped for
+    a link since ``resolve`` is a 400, one it removed a 404."""
     root, real = resolve(path, attached)
+    rest = os.path.relpath(real, root)
+    fd = _open_name(root, None, path)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        for name in ([] if rest == os.curdir else rest.split(os.sep)):
+            child = _open_name(name, fd, path)
+            os.close(fd)
+            fd = child
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise FilesError(400, "'%s' is inaccessible.\n" % path)
+        return fd, os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_name(name, dir_fd, path):
+    """An ``O_PATH`` descriptor of ``name`` (in directory ``dir_fd``): of a
+    link, the link itself."""
+    try:
+        return os.open(name, _PATH, dir_fd=dir_fd)
+    except (FileNotFoundError, NotADirectoryError):
         raise FilesError(404) from None
     except OSError as exc:
         raise FilesError(500, "Failed to open file at '%s': %s.\n"
                          % (path, exc.strerror)) from None
+
+
+def _reopen(handle, flags, path):
+    """A descriptor of the very file ``handle`` (``O_PATH``) names, opened
+    with ``flags`` through ``/proc/self/fd``: no name is looked up again."""
     try:
-        _check_inside(root, os.readlink("/proc/self/fd/%d" % fd), path)
-    except OSError:
-        pass                          # no /proc: the check before opening stands
-    except FilesError:
-        os.close(fd)
-        raise
-    return fd
+        return os.open("/proc/self/fd/%d" % handle, flags)
+    except OSError as exc:
+        raise FilesError(500, "Failed to open file at '%s': %s.\n"
+                         % (path, exc.strerror)) from None
 
 
 __all__ = ["PATHS", "READ_PATH", "BROWSE_PATH", "MAX_READ", "virtual_path", "reply", "read",
