@@ -223,7 +223,7 @@ class SchedulerCalls:
             raise CallError(400, "Failed to validate scheduler::Call: "
                                  "'framework_info.id' must be the framework's id %s"
                             % framework.id)
-        error = framework_error(info, update)
+        error = framework_error(info, update, self.frameworks.root_submissions)
         if error is not None:   # Master::updateFramework (src/master/master.cpp)
             raise CallError(400, "Supplied FrameworkInfo is not valid: %s" % error)
         error = update_error(framework.info, info)

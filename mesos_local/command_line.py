@@ -40,7 +40,11 @@ only), never this process's environment. ``--allow-root`` lets container
 tasks run as root when the master itself does not. Plain tasks run as
 their ``CommandInfo.user``, else their ``FrameworkInfo.user``, as Mesos'
 agent with ``--switch_user`` (root needed; ``--no-switch-user`` runs every
-task as this process's user).
+task as this process's user). ``--no-root-submissions`` refuses root's
+frameworks and tasks (Mesos' master flag ``--root_submissions=false``). A
+master run as root without ``--credentials`` says at its start, in one
+warning line on stderr, that any framework can run tasks as any user it
+names, and how to stop that (``root_warning``).
 """
 
 import argparse
@@ -56,6 +60,7 @@ import threading
 from .agent import MAX_GPUS, MAX_SCALAR, AgentSpec, AgentSpecError
 from .api.auth import CredentialsError, read_credentials
 from .containerizer.environment import parse_environment_json
+from .containerizer.users import root_submissions_error
 from .docker_host import docker_host_error
 from .errors import LocalMasterError
 from .master import MAX_INTERVAL, MIN_INTERVAL, LocalMaster
@@ -190,6 +195,18 @@ def build_parser(prog="python -m mesos_local"):
                              "URIs as that user (needs root; not as root only tasks of this "
                              "master's own user run); --no-switch-user runs every task as "
                              "this master's user")
+    # Mesos' master flag --root_submissions ("Can root submit frameworks?",
+    # src/master/flags.cpp; refused in Master::validateFramework,
+    # src/master/master.cpp).
+    parser.add_argument("--root-submissions", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="as the Mesos master flag --root_submissions (default: on, as "
+                             "in Mesos): --no-root-submissions refuses a framework whose "
+                             "FrameworkInfo.user is root (an ERROR event, Mesos' words) and "
+                             "a task whose user is root (TASK_ERROR, "
+                             "REASON_TASK_UNAUTHORIZED); as root without --credentials this "
+                             "master warns at start that any framework may run tasks as any "
+                             "user it names")
     parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
                         help="refuse with 400 what real Mesos' JSON parser tolerates "
                              "(unknown fields, null, \"true\" for true, unknown enum "
@@ -287,6 +304,9 @@ def security_options(args):
     if args.credentials is None and not is_loopback(args.host):
         raise ValueError("--host %s lets other machines run commands here: give --credentials "
                          "FILE (Mesos' credentials file) or listen on 127.0.0.1" % args.host)
+    refused = root_submissions_error(args.switch_user, args.root_submissions)
+    if refused is not None:
+        raise ValueError(refused)
     options = {"allow_root": True if args.allow_root else None}
     if args.credentials is not None:
         options["credentials"] = read_credentials(args.credentials)
@@ -294,6 +314,23 @@ def security_options(args):
         options["executor_environment"] = parse_environment_json(
             args.executor_environment_variables)
     return options
+
+
+def root_warning(args, euid):
+    """The warning a master of effective uid ``euid`` prints at its start
+    when it runs as root without ``--credentials``: whoever reaches it
+    chooses the user its tasks run as; None otherwise."""
+    if euid != 0 or args.credentials is not None:
+        return None
+    line = "warning: running as root without --credentials: any framework that reaches this "
+    admit = "give --credentials FILE to admit only the frameworks it names"
+    if not args.switch_user:
+        return line + "master runs its tasks as root (--no-switch-user); " + admit
+    if not args.root_submissions:
+        return (line + "master can run tasks as any user it names but root "
+                "(--no-root-submissions); " + admit)
+    return (line + "master can run tasks as any user it names, root included; " + admit
+            + ", or --no-root-submissions to refuse root")
 
 
 def make_master(args, security):
@@ -310,7 +347,8 @@ def make_master(args, security):
                        container_runner=container_runner, network_namespaces=args.netns,
                        strict=args.strict, hidden_paths=args.hide,
                        isolation=args.isolation, cgroups_enable_cfs=args.cgroups_enable_cfs,
-                       switch_user=args.switch_user, **security)
+                       switch_user=args.switch_user, root_submissions=args.root_submissions,
+                       **security)
 
 
 def network_lines(master):
@@ -371,13 +409,13 @@ def _main(argv, prog):
     # Before start(): a signal while namespaces are being made still cleans up.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _serve(args, security, stop)
+        return _serve(args, security, stop, prog)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _serve(args, security, stop):
+def _serve(args, security, stop, prog):
     try:
         master = make_master(args, security)
         url = master.start()
@@ -393,6 +431,9 @@ def _serve(args, security, stop):
         except BrokenPipeError:   # nobody reads what we print: stop, as SIGPIPE would
             _quiet_stdout()
             return SIGPIPE_EXIT
+        warning = root_warning(args, os.geteuid())
+        if warning is not None:
+            print("%s: %s" % (prog, warning), file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
     finally:

@@ -7,7 +7,9 @@ As in Mesos, a disconnected framework keeps its tasks for
 framework's principal never changes (src/master/validation.cpp,
 ``validateUpdate``): a SUBSCRIBE that names a known framework id with
 another principal is refused with an ERROR event and the framework goes on
-undisturbed, so one run cannot fail another over.
+undisturbed, so one run cannot fail another over. A master started with
+``root_submissions=False`` (Mesos' ``--root_submissions=false``) refuses a
+framework whose user is root, as Mesos' master does.
 """
 
 import itertools
@@ -55,9 +57,15 @@ def roles_error(info):
     return None
 
 
-def framework_error(info, call):
+# Master::validateFramework (src/master/master.cpp) with --root_submissions=false
+# (src/master/flags.cpp: "Can root submit frameworks?").
+ROOT_REFUSED = "User 'root' is not allowed to run frameworks without --root_submissions set"
+
+
+def framework_error(info, call, root_submissions=True):
     """Mesos' FrameworkInfo validation of a SUBSCRIBE or UPDATE_FRAMEWORK
-    call; returns an error message or None."""
+    call (``Master::validateFramework``): an error message or None;
+    ``root_submissions``: the master flag, false refusing user root."""
     refused = roles_error(info)
     if refused is not None:
         return refused
@@ -70,7 +78,10 @@ def framework_error(info, call):
                 % (sorted(suppressed - set(roles)), roles))
     if "offer_constraints" in call:
         return "offer_constraints are not supported by the local master"
-    return failover_timeout_error(info) or size_error(info)
+    refused = failover_timeout_error(info) or size_error(info)
+    if refused is None and not root_submissions and info.get("user") == "root":
+        refused = ROOT_REFUSED
+    return refused
 
 
 def failover_timeout_error(info):
@@ -138,7 +149,8 @@ class Frameworks:
     methods run with it held."""
 
     def __init__(self, records, allocator, updates, tasks, loop, master_id,
-                 heartbeat_interval):
+                 heartbeat_interval, root_submissions=True):
+        self.root_submissions = root_submissions   # Mesos' master flag
         self.records = records
         self.allocator = allocator
         self.updates = updates
@@ -182,7 +194,7 @@ class Frameworks:
         records = self.records
         if not records.running:
             return None, "The local master is stopping"
-        refused = framework_error(info, subscribe)
+        refused = framework_error(info, subscribe, self.root_submissions)
         if refused is not None or framework_id is None:
             return None, refused
         framework = records.frameworks.get(framework_id)

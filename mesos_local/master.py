@@ -62,7 +62,7 @@ from .containerizer.cgroups import Isolator
 from .containerizer.environment import executor_environment as base_environment
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .containerizer.runner import ProcessRunner
-from .containerizer.users import WORK_DIR_MODE, UserSwitch
+from .containerizer.users import WORK_DIR_MODE, UserSwitch, root_submissions_error
 from .errors import LocalMasterError
 from .faults import FaultInjection
 from .frameworks import Frameworks
@@ -163,7 +163,12 @@ class LocalMaster(FaultInjection):
     to run as root (then anyone who can reach it runs tasks as any user,
     root included, unless ``credentials`` keep them out); not as root, only
     tasks of its own user launch, as on a Mesos agent. False runs every task
-    as this master's user (``containerizer/users.py``).
+    as this master's user (``containerizer/users.py``). ``root_submissions``:
+    as the Mesos master flag ``--root_submissions`` (default on, as in
+    Mesos); False refuses a framework whose user is root (its SUBSCRIBE
+    answered with Mesos' ERROR) and a task whose user is root by name or
+    uid (TASK_ERROR, ``REASON_TASK_UNAUTHORIZED``); ValueError where every
+    task would run as root anyway (as root, with ``switch_user=False``).
 
     ``strict``: False reads calls as real Mesos does (stout's parser:
     unknown fields skipped, ``null`` unset, ``"true"``/``"5"`` converted,
@@ -178,7 +183,11 @@ class LocalMaster(FaultInjection):
                  work_dir=None, keep_sandboxes=False, runner=None, container_runner=None,
                  filter_gpu_resources=True, credentials=None, executor_environment=None,
                  allow_root=None, network_namespaces=False, strict=None, hidden_paths=None,
-                 isolation=None, cgroups_enable_cfs=False, switch_user=True):
+                 isolation=None, cgroups_enable_cfs=False, switch_user=True,
+                 root_submissions=True):
+        refused = root_submissions_error(switch_user, root_submissions)
+        if refused is not None:
+            raise ValueError(refused)
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents, port)
         if network_namespaces:
@@ -197,6 +206,7 @@ class LocalMaster(FaultInjection):
         base_env = base_environment(executor_environment)
         self.allow_root = os.geteuid() == 0 if allow_root is None else bool(allow_root)
         self.user_switch = UserSwitch(switch_user)
+        self.root_submissions = bool(root_submissions)
         self.host = host
         self.port = port
         self.heartbeat_interval = float(heartbeat_interval)
@@ -232,9 +242,10 @@ class LocalMaster(FaultInjection):
             records, allocator, updates, loop, self.kill_grace_period,
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
             self.allow_root, self.isolator, hidden_paths=self.hidden_paths,
-            user_switch=self.user_switch)
+            user_switch=self.user_switch, root_submissions=self.root_submissions)
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
-                                                   self.id, self.heartbeat_interval)
+                                                   self.id, self.heartbeat_interval,
+                                                   self.root_submissions)
         self._calls = SchedulerCalls(records, allocator, updates, tasks, frameworks)
 
     # ------------------------------------------------------------------ lifecycle

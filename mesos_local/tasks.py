@@ -10,7 +10,14 @@ where the agents switch users (``containerizer/users.py``); one whose
 sandbox cannot be given to that user never launches: TASK_DROPPED
 (PARTITION_AWARE) or TASK_LOST, ``REASON_EXECUTOR_TERMINATED``, from the
 agent, as Mesos' agent reports a failed ``Framework::addExecutor``
-(``sendTaskDroppedUpdate`` in src/slave/slave.cpp).
+(``sendTaskDroppedUpdate`` in src/slave/slave.cpp). Where root submissions
+are refused (``root_submissions=False``), a task whose user (its
+``CommandInfo.user``, else the framework's) is root never launches:
+TASK_ERROR, ``REASON_TASK_UNAUTHORIZED``, from the master, as Mesos' master
+refuses a task its authorizer does not allow (the ``run_tasks`` ACL that
+keeps a principal from root, docs/authorization.md): Mesos'
+``--root_submissions=false`` checks only ``FrameworkInfo.user``
+(``frameworks.py``), which a framework's ``CommandInfo.user`` overrides.
 """
 
 import os
@@ -23,6 +30,7 @@ from .containerizer.planning import (
     build_launch,
     check_container_user,
     check_id,
+    container_uid,
     gpu_count,
     plan_task,
 )
@@ -40,11 +48,12 @@ class TaskLauncher:
     container tasks may run as root; ``isolator``: the master's
     ``cgroups.Isolator`` (None: cpus and mem are not enforced);
     ``user_switch``: the agents' ``users.UserSwitch`` (None: on, as Mesos'
-    ``--switch_user``)."""
+    ``--switch_user``); ``root_submissions``: false refuses tasks of root."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
                  container_runner, base_env, root_allowed, isolator=None, hidden_paths=(),
-                 user_switch=None):
+                 user_switch=None, root_submissions=True):
+        self.root_submissions = root_submissions
         self.isolator = isolator
         self.user_switch = user_switch if user_switch is not None else UserSwitch()
         self.base_env = dict(base_env)
@@ -67,6 +76,11 @@ class TaskLauncher:
         """Launch one TaskInfo of an ACCEPT from ``pool`` (the offered
         resources left); ``seen``: task ids launched by this call so far."""
         task_id = info["task_id"]["value"]
+        refused = self._unauthorized(framework, info)
+        if refused is not None:        # authorized before it is validated, as in Mesos
+            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
+                                            "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
+            return
         try:
             plan, resources, gpus = self._check(framework, agent, info, pool, role, seen)
         except (TaskInvalid, ResourceError) as exc:
@@ -90,6 +104,20 @@ class TaskLauncher:
                                 message=NO_DOCKER_MESSAGE)
             return
         self._start(framework, agent, task)
+
+    def _unauthorized(self, framework, info):
+        """Why a task of root is refused (``root_submissions`` false), or
+        None: its user as Mesos' authorizer sees it (``ActionObject::
+        taskLaunch``, src/master/authorization.cpp), root by name or uid."""
+        if self.root_submissions:
+            return None
+        user = info.get("command", {}).get("user", framework.info.get("user", ""))
+        if user != "root" and container_uid(user) != 0:
+            return None
+        return ("Not authorized to launch task %s of framework %s under user '%s': this master "
+                "refuses root submissions (--no-root-submissions, Mesos' "
+                "--root_submissions=false); run the task as another user"
+                % (info["task_id"]["value"], framework.id, user))
 
     def _check(self, framework, agent, info, pool, role, seen):
         """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""

@@ -8,8 +8,12 @@ container checks need no Docker engine (a recording runner stands in).
 """
 
 import base64
+import getpass
 import json
 import os
+import pwd
+import subprocess
+import sys
 import types
 
 import pytest
@@ -26,6 +30,7 @@ from fixtures_master import (
 )
 from mesos_http_client import CLOSED, task_info
 
+from mesos_local import LocalMaster
 from mesos_local import command_line as cli
 from mesos_local.api.auth import (
     CHALLENGE,
@@ -35,6 +40,7 @@ from mesos_local.api.auth import (
     parse_credentials,
     read_credentials,
 )
+from mesos_local.containerizer import users
 from mesos_local.containerizer.environment import DEFAULT_PATH, parse_environment_json
 from mesos_local.containerizer.planning import TaskInvalid, check_container_user, plan_task
 
@@ -240,6 +246,127 @@ def test_container_user_checks_are_pure():
     plan.docker_parameters = [("group-add", "docker")]
     with pytest.raises(TaskInvalid, match="group-add=docker"):
         check_container_user(plan, "nobody", root_allowed=False)
+
+
+# --- root submissions ---------------------------------------------------------------------------
+
+ROOT_REFUSED = "User 'root' is not allowed to run frameworks without --root_submissions set"
+
+
+def unprivileged_user():
+    """A user a task may run as here: ``nobody`` when the tests run as root
+    (the master switches to it), else the tests' own user."""
+    if os.geteuid() != 0:
+        return getpass.getuser()
+    try:
+        return pwd.getpwnam("nobody").pw_name
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+
+
+def test_no_root_submissions_refuses_root_as_mesos_does(make_local_master, clients):
+    master = make_local_master(root_submissions=False)
+    assert master.state()["flags"]["root_submissions"] == "false"
+    # A framework of user root: Mesos' master refuses its SUBSCRIBE
+    # (Master::validateFramework, src/master/master.cpp).
+    error = clients(master, subscribe=False, user="root").subscribe(expect_error=True)
+    assert error["error"]["message"] == ROOT_REFUSED
+    assert master.state()["frameworks"] == []
+    # Another user's framework that names root for one task: the task is
+    # refused as Mesos' authorizer refuses it (the run_tasks ACL).
+    user = unprivileged_user()
+    client = clients(master, user=user)
+    offer = client.next_offers()[0]
+    info = task_info("as-root", offer, "id -un")
+    info["command"]["user"] = "root"
+    client.launch(offer, [info], filters={"refuse_seconds": 0})
+    status = client.wait_state("as-root", "TASK_ERROR")
+    assert (status["source"], status["reason"]) == ("SOURCE_MASTER", "REASON_TASK_UNAUTHORIZED")
+    assert status["message"].startswith("Not authorized to launch task as-root of framework "
+                                        "%s under user 'root': " % client.framework_id)
+    assert "--no-root-submissions" in status["message"]
+    assert master.attached(client.framework_id, "as-root") is None   # never launched
+    # Its other tasks run, as its own user.
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("as-user", offer, "id -un")])
+    client.wait_state("as-user", "TASK_FINISHED", timeout=60)
+    sandbox = master.attached(client.framework_id, "as-user")
+    assert read_file(os.path.join(sandbox, "stdout"), contains="\n") == user + "\n"
+
+
+def test_root_submissions_are_allowed_by_default_as_in_mesos(make_local_master, clients):
+    master = make_local_master()
+    assert master.state()["flags"]["root_submissions"] == "true"
+    client = clients(master, user="root")   # subscribed: no ERROR
+    offer = client.next_offers()[0]
+    info = task_info("root", offer, "true")
+    info["command"]["user"] = "root"
+    client.launch(offer, [info])
+    # Not as root, the master cannot give the task root (TASK_LOST, as on such an agent).
+    client.wait_state("root", "TASK_FINISHED" if os.geteuid() == 0 else "TASK_LOST", timeout=60)
+
+
+def test_no_root_submissions_where_every_task_runs_as_root_is_refused(capsys):
+    # A root master without --switch_user runs every task as root: refusing
+    # the name root alone would only seem to keep tasks from root.
+    check = users.root_submissions_error
+    assert check(switch_user=False, root_submissions=False, euid=1000) is None
+    assert check(switch_user=True, root_submissions=False, euid=0) is None
+    assert check(switch_user=False, root_submissions=True, euid=0) is None
+    error = check(switch_user=False, root_submissions=False, euid=0)
+    assert "--no-root-submissions" in error and "--no-switch-user" in error
+    if os.geteuid() == 0:
+        assert cli.main(["--no-switch-user", "--no-root-submissions", "--port", "0"]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0] == "mesos-local: error: " + error, lines
+        with pytest.raises(ValueError, match="--no-switch-user"):
+            LocalMaster(switch_user=False, root_submissions=False)
+
+
+def test_a_root_master_without_credentials_warns_at_start(tmp_path):
+    path = tmp_path / "credentials"
+    path.write_text("alice wonderland\n")
+    parse = cli.build_parser().parse_args
+    open_root = cli.root_warning(parse([]), euid=0)
+    assert open_root.count("\n") == 0
+    assert "any user it names" in open_root and "root included" in open_root
+    assert "--credentials FILE" in open_root and "--no-root-submissions" in open_root
+    assert cli.root_warning(parse(["--credentials", str(path)]), euid=0) is None
+    assert cli.root_warning(parse([]), euid=1000) is None
+    assert cli.root_warning(parse(["--credentials", str(path)]), euid=1000) is None
+    no_root = cli.root_warning(parse(["--no-root-submissions"]), euid=0)
+    assert "but root" in no_root and "--credentials FILE" in no_root
+    assert "--no-switch-user" in cli.root_warning(parse(["--no-switch-user"]), euid=0)
+
+
+def test_the_command_line_prints_the_warning_when_root_without_credentials(tmp_path):
+    path = tmp_path / "credentials"
+    path.write_text("alice wonderland\n")
+    for extra, warned in (([], os.geteuid() == 0), (["--credentials", str(path)], False)):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mesos_local", "--port", "0", "--no-docker", "--cpus", "1",
+             "--mem", "256", "--gpus", "0", "--work-dir", str(tmp_path / "work"),
+             "--log-level", "warning"] + extra,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().startswith("local Mesos master listening on ")
+        finally:
+            proc.terminate()
+            out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        warnings = [line for line in err.splitlines() if "warning:" in line]
+        assert len(warnings) == (1 if warned else 0), err
+        if warned:
+            assert warnings[0].startswith("mesos-local: warning: running as root without "
+                                          "--credentials")
+
+
+def test_the_command_line_has_mesos_root_submissions_switch():
+    parse = cli.build_parser().parse_args
+    assert parse([]).root_submissions is True
+    assert parse(["--no-root-submissions"]).root_submissions is False
+    text = " ".join(cli.build_parser().format_help().split())
+    assert "--no-root-submissions" in text and "--root_submissions" in text
 
 
 # --- the tasks' environment ---------------------------------------------------------------

@@ -72,6 +72,7 @@ def master_flags(master):
         "port": str(master.port), "work_dir": master.work_dir or "",
         "allocation_interval": duration(master.allocation_interval),
         "filter_gpu_resources": _bool(master.filter_gpu_resources),
+        "root_submissions": _bool(master.root_submissions),
         "authenticate_frameworks": _bool(master.authenticates),
         "authenticate_http_frameworks": _bool(master.authenticates),
         "authenticate_http_readonly": "false", "authenticate_http_readwrite": "false",

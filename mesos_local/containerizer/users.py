@@ -105,6 +105,19 @@ class UserSwitch:
                 "every task as %s)" % (me, me))
 
 
+def root_submissions_error(switch_user, root_submissions, euid=None):
+    """Why refusing root submissions (``root_submissions`` false) cannot
+    keep tasks from root on a master of effective uid ``euid`` (default:
+    this process's) whose agents do not switch users: every task runs as
+    root there, whatever user it names. None where it can."""
+    euid = os.geteuid() if euid is None else euid
+    if root_submissions or switch_user or euid != 0:
+        return None
+    return ("--no-root-submissions (root_submissions=False) keeps no task from root on a "
+            "master run as root with --no-switch-user (switch_user=False): every task runs "
+            "as root there; drop --no-switch-user")
+
+
 def _name_of(uid):
     try:
         return pwd.getpwuid(uid).pw_name
@@ -184,4 +197,5 @@ def switched(user: Optional[TaskUser], env, argv, before=None):
 
 
 __all__ = ["SANDBOX_MODE", "WORK_DIR_MODE", "UserError", "TaskUser", "lookup", "UserSwitch",
-           "sandbox_message", "give_sandbox", "open_log", "step_environment", "switched"]
+           "root_submissions_error", "sandbox_message", "give_sandbox", "open_log",
+           "step_environment", "switched"]
