@@ -356,6 +356,32 @@ def test_the_rendezvous_turns_metrics_frames_into_events_on_its_clock():
         rdv.close()
 
 
+def test_a_frame_that_waited_for_the_cpu_does_not_move_its_points_back_in_time():
+    # A loaded machine: one frame reached tfrun 0.5 s after it was sent, the
+    # next at once. Placed by each frame's own transit, step 1 landed before
+    # step 0 (a series' times went backwards: CI saw 0.653 then 0.636).
+    rdv = make_rendezvous()
+    rdv.expect("task")
+    try:
+        client = Client(rdv.port)
+        client.register("task")
+        client.registered()
+        late = time.time() - 0.5
+        client.send({"type": "metrics", "now": late, "points": [[0, late - 0.01, {"x": 0.0}]]})
+        first = next_event(rdv, TaskMetrics)
+        prompt = time.time()
+        client.send({"type": "metrics", "now": prompt,
+                     "points": [[1, late + 0.2, {"x": 1.0}], [2, prompt, {"x": 2.0}]]})
+        second = next_event(rdv, TaskMetrics)
+        client.close()
+    finally:
+        rdv.close()
+    times = [at for _, at, _ in first.points + second.points]
+    assert times == sorted(times), times
+    # The prompt frame's transit is the better estimate: step 2 is where it was.
+    assert abs(times[2] - prompt) < 0.25
+
+
 # -- the record's series -----------------------------------------------------------
 
 def test_a_series_keeps_at_most_500_points_spread_over_the_whole_run():

@@ -95,15 +95,6 @@ def test_evaluator_evaluates_every_checkpoint_of_this_run_only(tmp_path):
 
 
 @pytest.mark.tensorflow
-def test_ps_coordinator_trains_through_the_cluster_resolver():
-    result = run_script("examples/ps_coordinator.py")
-    assert "'chief': ['127.0.0.1:" in result.stdout
-    assert "step 400 loss" in result.stdout
-    assert accuracy(result.stdout) >= THRESHOLD
-    assert_nothing_left()
-
-
-@pytest.mark.tensorflow
 def test_mnist_replica_between_graph_with_a_ps():
     result = run_tfrun("-w", "2", "-s", "1", *RESOURCES, "--", PY, "examples/mnist_replica.py",
                        "--ps_hosts", "{ps_hosts}", "--worker_hosts", "{worker_hosts}",

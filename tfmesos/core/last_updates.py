@@ -14,9 +14,12 @@ from .events import StatusUpdate, TaskExited, TaskMetrics, TaskOutput
 if TYPE_CHECKING:
     from ..record.run_record import RunRecord
 
-# Seconds the stop waits at most for those updates: Mesos sends them within
-# milliseconds of a task's end; more would only delay a run that ends.
-MESOS_ENDS_WAIT = 2.0
+# Seconds the stop waits at most for those updates. Mesos sends them within
+# milliseconds of a task's end on an idle agent; on a loaded one (the
+# isolator's OOM poll, the executor's update waiting for the CPU) 2 s was
+# seen to fall short. The wait ends as soon as every update came: this
+# bound costs time only when the master has gone silent.
+MESOS_ENDS_WAIT = 5.0
 
 
 def record_event(record: "RunRecord", event: object) -> None:

@@ -53,6 +53,7 @@ out. Everything that happens is put on the ``events`` queue as
 
 import collections
 import logging
+import math
 import socket
 import threading
 import time
@@ -84,6 +85,8 @@ class _Link:
         self.heard = self.accepted   # when its last frame came
         self.stalled = False         # closed for silence
         self.task_id = ""             # once it registered
+        self.clock_offset = math.inf  # this clock minus the task's, plus the least transit seen
+        self.last_point_at = -math.inf  # where its latest metric point was placed
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
 
     def send(self, message: dict[str, Any]) -> None:
@@ -317,7 +320,7 @@ class Rendezvous:
                     self._events.put(TaskOutput(task_id, str(message.get("stream", "stdout")),
                                                 str(message.get("data", ""))))
                 elif kind == "metrics":
-                    self._metrics(task_id, message)
+                    self._metrics(link, message)
                 elif kind in ("result", "result_data"):
                     self.results.feed(task_id, message)
                 elif kind == "exit" and isinstance(message.get("code"), int):
@@ -338,19 +341,26 @@ class Rendezvous:
                         self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
                                          if link.stalled else TaskDisconnected(task_id))
 
-    def _metrics(self, task_id: str, message: dict[str, Any]) -> None:
+    def _metrics(self, link: _Link, message: dict[str, Any]) -> None:
         """A metrics frame as a ``TaskMetrics`` event, its points placed on
-        this machine's clock (their age when the frame was sent, by the
-        task's clock); a malformed frame is left out."""
+        this machine's clock: the task's clock plus the least difference
+        between a frame's arrival and its ``now`` seen on this connection
+        (the fastest transit: a frame that waited for the CPU does not move
+        its points), never in the future, never before the connection's
+        previous point (so a series' times only grow). A malformed frame is
+        left out."""
         parsed = metric_points.parse_frame(message)
         if parsed is None:
-            logger.warning("left out a malformed metrics frame from %s", task_id)
+            logger.warning("left out a malformed metrics frame from %s", link.task_id)
             return
         sent, points, dropped = parsed
         now = time.time()
-        self._events.put(TaskMetrics(task_id, tuple(
-            (step, now - max(0.0, sent - when), values) for step, when, values in points),
-            dropped))
+        link.clock_offset = min(link.clock_offset, now - sent)
+        placed = []
+        for step, when, values in points:
+            link.last_point_at = max(link.last_point_at, min(now, when + link.clock_offset))
+            placed.append((step, link.last_point_at, values))
+        self._events.put(TaskMetrics(link.task_id, tuple(placed), dropped))
 
     def _ping_loop(self) -> None:
         """Ping every registered task; close the connections that stalled."""
