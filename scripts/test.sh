@@ -27,6 +27,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,keras-jax,mlflow,test]"
+# The suite runs tfmesos as an install runs it: from bytecode (pip compiles
+# what it installs; an editable install compiles nothing). Where
+# PYTHONDONTWRITEBYTECODE is set, each of the suite's thousands of Python
+# processes compiled every tfmesos module it imports, and each pytest
+# session rewrote and compiled every test module again (~10 s of CPU each).
+unset PYTHONDONTWRITEBYTECODE
+python3 -m compileall -q -j 0 tfmesos mesos_local tests examples benchmarks >/dev/null
 python3 -m ruff check .
 python3 -m mypy
 # The oldest Python setup.py promises (python_requires=">=X.Y").
