@@ -35,17 +35,25 @@ python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,ex
 unset PYTHONDONTWRITEBYTECODE
 python3 -m compileall -q -j 0 tfmesos mesos_local tests examples benchmarks >/dev/null
 python3 -m ruff check .
-python3 -m mypy
-# The oldest Python setup.py promises (python_requires=">=X.Y").
-oldest=$(sed -n 's/.*python_requires=">=\([0-9.]*\)".*/\1/p' setup.py)
-vermin --target="$oldest-" --violations --no-tips --eval-annotations --quiet \
-    tfmesos mesos_local
+static_checks() {
+  python3 -m mypy
+  # The oldest Python setup.py promises (python_requires=">=X.Y").
+  oldest=$(sed -n 's/.*python_requires=">=\([0-9.]*\)".*/\1/p' setup.py)
+  vermin --target="$oldest-" --violations --no-tips --eval-annotations --quiet \
+      tfmesos mesos_local
+}
 # With arguments: exactly the pytest run they ask for.
 if [ $# -gt 0 ]; then
+  static_checks
   exec python3 -m pytest tests "$@"
 fi
+# mypy and vermin (half a minute of one core on a fresh clone) run beside
+# the fast tier, which leaves a core mostly idle; they fail the suite there.
+static_log=$(mktemp /tmp/tfmesos-static-XXXXXX.log)
+static_checks >"$static_log" 2>&1 &
+static=$!
 # The fast tier first (pure logic, the mock transport, fakes: no master, no
-# task, no TensorFlow: about a minute, alone on the machine: some of its
+# task, no TensorFlow: about a minute, no other test beside it: some of its
 # tests watch what this machine's processes do), then the integration tier
 # in two lanes at once: the tests that train TensorFlow clusters, one after
 # another (on 2 cores two clusters at once only starve each other), and the
@@ -54,6 +62,12 @@ fi
 # Each lane's session checks what its own tests left behind and prints its
 # slowest tests (the suite has 10 minutes on this machine).
 python3 -m pytest tests -m "not integration"
+if ! wait "$static"; then
+  cat "$static_log"
+  exit 1
+fi
+cat "$static_log"
+rm -f "$static_log"
 training='integration and tensorflow and not docker'
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
 python3 -m pytest tests -m "$training" --durations=40 >"$lane_log" 2>&1 &

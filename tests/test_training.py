@@ -55,10 +55,9 @@ def test_keras_multiworker_trains_in_step_and_the_chief_saves(keras_example):
     assert sorted(os.listdir(model_dir)) == ["checkpoints", "model"]  # worker 1 cleaned up
 
 
-def run_with_evaluator(model_dir, epochs):
-    result = run_tfrun("-c", "-w", "1", "-s", "0", "--evaluator", *RESOURCES, "--", PY,
-                       "examples/keras_multiworker.py", "--model-dir", str(model_dir),
-                       "--epochs", str(epochs), timeout=240)
+def run_keras_example(model_dir, epochs, *jobs):
+    result = run_tfrun(*jobs, *RESOURCES, "--", PY, "examples/keras_multiworker.py",
+                       "--model-dir", str(model_dir), "--epochs", str(epochs), timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
     return result.stdout
 
@@ -71,12 +70,14 @@ def evaluations(out):
 @pytest.mark.tensorflow
 def test_evaluator_evaluates_every_checkpoint_of_this_run_only(tmp_path):
     model_dir = tmp_path / "model"
-    first = run_with_evaluator(model_dir, 4)
-    assert [epoch for epoch, _ in evaluations(first)] == [1, 2, 3, 4], first
-    # Again in the same directory, with fewer epochs: the checkpoints of
-    # epochs 3 and 4 of the first run are never evaluated (nor those of
-    # epochs 1 and 2 in place of this run's).
-    out = run_with_evaluator(model_dir, 2)
+    # An earlier run (its chief alone) left the checkpoints of 4 epochs.
+    first = run_keras_example(model_dir, 4, "-c", "-w", "0", "-s", "0")
+    assert "[chief:0] epoch 4/4" in first
+    assert len([n for n in os.listdir(model_dir / "checkpoints") if n.endswith(".index")]) == 4
+    # Again in the same directory, with fewer epochs and an evaluator: the
+    # checkpoints of epochs 3 and 4 of the first run are never evaluated
+    # (nor those of epochs 1 and 2 in place of this run's).
+    out = run_keras_example(model_dir, 2, "-c", "-w", "1", "-s", "0", "--evaluator")
     assert "[chief:0] epoch 2/2" in out and "[worker:0] epoch 2/2" in out
     assert accuracy(out, "[chief:0] ") >= THRESHOLD
     seen = evaluations(out)
