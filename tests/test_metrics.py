@@ -4,6 +4,7 @@ rendezvous' metrics frames, the record's bounded series, the status line,
 ``tfmesos show`` and the report's charts."""
 
 import collections
+import contextlib
 import io
 import json
 import math
@@ -332,13 +333,23 @@ def test_the_relay_ends_when_closed_not_when_its_wait_times_out(monkeypatch, tmp
 
 # -- the rendezvous ----------------------------------------------------------------
 
-def test_the_rendezvous_turns_metrics_frames_into_events_on_its_clock():
+@contextlib.contextmanager
+def registered(task_id):
+    """(a rendezvous, a client registered with it as ``task_id``)."""
     rdv = make_rendezvous()
-    rdv.expect("good")
+    rdv.expect(task_id)
     try:
         client = Client(rdv.port)
-        client.register("good")
+        client.register(task_id)
         client.registered()
+        yield rdv, client
+        client.close()
+    finally:
+        rdv.close()
+
+
+def test_the_rendezvous_turns_metrics_frames_into_events_on_its_clock():
+    with registered("good") as (rdv, client):
         # The task's clock is an hour ahead: its points still land in the past.
         ahead = time.time() + 3600
         client.send({"type": "metrics", "now": ahead, "dropped": 2,
@@ -351,21 +362,13 @@ def test_the_rendezvous_turns_metrics_frames_into_events_on_its_clock():
         [(step5, at5, values5), (step6, at6, values6)] = event.points
         assert (step5, values5, step6, values6) == (5, {"loss": 0.5}, 6, {"loss": None})
         assert abs(at6 - time.time()) < 5 and abs(at6 - at5 - 2.0) < 0.01
-        client.close()
-    finally:
-        rdv.close()
 
 
 def test_a_frame_that_waited_for_the_cpu_does_not_move_its_points_back_in_time():
     # A loaded machine: one frame reached tfrun 0.5 s after it was sent, the
     # next at once. Placed by each frame's own transit, step 1 landed before
     # step 0 (a series' times went backwards: CI saw 0.653 then 0.636).
-    rdv = make_rendezvous()
-    rdv.expect("task")
-    try:
-        client = Client(rdv.port)
-        client.register("task")
-        client.registered()
+    with registered("task") as (rdv, client):
         late = time.time() - 0.5
         client.send({"type": "metrics", "now": late, "points": [[0, late - 0.01, {"x": 0.0}]]})
         first = next_event(rdv, TaskMetrics)
@@ -373,9 +376,6 @@ def test_a_frame_that_waited_for_the_cpu_does_not_move_its_points_back_in_time()
         client.send({"type": "metrics", "now": prompt,
                      "points": [[1, late + 0.2, {"x": 1.0}], [2, prompt, {"x": 2.0}]]})
         second = next_event(rdv, TaskMetrics)
-        client.close()
-    finally:
-        rdv.close()
     times = [at for _, at, _ in first.points + second.points]
     assert times == sorted(times), times
     # The prompt frame's transit is the better estimate: step 2 is where it was.
