@@ -45,6 +45,8 @@ def main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
     parser = build_parser()
     args = parser.parse_options(argv)
+    from ..ship.work_dirs import remove_stale
+    remove_stale()   # what tfruns and attaches killed before they could clean up left
     from .run_lookup import find_run, local_record
     local = local_record(args.run, environ)
     failover = local.failover if local is not None else None
@@ -63,6 +65,7 @@ def main(argv, environ=None, out=None):
     if run.state == "finished":
         out.write("run %s has finished: %s\n" % (run_id, run.outcome or
                                                  "its framework was removed"))
+        forget_key(run_id, environ)
         return 0
     if run.detached:
         return attach_detached(reader, state, found.framework, run, run.state == "running",
@@ -76,6 +79,15 @@ def main(argv, environ=None, out=None):
                            "machine that ran it, where its run directory has what taking it "
                            "over needs" % run_id)
     return carry_on(local, args.key)
+
+
+def forget_key(run_id, environ):
+    """The key of run ``run_id``, which has ended, is removed (saying so)."""
+    from ..record.takeover_files import forget_key as forget
+    removed = forget(run_id, environ)
+    if removed:
+        print("tfmesos attach: removed the key of run %s, which has ended: %s"
+              % (run_id, removed), file=sys.stderr, flush=True)
 
 
 def attach_detached(reader, state, framework, run, connected, key_file, environ, out):
@@ -94,6 +106,7 @@ def attach_detached(reader, state, framework, run, connected, key_file, environ,
     say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
     outcome = follow_scheduler(reader, run, out, sys.stderr, state=state)
     say("run %s ended: %s" % (run_id, outcome))
+    forget_key(run_id, environ)
     return 0 if outcome == "succeeded" else 1
 
 

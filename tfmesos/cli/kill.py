@@ -11,7 +11,8 @@ run's scheduler task is given up to ``SCHEDULER_WAIT`` s to write its
 record before the teardown (Mesos then kills every task and removes the
 framework). A master that does not let kill subscribe as the framework
 (another principal) tears it down all the same, when it allows that,
-without the label.
+without the label. The caller's key of the run (``takeover_files``) is
+removed: the run has ended.
 """
 
 import os
@@ -42,7 +43,8 @@ def kill_main(argv, environ=None, out=None):
         "run provably yours is killed: the one your run directory names, else the one "
         "framework with that run id whose user and principal are yours and, where you hold "
         "the run's key (~/.tfmesos/keys/RUN, $TFMESOS_KEYS_DIR), whose proof label that key "
-        "verifies; several: they are listed, none is killed (exit 2).")
+        "verifies; several: they are listed, none is killed (exit 2). Your key of the killed "
+        "run, which has ended, is removed.")
     parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), as "
                         "tfmesos runs --master shows it, or its framework id")
     parser.add_argument("--master", metavar="M", help="the Mesos master (default $MESOS_MASTER)")
@@ -57,6 +59,10 @@ def kill_main(argv, environ=None, out=None):
                         environ)
     out.write("killed run %s (framework %s)%s: its tasks are being killed\n"
               % (run.run_id, run.framework_id, " by %s" % by if labelled else ""))
+    from ..record.takeover_files import forget_key
+    removed = forget_key(run.run_id, environ)   # a run that ended needs its key no more
+    if removed:
+        out.write("removed its key %s\n" % removed)
     return 0
 
 

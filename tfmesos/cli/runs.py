@@ -47,7 +47,8 @@ def runs_main(argv, environ=None, out=None):
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
                         help="remove every run directory but the --keep most recent (runs "
-                        "still going are kept)")
+                        "still going are kept), and the keys (~/.tfmesos/keys/RUN, "
+                        "$TFMESOS_KEYS_DIR) of the runs whose record says they ended")
     parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
                         help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
     parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows, "
@@ -71,7 +72,11 @@ def runs_main(argv, environ=None, out=None):
     if args.prune:
         if args.keep is None:
             parser.error("--prune needs --keep N (how many of the most recent runs to keep)")
+        forgotten = forget_ended_keys(root, environ)
         removed, running, left = prune(root, args.keep)
+        if forgotten:
+            out.write("removed the keys of %d ended run%s: %s\n" % (
+                len(forgotten), "" if len(forgotten) == 1 else "s", ", ".join(forgotten)))
         out.write("removed %d run%s from %s%s\n" % (
             len(removed), "" if len(removed) == 1 else "s", root,
             "; kept %d still running: %s" % (len(running), ", ".join(
@@ -93,6 +98,25 @@ def runs_main(argv, environ=None, out=None):
     if len(shown) < len(runs):
         out.write("(%d older runs in %s: --all shows them)\n" % (len(runs) - len(shown), root))
     return 0
+
+
+def forget_ended_keys(root, environ):
+    """Remove the keys (``takeover_files``) of the runs under ``root`` whose
+    record says they ended; returns the paths removed. The key of a run
+    still going, of one whose tfrun is gone without saying how it ended
+    (its tasks may go on, failing over: ``tfmesos attach`` tells) and of
+    one with no record here is kept."""
+    from ..record.takeover_files import forget_key, held_run_ids
+    held = set(held_run_ids(environ))
+    if not held:
+        return []
+    removed = []
+    for run in list_runs(root):
+        if run.run_id in held and not run.running:
+            path = forget_key(run.run_id, environ)
+            if path:
+                removed.append(path)
+    return removed
 
 
 # -- tfmesos show -----------------------------------------------------------------

@@ -136,7 +136,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     output and what went wrong are left); ``leave_on_interrupt``: Ctrl-C
     leaves the run to its tasks (``tfmesos attach``) instead of stopping
     it."""
-    succeeded = False
+    succeeded = left = False
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
     with interrupt_on_signals():
         try:
@@ -162,6 +162,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             if leave_on_interrupt and not isinstance(exc, OutputClosed):
                 with ignore_signals():
                     run.detach()
+                left = True
                 say("detached: the tasks go on without a scheduler for %s; take the run over "
                     "again with tfmesos attach %s, stop it with tfmesos kill %s --master %s"
                     % (duration(run.run_spec.failover_timeout), run.run_id, run.run_id,
@@ -194,12 +195,24 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             stopped.set()
             with ignore_signals():
                 run.stop()
+                if not left:
+                    forget_ended_key(run)
             run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
             if advice:
                 print_usage(run)
                 print_metrics(run)
+
+
+def forget_ended_key(run):
+    """The key of a run that has ended here (not left to its tasks, nor
+    taken over by another scheduler, which goes on with it) is removed."""
+    from ..exceptions import SchedulerReplaced
+    if run.spec.failover_timeout is None or isinstance(run.state.failure, SchedulerReplaced):
+        return
+    from ..record.takeover_files import forget_key
+    forget_key(run.run_id, os.environ)
 
 
 def status_line(quiet=False, verbose=False):
@@ -260,6 +273,8 @@ def main(argv=None):
             check_local(spec.jobs, spec.local_master_options)
             check_local_user(spec)
         check_before_start(spec, os.environ)
+        from ..ship.work_dirs import remove_stale
+        remove_stale()   # what tfruns killed before they could clean up left
         if args.detach:
             from ..core.detached import check_detachable
             check_detachable(spec)

@@ -7,6 +7,7 @@ import os
 from ..core import config
 from ..core.spec import AUTO
 from ..exceptions import SpecError, TFMesosError
+from ..record.run_dirs import make_run_dir
 
 
 def check_local_user(spec):
@@ -45,7 +46,7 @@ def check_before_start(spec, environ):
             raise SpecError(why)
     if spec.run_dir not in (None, AUTO):
         try:
-            os.makedirs(spec.run_dir, exist_ok=True)
+            make_run_dir(spec.run_dir)
         except OSError as exc:
             raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
                             "write" % (spec.run_dir, exc.strerror or exc)) from None

@@ -38,7 +38,6 @@ import dataclasses
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -101,6 +100,7 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
     framework)."""
     from ..backends.remote import RemoteMaster
     from ..record.takeover_files import save_key
+    from ..ship import work_dirs
     from ..ship.bundle_server import BundleServer
     from ..ship.scheduler_side import pack_scheduler_side
     from ..ship.shipping import Shipment
@@ -109,7 +109,7 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
     backend = RemoteMaster(spec.master, spec.advertise_address, environ)
     identity = RunIdentity.new(run_user(spec), backend.principal)
     backend.start()
-    work = tempfile.mkdtemp(prefix="tfmesos-detach-")
+    work = work_dirs.make("detach")
     shipment: Optional[Shipment] = None
     server: Optional[BundleServer] = None
     try:
@@ -204,6 +204,7 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
     this run's (``check_previous``); the new document is sealed again."""
     from ..backends.remote import RemoteMaster, credentials_of
     from ..record.takeover_files import run_key
+    from ..ship import work_dirs
     from ..ship.bundle_server import BundleServer
     from ..ship.scheduler_side import pack_scheduler_side
 
@@ -212,7 +213,7 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
     if not tasks:
         raise DetachError("run %s has no scheduler task to take over from" % run_id)
     newest, last = tasks[0]
-    work = tempfile.mkdtemp(prefix="tfmesos-attach-")
+    work = work_dirs.make("attach")
     server: Optional[BundleServer] = None
     try:
         read = sandbox_reader(reader, state, framework, last)

@@ -18,7 +18,6 @@ import os
 import pickle
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
@@ -92,9 +91,10 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
 def ship_and_run(fn: Callable[..., Any], args: tuple[Any, ...], jobs: Sequence[Job], ship: Ship,
                  settings: Mapping[str, Any]) -> Any:
     """``run``'s run of ``jobs``: its payload packed, shipped and run."""
+    from ..ship import work_dirs
     from ..ship.function_payload import pack_function
     limit = MAX_RESULT
-    work = tempfile.mkdtemp(prefix="tfmesos-function-")
+    work = work_dirs.make("function")
     try:
         ship_spec = make_ship_spec(ship, settings)
         payload = pack_function(fn, args, work, max_size=ship_spec.max_size)

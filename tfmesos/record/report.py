@@ -488,7 +488,7 @@ def write_report(run: Run, path: Optional[str] = None,
         # A stale temporary (or a link planted as one) is removed, never followed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with open(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(temporary, path)

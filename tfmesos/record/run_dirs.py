@@ -3,6 +3,7 @@
 (``default_run_dir``), unless the run names its own (``tfrun --run-dir``,
 ``cluster(run_dir=...)``)."""
 
+import contextlib
 import json
 import os
 import re
@@ -24,7 +25,24 @@ def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
                         "%s-%s" % (_UNSAFE.sub("_", name).strip(".") or "run", run_id))
 
 
-__all__ = ["RUNS_DIR", "runs_root", "default_run_dir"]
+def make_run_dir(directory: str) -> None:
+    """Make the run directory ``directory`` and its parent (the runs
+    directory) where they are not, 0700: a task's output is its user's
+    alone. An existing directory is left as it is; OSError."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+
+
+def create_private(path: str, append: bool = False) -> int:
+    """A descriptor of ``path`` open for writing, created 0600 (its user's
+    alone; an existing file keeps its mode), emptied unless ``append``; a
+    symbolic link there is not followed (OSError)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                   | (os.O_APPEND if append else os.O_TRUNC), 0o600)
+
+
+__all__ = ["RUNS_DIR", "runs_root", "default_run_dir", "make_run_dir", "create_private"]
 
 
 def run_json_text(document: Mapping[str, object]) -> str:
@@ -49,7 +67,9 @@ def write_run_json(directory: str, text: str) -> None:
     reason to fail the run."""
     temporary = os.path.join(directory, ".run.json.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8") as handle:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)   # one left by a process killed mid-write: made anew, 0600
+        with open(create_private(temporary), "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
         os.replace(temporary, os.path.join(directory, "run.json"))
     except OSError:

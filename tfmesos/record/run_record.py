@@ -15,7 +15,6 @@
 
 import contextlib
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,7 +33,7 @@ from .outcomes import (
     outcome_text,
     tfrun_exit_code,
 )
-from .run_dirs import run_json_text, write_run_json
+from .run_dirs import make_run_dir, run_json_text, write_run_json
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -92,7 +91,7 @@ class RunRecord:
         self._save_took = 0.0   # seconds the last save took
         if directory is not None:
             try:
-                os.makedirs(directory, exist_ok=True)
+                make_run_dir(directory)
             except OSError as exc:
                 raise TFMesosError("cannot create the run directory %s: %s; choose another "
                                    "(tfrun --run-dir DIR, cluster(run_dir=...))"

@@ -12,7 +12,10 @@
   ``~/.tfmesos/keys``, one file per run id, readable by its owner only: the
   tasks authenticate the scheduler that takes the run over with it, so
   whoever attaches from another machine copies it there
-  (``tfmesos attach --key FILE``).
+  (``tfmesos attach --key FILE``). Removed once the run has ended
+  (``forget_key``), by whichever sees the end: its scheduler (tfrun, or the
+  ``tfmesos attach`` that took it over), ``tfmesos kill``, ``tfmesos attach``
+  finding it finished, ``tfmesos runs --prune``.
 """
 
 import dataclasses
@@ -74,6 +77,33 @@ def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     _write_private(path, identity.key.hex() + "\n")
     return path
+
+
+def forget_key(run_id: str, environ: Mapping[str, str]) -> Optional[str]:
+    """Remove the caller's key of run ``run_id``, which has ended, from the
+    keys directory; returns its path, or None: there was none, or it is no
+    regular file of the caller's (left as it is)."""
+    try:
+        path = key_path(run_id, environ)
+        found = os.lstat(path)
+    except (TakeoverError, OSError):
+        return None
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+        return None
+    try:
+        os.unlink(path)
+    except OSError:
+        return None
+    return path
+
+
+def held_run_ids(environ: Mapping[str, str]) -> list[str]:
+    """The run ids the keys directory holds a key file for (sorted)."""
+    try:
+        names = os.listdir(keys_dir(environ))
+    except OSError:
+        return []
+    return sorted(name for name in names if _RUN_ID.match(name))
 
 
 def read_private(path: str, limit: int, shared: int = 0o022) -> bytes:

@@ -1,11 +1,14 @@
 """The run directory's log files: one per task, attempt and stream, written
 from the output the tasks forward (``worker.1.stderr``;
-``worker.1.attempt2.stderr`` from the second attempt on)."""
+``worker.1.attempt2.stderr`` from the second attempt on), 0600: a task's
+output is its user's alone."""
 
 import contextlib
 import os
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Optional
+
+from .run_dirs import create_private
 
 if TYPE_CHECKING:
     from .schema import Attempt, Logs
@@ -38,11 +41,11 @@ class TaskLogs:
             try:
                 handle = self._files.get(name)
                 if handle is None:
-                    mode = "a" if name in self._created else "w"
+                    descriptor = create_private(os.path.join(self.directory, name),
+                                                append=name in self._created)
                     self._created.add(name)
-                    handle = self._files[name] = open(
-                        os.path.join(self.directory, name), mode, encoding="utf-8",
-                        errors="replace")
+                    handle = self._files[name] = open(descriptor, "a", encoding="utf-8",
+                                                      errors="replace")
                 handle.write(text)
                 handle.flush()
             except OSError:

@@ -29,8 +29,9 @@ nothing: the detached scheduler of ``tfrun --detach`` (its sandbox got the
 files from the submitter's Shipment), ``tfmesos attach`` relaunching it, and
 ``tfmesos attach`` taking a ``tfrun --failover`` run over.
 
-Packed files live in a temporary directory removed when the Shipment stops,
-or, for a run that a later scheduler may take over (``keep_in``: the run
+Packed files live in a temporary directory removed when the Shipment stops
+(or, when its tfrun was killed first, by the next tfrun: ``work_dirs``), or,
+for a run that a later scheduler may take over (``keep_in``: the run
 directory's ``shipped/``), in a directory the run keeps while it is left to
 its tasks (``stop(keep=True)``) and that goes when it is finally stopped.
 """
@@ -43,11 +44,11 @@ import shlex
 import shutil
 import stat
 import tarfile
-import tempfile
 import zlib
 from typing import Optional
 
 from ..protocol import task_env
+from . import work_dirs
 from .bundle import (
     TOP,
     WARN_SIZE,
@@ -84,7 +85,7 @@ class Shipment:
         say = say or logger.info
         self._work: Optional[str]   # stop removes it, unless it is kept
         if keep_in is None:
-            self._work = tempfile.mkdtemp(prefix="tfmesos-ship-")
+            self._work = work_dirs.make("ship")   # removed by stop, else by the next tfrun
         else:
             os.makedirs(keep_in, mode=0o700, exist_ok=True)
             found = os.lstat(keep_in)
