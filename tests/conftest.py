@@ -58,7 +58,7 @@ INTEGRATION_MODULES = frozenset((
     "test_rendezvous_hardening", "test_report", "test_run_dir", "test_run_function",
     "test_run_outcomes", "test_sandbox_tails", "test_ship", "test_ship_packed", "test_sticky",
     "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun", "test_usage",
-    "test_warm_tasks", "test_benchmarks"))
+    "test_warm_tasks", "test_benchmarks", "test_leftovers"))
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
