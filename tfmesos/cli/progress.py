@@ -26,7 +26,9 @@ PREFERRED = ("chief:0", "worker:0")   # whose metrics the line shows, first foun
 
 def describe(run, elapsed):
     """``connecting to MASTER (3 s)``, then ``placed 2/3, registered 1/3,
-    waiting for cpus=1 mem=1024 (12 s)``."""
+    waiting for cpus=1 mem=1024 (12 s)``; when a task waits in vain, why
+    (``ClusterRun.fit_note``): ``...: worker:0 fits agent a1 (cpus=1
+    mem=512) once it is freed``."""
     driver, scheduler = run.driver, run.scheduler
     if driver is None or scheduler is None or not driver.connected:
         verb = "reconnecting" if scheduler is not None and scheduler.framework_id else "connecting"
@@ -43,7 +45,9 @@ def describe(run, elapsed):
         gpus = sum(job.gpus for job in pending)
         if gpus:
             text += " gpus=%d" % gpus
-    return text + " (%d s)" % elapsed
+    text += " (%d s)" % elapsed
+    note = run.fit_note if pending else None
+    return text + (": %s" % note if note else "")
 
 
 def metric_value(value):

@@ -21,7 +21,8 @@ and the lifecycle that ties it together (``launch.ClusterRun``).
   event's reaction, failures once the cluster is up, what a task's end
   means;
 * ``scheduler``, ``placement``, ``taskinfo``: Mesos callbacks to launches,
-  offers to decisions (pure), FrameworkInfo and TaskInfo (pure);
+  offers to decisions (pure), FrameworkInfo and TaskInfo (pure); ``fit``:
+  whether the tasks waiting for offers can ever be placed (agents' totals);
 * ``clusterspec``: the cluster spec, ``TF_CONFIG``, ``{placeholders}`` (pure);
 * ``rendezvous``: the scheduler side of the tfmesos wire protocol
   (``protocol.wire``); ``signals``: SIGTERM/SIGINT while a run goes.

@@ -31,6 +31,7 @@ from .clusterspec import (
     task_environment,
 )
 from .control import Control, RunControl
+from .fit import FitWatch, Size
 from .identity import RunIdentity
 from .phase import Phase
 from .reactions import RunEvents
@@ -126,6 +127,8 @@ class ClusterRun:
         # once formed: {job: ["host:port", ...]}
         self.cluster_spec: Optional[dict[str, list[str]]] = None
         self.launch_deadline: float = 0.0
+        # Whether the tasks waiting for offers can ever fit (made at start).
+        self.fit: Optional[FitWatch] = None
         self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
         self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
@@ -228,7 +231,10 @@ class ClusterRun:
             expected = tuple(self.adoption.expected()) if self.adoption is not None else ()
             self.new_launch_deadline()
             self.state.move(Phase.FORMING)
-            runtime.start(master_url, self.slots, self._launching, self._extra_ports, expected)
+            parts = runtime.start(master_url, self.slots, self._launching, self._extra_ports,
+                                  expected)
+            self.fit = FitWatch(runtime.agent_totals, parts.scheduler.offer_log,
+                                clock=self._clock)
         except BaseException as exc:
             self.record.ended(exc, self.phase)
             self.stop()
@@ -276,9 +282,13 @@ class ClusterRun:
                 return
             remaining = self.launch_deadline - self._clock()
             if remaining <= 0:
-                raise LaunchTimeout(parts.scheduler.missing_message(
-                    self.spec.launch_timeout, self.runtime.master_url))
+                text = parts.scheduler.missing_message(self.spec.launch_timeout,
+                                                       self.runtime.master_url)
+                if self.fit is not None and self.fit.said:
+                    text += "; " + self.fit.said
+                raise LaunchTimeout(text)
             self.step(min(remaining, 1.0))
+            self._check_fit(parts.driver.connected)
             self._on_progress(self)
         # (every slot's, now: the loop above ends once each has one)
         addresses = {slot.key: slot.address for slot in self.slots if slot.address is not None}
@@ -298,6 +308,24 @@ class ClusterRun:
         self.recovery.formed(self.cluster_spec)
         if self.adoption is not None:
             self.adoption.formed(self.state, self._clock())
+
+    def _check_fit(self, subscribed: bool) -> None:
+        """Whether the tasks waiting for offers can ever fit (``fit``): the
+        run fails once the agents' totals say one never can; what waits in
+        vain is said once (and in the waiting line, ``fit_note``)."""
+        if self.fit is None:
+            return
+        waiting = [(slot.name, slot.job.name, Size(slot.job.cpus, slot.job.mem, slot.job.gpus))
+                   for slot in self.slots if slot.state == "PENDING"] if subscribed else []
+        text = self.fit.check(waiting, [Size(slot.job.cpus, slot.job.mem, slot.job.gpus)
+                                        for slot in self.slots])
+        if text is not None:
+            self._say(text)
+
+    @property
+    def fit_note(self) -> Optional[str]:
+        """What the waiting line says of a task that waits in vain, or None."""
+        return self.fit.short if self.fit is not None else None
 
     def publish_to(self, slot: TaskSlot) -> None:
         """Send ``slot`` its start message: its role and the cluster spec."""

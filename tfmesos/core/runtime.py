@@ -23,6 +23,7 @@ from ..mesos import MesosSchedulerDriver
 from ..protocol import labels as labels_
 from ..protocol.hostport import format_address
 from . import task_secrets
+from .fit import Agent, agents_of
 from .identity import RunIdentity
 from .last_updates import record_leftovers, wait_for_mesos_ends
 from .placement import Assignment
@@ -36,6 +37,7 @@ from .taskinfo import build_task, failover_environment, framework_info
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
     from mesos_local.master import LocalMaster
 
+    from ..mesos.master_reads import MasterReader
     from ..mesos.transport import Transport
     from ..record.run_record import RunRecord
     from ..ship.shipping import Shipment
@@ -242,21 +244,30 @@ class RunRuntime:
             return False
         return True
 
+    def agent_totals(self) -> "list[Agent]":
+        """The master's agents with their total resources (``/master/slaves``,
+        read with the run's credentials within 5 s); MesosError when it
+        cannot be read."""
+        return agents_of(self._reader(5.0).agents())
+
+    def _reader(self, timeout: float) -> "MasterReader":
+        """A reader of the master, with the run's credentials and TLS settings."""
+        from ..mesos.master_reads import MasterReader
+        credentials = self.backend.credentials
+        environ = {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]} \
+            if credentials is not None else {}
+        return MasterReader(self.master_url, timeout=timeout, environ=environ,
+                            verify=self.spec.verify, ca_bundle=self.spec.ca_bundle)
+
     def outcome_on_master(self) -> Optional[str]:
         """The framework's ``tfmesos.outcome`` label as the master has it
         now (``tfmesos kill`` sets it as it takes the framework over), or
         None: none, or the master cannot be read (within 5 s)."""
-        from ..mesos.master_reads import MasterReader
         framework_id = self.identity.framework_id
         if framework_id is None:
             return None
-        credentials = self.backend.credentials
-        environ = {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]} \
-            if credentials is not None else {}
         try:
-            reader = MasterReader(self.master_url, timeout=5.0, environ=environ,
-                                  verify=self.spec.verify, ca_bundle=self.spec.ca_bundle)
-            document = reader.frameworks(framework_id)
+            document = self._reader(5.0).frameworks(framework_id)
         except MesosError as exc:
             logger.info("cannot read the framework's outcome from the master: %s", exc)
             return None

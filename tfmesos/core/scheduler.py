@@ -15,6 +15,7 @@ from ..exceptions import MesosError
 from ..mesos import Scheduler
 from ..mesos.task_states import TERMINAL_STATES
 from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
+from .fit import OfferLog, Size
 from .placement import Assignment, Offer, OfferPool, OfferSummary, TaskRequest, largest_offer, place
 from .slots import SlotTable, TaskSlot
 
@@ -105,6 +106,8 @@ class TFMesosScheduler(Scheduler):
         self._suppressed = False
         self._closed = False       # the run is stopping: launch nothing more
         self.largest_offer: Optional[OfferSummary] = None
+        # the offers of late (``fit``: can a waiting task ever fit)
+        self.offer_log = OfferLog()
         # the most offers + live tasks held at once (totals)
         self.most_held: Optional[dict[str, float]] = None
         self.first_offer_at: Optional[float] = None  # time.time() of the first offers
@@ -220,7 +223,11 @@ class TFMesosScheduler(Scheduler):
     def _note_held(self, offers: list[Offer]) -> None:
         """Track the most this run held at once: these offers plus what its
         launched, live tasks use (offers are used or declined at once)."""
-        held = resource_totals(OfferPool(offer).summary() for offer in offers)
+        summaries = [OfferPool(offer).summary() for offer in offers]
+        for offer, summary in zip(offers, summaries):
+            self.offer_log.add(offer["agent_id"]["value"], summary["agent"],
+                               Size(summary["cpus"], summary["mem"], summary["gpus"]))
+        held = resource_totals(summaries)
         live = [slot.job for slot in self.slots
                 if slot.state != "PENDING" and slot.state not in TERMINAL_STATES]
         used = resource_totals(vars(job) for job in live)

@@ -70,8 +70,11 @@ class MasterReader:
         answers every framework: the caller picks its own)."""
         return self._json("/master/frameworks", framework_id=framework_id)
 
-    def agents(self, agent_id: str) -> dict[str, Any]:
-        """``/master/slaves`` of one agent: ``{"slaves": [...]}``."""
+    def agents(self, agent_id: Optional[str] = None) -> dict[str, Any]:
+        """``/master/slaves`` of one agent (None: of every agent):
+        ``{"slaves": [...]}``, each with its total ``resources``."""
+        if agent_id is None:
+            return self._json("/master/slaves")
         return self._json("/master/slaves", slave_id=agent_id)
 
     def _json(self, path: str, **query: str) -> dict[str, Any]:
