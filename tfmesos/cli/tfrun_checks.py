@@ -7,7 +7,6 @@ import os
 from ..core import config
 from ..core.spec import AUTO
 from ..exceptions import SpecError, TFMesosError
-from ..record.run_dirs import make_run_dir
 
 
 def check_local_user(spec):
@@ -45,6 +44,7 @@ def check_before_start(spec, environ):
         if why:
             raise SpecError(why)
     if spec.run_dir not in (None, AUTO):
+        from ..record.run_dirs import make_run_dir  # not at import: --help needs none
         try:
             make_run_dir(spec.run_dir)
         except OSError as exc:
