@@ -4,6 +4,7 @@
 ``cluster(run_dir=...)``)."""
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -30,7 +31,10 @@ def make_run_dir(directory: str) -> None:
     directory) where they are not, 0700: a task's output is its user's
     alone. An existing directory is left as it is; OSError."""
     parent = os.path.dirname(os.path.abspath(directory))
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    except FileExistsError:     # a file: what makedirs of the whole path says
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent) from None
     os.makedirs(directory, mode=0o700, exist_ok=True)
 
 
