@@ -148,9 +148,10 @@ class Grep:
                 continue   # ended since it was listed
         return found
 
-    def everywhere(self, looked_for, key_file):
+    def everywhere(self, looked_for, key_file, key_removed=False):
         """What of ``looked_for`` shows anywhere (the run's key file aside,
-        which holds the key by design, and nothing else)."""
+        which holds the key by design, and nothing else); ``key_removed``:
+        the run ended and its key file is gone."""
         places = self.command_lines()
         places.update(self.endpoints())
         served = self.served_files()
@@ -159,11 +160,12 @@ class Grep:
         places.update(self.on_disk(self.master.work_dir, str(self.tmp), leave_out={key_file}))
         assert any(path.endswith("/detached.json") for path in places)
         self.read += len(places)
-        try:
+        if key_removed:
+            assert not os.path.exists(key_file)
+            held = b""
+        else:
             with open(key_file, "rb") as handle:
                 held = handle.read()
-        except FileNotFoundError:
-            held = b""      # removed once the run ended (tfmesos attach followed it there)
         key_file_leaks = ["%s in the key file" % name for name, needle in looked_for.items()
                           if needle in held and "run key" not in name]
         return [leak for where, data in places.items() for leak in leaks(where, data, looked_for)
@@ -276,7 +278,7 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     [ended] = master.state()["completed_frameworks"]
     assert labels.label_map(ended.get("labels")).get(labels.OUTCOME, "").startswith(
         "succeeded"), ended.get("labels")
-    assert grep.everywhere(looked_for, key_file) == []
     # The attach that followed the run to its end removed its key.
+    assert grep.everywhere(looked_for, key_file, key_removed=credentials) == []
     assert os.path.exists(key_file) is not credentials
     assert grep.read > 20
