@@ -56,9 +56,9 @@ INTEGRATION_MODULES = frozenset((
     "test_driver_timeouts", "test_hints", "test_import_graph", "test_launch_faults",
     "test_metrics_runs", "test_mlflow", "test_recovery", "test_rendezvous_fuzz",
     "test_rendezvous_hardening", "test_report", "test_run_dir", "test_run_function",
-    "test_run_outcomes", "test_sandbox_tails", "test_ship", "test_ship_packed", "test_sticky",
-    "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun", "test_usage",
-    "test_warm_tasks", "test_benchmarks", "test_leftovers"))
+    "test_run_outcomes", "test_run_submit", "test_sandbox_tails", "test_ship", "test_ship_packed",
+    "test_sticky", "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun",
+    "test_usage", "test_warm_tasks", "test_benchmarks", "test_leftovers"))
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups

@@ -489,7 +489,7 @@ def test_tfmesos_run_mlflow_logs_the_function_s_run(tmp_path):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     store = tmp_path / "store"
     assert tfmesos.run(logs_three_points, workers=1, ship=None, cpus=0.1, mem=128,
-                       run_dir=str(tmp_path / "run"), mlflow=str(store)) == "done"
+                       run_dir=str(tmp_path / "run"), mlflow=str(store)).value == "done"
     client, run = only_run(store.as_uri())
     assert run.info.status == "FINISHED"
     assert run.data.tags["tfmesos.outcome"] == "succeeded"

@@ -49,14 +49,14 @@ def too_large(size):
 
 def test_returns_worker_0s_value_and_every_task_has_its_tf_config(tmp_path):
     value = tfmesos.run(where_am_i, 1, workers=2, ship=None, run_dir=str(tmp_path / "run"),
-                        **SMALL)
+                        **SMALL).value
     assert value == {"task": {"type": "worker", "index": 0}, "cluster": ["worker"],
                      "workers": 2, "answer": 42}
 
 
 def test_with_a_chief_the_chief_returns(tmp_path):
     value = tfmesos.run(where_am_i, 0, workers=1, chief=True, ship=None,
-                        run_dir=str(tmp_path / "run"), **SMALL)
+                        run_dir=str(tmp_path / "run"), **SMALL).value
     assert value["task"] == {"type": "chief", "index": 0}
     assert value["cluster"] == ["chief", "worker"] and value["answer"] == 41
 
@@ -161,7 +161,7 @@ def test_ship_runs_the_function_on_agents_that_share_no_files(tmp_path, monkeypa
     value = tfmesos.run(shipped_work.work, 2, workers=2, ship=str(project),
                         python="/usr/bin/python3", run_dir=str(tmp_path / "run"),
                         local_master_options={"agents": [agent], "hidden_paths": hidden},
-                        **SMALL)
+                        **SMALL).value
     assert value["answer"] == 42 and value["cwd"] == "project"
     assert value["python"] == "/usr/bin/python3"
     assert ".zip/cloudpickle/" in value["cloudpickle"]     # the submitter's, shipped
@@ -174,7 +174,7 @@ import tfmesos
 from shipped_work import work
 
 value = tfmesos.run(work, 2, workers=2, master=sys.argv[1], python=sys.argv[2], cpus=0.5,
-                    mem=128, launch_timeout=90, run_dir=sys.argv[3])
+                    mem=128, launch_timeout=90, run_dir=sys.argv[3]).value
 print("value", json.dumps(value))
 """
 
@@ -224,7 +224,7 @@ def plus_one(x):
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     return task["type"], task["index"], x + 1
 
-result = tfmesos.run(plus_one, 41, workers=1, ship=None, cpus=0.1, mem=128, run_dir=%r)
+result = tfmesos.run(plus_one, 41, workers=1, ship=None, cpus=0.1, mem=128, run_dir=%r).value
 print("result", result)
 assert result == ("worker", 0, 42), result
 """

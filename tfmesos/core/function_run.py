@@ -1,6 +1,9 @@
 """``tfmesos.run(fn, *args, ...)``: a Python function in every task of a
-replica run; the chief's (else worker 0's) return value comes back, and the
-first failing task's exception is raised with its remote traceback.
+replica run; every task's return value comes back (a ``RunResult``, the
+chief's, else worker 0's, as ``.value``), and the first failing task's
+exception is raised with its remote traceback. ``tfmesos.submit``
+(``function_submit``) runs the same call in a thread of its own
+(``FunctionCall``), which another thread may cancel (``Cancel``).
 
 It is tfrun's replica run with a runner for the command: ``fn`` and
 ``args`` are cloudpickled into a payload (``ship/function_payload.py``)
@@ -18,16 +21,20 @@ import os
 import pickle
 import shutil
 import sys
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, TFMesosError
 from ..protocol import task_env
-from ..task.result_file import MAX_RESULT
+from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 from . import config
 from .function_options import OPTIONS, Ship, in_keywords
 from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
+from .run_result import RunResult
 from .spec import AUTO, Job, RunSpec, pairs, parse_jobs
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
@@ -39,14 +46,21 @@ if TYPE_CHECKING:   # annotations only: a run imports them as it goes
 RUNNER = "-m tfmesos.task.function_runner"
 RESULT_WAIT = 30.0     # for the value after the trainers ended
 ERROR_WAIT = 5.0       # for a failed task's exception after its failure
+END_GRACE = 5.0        # for the values of workers still running when the chief returned
 MAX_LINE = 64 * 1024   # characters of an unfinished output line held back
 
 def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief: bool = False,
-        evaluator: bool = False, ship: Ship = ".", **options: Any) -> Any:
+        evaluator: bool = False, ship: Ship = ".", **options: Any) -> RunResult:
     """Run ``fn(*args)`` in every task of a cluster of ``workers`` workers,
     ``ps`` parameter servers, a chief and an evaluator if asked, each with
-    its ``TF_CONFIG`` (and tfrun's ``TFMESOS_*`` variables) set; return the
-    chief's return value, else worker 0's.
+    its ``TF_CONFIG`` (and tfrun's ``TFMESOS_*`` variables) set; return a
+    ``RunResult``: every task's return value by task name
+    (``result["worker:1"]``, ``.values``), and as ``.value`` the chief's,
+    else worker 0's: what ``run`` returned before it returned them all.
+
+    The run ends once the chief (else every worker) returned, as tfrun's
+    does: a task still running then (a ps serving, a worker after the
+    chief) is stopped and has no value (``.missing`` says why).
 
     ``fn`` and ``args`` travel with cloudpickle: functions of a script's
     ``__main__`` or of a notebook by value, those of modules by reference
@@ -58,29 +72,28 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
     conda-pack/venv-pack archive).
 
     A task whose ``fn`` raised fails the run: the first failing task's
-    exception is raised here as ``RemoteTaskError`` (a ``TaskFailed``)
+    exception is raised here as a ``RemoteTaskError`` (a ``TaskFailed``)
     naming the task, with the remote traceback in its message and the
-    exception as ``__cause__`` when it unpickles here. A return value is
-    bounded (``MAX_RESULT``, 64 MiB pickled).
+    exception as ``__cause__``; when it unpickles here (an ``Exception``),
+    the error is also of its type (``except ZeroDivisionError`` catches
+    it, ``remote_errors``). A return value is bounded: 64 MiB pickled
+    (``MAX_RESULT``) for ``.value``'s task, and the other tasks share 256
+    MiB (``MAX_OTHER_RESULTS``); another task's value that cannot come
+    back (too big, not picklable) is in ``.missing``, not a failure.
 
     ``options``: ``OPTIONS``, tfrun's flags by name (``cpus``, ``mem``,
     ``gpus`` for workers and the evaluator; ``ps_*``, ``chief_*``;
     ``master``, ``image``, ``python_env``, ``max_restarts``, ...); another
     name is a TypeError naming the valid ones. What cannot start (a bad
     option, a shipped directory over its limit) is raised here as a
-    ``SpecError``, a ``ShipError``, ...: a ``TFMesosError`` naming the
-    keyword arguments to change.
+    ``SpecError`` (a ``ValueError``), a ``ShipError``, ...: a
+    ``TFMesosError`` naming the keyword arguments to change.
+    ``tfmesos.submit`` starts the same run without waiting for it.
     """
-    if not callable(fn):
-        raise TypeError("tfmesos.run needs a function to run, got %r" % (fn,))
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise TypeError("tfmesos.run() got an unexpected option %r; valid options: workers, "
-                        "ps, chief, evaluator, ship, %s" % (unknown[0], ", ".join(sorted(OPTIONS))))
-    settings = dict(OPTIONS, **options)
     try:
-        jobs = run_jobs(workers, ps, chief, evaluator, settings)
-        return ship_and_run(fn, args, jobs, ship, settings)
+        call = FunctionCall.make("tfmesos.run", fn, args, workers, ps, chief, evaluator, ship,
+                                 options)
+        return call.execute()
     except TFMesosError as exc:
         worded = in_keywords(exc, ship)
         if worded is exc:
@@ -88,24 +101,114 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
         raise worded from None   # the caller's mistake, not tfmesos': raised by the call
 
 
-def ship_and_run(fn: Callable[..., Any], args: tuple[Any, ...], jobs: Sequence[Job], ship: Ship,
-                 settings: Mapping[str, Any]) -> Any:
-    """``run``'s run of ``jobs``: its payload packed, shipped and run."""
-    from ..ship import work_dirs
-    from ..ship.function_payload import pack_function
-    limit = MAX_RESULT
-    work = work_dirs.make("function")
-    try:
-        ship_spec = make_ship_spec(ship, settings)
-        payload = pack_function(fn, args, work, max_size=ship_spec.max_size)
-        spec = run_spec(fn, jobs, settings, ship_spec, payload, limit)
-        return execute(spec, logs_choice(settings["logs"], jobs), local_sources(fn))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+class FunctionCall:
+    """One call's run of ``fn``, checked and packed (``make``), to
+    ``execute`` once: ``run`` at once, ``submit`` in a thread of its own.
+    ``work``: the temporary directory of its payload, removed at the end."""
+
+    def __init__(self, spec: RunSpec, show: "Callable[[TaskSlot], bool]",
+                 sources: Optional[Sources], work: str) -> None:
+        self.spec, self.show, self.sources, self.work = spec, show, sources, work
+
+    @classmethod
+    def make(cls, caller: str, fn: Callable[..., Any], args: tuple[Any, ...], workers: int,
+             ps: int, chief: bool, evaluator: bool, ship: Ship, options: Mapping[str, Any]
+             ) -> "FunctionCall":
+        """The call of ``caller`` ("tfmesos.run"): its options checked, the
+        function and its arguments pickled into its payload."""
+        from ..ship import work_dirs
+        from ..ship.function_payload import pack_function
+        if not callable(fn):
+            raise TypeError("%s needs a function to run, got %r" % (caller, fn))
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError("%s() got an unexpected option %r; valid options: workers, ps, chief, "
+                            "evaluator, ship, %s" % (caller, unknown[0], ", ".join(sorted(OPTIONS))))
+        settings = dict(OPTIONS, **options)
+        jobs = run_jobs(workers, ps, chief, evaluator, settings, caller)
+        work = work_dirs.make("function")
+        try:
+            ship_spec = make_ship_spec(ship, settings)
+            payload = pack_function(fn, args, work, max_size=ship_spec.max_size)
+            spec = run_spec(fn, jobs, settings, ship_spec, payload, MAX_RESULT)
+            show = logs_choice(settings["logs"], jobs)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        return cls(spec, show, local_sources(fn), work)
+
+    def execute(self, cancel: Optional["Cancel"] = None) -> RunResult:
+        """Run it (``cancel``: how another thread stops it); its ``RunResult``."""
+        try:
+            return execute(self.spec, self.show, self.sources, cancel)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
-def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapping[str, Any]
-             ) -> list[Job]:
+class RunCancelled(ClusterError, CancelledError):
+    """The run was cancelled (``RunFuture.cancel``): its failure, which ends it."""
+
+
+CANCELLED = "cancelled: its future's cancel() stopped it"
+
+
+class Cancel:
+    """A run's cancellation, asked from another thread (``tfmesos.submit``'s
+    future): the run's failure becomes ``RunCancelled``, which its thread
+    raises at its next step (a second at most while it waits), then stops
+    every task and tears the framework down, as after any failure."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._run: Optional[ClusterRun] = None
+        self._asked = False
+        self._ended = False
+
+    @property
+    def asked(self) -> bool:
+        return self._asked
+
+    def ask(self) -> bool:
+        """Cancel the run; False when it has ended already (its outcome stands)."""
+        with self._lock:
+            if self._ended:
+                return False
+            self._asked = True
+            run = self._run
+        if run is not None:
+            self._stop(run)
+        return True
+
+    def attach(self, run: "ClusterRun") -> None:
+        """``run`` is the call's, before it starts; ``RunCancelled`` when
+        cancelled already."""
+        with self._lock:
+            self._run = run
+            asked = self._asked
+        if asked:
+            self._stop(run)
+            raise RunCancelled(CANCELLED)
+
+    def end(self) -> bool:
+        """The run's thread is done with it: whether it was cancelled."""
+        with self._lock:
+            self._ended = True
+            return self._asked
+
+    @staticmethod
+    def _stop(run: "ClusterRun") -> None:
+        state = run.state
+        with state.lock:   # the cancel is the outcome only when it ends the run
+            if state.failure is None and not state.ending:
+                run.record.outcome("interrupted", CANCELLED)
+                state.fail(RunCancelled(CANCELLED))
+
+
+def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapping[str, Any],
+             caller: str = "tfmesos.run") -> list[Job]:
     """The run's jobs (``tfrun -w -s -c --evaluator``), checked."""
     jobs: list[dict[str, Any]] = []
     worker = {"cpus": settings["cpus"], "mem": settings["mem"], "gpus": settings["gpus"]}
@@ -116,13 +219,13 @@ def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapp
             ("ps", ps, {key: settings["ps_" + key] for key in worker}),
             ("evaluator", 1 if evaluator else 0, worker)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise SpecError("tfmesos.run: %s must be a whole number of tasks, at least 0, got %r"
-                            % ({"worker": "workers", "ps": "ps"}.get(name, name), count))
+            raise SpecError("%s: %s must be a whole number of tasks, at least 0, got %r"
+                            % (caller, {"worker": "workers", "ps": "ps"}.get(name, name), count))
         if count:
             jobs.append(dict(resources, name=name, num=count))
     if not any(job["name"] in ("worker", "chief") for job in jobs):
-        raise SpecError("tfmesos.run: nothing to run the function in: ask for at least one "
-                        "worker (workers=N) or a chief (chief=True)")
+        raise SpecError("%s: nothing to run the function in: ask for at least one worker "
+                        "(workers=N) or a chief (chief=True)" % caller)
     return parse_jobs(jobs)
 
 
@@ -160,7 +263,8 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
     env = settings["env"] or {}
     env = list(env.items()) if isinstance(env, dict) else list(env)
     env += [(task_env.FUNCTION, payload.name), (task_env.FUNCTION_SHA256, payload.sha256),
-            (task_env.MAX_RESULT, str(limit))]
+            (task_env.MAX_RESULT, str(limit)),
+            (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs)))]
     local = dict(settings["local_master_options"] or {})
     if settings["no_isolation"] and settings["cgroups_enable_cfs"]:
         raise SpecError("no_isolation and cgroups_enable_cfs contradict each other: drop one")
@@ -193,6 +297,14 @@ def run_name(fn: object) -> str:
     """The run's default name: the function's."""
     name = getattr(fn, "__name__", "")
     return name if isinstance(name, str) and name.isidentifier() else "tfmesos-run"
+
+
+def other_limit(limit: int, jobs: Sequence[Job]) -> int:
+    """The bound of the value of a task other than the returning one: the
+    others share ``MAX_OTHER_RESULTS`` (each at most ``limit``), so that
+    the caller holds at most ``limit + MAX_OTHER_RESULTS`` bytes of pickles."""
+    others = sum(job.num for job in jobs) - 1
+    return min(limit, MAX_OTHER_RESULTS // others) if others > 0 else limit
 
 
 def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
@@ -262,10 +374,11 @@ def say(text: str) -> None:
         pass
 
 
-def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional[Sources] = None
-            ) -> Any:
-    """Run ``spec``; the returning task's value, or the failure raised
-    (``sources``: ``local_sources``, to make remote tracebacks readable)."""
+def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional[Sources] = None,
+            cancel: Optional[Cancel] = None) -> RunResult:
+    """Run ``spec``; every task's value, or the failure raised (``sources``:
+    ``local_sources``, to make remote tracebacks readable; ``cancel``: how
+    another thread stops the run)."""
     from ..backends.sizing import check_local
     from .launch import ClusterRun
 
@@ -274,10 +387,12 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     printer = Printer()
     run = ClusterRun(spec, on_log=printer, forward_logs=show, notify=say)
     try:
+        if cancel is not None:
+            cancel.attach(run)
         run.start()
         run.wait_ready()
         run.wait_finished()
-        return returned_value(run)
+        return collect(run)
     except TaskFailed as failure:
         error = remote_failure(run, failure, sources)
         if error is None:
@@ -297,6 +412,7 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
 
 
 def returning_slot(run: "ClusterRun") -> "TaskSlot":
+    """The task whose value is ``.value``: the chief, else worker 0."""
     slots = list(run.slots)
     return next((s for s in slots if s.job.name == "chief"), None) or \
         next(s for s in slots if s.job.name == "worker" and s.index == s.job.start)
@@ -320,6 +436,53 @@ def returned_value(run: "ClusterRun") -> Any:
         raise ClusterError("%s's return value does not unpickle here: %s: %s (is its class "
                            "importable in this process?)" % (slot.name, type(exc).__name__,
                                                              exc)) from exc
+
+
+def collect(run: "ClusterRun") -> RunResult:
+    """Every task's value, once the run's trainers are done: the returning
+    task's (``returned_value``: one that cannot be used fails the call), and
+    each other task's that came (waiting for those that ended; those still
+    running are stopped next, without one). Another task's value that
+    cannot be used is missing, with why: the caller asked for one value.
+    Workers still running when the chief returned get ``END_GRACE``
+    seconds to end with theirs (under MultiWorkerMirroredStrategy they end
+    with the chief; under ParameterServerStrategy they serve until stopped)."""
+    returning = returning_slot(run)
+    value = returned_value(run)
+    rendezvous = run.rendezvous
+    assert rendezvous is not None, "its trainers are done"
+    ends = "the chief" if returning.job.name == "chief" else "every worker"
+    values: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+    now = time.monotonic()
+    deadline, grace = now + RESULT_WAIT, now + END_GRACE
+    for slot in run.slots:
+        if slot is returning:
+            values[slot.name] = value
+            continue
+        until = deadline if slot.done else grace if slot.job.name == "worker" else now
+        wait = max(0.0, until - time.monotonic())
+        result = rendezvous.results.wait(slot.task_id, wait) if slot.task_id else None
+        why = None
+        if result is None or not (result.complete or result.broken):
+            ended = slot.done or bool(slot.task_id and rendezvous.results.ended(slot.task_id))
+            why = "it ended without sending its function's result" if ended else \
+                "stopped: still running when the run ended (once %s returned)" % ends
+        elif result.broken:
+            why = "its result cannot be used: %s" % result.broken
+        elif result.status != "ok":   # after the run's trainers were done
+            why = "it %s" % (result.error or "raised an exception")
+        elif not result.data:
+            why = result.error or "it sent no value (an older tfmesos on its agent?)"
+        else:
+            try:
+                values[slot.name] = pickle.loads(bytes(result.data))
+            except Exception as exc:
+                why = "its return value does not unpickle here: %s: %s (is its class " \
+                    "importable in this process?)" % (type(exc).__name__, exc)
+        if why is not None:
+            missing[slot.name] = why
+    return RunResult(values, returning.name, run.run_id, missing)
 
 
 def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sources] = None

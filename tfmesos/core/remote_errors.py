@@ -43,8 +43,100 @@ def remote_error(task: str, result: "Result", failure: TaskFailed,
             logger.debug("%s's exception does not unpickle here: %r", task, exc)
         else:
             cause = loaded if isinstance(loaded, BaseException) else None
-    error = RemoteTaskError(message, task, failure.state, failure.exit_code, text)
+    error = as_cause_type(message, task, failure.state, failure.exit_code, text, cause) \
+        if cause is not None else None
+    if error is None:
+        error = RemoteTaskError(message, task, failure.state, failure.exit_code, text)
     error.__cause__ = cause
+    return error
+
+
+# -- the error as its cause's type too -----------------------------------------
+#
+# As Ray's RayTaskError.as_instanceof_cause (python/ray/exceptions.py): the
+# error is of a class made once per cause class, a subclass of both
+# RemoteTaskError and the cause's class, so that ``except ZeroDivisionError``
+# catches a remote ZeroDivisionError and ``except RemoteTaskError`` too.
+# Unlike Ray's, the error is made as a copy of the cause (its args, errno,
+# ...: what its class' C fields hold too), whose str() is RemoteTaskError's
+# message; its args are the cause's.
+
+_TYPED: "dict[type, Optional[type]]" = {}
+# The builtin exceptions' fields kept in C (Objects/exceptions.c).
+_C_FIELDS = ("errno", "strerror", "filename", "filename2", "name", "path", "msg", "lineno",
+             "offset", "text", "end_lineno", "end_offset", "value", "obj")
+
+
+def _typed_str(self: RemoteTaskError) -> str:
+    return self.__dict__.get("_message", "")
+
+
+def _typed_reduce(self: RemoteTaskError) -> tuple:
+    return (_rebuild, (self.__dict__.get("_message", ""), self.task, self.state, self.exit_code,
+                       self.remote_traceback, self.__dict__.get("_remote_cause")))
+
+
+def _rebuild(message: str, task: Optional[str], state: Optional[str], exit_code: Optional[int],
+             remote_traceback: str, cause: Optional[BaseException]) -> RemoteTaskError:
+    """A pickled error again (its class is made, not importable)."""
+    error = as_cause_type(message, task, state, exit_code, remote_traceback, cause) \
+        if cause is not None else None
+    if error is None:
+        error = RemoteTaskError(message, task, state, exit_code, remote_traceback)
+    error.__cause__ = cause
+    return error
+
+
+def typed_class(cause_type: type) -> Optional[type]:
+    """``RemoteTaskError(cause_type)``, a subclass of both; None for a type
+    that is not an ``Exception`` (a remote ``SystemExit`` must not end the
+    caller) or that cannot be subclassed so."""
+    if cause_type in _TYPED:
+        return _TYPED[cause_type]
+    made: Optional[type] = None
+    if issubclass(cause_type, Exception) and not issubclass(cause_type, RemoteTaskError):
+        name = "RemoteTaskError(%s)" % cause_type.__name__
+        try:
+            made = type(name, (RemoteTaskError, cause_type), {
+                "__module__": RemoteTaskError.__module__, "__qualname__": name,
+                "__doc__": RemoteTaskError.__doc__, "__str__": _typed_str,
+                "__reduce__": _typed_reduce})
+        except TypeError as exc:   # a layout conflict, a class that refuses subclasses
+            logger.debug("no RemoteTaskError of %s: %s", cause_type, exc)
+    _TYPED[cause_type] = made
+    return made
+
+
+def as_cause_type(message: str, task: Optional[str], state: Optional[str],
+                  exit_code: Optional[int], remote_traceback: str, cause: BaseException
+                  ) -> Optional[RemoteTaskError]:
+    """The ``RemoteTaskError`` of ``cause`` that is also of ``cause``'s type
+    (``typed_class``): a copy of it, its message ``message``; None when
+    there cannot be one."""
+    cls = typed_class(type(cause))
+    if cls is None:
+        return None
+    # Made as unpickling made the cause (``BaseException.__reduce__``:
+    # the class called with its args, then its __dict__), but for the class.
+    args = cause.args
+    try:
+        error = cls.__new__(cls, *args)
+        try:
+            type(cause).__init__(error, *args)   # OSError's errno, ... from its args
+        except Exception:
+            BaseException.__init__(error, *args)
+        error.__dict__.update(vars(cause))
+        for name in _C_FIELDS:   # not in its args nor __dict__ (OSError's filename, ...)
+            if hasattr(cause, name):
+                try:
+                    setattr(error, name, getattr(cause, name))
+                except (AttributeError, TypeError):
+                    pass
+    except Exception as exc:
+        logger.debug("no RemoteTaskError of %r: %s", cause, exc)
+        return None
+    error.__dict__.update(_message=message, _remote_cause=cause, task=task, state=state,
+                          exit_code=exit_code, remote_traceback=remote_traceback)
     return error
 
 
@@ -97,4 +189,5 @@ def readable(text: str, sources: Mapping[str, Sequence[tuple[str, int, int]]]) -
     return "".join(out)
 
 
-__all__ = ["Sources", "remote_error", "local_sources", "readable"]
+__all__ = ["Sources", "remote_error", "as_cause_type", "typed_class", "local_sources",
+           "readable"]

@@ -5,7 +5,9 @@ by the calling thread.
 
 The bytes are kept, never unpickled here (``function_run`` does, in the
 calling process). Each task's result is bounded: a header announcing more
-than ``limit`` bytes, data beyond what was announced or out of order, or a
+than ``limit`` bytes, or more than the results kept leave of ``total``
+(every task sends its value: the tasks keep to their shares of it, this is
+the backstop), data beyond what was announced or out of order, or a
 malformed frame marks the result ``broken`` (with why) and nothing more of
 it is kept; other tasks and the run are not disturbed.
 """
@@ -17,7 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..task.result_file import MAX_RESULT
+from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 
 STATUSES = ("ok", "error")
 
@@ -44,10 +46,13 @@ class Result:
 
 
 class ResultInbox:
-    """The results of a run's tasks, by task id; ``limit``: bytes per result."""
+    """The results of a run's tasks, by task id; ``limit``: bytes per
+    result; ``total``: of the results kept, together."""
 
-    def __init__(self, limit: int = MAX_RESULT) -> None:
+    def __init__(self, limit: int = MAX_RESULT, total: int = MAX_RESULT + MAX_OTHER_RESULTS
+                 ) -> None:
         self.limit = limit
+        self.total = total
         self._results: dict[str, Result] = {}
         self._ended: set[str] = set()      # task ids whose exit frame came
         self._changed = threading.Condition()
@@ -56,6 +61,7 @@ class ResultInbox:
         """Take a ``result`` or ``result_data`` frame of ``task_id``."""
         with self._changed:
             if message.get("type") == "result":
+                self._results.pop(task_id, None)   # a header again: this one replaces it
                 self._results[task_id] = self._header(task_id, message)
             else:
                 result = self._results.get(task_id)
@@ -77,6 +83,10 @@ class ResultInbox:
             result.broken = "its header is malformed"
         elif size > self.limit:
             result.broken = "it announced %d bytes, over the %d byte bound" % (size, self.limit)
+        elif size > self.total - sum(kept.size for kept in self._results.values()
+                                     if kept.broken is None):
+            result.broken = "it announced %d bytes, over what the run's results kept leave of " \
+                "their %d byte bound" % (size, self.total)
         return result
 
     @staticmethod
@@ -102,6 +112,11 @@ class ResultInbox:
                 result.broken = "its data has %d of the %d bytes announced" % (
                     len(result.data), result.size)
             self._changed.notify_all()
+
+    def ended(self, task_id: str) -> bool:
+        """Whether ``task_id``'s exit frame came."""
+        with self._changed:
+            return task_id in self._ended
 
     def wait(self, task_id: str, timeout: float) -> Optional[Result]:
         """``task_id``'s result once complete, broken or its task ended

@@ -18,7 +18,8 @@ BUNDLE_TREE_SHA256 = "TFMESOS_BUNDLE_TREE_SHA256"  # the sha256 of its tree,
 BUNDLE_DIR = "TFMESOS_BUNDLE_DIR"       # and the directory it unpacks to
 FUNCTION = "TFMESOS_FUNCTION"           # tfmesos.run: the payload's file name in the sandbox,
 FUNCTION_SHA256 = "TFMESOS_FUNCTION_SHA256"  # its sha256,
-MAX_RESULT = "TFMESOS_MAX_RESULT"       # and the bound of a pickled result, bytes
+MAX_RESULT = "TFMESOS_MAX_RESULT"       # and the bound of a pickled result, bytes: the
+MAX_OTHER_RESULT = "TFMESOS_MAX_OTHER_RESULT"  # chief's (else worker 0's), the others'
 
 # A run that survives its scheduler (tfrun --failover, --detach): for this
 # many seconds after losing the scheduler the task keeps its command running

@@ -4,9 +4,12 @@ the run shipped into the sandbox (``TFMESOS_FUNCTION``, its sha256 checked;
 ``ship/function_payload.py`` made it), calls ``fn(*args)`` with the task's
 ``TF_CONFIG`` and ``TFMESOS_*`` variables set, and writes the outcome to
 ``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
-scheduler: the return value from the task that returns (the chief, else
-worker 0), or the exception and its traceback from any task. Exit status 0
-when ``fn`` returned, 1 when it raised (or its value cannot come back).
+scheduler: every task's return value, or the exception and its traceback.
+Exit status 0 when ``fn`` returned, 1 when it raised, or when the value of
+the task that returns the call's ``.value`` (the chief, else worker 0)
+cannot come back (not picklable, over its bound); another task's that
+cannot is said in its outcome instead (status "ok", no value), exit 0:
+the caller's ``.missing`` names it.
 
 The payload's cloudpickle comes first on the path: the agents need none,
 and the pickle loads with the version that made it.
@@ -20,7 +23,14 @@ import traceback
 import zipfile
 
 from ..protocol import task_env
-from .result_file import MAX_ERROR, clip_traceback, result_limit, write_outcome
+from .result_file import (
+    MAX_ERROR,
+    MAX_OTHER_RESULTS,
+    clip_traceback,
+    other_limit,
+    result_limit,
+    write_outcome,
+)
 
 FUNCTION_MEMBER = "function.pkl"
 META_MEMBER = "meta.json"
@@ -31,8 +41,8 @@ class LoadError(Exception):
 
 
 def returns_value(environ):
-    """Whether this task's return value goes back: the chief's when the run
-    has one, else worker 0's."""
+    """Whether this task's return value is the call's ``.value``, which must
+    come back: the chief's when the run has one, else worker 0's."""
     job = environ.get(task_env.JOB_NAME)
     if environ.get(task_env.CHIEF_HOSTS):
         return job == "chief"
@@ -112,22 +122,37 @@ def main(environ=None):
     except BaseException as exc:   # SystemExit too: fn did not return
         tb = exc.__traceback__
         return _error(out, exc, tb.tb_next if tb is not None else None, limit)
-    if not returns_value(environ):
-        write_outcome(out, {"status": "ok"})
-        return 0
+    returning = returns_value(environ)
+    bound = limit if returning else other_limit(environ)
     try:
         import cloudpickle
         data = cloudpickle.dumps(value)
     except Exception as exc:
-        return _error(out, exc, exc.__traceback__, limit, "returned a value that cannot be pickled: ")
-    if len(data) > limit:
+        if returning:
+            return _error(out, exc, exc.__traceback__, limit,
+                          "returned a value that cannot be pickled: ")
+        line = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return _dropped(out, "returned a value that cannot be pickled: %s" % line)
+    if len(data) > bound:
         text = ("returned a value that pickles to %s, over the %s bound of tfmesos.run's "
-                "results: return less, and write large results to shared storage"
-                % (mib(len(data)), mib(limit)))
+                "results%s: return less, and write large results to shared storage"
+                % (mib(len(data)), mib(bound), "" if returning else
+                   " for each task but the chief (else worker 0), which share %s"
+                   % mib(MAX_OTHER_RESULTS)))
+        if not returning:
+            return _dropped(out, text)
         print("tfmesos: %s" % text, file=sys.stderr, flush=True)
         write_outcome(out, {"status": "error", "error": text})
         return 1
     write_outcome(out, {"status": "ok"}, data)
+    return 0
+
+
+def _dropped(out, text):
+    """The value of a task whose value is not ``.value`` cannot come back:
+    said (the caller's ``.missing``), not a failure; 0."""
+    print("tfmesos: its value does not come back: %s" % text, file=sys.stderr, flush=True)
+    write_outcome(out, {"status": "ok", "error": text[:MAX_ERROR]})
     return 0
 
 

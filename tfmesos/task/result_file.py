@@ -18,8 +18,12 @@ value that ...", ``traceback`` text), then the pickled value or exception
 so the pickle never leaves the JSON frames of ``protocol.wire`` (the
 scheduler keeps the bytes; only ``tfmesos.run`` unpickles them, in the
 calling process: the value its own function returned). At most
-``MAX_RESULT`` bytes (``TFMESOS_MAX_RESULT`` when smaller): the runner
-refuses a larger value, naming the bound; a larger file is not sent.
+``MAX_RESULT`` bytes (``TFMESOS_MAX_RESULT`` when smaller) from the task
+whose value is the call's ``.value`` (the chief, else worker 0); every
+other task's at most its share of ``MAX_OTHER_RESULTS``
+(``TFMESOS_MAX_OTHER_RESULT``, ``other_limit``): the caller holds at most
+both. The runner refuses a larger value, naming the bound; a larger file
+is not sent.
 """
 
 import base64
@@ -31,6 +35,7 @@ import sys
 from ..protocol import task_env
 
 MAX_RESULT = 64 << 20       # bytes of one pickled result
+MAX_OTHER_RESULTS = 256 << 20   # bytes of the other tasks' results together
 CHUNK = 512 << 10           # raw bytes per frame: ~700 kB of base64, under wire.MAX_FRAME
 MAX_HEADER = 1 << 20        # bytes of the header line
 MAX_TRACEBACK = 64 << 10    # characters of a traceback kept (its end)
@@ -44,6 +49,17 @@ def result_limit(environ):
     except ValueError:
         given = MAX_RESULT
     return max(0, min(given, MAX_RESULT))
+
+
+def other_limit(environ):
+    """The bound of the value of a task whose value is not ``.value``: its
+    share of ``MAX_OTHER_RESULTS``, which the run sets, at most ``result_limit``."""
+    limit = result_limit(environ)
+    try:
+        given = int(environ.get(task_env.MAX_OTHER_RESULT) or limit)
+    except ValueError:
+        given = limit
+    return max(0, min(given, limit))
 
 
 def clip_traceback(text):

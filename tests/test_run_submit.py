@@ -1,0 +1,258 @@
+"""``tfmesos.run`` as the libraries its users know do it (issue 35, item 7):
+every task's value (a ``RunResult``, the chief's, else worker 0's, as
+``.value``); ``tfmesos.submit``, a ``concurrent.futures.Future`` whose
+``cancel()`` stops a running run and leaves nothing of it running; a
+remote exception raised as its own type too. The functions run plain
+Python (no TensorFlow)."""
+
+import concurrent.futures
+import json
+import os
+import pickle
+import sys
+import threading
+
+import cloudpickle
+import pytest
+from fixtures_master import leftover_processes, local_master, make_local_master
+from waiting import wait_until
+
+import tfmesos
+from tfmesos.core import function_run
+from tfmesos.core.remote_errors import remote_error
+from tfmesos.core.result_inbox import ResultInbox
+from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
+
+pytestmark = pytest.mark.timeout(240)
+
+# By value, as a script's functions travel: the agents cannot import this module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+SMALL = {"cpus": 0.1, "mem": 128, "launch_timeout": 120, "ship": None}
+
+
+def per_task(path):
+    """Workers return their index (having left a file); the chief returns
+    once both workers' files are there; the ps serves until stopped."""
+    import os
+    import time
+    job, index = os.environ["TFMESOS_JOB_NAME"], int(os.environ["TFMESOS_TASK_INDEX"])
+    if job == "worker":
+        open(os.path.join(path, "worker-%d" % index), "w").close()
+        return {"worker": index}
+    if job == "ps":
+        while True:
+            time.sleep(0.2)
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(os.path.join(path, "worker-%d" % i)) for i in (0, 1)):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the workers never came")
+        time.sleep(0.05)
+    return "chief"
+
+
+def index_plus(offset):
+    import os
+    return int(os.environ["TFMESOS_TASK_INDEX"]) + offset
+
+
+def runs_until_stopped(path):
+    import os
+    import time
+    open(os.path.join(path, "started-%d" % os.getpid()), "w").close()
+    while True:
+        time.sleep(0.2)
+
+
+def divides_by_zero_on_worker_1():
+    import os
+    return 1 / int(os.environ["TFMESOS_TASK_INDEX"] != "1")
+
+
+def worker_values_that_cannot_come_back(size):
+    import os
+    import threading
+    index = int(os.environ["TFMESOS_TASK_INDEX"])
+    return {0: "fine", 1: b"x" * size, 2: threading.Lock()}[index]
+
+
+def run_json(directory):
+    with open(os.path.join(directory, "run.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+# -- every task's value ----------------------------------------------------------
+
+
+def test_every_task_returns_its_value_the_chief_s_is_value(tmp_path, monkeypatch):
+    # The run ends when the chief returned; the workers it waited for get
+    # END_GRACE to send theirs (generous here: the machine is loaded).
+    monkeypatch.setattr(function_run, "END_GRACE", 120.0)
+    result = tfmesos.run(per_task, str(tmp_path), workers=2, ps=1, chief=True,
+                         run_dir=str(tmp_path / "run"), **SMALL)
+    assert isinstance(result, tfmesos.RunResult)
+    assert result.value == "chief" and result.value_task == "chief:0"
+    assert result.values == {"chief:0": "chief", "worker:0": {"worker": 0},
+                             "worker:1": {"worker": 1}}
+    assert list(result) == ["chief:0", "worker:0", "worker:1"] and len(result) == 3
+    assert result["worker:1"] == {"worker": 1} and dict(result) == result.values
+    # The ps served until the run ended: stopped, no value, and it says so.
+    assert "ps:0" not in result and list(result.missing) == ["ps:0"]
+    assert result.missing["ps:0"] == ("stopped: still running when the run ended (once the "
+                                      "chief returned)")
+    with pytest.raises(KeyError, match="ps:0 has no value: stopped"):
+        result["ps:0"]
+    with pytest.raises(KeyError, match="no task 'worker:7'"):
+        result["worker:7"]
+    assert result.run_id == run_json(tmp_path / "run")["run_id"]
+    assert repr(result).startswith("RunResult(run_id=%r, value='chief' (chief:0), values={"
+                                   "'chief:0': 'chief', 'worker:0': {'worker': 0}, "
+                                   % result.run_id)
+    assert pickle.loads(pickle.dumps(result)) == result
+
+
+def test_a_value_of_another_task_that_cannot_come_back_is_missing_not_a_failure(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(function_run, "MAX_OTHER_RESULTS", 2 << 20)   # 1 MiB per other task
+    result = tfmesos.run(worker_values_that_cannot_come_back, 3 << 20, workers=3,
+                         run_dir=str(tmp_path / "run"), **SMALL)
+    assert result.value == "fine" and list(result) == ["worker:0"]
+    assert result.missing["worker:1"].startswith(
+        "returned a value that pickles to 3.0 MiB, over the 1.0 MiB bound of tfmesos.run's "
+        "results for each task but the chief (else worker 0)")
+    assert result.missing["worker:2"].startswith(
+        "returned a value that cannot be pickled: TypeError: cannot pickle '_thread.lock'")
+    assert run_json(tmp_path / "run")["outcome"]["status"] == "succeeded"
+
+
+# -- submit ----------------------------------------------------------------------
+
+
+def test_submit_then_result(tmp_path):
+    called = []
+    future = tfmesos.submit(index_plus, 40, workers=2, run_dir=str(tmp_path / "run"), **SMALL)
+    future.add_done_callback(called.append)
+    assert isinstance(future, concurrent.futures.Future)
+    result = future.result(timeout=180)
+    assert result.values == {"worker:0": 40, "worker:1": 41} and result.value == 40
+    assert future.done() and not future.running() and not future.cancelled()
+    assert future.exception() is None and called == [future]
+    assert not future.cancel()   # done: its outcome stands
+    assert "finished: RunResult(run_id=%r" % result.run_id in repr(future)
+
+
+def test_submit_then_cancel_a_long_function_leaves_nothing_running(tmp_path, local_master):
+    called = []
+    future = tfmesos.submit(runs_until_stopped, str(tmp_path), workers=2, master=local_master.url,
+                            python=sys.executable, run_dir=str(tmp_path / "run"), **SMALL)
+    future.add_done_callback(called.append)
+
+    def started():
+        return [name for name in os.listdir(tmp_path) if name.startswith("started-")]
+    wait_until(lambda: len(started()) == 2, 120, message=lambda: "started: %s" % started())
+    assert future.running() and not future.done() and "running" in repr(future)
+    assert future.cancel() is True
+    # cancel() returned once the run's tasks were told to stop and its
+    # framework torn down: the future is cancelled, the tasks end.
+    assert future.cancelled() and future.done() and called == [future]
+    with pytest.raises(concurrent.futures.CancelledError):
+        future.result()
+    with pytest.raises(concurrent.futures.CancelledError):
+        future.exception()
+    assert future.cancel() is True   # again: still cancelled
+    wait_until(lambda: not leftover_processes(local_master), 60,
+               message=lambda: "left running: %s" % leftover_processes(local_master))
+    state = local_master.state()
+    assert state["frameworks"] == [] and len(state["completed_frameworks"]) == 1
+    outcome = run_json(tmp_path / "run")["outcome"]
+    assert (outcome["status"], outcome["message"]) == (
+        "interrupted", "cancelled: its future's cancel() stopped it")
+
+
+def test_two_submits_at_once_both_complete(tmp_path):
+    first = tfmesos.submit(index_plus, 10, workers=2, run_dir=str(tmp_path / "a"), **SMALL)
+    second = tfmesos.submit(index_plus, 20, workers=1, run_dir=str(tmp_path / "b"), **SMALL)
+    done, pending = concurrent.futures.wait([first, second], timeout=200)
+    assert not pending
+    assert first.result().values == {"worker:0": 10, "worker:1": 11}
+    assert second.result().values == {"worker:0": 20}
+    assert first.result().run_id != second.result().run_id
+
+
+def test_a_remote_exception_is_raised_as_its_own_type_through_the_future(tmp_path):
+    future = tfmesos.submit(divides_by_zero_on_worker_1, workers=2,
+                            run_dir=str(tmp_path / "run"), **SMALL)
+    with pytest.raises(ZeroDivisionError) as caught:
+        future.result(timeout=180)
+    error = caught.value
+    assert isinstance(error, RemoteTaskError) and error.task == "worker:1"
+    assert str(error).startswith("worker:1 raised ZeroDivisionError: division by zero")
+    assert error.args == ("division by zero",) and type(error.__cause__) is ZeroDivisionError
+    assert future.exception() is error
+
+
+def test_what_cannot_start_is_raised_by_submit_itself():
+    with pytest.raises(TypeError, match=r"^tfmesos\.submit\(\) got an unexpected option "
+                                        r"'wokers'; valid options: workers, ps, "):
+        tfmesos.submit(index_plus, 1, wokers=2)
+    with pytest.raises(SpecError, match="^tfmesos.submit: workers must be a whole number") as bad:
+        tfmesos.submit(index_plus, 1, workers=-1)
+    assert isinstance(bad.value, ValueError)
+    with pytest.raises(TypeError, match="needs a function to run"):
+        tfmesos.submit("not callable")
+    with pytest.raises(SpecError, match="cannot pickle the function"):
+        tfmesos.submit(index_plus, threading.Lock())
+
+
+# -- pure: the result, the errors, the bound --------------------------------------
+
+
+def test_a_run_result_reads_as_a_mapping_pickles_and_compares():
+    result = tfmesos.RunResult({"worker:0": 1, "worker:1": [2]}, "worker:0", "7a4e0001",
+                               {"ps:0": "stopped"})
+    assert pickle.loads(pickle.dumps(result)) == result
+    assert result != tfmesos.RunResult({"worker:0": 1, "worker:1": [3]}, "worker:0", "7a4e0001",
+                                       {"ps:0": "stopped"})
+    assert result != 1 and result.get("ps:0", "none") == "none"
+    assert list(result.items()) == [("worker:0", 1), ("worker:1", [2])]
+    with pytest.raises(TypeError):
+        hash(result)
+    with pytest.raises(ValueError, match="value_task 'chief:0' is none of its values' tasks"):
+        tfmesos.RunResult({"worker:0": 1}, "chief:0", "7a4e0001")
+
+
+def failed_with(exception):
+    inbox = ResultInbox()
+    data = pickle.dumps(exception)
+    inbox.feed("t", {"type": "result", "status": "error", "traceback": "", "size": len(data),
+                     "error": "raised %s: %s" % (type(exception).__name__, exception)})
+    inbox.feed("t", {"type": "result_data", "offset": 0,
+                     "data": __import__("base64").b64encode(data).decode()})
+    return remote_error("worker:1", inbox.wait("t", 0), TaskFailed("x", "worker:1", None, 1))
+
+
+def test_a_remote_exception_is_its_own_type_and_a_remote_task_error():
+    with pytest.raises(ZeroDivisionError):
+        raise failed_with(ZeroDivisionError("division by zero"))
+    error = failed_with(FileNotFoundError(2, "No such file or directory", "/data/x"))
+    assert isinstance(error, FileNotFoundError) and isinstance(error, RemoteTaskError)
+    assert (error.errno, error.filename, error.task) == (2, "/data/x", "worker:1")
+    assert type(error).__name__ == "RemoteTaskError(FileNotFoundError)"
+    assert type(failed_with(FileNotFoundError(2, "again"))) is type(error)   # one class each
+    copied = pickle.loads(pickle.dumps(error))
+    assert type(copied) is type(error) and str(copied) == str(error) and copied.task == "worker:1"
+    # A remote SystemExit must not end the caller: a RemoteTaskError alone.
+    exited = failed_with(SystemExit(3))
+    assert type(exited) is RemoteTaskError and type(exited.__cause__) is SystemExit
+
+
+def test_the_results_kept_together_are_bounded():
+    inbox = ResultInbox(limit=1000, total=1500)
+    inbox.feed("t1", {"type": "result", "status": "ok", "size": 1000})
+    inbox.feed("t2", {"type": "result", "status": "ok", "size": 600})
+    assert inbox.wait("t2", 0).broken == ("it announced 600 bytes, over what the run's results "
+                                          "kept leave of their 1500 byte bound")
+    inbox.feed("t1", {"type": "result", "status": "ok", "size": 900})   # replaces its own
+    assert inbox.wait("t1", 0).broken is None
+    inbox.feed("t3", {"type": "result", "status": "ok", "size": 600})
+    assert inbox.wait("t3", 0).broken is None

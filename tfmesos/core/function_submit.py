@@ -1,0 +1,163 @@
+"""``tfmesos.submit(fn, *args, ...)``: ``tfmesos.run`` without waiting for
+it. The call is checked and its function packed by ``submit`` itself
+(what cannot start is raised there, as by ``run``); the run goes on in a
+thread of its own, and ``submit`` returns its ``RunFuture``, a
+``concurrent.futures.Future``: ``result(timeout)`` (the ``RunResult``, or
+the run's error raised), ``exception()``, ``done()``, ``cancel()``,
+``add_done_callback``; ``concurrent.futures.wait`` and ``as_completed``
+take it.
+
+Unlike an executor's future, a running one can be cancelled: ``cancel()``
+fails the run (``function_run.Cancel``), which kills its tasks and tears
+its framework down, as after any failure, and returns once that is done;
+``result()`` then raises ``CancelledError``. The future stays pending, for
+``concurrent.futures``, until the run's outcome is known: it is set then,
+by the run's thread, or by ``cancel()`` once that thread ended (so the
+state moves only as ``Future``'s public methods move it:
+Lib/concurrent/futures/_base.py).
+
+No signal handler is installed (run() has none either: a Ctrl-C in the
+caller's main thread interrupts its ``result()``, not the run). The run's
+thread is a daemon; a run still going when the program ends is cancelled
+then (an ``atexit`` hook, registered at the first submit), so that nothing
+of it is left running.
+"""
+
+import atexit
+import concurrent.futures
+import threading
+from typing import Any, Callable, Optional
+
+from ..exceptions import TFMesosError
+from .function_options import Ship, in_keywords
+from .function_run import Cancel, FunctionCall, say
+from .run_result import RunResult
+
+_live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit
+_live_lock = threading.Lock()
+_hooked = False
+
+
+class RunFuture(concurrent.futures.Future):
+    """The future of one ``tfmesos.submit``: see the module."""
+
+    def __init__(self, call: FunctionCall, ship: Ship, name: str) -> None:
+        super().__init__()
+        self._call = call
+        self._ship = ship
+        self._cancel = Cancel()
+        self._cancelling = threading.Lock()
+        self._notified = False
+        self._thread = threading.Thread(target=self._work, name="tfmesos.submit(%s)" % name,
+                                        daemon=True)
+
+    def _start(self) -> None:
+        with _live_lock:
+            _live.add(self)
+        self._thread.start()
+
+    def _work(self) -> None:
+        outcome: Optional[RunResult] = None
+        error: Optional[BaseException] = None
+        try:
+            outcome = self._call.execute(self._cancel)
+        except BaseException as exc:
+            error = in_keywords(exc, self._ship) if isinstance(exc, TFMesosError) else exc
+        finally:
+            with _live_lock:
+                _live.discard(self)
+        if self._cancel.end():
+            return   # cancel() sets the future, once this thread has ended
+        if self.set_running_or_notify_cancel():   # pending until now: see the module
+            if error is None:
+                self.set_result(outcome)
+            else:
+                self.set_exception(error)
+
+    def running(self) -> bool:
+        """True while the run goes on (from the submit to its outcome)."""
+        return not self.done()
+
+    def cancel(self) -> bool:
+        """Cancel the run: kill its tasks, tear its framework down, and
+        return True once that is done; ``result()`` raises
+        ``CancelledError`` from then on. False when its outcome came first
+        (``result()`` gives it)."""
+        if self.done():
+            return self.cancelled()
+        if not self._cancel.ask():
+            return False
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        with self._cancelling:
+            super().cancel()   # pending -> cancelled: result() raises, callbacks run
+            if not self._notified:
+                self._notified = True
+                self.set_running_or_notify_cancel()   # tells concurrent.futures.wait()
+        return True
+
+    def __repr__(self) -> str:
+        if self.cancelled():
+            state = "cancelled"
+        elif not self.done():
+            state = "running"
+        elif self.exception() is not None:
+            state = "raised %s" % type(self.exception()).__name__
+        else:
+            state = "finished: %r" % (self.result(),)
+        return "<RunFuture %s %s>" % (self._thread.name, state)
+
+
+def submit(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0,
+           chief: bool = False, evaluator: bool = False, ship: Ship = ".",
+           **options: Any) -> RunFuture:
+    """Start ``tfmesos.run(fn, *args, ...)`` (the same arguments and
+    options) and return its ``RunFuture`` at once: a
+    ``concurrent.futures.Future`` whose ``result(timeout=None)`` is the
+    ``RunResult`` (or raises the run's error, as ``run`` would:
+    ``RemoteTaskError``, also of the remote exception's type, ...;
+    ``TimeoutError`` when ``timeout`` passes first), and whose ``cancel()``
+    stops a running run (its tasks killed, its framework torn down) before
+    it returns True; ``result()`` then raises
+    ``concurrent.futures.CancelledError``.
+
+    What cannot start is raised by ``submit`` itself: a TypeError for an
+    unknown option, a ``SpecError`` (a ``ValueError``) for a bad value, a
+    function that does not pickle. A run still going when the program
+    ends is cancelled then. Runs submitted together run at once, each its
+    own framework (on the embedded master, each its own master).
+    """
+    try:
+        call = FunctionCall.make("tfmesos.submit", fn, args, workers, ps, chief, evaluator, ship,
+                                 options)
+    except TFMesosError as exc:
+        worded = in_keywords(exc, ship)
+        if worded is exc:
+            raise
+        raise worded from None   # the caller's mistake: raised by the call
+    future = RunFuture(call, ship, str(getattr(fn, "__qualname__", None) or type(fn).__name__))
+    _hook_exit()
+    future._start()
+    return future
+
+
+def _hook_exit() -> None:
+    global _hooked
+    with _live_lock:
+        if _hooked:
+            return
+        _hooked = True
+    atexit.register(cancel_live)
+
+
+def cancel_live() -> None:
+    """Cancel every run still going (at exit): nothing of them is left."""
+    with _live_lock:
+        going = list(_live)
+    for future in going:
+        if not future.done():
+            say("the program ends: cancelling %s" % future._thread.name)
+            future.cancel()
+
+
+__all__ = ["RunFuture", "submit", "cancel_live"]
