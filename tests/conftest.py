@@ -24,6 +24,14 @@ _RUNS = tempfile.TemporaryDirectory(prefix="tfmesos-test-runs-")
 os.environ["TFMESOS_RUNS_DIR"] = _RUNS.name
 # And the keys of --failover and detached runs: not into the user's ~/.tfmesos.
 os.environ["TFMESOS_KEYS_DIR"] = os.path.join(_RUNS.name, "keys")
+# Every Python process the suite starts skips the garbage collections at its
+# exit, and sees no JAX unless its test is marked ``jax``
+# (tests/process_site/sitecustomize.py: ~2.5 s of CPU a TensorFlow process).
+_PROCESS_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "process_site")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_PROCESS_SITE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+HIDDEN_ENV = "TFMESOS_TEST_HIDDEN_PACKAGES"
+os.environ[HIDDEN_ENV] = "jax,jaxlib"
 STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
 
@@ -58,7 +66,8 @@ INTEGRATION_MODULES = frozenset((
     "test_rendezvous_hardening", "test_report", "test_run_dir", "test_run_function",
     "test_run_outcomes", "test_run_submit", "test_sandbox_tails", "test_ship", "test_ship_packed",
     "test_sticky", "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun",
-    "test_usage", "test_warm_tasks", "test_benchmarks", "test_leftovers"))
+    "test_usage", "test_warm_tasks", "test_benchmarks", "test_leftovers", "test_readme_detach",
+    "test_framework_runs"))
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
@@ -75,6 +84,13 @@ def pytest_collection_modifyitems(config, items):
             group = "tensorflow"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _jax_visible(request, monkeypatch):
+    """A test marked ``jax`` starts processes that may import JAX."""
+    if request.node.get_closest_marker("jax") is not None:
+        monkeypatch.delenv(HIDDEN_ENV, raising=False)
 
 
 def marked_processes():

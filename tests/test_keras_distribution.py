@@ -81,6 +81,7 @@ def trained_as_one_job(result, epochs):
 
 
 @pytest.mark.tensorflow
+@pytest.mark.jax
 def test_keras_3_on_jax_trains_across_two_workers_with_keras_distribution():
     result = run_tfrun("-w", "2", "-s", "0", *RESOURCES, "--", PY, "examples/keras_jax.py",
                        timeout=300)

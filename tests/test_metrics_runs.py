@@ -140,7 +140,7 @@ print(json.dumps([keras.backend.backend(), points]))
 
 
 @pytest.mark.tensorflow
-@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+@pytest.mark.parametrize("backend", [pytest.param("jax", marks=pytest.mark.jax), "tensorflow"])
 def test_the_keras_callback_logs_with_keras_3(backend):
     result = subprocess.run([PY, "-c", KERAS_3], cwd=REPO, capture_output=True, text=True,
                             timeout=180, env=dict(os.environ, KERAS_BACKEND=backend,
