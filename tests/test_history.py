@@ -345,3 +345,41 @@ def test_logs_follow_prints_while_the_run_goes_and_ends_with_it(tmp_path):
         assert tfrun.wait(60) == 0
     assert follower.returncode == 0 and err == ""
     assert first + out == "line 1\nline 2\nline 3\nline 4\n"
+
+
+def test_show_of_a_running_task_says_running_and_for_how_long(runs_dir, capsys):
+    """Its last state is TASK_RUNNING: it has not ended (it said ``ENDED
+    +0.2 s``, the time of that state); one whose run ended without its end
+    (a tfrun gone) has no end to show."""
+    import datetime
+    from io import StringIO
+
+    from run_dirs import BASE
+
+    from tfmesos.cli.run_show import show_run
+    from tfmesos.record.history import Run
+    tasks = {"ps:0": [attempt("ps:0", launched=0.1, running=0.2)],
+             "worker:0": [attempt("worker:0", end=3.0, state="TASK_FAILED", exit_code=1),
+                          attempt("worker:0", number=2, launched=5.0, running=5.3)]}
+    directory = write_run(runs_dir, "7a4e0003", status="running", exit_code=None, tasks=tasks)
+    out = StringIO()
+    show_run(Run.load(directory), out, now=BASE + datetime.timedelta(seconds=12.6))
+    rows = [line for line in out.getvalue().splitlines()
+            if line.startswith(("ps:0", "worker:0"))]
+    assert [row.split()[:4] for row in rows] == [["ps:0", "1", "0", "TASK_RUNNING"],
+                                                 ["worker:0", "1", "0", "TASK_FAILED"],
+                                                 ["worker:0", "2", "0", "TASK_RUNNING"]]
+    assert [row.split("  ")[-1] for row in rows] == [
+        "running (12.5 s so far)", "+3.0 s", "running (7.6 s so far)"]
+    assert "  started    " in out.getvalue() and "took 12.6 s" in out.getvalue()
+    code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
+    assert code == 0 and "+0.2 s" not in shown and shown.count(" so far)") == 2, shown
+    # Its run over, its end unknown: no end, not "running".
+    data = json.loads(open(os.path.join(directory, "run.json")).read())
+    data["outcome"].update(status="interrupted", exit_code=130)
+    data["timings"]["finished"] = data["timings"]["submitted"]
+    with open(os.path.join(directory, "run.json"), "w") as handle:
+        json.dump(data, handle)
+    code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
+    assert code == 0 and "so far" not in shown
+    assert [line.split()[-1] for line in shown.splitlines() if line.startswith("ps:0")] == ["-"]

@@ -1,6 +1,8 @@
 """tfmesos report: a self-contained report.html per run, checked as text
 and as Debian's headless chromium renders it."""
 
+import html
+import json
 import os
 import re
 import shutil
@@ -42,13 +44,17 @@ def restarted_run(root, samples=True):
     return Run.load(directory)
 
 
-def chart_points(page, label):
-    """The (x, y) points of the chart ``label`` (its aria-label)."""
+def chart_points(page, label, task):
+    """The (x, y) points of ``task``'s series in the chart ``label`` (its aria-label)."""
     found = re.search(r'<svg[^>]*aria-label="%s">(.*?)</svg>' % re.escape(label), page)
     assert found, "no chart %r" % label
     return [tuple(map(float, point.split(",")))
-            for line in re.findall(r'<polyline points="([^"]*)"', found.group(1))
+            for line in re.findall(r'<polyline class="usage" data-task="%s" points="([^"]*)"'
+                                   % re.escape(task), found.group(1))
             for point in line.split()]
+
+
+CPU, MEMORY = "CPU (cpus) per task", "memory (MB) per task"
 
 
 def test_the_report_shows_the_outcome_every_attempt_restarts_and_usage(tmp_path):
@@ -60,8 +66,9 @@ def test_the_report_shows_the_outcome_every_attempt_restarts_and_usage(tmp_path)
                  "finished (0)", "hint: a hint &lt;for&gt; you", "CPU and memory",
                  "peak 510 MB", "worker.1.attempt2.stderr"):
         assert text in page, text
-    # self-contained: no script, nothing fetched
-    assert "<script" not in page.lower() and not re.search(r"(src|href)=\"?(https?:)?//", page)
+    # self-contained: one inline script (the legends' toggles), nothing fetched
+    assert page.lower().count("<script") == 1 and "<script>" in page
+    assert not re.search(r"(src|href)=\"?(https?:)?//", page)
     assert "http://" not in page and "https://" not in page
 
 
@@ -79,8 +86,7 @@ def test_usage_samples_are_placed_where_the_command_ran(tmp_path):
 
 def test_the_charts_have_a_point_per_sample(tmp_path):
     page = render(restarted_run(tmp_path))
-    cpu, memory = (chart_points(page, "worker:1 %s" % what)
-                   for what in ("CPU (cpus)", "memory (MB)"))
+    cpu, memory = (chart_points(page, label, "worker:1") for label in (CPU, MEMORY))
     assert len(cpu) == len(memory) == 4
     assert [x for x, _ in cpu] == [x for x, _ in memory] == sorted(x for x, _ in cpu)
     assert max(memory, key=lambda p: -p[1])[0] == memory[2][0]   # the peak is highest
@@ -123,8 +129,8 @@ def test_a_version_1_run_gets_its_report_with_charts(tmp_path):
         assert text in page, text
     for task in ("worker:0", "worker:1"):
         # Two attempts of three samples each.
-        assert len(chart_points(page, "%s CPU (cpus)" % task)) == 6
-        assert len(chart_points(page, "%s memory (MB)" % task)) == 6
+        assert len(chart_points(page, CPU, task)) == 6
+        assert len(chart_points(page, MEMORY, task)) == 6
 
 
 def test_the_report_of_a_real_run_charts_its_cpu_and_memory(tmp_path):
@@ -139,11 +145,19 @@ def test_the_report_of_a_real_run_charts_its_cpu_and_memory(tmp_path):
                             text=True, timeout=60)
     assert report.returncode == 0, report.stderr
     page = (run_dir / "report.html").read_text()
-    cpu = chart_points(page, "worker:0 CPU (cpus)")
-    memory = chart_points(page, "worker:0 memory (MB)")
+    cpu = chart_points(page, CPU, "worker:0")
+    memory = chart_points(page, MEMORY, "worker:0")
     assert len(cpu) >= 3 and len(memory) >= 3, page
-    peak = float(re.search(r"worker:0</b> <span class=\"muted\">peak (\d+) MB", page).group(1))
-    assert peak >= 60
+    peak = re.search(r'worker:0 <span class="muted">peak (\d+) MB</span>', page).group(1)
+    assert int(peak) >= 60
+    # One peak memory figure: the report's, tfrun's table's and run.json's.
+    [row] = [line.split() for line in result.stderr.splitlines()
+             if line.startswith("  worker:0 ")]
+    with open(run_dir / "run.json", encoding="utf-8") as handle:
+        usage = json.load(handle)["tasks"][0]["attempts"][-1]["usage"]
+    assert row[5] == peak == "%.0f" % usage["peak_tree_rss_mb"], (row, peak, usage)
+    assert usage["peak_tree_rss_mb"] >= max(s["rss_mb"] for s in usage["samples"])
+    assert usage["peak_tree_rss_mb"] >= usage["peak_rss_mb"]
 
 
 def test_report_command_writes_report_html_in_the_run_directory(tmp_path, monkeypatch):
@@ -185,28 +199,130 @@ def chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(not chromium(), reason="Debian's chromium is not installed "
-                    "(scripts/test.sh installs it)")
-def test_headless_chromium_renders_the_report(tmp_path):
-    run = restarted_run(tmp_path)
-    path = os.path.join(run.directory, "report.html")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(render(run))
-    screenshot = tmp_path / "report.png"
+needs_chromium = pytest.mark.skipif(not chromium(), reason="Debian's chromium is not installed "
+                                    "(scripts/test.sh installs it)")
+
+
+def in_chromium(page, tmp_path, probe="", width=1400, height=900, screenshot=None):
+    """The DOM of ``page`` (HTML text) as headless chromium leaves it in a
+    ``width`` x ``height`` window, after ``probe`` (JavaScript run at the end
+    of the body, once laid out); its ``screenshot`` (a path) too."""
+    path = tmp_path / "page.html"
+    if probe:
+        page = page.replace("</body>", "<script>%s</script></body>" % probe)
+    path.write_text(page, encoding="utf-8")
     profile = tempfile.mkdtemp(dir=tmp_path)
     result = subprocess.run(
         [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--user-data-dir=%s" % profile, "--window-size=1280,1000",
-         "--screenshot=%s" % screenshot, "--dump-dom", "file://%s" % path],
+         "--disable-sync", "--hide-scrollbars", "--user-data-dir=%s" % profile,
+         "--window-size=%d,%d" % (width, height), "--dump-dom", "file://%s" % path]
+        + (["--screenshot=%s" % screenshot] if screenshot else []),
         capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
-    dom = result.stdout
+    return result.stdout
+
+
+def with_metrics(run):
+    """``run`` with a loss logged by worker:1 and worker:0 alike (one line
+    drawn right over the other) and by ps:0."""
+    from tfmesos.record.schema import MetricSeries
+    steps, loss = [0, 10, 20, 30, 40], [2.0, 1.2, 0.8, 0.6, 0.5]
+    run.file.metrics = [
+        MetricSeries(task=task, name="loss", last=values[-1], last_step=40, count=5,
+                     steps=steps, values=values, times=[1.0, 2.0, 3.0, 4.0, 5.0])
+        for task, values in (("worker:0", loss), ("worker:1", loss),
+                             ("ps:0", [v * 1.5 for v in loss]))]
+    return run
+
+
+# Runs in the page once laid out: the charts' widths against the content's,
+# each series' dash pattern, colour and marker shapes, and what clicking a
+# legend entry does; written into the page as JSON.
+PROBE = """
+var out = {}, body = document.body, style = getComputedStyle(body);
+out.content = body.getBoundingClientRect().width - parseFloat(style.paddingLeft)
+  - parseFloat(style.paddingRight);
+out.charts = Array.from(document.querySelectorAll("svg.chart, svg.timeline")).map(
+  function (svg) { var box = svg.getBoundingClientRect();
+                   return [svg.getAttribute("aria-label"), box.width, box.height]; });
+var chart = document.querySelector('svg[aria-label="metric loss per task"]');
+var groups = Array.from(chart.querySelectorAll("g.series"));
+out.series = groups.map(function (g) {
+  var line = g.querySelector("polyline"), shapes = [];
+  Array.from(g.children).forEach(function (e) {
+    if (e.tagName !== "polyline" && e.tagName !== "title") {
+      shapes.push(e.tagName + (e.getAttribute("d") || "").replace(/[^A-Za-z]/g, ""));
+    }
+  });
+  return {task: line.getAttribute("data-task"), dash: getComputedStyle(line).strokeDasharray,
+          stroke: getComputedStyle(line).stroke, markers: shapes.length,
+          shapes: Array.from(new Set(shapes)), points: line.getAttribute("points")};
+});
+var figure = chart.closest("figure");
+var button = figure.querySelector('button[data-series="1"]');
+function shown() { return groups.map(function (g) { return getComputedStyle(g).display !== "none"
+                                                       && g.getBoundingClientRect().width > 0; }); }
+out.before = shown();
+button.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+out.after = shown();
+out.pressed = button.getAttribute("aria-pressed");
+out.elsewhere = Array.from(document.querySelectorAll("g.series.hidden")).length;
+button.click();
+out.again = shown();
+var pre = document.createElement("pre");
+pre.id = "probe";
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+"""
+
+
+def probed(dom):
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-3000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+@needs_chromium
+def test_headless_chromium_renders_the_report(tmp_path):
+    run = with_metrics(restarted_run(tmp_path))
+    screenshot = tmp_path / "report.png"
+    dom = in_chromium(render(run), tmp_path, screenshot=screenshot)
     text = re.sub(r"<[^>]+>", " ", dom[dom.index("<body"):])
     for words in ("Run 5eed0001", "succeeded", "Timeline", "worker:1 #2 (r1)",
-                  "restart 1 (failure: worker:1)", "CPU and memory", "TASK_FAILED"):
+                  "restart 1 (failure: worker:1)", "CPU and memory", "TASK_FAILED",
+                  "loss (by step)", "peak 510 MB"):
         assert words in text, words
     assert dom.count("<rect") >= 4 and "<polyline" in dom
     with open(screenshot, "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
     assert screenshot.stat().st_size > 10000
+
+
+@needs_chromium
+def test_charts_fill_the_page_and_tell_every_series_apart_and_the_legend_hides_one(tmp_path):
+    """At 1,400 px a chart was ~300 px wide, and worker:0's loss hidden
+    under worker:1's: now every chart is as wide as the content, each
+    series has its own dash, colour and marker, and a legend entry hides
+    its series (in its chart only) and shows it again."""
+    run = with_metrics(restarted_run(tmp_path))
+    found = probed(in_chromium(render(run), tmp_path, probe=PROBE))
+    assert found["content"] > 1200, found
+    labels = [label for label, _, _ in found["charts"]]
+    assert labels == ["timeline of every task attempt", "metric loss per task",
+                      "CPU (cpus) per task", "memory (MB) per task"], labels
+    for label, width, height in found["charts"]:
+        assert width >= 0.97 * found["content"], (label, width, found["content"])
+        assert height > 150, (label, height)
+    series = found["series"]
+    assert [line["task"] for line in series] == ["ps:0", "worker:1", "worker:0"]
+    for key in ("dash", "stroke", "shapes"):
+        values = [json.dumps(line[key]) for line in series]
+        assert len(set(values)) == 3, (key, values)
+    assert [line["markers"] for line in series] == [5, 5, 5]       # one per point
+    # worker:1's line is drawn right under worker:0's: its markers still show.
+    assert series[1]["points"] == series[2]["points"]
+    assert found["before"] == [True, True, True]
+    assert found["after"] == [True, False, True] and found["pressed"] == "false"
+    assert found["elsewhere"] == 1           # worker:1 in the CPU and memory charts stays
+    assert found["again"] == [True, True, True]

@@ -15,7 +15,7 @@ from fixtures_netns import namespaces, netns_master, root_only
 from tfrun_helpers import REPO
 
 import tfmesos
-from tfmesos.core import function_run
+from tfmesos.core import caller, function_run
 from tfmesos.core.result_inbox import ResultInbox
 from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
 
@@ -52,6 +52,11 @@ def test_returns_worker_0s_value_and_every_task_has_its_tf_config(tmp_path):
                         **SMALL).value
     assert value == {"task": {"type": "worker", "index": 0}, "cluster": ["worker"],
                      "workers": 2, "answer": 42}
+    # Named after the script that called it (pytest's), its command the function's.
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert (record["name"], record["command"]) == (caller.script_name(),
+                                                   "tfmesos.run(where_am_i)")
 
 
 def test_with_a_chief_the_chief_returns(tmp_path):
@@ -245,6 +250,9 @@ def test_from_a_notebook_kernel(tmp_path, monkeypatch):
     text = "".join(output.get("text", "") for output in outputs)
     assert "result ('worker', 0, 42)" in text, outputs
     assert "[worker:0]" not in text or "Traceback" not in text
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert (record["name"], record["command"]) == ("notebook", "tfmesos.run(plus_one)")
 
 
 @pytest.mark.tensorflow

@@ -213,8 +213,8 @@ def test_table_and_hints():
     rows = usage_rows(data)
     assert [row[0] for row in rows] == ["worker:0", "worker:1", "ps:0"]  # chief: no usage
     lines = table_lines(rows)
-    assert lines[0].split() == ["task", "cpus", "cpu-s", "avg", "cpus", "mem", "MB", "peak",
-                                "MB"]
+    assert lines[0].split() == ["task", "cpus", "cpu-s", "avg", "cpus", "used", "mem", "MB",
+                                "peak", "RSS", "MB"]
     assert lines[1].split() == ["worker:0", "1", "55.0", "0.92", "1024", "980", "(96%)"]
     assert lines[3].split()[:7] == ["ps:0", "2", "6.0", "0.10", "2048", "300", "(15%)"]
     assert lines[3].endswith("GPU 512 MB")
@@ -238,6 +238,46 @@ def test_table_and_hints():
     long_run = record(("worker:0", "worker", 1, 1024, used(1.0, 60.0, 13.0)))
     assert usage_lines(long_run)[-2].startswith("tfrun: sizing: worker used at most 13 MB")
     assert not [line for line in usage_lines(long_run, advice=False) if "sizing" in line]
+
+
+def test_an_average_above_the_cpus_is_marked_and_explained():
+    """A ps given 1 cpu whose threads used 3 on average (180 cpu-s in 60 s):
+    Mesos' cpus are cpu.shares, no cap without --cgroups_enable_cfs; the
+    table marks it rather than show 3.00 of 1 as if it could not be."""
+    data = record(("ps:0", "ps", 1, 1024, used(180.0, 60.0, 240.0)),
+                  ("worker:0", "worker", 2, 1024, used(119.0, 60.0, 500.0)))
+    lines = usage_lines(data)
+    assert lines[2].split()[:4] == ["ps:0", "1", "180.0", "3.00+"]
+    assert lines[3].split()[:4] == ["worker:0", "2", "119.0", "1.98"]     # under: no mark
+    [note] = [line for line in lines if "above its cpus" in line]
+    assert note.startswith("tfrun: + above its cpus: Mesos' cpus are a share (cpu.shares), "
+                           "not a cap, unless the agent runs --cgroups_enable_cfs")
+    assert not [line for line in usage_lines(record(
+        ("ps:0", "ps", 1, 1024, used(60.0, 60.0, 240.0)))) if "above its cpus" in line]
+
+
+def test_one_peak_memory_figure_the_tree_s():
+    """run.json holds the tree's peak (873.6), its largest process's (860.9)
+    and samples every 10 s (868 at most): the table, the hints and the
+    report all give the tree's, 874 MB."""
+    from tfmesos.record.history import Run
+    from tfmesos.record.report import render
+    from tfmesos.record.schema import Sample
+    usage = Usage(cpu_s=30.0, wall_s=40.0, peak_tree_rss_mb=873.6, peak_rss_mb=860.9,
+                  sample_interval_s=10.0,
+                  samples=[Sample(t=t, cpu_s=t * 0.7, rss_mb=mb)
+                           for t, mb in ((10.0, 700.0), (20.0, 868.0), (30.0, 810.0))])
+    assert usage.peak_mb() == 873.6
+    data = record(("worker:0", "worker", 1, 960, usage))
+    assert usage_lines(data)[2].split()[-2:] == ["874", "(91%)"]
+    assert "peaked at 874 MB of its 960 MB" in hints(usage_rows(data))[0]
+    # Files without the tree's peak: the largest measurement they have.
+    assert Usage(peak_rss_mb=860.9, samples=usage.samples).peak_mb() == 868.0
+    assert Usage(peak_rss_mb=860.9).peak_mb() == 860.9 and Usage().peak_mb() is None
+    data.tasks[0].attempts[1].exited = "2026-11-26T10:00:40.000Z"
+    data.timings.submitted = "2026-11-26T10:00:00.000Z"
+    page = render(Run("/nowhere", data))
+    assert "peak 874 MB" in page and "868 MB" not in page and "861" not in page
 
 
 # -- thread pools sized to the task's cpus -----------------------------------------

@@ -3,6 +3,9 @@ directory's, or a detached run's read from its scheduler's sandbox,
 ``cluster_show``): the outcome, every task's attempts, states and exit
 codes, restarts, relaunches, scheduler takeovers and the latest metrics."""
 
+import datetime
+
+from ..mesos.task_states import TERMINAL_STATES
 from ..record.metric_series import summaries
 from ..record.schema import State
 from ..record.times import parse_time
@@ -21,7 +24,25 @@ def _offset(run, text):
     return "+%.1f s" % (moment - start).total_seconds()
 
 
-def show_run(run, out):
+def _ended(run, attempt, last, now):
+    """The ENDED cell of an attempt whose last state is ``last``: when it
+    ended, or while the run goes ``running (12.3 s so far)`` (``staging``,
+    ``killing``, ...: its state, for as long as it has been launched);
+    ``-`` for an attempt whose end the record does not hold (its run is
+    over, or its scheduler gone)."""
+    if last.state in TERMINAL_STATES:
+        return _offset(run, last.time)
+    launched = parse_time(attempt.launched)
+    if not run.running or run.gone or launched is None:
+        return "-"
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return "%s (%s so far)" % (last.state.replace("TASK_", "").lower(),
+                               duration_text(max(0.0, (now - launched).total_seconds())))
+
+
+def show_run(run, out, now=None):
+    """Print ``run`` (a ``history.Run``) to ``out``; ``now`` (an aware
+    datetime, default now) times what is still running."""
     file = run.file
     out.write("run %s  %s (%s)  %s, exit code %s\n" % (
         run.run_id, run.name, run.mode, run.shown_outcome, code_text(run.exit_code)))
@@ -31,7 +52,7 @@ def show_run(run, out):
         lines.append(("command", file.command))
     timings = run.timings
     lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
-        local_time(run.started), duration_text(run.duration()),
+        local_time(run.started), duration_text(run.duration(now)),
         _offset(run, timings.first_offer), _offset(run, timings.all_registered))))
     if run.outcome.message:
         lines.append(("outcome", run.outcome.message))
@@ -51,7 +72,7 @@ def show_run(run, out):
             last = attempt.states[-1] if attempt.states else State(state="TASK_STAGING")
             rows.append((task.name, attempt.attempt, attempt.restart, last.state,
                          code_text(attempt.exit_code), last.source or "-", attempt.address or "-",
-                         _offset(run, attempt.launched), _offset(run, last.time)))
+                         _offset(run, attempt.launched), _ended(run, attempt, last, now)))
     table(rows, out)
     for restart in file.restarts:
         out.write("restart %s at %s (%s): %s; back-off %s s\n" % (

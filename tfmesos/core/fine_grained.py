@@ -15,6 +15,7 @@ from ..exceptions import ClusterError, SpecError, TFMesosError
 from ..protocol.metric_points import Batcher
 from ..task import user_metrics as task_metrics
 from . import config
+from .caller import cluster_command, script_name
 from .events import TaskMetrics
 from .launch import ClusterRun
 from .phase import ENDING, Phase
@@ -346,7 +347,9 @@ def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[st
         volumes = ["%s:%s" % item for item in volumes.items()]
     jobs = parse_jobs(jobs)
     return RunSpec(
-        name=name or "tfmesos", role=role, image=config.resolve(image, environ, "DOCKER_IMAGE"),
+        # Unnamed: after the script that made it (core.caller), as tfrun names its runs.
+        name=name or script_name(), shown_command=cluster_command(jobs), role=role,
+        image=config.resolve(image, environ, "DOCKER_IMAGE"),
         containerizer=containerizer_type or "MESOS", force_pull=force_pull_image,
         # host:container[:mode] strings, which RunSpec parses (its __post_init__)
         volumes=tuple(volumes or ()),  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, T
 from ..protocol import task_env
 from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 from . import config
+from .caller import run_command, script_name
 from .function_options import OPTIONS, Ship, in_keywords
 from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
@@ -272,11 +273,13 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
         local["isolation"] = None
     elif settings["cgroups_enable_cfs"]:
         local["cgroups_enable_cfs"] = True
-    name = settings["name"] or run_name(fn)
+    # Unnamed: after the script that called it (core.caller), as tfrun names its runs.
+    name = settings["name"] or script_name()
     interpreter = python if python and os.path.isabs(python) else "python3"
     import shlex
     return RunSpec(
-        name=name, role=settings["role"], image=image, containerizer=settings["containerizer"],
+        name=name, shown_command=run_command(fn), role=settings["role"], image=image,
+        containerizer=settings["containerizer"],
         force_pull=settings["force_pull"], volumes=tuple(settings["volumes"]), env=tuple(env),
         secret_env=settings["secret_env"],
         launch_timeout=settings["launch_timeout"], max_attempts=settings["max_attempts"],
@@ -291,12 +294,6 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
         sticky_timeout=settings["sticky_timeout"], run_dir=settings["run_dir"] or AUTO,
         local_master=pairs(local), mlflow=settings["mlflow"],
         ship=dataclasses.replace(ship_spec, extra_files=((payload.name, payload.path),)))
-
-
-def run_name(fn: object) -> str:
-    """The run's default name: the function's."""
-    name = getattr(fn, "__name__", "")
-    return name if isinstance(name, str) and name.isidentifier() else "tfmesos-run"
 
 
 def other_limit(limit: int, jobs: Sequence[Job]) -> int:

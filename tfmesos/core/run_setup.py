@@ -48,7 +48,7 @@ def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
         run_dir = default_run_dir(spec.name, identity.run_id, environ)
     header = schema.RunFile(
         run_id=identity.run_id, name=spec.name, mode=spec.mode, master=spec.master,
-        command=spec.command if spec.mode == "replica" else None,
+        command=spec.recorded_command,
         jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
                          gpus=j.gpus) for j in spec.jobs])
     return RunRecord(run_dir, header, slots, forwarding=spec.mode == "replica")

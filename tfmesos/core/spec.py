@@ -159,7 +159,8 @@ class RunSpec:
       (TensorFlow servers, ``cluster()``) or "replica" (``command``, a
       template with ``{placeholders}``, in every task; ``hooks``: shell
       ``initializer`` / ``finalizer``), ``coordinator`` (fine mode: the
-      calling process is the chief).
+      calling process is the chief); ``shown_command``: what the record
+      says runs instead of ``command`` (``cluster()``, ``tfmesos.run()``).
     * Where: ``master`` (host:port, zk://..., or "local"), ``role``, ``user``;
       https masters: ``verify``, ``ca_bundle``, ``master_scheme`` (zk://);
       ``advertise_address`` (what tasks reach us at), ``connect_timeout``
@@ -205,6 +206,10 @@ class RunSpec:
     jobs: tuple[Job, ...] = ()
     mode: str = "fine"
     command: Optional[str] = None
+    # What run.json's ``command``, ``tfmesos runs`` and the master's labels
+    # say the run runs, where that is not ``command``: ``tfmesos.run(train)``
+    # (whose tasks run its runner), ``tfmesos.cluster(worker:2)`` (``core.caller``).
+    shown_command: Optional[str] = None
     # These two take a dict too, kept as its items.
     hooks: tuple[tuple[str, str], ...] = ()  # (("initializer", "cmd"), ("finalizer", "cmd"))
     coordinator: bool = False
@@ -357,6 +362,13 @@ class RunSpec:
             raise SpecError("the run asks for %d tasks; at most %d per run: ask for fewer"
                             % (total, MAX_TASKS))
         check_run(self, self.jobs)
+
+    @property
+    def recorded_command(self) -> Optional[str]:
+        """What the run is said to run (run.json's ``command``, ``tfmesos
+        runs``, the master's labels): ``shown_command``, else a replica
+        run's ``command``."""
+        return self.shown_command or (self.command if self.mode == "replica" else None)
 
     @property
     def hook_commands(self) -> dict[str, str]:

@@ -79,7 +79,7 @@ def run_labels(run: "RunSpec", jobs: "Sequence[Job]", run_id: str) -> list[dict[
     """What a master shows of a run: its id, jobs, mode and command
     (cut to ``MAX_LABEL_VALUE`` characters, well inside what masters keep)."""
     values = {labels_.RUN_ID: run_id, labels_.JOBS: jobs_text(jobs),
-              labels_.MODE: run.mode or "", labels_.COMMAND: run.command or ""}
+              labels_.MODE: run.mode or "", labels_.COMMAND: run.recorded_command or ""}
     return [{"key": key, "value": value[:MAX_LABEL_VALUE]} for key, value in values.items()]
 
 

@@ -1,11 +1,14 @@
-"""A run's report: one self-contained HTML file (inline CSS and SVG, no
-script, nothing fetched) drawn from its run.json (``history.Run``): the
-outcome and hints, a timeline of every task attempt (launch, running,
-registered, end; the first offer, the complete cluster, restarts,
-relaunches and scheduler takeovers marked), the tasks' table, the metrics the tasks logged
-(``tfmesos.log_metrics``: a chart per metric, a line per task, over the
-steps), and per-task CPU and memory over time from the attempts' usage
-samples.
+"""A run's report: one self-contained HTML file (inline CSS, SVG and a few
+lines of script; nothing fetched: it works offline) drawn from its
+run.json (``history.Run``): the outcome and hints, a timeline of every
+task attempt (launch, running, registered, end; the first offer, the
+complete cluster, restarts, relaunches and scheduler takeovers marked),
+the tasks' table, the metrics the tasks logged (``tfmesos.log_metrics``:
+a chart per metric, a series per task, over the steps), and the tasks'
+CPU and memory over time from the attempts' usage samples, with what each
+asked and used (the figures of tfrun's table, ``usage_table``). Charts
+fill the page's width and tell their series apart by colour, dash and
+marker; their legends hide and show a series (``charts``).
 """
 
 import contextlib
@@ -17,10 +20,13 @@ from collections.abc import Sequence
 from typing import Optional
 
 from ..mesos.task_states import TERMINAL_STATES
+from .charts import CSS as CHART_CSS
+from .charts import TOGGLE_SCRIPT, Series, line_chart, nice_ticks
 from .history import HistoryError, Run
 from .metric_series import in_task_order
-from .schema import Attempt, MetricSeries, State, safe_file_name
+from .schema import Attempt, MetricSeries, State, Task, safe_file_name
 from .times import parse_time
+from .usage_table import OVER, average_cpus, over, usage_rows
 
 REPORT = "report.html"
 
@@ -35,8 +41,7 @@ STATUS_COLORS = {"succeeded": "#2e9d4f", "failed": "#d1372f", "aborted": "#d1372
                  "interrupted": "#e8871e", "killed": "#8a8f98", "running": "#3b7dd8"}
 TAKEOVER_COLOR = "#8a4fd1"
 
-# A chart's line: (x, y) points; a metric's: (step, value or None: not finite).
-Points = list[tuple[float, float]]
+# A metric's points: (step, value or None: not finite).
 MetricPoints = list[tuple[int, Optional[float]]]
 
 CSS = """
@@ -132,7 +137,7 @@ def timeline_svg(run: Run, clock: _Clock) -> str:
     def x(seconds: float) -> float:
         return label_w + width * max(0.0, min(seconds, clock.span)) / clock.span
 
-    parts = ['<svg width="%d" height="%d" role="img" '
+    parts = ['<svg class="timeline" viewBox="0 0 %d %d" width="100%%" role="img" '
              'aria-label="timeline of every task attempt">' % (label_w + width + 140, height)]
     for tick in _ticks(clock.span):
         parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eef0f3"/>'
@@ -246,73 +251,82 @@ def usage_series(attempt: Attempt, clock: _Clock
     return points
 
 
-def _chart(series: Sequence[Points], clock: _Clock, title: str, unit: str, index: int) -> str:
-    """A small line chart of (seconds, value) lists, one per attempt (a dot
-    for a single value), on the run's time axis as the timeline."""
-    width, height, left = 380, 136, 64
-    values = [v for points in series for _, v in points]
-    if not values:
-        return ""
-    top_value = max(max(values) * 1.1, 1e-6)
-
-    def x(seconds: float) -> float:
-        return left + (width - left - 12) * max(0.0, min(seconds, clock.span)) / clock.span
-
-    def y(value: float) -> float:
-        return 10 + (height - 40) * (1 - value / top_value)
-
-    parts = ['<svg width="%d" height="%d" role="img" '
-             'aria-label="%s">' % (width, height, _e(title)),
-             '<text x="%d" y="%d" font-size="11" fill="#5b6475">%s</text>'
-             % (left, height - 4, _e(title)),
-             '<text x="%d" y="14" font-size="10" fill="#5b6475" text-anchor="end">%s</text>'
-             % (left - 4, _e("%.3g %s" % (top_value, unit))),
-             '<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e3e6eb"/>'
-             % (left, y(0), width - 12, y(0))]
-    for tick in _ticks(clock.span, 4):
-        parts.append('<line x1="%.1f" y1="10" x2="%.1f" y2="%.1f" stroke="#f3f4f6"/>'
-                     '<text x="%.1f" y="%.1f" font-size="10" fill="#5b6475" '
-                     'text-anchor="middle">%s</text>'
-                     % (x(tick), x(tick), y(0), x(tick), y(0) + 12, _tick_label(tick)))
-    for number, points in enumerate(series):
-        if not points:
-            continue
-        color = ("#3b7dd8", "#2e9d4f", "#e8871e", "#8a4fd1")[(index + number) % 4]
-        path = " ".join("%.1f,%.1f" % (x(t), y(v)) for t, v in points)
-        parts.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="1.6"/>'
-                     % (path, color))
-        if len(points) == 1:
-            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>'
-                         % (x(points[0][0]), y(points[0][1]), color))
-    parts.append("</svg>")
-    return "".join(parts)
+def _time_ticks(clock: _Clock) -> list[tuple[float, str]]:
+    return [(tick, _tick_label(tick)) for tick in _ticks(clock.span, 8)]
 
 
 def usage_html(run: Run, clock: _Clock) -> str:
-    """Per-task CPU and memory charts, or "" when no attempt has samples."""
-    blocks = []
-    for index, task in enumerate(run.tasks):
+    """A chart of the tasks' CPU and one of their memory over the run's
+    time (a series per task, a segment per attempt), and what each task
+    asked and used (the figures of tfrun's table: ``usage_table``), or ""
+    when no attempt has samples."""
+    cpu: list[Series] = []
+    memory: list[Series] = []
+    for task in run.tasks:
         per_attempt = [usage_series(a, clock) for a in task.attempts]
         if not any(per_attempt):
             continue
-        cpu = [[(t, c) for t, c, _ in points if c is not None] for points in per_attempt]
-        mem = [[(t, m) for t, _, m in points if m is not None] for points in per_attempt]
-        peak = max((m for points in mem for _, m in points), default=None)
-        blocks.append('<div><b>%s</b>%s<br>%s %s</div>' % (
-            _e(task.name), "" if peak is None else
-            ' <span class="muted">peak %.0f MB</span>' % peak,
-            _chart(cpu, clock, "%s CPU (cpus)" % task.name, "cpus", index),
-            _chart(mem, clock, "%s memory (MB)" % task.name, "MB", index)))
-    if not blocks:
+        cpu.append(Series(task.name, [[(t, c) for t, c, _ in points if c is not None]
+                                      for points in per_attempt]))
+        memory.append(Series(task.name, [[(t, m) for t, _, m in points if m is not None]
+                                         for points in per_attempt], _peak_note(task)))
+    cpu = [line for line in cpu if any(line.segments)]
+    memory = [line for line in memory if any(line.segments)]
+    if not cpu and not memory:
         return ""
-    return "<h2>CPU and memory</h2>" + "".join(blocks)
+    blocks = ["<h2>CPU and memory</h2>", _usage_table(run)]
+    for series, label, caption in (
+            (cpu, "CPU (cpus) per task",
+             "CPU: cpus used (cpu seconds per second between samples)"),
+            (memory, "memory (MB) per task",
+             "Memory: MB resident in each task's processes at each sample (the peak, looked "
+             "at every second, beside its name)")):
+        values = [v for line in series for segment in line.segments for _, v in segment]
+        if values:
+            blocks.append(line_chart(label, caption, "usage", series, (0.0, clock.span),
+                                     _time_ticks(clock), (0.0, max(max(values) * 1.1, 1e-6)),
+                                     height=190))
+    return "".join(blocks)
+
+
+def _peak_note(task: Task) -> str:
+    """``peak 874 MB``: the task's peak memory as tfrun's table gives it
+    (``Usage.peak_mb`` of its last measured attempt, ``attempt 2`` named
+    when an earlier one was measured too)."""
+    measured = [attempt for attempt in task.attempts if attempt.usage is not None]
+    peak = measured[-1].usage.peak_mb() if measured and measured[-1].usage else None
+    if peak is None:
+        return ""
+    return "peak %.0f MB%s" % (peak, " (attempt %d)" % measured[-1].attempt
+                               if len(measured) > 1 else "")
+
+
+def _usage_table(run: Run) -> str:
+    """Each task's cpus and mem against what it used: tfrun's end table."""
+    rows = usage_rows(run.file)
+    if not rows:
+        return ""
+    head = ("task", "cpus", "cpu-s", "avg cpus used", "mem MB", "peak RSS MB")
+    lines = ["<tr>%s</tr>" % "".join("<th>%s</th>" % h for h in head)]
+    for name, _, cpus, mem, usage in rows:
+        peak = usage.peak_mb() or 0.0
+        average = "%.2f" % average_cpus(usage)
+        if over(usage, cpus):
+            average = ('<span title="above its cpus: Mesos\' cpus are a share (cpu.shares), '
+                       'not a cap, unless the agent runs --cgroups_enable_cfs">%s%s</span>'
+                       % (average, OVER))
+        lines.append("<tr><td>%s</td><td>%s</td><td>%.1f</td><td>%s</td><td>%.0f</td>"
+                     "<td>%.0f%s</td></tr>" % (
+                         _e(name), _e("%g" % cpus), usage.cpu_s or 0.0, average, mem, peak,
+                         " (%d%%)" % round(100.0 * peak / mem) if mem else ""))
+    note = ('<p class="muted">avg cpus used: cpu seconds of the command\'s processes over its '
+            'wall time; %s above its cpus (a share, not a cap, without a CFS quota). peak RSS: '
+            'the most its processes held at once (run.json\'s usage.peak_tree_rss_mb), MB of '
+            '2<sup>20</sup> bytes as Mesos counts mem.</p>' % OVER)
+    return '<table class="tasks">%s</table>%s' % ("".join(lines), note)
 
 
 # -- metrics (run.json's metrics) ----------------------------------------------------
-
-METRIC_COLORS = ("#3b7dd8", "#d1372f", "#2e9d4f", "#e8871e", "#8a4fd1", "#1aa3a3",
-                 "#b5479b", "#6b7b2e")
-
 
 def metric_points(series: MetricSeries) -> MetricPoints:
     """[(step, value or None)] of a series, its latest value last (kept or not)."""
@@ -322,10 +336,10 @@ def metric_points(series: MetricSeries) -> MetricPoints:
     return points
 
 
-def _segments(points: MetricPoints) -> list[list[tuple[int, float]]]:
+def _segments(points: MetricPoints) -> list[list[tuple[float, float]]]:
     """The runs of finite values between nulls (NaN, inf)."""
-    segments: list[list[tuple[int, float]]] = []
-    current: list[tuple[int, float]] = []
+    segments: list[list[tuple[float, float]]] = []
+    current: list[tuple[float, float]] = []
     for step, value in points:
         if value is None:
             if current:
@@ -339,50 +353,23 @@ def _segments(points: MetricPoints) -> list[list[tuple[int, float]]]:
 
 
 def metric_chart(name: str, lines: Sequence[tuple[str, MetricPoints]]) -> str:
-    """An SVG chart of metric ``name``: ``lines`` [(task, [(step, value)])],
-    a polyline per task (a dot for a single value), steps across."""
-    width, height, left, right = 520, 200, 64, 110
+    """The chart of metric ``name``: ``lines`` [(task, [(step, value)])], a
+    series per task, steps across (a figure: the legend and the SVG)."""
     finite = [(s, v) for _, points in lines for s, v in points if v is not None]
     if not finite:
         return ""
     low, high = min(v for _, v in finite), max(v for _, v in finite)
     if high - low < 1e-12:
         low, high = low - 0.5 * (abs(low) or 1), high + 0.5 * (abs(high) or 1)
+    else:
+        low, high = low - 0.05 * (high - low), high + 0.05 * (high - low)
     first, last = min(s for s, _ in finite), max(s for s, _ in finite)
-    span = max(last - first, 1)
-
-    def x(step: int) -> float:
-        return left + (width - left - right) * (step - first) / span
-
-    def y(value: float) -> float:
-        return 12 + (height - 44) * (high - value) / (high - low)
-
-    parts = ['<svg width="%d" height="%d" role="img" aria-label="%s">'
-             % (width, height, _e("metric %s per task" % name)),
-             '<text x="%d" y="%d" font-size="11" fill="#5b6475">%s (by step)</text>'
-             % (left, height - 4, _e(name))]
-    for value in (high, (high + low) / 2, low):
-        parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#f3f4f6"/>'
-                     '<text x="%d" y="%.1f" font-size="10" fill="#5b6475" text-anchor="end">'
-                     '%s</text>' % (left, y(value), width - right, y(value), left - 4,
-                                    y(value) + 3, _e("%.4g" % value)))
-    for step in (first, last):
-        parts.append('<text x="%.1f" y="%d" font-size="10" fill="#5b6475" '
-                     'text-anchor="middle">%s</text>' % (x(step), height - 18, step))
-    for number, (task, points) in enumerate(lines):
-        color = METRIC_COLORS[number % len(METRIC_COLORS)]
-        for segment in _segments(points):
-            path = " ".join("%.1f,%.1f" % (x(s), y(v)) for s, v in segment)
-            parts.append('<polyline class="metric" data-task="%s" points="%s" fill="none" '
-                         'stroke="%s" stroke-width="1.6"><title>%s %s</title></polyline>'
-                         % (_e(task), path, color, _e(task), _e(name)))
-            if len(segment) == 1:
-                parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>'
-                             % (x(segment[0][0]), y(segment[0][1]), color))
-        parts.append('<text x="%d" y="%d" font-size="11" fill="%s">%s</text>'
-                     % (width - right + 8, 20 + 14 * number, color, _e(task)))
-    parts.append("</svg>")
-    return "".join(parts)
+    if last == first:
+        first, last = first - 1, last + 1
+    steps = [tick for tick in nice_ticks(first, last, 8) if tick == int(tick)]
+    series = [Series(task, _segments(points)) for task, points in lines]
+    return line_chart("metric %s per task" % name, "%s (by step)" % name, "metric", series,
+                      (first, last), [(step, "%d" % step) for step in steps], (low, high))
 
 
 def metrics_html(run: Run) -> str:
@@ -398,7 +385,7 @@ def metrics_html(run: Run) -> str:
     if run.file.metrics_dropped:
         note = ('<p class="muted">%d points were left out (a flood thinned by the tasks, '
                 'or more series than a run keeps).</p>' % run.file.metrics_dropped)
-    return "<h2>Metrics</h2>" + note + "".join("<div>%s</div>" % chart for chart in charts)
+    return "<h2>Metrics</h2>" + note + "".join(charts)
 
 
 # -- the page --------------------------------------------------------------------
@@ -470,10 +457,11 @@ def render(run: Run, now: Optional[datetime.datetime] = None) -> str:
     body.append(metrics_html(run))
     body.append(usage_html(run, clock))
     body.append('<p class="muted">tfmesos report, written %s from run.json</p>' % _local(now))
+    body.append(TOGGLE_SCRIPT)
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width">'
             "<title>tfmesos run %s: %s</title><style>%s</style></head><body>%s</body></html>\n"
-            % (_e(run.run_id), _e(shown), CSS, "\n".join(body)))
+            % (_e(run.run_id), _e(shown), CSS + CHART_CSS, "\n".join(body)))
 
 
 def write_report(run: Run, path: Optional[str] = None,

@@ -225,14 +225,31 @@ class Usage(Record):
     cpu_s: Optional[float] = _field("cpu seconds of its process tree (user_s + system_s)")
     user_s: Optional[float] = _field("user cpu seconds")
     system_s: Optional[float] = _field("system cpu seconds")
-    peak_rss_mb: Optional[float] = _field("peak resident memory of its largest process, MB")
-    peak_tree_rss_mb: Optional[float] = _field("peak resident memory of its tree, MB")
+    peak_rss_mb: Optional[float] = _field(
+        "peak resident memory of its largest process alone, MB (at most peak_tree_rss_mb)")
+    peak_tree_rss_mb: Optional[float] = _field(
+        "peak resident memory of its whole process tree at once, looked at every second, MB "
+        "(of 2^20 bytes, as Mesos' mem): the task's peak memory, the one figure tfrun's "
+        "table and the report give")
     peak_gpu_mb: Optional[float] = _field("peak GPU memory, MB (null without GPUs)")
     sample_interval_s: Optional[float] = _field(
         "seconds between samples (10, $TFMESOS_USAGE_INTERVAL in the task's environment; "
         "doubled whenever the bounded samples were thinned)")
     samples: list[Sample] = _field("every sample_interval_s, bounded", factory=list)
     cgroup: Optional[CgroupUsage] = _field("its memory cgroup (null without a limit)")
+
+    def peak_mb(self) -> Optional[float]:
+        """The attempt's peak memory, MB: the one figure every reader gives
+        (tfrun's table and hints, the report): ``peak_tree_rss_mb``, the
+        most its processes held at once (at least each sample's ``rss_mb``,
+        which is looked at only every ``sample_interval_s``, and the largest
+        process's ``peak_rss_mb``); else, in a file without it, the larger
+        of those; None when nothing was measured."""
+        if self.peak_tree_rss_mb is not None:
+            return self.peak_tree_rss_mb
+        known = [value for value in [self.peak_rss_mb] + [s.rss_mb for s in self.samples]
+                 if value is not None]
+        return max(known) if known else None
 
 
 @dataclasses.dataclass

@@ -5,10 +5,18 @@ prints at the end of a run, and its hints (pure functions of a
 ::
 
     tfrun: resources asked and used (samples in run.json):
-      task       cpus  cpu-s  avg cpus   mem MB  peak MB
-      worker:0      1   45.2      0.83     1024      712 (70%)
-      ps:0          1    3.1      0.05     1024      240 (23%)
+      task       cpus    cpu-s   avg cpus used   mem MB  peak RSS MB
+      worker:0      1     45.2           0.83      1024          712 (70%)
+      ps:0          1    180.0           3.00+     1024          240 (23%)
+    tfrun: + above its cpus: Mesos' cpus are a share (cpu.shares), not a cap, unless ...
     tfrun: sizing: ps used at most 240 MB of its 1024 MB (23%): -Ms 320 would do
+
+``avg cpus used`` is the cpu seconds of the command's whole process tree
+over its wall time (``average_cpus``); ``+`` marks one above the task's
+``cpus`` (``over``: cpus are no cap without a CFS quota). ``peak RSS MB``
+is the most resident memory its processes held at once
+(``Usage.peak_mb``: run.json's ``peak_tree_rss_mb``, the figure the
+report gives too), in MB of 2^20 bytes as Mesos counts ``mem``.
 
 A hint names the job whose tasks peaked above 90 % of their ``mem`` (raise
 it: a Mesos agent with cgroups isolation kills a task over it), or stayed
@@ -26,6 +34,7 @@ from typing import Any, Callable, Optional, TypeVar
 from .hints import resource_flag
 from .schema import CgroupUsage, Record, RunFile, Sample, Task, Usage, field_types
 
+OVER = "+"       # marks an average above the task's cpus (``over``)
 HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
 MIN_WALL = 10.0  # seconds: shorter commands say little about what they need
@@ -85,12 +94,29 @@ def _last_usage(task: Task) -> Optional[Usage]:
 
 
 def _peak(usage: Usage) -> float:
-    return usage.peak_tree_rss_mb or usage.peak_rss_mb or 0.0
+    return usage.peak_mb() or 0.0
 
 
-def _average_cpus(usage: Usage) -> float:
+def average_cpus(usage: Usage) -> float:
+    """The cpus a command used on average: the cpu seconds of its whole
+    process tree over its wall time (threads and processes on several
+    cores add up, so it may exceed the cpus it was given: ``over``)."""
     wall, cpu = usage.wall_s or 0.0, usage.cpu_s or 0.0
     return cpu / wall if wall > 0 else 0.0
+
+
+def over(usage: Usage, cpus: float) -> bool:
+    """Whether the command used more than its ``cpus`` on average (as the
+    table prints it, to 2 decimals). Mesos' cpus are a share, not a cap:
+    the cgroups cpu isolator sets ``cpu.shares`` (1024 x cpus), a weight
+    that counts only when the agent's cores are busy, and a CFS quota
+    (``cpu.cfs_quota_us`` = cpus x period) only on agents that run
+    ``--cgroups_enable_cfs``, which is false by default (src/slave/flags.cpp;
+    isolators/cgroups/subsystems/cpu.cpp); the embedded master likewise,
+    unless ``tfrun --cgroups-enable-cfs``. A task may so use the agent's
+    idle cores: a TensorFlow ps serving its workers from many threads
+    averages several cpus of its one."""
+    return bool(cpus) and round(average_cpus(usage), 2) > cpus
 
 
 def _round_up(value: float, step: float) -> float:
@@ -120,16 +146,26 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
     if not rows:
         return []
     width = max(len("task"), *(len(name) for name, *_ in rows))
-    lines = ["  %-*s  %5s  %7s  %8s  %7s  %7s" % (width, "task", "cpus", "cpu-s", "avg cpus",
-                                                 "mem MB", "peak MB")]
+    lines = ["  %-*s  %5s  %7s  %14s  %7s  %11s" % (width, "task", "cpus", "cpu-s",
+                                                   "avg cpus used", "mem MB", "peak RSS MB")]
     for name, _, cpus, mem, usage in rows:
         peak = _peak(usage)
         share = " (%d%%)" % round(100.0 * peak / mem) if mem else ""
         gpu = usage.peak_gpu_mb
-        lines.append("  %-*s  %5s  %7.1f  %8.2f  %7.0f  %7.0f%s%s" % (
-            width, name, _fmt(cpus), usage.cpu_s or 0.0, _average_cpus(usage), mem,
-            peak, share, "  GPU %.0f MB" % gpu if gpu is not None else ""))
+        lines.append("  %-*s  %5s  %7.1f  %13.2f%s  %7.0f  %11.0f%s%s" % (
+            width, name, _fmt(cpus), usage.cpu_s or 0.0, average_cpus(usage),
+            OVER if over(usage, cpus) else " ", mem, peak, share,
+            "  GPU %.0f MB" % gpu if gpu is not None else ""))
     return lines
+
+
+def notes(rows: Sequence[Row]) -> list[str]:
+    """What the table's marks mean, for the marks it has."""
+    if not any(over(usage, cpus) for _, _, cpus, _, usage in rows):
+        return []
+    return ["%s above its cpus: Mesos' cpus are a share (cpu.shares), not a cap, unless the "
+            "agent runs --cgroups_enable_cfs (default false; tfrun --cgroups-enable-cfs on the "
+            "embedded master)" % OVER]
 
 
 def _option(job: str, mode: str) -> Callable[[str], str]:
@@ -161,7 +197,7 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             max(64, _round_up(peak * 1.25, 64))))
         if cpus and long_enough:
-            busiest = max(_average_cpus(u) for u in long_enough)
+            busiest = max(average_cpus(u) for u in long_enough)
             if busiest < LOW * cpus:
                 lines.append("%s used %s of its %s cpus on average: %s %s would do"
                              % (job, _fmt(busiest), _fmt(cpus), option("cpus"),
@@ -177,7 +213,9 @@ def usage_lines(run: RunFile, mode: str = "replica", advice: bool = True) -> lis
     if not rows:
         return []
     return (["tfrun: resources asked and used (samples in run.json):"] + table_lines(rows)
+            + ["tfrun: " + line for line in notes(rows)]
             + ["tfrun: sizing: " + line for line in (hints(rows, mode) if advice else [])])
 
 
-__all__ = ["clean_usage", "usage_rows", "table_lines", "hints", "usage_lines"]
+__all__ = ["clean_usage", "usage_rows", "table_lines", "notes", "hints", "usage_lines",
+           "average_cpus", "over"]

@@ -36,6 +36,7 @@ from ..protocol import task_env
 SAMPLE_INTERVAL = 10.0     # seconds between the samples kept in run.json
 PEAK_INTERVAL = 1.0        # seconds between looks at the tree for its peaks
 MAX_SAMPLES = 360
+# MB as Mesos counts mem: 2^20 bytes (stout's Megabytes, 3rdparty/stout/include/stout/bytes.hpp)
 MB = 1024.0 * 1024.0
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
