@@ -15,8 +15,10 @@ from waiting import wait_until
 
 from tfmesos.cli.cluster_runs import cluster_runs, print_cluster_runs
 from tfmesos.core.identity import RunIdentity
+from tfmesos.core.runtime import reason_line
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.core.taskinfo import framework_info
+from tfmesos.record.schema import Outcome, RunFile, SandboxTail
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -59,6 +61,54 @@ def test_the_listing_shows_state_age_jobs_and_command():
     assert lines[1].split()[:3] == ["aaaa1111", "train", "running"]
     assert "1.0 min ago" in lines[1] or "1m00s ago" in lines[1]
     assert lines[1].rstrip().endswith("python train.py")
+
+
+def test_a_failed_run_says_why_in_a_line_under_the_table():
+    state = {"frameworks": [], "completed_frameworks": [
+        {"id": "F5", "name": "train", "registered_time": 100.0, "unregistered_time": 110.0,
+         "labels": labels("cccc5555", **{"tfmesos.outcome": "failed (exit 127, worker:0)",
+                                         "tfmesos.reason": "worker:0: /bin/sh: 1: python:  "
+                                                           "not found\n"})},
+        {"id": "F6", "name": "train", "registered_time": 90.0, "unregistered_time": 95.0,
+         "labels": labels("cccc6666", **{"tfmesos.outcome": "succeeded"})}]}
+    out = io.StringIO()
+    print_cluster_runs(cluster_runs(state), out, width=120, now=260.0)
+    lines = out.getvalue().splitlines()
+    assert lines[1].split()[:5] == ["cccc5555", "train", "failed", "(exit", "127,"]
+    assert lines[3:] == ["cccc5555: worker:0: /bin/sh: 1: python: not found"]
+    out = io.StringIO()   # cut to the terminal's width, as the table's last column
+    print_cluster_runs(cluster_runs(state), out, width=30, now=260.0)
+    assert out.getvalue().splitlines()[3] == "cccc5555: worker:0: /bin/sh..."
+
+
+class Record:
+    """What ``runtime.reason_line`` reads of a run's record."""
+
+    def __init__(self, status, task=None, hint=None, stderr=(), sandbox=None):
+        self.outcome = Outcome(status=status, task=task, hint=hint)
+        self.stderr, self.sandbox = list(stderr), sandbox
+
+    def run_file(self):
+        return RunFile(outcome=self.outcome)
+
+    def tail(self, task, stream, lines):
+        return self.stderr[-lines:]
+
+    def last_sandbox_tail(self, task):
+        return (1, SandboxTail(stderr=self.sandbox)) if self.sandbox is not None else None
+
+
+def test_the_reason_of_a_failure_is_the_last_line_its_task_wrote_else_the_hint():
+    python = "/bin/sh: 1: python: not found"
+    assert reason_line(Record("failed", "worker:0", "write python3", ["a", python, " "])) \
+        == "worker:0: " + python
+    # Nothing relayed (it never reached tfrun): its sandbox's last words.
+    assert reason_line(Record("aborted", "worker:1", None, [], ["x", "exec: /p: not found"])) \
+        == "worker:1: exec: /p: not found"
+    assert reason_line(Record("failed", "worker:0", "the  hint\n", [])) == "the hint"
+    assert reason_line(Record("failed")) is None
+    assert reason_line(Record("succeeded", "worker:0", None, [python])) is None
+    assert reason_line(Record("killed", "worker:0", None, [python])) is None
 
 
 def test_a_run_subscribes_with_labels_that_name_it():

@@ -202,18 +202,19 @@ def test_a_key_goes_when_its_run_ends_and_stays_while_it_runs_and_logs_are_priva
                                    for framework in master.state()["frameworks"]), timeout=60)
             put_key(ended_key, secret)
             attached = tfmesos("attach", ended_id, env=env)
-            assert attached.returncode == 0 and "has finished" in attached.stdout, \
-                attached.stderr
+            assert attached.returncode == 1, attached.stderr    # killed: not a success
+            assert "has finished: killed (by " in attached.stdout, attached.stderr
             assert "removed the key of run %s" % ended_id in attached.stderr
             assert not os.path.lexists(ended_key) and os.path.isfile(live_key)
 
-            # tfmesos runs --prune keeps the key of a run going, and of one whose
-            # tfrun is gone without saying how it ended (only its master can tell).
+            # tfmesos runs --prune keeps the key of a run going, and removes that
+            # of one whose tfrun is gone without saying how it ended once its
+            # master no longer has its framework (only its master can tell).
             put_key(ended_key, secret)
             pruned = tfmesos("runs", "--prune", "--keep", "10", env=env)
             assert pruned.returncode == 0, pruned.stderr
-            assert os.path.isfile(live_key) and os.path.isfile(ended_key)
-            assert "removed the keys" not in pruned.stdout
+            assert os.path.isfile(live_key) and not os.path.lexists(ended_key)
+            assert "removed the keys of 1 ended run: %s" % ended_key in pruned.stdout
 
             # The run directory and its files are the run's user's alone.
             assert oct(os.stat(live_dir).st_mode & 0o777) == "0o700"
@@ -239,6 +240,57 @@ def test_a_key_goes_when_its_run_ends_and_stays_while_it_runs_and_logs_are_priva
         pruned = tfmesos("runs", "--prune", "--keep", "10", env=env)
         assert pruned.returncode == 0, pruned.stderr
         assert "removed the keys of 1 ended run: %s" % live_key in pruned.stdout
-        assert not os.path.lexists(live_key) and os.path.isfile(ended_key)
+        assert not os.path.lexists(live_key)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_prune_keeps_a_killed_failover_run_while_its_master_has_it_or_cannot_be_asked(
+        make_local_master, tmp_path):
+    # Two --failover runs whose tfrun is SIGKILLed: their tasks go on. One's
+    # master stays (then an operator tears its framework down), the other's
+    # goes (it cannot be asked any more).
+    alive_master, lost_master = make_local_master(), make_local_master()
+    runs, keys = tmp_path / "runs", tmp_path / "keys"
+    train = tmp_path / "train.py"
+    train.write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(keys),
+               TFMESOS_RUNS_DIR=str(runs))
+    alive_dir, lost_dir = str(runs / "alive"), str(runs / "lost")
+
+    def failover(master, run_dir):
+        return ("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "1", "-s",
+                "0", *SMALL, "--run-dir", run_dir, "--", sys.executable, str(train),
+                str(tmp_path / "never"))
+    with start_tfrun(*failover(alive_master, alive_dir), env=env) as alive, \
+            start_tfrun(*failover(lost_master, lost_dir), env=env) as lost:
+        wait_until(lambda: stepped(os.path.join(alive_dir, "worker.0.stdout"))
+                   and stepped(os.path.join(lost_dir, "worker.0.stdout")), timeout=120)
+        for tfrun in (alive, lost):
+            tfrun.send_signal(signal.SIGKILL)   # its run's key and directory stay
+            tfrun.wait(30)
+    alive_key, lost_key = (os.path.join(keys, run_id_of(d)) for d in (alive_dir, lost_dir))
+    with open(os.path.join(alive_dir, "failover.json")) as handle:
+        framework = json.load(handle)["identity"]["framework_id"]
+    lost_master.stop()
+
+    # Its master has the framework (failing over): the run may go on.
+    pruned = tfmesos("runs", "--prune", "--keep", "0", env=env)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "removed 0 runs from %s; kept 1 still running: alive" % runs in pruned.stdout
+    assert "removed the keys" not in pruned.stdout
+    # A master that cannot be asked: kept, and said.
+    assert "tfmesos runs: kept %s and its key: its tfrun is gone and its master %s cannot " \
+        "be asked whether its framework" % (lost_dir, lost_master.url) in pruned.stderr
+    assert all(os.path.exists(path) for path in (alive_dir, lost_dir, alive_key, lost_key))
+
+    # Once the master no longer has the framework, both go.
+    assert alive_master.teardown(framework)
+    wait_until(lambda: all(each["id"] != framework
+                           for each in alive_master.state()["frameworks"]), timeout=60)
+    pruned = tfmesos("runs", "--prune", "--keep", "0", env=env)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "removed the keys of 1 ended run: %s" % alive_key in pruned.stdout
+    assert "removed 1 run from %s" % runs in pruned.stdout
+    assert not os.path.lexists(alive_dir) and not os.path.lexists(alive_key)
+    assert os.path.isdir(lost_dir) and os.path.isfile(lost_key)

@@ -10,7 +10,9 @@
   tfrun would have, from its saved form in its run directory (``carry_on``:
   its spec and identity, the very files it packed), and Ctrl-C leaves it to
   its tasks again.
-* A finished run: its outcome.
+* A finished run: its outcome, and a failed one's reason (the framework's
+  ``tfmesos.reason`` label); the exit status is 0 for a run that
+  succeeded only, as when it is followed to its end.
 """
 
 import os
@@ -26,7 +28,9 @@ def build_parser():
         description="Come back to a run started with tfrun --failover or --detach: follow a "
         "detached run's scheduler, or take over a run whose scheduler is gone (its tasks kept "
         "running: they register with the new scheduler and carry on, nothing restarts). "
-        "Ctrl-C leaves the run to its tasks again; tfmesos kill RUN stops it.")
+        "Ctrl-C leaves the run to its tasks again; tfmesos kill RUN stops it. Exits 0 once "
+        "the run succeeded; 1 when it failed, was killed or ended without saying (a finished "
+        "run at once, with the line that says why it failed).")
     parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), its "
                         "framework id or its run directory. The run is the framework your run "
                         "directory names, else the one with that run id whose user and "
@@ -65,8 +69,12 @@ def main(argv, environ=None, out=None):
     if run.state == "finished":
         out.write("run %s has finished: %s\n" % (run_id, run.outcome or
                                                  "its framework was removed"))
+        if run.reason:
+            out.write("  %s\n" % run.reason)
+        if run.detached and run.outcome != "succeeded":
+            out.write("  its output: tfmesos logs %s --master %s scheduler\n" % (run_id, master))
         forget_key(run_id, environ)
-        return 0
+        return 0 if run.outcome == "succeeded" else 1
     if run.detached:
         return attach_detached(reader, state, found.framework, run, run.state == "running",
                                args.key, environ, out)
@@ -106,8 +114,25 @@ def attach_detached(reader, state, framework, run, connected, key_file, environ,
     say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
     outcome = follow_scheduler(reader, run, out, sys.stderr, state=state)
     say("run %s ended: %s" % (run_id, outcome))
+    if outcome != "succeeded":
+        reason = ended_reason(reader, run)
+        if reason:
+            say(reason)
     forget_key(run_id, environ)
     return 0 if outcome == "succeeded" else 1
+
+
+def ended_reason(reader, run):
+    """The ``tfmesos.reason`` label of ``run``'s framework (a failure's
+    evidence) once it has finished, or None."""
+    from ..exceptions import MesosError
+    from .cluster_runs import cluster_run, framework_of
+    try:
+        framework, finished = framework_of(reader.frameworks(run.framework_id), run.framework_id)
+    except MesosError:
+        return None
+    found = cluster_run(framework, finished) if framework is not None else None
+    return found.reason if found is not None else None
 
 
 def carry_on(local, key_file):

@@ -9,7 +9,9 @@ A run is a framework whose labels carry ``tfmesos.run_id``
 (``tfmesos.detached``) has its scheduler as a task of its own framework
 (``labels.scheduler_task_id``). Every run says how it ended in
 ``tfmesos.outcome`` before its teardown (``record.outcomes.outcome_text``:
-``succeeded``, ``failed (exit 5, worker:0)``, ``killed (by NAME)``, ...).
+``succeeded``, ``failed (exit 5, worker:0)``, ``killed (by NAME)``, ...),
+and a failed one why in ``tfmesos.reason`` (``worker:0: /bin/sh: 1: python:
+not found``), which ``tfmesos runs --master`` prints under its table.
 """
 
 import dataclasses
@@ -38,6 +40,7 @@ class ClusterRun:
     outcome: Optional[str] = None          # the tfmesos.outcome label, when the run set it
     detached: bool = False
     failover_until: Optional[float] = None  # disconnected: when the master gives up waiting
+    reason: Optional[str] = None           # the tfmesos.reason label: a failure's evidence
 
     def state_text(self, now=None):
         """What STATE shows: ``running``, ``running (detached)``, ``failing
@@ -94,7 +97,8 @@ def cluster_run(framework, finished) -> Optional[ClusterRun]:
                           if isinstance(task, dict) and task.get("state") == "TASK_RUNNING"
                           and not run_labels.is_scheduler_task(str(task.get("id", "")))),
         mode=found.get(run_labels.MODE, ""), outcome=found.get(run_labels.OUTCOME) or None,
-        detached=found.get(run_labels.DETACHED) == "1", failover_until=failover_until)
+        detached=found.get(run_labels.DETACHED) == "1", failover_until=failover_until,
+        reason=" ".join(found.get(run_labels.REASON, "").split()) or None)
 
 
 def run_frameworks(state) -> "list[tuple[dict, bool, ClusterRun]]":
@@ -143,6 +147,10 @@ def print_cluster_runs(runs, out, width, limit=None, now=None):
         rows.append((run.run_id, run.name, run.state_text(now), age_text(run.registered, now),
                      run.jobs or "-", str(run.tasks_running), run.command or "-"))
     table(fit_last_column(rows, width), out)
+    # Why the finished runs shown failed, each in one line under the table.
+    for run in shown:
+        if run.state == "finished" and run.reason:
+            out.write(cut("%s: %s" % (run.run_id, run.reason), max(20, width)) + "\n")
     if len(shown) < len(runs):
         out.write("(%d older runs: --all shows them)\n" % (len(runs) - len(shown)))
 

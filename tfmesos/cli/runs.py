@@ -47,8 +47,10 @@ def runs_main(argv, environ=None, out=None):
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
                         help="remove every run directory but the --keep most recent (runs "
-                        "still going are kept), and the keys (~/.tfmesos/keys/RUN, "
-                        "$TFMESOS_KEYS_DIR) of the runs whose record says they ended")
+                        "still going are kept, and so is a --failover run whose tfrun is gone "
+                        "while its master still has its framework or cannot be asked), and "
+                        "the keys (~/.tfmesos/keys/RUN, $TFMESOS_KEYS_DIR) of the runs that "
+                        "ended: their record says so, or their master no longer has them")
     parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
                         help="with --prune: how many to keep, 0 to %d" % MAX_COUNT)
     parser.add_argument("--master", metavar="M", help="list the runs this Mesos master knows, "
@@ -56,8 +58,10 @@ def runs_main(argv, environ=None, out=None):
                         "scheduler is a task of the run, tfrun --detach), failing over (its "
                         "scheduler is away; the time left before the master kills its "
                         "tasks), or how a finished run ended (succeeded, failed: ..., killed; "
-                        "finished when it did not say). RUNNING counts the run's job tasks "
-                        "running, not a detached run's scheduler task")
+                        "finished when it did not say), a failed run's reason in a line under "
+                        "the table (RUN: worker:0: what it wrote last on stderr). RUNNING "
+                        "counts the run's job tasks running, not a detached run's scheduler "
+                        "task")
     args = parser.parse_options(argv)
     if args.master:
         if args.prune:
@@ -72,15 +76,20 @@ def runs_main(argv, environ=None, out=None):
     if args.prune:
         if args.keep is None:
             parser.error("--prune needs --keep N (how many of the most recent runs to keep)")
-        forgotten = forget_ended_keys(root, environ)
-        removed, running, left = prune(root, args.keep)
+        ends = RunEnds(environ)
+        forgotten = forget_ended_keys(root, environ, ends)
+        removed, running, left = prune(root, args.keep, hold=ends.may_run)
         if forgotten:
             out.write("removed the keys of %d ended run%s: %s\n" % (
                 len(forgotten), "" if len(forgotten) == 1 else "s", ", ".join(forgotten)))
+        unknown = dict(ends.unknown())
+        running = [run for run in running if run.directory not in unknown]
         out.write("removed %d run%s from %s%s\n" % (
             len(removed), "" if len(removed) == 1 else "s", root,
             "; kept %d still running: %s" % (len(running), ", ".join(
                 os.path.basename(run.directory) for run in running)) if running else ""))
+        for directory, why in unknown.items():
+            print("tfmesos runs: kept %s and its key: %s" % (directory, why), file=sys.stderr)
         for run, why in left:
             print("tfmesos runs: left %s: %s" % (run.directory, why), file=sys.stderr)
         return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
@@ -100,23 +109,83 @@ def runs_main(argv, environ=None, out=None):
     return 0
 
 
-def forget_ended_keys(root, environ):
-    """Remove the keys (``takeover_files``) of the runs under ``root`` whose
-    record says they ended; returns the paths removed. The key of a run
-    still going, of one whose tfrun is gone without saying how it ended
-    (its tasks may go on, failing over: ``tfmesos attach`` tells) and of
-    one with no record here is kept."""
+def forget_ended_keys(root, environ, ends=None):
+    """Remove the keys (``takeover_files``) of the runs under ``root`` that
+    ended: their record says so, or their tfrun is gone without saying and
+    their master no longer has their framework (``RunEnds``); returns the
+    paths removed. The key of a run still going, of one whose master still
+    has its framework or cannot be asked, and of one with no record here
+    (a detached run's: ``tfmesos attach`` removes it) is kept."""
     from ..record.takeover_files import forget_key, held_run_ids
     held = set(held_run_ids(environ))
     if not held:
         return []
+    ends = ends if ends is not None else RunEnds(environ)
     removed = []
     for run in list_runs(root):
-        if run.run_id in held and not run.running:
+        if run.run_id in held and (not run.running
+                                   or (run.gone and not ends.may_run(run))):
             path = forget_key(run.run_id, environ)
             if path:
                 removed.append(path)
     return removed
+
+
+class RunEnds:
+    """Whether the run of a local record whose tfrun is gone (SIGKILLed,
+    its machine rebooted) may still run: a ``--failover`` run's tasks
+    outlive their tfrun for the failover timeout, so its run directory (what
+    ``tfmesos attach`` takes it over from) and its key stay while the
+    master its failover.json names still has its framework, as ``tfmesos
+    attach`` asks it (``/master/frameworks``); a master that cannot be
+    asked keeps them too (``unknown`` says which and why). Each run is
+    asked about once."""
+
+    TIMEOUT = 5.0     # seconds a master has to answer
+
+    def __init__(self, environ):
+        self._environ = environ
+        self._verdicts = {}       # run directory -> None (ended), "running", or why unknown
+
+    def may_run(self, run):
+        """Whether ``run`` (a ``history.Run`` whose record says running)
+        may still run on its master; False for one that cannot outlive
+        its tfrun (no failover.json) or that its master no longer has."""
+        if run.directory not in self._verdicts:
+            self._verdicts[run.directory] = self._ask(run)
+        return self._verdicts[run.directory] is not None
+
+    def unknown(self):
+        """[(run directory, why)] of the runs kept because their master
+        could not be asked."""
+        return [(directory, why) for directory, why in self._verdicts.items()
+                if why not in (None, "running")]
+
+    def _ask(self, run):
+        from ..exceptions import TFMesosError
+        from ..record.takeover_files import FAILOVER_FILE, TakeoverError, read_failover
+        if not os.path.lexists(os.path.join(run.directory, FAILOVER_FILE)):
+            return None      # a plain run: its tasks stopped with its tfrun
+        try:
+            failover = read_failover(run.directory)
+        except TakeoverError as exc:
+            return "its failover.json cannot tell its master (%s)" % exc
+        from ..mesos.master_reads import MasterReader
+        from .cluster_runs import framework_of
+        spec = failover.spec
+        try:
+            reader = MasterReader(failover.master, timeout=self.TIMEOUT, environ=self._environ,
+                                  verify=spec.get("verify") is not False,
+                                  ca_bundle=spec.get("ca_bundle") or None,
+                                  scheme=spec.get("master_scheme") or "http")
+            document = reader.frameworks(failover.framework_id)
+        except TFMesosError as exc:
+            return ("its tfrun is gone and its master %s cannot be asked whether its framework "
+                    "%s still runs (%s): tfmesos attach %s when it answers"
+                    % (failover.master, failover.framework_id, " ".join(str(exc).split()),
+                       run.run_id))
+        framework, finished = framework_of(document, failover.framework_id)
+        return None if framework is None or finished else "running"
 
 
 # -- tfmesos show -----------------------------------------------------------------

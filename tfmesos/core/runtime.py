@@ -229,18 +229,25 @@ class RunRuntime:
         after); a finished framework keeps its labels (``tfmesos runs
         --master``). False when it could not be set: not subscribed (the
         master is gone, the driver gave up), or the master said no."""
+        return self.set_labels({key: value})
+
+    def set_labels(self, found: Mapping[str, str]) -> bool:
+        """Set the framework's labels ``found`` ({key: value}) in one
+        ``UPDATE_FRAMEWORK``, as ``label`` sets one."""
         driver = self.driver
+        keys = ", ".join(found)
         if driver is None or not driver.connected:
-            logger.debug("not subscribed: the framework's label %s is not set", key)
+            logger.debug("not subscribed: the framework's labels %s are not set", keys)
             return False
         info = dict(driver.framework)
         kept = [label for label in (info.get("labels") or {}).get("labels", [])
-                if label["key"] != key]
-        info["labels"] = {"labels": kept + [{"key": key, "value": value[:1000]}]}
+                if label["key"] not in found]
+        info["labels"] = {"labels": kept + [{"key": key, "value": value[:1000]}
+                                            for key, value in found.items()]}
         try:
             driver.updateFramework(info)
         except MesosError as exc:
-            logger.warning("could not label the run's framework (%s): %s", key, exc)
+            logger.warning("could not label the run's framework (%s): %s", keys, exc)
             return False
         return True
 
@@ -285,7 +292,8 @@ class RunRuntime:
         last output reaches ``record``), wait a little for Mesos' last
         updates, label the framework with ``outcome()`` (unless None: the
         text of ``protocol.labels.OUTCOME``, which a finished framework
-        keeps: before the teardown, which ends the subscription), tear it
+        keeps: before the teardown, which ends the subscription) and its
+        evidence (``reason_line``: ``protocol.labels.REASON``), tear it
         down and stop serving."""
         scheduler, rendezvous, driver = self._launch_nothing_more()
         if rendezvous is not None:
@@ -298,7 +306,10 @@ class RunRuntime:
             wait_for_mesos_ends(record, self.events)
             text = outcome()
             if text is not None:
-                self.label(labels_.OUTCOME, text)
+                # With its evidence (tfmesos runs --master, attach print it).
+                reason = reason_line(record)
+                self.set_labels({labels_.OUTCOME: text, **(
+                    {labels_.REASON: reason[:labels_.MAX_REASON]} if reason else {})})
             try:
                 driver.stop()
             except MesosError as exc:
@@ -359,4 +370,26 @@ class RunRuntime:
         return self.spec.ship is not None and self.spec.ship.directory is not None
 
 
-__all__ = ["RunRuntime", "Parts", "STOP_LINGER"]
+def reason_line(record: "RunRecord") -> Optional[str]:
+    """One line of evidence for the failed or aborted outcome of
+    ``record`` (the framework's ``tfmesos.reason`` label, which ``tfmesos
+    runs --master`` and ``attach`` print): the last line the failing task
+    wrote on stderr (what it relayed, else its sandbox's tail), as
+    ``worker:0: /bin/sh: 1: python: not found``; else the outcome's hint;
+    None for any other outcome, or with nothing to say."""
+    outcome = record.run_file().outcome
+    if outcome.status not in ("failed", "aborted"):
+        return None
+    lines: list[str] = []
+    if outcome.task:
+        lines = record.tail(outcome.task, "stderr", 20)
+        found = record.last_sandbox_tail(outcome.task)
+        if not any(line.strip() for line in lines) and found is not None:
+            lines = found[1].stderr
+    said = [" ".join(line.split()) for line in lines if line.strip()]
+    if said:
+        return "%s: %s" % (outcome.task, said[-1])
+    return " ".join(outcome.hint.split()) if outcome.hint else None
+
+
+__all__ = ["RunRuntime", "Parts", "STOP_LINGER", "reason_line"]

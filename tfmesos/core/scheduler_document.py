@@ -36,7 +36,11 @@ MAX_RECORD = 64 << 20      # bytes of the record a new scheduler carries on
 
 
 class DetachError(TFMesosError):
-    """The scheduler task could not take the run over; one line."""
+    """The scheduler task could not take the run over; one line. ``reason``:
+    its evidence, when there is some (``scheduler: LINE``, the last line the
+    task wrote on stderr)."""
+
+    reason: Optional[str] = None
 
 
 def document_body(spec: RunSpec, packed: Mapping[str, str],

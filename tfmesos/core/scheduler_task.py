@@ -190,16 +190,21 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
             elif event[0] == "taken over":
                 taken = True
             elif event[0] == "ended":
-                raise DetachError("the scheduler task ended before it took the run over: %s%s%s"
-                                  % (event[1], ": %s" % event[2] if event[2] else "",
-                                     last_words(launcher, driver, credentials)))
+                said = last_line(launcher, driver, credentials)
+                error = DetachError("the scheduler task ended before it took the run over: %s%s%s"
+                                    % (event[1], ": %s" % event[2] if event[2] else "",
+                                       "; it said: %s" % said if said else ""))
+                error.reason = "%s: %s" % (labels.SCHEDULER_JOB, said) if said else None
+                raise error
             else:
                 raise DetachError(refusal(spec.master, event[1], driver, credentials))
         framework_id = driver.framework_id
         assert framework_id is not None, "the scheduler task took a subscribed framework over"
         return identity.with_framework(framework_id)
-    except BaseException:
+    except BaseException as exc:
         if framework_id is None and not taken:
+            if isinstance(exc, DetachError):   # said where tfmesos runs --master looks
+                label_ended(driver, "aborted: %s" % exc, exc.reason)
             try:
                 driver.stop()   # a run that never started: nothing of it stays
             except MesosError as exc:
@@ -227,22 +232,43 @@ def refusal(master: str, message: str, driver: MesosSchedulerDriver,
     return "the Mesos master refused the run: %s" % message
 
 
-def last_words(launcher: SchedulerLauncher, driver: MesosSchedulerDriver,
-               credentials: Optional[tuple[str, str]] = None) -> str:
-    """``; it said: LINE`` (the last stderr line of the scheduler task's
-    sandbox), or "" when there is none or it cannot be read."""
+def label_ended(driver: MesosSchedulerDriver, outcome: str, reason: Optional[str]) -> None:
+    """Label the framework of a run that ends before its scheduler task
+    took it over with how (``labels.OUTCOME``, ``aborted: ...``) and why
+    (``labels.REASON``), before its teardown: ``tfmesos runs --master``
+    and ``tfmesos attach`` say it, not a bare ``finished``. Best effort."""
+    if not driver.connected:
+        return
+    found = {labels.OUTCOME: " ".join(outcome.split())[:1000]}
+    if reason:
+        found[labels.REASON] = " ".join(reason.split())[:labels.MAX_REASON]
+    info = dict(driver.framework)
+    kept = [label for label in (info.get("labels") or {}).get("labels", [])
+            if label["key"] not in found]
+    info["labels"] = {"labels": kept + [{"key": key, "value": value}
+                                        for key, value in found.items()]}
+    try:
+        driver.updateFramework(info)
+    except MesosError as exc:
+        logger.warning("could not label the run's framework: %s", exc)
+
+
+def last_line(launcher: SchedulerLauncher, driver: MesosSchedulerDriver,
+              credentials: Optional[tuple[str, str]] = None) -> Optional[str]:
+    """The last stderr line of the scheduler task's sandbox, or None when
+    there is none or it cannot be read."""
     from ..mesos.agent_files import AgentFilesError, agent_base_url, read_tails, sandbox_path
     from ..mesos.http_transport import basic_auth
     base = agent_base_url(launcher.agent_url)
     if base is None or launcher.launched is None:
-        return ""
+        return None
     try:
         tails = read_tails(base, sandbox_path(driver.framework_id, launcher.launched[0]),
                            auth=basic_auth(*credentials) if credentials else None)
     except AgentFilesError:
-        return ""
+        return None
     lines = [line for line in tails.get("stderr", []) if line.strip()]
-    return "; it said: %s" % lines[-1].strip() if lines else ""
+    return lines[-1].strip() if lines else None
 
 
 # -- what it fetches --------------------------------------------------------------

@@ -12,6 +12,10 @@ scheduler task of a detached run (``tfrun --detach``).
 * ``OUTCOME``: how the run ended (``succeeded``, ``failed: ...``), set by
   the scheduler with ``UPDATE_FRAMEWORK`` before it tears the framework down,
   so that a finished framework still says it.
+* ``REASON``: beside a failed or aborted ``OUTCOME``, its one line of
+  evidence (``worker:0: /bin/sh: 1: python: not found``: the last line the
+  failing task wrote on stderr, else the run's advice), which ``tfmesos
+  runs --master`` and ``tfmesos attach`` print under the outcome.
 * ``DETACHED``: ``"1"`` on a run whose scheduler is a task of its own
   framework.
 * ``PROOF``: the run key's signature of the framework's id, the run's id,
@@ -29,6 +33,8 @@ MODE = "tfmesos.mode"
 COMMAND = "tfmesos.command"
 RENDEZVOUS = "tfmesos.rendezvous"
 OUTCOME = "tfmesos.outcome"
+REASON = "tfmesos.reason"
+MAX_REASON = 300    # characters of a reason label at most
 DETACHED = "tfmesos.detached"
 PROOF = "tfmesos.proof"
 

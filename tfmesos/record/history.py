@@ -13,7 +13,7 @@ import datetime
 import json
 import os
 import shutil
-from typing import Optional
+from typing import Callable, Optional
 
 from ..exceptions import TFMesosError
 from .liveness import gone
@@ -215,19 +215,21 @@ def find_run(text: str, root: str) -> Run:
     return matches[0]
 
 
-def prune(root: str, keep: int) -> tuple[list[Run], list[Run], list[tuple[Run, str]]]:
+def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None
+          ) -> tuple[list[Run], list[Run], list[tuple[Run, str]]]:
     """Remove every run directory under ``root`` but the ``keep`` most recent
-    and those still running (a run whose tfrun is ``gone`` is not). A
-    symbolic link is never followed nor removed, and a directory that cannot
-    be removed is named, not an end: every run is seen to. Returns
-    (removed, kept running, left: [(run, why)])."""
+    and those still running (a run whose tfrun is ``gone`` is not, unless
+    ``hold(run)`` says its tasks may still run: a ``--failover`` run's
+    framework its master still has). A symbolic link is never followed nor
+    removed, and a directory that cannot be removed is named, not an end:
+    every run is seen to. Returns (removed, kept running, left: [(run, why)])."""
     if keep < 0:
         raise HistoryError("--keep %d: give 0 or more runs to keep" % keep)
     removed: list[Run] = []
     running: list[Run] = []
     left: list[tuple[Run, str]] = []
     for run in list_runs(root)[keep:]:
-        if run.running and not run.gone:
+        if run.running and (not run.gone or (hold is not None and hold(run))):
             running.append(run)
             continue
         if os.path.islink(run.directory):
