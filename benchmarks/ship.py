@@ -1,7 +1,8 @@
 """What ``tfrun --ship`` costs: pack a directory, serve it, and have 8 tasks
 fetch it at once through one local agent's fetcher and its cache (one
-download, an extraction per task) and check its tree as the task entry does, for a 10 MB and a 100 MB
-directory; and the packing time of this repository (``--ship`` of the
+download, a copy per task), then check and extract it as each task's
+command does (``ship/fetch_check.py``: sha256sum, tar), for a 10 MB and a
+100 MB directory; and the packing time of this repository (``--ship`` of the
 tfmesos checkout itself).
 
     python benchmarks/ship.py [--tasks 8] [--sizes 10,100] [--rounds 3]
@@ -15,6 +16,7 @@ bytes, measured as one local file copy per task.
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +30,7 @@ from mesos_local.containerizer.fetch_cache import FetcherCache
 from mesos_local.containerizer.fetcher import fetch_uris
 from tfmesos.ship import bundle
 from tfmesos.ship.bundle_server import BundleServer
-from tfmesos.task.bundle_check import tree_sha256
+from tfmesos.ship.fetch_check import Fetched, check_command
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILE_SIZE = 256 * 1024
@@ -52,21 +54,23 @@ def make_directory(root, megabytes):
 
 
 def fetch_all(server, packed, sandboxes, cache_dir):
-    """Seconds until every task has fetched, extracted and checked the bundle,
+    """Seconds until every task has fetched, checked and extracted the bundle,
     as tfrun's TaskInfos ask (``Shipment.uris``: through the agent's fetcher
-    cache, so one download for the agent)."""
+    cache, so one download for the agent; ``Shipment.command``'s check)."""
     url = server.url("127.0.0.1", packed.name)
     cache = FetcherCache(cache_dir)
+    check = check_command([Fetched(packed.name, packed.sha256, unpack=True,
+                                   size=packed.archive_size)]) + "exit 0"
     errors = []
 
     def task(box):
         try:
             os.makedirs(box)
-            fetch_uris([{"value": url, "extract": True, "cache": True}], box, cache=cache,
+            fetch_uris([{"value": url, "extract": False, "cache": True}], box, cache=cache,
                        user="root")
-            # enter_bundle's check (without its chdir: one cwd per process)
-            if tree_sha256(os.path.join(box, bundle.TOP)) != packed.tree_sha256:
-                raise RuntimeError("task %s: the bundle does not check" % box)
+            subprocess.run(["sh", "-c", check], cwd=box, check=True, capture_output=True)
+            if not os.path.isdir(os.path.join(box, bundle.TOP)):
+                raise RuntimeError("task %s: the bundle was not extracted" % box)
         except Exception as exc:   # reported below
             errors.append(exc)
     began = time.perf_counter()
@@ -113,7 +117,7 @@ def measure(megabytes, tasks, rounds, work):
             best[key] = min(best.get(key, value), value)
     total = best["pack"] + best["serve"] + best["fetch"]
     print("%4d MB (%d files): archive %.1f MB (%.2f of the files)  pack %.2f s  serve %.3f s  "
-          "fetch+extract+check by %d tasks %.2f s (%.0f MB/s of archive; copying it %d times: "
+          "fetch+check+extract by %d tasks %.2f s (%.0f MB/s of archive; copying it %d times: "
           "%.2f s)  total %.2f s"
           % (megabytes, size // FILE_SIZE, archive / 1e6, archive / size, best["pack"],
              best["serve"], tasks, best["fetch"], tasks * archive / 1e6 / best["fetch"], tasks,

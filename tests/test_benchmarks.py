@@ -31,4 +31,4 @@ def test_the_simulated_agents_run_every_task_to_its_end():
 
 def test_the_ship_benchmark_fetches_and_checks_through_the_cache():
     out = run_benchmark("ship.py", "--sizes", "1", "--tasks", "3", "--rounds", "1")
-    assert "fetch+extract+check by 3 tasks" in out
+    assert "fetch+check+extract by 3 tasks" in out

@@ -90,6 +90,11 @@ CASES = [
      "worker", "fetch-failed"),
     (["Failed to fetch 'http://h/env.tar.gz': HTTP Error 404: Not Found"], None, "", "worker",
      "fetch-failed"),
+    (["tfmesos: tfmesos-bundle-0123456789abcdef.tar.gz sha256 %s != expected %s: refusing "
+      "to run it" % ("1" * 64, "0" * 64)], 65, "Command exited with status 65", "worker",
+     "fetch-changed"),
+    (["tfmesos: this agent has no sha256sum (coreutils) to check the files the task fetched: "
+      "refusing to run them"], 65, "Command exited with status 65", "worker", "no-sha256sum"),
     ([], None, "Failed to create sandbox: Failed to chown directory to 'bob': No such user "
      "'bob'", "worker", "unknown-user"),
     ([], None, "Failed to get user information for 'carol': Success", "ps", "unknown-user"),

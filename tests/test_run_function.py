@@ -279,7 +279,7 @@ def test_the_runner_refuses_a_payload_from_another_python(tmp_path):
     sandbox.mkdir()
     os.replace(payload.path, sandbox / payload.name)
     env = dict(os.environ, PYTHONPATH=REPO, MESOS_SANDBOX=str(sandbox),
-               TFMESOS_FUNCTION=payload.name, TFMESOS_FUNCTION_SHA256=payload.sha256,
+               TFMESOS_FUNCTION=payload.name,
                TFMESOS_RESULT_FILE=str(tmp_path / "result"), TFMESOS_JOB_NAME="worker",
                TFMESOS_TASK_INDEX="0", TFMESOS_CHIEF_HOSTS="")
     result = subprocess.run([sys.executable, "-m", "tfmesos.task.function_runner"], env=env,

@@ -1,6 +1,6 @@
 """``tfrun --ship``: the user's directory and the task side of tfmesos sent
 to every task through the Mesos fetcher (bundle.py, bundle_server.py,
-shipping.py, task/bundle_check.py, the local fetcher's cache)."""
+shipping.py, fetch_check.py, task/bundle_dir.py, the local fetcher's cache)."""
 
 import ast
 import hashlib
@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -19,6 +20,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from fixtures_master import local_master, make_local_master  # fixtures
 from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
 
@@ -29,7 +31,8 @@ from tfmesos.exceptions import SpecError, TFMesosError
 from tfmesos.ship import bundle
 from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
-from tfmesos.task.bundle_check import enter_bundle, tree_sha256
+from tfmesos.ship.fetch_check import Fetched, check_command
+from tfmesos.task.bundle_dir import enter_bundle
 from tfmesos.task.connection import TaskError
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
@@ -144,10 +147,7 @@ def test_incompressible_files_are_stored_and_any_tar_reads_the_bundle(project, t
     subprocess.run(["tar", "-xzf", packed.path, "-C", str(out)], check=True)
     assert (out / "project" / "weights.bin").read_bytes() == weights
     assert (out / "project" / "corpus.txt").read_bytes() == (project / "corpus.txt").read_bytes()
-    # What the task checks: the same digest from the files packed, from the
-    # archive (a bundle an earlier scheduler packed) and from the tree.
-    assert packed.tree_sha256 == bundle.tree_sha256_of_archive(packed.path) \
-        == tree_sha256(str(out / "project"))
+    assert packed.sha256 == hashlib.sha256(open(packed.path, "rb").read()).hexdigest()
 
 
 def test_ship_spec_checks_its_values(tmp_path):
@@ -208,68 +208,112 @@ def test_the_task_side_zip_gives_the_command_log_metrics_and_the_keras_callback(
     assert result.stderr.count("not in a tfmesos run") == 1
 
 
-# -- the task entry's check -----------------------------------------------------------
+# -- the command's check of what the task fetched ------------------------------------------
 
 
 @pytest.fixture
 def sandbox(project, tmp_path):
-    """A sandbox as the fetcher leaves it: the archive and its extracted tree."""
+    """A sandbox as the fetcher leaves it for a shipping task: the bundle
+    copied (``extract: false``), not extracted."""
     packed = bundle.pack(project, str(tmp_path))
     box = tmp_path / "sandbox"
     box.mkdir()
-    fetch_uris([{"value": packed.path, "extract": True}], str(box))
+    fetch_uris([{"value": packed.path, "extract": False}], str(box))
     return box, packed
 
 
-def task_environ(box, packed, sha=None):
+def task_environ(box, packed):
     return {"MESOS_SANDBOX": str(box), "TFMESOS_BUNDLE": packed.name,
-            "TFMESOS_BUNDLE_TREE_SHA256": sha or packed.tree_sha256,
             "TFMESOS_BUNDLE_DIR": "project"}
 
 
-def test_the_task_runs_in_the_extracted_tree_once_its_sha256_checks(sandbox, monkeypatch):
+def run_checked(box, files, then="echo ran", path="/usr/bin:/bin"):
+    """``check_command(files)`` then ``then``, in a shell in ``box``, as Mesos
+    runs a task's command (``sh -c``, the sandbox as working directory)."""
+    return subprocess.run(["/bin/sh", "-c", check_command(files) + then], cwd=str(box),
+                          env={"PATH": path}, capture_output=True, text=True, timeout=60)
+
+
+def test_the_command_checks_the_bundle_extracts_it_and_the_task_enters_it(sandbox,
+                                                                         monkeypatch):
     box, packed = sandbox
+    result = run_checked(box, [Fetched(packed.name, packed.sha256, unpack=True)])
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
+    assert (box / "project" / "mylib" / "util.py").read_text() == "ANSWER = 42\n"
     monkeypatch.chdir(box)
     assert enter_bundle(task_environ(box, packed)) == str(box / "project")
     assert os.getcwd() == str(box / "project") and os.path.isfile("train.py")
     assert enter_bundle({}) is None
 
 
-def test_a_bundle_whose_sha256_differs_fails_the_task_before_its_command(sandbox):
+def test_a_changed_bundle_is_refused_in_one_line_before_anything_is_extracted(sandbox):
     box, packed = sandbox
-    with pytest.raises(TaskError, match="whose sha256 is %s, but tfrun shipped 0000"
-                       % packed.tree_sha256):
-        enter_bundle(task_environ(box, packed, sha="0000"))
-    # The whole entry: one clear line, exit 1, nothing registered or run.
-    env = bare_environment(PYTHONPATH=REPO, TFMESOS_RENDEZVOUS="127.0.0.1:1",
-                           TFMESOS_SECRET="00", TFMESOS_TASK_ID="t",
-                           **task_environ(box, packed, sha="0" * 64))
-    result = subprocess.run([sys.executable, "-m", "tfmesos.task"], capture_output=True,
-                            text=True, env=env, cwd=str(box), timeout=60)
-    assert result.returncode == 1
+    with open(box / packed.name, "ab") as handle:
+        handle.write(b"\0")                   # as a proxy or a cache might
+    got = hashlib.sha256((box / packed.name).read_bytes()).hexdigest()
+    task_side = box / "tfmesos-task-0123456789abcdef.zip"
+    task_side.write_bytes(b"the task side")
+    result = run_checked(box, [Fetched(task_side.name, hashlib.sha256(b"the task side")
+                                       .hexdigest()),
+                               Fetched(packed.name, packed.sha256, unpack=True)])
+    assert (result.returncode, result.stdout) == (65, "")
     assert result.stderr.splitlines() == [
-        "tfmesos task error: the shipped bundle %s was extracted into files whose sha256 is "
-        "%s, but tfrun shipped %s: it changed on the way (a proxy, a cache, a truncated "
-        "download); the command was not started" % (packed.name, packed.tree_sha256, "0" * 64)]
+        "tfmesos: %s sha256 %s != expected %s: refusing to run it"
+        % (packed.name, got, packed.sha256)]
+    assert not (box / "project").exists()
 
 
-@pytest.mark.parametrize("change", ["content", "added", "removed", "link"])
-def test_a_tree_changed_after_packing_fails_the_check(sandbox, change):
-    # The archive is not in the sandbox (it is extracted from the agent's
-    # fetcher cache): the task checks the files themselves.
+def test_the_check_quotes_what_it_names_and_says_a_missing_file(tmp_path):
+    # A --python-env's name is the user's: quotes, spaces and $(...) stay a name.
+    (tmp_path / "x").write_text("")
+    name = "it's $(touch pwned) `touch pwned2` \"env\".tar.gz"
+    with tarfile.open(tmp_path / name, "w:gz") as tar:
+        tar.add(tmp_path / "x", arcname="bin/python3")
+    sha = hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
+    result = run_checked(tmp_path, [Fetched(name, sha, unpack=True)])
+    assert result.returncode == 0 and (tmp_path / "bin" / "python3").exists(), result.stderr
+    result = run_checked(tmp_path, [Fetched(name, "0" * 64)])
+    assert (result.returncode, result.stderr) == (
+        65, "tfmesos: %s sha256 %s != expected %s: refusing to run it\n" % (name, sha, "0" * 64))
+    result = run_checked(tmp_path, [Fetched("gone.zip", sha)])
+    assert (result.returncode, result.stderr) == (
+        65, "tfmesos: gone.zip sha256 (unreadable) != expected %s: refusing to run it\n" % sha)
+    assert not {"pwned", "pwned2"} & set(os.listdir(tmp_path))
+
+
+@pytest.mark.parametrize("openssl", [True, False])
+def test_a_big_file_is_checked_by_openssl_else_by_sha256sum(tmp_path, openssl):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("sha256sum", "openssl") if openssl else ("sha256sum",):
+        os.symlink(subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True,
+                                  text=True).stdout.strip(), tools / tool)
+    (tmp_path / "env.tgz").write_bytes(b"not really big")
+    sha = hashlib.sha256(b"not really big").hexdigest()
+    files = [Fetched("env.tgz", sha, size=64 << 20)]
+    result = run_checked(tmp_path, files, then='echo "$_tfm_f"', path=str(tools))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, "openssl dgst -sha256 -r\n" if openssl else "sha256sum\n", "")
+    result = run_checked(tmp_path, [Fetched("env.tgz", "0" * 64, size=64 << 20)],
+                         path=str(tools))
+    assert (result.returncode, result.stderr) == (
+        65, "tfmesos: env.tgz sha256 %s != expected %s: refusing to run it\n" % (sha, "0" * 64))
+
+
+def test_an_agent_without_sha256sum_runs_nothing_it_fetched(tmp_path):
+    (tmp_path / "a.zip").write_text("")
+    result = run_checked(tmp_path, [Fetched("a.zip", hashlib.sha256(b"").hexdigest())],
+                         path=str(tmp_path))
+    assert (result.returncode, result.stdout) == (65, "")
+    assert result.stderr.splitlines() == [
+        "tfmesos: this agent has no sha256sum (coreutils) to check the files the task "
+        "fetched: refusing to run them"]
+
+
+def test_a_bundle_that_is_not_extracted_fails_the_task_entry(sandbox):
     box, packed = sandbox
-    tree = box / "project"
-    if change == "content":
-        (tree / "mylib" / "util.py").write_text("ANSWER = 41\n")
-    elif change == "added":
-        (tree / "mylib" / "evil.py").write_text("")
-    elif change == "removed":
-        (tree / "notes.txt").unlink()
-    else:
-        (tree / "notes.txt").unlink()
-        os.symlink("train.py", tree / "notes.txt")
-    with pytest.raises(TaskError, match="whose sha256 is [0-9a-f]{64}, but tfrun shipped %s"
-                       % packed.tree_sha256):
+    with pytest.raises(TaskError, match="the shipped bundle %s is not extracted into %s"
+                       % (packed.name, box / "project")):
         enter_bundle(task_environ(box, packed))
 
 
@@ -573,34 +617,83 @@ def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(projec
         request(url, timeout=10)
 
 
-def test_a_bundle_sha_mismatch_fails_the_task_with_a_clear_message(project, tmp_path,
-                                                                     monkeypatch):
-    from tfmesos.core.launch import ClusterRun
-    from tfmesos.ship.shipping import Shipment
+# What a proxy, a poisoned cache or an attacker on the way would do: tfrun
+# (in a process of its own) whose bundle server hands out another file
+# under the name of one it shipped (``PREFIX``): the TaskInfos carry the
+# digest of what tfrun packed, the agent fetches the other one.
+SWAPPING_TFRUN = """\
+import sys
+from tfmesos.ship import bundle_server
+prefix, swapped = sys.argv[1], sys.argv[2]
+add = bundle_server.BundleServer.add
+bundle_server.BundleServer.add = lambda self, name, path: add(
+    self, name, swapped if name.startswith(prefix) else path)
+from tfmesos.cli.tfrun import main
+sys.exit(main(sys.argv[3:]))
+"""
 
-    real = Shipment.environment
-    monkeypatch.setattr(Shipment, "environment", lambda self: dict(
-        real(self), TFMESOS_BUNDLE_TREE_SHA256="f" * 64))
-    run = ClusterRun(replica_spec(project, tmp_path, workers=1, max_attempts=2))
-    errors = []
-    try:
-        run.start()
-        with pytest.raises(TFMesosError, match="worker:0 failed 2 times"):
-            run.wait_ready()
-        for attempt in run.record.snapshot()["tasks"][0]["attempts"]:
-            with open(os.path.join(run.local_master.sandbox(attempt["task_id"]),
-                                   "stderr")) as handle:
-                errors.append(handle.read())
-    finally:
-        run.stop()
-    # The relaunch took the bundle from the agent's fetcher cache (one
-    # download); each attempt refused it before its command.
-    assert served_count(run.shipment.server, run.shipment.bundle.name, 1) == 1
-    assert len(errors) == 2
-    for err in errors:
-        assert "whose sha256 is %s, but tfrun shipped %s" % (run.shipment.bundle.tree_sha256,
-                                                             "f" * 64) \
-            in err and "the command was not started" in err
+
+def swapped_archive(kind, directory, marker):
+    """An archive of ``kind`` whose code, if anything ran it, writes ``marker``."""
+    code = "open(%r, 'w').write('ran')\n" % str(marker)
+    if kind == "bundle":
+        path = os.path.join(directory, "swapped.tar.gz")
+        with tarfile.open(path, "w:gz") as tar:
+            info = tarfile.TarInfo("project/train.py")
+            info.size = len(code)
+            tar.addfile(info, io.BytesIO(code.encode()))
+        return path
+    import zipfile
+    top = "tfmesos-scheduler/" if kind == "scheduler" else ""
+    main = "tfmesos/cli/detached_scheduler.py" if kind == "scheduler" else \
+        "tfmesos/task/__main__.py"
+    path = os.path.join(directory, "swapped.zip")
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in ("tfmesos/__init__.py", os.path.dirname(main) + "/__init__.py"):
+            archive.writestr(top + name, "")
+        archive.writestr(top + main, code)
+    return path
+
+
+@pytest.mark.parametrize("kind, prefix", [("bundle", "tfmesos-bundle-"),
+                                          ("task side", "tfmesos-task-"),
+                                          ("scheduler", "tfmesos-scheduler-")])
+def test_a_swapped_archive_is_refused_by_the_command_and_nothing_of_it_runs(
+        project, tmp_path, request, kind, prefix):
+    marker = tmp_path / "swapped-code-ran"
+    swapped = swapped_archive(kind, str(tmp_path), marker)
+    got = hashlib.sha256(open(swapped, "rb").read()).hexdigest()
+    runs = tmp_path / "runs"
+    where = ["--run-dir", str(runs)]
+    if kind == "scheduler":   # tfrun --detach: the scheduler task's own zip
+        master = request.getfixturevalue("local_master")
+        where = ["--detach", "-m", master.url]
+    env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO)
+    result = subprocess.run(
+        [sys.executable, "-c", SWAPPING_TFRUN, prefix, swapped, "--ship", "-w", "1", "-s", "0",
+         *TINY, *where, "--", "python", "train.py"], cwd=str(project), env=env,
+        capture_output=True, text=True, timeout=180)
+    # tfrun exits with the failed task's status, the check's (a detached
+    # submission: 1, its scheduler never took over).
+    assert result.returncode == (1 if kind == "scheduler" else 65), result.stderr
+    refusal = re.search(r"tfmesos: (%s[0-9a-f]{16}\.\S+) sha256 %s != expected ([0-9a-f]{64}): "
+                        r"refusing to run it" % (re.escape(prefix), got), result.stderr)
+    assert refusal, result.stderr
+    name, want = refusal.groups()
+    assert name[len(prefix):].startswith(want[:16])   # what tfrun packed and named
+    assert not marker.exists()
+    if kind == "scheduler":
+        assert "the scheduler task ended before it took the run over: TASK_FAILED: Command " \
+            "exited with status 65; it said: %s" % refusal.group(0) in result.stderr
+        return
+    # Not retried (fetching it again cannot help): the run fails in one line,
+    # and its record keeps the line and the advice.
+    assert "worker:0 cannot be launched: TASK_FAILED: Command exited with status 65 (%s; " \
+        "retrying cannot help)" % refusal.group(0) in result.stderr
+    with open(runs / "run.json") as handle:
+        [attempt] = json.load(handle)["tasks"][0]["attempts"]
+    assert refusal.group(0) in attempt["sandbox_tail"]["stderr"]
+    assert "is not the one tfrun shipped" in attempt["hint"]
 
 
 # -- the TaskInfos of a shipping run -------------------------------------------------------------
@@ -635,18 +728,24 @@ def test_shipped_taskinfos_carry_the_uris_the_check_and_the_shipped_task_side(sh
                 {"value": "http://10.0.0.5:%d/%s/%s" % (shipped.server.port,
                                                         shipped.server.token, name),
                  "extract": extract, "cache": cache}
-                for name, extract, cache in ((shipped.bundle.name, True, True),
+                for name, extract, cache in ((shipped.bundle.name, False, True),
                                              (shipped.task_side.name, False, False))] + [
+                # tfrun never has its bytes: the fetcher extracts it, unchecked
                 {"value": "https://repo.example.com/tfenv.tgz", "extract": True, "cache": True}]
-            assert command["value"] == (
+            # The check of both files (their digests in the command's own text),
+            # the bundle extracted, then the entry.
+            assert command["value"] == check_command([
+                Fetched(shipped.bundle.name, shipped.bundle.sha256, unpack=True),
+                Fetched(shipped.task_side.name, shipped.task_side.sha256)]) + (
                 'PATH=%s"${MESOS_SANDBOX:-$PWD}"/bin"${PATH:+:$PATH}" '
                 'PYTHONPATH="${MESOS_SANDBOX:-$PWD}"/%s"${PYTHONPATH:+:$PYTHONPATH}" '
                 'exec %s -m tfmesos.task' % (path, shipped.task_side.name, interpreter))
+            assert "_tfm_c %s %s; " % (shipped.bundle.name, shipped.bundle.sha256) \
+                in command["value"]
             env = variables(info)
             assert "PYTHONPATH" not in env          # nothing of the submitter's paths
-            assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_TREE_SHA256"],
-                    env["TFMESOS_BUNDLE_DIR"]) == (shipped.bundle.name,
-                                                   shipped.bundle.tree_sha256, "project")
+            assert (env["TFMESOS_BUNDLE"], env["TFMESOS_BUNDLE_DIR"]) == (shipped.bundle.name,
+                                                                          "project")
 
 
 def test_shipped_commands_without_an_environment_run_python3_or_python(project):
@@ -654,15 +753,17 @@ def test_shipped_commands_without_an_environment_run_python3_or_python(project):
     shipped = Shipment(ShipSpec(str(project)), bind_host="127.0.0.1", say=lambda text: None)
     shipped.stop()
     zip_path = '"${MESOS_SANDBOX:-$PWD}"/%s' % shipped.task_side.name
-    assert shipped.command() == ('PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m '
-                                 'tfmesos.task' % zip_path)
+    check = check_command(shipped.fetched())
+    assert check.startswith('_tfm_d="${MESOS_SANDBOX:-$PWD}"; ')
+    assert shipped.command() == check + ('PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec '
+                                         'python3 -m tfmesos.task' % zip_path)
     # --python's directory comes first on PATH: the command's python is its.
-    assert shipped.command(python="/venv/bin/python") == (
+    assert shipped.command(python="/venv/bin/python") == check + (
         'PATH=/venv/bin"${PATH:+:$PATH}" PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}" exec '
         '/venv/bin/python -m tfmesos.task' % zip_path)
-    assert shipped.command(python="python3.11").startswith("PYTHONPATH=")
+    assert shipped.command(python="python3.11").startswith(check + "PYTHONPATH=")
     assert shipped.command(python="venv/bin/python").startswith(
-        'PATH="${MESOS_SANDBOX:-$PWD}"/venv/bin"${PATH:+:$PATH}" ')
+        check + 'PATH="${MESOS_SANDBOX:-$PWD}"/venv/bin"${PATH:+:$PATH}" ')
     assert shipped.command(image="tfmesos/tfmesos", python="/venv/bin/python").endswith(
         "exec python3 -m tfmesos.task")
 
@@ -683,19 +784,3 @@ def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
         run_spec_of([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
                      ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))
 
-
-def test_the_tree_digest_tells_apart_names_that_spell_the_same_lines():
-    # Names and link targets may hold newlines: a link a -> "x\nf y" beside
-    # a file z, and a link a -> "x" beside a file named "y\nf z" with the
-    # same content, written as "kind path NUL value" lines, are one text.
-    from tfmesos.task.bundle_check import TreeDigest
-    first, second = TreeDigest(), TreeDigest()
-    first.add("l", "a", "x\nf y")
-    first.add("f", "z", "0" * 64)
-    second.add("l", "a", "x")
-    second.add("f", "y\nf z", "0" * 64)
-    assert first.hexdigest() != second.hexdigest()
-    again = TreeDigest()
-    again.add("f", "z", "0" * 64)        # added in another order: the same tree
-    again.add("l", "a", "x\nf y")
-    assert again.hexdigest() == first.hexdigest()

@@ -160,13 +160,13 @@ def test_a_cached_uri_is_kept_in_the_user_s_own_cache_directory(open_dir):
 
 
 @needs_root
-def test_a_shipped_bundle_lands_as_the_task_user_s_and_its_tree_checks(open_dir):
+def test_a_shipped_bundle_lands_as_the_task_user_s_and_checks(open_dir):
     # tfrun --ship for a task of another user: the bundle (cache: true) goes
-    # into that user's part of the agent's fetcher cache, is extracted from
-    # there by a fetcher process that became the user, and the tree the task
-    # finds is the one packed (stored weights, deflated text alike).
+    # into that user's part of the agent's fetcher cache and is copied from
+    # there, by a fetcher process that became the user, into the sandbox,
+    # where the task's command checks its sha256 before it extracts it
+    # (ship/fetch_check.py): the user's file, the bytes packed.
     from tfmesos.ship import bundle
-    from tfmesos.task.bundle_check import tree_sha256
     entry = nobody()
     user = users.lookup("nobody")
     project = open_dir / "proj"
@@ -175,14 +175,13 @@ def test_a_shipped_bundle_lands_as_the_task_user_s_and_its_tree_checks(open_dir)
     (project / "weights.bin").write_bytes(os.urandom(1 << 20))
     packed = bundle.pack(str(project), str(open_dir))
     os.chmod(packed.path, 0o644)
-    uri = {"value": "file://%s" % packed.path, "extract": True, "cache": True}
+    uri = {"value": "file://%s" % packed.path, "extract": False, "cache": True}
     cache = FetcherCache(str(open_dir / "cache"))
     for name in ("first", "second"):
         box = users_sandbox(open_dir, name, entry)
         fetch_uris([uri], str(box), cache=cache, user="nobody", run_as=user)
-        assert not (box / packed.name).exists()      # extracted from the cache
-        assert (box / "project" / "weights.bin").stat().st_uid == entry.pw_uid
-        assert tree_sha256(str(box / "project")) == packed.tree_sha256
+        assert (box / packed.name).stat().st_uid == entry.pw_uid
+        assert bundle.file_sha256(str(box / packed.name)) == packed.sha256
     assert cache.downloads[uri["value"]] == 1
 
 

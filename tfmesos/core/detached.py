@@ -70,8 +70,31 @@ from .taskinfo import run_user
 
 if TYPE_CHECKING:   # annotations only: each comes when its step needs it
     from ..mesos.master_reads import MasterReader
+    from .scheduler_task import Files
 
 logger = logging.getLogger(__name__)
+
+
+# -- what the scheduler task runs -----------------------------------------------
+
+def fetch_checks(files: "Files", known: Mapping[str, str]) -> str:
+    """What goes before the scheduler task's command (``command_of``): the
+    check of its ``files`` (``scheduler_task.serve``'s; ``ship.fetch_check``),
+    each file's sha256 as ``known`` ({path: sha256}: what was packed here,
+    what the run's identity says) has it, else as read here.
+
+    The fetcher extracts what it extracts of these (the scheduler side,
+    a ``--python-env`` archive) itself: they are not cached (``serve``),
+    so each archive stays in the sandbox beside what it held (apache/mesos
+    src/launcher/fetcher.cpp, ``fetchBypassingCache``) and is checked
+    before anything of it runs. The scheduler document (``DETACHED_FILE``,
+    written once the framework is known) is not: it is sealed with the
+    run's key, which the scheduler checks before it reads a field of it."""
+    from ..ship.bundle import file_sha256
+    from ..ship.fetch_check import Fetched, check_command
+    return check_command(Fetched(name, known.get(path) or file_sha256(path),
+                                 size=os.path.getsize(path))
+                         for name, (path, _) in files.items())
 
 
 # -- tfrun --detach ------------------------------------------------------------
@@ -129,10 +152,14 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
                     files[os.path.basename(path)] = (path, role == "python_env")
         body = document_body(spec, packed, shipment.record() if shipment else None, cpus, mem)
         python_env = spec.ship.python_env if spec.ship is not None else None
+        known = {path: sha for path, (sha, _) in (shipment.digests.items()
+                                                  if shipment is not None else ())}
+        known[scheduler_side.path] = scheduler_side.sha256
+        command = fetch_checks(files, known) + command_of(spec, python_env)
         uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
                                  files, work, body)
-        identity = launch_scheduler(spec, identity, uris_for, command_of(spec, python_env), cpus,
-                                    mem, say, environ=environ, timeout=timeout)
+        identity = launch_scheduler(spec, identity, uris_for, command, cpus, mem, say,
+                                    environ=environ, timeout=timeout)
         save_key(identity, environ)
         return identity
     finally:
@@ -264,11 +291,20 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         os.mkdir(new, 0o700)
         # The document's spec ships nothing: what it shipped says the environment.
         python_env = (document.get("shipped") or {}).get("python_env")
+        # What was read from the old sandbox (over the agent's HTTP) must be
+        # what the run started with: its sealed identity's digests, which the
+        # new task's command checks.
+        known = {scheduler_side.path: scheduler_side.sha256}
+        for role, started in (("bundle", found.bundle_sha256),
+                              ("task_side", found.task_side_sha256)):
+            if role in packed and started:
+                known[packed[role]] = started
+        command = fetch_checks(files, known) + command_of(spec, python_env)
         uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
                                  files, new, body)
         say("run %s has no scheduler: launching scheduler task %d"
             % (run_id, identity.scheduler_attempt))
-        launch_scheduler(spec, identity, uris_for, command_of(spec, python_env),
+        launch_scheduler(spec, identity, uris_for, command,
                          float(document.get("scheduler_cpus") or 0.5),
                          float(document.get("scheduler_mem") or 512), say, environ=environ)
         say("the new scheduler took run %s over" % run_id)

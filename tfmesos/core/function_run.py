@@ -263,7 +263,7 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
     python = task_python(dict(settings, image=image), master)
     env = settings["env"] or {}
     env = list(env.items()) if isinstance(env, dict) else list(env)
-    env += [(task_env.FUNCTION, payload.name), (task_env.FUNCTION_SHA256, payload.sha256),
+    env += [(task_env.FUNCTION, payload.name),
             (task_env.MAX_RESULT, str(limit)),
             (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs)))]
     local = dict(settings["local_master_options"] or {})

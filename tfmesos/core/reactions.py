@@ -43,6 +43,7 @@ from .task_ends import (
     memory_kill_message,
     memory_kill_peak,
     permanent_failure,
+    refused_fetch,
 )
 
 if TYPE_CHECKING:
@@ -263,9 +264,12 @@ class RunEvents:
     def _on_launch_failure(self, slot: TaskSlot, status: "Dict", code: Optional[int]) -> None:
         """Relaunch a task that ended before the cluster was complete, unless
         its attempts are spent or retrying cannot help (``task_ends``)."""
-        why = permanent_failure(status.state, status.get("reason"), slot.message)
+        lines = self._read_sandbox(slot, status)
+        why = permanent_failure(status.state, status.get("reason"), slot.message) \
+            or refused_fetch(code, lines)
         attempts = slot.attempts - slot.base   # in this attempt of the cluster
-        said = self._read_sandbox(slot, status)
+        last = next((line.strip() for line in reversed(lines) if line.strip()), None)
+        said = "; it said: %s" % last if last and last not in (slot.message or "") else ""
         if why is None and attempts < self._max_attempts:
             logger.warning("%s ended before the cluster was complete: %s%s; relaunching "
                            "(attempt %d of %d)", slot.name, slot.describe(), said,
@@ -276,21 +280,19 @@ class RunEvents:
                                                             slot.message, why),
                                      slot.name, status.state, code))
 
-    def _read_sandbox(self, slot: TaskSlot, status: "Dict") -> str:
+    def _read_sandbox(self, slot: TaskSlot, status: "Dict") -> list[str]:
         """Keep the last lines the ended task wrote in its sandbox (run.json,
-        and the hint reads them); returns ``; it said: LINE`` (its last
-        stderr line) or "". Not for an end the master reported: such a task
-        never reached an agent, or its agent is gone."""
+        and the hint reads them); returns its last stderr lines ([] when
+        unknown). Not for an end the master reported: such a task never
+        reached an agent, or its agent is gone."""
         if self._sandboxes is None or status.get("source") == "SOURCE_MASTER":
-            return ""
+            return []
         task_id = status.task_id.value
         tail = self._sandboxes.read(task_id, slot.name)
         if tail is None:
-            return ""
+            return []
         self.record.sandbox_tail(task_id, tail)
-        last = next((line.strip() for line in reversed(tail.get("stderr", []))
-                     if line.strip()), None)
-        return "; it said: %s" % last if last and last not in (slot.message or "") else ""
+        return list(tail.get("stderr", []))
 
     def _on_exit(self, slot: TaskSlot, code: Optional[int], state: Optional[str] = None,
                  usage: Optional[Mapping[str, Any]] = None) -> None:

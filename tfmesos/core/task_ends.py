@@ -19,12 +19,17 @@ Mesos' ``TaskState`` and ``TaskStatus.Reason`` (include/mesos/v1/mesos.proto):
   launch failures (a fetch that timed out, a busy disk) are retried.
   The messages are read whatever the reason, since some agents send none.
 
+A task whose command refused a file it fetched (``ship.fetch_check``: its
+sha256 is not the one in the command, exit status ``REFUSED`` and the
+line saying so in its sandbox's stderr) is not retried either: a relaunch
+fetches it through the same path, often from the same fetcher cache.
+
 Everything else (a command that exited non-zero, a lost agent) is retried.
 """
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from ..record.hints import resource_flag
@@ -56,6 +61,14 @@ def permanent_failure(state: Optional[str], reason: Optional[str] = None,
 
 # Written into the tfmesos image (docker/Dockerfile).
 IMAGE_MARKER = "/etc/tfmesos-image"
+
+
+def refused_fetch(code: Optional[int], lines: Sequence[str]) -> Optional[str]:
+    """The line of a task whose command refused what it fetched
+    (``ship.fetch_check``): its exit ``code`` says so and ``lines`` (its
+    sandbox's last stderr lines) hold it; else None."""
+    from ..ship.fetch_check import REFUSED, refusal
+    return refusal(lines) if code == REFUSED else None
 
 
 def launch_failure_message(name: str, attempts: int, state: Optional[str],

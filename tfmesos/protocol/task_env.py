@@ -13,11 +13,9 @@ PORT = "TFMESOS_PORT"                   # the port Mesos gave it (absent: pick o
 COORDINATOR_PORT = "TFMESOS_COORDINATOR_PORT"   # worker 0's second port (Keras)
 GPUS = "TFMESOS_GPUS"                   # the task measures GPU memory when > 0
 USAGE_INTERVAL = "TFMESOS_USAGE_INTERVAL"   # seconds between usage samples
-BUNDLE = "TFMESOS_BUNDLE"               # tfrun --ship: the bundle's file name,
-BUNDLE_TREE_SHA256 = "TFMESOS_BUNDLE_TREE_SHA256"  # the sha256 of its tree,
+BUNDLE = "TFMESOS_BUNDLE"               # tfrun --ship: the bundle's file name
 BUNDLE_DIR = "TFMESOS_BUNDLE_DIR"       # and the directory it unpacks to
 FUNCTION = "TFMESOS_FUNCTION"           # tfmesos.run: the payload's file name in the sandbox,
-FUNCTION_SHA256 = "TFMESOS_FUNCTION_SHA256"  # its sha256,
 MAX_RESULT = "TFMESOS_MAX_RESULT"       # and the bound of a pickled result, bytes: the
 MAX_OTHER_RESULT = "TFMESOS_MAX_OTHER_RESULT"  # chief's (else worker 0's), the others'
 

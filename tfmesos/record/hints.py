@@ -104,6 +104,18 @@ RULES = (
          r"Failed to fetch.*(?:[Cc]onnection refused|timed out|[Nn]o route to host|"
          r"[Nn]etwork is unreachable|[Cc]ouldn't connect|Failed to connect|"
          r"[Nn]ame or service not known|Could not resolve)"),
+    # The task's own command (tfmesos/ship/fetch_check.py), before anything
+    # it fetched ran.
+    Rule("fetch-changed",
+         "a file the task fetched is not the one tfrun shipped (its sha256 is in the line "
+         "above), so the task refused to run anything: something between tfrun and the agent "
+         "changed it (a proxy or cache on the way, the agent's fetcher cache, an attacker); "
+         "check the path from the agents to tfrun's --advertise-address",
+         r"tfmesos: .+ sha256 \S+ != expected [0-9a-f]{64}: refusing to run it"),
+    Rule("no-sha256sum",
+         "the agent (or the image) has no sha256sum, which the task's command checks what it "
+         "fetched with: install coreutils there",
+         r"tfmesos: this agent has no sha256sum"),
     Rule("fetch-failed",
          "the agent could not fetch what the task needs (the URL or file in the message): "
          "check that it exists and that the agents may read it",

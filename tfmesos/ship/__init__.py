@@ -11,6 +11,8 @@ served over HTTP to tasks on agents that share no files with the submitter.
 * ``shipping``: ``Shipment``, packs and serves what one run ships; the
   TaskInfo's ``uris``, environment and command; ``Shipment.from_packed``
   serves what another Shipment packed (``packed_files``), unchanged;
+* ``fetch_check``: the check written into a task's command, the sha256 of
+  every file it fetched compared before anything of it runs;
 * ``scheduler_side``: ``tfrun --detach``'s scheduler (tfmesos, mesos_local,
   addict, kazoo) as one reproducible zip, and its task's command;
 * ``function_payload``: ``tfmesos.run``'s function and arguments,

@@ -27,8 +27,6 @@ import zlib
 from typing import Optional
 
 from ..exceptions import SpecError
-from ..task.bundle_check import TreeDigest  # the task checks with the same
-from ..task.bundle_check import sha256_of as file_sha256
 from .contents import ShipError, select, tilde
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
@@ -165,7 +163,6 @@ class Bundle:
     files: int
     size: int
     source: str = ""
-    tree_sha256: str = ""   # what the task checks (task.bundle_check.TreeDigest)
 
     @property
     def archive_size(self):
@@ -237,21 +234,20 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     total = check_size(sizes, max_size, directory)
     partial = os.path.join(out_dir, "bundle.partial")
     digest = hashlib.sha256()
-    tree = TreeDigest()
     with open(partial, "wb") as raw:
         zipped = GzipMembers(_HashingWriter(raw, digest))
         try:
             with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 tar.addfile(_directory_entry(TOP, os.stat(directory)))
                 for member in members:
-                    _add(tar, zipped, tree, member)
+                    _add(tar, zipped, member)
         finally:
             zipped.close()
     sha = digest.hexdigest()
     name = "tfmesos-bundle-%s.tar.gz" % sha[:16]
     final = os.path.join(out_dir, name)
     os.replace(partial, final)
-    return Bundle(final, name, sha, len(members), total, directory, tree.hexdigest())
+    return Bundle(final, name, sha, len(members), total, directory)
 
 
 class GzipMembers(io.RawIOBase):
@@ -337,18 +333,6 @@ class _HashingWriter(io.RawIOBase):
         return self.raw.write(data)
 
 
-class _HashingReader:
-    """Reads from ``handle`` what tarfile copies into the archive, and its sha256."""
-
-    def __init__(self, handle):
-        self.handle, self.digest = handle, hashlib.sha256()
-
-    def read(self, size=-1):
-        data = self.handle.read(size)
-        self.digest.update(data)
-        return data
-
-
 def _normalized(info):
     info.uid = info.gid = 0
     info.uname = info.gname = ""
@@ -363,52 +347,29 @@ def _directory_entry(name, stat):
     return _normalized(info)
 
 
-def _add(tar, zipped, tree, member):
+def _add(tar, zipped, member):
     """``member``: a regular file (its content: deflated, or stored when it
-    does not compress) or a link (kept as one); each goes into ``tree``."""
+    does not compress) or a link (kept as one)."""
     try:
         info = _normalized(tar.gettarinfo(member.source, arcname="%s/%s" % (TOP, member.path)))
         if info.isreg():
             with open(member.source, "rb") as handle:
                 zipped.level(COMPRESSION if compresses(handle) else 0)
-                reader = _HashingReader(handle)
-                tar.addfile(info, reader)
-            tree.add("f", member.path, reader.digest.hexdigest())
+                tar.addfile(info, handle)
         else:
             zipped.level(COMPRESSION)
             tar.addfile(info)
-            if info.issym():
-                tree.add("l", member.path, info.linkname)
     except OSError as exc:
         raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
                               exc.strerror or exc) from None
 
 
-def tree_sha256_of_archive(path):
-    """The ``TreeDigest`` of what the bundle at ``path`` extracts to (for a
-    bundle an earlier scheduler packed)."""
-    tree = TreeDigest()
-    top = TOP + "/"
-    with tarfile.open(path) as archive:
-        for info in archive:
-            if not info.name.startswith(top):
-                continue
-            relative = info.name[len(top):]
-            if info.isreg():
-                tree.add("f", relative, _member_sha256(archive, info))
-            elif info.issym():
-                tree.add("l", relative, info.linkname)
-    return tree.hexdigest()
-
-
-def _member_sha256(archive, info):
+def file_sha256(path):
+    """The sha256 of the file at ``path``, in hex."""
     digest = hashlib.sha256()
-    source = archive.extractfile(info)
-    while source is not None:
-        block = source.read(1 << 20)
-        if not block:
-            break
-        digest.update(block)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
     return digest.hexdigest()
 
 
@@ -458,5 +419,5 @@ def _read(path):
 
 
 __all__ = ["Bundle", "ShipError", "ShipSpec", "list_files", "pack", "pack_task_side", "file_sha256",
-           "tree_sha256_of_archive", "GzipMembers",
+           "GzipMembers",
            "check_size", "human_size", "MAX_SIZE", "WARN_SIZE", "TOP"]

@@ -8,17 +8,22 @@ carries them as ``CommandInfo.uris`` (apache/mesos docs/fetcher.md): the
 agent's fetcher puts them in the task's sandbox before the command starts,
 for every launch, relaunch and restart alike:
 
-* the bundle, ``extract: true``, ``cache: true``: downloaded once per agent
-  into its fetcher cache and extracted from there into each sandbox
-  (``project/``, the task's working directory), where the task entry checks
-  the sha256 of the tree (``task/bundle_check.py``);
-* the task side, a zip, ``extract: false``: put on ``PYTHONPATH``, so an
-  agent needs only a Python >= 3.9, not tfmesos at the submitter's paths;
-* ``extra_files`` (``tfmesos.run``'s function), ``extract: false``, not
-  cached: put in the sandbox as they are;
+* the bundle, ``cache: true``: downloaded once per agent into its fetcher
+  cache and copied from there into each sandbox;
+* the task side, a zip, not cached: put on ``PYTHONPATH``, so an agent
+  needs only a Python >= 3.9, not tfmesos at the submitter's paths;
+* ``extra_files`` (``tfmesos.run``'s function), not cached: put in the
+  sandbox as they are;
 * ``--python-env``, ``cache: true``: the fetcher cache keeps it per agent
-  (keyed by URI), extracted into the sandbox, whose ``bin/python3`` then
-  runs the task.
+  (keyed by URI), and its ``bin/python3`` runs the task.
+
+None of them is extracted by the fetcher: the task's command checks the
+sha256 of each (``fetch_check``: the digests are in the command's own
+text, which comes from the scheduler, not over the files' HTTP) before
+it extracts the bundle (``project/``, the task's working directory) and
+the environment into the sandbox and runs anything. A ``--python-env``
+URL is the exception: tfrun never has its bytes, the fetcher extracts it
+from its cache unchecked.
 
 Inside containers the sandbox is ``$MESOS_SANDBOX``; the command finds
 everything there.
@@ -43,24 +48,14 @@ import re
 import shlex
 import shutil
 import stat
-import tarfile
-import zlib
 from typing import Optional
 
 from ..protocol import task_env
 from . import work_dirs
-from .bundle import (
-    TOP,
-    WARN_SIZE,
-    Bundle,
-    file_sha256,
-    human_size,
-    pack,
-    pack_task_side,
-    tree_sha256_of_archive,
-)
+from .bundle import TOP, WARN_SIZE, Bundle, file_sha256, human_size, pack, pack_task_side
 from .bundle_server import BundleServer
 from .contents import ShipError
+from .fetch_check import Fetched, check_command
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +110,7 @@ class Shipment:
             if spec.python_env is not None and "://" not in spec.python_env:
                 self.env_name = os.path.basename(spec.python_env)
                 self.env_path = spec.python_env
+            self._hash_served()
             self._serve(bind_host)
         except BaseException:
             self.stop()
@@ -168,13 +164,14 @@ class Shipment:
             raise ShipError("packed files: the task side is %s, but the run shipped %s"
                             % (self.task_side.name, recorded.get("task_side")))
         self.extra_files = []
+        hashed = dict(hashed or {})
         for role, path in files.items():
             if role.startswith(_EXTRA):
                 name = role[len(_EXTRA):]
                 if not name or name != os.path.basename(name) or name.startswith("."):
                     raise ShipError("packed files: %r: a plain file name after %r, please"
                                     % (role, _EXTRA))
-                _check_named_sha(name, path)
+                hashed[os.path.abspath(path)] = _check_named_sha(name, path, hashed)
                 self.extra_files.append((name, os.path.abspath(path)))
         given = recorded.get("python_env") if recorded is not None else \
             (spec.python_env if spec is not None else None)
@@ -193,6 +190,7 @@ class Shipment:
         for path in [p for _, p in self.extra_files] + [self.env_path]:
             if path is not None and not os.path.isfile(path):
                 raise ShipError("packed files: %s: no such file" % path)
+        self._hash_served(hashed)
         try:
             self._serve(bind_host)
         except BaseException:
@@ -210,6 +208,23 @@ class Shipment:
         if self.env_name is not None:
             served.append((self.env_name, self.env_path))
         return served
+
+    def _hash_served(self, hashed=None):
+        """``self.digests``: {path: (sha256, size)} of every file served
+        (``hashed``: {path: sha256} known already), what the tasks' command
+        checks."""
+        known = dict(hashed or {})
+        known.update({self.task_side.path: self.task_side.sha256})
+        if self.bundle is not None:
+            known[self.bundle.path] = self.bundle.sha256
+        self.digests = {}
+        for _, path in self._served():
+            try:
+                self.digests[path] = (known.get(path) or file_sha256(path),
+                                      os.path.getsize(path))
+            except OSError as exc:
+                raise ShipError("cannot read %s, which the tasks fetch: %s"
+                                % (path, exc.strerror or exc)) from None
 
     def _serve(self, bind_host):
         self.server = BundleServer(bind_host=bind_host)
@@ -233,31 +248,43 @@ class Shipment:
         server = self.server
         if server is None:   # both constructors serve, or raise
             raise RuntimeError("Shipment.uris: the files are not served")
+        # Cached ones (the bundle, the environment): an agent downloads
+        # them once for all its tasks (and their relaunches) and copies them
+        # from its fetcher cache. Nothing is extracted by the fetcher, but a
+        # --python-env URL: the command does it once it checked them
+        # (module docstring).
         uris = []
         if self.bundle is not None:
-            # Cached: an agent downloads it once for all its tasks (and its
-            # relaunches) and extracts it from its fetcher cache.
-            uris.append({"value": server.url(host, self.bundle.name), "extract": True,
+            uris.append({"value": server.url(host, self.bundle.name), "extract": False,
                          "cache": True})
         uris.append({"value": server.url(host, self.task_side.name), "extract": False,
                      "cache": False})
         uris.extend({"value": server.url(host, name), "extract": False, "cache": False}
                     for name, _ in self.extra_files)
-        if self.python_env is not None:
-            value = server.url(host, self.env_name) if self.env_name \
-                else self.python_env
-            uris.append({"value": value, "extract": True, "cache": True})
+        if self.env_name is not None:
+            uris.append({"value": server.url(host, self.env_name), "extract": False,
+                         "cache": True})
+        elif self.python_env is not None:
+            uris.append({"value": self.python_env, "extract": True, "cache": True})
         return uris
 
+    def fetched(self):
+        """What the tasks' command checks (``fetch_check.Fetched``): every
+        file served, in ``uris``' order, the bundle and the environment
+        extracted once checked."""
+        unpacked = {self.bundle.name if self.bundle is not None else None, self.env_name}
+        return [Fetched(name, self.digests[path][0], name in unpacked, self.digests[path][1])
+                for name, path in self._served()]
+
     def environment(self):
-        """The task environment's part: what the task entry checks."""
+        """The task environment's part: where the task entry finds the bundle."""
         if self.bundle is None:
             return {}
-        return {task_env.BUNDLE: self.bundle.name,
-                task_env.BUNDLE_TREE_SHA256: self.bundle.tree_sha256, task_env.BUNDLE_DIR: TOP}
+        return {task_env.BUNDLE: self.bundle.name, task_env.BUNDLE_DIR: TOP}
 
     def command(self, image=None, python=None):
-        """The task entry's command line: the shipped task side first on
+        """The task entry's command line: the check of what the task
+        fetched (``fetch_check``), then the shipped task side first on
         ``PYTHONPATH``, run by ``python`` (a relative path is in the sandbox
         with ``--python-env``), else the environment's ``bin/python3``, else
         ``python3`` from the agent's (or image's) ``PATH``. The directory of
@@ -265,8 +292,9 @@ class Shipment:
         on ``PATH``: ``python`` and ``python3`` in the command are its."""
         interpreter, path = interpreter_and_path(image, python, self.python_env is not None)
         # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
-        return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m tfmesos.task'
-                % (path, SANDBOX, shlex.quote(self.task_side.name), interpreter))
+        return ('%s%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m tfmesos.task'
+                % (check_command(self.fetched()), path, SANDBOX,
+                   shlex.quote(self.task_side.name), interpreter))
 
     def record(self):
         """run.json's ``shipped``."""
@@ -325,15 +353,8 @@ def _packed_bundle(path, recorded, hashed=None):
     if recorded and (recorded.get("sha256"), recorded.get("name")) != (sha, name):
         raise ShipError("packed files: %s has sha256 %s, but the run shipped %s (%s)" % (
             name, sha, recorded.get("name"), recorded.get("sha256")))
-    tree = ""
-    if name.endswith(".tar.gz"):   # the bundle (the task side is a zip, not checked so)
-        try:
-            tree = tree_sha256_of_archive(path)
-        except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
-            raise ShipError("packed files: %s is not a readable bundle: %s" % (name, exc)) \
-                from None
     return Bundle(os.path.abspath(path), name, sha, int(recorded.get("files") or 0),
-                  int(recorded.get("bytes") or 0), str(recorded.get("source") or ""), tree)
+                  int(recorded.get("bytes") or 0), str(recorded.get("source") or ""))
 
 
 def interpreter_and_path(image, python, python_env):

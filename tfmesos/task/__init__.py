@@ -13,7 +13,7 @@ role): the scheduler side is never loaded into a task.
 | ``replica_guard`` | the leader of a hook's or command's process group, a fork of the task entry |
 | ``usage`` | what the command used: cpu, peak memory, GPU memory, samples |
 | ``tensorflow_server`` | fine-grained mode: the TensorFlow gRPC server |
-| ``bundle_check`` | ``tfrun --ship``: the bundle's sha256 checked, its tree the working directory |
+| ``bundle_dir`` | ``tfrun --ship``: the bundle's tree (the command checked it) the working directory |
 | ``function_runner`` | ``tfmesos.run``'s command: the shipped function called, its outcome written |
 | ``result_file`` | that outcome, sent by the entry before the exit frame |
 | ``quiet`` | TensorFlow's start-up log lines held to ``TF_CPP_MIN_LOG_LEVEL`` |

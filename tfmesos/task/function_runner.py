@@ -1,6 +1,7 @@
 """``python -m tfmesos.task.function_runner``: the command of every task of
 ``tfmesos.run``. It loads the function and its arguments from the payload
-the run shipped into the sandbox (``TFMESOS_FUNCTION``, its sha256 checked;
+the run shipped into the sandbox (``TFMESOS_FUNCTION``, its sha256 checked by
+the task's command before anything ran, ``ship/fetch_check.py``;
 ``ship/function_payload.py`` made it), calls ``fn(*args)`` with the task's
 ``TF_CONFIG`` and ``TFMESOS_*`` variables set, and writes the outcome to
 ``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
@@ -15,7 +16,6 @@ The payload's cloudpickle comes first on the path: the agents need none,
 and the pickle loads with the version that made it.
 """
 
-import hashlib
 import json
 import os
 import sys
@@ -54,21 +54,14 @@ def load(environ):
     name = environ.get(task_env.FUNCTION, "")
     sandbox = environ.get("MESOS_SANDBOX") or os.getcwd()
     path = os.path.join(sandbox, name)
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        with zipfile.ZipFile(path) as archive:
+            meta = json.loads(archive.read(META_MEMBER))
+            pickled = archive.read(FUNCTION_MEMBER)
     except OSError as exc:
         raise LoadError("the function's payload %s is not in the sandbox %s (%s): the agent's "
                         "fetcher did not put it there" % (name, sandbox, exc.strerror or exc)) \
             from None
-    if digest.hexdigest() != environ.get(task_env.FUNCTION_SHA256):
-        raise LoadError("the function's payload %s changed on the way (its sha256 is not the "
-                        "one shipped)" % name)
-    with zipfile.ZipFile(path) as archive:
-        meta = json.loads(archive.read(META_MEMBER))
-        pickled = archive.read(FUNCTION_MEMBER)
     made_by, here = tuple(meta.get("python") or ()), tuple(sys.version_info[:2])
     if made_by != here:
         raise LoadError("the function was pickled by Python %s and this task runs Python %s "
