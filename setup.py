@@ -17,6 +17,11 @@ setup(
         "examples": ["scikit-learn", "tf-keras"],
         # Keras 3 on JAX (CPU), trained across workers with keras.distribution
         "keras-jax": ["jax"],
+        # tfrun --torch (DDP, torchrun) and --jax, and their examples; the test
+        # command installs torch==2.13.0 first, the CPU wheel (an unpinned torch
+        # from PyPI brings GBs of CUDA libraries); jax.shard_map: JAX 0.8
+        "torch": ["torch>=2.1"],
+        "jax": ["jax>=0.8"],
         # tfrun --mlflow, cluster(mlflow=...): the MLflow client (no server)
         "mlflow": ["mlflow-skinny>=2.10"],
         # avmesos, avmesos-cli: Mesos clients this project did not write, which

@@ -26,7 +26,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[tensorflow,docker,examples,keras-jax,mlflow,test]"
+# PyTorch's CPU build first (tfrun --torch's tests and example): with the
+# torch extra alone pip would take the newest torch, a CUDA build of GBs.
+python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python3 -m pip install -q --disable-pip-version-check \
+    -e ".[tensorflow,docker,examples,keras-jax,torch,jax,mlflow,test]"
 # The suite runs tfmesos as an install runs it: from bytecode (pip compiles
 # what it installs; an editable install compiles nothing). Where
 # PYTHONDONTWRITEBYTECODE is set, each of the suite's thousands of Python

@@ -56,6 +56,8 @@ FIELDS: "dict[str, str]" = {
     "sticky_jobs": "sticky_jobs",
     "sticky_timeout": "sticky_timeout",
     "mlflow": "mlflow",
+    "framework": "framework",
+    "nproc_per_task": "nproc_per_task",
     "jobs.chief": "a 'chief' job",       # the run's jobs: one named chief
     "job.num": "num",
     "job.start": "start",

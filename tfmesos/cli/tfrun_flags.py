@@ -47,6 +47,9 @@ FLAGS: "dict[str, Word]" = {
     "sticky_jobs": "--sticky-workers",
     "sticky_timeout": "--sticky-timeout",
     "mlflow": "--mlflow",
+    # --torch, --jax; "tensorflow" is neither (no error names that value)
+    "framework": lambda context, value: "--torch or --jax" if value is None else "--" + value,
+    "nproc_per_task": "--nproc-per-task",
     "jobs.chief": "-c",
     "job.num": job_flag("num", None, "COUNT"),
     "job.start": "start",                     # no flag sets them

@@ -5,6 +5,7 @@ each mistake a usage error (SpecError)."""
 from typing import Optional
 
 from ..core.spec import REPLICA_JOBS, parse_jobs
+from ..core.training_frameworks import TENSORFLOW
 from ..exceptions import SpecError
 
 
@@ -23,9 +24,12 @@ def parse_job_option(text):
     return fields
 
 
-def jobs_from_args(args):
+def jobs_from_args(args, framework=TENSORFLOW):
+    """The run's jobs; ``-s`` given or not (None): 1 ps task, none in a
+    torch or jax run (``framework``)."""
     jobs = {}
-    counts = (("ps", args.nserver), ("worker", args.nworker), ("chief", 1 if args.chief else 0),
+    nserver = args.nserver if args.nserver is not None else int(framework == TENSORFLOW)
+    counts = (("ps", nserver), ("worker", args.nworker), ("chief", 1 if args.chief else 0),
               ("evaluator", 1 if args.evaluator else 0))
     for name, count in counts:
         if count < 0:

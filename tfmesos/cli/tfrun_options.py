@@ -22,6 +22,7 @@ from ..core.inputs import (
 )
 from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs
+from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
 from ..exceptions import SpecError
 from .common import (
     CommandParser,
@@ -33,7 +34,11 @@ from .tfrun_jobs import jobs_from_args, worker_logs_choice
 
 EPILOG = """\
 Placeholders in the command: {ps_hosts} {worker_hosts} {chief_hosts} {job_name}
-{task_index}; every task also gets TF_CONFIG and TFMESOS_* variables.
+{task_index}; every task also gets TF_CONFIG and TFMESOS_* variables. With
+--torch, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, ... instead of
+TF_CONFIG, and {master_addr} {master_port} {node_rank} {nnodes}
+{nproc_per_task} for a command that runs torchrun; with --jax,
+jax.distributed.initialize() needs no arguments (README "PyTorch and JAX").
 Environment: MESOS_MASTER (default master), DOCKER_IMAGE (default image),
 TFMESOS_ADVERTISE_ADDRESS, MESOS_PRINCIPAL / MESOS_SECRET, TFMESOS_RUNS_DIR;
 TFMESOS_WARM_TASKS=0: the embedded master execs every task as a Mesos agent
@@ -67,8 +72,8 @@ def build_parser():
     add("--version", action="version", version="tfrun (tfmesos) %s" % __version__)
     add("-w", "--nworker", type=bounded(int, 0, MAX_TASKS), default=1, metavar="N",
         help="worker tasks (default 1)")
-    add("-s", "--nserver", type=bounded(int, 0, MAX_TASKS), default=1, metavar="N",
-        help="parameter server (ps) tasks (default 1; 0 for none)")
+    add("-s", "--nserver", type=bounded(int, 0, MAX_TASKS), metavar="N",
+        help="parameter server (ps) tasks (default 1, 0 with --torch or --jax; 0 for none)")
     add("-c", "--chief", action="store_true", help="add one chief task (TF2 strategies)")
     add("--evaluator", action="store_true", help="add one evaluator task")
     add("--job", action="append", default=[], metavar="NAME:COUNT[:CPUS[:MEM[:GPUS]]]",
@@ -130,12 +135,46 @@ def build_parser():
         "(default: the system's)")
     add("--no-verify", action="store_true",
         help="do not verify https masters' certificates (insecure)")
+    add_framework_options(parser)
     add_output_options(add)
     add_recovery_options(add)
     add_ship_options(add)
     add_isolation_options(add)
     add_lifetime_options(add)
     return parser
+
+
+def add_framework_options(parser):
+    """PyTorch and JAX process groups (``core.training_frameworks``)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--torch", dest="framework", action="store_const", const="torch",
+        help="PyTorch: the workers are one process group; each gets MASTER_ADDR and "
+        "MASTER_PORT (worker 0's host, a port reserved in its offer), RANK, WORLD_SIZE, "
+        "LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK (torch.distributed's env:// and "
+        "torchrun's variables) instead of TF_CONFIG; workers only (-s is 0)")
+    group.add_argument(
+        "--jax", dest="framework", action="store_const", const="jax",
+        help="JAX: the workers are one process group, jax.distributed.initialize() with no "
+        "arguments joins it (worker 0's host runs the coordinator); workers only (-s is 0)")
+    parser.add_argument(
+        "--nproc-per-task", type=bounded(int, 1, MAX_NPROC_PER_TASK), default=1, metavar="N",
+        help="--torch: processes the command starts in each task, e.g. torchrun "
+        "--nproc-per-node {nproc_per_task}, one per GPU (default 1); WORLD_SIZE counts them")
+
+
+def framework_option(args):
+    """The run's ``RunSpec.framework``; SpecError for the TensorFlow jobs a
+    torch or jax run cannot have (``training_frameworks``: one group of workers)."""
+    framework = args.framework or TENSORFLOW
+    if framework != TENSORFLOW:
+        asked = [flag for flag, given in (("-s %s" % args.nserver, args.nserver),
+                                          ("--chief", args.chief),
+                                          ("--evaluator", args.evaluator)) if given]
+        if asked:
+            raise SpecError("--%s runs workers only, one process group: drop %s"
+                            % (framework, " and ".join(asked)))
+    return framework
 
 
 FAILOVER_DEFAULT = 3600.0         # --failover: the tasks wait an hour for a scheduler
@@ -339,7 +378,8 @@ def read_hooks(path):
 def read_options(args, command):
     """The run's ``RunSpec``: every option parsed and checked once; SpecError,
     MasterAddressError."""
-    jobs = jobs_from_args(args)
+    framework = framework_option(args)
+    jobs = jobs_from_args(args, framework)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
     ship = ship_spec(args)
     if args.tensorboard:
@@ -365,5 +405,5 @@ def read_options(args, command):
         sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
         local_master=pairs(isolation_options(args)),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
-        mlflow=mlflow_option(args),
+        mlflow=mlflow_option(args), framework=framework, nproc_per_task=args.nproc_per_task,
         failover_timeout=failover_timeout(args, config.resolve_master(args.master, os.environ)))

@@ -23,13 +23,7 @@ from ..protocol import labels as labels_
 from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
-from .clusterspec import (
-    KERAS_JOB,
-    cluster_spec,
-    keras_coordinator,
-    render_command,
-    task_environment,
-)
+from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
 from .fit import FitWatch, Size
 from .identity import RunIdentity
@@ -44,6 +38,7 @@ from .spec import RunSpec
 from .state import RunState
 from .takeover import Adoption, Resume
 from .taskinfo import run_user
+from .training_frameworks import Coordinator, coordinator, task_told
 
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
     from mesos_local.master import LocalMaster
@@ -133,6 +128,7 @@ class ClusterRun:
         self._fit_checked = float("-inf")   # when the forming loop last asked it
         self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
         self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
+        self._group: Optional[Coordinator] = None   # --torch, --jax: likewise (training_frameworks)
         # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
         self.mlflow: Optional[MlflowLogger] = None
         if spec.mlflow is not None:
@@ -263,7 +259,8 @@ class ClusterRun:
 
     def _extra_ports(self, slot: TaskSlot) -> int:
         """Replica mode: worker 0 takes a second port from its offer, for the
-        coordinator of Keras' ``keras.distribution`` (``clusterspec``)."""
+        coordinator of Keras' ``keras.distribution`` (``clusterspec``), of a
+        torch or jax process group (``training_frameworks``)."""
         return 1 if self.spec.mode == "replica" and slot.job.name == KERAS_JOB \
             and slot.index == slot.job.start else 0
 
@@ -302,6 +299,7 @@ class ClusterRun:
         self.cluster_spec = cluster_spec(addresses)
         ports = [s.extra_ports[0] for s in self.slots if self._extra_ports(s) and s.extra_ports]
         self._keras_coordinator = keras_coordinator(self.cluster_spec, ports[0] if ports else None)
+        self._group = coordinator(self.cluster_spec, ports[0] if ports else None)
         for slot in self.slots:
             self.publish_to(slot)
         if not self.state.move(Phase.RUNNING):
@@ -343,10 +341,14 @@ class ClusterRun:
             template, cluster = slot.job.cmd or spec.command, self.cluster_spec
             # (a replica run has a command, RunSpec checks; tasks start once formed)
             assert template is not None and cluster is not None
-            env = task_environment(cluster, slot.job.name, slot.index, self._keras_coordinator)
+            told = task_told(spec.framework, cluster, slot.job.name, slot.index,
+                             keras=self._keras_coordinator, group=self._group,
+                             start=slot.job.start, nproc=spec.nproc_per_task,
+                             gpus=slot.job.gpus)
+            env = told.env
             env[task_env.RESTART] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.
-            message.update(cmd=render_command(template, cluster, slot.job.name, slot.index),
+            message.update(cmd=template.format(**told.placeholders),
                            env=env, hooks=spec.hook_commands,
                            # a container has its own filesystem, a shipped directory
                            # is the task's working directory: stay there

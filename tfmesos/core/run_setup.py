@@ -47,7 +47,8 @@ def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
     if run_dir == AUTO:
         run_dir = default_run_dir(spec.name, identity.run_id, environ)
     header = schema.RunFile(
-        run_id=identity.run_id, name=spec.name, mode=spec.mode, master=spec.master,
+        run_id=identity.run_id, name=spec.name, mode=spec.mode, framework=spec.framework,
+        master=spec.master,
         command=spec.recorded_command,
         jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
                          gpus=j.gpus) for j in spec.jobs])

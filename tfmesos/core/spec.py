@@ -37,6 +37,15 @@ from .inputs import (
     number_error,
 )
 from .restarts import RestartPolicy
+from .training_frameworks import (
+    FRAMEWORKS,
+    GROUP_JOB,
+    MAX_NPROC_PER_TASK,
+    OUTSIDE_GROUP,
+    TENSORFLOW,
+    TORCH,
+    framework_placeholders,
+)
 from .volumes import parse_volume
 
 if TYPE_CHECKING:   # not imported at run time: most runs ship nothing, log to no MLflow
@@ -160,7 +169,12 @@ class RunSpec:
       template with ``{placeholders}``, in every task; ``hooks``: shell
       ``initializer`` / ``finalizer``), ``coordinator`` (fine mode: the
       calling process is the chief); ``shown_command``: what the record
-      says runs instead of ``command`` (``cluster()``, ``tfmesos.run()``).
+      says runs instead of ``command`` (``cluster()``, ``tfmesos.run()``);
+      ``framework`` (replica mode), whose variables the tasks get
+      (``training_frameworks``): "tensorflow" (``TF_CONFIG``, the default), "torch"
+      (``tfrun --torch``: ``MASTER_ADDR``, ``RANK``, ...; ``nproc_per_task``:
+      the processes the command starts in each task) or "jax" (``tfrun
+      --jax``), the last two with workers only.
     * Where: ``master`` (host:port, zk://..., or "local"), ``role``, ``user``;
       https masters: ``verify``, ``ca_bundle``, ``master_scheme`` (zk://);
       ``advertise_address`` (what tasks reach us at), ``connect_timeout``
@@ -233,6 +247,8 @@ class RunSpec:
     # tfrun --failover, --detach: the tasks outlive the scheduler this long
     # (FrameworkInfo.failover_timeout); None: they stop with it (60 s for Mesos).
     failover_timeout: Optional[float] = None
+    framework: str = TENSORFLOW     # tfrun --torch, --jax (training_frameworks.FRAMEWORKS)
+    nproc_per_task: int = 1         # tfrun --torch --nproc-per-task N
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -344,10 +360,11 @@ class RunSpec:
     def _check_jobs(self) -> None:
         if self.mode not in MODES:
             raise SpecError("mode must be 'fine' or 'replica', got %r" % (self.mode,))
+        self._check_framework()
         if self.mode == "replica":
             if not self.command:
                 raise SpecError("replica mode needs a command to run in every task")
-            check_command_template(self.command, self.jobs)
+            check_command_template(self.command, self.jobs, self.framework)
         names = {job.name for job in self.jobs}
         if self.coordinator and "chief" in names:
             raise SpecError("coordinator=True makes the calling process the chief; "
@@ -362,6 +379,31 @@ class RunSpec:
             raise SpecError("the run asks for %d tasks; at most %d per run: ask for fewer"
                             % (total, MAX_TASKS))
         check_run(self, self.jobs)
+
+    def _check_framework(self) -> None:
+        """A torch or jax run is one process group of workers, in replica
+        mode (``training_frameworks``)."""
+        if self.framework not in FRAMEWORKS:
+            raise SpecError.about("unknown {framework} %r: use one of %s", self.framework,
+                                  ", ".join(FRAMEWORKS))
+        _check_int(self, "nproc_per_task", 1, MAX_NPROC_PER_TASK, " (processes per task)")
+        if self.nproc_per_task != 1 and self.framework != TORCH:
+            raise SpecError.about("{nproc_per_task} is for {framework=torch}: the processes "
+                                  "torchrun (or the command) starts in each task")
+        if self.framework == TENSORFLOW:
+            return
+        if self.mode != "replica":
+            raise SpecError.about("{framework=%s} runs a command in every task (replica "
+                                  "mode, tfrun); fine mode runs TensorFlow servers",
+                                  self.framework)
+        others = [job.name for job in self.jobs
+                  if job.name != GROUP_JOB and job.name not in OUTSIDE_GROUP]
+        if others:
+            raise SpecError.about("{framework=%s} runs workers only, one process group: "
+                                  "drop the %s task(s)", self.framework, ", ".join(others))
+        if not any(job.name == GROUP_JOB for job in self.jobs):
+            raise SpecError.about("{framework=%s} needs workers: the process group is theirs",
+                                  self.framework)
 
     @property
     def recorded_command(self) -> Optional[str]:
@@ -395,10 +437,12 @@ def check_run(run: RunSpec, jobs: Iterable[Job]) -> None:
                               "(the default) instead of {containerizer=DOCKER}")
 
 
-def check_command_template(cmd: str, jobs: Iterable[Job]) -> None:
-    """Reject unknown ``{placeholders}`` in a replica command before launching."""
+def check_command_template(cmd: str, jobs: Iterable[Job], framework: str = TENSORFLOW) -> None:
+    """Reject unknown ``{placeholders}`` in a replica command before launching
+    (``framework``'s own too: ``training_frameworks.framework_placeholders``)."""
     known = {"ps_hosts", "worker_hosts", "chief_hosts", "job_name", "task_index"}
     known.update("%s_hosts" % job.name for job in jobs)
+    known.update(framework_placeholders(framework))
     try:
         fields = [field for _, field, _, _ in string.Formatter().parse(cmd) if field is not None]
     except ValueError as exc:
@@ -406,6 +450,10 @@ def check_command_template(cmd: str, jobs: Iterable[Job]) -> None:
                         "braces" % (cmd, exc)) from None
     for field in fields:
         base = re.split(r"[.\[!:]", field, maxsplit=1)[0]
+        if base not in known and base in framework_placeholders(TORCH):
+            raise SpecError.about("the placeholder %s in the command is for {framework=torch} "
+                                  "runs: add it (or write %s for literal braces)",
+                                  "{%s}" % field, "{{ and }}")
         if base not in known:
             raise SpecError("unknown placeholder {%s} in the command; known: %s (write {{ and }} "
                             "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))

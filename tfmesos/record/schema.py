@@ -10,15 +10,16 @@ Schema (draft 2020-12) they make is ``json_schema``'s, committed as
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 6. Version 1 is what tfmesos wrote before
-(``"format": 1`` instead of ``schema_version``); it and versions 2 to 5
-read as version 6, since each version only added fields (and version 6 a
+Versions: ``schema_version`` 7. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it and versions 2 to 6
+read as version 7, since each version only added fields (and version 6 a
 status): version 2 the attempts' ``exited`` and ``hint``, ``shipped``
 written as null when nothing was shipped, and every sample's ``gpu_mb``;
 version 3 the attempts' ``sandbox_tail``; version 4 ``scheduler`` (null
 in earlier files: whether their tfrun is gone cannot be told); version 5
 the run's ``metrics`` and ``metrics_dropped``; version 6 the outcome
-``killed`` with its ``by``, and the run's ``takeovers``. A key a file lacks
+``killed`` with its ``by``, and the run's ``takeovers``; version 7 the
+run's ``framework`` (earlier runs were all ``tensorflow``'s). A key a file lacks
 (so also those that early version 1 files lack: ``registered``, ``usage``,
 ``restarts``, ...) reads as its default.
 
@@ -37,7 +38,7 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -45,6 +46,7 @@ Time = typing.NewType("Time", str)
 TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
 
 MODES = ("replica", "fine")
+FRAMEWORKS = ("tensorflow", "torch", "jax")   # core.training_frameworks.FRAMEWORKS
 STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted", "killed")
 CAUSES = ("lost", "failure")
 LOG_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$"   # worker.1.attempt2.stderr
@@ -431,6 +433,9 @@ class RunFile(Record):
     run_id: str = _field("the run's id (in its Mesos task ids)", "")
     name: str = _field("the framework's name", "")
     mode: str = _field("replica (tfrun) or fine (cluster())", "replica", enum=list(MODES))
+    framework: str = _field("whose variables the tasks got: tensorflow (TF_CONFIG; files "
+                            "before version 7), torch (tfrun --torch) or jax (tfrun --jax)",
+                            "tensorflow", enum=list(FRAMEWORKS))
     master: Optional[str] = _field("the master as given (local: the embedded one)")
     command: Optional[str] = _field("the command template (replica mode)")
     jobs: list[Job] = _field("the jobs as asked for", factory=list)
@@ -454,7 +459,7 @@ class RunFile(Record):
 
 
 def read_run_file(data: object) -> "RunFile":
-    """The RunFile of run.json's parsed ``data``, of version 1 to 6."""
+    """The RunFile of run.json's parsed ``data``, of version 1 to 7."""
     if not isinstance(data, dict):
         raise SchemaError("expected an object, got %s" % _kind(data))
     if "schema_version" in data:

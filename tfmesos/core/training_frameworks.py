@@ -1,0 +1,174 @@
+"""What a replica task is told for its training framework
+(``RunSpec.framework``): TensorFlow's ``TF_CONFIG`` (``clusterspec``),
+PyTorch's ``torch.distributed`` and ``torchrun`` variables, JAX's
+coordinator. Pure functions of the cluster spec, testable without any of
+the three installed.
+
+A torch or jax run is one process group: its workers (tfrun ``-w N``),
+numbered from 0; worker 0's host runs the group's coordinator (PyTorch's
+TCPStore, JAX's coordination service) at a port Mesos reserved for it in
+worker 0's offer (the second port that every replica run's worker 0 takes,
+``launch.ClusterRun._extra_ports``; an offer without ports: the port worker
+0 registered, which nothing else of a torch or jax run binds). Every
+address is known to every task before any command starts: the tasks get
+their start message once all of them registered."""
+
+import dataclasses
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:   # tfrun's start-up reads this module's names only (test_startup)
+    from .clusterspec import ClusterSpec
+
+TENSORFLOW = "tensorflow"
+TORCH = "torch"
+JAX = "jax"
+FRAMEWORKS = (TENSORFLOW, TORCH, JAX)
+GROUP_JOB = "worker"              # the one job of a torch or jax process group
+OUTSIDE_GROUP = ("tensorboard",)  # jobs a torch or jax run may have besides (tfrun --tensorboard)
+MAX_NPROC_PER_TASK = 1024
+# tfrun --torch: for a command that runs torchrun itself (static rendezvous).
+TORCH_PLACEHOLDERS = ("master_addr", "master_port", "node_rank", "nnodes", "nproc_per_task")
+
+
+@dataclasses.dataclass(frozen=True)
+class Coordinator:
+    """Where a torch or jax run's group meets: worker 0's ``host`` at ``port``."""
+
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        """``host:port``, brackets around an IPv6 host (JAX's form)."""
+        from ..protocol.hostport import format_address
+        return format_address(self.host, self.port)
+
+
+def coordinator(spec: "ClusterSpec", port: Optional[int]) -> Optional[Coordinator]:
+    """The group's coordinator: worker 0's host at ``port`` (the second port
+    of worker 0's offer), else at worker 0's own port (an offer without
+    ports); None without workers."""
+    workers = spec.get(GROUP_JOB) or []
+    if not workers:
+        return None
+    host, _, own = workers[0].rpartition(":")
+    host = host[1:-1] if host.startswith("[") else host
+    return Coordinator(host, int(port or own))
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One task's place in a torch or jax group: ``rank`` (0 for worker 0,
+    its ``node_rank``) of ``nodes`` tasks, each starting ``nproc``
+    processes (``--nproc-per-task``) and holding ``gpus`` GPUs."""
+
+    rank: int
+    nodes: int
+    nproc: int = 1
+    gpus: int = 0
+
+
+def torch_environment(where: Coordinator, member: Member) -> dict[str, str]:
+    """What ``torch.distributed.init_process_group(init_method="env://")``
+    reads (``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``) and
+    the rest of what ``torchrun`` gives each process it starts
+    (torch/distributed/elastic/agent/server/api.py), for the task's first
+    process: ``LOCAL_RANK`` 0 of ``LOCAL_WORLD_SIZE`` (``nproc``), its
+    ``GROUP_RANK`` (``NODE_RANK``, Lightning's name) of ``GROUP_WORLD_SIZE``
+    tasks. A command that starts ``nproc`` processes itself gives process
+    ``i`` the ``RANK`` ``GROUP_RANK * LOCAL_WORLD_SIZE + i``: ``torchrun``
+    does, and reads its own options from the ``PET_*`` variables
+    (torch/distributed/argparse_util.py ``env``), so a plain ``torchrun
+    train.py`` joins the group as ``--nnodes``, ``--node-rank``,
+    ``--nproc-per-node``, ``--master-addr`` and ``--master-port`` would
+    have it."""
+    first, world = member.rank * member.nproc, member.nodes * member.nproc
+    return {
+        "MASTER_ADDR": where.host, "MASTER_PORT": str(where.port),
+        "WORLD_SIZE": str(world), "RANK": str(first),
+        "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": str(member.nproc),
+        "GROUP_RANK": str(member.rank), "GROUP_WORLD_SIZE": str(member.nodes),
+        "NODE_RANK": str(member.rank),
+        "ROLE_RANK": str(first), "ROLE_WORLD_SIZE": str(world),
+        "PET_NNODES": str(member.nodes), "PET_NODE_RANK": str(member.rank),
+        "PET_NPROC_PER_NODE": str(member.nproc),
+        "PET_MASTER_ADDR": where.host, "PET_MASTER_PORT": str(where.port),
+    }
+
+
+def torch_placeholders(where: Coordinator, member: Member) -> dict[str, object]:
+    """``{master_addr}`` ``{master_port}`` ``{node_rank}`` ``{nnodes}``
+    ``{nproc_per_task}``: ``torchrun``'s options of a static rendezvous."""
+    return {"master_addr": where.host, "master_port": where.port, "node_rank": member.rank,
+            "nnodes": member.nodes, "nproc_per_task": member.nproc}
+
+
+def jax_environment(where: Coordinator, member: Member) -> dict[str, str]:
+    """What makes ``jax.distributed.initialize()`` work with no arguments:
+    it reads ``JAX_COORDINATOR_ADDRESS`` itself, and the process count and
+    id from the first cluster environment it detects
+    (jax/_src/clusters/cluster.py ``auto_detect_unset_distributed_params``);
+    JAX has no variables of its own for those two, so the task gets those
+    of Open MPI's ``mpirun``, which its ``OmpiCluster`` reads
+    (jax/_src/clusters/ompi_cluster.py: present when
+    ``OMPI_MCA_orte_hnp_uri`` is set; ``OMPI_COMM_WORLD_SIZE``,
+    ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_LOCAL_RANK``). JAX then
+    restricts the process to local device ``OMPI_COMM_WORLD_LOCAL_RANK``
+    (one process per GPU), so a task with GPUs also gets
+    ``JAX_LOCAL_DEVICE_IDS`` (jax/_src/distributed.py): all of its own."""
+    scheme = "tcp6" if ":" in where.host else "tcp"
+    env = {
+        "JAX_COORDINATOR_ADDRESS": where.address,
+        "OMPI_MCA_orte_hnp_uri": "0.0;%s://%s" % (scheme, where.address),
+        "OMPI_COMM_WORLD_SIZE": str(member.nodes),
+        "OMPI_COMM_WORLD_RANK": str(member.rank),
+        "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+    }
+    if member.gpus:
+        env["JAX_LOCAL_DEVICE_IDS"] = ",".join(str(i) for i in range(member.gpus))
+    return env
+
+
+@dataclasses.dataclass(frozen=True)
+class Told:
+    """What one replica task is told: ``env`` (with the command) and the
+    values of the ``{placeholders}`` of its command."""
+
+    env: dict[str, str]
+    placeholders: dict[str, object]
+
+
+def task_told(framework: str, spec: "ClusterSpec", job: str, index: int, *,
+              keras: Optional[str] = None, group: Optional[Coordinator] = None,
+              start: int = 0, nproc: int = 1, gpus: int = 0) -> Told:
+    """What task ``index`` of ``job`` (whose first index is ``start``) of a
+    ``framework`` run is told. Every run: the ``TFMESOS_*`` variables and
+    ``{ps_hosts}``-like placeholders (``clusterspec``). TensorFlow: also
+    ``TF_CONFIG``, and the workers Keras' ``keras_environment`` at
+    ``keras`` (the coordinator's address, or None). torch and jax: no
+    ``TF_CONFIG``; the workers join the ``group`` (``coordinator``) with
+    ``torch_environment`` and ``torch_placeholders``, or
+    ``jax_environment`` (and Keras' variables: Keras 3 on JAX is a JAX
+    program)."""
+    from .clusterspec import keras_environment, placeholders, task_environment
+    env = task_environment(spec, job, index, keras if framework == TENSORFLOW else None)
+    values = placeholders(spec, job, index)
+    if framework == TENSORFLOW:
+        return Told(env, values)
+    del env["TF_CONFIG"]
+    if job != GROUP_JOB or group is None:
+        return Told(env, values)
+    member = Member(index - start, len(spec[GROUP_JOB]), nproc, gpus)
+    if framework == TORCH:
+        env.update(torch_environment(group, member))
+        values.update(torch_placeholders(group, member))
+    else:
+        env.update(keras_environment(spec, job, member.rank, group.address))
+        env.update(jax_environment(group, member))
+    return Told(env, values)
+
+
+def framework_placeholders(framework: str) -> tuple[str, ...]:
+    """The placeholders a ``framework`` run's command may use besides
+    ``clusterspec``'s."""
+    return TORCH_PLACEHOLDERS if framework == TORCH else ()
