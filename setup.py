@@ -23,16 +23,21 @@ setup(
         "torch": ["torch>=2.1"],
         "jax": ["jax>=0.8"],
         # tfrun --mlflow, cluster(mlflow=...): the MLflow client (no server)
-        "mlflow": ["mlflow-skinny>=2.10"],
+        # and what MLflow's default store, sqlite:///mlflow.db, needs
+        # (SQLAlchemy and alembic, with the bounds the full mlflow package
+        # sets): ~33 MB installed more than mlflow-skinny alone.
+        "mlflow": ["mlflow-skinny>=2.10", "sqlalchemy>=1.4.0,<3", "alembic!=1.10.0,<2"],
         # avmesos, avmesos-cli: Mesos clients this project did not write, which
         # the tests run against the embedded master (test_avmesos, test_mesos_cli);
         # jsonschema checks every run.json the tests write against docs/run.schema.json;
         # ruff, mypy and vermin are the static checks (pinned: a newer release may
         # find more, and the test command must pass as it did); nbformat, nbclient
-        # and ipykernel run tfmesos.run from a real notebook kernel.
+        # and ipykernel run tfmesos.run from a real notebook kernel; mlflow (the
+        # full package: ~100 MB of wheels, ~360 MB installed) is the
+        # `mlflow server` and UI that test_mlflow_server logs to and reads.
         "test": ["pytest>=7", "pytest-timeout", "pytest-xdist>=3", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
                  "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
-                 "nbformat", "nbclient", "ipykernel"],
+                 "nbformat", "nbclient", "ipykernel", "mlflow>=3.7"],
     },
     entry_points={
         "console_scripts": [

@@ -1,11 +1,15 @@
 """MLflow: ``tfrun --mlflow [TRACKING_URI]``, ``cluster(mlflow=...)``.
 
 One MLflow run per tfmesos run, logged by tfrun's process (the tasks need
-no MLflow): parameters, the metrics the tasks logged with their steps,
-tags, and run.json, report.html and the task logs as artifacts. The pure
-mapping (``tfmesos.record.mlflow_mapping``) is tested on its own; the
-runs write to a real local store that ``MlflowClient`` reads back."""
+no MLflow): parameters, the metrics the tasks logged with their steps, as
+they come, tags, and run.json, report.html and the task logs as
+artifacts; a run whose tfrun died unseen is ended by the next one. The
+pure mapping (``tfmesos.record.mlflow_mapping``) is tested on its own; the
+runs write to real local stores (MLflow's default, sqlite:///mlflow.db, and
+file stores) that ``MlflowClient`` reads back. test_mlflow_server logs to a
+real ``mlflow server``."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -27,17 +31,23 @@ from tfrun_helpers import (
     tfrun_argv,
     wait_for_line,
 )
+from waiting import wait_until
 
 from tfmesos.exceptions import SpecError
+from tfmesos.record import liveness
 from tfmesos.record.mlflow_mapping import (
     MAX_PARAM,
+    MetricKeys,
     MlflowSpec,
-    epoch_ms,
+    gone_run_end,
     metric_key,
     metric_rows,
     mlflow_spec,
     mlflow_status,
     params_of,
+    point_rows,
+    scheduler_of,
+    scheduler_tag,
     tags_of,
     tracking_uri,
 )
@@ -46,6 +56,7 @@ from tfmesos.record.schema import (
     MetricSeries,
     Outcome,
     RunFile,
+    Scheduler,
     Shipped,
     ShippedBundle,
     Task,
@@ -117,6 +128,20 @@ def test_metric_rows_keep_each_series_steps_and_times_and_map_null_to_nan():
         "worker:0/a_b", "worker:0/a_b_2", "worker:0/a_b_3"]
 
 
+def test_streamed_points_keep_one_key_each_and_run_json_s_series_bounds():
+    keys = MetricKeys(most=3, most_per_task=2)
+    rows, left_out = point_rows(keys, "worker:0", [
+        (0, 100.0, {"a@b": 1.0, "a+b": None}), (1, 100.25, {"a@b": 0.5, "c": 7.0})])
+    assert left_out == 1      # a third metric of worker:0: beyond its 2
+    assert [(k, s, t) for k, _, t, s in rows] == [
+        ("worker:0/a_b", 0, 100000), ("worker:0/a_b_2", 0, 100000), ("worker:0/a_b", 1, 100250)]
+    assert math.isnan(rows[1][1])
+    # The keys stay those of the first points; a fourth series in all is left out.
+    rows, left_out = point_rows(keys, "worker:1", [(2, 101.0, {"a@b": 2.0, "x": 3.0})])
+    assert [k for k, _, _, _ in rows] == ["worker:1/a_b"] and left_out == 1
+    assert keys.key("worker:0", "a+b") == "worker:0/a_b_2"
+
+
 def test_params_name_jobs_resources_command_image_bundle_and_commit():
     shipped = Shipped(bundle=ShippedBundle(source="/p", files=5, bytes=100, archive_bytes=80,
                                            sha256="f" * 64, name="bundle.tar.gz"),
@@ -158,17 +183,90 @@ def test_outcomes_become_mlflow_run_statuses(outcome, status):
     assert mlflow_status(outcome) == status
 
 
-def test_tracking_uris_default_to_mlruns_here_and_paths_become_file_uris(tmp_path):
+def test_tracking_uris_default_to_mlflow_s_sqlite_here_and_paths_become_file_uris(tmp_path):
     here = str(tmp_path)
-    assert tracking_uri("", {}, here) == (tmp_path / "mlruns").as_uri()
+    # MLflow's own default (mlflow.store.tracking.DEFAULT_TRACKING_URI), here, absolute.
+    assert tracking_uri("", {}, here) == "sqlite:///%s/mlflow.db" % tmp_path
     assert tracking_uri("", {"MLFLOW_TRACKING_URI": "http://mlflow:5000"}, here) == \
         "http://mlflow:5000"
     assert tracking_uri("store", {"MLFLOW_TRACKING_URI": "http://x"}, here) == \
         (tmp_path / "store").as_uri()
     assert tracking_uri("/abs/store", {}, here) == "file:///abs/store"
-    for uri in ("http://127.0.0.1:5000", "https://m.example/x", "sqlite:///mlflow.db",
-                "databricks", "file:///tmp/s"):
-        assert tracking_uri(uri, {}, here) == ("databricks" if uri == "databricks" else uri)
+    for uri in ("http://127.0.0.1:5000", "https://m.example/x", "databricks",
+                "file:///tmp/s", "sqlite:////abs/m.db", "sqlite://", "sqlite:///:memory:"):
+        assert tracking_uri(uri, {}, here) == uri
+    # A relative sqlite path is the one MLflow would open here (a takeover may run elsewhere).
+    assert tracking_uri("sqlite:///sub/m.db?timeout=20", {}, here) == \
+        "sqlite:///%s/sub/m.db?timeout=20" % tmp_path
+    assert tracking_uri("", {"MLFLOW_TRACKING_URI": "sqlite:///m.db"}, here) == \
+        "sqlite:///%s/m.db" % tmp_path
+
+
+def test_an_mlruns_store_with_experiments_here_stays_the_default_as_in_mlflow(tmp_path):
+    """MLflow keeps ./mlruns as its default where it holds a file store's
+    experiments (_get_default_tracking_uri): so do tfrun and MlflowClient()."""
+    (tmp_path / "mlruns" / ".trash").mkdir(parents=True)
+    (tmp_path / "mlruns" / "0").mkdir()
+    assert tracking_uri("", {}, str(tmp_path)).startswith("sqlite:")   # no meta.yaml: empty
+    (tmp_path / "mlruns" / "0" / "meta.yaml").write_text("name: Default\n")
+    assert tracking_uri("", {}, str(tmp_path)) == (tmp_path / "mlruns").as_uri()
+    if HAS_MLFLOW:
+        from mlflow.tracking._tracking_service.utils import _get_default_tracking_uri
+        old = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            assert _get_default_tracking_uri() == "./mlruns"
+        finally:
+            os.chdir(old)
+
+
+def a_gone_process():
+    """The ``scheduler`` of a process that ran here and has ended."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return Scheduler(**dict(liveness.this_process().to_dict(), pid=child.pid, start_ticks=1))
+
+
+def test_a_running_mlflow_run_is_ended_only_when_tfmesos_opened_it_and_its_tfrun_is_gone():
+    dead, alive = a_gone_process(), liveness.this_process()
+    assert scheduler_of(scheduler_tag(dead)) == dead
+    assert scheduler_of("{not json") is None and scheduler_of('{"pid": "x"}') is None
+    directory = "/runs/train.py-ab12cd34"
+    mine = {"tfmesos.run_id": "ab12cd34", "tfmesos.run_dir": directory,
+            "tfmesos.scheduler": scheduler_tag(dead)}
+    running = run_file(outcome=Outcome())   # run.json as a SIGKILLed tfrun left it
+    written = BASE.timestamp() + 42.5
+
+    def end(tags, found=None):
+        loads = []
+        ending = gone_run_end(tags, liveness.gone, lambda d: loads.append(d) or found,
+                              now=BASE.timestamp() + 99)
+        assert loads in ([], [directory])
+        return ending
+
+    # Not tfmesos' (no run id or scheduler tag, or one that is not a scheduler), or its
+    # tfrun is still there: left alone.
+    assert end({k: v for k, v in mine.items() if k != "tfmesos.run_id"}) is None
+    assert end(dict(mine, **{"tfmesos.scheduler": "x"})) is None
+    assert end(dict(mine, **{"tfmesos.scheduler": scheduler_tag(alive)})) is None
+    # Gone while run.json says running: KILLED when run.json was last written.
+    ending = end(mine, (running, written))
+    assert (ending.status, ending.end_time, ending.outcome) == (
+        "KILLED", int(written * 1000), "gone")
+    assert ending.why.startswith("its tfrun (pid %d on %s) was gone" % (dead.pid, dead.host))
+    # Gone after run.json said how the run ended: that outcome, at its end.
+    ending = end(mine, (run_file(), written))     # failed, finished at(10)
+    assert (ending.status, ending.end_time, ending.outcome) == (
+        "FAILED", int(at_ms(10)), "failed")
+    # No run.json there, or another run's: KILLED now.
+    for found in (None, (run_file(run_id="ffff0000"), written)):
+        ending = end(mine, found)
+        assert (ending.status, ending.end_time) == ("KILLED", int((BASE.timestamp() + 99) * 1000))
+        assert "no run.json" in ending.why
+
+
+def at_ms(seconds):
+    return (BASE.timestamp() + seconds) * 1000
 
 
 def test_the_experiment_is_the_given_one_else_mlflow_s_variable_else_tfmesos(tmp_path):
@@ -231,7 +329,8 @@ def test_a_run_spec_takes_true_a_uri_or_an_mlflow_spec(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     jobs = ({"name": "worker"},)
-    assert RunSpec(jobs=jobs, mlflow=True).mlflow == MlflowSpec((tmp_path / "mlruns").as_uri())
+    assert RunSpec(jobs=jobs, mlflow=True).mlflow == MlflowSpec(
+        "sqlite:///%s/mlflow.db" % tmp_path)
     assert RunSpec(jobs=jobs, mlflow="http://h:1").mlflow == MlflowSpec("http://h:1")
     given = MlflowSpec("file:///s", "e")
     assert RunSpec(jobs=jobs, mlflow=given).mlflow is given
@@ -244,6 +343,7 @@ def test_a_run_spec_takes_true_a_uri_or_an_mlflow_spec(tmp_path, monkeypatch):
 
 def client_of(uri):
     os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"   # MLflow 3.7+: file stores are opt-in
+    os.environ["DO_NOT_TRACK"] = "true"              # no MLflow telemetry from the tests
     from mlflow.tracking import MlflowClient
     return MlflowClient(uri)
 
@@ -262,7 +362,7 @@ def artifacts(client, run_id):
 
 
 def tfrun_in(cwd, *args, env=None, timeout=180):
-    full = dict(os.environ, MESOS_MASTER="",
+    full = dict(os.environ, MESOS_MASTER="", DO_NOT_TRACK="true",
                 PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
                 **(env or {}))
     for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_ALLOW_FILE_STORE"):
@@ -309,10 +409,11 @@ def test_tfrun_mlflow_logs_params_metrics_tags_and_artifacts(tmp_path):
         assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == \
             [(i, 1.0 / (i + 1)) for i in range(20)]
         kept = next(s for s in record["metrics"] if s["task"] == worker)
-        # The same moments (two points a few ms apart may come in either order).
-        assert sorted(m.timestamp for m in history) == sorted(
-            int(round(epoch_ms(record["timings"]["submitted"]) + t * 1000))
-            for t in kept["times"])
+        # The moments run.json keeps (seconds after the record began), in ms since the
+        # epoch (two points a few ms apart may come in either order).
+        offsets = [stamp - t * 1000 for stamp, t in zip(
+            sorted(m.timestamp for m in history), sorted(kept["times"]))]
+        assert max(offsets) - min(offsets) <= 2, offsets
     assert run.data.metrics == {"worker:0/loss": 0.05, "worker:1/loss": 0.05}
     assert artifacts(client, run.info.run_id) == sorted(
         ["run.json", "report.html", "worker.0.stdout", "worker.0.stderr", "worker.1.stdout",
@@ -326,7 +427,7 @@ def test_tfrun_mlflow_logs_params_metrics_tags_and_artifacts(tmp_path):
 
 
 @needs_mlflow
-def test_a_failed_shipped_run_is_a_failed_mlflow_run_in_mlruns_here(tmp_path):
+def test_a_failed_shipped_run_is_a_failed_mlflow_run_in_mlflow_s_default_store_here(tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
     (project / "fail.py").write_text(
@@ -339,8 +440,20 @@ def test_a_failed_shipped_run_is_a_failed_mlflow_run_in_mlruns_here(tmp_path):
     assert result.returncode == 3, result.stderr
     # tfrun's MLflow settings stay tfrun's: the tasks' environment was taken before.
     assert "[worker:0] MLflow settings []" in result.stdout
-    # --mlflow alone: ./mlruns, a file store, where tfrun ran.
-    client, run = only_run((project / "mlruns").as_uri(), "mine")
+    # --mlflow alone: MLflow's default, sqlite:///mlflow.db where tfrun ran, which
+    # MlflowClient() there reads as MLflow's documentation shows it (no settings).
+    client, run = only_run("sqlite:///%s" % (project / "mlflow.db"), "mine")
+    assert "tfrun: MLflow: run %s in experiment 'mine' at sqlite:///%s/mlflow.db\n" % (
+        run.info.run_id, project) in result.stderr
+    assert not os.path.exists(project / "mlruns" / "0" / "meta.yaml")   # not a file store
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    read = subprocess.run([PY, "-c", "from mlflow import MlflowClient\n"
+                           "c = MlflowClient()\n"
+                           "e = c.get_experiment_by_name('mine')\n"
+                           "print([(r.info.run_id, r.info.status) for r in "
+                           "c.search_runs([e.experiment_id])])"],
+                          cwd=str(project), env=env, capture_output=True, text=True, timeout=120)
+    assert read.stdout.strip() == str([(run.info.run_id, "FAILED")]), read.stderr
     assert run.info.status == "FAILED"
     tags, params = run.data.tags, run.data.params
     assert tags["tfmesos.outcome"] == "failed" and tags["tfmesos.exit_code"] == "3"
@@ -398,7 +511,7 @@ def test_an_unreachable_tracking_server_costs_one_warning_line_not_the_run(tmp_p
 
 @needs_mlflow
 def test_a_tracking_server_that_never_answers_is_given_up_on_in_time(tmp_path):
-    from tfmesos.record.mlflow_logger import MlflowLogger
+    from tfmesos.record.mlflow_logger import QUEUE_POINTS, MlflowLogger
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)          # connections are queued, never answered
@@ -407,6 +520,11 @@ def test_a_tracking_server_that_never_answers_is_given_up_on_in_time(tmp_path):
         logger = MlflowLogger(MlflowSpec("http://127.0.0.1:%d" % listener.getsockname()[1]),
                               said.append, warned.append, timeout=2.0)
         logger.begin(run_file(), None)
+        # The run's thread never waits for MLflow: its points are queued (at most
+        # QUEUE_POINTS values, the oldest dropped) while MLflow's thread is stuck.
+        for step in range(QUEUE_POINTS // 500 + 10):
+            logger.metrics("worker:0", [(step, time.time(), {"m%d" % i: 1.0 for i in range(500)})])
+        assert logger.dropped == 10 * 500
         started = time.monotonic()
         logger.end(run_file(), None)
         assert time.monotonic() - started < 4
@@ -414,6 +532,153 @@ def test_a_tracking_server_that_never_answers_is_given_up_on_in_time(tmp_path):
         listener.close()
     assert said == [] and len(warned) == 1
     assert warned[0].startswith("MLflow: ") and "gave up after 2 s" in warned[0]
+
+
+@pytest.fixture(scope="module")
+def sqlite_store(tmp_path_factory):
+    """One sqlite store for the tests of MlflowLogger in this process (each
+    in an experiment of its own): its tables are made once (~5 s of CPU),
+    and MLflow is imported here first (its import is not safe from two
+    threads at once)."""
+    uri = "sqlite:///%s" % (tmp_path_factory.mktemp("mlflow") / "mlflow.db")
+    client_of(uri).search_experiments()
+    return uri
+
+
+def spec_of(uri, request, name=None):
+    """An MlflowSpec at ``uri``, in an experiment named after the test (or
+    ``name``), made here with its artifacts under the test's temporary
+    directory (a sqlite store's default is ./mlruns where it is opened)."""
+    name = name or request.node.name
+    artifacts = request.getfixturevalue("tmp_path") / ("artifacts-" + name)
+    client_of(uri).create_experiment(name, artifact_location=artifacts.as_uri())
+    return MlflowSpec(uri, name)
+
+
+@needs_mlflow
+def test_metrics_reach_mlflow_while_the_run_goes(sqlite_store, request):
+    from tfmesos.record.mlflow_logger import MlflowLogger
+    uri = sqlite_store
+    said, warned = [], []
+    logger = MlflowLogger(spec_of(uri, request), said.append, warned.append)
+    logger.begin(run_file(outcome=Outcome()), None)
+    logger.metrics("worker:0", [(0, time.time(), {"loss": 1.0})])
+    client = client_of(uri)
+    history = wait_until(lambda: logger.run_id and client.get_metric_history(
+        logger.run_id, "worker:0/loss"), timeout=60, message="the first point never came")
+    assert [(m.step, m.value) for m in history] == [(0, 1.0)]
+    assert client.get_run(logger.run_id).info.status == "RUNNING"
+    # More than one log_batch takes (1000 values); the rest at the end.
+    logger.metrics("worker:0", [(step, time.time(), {"loss": 1.0 / step})
+                                for step in range(1, 1500)])
+    logger.metrics("worker:1", [(step, time.time(), {"loss": 2.0}) for step in range(1000)])
+    logger.end(run_file(outcome=Outcome(status="succeeded", exit_code=0)), None)
+    assert warned == [] and len(said) == 1, (said, warned)
+    run = client.get_run(logger.run_id)
+    assert run.info.status == "FINISHED" and "tfmesos.metrics_not_logged" not in run.data.tags
+    assert sorted(m.step for m in client.get_metric_history(logger.run_id, "worker:0/loss")) \
+        == list(range(1500))
+    assert len(client.get_metric_history(logger.run_id, "worker:1/loss")) == 1000
+    assert logger.logged_values == 2500
+
+
+@needs_mlflow
+def test_a_full_queue_drops_the_oldest_values_and_says_how_many(sqlite_store, request):
+    from tfmesos.record.mlflow_logger import MlflowLogger
+    uri = sqlite_store
+    said, warned = [], []
+    logger = MlflowLogger(spec_of(uri, request), said.append, warned.append, queue_points=10)
+    for step in range(25):      # before the MLflow run is open: all wait
+        logger.metrics("worker:0", [(step, time.time(), {"loss": float(step)})])
+    logger.begin(run_file(outcome=Outcome()), None)
+    logger.end(run_file(outcome=Outcome(status="succeeded", exit_code=0)), None)
+    assert warned == ["MLflow: 15 metric values not logged (15 dropped while 10 waited for "
+                      "MLflow)"], warned
+    client = client_of(uri)
+    assert sorted(m.step for m in client.get_metric_history(logger.run_id, "worker:0/loss")) \
+        == list(range(15, 25))
+    assert client.get_run(logger.run_id).data.tags["tfmesos.metrics_not_logged"] == "15"
+
+
+@needs_mlflow
+def test_the_next_run_ends_the_mlflow_run_of_a_gone_tfrun_killed(tmp_path, sqlite_store,
+                                                                   request):
+    """In process: a logger whose run names a gone process and never ended
+    (its tfrun SIGKILLed: test_mlflow_server has the real one); the next
+    run's logger to the experiment ends it KILLED, and says so."""
+    from tfmesos.record.mlflow_logger import MlflowLogger
+    uri, spec = sqlite_store, spec_of(sqlite_store, request)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    dead = run_file(outcome=Outcome(), scheduler=a_gone_process())
+    (run_dir / "run.json").write_text(json.dumps(dead.to_dict()))
+    os.utime(run_dir / "run.json", (BASE.timestamp() + 30, BASE.timestamp() + 30))
+    # One whose tfrun is alive (this process) stays RUNNING.
+    alive = MlflowLogger(spec, print, print)
+    alive.begin(run_file(run_id="a11ce000", outcome=Outcome()), None)
+    wait_until(lambda: alive.run_id, timeout=60)
+    left = MlflowLogger(spec, print, print)
+    left.begin(dead, str(run_dir))
+    client = client_of(uri)
+    wait_until(lambda: left.run_id, timeout=60)
+    said, warned = [], []
+    following = MlflowLogger(spec, said.append, warned.append)
+    following.begin(run_file(run_id="0e0e0e0e", outcome=Outcome()), None)
+    following.end(run_file(run_id="0e0e0e0e", outcome=Outcome(status="succeeded",
+                                                               exit_code=0)), None)
+    assert warned == []
+    assert said[0] == "MLflow: ended the run %s (tfmesos run ab12cd34) KILLED: its tfrun " \
+        "(pid %d on %s) was gone, killed before it could end the run; ended when its " \
+        "run.json was last written" % (left.run_id, dead.scheduler.pid, dead.scheduler.host)
+    ended = client.get_run(left.run_id)
+    assert ended.info.status == "KILLED"
+    assert ended.info.end_time == int((BASE.timestamp() + 30) * 1000)
+    assert ended.data.tags["tfmesos.outcome"] == "gone"
+    assert ended.data.tags["tfmesos.closed"].startswith("its tfrun (pid %d" % dead.scheduler.pid)
+    assert client.get_run(alive.run_id).info.status == "RUNNING"
+    assert client.get_run(following.run_id).info.status == "FINISHED"
+    for logger in (left, alive):   # their threads end (the MLflow runs stay as they are)
+        logger.leave()
+
+
+@needs_mlflow
+def test_a_takeover_carries_on_its_run_s_mlflow_run(sqlite_store, request):
+    """tfmesos attach (a ``ClusterRun`` with ``resume``): the MLflow run its
+    scheduler before opened, RUNNING again, not a second one; without one,
+    a new run with what run.json kept."""
+    from tfmesos.record.mlflow_logger import MlflowLogger
+    uri, spec = sqlite_store, spec_of(sqlite_store, request)
+    first = MlflowLogger(spec, print, print)
+    record = run_file(outcome=Outcome(), scheduler=a_gone_process())
+    first.begin(record, None)
+    first.metrics("worker:0", [(0, time.time(), {"loss": 1.0})])
+    first.leave()     # tfrun --failover left the run to its tasks
+    client = client_of(uri)
+    assert client.get_run(first.run_id).info.status == "RUNNING"
+    said, warned = [], []
+    taking = MlflowLogger(spec, said.append, warned.append)
+    taking.begin(dataclasses.replace(record, scheduler=liveness.this_process()), None,
+                 resumed=True)
+    taking.metrics("worker:0", [(1, time.time(), {"loss": 0.5})])
+    taking.end(run_file(outcome=Outcome(status="succeeded", exit_code=0)), None)
+    assert warned == [] and said == ["MLflow: run %s in experiment '%s' at %s" % (
+        first.run_id, spec.experiment, uri)]
+    assert taking.run_id == first.run_id
+    _, run = only_run(uri, spec.experiment)
+    assert run.info.status == "FINISHED"
+    assert scheduler_of(run.data.tags["tfmesos.scheduler"]) == liveness.this_process()
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "worker:0/loss")) \
+        == [0, 1]
+    # A takeover whose MLflow run is not there: a new one, with the points run.json kept.
+    kept = run_file(run_id="cafe0001", outcome=Outcome(), metrics=[MetricSeries(
+        task="worker:0", name="loss", steps=[0, 1], values=[1.0, 0.5], times=[0.5, 1.0])])
+    elsewhere = spec_of(uri, request, spec.experiment + "-elsewhere")
+    taking = MlflowLogger(elsewhere, print, print)
+    taking.begin(kept, None, resumed=True)
+    taking.end(kept, None)
+    client, run = only_run(uri, elsewhere.experiment)
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "worker:0/loss")) \
+        == [0, 1]
 
 
 @needs_mlflow

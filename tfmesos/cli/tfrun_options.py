@@ -332,10 +332,10 @@ def add_output_options(add):
         "agents see) as a task of the run; its URL is printed once it answers")
     add("--mlflow", nargs="?", const="", metavar="TRACKING_URI",
         help="also log the run to MLflow, from tfrun (the tasks need no MLflow): parameters, "
-        "the tasks' metrics with their steps, tags, and run.json, report.html and the logs "
-        "as artifacts; TRACKING_URI: a server (http://host:5000), sqlite:///mlflow.db, a "
-        "directory (a file store); default $MLFLOW_TRACKING_URI, else ./mlruns. Needs the "
-        "mlflow extra: pip install 'tfmesos[mlflow]'")
+        "the tasks' metrics as they come, tags, and run.json, report.html and the logs "
+        "as artifacts; TRACKING_URI: a server (http://host:5000), sqlite:///FILE.db, a "
+        "directory (a file store); default $MLFLOW_TRACKING_URI, else MLflow's default, "
+        "sqlite:///mlflow.db here. Needs the mlflow extra: pip install 'tfmesos[mlflow]'")
     add("--mlflow-experiment", metavar="NAME",
         help="the MLflow experiment (default $MLFLOW_EXPERIMENT_NAME, else tfmesos)")
     add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "

@@ -261,9 +261,10 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
     task side of tfmesos to every task: README, "Run on a Mesos cluster".
     While the block runs, ``tfmesos.log_metrics`` in this process records
     into the run (as ``client``; ``chief:0`` with ``coordinator=True``).
-    ``mlflow`` (True: ``./mlruns`` or ``$MLFLOW_TRACKING_URI``; a tracking
-    URI or path; a ``tfmesos.record.mlflow_mapping.MlflowSpec``) logs the
-    run to MLflow when it ends: README, "MLflow".
+    ``mlflow`` (True: ``$MLFLOW_TRACKING_URI``, else MLflow's default here,
+    ``sqlite:///mlflow.db``; a tracking URI or path; a
+    ``tfmesos.record.mlflow_mapping.MlflowSpec``) logs the run to MLflow,
+    its metrics as they come: README, "MLflow".
     ``secret_env`` (names of variables of this process's environment) gives
     every task those variables as Mesos secrets: README, "Security".
 

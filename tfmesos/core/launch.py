@@ -120,6 +120,7 @@ class ClusterRun:
         self._framework_told: bool = False
         self._proof_told: bool = False    # a new framework's proof label is set
         self.mlflow_at_stop: bool = mlflow_at_stop
+        self._left: bool = False   # detached: the run was left to its tasks
         # once formed: {job: ["host:port", ...]}
         self.cluster_spec: Optional[dict[str, list[str]]] = None
         self.launch_deadline: float = 0.0
@@ -135,6 +136,7 @@ class ClusterRun:
             from ..record import mlflow_logger
             self.mlflow = mlflow_logger.MlflowLogger(spec.mlflow, say=self._say,
                                                      warn=notify or logger.warning)
+            self.record.on_metrics = self.mlflow.metrics   # streamed as they come
         # The failure policy, last: it acts on the run through ``control``,
         # whose effects are this run's methods, all in place by now.
         self.control: RunControl = Control(self.state, effects=self)
@@ -225,7 +227,8 @@ class ClusterRun:
             if self.mlflow is not None:   # the shipped bundle's sha256 is a parameter; MLflow's
                 # settings go to this process's environment after the tasks' was taken
                 self.mlflow.begin(self.record.run_file(), self.record.directory,
-                                  source=runtime.project_directory(), image=self.spec.image)
+                                  source=runtime.project_directory(), image=self.spec.image,
+                                  resumed=self.adoption is not None)
             expected = tuple(self.adoption.expected()) if self.adoption is not None else ()
             self.new_launch_deadline()
             self.state.move(Phase.FORMING)
@@ -494,11 +497,15 @@ class ClusterRun:
             self.runtime.leave(self.record)
             self.state.move(Phase.STOPPED)
             self.record.save()
-            self.mlflow = None
+            self._left = True   # end_mlflow leaves the MLflow run RUNNING
 
     def end_mlflow(self) -> None:
         """``--mlflow``: log what the run left (run.json final) and end the
-        MLflow run, waiting 60 s at most (Ctrl-C ends the wait); once."""
+        MLflow run, waiting 60 s at most (Ctrl-C ends the wait); once. A
+        run left to its tasks (``detach``) logs the metrics that wait and
+        leaves its MLflow run RUNNING, for the scheduler that takes it over."""
         logger_, self.mlflow = self.mlflow, None
-        if logger_ is not None:
+        if logger_ is not None and self._left:
+            logger_.leave()
+        elif logger_ is not None:
             logger_.end(self.record.run_file(), self.record.directory)

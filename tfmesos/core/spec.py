@@ -197,9 +197,10 @@ class RunSpec:
       one with the defaults): the user's directory, the task side of
       tfmesos and a packed Python environment, fetched by every task.
     * Where else it is logged: ``mlflow`` (``tfrun --mlflow``,
-      ``cluster(mlflow=...)``): True (``./mlruns``, or
-      ``$MLFLOW_TRACKING_URI``), a tracking URI or path, or a
-      ``record.mlflow_mapping.MlflowSpec``; kept as an ``MlflowSpec``."""
+      ``cluster(mlflow=...)``): True (``$MLFLOW_TRACKING_URI``, else
+      MLflow's default here, ``sqlite:///mlflow.db``), a tracking URI or
+      path, or a ``record.mlflow_mapping.MlflowSpec``; kept as an
+      ``MlflowSpec``."""
 
     name: str = "tfmesos"
     role: Optional[str] = None

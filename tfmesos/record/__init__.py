@@ -15,8 +15,9 @@
 * ``hints``: one line of advice from a failed task's last lines, exit code
   and Mesos' message (pure);
 * ``mlflow_mapping``: ``MlflowSpec`` and run.json as MLflow's parameters,
-  metrics, tags and status (pure); ``mlflow_logger``: one MLflow run per
-  run (``tfrun --mlflow``), MLflow imported in a thread of its own.
+  metrics, tags and status, and how a gone tfrun's MLflow run ends (pure);
+  ``mlflow_logger``: one MLflow run per run (``tfrun --mlflow``), its
+  metrics streamed, MLflow imported in a thread of its own.
 
 Nothing here imports the run core: the core writes the record.
 """

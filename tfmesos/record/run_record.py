@@ -82,6 +82,9 @@ class RunRecord:
             scheduler=this_process())
         self._metrics = Metrics(time.time())   # what the tasks log (tfmesos.log_metrics)
         self._run.metrics = self._metrics.series
+        # Told every task's points as they come (task name, points), in the
+        # thread that records them: ``MlflowLogger.metrics``, which only queues.
+        self.on_metrics: Optional[Callable[[str, tuple[Point, ...]], None]] = None
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task.name: task for task in self._run.tasks}
         self._attempts: dict[str, tuple[Task, Attempt]] = {}   # task id -> (Task, Attempt)
@@ -256,9 +259,12 @@ class RunRecord:
             name = task.name if task is not None else source
             if name is None:
                 return
+            points = tuple(points)
             self._metrics.add(name, points, dropped)
             self._run.metrics_dropped = self._metrics.dropped
             self._dirty = True
+            if self.on_metrics is not None:
+                self.on_metrics(name, points)
 
     def latest_metrics(self) -> list[tuple[str, int, Values, Optional[float]]]:
         """``[(task, step, [(name, value)], steps/s or None)]`` of every task
