@@ -161,6 +161,14 @@ def _addresses(host: str) -> list[Resolved]:
             for family, sockaddr in found]
 
 
+def on_this_host(host: str) -> bool:
+    """Whether ``host`` (a name or an IP address) names this machine: it
+    resolves, and a socket here can bind every address it names (loopback
+    included); nothing is sent."""
+    found = _addresses(host.strip("[]"))
+    return bool(found) and all(_bindable(each) for each in found)
+
+
 def _bindable(resolved: Resolved) -> bool:
     ip, family, sockaddr = resolved
     if ip.is_loopback:

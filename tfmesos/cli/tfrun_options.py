@@ -117,9 +117,11 @@ def build_parser():
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
-        "on the agents (default: the one running tfrun); its directory comes first on the "
-        "task's PATH, so python and python3 in the command are it too (e.g. a virtual "
-        "environment's bin/python)")
+        "on the agents; its directory comes first on the task's PATH, so python and python3 "
+        "in the command are it too (e.g. a virtual environment's bin/python). Default: the "
+        "one running tfrun; with --ship or --detach, python3 from the agents' PATH, but on a "
+        "master whose agents are on this machine (the embedded one, a tfmesos local-master "
+        "of yours here), where it is the one running tfrun too")
     add("--advertise-address", help="address of this machine that tasks use to reach tfrun "
         "(default: the local address towards the master; $TFMESOS_ADVERTISE_ADDRESS), "
         "checked before anything starts; not loopback when the agents are on other hosts")
@@ -229,7 +231,8 @@ def add_ship_options(add):
         help="pack DIR (default: the current directory; in a git work tree what git would "
         "commit) and send it to every task through the Mesos fetcher: the command runs in "
         "it, with tfmesos' task side, and plain tasks run python3 from the agent's PATH "
-        "(--python to change it); agents need no shared filesystem. Run directories "
+        "(the one running tfrun where the agents are on this machine; --python to change "
+        "it); agents need no shared filesystem. Run directories "
         "(--run-dir, tfmesos-runs/) are never shipped")
     add("--ship-exclude", action="append", default=[], metavar="PATTERN",
         help="leave files matching PATTERN (a glob on the path or any part of it) out of "
@@ -382,21 +385,24 @@ def read_options(args, command):
     jobs = jobs_from_args(args, framework)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
     ship = ship_spec(args)
-    if args.tensorboard:
-        # Shipped: this interpreter's path means nothing on the agents.
-        python = args.python or ("python3" if ship else None)
-        jobs.append(tensorboard_job(args.tensorboard, image, python))
     if args.logs and args.worker_logs is not None:
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
+    master = config.resolve_master(args.master, os.environ)
+    # Shipped: python3 on the agents, unless they run here.
+    from .tfrun_python import default_python
+    python = default_python(args, master, image, ship)
+    if args.tensorboard:
+        jobs.append(tensorboard_job(args.tensorboard, image,
+                                    python or ("python3" if ship else None)))
     return RunSpec(
         name=args.name or default_name([command])[:MAX_NAME], role=args.role,
         image=image, containerizer=args.containerizer, force_pull=args.force_pull,
         volumes=tuple(args.volume), env=tuple(args.env), secret_env=tuple(args.secret_env),
         launch_timeout=args.launch_timeout,
-        max_attempts=args.max_attempts, python=args.python, user=args.user,
+        max_attempts=args.max_attempts, python=python, user=args.user,
         jobs=tuple(jobs), mode="replica", command=command,
-        hooks=pairs(read_hooks(args.extra_config)), master=config.resolve_master(args.master, os.environ),
+        hooks=pairs(read_hooks(args.extra_config)), master=master,
         verify=not args.no_verify, ca_bundle=args.ca_bundle, master_scheme=args.master_scheme,
         advertise_address=args.advertise_address, connect_timeout=args.connect_timeout,
         quiet_tensorflow=not args.verbose,
@@ -406,4 +412,4 @@ def read_options(args, command):
         local_master=pairs(isolation_options(args)),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args), framework=framework, nproc_per_task=args.nproc_per_task,
-        failover_timeout=failover_timeout(args, config.resolve_master(args.master, os.environ)))
+        failover_timeout=failover_timeout(args, master))
