@@ -32,12 +32,13 @@ setup(
         # jsonschema checks every run.json the tests write against docs/run.schema.json;
         # ruff, mypy and vermin are the static checks (pinned: a newer release may
         # find more, and the test command must pass as it did); nbformat, nbclient
-        # and ipykernel run tfmesos.run from a real notebook kernel; mlflow (the
-        # full package: ~100 MB of wheels, ~360 MB installed) is the
-        # `mlflow server` and UI that test_mlflow_server logs to and reads.
+        # and ipykernel run tfmesos.run from a real notebook kernel. (The
+        # `mlflow server` that test_mlflow_server logs to, the full mlflow
+        # package, scripts/test.sh installs into a virtual environment of its
+        # own: beside TensorFlow its matplotlib and pandas cost every process.)
         "test": ["pytest>=7", "pytest-timeout", "pytest-xdist>=3", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
                  "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
-                 "nbformat", "nbclient", "ipykernel", "mlflow>=3.7"],
+                 "nbformat", "nbclient", "ipykernel"],
     },
     entry_points={
         "console_scripts": [

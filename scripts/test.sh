@@ -26,6 +26,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The full MLflow (`mlflow server` and its UI, which test_mlflow_server logs
+# to and reads) goes into a virtual environment of its own, installed
+# beside the rest: next to TensorFlow its matplotlib and pandas would cost
+# every TensorFlow process of the suite ~1 s of CPU (Keras imports them).
+mlflow_venv="${TFMESOS_TEST_MLFLOW_VENV:-$HOME/.cache/tfmesos-tests/mlflow-server}"
+export TFMESOS_TEST_MLFLOW_PYTHON="$mlflow_venv/bin/python"
+mlflow_log=$(mktemp /tmp/tfmesos-mlflow-venv-XXXXXX.log)
+( "$TFMESOS_TEST_MLFLOW_PYTHON" -c "import mlflow.server" 2>/dev/null || {
+    python3 -m venv "$mlflow_venv" &&
+    "$TFMESOS_TEST_MLFLOW_PYTHON" -m pip install -q --no-compile --disable-pip-version-check "mlflow>=3.7"; }
+) >"$mlflow_log" 2>&1 &
+mlflow_install=$!
 # PyTorch's CPU build first (tfrun --torch's tests and example): with the
 # torch extra alone pip would take the newest torch, a CUDA build of GBs.
 python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
@@ -38,6 +50,12 @@ python3 -m pip install -q --disable-pip-version-check \
 # session rewrote and compiled every test module again (~10 s of CPU each).
 unset PYTHONDONTWRITEBYTECODE
 python3 -m compileall -q -j 0 tfmesos mesos_local tests examples benchmarks >/dev/null
+if ! wait "$mlflow_install"; then
+  cat "$mlflow_log"
+  echo "could not install the mlflow server into $mlflow_venv"
+  exit 1
+fi
+rm -f "$mlflow_log"
 python3 -m ruff check .
 static_checks() {
   python3 -m mypy

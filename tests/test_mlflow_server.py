@@ -5,8 +5,12 @@ FINISHED, its page in the server's UI (``mlflow ui`` is the same server)
 shows it in Chromium, and the run of a tfrun killed with SIGKILL is ended
 KILLED by the next tfrun that logs to the experiment.
 
-Needs the full ``mlflow`` package (the server and its UI; the test extra
-has it) and Chromium for the page (scripts/test.sh installs both)."""
+Needs the full ``mlflow`` package (the server and its UI) and Chromium for
+the page. scripts/test.sh installs that MLflow into a virtual environment
+of its own (``$TFMESOS_TEST_MLFLOW_PYTHON`` names its Python), not beside
+tfmesos: the full package brings matplotlib and pandas, which Keras
+imports where they are, ~1 s of CPU more in every TensorFlow process of
+the suite; tfrun itself needs only the mlflow extra (mlflow-skinny)."""
 
 import importlib.util
 import json
@@ -30,13 +34,16 @@ from tfrun_helpers import (
 )
 from waiting import wait_until
 
-HAS_SERVER = importlib.util.find_spec("mlflow") is not None and all(
-    importlib.util.find_spec(name) is not None for name in ("flask", "sqlalchemy", "alembic"))
+SERVER_PYTHON = os.environ.get("TFMESOS_TEST_MLFLOW_PYTHON") or (
+    sys.executable if importlib.util.find_spec("mlflow") is not None and all(
+        importlib.util.find_spec(name) is not None for name in ("flask", "sqlalchemy", "alembic"))
+    else None)
+HAS_SERVER = SERVER_PYTHON is not None and os.access(SERVER_PYTHON, os.X_OK)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # The integration tier: it starts a server, tfrun and its tasks.
 pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not HAS_SERVER, reason="needs the mlflow server: pip install "
-                                 "mlflow (the test extra)")]
+              pytest.mark.skipif(not HAS_SERVER, reason="needs the mlflow server: run scripts/test.sh "
+                                 "(or set TFMESOS_TEST_MLFLOW_PYTHON to a Python with mlflow)")]
 PY = sys.executable
 # The task logs step 0, then waits until the test saw that point in the
 # server (the file GO), then logs step 1; without GO it gives up after 120 s.
@@ -69,7 +76,7 @@ def mlflow_server(tmp_path_factory):
     env = clean_environment(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     with open(root / "server.log", "wb") as log:
         server = subprocess.Popen(
-            [PY, "-m", "mlflow", "server", "--backend-store-uri",
+            [SERVER_PYTHON, "-m", "mlflow", "server", "--backend-store-uri",
              "sqlite:///%s" % (root / "server.db"), "--artifacts-destination",
              str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
              "--workers", "1"], cwd=str(root), env=env, stdin=subprocess.DEVNULL, stdout=log,
