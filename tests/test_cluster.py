@@ -59,7 +59,8 @@ def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
             assert c.finished() and isinstance(c.failure, TaskFailed)
     assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
     record = run_json(tmp_path / "run")
-    assert record["mode"] == "fine" and record["command"] is None
+    # Named by its caller (core/caller.py): the jobs in the order given.
+    assert record["mode"] == "fine" and record["command"] == "tfmesos.cluster(ps:1,worker:2)"
     assert record["outcome"]["status"] == "failed" and record["outcome"]["task"] == "worker:1"
     assert "worker:1 ended: TASK_KILLED" in record["outcome"]["message"]
     assert all(task["attempts"][0]["address"] and task["attempts"][0]["logs"] is None
