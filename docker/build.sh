@@ -42,6 +42,14 @@ die() { echo "build.sh: $*" >&2; exit 1; }
 command -v docker >/dev/null || die "docker is not installed: apt-get install -y docker.io"
 docker info >/dev/null 2>&1 || die "the Docker engine is not running: start it with 'dockerd &' (as root)"
 
+# One build at a time (scripts/test.sh starts one early, in the background,
+# and the tests' fixture runs this again): a second waits here, then finds
+# every layer cached and only tags (seconds).
+CACHE_DIR=${TFMESOS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tfmesos}
+mkdir -p "$CACHE_DIR"
+exec 8>"$CACHE_DIR/build.lock"
+flock 8
+
 case "$BASE_IMAGE" in
     tfmesos/base:*) TFMESOS_BASE_IMAGE=$BASE_IMAGE docker/make-base.sh ;;
 esac

@@ -26,6 +26,35 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The tfmesos Docker image (docker/build.sh: debootstrap, then TensorFlow
+# into it: minutes on a fresh machine) builds in the background from here
+# on, beside the installs and the fast tier; the tests' tfmesos_image
+# fixture runs build.sh again, which waits for this build (its lock) and
+# finds every layer cached. The engine, where none answers, is started here
+# (as the docker_engine fixture would) and stopped at the end.
+dockerd_pid=""
+image_build=""
+image_log=$(mktemp /tmp/tfmesos-image-build-XXXXXX.log)
+engine_answers() {
+  for _ in $(seq 120); do docker info >/dev/null 2>&1 && return 0; sleep 0.5; done
+  return 1
+}
+if [ "$(id -u)" = 0 ] && ! docker info >/dev/null 2>&1; then
+  setsid dockerd >"$image_log.dockerd" 2>&1 </dev/null &
+  dockerd_pid=$!
+fi
+( engine_answers && docker/build.sh ) >"$image_log" 2>&1 </dev/null &
+image_build=$!
+stop_docker() {
+  [ -z "$image_build" ] || kill "$image_build" 2>/dev/null || true
+  if [ -n "$dockerd_pid" ]; then
+    kill -TERM "$dockerd_pid" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$dockerd_pid" 2>/dev/null || true
+  fi
+  rm -f "$image_log" "$image_log.dockerd"
+}
+trap stop_docker EXIT
 # The full MLflow (`mlflow server` and its UI, which test_mlflow_server logs
 # to and reads) goes into a virtual environment of its own, installed
 # beside the rest: next to TensorFlow its matplotlib and pandas would cost
@@ -95,8 +124,10 @@ lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
 python3 -m pytest tests -m "$training" --durations=40 >"$lane_log" 2>&1 &
 lane=$!
 stop_lane() { [ -z "$lane" ] || { kill -INT "$lane" 2>/dev/null; wait "$lane" 2>/dev/null; } || true; }
-trap 'stop_lane; rm -f "$lane_log"' EXIT
+trap 'stop_lane; rm -f "$lane_log"; stop_docker' EXIT
 status=0
+# The engine answers before the fixture looks (else it would start another).
+[ -z "$dockerd_pid" ] || engine_answers || { cat "$image_log.dockerd"; exit 1; }
 python3 -m pytest tests -m "integration and not ($training)" -n 2 --dist loadgroup \
     --durations=40 || status=$?
 wait "$lane" || status=$?
