@@ -23,7 +23,9 @@ def build(tmp_path, *args):
     docker.chmod(0o755)
     log = tmp_path / "docker.log"
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), DOCKER_LOG=str(log),
-               BASE_IMAGE="example/base:1")
+               BASE_IMAGE="example/base:1",
+               # its own lock: a real build (scripts/test.sh starts one) holds the cache's
+               TFMESOS_CACHE_DIR=str(tmp_path / "cache"))
     result = subprocess.run([os.path.join(REPO, "docker", "build.sh"), *args], env=env,
                             capture_output=True, text=True, timeout=60)
     return result, log.read_text().splitlines() if log.exists() else []
