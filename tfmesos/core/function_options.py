@@ -24,7 +24,9 @@ OPTIONS = {
     # (None: the workers')
     "cpus": 1.0, "mem": 1024.0, "gpus": 0, "ps_cpus": 1.0, "ps_mem": 1024.0, "ps_gpus": 0,
     "chief_cpus": None, "chief_mem": None, "chief_gpus": None,
-    # how it runs
+    # how it runs: "framework" sets up torch's or jax's distributed environment
+    # around fn (training_frameworks.FRAMEWORKS; tfrun --torch, --jax)
+    "framework": "tensorflow",
     "name": None, "image": None, "containerizer": "MESOS", "force_pull": False,
     "volumes": (), "env": None, "secret_env": (), "python": None, "python_env": None,
     "ship_exclude": (), "ship_max_size": 100.0, "ship_follow_links": False,

@@ -59,6 +59,15 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
     (``result["worker:1"]``, ``.values``), and as ``.value`` the chief's,
     else worker 0's: what ``run`` returned before it returned them all.
 
+    ``framework="torch"`` or ``"jax"`` (workers only, as ``tfrun --torch``
+    and ``--jax``: ``training_frameworks``) runs ``fn`` in the framework's
+    distributed environment instead of with ``TF_CONFIG``: torch's default
+    process group initialised before it (``env://``; backend "nccl" where
+    the task has GPUs and CUDA, else "gloo") and destroyed after, also when
+    it raised; ``jax.distributed.initialize()`` before it and
+    ``jax.distributed.shutdown()`` after (``task/process_group.py``). The
+    default, "tensorflow", sets up nothing.
+
     The run ends once the chief (else every worker) returned, as tfrun's
     does: a task still running then (a ps serving, a worker after the
     chief) is stopped and has no value (``.missing`` says why).
@@ -265,7 +274,8 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
     env = list(env.items()) if isinstance(env, dict) else list(env)
     env += [(task_env.FUNCTION, payload.name),
             (task_env.MAX_RESULT, str(limit)),
-            (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs)))]
+            (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs))),
+            (task_env.FRAMEWORK, str(settings["framework"]))]
     local = dict(settings["local_master_options"] or {})
     if settings["no_isolation"] and settings["cgroups_enable_cfs"]:
         raise SpecError("no_isolation and cgroups_enable_cfs contradict each other: drop one")
@@ -292,7 +302,7 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
                                      settings["restart_backoff"]),
         sticky_jobs=("worker",) if settings["sticky_workers"] else (),
         sticky_timeout=settings["sticky_timeout"], run_dir=settings["run_dir"] or AUTO,
-        local_master=pairs(local), mlflow=settings["mlflow"],
+        local_master=pairs(local), mlflow=settings["mlflow"], framework=settings["framework"],
         ship=dataclasses.replace(ship_spec, extra_files=((payload.name, payload.path),)))
 
 

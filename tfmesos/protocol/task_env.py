@@ -18,6 +18,8 @@ BUNDLE_DIR = "TFMESOS_BUNDLE_DIR"       # and the directory it unpacks to
 FUNCTION = "TFMESOS_FUNCTION"           # tfmesos.run: the payload's file name in the sandbox,
 MAX_RESULT = "TFMESOS_MAX_RESULT"       # and the bound of a pickled result, bytes: the
 MAX_OTHER_RESULT = "TFMESOS_MAX_OTHER_RESULT"  # chief's (else worker 0's), the others'
+FRAMEWORK = "TFMESOS_FRAMEWORK"         # tfmesos.run(framework=): whose distributed
+                                        # environment the runner sets up (task.process_group)
 
 # A run that survives its scheduler (tfrun --failover, --detach): for this
 # many seconds after losing the scheduler the task keeps its command running

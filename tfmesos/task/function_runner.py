@@ -3,8 +3,9 @@
 the run shipped into the sandbox (``TFMESOS_FUNCTION``, its sha256 checked by
 the task's command before anything ran, ``ship/fetch_check.py``;
 ``ship/function_payload.py`` made it), calls ``fn(*args)`` with the task's
-``TF_CONFIG`` and ``TFMESOS_*`` variables set, and writes the outcome to
-``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
+``TF_CONFIG`` and ``TFMESOS_*`` variables set (and for ``framework="torch"``
+or ``"jax"`` in its distributed environment: ``process_group``), and writes
+the outcome to ``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
 scheduler: every task's return value, or the exception and its traceback.
 Exit status 0 when ``fn`` returned, 1 when it raised, or when the value of
 the task that returns the call's ``.value`` (the chief, else worker 0)
@@ -23,6 +24,7 @@ import traceback
 import zipfile
 
 from ..protocol import task_env
+from .process_group import GroupError, framework_group
 from .result_file import (
     MAX_ERROR,
     MAX_OTHER_RESULTS,
@@ -111,7 +113,11 @@ def main(environ=None):
     except Exception as exc:
         return _error(out, exc, exc.__traceback__, limit, "cannot load the function: ")
     try:
-        value = fn(*args)
+        with framework_group(environ):
+            value = fn(*args)
+    except GroupError as exc:   # before fn: the framework's own error
+        cause = exc.__cause__ or exc
+        return _error(out, cause, cause.__traceback__, limit, "%s: " % exc)
     except BaseException as exc:   # SystemExit too: fn did not return
         tb = exc.__traceback__
         return _error(out, exc, tb.tb_next if tb is not None else None, limit)

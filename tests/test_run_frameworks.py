@@ -1,0 +1,100 @@
+"""``tfmesos.run(fn, framework="torch"|"jax")`` on the embedded master
+(issue 36, item 4): ``fn`` runs in every worker inside its framework's
+distributed environment (``tfmesos/task/process_group.py``), and every
+task's value comes back. The functions run plain torch or JAX (no
+TensorFlow); the test command installs both (``importorskip`` spares a
+developer machine without them)."""
+
+import sys
+
+import cloudpickle
+import pytest
+
+import tfmesos
+from tfmesos.exceptions import RemoteTaskError, TaskFailed
+
+pytestmark = pytest.mark.timeout(300)
+
+# By value, as a script's functions travel: the agents cannot import this module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+# Two torch (or JAX) processes import for a few seconds of CPU each on a loaded machine.
+SMALL = {"cpus": 0.5, "mem": 1024, "launch_timeout": 120, "ship": None}
+
+
+def torch_group_facts(offset):
+    """What the worker's process group says, and a sum over it; at exit
+    (after the runner's teardown) whether the group is still there."""
+    import atexit
+
+    import torch
+    import torch.distributed as dist
+    atexit.register(lambda: print("at exit: initialized=%s" % dist.is_initialized(),
+                                  flush=True))
+    total = torch.tensor([dist.get_rank() + offset])
+    dist.all_reduce(total)
+    return {"rank": dist.get_rank(), "world": dist.get_world_size(),
+            "backend": dist.get_backend(), "sum": int(total.item()),
+            "initialized": dist.is_initialized()}
+
+
+def test_torch_every_worker_is_a_rank_of_one_initialised_group(tmp_path, capfd):
+    pytest.importorskip("torch")
+    result = tfmesos.run(torch_group_facts, 1, workers=2, framework="torch",
+                         run_dir=str(tmp_path / "run"), **SMALL)
+    assert result.values == {
+        "worker:%d" % rank: {"rank": rank, "world": 2, "backend": "gloo", "sum": 1 + 2,
+                             "initialized": True} for rank in (0, 1)}
+    assert result.value == result["worker:0"]
+    # destroyed once fn returned, before the process exits
+    out = capfd.readouterr().out
+    for rank in (0, 1):
+        assert "[worker:%d] at exit: initialized=False" % rank in out
+
+
+def torch_rank_1_raises():
+    import time
+
+    import torch.distributed as dist
+    if dist.get_rank() == 1:   # its group is torn down, then the run fails with this
+        raise ZeroDivisionError("rank %d of %d" % (dist.get_rank(), dist.get_world_size()))
+    # Outside any collective (one would fail too, when rank 1's group goes,
+    # racing rank 1's failure): the run's end stops it.
+    while True:
+        time.sleep(0.2)
+
+
+def test_torch_a_rank_that_raises_fails_the_run_with_its_exception(tmp_path):
+    pytest.importorskip("torch")
+    with pytest.raises(ZeroDivisionError) as caught:
+        tfmesos.run(torch_rank_1_raises, workers=2, framework="torch",
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    error = caught.value
+    assert isinstance(error, RemoteTaskError) and isinstance(error, TaskFailed)
+    assert error.task == "worker:1"
+    assert str(error).startswith("worker:1 raised ZeroDivisionError: rank 1 of 2")
+
+
+def jax_group_facts():
+    """The process' place in the JAX group and a cross-process psum."""
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    mine = np.full((jax.local_device_count(),), jax.process_index() + 1.0, np.float32)
+    total = jax.jit(jax.shard_map(lambda part: jax.lax.psum(part, "data"), mesh=mesh,
+                                  in_specs=P("data"), out_specs=P()))(
+        multihost_utils.host_local_array_to_global_array(mine, mesh, P("data")))
+    return {"index": jax.process_index(), "count": jax.process_count(),
+            "psum": float(np.asarray(total.addressable_data(0))[0])}
+
+
+@pytest.mark.jax   # its tasks import JAX (hidden from the others' by tests/process_site)
+def test_jax_every_worker_is_a_process_of_one_initialised_group(tmp_path):
+    pytest.importorskip("jax")
+    result = tfmesos.run(jax_group_facts, workers=2, framework="jax",
+                         run_dir=str(tmp_path / "run"), **SMALL)
+    assert result.values == {"worker:%d" % index: {"index": index, "count": 2, "psum": 3.0}
+                             for index in (0, 1)}
