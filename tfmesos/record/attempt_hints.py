@@ -2,7 +2,7 @@
 wrote last (its sandbox's stderr, then the output it forwarded),
 its exit code and Mesos' last message about it (``hints.hint_for``)."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Optional
 
 from .hints import LINES, hint_for
@@ -12,24 +12,28 @@ from .task_logs import TaskLogs
 
 
 def attempt_hint(logs: TaskLogs, task: Task, attempt: Attempt,
-                 exit_code: Optional[int]) -> Optional[str]:
+                 exit_code: Optional[int], gpus: Optional[int] = None) -> Optional[str]:
     """Advice for ``attempt`` of ``task`` from its last stderr lines
     (``logs``: the run's log files), ``exit_code`` and Mesos' last message
-    about it, or None."""
+    about it (``gpus``: its job's, None when unknown), or None."""
     message = attempt.states[-1].message if attempt.states else ""
     # What it wrote in its sandbox came first, before the forwarded output.
     lines = attempt.sandbox_tail.stderr if attempt.sandbox_tail else []
-    return hint_for(lines + logs.tail(attempt, "stderr", LINES), exit_code, message, task.job)
+    return hint_for(lines + logs.tail(attempt, "stderr", LINES), exit_code, message, task.job,
+                    gpus)
 
 
-def hint_failed_attempts(logs: TaskLogs, tasks: Iterable[Task]) -> bool:
+def hint_failed_attempts(logs: TaskLogs, tasks: Iterable[Task],
+                         gpus: Optional[Mapping[str, int]] = None) -> bool:
     """Each failed attempt of ``tasks`` without a hint gets the hint for its
     failure (when one applies): at a restart or relaunch, which the
-    failure does not end the run with, and at the finish. Whether any did."""
+    failure does not end the run with, and at the finish (``gpus``: each
+    job's). Whether any did."""
     changed = False
     for task in tasks:
         for attempt in task.attempts:
             if attempt.hint is None and failed(attempt):
-                attempt.hint = attempt_hint(logs, task, attempt, attempt.exit_code)
+                attempt.hint = attempt_hint(logs, task, attempt, attempt.exit_code,
+                                            (gpus or {}).get(task.job))
                 changed = True
     return changed

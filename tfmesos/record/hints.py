@@ -1,5 +1,5 @@
-"""One line of advice for the usual ways distributed TensorFlow and Keras
-fail, and tasks fail before they reach tfrun (no tfmesos or no interpreter
+"""One line of advice for the usual ways distributed TensorFlow, Keras,
+PyTorch and JAX fail, and tasks fail before they reach tfrun (no tfmesos or no interpreter
 on the agent, a fetch that failed, an unknown user), read from what the
 failed task printed last (its stderr: forwarded, or read from its Mesos
 sandbox), its exit code and Mesos' message about it: never from guesses at
@@ -8,8 +8,10 @@ the user's program.
 ``RULES`` is the table, most specific first; the first rule that matches
 gives the hint. A rule matches when its ``pattern`` is found in one of the
 lines (or in Mesos' message), or when the exit code is one of its
-``exit_codes``. Its ``hint`` may name the pattern's groups (``{module}``)
-and ``{memory}``: the tfrun option that gives the failed task's job 4 GB.
+``exit_codes`` (a ``without_gpus`` rule: only in a task without GPUs).
+Its ``hint`` may name the pattern's groups (``{module}``), ``{memory}``:
+the tfrun option that gives the failed task's job 4 GB, and ``{gpus}``:
+the option that gives its job GPUs.
 """
 
 import dataclasses
@@ -42,6 +44,13 @@ def memory_option(job: Optional[str], megabytes: int = 4096) -> str:
     return "%s %d" % (flag, megabytes)
 
 
+def gpu_option(job: Optional[str]) -> str:
+    """``-Gw`` for a worker (or no job); ``--job NAME:COUNT:CPUS:MEM:GPUS``
+    for a job without an option of its own."""
+    flag = resource_flag(job or "worker", "gpus")
+    return flag + ":GPUS" if flag.startswith("--job") else flag
+
+
 # What a shell says before a command it cannot find: dash's ``sh: 1: exec: X:
 # not found``, bash's ``bash: line 1: X: command not found``.
 _SHELL = r"^(?:\S*/)?(?:sh|bash|dash|zsh)(?:: line \d+)?: (?:\d+: )?(?:exec: )?"
@@ -53,10 +62,15 @@ class Rule:
     hint: str
     pattern: Optional[str] = None
     exit_codes: frozenset[int] = frozenset()
+    # It applies only to a task known to have no GPUs (its job's, run.json).
+    without_gpus: bool = False
 
-    def match(self, lines: Sequence[str], exit_code: Optional[int]
+    def match(self, lines: Sequence[str], exit_code: Optional[int], gpus: Optional[int] = None
               ) -> Optional[dict[str, Optional[str]]]:
-        """The pattern's groups when the rule applies, else None."""
+        """The pattern's groups when the rule applies (to a task of ``gpus``
+        GPUs, None when unknown), else None."""
+        if self.without_gpus and gpus != 0:
+            return None
         if self.pattern is not None:
             compiled = re.compile(self.pattern)
             for line in reversed(lines):
@@ -130,6 +144,57 @@ RULES = (
          "or in the image, bring an environment that has it (--python-env), or ship it with "
          "your code (--ship); --python names another interpreter",
          r"(?:ModuleNotFoundError|ImportError): No module named '(?P<module>[\w.]+)'"),
+    # PyTorch and JAX (issue 36): a script for torchrun or Slurm run as a
+    # plain command. torch/distributed/rendezvous.py _env_rendezvous_handler
+    # reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, in that order.
+    Rule("torch-not-launched",
+         "the script expects torchrun's variables ({variable} and the rest: "
+         "init_process_group's env://): run it with tfrun --torch (tfmesos.run: "
+         "framework=\"torch\"), which gives every worker MASTER_ADDR, MASTER_PORT, RANK and "
+         "WORLD_SIZE",
+         r"Error initializing torch\.distributed using env:// rendezvous: environment variable "
+         r"(?P<variable>\w+) expected, but not set"),
+    # ProcessGroupNCCL.cpp refuses a process without GPUs; a CPU build of
+    # PyTorch has no NCCL (distributed_c10d.py _new_process_group_helper).
+    Rule("nccl-without-gpus",
+         "NCCL runs on GPUs only and this task has none: use backend gloo "
+         "(init_process_group(\"gloo\")), or give the workers GPUs with {gpus} (and a CUDA "
+         "build of PyTorch)",
+         r"ProcessGroupNCCL is only supported with GPUs, no GPUs found|"
+         r"Distributed package doesn't have NCCL built in"),
+    Rule("nccl-error-without-gpus",
+         "an NCCL error in a task without GPUs: NCCL runs on GPUs only; use backend gloo "
+         "(init_process_group(\"gloo\")), or give the workers GPUs with {gpus}",
+         r"NCCL [Ee]rror|ncclInternalError|ncclSystemError|ncclInvalidUsage",
+         without_gpus=True),
+    # jax/_src/distributed.py State.initialize: nothing told it its cluster.
+    Rule("jax-not-launched",
+         "jax.distributed.initialize() was not told its coordinator, process count and id: "
+         "run with tfrun --jax (tfmesos.run: framework=\"jax\"), which sets them for every "
+         "worker, or pass coordinator_address, num_processes and process_id",
+         r"coordinator_address should be defined|Number of processes must be defined|"
+         r"The process id of the current process must be defined"),
+    # torch's TCPStore (torch/csrc/distributed/c10d/TCPStore*.cpp): worker 0
+    # hosts it; init_process_group waits there for every rank.
+    Rule("torch-ranks-missing",
+         "only {joined} of the {world} ranks joined the process group at worker 0's store "
+         "before its timeout: a worker failed or hangs before init_process_group, or is "
+         "told another WORLD_SIZE (a script that sets its own); look at the other workers' "
+         "logs (the run directory, or tfrun --logs all)",
+         r"Timed out after \d+ seconds waiting for clients\. (?P<joined>\d+)/(?P<world>\d+) "
+         r"clients joined"),
+    Rule("torch-store-unreachable",
+         "this rank could not reach the process group's store at {host}:{port} "
+         "(MASTER_ADDR:MASTER_PORT, on worker:0 under tfrun --torch): worker:0 failed or "
+         "hangs before init_process_group, or a firewall between the agents blocks the port; "
+         "look at worker:0's log",
+         r"client socket has timed out after .* while trying to connect to "
+         r"\(\[?(?P<host>[^,\]]+)\]?, (?P<port>\d+)\)"),
+    Rule("torch-store-timeout",
+         "a rank waited for the others at the process group's store until its timeout: a "
+         "worker failed, hangs, or never reached the same call (init_process_group, a "
+         "barrier); look at the other workers' logs (the run directory, or tfrun --logs all)",
+         r"Socket Timeout|DistStoreError: .*[Tt]imed? ?out"),
     Rule("address-in-use",
          "a port the task listens on was taken on its agent: listen on the addresses tfrun "
          "gives (TF_CONFIG, {{worker_hosts}}, TFMESOS_PORT), not on fixed ports",
@@ -164,27 +229,28 @@ RULES = (
 
 
 def matching_rule(lines: Iterable[str], exit_code: Optional[int] = None, message: str = "",
-                  rules: Iterable[Rule] = RULES
+                  rules: Iterable[Rule] = RULES, gpus: Optional[int] = None
                   ) -> Union[tuple[Rule, dict[str, Optional[str]]], tuple[None, None]]:
     """(the first rule of ``rules`` that matches, its pattern's groups), or
-    (None, None)."""
+    (None, None); ``gpus``: the task's, None when unknown."""
     lines = [line.rstrip("\n") for line in lines]
     if message:
         lines.append(message)
     for rule in rules:
-        groups = rule.match(lines, exit_code)
+        groups = rule.match(lines, exit_code, gpus)
         if groups is not None:
             return rule, groups
     return None, None
 
 
 def hint_for(lines: Iterable[str], exit_code: Optional[int] = None, message: str = "",
-             job: Optional[str] = None) -> Optional[str]:
+             job: Optional[str] = None, gpus: Optional[int] = None) -> Optional[str]:
     """The one hint for a task that failed with ``exit_code`` after writing
     ``lines`` (its last stderr lines) and that Mesos reported with
-    ``message``; ``job`` (``worker``) chooses the memory option named.
-    None when no rule matches."""
-    rule, groups = matching_rule(lines, exit_code, message)
+    ``message``; ``job`` (``worker``) chooses the memory and GPU options
+    named; ``gpus``: the task's (None when unknown). None when no rule
+    matches."""
+    rule, groups = matching_rule(lines, exit_code, message, gpus=gpus)
     if rule is None or groups is None:   # (both None, or neither)
         return None
-    return rule.hint.format(memory=memory_option(job), **groups)
+    return rule.hint.format(memory=memory_option(job), gpus=gpu_option(job), **groups)

@@ -352,10 +352,15 @@ class RunRecord:
         found = self._tasks.get(task) if task is not None else None
         if found is None or not found.attempts:
             return None
-        return attempt_hint(self._logs, found, found.attempts[-1], exit_code)
+        return attempt_hint(self._logs, found, found.attempts[-1], exit_code,
+                            self._job_gpus().get(found.job))
+
+    def _job_gpus(self) -> dict[str, int]:
+        """Each job's GPUs a task (the hints for NCCL without GPUs)."""
+        return {job.name: job.gpus for job in self._run.jobs}
 
     def _hint_failed_attempts(self) -> None:
-        if hint_failed_attempts(self._logs, self._run.tasks):
+        if hint_failed_attempts(self._logs, self._run.tasks, self._job_gpus()):
             self._dirty = True
 
     @contextlib.contextmanager
