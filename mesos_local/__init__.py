@@ -19,8 +19,10 @@ unset, ...: each deviation a WARNING once per framework) or, with
 field; it serves the read endpoints tools use (``/master/state``,
 ``/master/tasks``, ``/metrics/snapshot``, ...), the agents' sandboxes
 (``/files/read``, ``/files/browse``), the v1 operator API (``POST
-/api/v1``: ``GET_STATE``, ``GET_TASKS``, ``READ_FILE``, ``TEARDOWN``, ...)
-and ``/master/teardown``, authenticates frameworks and operators
+/api/v1``: its event stream ``SUBSCRIBE``, ``GET_STATE``, ``GET_TASKS``,
+``GET_METRICS``, ``LIST_FILES``, ``READ_FILE``, ``TEARDOWN``, ...)
+and ``/master/teardown``, each at any path under it as libprocess routes
+it (``/api/v1/operator``), authenticates frameworks and operators
 when given ``credentials``, and offers fault injection (``remove_agent``,
 ``drop_subscription``, ``stall_subscription``, ``set_leader``) for
 reliability tests.
@@ -35,6 +37,8 @@ The master, each module one job:
 * ``updates``: status updates, reliable ones re-sent until acknowledged;
 * ``frameworks``: SUBSCRIBE (role names checked as Mesos does), failover,
   framework removal;
+* ``subscribers``: the operator API's event stream subscribers, and their
+  bounds;
 * ``call_handlers``: every other scheduler call;
 * ``tasks``: launching tasks of accepted offers, their exit updates;
 * ``loop``: the thread that runs timers and allocation rounds;
@@ -43,9 +47,10 @@ The master, each module one job:
 * ``errors``: its exceptions; ``command_line``, ``__main__``: the command line;
   ``docker_host``: ``$DOCKER_HOST`` read before anything starts.
 
-``api/``: the HTTP side (the server, SUBSCRIBE streams, strict and tolerant
-call parsing, authentication, the read endpoints, the agents' ``/files``,
-the operator API: ``operator`` and its documents, ``operator_json``);
+``api/``: the HTTP side (the server and its ``routes``, SUBSCRIBE streams,
+strict and tolerant call parsing, authentication, the read endpoints, the
+agents' ``/files``, the operator API: ``operator`` and its documents and
+events, ``operator_json``);
 ``containerizer/``: the agent side (planning a launch, the fetcher, process
 and Docker runners, cgroups, network namespaces, hidden filesystems).
 """

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Optional
 
+from .api.operator_json import event_framework_updated
 from .containerizer.planning import duration_seconds
 from .errors import CallError
 from .frameworks import framework_error, update_error
@@ -229,7 +230,10 @@ class SchedulerCalls:
         error = update_error(framework.info, info)
         if error is not None:
             raise CallError(400, "FrameworkInfo update is not valid: %s" % error)
+        changed = info != framework.info
         framework.update_info(info, update.get("suppressed_roles", []))
+        if changed:   # Master::updateFramework: sendFrameworkUpdates
+            self.records.subscribers.send(lambda: event_framework_updated(framework))
         for offer in list(framework.offers.values()):
             if offer.role not in framework.roles:
                 self.allocator.rescind(offer)

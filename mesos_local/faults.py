@@ -10,6 +10,7 @@ import time
 from typing import Any, Optional
 
 from .allocator import Allocator
+from .api.operator_json import event_agent_removed
 from .frameworks import Frameworks
 from .records import Records, mesos_id
 from .updates import StatusUpdates
@@ -47,6 +48,8 @@ class FaultInjection:
                 self._lose_task(task, agent_id)
             for framework in records.frameworks.values():
                 framework.send({"type": "FAILURE", "failure": {"agent_id": mesos_id(agent_id)}})
+            # Master::__removeSlave (src/master/master.cpp): after its tasks' updates.
+            records.subscribers.send(event_agent_removed(agent_id))
             self._allocator.request()
 
     def _lose_task(self, task, agent_id):

@@ -10,6 +10,12 @@ another principal is refused with an ERROR event and the framework goes on
 undisturbed, so one run cannot fail another over. A master started with
 ``root_submissions=False`` (Mesos' ``--root_submissions=false``) refuses a
 framework whose user is root, as Mesos' master does.
+
+The operator's event stream gets FRAMEWORK_ADDED when a new framework has
+subscribed, FRAMEWORK_UPDATED when one re-subscribed (or changed its
+FrameworkInfo with UPDATE_FRAMEWORK) and FRAMEWORK_REMOVED once one is
+removed, after its tasks' TASK_KILLED (``Master::subscribe``,
+``sendFrameworkUpdates``, ``removeFramework``, src/master/master.cpp).
 """
 
 import itertools
@@ -17,6 +23,11 @@ import logging
 import math
 import time
 
+from .api.operator_json import (
+    event_framework_added,
+    event_framework_removed,
+    event_framework_updated,
+)
 from .api.stream import HEARTBEAT, Subscription
 from .records import Framework, mesos_id
 
@@ -181,13 +192,17 @@ class Frameworks:
                 log.info("refused SUBSCRIBE of %r: %s", info.get("name"), refused)
                 return subscription
             suppressed = subscribe.get("suppressed_roles", [])
+            event = event_framework_updated
             if framework is None:
                 framework = self._add(framework_id, info, suppressed)
+                event = event_framework_added
             else:
                 self._fail_over(framework, preserve_immutable_fields(framework.info, info),
                                 suppressed)
             framework.files_address = address
-            return self._connect(framework)
+            subscription = self._connect(framework)
+            self.records.subscribers.send(lambda: event(framework))
+            return subscription
 
     def _find(self, info, subscribe, framework_id):
         """(the framework of that id or None, why SUBSCRIBE is refused or None)."""
@@ -303,6 +318,7 @@ class Frameworks:
             records.framework_order.remove(framework)
         records.completed_frameworks.append(framework)
         records.removed_frameworks.add(framework.id)
+        records.subscribers.send(lambda: event_framework_removed(framework))
         self.allocator.request()
 
 

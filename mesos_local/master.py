@@ -54,6 +54,7 @@ from .allocator import Allocator
 from .api import stout, validation
 from .api.auth import Authenticator, credentials_table
 from .api.http_server import MasterHTTPServer
+from .api.operator_json import event_agent_added, event_subscribed
 from .api.state_json import render_master_info, render_state, render_version
 from .call_handlers import SchedulerCalls
 from .containerizer import fs_isolation
@@ -68,6 +69,7 @@ from .faults import FaultInjection
 from .frameworks import Frameworks
 from .loop import MasterLoop
 from .records import Records
+from .subscribers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_SUBSCRIBERS
 from .tasks import TaskLauncher
 from .updates import StatusUpdates
 
@@ -122,7 +124,14 @@ class LocalMaster(FaultInjection):
     """A single-process Mesos master speaking the v1 scheduler HTTP API.
 
     ``agents``: AgentSpecs (default: one agent sized to this machine).
-    ``heartbeat_interval``: seconds between HEARTBEAT events.
+    ``heartbeat_interval``: seconds between HEARTBEAT events, on the
+    scheduler API's streams and the operator API's alike (Mesos' one
+    ``DEFAULT_HEARTBEAT_INTERVAL``, 15 s, src/master/constants.hpp).
+    ``max_operator_event_stream_subscribers``: the Mesos master flag of
+    that name (default 1000): past it, a new operator SUBSCRIBE closes the
+    oldest stream. ``operator_event_buffer``: bytes of events that may wait
+    for one operator subscriber (default 16 MiB; Mesos has no bound): one
+    that reads too slowly is dropped, the others go on.
     ``allocation_interval``: seconds between allocation rounds (a round also
     runs promptly after SUBSCRIBE, REVIVE and freed resources).
     ``status_update_retry``: first re-send of an unacknowledged status
@@ -184,10 +193,18 @@ class LocalMaster(FaultInjection):
                  filter_gpu_resources=True, credentials=None, executor_environment=None,
                  allow_root=None, network_namespaces=False, strict=None, hidden_paths=None,
                  isolation=None, cgroups_enable_cfs=False, switch_user=True,
-                 root_submissions=True):
+                 root_submissions=True,
+                 max_operator_event_stream_subscribers=DEFAULT_MAX_SUBSCRIBERS,
+                 operator_event_buffer=DEFAULT_BUFFER_BYTES):
         refused = root_submissions_error(switch_user, root_submissions)
         if refused is not None:
             raise ValueError(refused)
+        for name, value in (("max_operator_event_stream_subscribers",
+                             max_operator_event_stream_subscribers),
+                            ("operator_event_buffer", operator_event_buffer)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError("LocalMaster(%s=%r): must be a whole number of at least 1"
+                                 % (name, value))
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents, port)
         if network_namespaces:
@@ -233,6 +250,16 @@ class LocalMaster(FaultInjection):
         self._start_time = None
 
         records = self._records = Records()
+        subscribers = records.subscribers
+        subscribers.heartbeat_interval = self.heartbeat_interval
+        subscribers.max_subscribers = max_operator_event_stream_subscribers
+        self.max_operator_event_stream_subscribers = max_operator_event_stream_subscribers
+        subscribers.buffer_bytes = operator_event_buffer
+        # glog's verbosity (FLAGS_v) as the operator API's GET_LOGGING_LEVEL and
+        # SET_LOGGING_LEVEL see it (libprocess' Logging, src/logging.cpp).
+        self._verbosity = 0
+        self._verbosity_until = 0.0
+        self._logger_level: Optional[int] = None     # the level toggled from, while toggled
         allocator = self._allocator = Allocator(records, self.id, self.allocation_interval,
                                                 filter_gpu_resources)
         loop = self._loop = MasterLoop(records, allocator)
@@ -372,6 +399,7 @@ class LocalMaster(FaultInjection):
                 if framework.subscription is not None:
                     framework.subscription.close()
                 framework.connected = framework.active = False
+            records.subscribers.close_all()
             self._loop.timers.clear()
             records.cond.notify_all()
         grace = self.kill_grace_period
@@ -391,6 +419,7 @@ class LocalMaster(FaultInjection):
                             proc.launch.task_id, grace + 10)
         with records.lock:
             records.status = "stopped"
+            self._set_verbosity(0)
         self._close_runner()
         self._remove_network()
         self._remove_cgroups()
@@ -473,6 +502,55 @@ class LocalMaster(FaultInjection):
         returns (HTTP status, content type, body) or raises CallError."""
         return self._calls.handle(call, stream_id, principal)
 
+    def operator_subscribe(self):
+        """An operator API SUBSCRIBE: the Subscription to stream (SUBSCRIBED,
+        HEARTBEAT, then every event; ``subscribers.py``), or None when the
+        master is stopping."""
+        records = self._records
+        with records.lock:
+            if not records.running:
+                return None
+            return records.subscribers.subscribe(
+                event_subscribed(records, self.heartbeat_interval))
+
+    def operator_stream_ended(self, subscription, reason):
+        """The HTTP layer reports that an operator SUBSCRIBE stream ended."""
+        with self._records.lock:
+            self._records.subscribers.ended(subscription)
+
+    @property
+    def logging_level(self):
+        """The verbosity GET_LOGGING_LEVEL reports (glog's ``FLAGS_v``, 0 by default)."""
+        with self._records.lock:
+            return self._verbosity
+
+    def set_logging_level(self, level, duration):
+        """SET_LOGGING_LEVEL (libprocess' ``Logging::set_level``): this
+        verbosity for ``duration`` seconds, then back to 0 (a later call's
+        duration replaces an earlier one's). Above 0 the master logs at
+        DEBUG (its ``mesos_local`` loggers), as glog's ``VLOG`` prints then."""
+        with self._records.lock:
+            self._set_verbosity(level)
+            if level != 0:
+                self._verbosity_until = time.monotonic() + max(0.0, duration)
+                if self._records.running:
+                    self._loop.schedule(max(0.0, duration), self._revert_verbosity)
+
+    def _revert_verbosity(self):
+        with self._records.lock:    # Logging::revert: only once the latest timeout expired
+            if time.monotonic() >= self._verbosity_until:
+                self._set_verbosity(0)
+
+    def _set_verbosity(self, level):
+        logger = logging.getLogger("mesos_local")
+        if level > 0 and self._logger_level is None:
+            self._logger_level = logger.level
+            logger.setLevel(logging.DEBUG)
+        elif level == 0 and self._logger_level is not None:
+            logger.setLevel(self._logger_level)
+            self._logger_level = None
+        self._verbosity = level
+
     def state(self, files_address=None):
         """The /master/state document; ``files_address``: (host, port) its
         agents' endpoints are named at (default: the master's URL)."""
@@ -510,6 +588,8 @@ class LocalMaster(FaultInjection):
         agent = self._new_agent(spec)
         with self._records.lock:
             self._records.agents[agent.id] = agent
+            # Master::addSlave (src/master/master.cpp)
+            self._records.subscribers.send(lambda: event_agent_added(agent))
             self._allocator.request()
         return agent.id
 

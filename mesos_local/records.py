@@ -9,6 +9,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Optional
 
+from .subscribers import Subscribers
+
 if TYPE_CHECKING:   # the stream imports nothing of the records; only its type is named here
     from .api.stream import Subscription
 
@@ -51,6 +53,8 @@ class Records:
         # Where /files is served, (host, port), for a framework that did not
         # say where it reached the master (Framework.files_address).
         self.files_address = None
+        # The operator API's SUBSCRIBE streams: every change below is sent there.
+        self.subscribers = Subscribers()
 
     @property
     def running(self):
@@ -165,6 +169,13 @@ class Task:
         self.kill_requested = False
         self.kill_reason = None
         self.process_done = False
+        # The update last forwarded to the framework (Task.status_update_state
+        # and status_update_uuid, as Master::forward sets them).
+        self.status_update_state: Optional[str] = None
+        self.status_update_uuid: Optional[str] = None
+        # The state of the last TASK_UPDATED event (Master::updateTask sends
+        # one for every new state).
+        self.published_state: Optional[str] = None
 
     @property
     def terminal(self):

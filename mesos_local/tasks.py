@@ -22,6 +22,7 @@ keeps a principal from root, docs/authorization.md): Mesos'
 
 import os
 
+from .api.operator_json import event_task_added
 from .containerizer.executor import TaskProcess, describe_exit
 from .containerizer.fetch_cache import AgentFetcher, FetcherCache
 from .containerizer.planning import (
@@ -98,6 +99,8 @@ class TaskLauncher:
         task.sandbox = agent.sandbox_path(framework.id, task_id)
         # A command task's executor id is its task id; the latest run is served.
         self.records.sandboxes[(framework.id, task_id)] = task.sandbox
+        # Framework::addTask (src/master/framework.cpp): the operator's stream sees it.
+        self.records.subscribers.send(lambda: event_task_added(task))
         if plan.image is not None and self.container_runner is None:
             self.updates.update(task, "TASK_FAILED", "SOURCE_AGENT",
                                 reason="REASON_CONTAINER_LAUNCH_FAILED",

@@ -6,6 +6,12 @@ backoff (doubling up to 10 minutes) until acknowledged, and again to a
 framework that failed over. Master-generated updates (TASK_ERROR, invalid
 offers, lost agents, reconciliation) carry no uuid and need no
 acknowledgement. All methods but ``_retry`` run with the master's lock held.
+
+The operator's event stream (``subscribers.py``) sees each update as Mesos'
+master takes it in (``Master::updateTask``, src/master/master.cpp): a
+reliable one when it becomes the oldest unacknowledged update of its task
+(the one an agent sends its master), a master's own at once; a
+TASK_UPDATED event for each new state, with the task's latest state.
 """
 
 import base64
@@ -13,6 +19,7 @@ import logging
 import time
 import uuid
 
+from .api.operator_json import event_task_updated
 from .records import TERMINAL_STATES, Update, mesos_id
 
 log = logging.getLogger(__name__)
@@ -68,13 +75,26 @@ class StatusUpdates:
         task.statuses.append(entry)
         if state in TERMINAL_STATES:
             self.allocator.release(task)
+        if raw is None:
+            self.publish(task, status)
         return status if raw is None else Update(raw, status)
+
+    def publish(self, task, status):
+        """TASK_UPDATED to the operator's subscribers, when ``status`` (one
+        the master takes in) has a state other than the last one's
+        (``Master::updateTask``; or is a check or health check update)."""
+        if status["state"] == task.published_state and status.get("reason") not in (
+                "REASON_TASK_CHECK_STATUS_UPDATED", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"):
+            return
+        task.published_state = status["state"]
+        self.records.subscribers.send(lambda: event_task_updated(task, status))
 
     def update(self, task, state, source, reason=None, message=None):
         """A reliable (agent or executor) update: queued, delivered in order."""
         update = self.record(task, state, source, reason, message)
         task.updates.append(update)
         if len(task.updates) == 1:
+            self.publish(task, update.status)
             self.forward(task)
 
     def forward(self, task):
@@ -82,8 +102,9 @@ class StatusUpdates:
         framework = self.records.frameworks.get(task.framework_id)
         if not task.updates or framework is None or not framework.connected:
             return
-        framework.subscription.send({"type": "UPDATE",
-                                     "update": {"status": task.updates[0].status}})
+        status = task.updates[0].status
+        task.status_update_state, task.status_update_uuid = status["state"], status["uuid"]
+        framework.subscription.send({"type": "UPDATE", "update": {"status": status}})
         task.retry_generation += 1
         self.loop.schedule(task.retry_interval, self._retry, task, task.retry_generation)
         task.retry_interval = min(task.retry_interval * 2, MAX_RETRY)
@@ -112,6 +133,7 @@ class StatusUpdates:
         task.retry_generation += 1
         task.retry_interval = self.first_retry
         if task.updates:
+            self.publish(task, task.updates[0].status)
             self.forward(task)
         elif task.terminal:
             framework.complete_task(task)

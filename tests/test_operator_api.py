@@ -2,7 +2,11 @@
 operator API ``POST /api/v1`` (``Master::Http::api``, src/master/http.cpp;
 include/mesos/v1/master/master.proto), the legacy ``POST
 /master/teardown`` and reconciliation updates that carry the task's
-``container_status`` (``Master::reconcile``, src/master/master.cpp).
+``container_status`` (``Master::reconcile``, src/master/master.cpp); every
+endpoint at every path under it, as libprocess routes a path to the longest
+route that prefixes it (``ProcessBase::consume``,
+3rdparty/libprocess/src/process.cpp). The operator's event stream
+(SUBSCRIBE) is test_operator_events.py's.
 
 Every response is checked against the ``mesos.v1.master.Response``
 message (``messages.py``, transcribed from master.proto), as the schema
@@ -11,43 +15,21 @@ tests check the scheduler's events.
 
 import base64
 import json
+import logging
 import socket
+import stat
 
 import pytest
 import requests
 from fixtures_master import clients, launch_running, leftover_processes, make_local_master
-from mesos_http_client import CLOSED, task_info
+from mesos_http_client import CLOSED, scalar, task_info
+from operator_helpers import get, operator, response_of
 from waiting import wait_until
 
 from mesos_local.api import files
 from mesos_local.api.validation import SchemaError, validate_message
 
 CREDENTIALS = {"alice": "s3cret"}
-JSON = {"Content-Type": "application/json"}
-
-
-def operator(master, call, auth=None, headers=None, path="/api/v1"):
-    """POST a ``master.Call`` (a dict, or raw bytes) to the operator API."""
-    data = call if isinstance(call, bytes) else json.dumps(call)
-    return requests.post(master.url + path, data=data, auth=auth,
-                         headers=dict(JSON, **(headers or {})), allow_redirects=False,
-                         timeout=10)
-
-
-def response_of(master, call, **kwargs):
-    """The operator's ``Response`` to ``call``, checked against master.proto."""
-    reply = operator(master, call, **kwargs)
-    assert reply.status_code == 200, (call, reply.status_code, reply.text)
-    assert reply.headers["Content-Type"] == "application/json"
-    document = reply.json()
-    validate_message("master.Response", document)
-    assert document["type"] == call["type"]
-    return document
-
-
-def get(master, kind, **kwargs):
-    """The ``get_x`` part of the Response to a ``GET_X`` call."""
-    return response_of(master, {"type": kind}, **kwargs)[kind.lower()]
 
 
 def teardown_form(master, body, auth=None, path="/master/teardown"):
@@ -126,6 +108,144 @@ def test_the_response_schema_is_master_proto():
                             "active": True, "connected": True, "recovered": False}]}})
     with pytest.raises(SchemaError, match="'GET_NOTHING' is not a value of master.Call.Type"):
         validate_message("master.Call", {"type": "GET_NOTHING"})
+
+
+def test_the_reads_of_what_the_local_master_never_sets_answer_as_mesos(make_local_master):
+    master = make_local_master()
+    # WeightsHandler::get sets get_weights only to add a WeightInfo.
+    assert response_of(master, {"type": "GET_WEIGHTS"}) == {"type": "GET_WEIGHTS"}
+    assert get(master, "GET_OPERATIONS") == {}
+    assert get(master, "GET_QUOTA") == {"status": {}}
+    assert get(master, "GET_MAINTENANCE_STATUS") == {"status": {}}
+    assert get(master, "GET_MAINTENANCE_SCHEDULE") == {"schedule": {}}
+    assert get(master, "GET_ROLES") == {}               # no framework, no role
+    assert get(master, "GET_LOGGING_LEVEL") == {"level": 0}
+
+
+def test_get_metrics_is_the_metrics_snapshot(make_local_master):
+    master = make_local_master()
+    metrics = get(master, "GET_METRICS")["metrics"]
+    names = [m["name"] for m in metrics]
+    assert names == sorted(names)                       # a std::map, by name
+    snapshot = requests.get(master.url + "/metrics/snapshot", timeout=10).json()
+    assert set(names) == set(snapshot)
+    values = {m["name"]: m["value"] for m in metrics}
+    assert values["master/slaves_active"] == 1.0
+    assert values["master/operator_event_stream_subscribers"] == 0.0
+    timed = {"type": "GET_METRICS", "get_metrics": {"timeout": {"nanoseconds": 10 ** 9}}}
+    assert response_of(master, timed)["get_metrics"]["metrics"]
+    bare = operator(master, {"type": "GET_METRICS"})
+    assert (bare.status_code, bare.text) == (
+        400, "Failed to validate master::Call: Expecting 'get_metrics' to be present")
+
+
+def test_get_roles_lists_each_role_with_its_frameworks_and_resources(make_local_master,
+                                                                     clients):
+    master = make_local_master()
+    client = clients(master, capabilities=["MULTI_ROLE"], roles=["ml"])
+    launch_running(client, master, "trainer", "sleep 60",
+                   resources=[scalar(name, value, allocation_role="ml")
+                              for name, value in (("cpus", 0.5), ("mem", 64))])
+    [role] = get(master, "GET_ROLES")["roles"]
+    assert (role["name"], role["weight"], role["frameworks"]) == (
+        "ml", 1.0, [{"value": client.framework_id}])
+    amounts = {}
+    for resource in role["resources"]:     # cpus, mem, disk, gpus: scalars only
+        assert resource["type"] == "SCALAR" and set(resource) == {"name", "type", "scalar"}
+        amounts[resource["name"]] = resource["scalar"]["value"]
+    assert set(amounts) <= {"cpus", "mem", "disk", "gpus"}
+    assert amounts["cpus"] >= 0.5 and amounts["mem"] >= 64
+
+
+def test_set_logging_level_holds_for_its_duration(make_local_master):
+    master = make_local_master()
+    logger = logging.getLogger("mesos_local")
+    before = logger.level
+
+    def set_level(level, seconds):
+        call = {"type": "SET_LOGGING_LEVEL", "set_logging_level": {
+            "level": level, "duration": {"nanoseconds": int(seconds * 1e9)}}}
+        reply = operator(master, call)
+        assert (reply.status_code, reply.content) == (200, b"")   # OK(), no body
+
+    set_level(2, 3600)
+    assert get(master, "GET_LOGGING_LEVEL") == {"level": 2}
+    assert logger.getEffectiveLevel() == logging.DEBUG       # VLOG prints now
+    set_level(1, 0.2)          # the latest duration counts (Logging::revert)
+    assert get(master, "GET_LOGGING_LEVEL") == {"level": 1}
+    wait_until(lambda: get(master, "GET_LOGGING_LEVEL") == {"level": 0},
+               message="the verbosity did not revert")
+    assert logger.level == before
+    missing = operator(master, {"type": "SET_LOGGING_LEVEL", "set_logging_level": {"level": 1}})
+    assert missing.status_code == 400
+    assert missing.text.startswith("Failed to convert JSON into Call protobuf: ")
+    assert "duration" in missing.text
+    bare = operator(master, {"type": "SET_LOGGING_LEVEL"})
+    assert (bare.status_code, bare.text) == (
+        400, "Failed to validate master::Call: Expecting 'set_logging_level' to be present")
+
+
+def test_list_files_lists_a_sandbox_as_file_infos(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("lister", offer, "printf 'hello\\nworld\\n'; mkdir sub")],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("lister", "TASK_FINISHED", timeout=30)
+    sandbox = files.virtual_path(client.framework_id, "lister")
+
+    def list_files(path):
+        return operator(master, {"type": "LIST_FILES", "list_files": {"path": path}})
+
+    reply = list_files(sandbox)
+    assert reply.status_code == 200, reply.text
+    document = reply.json()
+    validate_message("master.Response", document)
+    infos = {info["path"]: info for info in document["list_files"]["file_infos"]}
+    browsed = requests.get(master.url + "/files/browse", params={"path": sandbox},
+                           timeout=10).json()
+    assert list(infos) == [entry["path"] for entry in browsed]    # sorted by name, the same
+    stdout = infos[sandbox + "/stdout"]
+    assert stdout["size"] == 12 and stat.S_ISREG(stdout["mode"])
+    assert stat.S_ISDIR(infos[sandbox + "/sub"]["mode"])
+    assert stdout["mtime"]["nanoseconds"] % 10 ** 9 == 0 and stdout["mtime"]["nanoseconds"] > 0
+    assert stdout["nlink"] == 1 and stdout["uid"] and stdout["gid"]
+    assert list_files(sandbox + "/sub").json() == {"type": "LIST_FILES", "list_files": {}}
+    assert (list_files(sandbox + "/nothing").status_code, list_files(sandbox + "/nothing")
+            .content) == (404, b"")
+    escape = list_files(sandbox + "/../../../../../../../../etc")
+    assert escape.status_code in (400, 404), escape.text
+    bare = operator(master, {"type": "LIST_FILES"})
+    assert (bare.status_code, bare.text) == (
+        400, "Failed to validate master::Call: Expecting 'list_files' to be present")
+    no_path = operator(master, {"type": "LIST_FILES", "list_files": {}})
+    assert no_path.status_code == 400 and "path" in no_path.text
+
+
+# --- routes ------------------------------------------------------------------------------------
+
+def test_every_endpoint_answers_at_every_path_under_it(make_local_master):
+    master = make_local_master()
+    url = master.url
+    for path in ("/api/v1/operator", "/master/api/v1/x/y", "/api/v1/"):   # pymesos' operator
+        assert get(master, "GET_HEALTH", path=path) == {"healthy": True}, path
+    assert requests.get(url + "/api/v1/operator", timeout=10).status_code == 405
+    scheduler = requests.post(url + "/api/v1/scheduler/x", data=b"{}", timeout=10)
+    assert (scheduler.status_code, scheduler.text) == (
+        400, "Expecting 'Content-Type' to be present")       # the scheduler's, not a 404
+    for path in ("/master/state/", "/state/x", "/master/state-summary/x/y"):
+        reply = requests.get(url + path, timeout=10)
+        assert reply.status_code == 200 and "slaves" in reply.json(), path
+    assert requests.get(url + "/metrics/snapshot/", timeout=10).json()["master/elected"] == 1.0
+    assert requests.get(url + "/health/x", timeout=10).status_code == 200
+    browse = requests.get(url + "/files/browse/x", timeout=10)
+    assert (browse.status_code, browse.text) == (400, "Expecting 'path=value' in query.\n")
+    teardown = teardown_form(master, "", path="/master/teardown/x")
+    assert teardown.status_code == 400 and "frameworkId" in teardown.text
+    # No route prefixes these: libprocess answers 404.
+    for path in ("/master/metrics/snapshot", "/version/x", "/api", "/master", "/", "/nope"):
+        assert requests.get(url + path, timeout=10).status_code == 404, path
+    assert requests.post(url + "/api", data=b"{}", timeout=10).status_code == 404
 
 
 # --- TEARDOWN ----------------------------------------------------------------------------------
@@ -262,8 +382,8 @@ def test_bad_calls_are_refused_as_mesos_refuses_them(make_local_master, strict):
         400, "Failed to validate master::Call: Expecting 'type' to be present")
     unknown = operator(master, {"type": "UNKNOWN"})
     assert (unknown.status_code, unknown.content) == (501, b"")
-    unserved = operator(master, {"type": "GET_QUOTA"})
-    assert unserved.status_code == 501 and "GET_QUOTA" in unserved.text
+    unserved = operator(master, {"type": "RESERVE_RESOURCES", "reserve_resources": {}})
+    assert unserved.status_code == 501 and "RESERVE_RESOURCES" in unserved.text
     assert operator(master, {"type": "GET_HEALTH"},
                     headers={"Accept": "application/x-protobuf"}).status_code == 406
     assert requests.get(url, timeout=10).status_code == 405
@@ -292,7 +412,8 @@ def test_credentials_are_asked_for_before_the_body_is_read(make_local_master, cl
     master = make_local_master(credentials=CREDENTIALS)
     auth = tuple(CREDENTIALS.items())[0]
     client = clients(master, auth=auth)
-    for path in ("/api/v1", "/master/api/v1", "/master/teardown", "/teardown"):
+    for path in ("/api/v1", "/master/api/v1", "/master/teardown", "/teardown",
+                 "/api/v1/operator"):
         refused = operator(master, {"type": "GET_HEALTH"}, path=path)
         assert refused.status_code == 401, path
         assert refused.headers["WWW-Authenticate"] == 'Basic realm="mesos-master-readwrite"'

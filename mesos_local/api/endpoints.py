@@ -12,13 +12,15 @@ src/master/readonly_handler.cpp; the JSON models of src/common/http.cpp):
 * ``/metrics/snapshot``: ``metrics.py``; ``/version``.
 
 Each is served at ``/master/X`` and ``/X`` (a Mesos master is libprocess'
-default process, so ``/state`` reaches ``/master/state``) and, where Mesos
-has it, ``X.json``. Like Mesos' read-only endpoints without
+default process, so ``/state`` reaches ``/master/state``), at any path under
+them (``/master/state/x``: libprocess routes a path to the longest route
+that prefixes it, ``routes.py``) and, as Mesos before 1.7 had it,
+``X.json``. Like Mesos' read-only endpoints without
 ``--authenticate_http_readonly`` they need no credentials, and they show no
 secrets (no task commands or environments, no credentials). The ones that
 Mesos answers only as the leader redirect (307) or answer 503 otherwise.
 
-``find(path)`` gives the ``Endpoint``; ``Endpoint.reply(master, path,
+``find(route)`` gives the ``Endpoint`` of a route ``routes.resolve`` found; ``Endpoint.reply(master, path,
 query)`` holds the master's lock only to build the document
 (``LocalMaster.read``).
 """
@@ -47,6 +49,32 @@ class Reply:
     def __init__(self, status, body=b"", content_type=None, headers=()):
         self.status, self.body = status, body
         self.content_type, self.headers = content_type, list(headers)
+
+
+def accepts(header, media_type):
+    """Whether an Accept header allows ``media_type``, as libprocess'
+    ``Request::_acceptsMediaType`` (3rdparty/libprocess/src/http.cpp)
+    decides: no header allows anything; else the first of ``type/subtype``,
+    ``type/*``, ``*/*`` that the header names decides, by its ``q`` (absent
+    or malformed: allowed; else above 0)."""
+    if header is None:
+        return True
+    text = "".join(c for c in header if c not in " \t\n")
+    entries = [part.split(";") for part in text.split(",") if part]
+    major = media_type.split("/")[0]
+    for candidate in (media_type, major + "/*", "*/*"):
+        for tokens in entries:
+            if not tokens[0] or tokens[0].lower() != candidate.lower():
+                continue
+            qualities = [value for key, _, value in (t.partition("=") for t in tokens[1:])
+                         if key == "q"]
+            if len(qualities) != 1:
+                return True
+            try:
+                return float(qualities[0]) > 0
+            except ValueError:
+                return False
+    return False
 
 
 def redirect_location(leader, path):
@@ -213,11 +241,12 @@ def _quantities(resources):
             if isinstance(value, (int, float)) and value}
 
 
-def roles(master, records, query):
-    """``/roles``: every role a framework is subscribed to, with what its
-    tasks hold and what it is offered; no quotas or weights here (1.0)."""
+def role_usage(records):
+    """(name, framework ids, allocated Resources, offered Resources) of
+    every role a registered framework is subscribed to, by name (the roles
+    Mesos' master knows with no weights, quotas or reservations set:
+    ``Master::knownRoles``)."""
     names = sorted({role for f in records.frameworks.values() for role in f.roles})
-    out = []
     for name in names:
         allocated, offered = Resources(), Resources()
         members = []
@@ -230,6 +259,14 @@ def roles(master, records, query):
             for offer in framework.offers.values():
                 if offer.role == name:
                     offered.add(offer.resources)
+        yield name, members, allocated, offered
+
+
+def roles(master, records, query):
+    """``/roles``: every role a framework is subscribed to, with what its
+    tasks hold and what it is offered; no quotas or weights here (1.0)."""
+    out = []
+    for name, members, allocated, offered in role_usage(records):
         total = allocated.copy().add(offered)
         out.append({"name": name, "weight": 1.0,
                     "quota": {"role": name, "guarantee": {}, "limit": {},
@@ -283,18 +320,17 @@ _METRICS = _Open(lambda master, records, query: snapshot(master, records))
 _VERSION = _Open(lambda master, records, query: render_version())
 
 
-def find(path):
-    """The Endpoint serving ``path`` (``/master/X`` or ``/X``, a trailing
-    slash as libprocess allows it), or None."""
-    path = path.rstrip("/") or "/"
-    if path in ("/metrics/snapshot", "/master/metrics/snapshot"):
+def find(target):
+    """The Endpoint serving ``target``, a route as ``routes.resolve`` gives
+    it (``master/state``, ``metrics/snapshot``, ``version/``), or None."""
+    if target == "metrics/snapshot":
         return _METRICS
-    if path == "/version":
+    if target == "version/":
         return _VERSION
-    name = path[len("/master/"):] if path.startswith("/master/") else path[1:]
-    if name.startswith("redirect/"):
-        return _ROUTES["redirect"]
-    return _ROUTES.get(name)
+    if target is None or not target.startswith("master/"):
+        return None
+    return _ROUTES.get(target[len("master/"):])
 
 
-__all__ = ["find", "Endpoint", "Reply", "json_reply", "redirect_location", "TASK_LIMIT"]
+__all__ = ["find", "accepts", "role_usage", "Endpoint", "Reply", "json_reply",
+           "redirect_location", "TASK_LIMIT"]

@@ -162,7 +162,16 @@ def read_bytes(path, offset, length, attached):
 
 def browse(path, attached):
     """``FilesProcess::browse``: the entries of the directory at ``path``
-    (of a file: none, as ``os::ls`` fails), each ``stat`` as Mesos does."""
+    (of a file: none, as ``os::ls`` fails), each ``stat`` as Mesos does,
+    as ``/files/browse`` shows them (``model(FileInfo)``)."""
+    return [file_info(name, info) for name, info in listing(path, attached)]
+
+
+def listing(path, attached):
+    """(virtual path, ``os.stat_result``) of each entry of the directory at
+    ``path``, sorted by name (``FilesProcess::browse``); FilesError (400,
+    404) as files.cpp refuses. The operator API's LIST_FILES answers with
+    these as ``FileInfo`` messages (``file_info_message``)."""
     handle, info = _lookup(path, attached)
     try:
         if stat.S_ISREG(info.st_mode):
@@ -176,16 +185,16 @@ def browse(path, attached):
     try:
         names = os.listdir(fd)
         base = path.rstrip("/")
-        listing = []
+        entries = []
         for name in sorted(names):
             try:
                 info = os.stat(name, dir_fd=fd)
             except OSError:
                 continue              # gone since it was listed
-            listing.append(file_info("%s/%s" % (base, name), info))
+            entries.append(("%s/%s" % (base, name), info))
     finally:
         os.close(fd)
-    return listing
+    return entries
 
 
 def file_info(path, info):
@@ -196,6 +205,17 @@ def file_info(path, info):
                    for mask, letter in zip(_PERMISSIONS, "rwxrwxrwx"))
     return {"path": path, "nlink": info.st_nlink, "size": info.st_size,
             "mtime": float(int(info.st_mtime)), "mode": kind + bits,
+            "uid": _name(pwd.getpwuid, info.st_uid, "pw_name"),
+            "gid": _name(grp.getgrgid, info.st_gid, "gr_name")}
+
+
+def file_info_message(path, info):
+    """The ``FileInfo`` message (include/mesos/v1/mesos.proto) in JSON, as
+    ``createFileInfo`` (src/common/protobuf_utils.cpp) fills it: ``mode``
+    the whole ``st_mode``, ``mtime`` whole seconds as a ``TimeInfo``."""
+    return {"path": path, "nlink": info.st_nlink, "size": info.st_size,
+            "mtime": {"nanoseconds": int(info.st_mtime) * 1000000000},
+            "mode": info.st_mode,
             "uid": _name(pwd.getpwuid, info.st_uid, "pw_name"),
             "gid": _name(grp.getgrgid, info.st_gid, "gr_name")}
 
@@ -306,4 +326,4 @@ def _reopen(handle, flags, path):
 
 
 __all__ = ["PATHS", "READ_PATH", "BROWSE_PATH", "MAX_READ", "virtual_path", "reply", "read",
-           "read_bytes", "browse", "resolve", "FilesError"]
+           "read_bytes", "browse", "listing", "file_info_message", "resolve", "FilesError"]

@@ -18,7 +18,10 @@ and ``/files/browse`` serve the tasks' sandboxes as a Mesos agent does
 (``files.py``); they ask for the master's credentials when it has them.
 ``POST /api/v1`` (the v1 operator API) and ``POST /master/teardown``
 (``operator.py``) ask for them too (realm ``mesos-master-readwrite``), then
-redirect to the leader, then read the body, as the scheduler endpoint.
+redirect to the leader, then read the body, as the scheduler endpoint; the
+operator's SUBSCRIBE streams as a scheduler's does (``stream.py``). Every
+path reaches its endpoint as libprocess routes it (``routes.py``: the
+longest route that prefixes it, ``/state`` the master's ``/master/state``).
 
 Bounds, so that slow, greedy or malformed clients cannot exhaust it:
 
@@ -47,20 +50,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
 from ..errors import CallError
-from . import endpoints, files, json_body, operator, validation
+from . import endpoints, files, json_body, operator, routes, validation
 from .auth import CHALLENGE, OPERATOR_CHALLENGE, OPERATOR_UNAUTHORIZED_MESSAGE, UNAUTHORIZED_MESSAGE
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
 from .state_json import VERSION
-from .stream import ABORTED, CLOSED
+from .stream import ABORTED, CLIENT_GONE, CLOSED, OVERFLOWED
 
 log = logging.getLogger(__name__)
 
-SCHEDULER_PATH = "/api/v1/scheduler"
-# POST only, authenticated, answered by the leader (operator.py).
-_OPERATOR_PATHS = operator.PATHS + operator.TEARDOWN_PATHS
-_POST_PATHS = (SCHEDULER_PATH,) + _OPERATOR_PATHS
-HEALTH_PATHS = ("/health", "/master/health")
+# The routes (routes.resolve) of the operator's endpoints (POST only,
+# authenticated in realm mesos-master-readwrite, answered by the leader:
+# operator.py) and of all POST-only ones.
+_OPERATOR_ROUTES = (routes.OPERATOR, routes.TEARDOWN)
+_POST_ROUTES = (routes.SCHEDULER,) + _OPERATOR_ROUTES
+_FILES = {routes.READ_FILE: files.READ_PATH, routes.BROWSE_FILES: files.BROWSE_PATH}
 JSON = "application/json"
 _MAX_BODY = 64 * 1024 * 1024
 _TEXT = "text/plain; charset=utf-8"
@@ -77,23 +81,8 @@ class _BodyError(Exception):
 
 
 def accepts_json(header):
-    """Whether an Accept header allows application/json (absent: yes)."""
-    if header is None or not header.strip():
-        return True
-    for part in header.split(","):
-        fields = [f.strip() for f in part.split(";")]
-        media = fields[0].lower()
-        quality = 1.0
-        for param in fields[1:]:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    quality = float(value)
-                except ValueError:
-                    quality = 0.0
-        if quality > 0 and media in (JSON, "application/*", "*/*"):
-            return True
-    return False
+    """Whether an Accept header allows application/json (absent or empty: yes)."""
+    return endpoints.accepts(header if header and header.strip() else None, JSON)
 
 
 def principal_error(call, principal):
@@ -270,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.principal = master.authenticate(self.headers.get("Authorization"))
         if self.principal is not None:
             return True
-        if self._route in _OPERATOR_PATHS:
+        if self._target in _OPERATOR_ROUTES:
             message, challenge = OPERATOR_UNAUTHORIZED_MESSAGE, OPERATOR_CHALLENGE
         else:
             message, challenge = UNAUTHORIZED_MESSAGE, CHALLENGE
@@ -295,26 +284,31 @@ class _Handler(BaseHTTPRequestHandler):
         return urllib.parse.urlsplit(self.path).path
 
     @property
+    def _target(self):
+        """The endpoint the path reaches (``routes.resolve``), or None."""
+        return routes.resolve(self._route)
+
+    @property
     def _query(self):
         return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
 
     def do_GET(self):
         if not self._request_in():
             return
-        path = self._route
-        endpoint = endpoints.find(path)
-        if path in HEALTH_PATHS:
+        path, target = self._route, self._target
+        endpoint = endpoints.find(target)
+        if target == routes.HEALTH:
             self._reply(200)
         elif endpoint is not None:
             query = dict(self._query)
             query[endpoints.LOCAL_ADDRESS] = tuple(self.connection.getsockname()[:2])
             reply = endpoint.reply(self.server.master, path, query, self.path)
             self._reply(reply.status, reply.body, reply.content_type or _TEXT, reply.headers)
-        elif path.rstrip("/") in files.PATHS:
+        elif target in _FILES:
             if self._authenticated():
-                reply = files.reply(path.rstrip("/"), self._query, self.server.master.attached)
+                reply = files.reply(_FILES[target], self._query, self.server.master.attached)
                 self._reply(reply.status, reply.body, reply.content_type or _TEXT)
-        elif path in _POST_PATHS:
+        elif target in _POST_ROUTES:
             if self._authenticated() and not self._leader_redirect():
                 self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
                             headers=[("Allow", "POST")])
@@ -324,8 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         # Mesos' order (authentication, then leadership), all from the
         # headers: nothing is read of a body that will not be handled.
-        route = self._route
-        if route not in _POST_PATHS:
+        target = self._target
+        if target not in _POST_ROUTES:
             self._reply(404)
             return
         if not self._authenticated() or self._leader_redirect():
@@ -339,13 +333,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._request_in():
             return
-        if route == SCHEDULER_PATH:
+        if target == routes.SCHEDULER:
             self._scheduler(body)
             return
         master = self.server.master
-        if route in operator.PATHS:
+        if target == routes.OPERATOR:
             reply = operator.call_reply(master, self.headers.get("Content-Type"),
-                                        accepts_json(self.headers.get("Accept")), body)
+                                        self.headers.get("Accept"), body)
+            if isinstance(reply, operator.Stream):
+                self._stream(reply.subscription, (), reply.ended)
+                return
         else:
             reply = operator.teardown_reply(master, body)
         self._reply(reply.status, reply.body, reply.content_type or _TEXT)
@@ -353,10 +350,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _other_method(self):
         if not self._request_in():
             return
-        if self._route in _POST_PATHS:
+        target = self._target
+        if target in _POST_ROUTES:
             if not self._authenticated():
                 return
-            if self._route != SCHEDULER_PATH and self._leader_redirect():
+            if target != routes.SCHEDULER and self._leader_redirect():
                 return
             self._reply(405, "Expecting one of { 'POST' }, but received '%s'" % self.command,
                         headers=[("Allow", "POST")])
@@ -464,13 +462,21 @@ class _Handler(BaseHTTPRequestHandler):
         # Where this scheduler reached the master: its agents' /files are there too.
         subscription = master.subscribe(call, self.principal,
                                         address=self.connection.getsockname()[:2])
+        self._stream(subscription, [("Mesos-Stream-Id", subscription.stream_id),
+                                    ("Cache-Control", "no-cache")], master.stream_ended)
+
+    def _stream(self, subscription, headers, ended):
+        """Answer 200 and write ``subscription``'s RecordIO frames, one HTTP
+        chunk each, until it ends (``Subscription.pump``); then tell
+        ``ended(subscription, reason)``. A scheduler's SUBSCRIBE and an
+        operator's are both served so."""
         reason = CLOSED
         try:
             self.send_response(200)
             self.send_header("Content-Type", JSON)
             self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("Mesos-Stream-Id", subscription.stream_id)
-            self.send_header("Cache-Control", "no-cache")
+            for name, value in headers:
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.flush()
             sock = self.connection
@@ -485,14 +491,14 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.write(b"0\r\n\r\n")
                 except OSError:
                     pass
-            elif reason == ABORTED:
+            elif reason in (ABORTED, OVERFLOWED):
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
         except OSError:
-            reason = "client-gone"
+            reason = OVERFLOWED if subscription.overflowed else CLIENT_GONE
         finally:
             self.close_connection = True
             subscription.dispose()
-            master.stream_ended(subscription, reason)
+            ended(subscription, reason)

@@ -1,7 +1,8 @@
 """``/metrics/snapshot``: the master metrics dashboards read, under Mesos'
 names (src/master/metrics.cpp, Mesos 1.11), all numbers:
 
-* ``master/uptime_secs``, ``master/elected``;
+* ``master/uptime_secs``, ``master/elected``,
+  ``master/operator_event_stream_subscribers``;
 * agents: ``master/slaves_{connected,disconnected,active,inactive,unreachable}``;
 * frameworks: ``master/frameworks_{connected,disconnected,active,inactive}``,
   ``master/outstanding_offers``;
@@ -52,6 +53,7 @@ def snapshot(master, records):
         "master/frameworks_active": float(active),
         "master/frameworks_inactive": float(len(frameworks) - active),
         "master/outstanding_offers": float(len(records.offers)),
+        "master/operator_event_stream_subscribers": float(len(records.subscribers)),
     }
     live = dict.fromkeys(LIVE_STATES, 0)
     for framework in frameworks:

@@ -1,7 +1,8 @@
-"""The v1 operator API, ``POST /api/v1`` (also ``/master/api/v1``), and the
-legacy ``POST /master/teardown`` (also ``/teardown``), as Mesos' master
-answers them (``Master::Http::api`` and ``Master::Http::teardown``,
-src/master/http.cpp; docs/operator-http-api.md).
+"""The v1 operator API, ``POST /api/v1`` (also ``/master/api/v1``, and any
+path under them: ``/api/v1/operator``, as libprocess routes it,
+``routes.py``), and the legacy ``POST /master/teardown`` (also
+``/teardown``), as Mesos' master answers them (``Master::Http::api`` and
+``Master::Http::teardown``, src/master/http.cpp; docs/operator-http-api.md).
 
 ``/api/v1`` takes a ``mesos.v1.master.Call`` in JSON (protobuf: 415) and
 checks it as Mesos does: ``Content-Type`` (400 absent, 415 not JSON), the
@@ -10,16 +11,30 @@ strict or as Mesos' parser; 400), ``validation::master::call::validate``
 (400: ``type`` and the call's sub-message present), ``Accept`` (406).
 Then:
 
+* ``SUBSCRIBE``: 200, a chunked RecordIO stream of ``mesos.v1.master.Event``
+  in JSON: SUBSCRIBED (``get_state``, ``heartbeat_interval_seconds``), a
+  HEARTBEAT, then TASK_ADDED, TASK_UPDATED, FRAMEWORK_ADDED/UPDATED/REMOVED,
+  AGENT_ADDED/REMOVED as they happen and a HEARTBEAT every interval
+  (``subscribers.py``; ``Stream``, served by the HTTP server as it serves a
+  scheduler's stream);
 * ``GET_HEALTH``, ``GET_VERSION``, ``GET_FLAGS``, ``GET_MASTER``,
   ``GET_STATE``, ``GET_AGENTS``, ``GET_FRAMEWORKS``, ``GET_EXECUTORS``,
-  ``GET_TASKS``: 200, a ``Response`` in JSON (``operator_json.py``);
+  ``GET_TASKS``, ``GET_METRICS``, ``GET_LOGGING_LEVEL``, ``GET_ROLES``,
+  ``GET_WEIGHTS``, ``GET_OPERATIONS``, ``GET_QUOTA``,
+  ``GET_MAINTENANCE_STATUS``, ``GET_MAINTENANCE_SCHEDULE``: 200, a
+  ``Response`` in JSON (``operator_json.py``; what Mesos answers where
+  nothing is set: no weights, quotas, operations or maintenance here);
+* ``SET_LOGGING_LEVEL``: 200 with no body, the verbosity set for the
+  duration (``LocalMaster.set_logging_level``);
 * ``READ_FILE``: ``{size, data}`` (the bytes in base64) of a task's
-  sandbox file, resolved and bounded as ``/files/read`` (``files.py``;
-  400, 404 as ``FilesProcess::_read``);
+  sandbox file, resolved and bounded as ``/files/read``; ``LIST_FILES``:
+  ``FileInfo``s of a sandbox directory, as ``/files/browse`` (``files.py``;
+  400, 404 as ``FilesProcess``);
 * ``TEARDOWN``: 200 with no body, the framework removed and its tasks
   killed, as the scheduler's TEARDOWN; 400 for a framework not registered;
 * ``UNKNOWN``: 501 with no body; the calls the local master does not
-  serve (quota, maintenance, reservations, ...): 501 naming the call.
+  serve (reservations, volumes, maintenance and quota updates, ...): 501
+  naming the call.
 
 Authentication (the ``mesos-master-readwrite`` realm when the master has
 credentials) and the leader redirect come first, in ``http_server.py``.
@@ -33,10 +48,8 @@ import urllib.parse
 
 from . import files, json_body, validation
 from . import operator_json as models
-from .endpoints import JSON_TYPE, Reply
+from .endpoints import JSON_TYPE, Reply, accepts
 
-PATHS = ("/api/v1", "/master/api/v1")
-TEARDOWN_PATHS = ("/teardown", "/master/teardown")
 PROTOBUF_TYPE = "application/x-protobuf"
 
 # validation::master::call::validate (src/master/validation.cpp): the
@@ -55,22 +68,49 @@ _SUBMESSAGE = {
     "MARK_AGENT_GONE": "mark_agent_gone",
 }
 
-# Call type -> (Response field, render(master, records)) of the reads.
+# Call type -> render(master, records): the Response's ``get_x`` field of
+# the reads (None: left unset).
 _READS = {
-    "GET_HEALTH": ("get_health", lambda master, records: {"healthy": True}),
-    "GET_VERSION": ("get_version",
-                    lambda master, records: {"version_info": models.render_version_info()}),
-    "GET_FLAGS": ("get_flags", lambda master, records: {"flags": models.render_flags(master)}),
-    "GET_MASTER": ("get_master", lambda master, records: models.render_master(master)),
-    "GET_STATE": ("get_state", lambda master, records: models.render_state(records)),
-    "GET_AGENTS": ("get_agents", lambda master, records: models.render_agents(records)),
-    "GET_FRAMEWORKS": ("get_frameworks",
-                       lambda master, records: models.render_frameworks(records)),
-    "GET_EXECUTORS": ("get_executors",
-                      lambda master, records: models.render_executors(records)),
-    "GET_TASKS": ("get_tasks", lambda master, records: models.render_tasks(records)),
+    "GET_HEALTH": lambda master, records: {"healthy": True},
+    "GET_VERSION": lambda master, records: {"version_info": models.render_version_info()},
+    "GET_FLAGS": lambda master, records: {"flags": models.render_flags(master)},
+    "GET_MASTER": lambda master, records: models.render_master(master),
+    "GET_STATE": lambda master, records: models.render_state(records),
+    "GET_AGENTS": lambda master, records: models.render_agents(records),
+    "GET_FRAMEWORKS": lambda master, records: models.render_frameworks(records),
+    "GET_EXECUTORS": lambda master, records: models.render_executors(records),
+    "GET_TASKS": lambda master, records: models.render_tasks(records),
+    "GET_METRICS": models.render_metrics,
+    # Master::Http::getLoggingLevel: glog's FLAGS_v.
+    "GET_LOGGING_LEVEL": lambda master, records: {"level": master.logging_level},
+    "GET_ROLES": lambda master, records: models.render_roles(records),
+    # WeightsHandler::get (src/master/weights_handler.cpp) sets get_weights
+    # only to add a WeightInfo: with no weights, the Response has none.
+    "GET_WEIGHTS": lambda master, records: None,
+    # ReadOnlyHandler::getOperations: the agents' operations (never any here).
+    "GET_OPERATIONS": lambda master, records: {},
+    # QuotaHandler::status (src/master/quota_handler.cpp): no quota is set.
+    "GET_QUOTA": lambda master, records: {"status": {}},
+    # Master::Http::getMaintenanceStatus and getMaintenanceSchedule: no
+    # machine is draining or down, no schedule.
+    "GET_MAINTENANCE_STATUS": lambda master, records: {"status": {}},
+    "GET_MAINTENANCE_SCHEDULE": lambda master, records: {"schedule": {}},
 }
-SERVED = tuple(_READS) + ("READ_FILE", "TEARDOWN")
+SERVED = ("SUBSCRIBE",) + tuple(_READS) + ("SET_LOGGING_LEVEL", "LIST_FILES", "READ_FILE",
+                                           "TEARDOWN")
+
+# Master::Http::api (src/master/http.cpp) when the request accepts neither.
+NOT_ACCEPTABLE = "Expecting 'Accept' to allow '%s' or '%s'" % (PROTOBUF_TYPE, JSON_TYPE)
+
+
+class Stream:
+    """``call_reply``'s answer to SUBSCRIBE: 200, then ``subscription``
+    streamed (the HTTP server tells ``ended(subscription, reason)``)."""
+
+    def __init__(self, subscription, ended):
+        self.subscription = subscription
+        self.ended = ended
+
 
 NO_FRAMEWORK = "No framework found with specified ID"
 
@@ -86,10 +126,9 @@ def check_call(call):
     return None
 
 
-def call_reply(master, content_type, accepts_json, body):
-    """The Reply to ``POST /api/v1`` with this body (already authenticated,
-    this master leading); ``accepts_json``: whether the Accept header allows
-    application/json."""
+def call_reply(master, content_type, accept, body):
+    """The Reply (or ``Stream``) to ``POST /api/v1`` with this body (already
+    authenticated, this master leading); ``accept``: the Accept header."""
     if content_type is None:
         return Reply(400, "Expecting 'Content-Type' to be present")
     if content_type.strip() != JSON_TYPE:
@@ -106,16 +145,30 @@ def call_reply(master, content_type, accepts_json, body):
     error = check_call(call)
     if error is not None:
         return Reply(400, "Failed to validate master::Call: %s" % error)
-    if not accepts_json:
-        return Reply(406, "Expecting 'Accept' to allow '%s'" % JSON_TYPE)
+    if not accepts(accept, JSON_TYPE):
+        if accepts(accept, PROTOBUF_TYPE):     # Mesos would answer in protobuf
+            return Reply(406, "Expecting 'Accept' to allow '%s': the local master does not "
+                              "speak %s" % (JSON_TYPE, PROTOBUF_TYPE))
+        return Reply(406, NOT_ACCEPTABLE)
     kind = call["type"]
     if kind == "UNKNOWN":
         return Reply(501)
+    if kind == "SUBSCRIBE":
+        subscription = master.operator_subscribe()
+        if subscription is None:
+            return Reply(503, "The local master is stopping")
+        return Stream(subscription, master.operator_stream_ended)
     if kind in _READS:
-        field, render = _READS[kind]
-        return _response(kind, field, master.read(render))
+        return _response(kind, kind.lower(), master.read(_READS[kind]))
     if kind == "READ_FILE":
         return _read_file(master, call["read_file"])
+    if kind == "LIST_FILES":
+        return _list_files(master, call["list_files"])
+    if kind == "SET_LOGGING_LEVEL":
+        request = call["set_logging_level"]
+        master.set_logging_level(_integer(request["level"]),
+                                 _integer(request["duration"]["nanoseconds"]) / 1e9)
+        return Reply(200)     # Master::Http::setLoggingLevel: OK()
     if kind == "TEARDOWN":
         return teardown(master, call["teardown"]["framework_id"]["value"])
     return Reply(501, "Call type %s is not supported by the local master (it serves %s)"
@@ -123,8 +176,10 @@ def call_reply(master, content_type, accepts_json, body):
 
 
 def _response(kind, field, document):
-    body = json.dumps({"type": kind, field: document}).encode("utf-8")
-    return Reply(200, body, JSON_TYPE)
+    response = {"type": kind}
+    if document is not None:
+        response[field] = document
+    return Reply(200, json.dumps(response).encode("utf-8"), JSON_TYPE)
 
 
 def _integer(value):
@@ -145,6 +200,20 @@ def _read_file(master, request):
         return Reply(exc.status, str(exc))
     return _response("READ_FILE", "read_file",
                      {"size": size, "data": base64.b64encode(data).decode("ascii")})
+
+
+def _list_files(master, request):
+    """``Master::Http::listFiles``: ``FilesProcess::browse`` of the path,
+    each entry a ``FileInfo``; 400 and 404 as it refuses."""
+    try:
+        entries = files.listing(request["path"], master.attached)
+    except files.FilesError as exc:
+        return Reply(exc.status, str(exc))
+    listing: dict = {}
+    if entries:
+        listing["file_infos"] = [files.file_info_message(path, info)
+                                 for path, info in entries]
+    return _response("LIST_FILES", "list_files", listing)
 
 
 def teardown(master, framework_id):
@@ -168,4 +237,4 @@ def teardown_reply(master, body):
     return teardown(master, ids[-1])
 
 
-__all__ = ["PATHS", "TEARDOWN_PATHS", "SERVED", "call_reply", "teardown_reply", "check_call"]
+__all__ = ["SERVED", "Stream", "call_reply", "teardown_reply", "check_call"]

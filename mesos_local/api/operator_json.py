@@ -13,11 +13,17 @@ unset field with a default (``FrameworkInfo.failover_timeout``,
 (``role`` ``*``, ``allocation_info`` where allocated).
 
 The ``render_*`` functions read the records and must be called with the
-master's lock held (``LocalMaster.read``).
+master's lock held (``LocalMaster.read``); so must the ``event_*``
+functions, which build the events of the operator's SUBSCRIBE stream
+(``mesos.v1.master.Event``) as ``protobuf::master::event::create*``
+(src/common/protobuf_utils.cpp) and ``ReadOnlyHandler::subscribe``
+(src/master/readonly_handler.cpp) build them.
 """
 
 from ..records import mesos_id
 from ..resources import Resources
+from .endpoints import role_usage
+from .metrics import snapshot
 from .state_json import VERSION, master_flags, render_version
 
 _AGENT_CAPABILITIES = ("MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT")
@@ -151,6 +157,11 @@ def render_task(task):
     user = info.get("command", {}).get("user")
     if user is not None:
         out["user"] = user
+    if task.status_update_state is not None:
+        # The update last forwarded to its framework (Master::forward,
+        # src/master/master.cpp): set together, from updates with a uuid.
+        out["status_update_state"] = task.status_update_state
+        out["status_update_uuid"] = task.status_update_uuid
     return out
 
 
@@ -175,6 +186,104 @@ def render_state(records):
             "get_frameworks": render_frameworks(records), "get_agents": render_agents(records)}
 
 
-__all__ = ["render_version_info", "render_flags", "render_master", "render_agents",
+# --- the other reads ------------------------------------------------------------------
+
+def render_metrics(master, records):
+    """``GetMetrics`` (``jsonifyGetMetrics``, src/common/http.hpp): every
+    metric of ``/metrics/snapshot`` as a ``Metric``, by name (a std::map)."""
+    return {"metrics": [{"name": name, "value": value}
+                        for name, value in sorted(snapshot(master, records).items())]}
+
+
+def render_roles(records):
+    """``GetRoles`` (``ReadOnlyHandler::getRoles``, src/master/readonly_handler.cpp):
+    each known role with its weight (no weights are set here: the default
+    1.0), its frameworks, and what is allocated and offered to it, as
+    scalar ``Resource``s of cpus, mem, disk and gpus only."""
+    roles = []
+    for name, members, allocated, offered in role_usage(records):
+        role = {"name": name, "weight": 1.0}
+        _set(role, "frameworks", [mesos_id(framework_id) for framework_id in members])
+        amounts = allocated.copy().add(offered).to_state()
+        _set(role, "resources", [
+            {"name": kind, "type": "SCALAR", "scalar": {"value": amounts[kind]}}
+            for kind in sorted(amounts) if kind in ("cpus", "mem", "disk", "gpus")
+            and amounts[kind]])
+        roles.append(role)
+    out: dict = {}
+    _set(out, "roles", roles)
+    return out
+
+
+# --- the operator's event stream ------------------------------------------------------
+
+def event_subscribed(records, heartbeat_interval):
+    """SUBSCRIBED: the whole state (``jsonifyGetState``) and the interval
+    of the HEARTBEATs that follow (``jsonifySubscribe``)."""
+    return {"type": "SUBSCRIBED",
+            "subscribed": {"get_state": render_state(records),
+                           "heartbeat_interval_seconds": heartbeat_interval}}
+
+
+def event_task_added(task):
+    """TASK_ADDED (``createTaskAdded``): a task the master has just taken
+    on (``Framework::addTask``, src/master/framework.cpp), TASK_STAGING."""
+    return {"type": "TASK_ADDED", "task_added": {"task": render_task(task)}}
+
+
+def event_task_updated(task, status):
+    """TASK_UPDATED (``createTaskUpdated``, sent by ``Master::updateTask``):
+    ``status`` the TaskStatus the master has just taken in (the oldest
+    update its framework has not acknowledged, or one of the master's
+    own), ``state`` the task's latest state, which may be ahead of it."""
+    return {"type": "TASK_UPDATED",
+            "task_updated": {"framework_id": mesos_id(task.framework_id),
+                             "status": {k: v for k, v in status.items() if k != "data"},
+                             "state": task.state}}
+
+
+def _framework_event(kind, framework):
+    """FRAMEWORK_ADDED or FRAMEWORK_UPDATED (``createFrameworkAdded``,
+    ``createFrameworkUpdated``): the framework with all three times set
+    (``reregistered_time`` its registration's until it re-subscribes,
+    ``unregistered_time`` 0 while it never disconnected), no resources."""
+    registered = framework.registered_time
+    document = {
+        "framework_info": framework_info(framework), "active": framework.active,
+        "connected": framework.connected, "recovered": False,
+        "registered_time": time_info(registered),
+        "reregistered_time": time_info(framework.reregistered_time or registered),
+        "unregistered_time": time_info(framework.unregistered_time or 0.0)}
+    return {"type": kind, kind.lower(): {"framework": document}}
+
+
+def event_framework_added(framework):
+    return _framework_event("FRAMEWORK_ADDED", framework)
+
+
+def event_framework_updated(framework):
+    return _framework_event("FRAMEWORK_UPDATED", framework)
+
+
+def event_framework_removed(framework):
+    """FRAMEWORK_REMOVED (``createFrameworkRemoved``): its FrameworkInfo."""
+    return {"type": "FRAMEWORK_REMOVED",
+            "framework_removed": {"framework_info": framework_info(framework)}}
+
+
+def event_agent_added(agent):
+    """AGENT_ADDED (``createAgentAdded``): as GET_AGENTS shows the agent."""
+    return {"type": "AGENT_ADDED", "agent_added": {"agent": render_agent(agent)}}
+
+
+def event_agent_removed(agent_id):
+    """AGENT_REMOVED (``createAgentRemoved``)."""
+    return {"type": "AGENT_REMOVED", "agent_removed": {"agent_id": mesos_id(agent_id)}}
+
+
+__all__ = ["render_metrics", "render_roles", "event_subscribed", "event_task_added",
+           "event_task_updated", "event_framework_added", "event_framework_updated",
+           "event_framework_removed", "event_agent_added", "event_agent_removed",
+           "render_version_info", "render_flags", "render_master", "render_agents",
            "render_frameworks", "render_tasks", "render_executors", "render_state",
            "render_task", "render_agent", "render_framework", "time_info"]

@@ -77,6 +77,8 @@ def master_flags(master):
         "authenticate_http_frameworks": _bool(master.authenticates),
         "authenticate_http_readonly": "false", "authenticate_http_readwrite": "false",
         "max_completed_frameworks": "50", "max_completed_tasks_per_framework": "1000",
+        "max_operator_event_stream_subscribers":
+            str(master.max_operator_event_stream_subscribers),
         "hostname": (master.master_info or {}).get("hostname", ""),
     }
 

@@ -4,13 +4,22 @@ The master only ever *enqueues* events (under its lock, never blocking); the
 HTTP handler thread that answered the SUBSCRIBE call runs ``pump``, which
 writes each frame as one HTTP chunk, sends a HEARTBEAT every
 ``heartbeat_interval`` seconds and notices at once when the client hangs up
-(the socket turns readable with EOF).
+(the socket turns readable with EOF). Both the scheduler API's streams and
+the operator API's (``subscribers.py``) are these.
+
+``max_queued`` bounds what may wait for a slow reader: once more than that
+many bytes of events (beyond the first events a stream starts with, and
+beyond one event however large) wait to be written, the stream is dropped
+at once (its connection shut down, ``pump`` returns ``OVERFLOWED``) and its
+queue freed, rather than buffered without bound. None (the scheduler
+streams, as in Mesos): no bound.
 """
 
 import collections
 import json
 import os
 import select
+import socket
 import threading
 import time
 import uuid
@@ -21,6 +30,7 @@ HEARTBEAT = {"type": "HEARTBEAT"}
 CLOSED = "closed"            # the master ended the stream (teardown, failover, error)
 ABORTED = "aborted"          # fault injection: dropped without a goodbye
 CLIENT_GONE = "client-gone"  # the scheduler closed the connection or a write failed
+OVERFLOWED = "overflowed"    # more than max_queued bytes waited for a slow reader
 
 
 def frame(event):
@@ -31,17 +41,24 @@ def frame(event):
 
 
 class Subscription:
-    """The outgoing side of one scheduler's SUBSCRIBE connection."""
+    """The outgoing side of one SUBSCRIBE connection (a scheduler's, or an
+    operator's: ``framework_id`` None); ``first``: the events it starts
+    with (not counted against ``max_queued``)."""
 
-    def __init__(self, framework_id, heartbeat_interval):
+    def __init__(self, framework_id, heartbeat_interval, max_queued=None, first=()):
         self.framework_id = framework_id
         self.stream_id = str(uuid.uuid4())
         self.heartbeat_interval = heartbeat_interval
+        self.max_queued = max_queued
         self._lock = threading.Lock()
-        self._queue: collections.deque[bytes] = collections.deque()   # frames to send
+        # frames to send
+        self._queue: collections.deque[bytes] = collections.deque(frame(e) for e in first)
+        self._counted = 0          # bytes of the queued frames sent since pump last took them
         self._closing = False
         self._aborted = False
+        self._overflowed = False
         self._stalled = False
+        self._sock = None          # the connection, while pump runs
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._disposed = False
@@ -49,13 +66,43 @@ class Subscription:
     # -- called by the master (any thread, never blocks) ---------------------
 
     def send(self, event):
-        data = frame(event)
+        """Queue an Event; False when the stream has ended or was just
+        dropped for a slow reader (``overflowed``)."""
+        return self.send_frame(frame(event))
+
+    def send_frame(self, data):
+        """Queue a RecordIO frame (``frame(event)``), as ``send``."""
+        sock = None
         with self._lock:
             if self._closing or self._aborted:
                 return False
-            self._queue.append(data)
+            dropped = (self.max_queued is not None and self._counted > 0
+                       and self._counted + len(data) > self.max_queued)
+            if dropped:
+                self._aborted = self._overflowed = True
+                self._queue.clear()
+                sock = self._sock
+            else:
+                self._queue.append(data)
+                self._counted += len(data)
+        if dropped and sock is not None:
+            try:   # wakes a pump blocked writing to a reader that does not read
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._wake()
-        return True
+        return not dropped
+
+    @property
+    def queued_bytes(self):
+        """Bytes of events waiting to be written."""
+        with self._lock:
+            return sum(len(data) for data in self._queue)
+
+    @property
+    def overflowed(self):
+        """Whether the stream was dropped because its reader fell behind."""
+        return self._overflowed
 
     def close(self, error=None):
         """End the stream once what is queued is written; ``error`` first
@@ -94,17 +141,20 @@ class Subscription:
     # -- called by the HTTP handler thread ------------------------------------
 
     def pump(self, write_chunk, sock):
-        """Write events until the stream ends; returns CLOSED, ABORTED or
-        CLIENT_GONE. ``write_chunk(bytes)`` writes one HTTP chunk."""
+        """Write events until the stream ends; returns CLOSED, ABORTED,
+        CLIENT_GONE or OVERFLOWED. ``write_chunk(bytes)`` writes one HTTP chunk."""
         next_beat = time.monotonic() + self.heartbeat_interval
+        with self._lock:
+            self._sock = sock
         while True:
             with self._lock:
                 if self._aborted:
-                    return ABORTED
+                    return OVERFLOWED if self._overflowed else ABORTED
                 stalled = self._stalled
                 frames = [] if stalled else list(self._queue)
                 if not stalled:
                     self._queue.clear()
+                    self._counted = 0
                 closing = self._closing and not stalled
             try:
                 for data in frames:
@@ -117,12 +167,12 @@ class Subscription:
                     next_beat = now + self.heartbeat_interval
                     continue
             except OSError:
-                return CLIENT_GONE
+                return self._gone()
             timeout = None if stalled else max(0.0, next_beat - time.monotonic())
             try:
                 readable, _, _ = select.select([sock, self._wake_r], [], [], timeout)
             except (OSError, ValueError):
-                return CLIENT_GONE
+                return self._gone()
             if self._wake_r in readable:
                 try:
                     os.read(self._wake_r, 4096)
@@ -134,10 +184,14 @@ class Subscription:
                 except (BlockingIOError, InterruptedError):
                     data = b"?"
                 except OSError:
-                    return CLIENT_GONE
+                    return self._gone()
                 if not data:
-                    return CLIENT_GONE
+                    return self._gone()
                 # Anything a client sends on its event stream is ignored.
+
+    def _gone(self):
+        """Why the connection failed: the reader fell behind, or went away."""
+        return OVERFLOWED if self._overflowed else CLIENT_GONE
 
     def dispose(self):
         with self._lock:
@@ -145,6 +199,8 @@ class Subscription:
                 return
             self._disposed = True
             self._aborted = True
+            self._sock = None
+            self._queue.clear()
             for fd in (self._wake_r, self._wake_w):
                 try:
                     os.close(fd)
