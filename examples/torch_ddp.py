@@ -37,6 +37,8 @@ import torch.nn.functional as F
 from digits import SEED, load_data
 from torch.nn.parallel import DistributedDataParallel
 
+import tfmesos
+
 
 def in_group():
     """Whether a launcher (tfrun --torch, torchrun) made this process a rank."""
@@ -103,6 +105,8 @@ def main(argv=None):
             dist.all_reduce(total)   # the ranks' losses: the global batches' means
         print("epoch %d/%d loss %.6f" % (epoch + 1, args.epochs,
                                          total.item() / processes / steps), flush=True)
+        if backend is not None and rank == 0:   # tfrun's status, run.json, report: README
+            tfmesos.log_metrics(step=epoch + 1, loss=total.item() / processes / steps)
 
     with torch.no_grad():
         final = F.cross_entropy(model(x_all), y_all).item()

@@ -155,11 +155,19 @@ def assert_trained_as_one_process(result, expected):
     assert "[worker:1] final accuracy" not in result.stdout
 
 
-def test_ddp_over_two_tasks_trains_as_one_process_on_the_global_batch(one_process):
-    result = run_tfrun("--torch", "-w", "2", *RESOURCES, "--", PY, "examples/torch_ddp.py",
-                       "--epochs", EPOCHS, timeout=TIMEOUT)
+def test_ddp_over_two_tasks_trains_as_one_process_on_the_global_batch(one_process, tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_tfrun("--torch", "-w", "2", *RESOURCES, "--run-dir", str(run_dir), "--", PY,
+                       "examples/torch_ddp.py", "--epochs", EPOCHS, timeout=TIMEOUT)
     assert_trained_as_one_process(result, one_process)
     assert "(gloo)" in result.stdout
+    # rank 0 logs each epoch's loss (tfmesos.log_metrics): the losses it printed
+    with open(run_dir / "run.json", encoding="utf-8") as handle:
+        series = [(s["task"], s["name"], s["steps"], s["values"])
+                  for s in json.load(handle)["metrics"]]
+    epochs = [value for line, value in losses(result.stdout)[0] if line.startswith("epoch")]
+    assert [entry[:3] for entry in series] == [("worker:0", "loss", [1, 2, 3])]
+    assert series[0][3] == pytest.approx(epochs, abs=1e-5)
 
 
 def test_a_command_that_runs_torchrun_through_the_placeholders(one_process):
