@@ -176,3 +176,57 @@ def test_tfrun_nproc_per_task_is_torchs():
     with pytest.raises(SystemExit) as stop:
         tfrun_options.build_parser().parse_options(["--torch", "--jax"])
     assert stop.value.code == 2
+
+
+# -- elastic (tfrun --torch-elastic) ---------------------------------------------------
+
+def test_elastic_workers_get_torchruns_c10d_options_and_no_static_ranks():
+    zero = task_told("torch", SPEC, "worker", 0, group=GROUP, elastic=(1, 3), run_id="r1")
+    two = task_told("torch", SPEC, "worker", 2, group=GROUP, elastic=(1, 3), run_id="r1",
+                    nproc=2)
+    for told, host in ((zero, "true"), (two, "false")):
+        env = told.env
+        assert {name: value for name, value in env.items() if name.startswith("PET_")} == {
+            "PET_NNODES": "1:3", "PET_NPROC_PER_NODE": "2" if told is two else "1",
+            "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "10.0.0.7:31001",
+            "PET_RDZV_ID": "r1", "PET_RDZV_CONF": "is_host=" + host}
+        # torchrun gives its workers these from the rendezvous round they joined
+        for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "GROUP_RANK",
+                     "NODE_RANK", "TF_CONFIG"):
+            assert name not in env
+        assert env["TFMESOS_TASK_INDEX"] == str(told.placeholders["node_rank"])
+    command = "torchrun --nnodes {nnodes} --rdzv-endpoint {rdzv_endpoint} --rdzv-id {rdzv_id} t"
+    assert command.format(**two.placeholders) == \
+        "torchrun --nnodes 1:3 --rdzv-endpoint 10.0.0.7:31001 --rdzv-id r1 t"
+    static = task_told("torch", SPEC, "worker", 1, group=GROUP, run_id="r1")
+    assert "PET_RDZV_BACKEND" not in static.env and static.placeholders["nnodes"] == 3
+    assert static.placeholders["rdzv_endpoint"] == "10.0.0.7:31001"
+
+
+def test_an_elastic_spec_makes_its_workers_sticky_and_is_saved():
+    spec = replica("torch", elastic=(1, 2))
+    assert spec.elastic == (1, 2) and spec.sticky_jobs == ("worker",)
+    assert spec_from_dict(json.loads(json.dumps(spec_to_dict(spec)))) == spec
+    for nodes, match in (((3, 4), "elastic 3:4 needs between 3 and 4 workers, got 2: ask for 4"),
+                         ((2, 1), "elastic is MIN:MAX nodes, 1 <= MIN <= MAX <= 10000, got 2:1"),
+                         ((0, 2), "got 0:2")):
+        with pytest.raises(SpecError, match=match):
+            replica("torch", elastic=nodes)
+    with pytest.raises(SpecError, match="^elastic is for framework=torch"):
+        replica("jax", elastic=(1, 2))
+
+
+def test_tfrun_torch_elastic_implies_torch():
+    spec = tfrun_spec("--torch-elastic", "1:2", "-w", "2")
+    assert (spec.framework, spec.elastic, spec.sticky_jobs) == ("torch", (1, 2), ("worker",))
+    assert tfrun_spec("--torch", "--torch-elastic", "2", "-w", "2").elastic == (2, 2)
+    with pytest.raises(SpecError) as error:
+        tfrun_spec("--torch-elastic", "1:2", "-w", "3")
+    assert str(in_flags(error.value)) == ("--torch-elastic 1:2 needs between 1 and 2 workers, "
+                                          "got 3: ask for 2")
+    with pytest.raises(SpecError, match="^--torch-elastic runs torchrun: drop --jax$"):
+        tfrun_spec("--jax", "--torch-elastic", "1:2")
+    for bad in ("x", "2:1", "0:3"):
+        with pytest.raises(SystemExit) as stop:
+            tfrun_options.build_parser().parse_options(["--torch-elastic", bad])
+        assert stop.value.code == 2

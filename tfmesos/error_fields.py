@@ -58,6 +58,7 @@ FIELDS: "dict[str, str]" = {
     "mlflow": "mlflow",
     "framework": "framework",
     "nproc_per_task": "nproc_per_task",
+    "elastic": "elastic",
     "jobs.chief": "a 'chief' job",       # the run's jobs: one named chief
     "job.num": "num",
     "job.start": "start",

@@ -50,6 +50,7 @@ FLAGS: "dict[str, Word]" = {
     # --torch, --jax; "tensorflow" is neither (no error names that value)
     "framework": lambda context, value: "--torch or --jax" if value is None else "--" + value,
     "nproc_per_task": "--nproc-per-task",
+    "elastic": "--torch-elastic",
     "jobs.chief": "-c",
     "job.num": job_flag("num", None, "COUNT"),
     "job.start": "start",                     # no flag sets them

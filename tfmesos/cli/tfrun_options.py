@@ -160,15 +160,39 @@ def add_framework_options(parser):
         help="JAX: the workers are one process group, jax.distributed.initialize() with no "
         "arguments joins it (worker 0's host runs the coordinator); workers only (-s is 0)")
     parser.add_argument(
+        "--torch-elastic", type=elastic_nodes, metavar="MIN:MAX",
+        help="elastic PyTorch (implies --torch): the command runs torchrun, whose "
+        "--nnodes MIN:MAX, --rdzv-backend c10d, --rdzv-endpoint (worker 0's reserved port) "
+        "and --rdzv-id tfrun sets (PET_* variables; or {nnodes} {rdzv_endpoint} {rdzv_id}); "
+        "a failed task is relaunched alone on its agent and rejoins (README \"Elastic\")")
+    parser.add_argument(
         "--nproc-per-task", type=bounded(int, 1, MAX_NPROC_PER_TASK), default=1, metavar="N",
         help="--torch: processes the command starts in each task, e.g. torchrun "
         "--nproc-per-node {nproc_per_task}, one per GPU (default 1); WORLD_SIZE counts them")
+
+
+def elastic_nodes(text):
+    """``--torch-elastic MIN:MAX`` (or ``N``: N:N) as (MIN, MAX)."""
+    low, _, high = text.partition(":")
+    try:
+        nodes = (int(low), int(high or low))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected MIN:MAX nodes, e.g. 1:4, got %r"
+                                         % text) from None
+    if not 1 <= nodes[0] <= nodes[1] <= MAX_TASKS:
+        raise argparse.ArgumentTypeError("expected 1 <= MIN <= MAX <= %d, got %r"
+                                         % (MAX_TASKS, text))
+    return nodes
 
 
 def framework_option(args):
     """The run's ``RunSpec.framework``; SpecError for the TensorFlow jobs a
     torch or jax run cannot have (``training_frameworks``: one group of workers)."""
     framework = args.framework or TENSORFLOW
+    if args.torch_elastic is not None:
+        if framework == "jax":
+            raise SpecError("--torch-elastic runs torchrun: drop --jax")
+        framework = "torch"
     if framework != TENSORFLOW:
         asked = [flag for flag, given in (("-s %s" % args.nserver, args.nserver),
                                           ("--chief", args.chief),
@@ -412,4 +436,5 @@ def read_options(args, command):
         local_master=pairs(isolation_options(args)),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args), framework=framework, nproc_per_task=args.nproc_per_task,
+        elastic=args.torch_elastic,
         failover_timeout=failover_timeout(args, master))

@@ -347,7 +347,7 @@ class ClusterRun:
             told = task_told(spec.framework, cluster, slot.job.name, slot.index,
                              keras=self._keras_coordinator, group=self._group,
                              start=slot.job.start, nproc=spec.nproc_per_task,
-                             gpus=slot.job.gpus)
+                             gpus=slot.job.gpus, elastic=spec.elastic, run_id=self.run_id)
             env = told.env
             env[task_env.RESTART] = str(self.recovery.restarts)
             # PYTHONUNBUFFERED comes with the TaskInfo's environment.

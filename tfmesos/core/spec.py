@@ -250,6 +250,8 @@ class RunSpec:
     failover_timeout: Optional[float] = None
     framework: str = TENSORFLOW     # tfrun --torch, --jax (training_frameworks.FRAMEWORKS)
     nproc_per_task: int = 1         # tfrun --torch --nproc-per-task N
+    # tfrun --torch-elastic MIN:MAX: torchrun's elastic --nnodes; the workers sticky
+    elastic: Optional[tuple[int, int]] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -310,6 +312,10 @@ class RunSpec:
             object.__setattr__(self, field, tuple((value or {}).items())
                                if isinstance(value, dict) else tuple(value or ()))
         object.__setattr__(self, "sticky_jobs", tuple(self.sticky_jobs))
+        if self.elastic is not None:   # a lost worker is relaunched alone, and rejoins
+            object.__setattr__(self, "elastic", tuple(self.elastic))
+            if GROUP_JOB not in self.sticky_jobs:
+                object.__setattr__(self, "sticky_jobs", self.sticky_jobs + (GROUP_JOB,))
         object.__setattr__(self, "logs", tuple(self.logs))
         self._check_connection()
         self._check_ship()
@@ -370,8 +376,8 @@ class RunSpec:
         if self.coordinator and "chief" in names:
             raise SpecError("coordinator=True makes the calling process the chief; "
                             "drop the 'chief' job or the coordinator option")
-        if self.sticky_jobs and not (("chief" in names or self.coordinator)
-                                     and "worker" in names):
+        if self.sticky_jobs and self.elastic is None and not (
+                ("chief" in names or self.coordinator) and "worker" in names):
             raise SpecError.about("{sticky_jobs} needs a chief and workers "
                                   "(ParameterServerStrategy): add {jobs.chief}, or drop "
                                   "{sticky_jobs}")
@@ -391,6 +397,7 @@ class RunSpec:
         if self.nproc_per_task != 1 and self.framework != TORCH:
             raise SpecError.about("{nproc_per_task} is for {framework=torch}: the processes "
                                   "torchrun (or the command) starts in each task")
+        self._check_elastic()
         if self.framework == TENSORFLOW:
             return
         if self.mode != "replica":
@@ -405,6 +412,25 @@ class RunSpec:
         if not any(job.name == GROUP_JOB for job in self.jobs):
             raise SpecError.about("{framework=%s} needs workers: the process group is theirs",
                                   self.framework)
+
+    def _check_elastic(self) -> None:
+        """``elastic``: (MIN, MAX) nodes of torchrun's ``--nnodes MIN:MAX``,
+        a torch run whose workers number between them."""
+        if self.elastic is None:
+            return
+        nodes = self.elastic
+        if self.framework != TORCH:
+            raise SpecError.about("{elastic} is for {framework=torch}: torchrun's elastic "
+                                  "rendezvous")
+        if len(nodes) != 2 or any(number_error(n, 1, MAX_TASKS, integer=True) for n in nodes) \
+                or nodes[0] > nodes[1]:
+            raise SpecError.about("{elastic} is MIN:MAX nodes, 1 <= MIN <= MAX <= %d, got %s",
+                                  MAX_TASKS, ":".join(str(n) for n in nodes))
+        workers = sum(job.num for job in self.jobs if job.name == GROUP_JOB)
+        if not nodes[0] <= workers <= nodes[1]:
+            raise SpecError.about("{elastic} %d:%d needs between %d and %d workers, got %d: "
+                                  "ask for %d", nodes[0], nodes[1], nodes[0], nodes[1], workers,
+                                  nodes[1])
 
     @property
     def recorded_command(self) -> Optional[str]:

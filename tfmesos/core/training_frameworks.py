@@ -27,7 +27,14 @@ GROUP_JOB = "worker"              # the one job of a torch or jax process group
 OUTSIDE_GROUP = ("tensorboard",)  # jobs a torch or jax run may have besides (tfrun --tensorboard)
 MAX_NPROC_PER_TASK = 1024
 # tfrun --torch: for a command that runs torchrun itself (static rendezvous).
-TORCH_PLACEHOLDERS = ("master_addr", "master_port", "node_rank", "nnodes", "nproc_per_task")
+TORCH_PLACEHOLDERS = ("master_addr", "master_port", "node_rank", "nnodes", "nproc_per_task",
+                      "rdzv_endpoint", "rdzv_id")
+# torchrun's variables that a static rendezvous sets and an elastic one must not: with
+# --rdzv-backend c10d, torchrun ignores --master-addr/--master-port/--node-rank, and its
+# workers get MASTER_*, RANK, WORLD_SIZE, ... from the rendezvous round they joined.
+STATIC_ONLY = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+               "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK", "ROLE_RANK",
+               "ROLE_WORLD_SIZE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +110,29 @@ def torch_placeholders(where: Coordinator, member: Member) -> dict[str, object]:
             "nnodes": member.nodes, "nproc_per_task": member.nproc}
 
 
+def elastic_environment(where: Coordinator, member: Member, nodes: "tuple[int, int]",
+                        run_id: str) -> dict[str, str]:
+    """``tfrun --torch-elastic MIN:MAX``: what makes a plain ``torchrun
+    train.py`` in the task an elastic agent of the run's c10d rendezvous
+    (torchrun reads each option's default from ``PET_<OPTION>``,
+    torch/distributed/argparse_util.py ``env``): ``--nnodes MIN:MAX``,
+    ``--rdzv-backend c10d``, ``--rdzv-endpoint`` worker 0's host at the
+    group's reserved port, ``--rdzv-id`` the run's id, and ``--rdzv-conf
+    is_host=`` true for worker 0 only: it hosts the rendezvous' TCPStore
+    (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py
+    ``_create_tcp_store``, whose guess from the host name would make every
+    task on worker 0's host try to host it; an explicit ``is_host`` is
+    respected as it is). ``--max-restarts`` is left to the command (torchrun's
+    default 0: README "Elastic" says who restarts what)."""
+    return {
+        "PET_NNODES": "%d:%d" % nodes, "PET_NPROC_PER_NODE": str(member.nproc),
+        "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": where.address,
+        "PET_RDZV_ID": run_id,
+        "PET_RDZV_CONF": "is_host=%s" % ("true" if member.rank == 0 else "false"),
+        "TFMESOS_ELASTIC_NNODES": "%d:%d" % nodes,
+    }
+
+
 def jax_environment(where: Coordinator, member: Member) -> dict[str, str]:
     """What makes ``jax.distributed.initialize()`` work with no arguments:
     it reads ``JAX_COORDINATOR_ADDRESS`` itself, and the process count and
@@ -140,7 +170,8 @@ class Told:
 
 def task_told(framework: str, spec: "ClusterSpec", job: str, index: int, *,
               keras: Optional[str] = None, group: Optional[Coordinator] = None,
-              start: int = 0, nproc: int = 1, gpus: int = 0) -> Told:
+              start: int = 0, nproc: int = 1, gpus: int = 0,
+              elastic: "Optional[tuple[int, int]]" = None, run_id: str = "") -> Told:
     """What task ``index`` of ``job`` (whose first index is ``start``) of a
     ``framework`` run is told. Every run: the ``TFMESOS_*`` variables and
     ``{ps_hosts}``-like placeholders (``clusterspec``). TensorFlow: also
@@ -149,7 +180,11 @@ def task_told(framework: str, spec: "ClusterSpec", job: str, index: int, *,
     ``TF_CONFIG``; the workers join the ``group`` (``coordinator``) with
     ``torch_environment`` and ``torch_placeholders``, or
     ``jax_environment`` (and Keras' variables: Keras 3 on JAX is a JAX
-    program)."""
+    program). ``elastic`` (``--torch-elastic MIN:MAX``): torch's workers get
+    ``elastic_environment`` (with the run's ``run_id``) instead of a static
+    rendezvous' ranks, ``{nnodes}`` is ``MIN:MAX``, and ``{rdzv_endpoint}``
+    ``{rdzv_id}`` are set (``{node_rank}`` too: the task's index, which an
+    elastic torchrun does not use)."""
     from .clusterspec import keras_environment, placeholders, task_environment
     env = task_environment(spec, job, index, keras if framework == TENSORFLOW else None)
     values = placeholders(spec, job, index)
@@ -162,6 +197,12 @@ def task_told(framework: str, spec: "ClusterSpec", job: str, index: int, *,
     if framework == TORCH:
         env.update(torch_environment(group, member))
         values.update(torch_placeholders(group, member))
+        values.update(rdzv_endpoint=group.address, rdzv_id=run_id)
+        if elastic is not None:
+            for name in STATIC_ONLY:
+                env.pop(name, None)
+            env.update(elastic_environment(group, member, elastic, run_id))
+            values["nnodes"] = "%d:%d" % elastic
     else:
         env.update(keras_environment(spec, job, member.rank, group.address))
         env.update(jax_environment(group, member))
