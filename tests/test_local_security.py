@@ -82,6 +82,26 @@ def test_subscribe_without_valid_credentials_is_401(make_local_master, authoriza
     assert requests.get(master.url + "/health", timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize("authorization", [None, basic("alice", "wrong"), "Bearer abc"])
+def test_the_operator_event_stream_needs_credentials_too(make_local_master, authorization):
+    """SUBSCRIBE on the operator API streams every task and framework of the
+    cluster: without valid credentials it is a 401 like any operator call,
+    and no stream is held for it."""
+    master = make_local_master(credentials=CREDENTIALS)
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    refused = requests.post(master.url + "/api/v1", data=json.dumps({"type": "SUBSCRIBE"}),
+                            headers=headers, timeout=10, stream=True)
+    assert refused.status_code == 401
+    assert len(master._records.subscribers) == 0
+    headers["Authorization"] = basic(*MALLORY)
+    with requests.post(master.url + "/api/v1", data=json.dumps({"type": "SUBSCRIBE"}),
+                       headers=headers, timeout=10, stream=True) as stream:
+        assert stream.status_code == 200
+        assert len(master._records.subscribers) == 1
+
+
 def test_principal_mismatch_is_refused(make_local_master):
     master = make_local_master(credentials=CREDENTIALS)
     body = json.loads(json.dumps(SUBSCRIBE))
