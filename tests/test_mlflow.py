@@ -760,3 +760,27 @@ def test_tfmesos_run_mlflow_logs_the_function_s_run(tmp_path):
     assert run.data.tags["tfmesos.outcome"] == "succeeded"
     history = client.get_metric_history(run.info.run_id, "worker:0/loss")
     assert sorted(m.step for m in history) == [0, 1, 2]
+
+
+def test_loggers_in_one_process_import_mlflow_one_at_a_time(monkeypatch):
+    """Two threads importing MLflow at once can leave it partially
+    initialised for the whole process: each logger's thread imports it
+    under one lock."""
+    from tfmesos.record import mlflow_logger
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def slow_import():
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.2)
+        with lock:
+            inside[0] -= 1
+
+    monkeypatch.setattr(mlflow_logger, "_import_modules", slow_import)
+    threads = [threading.Thread(target=mlflow_logger.import_mlflow) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert most[0] == 1

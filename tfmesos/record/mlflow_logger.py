@@ -61,6 +61,15 @@ from .schema import RunFile, safe_file_name
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
+# MLflow's import is not safe from two threads at once: importlib's deadlock
+# avoidance hands one of them a partially initialised module ("cannot
+# import name '_get_experiment_id' from partially initialized module
+# 'mlflow.tracking.fluent'"), and the failed import leaves that module
+# broken for the process. Two loggers' threads in one process did it (the
+# first run gave up on MLflow while its thread still imported): they
+# import it one at a time.
+_IMPORTING = threading.Lock()
+
 TIMEOUT = 60.0                  # seconds the end of a run waits for MLflow at most
 LOG_CAP = 10 * 1000 * 1000      # bytes of one log uploaded: a larger one's tail
 LOGS_CAP = 100 * 1000 * 1000    # bytes of logs uploaded in all: the rest are skipped
@@ -81,6 +90,17 @@ BATCH_TAGS = 100                # and params, and tags
 FLUSH_INTERVAL = 1.0            # seconds between two batches of metrics, at most
 QUEUE_POINTS = 50 * 1000        # metric values waiting for MLflow, at most (~5 MB)
 GONE_SEARCH = 200               # RUNNING MLflow runs looked at for a gone tfrun's
+
+
+def _import_modules() -> None:
+    import mlflow.entities
+    import mlflow.tracking  # noqa: F401
+
+
+def import_mlflow() -> None:
+    """Import what the logger uses of MLflow, one thread at a time."""
+    with _IMPORTING:
+        _import_modules()
 
 
 class MlflowLogger:
@@ -243,6 +263,10 @@ class MlflowLogger:
             self._environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
     def _work(self) -> None:
+        try:
+            import_mlflow()
+        except Exception as exc:   # ImportError, or MLflow's own at import
+            self._failed = one_line(exc)
         while True:
             try:
                 job, done, closes = self._jobs.get(timeout=self.flush_interval)
