@@ -16,7 +16,7 @@ import sys
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
 from processes import scheduler_pids
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, reaped, release
 from waiting import wait_until
 
 from tfmesos.protocol import labels
@@ -115,16 +115,11 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
     wait_until(lambda: "failing over" in cluster.tfmesos("runs").stdout, timeout=60)
     attach = cluster.popen("-m", "tfmesos.cli.main", "attach", run_id, "--master",
                            cluster.address)
-    try:
+    with reaped(attach):
         wait_until(lambda: all(len(steps(cluster.tfmesos("logs", run_id).stdout, task))
                                > len(before[task]) + 5 for task in before), timeout=120,
                    message=cluster.master_log)
-        flag.write_text("")
-        out, err = attach.communicate(timeout=120)
-    finally:
-        if attach.poll() is None:
-            attach.kill()
-            attach.communicate()
+        out, err = release(flag, attach)
     assert attach.returncode == 0, err
     assert "launching scheduler task 2" in err and "ended: succeeded" in err, err
     logs = cluster.tfmesos("logs", run_id)

@@ -20,7 +20,7 @@ import signal
 import subprocess
 
 import pytest
-from tfrun_helpers import REPO, free_port, marked_tasks
+from tfrun_helpers import REPO, free_port, marked_tasks, reaped, release
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -153,18 +153,13 @@ def test_the_readme_lines_run_as_written_with_the_interpreter_running_tfrun(read
     # tfmesos attach RUN --master M, as tfrun printed it: it follows the run.
     attach = subprocess.Popen(printed["follow it"], cwd=project, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(attach):
         def started():    # both workers said which python runs them, or the run ended
             logs = run(printed["its output"], project).stdout
             return logs if logs.count("] python ") == 2 or attach.poll() is not None else None
         logs = wait_until(started, timeout=120, message="the workers never started")
         assert logs.count("] python ") == 2, attach.communicate()
-        flag.write_text("")
-        out, err = attach.communicate(timeout=120)
-    finally:
-        if attach.poll() is None:
-            attach.kill()
-            attach.communicate()
+        out, err = release(flag, attach)
     assert attach.returncode == 0, err
     assert "run %s ended: succeeded" % run_id in err
     assert "[worker:0] done" in out and "[worker:1] done" in out, out

@@ -25,7 +25,7 @@ import pytest
 import requests
 from fixtures_master import make_local_master
 from processes import scheduler_pids
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, reaped, release
 from waiting import wait_until
 
 from tfmesos.core.identity import RunIdentity
@@ -186,16 +186,11 @@ def relaunch(master, grep, project, env, run_id, flag, looked_for, key_file):
     with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
                            "--master", master.url], cwd=project, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as attach:
-        try:
+        with reaped(attach):
             wait_until(lambda: scheduler_pids(run_id) and master.state()["frameworks"][0][
                 "connected"], timeout=120, message=lambda: json.dumps(master.state())[-2000:])
             assert grep.everywhere(looked_for, key_file) == []
-            flag.write_text("")
-            out, err = attach.communicate(timeout=120)
-        finally:
-            if attach.poll() is None:
-                attach.kill()
-                attach.communicate()
+            out, err = release(flag, attach)
     assert attach.returncode == 0, err
     assert leaks("attach's output", (out + err).encode(), looked_for) == []
     assert "launching scheduler task 2" in err and "ended: succeeded" in err, err

@@ -118,3 +118,22 @@ def assert_no_task_processes(timeout=30):
 
     wait_until(none_left, timeout, interval=0.2,
                message=lambda: "task processes survived: %s" % left)
+
+
+@contextlib.contextmanager
+def reaped(proc):
+    """``proc`` killed and reaped at the block's end if it still runs: a
+    failed wait or assertion inside leaves nothing behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def release(flag, proc, timeout=120):
+    """Write ``flag`` (what a run's tasks wait for to end) and read ``proc``
+    (``tfmesos attach`` following the run) to its end: (out, err)."""
+    flag.write_text("")
+    return proc.communicate(timeout=timeout)
