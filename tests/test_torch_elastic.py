@@ -3,8 +3,9 @@
 tfrun's ``PET_*`` variables) on examples/torch_ddp.py, which saves a
 checkpoint per epoch and resumes from it. Worker 1's training process
 holds mid-epoch (tests/elastic_train.py) until the test SIGKILLs it:
-torchrun restarts the workers of both tasks in place (its --max-restarts),
-tfmesos sees nothing, every epoch is saved once and tfrun exits 0.
+torchrun restarts the workers of both tasks in place (its --max-restarts;
+a torchrun that ends after all is relaunched alone by tfmesos), every epoch
+is saved once and tfrun exits 0, the run never restarted whole.
 (``kill_agent``: the test SIGKILLs worker 1's torchrun too, for the sticky
 relaunch of the task alone; not a test yet: the relaunched torchrun failed
 twice more before it rejoined.)"""
@@ -74,8 +75,13 @@ def test_a_killed_rank_is_restarted_in_place_by_torchrun_and_each_epoch_counts_o
     code, out, err, record = run_killing(tmp_path, "2:2", kill_agent=False)
     assert code == 0, err[-4000:]
     assert_each_epoch_saved_once(out)
-    # torchrun restarted both tasks' workers: no task of tfmesos' ended
-    assert "exitcode: -9" in err and "relaunching" not in err, err[-4000:]
+    # torchrun saw its worker killed and restarted the workers in place. Who
+    # restarts what (README "Elastic"): where a torchrun itself then ends (in
+    # CI once, both nodes' agents gave up re-forming the group, exit 1, after
+    # one had closed the rendezvous), tfmesos relaunches that task alone on
+    # its agent, and it resumes from the checkpoint; never the run whole.
+    assert "exitcode: -9" in err, err[-4000:]
     assert record["framework"] == "torch" and record["outcome"]["status"] == "succeeded"
-    assert record["relaunches"] == [] and record["restarts"] == []
+    assert record["restarts"] == []
+    assert all(r["task"].startswith("worker:") for r in record["relaunches"]), record["relaunches"]
 
