@@ -21,7 +21,8 @@ from ..core.inputs import (
     MAX_TASKS,
 )
 from ..core.restarts import RESTART_ON, RestartPolicy
-from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec, pairs
+from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec
+from ..core.spec_fields import pairs
 from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
 from ..exceptions import SpecError
 from .common import (

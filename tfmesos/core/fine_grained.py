@@ -20,7 +20,8 @@ from .events import TaskMetrics
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
-from .spec import AUTO, STICKY_TIMEOUT, JobsGiven, RunSpec, pairs, parse_jobs
+from .spec import AUTO, STICKY_TIMEOUT, JobsGiven, RunSpec, parse_jobs
+from .spec_fields import pairs
 
 if TYPE_CHECKING:   # annotations only: imported when a run ships, logs to MLflow
     from ..record.mlflow_mapping import MlflowSpec

@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 EPSILON = 1e-6
 READ_AFTER = 10.0   # seconds a task waits before the agents' totals are read
 REREAD = 30.0       # seconds between reads of the totals while tasks wait
+CHECK_INTERVAL = 1.0   # seconds between two looks at the slots (check_slots)
 WINDOW = 30.0       # seconds of offers that say "no offer could hold it"
 
 NEVER, BUSY, UNKNOWN, FITS = "never", "busy", "unknown", "fits"
@@ -266,6 +267,22 @@ class FitWatch:
         self.said: Optional[str] = None   # the latest note, once made
         self.short: Optional[str] = None  # its waiting-line part
         self._said_key: Optional[tuple[str, str]] = None   # (task, kind) said last
+        self._slots_checked: Optional[float] = None   # when check_slots last checked
+
+    def check_slots(self, slots: Iterable[Any], subscribed: bool) -> Optional[str]:
+        """``check`` of a run's task slots (those PENDING wait for an offer;
+        none while the scheduler is not subscribed), at most once every
+        ``CHECK_INTERVAL`` s: the forming loop asks once per event
+        (thousands while hundreds of tasks register)."""
+        now = self._clock()
+        if self._slots_checked is not None and now - self._slots_checked < CHECK_INTERVAL:
+            return None
+        self._slots_checked = now
+        slots = list(slots)
+        waiting = [(slot.name, slot.job.name, Size(slot.job.cpus, slot.job.mem, slot.job.gpus))
+                   for slot in slots if slot.state == "PENDING"] if subscribed else []
+        return self.check(waiting, [Size(slot.job.cpus, slot.job.mem, slot.job.gpus)
+                                    for slot in slots])
 
     def check(self, waiting: Sequence[tuple[str, str, Size]], asks: Sequence[Size]
               ) -> Optional[str]:

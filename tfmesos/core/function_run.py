@@ -23,9 +23,9 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import CancelledError
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..exceptions import ClusterError, RemoteTaskError, SpecError, TaskFailed, TFMesosError
 from ..protocol import task_env
@@ -33,10 +33,12 @@ from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 from . import config
 from .caller import run_command, script_name
 from .function_options import OPTIONS, Ship, in_keywords
+from .function_output import Printer, logs_choice, say
 from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
 from .run_result import RunResult
-from .spec import AUTO, Job, RunSpec, pairs, parse_jobs
+from .spec import AUTO, Job, RunSpec, parse_jobs
+from .spec_fields import pairs
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
     from ..ship.bundle import ShipSpec
@@ -48,7 +50,6 @@ RUNNER = "-m tfmesos.task.function_runner"
 RESULT_WAIT = 30.0     # for the value after the trainers ended
 ERROR_WAIT = 5.0       # for a failed task's exception after its failure
 END_GRACE = 5.0        # for the values of workers still running when the chief returned
-MAX_LINE = 64 * 1024   # characters of an unfinished output line held back
 
 def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief: bool = False,
         evaluator: bool = False, ship: Ship = ".", **options: Any) -> RunResult:
@@ -312,73 +313,6 @@ def other_limit(limit: int, jobs: Sequence[Job]) -> int:
     the caller holds at most ``limit + MAX_OTHER_RESULTS`` bytes of pickles."""
     others = sum(job.num for job in jobs) - 1
     return min(limit, MAX_OTHER_RESULTS // others) if others > 0 else limit
-
-
-def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
-                ) -> "Callable[[TaskSlot], bool]":
-    """Which tasks' output is shown (as tfrun's ``--logs``): None, every
-    worker, the chief and the evaluator; "all", "none", or a list of
-    ``job`` / ``job:i,j``."""
-    if logs is None:
-        return lambda slot: slot.job.name in ("worker", "chief", "evaluator")
-    if isinstance(logs, str):
-        logs = [logs]
-    names = {job.name for job in jobs}
-    chosen: set[tuple[str, Optional[int]]] = set()   # (job, None): all of its tasks
-    for text in logs:
-        text = str(text).strip()
-        if text in ("all", "none"):
-            chosen.update((name, None) for name in names if text == "all")
-            continue
-        name, _, indices = text.partition(":")
-        if name not in names:
-            raise SpecError("logs %r: no job %r in this run; jobs: %s (or 'all', 'none')"
-                            % (text, name, ", ".join(sorted(names))))
-        try:
-            chosen.update((name, int(i)) for i in indices.split(",")) if indices \
-                else chosen.add((name, None))
-        except ValueError:
-            raise SpecError("logs %r: use JOB or JOB:INDEX,... like worker:0,2" % text) from None
-    return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
-
-
-class Printer:
-    """The tasks' output, each line prefixed ``[job:index] ``, on this
-    process' stdout or stderr as they are when it comes (a notebook's cell)."""
-
-    def __init__(self) -> None:
-        self._open: dict[tuple[str, str], str] = {}   # (task, stream) -> its unfinished line
-
-    def __call__(self, slot: "TaskSlot", stream: str, text: str) -> None:
-        key = (slot.name, stream)
-        *lines, rest = (self._open.pop(key, "") + text).split("\n")
-        if len(rest) > MAX_LINE:
-            lines, rest = lines + [rest], ""
-        if rest:
-            self._open[key] = rest
-        if lines:
-            self._write(stream, "".join("[%s] %s\n" % (slot.name, line) for line in lines))
-
-    def close(self) -> None:
-        for (name, stream), rest in sorted(self._open.items()):
-            self._write(stream, "[%s] %s\n" % (name, rest))
-        self._open.clear()
-
-    @staticmethod
-    def _write(stream: str, text: str) -> None:
-        target = sys.stderr if stream == "stderr" else sys.stdout
-        try:
-            target.write(text)
-            target.flush()
-        except (OSError, ValueError):
-            pass    # nobody reads it any more; the run directory has it
-
-
-def say(text: str) -> None:
-    try:
-        print("tfmesos: %s" % text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional[Sources] = None,

@@ -30,7 +30,8 @@ from typing import Any, Callable, Optional
 
 from ..exceptions import TFMesosError
 from .function_options import Ship, in_keywords
-from .function_run import Cancel, FunctionCall, say
+from .function_output import say
+from .function_run import Cancel, FunctionCall
 from .run_result import RunResult
 
 _live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit

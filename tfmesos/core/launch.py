@@ -25,7 +25,7 @@ from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
-from .fit import FitWatch, Size
+from .fit import FitWatch
 from .identity import RunIdentity
 from .phase import Phase
 from .reactions import RunEvents
@@ -53,7 +53,6 @@ if TYPE_CHECKING:   # annotations only: these come when a run needs them, or nev
     from .scheduler import TFMesosScheduler
 
 logger = logging.getLogger(__name__)
-FIT_CHECK_INTERVAL = 1.0   # seconds between two looks at whether waiting tasks can fit
 
 
 class ClusterRun:
@@ -126,7 +125,6 @@ class ClusterRun:
         self.launch_deadline: float = 0.0
         # Whether the tasks waiting for offers can ever fit (made at start).
         self.fit: Optional[FitWatch] = None
-        self._fit_checked = float("-inf")   # when the forming loop last asked it
         self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
         self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
         self._group: Optional[Coordinator] = None   # --torch, --jax: likewise (training_frameworks)
@@ -316,16 +314,7 @@ class ClusterRun:
         """Whether the tasks waiting for offers can ever fit (``fit``): the
         run fails once the agents' totals say one never can; what waits in
         vain is said once (and in the waiting line, ``fit_note``)."""
-        # The loop turns once per event (thousands while hundreds of tasks
-        # register); the watch decides on a scale of seconds: once a second.
-        now = self._clock()
-        if self.fit is None or now - self._fit_checked < FIT_CHECK_INTERVAL:
-            return
-        self._fit_checked = now
-        waiting = [(slot.name, slot.job.name, Size(slot.job.cpus, slot.job.mem, slot.job.gpus))
-                   for slot in self.slots if slot.state == "PENDING"] if subscribed else []
-        text = self.fit.check(waiting, [Size(slot.job.cpus, slot.job.mem, slot.job.gpus)
-                                        for slot in self.slots])
+        text = self.fit.check_slots(self.slots, subscribed) if self.fit is not None else None
         if text is not None:
             self._say(text)
 

@@ -16,7 +16,7 @@ import math
 import os
 import re
 import string
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..exceptions import SpecError
@@ -24,7 +24,6 @@ from ..mesos.master_address import parse_master
 from ..mesos.roles import role_error
 from .config import LOCAL
 from .inputs import (
-    ENV_NAME,
     MAX_ATTEMPTS,
     MAX_CPUS,
     MAX_GPUS,
@@ -37,6 +36,7 @@ from .inputs import (
     number_error,
 )
 from .restarts import RestartPolicy
+from .spec_fields import env_tuple, secret_names, volume_tuple
 from .training_frameworks import (
     FRAMEWORKS,
     GROUP_JOB,
@@ -108,7 +108,7 @@ class Job:
         if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
             raise SpecError.about("job %r: {job.cmd} must be a non-empty string or None",
                                   self.name, job=self.name)
-        object.__setattr__(self, "env", _env_tuple(self.env, "job %r" % self.name))
+        object.__setattr__(self, "env", env_tuple(self.env, "job %r" % self.name))
         if self.name in SINGLETON_JOBS and self.num != 1:
             raise SpecError.about("job %r: at most one %s task is allowed, got {job.num=%d}",
                                   self.name, self.name, self.num, job=self.name)
@@ -276,9 +276,9 @@ class RunSpec:
                 raise SpecError("invalid Mesos role %r (%s): use a name like 'ml' or 'ml/team'"
                                 % (self.role, why))
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
-                                                  _volume_tuple(v) for v in self.volumes))
-        object.__setattr__(self, "env", _env_tuple(self.env, "the run"))
-        object.__setattr__(self, "secret_env", _secret_names(self.secret_env,
+                                                  volume_tuple(v) for v in self.volumes))
+        object.__setattr__(self, "env", env_tuple(self.env, "the run"))
+        object.__setattr__(self, "secret_env", secret_names(self.secret_env,
                                                              {name for name, _ in self.env}))
         if self.secret_env and self.image and upper == "DOCKER":
             # src/docker/docker.cpp copies a variable's value(), empty for a secret.
@@ -495,53 +495,3 @@ def _check_int(obj: Union[Job, RunSpec], field: str, minimum: int, maximum: int,
             raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (field, what), obj.name,
                                   why, value, job=obj.name)
         raise SpecError.about("the run: {%s} %%s%s, got %%r" % (field, what), why, value)
-
-
-def _env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[object]]]],
-               owner: str) -> tuple[tuple[str, str], ...]:
-    items = env.items() if isinstance(env, dict) else env
-    result = []
-    for item in items:
-        if isinstance(item, str):
-            if "=" not in item:
-                raise SpecError("%s: environment entry %r must look like NAME=VALUE" % (owner, item))
-            item = item.split("=", 1)
-        name, value = item
-        if not ENV_NAME.match(str(name)):
-            raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
-                            "_, not first a digit" % (owner, name))
-        result.append((str(name), str(value)))
-    return tuple(result)
-
-
-def pairs(value: Any) -> tuple:
-    """``(name, value)`` pairs of a mapping, or of pairs given as such (None: none)."""
-    if value is None:
-        return ()
-    return tuple(value.items()) if isinstance(value, dict) else tuple(value)
-
-
-def _secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tuple[str, ...]:
-    """``secret_env``: distinct variable names, none of them also a plain
-    setting (``plain``) nor one tfmesos sets itself."""
-    if isinstance(names, str):
-        names = (names,)
-    result = []
-    for name in names:
-        if not isinstance(name, str) or not ENV_NAME.match(name):
-            raise SpecError.about("{secret_env}: invalid environment variable name %r: use "
-                                  "letters, digits and _, not first a digit", name)
-        if name.startswith(("TFMESOS_", "MESOS_")):
-            raise SpecError.about("{secret_env}: %s is a name tfmesos or Mesos sets itself: give "
-                                  "your secret another name", name)
-        if name in plain:
-            raise SpecError.about("{secret_env}: %s is also a plain setting ({env}): give it once",
-                                  name)
-        if name not in result:
-            result.append(name)
-    return tuple(result)
-
-
-def _volume_tuple(volume: Sequence[str]) -> tuple[str, str, str]:
-    host, container, mode = volume
-    return parse_volume("%s:%s:%s" % (host, container, mode.lower()))

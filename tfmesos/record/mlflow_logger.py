@@ -26,16 +26,14 @@ import getpass
 import json
 import os
 import queue
-import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .history import HistoryError, Run
+from .history import Run
 from .liveness import gone, this_process
 from .metric_series import Point
 from .mlflow_mapping import (
@@ -50,13 +48,16 @@ from .mlflow_mapping import (
     is_local_store,
     metric_rows,
     mlflow_status,
+    one_line,
     params_of,
     point_rows,
+    run_page,
     scheduler_tag,
     tags_of,
 )
+from .mlflow_sources import copy_tail, git_commit, log_names, read_run
 from .report import REPORT, write_report
-from .schema import RunFile, safe_file_name
+from .schema import RunFile
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -73,7 +74,6 @@ _IMPORTING = threading.Lock()
 TIMEOUT = 60.0                  # seconds the end of a run waits for MLflow at most
 LOG_CAP = 10 * 1000 * 1000      # bytes of one log uploaded: a larger one's tail
 LOGS_CAP = 100 * 1000 * 1000    # bytes of logs uploaded in all: the rest are skipped
-GIT_TIMEOUT = 5.0
 # MLflow's HTTP client retries a failed request 7 times with a doubling
 # back-off, and waits 120 s for an answer: far too long for a run's end.
 # Set in this process unless the user set them (``_set_environment``).
@@ -476,63 +476,6 @@ class MlflowLogger:
         return left_out
 
 
-def run_page(uri: str, experiment_id: Optional[str], run_id: Optional[str]) -> Optional[str]:
-    """The MLflow run's page in the UI of the tracking server ``uri``
-    (http(s); the address MLflow's ``_log_url`` prints), or None."""
-    if not (uri.startswith("http://") or uri.startswith("https://")) or not experiment_id \
-            or not run_id:
-        return None
-    return "%s/#/experiments/%s/runs/%s" % (uri.rstrip("/"), experiment_id, run_id)
-
-
-def read_run(directory: str) -> Optional[tuple[RunFile, float]]:
-    """(run.json, when it was last written: a time.time()) of the run
-    directory ``directory``, or None (none there, unreadable)."""
-    try:
-        found = Run.load(directory)
-        return found.file, os.stat(os.path.join(directory, "run.json")).st_mtime
-    except (HistoryError, OSError):
-        return None
-
-
-def log_names(run: RunFile) -> list[str]:
-    """The log file names of every attempt of ``run`` that are plain file
-    names of its directory (``schema.safe_file_name``), in order."""
-    names: list[str] = []
-    for task in run.tasks:
-        for attempt in task.attempts:
-            if attempt.logs:
-                for name in (attempt.logs.stdout, attempt.logs.stderr):
-                    if safe_file_name(name) and name not in names:
-                        names.append(name)
-    return names
-
-
-def copy_tail(source: str, target: str, keep: int, size: int) -> None:
-    """Copy the last ``keep`` bytes of ``source`` (``size`` bytes long) to
-    ``target``, after a line that says how much was left out."""
-    with open(source, "rb") as reading, open(target, "wb") as writing:
-        if keep < size:
-            writing.write(b"[tfmesos: the first %d bytes of %d were left out]\n"
-                          % (size - keep, size))
-            reading.seek(size - keep)
-        shutil.copyfileobj(reading, writing)
-
-
-def git_commit(directory: str) -> Optional[str]:
-    """``git rev-parse HEAD`` in ``directory``, or None (not a git checkout,
-    no git, too slow)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
-        found = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=directory,
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=GIT_TIMEOUT)
-        commit = found.stdout.strip()
-        if found.returncode == 0 and len(commit) in (40, 64) and all(
-                c in "0123456789abcdef" for c in commit):
-            return commit
-    return None
-
-
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -540,20 +483,4 @@ def _user() -> str:
         return str(os.getuid())
 
 
-_REQUEST_FAILED = re.compile(r"^(API request to \S+) failed with exception .*?"
-                             r"(\[Errno -?\d+\] [^'\")]*|Read timed out)")
-
-
-def one_line(error: BaseException) -> str:
-    """``error`` as one short line: its message's first line (an HTTP
-    request's: what failed and why, without urllib3's detail), else its type."""
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    failed = _REQUEST_FAILED.match(first)
-    if failed:
-        first = "%s failed: %s" % failed.groups()
-    first = first if len(first) <= 300 else first[:297] + "..."
-    return first or type(error).__name__
-
-
-__all__ = ["MlflowLogger", "git_commit", "log_names", "copy_tail", "read_run", "TIMEOUT"]
+__all__ = ["MlflowLogger", "import_mlflow", "TIMEOUT"]

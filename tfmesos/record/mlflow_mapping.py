@@ -347,7 +347,32 @@ def gone_run_end(tags: Mapping[str, str], gone: Callable[[Scheduler], bool],
                    "run.json of it to tell when" % process)
 
 
+def run_page(uri: str, experiment_id: Optional[str], run_id: Optional[str]) -> Optional[str]:
+    """The MLflow run's page in the UI of the tracking server ``uri``
+    (http(s); the address MLflow's ``_log_url`` prints), or None."""
+    if not (uri.startswith("http://") or uri.startswith("https://")) or not experiment_id \
+            or not run_id:
+        return None
+    return "%s/#/experiments/%s/runs/%s" % (uri.rstrip("/"), experiment_id, run_id)
+
+
+_REQUEST_FAILED = re.compile(r"^(API request to \S+) failed with exception .*?"
+                             r"(\[Errno -?\d+\] [^'\")]*|Read timed out)")
+
+
+def one_line(error: BaseException) -> str:
+    """``error`` as one short line: its message's first line (an HTTP
+    request's: what failed and why, without urllib3's detail), else its type."""
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    failed = _REQUEST_FAILED.match(first)
+    if failed:
+        first = "%s failed: %s" % failed.groups()
+    first = first if len(first) <= 300 else first[:297] + "..."
+    return first or type(error).__name__
+
+
 __all__ = ["MlflowSpec", "mlflow_spec", "tracking_uri", "default_tracking_uri",
            "absolute_sqlite", "metric_key", "MetricKeys", "point_rows", "metric_rows",
            "params_of", "tags_of", "mlflow_status", "is_local_store", "NOT_INSTALLED",
-           "scheduler_tag", "scheduler_of", "gone_run_end", "GoneEnd"]
+           "scheduler_tag", "scheduler_of", "gone_run_end", "GoneEnd", "run_page", "one_line"]

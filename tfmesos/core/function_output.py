@@ -1,0 +1,86 @@
+"""What ``tfmesos.run``'s caller sees of its tasks (``function_run``):
+which tasks' output is shown (``logs=``, as tfrun's ``--logs``), their
+lines prefixed ``[job:index]`` on this process' stdout or stderr, and
+tfmesos' own lines."""
+
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Callable, Optional, Union
+
+from ..exceptions import SpecError
+from .spec import Job
+
+if TYPE_CHECKING:
+    from .slots import TaskSlot
+
+MAX_LINE = 64 * 1024   # characters of an unfinished output line held back
+
+
+def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
+                ) -> "Callable[[TaskSlot], bool]":
+    """Which tasks' output is shown (as tfrun's ``--logs``): None, every
+    worker, the chief and the evaluator; "all", "none", or a list of
+    ``job`` / ``job:i,j``."""
+    if logs is None:
+        return lambda slot: slot.job.name in ("worker", "chief", "evaluator")
+    if isinstance(logs, str):
+        logs = [logs]
+    names = {job.name for job in jobs}
+    chosen: set[tuple[str, Optional[int]]] = set()   # (job, None): all of its tasks
+    for text in logs:
+        text = str(text).strip()
+        if text in ("all", "none"):
+            chosen.update((name, None) for name in names if text == "all")
+            continue
+        name, _, indices = text.partition(":")
+        if name not in names:
+            raise SpecError("logs %r: no job %r in this run; jobs: %s (or 'all', 'none')"
+                            % (text, name, ", ".join(sorted(names))))
+        try:
+            chosen.update((name, int(i)) for i in indices.split(",")) if indices \
+                else chosen.add((name, None))
+        except ValueError:
+            raise SpecError("logs %r: use JOB or JOB:INDEX,... like worker:0,2" % text) from None
+    return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
+
+
+class Printer:
+    """The tasks' output, each line prefixed ``[job:index] ``, on this
+    process' stdout or stderr as they are when it comes (a notebook's cell)."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], str] = {}   # (task, stream) -> its unfinished line
+
+    def __call__(self, slot: "TaskSlot", stream: str, text: str) -> None:
+        key = (slot.name, stream)
+        *lines, rest = (self._open.pop(key, "") + text).split("\n")
+        if len(rest) > MAX_LINE:
+            lines, rest = lines + [rest], ""
+        if rest:
+            self._open[key] = rest
+        if lines:
+            self._write(stream, "".join("[%s] %s\n" % (slot.name, line) for line in lines))
+
+    def close(self) -> None:
+        for (name, stream), rest in sorted(self._open.items()):
+            self._write(stream, "[%s] %s\n" % (name, rest))
+        self._open.clear()
+
+    @staticmethod
+    def _write(stream: str, text: str) -> None:
+        target = sys.stderr if stream == "stderr" else sys.stdout
+        try:
+            target.write(text)
+            target.flush()
+        except (OSError, ValueError):
+            pass    # nobody reads it any more; the run directory has it
+
+
+def say(text: str) -> None:
+    try:
+        print("tfmesos: %s" % text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+__all__ = ["logs_choice", "Printer", "say", "MAX_LINE"]
