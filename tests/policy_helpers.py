@@ -60,7 +60,7 @@ class FakeRun:
     events go to the real policy, which acts on the real state and control."""
 
     def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
-                 sandboxes=None, framework_outcome=lambda: None):
+                 sandboxes=None, framework_outcome=lambda: None, rendezvous_host=None):
         self.state = RunState(jobs)
         self.state.move(Phase.FORMING)
         self.effects = RecordedEffects(self.state)
@@ -68,7 +68,8 @@ class FakeRun:
         self.notes = []
         self.record = RunRecord(None, RunFile(mode=mode), self.state.slots, forwarding=False)
         self.recovery = Recovery(self.control, self.record, policy, sticky, sticky_timeout,
-                                 MAX_ATTEMPTS, notify=self.notes.append)
+                                 MAX_ATTEMPTS, notify=self.notes.append,
+                                 rendezvous_host=rendezvous_host)
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,
                                 mode, sandboxes=sandboxes,
                                 framework_outcome=framework_outcome)

@@ -304,6 +304,72 @@ def test_sticky_relaunches_are_bounded_by_max_attempts():
         run.status("worker:1", "TASK_LOST")
 
 
+def test_a_sticky_worker_that_comes_back_and_fails_again_is_relaunched_max_attempts_times():
+    # Seen with an elastic torchrun that met a closed rendezvous at every
+    # start: back, then exit 1, relaunched 28 times in a minute.
+    run = sticky_run()
+    slot = run.slots.named("worker:1")
+    port = slot.port
+    for attempt in range(MAX_ATTEMPTS):
+        run.exit("worker:1", 1)
+        assert "(relaunch %d, within 120 s)" % (attempt + 1) in run.notes[-1]
+        run.launch(slot)
+        run.handle(TaskRegistered(slot.task_id, "h", port))
+        assert run.notes[-1] == "worker:1 is back at h:%d" % port
+    with pytest.raises(TaskFailed, match="task worker:1 exited with code 1"):
+        run.exit("worker:1", 1)
+
+
+def test_relaunches_count_again_after_a_whole_restart():
+    run = sticky_run(policy=RestartPolicy(1, "failure"))
+    slot = run.slots.named("worker:1")
+    port = slot.port
+    for _ in range(MAX_ATTEMPTS):
+        run.exit("worker:1", 1)
+        run.launch(slot)
+        run.handle(TaskRegistered(slot.task_id, "h", port))
+    run.exit("worker:1", 1)
+    assert run.phase == Phase.RESTARTING
+    run.later(60)
+    for one in run.slots:
+        run.launch(one)
+    run.running()
+    run.exit("worker:1", 1)
+    assert "(relaunch 1, within 120 s)" in run.notes[-1]
+
+
+def test_an_elastic_torchrun_that_exits_is_not_relaunched_alone_but_a_lost_one_is():
+    # torchrun shuts its c10d rendezvous down when it ends with a failure
+    # (torch/distributed/launcher/api.py launch_agent): a relaunch alone
+    # could only meet RendezvousClosedError. A lost one (killed, its agent
+    # gone) leaves the rendezvous open, and rejoins it.
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "failure"), sticky=("worker",),
+                  rendezvous_host="worker:0")
+    run.running()
+    run.status("worker:1", "TASK_FAILED", message="Command exited with status 137")
+    assert "relaunching it" in run.notes[-1] and run.phase == Phase.RUNNING
+    slot = run.slots.named("worker:1")
+    port = slot.port
+    run.launch(slot)
+    run.handle(TaskRegistered(slot.task_id, "h", port))
+    run.exit("worker:1", 1)
+    assert run.phase == Phase.RESTARTING and "restarting the cluster" in run.notes[-1]
+
+
+def test_elastic_tasks_that_exit_while_the_rendezvous_host_is_relaunched_are_relaunched():
+    # Worker 0's torchrun hosts the store: when it ends (closing it or not),
+    # the store goes with it, the others' torchrun exit (no store), and a
+    # relaunched worker 0 hosts a new one they can join.
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "failure"), sticky=("worker",),
+                  rendezvous_host="worker:0")
+    run.running()
+    run.exit("worker:0", 1)
+    assert "worker:0 exited with code 1; relaunching it" in run.notes[-1]
+    run.exit("worker:1", 1)
+    assert "worker:1 exited with code 1; relaunching it" in run.notes[-1]
+    assert run.phase == Phase.RUNNING
+
+
 # -- the stop wins --------------------------------------------------------------------
 
 def test_a_stop_during_a_restart_launches_nothing_more():

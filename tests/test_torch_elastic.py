@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -22,7 +23,10 @@ from waiting import wait_until
 
 PY = sys.executable
 EPOCHS = 4
-TIMEOUT = 600     # a loaded 2-core machine: torch imports for ~10 s of CPU a process
+# A loaded 2-core machine: torch imports for ~10 s of CPU a process. Both
+# waits together stay under pytest-timeout's 300 s, so that a hang fails
+# with the run's own output.
+TO_HOLD, TO_END = 120, 150
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +48,7 @@ def run_killing(tmp_path, nodes, kill_agent):
     env = dict(os.environ, MESOS_MASTER="", OMP_NUM_THREADS="1")
     with start_tfrun(*args, env=env) as proc:
         wait_until(lambda: pid_file.exists() and pid_file.read_text().endswith("\n")
-                   or proc.poll() is not None, timeout=TIMEOUT)
+                   or proc.poll() is not None, timeout=TO_HOLD)
         assert proc.poll() is None, proc.communicate()
         held = int(pid_file.read_text())
         with open("/proc/%d/stat" % held, encoding="utf-8") as handle:
@@ -52,7 +56,13 @@ def run_killing(tmp_path, nodes, kill_agent):
         if kill_agent:
             os.kill(agent, signal.SIGKILL)   # first: nothing left to restart the worker
         os.kill(held, signal.SIGKILL)
-        out, err = proc.communicate(timeout=TIMEOUT)
+        try:
+            out, err = proc.communicate(timeout=TO_END)
+        except subprocess.TimeoutExpired:
+            proc.terminate()       # tfrun stops its tasks
+            out, err = proc.communicate(timeout=60)
+            pytest.fail("the run did not end within %d s of the kill:\n%s\n%s"
+                        % (TO_END, out[-3000:], err[-6000:]))
     with open(run_dir / "run.json", encoding="utf-8") as handle:
         return proc.returncode, out, err, json.load(handle)
 

@@ -190,6 +190,9 @@ def test_elastic_workers_get_torchruns_c10d_options_and_no_static_ranks():
             "PET_NNODES": "1:3", "PET_NPROC_PER_NODE": "2" if told is two else "1",
             "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "10.0.0.7:31001",
             "PET_RDZV_ID": "r1", "PET_RDZV_CONF": "is_host=" + host}
+        # each round's workers bootstrap from a store of their own round
+        # (pytorch/pytorch#135712: the shared one kept the last round's keys)
+        assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
         # torchrun gives its workers these from the rendezvous round they joined
         for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "GROUP_RANK",
                      "NODE_RANK", "TF_CONFIG"):

@@ -38,7 +38,7 @@ from .spec import RunSpec
 from .state import RunState
 from .takeover import Adoption, Resume
 from .taskinfo import run_user
-from .training_frameworks import Coordinator, coordinator, task_told
+from .training_frameworks import GROUP_JOB, Coordinator, coordinator, task_told
 
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
     from mesos_local.master import LocalMaster
@@ -140,7 +140,9 @@ class ClusterRun:
         self.control: RunControl = Control(self.state, effects=self)
         self.recovery: Recovery = Recovery(self.control, self.record, spec.restart_policy,
                                            spec.sticky_jobs, spec.sticky_timeout,
-                                           spec.max_attempts, notify=notify)
+                                           spec.max_attempts, notify=notify,
+                                           rendezvous_host=None if spec.elastic is None
+                                           else "%s:0" % GROUP_JOB)
         self.adoption: Optional[Adoption] = Adoption(
             resume, self.slots, self.record, self.recovery, spec.mode) \
             if resume is not None else None

@@ -8,7 +8,8 @@ failure policy): a sticky relaunch, a whole restart, or the end of the run.
   message; the other tasks keep running. The scheduler keeps that port out
   of other tasks meanwhile (``TaskSlot.hold``). A worker not back within
   ``sticky_timeout`` seconds, whose agent is gone, or relaunched more than
-  ``max_attempts`` times in one attempt of the cluster, falls back to:
+  ``max_attempts`` times in one attempt of the cluster (whether or not it
+  came back in between), falls back to:
 * **Whole restart** (``restarts.RestartPolicy``: ``tfrun --max-restarts``):
   every task of the attempt is stopped; after the back-off the whole cluster
   is launched again (new offers, task ids, possibly agents and addresses),
@@ -47,7 +48,7 @@ class _Sticky:
     port: int
     address: str
     deadline: float
-    relaunches: int
+    relaunches: int = 0
 
 
 class Recovery:
@@ -55,23 +56,34 @@ class Recovery:
     behind ``control`` and telling ``record``. ``policy``: when to restart the
     whole cluster; ``sticky_jobs``: the jobs relaunched where they ran, each
     worker at most ``max_attempts`` times in one attempt of the cluster and
-    back within ``sticky_timeout`` s. ``notify(text)`` tells the user (tfrun:
-    one line on stderr; default: a log warning)."""
+    back within ``sticky_timeout`` s. ``rendezvous_host``: the task whose
+    process holds the group's rendezvous (``tfrun --torch-elastic``:
+    worker 0's torchrun hosts the c10d store). A torchrun that ends with a
+    failure shuts that rendezvous down (torch/distributed/launcher/api.py
+    ``launch_agent``), and one relaunched alone would meet
+    ``RendezvousClosedError``: so another task that exits with a failure is
+    relaunched only while the host itself is being relaunched (the store,
+    closed or not, went with it); a lost one (a signal, its agent gone)
+    leaves the rendezvous open and is relaunched. ``notify(text)`` tells
+    the user (tfrun: one line on stderr; default: a log warning)."""
 
     def __init__(self, control: RunControl, record: RunRecord,
                  policy: Optional[RestartPolicy] = None, sticky_jobs: Iterable[str] = (),
                  sticky_timeout: float = STICKY_TIMEOUT, max_attempts: int = 1,
-                 notify: Optional[Callable[[str], None]] = None) -> None:
+                 notify: Optional[Callable[[str], None]] = None,
+                 rendezvous_host: Optional[str] = None) -> None:
         self._control = control
         self._record = record
         self.policy = policy or RestartPolicy()
         self.sticky_jobs = frozenset(sticky_jobs)
         self.sticky_timeout = sticky_timeout
         self._max_attempts = max_attempts
+        self._rendezvous_host = rendezvous_host
         self._notify = notify or (lambda text: logger.warning("%s", text))
         self.restarts = 0          # whole restarts begun
         self._restart_at: Optional[float] = None   # when the pending whole restart launches
         self._sticky: dict[str, _Sticky] = {}      # slot name -> its relaunch
+        self._relaunched: dict[str, int] = {}      # slot name -> relaunches this attempt
         self._lost_agents: set[str] = set()
 
     # -- called by RunEvents and ClusterRun -----------------------------------
@@ -83,7 +95,8 @@ class Recovery:
         Relaunches it, restarts the cluster, or fails the run."""
         if slot.reason in AGENT_GONE and slot.agent_id:
             self._lost_agents.add(slot.agent_id)
-        if slot.job.name in self.sticky_jobs and self._relaunch(slot, what, cause):
+        if slot.job.name in self.sticky_jobs and self._may_rejoin(slot, cause) \
+                and self._relaunch(slot, what, cause):
             return
         self._restart_or_fail(error, cause, what)
 
@@ -129,6 +142,10 @@ class Recovery:
 
     # -- decisions -----------------------------------------------------------
 
+    def _may_rejoin(self, slot: TaskSlot, cause: Optional[str]) -> bool:
+        host = self._rendezvous_host
+        return cause == "lost" or host is None or slot.name == host or host in self._sticky
+
     def _relaunch(self, slot: TaskSlot, what: str, cause: Optional[str]) -> bool:
         """Start (or go on with) the sticky relaunch of ``slot``; False when
         it cannot be relaunched where it ran."""
@@ -138,11 +155,12 @@ class Recovery:
                     or slot.agent_id in self._lost_agents:
                 return False
             sticky = _Sticky(slot.agent_id, slot.port, slot.address,
-                             self._control.now() + self.sticky_timeout, 0)
-        if sticky.agent_id in self._lost_agents or sticky.relaunches >= self._max_attempts:
+                             self._control.now() + self.sticky_timeout)
+        relaunches = self._relaunched.get(slot.name, 0)
+        if sticky.agent_id in self._lost_agents or relaunches >= self._max_attempts:
             self._sticky.pop(slot.name, None)
             return False
-        sticky.relaunches += 1
+        self._relaunched[slot.name] = sticky.relaunches = relaunches + 1
         self._sticky[slot.name] = sticky
         self._notify("%s; relaunching it at %s on its agent (relaunch %d, within %.0f s)"
                      % (what, sticky.address, sticky.relaunches, self.sticky_timeout))
@@ -169,6 +187,7 @@ class Recovery:
         delay = self.policy.delay(self.restarts)
         self.restarts += 1
         self._sticky.clear()
+        self._relaunched.clear()
         self._notify("%s; restarting the cluster (restart %d of %d) in %g s"
                      % (what, self.restarts, self.policy.max_restarts, delay))
         self._record.restarting(self.restarts, cause, error.task, what, delay)

@@ -122,13 +122,22 @@ def elastic_environment(where: Coordinator, member: Member, nodes: "tuple[int, i
     (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py
     ``_create_tcp_store``, whose guess from the host name would make every
     task on worker 0's host try to host it; an explicit ``is_host`` is
-    respected as it is). ``--max-restarts`` is left to the command (torchrun's
-    default 0: README "Elastic" says who restarts what)."""
+    respected as it is). ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: each
+    round's workers bootstrap from a store of that round (rank 0 hosts it)
+    instead of the rendezvous' own store, which torch shares with every
+    round's workers under the same keys (dynamic_rendezvous.py
+    ``next_rendezvous`` builds the shared store's info once): after an
+    in-place restart a worker read the previous round's addresses (gloo
+    "Connection refused") or waited under other keys for good (the agents'
+    restart counts differ), pytorch/pytorch#135712. ``--max-restarts`` is
+    left to the command (torchrun's default 0: README "Elastic" says who
+    restarts what)."""
     return {
         "PET_NNODES": "%d:%d" % nodes, "PET_NPROC_PER_NODE": str(member.nproc),
         "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": where.address,
         "PET_RDZV_ID": run_id,
         "PET_RDZV_CONF": "is_host=%s" % ("true" if member.rank == 0 else "false"),
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "TFMESOS_ELASTIC_NNODES": "%d:%d" % nodes,
     }
 
