@@ -382,4 +382,10 @@ def test_show_of_a_running_task_says_running_and_for_how_long(runs_dir, capsys):
         json.dump(data, handle)
     code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
     assert code == 0 and "so far" not in shown
+    assert "training" not in shown       # TensorFlow's: said by nothing
+    data.update(framework="torch", elastic="1:2")
+    with open(os.path.join(directory, "run.json"), "w") as handle:
+        json.dump(data, handle)
+    code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
+    assert code == 0 and "\n  training   torch, elastic 1:2 (tfrun --torch-elastic)\n" in shown, shown
     assert [line.split()[-1] for line in shown.splitlines() if line.startswith("ps:0")] == ["-"]

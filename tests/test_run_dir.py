@@ -56,7 +56,7 @@ def one_cpu_master():
 def load_run_json(directory):
     """run.json, checked against docs/run.schema.json and for the order of its times."""
     data = validate_run_json(os.path.join(directory, "run.json"))
-    assert data["schema_version"] == 7
+    assert data["schema_version"] == 8
     assert data["outcome"]["status"] in ("succeeded", "failed", "aborted", "interrupted",
                                          "killed")
     assert data["timings"]["submitted"] and data["timings"]["finished"]

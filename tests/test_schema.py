@@ -58,7 +58,8 @@ def every_field_set():
                       usage=usage, hint="the task was killed with SIGKILL",
                       sandbox_tail=SandboxTail(stdout=["starting"], stderr=["sh: 1: x: not found"]))
     return RunFile(
-        schema_version=8, run_id="5eed0001", name="train", mode="fine", framework="torch",
+        schema_version=9, run_id="5eed0001", name="train", mode="fine", framework="torch",
+        elastic="1:3",
         master="zk://zk:2181",
         command="python train.py", jobs=[Job(name="ps", num=2, start=1, cpus=0.5, mem=256.0,
                                              gpus=1)],
@@ -116,7 +117,7 @@ def test_every_class_round_trips_with_values_other_than_its_defaults():
 def test_dict_forms_hold_every_field_in_order():
     data = RunFile().to_dict()
     assert list(data) == [field.name for field in dataclasses.fields(RunFile)]
-    assert data["schema_version"] == 7 and data["outcome"]["status"] == "running"
+    assert data["schema_version"] == 8 and data["outcome"]["status"] == "running"
     assert Sample(t=1.0, cpu_s=0.5).to_dict() == {"t": 1.0, "cpu_s": 0.5, "rss_mb": None,
                                                   "gpu_mb": None}
 
@@ -145,7 +146,7 @@ def test_a_value_of_the_wrong_type_says_where(data, where):
     ([], "expected an object, got list"),
     ({"tasks": []}, "no schema_version (nor format 1)"),
     ({"format": 7}, "no schema_version (nor format 1)"),
-    ({"schema_version": 8}, "schema_version 8 is newer than this tfmesos reads (7)"),
+    ({"schema_version": 9}, "schema_version 9 is newer than this tfmesos reads (8)"),
     ({"schema_version": "2"}, "schema_version '2' is not a version"),
 ])
 def test_files_it_cannot_read(data, message):
@@ -160,7 +161,7 @@ def test_a_version_1_file_reads_as_the_current_classes():
         data = json.load(handle)
     assert data["format"] == 1 and "schema_version" not in data
     run = read_run_file(data)
-    assert run.schema_version == 7 and run.shipped is None and run.scheduler is None
+    assert run.schema_version == 8 and run.shipped is None and run.scheduler is None
     assert run.metrics == [] and run.takeovers == [] and run.framework == "tensorflow"
     [worker_0, worker_1] = run.tasks
     assert [a.attempt for a in worker_1.attempts] == [1, 2] and run.restarts[0].task == "worker:1"
@@ -169,24 +170,24 @@ def test_a_version_1_file_reads_as_the_current_classes():
     assert failed.usage.samples[0] == Sample(t=1.0, cpu_s=0.96, rss_mb=66.7, gpu_mb=None)
     assert failed.usage.cgroup == CgroupUsage(limit_mb=256.0, peak_mb=53.1, oom_kills=0)
     assert failed.logs.named("stderr") == "worker.1.stderr"
-    # What it becomes is a valid version 7 file.
+    # What it becomes is a valid version 8 file.
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
 
 
-def test_a_version_2_file_reads_as_version_7():
+def test_a_version_2_file_reads_as_version_8():
     """Version 3 only added the attempts' ``sandbox_tail``, version 4 the
     run's ``scheduler``, version 5 the ``metrics``, version 6 the outcome's
-    ``by`` and the ``takeovers``, version 7 the ``framework``: a version 2
-    file reads with them null, empty and ``tensorflow``, and becomes a valid
-    version 7 file."""
+    ``by`` and the ``takeovers``, version 7 the ``framework``, version 8
+    ``elastic``: a version 2 file reads with them null, empty and
+    ``tensorflow``, and becomes a valid version 8 file."""
     current = RunFile(tasks=[Task(name="worker:0", attempts=[Attempt(task_id="t1")])]).to_dict()
     old = dict(current, schema_version=2)
     del old["tasks"][0]["attempts"][0]["sandbox_tail"]
     del old["scheduler"], old["metrics"], old["metrics_dropped"], old["takeovers"]
-    del old["outcome"]["by"], old["framework"]
+    del old["outcome"]["by"], old["framework"], old["elastic"]
     run = read_run_file(old)
-    assert run.schema_version == 7 and run.tasks[0].attempts[0].sandbox_tail is None
-    assert run.framework == "tensorflow"
+    assert run.schema_version == 8 and run.tasks[0].attempts[0].sandbox_tail is None
+    assert run.framework == "tensorflow" and run.elastic is None
     assert run.scheduler is None and run.metrics == [] and run.metrics_dropped == 0
     assert run.takeovers == [] and run.outcome.by is None
     jsonschema.validate(run.to_dict(), load_schema(), cls=jsonschema.Draft202012Validator)
@@ -227,7 +228,7 @@ def test_a_real_runs_run_json_is_valid(tmp_path):
                        str(run_dir), "--", "true")
     assert result.returncode == 0, result.stderr
     data = validate_run_json(run_dir / "run.json")
-    assert data["schema_version"] == 7 and data["outcome"]["status"] == "succeeded"
+    assert data["schema_version"] == 8 and data["outcome"]["status"] == "succeeded"
     assert data["framework"] == "tensorflow"
     assert data["scheduler"]["pid"] > 0 and data["scheduler"]["host"]
     [task] = data["tasks"]

@@ -99,7 +99,8 @@ def test_a_killed_rank_restarts_in_place_a_killed_torchrun_is_relaunched_alone(t
     assert "exitcode: -9" in err, err[-4000:]
     assert "worker:1 was lost (its command was killed by SIGKILL" in err, err[-4000:]
     assert "worker:1 is back at" in err, err[-4000:]
-    assert record["framework"] == "torch" and record["outcome"]["status"] == "succeeded"
+    assert record["framework"] == "torch" and record["elastic"] == "2:2"
+    assert record["outcome"]["status"] == "succeeded"
     assert record["restarts"] == []
     assert [(r["task"], r["cause"], r["back"] is not None) for r in record["relaunches"]] \
         == [("worker:1", "lost", True)], \

@@ -40,6 +40,13 @@ def _ended(run, attempt, last, now):
                                duration_text(max(0.0, (now - launched).total_seconds())))
 
 
+def training_text(file):
+    """``torch (tfrun --torch)``, ``torch, elastic 1:2 (tfrun --torch-elastic)``."""
+    if file.elastic:
+        return "%s, elastic %s (tfrun --torch-elastic)" % (file.framework, file.elastic)
+    return "%s (tfrun --%s)" % (file.framework, file.framework)
+
+
 def show_run(run, out, now=None):
     """Print ``run`` (a ``history.Run``) to ``out``; ``now`` (an aware
     datetime, default now) times what is still running."""
@@ -50,6 +57,8 @@ def show_run(run, out, now=None):
              ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
     if file.command:
         lines.append(("command", file.command))
+    if file.framework != "tensorflow":
+        lines.append(("training", training_text(file)))
     timings = run.timings
     lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
         local_time(run.started), duration_text(run.duration(now)),

@@ -48,7 +48,7 @@ def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
         run_dir = default_run_dir(spec.name, identity.run_id, environ)
     header = schema.RunFile(
         run_id=identity.run_id, name=spec.name, mode=spec.mode, framework=spec.framework,
-        master=spec.master,
+        elastic=None if spec.elastic is None else "%d:%d" % spec.elastic, master=spec.master,
         command=spec.recorded_command,
         jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
                          gpus=j.gpus) for j in spec.jobs])

@@ -428,6 +428,8 @@ def render(run: Run, now: Optional[datetime.datetime] = None) -> str:
     status, shown = run.status, run.shown_outcome
     facts = [("name", run.name), ("mode", run.mode), ("master", file.master),
              ("framework", file.framework_id), ("command", file.command),
+             ("training", None if file.framework == "tensorflow" else
+              file.framework + (", elastic %s" % file.elastic if file.elastic else "")),
              ("jobs", ", ".join("%s &times; %s (cpus %s, mem %s MB, gpus %s)" % tuple(
                  _e(value) for value in (job.num, job.name, job.cpus, job.mem, job.gpus))
                  for job in file.jobs)),

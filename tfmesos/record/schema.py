@@ -10,16 +10,17 @@ Schema (draft 2020-12) they make is ``json_schema``'s, committed as
 (the README's table says the same for users). Times are ISO 8601 UTC with
 milliseconds (``Time``).
 
-Versions: ``schema_version`` 7. Version 1 is what tfmesos wrote before
-(``"format": 1`` instead of ``schema_version``); it and versions 2 to 6
-read as version 7, since each version only added fields (and version 6 a
+Versions: ``schema_version`` 8. Version 1 is what tfmesos wrote before
+(``"format": 1`` instead of ``schema_version``); it and versions 2 to 7
+read as version 8, since each version only added fields (and version 6 a
 status): version 2 the attempts' ``exited`` and ``hint``, ``shipped``
 written as null when nothing was shipped, and every sample's ``gpu_mb``;
 version 3 the attempts' ``sandbox_tail``; version 4 ``scheduler`` (null
 in earlier files: whether their tfrun is gone cannot be told); version 5
 the run's ``metrics`` and ``metrics_dropped``; version 6 the outcome
 ``killed`` with its ``by``, and the run's ``takeovers``; version 7 the
-run's ``framework`` (earlier runs were all ``tensorflow``'s). A key a file lacks
+run's ``framework`` (earlier runs were all ``tensorflow``'s); version 8
+``elastic`` (null: no earlier run was elastic). A key a file lacks
 (so also those that early version 1 files lack: ``registered``, ``usage``,
 ``restarts``, ...) reads as its default.
 
@@ -38,7 +39,7 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -436,6 +437,8 @@ class RunFile(Record):
     framework: str = _field("whose variables the tasks got: tensorflow (TF_CONFIG; files "
                             "before version 7), torch (tfrun --torch) or jax (tfrun --jax)",
                             "tensorflow", enum=list(FRAMEWORKS))
+    elastic: Optional[str] = _field("tfrun --torch-elastic: MIN:MAX, torchrun's --nnodes (null "
+                                    "without, and in files before version 8)")
     master: Optional[str] = _field("the master as given (local: the embedded one)")
     command: Optional[str] = _field("the command template (replica mode)")
     jobs: list[Job] = _field("the jobs as asked for", factory=list)
