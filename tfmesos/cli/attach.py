@@ -20,6 +20,7 @@ import sys
 
 from ..exceptions import TFMesosError
 from .common import CommandParser
+from .tables import printable
 
 
 def build_parser():
@@ -28,7 +29,9 @@ def build_parser():
         description="Come back to a run started with tfrun --failover or --detach: follow a "
         "detached run's scheduler, or take over a run whose scheduler is gone (its tasks kept "
         "running: they register with the new scheduler and carry on, nothing restarts). "
-        "Ctrl-C leaves the run to its tasks again; tfmesos kill RUN stops it. Exits 0 once "
+        "A detached run's new scheduler attempts and its end are learnt from the master's "
+        "operator event stream (polled where the master refuses it). Ctrl-C leaves the run "
+        "to its tasks again; tfmesos kill RUN stops it. Exits 0 once "
         "the run succeeded; 1 when it failed, was killed or ended without saying (a finished "
         "run at once, with the line that says why it failed).")
     parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), its "
@@ -67,10 +70,10 @@ def main(argv, environ=None, out=None):
     run = found.run
     run_id = run.run_id
     if run.state == "finished":
-        out.write("run %s has finished: %s\n" % (run_id, run.outcome or
-                                                 "its framework was removed"))
+        out.write("run %s has finished: %s\n" % (run_id, printable(run.outcome or
+                                                           "its framework was removed")))
         if run.reason:
-            out.write("  %s\n" % run.reason)
+            out.write("  %s\n" % printable(run.reason))
         if run.detached and run.outcome != "succeeded":
             out.write("  its output: tfmesos logs %s --master %s scheduler\n" % (run_id, master))
         forget_key(run_id, environ)
@@ -112,12 +115,12 @@ def attach_detached(reader, state, framework, run, connected, key_file, environ,
     if not connected:
         relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
-    outcome = follow_scheduler(reader, run, out, sys.stderr, state=state)
-    say("run %s ended: %s" % (run_id, outcome))
+    outcome = follow_scheduler(reader, run, out, sys.stderr, state=state, notify=say)
+    say("run %s ended: %s" % (run_id, printable(outcome)))
     if outcome != "succeeded":
         reason = ended_reason(reader, run)
         if reason:
-            say(reason)
+            say(printable(reason))
     forget_key(run_id, environ)
     return 0 if outcome == "succeeded" else 1
 

@@ -4,22 +4,30 @@ Mesos web UI shows), from any machine that reaches the master; with
 ``--follow`` until the run's framework has finished. ``follow_scheduler``:
 a detached run's scheduler output as it grows (``tfmesos attach``).
 
-The run is found once in ``/master/state``; a follower then polls only its
-framework (``/master/frameworks?framework_id=ID``: its connection, labels
-and tasks) and asks for an agent it has not seen yet
-(``/master/slaves?slave_id=ID``), not the whole state every second. The
-agent of a task is the one its ``slave_id`` names; its endpoints are at the
-address of its libprocess ``pid`` (``slave(1)@ip:port``), as the web UI
-reaches them.
+The run is found once in ``/master/state``; a follower then learns its
+framework's changes (a task's new attempt, the framework's end and its
+outcome label) from the master's operator event stream
+(``mesos.operator_stream``: TASK_ADDED, TASK_UPDATED, FRAMEWORK_UPDATED,
+FRAMEWORK_REMOVED), and where the master refuses the stream, or the stream
+breaks or goes silent, polls only its framework
+(``/master/frameworks?framework_id=ID``: its connection, labels and tasks)
+as before, not the whole state every second (``FrameworkSource``). The
+sandbox files are read through ``/files/read`` at the follower's pace
+either way (Mesos streams no file). An agent not seen yet is asked of the
+master once (``/master/slaves?slave_id=ID``). The agent of a task is the
+one its ``slave_id`` names; its endpoints are at the address of its
+libprocess ``pid`` (``slave(1)@ip:port``), as the web UI reaches them.
 """
 
 import re
+import sys
 import threading
 import time
 import urllib.parse
-from typing import Optional
+from typing import Callable, Optional
 
 from ..exceptions import TFMesosError
+from ..mesos import operator_stream
 from ..mesos.agent_files import (
     MAX_REPLY,
     AgentFiles,
@@ -96,6 +104,56 @@ class RunView:
         return self._agents[agent_id]
 
 
+class FrameworkSource:
+    """Where a follower learns its run's framework (``framework()``: the
+    framework JSON or None, whether it has finished): the master's operator
+    event stream, subscribed on the first call; polled through
+    ``view.framework()`` (``/master/frameworks``) where the master refuses
+    the stream, and from the moment it is lost (``notify`` is then told
+    why, in one line)."""
+
+    def __init__(self, view: RunView, notify: Callable[[str], None]) -> None:
+        self.view, self.notify = view, notify
+        self.feed: Optional[operator_stream.OperatorFeed] = None
+        self._subscribed = False
+
+    def framework(self):
+        if not self._subscribed:
+            self._subscribed = True
+            try:
+                self.feed = operator_stream.OperatorFeed.of(self.view.reader)
+            except operator_stream.StreamRefused:
+                pass      # not served there: polled, as ever
+            except operator_stream.StreamLost as exc:
+                self._lost(exc)
+        if self.feed is not None:
+            framework_id = self.view.framework_id
+            try:
+                framework, finished = self.feed.read(lambda state: state.framework(framework_id))
+            except operator_stream.StreamLost as exc:
+                self._lost(exc)
+            else:
+                if framework is not None:
+                    return framework, finished
+                # Never shown on the stream (one the master no longer keeps,
+                # or shows otherwise): what the master says of it decides.
+        return self.view.framework()
+
+    def _lost(self, error) -> None:
+        self.close()
+        self.notify("%s: polling the master instead" % error)
+
+    def close(self) -> None:
+        if self.feed is not None:
+            feed, self.feed = self.feed, None
+            feed.close()
+
+
+def stderr_notice(prog):
+    """Lines on stderr, ``prog: ...``."""
+    return lambda text: print("%s: %s" % (prog, text), file=sys.stderr, flush=True)
+
+
 class SandboxFile:
     """One task's stdout or stderr on its agent, read on from where it was
     left; of a detached run's scheduler, the lines it relays of tasks whose
@@ -147,15 +205,26 @@ class SandboxFile:
         self.relayed = re.compile(r"\[(?:%s)\] " % "|".join(names)) if names else None
 
 
-def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interval=1.0):
+def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interval=1.0,
+               notify=None):
     """Print the ``stream`` of ``tasks`` (all: empty) of ``run`` (a
     ``ClusterRun`` of the master's ``/master/state`` ``state``, found by
     ``run_lookup``); ``follow``: on, switching to a task's newer attempt,
-    until the run's framework has finished. Each line once: a detached
-    run's scheduler relays its tasks' output, and what it relays of a task
+    until the run's framework has finished (learnt from the master's event
+    stream, else polled: ``FrameworkSource``; ``notify``: where a lost
+    stream is said, stderr by default). Each line once: a detached run's
+    scheduler relays its tasks' output, and what it relays of a task
     shown beside it is left out of its own (``scheduler`` alone: its whole
     output, what a foreground tfrun would have printed)."""
     view = RunView(reader, run.framework_id, state)
+    source = FrameworkSource(view, notify or stderr_notice("tfmesos logs"))
+    try:
+        return _print_logs(view, source, state, run, tasks, stream, follow, out, auth, interval)
+    finally:
+        source.close()
+
+
+def _print_logs(view, source, state, run, tasks, stream, follow, out, auth, interval):
     framework, finished = framework_of(state, run.framework_id)
     files: dict = {}
     while True:
@@ -185,19 +254,22 @@ def print_logs(reader, state, run, tasks, stream, follow, out, auth=None, interv
                 current.read(out, final=True)
             return 0
         time.sleep(interval)
-        framework, finished = view.framework()
+        framework, finished = source.framework()
 
 
 def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = None,
-                     poll: float = 1.0, state=None) -> Optional[str]:
+                     poll: float = 1.0, state=None,
+                     notify: Optional[Callable[[str], None]] = None) -> Optional[str]:
     """Print a detached run's scheduler output as it grows: its newest
     scheduler task's sandbox stdout to ``out``, its stderr to ``err``
     (text streams), switching to a newer attempt of the scheduler task when
     one appears (from its start, after a ``--- scheduler attempt N ---``
     line on ``err``). ``run``: a ``cluster_runs.ClusterRun`` (as
-    ``run_lookup`` found it). Polls the run's framework every ``poll``
-    seconds (``RunView``, not ``/master/state``; ``state``: one read
-    already, whose agents are known then).
+    ``run_lookup`` found it). Its sandbox files are read every ``poll``
+    seconds; the run's framework is learnt from the master's event stream,
+    else polled as often (``FrameworkSource``, not ``/master/state``;
+    ``state``: one read already, whose agents are known then; ``notify``:
+    where a lost stream is said, stderr by default).
 
     Returns how the run ended once its framework has finished: its
     ``tfmesos.outcome`` label (``succeeded``, ``failed: ...``, ``killed (by NAME)``),
@@ -206,9 +278,17 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
     all the same. An agent that cannot be read is a TFMesosError."""
     stop = stop if stop is not None else threading.Event()
     view = RunView(reader, run.framework_id, state)
+    source = FrameworkSource(view, notify or stderr_notice("tfmesos"))
+    try:
+        return _follow_scheduler(view, source, reader, run, out, err, stop, poll)
+    finally:
+        source.close()
+
+
+def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
     while not stop.is_set():
-        framework, finished = view.framework()
+        framework, finished = source.framework()
         newest = scheduler_tasks(framework, run.run_id)
         task = newest[0][1] if newest else None
         if task is not None and (following is None or following[0] != task["id"]):

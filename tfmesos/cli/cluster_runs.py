@@ -20,7 +20,7 @@ from typing import Optional
 
 from ..mesos.master_reads import MasterReader
 from ..protocol import labels as run_labels
-from .tables import duration_text, fit_last_column, table
+from .tables import duration_text, fit_last_column, printable, table
 
 MAX_OUTCOME = 40     # characters of a finished run's outcome the STATE column shows
 
@@ -48,7 +48,8 @@ class ClusterRun:
         ``failed (exit 5, worker:0)``, ``killed (by NAME)``, ... cut to
         MAX_OUTCOME), else ``finished``."""
         if self.state == "finished":
-            return cut(self.outcome, MAX_OUTCOME) if self.outcome else "finished"
+            return cut(printable(one_line(self.outcome)), MAX_OUTCOME) if self.outcome \
+                else "finished"
         notes = []
         if self.state == "disconnected":
             base = "failing over"
@@ -60,6 +61,11 @@ class ClusterRun:
         if self.detached:
             notes.append("detached")
         return base + (" (%s)" % ", ".join(notes) if notes else "")
+
+
+def one_line(text):
+    """``text`` with its runs of white space (newlines too) as one space."""
+    return " ".join(str(text).split())
 
 
 def cut(text, width):
@@ -143,14 +149,18 @@ def print_cluster_runs(runs, out, width, limit=None, now=None):
         out.write("the master knows no tfmesos runs\n")
         return
     rows = [("ID", "NAME", "STATE", "STARTED", "JOBS", "RUNNING", "COMMAND")]
+    # What any framework may have put in its name and labels is shown
+    # escaped (printable): never a terminal's control sequence, never a line.
     for run in shown:
-        rows.append((run.run_id, run.name, run.state_text(now), age_text(run.registered, now),
-                     run.jobs or "-", str(run.tasks_running), run.command or "-"))
+        rows.append((printable(run.run_id), printable(run.name), run.state_text(now),
+                     age_text(run.registered, now), printable(run.jobs or "-"),
+                     str(run.tasks_running), printable(run.command or "-")))
     table(fit_last_column(rows, width), out)
     # Why the finished runs shown failed, each in one line under the table.
     for run in shown:
         if run.state == "finished" and run.reason:
-            out.write(cut("%s: %s" % (run.run_id, run.reason), max(20, width)) + "\n")
+            out.write(cut(printable("%s: %s" % (run.run_id, run.reason)), max(20, width))
+                      + "\n")
     if len(shown) < len(runs):
         out.write("(%d older runs: --all shows them)\n" % (len(runs) - len(shown)))
 

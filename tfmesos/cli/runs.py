@@ -39,9 +39,9 @@ def _run_argument(parser):
 
 def runs_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
-    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR | --master M] [-n N | --all] "
-                     "[--prune --keep N]", "List recent runs, most recent first, or prune "
-                     "old run directories.")
+    parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR | --master M [--watch]] "
+                     "[-n N | --all] [--prune --keep N]", "List recent runs, most recent "
+                     "first, or prune old run directories.")
     parser.add_argument("-n", "--limit", type=COUNT, default=20, metavar="N",
                         help="show the N most recent runs, 1 to %d (default 20)" % MAX_COUNT)
     parser.add_argument("--all", action="store_true", help="show every run")
@@ -61,14 +61,34 @@ def runs_main(argv, environ=None, out=None):
                         "finished when it did not say), a failed run's reason in a line under "
                         "the table (RUN: worker:0: what it wrote last on stderr). RUNNING "
                         "counts the run's job tasks running, not a detached run's scheduler "
-                        "task")
+                        "task. Names and labels are shown with control characters escaped")
+    parser.add_argument("--watch", action="store_true", help="with --master: after the "
+                        "table, print a line for each change as it happens (a run started, "
+                        "a task's state changed, a run's scheduler away or back, a run ended "
+                        "and how), each after the time it was seen, until Ctrl-C (exit 0). "
+                        "The changes come from the master's operator event stream (SUBSCRIBE "
+                        "on /api/v1); a master that refuses it is read again every 2 s "
+                        "(/master/state), as is one whose stream breaks or goes silent for 3 "
+                        "heartbeats (said on stderr). The stream has no event for a scheduler "
+                        "that merely disconnects: such a run shows failing over in the table")
     args = parser.parse_options(argv)
+    if args.watch and not args.master:
+        parser.error("--watch follows the runs of a Mesos master: give --master M")
     if args.master:
         if args.prune:
             parser.error("--prune removes local run directories: it does not go with --master")
         from .cluster_runs import cluster_runs, print_cluster_runs, reader
-        print_cluster_runs(cluster_runs(reader(args.master, environ).state()), out,
-                           terminal_width(environ, out), None if args.all else args.limit)
+        master = reader(args.master, environ)
+        width, limit = terminal_width(environ, out), None if args.all else args.limit
+        if args.watch:
+            from .cluster_logs import stderr_notice
+            from .runs_watch import watch_runs
+            try:
+                watch_runs(master, out, width, limit, stderr_notice("tfmesos runs"))
+            except KeyboardInterrupt:     # how a watch ends
+                pass
+            return 0
+        print_cluster_runs(cluster_runs(master.state()), out, width, limit)
         return 0
     root = runs_root(environ, args.runs_dir)
     if args.keep is not None and not args.prune:
@@ -306,7 +326,10 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
     parser.add_argument("--attempt", type=COUNT, metavar="N",
                         help="that attempt, 1 to %d (default: each task's last)" % MAX_COUNT)
     parser.add_argument("-f", "--follow", action="store_true",
-                        help="keep printing what comes while the run goes; ends with the run")
+                        help="keep printing what comes while the run goes; ends with the run "
+                        "(with --master: a task's new attempt and the run's end are learnt "
+                        "from the master's operator event stream, else by polling the run's "
+                        "framework every second, as on a master that refuses the stream)")
     parser.add_argument("--master", metavar="M", help="read the output from the sandboxes of "
                         "this Mesos master's agents, not the run directory, of a run provably "
                         "yours: the framework your run directory names, else the one with "

@@ -2,6 +2,7 @@
 times and durations as the run listings print them."""
 
 import os
+import re
 
 
 def local_time(moment):
@@ -21,6 +22,23 @@ def duration_text(seconds):
         return "%dm%02ds" % (minutes, seconds)
     hours, minutes = divmod(minutes, 60)
     return "%dh%02dm" % (hours, minutes)
+
+
+# C0 and C1 control characters, DEL, and the marks that reorder text on a
+# terminal (Unicode bidirectional controls): what a terminal obeys instead
+# of showing.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text):
+    """``text`` with every control character written as its escape
+    (``\\x1b``, ``\\n``, ``\\u202e``): what other frameworks put in
+    their names and labels is shown, never obeyed by the terminal."""
+    return _UNPRINTABLE.sub(_escape, str(text))
+
+
+def _escape(match):
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def table(rows, out):

@@ -16,6 +16,10 @@ need them, the same on a Mesos cluster and on ``tfmesos local-master``.
   when the master asks for credentials (``MESOS_PRINCIPAL`` and
   ``MESOS_SECRET``, as the driver sends them).
 
+The operator event stream (``operator_stream``: what a follower reads
+instead of polling) is reached as these are: ``leader()``, ``auth``,
+``tls``, ``timeout``.
+
 The leader is found as the driver finds it (a fixed list or ``zk://``), and a
 307 from a master that does not lead is followed once.
 """
@@ -46,8 +50,13 @@ class MasterReader:
                              "master or of a `tfmesos local-master`, e.g. --master 127.0.0.1:5050")
         self._spec, self._timeout, self._scheme = spec, timeout, scheme
         self.auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
-        self._tls = TLSContext(verify, ca_bundle)
+        self.tls = TLSContext(verify, ca_bundle)
         self._leader: Optional[str] = None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a connection to the master and each read of it may take."""
+        return self._timeout
 
     def leader(self) -> str:
         if self._leader is None:
@@ -124,7 +133,7 @@ class MasterReader:
                 headers["Content-Type"] = content_type
             if self.auth:
                 headers["Authorization"] = self.auth
-            conn = open_connection(url, self._timeout, self._tls)
+            conn = open_connection(url, self._timeout, self.tls)
             try:
                 conn.request(method, urllib.parse.urlsplit(url).path.rstrip("/") + path,
                              body=body, headers=headers)
