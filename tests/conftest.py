@@ -67,7 +67,8 @@ INTEGRATION_MODULES = frozenset((
     "test_run_outcomes", "test_run_submit", "test_sandbox_tails", "test_ship", "test_ship_packed",
     "test_sticky", "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun",
     "test_usage", "test_warm_tasks", "test_benchmarks", "test_leftovers", "test_readme_detach",
-    "test_framework_runs", "test_run_frameworks", "test_torch_elastic"))
+    "test_framework_runs", "test_run_frameworks", "test_torch_elastic", "test_operator_follow",
+    "test_torch_detached"))
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
