@@ -81,6 +81,7 @@ def give_up_time(master, **options):
     return time.monotonic() - started, info.value
 
 
+@pytest.mark.waits   # the connect timeout
 def test_driver_gives_up_at_the_connect_timeout(unreachable):
     # The per-call timeout and the back-off (both up to 100 s here) do not add to it.
     took, error = give_up_time(unreachable, connect_timeout=8, **LONG_WAITS)
@@ -88,6 +89,7 @@ def test_driver_gives_up_at_the_connect_timeout(unreachable):
     assert "could not subscribe to the Mesos master %s for 8 s" % unreachable in str(error)
 
 
+@pytest.mark.waits
 def test_tfrun_gives_up_at_the_connect_timeout(unreachable):
     started = time.monotonic()
     result = run_tfrun("-m", unreachable, "--connect-timeout", "8", "--", "true", timeout=60)

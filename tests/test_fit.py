@@ -291,6 +291,7 @@ def test_tfrun_fails_at_once_when_no_agent_is_big_enough(make_local_master,
     wait_until(lambda: _others(master) == [], message=lambda: _others(master))
 
 
+@pytest.mark.waits   # tfrun's --launch-timeout, 30 s
 def test_tfrun_waits_for_an_agent_another_framework_occupies_and_says_so(
         make_local_master, clients, tmp_path):
     master = make_local_master([small_agent(cpus=1, mem=512)])

@@ -30,7 +30,7 @@ from tfrun_helpers import REPO, tfrun_argv
 from tfmesos.core.rendezvous import STALL_PINGS
 from tfmesos.core.spec import RECONNECT_GRACE
 
-pytestmark = [root_only, pytest.mark.timeout(360)]
+pytestmark = [root_only, pytest.mark.timeout(360), pytest.mark.waits]
 
 AGENT = "cpus=1,mem=256,gpus=0"   # one worker per agent
 GRACE = RECONNECT_GRACE           # 40 s
