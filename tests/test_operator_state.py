@@ -214,3 +214,20 @@ def test_watch_without_a_master_is_a_usage_error(capsys):
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].startswith(
         "tfmesos runs: error: --watch follows the runs of a Mesos master: give --master M")
+
+
+def test_show_master_view_prints_what_the_master_holds_with_control_characters_escaped():
+    from io import StringIO
+
+    from tfmesos.cli.cluster_runs import ClusterRun
+    from tfmesos.cli.cluster_show import show_master_view
+    run = ClusterRun(run_id="r1", framework_id="f1", name="tr\x1b[2Jain", state="running",
+                     registered=None, ended=None, jobs="worker:1", command="python\nrm -rf ~",
+                     tasks_running=1, mode="replica")
+    framework = {"tasks": [{"id": "tfmesos.r1.worker.0.1", "name": "x worker:0\u202e",
+                            "state": "TASK_RUNNING", "slave_id": "S0"}]}
+    out = StringIO()
+    show_master_view(run, framework, {"S0": "host\x07"}, out, now=0)
+    text = out.getvalue()
+    assert not any(ch in text for ch in "\x1b\x07\u202e"), text
+    assert "tr\\x1b[2Jain" in text and "python\\nrm -rf ~" in text and "host\\x07" in text

@@ -24,7 +24,7 @@ from ..record.schema import SchemaError, read_run_file
 from .cluster_logs import PAGE, TIMEOUT, master_scheme, slot_name
 from .cluster_runs import age_text, framework_of
 from .run_show import show_run
-from .tables import local_time, table
+from .tables import local_time, printable, table
 
 MAX_RECORD = 32 * 1024 * 1024   # bytes of a run.json read from a sandbox at most
 READ_TRIES = 3                  # reads of a run.json that was rewritten while it was read
@@ -135,11 +135,11 @@ def show_master_view(run, framework, hosts, out, now=None):
     its ``framework`` (state JSON): its state, jobs, command, times, and
     every task with its state and agent (``hosts``: {agent id: hostname})."""
     now = time.time() if now is None else now
-    out.write("run %s  %s (%s)  %s, framework %s\n" % (
-        run.run_id, run.name, run.mode or "-", run.state_text(now), run.framework_id))
-    lines = [("jobs", run.jobs or "-")]
+    out.write("run %s  %s (%s)  %s, framework %s\n" % tuple(printable(value) for value in (
+        run.run_id, run.name, run.mode or "-", run.state_text(now), run.framework_id)))
+    lines = [("jobs", printable(run.jobs or "-"))]
     if run.command:
-        lines.append(("command", run.command))
+        lines.append(("command", printable(run.command)))
     lines.append(("started", "%s  (%s)" % (_time(run.registered),
                                            age_text(run.registered, now))))
     if run.ended:
@@ -156,8 +156,9 @@ def show_master_view(run, framework, hosts, out, now=None):
     rows = [("TASK", "ID", "STATE", "AGENT")]
     for task in tasks:
         agent = task.get("slave_id") or ""
-        rows.append((slot_name(task) or "-", str(task["id"]), task.get("state") or "-",
-                     hosts.get(agent) or agent or "-"))
+        rows.append(tuple(printable(cell) for cell in (
+            slot_name(task) or "-", task["id"], task.get("state") or "-",
+            hosts.get(agent) or agent or "-")))
     table(rows, out)
 
 
