@@ -21,7 +21,7 @@ from fixtures_master import clients, make_local_master
 from mesos_http_client import SchedulerClient, task_info
 from run_dirs import write_run
 from tfrun_helpers import REPO
-from waiting import wait_until
+from waiting import Buffer, wait_until
 
 from tfmesos.cli import cluster_show
 from tfmesos.cli.cluster_logs import follow_scheduler
@@ -68,21 +68,6 @@ def scheduler_command(record, feed, attempt):
             "case \"$line\" in err:*) echo \"${line#err:}\" >&2;; *) echo \"$line\";; esac; "
             "done" % (record, attempt, attempt, feed))
 
-
-class Buffer(io.StringIO):
-    """A StringIO written by the follower's thread, read by the test."""
-
-    def __init__(self):
-        super().__init__()
-        self._lock = threading.Lock()
-
-    def write(self, text):
-        with self._lock:
-            return super().write(text)
-
-    def text(self):
-        with self._lock:
-            return self.getvalue()
 
 
 def listed(master, run_id):

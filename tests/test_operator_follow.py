@@ -29,7 +29,7 @@ from fixtures_master import clients, make_local_master
 from master_proxy import FORGED_SIZE, MasterProxy
 from mesos_http_client import task_info
 from tfrun_helpers import REPO
-from waiting import wait_until
+from waiting import Buffer, wait_until
 
 from tfmesos.cli.cluster_logs import follow_scheduler, print_logs
 from tfmesos.cli.cluster_runs import cluster_runs
@@ -60,21 +60,6 @@ def proxies():
         for proxy in made:
             proxy.close()
 
-
-class Buffer(io.StringIO):
-    """A StringIO written by a follower's thread, read by the test."""
-
-    def __init__(self):
-        super().__init__()
-        self._lock = threading.Lock()
-
-    def write(self, text):
-        with self._lock:
-            return super().write(text)
-
-    def text(self):
-        with self._lock:
-            return self.getvalue()
 
 
 def run_labels(**more):

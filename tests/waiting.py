@@ -2,9 +2,11 @@
 with a generous deadline, so that a loaded machine (2 shared cores) only
 makes a test slower, never wrong."""
 
+import io
+import threading
 import time
 
-__all__ = ["wait_until", "DEFAULT_TIMEOUT"]
+__all__ = ["wait_until", "DEFAULT_TIMEOUT", "Buffer"]
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -24,3 +26,20 @@ def wait_until(predicate, timeout=DEFAULT_TIMEOUT, interval=0.05, message=None):
                 text or "condition %s never became true" % getattr(predicate, "__name__", "?"),
                 timeout))
         time.sleep(interval)
+
+
+class Buffer(io.StringIO):
+    """A StringIO written by another thread (a follower's), read by the
+    test while it writes (``wait_until(lambda: "x" in out.text())``)."""
+
+    def __init__(self):
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def write(self, text):
+        with self._lock:
+            return super().write(text)
+
+    def text(self):
+        with self._lock:
+            return self.getvalue()
