@@ -20,7 +20,7 @@ import signal
 import subprocess
 
 import pytest
-from tfrun_helpers import REPO, free_port, marked_tasks, reaped, release
+from tfrun_helpers import REPO, background_master, free_port, reaped, release
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -90,20 +90,8 @@ def readme_master(tmp_path_factory):
     words = shlex.split(at(line, address), comments=True)
     assert words[-1] == "&", line     # the README starts it in the background
     log = tmp_path_factory.mktemp("readme-master") / "master.log"
-    with open(log, "w") as handle:
-        master = subprocess.Popen(words[:-1] + marked_tasks(), stdout=subprocess.PIPE,
-                                  stderr=handle, text=True, cwd=REPO)
-    try:
-        assert "listening on" in master.stdout.readline()
+    with background_master(words[:-1], log, REPO):
         yield address
-    finally:
-        master.send_signal(signal.SIGTERM)
-        try:
-            master.wait(60)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
-        master.stdout.close()
 
 
 def run(words, cwd, timeout=120):

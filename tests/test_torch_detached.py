@@ -19,7 +19,7 @@ import sys
 
 import pytest
 from processes import scheduler_pids
-from tfrun_helpers import free_port, marked_tasks, reaped, release, tfrun_argv
+from tfrun_helpers import background_master, free_port, reaped, release, tfrun_argv
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -66,23 +66,10 @@ def master(tmp_path):
     this session's); its address. SIGTERMed at the end, which stops every
     task it runs: the ranks and the run's scheduler task."""
     address = "127.0.0.1:%d" % free_port()
-    log = tmp_path / "master.log"
-    with open(log, "w") as handle:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tfmesos.cli.main", "local-master", "--port",
-             address.rsplit(":", 1)[1], *marked_tasks()],
-            stdout=subprocess.PIPE, stderr=handle, text=True, cwd=tmp_path)
-    try:
-        assert "listening on" in proc.stdout.readline(), log.read_text()
+    argv = [sys.executable, "-m", "tfmesos.cli.main", "local-master", "--port",
+            address.rsplit(":", 1)[1]]
+    with background_master(argv, tmp_path / "master.log", tmp_path):
         yield address
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
 
 
 def test_a_detached_torch_run_survives_its_scheduler_in_one_process_group(master, tmp_path):

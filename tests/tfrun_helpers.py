@@ -33,6 +33,28 @@ def marked_tasks():
     return ["--executor-environment-variables", json.dumps({marker: os.environ[marker]})]
 
 
+@contextlib.contextmanager
+def background_master(argv, log, cwd):
+    """A ``tfmesos local-master`` command line ``argv`` run in the background
+    with its tasks marked as this session's (``marked_tasks``), its stderr
+    in the file ``log``; yields once it says it listens. SIGTERMed at the
+    block's end, which stops every task it runs (killed after 60 s)."""
+    with open(log, "w") as handle:
+        master = subprocess.Popen(list(argv) + marked_tasks(), stdout=subprocess.PIPE,
+                                  stderr=handle, text=True, cwd=cwd)
+    try:
+        assert "listening on" in master.stdout.readline(), open(log).read()[-3000:]
+        yield master
+    finally:
+        master.send_signal(signal.SIGTERM)
+        try:
+            master.wait(60)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+        master.stdout.close()
+
+
 def tfrun_argv(*args):
     return [sys.executable, "-m", "tfmesos.cli.tfrun", *args]
 
