@@ -150,13 +150,26 @@ def agent_ip(hostname):
         return "127.0.0.1"
 
 
+def agent_address(agent, address):
+    """(host, port) where ``agent``'s own HTTP server is reached by a client
+    that reached the master at ``address`` (host, port): that host (the
+    hub namespace's, for a client there) and the agent's port (the same in
+    both namespaces); the master's ``address`` itself before the agent
+    listens."""
+    if address is None:
+        return agent.address
+    if agent.address is None:
+        return address
+    return address[0], agent.address[1]
+
+
 def agent_url(agent, address):
     """``Offer.url`` (``URL`` in include/mesos/v1/mesos.proto): where the
     agent's HTTP endpoints are. Mesos names the agent's own address and
-    libprocess id (``Master::offer``, src/master/master.cpp); the local
-    agents share the master's HTTP server, so its ``ip`` is ``address``
-    ((host, port): where the framework reached the master, so it can reach
-    the agents' ``/files`` there too), its ``hostname`` the agent's."""
+    libprocess id (``Master::offer``, src/master/master.cpp): here the
+    agent's own server (``agent_address``: reached from where the
+    framework reached the master), its ``hostname`` the agent's."""
+    address = agent_address(agent, address)
     if address is None:
         return None
     host, port = address
@@ -189,6 +202,8 @@ class Agent:
         self.tasks = {}                      # (framework_id, task_id) -> master Task
         self.offers = {}                     # offer_id -> master Offer
         self.directory = os.path.join(work_dir, "agents", agent_id)
+        # (host, port) where its own HTTP server listens (agent_http.py), once bound.
+        self.address: Optional[tuple[str, int]] = None
 
     def take_gpus(self, count):
         ids, self.free_gpus = self.free_gpus[:count], self.free_gpus[count:]
@@ -216,4 +231,5 @@ class Agent:
         return path
 
 
-__all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_ip", "agent_url", "detect_gpus"]
+__all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_address", "agent_ip", "agent_url",
+           "detect_gpus"]

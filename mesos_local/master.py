@@ -52,6 +52,7 @@ from typing import Optional
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
 from .api import stout, validation
+from .api.agent_http import AgentHTTPServer
 from .api.auth import Authenticator, credentials_table
 from .api.http_server import MasterHTTPServer
 from .api.operator_json import event_agent_added, event_subscribed
@@ -247,6 +248,8 @@ class LocalMaster(FaultInjection):
         self._agent_counter = itertools.count()
         self._leader = None              # None: this master leads
         self._http: Optional[MasterHTTPServer] = None
+        # Each agent's own HTTP server (and its twin in the hub namespace).
+        self._agent_servers: list[AgentHTTPServer] = []
         self._start_time = None
 
         records = self._records = Records()
@@ -317,6 +320,8 @@ class LocalMaster(FaultInjection):
             self._allocator.next_round = time.monotonic()
         self._loop.start()
         http.start()
+        for server in list(self._agent_servers):
+            server.start()
         hub_http, network = self._hub_http, self.network
         if hub_http is not None and network is not None:   # both or neither
             hub_http.start()
@@ -358,7 +363,30 @@ class LocalMaster(FaultInjection):
             # The same port in the hub's own port space; the socket stays there.
             self._hub_http = call_in_namespace(self.network.hub, self._listen,
                                                self.network.hub_address, http.server_port)
+        for agent in agents:
+            self._agent_listen(agent, http.url_host)
         return agents, http
+
+    def _agent_listen(self, agent, url_host):
+        """Bind ``agent``'s own HTTP server (``agent_http.py``) on the
+        master's host, on a free port (in the hub namespace too, on the same
+        port, as the master's); its ``address`` names it from then on.
+        Returns the servers, not started."""
+        servers: list[AgentHTTPServer] = []
+        try:
+            servers.append(AgentHTTPServer(self, agent, self.host, 0))
+            if self.network is not None:
+                servers.append(call_in_namespace(
+                    self.network.hub, AgentHTTPServer, self, agent, self.network.hub_address,
+                    servers[0].server_port))
+        except OSError as exc:
+            for server in servers:
+                server.server_close()
+            raise LocalMasterError("agent %s cannot listen on %s: %s"
+                                   % (agent.id, self.host, exc.strerror or exc)) from exc
+        self._agent_servers.extend(servers)
+        agent.address = (url_host.strip("[]"), servers[0].server_port)
+        return servers
 
     def _listen(self, host: str, port: int) -> MasterHTTPServer:
         try:
@@ -368,7 +396,7 @@ class LocalMaster(FaultInjection):
                                    % (host, port, exc.strerror or exc)) from exc
 
     def _close_listeners(self):
-        for server in (self._http, self._hub_http):
+        for server in [self._http, self._hub_http] + self._agent_servers:
             if server is not None:
                 server.stop()
 
@@ -493,6 +521,16 @@ class LocalMaster(FaultInjection):
         with self._records.lock:
             return self._records.sandboxes.get((framework_id, executor_id))
 
+    def agent_sandboxes(self, agent_id):
+        """``attached`` (as above) of the sandboxes of ``agent_id``'s tasks
+        only: what that agent's own ``/files`` and ``READ_FILE`` serve."""
+        directory = os.path.join(self.work_dir or "", "agents", agent_id) + os.sep
+
+        def attached(framework_id, executor_id):
+            path = self.attached(framework_id, executor_id)
+            return path if path is not None and path.startswith(directory) else None
+        return attached
+
     def stream_ended(self, subscription, reason):
         """The HTTP layer reports that a SUBSCRIBE stream ended."""
         self._frameworks.stream_ended(subscription, reason)
@@ -585,8 +623,19 @@ class LocalMaster(FaultInjection):
             raise TypeError("add_agent takes an AgentSpec, got %r" % (spec,))
         if self.work_dir is None:
             raise LocalMasterError("start the master before adding agents")
+        http = self._http
+        if http is None:
+            raise LocalMasterError("start the master before adding agents")
         agent = self._new_agent(spec)
+        servers = self._agent_listen(agent, http.url_host)
         with self._records.lock:
+            if not self._records.running:
+                for server in servers:
+                    server.server_close()
+                raise LocalMasterError("the master is %s: start a new one"
+                                       % self._records.status)
+            for server in servers:
+                server.start()
             self._records.agents[agent.id] = agent
             # Master::addSlave (src/master/master.cpp)
             self._records.subscribers.send(lambda: event_agent_added(agent))

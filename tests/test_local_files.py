@@ -51,9 +51,13 @@ def test_offers_carry_the_url_the_framework_reaches_the_agents_at(local_master, 
     client = clients(local_master)
     [offer] = client.next_offers()
     url = offer["url"]
+    # The agent's own HTTP server (mesos_local/api/agent_http.py), as its pid says.
+    [agent] = local_master.state()["slaves"]
+    assert agent["pid"] == "slave(1)@127.0.0.1:%d" % agent["port"]
+    assert agent["port"] != local_master.port
     assert url == {"scheme": "http", "path": "/slave(1)",
                    "address": {"hostname": offer["hostname"], "ip": "127.0.0.1",
-                               "port": local_master.port}}
+                               "port": agent["port"]}}
     validate_message("Offer", offer)                 # the strict schema knows URL
     with pytest.raises(SchemaError, match="scheme"):
         validate_message("Offer", dict(offer, url={"address": url["address"]}))
@@ -376,8 +380,13 @@ def test_a_scheduler_in_the_hub_is_offered_the_hubs_address(make_local_master, c
         call_in_namespace(hub, client.subscribe)
         [offer] = client.next_offers()
         assert offer["url"]["address"]["ip"] == address
-        assert offer["url"]["address"]["port"] == master.port
+        # The agent's own server, on the same port in the hub as on loopback.
+        [agent] = master.state()["slaves"]
+        assert offer["url"]["address"]["port"] == agent["port"] != master.port
         assert offer["url"]["address"]["hostname"] == offer["hostname"]   # the agent's
+        answer = call_in_namespace(hub, lambda: requests.get(
+            "http://%s:%d/state" % (address, agent["port"]), timeout=10).json())
+        assert answer["id"] == agent["id"]
     finally:
         client.close()
     # One on loopback is offered loopback.

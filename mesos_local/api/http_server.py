@@ -105,7 +105,9 @@ class MasterHTTPServer(ThreadingHTTPServer):
     request_deadline = 30.0     # seconds for a whole request, headers and body
     max_connections = 256       # open connections, each with its handler thread
 
-    def __init__(self, master: Any, host: str, port: int) -> None:
+    thread_name = "local-master-http"
+
+    def __init__(self, master: Any, host: str, port: int, handler: Any = None) -> None:
         self.master = master   # the LocalMaster (not named here: it imports this module)
         self.deadlines = Deadlines()
         if ":" in host:
@@ -113,7 +115,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
-        super().__init__((host, port), _Handler)
+        super().__init__((host, port), handler or _Handler)
         bound = self.server_name
         if bound in ("0.0.0.0", "::", ""):
             bound = "127.0.0.1" if self.address_family == socket.AF_INET else "::1"
@@ -155,7 +157,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self.deadlines.start()
         thread = self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
-            name="local-master-http")
+            name=self.thread_name)
         thread.start()
 
     def stop(self):
@@ -324,14 +326,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._authenticated() or self._leader_redirect():
             return
-        try:
-            body = self._read_body()
-        except _BodyError as exc:
-            if self._request_in():
-                self.close_connection = True
-                self._reply(exc.status, str(exc))
-            return
-        if not self._request_in():
+        body = self._body_or_reply()
+        if body is None:
             return
         if target == routes.SCHEDULER:
             self._scheduler(body)
@@ -364,6 +360,20 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = _other_method
 
     # -- bodies ------------------------------------------------------------------
+
+    def _body_or_reply(self):
+        """The request's body, read within its deadline and size bound; None
+        (answered, or cut off at the deadline) when it is not."""
+        try:
+            body = self._read_body()
+        except _BodyError as exc:
+            if self._request_in():
+                self.close_connection = True
+                self._reply(exc.status, str(exc))
+            return None
+        if not self._request_in():
+            return None
+        return body
 
     def _read_body(self):
         self._body_read = True

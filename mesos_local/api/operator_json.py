@@ -27,7 +27,7 @@ from .metrics import snapshot
 from .state_json import VERSION, master_flags, render_version
 
 _AGENT_CAPABILITIES = ("MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT")
-_AGENT_PORT = 5051
+_AGENT_PORT = 5051     # Mesos' default, for an agent not (yet) listening
 
 
 def time_info(seconds):
@@ -65,19 +65,30 @@ def render_master(master):
 
 # --- agents ------------------------------------------------------------------------
 
+def _address(agent):
+    """(host, port) of the agent's own HTTP server (``agent_http.py``)."""
+    return agent.address or (agent.hostname, _AGENT_PORT)
+
+
 def agent_info(agent):
-    """The agent's ``AgentInfo`` (its resources as an agent registers them)."""
-    out = {"hostname": agent.hostname, "port": _AGENT_PORT, "id": mesos_id(agent.id)}
+    """The agent's ``AgentInfo`` (its resources as an agent registers them;
+    ``port`` where its HTTP server listens)."""
+    out = {"hostname": agent.hostname, "port": _address(agent)[1], "id": mesos_id(agent.id)}
     _set(out, "resources", agent.total.to_json())
     _set(out, "attributes", agent.attributes_json())
     return out
+
+
+def _pid_host_port(agent):
+    host, port = _address(agent)
+    return ("[%s]" % host if ":" in host else host), port
 
 
 def render_agent(agent):
     """``GetAgents.Agent`` (``createAgentResponse``)."""
     out = {"agent_info": agent_info(agent), "active": agent.active, "deactivated": False,
            "version": VERSION,
-           "pid": "slave(%d)@%s:%d" % (agent.index + 1, agent.hostname, _AGENT_PORT),
+           "pid": "slave(1)@%s:%d" % _pid_host_port(agent),
            "registered_time": time_info(agent.registered_time),
            "capabilities": [{"type": name} for name in _AGENT_CAPABILITIES]}
     _set(out, "total_resources", agent.total.to_json(role="*"))

@@ -59,15 +59,21 @@ def dirname(name):
 
 def resolve(path) -> Optional[str]:
     """``"<process>/<route>"`` that ``path`` (no query) reaches, or None."""
+    return resolve_in(path, ROUTES, DELEGATE)
+
+
+def resolve_in(path, table, delegate) -> Optional[str]:
+    """``resolve`` among the processes of ``table`` (name -> routes), the
+    unnamed ones going to ``delegate``: an agent's server routes so too."""
     tokens = [token for token in path.split("/") if token]
     process = urllib.parse.unquote(tokens[0]) if tokens else None
-    if process not in ROUTES:
-        path = "/" + DELEGATE + path
-        process, tokens = DELEGATE, [DELEGATE] + tokens
+    if process not in table:
+        path = "/" + delegate + path
+        process, tokens = delegate, [delegate] + tokens
     prefix = "/" + tokens[0]
     name = path[len(prefix):] if path.startswith(prefix) else path
     name = name.strip("/")
-    routes = ROUTES[process]
+    routes = table[process]
     while dirname(name) != name:
         if name in routes:
             return "%s/%s" % (process, name)
@@ -75,5 +81,5 @@ def resolve(path) -> Optional[str]:
     return None
 
 
-__all__ = ["resolve", "dirname", "ROUTES", "DELEGATE", "SCHEDULER", "OPERATOR", "TEARDOWN",
+__all__ = ["resolve", "resolve_in", "dirname", "ROUTES", "DELEGATE", "SCHEDULER", "OPERATOR", "TEARDOWN",
            "HEALTH", "READ_FILE", "BROWSE_FILES"]

@@ -11,6 +11,7 @@ master's lock held (``LocalMaster.state()`` does).
 import socket
 import struct
 
+from ..agent import agent_address
 from ..resources import Resources
 
 VERSION = "1.11.0"
@@ -97,15 +98,15 @@ def duration(seconds):
 
 
 def agent_json(agent, files_address=None):
-    """``files_address``: (host, port) where the agent's endpoints (``/files``)
-    are served: the master's own server, which the local agents share. Its
-    ``pid`` names it, as a Mesos agent's libprocess pid names the address the
-    web UI and other clients reach the agent's sandboxes at."""
-    host, port = files_address or (agent.hostname, 5051)
+    """``files_address``: (host, port) where the client reached the master;
+    the agent's ``pid`` and ``port`` name its own HTTP server reached from
+    there (``agent_address``), as a Mesos agent's libprocess pid names the
+    address the web UI and other clients reach its endpoints at."""
+    host, port = agent_address(agent, files_address) or (agent.hostname, 5051)
     if ":" in host:
         host = "[%s]" % host
     return {
-        "id": agent.id, "pid": "slave(%d)@%s:%d" % (agent.index + 1, host, port),
+        "id": agent.id, "pid": "slave(1)@%s:%d" % (host, port),
         "hostname": agent.hostname, "port": port,
         "registered_time": agent.registered_time,
         "resources": agent.total.to_state(), "used_resources": agent.used.to_state(),

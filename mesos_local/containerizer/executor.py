@@ -30,6 +30,7 @@ from typing import Optional
 from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .runner import ProcessRunner, RunnerError, RunningTask
+from .usage import process_group_usage
 from .users import UserError, give_sandbox, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,23 @@ class TaskProcess:
             if launch.env.get("MESOS_SANDBOX") else None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="task-%s" % launch.task_id)
+
+    def usage(self):
+        """(user cpu seconds, system cpu seconds, resident bytes) of the
+        task's processes now (``usage.process_group_usage``), the cpu time
+        of its cgroups where they have it; None when nothing is measured
+        (not started, ended, or run by a container engine)."""
+        measured = process_group_usage(self._local_group)
+        if measured is None:
+            return None
+        cgroups = self.cgroups
+        total = cgroups.cpu_seconds() if cgroups is not None else None
+        if total is not None and total > measured[0] + measured[1]:
+            # The cgroup counts what exited children used too; split as measured.
+            user, system, rss = measured
+            share = user / (user + system) if user + system else 1.0
+            return total * share, total * (1 - share), rss
+        return measured
 
     @property
     def killing(self):

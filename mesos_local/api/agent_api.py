@@ -1,0 +1,153 @@
+"""The agent v1 API, ``POST /api/v1`` at an agent's address, as a Mesos
+agent answers it (``Http::api``, src/slave/http.cpp; docs/agent-http-api.md;
+``mesos.v1.agent.Call``/``Response``, include/mesos/v1/agent/agent.proto).
+
+Checked in Mesos' order: ``Content-Type`` (400 absent, 415 neither JSON
+nor protobuf; the local agents speak JSON only: 415 for protobuf too), the
+body as JSON and as a Call (400), ``validation::agent::call::validate``
+(src/slave/validation.cpp: ``type`` and the call's sub-message present,
+400), ``Accept`` (406). Then the read calls are answered 200 with a
+``Response`` in JSON (``agent_json.py``): ``GET_HEALTH``, ``GET_STATE``,
+``GET_CONTAINERS``, ``GET_FRAMEWORKS``, ``GET_EXECUTORS``, ``GET_TASKS``,
+``READ_FILE`` and ``LIST_FILES`` (this agent's sandboxes, resolved and
+bounded as ``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as
+Mesos answers it, and the other calls 501 naming the call.
+"""
+
+import base64
+import json
+
+from . import agent_json, files, json_body
+from .endpoints import JSON_TYPE, Reply, accepts
+
+PROTOBUF_TYPE = "application/x-protobuf"
+RECORDIO_TYPE = "application/recordio"
+
+# mesos.v1.agent.Call.Type (include/mesos/v1/agent/agent.proto).
+CALL_TYPES = frozenset((
+    "UNKNOWN", "GET_HEALTH", "GET_FLAGS", "GET_VERSION", "GET_METRICS", "GET_LOGGING_LEVEL",
+    "SET_LOGGING_LEVEL", "LIST_FILES", "READ_FILE", "GET_STATE", "GET_CONTAINERS",
+    "GET_FRAMEWORKS", "GET_EXECUTORS", "GET_OPERATIONS", "GET_TASKS", "GET_AGENT",
+    "GET_RESOURCE_PROVIDERS", "LAUNCH_NESTED_CONTAINER", "WAIT_NESTED_CONTAINER",
+    "KILL_NESTED_CONTAINER", "REMOVE_NESTED_CONTAINER", "LAUNCH_NESTED_CONTAINER_SESSION",
+    "ATTACH_CONTAINER_INPUT", "ATTACH_CONTAINER_OUTPUT", "LAUNCH_CONTAINER",
+    "WAIT_CONTAINER", "KILL_CONTAINER", "REMOVE_CONTAINER", "ADD_RESOURCE_PROVIDER_CONFIG",
+    "UPDATE_RESOURCE_PROVIDER_CONFIG", "REMOVE_RESOURCE_PROVIDER_CONFIG",
+    "MARK_RESOURCE_PROVIDER_GONE", "PRUNE_IMAGES"))
+
+# validation::agent::call::validate: the sub-message a served call needs.
+_SUBMESSAGE = {"LIST_FILES": "list_files", "READ_FILE": "read_file"}
+
+# Call type -> render(agent, records): the Response's ``get_x`` field.
+_READS = {
+    "GET_HEALTH": lambda agent, records: {"healthy": True},
+    "GET_STATE": agent_json.get_state,
+    "GET_CONTAINERS": agent_json.get_containers,
+    "GET_FRAMEWORKS": agent_json.get_frameworks,
+    "GET_EXECUTORS": agent_json.get_executors,
+    "GET_TASKS": agent_json.get_tasks,
+}
+SERVED = tuple(_READS) + ("READ_FILE", "LIST_FILES")
+
+
+def _check(call):
+    """The Call's error (``Failed to convert ...``/``Failed to validate ...``), or None."""
+    if not isinstance(call, dict):
+        return "Failed to convert JSON into Call protobuf: Expecting a JSON object"
+    kind = call.get("type")
+    if kind is None:
+        return "Failed to validate agent::Call: Expecting 'type' to be present"
+    if not isinstance(kind, str) or kind not in CALL_TYPES:
+        return ("Failed to convert JSON into Call protobuf: Failed to find enum for '%s'"
+                % (kind,))
+    sub = _SUBMESSAGE.get(kind)
+    if sub is None:
+        return None
+    request = call.get(sub)
+    if request is None:
+        return "Failed to validate agent::Call: Expecting '%s' to be present" % sub
+    if not isinstance(request, dict) or not isinstance(request.get("path"), str):
+        return "Failed to convert JSON into Call protobuf: Missing required fields: %s.path" % sub
+    for name in ("offset", "length"):
+        value = request.get(name)
+        if name == "offset" and kind == "READ_FILE" and value is None:
+            return ("Failed to convert JSON into Call protobuf: Missing required fields: "
+                    "read_file.offset")
+        if value is not None and _integer(value) is None:
+            return ("Failed to convert JSON into Call protobuf: Not a uint64: %s.%s"
+                    % (sub, name))
+    return None
+
+
+def _integer(value):
+    """A uint64 as JSON holds it (a number or a numeric string), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return None
+        return int(value)
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, float) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
+def call_reply(master, agent, content_type, accept, body):
+    """The Reply to ``POST /api/v1`` on ``agent``'s server (already
+    authenticated); ``accept``: the Accept header."""
+    if content_type is None:
+        return Reply(400, "Expecting 'Content-Type' to be present")
+    if content_type.strip() != JSON_TYPE:
+        return Reply(415, "Expecting 'Content-Type' of %s (the local agent does not speak %s "
+                          "or %s), got %r" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE,
+                                              content_type))
+    try:
+        call = json_body.parse(body)
+    except json_body.BodyJSONError as exc:
+        return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    error = _check(call)
+    if error is not None:
+        return Reply(400, error)
+    if not accepts(accept, JSON_TYPE):
+        return Reply(406, "Expecting 'Accept' to allow %s (the local agent does not speak %s "
+                          "or %s)" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE))
+    kind = call["type"]
+    if kind == "UNKNOWN":
+        return Reply(501)           # Http::api: NotImplemented()
+    if kind in _READS:
+        return _response(kind, kind.lower(), master.read(
+            lambda _master, records: _READS[kind](agent, records)))
+    attached = master.agent_sandboxes(agent.id)
+    if kind == "READ_FILE":
+        request = call["read_file"]
+        length = request.get("length")
+        try:
+            size, data = files.read_bytes(request["path"], _integer(request["offset"]),
+                                          None if length is None else _integer(length),
+                                          attached)
+        except files.FilesError as exc:
+            return Reply(exc.status, str(exc))
+        return _response(kind, "read_file",
+                         {"size": size, "data": base64.b64encode(data).decode("ascii")})
+    if kind == "LIST_FILES":
+        try:
+            entries = files.listing(call["list_files"]["path"], attached)
+        except files.FilesError as exc:
+            return Reply(exc.status, str(exc))
+        listing: dict = {}
+        if entries:
+            listing["file_infos"] = [files.file_info_message(path, info)
+                                     for path, info in entries]
+        return _response(kind, "list_files", listing)
+    return Reply(501, "Call type %s is not supported by the local agent (it serves %s)"
+                 % (kind, ", ".join(SERVED)))
+
+
+def _response(kind, field, document):
+    return Reply(200, json.dumps({"type": kind, field: document}).encode("utf-8"), JSON_TYPE)
+
+
+__all__ = ["SERVED", "CALL_TYPES", "call_reply"]

@@ -1,0 +1,138 @@
+"""One local agent's HTTP server: each agent listens on an address of its
+own, named by its ``pid`` in ``/master/state``, ``GET_AGENTS`` and its
+offers' ``url``, and serves there what a Mesos agent serves
+(src/slave/http.cpp, src/files/files.cpp; docs/endpoints/slave/):
+
+* ``GET /state`` (also ``/slave(1)/state``, ``/state.json``): the agent's
+  state JSON (``agent_json.render_state``);
+* ``GET /monitor/statistics``: each running executor's statistics;
+* ``GET /files/read``, ``/files/browse``: this agent's sandboxes
+  (``files.py``);
+* ``POST /api/v1`` (also ``/slave(1)/api/v1``): the agent v1 API's read
+  calls (``agent_api.py``);
+* ``GET /health``, ``/version``.
+
+Paths are routed as libprocess routes them (``routes.resolve_in``: the
+process ``slave(1)`` is the delegate). Authentication follows the master's
+rules, as a Mesos agent applies them: with credentials, ``/files`` and
+``/api/v1`` ask for them (the agent's ``mesos-agent-readwrite`` realm for
+the API); ``/state`` and ``/monitor/statistics`` are read endpoints, open
+unless ``--authenticate_http_readonly`` (never set here). The server is the
+master's (``http_server.py``): the same request deadline, connection
+bound and body limit, so idle or greedy clients are cut off as there.
+"""
+
+from typing import Any
+
+from . import agent_api, agent_json, files, routes
+from .endpoints import json_reply
+from .http_server import MasterHTTPServer, _Handler
+from .state_json import render_version
+
+DELEGATE = "slave(1)"
+ROUTES = {
+    DELEGATE: frozenset(("api/v1", "state", "state.json", "health", "flags")),
+    "monitor": frozenset(("statistics", "statistics.json")),   # ResourceMonitorProcess
+    "files": frozenset(("read", "browse")),
+    "version": frozenset(("",)),
+}
+API = DELEGATE + "/api/v1"
+_STATE = (DELEGATE + "/state", DELEGATE + "/state.json")
+_STATISTICS = ("monitor/statistics", "monitor/statistics.json")
+_FILES = {"files/read": files.READ_PATH, "files/browse": files.BROWSE_PATH}
+AGENT_REALM = "mesos-agent-readwrite"
+AGENT_CHALLENGE = 'Basic realm="%s"' % AGENT_REALM
+AGENT_UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this agent authenticates its HTTP API; send "
+                              "HTTP Basic credentials (realm %s)" % AGENT_REALM)
+
+
+class AgentHTTPServer(MasterHTTPServer):
+    """The server of ``agent`` (a master ``Agent``), of ``master``."""
+
+    def __init__(self, master: Any, agent: Any, host: str, port: int) -> None:
+        self.agent = agent
+        super().__init__(master, host, port, handler=_AgentHandler)
+        self.thread_name = "local-agent-http-%d" % agent.index
+
+
+class _AgentHandler(_Handler):
+    server: AgentHTTPServer
+
+    @property
+    def _target(self):
+        return routes.resolve_in(self._route, ROUTES, DELEGATE)
+
+    def _authenticated(self):
+        master = self.server.master
+        self.principal = None
+        if not master.authenticates:
+            return True
+        self.principal = master.authenticate(self.headers.get("Authorization"))
+        if self.principal is not None:
+            return True
+        self._reply(401, AGENT_UNAUTHORIZED_MESSAGE,
+                    headers=[("WWW-Authenticate", AGENT_CHALLENGE)])
+        return False
+
+    def do_GET(self):
+        if not self._request_in():
+            return
+        target = self._target
+        master, agent = self.server.master, self.server.agent
+        query = self._query
+        if target == DELEGATE + "/health":
+            self._reply(200)
+            return
+        if target == "version/":
+            reply = json_reply(render_version(), query)
+        elif target in _STATE:
+            address = (self.connection.getsockname()[0], self.server.server_port)
+            hostname = (master.master_info or {}).get("hostname", "")
+            reply = json_reply(master.read(lambda _m, records: agent_json.render_state(
+                agent, records, address, master.start_time, hostname)), query)
+        elif target in _STATISTICS:
+            reply = json_reply(master.read(
+                lambda _m, records: agent_json.render_monitor(agent, records)), query)
+        elif target in _FILES:
+            if not self._authenticated():
+                return
+            reply = files.reply(_FILES[target], query, master.agent_sandboxes(agent.id))
+        elif target == API:
+            if self._authenticated():
+                self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
+                            headers=[("Allow", "POST")])
+            return
+        else:
+            self._reply(404)
+            return
+        self._reply(reply.status, reply.body, reply.content_type or "text/plain; charset=utf-8",
+                    reply.headers)
+
+    def do_POST(self):
+        if self._target != API:
+            self._reply(404)
+            return
+        if not self._authenticated():
+            return
+        body = self._body_or_reply()
+        if body is None:
+            return
+        reply = agent_api.call_reply(self.server.master, self.server.agent,
+                                     self.headers.get("Content-Type"),
+                                     self.headers.get("Accept"), body)
+        self._reply(reply.status, reply.body, reply.content_type or "text/plain; charset=utf-8")
+
+    def _other_method(self):
+        if not self._request_in():
+            return
+        if self._target == API:
+            if self._authenticated():
+                self._reply(405, "Expecting one of { 'POST' }, but received '%s'"
+                            % self.command, headers=[("Allow", "POST")])
+        else:
+            self._reply(404)
+
+    do_PUT = do_DELETE = do_PATCH = _other_method
+
+
+__all__ = ["AgentHTTPServer", "ROUTES", "DELEGATE"]

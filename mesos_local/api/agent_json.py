@@ -1,0 +1,205 @@
+"""One local agent's own documents, as a Mesos agent serves them at its
+address: ``/state`` (``Http::state``, src/slave/http.cpp, with its
+``FrameworkWriter`` and ``ExecutorWriter``; docs/endpoints/slave/state.md),
+``/monitor/statistics`` (``Http::statistics``: one entry per executor with
+its ``ResourceStatistics``) and the responses of the agent v1 API's read
+calls (``mesos.v1.agent.Response``, include/mesos/v1/agent/agent.proto).
+
+A command task runs under the agent's command executor, whose id is the
+task's id (``Slave::getExecutorInfo``, src/slave/slave.cpp; its ``source`` too): each task here is
+one executor of its framework with one task, its ``container`` the task's
+ContainerID, its ``directory`` the task's sandbox.
+
+The functions read the master's records and must be called with the
+master's lock held (``LocalMaster.read``).
+"""
+
+import time
+
+from ..records import mesos_id
+from .operator_json import framework_info, render_task
+from .state_json import BUILD_DATE, BUILD_TIME, VERSION, task_json
+
+AGENT_CAPABILITIES = ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"]
+
+
+def pid(agent, host, port):
+    """The agent's libprocess pid: each local agent is a process of its own,
+    ``slave(1)``, at the address its HTTP server listens on."""
+    if ":" in host:
+        host = "[%s]" % host
+    return "slave(1)@%s:%d" % (host, port)
+
+
+def _frameworks_of(agent, records):
+    """(framework, [its tasks on ``agent``, in launch order]) of every
+    framework, registered or completed, that ran a task there."""
+    out = []
+    frameworks = list(records.frameworks.values()) + list(records.completed_frameworks)
+    for framework in frameworks:
+        tasks = [task for task in list(framework.tasks.values()) + list(framework.completed_tasks)
+                 if task.agent_id == agent.id]
+        if tasks:
+            out.append((framework, tasks))
+    return out
+
+
+def _executor_name(task):
+    """The command executor's name, as ``Slave::getExecutorInfo``
+    (src/slave/slave.cpp) writes it: the task id and its command, cut."""
+    command = task.info.get("command", {})
+    value = command.get("value")
+    if command.get("shell", True):
+        if value is None:
+            shown = "(Command: NO COMMAND)"
+        else:
+            shown = "(Command: sh -c '%s')" % (value[:12] + "..." if len(value) > 15 else value)
+    elif value is None:
+        shown = "(Command: NO EXECUTABLE)"
+    else:
+        args = value + ", " + ", ".join(command.get("arguments", []))
+        shown = "(Command: [%s])" % (args[:12] + "..." if len(args) > 15 else args)
+    return "Command Executor (Task: %s) %s" % (task.id, shown)
+
+
+def _executor_json(task):
+    """``ExecutorWriter``: the command executor of ``task``."""
+    live, done = ([], [task]) if task.terminal else ([task], [])
+    return {"id": task.id, "name": _executor_name(task), "source": task.id,
+            "container": task.container_id, "directory": task.sandbox or "",
+            "resources": task.resources.to_state(), "role": task.role,
+            "tasks": [task_json(t) for t in live], "queued_tasks": [],
+            "completed_tasks": [task_json(t) for t in done]}
+
+
+def _framework_json(framework, tasks):
+    """``FrameworkWriter``; an executor whose task ended is a completed one."""
+    info = framework.info
+    out = {"id": framework.id, "name": framework.name, "user": info.get("user", ""),
+           "failover_timeout": framework.failover_timeout,
+           "checkpoint": info.get("checkpoint", False), "hostname": info.get("hostname", "")}
+    if "principal" in info:
+        out["principal"] = info["principal"]
+    if framework.multi_role:
+        out["roles"] = list(framework.roles)
+    else:
+        out["role"] = framework.roles[0] if framework.roles else "*"
+    out["executors"] = [_executor_json(t) for t in tasks if not t.terminal]
+    out["completed_executors"] = [_executor_json(t) for t in tasks if t.terminal]
+    return out
+
+
+def render_state(agent, records, address, start_time, master_hostname):
+    """``GET /state``: the agent's state JSON; ``address`` (host, port) where
+    it listens."""
+    live: list[dict] = []
+    completed: list[dict] = []
+    for framework, tasks in _frameworks_of(agent, records):
+        gone = framework not in records.frameworks.values()
+        (completed if gone else live).append(_framework_json(framework, tasks))
+    used = agent.used.to_state()
+    return {
+        "version": VERSION, "git_tag": VERSION, "build_date": BUILD_DATE,
+        "build_time": BUILD_TIME, "build_user": "mesos_local",
+        "start_time": start_time or 0.0, "id": agent.id, "pid": pid(agent, *address),
+        "hostname": agent.hostname, "capabilities": list(AGENT_CAPABILITIES),
+        "resources": agent.total.to_state(), "reserved_resources": {},
+        "unreserved_resources": agent.total.to_state(),
+        "reserved_resources_full": {}, "unreserved_resources_full": agent.total.to_json(role="*"),
+        "reserved_resources_allocated": {}, "unreserved_resources_allocated": used,
+        "resource_providers": [], "attributes": dict(agent.spec.attributes),
+        "master_hostname": master_hostname, "gpu_ids": list(agent.gpu_ids),
+        "flags": {"port": str(address[1]), "hostname": agent.hostname,
+                  "work_dir": agent.directory},
+        "frameworks": live, "completed_frameworks": completed,
+    }
+
+
+def statistics(task, now=None):
+    """``ResourceStatistics`` of a running task: the limits of its
+    resources, and what ``TaskProcess.usage`` measures of its processes."""
+    cpus = task.resources.get("cpus")
+    mem = task.resources.get("mem")
+    out = {"timestamp": now if now is not None else time.time()}
+    if cpus:
+        out["cpus_limit"] = cpus
+    if mem:
+        out["mem_limit_bytes"] = int(mem * 1024 * 1024)
+    proc = task.proc
+    measured = proc.usage() if proc is not None and hasattr(proc, "usage") \
+        and not task.terminal else None
+    if measured is not None:
+        out["cpus_user_time_secs"], out["cpus_system_time_secs"] = measured[0], measured[1]
+        out["mem_rss_bytes"] = measured[2]
+    return out
+
+
+def running_tasks(agent, records):
+    """The agent's tasks that have a container now (not yet terminal)."""
+    return [task for task in agent.tasks.values() if not task.terminal]
+
+
+def render_monitor(agent, records):
+    """``GET /monitor/statistics``: each running executor with its statistics."""
+    return [{"executor_id": task.id, "executor_name": _executor_name(task),
+             "framework_id": task.framework_id, "source": task.id,
+             "statistics": statistics(task)}
+            for task in running_tasks(agent, records)]
+
+
+# --- the agent v1 API (mesos.v1.agent.Response) ----------------------------------------
+
+def get_containers(agent, records):
+    """``GetContainers`` (``Http::_containers``): each running container with
+    its executor and ``resource_statistics``."""
+    return {"containers": [
+        {"framework_id": mesos_id(task.framework_id), "executor_id": mesos_id(task.id),
+         "executor_name": _executor_name(task), "container_id": mesos_id(task.container_id),
+         "resource_statistics": statistics(task)}
+        for task in running_tasks(agent, records)]}
+
+
+def get_frameworks(agent, records):
+    """``GetFrameworks``: the frameworks with tasks here, by FrameworkInfo."""
+    live: list[dict] = []
+    completed: list[dict] = []
+    for framework, _ in _frameworks_of(agent, records):
+        gone = framework not in records.frameworks.values()
+        (completed if gone else live).append({"framework_info": framework_info(framework)})
+    return {"frameworks": live, "completed_frameworks": completed}
+
+
+def _executor_info(task):
+    return {"executor_id": mesos_id(task.id), "framework_id": mesos_id(task.framework_id),
+            "name": _executor_name(task), "source": task.id,
+            "command": {key: value for key, value in task.info.get("command", {}).items()
+                        if key in ("uris", "environment")}}
+
+
+def get_executors(agent, records):
+    """``GetExecutors``: a running task's command executor, or a completed one."""
+    tasks = [task for _, tasks in _frameworks_of(agent, records) for task in tasks]
+    return {"executors": [{"executor_info": _executor_info(t)} for t in tasks
+                          if not t.terminal],
+            "completed_executors": [{"executor_info": _executor_info(t)} for t in tasks
+                                    if t.terminal]}
+
+
+def get_tasks(agent, records):
+    """``GetTasks`` (``Http::_tasks``): launched and completed tasks, as ``Task``s."""
+    tasks = [task for _, tasks in _frameworks_of(agent, records) for task in tasks]
+    return {"pending_tasks": [], "queued_tasks": [],
+            "launched_tasks": [render_task(t) for t in tasks if not t.terminal],
+            "terminated_tasks": [],
+            "completed_tasks": [render_task(t) for t in tasks if t.terminal]}
+
+
+def get_state(agent, records):
+    """``GetState`` (``Http::_getState``): tasks, executors and frameworks."""
+    return {"get_tasks": get_tasks(agent, records),
+            "get_executors": get_executors(agent, records),
+            "get_frameworks": get_frameworks(agent, records)}
+
+
+__all__ = ["pid", "render_state", "render_monitor", "statistics", "get_containers",
+           "get_frameworks", "get_executors", "get_tasks", "get_state", "AGENT_CAPABILITIES"]

@@ -1,0 +1,208 @@
+"""Embedded agents that answer where they say they are (issue 34, item 3):
+each agent's one HTTP server is the address ``/master/state``,
+``/master/slaves``, the operator's ``GET_AGENTS`` and offers name, and it
+serves there what a Mesos agent serves (src/slave/http.cpp;
+docs/agent-http-api.md, docs/endpoints/slave/state.md): ``/state``,
+``/slave(1)/state``, ``/monitor/statistics``, ``/files/*`` and the agent v1
+API's read calls. Plain ``sleep``/``echo`` tasks only.
+"""
+
+import base64
+import json
+import socket
+
+import pytest
+import requests
+from fixtures_master import clients, launch_running, make_local_master
+from mesos_http_client import task_info
+from operator_helpers import get
+
+from mesos_local.agent import AgentSpec
+from mesos_local.api.files import virtual_path
+
+JSON = {"Content-Type": "application/json"}
+AGENTS = [AgentSpec(hostname="node-a", cpus=1, mem=256, disk=64, gpus=0),
+          AgentSpec(hostname="node-b", cpus=1, mem=256, disk=64, gpus=0)]
+
+
+def agent_call(base, call, path="/api/v1", **kwargs):
+    data = call if isinstance(call, bytes) else json.dumps(call)
+    return requests.post(base + path, data=data, headers=dict(JSON, **kwargs.pop("headers", {})),
+                         timeout=10, **kwargs)
+
+
+def agent_get(base, call):
+    reply = agent_call(base, call)
+    assert reply.status_code == 200, (call, reply.status_code, reply.text)
+    document = reply.json()
+    assert document["type"] == call["type"]
+    return document[call["type"].lower()]
+
+
+def bases(master):
+    """{agent id: http://host:port} from /master/state's pids."""
+    return {agent["id"]: "http://" + agent["pid"].rpartition("@")[2]
+            for agent in master.state()["slaves"]}
+
+
+def test_agents_listen_where_the_master_says(make_local_master):
+    master = make_local_master(agents=AGENTS)
+    state = master.state()
+    slaves = {agent["id"]: agent for agent in state["slaves"]}
+    listed = {agent["id"]: agent for agent in requests.get(
+        master.url + "/master/slaves", timeout=10).json()["slaves"]}
+    operator = {agent["agent_info"]["id"]["value"]: agent
+                for agent in get(master, "GET_AGENTS")["agents"]}
+    assert len(slaves) == 2 and set(slaves) == set(listed) == set(operator)
+    ports = set()
+    for agent_id, slave in slaves.items():
+        host_port = slave["pid"].rpartition("@")[2]
+        assert slave["pid"] == listed[agent_id]["pid"] == operator[agent_id]["pid"]
+        assert slave["pid"].startswith("slave(1)@")
+        port = int(host_port.rpartition(":")[2])
+        assert slave["port"] == operator[agent_id]["agent_info"]["port"] == port != master.port
+        ports.add(port)
+        for path in ("/state", "/slave(1)/state", "/state.json", "/slave(1)/state/"):
+            own = requests.get("http://%s%s" % (host_port, path), timeout=10)
+            assert own.status_code == 200, (path, own.text)
+            document = own.json()
+            assert (document["id"], document["pid"]) == (agent_id, slave["pid"])
+            assert document["hostname"] == slave["hostname"]
+            assert document["resources"]["cpus"] == 1
+        health = agent_get("http://" + host_port, {"type": "GET_HEALTH"})
+        assert health == {"healthy": True}
+    assert len(ports) == 2
+
+
+def test_a_running_task_on_its_agent(make_local_master, clients):
+    master = make_local_master(agents=AGENTS)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    agent_id = offer["agent_id"]["value"]
+    base = bases(master)[agent_id]
+    other = next(url for other_id, url in bases(master).items() if other_id != agent_id)
+    url = offer["url"]["address"]
+    assert "http://%s:%d" % (url["ip"], url["port"]) == base   # Offer.url names it too
+    client.launch(offer, [task_info("sleeper", offer, "echo hello-agent; exec sleep 60")],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("sleeper", "TASK_RUNNING")
+    framework_id = client.framework_id
+
+    state = requests.get(base + "/state", timeout=10).json()
+    [framework] = state["frameworks"]
+    assert framework["id"] == framework_id
+    [executor] = framework["executors"]
+    assert executor["id"] == executor["source"] == "sleeper"
+    assert executor["directory"] == master.sandbox("sleeper")
+    assert [task["id"] for task in executor["tasks"]] == ["sleeper"]
+    assert executor["tasks"][0]["state"] == "TASK_RUNNING"
+    assert requests.get(other + "/state", timeout=10).json()["frameworks"] == []
+
+    [stats] = requests.get(base + "/monitor/statistics", timeout=10).json()
+    assert (stats["executor_id"], stats["framework_id"]) == ("sleeper", framework_id)
+    numbers = stats["statistics"]
+    assert numbers["cpus_limit"] == 0.1 and numbers["mem_limit_bytes"] == 32 << 20
+    assert numbers["mem_rss_bytes"] > 0 and numbers["timestamp"] > 0
+    assert numbers["cpus_user_time_secs"] >= 0 and numbers["cpus_system_time_secs"] >= 0
+    assert requests.get(other + "/monitor/statistics", timeout=10).json() == []
+
+    tasks = agent_get(base, {"type": "GET_TASKS"})
+    assert [t["task_id"]["value"] for t in tasks["launched_tasks"]] == ["sleeper"]
+    [container] = agent_get(base, {"type": "GET_CONTAINERS"})["containers"]
+    assert container["executor_id"]["value"] == "sleeper"
+    assert container["framework_id"]["value"] == framework_id
+    assert container["resource_statistics"]["mem_rss_bytes"] > 0
+    frameworks = agent_get(base, {"type": "GET_FRAMEWORKS"})["frameworks"]
+    assert [f["framework_info"]["id"]["value"] for f in frameworks] == [framework_id]
+    executors = agent_get(base, {"type": "GET_EXECUTORS"})["executors"]
+    assert [e["executor_info"]["executor_id"]["value"] for e in executors] == ["sleeper"]
+    whole = agent_get(base, {"type": "GET_STATE"})
+    assert whole["get_tasks"] == agent_get(base, {"type": "GET_TASKS"})
+
+    sandbox = virtual_path(framework_id, "sleeper")
+    listed = agent_get(base, {"type": "LIST_FILES", "list_files": {"path": sandbox}})
+    names = {info["path"].rpartition("/")[2] for info in listed["file_infos"]}
+    assert {"stdout", "stderr"} <= names
+    read = agent_get(base, {"type": "READ_FILE",
+                            "read_file": {"path": sandbox + "/stdout", "offset": 0}})
+    assert b"hello-agent\n" in base64.b64decode(read["data"])
+    assert requests.get(base + "/files/read", params={"path": sandbox + "/stdout", "offset": 0},
+                        timeout=10).json()["data"].find("hello-agent") >= 0
+    # Only its own sandboxes: the other agent has none of them.
+    assert agent_call(other, {"type": "READ_FILE", "read_file": {
+        "path": sandbox + "/stdout", "offset": 0}}).status_code == 404
+
+    client.kill("sleeper")
+    client.wait_state("sleeper", "TASK_KILLED")
+    done = agent_get(base, {"type": "GET_TASKS"})
+    assert done["launched_tasks"] == []
+    assert [t["task_id"]["value"] for t in done["completed_tasks"]] == ["sleeper"]
+    assert requests.get(base + "/monitor/statistics", timeout=10).json() == []
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"type": "LAUNCH_CONTAINER"}, 501, "Call type LAUNCH_CONTAINER is not supported"),
+    ({"type": "UNKNOWN"}, 501, ""),
+    (b"{not json", 400, "Failed to parse body into JSON"),
+    ({"type": "NO_SUCH_CALL"}, 400, "Failed to convert JSON into Call protobuf"),
+    ({}, 400, "Expecting 'type' to be present"),
+    ({"type": "READ_FILE"}, 400, "Expecting 'read_file' to be present"),
+    ({"type": "READ_FILE", "read_file": {"path": "/x", "offset": -1}}, 400, "Not a uint64"),
+    ({"type": "LIST_FILES", "list_files": {"path": "/nowhere"}}, 404, ""),
+])
+def test_bad_calls_are_refused_as_mesos_refuses_them(make_local_master, body, status, words):
+    master = make_local_master(agents=AGENTS[:1])
+    [base] = bases(master).values()
+    reply = agent_call(base, body)
+    assert reply.status_code == status, reply.text
+    assert words in reply.text
+
+
+def test_content_types_methods_and_paths(make_local_master):
+    master = make_local_master(agents=AGENTS[:1])
+    [base] = bases(master).values()
+    health = json.dumps({"type": "GET_HEALTH"})
+    assert requests.post(base + "/api/v1", data=health, timeout=10).status_code == 400
+    reply = requests.post(base + "/api/v1", data=health, timeout=10,
+                          headers={"Content-Type": "application/x-protobuf"})
+    assert reply.status_code == 415
+    reply = agent_call(base, {"type": "GET_HEALTH"}, headers={"Accept": "text/html"})
+    assert reply.status_code == 406
+    assert requests.get(base + "/api/v1", timeout=10).status_code == 405
+    assert agent_call(base, {"type": "GET_HEALTH"}, path="/slave(1)/api/v1").status_code == 200
+    assert requests.get(base + "/master/state", timeout=10).status_code == 404
+    assert requests.get(base + "/nothing/here", timeout=10).status_code == 404
+
+
+def test_authentication_follows_the_master(make_local_master):
+    master = make_local_master(agents=AGENTS[:1], credentials={"alice": "s3cret"})
+    [base] = bases(master).values()
+    assert requests.get(base + "/state", timeout=10).status_code == 200   # a read endpoint
+    refused = agent_call(base, {"type": "GET_HEALTH"})
+    assert refused.status_code == 401
+    assert "mesos-agent-readwrite" in refused.headers["WWW-Authenticate"]
+    assert agent_call(base, {"type": "GET_HEALTH"}, auth=("alice", "s3cret")).status_code == 200
+    assert requests.get(base + "/files/browse", params={"path": "/x"},
+                        timeout=10).status_code == 401
+
+
+def test_an_added_agent_listens_before_it_is_announced(make_local_master):
+    master = make_local_master(agents=AGENTS[:1])
+    added = master.add_agent(AgentSpec(hostname="node-c", cpus=1, mem=128, disk=8, gpus=0))
+    base = bases(master)[added]
+    assert requests.get(base + "/state", timeout=10).json()["id"] == added
+    [agent] = [a for a in get(master, "GET_AGENTS")["agents"]
+               if a["agent_info"]["id"]["value"] == added]
+    assert agent["pid"] == "slave(1)@" + base.partition("//")[2]
+
+
+def test_idle_clients_are_cut_off(make_local_master):
+    master = make_local_master(agents=AGENTS[:1])
+    [base] = bases(master).values()
+    host, port = base.partition("//")[2].rsplit(":", 1)
+    for server in master._agent_servers:
+        server.request_deadline = 0.5
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"POST /api/v1 HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408")
