@@ -22,6 +22,10 @@ setup(
         # from PyPI brings GBs of CUDA libraries); jax.shard_map: JAX 0.8
         "torch": ["torch>=2.1"],
         "jax": ["jax>=0.8"],
+        # tfmesos.lightning.MetricsLogger, examples/torch_lightning.py: pure
+        # Python; its torch requirement (>=2.1) is met by the torch installed
+        # first, which pip's default upgrade strategy (only-if-needed) keeps
+        "lightning": ["lightning>=2.0", "torch>=2.1"],
         # tfrun --mlflow, cluster(mlflow=...): the MLflow client (no server)
         # and what MLflow's default store, sqlite:///mlflow.db, needs
         # (SQLAlchemy and alembic, with the bounds the full mlflow package

@@ -68,10 +68,11 @@ mlflow_log=$(mktemp /tmp/tfmesos-mlflow-venv-XXXXXX.log)
 ) >"$mlflow_log" 2>&1 &
 mlflow_install=$!
 # PyTorch's CPU build first (tfrun --torch's tests and example): with the
-# torch extra alone pip would take the newest torch, a CUDA build of GBs.
+# torch extra alone pip would take the newest torch, a CUDA build of GBs
+# (the lightning extra's torch>=2.1 is then met: pip keeps this one).
 python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
 python3 -m pip install -q --disable-pip-version-check \
-    -e ".[tensorflow,docker,examples,keras-jax,torch,jax,mlflow,test]"
+    -e ".[tensorflow,docker,examples,keras-jax,torch,lightning,jax,mlflow,test]"
 # The suite runs tfmesos as an install runs it: from bytecode (pip compiles
 # what it installs; an editable install compiles nothing). Where
 # PYTHONDONTWRITEBYTECODE is set, each of the suite's thousands of Python

@@ -26,8 +26,9 @@ _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
             "Job": ".core.spec", "RunSpec": ".core.spec",
             "log_metrics": ".task.user_metrics", "MetricsWarning": ".task.user_metrics",
             **{name: ".exceptions" for name in _EXCEPTIONS}}
-# Submodules imported on first use: ``tfmesos.keras.MetricsCallback``.
-_SUBMODULES = ("keras",)
+# Submodules imported on first use: ``tfmesos.keras.MetricsCallback``,
+# ``tfmesos.torch.log_metrics``, ``tfmesos.lightning.MetricsLogger``.
+_SUBMODULES = ("keras", "torch", "lightning")
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, _SUBMODULES)

@@ -27,6 +27,7 @@ import collections
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -58,15 +59,34 @@ class MetricsWarning(RuntimeWarning):
 
 def log_metrics(step=None, **values):
     """Record ``values`` (numbers: Python's, numpy's, TensorFlow's or JAX's
-    scalars) at ``step`` (an int; None: one more than this process's last
-    step, 0 at first) for the task this process belongs to. Returns True
-    when the point went to tfrun (or cluster()'s record), else False."""
+    scalars, PyTorch's tensors of one element on any device) at ``step``
+    (an int; None: one more than this process's last step, 0 at first) for
+    the task this process belongs to. Returns True when the point went to
+    tfrun (or cluster()'s record), else False."""
+    return log_values(step, values)
+
+
+def log_values(step, values, depth=0, checked=False):
+    """``log_metrics(step, **values)`` for the integrations (``tfmesos.torch``,
+    ``tfmesos.lightning``): ``depth`` is how many frames more than
+    log_metrics' lie between the user's code and this call (a warning
+    points at the user's line); ``checked``: ``values`` are ``numbers()``'
+    already."""
     global _next_step
-    point = _point(step, values)
-    if point is None:
+    if step is None:
+        step = _next_step
+    try:
+        step = check_step(step)
+    except MetricError as exc:
+        _warn("step", "tfmesos.log_metrics: %s; the values were not recorded" % exc,
+              4 + depth)
         return False
+    clean = values if checked else numbers(values, depth + 2)
+    if not clean:
+        return False
+    point = [step, round(time.time(), 3), clean]
     with _lock:
-        _next_step = max(_next_step, point[0] + 1)
+        _next_step = max(_next_step, step + 1)
         local = _local
     if local is not None:
         local(point)
@@ -74,9 +94,9 @@ def log_metrics(step=None, **values):
     path = os.environ.get(task_env.METRICS_SOCKET)
     if not path:
         _warn("outside", "tfmesos.log_metrics: not in a tfmesos run (no tfrun task, no "
-              "tfmesos.cluster() in this process): metrics are not recorded", 3)
+              "tfmesos.cluster() in this process): metrics are not recorded", 4 + depth)
         return False
-    return _send(path, point)
+    return _send(path, point, depth)
 
 
 def record_locally(recorder):
@@ -88,35 +108,58 @@ def record_locally(recorder):
     return previous
 
 
-def _point(step, values):
-    """``[step, t, {name: value}]`` of one call, or None (nothing to log)."""
-    if step is None:
-        step = _next_step
-    try:
-        step = check_step(step)
-    except MetricError as exc:
-        _warn("step", "tfmesos.log_metrics: %s; the values were not recorded" % exc)
-        return None
+def numbers(values, depth=0, keep=False):
+    """``{name: float, or None when not finite}`` of ``values``: what cannot
+    be logged is left out with a warning, once per kind (``keep``: a value
+    that is not a number is kept as NaN, so that every rank of a collective
+    reduces the same names; recorded as null). ``depth``: how many frames
+    lie between the user's code and this call (warnings point there)."""
     clean: dict[str, object] = {}
     for name, value in values.items():
         if len(clean) == MAX_VALUES:
             _warn("many", "tfmesos.log_metrics: at most %d values a call; %s and what "
-                  "follows were not recorded" % (MAX_VALUES, name))
+                  "follows were not recorded" % (MAX_VALUES, name), 3 + depth)
             break
         try:
-            clean[check_name(name)] = number = check_value(value)
+            check_name(name)
         except MetricError as exc:
-            _warn("value:%s" % name[:80], "tfmesos.log_metrics: %s; not recorded" % exc)
+            _warn("name:%s" % str(name)[:80], "tfmesos.log_metrics: %s; not recorded" % exc,
+                  3 + depth)
+            continue
+        try:
+            scalar = _scalar(value)
+            clean[name] = number = check_value(scalar)
+        except MetricError as exc:
+            _warn("value:%s" % name, "tfmesos.log_metrics: %s: %s; %s" % (
+                name, exc, "recorded as null" if keep else "not recorded"), 3 + depth)
+            if keep:
+                clean[name] = None
             continue
         if number is None:
             _warn("finite:%s" % name, "tfmesos.log_metrics: %s is not finite (%r): recorded "
-                  "as null" % (name, value))
-    if not clean:
-        return None
-    return [step, round(time.time(), 3), clean]
+                  "as null" % (name, scalar), 3 + depth)
+    return clean
 
 
-def _send(path, point):
+def _scalar(value):
+    """A PyTorch tensor's one element as a Python number (``item()``: copied
+    off its device, outside autograd); MetricError for a tensor of more or
+    fewer elements; any other value as given (numpy's, TensorFlow's and
+    JAX's scalars convert through ``float()``, ``check_value``). PyTorch is
+    not imported here: a tensor exists only in a process that imported it."""
+    torch = sys.modules.get("torch")
+    tensor = getattr(torch, "Tensor", None) if torch is not None else None
+    if tensor is None or not isinstance(value, tensor):
+        return value
+    count = value.numel()
+    if count != 1:
+        raise MetricError("a metric value must be one number, not a tensor of %d elements "
+                          "(shape %s): log its mean() or one element"
+                          % (count, list(value.shape)))
+    return value.detach().item()
+
+
+def _send(path, point, depth=0):
     """One datagram to the task entry, after those waiting; kept in order
     when it cannot take it now (its queue holds ``max_dgram_qlen``, 10 by
     Linux's default: a relay thread that waits for the CPU a tenth of a
@@ -124,13 +167,13 @@ def _send(path, point):
     data = json.dumps(point, separators=(",", ":"), allow_nan=False).encode("utf-8")
     if len(data) > MAX_DATAGRAM:
         _warn("size", "tfmesos.log_metrics: a point of %d bytes exceeds %d; not recorded"
-              % (len(data), MAX_DATAGRAM))
+              % (len(data), MAX_DATAGRAM), 5 + depth)
         return False
     with _lock:
         sock = _connected()
-        while _pending and _try(sock, *_pending[0]):
+        while _pending and _try(sock, _pending[0][0], _pending[0][1], depth):
             _pending.popleft()
-        if not _pending and _try(sock, path, data):
+        if not _pending and _try(sock, path, data, depth):
             return True
         if len(_pending) == MAX_PENDING:
             _pending.popleft()
@@ -152,7 +195,7 @@ def _connected():
     return _socket[1]
 
 
-def _try(sock, path, data):
+def _try(sock, path, data, depth):
     """Whether the task entry took ``data`` at once."""
     try:
         sock.sendto(data, path)
@@ -160,7 +203,7 @@ def _try(sock, path, data):
     except BlockingIOError:     # its queue is full: a flood
         return False
     except OSError as exc:
-        _warned_gone(exc)
+        _warned_gone(exc, depth)
         return True             # nothing will take it: not kept
 
 
@@ -169,12 +212,12 @@ def _dropped(count):
     dropped += count
 
 
-def _warned_gone(exc):
+def _warned_gone(exc, depth):
     kind = "gone"
     if kind not in _warned:
         _warned.add(kind)
         warnings.warn("tfmesos.log_metrics: the task entry does not take metrics (%s); they "
-                      "are not recorded" % exc, MetricsWarning, stacklevel=5)
+                      "are not recorded" % exc, MetricsWarning, stacklevel=6 + depth)
 
 
 def _send_pending(timeout=PENDING_AT_EXIT):
