@@ -29,8 +29,8 @@ from typing import Optional
 
 from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
+from .resource_usage import process_group_usage
 from .runner import ProcessRunner, RunnerError, RunningTask
-from .usage import process_group_usage
 from .users import UserError, give_sandbox, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class TaskProcess:
 
     def usage(self):
         """(user cpu seconds, system cpu seconds, resident bytes) of the
-        task's processes now (``usage.process_group_usage``), the cpu time
+        task's processes now (``resource_usage.process_group_usage``), the cpu time
         of its cgroups where they have it; None when nothing is measured
         (not started, ended, or run by a container engine)."""
         measured = process_group_usage(self._local_group)
