@@ -166,6 +166,18 @@ def test_the_logger_is_a_lightning_logger_that_logs_on_every_rank(points, monkey
     assert (named.name, named.version, type(named)) == ("digits", 7, type(logger))
 
 
+def test_a_script_on_pytorch_lightning_gets_its_logger_class(points, monkeypatch):
+    pytest.importorskip("lightning.pytorch")
+    pytorch_lightning = pytest.importorskip("pytorch_lightning")
+    import tfmesos.lightning
+    chosen = tfmesos.lightning.MetricsLogger(lightning=pytorch_lightning)
+    assert isinstance(chosen, pytorch_lightning.loggers.Logger)
+    monkeypatch.delitem(sys.modules, "lightning")    # a script that imported only it
+    assert type(tfmesos.lightning.MetricsLogger()) is type(chosen)
+    chosen.log_metrics({"loss": 0.5}, step=1)
+    assert values(points) == [(1, {"loss": 0.5})]
+
+
 def test_the_trainer_logs_every_step_through_it(points, tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from torch.utils.data import DataLoader, TensorDataset
