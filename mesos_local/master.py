@@ -52,7 +52,7 @@ from typing import Optional
 from .agent import Agent, AgentSpec
 from .allocator import Allocator
 from .api import stout, validation
-from .api.agent_http import AgentHTTPServer
+from .api.agent_http import AgentHTTPServer, AgentListeners
 from .api.auth import Authenticator, credentials_table
 from .api.http_server import MasterHTTPServer
 from .api.operator_json import event_agent_added, event_subscribed
@@ -250,6 +250,7 @@ class LocalMaster(FaultInjection):
         self._http: Optional[MasterHTTPServer] = None
         # Each agent's own HTTP server (and its twin in the hub namespace).
         self._agent_servers: list[AgentHTTPServer] = []
+        self._agent_listeners = AgentListeners()   # one thread accepts for them all
         self._start_time = None
 
         records = self._records = Records()
@@ -374,11 +375,11 @@ class LocalMaster(FaultInjection):
         Returns the servers, not started."""
         servers: list[AgentHTTPServer] = []
         try:
-            servers.append(AgentHTTPServer(self, agent, self.host, 0))
+            servers.append(AgentHTTPServer(self, agent, self.host, 0, self._agent_listeners))
             if self.network is not None:
                 servers.append(call_in_namespace(
                     self.network.hub, AgentHTTPServer, self, agent, self.network.hub_address,
-                    servers[0].server_port))
+                    servers[0].server_port, self._agent_listeners))
         except OSError as exc:
             for server in servers:
                 server.server_close()
@@ -399,6 +400,7 @@ class LocalMaster(FaultInjection):
         for server in [self._http, self._hub_http] + self._agent_servers:
             if server is not None:
                 server.stop()
+        self._agent_listeners.close()
 
     def _remove_network(self):
         with self._network_lock:

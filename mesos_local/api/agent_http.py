@@ -20,14 +20,26 @@ the API); ``/state`` and ``/monitor/statistics`` are read endpoints, open
 unless ``--authenticate_http_readonly`` (never set here). The server is the
 master's (``http_server.py``): the same request deadline, connection
 bound and body limit, so idle or greedy clients are cut off as there.
+
+Every agent server of a master shares one ``AgentListeners``: one thread
+that accepts on all their sockets and one request-deadline watcher, so that
+a master of thousands of agents (a simulated fleet) holds a socket per
+agent, not two threads each polling 20 times a second.
 """
 
-from typing import Any
+import logging
+import selectors
+import socket
+import threading
+from typing import Any, Optional
 
 from . import agent_api, agent_json, files, routes
+from .deadlines import Deadlines
 from .endpoints import json_reply
 from .http_server import MasterHTTPServer, _Handler
 from .state_json import render_version
+
+log = logging.getLogger(__name__)
 
 DELEGATE = "slave(1)"
 ROUTES = {
@@ -46,13 +58,104 @@ AGENT_UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this agent authenticates its HT
                               "HTTP Basic credentials (realm %s)" % AGENT_REALM)
 
 
-class AgentHTTPServer(MasterHTTPServer):
-    """The server of ``agent`` (a master ``Agent``), of ``master``."""
+class AgentListeners:
+    """The one thread that accepts connections for every agent server of a
+    master (each connection is then handled in a thread of its own, as the
+    master's server does), and their shared request deadlines."""
 
-    def __init__(self, master: Any, agent: Any, host: str, port: int) -> None:
+    def __init__(self) -> None:
+        self.deadlines = Deadlines()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def add(self, server: "AgentHTTPServer") -> None:
+        """Accept for ``server`` from now on (starting the thread at the first)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._selector.register(server.socket, selectors.EVENT_READ, server)
+            if self._thread is None:
+                self.deadlines.start()
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="local-agents-http")
+                self._thread.start()
+        self._wake()
+
+    def remove(self, server: "AgentHTTPServer") -> None:
+        with self._lock:
+            try:
+                self._selector.unregister(server.socket)
+            except (KeyError, ValueError):
+                pass
+        self._wake()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._wake()
+        if thread is not None:
+            thread.join(5)
+        self.deadlines.stop()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    break
+            for key, _ in self._selector.select(1.0):
+                if key.data is None:
+                    try:
+                        self._wake_r.recv(4096)
+                    except OSError:
+                        pass
+                    continue
+                # BaseServer._handle_request_noblock: accept, verify, then
+                # process_request (a thread per connection, as serve_forever).
+                key.data._handle_request_noblock()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+class AgentHTTPServer(MasterHTTPServer):
+    """The server of ``agent`` (a master ``Agent``), of ``master``; it
+    accepts through ``listeners`` (shared by the master's agents)."""
+
+    def __init__(self, master: Any, agent: Any, host: str, port: int,
+                 listeners: AgentListeners) -> None:
         self.agent = agent
         super().__init__(master, host, port, handler=_AgentHandler)
+        self.deadlines = listeners.deadlines
+        self.listeners = listeners
         self.thread_name = "local-agent-http-%d" % agent.index
+
+    def start(self) -> None:
+        self.listeners.add(self)
+
+    def stop(self) -> None:
+        """Accept no more; end the open connections (the shared deadlines
+        and thread stop with ``AgentListeners.close``)."""
+        self.listeners.remove(self)
+        self.server_close()
+        with self._connections_lock:
+            connections = list(self._connections)
+        for sock in connections:  # idle keep-alive and stalled streams
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _AgentHandler(_Handler):
@@ -135,4 +238,4 @@ class _AgentHandler(_Handler):
     do_PUT = do_DELETE = do_PATCH = _other_method
 
 
-__all__ = ["AgentHTTPServer", "ROUTES", "DELEGATE"]
+__all__ = ["AgentHTTPServer", "AgentListeners", "ROUTES", "DELEGATE"]

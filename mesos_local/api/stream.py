@@ -169,10 +169,18 @@ class Subscription:
             except OSError:
                 return self._gone()
             timeout = None if stalled else max(0.0, next_beat - time.monotonic())
+            # poll(), not select(): a master with many sockets (an agent's
+            # server each) hands out descriptors past select's FD_SETSIZE.
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            poller.register(self._wake_r, select.POLLIN)
             try:
-                readable, _, _ = select.select([sock, self._wake_r], [], [], timeout)
+                ready = {fd for fd, _ in poller.poll(None if timeout is None
+                                                     else timeout * 1000.0)}
             except (OSError, ValueError):
                 return self._gone()
+            readable = [one for one in (sock, self._wake_r)
+                        if (one if isinstance(one, int) else one.fileno()) in ready]
             if self._wake_r in readable:
                 try:
                     os.read(self._wake_r, 4096)
