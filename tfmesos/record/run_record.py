@@ -394,8 +394,16 @@ class RunRecord:
 
     def finish(self, framework_id: Optional[str] = None, first_offer: Optional[float] = None,
                status: str = "succeeded") -> None:
-        """The run stopped: ``status`` unless an outcome was recorded; every
-        attempt gets its end, and each failed one its hint."""
+        """The run stopped: ``conclude``, and the logs are closed."""
+        self.conclude(framework_id, first_offer, status)
+        self._logs.close()
+
+    def conclude(self, framework_id: Optional[str] = None, first_offer: Optional[float] = None,
+                 status: str = "succeeded") -> None:
+        """The run's end as far as it is known, saved: ``status`` unless an
+        outcome was recorded; every attempt gets its end, and each failed
+        one its hint. (Also before what may end this process: a detached
+        run's scheduler tears its framework down, which ends its own task.)"""
         self.outcome(status)
         self._end_attempts()
         with self._lock:
@@ -406,7 +414,6 @@ class RunRecord:
                 self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("finished")
         self.save()
-        self._logs.close()
 
     # -- logs -------------------------------------------------------------
 
