@@ -72,6 +72,27 @@ INTEGRATION_MODULES = frozenset((
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_configure(config):
+    """Lanes that run at once (scripts/test.sh: two xdist workers, the
+    training and the waiting lane) draw the embedded masters' port windows
+    from ranges of their own (TFMESOS_LOCAL_PORTS), so that two tests' tasks
+    never bind one port (once: a torch group's port EADDRINUSE)."""
+    if os.environ.get("TFMESOS_LOCAL_PORTS"):
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    lanes = config.getoption("markexpr") or ""
+    if worker.startswith("gw") and worker[2:].isdigit():
+        slot = int(worker[2:]) % 2
+    elif lanes == "integration and tensorflow and not docker":
+        slot = 2
+    elif lanes.startswith("integration and waits"):
+        slot = 3
+    else:
+        return
+    # 2,750 ports each: a window for up to 1,374 tasks (1,000 at most)
+    os.environ["TFMESOS_LOCAL_PORTS"] = "%d-%d" % (20000 + 2750 * slot, 22749 + 2750 * slot)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))

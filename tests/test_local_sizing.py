@@ -13,6 +13,11 @@ from tfmesos.exceptions import SpecError
 Job = collections.namedtuple("Job", "name num cpus mem gpus")
 
 
+@pytest.fixture(autouse=True)
+def default_ports(monkeypatch):
+    monkeypatch.delenv(sizing.PORTS_ENV, raising=False)   # (test lanes set their own)
+
+
 def window(agent):
     [(low, high)] = agent.ports
     return low, high
@@ -38,3 +43,16 @@ def test_beyond_the_embedded_masters_bound_is_one_line_naming_the_fix():
         sizing.check_fits([Job("worker", sizing.LOCAL_MAX_TASKS + 1, 0.1, 32, 0)])
     assert "runs at most %d" % sizing.LOCAL_MAX_TASKS in str(caught.value)
     assert "run on a Mesos cluster" in str(caught.value)
+
+
+def test_tfmesos_local_ports_is_the_range_windows_are_drawn_from(monkeypatch):
+    monkeypatch.setenv(sizing.PORTS_ENV, "40000-40300")
+    drawn = {window(sizing.local_agent([Job("worker", 2, 0.1, 32, 0)])) for _ in range(100)}
+    assert drawn == {(40000, 40100), (40101, 40201)}   # whole windows of 101 only
+    for text, said in (("x", "give a range of ports LOW-HIGH within 1024-65535"),
+                       ("40000-30000", "give a range"), ("80-90", "give a range"),
+                       ("40000-40050", "holds 51 ports; the embedded master needs a window "
+                                       "of 101 for 2 tasks: widen it")):
+        monkeypatch.setenv(sizing.PORTS_ENV, text)
+        with pytest.raises(SpecError, match=said):
+            sizing.check_local([Job("worker", 2, 0.1, 32, 0)], {})

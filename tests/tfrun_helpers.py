@@ -36,11 +36,14 @@ def marked_tasks():
 @contextlib.contextmanager
 def background_master(argv, log, cwd):
     """A ``tfmesos local-master`` command line ``argv`` run in the background
-    with its tasks marked as this session's (``marked_tasks``), its stderr
+    with its tasks marked as this session's (``marked_tasks``), one agent
+    offering this test lane's ports (conftest), its stderr
     in the file ``log``; yields once it says it listens. SIGTERMed at the
     block's end, which stops every task it runs (killed after 60 s)."""
+    ports = os.environ.get("TFMESOS_LOCAL_PORTS")   # this lane's (conftest)
+    lane = ["--agent", "ports=" + ports] if ports else []
     with open(log, "w") as handle:
-        master = subprocess.Popen(list(argv) + marked_tasks(), stdout=subprocess.PIPE,
+        master = subprocess.Popen(list(argv) + marked_tasks() + lane, stdout=subprocess.PIPE,
                                   stderr=handle, text=True, cwd=cwd)
     try:
         assert "listening on" in master.stdout.readline(), open(log).read()[-3000:]

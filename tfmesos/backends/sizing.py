@@ -32,6 +32,9 @@ LOCAL_MAX_TASKS = 1000
 # (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999), so tasks' ports
 # are not taken by outgoing connections.
 _PORTS_FROM, _PORTS_TO = 20000, 31000
+# TFMESOS_LOCAL_PORTS=LOW-HIGH draws it from there instead (a firewall's
+# allowance; test lanes that run at once, each its own range).
+PORTS_ENV = "TFMESOS_LOCAL_PORTS"
 # The smallest window: two small runs on one machine rarely draw the same.
 _MIN_WINDOW = 101
 
@@ -157,6 +160,7 @@ def check_local(jobs: Sequence[JobResources], options: Mapping[str, Any]) -> Non
     ``options`` (``LocalMaster``'s) cannot do here: ``check_fits``, and
     ``cgroups_enable_cfs`` where cgroups isolation is not possible."""
     check_fits(jobs)
+    local_ports(sum(job.num for job in jobs))
     if options.get("cgroups_enable_cfs"):
         auto_isolation(options.get("isolation", AUTO), enable_cfs=True)
 
@@ -186,5 +190,28 @@ def local_port_window(tasks: int) -> tuple[int, int]:
     runs on one machine rarely offer the same ports (each embedded master
     knows only its own tasks)."""
     size = max(_MIN_WINDOW, 2 * tasks + 1)
-    base = _PORTS_FROM + size * random.randrange((_PORTS_TO - _PORTS_FROM) // size)
+    low, high = local_ports(tasks)
+    base = low + size * random.randrange((high - low + 1) // size)
     return (base, base + size - 1)
+
+
+def local_ports(tasks: int, environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """The range the window of a cluster of ``tasks`` is drawn from:
+    $TFMESOS_LOCAL_PORTS (LOW-HIGH) or 20000-31000; SpecError for one that
+    is no range of ports or cannot hold the window."""
+    text = environ.get(PORTS_ENV)
+    if not text:
+        return _PORTS_FROM, _PORTS_TO
+    low_text, _, high_text = text.partition("-")
+    size = max(_MIN_WINDOW, 2 * tasks + 1)
+    try:
+        low, high = int(low_text), int(high_text)
+    except ValueError:
+        low = high = 0
+    if not 1024 <= low <= high <= 65535:
+        raise SpecError("%s=%s: give a range of ports LOW-HIGH within 1024-65535, e.g. "
+                        "20000-31000" % (PORTS_ENV, text))
+    if high - low + 1 < size:
+        raise SpecError("%s=%s holds %d ports; the embedded master needs a window of %d "
+                        "for %d tasks: widen it" % (PORTS_ENV, text, high - low + 1, size, tasks))
+    return low, high

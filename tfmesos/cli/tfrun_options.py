@@ -56,7 +56,8 @@ Numbers are finite and bounded: at most 10000 tasks per run, 10000 cpus,
 The embedded master (no MESOS_MASTER) runs at most 1000 tasks, each its own
 process on this machine: its one agent offers the machine's cpus and memory
 or, when the cluster asks for more, the cluster's sum; a port window of
-2 ports per task (at least 101) from 20000-30999; the tasks' cpus and mem
+2 ports per task (at least 101) from 20000-30999 (TFMESOS_LOCAL_PORTS=LOW-HIGH:
+from there); the tasks' cpus and mem
 held by cgroups where root can (--no-isolation); the last 1000 ended tasks
 of a run kept in its state, as Mesos' --max_completed_tasks_per_framework.
 """
