@@ -470,13 +470,21 @@ class ClusterRun:
             if isinstance(self.state.failure, (RunKilled, SchedulerReplaced)):
                 runtime.leave(self.record)   # the framework is no longer this scheduler's
             else:
-                runtime.stop(self.slots, self.record, self.record.outcome_text)
+                runtime.stop(self.slots, self.record, self.record.outcome_text,
+                             show=self._show_late)
             self.state.move(Phase.STOPPED)
             scheduler = runtime.scheduler
             self.record.finish(scheduler and scheduler.framework_id,
                                scheduler and scheduler.first_offer_at)
         if self.mlflow_at_stop:
             self.end_mlflow()
+
+    def _show_late(self, task_id: str, stream: str, text: str) -> None:
+        """Output that came while the run stopped (a task's last lines can
+        come after Mesos said it finished): shown as the rest was."""
+        slot = self.slots.slot_of(task_id)
+        if slot is not None:
+            self._on_log(slot, stream, text)
 
     def detach(self) -> None:
         """Leave the run to its tasks (``--failover``, ``--detach``): they

@@ -25,7 +25,7 @@ from ..protocol.hostport import format_address
 from . import task_secrets
 from .fit import Agent, agents_of
 from .identity import RunIdentity
-from .last_updates import record_leftovers, wait_for_mesos_ends
+from .last_updates import Show, record_leftovers, wait_for_mesos_ends
 from .placement import Assignment
 from .rendezvous import Rendezvous
 from .sandbox_tails import SandboxTails
@@ -286,15 +286,16 @@ class RunRuntime:
 
     # -- the end ----------------------------------------------------------------
 
-    def stop(self, slots: SlotTable, record: "RunRecord", outcome: Callable[[], Optional[str]]
-             ) -> None:
+    def stop(self, slots: SlotTable, record: "RunRecord", outcome: Callable[[], Optional[str]],
+             show: Show = None) -> None:
         """Launch nothing more, tell every task of ``slots`` to stop (their
         last output reaches ``record``), wait a little for Mesos' last
         updates, label the framework with ``outcome()`` (unless None: the
         text of ``protocol.labels.OUTCOME``, which a finished framework
         keeps: before the teardown, which ends the subscription) and its
         evidence (``reason_line``: ``protocol.labels.REASON``), tear it
-        down and stop serving."""
+        down and stop serving. Output that comes meanwhile is recorded and
+        ``show``n (``last_updates.Show``)."""
         scheduler, rendezvous, driver = self._launch_nothing_more()
         if rendezvous is not None:
             for slot in slots:
@@ -303,7 +304,7 @@ class RunRuntime:
                     rendezvous.send(slot.task_id, {"type": "stop"})
             rendezvous.close(linger=STOP_LINGER)
         if driver is not None:
-            wait_for_mesos_ends(record, self.events)
+            wait_for_mesos_ends(record, self.events, show=show)
             if self.detached:
                 # The teardown below makes Mesos kill the framework's tasks,
                 # this scheduler's own among them: its record is final first
@@ -324,7 +325,7 @@ class RunRuntime:
                 driver.join(timeout=15)
             except Exception as exc:  # the run's own error was already raised
                 logger.debug("driver ended with %r", exc)
-        self._release(record)
+        self._release(record, show=show)
 
     def leave(self, record: "RunRecord") -> None:
         """Leave the run to its tasks: no stop message, no teardown (they
@@ -346,12 +347,13 @@ class RunRuntime:
             self.scheduler.close()
         return self.scheduler, self.rendezvous, self.driver
 
-    def _release(self, record: "RunRecord", keep_shipped: bool = False) -> None:
+    def _release(self, record: "RunRecord", keep_shipped: bool = False,
+                 show: Show = None) -> None:
         """What is still queued goes to the record (output, exit frames,
         Mesos' updates, the teardown's included); the backend stops, nothing
         is served any more; what was packed goes, unless ``keep_shipped``
         (the run is left to its tasks: the next scheduler serves it)."""
-        record_leftovers(record, self.events)
+        record_leftovers(record, self.events, show)
         self.backend.stop()
         if self.shipment is not None:
             self.shipment.stop(keep=keep_shipped)
