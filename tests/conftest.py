@@ -71,7 +71,6 @@ INTEGRATION_MODULES = frozenset((
     "test_torch_detached", "test_agent_endpoints", "test_lightning_runs"))
 
 
-@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_configure(config):
     """Lanes that run at once (scripts/test.sh: two xdist workers, the
     training and the waiting lane) draw the embedded masters' port windows
@@ -93,6 +92,7 @@ def pytest_configure(config):
     os.environ["TFMESOS_LOCAL_PORTS"] = "%d-%d" % (20000 + 2750 * slot, 22749 + 2750 * slot)
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
