@@ -330,7 +330,7 @@ def test_run_json_is_saved_at_most_a_tenth_of_the_time(tmp_path, monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(run_record.time, "monotonic", lambda: now[0])
     record.save()
-    record._save_took = 0.5
+    record._pace._took = 0.5
     for _ in range(4):
         record._dirty = True   # something changed
         now[0] += 1.1
@@ -343,7 +343,7 @@ def test_run_json_is_saved_at_most_a_tenth_of_the_time(tmp_path, monkeypatch):
     now[0] += 1.1
     record.flush()
     assert len(writes) == 3   # the last save took no time on this clock
-    record._save_took, record._dirty = 0.01, True
+    record._pace._took, record._dirty = 0.01, True
     now[0] += 1.1
     record.flush()
     assert len(writes) == 4

@@ -49,12 +49,7 @@ def background_master(argv, log, cwd):
         assert "listening on" in master.stdout.readline(), open(log).read()[-3000:]
         yield master
     finally:
-        master.send_signal(signal.SIGTERM)
-        try:
-            master.wait(60)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
+        terminated(master, 60)
         master.stdout.close()
 
 
@@ -82,12 +77,18 @@ def start_tfrun(*args, env=None):
         yield proc
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            terminated(proc, 30)
+
+
+def terminated(proc, grace):
+    """SIGTERM ``proc`` (which stops what it started), SIGKILL it after
+    ``grace`` seconds; reaped either way."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for_line(stream, needle, timeout):

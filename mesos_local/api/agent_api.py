@@ -14,11 +14,11 @@ bounded as ``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as
 Mesos answers it, and the other calls 501 naming the call.
 """
 
-import base64
 import json
 
-from . import agent_json, files, json_body
+from . import agent_json, json_body
 from .endpoints import JSON_TYPE, Reply, accepts
+from .operator import list_files_reply, read_file_reply
 
 PROTOBUF_TYPE = "application/x-protobuf"
 RECORDIO_TYPE = "application/recordio"
@@ -122,26 +122,9 @@ def call_reply(master, agent, content_type, accept, body):
             lambda _master, records: _READS[kind](agent, records)))
     attached = master.agent_sandboxes(agent.id)
     if kind == "READ_FILE":
-        request = call["read_file"]
-        length = request.get("length")
-        try:
-            size, data = files.read_bytes(request["path"], _integer(request["offset"]),
-                                          None if length is None else _integer(length),
-                                          attached)
-        except files.FilesError as exc:
-            return Reply(exc.status, str(exc))
-        return _response(kind, "read_file",
-                         {"size": size, "data": base64.b64encode(data).decode("ascii")})
+        return read_file_reply(call["read_file"], attached)
     if kind == "LIST_FILES":
-        try:
-            entries = files.listing(call["list_files"]["path"], attached)
-        except files.FilesError as exc:
-            return Reply(exc.status, str(exc))
-        listing: dict = {}
-        if entries:
-            listing["file_infos"] = [files.file_info_message(path, info)
-                                     for path, info in entries]
-        return _response(kind, "list_files", listing)
+        return list_files_reply(call["list_files"], attached)
     return Reply(501, "Call type %s is not supported by the local agent (it serves %s)"
                  % (kind, ", ".join(SERVED)))
 

@@ -149,13 +149,7 @@ class AgentHTTPServer(MasterHTTPServer):
         and thread stop with ``AgentListeners.close``)."""
         self.listeners.remove(self)
         self.server_close()
-        with self._connections_lock:
-            connections = list(self._connections)
-        for sock in connections:  # idle keep-alive and stalled streams
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self.end_connections()
 
 
 class _AgentHandler(_Handler):

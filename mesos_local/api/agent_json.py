@@ -18,7 +18,7 @@ import time
 
 from ..records import mesos_id
 from .operator_json import framework_info, render_task
-from .state_json import BUILD_DATE, BUILD_TIME, VERSION, task_json
+from .state_json import BUILD_DATE, BUILD_TIME, VERSION, principal_and_roles, task_json
 
 AGENT_CAPABILITIES = ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"]
 
@@ -78,12 +78,7 @@ def _framework_json(framework, tasks):
     out = {"id": framework.id, "name": framework.name, "user": info.get("user", ""),
            "failover_timeout": framework.failover_timeout,
            "checkpoint": info.get("checkpoint", False), "hostname": info.get("hostname", "")}
-    if "principal" in info:
-        out["principal"] = info["principal"]
-    if framework.multi_role:
-        out["roles"] = list(framework.roles)
-    else:
-        out["role"] = framework.roles[0] if framework.roles else "*"
+    out.update(principal_and_roles(framework))
     out["executors"] = [_executor_json(t) for t in tasks if not t.terminal]
     out["completed_executors"] = [_executor_json(t) for t in tasks if t.terminal]
     return out

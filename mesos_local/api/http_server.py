@@ -175,9 +175,13 @@ class MasterHTTPServer(ThreadingHTTPServer):
             self._thread.join(5)
         self.deadlines.stop()
         self.server_close()
+        self.end_connections()
+
+    def end_connections(self):
+        """Shut the open connections down: idle keep-alive and stalled streams."""
         with self._connections_lock:
             connections = list(self._connections)
-        for sock in connections:  # idle keep-alive and stalled streams
+        for sock in connections:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:

@@ -161,9 +161,9 @@ def call_reply(master, content_type, accept, body):
     if kind in _READS:
         return _response(kind, kind.lower(), master.read(_READS[kind]))
     if kind == "READ_FILE":
-        return _read_file(master, call["read_file"])
+        return read_file_reply(call["read_file"], master.attached)
     if kind == "LIST_FILES":
-        return _list_files(master, call["list_files"])
+        return list_files_reply(call["list_files"], master.attached)
     if kind == "SET_LOGGING_LEVEL":
         request = call["set_logging_level"]
         master.set_logging_level(_integer(request["level"]),
@@ -189,24 +189,26 @@ def _integer(value):
     return int(value)
 
 
-def _read_file(master, request):
-    """``Master::Http::readFile``: ``FilesProcess::_read`` of the path."""
+def read_file_reply(request, attached):
+    """``READ_FILE`` (the master's ``Master::Http::readFile`` and an agent's
+    alike): ``FilesProcess::_read`` of the path, within ``attached``."""
     length = request.get("length")
     try:
         size, data = files.read_bytes(request["path"], _integer(request["offset"]),
                                       None if length is None else _integer(length),
-                                      master.attached)
+                                      attached)
     except files.FilesError as exc:
         return Reply(exc.status, str(exc))
     return _response("READ_FILE", "read_file",
                      {"size": size, "data": base64.b64encode(data).decode("ascii")})
 
 
-def _list_files(master, request):
-    """``Master::Http::listFiles``: ``FilesProcess::browse`` of the path,
-    each entry a ``FileInfo``; 400 and 404 as it refuses."""
+def list_files_reply(request, attached):
+    """``LIST_FILES`` (``Master::Http::listFiles``, an agent's alike):
+    ``FilesProcess::browse`` of the path, each entry a ``FileInfo``; 400 and
+    404 as it refuses."""
     try:
-        entries = files.listing(request["path"], master.attached)
+        entries = files.listing(request["path"], attached)
     except files.FilesError as exc:
         return Reply(exc.status, str(exc))
     listing: dict = {}
@@ -237,4 +239,5 @@ def teardown_reply(master, body):
     return teardown(master, ids[-1])
 
 
-__all__ = ["SERVED", "Stream", "call_reply", "teardown_reply", "check_call"]
+__all__ = ["SERVED", "Stream", "call_reply", "teardown_reply", "check_call", "read_file_reply",
+           "list_files_reply"]

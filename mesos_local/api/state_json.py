@@ -97,6 +97,20 @@ def duration(seconds):
     return "%gns" % (seconds * 1e9)
 
 
+def principal_and_roles(framework):
+    """A framework's ``principal`` (when it has one) and its ``roles`` or
+    ``role``: FullFrameworkWriter (readonly_handler.cpp) writes one of the
+    two, as an agent's FrameworkWriter does."""
+    out = {}
+    if "principal" in framework.info:
+        out["principal"] = framework.info["principal"]
+    if framework.multi_role:
+        out["roles"] = list(framework.roles)
+    else:
+        out["role"] = framework.roles[0] if framework.roles else "*"
+    return out
+
+
 def agent_json(agent, files_address=None):
     """``files_address``: (host, port) where the client reached the master;
     the agent's ``pid`` and ``port`` name its own HTTP server reached from
@@ -146,13 +160,7 @@ def framework_json(framework):
                     "resources": o.resources.to_state()} for o in framework.offers.values()],
         "executors": [], "completed_executors": [],
     }
-    if "principal" in info:
-        out["principal"] = info["principal"]
-    # FullFrameworkWriter (readonly_handler.cpp) writes one of the two.
-    if framework.multi_role:
-        out["roles"] = list(framework.roles)
-    else:
-        out["role"] = framework.roles[0] if framework.roles else "*"
+    out.update(principal_and_roles(framework))
     if framework.reregistered_time is not None:
         out["reregistered_time"] = framework.reregistered_time
     if "labels" in info:

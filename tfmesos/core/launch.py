@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
 from ..protocol import labels as labels_
-from ..protocol import task_env
 from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
@@ -35,10 +34,11 @@ from .runtime import RunRuntime
 from .scheduler import Launch
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
+from .start_message import start_message
 from .state import RunState
 from .takeover import Adoption, Resume
 from .taskinfo import run_user
-from .training_frameworks import GROUP_JOB, Coordinator, coordinator, task_told
+from .training_frameworks import GROUP_JOB, Coordinator, coordinator
 
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
     from mesos_local.master import LocalMaster
@@ -328,25 +328,13 @@ class ClusterRun:
     def publish_to(self, slot: TaskSlot) -> None:
         """Send ``slot`` its start message: its role and the cluster spec."""
         spec = self.spec
-        message = {"type": "start", "mode": spec.mode, "job": slot.job.name,
-                   "index": slot.index, "cluster": self.cluster_spec,
-                   "forward_logs": bool(self._forward_logs(slot))}
-        if spec.mode == "replica":
-            template, cluster = slot.job.cmd or spec.command, self.cluster_spec
-            # (a replica run has a command, RunSpec checks; tasks start once formed)
-            assert template is not None and cluster is not None
-            told = task_told(spec.framework, cluster, slot.job.name, slot.index,
-                             keras=self._keras_coordinator, group=self._group,
-                             start=slot.job.start, nproc=spec.nproc_per_task,
-                             gpus=slot.job.gpus, elastic=spec.elastic, run_id=self.run_id)
-            env = told.env
-            env[task_env.RESTART] = str(self.recovery.restarts)
-            # PYTHONUNBUFFERED comes with the TaskInfo's environment.
-            message.update(cmd=template.format(**told.placeholders),
-                           env=env, hooks=spec.hook_commands,
-                           # a container has its own filesystem, a shipped directory
-                           # is the task's working directory: stay there
-                           cwd=None if spec.image or self.runtime.ships_code() else self.workdir)
+        message = start_message(
+            spec, slot, self.cluster_spec, forward_logs=bool(self._forward_logs(slot)),
+            keras=self._keras_coordinator, group=self._group, run_id=self.run_id,
+            restarts=self.recovery.restarts,
+            # a container has its own filesystem, a shipped directory is the
+            # task's working directory: stay there
+            cwd=None if spec.image or self.runtime.ships_code() else self.workdir)
         if not self.runtime.send(slot.task_id, message):
             # Kept by the rendezvous: a task that re-registers gets it;
             # one that does not come back fails after the grace period.

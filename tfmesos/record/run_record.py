@@ -8,7 +8,7 @@
   tasks forward (replica mode): ``ps.0.stdout``, ``ps.0.stderr``,
   ``worker.1.attempt2.stdout`` (the first attempt has no ``attemptN``);
 * ``run.json``, rewritten atomically (a temporary file, then a rename) as
-  the run goes, at most every SAVE_INTERVAL and at its milestones: a
+  the run goes, at ``save_pace``'s pace and at its milestones: a
   ``schema.RunFile``, whose classes document every field
   (``docs/run.schema.json`` is their JSON Schema; the README has a table).
 """
@@ -34,6 +34,7 @@ from .outcomes import (
     tfrun_exit_code,
 )
 from .run_dirs import make_run_dir, run_json_text, write_run_json
+from .save_pace import SavePace
 from .schema import (
     SCHEMA_VERSION,
     Attempt,
@@ -56,11 +57,6 @@ from .times import parse_timestamp, timestamp
 if TYPE_CHECKING:
     from addict import Dict
 
-SAVE_INTERVAL = 1.0      # run.json is rewritten at most this often, but at milestones
-# ... and at most this share of the time of the thread that handles the run's
-# events: a run of a thousand tasks (a run.json of 600 kB, saved while as
-# many connections want the interpreter) saves less often, not slower.
-SAVE_SHARE = 0.1
 
 
 class RunRecord:
@@ -90,8 +86,7 @@ class RunRecord:
         self._attempts: dict[str, tuple[Task, Attempt]] = {}   # task id -> (Task, Attempt)
         self._stopped: set[str] = set()   # task ids of the attempts the run stopped
         self._logs = TaskLogs(directory, self._lock)
-        self._dirty, self._saved = True, 0.0
-        self._save_took = 0.0   # seconds the last save took
+        self._dirty, self._pace = True, SavePace()
         if directory is not None:
             try:
                 make_run_dir(directory)
@@ -436,9 +431,8 @@ class RunRecord:
     # -- saving -----------------------------------------------------------
 
     def flush(self) -> None:
-        """Save run.json when something changed, at most every SAVE_INTERVAL."""
-        if self._dirty and time.monotonic() - self._saved >= max(
-                SAVE_INTERVAL, self._save_took / SAVE_SHARE):
+        """Save run.json when something changed, at ``save_pace``'s pace."""
+        if self._dirty and self._pace.due():
             self.save()
 
     def save(self) -> None:
@@ -450,8 +444,7 @@ class RunRecord:
             text = run_json_text(self._run.to_dict())
             self._dirty = False
             write_run_json(self.directory, text)
-        self._saved = time.monotonic()
-        self._save_took = self._saved - began
+        self._pace.saved(began)
 
     @property
     def outcome_status(self) -> str:
