@@ -278,8 +278,10 @@ def test_busy_task_gets_about_its_cpus_under_cfs(make_local_master, clients):
     # Never more than its half core; about half of it unless the machine is so
     # busy that even the unlimited twin got little.
     assert ratio <= 0.7, (ratio, free)
-    # (0.4: once in CI, loaded by three lanes, 0.246 against the twin's 0.494)
-    assert ratio >= min(0.3, 0.4 * free), (ratio, free)
+    # Not starved: with cpus 0.5 its cpu.shares are half the twin's, so under
+    # contention it gets less than the cap (in CI, four lanes at once: 0.246
+    # against the twin's 0.494, and 0.247 against 0.861).
+    assert ratio >= min(0.2, 0.25 * free), (ratio, free)
 
 
 @needs_cgroups
