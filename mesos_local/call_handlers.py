@@ -6,7 +6,6 @@ REQUEST, inverse offers, operations).
 """
 
 import base64
-import json
 import logging
 import time
 from typing import Optional
@@ -261,12 +260,29 @@ class SchedulerCalls:
         pass  # operations with feedback are never created here
 
     def _call_reconcile_operations(self, framework, call):
-        statuses = [{"operation_id": item["operation_id"], "state": "OPERATION_UNKNOWN"}
-                    for item in call["reconcile_operations"].get("operations", [])]
-        body = {"type": "RECONCILE_OPERATIONS",
-                "reconcile_operations": {"operation_statuses": statuses}}
-        return 200, "application/json", json.dumps(body).encode("utf-8")
-
+        """202, then an UPDATE_OPERATION_STATUS event per operation asked
+        about, as Mesos >= 1.10 answers (``Master::reconcileOperations``,
+        src/master/master.cpp; src/master/http.cpp answers ``Accepted``).
+        This master keeps no operations with feedback, so every one is
+        unknown; an implicit reconciliation (no operations) has nothing to
+        send. Not reliable: no uuid."""
+        records = self.records
+        for item in call["reconcile_operations"].get("operations", []):
+            status = {"operation_id": item["operation_id"], "state": "OPERATION_UNKNOWN"}
+            agent_id = item.get("agent_id", {}).get("value")
+            if agent_id is None:
+                status["message"] = ("Reconciliation: Operation is unknown and no 'agent_id' "
+                                     "was provided")
+            elif agent_id in records.agents:
+                status["message"] = "Reconciliation: Operation is unknown"
+            else:
+                status["message"] = "Reconciliation: Both operation and agent are unknown"
+            if agent_id is not None:
+                status["agent_id"] = item["agent_id"]
+            if "resource_provider_id" in item:
+                status["resource_provider_id"] = item["resource_provider_id"]
+            framework.send({"type": "UPDATE_OPERATION_STATUS",
+                            "update_operation_status": {"status": status}})
 
 def _reconciliation_status(task):
     """The master's answer for a known task (``Master::reconcile``,

@@ -583,11 +583,32 @@ def test_other_calls_are_accepted(local_master, clients):
     client.call("SHUTDOWN", {"executor_id": {"value": "e"}, "agent_id": offer["agent_id"]})
     client.call("ACCEPT_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]})
     client.call("DECLINE_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]})
+
+
+def test_reconcile_operations_answers_202_and_sends_operation_updates(local_master, clients):
+    """Mesos >= 1.10 (src/master/http.cpp, Master::reconcileOperations):
+    202 with no body, then an UPDATE_OPERATION_STATUS event per operation
+    asked about (no uuid); none for an implicit reconciliation."""
+    client = clients(local_master)
+    agent_id = client.next_offers()[0]["agent_id"]
+    response = client.call("RECONCILE_OPERATIONS", {"operations": []})
+    assert response.status_code == 202 and response.content == b""
     response = client.call("RECONCILE_OPERATIONS", {"operations": [
-        {"operation_id": {"value": "op"}}]}, check=False)
-    assert response.status_code == 200
-    assert response.json()["reconcile_operations"]["operation_statuses"][0]["state"] == \
-        "OPERATION_UNKNOWN"
+        {"operation_id": {"value": "op"}},
+        {"operation_id": {"value": "op2"}, "agent_id": agent_id},
+        {"operation_id": {"value": "op3"}, "agent_id": {"value": "elsewhere"}}]})
+    assert response.status_code == 202 and response.content == b""
+    statuses = [client.next_event("UPDATE_OPERATION_STATUS")["update_operation_status"]["status"]
+                for _ in range(3)]
+    assert [s["operation_id"]["value"] for s in statuses] == ["op", "op2", "op3"]
+    assert {s["state"] for s in statuses} == {"OPERATION_UNKNOWN"}
+    assert [s["message"] for s in statuses] == [
+        "Reconciliation: Operation is unknown and no 'agent_id' was provided",
+        "Reconciliation: Operation is unknown",
+        "Reconciliation: Both operation and agent are unknown"]
+    assert "agent_id" not in statuses[0] and statuses[1]["agent_id"] == agent_id
+    assert all("uuid" not in s for s in statuses)
+    client.no_event("UPDATE_OPERATION_STATUS", 0.5)
 
 
 # --- endpoints, stop and the CLI ----------------------------------------------------------------------------
