@@ -104,3 +104,13 @@ def test_no_leader_watch_for_a_static_list_of_masters():
     watcher.start()
     watcher.join(30)
     assert not watcher.is_alive()
+
+
+def test_the_embedded_master_looks_up_no_name_for_an_address():
+    # socket.gethostbyname("127.0.0.1") loaded the idna codec (and stringprep,
+    # unicodedata) at every tfrun's start; a name is still resolved.
+    code = ("from mesos_local.api.state_json import render_master_info as info; "
+            "assert info('m', '127.0.0.1', 5050)['address']['ip'] == '127.0.0.1'")
+    assert heavy(modules_after(code), ["encodings.idna", "stringprep", "unicodedata"]) == []
+    from mesos_local.api.state_json import render_master_info
+    assert render_master_info("m", "localhost", 5050)["pid"] == "master@127.0.0.1:5050"

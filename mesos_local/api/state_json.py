@@ -26,11 +26,18 @@ def render_version():
             "build_user": "mesos_local", "git_tag": VERSION, "git_sha": "mesos_local"}
 
 
+def _is_ipv4(text):
+    parts = text.split(".")
+    return len(parts) == 4 and all(part.isdigit() and int(part) < 256 for part in parts)
+
+
 def render_master_info(master_id, url_host, port):
     """The MasterInfo of a master listening on ``url_host:port``."""
     hostname = url_host
     try:
-        ip = socket.gethostbyname(url_host)
+        # An address needs no lookup: resolving a name would also import the
+        # idna codec (~10 ms of every tfrun's start-up).
+        ip = url_host if _is_ipv4(url_host) else socket.gethostbyname(url_host)
         packed = struct.unpack("=I", socket.inet_aton(ip))[0]
     except OSError:
         ip, packed = "127.0.0.1", struct.unpack("=I", socket.inet_aton("127.0.0.1"))[0]
