@@ -53,21 +53,90 @@ agents' ``/files``, the operator API: ``operator`` and its documents and
 events, ``operator_json``);
 ``containerizer/``: the agent side (planning a launch, the fetcher, process
 and Docker runners, cgroups, network namespaces, hidden filesystems).
+
+The public API is what this module exports (``__all__``); everything else
+is internal and may change. A framework's tests, and tfmesos, import only
+these names (tests/test_import_graph.py holds tfmesos to it):
+
+* the master: ``LocalMaster``, ``AgentSpec``; ``main(argv=None, prog=None)``,
+  the ``mesos-local`` command line, for a framework's own command to reuse;
+* its errors (``errors``' tree): ``LocalMasterError``, ``AgentSpecError``,
+  ``CredentialsError``, ``DockerEngineError``, ``IsolationError``,
+  ``NetnsError``;
+* task runners, for ``LocalMaster(runner=..., container_runner=...)``: the
+  seam ``TaskLaunch`` -> ``RunningTask``, ``ProcessRunner`` and its
+  ``ProcessTask``, ``DockerRunner``, ``RunnerError``;
+* checks and helpers made before a master starts: ``ISOLATORS`` (Mesos'
+  ``--isolation=cgroups/cpu,cgroups/mem``) and ``isolation_problem(isolators)``
+  (why this machine cannot, or None), ``docker_host_error(environ)`` (a
+  ``$DOCKER_HOST`` that names no engine), ``generate_credentials()`` (a
+  one-time (principal, secret) for ``credentials``);
+* ``docker_engine``: the small Docker engine client the Docker runner uses
+  (``connect``, ``ensure_image``, ``attach``, ``pump_output``,
+  ``remove_container``, ``one_line``), a public submodule.
 """
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # what the names are, for type checkers (``X as X``: re-exported)
+    from .agent import AgentSpec as AgentSpec
+    from .api.auth import generate_credentials as generate_credentials
+    from .command_line import main as main
+    from .containerizer import docker_engine as docker_engine
+    from .containerizer.cgroup_limits import ISOLATORS as ISOLATORS
+    from .containerizer.cgroups import IsolationError as IsolationError
+    from .containerizer.cgroups import isolation_problem as isolation_problem
+    from .containerizer.docker_runner import DockerRunner as DockerRunner
+    from .containerizer.netns import NetnsError as NetnsError
+    from .containerizer.runner import ProcessRunner as ProcessRunner
+    from .containerizer.runner import ProcessTask as ProcessTask
+    from .containerizer.runner import RunnerError as RunnerError
+    from .containerizer.runner import RunningTask as RunningTask
+    from .containerizer.runner import TaskLaunch as TaskLaunch
+    from .docker_host import docker_host_error as docker_host_error
+    from .errors import AgentSpecError as AgentSpecError
+    from .errors import CredentialsError as CredentialsError
+    from .errors import DockerEngineError as DockerEngineError
+    from .errors import LocalMasterError as LocalMasterError
+    from .master import LocalMaster as LocalMaster
 
 # Imported on first use (PEP 562): a user that needs one module (a runner, the
-# errors) does not pay for the whole master.
-_EXPORTS = {"LocalMaster": ".master", "AgentSpec": ".agent", "AgentSpecError": ".errors",
-            "LocalMasterError": ".errors"}
+# errors) does not pay for the whole master. A name mapped to a module and
+# no attribute is that module (a public submodule).
+_EXPORTS = {
+    "LocalMaster": (".master", "LocalMaster"),
+    "AgentSpec": (".agent", "AgentSpec"),
+    "main": (".command_line", "main"),
+    "LocalMasterError": (".errors", "LocalMasterError"),
+    "AgentSpecError": (".errors", "AgentSpecError"),
+    "CredentialsError": (".errors", "CredentialsError"),
+    "DockerEngineError": (".errors", "DockerEngineError"),
+    "IsolationError": (".containerizer.cgroups", "IsolationError"),
+    "NetnsError": (".containerizer.netns", "NetnsError"),
+    "TaskLaunch": (".containerizer.runner", "TaskLaunch"),
+    "RunningTask": (".containerizer.runner", "RunningTask"),
+    "ProcessRunner": (".containerizer.runner", "ProcessRunner"),
+    "ProcessTask": (".containerizer.runner", "ProcessTask"),
+    "RunnerError": (".containerizer.runner", "RunnerError"),
+    "DockerRunner": (".containerizer.docker_runner", "DockerRunner"),
+    "ISOLATORS": (".containerizer.cgroup_limits", "ISOLATORS"),
+    "isolation_problem": (".containerizer.cgroups", "isolation_problem"),
+    "docker_host_error": (".docker_host", "docker_host_error"),
+    "generate_credentials": (".api.auth", "generate_credentials"),
+    "docker_engine": (".containerizer.docker_engine", None),
+}
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
-    value = globals()[name] = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    module, attribute = _EXPORTS[name]
+    value = importlib.import_module(module, __name__)
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value
     return value
 
 

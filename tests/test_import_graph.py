@@ -6,6 +6,8 @@ another (shared helpers live in the tests' helper modules)."""
 
 import ast
 import os
+import subprocess
+import sys
 
 from tfrun_helpers import REPO
 
@@ -161,3 +163,34 @@ def test_no_two_modules_share_a_name():
                 names.setdefault(leaf, []).append(module)
     shared = {leaf: found for leaf, found in names.items() if len(found) > 1}
     assert not shared, "modules of the same name: %s" % shared
+
+
+def test_tfmesos_uses_only_the_public_names_of_mesos_local():
+    # mesos_local is a package of its own: tfmesos is one of its users and
+    # imports what its __init__ exports (__all__), never an internal module.
+    import mesos_local
+    public = set(mesos_local.__all__)
+    wrong = []
+    for module, (path, is_package) in sorted(_modules(REPO, "tfmesos").items()):
+        package = module if is_package else module.rpartition(".")[0]
+        for imported, member in imports(path, package):
+            if imported.split(".")[0] != "mesos_local":
+                continue
+            if imported != "mesos_local" or (member is not None and member not in public):
+                wrong.append("%s: %s" % (module, imported if member is None
+                                         else "from %s import %s" % (imported, member)))
+    assert not wrong, ("tfmesos imports mesos_local beyond its public names (export what "
+                       "it needs from mesos_local/__init__.py): %s" % "; ".join(wrong))
+
+
+def test_mesos_local_s_public_names_are_there_and_imported_on_first_use():
+    # Each exported name resolves; importing the package imports none of
+    # its modules (PEP 562), so a user of one name pays for that one.
+    script = ("import sys; import mesos_local; loaded = sorted(m for m in sys.modules "
+              "if m.startswith('mesos_local.')); "
+              "missing = [n for n in mesos_local.__all__ if getattr(mesos_local, n, None) is None]; "
+              "print(loaded, missing, sorted(dir(mesos_local)) == sorted(mesos_local.__all__))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "[]", "True"], result.stdout

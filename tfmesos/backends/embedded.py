@@ -5,12 +5,12 @@
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from mesos_local.api.auth import generate_credentials
+from mesos_local import generate_credentials
 
 from .advertise import bind_address, checked
 
 if TYPE_CHECKING:   # the master's imports come when it starts
-    from mesos_local.master import LocalMaster
+    from mesos_local import LocalMaster
 
     from .sizing import JobResources
     from .warm_runner import WarmProcessRunner

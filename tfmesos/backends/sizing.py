@@ -12,11 +12,15 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Protocol
 
-from mesos_local.agent import AgentSpec
-from mesos_local.containerizer.cgroup_limits import ISOLATORS
-from mesos_local.containerizer.cgroups import isolation_problem
-from mesos_local.errors import AgentSpecError, CredentialsError, LocalMasterError
-from mesos_local.master import LocalMaster
+from mesos_local import (
+    ISOLATORS,
+    AgentSpec,
+    AgentSpecError,
+    CredentialsError,
+    LocalMaster,
+    LocalMasterError,
+    isolation_problem,
+)
 
 from ..exceptions import MesosError, SpecError
 
@@ -73,7 +77,7 @@ def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str,
     ``(master, url)``."""
     try:
         if containers and "container_runner" not in options:
-            from mesos_local.containerizer.docker_runner import DockerRunner
+            from mesos_local import DockerRunner
             options["container_runner"] = DockerRunner()
         if "agents" not in options:
             options["agents"] = [local_agent(jobs)]

@@ -52,13 +52,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
-from mesos_local.containerizer.runner import (
-    ProcessRunner,
-    ProcessTask,
-    RunnerError,
-    RunningTask,
-    TaskLaunch,
-)
+from mesos_local import ProcessRunner, ProcessTask, RunnerError, RunningTask, TaskLaunch
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,7 @@ import signal
 import sys
 import threading
 
-from mesos_local.containerizer.docker_engine import (
-    attach,
-    connect,
-    ensure_image,
-    one_line,
-    pump_output,
-    remove_container,
-)
-from mesos_local.errors import DockerEngineError
+from mesos_local import DockerEngineError, docker_engine
 
 from ..core.config import resolve
 from ..core.inputs import ENV_NAME
@@ -138,8 +130,8 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     try:
-        client = connect(client)
-        ensure_image(client, image)
+        client = docker_engine.connect(client)
+        docker_engine.ensure_image(client, image)
     except DockerEngineError as exc:
         raise DockerError(str(exc)) from exc
     return _run(client, image, kwargs, stdout, stderr)
@@ -160,12 +152,12 @@ def _run(client, image, kwargs, stdout, stderr):
             try:
                 try:
                     container = client.containers.create(image, **kwargs)
-                    frames = attach(client, container.id)
+                    frames = docker_engine.attach(client, container.id)
                     container.start()
                 except docker.errors.APIError as exc:
                     raise DockerError("cannot run %s in image %s: %s"
-                                      % (kwargs["command"][0], image, one_line(exc))) from exc
-                pump_output(frames, stdout, stderr)
+                                      % (kwargs["command"][0], image, docker_engine.one_line(exc))) from exc
+                docker_engine.pump_output(frames, stdout, stderr)
                 return client.api.wait(container.id).get("StatusCode", -1)
             except KeyboardInterrupt:
                 if container is not None:
@@ -187,6 +179,6 @@ def _stop(container):
 
 def _remove(container):
     try:
-        remove_container(container)
+        docker_engine.remove_container(container)
     except DockerEngineError as exc:
         print("tfmesos: %s" % exc, file=sys.stderr)

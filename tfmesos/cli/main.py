@@ -50,7 +50,7 @@ def docker_main(argv):
     if not command:
         parser.error("no command given: put it after '--', e.g. tfmesos docker -- tfrun -w 2 "
                      "-- python train.py")
-    from mesos_local.docker_host import docker_host_error
+    from mesos_local import docker_host_error
     why = docker_host_error(os.environ)
     if why:
         parser.error(why)
@@ -78,7 +78,7 @@ def _main(argv):
     command, rest = argv[0], argv[1:]
     try:
         if command == "local-master":
-            from mesos_local.command_line import main as local_master_main
+            from mesos_local import main as local_master_main
             return local_master_main(rest, prog="tfmesos local-master")
         if command == "docker":
             return docker_main(rest)

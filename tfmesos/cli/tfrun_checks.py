@@ -39,7 +39,7 @@ def check_before_start(spec, environ):
         except TFMesosError as exc:
             raise SpecError.like(exc) from None
     if spec.image and spec.master == config.LOCAL:
-        from mesos_local.docker_host import docker_host_error
+        from mesos_local import docker_host_error
         why = docker_host_error(environ)
         if why:
             raise SpecError(why)

@@ -41,7 +41,7 @@ from .taskinfo import run_user
 from .training_frameworks import GROUP_JOB, Coordinator, coordinator
 
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
-    from mesos_local.master import LocalMaster
+    from mesos_local import LocalMaster
 
     from ..backends import Backend
     from ..backends.warm_runner import WarmProcessRunner

@@ -35,7 +35,7 @@ from .spec import RunSpec
 from .taskinfo import build_task, failover_environment, framework_info
 
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
-    from mesos_local.master import LocalMaster
+    from mesos_local import LocalMaster
 
     from ..mesos.master_reads import MasterReader
     from ..mesos.transport import Transport
