@@ -8,17 +8,21 @@ Running a task is elsewhere: ``planning`` (TaskInfo -> TaskLaunch),
 
 import dataclasses
 import ipaddress
+import logging
 import math
 import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, Optional, Union
 
 from .errors import AgentSpecError
 from .resources import Resources
+
+log = logging.getLogger(__name__)
 
 _MEM_MARGIN_MB = 1024
 # Mesos keeps scalars (cpus, mem, disk) to three decimals in 64 bits: beyond
@@ -201,6 +205,8 @@ class Agent:
         self.active = True
         self.tasks = {}                      # (framework_id, task_id) -> master Task
         self.offers = {}                     # offer_id -> master Offer
+        # Its own work_dir (Mesos' --work_dir; mesos-local gives each agent
+        # one too, src/local/local.cpp): sandboxes under slaves/<id>/.
         self.directory = os.path.join(work_dir, "agents", agent_id)
         # (host, port) where its own HTTP server listens (agent_http.py), once bound.
         self.address: Optional[tuple[str, int]] = None
@@ -222,14 +228,50 @@ class Agent:
                 out.append({"name": name, "type": "SCALAR", "scalar": {"value": value}})
         return out
 
-    def sandbox_path(self, framework_id, task_id):
-        base = os.path.join(self.directory, "frameworks", framework_id, "tasks", task_id)
-        path, run = base, 0
-        while os.path.exists(path):  # a task id reused after the first one ended
-            run += 1
-            path = "%s.run%d" % (base, run)
+    def executor_path(self, framework_id, executor_id):
+        """``paths::getExecutorPath`` (src/slave/paths.cpp): ``<work_dir>/
+        slaves/<agent id>/frameworks/<framework id>/executors/<executor id>``,
+        this agent's ``directory`` its ``work_dir``."""
+        return os.path.join(self.directory, "slaves", self.id, "frameworks", framework_id,
+                            "executors", executor_id)
+
+    def sandbox_path(self, framework_id, executor_id, container_id):
+        """The run directory of ``executor_id``'s container ``container_id``
+        (``paths::createExecutorDirectory``): ``executor_path/runs/<container
+        id>``, made here, and ``runs/latest`` a link to it (the newest run of
+        that executor, as Mesos links it: the absolute path). A command
+        task's executor id is its task id (Mesos' command executor), so a
+        task id run again gets a run of its own under the same executor.
+
+        Making them can fail (a full disk, a work_dir gone): that is logged,
+        and the task's launch, which makes its sandbox again, fails with the
+        reason (``containerizer/executor.py``)."""
+        runs = os.path.join(self.executor_path(framework_id, executor_id), "runs")
+        path = os.path.join(runs, container_id)
+        try:
+            os.makedirs(path, exist_ok=True)
+            _link(path, os.path.join(runs, LATEST))
+        except OSError as exc:
+            log.warning("cannot make the sandbox %s: %s", path, exc)
         return path
 
+
+LATEST = "latest"   # paths.cpp: LATEST_SYMLINK
+
+
+def _link(target, name):
+    """Point the symlink ``name`` at ``target``, replacing what was there in
+    one step (a reader of ``runs/latest`` never finds it missing)."""
+    temporary = "%s.%d.%d" % (name, os.getpid(), threading.get_ident())
+    try:
+        os.symlink(target, temporary)
+        os.replace(temporary, name)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 __all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_address", "agent_ip", "agent_url",
            "detect_gpus"]

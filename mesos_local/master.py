@@ -49,7 +49,7 @@ import time
 import uuid
 from typing import Optional
 
-from .agent import Agent, AgentSpec
+from .agent import LATEST, Agent, AgentSpec
 from .allocator import Allocator
 from .api import stout, validation
 from .api.agent_http import AgentHTTPServer, AgentListeners
@@ -516,20 +516,23 @@ class LocalMaster(FaultInjection):
         subscription streams an ERROR event and ends."""
         return self._frameworks.subscribe(call, principal, address)
 
-    def attached(self, framework_id, executor_id):
-        """The sandbox directory served at ``files.virtual_path(framework_id,
-        executor_id)`` (a command task's executor id is its task id): its
-        latest run, or None."""
+    def attached(self, framework_id, executor_id, run=LATEST):
+        """The sandbox directory of ``executor_id``'s run ``run`` (a container
+        id, or ``latest``: its newest), as a Mesos agent attaches it to
+        ``/files`` (``files.resolve``; a command task's executor id is its
+        task id), or None."""
         with self._records.lock:
-            return self._records.sandboxes.get((framework_id, executor_id))
+            if run == LATEST:
+                return self._records.sandboxes.get((framework_id, executor_id))
+            return self._records.runs.get((framework_id, executor_id, run))
 
     def agent_sandboxes(self, agent_id):
         """``attached`` (as above) of the sandboxes of ``agent_id``'s tasks
         only: what that agent's own ``/files`` and ``READ_FILE`` serve."""
         directory = os.path.join(self.work_dir or "", "agents", agent_id) + os.sep
 
-        def attached(framework_id, executor_id):
-            path = self.attached(framework_id, executor_id)
+        def attached(framework_id, executor_id, run=LATEST):
+            path = self.attached(framework_id, executor_id, run)
             return path if path is not None and path.startswith(directory) else None
         return attached
 

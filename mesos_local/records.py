@@ -48,8 +48,11 @@ class Records:
         self.offers = {}                 # offer_id -> Offer
         self.procs = set()               # TaskProcesses not yet reaped
         self.ended_tasks: collections.Counter[str] = collections.Counter()   # state -> tasks
-        # (framework id, executor id) -> the sandbox /files serves (api/files.py)
+        # (framework id, executor id) -> its latest run directory, and
+        # (framework id, executor id, container id) -> each run's: the
+        # sandboxes /files serves (api/files.py)
         self.sandboxes = {}
+        self.runs = {}
         # Where /files is served, (host, port), for a framework that did not
         # say where it reached the master (Framework.files_address).
         self.files_address = None

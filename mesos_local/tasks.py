@@ -96,9 +96,11 @@ class TaskLauncher:
         agent.used.add(resources)
         agent.tasks[(framework.id, task_id)] = task
         framework.tasks[task_id] = task
-        task.sandbox = agent.sandbox_path(framework.id, task_id)
-        # A command task's executor id is its task id; the latest run is served.
+        # A command task's executor id is its task id (Mesos' command
+        # executor); its container's run directory is its sandbox.
+        task.sandbox = agent.sandbox_path(framework.id, task_id, task.container_id)
         self.records.sandboxes[(framework.id, task_id)] = task.sandbox
+        self.records.runs[(framework.id, task_id, task.container_id)] = task.sandbox
         # Framework::addTask (src/master/framework.cpp): the operator's stream sees it.
         self.records.subscribers.send(lambda: event_task_added(task))
         if plan.image is not None and self.container_runner is None:

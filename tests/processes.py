@@ -7,7 +7,6 @@ task's sandbox. The TensorFlow log filter of a task entry, started with
 ``-c "... tfmesos.task.quiet ..."``, carries the name too."""
 
 import os
-import re
 
 TASK_ENTRY = "tfmesos.task"
 
@@ -30,7 +29,8 @@ def task_id_of(pid, environ=None):
     """The task id of process ``pid``: its environment's ``TFMESOS_TASK_ID``
     (``environ``: its /proc environ entries, when read already), else the
     sandbox it works in (a task entry started warm: the agent's
-    ``.../tasks/TASK_ID[.runN]``); None for no task's."""
+    ``.../executors/TASK_ID/runs/CONTAINER_ID``, as Mesos lays out a command
+    task's); None for no task's."""
     if environ is None:
         try:
             with open("/proc/%s/environ" % pid, "rb") as handle:
@@ -44,10 +44,11 @@ def task_id_of(pid, environ=None):
         cwd = os.readlink("/proc/%s/cwd" % pid)
     except OSError:
         return None
-    parent, name = os.path.split(cwd)
-    if os.path.basename(parent) != "tasks" or not name.startswith("tfmesos."):
+    runs = os.path.dirname(cwd)
+    name = os.path.basename(os.path.dirname(runs))
+    if os.path.basename(runs) != "runs" or not name.startswith("tfmesos."):
         return None
-    return re.sub(r"\.run\d+$", "", name)
+    return name
 
 
 def scheduler_pids(run_id):

@@ -9,6 +9,7 @@ API's read calls. Plain ``sleep``/``echo`` tasks only.
 
 import base64
 import json
+import os
 import socket
 
 import pytest
@@ -206,3 +207,73 @@ def test_idle_clients_are_cut_off(make_local_master):
         sock.sendall(b"POST /api/v1 HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")
         answer = sock.recv(4096)
     assert answer.startswith(b"HTTP/1.1 408")
+
+
+def files_read(base, path):
+    """The text of ``path`` through ``/files/read`` (None: 404)."""
+    reply = requests.get(base + "/files/read", params={"path": path, "offset": 0}, timeout=10)
+    if reply.status_code == 404:
+        return None
+    assert reply.status_code == 200, (path, reply.status_code, reply.text)
+    return reply.json()["data"]
+
+
+def test_sandboxes_are_laid_out_as_mesos_lays_them_out(make_local_master, clients):
+    """src/slave/paths.cpp: ``<work_dir>/slaves/<agent>/frameworks/<fw>/
+    executors/<executor>/runs/<container>`` (a command task's executor id is
+    its task id), ``runs/latest`` the newest run; the agent attaches each
+    run's real path, ``runs/latest`` and the virtual path (Framework::
+    addExecutor, src/slave/slave.cpp), so a tool that reads ``directory``
+    from ``/state`` finds ``<directory>/stdout``."""
+    master = make_local_master(agents=AGENTS[:1])
+    client = clients(master)
+    [base] = bases(master).values()
+    directories = []
+    for word in ("first", "second"):      # one task id, run twice
+        offer = client.next_offers()[0]
+        client.launch(offer, [task_info("echoer", offer, "echo %s-run" % word)],
+                      filters={"refuse_seconds": 0})
+        client.wait_state("echoer", "TASK_FINISHED")
+        state = requests.get(base + "/state", timeout=10).json()
+        [framework] = state["frameworks"]
+        executors = framework["completed_executors"]
+        assert [e["id"] for e in executors] == ["echoer"] * len(executors)
+        executor = executors[-1]
+        expected = os.path.join(state["flags"]["work_dir"], "slaves", state["id"], "frameworks",
+                                client.framework_id, "executors", "echoer", "runs",
+                                executor["container"])
+        assert executor["directory"] == expected == master.sandbox("echoer")
+        directories.append(expected)
+    first, second = directories
+    assert first != second
+    runs = os.path.dirname(second)
+    assert os.readlink(os.path.join(runs, "latest")) == second
+    assert sorted(os.listdir(runs)) == sorted(["latest", os.path.basename(first),
+                                               os.path.basename(second)])
+    # Every run by its real path; the latest by runs/latest and the virtual path.
+    assert files_read(base, first + "/stdout") == "first-run\n"
+    assert files_read(base, second + "/stdout") == "second-run\n"
+    assert files_read(base, runs + "/latest/stdout") == "second-run\n"
+    virtual = virtual_path(client.framework_id, "echoer")
+    assert files_read(base, virtual + "/stdout") == "second-run\n"
+    read = agent_get(base, {"type": "READ_FILE", "read_file": {"path": first + "/stdout",
+                                                                "offset": 0}})
+    assert base64.b64decode(read["data"]) == b"first-run\n"
+    listed = agent_get(base, {"type": "LIST_FILES", "list_files": {"path": first}})
+    assert {info["path"] for info in listed["file_infos"]} >= {first + "/stdout",
+                                                                first + "/stderr"}
+    browsed = requests.get(base + "/files/browse", params={"path": runs + "/latest"},
+                           timeout=10).json()
+    assert runs + "/latest/stdout" in {info["path"] for info in browsed}
+    # The master's own /files and READ_FILE serve them as well.
+    assert requests.get(master.url + "/files/read", params={"path": first + "/stdout",
+                                                             "offset": 0},
+                        timeout=10).json()["data"] == "first-run\n"
+    # Nothing else is attached: the executor's directory, a run that is
+    # not one, the agent's work_dir, a path that leaves the run.
+    for path in (os.path.dirname(runs) + "/runs", runs + "/nothing/stdout",
+                 state["flags"]["work_dir"], os.path.dirname(first) + "/x/../latest/stdout"):
+        assert files_read(base, path) is None, path
+    escape = requests.get(base + "/files/read", params={"path": first + "/../../../../x",
+                                                        "offset": 0}, timeout=10)
+    assert escape.status_code in (400, 404)

@@ -142,7 +142,9 @@ def test_a_detached_torch_run_survives_its_scheduler_in_one_process_group(master
     places = re.findall(r"^\[(worker:\d)\] where (\S+) (\S+) (\S+)$", text, re.M)
     assert sorted(task for task, *_ in places) == list(TASKS), text
     for task, cwd, sandbox, script in places:
-        assert os.path.basename(sandbox) == "tfmesos.%s.%s.1" % (run_id, task.replace(":", "."))
+        # .../executors/<task id>/runs/<container id> (src/slave/paths.cpp)
+        executor = os.path.dirname(os.path.dirname(sandbox))
+        assert os.path.basename(executor) == "tfmesos.%s.%s.1" % (run_id, task.replace(":", "."))
         assert cwd == os.path.join(sandbox, project.name), (task, cwd, sandbox)
         assert script == os.path.join(os.path.realpath(cwd), "train.py"), (task, script)
 

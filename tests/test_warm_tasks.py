@@ -308,7 +308,7 @@ def test_a_warm_task_is_what_the_exec_d_command_would_have_been():
     assert "MESOS_SANDBOX" not in warm["entry-environ"].split()
     # The same working directory (the sandbox), cgroups and environment.
     for seen in (warm, cold):
-        assert "/frameworks/" in seen["entry-cwd"] and "/tasks/" in seen["entry-cwd"]
+        assert "/frameworks/" in seen["entry-cwd"] and "/executors/" in seen["entry-cwd"]
     assert warm["entry-cgroup"] == cold["entry-cgroup"]
     # (the cold run's tfrun was given TFMESOS_WARM_TASKS=0, which its tasks inherit)
     assert warm["env"].split() == [n for n in cold["env"].split() if n != "TFMESOS_WARM_TASKS"]

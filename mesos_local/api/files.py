@@ -12,9 +12,12 @@ served there, for every agent's tasks.
   sorted by name.
 
 Each task's sandbox is attached, as src/slave/slave.cpp attaches an
-executor's run directory, at the virtual path
-``/frameworks/<framework id>/executors/<executor id>/runs/latest`` (a
-command task's executor id is its task id); nothing else is served. A path
+executor's run directory (``Framework::addExecutor``), at its real path
+``<work_dir>/slaves/<agent id>/frameworks/<framework id>/executors/
+<executor id>/runs/<container id>`` (what ``/state`` names its
+``directory``), the newest run also at ``.../runs/latest`` and at the
+virtual path ``/frameworks/<framework id>/executors/<executor id>/runs/latest``
+(a command task's executor id is its task id); nothing else is served. A path
 is resolved as ``FilesProcess::resolve`` does: the attached directory plus
 the rest, canonicalized, and refused (400) when that leaves the directory
 (``..``, a symlink out of it); unknown paths are 404, a bad ``offset`` or
@@ -72,16 +75,19 @@ class FilesError(Exception):
         self.status = status
 
 
+LATEST = "latest"   # paths.cpp: LATEST_SYMLINK
+
+
 def virtual_path(framework_id, executor_id):
     """Where an executor's sandbox is attached (``paths::getExecutorVirtualPath``,
     src/slave/paths.cpp)."""
-    return "/frameworks/%s/executors/%s/runs/latest" % (framework_id, executor_id)
+    return "/frameworks/%s/executors/%s/runs/%s" % (framework_id, executor_id, LATEST)
 
 
 def reply(route, query, attached):
     """The Reply to GET ``route`` (one of ``PATHS``) with ``query`` (a dict);
-    ``attached(framework_id, executor_id)`` is that sandbox's directory, or
-    None."""
+    ``attached(framework_id, executor_id, run=LATEST)`` is that sandbox's
+    directory (of its run ``run``, a container id), or None."""
     refused = bad_callback(query)
     if refused is not None:
         return refused
@@ -228,7 +234,7 @@ def _name(lookup, number, field):
 
 
 def resolve(path, attached):
-    """(the attached directory, the real path) of virtual ``path``
+    """(the attached directory, the real path) of ``path``
     (``FilesProcess::resolve``): 404 when nothing is attached there or it
     does not exist, 400 when it leads out of the attached directory or
     cannot be a path."""
@@ -236,16 +242,13 @@ def resolve(path, attached):
     if path.startswith("file://"):          # path::from_uri
         path = path[len("file://"):]
     parts = path.rstrip("/").split("/")
-    if len(parts) < 7 or parts[0] != "" or parts[1] != "frameworks" \
-            or parts[3] != "executors" or parts[5:7] != ["runs", "latest"]:
-        raise FilesError(404)
-    directory = attached(parts[2], parts[4])
+    directory, rest = _attached_at(parts, attached)
     if directory is None:
         raise FilesError(404)
     root = os.path.realpath(directory)
     if not os.path.isdir(root):
         raise FilesError(404)
-    joined = os.path.join(root, *parts[7:])
+    joined = os.path.join(root, *rest)
     try:
         real = os.path.realpath(joined)
     except OSError as exc:            # a link swapped for a file while read (EINVAL)
@@ -255,6 +258,33 @@ def resolve(path, attached):
     if not os.path.exists(real):
         raise FilesError(404)
     return root, real
+
+
+def _attached_at(parts, attached):
+    """(the directory attached at the longest prefix of ``parts``, the
+    names after it), or (None, None). Each run of an executor is attached
+    as a Mesos agent attaches it (``Framework::addExecutor``,
+    src/slave/slave.cpp): its real path ``.../executors/<executor id>/
+    runs/<container id>``, ``.../runs/latest`` and the virtual
+    ``/frameworks/<framework id>/executors/<executor id>/runs/latest``
+    (``virtual_path``); ``attached(framework_id, executor_id, run)`` is
+    the run's directory (``run``: a container id, or ``latest``)."""
+    for end in range(len(parts), 6, -1):          # the longest prefix first
+        prefix = parts[:end]
+        if prefix[-6] != "frameworks" or prefix[-4] != "executors" or prefix[-2] != "runs":
+            continue
+        framework_id, executor_id, run = prefix[-5], prefix[-3], prefix[-1]
+        if prefix[:-6] == [""]:                     # the virtual path
+            directory = attached(framework_id, executor_id) if run == LATEST else None
+        else:
+            directory = attached(framework_id, executor_id, run)
+            # a real path: the very one this run has (its runs/ names it)
+            if directory is not None and "/".join(prefix) != os.path.join(
+                    os.path.dirname(directory), run):
+                directory = None
+        if directory is not None:
+            return directory, parts[end:]
+    return None, None
 
 
 def _check_inside(root, real, path):
