@@ -135,13 +135,13 @@ def add_agent_options(parser):
     parser.add_argument("--hide", action="append", default=None, metavar="DIR",
                         help="with isolate=fs agents: a directory their tasks do not see "
                              "(repeatable; default: this master's working directory, the "
-                             "home directory and the tfmesos installation)")
+                             "home directory and the directory mesos_local is installed in)")
     parser.add_argument("--netns", action="store_true",
                         help="as root: put each agent in its own Linux network namespace "
                              "with its own address (10.X.Y.2, .3, ...), as hosts of a "
                              "cluster; the master also listens at 10.X.Y.1 in a hub "
-                             "namespace, where schedulers run (ip netns exec HUB tfrun -m "
-                             "10.X.Y.1:PORT ...)")
+                             "namespace, where schedulers run (ip netns exec HUB "
+                             "SCHEDULER --master 10.X.Y.1:PORT)")
 
 
 def build_parser(prog="python -m mesos_local"):

@@ -150,8 +150,8 @@ def test_container_kwargs_without_shell_keeps_the_entrypoint(tmp_path):
 
 @pytest.mark.parametrize("key, message", [
     ("no-such-option", "unknown docker parameter 'no-such-option'"),
-    ("network", "docker parameter 'network' is set by tfmesos"),
-    ("volume", "docker parameter 'volume' is set by tfmesos"),
+    ("network", "docker parameter 'network' is set by the agent"),
+    ("volume", "docker parameter 'volume' is set by the agent"),
 ])
 def test_container_kwargs_rejects_parameters(tmp_path, key, message):
     launch = make_launch(tmp_path, "true", "img", docker_parameters=[(key, "x")])

@@ -102,6 +102,37 @@ def test_hierarchies_from_proc_mounts():
     assert v2 == "/sys/fs/cgroup"
 
 
+def test_isolation_errors_say_mesos_fix_not_a_framework_s(monkeypatch):
+    # mesos_local's words are Mesos' and mesos-local's: a framework that
+    # starts the master words its own fix after the ';' (tfmesos: tfrun's).
+    turn_off = ("turn isolation off (Mesos' default --isolation=posix/cpu,posix/mem: mesos-local "
+                "without --isolation, LocalMaster(isolation=None))")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(IsolationError) as raised:
+        Layout.detect(("cgroups/cpu", "cgroups/mem"), MOUNTS_V1)
+    assert str(raised.value) == ("cgroups isolation needs root; run the master as root, or "
+                                 + turn_off)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(IsolationError) as raised:
+        Layout.detect(("cgroups/cpu", "cgroups/mem"), "")
+    assert str(raised.value) == ("cannot isolate tasks with cgroups: no cgroup v1 cpu and memory "
+                                 "hierarchy is mounted; " + turn_off)
+
+
+def test_a_run_s_isolation_error_says_tfrun_s_fix(monkeypatch):
+    # tfmesos catches the master's IsolationError and words the fix its
+    # own way (tfrun --no-isolation), keeping mesos_local's problem.
+    from mesos_local import AgentSpec
+    from tfmesos.backends import sizing
+    from tfmesos.exceptions import MesosError
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(MesosError) as raised:
+        sizing.start_local_master([], ("run", "secret"), agents=[AgentSpec(cpus=1, mem=64)],
+                                  isolation="cgroups/cpu,cgroups/mem")
+    assert str(raised.value) == ("cgroups isolation needs root; turn isolation off (tfrun "
+                                 "--no-isolation, cluster(no_isolation=True))")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the layout is chosen only as root")
 def test_layouts_v1_and_v2_write_the_limits(tmp_path, monkeypatch):
     """The files each version's cgroups get (a directory tree stands in

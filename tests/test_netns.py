@@ -41,8 +41,8 @@ def test_without_root_netns_is_a_one_line_error(monkeypatch, capsys):
         LocalMaster(network_namespaces=True)
     assert cli.main(["--netns", "--port", "0", "--no-docker"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["Error: network namespaces need root: run as root (sudo tfmesos "
-                   "local-master --netns) or drop --netns / network_namespaces"]
+    assert err == ["Error: network namespaces need root: run as root (sudo mesos-local "
+                   "--netns) or drop --netns / network_namespaces"]
 
 
 @root_only

@@ -1,6 +1,6 @@
 """Resource isolation for the local master's tasks, as Mesos' cgroups
 isolators do it (``LocalMaster(isolation="cgroups/cpu,cgroups/mem")``,
-``tfmesos local-master --isolation cgroups/cpu,cgroups/mem``).
+``mesos-local --isolation cgroups/cpu,cgroups/mem``).
 
 What a Mesos agent with ``--isolation=cgroups/cpu,cgroups/mem`` does, and
 this module with it (apache/mesos, src/slave/containerizer/mesos/isolators/
@@ -64,13 +64,20 @@ _MASTER = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 # Joins the cgroup.procs files given, then execs the rest of argv:
-#   sh -c JOIN tfmesos-cgroups N FILE1 ... FILEN COMMAND ARGS...
+#   sh -c JOIN mesos-local-cgroups N FILE1 ... FILEN COMMAND ARGS...
 JOIN_SCRIPT = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 127; '
                'shift; n=$((n - 1)); done; exec "$@"')
 
 
+# How to do without: Mesos' default isolation, which enforces nothing.
+TURN_OFF = ("turn isolation off (Mesos' default --isolation=posix/cpu,posix/mem: mesos-local "
+            "without --isolation, LocalMaster(isolation=None))")
+
+
 class IsolationError(LocalMasterError):
-    """Isolation was asked for but cannot be done here."""
+    """Isolation was asked for but cannot be done here: ``problem; fix``,
+    one line (a framework that starts the master may word its own fix
+    after the ``;``)."""
 
 
 # -- finding the hierarchies ------------------------------------------------
@@ -150,9 +157,8 @@ class Layout:
         """The layout that can hold ``isolators`` here; IsolationError (one
         line naming the fix) when none can."""
         if os.geteuid() != 0:
-            raise IsolationError("cgroups isolation needs root: run as root, or turn it off "
-                                 "(tfrun --no-isolation, tfmesos local-master without "
-                                 "--isolation)")
+            raise IsolationError("cgroups isolation needs root; run the master as root, or "
+                                 + TURN_OFF)
         if mounts_text is None:
             try:
                 mounts_text = _read("/proc/mounts")
@@ -186,9 +192,7 @@ class Layout:
                     v2, " and ".join(absent))
             else:
                 problem += ", and %s is not writable" % v2
-        raise IsolationError("cannot isolate tasks with cgroups: %s; turn isolation off "
-                             "(tfrun --no-isolation, tfmesos local-master without "
-                             "--isolation)" % problem)
+        raise IsolationError("cannot isolate tasks with cgroups: %s; %s" % (problem, TURN_OFF))
 
     def hierarchies(self):
         return sorted({p for paths in self.roots.values() for p in paths})
@@ -392,8 +396,8 @@ class Isolator:
                     _enable_controllers(self.directories[hierarchy], self.isolators)
         except OSError as exc:
             self.stop()
-            raise IsolationError("cannot create the master's cgroups: %s; turn isolation off "
-                                 "(tfrun --no-isolation)" % exc) from None
+            raise IsolationError("cannot create the master's cgroups: %s; %s"
+                                 % (exc, TURN_OFF)) from None
         return self
 
     def prepare(self, task_id, limits):

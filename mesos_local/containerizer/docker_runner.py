@@ -1,6 +1,6 @@
 """Run the local master's tasks in Docker containers (the runner seam of
 ``runner.py``), through the Docker engine's API (the ``docker`` package,
-``pip install 'tfmesos[docker]'``, imported only when a runner is used; the
+``pip install docker``, imported only when a runner is used; the
 engine plumbing is ``mesos_local/containerizer/docker_engine.py``, whose errors become
 ``RunnerError`` here).
 
@@ -158,7 +158,8 @@ _PARAMETERS = {
     "user": ("user", "set", lambda k, v: container_user(v)),
     "u": ("user", "set", lambda k, v: container_user(v)),
 }
-# What tfmesos itself decides: a parameter may not change it.
+# What the agent itself decides (as Mesos' Docker containerizer does): a
+# parameter may not change it.
 _MANAGED_PARAMETERS = {"net", "network", "name", "workdir", "w",
                        "volume", "v", "mount", "entrypoint", "gpus", "rm", "detach", "d"}
 
@@ -215,7 +216,7 @@ def check_gpus_parameter(value, gpu_ids):
     text = value.strip().strip("\"'")
     if not gpu_ids:
         raise RunnerError("docker parameter gpus=%r, but the task holds no GPUs: ask for them "
-                          "as the task's gpus resource (tfrun -Gw N)" % value)
+                          "as the task's gpus resource (TaskInfo.resources)" % value)
     if text == "all":
         return
     if text.startswith("device="):
@@ -293,7 +294,7 @@ def container_kwargs(launch, name=None):
             check_gpus_parameter(value, launch.gpu_ids)
             continue
         if key in _MANAGED_PARAMETERS:
-            raise RunnerError("docker parameter %r is set by tfmesos and cannot be changed" % key)
+            raise RunnerError("docker parameter %r is set by the agent and cannot be changed" % key)
         if key not in _PARAMETERS:
             raise RunnerError("unknown docker parameter %r (supported: %s)"
                               % (key, ", ".join(sorted(_PARAMETERS))))

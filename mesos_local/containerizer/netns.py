@@ -1,5 +1,5 @@
 """Agents on distinct "hosts": one Linux network namespace per agent
-(``LocalMaster(network_namespaces=True)``, ``tfmesos local-master --netns``).
+(``LocalMaster(network_namespaces=True)``, ``mesos-local --netns``).
 
 The topology of one master, all of it in namespaces this module creates::
 
@@ -11,7 +11,7 @@ route of this host. No namespace gets a default route and nothing links
 to the root namespace: traffic goes only to loopback and between these
 namespaces, as between the hosts of a small cluster. The master also
 listens at 10.X.Y.1 inside the hub, so a scheduler run there
-(``ip netns exec HUB tfrun -m 10.X.Y.1:PORT``) reaches it, and tasks reach
+(``ip netns exec HUB SCHEDULER --master 10.X.Y.1:PORT``) reaches it, and tasks reach
 that scheduler at 10.X.Y.1. Each agent's hostname is its address; its tasks
 start under ``ip netns exec``.
 
@@ -62,8 +62,8 @@ def ip_command():
 def check_supported():
     """NetnsError (one line naming the fix) unless this process can make namespaces."""
     if os.geteuid() != 0:
-        raise NetnsError("network namespaces need root: run as root (sudo tfmesos "
-                         "local-master --netns) or drop --netns / network_namespaces")
+        raise NetnsError("network namespaces need root: run as root (sudo mesos-local "
+                         "--netns) or drop --netns / network_namespaces")
     if not os.path.exists("/proc/self/ns/net"):
         raise NetnsError("this kernel has no network namespaces (/proc/self/ns/net): drop "
                          "--netns / network_namespaces")

@@ -17,6 +17,7 @@ from mesos_local import (
     AgentSpec,
     AgentSpecError,
     CredentialsError,
+    IsolationError,
     LocalMaster,
     LocalMasterError,
     isolation_problem,
@@ -97,11 +98,20 @@ def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str,
         return master, master.start()
     except (AgentSpecError, CredentialsError) as exc:
         raise SpecError(str(exc)) from exc    # the user's spec of the master
+    except IsolationError as exc:   # mesos_local's fix names mesos-local; ours, tfrun's option
+        raise MesosError("%s; %s" % (isolation_problem_only(str(exc)), TURN_OFF)) from exc
     except LocalMasterError as exc:
         raise MesosError(str(exc)) from exc
 
 
 AUTO = "auto"
+TURN_OFF = "turn isolation off (tfrun --no-isolation, cluster(no_isolation=True))"
+
+
+def isolation_problem_only(message: str) -> str:
+    """What mesos_local says cannot be isolated here, without its fix (its
+    ``IsolationError``s are ``problem; fix``, the fix in mesos-local's terms)."""
+    return message.split(";")[0]
 
 
 def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Optional[str]:
@@ -115,10 +125,12 @@ def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Option
     if problem is None:
         return ",".join(ISOLATORS)
     if enable_cfs:
-        raise SpecError.about("{local_master.cgroups_enable_cfs}: %s", problem)
+        raise SpecError.about("{local_master.cgroups_enable_cfs}: %s; the CFS quota needs "
+                              "cgroups isolation: drop it, or run where root can isolate",
+                              isolation_problem_only(problem))
     log.warning("the embedded master does not hold tasks to their cpus and mem here (%s); "
                 "on a Mesos cluster with cgroups isolation a task over its mem is killed. "
-                "--no-isolation silences this", problem.split(";")[0])
+                "--no-isolation silences this", isolation_problem_only(problem))
     return None
 
 
