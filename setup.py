@@ -9,8 +9,13 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.9",
     packages=find_packages(include=["tfmesos", "tfmesos.*", "mesos_local", "mesos_local.*"]),
-    # cloudpickle: tfmesos.run's functions and results (small, pure Python).
-    install_requires=["addict>=2.4", "kazoo>=2.9", "cloudpickle>=2.2"],
+    # Mesos' v1 schemas (mesos_local/proto/, read at run time on the first
+    # application/x-protobuf request: mesos_local/api/proto.py).
+    package_data={"mesos_local": ["proto/README.md", "proto/mesos/v1/*.proto",
+                                  "proto/mesos/v1/*/*.proto"]},
+    # cloudpickle: tfmesos.run's functions and results (small, pure Python);
+    # protobuf: the embedded master's application/x-protobuf (its descriptors).
+    install_requires=["addict>=2.4", "kazoo>=2.9", "cloudpickle>=2.2", "protobuf>=4.21"],
     extras_require={
         "tensorflow": ["tensorflow>=2.12", "tensorboard"],
         "docker": ["docker>=6.0"],
@@ -36,13 +41,14 @@ setup(
         # jsonschema checks every run.json the tests write against docs/run.schema.json;
         # ruff, mypy and vermin are the static checks (pinned: a newer release may
         # find more, and the test command must pass as it did); nbformat, nbclient
-        # and ipykernel run tfmesos.run from a real notebook kernel. (The
+        # and ipykernel run tfmesos.run from a real notebook kernel; grpcio-tools
+        # (protoc) compiles Mesos' protos in test_protobuf_api. (The
         # `mlflow server` that test_mlflow_server logs to, the full mlflow
         # package, scripts/test.sh installs into a virtual environment of its
         # own: beside TensorFlow its matplotlib and pandas cost every process.)
         "test": ["pytest>=7", "pytest-timeout", "pytest-xdist>=3", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
                  "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
-                 "nbformat", "nbclient", "ipykernel"],
+                 "nbformat", "nbclient", "ipykernel", "grpcio-tools"],
     },
     entry_points={
         "console_scripts": [

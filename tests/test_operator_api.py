@@ -370,9 +370,17 @@ def test_bad_calls_are_refused_as_mesos_refuses_them(make_local_master, strict):
     health = json.dumps({"type": "GET_HEALTH"})
     no_type = requests.post(url, data=health, timeout=10)
     assert (no_type.status_code, no_type.text) == (400, "Expecting 'Content-Type' to be present")
+    # A GET_HEALTH Call in protobuf (type = 1), answered in JSON: the
+    # request accepts anything (test_protobuf_api has the rest).
     protobuf = requests.post(url, data=b"\x08\x01", timeout=10,
                              headers={"Content-Type": "application/x-protobuf"})
-    assert protobuf.status_code == 415
+    assert protobuf.status_code == 200 and protobuf.json()["type"] == "GET_HEALTH"
+    garbled = requests.post(url, data=b"\xff\xff", timeout=10,
+                            headers={"Content-Type": "application/x-protobuf"})
+    assert (garbled.status_code, garbled.text) == (400, "Failed to parse body into Call protobuf")
+    other = requests.post(url, data=health, timeout=10, headers={"Content-Type": "text/plain"})
+    assert (other.status_code, other.text) == (
+        415, "Expecting 'Content-Type' of application/json or application/x-protobuf")
     bad_json = operator(master, b"{not json")
     assert bad_json.status_code == 400
     assert bad_json.text.startswith("Failed to parse body into JSON: ")
@@ -385,8 +393,12 @@ def test_bad_calls_are_refused_as_mesos_refuses_them(make_local_master, strict):
     assert (unknown.status_code, unknown.content) == (501, b"")
     unserved = operator(master, {"type": "RESERVE_RESOURCES", "reserve_resources": {}})
     assert unserved.status_code == 501 and "RESERVE_RESOURCES" in unserved.text
+    in_protobuf = operator(master, {"type": "GET_HEALTH"},
+                           headers={"Accept": "application/x-protobuf"})
+    assert (in_protobuf.status_code, in_protobuf.headers["Content-Type"]) == (
+        200, "application/x-protobuf")
     assert operator(master, {"type": "GET_HEALTH"},
-                    headers={"Accept": "application/x-protobuf"}).status_code == 406
+                    headers={"Accept": "text/html"}).status_code == 406
     assert requests.get(url, timeout=10).status_code == 405
     if strict:
         field = operator(master, {"type": "GET_HEALTH", "get_health": {}})

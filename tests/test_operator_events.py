@@ -253,9 +253,8 @@ def test_bad_subscribe_calls_get_one_4xx_and_nothing_stays_open(make_local_maste
          "Expecting 'Content-Type' of application/json"),
         (SUBSCRIBE, JSON_HEADERS + (("Accept", "text/html"),), 406,
          "Expecting 'Accept' to allow 'application/x-protobuf' or 'application/json'"),
-        (SUBSCRIBE, JSON_HEADERS + (("Accept", "application/x-protobuf"),), 406,
-         "Expecting 'Accept' to allow 'application/json': the local master does not speak "
-         "application/x-protobuf"),
+        (b"\xff\xff", (("Content-Type", "application/x-protobuf"),), 400,
+         "Failed to parse body into Call protobuf"),
         (b'{"type": "SUBSCRIBE", "get_metrics": 5}', JSON_HEADERS, 400,
          "Failed to convert JSON into Call protobuf: "),
     ]

@@ -3,11 +3,13 @@ agent answers it (``Http::api``, src/slave/http.cpp; docs/agent-http-api.md;
 ``mesos.v1.agent.Call``/``Response``, include/mesos/v1/agent/agent.proto).
 
 Checked in Mesos' order: ``Content-Type`` (400 absent, 415 neither JSON
-nor protobuf; the local agents speak JSON only: 415 for protobuf too), the
-body as JSON and as a Call (400), ``validation::agent::call::validate``
-(src/slave/validation.cpp: ``type`` and the call's sub-message present,
-400), ``Accept`` (406). Then the read calls are answered 200 with a
-``Response`` in JSON (``agent_json.py``): ``GET_HEALTH``, ``GET_STATE``,
+nor protobuf; the local agents take no RecordIO request streams: 415 for
+those too), the body as JSON or protobuf and as a Call (400; ``proto.py``
+reads protobuf into the dict the JSON would be),
+``validation::agent::call::validate`` (src/slave/validation.cpp: ``type``
+and the call's sub-message present, 400), ``Accept`` (406; JSON where it
+allows it, else protobuf). Then the read calls are answered 200 with a
+``Response`` in that type (``agent_json.py``): ``GET_HEALTH``, ``GET_STATE``,
 ``GET_CONTAINERS``, ``GET_FRAMEWORKS``, ``GET_EXECUTORS``, ``GET_TASKS``,
 ``READ_FILE`` and ``LIST_FILES`` (this agent's sandboxes, resolved and
 bounded as ``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as
@@ -16,11 +18,11 @@ Mesos answers it, and the other calls 501 naming the call.
 
 import json
 
-from . import agent_json, json_body
+from . import agent_json, json_body, proto
 from .endpoints import JSON_TYPE, Reply, accepts
-from .operator import list_files_reply, read_file_reply
+from .operator import in_type, list_files_reply, read_file_reply
 
-PROTOBUF_TYPE = "application/x-protobuf"
+PROTOBUF_TYPE = proto.PROTOBUF_TYPE
 RECORDIO_TYPE = "application/recordio"
 
 # mesos.v1.agent.Call.Type (include/mesos/v1/agent/agent.proto).
@@ -100,20 +102,35 @@ def call_reply(master, agent, content_type, accept, body):
     authenticated); ``accept``: the Accept header."""
     if content_type is None:
         return Reply(400, "Expecting 'Content-Type' to be present")
-    if content_type.strip() != JSON_TYPE:
-        return Reply(415, "Expecting 'Content-Type' of %s (the local agent does not speak %s "
-                          "or %s), got %r" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE,
-                                              content_type))
-    try:
-        call = json_body.parse(body)
-    except json_body.BodyJSONError as exc:
-        return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    content_type = content_type.strip()
+    if content_type == PROTOBUF_TYPE:
+        try:
+            call = proto.decode(proto.AGENT_CALL, body)
+        except proto.ProtobufDecodeError:     # deserialize(), src/common/http.hpp
+            return Reply(400, "Failed to parse body into a protobuf object")
+    elif content_type == JSON_TYPE:
+        try:
+            call = json_body.parse(body)
+        except json_body.BodyJSONError as exc:
+            return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    else:
+        return Reply(415, "Expecting 'Content-Type' of %s or %s (the local agent does not "
+                          "take %s), got %r" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE,
+                                                content_type))
     error = _check(call)
     if error is not None:
         return Reply(400, error)
-    if not accepts(accept, JSON_TYPE):
-        return Reply(406, "Expecting 'Accept' to allow %s (the local agent does not speak %s "
-                          "or %s)" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE))
+    if accepts(accept, JSON_TYPE):
+        answer = JSON_TYPE
+    elif accepts(accept, PROTOBUF_TYPE):
+        answer = PROTOBUF_TYPE
+    else:
+        return Reply(406, "Expecting 'Accept' to allow %s or %s (the local agent does not "
+                          "answer in %s)" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE))
+    return in_type(_call_reply(master, agent, call), answer, proto.AGENT_RESPONSE)
+
+
+def _call_reply(master, agent, call):
     kind = call["type"]
     if kind == "UNKNOWN":
         return Reply(501)           # Http::api: NotImplemented()

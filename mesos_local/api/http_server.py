@@ -4,11 +4,13 @@
 checks it: authentication when the master has credentials (401 with a
 ``WWW-Authenticate`` challenge, before anything else, as libprocess
 authenticates a route's realm before its handler runs), leadership
-(307/503), Content-Type (400/415), JSON (400), the Call as the master
+(307/503), Content-Type (400/415), JSON or protobuf (400: ``proto.py``
+reads a protobuf Call into the dict its JSON would be), the Call as the master
 reads it (``LocalMaster.parse_call``: as Mesos' parser does, or strictly;
 400 naming the field), Mesos' call validation (400, including a SUBSCRIBE
 whose ``FrameworkInfo.principal`` is not the authenticated one), Accept for
-SUBSCRIBE (406); then SUBSCRIBE streams chunked RecordIO and every other
+SUBSCRIBE and RECONCILE_OPERATIONS (406; JSON where allowed, else protobuf);
+then SUBSCRIBE streams chunked RecordIO of Events in that encoding and every other
 call goes to the master (202, or 400/403 for stream, principal and
 framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
 ``/master/state``, ``/master/tasks``, ``/metrics/snapshot``, ...) and
@@ -50,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
 from ..errors import CallError
-from . import endpoints, files, json_body, operator, routes, validation
+from . import endpoints, files, json_body, operator, proto, routes, validation
 from .auth import CHALLENGE, OPERATOR_CHALLENGE, OPERATOR_UNAUTHORIZED_MESSAGE, UNAUTHORIZED_MESSAGE
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
@@ -83,6 +85,16 @@ class _BodyError(Exception):
 def accepts_json(header):
     """Whether an Accept header allows application/json (absent or empty: yes)."""
     return endpoints.accepts(header if header and header.strip() else None, JSON)
+
+
+def response_type(header):
+    """The type Mesos answers in for an Accept header: JSON where it allows
+    it, else protobuf where it allows that, else None (406)."""
+    if accepts_json(header):
+        return JSON
+    if endpoints.accepts(header, proto.PROTOBUF_TYPE):
+        return proto.PROTOBUF_TYPE
+    return None
 
 
 def principal_error(call, principal):
@@ -341,7 +353,8 @@ class _Handler(BaseHTTPRequestHandler):
             reply = operator.call_reply(master, self.headers.get("Content-Type"),
                                         self.headers.get("Accept"), body)
             if isinstance(reply, operator.Stream):
-                self._stream(reply.subscription, (), reply.ended)
+                self._stream(reply.subscription, (), reply.ended, reply.content_type,
+                             proto.MASTER_EVENT)
                 return
         else:
             reply = operator.teardown_reply(master, body)
@@ -424,14 +437,8 @@ class _Handler(BaseHTTPRequestHandler):
         if content_type is None:
             self._reply(400, "Expecting 'Content-Type' to be present")
             return
-        if content_type.strip() != JSON:
-            self._reply(415, "Expecting 'Content-Type' of %s (the local master does not "
-                             "speak application/x-protobuf), got %r" % (JSON, content_type))
-            return
-        try:
-            call = json_body.parse(body)
-        except json_body.BodyJSONError as exc:
-            self._reply(400, "Failed to parse body into JSON: %s" % exc)
+        call = self._scheduler_body(content_type.strip(), body)
+        if call is None:
             return
         try:
             call = self.server.master.parse_call(call)
@@ -451,17 +458,21 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "UNKNOWN":
             self._reply(501, "Call type UNKNOWN is not implemented")
             return
-        if kind in ("SUBSCRIBE", "RECONCILE_OPERATIONS") \
-                and not accepts_json(self.headers.get("Accept")):
-            self._reply(406, "Expecting 'Accept' to allow '%s'" % JSON)
-            return
+        # Mesos decides the Accept type only for the calls answered with a
+        # body (Master::Http::scheduler): JSON where allowed, else protobuf.
+        accept = JSON
+        if kind in ("SUBSCRIBE", "RECONCILE_OPERATIONS"):
+            accept = response_type(self.headers.get("Accept"))
+            if accept is None:
+                self._reply(406, operator.NOT_ACCEPTABLE)
+                return
         stream_id = self.headers.get("Mesos-Stream-Id")
         if kind == "SUBSCRIBE":
             if stream_id is not None:
                 self._reply(400, "Subscribe calls should not include the 'Mesos-Stream-Id' "
                                  "header")
                 return
-            self._subscribe(call)
+            self._subscribe(call, accept)
             return
         try:
             status, content_type, reply = self.server.master.scheduler_call(
@@ -469,25 +480,50 @@ class _Handler(BaseHTTPRequestHandler):
         except CallError as exc:
             self._reply(exc.status, exc.message)
             return
+        if reply and content_type == JSON and accept == proto.PROTOBUF_TYPE:
+            reply, content_type = proto.encode_json(proto.SCHEDULER_RESPONSE, reply), accept
         self._reply(status, reply, content_type or _TEXT)
 
-    def _subscribe(self, call):
+    def _scheduler_body(self, content_type, body):
+        """The Call in the body (JSON or protobuf, as its Content-Type
+        says), or None: answered 400/415."""
+        if content_type == proto.PROTOBUF_TYPE:
+            try:
+                return proto.decode(proto.SCHEDULER_CALL, body)
+            except proto.ProtobufDecodeError:
+                self._reply(400, "Failed to parse body into Call protobuf")
+                return None
+        if content_type != JSON:
+            self._reply(415, "Expecting 'Content-Type' of %s or %s"
+                        % (JSON, proto.PROTOBUF_TYPE))
+            return None
+        try:
+            return json_body.parse(body)
+        except json_body.BodyJSONError as exc:
+            self._reply(400, "Failed to parse body into JSON: %s" % exc)
+            return None
+
+    def _subscribe(self, call, content_type):
         master = self.server.master
         # Where this scheduler reached the master: its agents' /files are there too.
         subscription = master.subscribe(call, self.principal,
                                         address=self.connection.getsockname()[:2])
         self._stream(subscription, [("Mesos-Stream-Id", subscription.stream_id),
-                                    ("Cache-Control", "no-cache")], master.stream_ended)
+                                    ("Cache-Control", "no-cache")], master.stream_ended,
+                     content_type, proto.SCHEDULER_EVENT)
 
-    def _stream(self, subscription, headers, ended):
+    def _stream(self, subscription, headers, ended, content_type=JSON, event=None):
         """Answer 200 and write ``subscription``'s RecordIO frames, one HTTP
         chunk each, until it ends (``Subscription.pump``); then tell
         ``ended(subscription, reason)``. A scheduler's SUBSCRIBE and an
-        operator's are both served so."""
+        operator's are both served so; in protobuf (``content_type``),
+        each record a serialized ``event`` message."""
         reason = CLOSED
+        if content_type == proto.PROTOBUF_TYPE:
+            subscription.encoder = proto.frame_encoder(event)
         try:
             self.send_response(200)
-            self.send_header("Content-Type", JSON)
+            self.send_header("Content-Type", content_type)
             self.send_header("Transfer-Encoding", "chunked")
             for name, value in headers:
                 self.send_header(name, value)

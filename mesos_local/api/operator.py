@@ -4,12 +4,14 @@ path under them: ``/api/v1/operator``, as libprocess routes it,
 ``/teardown``), as Mesos' master answers them (``Master::Http::api`` and
 ``Master::Http::teardown``, src/master/http.cpp; docs/operator-http-api.md).
 
-``/api/v1`` takes a ``mesos.v1.master.Call`` in JSON (protobuf: 415) and
-checks it as Mesos does: ``Content-Type`` (400 absent, 415 not JSON), the
-body as JSON (400), the JSON as a Call (``LocalMaster.parse_message``:
-strict or as Mesos' parser; 400), ``validation::master::call::validate``
-(400: ``type`` and the call's sub-message present), ``Accept`` (406).
-Then:
+``/api/v1`` takes a ``mesos.v1.master.Call`` in JSON or protobuf and
+checks it as Mesos does: ``Content-Type`` (400 absent, 415 neither), the
+body as JSON or protobuf (400; ``proto.py`` reads protobuf into the dict
+the JSON would be), the Call (``LocalMaster.parse_message``: strict or as
+Mesos' parser; 400), ``validation::master::call::validate`` (400: ``type``
+and the call's sub-message present), ``Accept`` (406; JSON where it
+allows it, else protobuf: the Responses and the SUBSCRIBE stream below
+are then serialized ``Response``s and ``Event``s). Then:
 
 * ``SUBSCRIBE``: 200, a chunked RecordIO stream of ``mesos.v1.master.Event``
   in JSON: SUBSCRIBED (``get_state``, ``heartbeat_interval_seconds``), a
@@ -46,11 +48,11 @@ import base64
 import json
 import urllib.parse
 
-from . import files, json_body, validation
+from . import files, json_body, proto, validation
 from . import operator_json as models
 from .endpoints import JSON_TYPE, Reply, accepts
 
-PROTOBUF_TYPE = "application/x-protobuf"
+PROTOBUF_TYPE = proto.PROTOBUF_TYPE
 
 # validation::master::call::validate (src/master/validation.cpp): the
 # sub-message a call type needs.
@@ -105,11 +107,13 @@ NOT_ACCEPTABLE = "Expecting 'Accept' to allow '%s' or '%s'" % (PROTOBUF_TYPE, JS
 
 class Stream:
     """``call_reply``'s answer to SUBSCRIBE: 200, then ``subscription``
-    streamed (the HTTP server tells ``ended(subscription, reason)``)."""
+    streamed (the HTTP server tells ``ended(subscription, reason)``) in
+    ``content_type`` (JSON or protobuf)."""
 
-    def __init__(self, subscription, ended):
+    def __init__(self, subscription, ended, content_type=JSON_TYPE):
         self.subscription = subscription
         self.ended = ended
+        self.content_type = content_type
 
 
 NO_FRAMEWORK = "No framework found with specified ID"
@@ -131,13 +135,19 @@ def call_reply(master, content_type, accept, body):
     authenticated, this master leading); ``accept``: the Accept header."""
     if content_type is None:
         return Reply(400, "Expecting 'Content-Type' to be present")
-    if content_type.strip() != JSON_TYPE:
-        return Reply(415, "Expecting 'Content-Type' of %s (the local master does not speak "
-                          "%s), got %r" % (JSON_TYPE, PROTOBUF_TYPE, content_type))
-    try:
-        call = json_body.parse(body)
-    except json_body.BodyJSONError as exc:
-        return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    content_type = content_type.strip()
+    if content_type == PROTOBUF_TYPE:
+        try:
+            call = proto.decode(proto.MASTER_CALL, body)
+        except proto.ProtobufDecodeError:
+            return Reply(400, "Failed to parse body into Call protobuf")
+    elif content_type == JSON_TYPE:
+        try:
+            call = json_body.parse(body)
+        except json_body.BodyJSONError as exc:
+            return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    else:
+        return Reply(415, "Expecting 'Content-Type' of %s or %s" % (JSON_TYPE, PROTOBUF_TYPE))
     try:
         call = master.parse_message("master.Call", call)
     except validation.SchemaError as exc:
@@ -145,19 +155,33 @@ def call_reply(master, content_type, accept, body):
     error = check_call(call)
     if error is not None:
         return Reply(400, "Failed to validate master::Call: %s" % error)
-    if not accepts(accept, JSON_TYPE):
-        if accepts(accept, PROTOBUF_TYPE):     # Mesos would answer in protobuf
-            return Reply(406, "Expecting 'Accept' to allow '%s': the local master does not "
-                              "speak %s" % (JSON_TYPE, PROTOBUF_TYPE))
+    if accepts(accept, JSON_TYPE):
+        answer = JSON_TYPE
+    elif accepts(accept, PROTOBUF_TYPE):
+        answer = PROTOBUF_TYPE
+    else:
         return Reply(406, NOT_ACCEPTABLE)
     kind = call["type"]
-    if kind == "UNKNOWN":
-        return Reply(501)
     if kind == "SUBSCRIBE":
         subscription = master.operator_subscribe()
         if subscription is None:
             return Reply(503, "The local master is stopping")
-        return Stream(subscription, master.operator_stream_ended)
+        return Stream(subscription, master.operator_stream_ended, answer)
+    return in_type(_call_reply(master, call, kind), answer, proto.MASTER_RESPONSE)
+
+
+def in_type(reply, content_type, message):
+    """``reply`` with its JSON body (a ``message``) serialized in protobuf
+    when that is what the request accepts."""
+    if content_type == PROTOBUF_TYPE and reply.content_type == JSON_TYPE and reply.body:
+        return Reply(reply.status, proto.encode_json(message, reply.body), PROTOBUF_TYPE,
+                     reply.headers)
+    return reply
+
+
+def _call_reply(master, call, kind):
+    if kind == "UNKNOWN":
+        return Reply(501)
     if kind in _READS:
         return _response(kind, kind.lower(), master.read(_READS[kind]))
     if kind == "READ_FILE":

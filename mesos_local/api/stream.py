@@ -13,6 +13,10 @@ beyond one event however large) wait to be written, the stream is dropped
 at once (its connection shut down, ``pump`` returns ``OVERFLOWED``) and its
 queue freed, rather than buffered without bound. None (the scheduler
 streams, as in Mesos): no bound.
+
+Events are queued as JSON frames; a stream whose reader asked for protobuf
+gets an ``encoder`` (``proto.frame_encoder``) that ``pump`` writes each
+frame through, heartbeats included.
 """
 
 import collections
@@ -62,6 +66,8 @@ class Subscription:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._disposed = False
+        # A frame as written: JSON as queued, or re-encoded (set before pump runs).
+        self.encoder = None
 
     # -- called by the master (any thread, never blocks) ---------------------
 
@@ -144,6 +150,11 @@ class Subscription:
         """Write events until the stream ends; returns CLOSED, ABORTED,
         CLIENT_GONE or OVERFLOWED. ``write_chunk(bytes)`` writes one HTTP chunk."""
         next_beat = time.monotonic() + self.heartbeat_interval
+        encoder = self.encoder
+        if encoder is not None:
+            def write(data, write_chunk=write_chunk):
+                write_chunk(encoder(data))
+            write_chunk = write
         with self._lock:
             self._sock = sock
         while True:
