@@ -273,5 +273,6 @@ def _link(target, name):
             pass
         raise
 
+
 __all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_address", "agent_ip", "agent_url",
            "detect_gpus"]

@@ -14,9 +14,10 @@ import socket
 
 import pytest
 import requests
-from fixtures_master import clients, launch_running, make_local_master
+from fixtures_master import clients, launch_running, make_local_master, read_file
 from mesos_http_client import task_info
-from operator_helpers import get
+from operator_helpers import _Reader, get, raw_request, read_head, read_reply
+from waiting import wait_until
 
 from mesos_local.agent import AgentSpec
 from mesos_local.api.files import virtual_path
@@ -277,3 +278,206 @@ def test_sandboxes_are_laid_out_as_mesos_lays_them_out(make_local_master, client
     escape = requests.get(base + "/files/read", params={"path": first + "/../../../../x",
                                                         "offset": 0}, timeout=10)
     assert escape.status_code in (400, 404)
+
+
+# -- ATTACH_CONTAINER_OUTPUT ------------------------------------------------------------
+
+RECORDIO = (("Content-Type", "application/json"), ("Accept", "application/recordio"),
+            ("Message-Accept", "application/json"))
+
+
+def attach_body(container_id):
+    return json.dumps({"type": "ATTACH_CONTAINER_OUTPUT", "attach_container_output": {
+        "container_id": {"value": container_id}}}).encode()
+
+
+class OutputReader:
+    """An ATTACH_CONTAINER_OUTPUT stream read the hard way (one socket, the
+    chunked body and the RecordIO records split by hand)."""
+
+    def __init__(self, base, container_id, headers=RECORDIO, **kwargs):
+        self.sock = raw_request(base, "/api/v1", attach_body(container_id), headers, **kwargs)
+        self.reader = _Reader(self.sock)
+        self.status, self.headers = read_head(self.reader)
+        self.pending = b""
+        self.output = {"STDOUT": b"", "STDERR": b""}
+        self.ended = False
+
+    def records(self):
+        """The records of the next chunk ([] at the terminating chunk)."""
+        size = int(self.reader.line(), 16)
+        if size == 0:
+            self.reader.line()
+            self.ended = True
+            return []
+        self.pending += self.reader.exactly(size)
+        self.reader.line()
+        out = []
+        while b"\n" in self.pending:
+            header, rest = self.pending.split(b"\n", 1)
+            if len(rest) < int(header):
+                break
+            out.append(json.loads(rest[:int(header)]))
+            self.pending = rest[int(header):]
+        for record in out:
+            if record["type"] == "DATA":
+                data = record["data"]
+                self.output[data["type"]] += base64.b64decode(data["data"])
+        return out
+
+    def until(self, predicate):
+        while not predicate(self) and not self.ended:
+            self.records()
+        return self
+
+    def close(self):
+        self.sock.close()
+
+
+def container_of(base, task_id):
+    state = requests.get(base + "/state", timeout=10).json()
+    return next(e["container"] for f in state["frameworks"] for e in f["executors"]
+                if e["id"] == task_id)
+
+
+def agent_server(master):
+    [server] = master._agent_servers
+    return server
+
+
+def test_attach_container_output_streams_what_the_container_writes_after_the_call(
+        make_local_master, clients):
+    master = make_local_master(agents=AGENTS[:1])
+    client = clients(master)
+    [base] = bases(master).values()
+    command = ("echo before; until [ -e go ]; do sleep 0.02; done; echo out-line; "
+               "echo err-line >&2; until [ -e stop ]; do sleep 0.02; done; echo last")
+    launch_running(client, master, "talker", command)
+    sandbox = master.sandbox("talker")
+    read_file(os.path.join(sandbox, "stdout"), contains="before")
+    container_id = container_of(base, "talker")
+    stream = OutputReader(base, container_id)
+    try:
+        assert stream.status == 200
+        assert stream.headers["content-type"] == "application/recordio"
+        assert stream.headers["message-content-type"] == "application/json"
+        assert stream.headers["transfer-encoding"] == "chunked"
+        wait_until(lambda: agent_server(master).output_streams)   # attached: now write
+        open(os.path.join(sandbox, "go"), "w").close()
+        stream.until(lambda s: s.output["STDOUT"] == b"out-line\n"
+                     and s.output["STDERR"] == b"err-line\n")
+        assert not stream.ended
+        open(os.path.join(sandbox, "stop"), "w").close()
+        stream.until(lambda s: False)       # the container ends, so does the stream
+        assert stream.ended
+        # What was written before the call is not sent, as Mesos sends it.
+        assert stream.output == {"STDOUT": b"out-line\nlast\n", "STDERR": b"err-line\n"}
+    finally:
+        stream.close()
+    client.wait_state("talker", "TASK_FINISHED")
+    wait_until(lambda: not agent_server(master).output_streams)
+    # An ended container is not found any more (Slave::getExecutor: live ones).
+    reply = agent_call(base, json.loads(attach_body(container_id)))
+    assert reply.status_code == 404
+    assert reply.text == "Container %s cannot be found" % container_id
+
+
+def test_attach_without_accept_answers_json_records_and_a_second_client_too(
+        make_local_master, clients):
+    master = make_local_master(agents=AGENTS[:1])
+    client = clients(master)
+    [base] = bases(master).values()
+    launch_running(client, master, "ticker", "until [ -e stop ]; do echo tick; sleep 0.05; done")
+    container_id = container_of(base, "ticker")
+    plain = OutputReader(base, container_id, headers=(("Content-Type", "application/json"),))
+    other = OutputReader(base, container_id)
+    try:
+        # For backwards compatibility Mesos answers application/json (Http::api).
+        assert plain.status == 200 and plain.headers["content-type"] == "application/json"
+        assert "message-content-type" not in plain.headers
+        for stream in (plain, other):
+            stream.until(lambda s: s.output["STDOUT"].count(b"tick\n") >= 2)
+            assert set(stream.output["STDOUT"].split(b"\n")) <= {b"tick", b""}
+        open(os.path.join(master.sandbox("ticker"), "stop"), "w").close()
+        for stream in (plain, other):
+            stream.until(lambda s: False)
+            assert stream.ended
+    finally:
+        plain.close()
+        other.close()
+
+
+def test_attach_refusals_hold_nothing_open(make_local_master, clients):
+    master = make_local_master(agents=AGENTS[:1])
+    client = clients(master)
+    [base] = bases(master).values()
+    launch_running(client, master, "quiet", "exec sleep 60")
+    container_id = container_of(base, "quiet")
+    good = json.loads(attach_body(container_id))
+    cases = [
+        (attach_body("no-such-container"), (), 404, "Container no-such-container cannot be found"),
+        (json.dumps({"type": "ATTACH_CONTAINER_OUTPUT"}).encode(), (), 400,
+         "Expecting 'attach_container_output' to be present"),
+        (attach_body("a.b"), (), 400,
+         "'attach_container_output.container_id' is invalid: 'ContainerID.value' 'a.b' "
+         "contains invalid characters"),
+        (json.dumps({"type": "ATTACH_CONTAINER_OUTPUT", "attach_container_output": {}}).encode(),
+         (), 400, "Missing required fields"),
+        (json.dumps(good).encode(), (("Accept", "text/html"),), 406,
+         "Expecting 'Accept' to allow application/json or application/x-protobuf or "
+         "application/recordio"),
+        (json.dumps(good).encode(), (("Accept", "application/recordio"),
+                                     ("Message-Accept", "text/html")), 406,
+         "Expecting 'Message-Accept' to allow application/json or application/x-protobuf"),
+        (json.dumps(good).encode(), (("Accept", "application/json"),
+                                     ("Message-Accept", "application/json")), 406,
+         "Expecting 'Message-Accept' to be not set for non-streaming responses"),
+        (json.dumps(good).encode(), (("Message-Content-Type", "application/json"),), 415,
+         "Expecting 'Message-Content-Type' to be not set for non-streaming requests"),
+        (json.dumps(good).encode(), (("Accept", "application/x-protobuf"),), 406,
+         "the local agent streams application/json records only"),
+    ]
+    for body, headers, status, words in cases:
+        answer, head, text = read_reply(base, "/api/v1", body,
+                                        (("Content-Type", "application/json"),) + headers)
+        assert (answer, text.decode()) == (status, words) or (
+            answer == status and words in text.decode()), (headers, answer, text)
+        assert int(head["content-length"]) == len(text)      # a whole answer, not a stream
+    assert not agent_server(master).output_streams
+    client.kill("quiet")
+    client.wait_state("quiet", "TASK_KILLED")
+
+
+def test_attach_clients_that_read_nothing_or_hang_up_are_let_go(make_local_master, clients):
+    """Nothing is buffered for a client: the files are read as fast as it
+    takes them, and one that takes nothing for attach_write_timeout is
+    dropped; one that hangs up while the container is silent is noticed."""
+    master = make_local_master(agents=AGENTS[:1])
+    server = agent_server(master)
+    server.attach_write_timeout = 0.5
+    client = clients(master)
+    [base] = bases(master).values()
+    flood = ("until [ -e go ]; do sleep 0.02; done; "
+             "python3 -c \"import sys; [sys.stdout.write('x' * 65536) for _ in range(512)]\"; "
+             "exec sleep 60")
+    launch_running(client, master, "flood", flood)
+    container_id = container_of(base, "flood")
+    silent = OutputReader(base, container_id, receive_buffer=4096)   # never read
+    try:
+        assert silent.status == 200
+        wait_until(lambda: server.output_streams)
+        open(os.path.join(master.sandbox("flood"), "go"), "w").close()
+        wait_until(lambda: server.dropped_outputs == 1, timeout=60,
+                   message=lambda: "still streaming: %d" % len(server.output_streams))
+        wait_until(lambda: not server.output_streams)
+    finally:
+        silent.close()
+    # One that hangs up on a container that writes nothing more.
+    gone = OutputReader(base, container_id)
+    wait_until(lambda: server.output_streams)
+    gone.sock.shutdown(socket.SHUT_RDWR)
+    gone.close()
+    wait_until(lambda: not server.output_streams)
+    assert server.dropped_outputs == 1
+    client.kill("flood")
+    client.wait_state("flood", "TASK_KILLED")

@@ -9,7 +9,8 @@ offers' ``url``, and serves there what a Mesos agent serves
 * ``GET /files/read``, ``/files/browse``: this agent's sandboxes
   (``files.py``);
 * ``POST /api/v1`` (also ``/slave(1)/api/v1``): the agent v1 API's read
-  calls (``agent_api.py``);
+  calls (``agent_api.py``) and ``ATTACH_CONTAINER_OUTPUT`` (a running
+  container's output, streamed: ``attach_output.py``);
 * ``GET /health``, ``/version``.
 
 Paths are routed as libprocess routes them (``routes.resolve_in``: the
@@ -33,7 +34,7 @@ import socket
 import threading
 from typing import Any, Optional
 
-from . import agent_api, agent_json, files, routes
+from . import agent_api, agent_json, attach_output, files, routes
 from .deadlines import Deadlines
 from .endpoints import json_reply
 from .http_server import MasterHTTPServer, _Handler
@@ -133,9 +134,17 @@ class AgentHTTPServer(MasterHTTPServer):
     """The server of ``agent`` (a master ``Agent``), of ``master``; it
     accepts through ``listeners`` (shared by the master's agents)."""
 
+    # ATTACH_CONTAINER_OUTPUT: the heartbeat (Mesos' --http_heartbeat_interval)
+    # and how long a write may wait for a client that reads nothing.
+    attach_heartbeat_interval = 30.0
+    attach_write_timeout = 30.0
+
     def __init__(self, master: Any, agent: Any, host: str, port: int,
                  listeners: AgentListeners) -> None:
         self.agent = agent
+        self.output_lock = threading.Lock()
+        self.output_streams: set[attach_output.OutputStream] = set()   # streaming now
+        self.dropped_outputs = 0        # streams dropped for a client that read nothing
         super().__init__(master, host, port, handler=_AgentHandler)
         self.deadlines = listeners.deadlines
         self.listeners = listeners
@@ -214,10 +223,60 @@ class _AgentHandler(_Handler):
         body = self._body_or_reply()
         if body is None:
             return
-        reply = agent_api.call_reply(self.server.master, self.server.agent,
-                                     self.headers.get("Content-Type"),
-                                     self.headers.get("Accept"), body)
+        master, agent = self.server.master, self.server.agent
+        call = attach_output.attach_call(self.headers.get("Content-Type"), body)
+        if call is not None:
+            answer = attach_output.attach(master, agent, call, self.headers)
+            if isinstance(answer, attach_output.OutputStream):
+                self._stream_output(answer)
+                return
+            reply = answer
+        else:
+            reply = agent_api.call_reply(master, agent, self.headers.get("Content-Type"),
+                                         self.headers.get("Accept"), body)
         self._reply(reply.status, reply.body, reply.content_type or "text/plain; charset=utf-8")
+
+    def _stream_output(self, stream):
+        """Answer 200 and pump an ATTACH_CONTAINER_OUTPUT stream, one HTTP
+        chunk a record, until the container ends (then the last chunk) or
+        the client goes (``attach_output.py``); each write may wait
+        ``attach_write_timeout`` seconds for the client."""
+        server = self.server
+        stream.heartbeat_interval = server.attach_heartbeat_interval
+        with server.output_lock:
+            server.output_streams.add(stream)
+        reason = attach_output.CLIENT_GONE
+        try:
+            self.send_response(200)
+            for name, value in stream.headers:
+                self.send_header(name, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            sock = self.connection
+            sock.settimeout(server.attach_write_timeout)
+
+            def write_chunk(data):
+                self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+
+            reason = stream.pump(write_chunk, sock)
+            if reason == attach_output.ENDED:
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            self.close_connection = True
+            stream.close()
+            with server.output_lock:
+                server.output_streams.discard(stream)
+                if reason == attach_output.DROPPED:
+                    server.dropped_outputs += 1
+            if reason == attach_output.DROPPED:
+                log.warning("agent %s: an ATTACH_CONTAINER_OUTPUT client (%s) was dropped: it "
+                            "took nothing for %.0f s", server.agent.id, self.address_string(),
+                            server.attach_write_timeout)
 
     def _other_method(self):
         if not self._request_in():
