@@ -168,6 +168,42 @@ def test_local_files_regular_only_bounded_and_never_world_readable(tmp_path, box
                    limits=Limits(max_bytes=1024))
 
 
+@pytest.mark.parametrize("kernel", [True, False])
+def test_a_cached_file_is_copied_whole_by_the_kernel_or_without_it(tmp_path, box, monkeypatch,
+                                                                    kernel):
+    # As Mesos' fetcher copies from its cache with cp (copy_file_range):
+    # os.copy_file_range, in chunks that let a kill in; where the kernel
+    # cannot (EXDEV, ENOSYS), read and written here. Same bytes, same mode,
+    # same bound either way.
+    from mesos_local.containerizer import fetcher
+    calls = []
+    real = os.copy_file_range
+
+    def copy_file_range(src, dst, count, *args):
+        calls.append(count)
+        if not kernel:
+            raise OSError(18, "Invalid cross-device link")
+        return real(src, dst, count, *args)
+    monkeypatch.setattr(os, "copy_file_range", copy_file_range)
+    monkeypatch.setattr(fetcher, "KERNEL_CHUNK", 1 << 20)
+    data = os.urandom((5 << 20) + 123)
+    source = tmp_path / "cached.tar"
+    source.write_bytes(data)
+    os.chmod(source, 0o755)
+    fetch_uris([{"value": str(source), "extract": False}], str(box))
+    assert (box / "cached.tar").read_bytes() == data
+    assert stat.S_IMODE(os.stat(box / "cached.tar").st_mode) == 0o750
+    assert len(calls) == (7 if kernel else 1)     # 6 chunks and the end; or given up at once
+    with pytest.raises(FetchError, match="it is larger than 4 MB"):
+        fetch_uris([{"value": str(source), "output_file": "big", "extract": False}], str(box),
+                   limits=Limits(max_bytes=4 << 20))
+    assert not (box / "big").exists() or (box / "big").stat().st_size == 0
+    killed = iter([False, True])
+    with pytest.raises(FetchError, match="the task was killed"):
+        fetch_uris([{"value": str(source), "output_file": "killed", "extract": False}],
+                   str(box), cancelled=lambda: next(killed, True))
+
+
 @pytest.mark.parametrize("uri, why", [
     ("http://bad host/x.tar.gz", "Failed to fetch 'http://bad host/x.tar.gz': "),
     ("gopher://example.com/x", "the scheme 'gopher' is not supported"),

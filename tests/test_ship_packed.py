@@ -248,3 +248,20 @@ def test_an_ordinary_run_packs_into_a_temporary_directory_it_always_removes(tmp_
     assert os.path.basename(work).startswith("tfmesos-ship-")
     shipment.stop(keep=True)   # nothing can take an ordinary run over
     assert not os.path.exists(work)
+
+
+def test_a_bundle_packed_before_bundles_were_plain_tars_is_still_served(tmp_path):
+    # A run taken over (attach, a detached scheduler) serves what its
+    # submitter packed: before issue 33 a .tar.gz. Its name still checks.
+    from tfmesos.ship.shipping import _packed_bundle
+    old = tar_gz(str(tmp_path / "old.tar.gz"), {"project/train.py": b"print('hi')\n"})
+    sha = file_sha256(old)
+    named = str(tmp_path / ("tfmesos-bundle-%s.tar.gz" % sha[:16]))
+    os.rename(old, named)
+    assert _packed_bundle(named, None).sha256 == sha
+    plain = str(tmp_path / ("tfmesos-bundle-%s.tar" % sha[:16]))
+    shutil.copyfile(named, plain)
+    assert _packed_bundle(plain, None).sha256 == sha
+    with pytest.raises(ShipError, match="not the one its name says"):
+        _packed_bundle(str(tmp_path / ("tfmesos-bundle-%s.tar" % ("0" * 16))), None,
+                       hashed={str(tmp_path / ("tfmesos-bundle-%s.tar" % ("0" * 16))): sha})

@@ -5,7 +5,7 @@ served over HTTP to tasks on agents that share no files with the submitter.
   directories left out; links out of it and likely secrets refused,
   ``likely_secrets``), decided before anything is packed;
 * ``bundle``: ``ShipSpec``; packing a directory (size limit) into a
-  content-addressed ``.tar.gz``, and the task side into a zip;
+  content-addressed ``.tar``, and the task side into a zip;
 * ``bundle_server``: ``BundleServer``, the shipped files at a per-run secret
   path (GET/HEAD, bounded, idle timeouts);
 * ``shipping``: ``Shipment``, packs and serves what one run ships; the

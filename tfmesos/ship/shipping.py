@@ -320,7 +320,9 @@ class Shipment:
 _ROLES = ("bundle", "task_side", "python_env")
 _EXTRA = "extra:"
 # A content-addressed name: PREFIX-<the first 16 hex digits of its sha256>.EXT
-_NAMED_SHA = re.compile(r"^[A-Za-z0-9_.-]+-([0-9a-f]{16})\.(?:tar\.gz|zip)$")
+# A bundle is a .tar; one a run packed before it was (a takeover of such a
+# run) a .tar.gz.
+_NAMED_SHA = re.compile(r"^[A-Za-z0-9_.-]+-([0-9a-f]{16})\.(?:tar|tar\.gz|zip)$")
 
 
 def _check_named_sha(name, path, hashed=None):
@@ -347,7 +349,7 @@ def _packed_bundle(path, recorded, hashed=None):
     name = os.path.basename(path)
     if not _NAMED_SHA.match(name):
         raise ShipError("packed files: %s is not a name tfrun --ship packs under "
-                        "(NAME-<sha256[:16]>.tar.gz or .zip)" % name)
+                        "(NAME-<sha256[:16]>.tar, .tar.gz or .zip)" % name)
     sha = _check_named_sha(name, path, hashed)
     recorded = dict(recorded or {})
     if recorded and (recorded.get("sha256"), recorded.get("name")) != (sha, name):

@@ -1,7 +1,7 @@
 """The user's shipped directory (``tfrun --ship``): the task's working
 directory.
 
-The task's command checked the bundle (a ``.tar.gz``) against the sha256
+The task's command checked the bundle (a ``.tar``) against the sha256
 the scheduler wrote into it and extracted it into the sandbox before this
 interpreter started (``tfmesos.ship.fetch_check``: the check is not
 fetched, and neither is it here). The scheduler names it, and the
