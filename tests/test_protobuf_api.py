@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
 import time
@@ -100,6 +101,31 @@ def test_the_runtime_descriptors_are_protocs(pb):
             assert ours[full_name] == shape, full_name
         compared += len(theirs)
     assert compared > 400
+
+
+LAZY = """
+import sys, urllib.request
+from mesos_local import LocalMaster
+master = LocalMaster(agents=[])
+master.start()
+try:
+    def call(body, content_type):
+        request = urllib.request.Request(master.url + "/api/v1", data=body,
+                                         headers={"Content-Type": content_type})
+        return urllib.request.urlopen(request, timeout=30).read()
+    call(b'{"type": "GET_HEALTH"}', "application/json")
+    print(sorted(name for name in sys.modules if name.startswith("google")))
+    call(b"\\x08\\x01", "application/x-protobuf")
+    print("google.protobuf" in sys.modules)
+finally:
+    master.stop()
+"""
+
+
+def test_the_schemas_are_read_on_the_first_protobuf_request_only():
+    out = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ their ``.proto`` names, enums by name, 64-bit integers as JSON numbers,
 bytes in base64, maps as objects. Reading protobuf, fields the schema does
 not know are skipped, as Mesos' ``ParseFromString`` skips them; a body
 that does not parse, or lacks a required field, is refused (what
-``ParseFromString`` returns false for). Writing, a key the schema does not
-have, or ``None``, is left out.
+``ParseFromString`` returns false for). Writing, ``None`` is left out, and
+so (with a warning, once per field) is a key the schema does not have or a
+value its field cannot hold.
 """
 
 import base64
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _classes: dict = {}     # full name -> message class, once the pool is built
 _pool = None
-_unknown_reported: set = set()
+_reported: set = set()
 
 
 class ProtobufDecodeError(ValueError):
@@ -181,32 +182,40 @@ def _fill(message, document):
     for name, value in document.items():
         field = descriptor.fields_by_name.get(name)
         if field is None:
-            _report_unknown(descriptor.full_name, name)
-            continue
-        if value is None:
-            continue
-        if _is_map(field):
-            _fill_map(getattr(message, name), field, value)
-        elif _repeated(field):
-            items = value if isinstance(value, list) else [value]
-            target = getattr(message, name)
-            for item in items:
-                if item is None:
-                    continue
-                if field.type == field.TYPE_MESSAGE:
-                    _fill(target.add(), item)
-                else:
-                    converted = _scalar(field, item)
-                    if converted is not None:
-                        target.append(converted)
-        elif field.type == field.TYPE_MESSAGE:
-            sub = getattr(message, name)
-            sub.SetInParent()
-            _fill(sub, value)
-        else:
-            converted = _scalar(field, value)
-            if converted is not None:
-                setattr(message, name, converted)
+            _report(descriptor.full_name, name, "no such field")
+        elif value is not None:
+            try:
+                _fill_field(message, field, value)
+            except (AttributeError, TypeError, ValueError) as exc:
+                # A value the field cannot hold: left out, as a key it lacks.
+                message.ClearField(name)
+                _report(descriptor.full_name, name, exc)
+
+
+def _fill_field(message, field, value):
+    name = field.name
+    if _is_map(field):
+        _fill_map(getattr(message, name), field, value)
+    elif _repeated(field):
+        items = value if isinstance(value, list) else [value]
+        target = getattr(message, name)
+        for item in items:
+            if item is None:
+                continue
+            if field.type == field.TYPE_MESSAGE:
+                _fill(target.add(), item)
+            else:
+                converted = _scalar(field, item)
+                if converted is not None:
+                    target.append(converted)
+    elif field.type == field.TYPE_MESSAGE:
+        sub = getattr(message, name)
+        sub.SetInParent()
+        _fill(sub, value)
+    else:
+        converted = _scalar(field, value)
+        if converted is not None:
+            setattr(message, name, converted)
 
 
 def _fill_map(target, field, value):
@@ -248,10 +257,10 @@ def _scalar(field, value):
     return int(value)
 
 
-def _report_unknown(message, name):
-    if (message, name) not in _unknown_reported:
-        _unknown_reported.add((message, name))
-        log.warning("%s has no field %r: left out of its protobuf", message, name)
+def _report(message, name, problem):
+    if (message, name) not in _reported:
+        _reported.add((message, name))
+        log.warning("%s.%s left out of its protobuf: %s", message, name, problem)
 
 
 __all__ = ["PROTOBUF_TYPE", "ProtobufDecodeError", "decode", "encode", "encode_json",
