@@ -165,8 +165,11 @@ def test_content_types_methods_and_paths(make_local_master):
     [base] = bases(master).values()
     health = json.dumps({"type": "GET_HEALTH"})
     assert requests.post(base + "/api/v1", data=health, timeout=10).status_code == 400
-    reply = requests.post(base + "/api/v1", data=health, timeout=10,
+    reply = requests.post(base + "/api/v1", data=health, timeout=10,   # JSON, not protobuf
                           headers={"Content-Type": "application/x-protobuf"})
+    assert (reply.status_code, reply.text) == (400, "Failed to parse body into a protobuf object")
+    reply = requests.post(base + "/api/v1", data=health, timeout=10,
+                          headers={"Content-Type": "application/recordio"})
     assert reply.status_code == 415
     reply = agent_call(base, {"type": "GET_HEALTH"}, headers={"Accept": "text/html"})
     assert reply.status_code == 406
