@@ -8,7 +8,8 @@ under ``SCHEDULER_DIR``, which ``scheduler_command`` puts first on
 ``PYTHONPATH``:
 
 * ``tfmesos`` and ``mesos_local``, whole (their ``.py`` files: neither reads
-  a data file of its own at run time);
+  a data file of its own at run time), but for what the embedded master's
+  protobuf encoding needs (``google.protobuf``, which a scheduler never uses);
 * ``addict`` (decoded Mesos messages), pure Python, no dependencies;
 * ``kazoo`` (``zk://`` masters) when it is installed: pure Python, standard
   library only once its ``tests``/``testing`` packages (pytest, pyjks) and
@@ -53,7 +54,9 @@ DETACHED_SPEC = "detached.json"       # what the detached scheduler reads, in th
 # (package, required, paths in it left out: a directory or a module, "/"-separated)
 PACKAGES = (
     ("tfmesos", True, ()),
-    ("mesos_local", True, ()),
+    # proto_parser: the embedded master's protobuf encoding (google.protobuf,
+    # which an agent may lack); a scheduler never serves it
+    ("mesos_local", True, ("api/proto_parser.py",)),
     ("addict", True, ()),
     ("kazoo", False, ("tests", "testing", "handlers/gevent.py", "handlers/eventlet.py")),
 )
