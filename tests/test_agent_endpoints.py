@@ -437,8 +437,13 @@ def test_attach_refusals_hold_nothing_open(make_local_master, clients):
          "Expecting 'Message-Accept' to be not set for non-streaming responses"),
         (json.dumps(good).encode(), (("Message-Content-Type", "application/json"),), 415,
          "Expecting 'Message-Content-Type' to be not set for non-streaming requests"),
-        (json.dumps(good).encode(), (("Accept", "application/x-protobuf"),), 406,
-         "the local agent streams application/json records only"),
+        # Http::_api: RecordIO only for the calls that stream.
+        (json.dumps({"type": "GET_HEALTH"}).encode(), (("Accept", "application/recordio"),), 406,
+         "Streaming response is not supported for GET_HEALTH call"),
+        (json.dumps({"type": "LAUNCH_NESTED_CONTAINER_SESSION",
+                     "launch_nested_container_session": {"container_id": {"value": "x"}}}).encode(),
+         (("Accept", "application/recordio"),), 501,
+         "Call type LAUNCH_NESTED_CONTAINER_SESSION is not supported by the local agent"),
     ]
     for body, headers, status, words in cases:
         answer, head, text = read_reply(base, "/api/v1", body,
@@ -484,3 +489,41 @@ def test_attach_clients_that_read_nothing_or_hang_up_are_let_go(make_local_maste
     assert server.dropped_outputs == 1
     client.kill("flood")
     client.wait_state("flood", "TASK_KILLED")
+
+
+def test_attach_in_protobuf(make_local_master, clients):
+    """A protobuf call, and records in protobuf as Message-Accept asks
+    (mesos.v1.agent.ProcessIO of the vendored agent.proto)."""
+    proto = pytest.importorskip("mesos_local.api.proto")
+    pytest.importorskip("google.protobuf")
+    master = make_local_master(agents=AGENTS[:1])
+    client = clients(master)
+    [base] = bases(master).values()
+    launch_running(client, master, "pb", "until [ -e stop ]; do echo pb-line; sleep 0.05; done")
+    container_id = container_of(base, "pb")
+    body = proto.encode("mesos.v1.agent.Call", json.loads(attach_body(container_id)))
+    headers = (("Content-Type", "application/x-protobuf"), ("Accept", "application/recordio"),
+               ("Message-Accept", "application/x-protobuf"))
+    sock = raw_request(base, "/api/v1", body, headers)
+    try:
+        reader = _Reader(sock)
+        status, head = read_head(reader)
+        assert status == 200
+        assert head["message-content-type"] == "application/x-protobuf"
+        pending, seen = b"", b""
+        while b"pb-line\npb-line\n" not in seen:
+            size = int(reader.line(), 16)
+            pending += reader.exactly(size)
+            reader.line()
+            while b"\n" in pending:
+                header, rest = pending.split(b"\n", 1)
+                if len(rest) < int(header):
+                    break
+                record = proto.decode("mesos.v1.agent.ProcessIO", rest[:int(header)])
+                pending = rest[int(header):]
+                assert record["type"] == "DATA" and record["data"]["type"] == "STDOUT"
+                seen += base64.b64decode(record["data"]["data"])
+    finally:
+        sock.close()
+    open(os.path.join(master.sandbox("pb"), "stop"), "w").close()
+    client.wait_state("pb", "TASK_FINISHED")

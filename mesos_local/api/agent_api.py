@@ -8,12 +8,15 @@ those too), the body as JSON or protobuf and as a Call (400; ``proto.py``
 reads protobuf into the dict the JSON would be),
 ``validation::agent::call::validate`` (src/slave/validation.cpp: ``type``
 and the call's sub-message present, 400), ``Accept`` (406; JSON where it
-allows it, else protobuf). Then the read calls are answered 200 with a
-``Response`` in that type (``agent_json.py``): ``GET_HEALTH``, ``GET_STATE``,
-``GET_CONTAINERS``, ``GET_FRAMEWORKS``, ``GET_EXECUTORS``, ``GET_TASKS``,
-``READ_FILE`` and ``LIST_FILES`` (this agent's sandboxes, resolved and
-bounded as ``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as
-Mesos answers it, and the other calls 501 naming the call.
+allows it, else protobuf; RecordIO only for the calls that stream). Then
+the read calls are answered 200 with a ``Response`` in that type
+(``agent_json.py``): ``GET_HEALTH``, ``GET_STATE``, ``GET_CONTAINERS``,
+``GET_FRAMEWORKS``, ``GET_EXECUTORS``, ``GET_TASKS``, ``READ_FILE`` and
+``LIST_FILES`` (this agent's sandboxes, resolved and bounded as
+``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as Mesos
+answers it, and the other calls 501 naming the call (but
+``ATTACH_CONTAINER_OUTPUT``: ``attach_output.py``, which the agent's
+server gives that call to).
 """
 
 import json
@@ -49,7 +52,9 @@ _READS = {
     "GET_EXECUTORS": agent_json.get_executors,
     "GET_TASKS": agent_json.get_tasks,
 }
-SERVED = tuple(_READS) + ("READ_FILE", "LIST_FILES")
+SERVED = tuple(_READS) + ("READ_FILE", "LIST_FILES", "ATTACH_CONTAINER_OUTPUT")
+# The calls whose answer is a stream (Http::_api).
+STREAMING = frozenset(("ATTACH_CONTAINER_OUTPUT", "LAUNCH_NESTED_CONTAINER_SESSION"))
 
 
 def _check(call):
@@ -124,9 +129,16 @@ def call_reply(master, agent, content_type, accept, body):
         answer = JSON_TYPE
     elif accepts(accept, PROTOBUF_TYPE):
         answer = PROTOBUF_TYPE
+    elif accepts(accept, RECORDIO_TYPE):
+        # Http::api takes RecordIO for any call, then Http::_api refuses it
+        # but for the calls that stream (ATTACH_CONTAINER_OUTPUT is
+        # attach_output.py's; LAUNCH_NESTED_CONTAINER_SESSION goes on to 501).
+        if call["type"] not in STREAMING:
+            return Reply(406, "Streaming response is not supported for %s call" % call["type"])
+        answer = JSON_TYPE
     else:
-        return Reply(406, "Expecting 'Accept' to allow %s or %s (the local agent does not "
-                          "answer in %s)" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE))
+        return Reply(406, "Expecting 'Accept' to allow %s or %s or %s"
+                     % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE))
     return in_type(_call_reply(master, agent, call), answer, proto.AGENT_RESPONSE)
 
 

@@ -16,9 +16,9 @@ protobuf or RecordIO and, for RecordIO, ``Message-Accept`` JSON or protobuf
 answers a streaming call for backwards compatibility, its records RecordIO
 all the same); ``validation::agent::call::validate`` (400); a container
 that is not one of this agent's running executors' is a 404 ``Container
-<id> cannot be found``. The local agent streams JSON records only: an
-``Accept`` or ``Message-Accept`` that allows only protobuf is a 406 that
-says so.
+<id> cannot be found``. Records are JSON or protobuf as ``Message-Accept``
+(RecordIO) or ``Accept`` asks (``proto.py``); the call itself may be
+either too.
 
 How this differs from Mesos: Mesos attaches through the container's I/O
 switchboard, which a container has only when it was launched with a TTY
@@ -41,12 +41,13 @@ import stat
 import time
 from typing import Any, Callable, Optional
 
-from . import json_body
+from . import json_body, proto
 from .endpoints import JSON_TYPE, Reply, accepts
 from .stream import frame
 
 CALL = "ATTACH_CONTAINER_OUTPUT"
-PROTOBUF_TYPE = "application/x-protobuf"
+PROTOBUF_TYPE = proto.PROTOBUF_TYPE
+PROCESS_IO = "mesos.v1.agent.ProcessIO"
 RECORDIO_TYPE = "application/recordio"
 MESSAGE_ACCEPT = "Message-Accept"
 MESSAGE_CONTENT_TYPE = "Message-Content-Type"
@@ -62,14 +63,18 @@ DROPPED = "dropped"               # a write waited ``write_timeout`` for a clien
 
 
 def attach_call(content_type: Optional[str], body: bytes) -> Optional[dict]:
-    """The call of a JSON ``ATTACH_CONTAINER_OUTPUT`` request, or None for
-    any other request (``agent_api.call_reply`` answers those, bad bodies
-    included)."""
-    if content_type is None or content_type.strip() != JSON_TYPE:
-        return None
+    """The call of an ``ATTACH_CONTAINER_OUTPUT`` request (JSON or protobuf,
+    as a dict), or None for any other request (``agent_api.call_reply``
+    answers those, bad bodies included)."""
+    content_type = (content_type or "").strip()
     try:
-        call = json_body.parse(body)
-    except json_body.BodyJSONError:
+        if content_type == JSON_TYPE:
+            call = json_body.parse(body)
+        elif content_type == PROTOBUF_TYPE:
+            call = proto.decode(proto.AGENT_CALL, body)
+        else:
+            return None
+    except (json_body.BodyJSONError, proto.ProtobufDecodeError):
         return None
     if isinstance(call, dict) and call.get("type") == CALL:
         return call
@@ -144,8 +149,7 @@ def _media_types(headers: Any) -> "tuple[Optional[Reply], str, Optional[str]]":
     if accepts(accept, JSON_TYPE):
         answer = JSON_TYPE
     elif accepts(accept, PROTOBUF_TYPE):
-        return Reply(406, "Expecting 'Accept' to allow %s or %s (the local agent streams "
-                          "%s records only)" % (JSON_TYPE, RECORDIO_TYPE, JSON_TYPE)), "", None
+        answer = PROTOBUF_TYPE
     elif accepts(accept, RECORDIO_TYPE):
         answer = RECORDIO_TYPE
     else:
@@ -161,8 +165,7 @@ def _media_types(headers: Any) -> "tuple[Optional[Reply], str, Optional[str]]":
     if accepts(message_accept, JSON_TYPE):
         return None, answer, JSON_TYPE
     if accepts(message_accept, PROTOBUF_TYPE):
-        return Reply(406, "Expecting '%s' to allow %s (the local agent streams %s records "
-                          "only)" % (MESSAGE_ACCEPT, JSON_TYPE, JSON_TYPE)), "", None
+        return None, answer, PROTOBUF_TYPE
     return Reply(406, "Expecting '%s' to allow %s or %s"
                  % (MESSAGE_ACCEPT, JSON_TYPE, PROTOBUF_TYPE)), "", None
 
@@ -209,6 +212,11 @@ class OutputStream:
         self.sandbox = sandbox
         self.content_type = content_type
         self.message_type = message_type
+        # Each record in the type asked for (RecordIO's Message-Accept, else
+        # Accept's), written as JSON and re-encoded for protobuf.
+        self.encode: Callable[[bytes], bytes] = (
+            proto.frame_encoder(PROCESS_IO) if (message_type or content_type) == PROTOBUF_TYPE
+            else bytes)
         self.ended = ended
         self._fds: dict[str, int] = {}
         self._offsets: dict[str, int] = {}
@@ -245,13 +253,13 @@ class OutputStream:
                 for kind, name in STREAMS:
                     data = self._read(kind, name)
                     if data:
-                        write_chunk(frame({"type": "DATA", "data": {
-                            "type": kind, "data": base64.b64encode(data).decode("ascii")}}))
+                        write_chunk(self.encode(frame({"type": "DATA", "data": {
+                            "type": kind, "data": base64.b64encode(data).decode("ascii")}})))
                         sent = True
                 if not sent and ended:
                     return ENDED
                 if time.monotonic() >= next_beat:
-                    write_chunk(frame(beat))
+                    write_chunk(self.encode(frame(beat)))
                     next_beat = time.monotonic() + self.heartbeat_interval
             except TimeoutError:
                 return DROPPED
