@@ -1,8 +1,9 @@
 """The scheduler calls but SUBSCRIBE: ``SchedulerCalls.handle`` checks the
 caller (framework, stream id) and runs ``_call_<type>``: ACCEPT (LAUNCH
 only), DECLINE, REVIVE, SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, TEARDOWN,
-UPDATE_FRAMEWORK, and the calls with nothing to do here (SHUTDOWN, MESSAGE,
-REQUEST, inverse offers, operations).
+UPDATE_FRAMEWORK, SHUTDOWN and MESSAGE (to custom executors: ``executors.py``),
+RECONCILE_OPERATIONS, and the calls with nothing to do here (REQUEST,
+inverse offers, operation acknowledgements).
 """
 
 import base64
@@ -169,7 +170,14 @@ class SchedulerCalls:
             agent_id = kill.get("agent_id", {}).get("value")
             self._reconcile_unknown(framework, task_id, agent_id)
             return
-        if task.terminal or task.proc is None:
+        if task.terminal:
+            return
+        if task.executor is not None:   # its executor kills it and reports the end
+            if not task.kill_requested:
+                task.kill_requested = True
+            self.tasks.executors.kill_task(task, kill.get("kill_policy"))
+            return
+        if task.proc is None:
             return
         grace = self.tasks.grace(task)
         if "grace_period" in kill.get("kill_policy", {}):
@@ -239,13 +247,20 @@ class SchedulerCalls:
         self.allocator.request()
         return 200, None, b""
 
-    # -- calls with nothing to do here ----------------------------------------------
+    # -- custom executors (executors.py) --------------------------------------------
 
     def _call_shutdown(self, framework, call):
-        pass  # no custom executors here, so nothing to shut down
+        shutdown = call["shutdown"]
+        self.tasks.executors.shutdown_executor(framework, shutdown["agent_id"]["value"],
+                                               shutdown["executor_id"]["value"])
 
     def _call_message(self, framework, call):
-        pass  # no custom executors to deliver to; Mesos gives no guarantee anyway
+        message = call["message"]
+        self.tasks.executors.scheduler_message(framework, message["agent_id"]["value"],
+                                               message["executor_id"]["value"],
+                                               message["data"])
+
+    # -- calls with nothing to do here ----------------------------------------------
 
     def _call_request(self, framework, call):
         pass  # the built-in Mesos allocator ignores REQUEST too

@@ -3,7 +3,7 @@ removed, a SUBSCRIBE stream dropped or stalled, another master leading;
 ``wait_until`` a state and a task's ``sandbox``.
 
 The mixin uses the master's parts: ``_records`` (and its lock),
-``_allocator``, ``_updates``, ``_frameworks`` and ``state()``.
+``_allocator``, ``_updates``, ``_frameworks``, ``_executors`` and ``state()``.
 """
 
 import time
@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from .allocator import Allocator
 from .api.operator_json import event_agent_removed
+from .executors import Executors
 from .frameworks import Frameworks
 from .records import Records, mesos_id
 from .updates import StatusUpdates
@@ -24,6 +25,7 @@ class FaultInjection:
     _allocator: Allocator
     _updates: StatusUpdates
     _frameworks: Frameworks
+    _executors: Executors
     _leader: Optional[str]
 
     def state(self, files_address: Optional[tuple[str, int]] = None) -> dict[str, Any]:
@@ -46,6 +48,7 @@ class FaultInjection:
                 self._allocator.rescind(offer)
             for task in list(agent.tasks.values()):
                 self._lose_task(task, agent_id)
+            self._executors.remove_agent(agent_id)
             for framework in records.frameworks.values():
                 framework.send({"type": "FAILURE", "failure": {"agent_id": mesos_id(agent_id)}})
             # Master::__removeSlave (src/master/master.cpp): after its tasks' updates.

@@ -8,6 +8,7 @@ its parts:
 * ``allocator.Allocator``: allocation rounds, offers, filters, rescinds;
 * ``updates.StatusUpdates``: the reliable status update queue;
 * ``tasks.TaskLauncher``: launching, killing and reaping tasks;
+* ``executors.Executors``: custom executors and their tasks;
 * ``frameworks.Frameworks``: SUBSCRIBE, failover, removal;
 * ``calls.SchedulerCalls``: every other scheduler call;
 * ``loop.MasterLoop``: the thread that runs timers and allocation rounds.
@@ -65,7 +66,8 @@ from .containerizer.environment import executor_environment as base_environment
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .containerizer.runner import ProcessRunner
 from .containerizer.users import WORK_DIR_MODE, UserSwitch, root_submissions_error
-from .errors import LocalMasterError
+from .errors import CallError, LocalMasterError
+from .executors import REGISTRATION_TIMEOUT, SHUTDOWN_GRACE_PERIOD, Executors
 from .faults import FaultInjection
 from .frameworks import Frameworks
 from .loop import MasterLoop
@@ -186,6 +188,14 @@ class LocalMaster(FaultInjection):
     of deviation once per framework at WARNING; True refuses all that with
     400 naming the field (``api/validation.py``), to catch a framework's protocol
     mistakes. None (default): ``$MESOS_LOCAL_STRICT``, else False.
+
+    Custom executors (``TaskInfo.executor``, ``executors.py``): as the Mesos
+    agent flags ``--executor_registration_timeout`` (seconds an executor
+    may take to subscribe before it is killed; default 60) and
+    ``--executor_shutdown_grace_period`` (seconds between SHUTDOWN and its
+    destruction; default 5; an ExecutorInfo's ``shutdown_grace_period``
+    wins), ``executor_registration_timeout`` and
+    ``executor_shutdown_grace_period``.
     """
 
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
@@ -196,7 +206,9 @@ class LocalMaster(FaultInjection):
                  isolation=None, cgroups_enable_cfs=False, switch_user=True,
                  root_submissions=True,
                  max_operator_event_stream_subscribers=DEFAULT_MAX_SUBSCRIBERS,
-                 operator_event_buffer=DEFAULT_BUFFER_BYTES):
+                 operator_event_buffer=DEFAULT_BUFFER_BYTES,
+                 executor_registration_timeout=REGISTRATION_TIMEOUT,
+                 executor_shutdown_grace_period=SHUTDOWN_GRACE_PERIOD):
         refused = root_submissions_error(switch_user, root_submissions)
         if refused is not None:
             raise ValueError(refused)
@@ -206,6 +218,11 @@ class LocalMaster(FaultInjection):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError("LocalMaster(%s=%r): must be a whole number of at least 1"
                                  % (name, value))
+        for name, value in (("executor_registration_timeout", executor_registration_timeout),
+                            ("executor_shutdown_grace_period", executor_shutdown_grace_period)):
+            if not _seconds(value, 0):
+                raise ValueError("LocalMaster(%s=%r): must be a number of seconds from 0 to %g"
+                                 % (name, value, MAX_INTERVAL))
         self._specs = _check_settings(heartbeat_interval, allocation_interval,
                                       status_update_retry, kill_grace_period, agents, port)
         if network_namespaces:
@@ -274,6 +291,10 @@ class LocalMaster(FaultInjection):
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
             self.allow_root, self.isolator, hidden_paths=self.hidden_paths,
             user_switch=self.user_switch, root_submissions=self.root_submissions)
+        executors = self._executors = Executors(
+            records, allocator, updates, loop, tasks, self._executor_endpoint,
+            float(executor_registration_timeout), float(executor_shutdown_grace_period))
+        tasks.executors = executors
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval,
                                                    self.root_submissions)
@@ -544,6 +565,40 @@ class LocalMaster(FaultInjection):
         """Handle any call but SUBSCRIBE (of the authenticated ``principal``);
         returns (HTTP status, content type, body) or raises CallError."""
         return self._calls.handle(call, stream_id, principal)
+
+    def _executor_endpoint(self, agent):
+        """``MESOS_AGENT_ENDPOINT`` of ``agent``'s executors: its server's
+        ``ip:port`` where they run (the hub namespace's address for an agent
+        in a network namespace of its own)."""
+        host, port = agent.address
+        network = self.network
+        if agent.netns is not None and network is not None:
+            host = network.hub_address
+        return "%s:%d" % ("[%s]" % host if ":" in host else host, port)
+
+    def executor_call(self, agent, call):
+        """A (parsed, validated) v1 executor Call to ``agent``'s
+        ``/api/v1/executor`` (``api/executor_api.py``): a Subscription to
+        stream for SUBSCRIBE, else None (202); CallError otherwise."""
+        with self._records.lock:
+            if not self._records.running:
+                raise CallError(503, "Agent is terminating")
+            executors = self._executors
+            executor = executors.find(agent, call)
+            kind = call["type"]
+            if kind == "SUBSCRIBE":
+                return executors.subscribe(agent, call)
+            executors.check_subscribed(executor)
+            if kind == "UPDATE":
+                executors.update(agent, executor, call["update"]["status"])
+            elif kind == "MESSAGE":
+                executors.message(agent, executor, call["message"]["data"])
+            return None
+
+    def executor_stream_ended(self, subscription, reason):
+        """The HTTP layer reports that an executor's SUBSCRIBE stream ended."""
+        with self._records.lock:
+            self._executors.stream_ended(subscription)
 
     def operator_subscribe(self):
         """An operator API SUBSCRIBE: the Subscription to stream (SUBSCRIBED,

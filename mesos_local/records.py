@@ -7,7 +7,7 @@ import collections
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .subscribers import Subscribers
 
@@ -47,6 +47,8 @@ class Records:
         self.removed_frameworks = set()
         self.offers = {}                 # offer_id -> Offer
         self.procs = set()               # TaskProcesses not yet reaped
+        # (agent id, framework id, executor id) -> its custom Executor (executors.py)
+        self.executors: dict[tuple[str, str, str], Executor] = {}
         self.ended_tasks: collections.Counter[str] = collections.Counter()   # state -> tasks
         # (framework id, executor id) -> its latest run directory, and
         # (framework id, executor id, container id) -> each run's: the
@@ -157,6 +159,7 @@ class Task:
         self.container_id = str(uuid.uuid4())   # as an agent's containerizer names it
         self.agent_ip = agent.ip
         self.proc = None
+        self.executor: Optional[Executor] = None   # a custom executor's task: that executor
         self.state = "TASK_STAGING"
         self.statuses = []               # for /master/state
         self.last_status = None          # latest TaskStatus JSON
@@ -183,3 +186,42 @@ class Task:
     @property
     def terminal(self):
         return self.state in TERMINAL_STATES
+
+
+class Executor:
+    """A custom executor (``TaskInfo.executor``) on one agent: its process
+    and its tasks, as a Mesos agent's ``Executor`` (src/slave/slave.hpp)
+    keeps them. ``state``: REGISTERING (launched, not yet subscribed),
+    RUNNING (subscribed), TERMINATING (shut down or killed), TERMINATED."""
+
+    def __init__(self, framework_id, agent, info, resources, role, plan):
+        self.id = info["executor_id"]["value"]
+        self.framework_id = framework_id
+        self.agent_id = agent.id
+        self.info = info                 # its ExecutorInfo, framework_id filled in
+        self.resources = resources       # its own, beside its tasks'
+        self.role = role
+        self.plan = plan                 # planning.TaskPlan of its command
+        self.container_id = str(uuid.uuid4())
+        self.sandbox: Optional[str] = None
+        self.gpu_ids: list[str] = []
+        self.state = "REGISTERING"
+        self.subscription: Optional[Subscription] = None
+        self.proc: Any = None            # its containerizer.executor.TaskProcess
+        self.queued: dict[str, Task] = {}     # task id -> task not yet sent to it
+        self.launched: dict[str, Task] = {}   # task id -> task sent to it (LAUNCH)
+        self.ever_sent_task = False
+        self.uuids: set[bytes] = set()   # of the updates taken: one sent again is dropped
+        # (state, reason, message) its live tasks end with when it terminates,
+        # set before it is killed (``pendingTermination``, src/slave/slave.cpp)
+        self.pending_termination: Optional[tuple[str, str, str]] = None
+        self.released = False            # its own resources given back
+        self.removed = False             # its agent was removed
+        self.generation = 0              # a shutdown's timer checks it is still due
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.agent_id, self.framework_id, self.id
+
+    def tasks(self) -> "list[Task]":
+        return list(self.launched.values()) + list(self.queued.values())

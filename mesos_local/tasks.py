@@ -68,6 +68,8 @@ class TaskLauncher:
         self.container_runner = container_runner
         self.hidden_paths = list(hidden_paths)   # for tasks of isolate=fs agents
         self._fetchers = {}                      # agent id -> its AgentFetcher (and cache)
+        # executors.Executors: the tasks that name a custom executor (None: refused)
+        self.executors = None
 
     def grace(self, task):
         return task.plan.kill_grace if task.plan.kill_grace is not None \
@@ -81,6 +83,9 @@ class TaskLauncher:
         if refused is not None:        # authorized before it is validated, as in Mesos
             self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
                                             "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
+            return
+        if "executor" in info and self.executors is not None:   # a custom executor's
+            self.executors.launch(framework, agent, info, pool, role, seen)
             return
         try:
             plan, resources, gpus = self._check(framework, agent, info, pool, role, seen)
@@ -124,8 +129,9 @@ class TaskLauncher:
                 "--root_submissions=false); run the task as another user"
                 % (info["task_id"]["value"], framework.id, user))
 
-    def _check(self, framework, agent, info, pool, role, seen):
-        """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
+    @staticmethod
+    def check_ids(framework, agent, info, seen):
+        """TaskInvalid for a TaskInfo's bad, duplicate or foreign ids."""
         task_id = info["task_id"]["value"]
         check_id("TaskID", task_id)
         if task_id in framework.tasks or task_id in seen:
@@ -133,6 +139,10 @@ class TaskLauncher:
         if info["agent_id"]["value"] != agent.id:
             raise TaskInvalid("Task uses invalid agent: %s (the offer is on agent %s)"
                               % (info["agent_id"]["value"], agent.id))
+
+    def _check(self, framework, agent, info, pool, role, seen):
+        """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
+        self.check_ids(framework, agent, info, seen)
         plan = plan_task(info)
         if plan.image is not None:
             # Mesos runs a container task as the framework's user, not the image's.
@@ -159,7 +169,7 @@ class TaskLauncher:
         runner = self.container_runner if plan.image is not None else self.runner
         # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
         user = plan.user if plan.user is not None else framework.info.get("user", "")
-        fetcher = self._fetcher(agent)
+        fetcher = self.fetcher(agent)
         proc = TaskProcess(launch, runner, plan.uris,
                            lambda proc: self._on_running(task),
                            lambda proc, status, error: self._on_exit(task, proc, status, error),
@@ -174,7 +184,7 @@ class TaskLauncher:
         if plan.max_completion is not None:
             self.loop.schedule(plan.max_completion, self._max_completion_reached, task)
 
-    def _fetcher(self, agent):
+    def fetcher(self, agent):
         """The agent's fetcher: its cache, its network namespace."""
         fetcher = self._fetchers.get(agent.id)
         if fetcher is None:

@@ -46,19 +46,26 @@ class StatusUpdates:
         self.allocator = allocator
         self.first_retry = first_retry
 
-    def record(self, task, state, source, reason=None, message=None, with_uuid=True):
+    def record(self, task, state, source, reason=None, message=None, with_uuid=True,
+               raw=None, fields=None):
         """Set the task's state; returns the TaskStatus JSON (``with_uuid``
-        false) or an ``Update`` to queue. A terminal state frees its resources."""
+        false) or an ``Update`` to queue. A terminal state frees its resources.
+        ``raw``: the update's uuid (an executor's; default a new one);
+        ``fields``: more TaskStatus fields (an executor's ``data``,
+        ``labels``, ``healthy``, ``executor_id``, ``timestamp``, ...)."""
         status = {"task_id": mesos_id(task.id), "state": state, "source": source,
                   "agent_id": mesos_id(task.agent_id), "timestamp": time.time()}
+        if fields:
+            status.update(fields)
         if reason is not None:
             status["reason"] = reason
         if message is not None:
             status["message"] = message
-        raw = None
         entry = {"state": state, "timestamp": status["timestamp"]}
-        if with_uuid:
-            raw = uuid.uuid4().bytes
+        if not with_uuid:
+            raw = None
+        else:
+            raw = raw if raw is not None else uuid.uuid4().bytes
             status["uuid"] = base64.b64encode(raw).decode("ascii")
             # An agent adds this to every update (Slave::_statusUpdate,
             # src/slave/slave.cpp): Mesos-DNS and Marathon read task IPs here.
@@ -89,9 +96,10 @@ class StatusUpdates:
         task.published_state = status["state"]
         self.records.subscribers.send(lambda: event_task_updated(task, status))
 
-    def update(self, task, state, source, reason=None, message=None):
-        """A reliable (agent or executor) update: queued, delivered in order."""
-        update = self.record(task, state, source, reason, message)
+    def update(self, task, state, source, reason=None, message=None, raw=None, fields=None):
+        """A reliable (agent or executor) update: queued, delivered in order
+        (``raw``, ``fields``: as ``record``)."""
+        update = self.record(task, state, source, reason, message, raw=raw, fields=fields)
         task.updates.append(update)
         if len(task.updates) == 1:
             self.publish(task, update.status)

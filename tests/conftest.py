@@ -68,7 +68,8 @@ INTEGRATION_MODULES = frozenset((
     "test_sticky", "test_task_failover", "test_task_orphans", "test_task_users", "test_tfrun",
     "test_usage", "test_warm_tasks", "test_benchmarks", "test_leftovers", "test_readme_detach",
     "test_framework_runs", "test_run_frameworks", "test_torch_elastic", "test_operator_follow",
-    "test_torch_detached", "test_agent_endpoints", "test_lightning_runs", "test_protobuf_api"))
+    "test_torch_detached", "test_agent_endpoints", "test_lightning_runs", "test_protobuf_api",
+    "test_custom_executors"))
 
 
 def pytest_configure(config):

@@ -472,7 +472,7 @@ def test_task_errors(local_master, clients):
         "port-out": "ports:[40000-40000]",
         "port-b": "ports:[31001-31001]",
         "port-a": "Task has duplicate ID: port-a",
-        "custom-executor": "custom executors",
+        "custom-executor": "at least one (but not both) of CommandInfo or ExecutorInfo",
         "wrong-agent": "Task uses invalid agent: S-nope",
         "no-command": "needs 'command'",
         "bad/id": "contains '/'",

@@ -225,7 +225,7 @@ def test_plan_task_and_launch():
 
 @pytest.mark.parametrize("mutate, text", [
     (lambda t: t.__setitem__("executor", {"executor_id": {"value": "e"}}),
-     "custom executors"),
+     r"at least one \(but not both\) of CommandInfo or ExecutorInfo"),
     (lambda t: t.__delitem__("command"), "needs 'command'"),
     (lambda t: t["container"]["mesos"]["image"].__setitem__("type", "APPC"),
      "only DOCKER images"),

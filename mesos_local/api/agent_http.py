@@ -11,6 +11,8 @@ offers' ``url``, and serves there what a Mesos agent serves
 * ``POST /api/v1`` (also ``/slave(1)/api/v1``): the agent v1 API's read
   calls (``agent_api.py``) and ``ATTACH_CONTAINER_OUTPUT`` (a running
   container's output, streamed: ``attach_output.py``);
+* ``POST /api/v1/executor``: the v1 executor API its custom executors
+  speak (``executor_api.py``, ``executors.py``);
 * ``GET /health``, ``/version``.
 
 Paths are routed as libprocess routes them (``routes.resolve_in``: the
@@ -34,22 +36,25 @@ import socket
 import threading
 from typing import Any, Optional
 
-from . import agent_api, agent_json, attach_output, files, routes
+from . import agent_api, agent_json, attach_output, executor_api, files, routes
 from .deadlines import Deadlines
 from .endpoints import json_reply
 from .http_server import MasterHTTPServer, _Handler
+from .operator import Stream
 from .state_json import render_version
 
 log = logging.getLogger(__name__)
 
 DELEGATE = "slave(1)"
 ROUTES = {
-    DELEGATE: frozenset(("api/v1", "state", "state.json", "health", "flags")),
+    DELEGATE: frozenset(("api/v1", "api/v1/executor", "state", "state.json", "health",
+                         "flags")),
     "monitor": frozenset(("statistics", "statistics.json")),   # ResourceMonitorProcess
     "files": frozenset(("read", "browse")),
     "version": frozenset(("",)),
 }
 API = DELEGATE + "/api/v1"
+EXECUTOR_API = DELEGATE + "/api/v1/executor"
 _STATE = (DELEGATE + "/state", DELEGATE + "/state.json")
 _STATISTICS = ("monitor/statistics", "monitor/statistics.json")
 _FILES = {"files/read": files.READ_PATH, "files/browse": files.BROWSE_PATH}
@@ -208,6 +213,10 @@ class _AgentHandler(_Handler):
                 self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
                             headers=[("Allow", "POST")])
             return
+        elif target == EXECUTOR_API:
+            self._reply(405, "Expecting one of { 'POST' }, but received 'GET'",
+                        headers=[("Allow", "POST")])
+            return
         else:
             self._reply(404)
             return
@@ -215,6 +224,9 @@ class _AgentHandler(_Handler):
                     reply.headers)
 
     def do_POST(self):
+        if self._target == EXECUTOR_API:
+            self._executor()
+            return
         if self._target != API:
             self._reply(404)
             return
@@ -278,10 +290,27 @@ class _AgentHandler(_Handler):
                             "took nothing for %.0f s", server.agent.id, self.address_string(),
                             server.attach_write_timeout)
 
+    def _executor(self):
+        """``/api/v1/executor`` (``executor_api.py``): not authenticated, as
+        Mesos' agents leave it by default; SUBSCRIBE streams."""
+        body = self._body_or_reply()
+        if body is None:
+            return
+        reply = executor_api.call_reply(self.server.master, self.server.agent,
+                                        self.headers.get("Content-Type"),
+                                        self.headers.get("Accept"), body)
+        if isinstance(reply, Stream):
+            self._stream(reply.subscription, (), reply.ended)
+            return
+        self._reply(reply.status, reply.body, reply.content_type or "text/plain; charset=utf-8")
+
     def _other_method(self):
         if not self._request_in():
             return
-        if self._target == API:
+        if self._target == EXECUTOR_API:
+            self._reply(405, "Expecting one of { 'POST' }, but received '%s'" % self.command,
+                        headers=[("Allow", "POST")])
+        elif self._target == API:
             if self._authenticated():
                 self._reply(405, "Expecting one of { 'POST' }, but received '%s'"
                             % self.command, headers=[("Allow", "POST")])

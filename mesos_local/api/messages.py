@@ -1,7 +1,8 @@
 """The Mesos v1 messages the local master accepts, as a declarative table
 (transcribed from ``include/mesos/v1/mesos.proto``,
-``include/mesos/v1/scheduler/scheduler.proto`` and, under ``master.``,
-``include/mesos/v1/master/master.proto``, Mesos 1.11); ``schema`` checks
+``include/mesos/v1/scheduler/scheduler.proto``, under ``master.``
+``include/mesos/v1/master/master.proto`` and under ``executor.``
+``include/mesos/v1/executor/executor.proto``, Mesos 1.11); ``schema`` checks
 calls against it, and the tests check the master's own output (events,
 operator responses) against it.
 
@@ -48,6 +49,11 @@ ENUMS = {
         "UNKNOWN", "MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT",
         "RESOURCE_PROVIDER", "RESIZE_VOLUME", "AGENT_OPERATION_FEEDBACK", "AGENT_DRAINING",
         "TASK_RESOURCE_LIMITS"),
+    # mesos.v1.executor (the executor API, include/mesos/v1/executor/executor.proto)
+    "executor.Call.Type": ("UNKNOWN", "SUBSCRIBE", "UPDATE", "MESSAGE", "HEARTBEAT"),
+    "executor.Event.Type": (
+        "UNKNOWN", "SUBSCRIBED", "LAUNCH", "LAUNCH_GROUP", "KILL", "ACKNOWLEDGED", "MESSAGE",
+        "ERROR", "SHUTDOWN", "HEARTBEAT"),
     # mesos.v1.master (the operator API)
     "master.Call.Type": (
         "UNKNOWN", "GET_HEALTH", "GET_FLAGS", "GET_VERSION", "GET_METRICS",
@@ -175,6 +181,30 @@ MESSAGES = {
     "Event.Message": {"agent_id": "AgentID!", "executor_id": "ExecutorID!", "data": "bytes!"},
     "Event.Failure": {"agent_id": "AgentID", "executor_id": "ExecutorID", "status": "int32"},
     "Event.Error": {"message": "string!"},
+
+    # --- mesos.v1.executor.Call and Event (the agent's /api/v1/executor) -------
+    "executor.Call": {
+        "executor_id": "ExecutorID!", "framework_id": "FrameworkID!",
+        "type": "enum:executor.Call.Type", "subscribe": "executor.Call.Subscribe",
+        "update": "executor.Call.Update", "message": "executor.Call.Message"},
+    "executor.Call.Subscribe": {"unacknowledged_tasks": "[TaskInfo]",
+                                "unacknowledged_updates": "[executor.Call.Update]"},
+    "executor.Call.Update": {"status": "TaskStatus!"},
+    "executor.Call.Message": {"data": "bytes!"},
+    "executor.Event": {
+        "type": "enum:executor.Event.Type", "subscribed": "executor.Event.Subscribed",
+        "acknowledged": "executor.Event.Acknowledged", "launch": "executor.Event.Launch",
+        "launch_group": "executor.Event.LaunchGroup", "kill": "executor.Event.Kill",
+        "message": "executor.Event.Message", "error": "executor.Event.Error"},
+    "executor.Event.Subscribed": {"executor_info": "ExecutorInfo!",
+                                  "framework_info": "FrameworkInfo!",
+                                  "agent_info": "AgentInfo!", "container_id": "ContainerID"},
+    "executor.Event.Launch": {"task": "TaskInfo!"},
+    "executor.Event.LaunchGroup": {"task_group": "TaskGroupInfo!"},
+    "executor.Event.Kill": {"task_id": "TaskID!", "kill_policy": "KillPolicy"},
+    "executor.Event.Acknowledged": {"task_id": "TaskID!", "uuid": "bytes!"},
+    "executor.Event.Message": {"data": "bytes!"},
+    "executor.Event.Error": {"message": "string!"},
 
     # --- ids and small values -------------------------------------------------
     "FrameworkID": _ID, "OfferID": _ID, "AgentID": _ID, "TaskID": _ID,

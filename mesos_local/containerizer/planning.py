@@ -86,9 +86,8 @@ def plan_task(info):
     """What the command executor would run for this (schema-valid) TaskInfo.
     Raises TaskInvalid for what the local master cannot or will not run."""
     check_id("TaskID", info["task_id"]["value"])
-    if "executor" in info:
-        raise TaskInvalid("custom executors (TaskInfo.executor) are not supported by the "
-                          "local master; give the task a 'command' instead")
+    if "executor" in info:   # a custom executor's task: check_executor, plan_executor
+        raise TaskInvalid(BOTH_MESSAGE)
     command = info.get("command")
     if command is None:
         raise TaskInvalid("TaskInfo needs 'command' (with 'container' for an image): "
@@ -102,6 +101,51 @@ def plan_task(info):
     if info.get("health_check") or info.get("check"):
         log.warning("task %s: health checks and checks are not run by the local master",
                     info["task_id"]["value"])
+    return TaskPlan(**fields)
+
+
+# validateTask (src/master/validation.cpp)
+BOTH_MESSAGE = ("Task should have at least one (but not both) of CommandInfo or ExecutorInfo "
+                "present")
+
+
+def check_executor(info, framework_id):
+    """The ExecutorInfo of a (schema-valid) TaskInfo that names one, checked
+    as Mesos' master checks it (``task::internal::validateTask`` and
+    ``executor::internal::validate``, src/master/validation.cpp, in their
+    order and wording) and with its ``framework_id`` filled in, as the
+    master fills it in; TaskInvalid otherwise."""
+    if "command" in info:
+        raise TaskInvalid(BOTH_MESSAGE)
+    executor = dict(info["executor"])
+    check_id("ExecutorID", executor["executor_id"]["value"])
+    kind = executor.get("type")
+    if kind == "DEFAULT" and "command" in executor:
+        raise TaskInvalid("'ExecutorInfo.command' must not be set for 'DEFAULT' executor")
+    if kind == "CUSTOM" and "command" not in executor:
+        raise TaskInvalid("'ExecutorInfo.command' must be set for 'CUSTOM' executor")
+    actual = executor.get("framework_id", {}).get("value")
+    if actual is not None and actual != framework_id:
+        raise TaskInvalid("ExecutorInfo has an invalid FrameworkID (Actual: %s vs Expected: %s)"
+                          % (actual, framework_id))
+    executor["framework_id"] = {"value": framework_id}
+    if int(executor.get("shutdown_grace_period", {}).get("nanoseconds", 0)) < 0:
+        raise TaskInvalid("ExecutorInfo's 'shutdown_grace_period' must be non-negative")
+    if kind is not None and kind != "CUSTOM":
+        raise TaskInvalid("'ExecutorInfo.type' must be 'CUSTOM'")
+    if "command" not in executor:
+        raise TaskInvalid("'ExecutorInfo.command' must be set")
+    return executor
+
+
+def plan_executor(executor):
+    """What the agent runs for a (checked) custom ExecutorInfo: its
+    ``command`` (in its ``container``), as a task's command is run."""
+    command = executor["command"]
+    container = executor.get("container")
+    fields = _plan_container(container) if container is not None else {}
+    fields.update(_plan_command(command))
+    fields["env"] = _plan_environment(command, fields.get("containerizer"))
     return TaskPlan(**fields)
 
 
@@ -329,6 +373,7 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
         hidden_paths=list(hidden_paths))
 
 
-__all__ = ["NO_DOCKER_MESSAGE", "PRIVILEGED_MESSAGE", "TaskInvalid", "check_id", "TaskPlan",
+__all__ = ["NO_DOCKER_MESSAGE", "PRIVILEGED_MESSAGE", "BOTH_MESSAGE", "TaskInvalid", "check_id",
+           "check_executor", "plan_executor", "TaskPlan",
            "duration_seconds", "plan_task", "container_uid", "check_container_user",
            "gpu_count", "build_launch"]

@@ -1,0 +1,517 @@
+"""Custom executors (``TaskInfo.executor`` with a ``command``), as a Mesos
+agent runs them (src/slave/slave.cpp; docs/executor-http-api.md).
+
+A task that names an executor goes to that executor: the first such task
+of a (framework, executor id) on an agent starts the executor as a process
+of its own, through the same containerizer path a command task takes
+(``containerizer/executor.py``'s ``TaskProcess``: sandbox, fetch, user,
+cgroups, runner), with the environment Mesos gives executors
+(``executorEnvironment``, src/slave/slave.cpp); later tasks go to the
+running executor. Its resources are its ExecutorInfo's, beside its tasks'.
+
+The executor speaks the v1 executor API at its agent's
+``/api/v1/executor`` (``api/executor_api.py``): ``SUBSCRIBE`` (the agent
+answers ``SUBSCRIBED``, then ``LAUNCH`` for each task held for it, and
+``HEARTBEAT`` every 30 minutes), ``UPDATE`` (forwarded to the scheduler
+reliably with the executor's uuid; the executor gets ``ACKNOWLEDGED`` as
+soon as the agent took the update, as ``Slave::___statusUpdate`` sends
+it), ``MESSAGE`` (to the scheduler as a ``MESSAGE`` event). The
+scheduler's ``MESSAGE`` reaches it as a ``MESSAGE`` event, ``KILL`` of one
+of its tasks as a ``KILL`` event; ``SHUTDOWN`` and the framework's removal
+send ``SHUTDOWN`` and destroy it after its shutdown grace period
+(``Slave::_shutdownExecutor``). An executor that does not subscribe within
+the registration timeout is destroyed (``registerExecutorTimeout``). When
+its process ends, each of its live tasks fails (TASK_FAILED,
+``REASON_EXECUTOR_TERMINATED``, "Executor terminated", from the agent:
+``sendExecutorTerminatedStatusUpdate``) and the scheduler gets a
+``FAILURE`` event with the agent, the executor and its wait status
+(``Master::exitedExecutor``).
+
+Every method but the process callbacks and timers runs with the master's
+lock held.
+"""
+
+import base64
+import logging
+
+from .api.operator_json import agent_info, event_task_added
+from .api.stream import Subscription
+from .containerizer.executor import TaskProcess
+from .containerizer.planning import (
+    TaskInvalid,
+    TaskPlan,
+    build_launch,
+    check_container_user,
+    check_executor,
+    duration_seconds,
+    gpu_count,
+    plan_executor,
+)
+from .errors import CallError
+from .records import Executor, Task, mesos_id
+from .resources import ResourceError
+from .resources import parse as parse_resources
+from .updates import container_status
+
+log = logging.getLogger(__name__)
+
+# src/slave/constants.hpp and src/slave/flags.cpp
+HEARTBEAT_INTERVAL = 1800.0        # DEFAULT_EXECUTOR_HEARTBEAT_INTERVAL (30 minutes)
+REGISTRATION_TIMEOUT = 60.0        # --executor_registration_timeout
+SHUTDOWN_GRACE_PERIOD = 5.0        # --executor_shutdown_grace_period
+RECOVERY_TIMEOUT = 900.0           # --recovery_timeout
+REREGISTRATION_TIMEOUT = 2.0       # --executor_reregistration_timeout
+
+# The TaskStatus fields an executor's update carries through to the scheduler.
+_STATUS_FIELDS = ("message", "reason", "data", "healthy", "check_status", "labels",
+                  "limitation", "timestamp")
+
+_UNITS = ((7 * 86400 * 10**9, "weeks"), (86400 * 10**9, "days"), (3600 * 10**9, "hrs"),
+          (60 * 10**9, "mins"), (10**9, "secs"), (10**6, "ms"), (10**3, "us"), (1, "ns"))
+
+
+def stringify_duration(seconds):
+    """A duration as stout writes it (``operator<<`` of ``Duration``,
+    3rdparty/stout/include/stout/duration.hpp): ``5secs``, ``1mins``,
+    ``90secs``, ``1.5mins`` never (a whole number of a smaller unit wins)."""
+    ns = int(round(seconds * 1e9))
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    for index, (size, name) in enumerate(_UNITS):
+        if ns >= size or size == 1:
+            if ns % size and index + 1 < len(_UNITS) and not ns % _UNITS[index + 1][0]:
+                size, name = _UNITS[index + 1]
+            value = ns / size
+            text = "%d" % value if value == int(value) else "%.15g" % value
+            return "%s%s%s" % (sign, text, name)
+    return "0ns"   # unreachable: the last unit is 1 ns
+
+
+def wait_status(status):
+    """A process' end as ``waitpid`` reports it (ExitedExecutorMessage.status,
+    the FAILURE event's ``status``): an exit code n is n << 8, a signal its
+    number; -1 for an executor that never started (``executorTerminated``)."""
+    if status is None:
+        return -1
+    return status << 8 if status >= 0 else -status
+
+
+class Executors:
+    """The custom executors of the master's agents. ``launcher``: the
+    master's ``tasks.TaskLauncher`` (runners, isolator, users, fetchers);
+    ``endpoint(agent)``: ``host:port`` of the agent's HTTP server as its
+    executors reach it (``MESOS_AGENT_ENDPOINT``)."""
+
+    def __init__(self, records, allocator, updates, loop, launcher, endpoint,
+                 registration_timeout=REGISTRATION_TIMEOUT,
+                 shutdown_grace_period=SHUTDOWN_GRACE_PERIOD):
+        self.records = records
+        self.allocator = allocator
+        self.updates = updates
+        self.loop = loop
+        self.launcher = launcher
+        self.endpoint = endpoint
+        self.registration_timeout = registration_timeout
+        self.shutdown_grace_period = shutdown_grace_period
+
+    # -- launching (ACCEPT's LAUNCH of a task with an executor) ------------------
+
+    def launch(self, framework, agent, info, pool, role, seen):
+        """Launch a TaskInfo with ``executor`` (as ``TaskLauncher.launch``)."""
+        task_id = info["task_id"]["value"]
+        try:
+            self.launcher.check_ids(framework, agent, info, seen)
+            executor_info = check_executor(info, framework.id)
+            executor = self.records.executors.get(
+                (agent.id, framework.id, executor_info["executor_id"]["value"]))
+            if executor is not None and executor.info != executor_info:
+                # validateCompatibleExecutorInfo (src/master/validation.cpp)
+                raise TaskInvalid("ExecutorInfo is not compatible with existing ExecutorInfo "
+                                  "with same ExecutorID")
+            resources = parse_resources(info.get("resources", []),
+                                        multi_role=framework.multi_role, role=role)
+            total = resources.copy()
+            plan = own = None
+            if executor is None:
+                plan = plan_executor(executor_info)
+                if plan.image is not None:
+                    plan.user = check_container_user(plan, framework.info.get("user"),
+                                                     self.launcher.root_allowed)
+                own = parse_resources(executor_info.get("resources", []),
+                                      multi_role=framework.multi_role, role=role)
+                total.add(own)
+            gpu_count(total)
+            if not pool.contains(total):
+                raise TaskInvalid("Total resources %s required by task and its executor is "
+                                  "more than available %s"
+                                  % (total.describe(), pool.describe()))
+        except (TaskInvalid, ResourceError) as exc:
+            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
+                                            "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+            return
+        seen.add(task_id)
+        pool.subtract(total)
+        if executor is None:
+            executor = self._add(framework, agent, executor_info, own, role, plan)
+        kill_grace = info.get("kill_policy", {}).get("grace_period")
+        task = Task(framework, agent, info, resources,
+                    TaskPlan(command="", kill_grace=None if kill_grace is None
+                             else max(0.0, duration_seconds(kill_grace))), role)
+        task.retry_interval = self.updates.first_retry
+        task.gpu_ids = agent.take_gpus(gpu_count(resources))
+        task.executor = executor
+        task.container_id = executor.container_id   # its tasks run in its container
+        task.sandbox = executor.sandbox
+        agent.used.add(resources)
+        agent.tasks[(framework.id, task_id)] = task
+        framework.tasks[task_id] = task
+        self.records.subscribers.send(lambda: event_task_added(task))
+        if executor.state in ("TERMINATING", "TERMINATED"):
+            # Slave::run: a task for an executor that is going away is dropped.
+            state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
+            self.updates.update(task, state, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED",
+                                "Executor terminating")
+            return
+        self._resize(executor)
+        if executor.state == "RUNNING" and executor.subscription is not None:
+            self._send_task(executor, task)
+        else:
+            executor.queued[task_id] = task
+
+    def _add(self, framework, agent, info, resources, role, plan):
+        """A new executor: its resources booked, its process started."""
+        executor = Executor(framework.id, agent, info, resources, role, plan)
+        executor.gpu_ids = agent.take_gpus(gpu_count(resources))
+        agent.used.add(resources)
+        self.records.executors[executor.key] = executor
+        executor.sandbox = agent.sandbox_path(framework.id, executor.id, executor.container_id)
+        self.records.sandboxes[(framework.id, executor.id)] = executor.sandbox
+        self.records.runs[(framework.id, executor.id, executor.container_id)] = executor.sandbox
+        self._start(framework, agent, executor)
+        return executor
+
+    def _environment(self, framework, agent, executor):
+        """``executorEnvironment`` (src/slave/slave.cpp) beside the master's
+        base environment: the MESOS_* variables an executor reads."""
+        grace = self.grace(executor)
+        endpoint = self.endpoint(agent)
+        env = dict(self.launcher.base_env)
+        env.update({
+            "LIBPROCESS_PORT": "0",
+            "MESOS_AGENT_ENDPOINT": endpoint,
+            "MESOS_SLAVE_PID": "slave(1)@" + endpoint,
+            "MESOS_CHECKPOINT": "1" if framework.info.get("checkpoint") else "0",
+            "MESOS_HTTP_COMMAND_EXECUTOR": "0",
+            "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": stringify_duration(grace),
+        })
+        if framework.info.get("checkpoint"):
+            env["MESOS_RECOVERY_TIMEOUT"] = stringify_duration(RECOVERY_TIMEOUT)
+            env["MESOS_SUBSCRIPTION_BACKOFF_MAX"] = stringify_duration(REREGISTRATION_TIMEOUT)
+        return env
+
+    def grace(self, executor):
+        """Its shutdown grace period: ``ExecutorInfo.shutdown_grace_period``,
+        else the agent's (``--executor_shutdown_grace_period``)."""
+        period = executor.info.get("shutdown_grace_period")
+        return self.shutdown_grace_period if period is None \
+            else max(0.0, duration_seconds(period))
+
+    def _start(self, framework, agent, executor):
+        launcher = self.launcher
+        plan = executor.plan
+        hidden = launcher.hidden_paths if "fs" in agent.spec.isolate else ()
+        launch = build_launch(plan, executor.id, framework.id, agent.id, executor.sandbox,
+                              executor.gpu_ids, bool(agent.gpu_ids),
+                              self._environment(framework, agent, executor), agent.netns,
+                              hidden)
+        if "MESOS_TASK_ID" not in plan.env:   # an executor runs tasks; it is none of them
+            launch.env.pop("MESOS_TASK_ID", None)
+        if launcher.isolator is not None:
+            launch.limits = self._limits(executor, [])
+        runner = launcher.container_runner if plan.image is not None else launcher.runner
+        if runner is None:
+            runner = launcher.runner
+        user = plan.user if plan.user is not None else framework.info.get("user", "")
+        fetcher = launcher.fetcher(agent)
+        proc = TaskProcess(launch, runner, plan.uris, lambda proc: None,
+                           lambda proc, status, error: self._on_exit(executor, proc, status,
+                                                                     error),
+                           fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
+                               uris, sandbox, user, cancelled, run_as),
+                           isolator=launcher.isolator, user=user,
+                           switch=launcher.user_switch if plan.image is None else None)
+        executor.proc = proc
+        self.records.procs.add(proc)
+        proc.start()
+        self.loop.schedule(self.registration_timeout, self._registration_timeout, executor)
+        log.info("executor %s of framework %s starting on agent %s", executor.id,
+                 framework.id, agent.id)
+
+    def _limits(self, executor, tasks):
+        """The cgroup limits of its container: its own resources and its
+        live tasks' (``Slave::computeExecutorLimits``; the containerizer's
+        ``update`` as tasks come and go)."""
+        cpus = executor.resources.get("cpus") + sum(t.resources.get("cpus") for t in tasks)
+        mem = executor.resources.get("mem") + sum(t.resources.get("mem") for t in tasks)
+        return self.launcher.isolator.limits(cpus, mem)
+
+    def _resize(self, executor):
+        """Its cgroups sized to it and its live tasks (best effort)."""
+        proc = executor.proc
+        cgroups = getattr(proc, "cgroups", None)
+        if cgroups is None or self.launcher.isolator is None:
+            return
+        cgroups.limits = self._limits(executor, [t for t in executor.tasks()
+                                                 if not t.terminal])
+        try:
+            cgroups.apply()
+        except OSError as exc:
+            log.warning("executor %s: cannot resize its cgroups: %s", executor.id, exc)
+
+    def _send_task(self, executor, task):
+        executor.ever_sent_task = True
+        executor.launched[task.id] = task
+        executor.subscription.send({"type": "LAUNCH", "launch": {"task": task.info}})
+
+    # -- the executor API (api/executor_api.py) ----------------------------------
+
+    def find(self, agent, call):
+        """The executor a call names on ``agent``: CallError 400 as
+        ``Http::executor`` (src/slave/http.cpp) answers an unknown one."""
+        framework_id = call["framework_id"]["value"]
+        if framework_id not in self.records.frameworks:
+            raise CallError(400, "Framework cannot be found")
+        executor = self.records.executors.get((agent.id, framework_id,
+                                               call["executor_id"]["value"]))
+        if executor is None:
+            raise CallError(400, "Executor cannot be found")
+        return executor
+
+    def subscribe(self, agent, call):
+        """SUBSCRIBE: the Subscription to stream (``Slave::subscribe``)."""
+        executor = self.find(agent, call)
+        framework = self.records.frameworks[executor.framework_id]
+        subscription = Subscription(framework.id, HEARTBEAT_INTERVAL)
+        if executor.state in ("TERMINATING", "TERMINATED"):
+            subscription.send({"type": "SHUTDOWN"})
+            subscription.close()
+            return subscription
+        if executor.subscription is not None:   # a retried or second SUBSCRIBE
+            executor.subscription.close()
+        executor.state = "RUNNING"
+        executor.subscription = subscription
+        framework_info = dict(framework.info, id=mesos_id(framework.id))
+        subscription.send({"type": "SUBSCRIBED", "subscribed": {
+            "executor_info": executor.info, "framework_info": framework_info,
+            "agent_info": agent_info(agent),
+            "container_id": {"value": executor.container_id}}})
+        for update in call["subscribe"].get("unacknowledged_updates", []):
+            self.update(agent, executor, update["status"])
+        if not executor.ever_sent_task and not executor.queued:
+            # MESOS-8411: its only tasks were killed before it subscribed.
+            self.shutdown(executor)
+            return subscription
+        queued, executor.queued = executor.queued, {}
+        for task in queued.values():
+            self._send_task(executor, task)
+        log.info("executor %s of framework %s subscribed", executor.id, framework.id)
+        return subscription
+
+    def stream_ended(self, subscription):
+        """Its SUBSCRIBE stream ended: it may subscribe again."""
+        for executor in self.records.executors.values():
+            if executor.subscription is subscription:
+                executor.subscription = None
+
+    def check_subscribed(self, executor):
+        if executor.state == "REGISTERING":
+            raise CallError(403, "Executor is not subscribed")
+
+    def update(self, agent, executor, status):
+        """UPDATE (``Slave::statusUpdate``): the task's update, forwarded
+        reliably with the executor's uuid; ACKNOWLEDGED once taken."""
+        raw = base64.b64decode(status["uuid"])
+        task_id = status["task_id"]["value"]
+        framework = self.records.frameworks.get(executor.framework_id)
+        task = framework.tasks.get(task_id) if framework is not None else None
+        if task is None or task.executor is not executor:
+            log.warning("executor %s: update %s of unknown task %s dropped", executor.id,
+                        status["state"], task_id)
+        elif raw in executor.uuids:
+            log.debug("executor %s: duplicate update of task %s dropped", executor.id, task_id)
+        elif task.terminal or task.removed:
+            log.warning("executor %s: update %s of task %s, already %s, dropped",
+                        executor.id, status["state"], task_id, task.state)
+        else:
+            executor.uuids.add(raw)
+            fields = {key: status[key] for key in _STATUS_FIELDS if key in status}
+            fields["executor_id"] = mesos_id(executor.id)
+            fields["container_status"] = container_status(task)
+            self.updates.update(task, status["state"], "SOURCE_EXECUTOR",
+                                raw=raw, fields=fields)
+            if task.terminal:
+                executor.launched.pop(task_id, None)
+                self._resize(executor)
+        if executor.subscription is not None:
+            executor.subscription.send({"type": "ACKNOWLEDGED", "acknowledged": {
+                "task_id": status["task_id"], "uuid": status["uuid"]}})
+
+    def message(self, agent, executor, data):
+        """MESSAGE (``Slave::executorMessage``, ``Master::executorMessage``):
+        to the scheduler as a MESSAGE event, if it is connected."""
+        framework = self.records.frameworks.get(executor.framework_id)
+        if framework is not None:
+            framework.send({"type": "MESSAGE", "message": {
+                "agent_id": mesos_id(agent.id), "executor_id": mesos_id(executor.id),
+                "data": data}})
+
+    # -- the scheduler's calls ------------------------------------------------------
+
+    def scheduler_message(self, framework, agent_id, executor_id, data):
+        """The scheduler's MESSAGE (``Master::message``, ``Slave::
+        schedulerMessage``): a MESSAGE event to a subscribed executor;
+        dropped otherwise, as Mesos drops it (no delivery guarantee)."""
+        executor = self.records.executors.get((agent_id, framework.id, executor_id))
+        if executor is None or executor.state != "RUNNING" or executor.subscription is None:
+            log.info("framework %s: message to executor %s on agent %s dropped (not "
+                     "running)", framework.id, executor_id, agent_id)
+            return
+        executor.subscription.send({"type": "MESSAGE", "message": {"data": data}})
+
+    def kill_task(self, task, kill_policy=None):
+        """The scheduler's KILL of an executor's task (``Slave::killTask``):
+        a KILL event to the executor, which reports the end; a task not
+        yet sent to it ends here, TASK_KILLED, and an executor left with
+        nothing to run is shut down."""
+        executor = task.executor
+        if task.id in executor.queued:
+            del executor.queued[task.id]
+            self.updates.update(task, "TASK_KILLED", "SOURCE_AGENT",
+                                "REASON_TASK_KILLED_DURING_LAUNCH", "Killed before delivery "
+                                "to the executor")
+            if not executor.queued and not executor.launched:
+                self.shutdown(executor)
+            return
+        if executor.subscription is None:
+            return
+        kill = {"task_id": mesos_id(task.id)}
+        if kill_policy:
+            kill["kill_policy"] = kill_policy
+        executor.subscription.send({"type": "KILL", "kill": kill})
+
+    def shutdown_executor(self, framework, agent_id, executor_id):
+        """The scheduler's SHUTDOWN (``Master::shutdown``, ``Slave::
+        shutdownExecutor``): unknown or terminating executors are ignored."""
+        executor = self.records.executors.get((agent_id, framework.id, executor_id))
+        if executor is not None and executor.state in ("REGISTERING", "RUNNING"):
+            self.shutdown(executor)
+
+    def shutdown_framework(self, framework):
+        """The framework was removed (``Slave::shutdownFramework``): each of
+        its executors is shut down; its tasks are the master's to end."""
+        for executor in list(self.records.executors.values()):
+            if executor.framework_id == framework.id \
+                    and executor.state in ("REGISTERING", "RUNNING"):
+                self.shutdown(executor)
+
+    def shutdown(self, executor):
+        """``Slave::_shutdownExecutor``: SHUTDOWN to it, destroyed after its
+        grace period if it is still there."""
+        executor.state = "TERMINATING"
+        if executor.subscription is not None:
+            executor.subscription.send({"type": "SHUTDOWN"})
+        executor.generation += 1
+        self.loop.schedule(self.grace(executor), self._shutdown_timeout, executor,
+                           executor.generation)
+
+    def _shutdown_timeout(self, executor, generation):
+        with self.records.lock:
+            if executor.state == "TERMINATING" and executor.generation == generation \
+                    and executor.proc is not None:
+                log.info("executor %s did not exit within its shutdown grace period: "
+                         "killing it", executor.id)
+                executor.proc.kill_at_once()
+
+    def _registration_timeout(self, executor):
+        with self.records.lock:
+            if executor.state != "REGISTERING" or executor.proc is None:
+                return
+            log.info("executor %s did not subscribe within %s: killing it", executor.id,
+                     stringify_duration(self.registration_timeout))
+            executor.state = "TERMINATING"
+            executor.pending_termination = (
+                "TASK_FAILED", "REASON_EXECUTOR_REGISTRATION_TIMEOUT",
+                "Executor did not register within %s"
+                % stringify_duration(self.registration_timeout))
+            executor.proc.kill_at_once()
+
+    def remove_agent(self, agent_id):
+        """Its agent is gone: its executors are killed at once, their tasks
+        the master's to report."""
+        for executor in list(self.records.executors.values()):
+            if executor.agent_id == agent_id:
+                executor.removed = True
+                executor.state = "TERMINATING"
+                if executor.proc is not None:
+                    executor.proc.kill_at_once()
+
+    # -- its end ------------------------------------------------------------------
+
+    def _on_exit(self, executor, proc, status, error):
+        """Its process ended (``Slave::executorTerminated``)."""
+        with self.records.lock:
+            self.records.procs.discard(proc)
+            executor.state = "TERMINATED"
+            if executor.subscription is not None:
+                executor.subscription.close()
+                executor.subscription = None
+            if self.records.executors.get(executor.key) is executor:
+                del self.records.executors[executor.key]
+            self._release(executor)
+            termination = self._termination(executor, proc, error)
+            framework = self.records.frameworks.get(executor.framework_id)
+            for task in executor.tasks():
+                if task.removed or task.terminal or not self.records.running \
+                        or framework is None:
+                    self.allocator.release(task)
+                    continue
+                self.updates.update(task, *termination)
+            executor.queued.clear()
+            executor.launched.clear()
+            log.info("executor %s of framework %s ended (%s)", executor.id,
+                     executor.framework_id, error or "status %s" % status)
+            if framework is not None and not executor.removed and self.records.running:
+                framework.send({"type": "FAILURE", "failure": {
+                    "agent_id": mesos_id(executor.agent_id),
+                    "executor_id": mesos_id(executor.id), "status": wait_status(status)}})
+
+    @staticmethod
+    def _termination(executor, proc, error):
+        """(state, source, reason, message) of its live tasks' last update
+        (``sendExecutorTerminatedStatusUpdate``)."""
+        if proc.limitation is not None:
+            return ("TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LIMITATION_MEMORY",
+                    proc.limitation)
+        if executor.pending_termination is not None:
+            state, reason, message = executor.pending_termination
+            return state, "SOURCE_AGENT", reason, message
+        if error is not None:
+            return ("TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED",
+                    "Failed to launch container: %s" % error)
+        return "TASK_FAILED", "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED", "Executor terminated"
+
+    def _release(self, executor):
+        """Give its own resources and GPUs back to its agent (once)."""
+        if executor.released:
+            return
+        executor.released = True
+        agent = self.records.agents.get(executor.agent_id)
+        if agent is not None:
+            agent.used.subtract(executor.resources)
+            agent.available.add(executor.resources)
+            agent.give_gpus(executor.gpu_ids)
+        self.allocator.request()
+
+
+__all__ = ["Executors", "stringify_duration", "wait_status", "HEARTBEAT_INTERVAL",
+           "REGISTRATION_TIMEOUT", "SHUTDOWN_GRACE_PERIOD"]

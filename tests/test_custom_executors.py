@@ -1,0 +1,313 @@
+"""Custom executors on the local master (``TaskInfo.executor``; issue 34,
+item 4): a scheduler (the raw HTTP test client) launches tasks on an
+executor written against the raw v1 executor API (``raw_executor.py``, a
+plain Python process), as Mesos' agents run one (src/slave/slave.cpp,
+src/slave/http.cpp, docs/executor-http-api.md)."""
+
+import base64
+import json
+import os
+import sys
+import time
+
+import pytest
+import requests
+from fixtures_master import clients, leftover_processes, make_local_master, read_file
+from mesos_http_client import offered, scalar, task_info
+
+from mesos_local.api import validation as schema
+
+EXECUTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw_executor.py")
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
+def executor_info(executor_id="ex", command=None, **fields):
+    info = {"executor_id": {"value": executor_id}, "name": "raw executor",
+            "command": {"value": command or "%s %s" % (sys.executable, EXECUTOR)},
+            "resources": [scalar("cpus", 0.1), scalar("mem", 32)]}
+    info.update(fields)
+    return info
+
+
+def executor_task(task_id, offer, executor, data=None):
+    info = task_info(task_id, offer, "unused")
+    del info["command"]
+    info["executor"] = executor
+    if data is not None:
+        info["data"] = b64(data)
+    return info
+
+
+def next_message(client, timeout=30):
+    event = client.next_event("MESSAGE", timeout=timeout)["message"]
+    return event, base64.b64decode(event["data"]).decode()
+
+
+def messages_until(client, wanted, timeout=30):
+    """The executor's messages (text) until one equal to ``wanted``."""
+    seen = []
+    while wanted not in seen:
+        seen.append(next_message(client, timeout)[1])
+    return seen
+
+
+def agent_base(master):
+    pid = master.state()["slaves"][0]["pid"]
+    return "http://" + pid.rpartition("@")[2]
+
+
+def events_of(sandbox):
+    text = read_file(os.path.join(sandbox, "events.jsonl"))
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def wait_gone(master, timeout=30):
+    deadline = time.monotonic() + timeout
+    while leftover_processes(master) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftover_processes(master) == []
+
+
+def test_two_tasks_on_one_executor(make_local_master, clients):
+    """One executor process runs both tasks: SUBSCRIBED then a LAUNCH each,
+    updates forwarded with its uuids, ACKNOWLEDGED for each, MESSAGEs both
+    ways, KILL as a KILL event; SHUTDOWN ends it (FAILURE, status 0)."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    agent_id = offer["agent_id"]
+    executor = executor_info()
+    client.launch(offer, [executor_task("t1", offer, executor, data="finish"),
+                          executor_task("t2", offer, executor)])
+    running = client.wait_state("t1", "TASK_RUNNING", timeout=30)
+    assert running["source"] == "SOURCE_EXECUTOR"
+    assert running["executor_id"] == {"value": "ex"} and running["agent_id"] == agent_id
+    finished = client.wait_state("t1", "TASK_FINISHED", timeout=30)
+    assert base64.b64decode(finished["data"]) == b"done"
+    client.wait_state("t2", "TASK_RUNNING", timeout=30)
+
+    # The executor hears ACKNOWLEDGED for each of its updates (it tells us so).
+    acked = messages_until(client, "acked t2 TASK_RUNNING")
+    assert {"acked t1 TASK_RUNNING", "acked t1 TASK_FINISHED"} <= set(acked)
+
+    client.call("MESSAGE", {"agent_id": agent_id, "executor_id": {"value": "ex"},
+                            "data": b64("hello")})
+    event, text = next_message(client)
+    assert text == "echo hello"
+    assert event["agent_id"] == agent_id and event["executor_id"] == {"value": "ex"}
+
+    client.kill("t2")
+    killed = client.wait_state("t2", "TASK_KILLED", timeout=30)
+    assert killed["source"] == "SOURCE_EXECUTOR"
+
+    sandbox = master.sandbox("t1")
+    assert sandbox == master.sandbox("t2") and "/executors/ex/runs/" in sandbox
+    env = json.loads(read_file(os.path.join(sandbox, "env.json"), contains="}"))
+    assert env["MESOS_AGENT_ENDPOINT"] == agent_base(master).partition("//")[2]
+    assert env["MESOS_SLAVE_PID"] == "slave(1)@" + env["MESOS_AGENT_ENDPOINT"]
+    assert (env["MESOS_FRAMEWORK_ID"], env["MESOS_EXECUTOR_ID"]) == (client.framework_id, "ex")
+    assert env["MESOS_DIRECTORY"] == env["MESOS_SANDBOX"] == sandbox
+    assert env["MESOS_CHECKPOINT"] == env["MESOS_HTTP_COMMAND_EXECUTOR"] == "0"
+    assert env["MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"] == "5secs"
+    assert env["MESOS_AGENT_ID"] == agent_id["value"] and "MESOS_TASK_ID" not in env
+
+    client.call("SHUTDOWN", {"agent_id": agent_id, "executor_id": {"value": "ex"}})
+    failure = client.next_event("FAILURE", timeout=30)["failure"]
+    assert failure == {"agent_id": agent_id, "executor_id": {"value": "ex"}, "status": 0}
+    events = events_of(sandbox)
+    for event in events:
+        schema.validate_message("executor.Event", event)
+    kinds = [event["type"] for event in events]
+    assert kinds[0] == "SUBSCRIBED" and kinds.count("SUBSCRIBED") == 1
+    assert [e["launch"]["task"]["task_id"]["value"] for e in events if e["type"] == "LAUNCH"] \
+        == ["t1", "t2"]
+    assert kinds[-1] == "SHUTDOWN" and "KILL" in kinds and "MESSAGE" in kinds
+    subscribed = events[0]["subscribed"]
+    assert subscribed["executor_info"]["executor_id"] == {"value": "ex"}
+    assert subscribed["executor_info"]["framework_id"] == {"value": client.framework_id}
+    assert subscribed["framework_info"]["id"] == {"value": client.framework_id}
+    assert subscribed["agent_info"]["id"] == agent_id
+    assert subscribed["container_id"]["value"] in sandbox
+    wait_gone(master)
+
+
+def test_executor_death_fails_its_tasks(make_local_master, clients):
+    """An executor that exits: its live task TASK_FAILED from the agent
+    (REASON_EXECUTOR_TERMINATED), a FAILURE with its wait status; its
+    resources come back, and a next task with its id starts a new one."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    agent_id = offer["agent_id"]
+    client.launch(offer, [executor_task("t1", offer, executor_info())],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("t1", "TASK_RUNNING", timeout=30)
+    client.call("MESSAGE", {"agent_id": agent_id, "executor_id": {"value": "ex"},
+                            "data": b64("exit 3")})
+    failed = client.wait_state("t1", "TASK_FAILED", timeout=30)
+    assert (failed["source"], failed["reason"], failed["message"]) == (
+        "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED", "Executor terminated")
+    assert "uuid" in failed
+    failure = client.next_event("FAILURE", timeout=30)["failure"]
+    assert failure == {"agent_id": agent_id, "executor_id": {"value": "ex"}, "status": 3 << 8}
+    wait_gone(master)
+    offer = client.next_offers(timeout=30)[0]
+    while offered(offer, "cpus") != 4:   # the agent's all: the executor's came back too
+        client.decline([offer])
+        client.call("REVIVE")
+        offer = client.next_offers(timeout=30)[0]
+    client.launch(offer, [executor_task("t2", offer, executor_info(), data="finish")])
+    client.wait_state("t2", "TASK_FINISHED", timeout=30)
+
+
+def test_executor_that_never_subscribes_is_killed(make_local_master, clients):
+    """``--executor_registration_timeout``: destroyed, its task TASK_FAILED
+    with REASON_EXECUTOR_REGISTRATION_TIMEOUT (Slave::registerExecutorTimeout)."""
+    master = make_local_master(executor_registration_timeout=0.5)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info(command="sleep 60"))])
+    failed = client.wait_state("t1", "TASK_FAILED", timeout=30)
+    assert (failed["source"], failed["reason"], failed["message"]) == (
+        "SOURCE_AGENT", "REASON_EXECUTOR_REGISTRATION_TIMEOUT",
+        "Executor did not register within 500ms")
+    failure = client.next_event("FAILURE", timeout=30)["failure"]
+    assert failure["status"] == 9     # SIGKILL
+    wait_gone(master)
+
+
+def test_teardown_shuts_the_executor_down(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info())])
+    client.wait_state("t1", "TASK_RUNNING", timeout=30)
+    sandbox = master.sandbox("t1")
+    client.call("TEARDOWN")
+    wait_gone(master)
+    assert events_of(sandbox)[-1] == {"type": "SHUTDOWN"}
+
+
+def test_deaf_executor_is_destroyed_after_its_grace_period(make_local_master, clients):
+    """SHUTDOWN to an executor that ignores it: destroyed after
+    ``shutdown_grace_period`` (Slave::shutdownExecutorTimeout)."""
+    master = make_local_master(executor_registration_timeout=0.5)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    executor = executor_info(command="trap '' TERM; sleep 60",
+                             shutdown_grace_period={"nanoseconds": 200000000})
+    client.launch(offer, [executor_task("t1", offer, executor)])
+    client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "ex"}})
+    failure = client.next_event("FAILURE", timeout=30)["failure"]
+    assert failure["status"] == 9
+    wait_gone(master)
+
+
+def test_invalid_executor_tasks(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    no_command = executor_info("a")
+    del no_command["command"]
+    default = executor_info("b", type="DEFAULT")
+    del default["command"]
+    foreign = executor_info("c", framework_id={"value": "someone-else"})
+    big = executor_info("d", resources=[scalar("cpus", 4)])
+    client.launch(offer, [
+        executor_task("no-command", offer, no_command),
+        executor_task("default", offer, default),
+        executor_task("foreign", offer, foreign),
+        executor_task("big", offer, big),
+        executor_task("first", offer, executor_info("e")),
+        executor_task("other", offer, executor_info("e", name="another name")),
+    ])
+    expected = {
+        "no-command": "'ExecutorInfo.command' must be set",
+        "default": "'ExecutorInfo.type' must be 'CUSTOM'",
+        "foreign": "ExecutorInfo has an invalid FrameworkID (Actual: someone-else vs "
+                   "Expected: %s)" % client.framework_id,
+        "big": "Total resources cpus:4.1; mem:32 required by task and its executor is more "
+               "than available",
+        "other": "ExecutorInfo is not compatible with existing ExecutorInfo with same "
+                 "ExecutorID",
+    }
+    seen = {}
+    while len(seen) < len(expected):
+        status = client.next_update(timeout=30)
+        if status["state"] == "TASK_ERROR":
+            assert status["reason"] == "REASON_TASK_INVALID"
+            seen[status["task_id"]["value"]] = status["message"]
+        elif "uuid" in status:
+            client.acknowledge(status)
+    for task_id, text in expected.items():
+        assert seen[task_id].startswith(text), (task_id, seen[task_id])
+
+
+def test_bad_executor_calls(make_local_master, clients):
+    """Each answered once with Mesos' wording (Http::executor), the body
+    bounded, the connection not held."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info(command="sleep 60"))])
+    url = agent_base(master) + "/api/v1/executor"
+    ids = {"framework_id": {"value": client.framework_id}, "executor_id": {"value": "ex"}}
+
+    def post(body, content_type="application/json", **headers):
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        return requests.post(url, data=data, headers=headers, timeout=10)
+
+    def expect(response, status, text):
+        assert (response.status_code, response.text) == (status, text)
+        assert int(response.headers["Content-Length"]) == len(response.content)
+
+    expect(post({}, content_type=None), 400, "Expecting 'Content-Type' to be present")
+    assert post({}, content_type="text/plain").status_code == 415
+    assert post({}, content_type="application/x-protobuf").status_code == 415
+    assert post("{", ).text.startswith("Failed to parse body into JSON")
+    response = post({"type": "SUBSCRIBE", "subscribe": {}})
+    assert response.status_code == 400
+    assert response.text.startswith("Failed to convert JSON into Call protobuf")
+    expect(post(dict(ids)), 400, "Failed to validate Executor::Call: Expecting 'type' to be "
+                                 "present")
+    expect(post(dict(ids, type="SUBSCRIBE")), 400,
+           "Failed to validate Executor::Call: Expecting 'subscribe' to be present")
+    status = {"task_id": {"value": "t1"}, "state": "TASK_RUNNING",
+              "uuid": base64.b64encode(os.urandom(16)).decode()}
+    expect(post(dict(ids, type="UPDATE", update={"status": status})), 400,
+           "Failed to validate Executor::Call: Received Call from executor ex of framework %s "
+           "with invalid source, expecting 'SOURCE_EXECUTOR'" % client.framework_id)
+    status["source"] = "SOURCE_EXECUTOR"
+    expect(post(dict(ids, type="UPDATE", update={"status": dict(status, uuid=b64("x"))})),
+           400, "Failed to validate Executor::Call: Not a valid UUID")
+    expect(post(dict(ids, type="UPDATE", update={"status": dict(status,
+                                                                  state="TASK_STAGING")})),
+           400, "Failed to validate Executor::Call: Received TASK_STAGING from executor ex of "
+                "framework %s which is not allowed" % client.framework_id)
+    expect(post(dict(ids, type="SUBSCRIBE", subscribe={}), Accept="text/html"), 406,
+           "Expecting 'Accept' to allow 'application/json' (the local agent does not speak "
+           "'application/x-protobuf')")
+    expect(post(dict(ids, type="UPDATE", update={"status": status})), 403,
+           "Executor is not subscribed")
+    expect(post(dict(ids, type="MESSAGE", message={"data": b64("x")},
+                     framework_id={"value": "nobody"})), 400, "Framework cannot be found")
+    expect(post(dict(ids, type="MESSAGE", message={"data": b64("x")},
+                     executor_id={"value": "nobody"})), 400, "Executor cannot be found")
+    assert post(dict(ids, type="HEARTBEAT")).status_code == 202
+    response = requests.get(url, timeout=10)
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+    client.call("TEARDOWN")
+    wait_gone(master)
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (5, "5secs"), (60, "1mins"), (90, "90secs"), (0.5, "500ms"), (1.5, "1500ms"),
+    (900, "15mins"), (0, "0ns"), (7200, "2hrs")])
+def test_durations_as_stout_writes_them(seconds, text):
+    from mesos_local.executors import stringify_duration
+    assert stringify_duration(seconds) == text
