@@ -33,7 +33,7 @@ PRIVILEGED_MESSAGE = ("privileged containers are refused by the local master (a 
                       "container is root on this host): drop docker.privileged and the "
                       "'privileged' docker parameter")
 ROOT_HINT = ("use a non-root FrameworkInfo.user or CommandInfo.user, or let the master "
-             "run root containers (tfmesos local-master --allow-root, "
+             "run root containers (mesos-local --allow-root, "
              "LocalMaster(allow_root=True))")
 
 # Docker parameters that lift the user boundary of a container (capabilities,
