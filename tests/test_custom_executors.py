@@ -311,3 +311,35 @@ def test_bad_executor_calls(make_local_master, clients):
 def test_durations_as_stout_writes_them(seconds, text):
     from mesos_local.executors import stringify_duration
     assert stringify_duration(seconds) == text
+
+
+def test_pymesos_executor_driver(make_local_master, clients):
+    """pymesos' MesosExecutorDriver (``pymesos_executor.py``) runs two tasks
+    and echoes a message. pymesos 0.3.15 needs http-parser, whose C
+    extension does not build on Python 3.11 (pymesos issue #130): it runs
+    on http-parser's pure-Python parser, where both import."""
+    pymesos = pytest.importorskip("pymesos")
+    http_parser = pytest.importorskip("http_parser.http")
+    # The executor starts from the agent's environment, not this one's.
+    path = os.pathsep.join(sorted({os.path.dirname(os.path.dirname(module.__file__))
+                                   for module in (pymesos, http_parser)}))
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    script = os.path.join(os.path.dirname(EXECUTOR), "pymesos_executor.py")
+    executor = executor_info("pm", command="%s %s" % (sys.executable, script))
+    executor["command"]["environment"] = {"variables": [{"name": "PYTHONPATH",
+                                                         "value": path}]}
+    client.launch(offer, [executor_task("a", offer, executor, data="finish"),
+                          executor_task("b", offer, executor)])
+    finished = client.wait_state("a", "TASK_FINISHED", timeout=30)
+    assert finished["source"] == "SOURCE_EXECUTOR"
+    client.wait_state("b", "TASK_RUNNING", timeout=30)
+    client.call("MESSAGE", {"agent_id": offer["agent_id"], "executor_id": {"value": "pm"},
+                            "data": b64("hi")})
+    assert next_message(client)[1] == "echo hi"
+    client.kill("b")
+    client.wait_state("b", "TASK_KILLED", timeout=30)
+    client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "pm"}})
+    assert client.next_event("FAILURE", timeout=30)["failure"]["executor_id"] == {"value": "pm"}
+    wait_gone(master)
