@@ -69,7 +69,17 @@ INTEGRATION_MODULES = frozenset((
     "test_usage", "test_warm_tasks", "test_benchmarks", "test_leftovers", "test_readme_detach",
     "test_framework_runs", "test_run_frameworks", "test_torch_elastic", "test_operator_follow",
     "test_torch_detached", "test_agent_endpoints", "test_lightning_runs", "test_protobuf_api",
-    "test_custom_executors"))
+    "test_custom_executors", "test_mesos_local_package"))
+# The embedded master's own tests (``pytest -m mesos_local``): mesos_local
+# through its API, raw HTTP and clients this project did not write, with
+# nothing of tfmesos but its TensorFlow-free Mesos client and wire names
+# (test_import_graph checks that, test_mesos_local_package that they are
+# collected with TensorFlow, PyTorch and JAX absent).
+MESOS_LOCAL_MODULES = frozenset((
+    "test_agent_endpoints", "test_avmesos", "test_custom_executors", "test_fetcher",
+    "test_local_endpoints", "test_local_files", "test_local_filters", "test_local_master",
+    "test_local_schema", "test_master_http_bounds", "test_mesos_local_package", "test_operator_api",
+    "test_operator_events", "test_operator_routing", "test_protobuf_api", "test_task_exit"))
 
 
 def pytest_configure(config):
@@ -93,6 +103,18 @@ def pytest_configure(config):
     os.environ["TFMESOS_LOCAL_PORTS"] = "%d-%d" % (20000 + 2750 * slot, 22749 + 2750 * slot)
 
 
+def pytest_ignore_collect(collection_path, config):
+    """``-m mesos_local`` (or ``-m "mesos_local and ..."``) imports only the
+    embedded master's own test modules: the others may import TensorFlow or
+    PyTorch as they load."""
+    expression = config.getoption("markexpr") or ""
+    if ((expression == "mesos_local" or expression.startswith("mesos_local and "))
+            and collection_path.suffix == ".py" and collection_path.name.startswith("test_")
+            and collection_path.stem not in MESOS_LOCAL_MODULES):
+        return True
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -101,6 +123,8 @@ def pytest_collection_modifyitems(config, items):
         if (fixtures & INTEGRATION_FIXTURES or module in INTEGRATION_MODULES
                 or any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)):
             item.add_marker(pytest.mark.integration)
+        if module in MESOS_LOCAL_MODULES:
+            item.add_marker(pytest.mark.mesos_local)
         group = next((name for name, needs in SHARED_SERVERS
                       if fixtures & needs or item.get_closest_marker(name) is not None), None)
         if group is None and item.get_closest_marker("tensorflow") is not None:

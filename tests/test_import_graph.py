@@ -194,3 +194,31 @@ def test_mesos_local_s_public_names_are_there_and_imported_on_first_use():
                             timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[]", "[]", "True"], result.stdout
+
+
+def test_mesos_local_s_own_tests_import_no_tensorflow():
+    # `pytest -m mesos_local` (conftest's MESOS_LOCAL_MODULES): the
+    # embedded master's tests, through the helpers they import (anywhere in
+    # a file), reach neither TensorFlow, Keras, PyTorch nor JAX, and of
+    # tfmesos only its TensorFlow-free Mesos client and wire names.
+    from conftest import MESOS_LOCAL_MODULES
+    allowed = ("tfmesos.mesos", "tfmesos.protocol")
+    absent = ("tensorflow", "tf_keras", "keras", "torch", "jax", "jaxlib")
+    helpers = {name[:-3] for name in os.listdir(TESTS) if name.endswith(".py")} - {"conftest"}
+    wrong = []
+    for test_module in sorted(MESOS_LOCAL_MODULES):
+        assert test_module in helpers, "no tests/%s.py" % test_module
+        seen, pending = set(), [test_module]
+        while pending:
+            current = pending.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for module, _ in imports(os.path.join(TESTS, current + ".py")):
+                top = module.split(".")[0]
+                if top in helpers:
+                    pending.append(top)
+                elif top in absent or (top == "tfmesos" and not any(
+                        module == a or module.startswith(a + ".") for a in allowed)):
+                    wrong.append("%s (through %s): %s" % (test_module, current, module))
+    assert not wrong, "mesos_local's own tests importing TensorFlow or tfmesos: %s" % wrong
