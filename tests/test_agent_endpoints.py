@@ -304,6 +304,7 @@ class OutputReader:
         self.status, self.headers = read_head(self.reader)
         self.pending = b""
         self.output = {"STDOUT": b"", "STDERR": b""}
+        self.seen = []           # every record
         self.ended = False
 
     def records(self):
@@ -322,6 +323,7 @@ class OutputReader:
                 break
             out.append(json.loads(rest[:int(header)]))
             self.pending = rest[int(header):]
+        self.seen += out
         for record in out:
             if record["type"] == "DATA":
                 data = record["data"]
@@ -392,14 +394,17 @@ def test_attach_without_accept_answers_json_records_and_a_second_client_too(
     [base] = bases(master).values()
     launch_running(client, master, "ticker", "until [ -e stop ]; do echo tick; sleep 0.05; done")
     container_id = container_of(base, "ticker")
+    agent_server(master).attach_heartbeat_interval = 0.1
     plain = OutputReader(base, container_id, headers=(("Content-Type", "application/json"),))
     other = OutputReader(base, container_id)
     try:
         # For backwards compatibility Mesos answers application/json (Http::api).
         assert plain.status == 200 and plain.headers["content-type"] == "application/json"
         assert "message-content-type" not in plain.headers
+        beat = {"type": "CONTROL", "control": {"type": "HEARTBEAT", "heartbeat": {
+            "interval": {"nanoseconds": 100000000}}}}
         for stream in (plain, other):
-            stream.until(lambda s: s.output["STDOUT"].count(b"tick\n") >= 2)
+            stream.until(lambda s: s.output["STDOUT"].count(b"tick\n") >= 2 and beat in s.seen)
             assert set(stream.output["STDOUT"].split(b"\n")) <= {b"tick", b""}
         open(os.path.join(master.sandbox("ticker"), "stop"), "w").close()
         for stream in (plain, other):
