@@ -247,6 +247,11 @@ def test_sandboxes_are_laid_out_as_mesos_lays_them_out(make_local_master, client
                                 client.framework_id, "executors", "echoer", "runs",
                                 executor["container"])
         assert executor["directory"] == expected == master.sandbox("echoer")
+        # The master's /state names it too (its tasks' own ``sandbox``).
+        [done] = [t for t in master.state()["frameworks"][0]["completed_tasks"]
+                  if t["statuses"][0]["container_status"]["container_id"]["value"]
+                  == executor["container"]]
+        assert done["sandbox"] == expected
         directories.append(expected)
     first, second = directories
     assert first != second
