@@ -79,7 +79,8 @@ MESOS_LOCAL_MODULES = frozenset((
     "test_agent_endpoints", "test_avmesos", "test_custom_executors", "test_fetcher",
     "test_local_endpoints", "test_local_files", "test_local_filters", "test_local_master",
     "test_local_schema", "test_master_http_bounds", "test_mesos_local_package", "test_operator_api",
-    "test_operator_events", "test_operator_routing", "test_protobuf_api", "test_task_exit"))
+    "test_operator_events", "test_operator_routing", "test_proto_codec", "test_protobuf_api",
+    "test_task_exit"))
 
 
 def pytest_configure(config):
