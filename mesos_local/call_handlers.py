@@ -1,6 +1,6 @@
 """The scheduler calls but SUBSCRIBE: ``SchedulerCalls.handle`` checks the
-caller (framework, stream id) and runs ``_call_<type>``: ACCEPT (LAUNCH
-only), DECLINE, REVIVE, SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, TEARDOWN,
+caller (framework, stream id) and runs ``_call_<type>``: ACCEPT (LAUNCH and
+LAUNCH_GROUP), DECLINE, REVIVE, SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, TEARDOWN,
 UPDATE_FRAMEWORK, SHUTDOWN and MESSAGE (to custom executors: ``executors.py``),
 RECONCILE_OPERATIONS, and the calls with nothing to do here (REQUEST,
 inverse offers, operation acknowledgements).
@@ -19,6 +19,10 @@ from .records import Offer, mesos_id
 from .resources import Resources
 
 log = logging.getLogger(__name__)
+
+
+# The ACCEPT operations served here and the field each needs.
+_LAUNCHES = {"LAUNCH": "launch", "LAUNCH_GROUP": "launch_group"}
 
 
 class SchedulerCalls:
@@ -72,15 +76,17 @@ class SchedulerCalls:
         operations = accept.get("operations", [])
         for index, operation in enumerate(operations):
             kind = operation.get("type")
-            if kind != "LAUNCH":
+            if kind not in _LAUNCHES:
                 raise CallError(400, "Call.accept.operations[%d]: operation type %s is not "
-                                     "supported by the local master (only LAUNCH)"
-                                % (index, kind or "(unset)"))
-            if "launch" not in operation:
-                raise CallError(400, "Call.accept.operations[%d]: a LAUNCH operation needs "
-                                     "'launch'" % index)
+                                     "supported by the local master (only LAUNCH and "
+                                     "LAUNCH_GROUP)" % (index, kind or "(unset)"))
+            if _LAUNCHES[kind] not in operation:
+                raise CallError(400, "Call.accept.operations[%d]: a %s operation needs '%s'"
+                                % (index, kind, _LAUNCHES[kind]))
         task_infos = [info for operation in operations
-                      for info in operation["launch"].get("task_infos", [])]
+                      for info in (operation["launch"].get("task_infos", [])
+                                   if operation["type"] == "LAUNCH" else
+                                   operation["launch_group"]["task_group"].get("tasks", []))]
         offer_ids = [offer_id["value"] for offer_id in accept.get("offer_ids", [])]
         offers, error = self._take_offers(framework, offer_ids)
         pool = Resources()
@@ -92,8 +98,13 @@ class SchedulerCalls:
         agent = self.records.agents[offers[0].agent_id]
         role = offers[0].role
         seen: set[str] = set()   # task ids launched by this call
-        for info in task_infos:
-            self.tasks.launch(framework, agent, info, pool, role, seen)
+        for operation in operations:   # in order, as Master::_accept takes them
+            if operation["type"] == "LAUNCH":
+                for info in operation["launch"].get("task_infos", []):
+                    self.tasks.launch(framework, agent, info, pool, role, seen)
+            else:
+                self.tasks.executors.launch_group(framework, agent, operation["launch_group"],
+                                                  pool, role, seen)
         agent.available.add(pool)
         self.allocator.refuse(framework, agent.id, pool, accept.get("filters"))
         self.allocator.request()

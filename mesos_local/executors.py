@@ -33,6 +33,8 @@ lock held.
 
 import base64
 import logging
+import os
+import uuid
 
 from .api.operator_json import agent_info, event_task_added
 from .api.stream import Subscription
@@ -43,13 +45,16 @@ from .containerizer.planning import (
     build_launch,
     check_container_user,
     check_executor,
+    check_group_executor,
     duration_seconds,
     gpu_count,
     plan_executor,
+    plan_task,
 )
+from .containerizer.users import UserError, give_sandbox
 from .errors import CallError
 from .records import Executor, Task, mesos_id
-from .resources import ResourceError
+from .resources import ResourceError, Resources
 from .resources import parse as parse_resources
 from .updates import container_status
 
@@ -178,16 +183,22 @@ class Executors:
         else:
             executor.queued[task_id] = task
 
-    def _add(self, framework, agent, info, resources, role, plan):
-        """A new executor: its resources booked, its process started."""
-        executor = Executor(framework.id, agent, info, resources, role, plan)
+    def _add(self, framework, agent, info, resources, role, plan, kind="CUSTOM"):
+        """A new executor: its resources booked, its process started (the
+        DEFAULT executor's part is the agent's: it runs at once)."""
+        executor = Executor(framework.id, agent, info, resources, role, plan, kind)
         executor.gpu_ids = agent.take_gpus(gpu_count(resources))
         agent.used.add(resources)
         self.records.executors[executor.key] = executor
         executor.sandbox = agent.sandbox_path(framework.id, executor.id, executor.container_id)
         self.records.sandboxes[(framework.id, executor.id)] = executor.sandbox
         self.records.runs[(framework.id, executor.id, executor.container_id)] = executor.sandbox
-        self._start(framework, agent, executor)
+        if kind == "DEFAULT":
+            executor.state = "RUNNING"
+            log.info("default executor %s of framework %s running on agent %s", executor.id,
+                     framework.id, agent.id)
+        else:
+            self._start(framework, agent, executor)
         return executor
 
     def _environment(self, framework, agent, executor):
@@ -273,6 +284,196 @@ class Executors:
         executor.launched[task.id] = task
         executor.subscription.send({"type": "LAUNCH", "launch": {"task": task.info}})
 
+    # -- task groups (ACCEPT's LAUNCH_GROUP) --------------------------------------
+
+    def launch_group(self, framework, agent, operation, pool, role, seen):
+        """A LAUNCH_GROUP: its tasks all launch on its executor, or all get
+        TASK_ERROR with the reason (``validation::task::group::validate``,
+        src/master/validation.cpp; docs/nested-container-and-task-group.md)."""
+        raw_executor = operation["executor"]
+        infos = [dict(info) for info in operation["task_group"].get("tasks", [])]
+        try:
+            executor, executor_info, own, plans, resources, total = self._check_group(
+                framework, agent, raw_executor, infos, pool, role, seen)
+        except (TaskInvalid, ResourceError) as exc:
+            for info in infos:
+                self.updates.send_master_update(
+                    framework, info["task_id"]["value"], info["agent_id"]["value"],
+                    "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+            return
+        pool.subtract(total)
+        kind = executor_info["type"]
+        if executor is None:
+            plan = plan_executor(executor_info) if kind == "CUSTOM" else None
+            executor = self._add(framework, agent, executor_info, own, role, plan, kind)
+        group: list[Task] = []
+        for info, plan, task_resources in zip(infos, plans, resources):
+            seen.add(info["task_id"]["value"])
+            info["executor"] = executor_info   # Master::accept sets it on each task
+            task = self._task(framework, agent, executor, info, task_resources, role, plan)
+            task.group = group
+            group.append(task)
+        if executor.state in ("TERMINATING", "TERMINATED"):
+            state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
+            for task in group:
+                self.updates.update(task, state, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED",
+                                    "Executor terminating")
+            return
+        if kind == "DEFAULT":
+            for task in group:
+                self._start_nested(framework, agent, executor, task)
+            return
+        self._resize(executor)
+        if executor.state == "RUNNING" and executor.subscription is not None:
+            self._send_group(executor, group)
+        else:
+            executor.queued_groups.append(group)
+
+    def _check_group(self, framework, agent, raw_executor, infos, pool, role, seen):
+        """(executor or None, ExecutorInfo, its resources, the tasks' plans,
+        the tasks' resources, all the group takes); TaskInvalid otherwise."""
+        if not infos:
+            raise TaskInvalid("Task group must not be empty")   # validateTaskGroup
+        ids = set(seen)
+        for info in infos:
+            self.launcher.check_ids(framework, agent, info, ids)
+            ids.add(info["task_id"]["value"])
+        own = parse_resources(raw_executor.get("resources", []),
+                              multi_role=framework.multi_role, role=role)
+        executor_info = check_group_executor(raw_executor, framework.id, own)
+        for info in infos:
+            if "executor" in info and info["executor"] != raw_executor \
+                    and info["executor"] != executor_info:
+                raise TaskInvalid("The `ExecutorInfo` of task '%s' is different from executor "
+                                  "'%s'" % (info["task_id"]["value"],
+                                            executor_info["executor_id"]["value"]))
+        executor = self.records.executors.get(
+            (agent.id, framework.id, executor_info["executor_id"]["value"]))
+        if executor is not None and executor.info != executor_info:
+            raise TaskInvalid("ExecutorInfo is not compatible with existing ExecutorInfo "
+                              "with same ExecutorID")
+        plans, resources = [], []
+        total = own.copy() if executor is None else Resources()
+        for info in infos:
+            container = info.get("container")
+            if container is not None and container["type"] == "DOCKER":
+                raise TaskInvalid("Docker ContainerInfo is not supported on the task")
+            task_resources = parse_resources(info.get("resources", []),
+                                             multi_role=framework.multi_role, role=role)
+            if executor_info["type"] == "DEFAULT":
+                plan = plan_task({key: value for key, value in info.items()
+                                  if key != "executor"})
+                if plan.image is not None:
+                    plan.user = check_container_user(plan, framework.info.get("user"),
+                                                     self.launcher.root_allowed)
+            else:
+                kill_grace = info.get("kill_policy", {}).get("grace_period")
+                plan = TaskPlan(command="", kill_grace=None if kill_grace is None
+                                else max(0.0, duration_seconds(kill_grace)))
+            plans.append(plan)
+            resources.append(task_resources)
+            total.add(task_resources)
+        gpu_count(total)
+        if not pool.contains(total):
+            raise TaskInvalid("Total resources %s required by task group and its executor are "
+                              "more than available %s" % (total.describe(), pool.describe()))
+        return executor, executor_info, own, plans, resources, total
+
+    def _task(self, framework, agent, executor, info, resources, role, plan):
+        """The master's Task of an executor's task, its resources booked."""
+        task = Task(framework, agent, info, resources, plan, role)
+        task.retry_interval = self.updates.first_retry
+        task.gpu_ids = agent.take_gpus(gpu_count(resources))
+        task.executor = executor
+        if executor.kind == "DEFAULT":
+            # A nested container: its own id and sandbox under the executor's
+            # (containerizer/mesos/paths.cpp getSandboxPath), linked from
+            # tasks/<task id> as the default executor links it.
+            task.container_id = str(uuid.uuid4())
+            task.sandbox = os.path.join(executor.sandbox, "containers", task.container_id)
+        else:
+            task.container_id = executor.container_id   # its tasks run in its container
+            task.sandbox = executor.sandbox
+        agent.used.add(resources)
+        agent.tasks[(framework.id, task.id)] = task
+        framework.tasks[task.id] = task
+        self.records.subscribers.send(lambda: event_task_added(task))
+        return task
+
+    def _send_group(self, executor, group):
+        executor.ever_sent_task = True
+        for task in group:
+            executor.launched[task.id] = task
+        executor.subscription.send({"type": "LAUNCH_GROUP", "launch_group": {
+            "task_group": {"tasks": [task.info for task in group]}}})
+
+    def _start_nested(self, framework, agent, executor, task):
+        """A task of the DEFAULT executor: its nested container's sandbox
+        (and its SANDBOX_PATH volumes), then its process, as a command
+        task's (TASK_STARTING, TASK_RUNNING, its end from the executor)."""
+        executor.launched[task.id] = task
+        try:
+            os.makedirs(task.sandbox, exist_ok=True)
+            link = os.path.join(executor.sandbox, "tasks", task.id)
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            if not os.path.lexists(link):
+                os.symlink(os.path.join("..", "containers", task.container_id), link)
+            self._sandbox_volumes(framework, executor, task)
+        except OSError as exc:
+            log.warning("task %s: cannot prepare its sandbox %s: %s", task.id, task.sandbox,
+                        exc)
+        self.launcher.start_process(framework, agent, task)
+
+    def _sandbox_volumes(self, framework, executor, task):
+        """SANDBOX_PATH volumes (the ``volume/sandbox_path`` isolator): the
+        volume's ``container_path`` in the task's sandbox is a link to
+        ``path`` in its executor's sandbox (PARENT, shared by the group) or
+        its own (SELF), the directory made for the task's user."""
+        user = task.plan.user if task.plan.user is not None else framework.info.get("user", "")
+        try:
+            run_as = self.launcher.user_switch.task_user(user)
+        except UserError:
+            run_as = None     # the launch reports it
+        for kind, path, container_path in task.plan.sandbox_volumes:
+            base = executor.sandbox if kind == "PARENT" else task.sandbox
+            target = os.path.join(base, path)
+            if not os.path.isdir(target):
+                os.makedirs(target)
+                give_sandbox(target, run_as)
+            os.symlink(target, os.path.join(task.sandbox, container_path))
+
+    def nested_ended(self, task):
+        """A DEFAULT executor's task process ended (``TaskLauncher``, once
+        its update is out): a failed or killed task kills the rest of its
+        group (``DefaultExecutor::waited``: the default restart policy), and
+        the executor ends with its last task."""
+        executor = task.executor
+        executor.launched.pop(task.id, None)
+        group = task.group or []
+        if task.state in ("TASK_FAILED", "TASK_KILLED") and executor.state == "RUNNING" \
+                and not task.removed:
+            for other in group:
+                if other is task or other.process_done or other.proc is None \
+                        or other.kill_requested:
+                    continue
+                other.kill_requested = True
+                other.proc.kill(self.launcher.grace(other))
+        if not executor.launched:
+            self._default_ended(executor)
+
+    def _default_ended(self, executor):
+        """The DEFAULT executor with no task left exits (status 0), as
+        ``DefaultExecutor::_shutdown`` does: FAILURE to the framework."""
+        executor.state = "TERMINATED"
+        if self.records.executors.get(executor.key) is executor:
+            del self.records.executors[executor.key]
+        self._release(executor)
+        framework = self.records.frameworks.get(executor.framework_id)
+        if framework is not None and not executor.removed and self.records.running:
+            framework.send({"type": "FAILURE", "failure": {
+                "agent_id": mesos_id(executor.agent_id),
+                "executor_id": mesos_id(executor.id), "status": 0}})
+
     # -- the executor API (api/executor_api.py) ----------------------------------
 
     def find(self, agent, call):
@@ -307,13 +508,16 @@ class Executors:
             "container_id": {"value": executor.container_id}}})
         for update in call["subscribe"].get("unacknowledged_updates", []):
             self.update(agent, executor, update["status"])
-        if not executor.ever_sent_task and not executor.queued:
+        if not executor.ever_sent_task and not executor.queued and not executor.queued_groups:
             # MESOS-8411: its only tasks were killed before it subscribed.
             self.shutdown(executor)
             return subscription
         queued, executor.queued = executor.queued, {}
         for task in queued.values():
             self._send_task(executor, task)
+        groups, executor.queued_groups = executor.queued_groups, []
+        for group in groups:
+            self._send_group(executor, group)
         log.info("executor %s of framework %s subscribed", executor.id, framework.id)
         return subscription
 
@@ -372,6 +576,7 @@ class Executors:
         schedulerMessage``): a MESSAGE event to a subscribed executor;
         dropped otherwise, as Mesos drops it (no delivery guarantee)."""
         executor = self.records.executors.get((agent_id, framework.id, executor_id))
+        # (Mesos' default executor logs a framework message and drops it.)
         if executor is None or executor.state != "RUNNING" or executor.subscription is None:
             log.info("framework %s: message to executor %s on agent %s dropped (not "
                      "running)", framework.id, executor_id, agent_id)
@@ -384,12 +589,30 @@ class Executors:
         yet sent to it ends here, TASK_KILLED, and an executor left with
         nothing to run is shut down."""
         executor = task.executor
+        if executor.kind == "DEFAULT":   # DefaultExecutor::killTask
+            if task.proc is not None and not task.process_done:
+                task.kill_requested = True
+                framework = self.records.frameworks.get(task.framework_id)
+                if framework is not None and framework.killing_state \
+                        and task.state in ("TASK_STARTING", "TASK_RUNNING"):
+                    self.updates.update(task, "TASK_KILLING", "SOURCE_EXECUTOR")
+                grace = self.launcher.grace(task)
+                if kill_policy and "grace_period" in kill_policy:
+                    grace = max(0.0, duration_seconds(kill_policy["grace_period"]))
+                task.proc.kill(grace)
+            return
+        queued_group = next((group for group in executor.queued_groups if task in group), None)
+        if queued_group is not None:
+            queued_group.remove(task)
+            if not queued_group:
+                executor.queued_groups.remove(queued_group)
+            executor.queued[task.id] = task
         if task.id in executor.queued:
             del executor.queued[task.id]
             self.updates.update(task, "TASK_KILLED", "SOURCE_AGENT",
                                 "REASON_TASK_KILLED_DURING_LAUNCH", "Killed before delivery "
                                 "to the executor")
-            if not executor.queued and not executor.launched:
+            if not executor.queued and not executor.launched and not executor.queued_groups:
                 self.shutdown(executor)
             return
         if executor.subscription is None:
@@ -418,6 +641,14 @@ class Executors:
         """``Slave::_shutdownExecutor``: SHUTDOWN to it, destroyed after its
         grace period if it is still there."""
         executor.state = "TERMINATING"
+        if executor.kind == "DEFAULT":   # DefaultExecutor::shutdown: kills its tasks
+            for task in list(executor.launched.values()):
+                if task.proc is not None and not task.process_done:
+                    task.kill_requested = True
+                    task.proc.kill(self.launcher.grace(task))
+            if not executor.launched:
+                self._default_ended(executor)
+            return
         if executor.subscription is not None:
             executor.subscription.send({"type": "SHUTDOWN"})
         executor.generation += 1
@@ -477,6 +708,7 @@ class Executors:
                     continue
                 self.updates.update(task, *termination)
             executor.queued.clear()
+            executor.queued_groups.clear()
             executor.launched.clear()
             log.info("executor %s of framework %s ended (%s)", executor.id,
                      executor.framework_id, error or "status %s" % status)

@@ -160,6 +160,7 @@ class Task:
         self.agent_ip = agent.ip
         self.proc = None
         self.executor: Optional[Executor] = None   # a custom executor's task: that executor
+        self.group: Optional[list[Task]] = None    # a task group's task: the group's tasks
         self.state = "TASK_STAGING"
         self.statuses = []               # for /master/state
         self.last_status = None          # latest TaskStatus JSON
@@ -189,13 +190,17 @@ class Task:
 
 
 class Executor:
-    """A custom executor (``TaskInfo.executor``) on one agent: its process
-    and its tasks, as a Mesos agent's ``Executor`` (src/slave/slave.hpp)
-    keeps them. ``state``: REGISTERING (launched, not yet subscribed),
-    RUNNING (subscribed), TERMINATING (shut down or killed), TERMINATED."""
+    """An executor (``TaskInfo.executor``, a LAUNCH_GROUP's) on one agent:
+    its process and its tasks, as a Mesos agent's ``Executor``
+    (src/slave/slave.hpp) keeps them. ``state``: REGISTERING (launched, not
+    yet subscribed), RUNNING (subscribed), TERMINATING (shut down or
+    killed), TERMINATED. ``kind``: CUSTOM (a process of the framework's,
+    ``plan``), or DEFAULT (Mesos' default executor, played by the agent
+    itself: its tasks run as processes of their own, ``executors.py``)."""
 
-    def __init__(self, framework_id, agent, info, resources, role, plan):
+    def __init__(self, framework_id, agent, info, resources, role, plan, kind="CUSTOM"):
         self.id = info["executor_id"]["value"]
+        self.kind = kind
         self.framework_id = framework_id
         self.agent_id = agent.id
         self.info = info                 # its ExecutorInfo, framework_id filled in
@@ -210,6 +215,7 @@ class Executor:
         self.proc: Any = None            # its containerizer.executor.TaskProcess
         self.queued: dict[str, Task] = {}     # task id -> task not yet sent to it
         self.launched: dict[str, Task] = {}   # task id -> task sent to it (LAUNCH)
+        self.queued_groups: list[list[Task]] = []   # task groups not yet sent to it
         self.ever_sent_task = False
         self.uuids: set[bytes] = set()   # of the updates taken: one sent again is dropped
         # (state, reason, message) its live tasks end with when it terminates,
@@ -224,4 +230,5 @@ class Executor:
         return self.agent_id, self.framework_id, self.id
 
     def tasks(self) -> "list[Task]":
-        return list(self.launched.values()) + list(self.queued.values())
+        return list(self.launched.values()) + list(self.queued.values()) + [
+            task for group in self.queued_groups for task in group]

@@ -113,7 +113,7 @@ class TaskLauncher:
                                 reason="REASON_CONTAINER_LAUNCH_FAILED",
                                 message=NO_DOCKER_MESSAGE)
             return
-        self._start(framework, agent, task)
+        self.start_process(framework, agent, task)
 
     def _unauthorized(self, framework, info):
         """Why a task of root is refused (``root_submissions`` false), or
@@ -144,6 +144,9 @@ class TaskLauncher:
         """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
         self.check_ids(framework, agent, info, seen)
         plan = plan_task(info)
+        if plan.sandbox_volumes:
+            raise TaskInvalid("SANDBOX_PATH volumes are supported by the local master for the "
+                              "tasks of a task group (LAUNCH_GROUP) only")
         if plan.image is not None:
             # Mesos runs a container task as the framework's user, not the image's.
             plan.user = check_container_user(plan, framework.info.get("user"),
@@ -156,12 +159,16 @@ class TaskLauncher:
                               % (resources.describe(), pool.describe()))
         return plan, resources, gpus
 
-    def _start(self, framework, agent, task):
+    def start_process(self, framework, agent, task):
+        """Start a task's process: a command task's, or one of the DEFAULT
+        executor's (``executors.py``), whose executor id is the executor's."""
         plan = task.plan
         hidden = self.hidden_paths if "fs" in agent.spec.isolate else ()
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
                               task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns,
                               hidden)
+        if task.executor is not None and "MESOS_EXECUTOR_ID" not in plan.env:
+            launch.env["MESOS_EXECUTOR_ID"] = task.executor.id
         if self.isolator is not None:
             # Containers get the same limits through the Docker engine.
             launch.limits = self.isolator.limits(task.resources.get("cpus"),
@@ -215,12 +222,17 @@ class TaskLauncher:
             task.process_done = True
             if task.removed or task.terminal or not self.records.running:
                 self.allocator.release(task)
-                return
-            framework = self.records.frameworks.get(task.framework_id)
-            dropped = proc.dropped and ("TASK_DROPPED" if framework is not None
-                                        and framework.partition_aware else "TASK_LOST")
-            self.updates.update(task, *_exit_update(task, status, error, proc.limitation,
-                                                    dropped))
+            else:
+                framework = self.records.frameworks.get(task.framework_id)
+                dropped = proc.dropped and ("TASK_DROPPED" if framework is not None
+                                            and framework.partition_aware else "TASK_LOST")
+                state, source, reason, message = _exit_update(task, status, error,
+                                                              proc.limitation, dropped)
+                if task.executor is not None and reason == "REASON_COMMAND_EXECUTOR_FAILED":
+                    reason = None   # the default executor gives none (default_executor.cpp)
+                self.updates.update(task, state, source, reason, message)
+            if task.executor is not None and self.executors is not None:
+                self.executors.nested_ended(task)
 
 
 def _exit_update(task, status, error, limitation=None, dropped=None):

@@ -4,8 +4,8 @@ executor does, for tests of the local master's /api/v1/executor.
 
 It subscribes at ``http://$MESOS_AGENT_ENDPOINT/api/v1/executor`` and
 writes every event it gets, as one JSON line, to ``events.jsonl`` in its
-sandbox (and its environment to ``env.json``). On ``LAUNCH`` it sends
-TASK_RUNNING; a task whose ``data`` is ``finish`` then sends TASK_FINISHED
+sandbox (and its environment to ``env.json``). On ``LAUNCH`` (each task of
+a ``LAUNCH_GROUP``) it sends TASK_RUNNING; a task whose ``data`` is ``finish`` then sends TASK_FINISHED
 (with ``data``), any other waits for ``KILL`` (TASK_KILLED). Each
 ``ACKNOWLEDGED`` is told to the scheduler as a MESSAGE ``acked <task>
 <state>``; a ``MESSAGE`` from the scheduler is answered ``echo <data>``, and
@@ -91,13 +91,15 @@ def main():
     for event in records(response):
         log.write(json.dumps(event) + "\n")
         kind = event["type"]
-        if kind == "LAUNCH":
-            task = event["launch"]["task"]
-            live[task["task_id"]["value"]] = task["task_id"]
-            update(task["task_id"], "TASK_RUNNING")
-            if base64.b64decode(task.get("data", "")) == b"finish":
-                update(task["task_id"], "TASK_FINISHED", data=b"done")
-                live.pop(task["task_id"]["value"])
+        if kind in ("LAUNCH", "LAUNCH_GROUP"):
+            tasks = [event["launch"]["task"]] if kind == "LAUNCH" \
+                else event["launch_group"]["task_group"]["tasks"]
+            for task in tasks:
+                live[task["task_id"]["value"]] = task["task_id"]
+                update(task["task_id"], "TASK_RUNNING")
+                if base64.b64decode(task.get("data", "")) == b"finish":
+                    update(task["task_id"], "TASK_FINISHED", data=b"done")
+                    live.pop(task["task_id"]["value"])
         elif kind == "KILL":
             task_id = event["kill"]["task_id"]
             if live.pop(task_id["value"], None) is not None:

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 from fixtures_master import clients, leftover_processes, make_local_master, read_file
-from mesos_http_client import offered, scalar, task_info
+from mesos_http_client import scalar, task_info
 
 from mesos_local.api import validation as schema
 
@@ -154,11 +154,8 @@ def test_executor_death_fails_its_tasks(make_local_master, clients):
     failure = client.next_event("FAILURE", timeout=30)["failure"]
     assert failure == {"agent_id": agent_id, "executor_id": {"value": "ex"}, "status": 3 << 8}
     wait_gone(master)
+    assert master.state()["slaves"][0]["used_resources"]["cpus"] == 0   # its own too
     offer = client.next_offers(timeout=30)[0]
-    while offered(offer, "cpus") != 4:   # the agent's all: the executor's came back too
-        client.decline([offer])
-        client.call("REVIVE")
-        offer = client.next_offers(timeout=30)[0]
     client.launch(offer, [executor_task("t2", offer, executor_info(), data="finish")])
     client.wait_state("t2", "TASK_FINISHED", timeout=30)
 
@@ -249,7 +246,7 @@ def test_invalid_executor_tasks(make_local_master, clients):
 def test_bad_executor_calls(make_local_master, clients):
     """Each answered once with Mesos' wording (Http::executor), the body
     bounded, the connection not held."""
-    master = make_local_master()
+    master = make_local_master(executor_shutdown_grace_period=0.2)
     client = clients(master)
     offer = client.next_offers()[0]
     client.launch(offer, [executor_task("t1", offer, executor_info(command="sleep 60"))])
@@ -343,3 +340,175 @@ def test_pymesos_executor_driver(make_local_master, clients):
     client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "pm"}})
     assert client.next_event("FAILURE", timeout=30)["failure"]["executor_id"] == {"value": "pm"}
     wait_gone(master)
+
+
+# --- task groups (LAUNCH_GROUP) ------------------------------------------------------------
+
+def default_executor(executor_id="group", **fields):
+    """An ExecutorInfo for Mesos' default executor (its resources as
+    ``group::internal::validateExecutor`` asks: cpus, mem and disk)."""
+    info = {"executor_id": {"value": executor_id}, "type": "DEFAULT",
+            "resources": [scalar("cpus", 0.1), scalar("mem", 32), scalar("disk", 10)]}
+    info.update(fields)
+    return info
+
+
+def launch_group(client, offer, executor, tasks):
+    return client.call("ACCEPT", {"offer_ids": [offer["id"]], "filters": {"refuse_seconds": 0},
+                                  "operations": [{"type": "LAUNCH_GROUP", "launch_group": {
+                                      "executor": executor, "task_group": {"tasks": tasks}}}]})
+
+
+def shared_volume(container_path="shared", path="data"):
+    return {"type": "MESOS", "volumes": [{
+        "container_path": container_path, "mode": "RW",
+        "source": {"type": "SANDBOX_PATH", "sandbox_path": {"type": "PARENT", "path": path}}}]}
+
+
+def states_until_terminal(client, task_ids, timeout=30):
+    """task id -> [its states], read (and acknowledged) until each is terminal."""
+    terminal = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST"}
+    states = {task_id: [] for task_id in task_ids}
+    last = {}
+    while any(not states[t] or states[t][-1] not in terminal for t in task_ids):
+        status = client.next_update(timeout=timeout)
+        if "uuid" in status:
+            client.acknowledge(status)
+        task_id = status["task_id"]["value"]
+        if task_id in states:
+            states[task_id].append(status["state"])
+            last[task_id] = status
+    return states, last
+
+
+def test_task_group_shares_a_sandbox_volume(make_local_master, clients):
+    """Two tasks of one group on the default executor: nested sandboxes
+    (containers/<id>, linked from tasks/<task id>), a PARENT SANDBOX_PATH
+    volume both see, STARTING/RUNNING/FINISHED from the executor; the
+    executor ends with its last task (FAILURE, status 0)."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    writer = task_info("writer", offer, "echo shared-data > shared/f",
+                       container=shared_volume())
+    reader = task_info("reader", offer, "while [ ! -s shared/f ]; do sleep 0.05; done; "
+                                        "cat shared/f; echo $MESOS_EXECUTOR_ID",
+                       container=shared_volume())
+    launch_group(client, offer, default_executor(), [writer, reader])
+    states, last = states_until_terminal(client, ["writer", "reader"])
+    assert states == {"writer": ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"],
+                      "reader": ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"]}
+    assert last["reader"]["source"] == "SOURCE_EXECUTOR"
+    failure = client.next_event("FAILURE", timeout=30)["failure"]
+    assert failure["executor_id"] == {"value": "group"} and failure["status"] == 0
+    sandbox = master.sandbox("reader")
+    executor_sandbox = sandbox.rpartition("/containers/")[0]
+    assert "/executors/group/runs/" in executor_sandbox
+    assert os.path.realpath(os.path.join(executor_sandbox, "tasks", "reader")) == sandbox
+    assert read_file(os.path.join(sandbox, "stdout")) == "shared-data\ngroup\n"
+    assert read_file(os.path.join(executor_sandbox, "data", "f")) == "shared-data\n"
+    wait_gone(master)
+
+
+def test_task_group_shares_its_fate(make_local_master, clients):
+    """One task failing kills the rest of its group (TASK_KILLED), as the
+    default executor's default restart policy does."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    launch_group(client, offer, default_executor(), [
+        task_info("bad", offer, "exit 3"), task_info("long", offer, "sleep 60")])
+    states, last = states_until_terminal(client, ["bad", "long"])
+    assert states["bad"][-1] == "TASK_FAILED" and states["long"][-1] == "TASK_KILLED"
+    assert last["bad"]["message"] == "Command exited with status 3"
+    assert "reason" not in last["bad"]
+    assert client.next_event("FAILURE", timeout=30)["failure"]["status"] == 0
+    wait_gone(master)
+
+
+def test_killing_a_group_task_kills_the_group(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    launch_group(client, offer, default_executor(), [
+        task_info("a", offer, "sleep 60"), task_info("b", offer, "sleep 60")])
+    client.wait_state("a", "TASK_RUNNING", timeout=30)
+    client.kill("a")
+    states, _ = states_until_terminal(client, ["a", "b"])
+    assert states["a"][-1] == states["b"][-1] == "TASK_KILLED"
+    wait_gone(master)
+
+
+def test_task_group_on_a_custom_executor(make_local_master, clients):
+    """A custom executor gets the group in one LAUNCH_GROUP event."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    executor = executor_info("custom", type="CUSTOM",
+                             resources=[scalar("cpus", 0.1), scalar("mem", 32),
+                                        scalar("disk", 10)])
+    launch_group(client, offer, executor, [
+        task_info("g1", offer, "unused", data=b64("finish")),
+        task_info("g2", offer, "unused", data=b64("finish"))])
+    client.wait_state("g1", "TASK_FINISHED", timeout=30)
+    client.wait_state("g2", "TASK_FINISHED", timeout=30)
+    events = events_of(master.sandbox("g1"))
+    groups = [e for e in events if e["type"] == "LAUNCH_GROUP"]
+    assert len(groups) == 1 and [t["task_id"]["value"] for t in groups[0]["launch_group"][
+        "task_group"]["tasks"]] == ["g1", "g2"]
+    for event in events:
+        schema.validate_message("executor.Event", event)
+    client.call("SHUTDOWN", {"agent_id": offer["agent_id"],
+                             "executor_id": {"value": "custom"}})
+    wait_gone(master)
+
+
+def test_invalid_task_groups(make_local_master, clients):
+    """A group is refused whole: every task TASK_ERROR with the reason."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    untyped = default_executor("untyped")
+    del untyped["type"]
+    cases = [
+        (untyped, "'ExecutorInfo.type' must be set"),
+        (default_executor("diskless", resources=[scalar("cpus", 0.1), scalar("mem", 32)]),
+         "Executor 'diskless' uses no disk"),
+        (default_executor("commanding", command={"value": "true"}),
+         "'ExecutorInfo.command' must not be set for 'DEFAULT' executor"),
+        (default_executor("huge", resources=[scalar("cpus", 8), scalar("mem", 32),
+                                             scalar("disk", 10)]),
+         "Total resources cpus:8.2; mem:96; disk:10 required by task group and its executor "
+         "are more than available"),
+    ]
+    for index, (executor, _) in enumerate(cases):
+        launch_group(client, offer, executor, [
+            task_info("x%d" % index, offer, "true"), task_info("y%d" % index, offer, "true")])
+        offer = client.next_offers(timeout=30)[0]
+    seen = {}
+    while len(seen) < 2 * len(cases):
+        status = client.next_update(timeout=30)
+        assert status["state"] == "TASK_ERROR" and status["reason"] == "REASON_TASK_INVALID"
+        seen[status["task_id"]["value"]] = status["message"]
+    for index, (_, text) in enumerate(cases):
+        assert seen["x%d" % index].startswith(text), seen["x%d" % index]
+        assert seen["y%d" % index] == seen["x%d" % index]
+
+
+def test_sandbox_path_volumes_are_checked(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("plain", offer, "true", container=shared_volume())],
+                  filters={"refuse_seconds": 0})
+    status = client.next_update("plain", timeout=30)
+    assert status["state"] == "TASK_ERROR"
+    assert "for the tasks of a task group (LAUNCH_GROUP) only" in status["message"]
+    offer = client.next_offers(timeout=30)[0]
+    launch_group(client, offer, default_executor(), [
+        task_info("escape", offer, "true", container=shared_volume(path="../../x")),
+        task_info("fine", offer, "true")])
+    for task_id in ("escape", "fine"):
+        status = client.next_update(task_id, timeout=30)
+        assert status["state"] == "TASK_ERROR"
+        assert "path '../../x' must be relative and inside the sandbox" in status["message"]

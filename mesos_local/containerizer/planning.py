@@ -76,6 +76,8 @@ class TaskPlan:
     uris: list = dataclasses.field(default_factory=list)
     kill_grace: Optional[float] = None
     max_completion: Optional[float] = None
+    # SANDBOX_PATH volumes: (PARENT or SELF, path, container_path)
+    sandbox_volumes: list = dataclasses.field(default_factory=list)
 
 
 def duration_seconds(duration):
@@ -138,6 +140,55 @@ def check_executor(info, framework_id):
     return executor
 
 
+MIN_CPUS = 0.01     # src/master/constants.hpp
+MIN_MEM = 32.0      # MB
+
+
+def check_group_executor(executor, framework_id, resources):
+    """The ExecutorInfo of a LAUNCH_GROUP, checked as Mesos' master checks
+    it (``group::internal::validateExecutor``, src/master/validation.cpp:
+    ``executor::internal::validate`` first, then a type, no Docker, at
+    least MIN_CPUS, MIN_MEM and some disk), its ``framework_id`` filled in;
+    ``resources``: its parsed resources. TaskInvalid otherwise."""
+    executor = dict(executor)
+    executor_id = executor["executor_id"]["value"]
+    check_id("ExecutorID", executor_id)
+    kind = executor.get("type")
+    if kind == "DEFAULT" and "command" in executor:
+        raise TaskInvalid("'ExecutorInfo.command' must not be set for 'DEFAULT' executor")
+    container = executor.get("container", {})
+    if kind == "DEFAULT" and container and container["type"] != "MESOS":
+        raise TaskInvalid("'ExecutorInfo.container.type' must be 'MESOS' for 'DEFAULT' executor")
+    if kind == "DEFAULT" and container.get("mesos", {}).get("image") is not None:
+        raise TaskInvalid("'ExecutorInfo.container.mesos.image' must not be set for 'DEFAULT' "
+                          "executor")
+    if kind == "CUSTOM" and "command" not in executor:
+        raise TaskInvalid("'ExecutorInfo.command' must be set for 'CUSTOM' executor")
+    actual = executor.get("framework_id", {}).get("value")
+    if actual is not None and actual != framework_id:
+        raise TaskInvalid("ExecutorInfo has an invalid FrameworkID (Actual: %s vs Expected: %s)"
+                          % (actual, framework_id))
+    executor["framework_id"] = {"value": framework_id}
+    if int(executor.get("shutdown_grace_period", {}).get("nanoseconds", 0)) < 0:
+        raise TaskInvalid("ExecutorInfo's 'shutdown_grace_period' must be non-negative")
+    if kind is None:
+        raise TaskInvalid("'ExecutorInfo.type' must be set")
+    if kind == "UNKNOWN":
+        raise TaskInvalid("Unknown executor type")
+    if container and container["type"] == "DOCKER":
+        raise TaskInvalid("Docker ContainerInfo is not supported on the executor")
+    cpus, mem = resources.get("cpus"), resources.get("mem")
+    if cpus < MIN_CPUS:
+        raise TaskInvalid("Executor '%s' uses less CPUs (%s) than the minimum required (%s)"
+                          % (executor_id, "%g" % cpus if cpus else "None", MIN_CPUS))
+    if mem < MIN_MEM:
+        raise TaskInvalid("Executor '%s' uses less memory (%s) than the minimum required "
+                          "(32MB)" % (executor_id, "%gMB" % mem if mem else "None"))
+    if "disk" not in resources.scalars:
+        raise TaskInvalid("Executor '%s' uses no disk" % executor_id)
+    return executor
+
+
 def plan_executor(executor):
     """What the agent runs for a (checked) custom ExecutorInfo: its
     ``command`` (in its ``container``), as a task's command is run."""
@@ -157,8 +208,12 @@ def _plan_container(container):
         fields.update(_plan_mesos_image(container))
     else:
         fields.update(_plan_docker_image(container))
-    volumes = []
+    volumes, sandbox_volumes = [], []
     for index, volume in enumerate(container.get("volumes", [])):
+        source = volume.get("source", {})
+        if source.get("type") == "SANDBOX_PATH":
+            sandbox_volumes.append(_sandbox_volume(index, volume, source))
+            continue
         if "host_path" not in volume:
             raise TaskInvalid("volumes[%d]: only host_path volumes are supported by the "
                               "local master" % index)
@@ -168,7 +223,43 @@ def _plan_container(container):
         raise TaskInvalid("volumes need a container image on the local master (a plain "
                           "process sees the host file system anyway)")
     fields["volumes"] = volumes
+    if sandbox_volumes and fields.get("image") is not None:
+        raise TaskInvalid("SANDBOX_PATH volumes are supported by the local master for tasks "
+                          "without an image only")
+    fields["sandbox_volumes"] = sandbox_volumes
     return fields
+
+
+def _relative(path):
+    """Whether ``path`` is relative and stays below where it starts."""
+    normal = posixpath.normpath(path)
+    return bool(path) and not posixpath.isabs(path) and normal != ".." \
+        and not normal.startswith("../")
+
+
+def _sandbox_volume(index, volume, source):
+    """(PARENT or SELF, path, container_path) of a SANDBOX_PATH volume, as
+    the ``volume/sandbox_path`` isolator takes it
+    (src/slave/containerizer/mesos/isolators/volume/sandbox_path.cpp): a
+    relative ``path`` in the parent's (the task group's executor's) or the
+    task's own sandbox; here the ``container_path`` is a link to it in the
+    task's sandbox, so it must be relative too (a plain process has no
+    mount namespace to put it elsewhere)."""
+    sandbox_path = source.get("sandbox_path")
+    if sandbox_path is None:
+        raise TaskInvalid("volumes[%d]: a SANDBOX_PATH volume needs 'source.sandbox_path'"
+                          % index)
+    kind = sandbox_path.get("type", "UNKNOWN")
+    if kind not in ("PARENT", "SELF"):
+        raise TaskInvalid("volumes[%d]: unknown SANDBOX_PATH volume type %s" % (index, kind))
+    if not _relative(sandbox_path["path"]):
+        raise TaskInvalid("volumes[%d]: the SANDBOX_PATH volume's path %r must be relative "
+                          "and inside the sandbox" % (index, sandbox_path["path"]))
+    if not _relative(volume["container_path"]) or "/" in volume["container_path"].strip("/"):
+        raise TaskInvalid("volumes[%d]: container_path %r must be a name in the task's "
+                          "sandbox for a task without an image on the local master"
+                          % (index, volume["container_path"]))
+    return kind, sandbox_path["path"], volume["container_path"].strip("/")
 
 
 def _plan_mesos_image(container):
@@ -374,6 +465,6 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
 
 
 __all__ = ["NO_DOCKER_MESSAGE", "PRIVILEGED_MESSAGE", "BOTH_MESSAGE", "TaskInvalid", "check_id",
-           "check_executor", "plan_executor", "TaskPlan",
+           "check_executor", "check_group_executor", "plan_executor", "TaskPlan",
            "duration_seconds", "plan_task", "container_uid", "check_container_user",
            "gpu_count", "build_launch"]
