@@ -114,6 +114,22 @@ def test_two_tasks_on_one_executor(make_local_master, clients):
     assert env["MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"] == "5secs"
     assert env["MESOS_AGENT_ID"] == agent_id["value"] and "MESOS_TASK_ID" not in env
 
+    # The agent's /state: one executor with both tasks, its own directory;
+    # the master's: the framework's executor and each task's executor_id.
+    state = requests.get(agent_base(master) + "/state", timeout=10).json()
+    [executor_json] = state["frameworks"][0]["executors"]
+    assert (executor_json["id"], executor_json["name"]) == ("ex", "raw executor")
+    assert executor_json["directory"] == sandbox and executor_json["tasks"] == []
+    assert [t["id"] for t in executor_json["completed_tasks"]] == ["t1", "t2"]
+    master_state = master.state()["frameworks"][0]
+    assert [e["executor_id"] for e in master_state["executors"]] == ["ex"]
+    assert {t["executor_id"] for t in master_state["completed_tasks"]} == {"ex"}
+    operator = requests.post(master.url + "/api/v1", json={"type": "GET_EXECUTORS"},
+                             timeout=10).json()
+    schema.validate_message("master.Response", operator)
+    assert [e["executor_info"]["executor_id"]["value"]
+            for e in operator["get_executors"]["executors"]] == ["ex"]
+
     client.call("SHUTDOWN", {"agent_id": agent_id, "executor_id": {"value": "ex"}})
     failure = client.next_event("FAILURE", timeout=30)["failure"]
     assert failure == {"agent_id": agent_id, "executor_id": {"value": "ex"}, "status": 0}

@@ -8,7 +8,11 @@ calls (``mesos.v1.agent.Response``, include/mesos/v1/agent/agent.proto).
 A command task runs under the agent's command executor, whose id is the
 task's id (``Slave::getExecutorInfo``, src/slave/slave.cpp; its ``source`` too): each task here is
 one executor of its framework with one task, its ``container`` the task's
-ContainerID, its ``directory`` the task's sandbox.
+ContainerID, its ``directory`` the task's sandbox. A framework's own
+executor (``executors.py``: custom, or the default executor of a task
+group) is one executor with all its tasks here, its container and
+directory its own (the default executor's tasks each in a nested
+container under it).
 
 The functions read the master's records and must be called with the
 master's lock held (``LocalMaster.read``).
@@ -44,7 +48,7 @@ def _frameworks_of(agent, records):
     return out
 
 
-def _executor_name(task):
+def _command_executor_name(task):
     """The command executor's name, as ``Slave::getExecutorInfo``
     (src/slave/slave.cpp) writes it: the task id and its command, cut."""
     command = task.info.get("command", {})
@@ -72,15 +76,61 @@ def _executor_json(task):
             "completed_tasks": [task_json(t) for t in done]}
 
 
+def _own_executor_json(executor, tasks):
+    """``ExecutorWriter`` of a framework's own executor (``executors.py``)
+    and its ``tasks`` here: its resources its own and its live tasks'
+    (``Executor::allocatedResources``)."""
+    queued = {task.id for task in executor.tasks() if task.id not in executor.launched}
+    live = [t for t in tasks if not t.terminal and t.id not in queued]
+    resources = executor.resources.copy()
+    for task in tasks:
+        if not task.terminal:
+            resources.add(task.resources)
+    return {"id": executor.id, "name": executor.info.get("name", ""),
+            "source": executor.info.get("source", ""), "container": executor.container_id,
+            "directory": executor.sandbox or "", "resources": resources.to_state(),
+            "role": executor.role, "type": executor.kind,
+            "tasks": [task_json(t) for t in live],
+            "queued_tasks": [task_json(t) for t in tasks if t.id in queued and not t.terminal],
+            "completed_tasks": [task_json(t) for t in tasks if t.terminal]}
+
+
+def _executors(tasks):
+    """(a framework's own executor or None, [its tasks]) of ``tasks``, each
+    command task alone (the agent's command executor), in launch order."""
+    out: list = []
+    seen: dict = {}
+    for task in tasks:
+        executor = task.executor
+        if executor is None:
+            out.append((None, [task]))
+        elif id(executor) in seen:
+            seen[id(executor)][1].append(task)
+        else:
+            seen[id(executor)] = (executor, [task])
+            out.append(seen[id(executor)])
+    return out
+
+
 def _framework_json(framework, tasks):
-    """``FrameworkWriter``; an executor whose task ended is a completed one."""
+    """``FrameworkWriter``; an executor whose task ended (its own executor
+    that ended) is a completed one."""
     info = framework.info
     out = {"id": framework.id, "name": framework.name, "user": info.get("user", ""),
            "failover_timeout": framework.failover_timeout,
            "checkpoint": info.get("checkpoint", False), "hostname": info.get("hostname", "")}
     out.update(principal_and_roles(framework))
-    out["executors"] = [_executor_json(t) for t in tasks if not t.terminal]
-    out["completed_executors"] = [_executor_json(t) for t in tasks if t.terminal]
+    live: list[dict] = []
+    completed: list[dict] = []
+    for executor, its_tasks in _executors(tasks):
+        if executor is None:
+            task = its_tasks[0]
+            (completed if task.terminal else live).append(_executor_json(task))
+        else:
+            (completed if executor.state == "TERMINATED" else live).append(
+                _own_executor_json(executor, its_tasks))
+    out["executors"] = live
+    out["completed_executors"] = completed
     return out
 
 
@@ -130,16 +180,48 @@ def statistics(task, now=None):
 
 
 def running_tasks(agent, records):
-    """The agent's tasks that have a container now (not yet terminal)."""
-    return [task for task in agent.tasks.values() if not task.terminal]
+    """The agent's command tasks (and the DEFAULT executor's, each in a
+    nested container of its own) that have a container now (not yet terminal)."""
+    return [task for task in agent.tasks.values() if not task.terminal
+            and (task.executor is None or task.executor.kind == "DEFAULT")]
+
+
+def _executor_name(task):
+    """The name of a task's executor: the command executor's, else its own."""
+    if task.executor is not None:
+        return task.executor.info.get("name", "")
+    return _command_executor_name(task)
+
+
+class _Container:
+    """A custom executor's container as ``statistics`` reads a task: its
+    resources (its own and its live tasks'), its process."""
+
+    def __init__(self, executor):
+        self.resources = executor.resources.copy()
+        for task in executor.tasks():
+            if not task.terminal:
+                self.resources.add(task.resources)
+        self.proc = executor.proc
+        self.terminal = executor.state == "TERMINATED"
+
+
+def _custom_executors(agent, records):
+    return [executor for executor in records.executors.values()
+            if executor.agent_id == agent.id and executor.kind == "CUSTOM"]
 
 
 def render_monitor(agent, records):
     """``GET /monitor/statistics``: each running executor with its statistics."""
-    return [{"executor_id": task.id, "executor_name": _executor_name(task),
-             "framework_id": task.framework_id, "source": task.id,
-             "statistics": statistics(task)}
-            for task in running_tasks(agent, records)]
+    out = [{"executor_id": task.executor.id if task.executor is not None else task.id,
+            "executor_name": _executor_name(task), "framework_id": task.framework_id,
+            "source": task.id, "statistics": statistics(task)}
+           for task in running_tasks(agent, records)]
+    out += [{"executor_id": executor.id, "executor_name": executor.info.get("name", ""),
+             "framework_id": executor.framework_id, "source": executor.info.get("source", ""),
+             "statistics": statistics(_Container(executor))}
+            for executor in _custom_executors(agent, records)]
+    return out
 
 
 # --- the agent v1 API (mesos.v1.agent.Response) ----------------------------------------
@@ -147,11 +229,24 @@ def render_monitor(agent, records):
 def get_containers(agent, records):
     """``GetContainers`` (``Http::_containers``): each running container with
     its executor and ``resource_statistics``."""
-    return {"containers": [
-        {"framework_id": mesos_id(task.framework_id), "executor_id": mesos_id(task.id),
-         "executor_name": _executor_name(task), "container_id": mesos_id(task.container_id),
-         "resource_statistics": statistics(task)}
-        for task in running_tasks(agent, records)]}
+    containers = []
+    for task in running_tasks(agent, records):
+        container = {"framework_id": mesos_id(task.framework_id),
+                     "executor_id": mesos_id(task.executor.id if task.executor is not None
+                                             else task.id),
+                     "executor_name": _executor_name(task),
+                     "container_id": mesos_id(task.container_id),
+                     "resource_statistics": statistics(task)}
+        if task.executor is not None:   # a nested container of the DEFAULT executor's
+            container["container_id"]["parent"] = {"value": task.executor.container_id}
+        containers.append(container)
+    containers += [{"framework_id": mesos_id(executor.framework_id),
+                    "executor_id": mesos_id(executor.id),
+                    "executor_name": executor.info.get("name", ""),
+                    "container_id": mesos_id(executor.container_id),
+                    "resource_statistics": statistics(_Container(executor))}
+                   for executor in _custom_executors(agent, records)]
+    return {"containers": containers}
 
 
 def get_frameworks(agent, records):
@@ -166,18 +261,26 @@ def get_frameworks(agent, records):
 
 def _executor_info(task):
     return {"executor_id": mesos_id(task.id), "framework_id": mesos_id(task.framework_id),
-            "name": _executor_name(task), "source": task.id,
+            "name": _command_executor_name(task), "source": task.id,
             "command": {key: value for key, value in task.info.get("command", {}).items()
                         if key in ("uris", "environment")}}
 
 
 def get_executors(agent, records):
-    """``GetExecutors``: a running task's command executor, or a completed one."""
-    tasks = [task for _, tasks in _frameworks_of(agent, records) for task in tasks]
-    return {"executors": [{"executor_info": _executor_info(t)} for t in tasks
-                          if not t.terminal],
-            "completed_executors": [{"executor_info": _executor_info(t)} for t in tasks
-                                    if t.terminal]}
+    """``GetExecutors``: a running task's command executor, or a completed
+    one; a framework's own executor, running or ended."""
+    live: list[dict] = []
+    completed: list[dict] = []
+    for _, tasks in _frameworks_of(agent, records):
+        for executor, its_tasks in _executors(tasks):
+            if executor is None:
+                task = its_tasks[0]
+                (completed if task.terminal else live).append(
+                    {"executor_info": _executor_info(task)})
+            else:
+                (completed if executor.state == "TERMINATED" else live).append(
+                    {"executor_info": executor.info})
+    return {"executors": live, "completed_executors": completed}
 
 
 def get_tasks(agent, records):

@@ -159,6 +159,8 @@ def render_task(task):
     out = {"name": task.name, "task_id": mesos_id(task.id),
            "framework_id": mesos_id(task.framework_id), "agent_id": mesos_id(task.agent_id),
            "state": task.state}
+    if task.executor is not None:   # createTask: a task with an ExecutorInfo names it
+        out["executor_id"] = mesos_id(task.executor.id)
     _set(out, "resources", task.resources.to_json(allocation_role=task.role))
     _set(out, "statuses", [{k: v for k, v in status.items() if k != "data"}
                            for status in task.status_log])
@@ -186,9 +188,13 @@ def render_tasks(records):
 
 
 def render_executors(records):
-    """``GetExecutors``: a command task's executor is the agent's own, which
-    Mesos' master does not list; no framework here has executors of its own."""
-    return {"executors": []}
+    """``GetExecutors`` (``ReadOnlyHandler``'s executors of each agent): the
+    frameworks' own executors (custom and default, ``executors.py``) that
+    run; a command task's executor is the agent's own, which Mesos' master
+    does not list."""
+    return {"executors": [{"agent_id": mesos_id(executor.agent_id),
+                           "executor_info": executor.info}
+                          for executor in records.executors.values()]}
 
 
 def render_state(records):

@@ -165,7 +165,8 @@ def framework_json(framework):
         "completed_tasks": [task_json(t) for t in framework.completed_tasks],
         "offers": [{"id": o.id, "framework_id": framework.id, "slave_id": o.agent_id,
                     "resources": o.resources.to_state()} for o in framework.offers.values()],
-        "executors": [], "completed_executors": [],
+        "executors": [_executor_json(executor) for executor in _executors(framework)],
+        "completed_executors": [],
     }
     out.update(principal_and_roles(framework))
     if framework.reregistered_time is not None:
@@ -175,11 +176,37 @@ def framework_json(framework):
     return out
 
 
+def _executors(framework):
+    """The framework's own executors that run (``executors.py``), once each."""
+    out = []
+    for task in list(framework.tasks.values()) + list(framework.completed_tasks):
+        executor = task.executor
+        if executor is not None and executor.state != "TERMINATED" and executor not in out:
+            out.append(executor)
+    return out
+
+
+def _executor_json(executor):
+    """An executor as the master's ``FrameworkWriter`` lists it: its
+    ExecutorInfo (``model(ExecutorInfo)``, src/common/http.cpp) and agent."""
+    info = executor.info
+    out = {"executor_id": executor.id, "name": info.get("name", ""),
+           "framework_id": executor.framework_id, "source": info.get("source", ""),
+           "resources": executor.resources.to_state(), "slave_id": executor.agent_id}
+    if "command" in info:   # its environment left out: it may hold secrets
+        out["command"] = {key: value for key, value in info["command"].items()
+                          if key != "environment"}
+    if "labels" in info:
+        out["labels"] = info["labels"].get("labels", [])
+    return out
+
+
 def task_json(task):
     """A task as state.json shows it, plus ``sandbox`` (the local master's own
     addition: where its stdout and stderr are)."""
     out = {"id": task.id, "name": task.name, "framework_id": task.framework_id,
-           "executor_id": "", "slave_id": task.agent_id, "state": task.state,
+           "executor_id": task.executor.id if task.executor is not None else "",
+           "slave_id": task.agent_id, "state": task.state,
            "resources": task.resources.to_state(), "role": task.role,
            "statuses": list(task.statuses), "sandbox": task.sandbox}
     if "labels" in task.info:
