@@ -13,6 +13,7 @@ import time
 import pytest
 import requests
 from fixtures_master import clients, leftover_processes, make_local_master, read_file
+from fixtures_netns import namespaces, root_only
 from mesos_http_client import scalar, task_info
 
 from mesos_local.api import validation as schema
@@ -147,6 +148,23 @@ def test_two_tasks_on_one_executor(make_local_master, clients):
     assert subscribed["framework_info"]["id"] == {"value": client.framework_id}
     assert subscribed["agent_info"]["id"] == agent_id
     assert subscribed["container_id"]["value"] in sandbox
+    wait_gone(master)
+
+
+@root_only
+def test_executor_in_an_agent_network_namespace(namespaces, make_local_master, clients):
+    """An agent in a namespace of its own: its executor reaches the agent at
+    the hub's address (MESOS_AGENT_ENDPOINT), where its server listens too."""
+    master = make_local_master(network_namespaces=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info(), data="finish")])
+    client.wait_state("t1", "TASK_FINISHED", timeout=30)
+    env = json.loads(read_file(os.path.join(master.sandbox("t1"), "env.json"), contains="}"))
+    host = env["MESOS_AGENT_ENDPOINT"].rpartition(":")[0]
+    assert host == master.network.hub_address != "127.0.0.1"
+    client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "ex"}})
+    client.next_event("FAILURE", timeout=30)
     wait_gone(master)
 
 
