@@ -292,6 +292,14 @@ class Executors:
         src/master/validation.cpp; docs/nested-container-and-task-group.md)."""
         raw_executor = operation["executor"]
         infos = [dict(info) for info in operation["task_group"].get("tasks", [])]
+        refused = next(filter(None, (self.launcher.unauthorized(
+            framework, dict(info, executor=raw_executor)) for info in infos)), None)
+        if refused is not None:   # each task authorized with its executor, the group as one
+            for info in infos:
+                self.updates.send_master_update(
+                    framework, info["task_id"]["value"], info["agent_id"]["value"],
+                    "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
+            return
         try:
             executor, executor_info, own, plans, resources, total = self._check_group(
                 framework, agent, raw_executor, infos, pool, role, seen)

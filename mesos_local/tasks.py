@@ -79,7 +79,7 @@ class TaskLauncher:
         """Launch one TaskInfo of an ACCEPT from ``pool`` (the offered
         resources left); ``seen``: task ids launched by this call so far."""
         task_id = info["task_id"]["value"]
-        refused = self._unauthorized(framework, info)
+        refused = self.unauthorized(framework, info)
         if refused is not None:        # authorized before it is validated, as in Mesos
             self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
                                             "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
@@ -115,13 +115,17 @@ class TaskLauncher:
             return
         self.start_process(framework, agent, task)
 
-    def _unauthorized(self, framework, info):
+    def unauthorized(self, framework, info):
         """Why a task of root is refused (``root_submissions`` false), or
         None: its user as Mesos' authorizer sees it (``ActionObject::
-        taskLaunch``, src/master/authorization.cpp), root by name or uid."""
+        taskLaunch``, src/master/authorization.cpp; the local authorizer's
+        RUN_TASK: its ``CommandInfo.user``, else its executor's, else the
+        framework's), root by name or uid."""
         if self.root_submissions:
             return None
-        user = info.get("command", {}).get("user", framework.info.get("user", ""))
+        user = info.get("command", {}).get(
+            "user", info.get("executor", {}).get("command", {}).get(
+                "user", framework.info.get("user", "")))
         if user != "root" and container_uid(user) != 0:
             return None
         return ("Not authorized to launch task %s of framework %s under user '%s': this master "

@@ -7,6 +7,7 @@ src/slave/http.cpp, docs/executor-http-api.md)."""
 import base64
 import json
 import os
+import pwd
 import sys
 import time
 
@@ -546,3 +547,35 @@ def test_sandbox_path_volumes_are_checked(make_local_master, clients):
         status = client.next_update(task_id, timeout=30)
         assert status["state"] == "TASK_ERROR"
         assert "path '../../x' must be relative and inside the sandbox" in status["message"]
+
+
+def test_no_root_submissions_covers_executors_and_groups(make_local_master, clients):
+    """With root submissions refused, an executor's ``command.user`` root
+    (the local authorizer's RUN_TASK user after the task's own) refuses its
+    task, and a group with a task of root is refused whole."""
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    try:
+        user = pwd.getpwnam("nobody").pw_name
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+    master = make_local_master(root_submissions=False)
+    client = clients(master, user=user)
+    offer = client.next_offers()[0]
+    executor = executor_info()
+    executor["command"]["user"] = "root"
+    client.launch(offer, [executor_task("t1", offer, executor)],
+                  filters={"refuse_seconds": 0})
+    status = client.next_update("t1", timeout=30)
+    assert (status["state"], status["reason"]) == ("TASK_ERROR", "REASON_TASK_UNAUTHORIZED")
+    assert "under user 'root'" in status["message"]
+    offer = client.next_offers(timeout=30)[0]
+    as_root = task_info("g-root", offer, "true")
+    as_root["command"]["user"] = "root"
+    launch_group(client, offer, default_executor(), [task_info("g-user", offer, "true"),
+                                                     as_root])
+    for task_id in ("g-user", "g-root"):
+        status = client.next_update(task_id, timeout=30)
+        assert (status["state"], status["reason"]) == ("TASK_ERROR",
+                                                       "REASON_TASK_UNAUTHORIZED")
+    assert master.state()["slaves"][0]["used_resources"]["cpus"] == 0
