@@ -32,8 +32,10 @@ lock held.
 """
 
 import base64
+import hmac
 import logging
 import os
+import secrets
 import uuid
 
 from .api.operator_json import agent_info, event_task_added
@@ -109,7 +111,11 @@ class Executors:
 
     def __init__(self, records, allocator, updates, loop, launcher, endpoint,
                  registration_timeout=REGISTRATION_TIMEOUT,
-                 shutdown_grace_period=SHUTDOWN_GRACE_PERIOD):
+                 shutdown_grace_period=SHUTDOWN_GRACE_PERIOD, authenticate=False):
+        # As an agent with --authenticate_http_executors: each custom
+        # executor gets a token of its own (MESOS_EXECUTOR_AUTHENTICATION_TOKEN,
+        # Slave::generateSecret) that its calls must carry.
+        self.authenticate = authenticate
         self.records = records
         self.allocator = allocator
         self.updates = updates
@@ -187,6 +193,8 @@ class Executors:
         """A new executor: its resources booked, its process started (the
         DEFAULT executor's part is the agent's: it runs at once)."""
         executor = Executor(framework.id, agent, info, resources, role, plan, kind)
+        if self.authenticate and kind == "CUSTOM":
+            executor.token = secrets.token_urlsafe(32)
         executor.gpu_ids = agent.take_gpus(gpu_count(resources))
         agent.used.add(resources)
         self.records.executors[executor.key] = executor
@@ -215,6 +223,8 @@ class Executors:
             "MESOS_HTTP_COMMAND_EXECUTOR": "0",
             "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": stringify_duration(grace),
         })
+        if executor.token is not None:
+            env["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"] = executor.token
         if framework.info.get("checkpoint"):
             env["MESOS_RECOVERY_TIMEOUT"] = stringify_duration(RECOVERY_TIMEOUT)
             env["MESOS_SUBSCRIPTION_BACKOFF_MAX"] = stringify_duration(REREGISTRATION_TIMEOUT)
@@ -495,6 +505,27 @@ class Executors:
         if executor is None:
             raise CallError(400, "Executor cannot be found")
         return executor
+
+    def principal(self, token):
+        """The executor whose token ``token`` is, or None."""
+        for executor in self.records.executors.values():
+            if executor.token is not None and hmac.compare_digest(executor.token, token):
+                return executor
+        return None
+
+    @staticmethod
+    def check_claims(principal, call):
+        """``verifyExecutorClaims`` (src/slave/http.cpp): the authenticated
+        executor must be the one the call names; CallError 403 otherwise."""
+        name = "executor %s of framework %s" % (principal.id, principal.framework_id)
+        if call["framework_id"]["value"] != principal.framework_id:
+            raise CallError(403, "Authenticated principal '%s' does not contain an 'fid' claim "
+                                 "with the framework ID %s, which is set in the call"
+                            % (name, call["framework_id"]["value"]))
+        if call["executor_id"]["value"] != principal.id:
+            raise CallError(403, "Authenticated principal '%s' does not contain an 'eid' claim "
+                                 "with the executor ID %s, which is set in the call"
+                            % (name, call["executor_id"]["value"]))
 
     def subscribe(self, agent, call):
         """SUBSCRIBE: the Subscription to stream (``Slave::subscribe``)."""

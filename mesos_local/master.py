@@ -195,7 +195,11 @@ class LocalMaster(FaultInjection):
     ``--executor_shutdown_grace_period`` (seconds between SHUTDOWN and its
     destruction; default 5; an ExecutorInfo's ``shutdown_grace_period``
     wins), ``executor_registration_timeout`` and
-    ``executor_shutdown_grace_period``.
+    ``executor_shutdown_grace_period``. With ``credentials`` the agents
+    authenticate their custom executors, as with Mesos'
+    ``--authenticate_http_executors``: each gets a token of its own
+    (``MESOS_EXECUTOR_AUTHENTICATION_TOKEN``) that its calls carry as
+    ``Authorization: Bearer <token>``.
     """
 
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
@@ -293,7 +297,8 @@ class LocalMaster(FaultInjection):
             user_switch=self.user_switch, root_submissions=self.root_submissions)
         executors = self._executors = Executors(
             records, allocator, updates, loop, tasks, self._executor_endpoint,
-            float(executor_registration_timeout), float(executor_shutdown_grace_period))
+            float(executor_registration_timeout), float(executor_shutdown_grace_period),
+            authenticate=self._authenticator is not None)
         tasks.executors = executors
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval,
@@ -576,15 +581,25 @@ class LocalMaster(FaultInjection):
             host = network.hub_address
         return "%s:%d" % ("[%s]" % host if ":" in host else host, port)
 
-    def executor_call(self, agent, call):
+    def executor_principal(self, token):
+        """The executor a bearer ``token`` authenticates (``executors.py``),
+        or None."""
+        with self._records.lock:
+            return self._executors.principal(token)
+
+    def executor_call(self, agent, call, principal=None):
         """A (parsed, validated) v1 executor Call to ``agent``'s
-        ``/api/v1/executor`` (``api/executor_api.py``): a Subscription to
-        stream for SUBSCRIBE, else None (202); CallError otherwise."""
+        ``/api/v1/executor`` (``api/executor_api.py``) of the authenticated
+        executor ``principal`` (None: executors are not authenticated): a
+        Subscription to stream for SUBSCRIBE, else None (202); CallError
+        otherwise."""
         with self._records.lock:
             if not self._records.running:
                 raise CallError(503, "Agent is terminating")
             executors = self._executors
             executor = executors.find(agent, call)
+            if principal is not None:
+                executors.check_claims(principal, call)
             kind = call["type"]
             if kind == "SUBSCRIBE":
                 return executors.subscribe(agent, call)

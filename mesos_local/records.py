@@ -224,6 +224,9 @@ class Executor:
         self.released = False            # its own resources given back
         self.removed = False             # its agent was removed
         self.generation = 0              # a shutdown's timer checks it is still due
+        # MESOS_EXECUTOR_AUTHENTICATION_TOKEN where the agents authenticate
+        # executors (a master with credentials), else None
+        self.token: Optional[str] = None
 
     @property
     def key(self) -> tuple[str, str, str]:

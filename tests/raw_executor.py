@@ -25,6 +25,9 @@ FRAMEWORK_ID = {"value": os.environ["MESOS_FRAMEWORK_ID"]}
 EXECUTOR_ID = {"value": os.environ["MESOS_EXECUTOR_ID"]}
 SANDBOX = os.environ["MESOS_SANDBOX"]
 HOST, _, PORT = ENDPOINT.rpartition(":")
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+if os.environ.get("MESOS_EXECUTOR_AUTHENTICATION_TOKEN"):   # the agent authenticates us
+    HEADERS["Authorization"] = "Bearer " + os.environ["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"]
 
 
 def post(call):
@@ -32,8 +35,7 @@ def post(call):
     body = dict(call, framework_id=FRAMEWORK_ID, executor_id=EXECUTOR_ID)
     conn = http.client.HTTPConnection(HOST.strip("[]"), int(PORT), timeout=30)
     try:
-        conn.request("POST", "/api/v1/executor", json.dumps(body),
-                     {"Content-Type": "application/json", "Accept": "application/json"})
+        conn.request("POST", "/api/v1/executor", json.dumps(body), HEADERS)
         response = conn.getresponse()
         response.read()
         return response.status
@@ -82,8 +84,7 @@ def main():
     conn = http.client.HTTPConnection(HOST.strip("[]"), int(PORT), timeout=None)
     body = {"type": "SUBSCRIBE", "framework_id": FRAMEWORK_ID, "executor_id": EXECUTOR_ID,
             "subscribe": {}}
-    conn.request("POST", "/api/v1/executor", json.dumps(body),
-                 {"Content-Type": "application/json", "Accept": "application/json"})
+    conn.request("POST", "/api/v1/executor", json.dumps(body), HEADERS)
     response = conn.getresponse()
     if response.status != 200:
         raise SystemExit("SUBSCRIBE answered %d: %s" % (response.status, response.read()))

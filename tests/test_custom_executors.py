@@ -579,3 +579,37 @@ def test_no_root_submissions_covers_executors_and_groups(make_local_master, clie
         assert (status["state"], status["reason"]) == ("TASK_ERROR",
                                                        "REASON_TASK_UNAUTHORIZED")
     assert master.state()["slaves"][0]["used_resources"]["cpus"] == 0
+
+
+def test_executors_are_authenticated_where_the_master_has_credentials(make_local_master,
+                                                                      clients):
+    """As Mesos' --authenticate_http_executors: each executor's calls carry
+    its own token (MESOS_EXECUTOR_AUTHENTICATION_TOKEN); none or another's
+    is 401 before the body is read, one executor's token naming another 403."""
+    master = make_local_master(credentials={"fw": "secret"})
+    client = clients(master, auth=("fw", "secret"))
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info("ex")),
+                          executor_task("t2", offer, executor_info("ex2"))])
+    client.wait_state("t1", "TASK_RUNNING", timeout=30)
+    client.wait_state("t2", "TASK_RUNNING", timeout=30)
+    env = json.loads(read_file(os.path.join(master.sandbox("t1"), "env.json"), contains="}"))
+    token = env["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"]
+    url = agent_base(master) + "/api/v1/executor"
+    call = {"type": "MESSAGE", "framework_id": {"value": client.framework_id},
+            "executor_id": {"value": "ex"}, "message": {"data": b64("x")}}
+    for header in (None, "Bearer not-a-token", "Basic " + b64("fw:secret")):
+        headers = {"Content-Type": "application/json"}
+        if header is not None:
+            headers["Authorization"] = header
+        response = requests.post(url, json=call, headers=headers, timeout=10)
+        assert response.status_code == 401
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="mesos-agent-executor"'
+    bearer = {"Authorization": "Bearer " + token}
+    assert requests.post(url, json=call, headers=bearer, timeout=10).status_code == 202
+    response = requests.post(url, json=dict(call, executor_id={"value": "ex2"}),
+                             headers=bearer, timeout=10)
+    assert response.status_code == 403
+    assert "does not contain an 'eid' claim with the executor ID ex2" in response.text
+    client.call("TEARDOWN")
+    wait_gone(master)

@@ -291,14 +291,21 @@ class _AgentHandler(_Handler):
                             server.attach_write_timeout)
 
     def _executor(self):
-        """``/api/v1/executor`` (``executor_api.py``): not authenticated, as
-        Mesos' agents leave it by default; SUBSCRIBE streams."""
+        """``/api/v1/executor`` (``executor_api.py``): authenticated (an
+        executor's token) where the master has credentials, from the
+        headers, before the body is read; SUBSCRIBE streams."""
+        master = self.server.master
+        allowed, principal = executor_api.authenticate(master, self.headers.get("Authorization"))
+        if not allowed:
+            self._reply(401, executor_api.UNAUTHORIZED_MESSAGE,
+                        headers=[("WWW-Authenticate", executor_api.CHALLENGE)])
+            return
         body = self._body_or_reply()
         if body is None:
             return
-        reply = executor_api.call_reply(self.server.master, self.server.agent,
+        reply = executor_api.call_reply(master, self.server.agent,
                                         self.headers.get("Content-Type"),
-                                        self.headers.get("Accept"), body)
+                                        self.headers.get("Accept"), body, principal)
         if isinstance(reply, Stream):
             self._stream(reply.subscription, (), reply.ended)
             return

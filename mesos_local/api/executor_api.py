@@ -16,9 +16,13 @@ master (``LocalMaster.executor_call``, ``executors.py``): SUBSCRIBE
 streams (``Stream``, served by the agent's server as the scheduler's
 stream is), UPDATE and MESSAGE answer 202, UNKNOWN 501.
 
-The endpoint is not authenticated: Mesos agents authenticate executors
-only with ``--authenticate_http_executors`` (a JWT the agent gives them),
-off by default.
+Executors are authenticated where the master has credentials, as Mesos
+agents with ``--authenticate_http_executors`` authenticate them (off by
+default there): a call must carry its executor's token as ``Authorization:
+Bearer <token>`` (401 before its body is read, realm
+``mesos-agent-executor``) and name that executor (403, as
+``verifyExecutorClaims``); Mesos' token is a JWT of those claims, this
+master's an opaque secret.
 """
 
 from ..errors import CallError
@@ -62,9 +66,29 @@ def validate(call):
     return None
 
 
-def call_reply(master, agent, content_type, accept, body):
+REALM = "mesos-agent-executor"    # EXECUTOR_HTTP_AUTHENTICATION_REALM, src/slave/constants.hpp
+CHALLENGE = 'Bearer realm="%s"' % REALM
+UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this agent authenticates its executors; send "
+                        "'Authorization: Bearer $MESOS_EXECUTOR_AUTHENTICATION_TOKEN'")
+
+
+def authenticate(master, header):
+    """(whether the request may go on, the executor it authenticates or
+    None): with credentials, the master's agents take only calls that carry
+    an executor's token (``Authorization: Bearer <token>``)."""
+    if not master.authenticates:
+        return True, None
+    scheme, _, token = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return False, None
+    principal = master.executor_principal(token.strip())
+    return principal is not None, principal
+
+
+def call_reply(master, agent, content_type, accept, body, principal=None):
     """The Reply (or ``Stream`` for SUBSCRIBE) to ``POST /api/v1/executor``
-    on ``agent``'s server; ``accept``: the Accept header."""
+    on ``agent``'s server; ``accept``: the Accept header; ``principal``:
+    the executor the request authenticated as (``authenticate``)."""
     if content_type is None:
         return Reply(400, "Expecting 'Content-Type' to be present")
     content_type = content_type.strip()
@@ -92,7 +116,7 @@ def call_reply(master, agent, content_type, accept, body):
     if kind == "HEARTBEAT":
         return Reply(202)
     try:
-        subscription = master.executor_call(agent, call)
+        subscription = master.executor_call(agent, call, principal)
     except CallError as exc:
         return Reply(exc.status, exc.message)
     if kind == "UNKNOWN":
@@ -102,4 +126,4 @@ def call_reply(master, agent, content_type, accept, body):
     return Reply(202)
 
 
-__all__ = ["call_reply", "validate"]
+__all__ = ["call_reply", "validate", "authenticate", "REALM", "CHALLENGE"]
