@@ -242,8 +242,8 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     partial = os.path.join(out_dir, "bundle.partial")
     digest = hashlib.sha256()
     with open(partial, "wb") as raw, _HashingWriter(raw, digest) as hashing:
-        with tarfile.open(fileobj=hashing, mode="w", format=tarfile.PAX_FORMAT,
-                          copybufsize=COPY_BUFFER) as tar:
+        with tarfile.TarFile(fileobj=hashing, mode="w", format=tarfile.PAX_FORMAT,
+                             copybufsize=COPY_BUFFER) as tar:
             tar.addfile(_directory_entry(TOP, os.stat(directory)))
             for member in members:
                 _add(tar, member)
