@@ -566,7 +566,8 @@ def test_malformed_calls_are_refused(local_master, clients):
         "user": "u", "name": "n"}}}
     assert client.post(subscribe, headers).status_code == 400     # carries a stream id
     assert client.post(subscribe, {"Accept": "text/html"}).status_code == 406
-    assert client.post(subscribe, content_type="application/x-protobuf").status_code == 415
+    response = client.post(subscribe, content_type="application/x-protobuf")  # JSON bytes
+    assert (response.status_code, response.text) == (400, "Failed to parse body into Call protobuf")
     assert requests.get(local_master.url + "/api/v1/scheduler").status_code == 405
 
     local_master.drop_subscription(client.framework_id)
