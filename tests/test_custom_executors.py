@@ -613,3 +613,27 @@ def test_executors_are_authenticated_where_the_master_has_credentials(make_local
     assert "does not contain an 'eid' claim with the executor ID ex2" in response.text
     client.call("TEARDOWN")
     wait_gone(master)
+
+
+def test_removed_agent_takes_its_executors(make_local_master, clients):
+    """remove_agent: the custom executor and a task group's processes are
+    killed, their tasks lost (TASK_LOST, REASON_AGENT_REMOVED), one FAILURE
+    for the agent and none for its executors."""
+    master = make_local_master()
+    client = clients(master)
+    offer = client.next_offers()[0]
+    agent_id = offer["agent_id"]["value"]
+    client.launch(offer, [executor_task("custom", offer, executor_info())],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("custom", "TASK_RUNNING", timeout=30)
+    offer = client.next_offers(timeout=30)[0]
+    launch_group(client, offer, default_executor(), [task_info("grouped", offer, "sleep 60")])
+    client.wait_state("grouped", "TASK_RUNNING", timeout=30)
+    master.remove_agent(agent_id)
+    lost = [client.next_update(timeout=30) for _ in range(2)]
+    assert {status["task_id"]["value"] for status in lost} == {"custom", "grouped"}
+    assert {(status["state"], status["reason"]) for status in lost} == {
+        ("TASK_LOST", "REASON_AGENT_REMOVED")}
+    assert client.next_event("FAILURE", timeout=30)["failure"] == {"agent_id": {"value": agent_id}}
+    wait_gone(master)
+    client.no_event("FAILURE", 0.5)
