@@ -5,11 +5,13 @@ plain Python process), as Mesos' agents run one (src/slave/slave.cpp,
 src/slave/http.cpp, docs/executor-http-api.md)."""
 
 import base64
+import http.client
 import json
 import os
 import pwd
 import sys
 import time
+import uuid
 
 import pytest
 import requests
@@ -18,6 +20,7 @@ from fixtures_netns import namespaces, root_only
 from mesos_http_client import scalar, task_info
 
 from mesos_local.api import validation as schema
+from tfmesos.mesos.recordio import Decoder
 
 EXECUTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw_executor.py")
 
@@ -637,3 +640,76 @@ def test_removed_agent_takes_its_executors(make_local_master, clients):
     assert client.next_event("FAILURE", timeout=30)["failure"] == {"agent_id": {"value": agent_id}}
     wait_gone(master)
     client.no_event("FAILURE", 0.5)
+
+
+class ExecutorStream:
+    """The test speaking for an executor: a SUBSCRIBE stream read as RecordIO."""
+
+    def __init__(self, master, framework_id, executor_id, subscribe=None):
+        host, _, port = agent_base(master).partition("//")[2].rpartition(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        body = {"type": "SUBSCRIBE", "framework_id": {"value": framework_id},
+                "executor_id": {"value": executor_id}, "subscribe": subscribe or {}}
+        self.conn.request("POST", "/api/v1/executor", json.dumps(body),
+                          {"Content-Type": "application/json"})
+        self.response = self.conn.getresponse()
+        assert self.response.status == 200
+        assert self.response.getheader("Content-Type") == "application/json"
+        self.decoder = Decoder()
+        self.pending = []
+
+    def next(self):
+        while not self.pending:
+            data = self.response.read1(65536)
+            if not data:
+                return None
+            self.pending.extend(json.loads(record) for record in self.decoder.feed(data))
+        event = self.pending.pop(0)
+        schema.validate_message("executor.Event", event)
+        return event
+
+    def close(self):
+        self.conn.close()
+
+
+def test_resubscription_and_duplicate_updates(make_local_master, clients):
+    """The test speaks for an executor whose process only sleeps: a second
+    SUBSCRIBE replaces the first stream, carries its unacknowledged updates
+    (taken once: a uuid seen before is dropped, still ACKNOWLEDGED)."""
+    master = make_local_master(executor_shutdown_grace_period=0.2)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info(command="sleep 60"))])
+    first = ExecutorStream(master, client.framework_id, "ex")
+    assert first.next()["type"] == "SUBSCRIBED"
+    launch = first.next()
+    assert launch["type"] == "LAUNCH" and launch["launch"]["task"]["task_id"]["value"] == "t1"
+    url = agent_base(master) + "/api/v1/executor"
+    ids = {"framework_id": {"value": client.framework_id}, "executor_id": {"value": "ex"}}
+    running = {"task_id": {"value": "t1"}, "state": "TASK_RUNNING", "source": "SOURCE_EXECUTOR",
+               "uuid": base64.b64encode(uuid.uuid4().bytes).decode()}
+    assert requests.post(url, json=dict(ids, type="UPDATE", update={"status": running}),
+                         timeout=10).status_code == 202
+    acked = first.next()
+    assert acked == {"type": "ACKNOWLEDGED", "acknowledged": {
+        "task_id": {"value": "t1"}, "uuid": running["uuid"]}}
+    status = client.next_update("t1", timeout=30)
+    assert (status["state"], status["uuid"]) == ("TASK_RUNNING", running["uuid"])
+    client.acknowledge(status)
+
+    finished = dict(running, state="TASK_FINISHED",
+                    uuid=base64.b64encode(uuid.uuid4().bytes).decode())
+    second = ExecutorStream(master, client.framework_id, "ex", subscribe={
+        "unacknowledged_updates": [{"status": running}, {"status": finished}]})
+    assert first.next() is None             # the first stream ends
+    assert second.next()["type"] == "SUBSCRIBED"
+    assert [second.next()["acknowledged"]["uuid"] for _ in range(2)] == [
+        running["uuid"], finished["uuid"]]
+    status = client.next_update("t1", timeout=30)
+    assert (status["state"], status["uuid"]) == ("TASK_FINISHED", finished["uuid"])
+    client.acknowledge(status)
+    client.no_event("UPDATE", 0.5)          # the RUNNING sent again was not forwarded
+    first.close()
+    second.close()
+    client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "ex"}})
+    wait_gone(master)
