@@ -63,6 +63,7 @@ from .containerizer.environment import parse_environment_json
 from .containerizer.users import root_submissions_error
 from .docker_host import docker_host_error
 from .errors import LocalMasterError
+from .executors import REGISTRATION_TIMEOUT, SHUTDOWN_GRACE_PERIOD
 from .master import MAX_INTERVAL, MIN_INTERVAL, LocalMaster
 
 PORT_RANGE = (31000, 32000)
@@ -163,6 +164,16 @@ def build_parser(prog="python -m mesos_local"):
                         metavar="S", help="seconds between HEARTBEAT events, %g to %g "
                                           "(default: %%(default)s)"
                                           % (MIN_INTERVAL, MAX_INTERVAL))
+    parser.add_argument("--executor-registration-timeout",
+                        type=_within(float, 0, MAX_INTERVAL), default=REGISTRATION_TIMEOUT,
+                        metavar="S", help="seconds a custom executor may take to subscribe "
+                                          "before it is killed, as Mesos' agent flag "
+                                          "(default: %(default)s)")
+    parser.add_argument("--executor-shutdown-grace-period",
+                        type=_within(float, 0, MAX_INTERVAL), default=SHUTDOWN_GRACE_PERIOD,
+                        metavar="S", help="seconds from an executor's SHUTDOWN to its "
+                                          "destruction, as Mesos' agent flag (default: "
+                                          "%(default)s)")
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where task sandboxes go; kept after exit (default: a "
                              "temporary directory removed at exit)")
@@ -348,6 +359,8 @@ def make_master(args, security):
                        strict=args.strict, hidden_paths=args.hide,
                        isolation=args.isolation, cgroups_enable_cfs=args.cgroups_enable_cfs,
                        switch_user=args.switch_user, root_submissions=args.root_submissions,
+                       executor_registration_timeout=args.executor_registration_timeout,
+                       executor_shutdown_grace_period=args.executor_shutdown_grace_period,
                        **security)
 
 

@@ -295,9 +295,11 @@ class LocalMaster(FaultInjection):
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
             self.allow_root, self.isolator, hidden_paths=self.hidden_paths,
             user_switch=self.user_switch, root_submissions=self.root_submissions)
+        self.executor_registration_timeout = float(executor_registration_timeout)
+        self.executor_shutdown_grace_period = float(executor_shutdown_grace_period)
         executors = self._executors = Executors(
             records, allocator, updates, loop, tasks, self._executor_endpoint,
-            float(executor_registration_timeout), float(executor_shutdown_grace_period),
+            self.executor_registration_timeout, self.executor_shutdown_grace_period,
             authenticate=self._authenticator is not None)
         tasks.executors = executors
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,

@@ -713,3 +713,20 @@ def test_resubscription_and_duplicate_updates(make_local_master, clients):
     second.close()
     client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "ex"}})
     wait_gone(master)
+
+
+def test_command_line_executor_flags():
+    from mesos_local import command_line
+    parser = command_line.build_parser()
+    args = parser.parse_args(["--no-docker", "--executor-registration-timeout", "2.5",
+                              "--executor-shutdown-grace-period", "0"])
+    master = command_line.make_master(args, {})
+    assert (master.executor_registration_timeout, master.executor_shutdown_grace_period) == (
+        2.5, 0.0)
+    defaults = command_line.make_master(parser.parse_args(["--no-docker"]), {})
+    assert (defaults.executor_registration_timeout,
+            defaults.executor_shutdown_grace_period) == (60.0, 5.0)
+    master.stop()
+    defaults.stop()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--executor-registration-timeout", "nan"])
