@@ -42,6 +42,7 @@ from .api.operator_json import agent_info, event_task_added
 from .api.stream import Subscription
 from .containerizer.executor import TaskProcess
 from .containerizer.planning import (
+    NO_DOCKER_MESSAGE,
     TaskInvalid,
     TaskPlan,
     build_launch,
@@ -145,9 +146,7 @@ class Executors:
             plan = own = None
             if executor is None:
                 plan = plan_executor(executor_info)
-                if plan.image is not None:
-                    plan.user = check_container_user(plan, framework.info.get("user"),
-                                                     self.launcher.root_allowed)
+                self._check_image(framework, plan)
                 own = parse_resources(executor_info.get("resources", []),
                                       multi_role=framework.multi_role, role=role)
                 total.add(own)
@@ -163,7 +162,8 @@ class Executors:
         seen.add(task_id)
         pool.subtract(total)
         if executor is None:
-            executor = self._add(framework, agent, executor_info, own, role, plan)
+            executor = self._add(framework, agent, executor_info, own, role, plan,
+                                 first=[resources])
         kill_grace = info.get("kill_policy", {}).get("grace_period")
         task = Task(framework, agent, info, resources,
                     TaskPlan(command="", kill_grace=None if kill_grace is None
@@ -183,15 +183,27 @@ class Executors:
             self.updates.update(task, state, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED",
                                 "Executor terminating")
             return
-        self._resize(executor)
         if executor.state == "RUNNING" and executor.subscription is not None:
             self._send_task(executor, task)
         else:
             executor.queued[task_id] = task
+        self._resize(executor)
 
-    def _add(self, framework, agent, info, resources, role, plan, kind="CUSTOM"):
+    def _check_image(self, framework, plan):
+        """A plan with an image: its user checked as a container task's
+        (``check_container_user``); TaskInvalid where no Docker engine runs
+        images (a command task fails so at launch, ``NO_DOCKER_MESSAGE``)."""
+        if plan.image is None:
+            return
+        if self.launcher.container_runner is None:
+            raise TaskInvalid(NO_DOCKER_MESSAGE)
+        plan.user = check_container_user(plan, framework.info.get("user"),
+                                         self.launcher.root_allowed)
+
+    def _add(self, framework, agent, info, resources, role, plan, kind="CUSTOM", first=()):
         """A new executor: its resources booked, its process started (the
-        DEFAULT executor's part is the agent's: it runs at once)."""
+        DEFAULT executor's part is the agent's: it runs at once); ``first``:
+        the resources of the tasks it starts with (its container's limits)."""
         executor = Executor(framework.id, agent, info, resources, role, plan, kind)
         if self.authenticate and kind == "CUSTOM":
             executor.token = secrets.token_urlsafe(32)
@@ -206,7 +218,7 @@ class Executors:
             log.info("default executor %s of framework %s running on agent %s", executor.id,
                      framework.id, agent.id)
         else:
-            self._start(framework, agent, executor)
+            self._start(framework, agent, executor, first)
         return executor
 
     def _environment(self, framework, agent, executor):
@@ -237,7 +249,7 @@ class Executors:
         return self.shutdown_grace_period if period is None \
             else max(0.0, duration_seconds(period))
 
-    def _start(self, framework, agent, executor):
+    def _start(self, framework, agent, executor, first=()):
         launcher = self.launcher
         plan = executor.plan
         hidden = launcher.hidden_paths if "fs" in agent.spec.isolate else ()
@@ -248,10 +260,8 @@ class Executors:
         if "MESOS_TASK_ID" not in plan.env:   # an executor runs tasks; it is none of them
             launch.env.pop("MESOS_TASK_ID", None)
         if launcher.isolator is not None:
-            launch.limits = self._limits(executor, [])
+            launch.limits = self._limits(executor, first)
         runner = launcher.container_runner if plan.image is not None else launcher.runner
-        if runner is None:
-            runner = launcher.runner
         user = plan.user if plan.user is not None else framework.info.get("user", "")
         fetcher = launcher.fetcher(agent)
         proc = TaskProcess(launch, runner, plan.uris, lambda proc: None,
@@ -268,22 +278,27 @@ class Executors:
         log.info("executor %s of framework %s starting on agent %s", executor.id,
                  framework.id, agent.id)
 
-    def _limits(self, executor, tasks):
+    def _limits(self, executor, resources):
         """The cgroup limits of its container: its own resources and its
-        live tasks' (``Slave::computeExecutorLimits``; the containerizer's
-        ``update`` as tasks come and go)."""
-        cpus = executor.resources.get("cpus") + sum(t.resources.get("cpus") for t in tasks)
-        mem = executor.resources.get("mem") + sum(t.resources.get("mem") for t in tasks)
+        live tasks' (``resources``; ``Slave::computeExecutorLimits``, the
+        containerizer's ``update`` as tasks come and go)."""
+        cpus = executor.resources.get("cpus") + sum(r.get("cpus") for r in resources)
+        mem = executor.resources.get("mem") + sum(r.get("mem") for r in resources)
         return self.launcher.isolator.limits(cpus, mem)
 
     def _resize(self, executor):
-        """Its cgroups sized to it and its live tasks (best effort)."""
+        """Its cgroups sized to it and its live tasks (best effort; before
+        its process made them, the limits it will make them with)."""
         proc = executor.proc
-        cgroups = getattr(proc, "cgroups", None)
-        if cgroups is None or self.launcher.isolator is None:
+        if proc is None or self.launcher.isolator is None:
             return
-        cgroups.limits = self._limits(executor, [t for t in executor.tasks()
-                                                 if not t.terminal])
+        limits = self._limits(executor, [t.resources for t in executor.tasks()
+                                         if not t.terminal])
+        cgroups = proc.cgroups
+        if cgroups is None:
+            proc.launch.limits = limits
+            return
+        cgroups.limits = limits
         try:
             cgroups.apply()
         except OSError as exc:
@@ -302,6 +317,8 @@ class Executors:
         src/master/validation.cpp; docs/nested-container-and-task-group.md)."""
         raw_executor = operation["executor"]
         infos = [dict(info) for info in operation["task_group"].get("tasks", [])]
+        if not infos:
+            return   # nothing to launch (nor to report a refusal to)
         refused = next(filter(None, (self.launcher.unauthorized(
             framework, dict(info, executor=raw_executor)) for info in infos)), None)
         if refused is not None:   # each task authorized with its executor, the group as one
@@ -323,7 +340,8 @@ class Executors:
         kind = executor_info["type"]
         if executor is None:
             plan = plan_executor(executor_info) if kind == "CUSTOM" else None
-            executor = self._add(framework, agent, executor_info, own, role, plan, kind)
+            executor = self._add(framework, agent, executor_info, own, role, plan, kind,
+                                 first=resources)
         group: list[Task] = []
         for info, plan, task_resources in zip(infos, plans, resources):
             seen.add(info["task_id"]["value"])
@@ -341,17 +359,15 @@ class Executors:
             for task in group:
                 self._start_nested(framework, agent, executor, task)
             return
-        self._resize(executor)
         if executor.state == "RUNNING" and executor.subscription is not None:
             self._send_group(executor, group)
         else:
             executor.queued_groups.append(group)
+        self._resize(executor)
 
     def _check_group(self, framework, agent, raw_executor, infos, pool, role, seen):
         """(executor or None, ExecutorInfo, its resources, the tasks' plans,
         the tasks' resources, all the group takes); TaskInvalid otherwise."""
-        if not infos:
-            raise TaskInvalid("Task group must not be empty")   # validateTaskGroup
         ids = set(seen)
         for info in infos:
             self.launcher.check_ids(framework, agent, info, ids)
@@ -381,9 +397,7 @@ class Executors:
             if executor_info["type"] == "DEFAULT":
                 plan = plan_task({key: value for key, value in info.items()
                                   if key != "executor"})
-                if plan.image is not None:
-                    plan.user = check_container_user(plan, framework.info.get("user"),
-                                                     self.launcher.root_allowed)
+                self._check_image(framework, plan)
             else:
                 kill_grace = info.get("kill_policy", {}).get("grace_period")
                 plan = TaskPlan(command="", kill_grace=None if kill_grace is None
@@ -651,6 +665,7 @@ class Executors:
             self.updates.update(task, "TASK_KILLED", "SOURCE_AGENT",
                                 "REASON_TASK_KILLED_DURING_LAUNCH", "Killed before delivery "
                                 "to the executor")
+            self._resize(executor)
             if not executor.queued and not executor.launched and not executor.queued_groups:
                 self.shutdown(executor)
             return

@@ -20,6 +20,7 @@ from fixtures_netns import namespaces, root_only
 from mesos_http_client import scalar, task_info
 
 from mesos_local.api import validation as schema
+from mesos_local.containerizer.cgroups import isolation_problem
 from tfmesos.mesos.recordio import Decoder
 
 EXECUTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw_executor.py")
@@ -730,3 +731,42 @@ def test_command_line_executor_flags():
     defaults.stop()
     with pytest.raises(SystemExit):
         parser.parse_args(["--executor-registration-timeout", "nan"])
+
+
+def _memory_limit(master, name):
+    """memory.limit_in_bytes (v1) or memory.max (v2) of the cgroup ``name``, or None."""
+    layout = master.isolator.layout
+    memory = os.path.join(master.isolator.directories[layout.roots["cgroups/mem"][0]], name)
+    for filename in ("memory.limit_in_bytes", "memory.max"):
+        path = os.path.join(memory, filename)
+        if os.path.exists(path):
+            return int(open(path).read().strip())
+    return None
+
+
+def _until(check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return check()
+
+
+@pytest.mark.skipif(isolation_problem() is not None, reason=str(isolation_problem()))
+def test_executor_cgroups_hold_it_and_its_live_tasks(make_local_master, clients):
+    """Under cgroups/mem an executor's container is limited to its own and
+    its live tasks' mem (Slave::computeExecutorLimits), resized as they come
+    and go."""
+    master = make_local_master(isolation="cgroups/mem")
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [executor_task("t1", offer, executor_info()),
+                          dict(executor_task("t2", offer, executor_info()),
+                               resources=[scalar("cpus", 0.1), scalar("mem", 64)])])
+    client.wait_state("t1", "TASK_RUNNING", timeout=30)
+    client.wait_state("t2", "TASK_RUNNING", timeout=30)
+    assert _until(lambda: _memory_limit(master, "ex") == (32 + 32 + 64) << 20)
+    client.kill("t2")
+    client.wait_state("t2", "TASK_KILLED", timeout=30)
+    assert _until(lambda: _memory_limit(master, "ex") == (32 + 32) << 20)
+    client.call("TEARDOWN")
+    wait_gone(master)
