@@ -518,6 +518,9 @@ class Executors:
                                                call["executor_id"]["value"]))
         if executor is None:
             raise CallError(400, "Executor cannot be found")
+        if executor.kind == "DEFAULT":   # no process of its own to speak for it
+            raise CallError(403, "Executor %s is the default executor, which the local agent "
+                                 "runs itself: it takes no executor calls" % executor.id)
         return executor
 
     def principal(self, token):

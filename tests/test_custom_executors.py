@@ -472,6 +472,11 @@ def test_killing_a_group_task_kills_the_group(make_local_master, clients):
     launch_group(client, offer, default_executor(), [
         task_info("a", offer, "sleep 60"), task_info("b", offer, "sleep 60")])
     client.wait_state("a", "TASK_RUNNING", timeout=30)
+    # The agent plays the default executor: nobody may speak for it.
+    forged = {"type": "SUBSCRIBE", "framework_id": {"value": client.framework_id},
+              "executor_id": {"value": "group"}, "subscribe": {}}
+    response = requests.post(agent_base(master) + "/api/v1/executor", json=forged, timeout=10)
+    assert response.status_code == 403 and "default executor" in response.text
     client.kill("a")
     states, _ = states_until_terminal(client, ["a", "b"])
     assert states["a"][-1] == states["b"][-1] == "TASK_KILLED"
