@@ -73,6 +73,23 @@ mlflow_install=$!
 python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
 python3 -m pip install -q --disable-pip-version-check \
     -e ".[tensorflow,docker,examples,keras-jax,torch,lightning,jax,mlflow,test]"
+# pymesos 0.3.15's MesosExecutorDriver, an executor client the suite runs
+# against the embedded agents (test_custom_executors), in a folder of its
+# own, never installed: its http-parser's C extension does not build on
+# Python 3.11 (pymesos#130), its pure-Python parser works.
+pymesos_dir="$HOME/.cache/tfmesos-tests/pymesos"
+export TFMESOS_TEST_PYMESOS="$pymesos_dir"
+if [ ! -f "$pymesos_dir/pymesos/__init__.py" ]; then
+  pymesos_sdists=$(mktemp -d /tmp/tfmesos-pymesos-XXXXXX)
+  python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+      -d "$pymesos_sdists" "pymesos==0.3.15" "http-parser==0.9.0"
+  mkdir -p "$pymesos_dir.tmp/http_parser"
+  tar -xzf "$pymesos_sdists"/pymesos-0.3.15.tar.gz -C "$pymesos_sdists"
+  tar -xzf "$pymesos_sdists"/http-parser-0.9.0.tar.gz -C "$pymesos_sdists"
+  cp -r "$pymesos_sdists"/pymesos-0.3.15/pymesos "$pymesos_dir.tmp/"
+  cp "$pymesos_sdists"/http-parser-0.9.0/http_parser/*.py "$pymesos_dir.tmp/http_parser/"
+  rm -rf "$pymesos_sdists" "$pymesos_dir" && mv "$pymesos_dir.tmp" "$pymesos_dir"
+fi
 # The suite runs tfmesos as an install runs it: from bytecode (pip compiles
 # what it installs; an editable install compiles nothing). Where
 # PYTHONDONTWRITEBYTECODE is set, each of the suite's thousands of Python
