@@ -141,11 +141,13 @@ training='integration and tensorflow and not docker'
 waiting="integration and waits and not ($training)"
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
 wait_log=$(mktemp /tmp/tfmesos-tests-waiting-XXXXXX.log)
-python3 -m pytest tests -m "$training" --durations=40 >"$lane_log" 2>&1 &
+TFMESOS_TEST_LANE=training python3 -m pytest tests -m "$training" --durations=40 \
+    >"$lane_log" 2>&1 &
 lane=$!
 # Tests that mostly wait out real timeouts (a partition's grace, a connect
 # timeout) hold a CPU-light lane of their own rather than an xdist worker.
-python3 -m pytest tests -m "$waiting" --durations=10 >"$wait_log" 2>&1 &
+TFMESOS_TEST_LANE=waiting python3 -m pytest tests -m "$waiting" --durations=10 \
+    >"$wait_log" 2>&1 &
 waits=$!
 stop_lanes() {
   for pid in "$lane" "$waits"; do

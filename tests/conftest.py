@@ -91,13 +91,11 @@ def pytest_configure(config):
     if os.environ.get("TFMESOS_LOCAL_PORTS"):
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    lanes = config.getoption("markexpr") or ""
+    lane = os.environ.get("TFMESOS_TEST_LANE", "")   # scripts/test.sh names its lanes
     if worker.startswith("gw") and worker[2:].isdigit():
         slot = int(worker[2:]) % 2
-    elif lanes == "integration and tensorflow and not docker":
-        slot = 2
-    elif lanes.startswith("integration and waits"):
-        slot = 3
+    elif lane in ("training", "waiting"):
+        slot = 2 if lane == "training" else 3
     else:
         return
     # 2,750 ports each: a window for up to 1,374 tasks (1,000 at most)
