@@ -1,0 +1,176 @@
+"""A whole Mesos framework written with pymesos 0.3.15 (douban/pymesos, not
+this project): its ``MesosSchedulerDriver`` against a master given as
+``host:port``, unchanged. Each callback is printed as one JSON line on
+stdout (``{"callback": ..., ...}``); the process exits 0 once its plan is
+done and the driver stopped (pymesos' ``stop()`` sends TEARDOWN), 1 on an
+``error`` callback or when the plan is not done within ``--timeout`` s.
+
+``executor EXECUTOR_COMMAND``: two tasks on one custom executor of that
+command (``pymesos_executor.py``: task "a" finishes, task "b" runs until
+killed); once "b" runs, a framework message "hi" to the executor; its
+answer "echo hi" has "b" killed; done at "a" TASK_FINISHED and "b"
+TASK_KILLED.
+
+``group``: a task group of two tasks on Mesos' default executor, sent as
+pymesos sends any operation (``acceptOffers`` with a LAUNCH_GROUP
+operation: its ``launchTasks`` sends only LAUNCH), sharing a PARENT
+SANDBOX_PATH volume: "writer" writes a file, "reader" waits for it and
+prints it; done when both are TASK_FINISHED.
+
+The environment's PYTHONPATH must name pymesos and http-parser
+(scripts/test.sh: TFMESOS_TEST_PYMESOS); the executor's command gets it too.
+"""
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import threading
+
+from pymesos import MesosSchedulerDriver, Scheduler, decode_data, encode_data
+
+TERMINAL = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
+            "TASK_DROPPED", "TASK_GONE"}
+
+
+def say(callback, **fields):
+    print(json.dumps(dict(fields, callback=callback), sort_keys=True), flush=True)
+
+
+def scalar(name, value):
+    return {"name": name, "type": "SCALAR", "scalar": {"value": value}}
+
+
+class Plan(Scheduler):
+    def __init__(self, mode, executor_command):
+        self.mode = mode
+        self.executor_command = executor_command
+        self.launched = False
+        self.states = {}
+        self.done = threading.Event()
+        self.failed = False
+
+    # --- callbacks (pymesos calls them on its IO thread) ---
+
+    def registered(self, driver, framework_id, master_info):
+        say("registered", framework_id=framework_id["value"], master_info=dict(master_info))
+
+    def reregistered(self, driver, master_info):
+        say("reregistered", master_info=dict(master_info))
+
+    def disconnected(self, driver):
+        say("disconnected")
+
+    def resourceOffers(self, driver, offers):
+        for offer in offers:
+            say("resourceOffers", offer_id=offer["id"]["value"],
+                agent_id=offer["agent_id"]["value"])
+            if self.launched:
+                driver.declineOffer(offer["id"], {"refuse_seconds": 3600})
+                continue
+            self.launched = True
+            if self.mode == "executor":
+                driver.launchTasks(offer["id"], self.executor_tasks(offer),
+                                   {"refuse_seconds": 3600})
+            else:
+                driver.acceptOffers([offer["id"]], [self.group_operation(offer)],
+                                    {"refuse_seconds": 3600})
+
+    def statusUpdate(self, driver, status):
+        task_id = status["task_id"]["value"]
+        state = status["state"]
+        say("statusUpdate", task_id=task_id, state=state, source=status.get("source"),
+            message=status.get("message"), has_uuid="uuid" in status)
+        self.states.setdefault(task_id, []).append(state)
+        if self.mode == "executor" and task_id == "b" and state == "TASK_RUNNING":
+            driver.sendFrameworkMessage(status["executor_id"], status["agent_id"],
+                                        encode_data(b"hi"))
+        self.check(driver)
+
+    def frameworkMessage(self, driver, executor_id, agent_id, data):
+        text = decode_data(data).decode()
+        say("frameworkMessage", executor_id=executor_id["value"], agent_id=agent_id["value"],
+            data=text)
+        if text == "echo hi":
+            driver.killTask({"value": "b"})
+
+    def executorLost(self, driver, executor_id, agent_id, status):
+        say("executorLost", executor_id=executor_id["value"], status=status)
+
+    def slaveLost(self, driver, agent_id):
+        say("slaveLost", agent_id=agent_id["value"])
+
+    def error(self, driver, message):
+        say("error", message=message)
+        self.failed = True
+        self.done.set()
+
+    # --- the plan ---
+
+    def check(self, driver):
+        last = {task_id: states[-1] for task_id, states in self.states.items()}
+        if self.mode == "executor":
+            wanted = {"a": "TASK_FINISHED", "b": "TASK_KILLED"}
+        else:
+            wanted = {"writer": "TASK_FINISHED", "reader": "TASK_FINISHED"}
+        if any(last.get(task_id) in TERMINAL and last[task_id] != state
+               for task_id, state in wanted.items()):
+            self.failed = True
+            self.done.set()
+        elif all(last.get(task_id) == state for task_id, state in wanted.items()):
+            self.done.set()
+
+    def executor_tasks(self, offer):
+        executor = {"executor_id": {"value": "pm"}, "name": "pymesos executor",
+                    "command": {"value": self.executor_command, "environment": {"variables": [
+                        {"name": "PYTHONPATH", "value": os.environ.get("PYTHONPATH", "")}]}},
+                    "resources": [scalar("cpus", 0.1), scalar("mem", 32)]}
+        tasks = []
+        for task_id, data in (("a", b"finish"), ("b", b"run")):
+            tasks.append({"name": task_id, "task_id": {"value": task_id},
+                          "agent_id": offer["agent_id"], "executor": executor,
+                          "data": encode_data(data),
+                          "resources": [scalar("cpus", 0.1), scalar("mem", 32)]})
+        return tasks
+
+    def group_operation(self, offer):
+        volume = {"type": "MESOS", "volumes": [{
+            "container_path": "shared", "mode": "RW",
+            "source": {"type": "SANDBOX_PATH",
+                       "sandbox_path": {"type": "PARENT", "path": "data"}}}]}
+        commands = {"writer": "echo shared-data > shared/f",
+                    "reader": "while [ ! -s shared/f ]; do sleep 0.05; done; cat shared/f"}
+        tasks = [{"name": task_id, "task_id": {"value": task_id},
+                  "agent_id": offer["agent_id"], "command": {"value": command},
+                  "container": volume,
+                  "resources": [scalar("cpus", 0.1), scalar("mem", 32)]}
+                 for task_id, command in commands.items()]
+        # Mesos' default executor: resources as group::internal::validateExecutor
+        # asks (cpus, mem and disk; src/master/validation.cpp).
+        executor = {"executor_id": {"value": "group"}, "type": "DEFAULT",
+                    "resources": [scalar("cpus", 0.1), scalar("mem", 32), scalar("disk", 10)]}
+        return {"type": "LAUNCH_GROUP",
+                "launch_group": {"executor": executor, "task_group": {"tasks": tasks}}}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("master", help="host:port")
+    parser.add_argument("mode", choices=("executor", "group"))
+    parser.add_argument("executor_command", nargs="?")
+    parser.add_argument("--timeout", type=float, default=60)
+    args = parser.parse_args()
+    plan = Plan(args.mode, args.executor_command)
+    framework = {"user": getpass.getuser(), "name": "pymesos-" + args.mode}
+    driver = MesosSchedulerDriver(plan, framework, args.master, use_addict=True)
+    driver.start()
+    finished = plan.done.wait(args.timeout)
+    driver.stop()    # not a failover: pymesos sends TEARDOWN (scheduler.py _shutdown)
+    driver.join()
+    say("stopped", finished=finished, failed=plan.failed)
+    return 0 if finished and not plan.failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
