@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine, then
 # runs the static checks and the suite: Debian packages (Docker engine,
-# ZooKeeper, debootstrap, iproute2, openssl, chromium), tfmesos with its
-# extras; ruff (lint), mypy (types of every package of tfmesos and of
+# ZooKeeper, debootstrap, iproute2, openssl, chromium, nodejs, npm), tfmesos
+# with its extras; ruff (lint), mypy (types of every package of tfmesos and of
 # mesos_local; pyproject.toml), vermin (nothing newer than the
 # Python setup.py promises), then pytest. The Docker daemon, the tfmesos image and a
 # ZooKeeper server are started by the test fixtures themselves.
@@ -18,6 +18,8 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)        # network-namespace agents
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)    # TLS test certificates
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # renders tfmesos report's page
+command -v node >/dev/null 2>&1 || missing+=(nodejs)      # npm's Mesos clients (test_npm_mesos_client)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
@@ -89,6 +91,19 @@ if [ ! -f "$pymesos_dir/pymesos/__init__.py" ]; then
   cp -r "$pymesos_sdists"/pymesos-0.3.15/pymesos "$pymesos_dir.tmp/"
   cp "$pymesos_sdists"/http-parser-0.9.0/http_parser/*.py "$pymesos_dir.tmp/http_parser/"
   rm -rf "$pymesos_sdists" "$pymesos_dir" && mv "$pymesos_dir.tmp" "$pymesos_dir"
+fi
+# npm's @dcos/mesos-client (DC/OS' operator event stream client), a
+# dashboard the suite subscribes to the embedded master's operator stream
+# (test_npm_mesos_client), with jsdom: the client is written for browsers
+# and needs their XMLHttpRequest (one that streams, as node's XHR packages
+# do not). In an npm prefix of their own, named by TFMESOS_TEST_NPM.
+npm_prefix="$HOME/.cache/tfmesos-tests/npm"
+export TFMESOS_TEST_NPM="$npm_prefix"
+if [ ! -f "$npm_prefix/node_modules/@dcos/mesos-client/package.json" ] ||
+   [ ! -f "$npm_prefix/node_modules/jsdom/package.json" ]; then
+  mkdir -p "$npm_prefix"
+  npm install -q --no-audit --no-fund --prefix "$npm_prefix" \
+      "@dcos/mesos-client@1.0.0" "jsdom@26.1.0" >/dev/null
 fi
 # The suite runs tfmesos as an install runs it: from bytecode (pip compiles
 # what it installs; an editable install compiles nothing). Where
