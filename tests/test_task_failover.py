@@ -521,3 +521,24 @@ def test_master_urls_and_addresses():
     assert rediscover.Rediscovery("", FRAMEWORK).rendezvous() is None
     assert rediscover.parse_address("[::1]:80") == ("::1", 80)
     assert rediscover.parse_address("h:0") is None and rediscover.parse_address("h") is None
+
+
+def test_a_task_asks_for_a_new_scheduler_often_at_first_then_less_often():
+    from tfmesos.task.connection import (
+        FAILOVER_DELAYS,
+        FAILOVER_QUICK,
+        RETRY_DELAYS,
+        next_delay,
+    )
+    waits, elapsed, delay = [], 0.0, FAILOVER_DELAYS[0]
+    while elapsed < 60:
+        waits.append((elapsed, delay))
+        elapsed += delay
+        delay = next_delay(delay, FAILOVER_DELAYS, elapsed, True)
+    # A scheduler relaunched within seconds is found within a quarter second
+    # (not 0.5, 1, 2 s apart: the tries at 0.5, 1.5, 3.5 s).
+    assert all(delay <= 0.25 for at, delay in waits if at < FAILOVER_QUICK)
+    assert waits[-1][1] == FAILOVER_DELAYS[1]
+    assert len(waits) <= FAILOVER_QUICK / FAILOVER_DELAYS[0] + 20   # the master's load
+    # Without failover the waits double from the start, as before.
+    assert next_delay(RETRY_DELAYS[0], RETRY_DELAYS, 0.0, False) == 2 * RETRY_DELAYS[0]
