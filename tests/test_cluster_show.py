@@ -24,7 +24,7 @@ from tfrun_helpers import REPO
 from waiting import Buffer, wait_until
 
 from tfmesos.cli import cluster_show
-from tfmesos.cli.cluster_logs import follow_scheduler
+from tfmesos.cli.cluster_logs import QUICK_POLL, follow_scheduler, next_poll
 from tfmesos.cli.cluster_runs import MAX_OUTCOME, cluster_runs, reader
 from tfmesos.cli.main import main as tfmesos_main
 from tfmesos.cli.runs import logs_main, runs_main, show_main, show_run
@@ -289,3 +289,14 @@ def test_a_record_that_is_no_run_json_or_too_large_is_one_line(
     assert tfmesos_main(["show", run_id, "--master", master.url]) == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "more than the 8 bytes tfmesos show reads" in error, error
+
+
+def test_a_followed_scheduler_is_read_quickly_while_its_output_grows():
+    # Its lines within QUICK_POLL (a poll of a second put them half a second
+    # behind on average), the agent asked less often while it is quiet.
+    assert next_poll(1.0, True, 1.0) == QUICK_POLL <= 0.25
+    waits = [QUICK_POLL]
+    for _ in range(5):
+        waits.append(next_poll(waits[-1], False, 1.0))
+    assert waits == sorted(waits) and waits[-1] == 1.0
+    assert next_poll(1.0, True, 0.05) == 0.05   # never slower than asked

@@ -41,6 +41,7 @@ from .cluster_runs import framework_of
 
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
+QUICK_POLL = 0.2          # seconds between reads of a scheduler's output that grows
 SCHEDULER = "scheduler"   # what ``tfmesos logs RUN scheduler`` calls a detached run's scheduler
 
 
@@ -168,7 +169,10 @@ class SandboxFile:
         self.relayed: Optional[re.Pattern] = None   # the lines left out
 
     def read(self, out, final=False):
+        """Write what was added since the last read to ``out``; returns
+        how many bytes that was."""
         agent = AgentFiles(self.base_url, TIMEOUT, self.auth, None)
+        start = self.offset
         try:
             while True:
                 answer = agent.get("/files/read", path=self.path, offset=self.offset,
@@ -187,6 +191,7 @@ class SandboxFile:
             agent.close()
         if final and self.partial:
             self._write("\n", out)
+        return self.offset - start
 
     def _write(self, data, out):
         lines = (self.partial + data).split("\n")
@@ -265,9 +270,11 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
     (text streams), switching to a newer attempt of the scheduler task when
     one appears (from its start, after a ``--- scheduler attempt N ---``
     line on ``err``). ``run``: a ``cluster_runs.ClusterRun`` (as
-    ``run_lookup`` found it). Its sandbox files are read every ``poll``
-    seconds; the run's framework is learnt from the master's event stream,
-    else polled as often (``FrameworkSource``, not ``/master/state``;
+    ``run_lookup`` found it). Its sandbox files are read every
+    ``QUICK_POLL`` seconds while they grow, less often while they do not, up
+    to every ``poll`` seconds (``next_poll``; it was ``poll`` always, half a
+    second behind on average); the run's framework is learnt from the
+    master's event stream, else polled as often (``FrameworkSource``, not ``/master/state``;
     ``state``: one read already, whose agents are known then; ``notify``:
     where a lost stream is said, stderr by default).
 
@@ -285,9 +292,20 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
         source.close()
 
 
+def next_poll(wait, grew, poll):
+    """The wait (seconds) before the next read of a followed scheduler's
+    output, after one of ``wait`` that found it grown (``grew``) or not:
+    ``QUICK_POLL`` while it grows (its lines shown within that), doubling
+    up to ``poll`` while it is quiet."""
+    quick = min(QUICK_POLL, poll)
+    return quick if grew else min(max(wait, quick) * 2, poll)
+
+
 def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
+    wait = min(QUICK_POLL, poll)
     while not stop.is_set():
+        grew = False
         framework, finished = source.framework()
         newest = scheduler_tasks(framework, run.run_id)
         task = newest[0][1] if newest else None
@@ -302,11 +320,13 @@ def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
                 sandbox = task_sandbox(run.framework_id, task)
                 following = (task["id"], *(SandboxFile(SCHEDULER, base_url, "%s/%s" % (
                     sandbox, stream), False, reader.auth) for stream in ("stdout", "stderr")))
+                grew = True   # a new scheduler task: its first lines come soon
         if following is not None:
-            following[1].read(out, final=finished)
-            following[2].read(err, final=finished)
+            grew = following[1].read(out, final=finished) > 0 or grew
+            grew = following[2].read(err, final=finished) > 0 or grew
         if finished:
             found = run_labels.label_map((framework or {}).get("labels"))
             return found.get(run_labels.OUTCOME) or "finished"
-        stop.wait(poll)
+        wait = next_poll(wait, grew, poll)
+        stop.wait(wait)
     return None
