@@ -20,6 +20,7 @@ from operator_helpers import _Reader, get, raw_request, read_head, read_reply
 from waiting import wait_until
 
 from mesos_local.agent import AgentSpec
+from mesos_local.api import proto
 from mesos_local.api.files import virtual_path
 
 JSON = {"Content-Type": "application/json"}
@@ -177,6 +178,30 @@ def test_content_types_methods_and_paths(make_local_master):
     assert agent_call(base, {"type": "GET_HEALTH"}, path="/slave(1)/api/v1").status_code == 200
     assert requests.get(base + "/master/state", timeout=10).status_code == 404
     assert requests.get(base + "/nothing/here", timeout=10).status_code == 404
+
+
+def test_version_and_flags_as_a_mesos_agent_answers_them(make_local_master):
+    """GET_VERSION, GET_FLAGS (pymesos' MesosOperatorAgentDriver calls both:
+    501 before) and ``/flags``, as ``Http::getVersion``, ``Http::getFlags``
+    and ``Http::flags`` answer (src/slave/http.cpp): ``version()`` as the
+    master's, the agent's flags (those ``/state`` lists) in name order;
+    protobuf too."""
+    master = make_local_master(agents=AGENTS[:1])
+    [base] = bases(master).values()
+    version = agent_get(base, {"type": "GET_VERSION"})["version_info"]
+    assert version == get(master, "GET_VERSION")["version_info"]
+    flags = agent_get(base, {"type": "GET_FLAGS"})["flags"]
+    assert [f["name"] for f in flags] == sorted(f["name"] for f in flags)
+    named = {f["name"]: f["value"] for f in flags}
+    assert named["port"] == base.rpartition(":")[2] and named["hostname"] == "node-a"
+    assert requests.get(base + "/state", timeout=10).json()["flags"] == named
+    for path in ("/flags", "/slave(1)/flags"):
+        assert requests.get(base + path, timeout=10).json() == {"flags": named}
+    for kind in ("GET_VERSION", "GET_FLAGS"):
+        reply = agent_call(base, {"type": kind}, headers={"Accept": proto.PROTOBUF_TYPE})
+        assert reply.headers["Content-Type"] == proto.PROTOBUF_TYPE
+        assert proto.decode(proto.AGENT_RESPONSE, reply.content) == agent_call(
+            base, {"type": kind}).json()
 
 
 def test_authentication_follows_the_master(make_local_master):

@@ -10,10 +10,10 @@ reads protobuf into the dict the JSON would be),
 and the call's sub-message present, 400), ``Accept`` (406; JSON where it
 allows it, else protobuf; RecordIO only for the calls that stream). Then
 the read calls are answered 200 with a ``Response`` in that type
-(``agent_json.py``): ``GET_HEALTH``, ``GET_STATE``, ``GET_CONTAINERS``,
-``GET_FRAMEWORKS``, ``GET_EXECUTORS``, ``GET_TASKS``, ``READ_FILE`` and
-``LIST_FILES`` (this agent's sandboxes, resolved and bounded as
-``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as Mesos
+(``agent_json.py``): ``GET_HEALTH``, ``GET_VERSION``, ``GET_FLAGS``,
+``GET_STATE``, ``GET_CONTAINERS``, ``GET_FRAMEWORKS``, ``GET_EXECUTORS``,
+``GET_TASKS``, ``READ_FILE`` and ``LIST_FILES`` (this agent's sandboxes,
+resolved and bounded as ``/files``: ``files.py``); ``UNKNOWN`` is 501 with no body, as Mesos
 answers it, and the other calls 501 naming the call (but
 ``ATTACH_CONTAINER_OUTPUT``: ``attach_output.py``, which the agent's
 server gives that call to).
@@ -24,6 +24,7 @@ import json
 from . import agent_json, json_body, proto
 from .endpoints import JSON_TYPE, Reply, accepts
 from .operator import in_type, list_files_reply, read_file_reply
+from .operator_json import render_version_info
 
 PROTOBUF_TYPE = proto.PROTOBUF_TYPE
 RECORDIO_TYPE = "application/recordio"
@@ -46,6 +47,10 @@ _SUBMESSAGE = {"LIST_FILES": "list_files", "READ_FILE": "read_file"}
 # Call type -> render(agent, records): the Response's ``get_x`` field.
 _READS = {
     "GET_HEALTH": lambda agent, records: {"healthy": True},
+    # Http::getVersion and Http::getFlags (src/slave/http.cpp): version()
+    # as the master's (src/common/http.cpp), the agent's own flags.
+    "GET_VERSION": lambda agent, records: {"version_info": render_version_info()},
+    "GET_FLAGS": agent_json.get_flags,
     "GET_STATE": agent_json.get_state,
     "GET_CONTAINERS": agent_json.get_containers,
     "GET_FRAMEWORKS": agent_json.get_frameworks,

@@ -13,7 +13,8 @@ offers' ``url``, and serves there what a Mesos agent serves
   container's output, streamed: ``attach_output.py``);
 * ``POST /api/v1/executor``: the v1 executor API its custom executors
   speak (``executor_api.py``, ``executors.py``);
-* ``GET /health``, ``/version``.
+* ``GET /health``, ``/version``, ``/flags`` (the agent's: ``port``,
+  ``hostname``, ``work_dir``).
 
 Paths are routed as libprocess routes them (``routes.resolve_in``: the
 process ``slave(1)`` is the delegate). Authentication follows the master's
@@ -196,6 +197,9 @@ class _AgentHandler(_Handler):
             return
         if target == "version/":
             reply = json_reply(render_version(), query)
+        elif target == DELEGATE + "/flags":     # Http::flags: {"flags": _flags()}
+            reply = json_reply({"flags": agent_json.render_flags(agent, self.server.server_port)},
+                               query)
         elif target in _STATE:
             address = (self.connection.getsockname()[0], self.server.server_port)
             hostname = (master.master_info or {}).get("hostname", "")

@@ -134,6 +134,21 @@ def _framework_json(framework, tasks):
     return out
 
 
+def render_flags(agent, port):
+    """The agent's flags, name -> value as strings (``Http::_flags``,
+    src/slave/http.cpp: ``/flags`` and ``/state``'s ``flags``); ``port``
+    where it listens."""
+    return {"port": str(port), "hostname": agent.hostname, "work_dir": agent.directory}
+
+
+def get_flags(agent, records):
+    """``GET_FLAGS``: ``_flags()`` evolved, one ``Flag`` a flag in name
+    order (a JSON::Object's)."""
+    port = agent.address[1] if agent.address else 5051
+    return {"flags": [{"name": name, "value": value}
+                      for name, value in sorted(render_flags(agent, port).items())]}
+
+
 def render_state(agent, records, address, start_time, master_hostname):
     """``GET /state``: the agent's state JSON; ``address`` (host, port) where
     it listens."""
@@ -154,8 +169,7 @@ def render_state(agent, records, address, start_time, master_hostname):
         "reserved_resources_allocated": {}, "unreserved_resources_allocated": used,
         "resource_providers": [], "attributes": dict(agent.spec.attributes),
         "master_hostname": master_hostname, "gpu_ids": list(agent.gpu_ids),
-        "flags": {"port": str(address[1]), "hostname": agent.hostname,
-                  "work_dir": agent.directory},
+        "flags": render_flags(agent, address[1]),
         "frameworks": live, "completed_frameworks": completed,
     }
 
@@ -299,5 +313,6 @@ def get_state(agent, records):
             "get_frameworks": get_frameworks(agent, records)}
 
 
-__all__ = ["pid", "render_state", "render_monitor", "statistics", "get_containers",
-           "get_frameworks", "get_executors", "get_tasks", "get_state", "AGENT_CAPABILITIES"]
+__all__ = ["pid", "render_flags", "get_flags", "render_state", "render_monitor", "statistics",
+           "get_containers", "get_frameworks", "get_executors", "get_tasks", "get_state",
+           "AGENT_CAPABILITIES"]
