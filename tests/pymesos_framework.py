@@ -17,6 +17,15 @@ operation: its ``launchTasks`` sends only LAUNCH), sharing a PARENT
 SANDBOX_PATH volume: "writer" writes a file, "reader" waits for it and
 prints it; done when both are TASK_FINISHED.
 
+``--operator`` (executor mode): pymesos' ``MesosOperatorMasterDriver``
+subscribes to the master's operator stream before the framework starts and
+prints what it calls back (``operator.frameworkAdded``, ``operator.taskAdded``,
+``operator.taskUpdated``, ``operator.frameworkRemoved``); once the plan is
+done (the executor still up) its read calls, and those of
+``MesosOperatorAgentDriver`` at the agent's address (GET_AGENTS' ``pid``),
+are printed in one ``operatorCalls`` line: call -> "ok" and a summary, or
+the error pymesos raised.
+
 The environment's PYTHONPATH must name pymesos and http-parser
 (scripts/test.sh: TFMESOS_TEST_PYMESOS); the executor's command gets it too.
 """
@@ -27,15 +36,28 @@ import json
 import os
 import sys
 import threading
+import time
 
-from pymesos import MesosSchedulerDriver, Scheduler, decode_data, encode_data
+from pymesos import (
+    MesosOperatorAgentDriver,
+    MesosOperatorMasterDriver,
+    MesosSchedulerDriver,
+    OperatorMaster,
+    Scheduler,
+    decode_data,
+    encode_data,
+)
 
 TERMINAL = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
             "TASK_DROPPED", "TASK_GONE"}
 
 
+_SAY = threading.Lock()   # callbacks come on the drivers' IO threads
+
+
 def say(callback, **fields):
-    print(json.dumps(dict(fields, callback=callback), sort_keys=True), flush=True)
+    with _SAY:
+        print(json.dumps(dict(fields, callback=callback), sort_keys=True), flush=True)
 
 
 def scalar(name, value):
@@ -154,20 +176,125 @@ class Plan(Scheduler):
                 "launch_group": {"executor": executor, "task_group": {"tasks": tasks}}}
 
 
+class Operator(OperatorMaster):
+    """pymesos' operator callbacks, printed."""
+
+    def __init__(self):
+        self.removed = threading.Event()
+
+    def frameworkAdded(self, framework):
+        say("operator.frameworkAdded", framework_id=framework["framework_info"]["id"]["value"])
+
+    def frameworkUpdated(self, framework):
+        say("operator.frameworkUpdated",
+            framework_id=framework["framework_info"]["id"]["value"])
+
+    def frameworkRemoved(self, framework_info):
+        say("operator.frameworkRemoved", framework_id=framework_info["id"]["value"])
+        self.removed.set()
+
+    def taskAdded(self, task):
+        say("operator.taskAdded", task_id=task["task_id"]["value"], state=task["state"])
+
+    def taskUpdated(self, event):
+        say("operator.taskUpdated", task_id=event["status"]["task_id"]["value"],
+            state=event["state"])
+
+    def agentAdded(self, agent):
+        say("operator.agentAdded", agent_id=agent["agent_info"]["id"]["value"])
+
+    def agentRemoved(self, agent_id):
+        say("operator.agentRemoved", agent_id=agent_id)
+
+
+def summary(response):
+    """A few words of an operator response: its type and what it lists."""
+    words = [response.get("type", "?")]
+    agents = response.get("get_agents", {}).get("agents")
+    if agents is not None:
+        words.append("agents=%d" % len(agents))
+    for key in ("get_tasks", "get_state"):
+        tasks = response.get(key, {})
+        tasks = tasks.get("get_tasks", tasks) if key == "get_state" else tasks
+        if "tasks" in tasks or "completed_tasks" in tasks:
+            ids = sorted(t["task_id"]["value"] for t in
+                         tasks.get("tasks", []) + tasks.get("completed_tasks", []))
+            words.append("tasks=" + ",".join(ids))
+    containers = response.get("get_containers", {}).get("containers")
+    if containers is not None:
+        words.append("containers=%d" % len(containers))
+    executors = response.get("get_executors", {}).get("executors")
+    if executors is not None:
+        words.append("executors=" + ",".join(
+            e["executor_info"]["executor_id"]["value"] for e in executors))
+    files = response.get("list_files", {}).get("file_infos")
+    if files is not None:
+        words.append("files=" + ",".join(sorted(f["path"].rpartition("/")[2] for f in files)))
+    if "read_file" in response:
+        words.append("size=%s" % response["read_file"].get("size"))
+    return " ".join(words)
+
+
+def operator_calls(master, framework_id):
+    """Each read call of pymesos' operator drivers -> "ok <summary>" or its error."""
+    results = {}
+
+    def call(name, method, *args):
+        try:
+            results[name] = "ok " + summary(method(*args))
+        except Exception as exc:    # what pymesos raised: reported, not fatal
+            results[name] = "error %s" % str(exc)[:300]
+
+    for name in ("getHealth", "getFlags", "getVersion", "getLoggingLevel", "getState",
+                 "getFrameworks", "getExecutors", "getTasks", "getAgents", "getRoles",
+                 "getWeights", "getMaster", "getMaintenanceStatus", "getMaintenanceSchedule",
+                 "getQuota"):
+        call("master." + name, getattr(master, name))
+    call("master.getMetrics", master.getMetrics, 5 * 10 ** 9)
+    agents = master.getAgents()["get_agents"]["agents"]
+    agent = MesosOperatorAgentDriver(agents[0]["pid"].rpartition("@")[2])
+    for name in ("getHealth", "getFlags", "getVersion", "getState", "getFrameworks",
+                 "getExecutors", "getTasks", "getContainers"):
+        call("agent." + name, getattr(agent, name))
+    # Mesos' agent serves each executor's sandbox at this virtual path
+    # (src/slave/paths.cpp getExecutorVirtualPath; Slave::attach)
+    sandbox = "/frameworks/%s/executors/pm/runs/latest" % framework_id
+    call("agent.listFiles", agent.listFiles, sandbox)
+    call("agent.readFile", agent.readFile, sandbox + "/stderr", 100, 0)
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("master", help="host:port")
     parser.add_argument("mode", choices=("executor", "group"))
     parser.add_argument("executor_command", nargs="?")
+    parser.add_argument("--operator", action="store_true")
     parser.add_argument("--timeout", type=float, default=60)
     args = parser.parse_args()
+    deadline = time.monotonic() + args.timeout
+    operator = operator_driver = None
+    if args.operator:
+        operator = Operator()
+        operator_driver = MesosOperatorMasterDriver(args.master, operator, use_addict=True)
+        operator_driver.start()
+        # connected: the stream's headers came (process.py Connection.read)
+        while not operator_driver.connected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        say("operator.connected", connected=operator_driver.connected)
     plan = Plan(args.mode, args.executor_command)
     framework = {"user": getpass.getuser(), "name": "pymesos-" + args.mode}
     driver = MesosSchedulerDriver(plan, framework, args.master, use_addict=True)
     driver.start()
-    finished = plan.done.wait(args.timeout)
+    finished = plan.done.wait(max(0, deadline - time.monotonic()))
+    if operator_driver is not None and finished:
+        say("operatorCalls", results=operator_calls(operator_driver, driver.framework_id))
     driver.stop()    # not a failover: pymesos sends TEARDOWN (scheduler.py _shutdown)
     driver.join()
+    if operator_driver is not None:
+        operator.removed.wait(max(0, deadline - time.monotonic()))
+        operator_driver.stop()
+        operator_driver.join()
     say("stopped", finished=finished, failed=plan.failed)
     return 0 if finished and not plan.failed else 1
 

@@ -78,10 +78,10 @@ def test_pymesos_framework_with_its_own_executor(make_local_master, pymesos_path
     master = make_local_master()
     executor = "%s %s" % (sys.executable, os.path.join(HERE, "pymesos_executor.py"))
     code, callbacks, err = run_framework(master.url.split("://", 1)[1], pymesos_path,
-                                         "executor", executor)
+                                         "executor", executor, "--operator")
     assert code == 0, (callbacks, err[-4000:])
-    registered = callbacks[0]
-    assert registered["callback"] == "registered"
+    assert callbacks[0] == {"callback": "operator.connected", "connected": True}
+    registered = next(c for c in callbacks if c["callback"] == "registered")
     # pymesos reads the master's /version (scheduler.py _get_version)
     assert registered["master_info"]["version"] == master.state()["version"]
     assert states(callbacks, "a") == ["TASK_RUNNING", "TASK_FINISHED"]
@@ -92,6 +92,24 @@ def test_pymesos_framework_with_its_own_executor(make_local_master, pymesos_path
     assert [(m["executor_id"], m["data"]) for m in messages] == [("pm", "echo hi")]
     assert not [c for c in callbacks if c["callback"] in ("error", "executorLost", "slaveLost")]
     assert callbacks[-1] == {"callback": "stopped", "finished": True, "failed": False}
+    # pymesos' MesosOperatorMasterDriver, subscribed all along, saw it all
+    framework_id = registered["framework_id"]
+    seen = [(c["callback"][len("operator."):], c.get("task_id") or c.get("framework_id"),
+             c.get("state")) for c in callbacks if c["callback"].startswith("operator.")]
+    assert [s for s in seen if s[0] != "taskUpdated"] == [
+        ("connected", None, None), ("frameworkAdded", framework_id, None),
+        ("taskAdded", "a", "TASK_STAGING"), ("taskAdded", "b", "TASK_STAGING"),
+        ("frameworkRemoved", framework_id, None)]
+    for task_id, states_ in (("a", ["TASK_RUNNING", "TASK_FINISHED"]),
+                             ("b", ["TASK_RUNNING", "TASK_KILLED"])):
+        assert [s[2] for s in seen if s[:2] == ("taskUpdated", task_id)] == states_
+    # and its read calls, and MesosOperatorAgentDriver's at the agent's pid
+    calls = next(c["results"] for c in callbacks if c["callback"] == "operatorCalls")
+    assert len(calls) == 26 and all(r.startswith("ok ") for r in calls.values()), calls
+    assert calls["master.getAgents"] == "ok GET_AGENTS agents=1"
+    assert calls["master.getTasks"] == calls["agent.getTasks"] == "ok GET_TASKS tasks=a,b"
+    assert calls["agent.getExecutors"] == "ok GET_EXECUTORS executors=pm"
+    assert calls["agent.listFiles"] == "ok LIST_FILES files=stderr,stdout"
     # pymesos' stop() sent TEARDOWN: the framework is gone and so is its executor.
     state = wait_torn_down(master, registered["framework_id"])
     done = state["completed_frameworks"][0]
