@@ -15,7 +15,8 @@ TASK_KILLED.
 pymesos sends any operation (``acceptOffers`` with a LAUNCH_GROUP
 operation: its ``launchTasks`` sends only LAUNCH), sharing a PARENT
 SANDBOX_PATH volume: "writer" writes a file, "reader" waits for it and
-prints it; done when both are TASK_FINISHED.
+prints it; done when both are TASK_FINISHED and the executor, which ends
+with its last task, is lost (``executorLost``: Mesos' FAILURE event).
 
 ``--operator`` (executor mode): pymesos' ``MesosOperatorMasterDriver``
 subscribes to the master's operator stream before the framework starts and
@@ -70,6 +71,7 @@ class Plan(Scheduler):
         self.executor_command = executor_command
         self.launched = False
         self.states = {}
+        self.executor_lost = False
         self.done = threading.Event()
         self.failed = False
 
@@ -119,6 +121,8 @@ class Plan(Scheduler):
 
     def executorLost(self, driver, executor_id, agent_id, status):
         say("executorLost", executor_id=executor_id["value"], status=status)
+        self.executor_lost = True
+        self.check(driver)
 
     def slaveLost(self, driver, agent_id):
         say("slaveLost", agent_id=agent_id["value"])
@@ -140,7 +144,8 @@ class Plan(Scheduler):
                for task_id, state in wanted.items()):
             self.failed = True
             self.done.set()
-        elif all(last.get(task_id) == state for task_id, state in wanted.items()):
+        elif (all(last.get(task_id) == state for task_id, state in wanted.items())
+              and (self.mode == "executor" or self.executor_lost)):
             self.done.set()
 
     def executor_tasks(self, offer):
@@ -197,8 +202,10 @@ class Operator(OperatorMaster):
         say("operator.taskAdded", task_id=task["task_id"]["value"], state=task["state"])
 
     def taskUpdated(self, event):
+        # state: the task's latest state, which may be ahead of the status
+        # this event carries (TaskUpdated, include/mesos/v1/master/master.proto)
         say("operator.taskUpdated", task_id=event["status"]["task_id"]["value"],
-            state=event["state"])
+            state=event["status"]["state"], latest_state=event["state"])
 
     def agentAdded(self, agent):
         say("operator.agentAdded", agent_id=agent["agent_info"]["id"]["value"])

@@ -114,8 +114,12 @@ def test_dcos_mesos_client_follows_a_task_through_the_operator_stream(make_local
     added = node.events("TASK_ADDED")
     assert [e["task_added"]["task"]["task_id"] for e in added] == [{"value": "t"}]
     assert added[0]["task_added"]["task"]["state"] == "TASK_STAGING"
-    states = [e["task_updated"]["state"] for e in node.events("TASK_UPDATED")]
+    # each status in order; TaskUpdated.state is the task's latest state,
+    # which may be ahead of its status (include/mesos/v1/master/master.proto)
+    updated = [e["task_updated"] for e in node.events("TASK_UPDATED")]
+    states = [u["status"]["state"] for u in updated]
     assert states == ["TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"], states
+    assert updated[-1]["state"] == "TASK_FINISHED"
     framework = node.events("FRAMEWORK_ADDED")[0]["framework_added"]["framework"]
     assert framework["framework_info"]["id"] == {"value": client.framework_id}
     for record in node.seen:
