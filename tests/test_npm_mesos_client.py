@@ -2,7 +2,8 @@
 stream client, not this project's), unchanged, in node
 (``mesos_client_stream.js``, in a jsdom page of the master's origin: the
 client is written for browsers and needs their XMLHttpRequest), subscribed
-to the embedded master's operator event stream while a task runs and ends.
+to the embedded master's operator event stream while a task runs and ends,
+and asking for the tasks (its ``request``) once it saw the task finish.
 
 scripts/test.sh installs the packages into the npm prefix that
 TFMESOS_TEST_NPM names; where it is set, a missing package (or node) fails
@@ -102,6 +103,8 @@ def test_dcos_mesos_client_follows_a_task_through_the_operator_stream(make_local
         client.launch(offer, [task_info("t", offer, "echo hi")])
         client.wait_state("t", "TASK_FINISHED", timeout=30)
         node.until(task_update("t", "TASK_FINISHED"))
+        # the client's request(), asked once it saw the task finish
+        tasks = node.until(lambda r: r.get("request") == "GET_TASKS")
         master.stop()
         # The master closes the stream (a clean end of the chunked body):
         # the client completes and node exits.
@@ -125,3 +128,7 @@ def test_dcos_mesos_client_follows_a_task_through_the_operator_stream(make_local
     for record in node.seen:
         if "event" in record:
             validate_message("master.Event", record["event"])
+    assert "response" in tasks, tasks
+    validate_message("master.Response", tasks["response"])
+    [task] = tasks["response"]["get_tasks"]["completed_tasks"]
+    assert task["task_id"] == {"value": "t"} and task["state"] == "TASK_FINISHED"
