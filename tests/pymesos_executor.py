@@ -3,7 +3,7 @@ executor side of douban/pymesos 0.3.15, which speaks the v1 executor HTTP
 API): for tests of the local master's /api/v1/executor with a real client.
 
 A task whose ``data`` is ``finish`` runs and finishes; any other runs until
-killed. A framework message is answered ``echo <data>``.
+killed; each task of a group likewise. A framework message is answered ``echo <data>``.
 """
 
 import threading
@@ -22,6 +22,11 @@ class EchoExecutor(Executor):
                                          "state": "TASK_FINISHED"})
         # pymesos calls back on its IO thread: updates go from another.
         threading.Thread(target=run, daemon=True).start()
+
+    def launchTaskGroup(self, driver, tasks):
+        """A task group (LAUNCH_GROUP): each task as ``launchTask`` runs it."""
+        for task in tasks:
+            self.launchTask(driver, task)
 
     def killTask(self, driver, task_id):
         driver.sendStatusUpdate({"task_id": task_id, "state": "TASK_KILLED"})

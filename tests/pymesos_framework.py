@@ -18,6 +18,11 @@ SANDBOX_PATH volume: "writer" writes a file, "reader" waits for it and
 prints it; done when both are TASK_FINISHED and the executor, which ends
 with its last task, is lost (``executorLost``: Mesos' FAILURE event).
 
+``executor-group EXECUTOR_COMMAND``: a task group of two tasks, "g1" and
+"g2", both finishing, on that custom executor (LAUNCH_GROUP, which pymesos'
+``MesosExecutorDriver`` gives its ``launchTaskGroup``); done when both are
+TASK_FINISHED.
+
 ``--operator`` (executor mode): pymesos' ``MesosOperatorMasterDriver``
 subscribes to the master's operator stream before the framework starts and
 prints what it calls back (``operator.frameworkAdded``, ``operator.taskAdded``,
@@ -97,6 +102,9 @@ class Plan(Scheduler):
             if self.mode == "executor":
                 driver.launchTasks(offer["id"], self.executor_tasks(offer),
                                    {"refuse_seconds": 3600})
+            elif self.mode == "executor-group":
+                driver.acceptOffers([offer["id"]], [self.executor_group_operation(offer)],
+                                    {"refuse_seconds": 3600})
             else:
                 driver.acceptOffers([offer["id"]], [self.group_operation(offer)],
                                     {"refuse_seconds": 3600})
@@ -138,6 +146,8 @@ class Plan(Scheduler):
         last = {task_id: states[-1] for task_id, states in self.states.items()}
         if self.mode == "executor":
             wanted = {"a": "TASK_FINISHED", "b": "TASK_KILLED"}
+        elif self.mode == "executor-group":
+            wanted = {"g1": "TASK_FINISHED", "g2": "TASK_FINISHED"}
         else:
             wanted = {"writer": "TASK_FINISHED", "reader": "TASK_FINISHED"}
         if any(last.get(task_id) in TERMINAL and last[task_id] != state
@@ -145,14 +155,31 @@ class Plan(Scheduler):
             self.failed = True
             self.done.set()
         elif (all(last.get(task_id) == state for task_id, state in wanted.items())
-              and (self.mode == "executor" or self.executor_lost)):
+              and (self.mode != "group" or self.executor_lost)):
             self.done.set()
 
-    def executor_tasks(self, offer):
+    def executor_info(self, **fields):
         executor = {"executor_id": {"value": "pm"}, "name": "pymesos executor",
                     "command": {"value": self.executor_command, "environment": {"variables": [
                         {"name": "PYTHONPATH", "value": os.environ.get("PYTHONPATH", "")}]}},
                     "resources": [scalar("cpus", 0.1), scalar("mem", 32)]}
+        executor.update(fields)
+        return executor
+
+    def executor_group_operation(self, offer):
+        # A group's executor: cpus, mem and disk (group::internal::validateExecutor,
+        # src/master/validation.cpp), its type CUSTOM.
+        executor = self.executor_info(type="CUSTOM", resources=[
+            scalar("cpus", 0.1), scalar("mem", 32), scalar("disk", 10)])
+        tasks = [{"name": task_id, "task_id": {"value": task_id},
+                  "agent_id": offer["agent_id"], "data": encode_data(b"finish"),
+                  "resources": [scalar("cpus", 0.1), scalar("mem", 32)]}
+                 for task_id in ("g1", "g2")]
+        return {"type": "LAUNCH_GROUP",
+                "launch_group": {"executor": executor, "task_group": {"tasks": tasks}}}
+
+    def executor_tasks(self, offer):
+        executor = self.executor_info()
         tasks = []
         for task_id, data in (("a", b"finish"), ("b", b"run")):
             tasks.append({"name": task_id, "task_id": {"value": task_id},
@@ -274,7 +301,7 @@ def operator_calls(master, framework_id):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("master", help="host:port")
-    parser.add_argument("mode", choices=("executor", "group"))
+    parser.add_argument("mode", choices=("executor", "executor-group", "group"))
     parser.add_argument("executor_command", nargs="?")
     parser.add_argument("--operator", action="store_true")
     parser.add_argument("--timeout", type=float, default=60)

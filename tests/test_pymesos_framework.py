@@ -2,9 +2,9 @@
 each run as a process of its own (``pymesos_framework.py``) against the
 embedded master: its ``MesosSchedulerDriver`` with its own executor
 (``pymesos_executor.py``, pymesos' ``MesosExecutorDriver``) exchanging
-framework messages (against a ``LocalMaster``), and a task group on Mesos'
-default executor (LAUNCH_GROUP through pymesos' ``acceptOffers``) against
-``mesos-local`` the command.
+framework messages (against a ``LocalMaster``), a task group on that
+executor, and a task group on Mesos' default executor (LAUNCH_GROUP through
+pymesos' ``acceptOffers``) against ``mesos-local`` the command.
 
 pymesos needs http-parser, whose C extension does not build on Python 3.11
 (pymesos issue #130): scripts/test.sh unpacks both, never installed, where
@@ -114,6 +114,25 @@ def test_pymesos_framework_with_its_own_executor(make_local_master, pymesos_path
     state = wait_torn_down(master, registered["framework_id"])
     done = state["completed_frameworks"][0]
     assert sorted(t["id"] for t in done["completed_tasks"]) == ["a", "b"]
+    deadline = time.monotonic() + 30
+    while leftover_processes(master) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftover_processes(master) == []
+
+
+def test_pymesos_framework_sends_a_task_group_to_its_own_executor(make_local_master,
+                                                                   pymesos_path):
+    """LAUNCH_GROUP on a custom executor: pymesos' MesosExecutorDriver hands
+    the group to its ``launchTaskGroup``, whose tasks both finish."""
+    master = make_local_master()
+    executor = "%s %s" % (sys.executable, os.path.join(HERE, "pymesos_executor.py"))
+    code, callbacks, err = run_framework(master.url.split("://", 1)[1], pymesos_path,
+                                         "executor-group", executor)
+    assert code == 0, (callbacks, err[-4000:])
+    for task_id in ("g1", "g2"):
+        assert states(callbacks, task_id) == ["TASK_RUNNING", "TASK_FINISHED"]
+    registered = next(c for c in callbacks if c["callback"] == "registered")
+    wait_torn_down(master, registered["framework_id"])
     deadline = time.monotonic() + 30
     while leftover_processes(master) and time.monotonic() < deadline:
         time.sleep(0.05)
