@@ -83,11 +83,12 @@ def fetch_checks(files: "Files", known: Mapping[str, str]) -> str:
     each file's sha256 as ``known`` ({path: sha256}: what was packed here,
     what the run's identity says) has it, else as read here.
 
-    The fetcher extracts what it extracts of these (the scheduler side,
-    a ``--python-env`` archive) itself: they are not cached (``serve``),
-    so each archive stays in the sandbox beside what it held (apache/mesos
+    The fetcher extracts what it extracts of these (a ``--python-env``
+    archive) itself: they are not cached (``serve``), so each archive stays
+    in the sandbox beside what it held (apache/mesos
     src/launcher/fetcher.cpp, ``fetchBypassingCache``) and is checked
-    before anything of it runs. The scheduler document (``DETACHED_FILE``,
+    before anything of it runs. The scheduler side is not extracted: Python
+    imports it from the very zip checked here. The scheduler document (``DETACHED_FILE``,
     written once the framework is known) is not: it is sealed with the
     run's key, which the scheduler checks before it reads a field of it."""
     from ..ship.bundle import file_sha256
@@ -141,7 +142,7 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
         assert server is not None, "a Shipment serves from its construction on"
         scheduler_side = pack_scheduler_side(work)
         packed = {}
-        files = {scheduler_side.name: (scheduler_side.path, True)}
+        files = {scheduler_side.name: (scheduler_side.path, False)}   # imported as a zip
         if shipment is not None:
             identity = identity.with_shipment(
                 shipment.bundle.sha256 if shipment.bundle is not None else None,
@@ -155,7 +156,7 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
         known = {path: sha for path, (sha, _) in (shipment.digests.items()
                                                   if shipment is not None else ())}
         known[scheduler_side.path] = scheduler_side.sha256
-        command = fetch_checks(files, known) + command_of(spec, python_env)
+        command = fetch_checks(files, known) + command_of(spec, python_env, scheduler_side.name)
         uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
                                  files, work, body)
         identity = launch_scheduler(spec, identity, uris_for, command, cpus, mem, say,
@@ -280,7 +281,7 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         body = {name: value for name, value in document.items() if name != "identity"}
         body["previous"] = PREVIOUS_RECORD if previous else None
         scheduler_side = pack_scheduler_side(work)
-        files = {scheduler_side.name: (scheduler_side.path, True)}
+        files = {scheduler_side.name: (scheduler_side.path, False)}   # imported as a zip
         files.update({name: (packed[role], role == "python_env")
                       for role, name in names.items()})
         if previous:
@@ -299,7 +300,7 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
                               ("task_side", found.task_side_sha256)):
             if role in packed and started:
                 known[packed[role]] = started
-        command = fetch_checks(files, known) + command_of(spec, python_env)
+        command = fetch_checks(files, known) + command_of(spec, python_env, scheduler_side.name)
         uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
                                  files, new, body)
         say("run %s has no scheduler: launching scheduler task %d"

@@ -301,12 +301,13 @@ def document_uris(server: "BundleServer", host: str, python_env: Optional[str], 
     return uris_for
 
 
-def command_of(spec: RunSpec, python_env: Optional[str]) -> str:
+def command_of(spec: RunSpec, python_env: Optional[str], side: str) -> str:
     """The scheduler task's command: its ``--python-env`` archive's
     interpreter when the run has one (``python_env``), else ``spec.python``
-    or the image's."""
+    or the image's, importing the scheduler side from its zip (``side``,
+    its file name; fetched, not extracted)."""
     from ..ship.scheduler_side import scheduler_command
-    return scheduler_command(spec.python, spec.image, python_env=python_env is not None)
+    return scheduler_command(side, spec.python, spec.image, python_env=python_env is not None)
 
 
 __all__ = ["TAKEOVER_TIMEOUT", "KILL_GRACE", "SchedulerLauncher", "scheduler_task",
