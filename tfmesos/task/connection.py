@@ -27,6 +27,7 @@ that ended meanwhile), ``abandon`` stops that wait (SIGTERM).
 
 import collections
 import math
+import random
 import socket
 import sys
 import threading
@@ -249,7 +250,9 @@ class Connection:
             if time.monotonic() + delay > deadline:
                 raise TaskError("cannot register with the tfmesos scheduler at %s: %s"
                                 % (self._where(), error))
-            self._closing.wait(delay)
+            # Spread out: a job's tasks lose their scheduler at one moment, and
+            # each try asks the master (/master/frameworks) while failing over.
+            self._closing.wait(delay * random.uniform(0.75, 1.25) if self.failover else delay)
             delay = next_delay(delay, delays, time.monotonic() - started, self.failover)
 
     def _where(self):
