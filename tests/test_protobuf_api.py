@@ -39,11 +39,17 @@ CLOSED = object()
 def pb(tmp_path_factory):
     """The official protos compiled by protoc: ``pb.mesos``, ``pb.scheduler``,
     ``pb.master``, ``pb.agent`` (the generated ``*_pb2`` modules)."""
-    from grpc_tools import protoc
+    import grpc_tools
     out = tmp_path_factory.mktemp("mesos_pb2")
-    includes = os.path.join(os.path.dirname(protoc.__file__), "_proto")
-    assert protoc.main(["protoc", "-I", proto.SCHEMA_DIR, "-I", includes,
-                        "--python_out=%s" % out] + list(proto.SCHEMA_FILES)) == 0
+    includes = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    # protoc in a process of its own: its extension carries a libprotobuf of
+    # its own, which crashed (SIGSEGV) in a pytest worker that had loaded
+    # torch's before (CI, both xdist workers).
+    compiled = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", proto.SCHEMA_DIR,
+                               "-I", includes, "--python_out=%s" % out]
+                              + list(proto.SCHEMA_FILES), capture_output=True, text=True,
+                              timeout=120)
+    assert compiled.returncode == 0, compiled.stderr
     for folder, _, _ in os.walk(out / "mesos"):   # regular packages: nothing else named mesos wins
         open(os.path.join(folder, "__init__.py"), "a").close()
     sys.path.insert(0, str(out))
