@@ -118,7 +118,10 @@ def wait_for_servers(work, count, timeout=90):
     deadline = time.monotonic() + timeout
     while True:
         up = []
-        for path in glob.glob(str(work / "**" / "stdout"), recursive=True):
+        # Each run's sandbox once: the glob also goes through runs/latest,
+        # the link to the newest run (Mesos' layout).
+        for path in sorted({os.path.realpath(p) for p in
+                            glob.glob(str(work / "**" / "stdout"), recursive=True)}):
             with open(path, encoding="utf-8", errors="replace") as handle:
                 if "TensorFlow server" in handle.read():
                     up.append(os.path.dirname(path))
