@@ -21,9 +21,9 @@ server gives that call to).
 
 import json
 
-from . import agent_json, json_body, proto
+from . import agent_json, proto
 from .endpoints import JSON_TYPE, Reply, accepts
-from .operator import in_type, list_files_reply, read_file_reply
+from .operator import in_type, list_files_reply, read_call, read_file_reply
 from .operator_json import render_version_info
 
 PROTOBUF_TYPE = proto.PROTOBUF_TYPE
@@ -110,23 +110,14 @@ def _integer(value):
 def call_reply(master, agent, content_type, accept, body):
     """The Reply to ``POST /api/v1`` on ``agent``'s server (already
     authenticated); ``accept``: the Accept header."""
-    if content_type is None:
-        return Reply(400, "Expecting 'Content-Type' to be present")
-    content_type = content_type.strip()
-    if content_type == PROTOBUF_TYPE:
-        try:
-            call = proto.decode(proto.AGENT_CALL, body)
-        except proto.ProtobufDecodeError:     # deserialize(), src/common/http.hpp
-            return Reply(400, "Failed to parse body into a protobuf object")
-    elif content_type == JSON_TYPE:
-        try:
-            call = json_body.parse(body)
-        except json_body.BodyJSONError as exc:
-            return Reply(400, "Failed to parse body into JSON: %s" % exc)
-    else:
-        return Reply(415, "Expecting 'Content-Type' of %s or %s (the local agent does not "
-                          "take %s), got %r" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE,
-                                                content_type))
+    # deserialize(), src/common/http.hpp: its wording for a bad protobuf body
+    call = read_call(content_type, body, proto.AGENT_CALL,
+                     "Failed to parse body into a protobuf object",
+                     "Expecting 'Content-Type' of %s or %s (the local agent does not take %s), "
+                     "got %r" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE,
+                                 (content_type or "").strip()))
+    if isinstance(call, Reply):
+        return call
     error = _check(call)
     if error is not None:
         return Reply(400, error)

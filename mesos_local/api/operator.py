@@ -133,21 +133,10 @@ def check_call(call):
 def call_reply(master, content_type, accept, body):
     """The Reply (or ``Stream``) to ``POST /api/v1`` with this body (already
     authenticated, this master leading); ``accept``: the Accept header."""
-    if content_type is None:
-        return Reply(400, "Expecting 'Content-Type' to be present")
-    content_type = content_type.strip()
-    if content_type == PROTOBUF_TYPE:
-        try:
-            call = proto.decode(proto.MASTER_CALL, body)
-        except proto.ProtobufDecodeError:
-            return Reply(400, "Failed to parse body into Call protobuf")
-    elif content_type == JSON_TYPE:
-        try:
-            call = json_body.parse(body)
-        except json_body.BodyJSONError as exc:
-            return Reply(400, "Failed to parse body into JSON: %s" % exc)
-    else:
-        return Reply(415, "Expecting 'Content-Type' of %s or %s" % (JSON_TYPE, PROTOBUF_TYPE))
+    call = read_call(content_type, body, proto.MASTER_CALL,
+                     "Failed to parse body into Call protobuf")
+    if isinstance(call, Reply):
+        return call
     try:
         call = master.parse_message("master.Call", call)
     except validation.SchemaError as exc:
@@ -168,6 +157,28 @@ def call_reply(master, content_type, accept, body):
             return Reply(503, "The local master is stopping")
         return Stream(subscription, master.operator_stream_ended, answer)
     return in_type(_call_reply(master, call, kind), answer, proto.MASTER_RESPONSE)
+
+
+def read_call(content_type, body, message, bad_protobuf,
+              unsupported="Expecting 'Content-Type' of %s or %s" % (JSON_TYPE, PROTOBUF_TYPE)):
+    """The Call in ``body`` as the dict its JSON gives (``message``: its
+    protobuf type, when it comes in protobuf), or the Reply that refuses it
+    (Mesos' wording: ``bad_protobuf`` for a body that does not parse,
+    ``unsupported`` for another Content-Type)."""
+    if content_type is None:
+        return Reply(400, "Expecting 'Content-Type' to be present")
+    content_type = content_type.strip()
+    if content_type == PROTOBUF_TYPE:
+        try:
+            return proto.decode(message, body)
+        except proto.ProtobufDecodeError:
+            return Reply(400, bad_protobuf)
+    if content_type == JSON_TYPE:
+        try:
+            return json_body.parse(body)
+        except json_body.BodyJSONError as exc:
+            return Reply(400, "Failed to parse body into JSON: %s" % exc)
+    return Reply(415, unsupported)
 
 
 def in_type(reply, content_type, message):

@@ -120,19 +120,7 @@ def check_executor(info, framework_id):
     if "command" in info:
         raise TaskInvalid(BOTH_MESSAGE)
     executor = dict(info["executor"])
-    check_id("ExecutorID", executor["executor_id"]["value"])
-    kind = executor.get("type")
-    if kind == "DEFAULT" and "command" in executor:
-        raise TaskInvalid("'ExecutorInfo.command' must not be set for 'DEFAULT' executor")
-    if kind == "CUSTOM" and "command" not in executor:
-        raise TaskInvalid("'ExecutorInfo.command' must be set for 'CUSTOM' executor")
-    actual = executor.get("framework_id", {}).get("value")
-    if actual is not None and actual != framework_id:
-        raise TaskInvalid("ExecutorInfo has an invalid FrameworkID (Actual: %s vs Expected: %s)"
-                          % (actual, framework_id))
-    executor["framework_id"] = {"value": framework_id}
-    if int(executor.get("shutdown_grace_period", {}).get("nanoseconds", 0)) < 0:
-        raise TaskInvalid("ExecutorInfo's 'shutdown_grace_period' must be non-negative")
+    kind = _check_executor_info(executor, framework_id)
     if kind is not None and kind != "CUSTOM":
         raise TaskInvalid("'ExecutorInfo.type' must be 'CUSTOM'")
     if "command" not in executor:
@@ -140,19 +128,12 @@ def check_executor(info, framework_id):
     return executor
 
 
-MIN_CPUS = 0.01     # src/master/constants.hpp
-MIN_MEM = 32.0      # MB
-
-
-def check_group_executor(executor, framework_id, resources):
-    """The ExecutorInfo of a LAUNCH_GROUP, checked as Mesos' master checks
-    it (``group::internal::validateExecutor``, src/master/validation.cpp:
-    ``executor::internal::validate`` first, then a type, no Docker, at
-    least MIN_CPUS, MIN_MEM and some disk), its ``framework_id`` filled in;
-    ``resources``: its parsed resources. TaskInvalid otherwise."""
-    executor = dict(executor)
-    executor_id = executor["executor_id"]["value"]
-    check_id("ExecutorID", executor_id)
+def _check_executor_info(executor, framework_id):
+    """``executor::internal::validate``'s checks (src/master/validation.cpp:
+    the id, the type's command and container, the FrameworkID, the shutdown
+    grace period) in its order and wording, ``executor``'s ``framework_id``
+    filled in; its type (None when unset). TaskInvalid otherwise."""
+    check_id("ExecutorID", executor["executor_id"]["value"])
     kind = executor.get("type")
     if kind == "DEFAULT" and "command" in executor:
         raise TaskInvalid("'ExecutorInfo.command' must not be set for 'DEFAULT' executor")
@@ -171,6 +152,23 @@ def check_group_executor(executor, framework_id, resources):
     executor["framework_id"] = {"value": framework_id}
     if int(executor.get("shutdown_grace_period", {}).get("nanoseconds", 0)) < 0:
         raise TaskInvalid("ExecutorInfo's 'shutdown_grace_period' must be non-negative")
+    return kind
+
+
+MIN_CPUS = 0.01     # src/master/constants.hpp
+MIN_MEM = 32.0      # MB
+
+
+def check_group_executor(executor, framework_id, resources):
+    """The ExecutorInfo of a LAUNCH_GROUP, checked as Mesos' master checks
+    it (``group::internal::validateExecutor``, src/master/validation.cpp:
+    ``executor::internal::validate`` first, then a type, no Docker, at
+    least MIN_CPUS, MIN_MEM and some disk), its ``framework_id`` filled in;
+    ``resources``: its parsed resources. TaskInvalid otherwise."""
+    executor = dict(executor)
+    executor_id = executor["executor_id"]["value"]
+    kind = _check_executor_info(executor, framework_id)
+    container = executor.get("container", {})
     if kind is None:
         raise TaskInvalid("'ExecutorInfo.type' must be set")
     if kind == "UNKNOWN":
