@@ -417,6 +417,39 @@ def test_the_failover_variables_are_read():
     assert (plain.failover_timeout, plain.master, plain.framework_id) == (0.0, "", "")
 
 
+def test_a_big_job_s_tasks_ask_the_master_less_often_together():
+    # Each question is a /master/frameworks read carrying the framework's
+    # tasks: 1,000 tasks asking every 0.25 s were 4,000 reads a second.
+    from tfmesos.task.connection import (
+        FAILOVER_DELAYS,
+        FAILOVER_READS_PER_SECOND,
+        failover_delays,
+    )
+    assert failover_delays(1) == failover_delays(16) == FAILOVER_DELAYS
+    for tasks in (1, 16, 17, 100, 320):
+        first = failover_delays(tasks)[0]
+        assert tasks / first <= FAILOVER_READS_PER_SECOND + 1e-9
+    assert failover_delays(1000) == (FAILOVER_DELAYS[1], FAILOVER_DELAYS[1])
+    env = TaskEnv.from_environ(environment(**{task_env.FAILOVER_TIMEOUT: "20",
+                                              task_env.FAILOVER_TASKS: "1000"}))
+    assert env.failover_tasks == 1000
+    assert TaskEnv.from_environ(environment()).failover_tasks == 1
+
+
+def test_the_scheduler_tells_failover_tasks_how_many_they_are():
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.core.taskinfo import failover_environment
+    spec = RunSpec(jobs=[{"name": "ps", "num": 2}, {"name": "worker", "num": 5}],
+                   command="true", failover_timeout=60)
+    assert failover_environment(spec, "http://m:5050", "F")[task_env.FAILOVER_TASKS] == "7"
+
+
+@pytest.mark.parametrize("value", ["many", "0", "-3"])
+def test_a_malformed_task_count_is_a_task_error(value):
+    with pytest.raises(TaskError, match="malformed"):
+        TaskEnv.from_environ(environment(**{task_env.FAILOVER_TASKS: value}))
+
+
 @pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
 def test_a_malformed_failover_timeout_is_a_task_error(value):
     with pytest.raises(TaskError, match="malformed"):

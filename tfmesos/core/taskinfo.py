@@ -154,7 +154,8 @@ def failover_environment(run: "RunSpec", master: Optional[str], framework_id: Op
     if run.failover_timeout is None:
         return {}
     return {task_env.FAILOVER_TIMEOUT: "%g" % run.failover_timeout,
-            task_env.MASTER: master or "", task_env.FRAMEWORK_ID: framework_id or ""}
+            task_env.MASTER: master or "", task_env.FRAMEWORK_ID: framework_id or "",
+            task_env.FAILOVER_TASKS: str(sum(job.num for job in run.jobs))}
 
 
 def tensorflow_env(gpus: int, quiet: bool = True) -> dict[str, str]:

@@ -29,6 +29,7 @@ FRAMEWORK = "TFMESOS_FRAMEWORK"         # tfmesos.run(framework=): whose distrib
 FAILOVER_TIMEOUT = "TFMESOS_FAILOVER_TIMEOUT"
 MASTER = "TFMESOS_MASTER"               # the leading master's URL, http(s)://host:port
 FRAMEWORK_ID = "TFMESOS_FRAMEWORK_ID"   # the run's framework
+FAILOVER_TASKS = "TFMESOS_FAILOVER_TASKS"   # the run's tasks: how often each may ask the master
 
 REQUIRED = (RENDEZVOUS, SECRET, TASK_ID)
 

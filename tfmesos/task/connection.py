@@ -47,6 +47,10 @@ FAILOVER_DELAYS = (0.25, 5.0)  # the same while waiting for a new scheduler (eac
 # takes over within about a second, and doubling from the start left the
 # tasks 0.5-2 s behind it (tries at 0.5, 1.5, 3.5 s). 20 questions at most.
 FAILOVER_QUICK = 5.0
+# What all of a run's tasks ask of the master together while quick: each
+# /master/frameworks answer carries the framework's tasks, so a big job's
+# tasks ask less often (1,000 tasks: each every 5 s, 200 reads a second).
+FAILOVER_READS_PER_SECOND = 64.0
 SEND_BUFFER = 1000        # messages kept while reconnecting
 
 
@@ -55,13 +59,14 @@ class TaskError(Exception):
 
 
 class TaskEnv(collections.namedtuple(
-        "TaskEnv", "rendezvous secret task_id host port failover_timeout master framework_id",
-        defaults=(0.0, "", ""))):
+        "TaskEnv", "rendezvous secret task_id host port failover_timeout master framework_id "
+        "failover_tasks", defaults=(0.0, "", "", 1))):
     """What the scheduler put in the task's environment: ``rendezvous``
     (host, port), ``secret`` (bytes), ``task_id``, ``host`` (the address other
     tasks reach this one at) and ``port`` (0: pick a free one); in a run that
     survives its scheduler, ``failover_timeout`` (seconds; 0: it does not),
-    ``master`` (the leading master's URL) and ``framework_id``."""
+    ``master`` (the leading master's URL), ``framework_id`` and
+    ``failover_tasks`` (how many tasks the run has)."""
 
     __slots__ = ()
 
@@ -79,13 +84,16 @@ class TaskEnv(collections.namedtuple(
             failover = float(environ.get(task_env.FAILOVER_TIMEOUT) or 0)
             if not math.isfinite(failover) or failover < 0:
                 raise ValueError("%s=%s" % (task_env.FAILOVER_TIMEOUT, failover))
+            tasks = int(environ.get(task_env.FAILOVER_TASKS) or 1)
+            if tasks < 1:
+                raise ValueError("%s=%s" % (task_env.FAILOVER_TASKS, tasks))
         except ValueError as exc:
             raise TaskError("malformed tfmesos task environment: %s" % exc) from None
         task_host = (environ.get(task_env.TASK_HOST) or environ.get(task_env.OFFER_HOST)
                      or socket.getfqdn())
         return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port,
                    failover, environ.get(task_env.MASTER) or "",
-                   environ.get(task_env.FRAMEWORK_ID) or "")
+                   environ.get(task_env.FRAMEWORK_ID) or "", tasks)
 
 
 class _Link:
@@ -228,7 +236,7 @@ class Connection:
         With failover, a refusal is never final, and the master is asked
         between tries where the rendezvous is now (TaskError when it says
         the run is over)."""
-        delays = FAILOVER_DELAYS if self.failover else RETRY_DELAYS
+        delays = failover_delays(self.env.failover_tasks) if self.failover else RETRY_DELAYS
         refused_is_final = refused_is_final and not self.failover
         started = time.monotonic()
         delay = delays[0]
@@ -358,6 +366,15 @@ class Connection:
         self._attach(link)
         print("tfmesos: registered again%s" % (" at " + self._where() if self.failover else ""),
               file=sys.stderr, flush=True)
+
+
+def failover_delays(tasks):
+    """FAILOVER_DELAYS for one of a run's ``tasks``: the first wait long
+    enough that all of them together ask the master at most
+    FAILOVER_READS_PER_SECOND times a second (never longer than the
+    longest wait)."""
+    first, longest = FAILOVER_DELAYS
+    return (min(max(first, tasks / FAILOVER_READS_PER_SECOND), longest), longest)
 
 
 def next_delay(delay, delays, elapsed, failover):
