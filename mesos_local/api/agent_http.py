@@ -154,7 +154,6 @@ class AgentHTTPServer(MasterHTTPServer):
         super().__init__(master, host, port, handler=_AgentHandler)
         self.deadlines = listeners.deadlines
         self.listeners = listeners
-        self.thread_name = "local-agent-http-%d" % agent.index
 
     def start(self) -> None:
         self.listeners.add(self)

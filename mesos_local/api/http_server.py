@@ -52,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
 from ..errors import CallError
-from . import endpoints, files, json_body, operator, proto, routes, validation
+from . import endpoints, files, operator, proto, routes, validation
 from .auth import CHALLENGE, OPERATOR_CHALLENGE, OPERATOR_UNAUTHORIZED_MESSAGE, UNAUTHORIZED_MESSAGE
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
@@ -433,12 +433,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- the scheduler API ---------------------------------------------------------
 
     def _scheduler(self, body):
-        content_type = self.headers.get("Content-Type")
-        if content_type is None:
-            self._reply(400, "Expecting 'Content-Type' to be present")
-            return
-        call = self._scheduler_body(content_type.strip(), body)
-        if call is None:
+        call = operator.read_call(self.headers.get("Content-Type"), body, proto.SCHEDULER_CALL,
+                                  "Failed to parse body into Call protobuf")
+        if isinstance(call, endpoints.Reply):
+            self._reply(call.status, call.body, call.content_type or _TEXT)
             return
         try:
             call = self.server.master.parse_call(call)
@@ -483,25 +481,6 @@ class _Handler(BaseHTTPRequestHandler):
         if reply and content_type == JSON and accept == proto.PROTOBUF_TYPE:
             reply, content_type = proto.encode_json(proto.SCHEDULER_RESPONSE, reply), accept
         self._reply(status, reply, content_type or _TEXT)
-
-    def _scheduler_body(self, content_type, body):
-        """The Call in the body (JSON or protobuf, as its Content-Type
-        says), or None: answered 400/415."""
-        if content_type == proto.PROTOBUF_TYPE:
-            try:
-                return proto.decode(proto.SCHEDULER_CALL, body)
-            except proto.ProtobufDecodeError:
-                self._reply(400, "Failed to parse body into Call protobuf")
-                return None
-        if content_type != JSON:
-            self._reply(415, "Expecting 'Content-Type' of %s or %s"
-                        % (JSON, proto.PROTOBUF_TYPE))
-            return None
-        try:
-            return json_body.parse(body)
-        except json_body.BodyJSONError as exc:
-            self._reply(400, "Failed to parse body into JSON: %s" % exc)
-            return None
 
     def _subscribe(self, call, content_type):
         master = self.server.master

@@ -157,6 +157,12 @@ class Subscription:
             write_chunk = write
         with self._lock:
             self._sock = sock
+        # poll(), not select(): a master with many sockets (an agent's
+        # server each) hands out descriptors past select's FD_SETSIZE.
+        poller = select.poll()
+        sock_fd = sock.fileno()
+        poller.register(sock_fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         while True:
             with self._lock:
                 if self._aborted:
@@ -180,24 +186,17 @@ class Subscription:
             except OSError:
                 return self._gone()
             timeout = None if stalled else max(0.0, next_beat - time.monotonic())
-            # poll(), not select(): a master with many sockets (an agent's
-            # server each) hands out descriptors past select's FD_SETSIZE.
-            poller = select.poll()
-            poller.register(sock, select.POLLIN)
-            poller.register(self._wake_r, select.POLLIN)
             try:
                 ready = {fd for fd, _ in poller.poll(None if timeout is None
                                                      else timeout * 1000.0)}
             except (OSError, ValueError):
                 return self._gone()
-            readable = [one for one in (sock, self._wake_r)
-                        if (one if isinstance(one, int) else one.fileno()) in ready]
-            if self._wake_r in readable:
+            if self._wake_r in ready:
                 try:
                     os.read(self._wake_r, 4096)
                 except OSError:
                     pass
-            if sock in readable:
+            if sock_fd in ready:
                 try:
                     data = sock.recv(4096)
                 except (BlockingIOError, InterruptedError):
