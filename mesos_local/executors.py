@@ -469,6 +469,10 @@ class Executors:
         for kind, path, container_path in task.plan.sandbox_volumes:
             base = executor.sandbox if kind == "PARENT" else task.sandbox
             target = os.path.join(base, path)
+            # The sandbox is its tasks' user's: a link one of them made must
+            # not lead this (root) process to make or give a directory outside.
+            if not os.path.realpath(target).startswith(os.path.realpath(base) + os.sep):
+                raise OSError("SANDBOX_PATH volume %r leads out of the sandbox" % path)
             if not os.path.isdir(target):
                 os.makedirs(target)
                 give_sandbox(target, run_as)
@@ -531,9 +535,11 @@ class Executors:
         return None
 
     @staticmethod
-    def check_claims(principal, call):
+    def check_claims(principal, call, executor=None):
         """``verifyExecutorClaims`` (src/slave/http.cpp): the authenticated
-        executor must be the one the call names; CallError 403 otherwise."""
+        executor must be the one the call names (``executor``, found on the
+        agent called: its container, Mesos' 'cid' claim, tells two agents'
+        executors of one id apart); CallError 403 otherwise."""
         name = "executor %s of framework %s" % (principal.id, principal.framework_id)
         if call["framework_id"]["value"] != principal.framework_id:
             raise CallError(403, "Authenticated principal '%s' does not contain an 'fid' claim "
@@ -543,6 +549,10 @@ class Executors:
             raise CallError(403, "Authenticated principal '%s' does not contain an 'eid' claim "
                                  "with the executor ID %s, which is set in the call"
                             % (name, call["executor_id"]["value"]))
+        if executor is not None and executor is not principal:
+            raise CallError(403, "Authenticated principal '%s' does not contain a 'cid' claim "
+                                 "with the container ID %s of the executor called"
+                            % (name, executor.container_id))
 
     def subscribe(self, agent, call):
         """SUBSCRIBE: the Subscription to stream (``Slave::subscribe``)."""

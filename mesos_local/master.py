@@ -601,7 +601,7 @@ class LocalMaster(FaultInjection):
             executors = self._executors
             executor = executors.find(agent, call)
             if principal is not None:
-                executors.check_claims(principal, call)
+                executors.check_claims(principal, call, executor)
             kind = call["type"]
             if kind == "SUBSCRIBE":
                 return executors.subscribe(agent, call)

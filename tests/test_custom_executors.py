@@ -631,6 +631,41 @@ def test_executors_are_authenticated_where_the_master_has_credentials(make_local
     wait_gone(master)
 
 
+def test_an_executor_s_token_is_not_good_for_its_namesake_on_another_agent(make_local_master,
+                                                                           clients):
+    # One framework, one executor id on two agents: the ids match, the
+    # container (Mesos' 'cid' claim) does not.
+    from fixtures_master import small_agent
+    master = make_local_master(agents=[small_agent(), small_agent()],
+                               credentials={"fw": "secret"})
+    client = clients(master, auth=("fw", "secret"))
+    offers = client.next_offers()
+    while len(offers) < 2:
+        offers += client.next_offers(timeout=30)
+    for index, offer in enumerate(offers[:2]):
+        client.launch(offer, [executor_task("t%d" % index, offer, executor_info("ex"))])
+    endpoints, tokens = [], []
+    for index in range(2):
+        client.wait_state("t%d" % index, "TASK_RUNNING", timeout=30)
+        env = json.loads(read_file(os.path.join(master.sandbox("t%d" % index), "env.json"),
+                                   contains="}"))
+        endpoints.append(env["MESOS_AGENT_ENDPOINT"])
+        tokens.append(env["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"])
+    assert endpoints[0] != endpoints[1]
+    call = {"type": "MESSAGE", "framework_id": {"value": client.framework_id},
+            "executor_id": {"value": "ex"}, "message": {"data": b64("x")}}
+    for own, other in ((0, 1), (1, 0)):
+        bearer = {"Authorization": "Bearer " + tokens[own]}
+        mine = requests.post("http://%s/api/v1/executor" % endpoints[own], json=call,
+                             headers=bearer, timeout=10)
+        assert mine.status_code == 202
+        forged = requests.post("http://%s/api/v1/executor" % endpoints[other], json=call,
+                               headers=bearer, timeout=10)
+        assert forged.status_code == 403 and "'cid' claim" in forged.text
+    client.call("TEARDOWN")
+    wait_gone(master)
+
+
 def test_removed_agent_takes_its_executors(make_local_master, clients):
     """remove_agent: the custom executor and a task group's processes are
     killed, their tasks lost (TASK_LOST, REASON_AGENT_REMOVED), one FAILURE
@@ -782,3 +817,25 @@ def test_executor_cgroups_hold_it_and_its_live_tasks(make_local_master, clients)
     assert _until(lambda: _memory_limit(master, "ex") == (32 + 32) << 20)
     client.call("TEARDOWN")
     wait_gone(master)
+
+
+def test_a_sandbox_path_volume_never_leads_out_through_a_task_s_link(tmp_path):
+    # A group task owns the executor's sandbox: a link it planted there must
+    # not make the agent (root) create and chown a directory elsewhere.
+    from types import SimpleNamespace
+
+    from mesos_local.executors import Executors
+    parent, outside = tmp_path / "executor", tmp_path / "outside"
+    parent.mkdir()
+    outside.mkdir()
+    (parent / "shared").symlink_to(outside)
+    task_sandbox = tmp_path / "task"
+    task_sandbox.mkdir()
+    task = SimpleNamespace(sandbox=str(task_sandbox), plan=SimpleNamespace(
+        user=None, sandbox_volumes=[("PARENT", "shared/new", "volume")]))
+    agent_side = SimpleNamespace(launcher=SimpleNamespace(
+        user_switch=SimpleNamespace(task_user=lambda user: None)))
+    with pytest.raises(OSError, match="leads out of the sandbox"):
+        Executors._sandbox_volumes(agent_side, SimpleNamespace(info={}),
+                                   SimpleNamespace(sandbox=str(parent)), task)
+    assert not (outside / "new").exists()
