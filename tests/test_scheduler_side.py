@@ -182,6 +182,10 @@ def test_a_cache_others_can_write_is_not_used(monkeypatch, tmp_path):
     (tmp_path / "again").mkdir()
     again = pack_scheduler_side(str(tmp_path / "again"))
     assert again.sha256 == first.sha256
+    # The repack above replaced the planted file: plant it again, the file
+    # only its owner's now, the directory anyone's.
+    with open(planted, "wb") as handle:
+        handle.write(b"not the scheduler side")
     os.chmod(planted, 0o644)
     os.chmod(scheduler_side.cache_directory(), 0o777)
     assert pack_scheduler_side(str(tmp_path / "again")).sha256 == first.sha256
@@ -196,8 +200,11 @@ def test_a_cache_that_cannot_be_written_only_costs_a_compile(monkeypatch, tmp_pa
     assert os.path.isfile(packed.path) and packed.files > 150
 
 
-def test_packing_is_reproducible(unzipped, tmp_path):
+def test_packing_is_reproducible(unzipped, monkeypatch, tmp_path):
     packed, _ = unzipped
+    no_cache = tmp_path / "not-a-directory"   # compiled again, not the cache's copy
+    no_cache.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(no_cache))
     again = pack_scheduler_side(str(tmp_path))
     assert (again.name, again.sha256, again.files, again.size) == \
         (packed.name, packed.sha256, packed.files, packed.size)
