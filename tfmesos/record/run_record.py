@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from addict import Dict
 
 
-
 class RunRecord:
     """The record of one run, kept in memory (a ``schema.RunFile``) and, with
     a ``directory``, in the run directory; ``header`` is a RunFile with the
