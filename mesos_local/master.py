@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 0.01        # seconds: a shorter period would keep a core busy
 MAX_INTERVAL = 86400.0     # a day
+STREAM_END_WAIT = 5.0      # seconds stop() gives the open streams to write their end
 
 
 def _seconds(value, low=MIN_INTERVAL):
@@ -453,8 +454,10 @@ class LocalMaster(FaultInjection):
                 return
             records.status = "stopping"
             procs = list(records.procs)
+            streams = list(records.subscribers.subscribed.values())
             for framework in records.frameworks.values():
                 if framework.subscription is not None:
+                    streams.append(framework.subscription)
                     framework.subscription.close()
                 framework.connected = framework.active = False
             records.subscribers.close_all()
@@ -464,6 +467,13 @@ class LocalMaster(FaultInjection):
         for proc in procs:
             proc.kill(grace)
         self._loop.join(5)
+        # Each stream ends with its HTTP end (the last chunk) before the
+        # listeners shut the connections down, however slowly its handler
+        # thread gets to it; one whose reader does not read waits no longer
+        # than STREAM_END_WAIT in all.
+        deadline = time.monotonic() + STREAM_END_WAIT
+        for stream in streams:
+            stream.wait_ended(max(0.0, deadline - time.monotonic()))
         self._close_listeners()
         with records.lock:  # anything launched while the first kills went out
             late = [proc for proc in records.procs if proc not in procs]

@@ -14,9 +14,11 @@ go on; bad SUBSCRIBE calls get one 4xx in Mesos' words and hold nothing open.
 """
 
 import json
+import time
 
 import pytest
 from fixtures_master import clients, make_local_master, small_agent
+from mesos_http_client import CLOSED as HTTP_CLOSED
 from mesos_http_client import task_info
 from operator_helpers import CLOSED, OperatorStream, get, raw_request, read_reply, response_of
 from waiting import wait_until
@@ -284,3 +286,30 @@ def test_the_stream_is_served_at_every_path_under_api_v1(make_local_master, stre
         assert stream.status == 200, path
         event = stream.next_event("SUBSCRIBED")
         validate_message("master.Response.GetState", event["subscribed"]["get_state"])
+
+
+def test_streams_end_cleanly_when_the_master_stops_however_late_their_thread_runs(
+        make_local_master, clients, streams, monkeypatch):
+    """stop() closes each stream, then shuts the open connections down: a
+    handler thread that gets the CPU only after that (a loaded machine) must
+    still have written the stream's last chunk, or a reader sees a body cut
+    off (CI: @dcos/mesos-client never completed)."""
+    from mesos_local.api import stream as stream_module
+    pump = stream_module.Subscription.pump
+
+    def late_pump(self, write_chunk, sock):
+        reason = pump(self, write_chunk, sock)
+        time.sleep(0.5)      # the thread is descheduled before it writes the end
+        return reason
+
+    monkeypatch.setattr(stream_module.Subscription, "pump", late_pump)
+    master = make_local_master()
+    stream = streams(master)
+    stream.next_event("SUBSCRIBED", skip=())
+    client = clients(master)
+    stream.next_event("FRAMEWORK_ADDED")
+    master.stop()
+    assert stream.next_event(CLOSED)["type"] == CLOSED
+    assert stream.clean_end is True
+    closed = client.next_event(HTTP_CLOSED)
+    assert "error" not in closed, closed      # the scheduler's stream ended as cleanly

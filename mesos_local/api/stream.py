@@ -66,6 +66,7 @@ class Subscription:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._disposed = False
+        self._ended = threading.Event()   # set once the HTTP layer disposed of it
         # A frame as written: JSON as queued, or re-encoded (set before pump runs).
         self.encoder = None
 
@@ -134,6 +135,14 @@ class Subscription:
     @property
     def stalled(self):
         return self._stalled
+
+    def wait_ended(self, timeout):
+        """Wait at most ``timeout`` s for a stream being written to end (its
+        last frames and the HTTP end written); True at once for one that no
+        handler writes."""
+        with self._lock:
+            written = self._sock is not None and not self._disposed
+        return self._ended.wait(timeout) if written else True
 
     def _wake(self):
         with self._lock:  # never write to a closed (maybe reused) descriptor
@@ -216,6 +225,7 @@ class Subscription:
             if self._disposed:
                 return
             self._disposed = True
+            self._ended.set()
             self._aborted = True
             self._sock = None
             self._queue.clear()
