@@ -33,6 +33,7 @@ import time
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 
 QUICK = (("startup", ["--bytecode", "--rounds", "5"]), ("scale", ["--tasks", "210", "--rounds", "2"]),
          ("detached", ["--rounds", "3"]), ("ship", ["--sizes", "10,100", "--rounds", "2"]),
@@ -55,13 +56,21 @@ def main(argv=None):
         unknown = names - {name for name, _ in QUICK + TRAINING}
         if unknown:
             parser.error("unknown benchmark(s): %s" % ", ".join(sorted(unknown)))
-        chosen = [(name, extra) for name, extra in QUICK + TRAINING if name in names]
+        # startup is in both lists: its training variant only with --tensorflow
+        chosen = [(name, extra) for name, extra in QUICK + (TRAINING if args.tensorflow else ())
+                  if name in names]
+        chosen += [(name, extra) for name, extra in TRAINING
+                   if name in names and name not in {n for n, _ in chosen}]
+    # The benchmarks measure the tfmesos of this checkout, whatever this
+    # Python has installed (an editable install may point elsewhere).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     failed, measured = [], []
     for name, extra in chosen:
         command = [sys.executable, os.path.join(HERE, name + ".py")] + extra
         print("== %s %s" % (name + ".py", " ".join(extra)), flush=True)
         began = time.monotonic()
-        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
                 print(line, end="", flush=True)
