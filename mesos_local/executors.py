@@ -55,6 +55,7 @@ from .containerizer.planning import (
     plan_task,
 )
 from .containerizer.users import UserError, give_sandbox
+from .durations import stringify_duration
 from .errors import CallError
 from .records import Executor, Task, mesos_id
 from .resources import ResourceError, Resources
@@ -73,27 +74,6 @@ REREGISTRATION_TIMEOUT = 2.0       # --executor_reregistration_timeout
 # The TaskStatus fields an executor's update carries through to the scheduler.
 _STATUS_FIELDS = ("message", "reason", "data", "healthy", "check_status", "labels",
                   "limitation", "timestamp")
-
-_UNITS = ((7 * 86400 * 10**9, "weeks"), (86400 * 10**9, "days"), (3600 * 10**9, "hrs"),
-          (60 * 10**9, "mins"), (10**9, "secs"), (10**6, "ms"), (10**3, "us"), (1, "ns"))
-
-
-def stringify_duration(seconds):
-    """A duration as stout writes it (``operator<<`` of ``Duration``,
-    3rdparty/stout/include/stout/duration.hpp): ``5secs``, ``1mins``,
-    ``90secs``, ``1.5mins`` never (a whole number of a smaller unit wins)."""
-    ns = int(round(seconds * 1e9))
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    for index, (size, name) in enumerate(_UNITS):
-        if ns >= size or size == 1:
-            if ns % size and index + 1 < len(_UNITS) and not ns % _UNITS[index + 1][0]:
-                size, name = _UNITS[index + 1]
-            value = ns / size
-            text = "%d" % value if value == int(value) else "%.15g" % value
-            return "%s%s%s" % (sign, text, name)
-    return "0ns"   # unreachable: the last unit is 1 ns
-
 
 def wait_status(status):
     """A process' end as ``waitpid`` reports it (ExitedExecutorMessage.status,

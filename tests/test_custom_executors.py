@@ -11,6 +11,7 @@ import os
 import pwd
 import sys
 import time
+import types
 import uuid
 
 import pytest
@@ -345,8 +346,15 @@ def test_bad_executor_calls(make_local_master, clients):
     (5, "5secs"), (60, "1mins"), (90, "90secs"), (0.5, "500ms"), (1.5, "1500ms"),
     (900, "15mins"), (0, "0ns"), (7200, "2hrs")])
 def test_durations_as_stout_writes_them(seconds, text):
+    from mesos_local.api.state_json import master_flags
     from mesos_local.executors import stringify_duration
     assert stringify_duration(seconds) == text
+    # /flags and /state's flags write them as the executor environment does
+    master = types.SimpleNamespace(
+        port=5050, work_dir="", allocation_interval=seconds, filter_gpu_resources=True,
+        root_submissions=True, authenticates=False, max_operator_event_stream_subscribers=1000,
+        master_info=None)
+    assert master_flags(master)["allocation_interval"] == text
 
 
 def test_pymesos_executor_driver(make_local_master, clients, monkeypatch):

@@ -12,6 +12,7 @@ import socket
 import struct
 
 from ..agent import agent_address
+from ..durations import stringify_duration
 from ..resources import Resources
 
 VERSION = "1.11.0"
@@ -78,7 +79,7 @@ def master_flags(master):
     values as Mesos prints them: strings, durations as ``250ms``/``5secs``."""
     return {
         "port": str(master.port), "work_dir": master.work_dir or "",
-        "allocation_interval": duration(master.allocation_interval),
+        "allocation_interval": stringify_duration(master.allocation_interval),
         "filter_gpu_resources": _bool(master.filter_gpu_resources),
         "root_submissions": _bool(master.root_submissions),
         "authenticate_frameworks": _bool(master.authenticates),
@@ -93,15 +94,6 @@ def master_flags(master):
 
 def _bool(value):
     return "true" if value else "false"
-
-
-def duration(seconds):
-    """A Duration as stout prints it (``15secs``, ``250ms``, ``2mins``)."""
-    for unit, size in (("days", 86400), ("hrs", 3600), ("mins", 60), ("secs", 1),
-                       ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= size:
-            return "%g%s" % (round(seconds / size, 9), unit)
-    return "%gns" % (seconds * 1e9)
 
 
 def principal_and_roles(framework):
