@@ -44,7 +44,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -59,6 +58,7 @@ from .api.http_server import MasterHTTPServer
 from .api.operator_json import event_agent_added, event_subscribed
 from .api.state_json import render_master_info, render_state, render_version
 from .call_handlers import SchedulerCalls
+from .cleanup import make_work_dir, remove_stale_work_dirs, start_cleaner
 from .containerizer import fs_isolation
 from .containerizer.cgroup_limits import parse_isolation
 from .containerizer.cgroups import Isolator
@@ -371,7 +371,10 @@ class LocalMaster(FaultInjection):
         """Make the work dir and the agents, bind the port; returns the
         agents and the server listening there (``_http``, not started)."""
         if self.work_dir is None:
-            self.work_dir = tempfile.mkdtemp(prefix="mesos-local-")
+            # Those of masters killed before they (or their cleaners) removed them.
+            remove_stale_work_dirs()
+            # Named after this process, unless kept: then no later master removes it.
+            self.work_dir = make_work_dir(named=not self.keep_sandboxes)
             if self.user_switch.switches:
                 # The tasks' users pass through to their sandboxes (0750 each).
                 os.chmod(self.work_dir, WORK_DIR_MODE)
@@ -441,9 +444,17 @@ class LocalMaster(FaultInjection):
         if self.isolator is not None:
             self.isolator.stop()
 
-    def stop(self):
+    def stop(self, detached_cleanup=False):
         """Kill every task (SIGTERM, SIGKILL after the grace period), close
-        every stream, free the port, remove the tasks' cgroups. Idempotent."""
+        every stream, free the port, remove the tasks' cgroups and the work
+        directory (unless given or ``keep_sandboxes``). Idempotent.
+
+        ``detached_cleanup``: the cgroups and the work directory are removed
+        by a process of their own that outlives this one (``cleanup.py``),
+        not before stop() returns: for a process that exits once its master
+        stopped (tfmesos' tfrun). The tasks are gone before stop() returns
+        either way; what that cleaner does not get to (killed with SIGKILL)
+        the next master's start removes."""
         records = self._records
         with records.lock:
             if records.status in ("new", "stopped"):
@@ -490,9 +501,29 @@ class LocalMaster(FaultInjection):
             self._set_verbosity(0)
         self._close_runner()
         self._remove_network()
+        if detached_cleanup and self._clean_up_detached():
+            return
         self._remove_cgroups()
         if not self.keep_sandboxes:
             self._remove_work_dir()
+
+    def _clean_up_detached(self):
+        """Hand the cgroups and the work directory to a detached cleaner;
+        False when none could start (then stop() removes them itself)."""
+        tree = self.work_dir if (self._own_work_dir and not self.keep_sandboxes
+                                 and self.work_dir and os.path.isdir(self.work_dir)) else None
+        if self.isolator is None and tree is None:
+            return True
+        isolator = self.isolator
+        try:
+            start_cleaner(list(isolator.directories.values()) if isolator else [], tree)
+        except OSError as exc:
+            log.warning("local master %s: cannot start a cleaner (%s); removing its cgroups "
+                        "and sandboxes now", self.id, exc)
+            return False
+        if isolator is not None:
+            isolator.release()   # the cleaner's now
+        return True
 
     def _close_runner(self):
         close = getattr(self._tasks.runner, "close", None)   # warm_tasks.WarmProcessRunner

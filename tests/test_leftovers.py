@@ -4,9 +4,11 @@ live one's stay; a run's key goes once the run has ended (its scheduler,
 ``tfmesos kill``, ``tfmesos attach``, ``tfmesos runs --prune``), never
 while it runs; run directories and what is in them are their user's alone."""
 
+import glob
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import stat
@@ -19,6 +21,7 @@ from fixtures_master import make_local_master
 from tfrun_helpers import REPO, SMALL, finish_reading, start_tfrun
 from waiting import wait_until
 
+from tfmesos.backends.embedded import EmbeddedMaster
 from tfmesos.ship import work_dirs
 
 pytestmark = pytest.mark.timeout(300)
@@ -137,6 +140,52 @@ def test_a_killed_tfruns_ship_directory_goes_at_the_next_start_a_live_ones_stays
         out, err = finish_reading(live, 120)
         assert live.returncode == 0, err
     assert not os.path.lexists(tmp / live_dir)    # its own tfrun removed it at its end
+
+
+# -- the embedded master's cgroups and sandboxes -------------------------------------------
+
+
+def mesos_local_cgroups_of(pid):
+    """The mesos_local cgroups of a master in process ``pid`` (named PID-START-ID)."""
+    return [path for pattern in ("/sys/fs/cgroup/*/mesos_local/*", "/sys/fs/cgroup/mesos_local/*")
+            for path in glob.glob(pattern) if os.path.basename(path).startswith("%d-" % pid)]
+
+
+def test_tfruns_cgroups_and_sandboxes_go_after_it_exits(tmp_path):
+    """tfrun leaves its embedded master's cgroups and sandboxes to a cleaner
+    of their own, off the path that decides when it exits (issue 33): all
+    gone within seconds of its end; its sandboxes were named after it (the
+    next master's start removes them if that cleaner was killed)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, MESOS_MASTER="", TMPDIR=str(tmp), TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("-w", "2", "-s", "0", *SMALL, "--", 'echo "sandbox $MESOS_SANDBOX"',
+                     env=env) as tfrun:
+        out, err = finish_reading(tfrun, 120)
+    assert tfrun.returncode == 0, err
+    sandboxes = re.findall(r"^\[worker:\d\] sandbox (\S+)$", out, re.M)
+    assert len(sandboxes) == 2, out
+    namespace = work_dirs._namespace_number(os.readlink("/proc/self/ns/pid"))
+    for sandbox in sandboxes:
+        assert re.match(r"%s/mesos-local-%d\.%d\.\d+-\w+/" % (re.escape(str(tmp)), namespace,
+                                                                tfrun.pid), sandbox), sandbox
+    wait_until(lambda: os.listdir(tmp) == [] and mesos_local_cgroups_of(tfrun.pid) == [], 30,
+               message=lambda: "left: %s %s" % (os.listdir(tmp),
+                                                mesos_local_cgroups_of(tfrun.pid)))
+
+
+def test_the_embedded_master_stops_with_a_detached_cleanup():
+    """tfrun's (and cluster()'s) master leaves its cgroups and sandboxes to
+    a detached cleaner; mesos_local's own default removes them at once."""
+    calls = []
+
+    class Master:
+        def stop(self, **options):
+            calls.append(options)
+    backend = EmbeddedMaster([])
+    backend.master = Master()
+    backend.stop()
+    assert calls == [{"detached_cleanup": True}]
 
 
 # -- keys and modes ---------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from offers import offer
 from taskinfo_helpers import launch_all, variables
 from tfrun_helpers import run_tfrun
+from waiting import wait_until
 
 from mesos_local.containerizer.cgroups import isolation_problem
 from tfmesos.core.spec import RunSpec
@@ -337,8 +338,9 @@ def test_task_over_its_memory_is_named_and_its_cgroups_are_gone(tmp_path):
     assert last["message"].startswith("Memory limit exceeded: Requested: 64MB")
     assert any(line.startswith("tfrun: resources asked and used") for line in lines) or \
         attempt["usage"] is None
-    assert not [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*/*")
-                if data["run_id"] in path]
+    # Gone within seconds: a cleaner of their own removes them after tfrun exits.
+    wait_until(lambda: not [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*/*")
+                            if data["run_id"] in path], 20)
 
 
 @needs_cgroups
@@ -408,12 +410,18 @@ def test_cgroups_are_gone_after_a_run(tmp_path):
                        "echo hi; sleep 0.5")
     assert result.returncode == 0, result.stderr
     run_id = run_json(run_dir)["run_id"]
-    assert not [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*/*")
-                if ".%s." % run_id in path]
-    # Nor is any master's whose process is gone (this run's, or one killed
+    # Nor, within seconds (a cleaner of their own removes them after tfrun
+    # exits), any master's whose process is gone (this run's, or one killed
     # earlier: a new master removes those first).
-    assert [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*")
-            if os.path.isdir(path) and _owner_gone(path)] == []
+    left = []
+
+    def none_left():
+        left[:] = [path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*/*")
+                   if ".%s." % run_id in path] + [
+            path for path in glob.glob("/sys/fs/cgroup/*/mesos_local/*")
+            if os.path.isdir(path) and _owner_gone(path)]
+        return not left
+    wait_until(none_left, 20, message=lambda: "cgroups left: %s" % left)
 
 
 def _owner_gone(path):

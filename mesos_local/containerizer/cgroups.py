@@ -38,11 +38,12 @@ then execs the command (so no child escapes by forking early). Destroying
 a task's cgroups SIGKILLs every process in them -- setsid() escapes
 included -- and removes the directories. Master directories carry the
 creating process's pid and start time: ``remove_stale()`` cleans up after
-masters killed with SIGKILL (as ``netns.remove_stale`` does for network
-namespaces). Everything here needs root.
+masters killed with SIGKILL, or whose detached cleaner was
+(``cleanup.py``), as ``netns.remove_stale`` does for network namespaces.
+``Isolator.release()`` hands a master's directories to that cleaner.
+Everything here needs root.
 """
 
-import errno
 import logging
 import os
 import re
@@ -51,6 +52,10 @@ import time
 import uuid
 from typing import Optional
 
+from ..cleanup import children as _children
+from ..cleanup import process_start as _process_start
+from ..cleanup import remove_dir as _remove_dir
+from ..cleanup import remove_master_cgroups
 from ..errors import LocalMasterError
 from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
 from .pidfd import kill_and_wait
@@ -131,17 +136,6 @@ def _read_keyed(path):
         pass
     return values
 
-
-def _process_start(pid):
-    """The start time (clock ticks after boot) of ``pid``, or None when it
-    is gone or a zombie."""
-    try:
-        fields = _read("/proc/%d/stat" % pid).rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
 
 
 class Layout:
@@ -342,20 +336,6 @@ class TaskCgroups:
         return all(_remove_dir(d, deadline) for d in set(self.directories.values()))
 
 
-def _remove_dir(path, deadline):
-    """rmdir ``path`` (retried while the kernel still counts a dying task)."""
-    while True:
-        try:
-            os.rmdir(path)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
-                log.warning("cannot remove cgroup %s: %s", path, exc)
-                return False
-            time.sleep(0.02)
-
 
 class Isolator:
     """The cgroups of one master: ``start()`` makes its directories (after
@@ -421,8 +401,13 @@ class Isolator:
 
     def stop(self):
         """Remove the master's directories (killing anything left in them)."""
+        _remove_master(self.release())
+
+    def release(self):
+        """The master's directories (one per hierarchy), forgotten here: for
+        whoever removes them now (a detached cleaner, ``cleanup.py``)."""
         directories, self.directories = self.directories, {}
-        _remove_master(list(directories.values()))
+        return list(directories.values())
 
 
 def _enable_controllers(directory, isolators):
@@ -434,23 +419,10 @@ def _enable_controllers(directory, isolators):
 
 def _remove_master(directories):
     """Kill every process left in the task cgroups of ``directories`` (one
-    master's, one per hierarchy), remove them all."""
-    deadline = time.monotonic() + 5.0
-    for _ in range(2):     # a task forked while the first pass listed it
-        for directory in directories:
-            for entry in _children(directory):
-                TaskCgroups(None, {directory: entry}, None).destroy(
-                    max(0.5, deadline - time.monotonic()))
-    for directory in directories:
-        _remove_dir(directory, deadline)
-
-
-def _children(directory):
-    try:
-        return [os.path.join(directory, name) for name in os.listdir(directory)
-                if os.path.isdir(os.path.join(directory, name))]
-    except OSError:
-        return []
+    master's, one per hierarchy), remove them all (``cleanup.py``; each
+    task's cgroups destroyed as ``TaskCgroups.destroy`` does, on pidfds)."""
+    remove_master_cgroups(directories, destroy=lambda path, timeout: TaskCgroups(
+        None, {path: path}, None).destroy(timeout))
 
 
 def remove_stale(layout):

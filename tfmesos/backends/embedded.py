@@ -82,8 +82,12 @@ class EmbeddedMaster:
         return "the embedded master"
 
     def stop(self) -> None:
+        """Stop the master: its tasks are gone when this returns; its
+        cgroups and sandboxes go after, in a detached cleaner of its own
+        (``LocalMaster.stop(detached_cleanup=True)``): off the path that
+        decides when tfrun exits (issue 33)."""
         if self.master is not None:
-            self.master.stop()
+            self.master.stop(detached_cleanup=True)
         if self._runner is not None:   # the master never started
             self._runner.close()
             self._runner = None

@@ -1,0 +1,249 @@
+"""What a stopped master leaves, removed: its tasks' cgroups and its own
+work directory (its sandboxes), by the master's ``stop()`` or, with
+``stop(detached_cleanup=True)``, by a detached cleaner that outlives it
+(``start_cleaner``: this file run as a script, ``python -I -S cleanup.py
+[--cgroup DIR]... [--tree DIR]``, in a session of its own), so that the
+master's process may exit at once (tfmesos' embedded master: tfrun's end).
+
+What no cleaner got to (the master or its cleaner killed with SIGKILL) the
+next master's start removes: the cgroups of masters that are gone
+(``cgroups.remove_stale``) and, here, their work directories
+(``remove_stale_work_dirs``), named after the process that made them as
+the cgroups are::
+
+    mesos-local-<pid namespace>.<pid>.<start ticks>-XXXXXXXX
+
+Standard library only, nothing of the package: the cleaner is this file
+alone, started by path with ``-I -S`` (a few milliseconds of start-up) and
+not a fork of the master (forking a process with threads: only what is
+async-signal-safe may run in the child).
+"""
+
+import errno
+import logging
+import os
+import re
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from typing import Optional
+
+log = logging.getLogger("mesos_local.cleanup")
+
+WORK_DIR_PREFIX = "mesos-local-"
+_WORK_DIR = re.compile(r"^mesos-local-(\d+)\.(\d+)\.(\d+)-[A-Za-z0-9_]+$")
+CLEANUP_TIMEOUT = 5.0   # seconds a master's cgroups get to empty before their removal fails
+
+
+# -- processes ---------------------------------------------------------------
+
+def process_start(pid: int) -> Optional[int]:
+    """The start time (clock ticks after boot) of ``pid``, or None when it
+    is gone or a zombie (proc(5): field 22 of /proc/PID/stat)."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] == "Z":
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _pid_namespace() -> Optional[int]:
+    """4026531836 of this process' ``pid:[4026531836]``, or None."""
+    try:
+        found = re.fullmatch(r"pid:\[(\d+)\]", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+# -- cgroups -------------------------------------------------------------------
+
+def children(directory: str) -> list[str]:
+    """The subdirectories of ``directory`` (its child cgroups), [] when it
+    is gone. (scandir's d_type: no stat of each control file.)"""
+    try:
+        with os.scandir(directory) as entries:
+            return [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def cgroup_pids(directory: str) -> set[int]:
+    """The processes in the cgroup ``directory`` (none once it is gone)."""
+    try:
+        with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as handle:
+            return {int(pid) for pid in handle.read().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def remove_dir(path: str, deadline: float) -> bool:
+    """rmdir the cgroup ``path`` (retried while the kernel still counts a
+    dying task); True when it is gone (a failure is logged)."""
+    while True:
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                log.warning("cannot remove cgroup %s: %s", path, exc)
+                return False
+            time.sleep(0.02)
+
+
+def destroy_cgroup(directory: str, timeout: float) -> bool:
+    """SIGKILL what the cgroup ``directory`` holds until it is empty, then
+    remove it (polling: ``cgroups.TaskCgroups.destroy`` waits on pidfds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = cgroup_pids(directory)
+        if not left or time.monotonic() >= deadline:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    return remove_dir(directory, deadline)
+
+
+def remove_master_cgroups(directories: Iterable[str], timeout: float = CLEANUP_TIMEOUT,
+                          destroy: Callable[[str, float], bool] = destroy_cgroup) -> None:
+    """Kill every process left in the task cgroups under ``directories`` (one
+    master's, one per hierarchy; ``destroy(task directory, timeout)``
+    kills and removes one), then remove them all."""
+    directories = list(directories)
+    deadline = time.monotonic() + timeout
+    for _ in range(2):     # a task forked while the first pass listed it
+        for directory in directories:
+            for entry in children(directory):
+                destroy(entry, max(0.5, deadline - time.monotonic()))
+    for directory in directories:
+        remove_dir(directory, deadline)
+
+
+# -- work directories ------------------------------------------------------------
+
+def make_work_dir(named: bool = True) -> str:
+    """A new work directory in the temporary directory (0700,
+    ``tempfile.mkdtemp``), ``named`` after this process where /proc tells
+    its pid namespace and start time (``remove_stale_work_dirs`` removes it
+    once this process is gone), else ``mesos-local-XXXXXXXX``, which only
+    its maker removes (a master that keeps its sandboxes)."""
+    namespace, start = _pid_namespace(), process_start(os.getpid())
+    if not named or namespace is None or start is None:
+        return tempfile.mkdtemp(prefix=WORK_DIR_PREFIX)
+    return tempfile.mkdtemp(prefix="%s%d.%d.%d-" % (WORK_DIR_PREFIX, namespace, os.getpid(),
+                                                     start))
+
+
+def remove_stale_work_dirs(root: Optional[str] = None) -> list[str]:
+    """Remove the work directories ``make_work_dir`` named, in ``root``
+    (default: the temporary directory), of processes that are gone (their
+    pid, in this pid namespace, gone or reused): a directory itself (never
+    through a symbolic link), of this user. Returns the paths removed; one
+    that cannot be removed is left, not an error."""
+    root = root or tempfile.gettempdir()
+    namespace = _pid_namespace()
+    if namespace is None:
+        return []   # no /proc: nothing tells a gone process from a live one
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        found = _WORK_DIR.match(name) if name.startswith(WORK_DIR_PREFIX) else None
+        if found is None or int(found.group(1)) != namespace:
+            continue
+        if process_start(int(found.group(2))) == int(found.group(3)):
+            continue   # its master's process is alive
+        path = os.path.join(root, name)
+        try:
+            status = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():
+            continue   # a symbolic link, or another user's: not ours to remove
+        # rmtree follows no link (it refuses one as its top); its cleaner may
+        # be removing it at the same moment: whatever is gone is gone.
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            removed.append(path)
+    if removed:
+        log.info("removed the work directories of stopped masters: %s", ", ".join(removed))
+    return removed
+
+
+# -- the detached cleaner --------------------------------------------------------
+
+def clean(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> None:
+    """Remove one master's cgroup directories ``cgroups`` (one per
+    hierarchy) and its work directory ``tree``."""
+    cgroups = list(cgroups)
+    if cgroups:
+        remove_master_cgroups(cgroups)
+    if tree is not None:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+def start_cleaner(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> int:
+    """Start the detached cleaner of ``clean(cgroups, tree)``: a process in
+    a session of its own, with nothing of this one's open (its output
+    pipes included: whoever reads them sees their end when this process
+    exits), that outlives it. Returns its pid; OSError when it could not
+    start. A daemon thread reaps it (no zombie in a process that goes on)."""
+    import subprocess
+    import threading
+
+    argv = [sys.executable, "-I", "-S", os.path.abspath(__file__)]
+    for directory in cgroups:
+        argv += ["--cgroup", directory]
+    if tree is not None:
+        argv += ["--tree", tree]
+    cleaner = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, close_fds=True,
+                               start_new_session=True, cwd="/")
+    threading.Thread(target=cleaner.wait, name="mesos-local-cleaner-reaper",
+                     daemon=True).start()
+    return cleaner.pid
+
+
+def main(argv: list[str]) -> int:
+    cgroups: list[str] = []
+    tree = None
+    while len(argv) >= 2 and argv[0] in ("--cgroup", "--tree"):
+        if argv[0] == "--cgroup":
+            cgroups.append(argv[1])
+        else:
+            tree = argv[1]
+        argv = argv[2:]
+    if argv:
+        sys.stderr.write("usage: cleanup.py [--cgroup DIR]... [--tree DIR]\n")
+        return 2
+    clean(cgroups, tree)
+    return 0
+
+
+__all__ = ["WORK_DIR_PREFIX", "process_start", "children", "cgroup_pids", "remove_dir",
+           "destroy_cgroup", "remove_master_cgroups", "make_work_dir", "remove_stale_work_dirs",
+           "clean", "start_cleaner"]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+

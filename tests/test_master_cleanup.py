@@ -1,0 +1,162 @@
+"""What a stopped master leaves (issue 33, item 1): ``LocalMaster.stop()``
+removes its cgroups and its work directory before it returns;
+``stop(detached_cleanup=True)`` leaves them to a cleaner of their own that
+outlives the master's process (tfrun's end); what no cleaner removed (the
+master or its cleaner killed with SIGKILL) the next master's start
+removes, and nothing of a live master's, another user's, or through a
+symbolic link."""
+
+import json
+import os
+import pwd
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import MARKER
+from fixtures_master import clients, launch_running, make_local_master
+from waiting import wait_until
+
+from mesos_local import cleanup
+from mesos_local.containerizer.cgroups import isolation_problem
+
+pytestmark = pytest.mark.timeout(180)
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+PROBLEM = isolation_problem()
+ISOLATION = None if PROBLEM is not None else "cgroups/cpu,cgroups/mem"
+GONE_WITHIN = 30.0   # seconds: a loaded machine; what this catches stays for good
+
+# A master in a process of its own: starts, runs a task, then ends as
+# argv[1] says: "detached" (stop(detached_cleanup=True), then exit at once)
+# or "killed" (SIGKILL once its task finished, no stop). It prints its work directory, its
+# cgroups and the task's sandbox first.
+MASTER = textwrap.dedent("""
+    import json, os, signal, sys
+    sys.path.insert(0, %(tests)r)
+    from mesos_http_client import SchedulerClient, task_info
+    from mesos_local import AgentSpec, LocalMaster
+
+    master = LocalMaster(agents=[AgentSpec(cpus=1, mem=256, disk=100, ports=((31000, 31000),),
+                                           gpus=0)],
+                         isolation=%(isolation)r, allocation_interval=0.05,
+                         kill_grace_period=0.5, executor_environment={%(marker)r: %(token)r})
+    master.start()
+    client = SchedulerClient(master.url)
+    client.subscribe()
+    offer = client.next_offers()[0]
+    killed = sys.argv[1] == "killed"   # its task ends first: none outlives the master
+    client.launch(offer, [task_info("t1", offer, "echo hi" if killed else "echo hi; sleep 60")],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("t1", "TASK_FINISHED" if killed else "TASK_RUNNING")
+    sandbox = master.attached(client.framework_id, "t1")
+    cgroups = list(master.isolator.directories.values()) if master.isolator else []
+    print(json.dumps({"work_dir": master.work_dir, "cgroups": cgroups, "sandbox": sandbox}),
+          flush=True)
+    if killed:
+        os.kill(os.getpid(), signal.SIGKILL)
+    client.close()
+    master.stop(detached_cleanup=True)
+    os._exit(0)
+""")
+
+
+def run_master(tmp_path, end):
+    """Run ``MASTER`` ending as ``end``; what it printed (a dict)."""
+    script = tmp_path / "master.py"
+    script.write_text(MASTER % {"tests": TESTS, "isolation": ISOLATION, "marker": MARKER,
+                                "token": os.environ[MARKER]})
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    done = subprocess.run([sys.executable, str(script), end], cwd=REPO, capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=REPO))
+    assert done.stdout, done.stderr
+    assert done.returncode == (0 if end == "detached" else -9), done.stderr
+    return json.loads(done.stdout.splitlines()[0])
+
+
+def left(paths):
+    return [path for path in paths if os.path.lexists(path)]
+
+
+def test_stop_removes_cgroups_and_sandboxes_before_it_returns(make_local_master, clients):
+    """A library user's stop() (and mesos-local's): everything gone when it
+    returns; the work directory is named after the master's process."""
+    master = make_local_master(isolation=ISOLATION)
+    client = clients(master)
+    launch_running(client, master, "t1", "sleep 60")
+    work_dir = master.work_dir
+    cgroups = list(master.isolator.directories.values()) if master.isolator else []
+    sandbox = master.attached(client.framework_id, "t1")
+    assert sandbox.startswith(work_dir + os.sep) and os.path.isdir(sandbox)
+    assert re.fullmatch(r"mesos-local-\d+\.%d\.\d+-\w+" % os.getpid(),
+                        os.path.basename(work_dir)), work_dir
+    assert all(os.path.isdir(path) for path in cgroups)
+    master.stop()
+    assert left([work_dir] + cgroups) == []
+
+
+def test_a_kept_work_dir_is_not_named_for_removal(make_local_master, tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    master = make_local_master(keep_sandboxes=True)
+    assert re.fullmatch(r"mesos-local-\w{8}", os.path.basename(master.work_dir))
+    master.stop()
+    assert os.path.isdir(master.work_dir)
+    assert cleanup.remove_stale_work_dirs(str(tmp_path)) == []
+    assert os.path.isdir(master.work_dir)
+
+
+def test_a_detached_cleaner_removes_them_after_the_master_exits(tmp_path):
+    found = run_master(tmp_path, "detached")
+    paths = [found["work_dir"]] + found["cgroups"]
+    assert found["sandbox"].startswith(found["work_dir"] + os.sep)
+    assert not ISOLATION or found["cgroups"]
+    wait_until(lambda: not left(paths), GONE_WITHIN,
+               message=lambda: "left after the cleaner: %s" % left(paths))
+    assert os.listdir(tmp_path / "tmp") == []
+
+
+def gone_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def named(root, pid, start, tail):
+    namespace = int(re.fullmatch(r"pid:\[(\d+)\]", os.readlink("/proc/self/ns/pid")).group(1))
+    return os.path.join(root, "mesos-local-%d.%d.%d-%s" % (namespace, pid, start, tail))
+
+
+def test_what_a_killed_master_or_cleaner_left_goes_at_the_next_start(
+        tmp_path, make_local_master, monkeypatch):
+    found = run_master(tmp_path, "killed")   # no stop, no cleaner: all of it stays
+    paths = [found["work_dir"]] + found["cgroups"]
+    assert left(paths) == paths
+    tmp = str(tmp_path / "tmp")
+    # Alongside: a live process' work directory, a symbolic link named as a
+    # gone one's, an older mesos-local's (no creator named), another user's.
+    live = named(tmp, os.getpid(), cleanup.process_start(os.getpid()), "live1234")
+    os.mkdir(live)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "kept").write_text("")
+    link = named(tmp, gone_pid(), 1, "link1234")
+    os.symlink(str(target), link)
+    older = os.path.join(tmp, "mesos-local-ab12cd34")
+    os.mkdir(older)
+    kept = [live, link, older]
+    if os.geteuid() == 0:
+        other = named(tmp, gone_pid(), 2, "other123")
+        os.mkdir(other)
+        os.chown(other, pwd.getpwnam("nobody").pw_uid, -1)
+        kept.append(other)
+    monkeypatch.setattr("tempfile.tempdir", tmp)
+    master = make_local_master(isolation=ISOLATION)   # its start removes them
+    assert left(paths) == []
+    assert left(kept) == kept and (target / "kept").exists()
+    master.stop()
+    assert sorted(os.listdir(tmp)) == sorted(os.path.basename(path) for path in kept)
