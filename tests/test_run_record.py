@@ -376,3 +376,35 @@ def test_a_detached_scheduler_s_record_is_final_before_its_framework_is_torn_dow
     assert at_teardown["outcome"]["status"] == "failed"
     assert at_teardown["timings"]["finished"] is not None
     assert {task["state"] for task in at_teardown["tasks"]} == {"TASK_KILLED"}
+
+
+def test_a_concluded_record_is_written_once_at_its_end(tmp_path, monkeypatch):
+    # A detached run's scheduler concludes before its teardown, then finishes:
+    # nothing changed in between, nothing is written again (issue 33).
+    from tfmesos.record import run_record
+    record = make_record(tmp_path)
+    writes = []
+    monkeypatch.setattr(run_record, "write_run_json", lambda directory, text: writes.append(text))
+    record.conclude()
+    record.finish()
+    assert len(writes) == 1 and '"finished": "' in writes[0]
+    record.outcome("failed")   # the first outcome stays: no change, no write
+    record.finish()
+    assert len(writes) == 1
+
+
+def test_the_reason_of_a_failed_run_reads_its_outcome_not_the_whole_record(tmp_path,
+                                                                          monkeypatch):
+    # At every run's end (the framework's tfmesos.reason label): no copy of
+    # the whole record through JSON (run_file), whose first read costs more
+    # than the rest of it.
+    from tfmesos.core.runtime import reason_line
+    record = make_record(tmp_path)
+    record.output("t-worker:0", "stderr", "Traceback\nValueError: boom\n")
+    record.outcome("failed", "task worker:0 exited with code 1", "worker:0", 1)
+
+    def whole(*args, **kwargs):
+        raise AssertionError("the whole record was copied")
+    monkeypatch.setattr(RunFile, "from_dict", whole)
+    assert reason_line(record) == "worker:0: ValueError: boom"
+    assert reason_line(make_record(tmp_path / "succeeded")) is None

@@ -384,8 +384,9 @@ def reason_line(record: "RunRecord") -> Optional[str]:
     runs --master`` and ``attach`` print): the last line the failing task
     wrote on stderr (what it relayed, else its sandbox's tail), as
     ``worker:0: /bin/sh: 1: python: not found``; else the outcome's hint;
-    None for any other outcome, or with nothing to say."""
-    outcome = record.run_file().outcome
+    None for any other outcome, or with nothing to say. (At every run's
+    end: the outcome alone is read, not the whole record.)"""
+    outcome = record.recorded_outcome()
     if outcome.status not in ("failed", "aborted"):
         return None
     lines: list[str] = []

@@ -407,7 +407,8 @@ class RunRecord:
             if first_offer and self._run.timings.first_offer is None:   # kept when taken over
                 self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("finished")
-        self.save()
+        if self._dirty:   # concluded before (a detached run's scheduler): written then
+            self.save()
 
     # -- logs -------------------------------------------------------------
 
@@ -448,6 +449,12 @@ class RunRecord:
     @property
     def outcome_status(self) -> str:
         return self._run.outcome.status
+
+    def recorded_outcome(self) -> Outcome:
+        """The outcome as recorded now (a copy: ``run_file`` copies the
+        whole record, through JSON)."""
+        with self._lock:
+            return dataclasses.replace(self._run.outcome)
 
     @property
     def hint(self) -> Optional[str]:
