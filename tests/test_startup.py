@@ -70,8 +70,8 @@ TFRUN_IMPORTS = {
     "tfmesos.core.volumes", "tfmesos.exceptions", "tfmesos.lazy_exports", "tfmesos.mesos",
     "tfmesos.mesos.master_address", "tfmesos.mesos.roles", "tfmesos.protocol",
     "tfmesos.protocol.labels", "tfmesos.protocol.task_env",
-    # the standard library's, beyond what site loads
-    "argparse", "ast", "copy", "dataclasses", "difflib", "dis", "getpass", "gettext", "heapq",
+    # the standard library's, beyond what site loads (difflib: a usage error's suggestion only)
+    "argparse", "ast", "copy", "dataclasses", "dis", "getpass", "gettext",
     "inspect", "json", "json.decoder", "json.encoder", "json.scanner", "linecache",
     "logging", "opcode", "pwd", "shlex", "signal", "string", "termios", "textwrap", "token",
     "tokenize", "traceback",
@@ -114,3 +114,69 @@ def test_the_embedded_master_looks_up_no_name_for_an_address():
     assert heavy(modules_after(code), ["encodings.idna", "stringprep", "unicodedata"]) == []
     from mesos_local.api.state_json import render_master_info
     assert render_master_info("m", "localhost", 5050)["pid"] == "master@127.0.0.1:5050"
+
+
+# What a plain run (replica mode, the embedded master, no failure) has no
+# use for: imported where their rare paths need them, never at a module's
+# top on the run's path.
+RARE_PATHS = ["difflib",                                     # a usage error's suggestion
+              "encodings.idna", "stringprep", "unicodedata",   # a host name's idna codec
+              "tfmesos.cli.tfrun_flags", "tfmesos.cli.tfrun_detached", "tfmesos.core.detached",
+              "tfmesos.record.report", "tfmesos.record.takeover_files", "tfmesos.core.spec_codec",
+              "tfmesos.record.mlflow_logger", "mlflow", "tfmesos.cli.progress", "tensorboard",
+              "tfmesos.ship.shipping", "tfmesos.ship.bundle", "tfmesos.ship.bundle_server",
+              "tfmesos.mesos.zookeeper", "kazoo", "tfmesos.mesos.master_reads",
+              "mesos_local.containerizer.docker_runner", "mesos_local.containerizer.docker_engine",
+              "docker", "mesos_local.api.proto_parser", "google.protobuf", "tensorflow",
+              "urllib.request", "tarfile"]
+
+# The modules of a run (tfrun, its launcher and embedded master): their
+# imports at the top, run by importing them.
+RUN_MODULES = ("tfmesos.cli.tfrun, tfmesos.core.launch, tfmesos.backends.sizing, "
+               "tfmesos.backends.embedded, tfmesos.core.runtime, tfmesos.record.run_record, "
+               "tfmesos.backends.warm_runner, mesos_local.master")
+
+
+def test_the_modules_of_a_run_import_none_of_the_rare_paths():
+    # tests/test_import_graph.py runs a whole tfrun for what its functions import
+    assert heavy(modules_after("import %s" % RUN_MODULES), RARE_PATHS) == []
+
+
+def test_checking_a_local_run_s_options_imports_none_of_the_master():
+    # tfrun checks them before it starts its warm task interpreters: these
+    # start while it imports the master, not after.
+    code = ("from tfmesos.backends.sizing import check_local; "
+            "from tfmesos.core.spec import Job; "
+            "check_local([Job('worker', 2, cpus=0.1, mem=32)], {})")
+    assert heavy(modules_after(code), ["mesos_local.master", "mesos_local.containerizer.cgroups",
+                                       "mesos_local.api", "http.server", "http.client"]) == []
+
+
+def test_an_address_is_looked_up_without_the_idna_codec():
+    # socket.getaddrinfo encodes a str host with the idna codec (and its
+    # stringprep, unicodedata); the driver's connection to an address and
+    # the task's to its rendezvous give the host as bytes.
+    code = ("import socket, threading, time; "
+            "from tfmesos.mesos.http_transport import resolve; "
+            "resolve('127.0.0.1', 5050, 5); "
+            "from tfmesos.task.connection import Connection, TaskEnv; "
+            "server = socket.create_server(('127.0.0.1', 0)); "
+            "threading.Thread(target=lambda: server.accept()[0].close(), daemon=True).start(); "
+            "env = TaskEnv(server.getsockname(), b'k', 't', '127.0.0.1', 0)\n"
+            "try:\n    Connection(env)._handshake(time.monotonic() + 30)\n"
+            "except Exception:\n    pass\n"
+            "else:\n    raise AssertionError('a closed connection registered')\n"
+            "server.close()")
+    assert heavy(modules_after(code), ["encodings.idna", "stringprep", "unicodedata"]) == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "mesos-master.example.com.",
+                                  "a" * 63 + ".example", "a" * 64 + ".example", "a..b", ".a",
+                                  "a" * 64, "bücher.example", ""])
+def test_a_host_looked_up_as_bytes_is_what_the_idna_codec_makes_of_it(host):
+    from tfmesos.protocol.hostport import lookup_host
+    found = lookup_host(host)
+    if isinstance(found, bytes):
+        assert found == host.encode("idna")
+    else:
+        assert found == host   # the codec encodes or refuses it, as before

@@ -179,8 +179,13 @@ class MasterHTTPServer(ThreadingHTTPServer):
             # so that it ends now (socketserver checks the flag right after
             # select, bpo-35017) instead of at the next poll.
             self._BaseServer__shutdown_request = True
+            # The address as bytes: getaddrinfo encodes a str host with the
+            # idna codec (CPython Modules/socketmodule.c, socket_getaddrinfo),
+            # whose imports (stringprep, unicodedata) every stop paid for.
+            wake = self.url_host.strip("[]").encode("ascii")
             try:
-                socket.create_connection((self.server_name, self.server_port), timeout=1).close()
+                socket.create_connection((wake, self.server_port),  # type: ignore[arg-type]
+                                         timeout=1).close()   # (typeshed: a str host only)
             except OSError:
                 pass
             self.shutdown()

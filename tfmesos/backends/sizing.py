@@ -10,20 +10,15 @@ import logging
 import os
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional, Protocol
-
-from mesos_local import (
-    ISOLATORS,
-    AgentSpec,
-    AgentSpecError,
-    CredentialsError,
-    IsolationError,
-    LocalMaster,
-    LocalMasterError,
-    isolation_problem,
-)
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ..exceptions import MesosError, SpecError
+
+# mesos_local's names are imported where they are used: tfrun checks a run's
+# options here (``check_local``) before it starts its warm task interpreters,
+# and the master's modules (most of tfrun's imports) load once it starts.
+if TYPE_CHECKING:
+    from mesos_local import AgentSpec, LocalMaster
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +60,7 @@ class JobResources(Protocol):
 
 
 def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str, str],
-                       containers: bool = False, **options: Any) -> tuple[LocalMaster, str]:
+                       containers: bool = False, **options: Any) -> tuple["LocalMaster", str]:
     """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
     ``cpus``, ``mem`` and ``gpus``); ``containers``: the run has an image, so
     tasks run through the Docker engine. The master authenticates
@@ -76,6 +71,13 @@ def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str,
     this machine can, else none with a warning; None turns it off. A given
     ``runner`` is closed here when the master cannot be made. Returns
     ``(master, url)``."""
+    from mesos_local import (
+        AgentSpecError,
+        CredentialsError,
+        IsolationError,
+        LocalMaster,
+        LocalMasterError,
+    )
     try:
         if containers and "container_runner" not in options:
             from mesos_local import DockerRunner
@@ -114,6 +116,13 @@ def isolation_problem_only(message: str) -> str:
     return message.split(";")[0]
 
 
+def isolation_problem(isolators: Sequence[str]) -> Optional[str]:
+    """mesos_local's ``isolation_problem``: why ``isolators`` cannot work
+    on this machine, or None."""
+    from mesos_local import isolation_problem as problem
+    return problem(isolators)
+
+
 def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Optional[str]:
     """What the embedded master of a run isolates with: ``"auto"`` is the
     cgroups isolators where this machine can (said once when it cannot:
@@ -121,6 +130,7 @@ def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Option
     anything else as given."""
     if isolation != AUTO:
         return isolation
+    from mesos_local import ISOLATORS
     problem = isolation_problem(ISOLATORS)
     if problem is None:
         return ",".join(ISOLATORS)
@@ -138,6 +148,7 @@ def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Option
 def _machine() -> tuple[float, float, tuple[str, ...]]:
     """(cpus, mem, GPU ids) of this machine for the embedded master; asked
     once (nvidia-smi), by tfrun's check of its options and by the agent."""
+    from mesos_local import AgentSpec
     cpus, mem, _, _, gpu_ids = AgentSpec().resolve(os.getcwd())
     return cpus, mem, gpu_ids
 
@@ -181,7 +192,7 @@ def check_local(jobs: Sequence[JobResources], options: Mapping[str, Any]) -> Non
         auto_isolation(options.get("isolation", AUTO), enable_cfs=True)
 
 
-def local_agent(jobs: Sequence[JobResources]) -> AgentSpec:
+def local_agent(jobs: Sequence[JobResources]) -> "AgentSpec":
     """The embedded master's one agent, sized so the whole cluster fits.
 
     The agent offers at least what the cluster asks for, even beyond the
@@ -196,6 +207,7 @@ def local_agent(jobs: Sequence[JobResources]) -> AgentSpec:
         log.info("embedded master: offering cpus=%g mem=%g (the machine has cpus=%g "
                  "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
     tasks = sum(job.num for job in jobs)
+    from mesos_local import AgentSpec
     return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(tasks),))
 
 

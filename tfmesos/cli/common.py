@@ -1,7 +1,6 @@
 """What every tfmesos command does at its boundary."""
 
 import argparse
-import difflib
 import logging
 import os
 import shlex
@@ -81,6 +80,7 @@ class CommandParser(argparse.ArgumentParser):
             return ""
         options = [o for o in self._option_string_actions if o.startswith("--")]
         meant = {o for o in options if o.startswith(word)}
+        import difflib  # a usage error's suggestion only: not on tfrun's start-up path
         meant.update(difflib.get_close_matches(word, options, n=3, cutoff=0.75))
         if not meant:
             return ""

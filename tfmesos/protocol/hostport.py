@@ -2,6 +2,7 @@
 (a leaf module: the task entry imports it, so it must stay cheap)."""
 
 import socket
+from typing import Union
 
 
 def format_address(host: str, port: int) -> str:
@@ -15,3 +16,19 @@ def free_port(host: str = "") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def lookup_host(host: str) -> Union[str, bytes]:
+    """``host`` as ``socket.getaddrinfo`` takes it without loading the idna
+    codec (encodings.idna, stringprep, unicodedata: a few ms of every task's
+    start): ``getaddrinfo`` encodes a str host with that codec, whose ASCII
+    fast path gives the name's ASCII bytes once its labels' lengths are
+    checked (CPython Lib/encodings/idna.py, ``Codec.encode``; Modules/
+    socketmodule.c, ``socket_getaddrinfo``); such a name is given as those
+    bytes here, any other as it is (the codec then encodes or refuses it)."""
+    if not host.isascii():
+        return host
+    *labels, last = host.split(".")
+    if all(0 < len(label) < 64 for label in labels) and len(last) < 64:
+        return host.encode("ascii")
+    return host

@@ -34,7 +34,7 @@ import threading
 import time
 
 from ..protocol import task_env, wire
-from ..protocol.hostport import format_address
+from ..protocol.hostport import format_address, lookup_host
 
 IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
@@ -286,7 +286,10 @@ class Connection:
     def _handshake(self, deadline):
         """One try: connect, answer the challenge, register, get the confirmation."""
         timeout = min(HANDSHAKE_TIMEOUT, max(deadline - time.monotonic(), 0.5))
-        sock = socket.create_connection(self._address, timeout=timeout)
+        host, port = self._address
+        # (typeshed has the host a str; getaddrinfo takes bytes as well)
+        sock = socket.create_connection((lookup_host(host), port),  # type: ignore[arg-type]
+                                        timeout=timeout)
         wire.no_delay(sock)
         try:
             until = time.monotonic() + timeout
