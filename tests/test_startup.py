@@ -70,6 +70,7 @@ TFRUN_IMPORTS = {
     "tfmesos.core.volumes", "tfmesos.exceptions", "tfmesos.lazy_exports", "tfmesos.mesos",
     "tfmesos.mesos.master_address", "tfmesos.mesos.roles", "tfmesos.protocol",
     "tfmesos.protocol.labels", "tfmesos.protocol.task_env",
+    "tfmesos.field_methods",   # the dataclasses' __eq__/__hash__/__repr__, written once
     # the standard library's, beyond what site loads (difflib: a usage error's suggestion only)
     "argparse", "ast", "copy", "dataclasses", "dis", "getpass", "gettext",
     "inspect", "json", "json.decoder", "json.encoder", "json.scanner", "linecache",
@@ -180,3 +181,19 @@ def test_a_host_looked_up_as_bytes_is_what_the_idna_codec_makes_of_it(host):
         assert found == host.encode("idna")
     else:
         assert found == host   # the codec encodes or refuses it, as before
+
+
+def test_the_dataclasses_of_a_run_compile_no_methods_of_their_own():
+    # @dataclasses.dataclass compiles __eq__, __repr__ (frozen: __hash__)
+    # anew for each class at each start; tfmesos' classes inherit them from
+    # field_methods instead (@dataclasses.dataclass(eq=False, repr=False)).
+    code = ("import %s, dataclasses, inspect; "
+            "print(sorted('%%s.%%s' %% (m.__name__, c.__qualname__) "
+            "for m in list(sys.modules.values()) if m.__name__.startswith('tfmesos') "
+            "for _, c in inspect.getmembers(m, inspect.isclass) "
+            "if c.__module__ == m.__name__ and dataclasses.is_dataclass(c) "
+            "and {'__eq__', '__repr__', '__hash__'} & set(vars(c))))" % RUN_MODULES)
+    result = subprocess.run([sys.executable, "-c", "import sys; " + code], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

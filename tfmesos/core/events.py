@@ -3,15 +3,19 @@ event, put there by the rendezvous (a task's registration, output, metrics, exit
 or lost connection) and by the scheduler (what the Mesos driver reported).
 
 ``ClusterRun`` handles every kind on purpose, in the thread that waits.
+Their ``==``, hash and ``repr`` are ``FrozenFieldMethods``' (the same as
+the decorator's, not compiled for each class at every start).
 """
 
 import dataclasses
 import time
 from typing import Any, Optional
 
+from ..field_methods import FrozenFieldMethods
 
-@dataclasses.dataclass(frozen=True)
-class TaskRegistered:
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TaskRegistered(FrozenFieldMethods):
     """A task connected to the rendezvous and named its TensorFlow address."""
 
     task_id: str
@@ -19,8 +23,8 @@ class TaskRegistered:
     port: int
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskOutput:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TaskOutput(FrozenFieldMethods):
     """A line (or chunk) a replica task's command wrote."""
 
     task_id: str
@@ -28,8 +32,8 @@ class TaskOutput:
     text: str
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskMetrics:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TaskMetrics(FrozenFieldMethods):
     """Metrics a task's program logged (``tfmesos.log_metrics``): ``points``,
     a tuple of ``(step, at, {name: value})``, ``at`` a time.time() on this
     machine's clock, ``value`` a float or None (not finite); ``dropped``:
@@ -43,8 +47,8 @@ class TaskMetrics:
     source: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskExited:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TaskExited(FrozenFieldMethods):
     """A replica task's command ended with ``code`` (its exit frame came
     ``at``, a time.time()); ``usage``: what it used, as the task measured it
     (``tfmesos.task.usage``), or None; ``stopped``: whether the run's stop
@@ -57,8 +61,8 @@ class TaskExited:
     stopped: Optional[bool] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskDisconnected:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TaskDisconnected(FrozenFieldMethods):
     """A registered task's rendezvous connection ended: ``reason`` "closed"
     (it closed or broke), or "stalled" (nothing came for the rendezvous'
     stall timeout, so it was closed). ``since``: when the task was last
@@ -70,35 +74,35 @@ class TaskDisconnected:
     reason: str = "closed"
 
 
-@dataclasses.dataclass(frozen=True)
-class Subscribed:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Subscribed(FrozenFieldMethods):
     """The driver subscribed to a master; ``again`` after a disconnection."""
 
     master_info: Any
     again: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class MesosDisconnected:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class MesosDisconnected(FrozenFieldMethods):
     """The driver lost its subscription and is re-subscribing."""
 
 
-@dataclasses.dataclass(frozen=True)
-class StatusUpdate:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class StatusUpdate(FrozenFieldMethods):
     """A task's Mesos ``TaskStatus``."""
 
     status: Any
 
 
-@dataclasses.dataclass(frozen=True)
-class AgentLost:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class AgentLost(FrozenFieldMethods):
     """Mesos removed an agent; its tasks' TASK_LOST updates follow."""
 
     agent_id: str
 
 
-@dataclasses.dataclass(frozen=True)
-class MesosFailed:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class MesosFailed(FrozenFieldMethods):
     """The driver gave up or aborted (``Scheduler.error``): the run cannot go
     on. ``error`` is the exception behind it, when the driver has one."""
 

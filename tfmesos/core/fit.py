@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ..exceptions import ClusterError
+from ..field_methods import FrozenFieldMethods
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +43,8 @@ WINDOW = 30.0       # seconds of offers that say "no offer could hold it"
 NEVER, BUSY, UNKNOWN, FITS = "never", "busy", "unknown", "fits"
 
 
-@dataclasses.dataclass(frozen=True)
-class Size:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Size(FrozenFieldMethods):
     """cpus, mem (MB) and whole gpus: a task's ask, an offer, an agent's total."""
 
     cpus: float
@@ -66,8 +67,8 @@ class Size:
         return text + (" gpus=%d" % self.gpus if self.gpus or gpus else "")
 
 
-@dataclasses.dataclass(frozen=True)
-class Agent:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Agent(FrozenFieldMethods):
     """An agent as the master lists it: its name (host name, else id) and total."""
 
     name: str
@@ -122,8 +123,8 @@ class OfferLog:
                     for when, name, size in seen if now - when <= within]
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Verdict(FrozenFieldMethods):
     """What ``judge`` found for one task: ``kind`` (``NEVER``, ``BUSY``,
     ``UNKNOWN``, ``FITS``); ``agent``: for ``NEVER`` the agent nearest to
     holding it (``lacking`` says of what it has too little), for ``BUSY``

@@ -27,6 +27,7 @@ import secrets
 from typing import Any, Optional
 
 from ..exceptions import TFMesosError
+from ..field_methods import FrozenFieldMethods
 
 KEY_BYTES = 32
 RUN_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -41,8 +42,8 @@ class IdentityError(TFMesosError, ValueError):
     """What claims to be a run's identity is not one; the message names why."""
 
 
-@dataclasses.dataclass(frozen=True)
-class RunIdentity:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class RunIdentity(FrozenFieldMethods):
     """Who a run is (module docstring); frozen: a new stage of the run is a
     new value (``with_framework``, ``with_shipment``, ``next_scheduler``)."""
 

@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypedDict, TypeVar
 
+from ..field_methods import FieldMethods
+
 EPSILON = 1e-6
 
 # Mesos' JSON messages as the driver hands them over (an ``addict.Dict``
@@ -30,8 +32,8 @@ Resource = Mapping[str, Any]
 K = TypeVar("K")
 
 
-@dataclasses.dataclass
-class TaskRequest(Generic[K]):
+@dataclasses.dataclass(eq=False, repr=False)
+class TaskRequest(FieldMethods, Generic[K]):
     """What one task needs; ``key`` identifies it to the caller."""
 
     key: K
@@ -44,8 +46,8 @@ class TaskRequest(Generic[K]):
     extra_ports: int = 0              # more ports from the offer, besides ``port``
 
 
-@dataclasses.dataclass
-class Assignment(Generic[K]):
+@dataclasses.dataclass(eq=False, repr=False)
+class Assignment(FieldMethods, Generic[K]):
     """A request placed on an offer: the TaskInfo ``resources``, the port
     (None when the offer had no ports), the GPU ids (SET offers only), the
     ``extra_ports`` asked for (empty when the offer had no ports) and the
@@ -62,8 +64,8 @@ class Assignment(Generic[K]):
     agent_url: Optional[dict[str, Any]] = None
 
 
-@dataclasses.dataclass
-class Placement(Generic[K]):
+@dataclasses.dataclass(eq=False, repr=False)
+class Placement(FieldMethods, Generic[K]):
     launches: dict[str, list[Assignment[K]]]    # offer id -> [Assignment, ...]
     unused: list[str]                           # offer ids nothing was placed on
     unplaced: list[TaskRequest[K]]              # requests no offer could take

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Callable, Optional
 
 from ..exceptions import TaskFailed
+from ..field_methods import FieldMethods
 from ..record.run_record import RunRecord
 from .clusterspec import ClusterSpec
 from .control import RunControl
@@ -40,8 +41,8 @@ logger = logging.getLogger(__name__)
 AGENT_GONE = frozenset(("REASON_AGENT_REMOVED", "REASON_AGENT_REMOVED_BY_OPERATOR"))
 
 
-@dataclasses.dataclass
-class _Sticky:
+@dataclasses.dataclass(eq=False, repr=False)
+class _Sticky(FieldMethods):
     """A worker being relaunched where it ran."""
 
     agent_id: str

@@ -16,6 +16,7 @@ import re
 from typing import Optional
 
 from ..exceptions import SpecError
+from ..field_methods import FrozenFieldMethods
 from .inputs import MAX_ATTEMPTS, MAX_SECONDS, number_error
 
 RESTART_ON = ("lost", "failure")
@@ -30,8 +31,8 @@ LOST_REASONS = frozenset((
 _SIGNALLED = re.compile(r"terminated with signal|killed by signal", re.IGNORECASE)
 
 
-@dataclasses.dataclass(frozen=True)
-class RestartPolicy:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class RestartPolicy(FrozenFieldMethods):
     """``max_restarts`` whole restarts (0: a failure ends the run), for
     ``restart_on`` "lost" or "failure", waiting ``backoff`` seconds before the
     first and twice as long before each next one (at most ``max_backoff``)."""

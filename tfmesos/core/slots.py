@@ -13,11 +13,12 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Optional
 
+from ..field_methods import FieldMethods
 from .spec import Job
 
 
-@dataclasses.dataclass
-class TaskSlot:
+@dataclasses.dataclass(eq=False, repr=False)
+class TaskSlot(FieldMethods):
     """One task of the cluster (``worker:1``) across its launch attempts."""
 
     job: Job

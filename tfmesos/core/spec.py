@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..exceptions import SpecError
+from ..field_methods import FrozenFieldMethods
 from ..mesos.master_address import parse_master
 from ..mesos.roles import role_error
 from .config import LOCAL
@@ -68,8 +69,8 @@ REFUSED_TIMEOUT = 5.0
 _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-@dataclasses.dataclass(frozen=True)
-class Job:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Job(FrozenFieldMethods):
     """``num`` tasks of job ``name``, each with ``cpus``, ``mem`` (MB) and
     whole ``gpus``; ``cmd`` overrides the run's command for this job;
     ``start`` is the index of its first task; ``env`` extra variables."""
@@ -160,8 +161,8 @@ def parse_jobs(jobs: JobsGiven, allowed: Optional[Sequence[str]] = None) -> list
     return parsed
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class RunSpec(FrozenFieldMethods):
     """Everything about one run.
 
     * What runs: ``jobs`` (``Job`` objects or dicts), ``mode`` "fine"

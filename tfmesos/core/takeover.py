@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
 from ..exceptions import MesosError
+from ..field_methods import FrozenFieldMethods
 from ..record.schema import RunFile
 from .identity import RunIdentity
 
@@ -37,8 +38,8 @@ logger = logging.getLogger(__name__)
 ADOPTION_EXTRA = 30.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Resume:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Resume(FrozenFieldMethods):
     """What a scheduler needs to take a run over: the run's ``identity``
     (a ``RunIdentity`` with its framework id, as the run left it) and its
     record so far (``previous``, a ``RunFile``; None: no task was launched

@@ -16,6 +16,8 @@ their start message once all of them registered."""
 import dataclasses
 from typing import TYPE_CHECKING, Optional
 
+from ..field_methods import FrozenFieldMethods
+
 if TYPE_CHECKING:   # tfrun's start-up reads this module's names only (test_startup)
     from .clusterspec import ClusterSpec
 
@@ -37,8 +39,8 @@ STATIC_ONLY = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
                "ROLE_WORLD_SIZE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
-@dataclasses.dataclass(frozen=True)
-class Coordinator:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Coordinator(FrozenFieldMethods):
     """Where a torch or jax run's group meets: worker 0's ``host`` at ``port``."""
 
     host: str
@@ -63,8 +65,8 @@ def coordinator(spec: "ClusterSpec", port: Optional[int]) -> Optional[Coordinato
     return Coordinator(host, int(port or own))
 
 
-@dataclasses.dataclass(frozen=True)
-class Member:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Member(FrozenFieldMethods):
     """One task's place in a torch or jax group: ``rank`` (0 for worker 0,
     its ``node_rank``) of ``nodes`` tasks, each starting ``nproc``
     processes (``--nproc-per-task``) and holding ``gpus`` GPUs."""
@@ -168,8 +170,8 @@ def jax_environment(where: Coordinator, member: Member) -> dict[str, str]:
     return env
 
 
-@dataclasses.dataclass(frozen=True)
-class Told:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Told(FrozenFieldMethods):
     """What one replica task is told: ``env`` (with the command) and the
     values of the ``{placeholders}`` of its command."""
 

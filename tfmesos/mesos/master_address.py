@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from tfmesos.exceptions import MasterAddressError
+from tfmesos.field_methods import FrozenFieldMethods
 
 __all__ = [
     "DEFAULT_MESOS_PORT",
@@ -48,8 +49,8 @@ _HOSTNAME = re.compile(r"%s(?:\.%s)*" % (_HOST_LABEL, _HOST_LABEL))
 _SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-@dataclass(frozen=True)
-class MasterSpec:
+@dataclass(frozen=True, eq=False, repr=False)
+class MasterSpec(FrozenFieldMethods):
     """Where the Mesos master is, as parsed from a master string.
 
     ``kind`` is ``"local"``, ``"http"`` (``urls``: base URLs such as

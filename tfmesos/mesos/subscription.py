@@ -28,6 +28,7 @@ from typing import Any, NoReturn, Optional
 from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
+from ..field_methods import FrozenFieldMethods
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import Detector, StaticDetector
@@ -49,21 +50,21 @@ _MAX_REDIRECTS = 5
 _FATAL_STATUSES = (400, 401, 403, 404, 415)
 
 
-@dataclasses.dataclass(frozen=True)
-class Received:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Received(FrozenFieldMethods):
     """An event the master sent (``kind`` is its ``type``)."""
 
     kind: str
     event: Any
 
 
-@dataclasses.dataclass(frozen=True)
-class StreamLost:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class StreamLost(FrozenFieldMethods):
     """The subscription is gone; the stream thread re-subscribes."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Fatal:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Fatal(FrozenFieldMethods):
     """Reconnecting cannot help: ``error`` (a ``MesosError``) stops the driver."""
 
     error: MesosError

@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Optional, Union
 
+from ..field_methods import FrozenFieldMethods
+
 LINES = 40   # how many of the task's last stderr lines are read
 
 # tfrun's options for a job's resources: -Mw (mem of the workers), -Cs, -Gc, ...
@@ -56,8 +58,8 @@ def gpu_option(job: Optional[str]) -> str:
 _SHELL = r"^(?:\S*/)?(?:sh|bash|dash|zsh)(?:: line \d+)?: (?:\d+: )?(?:exec: )?"
 
 
-@dataclasses.dataclass(frozen=True)
-class Rule:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Rule(FrozenFieldMethods):
     name: str
     hint: str
     pattern: Optional[str] = None

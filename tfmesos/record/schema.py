@@ -39,6 +39,8 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar
 
+from ..field_methods import FieldMethods
+
 SCHEMA_VERSION = 8
 LEGACY_FORMAT = 1   # version 1 files say "format": 1
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -83,8 +85,11 @@ TypeForm = Any
 R = TypeVar("R", bound="Record")
 
 
-class Record:
-    """A class of run.json: ``from_dict`` and ``to_dict`` by its fields' types."""
+class Record(FieldMethods):
+    """A class of run.json: ``from_dict`` and ``to_dict`` by its fields' types.
+    Each is ``@dataclasses.dataclass(eq=False, repr=False)``: ``==`` and
+    ``repr`` are ``FieldMethods``', the same as the decorator's, not
+    compiled for each class at every start."""
 
     if TYPE_CHECKING:   # every Record class is a dataclass
         __dataclass_fields__: ClassVar[dict[str, "dataclasses.Field[Any]"]]
@@ -165,7 +170,7 @@ def _dump(value: object) -> Any:
 
 # -- the classes, from the leaves up ----------------------------------------------
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Job(Record):
     """A job of the run as it was asked for."""
     name: str = _field("the job's name: worker, ps, chief, ...", "")
@@ -176,7 +181,7 @@ class Job(Record):
     gpus: int = _field("GPUs of each task", 0)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class State(Record):
     """A change of an attempt's Mesos state."""
     state: str = _field("TASK_RUNNING, TASK_FINISHED, ...", "")
@@ -192,7 +197,7 @@ class State(Record):
     message: str = _field("Mesos' message", "")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Logs(Record):
     """The attempt's log files in the run directory."""
     stdout: str = _field("e.g. worker.1.stdout; worker.1.attempt2.stdout for attempt 2: a "
@@ -203,7 +208,7 @@ class Logs(Record):
         return self.stderr if stream == "stderr" else self.stdout
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Sample(Record):
     """One look at the command's process tree."""
     t: float = _field("seconds since the command started", 0.0)
@@ -212,7 +217,7 @@ class Sample(Record):
     gpu_mb: Optional[float] = _field("GPU memory of the tree, MB (null without GPUs)")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class CgroupUsage(Record):
     """The task's memory cgroup, when it has a limit."""
     limit_mb: Optional[float] = _field("its memory limit, MB")
@@ -220,7 +225,7 @@ class CgroupUsage(Record):
     oom_kills: Optional[int] = _field("the OOM killer's kills in it while the command ran")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Usage(Record):
     """What the attempt's command used, as the task measured it
     (``tfmesos.task.usage``; replica mode)."""
@@ -255,7 +260,7 @@ class Usage(Record):
         return max(known) if known else None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class SandboxTail(Record):
     """The last lines an attempt wrote in its Mesos sandbox, read from its
     agent's /files when it ended before it reached tfrun."""
@@ -265,7 +270,7 @@ class SandboxTail(Record):
                                factory=list)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Attempt(Record):
     """One launch of a task."""
     attempt: int = _field("1, 2, ...: counted across restarts", 1)
@@ -291,7 +296,7 @@ class Attempt(Record):
         "otherwise, or when the agent did not answer")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Task(Record):
     """A task of the run and every attempt of it."""
     name: str = _field("worker:1", "")
@@ -308,7 +313,7 @@ class Task(Record):
         return self.attempts[-1] if self.attempts else None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Outcome(Record):
     """How the run ended."""
     status: str = _field("running; succeeded; failed (after the cluster was complete); "
@@ -323,7 +328,7 @@ class Outcome(Record):
                                "user; null when unknown or not killed)")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Timings(Record):
     """Milestones of the run."""
     submitted: Optional[Time] = _field("when the run began")
@@ -332,7 +337,7 @@ class Timings(Record):
     finished: Optional[Time] = _field("when the run stopped")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Restart(Record):
     """A whole restart of the cluster (tfrun --max-restarts)."""
     restart: int = _field("1, 2, ...", 1)
@@ -343,7 +348,7 @@ class Restart(Record):
     delay: float = _field("the back-off before it, seconds", 0.0)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Relaunch(Record):
     """A sticky relaunch of a worker on its agent and port."""
     task: str = _field("the task relaunched", "")
@@ -355,7 +360,7 @@ class Relaunch(Record):
     back: Optional[Time] = _field("when it registered again (null if it did not)")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Takeover(Record):
     """A scheduler that took the run over from the one before it (Mesos
     scheduler failover): tfmesos attach carrying on a tfrun --failover run,
@@ -372,7 +377,7 @@ class Takeover(Record):
                                                               self.how or "-")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class ShippedBundle(Record):
     """The user's directory as tfrun --ship packed it."""
     source: str = _field("the directory packed", "")
@@ -383,7 +388,7 @@ class ShippedBundle(Record):
     name: str = _field("the archive's name in the sandbox", "")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Shipped(Record):
     """What tfrun --ship sent to every task."""
     bundle: Optional[ShippedBundle] = _field("the user's code (null: none)")
@@ -391,7 +396,7 @@ class Shipped(Record):
     python_env: Optional[str] = _field("the --python-env archive (a path or URL)")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class Scheduler(Record):
     """The process that ran the run (tfrun, or the Python that called
     cluster()): a reader on its host tells whether it is gone
@@ -405,7 +410,7 @@ class Scheduler(Record):
                                         "null elsewhere): a reused pid is another process")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class MetricSeries(Record):
     """One metric of one task, as its program logged it (tfmesos.log_metrics):
     the latest value, and a bounded series (at most 500 points: when full,
@@ -426,7 +431,7 @@ class MetricSeries(Record):
                                 factory=list)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False, repr=False)
 class RunFile(Record):
     """run.json: the record of one run."""
     schema_version: int = _field("the version of this format", SCHEMA_VERSION,
