@@ -200,26 +200,46 @@ def clean(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> None:
         shutil.rmtree(tree, ignore_errors=True)
 
 
-def start_cleaner(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> int:
-    """Start the detached cleaner of ``clean(cgroups, tree)``: a process in
-    a session of its own, with nothing of this one's open (its output
-    pipes included: whoever reads them sees their end when this process
-    exits), that outlives it. Returns its pid; OSError when it could not
-    start. A daemon thread reaps it (no zombie in a process that goes on)."""
-    import subprocess
-    import threading
+_started: list[int] = []   # cleaners this process started, not reaped yet
 
+
+def start_cleaner(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> int:
+    """Start the detached cleaner of ``clean(cgroups, tree)``: this file,
+    exec'd in a session of its own with nothing of this process open but
+    /dev/null as its standard streams (whoever reads this process' output
+    sees its end when this process exits), that outlives this process.
+    Returns its pid; OSError when it could not start.
+
+    ``posix_spawn`` (vfork and exec: ~0.3 ms here, where ``subprocess``
+    took 1 to 10 ms in a tfrun's end, waiting for the GIL around its steps,
+    and a reaper thread as much to start). Not reaped by a waiting thread:
+    the next call reaps the cleaners that ended (a process that exits
+    leaves its own to init)."""
+    for pid in list(_started):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        _started.remove(pid)
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__)]
     for directory in cgroups:
         argv += ["--cgroup", directory]
     if tree is not None:
         argv += ["--tree", tree]
-    cleaner = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, close_fds=True,
-                               start_new_session=True, cwd="/")
-    threading.Thread(target=cleaner.wait, name="mesos-local-cleaner-reaper",
-                     daemon=True).start()
-    return cleaner.pid
+    streams = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+               (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
+    try:
+        pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=streams,
+                             setsid=True)
+    except NotImplementedError as exc:   # POSIX_SPAWN_SETSID needs glibc 2.26
+        raise OSError(str(exc)) from None
+    _started.append(pid)
+    try:   # it yields to what this process has left to do (a tfrun's last words)
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10))
+    except OSError:
+        pass
+    return pid
 
 
 def main(argv: list[str]) -> int:
