@@ -59,11 +59,14 @@ def test_the_task_entry_imports_only_the_task_side_and_the_standard_library():
 
 # Every task pays for what its entry imports: the standard library's heavy
 # parts load only on the paths that need them (rediscover's HTTP client when a
-# task lost its scheduler, tfmesos.run's result file). Not timed here (a loaded
-# 2-core machine makes any budget flaky): benchmarks/startup.py measures.
+# task lost its scheduler, tfmesos.run's result file; subprocess and its
+# locale, ~2.5 ms, for nvidia-smi and a fine-grained task's log filter only:
+# replica_guard forks). Not timed here (a loaded 2-core machine makes any
+# budget flaky): benchmarks/startup.py measures.
 HEAVY = ("http", "ssl", "urllib", "email", "asyncio", "multiprocessing", "concurrent",
          "xml", "zipfile", "tarfile", "logging", "argparse", "tfmesos.protocol.labels",
-         "tfmesos.task.rediscover", "tfmesos.task.result_file")
+         "tfmesos.task.rediscover", "tfmesos.task.result_file", "subprocess", "locale",
+         "encodings.idna")
 
 
 def test_the_task_entry_leaves_the_heavy_parts_for_the_paths_that_need_them():

@@ -15,7 +15,6 @@ names ``.py`` files), and in a task without GPUs the failed ``cuInit``.
 import contextlib
 import os
 import re
-import subprocess
 import sys
 
 from ..protocol import task_env
@@ -127,6 +126,8 @@ def tensorflow_startup_filtered(level, gpus=None):
     if level <= 0:
         yield
         return
+    # fine-grained tasks only: not on a replica task's start-up path
+    import subprocess
     sys.stderr.flush()
     saved = os.dup(2)
     read_end, write_end = os.pipe()

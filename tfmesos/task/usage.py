@@ -27,7 +27,6 @@ pid. Nothing here imports more than the standard library.
 import os
 import resource
 import shutil
-import subprocess
 import threading
 import time
 
@@ -101,12 +100,16 @@ class ProcessTable:
         return 0
 
 
-def gpu_memory_mb(pids, visible=None, run=subprocess.run):
+def gpu_memory_mb(pids, visible=None, run=None):
     """MB of GPU memory that ``pids`` hold (``nvidia-smi`` compute apps); when
     none of them is listed (another pid namespace), the memory in use on
-    the ``visible`` GPUs (the task's own). None without nvidia-smi."""
+    the ``visible`` GPUs (the task's own). None without nvidia-smi.
+    ``run``: ``subprocess.run`` (imported here: a task without GPUs, most
+    of them, never needs it)."""
     if shutil.which("nvidia-smi") is None:
         return None
+    import subprocess
+    run = run or subprocess.run
     try:
         out = run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
                    "--format=csv,noheader,nounits"], capture_output=True, text=True,
