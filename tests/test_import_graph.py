@@ -5,11 +5,12 @@ embedded master imports nothing of tfmesos; and no test module imports
 another (shared helpers live in the tests' helper modules)."""
 
 import ast
+import json
 import os
 import subprocess
 import sys
 
-from tfrun_helpers import REPO
+from tfrun_helpers import RARE_PATHS, REPO, assert_no_task_processes
 
 TESTS = os.path.join(REPO, "tests")
 
@@ -222,3 +223,19 @@ def test_mesos_local_s_own_tests_import_no_tensorflow():
                         module == a or module.startswith(a + ".") for a in allowed)):
                     wrong.append("%s (through %s): %s" % (test_module, current, module))
     assert not wrong, "mesos_local's own tests importing TensorFlow or tfmesos: %s" % wrong
+
+
+def test_a_plain_tfrun_run_imports_none_of_the_rare_paths():
+    # tfrun -q -w 2 -s 1 -- true on the embedded master, to its end, in a
+    # process that then lists what it imported: functions' imports too
+    # (test_startup checks the modules' own, without a run).
+    script = ("import json, sys; from tfmesos.cli.tfrun import main; "
+              "code = main(['-q', '-w', '2', '-s', '1', '--', 'true']); "
+              "print(json.dumps([code, sorted(sys.modules)]), flush=True)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, cwd=REPO, env=dict(os.environ, MESOS_MASTER=""))
+    assert result.returncode == 0, result.stderr[-4000:]
+    code, modules = json.loads(result.stdout.splitlines()[-1])
+    assert code == 0, result.stderr[-4000:]
+    assert [m for m in modules if any(m == r or m.startswith(r + ".") for r in RARE_PATHS)] == []
+    assert_no_task_processes()

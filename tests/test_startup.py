@@ -15,6 +15,7 @@ from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 from tfmesos.mesos.detector import StaticDetector
 from tfmesos.mesos.http_transport import TLSContext
 from tfmesos.mesos.subscription import Subscription
+from tfrun_helpers import RARE_PATHS
 
 
 def modules_after(code):
@@ -116,20 +117,6 @@ def test_the_embedded_master_looks_up_no_name_for_an_address():
     from mesos_local.api.state_json import render_master_info
     assert render_master_info("m", "localhost", 5050)["pid"] == "master@127.0.0.1:5050"
 
-
-# What a plain run (replica mode, the embedded master, no failure) has no
-# use for: imported where their rare paths need them, never at a module's
-# top on the run's path.
-RARE_PATHS = ["difflib",                                     # a usage error's suggestion
-              "encodings.idna", "stringprep", "unicodedata",   # a host name's idna codec
-              "tfmesos.cli.tfrun_flags", "tfmesos.cli.tfrun_detached", "tfmesos.core.detached",
-              "tfmesos.record.report", "tfmesos.record.takeover_files", "tfmesos.core.spec_codec",
-              "tfmesos.record.mlflow_logger", "mlflow", "tfmesos.cli.progress", "tensorboard",
-              "tfmesos.ship.shipping", "tfmesos.ship.bundle", "tfmesos.ship.bundle_server",
-              "tfmesos.mesos.zookeeper", "kazoo", "tfmesos.mesos.master_reads",
-              "mesos_local.containerizer.docker_runner", "mesos_local.containerizer.docker_engine",
-              "docker", "mesos_local.api.proto_parser", "google.protobuf", "tensorflow",
-              "urllib.request", "tarfile"]
 
 # The modules of a run (tfrun, its launcher and embedded master): their
 # imports at the top, run by importing them.

@@ -22,6 +22,21 @@ HELLO_ARGS = ["--ps_hosts", "{ps_hosts}", "--worker_hosts", "{worker_hosts}",
 SMALL = ["-Cw", "0.2", "-Mw", "128", "-Cs", "0.2", "-Ms", "128", "-Cc", "0.2", "-Mc", "128"]
 
 
+# What a plain run (replica mode, the embedded master, no failure) has no
+# use for: imported where their rare paths need them, never at a module's
+# top on the run's path.
+RARE_PATHS = ["difflib",                                     # a usage error's suggestion
+              "encodings.idna", "stringprep", "unicodedata",   # a host name's idna codec
+              "tfmesos.cli.tfrun_flags", "tfmesos.cli.tfrun_detached", "tfmesos.core.detached",
+              "tfmesos.record.report", "tfmesos.record.takeover_files", "tfmesos.core.spec_codec",
+              "tfmesos.record.mlflow_logger", "mlflow", "tfmesos.cli.progress", "tensorboard",
+              "tfmesos.ship.shipping", "tfmesos.ship.bundle", "tfmesos.ship.bundle_server",
+              "tfmesos.mesos.zookeeper", "kazoo", "tfmesos.mesos.master_reads",
+              "mesos_local.containerizer.docker_runner", "mesos_local.containerizer.docker_engine",
+              "docker", "mesos_local.api.proto_parser", "google.protobuf", "tensorflow",
+              "urllib.request", "tarfile"]
+
+
 def free_port():
     return hostport.free_port("127.0.0.1")
 
