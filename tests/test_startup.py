@@ -10,12 +10,12 @@ import sys
 import threading
 
 import pytest
+from tfrun_helpers import RARE_PATHS
 
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 from tfmesos.mesos.detector import StaticDetector
 from tfmesos.mesos.http_transport import TLSContext
 from tfmesos.mesos.subscription import Subscription
-from tfrun_helpers import RARE_PATHS
 
 
 def modules_after(code):
