@@ -34,7 +34,7 @@ RARE_PATHS = ["difflib",                                     # a usage error's s
               "tfmesos.mesos.zookeeper", "kazoo", "tfmesos.mesos.master_reads",
               "mesos_local.containerizer.docker_runner", "mesos_local.containerizer.docker_engine",
               "docker", "mesos_local.api.proto_parser", "google.protobuf", "tensorflow",
-              "urllib.request", "tarfile"]
+              "urllib.request", "tarfile", "tfmesos.backends.remote"]
 
 
 def free_port():

@@ -24,14 +24,13 @@ def make_backend(spec: RunSpec, environ: Mapping[str, str],
     """Where the run of ``spec`` goes: the embedded master (``--master
     local``; ``warm_runner``, started by tfrun, else one started with the
     master), or the remote master ``spec.master``."""
-    from ..backends.embedded import EmbeddedMaster
-    from ..backends.remote import RemoteMaster
-    from ..backends.warm_runner import start_warm_runner
-
     if spec.master != config.LOCAL:
+        from ..backends.remote import RemoteMaster
         if warm_runner is not None:
             warm_runner.close()
         return RemoteMaster(spec.master, spec.advertise_address, environ)
+    from ..backends.embedded import EmbeddedMaster
+    from ..backends.warm_runner import start_warm_runner
     return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
                           options=spec.local_master_options, advertise=spec.advertise_address,
                           environ=environ, runner=warm_runner,
