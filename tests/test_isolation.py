@@ -374,11 +374,34 @@ def test_container_over_its_memory_is_failed_with_mesos_reason(
     assert failed["message"] == "Memory limit exceeded: Requested: 64MB Maximum Used: 64MB"
 
 
+def test_a_problem_with_a_semicolon_is_kept_whole(monkeypatch, caplog):
+    # IsolationError carries its problem and fix apart: a ';' inside the
+    # problem (an OSError's text, a path) is not where tfmesos cuts it.
+    from mesos_local import AgentSpec
+    from tfmesos.backends import sizing
+    from tfmesos.exceptions import MesosError
+
+    def detect(cls, isolators, mounts_text=None):
+        raise IsolationError("cannot read /proc/mounts: odd; really", cgroups.TURN_OFF)
+
+    monkeypatch.setattr(Layout, "detect", classmethod(detect))
+    assert isolation_problem(fix=False) == "cannot read /proc/mounts: odd; really"
+    assert isolation_problem() == "cannot read /proc/mounts: odd; really; " + cgroups.TURN_OFF
+    with caplog.at_level("WARNING"):
+        assert sizing.auto_isolation("auto") is None
+    assert "here (cannot read /proc/mounts: odd; really); on a" in caplog.records[0].getMessage()
+    with pytest.raises(MesosError) as raised:
+        sizing.start_local_master([], ("run", "secret"), agents=[AgentSpec(cpus=1, mem=64)],
+                                  isolation="cgroups/cpu,cgroups/mem")
+    assert str(raised.value) == ("cannot read /proc/mounts: odd; really; turn isolation off "
+                                 "(tfrun --no-isolation, cluster(no_isolation=True))")
+
+
 def test_run_isolation_is_said_once_when_it_cannot_be_done(monkeypatch, caplog):
     from tfmesos.backends import sizing
     from tfmesos.exceptions import SpecError
     monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
-        "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
+        "cannot isolate tasks with cgroups: cgroups isolation needs root"))
     with caplog.at_level("WARNING"):
         assert sizing.auto_isolation("auto") is None
     assert [r.getMessage() for r in caplog.records] == [
@@ -397,7 +420,7 @@ def test_cfs_that_cannot_be_done_is_a_usage_error_before_the_run(monkeypatch, tm
     from tfmesos.backends import sizing
     from tfmesos.cli import tfrun
     monkeypatch.setattr(sizing, "isolation_problem", lambda isolators: (
-        "cannot isolate tasks with cgroups: cgroups isolation needs root; turn it off"))
+        "cannot isolate tasks with cgroups: cgroups isolation needs root"))
     monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("MESOS_MASTER", "")
     with pytest.raises(SystemExit) as leaving:

@@ -81,8 +81,13 @@ TURN_OFF = ("turn isolation off (Mesos' default --isolation=posix/cpu,posix/mem:
 
 class IsolationError(LocalMasterError):
     """Isolation was asked for but cannot be done here: ``problem; fix``,
-    one line (a framework that starts the master may word its own fix
-    after the ``;``)."""
+    one line; ``.problem`` and ``.fix`` (None where there is none) apart,
+    so that a framework that starts the master may word its own fix."""
+
+    def __init__(self, problem, fix=None):
+        super().__init__(problem if fix is None else "%s; %s" % (problem, fix))
+        self.problem = problem
+        self.fix = fix
 
 
 # -- finding the hierarchies ------------------------------------------------
@@ -151,8 +156,8 @@ class Layout:
         """The layout that can hold ``isolators`` here; IsolationError (one
         line naming the fix) when none can."""
         if os.geteuid() != 0:
-            raise IsolationError("cgroups isolation needs root; run the master as root, or "
-                                 + TURN_OFF)
+            raise IsolationError("cgroups isolation needs root",
+                                 "run the master as root, or " + TURN_OFF)
         if mounts_text is None:
             try:
                 mounts_text = _read("/proc/mounts")
@@ -186,7 +191,7 @@ class Layout:
                     v2, " and ".join(absent))
             else:
                 problem += ", and %s is not writable" % v2
-        raise IsolationError("cannot isolate tasks with cgroups: %s; %s" % (problem, TURN_OFF))
+        raise IsolationError("cannot isolate tasks with cgroups: " + problem, TURN_OFF)
 
     def hierarchies(self):
         return sorted({p for paths in self.roots.values() for p in paths})
@@ -376,8 +381,8 @@ class Isolator:
                     _enable_controllers(self.directories[hierarchy], self.isolators)
         except OSError as exc:
             self.stop()
-            raise IsolationError("cannot create the master's cgroups: %s; %s"
-                                 % (exc, TURN_OFF)) from None
+            raise IsolationError("cannot create the master's cgroups: %s" % exc,
+                                 TURN_OFF) from None
         return self
 
     def prepare(self, task_id, limits):
@@ -444,12 +449,13 @@ def remove_stale(layout):
     return sorted(stale)
 
 
-def isolation_problem(isolators=ISOLATORS):
-    """Why ``isolators`` cannot be used here (one line), or None when they can."""
+def isolation_problem(isolators=ISOLATORS, fix=True):
+    """Why ``isolators`` cannot be used here (one line: the problem and its
+    fix; the problem only with ``fix=False``), or None when they can."""
     try:
         Layout.detect(tuple(isolators))
     except IsolationError as exc:
-        return str(exc)
+        return str(exc) if fix else exc.problem
     return None
 
 

@@ -101,7 +101,7 @@ def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str,
     except (AgentSpecError, CredentialsError) as exc:
         raise SpecError(str(exc)) from exc    # the user's spec of the master
     except IsolationError as exc:   # mesos_local's fix names mesos-local; ours, tfrun's option
-        raise MesosError("%s; %s" % (isolation_problem_only(str(exc)), TURN_OFF)) from exc
+        raise MesosError("%s; %s" % (exc.problem, TURN_OFF)) from exc
     except LocalMasterError as exc:
         raise MesosError(str(exc)) from exc
 
@@ -110,17 +110,12 @@ AUTO = "auto"
 TURN_OFF = "turn isolation off (tfrun --no-isolation, cluster(no_isolation=True))"
 
 
-def isolation_problem_only(message: str) -> str:
-    """What mesos_local says cannot be isolated here, without its fix (its
-    ``IsolationError``s are ``problem; fix``, the fix in mesos-local's terms)."""
-    return message.split(";")[0]
-
-
 def isolation_problem(isolators: Sequence[str]) -> Optional[str]:
     """mesos_local's ``isolation_problem``: why ``isolators`` cannot work
-    on this machine, or None."""
+    on this machine (without mesos_local's fix, worded in mesos-local's
+    terms), or None."""
     from mesos_local import isolation_problem as problem
-    return problem(isolators)
+    return problem(isolators, fix=False)
 
 
 def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Optional[str]:
@@ -137,10 +132,10 @@ def auto_isolation(isolation: Optional[str], enable_cfs: bool = False) -> Option
     if enable_cfs:
         raise SpecError.about("{local_master.cgroups_enable_cfs}: %s; the CFS quota needs "
                               "cgroups isolation: drop it, or run where root can isolate",
-                              isolation_problem_only(problem))
+                              problem)
     log.warning("the embedded master does not hold tasks to their cpus and mem here (%s); "
                 "on a Mesos cluster with cgroups isolation a task over its mem is killed. "
-                "--no-isolation silences this", isolation_problem_only(problem))
+                "--no-isolation silences this", problem)
     return None
 
 
