@@ -22,12 +22,16 @@ server gives that call to).
 import json
 
 from . import agent_json, proto
-from .endpoints import JSON_TYPE, Reply, accepts
+from .endpoints import JSON_TYPE, Reply, negotiate
 from .operator import in_type, list_files_reply, read_call, read_file_reply
 from .operator_json import render_version_info
 
 PROTOBUF_TYPE = proto.PROTOBUF_TYPE
 RECORDIO_TYPE = "application/recordio"
+# The types Http::api (src/slave/http.cpp) answers in, in its order, and
+# its words when the request accepts none.
+ANSWERS = (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE)
+NOT_ACCEPTABLE = "Expecting 'Accept' to allow %s or %s or %s" % ANSWERS
 
 # mesos.v1.agent.Call.Type (include/mesos/v1/agent/agent.proto).
 CALL_TYPES = frozenset((
@@ -121,20 +125,16 @@ def call_reply(master, agent, content_type, accept, body):
     error = _check(call)
     if error is not None:
         return Reply(400, error)
-    if accepts(accept, JSON_TYPE):
-        answer = JSON_TYPE
-    elif accepts(accept, PROTOBUF_TYPE):
-        answer = PROTOBUF_TYPE
-    elif accepts(accept, RECORDIO_TYPE):
+    answer = negotiate(accept, ANSWERS, NOT_ACCEPTABLE)
+    if isinstance(answer, Reply):
+        return answer
+    if answer == RECORDIO_TYPE:
         # Http::api takes RecordIO for any call, then Http::_api refuses it
         # but for the calls that stream (ATTACH_CONTAINER_OUTPUT is
         # attach_output.py's; LAUNCH_NESTED_CONTAINER_SESSION goes on to 501).
         if call["type"] not in STREAMING:
             return Reply(406, "Streaming response is not supported for %s call" % call["type"])
         answer = JSON_TYPE
-    else:
-        return Reply(406, "Expecting 'Accept' to allow %s or %s or %s"
-                     % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE))
     return in_type(_call_reply(master, agent, call), answer, proto.AGENT_RESPONSE)
 
 

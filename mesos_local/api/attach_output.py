@@ -41,8 +41,8 @@ import stat
 import time
 from typing import Any, Callable, Optional
 
-from . import json_body, proto
-from .endpoints import JSON_TYPE, Reply, accepts
+from . import agent_api, json_body, proto
+from .endpoints import JSON_TYPE, Reply, negotiate
 from .stream import frame
 
 CALL = "ATTACH_CONTAINER_OUTPUT"
@@ -145,16 +145,9 @@ def _media_types(headers: Any) -> "tuple[Optional[Reply], str, Optional[str]]":
     if headers.get(MESSAGE_CONTENT_TYPE) is not None:
         return Reply(415, "Expecting '%s' to be not set for non-streaming requests"
                      % MESSAGE_CONTENT_TYPE), "", None
-    accept = headers.get("Accept")
-    if accepts(accept, JSON_TYPE):
-        answer = JSON_TYPE
-    elif accepts(accept, PROTOBUF_TYPE):
-        answer = PROTOBUF_TYPE
-    elif accepts(accept, RECORDIO_TYPE):
-        answer = RECORDIO_TYPE
-    else:
-        return Reply(406, "Expecting 'Accept' to allow %s or %s or %s"
-                     % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE)), "", None
+    answer = negotiate(headers.get("Accept"), agent_api.ANSWERS, agent_api.NOT_ACCEPTABLE)
+    if isinstance(answer, Reply):
+        return answer, "", None
     message_accept = headers.get(MESSAGE_ACCEPT)
     if answer != RECORDIO_TYPE:
         if message_accept is not None:
@@ -162,12 +155,12 @@ def _media_types(headers: Any) -> "tuple[Optional[Reply], str, Optional[str]]":
                          % MESSAGE_ACCEPT), "", None
         return None, answer, None
     # acceptsMediaType: an absent header accepts anything.
-    if accepts(message_accept, JSON_TYPE):
-        return None, answer, JSON_TYPE
-    if accepts(message_accept, PROTOBUF_TYPE):
-        return None, answer, PROTOBUF_TYPE
-    return Reply(406, "Expecting '%s' to allow %s or %s"
-                 % (MESSAGE_ACCEPT, JSON_TYPE, PROTOBUF_TYPE)), "", None
+    message_type = negotiate(message_accept, (JSON_TYPE, PROTOBUF_TYPE),
+                             "Expecting '%s' to allow %s or %s"
+                             % (MESSAGE_ACCEPT, JSON_TYPE, PROTOBUF_TYPE))
+    if isinstance(message_type, Reply):
+        return message_type, "", None
+    return None, answer, message_type
 
 
 def attach(master: Any, agent: Any, call: dict, headers: Any) -> "Reply | OutputStream":

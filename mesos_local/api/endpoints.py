@@ -77,6 +77,17 @@ def accepts(header, media_type):
     return False
 
 
+def negotiate(header, offered, refusal):
+    """The first of ``offered`` that an Accept-like header allows (as Mesos'
+    handlers pick their answer's type: a chain of ``acceptsMediaType``
+    tests in src/master/http.cpp and src/slave/http.cpp), or the 406 Reply
+    with ``refusal``, the handler's own wording."""
+    for media_type in offered:
+        if accepts(header, media_type):
+            return media_type
+    return Reply(406, refusal)
+
+
 def redirect_location(leader, path):
     """Mesos' protocol-relative redirect: ``//host:port/path``."""
     parsed = urllib.parse.urlsplit(leader if "//" in leader else "//" + leader)
@@ -332,5 +343,5 @@ def find(target):
     return _ROUTES.get(target[len("master/"):])
 
 
-__all__ = ["find", "accepts", "role_usage", "Endpoint", "Reply", "json_reply",
+__all__ = ["find", "accepts", "negotiate", "role_usage", "Endpoint", "Reply", "json_reply",
            "redirect_location", "TASK_LIMIT"]

@@ -82,21 +82,6 @@ class _BodyError(Exception):
         self.status = status
 
 
-def accepts_json(header):
-    """Whether an Accept header allows application/json (absent or empty: yes)."""
-    return endpoints.accepts(header if header and header.strip() else None, JSON)
-
-
-def response_type(header):
-    """The type Mesos answers in for an Accept header: JSON where it allows
-    it, else protobuf where it allows that, else None (406)."""
-    if accepts_json(header):
-        return JSON
-    if endpoints.accepts(header, proto.PROTOBUF_TYPE):
-        return proto.PROTOBUF_TYPE
-    return None
-
-
 def principal_error(call, principal):
     """Mesos' check that a SUBSCRIBE's ``FrameworkInfo.principal``, when
     set, is the authenticated principal (``validation::scheduler::call::
@@ -465,9 +450,11 @@ class _Handler(BaseHTTPRequestHandler):
         # body (Master::Http::scheduler): JSON where allowed, else protobuf.
         accept = JSON
         if kind in ("SUBSCRIBE", "RECONCILE_OPERATIONS"):
-            accept = response_type(self.headers.get("Accept"))
-            if accept is None:
-                self._reply(406, operator.NOT_ACCEPTABLE)
+            header = self.headers.get("Accept")
+            accept = endpoints.negotiate(header if header and header.strip() else None,
+                                         operator.ANSWERS, operator.NOT_ACCEPTABLE)
+            if isinstance(accept, endpoints.Reply):    # (an empty header: as none)
+                self._reply(accept.status, accept.body)
                 return
         stream_id = self.headers.get("Mesos-Stream-Id")
         if kind == "SUBSCRIBE":

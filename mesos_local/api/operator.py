@@ -50,7 +50,7 @@ import urllib.parse
 
 from . import files, json_body, proto, validation
 from . import operator_json as models
-from .endpoints import JSON_TYPE, Reply, accepts
+from .endpoints import JSON_TYPE, Reply, negotiate
 
 PROTOBUF_TYPE = proto.PROTOBUF_TYPE
 
@@ -101,7 +101,9 @@ _READS = {
 SERVED = ("SUBSCRIBE",) + tuple(_READS) + ("SET_LOGGING_LEVEL", "LIST_FILES", "READ_FILE",
                                            "TEARDOWN")
 
-# Master::Http::api (src/master/http.cpp) when the request accepts neither.
+# The types Master::Http::api (src/master/http.cpp) answers in, in its
+# order, and its words when the request accepts neither.
+ANSWERS = (JSON_TYPE, PROTOBUF_TYPE)
 NOT_ACCEPTABLE = "Expecting 'Accept' to allow '%s' or '%s'" % (PROTOBUF_TYPE, JSON_TYPE)
 
 
@@ -144,12 +146,9 @@ def call_reply(master, content_type, accept, body):
     error = check_call(call)
     if error is not None:
         return Reply(400, "Failed to validate master::Call: %s" % error)
-    if accepts(accept, JSON_TYPE):
-        answer = JSON_TYPE
-    elif accepts(accept, PROTOBUF_TYPE):
-        answer = PROTOBUF_TYPE
-    else:
-        return Reply(406, NOT_ACCEPTABLE)
+    answer = negotiate(accept, ANSWERS, NOT_ACCEPTABLE)
+    if isinstance(answer, Reply):
+        return answer
     kind = call["type"]
     if kind == "SUBSCRIBE":
         subscription = master.operator_subscribe()
