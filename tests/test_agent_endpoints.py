@@ -8,6 +8,7 @@ API's read calls. Plain ``sleep``/``echo`` tasks only.
 """
 
 import base64
+import importlib.util
 import json
 import os
 import socket
@@ -178,6 +179,29 @@ def test_content_types_methods_and_paths(make_local_master):
     assert agent_call(base, {"type": "GET_HEALTH"}, path="/slave(1)/api/v1").status_code == 200
     assert requests.get(base + "/master/state", timeout=10).status_code == 404
     assert requests.get(base + "/nothing/here", timeout=10).status_code == 404
+
+
+def test_a_call_s_body_is_parsed_once(make_local_master, monkeypatch):
+    """The agent reads a POST /api/v1 body once, whichever call it holds
+    (it read it twice: once to see whether it was ATTACH_CONTAINER_OUTPUT)."""
+    from mesos_local.api import json_body
+    master = make_local_master(agents=AGENTS[:1])
+    [base] = bases(master).values()
+    parsed = []
+    parse = json_body.parse
+    monkeypatch.setattr(json_body, "parse", lambda body: parsed.append(body) or parse(body))
+    assert agent_call(base, {"type": "GET_HEALTH"}).status_code == 200
+    assert agent_call(base, attach_body("no-such-container")).status_code == 404
+    assert len(parsed) == 2
+    if importlib.util.find_spec("google.protobuf") is not None:
+        decoded = []
+        decode = proto.decode
+        monkeypatch.setattr(proto, "decode",
+                            lambda message, body: decoded.append(body) or decode(message, body))
+        body = proto.encode("mesos.v1.agent.Call", {"type": "GET_HEALTH"})
+        reply = requests.post(base + "/api/v1", data=body, timeout=10,
+                              headers={"Content-Type": "application/x-protobuf"})
+        assert reply.status_code == 200 and len(decoded) == 1
 
 
 def test_version_and_flags_as_a_mesos_agent_answers_them(make_local_master):

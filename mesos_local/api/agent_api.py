@@ -111,17 +111,22 @@ def _integer(value):
     return None
 
 
-def call_reply(master, agent, content_type, accept, body):
-    """The Reply to ``POST /api/v1`` on ``agent``'s server (already
-    authenticated); ``accept``: the Accept header."""
+def read(content_type, body):
+    """The Call in the body of ``POST /api/v1`` on an agent's server (the
+    dict its JSON gives), or the Reply that refuses it; read once, for
+    ``call_reply`` or ``attach_output.attach``."""
     # deserialize(), src/common/http.hpp: its wording for a bad protobuf body
-    call = read_call(content_type, body, proto.AGENT_CALL,
+    return read_call(content_type, body, proto.AGENT_CALL,
                      "Failed to parse body into a protobuf object",
                      "Expecting 'Content-Type' of %s or %s (the local agent does not take %s), "
                      "got %r" % (JSON_TYPE, PROTOBUF_TYPE, RECORDIO_TYPE,
                                  (content_type or "").strip()))
-    if isinstance(call, Reply):
-        return call
+
+
+def call_reply(master, agent, call, accept):
+    """The Reply to ``POST /api/v1`` on ``agent``'s server (already
+    authenticated) with this ``call`` (``read``'s); ``accept``: the Accept
+    header."""
     error = _check(call)
     if error is not None:
         return Reply(400, error)

@@ -39,7 +39,7 @@ from typing import Any, Optional
 
 from . import agent_api, agent_json, attach_output, executor_api, files, routes
 from .deadlines import Deadlines
-from .endpoints import json_reply
+from .endpoints import Reply, json_reply
 from .http_server import MasterHTTPServer, _Handler
 from .operator import Stream
 from .state_json import render_version
@@ -239,16 +239,17 @@ class _AgentHandler(_Handler):
         if body is None:
             return
         master, agent = self.server.master, self.server.agent
-        call = attach_output.attach_call(self.headers.get("Content-Type"), body)
-        if call is not None:
+        call = agent_api.read(self.headers.get("Content-Type"), body)
+        if isinstance(call, Reply):
+            reply = call
+        elif isinstance(call, dict) and call.get("type") == attach_output.CALL:
             answer = attach_output.attach(master, agent, call, self.headers)
             if isinstance(answer, attach_output.OutputStream):
                 self._stream_output(answer)
                 return
             reply = answer
         else:
-            reply = agent_api.call_reply(master, agent, self.headers.get("Content-Type"),
-                                         self.headers.get("Accept"), body)
+            reply = agent_api.call_reply(master, agent, call, self.headers.get("Accept"))
         self._reply(reply.status, reply.body, reply.content_type or "text/plain; charset=utf-8")
 
     def _stream_output(self, stream):

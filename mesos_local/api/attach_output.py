@@ -41,7 +41,7 @@ import stat
 import time
 from typing import Any, Callable, Optional
 
-from . import agent_api, json_body, proto
+from . import agent_api, proto
 from .endpoints import JSON_TYPE, Reply, negotiate
 from .stream import frame
 
@@ -60,25 +60,6 @@ STREAMS = (("STDOUT", "stdout"), ("STDERR", "stderr"))
 ENDED = "ended"                   # the container ended and its output was all sent
 CLIENT_GONE = "client-gone"       # the client hung up, or a write failed
 DROPPED = "dropped"               # a write waited ``write_timeout`` for a client that read nothing
-
-
-def attach_call(content_type: Optional[str], body: bytes) -> Optional[dict]:
-    """The call of an ``ATTACH_CONTAINER_OUTPUT`` request (JSON or protobuf,
-    as a dict), or None for any other request (``agent_api.call_reply``
-    answers those, bad bodies included)."""
-    content_type = (content_type or "").strip()
-    try:
-        if content_type == JSON_TYPE:
-            call = json_body.parse(body)
-        elif content_type == PROTOBUF_TYPE:
-            call = proto.decode(proto.AGENT_CALL, body)
-        else:
-            return None
-    except (json_body.BodyJSONError, proto.ProtobufDecodeError):
-        return None
-    if isinstance(call, dict) and call.get("type") == CALL:
-        return call
-    return None
 
 
 def _id_error(value: Any) -> Optional[str]:
@@ -334,4 +315,4 @@ def _hung_up(sock: Any, timeout: float) -> bool:
         return True
 
 
-__all__ = ["CALL", "ENDED", "CLIENT_GONE", "DROPPED", "OutputStream", "attach", "attach_call"]
+__all__ = ["CALL", "ENDED", "CLIENT_GONE", "DROPPED", "OutputStream", "attach"]
