@@ -307,8 +307,7 @@ class Frameworks:
             if task.proc is not None and not task.process_done:
                 task.proc.kill(self.tasks.grace(task))
             framework.complete_task(task)
-        if self.tasks.executors is not None:   # Slave::shutdownFramework
-            self.tasks.executors.shutdown_framework(framework)
+        self.tasks.executors.shutdown_framework(framework)   # Slave::shutdownFramework
         self.allocator.remove_offers(framework)
         if framework.subscription is not None:
             framework.subscription.close()

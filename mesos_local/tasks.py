@@ -21,6 +21,7 @@ keeps a principal from root, docs/authorization.md): Mesos'
 """
 
 import os
+from typing import TYPE_CHECKING
 
 from .api.operator_json import event_task_added
 from .containerizer.executor import TaskProcess, describe_exit
@@ -39,6 +40,9 @@ from .containerizer.users import UserSwitch
 from .records import Task
 from .resources import ResourceError
 from .resources import parse as parse_resources
+
+if TYPE_CHECKING:
+    from .executors import Executors
 
 
 class TaskLauncher:
@@ -68,8 +72,9 @@ class TaskLauncher:
         self.container_runner = container_runner
         self.hidden_paths = list(hidden_paths)   # for tasks of isolate=fs agents
         self._fetchers = {}                      # agent id -> its AgentFetcher (and cache)
-        # executors.Executors: the tasks that name a custom executor (None: refused)
-        self.executors = None
+        # The tasks that name an executor: the master sets it right after
+        # (Executors is built with this launcher), before any task comes.
+        self.executors: Executors
 
     def grace(self, task):
         return task.plan.kill_grace if task.plan.kill_grace is not None \
@@ -84,7 +89,7 @@ class TaskLauncher:
             self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
                                             "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
             return
-        if "executor" in info and self.executors is not None:   # a custom executor's
+        if "executor" in info:   # a custom executor's
             self.executors.launch(framework, agent, info, pool, role, seen)
             return
         try:
@@ -235,7 +240,7 @@ class TaskLauncher:
                 if task.executor is not None and reason == "REASON_COMMAND_EXECUTOR_FAILED":
                     reason = None   # the default executor gives none (default_executor.cpp)
                 self.updates.update(task, state, source, reason, message)
-            if task.executor is not None and self.executors is not None:
+            if task.executor is not None:
                 self.executors.nested_ended(task)
 
 
