@@ -40,7 +40,6 @@ import uuid
 
 from .api.operator_json import agent_info, event_task_added
 from .api.stream import Subscription
-from .containerizer.executor import TaskProcess
 from .containerizer.planning import (
     NO_DOCKER_MESSAGE,
     TaskInvalid,
@@ -84,6 +83,14 @@ def wait_status(status):
     return status << 8 if status >= 0 else -status
 
 
+def _custom_task_plan(info):
+    """The plan of a task a custom executor runs: no command of the
+    master's, only its KillPolicy's grace period."""
+    kill_grace = info.get("kill_policy", {}).get("grace_period")
+    return TaskPlan(command="", kill_grace=None if kill_grace is None
+                    else max(0.0, duration_seconds(kill_grace)))
+
+
 class Executors:
     """The custom executors of the master's agents. ``launcher``: the
     master's ``tasks.TaskLauncher`` (runners, isolator, users, fetchers);
@@ -114,12 +121,7 @@ class Executors:
         try:
             self.launcher.check_ids(framework, agent, info, seen)
             executor_info = check_executor(info, framework.id)
-            executor = self.records.executors.get(
-                (agent.id, framework.id, executor_info["executor_id"]["value"]))
-            if executor is not None and executor.info != executor_info:
-                # validateCompatibleExecutorInfo (src/master/validation.cpp)
-                raise TaskInvalid("ExecutorInfo is not compatible with existing ExecutorInfo "
-                                  "with same ExecutorID")
+            executor = self._existing(framework, agent, executor_info)
             resources = parse_resources(info.get("resources", []),
                                         multi_role=framework.multi_role, role=role)
             total = resources.copy()
@@ -136,32 +138,16 @@ class Executors:
                                   "more than available %s"
                                   % (total.describe(), pool.describe()))
         except (TaskInvalid, ResourceError) as exc:
-            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
-                                            "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+            self.launcher.refuse(framework, info, "REASON_TASK_INVALID", str(exc))
             return
         seen.add(task_id)
         pool.subtract(total)
         if executor is None:
             executor = self._add(framework, agent, executor_info, own, role, plan,
                                  first=[resources])
-        kill_grace = info.get("kill_policy", {}).get("grace_period")
-        task = Task(framework, agent, info, resources,
-                    TaskPlan(command="", kill_grace=None if kill_grace is None
-                             else max(0.0, duration_seconds(kill_grace))), role)
-        task.retry_interval = self.updates.first_retry
-        task.gpu_ids = agent.take_gpus(gpu_count(resources))
-        task.executor = executor
-        task.container_id = executor.container_id   # its tasks run in its container
-        task.sandbox = executor.sandbox
-        agent.used.add(resources)
-        agent.tasks[(framework.id, task_id)] = task
-        framework.tasks[task_id] = task
-        self.records.subscribers.send(lambda: event_task_added(task))
-        if executor.state in ("TERMINATING", "TERMINATED"):
-            # Slave::run: a task for an executor that is going away is dropped.
-            state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
-            self.updates.update(task, state, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED",
-                                "Executor terminating")
+        task = self._task(framework, agent, executor, info, resources, role,
+                          _custom_task_plan(info))
+        if self._dropped(framework, executor, [task]):
             return
         if executor.state == "RUNNING" and executor.subscription is not None:
             self._send_task(executor, task)
@@ -241,16 +227,9 @@ class Executors:
             launch.env.pop("MESOS_TASK_ID", None)
         if launcher.isolator is not None:
             launch.limits = self._limits(executor, first)
-        runner = launcher.container_runner if plan.image is not None else launcher.runner
-        user = plan.user if plan.user is not None else framework.info.get("user", "")
-        fetcher = launcher.fetcher(agent)
-        proc = TaskProcess(launch, runner, plan.uris, lambda proc: None,
-                           lambda proc, status, error: self._on_exit(executor, proc, status,
-                                                                     error),
-                           fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
-                               uris, sandbox, user, cancelled, run_as),
-                           isolator=launcher.isolator, user=user,
-                           switch=launcher.user_switch if plan.image is None else None)
+        proc = launcher.process(framework, agent, launch, plan, lambda proc: None,
+                                lambda proc, status, error: self._on_exit(executor, proc,
+                                                                          status, error))
         executor.proc = proc
         self.records.procs.add(proc)
         proc.start()
@@ -303,18 +282,14 @@ class Executors:
             framework, dict(info, executor=raw_executor)) for info in infos)), None)
         if refused is not None:   # each task authorized with its executor, the group as one
             for info in infos:
-                self.updates.send_master_update(
-                    framework, info["task_id"]["value"], info["agent_id"]["value"],
-                    "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
+                self.launcher.refuse(framework, info, "REASON_TASK_UNAUTHORIZED", refused)
             return
         try:
             executor, executor_info, own, plans, resources, total = self._check_group(
                 framework, agent, raw_executor, infos, pool, role, seen)
         except (TaskInvalid, ResourceError) as exc:
             for info in infos:
-                self.updates.send_master_update(
-                    framework, info["task_id"]["value"], info["agent_id"]["value"],
-                    "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+                self.launcher.refuse(framework, info, "REASON_TASK_INVALID", str(exc))
             return
         pool.subtract(total)
         kind = executor_info["type"]
@@ -329,11 +304,7 @@ class Executors:
             task = self._task(framework, agent, executor, info, task_resources, role, plan)
             task.group = group
             group.append(task)
-        if executor.state in ("TERMINATING", "TERMINATED"):
-            state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
-            for task in group:
-                self.updates.update(task, state, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED",
-                                    "Executor terminating")
+        if self._dropped(framework, executor, group):
             return
         if kind == "DEFAULT":
             for task in group:
@@ -361,11 +332,7 @@ class Executors:
                 raise TaskInvalid("The `ExecutorInfo` of task '%s' is different from executor "
                                   "'%s'" % (info["task_id"]["value"],
                                             executor_info["executor_id"]["value"]))
-        executor = self.records.executors.get(
-            (agent.id, framework.id, executor_info["executor_id"]["value"]))
-        if executor is not None and executor.info != executor_info:
-            raise TaskInvalid("ExecutorInfo is not compatible with existing ExecutorInfo "
-                              "with same ExecutorID")
+        executor = self._existing(framework, agent, executor_info)
         plans, resources = [], []
         total = own.copy() if executor is None else Resources()
         for info in infos:
@@ -379,9 +346,7 @@ class Executors:
                                   if key != "executor"})
                 self._check_image(framework, plan)
             else:
-                kill_grace = info.get("kill_policy", {}).get("grace_period")
-                plan = TaskPlan(command="", kill_grace=None if kill_grace is None
-                                else max(0.0, duration_seconds(kill_grace)))
+                plan = _custom_task_plan(info)
             plans.append(plan)
             resources.append(task_resources)
             total.add(task_resources)
@@ -391,11 +356,33 @@ class Executors:
                               "more than available %s" % (total.describe(), pool.describe()))
         return executor, executor_info, own, plans, resources, total
 
+    def _existing(self, framework, agent, executor_info):
+        """The agent's executor of this framework with ``executor_info``'s
+        id, or None; TaskInvalid where its ExecutorInfo differs
+        (``validateCompatibleExecutorInfo``, src/master/validation.cpp)."""
+        executor = self.records.executors.get(
+            (agent.id, framework.id, executor_info["executor_id"]["value"]))
+        if executor is not None and executor.info != executor_info:
+            raise TaskInvalid("ExecutorInfo is not compatible with existing ExecutorInfo "
+                              "with same ExecutorID")
+        return executor
+
+    def _dropped(self, framework, executor, tasks):
+        """Whether ``tasks`` came for an executor that is going away, and
+        were so dropped (``Slave::run``: TASK_DROPPED, or TASK_LOST for a
+        framework that is not partition-aware)."""
+        if executor.state not in ("TERMINATING", "TERMINATED"):
+            return False
+        state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
+        for task in tasks:
+            self.updates.update(task, state, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED",
+                                "Executor terminating")
+        return True
+
     def _task(self, framework, agent, executor, info, resources, role, plan):
         """The master's Task of an executor's task, its resources booked."""
-        task = Task(framework, agent, info, resources, plan, role)
-        task.retry_interval = self.updates.first_retry
-        task.gpu_ids = agent.take_gpus(gpu_count(resources))
+        task = self.launcher.book(framework, agent, info, resources, plan, role,
+                                  gpu_count(resources))
         task.executor = executor
         if executor.kind == "DEFAULT":
             # A nested container: its own id and sandbox under the executor's
@@ -406,9 +393,6 @@ class Executors:
         else:
             task.container_id = executor.container_id   # its tasks run in its container
             task.sandbox = executor.sandbox
-        agent.used.add(resources)
-        agent.tasks[(framework.id, task.id)] = task
-        framework.tasks[task.id] = task
         self.records.subscribers.send(lambda: event_task_added(task))
         return task
 

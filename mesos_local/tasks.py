@@ -86,8 +86,7 @@ class TaskLauncher:
         task_id = info["task_id"]["value"]
         refused = self.unauthorized(framework, info)
         if refused is not None:        # authorized before it is validated, as in Mesos
-            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
-                                            "TASK_ERROR", "REASON_TASK_UNAUTHORIZED", refused)
+            self.refuse(framework, info, "REASON_TASK_UNAUTHORIZED", refused)
             return
         if "executor" in info:   # a custom executor's
             self.executors.launch(framework, agent, info, pool, role, seen)
@@ -95,17 +94,11 @@ class TaskLauncher:
         try:
             plan, resources, gpus = self._check(framework, agent, info, pool, role, seen)
         except (TaskInvalid, ResourceError) as exc:
-            self.updates.send_master_update(framework, task_id, info["agent_id"]["value"],
-                                            "TASK_ERROR", "REASON_TASK_INVALID", str(exc))
+            self.refuse(framework, info, "REASON_TASK_INVALID", str(exc))
             return
         seen.add(task_id)
         pool.subtract(resources)
-        task = Task(framework, agent, info, resources, plan, role)
-        task.retry_interval = self.updates.first_retry
-        task.gpu_ids = agent.take_gpus(gpus)
-        agent.used.add(resources)
-        agent.tasks[(framework.id, task_id)] = task
-        framework.tasks[task_id] = task
+        task = self.book(framework, agent, info, resources, plan, role, gpus)
         # A command task's executor id is its task id (Mesos' command
         # executor); its container's run directory is its sandbox.
         task.sandbox = agent.sandbox_path(framework.id, task_id, task.container_id)
@@ -119,6 +112,23 @@ class TaskLauncher:
                                 message=NO_DOCKER_MESSAGE)
             return
         self.start_process(framework, agent, task)
+
+    def refuse(self, framework, info, reason, message):
+        """TASK_ERROR, from the master, for a TaskInfo it does not launch."""
+        self.updates.send_master_update(framework, info["task_id"]["value"],
+                                        info["agent_id"]["value"], "TASK_ERROR", reason, message)
+
+    def book(self, framework, agent, info, resources, plan, role, gpus):
+        """The Task of a checked TaskInfo on the master's records (its
+        agent's and framework's), its ``resources`` and ``gpus`` GPUs taken
+        from its agent; not yet announced (``event_task_added``)."""
+        task = Task(framework, agent, info, resources, plan, role)
+        task.retry_interval = self.updates.first_retry
+        task.gpu_ids = agent.take_gpus(gpus)
+        agent.used.add(resources)
+        agent.tasks[(framework.id, task.id)] = task
+        framework.tasks[task.id] = task
+        return task
 
     def unauthorized(self, framework, info):
         """Why a task of root is refused (``root_submissions`` false), or
@@ -182,23 +192,30 @@ class TaskLauncher:
             # Containers get the same limits through the Docker engine.
             launch.limits = self.isolator.limits(task.resources.get("cpus"),
                                                  task.resources.get("mem"))
-        runner = self.container_runner if plan.image is not None else self.runner
-        # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
-        user = plan.user if plan.user is not None else framework.info.get("user", "")
-        fetcher = self.fetcher(agent)
-        proc = TaskProcess(launch, runner, plan.uris,
-                           lambda proc: self._on_running(task),
-                           lambda proc, status, error: self._on_exit(task, proc, status, error),
-                           fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
-                               uris, sandbox, user, cancelled, run_as),
-                           isolator=self.isolator, user=user,
-                           switch=self.user_switch if plan.image is None else None)
+        proc = self.process(framework, agent, launch, plan,
+                            lambda proc: self._on_running(task),
+                            lambda proc, status, error: self._on_exit(task, proc, status,
+                                                                      error))
         task.proc = proc
         self.records.procs.add(proc)
         self.updates.update(task, "TASK_STARTING", "SOURCE_EXECUTOR")
         proc.start()
         if plan.max_completion is not None:
             self.loop.schedule(plan.max_completion, self._max_completion_reached, task)
+
+    def process(self, framework, agent, launch, plan, on_running, on_exit):
+        """The TaskProcess (not started) of a task's or an executor's
+        ``launch``: the container runner's for an image, else the plain
+        runner's; its URIs fetched through its agent's fetcher."""
+        runner = self.container_runner if plan.image is not None else self.runner
+        # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
+        user = plan.user if plan.user is not None else framework.info.get("user", "")
+        fetcher = self.fetcher(agent)
+        return TaskProcess(launch, runner, plan.uris, on_running, on_exit,
+                           fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
+                               uris, sandbox, user, cancelled, run_as),
+                           isolator=self.isolator, user=user,
+                           switch=self.user_switch if plan.image is None else None)
 
     def fetcher(self, agent):
         """The agent's fetcher: its cache, its network namespace."""
