@@ -164,6 +164,12 @@ def main(argv=None, on_step=None):
             print("trained in %.1f s" % (time.perf_counter() - started), flush=True)
             print("final accuracy: %.4f" % accuracy, flush=True)
     if backend is not None:
+        # Every rank tears the group down together: rank 0 alone ran the test
+        # set above, and a gloo rank that destroys its group while a peer is
+        # still busy may abort at exit ("terminate called without an active
+        # exception": PyTorch's docs, Shutdown, call destroy_process_group
+        # collectively).
+        dist.barrier()
         dist.destroy_process_group()
 
 
