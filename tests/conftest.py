@@ -47,7 +47,9 @@ os.environ[STRICT_ENV] = "1"
 # other.
 SHARED_SERVERS = (("docker", frozenset({"docker_engine", "tfmesos_image",
                                         "no_leaked_containers"})),
-                  ("zookeeper", frozenset({"zookeeper"})))
+                  ("zookeeper", frozenset({"zookeeper"})),
+                  # one MLflow server a module (~25 s to start): on one xdist worker
+                  ("mlflow_server", frozenset({"mlflow_server"})))
 
 
 # The two tiers (scripts/test.sh runs the fast one first): ``integration``
