@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
-from ..mesos.task_states import TERMINAL_STATES, exit_code_of
-from .attempt_ends import as_stopped, unreported_end
+from .attempt_book import AttemptBook
 from .attempt_hints import attempt_hint, hint_failed_attempts
 from .core_protocols import Launched, Slot
 from .liveness import this_process
@@ -45,11 +44,9 @@ from .schema import (
     RunFile,
     SandboxTail,
     Shipped,
-    State,
     Takeover,
     Task,
     Timings,
-    Usage,
 )
 from .task_logs import TaskLogs, log_name
 from .times import parse_timestamp, timestamp
@@ -82,8 +79,7 @@ class RunRecord:
         self.on_metrics: Optional[Callable[[str, tuple[Point, ...]], None]] = None
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task.name: task for task in self._run.tasks}
-        self._attempts: dict[str, tuple[Task, Attempt]] = {}   # task id -> (Task, Attempt)
-        self._stopped: set[str] = set()   # task ids of the attempts the run stopped
+        self._attempts = AttemptBook(self._run.mode)
         self._logs = TaskLogs(directory, self._lock)
         self._dirty, self._pace = True, SavePace()
         if directory is not None:
@@ -114,14 +110,13 @@ class RunRecord:
             run.timings = dataclasses.replace(previous.timings, finished=None)
             run.shipped = previous.shipped or run.shipped
             self._tasks = {task.name: task for task in run.tasks}
-            self._attempts = {attempt.task_id: (task, attempt)
-                              for task in run.tasks for attempt in task.attempts}
+            self._attempts.adopt(run.tasks)
             self._restart = len(previous.restarts)
             began = parse_timestamp(previous.timings.submitted)
             self._metrics = Metrics(began if began is not None else time.time())
             self._metrics.adopt(previous.metrics, previous.metrics_dropped)
             run.metrics, run.metrics_dropped = self._metrics.series, self._metrics.dropped
-            self._logs.adopt(name for _, attempt in self._attempts.values() if attempt.logs
+            self._logs.adopt(name for attempt in self._attempts.attempts() if attempt.logs
                              for name in (attempt.logs.stdout, attempt.logs.stderr))
             self._dirty = True
 
@@ -158,46 +153,19 @@ class RunRecord:
                           agent_id=launch.agent_id, hostname=launch.assignment.hostname,
                           launched=timestamp(), logs=logs)
         with self._lock:
-            task = self._tasks[slot.name]
-            # A launch call that failed is retried with the same attempt number.
-            task.attempts = [a for a in task.attempts if a.attempt != number]
-            task.attempts.append(attempt)
-            self._attempts[launch.task_id] = (task, attempt)
+            self._attempts.add(self._tasks[slot.name], attempt)
             self._dirty = True
 
     def status(self, status: "Dict") -> None:
-        """A Mesos status update (a ``TaskStatus``); repeated states
-        (reconciliation) are not changes, and nothing follows a terminal
-        state (Mesos never changes one: a later TASK_LOST is a
-        reconciliation of a task it forgot)."""
+        """A Mesos status update (a ``TaskStatus``: ``AttemptBook.status``)."""
         with self._lock:
-            found = self._attempts.get(status.task_id.value)
-            if found is None:
-                return
-            task, attempt = found
-            if attempt.states and (attempt.states[-1].state == status.state
-                                   or attempt.states[-1].state in TERMINAL_STATES):
-                return
-            message = status.get("message") or ""
-            attempt.states.append(self._as_stopped(status.task_id.value, State(
-                state=status.state, time=timestamp(status.get("timestamp") or None),
-                source=status.get("source") or None, reason=status.get("reason") or None,
-                message=message)))
-            if status.state in TERMINAL_STATES and attempt.exit_code is None:
-                code = exit_code_of(message)
-                attempt.exit_code = 0 if code is None and status.state == "TASK_FINISHED" \
-                    else code
-            self._summarize(task)
+            if self._attempts.status(status):
+                self._dirty = True
 
     def registered(self, task_id: str, address: str) -> None:
         with self._lock:
-            found = self._attempts.get(task_id)
-            if found is not None:
-                task, attempt = found
-                if attempt.registered is None:
-                    attempt.registered = timestamp()
-                attempt.address = address
-                self._summarize(task)
+            if self._attempts.registered(task_id, address):
+                self._dirty = True
 
     def exited(self, task_id: str, code: Optional[int], when: Optional[float] = None,
                usage: Optional[Mapping[str, Any]] = None, stopped: Optional[bool] = None) -> None:
@@ -206,42 +174,20 @@ class RunRecord:
         ``stopped``: whether the run's stop cut its command short, None when
         the frame does not say)."""
         with self._lock:
-            found = self._attempts.get(task_id)
-            if found is None:
-                return
-            task, attempt = found
-            if attempt.exited is None:
-                attempt.exited = timestamp(when)
-            attempt.exit_code = code
-            if usage is not None:
-                attempt.usage = Usage.from_dict(usage)
-            if stopped is not None:
-                (self._stopped.add if stopped else self._stopped.discard)(task_id)
-            if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
-                attempt.states[-1] = self._as_stopped(task_id, attempt.states[-1])
-            self._summarize(task)
+            if self._attempts.exited(task_id, code, when, usage, stopped):
+                self._dirty = True
 
     def stopping(self, task_id: str) -> None:
         """The run stops the attempt ``task_id`` (a stop message, a kill):
         unless it ended or sent its exit frame before, it ends as stopped
         (``STOPPED_BY``), not as the clean end its task then makes."""
         with self._lock:
-            _, attempt = self._attempts.get(task_id, (None, None))
-            if attempt is not None and attempt.exited is None and not (
-                    attempt.states and attempt.states[-1].state in TERMINAL_STATES):
-                self._stopped.add(task_id)
+            self._attempts.stopping(task_id)
 
     def awaiting_mesos(self) -> bool:
         """Whether an attempt's exit frame came but not Mesos' terminal update."""
         with self._lock:
-            return any(attempt.exited is not None and not (
-                attempt.states and attempt.states[-1].state in TERMINAL_STATES)
-                for _, attempt in self._attempts.values())
-
-    def _as_stopped(self, task_id: str, state: State) -> State:
-        """``state`` as the end of the attempt ``task_id``: as an attempt the
-        run stopped (``attempt_ends.as_stopped``) when it did."""
-        return as_stopped(state, self._run.mode) if task_id in self._stopped else state
+            return self._attempts.awaiting_mesos()
 
     def metrics(self, task_id: Optional[str], points: Iterable[Point], dropped: int = 0,
                 source: Optional[str] = None) -> None:
@@ -249,7 +195,7 @@ class RunRecord:
         kept under its task's name; ``task_id`` None: under ``source``
         (``client``: the process that runs cluster())."""
         with self._lock:
-            task, _ = self._attempts.get(task_id, (None, None)) if task_id else (None, None)
+            task, _ = self._attempts.get(task_id)
             name = task.name if task is not None else source
             if name is None:
                 return
@@ -277,9 +223,7 @@ class RunRecord:
         """What the attempt ``task_id`` wrote in its Mesos sandbox: ``tail``,
         {"stdout": [lines], "stderr": [lines]} (``core.sandbox_tails``)."""
         with self._lock:
-            _, attempt = self._attempts.get(task_id, (None, None))
-            if attempt is not None:
-                attempt.sandbox_tail = SandboxTail.from_dict(tail)
+            if self._attempts.sandbox_tail(task_id, tail):
                 self._dirty = True
 
     def last_sandbox_tail(self, task_name: str) -> Optional[tuple[int, SandboxTail]]:
@@ -414,7 +358,7 @@ class RunRecord:
 
     def output(self, task_id: str, stream: str, text: str) -> None:
         """Append forwarded output to the attempt's log file."""
-        _, attempt = self._attempts.get(task_id, (None, None))
+        _, attempt = self._attempts.get(task_id)
         if attempt is not None and attempt.logs:
             self._logs.write(attempt.logs.named(stream), text)
 
@@ -474,27 +418,16 @@ class RunRecord:
 
     def _create_logs(self) -> None:
         """Every forwarding attempt has both files, empty until output comes."""
-        for _, attempt in list(self._attempts.values()):
+        for attempt in self._attempts.attempts():
             if attempt.logs:
                 self._logs.create(attempt.logs)
 
     def _end_attempts(self) -> None:
-        """Every attempt without a terminal state (the framework was torn
-        down before Mesos' update came) gets its end
-        (``attempt_ends.unreported_end``)."""
+        """Every attempt without a terminal state gets its end
+        (``AttemptBook.end_unreported``)."""
         with self._lock:
-            for task_id, (task, attempt) in self._attempts.items():
-                if attempt.states and attempt.states[-1].state in TERMINAL_STATES:
-                    continue
-                attempt.states.append(unreported_end(attempt, self._run.outcome, self._run.mode,
-                                                     task_id in self._stopped, timestamp()))
-                self._summarize(task)
-
-    def _summarize(self, task: Task) -> None:
-        last = task.attempts[-1]
-        task.state = last.states[-1].state if last.states else "TASK_STAGING"
-        task.exit_code = last.exit_code
-        self._dirty = True
+            if self._attempts.end_unreported(self._run.outcome):
+                self._dirty = True
 
     def _set_timing(self, name: str) -> None:
         with self._lock:
