@@ -233,7 +233,7 @@ def test_a_plain_tfrun_run_imports_none_of_the_rare_paths():
               "code = main(['-q', '-w', '2', '-s', '1', '--', 'true']); "
               "print(json.dumps([code, sorted(sys.modules)]), flush=True)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300, cwd=REPO, env=dict(os.environ, MESOS_MASTER=""))
+                            timeout=240, cwd=REPO, env=dict(os.environ, MESOS_MASTER=""))
     assert result.returncode == 0, result.stderr[-4000:]
     code, modules = json.loads(result.stdout.splitlines()[-1])
     assert code == 0, result.stderr[-4000:]
