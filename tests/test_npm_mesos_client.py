@@ -40,13 +40,17 @@ def node_modules():
 
 
 class NodeStream:
-    """mesos_client_stream.js against ``url``: its JSON lines in a queue."""
+    """mesos_client_stream.js against ``url``: its JSON lines in a queue,
+    its stderr in the file ``stderr_path`` (a pipe read only at the end
+    would block node once it wrote 64 KiB to it)."""
 
-    def __init__(self, url, modules, timeout=60):
-        self.process = subprocess.Popen(
-            ["node", os.path.join(HERE, "mesos_client_stream.js"), url, str(timeout)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, NODE_PATH=modules))
+    def __init__(self, url, modules, stderr_path, timeout=60):
+        self.stderr_path = stderr_path
+        with open(stderr_path, "w") as stderr:
+            self.process = subprocess.Popen(
+                ["node", os.path.join(HERE, "mesos_client_stream.js"), url, str(timeout)],
+                stdout=subprocess.PIPE, stderr=stderr, text=True,
+                env=dict(os.environ, NODE_PATH=modules))
         self.lines = queue.Queue()
         self.seen = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -65,10 +69,15 @@ class NodeStream:
             except queue.Empty:
                 raise AssertionError("not seen in %s s; seen: %s" % (timeout, self.seen)) from None
             assert record is not None, "the node client ended: %s %s" % (
-                self.seen, self.process.stderr.read()[-4000:])
+                self.seen, self.stderr())
             self.seen.append(record)
             if wanted(record):
                 return record
+
+    def stderr(self):
+        """The last 4000 characters node wrote to stderr so far."""
+        with open(self.stderr_path, errors="replace") as stderr:
+            return stderr.read()[-4000:]
 
     def events(self, kind):
         return [r["event"] for r in self.seen if r.get("event", {}).get("type") == kind]
@@ -90,9 +99,10 @@ def task_update(task_id, state):
 
 
 def test_dcos_mesos_client_follows_a_task_through_the_operator_stream(make_local_master,
-                                                                       node_modules, clients):
+                                                                       node_modules, clients,
+                                                                       tmp_path):
     master = make_local_master()
-    node = NodeStream(master.url, node_modules)
+    node = NodeStream(master.url, node_modules, tmp_path / "node.stderr")
     try:
         subscribed = node.until(lambda r: r.get("event", {}).get("type") == "SUBSCRIBED")["event"]
         assert subscribed["subscribed"]["heartbeat_interval_seconds"] > 0
@@ -112,7 +122,7 @@ def test_dcos_mesos_client_follows_a_task_through_the_operator_stream(make_local
         node.process.wait(timeout=30)
     finally:
         node.stop()
-    assert end == {"end": "complete"}, (end, node.process.stderr.read()[-4000:])
+    assert end == {"end": "complete"}, (end, node.stderr())
     assert node.process.returncode == 0
     added = node.events("TASK_ADDED")
     assert [e["task_added"]["task"]["task_id"] for e in added] == [{"value": "t"}]

@@ -142,26 +142,31 @@ def test_pymesos_framework_sends_a_task_group_to_its_own_executor(make_local_mas
 @pytest.fixture
 def mesos_local_command(tmp_path):
     """``mesos-local`` the command (``python -m mesos_local``) on a free
-    port: its host:port; terminated (SIGTERM, as Ctrl-C) at the end."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mesos_local", "--port", "0", "--no-docker", "--cpus", "2",
-         "--mem", "1024", "--gpus", "0", "--heartbeat-interval", "0.5",
-         "--work-dir", str(tmp_path / "work"), "--log-level", "warning",
-         "--executor-environment-variables", json.dumps({MARKER: os.environ[MARKER]})],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port: its host:port; terminated (SIGTERM, as Ctrl-C) at the end. Its
+    stderr goes to a file (a pipe read only at the end would block it once
+    it wrote 64 KiB)."""
+    stderr_path = tmp_path / "mesos-local.stderr"
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mesos_local", "--port", "0", "--no-docker", "--cpus", "2",
+             "--mem", "1024", "--gpus", "0", "--heartbeat-interval", "0.5",
+             "--work-dir", str(tmp_path / "work"), "--log-level", "warning",
+             "--executor-environment-variables", json.dumps({MARKER: os.environ[MARKER]})],
+            stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
         line = process.stdout.readline()
-        assert line.startswith("local Mesos master listening on "), line
+        assert line.startswith("local Mesos master listening on "), (
+            line, stderr_path.read_text(errors="replace")[-4000:])
         yield line.split()[-1].split("://", 1)[-1].rstrip("/")
     finally:
         process.terminate()
         try:
-            _, err = process.communicate(timeout=30)
+            process.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
             raise
-    assert process.returncode == 0, err
+    assert process.returncode == 0, stderr_path.read_text(errors="replace")
 
 
 def test_pymesos_framework_launches_a_task_group(mesos_local_command, pymesos_path):
