@@ -61,6 +61,23 @@ def messages_until(client, wanted, timeout=30):
     return seen
 
 
+def task_errors(client, count, others=True):
+    """The next ``count`` TASK_ERROR updates (each REASON_TASK_INVALID) as
+    {task_id: message}; any other update is acknowledged (where it has a
+    uuid) or, with ``others`` false, fails the test."""
+    seen = {}
+    while len(seen) < count:
+        status = client.next_update(timeout=30)
+        if status["state"] == "TASK_ERROR":
+            assert status["reason"] == "REASON_TASK_INVALID"
+            seen[status["task_id"]["value"]] = status["message"]
+        else:
+            assert others, status
+            if "uuid" in status:
+                client.acknowledge(status)
+    return seen
+
+
 def agent_base(master):
     pid = master.state()["slaves"][0]["pid"]
     return "http://" + pid.rpartition("@")[2]
@@ -271,14 +288,7 @@ def test_invalid_executor_tasks(make_local_master, clients):
         "other": "ExecutorInfo is not compatible with existing ExecutorInfo with same "
                  "ExecutorID",
     }
-    seen = {}
-    while len(seen) < len(expected):
-        status = client.next_update(timeout=30)
-        if status["state"] == "TASK_ERROR":
-            assert status["reason"] == "REASON_TASK_INVALID"
-            seen[status["task_id"]["value"]] = status["message"]
-        elif "uuid" in status:
-            client.acknowledge(status)
+    seen = task_errors(client, len(expected))
     for task_id, text in expected.items():
         assert seen[task_id].startswith(text), (task_id, seen[task_id])
 
@@ -544,11 +554,7 @@ def test_invalid_task_groups(make_local_master, clients):
         launch_group(client, offer, executor, [
             task_info("x%d" % index, offer, "true"), task_info("y%d" % index, offer, "true")])
         offer = client.next_offers(timeout=30)[0]
-    seen = {}
-    while len(seen) < 2 * len(cases):
-        status = client.next_update(timeout=30)
-        assert status["state"] == "TASK_ERROR" and status["reason"] == "REASON_TASK_INVALID"
-        seen[status["task_id"]["value"]] = status["message"]
+    seen = task_errors(client, 2 * len(cases), others=False)
     for index, (_, text) in enumerate(cases):
         assert seen["x%d" % index].startswith(text), seen["x%d" % index]
         assert seen["y%d" % index] == seen["x%d" % index]
