@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from fixtures_master import clients, make_local_master
@@ -300,3 +301,27 @@ def test_a_followed_scheduler_is_read_quickly_while_its_output_grows():
         waits.append(next_poll(waits[-1], False, 1.0))
     assert waits == sorted(waits) and waits[-1] == 1.0
     assert next_poll(1.0, True, 0.05) == 0.05   # never slower than asked
+
+
+def test_a_follower_without_the_event_stream_asks_the_master_once_a_poll():
+    """Reading a growing output every QUICK_POLL seconds does not ask the
+    master's /master/frameworks as often: at most once every ``poll``."""
+    from tfmesos.cli.cluster_logs import FrameworkSource
+
+    asked = []
+
+    class View:
+        reader, framework_id = None, "f"
+
+        def framework(self):
+            asked.append(time.monotonic())
+            return {"id": "f"}, False
+
+    source = FrameworkSource(View(), lambda text: None, poll=3600.0)
+    source._subscribed = True       # the master refused the stream: polled
+    for _ in range(5):
+        assert source.framework() == ({"id": "f"}, False)
+    assert len(asked) == 1
+    source.poll = 0.0
+    source.framework()
+    assert len(asked) == 2

@@ -111,12 +111,15 @@ class FrameworkSource:
     event stream, subscribed on the first call; polled through
     ``view.framework()`` (``/master/frameworks``) where the master refuses
     the stream, and from the moment it is lost (``notify`` is then told
-    why, in one line)."""
+    why, in one line), at most once every ``poll`` seconds: a follower that
+    reads a growing output every ``QUICK_POLL`` seconds asks the master as
+    often as it did before (what it answered last stands meanwhile)."""
 
-    def __init__(self, view: RunView, notify: Callable[[str], None]) -> None:
-        self.view, self.notify = view, notify
+    def __init__(self, view: RunView, notify: Callable[[str], None], poll: float = 0.0) -> None:
+        self.view, self.notify, self.poll = view, notify, poll
         self.feed: Optional[operator_stream.OperatorFeed] = None
         self._subscribed = False
+        self._polled: Optional[tuple] = None   # (time.monotonic(), what view.framework() said)
 
     def framework(self):
         if not self._subscribed:
@@ -138,7 +141,10 @@ class FrameworkSource:
                     return framework, finished
                 # Never shown on the stream (one the master no longer keeps,
                 # or shows otherwise): what the master says of it decides.
-        return self.view.framework()
+        now = time.monotonic()
+        if self._polled is None or now - self._polled[0] >= self.poll:
+            self._polled = (now, self.view.framework())
+        return self._polled[1]
 
     def _lost(self, error) -> None:
         self.close()
@@ -285,7 +291,7 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
     all the same. An agent that cannot be read is a TFMesosError."""
     stop = stop if stop is not None else threading.Event()
     view = RunView(reader, run.framework_id, state)
-    source = FrameworkSource(view, notify or stderr_notice("tfmesos"))
+    source = FrameworkSource(view, notify or stderr_notice("tfmesos"), poll)
     try:
         return _follow_scheduler(view, source, reader, run, out, err, stop, poll)
     finally:
@@ -303,7 +309,7 @@ def next_poll(wait, grew, poll):
 
 def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
-    wait = min(QUICK_POLL, poll)
+    wait = next_poll(poll, True, poll)
     while not stop.is_set():
         grew = False
         framework, finished = source.framework()
