@@ -8,7 +8,8 @@ agents or intervals), all stopped at the end of the test. ``clients``:
 ``connect(master, **kwargs)`` gives a subscribed test SchedulerClient,
 closed at the end of the test. Helpers: ``launch_running`` (a task on the
 next offer, up to TASK_RUNNING), ``read_file`` (a sandbox file, waiting for
-a text), ``RecordingRunner`` (a container runner double).
+a text), ``RecordingRunner`` (a container runner double). ``pymesos_path``:
+the PYTHONPATH entries that import pymesos and http-parser.
 
 Tasks of a LocalMaster get a clean environment, so every master made here
 passes the suite's leak marker (``conftest.MARKER``) in its
@@ -16,6 +17,7 @@ passes the suite's leak marker (``conftest.MARKER``) in its
 """
 
 import dataclasses
+import importlib
 import os
 import time
 
@@ -131,6 +133,23 @@ def clients():
     finally:
         for client in made:
             client.close()
+
+
+@pytest.fixture
+def pymesos_path(monkeypatch):
+    """The PYTHONPATH entries that import pymesos 0.3.15 and http-parser
+    (for a process of its own: a framework, an executor). http-parser's C
+    extension does not build on Python 3.11 (pymesos issue #130), so both
+    run on its pure-Python parser: scripts/test.sh unpacks them, never
+    installed, where TFMESOS_TEST_PYMESOS names; where it is set, a missing
+    import fails the test, else the test is skipped."""
+    where = os.environ.get("TFMESOS_TEST_PYMESOS")
+    if where:
+        monkeypatch.syspath_prepend(where)
+        modules = [importlib.import_module(name) for name in ("pymesos", "http_parser.http")]
+    else:
+        modules = [pytest.importorskip(name) for name in ("pymesos", "http_parser.http")]
+    return sorted({os.path.dirname(os.path.dirname(module.__file__)) for module in modules})
 
 
 def read_file(path, timeout=30, contains=None):

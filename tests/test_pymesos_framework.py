@@ -11,7 +11,6 @@ pymesos needs http-parser, whose C extension does not build on Python 3.11
 TFMESOS_TEST_PYMESOS names; where it is set, a missing import fails the test.
 """
 
-import importlib
 import json
 import os
 import subprocess
@@ -20,21 +19,9 @@ import time
 
 import pytest
 from conftest import MARKER
-from fixtures_master import leftover_processes, make_local_master
+from fixtures_master import leftover_processes, make_local_master, pymesos_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-@pytest.fixture
-def pymesos_path(monkeypatch):
-    """The PYTHONPATH entries that import pymesos and http-parser."""
-    where = os.environ.get("TFMESOS_TEST_PYMESOS")
-    if where:
-        monkeypatch.syspath_prepend(where)
-        modules = [importlib.import_module(name) for name in ("pymesos", "http_parser.http")]
-    else:
-        modules = [pytest.importorskip(name) for name in ("pymesos", "http_parser.http")]
-    return sorted({os.path.dirname(os.path.dirname(module.__file__)) for module in modules})
 
 
 def run_framework(address, pymesos_path, *args, timeout=60):
