@@ -81,9 +81,11 @@ def sandbox_stdouts(work_dir):
     directory, src/slave/paths.cpp; ``mesos_local.agent``):
     looked up level by level, not by a recursive glob, which walked every
     file of every sandbox (a detached run's scheduler side alone is ~500) on
-    the embedded master's interpreter every 20 ms, slowing it down."""
-    return glob.glob(os.path.join(work_dir, "agents", "*", "slaves", "*", "frameworks", "*",
-                                  "executors", "*", "runs", "*", "stdout"))
+    the embedded master's interpreter every 20 ms, slowing it down; each
+    run's own directory, not its ``runs/latest`` link to it (each file once)."""
+    return [path for path in glob.glob(os.path.join(
+        work_dir, "agents", "*", "slaves", "*", "frameworks", "*", "executors", "*", "runs", "*",
+        "stdout")) if os.path.basename(os.path.dirname(path)) != "latest"]
 
 
 def first_step_in_sandbox(work_dir, since_files):

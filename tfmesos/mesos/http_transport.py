@@ -122,8 +122,7 @@ def resolve(host: str, port: int, timeout: float) -> Sequence[AddressInfo]:
     """``getaddrinfo`` for a TCP connection, waiting ``timeout`` seconds at
     most; ``UnknownHost`` when the name does not exist."""
     if _is_address(host):   # no lookup; as bytes, no idna codec either (hostport.lookup_host)
-        return socket.getaddrinfo(host.encode("ascii") if host.isascii() else host, port,
-                                  type=socket.SOCK_STREAM)
+        return socket.getaddrinfo(host.encode("ascii"), port, type=socket.SOCK_STREAM)
     answer: list[Any] = []   # the thread's: getaddrinfo's list, or its exception
     lookup = threading.Thread(target=_lookup, args=(host, port, answer), daemon=True,
                               name="tfmesos-resolve")

@@ -346,10 +346,12 @@ class RunRecord:
         self._end_attempts()
         with self._lock:
             self._hint_failed_attempts()
-            if framework_id:
+            if framework_id and framework_id != self._run.framework_id:
                 self._run.framework_id = framework_id
+                self._dirty = True
             if first_offer and self._run.timings.first_offer is None:   # kept when taken over
                 self._run.timings.first_offer = timestamp(first_offer)
+                self._dirty = True
         self._set_timing("finished")
         if self._dirty:   # concluded before (a detached run's scheduler): written then
             self.save()
