@@ -15,11 +15,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import MARKER
 from fixtures_master import leftover_processes, make_local_master, pymesos_path
+from waiting import wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -51,14 +51,18 @@ def states(callbacks, task_id):
 
 def wait_torn_down(master, framework_id, timeout=30):
     """The framework among the master's completed ones, its executors gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def torn_down():
         state = master.state()
-        if (not state["frameworks"]
-                and framework_id in [f["id"] for f in state["completed_frameworks"]]):
-            return state
-        time.sleep(0.05)
-    raise AssertionError("framework %s not torn down: %s" % (framework_id, master.state()))
+        return (not state["frameworks"] and framework_id in [
+            f["id"] for f in state["completed_frameworks"]]) and state
+    return wait_until(torn_down, timeout, message=lambda: "framework %s not torn down: %s" % (
+        framework_id, master.state()))
+
+
+def wait_gone(master):
+    """No process of the master's tasks and executors left."""
+    wait_until(lambda: not leftover_processes(master),
+               message=lambda: "left over: %s" % leftover_processes(master))
 
 
 def test_pymesos_framework_with_its_own_executor(make_local_master, pymesos_path):
@@ -101,10 +105,7 @@ def test_pymesos_framework_with_its_own_executor(make_local_master, pymesos_path
     state = wait_torn_down(master, registered["framework_id"])
     done = state["completed_frameworks"][0]
     assert sorted(t["id"] for t in done["completed_tasks"]) == ["a", "b"]
-    deadline = time.monotonic() + 30
-    while leftover_processes(master) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert leftover_processes(master) == []
+    wait_gone(master)
 
 
 def test_pymesos_framework_sends_a_task_group_to_its_own_executor(make_local_master,
@@ -120,10 +121,7 @@ def test_pymesos_framework_sends_a_task_group_to_its_own_executor(make_local_mas
         assert states(callbacks, task_id) == ["TASK_RUNNING", "TASK_FINISHED"]
     registered = next(c for c in callbacks if c["callback"] == "registered")
     wait_torn_down(master, registered["framework_id"])
-    deadline = time.monotonic() + 30
-    while leftover_processes(master) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert leftover_processes(master) == []
+    wait_gone(master)
 
 
 @pytest.fixture
