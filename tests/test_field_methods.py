@@ -3,6 +3,8 @@
 
 import dataclasses
 import math
+import subprocess
+import sys
 from typing import Any, Optional
 
 import pytest
@@ -83,3 +85,33 @@ def test_tfmesos_classes_keep_their_equality_hash_and_secrets():
     assert Scheduler() == Scheduler() and Scheduler(pid=1) != Scheduler()
     with pytest.raises(TypeError):
         hash(Scheduler())
+
+
+WALK = r"""
+import dataclasses, importlib, inspect, pkgutil, tfmesos
+from tfmesos.field_methods import FieldMethods, FrozenFieldMethods
+for found in pkgutil.walk_packages(tfmesos.__path__, "tfmesos."):
+    if found.name.endswith("__main__") or found.name in ("tfmesos.keras", "tfmesos.torch",
+                                                         "tfmesos.lightning"):
+        continue
+    module = importlib.import_module(found.name)
+    for name, cls in vars(module).items():
+        if not (inspect.isclass(cls) and dataclasses.is_dataclass(cls)
+                and cls.__module__ == module.__name__):
+            continue
+        if cls.__eq__ is object.__eq__ or cls.__repr__ is object.__repr__:
+            print(found.name, name, "has object's __eq__ or __repr__")
+        if (cls.__dataclass_params__.frozen and issubclass(cls, FieldMethods)
+                and not issubclass(cls, FrozenFieldMethods)):
+            print(found.name, name, "is frozen, its methods FieldMethods'")
+"""
+
+
+def test_every_dataclass_of_tfmesos_has_its_field_methods():
+    """A class declared ``@dataclass(eq=False, repr=False)`` must inherit
+    the methods from here (a frozen one the frozen ones): else it would
+    compare by identity and show as ``<... object at 0x...>``, unseen."""
+    found = subprocess.run([sys.executable, "-c", WALK], capture_output=True, text=True,
+                           timeout=120)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert found.stdout == "", found.stdout
