@@ -79,12 +79,14 @@ python3 -m pip install -q --disable-pip-version-check \
 # against the embedded agents (test_custom_executors), in a folder of its
 # own, never installed: its http-parser's C extension does not build on
 # Python 3.11 (pymesos#130), its pure-Python parser works.
-pymesos_dir="$HOME/.cache/tfmesos-tests/pymesos"
+# The folder is named after the pins: a new pin is fetched, not the old one kept.
+pymesos_dir="$HOME/.cache/tfmesos-tests/pymesos-0.3.15-http-parser-0.9.0"
 export TFMESOS_TEST_PYMESOS="$pymesos_dir"
 if [ ! -f "$pymesos_dir/pymesos/__init__.py" ]; then
   pymesos_sdists=$(mktemp -d /tmp/tfmesos-pymesos-XXXXXX)
   python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
       -d "$pymesos_sdists" "pymesos==0.3.15" "http-parser==0.9.0"
+  rm -rf "$pymesos_dir.tmp"   # what a run cut short left
   mkdir -p "$pymesos_dir.tmp/http_parser"
   tar -xzf "$pymesos_sdists"/pymesos-0.3.15.tar.gz -C "$pymesos_sdists"
   tar -xzf "$pymesos_sdists"/http-parser-0.9.0.tar.gz -C "$pymesos_sdists"
@@ -97,7 +99,7 @@ fi
 # (test_npm_mesos_client), with jsdom: the client is written for browsers
 # and needs their XMLHttpRequest (one that streams, as node's XHR packages
 # do not). In an npm prefix of their own, named by TFMESOS_TEST_NPM.
-npm_prefix="$HOME/.cache/tfmesos-tests/npm"
+npm_prefix="$HOME/.cache/tfmesos-tests/npm-mesos-client-1.0.0-jsdom-26.1.0"
 export TFMESOS_TEST_NPM="$npm_prefix"
 if [ ! -f "$npm_prefix/node_modules/@dcos/mesos-client/package.json" ] ||
    [ ! -f "$npm_prefix/node_modules/jsdom/package.json" ]; then
