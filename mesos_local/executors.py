@@ -32,10 +32,13 @@ lock held.
 """
 
 import base64
+import contextlib
+import errno
 import hmac
 import logging
 import os
 import secrets
+import stat
 import uuid
 
 from .api.operator_json import agent_info, event_task_added
@@ -53,7 +56,7 @@ from .containerizer.planning import (
     plan_executor,
     plan_task,
 )
-from .containerizer.users import UserError, give_sandbox
+from .containerizer.users import SANDBOX_MODE, UserError
 from .durations import stringify_duration
 from .errors import CallError
 from .records import Executor, Task, mesos_id
@@ -89,6 +92,48 @@ def _custom_task_plan(info):
     kill_grace = info.get("kill_policy", {}).get("grace_period")
     return TaskPlan(command="", kill_grace=None if kill_grace is None
                     else max(0.0, duration_seconds(kill_grace)))
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class _LinkFound(OSError):
+    """A component of a path opened below a directory is a link."""
+
+
+def _closing(stack, fd):
+    stack.callback(os.close, fd)
+    return fd
+
+
+def _open_below(top, path):
+    """(a descriptor of the directory ``path``, relative, below the open
+    directory ``top``; whether its last component was made here): each
+    component made if missing and opened with O_NOFOLLOW, so that no link
+    is followed however the tree changes meanwhile (_LinkFound)."""
+    fd, made = os.dup(top), False
+    try:
+        for name in path.split("/"):
+            if name in ("", "."):
+                continue
+            try:
+                os.mkdir(name, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                below = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+                        os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise _LinkFound(exc.errno, "a link", name) from None
+                raise
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, made
 
 
 class Executors:
@@ -409,38 +454,63 @@ class Executors:
         task's (TASK_STARTING, TASK_RUNNING, its end from the executor)."""
         executor.launched[task.id] = task
         try:
-            os.makedirs(task.sandbox, exist_ok=True)
-            link = os.path.join(executor.sandbox, "tasks", task.id)
-            os.makedirs(os.path.dirname(link), exist_ok=True)
-            if not os.path.lexists(link):
-                os.symlink(os.path.join("..", "containers", task.container_id), link)
-            self._sandbox_volumes(framework, executor, task)
+            self._nested_sandbox(framework, executor, task)
         except OSError as exc:
             log.warning("task %s: cannot prepare its sandbox %s: %s", task.id, task.sandbox,
                         exc)
         self.launcher.start_process(framework, agent, task)
 
-    def _sandbox_volumes(self, framework, executor, task):
+    def _nested_sandbox(self, framework, executor, task):
+        """containers/<container id> in the executor's sandbox, linked from
+        tasks/<task id>, and its SANDBOX_PATH volumes: made and opened below
+        the executor's sandbox, never through a link (its tasks own it)."""
+        with contextlib.ExitStack() as fds:
+            top = _closing(fds, os.open(executor.sandbox, _DIRECTORY))
+            own = _closing(fds, _open_below(top, "containers/" + task.container_id)[0])
+            tasks = _closing(fds, _open_below(top, "tasks")[0])
+            try:
+                os.symlink(os.path.join("..", "containers", task.container_id), task.id,
+                           dir_fd=tasks)
+            except FileExistsError:
+                pass
+            self._sandbox_volumes(framework, executor, task, top, own)
+
+    def _sandbox_volumes(self, framework, executor, task, parent=None, own=None):
         """SANDBOX_PATH volumes (the ``volume/sandbox_path`` isolator): the
         volume's ``container_path`` in the task's sandbox is a link to
         ``path`` in its executor's sandbox (PARENT, shared by the group) or
-        its own (SELF), the directory made for the task's user."""
+        its own (SELF), the directory made for the task's user. ``parent``
+        and ``own``: descriptors of the two sandboxes (None: opened here)."""
         user = task.plan.user if task.plan.user is not None else framework.info.get("user", "")
         try:
             run_as = self.launcher.user_switch.task_user(user)
         except UserError:
             run_as = None     # the launch reports it
-        for kind, path, container_path in task.plan.sandbox_volumes:
-            base = executor.sandbox if kind == "PARENT" else task.sandbox
-            target = os.path.join(base, path)
-            # The sandbox is its tasks' user's: a link one of them made must
-            # not lead this (root) process to make or give a directory outside.
-            if not os.path.realpath(target).startswith(os.path.realpath(base) + os.sep):
-                raise OSError("SANDBOX_PATH volume %r leads out of the sandbox" % path)
-            if not os.path.isdir(target):
-                os.makedirs(target)
-                give_sandbox(target, run_as)
-            os.symlink(target, os.path.join(task.sandbox, container_path))
+        with contextlib.ExitStack() as fds:
+            if parent is None:
+                parent = _closing(fds, os.open(executor.sandbox, _DIRECTORY))
+            if own is None:
+                own = _closing(fds, os.open(task.sandbox, _DIRECTORY))
+            for kind, path, container_path in task.plan.sandbox_volumes:
+                base = executor.sandbox if kind == "PARENT" else task.sandbox
+                # The sandbox is its tasks' user's: a link one of them made
+                # (even between a check and a use) must not lead this (root)
+                # process to make or give a directory outside, so each
+                # component is opened below the sandbox's descriptor with
+                # O_NOFOLLOW, and the directory made is given through its own.
+                try:
+                    fd, made = _open_below(parent if kind == "PARENT" else own, path)
+                except _LinkFound:
+                    raise OSError("SANDBOX_PATH volume %r leads out of the sandbox"
+                                  % path) from None
+                try:
+                    if made:   # give_sandbox's, on the descriptor
+                        os.fchmod(fd, SANDBOX_MODE)
+                        if run_as is not None:
+                            os.fchown(fd, run_as.uid, run_as.gid)
+                finally:
+                    os.close(fd)
+                os.symlink(os.path.join(base, path), container_path, dir_fd=own)
 
     def nested_ended(self, task):
         """A DEFAULT executor's task process ended (``TaskLauncher``, once

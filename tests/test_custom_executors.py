@@ -853,3 +853,47 @@ def test_a_sandbox_path_volume_never_leads_out_through_a_task_s_link(tmp_path):
         Executors._sandbox_volumes(agent_side, SimpleNamespace(info={}),
                                    SimpleNamespace(sandbox=str(parent)), task)
     assert not (outside / "new").exists()
+
+
+def test_a_sandbox_path_volume_never_follows_a_link_planted_after_a_check(tmp_path,
+                                                                         monkeypatch):
+    # A task of an earlier group swaps 'shared' (a directory when the agent
+    # looks) for a link out while the agent prepares a volume below it.
+    from types import SimpleNamespace
+
+    from mesos_local.executors import Executors
+    parent, outside = tmp_path / "executor", tmp_path / "outside"
+    (parent / "shared").mkdir(parents=True)
+    outside.mkdir()
+    swapped = []
+
+    def swap():
+        if not swapped:
+            swapped.append(True)
+            (parent / "shared").rename(parent / "was-shared")
+            (parent / "shared").symlink_to(outside)
+
+    realpath, mkdir = os.path.realpath, os.mkdir
+
+    def realpath_then_swap(path, *args, **kwargs):
+        resolved = realpath(path, *args, **kwargs)
+        swap()
+        return resolved
+
+    def swap_then_mkdir(*args, **kwargs):
+        swap()
+        return mkdir(*args, **kwargs)
+
+    task_sandbox = tmp_path / "task"
+    task_sandbox.mkdir()
+    task = SimpleNamespace(sandbox=str(task_sandbox), plan=SimpleNamespace(
+        user=None, sandbox_volumes=[("PARENT", "shared/new", "volume")]))
+    agent_side = SimpleNamespace(launcher=SimpleNamespace(
+        user_switch=SimpleNamespace(task_user=lambda user: None)))
+    monkeypatch.setattr(os.path, "realpath", realpath_then_swap)
+    monkeypatch.setattr(os, "mkdir", swap_then_mkdir)
+    with pytest.raises(OSError, match="leads out of the sandbox"):
+        Executors._sandbox_volumes(agent_side, SimpleNamespace(info={}),
+                                   SimpleNamespace(sandbox=str(parent)), task)
+    monkeypatch.undo()
+    assert swapped and not (outside / "new").exists()
