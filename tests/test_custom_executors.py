@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 import requests
-from fixtures_master import clients, leftover_processes, make_local_master, read_file
+from fixtures_master import clients, leftover_processes, make_local_master, pymesos_path, read_file
 from fixtures_netns import namespaces, root_only
 from mesos_http_client import scalar, task_info
 
@@ -367,23 +367,12 @@ def test_durations_as_stout_writes_them(seconds, text):
     assert master_flags(master)["allocation_interval"] == text
 
 
-def test_pymesos_executor_driver(make_local_master, clients, monkeypatch):
+def test_pymesos_executor_driver(make_local_master, clients, pymesos_path):
     """pymesos' MesosExecutorDriver (``pymesos_executor.py``) runs two tasks
-    and echoes a message. pymesos 0.3.15 needs http-parser, whose C
-    extension does not build on Python 3.11 (pymesos issue #130): it runs
-    on http-parser's pure-Python parser, where both import."""
-    # scripts/test.sh unpacks both (never installed) where this names.
-    where = os.environ.get("TFMESOS_TEST_PYMESOS")
-    if where:
-        monkeypatch.syspath_prepend(where)
-        import http_parser.http as http_parser
-        import pymesos
-    else:
-        pymesos = pytest.importorskip("pymesos")
-        http_parser = pytest.importorskip("http_parser.http")
+    and echoes a message (pymesos 0.3.15 on http-parser's pure-Python
+    parser: fixtures_master.pymesos_path)."""
     # The executor starts from the agent's environment, not this one's.
-    path = os.pathsep.join(sorted({os.path.dirname(os.path.dirname(module.__file__))
-                                   for module in (pymesos, http_parser)}))
+    path = os.pathsep.join(pymesos_path)
     master = make_local_master()
     client = clients(master)
     offer = client.next_offers()[0]
