@@ -10,7 +10,6 @@ import json
 import os
 import pwd
 import sys
-import time
 import types
 import uuid
 
@@ -19,6 +18,7 @@ import requests
 from fixtures_master import clients, leftover_processes, make_local_master, pymesos_path, read_file
 from fixtures_netns import namespaces, root_only
 from mesos_http_client import scalar, task_info
+from waiting import wait_until
 
 from mesos_local.api import validation as schema
 from mesos_local.containerizer.cgroups import isolation_problem
@@ -89,10 +89,8 @@ def events_of(sandbox):
 
 
 def wait_gone(master, timeout=30):
-    deadline = time.monotonic() + timeout
-    while leftover_processes(master) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert leftover_processes(master) == []
+    wait_until(lambda: not leftover_processes(master), timeout,
+               message=lambda: "left over: %s" % leftover_processes(master))
 
 
 def test_two_tasks_on_one_executor(make_local_master, clients):
@@ -794,13 +792,6 @@ def _memory_limit(master, name):
     return None
 
 
-def _until(check, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return check()
-
-
 @pytest.mark.skipif(isolation_problem() is not None, reason=str(isolation_problem()))
 def test_executor_cgroups_hold_it_and_its_live_tasks(make_local_master, clients):
     """Under cgroups/mem an executor's container is limited to its own and
@@ -814,10 +805,12 @@ def test_executor_cgroups_hold_it_and_its_live_tasks(make_local_master, clients)
                                resources=[scalar("cpus", 0.1), scalar("mem", 64)])])
     client.wait_state("t1", "TASK_RUNNING", timeout=30)
     client.wait_state("t2", "TASK_RUNNING", timeout=30)
-    assert _until(lambda: _memory_limit(master, "ex") == (32 + 32 + 64) << 20)
+    wait_until(lambda: _memory_limit(master, "ex") == (32 + 32 + 64) << 20,
+               message=lambda: "memory limit %s" % _memory_limit(master, "ex"))
     client.kill("t2")
     client.wait_state("t2", "TASK_KILLED", timeout=30)
-    assert _until(lambda: _memory_limit(master, "ex") == (32 + 32) << 20)
+    wait_until(lambda: _memory_limit(master, "ex") == (32 + 32) << 20,
+               message=lambda: "memory limit %s" % _memory_limit(master, "ex"))
     client.call("TEARDOWN")
     wait_gone(master)
 
