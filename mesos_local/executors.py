@@ -149,6 +149,7 @@ class Executors:
         # executor gets a token of its own (MESOS_EXECUTOR_AUTHENTICATION_TOKEN,
         # Slave::generateSecret) that its calls must carry.
         self.authenticate = authenticate
+        self._by_token: dict[str, Executor] = {}   # token -> its executor, until released
         self.records = records
         self.allocator = allocator
         self.updates = updates
@@ -218,6 +219,7 @@ class Executors:
         executor = Executor(framework.id, agent, info, resources, role, plan, kind)
         if self.authenticate and kind == "CUSTOM":
             executor.token = secrets.token_urlsafe(32)
+            self._by_token[executor.token] = executor
         executor.gpu_ids = agent.take_gpus(gpu_count(resources))
         agent.used.add(resources)
         self.records.executors[executor.key] = executor
@@ -562,11 +564,14 @@ class Executors:
         return executor
 
     def principal(self, token):
-        """The executor whose token ``token`` is, or None."""
-        for executor in self.records.executors.values():
-            if executor.token is not None and hmac.compare_digest(executor.token, token):
-                return executor
-        return None
+        """The executor whose token ``token`` is, or None: a dict lookup
+        (tokens are random 32-byte secrets), the one found compared in
+        constant time."""
+        executor = self._by_token.get(token)
+        if executor is None or executor.token is None \
+                or not hmac.compare_digest(executor.token, token):
+            return None
+        return executor
 
     @staticmethod
     def check_claims(principal, call, executor=None):
@@ -838,6 +843,8 @@ class Executors:
         if executor.released:
             return
         executor.released = True
+        if executor.token is not None and self._by_token.get(executor.token) is executor:
+            del self._by_token[executor.token]
         agent = self.records.agents.get(executor.agent_id)
         if agent is not None:
             agent.used.subtract(executor.resources)
