@@ -7,6 +7,7 @@ import collections
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Optional
 
 from .subscribers import Subscribers
@@ -235,3 +236,12 @@ class Executor:
     def tasks(self) -> "list[Task]":
         return list(self.launched.values()) + list(self.queued.values()) + [
             task for group in self.queued_groups for task in group]
+
+    def allocated(self, tasks: "Optional[Iterable[Task]]" = None):
+        """Its resources and its live tasks' (of ``tasks``; None: its own,
+        ``tasks()``), as ``Executor::allocatedResources`` (src/slave/slave.cpp)."""
+        resources = self.resources.copy()
+        for task in self.tasks() if tasks is None else tasks:
+            if not task.terminal:
+                resources.add(task.resources)
+        return resources

@@ -82,10 +82,7 @@ def _own_executor_json(executor, tasks):
     (``Executor::allocatedResources``)."""
     queued = {task.id for task in executor.tasks() if task.id not in executor.launched}
     live = [t for t in tasks if not t.terminal and t.id not in queued]
-    resources = executor.resources.copy()
-    for task in tasks:
-        if not task.terminal:
-            resources.add(task.resources)
+    resources = executor.allocated(tasks)
     return {"id": executor.id, "name": executor.info.get("name", ""),
             "source": executor.info.get("source", ""), "container": executor.container_id,
             "directory": executor.sandbox or "", "resources": resources.to_state(),
@@ -212,10 +209,7 @@ class _Container:
     resources (its own and its live tasks'), its process."""
 
     def __init__(self, executor):
-        self.resources = executor.resources.copy()
-        for task in executor.tasks():
-            if not task.terminal:
-                self.resources.add(task.resources)
+        self.resources = executor.allocated()
         self.proc = executor.proc
         self.terminal = executor.state == "TERMINATED"
 
