@@ -510,8 +510,7 @@ class LocalMaster(FaultInjection):
     def _clean_up_detached(self):
         """Hand the cgroups and the work directory to a detached cleaner;
         False when none could start (then stop() removes them itself)."""
-        tree = self.work_dir if (self._own_work_dir and not self.keep_sandboxes
-                                 and self.work_dir and os.path.isdir(self.work_dir)) else None
+        tree = None if self.keep_sandboxes else self._removable_work_dir()
         if self.isolator is None and tree is None:
             return True
         isolator = self.isolator
@@ -530,9 +529,16 @@ class LocalMaster(FaultInjection):
         if close is not None:
             close()
 
-    def _remove_work_dir(self):
+    def _removable_work_dir(self):
+        """The work directory this master made, where it (still) is, else None."""
         if self._own_work_dir and self.work_dir and os.path.isdir(self.work_dir):
-            shutil.rmtree(self.work_dir, ignore_errors=True)
+            return self.work_dir
+        return None
+
+    def _remove_work_dir(self):
+        work_dir = self._removable_work_dir()
+        if work_dir is not None:
+            shutil.rmtree(work_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ the HTTP layer's calls
 
