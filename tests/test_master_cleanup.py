@@ -127,8 +127,13 @@ def gone_pid():
 
 
 def named(root, pid, start, tail):
-    namespace = int(re.fullmatch(r"pid:\[(\d+)\]", os.readlink("/proc/self/ns/pid")).group(1))
-    return os.path.join(root, "mesos-local-%d.%d.%d-%s" % (namespace, pid, start, tail))
+    """A work directory's path as ``make_work_dir`` names one, for a
+    creator (``pid``, ``start``) in this pid namespace; checked against the
+    pattern the start's removal reads, so that a change of format cannot
+    make a decoy "kept" only because it is no longer recognised."""
+    name = "mesos-local-%d.%d.%d-%s" % (cleanup._pid_namespace(), pid, start, tail)
+    assert cleanup._WORK_DIR.match(name), name
+    return os.path.join(root, name)
 
 
 def test_what_a_killed_master_or_cleaner_left_goes_at_the_next_start(
@@ -160,3 +165,15 @@ def test_what_a_killed_master_or_cleaner_left_goes_at_the_next_start(
     assert left(kept) == kept and (target / "kept").exists()
     master.stop()
     assert sorted(os.listdir(tmp)) == sorted(os.path.basename(path) for path in kept)
+
+
+def test_the_cleaner_removes_cgroup_directories_and_the_tree(tmp_path):
+    # The cleaner's cgroup half without cgroups: plain directories, their
+    # task "cgroups" empty ones (no cgroup.procs: nothing to kill).
+    d1, d2, tree = tmp_path / "cpu", tmp_path / "memory", tmp_path / "work"
+    for task in (d1 / "t1", d1 / "t2", d2 / "t1"):
+        task.mkdir(parents=True)
+    (tree / "slaves" / "s1").mkdir(parents=True)
+    (tree / "slaves" / "s1" / "stdout").write_text("hi\n")
+    assert cleanup.main(["--cgroup", str(d1), "--cgroup", str(d2), "--tree", str(tree)]) == 0
+    assert os.listdir(tmp_path) == []
