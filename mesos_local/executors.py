@@ -853,5 +853,5 @@ class Executors:
         self.allocator.request()
 
 
-__all__ = ["Executors", "stringify_duration", "wait_status", "HEARTBEAT_INTERVAL",
+__all__ = ["Executors", "wait_status", "HEARTBEAT_INTERVAL",
            "REGISTRATION_TIMEOUT", "SHUTDOWN_GRACE_PERIOD"]

@@ -355,7 +355,7 @@ def test_bad_executor_calls(make_local_master, clients):
     (900, "15mins"), (0, "0ns"), (7200, "2hrs")])
 def test_durations_as_stout_writes_them(seconds, text):
     from mesos_local.api.state_json import master_flags
-    from mesos_local.executors import stringify_duration
+    from mesos_local.durations import stringify_duration
     assert stringify_duration(seconds) == text
     # /flags and /state's flags write them as the executor environment does
     master = types.SimpleNamespace(
