@@ -843,8 +843,8 @@ class Executors:
         if executor.released:
             return
         executor.released = True
-        if executor.token is not None and self._by_token.get(executor.token) is executor:
-            del self._by_token[executor.token]
+        if executor.token is not None:   # a fresh random secret: its own entry
+            self._by_token.pop(executor.token, None)
         agent = self.records.agents.get(executor.agent_id)
         if agent is not None:
             agent.used.subtract(executor.resources)
