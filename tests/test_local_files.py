@@ -284,13 +284,18 @@ def test_a_name_swapped_with_a_link_to_an_outside_fifo_never_opens_the_fifo(ran,
     os.mkfifo(fifo)
     finished = threading.Event()
 
+    def plain():
+        with open(name + ".file", "w") as handle:
+            handle.write("plain\n")
+        os.replace(name + ".file", name)
+
     def swap():                               # what the task does, each rename atomic
         while not finished.is_set():
-            with open(name + ".file", "w") as handle:
-                handle.write("plain\n")
-            os.replace(name + ".file", name)
             os.symlink(fifo, name + ".link")
             os.replace(name + ".link", name)
+            plain()
+
+    plain()   # the name is there before the first request, however late swap() first runs
 
     swapper = threading.Thread(target=swap)
     with fifo_opened(fifo) as woken:
