@@ -198,6 +198,7 @@ class RealRun:
                        restart_policy=policy or RestartPolicy(), sticky_jobs=tuple(sticky),
                        sticky_timeout=sticky_timeout)
         self.notes = []
+        self._exited = []     # (task id, agent id, exit code) of each exit frame
         self.run = ClusterRun(spec, environ={}, backend=self.backend, transport=self.mock,
                               clock=self.clock, notify=self.notes.append)
         self.handled = []     # every event the run handled, in order
@@ -293,11 +294,20 @@ class RealRun:
 
     def exit(self, name, code):
         from tfmesos.core.events import TaskExited
-        self.handle(TaskExited(self.slots.named(name).task_id, code))
+        slot = self.slots.named(name)
+        self._exited.append((slot.task_id, slot.agent_id, code))
+        self.handle(TaskExited(slot.task_id, code))
 
     def later(self, seconds):
         self.clock.now += seconds
         self.run.step(0.01)
 
     def close(self):
+        # Mesos' terminal update of each task whose exit frame came, as an
+        # agent sends it (else stop() waits last_updates.MESOS_ENDS_WAIT for it).
+        for task_id, agent_id, code in self._exited:
+            self.mock.update({"task_id": {"value": task_id}, "state": "TASK_FAILED",
+                              "message": "Command exited with status %d" % code,
+                              "agent_id": {"value": agent_id or "agent-1"},
+                              "source": "SOURCE_EXECUTOR"})
         self.run.stop()
