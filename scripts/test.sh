@@ -69,19 +69,21 @@ mlflow_log=$(mktemp /tmp/tfmesos-mlflow-venv-XXXXXX.log)
     "$TFMESOS_TEST_MLFLOW_PYTHON" -m pip install -q --no-compile --disable-pip-version-check "mlflow>=3.7"; }
 ) >"$mlflow_log" 2>&1 &
 mlflow_install=$!
-# PyTorch's CPU build first (tfrun --torch's tests and example): with the
-# torch extra alone pip would take the newest torch, a CUDA build of GBs
-# (the lightning extra's torch>=2.1 is then met: pip keeps this one).
-python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
-python3 -m pip install -q --disable-pip-version-check \
-    -e ".[tensorflow,docker,examples,keras-jax,torch,lightning,jax,mlflow,test]"
+pymesos_dir="$HOME/.cache/tfmesos-tests/pymesos-0.3.15-http-parser-0.9.0"
+export TFMESOS_TEST_PYMESOS="$pymesos_dir"
+npm_prefix="$HOME/.cache/tfmesos-tests/npm-mesos-client-1.0.0-jsdom-26.1.0"
+export TFMESOS_TEST_NPM="$npm_prefix"
+# Two clients of other projects the integration tier runs against, fetched
+# in the background beside the installs and the fast tier (neither is
+# installed into this Python; the fast tier uses neither):
+clients_log=$(mktemp /tmp/tfmesos-test-clients-XXXXXX.log)
+(
+set -euo pipefail
 # pymesos 0.3.15's MesosExecutorDriver, an executor client the suite runs
 # against the embedded agents (test_custom_executors), in a folder of its
 # own, never installed: its http-parser's C extension does not build on
 # Python 3.11 (pymesos#130), its pure-Python parser works.
 # The folder is named after the pins: a new pin is fetched, not the old one kept.
-pymesos_dir="$HOME/.cache/tfmesos-tests/pymesos-0.3.15-http-parser-0.9.0"
-export TFMESOS_TEST_PYMESOS="$pymesos_dir"
 if [ ! -f "$pymesos_dir/pymesos/__init__.py" ]; then
   pymesos_sdists=$(mktemp -d /tmp/tfmesos-pymesos-XXXXXX)
   python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
@@ -99,14 +101,20 @@ fi
 # (test_npm_mesos_client), with jsdom: the client is written for browsers
 # and needs their XMLHttpRequest (one that streams, as node's XHR packages
 # do not). In an npm prefix of their own, named by TFMESOS_TEST_NPM.
-npm_prefix="$HOME/.cache/tfmesos-tests/npm-mesos-client-1.0.0-jsdom-26.1.0"
-export TFMESOS_TEST_NPM="$npm_prefix"
 if [ ! -f "$npm_prefix/node_modules/@dcos/mesos-client/package.json" ] ||
    [ ! -f "$npm_prefix/node_modules/jsdom/package.json" ]; then
   mkdir -p "$npm_prefix"
   npm install -q --no-audit --no-fund --prefix "$npm_prefix" \
       "@dcos/mesos-client@1.0.0" "jsdom@26.1.0" >/dev/null
 fi
+) >"$clients_log" 2>&1 </dev/null &
+clients_fetch=$!
+# PyTorch's CPU build first (tfrun --torch's tests and example): with the
+# torch extra alone pip would take the newest torch, a CUDA build of GBs
+# (the lightning extra's torch>=2.1 is then met: pip keeps this one).
+python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python3 -m pip install -q --disable-pip-version-check \
+    -e ".[tensorflow,docker,examples,keras-jax,torch,lightning,jax,mlflow,test]"
 # The suite runs tfmesos as an install runs it: from bytecode (pip compiles
 # what it installs; an editable install compiles nothing). Where
 # PYTHONDONTWRITEBYTECODE is set, each of the suite's thousands of Python
@@ -114,12 +122,23 @@ fi
 # session rewrote and compiled every test module again (~10 s of CPU each).
 unset PYTHONDONTWRITEBYTECODE
 python3 -m compileall -q -j 0 tfmesos mesos_local tests examples benchmarks >/dev/null
-if ! wait "$mlflow_install"; then
-  cat "$mlflow_log"
-  echo "could not install the mlflow server into $mlflow_venv"
-  exit 1
-fi
-rm -f "$mlflow_log"
+# What the integration tier needs beyond this Python's packages: the MLflow
+# server's venv and the two clients fetched above (waited for after the fast
+# tier, which needs none of them).
+wait_for_installs() {
+  if ! wait "$mlflow_install"; then
+    cat "$mlflow_log"
+    echo "could not install the mlflow server into $mlflow_venv"
+    exit 1
+  fi
+  rm -f "$mlflow_log"
+  if ! wait "$clients_fetch"; then
+    cat "$clients_log"
+    echo "could not fetch pymesos into $pymesos_dir or npm's Mesos client into $npm_prefix"
+    exit 1
+  fi
+  rm -f "$clients_log"
+}
 python3 -m ruff check .
 static_checks() {
   python3 -m mypy
@@ -130,6 +149,7 @@ static_checks() {
 }
 # With arguments: exactly the pytest run they ask for.
 if [ $# -gt 0 ]; then
+  wait_for_installs
   static_checks
   exec python3 -m pytest tests "$@"
 fi
@@ -154,6 +174,7 @@ if ! wait "$static"; then
 fi
 cat "$static_log"
 rm -f "$static_log"
+wait_for_installs
 training='integration and tensorflow and not docker'
 waiting="integration and waits and not ($training)"
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
@@ -161,8 +182,9 @@ wait_log=$(mktemp /tmp/tfmesos-tests-waiting-XXXXXX.log)
 TFMESOS_TEST_LANE=training python3 -m pytest tests -m "$training" --durations=40 \
     >"$lane_log" 2>&1 &
 lane=$!
-# Tests that mostly wait out real timeouts (a partition's grace, a connect
-# timeout) hold a CPU-light lane of their own rather than an xdist worker.
+# Tests that mostly wait (a partition's grace, a connect timeout, a
+# heartbeat, a sampling interval: under a fifth of their time on a CPU)
+# hold a CPU-light lane of their own rather than an xdist worker.
 TFMESOS_TEST_LANE=waiting python3 -m pytest tests -m "$waiting" --durations=10 \
     >"$wait_log" 2>&1 &
 waits=$!

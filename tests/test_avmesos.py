@@ -120,6 +120,7 @@ def frameworks():
             framework.stop(teardown=True)
 
 
+@pytest.mark.waits
 def test_tasks_reach_finished_failed_killed_and_reconcile(make_local_master, frameworks,
                                                           caplog):
     master = make_local_master(strict=False)
@@ -149,6 +150,7 @@ def test_tasks_reach_finished_failed_killed_and_reconcile(make_local_master, fra
            "real Mesos skips it" in warnings[0]
 
 
+@pytest.mark.waits
 def test_a_strict_master_refuses_avmesos_launches(make_local_master, frameworks):
     master = make_local_master(strict=True)
     framework = frameworks(master.url).start()
@@ -159,6 +161,7 @@ def test_a_strict_master_refuses_avmesos_launches(make_local_master, frameworks)
     assert master.state()["frameworks"][0]["tasks"] == []
 
 
+@pytest.mark.waits
 def test_decline_filters_and_suppress_revive(make_local_master, frameworks):
     master = make_local_master(strict=False)
     framework = frameworks(master.url).start()
@@ -174,6 +177,7 @@ def test_decline_filters_and_suppress_revive(make_local_master, frameworks):
     framework.next_offer()
 
 
+@pytest.mark.waits
 def test_failover_keeps_the_tasks(make_local_master, frameworks):
     master = make_local_master(strict=False)
     first = frameworks(master.url, failover_timeout=60).start()
@@ -194,6 +198,7 @@ def test_failover_keeps_the_tasks(make_local_master, frameworks):
     master.wait_until(lambda state: state["completed_frameworks"], 15)
 
 
+@pytest.mark.waits
 def test_http_basic_authentication(make_local_master, frameworks):
     master = make_local_master(strict=False, credentials={"alice": "secret"})
     refused = frameworks(master.url, name="no-credentials")

@@ -64,6 +64,7 @@ def test_suppress_and_revive(make_local_master, drivers):
     sched.next("offers", timeout=5)
 
 
+@pytest.mark.waits
 def test_suppression_survives_a_resubscription(make_local_master, drivers):
     master = make_local_master()
     driver, sched = drivers(master.url, framework={"failover_timeout": 30})

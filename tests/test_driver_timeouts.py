@@ -110,6 +110,7 @@ NOTHING_LISTENS = "nothing listens at %s: check the port (or connect_timeout to 
 TFRUN_NOTHING_LISTENS = NOTHING_LISTENS.replace("connect_timeout", "--connect-timeout")
 
 
+@pytest.mark.waits
 def test_a_master_never_reached_that_refuses_is_given_up_after_the_refused_timeout():
     closed = "127.0.0.1:%d" % free_port()
     took, error = give_up_time(closed, connect_timeout=60, refused_timeout=2)
@@ -117,6 +118,7 @@ def test_a_master_never_reached_that_refuses_is_given_up_after_the_refused_timeo
     assert str(error) == NOTHING_LISTENS % closed
 
 
+@pytest.mark.waits
 def test_refusals_are_retried_while_one_master_of_the_list_accepts():
     with silent_server() as silent:
         took, error = give_up_time("127.0.0.1:%d,%s" % (free_port(), silent),
@@ -124,6 +126,7 @@ def test_refusals_are_retried_while_one_master_of_the_list_accepts():
     assert 3 <= took < 5 and "could not subscribe" in str(error), (took, error)
 
 
+@pytest.mark.waits
 def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_master():
     # The issue's case: -m 127.0.0.1:1 took the whole default connect timeout (60 s).
     started = time.monotonic()
@@ -134,6 +137,7 @@ def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_master():
         result.stderr
 
 
+@pytest.mark.waits
 def test_once_a_master_was_reached_refusals_wait_the_whole_connect_timeout(
         make_local_master):
     class Subscribed(Scheduler):
@@ -192,6 +196,7 @@ def test_tfrun_fails_at_once_on_an_unknown_host(advertise):
         assert "does not resolve" in last, last
 
 
+@pytest.mark.waits
 def test_a_master_that_resolves_is_still_retried(monkeypatch):
     # One master of the list resolves (its port is closed): keep trying.
     took, error = give_up_time("%s,127.0.0.1:%d" % (UNKNOWN, free_port()), connect_timeout=2,
@@ -199,6 +204,7 @@ def test_a_master_that_resolves_is_still_retried(monkeypatch):
     assert 2 <= took < 2 + SLACK and "could not subscribe" in str(error)
 
 
+@pytest.mark.waits
 def test_a_dns_server_that_fails_for_now_is_retried(monkeypatch):
     def again(*args, **kwargs):
         raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
@@ -226,6 +232,7 @@ def test_a_slow_name_lookup_is_bounded(monkeypatch):
         answered.set()
 
 
+@pytest.mark.waits
 def test_zookeeper_wait_is_bounded_by_the_connect_timeout():
     pytest.importorskip("kazoo")
     # The detector would wait the call timeout (100 s here) for a leader.

@@ -273,6 +273,7 @@ def run_processes(run_id):
     return found
 
 
+@pytest.mark.waits
 def test_a_run_nobody_takes_over_is_gone_after_its_failover_timeout(make_local_master, tmp_path):
     master = make_local_master()
     run_dir = tmp_path / "run"

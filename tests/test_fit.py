@@ -273,6 +273,7 @@ def _others(master, but="test-framework"):
     return [f["name"] for f in master.state()["frameworks"] if f["name"] != but]
 
 
+@pytest.mark.waits
 def test_tfrun_fails_at_once_when_no_agent_is_big_enough(make_local_master,
                                                          tmp_path):
     master = make_local_master([small_agent(cpus=2, mem=512)])

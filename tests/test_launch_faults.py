@@ -68,6 +68,7 @@ def test_a_task_that_stays_away_from_the_rendezvous_fails_the_run():
         run.stop()
 
 
+@pytest.mark.waits
 def test_a_task_that_comes_back_within_the_grace_period_keeps_running():
     run, slot = _running("sleep 3", grace=1.5)
     try:

@@ -2,10 +2,12 @@
 each DECLINE or ACCEPT leaves its own filter on the (framework, agent) for its
 own ``refuse_seconds``; a later, shorter one does not end an earlier one."""
 
+import pytest
 from fixtures_master import clients, make_local_master, small_agent
 from mesos_http_client import task_info
 
 
+@pytest.mark.waits
 def test_a_short_filter_does_not_end_a_longer_one(make_local_master, clients):
     master = make_local_master(agents=[small_agent(cpus=4, mem=1024)])
     client = clients(master)

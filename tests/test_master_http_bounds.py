@@ -176,6 +176,7 @@ def test_an_idle_connection_is_closed(make_local_master):
 
 
 @pytest.mark.usefixtures("short_deadline")
+@pytest.mark.waits
 def test_a_subscription_outlives_the_request_deadline(make_local_master, clients):
     master = make_local_master(heartbeat_interval=0.5)
     client = clients(master)

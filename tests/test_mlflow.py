@@ -510,6 +510,7 @@ def test_an_unreachable_tracking_server_costs_one_warning_line_not_the_run(tmp_p
 
 
 @needs_mlflow
+@pytest.mark.waits
 def test_a_tracking_server_that_never_answers_is_given_up_on_in_time(tmp_path):
     from tfmesos.record.mlflow_logger import QUEUE_POINTS, MlflowLogger
     listener = socket.socket()

@@ -122,6 +122,7 @@ def started(target):
 # -- logs --follow and attach's follow ---------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["pass", "refuse"])
+@pytest.mark.waits
 def test_logs_follow_learns_new_attempts_and_the_end_from_the_stream(
         make_local_master, clients, proxies, tmp_path, capsys, mode):
     master = make_local_master()
@@ -188,6 +189,7 @@ def test_attach_follows_scheduler_attempts_and_the_outcome_from_the_stream(
     assert (proxy.count("/master/frameworks") == 0) == (mode == "pass")
 
 
+@pytest.mark.waits
 def test_a_stream_gone_silent_is_noticed_within_three_heartbeats_then_polled(
         make_local_master, clients, proxies, tmp_path):
     master = make_local_master()
@@ -287,6 +289,7 @@ class Watch:
 
 
 @pytest.mark.parametrize("mode", ["pass", "refuse"])
+@pytest.mark.waits
 def test_runs_watch_prints_each_change_until_ctrl_c(make_local_master, clients, proxies, mode):
     master = make_local_master()
     proxy = proxies(master, mode)
@@ -328,6 +331,7 @@ def test_runs_watch_prints_each_change_until_ctrl_c(make_local_master, clients, 
         assert proxy.count("/master/state") >= 2
 
 
+@pytest.mark.waits
 def test_runs_watch_refuses_a_forged_stream_in_one_line_and_reads_the_state(
         make_local_master, clients, proxies):
     master = make_local_master()

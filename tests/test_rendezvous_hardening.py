@@ -357,6 +357,7 @@ def task(rdv):
     conn.close()
 
 
+@pytest.mark.waits
 def test_a_dropped_task_registers_again(rdv, task):
     assert rdv.send("good", {"type": "start", "n": 1})
     assert task.receive() == {"type": "start", "n": 1}
@@ -404,6 +405,7 @@ def test_a_task_stops_at_once_when_the_rendezvous_is_closed(rdv, task):
         task.send({"type": "log", "stream": "stdout", "data": "x"})
 
 
+@pytest.mark.waits
 def test_a_task_gives_up_after_the_grace_period(rdv, task, monkeypatch):
     monkeypatch.setattr(task_connection, "REREGISTER_GRACE", 1.0)
     receiver = Receiver(task)
@@ -447,6 +449,7 @@ def test_a_silent_connection_is_closed_and_reported_as_stalled(stalling_rdv):
     client.close()
 
 
+@pytest.mark.waits
 def test_a_task_answers_the_pings_and_does_not_stall(stalling_rdv):
     conn = Connection(task_env(stalling_rdv))
     conn.register("h", 2222)
@@ -460,6 +463,7 @@ def test_a_task_answers_the_pings_and_does_not_stall(stalling_rdv):
     assert next_event(stalling_rdv, TaskDisconnected) == TaskDisconnected("good", reason="closed")
 
 
+@pytest.mark.waits
 def test_a_pause_of_the_scheduler_itself_is_not_the_tasks_silence(stalling_rdv, monkeypatch):
     """The scheduler's process does not run for a while (a starved
     machine, TensorFlow holding the interpreter in the process that runs

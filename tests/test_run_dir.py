@@ -165,6 +165,7 @@ def timed_lines(stream, timeout):
     return lines
 
 
+@pytest.mark.waits
 def test_aborted_launch_progress_lines_totals_and_run_json(one_cpu_master, tmp_path):
     run_dir = tmp_path / "run"
     env = dict(os.environ, MESOS_MASTER="", TFMESOS_PROGRESS_INTERVAL="0.5")
@@ -238,6 +239,7 @@ def run_on_a_terminal(*args, timeout=60):
             proc.wait()
 
 
+@pytest.mark.waits
 def test_terminal_status_line_is_redrawn_then_cleared_and_quiet_turns_it_off(one_cpu_master):
     args = ("-m", one_cpu_master, "-w", "1", "-s", "1", *ONE_CPU_EACH, "--launch-timeout", "2",
             "--", "true")
@@ -251,6 +253,7 @@ def test_terminal_status_line_is_redrawn_then_cleared_and_quiet_turns_it_off(one
     assert "tfrun: error: the cluster was not complete" in output
 
 
+@pytest.mark.waits
 def test_connecting_line_without_a_terminal_and_quiet():
     env = {"TFMESOS_PROGRESS_INTERVAL": "0.5"}
     args = ("-m", "127.0.0.1:1", "--connect-timeout", "2", "--", "true")

@@ -106,6 +106,7 @@ def slow_second_start(tmp_path):
     return str(script)
 
 
+@pytest.mark.waits
 def test_a_worker_not_back_in_time_fails_the_run_without_restarts(tmp_path):
     run = start_run(dict(sticky_jobs=("worker",), sticky_timeout=2),
                     python=slow_second_start(tmp_path))

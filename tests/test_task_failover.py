@@ -375,6 +375,7 @@ def test_a_run_that_mesos_says_is_over_stops_at_once(tmp_path, master, cleanup, 
     assert "stopping" in err, err
 
 
+@pytest.mark.waits
 def test_without_a_new_scheduler_in_time_the_task_stops(tmp_path, master, cleanup):
     first, task, pid = running_task(tmp_path, master, cleanup, failover="2")
     first.close()                           # and the label still names it

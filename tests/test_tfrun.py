@@ -114,6 +114,7 @@ def test_sigterm_behaves_like_ctrl_c(tmp_path):
         assert json.load(handle)["outcome"]["status"] == "interrupted"
 
 
+@pytest.mark.waits
 def test_unreachable_master_is_a_clear_error_in_bounded_time():
     started = time.monotonic()
     result = run_tfrun("-m", "127.0.0.1:1", "--connect-timeout", "2", "--", "true", timeout=60)
@@ -123,6 +124,7 @@ def test_unreachable_master_is_a_clear_error_in_bounded_time():
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.waits
 def test_nothing_fits_times_out_naming_what_is_missing():
     port = free_port()
     master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",

@@ -381,6 +381,7 @@ def test_end_of_run_table_and_samples_in_run_json(tmp_path, monkeypatch):
         assert usage["samples"] and usage["samples"][0]["t"] >= 0.9
 
 
+@pytest.mark.waits
 def test_run_json_has_peaks_and_samples_at_the_default_interval(tmp_path):
     """A worker of ~300 MB that computes 2.5 s, then waits: its peaks, its
     cpu-seconds and the samples of the default 10-s interval in run.json.

@@ -382,6 +382,7 @@ def _gone(pid):
     return _state(pid) in ("gone", "Z")
 
 
+@pytest.mark.waits
 def test_a_run_killed_takes_its_idle_warm_interpreters_along():
     with start_tfrun("-w", "1", "-s", "0", "-Cw", "0.2", "-Mw", "128", "--",
                      "sleep 60") as proc:
