@@ -35,6 +35,13 @@ HIDDEN_ENV = "TFMESOS_TEST_HIDDEN_PACKAGES"
 os.environ[HIDDEN_ENV] = "jax,jaxlib"
 STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
+# A lane scripts/test.sh starts in the background inherits SIGINT ignored
+# (a shell without job control ignores it for an asynchronous command,
+# POSIX XCU 2.11), and an ignored signal stays ignored across exec: every
+# process the tests start (tfrun, `tfmesos runs --watch`) would ignore the
+# Ctrl-C a test sends it, and the lane the Ctrl-C of stop_lanes.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # pytest-xdist (scripts/test.sh runs the integration tier's tests but the
