@@ -125,3 +125,23 @@ def test_the_driver_giving_up_fails_the_run(make_run):
         with pytest.raises(ClusterError, match="the Mesos driver stopped: .*mock master is gone"):
             run.handle_until(lambda event: False, "the driver's failure")
     assert isinstance(run.state.failure, ClusterError)
+
+
+def test_a_failure_the_stop_sees_before_the_record_does_is_the_outcome():
+    """cluster()'s watcher thread fails the run (``state.fail``) and only
+    then records it; the caller, whose block ends as soon as the cluster
+    is ``finished()``, may stop the run in between. The stop's outcome is
+    the failure, never "succeeded" (test_cluster saw that on a loaded CI
+    machine: a killed worker's run recorded as succeeded)."""
+    run = RealRun(WORKERS, mode="fine")
+    try:
+        run.running()
+        failure = TaskFailed("task worker:1 ended: TASK_KILLED", task="worker:1",
+                             state="TASK_KILLED")
+        run.run.state.fail(failure)      # the watcher's first half only
+        run.stop()
+        assert run.run.failure is failure
+        assert (run.record.outcome_status, run.record.outcome_text()) == (
+            "failed", "failed (worker:1): task worker:1 ended: TASK_KILLED")
+    finally:
+        run.close()

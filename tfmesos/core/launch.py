@@ -450,11 +450,15 @@ class ClusterRun:
         runtime = self.runtime
         with runtime.lock:
             with self.state.lock:
-                was_running = self.phase == Phase.RUNNING
+                phase, failure = self.phase, self.state.failure
                 if not self.state.move(Phase.STOPPING):
                     return
-            # The outcome, unless one was recorded: what the label says.
-            self.record.outcome("succeeded" if was_running else "aborted")
+            # The outcome, unless one was recorded: what the label says. A
+            # failure the thread that set it has not recorded yet (cluster()'s
+            # watcher: the caller's block ends once the run is finished) is it.
+            if failure is not None:
+                self.record.ended(failure, phase)
+            self.record.outcome("succeeded" if phase == Phase.RUNNING else "aborted")
             if isinstance(self.state.failure, (RunKilled, SchedulerReplaced)):
                 runtime.leave(self.record)   # the framework is no longer this scheduler's
             else:
