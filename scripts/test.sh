@@ -159,15 +159,15 @@ static_log=$(mktemp /tmp/tfmesos-static-XXXXXX.log)
 static_checks >"$static_log" 2>&1 &
 static=$!
 # The fast tier first (pure logic, the mock transport, fakes: no master, no
-# task, no TensorFlow: about a minute, no other test beside it: some of its
-# tests watch what this machine's processes do), then the integration tier
-# in two lanes at once: the tests that train TensorFlow clusters, one after
-# another (on 2 cores two clusters at once only starve each other), and the
-# rest on 2 pytest-xdist workers (tests/conftest.py marks the tiers and
-# keeps the tests of one Docker engine, or of one ZooKeeper, on one worker).
+# task, no TensorFlow: half a minute on 2 pytest-xdist workers), then the
+# integration tier in three lanes at once: the tests that train TensorFlow
+# clusters, one after another (on 2 cores two clusters at once only starve
+# each other), the tests that mostly wait (below), and the rest on 2
+# pytest-xdist workers (tests/conftest.py marks the tiers and keeps the
+# tests of one Docker engine, or of one ZooKeeper, on one worker).
 # Each lane's session checks what its own tests left behind and prints its
 # slowest tests (the suite has 10 minutes on this machine).
-python3 -m pytest tests -m "not integration"
+python3 -m pytest tests -m "not integration" -n 2
 if ! wait "$static"; then
   cat "$static_log"
   exit 1
