@@ -168,6 +168,23 @@ static=$!
 # Each lane's session checks what its own tests left behind and prints its
 # slowest tests (the suite has 10 minutes on this machine).
 python3 -m pytest tests -m "not integration" -n 2
+training='integration and tensorflow and not docker'
+waiting="integration and waits and not ($training)"
+lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
+wait_log=$(mktemp /tmp/tfmesos-tests-waiting-XXXXXX.log)
+lane=""
+waits=""
+stop_lanes() {
+  for pid in "$lane" "$waits"; do
+    [ -z "$pid" ] || { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; } || true
+  done
+}
+trap 'stop_lanes; rm -f "$lane_log" "$wait_log"; stop_docker' EXIT
+# The training lane, the longest, needs nothing the static checks or the
+# installs above give: it starts at once.
+TFMESOS_TEST_LANE=training python3 -m pytest tests -m "$training" --durations=40 \
+    >"$lane_log" 2>&1 &
+lane=$!
 if ! wait "$static"; then
   cat "$static_log"
   exit 1
@@ -175,25 +192,12 @@ fi
 cat "$static_log"
 rm -f "$static_log"
 wait_for_installs
-training='integration and tensorflow and not docker'
-waiting="integration and waits and not ($training)"
-lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
-wait_log=$(mktemp /tmp/tfmesos-tests-waiting-XXXXXX.log)
-TFMESOS_TEST_LANE=training python3 -m pytest tests -m "$training" --durations=40 \
-    >"$lane_log" 2>&1 &
-lane=$!
 # Tests that mostly wait (a partition's grace, a connect timeout, a
 # heartbeat, a sampling interval: under a fifth of their time on a CPU)
 # hold a CPU-light lane of their own rather than an xdist worker.
 TFMESOS_TEST_LANE=waiting python3 -m pytest tests -m "$waiting" --durations=10 \
     >"$wait_log" 2>&1 &
 waits=$!
-stop_lanes() {
-  for pid in "$lane" "$waits"; do
-    [ -z "$pid" ] || { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; } || true
-  done
-}
-trap 'stop_lanes; rm -f "$lane_log" "$wait_log"; stop_docker' EXIT
 status=0
 # The engine answers before the fixture looks (else it would start another).
 [ -z "$dockerd_pid" ] || engine_answers || { cat "$image_log.dockerd"; exit 1; }
