@@ -453,12 +453,7 @@ class ClusterRun:
                 phase, failure = self.phase, self.state.failure
                 if not self.state.move(Phase.STOPPING):
                     return
-            # The outcome, unless one was recorded: what the label says. A
-            # failure the thread that set it has not recorded yet (cluster()'s
-            # watcher: the caller's block ends once the run is finished) is it.
-            if failure is not None:
-                self.record.ended(failure, phase)
-            self.record.outcome("succeeded" if phase == Phase.RUNNING else "aborted")
+            self.record.stopped_in(phase, failure)   # the outcome the label says
             if isinstance(self.state.failure, (RunKilled, SchedulerReplaced)):
                 runtime.leave(self.record)   # the framework is no longer this scheduler's
             else:

@@ -284,6 +284,16 @@ class RunRecord:
                      tfrun_exit_code(status, error) if self._run.mode == "replica" else code,
                      self._hint(task, code), by=getattr(error, "by", None))
 
+    def stopped_in(self, phase: str, failure: Optional[BaseException]) -> None:
+        """The run is stopped in ``phase``: its outcome, unless one was
+        recorded, is ``failure`` when one was set (by a thread that may not
+        have recorded it yet: cluster()'s watcher, whose caller's block ends
+        once the run is finished), else "succeeded" once it ran, "aborted"
+        before."""
+        if failure is not None:
+            self.ended(failure, phase)
+        self.outcome("succeeded" if phase == "running" else "aborted")
+
     def _hint(self, task: Optional[str], exit_code: Optional[int]) -> Optional[str]:
         """Advice for ``task``'s failure (its last attempt's, ``exit_code``
         being what the failure says), or None."""
