@@ -815,25 +815,32 @@ def test_executor_cgroups_hold_it_and_its_live_tasks(make_local_master, clients)
     wait_gone(master)
 
 
-def test_a_sandbox_path_volume_never_leads_out_through_a_task_s_link(tmp_path):
-    # A group task owns the executor's sandbox: a link it planted there must
-    # not make the agent (root) create and chown a directory elsewhere.
+
+def volume_below_shared(task_sandbox, parent):
+    """The agent prepares a task's (sandbox ``task_sandbox``) SANDBOX_PATH
+    volume ``shared/new`` of the executor's sandbox ``parent``
+    (``Executors._sandbox_volumes``)."""
     from types import SimpleNamespace
 
     from mesos_local.executors import Executors
-    parent, outside = tmp_path / "executor", tmp_path / "outside"
-    parent.mkdir()
-    outside.mkdir()
-    (parent / "shared").symlink_to(outside)
-    task_sandbox = tmp_path / "task"
-    task_sandbox.mkdir()
     task = SimpleNamespace(sandbox=str(task_sandbox), plan=SimpleNamespace(
         user=None, sandbox_volumes=[("PARENT", "shared/new", "volume")]))
     agent_side = SimpleNamespace(launcher=SimpleNamespace(
         user_switch=SimpleNamespace(task_user=lambda user: None)))
+    Executors._sandbox_volumes(agent_side, SimpleNamespace(info={}),
+                               SimpleNamespace(sandbox=str(parent)), task)
+
+
+def test_a_sandbox_path_volume_never_leads_out_through_a_task_s_link(tmp_path):
+    # A group task owns the executor's sandbox: a link it planted there must
+    # not make the agent (root) create and chown a directory elsewhere.
+    parent, outside = tmp_path / "executor", tmp_path / "outside"
+    (tmp_path / "task").mkdir()
+    parent.mkdir()
+    outside.mkdir()
+    (parent / "shared").symlink_to(outside)
     with pytest.raises(OSError, match="leads out of the sandbox"):
-        Executors._sandbox_volumes(agent_side, SimpleNamespace(info={}),
-                                   SimpleNamespace(sandbox=str(parent)), task)
+        volume_below_shared(tmp_path / "task", parent)
     assert not (outside / "new").exists()
 
 
@@ -841,10 +848,8 @@ def test_a_sandbox_path_volume_never_follows_a_link_planted_after_a_check(tmp_pa
                                                                          monkeypatch):
     # A task of an earlier group swaps 'shared' (a directory when the agent
     # looks) for a link out while the agent prepares a volume below it.
-    from types import SimpleNamespace
-
-    from mesos_local.executors import Executors
     parent, outside = tmp_path / "executor", tmp_path / "outside"
+    (tmp_path / "task").mkdir()
     (parent / "shared").mkdir(parents=True)
     outside.mkdir()
     swapped = []
@@ -866,16 +871,9 @@ def test_a_sandbox_path_volume_never_follows_a_link_planted_after_a_check(tmp_pa
         swap()
         return mkdir(*args, **kwargs)
 
-    task_sandbox = tmp_path / "task"
-    task_sandbox.mkdir()
-    task = SimpleNamespace(sandbox=str(task_sandbox), plan=SimpleNamespace(
-        user=None, sandbox_volumes=[("PARENT", "shared/new", "volume")]))
-    agent_side = SimpleNamespace(launcher=SimpleNamespace(
-        user_switch=SimpleNamespace(task_user=lambda user: None)))
     monkeypatch.setattr(os.path, "realpath", realpath_then_swap)
     monkeypatch.setattr(os, "mkdir", swap_then_mkdir)
     with pytest.raises(OSError, match="leads out of the sandbox"):
-        Executors._sandbox_volumes(agent_side, SimpleNamespace(info={}),
-                                   SimpleNamespace(sandbox=str(parent)), task)
+        volume_below_shared(tmp_path / "task", parent)
     monkeypatch.undo()
     assert swapped and not (outside / "new").exists()
