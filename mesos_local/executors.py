@@ -46,13 +46,13 @@ from .api.stream import Subscription
 from .containerizer.planning import (
     NO_DOCKER_MESSAGE,
     TaskInvalid,
-    TaskPlan,
     build_launch,
     check_container_user,
     check_executor,
     check_group_executor,
     duration_seconds,
     gpu_count,
+    plan_custom_task,
     plan_executor,
     plan_task,
 )
@@ -84,14 +84,6 @@ def wait_status(status):
     if status is None:
         return -1
     return status << 8 if status >= 0 else -status
-
-
-def _custom_task_plan(info):
-    """The plan of a task a custom executor runs: no command of the
-    master's, only its KillPolicy's grace period."""
-    kill_grace = info.get("kill_policy", {}).get("grace_period")
-    return TaskPlan(command="", kill_grace=None if kill_grace is None
-                    else max(0.0, duration_seconds(kill_grace)))
 
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -192,7 +184,7 @@ class Executors:
             executor = self._add(framework, agent, executor_info, own, role, plan,
                                  first=[resources])
         task = self._task(framework, agent, executor, info, resources, role,
-                          _custom_task_plan(info))
+                          plan_custom_task(info))
         if self._dropped(framework, executor, [task]):
             return
         if executor.state == "RUNNING" and executor.subscription is not None:
@@ -393,7 +385,7 @@ class Executors:
                                   if key != "executor"})
                 self._check_image(framework, plan)
             else:
-                plan = _custom_task_plan(info)
+                plan = plan_custom_task(info)
             plans.append(plan)
             resources.append(task_resources)
             total.add(task_resources)
@@ -568,8 +560,7 @@ class Executors:
         (tokens are random 32-byte secrets), the one found compared in
         constant time."""
         executor = self._by_token.get(token)
-        if executor is None or executor.token is None \
-                or not hmac.compare_digest(executor.token, token):
+        if executor is None or not hmac.compare_digest(executor.token, token):
             return None
         return executor
 

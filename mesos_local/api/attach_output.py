@@ -48,7 +48,7 @@ from .stream import frame
 CALL = "ATTACH_CONTAINER_OUTPUT"
 PROTOBUF_TYPE = proto.PROTOBUF_TYPE
 PROCESS_IO = "mesos.v1.agent.ProcessIO"
-RECORDIO_TYPE = "application/recordio"
+RECORDIO_TYPE = agent_api.RECORDIO_TYPE
 MESSAGE_ACCEPT = "Message-Accept"
 MESSAGE_CONTENT_TYPE = "Message-Content-Type"
 NAME_MAX = 255                    # common::validation::validateID

@@ -84,6 +84,13 @@ def duration_seconds(duration):
     return int(duration["nanoseconds"]) / 1e9
 
 
+def plan_custom_task(info):
+    """The plan of a task a custom executor runs: no command of the
+    master's, only its KillPolicy's grace period."""
+    return TaskPlan(command="", kill_grace=_duration_field(info.get("kill_policy", {}),
+                                                           "grace_period"))
+
+
 def plan_task(info):
     """What the command executor would run for this (schema-valid) TaskInfo.
     Raises TaskInvalid for what the local master cannot or will not run."""
@@ -464,5 +471,5 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
 
 __all__ = ["NO_DOCKER_MESSAGE", "PRIVILEGED_MESSAGE", "BOTH_MESSAGE", "TaskInvalid", "check_id",
            "check_executor", "check_group_executor", "plan_executor", "TaskPlan",
-           "duration_seconds", "plan_task", "container_uid", "check_container_user",
+           "duration_seconds", "plan_task", "plan_custom_task", "container_uid", "check_container_user",
            "gpu_count", "build_launch"]
