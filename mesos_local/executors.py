@@ -33,12 +33,10 @@ lock held.
 
 import base64
 import contextlib
-import errno
 import hmac
 import logging
 import os
 import secrets
-import stat
 import uuid
 
 from .api.operator_json import agent_info, event_task_added
@@ -56,6 +54,7 @@ from .containerizer.planning import (
     plan_executor,
     plan_task,
 )
+from .containerizer.sandbox_dirs import DIRECTORY, LinkFound, open_below
 from .containerizer.users import SANDBOX_MODE, UserError
 from .durations import stringify_duration
 from .errors import CallError
@@ -86,46 +85,9 @@ def wait_status(status):
     return status << 8 if status >= 0 else -status
 
 
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-
-
-class _LinkFound(OSError):
-    """A component of a path opened below a directory is a link."""
-
-
 def _closing(stack, fd):
     stack.callback(os.close, fd)
     return fd
-
-
-def _open_below(top, path):
-    """(a descriptor of the directory ``path``, relative, below the open
-    directory ``top``; whether its last component was made here): each
-    component made if missing and opened with O_NOFOLLOW, so that no link
-    is followed however the tree changes meanwhile (_LinkFound)."""
-    fd, made = os.dup(top), False
-    try:
-        for name in path.split("/"):
-            if name in ("", "."):
-                continue
-            try:
-                os.mkdir(name, dir_fd=fd)
-                made = True
-            except FileExistsError:
-                made = False
-            try:
-                below = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
-                        os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                    raise _LinkFound(exc.errno, "a link", name) from None
-                raise
-            os.close(fd)
-            fd = below
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, made
 
 
 class Executors:
@@ -459,9 +421,9 @@ class Executors:
         tasks/<task id>, and its SANDBOX_PATH volumes: made and opened below
         the executor's sandbox, never through a link (its tasks own it)."""
         with contextlib.ExitStack() as fds:
-            top = _closing(fds, os.open(executor.sandbox, _DIRECTORY))
-            own = _closing(fds, _open_below(top, "containers/" + task.container_id)[0])
-            tasks = _closing(fds, _open_below(top, "tasks")[0])
+            top = _closing(fds, os.open(executor.sandbox, DIRECTORY))
+            own = _closing(fds, open_below(top, "containers/" + task.container_id)[0])
+            tasks = _closing(fds, open_below(top, "tasks")[0])
             try:
                 os.symlink(os.path.join("..", "containers", task.container_id), task.id,
                            dir_fd=tasks)
@@ -482,9 +444,9 @@ class Executors:
             run_as = None     # the launch reports it
         with contextlib.ExitStack() as fds:
             if parent is None:
-                parent = _closing(fds, os.open(executor.sandbox, _DIRECTORY))
+                parent = _closing(fds, os.open(executor.sandbox, DIRECTORY))
             if own is None:
-                own = _closing(fds, os.open(task.sandbox, _DIRECTORY))
+                own = _closing(fds, os.open(task.sandbox, DIRECTORY))
             for kind, path, container_path in task.plan.sandbox_volumes:
                 base = executor.sandbox if kind == "PARENT" else task.sandbox
                 # The sandbox is its tasks' user's: a link one of them made
@@ -493,8 +455,8 @@ class Executors:
                 # component is opened below the sandbox's descriptor with
                 # O_NOFOLLOW, and the directory made is given through its own.
                 try:
-                    fd, made = _open_below(parent if kind == "PARENT" else own, path)
-                except _LinkFound:
+                    fd, made = open_below(parent if kind == "PARENT" else own, path)
+                except LinkFound:
                     raise OSError("SANDBOX_PATH volume %r leads out of the sandbox"
                                   % path) from None
                 try:

@@ -186,8 +186,10 @@ class TaskLauncher:
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
                               task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns,
                               hidden)
-        if task.executor is not None and "MESOS_EXECUTOR_ID" not in plan.env:
-            launch.env["MESOS_EXECUTOR_ID"] = task.executor.id
+        if task.executor is not None:   # a nested container in its executor's sandbox
+            launch.sandbox_below = task.executor.sandbox
+            if "MESOS_EXECUTOR_ID" not in plan.env:
+                launch.env["MESOS_EXECUTOR_ID"] = task.executor.id
         if self.isolator is not None:
             # Containers get the same limits through the Docker engine.
             launch.limits = self.isolator.limits(task.resources.get("cpus"),

@@ -461,6 +461,35 @@ def test_task_group_shares_a_sandbox_volume(make_local_master, clients):
     wait_gone(master)
 
 
+def test_a_group_of_another_user_runs_in_sandboxes_given_to_it(make_local_master, clients):
+    """A group of a second local user (``nobody``): each nested sandbox is
+    that user's (made and given below the executor's sandbox, which the
+    user owns: sandbox_dirs.make_sandbox), and so is the PARENT volume."""
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    try:
+        user = pwd.getpwnam("nobody").pw_name
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+    master = make_local_master()
+    client = clients(master, user=user)
+    offer = client.next_offers()[0]
+    who = 'id -un; stat -c %U "$MESOS_SANDBOX" shared/.; touch shared/by-$MESOS_TASK_ID'
+    launch_group(client, offer, default_executor(), [
+        task_info("first", offer, who, container=shared_volume()),
+        task_info("second", offer, who, container=shared_volume())])
+    states, _ = states_until_terminal(client, ["first", "second"])
+    assert {task: seen[-1] for task, seen in states.items()} == {
+        "first": "TASK_FINISHED", "second": "TASK_FINISHED"}
+    for task_id in ("first", "second"):
+        sandbox = master.sandbox(task_id)
+        assert read_file(os.path.join(sandbox, "stdout")) == "%s\n%s\n%s\n" % ((user,) * 3)
+    executor_sandbox = master.sandbox("first").rpartition("/containers/")[0]
+    assert sorted(os.listdir(os.path.join(executor_sandbox, "data"))) == [
+        "by-first", "by-second"]
+    wait_gone(master)
+
+
 def test_task_group_shares_its_fate(make_local_master, clients):
     """One task failing kills the rest of its group (TASK_KILLED), as the
     default executor's default restart policy does."""

@@ -31,7 +31,8 @@ from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .resource_usage import process_group_usage
 from .runner import ProcessRunner, RunnerError, RunningTask
-from .users import UserError, give_sandbox, open_log, sandbox_message
+from .sandbox_dirs import make_sandbox
+from .users import UserError, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
 
@@ -189,18 +190,15 @@ class TaskProcess:
 
     def _make_sandbox(self):
         """The sandbox and its stdout and stderr; a plain task's is its user's."""
-        os.makedirs(self.launch.sandbox, exist_ok=True)
-        for path in (self.launch.stdout_path, self.launch.stderr_path):
-            open(path, "ab").close()
-        if self.switch is not None:
-            give_sandbox(self.launch.sandbox, self.launch.run_as)
+        make_sandbox(self.launch.sandbox, self.launch.run_as, give=self.switch is not None,
+                     below=self.launch.sandbox_below)
 
     def _note_in_stderr(self, text):
         """As Mesos' fetcher, whose output goes to the sandbox's stderr
         (src/slave/containerizer/fetcher.cpp): there for whoever reads it."""
         try:
-            with os.fdopen(open_log(self.launch.stderr_path, self.launch.run_as), "a",
-                           encoding="utf-8") as err:
+            log_fd = open_log(self.launch.stderr_path, self.launch.run_as, create=False)
+            with os.fdopen(log_fd, "a", encoding="utf-8") as err:
                 err.write(text + "\n")
         except OSError:
             pass

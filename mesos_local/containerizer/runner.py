@@ -43,6 +43,9 @@ class TaskLaunch:
     limits: Any = None                 # cgroup_limits.Limits when the master isolates, else None
     cgroups: Any = None                # cgroups.TaskCgroups a plain process task joins
     run_as: Any = None                 # users.TaskUser a plain task switches to, None: ours
+    # The executor's sandbox a nested container's sandbox is in (its tasks
+    # own it: sandbox_dirs.make_sandbox opens below it); None: the agent's.
+    sandbox_below: Optional[str] = None
 
     @property
     def stdout_path(self):
@@ -98,8 +101,8 @@ class ProcessRunner:
         # A task of another user has its paths hidden by the switching step.
         before = hide if launch.run_as is not None else None
         with switched(launch.run_as, launch.env, launch.argv(), before) as (argv, env, fds), \
-                os.fdopen(open_log(launch.stdout_path, launch.run_as), "ab") as out, \
-                os.fdopen(open_log(launch.stderr_path, launch.run_as), "ab") as err:
+                os.fdopen(open_log(launch.stdout_path, launch.run_as, create=False), "ab") as out, \
+                os.fdopen(open_log(launch.stderr_path, launch.run_as, create=False), "ab") as err:
             if hide is not None:
                 argv = unshare_argv(argv, None if before is not None else hide)
             if launch.netns is not None:

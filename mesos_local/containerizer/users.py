@@ -132,26 +132,15 @@ def sandbox_message(sandbox, name, why):
             % (sandbox, name, why))
 
 
-def give_sandbox(sandbox, user):
-    """A plain task's fresh sandbox: 0750, and with what is in it owned by
-    ``user`` (a TaskUser; None: the master's user keeps it). Links are not
-    followed (stout's ``os::chown`` walks with ``FTS_PHYSICAL``)."""
-    os.chmod(sandbox, SANDBOX_MODE)
-    if user is None:
-        return
-    for directory, dirs, files in os.walk(sandbox):
-        os.lchown(directory, user.uid, user.gid)
-        for name in dirs + files:
-            os.lchown(os.path.join(directory, name), user.uid, user.gid)
-
-
-def open_log(path, user):
+def open_log(path, user, create=True):
     """A descriptor to append to the sandbox file ``path`` (stdout, stderr)
     with: never through a link or into anything but a regular file, which
     ``user`` (None: the master's) owns: the sandbox is theirs, and their
-    other tasks could have put anything there."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                 | os.O_CLOEXEC, 0o644)
+    other tasks could have put anything there. Without ``create``, only a
+    file that exists (the sandbox's preparation made it): a link planted
+    above it since then cannot make root create a file elsewhere."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create else 0) | os.O_NOFOLLOW
+                 | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != (os.geteuid() if user is None
                                                          else user.uid):
@@ -197,5 +186,5 @@ def switched(user: Optional[TaskUser], env, argv, before=None):
 
 
 __all__ = ["SANDBOX_MODE", "WORK_DIR_MODE", "UserError", "TaskUser", "lookup", "UserSwitch",
-           "root_submissions_error", "sandbox_message", "give_sandbox", "open_log",
+           "root_submissions_error", "sandbox_message", "open_log",
            "step_environment", "switched"]
