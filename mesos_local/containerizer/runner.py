@@ -26,7 +26,7 @@ class TaskLaunch:
     task_id: str
     framework_id: str
     agent_id: str
-    sandbox: str                       # existing directory, the task's cwd
+    sandbox: str                       # existing directory, the task's cwd, with its stdout, stderr
     command: str                       # shell command, or argv[0] when not shell
     arguments: list = dataclasses.field(default_factory=list)
     shell: bool = True
