@@ -29,8 +29,10 @@ def task_environment():
 
 def import_task_entry():
     """(modules the import added, ms of tfmesos' own modules' import self times)
-    of one fresh interpreter importing the task entry."""
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", PROBE],
+    of one fresh interpreter importing the task entry, without ``site`` as a
+    task whose path finds tfmesos starts (``core.taskinfo``): nothing that
+    site's own imports loaded hides what the entry imports."""
+    result = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", PROBE],
                             capture_output=True, text=True, env=task_environment(), timeout=60)
     assert result.returncode == 0, result.stderr
     own_us = 0
@@ -61,12 +63,13 @@ def test_the_task_entry_imports_only_the_task_side_and_the_standard_library():
 # parts load only on the paths that need them (rediscover's HTTP client when a
 # task lost its scheduler, tfmesos.run's result file; subprocess and its
 # locale, ~2.5 ms, for nvidia-smi and a fine-grained task's log filter only:
-# replica_guard forks). Not timed here (a loaded 2-core machine makes any
+# replica_guard forks; typing, for the type checkers only; shutil and its
+# compressors for nvidia-smi's lookup; secrets, where os.urandom does). Not timed here (a loaded 2-core machine makes any
 # budget flaky): benchmarks/startup.py measures.
 HEAVY = ("http", "ssl", "urllib", "email", "asyncio", "multiprocessing", "concurrent",
          "xml", "zipfile", "tarfile", "logging", "argparse", "tfmesos.protocol.labels",
          "tfmesos.task.rediscover", "tfmesos.task.result_file", "subprocess", "locale",
-         "encodings.idna")
+         "encodings.idna", "typing", "shutil", "secrets")
 
 
 def test_the_task_entry_leaves_the_heavy_parts_for_the_paths_that_need_them():

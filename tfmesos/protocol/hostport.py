@@ -2,7 +2,12 @@
 (a leaf module: the task entry imports it, so it must stay cheap)."""
 
 import socket
-from typing import Union
+
+# typing is for the checkers only (mypy takes TYPE_CHECKING as true): the task
+# entry imports this module, and typing costs a task's start a few ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Union
 
 
 def format_address(host: str, port: int) -> str:
@@ -18,7 +23,7 @@ def free_port(host: str = "") -> int:
         return port
 
 
-def lookup_host(host: str) -> Union[str, bytes]:
+def lookup_host(host: str) -> "Union[str, bytes]":
     """``host`` as ``socket.getaddrinfo`` takes it without loading the idna
     codec (encodings.idna, stringprep, unicodedata: a few ms of every task's
     start): ``getaddrinfo`` encodes a str host with that codec, whose ASCII

@@ -21,7 +21,17 @@ holds at most ``MAX_POINTS`` of them and lets a batch go at most every
 
 import math
 import re
-from typing import Any, Optional
+
+# typing is for the checkers only (mypy takes TYPE_CHECKING as true): the task
+# entry imports this module, and typing costs a task's start a few ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+    Values = dict[str, Optional[float]]   # name -> value (None: not finite)
+    Point = tuple[int, float, Values]     # (step, t, values), as parsed
+else:
+    Values, Point = dict, tuple
 
 MAX_NAME = 64            # characters of a metric's name
 MAX_VALUES = 32          # values in one point (one log_metrics call)
@@ -31,8 +41,6 @@ MAX_STEP = 2 ** 53       # steps stay exact as JSON numbers
 FLUSH_INTERVAL = 0.5     # seconds between two batches of one sender
 NAME = re.compile(r"[A-Za-z0-9_.:/@+-]{1,%d}\Z" % MAX_NAME)
 
-Values = dict[str, Optional[float]]         # name -> value (None: not finite)
-Point = tuple[int, float, Values]           # (step, t, values), as parsed
 
 
 class MetricError(ValueError):
@@ -47,7 +55,7 @@ def check_name(name: object) -> str:
     return name
 
 
-def check_value(value: Any) -> Optional[float]:
+def check_value(value: "Any") -> "Optional[float]":
     """``value`` as a float; None when it is not finite (NaN, inf);
     MetricError when it is not a number (strings, bools, None, arrays of
     more than one element). Numbers of numpy, TensorFlow or JAX convert
@@ -62,7 +70,7 @@ def check_value(value: Any) -> Optional[float]:
     return number if math.isfinite(number) else None
 
 
-def check_step(step: Any) -> int:
+def check_step(step: "Any") -> int:
     """``step`` as an int in [0, MAX_STEP), else MetricError."""
     if isinstance(step, bool):
         raise MetricError("step must be an integer, not bool")
@@ -86,7 +94,7 @@ def _finite(value: object) -> bool:
         return False
 
 
-def parse_point(item: object) -> Optional[Point]:
+def parse_point(item: object) -> "Optional[Point]":
     """``(step, t, {name: value})`` of a received point, checked; None when
     it is malformed (a received value is already a float or None)."""
     if not isinstance(item, list) or len(item) != 3:
@@ -108,7 +116,7 @@ def parse_point(item: object) -> Optional[Point]:
     return step, float(when), clean
 
 
-def parse_frame(message: dict[str, Any]) -> Optional[tuple[float, list[Point], int]]:
+def parse_frame(message: "dict[str, Any]") -> "Optional[tuple[float, list[Point], int]]":
     """``(now, [points], dropped)`` of a ``metrics`` frame; malformed points
     are left out (counted in ``dropped``); None when the frame itself is
     malformed."""
@@ -158,7 +166,7 @@ class Batcher:
         """Whether a batch should go at ``now`` (monotonic seconds)."""
         return self._seen > 0 and (self.sent_at is None or now - self.sent_at >= self.interval)
 
-    def take(self, now: float) -> Optional[tuple[list[Point], int]]:
+    def take(self, now: float) -> "Optional[tuple[list[Point], int]]":
         """``(points, dropped)`` to send, in the order they came, or None
         when nothing is held; starts the next batch."""
         if not self._seen:

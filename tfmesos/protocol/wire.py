@@ -23,11 +23,20 @@ import collections
 import hashlib
 import hmac
 import json
-import secrets
+import os
 import socket
 import struct
 import time
-from typing import Any, Optional
+
+# typing is for the checkers only (mypy takes TYPE_CHECKING as true): the task
+# entry imports this module, and typing costs a task's start a few ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+    Message = dict[str, Any]   # a frame's JSON object (its "type" a string)
+else:
+    Message = dict
 
 MAX_FRAME = 1 << 20
 SMALL_FRAME = 4096      # the limit until registered: handshake frames are tiny
@@ -39,7 +48,6 @@ _LABEL = b"tfmesos-rendezvous-2\0"
 _LENGTH = struct.Struct("!I")
 _SEQUENCE = struct.Struct("!QH")
 
-Message = dict[str, Any]   # a frame's JSON object (its "type" a string)
 
 
 class WireError(Exception):
@@ -112,7 +120,7 @@ class Channel:
     @classmethod
     def for_scheduler(cls, secret: bytes) -> "Channel":
         """The scheduler's channel of a new connection, with a fresh nonce."""
-        return cls(secret, secrets.token_bytes(NONCE_SIZE), TO_TASK)
+        return cls(secret, os.urandom(NONCE_SIZE), TO_TASK)
 
     @classmethod
     def from_challenge(cls, secret: bytes, payload: bytes) -> "Channel":
@@ -166,7 +174,7 @@ def no_delay(sock: socket.socket) -> None:
         pass    # not TCP (a socket pair in the tests)
 
 
-def recv_exact(sock: socket.socket, size: int, deadline: Optional[float] = None) -> bytes:
+def recv_exact(sock: socket.socket, size: int, deadline: "Optional[float]" = None) -> bytes:
     """Read exactly ``size`` bytes (recv may return fewer), by ``deadline``
     (a ``time.monotonic()`` value) when given: socket.timeout after it."""
     buffer = bytearray(size)
@@ -186,7 +194,7 @@ def recv_exact(sock: socket.socket, size: int, deadline: Optional[float] = None)
 
 
 def read_frame(sock: socket.socket, max_size: int = MAX_FRAME,
-               deadline: Optional[float] = None) -> bytes:
+               deadline: "Optional[float]" = None) -> bytes:
     """One frame's payload (MAC and body), unverified; at most ``max_size`` bytes."""
     try:
         header = recv_exact(sock, _LENGTH.size, deadline)
@@ -199,7 +207,7 @@ def read_frame(sock: socket.socket, max_size: int = MAX_FRAME,
 
 
 def receive(sock: socket.socket, channel: Channel, max_size: int = MAX_FRAME,
-            deadline: Optional[float] = None) -> Message:
+            deadline: "Optional[float]" = None) -> Message:
     """Read the channel's next frame and return its JSON object."""
     return channel.open(read_frame(sock, max_size, deadline))
 

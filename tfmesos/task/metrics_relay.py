@@ -14,7 +14,6 @@ at most every ``FLUSH_INTERVAL`` seconds.
 
 import json
 import os
-import secrets
 import socket
 import sys
 import threading
@@ -30,7 +29,7 @@ POLL = 0.25              # seconds between looks at the batch while nothing come
 def _directory():
     """A new private directory for the socket: in the working directory (the
     sandbox) when its path is short enough, else in $TMPDIR or /tmp."""
-    name = "tfmesos-metrics-" + secrets.token_hex(6)
+    name = "tfmesos-metrics-" + os.urandom(6).hex()
     for base in (os.getcwd(), os.environ.get("TMPDIR"), "/tmp"):
         if base and len(os.path.join(base, name, "m")) <= MAX_PATH:
             try:

@@ -26,7 +26,6 @@ pid. Nothing here imports more than the standard library.
 
 import os
 import resource
-import shutil
 import threading
 import time
 
@@ -104,8 +103,9 @@ def gpu_memory_mb(pids, visible=None, run=None):
     """MB of GPU memory that ``pids`` hold (``nvidia-smi`` compute apps); when
     none of them is listed (another pid namespace), the memory in use on
     the ``visible`` GPUs (the task's own). None without nvidia-smi.
-    ``run``: ``subprocess.run`` (imported here: a task without GPUs, most
-    of them, never needs it)."""
+    ``run``: ``subprocess.run`` (it and shutil imported here: a task without
+    GPUs, most of them, never needs them)."""
+    import shutil
     if shutil.which("nvidia-smi") is None:
         return None
     import subprocess
