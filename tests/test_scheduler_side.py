@@ -265,13 +265,14 @@ def test_the_scheduler_command(tmp_path):
     sandbox = '"${MESOS_SANDBOX:-$PWD}"'
     tail = ('PYTHONPATH=%s/%s/tfmesos-scheduler"${PYTHONPATH:+:$PYTHONPATH}" exec %%s -m '
             'tfmesos.cli.detached_scheduler %s/detached.json' % (sandbox, SIDE, sandbox))
-    assert scheduler_command(SIDE) == tail % "python3"
+    # Without site where tfmesos chose the interpreter; the user's as given.
+    assert scheduler_command(SIDE) == tail % "python3 -S"
     assert scheduler_command(SIDE, python="/opt/py/bin/python3") == \
         'PATH=/opt/py/bin"${PATH:+:$PATH}" ' + tail % "/opt/py/bin/python3"
     assert scheduler_command(SIDE, python_env=True) == \
-        'PATH=%s/bin"${PATH:+:$PATH}" ' % sandbox + tail % (sandbox + "/bin/python3")
+        'PATH=%s/bin"${PATH:+:$PATH}" ' % sandbox + tail % (sandbox + "/bin/python3 -S")
     assert scheduler_command(SIDE, python="/opt/py/bin/python3", image="tfmesos/tfmesos") == \
-        tail % "python3"
+        tail % "python3 -S"
 
 
 def test_the_scheduler_command_runs_in_a_shell_with_the_sandbox_first(tmp_path):

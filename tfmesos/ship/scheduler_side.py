@@ -227,13 +227,18 @@ def scheduler_command(side, python=None, image=None, python_env=False):
     by the interpreter ``Shipment.command`` would choose (``python``; else, with ``python_env``, the extracted
     environment's ``bin/python3``: its archive must then be fetched with
     ``extract: true``, which keeps the archive too; else ``python3``; with
-    an ``image``, its ``python3``)."""
+    an ``image``, its ``python3``). An interpreter tfmesos chose starts
+    without ``site`` (``-S``): the zip holds every package the scheduler
+    imports (``PACKAGES``; --detach refuses --mlflow, the one other), and
+    site's .pth files cost the scheduler's start tens of ms on hosts that
+    have many; ``python``, the user's, may be a wrapper that takes no flags."""
     interpreter, path = interpreter_and_path(image, python, python_env)
+    flags = "" if python and not image else "-S "
     # exec: Mesos' SIGTERM must reach tfrun itself, not a shell.
-    return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s -m '
+    return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s %s-m '
             'tfmesos.cli.detached_scheduler %s/%s'
             % (path, SANDBOX, shlex.quote(posixpath.join(side, SCHEDULER_DIR)), interpreter,
-               SANDBOX, shlex.quote(DETACHED_SPEC)))
+               flags, SANDBOX, shlex.quote(DETACHED_SPEC)))
 
 
 __all__ = ["SCHEDULER_DIR", "DETACHED_SPEC", "PACKAGES", "pack_scheduler_side",
