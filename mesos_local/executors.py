@@ -422,11 +422,11 @@ class Executors:
         the executor's sandbox, never through a link (its tasks own it)."""
         with contextlib.ExitStack() as fds:
             top = _closing(fds, os.open(executor.sandbox, DIRECTORY))
-            own = _closing(fds, open_below(top, "containers/" + task.container_id)[0])
+            below = os.path.relpath(task.sandbox, executor.sandbox)   # containers/<id>
+            own = _closing(fds, open_below(top, below)[0])
             tasks = _closing(fds, open_below(top, "tasks")[0])
             try:
-                os.symlink(os.path.join("..", "containers", task.container_id), task.id,
-                           dir_fd=tasks)
+                os.symlink(os.path.join("..", below), task.id, dir_fd=tasks)
             except FileExistsError:
                 pass
             self._sandbox_volumes(framework, executor, task, top, own)
