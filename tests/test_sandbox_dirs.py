@@ -90,6 +90,26 @@ def test_a_nested_sandbox_is_made_and_given_to_its_user(tmp_path):
     assert os.stat("/etc").st_uid == 0
 
 
+def test_what_the_agent_made_is_given_and_a_volume_its_user_filled_is_not_entered(tmp_path):
+    # A SANDBOX_PATH volume of the task (made for nobody when the agent
+    # prepared it) that a task of the group filled since with a hard link to
+    # root's file (only a host without fs.protected_hardlinks lets a user
+    # make one); beside it, directories the agent made on a volume's path.
+    user = nobody()
+    executor, container_id = executor_of(tmp_path, user)
+    outside, secret = outside_tree(tmp_path, container_id)
+    sandbox = executor / "containers" / container_id
+    (sandbox / "volume").mkdir()
+    os.chown(sandbox / "volume", user.uid, user.gid)
+    os.link(secret, sandbox / "volume" / "secret")
+    (sandbox / "made" / "deeper").mkdir(parents=True)
+    nested_task(executor, container_id)._make_sandbox()
+    info = os.stat(secret)
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o600)
+    for made in (sandbox / "made", sandbox / "made" / "deeper", sandbox / "stdout"):
+        assert os.lstat(made).st_uid == user.uid
+
+
 def test_a_nested_sandbox_is_never_made_or_given_through_a_link(tmp_path):
     # The group's task renames 'containers' and leaves a link to an outside
     # directory that holds <container id>, between the agent's two steps.

@@ -86,15 +86,34 @@ def make_sandbox(sandbox, user, give, below=None):
 
 
 def give_directory(fd, user):
-    """The open directory ``fd`` 0750 and, with everything below it, owned
-    by ``user`` (None: left as it is); links are given, never followed."""
+    """The open directory ``fd`` 0750 and owned by ``user`` (None: left as
+    it is), with what the agent made in it: what root owns, entries before
+    the directory that holds them (while only root can add to it), links
+    given, never followed. A directory already another's (a SANDBOX_PATH
+    volume made for the user, which the group's other tasks may have
+    filled since) is not entered."""
+    if user is not None:
+        _give_entries(fd, user, os.geteuid())
     os.fchmod(fd, SANDBOX_MODE)
-    if user is None:
-        return
-    os.fchown(fd, user.uid, user.gid)
-    for _, dirs, files, dir_fd in os.fwalk(".", dir_fd=fd):
-        for name in dirs + files:
-            os.chown(name, user.uid, user.gid, dir_fd=dir_fd, follow_symlinks=False)
+    if user is not None:
+        os.fchown(fd, user.uid, user.gid)
+
+
+def _give_entries(fd, user, agent):
+    """What is in the open directory ``fd`` (``agent``'s), to ``user``."""
+    for entry in os.scandir(fd):
+        info = entry.stat(follow_symlinks=False)
+        if info.st_uid != agent:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            os.chown(entry.name, user.uid, user.gid, dir_fd=fd, follow_symlinks=False)
+            continue
+        below = os.open(entry.name, DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        try:
+            _give_entries(below, user, agent)
+            os.fchown(below, user.uid, user.gid)
+        finally:
+            os.close(below)
 
 
 __all__ = ["DIRECTORY", "LinkFound", "open_below", "make_sandbox", "give_directory"]
