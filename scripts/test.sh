@@ -45,10 +45,17 @@ if [ "$(id -u)" = 0 ] && ! docker info >/dev/null 2>&1; then
   setsid dockerd >"$image_log.dockerd" 2>&1 </dev/null &
   dockerd_pid=$!
 fi
+# A background step's processes, each before the ones it started: a subshell
+# killed alone leaves what it started running.
+tree_of() {
+  echo "$1"
+  local child
+  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree_of "$child"; done
+}
 ( engine_answers && docker/build.sh ) >"$image_log" 2>&1 </dev/null &
 image_build=$!
 stop_docker() {
-  [ -z "$image_build" ] || kill "$image_build" 2>/dev/null || true
+  [ -z "$image_build" ] || kill $(tree_of "$image_build") 2>/dev/null || true
   if [ -n "$dockerd_pid" ]; then
     kill -TERM "$dockerd_pid" 2>/dev/null || true
     for _ in $(seq 60); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.5; done
@@ -56,7 +63,16 @@ stop_docker() {
   fi
   rm -f "$image_log" "$image_log.dockerd"
 }
-trap stop_docker EXIT
+# What runs in the background until waited for: on an early exit (a
+# failed step, Ctrl-C) its whole tree is stopped, not left running.
+mlflow_install="" clients_fetch="" static=""
+stop_background() {
+  local pid
+  for pid in $mlflow_install $clients_fetch $static; do
+    kill $(tree_of "$pid") 2>/dev/null || true
+  done
+}
+trap 'stop_background; stop_docker' EXIT
 # The full MLflow (`mlflow server` and its UI, which test_mlflow_server logs
 # to and reads) goes into a virtual environment of its own, installed
 # beside the rest: next to TensorFlow its matplotlib and pandas would cost
@@ -126,13 +142,18 @@ python3 -m compileall -q -j 0 tfmesos mesos_local tests examples benchmarks >/de
 # server's venv and the two clients fetched above (waited for after the fast
 # tier, which needs none of them).
 wait_for_installs() {
-  if ! wait "$mlflow_install"; then
+  local failed=0
+  wait "$mlflow_install" || failed=1
+  mlflow_install=""   # reaped: nothing of it to stop
+  if [ "$failed" = 1 ]; then
     cat "$mlflow_log"
     echo "could not install the mlflow server into $mlflow_venv"
     exit 1
   fi
   rm -f "$mlflow_log"
-  if ! wait "$clients_fetch"; then
+  wait "$clients_fetch" || failed=1
+  clients_fetch=""
+  if [ "$failed" = 1 ]; then
     cat "$clients_log"
     echo "could not fetch pymesos into $pymesos_dir or npm's Mesos client into $npm_prefix"
     exit 1
@@ -179,13 +200,16 @@ stop_lanes() {
     [ -z "$pid" ] || { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; } || true
   done
 }
-trap 'stop_lanes; rm -f "$lane_log" "$wait_log"; stop_docker' EXIT
+trap 'stop_lanes; stop_background; rm -f "$lane_log" "$wait_log"; stop_docker' EXIT
 # The training lane, the longest, needs nothing the static checks or the
 # installs above give: it starts at once.
 TFMESOS_TEST_LANE=training python3 -m pytest tests -m "$training" --durations=40 \
     >"$lane_log" 2>&1 &
 lane=$!
-if ! wait "$static"; then
+static_failed=0
+wait "$static" || static_failed=1
+static=""
+if [ "$static_failed" = 1 ]; then
   cat "$static_log"
   exit 1
 fi
