@@ -64,8 +64,9 @@ def test_the_task_entry_imports_only_the_task_side_and_the_standard_library():
 # task lost its scheduler, tfmesos.run's result file; subprocess and its
 # locale, ~2.5 ms, for nvidia-smi and a fine-grained task's log filter only:
 # replica_guard forks; typing, for the type checkers only; shutil and its
-# compressors for nvidia-smi's lookup; secrets, where os.urandom does). Not timed here (a loaded 2-core machine makes any
-# budget flaky): benchmarks/startup.py measures.
+# compressors for nvidia-smi's lookup; secrets, where os.urandom does). Not
+# timed here (a loaded 2-core machine makes any budget flaky):
+# benchmarks/startup.py measures.
 HEAVY = ("http", "ssl", "urllib", "email", "asyncio", "multiprocessing", "concurrent",
          "xml", "zipfile", "tarfile", "logging", "argparse", "tfmesos.protocol.labels",
          "tfmesos.task.rediscover", "tfmesos.task.result_file", "subprocess", "locale",
