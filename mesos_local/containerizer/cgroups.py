@@ -289,13 +289,43 @@ class TaskCgroups:
         nanoseconds = _read_int(os.path.join(directory, "cpuacct.usage"))
         return None if nanoseconds is None else nanoseconds / 1e9
 
-    def limitation(self, status=None):
+    def oom_listener(self):
+        """An eventfd the kernel signals at each OOM event in the task's
+        memory cgroup, as Mesos' memory isolator listens for them
+        (``cgroups::memory::oom::listen``: ``cgroup.event_control`` with
+        ``memory.oom_control``, src/linux/cgroups.cpp; the v1 memory
+        controller's notification API); the caller closes it. None where
+        there is none (cgroups v2, no eventfd before Python 3.10): the
+        caller polls ``limitation``."""
+        eventfd = getattr(os, "eventfd", None)
+        if self.memory_dir is None or self.layout.version == 2 or eventfd is None:
+            return None
+        listener = eventfd(0, getattr(os, "EFD_CLOEXEC", 0) | getattr(os, "EFD_NONBLOCK", 0))
+        try:
+            control = os.open(os.path.join(self.memory_dir, "memory.oom_control"),
+                              os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _write(os.path.join(self.memory_dir, "cgroup.event_control"),
+                       "%d %d" % (listener, control))
+            finally:
+                os.close(control)
+        except OSError as exc:
+            os.close(listener)
+            log.debug("no OOM notifications from %s: %s", self.memory_dir, exc)
+            return None
+        return listener
+
+    def limitation(self, status=None, oom_event=False):
         """Mesos' memory limitation message when the OOM killer struck in
         this task's cgroup, else None. ``status``: the task's exit status
-        (-9: killed by SIGKILL), for kernels that do not count OOM kills."""
+        (-9: killed by SIGKILL), for kernels that do not count OOM kills;
+        ``oom_event``: the kernel signalled an OOM event (``oom_listener``),
+        which is the limitation, as for Mesos' isolator (``oomWaited``): the
+        count may move only once the killer acted, after the event."""
         if self.memory_dir is None:
             return None
-        # Polled for every running task: one read while nothing happened.
+        if oom_event:
+            return memory_limit_message(self.memory_limit(), self.memory_peak())
         kills = self.oom_kills()
         if kills == 0 or (kills is None and status != -signal.SIGKILL):
             return None

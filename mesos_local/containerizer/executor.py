@@ -30,7 +30,7 @@ from typing import Optional
 from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .resource_usage import process_group_usage
-from .runner import ProcessRunner, RunnerError, RunningTask
+from .runner import ProcessRunner, ProcessTask, RunnerError, RunningTask
 from .sandbox_dirs import make_sandbox
 from .users import UserError, open_log, sandbox_message
 
@@ -223,18 +223,32 @@ class TaskProcess:
     def _wait(self, handle: RunningTask) -> Optional[int]:
         """The exit status of the task (its ``handle``); an isolated task
         whose memory cgroup saw the OOM killer is killed whole at once
-        (Mesos' limitation)."""
+        (Mesos' limitation): woken by the kernel's OOM event where it sends
+        one (``TaskCgroups.oom_listener``), else by polling its OOM count."""
         if self.cgroups is None:
             return handle.wait()
-        while True:
-            status = handle.wait(LIMITATION_POLL)
-            if status is not None:
-                return status
-            if self.limitation is None:
-                self.limitation = self.cgroups.limitation()
-                if self.limitation is not None:
-                    log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
-                    self.cgroups.kill()
+        wait_or = handle.wait_or if isinstance(handle, ProcessTask) else None
+        listener = self.cgroups.oom_listener() if wait_or is not None else None
+        try:
+            # An OOM before the listener was there is in the count.
+            oom_event = False
+            while True:
+                if self.limitation is None:
+                    self.limitation = self.cgroups.limitation(oom_event=oom_event)
+                    if self.limitation is not None:
+                        log.info("task %s: %s; killing it", self.launch.task_id,
+                                 self.limitation)
+                        self.cgroups.kill()
+                if wait_or is not None and listener is not None and self.limitation is None:
+                    status = wait_or(listener, None)
+                    oom_event = status is None
+                else:
+                    status = handle.wait(LIMITATION_POLL)
+                if status is not None:
+                    return status
+        finally:
+            if listener is not None:
+                os.close(listener)
 
     def _note_limitation(self, handle: RunningTask, status: Optional[int]) -> None:
         if self.limitation is not None:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from .fs_isolation import hide_script, unshare_argv
 from .netns import ip_command
-from .pidfd import open_pidfd, wait_readable
+from .pidfd import first_readable, open_pidfd, wait_readable
 from .users import open_log, switched
 
 
@@ -158,6 +158,15 @@ class ProcessTask(GroupLeaderTask):
             self._pidfd = open_pidfd(popen.pid)    # not reaped yet: it exists
         except ProcessLookupError:
             self._pidfd = None
+
+    def wait_or(self, fd, timeout):
+        """As ``wait(timeout)``, but None as soon as ``fd`` turns readable
+        while the process runs (without pidfds: ``wait(timeout)``)."""
+        if self.popen.returncode is not None or self._pidfd is None:
+            return self.wait(timeout)
+        if first_readable([self._pidfd, fd], timeout) != self._pidfd:
+            return None
+        return self.wait()
 
     def wait(self, timeout=None):
         if self.popen.returncode is not None:
