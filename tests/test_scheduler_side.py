@@ -3,6 +3,7 @@ reproducible zip holding tfmesos, mesos_local, addict and kazoo, that runs
 with nothing but the standard library of an agent's Python, and the
 detached scheduler task's command."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -273,6 +274,7 @@ def test_the_scheduler_command(tmp_path):
         'PATH=%s/bin"${PATH:+:$PATH}" ' % sandbox + tail % (sandbox + "/bin/python3 -S")
     assert scheduler_command(SIDE, python="/opt/py/bin/python3", image="tfmesos/tfmesos") == \
         tail % "python3 -S"
+    assert scheduler_command(SIDE, site=True) == tail % "python3"   # a zk:// master's
 
 
 def test_the_scheduler_command_runs_in_a_shell_with_the_sandbox_first(tmp_path):
@@ -291,3 +293,15 @@ def test_the_scheduler_command_runs_in_a_shell_with_the_sandbox_first(tmp_path):
         assert result.stdout.splitlines() == [
             "%s/%s/tfmesos-scheduler:/elsewhere" % (sandbox, SIDE), "-m",
             "tfmesos.cli.detached_scheduler", "%s/detached.json" % sandbox]
+
+
+def test_the_scheduler_task_keeps_site_for_a_zookeeper_master_only():
+    # kazoo's optional imports (puresasl for SASL) may come from the
+    # agent's packages: a zk:// master's scheduler starts with site.
+    from tfmesos.core.scheduler_task import command_of
+    from tfmesos.core.spec import Job, RunSpec
+    spec = RunSpec(name="train.py", master="127.0.0.1:5050", jobs=(Job("worker", 1),),
+                   mode="replica", command="python train.py")
+    assert " exec python3 -S -m tfmesos.cli.detached_scheduler " in command_of(spec, None, SIDE)
+    zookeeper = dataclasses.replace(spec, master="zk://127.0.0.1:2181/mesos")
+    assert " exec python3 -m tfmesos.cli.detached_scheduler " in command_of(zookeeper, None, SIDE)

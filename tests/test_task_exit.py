@@ -23,8 +23,6 @@ from mesos_local.containerizer.runner import ProcessRunner, TaskLaunch
 def make_launch(tmp_path, command, task_id="t1"):
     sandbox = str(tmp_path / "sandbox")
     os.makedirs(sandbox, exist_ok=True)
-    for name in ("stdout", "stderr"):   # as the sandbox's preparation makes them
-        open(os.path.join(sandbox, name), "ab").close()
     env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER],
            "MESOS_SANDBOX": sandbox, "MESOS_TASK_ID": task_id}
     return TaskLaunch(task_id=task_id, framework_id="f1", agent_id="a1", sandbox=sandbox,

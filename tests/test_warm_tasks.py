@@ -48,9 +48,6 @@ def launch(**fields):
     values = dict(task_id="t", framework_id="f", agent_id="a", sandbox="/tmp/sb",
                   command=COMMAND, env=dict(ENV))
     values.update(fields)
-    if os.path.isdir(values["sandbox"]):   # as the sandbox's preparation makes them
-        for name in ("stdout", "stderr"):
-            open(os.path.join(values["sandbox"], name), "ab").close()
     return TaskLaunch(**values)
 
 

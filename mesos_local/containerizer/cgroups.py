@@ -296,11 +296,19 @@ class TaskCgroups:
         ``memory.oom_control``, src/linux/cgroups.cpp; the v1 memory
         controller's notification API); the caller closes it. None where
         there is none (cgroups v2, no eventfd before Python 3.10): the
-        caller polls ``limitation``."""
+        caller polls ``limitation``. Unlike Mesos (``oomWaited``), the event
+        is not the limitation: the kernel signals every cgroup below the one
+        that ran out (``mem_cgroup_oom_notify``), before its killer chose,
+        so an ancestor's OOM reaches a task that lost nothing; the count
+        says whether the killer struck here."""
         eventfd = getattr(os, "eventfd", None)
         if self.memory_dir is None or self.layout.version == 2 or eventfd is None:
             return None
-        listener = eventfd(0, getattr(os, "EFD_CLOEXEC", 0) | getattr(os, "EFD_NONBLOCK", 0))
+        try:
+            listener = eventfd(0, getattr(os, "EFD_CLOEXEC", 0) | getattr(os, "EFD_NONBLOCK", 0))
+        except OSError as exc:   # EMFILE, ENOMEM: poll instead
+            log.debug("no eventfd for OOM notifications: %s", exc)
+            return None
         try:
             control = os.open(os.path.join(self.memory_dir, "memory.oom_control"),
                               os.O_RDONLY | os.O_CLOEXEC)
@@ -315,17 +323,12 @@ class TaskCgroups:
             return None
         return listener
 
-    def limitation(self, status=None, oom_event=False):
+    def limitation(self, status=None):
         """Mesos' memory limitation message when the OOM killer struck in
         this task's cgroup, else None. ``status``: the task's exit status
-        (-9: killed by SIGKILL), for kernels that do not count OOM kills;
-        ``oom_event``: the kernel signalled an OOM event (``oom_listener``),
-        which is the limitation, as for Mesos' isolator (``oomWaited``): the
-        count may move only once the killer acted, after the event."""
+        (-9: killed by SIGKILL), for kernels that do not count OOM kills."""
         if self.memory_dir is None:
             return None
-        if oom_event:
-            return memory_limit_message(self.memory_limit(), self.memory_peak())
         kills = self.oom_kills()
         if kills == 0 or (kills is None and status != -signal.SIGKILL):
             return None

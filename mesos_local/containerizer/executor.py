@@ -36,7 +36,7 @@ from .users import UserError, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
 
-LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count
+LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count, without OOM events
 # Tasks being started at once (cgroups, the runner's launch; not their
 # fetch, which Mesos runs in a process of its own), in this process: a Mesos agent launches containers on
 # libprocess' worker threads, max(8, cores) of them
@@ -197,7 +197,8 @@ class TaskProcess:
         """As Mesos' fetcher, whose output goes to the sandbox's stderr
         (src/slave/containerizer/fetcher.cpp): there for whoever reads it."""
         try:
-            log_fd = open_log(self.launch.stderr_path, self.launch.run_as, create=False)
+            log_fd = open_log(self.launch.stderr_path, self.launch.run_as,
+                              create=self.launch.sandbox_below is None)
             with os.fdopen(log_fd, "a", encoding="utf-8") as err:
                 err.write(text + "\n")
         except OSError:
@@ -223,25 +224,29 @@ class TaskProcess:
     def _wait(self, handle: RunningTask) -> Optional[int]:
         """The exit status of the task (its ``handle``); an isolated task
         whose memory cgroup saw the OOM killer is killed whole at once
-        (Mesos' limitation): woken by the kernel's OOM event where it sends
-        one (``TaskCgroups.oom_listener``), else by polling its OOM count."""
+        (Mesos' limitation). Its OOM count is read as the wait begins, then
+        only once the kernel signalled an OOM event (``oom_listener``) and
+        from then on every LIMITATION_POLL (the count moves once the killer
+        acted, after the event); every LIMITATION_POLL from the start where
+        no event can wake the wait (no listener, no pidfd)."""
         if self.cgroups is None:
             return handle.wait()
-        wait_or = handle.wait_or if isinstance(handle, ProcessTask) else None
-        listener = self.cgroups.oom_listener() if wait_or is not None else None
+        listener = None
+        if isinstance(handle, ProcessTask) and handle.waits_on_exit:
+            listener = self.cgroups.oom_listener()
         try:
-            # An OOM before the listener was there is in the count.
-            oom_event = False
+            polling = listener is None
             while True:
                 if self.limitation is None:
-                    self.limitation = self.cgroups.limitation(oom_event=oom_event)
+                    self.limitation = self.cgroups.limitation()
                     if self.limitation is not None:
                         log.info("task %s: %s; killing it", self.launch.task_id,
                                  self.limitation)
                         self.cgroups.kill()
-                if wait_or is not None and listener is not None and self.limitation is None:
-                    status = wait_or(listener, None)
-                    oom_event = status is None
+                if not polling and self.limitation is None:
+                    assert isinstance(handle, ProcessTask) and listener is not None
+                    status = handle.wait_or(listener, None)
+                    polling = status is None    # the event: the count decides from here
                 else:
                     status = handle.wait(LIMITATION_POLL)
                 if status is not None:

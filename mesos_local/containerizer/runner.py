@@ -26,7 +26,7 @@ class TaskLaunch:
     task_id: str
     framework_id: str
     agent_id: str
-    sandbox: str                       # existing directory, the task's cwd, with its stdout, stderr
+    sandbox: str                       # existing directory, the task's cwd
     command: str                       # shell command, or argv[0] when not shell
     arguments: list = dataclasses.field(default_factory=list)
     shell: bool = True
@@ -100,9 +100,12 @@ class ProcessRunner:
             else None
         # A task of another user has its paths hidden by the switching step.
         before = hide if launch.run_as is not None else None
+        # A nested container's files exist (sandbox_dirs.make_sandbox): none
+        # is created through a link its group's tasks planted since.
+        create = launch.sandbox_below is None
         with switched(launch.run_as, launch.env, launch.argv(), before) as (argv, env, fds), \
-                os.fdopen(open_log(launch.stdout_path, launch.run_as, create=False), "ab") as out, \
-                os.fdopen(open_log(launch.stderr_path, launch.run_as, create=False), "ab") as err:
+                os.fdopen(open_log(launch.stdout_path, launch.run_as, create), "ab") as out, \
+                os.fdopen(open_log(launch.stderr_path, launch.run_as, create), "ab") as err:
             if hide is not None:
                 argv = unshare_argv(argv, None if before is not None else hide)
             if launch.netns is not None:
@@ -159,11 +162,19 @@ class ProcessTask(GroupLeaderTask):
         except ProcessLookupError:
             self._pidfd = None
 
+    @property
+    def waits_on_exit(self):
+        """Whether a wait wakes at the exit itself (a pidfd), so that
+        ``wait_or`` can wait on another fd too."""
+        return self._pidfd is not None or self.popen.returncode is not None
+
     def wait_or(self, fd, timeout):
         """As ``wait(timeout)``, but None as soon as ``fd`` turns readable
-        while the process runs (without pidfds: ``wait(timeout)``)."""
-        if self.popen.returncode is not None or self._pidfd is None:
-            return self.wait(timeout)
+        while the process runs (``waits_on_exit`` only: else ValueError)."""
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        if self._pidfd is None:
+            raise ValueError("no pidfd to wait on beside fd %d" % fd)
         if first_readable([self._pidfd, fd], timeout) != self._pidfd:
             return None
         return self.wait()

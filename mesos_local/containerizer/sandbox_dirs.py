@@ -101,19 +101,20 @@ def give_directory(fd, user):
 
 def _give_entries(fd, user, agent):
     """What is in the open directory ``fd`` (``agent``'s), to ``user``."""
-    for entry in os.scandir(fd):
-        info = entry.stat(follow_symlinks=False)
-        if info.st_uid != agent:
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            os.chown(entry.name, user.uid, user.gid, dir_fd=fd, follow_symlinks=False)
-            continue
-        below = os.open(entry.name, DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-        try:
-            _give_entries(below, user, agent)
-            os.fchown(below, user.uid, user.gid)
-        finally:
-            os.close(below)
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != agent:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                os.chown(entry.name, user.uid, user.gid, dir_fd=fd, follow_symlinks=False)
+                continue
+            below = os.open(entry.name, DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                _give_entries(below, user, agent)
+                os.fchown(below, user.uid, user.gid)
+            finally:
+                os.close(below)
 
 
 __all__ = ["DIRECTORY", "LinkFound", "open_below", "make_sandbox", "give_directory"]

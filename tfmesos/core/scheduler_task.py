@@ -307,7 +307,8 @@ def command_of(spec: RunSpec, python_env: Optional[str], side: str) -> str:
     or the image's, importing the scheduler side from its zip (``side``,
     its file name; fetched, not extracted)."""
     from ..ship.scheduler_side import scheduler_command
-    return scheduler_command(side, spec.python, spec.image, python_env=python_env is not None)
+    return scheduler_command(side, spec.python, spec.image, python_env=python_env is not None,
+                             site=spec.master.startswith("zk://"))
 
 
 __all__ = ["TAKEOVER_TIMEOUT", "KILL_GRACE", "SchedulerLauncher", "scheduler_task",

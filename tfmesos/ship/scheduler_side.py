@@ -219,7 +219,7 @@ def _to_cache(key, path):
             pass
 
 
-def scheduler_command(side, python=None, image=None, python_env=False):
+def scheduler_command(side, python=None, image=None, python_env=False, site=False):
     """The detached scheduler task's shell command: the scheduler side's
     zip in the sandbox (its file name ``side``) first on ``PYTHONPATH``,
     imported from there, then ``python -m
@@ -228,12 +228,14 @@ def scheduler_command(side, python=None, image=None, python_env=False):
     environment's ``bin/python3``: its archive must then be fetched with
     ``extract: true``, which keeps the archive too; else ``python3``; with
     an ``image``, its ``python3``). An interpreter tfmesos chose starts
-    without ``site`` (``-S``): the zip holds every package the scheduler
-    imports (``PACKAGES``; --detach refuses --mlflow, the one other), and
-    site's .pth files cost the scheduler's start tens of ms on hosts that
-    have many; ``python``, the user's, may be a wrapper that takes no flags."""
+    without ``site`` (``-S``) unless ``site`` (a zk:// master: kazoo's own
+    optional imports, puresasl for SASL, may come from the agent's
+    packages): the zip holds every package the scheduler imports otherwise
+    (``PACKAGES``; --detach refuses --mlflow, the one other), and site's
+    .pth files cost the scheduler's start tens of ms on hosts that have
+    many; ``python``, the user's, may be a wrapper that takes no flags."""
     interpreter, path = interpreter_and_path(image, python, python_env)
-    flags = "" if python and not image else "-S "
+    flags = "" if site or (python and not image) else "-S "
     # exec: Mesos' SIGTERM must reach tfrun itself, not a shell.
     return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s %s-m '
             'tfmesos.cli.detached_scheduler %s/%s'
