@@ -174,7 +174,15 @@ def reaped(proc):
 
 
 def release(flag, proc, timeout=120):
-    """Write ``flag`` (what a run's tasks wait for to end) and read ``proc``
-    (``tfmesos attach`` following the run) to its end: (out, err)."""
+    """Write ``flag`` (what a run's tasks wait for to end) once ``proc``
+    (``tfmesos attach``) says it follows the run, and read it to its end:
+    (out, err). Released earlier, a run can end before a loaded machine
+    has started attach, which then finds it over and says only that."""
+    said = []
+    for line in iter(proc.stderr.readline, ""):   # its end: pytest-timeout's
+        said.append(line)
+        if "tfmesos attach: following run " in line:
+            break
     flag.write_text("")
-    return proc.communicate(timeout=timeout)
+    out, err = proc.communicate(timeout=timeout)
+    return out, "".join(said) + err
