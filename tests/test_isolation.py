@@ -20,7 +20,7 @@ from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import task_info
 
-from mesos_local.containerizer import cgroups, runner
+from mesos_local.containerizer import cgroups
 from mesos_local.containerizer.cgroup_limits import (
     Limits,
     memory_limit_message,
@@ -257,55 +257,6 @@ def test_task_over_its_memory_is_failed_with_mesos_reason(make_local_master, cli
     while _task_dirs(master) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _task_dirs(master) == []      # removed with their tasks
-
-
-@needs_cgroups
-def test_a_running_task_s_memory_is_watched_by_the_kernel_s_oom_event_not_polled(
-        make_local_master, clients, monkeypatch, tmp_path):
-    """cgroups v1: the agent waits on the memory cgroup's OOM notification
-    (an eventfd, as Mesos' memory isolator listens), not on its OOM count
-    read four times a second for every running task."""
-    master = make_local_master(**ISOLATED)
-    if master.isolator.layout.version != 1:
-        pytest.skip("OOM notifications are cgroups v1's")
-    reads = []
-    real = cgroups.TaskCgroups.oom_kills
-    monkeypatch.setattr(cgroups.TaskCgroups, "oom_kills",
-                        lambda self: reads.append(time.monotonic()) or real(self))
-    fifo = str(tmp_path / "go")
-    os.mkfifo(fifo)
-    client = clients(master)
-    offer = client.next_offers()[0]
-    client.launch(offer, [task_info("calm", offer, "read x < %s" % fifo, mem=64)])
-    client.wait_state("calm", "TASK_RUNNING")
-    started = len(reads)
-    time.sleep(1.5)   # six of the old polls' intervals; nothing to wait for
-    running = len(reads) - started
-    with open(fifo, "w") as writer:
-        writer.write("go\n")
-    assert client.wait_state("calm", "TASK_FINISHED")["message"] == \
-        "Command exited with status 0"
-    # One look at the count when the wait begins (an OOM before the listener).
-    assert started + running <= 1, (started, running)
-
-
-@needs_cgroups
-@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfds", "no-pidfds"])
-def test_a_task_whose_child_the_oom_killer_took_is_killed_whole(make_local_master, clients,
-                                                                monkeypatch, pidfds):
-    # The shell outlives its OOM-killed child: the task ends once the OOM
-    # count moved, as a Mesos container is destroyed, not after its sleep;
-    # without pidfds (an older kernel, a seccomp filter) no OOM event can
-    # wake the wait, which polls the count as before.
-    if not pidfds:
-        monkeypatch.setattr(runner, "open_pidfd", lambda pid: None)
-    master = make_local_master(**ISOLATED)
-    client = clients(master)
-    offer = client.next_offers()[0]
-    client.launch(offer, [task_info("parent", offer, "%s; sleep 600" % HOG, mem=64)])
-    failed = client.wait_state("parent", "TASK_FAILED", timeout=60)
-    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
-    assert failed["message"].startswith("Memory limit exceeded: Requested: 64MB Maximum Used: ")
 
 
 @needs_cgroups

@@ -104,28 +104,6 @@ def test_a_timed_wait_returns_at_the_exit_without_a_sleep_loop(tmp_path, monkeyp
     assert handle._pidfd is None                  # closed once reaped
 
 
-@needs_pidfd
-def test_a_wait_or_ends_at_the_other_fd_or_at_the_exit(tmp_path, monkeypatch):
-    # What an isolated task's wait does with its OOM listener: None as soon
-    # as the listener turns readable, the exit status once the task ends.
-    handle, fifo = run_until_told(tmp_path)
-    other_read, other_write = os.pipe()
-    try:
-        monkeypatch.setattr(time, "sleep", no_sleep)
-        assert handle.wait_or(other_read, 0.01) is None      # neither yet
-        os.write(other_write, b"x")
-        assert handle.wait_or(other_read, None) is None      # the other fd
-        os.read(other_read, 1)
-        tell(fifo)
-        assert handle.wait_or(other_read, None) == 3          # the exit
-        assert handle.popen.returncode == 3
-    finally:
-        handle.kill()
-        handle.popen.wait()
-        os.close(other_read)
-        os.close(other_write)
-
-
 @pytest.mark.parametrize("missing", ["attribute", "enosys"])
 def test_without_pidfd_open_a_timed_wait_still_works(tmp_path, monkeypatch, missing):
     if missing == "attribute":

@@ -289,46 +289,13 @@ class TaskCgroups:
         nanoseconds = _read_int(os.path.join(directory, "cpuacct.usage"))
         return None if nanoseconds is None else nanoseconds / 1e9
 
-    def oom_listener(self):
-        """An eventfd the kernel signals at each OOM event in the task's
-        memory cgroup, as Mesos' memory isolator listens for them
-        (``cgroups::memory::oom::listen``: ``cgroup.event_control`` with
-        ``memory.oom_control``, src/linux/cgroups.cpp; the v1 memory
-        controller's notification API); the caller closes it. None where
-        there is none (cgroups v2, no eventfd before Python 3.10): the
-        caller polls ``limitation``. Unlike Mesos (``oomWaited``), the event
-        is not the limitation: the kernel signals every cgroup below the one
-        that ran out (``mem_cgroup_oom_notify``), before its killer chose,
-        so an ancestor's OOM reaches a task that lost nothing; the count
-        says whether the killer struck here."""
-        eventfd = getattr(os, "eventfd", None)
-        if self.memory_dir is None or self.layout.version == 2 or eventfd is None:
-            return None
-        try:
-            listener = eventfd(0, getattr(os, "EFD_CLOEXEC", 0) | getattr(os, "EFD_NONBLOCK", 0))
-        except OSError as exc:   # EMFILE, ENOMEM: poll instead
-            log.debug("no eventfd for OOM notifications: %s", exc)
-            return None
-        try:
-            control = os.open(os.path.join(self.memory_dir, "memory.oom_control"),
-                              os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                _write(os.path.join(self.memory_dir, "cgroup.event_control"),
-                       "%d %d" % (listener, control))
-            finally:
-                os.close(control)
-        except OSError as exc:
-            os.close(listener)
-            log.debug("no OOM notifications from %s: %s", self.memory_dir, exc)
-            return None
-        return listener
-
     def limitation(self, status=None):
         """Mesos' memory limitation message when the OOM killer struck in
         this task's cgroup, else None. ``status``: the task's exit status
         (-9: killed by SIGKILL), for kernels that do not count OOM kills."""
         if self.memory_dir is None:
             return None
+        # Polled for every running task: one read while nothing happened.
         kills = self.oom_kills()
         if kills == 0 or (kills is None and status != -signal.SIGKILL):
             return None

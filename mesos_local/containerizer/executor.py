@@ -30,13 +30,13 @@ from typing import Optional
 from .fetcher import FetchError, fetch_uris
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .resource_usage import process_group_usage
-from .runner import ProcessRunner, ProcessTask, RunnerError, RunningTask
+from .runner import ProcessRunner, RunnerError, RunningTask
 from .sandbox_dirs import make_sandbox
 from .users import UserError, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
 
-LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count, without OOM events
+LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count
 # Tasks being started at once (cgroups, the runner's launch; not their
 # fetch, which Mesos runs in a process of its own), in this process: a Mesos agent launches containers on
 # libprocess' worker threads, max(8, cores) of them
@@ -224,36 +224,18 @@ class TaskProcess:
     def _wait(self, handle: RunningTask) -> Optional[int]:
         """The exit status of the task (its ``handle``); an isolated task
         whose memory cgroup saw the OOM killer is killed whole at once
-        (Mesos' limitation). Its OOM count is read as the wait begins, then
-        only once the kernel signalled an OOM event (``oom_listener``) and
-        from then on every LIMITATION_POLL (the count moves once the killer
-        acted, after the event); every LIMITATION_POLL from the start where
-        no event can wake the wait (no listener, no pidfd)."""
+        (Mesos' limitation)."""
         if self.cgroups is None:
             return handle.wait()
-        listener = None
-        if isinstance(handle, ProcessTask) and handle.waits_on_exit:
-            listener = self.cgroups.oom_listener()
-        try:
-            polling = listener is None
-            while True:
-                if self.limitation is None:
-                    self.limitation = self.cgroups.limitation()
-                    if self.limitation is not None:
-                        log.info("task %s: %s; killing it", self.launch.task_id,
-                                 self.limitation)
-                        self.cgroups.kill()
-                if not polling and self.limitation is None:
-                    assert isinstance(handle, ProcessTask) and listener is not None
-                    status = handle.wait_or(listener, None)
-                    polling = status is None    # the event: the count decides from here
-                else:
-                    status = handle.wait(LIMITATION_POLL)
-                if status is not None:
-                    return status
-        finally:
-            if listener is not None:
-                os.close(listener)
+        while True:
+            status = handle.wait(LIMITATION_POLL)
+            if status is not None:
+                return status
+            if self.limitation is None:
+                self.limitation = self.cgroups.limitation()
+                if self.limitation is not None:
+                    log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
+                    self.cgroups.kill()
 
     def _note_limitation(self, handle: RunningTask, status: Optional[int]) -> None:
         if self.limitation is not None:

@@ -41,17 +41,6 @@ def wait_readable(fds, timeout):
     return True
 
 
-def first_readable(fds, timeout=None):
-    """The first fd of ``fds`` that is readable once one is (earlier ones
-    first when several are), waiting at most ``timeout`` seconds (None: no
-    limit); None when none turned readable in time."""
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    ready = {fd for fd, _ in poller.poll(None if timeout is None else max(0.0, timeout) * 1000)}
-    return next((fd for fd in fds if fd in ready), None)
-
-
 def kill_and_wait(pids, timeout):
     """SIGKILL each of ``pids`` and wait (at most ``timeout`` seconds) until
     they have ended. True when they have; False on timeout or where pidfds

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from .fs_isolation import hide_script, unshare_argv
 from .netns import ip_command
-from .pidfd import first_readable, open_pidfd, wait_readable
+from .pidfd import open_pidfd, wait_readable
 from .users import open_log, switched
 
 
@@ -161,23 +161,6 @@ class ProcessTask(GroupLeaderTask):
             self._pidfd = open_pidfd(popen.pid)    # not reaped yet: it exists
         except ProcessLookupError:
             self._pidfd = None
-
-    @property
-    def waits_on_exit(self):
-        """Whether a wait wakes at the exit itself (a pidfd), so that
-        ``wait_or`` can wait on another fd too."""
-        return self._pidfd is not None or self.popen.returncode is not None
-
-    def wait_or(self, fd, timeout):
-        """As ``wait(timeout)``, but None as soon as ``fd`` turns readable
-        while the process runs (``waits_on_exit`` only: else ValueError)."""
-        if self.popen.returncode is not None:
-            return self.popen.returncode
-        if self._pidfd is None:
-            raise ValueError("no pidfd to wait on beside fd %d" % fd)
-        if first_readable([self._pidfd, fd], timeout) != self._pidfd:
-            return None
-        return self.wait()
 
     def wait(self, timeout=None):
         if self.popen.returncode is not None:
