@@ -461,16 +461,22 @@ def test_task_group_shares_a_sandbox_volume(make_local_master, clients):
     wait_gone(master)
 
 
+def second_user():
+    """``nobody``, the local user the tests switch to (skipped without root
+    or without that user)."""
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    try:
+        return pwd.getpwnam("nobody").pw_name
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+
+
 def test_a_group_of_another_user_runs_in_sandboxes_given_to_it(make_local_master, clients):
     """A group of a second local user (``nobody``): each nested sandbox is
     that user's (made and given below the executor's sandbox, which the
     user owns: sandbox_dirs.make_sandbox), and so is the PARENT volume."""
-    if os.geteuid() != 0:
-        pytest.skip("switching users needs root")
-    try:
-        user = pwd.getpwnam("nobody").pw_name
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
+    user = second_user()
     master = make_local_master()
     client = clients(master, user=user)
     offer = client.next_offers()[0]
@@ -599,12 +605,7 @@ def test_no_root_submissions_covers_executors_and_groups(make_local_master, clie
     """With root submissions refused, an executor's ``command.user`` root
     (the local authorizer's RUN_TASK user after the task's own) refuses its
     task, and a group with a task of root is refused whole."""
-    if os.geteuid() != 0:
-        pytest.skip("switching users needs root")
-    try:
-        user = pwd.getpwnam("nobody").pw_name
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
+    user = second_user()
     master = make_local_master(root_submissions=False)
     client = clients(master, user=user)
     offer = client.next_offers()[0]
