@@ -54,8 +54,8 @@ from .containerizer.planning import (
     plan_executor,
     plan_task,
 )
-from .containerizer.sandbox_dirs import DIRECTORY, LinkFound, open_below
-from .containerizer.users import SANDBOX_MODE, UserError
+from .containerizer.sandbox_dirs import DIRECTORY, LinkFound, give_directory, open_below
+from .containerizer.users import UserError
 from .durations import stringify_duration
 from .errors import CallError
 from .records import Executor, Task, mesos_id
@@ -460,10 +460,8 @@ class Executors:
                     raise OSError("SANDBOX_PATH volume %r leads out of the sandbox"
                                   % path) from None
                 try:
-                    if made:   # give_sandbox's, on the descriptor
-                        os.fchmod(fd, SANDBOX_MODE)
-                        if run_as is not None:
-                            os.fchown(fd, run_as.uid, run_as.gid)
+                    if made:
+                        give_directory(fd, run_as)
                 finally:
                     os.close(fd)
                 os.symlink(os.path.join(base, path), container_path, dir_fd=own)

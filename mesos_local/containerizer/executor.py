@@ -198,7 +198,7 @@ class TaskProcess:
         (src/slave/containerizer/fetcher.cpp): there for whoever reads it."""
         try:
             log_fd = open_log(self.launch.stderr_path, self.launch.run_as,
-                              create=self.launch.sandbox_below is None)
+                              create=self.launch.creates_logs)
             with os.fdopen(log_fd, "a", encoding="utf-8") as err:
                 err.write(text + "\n")
         except OSError:

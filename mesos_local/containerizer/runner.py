@@ -48,6 +48,14 @@ class TaskLaunch:
     sandbox_below: Optional[str] = None
 
     @property
+    def creates_logs(self):
+        """Whether a missing stdout or stderr may be created at its path: in
+        the agent's own tree. A nested container's exist (its sandbox's
+        preparation made them): none is created through a link its group's
+        tasks planted since."""
+        return self.sandbox_below is None
+
+    @property
     def stdout_path(self):
         return os.path.join(self.sandbox, "stdout")
 
@@ -100,9 +108,7 @@ class ProcessRunner:
             else None
         # A task of another user has its paths hidden by the switching step.
         before = hide if launch.run_as is not None else None
-        # A nested container's files exist (sandbox_dirs.make_sandbox): none
-        # is created through a link its group's tasks planted since.
-        create = launch.sandbox_below is None
+        create = launch.creates_logs
         with switched(launch.run_as, launch.env, launch.argv(), before) as (argv, env, fds), \
                 os.fdopen(open_log(launch.stdout_path, launch.run_as, create), "ab") as out, \
                 os.fdopen(open_log(launch.stderr_path, launch.run_as, create), "ab") as err:

@@ -3,8 +3,7 @@
 
 import socket
 
-# typing is for the checkers only (mypy takes TYPE_CHECKING as true): the task
-# entry imports this module, and typing costs a task's start a few ms.
+# typing for the checkers only, as in protocol/wire.py (the task entry imports this).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Union

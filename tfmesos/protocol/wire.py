@@ -49,7 +49,6 @@ _LENGTH = struct.Struct("!I")
 _SEQUENCE = struct.Struct("!QH")
 
 
-
 class WireError(Exception):
     """A frame is malformed, oversized or not authentic."""
 
