@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -20,7 +21,7 @@ from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import task_info
 
-from mesos_local.containerizer import cgroups
+from mesos_local.containerizer import cgroups, runner
 from mesos_local.containerizer.cgroup_limits import (
     Limits,
     memory_limit_message,
@@ -257,6 +258,59 @@ def test_task_over_its_memory_is_failed_with_mesos_reason(make_local_master, cli
     while _task_dirs(master) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _task_dirs(master) == []      # removed with their tasks
+
+
+@needs_cgroups
+@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfds", "no-pidfds"])
+def test_a_task_whose_child_the_oom_killer_took_is_killed_whole(make_local_master, clients,
+                                                                monkeypatch, pidfds):
+    # The shell outlives its OOM-killed child: the task ends once the OOM
+    # count moved, as a Mesos container is destroyed, not after its sleep;
+    # the agent's OOM watch sees it while the task's thread waits for the
+    # exit, with a pidfd or without one (an older kernel, a seccomp filter).
+    if not pidfds:
+        monkeypatch.setattr(runner, "open_pidfd", lambda pid: None)
+    master = make_local_master(**ISOLATED)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("parent", offer, "%s; sleep 600" % HOG, mem=64)])
+    failed = client.wait_state("parent", "TASK_FAILED", timeout=60)
+    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
+    assert failed["message"].startswith("Memory limit exceeded: Requested: 64MB Maximum Used: ")
+
+
+@needs_cgroups
+def test_running_tasks_oom_counts_are_read_by_one_watch_not_a_thread_each(
+        make_local_master, clients, monkeypatch, tmp_path):
+    # Each task's thread only waits for its exit: one thread of the agent
+    # looks at every running task's count (a timed wait per task woke 210
+    # tasks' threads 840 times a second).
+    readers = []
+    real = cgroups.TaskCgroups.oom_kills
+    monkeypatch.setattr(cgroups.TaskCgroups, "oom_kills", lambda self: readers.append(
+        (threading.current_thread().name, self.memory_dir)) or real(self))
+    master = make_local_master(**ISOLATED)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    names = ["calm%d" % i for i in range(3)]
+    for name in names:
+        os.mkfifo(str(tmp_path / name))
+    client.launch(offer, [task_info(name, offer, "read x < %s" % (tmp_path / name), mem=64)
+                          for name in names])
+    for name in names:
+        client.wait_state(name, "TASK_RUNNING")
+    deadline = time.monotonic() + 60
+    while len({directory for _, directory in readers}) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    while_running = list(readers)   # (each task's thread reads once more at its exit)
+    for name in names:
+        with open(str(tmp_path / name), "w") as writer:
+            writer.write("go\n")
+    for name in names:
+        assert client.wait_state(name, "TASK_FINISHED")["message"] == \
+            "Command exited with status 0"
+    assert len({directory for _, directory in while_running}) == 3, readers   # each watched
+    assert {thread for thread, _ in while_running} == {"oom-watch"}
 
 
 @needs_cgroups

@@ -28,6 +28,7 @@ import time
 from typing import Optional
 
 from .fetcher import FetchError, fetch_uris
+from .oom_watch import OOM_WATCH
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .resource_usage import process_group_usage
 from .runner import ProcessRunner, RunnerError, RunningTask
@@ -36,7 +37,6 @@ from .users import UserError, open_log, sandbox_message
 
 log = logging.getLogger(__name__)
 
-LIMITATION_POLL = 0.25    # seconds between looks at an isolated task's OOM count
 # Tasks being started at once (cgroups, the runner's launch; not their
 # fetch, which Mesos runs in a process of its own), in this process: a Mesos agent launches containers on
 # libprocess' worker threads, max(8, cores) of them
@@ -224,18 +224,25 @@ class TaskProcess:
     def _wait(self, handle: RunningTask) -> Optional[int]:
         """The exit status of the task (its ``handle``); an isolated task
         whose memory cgroup saw the OOM killer is killed whole at once
-        (Mesos' limitation)."""
+        (Mesos' limitation) by the agent's OOM watch."""
         if self.cgroups is None:
             return handle.wait()
-        while True:
-            status = handle.wait(LIMITATION_POLL)
-            if status is not None:
-                return status
-            if self.limitation is None:
-                self.limitation = self.cgroups.limitation()
-                if self.limitation is not None:
-                    log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
-                    self.cgroups.kill()
+        OOM_WATCH.watch(self, self._look_for_limitation)
+        try:
+            return handle.wait()
+        finally:
+            OOM_WATCH.forget(self)
+
+    def _look_for_limitation(self) -> bool:
+        """The OOM watch's look (``oom_watch``): kill the task once its
+        memory cgroup saw the OOM killer; True then (nothing more to watch)."""
+        cgroups = self.cgroups
+        if self.limitation is None and cgroups is not None:
+            self.limitation = cgroups.limitation()
+            if self.limitation is not None:
+                log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
+                cgroups.kill()
+        return self.limitation is not None
 
     def _note_limitation(self, handle: RunningTask, status: Optional[int]) -> None:
         if self.limitation is not None:

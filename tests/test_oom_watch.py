@@ -1,0 +1,55 @@
+"""The agent's one OOM watch (``mesos_local/containerizer/oom_watch.py``):
+every watched look runs from its thread until it says done or is
+forgotten, a failing look does not blind it to the others, and the thread
+ends once nothing is watched."""
+
+import threading
+import time
+
+from mesos_local.containerizer.oom_watch import OomWatch
+
+
+def wait_until(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_looks_run_until_done_or_forgotten_and_the_thread_ends_with_them():
+    watch = OomWatch(interval=0.01)
+    calls = {"done": 0, "forgotten": 0, "broken": 0}
+    threads = set()
+
+    def done_at_third():
+        threads.add(threading.current_thread().name)
+        calls["done"] += 1
+        return calls["done"] == 3
+
+    def never_done():
+        calls["forgotten"] += 1
+        return False
+
+    def broken():
+        calls["broken"] += 1
+        raise OSError("cgroup gone")
+
+    watch.watch("a", done_at_third)
+    watch.watch("b", never_done)
+    watch.watch("c", broken)
+    wait_until(lambda: calls["done"] == 3 and calls["forgotten"] >= 3)
+    thread = watch._thread          # alive while "b" is watched
+    assert thread is not None
+    watch.forget("b")
+    thread.join(30)
+    assert not thread.is_alive() and watch._thread is None
+    assert calls["done"] == 3        # not looked at once done
+    assert calls["broken"] == 1      # a failing look is dropped, the others go on
+    assert threads == {"oom-watch"}
+    release = threading.Event()
+    watch.watch("d", lambda: release.wait(30))   # a new watch starts a new thread
+    second = watch._thread
+    assert second is not None and second is not thread
+    release.set()
+    second.join(30)
+    assert not second.is_alive() and watch._thread is None
