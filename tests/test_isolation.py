@@ -56,6 +56,18 @@ HOG = hog()
 
 # -- pure parts -----------------------------------------------------------------------
 
+def test_a_count_is_read_by_its_whole_key(tmp_path):
+    path = str(tmp_path / "memory.oom_control")
+    for text, expected in (("oom_kill_disable 1\nunder_oom 0\noom_kill 3\n", 3),
+                           ("oom_kill 7", 7),                       # no final newline
+                           ("oom_kill_disable 0\nunder_oom 0\n", None),   # a kernel before 4.13
+                           ("oom_kill many\n", None)):
+        with open(path, "w") as handle:
+            handle.write(text)
+        assert cgroups._read_count(path, b"oom_kill") == expected, text
+    assert cgroups._read_count(str(tmp_path / "gone"), b"oom_kill") is None
+
+
 def test_parse_isolation_takes_mesos_names():
     assert parse_isolation("cgroups/cpu,cgroups/mem") == ("cgroups/cpu", "cgroups/mem")
     assert parse_isolation("cgroups/mem, cgroups/mem") == ("cgroups/mem",)
@@ -176,9 +188,13 @@ def test_layouts_v1_and_v2_write_the_limits(tmp_path, monkeypatch):
     (tmp_path / "v2" / "t" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\n"
                                                          "oom_kill 0\n")
     reads = []
-    read = cgroups._read
+    read, read_count = cgroups._read, cgroups._read_count
     monkeypatch.setattr(cgroups, "_read", lambda path: reads.append(os.path.basename(path))
                         or read(path))
+    monkeypatch.setattr(cgroups, "_read_count", lambda path, key: reads.append(
+        os.path.basename(path)) or read_count(path, key))
+    assert task.oom_kills() == 0
+    reads.clear()
     assert task.limitation() is None
     # Polled for every running task: while no OOM kill happened, one read.
     assert reads == ["memory.events"]
