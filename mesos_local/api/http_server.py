@@ -56,6 +56,7 @@ from . import endpoints, files, operator, proto, routes, validation
 from .auth import CHALLENGE, OPERATOR_CHALLENGE, OPERATOR_UNAUTHORIZED_MESSAGE, UNAUTHORIZED_MESSAGE
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
+from .serve_stop import stop_serving
 from .state_json import VERSION
 from .stream import ABORTED, CLIENT_GONE, CLOSED, OVERFLOWED
 
@@ -159,22 +160,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
     def stop(self):
         if self._thread is not None:
-            # serve_forever() looks at its shutdown flag between polls (every
-            # 50 ms): set the flag, then wake its select() with a connection
-            # so that it ends now (socketserver checks the flag right after
-            # select, bpo-35017) instead of at the next poll.
-            self._BaseServer__shutdown_request = True
-            # The address as bytes: getaddrinfo encodes a str host with the
-            # idna codec (CPython Modules/socketmodule.c, socket_getaddrinfo),
-            # whose imports (stringprep, unicodedata) every stop paid for.
-            wake = self.url_host.strip("[]").encode("ascii")
-            try:
-                socket.create_connection((wake, self.server_port),  # type: ignore[arg-type]
-                                         timeout=1).close()   # (typeshed: a str host only)
-            except OSError:
-                pass
-            self.shutdown()
-            self._thread.join(5)
+            stop_serving(self, self._thread)
         self.deadlines.stop()
         self.server_close()
         self.end_connections()

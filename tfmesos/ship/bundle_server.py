@@ -33,6 +33,8 @@ import sys
 import threading
 from typing import Optional
 
+from mesos_local.api.serve_stop import stop_serving
+
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
 
@@ -94,9 +96,7 @@ class BundleServer:
 
     def stop(self):
         """Stop serving (idempotent): the port closes, open downloads end."""
-        self._server.close()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(5)
+        self._server.close(self._thread)
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -165,11 +165,13 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         else:
             logger.error("bundle server: serving %s failed", client_address[0], exc_info=True)
 
-    def close(self):
+    def close(self, thread):
+        """Stop ``serve_forever`` (run by ``thread``) at once, and the connections."""
         if self._closing.is_set():
             return
         self._closing.set()
-        self.shutdown()
+        if thread is not threading.current_thread():
+            stop_serving(self, thread)
         self.server_close()
         with self._active_lock:
             active = list(self._active)
