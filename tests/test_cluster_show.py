@@ -295,7 +295,7 @@ def test_a_record_that_is_no_run_json_or_too_large_is_one_line(
 def test_a_followed_scheduler_is_read_quickly_while_its_output_grows():
     # Its lines within QUICK_POLL (a poll of a second put them half a second
     # behind on average), the agent asked less often while it is quiet.
-    assert next_poll(1.0, True, 1.0) == QUICK_POLL <= 0.25
+    assert next_poll(1.0, True, 1.0) == QUICK_POLL <= 0.1
     waits = [QUICK_POLL]
     for _ in range(5):
         waits.append(next_poll(waits[-1], False, 1.0))

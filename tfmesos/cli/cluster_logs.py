@@ -41,7 +41,7 @@ from .cluster_runs import framework_of
 
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
-QUICK_POLL = 0.2          # seconds between reads of a scheduler's output that grows
+QUICK_POLL = 0.1          # seconds between reads of a scheduler's output that grows
 SCHEDULER = "scheduler"   # what ``tfmesos logs RUN scheduler`` calls a detached run's scheduler
 
 
