@@ -14,6 +14,7 @@ from tfrun_helpers import REPO
 # The package's face (its __init__ and the lazy names it hands out) and the
 # protocol both sides speak.
 ALLOWED = {"tfmesos", "tfmesos.lazy_exports", "tfmesos.protocol", "tfmesos.protocol.wire",
+           "tfmesos.protocol.hmac_sha256",
            "tfmesos.protocol.hostport", "tfmesos.protocol.task_env",
            "tfmesos.protocol.metric_points"}
 PROBE = ("import json, sys; before = set(sys.modules); import tfmesos.task.__main__; "

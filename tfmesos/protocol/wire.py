@@ -20,13 +20,13 @@ answers ``{"type": "register", ...}`` (its frame 0), after which both ends
 """
 
 import collections
-import hashlib
-import hmac
 import json
 import os
 import socket
 import struct
 import time
+
+from .hmac_sha256 import compare_digest, hmac_sha256
 
 # typing is for the checkers only (mypy takes TYPE_CHECKING as true): the task
 # entry imports this module, and typing costs a task's start a few ms.
@@ -72,7 +72,7 @@ def mac_input(context: Context, body: bytes) -> bytes:
 
 
 def mac(secret: bytes, context: Context, body: bytes) -> bytes:
-    return hmac.new(secret, mac_input(context, body), hashlib.sha256).digest()
+    return hmac_sha256(secret, mac_input(context, body))
 
 
 def encode(secret: bytes, context: Context, message: Message) -> bytes:
@@ -87,7 +87,7 @@ def encode(secret: bytes, context: Context, message: Message) -> bytes:
 def decode(secret: bytes, context: Context, payload: bytes) -> Message:
     """The message of an authentic frame ``payload`` (after the length) in ``context``."""
     digest, body = payload[:MAC_SIZE], payload[MAC_SIZE:]
-    if not hmac.compare_digest(digest, mac(secret, context, body)):
+    if not compare_digest(digest, mac(secret, context, body)):
         raise WireError("bad message authentication code (forged, replayed or misplaced frame)")
     return parse(body)
 
