@@ -70,7 +70,9 @@ these names (tests/test_import_graph.py holds tfmesos to it):
   ``--isolation=cgroups/cpu,cgroups/mem``) and ``isolation_problem(isolators)``
   (why this machine cannot, or None), ``docker_host_error(environ)`` (a
   ``$DOCKER_HOST`` that names no engine), ``generate_credentials()`` (a
-  one-time (principal, secret) for ``credentials``);
+  one-time (principal, secret) for ``credentials``), ``stop_serving(server,
+  thread)`` (a ``socketserver`` server's loop ended at once, not at its next
+  poll: the master's, tfmesos' bundle server);
 * ``docker_engine``: the small Docker engine client the Docker runner uses
   (``connect``, ``ensure_image``, ``attach``, ``pump_output``,
   ``remove_container``, ``one_line``), a public submodule.
@@ -82,6 +84,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:   # what the names are, for type checkers (``X as X``: re-exported)
     from .agent import AgentSpec as AgentSpec
     from .api.auth import generate_credentials as generate_credentials
+    from .api.serve_stop import stop_serving as stop_serving
     from .command_line import main as main
     from .containerizer import docker_engine as docker_engine
     from .containerizer.cgroup_limits import ISOLATORS as ISOLATORS
@@ -124,6 +127,7 @@ _EXPORTS = {
     "isolation_problem": (".containerizer.cgroups", "isolation_problem"),
     "docker_host_error": (".docker_host", "docker_host_error"),
     "generate_credentials": (".api.auth", "generate_credentials"),
+    "stop_serving": (".api.serve_stop", "stop_serving"),
     "docker_engine": (".containerizer.docker_engine", None),
 }
 __all__ = sorted(_EXPORTS)

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from tfmesos.protocol.hmac_sha256 import compare_digest, hmac_sha256
+from tfmesos.protocol import hmac_sha256 as module
+from tfmesos.protocol.hmac_sha256 import builtin_hmac_sha256, compare_digest, hmac_sha256
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,6 +29,7 @@ VECTORS = [
 
 @pytest.mark.parametrize("key,message,expected", VECTORS)
 def test_rfc_4231_vectors(key, message, expected):
+    assert builtin_hmac_sha256(key, message).hex() == expected
     assert hmac_sha256(key, message).hex() == expected
 
 
@@ -35,8 +37,17 @@ def test_the_same_mac_as_the_hmac_module():
     for key_size in (0, 1, 32, 63, 64, 65, 200):
         for message_size in (0, 1, 100, 5000):
             key, message = os.urandom(key_size), os.urandom(message_size)
-            assert hmac_sha256(key, message) == \
+            assert builtin_hmac_sha256(key, message) == \
                 hmac.new(key, message, hashlib.sha256).digest(), (key_size, message_size)
+
+
+def test_openssl_makes_the_mac_once_something_loaded_it(monkeypatch):
+    # This process has loaded it (pytest imports hashlib): hmac.digest.
+    monkeypatch.setattr(module, "_openssl_digest", None)
+    assert "_hashlib" in sys.modules
+    key, message = os.urandom(32), os.urandom(1000)
+    assert hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).digest()
+    assert module._openssl_digest is hmac.digest
 
 
 def test_compare_digest_tells_equal_from_different():

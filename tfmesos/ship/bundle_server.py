@@ -33,7 +33,7 @@ import sys
 import threading
 from typing import Optional
 
-from mesos_local.api.serve_stop import stop_serving
+from mesos_local import stop_serving
 
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
