@@ -37,7 +37,6 @@ import hmac
 import logging
 import os
 import secrets
-import uuid
 
 from .api.operator_json import agent_info, event_task_added
 from .api.stream import Subscription
@@ -58,6 +57,7 @@ from .containerizer.sandbox_dirs import DIRECTORY, LinkFound, give_directory, op
 from .containerizer.users import UserError
 from .durations import stringify_duration
 from .errors import CallError
+from .ids import uuid4_text
 from .records import Executor, Task, mesos_id
 from .resources import ResourceError, Resources
 from .resources import parse as parse_resources
@@ -389,7 +389,7 @@ class Executors:
             # A nested container: its own id and sandbox under the executor's
             # (containerizer/mesos/paths.cpp getSandboxPath), linked from
             # tasks/<task id> as the default executor links it.
-            task.container_id = str(uuid.uuid4())
+            task.container_id = uuid4_text()
             task.sandbox = os.path.join(executor.sandbox, "containers", task.container_id)
         else:
             task.container_id = executor.container_id   # its tasks run in its container

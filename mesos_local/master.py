@@ -46,7 +46,6 @@ import os
 import shutil
 import threading
 import time
-import uuid
 from typing import Optional
 
 from .agent import LATEST, Agent, AgentSpec
@@ -70,6 +69,7 @@ from .errors import CallError, LocalMasterError
 from .executors import REGISTRATION_TIMEOUT, SHUTDOWN_GRACE_PERIOD, Executors
 from .faults import FaultInjection
 from .frameworks import Frameworks
+from .ids import uuid4_text
 from .loop import MasterLoop
 from .records import Records
 from .subscribers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_SUBSCRIBERS
@@ -262,7 +262,7 @@ class LocalMaster(FaultInjection):
         self.hub_url = None
         self._hub_http: Optional[MasterHTTPServer] = None
         self._network_lock = threading.Lock()
-        self.id = str(uuid.uuid4())
+        self.id = uuid4_text()
         self.url = None
         self.work_dir = work_dir
         self.master_info = None

@@ -6,10 +6,10 @@ holds of each framework, offer, task and unacknowledged status update.
 import collections
 import threading
 import time
-import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Optional
 
+from .ids import uuid4_text
 from .subscribers import Subscribers
 
 if TYPE_CHECKING:   # the stream imports nothing of the records; only its type is named here
@@ -157,7 +157,7 @@ class Task:
         self.role = role
         self.gpu_ids = []
         self.sandbox = None
-        self.container_id = str(uuid.uuid4())   # as an agent's containerizer names it
+        self.container_id = uuid4_text()   # as an agent's containerizer names it
         self.agent_ip = agent.ip
         self.proc = None
         self.executor: Optional[Executor] = None   # a custom executor's task: that executor
@@ -208,7 +208,7 @@ class Executor:
         self.resources = resources       # its own, beside its tasks'
         self.role = role
         self.plan = plan                 # planning.TaskPlan of its command
-        self.container_id = str(uuid.uuid4())
+        self.container_id = uuid4_text()
         self.sandbox: Optional[str] = None
         self.gpu_ids: list[str] = []
         self.state = "REGISTERING"

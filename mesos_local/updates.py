@@ -17,9 +17,9 @@ TASK_UPDATED event for each new state, with the task's latest state.
 import base64
 import logging
 import time
-import uuid
 
 from .api.operator_json import event_task_updated
+from .ids import uuid4_bytes
 from .records import TERMINAL_STATES, Update, mesos_id
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class StatusUpdates:
         if not with_uuid:
             raw = None
         else:
-            raw = raw if raw is not None else uuid.uuid4().bytes
+            raw = raw if raw is not None else uuid4_bytes()
             status["uuid"] = base64.b64encode(raw).decode("ascii")
             # An agent adds this to every update (Slave::_statusUpdate,
             # src/slave/slave.cpp): Mesos-DNS and Marathon read task IPs here.

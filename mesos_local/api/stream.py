@@ -26,7 +26,8 @@ import select
 import socket
 import threading
 import time
-import uuid
+
+from ..ids import uuid4_text
 
 HEARTBEAT = {"type": "HEARTBEAT"}
 
@@ -51,7 +52,7 @@ class Subscription:
 
     def __init__(self, framework_id, heartbeat_interval, max_queued=None, first=()):
         self.framework_id = framework_id
-        self.stream_id = str(uuid.uuid4())
+        self.stream_id = uuid4_text()
         self.heartbeat_interval = heartbeat_interval
         self.max_queued = max_queued
         self._lock = threading.Lock()

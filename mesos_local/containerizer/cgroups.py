@@ -49,7 +49,6 @@ import os
 import re
 import signal
 import time
-import uuid
 from typing import Optional
 
 from ..cleanup import children as _children
@@ -57,6 +56,7 @@ from ..cleanup import process_start as _process_start
 from ..cleanup import remove_dir as _remove_dir
 from ..cleanup import remove_master_cgroups
 from ..errors import LocalMasterError
+from ..ids import uuid4_bytes
 from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
 from .pidfd import kill_and_wait
 
@@ -384,7 +384,7 @@ class Isolator:
         self.enable_cfs = bool(enable_cfs)
         self.layout = Layout.detect(self.isolators, mounts_text)
         start = _process_start(os.getpid())
-        self.name = "%d-%d-%s" % (os.getpid(), start or 0, uuid.uuid4().hex[:8])
+        self.name = "%d-%d-%s" % (os.getpid(), start or 0, uuid4_bytes().hex()[:8])
         self.directories = {}    # hierarchy -> this master's directory
         self._runs = {}          # task directory name -> runs so far
 

@@ -38,7 +38,6 @@ import logging
 import re
 import signal
 import threading
-import uuid
 
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
 from mesos_local.containerizer.docker_engine import (
@@ -52,6 +51,7 @@ from mesos_local.containerizer.docker_engine import (
     remove_container,
 )
 from mesos_local.containerizer.runner import RunnerError, RunningTask
+from mesos_local.ids import uuid4_bytes
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
            "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL"]
@@ -322,7 +322,7 @@ def _runner_errors():
 
 def _container_name(task_id):
     safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", task_id).strip("-.")[:100]
-    return "mesos-local-%s-%s" % (safe or "task", uuid.uuid4().hex[:8])
+    return "mesos-local-%s-%s" % (safe or "task", uuid4_bytes().hex()[:8])
 
 
 class DockerRunner:
