@@ -21,7 +21,7 @@ from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import task_info
 
-from mesos_local.containerizer import cgroups, runner
+from mesos_local.containerizer import cgroups, executor, runner
 from mesos_local.containerizer.cgroup_limits import (
     Limits,
     memory_limit_message,
@@ -277,15 +277,20 @@ def test_task_over_its_memory_is_failed_with_mesos_reason(make_local_master, cli
 
 
 @needs_cgroups
-@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfds", "no-pidfds"])
+@pytest.mark.parametrize("way", ["pidfds", "no-pidfds", "no-watch-thread"])
 def test_a_task_whose_child_the_oom_killer_took_is_killed_whole(make_local_master, clients,
-                                                                monkeypatch, pidfds):
+                                                                monkeypatch, way):
     # The shell outlives its OOM-killed child: the task ends once the OOM
     # count moved, as a Mesos container is destroyed, not after its sleep;
     # the agent's OOM watch sees it while the task's thread waits for the
-    # exit, with a pidfd or without one (an older kernel, a seccomp filter).
-    if not pidfds:
+    # exit, with a pidfd or without one (an older kernel, a seccomp filter);
+    # where the watch's thread cannot start, the task's own thread looks.
+    if way == "no-pidfds":
         monkeypatch.setattr(runner, "open_pidfd", lambda pid: None)
+    if way == "no-watch-thread":
+        def no_thread(key, look):
+            raise RuntimeError("can't start new thread")
+        monkeypatch.setattr(executor.OOM_WATCH, "watch", no_thread)
     master = make_local_master(**ISOLATED)
     client = clients(master)
     offer = client.next_offers()[0]

@@ -6,6 +6,9 @@ ends once nothing is watched."""
 import threading
 import time
 
+import pytest
+
+from mesos_local.containerizer.executor import TaskProcess
 from mesos_local.containerizer.oom_watch import OomWatch
 
 
@@ -53,3 +56,42 @@ def test_looks_run_until_done_or_forgotten_and_the_thread_ends_with_them():
     release.set()
     second.join(30)
     assert not second.is_alive() and watch._thread is None
+
+
+def test_a_watch_whose_thread_cannot_start_says_so_and_keeps_nothing(monkeypatch):
+    watch = OomWatch(interval=0.01)
+
+    def refused(thread):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    with pytest.raises(RuntimeError):
+        watch.watch("a", lambda: False)
+    assert watch._looks == {} and watch._thread is None
+    monkeypatch.undo()
+    release = threading.Event()
+    watch.watch("b", lambda: release.wait(30))   # a thread starts once one can
+    thread = watch._thread
+    assert thread is not None
+    release.set()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+class FoundNothing:
+    def limitation(self, status=None):
+        return None
+
+    def kill(self):
+        raise AssertionError("nothing to kill")
+
+
+def test_a_late_look_never_unsets_the_limitation_found_at_the_exit():
+    # The task's thread found it (its exit status, a count that moved after
+    # the watch read it); a look already running reads nothing and must not
+    # overwrite it with None.
+    proc = TaskProcess.__new__(TaskProcess)
+    proc.cgroups, proc.limitation = FoundNothing(), "Memory limit exceeded: ..."
+    assert proc._look_for_limitation() is True
+    assert proc.limitation == "Memory limit exceeded: ..."
+    proc.limitation = None
+    assert proc._look_for_limitation() is False and proc.limitation is None

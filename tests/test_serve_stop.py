@@ -75,3 +75,13 @@ def test_a_wildcard_server_is_woken_on_its_loopback(family, host, v6_only, woken
         assert handled == []         # the waking connection is never handled
     finally:
         server.server_close()
+
+
+def test_stopping_a_closed_server_again_is_harmless():
+    server = socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, args=(AN_HOUR,), daemon=True)
+    thread.start()
+    stop_serving(server, thread)
+    server.server_close()
+    stop_serving(server, thread)     # its socket is closed: no wake, no error
+    assert not thread.is_alive()

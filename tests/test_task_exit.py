@@ -124,8 +124,9 @@ def test_without_pidfd_open_a_timed_wait_still_works(tmp_path, monkeypatch, miss
 
 @needs_pidfd
 def test_an_isolated_task_exit_is_noticed_without_a_sleep_loop(tmp_path, waits_with_timeout):
-    # TaskProcess._wait looks at the OOM count between timed waits; those
-    # waits end at the task's exit, not at the next step of a sleep loop.
+    # An isolated task's thread waits for its exit with no timeout (the
+    # agent's OOM watch looks at its count): it ends at the exit, not at the
+    # next step of a sleep loop.
     isolator = start_isolator()
     fifo = str(tmp_path / "go")
     os.mkfifo(fifo)

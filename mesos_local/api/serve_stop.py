@@ -27,8 +27,8 @@ def stop_serving(server, thread, timeout=5.0):
     """End ``server.serve_forever()``, which runs on ``thread`` (not this
     one), and wait (at most ``timeout`` s) for ``thread``."""
     server._BaseServer__shutdown_request = True
-    host, port = wake_address(server)
     try:
+        host, port = wake_address(server)   # OSError: its socket is closed already
         # The address as bytes: getaddrinfo encodes a str host with the
         # idna codec (CPython Modules/socketmodule.c, socket_getaddrinfo),
         # whose imports (stringprep, unicodedata) every stop paid for.

@@ -28,7 +28,7 @@ import time
 from typing import Optional
 
 from .fetcher import FetchError, fetch_uris
-from .oom_watch import OOM_WATCH
+from .oom_watch import LIMITATION_POLL, OOM_WATCH
 from .process_tree import destroy_task, signal_task, start_ticks, task_processes
 from .resource_usage import process_group_usage
 from .runner import ProcessRunner, RunnerError, RunningTask
@@ -227,7 +227,15 @@ class TaskProcess:
         (Mesos' limitation) by the agent's OOM watch."""
         if self.cgroups is None:
             return handle.wait()
-        OOM_WATCH.watch(self, self._look_for_limitation)
+        try:
+            OOM_WATCH.watch(self, self._look_for_limitation)
+        except RuntimeError as exc:   # no thread for the watch: this one looks
+            log.warning("task %s: no OOM watch (%s): its thread looks every %.2f s",
+                        self.launch.task_id, exc, LIMITATION_POLL)
+            while True:
+                status = handle.wait(LIMITATION_POLL)
+                if status is not None or self._look_for_limitation():
+                    return handle.wait() if status is None else status
         try:
             return handle.wait()
         finally:
@@ -235,12 +243,15 @@ class TaskProcess:
 
     def _look_for_limitation(self) -> bool:
         """The OOM watch's look (``oom_watch``): kill the task once its
-        memory cgroup saw the OOM killer; True then (nothing more to watch)."""
+        memory cgroup saw the OOM killer; True then (nothing more to watch).
+        A look still running as the task ends never unsets what the task's
+        own thread found at its exit (``_note_limitation``)."""
         cgroups = self.cgroups
         if self.limitation is None and cgroups is not None:
-            self.limitation = cgroups.limitation()
-            if self.limitation is not None:
-                log.info("task %s: %s; killing it", self.launch.task_id, self.limitation)
+            found = cgroups.limitation()
+            if found is not None:
+                self.limitation = found
+                log.info("task %s: %s; killing it", self.launch.task_id, found)
                 cgroups.kill()
         return self.limitation is not None
 

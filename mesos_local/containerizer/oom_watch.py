@@ -31,11 +31,17 @@ class OomWatch:
         self._thread = None
 
     def watch(self, key, look):
+        """RuntimeError when the watch's thread cannot start (nothing watched then)."""
         with self._lock:
             self._looks[key] = look
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True, name="oom-watch")
-                self._thread.start()
+                thread = threading.Thread(target=self._run, daemon=True, name="oom-watch")
+                try:
+                    thread.start()
+                except RuntimeError:   # "can't start new thread"
+                    del self._looks[key]
+                    raise
+                self._thread = thread
 
     def forget(self, key):
         with self._lock:

@@ -172,6 +172,8 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self._closing.set()
         if thread is not threading.current_thread():
             stop_serving(self, thread)
+        else:   # its own loop: it ends when this request returns
+            self._BaseServer__shutdown_request = True
         self.server_close()
         with self._active_lock:
             active = list(self._active)
