@@ -13,6 +13,8 @@ from tfrun_helpers import (
     HELLO_ARGS,
     SMALL,
     assert_no_task_processes,
+    dumping_env,
+    exited_or_dumped,
     free_port,
     marked_tasks,
     run_tfrun,
@@ -91,10 +93,11 @@ def test_task_that_always_fails_aborts_within_the_retry_budget():
 
 
 def test_ctrl_c_kills_every_task_and_exits_130():
-    with start_tfrun("-w", "2", "-s", "1", *SMALL, "--", "sleep 600") as proc:
+    with start_tfrun("-w", "2", "-s", "1", *SMALL, "--", "sleep 600",
+                     env=dumping_env()) as proc:
         wait_for_line(proc.stderr, "cluster ready", timeout=60)
         proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        exited_or_dumped(proc, 30)
         assert proc.returncode == 130
         assert "interrupted" in proc.stderr.read()
     assert_no_task_processes()
@@ -103,10 +106,10 @@ def test_ctrl_c_kills_every_task_and_exits_130():
 def test_sigterm_behaves_like_ctrl_c(tmp_path):
     run_dir = tmp_path / "run"
     with start_tfrun("-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",
-                     "sleep 600") as proc:
+                     "sleep 600", env=dumping_env()) as proc:
         wait_for_line(proc.stderr, "cluster ready", timeout=60)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        exited_or_dumped(proc, 30)
         assert proc.returncode == 130
         assert "tfrun: logs and run record: %s" % run_dir in proc.stderr.read()
     assert_no_task_processes()

@@ -106,6 +106,32 @@ def terminated(proc, grace):
         proc.wait()
 
 
+def exited_or_dumped(proc, timeout):
+    """Wait (``timeout`` s) for a ``start_tfrun(..., env=dumping_env())``
+    process to exit; if it does not, SIGABRT makes Python's faulthandler
+    write every thread's stack to its stderr, and the test fails with that
+    (where it hung, not only that it did)."""
+    try:
+        proc.wait(timeout)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(signal.SIGABRT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    dump = proc.stderr.read()
+    raise AssertionError("tfrun did not exit within %s s of the signal; its threads:\n%s"
+                         % (timeout, dump[-12000:]))
+
+
+def dumping_env():
+    """tfrun's environment for ``exited_or_dumped`` (its faulthandler on)."""
+    return dict(os.environ, MESOS_MASTER="", PYTHONFAULTHANDLER="1")
+
+
 def wait_for_line(stream, needle, timeout):
     """Read lines from ``stream`` until one contains ``needle``; returns all read.
     (A reader thread, not select(): a buffered stream may hold several lines
