@@ -187,6 +187,8 @@ def test_layouts_v1_and_v2_write_the_limits(tmp_path, monkeypatch):
     assert (tmp_path / "v2" / "t" / "cpu.weight").read_text() == "79"
     (tmp_path / "v2" / "t" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\n"
                                                          "oom_kill 0\n")
+    (tmp_path / "v2" / "t" / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+    assert task.cpu_seconds() == 2.5
     reads = []
     read, read_count = cgroups._read, cgroups._read_count
     monkeypatch.setattr(cgroups, "_read", lambda path: reads.append(os.path.basename(path))

@@ -56,7 +56,6 @@ from ..cleanup import process_start as _process_start
 from ..cleanup import remove_dir as _remove_dir
 from ..cleanup import remove_master_cgroups
 from ..errors import LocalMasterError
-from ..ids import uuid4_bytes
 from .cgroup_limits import CPU_CFS_PERIOD_US, ISOLATORS, Limits, memory_limit_message
 from .pidfd import kill_and_wait
 
@@ -130,9 +129,10 @@ def _read_int(path):
 
 
 def _read_count(path, key):
-    """The value of ``key`` in a ``key value`` file (None: not there, or
-    the file cannot be read): bytes through one descriptor, no text layer;
-    the OOM watch reads one per running task four times a second."""
+    """The value of ``key`` in a ``key value`` file (memory.events,
+    memory.oom_control, cpu.stat; None: not there, or the file cannot be
+    read): bytes through one descriptor, no text layer; the OOM watch reads
+    one per running task four times a second."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -156,19 +156,6 @@ def _read_count(path, key):
         return int(data[start:end if end != -1 else len(data)])
     except ValueError:
         return None
-
-
-def _read_keyed(path):
-    """``key value`` lines (memory.events, memory.oom_control, cpu.stat)."""
-    values = {}
-    try:
-        for line in _read(path).splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[1].lstrip("-").isdigit():
-                values[parts[0]] = int(parts[1])
-    except OSError:
-        pass
-    return values
 
 
 
@@ -313,7 +300,7 @@ class TaskCgroups:
         if directory is None:
             return None
         if self.layout.version == 2:
-            usec = _read_keyed(os.path.join(directory, "cpu.stat")).get("usage_usec")
+            usec = _read_count(os.path.join(directory, "cpu.stat"), b"usage_usec")
             return None if usec is None else usec / 1e6
         nanoseconds = _read_int(os.path.join(directory, "cpuacct.usage"))
         return None if nanoseconds is None else nanoseconds / 1e9
@@ -384,7 +371,7 @@ class Isolator:
         self.enable_cfs = bool(enable_cfs)
         self.layout = Layout.detect(self.isolators, mounts_text)
         start = _process_start(os.getpid())
-        self.name = "%d-%d-%s" % (os.getpid(), start or 0, uuid4_bytes().hex()[:8])
+        self.name = "%d-%d-%s" % (os.getpid(), start or 0, os.urandom(4).hex())
         self.directories = {}    # hierarchy -> this master's directory
         self._runs = {}          # task directory name -> runs so far
 

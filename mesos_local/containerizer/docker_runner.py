@@ -35,6 +35,7 @@ the command even when it installs no handler.
 
 import contextlib
 import logging
+import os
 import re
 import signal
 import threading
@@ -51,7 +52,6 @@ from mesos_local.containerizer.docker_engine import (
     remove_container,
 )
 from mesos_local.containerizer.runner import RunnerError, RunningTask
-from mesos_local.ids import uuid4_bytes
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
            "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL"]
@@ -322,7 +322,7 @@ def _runner_errors():
 
 def _container_name(task_id):
     safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", task_id).strip("-.")[:100]
-    return "mesos-local-%s-%s" % (safe or "task", uuid4_bytes().hex()[:8])
+    return "mesos-local-%s-%s" % (safe or "task", os.urandom(4).hex())
 
 
 class DockerRunner:
