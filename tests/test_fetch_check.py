@@ -12,6 +12,7 @@ from tfmesos.core.task_ends import refused_fetch
 from tfmesos.ship.fetch_check import (
     BIG,
     REFUSED,
+    TAR_BLOCKING,
     Fetched,
     check_command,
     refusal,
@@ -51,6 +52,18 @@ def test_names_are_quoted_for_the_shell():
     words = shlex.split(text.split("_tfm_c %s" % shlex.quote(name), 1)[1])
     assert words[0] == SHA + ";"
     assert "$(reboot)" not in text.replace(shlex.quote(name), "")
+
+
+def test_a_big_tar_is_extracted_in_big_records_where_tar_takes_them():
+    small = check_command([Fetched("b.tar", SHA, True, BIG - 1)])
+    assert "$_tfm_b" not in small and 'tar -xof "$_tfm_d"/b.tar' in small
+    text = check_command([Fetched("b.tar", SHA, True, BIG), Fetched("e.zip", OTHER, True, BIG)])
+    assert text.count("tar -b %d -cf /dev/null" % TAR_BLOCKING) == 1   # tried once, then used
+    assert 'tar $_tfm_b -xof "$_tfm_d"/b.tar -C "$_tfm_d"' in text
+    assert 'unzip -qo "$_tfm_d"/e.zip' in text
+    # Only an archive it extracts needs it.
+    assert "$_tfm_b" not in check_command([Fetched("b.tar", SHA, False, BIG)])
+    assert unpack_command("b.tar.gz", big=True) == 'tar $_tfm_b -xzof "$_tfm_d"/b.tar.gz -C "$_tfm_d"'
 
 
 @pytest.mark.parametrize("name, command", [

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -31,7 +32,7 @@ from tfmesos.exceptions import SpecError, TFMesosError
 from tfmesos.ship import bundle
 from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
-from tfmesos.ship.fetch_check import Fetched, check_command
+from tfmesos.ship.fetch_check import BIG, TAR_BLOCKING, Fetched, check_command
 from tfmesos.task.bundle_dir import enter_bundle
 from tfmesos.task.connection import TaskError
 
@@ -317,6 +318,40 @@ def test_a_big_file_is_checked_by_openssl_else_by_sha256sum(tmp_path, openssl):
                          path=str(tools))
     assert (result.returncode, result.stderr) == (
         65, "tfmesos: env.tgz sha256 %s != expected %s: refusing to run it\n" % (sha, "0" * 64))
+
+
+# tar as busybox' is (no -b: "invalid option") or GNU tar, either saying
+# how it was called.
+_TAR_WRAPPER = """#!/bin/sh
+echo "$*" >> "{log}"
+{refuse}
+exec {tar} "$@"
+"""
+
+
+@pytest.mark.parametrize("takes_b", [True, False], ids=["gnu-tar", "tar-without-b"])
+def test_a_big_bundle_is_extracted_in_big_records_by_a_tar_that_takes_them(
+        sandbox, tmp_path, takes_b):
+    box, packed = sandbox
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("sha256sum", "openssl", "sh"):
+        os.symlink(shutil.which(tool), tools / tool)
+    log = tmp_path / "tar.log"
+    refuse = "" if takes_b else (
+        'case " $* " in *" -b "*) echo "tar: invalid option -- \'b\'" >&2; exit 1;; esac')
+    (tools / "tar").write_text(_TAR_WRAPPER.format(log=log, refuse=refuse,
+                                                   tar=shutil.which("tar")))
+    (tools / "tar").chmod(0o755)
+    # Its real size is small: what it is said to be chooses the commands.
+    result = run_checked(box, [Fetched(packed.name, packed.sha256, unpack=True, size=BIG)],
+                         path=str(tools))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
+    assert (box / "project" / "mylib" / "util.py").read_text() == "ANSWER = 42\n"
+    calls = log.read_text().splitlines()
+    extract = '-xof %s -C %s' % (box / packed.name, box)
+    assert calls[-1] == ("-b %d " % TAR_BLOCKING if takes_b else "") + extract
+    assert len(calls) == 2    # the try, and the extraction
 
 
 def test_an_agent_without_sha256sum_runs_nothing_it_fetched(tmp_path):

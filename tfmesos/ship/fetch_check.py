@@ -93,19 +93,24 @@ class Fetched:
                              % self.name)
 
 
-def unpack_command(name: str) -> Optional[str]:
+def unpack_command(name: str, big: bool = False) -> Optional[str]:
     """The shell command that extracts the archive ``name`` of the sandbox
     into the sandbox, or None for a name that is no such archive: ``tar``
     (``-o``: owned by the task's user, not by the archive's owners, as the
-    fetcher's libarchive does), ``unzip`` for a zip."""
+    fetcher's libarchive does), ``unzip`` for a zip. ``big``: a tar reads
+    and writes in records of ``$_tfm_b`` (``_BIG_TAR_PRELUDE``)."""
     lower = name.lower()
     path = "%s/%s" % (SANDBOX, shlex.quote(name))
     if lower.endswith(".zip"):
         return "unzip -qo %s -d %s" % (path, SANDBOX)
     for suffix, flag in _TAR:
         if lower.endswith(suffix):
-            return "tar -x%sof %s -C %s" % (flag, path, SANDBOX)
+            return "tar %s-x%sof %s -C %s" % ("$_tfm_b " if big else "", flag, path, SANDBOX)
     return None
+
+
+def _is_tar(name: str) -> bool:
+    return any(name.lower().endswith(suffix) for suffix, _ in _TAR)
 
 
 # The prefix's fixed part: the sandbox, sha256sum's presence, and the check
@@ -129,6 +134,15 @@ _PRELUDE = (
 BIG = 4 << 20
 _BIG_PRELUDE = ('_tfm_f=sha256sum; openssl dgst -sha256 -r </dev/null >/dev/null 2>&1 && '
                 '_tfm_f="openssl dgst -sha256 -r"; ')
+# A big tar is extracted in records of 128 KB where tar takes ``-b`` (GNU
+# tar, bsdtar; busybox' has no ``-b``): GNU tar's default record, 10 KB,
+# makes a read and a write for every 10 KB of the archive, and extracting a
+# 100 MB bundle took 0.11 s of system time against 0.05 s in 128-KB records
+# (each task extracts its own copy: eight tasks on an agent, eight times).
+# Whether ``-b`` is taken is tried once, writing an empty archive nowhere.
+TAR_BLOCKING = 256   # 512-byte blocks a record
+_BIG_TAR_PRELUDE = ('_tfm_b=; tar -b %d -cf /dev/null -T /dev/null >/dev/null 2>&1 && '
+                    '_tfm_b="-b %d"; ' % (TAR_BLOCKING, TAR_BLOCKING))
 
 
 def check_command(files: Iterable[Fetched]) -> str:
@@ -142,13 +156,16 @@ def check_command(files: Iterable[Fetched]) -> str:
     text = [_PRELUDE]
     if any(each.size >= BIG for each in files):
         text.append(_BIG_PRELUDE)
+    if any(each.unpack and each.size >= BIG and _is_tar(each.name) for each in files):
+        text.append(_BIG_TAR_PRELUDE)
     text.extend("_tfm_c %s %s%s; " % (shlex.quote(each.name), each.sha256,
                                       ' "$_tfm_f"' if each.size >= BIG else "")
                 for each in files)
     for each in files:
         if each.unpack:
             text.append('%s || { echo "tfmesos: cannot extract "%s" into the sandbox" >&2; '
-                        'exit 1; }; ' % (unpack_command(each.name), shlex.quote(each.name)))
+                        'exit 1; }; ' % (unpack_command(each.name, each.size >= BIG),
+                                         shlex.quote(each.name)))
     return "".join(text)
 
 
