@@ -13,8 +13,9 @@ import sys
 import zipfile
 
 import pytest
+from zip_imports import zip_imports
 
-from tfmesos.ship import scheduler_side
+from tfmesos.ship import compiled_zip, scheduler_side
 from tfmesos.ship.bundle import ShipError
 from tfmesos.ship.scheduler_side import SCHEDULER_DIR, pack_scheduler_side, scheduler_command
 
@@ -103,32 +104,16 @@ def test_the_zip_holds_the_packages_python_files_under_one_directory(unzipped):
             ("%s/kazoo/tests/" % SCHEDULER_DIR, "%s/kazoo/testing/" % SCHEDULER_DIR))]
 
 
-def test_each_module_s_bytecode_is_checked_by_its_source_s_hash(unzipped):
+def test_each_module_s_bytecode_carries_its_source_s_hash_unchecked(unzipped):
     packed, _ = unzipped
     with zipfile.ZipFile(packed.path) as archive:
         for name in ("tfmesos/core/launch", "mesos_local/master", "addict/addict"):
             source = archive.read("%s/%s.py" % (SCHEDULER_DIR, name))
             pyc = archive.read("%s/%s.pyc" % (SCHEDULER_DIR, name))
-            # PEP 552: magic, flags (hash-based, checked), the source's hash
-            assert pyc[:16] == importlib.util.MAGIC_NUMBER + b"\x03\0\0\0" + \
+            # PEP 552: magic, flags (hash-based, unchecked: the zip's sha256
+            # vouches for both), the source's hash
+            assert pyc[:16] == importlib.util.MAGIC_NUMBER + b"\x01\0\0\0" + \
                 importlib.util.source_hash(source)
-
-
-# Imports the detached scheduler's modules, then says which of them were
-# imported from the zip and which of its sources were compiled meanwhile.
-COMPILED_PROBE = """
-import builtins, json, sys
-root, real, compiled = sys.argv[1], builtins.compile, []
-def counting(source, filename, *args, **kwargs):
-    if str(filename).startswith(root):
-        compiled.append(filename)
-    return real(source, filename, *args, **kwargs)
-builtins.compile = counting
-import tfmesos.cli.detached_scheduler, tfmesos.core.launch, tfmesos.cli.tfrun
-loaded = [name for name, module in list(sys.modules.items())
-          if (getattr(module, "__file__", None) or "").startswith(root)]
-print(json.dumps({"loaded": loaded, "compiled": compiled}))
-"""
 
 
 def test_the_scheduler_imports_its_modules_from_the_zip_compiled_not_from_source(unzipped):
@@ -136,12 +121,10 @@ def test_the_scheduler_imports_its_modules_from_the_zip_compiled_not_from_source
     # and not compiled either (~2 MB of source: 0.25-0.4 s).
     packed, where = unzipped
     root = os.path.join(packed.path, SCHEDULER_DIR)
-    result = subprocess.run([BARE_PYTHON, "-S", "-c", COMPILED_PROBE, root],
-                            capture_output=True, text=True, cwd=where, timeout=120,
-                            env=bare_environment(PYTHONPATH=root, PYTHONDONTWRITEBYTECODE="1"))
-    assert result.returncode == 0, result.stderr
-    found = json.loads(result.stdout.splitlines()[-1])
-    assert len(found["loaded"]) > 30 and found["compiled"] == []
+    found = zip_imports(BARE_PYTHON, root, ("tfmesos.cli.detached_scheduler",
+                                            "tfmesos.core.launch", "tfmesos.cli.tfrun"),
+                        cwd=where, env=bare_environment(PYTHONDONTWRITEBYTECODE="1"))
+    assert len(found["loaded"]) > 30 and found["compiled"] == [] and found["read"] == []
     # A traceback still shows the source's lines (zipimport's get_source,
     # through the module's globals as traceback passes them to linecache).
     failing = ("import linecache, tfmesos.core.launch as m; "
@@ -151,6 +134,10 @@ def test_the_scheduler_imports_its_modules_from_the_zip_compiled_not_from_source
     assert shown.returncode == 0 and shown.stdout.startswith('"""'), shown
 
 
+def cache_directory():
+    return compiled_zip.cache_directory(scheduler_side.CACHE_KIND)
+
+
 def uncompiled(member, source):
     """A stand-in for the compile, where what is compiled does not matter."""
     return [(member + "c", b"")]
@@ -158,14 +145,14 @@ def uncompiled(member, source):
 
 def test_a_second_pack_of_the_same_code_comes_from_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(scheduler_side, "_bytecode", uncompiled)
+    monkeypatch.setattr(compiled_zip, "bytecode", uncompiled)
     first = pack_scheduler_side(str(tmp_path))
-    cached = os.listdir(scheduler_side.cache_directory())
+    cached = os.listdir(cache_directory())
     assert len(cached) == 1 and cached[0].endswith(".zip")
 
     def compiled(*_):
         raise AssertionError("compiled again")
-    monkeypatch.setattr(scheduler_side, "_bytecode", compiled)
+    monkeypatch.setattr(compiled_zip, "bytecode", compiled)
     (tmp_path / "again").mkdir()
     again = pack_scheduler_side(str(tmp_path / "again"))
     assert (again.sha256, again.files, again.size) == (first.sha256, first.files, first.size)
@@ -173,10 +160,10 @@ def test_a_second_pack_of_the_same_code_comes_from_the_cache(monkeypatch, tmp_pa
 
 def test_a_cache_others_can_write_is_not_used(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(scheduler_side, "_bytecode", uncompiled)
+    monkeypatch.setattr(compiled_zip, "bytecode", uncompiled)
     first = pack_scheduler_side(str(tmp_path))
-    (cached,) = os.listdir(scheduler_side.cache_directory())
-    planted = os.path.join(scheduler_side.cache_directory(), cached)
+    (cached,) = os.listdir(cache_directory())
+    planted = os.path.join(cache_directory(), cached)
     with open(planted, "wb") as handle:
         handle.write(b"not the scheduler side")   # e.g. another user's, in a shared cache
     os.chmod(planted, 0o666)
@@ -188,7 +175,7 @@ def test_a_cache_others_can_write_is_not_used(monkeypatch, tmp_path):
     with open(planted, "wb") as handle:
         handle.write(b"not the scheduler side")
     os.chmod(planted, 0o644)
-    os.chmod(scheduler_side.cache_directory(), 0o777)
+    os.chmod(cache_directory(), 0o777)
     assert pack_scheduler_side(str(tmp_path / "again")).sha256 == first.sha256
 
 
@@ -196,7 +183,7 @@ def test_a_cache_that_cannot_be_written_only_costs_a_compile(monkeypatch, tmp_pa
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
-    monkeypatch.setattr(scheduler_side, "_bytecode", uncompiled)
+    monkeypatch.setattr(compiled_zip, "bytecode", uncompiled)
     packed = pack_scheduler_side(str(tmp_path))
     assert os.path.isfile(packed.path) and packed.files > 150
 
@@ -206,9 +193,19 @@ def test_packing_is_reproducible(unzipped, monkeypatch, tmp_path):
     no_cache = tmp_path / "not-a-directory"   # compiled again, not the cache's copy
     no_cache.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(no_cache))
-    again = pack_scheduler_side(str(tmp_path))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, again = (pack_scheduler_side(str(tmp_path / name)) for name in "ab")
     assert (again.name, again.sha256, again.files, again.size) == \
-        (packed.name, packed.sha256, packed.files, packed.size)
+        (first.name, first.sha256, first.files, first.size)
+    # The same sources as the cache's copy the fixture packed (whose
+    # bytecode another process compiled: marshal writes what a process's
+    # interned strings make it write, so only the cache keeps a zip's name
+    # from one process to the next).
+    with zipfile.ZipFile(packed.path) as cached, zipfile.ZipFile(first.path) as compiled:
+        assert [(name, cached.read(name)) for name in cached.namelist()
+                if name.endswith(".py")] == \
+            [(name, compiled.read(name)) for name in compiled.namelist() if name.endswith(".py")]
 
 
 def test_the_unzipped_scheduler_side_runs_on_the_standard_library_alone(unzipped):

@@ -4,6 +4,7 @@ shipping.py, fetch_check.py, task/bundle_dir.py, the local fetcher's cache)."""
 
 import ast
 import hashlib
+import importlib.util
 import io
 import json
 import logging
@@ -19,17 +20,19 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 
 import pytest
 from fixtures_master import local_master, make_local_master  # fixtures
 from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
+from zip_imports import zip_imports
 
 from mesos_local.containerizer.fetch_cache import FetcherCache
 from mesos_local.containerizer.fetcher import fetch_uris
 from mesos_local.containerizer.fs_isolation import effective_paths
 from tfmesos.exceptions import SpecError, TFMesosError
-from tfmesos.ship import bundle
+from tfmesos.ship import bundle, compiled_zip
 from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
 from tfmesos.ship.fetch_check import BIG, TAR_BLOCKING, Fetched, check_command
@@ -214,6 +217,53 @@ def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
     entry = subprocess.run([BARE_PYTHON, "-S", "-m", "tfmesos.task"], capture_output=True,
                            text=True, env=bare_environment(PYTHONPATH=zipped.path), timeout=60)
     assert entry.returncode == 1 and "TFMESOS_RENDEZVOUS" in entry.stderr
+
+
+def test_the_task_side_zip_s_modules_import_compiled_and_read_no_source(tmp_path):
+    # Each shipped task imports the task side from this zip: compiling its
+    # ~150 KB of source was about half of a task's start.
+    zipped = bundle.pack_task_side(str(tmp_path))
+    with zipfile.ZipFile(zipped.path) as archive:
+        names = archive.namelist()
+        sources = [name for name in names if name.endswith(".py")]
+        assert sorted(name for name in names if name.endswith(".pyc")) == \
+            sorted(name + "c" for name in sources)
+        pyc = archive.read("tfmesos/task/entry.pyc")
+        assert pyc[:16] == importlib.util.MAGIC_NUMBER + b"\x01\0\0\0" + \
+            importlib.util.source_hash(archive.read("tfmesos/task/entry.py"))
+    assert zipped.files == len(sources)
+    found = zip_imports(BARE_PYTHON, zipped.path, ("tfmesos.task.entry", "tfmesos.keras"),
+                        cwd=str(tmp_path), env=bare_environment())
+    assert "tfmesos.task.replica" in found["loaded"]
+    assert (found["compiled"], found["read"]) == ([], [])
+
+
+def test_another_python_s_task_side_compiles_its_sources(tmp_path):
+    zipped = bundle.pack_task_side(str(tmp_path))
+    foreign = tmp_path / "foreign.zip"
+    with zipfile.ZipFile(zipped.path) as archive, zipfile.ZipFile(foreign, "w") as out:
+        for name in archive.namelist():
+            data = archive.read(name)
+            # A magic number no Python of this machine writes: another Python's.
+            out.writestr(name, b"\0\0\r\n" + data[4:] if name.endswith(".pyc") else data)
+    found = zip_imports(BARE_PYTHON, str(foreign), ("tfmesos.task.entry",), cwd=str(tmp_path),
+                        env=bare_environment())
+    assert "tfmesos.task.replica" in found["loaded"]
+    assert str(foreign) + "/tfmesos/task/entry.py" in found["compiled"]
+
+
+def test_the_task_side_is_compiled_once_then_taken_from_the_user_s_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = bundle.pack_task_side(str(tmp_path / "a"))
+    assert os.listdir(tmp_path / "cache" / "tfmesos" / bundle.TASK_SIDE_CACHE) != []
+
+    def compiled(*_):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(compiled_zip, "bytecode", compiled)
+    again = bundle.pack_task_side(str(tmp_path / "b"))
+    assert (again.name, again.sha256, again.files) == (first.name, first.sha256, first.files)
 
 
 def test_the_task_side_zip_gives_the_command_log_metrics_and_the_keras_callback(tmp_path):

@@ -12,7 +12,8 @@ import urllib.request
 
 import pytest
 
-from tfmesos.ship.bundle import ShipError, ShipSpec, file_sha256, write_zip
+from tfmesos.ship.bundle import ShipError, ShipSpec, file_sha256
+from tfmesos.ship.reproducible_zip import write_zip
 from tfmesos.ship.shipping import Shipment
 
 HOST = "127.0.0.1"

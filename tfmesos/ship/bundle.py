@@ -31,14 +31,13 @@ import math
 import os
 import queue
 import re
-import stat
 import tarfile
 import threading
 import urllib.parse
-import zipfile
 from typing import Optional
 
 from ..exceptions import SpecError
+from .compiled_zip import pack_compiled
 from .contents import ShipError, select, tilde
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
@@ -48,6 +47,7 @@ TOP = "project"                 # the archive's one top directory: the task's wo
 COPY_BUFFER = 1 << 20           # bytes tarfile copies a member's content by (its default: 16 kB)
 # What a task imports of tfmesos: the task side and the protocol it speaks.
 TASK_SIDE_PACKAGES = ("task", "protocol")
+TASK_SIDE_CACHE = "task-side"   # its cache: $XDG_CACHE_HOME/tfmesos/task-side
 TASK_SIDE_MODULES = ("keras.py",)   # tfmesos.keras.MetricsCallback, for the user's command
 # The user's command finds tfmesos.log_metrics and tfmesos.keras there too.
 TASK_SIDE_INIT = ('"""tfmesos\' task side, shipped to the task by tfrun --ship: '
@@ -336,8 +336,9 @@ def file_sha256(path):
 def pack_task_side(out_dir, package_dir=None):
     """The task side of tfmesos (``tfmesos/task/``, ``tfmesos/protocol/``,
     ``tfmesos/keras.py`` and a minimal ``tfmesos/__init__.py``; stdlib
-    only) as a zip in
-    ``out_dir``: a ``Bundle`` whose ``path`` goes on ``PYTHONPATH``."""
+    only) as a zip in ``out_dir``, each module with its bytecode
+    (``compiled_zip``; kept in ``$XDG_CACHE_HOME/tfmesos/task-side``): a
+    ``Bundle`` whose ``path`` goes on ``PYTHONPATH``."""
     from .. import __version__
     package_dir = package_dir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     members = [("tfmesos/__init__.py", (TASK_SIDE_INIT % __version__).encode())]
@@ -349,28 +350,9 @@ def pack_task_side(out_dir, package_dir=None):
             if name.endswith(".py"):
                 members.append(("tfmesos/%s/%s" % (package, name),
                                 _read(os.path.join(folder, name))))
-    path, name, sha, _ = write_zip(members, out_dir, "tfmesos-task")
+    members.sort()
+    path, name, sha = pack_compiled(members, out_dir, "tfmesos-task", TASK_SIDE_CACHE)
     return Bundle(path, name, sha, len(members), sum(len(d) for _, d in members), package_dir)
-
-
-def write_zip(members, out_dir, prefix):
-    """``members`` ((name, bytes), ...) as a reproducible zip (fixed dates and
-    modes) named ``PREFIX-<sha256[:16]>.zip`` in ``out_dir``: (path, name,
-    sha256, size)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for member, data in members:
-            entry = zipfile.ZipInfo(member, date_time=(1980, 1, 1, 0, 0, 0))
-            entry.external_attr = (stat.S_IFREG | 0o644) << 16
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(entry, data)
-    data = buffer.getvalue()
-    sha = hashlib.sha256(data).hexdigest()
-    name = "%s-%s.zip" % (prefix, sha[:16])
-    path = os.path.join(out_dir, name)
-    with open(path, "wb") as handle:
-        handle.write(data)
-    return path, name, sha, len(data)
 
 
 def _read(path):

@@ -22,7 +22,8 @@ import sys
 
 from ..exceptions import SpecError
 from ..task.function_runner import FUNCTION_MEMBER, META_MEMBER  # the runner reads them
-from .bundle import human_size, write_zip
+from .bundle import human_size
+from .reproducible_zip import write_zip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 scheduler (tfrun itself) runs as a Mesos task on an agent that has a Python
 >= 3.9 and nothing else of ours, sharing no files with the submitter.
 
-``pack_scheduler_side`` makes one reproducible zip (``bundle.write_zip``)
+``pack_scheduler_side`` makes one reproducible zip (``compiled_zip``)
 that the agent's fetcher puts in that task's sandbox as it is, not
 extracted; every member is under ``SCHEDULER_DIR``, and ``scheduler_command``
 puts ``<the zip>/SCHEDULER_DIR`` first on ``PYTHONPATH``: Python imports it
@@ -20,13 +20,11 @@ file imported is the very one whose sha256 the task's command checked.
   its gevent and eventlet handlers (never chosen by tfmesos) are left out;
   SASL (``puresasl``) is optional in kazoo and is not shipped.
 
-Each module comes with its bytecode for the Python packing it (``NAME.pyc``
-beside ``NAME.py``, where ``zipimport`` looks: it reads no ``__pycache__``;
-checked by the source's hash, PEP 552): an agent with that Python imports it
-as compiled instead of compiling ~2 MB of source at every scheduler start
-(0.25-0.4 s of a detached run's start and of each ``attach``); another
-Python finds a magic number not its own, ignores it and compiles. Compiling
-takes longer than that, so the zip is kept in the user's cache
+Each module comes with its bytecode for the Python packing it
+(``compiled_zip``: ``NAME.pyc`` beside ``NAME.py``): an agent with that
+Python imports it as compiled instead of compiling ~2 MB of source at every
+scheduler start (0.25-0.4 s of a detached run's start and of each
+``attach``); another Python compiles. The zip is kept in the user's cache
 (``$XDG_CACHE_HOME/tfmesos/scheduler-side``) under the hash of what went
 in, and a submit of the same code copies it from there.
 
@@ -37,20 +35,15 @@ Not shipped, as an agent may lack them anyway: ``cloudpickle`` (only
 (tests/test_scheduler_side.py runs the unzipped tree with ``python3 -S``).
 """
 
-import hashlib
 import importlib.util
-import logging
-import marshal
 import os
 import posixpath
 import shlex
-import sys
 
-from .bundle import Bundle, write_zip
+from .bundle import Bundle
+from .compiled_zip import pack_compiled
 from .contents import ShipError
 from .shipping import SANDBOX, interpreter_and_path
-
-log = logging.getLogger(__name__)
 
 SCHEDULER_DIR = "tfmesos-scheduler"   # the zip's one top directory, in the sandbox
 PREFIX = "tfmesos-scheduler"          # the zip's name: PREFIX-<sha256[:16]>.zip
@@ -64,8 +57,7 @@ PACKAGES = (
     ("addict", True, ()),
     ("kazoo", False, ("tests", "testing", "handlers/gevent.py", "handlers/eventlet.py")),
 )
-LAYOUT = b"pyc beside its source\n"   # in the cache key: a zip of another layout is not reused
-CACHE_KEPT = 4   # zips kept in the cache: one per tfmesos checkout or version in use
+CACHE_KIND = "scheduler-side"   # its cache: $XDG_CACHE_HOME/tfmesos/scheduler-side
 # The tfmesos running this: the one shipped, wherever else one is installed.
 _OWN_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -124,99 +116,9 @@ def pack_scheduler_side(out_dir):
     for name, directory, left_out in shipped:
         sources.extend(_members(name, directory, left_out))
     sources.sort()
-    size = sum(len(data) for _, data in sources)
-    key = _cache_key(sources)
-    cached = _from_cache(key)
-    if cached is not None:
-        sha = hashlib.sha256(cached).hexdigest()
-        zip_name = "%s-%s.zip" % (PREFIX, sha[:16])
-        path = os.path.join(out_dir, zip_name)
-        with open(path, "wb") as handle:
-            handle.write(cached)
-        return Bundle(path, zip_name, sha, len(sources), size, shipped[0][1])
-    members = sorted(sources + [pyc for member in sources for pyc in _bytecode(*member)])
-    path, zip_name, sha, _ = write_zip(members, out_dir, PREFIX)
-    _to_cache(key, path)
-    return Bundle(path, zip_name, sha, len(sources), size, shipped[0][1])
-
-
-def _bytecode(member, source):
-    """``[(member's .pyc, bytes)]``: ``source`` compiled for this Python,
-    as ``py_compile``'s ``CHECKED_HASH`` writes it (magic, flags 0b11, the
-    source's hash, the code), beside the source (``zipimport``'s place for
-    it); none for a source this Python cannot compile."""
-    if not member.endswith(".py"):
-        return []
-    try:
-        code = compile(source, member, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return []
-    pyc = member[:-3] + ".pyc"
-    header = importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little") + \
-        importlib.util.source_hash(source)
-    return [(pyc, header + marshal.dumps(code))]
-
-
-def _cache_key(sources):
-    digest = hashlib.sha256()
-    digest.update(("%s %s\n" % (sys.implementation.cache_tag, sys.version)).encode())
-    digest.update(importlib.util.MAGIC_NUMBER)
-    digest.update(LAYOUT)
-    for member, data in sources:
-        digest.update(b"%d %s %d\n" % (len(member), member.encode(), len(data)))
-        digest.update(data)
-    return digest.hexdigest()
-
-
-def cache_directory(environ=None):
-    environ = os.environ if environ is None else environ
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tfmesos", "scheduler-side")
-
-
-def _from_cache(key):
-    """The cached zip of ``key``, or None. Only from a directory and a file
-    of this user that nobody else can write: a zip planted in a shared
-    ``$XDG_CACHE_HOME`` would run as the run's scheduler."""
-    directory = cache_directory()
-    path = os.path.join(directory, key + ".zip")
-    try:
-        with open(path, "rb") as handle:
-            if not (_own(os.stat(directory)) and _own(os.fstat(handle.fileno()))):
-                log.warning("tfrun --detach: %s is not only yours: not used", directory)
-                return None
-            data = handle.read()
-        os.utime(path)   # the newest are kept
-    except OSError:
-        return None
-    return data
-
-
-def _own(status):
-    return status.st_uid == os.geteuid() and not status.st_mode & 0o022
-
-
-def _to_cache(key, path):
-    """Keep the zip at ``path`` as the cache's ``KEY.zip`` (written whole or
-    not at all), and only the ``CACHE_KEPT`` newest; a cache that cannot be
-    written costs the next submit a compile, nothing else."""
-    directory = cache_directory()
-    temporary = os.path.join(directory, ".%s.%d.tmp" % (key, os.getpid()))
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        with open(path, "rb") as source, open(temporary, "wb") as handle:
-            handle.write(source.read())
-        os.replace(temporary, os.path.join(directory, key + ".zip"))
-        kept = sorted((entry for entry in os.scandir(directory) if entry.name.endswith(".zip")),
-                      key=lambda entry: entry.stat().st_mtime, reverse=True)
-        for entry in kept[CACHE_KEPT:]:
-            os.unlink(entry.path)
-    except OSError as exc:
-        log.debug("scheduler side not cached in %s: %s", directory, exc)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+    path, zip_name, sha = pack_compiled(sources, out_dir, PREFIX, CACHE_KIND)
+    return Bundle(path, zip_name, sha, len(sources), sum(len(data) for _, data in sources),
+                  shipped[0][1])
 
 
 def scheduler_command(side, python=None, image=None, python_env=False, site=False):
@@ -243,5 +145,5 @@ def scheduler_command(side, python=None, image=None, python_env=False, site=Fals
                flags, SANDBOX, shlex.quote(DETACHED_SPEC)))
 
 
-__all__ = ["SCHEDULER_DIR", "DETACHED_SPEC", "PACKAGES", "pack_scheduler_side",
-           "cache_directory", "scheduler_command", "packages", "package_directory"]
+__all__ = ["SCHEDULER_DIR", "DETACHED_SPEC", "PACKAGES", "CACHE_KIND", "pack_scheduler_side",
+           "scheduler_command", "packages", "package_directory"]
