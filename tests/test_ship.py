@@ -266,6 +266,22 @@ def test_the_task_side_is_compiled_once_then_taken_from_the_user_s_cache(tmp_pat
     assert (again.name, again.sha256, again.files) == (first.name, first.sha256, first.files)
 
 
+def test_a_task_side_others_could_plant_in_the_cache_is_not_shipped(tmp_path, monkeypatch):
+    # Another local user who can write a shared $XDG_CACHE_HOME would have
+    # every task of the run import their code.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "a").mkdir()
+    first = bundle.pack_task_side(str(tmp_path / "a"))
+    cache = tmp_path / "cache" / "tfmesos" / bundle.TASK_SIDE_CACHE
+    (planted,) = cache.iterdir()
+    planted.write_bytes(b"someone else's task side")
+    planted.chmod(0o666)
+    (tmp_path / "b").mkdir()
+    again = bundle.pack_task_side(str(tmp_path / "b"))
+    assert again.sha256 == first.sha256
+    assert b"someone else's" not in (tmp_path / "b" / again.name).read_bytes()
+
+
 def test_the_task_side_zip_gives_the_command_log_metrics_and_the_keras_callback(tmp_path):
     zipped = bundle.pack_task_side(str(tmp_path))
     probe = ("import sys, tfmesos, tfmesos.keras; print(tfmesos.log_metrics(loss=1.0), "
