@@ -338,6 +338,30 @@ def test_relaunches_count_again_after_a_whole_restart():
     assert "(relaunch 1, within 120 s)" in run.notes[-1]
 
 
+@pytest.mark.parametrize("first", ["exit report", "mesos update"])
+def test_a_failed_command_is_worded_the_same_whichever_report_of_its_end_comes_first(first):
+    # A loaded agent's TASK_FAILED may come before the task's own exit report.
+    run = FakeRun(WORKERS)
+    run.running()
+    with pytest.raises(TaskFailed) as error:
+        if first == "exit report":
+            run.exit("worker:1", 3)
+        run.status("worker:1", "TASK_FAILED", message="Command exited with status 3")
+        run.exit("worker:1", 3)
+    assert str(error.value) == "task worker:1 exited with code 3"
+    assert error.value.exit_code == 3
+
+
+def test_what_mesos_says_beyond_the_exit_code_stays_in_the_failure():
+    run = FakeRun(WORKERS)
+    run.running()
+    with pytest.raises(TaskFailed) as error:
+        run.status("worker:1", "TASK_FAILED",
+                   message="Command exited with status 3 (the container was destroyed)")
+    assert str(error.value) == ("task worker:1 exited with code 3 (TASK_FAILED: Command exited "
+                                "with status 3 (the container was destroyed))")
+
+
 def test_an_elastic_torchrun_that_exits_is_not_relaunched_alone_but_a_lost_one_is():
     # torchrun shuts its c10d rendezvous down when it ends with a failure
     # (torch/distributed/launcher/api.py launch_agent): a relaunch alone

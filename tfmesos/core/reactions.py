@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..exceptions import ClusterError, RunKilled, SchedulerReplaced, TaskFailed, TFMesosError
 from ..mesos.interface import FAILED_OVER
-from ..mesos.task_states import TERMINAL_STATES, exit_code_of
+from ..mesos.task_states import TERMINAL_STATES, exit_code_of, says_only_the_exit
 from ..protocol.hostport import format_address
 from ..record.outcomes import killed_by, killed_text
 from ..record.run_record import RunRecord
@@ -314,7 +314,10 @@ class RunEvents:
             what = "ended: %s %s" % (state, slot.message) if state else "ended"
         else:
             what = "exited with code %d" % code
-            if state:
+            # The same words whether the task's own report of its exit or
+            # Mesos' TASK_FAILED came first: Mesos' bare "Command exited with
+            # status N" adds nothing.
+            if state and not (state == "TASK_FAILED" and says_only_the_exit(slot.message, code)):
                 what += " (%s: %s)" % (state, slot.message)
         error = TaskFailed("task %s %s" % (slot.name, what), slot.name, state, code)
         self.recovery.failed(slot, error, cause,

@@ -13,6 +13,13 @@ TERMINAL_STATES = frozenset((
 _EXIT_STATUS = re.compile(r"exited with status (\d+)")
 
 
+def says_only_the_exit(status_message: Optional[str], code: Optional[int]) -> bool:
+    """Whether ``status_message`` is the command executor's bare "Command
+    exited with status ``code``": nothing an exit code does not say."""
+    return code is not None and (status_message or "").strip() == \
+        "Command exited with status %d" % code
+
+
 def exit_code_of(status_message: Optional[str]) -> Optional[int]:
     """The exit code in Mesos' "Command exited with status N" (the command
     executor's message, src/launcher/executor.cpp), or None."""
