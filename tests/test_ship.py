@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import logging
+import marshal
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ import pytest
 from fixtures_master import local_master, make_local_master  # fixtures
 from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
-from zip_imports import zip_imports
+from zip_imports import imports_our_bytecode, zip_imports
 
 from mesos_local.containerizer.fetch_cache import FetcherCache
 from mesos_local.containerizer.fetcher import fetch_uris
@@ -232,6 +233,8 @@ def test_the_task_side_zip_s_modules_import_compiled_and_read_no_source(tmp_path
         assert pyc[:16] == importlib.util.MAGIC_NUMBER + b"\x01\0\0\0" + \
             importlib.util.source_hash(archive.read("tfmesos/task/entry.py"))
     assert zipped.files == len(sources)
+    if not imports_our_bytecode(BARE_PYTHON):
+        pytest.skip("%s is another Python than this one: it compiles" % BARE_PYTHON)
     found = zip_imports(BARE_PYTHON, zipped.path, ("tfmesos.task.entry", "tfmesos.keras"),
                         cwd=str(tmp_path), env=bare_environment())
     assert "tfmesos.task.replica" in found["loaded"]
@@ -264,6 +267,44 @@ def test_the_task_side_is_compiled_once_then_taken_from_the_user_s_cache(tmp_pat
     monkeypatch.setattr(compiled_zip, "bytecode", compiled)
     again = bundle.pack_task_side(str(tmp_path / "b"))
     assert (again.name, again.sha256, again.files) == (first.name, first.sha256, first.files)
+
+
+def test_a_tfrun_under_python_oo_ships_bytecode_that_keeps_docstrings_and_asserts(tmp_path):
+    # The cache is not keyed by -O: what one run under -OO compiled, others
+    # ship too (tfmesos.cli.main's help is its __doc__).
+    pack = ("import sys; sys.path.insert(0, sys.argv[1]); from tfmesos.ship import bundle; "
+            "print(bundle.pack_task_side(sys.argv[2]).path)")
+    result = subprocess.run([sys.executable, "-OO", "-c", pack, REPO, str(tmp_path)],
+                            capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert result.returncode == 0, result.stderr
+    with zipfile.ZipFile(result.stdout.strip()) as archive:
+        code = marshal.loads(archive.read("tfmesos/task/entry.pyc")[16:])
+        docstring = ast.get_docstring(ast.parse(archive.read("tfmesos/task/entry.py")),
+                                      clean=False)
+    assert docstring and code.co_consts[0] == docstring
+
+
+def test_the_task_side_cache_works_under_a_group_writable_umask(tmp_path, monkeypatch, caplog):
+    # umask 002 (Debian's and Fedora's for users): a cached file made with
+    # the umask's mode would be group-writable, and refused ever after.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = os.umask(0o002)
+    try:
+        first = bundle.pack_task_side(str(tmp_path / "a"))
+
+        def compiled(*_):
+            raise AssertionError("compiled again")
+        monkeypatch.setattr(compiled_zip, "bytecode", compiled)
+        with caplog.at_level(logging.WARNING):
+            again = bundle.pack_task_side(str(tmp_path / "b"))
+    finally:
+        os.umask(old)
+    assert again.sha256 == first.sha256 and "not only yours" not in caplog.text
+    cache = tmp_path / "cache" / "tfmesos" / bundle.TASK_SIDE_CACHE
+    assert [entry.stat().st_mode & 0o777 for entry in cache.iterdir()] == [0o600]
 
 
 def test_a_task_side_others_could_plant_in_the_cache_is_not_shipped(tmp_path, monkeypatch):

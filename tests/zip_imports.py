@@ -1,6 +1,7 @@
 """What a Python imports from a zip of modules (``ship/compiled_zip.py``):
 which modules came from it, which of its sources were compiled, which read."""
 
+import importlib.util
 import json
 import subprocess
 
@@ -36,3 +37,12 @@ def zip_imports(python, root, modules, cwd, env):
                             text=True, cwd=cwd, timeout=120, env=dict(env, PYTHONPATH=root))
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def imports_our_bytecode(python):
+    """Whether ``python`` reads the bytecode this Python writes (the same
+    magic number): else it compiles the sources beside it."""
+    magic = subprocess.run([python, "-S", "-c", "import importlib.util as u; "
+                            "print(u.MAGIC_NUMBER.hex())"], capture_output=True, text=True,
+                           timeout=60).stdout.strip()
+    return magic == importlib.util.MAGIC_NUMBER.hex()

@@ -34,6 +34,8 @@ import logging
 import marshal
 import os
 import sys
+import tempfile
+import time
 
 from .reproducible_zip import write_zip
 
@@ -72,7 +74,9 @@ def bytecode(member, source):
     if not member.endswith(".py"):
         return []
     try:
-        code = compile(source, member, "exec", dont_inherit=True)
+        # optimize=0: what a tfrun under -O would leave out (asserts,
+        # docstrings) stays, whatever the interpreter that packs.
+        code = compile(source, member, "exec", dont_inherit=True, optimize=0)
     except (SyntaxError, ValueError):
         return []
     header = importlib.util.MAGIC_NUMBER + UNCHECKED_HASH.to_bytes(4, "little") + \
@@ -104,9 +108,12 @@ def _from_cache(kind, key):
     path = os.path.join(directory, key + ".zip")
     try:
         with open(path, "rb") as handle:
-            if not (_own(os.stat(directory)) and _own(os.fstat(handle.fileno()))):
-                log.warning("tfrun: %s is not only yours: not used", directory)
-                return None
+            for what, status in (("directory", os.stat(directory)),
+                                 ("file", os.fstat(handle.fileno()))):
+                if not _own(status):
+                    log.warning("tfrun: the %s %s is not only yours: not used",
+                                what, directory if what == "directory" else path)
+                    return None
             data = handle.read()
         os.utime(path)   # the newest are kept
     except OSError:
@@ -118,27 +125,40 @@ def _own(status):
     return status.st_uid == os.geteuid() and not status.st_mode & 0o022
 
 
+STALE = 3600.0   # seconds after which a temporary file is what a killed pack left
+
+
 def _to_cache(kind, key, path):
-    """Keep the zip at ``path`` as the cache's ``KEY.zip`` (written whole or
-    not at all), and only the ``CACHE_KEPT`` newest; a cache that cannot be
-    written costs the next pack a compile, nothing else."""
+    """Keep the zip at ``path`` as the cache's ``KEY.zip`` (written whole,
+    under a name of its own, then renamed: never half a zip, whoever packs
+    at once), and only the ``CACHE_KEPT`` newest; a cache that cannot be
+    written costs the next pack a compile, nothing else. The file is made
+    0600 whatever the umask: one others could write is never used."""
     directory = cache_directory(kind)
-    temporary = os.path.join(directory, ".%s.%d.tmp" % (key, os.getpid()))
+    temporary = None
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        with open(path, "rb") as source, open(temporary, "wb") as handle:
+        fd, temporary = tempfile.mkstemp(prefix=".%s." % key, suffix=".tmp", dir=directory)
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as handle:
             handle.write(source.read())
         os.replace(temporary, os.path.join(directory, key + ".zip"))
-        kept = sorted((entry for entry in os.scandir(directory) if entry.name.endswith(".zip")),
+        temporary = None
+        entries = list(os.scandir(directory))
+        kept = sorted((entry for entry in entries if entry.name.endswith(".zip")),
                       key=lambda entry: entry.stat().st_mtime, reverse=True)
-        for entry in kept[CACHE_KEPT:]:
+        now = time.time()
+        for entry in kept[CACHE_KEPT:] + [entry for entry in entries
+                                          if entry.name.endswith(".tmp")
+                                          and now - entry.stat().st_mtime > STALE]:
             os.unlink(entry.path)
     except OSError as exc:
         log.debug("%s not cached in %s: %s", kind, directory, exc)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+    finally:
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
 
 
 __all__ = ["pack_compiled", "bytecode", "cache_directory", "cache_key", "LAYOUT",

@@ -2,7 +2,7 @@
 scheduler (tfrun itself) runs as a Mesos task on an agent that has a Python
 >= 3.9 and nothing else of ours, sharing no files with the submitter.
 
-``pack_scheduler_side`` makes one reproducible zip (``compiled_zip``)
+``pack_scheduler_side`` makes one zip (``compiled_zip``)
 that the agent's fetcher puts in that task's sandbox as it is, not
 extracted; every member is under ``SCHEDULER_DIR``, and ``scheduler_command``
 puts ``<the zip>/SCHEDULER_DIR`` first on ``PYTHONPATH``: Python imports it
