@@ -10,6 +10,8 @@ import json
 import logging
 import marshal
 import os
+import pathlib
+import pwd
 import re
 import shutil
 import socket
@@ -17,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 import urllib.error
@@ -307,7 +310,56 @@ def test_the_task_side_cache_works_under_a_group_writable_umask(tmp_path, monkey
     assert [entry.stat().st_mode & 0o777 for entry in cache.iterdir()] == [0o600]
 
 
-def test_a_task_side_others_could_plant_in_the_cache_is_not_shipped(tmp_path, monkeypatch):
+PACK_TASK_SIDE = ("import sys; sys.path.insert(0, sys.argv[1]); from tfmesos.ship import bundle; "
+                  "print(bundle.pack_task_side(sys.argv[2]).sha256)")
+
+
+@pytest.fixture
+def nobody_home():
+    """A directory the user nobody owns, where nobody can reach it (pytest's
+    own temporary directories are root's alone): (its path, nobody)."""
+    if os.geteuid() != 0:
+        pytest.skip("packing as another user needs root")
+    other = pwd.getpwnam("nobody")
+    home = pathlib.Path(tempfile.mkdtemp(prefix="tfmesos-test-nobody-"))
+    try:
+        os.chmod(home, 0o755)
+        os.chown(home, other.pw_uid, other.pw_gid)
+        yield home, other
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_another_local_user_packs_from_a_cache_of_their_own_that_root_does_not_trust(
+        nobody_home):
+    home, other = nobody_home
+    cache = home / "cache"
+
+    def pack(as_nobody, out):
+        """(the sha256, stderr) of the task side packed by /usr/bin/python3
+        (the same Python, so the same cache key) as nobody or as root."""
+        who = {"user": other.pw_uid, "group": other.pw_gid, "extra_groups": []} \
+            if as_nobody else {}
+        result = subprocess.run(
+            [BARE_PYTHON, "-S", "-c", PACK_TASK_SIDE, REPO, str(out)], capture_output=True,
+            text=True, timeout=60, **who,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "XDG_CACHE_HOME": str(cache)})
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip(), result.stderr
+    first, _ = pack(True, home)
+    again, said = pack(True, home)
+    assert again == first and "not only yours" not in said
+    kept = cache / "tfmesos" / bundle.TASK_SIDE_CACHE
+    assert {(entry.stat().st_uid, entry.stat().st_mode & 0o777) for entry in kept.iterdir()} \
+        == {(other.pw_uid, 0o600)}
+    # Root pointed at that user's cache: not its own, so not used (compiled here).
+    (home / "root").mkdir()
+    _, said = pack(False, home / "root")
+    assert "the directory %s is not only yours: not used" % kept in said
+
+
+def test_a_task_side_others_could_plant_in_the_cache_is_not_shipped(tmp_path, monkeypatch,
+                                                                    caplog):
     # Another local user who can write a shared $XDG_CACHE_HOME would have
     # every task of the run import their code.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -318,9 +370,11 @@ def test_a_task_side_others_could_plant_in_the_cache_is_not_shipped(tmp_path, mo
     planted.write_bytes(b"someone else's task side")
     planted.chmod(0o666)
     (tmp_path / "b").mkdir()
-    again = bundle.pack_task_side(str(tmp_path / "b"))
+    with caplog.at_level(logging.WARNING):
+        again = bundle.pack_task_side(str(tmp_path / "b"))
     assert again.sha256 == first.sha256
     assert b"someone else's" not in (tmp_path / "b" / again.name).read_bytes()
+    assert "the file %s is not only yours: not used" % planted in caplog.text
 
 
 def test_the_task_side_zip_gives_the_command_log_metrics_and_the_keras_callback(tmp_path):
