@@ -747,9 +747,13 @@ def test_isolate_fs_hides_existing_directories_but_never_the_sandbox(tmp_path):
 # -- tfrun --ship on the embedded master --------------------------------------------------------
 
 
-def run_tfrun_in(cwd, *args, timeout=180):
+def run_tfrun_in(cwd, *args, timeout=180, path_first=None):
+    """``tfrun ARGS`` in ``cwd``; ``path_first``: a directory put first on
+    the ``PATH`` tfrun and its tasks (the embedded master's) see."""
     env = dict(os.environ, MESOS_MASTER="",
                PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    if path_first is not None:
+        env["PATH"] = os.pathsep.join([str(path_first), env.get("PATH", "")])
     try:
         return subprocess.run(tfrun_argv(*args), cwd=str(cwd), env=env, capture_output=True,
                               text=True, timeout=timeout)
@@ -776,6 +780,28 @@ def test_tfrun_ship_runs_the_project_from_its_bundle_in_every_task(project, tmp_
     assert (packed["files"], packed["source"]) == (5, str(project))
     assert len(packed["sha256"]) == 64 and packed["bytes"] > 0
     assert shipped["task_side"].startswith("tfmesos-task-")
+
+
+def test_a_big_shipped_bundle_is_checked_and_extracted_in_big_records_by_the_task(tmp_path):
+    # Shipment's sizes -> check_command -> the agent's fetcher -> the task's
+    # shell: a bundle of BIG bytes or more takes the big path end to end.
+    project = tmp_path / "proj"
+    weights = os.urandom(BIG + (1 << 20))
+    write(project, {"train.py": "import hashlib\nprint('weights', hashlib.sha256("
+                                "open('weights.bin', 'rb').read()).hexdigest())\n"})
+    (project / "weights.bin").write_bytes(weights)
+    tools, log = tmp_path / "bin", tmp_path / "tar.log"
+    tools.mkdir()
+    (tools / "tar").write_text(_TAR_WRAPPER.format(log=log, refuse="", tar=shutil.which("tar")))
+    (tools / "tar").chmod(0o755)
+    result = run_tfrun_in(project, "--ship", "-w", "1", "-s", "0", *TINY, "--", "python",
+                          "train.py", path_first=tools)
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] weights %s" % hashlib.sha256(weights).hexdigest() in \
+        result.stdout.splitlines()
+    extracted = [line for line in log.read_text().splitlines() if " -x" in " " + line]
+    assert len(extracted) == 1 and extracted[0].startswith("-b %d -xof " % TAR_BLOCKING), \
+        extracted
 
 
 def test_tfrun_refuses_a_bundle_over_the_limit_in_one_line(tmp_path):
