@@ -148,9 +148,10 @@ def _read_count(path, key):
         return None
     finally:
         os.close(fd)
-    start = data.find(b"\n%s " % key) + len(key) + 2
-    if start == len(key) + 1:
+    at = data.find(b"\n%s " % key)
+    if at == -1:
         return None
+    start = at + len(key) + 2
     end = data.find(b"\n", start)
     try:
         return int(data[start:end if end != -1 else len(data)])

@@ -99,18 +99,20 @@ def unpack_command(name: str, big: bool = False) -> Optional[str]:
     (``-o``: owned by the task's user, not by the archive's owners, as the
     fetcher's libarchive does), ``unzip`` for a zip. ``big``: a tar reads
     and writes in records of ``$_tfm_b`` (``_BIG_TAR_PRELUDE``)."""
-    lower = name.lower()
     path = "%s/%s" % (SANDBOX, shlex.quote(name))
-    if lower.endswith(".zip"):
+    if name.lower().endswith(".zip"):
         return "unzip -qo %s -d %s" % (path, SANDBOX)
-    for suffix, flag in _TAR:
-        if lower.endswith(suffix):
-            return "tar %s-x%sof %s -C %s" % ("$_tfm_b " if big else "", flag, path, SANDBOX)
-    return None
+    flag = _tar_flag(name)
+    if flag is None:
+        return None
+    return "tar %s-x%sof %s -C %s" % ("$_tfm_b " if big else "", flag, path, SANDBOX)
 
 
-def _is_tar(name: str) -> bool:
-    return any(name.lower().endswith(suffix) for suffix, _ in _TAR)
+def _tar_flag(name: str) -> Optional[str]:
+    """tar's compression flag for the archive ``name`` ("" for a plain
+    ``.tar``), or None for a name that is no tar archive."""
+    lower = name.lower()
+    return next((flag for suffix, flag in _TAR if lower.endswith(suffix)), None)
 
 
 # The prefix's fixed part: the sandbox, sha256sum's presence, and the check
@@ -156,7 +158,8 @@ def check_command(files: Iterable[Fetched]) -> str:
     text = [_PRELUDE]
     if any(each.size >= BIG for each in files):
         text.append(_BIG_PRELUDE)
-    if any(each.unpack and each.size >= BIG and _is_tar(each.name) for each in files):
+    if any(each.unpack and each.size >= BIG and _tar_flag(each.name) is not None
+           for each in files):
         text.append(_BIG_TAR_PRELUDE)
     text.extend("_tfm_c %s %s%s; " % (shlex.quote(each.name), each.sha256,
                                       ' "$_tfm_f"' if each.size >= BIG else "")
