@@ -108,3 +108,12 @@ class MesosFailed(FrozenFieldMethods):
 
     message: str
     error: Any = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Interrupted(FrozenFieldMethods):
+    """``signum`` (SIGINT, SIGTERM) came while the run waited for its
+    events (``signals.interrupts_queued_on``): the loop raises
+    ``KeyboardInterrupt`` when it takes this, between two events."""
+
+    signum: int

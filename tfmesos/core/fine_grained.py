@@ -142,7 +142,7 @@ class LocalMetrics:
     ``source``), batched as a task's are (``Batcher``: bounded, at most a
     batch every half second), from any thread."""
 
-    def __init__(self, events: "queue.Queue[object]", source: str,
+    def __init__(self, events: "queue.SimpleQueue[object]", source: str,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._events = events
         self._source = source

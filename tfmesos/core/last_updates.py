@@ -44,7 +44,7 @@ def record_event(record: "RunRecord", event: object, show: Show = None) -> None:
         record.metrics(event.task_id, event.points, event.dropped, event.source)
 
 
-def wait_for_mesos_ends(record: "RunRecord", events: "queue.Queue[object]",
+def wait_for_mesos_ends(record: "RunRecord", events: "queue.SimpleQueue[object]",
                         timeout: float = MESOS_ENDS_WAIT,
                         clock: Callable[[], float] = time.monotonic, show: Show = None) -> None:
     """Record what is queued on ``events``, then what comes until no attempt
@@ -65,7 +65,7 @@ def wait_for_mesos_ends(record: "RunRecord", events: "queue.Queue[object]",
         record_event(record, event, show)
 
 
-def record_leftovers(record: "RunRecord", events: "queue.Queue[object]",
+def record_leftovers(record: "RunRecord", events: "queue.SimpleQueue[object]",
                      show: Show = None) -> None:
     """What is still queued when the run stops is recorded too: output
     (shown), exit frames (with what the stopped tasks used), Mesos' updates."""

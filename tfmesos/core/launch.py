@@ -24,6 +24,7 @@ from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
+from .events import Interrupted
 from .fit import FitWatch
 from .identity import RunIdentity
 from .phase import Phase
@@ -32,6 +33,7 @@ from .recovery import Recovery
 from .run_setup import make_backend, make_record
 from .runtime import RunRuntime
 from .scheduler import Launch
+from .signals import interrupts_queued_on
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
 from .start_message import start_message
@@ -96,7 +98,9 @@ class ClusterRun:
         environ = dict(os.environ if environ is None else environ)
         self.spec: RunSpec = spec
         # The loop's input: what the runtime's parts learn, handled by ``step``.
-        self.events: queue.Queue[object] = queue.Queue()
+        # A SimpleQueue: its get is C code, safe for a KeyboardInterrupt to cut
+        # short, and its put is safe from a signal handler.
+        self.events: queue.SimpleQueue[object] = queue.SimpleQueue()
         backend = backend or make_backend(spec, environ, warm_runner)
         # Who the run is: the run taken over, else a new one.
         identity = resume.identity if resume is not None else RunIdentity.new(
@@ -272,7 +276,7 @@ class ClusterRun:
     def wait_ready(self) -> Optional[dict[str, list[str]]]:
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
-        with self.record.recording(lambda: self.phase):
+        with self.record.recording(lambda: self.phase), interrupts_queued_on(self.events):
             self.form()
         return self.cluster_spec
 
@@ -343,7 +347,7 @@ class ClusterRun:
     def wait_finished(self) -> int:
         """Replica mode: block until the run's trainers are done; returns 0,
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
-        with self.record.recording(lambda: self.phase):
+        with self.record.recording(lambda: self.phase), interrupts_queued_on(self.events):
             while not self.trainers_done():
                 if self.phase == Phase.FORMING:   # a whole restart
                     self.form()
@@ -373,6 +377,8 @@ class ClusterRun:
             event = self.events.get(timeout=max(timeout, 0.01))
         except queue.Empty:
             event = None
+        if isinstance(event, Interrupted):   # a signal, taken here: between two events
+            raise KeyboardInterrupt
         if event is not None:
             self.reactions.handle(event)
         self._tell_framework()

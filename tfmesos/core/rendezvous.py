@@ -98,7 +98,7 @@ class Rendezvous:
     """``stall_timeout`` (default ``STALL_PINGS`` pings): how long a
     registered connection may stay silent."""
 
-    def __init__(self, secret: bytes, events: "queue.Queue[object]",
+    def __init__(self, secret: bytes, events: "queue.SimpleQueue[object]",
                  bind_host: Optional[str] = None, port: int = 0,
                  register_timeout: float = 30.0, max_pending: int = 256,
                  max_pending_per_peer: int = 64, ping_interval: float = 10.0,

@@ -71,14 +71,14 @@ class RunRuntime:
     (not shipped, image-less) tasks run and the project is when nothing is
     shipped (default: the current directory, now)."""
 
-    def __init__(self, spec: RunSpec, identity: RunIdentity, events: "queue.Queue[object]",
+    def __init__(self, spec: RunSpec, identity: RunIdentity, events: "queue.SimpleQueue[object]",
                  environ: Mapping[str, str], *, backend: Backend,
                  transport: Optional["Transport"] = None, shipment: Optional["Shipment"] = None,
                  detached: bool = False, workdir: Optional[str] = None) -> None:
         self.spec: RunSpec = spec
         self.workdir: str = workdir if workdir is not None else os.getcwd()
         self.identity: RunIdentity = identity   # with its framework, its shipment once known
-        self.events: queue.Queue[object] = events
+        self.events: queue.SimpleQueue[object] = events
         self._environ: Mapping[str, str] = environ
         # The values of spec.secret_env, from environ (SpecError naming one not
         # set): they go to the tasks as Mesos secrets and nowhere else.

@@ -91,7 +91,7 @@ class TFMesosScheduler(Scheduler):
 
     def __init__(self, slots: SlotTable,
                  make_task: Callable[[TaskSlot, Assignment[TaskSlot]], dict[str, Any]],
-                 events: "queue.Queue[object]", run_id: str,
+                 events: "queue.SimpleQueue[object]", run_id: str,
                  on_launch: Optional[Callable[[list[Launch]], None]] = None,
                  extra_ports: Optional[Callable[[TaskSlot], int]] = None) -> None:
         if not isinstance(slots, SlotTable):

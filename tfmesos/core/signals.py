@@ -1,15 +1,26 @@
 """SIGTERM as Ctrl-C, for the blocks that need it: handlers are installed
 only inside a ``with`` block (never at import) and the previous ones come
 back after it. Used by the commands (``tfmesos/cli/``) and the ``docker run``
-wrapper."""
+wrapper.
+
+A ``KeyboardInterrupt`` raised by a handler comes at whatever bytecode the
+main thread runs. Inside ``queue.Queue.get`` (``Condition.wait`` taking its
+lock back) that releases a lock the main thread does not hold: a
+``RuntimeError``, or another thread's lock freed under it. So while a run
+waits for its events (``interrupts_queued_on``), the signal is put on the
+run's queue instead and the loop raises it between two events."""
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterable, Iterator
 from types import FrameType
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
-__all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals"]
+if TYPE_CHECKING:
+    import queue
+
+__all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals", "interrupts_queued_on"]
 
 INTERRUPTING = (signal.SIGTERM, signal.SIGINT)
 
@@ -17,8 +28,30 @@ INTERRUPTING = (signal.SIGTERM, signal.SIGINT)
 _Handler = Union[Callable[[int, Optional[FrameType]], object], int, signal.Handlers]
 
 
+class _Queued:
+    """Where ``_interrupt`` puts a signal instead of raising it, and
+    whether it already did."""
+
+    def __init__(self, events: "queue.SimpleQueue[object]") -> None:
+        # (imported here, not at the top: tfrun's option parsing imports
+        # this module and none of the run's; not in the handler either)
+        from .events import Interrupted
+        self.events = events
+        self.event = Interrupted
+        self.put = False
+
+
+_queued_on: list[_Queued] = []   # the innermost ``interrupts_queued_on`` last
+
+
 def _interrupt(signum: int, frame: Optional[FrameType]) -> None:
-    raise KeyboardInterrupt
+    target = _queued_on[-1] if _queued_on else None
+    if target is None or target.put:   # a second signal: the user insists
+        raise KeyboardInterrupt
+    target.put = True
+    # SimpleQueue.put is reentrant: safe from a handler, even one that came
+    # inside a get or put of the same queue (queue.Queue's would deadlock).
+    target.events.put(target.event(signum))
 
 
 @contextlib.contextmanager
@@ -47,3 +80,21 @@ def ignore_signals(signals: Iterable[signal.Signals] = INTERRUPTING
     """Inside the block, ``signals`` (default SIGTERM and SIGINT) are
     ignored: cleanup that must not be cut short."""
     return _handling(signals, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def interrupts_queued_on(events: "queue.SimpleQueue[object]") -> Iterator[None]:
+    """Inside the block, a signal that ``interrupt_on_signals`` handles is
+    put on ``events`` as ``Interrupted`` (once; a second one raises, as
+    before); whoever takes it raises ``KeyboardInterrupt`` where that is
+    safe. Takes effect in the main thread only (where handlers run);
+    elsewhere, and where no handler of ours is installed, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    target = _Queued(events)
+    _queued_on.append(target)
+    try:
+        yield
+    finally:
+        _queued_on.remove(target)

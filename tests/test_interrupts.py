@@ -1,0 +1,98 @@
+"""SIGINT and SIGTERM while a run waits for its events (core.signals): the
+signal is put on the run's queue and the loop raises KeyboardInterrupt
+between two events, never inside a wait. (A KeyboardInterrupt raised inside
+queue.Queue.get, as Condition.wait takes its lock back, released a lock the
+main thread did not hold: a RuntimeError, or another thread's lock freed
+under it; CI saw a tfrun that SIGINT left hanging.)"""
+
+import os
+import queue
+import signal
+import threading
+
+import pytest
+from policy_helpers import RealRun
+
+from tfmesos.core.events import Interrupted
+from tfmesos.core.signals import interrupt_on_signals, interrupts_queued_on
+from tfmesos.core.spec import Job
+
+
+def test_a_signal_while_a_run_waits_is_queued_not_raised():
+    events = queue.SimpleQueue()
+    with interrupt_on_signals(), interrupts_queued_on(events):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):   # handlers run between bytecodes: it ran by now
+            pass
+        assert events.get_nowait() == Interrupted(signal.SIGTERM)
+    assert events.empty()
+
+
+def test_a_second_signal_before_the_loop_took_the_first_raises_at_once():
+    events = queue.SimpleQueue()
+    with interrupt_on_signals(), interrupts_queued_on(events):
+        os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+    assert events.get_nowait() == Interrupted(signal.SIGINT)
+
+
+def test_outside_a_run_s_wait_a_signal_raises_as_ctrl_c_does():
+    events = queue.SimpleQueue()
+    with interrupt_on_signals():
+        with interrupts_queued_on(events):
+            pass
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+    assert events.empty()
+
+
+def test_a_wait_in_another_thread_leaves_the_main_thread_s_signals_as_they_are():
+    events, entered, leave = queue.SimpleQueue(), threading.Event(), threading.Event()
+
+    def wait_elsewhere():
+        with interrupts_queued_on(events):
+            entered.set()
+            leave.wait(30)
+
+    waiter = threading.Thread(target=wait_elsewhere)
+    waiter.start()
+    try:
+        assert entered.wait(30)
+        with interrupt_on_signals(), pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+    finally:
+        leave.set()
+        waiter.join(30)
+    assert events.empty()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_run_interrupted_while_it_waits_raises_from_its_loop_and_stops(signum):
+    """The run's loop (``ClusterRun.step``) raises, not the queue's wait it
+    was blocked in; the run then stops as a Ctrl-C'd run does."""
+    real = RealRun([Job("worker", num=2)])
+    try:
+        real.running()
+        with interrupt_on_signals():
+            timer = threading.Timer(0.2, os.kill, (os.getpid(), signum))
+            timer.start()
+            try:
+                with pytest.raises(KeyboardInterrupt) as caught:
+                    real.run.wait_finished()
+            finally:
+                timer.cancel()
+        innermost = caught.traceback[-1]
+        assert (os.path.basename(str(innermost.path)), innermost.name) == ("launch.py", "step")
+        real.run.record.ended(caught.value, real.phase)
+        real.stop()
+        assert real.phase == "stopped"
+        assert real.record.outcome_status == "interrupted"
+    finally:
+        real.close()
