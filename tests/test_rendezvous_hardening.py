@@ -484,6 +484,49 @@ def test_a_pause_of_the_scheduler_itself_is_not_the_tasks_silence(stalling_rdv, 
         conn.close()
 
 
+@pytest.mark.waits
+def test_a_fine_grained_task_answers_the_pings_while_tensorflow_starts(stalling_rdv,
+                                                                       monkeypatch):
+    """TensorFlow's import and server start take seconds of CPU, more than
+    the stall timeout on a loaded agent: the task reads its connection
+    meanwhile (CI saw every task of a fine-grained run counted unreachable
+    while their servers trained; the old task read nothing until its
+    server was up)."""
+    from tfmesos.task import tensorflow_server
+
+    started, release = threading.Event(), threading.Event()
+
+    class SlowServer:   # tf.distribute.Server, 3 stall timeouts long to start
+        target = "grpc://h:2222"
+
+        def __init__(self, *args, **kwargs):
+            started.set()
+            release.wait(3.0)
+
+    fake_tf = types.SimpleNamespace(distribute=types.SimpleNamespace(Server=SlowServer),
+                                    train=types.SimpleNamespace(ClusterSpec=dict))
+    monkeypatch.setitem(sys.modules, "tensorflow", fake_tf)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")   # no stderr filter process
+    conn = Connection(task_env(stalling_rdv))
+    conn.register("h", 2222)
+    codes = []
+    task = threading.Thread(target=lambda: codes.append(tensorflow_server.run_fine_grained(
+        conn, {"cluster": {"worker": ["h:2222"]}, "job": "worker", "index": 0})))
+    try:
+        assert next_event(stalling_rdv, TaskRegistered).task_id == "good"
+        task.start()
+        assert started.wait(30)
+        assert no_event(stalling_rdv, TaskDisconnected, wait=3.0)   # while it starts
+        release.set()
+        assert stalling_rdv.send("good", {"type": "stop"})
+        task.join(30)
+        assert codes == [0]
+    finally:
+        release.set()
+        conn.close()
+        task.join(30)
+
+
 def test_a_task_that_hears_nothing_registers_again_or_ends_by_itself(monkeypatch):
     # A scheduler that never pings: as a partitioned one looks from the task.
     rdv = make_rendezvous(ping_interval=3600.0)
