@@ -9,6 +9,7 @@ import os
 import queue
 import signal
 import threading
+import time
 
 import pytest
 from policy_helpers import RealRun
@@ -18,25 +19,37 @@ from tfmesos.core.signals import interrupt_on_signals, interrupts_queued_on
 from tfmesos.core.spec import Job
 
 
-def test_a_signal_while_a_run_waits_is_queued_not_raised():
-    events = queue.SimpleQueue()
-    with interrupt_on_signals(), interrupts_queued_on(events):
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(1000):   # handlers run between bytecodes: it ran by now
-            pass
-        assert events.get_nowait() == Interrupted(signal.SIGTERM)
-    assert events.empty()
+def let_handlers_run():
+    for _ in range(1000):   # handlers run between bytecodes: they ran by the end
+        pass
+
+
+def test_a_signal_while_a_run_waits_is_queued_and_raised_when_the_wait_ends_untaken():
+    """Queued, not raised where the main thread was; one that no loop took
+    (it came after the wait's last event: the cluster formed, the trainers
+    were done) is raised as the wait ends, not lost."""
+    events, queued = queue.SimpleQueue(), []
+    with interrupt_on_signals(), pytest.raises(KeyboardInterrupt):
+        with interrupts_queued_on(events):
+            os.kill(os.getpid(), signal.SIGTERM)
+            let_handlers_run()
+            queued.append(events.get_nowait())   # not raised here
+    assert queued == [Interrupted(signal.SIGTERM)]
 
 
 def test_a_second_signal_before_the_loop_took_the_first_raises_at_once():
-    events = queue.SimpleQueue()
-    with interrupt_on_signals(), interrupts_queued_on(events):
-        os.kill(os.getpid(), signal.SIGINT)
-        with pytest.raises(KeyboardInterrupt):
+    events, raised_at_once = queue.SimpleQueue(), []
+    with interrupt_on_signals(), pytest.raises(KeyboardInterrupt):
+        with interrupts_queued_on(events):
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):
-                pass
-    assert events.get_nowait() == Interrupted(signal.SIGINT)
+            let_handlers_run()
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                let_handlers_run()
+            except KeyboardInterrupt:
+                raised_at_once.append(True)
+                raise
+    assert raised_at_once and events.get_nowait() == Interrupted(signal.SIGINT)
 
 
 def test_outside_a_run_s_wait_a_signal_raises_as_ctrl_c_does():
@@ -46,8 +59,7 @@ def test_outside_a_run_s_wait_a_signal_raises_as_ctrl_c_does():
             pass
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(1000):
-                pass
+            let_handlers_run()
     assert events.empty()
 
 
@@ -65,8 +77,7 @@ def test_a_wait_in_another_thread_leaves_the_main_thread_s_signals_as_they_are()
         assert entered.wait(30)
         with interrupt_on_signals(), pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):
-                pass
+            let_handlers_run()
     finally:
         leave.set()
         waiter.join(30)
@@ -80,14 +91,24 @@ def test_a_run_interrupted_while_it_waits_raises_from_its_loop_and_stops(signum)
     real = RealRun([Job("worker", num=2)])
     try:
         real.running()
+        waiting, sender = threading.Event(), None
+        step = real.run.step
+
+        def step_and_say_so(timeout):
+            waiting.set()   # inside wait_finished: the signal is sent from now on
+            step(timeout)
+
+        real.run.step = step_and_say_so
         with interrupt_on_signals():
-            timer = threading.Timer(0.2, os.kill, (os.getpid(), signum))
-            timer.start()
+            # Sent while the loop waits in the queue's get (its 1-s step).
+            sender = threading.Thread(target=lambda: waiting.wait(30) and (
+                time.sleep(0.1), os.kill(os.getpid(), signum)))
+            sender.start()
             try:
                 with pytest.raises(KeyboardInterrupt) as caught:
                     real.run.wait_finished()
             finally:
-                timer.cancel()
+                sender.join(30)
         innermost = caught.traceback[-1]
         assert (os.path.basename(str(innermost.path)), innermost.name) == ("launch.py", "step")
         real.run.record.ended(caught.value, real.phase)

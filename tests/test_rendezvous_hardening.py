@@ -1,6 +1,7 @@
 """The rendezvous under attack and under failure: slow clients, replayed
 frames, accept() errors, dropped task connections."""
 
+import contextlib
 import socket
 import struct
 import subprocess
@@ -484,6 +485,47 @@ def test_a_pause_of_the_scheduler_itself_is_not_the_tasks_silence(stalling_rdv, 
         conn.close()
 
 
+class FineGrainedTask:
+    """``run_fine_grained`` in a thread, registered on ``rdv``, with a
+    stand-in TensorFlow whose server takes until ``release`` (3 s at most)
+    to start."""
+
+    def __init__(self, rdv, monkeypatch):
+        from tfmesos.task import tensorflow_server
+        self.started, self.release = threading.Event(), threading.Event()
+        task = self
+
+        class SlowServer:   # tf.distribute.Server
+            target = "grpc://h:2222"
+
+            def __init__(self, *args, **kwargs):
+                task.started.set()
+                task.release.wait(3.0)
+
+        monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(
+            distribute=types.SimpleNamespace(Server=SlowServer),
+            train=types.SimpleNamespace(ClusterSpec=dict)))
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")   # no stderr filter process
+        self.conn = Connection(task_env(rdv))
+        self.conn.register("h", 2222)
+        assert next_event(rdv, TaskRegistered).task_id == "good"
+        self.outcome = []
+        self.thread = threading.Thread(target=self._run, args=(tensorflow_server,))
+
+    def _run(self, tensorflow_server):
+        try:
+            self.outcome.append(tensorflow_server.run_fine_grained(
+                self.conn, {"cluster": {"worker": ["h:2222"]}, "job": "worker", "index": 0}))
+        except Exception as exc:
+            self.outcome.append(exc)
+
+    def close(self):
+        self.release.set()
+        self.conn.close()
+        if self.thread.is_alive() or self.thread.ident is not None:
+            self.thread.join(30)
+
+
 @pytest.mark.waits
 def test_a_fine_grained_task_answers_the_pings_while_tensorflow_starts(stalling_rdv,
                                                                        monkeypatch):
@@ -492,39 +534,65 @@ def test_a_fine_grained_task_answers_the_pings_while_tensorflow_starts(stalling_
     meanwhile (CI saw every task of a fine-grained run counted unreachable
     while their servers trained; the old task read nothing until its
     server was up)."""
-    from tfmesos.task import tensorflow_server
-
-    started, release = threading.Event(), threading.Event()
-
-    class SlowServer:   # tf.distribute.Server, 3 stall timeouts long to start
-        target = "grpc://h:2222"
-
-        def __init__(self, *args, **kwargs):
-            started.set()
-            release.wait(3.0)
-
-    fake_tf = types.SimpleNamespace(distribute=types.SimpleNamespace(Server=SlowServer),
-                                    train=types.SimpleNamespace(ClusterSpec=dict))
-    monkeypatch.setitem(sys.modules, "tensorflow", fake_tf)
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")   # no stderr filter process
-    conn = Connection(task_env(stalling_rdv))
-    conn.register("h", 2222)
-    codes = []
-    task = threading.Thread(target=lambda: codes.append(tensorflow_server.run_fine_grained(
-        conn, {"cluster": {"worker": ["h:2222"]}, "job": "worker", "index": 0})))
+    task = FineGrainedTask(stalling_rdv, monkeypatch)
     try:
-        assert next_event(stalling_rdv, TaskRegistered).task_id == "good"
-        task.start()
-        assert started.wait(30)
-        assert no_event(stalling_rdv, TaskDisconnected, wait=3.0)   # while it starts
-        release.set()
+        task.thread.start()
+        assert task.started.wait(30)
+        assert no_event(stalling_rdv, TaskDisconnected, wait=3.0)   # 3 stall timeouts
+        task.release.set()
         assert stalling_rdv.send("good", {"type": "stop"})
-        task.join(30)
-        assert codes == [0]
+        task.thread.join(30)
+        assert task.outcome == [0]
     finally:
-        release.set()
-        conn.close()
-        task.join(30)
+        task.close()
+
+
+def test_a_fine_grained_task_told_to_stop_while_tensorflow_loads_starts_no_server(
+        stalling_rdv, monkeypatch):
+    from tfmesos.task import tensorflow_server
+    watches = []
+
+    class Watch(tensorflow_server._StopWatch):
+        def __init__(self, conn):
+            super().__init__(conn)
+            watches.append(self)
+
+    @contextlib.contextmanager
+    def loading(level, gpus=None):   # TensorFlow loads until the stop was read
+        wait_until(lambda: watches and watches[0].done(), timeout=30)
+        yield
+
+    monkeypatch.setattr(tensorflow_server, "_StopWatch", Watch)
+    monkeypatch.setattr(tensorflow_server, "tensorflow_startup_filtered", loading)
+    task = FineGrainedTask(stalling_rdv, monkeypatch)
+    try:
+        assert stalling_rdv.send("good", {"type": "stop"})
+        task.thread.start()
+        task.thread.join(30)
+        assert task.outcome == [0] and not task.started.is_set()
+    finally:
+        task.close()
+
+
+def test_a_fine_grained_task_whose_reading_breaks_fails(stalling_rdv, monkeypatch):
+    """Not a lost scheduler (which ends the task with 0, as a stop does): a
+    bug in reading ends the task with that error, not with a success."""
+    task = FineGrainedTask(stalling_rdv, monkeypatch)
+
+    def broken_receive():
+        task.started.wait(30)
+        raise RuntimeError("a bug in reading")
+
+    monkeypatch.setattr(task.conn, "receive", broken_receive)
+    try:
+        task.thread.start()
+        assert task.started.wait(30)
+        task.release.set()
+        task.thread.join(30)
+        assert [repr(outcome) for outcome in task.outcome] == [
+            repr(RuntimeError("a bug in reading"))]
+    finally:
+        task.close()
 
 
 def test_a_task_that_hears_nothing_registers_again_or_ends_by_itself(monkeypatch):

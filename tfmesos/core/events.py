@@ -114,6 +114,7 @@ class MesosFailed(FrozenFieldMethods):
 class Interrupted(FrozenFieldMethods):
     """``signum`` (SIGINT, SIGTERM) came while the run waited for its
     events (``signals.interrupts_queued_on``): the loop raises
-    ``KeyboardInterrupt`` when it takes this, between two events."""
+    ``KeyboardInterrupt`` when it takes this, between two events. What is
+    left of it once the run stops is dropped (the stop is under way)."""
 
     signum: int

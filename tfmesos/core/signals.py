@@ -70,8 +70,10 @@ def _handling(signals: Iterable[signal.Signals], handler: _Handler) -> Iterator[
 def interrupt_on_signals(signals: Iterable[signal.Signals] = INTERRUPTING
                          ) -> contextlib.AbstractContextManager[None]:
     """Inside the block, ``signals`` (default SIGTERM and SIGINT) raise
-    ``KeyboardInterrupt``, as Ctrl-C does. Main thread only, unless
-    ``signals`` is empty."""
+    ``KeyboardInterrupt``, as Ctrl-C does, except inside an
+    ``interrupts_queued_on`` block (a run's wait for its events): there the
+    first one is queued for the run's loop to raise. Main thread only,
+    unless ``signals`` is empty."""
     return _handling(signals, _interrupt)
 
 
@@ -87,7 +89,10 @@ def interrupts_queued_on(events: "queue.SimpleQueue[object]") -> Iterator[None]:
     """Inside the block, a signal that ``interrupt_on_signals`` handles is
     put on ``events`` as ``Interrupted`` (once; a second one raises, as
     before); whoever takes it raises ``KeyboardInterrupt`` where that is
-    safe. Takes effect in the main thread only (where handlers run);
+    safe (``ClusterRun.step``: it may first finish a call to the master,
+    bounded by the driver's timeouts). A signal queued but not taken when
+    the block ends (it came after the wait's last event) is raised there,
+    not lost. Takes effect in the main thread only (where handlers run);
     elsewhere, and where no handler of ours is installed, a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -98,3 +103,5 @@ def interrupts_queued_on(events: "queue.SimpleQueue[object]") -> Iterator[None]:
         yield
     finally:
         _queued_on.remove(target)
+    if target.put:   # queued, not taken (taking it raises, which skips this)
+        raise KeyboardInterrupt

@@ -24,22 +24,25 @@ def run_fine_grained(conn, start):
     with tensorflow_startup_filtered(min_log_level(os.environ), task_gpus(os.environ)):
         import tensorflow as tf  # only this mode needs it
 
+        if stopped.done():   # told to stop while TensorFlow loaded: no server
+            return stopped.wait()
         server = tf.distribute.Server(tf.train.ClusterSpec(start["cluster"]),
                                       job_name=start["job"], task_index=start["index"],
                                       protocol="grpc", start=True)
     print("tfmesos: TensorFlow server %s for /job:%s/task:%d is up"
           % (server.target, start["job"], start["index"]), flush=True)
-    stopped.wait()
-    return 0
+    return stopped.wait()
 
 
 class _StopWatch:
     """Reads ``conn`` in a thread (``receive`` answers the pings) until the
-    scheduler says stop or is gone; ``wait`` waits for that."""
+    scheduler says stop or is gone; ``wait`` waits for that and returns 0,
+    or raises what else ended the reading (a bug: the task fails)."""
 
     def __init__(self, conn):
         self._conn = conn
         self._done = threading.Event()
+        self._error = None
         threading.Thread(target=self._read, name="tfmesos-receive", daemon=True).start()
 
     def _read(self):
@@ -48,8 +51,16 @@ class _StopWatch:
                 pass
         except (wire.WireError, OSError) as exc:
             print("tfmesos: scheduler gone (%s); stopping" % exc, flush=True)
+        except BaseException as exc:   # raised again by wait, in the task's main thread
+            self._error = exc
         finally:
             self._done.set()
 
+    def done(self):
+        return self._done.is_set()
+
     def wait(self):
         self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return 0
