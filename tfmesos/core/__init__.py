@@ -6,7 +6,9 @@ and the lifecycle that ties it together (``launch.ClusterRun``).
   (checked once when built), settings (argument > environment > default),
   volume strings, the restart policy;
 * ``launch``: ``ClusterRun``, the composition root and lifecycle (start,
-  wait, publish roles, stop); ``last_updates``: what the stop records (the
+  wait, publish roles, stop); ``framework_notice``: what a run does once
+  its framework has an id (a takeover's reconciliation, a new framework's
+  proof label); ``last_updates``: what the stop records (the
   queued events, Mesos' last updates waited for); ``fine_grained``:
   ``cluster()``, ``Cluster`` and its watcher thread; ``function_run``:
   ``tfmesos.run(fn, *args)``, with ``result_inbox``, the outcomes the

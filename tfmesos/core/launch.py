@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
-from ..protocol import labels as labels_
 from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
 from .events import Interrupted
 from .fit import FitWatch
+from .framework_notice import FrameworkNotice, OnFramework
 from .identity import RunIdentity
 from .phase import Phase
 from .reactions import RunEvents
@@ -92,7 +92,7 @@ class ClusterRun:
                  warm_runner: Optional["WarmProcessRunner"] = None,
                  backend: Optional["Backend"] = None, transport: Optional["Transport"] = None,
                  clock: Callable[[], float] = time.monotonic, resume: Optional[Resume] = None,
-                 on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = None,
+                 on_framework: Optional[OnFramework] = None,
                  shipment: Optional["Shipment"] = None, detached: bool = False,
                  mlflow_at_stop: bool = True, workdir: Optional[str] = None) -> None:
         environ = dict(os.environ if environ is None else environ)
@@ -118,10 +118,6 @@ class ClusterRun:
         self._on_progress: Callable[[ClusterRun], None] = on_progress or (lambda run: None)
         self._say: Callable[[str], None] = notify or logger.info
         self._clock: Callable[[], float] = clock
-        self._on_framework: Optional[Callable[[RunIdentity, Optional[str]], None]] = \
-            on_framework
-        self._framework_told: bool = False
-        self._proof_told: bool = False    # a new framework's proof label is set
         self.mlflow_at_stop: bool = mlflow_at_stop
         self._left: bool = False   # detached: the run was left to its tasks
         # once formed: {job: ["host:port", ...]}
@@ -150,6 +146,8 @@ class ClusterRun:
         self.adoption: Optional[Adoption] = Adoption(
             resume, self.slots, self.record, self.recovery, spec.mode) \
             if resume is not None else None
+        self.framework_notice: FrameworkNotice = FrameworkNotice(
+            self.runtime, self.record, self.adoption, on_framework)
         self.reactions: RunEvents = RunEvents(self.control, self.record, self.recovery,
                                               spec.reconnect_grace, spec.max_attempts, spec.mode,
                                               sandboxes=self.runtime.sandboxes,
@@ -381,41 +379,12 @@ class ClusterRun:
             raise KeyboardInterrupt
         if event is not None:
             self.reactions.handle(event)
-        self._tell_framework()
-        self._prove_framework()
+        self.framework_notice.check()
         self.record.flush()
         self.reactions.tick()
         self.recovery.tick()
         if self.state.failure is not None:
             raise self.state.failure
-
-    def _tell_framework(self) -> None:
-        scheduler = self.runtime.scheduler
-        if self._framework_told or scheduler is None or not scheduler.framework_id:
-            return
-        self._framework_told = True
-        identity = self.runtime.framework_known(scheduler.framework_id)
-        if self.adoption is not None:   # what ran meanwhile: Mesos says at once
-            self.adoption.reconcile(self.runtime.parts().driver)
-            attempt = identity.scheduler_attempt
-            if attempt > 1:   # not the first scheduler task of a detached run
-                self.record.taken_over(attempt, "detached scheduler task %d" % attempt
-                                       if self.runtime.detached else "tfmesos attach")
-        else:
-            self._prove_framework()
-        if self._on_framework is not None:
-            self._on_framework(identity, self.record.directory)
-
-    def _prove_framework(self) -> None:
-        """A new framework's proof label, which only its id makes (a takeover
-        subscribes with it): set once, tried again until it is."""
-        identity = self.runtime.identity
-        if self._proof_told or self.adoption is not None or identity.framework_id is None:
-            return
-        driver = self.runtime.driver
-        # Tried again only while not subscribed: a master that refuses it is not asked again.
-        self._proof_told = self.runtime.label(labels_.PROOF, identity.framework_proof()) \
-            or driver is None or driver.connected
 
     # -- what acting on the run does outside it (control.Effects) --------------
 
