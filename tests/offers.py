@@ -47,3 +47,7 @@ class FakeDriver:
 
     def reviveOffers(self):
         self.calls.append(("revive",))
+
+    def reconcileTasks(self, tasks):
+        self.calls.append(("reconcile", [(t["task_id"]["value"], t["agent_id"]["value"])
+                                         for t in tasks]))

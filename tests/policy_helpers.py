@@ -184,7 +184,11 @@ class RealRun:
     the driver and the scheduler, the rendezvous' on its queue; each call
     handles them as the thread that waits does (``ClusterRun.step``)."""
 
-    def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0):
+    def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
+                 unanswered_launch=None):
+        """``unanswered_launch``: the first LAUNCH gets no answer (a timeout)
+        and the master got it (True: its tasks run) or not (False: they get
+        no update; the test says what Mesos answers)."""
         from tfmesos.core.launch import ClusterRun
         from tfmesos.core.restarts import RestartPolicy
         from tfmesos.core.spec import RunSpec
@@ -204,12 +208,15 @@ class RealRun:
         self.handled = []     # every event the run handled, in order
         handle = self.run.reactions.handle
         self.run.reactions.handle = lambda event: (self.handled.append(event), handle(event))
+        if unanswered_launch is not None:
+            self.mock.lose_answer("ACCEPT", arrives=unanswered_launch)
         self.run.start()
         self.handle_until(lambda event: type(event).__name__ == "Subscribed", "subscribed")
         self.offer()
         for slot in self.slots:
             self._wait(lambda slot=slot: slot.task_id is not None, "%s launched" % slot.name)
-            self.update(slot.name, "TASK_RUNNING")
+            if unanswered_launch is not False:
+                self.update(slot.name, "TASK_RUNNING")
 
     @property
     def state(self):

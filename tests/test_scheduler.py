@@ -95,9 +95,31 @@ def test_other_launch_errors_propagate_to_the_driver():
 def test_a_launch_lost_to_a_disconnection_puts_back_the_unsent_offers_tasks_too():
     sched, slots, _ = make([{"name": "worker", "num": 2, "cpus": 2, "mem": 1}])
     offers = [Dict(offer("o1", cpus=2, agent="a1")), Dict(offer("o2", cpus=2, agent="a2"))]
-    sched.resourceOffers(FakeDriver(fail_launch=MesosConnectionError("gone")), offers)
+    driver = FakeDriver(fail_launch=MesosConnectionError("gone"))
+    sched.resourceOffers(driver, offers)
     assert [(s.state, s.attempts, s.task_id) for s in slots] == [("PENDING", 0, None)] * 2
     assert sched.slot_of("tfmesos.run1.worker.1.1") is None
+    # Where the subscription lives on (a refused or timed-out call), the
+    # offers not sent would stay this framework's (Mesos has no offer
+    # timeout by default): they go back.
+    assert driver.calls == [("decline", ["o1", "o2"], {"refuse_seconds": 2.0})]
+
+
+def test_a_launch_the_master_may_have_received_keeps_its_tasks_and_asks_mesos_of_them():
+    """A LAUNCH whose answer never came (a timeout): the master may have
+    launched its tasks. They keep their task ids (their registrations and
+    updates are the run's, and no second attempt doubles them) and are
+    reconciled: Mesos says whether they run, or TASK_LOST when it never got
+    them. The offers not sent yet go back, their tasks wait for others."""
+    sched, slots, _ = make([{"name": "worker", "num": 2, "cpus": 2, "mem": 1}])
+    offers = [Dict(offer("o1", cpus=2, agent="a1")), Dict(offer("o2", cpus=2, agent="a2"))]
+    driver = FakeDriver(fail_launch=MesosConnectionError("timed out", maybe_delivered=True))
+    sched.resourceOffers(driver, offers)
+    assert [(s.state, s.attempts, s.task_id) for s in slots] == [
+        ("TASK_STAGING", 1, "tfmesos.run1.worker.0.1"), ("PENDING", 0, None)]
+    assert sched.slot_of("tfmesos.run1.worker.0.1") is slots[0]
+    assert driver.calls == [("reconcile", [("tfmesos.run1.worker.0.1", "a1")]),
+                            ("decline", ["o2"], {"refuse_seconds": 2.0})]
 
 
 def test_the_run_hears_of_launches_outside_the_lock_before_mesos_does():

@@ -117,7 +117,13 @@ class MesosError(TFMesosError):
 
 
 class MesosConnectionError(MesosError, ConnectionError):
-    """No Mesos master could be reached."""
+    """No Mesos master could be reached. ``maybe_delivered``: the call was
+    sent whole and its answer never came (a timeout, a connection that
+    dropped meanwhile): the master may have carried it out."""
+
+    def __init__(self, message: str = "", maybe_delivered: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_delivered = maybe_delivered
 
     @property
     def means_disconnected(self) -> bool:

@@ -154,11 +154,13 @@ class TFMesosScheduler(Scheduler):
         self._events.put(StatusUpdate(update))
 
     def resourceOffers(self, driver: OfferDriver, offers: list[Offer]) -> None:
-        launches, unused, still_pending = self._place(offers)
+        launches, unused = self._place(offers)
         try:
             if launches:
                 self._on_launch(launches)
-                self._send(driver, launches)
+                unused += self._send(driver, launches)
+            with self.lock:   # (a launch that failed put its slots back)
+                still_pending = not self._closed and bool(self.pending())
             if unused:
                 refuse = BUSY_REFUSE_SECONDS if still_pending else IDLE_REFUSE_SECONDS
                 driver.declineOffer([{"value": oid} for oid in unused],
@@ -174,9 +176,9 @@ class TFMesosScheduler(Scheduler):
             # Disconnected meanwhile: Mesos has rescinded these offers anyway.
             logger.info("offers lost to a disconnection: %s", exc)
 
-    def _place(self, offers: list[Offer]) -> tuple[list[Launch], list[str], bool]:
+    def _place(self, offers: list[Offer]) -> tuple[list[Launch], list[str]]:
         """Under the lock: decide which pending slots go where, and mark them
-        launched. Returns (launches, unused offer ids, whether slots still wait)."""
+        launched. Returns (launches, unused offer ids)."""
         with self.lock:
             self.first_offer_at = self.first_offer_at or time.time()
             self._note_held(offers)
@@ -200,11 +202,17 @@ class TFMesosScheduler(Scheduler):
                     self.slots.launched(slot, task_id, assignment.agent_id, assignment.port,
                                         assignment.extra_ports)
                     launches.append(Launch(slot, task_id, slot.attempts, offer_id, assignment))
-            return launches, placement.unused, not self._closed and bool(self.pending())
+            return launches, list(placement.unused)
 
-    def _send(self, driver: OfferDriver, launches: list[Launch]) -> None:
-        """One LAUNCH per offer; a refused call puts back its slots and those
-        of the offers not sent yet."""
+    def _send(self, driver: OfferDriver, launches: list[Launch]) -> list[str]:
+        """One LAUNCH per offer, until one fails. Returns the ids of the
+        offers not sent (their slots are pending again). A call the master
+        may have carried out (its answer never came) keeps its tasks and
+        asks Mesos of them; any other failure puts back its slots too and
+        raises, after the offers not sent were given back (where the
+        subscription lives on, Mesos would keep them this framework's: it
+        has no offer timeout by default: src/master/flags.cpp,
+        ``offer_timeout``)."""
         by_offer: dict[str, list[Launch]] = {}
         for launch in launches:
             by_offer.setdefault(launch.offer_id, []).append(launch)
@@ -214,11 +222,42 @@ class TFMesosScheduler(Scheduler):
             try:
                 driver.launchTasks([{"value": offer_id}], infos,
                                    {"refuse_seconds": BUSY_REFUSE_SECONDS})
-            except MesosError:
-                for _, unsent in groups[sent:]:
-                    for launch in unsent:
+            except MesosError as exc:
+                delivered = getattr(exc, "maybe_delivered", False)
+                unsent = groups[sent + 1:] if delivered else groups[sent:]
+                for _, back in unsent:
+                    for launch in back:
                         self.slots.unlaunched(launch.slot)
+                unsent_ids = [unsent_id for unsent_id, _ in unsent]
+                if delivered:
+                    self._ask_about(driver, group, exc)
+                    return unsent_ids
+                self._give_back(driver, unsent_ids)
                 raise
+        return []
+
+    def _ask_about(self, driver: OfferDriver, group: list[Launch], error: MesosError) -> None:
+        """The LAUNCH of ``group`` may have reached the master: whether its
+        tasks run is Mesos' to say (TASK_LOST when it never got them,
+        docs/reconciliation.md); until then they are the run's attempts."""
+        names = ", ".join(launch.slot.name for launch in group)
+        logger.warning("no answer from the Mesos master to the launch of %s (%s); asking it "
+                       "whether they were launched", names, error)
+        try:
+            driver.reconcileTasks([{"task_id": {"value": launch.task_id},
+                                    "agent_id": {"value": launch.agent_id}} for launch in group])
+        except MesosError as exc:   # the next subscription, or the periodic one, reconciles
+            logger.info("reconciliation postponed: %s", exc)
+
+    def _give_back(self, driver: OfferDriver, offer_ids: list[str]) -> None:
+        """Decline offers a failed call left unused, if the master still listens."""
+        if not offer_ids:
+            return
+        try:
+            driver.declineOffer([{"value": oid} for oid in offer_ids],
+                                {"refuse_seconds": BUSY_REFUSE_SECONDS})
+        except MesosError as exc:
+            logger.debug("could not decline offers %s: %s", ", ".join(offer_ids), exc)
 
     def _note_held(self, offers: list[Offer]) -> None:
         """Track the most this run held at once: these offers plus what its

@@ -126,10 +126,13 @@ class SlotTable:
     # -- the event thread -----------------------------------------------------
 
     def requeue(self, slots: Iterable[TaskSlot]) -> None:
-        """``slots`` wait for another attempt."""
+        """``slots`` wait for another attempt. The attempt they had is not
+        theirs any more: should Mesos report it running after all (a launch
+        it carried out after it said the task was lost), it is a replaced
+        attempt, and killed."""
         with self.lock:
             for slot in slots:
-                slot.state, slot.address = "PENDING", None
+                slot.state, slot.address, slot.task_id = "PENDING", None, None
 
     def status(self, slot: TaskSlot, state: str, message: str, reason: Optional[str]) -> None:
         with self.lock:

@@ -41,6 +41,8 @@ DRIVER_STOPPED = "DRIVER_STOPPED"
 DRIVER_ABORTED = "DRIVER_ABORTED"
 
 _STOP = object()
+# How long a call waits for the master's answer (``timeout``'s default).
+CALL_TIMEOUT = 10.0
 
 
 class MesosSchedulerDriver:
@@ -54,7 +56,7 @@ class MesosSchedulerDriver:
     checks off for ``https://`` masters; ``ca_bundle`` names a CA file;
     ``scheme`` is used for masters found in ZooKeeper (their MasterInfo does
     not say whether they serve http or https).
-    ``timeout`` bounds every call; ``connect_timeout`` bounds how long the
+    ``timeout`` (default ``CALL_TIMEOUT``) bounds every call; ``connect_timeout`` bounds how long the
     driver goes without a subscription before it gives up (``error`` is
     called and ``join()`` raises ``MesosConnectionError``): the attempts'
     waits are capped by the time left, so it gives up on time. Before the
@@ -69,7 +71,7 @@ class MesosSchedulerDriver:
 
     def __init__(self, scheduler: Scheduler, framework_info: Mapping[str, Any], master: str,
                  implicit_acknowledgements: bool = True, principal: Optional[str] = None,
-                 secret: Optional[str] = None, timeout: float = 10.0, verify: bool = True,
+                 secret: Optional[str] = None, timeout: Optional[float] = None, verify: bool = True,
                  ca_bundle: Optional[str] = None, heartbeat_misses: int = 3,
                  backoff_cap: float = 15.0, connect_timeout: float = 60.0,
                  detector: Optional[Detector] = None, scheme: str = "http",
@@ -93,7 +95,8 @@ class MesosSchedulerDriver:
             if scheme == "https" or any(url.startswith("https:") for url in address.urls):
                 context.get()
             transport = HTTPTransport(
-                address, master, context, basic_auth(principal, secret), timeout, scheme=scheme,
+                address, master, context, basic_auth(principal, secret),
+                CALL_TIMEOUT if timeout is None else timeout, scheme=scheme,
                 detector=detector, heartbeat_misses=heartbeat_misses, backoff_cap=backoff_cap,
                 connect_timeout=connect_timeout,
                 refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)

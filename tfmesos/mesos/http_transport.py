@@ -230,8 +230,10 @@ class CallConnection:
             for attempt in (0, 1):
                 conn = self._connection(url)
                 reused = conn.sock is not None
+                sent = False
                 try:
                     conn.request("POST", api_path(url), body=body, headers=call_headers)
+                    sent = True
                     response = conn.getresponse()
                     payload = response.read()
                     break
@@ -243,8 +245,11 @@ class CallConnection:
                             exc, (http.client.RemoteDisconnected, BrokenPipeError,
                                   ConnectionResetError)):
                         continue
+                    # Sent whole but unanswered (a timeout): the master may
+                    # have carried the call out (a LAUNCH: its tasks run).
                     raise MesosConnectionError("%s call to the Mesos master at %s failed: %s"
-                                               % (kind, url, describe(exc))) from exc
+                                               % (kind, url, describe(exc)),
+                                               maybe_delivered=sent) from exc
         if response.status not in (200, 202):
             raise MesosCallError("Mesos master at %s refused %s: HTTP %d %s" % (
                 url, kind, response.status, payload.decode("utf-8", "replace").strip()[:500]),

@@ -2,8 +2,8 @@
 it (``MesosSchedulerDriver(..., transport=MockTransport())``): no socket,
 no thread of its own. The driver subscribes at once; every call it makes
 is kept in ``calls`` (the Call bodies, in order); the test sends events
-(``offer``, ``update``, ``send``), drops the stream (``lose_stream``) or
-makes calls fail (``refuse``).
+(``offer``, ``update``, ``send``), drops the stream (``lose_stream``),
+makes calls fail (``refuse``) or go unanswered (``lose_answer``).
 """
 
 import queue
@@ -30,6 +30,7 @@ class MockTransport:
         self.heartbeat_interval = heartbeat_interval
         self.calls: list[Mapping[str, Any]] = []
         self._refused: dict[str, MesosCallError] = {}   # call type -> the error it gets
+        self._unanswered: dict[str, bool] = {}   # call type -> whether its next one arrives
         self._lock = threading.Lock()
         self._stream: Optional[_Stream] = None
 
@@ -46,10 +47,15 @@ class MockTransport:
         return self._stream
 
     def post(self, url: str, call: Mapping[str, Any], stream_id: Optional[str]) -> None:
+        kind = str(call.get("type"))
         with self._lock:
-            error = self._refused.get(str(call.get("type")))
-            if error is None:
+            error: Optional[Exception] = self._refused.get(kind)
+            arrives = self._unanswered.pop(kind, None)
+            if error is None and arrives is not False:
                 self.calls.append(call)
+            if error is None and arrives is not None:
+                error = MesosConnectionError("%s call to the Mesos master at %s failed: timed out"
+                                             % (kind, url), maybe_delivered=True)
         if error is not None:
             raise error
 
@@ -88,6 +94,13 @@ class MockTransport:
     def give_up(self, message: str = "the mock master is gone") -> None:
         """The driver gives up: what it does after ``connect_timeout``."""
         self._opened().events.put(Fatal(MesosConnectionError(message)))
+
+    def lose_answer(self, kind: str, arrives: bool = True) -> None:
+        """The next call of type ``kind`` gets no answer, as a timeout leaves
+        it (``MesosConnectionError``, ``maybe_delivered``); ``arrives``:
+        whether the master got it all the same (it is in ``calls``)."""
+        with self._lock:
+            self._unanswered[kind] = arrives
 
     def refuse(self, kind: str, status: int = 400,
                message: str = "refused by the mock master") -> None:

@@ -1,0 +1,116 @@
+"""A LAUNCH whose answer never comes (the call timed out: a loaded master, a
+slow network) may still have been carried out. Its tasks stay the run's
+attempts and Mesos is asked of them, so that the run neither drops their
+registrations (and waits for them in vain) nor leaves them running unseen:
+a run of 210 tasks once hung so, 29 tasks short, on a loaded machine."""
+
+import time
+
+import pytest
+from fixtures_master import make_local_master
+from policy_helpers import RealRun
+
+from tfmesos.core.launch import ClusterRun
+from tfmesos.core.spec import Job, RunSpec
+from tfmesos.mesos import driver as mesos_driver
+from tfmesos.mesos.task_states import TERMINAL_STATES
+
+
+def reconciled(real):
+    return [item["task_id"]["value"] for call in real.mock.calls_of("RECONCILE")
+            for item in call["reconcile"].get("tasks", [])]
+
+
+def test_tasks_of_an_unanswered_launch_that_arrived_register_and_the_cluster_forms():
+    real = RealRun([Job("worker", num=2)], unanswered_launch=True)
+    try:
+        ids = [slot.task_id for slot in real.slots]
+        assert ids == ["tfmesos.%s.worker.%d.1" % (real.run.run_id, i) for i in range(2)]
+        assert sorted(reconciled(real)) == sorted(ids)   # Mesos is asked of them at once
+        real.running()   # their registrations are taken: the cluster forms
+        assert [slot.attempts for slot in real.slots] == [1, 1]
+        assert len(real.mock.calls_of("ACCEPT")) == 1   # not launched twice
+    finally:
+        real.close()
+
+
+def test_tasks_of_an_unanswered_launch_that_never_arrived_are_launched_again():
+    real = RealRun([Job("worker", num=2)], unanswered_launch=False)
+    try:
+        assert real.mock.calls_of("ACCEPT") == []
+        for slot in real.slots:   # Mesos' answer to the reconciliation
+            real.update(slot.name, "TASK_LOST", "Reconciliation: Task is unknown",
+                        reason="REASON_RECONCILIATION")
+        assert [slot.state for slot in real.slots] == ["PENDING", "PENDING"]
+        real.offer()
+        for slot in real.slots:
+            real._wait(lambda slot=slot: slot.attempts == 2, "%s launched again" % slot.name)
+        real.running()
+        assert len(real.mock.calls_of("ACCEPT")) == 1
+    finally:
+        real.close()
+
+
+
+def test_an_attempt_mesos_said_was_lost_that_runs_after_all_is_killed_not_taken():
+    """Mesos answered the reconciliation with TASK_LOST, then carried the
+    launch out after all: that attempt is a replaced one, killed; the slot
+    still waits for its new attempt."""
+    real = RealRun([Job("worker", num=1)], unanswered_launch=False)
+    try:
+        first = real.slots[0].task_id
+        real.update("worker:0", "TASK_LOST", "Reconciliation: Task is unknown",
+                    reason="REASON_RECONCILIATION")
+        real.update("worker:0", "TASK_RUNNING", task_id=first)
+        assert [call["kill"]["task_id"]["value"] for call in real.mock.calls_of("KILL")] \
+            == [first]
+        assert (real.slots[0].state, real.slots[0].task_id) == ("PENDING", None)
+    finally:
+        real.close()
+
+class LateAccepts:
+    """The embedded master takes each ACCEPT ``delay`` seconds after it came
+    (a master too loaded to get to it in time): the driver has given up on
+    the answer by then."""
+
+    def __init__(self, master, delay):
+        self.calls = 0
+        handle = master._calls.handle
+
+        def late(call, stream_id, principal=None):
+            if call.get("type") == "ACCEPT":
+                self.calls += 1
+                if self.calls == 1:
+                    time.sleep(delay)
+            return handle(call, stream_id, principal)
+        master._calls.handle = late
+
+
+def live_tasks(master):
+    state = master.state()
+    return [task["id"] for framework in state["frameworks"] + state["completed_frameworks"]
+            for task in framework["tasks"] if task["state"] not in TERMINAL_STATES]
+
+
+@pytest.mark.integration
+def test_a_launch_the_embedded_master_carries_out_after_the_driver_gave_up_on_it(
+        make_local_master, monkeypatch):
+    """The embedded master, real tasks. Mesos, asked at once, does not know
+    the tasks yet (TASK_LOST): they are launched again; the first attempts,
+    launched later, are killed as replaced attempts. The cluster forms, runs
+    its command and ends; nothing is left running."""
+    master = make_local_master()
+    late = LateAccepts(master, delay=2.0)
+    monkeypatch.setattr(mesos_driver, "CALL_TIMEOUT", 0.5)
+    run = ClusterRun(RunSpec(jobs=[Job("worker", num=2, cpus=0.1, mem=64)],
+                             launch_timeout=30, mode="replica", command="true",
+                             master=master.url), environ={})
+    try:
+        run.start()
+        run.wait_ready()
+        assert run.wait_finished() == 0
+        assert [slot.attempts for slot in run.slots] == [2, 2]
+        assert late.calls == 2
+    finally:
+        run.stop()
+    assert live_tasks(master) == []
