@@ -331,6 +331,74 @@ def test_the_relay_ends_when_closed_not_when_its_wait_times_out(monkeypatch, tmp
     assert frames == [] and relay.malformed == 0   # the wake-up is no datagram of the command's
 
 
+
+def _dead_relay_directory(base, name, age, owner=None, extra=False):
+    """What a relay killed ``age`` seconds ago leaves in ``base``: its
+    directory and a socket file nobody is bound to."""
+    directory = base / name
+    directory.mkdir(mode=0o700)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(directory / "m"))
+    sock.close()
+    if extra:
+        (directory / "not-a-relay-s").write_text("")
+    if owner is not None:
+        os.chown(directory, owner, owner)
+    then = time.time() - age
+    os.utime(directory, (then, then))
+    return directory
+
+
+def test_relays_killed_before_they_removed_their_socket_are_swept_by_the_next_one(
+        monkeypatch, tmp_path):
+    """A Mesos agent's sandbox paths are too long for a socket's: relays
+    live in the temporary directory, where a SIGKILLed one (an OOM kill, a
+    kill after the grace period) leaves its directory. The next relay
+    started there removes this user's dead ones; nothing else."""
+    sandbox = tmp_path / ("sandbox-" + "x" * metrics_relay.MAX_PATH)
+    sandbox.mkdir()
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    env = dict(os.environ, TMPDIR=str(shared))
+    killed = subprocess.Popen(
+        [sys.executable, "-c", "from tfmesos.task.metrics_relay import MetricsRelay; "
+         "print(MetricsRelay(print).start().path, flush=True); import time; time.sleep(600)"],
+        cwd=sandbox, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        killed_dir = os.path.dirname(killed.stdout.readline().strip())
+    finally:
+        killed.kill()
+        killed.wait()
+        killed.stdout.close()
+    assert os.path.dirname(killed_dir) == str(shared)   # the sandbox's path was too long
+    then = time.time() - 2 * metrics_relay.SWEEP_AGE
+    os.utime(killed_dir, (then, then))
+    old = 2 * metrics_relay.SWEEP_AGE
+    dead = _dead_relay_directory(shared, metrics_relay.PREFIX + "dead", old)
+    young = _dead_relay_directory(shared, metrics_relay.PREFIX + "young", 1)
+    full = _dead_relay_directory(shared, metrics_relay.PREFIX + "full", old, extra=True)
+    others = _dead_relay_directory(shared, metrics_relay.PREFIX + "others", old,
+                                   owner=65534) if os.geteuid() == 0 else None
+    unrelated = shared / "unrelated"
+    unrelated.mkdir()
+    monkeypatch.chdir(sandbox)
+    monkeypatch.setenv("TMPDIR", str(shared))
+    live = MetricsRelay(lambda frame: None).start()
+    os.utime(os.path.dirname(live.path), (then, then))
+    relay = MetricsRelay(lambda frame: None).start()
+    try:
+        left = set(os.listdir(shared))
+        assert os.path.basename(killed_dir) not in left and dead.name not in left
+        kept = {young.name, full.name, unrelated.name, os.path.basename(os.path.dirname(
+            live.path)), os.path.basename(os.path.dirname(relay.path))}
+        if others is not None:
+            kept.add(others.name)
+        assert left == kept
+        assert os.path.exists(live.path)   # a live relay keeps its socket
+    finally:
+        relay.close()
+        live.close()
+
 # -- the rendezvous ----------------------------------------------------------------
 
 @contextlib.contextmanager

@@ -6,7 +6,11 @@ in ``metrics`` frames over the task's rendezvous connection
 
 The socket lives in a directory of its own (mode 0700: only the task's user
 reaches it) in the sandbox, or in the temporary directory when the
-sandbox's path is too long for a socket's. A flood costs the command
+sandbox's path is too long for a socket's (a Mesos agent's always is). A
+relay that is killed (SIGKILL: an OOM kill, a kill after the grace period)
+cannot remove its directory there: the next relay that starts in that
+temporary directory does (``_sweep``), so that an agent's /tmp does not
+fill with them. A flood costs the command
 nothing: its datagrams are dropped once the socket's queue is full; the
 thread keeps at most ``MAX_POINTS`` points (``Batcher``) and sends a frame
 at most every ``FLUSH_INTERVAL`` seconds.
@@ -15,6 +19,7 @@ at most every ``FLUSH_INTERVAL`` seconds.
 import json
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -24,14 +29,20 @@ from ..protocol.metric_points import MAX_DATAGRAM, Batcher, parse_point
 
 MAX_PATH = 100           # bytes of a unix socket's path (108 with the final NUL)
 POLL = 0.25              # seconds between looks at the batch while nothing comes
+PREFIX = "tfmesos-metrics-"
+SOCKET_NAME = "m"
+SWEEP_AGE = 60.0         # seconds: younger directories are not probed
 
 
 def _directory():
     """A new private directory for the socket: in the working directory (the
     sandbox) when its path is short enough, else in $TMPDIR or /tmp."""
-    name = "tfmesos-metrics-" + os.urandom(6).hex()
-    for base in (os.getcwd(), os.environ.get("TMPDIR"), "/tmp"):
-        if base and len(os.path.join(base, name, "m")) <= MAX_PATH:
+    name = PREFIX + os.urandom(6).hex()
+    cwd = os.getcwd()
+    for base in (cwd, os.environ.get("TMPDIR"), "/tmp"):
+        if base and len(os.path.join(base, name, SOCKET_NAME)) <= MAX_PATH:
+            if base != cwd:
+                _sweep(base)
             try:
                 path = os.path.join(base, name)
                 os.mkdir(path, 0o700)
@@ -39,6 +50,50 @@ def _directory():
             except OSError:
                 continue
     raise OSError("no directory for the metrics socket")
+
+
+def _sweep(base):
+    """Remove from the shared ``base`` what killed relays left: this user's
+    directories older than ``SWEEP_AGE`` whose socket nobody is bound to
+    any more. Anything else — another user's, a live relay's, a young one
+    (its relay may be starting: a burst of tasks probes nothing), one that
+    is not a plain directory — is left alone."""
+    try:
+        names = [name for name in os.listdir(base) if name.startswith(PREFIX)]
+    except OSError:
+        return
+    uid, old = os.geteuid(), time.time() - SWEEP_AGE
+    for name in names:
+        directory = os.path.join(base, name)
+        path = os.path.join(directory, SOCKET_NAME)
+        try:
+            info = os.lstat(directory)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mtime > old:
+                continue
+            if stat.S_ISSOCK(os.lstat(path).st_mode) and not _bound(path):
+                os.unlink(path)
+        except FileNotFoundError:
+            pass    # no socket: its relay never bound one
+        except OSError:
+            continue
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass    # not empty (a live relay's socket): left alone
+
+
+def _bound(path):
+    """Whether a socket is bound at ``path`` (a relay that lives)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        probe.connect(path)
+        return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return True     # cannot tell: left alone
+    finally:
+        probe.close()
 
 
 class MetricsRelay:
@@ -49,7 +104,7 @@ class MetricsRelay:
         self._send = send
         self._clock = clock
         self._directory = _directory()
-        self.path = os.path.join(self._directory, "m")
+        self.path = os.path.join(self._directory, SOCKET_NAME)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             self._sock.bind(self.path)
