@@ -9,10 +9,13 @@ import io
 import json
 import math
 import os
+import pathlib
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -350,15 +353,15 @@ def _dead_relay_directory(base, name, age, owner=None, extra=False):
 
 
 def test_relays_killed_before_they_removed_their_socket_are_swept_by_the_next_one(
-        monkeypatch, tmp_path):
+        monkeypatch, tmp_path, request):
     """A Mesos agent's sandbox paths are too long for a socket's: relays
     live in the temporary directory, where a SIGKILLed one (an OOM kill, a
     kill after the grace period) leaves its directory. The next relay
     started there removes this user's dead ones; nothing else."""
     sandbox = tmp_path / ("sandbox-" + "x" * metrics_relay.MAX_PATH)
     sandbox.mkdir()
-    shared = tmp_path / "tmp"
-    shared.mkdir()
+    shared = pathlib.Path(tempfile.mkdtemp(prefix="tfm-", dir="/tmp"))   # short enough
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
     env = dict(os.environ, TMPDIR=str(shared))
     killed = subprocess.Popen(
         [sys.executable, "-c", "from tfmesos.task.metrics_relay import MetricsRelay; "
