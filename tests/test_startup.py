@@ -77,6 +77,10 @@ TFRUN_IMPORTS = {
     "inspect", "json", "json.decoder", "json.encoder", "json.scanner", "linecache",
     "logging", "opcode", "pwd", "shlex", "signal", "string", "termios", "textwrap", "token",
     "tokenize", "traceback",
+    # what site loads in some environments only (a .pth file that imports
+    # typing, as an editable install's finder or a CA bundle's does): cheap
+    "atexit", "collections.abc", "math", "threading", "typing", "typing.io", "typing.re",
+    "weakref",
 }
 
 
