@@ -377,11 +377,14 @@ def test_relays_killed_before_they_removed_their_socket_are_swept_by_the_next_on
     then = time.time() - 2 * metrics_relay.SWEEP_AGE
     os.utime(killed_dir, (then, then))
     old = 2 * metrics_relay.SWEEP_AGE
-    dead = _dead_relay_directory(shared, metrics_relay.PREFIX + "dead", old)
-    young = _dead_relay_directory(shared, metrics_relay.PREFIX + "young", 1)
-    full = _dead_relay_directory(shared, metrics_relay.PREFIX + "full", old, extra=True)
-    others = _dead_relay_directory(shared, metrics_relay.PREFIX + "others", old,
+    ours = metrics_relay._host_prefix()
+    dead = _dead_relay_directory(shared, ours + "dead", old)
+    young = _dead_relay_directory(shared, ours + "young", 1)
+    full = _dead_relay_directory(shared, ours + "full", old, extra=True)
+    others = _dead_relay_directory(shared, ours + "others", old,
                                    owner=65534) if os.geteuid() == 0 else None
+    # another host's (a temporary directory on NFS): its socket refuses us, yet it may live
+    elsewhere = _dead_relay_directory(shared, metrics_relay.PREFIX + "0badc0de-live", old)
     unrelated = shared / "unrelated"
     unrelated.mkdir()
     monkeypatch.chdir(sandbox)
@@ -392,7 +395,7 @@ def test_relays_killed_before_they_removed_their_socket_are_swept_by_the_next_on
     try:
         left = set(os.listdir(shared))
         assert os.path.basename(killed_dir) not in left and dead.name not in left
-        kept = {young.name, full.name, unrelated.name, os.path.basename(os.path.dirname(
+        kept = {young.name, full.name, unrelated.name, elsewhere.name, os.path.basename(os.path.dirname(
             live.path)), os.path.basename(os.path.dirname(relay.path))}
         if others is not None:
             kept.add(others.name)

@@ -105,6 +105,14 @@ def test_a_launch_lost_to_a_disconnection_puts_back_the_unsent_offers_tasks_too(
     assert driver.calls == [("decline", ["o1", "o2"], {"refuse_seconds": 2.0})]
 
 
+def test_a_failed_launch_gives_back_the_offers_placement_left_unused_too():
+    sched, slots, _ = make([{"name": "worker", "cpus": 2, "mem": 1}])
+    offers = [Dict(offer("o1", cpus=2, agent="a1")), Dict(offer("o2", cpus=2, agent="a2"))]
+    driver = FakeDriver(fail_launch=MesosConnectionError("gone"))
+    sched.resourceOffers(driver, offers)
+    assert slots[0].state == "PENDING"
+    assert driver.calls == [("decline", ["o2", "o1"], {"refuse_seconds": 2.0})]
+
 def test_a_launch_the_master_may_have_received_keeps_its_tasks_and_asks_mesos_of_them():
     """A LAUNCH whose answer never came (a timeout): the master may have
     launched its tasks. They keep their task ids (their registrations and

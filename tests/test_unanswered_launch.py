@@ -12,6 +12,7 @@ from policy_helpers import RealRun
 
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.spec import Job, RunSpec
+from tfmesos.exceptions import TaskFailed
 from tfmesos.mesos import driver as mesos_driver
 from tfmesos.mesos.task_states import TERMINAL_STATES
 
@@ -51,6 +52,36 @@ def test_tasks_of_an_unanswered_launch_that_never_arrived_are_launched_again():
         real.close()
 
 
+
+def test_launches_mesos_never_got_do_not_use_up_the_task_s_attempts():
+    """A master that keeps timing out: each lost launch is launched again,
+    more often than ``max_attempts`` (3) allows failures; an attempt Mesos
+    knew of (it ran, then failed) counts as ever."""
+    real = RealRun([Job("worker", num=1)], unanswered_launch=False)
+    try:
+        for attempt in range(1, 6):
+            slot = real.slots[0]
+            assert slot.attempts == attempt
+            real.update("worker:0", "TASK_LOST", "Reconciliation: Task is unknown",
+                        reason="REASON_RECONCILIATION")
+            assert real.phase == "forming" and slot.state == "PENDING"
+            real.mock.lose_answer("ACCEPT", arrives=False)
+            real.offer()
+            real._wait(lambda slot=slot, attempt=attempt: slot.attempts == attempt + 1,
+                       "launched again")
+        assert real.slots[0].attempts - real.slots[0].base == 1   # none counted but this one
+        for _ in range(2):   # launched, then failed: these count
+            real.update("worker:0", "TASK_RUNNING")
+            real.update("worker:0", "TASK_LOST", "Reconciliation: Task is unknown",
+                        reason="REASON_RECONCILIATION")
+            real.offer()
+            real._wait(lambda: real.slots[0].state != "PENDING", "launched again")
+        real.update("worker:0", "TASK_RUNNING")
+        with pytest.raises(TaskFailed, match="worker:0 failed 3 times before the cluster"):
+            real.update("worker:0", "TASK_LOST", "Reconciliation: Task is unknown",
+                        reason="REASON_RECONCILIATION")
+    finally:
+        real.close()
 
 def test_an_attempt_mesos_said_was_lost_that_runs_after_all_is_killed_not_taken():
     """Mesos answered the reconciliation with TASK_LOST, then carried the

@@ -249,6 +249,8 @@ class RunEvents:
         self._slots.status(slot, status.state, status.get("message", ""),
                            status.get("reason") or None)
         phase = self._state.phase
+        if status.state not in TERMINAL_STATES:
+            self._slots.heard_of(task_id)
         if status.state not in TERMINAL_STATES or phase not in (Phase.FORMING, Phase.RUNNING):
             return
         self.control.forget_task(task_id)
@@ -264,6 +266,11 @@ class RunEvents:
     def _on_launch_failure(self, slot: TaskSlot, status: "Dict", code: Optional[int]) -> None:
         """Relaunch a task that ended before the cluster was complete, unless
         its attempts are spent or retrying cannot help (``task_ends``)."""
+        if self._slots.never_launched(slot):
+            logger.warning("%s was never launched: Mesos does not know it (its launch got no "
+                           "answer); launching it again", slot.name)
+            self.control.relaunch(slot)
+            return
         lines = self._read_sandbox(slot, status)
         why = permanent_failure(status.state, status.get("reason"), slot.message) \
             or refused_fetch(code, lines)

@@ -158,7 +158,7 @@ class TFMesosScheduler(Scheduler):
         try:
             if launches:
                 self._on_launch(launches)
-                unused += self._send(driver, launches)
+                unused = self._send(driver, launches, unused)
             with self.lock:   # (a launch that failed put its slots back)
                 still_pending = not self._closed and bool(self.pending())
             if unused:
@@ -204,12 +204,14 @@ class TFMesosScheduler(Scheduler):
                     launches.append(Launch(slot, task_id, slot.attempts, offer_id, assignment))
             return launches, list(placement.unused)
 
-    def _send(self, driver: OfferDriver, launches: list[Launch]) -> list[str]:
-        """One LAUNCH per offer, until one fails. Returns the ids of the
-        offers not sent (their slots are pending again). A call the master
-        may have carried out (its answer never came) keeps its tasks and
-        asks Mesos of them; any other failure puts back its slots too and
-        raises, after the offers not sent were given back (where the
+    def _send(self, driver: OfferDriver, launches: list[Launch], unused: list[str]
+              ) -> list[str]:
+        """One LAUNCH per offer, until one fails. Returns ``unused`` (offer
+        ids placement left unused) and the ids of the offers not sent
+        (their slots are pending again). A call the master may have carried
+        out (its answer never came) keeps its tasks and asks Mesos of them;
+        any other failure puts back its slots too and raises, after the
+        offers not sent and ``unused`` were given back (where the
         subscription lives on, Mesos would keep them this framework's: it
         has no offer timeout by default: src/master/flags.cpp,
         ``offer_timeout``)."""
@@ -228,13 +230,13 @@ class TFMesosScheduler(Scheduler):
                 for _, back in unsent:
                     for launch in back:
                         self.slots.unlaunched(launch.slot)
-                unsent_ids = [unsent_id for unsent_id, _ in unsent]
+                unsent_ids = unused + [unsent_id for unsent_id, _ in unsent]
                 if delivered:
                     self._ask_about(driver, group, exc)
                     return unsent_ids
                 self._give_back(driver, unsent_ids)
                 raise
-        return []
+        return unused
 
     def _ask_about(self, driver: OfferDriver, group: list[Launch], error: MesosError) -> None:
         """The LAUNCH of ``group`` may have reached the master: whether its
@@ -243,6 +245,7 @@ class TFMesosScheduler(Scheduler):
         names = ", ".join(launch.slot.name for launch in group)
         logger.warning("no answer from the Mesos master to the launch of %s (%s); asking it "
                        "whether they were launched", names, error)
+        self.slots.unanswered(launch.task_id for launch in group)
         try:
             driver.reconcileTasks([{"task_id": {"value": launch.task_id},
                                     "agent_id": {"value": launch.agent_id}} for launch in group])

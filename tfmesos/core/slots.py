@@ -16,6 +16,11 @@ from typing import Optional
 from ..field_methods import FieldMethods
 from .spec import Job
 
+# What Mesos' reconciliation answers for a task it does not know
+# (src/master/master.cpp, Master::_reconcileTasks: TASK_LOST, or for a
+# PARTITION_AWARE framework TASK_UNKNOWN, TASK_GONE where the agent is known).
+UNKNOWN_STATES = frozenset(("TASK_LOST", "TASK_UNKNOWN", "TASK_GONE", "TASK_DROPPED"))
+
 
 @dataclasses.dataclass(eq=False, repr=False)
 class TaskSlot(FieldMethods):
@@ -34,7 +39,8 @@ class TaskSlot(FieldMethods):
     address: Optional[str] = None  # host:port the task registered
     exit_code: Optional[int] = None
     done: bool = False             # ended as expected
-    base: int = 0                  # attempts before the current whole restart
+    base: int = 0                  # attempts that do not count: before the current whole
+    #                                restart, and launches Mesos never got
     hold: Optional[tuple[str, int]] = None   # (agent_id, port) a sticky relaunch must get
 
     @property
@@ -60,6 +66,7 @@ class SlotTable:
     def __init__(self, jobs: Iterable[Job]) -> None:
         self._slots = [TaskSlot(job, index) for job in jobs for index in job.task_indices()]
         self._by_task_id: dict[str, TaskSlot] = {}   # every attempt's task id -> its slot
+        self._unanswered: set[str] = set()   # attempts whose LAUNCH got no answer, unheard of
         self.lock = threading.RLock()
 
     def __iter__(self) -> Iterator[TaskSlot]:
@@ -97,6 +104,11 @@ class SlotTable:
             slot.agent_id, slot.port, slot.address = agent_id, port, None
             slot.extra_ports = tuple(extra_ports)
             self._by_task_id[task_id] = slot
+
+    def unanswered(self, task_ids: Iterable[str]) -> None:
+        """The LAUNCH of ``task_ids`` got no answer: Mesos may not have them."""
+        with self.lock:
+            self._unanswered.update(task_ids)
 
     def unlaunched(self, slot: TaskSlot) -> None:
         """The launch call failed: the attempt never reached Mesos."""
@@ -137,6 +149,26 @@ class SlotTable:
     def status(self, slot: TaskSlot, state: str, message: str, reason: Optional[str]) -> None:
         with self.lock:
             slot.state, slot.message, slot.reason = state, message, reason
+
+    def never_launched(self, slot: TaskSlot) -> bool:
+        """Whether ``slot``'s current attempt, just ended, is one whose LAUNCH
+        got no answer and that Mesos, asked, did not know (its reconciliation
+        says lost, nothing else was heard of it): it never reached Mesos, so
+        it does not count against ``max_attempts`` (``base`` grows by one)."""
+        with self.lock:
+            if slot.task_id not in self._unanswered:
+                return False
+            self._unanswered.discard(slot.task_id)
+            if slot.reason != "REASON_RECONCILIATION" or slot.state not in UNKNOWN_STATES:
+                return False
+            slot.base += 1
+            return True
+
+    def heard_of(self, task_id: str) -> None:
+        """Mesos reported ``task_id`` running, or on its way: it got its LAUNCH."""
+        if task_id in self._unanswered:
+            with self.lock:
+                self._unanswered.discard(task_id)
 
     def registered(self, slot: TaskSlot, address: Optional[str]) -> None:
         """``slot`` registered at ``address`` (a sticky relaunch: back at its own)."""

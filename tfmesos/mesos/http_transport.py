@@ -227,10 +227,10 @@ class CallConnection:
         body = json.dumps(call).encode("utf-8")
         call_headers = headers(self._auth, stream_id)
         with self._lock:
+            sent = False
             for attempt in (0, 1):
                 conn = self._connection(url)
                 reused = conn.sock is not None
-                sent = False
                 try:
                     conn.request("POST", api_path(url), body=body, headers=call_headers)
                     sent = True
@@ -245,8 +245,9 @@ class CallConnection:
                             exc, (http.client.RemoteDisconnected, BrokenPipeError,
                                   ConnectionResetError)):
                         continue
-                    # Sent whole but unanswered (a timeout): the master may
-                    # have carried the call out (a LAUNCH: its tasks run).
+                    # Sent whole (now, or before a retry) but unanswered (a
+                    # timeout): the master may have carried the call out (a
+                    # LAUNCH: its tasks run).
                     raise MesosConnectionError("%s call to the Mesos master at %s failed: %s"
                                                % (kind, url, describe(exc)),
                                                maybe_delivered=sent) from exc

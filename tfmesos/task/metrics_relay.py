@@ -16,6 +16,7 @@ thread keeps at most ``MAX_POINTS`` points (``Batcher``) and sends a frame
 at most every ``FLUSH_INTERVAL`` seconds.
 """
 
+import binascii
 import json
 import os
 import socket
@@ -37,7 +38,7 @@ SWEEP_AGE = 60.0         # seconds: younger directories are not probed
 def _directory():
     """A new private directory for the socket: in the working directory (the
     sandbox) when its path is short enough, else in $TMPDIR or /tmp."""
-    name = PREFIX + os.urandom(6).hex()
+    name = _host_prefix() + os.urandom(6).hex()
     cwd = os.getcwd()
     for base in (cwd, os.environ.get("TMPDIR"), "/tmp"):
         if base and len(os.path.join(base, name, SOCKET_NAME)) <= MAX_PATH:
@@ -52,14 +53,22 @@ def _directory():
     raise OSError("no directory for the metrics socket")
 
 
+def _host_prefix():
+    """The names of this host's relay directories start with it: a shared
+    temporary directory (NFS) may hold another host's live relays, whose
+    sockets refuse a connection from here."""
+    return "%s%08x-" % (PREFIX, binascii.crc32(os.uname().nodename.encode()))
+
+
 def _sweep(base):
     """Remove from the shared ``base`` what killed relays left: this user's
-    directories older than ``SWEEP_AGE`` whose socket nobody is bound to
+    (and this host's) directories older than ``SWEEP_AGE`` whose socket nobody is bound to
     any more. Anything else — another user's, a live relay's, a young one
     (its relay may be starting: a burst of tasks probes nothing), one that
     is not a plain directory — is left alone."""
     try:
-        names = [name for name in os.listdir(base) if name.startswith(PREFIX)]
+        prefix = _host_prefix()
+        names = [name for name in os.listdir(base) if name.startswith(prefix)]
     except OSError:
         return
     uid, old = os.geteuid(), time.time() - SWEEP_AGE
