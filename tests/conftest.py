@@ -95,7 +95,30 @@ MESOS_LOCAL_MODULES = frozenset((
     "test_pymesos_framework", "test_task_exit"))
 
 
+def _loadgroup_broken():
+    """Whether this pytest keeps the node ids pytest-xdist's --dist loadgroup
+    renames to put a test in its group (pytest 9.2 with xdist 3.8 and older):
+    every xdist_group would be ignored."""
+    try:
+        import xdist
+    except ImportError:
+        return False
+
+    def version(text):
+        return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+    return version(pytest.__version__) >= (9, 2) and version(xdist.__version__) <= (3, 8, 0)
+
+
 def pytest_configure(config):
+    if getattr(config.option, "dist", "no") == "loadgroup" and _loadgroup_broken():
+        raise pytest.UsageError(
+            "pytest %s breaks --dist loadgroup of pytest-xdist %s (the tests of one Docker "
+            "engine would run on two workers at once): pip install 'pytest>=7,<9.2'"
+            % (pytest.__version__, __import__("xdist").__version__))
+    _lane_ports()
+
+
+def _lane_ports():
     """Lanes that run at once (scripts/test.sh: two xdist workers, the
     training and the waiting lane) draw the embedded masters' port windows
     from ranges of their own (TFMESOS_LOCAL_PORTS), so that two tests' tasks
