@@ -50,8 +50,8 @@ setup(
         # loadgroup cannot rename it: every test's xdist_group is lost (the
         # tests of one Docker engine ran on both workers and killed each
         # other's containers); tests/conftest.py says so should one be there.
-        "test": ["pytest>=7,<9.2", "pytest-timeout", "pytest-xdist>=3", "avmesos>=0.4.2", "avmesos-cli>=1.0.0",
-                 "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
+        "test": ["pytest>=7,<9.2", "pytest-timeout", "pytest-xdist>=3", "avmesos>=0.4.2",
+                 "avmesos-cli>=1.0.0", "jsonschema>=4", "ruff==0.17.6", "mypy==2.4.1", "vermin==1.9.2",
                  "nbformat", "nbclient", "ipykernel", "grpcio-tools"],
     },
     entry_points={
