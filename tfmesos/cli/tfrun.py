@@ -137,6 +137,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     leaves the run to its tasks (``tfmesos attach``) instead of stopping
     it."""
     succeeded = left = False
+    failed = None   # the task whose failure ended the run: its last lines, once stopped
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
     with interrupt_on_signals():
         try:
@@ -183,8 +184,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             say(str(exc))
             if run.record.hint:
                 say("hint: %s" % run.record.hint)
-            print_sandbox_tail(run, exc.task)
-            print_tail(run, exc.task, show)
+            failed = exc.task
             return exc.exit_code if exc.exit_code else 1
         except TFMesosError as exc:
             say("error: %s" % in_flags(exc))
@@ -197,6 +197,11 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
                 run.stop()
                 if not left:
                     forget_ended_key(run)
+            if failed is not None:
+                # After the stop, which records the output still on its way:
+                # Mesos' report of the end can come before the task's last lines.
+                print_sandbox_tail(run, failed)
+                print_tail(run, failed, show)
             run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
             if not succeeded and run.record.directory:
                 say("logs and run record: %s" % run.record.directory)
