@@ -387,6 +387,10 @@ def test_relays_killed_before_they_removed_their_socket_are_swept_by_the_next_on
     elsewhere = _dead_relay_directory(shared, metrics_relay.PREFIX + "0badc0de-live", old)
     unrelated = shared / "unrelated"
     unrelated.mkdir()
+    # a forged entry: a link with a relay's name to a dead relay's directory elsewhere
+    target = _dead_relay_directory(tmp_path, "target", old)
+    forged = shared / (ours + "forged")
+    forged.symlink_to(target)
     monkeypatch.chdir(sandbox)
     monkeypatch.setenv("TMPDIR", str(shared))
     live = MetricsRelay(lambda frame: None).start()
@@ -395,8 +399,10 @@ def test_relays_killed_before_they_removed_their_socket_are_swept_by_the_next_on
     try:
         left = set(os.listdir(shared))
         assert os.path.basename(killed_dir) not in left and dead.name not in left
-        kept = {young.name, full.name, unrelated.name, elsewhere.name, os.path.basename(os.path.dirname(
-            live.path)), os.path.basename(os.path.dirname(relay.path))}
+        assert os.path.exists(target / "m")   # nothing followed through the link
+        kept = {young.name, full.name, unrelated.name, elsewhere.name, forged.name,
+                os.path.basename(os.path.dirname(live.path)),
+                os.path.basename(os.path.dirname(relay.path))}
         if others is not None:
             kept.add(others.name)
         assert left == kept
