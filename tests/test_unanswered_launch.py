@@ -145,3 +145,54 @@ def test_a_launch_the_embedded_master_carries_out_after_the_driver_gave_up_on_it
     finally:
         run.stop()
     assert live_tasks(master) == []
+
+
+# -- the scheduler task of a detached run (tfrun --detach, tfmesos attach) ------------
+
+def _launcher_on_mock(arrives):
+    from offers import offer
+
+    from tfmesos.core.scheduler_task import SchedulerLauncher
+    from tfmesos.mesos import MesosSchedulerDriver
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    mock = MockTransport()
+    mock.lose_answer("ACCEPT", arrives=arrives)
+    launcher = SchedulerLauncher(
+        lambda assignment, framework: {"task_id": {"value": "tfmesos.r1.scheduler.1"},
+                                       "agent_id": {"value": assignment.agent_id}}, 0.1, 64)
+    driver = MesosSchedulerDriver(launcher, {"user": "u", "name": "n"}, "mock-master:5050",
+                                  transport=mock)
+    driver.start()
+    mock.offer(offer("o1", agent="agent-1"))
+    return mock, launcher, driver
+
+
+def _update(mock, state, **fields):
+    mock.update({"task_id": {"value": "tfmesos.r1.scheduler.1"}, "state": state,
+                 "agent_id": {"value": "agent-1"}, "source": "SOURCE_MASTER", **fields})
+
+
+def test_a_scheduler_task_whose_launch_went_unanswered_is_asked_of_not_given_up():
+    mock, launcher, driver = _launcher_on_mock(arrives=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not mock.calls_of("RECONCILE") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [item["task_id"]["value"] for item in mock.calls_of("RECONCILE")[0]["reconcile"]
+                ["tasks"]] == ["tfmesos.r1.scheduler.1"]
+        _update(mock, "TASK_RUNNING")
+        assert launcher.events.get(timeout=10) == ("running",)   # not ("error", ...)
+    finally:
+        driver.abort()
+
+
+def test_a_scheduler_task_mesos_never_got_ends_the_launch_with_mesos_word():
+    mock, launcher, driver = _launcher_on_mock(arrives=False)
+    try:
+        _update(mock, "TASK_LOST", message="Reconciliation: Task is unknown",
+                reason="REASON_RECONCILIATION")
+        assert launcher.events.get(timeout=10) == (
+            "ended", "TASK_LOST", "Reconciliation: Task is unknown")
+    finally:
+        driver.abort()

@@ -92,12 +92,31 @@ class SchedulerLauncher(Scheduler):
                 # declined meanwhile, go to the scheduler that takes over at once
                 # (a refusal filters the framework, not this driver); no more
                 # offers come here (its SUBSCRIBE clears the suppression).
-                driver.launchTasks([{"value": offer_id}], [info], {"refuse_seconds": 0.0})
+                self._launch(driver, offer_id, info)
                 driver.suppressOffers()
                 unused = [oid for oid in unused if oid["value"] != offer_id]
                 break
         if unused:
             driver.declineOffer(unused, {"refuse_seconds": 0.0 if self.launched else 1.0})
+
+    def _launch(self, driver: SchedulerDriver, offer_id: str, info: dict[str, Any]) -> None:
+        """LAUNCH the scheduler task. A call whose answer never came (a
+        timeout) may have been carried out: Mesos is asked (its update
+        says running, or TASK_LOST when it never got it) rather than the
+        run given up while the task may take it over."""
+        try:
+            driver.launchTasks([{"value": offer_id}], [info], {"refuse_seconds": 0.0})
+        except MesosError as exc:
+            if not getattr(exc, "maybe_delivered", False) or self.launched is None:
+                raise
+            task_id, agent_id = self.launched
+            logger.warning("no answer from the Mesos master to the launch of the scheduler task "
+                           "(%s); asking it whether it was launched", exc)
+            try:
+                driver.reconcileTasks([{"task_id": {"value": task_id},
+                                        "agent_id": {"value": agent_id}}])
+            except MesosError as again:
+                logger.info("reconciliation postponed: %s", again)
 
     def statusUpdate(self, driver: SchedulerDriver, update: "Dict") -> None:
         if self.launched is None or update.task_id.value != self.launched[0]:
