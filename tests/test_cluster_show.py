@@ -303,6 +303,52 @@ def test_a_followed_scheduler_is_read_quickly_while_its_output_grows():
     assert next_poll(1.0, True, 0.05) == 0.05   # never slower than asked
 
 
+def test_a_new_scheduler_task_is_read_quickly_until_its_first_lines_come(monkeypatch):
+    """``tfmesos attach`` relaunched the scheduler: it takes a moment to
+    start, and its first lines are what the user waits for. Its output is
+    read every QUICK_POLL until they come (before: the waits doubled from
+    the first empty read, the lines came up to 0.4 s late), then as ever."""
+    from tfmesos.cli import cluster_logs
+
+    stdout_reads = iter([0] * 6 + [120] + [0] * 5)
+    waits = []
+
+    class Stop:
+        def is_set(self):
+            return len(waits) >= 12
+
+        def wait(self, seconds):
+            waits.append(seconds)
+
+    class FakeFile:
+        def __init__(self, name, base_url, path, follow, auth):
+            self.stdout = path.endswith("stdout")
+
+        def read(self, out, final=False):
+            return next(stdout_reads) if self.stdout else 0
+
+    class Source:
+        def framework(self):
+            return {"id": "fw", "tasks": [{"id": labels.scheduler_task_id("r1", 1),
+                                           "slave_id": "agent"}]}, False
+
+    class View:
+        def agent_url(self, agent_id):
+            return "http://agent:5051"
+
+    class Reader:
+        auth = None
+
+    class Run:
+        run_id, framework_id = "r1", "fw"
+
+    monkeypatch.setattr(cluster_logs, "SandboxFile", FakeFile)
+    cluster_logs._follow_scheduler(View(), Source(), Reader(), Run(), io.StringIO(),
+                                   io.StringIO(), Stop(), 1.0)
+    assert waits[:7] == [QUICK_POLL] * 7      # the new task's first lines awaited, then read
+    assert waits[7:] == [0.2, 0.4, 0.8, 1.0, 1.0]   # quiet afterwards: less often
+
+
 def test_a_follower_without_the_event_stream_asks_the_master_once_a_poll():
     """Reading a growing output every QUICK_POLL seconds does not ask the
     master's /master/frameworks as often: at most once every ``poll``."""

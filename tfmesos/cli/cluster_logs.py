@@ -42,6 +42,7 @@ from .cluster_runs import framework_of
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
 TIMEOUT = 10.0            # seconds for one agent's answer
 QUICK_POLL = 0.1          # seconds between reads of a scheduler's output that grows
+FIRST_LINES_WAIT = 10.0   # seconds a new scheduler task's output is read as often, until it comes
 SCHEDULER = "scheduler"   # what ``tfmesos logs RUN scheduler`` calls a detached run's scheduler
 
 
@@ -298,17 +299,20 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
         source.close()
 
 
-def next_poll(wait, grew, poll):
+def next_poll(wait, grew, poll, first_lines=False):
     """The wait (seconds) before the next read of a followed scheduler's
     output, after one of ``wait`` that found it grown (``grew``) or not:
-    ``QUICK_POLL`` while it grows (its lines shown within that), doubling
+    ``QUICK_POLL`` while it grows (its lines shown within that), and while
+    a new scheduler task's ``first_lines`` are awaited (it starts: they
+    come within a second, and ``tfmesos attach`` waits for them), doubling
     up to ``poll`` while it is quiet."""
     quick = min(QUICK_POLL, poll)
-    return quick if grew else min(max(wait, quick) * 2, poll)
+    return quick if grew or first_lines else min(max(wait, quick) * 2, poll)
 
 
 def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
+    first_lines_by = 0.0   # until when a new scheduler task's first lines are awaited
     wait = next_poll(poll, True, poll)
     while not stop.is_set():
         grew = False
@@ -326,13 +330,14 @@ def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
                 sandbox = task_sandbox(run.framework_id, task)
                 following = (task["id"], *(SandboxFile(SCHEDULER, base_url, "%s/%s" % (
                     sandbox, stream), False, reader.auth) for stream in ("stdout", "stderr")))
-                grew = True   # a new scheduler task: its first lines come soon
+                first_lines_by = time.monotonic() + FIRST_LINES_WAIT
         if following is not None:
-            grew = following[1].read(out, final=finished) > 0 or grew
-            grew = following[2].read(err, final=finished) > 0 or grew
+            read = following[1].read(out, final=finished) + following[2].read(err, final=finished)
+            if read > 0:
+                grew, first_lines_by = True, 0.0
         if finished:
             found = run_labels.label_map((framework or {}).get("labels"))
             return found.get(run_labels.OUTCOME) or "finished"
-        wait = next_poll(wait, grew, poll)
+        wait = next_poll(wait, grew, poll, first_lines=time.monotonic() < first_lines_by)
         stop.wait(wait)
     return None
