@@ -196,3 +196,57 @@ def test_a_scheduler_task_mesos_never_got_ends_the_launch_with_mesos_word():
             "ended", "TASK_LOST", "Reconciliation: Task is unknown")
     finally:
         driver.abort()
+
+
+# -- asking for offers again while the master cannot be reached ---------------------------
+
+def test_a_relaunch_whose_revive_fails_waits_and_asks_again_not_fails_the_run():
+    """A task ended before the cluster was complete while the master could
+    not be reached (its REVIVE timed out, or the driver was re-subscribing):
+    the run waited on, asked again with its periodic reconciliation, and
+    launched the task when offers came. Before, the REVIVE's error left the
+    run's loop: the whole run failed with a MesosConnectionError."""
+    from tfmesos.core.reactions import RECONCILE_INTERVAL
+
+    real = RealRun([Job("worker", num=2)])
+    try:
+        real.mock.lose_answer("REVIVE", arrives=False)
+        real.update("worker:0", "TASK_FAILED", "Command exited with status 1")
+        assert real.phase == "forming" and real.state.failure is None
+        assert real.slots[0].state == "PENDING" and real.mock.calls_of("REVIVE") == []
+        real.later(RECONCILE_INTERVAL + 1)
+        assert len(real.mock.calls_of("REVIVE")) == 1   # asked again
+        real.later(RECONCILE_INTERVAL + 1)
+        assert len(real.mock.calls_of("REVIVE")) == 1   # once is enough
+        real.offer()
+        real._wait(lambda: real.slots[0].attempts == 2, "worker:0 launched again")
+        real.update("worker:0", "TASK_RUNNING")
+        real.running()
+    finally:
+        real.close()
+
+
+def test_a_revive_that_failed_is_carried_by_the_next_subscription():
+    """The driver's next SUBSCRIBE says which roles are suppressed: a REVIVE
+    that could not be sent must not leave its roles there, or a
+    re-subscribed framework would get no offer at all."""
+    from tfmesos.exceptions import MesosCallError
+    from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    mock = MockTransport()
+    driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "n"}, "mock-master:5050",
+                                  transport=mock)
+    driver.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not driver.connected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        driver.suppressOffers()
+        assert mock._opened().suppressed_roles == {"*"}
+        mock.refuse("REVIVE", 403, "Framework is not subscribed")
+        with pytest.raises(MesosCallError):
+            driver.reviveOffers()
+        assert mock._opened().suppressed_roles == set()
+    finally:
+        driver.abort()

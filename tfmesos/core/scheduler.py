@@ -104,6 +104,7 @@ class TFMesosScheduler(Scheduler):
         self._events = events
         self._run_id = run_id
         self._suppressed = False
+        self._revive_owed = False  # a REVIVE could not be sent: asked again at the next reconcile
         self._closed = False       # the run is stopping: launch nothing more
         self.largest_offer: Optional[OfferSummary] = None
         # the offers of late (``fit``: can a waiting task ever fit)
@@ -308,7 +309,10 @@ class TFMesosScheduler(Scheduler):
         """Explicit reconciliation of every task that is not known to have
         ended (docs/reconciliation.md): Mesos answers each with its latest
         state, TASK_LOST for a task it does not know any more. A lost
-        connection only postpones it (the next subscription reconciles)."""
+        connection only postpones it (the next subscription reconciles).
+        A REVIVE that could not be sent is sent again first."""
+        if self._revive_owed:
+            self.revive(driver)
         with self.lock:
             tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
                      for slot in self.slots
@@ -331,10 +335,21 @@ class TFMesosScheduler(Scheduler):
             self._closed = True
 
     def revive(self, driver: OfferDriver) -> None:
-        """Slots wait for another attempt: ask for offers again."""
+        """Slots wait for another attempt: ask for offers again. A master
+        that cannot be reached now (reconnecting, or its answer never came)
+        is asked again by the next ``reconcile`` (periodic, and after every
+        re-subscription, whose SUBSCRIBE no longer says suppressed): the run
+        waits, it does not fail."""
         with self.lock:
             self._suppressed = False
-        driver.reviveOffers()
+            self._revive_owed = False
+        try:
+            driver.reviveOffers()
+        except MesosError as exc:
+            if not exc.means_disconnected:
+                raise
+            self._revive_owed = True
+            logger.info("offers asked for again later: %s", exc)
 
 
 def _request(slot: TaskSlot, extra_ports: int = 0) -> TaskRequest[TaskSlot]:

@@ -237,8 +237,10 @@ class MesosSchedulerDriver:
         self._call(calls.decline(offer_ids, filters))
 
     def reviveOffers(self, roles: Sequence[str] = ()) -> None:
-        self._call(calls.revive(roles))
+        # First: should the call fail (a reconnection), the next SUBSCRIBE
+        # carries the revival, not the suppression.
         self._stream.suppressed_roles -= set(roles or self._roles())
+        self._call(calls.revive(roles))
 
     def suppressOffers(self, roles: Sequence[str] = ()) -> None:
         self._call(calls.suppress(roles))
