@@ -161,7 +161,10 @@ def _launcher_on_mock(arrives):
     from tfmesos.mesos.mock_transport import MockTransport
 
     mock = MockTransport()
-    mock.lose_answer("ACCEPT", arrives=arrives)
+    if arrives is None:   # the launch is answered, the suppression after it is not
+        mock.lose_answer("SUPPRESS")
+    else:
+        mock.lose_answer("ACCEPT", arrives=arrives)
     launcher = SchedulerLauncher(
         lambda assignment, framework: {"task_id": {"value": "tfmesos.r1.scheduler.1"},
                                        "agent_id": {"value": assignment.agent_id}}, 0.1, 64)
@@ -185,6 +188,17 @@ def test_a_scheduler_task_whose_launch_went_unanswered_is_asked_of_not_given_up(
             time.sleep(0.01)
         assert [item["task_id"]["value"] for item in mock.calls_of("RECONCILE")[0]["reconcile"]
                 ["tasks"]] == ["tfmesos.r1.scheduler.1"]
+        _update(mock, "TASK_RUNNING")
+        assert launcher.events.get(timeout=10) == ("running",)   # not ("error", ...)
+    finally:
+        driver.abort()
+
+
+def test_a_scheduler_task_s_suppress_without_an_answer_does_not_end_the_launch():
+    """Its launch went out; the SUPPRESS after it got no answer (the master
+    is slow or gone a moment): the task runs and takes over all the same."""
+    mock, launcher, driver = _launcher_on_mock(arrives=None)
+    try:
         _update(mock, "TASK_RUNNING")
         assert launcher.events.get(timeout=10) == ("running",)   # not ("error", ...)
     finally:

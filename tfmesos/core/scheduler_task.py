@@ -93,11 +93,12 @@ class SchedulerLauncher(Scheduler):
                 # (a refusal filters the framework, not this driver); no more
                 # offers come here (its SUBSCRIBE clears the suppression).
                 self._launch(driver, offer_id, info)
-                driver.suppressOffers()
+                _unless_disconnected(driver.suppressOffers)
                 unused = [oid for oid in unused if oid["value"] != offer_id]
                 break
         if unused:
-            driver.declineOffer(unused, {"refuse_seconds": 0.0 if self.launched else 1.0})
+            _unless_disconnected(driver.declineOffer, unused,
+                                 {"refuse_seconds": 0.0 if self.launched else 1.0})
 
     def _launch(self, driver: SchedulerDriver, offer_id: str, info: dict[str, Any]) -> None:
         """LAUNCH the scheduler task. A call whose answer never came (a
@@ -128,6 +129,19 @@ class SchedulerLauncher(Scheduler):
 
     def error(self, driver: SchedulerDriver, message: str) -> None:
         self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
+
+
+def _unless_disconnected(call: Callable[..., object], *args: Any) -> None:
+    """A call that may fail while the master cannot be reached (a timeout,
+    a re-subscription): Mesos rescinds a disconnected framework's offers,
+    and the scheduler task's SUBSCRIBE clears the suppression. Any other
+    refusal is raised."""
+    try:
+        call(*args)
+    except MesosError as exc:
+        if not exc.means_disconnected:
+            raise
+        logger.info("left to the master: %s", exc)
 
 
 def scheduler_task(spec: RunSpec, identity: RunIdentity, assignment: Assignment[str],
