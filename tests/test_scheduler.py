@@ -10,7 +10,7 @@ from offers import FakeDriver, offer
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import parse_jobs
-from tfmesos.exceptions import MesosConnectionError
+from tfmesos.exceptions import MesosCallError, MesosConnectionError
 
 
 def make(jobs, extra_ports=None):
@@ -104,6 +104,18 @@ def test_a_launch_lost_to_a_disconnection_puts_back_the_unsent_offers_tasks_too(
     # timeout by default): they go back.
     assert driver.calls == [("decline", ["o1", "o2"], {"refuse_seconds": 2.0})]
 
+
+@pytest.mark.parametrize("status", [307, 503])
+def test_a_launch_refused_by_a_master_that_does_not_lead_waits_for_the_leader(status):
+    """Mesos answers a scheduler call 503 ("Not the leading master", "Master
+    has not finished recovery") or 307 (to the leader) before it looks at it
+    (src/master/http.cpp, Master::Http::scheduler): nothing was launched, and
+    the driver's subscription moves to the leader. The tasks wait; the run
+    does not abort."""
+    sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
+    driver = FakeDriver(fail_launch=MesosCallError("refused: HTTP %d" % status, status=status))
+    sched.resourceOffers(driver, [Dict(offer("o1"))])
+    assert (slots[0].state, slots[0].attempts, slots[0].task_id) == ("PENDING", 0, None)
 
 def test_a_failed_launch_gives_back_the_offers_placement_left_unused_too():
     sched, slots, _ = make([{"name": "worker", "cpus": 2, "mem": 1}])

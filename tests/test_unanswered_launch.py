@@ -218,7 +218,8 @@ def test_a_scheduler_task_mesos_never_got_ends_the_launch_with_mesos_word():
 
 # -- asking for offers again while the master cannot be reached ---------------------------
 
-def test_a_relaunch_whose_revive_fails_waits_and_asks_again_not_fails_the_run():
+@pytest.mark.parametrize("failure", ["no answer", "503"])
+def test_a_relaunch_whose_revive_fails_waits_and_asks_again_not_fails_the_run(failure):
     """A task ended before the cluster was complete while the master could
     not be reached (its REVIVE timed out, or the driver was re-subscribing):
     the run waited on, asked again with its periodic reconciliation, and
@@ -228,10 +229,14 @@ def test_a_relaunch_whose_revive_fails_waits_and_asks_again_not_fails_the_run():
 
     real = RealRun([Job("worker", num=2)])
     try:
-        real.mock.lose_answer("REVIVE", arrives=False)
+        if failure == "503":   # a master that does not lead (src/master/http.cpp)
+            real.mock.refuse("REVIVE", 503, "Not the leading master")
+        else:
+            real.mock.lose_answer("REVIVE", arrives=False)
         real.update("worker:0", "TASK_FAILED", "Command exited with status 1")
         assert real.phase == "forming" and real.state.failure is None
         assert real.slots[0].state == "PENDING" and real.mock.calls_of("REVIVE") == []
+        real.mock.answer("REVIVE")
         real.later(RECONCILE_INTERVAL + 1)
         assert len(real.mock.calls_of("REVIVE")) == 1   # asked again
         real.later(RECONCILE_INTERVAL + 1)

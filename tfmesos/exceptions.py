@@ -140,8 +140,12 @@ class MesosCallError(MesosError):
     @property
     def means_disconnected(self) -> bool:
         # Mesos answers 403 "Framework is not subscribed" to a call made
-        # between a lost subscription and the next SUBSCRIBED.
-        return self.status == 403
+        # between a lost subscription and the next SUBSCRIBED; a master that
+        # does not lead answers 503 ("Not the leading master", "Master has not
+        # finished recovery") or 307 to the leader before it looks at the
+        # call (src/master/http.cpp, Master::Http::scheduler): nothing was
+        # carried out, and the subscription moves to the leader.
+        return self.status in (307, 403, 503)
 
 
 class DriverAborted(MesosError):

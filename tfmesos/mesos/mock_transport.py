@@ -102,6 +102,11 @@ class MockTransport:
         with self._lock:
             self._unanswered[kind] = arrives
 
+    def answer(self, kind: str) -> None:
+        """Calls of type ``kind`` are answered 202 again (after ``refuse``)."""
+        with self._lock:
+            self._refused.pop(kind, None)
+
     def refuse(self, kind: str, status: int = 400,
                message: str = "refused by the mock master") -> None:
         """Calls of type ``kind`` fail from now on, as Mesos refuses them."""
