@@ -100,6 +100,13 @@ def main(argv=None):
                                                trainer.global_step), flush=True)
     if trainer.is_global_zero:
         print("final accuracy: %.4f" % accuracy, flush=True)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Lightning leaves its process group to the interpreter's exit, where a
+        # gloo rank may abort ("terminate called without an active exception",
+        # exit code 134; PyTorch's docs, Shutdown): every rank destroys it
+        # together, as examples/torch_ddp.py does.
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
