@@ -96,25 +96,27 @@ MESOS_LOCAL_MODULES = frozenset((
 
 
 def _loadgroup_broken():
-    """Whether this pytest keeps the node ids pytest-xdist's --dist loadgroup
-    renames to put a test in its group (pytest 9.2 with xdist 3.8 and older):
-    every xdist_group would be ignored."""
+    """Why this pytest would ignore the node ids pytest-xdist's --dist
+    loadgroup renames to put a test in its group (pytest 9.2 with xdist 3.8
+    and older: every xdist_group lost), or None."""
     try:
         import xdist
     except ImportError:
-        return False
+        return None
 
     def version(text):
         return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
-    return version(pytest.__version__) >= (9, 2) and version(xdist.__version__) <= (3, 8, 0)
+    if version(pytest.__version__) >= (9, 2) and version(xdist.__version__) <= (3, 8, 0):
+        return ("pytest %s breaks --dist loadgroup of pytest-xdist %s (the tests of one Docker "
+                "engine would run on two workers at once): pip install 'pytest>=7,<9.2'"
+                % (pytest.__version__, xdist.__version__))
+    return None
 
 
 def pytest_configure(config):
-    if getattr(config.option, "dist", "no") == "loadgroup" and _loadgroup_broken():
-        raise pytest.UsageError(
-            "pytest %s breaks --dist loadgroup of pytest-xdist %s (the tests of one Docker "
-            "engine would run on two workers at once): pip install 'pytest>=7,<9.2'"
-            % (pytest.__version__, __import__("xdist").__version__))
+    broken = _loadgroup_broken() if getattr(config.option, "dist", "no") == "loadgroup" else None
+    if broken:
+        raise pytest.UsageError(broken)
     _lane_ports()
 
 

@@ -107,7 +107,10 @@ class MasterAddressError(TFMesosError, ValueError):
 
 
 class MesosError(TFMesosError):
-    """Talking to the Mesos master failed."""
+    """Talking to the Mesos master failed. ``maybe_delivered``: the master
+    may have carried the call out all the same (``MesosConnectionError``)."""
+
+    maybe_delivered: bool = False
 
     @property
     def means_disconnected(self) -> bool:

@@ -66,6 +66,21 @@ class Launch(NamedTuple):
         return self.assignment.port
 
 
+def ask_mesos_of(driver: OfferDriver, tasks: Iterable[tuple[str, str]]) -> None:
+    """Explicit reconciliation of ``tasks`` ((task id, agent id)): Mesos
+    answers each with its latest state, TASK_LOST for one it does not know
+    (docs/reconciliation.md). A call that fails only postpones it: the
+    periodic reconciliation and the one after every re-subscription cover it."""
+    items = [{"task_id": {"value": task_id}, "agent_id": {"value": agent_id}}
+             for task_id, agent_id in tasks]
+    if not items:
+        return
+    try:
+        driver.reconcileTasks(items)
+    except MesosError as exc:
+        logger.info("reconciliation postponed: %s", exc)
+
+
 def resource_totals(items: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Sum of ``cpus``, ``mem`` and ``gpus`` over dicts (offer summaries, jobs)."""
     totals: dict[str, float] = {"cpus": 0.0, "mem": 0.0, "gpus": 0}
@@ -226,7 +241,7 @@ class TFMesosScheduler(Scheduler):
                 driver.launchTasks([{"value": offer_id}], infos,
                                    {"refuse_seconds": BUSY_REFUSE_SECONDS})
             except MesosError as exc:
-                delivered = getattr(exc, "maybe_delivered", False)
+                delivered = exc.maybe_delivered
                 unsent = groups[sent + 1:] if delivered else groups[sent:]
                 for _, back in unsent:
                     for launch in back:
@@ -247,11 +262,7 @@ class TFMesosScheduler(Scheduler):
         logger.warning("no answer from the Mesos master to the launch of %s (%s); asking it "
                        "whether they were launched", names, error)
         self.slots.unanswered(launch.task_id for launch in group)
-        try:
-            driver.reconcileTasks([{"task_id": {"value": launch.task_id},
-                                    "agent_id": {"value": launch.agent_id}} for launch in group])
-        except MesosError as exc:   # the next subscription, or the periodic one, reconciles
-            logger.info("reconciliation postponed: %s", exc)
+        ask_mesos_of(driver, [(launch.task_id, launch.agent_id) for launch in group])
 
     def _give_back(self, driver: OfferDriver, offer_ids: list[str]) -> None:
         """Decline offers a failed call left unused, if the master still listens."""

@@ -22,6 +22,7 @@ from ..protocol import labels, task_env
 from . import task_secrets
 from .identity import RunIdentity
 from .placement import Assignment, TaskRequest, place
+from .scheduler import ask_mesos_of
 from .scheduler_document import DETACHED_FILE, RUN_KEY, DetachError, seal_document
 from .spec import RunSpec
 from .taskinfo import build_task_info, container_info, framework_info
@@ -108,16 +109,11 @@ class SchedulerLauncher(Scheduler):
         try:
             driver.launchTasks([{"value": offer_id}], [info], {"refuse_seconds": 0.0})
         except MesosError as exc:
-            if not getattr(exc, "maybe_delivered", False) or self.launched is None:
+            if not exc.maybe_delivered or self.launched is None:
                 raise
-            task_id, agent_id = self.launched
             logger.warning("no answer from the Mesos master to the launch of the scheduler task "
                            "(%s); asking it whether it was launched", exc)
-            try:
-                driver.reconcileTasks([{"task_id": {"value": task_id},
-                                        "agent_id": {"value": agent_id}}])
-            except MesosError as again:
-                logger.info("reconciliation postponed: %s", again)
+            ask_mesos_of(driver, [self.launched])
 
     def statusUpdate(self, driver: SchedulerDriver, update: "Dict") -> None:
         if self.launched is None or update.task_id.value != self.launched[0]:

@@ -19,10 +19,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
-from ..exceptions import MesosError
 from ..field_methods import FrozenFieldMethods
 from ..record.schema import RunFile
 from .identity import RunIdentity
+from .scheduler import ask_mesos_of
 
 if TYPE_CHECKING:
     from ..record.run_record import RunRecord
@@ -152,13 +152,8 @@ class Adoption:
     def reconcile(self, driver: "OfferDriver") -> None:
         """Explicit reconciliation of the adopted attempts only (a task
         launched a moment ago may not have reached the master yet)."""
-        tasks = [{"task_id": {"value": slot.task_id}, "agent_id": {"value": slot.agent_id}}
-                 for slot in self._current() if slot.agent_id and slot.task_id in self._adopted]
-        try:
-            if tasks:
-                driver.reconcileTasks(tasks)
-        except MesosError as exc:
-            logger.info("reconciliation postponed: %s", exc)
+        ask_mesos_of(driver, [(slot.task_id, slot.agent_id) for slot in self._current()
+                              if slot.agent_id and slot.task_id and slot.task_id in self._adopted])
 
     def formed(self, state: "RunState", now: float) -> None:
         """Each adopted task registers again within the grace, counted from
