@@ -147,6 +147,31 @@ def test_nothing_fits_times_out_naming_what_is_missing():
            "gpus=0" in result.stderr
 
 
+@pytest.mark.waits
+def test_a_launch_timeout_of_200_tasks_names_them_in_one_short_line():
+    """Each missing task was named with its reason: a line of ~10 kB at 200
+    tasks. They are grouped by reason, as ranges (core.task_names)."""
+    port = free_port()
+    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",
+                               "--mem", "512", *marked_tasks()], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_line(master.stdout, "listening on", timeout=30)
+        result = run_tfrun("-m", "127.0.0.1:%d" % port, "-w", "199", "-s", "1", "-Cw", "0.5",
+                           "-Cs", "0.5", "-Mw", "32", "-Ms", "32", "--launch-timeout", "3",
+                           "--", "true", timeout=60)
+    finally:
+        master.terminate()
+        master.wait(30)
+    assert result.returncode == 1
+    error = [line for line in result.stderr.splitlines() if line.startswith("tfrun: error:")]
+    assert len(error) == 1 and len(error[0]) < 400, error
+    # Four tasks of 0.5 cpus fit the agent's 2: ps:0 and worker:0-2 (on a loaded
+    # machine those may not have registered yet either: a group of their own).
+    assert "worker:3-198 (no offer fits cpus=0.5 mem=32 gpus=0); the cluster needs cpus=100 " \
+           "mem=6400 gpus=0 in total" in error[0]
+
+
 @pytest.mark.parametrize("args, error", [
     (["-Mw", "100000000"], "worker tasks ask for mem=100000000 MB (-Mw or --job "
      "worker:COUNT:CPUS:MEM) but this machine has "),

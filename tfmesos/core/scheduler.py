@@ -18,6 +18,7 @@ from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Sub
 from .fit import OfferLog, Size
 from .placement import Assignment, Offer, OfferPool, OfferSummary, TaskRequest, largest_offer, place
 from .slots import SlotTable, TaskSlot
+from .task_names import brief, grouped
 
 if TYPE_CHECKING:
     import queue
@@ -258,9 +259,9 @@ class TFMesosScheduler(Scheduler):
         """The LAUNCH of ``group`` may have reached the master: whether its
         tasks run is Mesos' to say (TASK_LOST when it never got them,
         docs/reconciliation.md); until then they are the run's attempts."""
-        names = ", ".join(launch.slot.name for launch in group)
         logger.warning("no answer from the Mesos master to the launch of %s (%s); asking it "
-                       "whether they were launched", names, error)
+                       "whether they were launched", brief(launch.slot.name for launch in group),
+                       error)
         self.slots.unanswered(launch.task_id for launch in group)
         ask_mesos_of(driver, [(launch.task_id, launch.agent_id) for launch in group])
 
@@ -297,17 +298,17 @@ class TFMesosScheduler(Scheduler):
         missing task, what the whole cluster needs against the most that
         offers (and the run's live tasks) held at once, and the largest
         offer seen (or that ``master`` sent none)."""
-        parts = []
+        said = []
         for slot in self.slots:
             if slot.address is not None:
                 continue
             if slot.state == "PENDING" and slot.attempts == 0:
-                parts.append("%s (no offer fits cpus=%g mem=%g gpus=%d)"
-                             % (slot.name, slot.job.cpus, slot.job.mem, slot.job.gpus))
+                said.append((slot.name, "no offer fits cpus=%g mem=%g gpus=%d"
+                             % (slot.job.cpus, slot.job.mem, slot.job.gpus)))
             else:
-                parts.append(slot.describe())
+                said.append((slot.name, slot.condition()))
         text = "the cluster was not complete after %.0f s; missing: %s; the cluster needs %s " \
-            "in total" % (waited, ", ".join(parts),
+            "in total" % (waited, grouped(said),
                           describe_resources(resource_totals(vars(s.job) for s in self.slots)))
         largest, most_held = self.largest_offer, self.most_held
         if largest and most_held is not None:   # (both noted from the same offers)

@@ -52,10 +52,11 @@ class TaskSlot(FieldMethods):
         return "%s:%d" % self.key
 
     def describe(self) -> str:
-        text = "%s (%s" % (self.name, self.state)
-        if self.message:
-            text += ": %s" % self.message
-        return text + ")"
+        return "%s (%s)" % (self.name, self.condition())
+
+    def condition(self) -> str:
+        """Its state, and Mesos' message with it where there is one."""
+        return "%s: %s" % (self.state, self.message) if self.message else self.state
 
 
 class SlotTable:
