@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import MARKER
@@ -462,6 +463,7 @@ def test_an_idle_warm_interpreter_killed_is_noticed_and_tasks_start_the_ordinary
     env = probe_env()
     runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), env, tasks=2))
     try:
+        assert runner.warm.started(30)
         idle = runner.warm.idle_pids
         assert len(idle) == 2
         # (/proc shows a command line once the exec is through)
@@ -508,6 +510,7 @@ def test_an_interpreter_that_does_not_take_its_launch_is_stopped_and_the_task_ex
     env = probe_env()
     runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), env))
     try:
+        assert runner.warm.started(30)
         [idle] = runner.warm.idle_pids
         os.kill(idle, signal.SIGSTOP)
         launched = probe_launch(tmp_path, "t", sys.executable, env)
@@ -538,10 +541,31 @@ def test_a_task_whose_cgroups_cannot_be_joined_fails_to_start(monkeypatch, tmp_p
         runner.close()
 
 
+def test_the_first_interpreters_start_off_the_thread_that_makes_the_pool(monkeypatch):
+    """Each start (a Popen) held tfrun's main thread ~6 ms while it had its
+    imports still to do: they start on the pool's refill thread."""
+    monkeypatch.setattr(warm_runner, "ENTRY_MODULE", "warm_probe")
+    started_on = []
+    real = warm_runner._Interpreter
+
+    def recording(*args):
+        started_on.append(threading.current_thread().name)
+        return real(*args)
+    monkeypatch.setattr(warm_runner, "_Interpreter", recording)
+    runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), probe_env(), tasks=3))
+    try:
+        assert runner.warm.started(30)
+        assert len(runner.warm.idle_pids) == 3
+        assert started_on == ["warm-refill"] * 3
+    finally:
+        runner.close()
+
+
 def test_closing_the_runner_stops_its_idle_interpreters(monkeypatch):
     monkeypatch.setattr(warm_runner, "ENTRY_MODULE", "warm_probe")
     runner = WarmProcessRunner(WarmSpec(probe_command(sys.executable), probe_env(), tasks=3))
     try:
+        assert runner.warm.started(30)
         idle = runner.warm.idle_pids
         assert len(idle) == 3
     finally:

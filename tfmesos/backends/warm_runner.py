@@ -208,9 +208,9 @@ class WarmPool:
         self._last_taken = time.monotonic()
         self._alive = True
         self._closing = False
-        for _ in range(spec.size):
-            if not self._start_idle():
-                break
+        # The first ones are started on the refill thread too: each Popen
+        # holds tfrun's main thread ~6 ms, which goes on with its imports.
+        self._started = threading.Event()   # the first ones are started (or could not be)
         self._refill_thread = threading.Thread(target=self._refill, name="warm-refill",
                                                daemon=True)
         self._refill_thread.start()
@@ -225,9 +225,16 @@ class WarmPool:
         with self._lock:
             return [interpreter.pid for interpreter in self._idle]
 
+    def started(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the first interpreters are started (``spec.size``,
+        unless the pool turned off meanwhile); whether they are."""
+        return self._started.wait(timeout)
+
     def take(self) -> Optional[_Interpreter]:
         """An interpreter for a matching launch (started now if none is
-        idle), or None: launch it the ordinary way."""
+        idle), or None: launch it the ordinary way. The first ones are
+        waited for: one started beside them would be one too many."""
+        self._started.wait(TAKE_TIMEOUT)
         with self._lock:
             if not self._alive:
                 return None
@@ -304,7 +311,14 @@ class WarmPool:
 
     def _refill(self) -> None:
         """Start interpreters as launches take them: one per task still
-        expected at once; the spare once launches paused for SPARE_DELAY."""
+        expected at once; the spare once launches paused for SPARE_DELAY.
+        First, the pool's first ``spec.size``."""
+        try:
+            for _ in range(self.spec.size):
+                if not self._start_idle():
+                    return
+        finally:
+            self._started.set()
         while True:
             with self._lock:
                 while self._alive and not self._missing():
