@@ -22,7 +22,14 @@ from tfmesos.core.task_ends import memory_kill_message, memory_kill_peak
 from tfmesos.core.taskinfo import thread_env
 from tfmesos.record.hints import resource_flag
 from tfmesos.record.schema import Attempt, Job, RunFile, Task, Usage
-from tfmesos.record.usage_table import clean_usage, hints, table_lines, usage_lines, usage_rows
+from tfmesos.record.usage_table import (
+    MAX_ROWS,
+    clean_usage,
+    hints,
+    table_lines,
+    usage_lines,
+    usage_rows,
+)
 from tfmesos.task import usage as task_usage
 
 pytestmark = pytest.mark.timeout(300)
@@ -428,3 +435,29 @@ def test_cgroups_are_gone_after_a_run(tmp_path):
 def _owner_gone(path):
     pid = int(os.path.basename(path).split("-")[0])
     return not os.path.exists("/proc/%d" % pid)
+
+
+def test_a_table_of_hundreds_of_tasks_shows_each_jobs_extremes_and_counts_the_rest():
+    """A 500-task run printed 500 lines at its end: past MAX_ROWS tasks, the
+    table keeps what the sizing hints speak of, each job's largest peak and
+    busiest task."""
+    tasks = [("ps:0", "ps", 1, 1024, used(6.0, 60.0, 300.0))]
+    tasks += [("worker:%d" % i, "worker", 1, 1024, used(30.0, 60.0, 500.0))
+              for i in range(499)]
+    tasks[200] = ("worker:199", "worker", 1, 1024, used(30.0, 60.0, 1000.0))  # largest peak
+    tasks[301] = ("worker:300", "worker", 1, 1024, used(59.0, 60.0, 400.0))  # busiest
+    lines = table_lines(usage_rows(record(*tasks)))
+    assert [line.split()[0] for line in lines] == ["task", "ps:0", "worker:199", "worker:300",
+                                                   "(497"]
+    assert lines[-1] == ("  (497 more tasks; above, each job's largest peak and busiest: "
+                         "tfmesos report lists them all)")
+    # The hints still read every task.
+    assert [hint for hint in hints(usage_rows(record(*tasks)))
+            if hint.startswith("worker peaked at 1000 MB of its 1024 MB")]
+
+
+def test_a_table_up_to_max_rows_lists_every_task():
+    tasks = [("worker:%d" % i, "worker", 1, 1024, used(30.0, 60.0, 500.0))
+             for i in range(MAX_ROWS)]
+    lines = table_lines(usage_rows(record(*tasks)))
+    assert len(lines) == 1 + MAX_ROWS and not lines[-1].startswith("  (")

@@ -11,6 +11,9 @@ prints at the end of a run, and its hints (pure functions of a
     tfrun: + above its cpus: Mesos' cpus are a share (cpu.shares), not a cap, unless ...
     tfrun: sizing: ps used at most 240 MB of its 1024 MB (23%): -Ms 320 would do
 
+Past ``MAX_ROWS`` tasks (a run of hundreds), the table shows each job's
+task of the largest peak and its busiest, and says how many it left out.
+
 ``avg cpus used`` is the cpu seconds of the command's whole process tree
 over its wall time (``average_cpus``); ``+`` marks one above the task's
 ``cpus`` (``over``: cpus are no cap without a CFS quota). ``peak RSS MB``
@@ -39,6 +42,7 @@ HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
 MIN_WALL = 10.0  # seconds: shorter commands say little about what they need
 MAX_SAMPLES = 2000
+MAX_ROWS = 24    # tasks in the table; past that, each job's extremes (``shown_rows``)
 _USAGE_NUMBERS = [f.name for f in dataclasses.fields(Usage) if f.name not in ("samples", "cgroup")]
 _SAMPLE_NUMBERS = [f.name for f in dataclasses.fields(Sample)]
 _CGROUP_NUMBERS = [f.name for f in dataclasses.fields(CgroupUsage)]
@@ -141,10 +145,29 @@ def usage_rows(run: RunFile) -> list[Row]:
     return rows
 
 
-def table_lines(rows: Sequence[Row]) -> list[str]:
-    """The table (header and one line per task), empty without rows."""
+def shown_rows(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[Row]:
+    """``rows``, or past ``limit`` of them, each job's task of the largest
+    peak and its busiest (the ones its hints speak of), in the run's order."""
+    if len(rows) <= limit:
+        return list(rows)
+    keep: set[int] = set()
+    by_job: dict[str, list[int]] = {}
+    for at, row in enumerate(rows):
+        by_job.setdefault(row[1], []).append(at)
+    for ats in by_job.values():
+        keep.add(max(ats, key=lambda at: _peak(rows[at][4])))
+        keep.add(max(ats, key=lambda at: average_cpus(rows[at][4])))
+    return [row for at, row in enumerate(rows) if at in keep]
+
+
+def table_lines(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[str]:
+    """The table (header and one line per task; past ``limit`` tasks, the
+    ones ``shown_rows`` keeps and how many are left out), empty without rows."""
     if not rows:
         return []
+    shown = shown_rows(rows, limit)
+    left_out = len(rows) - len(shown)
+    rows = shown
     width = max(len("task"), *(len(name) for name, *_ in rows))
     lines = ["  %-*s  %5s  %7s  %14s  %7s  %11s" % (width, "task", "cpus", "cpu-s",
                                                    "avg cpus used", "mem MB", "peak RSS MB")]
@@ -156,6 +179,9 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
             width, name, _fmt(cpus), usage.cpu_s or 0.0, average_cpus(usage),
             OVER if over(usage, cpus) else " ", mem, peak, share,
             "  GPU %.0f MB" % gpu if gpu is not None else ""))
+    if left_out:
+        lines.append("  (%d more tasks; above, each job's largest peak and busiest: "
+                     "tfmesos report lists them all)" % left_out)
     return lines
 
 
@@ -217,5 +243,5 @@ def usage_lines(run: RunFile, mode: str = "replica", advice: bool = True) -> lis
             + ["tfrun: sizing: " + line for line in (hints(rows, mode) if advice else [])])
 
 
-__all__ = ["clean_usage", "usage_rows", "table_lines", "notes", "hints", "usage_lines",
+__all__ = ["clean_usage", "usage_rows", "shown_rows", "table_lines", "notes", "hints", "usage_lines",
            "average_cpus", "over"]
