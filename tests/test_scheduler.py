@@ -174,3 +174,20 @@ def test_the_run_hears_of_launches_outside_the_lock_before_mesos_does():
     assert heard == [("expect", [("worker:0", "tfmesos.run1.worker.0.1", 1, "a1"),
                                  ("worker:1", "tfmesos.run1.worker.1.1", 1, "a1")], True),
                      "launch"]
+
+
+def test_an_offer_declined_after_the_run_tore_its_framework_down_is_no_news(caplog):
+    """tfrun -v said "offers lost to a disconnection" at the end of most runs:
+    an offer that came while the framework was torn down."""
+    sched, _, _ = make([{"name": "worker", "cpus": 1, "mem": 512}])
+    driver = FakeDriver()
+
+    def torn_down(*args, **kwargs):
+        raise MesosConnectionError("cannot send DECLINE: the framework was torn down")
+    driver.declineOffer = torn_down
+    caplog.set_level("DEBUG", logger="tfmesos.core.scheduler")
+    sched.close()
+    sched.resourceOffers(driver, [Dict(offer("o1", agent="a1", hostname="agent-1"))])
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "offers lost" in r.getMessage()]
+    assert said == [("DEBUG", "offers lost to a disconnection: cannot send DECLINE: the framework "
+                              "was torn down")]

@@ -191,7 +191,10 @@ class TFMesosScheduler(Scheduler):
             if not exc.means_disconnected:
                 raise
             # Disconnected meanwhile: Mesos has rescinded these offers anyway.
-            logger.info("offers lost to a disconnection: %s", exc)
+            # An offer that came as the run tore its framework down is no news.
+            with self.lock:
+                closed = self._closed
+            (logger.debug if closed else logger.info)("offers lost to a disconnection: %s", exc)
 
     def _place(self, offers: list[Offer]) -> tuple[list[Launch], list[str]]:
         """Under the lock: decide which pending slots go where, and mark them
