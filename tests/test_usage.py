@@ -284,8 +284,11 @@ def test_one_peak_memory_figure_the_tree_s():
     assert Usage(peak_rss_mb=860.9).peak_mb() == 860.9 and Usage().peak_mb() is None
     data.tasks[0].attempts[1].exited = "2026-11-26T10:00:40.000Z"
     data.timings.submitted = "2026-11-26T10:00:00.000Z"
+    # Finished: the charts' time axis ends there, not at today's date (an
+    # unfinished run's runs until now, whose coordinates once held "861").
+    data.timings.finished = "2026-11-26T10:00:41.000Z"
     page = render(Run("/nowhere", data))
-    assert "peak 874 MB" in page and "868 MB" not in page and "861" not in page
+    assert "peak 874 MB" in page and "868 MB" not in page and "861 MB" not in page
 
 
 # -- thread pools sized to the task's cpus -----------------------------------------
