@@ -102,7 +102,12 @@ def test_a_running_task_on_its_agent(make_local_master, clients):
     assert executor["tasks"][0]["state"] == "TASK_RUNNING"
     assert requests.get(other + "/state", timeout=10).json()["frameworks"] == []
 
-    [stats] = requests.get(base + "/monitor/statistics", timeout=10).json()
+    def measured():
+        # TASK_RUNNING comes as the task's process starts: its shell may still
+        # be exec'ing sleep, whose resident memory /proc then reads as 0.
+        [stats] = requests.get(base + "/monitor/statistics", timeout=10).json()
+        return stats if stats["statistics"].get("mem_rss_bytes") else None
+    stats = wait_until(measured, 30, message="the sleeper's memory was never measured")
     assert (stats["executor_id"], stats["framework_id"]) == ("sleeper", framework_id)
     numbers = stats["statistics"]
     assert numbers["cpus_limit"] == 0.1 and numbers["mem_limit_bytes"] == 32 << 20
