@@ -127,19 +127,25 @@ def test_unreachable_master_is_a_clear_error_in_bounded_time():
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.waits
-def test_nothing_fits_times_out_naming_what_is_missing():
+def on_a_small_master(*options):
+    """tfrun ``options`` against a ``tfmesos local-master`` whose one agent
+    offers 2 cpus and 512 MB: its CompletedProcess."""
     port = free_port()
     master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",
                                "--mem", "512", *marked_tasks()], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_line(master.stdout, "listening on", timeout=30)
-        result = run_tfrun("-m", "127.0.0.1:%d" % port, "-w", "1", "-s", "0", "-Cw", "0.1",
-                           "-Mw", "1024", "--launch-timeout", "3", "--", "true", timeout=60)
+        return run_tfrun("-m", "127.0.0.1:%d" % port, *options, timeout=60)
     finally:
         master.terminate()
         master.wait(30)
+
+
+@pytest.mark.waits
+def test_nothing_fits_times_out_naming_what_is_missing():
+    result = on_a_small_master("-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "1024",
+                               "--launch-timeout", "3", "--", "true")
     assert result.returncode == 1
     assert "the cluster was not complete after 3 s; missing: worker:0 (no offer fits " \
            "cpus=0.1 mem=1024 gpus=0); the cluster needs cpus=0.1 mem=1024 gpus=0 in total; " \
@@ -151,18 +157,8 @@ def test_nothing_fits_times_out_naming_what_is_missing():
 def test_a_launch_timeout_of_200_tasks_names_them_in_one_short_line():
     """Each missing task was named with its reason: a line of ~10 kB at 200
     tasks. They are grouped by reason, as ranges (core.task_names)."""
-    port = free_port()
-    master = subprocess.Popen(["tfmesos", "local-master", "--port", str(port), "--cpus", "2",
-                               "--mem", "512", *marked_tasks()], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for_line(master.stdout, "listening on", timeout=30)
-        result = run_tfrun("-m", "127.0.0.1:%d" % port, "-w", "199", "-s", "1", "-Cw", "0.5",
-                           "-Cs", "0.5", "-Mw", "32", "-Ms", "32", "--launch-timeout", "3",
-                           "--", "true", timeout=60)
-    finally:
-        master.terminate()
-        master.wait(30)
+    result = on_a_small_master("-w", "199", "-s", "1", "-Cw", "0.5", "-Cs", "0.5", "-Mw", "32",
+                               "-Ms", "32", "--launch-timeout", "3", "--", "true")
     assert result.returncode == 1
     error = [line for line in result.stderr.splitlines() if line.startswith("tfrun: error:")]
     assert len(error) == 1 and len(error[0]) < 400, error
