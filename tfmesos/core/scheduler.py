@@ -82,6 +82,22 @@ def ask_mesos_of(driver: OfferDriver, tasks: Iterable[tuple[str, str]]) -> None:
         logger.info("reconciliation postponed: %s", exc)
 
 
+def unless_disconnected(call: Callable[..., object], *args: Any,
+                        said: str = "left to the master") -> bool:
+    """``call(*args)``; False when it failed while the master could not be
+    reached (a timeout, a re-subscription, a master that does not lead:
+    ``MesosError.means_disconnected``), said at info as ``said``. Any other
+    refusal is raised."""
+    try:
+        call(*args)
+    except MesosError as exc:
+        if not exc.means_disconnected:
+            raise
+        logger.info("%s: %s", said, exc)
+        return False
+    return True
+
+
 def resource_totals(items: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Sum of ``cpus``, ``mem`` and ``gpus`` over dicts (offer summaries, jobs)."""
     totals: dict[str, float] = {"cpus": 0.0, "mem": 0.0, "gpus": 0}
@@ -333,15 +349,11 @@ class TFMesosScheduler(Scheduler):
                      for slot in self.slots
                      if slot.task_id and slot.state not in TERMINAL_STATES
                      and slot.state != "PENDING"]
-        try:
-            if tasks:
-                driver.reconcileTasks(tasks)
-            if implicit:   # and whatever else Mesos still runs for us
-                driver.reconcileTasks([])
-        except MesosError as exc:
-            if not exc.means_disconnected:
-                raise
-            logger.info("reconciliation postponed: %s", exc)
+        said = "reconciliation postponed"
+        if tasks and not unless_disconnected(driver.reconcileTasks, tasks, said=said):
+            return
+        if implicit:   # and whatever else Mesos still runs for us
+            unless_disconnected(driver.reconcileTasks, [], said=said)
 
     def close(self) -> None:
         """The run stops: later offers are declined, nothing more launches
@@ -358,13 +370,8 @@ class TFMesosScheduler(Scheduler):
         with self.lock:
             self._suppressed = False
             self._revive_owed = False
-        try:
-            driver.reviveOffers()
-        except MesosError as exc:
-            if not exc.means_disconnected:
-                raise
+        if not unless_disconnected(driver.reviveOffers, said="offers asked for again later"):
             self._revive_owed = True
-            logger.info("offers asked for again later: %s", exc)
 
 
 def _request(slot: TaskSlot, extra_ports: int = 0) -> TaskRequest[TaskSlot]:

@@ -22,7 +22,7 @@ from ..protocol import labels, task_env
 from . import task_secrets
 from .identity import RunIdentity
 from .placement import Assignment, TaskRequest, place
-from .scheduler import ask_mesos_of
+from .scheduler import ask_mesos_of, unless_disconnected
 from .scheduler_document import DETACHED_FILE, RUN_KEY, DetachError, seal_document
 from .spec import RunSpec
 from .taskinfo import build_task_info, container_info, framework_info
@@ -94,12 +94,15 @@ class SchedulerLauncher(Scheduler):
                 # (a refusal filters the framework, not this driver); no more
                 # offers come here (its SUBSCRIBE clears the suppression).
                 self._launch(driver, offer_id, info)
-                _unless_disconnected(driver.suppressOffers)
+                # Disconnected meanwhile: Mesos rescinds a disconnected
+                # framework's offers, and the scheduler task's SUBSCRIBE
+                # clears the suppression.
+                unless_disconnected(driver.suppressOffers)
                 unused = [oid for oid in unused if oid["value"] != offer_id]
                 break
         if unused:
-            _unless_disconnected(driver.declineOffer, unused,
-                                 {"refuse_seconds": 0.0 if self.launched else 1.0})
+            unless_disconnected(driver.declineOffer, unused,
+                                {"refuse_seconds": 0.0 if self.launched else 1.0})
 
     def _launch(self, driver: SchedulerDriver, offer_id: str, info: dict[str, Any]) -> None:
         """LAUNCH the scheduler task. A call whose answer never came (a
@@ -125,19 +128,6 @@ class SchedulerLauncher(Scheduler):
 
     def error(self, driver: SchedulerDriver, message: str) -> None:
         self.events.put(("taken over",) if FAILED_OVER in message else ("error", message))
-
-
-def _unless_disconnected(call: Callable[..., object], *args: Any) -> None:
-    """A call that may fail while the master cannot be reached (a timeout,
-    a re-subscription): Mesos rescinds a disconnected framework's offers,
-    and the scheduler task's SUBSCRIBE clears the suppression. Any other
-    refusal is raised."""
-    try:
-        call(*args)
-    except MesosError as exc:
-        if not exc.means_disconnected:
-            raise
-        logger.info("left to the master: %s", exc)
 
 
 def scheduler_task(spec: RunSpec, identity: RunIdentity, assignment: Assignment[str],
