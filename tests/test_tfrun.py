@@ -231,3 +231,19 @@ def test_more_tasks_than_the_old_port_window_run_on_the_embedded_master(tmp_path
     assert len(record["tasks"]) == 150
     assert {task["state"] for task in record["tasks"]} == {"TASK_FINISHED"}
     assert_no_task_processes()
+
+
+def test_the_usage_table_of_30_tasks_reads_the_run_s_record_and_counts_what_it_leaves_out():
+    """The end-of-run table (record.usage_table) past MAX_ROWS tasks, from
+    the record a real run wrote: each job's extremes, and how many it left
+    out."""
+    result = run_tfrun("-w", "29", "-s", "1", "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64",
+                       "-Ms", "64", "--", "true", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    head = lines.index("tfrun: resources asked and used (samples in run.json):")
+    rows = [line.split()[0] for line in lines[head + 2:] if line.startswith("  ")]
+    left_out = rows.pop()
+    assert left_out == "(%d" % (30 - len(rows)), lines[head:]
+    assert {row.split(":")[0] for row in rows} == {"ps", "worker"} and 2 <= len(rows) <= 4
+    assert_no_task_processes()
