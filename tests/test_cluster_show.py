@@ -10,6 +10,7 @@ scheduler client) that subscribes with a run's labels and launches
 ``run/run.json`` and print what the test feeds them."""
 
 import io
+import itertools
 import os
 import re
 import subprocess
@@ -25,7 +26,13 @@ from tfrun_helpers import REPO
 from waiting import Buffer, wait_until
 
 from tfmesos.cli import cluster_show
-from tfmesos.cli.cluster_logs import QUICK_POLL, follow_scheduler, next_poll
+from tfmesos.cli.cluster_logs import (
+    FRESH_POLL,
+    FRESH_WINDOW,
+    QUICK_POLL,
+    follow_scheduler,
+    next_poll,
+)
 from tfmesos.cli.cluster_runs import MAX_OUTCOME, cluster_runs, reader
 from tfmesos.cli.main import main as tfmesos_main
 from tfmesos.cli.runs import logs_main, runs_main, show_main, show_run
@@ -307,18 +314,23 @@ def test_a_new_scheduler_task_is_read_quickly_until_its_first_lines_come(monkeyp
     """``tfmesos attach`` relaunched the scheduler: it takes a moment to
     start, and its first lines are what the user waits for. Its output is
     read every QUICK_POLL until they come (before: the waits doubled from
-    the first empty read, the lines came up to 0.4 s late), then as ever."""
+    the first empty read, the lines came up to 0.4 s late); then every
+    FRESH_POLL for FRESH_WINDOW, as the resumed run's own lines come back
+    (before: QUICK_POLL, the run shown up to 0.1 s after it was back); then
+    as ever."""
     from tfmesos.cli import cluster_logs
 
-    stdout_reads = iter([0] * 6 + [120] + [0] * 5)
+    stdout_reads = iter([0] * 6 + [120] + [0] * 200)
     waits = []
+    clock = [1000.0]
 
     class Stop:
         def is_set(self):
-            return len(waits) >= 12
+            return clock[0] > 1000.0 + 5.0
 
         def wait(self, seconds):
             waits.append(seconds)
+            clock[0] += seconds
 
     class FakeFile:
         def __init__(self, name, base_url, path, follow, auth):
@@ -343,10 +355,16 @@ def test_a_new_scheduler_task_is_read_quickly_until_its_first_lines_come(monkeyp
         run_id, framework_id = "r1", "fw"
 
     monkeypatch.setattr(cluster_logs, "SandboxFile", FakeFile)
+    monkeypatch.setattr(cluster_logs.time, "monotonic", lambda: clock[0])
     cluster_logs._follow_scheduler(View(), Source(), Reader(), Run(), io.StringIO(),
                                    io.StringIO(), Stop(), 1.0)
-    assert waits[:7] == [QUICK_POLL] * 7      # the new task's first lines awaited, then read
-    assert waits[7:] == [0.2, 0.4, 0.8, 1.0, 1.0]   # quiet afterwards: less often
+    assert waits[:6] == [QUICK_POLL] * 6      # the new task's first lines awaited
+    fresh = list(itertools.takewhile(lambda wait: wait == FRESH_POLL, waits[6:]))
+    assert FRESH_POLL < QUICK_POLL and abs(sum(fresh) - FRESH_WINDOW) <= FRESH_POLL + 1e-9
+    quiet = waits[6 + len(fresh):]
+    assert quiet[:3] == [0.2, 0.4, 0.8] and set(quiet[3:]) == {1.0}   # then less often
+    assert next_poll(1.0, False, 1.0, fresh=True) == FRESH_POLL
+    assert next_poll(1.0, False, 0.01, fresh=True) == 0.01   # never slower than asked
 
 
 def test_a_follower_without_the_event_stream_asks_the_master_once_a_poll():

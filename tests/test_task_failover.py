@@ -426,7 +426,7 @@ def test_a_big_job_s_tasks_ask_the_master_less_often_together():
         FAILOVER_READS_PER_SECOND,
         failover_delays,
     )
-    assert failover_delays(1) == failover_delays(6) == FAILOVER_DELAYS
+    assert failover_delays(1) == failover_delays(3) == FAILOVER_DELAYS   # 3 tasks: 60 reads a second
     for tasks in (1, 6, 7, 16, 17, 100, 320):
         first = failover_delays(tasks)[0]
         assert tasks / first <= FAILOVER_READS_PER_SECOND + 1e-9
@@ -569,9 +569,10 @@ def test_a_task_asks_for_a_new_scheduler_often_at_first_then_less_often():
         waits.append((elapsed, delay))
         elapsed += delay
         delay = next_delay(delay, FAILOVER_DELAYS, elapsed, True)
-    # A scheduler relaunched within seconds is found within a tenth of a
-    # second (not 0.5, 1, 2 s apart: the tries at 0.5, 1.5, 3.5 s).
-    assert all(delay <= 0.1 for at, delay in waits if at < FAILOVER_QUICK)
+    # A scheduler relaunched within seconds is found within a twentieth of
+    # a second (not 0.5, 1, 2 s apart: the tries at 0.5, 1.5, 3.5 s; nor
+    # 0.1 s apart, which left the last of two workers that late half the time).
+    assert all(delay <= 0.05 for at, delay in waits if at < FAILOVER_QUICK)
     assert waits[-1][1] == FAILOVER_DELAYS[1]
     assert len(waits) <= FAILOVER_QUICK / FAILOVER_DELAYS[0] + 20   # the master's load
     # Without failover the waits double from the start, as before.

@@ -43,6 +43,11 @@ PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at m
 TIMEOUT = 10.0            # seconds for one agent's answer
 QUICK_POLL = 0.1          # seconds between reads of a scheduler's output that grows
 FIRST_LINES_WAIT = 10.0   # seconds a new scheduler task's output is read as often, until it comes
+# Once a new scheduler task's first lines came, the run's own come back
+# within a second (its tasks register again and send what they kept):
+# read every FRESH_POLL meanwhile, FRESH_WINDOW seconds at most (80 reads).
+FRESH_POLL = 0.025
+FRESH_WINDOW = 1.0
 SCHEDULER = "scheduler"   # what ``tfmesos logs RUN scheduler`` calls a detached run's scheduler
 
 
@@ -299,13 +304,18 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
         source.close()
 
 
-def next_poll(wait, grew, poll, first_lines=False):
+def next_poll(wait, grew, poll, first_lines=False, fresh=False):
     """The wait (seconds) before the next read of a followed scheduler's
     output, after one of ``wait`` that found it grown (``grew``) or not:
-    ``QUICK_POLL`` while it grows (its lines shown within that), and while
-    a new scheduler task's ``first_lines`` are awaited (it starts: they
-    come within a second, and ``tfmesos attach`` waits for them), doubling
-    up to ``poll`` while it is quiet."""
+    ``FRESH_POLL`` in the ``fresh`` window after a new scheduler task's
+    first lines (the resumed run's lines come then: ``tfmesos attach``
+    shows them within that, not up to ``QUICK_POLL`` late); ``QUICK_POLL``
+    while it grows (its lines shown within that), and while a new scheduler
+    task's ``first_lines`` are awaited (it starts: they come within a
+    second, and ``tfmesos attach`` waits for them), doubling up to ``poll``
+    while it is quiet."""
+    if fresh:
+        return min(FRESH_POLL, poll)
     quick = min(QUICK_POLL, poll)
     return quick if grew or first_lines else min(max(wait, quick) * 2, poll)
 
@@ -313,6 +323,7 @@ def next_poll(wait, grew, poll, first_lines=False):
 def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
     first_lines_by = 0.0   # until when a new scheduler task's first lines are awaited
+    fresh_until = 0.0      # until when its output is read every FRESH_POLL (FRESH_WINDOW)
     wait = next_poll(poll, True, poll)
     while not stop.is_set():
         grew = False
@@ -334,10 +345,14 @@ def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
         if following is not None:
             read = following[1].read(out, final=finished) + following[2].read(err, final=finished)
             if read > 0:
+                if first_lines_by:
+                    fresh_until = time.monotonic() + FRESH_WINDOW
                 grew, first_lines_by = True, 0.0
         if finished:
             found = run_labels.label_map((framework or {}).get("labels"))
             return found.get(run_labels.OUTCOME) or "finished"
-        wait = next_poll(wait, grew, poll, first_lines=time.monotonic() < first_lines_by)
+        now = time.monotonic()
+        wait = next_poll(wait, grew, poll, first_lines=now < first_lines_by,
+                         fresh=now < fresh_until)
         stop.wait(wait)
     return None

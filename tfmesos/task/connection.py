@@ -41,13 +41,16 @@ CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
 HANDSHAKE_TIMEOUT = 10.0  # one try: connect, challenge, confirmation
 REREGISTER_GRACE = 30.0   # registering again after a dropped connection
 RETRY_DELAYS = (0.1, 1.0)  # first and longest wait between tries
-FAILOVER_DELAYS = (0.1, 5.0)   # the same while waiting for a new scheduler (each asks the master)
+FAILOVER_DELAYS = (0.05, 5.0)  # the same while waiting for a new scheduler (each asks the master)
 # For this long after the loss the master is asked every FAILOVER_DELAYS[0]
 # (then the wait doubles): a relaunched scheduler (tfmesos attach's new task)
 # takes over within about a second, and doubling from the start left the
 # tasks 0.5-2 s behind it (tries at 0.5, 1.5, 3.5 s); every 0.25 s left
-# them 0.125 s behind on average. 50 questions at most, and a run's tasks
-# together ask at most FAILOVER_READS_PER_SECOND (``failover_delays``).
+# them 0.125 s behind on average, every 0.1 s 0.05 s (the last of two
+# workers 0.1 s behind as often as not: the run's lines come back with
+# its last task). 100 questions at most, and a run's tasks together ask
+# at most FAILOVER_READS_PER_SECOND (``failover_delays``): from 4 tasks
+# on, each asks less often than every FAILOVER_DELAYS[0].
 FAILOVER_QUICK = 5.0
 # What all of a run's tasks ask of the master together while quick: each
 # /master/frameworks answer carries the framework's tasks, so a big job's
