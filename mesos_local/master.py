@@ -496,6 +496,9 @@ class LocalMaster(FaultInjection):
             if not proc.join(max(0.0, deadline - time.monotonic())):
                 log.warning("task %s did not end within %.0f s of stop()",
                             proc.launch.task_id, grace + 10)
+        if not self._tasks.escapes.drain():
+            log.warning("local master %s: processes that left their tasks' cgroups were "
+                        "still being killed as it stopped", self.id)
         with records.lock:
             records.status = "stopped"
             self._set_verbosity(0)

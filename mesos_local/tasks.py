@@ -24,6 +24,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .api.operator_json import event_task_added
+from .containerizer.escapes import EscapeSweeper
 from .containerizer.executor import TaskProcess, describe_exit
 from .containerizer.fetch_cache import AgentFetcher, FetcherCache
 from .containerizer.planning import (
@@ -60,6 +61,8 @@ class TaskLauncher:
                  user_switch=None, root_submissions=True):
         self.root_submissions = root_submissions
         self.isolator = isolator
+        # The processes that left ended tasks' cgroups: many tasks' per pass over /proc.
+        self.escapes = EscapeSweeper()
         self.user_switch = user_switch if user_switch is not None else UserSwitch()
         self.base_env = dict(base_env)
         self.root_allowed = root_allowed
@@ -217,7 +220,8 @@ class TaskLauncher:
                            fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
                                uris, sandbox, user, cancelled, run_as),
                            isolator=self.isolator, user=user,
-                           switch=self.user_switch if plan.image is None else None)
+                           switch=self.user_switch if plan.image is None else None,
+                           escapes=self.escapes)
 
     def fetcher(self, agent):
         """The agent's fetcher: its cache, its network namespace."""

@@ -18,6 +18,8 @@ cgroups of its own: the OOM killer acting there is a memory limitation
 (``limitation``), upon which the whole task is killed at once, as Mesos
 destroys a container whose isolator reported one; the cgroups go with the
 task. A container runner's task reports its own (``handle.limitation()``).
+Its processes that left its cgroups are killed by ``escapes`` (an
+``escapes.EscapeSweeper``) after its terminal update, else at its end here.
 """
 
 import logging
@@ -63,9 +65,10 @@ class TaskProcess:
     """
 
     def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True,
-                 fetch=None, isolator=None, user=None, switch=None):
+                 fetch=None, isolator=None, user=None, switch=None, escapes=None):
         self.launch = launch
         self.isolator = isolator
+        self.escapes = escapes     # escapes.EscapeSweeper: None, swept here at the end
         self.cgroups = None        # cgroups.TaskCgroups of an isolated process task
         self.limitation = None     # Mesos' message when the task outgrew its memory
         self.runner = runner
@@ -182,9 +185,13 @@ class TaskProcess:
         if self.cgroups is not None:
             self.cgroups.destroy()
             # A process may leave its cgroups (a root task can write its pid
-            # elsewhere): its environment still names the task's sandbox.
+            # elsewhere): its environment still names the task's sandbox. Swept
+            # with other tasks' after the update where a sweeper is given.
             if self._marker is not None:
-                destroy_task(None, self._marker, since=self._started)
+                if self.escapes is not None:
+                    self.escapes.add(self._marker, self._started)
+                else:
+                    destroy_task(None, self._marker, since=self._started)
         self._set_exited()
         self.on_exit(self, status, error)
 

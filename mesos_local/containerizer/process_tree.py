@@ -72,10 +72,15 @@ class SharedScans:
         self.passes = 0
 
     def find(self, pgid, marker, since):
-        ask = _Ask(pgid, marker, since)
+        return self.find_many([(pgid, marker, since)])[0]
+
+    def find_many(self, asked):
+        """``find`` for each ``(pgid, marker, since)`` of ``asked``, all in
+        one pass: the list of each one's pids."""
+        asks = [_Ask(pgid, marker, since) for pgid, marker, since in asked]
         with self._cond:
-            self._waiting.append(ask)
-            while not ask.done:
+            self._waiting.extend(asks)
+            while not all(ask.done for ask in asks):
                 if self._scanning:
                     self._cond.wait()
                     continue
@@ -94,9 +99,10 @@ class SharedScans:
                     for each in batch:
                         each.done = True
                     self._cond.notify_all()
-        if ask.error is not None:
-            raise ask.error
-        return ask.found
+        for ask in asks:
+            if ask.error is not None:
+                raise ask.error
+        return [ask.found for ask in asks]
 
 
 SCANS = SharedScans()
