@@ -5,7 +5,8 @@ where it happens.
 
 * ``startup.py --bytecode``: ``tfrun -w 2 -s 1 -- true`` against three
   bare Pythons, tfmesos loaded from bytecode as ``pip install .`` installs it;
-* ``scale.py``: 210 tasks on the embedded master against 210 bare Pythons;
+* ``scale.py --bytecode``: 210 tasks on the embedded master against 210
+  bare Pythons, tfmesos loaded as installed;
 * ``detached.py``: ``tfrun --detach`` and ``--failover`` (submit to first
   step, progress again after ``tfmesos attach``) against a foreground run;
 * ``ship.py``: ``--ship`` of a 100 MB directory to 8 tasks against copying it;
@@ -35,7 +36,8 @@ import goals  # benchmarks/goals.py: this script's folder is first on sys.path
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-QUICK = (("startup", ["--bytecode", "--rounds", "5"]), ("scale", ["--tasks", "210", "--rounds", "2"]),
+QUICK = (("startup", ["--bytecode", "--rounds", "5"]),
+         ("scale", ["--bytecode", "--tasks", "210", "--rounds", "2"]),
          ("detached", ["--rounds", "3"]), ("ship", ["--sizes", "10,100", "--rounds", "2"]),
          ("placement", ["--rounds", "5"]), ("offers", ["--agents", "500", "--rounds", "5"]),
          ("simulate", ["--tasks", "10,100,1000"]))

@@ -7,11 +7,17 @@ Every task asks for 0.01 cpus and 64 MB, so that N tasks fit any machine's
 offer; N interpreters start either way, so on 2 cores the ratio says more
 about the scheduler's share of the CPUs than on 16.
 
-    python benchmarks/scale.py [--tasks 210] [--rounds 3]
+``--bytecode``: tfmesos compiled first and put on PYTHONPATH, as
+``pip install .`` installs it (``startup.with_bytecode``): plain tasks then
+start without ``site`` (``-S``), as they do from an installed tfmesos; from
+an editable install's finder every task needs ``site``.
+
+    python benchmarks/scale.py [--tasks 210] [--rounds 3] [--bytecode]
 """
 
 import argparse
 import os
+import shutil
 import statistics
 
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
@@ -28,8 +34,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=210)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bytecode", action="store_true",
+                        help="tfmesos compiled to bytecode first, on PYTHONPATH (as installed)")
     args = parser.parse_args()
-    print("%d tasks on %d cores" % (args.tasks, os.cpu_count()))
+    cache = startup.with_bytecode() if args.bytecode else None
+    print("%d tasks on %d cores; tfmesos %s" % (args.tasks, os.cpu_count(),
+                                               startup.how_tfmesos_loads(args.bytecode)))
     contenders = [("%d bare pythons connecting to a socket (floor)" % args.tasks,
                    lambda: startup.bare_processes(args.tasks)),
                   ("tfrun, tasks exec'd as a Mesos agent does", lambda: tfrun_true(
@@ -49,6 +59,8 @@ def main():
         goals.report("%d tasks: %s / floor (%d cores)" % (args.tasks, name[len("tfrun, "):],
                                                            os.cpu_count()),
                      statistics.median(times[name]) / floor, goal)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":
