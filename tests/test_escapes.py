@@ -56,3 +56,29 @@ def test_a_burst_of_ends_shares_its_passes_and_a_process_started_before_is_spare
     finally:
         older.kill()
         older.wait()
+
+
+def test_a_pass_that_fails_is_logged_and_later_ends_are_still_swept(tmp_path, monkeypatch, caplog):
+    from mesos_local.containerizer import escapes
+
+    real = escapes.SCANS.find_many
+    calls = []
+
+    def failing_once(asked):
+        calls.append(len(asked))
+        if len(calls) == 1:
+            raise OSError("/proc is unreadable")
+        return real(asked)
+    monkeypatch.setattr(escapes.SCANS, "find_many", failing_once)
+    sweeper = EscapeSweeper(gather=0.0)
+    proc, marker = _marked(tmp_path, "task")
+    try:
+        sweeper.add(b"MESOS_SANDBOX=/nowhere", None)
+        assert sweeper.drain(timeout=30)
+        assert "sweeping the processes that left their tasks' cgroups failed" in caplog.text
+        sweeper.add(marker, start_ticks(proc.pid))
+        assert sweeper.drain(timeout=30)
+        assert proc.wait(timeout=10) == -9
+    finally:
+        proc.kill()
+        proc.wait()

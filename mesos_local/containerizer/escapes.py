@@ -44,10 +44,6 @@ class _Sweep:
         self.clean = 0     # passes in a row that found none of its processes
         self.done = False
 
-    def end(self) -> bool:
-        self.done = True
-        return True
-
 
 class EscapeSweeper:
     """One master's sweeps (``add`` at each isolated task's end); a thread
@@ -97,12 +93,13 @@ class EscapeSweeper:
                 batch = list(self._pending)
             try:
                 again = self._pass(batch)
-            except Exception:  # a sweep must never leave the thread dead and the rest unswept
+            except Exception:  # a failure must not kill the thread: later ends are swept
                 log.exception("sweeping the processes that left their tasks' cgroups failed")
-                again, batch = False, [sweep for sweep in batch if not sweep.end()]
+                again = False
+                for sweep in batch:
+                    sweep.done = True
             with self._cond:
-                self._pending = [sweep for sweep in self._pending
-                                 if sweep not in batch or not sweep.done]
+                self._pending = [sweep for sweep in self._pending if not sweep.done]
 
     def _pass(self, batch: list[_Sweep]) -> bool:
         """One pass over /proc for every sweep of ``batch``: what it finds
