@@ -18,7 +18,9 @@ worker:0's process is SIGKILLed.
   its checkpoint.
 
 Recovered: the first window of two reports after the kill whose steps/s is
-back above 80% of the rate before the kill. Cold start: from tfrun's start to
+back above 80% of the rate before the kill; the same read from a moment
+halfway to the kill, when nothing happened, is the measure's own floor
+(printed: with reports every 50 steps at ~250 steps/s, about 0.5 s). Cold start: from tfrun's start to
 the first such window of the first attempt. Prints both and their ratios.
 """
 
@@ -175,11 +177,17 @@ def one_run(scenario, args):
     cold = first_recovered(first, started, baseline) - started
     later = [r for attempt in reports for r in attempt if r[1] > killed]
     recovered = first_recovered(later, killed, baseline)
+    # The measure's own floor: the same window from a moment nothing
+    # happened (the report halfway to the kill), so that a recovery is read
+    # against what the reports' spacing allows at all.
+    calm = next(t for s, t in first if s >= args.kill_at // 2)
+    floor = first_recovered(first, calm, baseline)
     with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
         record = json.load(handle)
     back = [r["back"] for r in record["relaunches"] if r["back"]]
     return {"scenario": scenario, "baseline": baseline, "cold": cold,
             "recovery": recovered - killed if recovered else None,
+            "floor": floor - calm if floor else None,
             "back": seconds(back[0]) - killed if back else None,
             "restarts": len(record["restarts"]), "relaunches": len(record["relaunches"])}
 
@@ -213,6 +221,11 @@ def main(argv=None):
         if result["back"] is not None:
             print("%-8s worker:0 registered again at its address %.1f s after the kill"
                   % ("", result["back"]))
+        if result["floor"] is not None:
+            print("%-8s the measure's floor: from a moment without a kill, %.2f s (%.3f x the "
+                  "cold start; --report %d steps)" % ("", result["floor"],
+                                                     result["floor"] / result["cold"],
+                                                     args.report))
     for result, target in zip(results, (0.05, 1.0)):
         if result["recovery"] is not None:
             goals.report("%s / cold start" % ("sticky relaunch" if result["scenario"] == "sticky"
