@@ -290,7 +290,7 @@ def test_a_task_whose_child_the_oom_killer_took_is_killed_whole(make_local_maste
     if way == "no-pidfds":
         monkeypatch.setattr(runner, "open_pidfd", lambda pid: None)
     if way == "no-watch-thread":
-        def no_thread(key, look):
+        def no_thread(key, look, wake=None):
             raise RuntimeError("can't start new thread")
         monkeypatch.setattr(executor.OOM_WATCH, "watch", no_thread)
     master = make_local_master(**ISOLATED)
@@ -300,6 +300,35 @@ def test_a_task_whose_child_the_oom_killer_took_is_killed_whole(make_local_maste
     failed = client.wait_state("parent", "TASK_FAILED", timeout=60)
     assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
     assert failed["message"].startswith("Memory limit exceeded: Requested: 64MB Maximum Used: ")
+
+
+@needs_cgroups
+def test_the_oom_killer_in_a_task_s_cgroup_wakes_the_watch_without_polling(make_local_master,
+                                                                           clients,
+                                                                           monkeypatch):
+    """The kernel signals an eventfd registered on the task's
+    memory.oom_control (cgroup v1), as Mesos listens: a watch that would
+    look again only after 10 minutes still ends the task as its child is
+    killed (it read every running task's count 4 times a second)."""
+    from mesos_local.containerizer import oom_watch
+    if cgroups.Layout.detect(("cgroups/mem",)).version != 1:
+        pytest.skip("cgroup v2: its OOM count is polled")
+    watch = oom_watch.OomWatch(interval=600.0, safety=600.0)
+    monkeypatch.setattr(executor, "OOM_WATCH", watch)
+    looks = []
+    real = cgroups.TaskCgroups.oom_kills
+    monkeypatch.setattr(cgroups.TaskCgroups, "oom_kills",
+                        lambda self: looks.append(time.monotonic()) or real(self))
+    master = make_local_master(**ISOLATED)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("parent", offer, "%s; sleep 600" % HOG, mem=64)])
+    # The shell lives on (sleep 600) once its child is killed: only the
+    # watch can end the task, and it would not look again for 10 minutes.
+    failed = client.wait_state("parent", "TASK_FAILED", timeout=60)
+    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
+    # At the watch's start, then from the event until the kill is counted, at the exit.
+    assert len(looks) <= 2 + oom_watch.AFTER_EVENT / oom_watch.AFTER_EVENT_POLL, looks
 
 
 @needs_cgroups

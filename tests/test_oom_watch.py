@@ -95,3 +95,43 @@ def test_a_late_look_never_unsets_the_limitation_found_at_the_exit():
     assert proc.limitation == "Memory limit exceeded: ..."
     proc.limitation = None
     assert proc._look_for_limitation() is False and proc.limitation is None
+
+
+def test_a_watched_eventfd_wakes_the_watch_and_a_forgotten_one_is_never_read():
+    # A task with an eventfd is looked at once as it is watched, then when
+    # the kernel signals it (until its look finds the kill), not every
+    # interval; one forgotten is out of the watch's hands before its owner
+    # closes it (its number may be reused at once).
+    import os
+
+    from mesos_local.containerizer import oom_watch
+    watch = OomWatch(interval=600.0, safety=600.0)
+    looks = {"a": 0, "b": 0}
+    found = threading.Event()
+
+    def look_a():
+        looks["a"] += 1
+        return found.is_set()
+    wake_a = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+    wake_b = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+    try:
+        watch.watch("a", look_a, wake_a)
+        watch.watch("b", lambda: looks.__setitem__("b", looks["b"] + 1), wake_b)
+        wait_until(lambda: looks["a"] == 1 and looks["b"] == 1)   # once at once
+        time.sleep(0.2)
+        assert looks == {"a": 1, "b": 1}                          # then nothing to do
+        os.eventfd_write(wake_a, 1)
+        wait_until(lambda: looks["a"] >= 3)    # woken, and again until it finds the kill
+        found.set()
+        wait_until(lambda: "a" not in watch._looks)
+        watch.forget("b")
+        os.eventfd_write(wake_b, 1)
+        time.sleep(0.2)
+        assert looks["b"] == 1
+        assert os.eventfd_read(wake_b) == 1    # left unread by the watch
+        assert oom_watch.AFTER_EVENT_POLL < oom_watch.LIMITATION_POLL
+    finally:
+        watch.forget("a")
+        watch.forget("b")
+        os.close(wake_a)
+        os.close(wake_b)

@@ -282,6 +282,34 @@ class TaskCgroups:
         name = "memory.events" if self.layout.version == 2 else "memory.oom_control"
         return _read_count(os.path.join(self.memory_dir, name), b"oom_kill")
 
+    def oom_events(self):
+        """A file descriptor (an eventfd, the caller's to close) that the
+        kernel makes readable as the OOM killer acts in the task's memory
+        cgroup: v1's ``cgroup.event_control`` on ``memory.oom_control``, as
+        Mesos listens (``cgroups::memory::oom::listen``, src/linux/cgroups.cpp).
+        None where there is none (v2, no memory cgroup, a Python without
+        ``os.eventfd``, a kernel that refuses): then the OOM count is polled."""
+        if self.memory_dir is None or self.layout.version != 1 or not hasattr(os, "eventfd"):
+            return None    # os.eventfd: Python >= 3.10
+        try:
+            wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # novermin (checked above)
+        except OSError:
+            return None
+        try:
+            # The registration holds the file: its descriptor can go at once.
+            control = os.open(os.path.join(self.memory_dir, "memory.oom_control"),
+                              os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _write(os.path.join(self.memory_dir, "cgroup.event_control"),
+                       "%d %d" % (wake, control))
+            finally:
+                os.close(control)
+        except OSError as exc:
+            log.debug("no OOM events for %s (%s): polled", self.memory_dir, exc)
+            os.close(wake)
+            return None
+        return wake
+
     def memory_limit(self):
         if self.memory_dir is None:
             return None

@@ -234,19 +234,24 @@ class TaskProcess:
         (Mesos' limitation) by the agent's OOM watch."""
         if self.cgroups is None:
             return handle.wait()
+        wake = self.cgroups.oom_events()   # None: the watch polls
         try:
-            OOM_WATCH.watch(self, self._look_for_limitation)
-        except RuntimeError as exc:   # no thread for the watch: this one looks
-            log.warning("task %s: no OOM watch (%s): its thread looks every %.2f s",
-                        self.launch.task_id, exc, LIMITATION_POLL)
-            while True:
-                status = handle.wait(LIMITATION_POLL)
-                if status is not None or self._look_for_limitation():
-                    return handle.wait() if status is None else status
-        try:
-            return handle.wait()
+            try:
+                OOM_WATCH.watch(self, self._look_for_limitation, wake)
+            except RuntimeError as exc:   # no thread for the watch: this one looks
+                log.warning("task %s: no OOM watch (%s): its thread looks every %.2f s",
+                            self.launch.task_id, exc, LIMITATION_POLL)
+                while True:
+                    status = handle.wait(LIMITATION_POLL)
+                    if status is not None or self._look_for_limitation():
+                        return handle.wait() if status is None else status
+            try:
+                return handle.wait()
+            finally:
+                OOM_WATCH.forget(self)
         finally:
-            OOM_WATCH.forget(self)
+            if wake is not None:
+                os.close(wake)
 
     def _look_for_limitation(self) -> bool:
         """The OOM watch's look (``oom_watch``): kill the task once its
