@@ -464,3 +464,45 @@ def test_a_table_up_to_max_rows_lists_every_task():
              for i in range(MAX_ROWS)]
     lines = table_lines(usage_rows(record(*tasks)))
     assert len(lines) == 1 + MAX_ROWS and not lines[-1].startswith("  (")
+
+
+def test_a_look_reads_the_tree_and_new_processes_not_the_machine_s_others(tmp_path, monkeypatch):
+    """Each task's monitor read every process's stat each second: N tasks on
+    a host, N times its processes. Now the ones neither in the tree nor new
+    since the last look are skipped (they cannot join it), but for one full
+    look in FULL_LOOK_EVERY (a pid reused meanwhile shows then)."""
+    proc = tmp_path / "proc"
+
+    def process(pid, ppid, session, rss_pages=10):
+        (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+        # pid (comm) state ppid pgrp session ... utime stime cutime cstime ... rss
+        fields = ["S", str(ppid), str(pid), str(session)] + ["0"] * 7 + ["1", "1", "0", "0"] \
+            + ["0"] * 6 + [str(rss_pages)]
+        (proc / str(pid) / "stat").write_text("%d (x) %s\n" % (pid, " ".join(fields)))
+        (proc / str(pid) / "status").write_text("VmHWM:\t40 kB\n")
+
+    process(1, 0, 1)
+    for other in range(500, 540):                # the machine's others
+        process(other, 1, other)
+    process(100, 1, 100)                         # the task's command, its own session
+    process(101, 100, 100)
+    reads = []
+    real = task_usage._read
+    monkeypatch.setattr(task_usage, "_read", lambda path: reads.append(path) or real(path))
+    monitor = task_usage.UsageMonitor(100, proc=str(proc), peak_interval=600.0)
+    assert monitor.observe() == {100, 101}       # the first look reads all
+    assert len([p for p in reads if p.endswith("stat")]) == 43
+    reads.clear()
+    process(102, 101, 100)                       # a new one in the tree
+    process(600, 1, 600)                         # a new one elsewhere
+    assert monitor.observe() == {100, 101, 102}
+    assert sorted(int(p.split("/")[-2]) for p in reads if p.endswith("stat")) == \
+        [100, 101, 102, 600]
+    reads.clear()
+    assert monitor.observe() == {100, 101, 102}
+    assert sorted(int(p.split("/")[-2]) for p in reads if p.endswith("stat")) == [100, 101, 102]
+    process(520, 102, 100)                       # pid 520 reused inside the tree: not seen
+    assert monitor.observe() == {100, 101, 102}
+    while monitor._looks % task_usage.FULL_LOOK_EVERY:
+        monitor.observe()
+    assert monitor.observe() == {100, 101, 102, 520}   # until a full look

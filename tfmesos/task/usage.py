@@ -33,6 +33,11 @@ from ..protocol import task_env
 
 SAMPLE_INTERVAL = 10.0     # seconds between the samples kept in run.json
 PEAK_INTERVAL = 1.0        # seconds between looks at the tree for its peaks
+# A look reads the stat of the tree's processes and of those new since the
+# last look, not of the machine's others (each task of a host read every
+# process's each second: 100 tasks on one machine burnt a core). One in
+# FULL_LOOK_EVERY reads them all: a pid reused within a look shows then.
+FULL_LOOK_EVERY = 30
 MAX_SAMPLES = 360
 # MB as Mesos counts mem: 2^20 bytes (stout's Megabytes, 3rdparty/stout/include/stout/bytes.hpp)
 MB = 1024.0 * 1024.0
@@ -49,17 +54,23 @@ def _read(path):
 
 class ProcessTable:
     """One look at ``/proc``: pid -> (ppid, session, cpu ticks of itself
-    and its reaped children, rss bytes)."""
+    and its reaped children, rss bytes) of the processes listed, but for
+    those in ``skip`` (not read: ``listed`` has every pid)."""
 
-    def __init__(self, proc="/proc"):
+    def __init__(self, proc="/proc", skip=frozenset()):
         self.proc = proc
         self.entries = {}
+        self.listed = set()
         try:
             names = os.listdir(proc)
         except OSError:
             names = []
         for name in names:
             if not name.isdigit():
+                continue
+            pid = int(name)
+            self.listed.add(pid)
+            if pid in skip:
                 continue
             try:
                 fields = _read(os.path.join(proc, name, "stat")).rsplit(")", 1)[1].split()
@@ -70,7 +81,7 @@ class ProcessTable:
                 rss = int(fields[21]) * _PAGE
             except (OSError, IndexError, ValueError):
                 continue
-            self.entries[int(name)] = (ppid, session, ticks, rss)
+            self.entries[pid] = (ppid, session, ticks, rss)
 
     def tree(self, root):
         """Pids of ``root``, its session and their descendants."""
@@ -233,6 +244,12 @@ class UsageMonitor:
         self._cpu_ticks = {}      # pid -> (ppid, cpu ticks of itself and its reaped children)
         self._gone_ticks = 0      # ticks of tree processes gone, not reaped in the tree
         self._cpu_max = 0.0
+        self._looks = 0
+        # Listed at the last look, neither in the tree nor able to join it:
+        # a session is joined only by a fork inside it, and a process is
+        # adopted only by init or a subreaper, whose orphans were the
+        # subreaper's descendants (in the tree) already.
+        self._others: frozenset[int] = frozenset()
         self.peak_rss = 0         # bytes, the largest process
         self.peak_tree_rss = 0    # bytes, the tree
         self.peak_gpu = None      # MB
@@ -270,8 +287,11 @@ class UsageMonitor:
 
     def observe(self):
         """One look at the tree: peaks, cpu, and a sample when one is due."""
-        table = ProcessTable(self.proc)
+        full = self._looks % FULL_LOOK_EVERY == 0
+        table = ProcessTable(self.proc, skip=frozenset() if full else self._others)
         pids = table.tree(self.root)
+        self._others = frozenset(table.listed - pids)
+        self._looks += 1
         now = self.clock()
         with self._lock:
             for pid in set(self._cpu_ticks) - pids:
