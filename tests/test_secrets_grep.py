@@ -243,7 +243,8 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
                 if ".worker." in task["id"] and task["state"] == "TASK_RUNNING":
                     stdout = os.path.join(task["sandbox"], "stdout")
                     text = open(stdout).read() if os.path.exists(stdout) else ""
-                    if "key in the command" in text:
+                    # The whole line: print() writes its words one by one (unbuffered).
+                    if re.search(r"key in the command: \w+\n", text):
                         return text
         return None
     said = wait_until(worker_said, timeout=120, message=lambda: json.dumps(master.state())[-2000:])
