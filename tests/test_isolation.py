@@ -293,13 +293,20 @@ def test_a_task_whose_child_the_oom_killer_took_is_killed_whole(make_local_maste
         def no_thread(key, look, wake=None):
             raise RuntimeError("can't start new thread")
         monkeypatch.setattr(executor.OOM_WATCH, "watch", no_thread)
+    failed = _a_child_over_the_limit_fails_its_task(make_local_master, clients)
+    assert failed["message"].startswith("Memory limit exceeded: Requested: 64MB Maximum Used: ")
+
+
+def _a_child_over_the_limit_fails_its_task(make_local_master, clients):
+    """A task of 64 MB whose child allocates past it while its shell sleeps
+    on: its TASK_FAILED, for the memory limitation."""
     master = make_local_master(**ISOLATED)
     client = clients(master)
     offer = client.next_offers()[0]
     client.launch(offer, [task_info("parent", offer, "%s; sleep 600" % HOG, mem=64)])
     failed = client.wait_state("parent", "TASK_FAILED", timeout=60)
     assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
-    assert failed["message"].startswith("Memory limit exceeded: Requested: 64MB Maximum Used: ")
+    return failed
 
 
 @needs_cgroups
@@ -319,14 +326,9 @@ def test_the_oom_killer_in_a_task_s_cgroup_wakes_the_watch_without_polling(make_
     real = cgroups.TaskCgroups.oom_kills
     monkeypatch.setattr(cgroups.TaskCgroups, "oom_kills",
                         lambda self: looks.append(time.monotonic()) or real(self))
-    master = make_local_master(**ISOLATED)
-    client = clients(master)
-    offer = client.next_offers()[0]
-    client.launch(offer, [task_info("parent", offer, "%s; sleep 600" % HOG, mem=64)])
     # The shell lives on (sleep 600) once its child is killed: only the
     # watch can end the task, and it would not look again for 10 minutes.
-    failed = client.wait_state("parent", "TASK_FAILED", timeout=60)
-    assert failed["reason"] == "REASON_CONTAINER_LIMITATION_MEMORY", failed
+    _a_child_over_the_limit_fails_its_task(make_local_master, clients)
     # At the watch's start, then from the event until the kill is counted, at the exit.
     assert len(looks) <= 2 + oom_watch.AFTER_EVENT / oom_watch.AFTER_EVENT_POLL, looks
 
