@@ -59,9 +59,9 @@ def test_a_burst_of_ends_shares_its_passes_and_a_process_started_before_is_spare
 
 
 def test_a_pass_that_fails_is_logged_and_later_ends_are_still_swept(tmp_path, monkeypatch, caplog):
-    from mesos_local.containerizer import escapes
+    from mesos_local.containerizer import process_tree
 
-    real = escapes.SCANS.find_many
+    real = process_tree.SCANS.find_many
     calls = []
 
     def failing_once(asked):
@@ -69,7 +69,7 @@ def test_a_pass_that_fails_is_logged_and_later_ends_are_still_swept(tmp_path, mo
         if len(calls) == 1:
             raise OSError("/proc is unreadable")
         return real(asked)
-    monkeypatch.setattr(escapes.SCANS, "find_many", failing_once)
+    monkeypatch.setattr(process_tree.SCANS, "find_many", failing_once)
     sweeper = EscapeSweeper(gather=0.0)
     proc, marker = _marked(tmp_path, "task")
     try:

@@ -16,33 +16,22 @@ tfrun's CPU with 210 tasks). The sweeper gathers ends for ``GATHER``
 seconds, then makes one pass for every task not yet done: a task is done
 once two passes in a row found none of its processes (a process forked
 while a pass read /proc shows in the next), at most ``TIMEOUT`` seconds
-after its end; a pass that killed any is followed by another at once.
+after its end (``process_tree.Destruction``, as ``destroy_task``); a
+pass that killed any is followed by another at once.
 ``EscapeSweeper.drain()`` sweeps what is pending at once (a master that
 stops leaves nothing behind)."""
 
 import logging
-import os
-import signal
 import threading
 import time
 from typing import Optional
 
-from .pidfd import kill_and_wait
-from .process_tree import SCANS, signal_quietly
+from .process_tree import Destruction, destroy_pass
 
 log = logging.getLogger(__name__)
 
 GATHER = 0.25     # seconds the ends of a burst are gathered before a pass
 TIMEOUT = 2.0     # seconds a task's escaped processes get to die (destroy_task's)
-
-
-class _Sweep:
-    __slots__ = ("marker", "since", "deadline", "clean", "done")
-
-    def __init__(self, marker: bytes, since: Optional[int], deadline: float) -> None:
-        self.marker, self.since, self.deadline = marker, since, deadline
-        self.clean = 0     # passes in a row that found none of its processes
-        self.done = False
 
 
 class EscapeSweeper:
@@ -52,7 +41,7 @@ class EscapeSweeper:
     def __init__(self, gather: float = GATHER, timeout: float = TIMEOUT) -> None:
         self.gather, self.timeout = gather, timeout
         self._cond = threading.Condition()
-        self._pending: list[_Sweep] = []
+        self._pending: list[Destruction] = []
         self._thread: Optional[threading.Thread] = None
         self._hurry = 0          # drain() calls waiting: no gathering
         self.passes = 0
@@ -61,7 +50,8 @@ class EscapeSweeper:
         """Kill the processes whose environment holds ``marker`` and that
         started at or after ``since`` (``process_tree.start_ticks``)."""
         with self._cond:
-            self._pending.append(_Sweep(marker, since, time.monotonic() + self.timeout))
+            self._pending.append(Destruction(None, marker, since,
+                                             time.monotonic() + self.timeout))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="escape-sweeper")
@@ -92,7 +82,8 @@ class EscapeSweeper:
                     self._cond.wait_for(lambda: self._hurry > 0, self.gather)
                 batch = list(self._pending)
             try:
-                again = self._pass(batch)
+                again = destroy_pass(batch)
+                self.passes += 1
             except Exception:  # a failure must not kill the thread: later ends are swept
                 log.exception("sweeping the processes that left their tasks' cgroups failed")
                 again = False
@@ -100,32 +91,6 @@ class EscapeSweeper:
                     sweep.done = True
             with self._cond:
                 self._pending = [sweep for sweep in self._pending if not sweep.done]
-
-    def _pass(self, batch: list[_Sweep]) -> bool:
-        """One pass over /proc for every sweep of ``batch``: what it finds
-        is killed; a sweep is done once two passes in a row found nothing
-        of it, or its time is out. True when it killed any."""
-        found = SCANS.find_many([(None, sweep.marker, sweep.since) for sweep in batch])
-        self.passes += 1
-        left: list[int] = []
-        now = time.monotonic()
-        for sweep, pids in zip(batch, found):
-            if not pids:
-                sweep.clean += 1
-                sweep.done = sweep.clean >= 2
-            elif now >= sweep.deadline:
-                for pid in pids:
-                    signal_quietly(os.kill, pid, signal.SIGKILL)
-                log.warning("processes %s that left their task's cgroups are still alive "
-                            "after SIGKILL", pids)
-                sweep.done = True
-            else:
-                sweep.clean = 0
-                left.extend(pids)
-        if left and not kill_and_wait(left, max(0.0, min(
-                sweep.deadline for sweep in batch if not sweep.done) - now)):
-            time.sleep(0.01)    # no pidfds here, or they are still dying
-        return bool(left)
 
 
 __all__ = ["EscapeSweeper", "GATHER", "TIMEOUT"]

@@ -156,28 +156,60 @@ def signal_quietly(send, target, signum):
         pass
 
 
+class Destruction:
+    """The destruction of one task's processes (its group ``pgid``, None:
+    none; its ``marker``), as Mesos destroys a container: SIGKILL every one
+    found, until two passes in a row find none (a process forked while a
+    pass listed /proc, by a parent that died before the pass read it, shows
+    in the next), at most until ``deadline``. ``done`` once over; ``clean``
+    passes in a row found none."""
+
+    __slots__ = ("pgid", "marker", "since", "deadline", "clean", "done")
+
+    def __init__(self, pgid, marker, since, deadline):
+        self.pgid, self.marker, self.since, self.deadline = pgid, marker, since, deadline
+        self.clean = 0
+        self.done = False
+
+    @property
+    def complete(self):
+        """Over with none left (not given up at the deadline)."""
+        return self.clean >= 2
+
+
+def destroy_pass(destructions):
+    """One pass over /proc for every one of ``destructions``: what it finds
+    is killed (and waited for, bounded by the nearest deadline); one out
+    of time is SIGKILLed and given up with a warning. True when any was found."""
+    found = SCANS.find_many([(each.pgid, each.marker, each.since) for each in destructions])
+    left = []
+    now = time.monotonic()
+    for each, pids in zip(destructions, found):
+        if not pids:
+            each.clean += 1
+            each.done = each.complete
+        elif now >= each.deadline:
+            for pid in pids:
+                signal_quietly(os.kill, pid, signal.SIGKILL)
+            log.warning("task processes %s still alive after SIGKILL", pids)
+            each.done = True
+        else:
+            each.clean = 0
+            left.extend(pids)
+    if left and not kill_and_wait(left, max(0.0, min(
+            each.deadline for each in destructions if not each.done) - now)):
+        time.sleep(0.01)    # no pidfds here, or they are still dying
+    return bool(left)
+
+
 def destroy_task(pgid, marker, timeout=2.0, since=None):
     """What destroying a Mesos container does: SIGKILL every process of the
-    task, and wait (bounded) until none is left."""
-    deadline = time.monotonic() + timeout
-    clean = 0
-    while True:
-        left = task_processes(pgid, marker, since)
-        if not left:
-            # Twice: a process forked while the previous scan listed /proc
-            # (by a parent that died before the scan read it) shows now.
-            clean += 1
-            if clean == 2:
-                return True
-            continue
-        clean = 0
-        if time.monotonic() >= deadline:
-            for pid in left:
-                signal_quietly(os.kill, pid, signal.SIGKILL)
-            log.warning("task processes %s still alive after SIGKILL", left)
-            return False
-        if not kill_and_wait(left, deadline - time.monotonic()):
-            time.sleep(0.01)    # no pidfds here, or they are still dying
+    task, and wait (bounded) until none is left; True when none is."""
+    destruction = Destruction(pgid, marker, since, time.monotonic() + timeout)
+    while not destruction.done:
+        destroy_pass([destruction])
+    return destruction.complete
 
 
-__all__ = ["start_ticks", "task_processes", "signal_task", "signal_quietly", "destroy_task"]
+__all__ = ["start_ticks", "task_processes", "signal_task", "signal_quietly", "destroy_task",
+           "Destruction", "destroy_pass"]

@@ -37,9 +37,7 @@ def brief(names: Iterable[str], shown: int = SHOWN) -> str:
     """``names`` as ranges (``ranges``), the first ``shown`` of them named
     and the tasks of the others counted: ``ps:0, worker:0-2, worker:5``;
     ``..., and 40 more``."""
-    found = ranges(names)
-    text = ", ".join(range_text for range_text, _ in found[:shown])
-    rest = sum(count for _, count in found[shown:])
+    text, rest = _named(ranges(names), shown)
     return text + (", and %d more" % rest if rest else "")
 
 
@@ -60,11 +58,17 @@ def grouped(said: Sequence[tuple[str, str]], shown: int = SHOWN) -> str:
         if left <= 0:
             unnamed += len(names)
             continue
-        named, more = found[:left], sum(count for _, count in found[left:])
-        left -= len(named)
-        parts.append("%s%s (%s)" % (", ".join(text for text, _ in named),
-                                    " and %d more" % more if more else "", what))
+        text, more = _named(found, left)
+        left -= min(left, len(found))
+        parts.append("%s%s (%s)" % (text, " and %d more" % more if more else "", what))
     return ", ".join(parts) + (", and %d more" % unnamed if unnamed else "")
+
+
+def _named(found: list[tuple[str, int]], shown: int) -> tuple[str, int]:
+    """The first ``shown`` of ``found`` (``ranges``) named, and how many
+    tasks the others hold."""
+    return (", ".join(text for text, _ in found[:shown]),
+            sum(count for _, count in found[shown:]))
 
 
 __all__ = ["SHOWN", "ranges", "brief", "grouped"]
