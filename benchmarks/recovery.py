@@ -15,7 +15,8 @@ worker:0's process is SIGKILLed.
   address, the coordinator keeps dispatching to worker:1 meanwhile.
 * whole restart: ``tfrun -c -w 2 -s 1 --max-restarts 1``: every task stops,
   the cluster starts again (default back-off, 2 s), the chief resumes from
-  its checkpoint.
+  its checkpoint. The back-off is printed apart, with what the restart
+  costs besides it.
 
 Recovered: the first window of two reports after the kill whose steps/s is
 back above 80% of the rate before the kill; the same read from a moment
@@ -31,6 +32,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,12 +144,26 @@ def one_run(scenario, args):
     """Run the cluster once, kill worker:0 at --kill-at; returns the timings."""
     tmp = tempfile.mkdtemp(prefix="tfmesos-recovery-")
     run_dir, model_dir = os.path.join(tmp, "run"), os.path.join(tmp, "model")
+    # The tasks' temporary files too (TensorFlow's autograph writes its
+    # generated code there and removes it at exit, which the chief's
+    # os._exit and a killed worker skip): a Mesos agent sets no TMPDIR.
+    tasks_tmp = os.path.join(tmp, "tasks-tmp")
+    os.mkdir(tasks_tmp)
     extra = ["--sticky-workers"] if scenario == "sticky" else ["--max-restarts", "1"]
     argv = [sys.executable, "-m", "tfmesos.cli.tfrun", "-c", "-w", "2", "-s", "1", "-q",
             "-Cw", "0.5", "-Cs", "0.5", "-Cc", "0.5", "--logs", "chief", "--run-dir", run_dir,
-            *extra, "--", sys.executable, os.path.join(HERE, "recovery.py"), "task",
+            "--env", "TMPDIR=" + tasks_tmp, *extra,
+            "--", sys.executable, os.path.join(HERE, "recovery.py"), "task",
             "--model-dir", model_dir, "--steps", str(args.steps), "--report", str(args.report),
             "--checkpoint", str(args.checkpoint)]
+    try:
+        return _measure(scenario, argv, run_dir, args)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # the run's record and the checkpoints
+
+
+def _measure(scenario, argv, run_dir, args):
+    """``one_run``'s run of ``argv`` and the timings read from it."""
     started = time.time()
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, MESOS_MASTER=""))
@@ -187,7 +203,8 @@ def one_run(scenario, args):
     with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
         record = json.load(handle)
     back = [r["back"] for r in record["relaunches"] if r["back"]]
-    return {"scenario": scenario, "baseline": baseline, "cold": cold,
+    backoff = record["restarts"][0]["delay"] if record["restarts"] else None
+    return {"scenario": scenario, "baseline": baseline, "cold": cold, "backoff": backoff,
             "recovery": recovered - killed if recovered else None,
             "floor": floor - calm if floor else None,
             "back": seconds(back[0]) - killed if back else None,
@@ -223,6 +240,11 @@ def main(argv=None):
         if result["back"] is not None:
             print("%-8s worker:0 registered again at its address %.1f s after the kill"
                   % ("", result["back"]))
+        if result["backoff"] is not None and recovery is not None:
+            print("%-8s of which the back-off before the relaunch (--restart-backoff, default): "
+                  "%.1f s; the rest %.1f s, %.2f x the cold start"
+                  % ("", result["backoff"], recovery - result["backoff"],
+                     (recovery - result["backoff"]) / result["cold"]))
         if result["floor"] is not None:
             print("%-8s the measure's floor: from a moment without a kill, %.2f s (%.3f x the "
                   "cold start; --report %d steps)" % ("", result["floor"],
