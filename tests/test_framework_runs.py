@@ -170,14 +170,27 @@ def test_ddp_over_two_tasks_trains_as_one_process_on_the_global_batch(one_proces
     assert series[0][3] == pytest.approx(epochs, abs=1e-5)
 
 
-def test_a_command_that_runs_torchrun_through_the_placeholders(one_process):
-    # torchrun: the one of tfrun's Python, first on a plain task's PATH (--python)
-    result = run_tfrun("--torch", "-w", "2", *RESOURCES, "--", "torchrun", "--nnodes",
+def test_a_command_that_runs_torchrun_through_the_placeholders(one_process, tmp_path):
+    # torchrun: the one of tfrun's Python, first on a plain task's PATH (--python).
+    # Its log folder is in each task's sandbox (PET_LOG_DIR), not a torchelastic_*
+    # folder in the tasks' temporary folder that nobody removes.
+    tasks_tmp = tmp_path / "tasks-tmp"
+    tasks_tmp.mkdir()
+    result = run_tfrun("--torch", "-w", "2", *RESOURCES, "-E", "TMPDIR=%s" % tasks_tmp,
+                       "-E", "LOGLEVEL=INFO", "--", "torchrun", "--nnodes",
                        "{nnodes}", "--node-rank",
                        "{node_rank}", "--nproc-per-node", "{nproc_per_task}", "--master-addr",
                        "{master_addr}", "--master-port", "{master_port}",
                        "examples/torch_ddp.py", "--epochs", EPOCHS, timeout=TIMEOUT)
     assert_trained_as_one_process(result, one_process)
+    # (torch's inductor keeps its cache there, torchinductor_USER, shared by runs)
+    assert [name for name in os.listdir(tasks_tmp) if name.startswith("torchelastic")] == []
+    # torchrun's launch configuration, at LOGLEVEL=INFO: "  log_dir    : PATH"
+    logs = re.findall(r"^\[worker:(\d)\] .*\blog_dir +: (\S+)$", result.stderr, re.M)
+    assert sorted(index for index, _ in logs) == ["0", "1"], result.stderr
+    for index, folder in logs:
+        assert re.search(r"/executors/tfmesos\.\w+\.worker\.%s\.\d+/runs/[^/]+/torchelastic$"
+                         % index, folder), folder
 
 
 @pytest.mark.jax   # its tasks import JAX (hidden from the others' by tests/process_site)

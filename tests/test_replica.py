@@ -144,6 +144,15 @@ def test_secrets_are_kept_from_the_command_environment():
                    "MY_SECRET": "mine", "TFMESOS_JOB_NAME": "worker"}
 
 
+def test_a_torch_runs_torchrun_keeps_its_log_folder_in_the_sandbox():
+    torch = {"PET_NNODES": "2", "PATH": "/bin"}
+    assert replica.torch_log_dir(torch, "/sandbox") == dict(
+        torch, PET_LOG_DIR="/sandbox/torchelastic")
+    assert replica.torch_log_dir(dict(torch, PET_LOG_DIR="/logs"), "/sandbox")["PET_LOG_DIR"] \
+        == "/logs"                                        # the user's wins
+    assert "PET_LOG_DIR" not in replica.torch_log_dir({"TF_CONFIG": "{}"}, "/sandbox")
+
+
 def print_chunks(monkeypatch, chunks):
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)

@@ -18,6 +18,7 @@ import time
 
 from ..protocol import task_env, wire
 from . import replica_guard
+from .bundle_dir import sandbox_directory
 from .metrics_relay import MetricsRelay
 from .quiet import NoiseFilter, min_log_level, task_gpus
 from .usage import UsageMonitor
@@ -30,6 +31,7 @@ MAX_LINE = 64 * 1024        # characters of one line (or \r state) forwarded; th
 MAX_FRAGMENT = 32 * 1024    # characters per log frame: <= 384 KiB as JSON, under wire.MAX_FRAME
 CUT_MARKER = "[... %d characters cut]"
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "KEY")
+TORCH_LOG_DIR = "torchelastic"   # torchrun's log folder in a torch run's sandbox
 
 
 def working_directory(submitter_cwd):
@@ -57,6 +59,19 @@ def command_environment(environ, extra=None):
     env = dict(environ)
     env.update(extra or {})
     return {name: value for name, value in env.items() if not is_secret(name)}
+
+
+def torch_log_dir(env, sandbox):
+    """``env`` with ``PET_LOG_DIR`` (the default of torchrun's
+    ``--log-dir``) in ``sandbox`` when it is a torch run's (``PET_NNODES``,
+    ``training_frameworks``) and sets none. Unless told, torchrun makes a
+    folder for every run in the temporary folder, ``torchelastic_*``, and
+    never removes it (torch/distributed/elastic/multiprocessing/api.py
+    ``DefaultLogsSpecs``): one left on an agent for every task of every
+    run. In the sandbox, Mesos removes it with the rest (``--gc_delay``)."""
+    if "PET_NNODES" not in env or "PET_LOG_DIR" in env:
+        return env
+    return dict(env, PET_LOG_DIR=os.path.join(sandbox, TORCH_LOG_DIR))
 
 
 def exit_code(returncode):
@@ -211,7 +226,8 @@ class ReplicaCommand:
     def __init__(self, conn, start):
         self.conn = conn
         self.forward = bool(start.get("forward_logs"))
-        self.env = command_environment(os.environ, start.get("env"))
+        self.env = torch_log_dir(command_environment(os.environ, start.get("env")),
+                                 sandbox_directory(os.environ))
         self.cmd = start["cmd"]
         self.cwd = working_directory(start.get("cwd"))
         self.stopping = threading.Event()
