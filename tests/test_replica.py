@@ -3,6 +3,7 @@ coalescing, the command's environment, tfrun's printing of chunks."""
 
 import io
 import os
+import pwd
 import sys
 import threading
 import types
@@ -144,13 +145,42 @@ def test_secrets_are_kept_from_the_command_environment():
                    "MY_SECRET": "mine", "TFMESOS_JOB_NAME": "worker"}
 
 
-def test_a_torch_runs_torchrun_keeps_its_log_folder_in_the_sandbox():
-    torch = {"PET_NNODES": "2", "PATH": "/bin"}
-    assert replica.torch_log_dir(torch, "/sandbox") == dict(
-        torch, PET_LOG_DIR="/sandbox/torchelastic")
-    assert replica.torch_log_dir(dict(torch, PET_LOG_DIR="/logs"), "/sandbox")["PET_LOG_DIR"] \
+def test_a_torch_runs_torchrun_keeps_its_log_folder_in_the_sandbox(tmp_path):
+    torch, sandbox = {"PET_NNODES": "2", "PATH": "/bin"}, str(tmp_path)
+    assert replica.torch_log_dir(torch, sandbox) == dict(
+        torch, PET_LOG_DIR=os.path.join(sandbox, "torchelastic"))
+    assert replica.torch_log_dir(dict(torch, PET_LOG_DIR="/logs"), sandbox)["PET_LOG_DIR"] \
         == "/logs"                                        # the user's wins
-    assert "PET_LOG_DIR" not in replica.torch_log_dir({"TF_CONFIG": "{}"}, "/sandbox")
+    assert "PET_LOG_DIR" not in replica.torch_log_dir({"TF_CONFIG": "{}"}, sandbox)
+    assert replica.torch_log_dir(torch, str(tmp_path / "gone")) == torch
+
+
+def test_a_sandbox_the_task_cannot_write_to_keeps_torchruns_default(tmp_path):
+    # another local user's task (nobody) in a sandbox it does not own: torchrun
+    # would fail to make its folder there
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user 'nobody' here")
+    tmp_path.chmod(0o755)
+    read_end, write_end = os.pipe()
+    pid = os.fork()   # (no exec: this Python may sit where nobody cannot run it)
+    if pid == 0:
+        try:
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            told = replica.torch_log_dir({"PET_NNODES": "2"}, str(tmp_path))
+            os.write(write_end, repr(sorted(told)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        told = reader.read().decode()
+    os.waitpid(pid, 0)
+    assert told == "['PET_NNODES']"
+    assert "PET_LOG_DIR" in replica.torch_log_dir({"PET_NNODES": "2"}, str(tmp_path))  # root's
 
 
 def print_chunks(monkeypatch, chunks):

@@ -68,8 +68,10 @@ def torch_log_dir(env, sandbox):
     folder for every run in the temporary folder, ``torchelastic_*``, and
     never removes it (torch/distributed/elastic/multiprocessing/api.py
     ``DefaultLogsSpecs``): one left on an agent for every task of every
-    run. In the sandbox, Mesos removes it with the rest (``--gc_delay``)."""
-    if "PET_NNODES" not in env or "PET_LOG_DIR" in env:
+    run. In the sandbox, Mesos removes it with the rest (``--gc_delay``);
+    a sandbox this task cannot write to (an image's user other than the
+    sandbox's owner) keeps torchrun's default, which would fail there."""
+    if "PET_NNODES" not in env or "PET_LOG_DIR" in env or not os.access(sandbox, os.W_OK):
         return env
     return dict(env, PET_LOG_DIR=os.path.join(sandbox, TORCH_LOG_DIR))
 
