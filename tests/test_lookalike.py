@@ -29,7 +29,6 @@ import dataclasses
 import getpass
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -42,6 +41,7 @@ import threading
 import pytest
 from conftest import MARKER
 from fixtures_master import clients, make_local_master
+from local_users import nobody
 from processes import scheduler_pids
 from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
@@ -77,13 +77,6 @@ EVIL = ("#!/bin/sh\n"
         "env > %(marker)s\n"
         "exec /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", "
         "%(port)d)).sendall(open(\"%(marker)s\", \"rb\").read())'\n")
-
-
-def nobody():
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
 
 
 class Listener:

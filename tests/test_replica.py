@@ -3,12 +3,12 @@ coalescing, the command's environment, tfrun's printing of chunks."""
 
 import io
 import os
-import pwd
 import sys
 import threading
 import types
 
 import pytest
+from local_users import nobody
 
 from tfmesos.cli import tfrun
 from tfmesos.task import replica
@@ -158,19 +158,14 @@ def test_a_torch_runs_torchrun_keeps_its_log_folder_in_the_sandbox(tmp_path):
 def test_a_sandbox_the_task_cannot_write_to_keeps_torchruns_default(tmp_path):
     # another local user's task (nobody) in a sandbox it does not own: torchrun
     # would fail to make its folder there
-    if os.geteuid() != 0:
-        pytest.skip("switching users needs root")
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
+    other = nobody("switching users needs root")
     tmp_path.chmod(0o755)
     read_end, write_end = os.pipe()
     pid = os.fork()   # (no exec: this Python may sit where nobody cannot run it)
     if pid == 0:
         try:
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
+            os.setgid(other.pw_gid)
+            os.setuid(other.pw_uid)
             told = replica.torch_log_dir({"PET_NNODES": "2"}, str(tmp_path))
             os.write(write_end, repr(sorted(told)).encode())
         finally:

@@ -6,9 +6,9 @@ the caller's own user on a master that authenticates nobody."""
 
 import json
 import os
-import pwd
 
 import pytest
+from local_users import nobody
 
 from tfmesos.cli.run_lookup import (
     AmbiguousRun,
@@ -245,24 +245,14 @@ def test_a_local_record_counts_only_when_it_is_the_callers_and_names_a_framework
 
 
 def test_a_record_another_user_owns_is_no_record_of_the_callers(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("giving a file to another user needs root")
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
+    other = nobody_or_skip()
     planted = write_record(tmp_path / "planted", RUN, "F-evil")
-    os.chown(planted / "run.json", nobody.pw_uid, nobody.pw_gid)
+    os.chown(planted / "run.json", other.pw_uid, other.pw_gid)
     assert local_record(RUN, {"TFMESOS_RUNS_DIR": str(tmp_path)}) is None
 
 
 def nobody_or_skip():
-    if os.geteuid() != 0:
-        pytest.skip("giving a file to another user needs root")
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
+    return nobody("giving a file to another user needs root")
 
 
 def failover_json(directory, framework_id, master="127.0.0.1:5050"):

@@ -13,11 +13,11 @@ as root with ``nobody`` as the task's user, and check what lies outside
 the sandbox is untouched."""
 
 import os
-import pwd
 import stat
 import uuid
 
 import pytest
+from local_users import nobody
 
 from mesos_local.containerizer.executor import TaskProcess
 from mesos_local.containerizer.runner import TaskLaunch
@@ -26,11 +26,8 @@ from mesos_local.containerizer.users import SANDBOX_MODE, TaskUser, UserSwitch, 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="giving a sandbox to a user needs root")
 
 
-def nobody():
-    try:
-        entry = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
+def nobody_task_user():
+    entry = nobody()
     return TaskUser("nobody", entry.pw_uid, entry.pw_gid, (entry.pw_gid,))
 
 
@@ -77,7 +74,7 @@ def untouched(directory, secret):
 
 
 def test_a_nested_sandbox_is_made_and_given_to_its_user(tmp_path):
-    user = nobody()
+    user = nobody_task_user()
     executor, container_id = executor_of(tmp_path, user)
     (executor / "containers" / container_id / "volume").symlink_to("/etc")
     nested_task(executor, container_id)._make_sandbox()
@@ -95,7 +92,7 @@ def test_what_the_agent_made_is_given_and_a_volume_its_user_filled_is_not_entere
     # prepared it) that a task of the group filled since with a hard link to
     # root's file (only a host without fs.protected_hardlinks lets a user
     # make one); beside it, directories the agent made on a volume's path.
-    user = nobody()
+    user = nobody_task_user()
     executor, container_id = executor_of(tmp_path, user)
     outside, secret = outside_tree(tmp_path, container_id)
     sandbox = executor / "containers" / container_id
@@ -113,7 +110,7 @@ def test_what_the_agent_made_is_given_and_a_volume_its_user_filled_is_not_entere
 def test_a_nested_sandbox_is_never_made_or_given_through_a_link(tmp_path):
     # The group's task renames 'containers' and leaves a link to an outside
     # directory that holds <container id>, between the agent's two steps.
-    user = nobody()
+    user = nobody_task_user()
     executor, container_id = executor_of(tmp_path, user)
     outside, secret = outside_tree(tmp_path, container_id)
     (executor / "containers").rename(executor / "was-containers")
@@ -127,7 +124,7 @@ def test_a_nested_sandbox_its_user_put_in_place_is_not_given(tmp_path):
     # A directory of the task's user where the agent's was: whatever it
     # holds (here a hard link to root's file, which only a host without
     # fs.protected_hardlinks lets a user make) stays as it is.
-    user = nobody()
+    user = nobody_task_user()
     executor, container_id = executor_of(tmp_path, user)
     outside, secret = outside_tree(tmp_path, container_id)
     (executor / "containers").rename(executor / "was-containers")
@@ -146,7 +143,7 @@ def test_a_nested_sandbox_its_user_put_in_place_is_not_given(tmp_path):
 def test_a_task_s_log_is_never_created_through_a_link(tmp_path):
     # The runner opens the stdout and stderr the sandbox's preparation made:
     # a link planted since then leads nowhere root would create a file.
-    user = nobody()
+    user = nobody_task_user()
     outside = tmp_path / "outside"
     outside.mkdir()
     (tmp_path / "sandbox").symlink_to(outside)

@@ -20,6 +20,7 @@ import tempfile
 
 import pytest
 from fixtures_master import clients, make_local_master, read_file, small_agent  # fixtures
+from local_users import nobody
 from mesos_http_client import task_info
 from tfrun_helpers import run_tfrun
 
@@ -40,13 +41,6 @@ UNKNOWN = "no-such-user-here"
 # What a task reports: who it is, who owns its sandbox, whether it reads /etc/shadow.
 WHO = ("id -un; stat -c %U \"$MESOS_SANDBOX\"; "
        "if cat /etc/shadow >/dev/null 2>&1; then echo shadow-read; else echo shadow-denied; fi")
-
-
-def nobody():
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user 'nobody' here")
 
 
 # -- who a task runs as --------------------------------------------------------------
