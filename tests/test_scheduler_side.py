@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -304,3 +305,12 @@ def test_the_scheduler_task_keeps_site_for_a_zookeeper_master_only():
     assert " exec python3 -S -m tfmesos.cli.detached_scheduler " in command_of(spec, None, SIDE)
     zookeeper = dataclasses.replace(spec, master="zk://127.0.0.1:2181/mesos")
     assert " exec python3 -m tfmesos.cli.detached_scheduler " in command_of(zookeeper, None, SIDE)
+
+
+def test_the_scheduler_task_starts_without_site_in_tfruns_own_python_not_in_a_users():
+    # tfrun's interpreter (the default where the agents are this machine's)
+    # takes -S; a --python of the user's may be a wrapper that takes no flags
+    ours = scheduler_command(SIDE, python=sys.executable)
+    assert " exec %s -S -m tfmesos.cli.detached_scheduler " % shlex.quote(sys.executable) in ours
+    theirs = scheduler_command(SIDE, python="/opt/bin/python-wrapper")
+    assert " exec /opt/bin/python-wrapper -m tfmesos.cli.detached_scheduler " in theirs

@@ -39,6 +39,7 @@ import importlib.util
 import os
 import posixpath
 import shlex
+import sys
 
 from .bundle import Bundle
 from .compiled_zip import pack_compiled
@@ -135,9 +136,14 @@ def scheduler_command(side, python=None, image=None, python_env=False, site=Fals
     packages): the zip holds every package the scheduler imports otherwise
     (``PACKAGES``; --detach refuses --mlflow, the one other), and site's
     .pth files cost the scheduler's start tens of ms on hosts that have
-    many; ``python``, the user's, may be a wrapper that takes no flags."""
+    many (here about 5 ms: the scheduler imports most of what this host's
+    two .pth files do anyway). ``python``, the user's ``--python``, may be a
+    wrapper that takes no flags; this interpreter (``sys.executable``, the
+    default where the agents are this machine's: ``cli.tfrun_python``) is
+    none."""
     interpreter, path = interpreter_and_path(image, python, python_env)
-    flags = "" if site or (python and not image) else "-S "
+    users = python and not image and python != sys.executable
+    flags = "" if site or users else "-S "
     # exec: Mesos' SIGTERM must reach tfrun itself, not a shell.
     return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s %s-m '
             'tfmesos.cli.detached_scheduler %s/%s'
