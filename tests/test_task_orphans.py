@@ -5,10 +5,12 @@ out of the command's environment. End to end through tfrun."""
 
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -17,6 +19,7 @@ from processes import TASK_ENTRY, is_task_entry
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
 from waiting import wait_until
 
+from mesos_local.cleanup import remove_stale_work_dirs
 from tfmesos.task import replica_guard
 
 TAG = "TFMESOS_ORPHAN_TEST"
@@ -156,6 +159,11 @@ def test_sigkill_of_tfrun_during_the_initializer_leaves_nothing_and_never_runs_t
         left = wait_until_gone(tag, GONE_WITHIN)
     assert not left, "processes of the run left %d s after tfrun died: %s" % (GONE_WITHIN, left)
     assert not (tmp_path / "started").exists()
+    # Its embedded master's work directory (the sandboxes) is what the next
+    # master's start removes (any tfrun's: mesos_local.cleanup); here, now.
+    remove_stale_work_dirs()
+    mine = re.compile(r"^mesos-local-\d+\.%d\." % proc.pid)   # cleanup.make_work_dir's name
+    assert not [name for name in os.listdir(tempfile.gettempdir()) if mine.match(name)]
 
 
 def test_sigkill_of_the_server_kills_the_command_and_its_grandchildren(tag, tmp_path):
