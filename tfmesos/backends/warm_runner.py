@@ -209,7 +209,7 @@ class WarmPool:
         self._alive = True
         self._closing = False
         # The first ones are started on the refill thread too: each Popen
-        # holds tfrun's main thread ~6 ms, which goes on with its imports.
+        # holds tfrun's main thread ~6 ms, which goes on with the run's start.
         self._started = threading.Event()   # the first ones are started (or could not be)
         self._refill_thread = threading.Thread(target=self._refill, name="warm-refill",
                                                daemon=True)
