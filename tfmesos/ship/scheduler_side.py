@@ -142,8 +142,8 @@ def scheduler_command(side, python=None, image=None, python_env=False, site=Fals
     default where the agents are this machine's: ``cli.tfrun_python``) is
     none."""
     interpreter, path = interpreter_and_path(image, python, python_env)
-    users = python and not image and python != sys.executable
-    flags = "" if site or users else "-S "
+    a_users = python and not image and python != sys.executable
+    flags = "" if site or a_users else "-S "
     # exec: Mesos' SIGTERM must reach tfrun itself, not a shell.
     return ('%sPYTHONPATH=%s/%s"${PYTHONPATH:+:$PYTHONPATH}" exec %s %s-m '
             'tfmesos.cli.detached_scheduler %s/%s'
