@@ -29,7 +29,7 @@ from tfmesos.core.events import TaskExited, TaskOutput, TaskRegistered
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.protocol import labels, task_env
 from tfmesos.task import rediscover
-from tfmesos.task.connection import TaskEnv, TaskError
+from tfmesos.task.connection import Connection, TaskEnv, TaskError
 
 SECRET = b"f" * 32
 FRAMEWORK = "fw-0001"
@@ -577,3 +577,22 @@ def test_a_task_asks_for_a_new_scheduler_often_at_first_then_less_often():
     assert len(waits) <= FAILOVER_QUICK / FAILOVER_DELAYS[0] + 20   # the master's load
     # Without failover the waits double from the start, as before.
     assert next_delay(RETRY_DELAYS[0], RETRY_DELAYS, 0.0, False) == 2 * RETRY_DELAYS[0]
+
+
+def test_a_sigterm_another_thread_received_ends_the_wait_to_tell_the_exit():
+    # The kernel may hand a process' SIGTERM to any thread that does not
+    # block it; Python runs the handler in the main thread, only once that
+    # thread runs again. A main thread waiting for a new scheduler (up to
+    # the failover timeout) must look at it well before then.
+    conn = Connection(TaskEnv(("127.0.0.1", 1), SECRET, TASK_ID, "127.0.0.1", 0, 600.0))
+    conn._state = "reconnecting"   # as after a lost connection, with 600 s to wait
+    previous = signal.signal(signal.SIGTERM, lambda *_: conn.abandon())
+    try:
+        receiver = threading.Thread(target=time.sleep, args=(5,), daemon=True)
+        receiver.start()
+        threading.Timer(0.2, signal.pthread_kill, (receiver.ident, signal.SIGTERM)).start()
+        began = time.monotonic()
+        assert conn.flush(30) is False
+        assert time.monotonic() - began < 10, "the handler waited for the flush to end"
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -312,6 +313,26 @@ def test_the_guard_reports_the_status_and_stops_on_sigterm(tmp_path):
         os.killpg(guarded.pid, signal.SIGTERM)
         assert guarded.wait() == 143 and time.monotonic() - started < GONE_WITHIN
     finally:
+        if guarded.returncode is None:
+            os.killpg(guarded.pid, signal.SIGKILL)
+            guarded.wait()
+
+
+def test_a_sigterm_another_thread_received_stops_the_command_the_guard_waits_for():
+    # Mesos' SIGTERM, given by the kernel to a thread of the task entry other
+    # than the main one, which waits for the command: the handler (which
+    # stops the command) runs only once the main thread runs again.
+    guarded = replica_guard.start("sleep 30", dict(os.environ))
+    previous = signal.signal(signal.SIGTERM, lambda *_: os.killpg(guarded.pid, signal.SIGTERM))
+    try:
+        receiver = threading.Thread(target=time.sleep, args=(5,), daemon=True)
+        receiver.start()
+        threading.Timer(0.2, signal.pthread_kill, (receiver.ident, signal.SIGTERM)).start()
+        started = time.monotonic()
+        assert guarded.wait() == 143
+        assert time.monotonic() - started < 10, "the handler waited for the command's end"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
         if guarded.returncode is None:
             os.killpg(guarded.pid, signal.SIGKILL)
             guarded.wait()

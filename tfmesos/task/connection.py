@@ -35,6 +35,7 @@ import time
 
 from ..protocol import task_env, wire
 from ..protocol.hostport import format_address, lookup_host
+from .replica_guard import SIGNAL_SLICE
 
 IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
@@ -207,8 +208,12 @@ class Connection:
 
         while True:
             with self._lock:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                if not self._lock.wait_for(settled, left) or self._abandoned:
+                while not settled():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._lock.wait(SIGNAL_SLICE if left is None else min(left, SIGNAL_SLICE))
+                if self._abandoned:
                     return False
             with self._send_lock:   # an _attach under way has sent what was kept
                 with self._lock:

@@ -22,6 +22,7 @@ ends by ``os._exit``, never back in the parent's code.
 """
 
 import os
+import select
 import signal
 import time
 import warnings
@@ -33,6 +34,11 @@ CANNOT_START = 127        # as a shell reports a command it cannot run
 DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ)
 
 _libc = None              # (prctl, get_errno), resolved before the first fork
+# The longest the task entry's main thread waits at once for what a signal
+# should end (the command, a new scheduler): Python runs a handler in the
+# main thread once that thread runs again, and a signal the kernel gave
+# another thread (any that does not block it) does not interrupt its wait.
+SIGNAL_SLICE = 0.5
 
 
 class _Stop(Exception):
@@ -53,8 +59,26 @@ class Guard:
     def wait(self):
         """The guard's exit code once it ended (-N: killed by signal N)."""
         if self.returncode is None:
+            _until_ended(self.pid)
             self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         return self.returncode
+
+
+def _until_ended(pid):
+    """Return once the child ``pid`` ended (not reaped), looking up every
+    ``SIGNAL_SLICE`` so that the handlers of signals meanwhile run; at once
+    where there are no pidfds (Linux < 5.3: ``waitpid`` then blocks)."""
+    try:
+        fd = os.pidfd_open(pid)   # Python 3.9+, Linux 5.3+
+    except (AttributeError, OSError):
+        return
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while not poller.poll(SIGNAL_SLICE * 1000):
+            pass
+    finally:
+        os.close(fd)
 
 
 def start(command, env, cwd=None, capture=False, grace=5.0):
