@@ -324,14 +324,16 @@ def test_a_sigterm_another_thread_received_stops_the_command_the_guard_waits_for
     # stops the command) runs only once the main thread runs again.
     guarded = replica_guard.start("sleep 30", dict(os.environ))
     previous = signal.signal(signal.SIGTERM, lambda *_: os.killpg(guarded.pid, signal.SIGTERM))
+    done = threading.Event()
     try:
-        receiver = threading.Thread(target=time.sleep, args=(5,), daemon=True)
-        receiver.start()
+        receiver = threading.Thread(target=done.wait, args=(60,), daemon=True)
+        receiver.start()   # alive until the test ends: the signal finds it however late
         threading.Timer(0.2, signal.pthread_kill, (receiver.ident, signal.SIGTERM)).start()
         started = time.monotonic()
         assert guarded.wait() == 143
         assert time.monotonic() - started < 10, "the handler waited for the command's end"
     finally:
+        done.set()
         signal.signal(signal.SIGTERM, previous)
         if guarded.returncode is None:
             os.killpg(guarded.pid, signal.SIGKILL)
