@@ -23,6 +23,7 @@ import uuid
 import pytest
 from conftest import MARKER
 from tfrun_helpers import REPO
+from thread_signals import sigterm_to_another_thread
 from waiting import wait_until
 
 from tfmesos.core.events import TaskExited, TaskOutput, TaskRegistered
@@ -586,15 +587,7 @@ def test_a_sigterm_another_thread_received_ends_the_wait_to_tell_the_exit():
     # the failover timeout) must look at it well before then.
     conn = Connection(TaskEnv(("127.0.0.1", 1), SECRET, TASK_ID, "127.0.0.1", 0, 600.0))
     conn._state = "reconnecting"   # as after a lost connection, with 600 s to wait
-    previous = signal.signal(signal.SIGTERM, lambda *_: conn.abandon())
-    done = threading.Event()
-    try:
-        receiver = threading.Thread(target=done.wait, args=(60,), daemon=True)
-        receiver.start()   # alive until the test ends: the signal finds it however late
-        threading.Timer(0.2, signal.pthread_kill, (receiver.ident, signal.SIGTERM)).start()
+    with sigterm_to_another_thread(lambda *_: conn.abandon()):
         began = time.monotonic()
         assert conn.flush(30) is False
         assert time.monotonic() - began < 10, "the handler waited for the flush to end"
-    finally:
-        done.set()
-        signal.signal(signal.SIGTERM, previous)

@@ -11,13 +11,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
 import pytest
 from processes import TASK_ENTRY, is_task_entry
 from tfrun_helpers import REPO, SMALL, start_tfrun, wait_for_line
+from thread_signals import sigterm_to_another_thread
 from waiting import wait_until
 
 from mesos_local.cleanup import remove_stale_work_dirs
@@ -323,18 +323,12 @@ def test_a_sigterm_another_thread_received_stops_the_command_the_guard_waits_for
     # than the main one, which waits for the command: the handler (which
     # stops the command) runs only once the main thread runs again.
     guarded = replica_guard.start("sleep 30", dict(os.environ))
-    previous = signal.signal(signal.SIGTERM, lambda *_: os.killpg(guarded.pid, signal.SIGTERM))
-    done = threading.Event()
     try:
-        receiver = threading.Thread(target=done.wait, args=(60,), daemon=True)
-        receiver.start()   # alive until the test ends: the signal finds it however late
-        threading.Timer(0.2, signal.pthread_kill, (receiver.ident, signal.SIGTERM)).start()
-        started = time.monotonic()
-        assert guarded.wait() == 143
-        assert time.monotonic() - started < 10, "the handler waited for the command's end"
+        with sigterm_to_another_thread(lambda *_: os.killpg(guarded.pid, signal.SIGTERM)):
+            started = time.monotonic()
+            assert guarded.wait() == 143
+            assert time.monotonic() - started < 10, "the handler waited for the command's end"
     finally:
-        done.set()
-        signal.signal(signal.SIGTERM, previous)
         if guarded.returncode is None:
             os.killpg(guarded.pid, signal.SIGKILL)
             guarded.wait()
