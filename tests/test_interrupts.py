@@ -117,3 +117,31 @@ def test_a_run_interrupted_while_it_waits_raises_from_its_loop_and_stops(signum)
         assert real.record.outcome_status == "interrupted"
     finally:
         real.close()
+
+
+def test_a_ctrl_c_once_the_run_is_stopped_cuts_tfruns_last_words_short_without_a_traceback(
+        capsys):
+    """tfrun's end (``cli.tfrun.execute``): Ctrl-C ends end_mlflow's wait with
+    a line of its own; one that comes just before that wait (CI: a traceback
+    instead of the line) or during the last lines is said in one line too,
+    and the run's exit code stands."""
+    from types import SimpleNamespace
+
+    from tfmesos.cli.tfrun import execute
+
+    def cut_short():
+        raise KeyboardInterrupt    # as a SIGINT between the run's stop and the wait
+
+    record = SimpleNamespace(directory=None, hint=None, ended=lambda *_: None)
+    run = SimpleNamespace(start=lambda: None, wait_ready=lambda: {"worker": ["h:1"]},
+                          wait_finished=lambda: 0, stop=lambda: None, record=record,
+                          spec=SimpleNamespace(failover_timeout=None), mlflow=object(),
+                          end_mlflow=cut_short)
+    try:
+        code = execute(run, None, None, advice=False)
+    except KeyboardInterrupt:   # (not let through: it would end the whole test session)
+        pytest.fail("a Ctrl-C after the run's stop escaped tfrun: a traceback")
+    assert code == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "tfrun: interrupted; MLflow was not told the run's end: the MLflow run may be "
+        "incomplete"]

@@ -202,12 +202,21 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
                 # Mesos' report of the end can come before the task's last lines.
                 print_sandbox_tail(run, failed)
                 print_tail(run, failed, show)
-            run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
-            if not succeeded and run.record.directory:
-                say("logs and run record: %s" % run.record.directory)
-            if advice:
-                print_usage(run)
-                print_metrics(run)
+            # The run is stopped: a Ctrl-C from here on cuts the rest short, with
+            # a line, never a traceback (also one that comes just before
+            # end_mlflow's wait, which says so itself once it waits).
+            mlflow_pending = getattr(run, "mlflow", None) is not None
+            try:
+                run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
+                mlflow_pending = False
+                if not succeeded and run.record.directory:
+                    say("logs and run record: %s" % run.record.directory)
+                if advice:
+                    print_usage(run)
+                    print_metrics(run)
+            except KeyboardInterrupt:
+                say("interrupted%s" % ("; MLflow was not told the run's end: the MLflow run "
+                                       "may be incomplete" if mlflow_pending else ""))
 
 
 def forget_ended_key(run):
