@@ -236,22 +236,27 @@ class TaskProcess:
             return handle.wait()
         wake = self.cgroups.oom_events()   # None: the watch polls
         try:
-            try:
-                OOM_WATCH.watch(self, self._look_for_limitation, wake)
-            except RuntimeError as exc:   # no thread for the watch: this one looks
-                log.warning("task %s: no OOM watch (%s): its thread looks every %.2f s",
-                            self.launch.task_id, exc, LIMITATION_POLL)
-                while True:
-                    status = handle.wait(LIMITATION_POLL)
-                    if status is not None or self._look_for_limitation():
-                        return handle.wait() if status is None else status
-            try:
-                return handle.wait()
-            finally:
-                OOM_WATCH.forget(self)
+            return self._wait_watched(handle, wake)
         finally:
             if wake is not None:
-                os.close(wake)
+                os.close(wake)   # after the watch forgot it
+
+    def _wait_watched(self, handle: RunningTask, wake: Optional[int]) -> Optional[int]:
+        """``_wait`` with the OOM watch looking (woken by ``wake``), or this
+        thread where the watch cannot start its own."""
+        try:
+            OOM_WATCH.watch(self, self._look_for_limitation, wake)
+        except RuntimeError as exc:   # no thread for the watch: this one looks
+            log.warning("task %s: no OOM watch (%s): its thread looks every %.2f s",
+                        self.launch.task_id, exc, LIMITATION_POLL)
+            while True:
+                status = handle.wait(LIMITATION_POLL)
+                if status is not None or self._look_for_limitation():
+                    return handle.wait() if status is None else status
+        try:
+            return handle.wait()
+        finally:
+            OOM_WATCH.forget(self)
 
     def _look_for_limitation(self) -> bool:
         """The OOM watch's look (``oom_watch``): kill the task once its

@@ -156,7 +156,7 @@ class OomWatch:
 def _drain(fd, size):
     try:
         os.read(fd, size)
-    except (BlockingIOError, OSError):
+    except OSError:   # (BlockingIOError too: nothing left to read)
         pass
 
 

@@ -205,7 +205,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             # The run is stopped: a Ctrl-C from here on cuts the rest short, with
             # a line, never a traceback (also one that comes just before
             # end_mlflow's wait, which says so itself once it waits).
-            mlflow_pending = getattr(run, "mlflow", None) is not None
+            mlflow_pending = run.mlflow is not None
             try:
                 run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
                 mlflow_pending = False
