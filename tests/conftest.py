@@ -17,6 +17,12 @@ import pytest
 from fixtures_keras_example import keras_example  # one run for the session
 from run_dirs import schema_errors
 
+from mesos_local.cleanup import remove_stale_work_dirs
+from mesos_local.containerizer import netns
+from mesos_local.containerizer.cgroup_limits import ISOLATORS
+from mesos_local.containerizer.cgroups import IsolationError, Layout
+from mesos_local.containerizer.cgroups import remove_stale as remove_stale_cgroups
+
 MARKER = "TFMESOS_TEST_SESSION"
 os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or not
 # Every run keeps a run directory: the tests' go to a temporary place, not
@@ -200,9 +206,35 @@ def marked_processes():
     return found
 
 
+def remove_what_killed_masters_left():
+    """What a SIGKILLed embedded master (a test kills tfrun) leaves until the
+    next master's start removes it, removed as that start would: its work
+    directory and task cgroups, its network namespaces. Only those whose
+    master's process is gone: another lane's live masters keep theirs."""
+    remove_stale_work_dirs()
+    try:
+        remove_stale_cgroups(Layout.detect(ISOLATORS))
+    except IsolationError:
+        pass   # no writable cgroup hierarchies: no master made any
+    try:
+        netns.check_supported()
+    except netns.NetnsError:
+        return
+    netns.remove_stale()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_processes():
     yield
+    try:
+        check_no_leaked_processes()
+    finally:
+        # After the check (which would count a killed master's tasks as
+        # left behind), whatever it found.
+        remove_what_killed_masters_left()
+
+
+def check_no_leaked_processes():
     # A run's last process may still be ending as the session does: the
     # embedded master's detached cleaner (mesos_local/cleanup.py) removes its
     # cgroups and sandboxes after tfrun exits, in milliseconds. Anything
