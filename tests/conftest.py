@@ -18,7 +18,6 @@ from fixtures_keras_example import keras_example  # one run for the session
 from run_dirs import schema_errors
 
 from mesos_local.cleanup import remove_stale_work_dirs
-from mesos_local.containerizer import netns
 from mesos_local.containerizer.cgroup_limits import ISOLATORS
 from mesos_local.containerizer.cgroups import IsolationError, Layout
 from mesos_local.containerizer.cgroups import remove_stale as remove_stale_cgroups
@@ -209,18 +208,14 @@ def marked_processes():
 def remove_what_killed_masters_left():
     """What a SIGKILLed embedded master (a test kills tfrun) leaves until the
     next master's start removes it, removed as that start would: its work
-    directory and task cgroups, its network namespaces. Only those whose
-    master's process is gone: another lane's live masters keep theirs."""
+    directory and task cgroups (network namespaces: tests/fixtures_netns.py).
+    Only those whose master's process is gone: another lane's live masters
+    keep theirs."""
     remove_stale_work_dirs()
     try:
         remove_stale_cgroups(Layout.detect(ISOLATORS))
     except IsolationError:
         pass   # no writable cgroup hierarchies: no master made any
-    try:
-        netns.check_supported()
-    except netns.NetnsError:
-        return
-    netns.remove_stale()
 
 
 @pytest.fixture(scope="session", autouse=True)
