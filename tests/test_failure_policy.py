@@ -353,6 +353,34 @@ def test_a_failed_command_is_worded_the_same_whichever_report_of_its_end_comes_f
     assert error.value.exit_code == 3
 
 
+@pytest.mark.parametrize("first", ["exit report", "mesos update"])
+def test_a_killed_command_is_lost_in_the_same_words_whichever_report_of_its_end_comes_first(
+        first):
+    # The task entry exits 128 + N when its command was killed by signal N:
+    # the agent's bare "Command exited with status 137" says no more than
+    # the task's own report (CI under load: Mesos' came first, and the
+    # note read "was lost (TASK_FAILED: Command exited with status 137)").
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=2))
+    run.running()
+    if first == "exit report":
+        run.exit("worker:1", 137)
+    else:
+        run.status("worker:1", "TASK_FAILED", message="Command exited with status 137")
+    assert run.phase == Phase.RESTARTING
+    assert run.notes[0].startswith(
+        "worker:1 was lost (its command was killed by SIGKILL, exit code 137); restarting"), \
+        run.notes
+
+
+def test_a_loss_mesos_says_more_of_keeps_mesos_words():
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=2))
+    run.running()
+    run.status("worker:1", "TASK_FAILED", message="Command terminated with signal Killed")
+    assert run.notes[0].startswith(
+        "worker:1 was lost (TASK_FAILED: Command terminated with signal Killed); restarting"), \
+        run.notes
+
+
 def test_what_mesos_says_beyond_the_exit_code_stays_in_the_failure():
     run = FakeRun(WORKERS)
     run.running()

@@ -62,10 +62,15 @@ def describe_failure(slot: TaskSlot, error: TaskFailed, cause: Optional[str], te
     (``worker:1 was lost (TASK_LOST: ...)``)."""
     if cause != "lost":
         return text
-    if slot.state in TERMINAL_STATES:
-        return "%s was lost (%s: %s)" % (slot.name, slot.state, slot.message or "no message")
     code = error.exit_code
-    if code is not None and code > 128:
+    killed = code is not None and code > 128   # the task entry exits 128 + N for signal N
+    # Mesos' own words, unless they are the bare "Command exited with status
+    # N" of a killed command: then the same words as when the task's own
+    # report of the kill comes first.
+    if slot.state in TERMINAL_STATES and not (
+            killed and slot.state == "TASK_FAILED" and says_only_the_exit(slot.message, code)):
+        return "%s was lost (%s: %s)" % (slot.name, slot.state, slot.message or "no message")
+    if killed:
         try:
             name = signal.Signals(code - 128).name
         except ValueError:
