@@ -318,6 +318,29 @@ def test_the_guard_reports_the_status_and_stops_on_sigterm(tmp_path):
             guarded.wait()
 
 
+def test_a_sigterm_just_after_the_command_started_is_the_command_s(monkeypatch):
+    # The guard knows its command started once posix_spawn has returned its
+    # pid; a SIGTERM to the group before that (CI under load: the test above
+    # signalled as soon as the sleeps ran) made the guard stop the group as
+    # if nothing had started: SIGKILL at once, the guard's own end -9, and
+    # the command never had its grace. Here the SIGTERM comes in that window.
+    spawn = os.posix_spawn
+
+    def spawn_then_sigterm(*args, **kwargs):
+        child = spawn(*args, **kwargs)
+        os.killpg(0, signal.SIGTERM)
+        time.sleep(0.5)   # time for the guard's handler, unless SIGTERM is blocked
+        return child
+    monkeypatch.setattr(os, "posix_spawn", spawn_then_sigterm)
+    guarded = replica_guard.start("sleep 30", dict(os.environ))
+    try:
+        assert guarded.wait() == 143   # the command's end by SIGTERM, as the guard reports it
+    finally:
+        if guarded.returncode is None:
+            os.killpg(guarded.pid, signal.SIGKILL)
+            guarded.wait()
+
+
 def test_a_sigterm_another_thread_received_stops_the_command_the_guard_waits_for():
     # Mesos' SIGTERM, given by the kernel to a thread of the task entry other
     # than the main one, which waits for the command: the handler (which

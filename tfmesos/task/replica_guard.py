@@ -11,7 +11,8 @@ thread.
 The task entry stops the group with SIGTERM too: the guard then waits for the
 command and exits with its status (128 + N for signal N). A SIGTERM before
 the command started (or once the task entry is gone) makes the guard stop the
-group itself, so the command never starts.
+group itself, so the command never starts; one that comes while it is being
+started reaches the command, as one after it does.
 
 A fork, not a second interpreter (``python -I -S``: 20-35 ms a start). The
 task entry has threads (the scheduler watch, output pumps, the usage
@@ -181,6 +182,18 @@ def _stop_group(child, grace):
     os.killpg(0, signal.SIGKILL)
 
 
+def _spawn(command, env):
+    """``/bin/sh -c command``'s pid, called with SIGTERM blocked (see
+    ``main``); a SIGTERM that came meanwhile may have come before the
+    command existed, so the group gets it again (the command at most twice,
+    in that window only). The command starts with no signal blocked."""
+    child = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", command], env,
+                           setsigdef=DEFAULT_SIGNALS, setsigmask=())
+    if signal.SIGTERM in signal.sigpending():
+        os.killpg(0, signal.SIGTERM)
+    return child
+
+
 def main(parent, grace, command, env):
     """The guard's work, in its own group (the forked child's, or made here):
     guard the task entry ``parent``, run ``command``; its exit code."""
@@ -200,8 +213,15 @@ def main(parent, grace, command, env):
             _say("prctl failed: %s" % os.strerror(get_errno()))
         if os.getppid() != parent:  # the task entry died before the death signal was set
             raise _Stop()
-        child = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", command], env,
-                               setsigdef=DEFAULT_SIGNALS)
+        # The command has started once posix_spawn returns, but the handler
+        # learns it only from ``child``: a SIGTERM in between (a stop just
+        # after the start) would stop the group as if nothing had started,
+        # SIGKILL at once. So SIGTERM waits, blocked, until ``child`` is set.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            child = _spawn(command, env)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         status = os.waitpid(child, 0)[1]
     except _Stop:
         _stop_group(child, grace)
