@@ -324,10 +324,12 @@ def test_a_sigterm_just_after_the_command_started_is_the_command_s(monkeypatch):
     # signalled as soon as the sleeps ran) made the guard stop the group as
     # if nothing had started: SIGKILL at once, the guard's own end -9, and
     # the command never had its grace. Here the SIGTERM comes in that window.
-    spawn = os.posix_spawn
+    spawn, test_process = os.posix_spawn, os.getpid()
 
     def spawn_then_sigterm(*args, **kwargs):
         child = spawn(*args, **kwargs)
+        if os.getpid() == test_process:
+            return child   # (subprocess may spawn so here: never signal pytest's own group)
         os.killpg(0, signal.SIGTERM)
         time.sleep(0.5)   # time for the guard's handler, unless SIGTERM is blocked
         return child
