@@ -1,17 +1,20 @@
 """The launcher's failure policy under faults of the driver and of the
 rendezvous: a failing scheduler callback, a task whose rendezvous connection
-drops or stalls (and comes back, or does not)."""
+drops or stalls (and comes back, or does not), Mesos' word of a task's end
+coming before the task's own last frames are read."""
 
+import threading
 import time
 
 import pytest
 from fixtures_master import make_local_master
 
-from tfmesos.core import runtime
+from tfmesos.core import rendezvous, runtime, scheduler
 from tfmesos.core.events import TaskDisconnected, TaskRegistered
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.spec import Job, RunSpec
 from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
+from tfmesos.mesos.task_states import TERMINAL_STATES
 
 TINY = dict(cpus=0.1, mem=64)
 
@@ -92,3 +95,39 @@ def test_a_stalled_task_fails_the_grace_period_after_it_was_last_heard():
     finally:
         run.stop()
 
+
+
+def test_a_failed_task_s_last_output_comes_before_its_failure_when_mesos_tells_first(
+        monkeypatch):
+    # A loaded machine: Mesos' TASK_FAILED reaches the driver before the
+    # rendezvous reads the task's last frames. Here the relay reads nothing
+    # until that update went through the scheduler.
+    told = threading.Event()
+    status_update, relay = scheduler.TFMesosScheduler.statusUpdate, rendezvous.Rendezvous._relay
+
+    def told_first(self, driver, update):
+        status_update(self, driver, update)
+        if update.state in TERMINAL_STATES:
+            told.set()
+
+    def relay_once_told(self, link):
+        told.wait(120)
+        relay(self, link)
+    monkeypatch.setattr(scheduler.TFMesosScheduler, "statusUpdate", told_first)
+    monkeypatch.setattr(rendezvous.Rendezvous, "_relay", relay_once_told)
+    # No bound cuts the wait short (raising=False: the test runs on a tree without it too).
+    monkeypatch.setattr(rendezvous, "REPORTS_WAIT", 120.0, raising=False)
+    shown = []
+    run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=60, mode="replica",
+                             command="echo 'ValueError: boom' >&2; exit 1", master="local"),
+                     environ={}, on_log=lambda slot, stream, text: shown.append(text))
+    try:
+        run.start()
+        run.wait_ready()
+        with pytest.raises(TaskFailed, match="^task worker:0 exited with code 1$"):
+            run.wait_finished()
+        assert told.is_set()
+        # What the task said was shown before its failure was told.
+        assert "ValueError: boom\n" in shown
+    finally:
+        run.stop()

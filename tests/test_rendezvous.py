@@ -117,3 +117,67 @@ def test_close_disconnects_tasks(rdv):
     with pytest.raises(wire.ConnectionClosed):
         while True:
             client.receive()
+
+
+# -- Mesos' word of a task's end waits for what the task's connection still carries ----
+
+def _events_until(rdv, last, timeout=30):
+    """The events up to ``last`` (a marker object), in queue order."""
+    seen = []
+    while True:
+        event = rdv.events.get(timeout=timeout)
+        seen.append(event)
+        if event is last:
+            return seen
+
+
+def test_a_task_s_end_from_mesos_comes_after_its_last_output_and_exit_frame(rdv):
+    client = register(rdv).registered()
+    next_event(rdv, TaskRegistered)
+    end = object()   # Mesos' TASK_FAILED, which came before the relay read the task's frames
+    rdv.put_after_reports("good", end)
+    client.send({"type": "log", "stream": "stderr", "data": "ValueError: boom\n"})
+    client.send({"type": "exit", "code": 1})
+    client.close()
+    assert _events_until(rdv, end) == [TaskOutput("good", "stderr", "ValueError: boom\n"),
+                                       TaskExited("good", 1), TaskDisconnected("good"), end]
+
+
+def test_a_task_s_end_without_a_connection_is_put_at_once(rdv):
+    end = object()
+    rdv.put_after_reports("good", end)   # never registered
+    assert rdv.events.get(timeout=5) is end
+
+
+def test_a_task_s_end_waits_for_a_connection_that_stays_open_only_so_long():
+    server = make_rendezvous(reports_wait=0.2)
+    server.expect("good")
+    try:
+        client = register(server).registered()
+        next_event(server, TaskRegistered)
+        first, second = object(), object()
+        server.put_after_reports("good", first)
+        server.put_after_reports("good", second)   # a reconciliation's answer: after the first
+        assert server.events.get(timeout=30) is first
+        assert server.events.get(timeout=30) is second
+        # The connection is still there; what it sends now comes after.
+        client.send({"type": "log", "stream": "stdout", "data": "late\n"})
+        assert next_event(server, TaskOutput) == TaskOutput("good", "stdout", "late\n")
+        third = object()
+        server.put_after_reports("good", third)   # a new wait, as long again
+        assert server.events.get(timeout=30) is third
+        client.close()
+    finally:
+        server.close()
+
+
+def test_a_task_s_end_held_when_the_rendezvous_closes_is_put():
+    server = make_rendezvous(reports_wait=600)
+    server.expect("good")
+    client = register(server).registered()
+    next_event(server, TaskRegistered)
+    end = object()
+    server.put_after_reports("good", end)
+    server.close()
+    assert server.events.get(timeout=30) is end
+    client.close()

@@ -49,6 +49,15 @@ once: a new one evicts the oldest, so idle or slow clients cannot lock tasks
 out. Everything that happens is put on the ``events`` queue as
 ``tfmesos.core.events``: ``TaskRegistered``, ``TaskOutput``, ``TaskMetrics``,
 ``TaskExited``, ``TaskDisconnected``.
+
+Mesos' word of a task's end and the task's own last frames travel apart
+(agent, master, driver thread; the task's connection, its relay thread):
+on a loaded machine the update can reach the queue first, and the run
+would tell the task's failure before the output that explains it.
+``put_after_reports`` puts such an update after what the task's connection
+still delivers: when that connection ends (its ``TaskDisconnected``), or
+``REPORTS_WAIT`` seconds later at the latest (a connection that stays open:
+a partition, a descriptor some other process holds).
 """
 
 import collections
@@ -72,6 +81,7 @@ logger = logging.getLogger(__name__)
 
 ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
 STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
+REPORTS_WAIT = 2.0              # longest a task's end waits for its connection (as forget's linger)
 
 
 class _Link:
@@ -88,6 +98,8 @@ class _Link:
         self.clock_offset = math.inf  # this clock minus the task's, plus the least transit seen
         self.last_point_at = -math.inf  # where its latest metric point was placed
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
+        self.held: list[object] = []   # events put once this connection ends (put_after_reports)
+        self.hold_timer: Optional[threading.Timer] = None
 
     def send(self, message: dict[str, Any]) -> None:
         with self.send_lock:
@@ -102,7 +114,8 @@ class Rendezvous:
                  bind_host: Optional[str] = None, port: int = 0,
                  register_timeout: float = 30.0, max_pending: int = 256,
                  max_pending_per_peer: int = 64, ping_interval: float = 10.0,
-                 stall_timeout: Optional[float] = None) -> None:
+                 stall_timeout: Optional[float] = None,
+                 reports_wait: Optional[float] = None) -> None:
         self._secret = secret
         self._events = events
         self._register_timeout = register_timeout
@@ -110,6 +123,7 @@ class Rendezvous:
         self._max_per_peer = max_pending_per_peer
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
+        self._reports_wait = REPORTS_WAIT if reports_wait is None else reports_wait
         self._expected: set[str] = set()
         self._connections: dict[str, _Link] = {}   # task_id -> registered _Link
         # unregistered _Link -> None, oldest first
@@ -150,6 +164,36 @@ class Rendezvous:
             timer = threading.Timer(linger, self._drop, (task_id, link))
             timer.daemon = True
             timer.start()
+
+    def put_after_reports(self, task_id: str, event: object) -> None:
+        """Put ``event`` (Mesos' word of ``task_id``'s end) on the events
+        queue after everything the task's connection still delivers: at once
+        when it has none, else when it ended, or ``reports_wait`` seconds
+        from now at the latest. A second event while one waits goes after it."""
+        with self._lock:
+            link = self._connections.get(task_id)
+            if link is None or self._closed.is_set():
+                self._events.put(event)
+                return
+            link.held.append(event)
+            if link.hold_timer is not None:
+                return
+            timer = link.hold_timer = threading.Timer(self._reports_wait, self._release, (link,))
+            timer.daemon = True
+        timer.start()   # (one cancelled meanwhile returns at once)
+
+    def _release(self, link: _Link) -> None:
+        with self._lock:
+            self._put_held(link)
+
+    def _put_held(self, link: _Link) -> None:
+        """(Under the lock.) What waited for ``link`` to end goes on the queue."""
+        held, link.held = link.held, []
+        for event in held:
+            self._events.put(event)
+        if link.hold_timer is not None:
+            link.hold_timer.cancel()
+            link.hold_timer = None
 
     def _drop(self, task_id: str, link: _Link) -> None:
         with self._lock:
@@ -340,6 +384,7 @@ class Rendezvous:
                     if not self._closed.is_set():
                         self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
                                          if link.stalled else TaskDisconnected(task_id))
+                self._put_held(link)   # after everything this connection delivered
 
     def _metrics(self, link: _Link, message: dict[str, Any]) -> None:
         """A metrics frame as a ``TaskMetrics`` event, its points placed on

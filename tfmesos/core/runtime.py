@@ -138,7 +138,8 @@ class RunRuntime:
             self.rendezvous.expect(task_id)
         self.scheduler = TFMesosScheduler(slots, self._make_task, self.events,
                                           self.identity.run_id, on_launch=on_launch,
-                                          extra_ports=extra_ports)
+                                          extra_ports=extra_ports,
+                                          after_reports=self.rendezvous.put_after_reports)
         info = framework_info(
             spec, spec.jobs, self.identity,
             rendezvous=format_address(self.backend.advertised_address(master_url),

@@ -117,15 +117,18 @@ class TFMesosScheduler(Scheduler):
     ``make_task(slot, assignment) -> TaskInfo`` builds each task (pure);
     ``on_launch(launches)`` (a list of ``Launch``) is told of the attempts
     about to be launched, outside the lock and before Mesos may start them;
-    what the driver reports goes to ``events`` as ``tfmesos.core.events`` objects.
-    ``extra_ports(slot)`` says how many ports a slot needs besides its own
-    (default none)."""
+    what the driver reports goes to ``events`` as ``tfmesos.core.events`` objects,
+    a task's terminal update through ``after_reports(task_id, event)``
+    (``Rendezvous.put_after_reports``: after the task's last output and exit
+    frame; default: at once). ``extra_ports(slot)`` says how many ports a
+    slot needs besides its own (default none)."""
 
     def __init__(self, slots: SlotTable,
                  make_task: Callable[[TaskSlot, Assignment[TaskSlot]], dict[str, Any]],
                  events: "queue.SimpleQueue[object]", run_id: str,
                  on_launch: Optional[Callable[[list[Launch]], None]] = None,
-                 extra_ports: Optional[Callable[[TaskSlot], int]] = None) -> None:
+                 extra_ports: Optional[Callable[[TaskSlot], int]] = None,
+                 after_reports: Optional[Callable[[str, object], None]] = None) -> None:
         if not isinstance(slots, SlotTable):
             raise TypeError("slots must be a SlotTable (tfmesos.core.slots.make_slots)")
         self.slots = slots
@@ -134,6 +137,7 @@ class TFMesosScheduler(Scheduler):
         self._on_launch = on_launch or (lambda launches: None)
         self._extra_ports = extra_ports or (lambda slot: 0)
         self._events = events
+        self._after_reports = after_reports or (lambda task_id, event: events.put(event))
         self._run_id = run_id
         self._suppressed = False
         self._revive_owed = False  # a REVIVE could not be sent: asked again at the next reconcile
@@ -184,7 +188,10 @@ class TFMesosScheduler(Scheduler):
         self._events.put(AgentLost(agent_id.value))
 
     def statusUpdate(self, driver: OfferDriver, update: "Dict") -> None:
-        self._events.put(StatusUpdate(update))
+        if update.state in TERMINAL_STATES:
+            self._after_reports(update.task_id.value, StatusUpdate(update))
+        else:
+            self._events.put(StatusUpdate(update))
 
     def resourceOffers(self, driver: OfferDriver, offers: list[Offer]) -> None:
         launches, unused = self._place(offers)
