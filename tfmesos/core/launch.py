@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
 from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
+from . import open_files
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
 from .events import Interrupted
@@ -219,6 +220,9 @@ class ClusterRun:
 
     def start(self) -> "ClusterRun":
         self.record.submitted()
+        short = open_files.raise_for(len(self.slots))   # before the master and its agent start
+        if short is not None:
+            logger.warning(short)
         runtime = self.runtime
         try:
             shipped = runtime.ship(self.record.directory, say=self._say,

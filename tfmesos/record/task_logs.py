@@ -20,32 +20,43 @@ def log_name(slot_name: str, attempt: int, stream: str) -> str:
     return "%s.%s" % (base if attempt <= 1 else "%s.attempt%d" % (base, attempt), stream)
 
 
+# Log files held open at once, the most recently written: a run of hundreds
+# of tasks must not hold two descriptors per task (with the rendezvous'
+# connection, the embedded agent's, a run of 200 tasks reached the common
+# default of 1,024 open files). One written again after it was closed is
+# opened again to append.
+OPEN_FILES = 32
+
+
 class TaskLogs:
     """The log files of a run directory (``directory`` None: none), written
-    under the record's ``lock``."""
+    under the record's ``lock``; at most ``open_files`` open at once."""
 
-    def __init__(self, directory: Optional[str], lock: contextlib.AbstractContextManager[object]
-                 ) -> None:
+    def __init__(self, directory: Optional[str], lock: contextlib.AbstractContextManager[object],
+                 open_files: int = OPEN_FILES) -> None:
         self.directory = directory
         self._lock = lock
+        self._open_files = max(1, open_files)
         self._created: set[str] = set()   # log files created by this run
-        self._files: dict[str, IO[str]] = {}   # name -> open log file
+        self._files: dict[str, IO[str]] = {}   # name -> open log file, least recently written first
 
     def write(self, name: str, text: str) -> None:
         """A log file is created (emptied, in a reused directory) first, then
-        appended to; it stays open until the run finishes, flushed after every
-        write (so ``tail -f`` and ``tail()`` see everything)."""
+        appended to, flushed after every write (so ``tail -f`` and ``tail()``
+        see everything)."""
         if self.directory is None:
             return
         with self._lock:
             try:
-                handle = self._files.get(name)
+                handle = self._files.pop(name, None)
                 if handle is None:
                     descriptor = create_private(os.path.join(self.directory, name),
                                                 append=name in self._created)
                     self._created.add(name)
-                    handle = self._files[name] = open(descriptor, "a", encoding="utf-8",
-                                                      errors="replace")
+                    handle = open(descriptor, "a", encoding="utf-8", errors="replace")
+                    if len(self._files) >= self._open_files:
+                        self._close(self._files.pop(next(iter(self._files))))
+                self._files[name] = handle
                 handle.write(text)
                 handle.flush()
             except OSError:
@@ -57,19 +68,32 @@ class TaskLogs:
             self._created.update(names)
 
     def create(self, logs: "Logs") -> None:
-        """Both files of ``logs`` (a ``schema.Logs``), empty until output comes."""
-        for name in (logs.stdout, logs.stderr):
-            if name not in self._created:
-                self.write(name, "")
+        """Both files of ``logs`` (a ``schema.Logs``), empty until output comes
+        (so that ``tail -f`` finds them from the launch on)."""
+        if self.directory is None:
+            return
+        with self._lock:
+            for name in (logs.stdout, logs.stderr):
+                if name in self._created:
+                    continue
+                try:
+                    os.close(create_private(os.path.join(self.directory, name)))
+                except OSError:
+                    continue   # as write's: the record is a help
+                self._created.add(name)
 
     def close(self) -> None:
         with self._lock:
             files, self._files = self._files, {}
         for handle in files.values():
-            try:
-                handle.close()
-            except OSError:
-                pass
+            self._close(handle)
+
+    @staticmethod
+    def _close(handle: IO[str]) -> None:
+        try:
+            handle.close()
+        except OSError:
+            pass
 
     def path(self, attempt: Optional["Attempt"], stream: str) -> Optional[str]:
         """The path of ``attempt``'s ``stream`` log, or None."""

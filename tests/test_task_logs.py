@@ -1,0 +1,48 @@
+"""The run directory's log files: a run of hundreds of tasks holds a bounded
+number of them open (two per task reached the common limit of 1,024 open
+files at 200 tasks), and nothing written is lost when one is closed."""
+
+import os
+import stat
+import threading
+
+from tfmesos.record import task_logs
+from tfmesos.record.schema import Logs
+from tfmesos.record.task_logs import TaskLogs
+
+
+def open_descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_hundreds_of_tasks_hold_a_bounded_number_of_log_files_open(tmp_path):
+    logs = TaskLogs(str(tmp_path), threading.RLock())
+    before = open_descriptors()
+    names = ["worker.%d.stderr" % index for index in range(300)]
+    for name in names:
+        logs.write(name, "first of %s\n" % name)
+    assert open_descriptors() - before <= task_logs.OPEN_FILES
+    for name in reversed(names):   # every one closed by now is opened again, to append
+        logs.write(name, "second\n")
+    assert open_descriptors() - before <= task_logs.OPEN_FILES
+    logs.close()
+    assert open_descriptors() == before
+    for name in names:
+        assert (tmp_path / name).read_text() == "first of %s\nsecond\n" % name
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+
+
+def test_created_log_files_are_empty_private_and_not_held_open(tmp_path):
+    (tmp_path / "worker.0.stdout").write_text("an earlier run's\n")   # a reused directory
+    logs = TaskLogs(str(tmp_path), threading.RLock())
+    before = open_descriptors()
+    for index in range(100):
+        logs.create(Logs("worker.%d.stdout" % index, "worker.%d.stderr" % index))
+    assert open_descriptors() == before
+    assert (tmp_path / "worker.0.stdout").read_text() == ""
+    assert stat.S_IMODE((tmp_path / "worker.99.stderr").stat().st_mode) == 0o600
+    logs.write("worker.0.stdout", "hi\n")
+    logs.create(Logs("worker.0.stdout", "worker.0.stderr"))   # created: left as it is
+    logs.close()
+    assert (tmp_path / "worker.0.stdout").read_text() == "hi\n"
+    assert len(list(tmp_path.iterdir())) == 200

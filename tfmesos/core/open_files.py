@@ -1,0 +1,56 @@
+"""The open files a run's scheduler process may need: a rendezvous connection
+per task and, with the embedded master, its agent's descriptors for each
+task's process (its pidfd, the sockets of its calls). The common default
+soft limit, 1,024, was reached by 200 tasks on the embedded master (two
+descriptors a task were its run log files, now held open only while
+written: ``record.task_logs.OPEN_FILES``); by 300, accepts and task starts
+failed with EMFILE, in tracebacks. So a run raises its process's soft
+``RLIMIT_NOFILE`` to what its tasks may need, within the hard limit (which
+needs no privilege; Go's runtime raises it for every program). Processes
+this one starts inherit the raised limit, as the tasks of a Mesos agent
+inherit the agent's (docs/isolators/posix-rlimits.md: limits "are
+inherited when a child process is forked from a parent process")."""
+
+import resource
+from typing import Callable, Optional
+
+# Measured: 200 tasks on the embedded master peaked at 622 open files (its
+# rendezvous connections and HTTP handlers' sockets, the agent's pidfds).
+BASE = 128       # the interpreter's own, the master's connections, the record, the ship server
+PER_TASK = 4     # a rendezvous connection; the embedded agent's pidfd and sockets
+
+Limits = tuple[int, int]
+
+
+def needed(tasks: int) -> int:
+    """Open files a run of ``tasks`` tasks may need at once."""
+    return BASE + PER_TASK * max(tasks, 0)
+
+
+def raise_for(tasks: int,
+              get: Callable[[int], Limits] = resource.getrlimit,
+              set_: Callable[[int, Limits], None] = resource.setrlimit) -> Optional[str]:
+    """Raise this process's soft open-files limit to ``needed(tasks)`` where
+    it is lower, up to the hard limit; never lowers it. A warning when even
+    the hard limit is below that, else None."""
+    want = needed(tasks)
+    try:
+        soft, hard = get(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return None
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if target > soft:
+        try:
+            set_(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError):
+            target = soft
+    if target >= want:
+        return None
+    return ("%d tasks may need up to %d open files at once, and this process may open %d "
+            "(ulimit -n; hard limit %d): raise the hard limit (ulimit -Hn, limits.conf, "
+            "LimitNOFILE=), or run fewer tasks" % (tasks, want, target, hard))
+
+
+__all__ = ["BASE", "PER_TASK", "needed", "raise_for"]
