@@ -11,22 +11,30 @@ from tfmesos.record.schema import Logs
 from tfmesos.record.task_logs import TaskLogs
 
 
-def open_descriptors():
-    return len(os.listdir("/proc/self/fd"))
+def open_in(directory):
+    """How many of this process's descriptors are files in ``directory``
+    (not a count of all: other threads of the test process open and close theirs)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(os.path.join("/proc/self/fd", fd))
+        except OSError:
+            continue   # closed meanwhile
+        count += os.path.dirname(target) == str(directory)
+    return count
 
 
 def test_hundreds_of_tasks_hold_a_bounded_number_of_log_files_open(tmp_path):
     logs = TaskLogs(str(tmp_path), threading.RLock())
-    before = open_descriptors()
     names = ["worker.%d.stderr" % index for index in range(300)]
     for name in names:
         logs.write(name, "first of %s\n" % name)
-    assert open_descriptors() - before <= task_logs.OPEN_FILES
+    assert open_in(tmp_path) == task_logs.OPEN_FILES
     for name in reversed(names):   # every one closed by now is opened again, to append
         logs.write(name, "second\n")
-    assert open_descriptors() - before <= task_logs.OPEN_FILES
+    assert open_in(tmp_path) == task_logs.OPEN_FILES
     logs.close()
-    assert open_descriptors() == before
+    assert open_in(tmp_path) == 0
     for name in names:
         assert (tmp_path / name).read_text() == "first of %s\nsecond\n" % name
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
@@ -35,10 +43,9 @@ def test_hundreds_of_tasks_hold_a_bounded_number_of_log_files_open(tmp_path):
 def test_created_log_files_are_empty_private_and_not_held_open(tmp_path):
     (tmp_path / "worker.0.stdout").write_text("an earlier run's\n")   # a reused directory
     logs = TaskLogs(str(tmp_path), threading.RLock())
-    before = open_descriptors()
     for index in range(100):
         logs.create(Logs("worker.%d.stdout" % index, "worker.%d.stderr" % index))
-    assert open_descriptors() == before
+    assert open_in(tmp_path) == 0
     assert (tmp_path / "worker.0.stdout").read_text() == ""
     assert stat.S_IMODE((tmp_path / "worker.99.stderr").stat().st_mode) == 0o600
     logs.write("worker.0.stdout", "hi\n")
