@@ -130,4 +130,5 @@ def test_a_failed_task_s_last_output_comes_before_its_failure_when_mesos_tells_f
         # What the task said was shown before its failure was told.
         assert "ValueError: boom\n" in shown
     finally:
+        told.set()   # a relay still waiting reads on: nothing waits 120 s after a failure
         run.stop()

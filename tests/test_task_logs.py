@@ -53,3 +53,32 @@ def test_created_log_files_are_empty_private_and_not_held_open(tmp_path):
     logs.close()
     assert (tmp_path / "worker.0.stdout").read_text() == "hi\n"
     assert len(list(tmp_path.iterdir())) == 200
+
+
+def test_the_record_s_logs_of_more_tasks_than_it_holds_open_read_back_whole(tmp_path):
+    # Where the record meets its log files: output forwarded by more tasks
+    # than are held open, interleaved, reads back whole through the record
+    # (what the hints and tfrun's failure lines read), each file its task's.
+    from tfmesos.core.placement import Assignment
+    from tfmesos.core.scheduler import Launch
+    from tfmesos.core.slots import make_slots
+    from tfmesos.core.spec import Job
+    from tfmesos.record.run_record import RunRecord
+    from tfmesos.record.schema import RunFile
+
+    count = task_logs.OPEN_FILES + 8
+    slots = make_slots([Job("worker", count)])
+    record = RunRecord(str(tmp_path), RunFile(mode="replica"), slots, forwarding=True)
+    for number, slot in enumerate(slots, 1):
+        assignment = Assignment(None, "o1", "a1", "host", [], 31000 + number, [])
+        record.launched(Launch(slot, "t-%s" % slot.name, 1, "o1", assignment))
+    record.save()   # creates every attempt's files, as at the launch
+    for line in range(3):
+        for slot in slots:
+            record.output("t-%s" % slot.name, "stderr", "%s line %d\n" % (slot.name, line))
+    record.finish(None, None)
+    for slot in slots:
+        assert record.tail(slot.name, "stderr") == ["%s line %d" % (slot.name, line)
+                                                    for line in range(3)]
+        assert record.tail(slot.name, "stdout") == []
+    assert open_in(tmp_path) == 0

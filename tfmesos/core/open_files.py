@@ -11,13 +11,16 @@ this one starts inherit the raised limit, as the tasks of a Mesos agent
 inherit the agent's (docs/isolators/posix-rlimits.md: limits "are
 inherited when a child process is forked from a parent process")."""
 
-import resource
 from typing import Callable, Optional
 
 # Measured: 200 tasks on the embedded master peaked at 622 open files (its
 # rendezvous connections and HTTP handlers' sockets, the agent's pidfds).
 BASE = 128       # the interpreter's own, the master's connections, the record, the ship server
 PER_TASK = 4     # a rendezvous connection; the embedded agent's pidfd and sockets
+# No soft limit in common use is below this (macOS' default; Linux' is
+# 1,024): a run that needs no more neither looks (nor imports ``resource``
+# on tfrun's start-up path).
+LOWEST_DEFAULT = 256
 
 Limits = tuple[int, int]
 
@@ -27,13 +30,19 @@ def needed(tasks: int) -> int:
     return BASE + PER_TASK * max(tasks, 0)
 
 
-def raise_for(tasks: int,
-              get: Callable[[int], Limits] = resource.getrlimit,
-              set_: Callable[[int, Limits], None] = resource.setrlimit) -> Optional[str]:
+def raise_for(tasks: int, get: Optional[Callable[[int], Limits]] = None,
+              set_: Optional[Callable[[int, Limits], None]] = None) -> Optional[str]:
     """Raise this process's soft open-files limit to ``needed(tasks)`` where
     it is lower, up to the hard limit; never lowers it. A warning when even
-    the hard limit is below that, else None."""
+    the hard limit is below that, else None. (``get``, ``set_``: the
+    tests' stand-ins for ``resource.getrlimit`` and ``setrlimit``.)"""
     want = needed(tasks)
+    if want <= LOWEST_DEFAULT:
+        return None
+    import resource
+
+    get = get or resource.getrlimit
+    set_ = set_ or resource.setrlimit
     try:
         soft, hard = get(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):
@@ -53,4 +62,4 @@ def raise_for(tasks: int,
             "LimitNOFILE=), or run fewer tasks" % (tasks, want, target, hard))
 
 
-__all__ = ["BASE", "PER_TASK", "needed", "raise_for"]
+__all__ = ["BASE", "PER_TASK", "LOWEST_DEFAULT", "needed", "raise_for"]
