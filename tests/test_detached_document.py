@@ -139,6 +139,16 @@ def test_the_scheduler_task_refuses_a_record_of_another_run(scheduler_task, caps
     assert made is None and "not of run %s" % RUN_ID in line, line
 
 
+def test_the_scheduler_task_refuses_a_record_nested_past_the_parsers_depth(scheduler_task,
+                                                                            capsys, tmp_path):
+    # The record a scheduler task is given comes from the sandbox of the one
+    # before it; nested that deep, it ended the task in a RecursionError.
+    (tmp_path / PREVIOUS_RECORD).write_text('{"tasks": ' + "[" * 100000 + "]" * 100000 + "}")
+    line, made = scheduler_task(seal_document(run_identity(), body(previous=PREVIOUS_RECORD)),
+                                capsys)
+    assert made is None and line.startswith("tfrun: error: cannot read "), line
+
+
 def record(path, *task_ids, run_id=RUN_ID):
     tasks = [Task(name="worker:%d" % i, job="worker", index=i,
                   attempts=[Attempt(attempt=1, task_id=task_id)])

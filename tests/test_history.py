@@ -389,3 +389,50 @@ def test_show_of_a_running_task_says_running_and_for_how_long(runs_dir, capsys):
     code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
     assert code == 0 and "\n  training   torch, elastic 1:2 (tfrun --torch-elastic)\n" in shown, shown
     assert [line.split()[-1] for line in shown.splitlines() if line.startswith("ps:0")] == ["-"]
+
+
+def test_a_lookup_decodes_only_the_runs_it_may_name(runs_dir, capsys, monkeypatch):
+    # Every run.json is parsed, but only those whose id or directory name
+    # starts with what was given are decoded by the schema: a lookup among
+    # 500 runs took as long as decoding all 500 (1.5 s) before.
+    for index in range(30):
+        write_run(runs_dir, "%08x" % (0xc0de0000 + index), start=index)
+    from tfmesos.record import history
+    decoded = []
+    real = history.read_run_file
+    monkeypatch.setattr(history, "read_run_file",
+                        lambda data: decoded.append(data["run_id"]) or real(data))
+    code, out, _ = tfmesos(capsys, "show", "c0de0011")
+    assert code == 0 and "c0de0011" in out
+    assert decoded == ["c0de0011"]
+    decoded.clear()   # an ambiguous prefix decodes its matches, and says so as before
+    code, _, err = tfmesos(capsys, "show", "c0de001")
+    assert code == 1 and "'c0de001' matches 14 runs (tfrun-c0de001d, tfrun-c0de001c" in err
+    assert sorted(decoded) == ["c0de%04x" % i for i in range(16, 30)]
+
+
+def test_a_run_id_the_directory_name_does_not_hold_is_still_found(runs_dir, capsys):
+    write_run(runs_dir, "feed0001")
+    os.rename(runs_dir / "tfrun-feed0001", runs_dir / "renamed")
+    code, out, _ = tfmesos(capsys, "show", "feed")
+    assert code == 0 and "feed0001" in out
+    code, out, _ = tfmesos(capsys, "show", "renam")
+    assert code == 0 and "feed0001" in out
+
+
+@pytest.mark.parametrize("content", ["[" * 100000 + "]" * 100000,
+                                     '{"run_id": "ab000009", "tasks": ' + "[" * 100000],
+                         ids=["nested", "unclosed"])
+def test_a_run_json_nested_past_the_parsers_depth_is_skipped_not_a_traceback(
+        runs_dir, capsys, content):
+    # Anyone who can write in a shared runs directory can plant one; it
+    # made tfmesos runs, show, logs and prune end in a RecursionError.
+    write_run(runs_dir, "ab000001")
+    (runs_dir / "planted").mkdir()
+    (runs_dir / "planted" / "run.json").write_text(content)
+    code, out, err = tfmesos(capsys, "runs")
+    assert code == 0 and "ab000001" in out and "planted" not in out and err == ""
+    code, out, err = tfmesos(capsys, "show", "ab")
+    assert code == 0 and "ab000001" in out and err == ""
+    code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+    assert code == 0 and "removed 1 run" in out and err == ""

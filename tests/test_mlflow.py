@@ -231,6 +231,7 @@ def test_a_running_mlflow_run_is_ended_only_when_tfmesos_opened_it_and_its_tfrun
     dead, alive = a_gone_process(), liveness.this_process()
     assert scheduler_of(scheduler_tag(dead)) == dead
     assert scheduler_of("{not json") is None and scheduler_of('{"pid": "x"}') is None
+    assert scheduler_of("[" * 5000 + "]" * 5000) is None   # the tag is anyone's (no traceback)
     directory = "/runs/train.py-ab12cd34"
     mine = {"tfmesos.run_id": "ab12cd34", "tfmesos.run_dir": directory,
             "tfmesos.scheduler": scheduler_tag(dead)}

@@ -233,3 +233,58 @@ def test_a_real_runs_run_json_is_valid(tmp_path):
     assert data["scheduler"]["pid"] > 0 and data["scheduler"]["host"]
     [task] = data["tasks"]
     assert task["attempts"][0]["exited"] and task["attempts"][0]["usage"]["wall_s"] >= 0
+
+
+PROBES = [None, True, False, 0, 1, -3, 2.0, 2.5, float("nan"), float("inf"), "", "x", [], [1],
+          [None], [2.5, None], ["x"], {}, {"state": "TASK_RUNNING"}]
+
+
+def value_paths(data, path=()):
+    """The path of every value in ``data``, objects and lists included."""
+    yield path
+    items = data.items() if isinstance(data, dict) else enumerate(data) \
+        if isinstance(data, list) else ()
+    for key, value in items:
+        yield from value_paths(value, path + (key,))
+
+
+def replaced(data, path, value):
+    copy = node = json.loads(json.dumps(data))
+    *parents, last = path
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return copy
+
+
+def test_the_fast_decoders_answer_as_the_checked_decoding_does():
+    # from_dict decodes by decoders made once per type (tfmesos runs reads
+    # every record); _checked is the decoding that says where a value is
+    # wrong. Every value of a full record, replaced by each probe: both
+    # refuse it, or both read the same (types included: 1 is not 1.0).
+    base = every_field_set().to_dict()
+    fast_decode = schema._record_decoder(RunFile)
+    taken = refused = 0
+    for path in list(value_paths(base))[1:]:
+        for probe in PROBES:
+            data = replaced(base, path, probe)
+            try:
+                fast = fast_decode(data)
+            except schema._Mismatch:
+                fast = None
+            try:
+                checked = RunFile._checked(data, "run.json")
+            except SchemaError:
+                checked = None
+            assert (fast is None) == (checked is None), (path, probe)
+            if fast is None:
+                refused += 1
+                continue
+            taken += 1
+            assert repr(fast.to_dict()) == repr(checked.to_dict()), (path, probe)
+            assert fast == RunFile.from_dict(data)
+    assert taken > 500 and refused > 2000   # (544 and 2,268 of them)
+    # and a refused one's error still says where
+    with pytest.raises(SchemaError, match=r"^run\.json\.metrics\[0\]\.values\[1\]: expected "
+                                          r"number, got str$"):
+        RunFile.from_dict(replaced(base, ("metrics", 0, "values", 1), "x"), "run.json")

@@ -135,7 +135,7 @@ def read_previous(path: str, run_id: str, what: Optional[str] = None) -> "RunFil
         if len(text) > MAX_RECORD:
             raise ValueError("larger than %d MiB" % (MAX_RECORD >> 20))
         record = read_run_file(json.loads(text))
-    except (OSError, ValueError, SchemaError) as exc:
+    except (OSError, ValueError, SchemaError, RecursionError) as exc:   # nested too deep
         raise DetachError("cannot read %s: %s" % (what, exc)) from None
     return check_previous(record, run_id, what)
 

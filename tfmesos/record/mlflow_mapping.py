@@ -297,7 +297,7 @@ def scheduler_of(text: Optional[str]) -> Optional[Scheduler]:
         return None
     try:
         return Scheduler.from_dict(json.loads(text))
-    except (ValueError, SchemaError, TypeError):
+    except (ValueError, SchemaError, TypeError, RecursionError):   # nested past the parser's depth
         return None
 
 
