@@ -15,7 +15,12 @@ import pytest
 from policy_helpers import RealRun
 
 from tfmesos.core.events import Interrupted
-from tfmesos.core.signals import interrupt_on_signals, interrupts_queued_on
+from tfmesos.core.signals import (
+    interrupt_on_signals,
+    interruptible,
+    interrupting_only_inside,
+    interrupts_queued_on,
+)
 from tfmesos.core.spec import Job
 
 
@@ -145,3 +150,56 @@ def test_a_ctrl_c_once_the_run_is_stopped_cuts_tfruns_last_words_short_without_a
     assert capsys.readouterr().err.splitlines() == [
         "tfrun: interrupted; MLflow was not told the run's end: the MLflow run may be "
         "incomplete"]
+
+
+def test_inside_interrupting_only_inside_a_signal_interrupts_only_its_interruptible_parts():
+    events = queue.SimpleQueue()
+    with interrupting_only_inside():
+        signal.raise_signal(signal.SIGINT)         # ignored: not an interruptible part
+        signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            with interruptible():
+                signal.raise_signal(signal.SIGTERM)
+        with interruptible():                      # and a run's wait queues it, as before
+            with pytest.raises(KeyboardInterrupt):
+                with interrupts_queued_on(events):
+                    signal.raise_signal(signal.SIGINT)
+                    assert events.get_nowait() == Interrupted(signal.SIGINT)
+                    raise KeyboardInterrupt   # as the loop does, taking it
+        signal.raise_signal(signal.SIGINT)         # ignored again
+    assert events.empty()
+
+
+def finished_run(stop):
+    """A run for ``execute`` that finishes (exit code 0) and stops with ``stop``."""
+    from types import SimpleNamespace
+    record = SimpleNamespace(directory=None, hint=None, ended=lambda *_: None)
+    return SimpleNamespace(start=lambda: None, wait_ready=lambda: {"worker": ["h:1"]},
+                           wait_finished=lambda: 0, stop=stop, record=record,
+                           spec=SimpleNamespace(failover_timeout=None), mlflow=None,
+                           end_mlflow=lambda: None)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_as_tfrun_begins_to_stop_its_run_neither_escapes_nor_skips_the_stop(
+        capsys, signum):
+    """CI (a second Ctrl-C as tfrun stopped its run): the ``with
+    ignore_signals()`` around the stop was entered only after the
+    ``finally``'s first lines; a signal there escaped ``execute`` as a
+    traceback, and the run was never stopped."""
+    from tfmesos.cli.tfrun import execute
+
+    class Progress:
+        def ready(self):
+            pass
+
+        def clear(self):   # the finally's first line
+            signal.raise_signal(signum)
+
+    stops = []
+    try:
+        code = execute(finished_run(lambda: stops.append(True)), None, Progress(), advice=False)
+    except KeyboardInterrupt:   # (not let through: it would end the whole test session)
+        pytest.fail("a signal as the run began to stop escaped tfrun: a traceback")
+    assert code == 0 and stops == [True]
+    assert capsys.readouterr().err == ""

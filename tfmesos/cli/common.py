@@ -7,9 +7,15 @@ import shlex
 import sys
 
 from ..core.inputs import describe, number_error
-from ..core.signals import ignore_signals, interrupt_on_signals
+from ..core.signals import (
+    ignore_signals,
+    interrupt_on_signals,
+    interruptible,
+    interrupting_only_inside,
+)
 
 __all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals",
+           "interrupting_only_inside", "interruptible",
            "leave", "bounded", "OutputClosed", "SIGPIPE_EXIT", "quiet_on_closed_pipe",
            "output_closed"]
 

@@ -17,7 +17,8 @@ from .common import (
     SIGPIPE_EXIT,
     OutputClosed,
     ignore_signals,
-    interrupt_on_signals,
+    interruptible,
+    interrupting_only_inside,
     leave,
     quiet_on_closed_pipe,
     setup_logging,
@@ -139,22 +140,26 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     succeeded = left = False
     failed = None   # the task whose failure ended the run: its last lines, once stopped
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
-    with interrupt_on_signals():
+    # Ctrl-C (SIGINT, SIGTERM) interrupts the run and end_mlflow's wait
+    # (``interruptible``), and is ignored everywhere else in here: as the run
+    # stops, and in the lines before and after the stop.
+    with interrupting_only_inside():
         try:
-            run.start()
-            try:
-                spec = run.wait_ready()
-            except BaseException:
+            with interruptible():
+                run.start()
+                try:
+                    spec = run.wait_ready()
+                except BaseException:
+                    if progress is not None:
+                        progress.clear()
+                    raise
                 if progress is not None:
-                    progress.clear()
-                raise
-            if progress is not None:
-                progress.ready()   # from now on: the tasks' metrics
-            if advice:
-                say("cluster ready: %s" % json.dumps(spec))
-            if url_of(spec):
-                announce_when_up(url_of(spec), say, stopped=stopped)
-            code = run.wait_finished()
+                    progress.ready()   # from now on: the tasks' metrics
+                if advice:
+                    say("cluster ready: %s" % json.dumps(spec))
+                if url_of(spec):
+                    announce_when_up(url_of(spec), say, stopped=stopped)
+                code = run.wait_finished()
             succeeded = True
             return code
         except (KeyboardInterrupt, BrokenPipeError) as exc:
@@ -203,17 +208,17 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
                 print_sandbox_tail(run, failed)
                 print_tail(run, failed, show)
             # The run is stopped: a Ctrl-C from here on cuts the rest short, with
-            # a line, never a traceback (also one that comes just before
-            # end_mlflow's wait, which says so itself once it waits).
+            # a line, never a traceback (end_mlflow says so itself once it waits).
             mlflow_pending = run.mlflow is not None
             try:
-                run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
-                mlflow_pending = False
-                if not succeeded and run.record.directory:
-                    say("logs and run record: %s" % run.record.directory)
-                if advice:
-                    print_usage(run)
-                    print_metrics(run)
+                with interruptible():
+                    run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
+                    mlflow_pending = False
+                    if not succeeded and run.record.directory:
+                        say("logs and run record: %s" % run.record.directory)
+                    if advice:
+                        print_usage(run)
+                        print_metrics(run)
             except KeyboardInterrupt:
                 say("interrupted%s" % ("; MLflow was not told the run's end: the MLflow run "
                                        "may be incomplete" if mlflow_pending else ""))
@@ -340,8 +345,18 @@ def main(argv=None):
 
 def run():
     """The ``tfrun`` command: ``main``, then leave at once (``leave``); a
-    reader of its output that went away ends it quietly (``SIGPIPE_EXIT``)."""
-    leave(quiet_on_closed_pipe(main))
+    reader of its output that went away ends it quietly (``SIGPIPE_EXIT``),
+    and so does a Ctrl-C that ``execute`` does not see (before the run
+    begins, or as it leaves): 130, one line, no traceback."""
+    leave(quiet_on_closed_pipe(_main_or_interrupted))
+
+
+def _main_or_interrupted():
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("tfrun: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -8,7 +8,16 @@ main thread runs. Inside ``queue.Queue.get`` (``Condition.wait`` taking its
 lock back) that releases a lock the main thread does not hold: a
 ``RuntimeError``, or another thread's lock freed under it. So while a run
 waits for its events (``interrupts_queued_on``), the signal is put on the
-run's queue instead and the loop raises it between two events."""
+run's queue instead and the loop raises it between two events.
+
+A block that must not be cut short anywhere but where it says so
+(``interrupting_only_inside``: tfrun's run and its end) lets a signal
+interrupt only inside its ``interruptible()`` parts and ignores it
+elsewhere. Putting handlers in place is itself bytecode a signal can come
+between: a ``with ignore_signals()`` in a ``finally`` is entered only after
+the ``finally``'s first lines, so a Ctrl-C just then escaped as a
+traceback, and the run was never stopped (CI: a second Ctrl-C as tfrun
+stopped its run)."""
 
 import contextlib
 import signal
@@ -20,7 +29,8 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 if TYPE_CHECKING:
     import queue
 
-__all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals", "interrupts_queued_on"]
+__all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals", "interrupts_queued_on",
+           "interrupting_only_inside", "interruptible"]
 
 INTERRUPTING = (signal.SIGTERM, signal.SIGINT)
 
@@ -44,7 +54,20 @@ class _Queued:
 _queued_on: list[_Queued] = []   # the innermost ``interrupts_queued_on`` last
 
 
+class _Gate:
+    """An ``interrupting_only_inside`` block: whether the main thread is in
+    one of its ``interruptible()`` parts."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+
+_gates: list[_Gate] = []   # the innermost ``interrupting_only_inside`` last
+
+
 def _interrupt(signum: int, frame: Optional[FrameType]) -> None:
+    if _gates and not _gates[-1].open:
+        return      # outside the block's interruptible parts: ignored
     target = _queued_on[-1] if _queued_on else None
     if target is None or target.put:   # a second signal: the user insists
         raise KeyboardInterrupt
@@ -75,6 +98,39 @@ def interrupt_on_signals(signals: Iterable[signal.Signals] = INTERRUPTING
     first one is queued for the run's loop to raise. Main thread only,
     unless ``signals`` is empty."""
     return _handling(signals, _interrupt)
+
+
+@contextlib.contextmanager
+def interrupting_only_inside(signals: Iterable[signal.Signals] = INTERRUPTING
+                             ) -> Iterator[None]:
+    """As ``interrupt_on_signals``, but ``signals`` interrupt only inside
+    the block's ``interruptible()`` parts; elsewhere they are ignored, from
+    the block's first line to its last (no ``ignore_signals`` to enter, no
+    moment when a signal slips through). Main thread only."""
+    gate = _Gate()
+    _gates.append(gate)
+    try:
+        with _handling(signals, _interrupt):
+            yield
+    finally:
+        _gates.remove(gate)
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside an ``interrupting_only_inside`` block: a part that a signal
+    interrupts (``KeyboardInterrupt``, or queued by ``interrupts_queued_on``).
+    One that comes as it ends is raised from its ``with``, so a ``try``
+    around it catches it. Elsewhere (another thread, no such block): no-op."""
+    if not _gates or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    gate = _gates[-1]
+    was, gate.open = gate.open, True
+    try:
+        yield
+    finally:
+        gate.open = was
 
 
 def ignore_signals(signals: Iterable[signal.Signals] = INTERRUPTING
