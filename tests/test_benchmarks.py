@@ -32,3 +32,10 @@ def test_the_simulated_agents_run_every_task_to_its_end():
 def test_the_ship_benchmark_fetches_and_checks_through_the_cache():
     out = run_benchmark("ship.py", "--sizes", "1", "--tasks", "3", "--rounds", "1")
     assert "fetch+check+extract by 3 tasks" in out
+
+
+def test_the_history_benchmark_lists_and_finds_its_runs():
+    out = run_benchmark("history.py", "--runs", "12", "--rounds", "1")
+    assert "12 runs" in out   # (it fails itself when tfmesos show does not show the run)
+    assert "goal| tfmesos runs over 12 runs / parsing them" in out
+    assert "goal| tfmesos show ID among 12 runs / parsing them" in out
