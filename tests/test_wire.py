@@ -99,7 +99,8 @@ def test_fresh_nonces():
     assert wire.Channel.for_scheduler(SECRET).nonce != wire.Channel.for_scheduler(SECRET).nonce
 
 
-@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"type": 3}', b"\x80\x04\x95"])
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"type": 3}', b"\x80\x04\x95",
+                                  b"[" * 5000 + b"]" * 5000])   # past the JSON parser's depth
 def test_untyped_or_non_json_bodies_are_refused(body):
     context = wire.Context(wire.TO_SCHEDULER, NONCE, 0)
     with pytest.raises(wire.WireError):

@@ -96,7 +96,7 @@ def parse(body: bytes) -> Message:
     """A frame body's JSON object, which must have a string ``type``."""
     try:
         message = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
         raise WireError("frame body is not JSON: %s" % exc) from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise WireError("frame body is not a typed JSON object")
