@@ -71,6 +71,14 @@ def finished_run(place):
     return {"run": run}
 
 
+def deep_hooks(place):
+    """An --extra_config file nested past the JSON parser's depth."""
+    path = os.path.join(place["outside"], "hooks.json")
+    with open(path, "w") as handle:
+        handle.write("[" * 100000 + "]" * 100000)
+    return {"hooks": path}
+
+
 def dead_process():
     """The scheduler record of a process that ran here and is gone."""
     child = subprocess.Popen(["true"])
@@ -200,6 +208,8 @@ ROWS = [
           "argument --failover-timeout: must be a number above 0"),
     tfrun("failover-and-detach", ["--failover", "--detach", "-m", "127.0.0.1:1"], 2,
           "--failover and --detach both keep the run going without tfrun"),
+    tfrun("extra-config-nested-too-deep", ["-e", "{hooks}"], 2, "--extra_config ",
+          setup=deep_hooks),
     tfrun("detach-without-code", ["--detach", "-m", "127.0.0.1:1"], 2,
           "--detach runs the run's scheduler on an agent, which needs the run's code: add "
           "--ship"),

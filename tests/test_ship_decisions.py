@@ -204,6 +204,16 @@ def test_run_directories_are_never_shipped(project, tmp_path):
                                           "project/mylib/__init__.py", "project/train.py"]
 
 
+def test_a_run_json_nested_past_the_parsers_depth_is_no_run_record_and_is_shipped(project,
+                                                                                  tmp_path):
+    # A project may hold any file named run.json (a collaborator's, a data
+    # set's); one nested that deep ended tfrun --ship in a RecursionError.
+    write(project, {"data/run.json": "[" * 100000 + "]" * 100000})
+    commit(project)
+    made = packed(project, tmp_path)
+    assert "project/data/run.json" in members(made.path)
+
+
 # -- the options ------------------------------------------------------------------------------
 
 

@@ -398,7 +398,7 @@ def read_hooks(path):
     try:
         with open(path, encoding="utf-8") as handle:
             hooks = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:   # (nested past the parser's depth)
         raise SpecError("--extra_config %s: %s" % (path, exc)) from None
     if not isinstance(hooks, dict) or set(hooks) - {"initializer", "finalizer"} \
             or not all(isinstance(v, str) for v in hooks.values()):

@@ -259,7 +259,7 @@ def _is_run_record(path):
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):   # (nested past the parser's depth)
         return False
     # record/schema.py: version 2 says schema_version, version 1 "format": 1.
     return isinstance(data, dict) and "run_id" in data and "tasks" in data \
