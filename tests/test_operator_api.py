@@ -157,6 +157,19 @@ def test_get_roles_lists_each_role_with_its_frameworks_and_resources(make_local_
     assert amounts["cpus"] >= 0.5 and amounts["mem"] >= 64
 
 
+def test_a_number_given_as_a_string_nested_past_the_parsers_depth_is_a_400(make_local_master):
+    # stout parses a number from a string (as "3" for 3); one that is "[[[..."
+    # 5,000 deep ended the handler in a RecursionError: the connection closed
+    # with no answer, a traceback in the master's process (tfrun's stderr).
+    master = make_local_master(strict=False)   # as tfrun's: Mesos' tolerant parsing
+    reply = operator(master, {"type": "SUBSCRIBE", "subscribe": {"framework_info": {
+        "user": "nobody", "name": "deep", "failover_timeout": "[" * 5000 + "]" * 5000}}},
+        path="/api/v1/scheduler")
+    assert reply.status_code == 400
+    assert reply.text.startswith("Failed to convert JSON into Call protobuf: ")
+    assert "as a JSON number for field 'failover_timeout'" in reply.text
+
+
 def test_set_logging_level_holds_for_its_duration(make_local_master):
     master = make_local_master()
     logger = logging.getLogger("mesos_local")

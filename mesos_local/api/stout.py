@@ -206,7 +206,7 @@ def _from_string(item, path, name, what, deviations):
     text = item.strip()
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):   # RecursionError: "[[[...": no number either
         value = None
     if what == "a number" and text in ("Infinity", "-Infinity"):
         value = float(text)
