@@ -94,6 +94,34 @@ def assert_every_attempt_ended(record):
                                       "stopped by cluster()"), last
 
 
+def test_a_second_ctrl_c_as_the_block_s_run_stops_waits_for_the_stop(tmp_path, monkeypatch):
+    """A Ctrl-C ends the caller's block; a second one as cluster() stops the
+    run cut the stop short: run.json said the run was still running and
+    its tasks outlived the caller by seconds. It now comes after the stop."""
+    import signal
+
+    from tfmesos.core.launch import ClusterRun
+    real_stop = ClusterRun.stop
+
+    def stop_with_a_second_ctrl_c(self):
+        signal.raise_signal(signal.SIGINT)   # the user presses Ctrl-C again
+        real_stop(self)
+
+    monkeypatch.setattr(ClusterRun, "stop", stop_with_a_second_ctrl_c)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)   # Ctrl-C as in a script
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with cluster([dict(name="worker", num=1, **SMALL)], master="local",
+                         run_dir=str(tmp_path / "run")):
+                raise KeyboardInterrupt   # the first Ctrl-C, in the caller's block
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
+    record = run_json(tmp_path / "run")
+    assert record["outcome"]["status"] == "interrupted"
+    assert_every_attempt_ended(record)
+
+
 def test_a_run_that_ends_well_ends_every_attempt(tmp_path):
     with cluster([dict(name="worker", num=2, **SMALL)], master="local",
                  run_dir=str(tmp_path / "run")) as c:

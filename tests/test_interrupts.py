@@ -16,6 +16,7 @@ from policy_helpers import RealRun
 
 from tfmesos.core.events import Interrupted
 from tfmesos.core.signals import (
+    deferring_signals,
     interrupt_on_signals,
     interruptible,
     interrupting_only_inside,
@@ -203,3 +204,23 @@ def test_a_signal_as_tfrun_begins_to_stop_its_run_neither_escapes_nor_skips_the_
         pytest.fail("a signal as the run began to stop escaped tfrun: a traceback")
     assert code == 0 and stops == [True]
     assert capsys.readouterr().err == ""
+
+
+def test_deferred_signals_reach_their_handlers_once_the_block_ends():
+    got = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        with deferring_signals():
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)   # the same signal twice: once after
+            let_handlers_run()
+            assert got == []
+        assert got == [signal.SIGTERM]
+        with pytest.raises(KeyboardInterrupt):    # Python's own Ctrl-C, after the block
+            with deferring_signals():
+                signal.raise_signal(signal.SIGINT)
+                let_handlers_run()
+                got.append("block ended")
+        assert got == [signal.SIGTERM, "block ended"]
+    finally:
+        signal.signal(signal.SIGTERM, before)

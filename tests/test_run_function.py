@@ -59,6 +59,38 @@ def test_returns_worker_0s_value_and_every_task_has_its_tf_config(tmp_path):
                                                    "tfmesos.run(where_am_i)")
 
 
+def test_a_second_ctrl_c_as_run_stops_its_run_waits_for_the_stop(tmp_path, monkeypatch):
+    """As cluster()'s (test_cluster): a Ctrl-C interrupts run()'s wait, a
+    second one as the run stops used to cut the stop short (run.json said
+    running, the tasks outlived the caller); it now comes after the stop."""
+    import signal
+
+    from tfmesos.core.launch import ClusterRun
+    real_stop = ClusterRun.stop
+
+    def interrupted(self):
+        raise KeyboardInterrupt   # the first Ctrl-C, in run()'s wait
+
+    def stop_with_a_second_ctrl_c(self):
+        signal.raise_signal(signal.SIGINT)
+        real_stop(self)
+
+    monkeypatch.setattr(ClusterRun, "wait_finished", interrupted)
+    monkeypatch.setattr(ClusterRun, "stop", stop_with_a_second_ctrl_c)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)   # Ctrl-C as in a script
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tfmesos.run(where_am_i, 1, workers=1, ship=None, run_dir=str(tmp_path / "run"),
+                        **SMALL)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert record["outcome"]["status"] == "interrupted"
+    assert all(task["state"] in ("TASK_KILLED", "TASK_FINISHED", "TASK_FAILED")
+               for task in record["tasks"]), record["tasks"]
+
+
 def test_with_a_chief_the_chief_returns(tmp_path):
     value = tfmesos.run(where_am_i, 0, workers=1, chief=True, ship=None,
                         run_dir=str(tmp_path / "run"), **SMALL).value

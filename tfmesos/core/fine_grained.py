@@ -20,6 +20,7 @@ from .events import TaskMetrics
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
+from .signals import deferring_signals
 from .spec import AUTO, STICKY_TIMEOUT, JobsGiven, RunSpec, parse_jobs
 from .spec_fields import pairs
 
@@ -311,13 +312,15 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
             raise
         raise worded from None
     finally:
-        task_metrics.record_locally(previous)
-        metrics.flush()   # recorded by the stop with what else is queued
-        run.stop()
-        if watcher is not None:
-            watcher.join(5)
-        if run.record.directory and run.record.outcome_status != "succeeded":
-            logger.warning("logs and run record: %s", run.record.directory)
+        # A second Ctrl-C (the first ended the block) waits for the stop.
+        with deferring_signals():
+            task_metrics.record_locally(previous)
+            metrics.flush()   # recorded by the stop with what else is queued
+            run.stop()
+            if watcher is not None:
+                watcher.join(5)
+            if run.record.directory and run.record.outcome_status != "succeeded":
+                logger.warning("logs and run record: %s", run.record.directory)
     if run.failure is not None:
         raise run.failure
 

@@ -37,6 +37,7 @@ from .function_output import Printer, logs_choice, say
 from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
 from .run_result import RunResult
+from .signals import deferring_signals
 from .spec import AUTO, Job, RunSpec, parse_jobs
 from .spec_fields import pairs
 
@@ -344,12 +345,14 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
         run.record.ended(exc, run.phase)
         raise
     finally:
-        try:
-            run.stop()
-        finally:
-            printer.close()
-            if run.record.directory and run.record.outcome_status != "succeeded":
-                say("logs and run record: %s" % run.record.directory)
+        # A second Ctrl-C (the first interrupted the wait) waits for the stop.
+        with deferring_signals():
+            try:
+                run.stop()
+            finally:
+                printer.close()
+                if run.record.directory and run.record.outcome_status != "succeeded":
+                    say("logs and run record: %s" % run.record.directory)
 
 
 def returning_slot(run: "ClusterRun") -> "TaskSlot":

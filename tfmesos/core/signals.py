@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import queue
 
 __all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals", "interrupts_queued_on",
-           "interrupting_only_inside", "interruptible"]
+           "interrupting_only_inside", "interruptible", "deferring_signals"]
 
 INTERRUPTING = (signal.SIGTERM, signal.SIGINT)
 
@@ -131,6 +131,29 @@ def interruptible() -> Iterator[None]:
         yield
     finally:
         gate.open = was
+
+
+@contextlib.contextmanager
+def deferring_signals(signals: Iterable[signal.Signals] = INTERRUPTING) -> Iterator[None]:
+    """Inside the block, ``signals`` wait: each that comes is delivered again
+    once the block ends, to whatever handled it before (the caller's
+    handler, Python's ``KeyboardInterrupt``, the default action). For the
+    cleanup of a run in a caller's process (``cluster()``, ``run()``): a
+    second Ctrl-C as the run stops must not cut the stop short, and a
+    SIGTERM must not be lost. Main thread only; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def hold(signum: int, frame: Optional[FrameType]) -> None:
+        if signum not in came:
+            came.append(signum)
+
+    with _handling(signals, hold):
+        yield
+    for signum in came:
+        signal.raise_signal(signum)
 
 
 def ignore_signals(signals: Iterable[signal.Signals] = INTERRUPTING
