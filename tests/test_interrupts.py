@@ -224,3 +224,23 @@ def test_deferred_signals_reach_their_handlers_once_the_block_ends():
         assert got == [signal.SIGTERM, "block ended"]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_signal_whose_handler_was_not_installed_from_python_is_not_deferred(monkeypatch):
+    # signal.getsignal says None for a handler a C library installed: it
+    # could not be put back after the block, and the signal would be held
+    # for good; it is left to that handler.
+    got = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        real = signal.getsignal
+        monkeypatch.setattr(signal, "getsignal",
+                            lambda sig: None if sig == signal.SIGTERM else real(sig))
+        with deferring_signals():
+            signal.raise_signal(signal.SIGTERM)
+            let_handlers_run()
+            assert got == [signal.SIGTERM]   # at once, not after the block
+        monkeypatch.undo()
+        assert signal.getsignal(signal.SIGTERM) is not None and got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)

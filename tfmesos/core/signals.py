@@ -150,7 +150,9 @@ def deferring_signals(signals: Iterable[signal.Signals] = INTERRUPTING) -> Itera
         if signum not in came:
             came.append(signum)
 
-    with _handling(signals, hold):
+    # One whose handler was not installed from Python (None) could not be put
+    # back, and would be held for good: it is left as it is.
+    with _handling([sig for sig in signals if signal.getsignal(sig) is not None], hold):
         yield
     for signum in came:
         signal.raise_signal(signum)
