@@ -56,8 +56,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "tfrun = tfmesos.cli.tfrun:run",
-            "tfmesos = tfmesos.cli.main:main",
+            "tfrun = tfmesos.cli:tfrun_script",
+            "tfmesos = tfmesos.cli:tfmesos_script",
             # The embedded Mesos master on its own, for any framework's tests.
             "mesos-local = mesos_local.command_line:main",
         ],

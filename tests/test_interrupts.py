@@ -8,6 +8,9 @@ under it; CI saw a tfrun that SIGINT left hanging.)"""
 import os
 import queue
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -244,3 +247,31 @@ def test_a_signal_whose_handler_was_not_installed_from_python_is_not_deferred(mo
         assert signal.getsignal(signal.SIGTERM) is not None and got == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("script, module", [("tfrun_script", "tfmesos.cli.tfrun_options"),
+                                            ("tfmesos_script", "tfmesos.cli.runs")])
+def test_a_ctrl_c_while_a_command_loads_its_modules_is_one_line_and_130(script, module):
+    """The console scripts (``tfmesos.cli.*_script``): a Ctrl-C as the
+    command's modules load (its first ~60 ms, before any handler of its
+    own) ended it with a KeyboardInterrupt traceback."""
+    code = textwrap.dedent("""
+        import signal, sys
+
+        class CtrlC:   # a Ctrl-C as MODULE loads
+            def find_spec(self, name, path=None, target=None):
+                if name == "MODULE":
+                    signal.raise_signal(signal.SIGINT)
+                return None
+
+        sys.meta_path.insert(0, CtrlC())
+        from tfmesos.cli import SCRIPT
+        sys.argv = ["NAME", "runs"] if "NAME" == "tfmesos" else ["NAME", "-w", "1", "--", "true"]
+        sys.exit(SCRIPT())
+        """).replace("MODULE", module).replace("SCRIPT", script).replace(
+            "NAME", script.split("_")[0])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=dict(os.environ, MESOS_MASTER=""))
+    assert (result.returncode, result.stderr) == (
+        130, "%s: interrupted\n" % script.split("_")[0]), result.stderr
+

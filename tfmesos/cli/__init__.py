@@ -3,4 +3,33 @@
 ``docker_wrapper``), the status line while a run forms (``progress``) and
 ``tfrun --tensorboard`` (``tensorboard``), a run's default name
 (``run_name``). A thin boundary: one-line errors, exit codes, no
-abbreviated options (``common``)."""
+abbreviated options (``common``). The console scripts are ``tfrun_script``
+and ``tfmesos_script`` here, which load the command's modules only once
+a Ctrl-C meanwhile would end it in one line."""
+
+import importlib
+import os
+import sys
+
+
+def _script(module: str, function: str, name: str) -> object:
+    """The console script ``name``: ``module.function()``, where a Ctrl-C
+    that the command does not handle itself, above all one while its modules
+    load (its first tens of ms), ends it with one line and 130, not a
+    traceback."""
+    try:
+        return getattr(importlib.import_module(module, __name__), function)()
+    except KeyboardInterrupt:
+        sys.stderr.write("%s: interrupted\n" % name)
+        sys.stderr.flush()
+        os._exit(130)
+
+
+def tfrun_script() -> object:
+    """The ``tfrun`` script (``tfrun.run``)."""
+    return _script(".tfrun", "run", "tfrun")
+
+
+def tfmesos_script() -> object:
+    """The ``tfmesos`` script (``main.main``)."""
+    return _script(".main", "main", "tfmesos")
