@@ -4,8 +4,9 @@
 ``tfrun --tensorboard`` (``tensorboard``), a run's default name
 (``run_name``). A thin boundary: one-line errors, exit codes, no
 abbreviated options (``common``). The console scripts are ``tfrun_script``
-and ``tfmesos_script`` here, which load the command's modules only once
-a Ctrl-C meanwhile would end it in one line."""
+and ``tfmesos_script`` here: they import and run the command inside one
+``try``, so a Ctrl-C it does not handle, even one while its modules load,
+ends it in one line."""
 
 import importlib
 import os
