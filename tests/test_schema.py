@@ -14,7 +14,7 @@ import pytest
 from run_dirs import FORMAT_1, at, load_schema, validate_run_json
 from tfrun_helpers import REPO, run_tfrun
 
-from tfmesos.record import json_schema, schema
+from tfmesos.record import json_schema, record_codec, schema
 from tfmesos.record.schema import (
     Attempt,
     CgroupUsage,
@@ -263,14 +263,14 @@ def test_the_fast_decoders_answer_as_the_checked_decoding_does():
     # wrong. Every value of a full record, replaced by each probe: both
     # refuse it, or both read the same (types included: 1 is not 1.0).
     base = every_field_set().to_dict()
-    fast_decode = schema._record_decoder(RunFile)
+    fast_decode = record_codec._record_decoder(RunFile)
     taken = refused = 0
     for path in list(value_paths(base))[1:]:
         for probe in PROBES:
             data = replaced(base, path, probe)
             try:
                 fast = fast_decode(data)
-            except schema._Mismatch:
+            except record_codec._Mismatch:
                 fast = None
             try:
                 checked = RunFile._checked(data, "run.json")

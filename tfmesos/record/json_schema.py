@@ -10,17 +10,8 @@ import sys
 import typing
 from typing import Any
 
-from .schema import (
-    JSON_TYPES,
-    SCHEMA_DIALECT,
-    TIME_PATTERN,
-    Record,
-    RunFile,
-    Time,
-    TypeForm,
-    field_types,
-    optional_of,
-)
+from .record_codec import JSON_TYPES, Record, TypeForm, field_types, optional_of
+from .schema import SCHEMA_DIALECT, TIME_PATTERN, RunFile, Time
 
 
 def _type_schema(kind: TypeForm, defs: dict[str, Any]) -> dict[str, Any]:

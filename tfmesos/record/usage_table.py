@@ -35,7 +35,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, TypeVar
 
 from .hints import resource_flag
-from .schema import CgroupUsage, Record, RunFile, Sample, Task, Usage, field_types
+from .record_codec import Record, field_types
+from .schema import CgroupUsage, RunFile, Sample, Task, Usage
 
 OVER = "+"       # marks an average above the task's cpus (``over``)
 HIGH = 0.90      # of mem: close to being killed
