@@ -16,7 +16,7 @@ from tfrun_helpers import REPO
 ALLOWED = {"tfmesos", "tfmesos.lazy_exports", "tfmesos.protocol", "tfmesos.protocol.wire",
            "tfmesos.protocol.hmac_sha256",
            "tfmesos.protocol.hostport", "tfmesos.protocol.task_env",
-           "tfmesos.protocol.metric_points"}
+           "tfmesos.protocol.metric_points", "tfmesos.protocol.json_documents"}
 PROBE = ("import json, sys; before = set(sys.modules); import tfmesos.task.__main__; "
          "print(json.dumps(sorted(set(sys.modules) - before)))")
 

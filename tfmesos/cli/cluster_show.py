@@ -12,11 +12,11 @@ shown (its framework, state and tasks), and where the record is.
 """
 
 import datetime
-import json
 import time
 
 from ..exceptions import TFMesosError
 from ..mesos.agent_files import AgentFiles, AgentFilesError, agent_base_urls, task_sandbox
+from ..protocol import json_documents
 from ..protocol import labels as run_labels
 from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
 from ..record.history import Run
@@ -118,8 +118,8 @@ def read_record(base_url, sandbox, where, auth=None):
     finally:
         agent.close()
     try:
-        return read_run_file(json.loads(text))
-    except (ValueError, RecursionError, SchemaError) as exc:
+        return read_run_file(json_documents.loads(text))
+    except (ValueError, SchemaError) as exc:
         message = " ".join(str(exc).split())[:200]
         raise TFMesosError("%s is not a run record: %s" % (where, message)) from None
 

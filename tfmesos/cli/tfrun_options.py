@@ -4,7 +4,6 @@ and whose output: ``tfrun_jobs``; what is checked before anything starts:
 ``tfrun_checks``."""
 
 import argparse
-import json
 import os
 import shlex
 
@@ -25,6 +24,7 @@ from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec
 from ..core.spec_fields import pairs
 from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
 from ..exceptions import SpecError
+from ..protocol import json_documents
 from .common import (
     CommandParser,
     bounded,
@@ -397,8 +397,8 @@ def read_hooks(path):
         return {}
     try:
         with open(path, encoding="utf-8") as handle:
-            hooks = json.load(handle)
-    except (OSError, ValueError, RecursionError) as exc:   # (nested past the parser's depth)
+            hooks = json_documents.load(handle)
+    except (OSError, ValueError) as exc:
         raise SpecError("--extra_config %s: %s" % (path, exc)) from None
     if not isinstance(hooks, dict) or set(hooks) - {"initializer", "finalizer"} \
             or not all(isinstance(v, str) for v in hooks.values()):

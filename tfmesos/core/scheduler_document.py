@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
+from ..protocol import json_documents
 from .identity import IdentityError, RunIdentity, unseal
 from .spec import RunSpec
 from .spec_codec import spec_to_dict
@@ -134,8 +135,8 @@ def read_previous(path: str, run_id: str, what: Optional[str] = None) -> "RunFil
             text = handle.read(MAX_RECORD + 1)
         if len(text) > MAX_RECORD:
             raise ValueError("larger than %d MiB" % (MAX_RECORD >> 20))
-        record = read_run_file(json.loads(text))
-    except (OSError, ValueError, SchemaError, RecursionError) as exc:   # nested too deep
+        record = read_run_file(json_documents.loads(text))
+    except (OSError, ValueError, SchemaError) as exc:
         raise DetachError("cannot read %s: %s" % (what, exc)) from None
     return check_previous(record, run_id, what)
 

@@ -26,6 +26,7 @@ import socket
 import struct
 import time
 
+from . import json_documents
 from .hmac_sha256 import compare_digest, hmac_sha256
 
 # typing is for the checkers only (mypy takes TYPE_CHECKING as true): the task
@@ -95,8 +96,8 @@ def decode(secret: bytes, context: Context, payload: bytes) -> Message:
 def parse(body: bytes) -> Message:
     """A frame body's JSON object, which must have a string ``type``."""
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError) as exc:   # RecursionError: nested past the parser's depth
+        message = json_documents.loads(body)
+    except ValueError as exc:
         raise WireError("frame body is not JSON: %s" % exc) from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise WireError("frame body is not a typed JSON object")

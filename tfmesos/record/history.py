@@ -10,13 +10,13 @@ pruning never follows a symbolic link.
 """
 
 import datetime
-import json
 import os
 import shutil
 from collections.abc import Iterator
 from typing import Callable, Optional
 
 from ..exceptions import TFMesosError
+from ..protocol import json_documents
 from .liveness import gone
 from .outcomes import outcome_text
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
@@ -34,10 +34,10 @@ def parse(directory: str) -> object:
     path = os.path.join(directory, RUN_JSON)
     try:
         with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+            return json_documents.load(handle)
     except OSError as exc:
         raise HistoryError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
 
 

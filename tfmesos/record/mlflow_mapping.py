@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Callable, Optional, Union
 
 from ..exceptions import SpecError
+from ..protocol import json_documents
 from .metric_series import MAX_PER_TASK, MAX_SERIES, Point
 from .schema import RunFile, Scheduler, SchemaError
 from .times import parse_time
@@ -296,8 +297,8 @@ def scheduler_of(text: Optional[str]) -> Optional[Scheduler]:
     if not text:
         return None
     try:
-        return Scheduler.from_dict(json.loads(text))
-    except (ValueError, SchemaError, TypeError, RecursionError):   # nested past the parser's depth
+        return Scheduler.from_dict(json_documents.loads(text))
+    except (ValueError, SchemaError, TypeError):
         return None
 
 

@@ -25,13 +25,13 @@ Likely secrets (``likely_secrets``) are refused, naming them, unless
 
 import dataclasses
 import fnmatch
-import json
 import os
 import posixpath
 import subprocess
 from typing import Optional
 
 from ..exceptions import TFMesosError
+from ..protocol import json_documents
 from .likely_secrets import likely_secret
 
 ALWAYS_EXCLUDED = ("tfmesos-runs",)
@@ -258,8 +258,8 @@ def _run_directories(directory, listed):
 def _is_run_record(path):
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError, RecursionError):   # (nested past the parser's depth)
+            data = json_documents.load(handle)
+    except (OSError, ValueError):
         return False
     # record/schema.py: version 2 says schema_version, version 1 "format": 1.
     return isinstance(data, dict) and "run_id" in data and "tasks" in data \

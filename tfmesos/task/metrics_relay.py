@@ -17,7 +17,6 @@ at most every ``FLUSH_INTERVAL`` seconds.
 """
 
 import binascii
-import json
 import os
 import socket
 import stat
@@ -25,7 +24,7 @@ import sys
 import threading
 import time
 
-from ..protocol import wire
+from ..protocol import json_documents, wire
 from ..protocol.metric_points import MAX_DATAGRAM, Batcher, parse_point
 
 MAX_PATH = 100           # bytes of a unix socket's path (108 with the final NUL)
@@ -178,8 +177,8 @@ class MetricsRelay:
         if not data:
             return      # close()'s wake-up (or an empty datagram: nothing to take)
         try:
-            point = parse_point(json.loads(data)) if len(data) <= MAX_DATAGRAM else None
-        except (ValueError, RecursionError):   # not JSON, or "[[[[..." nested past the stack
+            point = parse_point(json_documents.loads(data)) if len(data) <= MAX_DATAGRAM else None
+        except ValueError:   # not JSON, or "[[[[..." nested past the parser's depth
             point = None
         if point is None:
             self.malformed += 1

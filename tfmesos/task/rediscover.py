@@ -20,13 +20,12 @@ master): the task entry's import stays small (tests/test_task_package.py).
 """
 
 import http.client
-import json
 import socket
 import threading
 import time
 import urllib.parse
 
-from ..protocol import labels
+from ..protocol import json_documents, labels
 
 TIMEOUT = 5.0               # seconds per question, redirects included
 MAX_BODY = 1 << 20          # bytes of an answer read
@@ -198,8 +197,8 @@ class Rediscovery:
                 continue
             url, body = reply
             try:
-                answer = json.loads(body)
-            except (ValueError, RecursionError):   # not JSON; nested too deep
+                answer = json_documents.loads(body)
+            except ValueError:   # not JSON
                 return None
             path = urllib.parse.urlsplit(url).path
             if url != base + query and path.endswith(ENDPOINT):
