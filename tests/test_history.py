@@ -436,3 +436,29 @@ def test_a_run_json_nested_past_the_parsers_depth_is_skipped_not_a_traceback(
     assert code == 0 and "ab000001" in out and err == ""
     code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
     assert code == 0 and "removed 1 run" in out and err == ""
+
+
+def test_a_real_run_s_record_is_found_by_its_id_and_decoded_as_the_checked_reading_does(
+        tmp_path, monkeypatch):
+    """Where the writer (tfrun's RunRecord) meets the readers: a real run's
+    run.json, with a task's usage and metrics, found by a prefix of its id
+    (find_run's look at the JSON before decoding) and read by the fast
+    decoders exactly as the checked reading reads it."""
+    from tfmesos.record import record_codec
+    from tfmesos.record.schema import RunFile
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(runs))
+    code = "import tfmesos; [tfmesos.log_metrics(step=s, loss=1.0 / (s + 1)) for s in range(5)]"
+    with start_tfrun("-q", "-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "128", "--",
+                     sys.executable, "-c", code,
+                     env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=str(runs))) as tfrun:
+        assert tfrun.wait(120) == 0, tfrun.stderr.read()
+    [directory] = os.listdir(runs)
+    with open(runs / directory / "run.json", encoding="utf-8") as handle:
+        data = json.load(handle)
+    assert data["metrics"] and data["tasks"][0]["attempts"][0]["usage"]
+    fast = record_codec._record_decoder(RunFile)(data)
+    assert repr(fast.to_dict()) == repr(RunFile._checked(data, "run.json").to_dict())
+    shown = subprocess.run(TFMESOS + ["show", data["run_id"][:5]], capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, TFMESOS_RUNS_DIR=str(runs)))
+    assert shown.returncode == 0 and data["run_id"] in shown.stdout, shown.stderr
