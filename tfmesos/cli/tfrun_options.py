@@ -24,7 +24,6 @@ from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec
 from ..core.spec_fields import pairs
 from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
 from ..exceptions import SpecError
-from ..protocol import json_documents
 from .common import (
     CommandParser,
     bounded,
@@ -395,6 +394,7 @@ def command_string(words):
 def read_hooks(path):
     if not path:
         return {}
+    from ..protocol import json_documents  # (an --extra_config run only: not on tfrun's start)
     try:
         with open(path, encoding="utf-8") as handle:
             hooks = json_documents.load(handle)
