@@ -313,3 +313,44 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path):
     assert result.stderr.splitlines()[-1].startswith(
         "tfrun: error: --run-dir %s: cannot create it (Not a directory)"
         % (tmp_path / "file" / "run"))
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs with no byte left (root: mount), unmounted after."""
+    place = tmp_path / "full"
+    place.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs",
+                              str(place)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % mounted.stderr.strip())
+    try:
+        descriptor = os.open(place / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(descriptor, b"\0" * 4096):
+                pass
+        except OSError:   # ENOSPC
+            pass
+        finally:
+            os.close(descriptor)
+        yield place
+    finally:
+        subprocess.run(["umount", "-l", str(place)], check=True)
+
+
+def test_a_full_disk_under_the_run_directory_is_one_warning_and_the_run_goes_on(full_disk):
+    runs = full_disk / "runs"
+    result = run_tfrun("-w", "2", "-s", "0", *TINY, "--", "echo {job_name}:{task_index} out",
+                       env={"TFMESOS_RUNS_DIR": str(runs)}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["[worker:0] worker:0 out",
+                                                  "[worker:1] worker:1 out"]
+    [run_dir] = list(runs.iterdir())
+    warned = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1, result.stderr
+    assert warned == ["tfrun: warning: cannot write %s in %s: No space left on device; the run "
+                      "goes on, but its record and task logs there may stay incomplete"
+                      % (warned[0].split()[4], run_dir)], result.stderr
+    assert "Traceback" not in result.stderr
+    assert ".run.json.tmp" not in os.listdir(run_dir)   # no half-written record left
+    assert_no_task_processes()

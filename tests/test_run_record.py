@@ -408,3 +408,33 @@ def test_the_reason_of_a_failed_run_reads_its_outcome_not_the_whole_record(tmp_p
     monkeypatch.setattr(RunFile, "from_dict", whole)
     assert reason_line(record) == "worker:0: ValueError: boom"
     assert reason_line(make_record(tmp_path / "succeeded")) is None
+
+
+def test_a_run_directory_that_cannot_be_written_is_said_once_and_fails_nothing(tmp_path, caplog):
+    # run.json's place taken by a directory: every save fails, as on a full disk
+    (tmp_path / "run.json").mkdir()
+    with caplog.at_level("WARNING", logger="tfmesos.record.run_record"):
+        record = make_record(tmp_path)
+        record.save()
+        record.output("t-worker:0", "stdout", "a line\n")
+        record.output("t-worker:1", "stdout", "a line\n")
+        record.save()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == ["warning: cannot write run.json in %s: Is a directory; the run goes on, "
+                      "but its record and task logs there may stay incomplete" % tmp_path]
+    assert record.unwritable.startswith("cannot write run.json in ")
+    assert not (tmp_path / ".run.json.tmp").exists()        # no half-written file left
+    assert (tmp_path / "worker.1.stdout").read_text() == "a line\n"   # the rest is written
+
+
+def test_a_task_log_that_cannot_be_written_is_said_once(tmp_path, caplog):
+    (tmp_path / "worker.0.stdout").mkdir()
+    with caplog.at_level("WARNING", logger="tfmesos.record.run_record"):
+        record = make_record(tmp_path)
+        record.output("t-worker:0", "stdout", "a line\n")
+        record.output("t-worker:0", "stdout", "another\n")
+        record.save()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and warned[0].startswith(
+        "warning: cannot write worker.0.stdout in %s: Is a directory" % tmp_path)
+    assert saved(record)["tasks"][0]["name"] == "ps:0"     # run.json is written all the same

@@ -65,10 +65,11 @@ def run_json_text(document: Mapping[str, object]) -> str:
     return "{\n " + ",\n ".join(fields) + "\n}"
 
 
-def write_run_json(directory: str, text: str) -> None:
+def write_run_json(directory: str, text: str) -> Optional[OSError]:
     """``text`` as ``directory``'s run.json, atomically (a temporary file,
-    then a rename); a failure is ignored: the record is a help, not a
-    reason to fail the run."""
+    then a rename); the OSError of a failure (a full disk), or None: the
+    record is a help, not a reason to fail the run. A failed write leaves
+    no temporary file behind (and the run.json before it as it was)."""
     temporary = os.path.join(directory, ".run.json.tmp")
     try:
         with contextlib.suppress(FileNotFoundError):
@@ -76,5 +77,8 @@ def write_run_json(directory: str, text: str) -> None:
         with open(create_private(temporary), "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
         os.replace(temporary, os.path.join(directory, "run.json"))
-    except OSError:
-        pass
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        return exc
+    return None

@@ -15,6 +15,7 @@
 
 import contextlib
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -54,6 +55,8 @@ from .times import parse_timestamp, timestamp
 if TYPE_CHECKING:
     from addict import Dict
 
+log = logging.getLogger(__name__)
+
 
 class RunRecord:
     """The record of one run, kept in memory (a ``schema.RunFile``) and, with
@@ -80,7 +83,10 @@ class RunRecord:
         self._restart = 0      # the whole restart new attempts belong to
         self._tasks = {task.name: task for task in self._run.tasks}
         self._attempts = AttemptBook(self._run.mode)
-        self._logs = TaskLogs(directory, self._lock)
+        # The first file of the run directory that could not be written
+        # (a full disk): said once, as a warning; the run goes on.
+        self.unwritable: Optional[str] = None
+        self._logs = TaskLogs(directory, self._lock, on_failure=self._unwritten)
         self._dirty, self._pace = True, SavePace()
         if directory is not None:
             try:
@@ -399,7 +405,9 @@ class RunRecord:
             self._create_logs()
             text = run_json_text(self._run.to_dict())
             self._dirty = False
-            write_run_json(self.directory, text)
+            failure = write_run_json(self.directory, text)
+            if failure is not None:
+                self._unwritten("run.json", failure)
         self._pace.saved(began)
 
     @property
@@ -427,6 +435,16 @@ class RunRecord:
         return RunFile.from_dict(self.snapshot())
 
     # -- helpers ----------------------------------------------------------
+
+    def _unwritten(self, name: str, exc: OSError) -> None:
+        """A file of the run directory could not be written: the first one
+        is said (``tfrun: warning: ...``), none after it."""
+        if self.unwritable is not None:
+            return
+        self.unwritable = "cannot write %s in %s: %s" % (name, self.directory,
+                                                         exc.strerror or exc)
+        log.warning("warning: %s; the run goes on, but its record and task logs there may "
+                    "stay incomplete", self.unwritable)
 
     def _create_logs(self) -> None:
         """Every forwarding attempt has both files, empty until output comes."""

@@ -5,7 +5,7 @@ output is its user's alone."""
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Optional
 
 from .run_dirs import create_private
@@ -30,12 +30,16 @@ OPEN_FILES = 32
 
 class TaskLogs:
     """The log files of a run directory (``directory`` None: none), written
-    under the record's ``lock``; at most ``open_files`` open at once."""
+    under the record's ``lock``; at most ``open_files`` open at once. A file
+    that cannot be written (a full disk) fails nothing: ``on_failure`` is
+    told (the file's name, the OSError), under the lock."""
 
     def __init__(self, directory: Optional[str], lock: contextlib.AbstractContextManager[object],
-                 open_files: int = OPEN_FILES) -> None:
+                 open_files: int = OPEN_FILES,
+                 on_failure: Optional[Callable[[str, OSError], None]] = None) -> None:
         self.directory = directory
         self._lock = lock
+        self._on_failure = on_failure
         self._open_files = max(1, open_files)
         self._created: set[str] = set()   # log files created by this run
         self._files: dict[str, IO[str]] = {}   # name -> open log file, least recently written first
@@ -59,8 +63,8 @@ class TaskLogs:
                 self._files[name] = handle
                 handle.write(text)
                 handle.flush()
-            except OSError:
-                pass   # a full disk must not fail the run
+            except OSError as exc:   # a full disk must not fail the run
+                self._failed(name, exc)
 
     def adopt(self, names: Iterable[str]) -> None:
         """Files a scheduler before this one wrote (``tfmesos attach``): appended to."""
@@ -78,9 +82,14 @@ class TaskLogs:
                     continue
                 try:
                     os.close(create_private(os.path.join(self.directory, name)))
-                except OSError:
-                    continue   # as write's: the record is a help
+                except OSError as exc:   # as write's: the record is a help
+                    self._failed(name, exc)
+                    continue
                 self._created.add(name)
+
+    def _failed(self, name: str, exc: OSError) -> None:
+        if self._on_failure is not None:
+            self._on_failure(name, exc)
 
     def close(self) -> None:
         with self._lock:
