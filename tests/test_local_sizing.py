@@ -4,6 +4,7 @@ a port window with a port for every task (and worker 0's coordinator),
 room for relaunches, at least the 101 ports two small runs draw from."""
 
 import collections
+import socket
 
 import pytest
 
@@ -19,8 +20,13 @@ def default_ports(monkeypatch):
 
 
 def window(agent):
-    [(low, high)] = agent.ports
-    return low, high
+    """The window the agent's ports were drawn from: its first and last port
+    (the ports something on this machine holds are left out of it)."""
+    return agent.ports[0][0], agent.ports[-1][1]
+
+
+def count(ranges):
+    return sum(high - low + 1 for low, high in ranges)
 
 
 @pytest.mark.parametrize("tasks", [1, 3, 100, 210, 1000])
@@ -28,9 +34,11 @@ def test_the_port_window_holds_every_task_and_a_relaunch_of_each(tasks):
     jobs = [Job("ps", 1, 0.1, 32, 0), Job("worker", tasks - 1, 0.1, 32, 0)] if tasks > 1 \
         else [Job("worker", 1, 0.1, 32, 0)]
     for _ in range(20):   # a random window each time: each inside 20000-30999
-        low, high = window(sizing.local_agent(jobs))
+        agent = sizing.local_agent(jobs)
+        low, high = window(agent)
         assert high - low + 1 >= max(101, 2 * tasks + 1)
         assert 20000 <= low and high <= 30999
+        assert count(agent.ports) >= tasks + 1
 
 
 def test_two_small_runs_draw_from_many_windows():
@@ -56,3 +64,52 @@ def test_tfmesos_local_ports_is_the_range_windows_are_drawn_from(monkeypatch):
         monkeypatch.setenv(sizing.PORTS_ENV, text)
         with pytest.raises(SpecError, match=said):
             sizing.check_local([Job("worker", 2, 0.1, 32, 0)], {})
+
+
+@pytest.fixture
+def held():
+    """Sockets holding ports: ``held(port, listen)``; closed after."""
+    sockets = []
+
+    def hold(port, listen=True):
+        sock = socket.socket()
+        sock.bind(("", port))
+        if listen:
+            sock.listen()
+        sockets.append(sock)
+        return sock
+    yield hold
+    for sock in sockets:
+        sock.close()
+
+
+def free_window(size):
+    """A window of ``size`` ports that nothing holds now: below the ports
+    the suite's runs draw their windows from (20000-30999) and Linux's
+    ephemeral range (32768-60999), which outgoing connections take."""
+    for low in range(20000 - size, 10000, -size):
+        if sizing.free_ranges(low, low + size - 1) == [(low, low + size - 1)]:
+            return low
+    pytest.skip("no window of %d free ports here" % size)
+
+
+def test_ports_something_holds_are_left_out_of_the_agent_s(monkeypatch, held):
+    low = free_window(101)
+    held(low)                       # a server's
+    held(low + 50, listen=False)    # a socket bound, not listening yet
+    monkeypatch.setenv(sizing.PORTS_ENV, "%d-%d" % (low, low + 100))
+    agent = sizing.local_agent([Job("worker", 2, 0.1, 32, 0)])
+    assert agent.ports == ((low + 1, low + 49), (low + 51, low + 100))
+
+
+def test_a_window_without_a_port_for_every_task_is_drawn_again(monkeypatch, held):
+    low = free_window(202)
+    first, second = (low, low + 100), (low + 101, low + 201)
+    for port in range(low, low + 100):   # the first window: one port free of 101
+        held(port)
+    drawn = iter([first, second])
+    monkeypatch.setattr(sizing, "local_port_window", lambda tasks: next(drawn))
+    assert sizing.local_port_ranges(3) == (second,)
+    # none of the draws can hold 3 tasks: the last drawn, whatever it holds
+    monkeypatch.setattr(sizing, "local_port_window", lambda tasks: first)
+    assert sizing.local_port_ranges(3) == ((low + 100, low + 100),)

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -274,3 +275,32 @@ def test_a_run_of_more_tasks_than_the_soft_open_files_limit_allows_raises_it():
     assert proc.returncode == 0, err[-3000:]
     assert "Too many open files" not in err and "Traceback" not in err, err[-3000:]
     assert_no_task_processes()
+
+
+def bindable(port):
+    with socket.socket() as probe:
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_a_port_another_program_listens_on_is_never_given_to_a_task():
+    # The embedded agent's whole window: its first port held by a server that
+    # is none of this run's (another run's task, a service of this machine).
+    low = next((low for low in range(19899, 10000, -101)
+                if all(bindable(port) for port in range(low, low + 101))), None)
+    if low is None:
+        pytest.skip("no window of 101 free ports here")
+    with socket.socket() as server:
+        server.bind(("", low))
+        server.listen()
+        binds = ("import json, os, socket; "
+                 "cluster = json.loads(os.environ['TF_CONFIG'])['cluster']; "
+                 "port = int(cluster['worker'][0].rsplit(':', 1)[1]); "
+                 "socket.socket().bind(('', port)); print('bound', port)")
+        result = run_tfrun("-w", "1", "-s", "0", "--", "python3", "-c", binds,
+                           env={"TFMESOS_LOCAL_PORTS": "%d-%d" % (low, low + 100)}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[worker:0] bound %d\n" % (low + 1)

@@ -203,7 +203,47 @@ def local_agent(jobs: Sequence[JobResources]) -> "AgentSpec":
                  "mem=%g) so the whole cluster fits", cpus, mem, machine_cpus, machine_mem)
     tasks = sum(job.num for job in jobs)
     from mesos_local import AgentSpec
-    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=(local_port_window(tasks),))
+    return AgentSpec(cpus=cpus, mem=mem, gpus=list(gpu_ids), ports=local_port_ranges(tasks))
+
+
+# Windows drawn before one with a port free for every task (and worker 0's
+# coordinator) is taken whatever it holds.
+_WINDOW_DRAWS = 5
+
+
+def local_port_ranges(tasks: int) -> tuple[tuple[int, int], ...]:
+    """The embedded agent's ports: a window (``local_port_window``) less the
+    ports that something on this machine holds now. A Mesos agent offers
+    every port of its range (``--resources``), which its operator keeps for
+    Mesos' tasks; here tfrun is that operator, and a task given a port that
+    another program listens on fails with EADDRINUSE. The ranges are those
+    of the first window drawn with a free port for every task and worker
+    0's coordinator, or of the last drawn (the launch then says what does
+    not fit)."""
+    for _ in range(_WINDOW_DRAWS):
+        ranges = free_ranges(*local_port_window(tasks))
+        if sum(high - low + 1 for low, high in ranges) >= tasks + 1:
+            break
+    return tuple(ranges)
+
+
+def free_ranges(low: int, high: int) -> list[tuple[int, int]]:
+    """The ports from ``low`` to ``high`` that can be bound now (on every
+    address, as a task's server binds), as ranges: those taken (a listening
+    or bound socket, a connection's local end) left out."""
+    import socket
+    ranges: list[tuple[int, int]] = []
+    for port in range(low, high + 1):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+        if ranges and ranges[-1][1] == port - 1:
+            ranges[-1] = (ranges[-1][0], port)
+        else:
+            ranges.append((port, port))
+    return ranges
 
 
 def local_port_window(tasks: int) -> tuple[int, int]:

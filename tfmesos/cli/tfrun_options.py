@@ -56,7 +56,7 @@ The embedded master (no MESOS_MASTER) runs at most 1000 tasks, each its own
 process on this machine: its one agent offers the machine's cpus and memory
 or, when the cluster asks for more, the cluster's sum; a port window of
 2 ports per task (at least 101) from 20000-30999 (TFMESOS_LOCAL_PORTS=LOW-HIGH:
-from there); the tasks' cpus and mem
+from there), less the ports another program holds; the tasks' cpus and mem
 held by cgroups where root can (--no-isolation); the last 1000 ended tasks
 of a run kept in its state, as Mesos' --max_completed_tasks_per_framework.
 Open files: a run raises tfrun's soft limit (ulimit -n) to 128 plus 4 per task
