@@ -610,3 +610,45 @@ def test_user_text_in_an_error_is_never_read_as_a_field():
     assert type(worded) is SpecError and worded.fields == ("ship.directory",)
     with pytest.raises(ValueError, match="no_such_field"):
         SpecError.about("{no_such_field} is wrong")
+
+
+GONE = ("the current directory no longer exists (deleted or moved away): cd to one that does, "
+        "then run again")
+# Each entry point, started in a directory removed under it (a shell left in
+# a directory that a checkout or a clean-up removed).
+FROM_A_GONE_DIRECTORY = {
+    "tfrun": "import runpy, sys; sys.argv = ['tfrun', %s]; "
+             "runpy.run_module('tfmesos.cli.tfrun', run_name='__main__')",
+    "cluster": "import tfmesos\ntry:\n    tfmesos.cluster([{'name': 'worker', 'num': 1}])"
+               ".__enter__()\nexcept tfmesos.SpecError as exc:\n    print('SpecError:', exc)",
+    "run": "import tfmesos\ntry:\n    tfmesos.run(print, workers=1)\n"
+           "except tfmesos.SpecError as exc:\n    print('SpecError:', exc)",
+}
+
+
+@pytest.mark.parametrize("entry, args", [
+    ("tfrun", ["-w", "1", "-s", "0", "--", "true"]),
+    ("tfrun", ["--ship", "-w", "1", "-s", "0", "--", "true"]),
+    ("tfrun", ["--detach", "-m", "127.0.0.1:1", "-w", "1", "-s", "0", "--", "true"]),
+    ("cluster", []), ("run", []),
+])
+def test_a_working_directory_that_is_gone_is_one_line(entry, args, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = FROM_A_GONE_DIRECTORY[entry]
+    if args:
+        code %= ", ".join(repr(arg) for arg in args)
+    # cd into it, remove it, then start Python there.
+    script = "cd %s && rmdir %s && exec %s -c \"$0\"" % (gone, gone, sys.executable)
+    result = subprocess.run(["sh", "-c", script, code], capture_output=True, text=True,
+                            timeout=60, env=dict(os.environ, MESOS_MASTER="",
+                                                 PYTHONPATH=REPO,
+                                                 TFMESOS_RUNS_DIR=str(tmp_path / "runs")))
+    assert "Traceback" not in result.stderr, result.stderr
+    if entry == "tfrun":
+        assert result.returncode == 2
+        assert result.stderr.splitlines()[-1] == (
+            "tfrun: error: %s (tfrun --help explains every option)" % GONE)
+    else:
+        assert result.returncode == 0 and result.stdout == "SpecError: %s\n" % GONE
+    assert not (tmp_path / "runs").exists()   # nothing started

@@ -285,6 +285,7 @@ def main(argv=None):
     setup_logging("tfrun", args.verbose)
     command = command_string(words)
     try:
+        config.working_directory()   # every relative path of the run starts there
         spec = read_options(args, command)
         show = shown_logs(spec)
         if spec.master == config.LOCAL:   # what it cannot do is a usage error, as -M's

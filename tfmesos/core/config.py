@@ -7,8 +7,11 @@ their own, on purpose: the Mesos driver takes ``MESOS_PRINCIPAL`` /
 entry (``tfmesos.task.connection.TaskEnv``) reads what the scheduler put in
 its TaskInfo."""
 
+import os
 from collections.abc import Mapping
 from typing import Optional, overload
+
+from ..exceptions import SpecError
 
 LOCAL = "local"
 
@@ -32,3 +35,14 @@ def resolve(value: Optional[str], environ: Mapping[str, str], name: str,
 
 def resolve_master(value: Optional[str], environ: Mapping[str, str]) -> str:
     return resolve(value, environ, "MESOS_MASTER", LOCAL).strip()
+
+
+def working_directory() -> str:
+    """This process's working directory, where a run's relative paths start
+    (its run directory, what --ship packs, the embedded agent's tasks);
+    SpecError when it is gone (deleted, or moved away under the shell)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise SpecError("the current directory no longer exists (deleted or moved away): cd "
+                        "to one that does, then run again") from None

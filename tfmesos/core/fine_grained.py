@@ -276,6 +276,7 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     try:
+        config.working_directory()   # every relative path of the run starts there
         _refuse_unsupported(protocol, local_task=local_task, extra_config=extra_config,
                             forward_addresses=forward_addresses)
         spec = run_spec_of(

@@ -132,6 +132,7 @@ class FunctionCall:
         from ..ship.function_payload import pack_function
         if not callable(fn):
             raise TypeError("%s needs a function to run, got %r" % (caller, fn))
+        config.working_directory()   # every relative path of the run starts there
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise TypeError("%s() got an unexpected option %r; valid options: workers, ps, chief, "
