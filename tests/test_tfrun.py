@@ -6,6 +6,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -304,3 +305,18 @@ def test_a_port_another_program_listens_on_is_never_given_to_a_task():
                            env={"TFMESOS_LOCAL_PORTS": "%d-%d" % (low, low + 100)}, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[worker:0] bound %d\n" % (low + 1)
+
+
+def test_output_the_terminal_cannot_encode_is_escaped_not_the_end_of_the_run(tmp_path):
+    # A terminal whose locale is not UTF-8 (here: PYTHONIOENCODING=ascii), a
+    # task that prints UTF-8: tfrun and tfmesos logs write it escaped.
+    ascii_only = {"PYTHONIOENCODING": "ascii"}
+    result = run_tfrun("-w", "1", "-s", "0", "--", "printf", "h\u00e9llo \u2713\\n",
+                       env=ascii_only, timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout == "[worker:0] h\\xe9llo \\u2713\n"
+    [run_dir] = (tmp_path / "tfmesos-runs").iterdir()
+    logs = subprocess.run([sys.executable, "-m", "tfmesos.cli.main", "logs",
+                           run_dir.name.rsplit("-", 1)[1]], capture_output=True, text=True,
+                          timeout=60, cwd=REPO, env=dict(os.environ, **ascii_only))
+    assert (logs.returncode, logs.stdout, logs.stderr) == (0, "h\\xe9llo \\u2713\n", "")

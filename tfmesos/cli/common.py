@@ -178,10 +178,25 @@ def output_closed():
     leave(SIGPIPE_EXIT)
 
 
+def escaping_what_output_cannot_encode():
+    """A character that stdout cannot encode (a task's output shown where
+    the locale is not UTF-8, or PYTHONIOENCODING=ascii) is written as a
+    backslash escape, as Python writes one on stderr, rather than ending
+    the command (and tfrun's run) in a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
 def quiet_on_closed_pipe(main, *args):
     """``main(*args)``'s exit status, its output flushed; a reader that went
     away (``tfmesos logs RUN | head``) ends the command quietly, as SIGPIPE
-    ends ``cat``: ``SIGPIPE_EXIT``, no traceback."""
+    ends ``cat``: ``SIGPIPE_EXIT``, no traceback; what the output cannot
+    encode is escaped (``escaping_what_output_cannot_encode``)."""
+    escaping_what_output_cannot_encode()
     try:
         try:
             code = main(*args)

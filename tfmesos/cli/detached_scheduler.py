@@ -33,9 +33,10 @@ def main(path):
     from ..core.takeover import Resume
     from ..protocol import labels, task_env
     from ..ship.shipping import Shipment
-    from .common import setup_logging
+    from .common import escaping_what_output_cannot_encode, setup_logging
     from .tfrun import execute, say, shown_logs, shown_only
 
+    escaping_what_output_cannot_encode()   # the agent's locale decides the sandbox files'
     setup_logging("tfrun", False)
     try:
         # Out of the environment at once: nothing this process starts inherits it.

@@ -70,7 +70,11 @@ class Printer:
     def _write(stream: str, text: str) -> None:
         target = sys.stderr if stream == "stderr" else sys.stdout
         try:
-            target.write(text)
+            try:
+                target.write(text)
+            except UnicodeEncodeError:   # a stream that is not UTF-8: escaped, as on stderr
+                encoding = getattr(target, "encoding", None) or "ascii"
+                target.write(text.encode(encoding, "backslashreplace").decode(encoding))
             target.flush()
         except (OSError, ValueError):
             pass    # nobody reads it any more; the run directory has it
