@@ -8,6 +8,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -354,3 +355,33 @@ def test_a_full_disk_under_the_run_directory_is_one_warning_and_the_run_goes_on(
     assert "Traceback" not in result.stderr
     assert ".run.json.tmp" not in os.listdir(run_dir)   # no half-written record left
     assert_no_task_processes()
+
+
+def test_output_redirected_to_a_full_disk_is_one_warning_and_the_run_goes_on(full_disk,
+                                                                             runs_dir):
+    many = "for i in $(seq 1 2000); do echo line $i of a task that writes a lot; done"
+    with open(full_disk / "out.txt", "wb", buffering=0) as out:
+        result = subprocess.run(tfrun_argv("-w", "1", "-s", "0", *TINY, "--", many),
+                                stdout=out, stderr=subprocess.PIPE, text=True, timeout=60,
+                                cwd=REPO, env=dict(os.environ, MESOS_MASTER=""))
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert warned == ["tfrun: warning: cannot write the tasks' output to stdout (No space left "
+                      "on device): the run goes on; their output is kept in its run directory"]
+    [run_dir] = list(runs_dir.iterdir())
+    assert (run_dir / "worker.0.stdout").read_text().splitlines()[-1] == \
+        "line 2000 of a task that writes a lot"   # nothing of it lost
+    assert load_run_json(run_dir)["outcome"]["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("closed", ["1", "2"])
+@pytest.mark.parametrize("command", [["tfmesos.cli.tfrun", "-w", "1", "-s", "0", "--", "echo", "hi"],
+                                     ["tfmesos.cli.main", "runs"]])
+def test_a_standard_stream_closed_at_the_start_is_no_traceback(closed, command, runs_dir):
+    # sh closes descriptor 1 (tfrun ... >&-) or 2, then runs the command there.
+    result = subprocess.run(["sh", "-c", 'exec %s>&-; exec "$@"' % closed, "sh",
+                             sys.executable, "-m", *command], capture_output=True, text=True,
+                            timeout=60, cwd=REPO, env=dict(os.environ, MESOS_MASTER=""))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert ("[worker:0] hi" in result.stdout) == (command[0].endswith("tfrun") and closed == "2")

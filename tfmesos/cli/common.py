@@ -1,6 +1,7 @@
 """What every tfmesos command does at its boundary."""
 
 import argparse
+import errno
 import logging
 import os
 import shlex
@@ -178,11 +179,27 @@ def output_closed():
     leave(SIGPIPE_EXIT)
 
 
-def escaping_what_output_cannot_encode():
-    """A character that stdout cannot encode (a task's output shown where
-    the locale is not UTF-8, or PYTHONIOENCODING=ascii) is written as a
-    backslash escape, as Python writes one on stderr, rather than ending
-    the command (and tfrun's run) in a UnicodeEncodeError."""
+def standard_streams():
+    """Ready a command's standard streams: a descriptor 0, 1 or 2 that was
+    closed at its start (``tfrun ... >&-``, a daemon's child) opened on
+    /dev/null, so that no socket or file of the run takes its number (and
+    its place in what tasks inherit), and Python's stream for it made; what
+    stdout cannot encode (a task's output where the locale is not UTF-8,
+    PYTHONIOENCODING=ascii) written as backslash escapes, as Python writes
+    them on stderr, rather than a UnicodeEncodeError ending the command."""
+    for descriptor, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            try:
+                opened = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)
+            except OSError:
+                continue
+            if opened != descriptor:   # a lower one was free: not the one closed
+                os.close(opened)
+                continue
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(descriptor, mode, closefd=False))
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
             try:
@@ -191,12 +208,19 @@ def escaping_what_output_cannot_encode():
                 pass
 
 
-def quiet_on_closed_pipe(main, *args):
+# What writing a command's output can fail with but a reader gone (a full
+# disk, a quota, a file size limit, an I/O error): one line, no traceback.
+OUTPUT_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
+
+
+def quiet_on_closed_pipe(main, *args, prog=None):
     """``main(*args)``'s exit status, its output flushed; a reader that went
     away (``tfmesos logs RUN | head``) ends the command quietly, as SIGPIPE
-    ends ``cat``: ``SIGPIPE_EXIT``, no traceback; what the output cannot
-    encode is escaped (``escaping_what_output_cannot_encode``)."""
-    escaping_what_output_cannot_encode()
+    ends ``cat``: ``SIGPIPE_EXIT``, no traceback; output that cannot be
+    written (``OUTPUT_ERRORS``) ends it with one line saying why and 1
+    (``prog``: the command's name in it). The standard streams are readied
+    first (``standard_streams``)."""
+    standard_streams()
     try:
         try:
             code = main(*args)
@@ -206,3 +230,13 @@ def quiet_on_closed_pipe(main, *args):
     except BrokenPipeError:
         output_closed()
         raise   # not reached: output_closed leaves
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRORS:
+            raise
+        try:
+            sys.stderr.write("%s: error: cannot write its output: %s\n"
+                             % (prog or "tfmesos", exc.strerror or exc))
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        return 1

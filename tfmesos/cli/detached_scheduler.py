@@ -33,10 +33,10 @@ def main(path):
     from ..core.takeover import Resume
     from ..protocol import labels, task_env
     from ..ship.shipping import Shipment
-    from .common import escaping_what_output_cannot_encode, setup_logging
+    from .common import setup_logging, standard_streams
     from .tfrun import execute, say, shown_logs, shown_only
 
-    escaping_what_output_cannot_encode()   # the agent's locale decides the sandbox files'
+    standard_streams()   # the agent decides them: its locale, what it left open
     setup_logging("tfrun", False)
     try:
         # Out of the environment at once: nothing this process starts inherits it.

@@ -55,11 +55,26 @@ def print_log(slot, stream, text):
     if rest:
         parts.append((prefix if at_start else "") + rest.replace("\r", "\r" + prefix))
         _open_lines[stream] = slot.name
+    if stream in _unwritable:
+        return
     try:
         target.write("".join(parts))
         target.flush()
     except BrokenPipeError:
         raise OutputClosed() from None   # stops the run, as SIGPIPE would stop tfrun
+    except OSError as exc:   # a full disk under a redirection: the run goes on
+        _unwritable.add(stream)
+        try:
+            sys.stderr.write("tfrun: warning: cannot write the tasks' output to %s (%s): the "
+                             "run goes on; their output is kept in its run directory\n"
+                             % ("stderr" if stream == "stderr" else "stdout",
+                                exc.strerror or exc))
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+
+_unwritable: "set[str]" = set()   # the streams print_log could not write: written no more
 
 
 def shown_only(show, progress=None):
@@ -349,7 +364,7 @@ def run():
     reader of its output that went away ends it quietly (``SIGPIPE_EXIT``),
     and so does a Ctrl-C that ``execute`` does not see (before the run
     begins, or as it leaves): 130, one line, no traceback."""
-    leave(quiet_on_closed_pipe(_main_or_interrupted))
+    leave(quiet_on_closed_pipe(_main_or_interrupted, prog="tfrun"))
 
 
 def _main_or_interrupted():
