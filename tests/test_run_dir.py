@@ -2,6 +2,7 @@
 it shows live (--logs), and its status line while the cluster forms."""
 
 import dataclasses
+import fcntl
 import os
 import pty
 import re
@@ -9,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -22,6 +24,7 @@ from tfrun_helpers import (
     marked_tasks,
     run_tfrun,
     start_tfrun,
+    terminated,
     tfrun_argv,
     wait_for_line,
 )
@@ -197,7 +200,7 @@ def test_aborted_launch_progress_lines_totals_and_run_json(one_cpu_master, tmp_p
     assert_no_task_processes()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_an_interrupted_run_ends_every_attempt_and_records_130(tmp_path, signum):
     run_dir = tmp_path / "run"
     with start_tfrun("-w", "2", "-s", "1", *TINY, "--run-dir", str(run_dir), "--",
@@ -385,3 +388,63 @@ def test_a_standard_stream_closed_at_the_start_is_no_traceback(closed, command, 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert ("[worker:0] hi" in result.stdout) == (command[0].endswith("tfrun") and closed == "2")
+
+
+def controlling_terminal():
+    """In the child: a session of its own whose controlling terminal is its
+    stdin (a pseudo-terminal's slave), as a login shell's commands have."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def test_a_terminal_that_closes_stops_the_run_as_ctrl_c_does(tmp_path):
+    # The ssh session gone, the terminal window closed: the kernel hangs up
+    # (SIGHUP to the terminal's session), and writes to it fail (EIO).
+    run_dir = tmp_path / "run"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(tfrun_argv("-w", "2", "-s", "1", *TINY, "--run-dir", str(run_dir),
+                                       "--", "sleep 600"),
+                            cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=controlling_terminal,
+                            env=dict(os.environ, MESOS_MASTER=""))
+    os.close(slave)
+    try:
+        said, deadline = b"", time.monotonic() + 60
+        while b"cluster ready" not in said and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                said += os.read(master, 4096)
+        assert b"cluster ready" in said, said
+    finally:
+        os.close(master)   # the terminal goes away
+        try:
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130
+    data = load_run_json(run_dir)
+    assert data["outcome"]["status"] == "interrupted"
+    assert_every_attempt_ended(data, 130)
+    assert_no_task_processes()
+
+
+def test_under_nohup_a_hangup_leaves_the_run_alone(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(["nohup"] + tfrun_argv("-w", "1", "-s", "0", *TINY, "--run-dir",
+                                                   str(run_dir), "--", "sleep 600"),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MESOS_MASTER=""))
+    try:
+        wait_for_line(proc.stderr, "cluster ready", timeout=60)
+        proc.send_signal(signal.SIGHUP)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(2)   # what nohup asked for: the run goes on
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            terminated(proc, 30)
+    assert proc.returncode == 130
+    assert load_run_json(run_dir)["outcome"]["status"] == "interrupted"
+    assert_no_task_processes()

@@ -51,7 +51,7 @@ KILLED = "killed (by %s)" % USER
      "failed (worker:1): worker:1 was lost", "failed (worker:1)"),
     (Outcome(status="aborted", message="no offer fits\n job 'worker'"), None,
      "aborted: no offer fits job 'worker'", "aborted"),
-    (Outcome(status="interrupted", message="interrupted (Ctrl-C or SIGTERM)"), None,
+    (Outcome(status="interrupted", message="interrupted (Ctrl-C, SIGTERM or SIGHUP)"), None,
      "interrupted", "interrupted"),
     (Outcome(status="killed", message="the run was killed (by ops)", by="ops"), None,
      "killed (by ops)", "killed (by ops)"),

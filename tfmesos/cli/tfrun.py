@@ -117,8 +117,10 @@ def print_sandbox_tail(run, task_name):
 def say(text):
     try:
         print("tfrun: %s" % text, file=sys.stderr, flush=True)
-    except BrokenPipeError:
-        pass   # nobody reads stderr any more; the task output on stdout decides
+    except (OSError, ValueError):
+        # Nobody reads stderr any more (a closed pipe: the task output on
+        # stdout decides; a terminal gone, EIO: its SIGHUP stops the run).
+        pass
 
 
 def print_usage(run, advice=True):

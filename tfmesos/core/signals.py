@@ -1,4 +1,4 @@
-"""SIGTERM as Ctrl-C, for the blocks that need it: handlers are installed
+"""SIGTERM and SIGHUP as Ctrl-C, for the blocks that need it: handlers are installed
 only inside a ``with`` block (never at import) and the previous ones come
 back after it. Used by the commands (``tfmesos/cli/``) and the ``docker run``
 wrapper.
@@ -32,7 +32,11 @@ if TYPE_CHECKING:
 __all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals", "interrupts_queued_on",
            "interrupting_only_inside", "interruptible", "deferring_signals"]
 
-INTERRUPTING = (signal.SIGTERM, signal.SIGINT)
+# SIGHUP: the terminal closed, the ssh session gone; a run then stops as on
+# Ctrl-C (its record says so) instead of dying with its tasks unstopped.
+INTERRUPTING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Started with SIGHUP ignored (nohup): it stays ignored, whatever the block.
+_HANGUP_IGNORED = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
 
 # What ``signal.signal`` takes: a function, SIG_IGN or SIG_DFL.
 _Handler = Union[Callable[[int, Optional[FrameType]], object], int, signal.Handlers]
@@ -80,8 +84,10 @@ def _interrupt(signum: int, frame: Optional[FrameType]) -> None:
 @contextlib.contextmanager
 def _handling(signals: Iterable[signal.Signals], handler: _Handler) -> Iterator[None]:
     """``signals`` go to ``handler`` inside the block; the previous handlers
-    (those installed from Python) come back after it."""
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    (those installed from Python) come back after it. A SIGHUP that this
+    process was started ignoring (``nohup``) is left as it is."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals
+                if not (sig == signal.SIGHUP and _HANGUP_IGNORED)}
     try:
         yield
     finally:
@@ -92,7 +98,7 @@ def _handling(signals: Iterable[signal.Signals], handler: _Handler) -> Iterator[
 
 def interrupt_on_signals(signals: Iterable[signal.Signals] = INTERRUPTING
                          ) -> contextlib.AbstractContextManager[None]:
-    """Inside the block, ``signals`` (default SIGTERM and SIGINT) raise
+    """Inside the block, ``signals`` (default SIGTERM, SIGINT, SIGHUP) raise
     ``KeyboardInterrupt``, as Ctrl-C does, except inside an
     ``interrupts_queued_on`` block (a run's wait for its events): there the
     first one is queued for the run's loop to raise. Main thread only,
@@ -160,7 +166,7 @@ def deferring_signals(signals: Iterable[signal.Signals] = INTERRUPTING) -> Itera
 
 def ignore_signals(signals: Iterable[signal.Signals] = INTERRUPTING
                    ) -> contextlib.AbstractContextManager[None]:
-    """Inside the block, ``signals`` (default SIGTERM and SIGINT) are
+    """Inside the block, ``signals`` (default SIGTERM, SIGINT, SIGHUP) are
     ignored: cleanup that must not be cut short."""
     return _handling(signals, signal.SIG_IGN)
 

@@ -48,7 +48,7 @@ def outcome_of(error: BaseException, phase: str) -> tuple[str, str]:
     """(status, message) of a run that ``error`` ends in ``phase`` (a
     ClusterRun phase, or "block": cluster()'s with block raised it)."""
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted", str(error) or "interrupted (Ctrl-C or SIGTERM)"
+        return "interrupted", str(error) or "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
     if isinstance(error, RunKilled):
         return KILLED, str(error)
     status = "aborted" if phase in BEFORE_COMPLETE else "failed"
