@@ -103,7 +103,7 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     ``passthrough_env(env)`` (``DOCKER_IMAGE`` defaulting to ``image``, so
     that a ``tfrun`` inside runs its tasks in the same image). Its output is
     streamed to ``stdout``/``stderr`` (default: this process's) while it
-    runs. Ctrl-C or SIGTERM stops and removes the container, then raises
+    runs. Ctrl-C, SIGTERM or SIGHUP stops and removes the container, then raises
     ``KeyboardInterrupt``; the container is removed in every case.
 
     Raises ``SpecError`` for a malformed command, volume or environment
