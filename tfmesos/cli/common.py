@@ -1,7 +1,6 @@
 """What every tfmesos command does at its boundary."""
 
 import argparse
-import errno
 import logging
 import os
 import shlex
@@ -208,18 +207,11 @@ def standard_streams():
                 pass
 
 
-# What writing a command's output can fail with but a reader gone (a full
-# disk, a quota, a file size limit, an I/O error): one line, no traceback.
-OUTPUT_ERRORS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
-
-
-def quiet_on_closed_pipe(main, *args, prog=None):
+def quiet_on_closed_pipe(main, *args):
     """``main(*args)``'s exit status, its output flushed; a reader that went
     away (``tfmesos logs RUN | head``) ends the command quietly, as SIGPIPE
-    ends ``cat``: ``SIGPIPE_EXIT``, no traceback; output that cannot be
-    written (``OUTPUT_ERRORS``) ends it with one line saying why and 1
-    (``prog``: the command's name in it). The standard streams are readied
-    first (``standard_streams``)."""
+    ends ``cat``: ``SIGPIPE_EXIT``, no traceback. The standard streams are
+    readied first (``standard_streams``)."""
     standard_streams()
     try:
         try:
@@ -230,13 +222,3 @@ def quiet_on_closed_pipe(main, *args, prog=None):
     except BrokenPipeError:
         output_closed()
         raise   # not reached: output_closed leaves
-    except OSError as exc:
-        if exc.errno not in OUTPUT_ERRORS:
-            raise
-        try:
-            sys.stderr.write("%s: error: cannot write its output: %s\n"
-                             % (prog or "tfmesos", exc.strerror or exc))
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        return 1

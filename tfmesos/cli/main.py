@@ -65,7 +65,7 @@ def docker_main(argv):
 def main(argv=None):
     """``tfmesos``'s exit status; a reader of its output that went away ends
     it quietly, as SIGPIPE ends ``cat`` (``common.quiet_on_closed_pipe``)."""
-    return quiet_on_closed_pipe(_main, argv, prog="tfmesos")
+    return quiet_on_closed_pipe(_main, argv)
 
 
 def _main(argv):

@@ -366,7 +366,7 @@ def run():
     reader of its output that went away ends it quietly (``SIGPIPE_EXIT``),
     and so does a Ctrl-C that ``execute`` does not see (before the run
     begins, or as it leaves): 130, one line, no traceback."""
-    leave(quiet_on_closed_pipe(_main_or_interrupted, prog="tfrun"))
+    leave(quiet_on_closed_pipe(_main_or_interrupted))
 
 
 def _main_or_interrupted():
