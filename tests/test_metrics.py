@@ -23,7 +23,7 @@ import warnings
 import pytest
 from rendezvous_client import Client, make_rendezvous, next_event
 from run_dirs import write_run
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, only_metrics_warnings
 
 from tfmesos.cli.progress import Progress, describe_metrics, metrics_line
 from tfmesos.cli.runs import show_run
@@ -145,7 +145,7 @@ def fresh_metrics(monkeypatch):
 def test_outside_a_run_it_warns_once_and_does_nothing(fresh_metrics):
     import tfmesos
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        only_metrics_warnings()
         assert tfmesos.log_metrics(step=1, loss=0.5) is False
         assert tfmesos.log_metrics(loss=0.4) is False
     assert len(caught) == 1 and caught[0].category is tfmesos.MetricsWarning
@@ -166,7 +166,7 @@ def test_bad_values_are_left_out_with_a_warning_and_nan_is_null(fresh_metrics):
     points = []
     fresh_metrics.record_locally(points.append)
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        only_metrics_warnings()
         assert fresh_metrics.log_metrics(loss=float("nan"), acc=0.5, name="x", **{"a b": 1})
         assert fresh_metrics.log_metrics(step=7, loss=float("nan"))
         assert fresh_metrics.log_metrics(loss=1.0)
@@ -332,7 +332,6 @@ def test_the_relay_ends_when_closed_not_when_its_wait_times_out(monkeypatch, tmp
     relay.close(timeout=20)
     assert not relay._thread.is_alive()
     assert frames == [] and relay.malformed == 0   # the wake-up is no datagram of the command's
-
 
 
 def _dead_relay_directory(base, name, age, owner=None, extra=False):

@@ -14,7 +14,7 @@ import sys
 import warnings
 
 import pytest
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, only_metrics_warnings
 
 from tfmesos.protocol import hostport, task_env
 from tfmesos.task import user_metrics
@@ -54,7 +54,7 @@ def test_tensors_of_one_element_are_numbers_off_autograd(points):
 def test_a_tensor_of_more_elements_is_left_out_with_a_warning_naming_it(points):
     import tfmesos
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        only_metrics_warnings()
         assert tfmesos.log_metrics(loss=torch.ones(2, 2), empty=torch.zeros(0), acc=0.5)
         assert not tfmesos.log_metrics(loss=torch.ones(3))   # once per name
     assert values(points) == [(0, {"acc": 0.5})]
@@ -71,7 +71,7 @@ def test_other_bad_values_name_their_key_too(points):
     import tfmesos
     numpy = pytest.importorskip("numpy")
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        only_metrics_warnings()
         tfmesos.log_metrics(loss="high", grid=numpy.ones(3), ok=1)
     assert [str(w.message).split(":")[1].strip() for w in caught] == ["loss", "grid"]
 
@@ -123,7 +123,7 @@ def test_reduce_in_a_group_of_one_is_the_values(points, group_of_one, reduce):
 def test_reduce_keeps_a_bad_value_s_place_as_null(points, group_of_one):
     import tfmesos.torch
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        only_metrics_warnings()
         logged = tfmesos.torch.log_metrics(reduce="mean", a=1.0, b=torch.ones(2), c="x", d=2)
     assert logged == {"a": 1.0, "b": None, "c": None, "d": 2.0}
     assert [str(w.message).split(":")[1].strip() for w in caught] == ["b", "c"]

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import warnings
 
 import pytest
 from conftest import marked_processes
@@ -212,3 +213,12 @@ def release(flag, proc, timeout=120):
     flag.write_text("")
     out, err = proc.communicate(timeout=timeout)
     return out, "".join(said) + err
+
+
+def only_metrics_warnings():
+    """In a ``catch_warnings(record=True)`` block: record every
+    ``MetricsWarning`` (a ``RuntimeWarning``: whichever module reload made
+    it) and nothing else, such as a ``ResourceWarning`` for a file another
+    test left open that the garbage collector closes just then."""
+    warnings.simplefilter("ignore")
+    warnings.simplefilter("always", RuntimeWarning)
