@@ -1,6 +1,7 @@
 """What every tfmesos command does at its boundary."""
 
 import argparse
+import errno
 import logging
 import os
 import shlex
@@ -204,6 +205,27 @@ def standard_streams():
             try:
                 stream.reconfigure(errors="backslashreplace")
             except (ValueError, OSError):
+                pass
+
+
+def quiet_hung_up_terminal():
+    """Point the standard streams that are a terminal gone (hung up: the
+    ssh session or the window closed, its SIGHUP under way) at /dev/null:
+    every write to one fails (EIO), and what is left to say (the stop's
+    lines, the usage table) must neither fail the stop nor its exit
+    status. One that is no terminal, or one still there, is left alone."""
+    import termios
+    for descriptor in (0, 1, 2):
+        try:
+            termios.tcgetattr(descriptor)
+        except termios.error as exc:
+            if exc.args[0] != errno.EIO:
+                continue   # no terminal (ENOTTY): a pipe, a file
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, descriptor)
+                os.close(devnull)
+            except OSError:
                 pass
 
 

@@ -20,6 +20,7 @@ from .common import (
     interruptible,
     interrupting_only_inside,
     leave,
+    quiet_hung_up_terminal,
     quiet_on_closed_pipe,
     setup_logging,
 )
@@ -180,6 +181,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             succeeded = True
             return code
         except (KeyboardInterrupt, BrokenPipeError) as exc:
+            quiet_hung_up_terminal()   # a SIGHUP's: nothing is said from here on
             if isinstance(exc, BrokenPipeError):   # the status line's stderr
                 exc = OutputClosed()
             if leave_on_interrupt and not isinstance(exc, OutputClosed):
