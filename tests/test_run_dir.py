@@ -426,6 +426,8 @@ def test_a_terminal_that_closes_stops_the_run_as_ctrl_c_does(tmp_path):
     data = load_run_json(run_dir)
     assert data["outcome"]["status"] == "interrupted"
     assert_every_attempt_ended(data, 130)
+    # Stopped by tfrun: the hang-up reached tfrun, not its tasks (sessions of their own).
+    assert {task["state"] for task in data["tasks"]} == {"TASK_KILLED"}, data["tasks"]
     assert_no_task_processes()
 
 
