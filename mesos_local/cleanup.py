@@ -66,6 +66,28 @@ def _pid_namespace() -> Optional[int]:
     return int(found.group(1)) if found else None
 
 
+def this_master() -> Optional[str]:
+    """``<pid namespace>.<pid>.<start ticks>`` of this process, as its work
+    directory and cgroups are named (None without /proc): what a resource
+    of a master is labelled with so that the next master's start can tell
+    whether its maker is gone (``master_gone``)."""
+    namespace, start = _pid_namespace(), process_start(os.getpid())
+    if namespace is None or start is None:
+        return None
+    return "%d.%d.%d" % (namespace, os.getpid(), start)
+
+
+def master_gone(owner: object) -> bool:
+    """Whether the master ``owner`` (``this_master()``'s form) is a process
+    of this pid namespace that is gone (its pid gone or reused); False for
+    anything else (another namespace's, a malformed label: not ours to
+    judge)."""
+    found = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", owner) if isinstance(owner, str) else None
+    if found is None or int(found.group(1)) != _pid_namespace():
+        return False
+    return process_start(int(found.group(2))) != int(found.group(3))
+
+
 # -- cgroups -------------------------------------------------------------------
 
 def children(directory: str) -> list[str]:

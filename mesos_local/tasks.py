@@ -259,7 +259,8 @@ class TaskLauncher:
                 dropped = proc.dropped and ("TASK_DROPPED" if framework is not None
                                             and framework.partition_aware else "TASK_LOST")
                 state, source, reason, message = _exit_update(task, status, error,
-                                                              proc.limitation, dropped)
+                                                              proc.limitation, dropped,
+                                                              getattr(proc, "lost", None))
                 if task.executor is not None and reason == "REASON_COMMAND_EXECUTOR_FAILED":
                     reason = None   # the default executor gives none (default_executor.cpp)
                 self.updates.update(task, state, source, reason, message)
@@ -267,11 +268,12 @@ class TaskLauncher:
                 self.executors.nested_ended(task)
 
 
-def _exit_update(task, status, error, limitation=None, dropped=None):
+def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
     """(state, source, reason, message) of a task whose process ended;
     ``limitation``: Mesos' message when it outgrew its memory; ``dropped``:
     the state of a task that never launched, its sandbox not given to its
-    user (TASK_DROPPED or TASK_LOST)."""
+    user (TASK_DROPPED or TASK_LOST); ``lost``: why its runner lost it as it
+    ran (a container whose engine stopped answering)."""
     if dropped:
         return dropped, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED", error
     if limitation is not None:
@@ -287,6 +289,10 @@ def _exit_update(task, status, error, limitation=None, dropped=None):
             return ("TASK_KILLED", "SOURCE_AGENT", "REASON_TASK_KILLED_DURING_LAUNCH",
                     "Task killed during launch")
         return "TASK_KILLED", "SOURCE_EXECUTOR", None, describe_exit(status)
+    if lost is not None:
+        # Mesos' docker executor when its container's run failed, the engine
+        # gone with it: TASK_FAILED, no reason (src/docker/executor.cpp, reaped).
+        return "TASK_FAILED", "SOURCE_EXECUTOR", None, "Docker container run error: %s" % lost
     if error is not None:
         return "TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED", error
     if status == 0:

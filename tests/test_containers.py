@@ -12,8 +12,10 @@ import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -285,3 +287,109 @@ def test_wrapper_without_a_master_outside_says_where_the_master_belongs(image, t
     assert "runs inside the tfmesos image: run the master outside it" in error
     assert result.stderr.strip().splitlines()[-1].startswith("tfrun: logs and run record: ")
     assert "Traceback" not in result.stderr
+
+
+class EngineProxy:
+    """A unix socket that passes every connection on to the Docker engine's,
+    until ``cut()``: then the engine stops answering, as far as a client of
+    this socket can tell (an engine stopped or restarted), while the real
+    engine (and the tests' client of it) goes on."""
+
+    def __init__(self, path):
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        if not host.startswith("unix://"):
+            pytest.skip("the engine is not on a unix socket here (DOCKER_HOST=%s)" % host)
+        self.target, self.path = host[len("unix://"):], str(path)
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(self.path)
+        self.listener.listen(64)
+        self.open, self.lock = [], threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return   # cut
+            engine = socket.socket(socket.AF_UNIX)
+            engine.connect(self.target)
+            with self.lock:
+                self.open += [client, engine]
+            for source, sink in ((client, engine), (engine, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source, sink):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def cut(self):
+        self.listener.close()
+        os.unlink(self.path)
+        with self.lock:
+            for sock in self.open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+def test_an_engine_that_stops_answering_fails_the_task_and_its_container_goes_next_run(
+        image, docker_engine, tmp_path):
+    # The embedded master's engine, as it sees it, goes away under a running
+    # container (dockerd stopped, restarted by an upgrade); the real one keeps it.
+    proxy = EngineProxy(tmp_path / "engine.sock")
+    env = dict(os.environ, MESOS_MASTER="", DOCKER_HOST="unix://%s" % proxy.path)
+    with start_tfrun("-I", image, "-w", "1", "-s", "0", *SMALL, "--", "sleep 600",
+                     env=env) as proc:
+        wait_for_line(proc.stderr, "cluster ready", timeout=120)
+        [container] = session_containers(docker_engine)
+        proxy.cut()
+        proc.wait(60)
+        said = proc.stderr.read()
+    assert proc.returncode == 1, said
+    assert "TASK_FAILED Docker container run error: " in said, said
+    assert "hint: the Docker engine on the task's agent stopped answering" in said
+    assert "Traceback" not in said
+    assert [c.id for c in session_containers(docker_engine)] == [container.id]   # its orphan
+    # The next master on the engine removes what the gone one could not.
+    result = run_tfrun("-I", image, "-w", "1", "-s", "0", *SMALL, "--", "true", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert_no_containers(docker_engine)
+
+
+def test_only_the_containers_of_masters_that_are_gone_are_removed(image, docker_engine):
+    from mesos_local.cleanup import this_master
+    from mesos_local.containerizer.docker_runner import MANAGED_LABEL, MASTER_LABEL, remove_orphans
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    namespace = this_master().split(".")[0]
+    owners = {"gone": "%s.%d.1" % (namespace, gone.pid),   # its pid, not its start: gone
+              "alive": this_master(),                      # this process: a live master
+              "elsewhere": "1.%d.1" % gone.pid,            # another pid namespace's
+              "unlabelled": None}
+    token = "%s=%s" % (MARKER, os.environ[MARKER])   # (session_containers' mark)
+    made = {}
+    try:
+        for name, owner in owners.items():
+            labels = {MANAGED_LABEL: "1"}
+            if owner is not None:
+                labels[MASTER_LABEL] = owner
+            made[name] = docker_engine.containers.create(image, ["true"], labels=labels,
+                                                         environment=[token])
+        removed = remove_orphans(docker_engine)
+        left = {c.id for c in session_containers(docker_engine)}
+        assert made["gone"].name in removed   # (and any other gone master's on this engine)
+        assert left == {made[name].id for name in ("alive", "elsewhere", "unlabelled")}
+    finally:
+        for container in made.values():
+            with contextlib.suppress(Exception):
+                container.remove(force=True)

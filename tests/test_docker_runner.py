@@ -8,6 +8,7 @@ import time
 import pytest
 from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 
+from mesos_local.cleanup import this_master
 from mesos_local.containerizer.docker_runner import DockerRunner, container_env, container_kwargs
 from mesos_local.containerizer.runner import RunnerError, TaskLaunch
 
@@ -112,7 +113,8 @@ def test_container_kwargs(tmp_path):
     assert kwargs["security_opt"] == ["no-new-privileges"]
     assert kwargs["labels"] == {"mesos_local.managed": "1", "mesos_local.task-id": launch.task_id,
                                 "mesos_local.framework-id": "fw-1", "mesos_local.agent-id": "agent-1",
-                                "team": "ml"}
+                                # the master that made it, for the next one's sweep of orphans
+                                "mesos_local.master": this_master(), "team": "ml"}
     assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1",
                                      "NVIDIA_VISIBLE_DEVICES": "1,3"}
     assert kwargs["memswap_limit"] == "2g"

@@ -40,6 +40,10 @@ CASES = [
       "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC server"],
      1, "", "worker", "address-in-use"),
     (["OSError: [Errno 98] Address already in use"], 1, "", "worker", "address-in-use"),
+    # The engine gone under a container: its output broke off as a peer's would.
+    (["ConnectionResetError: [Errno 104] Connection reset by peer"], None,
+     "Docker container run error: ('Connection aborted.', ConnectionResetError(104, "
+     "'Connection reset by peer'))", "worker", "docker-engine-gone"),
     (["RuntimeError: Failed to add port to server"], 1, "", "worker", "address-in-use"),
     (["tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
       "tensor with shape[4096,4096] on /job:worker/replica:0/task:0/device:GPU:0"], 1, "",

@@ -40,6 +40,7 @@ import re
 import signal
 import threading
 
+from mesos_local.cleanup import master_gone, this_master
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
 from mesos_local.containerizer.docker_engine import (
     MANAGED_LABEL,
@@ -54,11 +55,14 @@ from mesos_local.containerizer.docker_engine import (
 from mesos_local.containerizer.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
-           "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL"]
+           "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL",
+           "MASTER_LABEL", "remove_orphans"]
 
 log = logging.getLogger(__name__)
 
 TASK_LABEL = "mesos_local.task-id"
+# The master that made a container (cleanup.this_master): its orphans are removed.
+MASTER_LABEL = "mesos_local.master"
 
 # Variables that describe the host, not the task: they would override the
 # image's own settings (PATH, LANG), point at host paths that do not exist in
@@ -308,7 +312,45 @@ def container_kwargs(launch, name=None):
             k, v = converted
             kwargs.setdefault(kwarg, {})[k] = v
     labels.update({MANAGED_LABEL: "1", TASK_LABEL: launch.task_id})   # never overridden
+    owner = this_master()
+    if owner is not None:
+        labels[MASTER_LABEL] = owner
     return kwargs
+
+
+def remove_orphans(client):
+    """Remove the containers of masters that are gone (``MASTER_LABEL``,
+    ``cleanup.master_gone``): a master's container that it could not remove
+    (its engine stopped answering, the master killed) is removed by the next
+    master that uses the engine, as a Mesos agent's recovery removes the
+    containers it does not know (``--docker_kill_orphans``, true by
+    default). Containers of live masters, of other pid namespaces and
+    without the label are left alone. Returns their names."""
+    import requests
+
+    import docker
+
+    removed: "list[str]" = []
+    try:
+        found = client.containers.list(all=True, ignore_removed=True,
+                                       filters={"label": [MANAGED_LABEL + "=1", MASTER_LABEL]})
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        log.debug("cannot list the containers of stopped masters: %s", one_line(exc))
+        return removed
+    for container in found:
+        if not master_gone(container.labels.get(MASTER_LABEL)):
+            continue
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            log.debug("cannot remove container %s: %s", container.name, one_line(exc))
+            continue
+        removed.append(container.name)
+    if removed:
+        log.info("removed the containers of stopped masters: %s", ", ".join(removed))
+    return removed
 
 
 @contextlib.contextmanager
@@ -336,12 +378,16 @@ class DockerRunner:
     def __init__(self, client=None):
         self._client = client
         self._lock = threading.Lock()
+        self._swept = False
 
     @property
     def client(self):
         with self._lock:
             with _runner_errors():
                 self._client = connect(self._client)
+            if not self._swept:   # once: what masters that are gone left on the engine
+                self._swept = True
+                remove_orphans(self._client)
             return self._client
 
     def launch(self, launch):
@@ -390,7 +436,7 @@ def _remove(container):
     try:
         remove_container(container)
     except DockerEngineError as exc:
-        log.warning("%s", exc)
+        log.warning("%s (the next run on this engine removes it)", exc)
 
 
 class DockerTask(RunningTask):
@@ -405,6 +451,7 @@ class DockerTask(RunningTask):
         self.memory_limit = memory_limit   # bytes (or docker's "2g"), when limited
         self.oom_killed = False
         self._signalled = False
+        self._lost = None      # the engine's error when it stopped answering mid-run
         self._status = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._follow, args=(frames, out, err),
@@ -439,8 +486,11 @@ class DockerTask(RunningTask):
                 self._status = code
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 # Removed under us (cleanup while running): it was killed.
+                # Else the engine went away (stopped, restarted) with it.
                 log.debug("wait on container %s: %s", self.container.short_id, exc)
                 self._status = -signal.SIGKILL
+                if not self._signalled:
+                    self._lost = one_line(exc)
         finally:
             self._done.set()
 
@@ -448,6 +498,11 @@ class DockerTask(RunningTask):
         if self._done.wait(timeout):
             return self._status
         return None
+
+    def lost(self):
+        """The engine's error when it stopped answering while the container
+        ran (it was stopped, or restarted): the container's end is unknown."""
+        return self._lost
 
     def limitation(self):
         """Mesos' memory limitation message when the kernel's OOM killer

@@ -71,6 +71,7 @@ class TaskProcess:
         self.escapes = escapes     # escapes.EscapeSweeper: None, swept here at the end
         self.cgroups = None        # cgroups.TaskCgroups of an isolated process task
         self.limitation = None     # Mesos' message when the task outgrew its memory
+        self.lost = None           # why its runner lost it while it ran (RunningTask.lost)
         self.runner = runner
         self.uris = uris
         self.user = user
@@ -173,6 +174,8 @@ class TaskProcess:
             status = self._wait(self.handle)
             self._set_exited()
             self._note_limitation(self.handle, status)
+            lost = getattr(self.handle, "lost", None)   # (a runner's own handle may lack it)
+            self.lost = lost() if lost is not None else None
             try:
                 self.handle.cleanup()
             except Exception:  # cleanup is best effort

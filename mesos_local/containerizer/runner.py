@@ -87,6 +87,11 @@ class RunningTask:
     def cleanup(self):
         """Release what the task held once it has ended (e.g. a container)."""
 
+    def lost(self):
+        """Why the runner lost the task while it ran (its container engine
+        stopped answering), or None: the task's TASK_FAILED message then."""
+        return None
+
 
 class RunnerError(Exception):
     """The task could not be started; the message goes into TASK_FAILED."""

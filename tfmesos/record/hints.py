@@ -98,6 +98,14 @@ RULES = (
          "with keras.distribution, or a custom training loop; see the README, \"Which Keras?\"",
          r"Attempt to convert a value \(PerReplica:|"
          r"unsupported type \(<class '[\w.]*PerReplica'>\)"),
+    # Mesos' docker executor's message when its container's run failed with
+    # the engine (src/docker/executor.cpp, reaped): the output stream broke
+    # too, a "Connection reset by peer" the collective rule would take.
+    Rule("docker-engine-gone",
+         "the Docker engine on the task's agent stopped answering while its container ran "
+         "(stopped or restarted: an upgrade of docker.io restarts it): make sure it runs "
+         "there, then run again",
+         r"^Docker container run error: "),
     # Before a task reaches tfrun (its sandbox's stderr, Mesos' message).
     Rule("no-tfmesos",
          "tfmesos cannot be imported where the task runs (the agent's Python lacks it, or "
