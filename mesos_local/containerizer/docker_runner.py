@@ -330,7 +330,7 @@ def remove_orphans(client):
 
     import docker
 
-    removed: "list[str]" = []
+    removed: list[str] = []
     try:
         found = client.containers.list(all=True, ignore_removed=True,
                                        filters={"label": [MANAGED_LABEL + "=1", MASTER_LABEL]})
