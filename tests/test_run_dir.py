@@ -209,10 +209,17 @@ def test_an_interrupted_run_ends_every_attempt_and_records_130(tmp_path, signum)
         proc.send_signal(signum)
         exited_or_dumped(proc, 30)   # (a hang shows its threads: CI saw one once)
         assert proc.returncode == 130
+    assert_stopped_as_interrupted(run_dir)
+
+
+def assert_stopped_as_interrupted(run_dir):
+    """The run of ``run_dir`` recorded as interrupted (130), every attempt
+    ended, every task stopped by tfrun, none left running."""
     data = load_run_json(run_dir)
     assert data["outcome"]["status"] == "interrupted"
     assert_every_attempt_ended(data, 130)
-    # Stopped by tfrun (told so by their exit frames), or killed by Mesos: not finished.
+    # Stopped by tfrun (told so by their exit frames), or killed by Mesos: not
+    # finished; nor killed by a signal meant for tfrun (a hang-up's).
     assert {task["state"] for task in data["tasks"]} == {"TASK_KILLED"}, data["tasks"]
     assert_no_task_processes()
 
@@ -423,12 +430,7 @@ def test_a_terminal_that_closes_stops_the_run_as_ctrl_c_does(tmp_path):
                 proc.kill()
                 proc.wait()
     assert proc.returncode == 130
-    data = load_run_json(run_dir)
-    assert data["outcome"]["status"] == "interrupted"
-    assert_every_attempt_ended(data, 130)
-    # Stopped by tfrun: the hang-up reached tfrun, not its tasks (sessions of their own).
-    assert {task["state"] for task in data["tasks"]} == {"TASK_KILLED"}, data["tasks"]
-    assert_no_task_processes()
+    assert_stopped_as_interrupted(run_dir)   # the hang-up reached tfrun, not its tasks
 
 
 def test_under_nohup_a_hangup_leaves_the_run_alone(tmp_path):
