@@ -14,7 +14,7 @@ import sys
 import pytest
 from fixtures_master import make_local_master
 from processes import scheduler_pids
-from tfrun_helpers import REPO, SMALL, start_tfrun
+from tfrun_helpers import REPO, SMALL, hung_up_once_ready, start_tfrun, tfrun_argv
 from waiting import wait_until
 
 from tfmesos.ship.bundle import file_sha256
@@ -359,3 +359,25 @@ def test_a_scheduler_task_that_cannot_start_is_one_line_and_leaves_nothing(make_
     assert "it said:" in line and "/nonexistent/python3" in line, line
     assert master.state()["frameworks"] == []          # torn down
     assert not (tmp_path / "keys").exists()             # no key for a run that never was
+
+
+def test_a_terminal_that_closes_leaves_a_failover_run_to_its_tasks(make_local_master, tmp_path):
+    # --failover: the run outlives its scheduler. The ssh session gone, the
+    # terminal closed: tfrun leaves it to its tasks (as tfmesos attach does
+    # on Ctrl-C), for tfmesos attach to take over; it does not stop it.
+    master = make_local_master()
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    code = hung_up_once_ready(tfrun_argv("--failover", "--failover-timeout", "300", "-m",
+                                         master.url, "-w", "2", "-s", "0", *SMALL, "--run-dir",
+                                         str(run_dir), "--", "sleep", "600"), env=env)
+    assert code == 0
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    framework, _ = framework_of(master)
+    assert [t["state"] for t in framework["tasks"]] == ["TASK_RUNNING"] * 2
+    run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
+    assert (tmp_path / "keys" / run_id).exists()   # kept for tfmesos attach
+    killed = tfmesos("kill", run_id, "--master", master.url, env=env)
+    assert killed.returncode == 0, killed.stderr
+    wait_until(lambda: not framework_of(master)[0], timeout=60)

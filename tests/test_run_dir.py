@@ -21,6 +21,7 @@ from tfrun_helpers import (
     dumping_env,
     exited_or_dumped,
     free_port,
+    hung_up_once_ready,
     marked_tasks,
     run_tfrun,
     start_tfrun,
@@ -397,39 +398,14 @@ def test_a_standard_stream_closed_at_the_start_is_no_traceback(closed, command, 
     assert ("[worker:0] hi" in result.stdout) == (command[0].endswith("tfrun") and closed == "2")
 
 
-def controlling_terminal():
-    """In the child: a session of its own whose controlling terminal is its
-    stdin (a pseudo-terminal's slave), as a login shell's commands have."""
-    os.setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
 def test_a_terminal_that_closes_stops_the_run_as_ctrl_c_does(tmp_path):
     # The ssh session gone, the terminal window closed: the kernel hangs up
     # (SIGHUP to the terminal's session), and writes to it fail (EIO).
     run_dir = tmp_path / "run"
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(tfrun_argv("-w", "2", "-s", "1", *TINY, "--run-dir", str(run_dir),
-                                       "--", "sleep 600"),
-                            cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
-                            preexec_fn=controlling_terminal,
-                            env=dict(os.environ, MESOS_MASTER=""))
-    os.close(slave)
-    try:
-        said, deadline = b"", time.monotonic() + 60
-        while b"cluster ready" not in said and time.monotonic() < deadline:
-            if select.select([master], [], [], 1)[0]:
-                said += os.read(master, 4096)
-        assert b"cluster ready" in said, said
-    finally:
-        os.close(master)   # the terminal goes away
-        try:
-            proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 130
+    code = hung_up_once_ready(tfrun_argv("-w", "2", "-s", "1", *TINY, "--run-dir",
+                                         str(run_dir), "--", "sleep 600"),
+                              env=dict(os.environ, MESOS_MASTER=""))
+    assert code == 130
     assert_stopped_as_interrupted(run_dir)   # the hang-up reached tfrun, not its tasks
 
 

@@ -1,12 +1,17 @@
 """Running tfrun as a user would: a subprocess, output captured, always reaped."""
 
 import contextlib
+import fcntl
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
+import time
 import warnings
 
 import pytest
@@ -222,3 +227,38 @@ def only_metrics_warnings():
     test left open that the garbage collector closes just then."""
     warnings.simplefilter("ignore")
     warnings.simplefilter("always", RuntimeWarning)
+
+
+def _controlling_terminal():
+    """In the child: a session of its own whose controlling terminal is its
+    stdin (a pseudo-terminal's slave), as a login shell's commands have."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def hung_up_once_ready(argv, env, ready=b"cluster ready", timeout=60):
+    """Run ``argv`` on a pseudo-terminal that is its controlling terminal,
+    close the terminal (the ssh session gone, the window closed: the kernel
+    hangs up its session) once it printed ``ready``; its exit status."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=_controlling_terminal, env=env)
+    os.close(slave)
+    try:
+        said, deadline = b"", time.monotonic() + timeout
+        while ready not in said and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                try:
+                    said += os.read(master, 4096)
+                except OSError:   # EIO: it ended, and the terminal with it
+                    break
+        assert ready in said, said
+    finally:
+        os.close(master)   # the terminal goes away
+        try:
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return proc.returncode

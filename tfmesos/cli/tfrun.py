@@ -7,10 +7,12 @@ cluster on Mesos (or the embedded local master) and exits with its result.
 
 import json
 import os
+import signal
 import sys
 import threading
 
 from ..core import config
+from ..core.signals import interrupted_by
 from ..core.taskinfo import warm_task_command
 from ..exceptions import MasterAddressError, RunKilled, SpecError, TaskFailed, TFMesosError
 from .common import (
@@ -184,7 +186,11 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             quiet_hung_up_terminal()   # a SIGHUP's: nothing is said from here on
             if isinstance(exc, BrokenPipeError):   # the status line's stderr
                 exc = OutputClosed()
-            if leave_on_interrupt and not isinstance(exc, OutputClosed):
+            # The terminal gone (SIGHUP) under a run that outlives its
+            # scheduler (--failover): left to its tasks, as tfmesos attach
+            # leaves it on Ctrl-C, for tfmesos attach to take over again.
+            hung_up = interrupted_by() == signal.SIGHUP and run.spec.failover_timeout is not None
+            if (leave_on_interrupt or hung_up) and not isinstance(exc, OutputClosed):
                 with ignore_signals():
                     run.detach()
                 left = True

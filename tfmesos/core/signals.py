@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import queue
 
 __all__ = ["INTERRUPTING", "interrupt_on_signals", "ignore_signals", "interrupts_queued_on",
-           "interrupting_only_inside", "interruptible", "deferring_signals"]
+           "interrupting_only_inside", "interruptible", "deferring_signals", "interrupted_by"]
 
 # SIGHUP: the terminal closed, the ssh session gone; a run then stops as on
 # Ctrl-C (its record says so) instead of dying with its tasks unstopped.
@@ -69,9 +69,20 @@ class _Gate:
 _gates: list[_Gate] = []   # the innermost ``interrupting_only_inside`` last
 
 
+_interrupting: list[int] = []   # the signal of the latest interrupt (``interrupted_by``)
+
+
+def interrupted_by() -> Optional[int]:
+    """The signal that made the latest interrupt (SIGHUP: the terminal went
+    away, where a run that outlives its scheduler is left to its tasks), or
+    None."""
+    return _interrupting[-1] if _interrupting else None
+
+
 def _interrupt(signum: int, frame: Optional[FrameType]) -> None:
     if _gates and not _gates[-1].open:
         return      # outside the block's interruptible parts: ignored
+    _interrupting[:] = [signum]
     target = _queued_on[-1] if _queued_on else None
     if target is None or target.put:   # a second signal: the user insists
         raise KeyboardInterrupt
@@ -115,6 +126,7 @@ def interrupting_only_inside(signals: Iterable[signal.Signals] = INTERRUPTING
     moment when a signal slips through). Main thread only."""
     gate = _Gate()
     _gates.append(gate)
+    _interrupting.clear()   # what interrupted an earlier block is not this one's
     try:
         with _handling(signals, _interrupt):
             yield
