@@ -381,3 +381,30 @@ def test_a_terminal_that_closes_leaves_a_failover_run_to_its_tasks(make_local_ma
     killed = tfmesos("kill", run_id, "--master", master.url, env=env)
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: not framework_of(master)[0], timeout=60)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local_master,
+                                                                      tmp_path, signum):
+    # No offer fits its scheduler task: the submit waits, its framework on the master.
+    master = make_local_master()
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
+    (tmp_path / "train.py").write_text(TRAIN)
+    submit = subprocess.Popen(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
+         "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py", "x"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: master.state()["frameworks"], timeout=60,
+                   message=lambda: "the submit never subscribed")
+        submit.send_signal(signum)
+        _, said = submit.communicate(timeout=60)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.wait()
+    assert submit.returncode == 130, said
+    assert said.splitlines()[-1] == ("tfrun: interrupted before the scheduler took over: nothing "
+                                     "of the run is left")
+    assert master.state()["frameworks"] == []   # torn down, not left for its failover timeout
+    assert not (tmp_path / "keys").exists()

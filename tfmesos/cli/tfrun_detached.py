@@ -10,8 +10,12 @@ from ..exceptions import TFMesosError
 def submit(spec, args, say):
     """Launch the run's scheduler task and leave; the exit status."""
     from ..core.detached import submit as launch
+    from ..core.signals import interrupt_on_signals
     try:
-        identity = launch(spec, say, args.scheduler_cpus, args.scheduler_mem)
+        # SIGTERM and SIGHUP (a terminal gone) as Ctrl-C: the run not taken
+        # over yet is torn down, not left registered for its failover timeout.
+        with interrupt_on_signals():
+            identity = launch(spec, say, args.scheduler_cpus, args.scheduler_mem)
     except KeyboardInterrupt:
         say("interrupted before the scheduler took over: nothing of the run is left")
         return 130

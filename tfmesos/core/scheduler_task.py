@@ -74,7 +74,9 @@ class SchedulerLauncher(Scheduler):
                  cpus: float, mem: float) -> None:
         self._make_task = make_task
         self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
-        self.events: queue.Queue[tuple[str, ...]] = queue.Queue()
+        # SimpleQueue: a signal's KeyboardInterrupt inside its get is safe
+        # (core.signals: queue.Queue's may free a lock it does not hold).
+        self.events: queue.SimpleQueue[tuple[str, ...]] = queue.SimpleQueue()
         self.launched: Optional[tuple[str, str]] = None   # (task id, agent id)
         # its agent's address (Offer.url): its sandbox's last words
         self.agent_url: Optional[dict[str, Any]] = None
