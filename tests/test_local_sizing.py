@@ -19,6 +19,13 @@ def default_ports(monkeypatch):
     monkeypatch.delenv(sizing.PORTS_ENV, raising=False)   # (test lanes set their own)
 
 
+@pytest.fixture
+def every_port_free(monkeypatch):
+    """Windows as drawn, whatever this machine holds now (other tests' tasks,
+    outgoing connections' ports): the tests of the drawing, not the probe."""
+    monkeypatch.setattr(sizing, "free_ranges", lambda low, high: [(low, high)])
+
+
 def window(agent):
     """The window the agent's ports were drawn from: its first and last port
     (the ports something on this machine holds are left out of it)."""
@@ -30,7 +37,7 @@ def count(ranges):
 
 
 @pytest.mark.parametrize("tasks", [1, 3, 100, 210, 1000])
-def test_the_port_window_holds_every_task_and_a_relaunch_of_each(tasks):
+def test_the_port_window_holds_every_task_and_a_relaunch_of_each(tasks, every_port_free):
     jobs = [Job("ps", 1, 0.1, 32, 0), Job("worker", tasks - 1, 0.1, 32, 0)] if tasks > 1 \
         else [Job("worker", 1, 0.1, 32, 0)]
     for _ in range(20):   # a random window each time: each inside 20000-30999
@@ -41,7 +48,7 @@ def test_the_port_window_holds_every_task_and_a_relaunch_of_each(tasks):
         assert count(agent.ports) >= tasks + 1
 
 
-def test_two_small_runs_draw_from_many_windows():
+def test_two_small_runs_draw_from_many_windows(every_port_free):
     drawn = {window(sizing.local_agent([Job("worker", 2, 0.1, 32, 0)])) for _ in range(200)}
     assert len(drawn) > 50
 
@@ -53,7 +60,7 @@ def test_beyond_the_embedded_masters_bound_is_one_line_naming_the_fix():
     assert "run on a Mesos cluster" in str(caught.value)
 
 
-def test_tfmesos_local_ports_is_the_range_windows_are_drawn_from(monkeypatch):
+def test_tfmesos_local_ports_is_the_range_windows_are_drawn_from(monkeypatch, every_port_free):
     monkeypatch.setenv(sizing.PORTS_ENV, "40000-40300")
     drawn = {window(sizing.local_agent([Job("worker", 2, 0.1, 32, 0)])) for _ in range(100)}
     assert drawn == {(40000, 40100), (40101, 40201)}   # whole windows of 101 only
