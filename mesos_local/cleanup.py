@@ -35,7 +35,7 @@ from typing import Optional
 log = logging.getLogger("mesos_local.cleanup")
 
 WORK_DIR_PREFIX = "mesos-local-"
-_WORK_DIR = re.compile(r"^mesos-local-(\d+)\.(\d+)\.(\d+)-[A-Za-z0-9_]+$")
+_WORK_DIR = re.compile(r"^mesos-local-(\d+\.\d+\.\d+)-[A-Za-z0-9_]+$")   # its master's
 CLEANUP_TIMEOUT = 5.0   # seconds a master's cgroups get to empty before their removal fails
 
 
@@ -165,11 +165,9 @@ def make_work_dir(named: bool = True) -> str:
     its pid namespace and start time (``remove_stale_work_dirs`` removes it
     once this process is gone), else ``mesos-local-XXXXXXXX``, which only
     its maker removes (a master that keeps its sandboxes)."""
-    namespace, start = _pid_namespace(), process_start(os.getpid())
-    if not named or namespace is None or start is None:
-        return tempfile.mkdtemp(prefix=WORK_DIR_PREFIX)
-    return tempfile.mkdtemp(prefix="%s%d.%d.%d-" % (WORK_DIR_PREFIX, namespace, os.getpid(),
-                                                     start))
+    owner = this_master() if named else None
+    return tempfile.mkdtemp(prefix=WORK_DIR_PREFIX if owner is None
+                            else "%s%s-" % (WORK_DIR_PREFIX, owner))
 
 
 def remove_stale_work_dirs(root: Optional[str] = None) -> list[str]:
@@ -179,8 +177,7 @@ def remove_stale_work_dirs(root: Optional[str] = None) -> list[str]:
     through a symbolic link), of this user. Returns the paths removed; one
     that cannot be removed is left, not an error."""
     root = root or tempfile.gettempdir()
-    namespace = _pid_namespace()
-    if namespace is None:
+    if _pid_namespace() is None:
         return []   # no /proc: nothing tells a gone process from a live one
     try:
         names = os.listdir(root)
@@ -189,10 +186,8 @@ def remove_stale_work_dirs(root: Optional[str] = None) -> list[str]:
     removed = []
     for name in names:
         found = _WORK_DIR.match(name) if name.startswith(WORK_DIR_PREFIX) else None
-        if found is None or int(found.group(1)) != namespace:
-            continue
-        if process_start(int(found.group(2))) == int(found.group(3)):
-            continue   # its master's process is alive
+        if found is None or not master_gone(found.group(1)):
+            continue   # not a master's, or its master is alive (or another namespace's)
         path = os.path.join(root, name)
         try:
             status = os.lstat(path)

@@ -260,7 +260,7 @@ class TaskLauncher:
                                             and framework.partition_aware else "TASK_LOST")
                 state, source, reason, message = _exit_update(task, status, error,
                                                               proc.limitation, dropped,
-                                                              getattr(proc, "lost", None))
+                                                              proc.lost)
                 if task.executor is not None and reason == "REASON_COMMAND_EXECUTOR_FAILED":
                     reason = None   # the default executor gives none (default_executor.cpp)
                 self.updates.update(task, state, source, reason, message)

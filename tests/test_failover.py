@@ -14,7 +14,7 @@ import sys
 import pytest
 from fixtures_master import make_local_master
 from processes import scheduler_pids
-from tfrun_helpers import REPO, SMALL, hung_up_once_ready, start_tfrun, tfrun_argv
+from tfrun_helpers import REPO, SMALL, hung_up_once_ready, reaped, start_tfrun, tfrun_argv
 from waiting import wait_until
 
 from tfmesos.ship.bundle import file_sha256
@@ -390,19 +390,15 @@ def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local
     master = make_local_master()
     env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
     (tmp_path / "train.py").write_text(TRAIN)
-    submit = subprocess.Popen(
-        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
-         "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py", "x"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(subprocess.Popen(
+            [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
+             "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py",
+             "x"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)) as submit:
         wait_until(lambda: master.state()["frameworks"], timeout=60,
                    message=lambda: "the submit never subscribed")
         submit.send_signal(signum)
         _, said = submit.communicate(timeout=60)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-            submit.wait()
     assert submit.returncode == 130, said
     assert said.splitlines()[-1] == ("tfrun: interrupted before the scheduler took over: nothing "
                                      "of the run is left")

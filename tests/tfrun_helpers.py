@@ -241,24 +241,18 @@ def hung_up_once_ready(argv, env, ready=b"cluster ready", timeout=60):
     close the terminal (the ssh session gone, the window closed: the kernel
     hangs up its session) once it printed ``ready``; its exit status."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
-                            preexec_fn=_controlling_terminal, env=env)
-    os.close(slave)
-    try:
-        said, deadline = b"", time.monotonic() + timeout
-        while ready not in said and time.monotonic() < deadline:
-            if select.select([master], [], [], 1)[0]:
-                try:
-                    said += os.read(master, 4096)
-                except OSError:   # EIO: it ended, and the terminal with it
-                    break
-        assert ready in said, said
-    finally:
-        os.close(master)   # the terminal goes away
+    with reaped(subprocess.Popen(argv, cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
+                                 preexec_fn=_controlling_terminal, env=env)) as proc:
+        os.close(slave)
         try:
-            proc.wait(60)
+            said, deadline = b"", time.monotonic() + timeout
+            while ready not in said and time.monotonic() < deadline:
+                if select.select([master], [], [], 1)[0]:
+                    try:
+                        said += os.read(master, 4096)
+                    except OSError:   # EIO: it ended, and the terminal with it
+                        break
+            assert ready in said, said
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return proc.returncode
+            os.close(master)   # the terminal goes away
+        return proc.wait(60)

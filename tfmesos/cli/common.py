@@ -167,16 +167,30 @@ class OutputClosed(KeyboardInterrupt):
 def output_closed():
     """Quiet stdout and stderr for good (a closed pipe, written to again,
     would fail again) and leave with ``SIGPIPE_EXIT``, no traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            descriptor = stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            continue
+        _devnull_onto(descriptor)
+    leave(SIGPIPE_EXIT)
+
+
+def _devnull_onto(descriptor):
+    """Make ``descriptor`` /dev/null's (open or closed before); a failure
+    leaves it as it was."""
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                os.dup2(devnull, stream.fileno())
-            except (OSError, ValueError, AttributeError):
-                pass
+        devnull = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    if devnull == descriptor:   # it was closed, and the lowest free: /dev/null's now
+        return
+    try:
+        os.dup2(devnull, descriptor)
     except OSError:
         pass
-    leave(SIGPIPE_EXIT)
+    finally:
+        os.close(devnull)
 
 
 def standard_streams():
@@ -191,13 +205,7 @@ def standard_streams():
         try:
             os.fstat(descriptor)
         except OSError:
-            try:
-                opened = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)
-            except OSError:
-                continue
-            if opened != descriptor:   # a lower one was free: not the one closed
-                os.close(opened)
-                continue
+            _devnull_onto(descriptor)
         if getattr(sys, name) is None:
             setattr(sys, name, open(descriptor, mode, closefd=False))
     for stream in (sys.stdout, sys.stderr):
@@ -219,14 +227,8 @@ def quiet_hung_up_terminal():
         try:
             termios.tcgetattr(descriptor)
         except termios.error as exc:
-            if exc.args[0] != errno.EIO:
-                continue   # no terminal (ENOTTY): a pipe, a file
-            try:
-                devnull = os.open(os.devnull, os.O_RDWR)
-                os.dup2(devnull, descriptor)
-                os.close(devnull)
-            except OSError:
-                pass
+            if exc.args[0] == errno.EIO:   # (ENOTTY: no terminal, a pipe, a file)
+                _devnull_onto(descriptor)
 
 
 def quiet_on_closed_pipe(main, *args):

@@ -69,20 +69,21 @@ class _Gate:
 _gates: list[_Gate] = []   # the innermost ``interrupting_only_inside`` last
 
 
-_interrupting: list[int] = []   # the signal of the latest interrupt (``interrupted_by``)
+_interrupted_by: Optional[int] = None   # the signal of the latest interrupt
 
 
 def interrupted_by() -> Optional[int]:
     """The signal that made the latest interrupt (SIGHUP: the terminal went
     away, where a run that outlives its scheduler is left to its tasks), or
     None."""
-    return _interrupting[-1] if _interrupting else None
+    return _interrupted_by
 
 
 def _interrupt(signum: int, frame: Optional[FrameType]) -> None:
+    global _interrupted_by
     if _gates and not _gates[-1].open:
         return      # outside the block's interruptible parts: ignored
-    _interrupting[:] = [signum]
+    _interrupted_by = signum
     target = _queued_on[-1] if _queued_on else None
     if target is None or target.put:   # a second signal: the user insists
         raise KeyboardInterrupt
@@ -124,9 +125,10 @@ def interrupting_only_inside(signals: Iterable[signal.Signals] = INTERRUPTING
     the block's ``interruptible()`` parts; elsewhere they are ignored, from
     the block's first line to its last (no ``ignore_signals`` to enter, no
     moment when a signal slips through). Main thread only."""
+    global _interrupted_by
     gate = _Gate()
     _gates.append(gate)
-    _interrupting.clear()   # what interrupted an earlier block is not this one's
+    _interrupted_by = None   # what interrupted an earlier block is not this one's
     try:
         with _handling(signals, _interrupt):
             yield
