@@ -290,9 +290,9 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
                     "Task killed during launch")
         return "TASK_KILLED", "SOURCE_EXECUTOR", None, describe_exit(status)
     if lost is not None:
-        # Mesos' docker executor when its container's run failed, the engine
-        # gone with it: TASK_FAILED, no reason (src/docker/executor.cpp, reaped).
-        return "TASK_FAILED", "SOURCE_EXECUTOR", None, "Docker container run error: %s" % lost
+        # As Mesos' docker executor when its container's run failed, the engine
+        # gone with it: TASK_FAILED, no reason, the runner's words.
+        return "TASK_FAILED", "SOURCE_EXECUTOR", None, lost
     if error is not None:
         return "TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED", error
     if status == 0:

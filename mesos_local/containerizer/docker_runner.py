@@ -451,7 +451,7 @@ class DockerTask(RunningTask):
         self.memory_limit = memory_limit   # bytes (or docker's "2g"), when limited
         self.oom_killed = False
         self._signalled = False
-        self._lost = None      # the engine's error when it stopped answering mid-run
+        self._lost = None      # why the engine lost the container mid-run (lost())
         self._status = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._follow, args=(frames, out, err),
@@ -490,7 +490,8 @@ class DockerTask(RunningTask):
                 log.debug("wait on container %s: %s", self.container.short_id, exc)
                 self._status = -signal.SIGKILL
                 if not self._signalled:
-                    self._lost = one_line(exc)
+                    # Mesos' docker executor's words (src/docker/executor.cpp, reaped).
+                    self._lost = "Docker container run error: %s" % one_line(exc)
         finally:
             self._done.set()
 
@@ -500,7 +501,7 @@ class DockerTask(RunningTask):
         return None
 
     def lost(self):
-        """The engine's error when it stopped answering while the container
+        """What the engine said when it stopped answering while the container
         ran (it was stopped, or restarted): the container's end is unknown."""
         return self._lost
 
