@@ -33,11 +33,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 
 import pytest
 from tfrun_helpers import free_port
+from waiting import wait_until
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_BINDING = "/usr/share/java/slf4j-simple.jar"
@@ -239,6 +241,20 @@ class ZooKeeperServer:
 
     def __exit__(self, *exc_info):
         self.stop()
+
+
+def detector_threads():
+    """Threads that kazoo or a detector may have started."""
+    return {t for t in threading.enumerate() if t is not threading.main_thread() and t.daemon}
+
+
+@pytest.fixture
+def quiet_threads():
+    """Assert the test leaves no kazoo thread behind once all is closed."""
+    before = detector_threads()
+    yield
+    wait_until(lambda: not (detector_threads() - before),
+               message=lambda: f"threads left running: {detector_threads() - before}")
 
 
 @pytest.fixture(scope="session")

@@ -218,6 +218,10 @@ ROWS = [
     Row("attach-without-a-master", "tfmesos", ["attach", "abcd"], 2, "which master?"),
     Row("attach-an-unknown-run", "tfmesos", ["attach", "abcd", "--master", "127.0.0.1:1"], 1,
         "cannot reach the Mesos master at"),
+    Row("runs-of-a-zookeeper-that-refuses", "tfmesos",
+        ["runs", "--master", "zk://127.0.0.1:1/mesos"], 1,
+        "nothing listens at 127.0.0.1:1, the ZooKeeper of zk://127.0.0.1:1/mesos: check the "
+        "zk:// address"),
     # tfrun: the reader of its output goes away: every task stops
     Row("tfrun-output-closed", "tfrun", ["-q", *TFRUN_BASE, "--", "echo hi; sleep 600"],
         SIGPIPE_EXIT, None, stdout_closed=True, lines=None, check=check_tfrun_stopped),

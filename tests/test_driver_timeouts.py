@@ -13,13 +13,17 @@ import socket
 import threading
 import time
 
+import fixtures_zk
 import pytest
 from fixtures_master import make_local_master
+from fixtures_zk import quiet_threads
 from local_addresses import non_loopback_address
 from tfrun_helpers import free_port, run_tfrun
+from waiting import wait_until
 
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler, http_transport
+from tfmesos.mesos.detection import make_detector
 
 FRAMEWORK = {"user": "u", "name": "timeouts"}
 SLACK = 4.0   # seconds a loaded machine may add to a deadline the driver keeps
@@ -46,11 +50,14 @@ def silent_server():
             except OSError:
                 return
 
-    threading.Thread(target=accept, daemon=True).start()
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
     try:
         yield "127.0.0.1:%d" % server.getsockname()[1]
     finally:
+        server.shutdown(socket.SHUT_RDWR)   # wakes accept(), which close() alone does not
         server.close()
+        acceptor.join()
         for conn in held:
             conn.close()
 
@@ -135,6 +142,83 @@ def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_master():
     assert result.returncode == 1 and took < 10, (took, result.stderr)
     assert error_line(result.stderr).endswith(TFRUN_NOTHING_LISTENS % "127.0.0.1:1"), \
         result.stderr
+
+
+# A zk:// master: its ZooKeeper servers refuse (nothing listens at their port).
+ZK_NOTHING_LISTENS = ("nothing listens at %s, the ZooKeeper of %s: check the zk:// address "
+                      "(or connect_timeout to wait longer)")
+
+
+@pytest.mark.waits
+def test_a_zookeeper_never_reached_that_refuses_is_given_up_after_the_refused_timeout():
+    closed = "127.0.0.1:%d" % free_port()
+    master = "zk://%s/mesos" % closed
+    took, error = give_up_time(master, connect_timeout=60, refused_timeout=2)
+    assert 2 <= took < 2 + SLACK, took
+    assert str(error) == ZK_NOTHING_LISTENS % (closed, master)
+
+
+@pytest.mark.waits
+def test_zookeeper_refusals_are_retried_while_one_server_of_the_list_accepts():
+    with silent_server() as silent:
+        took, error = give_up_time("zk://127.0.0.1:%d,%s/mesos" % (free_port(), silent),
+                                   connect_timeout=4, refused_timeout=1)
+    assert 4 <= took < 4 + SLACK and "could not subscribe" in str(error), (took, error)
+    assert "nothing listens" not in str(error)
+
+
+@pytest.mark.waits
+def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_zookeeper():
+    # zk://127.0.0.1:1/mesos took the whole default connect timeout (60 s),
+    # where 127.0.0.1:1 took 5 s.
+    master = "zk://127.0.0.1:1/mesos"
+    started = time.monotonic()
+    result = run_tfrun("-m", master, *ADVERTISE, "--", "true", timeout=90)
+    took = time.monotonic() - started
+    assert result.returncode == 1 and took < 30, (took, result.stderr)
+    assert error_line(result.stderr).endswith(
+        ZK_NOTHING_LISTENS.replace("connect_timeout", "--connect-timeout")
+        % ("127.0.0.1:1", master)), result.stderr
+    assert "cannot reach the Mesos master %s yet" % master in result.stderr
+
+
+@pytest.mark.waits
+@pytest.mark.zookeeper
+def test_once_zookeeper_was_reached_its_refusals_wait_the_whole_connect_timeout(
+        quiet_threads):
+    # ZooKeeper answers, no master registered yet; then ZooKeeper stops (a
+    # restart): the driver waits for it, as for a master once reached.
+    with fixtures_zk.ZooKeeperServer() as server:
+        master = "zk://%s/mesos-%d" % (server.hosts, free_port())
+        detector = make_detector(master)
+        driver = MesosSchedulerDriver(Scheduler(), FRAMEWORK, master, connect_timeout=8,
+                                      refused_timeout=0.5, detector=detector)
+        driver.start()
+        try:
+            wait_until(lambda: detector._ever_connected, message="ZooKeeper not reached")
+            server.stop()
+            with pytest.raises(TimeoutError):
+                driver.join(timeout=4)   # far past refused_timeout, still waiting
+            with pytest.raises(MesosConnectionError, match="could not subscribe") as info:
+                driver.join(timeout=30)
+            assert "nothing listens" not in str(info.value)
+        finally:
+            driver.abort()
+            detector.close()
+
+
+def test_a_zookeeper_detector_is_refusing_only_while_every_server_refuses(quiet_threads):
+    closed = "127.0.0.1:%d" % free_port()
+    with silent_server() as silent:
+        for hosts, refusing in ((closed, True), ("%s,%s" % (closed, closed), True),
+                                ("%s,%s" % (closed, silent), False)):
+            master = "zk://%s/mesos" % hosts
+            with make_detector(master) as detector:
+                assert not detector.reached()
+                assert detector.refusing() == (ZK_NOTHING_LISTENS.split(" (or")[0] % (
+                    hosts.replace(",", ", "), master) if refusing else None), hosts
+    with make_detector(UNKNOWN) as static:
+        assert static.reached() and static.refusing() is None
 
 
 @pytest.mark.waits

@@ -9,6 +9,7 @@ import pytest
 from fixtures_zk import (
     MASTER_INFO_JSON,
     free_port,
+    quiet_threads,
     register_master,
     unique_path,
     zk_client,
@@ -23,20 +24,6 @@ from tfmesos.mesos.master_address import parse_master
 pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(120)]
 # What a loaded machine may add to a deadline the detector keeps.
 SLACK = 5.0
-
-
-def detector_threads():
-    """Threads that kazoo or a detector may have started."""
-    return {t for t in threading.enumerate() if t is not threading.main_thread() and t.daemon}
-
-
-@pytest.fixture
-def quiet_threads():
-    """Assert the test leaves no kazoo thread behind once all is closed."""
-    before = detector_threads()
-    yield
-    wait_until(lambda: not (detector_threads() - before),
-               message=lambda: f"threads left running: {detector_threads() - before}")
 
 
 def test_leader_is_lowest_sequence_and_follows_a_change(zookeeper, quiet_threads):

@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Detector",
     "StaticDetector",
+    "UNREACHED_WAIT",
     "check_timeout",
 ]
 
@@ -22,6 +23,10 @@ DEFAULT_TIMEOUT = 10.0
 # Mesos' own detector uses a 10 s ZooKeeper session
 # (MASTER_DETECTOR_ZK_SESSION_TIMEOUT in src/master/detector/zookeeper.cpp).
 DEFAULT_SESSION_TIMEOUT = 10.0
+# The longest wait for a leader from a detector that never reached its
+# servers, after which whether they all refuse is looked at
+# (``Detector.refusing``): a ZooKeeper that answers is reached in less.
+UNREACHED_WAIT = 1.0
 
 
 class Detector:
@@ -60,6 +65,17 @@ class Detector:
         known: ``candidates() or [leader(timeout)]`` is the usual call.
         """
         raise NotImplementedError
+
+    def reached(self) -> bool:
+        """Whether the detector ever reached the servers it reads the
+        leader from (ZooKeeper's); True for one that reads none."""
+        return True
+
+    def refusing(self) -> Optional[str]:
+        """When the detector never reached the servers it reads and each
+        refuses a connection now (nothing listens at its port), a line
+        that says so and names the fix; else None."""
+        return None
 
     def close(self) -> None:
         self._closed = True

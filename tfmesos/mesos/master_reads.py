@@ -26,12 +26,14 @@ The leader is found as the driver finds it (a fixed list or ``zk://``), and a
 
 import json
 import os
+import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..exceptions import MesosError
+from ..exceptions import MesosConnectionError, MesosError
 from .detection import make_detector
+from .detector import UNREACHED_WAIT, Detector
 from .http_transport import TLSContext, basic_auth, describe, open_connection, redirect_base
 from .master_address import parse_master
 
@@ -62,13 +64,27 @@ class MasterReader:
         if self._leader is None:
             try:
                 with make_detector(self._spec, self._timeout, scheme=self._scheme) as detector:
-                    self._leader = detector.leader()
+                    self._leader = self._find_leader(detector)
             except MesosError:
                 raise
             except Exception as exc:      # a ZooKeeper or detector failure, in one line
                 raise MesosError("cannot find the leading Mesos master: %s" % describe(exc)) \
                     from None
         return self._leader
+
+    def _find_leader(self, detector: Detector) -> str:
+        """The detector's leader within the timeout; but after a second
+        without reaching ZooKeeper, whose every server refuses, an error
+        that says so (a fixed master that refuses is one at once)."""
+        deadline = time.monotonic() + self._timeout
+        if not detector.reached():
+            try:
+                return detector.leader(min(self._timeout, UNREACHED_WAIT))
+            except MesosConnectionError:
+                refusal = detector.refusing()
+                if refusal is not None:
+                    raise MesosConnectionError(refusal) from None
+        return detector.leader(max(0.0, deadline - time.monotonic()))
 
     def state(self) -> dict[str, Any]:
         return self._json("/master/state")

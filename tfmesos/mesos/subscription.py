@@ -31,7 +31,7 @@ from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, Me
 from ..field_methods import FrozenFieldMethods
 from . import calls, recordio
 from .decoding import decode_event
-from .detector import Detector, StaticDetector
+from .detector import UNREACHED_WAIT, Detector, StaticDetector
 from .http_transport import (
     UnknownHost,
     api_path,
@@ -237,10 +237,40 @@ class Subscription:
 
     def _candidates(self) -> list[str]:
         urls = [self.leader_url] if self.leader_url else []
-        for url in self._detector.candidates() or [self._detector.leader(self._budget())]:
+        for url in self._detector.candidates() or [self._leader()]:
             if url not in urls:
                 urls.append(url)
         return urls
+
+    def _leader(self) -> str:
+        """The detector's leader. Before the first subscription, while the
+        detector never reached its servers (ZooKeeper), it is waited for a
+        second at a time, and whether they all refuse is looked at in
+        between (``_check_detector_listening``)."""
+        if self._subscribed_once or self._detector.reached():
+            return self._detector.leader(self._budget())
+        try:
+            return self._detector.leader(
+                min(self._budget(), UNREACHED_WAIT, max(0.0, self._refusals_left())))
+        except MesosConnectionError:
+            self._check_detector_listening()
+            raise
+
+    def _check_detector_listening(self) -> None:
+        """Give up after ``refused_timeout`` when every server the detector
+        reads refused every look since (nothing listens there), as for a
+        static list of masters (``_check_listening``)."""
+        refusal = self._detector.refusing()
+        if refusal is None:
+            self._refused_since = None
+            return
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+        if now - self._refused_since < self._refused_timeout:
+            return
+        raise _Unrecoverable(MesosConnectionError.about(
+            "%s (or {connect_timeout} to wait longer)", refusal))
 
     def _subscribe_once(self) -> None:
         last: Optional[Exception] = None

@@ -17,6 +17,7 @@ kazoo itself is imported only once a :class:`ZKDetector` connects.
 import functools
 import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 # its MasterInfo as JSON under the label "json.info"; ZooKeeper appends the
 # zero-padded sequence number. Older "info_<seq>" children hold protobuf.
 _JSON_INFO_CHILD = re.compile(r"json\.info_(\d+)")
+# A server that neither accepts nor refuses a connection within this is
+# not one where nothing listens (``ZKDetector.refusing``).
+_REFUSAL_PROBE_TIMEOUT = 1.0
 
 
 # --------------------------------------------------------------------------
@@ -172,6 +176,31 @@ class ZKDetector(Detector):
         except MesosConnectionError:
             with self._cond:
                 return self._seen.candidates
+
+    def reached(self) -> bool:
+        with self._cond:
+            return self._ever_connected
+
+    def refusing(self) -> Optional[str]:
+        """While ZooKeeper was never reached and every server of the zk://
+        address refuses a connection now (one plain TCP connection each:
+        kazoo's log says it only in its text): "nothing listens at
+        HOST:PORT, the ZooKeeper of zk://...: check the zk:// address"."""
+        if self.reached():
+            return None
+        servers = self.hosts.split(",")
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            try:
+                socket.create_connection((host.strip("[]"), int(port)),
+                                         timeout=_REFUSAL_PROBE_TIMEOUT).close()
+            except ConnectionRefusedError:
+                continue
+            except (OSError, ValueError):
+                pass   # no answer, or no route: not "nothing listens"
+            return None
+        return "nothing listens at %s, the ZooKeeper of %s: check the zk:// address" % (
+            ", ".join(servers), self.zk_url)
 
     def close(self) -> None:
         with self._lock:
