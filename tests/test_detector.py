@@ -13,7 +13,7 @@ from fixtures_zk import MASTER_INFO_JSON, master_info
 from tfmesos.exceptions import MasterAddressError, MesosConnectionError, TFMesosError
 from tfmesos.mesos.detection import make_detector
 from tfmesos.mesos.detector import StaticDetector
-from tfmesos.mesos.master_address import MasterSpec, parse_master
+from tfmesos.mesos.master_address import MasterSpec, parse_master, with_password, without_password
 from tfmesos.mesos.master_info import master_url_from_info
 from tfmesos.mesos.zookeeper import Leadership, ZKDetector, choose_leader
 
@@ -151,6 +151,31 @@ def test_malformed_zk_url_masks_password(text, shown, reason):
     assert message.startswith(f"invalid Mesos master {shown!r} (")
     assert reason in message
     assert message.endswith(ACCEPTED_FORMS)
+
+
+def test_a_masked_zookeeper_password_is_taken_from_the_same_master_given():
+    # Records and files hold the master as without_password writes it; the
+    # password comes back only from a master the user gave that names the
+    # same ZooKeeper servers, path and user.
+    full = "zk://alice:s3cret@h1:2181,h2:2181/mesos"
+    recorded = without_password(full)
+    assert recorded == "zk://alice:***@h1:2181,h2:2181/mesos"
+    assert with_password(recorded, None, "", full) == full
+    assert with_password(recorded, "zk://alice:s3cret@h1,h2/mesos") == \
+        "zk://alice:s3cret@h1,h2/mesos"   # the same servers, default port
+    for other in ("zk://bob:s3cret@h1:2181,h2:2181/mesos", "zk://alice:s3cret@h1:2181/mesos",
+                  "zk://alice:s3cret@h1:2181,h2:2181/other", "h1:5050", recorded,
+                  "zk://alice:s3cret@h1:2181,h2:2181/mes os"):
+        with pytest.raises(MasterAddressError) as info:
+            with_password(recorded, other)
+        assert str(info.value) == (
+            "the Mesos master %s: tfmesos keeps the ZooKeeper password in no file: give this "
+            "master with it in $MESOS_MASTER (or --master)" % recorded)
+    # A master with nothing masked is what it is.
+    for text in (full, "h1:5050", "zk://h1:2181/mesos", "local", "not a master"):
+        assert with_password(text) == text
+    for text in ("h1:5050", "zk://h1:2181/mesos", "local"):
+        assert without_password(text) == text
 
 
 def test_non_string_master():

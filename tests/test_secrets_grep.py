@@ -24,6 +24,7 @@ import sys
 import pytest
 import requests
 from fixtures_master import make_local_master
+from fixtures_zk import zookeeper
 from processes import scheduler_pids
 from tfrun_helpers import REPO, reaped, release
 from waiting import wait_until
@@ -172,19 +173,37 @@ class Grep:
                 ] + key_file_leaks
 
 
+def registered_in_zookeeper(master, zookeeper, password):
+    """``master`` registered as the leader (a persistent node: it outlives
+    the client) under a new znode path that only ``alice:password`` may
+    read; the zk:// master that finds it."""
+    from fixtures_zk import master_info, unique_path, zk_client
+    from kazoo.security import make_digest_acl
+
+    path, port = unique_path(), int(master.url.rsplit(":", 1)[1])
+    acl = [make_digest_acl("alice", password, all=True)]
+    with zk_client(zookeeper) as client:
+        client.add_auth("digest", "alice:%s" % password)
+        client.create(path, b"", acl=acl)
+        client.create(path + "/json.info_", json.dumps(master_info("127.0.0.1", port)).encode(),
+                      acl=acl, sequence=True)
+    return "zk://alice:%s@%s%s" % (password, zookeeper, path)
+
+
 def tfrun(project, env, *args):
     return subprocess.run([sys.executable, "-m", "tfmesos.cli.tfrun", *args], cwd=project,
                           env=env, capture_output=True, text=True, timeout=150)
 
 
-def relaunch(master, grep, project, env, run_id, flag, looked_for, key_file):
+def relaunch(master, grep, project, env, run_id, flag, looked_for, key_file, given=True):
     """Kill run ``run_id``'s scheduler task, let ``tfmesos attach`` launch
-    the next one, grep while it runs, then let the run end."""
+    the next one (``given``: with --master, else the one of its
+    environment), grep while it runs, then let the run end."""
     [pid] = scheduler_pids(run_id)
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not master.state()["frameworks"][0]["connected"], timeout=60)
     with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
-                           "--master", master.url], cwd=project, env=env,
+                           *(["--master", master.url] if given else [])], cwd=project, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as attach:
         with reaped(attach):
             wait_until(lambda: scheduler_pids(run_id) and master.state()["frameworks"][0][
@@ -199,6 +218,22 @@ def relaunch(master, grep, project, env, run_id, flag, looked_for, key_file):
 @pytest.mark.parametrize("credentials", [False, True], ids=["plain", "credentials"])
 def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_master, tmp_path,
                                                                 credentials):
+    detached_run_keeps_its_secrets(make_local_master, tmp_path, credentials)
+
+
+def test_the_zookeeper_password_of_a_zk_master_is_in_no_file_and_no_endpoint(
+        make_local_master, tmp_path, zookeeper):
+    # zk://alice:PASSWORD@.../path, the only reader of whose znodes is alice:
+    # the scheduler task (and the next one, launched by attach) find the
+    # master with the password, which no record, document or message holds.
+    detached_run_keeps_its_secrets(make_local_master, tmp_path, False, zookeeper)
+
+
+def detached_run_keeps_its_secrets(make_local_master, tmp_path, credentials, zookeeper=None):
+    """The secrets grep of a detached run on a master with (``credentials``)
+    or without credentials; with ``zookeeper`` (its servers), the master is
+    found under a znode path only ``alice`` may read, through a zk:// master
+    in $MESOS_MASTER with her password, and attach takes it over from there."""
     token, password = "tok-" + secrets.token_hex(16), "pw-" + secrets.token_hex(16)
     master = make_local_master(credentials={PRINCIPAL: password} if credentials else None)
     auth = (PRINCIPAL, password) if credentials else None
@@ -214,6 +249,9 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     argv = ["--detach", "--ship", "--python", sys.executable, "-m", master.url, "-w", "1",
             "-s", "0", "-Cw", "0.2", "-Mw", "128", "--secret-env", "RUN_TOKEN", "--",
             "python", "train.py", str(flag)]
+    if zookeeper is not None:
+        env["MESOS_MASTER"] = registered_in_zookeeper(master, zookeeper, password)
+        argv[argv.index("-m"):argv.index("-m") + 2] = []
     if credentials:
         # Without credentials: the master's 401, in one line, and nothing left.
         refused = tfrun(project, env, *argv)
@@ -232,6 +270,8 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     values = {"secret": token, "run key": key}
     if credentials:
         values["MESOS_SECRET"] = password
+    if zookeeper is not None:
+        values["ZooKeeper password"] = password
     looked_for = needles(values, password if credentials else None)
     assert leaks("tfrun's output", (submitted.stdout + submitted.stderr).encode(),
                  looked_for) == []
@@ -263,10 +303,11 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     assert isinstance(identity, RunIdentity)
     assert (identity.framework_id, identity.principal) == (
         framework["id"], PRINCIPAL if credentials else None)
-    if credentials:
+    if credentials or zookeeper is not None:
         # Its scheduler task dies; tfmesos attach launches the next one with
         # the secrets and credentials of its own environment.
-        relaunch(master, grep, project, env, run_id, flag, looked_for, key_file)
+        relaunch(master, grep, project, env, run_id, flag, looked_for, key_file,
+                 given=zookeeper is None)
     else:   # tests/test_detached.py relaunches on a master without credentials
         flag.write_text("")
     wait_until(lambda: master.state()["frameworks"] == [], timeout=120,
@@ -275,6 +316,7 @@ def test_a_detached_runs_secrets_are_in_no_file_and_no_endpoint(make_local_maste
     assert labels.label_map(ended.get("labels")).get(labels.OUTCOME, "").startswith(
         "succeeded"), ended.get("labels")
     # The attach that followed the run to its end removed its key.
-    assert grep.everywhere(looked_for, key_file, key_removed=credentials) == []
-    assert os.path.exists(key_file) is not credentials
+    attached = credentials or zookeeper is not None
+    assert grep.everywhere(looked_for, key_file, key_removed=attached) == []
+    assert os.path.exists(key_file) is not attached
     assert grep.read > 20

@@ -139,6 +139,13 @@ def test_a_spec_goes_to_the_scheduler_task_and_back_unchanged():
         spec_from_dict(dict(spec_to_dict(spec), launch_timeout=float("nan")))
 
 
+def test_a_saved_spec_holds_its_zookeeper_password_masked():
+    spec = parsed("-w", "1", "-m", "zk://alice:s3cret@zk1:2181/mesos", "--detach")
+    saved = json.dumps(spec_to_dict(spec))
+    assert "s3cret" not in saved
+    assert spec_from_dict(json.loads(saved)).master == "zk://alice:***@zk1:2181/mesos"
+
+
 def test_the_failover_timeouts_by_default():
     assert parsed("-m", "h:5050").failover_timeout is None
     assert parsed("-m", "h:5050", "--failover").failover_timeout == 3600

@@ -61,8 +61,10 @@ def main(argv, environ=None, out=None):
         environ.get("MESOS_MASTER")
     if not master:
         parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
+    from ..mesos.master_address import without_password
     from ..mesos.master_reads import MasterReader
     reader = MasterReader(master, environ=environ)
+    master = without_password(master)   # as shown: the password is in no message
     # A live detached run is handed the key (its new scheduler task gets it):
     # only a framework the key proves is the run's.
     found, state = find_run(reader, args.run, environ, master, key_file=args.key, local=local,
@@ -89,7 +91,7 @@ def main(argv, environ=None, out=None):
         raise TFMesosError("run %s was started in the foreground elsewhere: attach on the "
                            "machine that ran it, where its run directory has what taking it "
                            "over needs" % run_id)
-    return carry_on(local, args.key)
+    return carry_on(local, args.key, args.master)
 
 
 def forget_key(run_id, environ):
@@ -138,7 +140,7 @@ def ended_reason(reader, run):
     return found.reason if found is not None else None
 
 
-def carry_on(local, key_file):
+def carry_on(local, key_file, master=None):
     """Be the ``--failover`` run's scheduler, as its tfrun was, from its
     saved form in the caller's run directory (``local``, a
     ``run_lookup.LocalRecord``: its failover.json, a ``FailoverFile``, and
@@ -154,7 +156,7 @@ def carry_on(local, key_file):
     from .tfrun import execute, say, shown_logs, shown_only, status_line
     failover = local.takeover()   # TakeoverError: why there is nothing to take over
     directory = os.path.abspath(local.directory)
-    identity, spec = saved_run(directory, failover, key_file)
+    identity, spec = saved_run(directory, failover, key_file, master)
     previous = local.run.file
     backend = make_backend(spec, os.environ)
     shipment = kept_shipment(directory, failover, spec, identity, previous,
@@ -174,18 +176,21 @@ def carry_on(local, key_file):
     return execute(run, show, progress, advice=True, leave_on_interrupt=True)
 
 
-def saved_run(directory, failover, key_file):
+def saved_run(directory, failover, key_file, master=None):
     """(identity, spec) of the run saved in ``directory`` (``failover``):
     the identity of the scheduler taking it over (the next attempt), with
     the key of ``key_file``, else the caller's in the keys directory; the
     spec as packed (its ship directory is never read), writing its record
-    there."""
+    there, its master's ZooKeeper password (masked in the file) the one of
+    ``master`` (--master) or $MESOS_MASTER."""
     from ..core.identity import RunIdentity
     from ..core.spec_codec import spec_from_dict
+    from ..mesos.master_address import with_password
     from ..record.takeover_files import run_key
     key = run_key(failover.run_id, os.environ, key_file)
     identity = RunIdentity.from_public(failover.identity, key).next_scheduler()
-    return identity, spec_from_dict(failover.spec, packed=True, run_dir=directory)
+    return identity, spec_from_dict(failover.spec, packed=True, run_dir=directory, master=(
+        with_password(failover.master, master, os.environ.get("MESOS_MASTER"))))
 
 
 def kept_shipment(directory, failover, spec, identity, previous, bind_host, say):

@@ -5,6 +5,7 @@
 import sys
 
 from ..exceptions import TFMesosError
+from ..mesos.master_address import without_password
 
 
 def submit(spec, args, say):
@@ -23,7 +24,7 @@ def submit(spec, args, say):
         from .tfrun_flags import in_flags
         print("tfrun: error: %s" % in_flags(exc), file=sys.stderr, flush=True)
         return 1
-    master, run_id = spec.master, identity.run_id
+    master, run_id = without_password(spec.master), identity.run_id
     print("run %s detached: its scheduler runs on the cluster (framework %s)" % (
         run_id, identity.framework_id), flush=True)
     for what, command in (("follow it", "tfmesos attach %s --master %s"),

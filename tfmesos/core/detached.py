@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..exceptions import SpecError
+from ..mesos.master_address import with_password
 from ..protocol import labels
 from .identity import RunIdentity
 from .scheduler_document import (
@@ -267,7 +268,11 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
             raise DetachError("run %s runs as Mesos principal %s, not %s (MESOS_PRINCIPAL): "
                               "take it over with its credentials"
                               % (run_id, found.principal or "none", mine or "none"))
+        # The document's master has its ZooKeeper password masked: the one
+        # the caller gave, to hand to the new task as a secret.
         spec = spec_from_dict(document["spec"])
+        spec = dataclasses.replace(spec, master=with_password(
+            spec.master, reader.master, environ.get("MESOS_MASTER")))
         scheduler_secrets(spec, credentials, environ)   # what it needs of environ, first
         identity = dataclasses.replace(
             found, scheduler_attempt=max(newest, found.scheduler_attempt) + 1)

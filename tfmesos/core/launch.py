@@ -184,7 +184,9 @@ class ClusterRun:
     # What the runtime holds, for readers (tfrun, cluster(), the tests).
     @property
     def master(self) -> str:
-        return self.spec.master
+        """The master as given, its ZooKeeper password masked: what is shown."""
+        from ..mesos.master_address import without_password
+        return without_password(self.spec.master)
 
     @property
     def workdir(self) -> str:

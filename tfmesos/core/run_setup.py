@@ -5,6 +5,7 @@ record (``make_record``, the run directory's ``RunRecord``)."""
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional
 
+from ..mesos.master_address import without_password
 from ..record import schema
 from ..record.run_dirs import default_run_dir
 from ..record.run_record import RunRecord
@@ -47,7 +48,8 @@ def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
         run_dir = default_run_dir(spec.name, identity.run_id, environ)
     header = schema.RunFile(
         run_id=identity.run_id, name=spec.name, mode=spec.mode, framework=spec.framework,
-        elastic=None if spec.elastic is None else "%d:%d" % spec.elastic, master=spec.master,
+        elastic=None if spec.elastic is None else "%d:%d" % spec.elastic,
+        master=without_password(spec.master),
         command=spec.recorded_command,
         jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
                          gpus=j.gpus) for j in spec.jobs])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..exceptions import MesosCallError, MesosError, SpecError
 from ..mesos import MesosSchedulerDriver, Scheduler
 from ..mesos.interface import FAILED_OVER, SchedulerDriver
+from ..mesos.master_address import without_password
 from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels, task_env
 from . import task_secrets
@@ -59,6 +60,15 @@ def scheduler_secrets(spec: RunSpec, credentials: Optional[tuple[str, str]],
                                   "Docker containerizer does not pass: use "
                                   "{containerizer=MESOS} (the default)")
         found.update({"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]})
+    if without_password(spec.master) != spec.master:
+        # Its scheduler document names the master with the ZooKeeper password
+        # masked; the task's driver takes it from here (``with_password``).
+        if not task_secrets.supported(spec):
+            raise SpecError.about("a detached run on a zk:// master with a password gives it "
+                                  "to its scheduler task as a Mesos secret, which the Docker "
+                                  "containerizer does not pass: use {containerizer=MESOS} "
+                                  "(the default)")
+        found["MESOS_MASTER"] = spec.master
     return found
 
 

@@ -15,6 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SpecError
+from ..mesos.master_address import without_password
 from .restarts import RestartPolicy
 from .spec import Job, RunSpec
 
@@ -41,6 +42,7 @@ def _tuples(value: Any) -> Any:
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     data = {field.name: _plain(getattr(spec, field.name)) for field in dataclasses.fields(spec)
             if field.name not in _NESTED}
+    data["master"] = without_password(spec.master)   # the password is in no file
     data["format"] = FORMAT
     data["jobs"] = [job.to_dict() for job in spec.jobs]
     data["restart_policy"] = dataclasses.asdict(spec.restart_policy)

@@ -30,7 +30,7 @@ from .calls import Ids, Json
 from .detector import Detector
 from .http_transport import TLSContext, basic_auth
 from .interface import Scheduler, check_scheduler, dispatch_event
-from .master_address import parse_master
+from .master_address import parse_master, with_password
 from .subscription import Fatal, Received, StreamLost
 from .transport import HTTPTransport, Stream, Transport
 
@@ -84,6 +84,9 @@ class MesosSchedulerDriver:
             if not self.framework.get(field):
                 raise ValueError("framework_info needs a %r" % field)
         self.implicit_acknowledgements = implicit_acknowledgements
+        # A record's master (its ZooKeeper password masked) takes the password
+        # from $MESOS_MASTER, as the credentials below come from the environment.
+        master = with_password(master, os.environ.get("MESOS_MASTER"))
         address = parse_master(master)
         if transport is None:
             # pymesos users set these in the environment of the scheduler process.

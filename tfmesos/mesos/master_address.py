@@ -29,8 +29,11 @@ __all__ = [
     "DEFAULT_ZOOKEEPER_PORT",
     "KINDS",
     "MasterSpec",
+    "PASSWORD_MASK",
     "SCHEMES",
     "parse_master",
+    "with_password",
+    "without_password",
 ]
 
 DEFAULT_MESOS_PORT = 5050
@@ -119,7 +122,7 @@ def parse_master(text: object) -> MasterSpec:
         return _parse(text.strip())
     except _Malformed as exc:
         raise MasterAddressError(
-            "invalid Mesos master %r (%s): %s" % (_redact(text), exc, _ACCEPTED_FORMS)
+            "invalid Mesos master %r (%s): %s" % (without_password(text), exc, _ACCEPTED_FORMS)
         ) from None
 
 
@@ -235,11 +238,45 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _redact(text: str) -> str:
-    """Mask the password of ``zk://user:password@...`` for messages."""
+PASSWORD_MASK = "***"
+
+
+def without_password(text: str) -> str:
+    """``text`` with the password of a ``zk://user:password@...`` master
+    masked (``zk://user:***@...``): the form of the master in every
+    message, record and file of tfmesos. The password stays in the
+    processes that connect, which take it from where the user gave it
+    (``with_password``)."""
     match = re.match(r"(\s*zk://)([^/]*)@", text, re.IGNORECASE)
     if not match:
         return text
     user, colon, _ = match.group(2).partition(":")
-    masked = "%s:***" % (user,) if colon else "***"
+    masked = "%s:%s" % (user, PASSWORD_MASK) if colon else PASSWORD_MASK
     return "%s%s@%s" % (match.group(1), masked, text[match.end():])
+
+
+def with_password(text: str, *given: Optional[str]) -> str:
+    """``text``; but a ``zk://`` master whose password is masked
+    (``without_password``: a record's, a file's) is the first of ``given``
+    (what the user gave: ``--master``, ``$MESOS_MASTER``) that names the
+    same ZooKeeper servers, path and user with a password.
+    MasterAddressError when none does: the password is in no file."""
+    try:
+        spec = parse_master(text)
+    except MasterAddressError:
+        return text   # its user reports it
+    if spec.auth is None or spec.auth[1].partition(":")[2] != PASSWORD_MASK:
+        return text
+    user = spec.auth[1].partition(":")[0]
+    for candidate in filter(None, given):
+        try:
+            found = parse_master(candidate)
+        except MasterAddressError:
+            continue
+        if found.auth is not None and (found.hosts, found.path) == (spec.hosts, spec.path):
+            found_user, _, password = found.auth[1].partition(":")
+            if found_user == user and password != PASSWORD_MASK:
+                return candidate.strip()
+    raise MasterAddressError(
+        "the Mesos master %s: tfmesos keeps the ZooKeeper password in no file: give this "
+        "master with it in $MESOS_MASTER (or --master)" % text.strip())

@@ -35,7 +35,7 @@ from ..exceptions import MesosConnectionError, MesosError
 from .detection import make_detector
 from .detector import UNREACHED_WAIT, Detector
 from .http_transport import TLSContext, basic_auth, describe, open_connection, redirect_base
-from .master_address import parse_master
+from .master_address import parse_master, with_password
 
 MAX_STATE = 256 * 1024 * 1024      # bytes of /master/state read at most
 
@@ -45,6 +45,8 @@ class MasterReader:
                  environ: Optional[Mapping[str, str]] = None, verify: bool = True,
                  ca_bundle: Optional[str] = None, scheme: str = "http") -> None:
         environ = os.environ if environ is None else environ
+        # A record's master (its ZooKeeper password masked): the password of $MESOS_MASTER.
+        self.master = master = with_password(master, environ.get("MESOS_MASTER"))
         spec = parse_master(master)
         if spec.kind == "local":
             raise MesosError("--master local names no master to read: a tfrun's embedded master "

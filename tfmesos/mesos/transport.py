@@ -20,7 +20,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 from .detection import make_detector
 from .detector import Detector
 from .http_transport import TLS, CallConnection
-from .master_address import MasterSpec
+from .master_address import MasterSpec, without_password
 from .subscription import Subscription
 
 
@@ -76,7 +76,7 @@ class HTTPTransport:
                  auth: Optional[str], timeout: float, scheme: str = "http",
                  detector: Optional[Detector] = None, **stream_options: Any) -> None:
         self._detector = detector or make_detector(address, scheme=scheme)
-        self._master_text = master_text
+        self._master_text = without_password(master_text)
         self._context = context
         self._auth = auth
         self._timeout = timeout
