@@ -320,3 +320,11 @@ def detached_run_keeps_its_secrets(make_local_master, tmp_path, credentials, zoo
     assert grep.everywhere(looked_for, key_file, key_removed=attached) == []
     assert os.path.exists(key_file) is not attached
     assert grep.read > 20
+    if zookeeper is not None:   # a run the master does not know: named, the password not
+        for command in ("kill", "show", "attach"):
+            unknown = subprocess.run([sys.executable, "-m", "tfmesos.cli.main", command,
+                                      "abcdef01", "--master", env["MESOS_MASTER"]], cwd=project,
+                                     env=env, capture_output=True, text=True, timeout=60)
+            assert unknown.returncode == 1 and "zk://alice:***@" in unknown.stderr, unknown.stderr
+            assert leaks("tfmesos %s's output" % command, unknown.stderr.encode(),
+                         looked_for) == []

@@ -337,6 +337,8 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
     master ``reader`` reads, that master's ``/master/state``): by the
     caller's local record when there is one (``local``, else looked for),
     else from the master alone (``decide``)."""
+    from ..mesos.master_address import without_password
+    master = without_password(master)   # as its messages show it
     caller, keys = caller_of(environ), keys_of(environ, key_file)
     local = local if local is not None else local_record(text, environ)
     state = reader.state()
