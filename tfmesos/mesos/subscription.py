@@ -261,16 +261,20 @@ class Subscription:
         reads refused every look since (nothing listens there), as for a
         static list of masters (``_check_listening``)."""
         refusal = self._detector.refusing()
-        if refusal is None:
+        if self._refused_for_long(refusal is not None):
+            raise _Unrecoverable(MesosConnectionError.about(
+                "%s (or {connect_timeout} to wait longer)", refusal))
+
+    def _refused_for_long(self, refused: bool) -> bool:
+        """Whether every look since ``refused_timeout`` ago was refused,
+        this one (``refused``) included."""
+        if not refused:
             self._refused_since = None
-            return
+            return False
         now = time.monotonic()
         if self._refused_since is None:
             self._refused_since = now
-        if now - self._refused_since < self._refused_timeout:
-            return
-        raise _Unrecoverable(MesosConnectionError.about(
-            "%s (or {connect_timeout} to wait longer)", refusal))
+        return now - self._refused_since >= self._refused_timeout
 
     def _subscribe_once(self) -> None:
         last: Optional[Exception] = None
@@ -321,16 +325,12 @@ class Subscription:
         when every master of a static list refused every connection (or does
         not resolve): nothing listens there, and a master that starts takes
         less than that to listen."""
-        if self._subscribed_once or not isinstance(self._detector, StaticDetector) or \
-                not refused or not (refused | unknown).issuperset(self._detector.urls):
-            self._refused_since = None
+        urls = self._detector.urls if isinstance(self._detector, StaticDetector) else None
+        if not self._refused_for_long(
+                not self._subscribed_once and urls is not None and bool(refused)
+                and (refused | unknown).issuperset(urls)):
             return
-        now = time.monotonic()
-        if self._refused_since is None:
-            self._refused_since = now
-        if now - self._refused_since < self._refused_timeout:
-            return
-        places = ", ".join(urllib.parse.urlsplit(url).netloc for url in self._detector.urls
+        places = ", ".join(urllib.parse.urlsplit(url).netloc for url in urls or ()
                            if url in refused)
         raise _Unrecoverable(MesosConnectionError.about(
             "nothing listens at %s: check the port (or {connect_timeout} to wait longer)",
