@@ -159,6 +159,18 @@ def test_a_zookeeper_never_reached_that_refuses_is_given_up_after_the_refused_ti
 
 
 @pytest.mark.waits
+def test_a_zookeeper_whose_host_names_do_not_resolve_is_given_up_after_the_refused_timeout():
+    closed = "127.0.0.1:%d" % free_port()
+    master = "zk://no-such-host.invalid:2181,%s/mesos" % closed
+    took, error = give_up_time(master, connect_timeout=60, refused_timeout=2)
+    assert 2 <= took < 2 + SLACK, took
+    assert str(error) == (
+        "nothing listens at %s and the host name no-such-host.invalid does not resolve, the "
+        "ZooKeeper of zk://no-such-host.invalid:2181,%s/mesos: check the zk:// address (or "
+        "connect_timeout to wait longer)" % (closed, closed))
+
+
+@pytest.mark.waits
 def test_zookeeper_refusals_are_retried_while_one_server_of_the_list_accepts():
     with silent_server() as silent:
         took, error = give_up_time("zk://127.0.0.1:%d,%s/mesos" % (free_port(), silent),
@@ -217,6 +229,11 @@ def test_a_zookeeper_detector_is_refusing_only_while_every_server_refuses(quiet_
                 assert not detector.reached()
                 assert detector.refusing() == (ZK_NOTHING_LISTENS.split(" (or")[0] % (
                     hosts.replace(",", ", "), master) if refusing else None), hosts
+    with make_detector("zk://no-such-host.invalid:2181,other.invalid:2181/mesos") as detector:
+        assert detector.refusing() == (
+            "the host names no-such-host.invalid, other.invalid do not resolve, the ZooKeeper "
+            "of zk://no-such-host.invalid:2181,other.invalid:2181/mesos: check the zk:// "
+            "address")
     with make_detector(UNKNOWN) as static:
         assert static.reached() and static.refusing() is None
 

@@ -73,8 +73,9 @@ class Detector:
 
     def refusing(self) -> Optional[str]:
         """When the detector never reached the servers it reads and each
-        refuses a connection now (nothing listens at its port), a line
-        that says so and names the fix; else None."""
+        refuses a connection now (nothing listens at its port) or has a
+        host name that does not resolve, a line that says so and names the
+        fix; else None."""
         return None
 
     def close(self) -> None:

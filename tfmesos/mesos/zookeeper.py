@@ -17,7 +17,6 @@ kazoo itself is imported only once a :class:`ZKDetector` connects.
 import functools
 import logging
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +29,7 @@ from tfmesos.mesos.detector import (
     Detector,
     check_timeout,
 )
+from tfmesos.mesos.http_transport import UnknownHost, connect_within
 from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
 
 __all__ = ["Leadership", "ZKDetector", "choose_leader"]
@@ -183,24 +183,32 @@ class ZKDetector(Detector):
 
     def refusing(self) -> Optional[str]:
         """While ZooKeeper was never reached and every server of the zk://
-        address refuses a connection now (one plain TCP connection each:
-        kazoo's log says it only in its text): "nothing listens at
-        HOST:PORT, the ZooKeeper of zk://...: check the zk:// address"."""
+        address refuses a connection now or has a host name that does not
+        resolve (one plain TCP connection each: kazoo's log says it only in
+        its text): "nothing listens at HOST:PORT, the ZooKeeper of
+        zk://...: check the zk:// address"."""
         if self.reached():
             return None
-        servers = self.hosts.split(",")
-        for server in servers:
+        refused, unknown = [], []
+        for server in self.hosts.split(","):
             host, _, port = server.rpartition(":")
             try:
-                socket.create_connection((host.strip("[]"), int(port)),
-                                         timeout=_REFUSAL_PROBE_TIMEOUT).close()
+                connect_within((host.strip("[]"), int(port)), _REFUSAL_PROBE_TIMEOUT).close()
+            except UnknownHost:
+                unknown.append(host)
+                continue
             except ConnectionRefusedError:
+                refused.append(server)
                 continue
             except (OSError, ValueError):
                 pass   # no answer, or no route: not "nothing listens"
             return None
-        return "nothing listens at %s, the ZooKeeper of %s: check the zk:// address" % (
-            ", ".join(servers), self.zk_url)
+        found = ["nothing listens at %s" % ", ".join(refused)] if refused else []
+        if unknown:
+            found.append(("the host names %s do not resolve" if len(unknown) > 1 else
+                          "the host name %s does not resolve") % ", ".join(unknown))
+        return "%s, the ZooKeeper of %s: check the zk:// address" % (" and ".join(found),
+                                                                     self.zk_url)
 
     def close(self) -> None:
         with self._lock:
