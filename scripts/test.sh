@@ -195,6 +195,8 @@ lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)
 wait_log=$(mktemp /tmp/tfmesos-tests-waiting-XXXXXX.log)
 lane=""
 waits=""
+# A lane stops as a Ctrl-C stops pytest: its fixtures clean up
+# (scripts/sigint_default.py: a background job starts with SIGINT ignored).
 stop_lanes() {
   for pid in "$lane" "$waits"; do
     [ -z "$pid" ] || { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; } || true
@@ -203,8 +205,8 @@ stop_lanes() {
 trap 'stop_lanes; stop_background; rm -f "$lane_log" "$wait_log"; stop_docker' EXIT
 # The training lane, the longest, needs nothing the static checks or the
 # installs above give: it starts at once.
-TFMESOS_TEST_LANE=training python3 -m pytest tests -m "$training" --durations=40 \
-    >"$lane_log" 2>&1 &
+TFMESOS_TEST_LANE=training python3 scripts/sigint_default.py \
+    python3 -m pytest tests -m "$training" --durations=40 >"$lane_log" 2>&1 &
 lane=$!
 static_failed=0
 wait "$static" || static_failed=1
@@ -219,8 +221,8 @@ wait_for_installs
 # Tests that mostly wait (a partition's grace, a connect timeout, a
 # heartbeat, a sampling interval: under a fifth of their time on a CPU)
 # hold a CPU-light lane of their own rather than an xdist worker.
-TFMESOS_TEST_LANE=waiting python3 -m pytest tests -m "$waiting" --durations=10 \
-    >"$wait_log" 2>&1 &
+TFMESOS_TEST_LANE=waiting python3 scripts/sigint_default.py \
+    python3 -m pytest tests -m "$waiting" --durations=10 >"$wait_log" 2>&1 &
 waits=$!
 status=0
 # The engine answers before the fixture looks (else it would start another).

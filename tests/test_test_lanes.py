@@ -1,0 +1,61 @@
+"""scripts/test.sh's background lanes stop on its ``kill -INT`` (a Ctrl-C,
+a failed static check) as pytest stops on a Ctrl-C, cleaning up, instead
+of running to their end while test.sh waits: a script's background job
+starts with SIGINT ignored, and ``scripts/sigint_default.py`` gives it
+back its default."""
+
+import os
+import signal
+import subprocess
+import sys
+
+from tfrun_helpers import REPO
+
+WRAPPER = os.path.join(REPO, "scripts", "sigint_default.py")
+# A Python that says its pid, then waits far longer than the test does.
+SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
+
+
+def background_job(*wrapper):
+    """A Python started as a background job of a non-interactive bash (as
+    test.sh starts its lanes), ``wrapper`` first; bash says its status."""
+    command = " ".join([*wrapper, sys.executable, "-c", repr(SLEEPER)])
+    return subprocess.Popen(["bash", "-c", "%s & wait $!; echo status $?" % command],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def ignores_sigint(pid):
+    with open("/proc/%d/status" % pid) as handle:
+        mask = next(int(line.split()[1], 16) for line in handle if line.startswith("SigIgn:"))
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+def test_a_background_job_of_a_script_ignores_sigint_unless_given_it_back():
+    for wrapper, ignored in (((), True), ((sys.executable, WRAPPER), False)):
+        job = background_job(*wrapper)
+        try:
+            pid = int(job.stdout.readline())
+            assert ignores_sigint(pid) is ignored, wrapper
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            job.communicate(timeout=60)
+
+
+def test_a_lane_started_through_the_wrapper_stops_on_sigint():
+    job = background_job(sys.executable, WRAPPER)
+    pid = int(job.stdout.readline())
+    os.kill(pid, signal.SIGINT)
+    out, _ = job.communicate(timeout=60)   # not the sleeper's 600 s
+    assert out.strip() == "status 130", out
+
+
+def test_test_sh_starts_both_lanes_through_the_wrapper():
+    with open(os.path.join(REPO, "scripts", "test.sh")) as handle:
+        script = handle.read()
+    assert script.count("python3 scripts/sigint_default.py \\\n    python3 -m pytest") == 2
+
+
+def test_the_wrapper_without_a_command_is_a_usage_error():
+    result = subprocess.run([sys.executable, WRAPPER], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith("usage: "), result.stderr
