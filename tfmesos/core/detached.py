@@ -272,7 +272,7 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         # the caller gave, to hand to the new task as a secret.
         spec = spec_from_dict(document["spec"])
         spec = dataclasses.replace(spec, master=with_password(
-            spec.master, reader.master, environ.get("MESOS_MASTER")))
+            spec.master, getattr(reader, "master", None), environ.get("MESOS_MASTER")))
         scheduler_secrets(spec, credentials, environ)   # what it needs of environ, first
         identity = dataclasses.replace(
             found, scheduler_attempt=max(newest, found.scheduler_attempt) + 1)
