@@ -276,3 +276,14 @@ def test_relaunch_needs_the_runs_principal_and_secrets(monkeypatch, tmp_path):
     with pytest.raises(TFMesosError, match="TOKEN is not set"):
         launches({"TOKEN": None})
     assert launches.launched == []
+
+
+def test_a_scheduler_task_that_ended_is_quoted_by_its_error_not_its_last_line():
+    from tfmesos.core.scheduler_task import telling_line
+    # tfrun prints its record's directory after its error: the error says why.
+    assert telling_line(["tfrun: cluster ready", "tfrun: error: the Mesos driver stopped: x",
+                         "tfrun: logs and run record: run", ""]) == \
+        "tfrun: error: the Mesos driver stopped: x"
+    assert telling_line(["Traceback (most recent call last):", "ImportError: no tfmesos  "]) \
+        == "ImportError: no tfmesos"
+    assert telling_line(["", "  "]) is None and telling_line([]) is None

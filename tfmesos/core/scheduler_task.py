@@ -298,8 +298,17 @@ def last_line(launcher: SchedulerLauncher, driver: MesosSchedulerDriver,
                            auth=basic_auth(*credentials) if credentials else None)
     except AgentFilesError:
         return None
-    lines = [line for line in tails.get("stderr", []) if line.strip()]
-    return lines[-1].strip() if lines else None
+    return telling_line(tails.get("stderr", []))
+
+
+def telling_line(lines: list[str]) -> Optional[str]:
+    """Of the scheduler task's last stderr ``lines``, the one that says why
+    it ended: its error (``tfrun: error: ...``; tfrun names its record's
+    directory after it), else the last one; None when none has words."""
+    lines = [line.strip() for line in lines if line.strip()]
+    errors = [line for line in lines if line.startswith("tfrun: error: ")]
+    chosen = errors or lines
+    return chosen[-1] if chosen else None
 
 
 # -- what it fetches --------------------------------------------------------------
