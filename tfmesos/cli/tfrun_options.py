@@ -83,7 +83,9 @@ def build_parser():
     add("--job", action="append", default=[], metavar="NAME:COUNT[:CPUS[:MEM[:GPUS]]]",
         help="add or override a job, e.g. --job worker:4:2:4096:1 (repeatable)")
     add("-m", "--master", help="Mesos master: host:port, zk://host:port/mesos or 'local' "
-        "(default: $MESOS_MASTER, else the embedded local master)")
+        "(default: $MESOS_MASTER, else the embedded local master); a ZooKeeper password "
+        "(zk://user:password@...) belongs in $MESOS_MASTER, as ps shows command lines: "
+        "tfmesos writes and prints it as ***")
     add("-n", "--name", help="the run's name: the Mesos framework's and its run directory's "
         "(default: the command's script, e.g. train.py for python train.py)")
     add("-C", "--containerizer_type", "--containerizer", dest="containerizer",
