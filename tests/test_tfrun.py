@@ -20,12 +20,14 @@ from tfrun_helpers import (
     exited_or_dumped,
     free_port,
     marked_tasks,
+    reaped,
     run_tfrun,
     start_tfrun,
     terminated,
     tfrun_argv,
     wait_for_line,
 )
+from waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -320,3 +322,49 @@ def test_output_the_terminal_cannot_encode_is_escaped_not_the_end_of_the_run(tmp
                            run_dir.name.rsplit("-", 1)[1]], capture_output=True, text=True,
                           timeout=60, cwd=REPO, env=dict(os.environ, **ascii_only))
     assert (logs.returncode, logs.stdout, logs.stderr) == (0, "h\\xe9llo \\u2713\n", "")
+
+
+def sleeping(seconds):
+    """Whether a ``sleep SECONDS`` runs on this machine."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                if handle.read() == b"sleep\0" + seconds + b"\0":
+                    return True
+        except OSError:
+            continue   # ended since it was listed
+    return False
+
+
+def test_a_failed_task_stops_the_run_while_nobody_reads_tfruns_output(tmp_path):
+    # worker:0 writes 2 MB (far more than a pipe holds) and waits; worker:1
+    # fails at once. Before the console, tfrun waited in print for a reader
+    # and took the failure in only once its output was read: here, never.
+    runs = tmp_path / "runs"
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=str(runs))
+    script = ("if [ {task_index} = 0 ]; then yes | head -c 2000000; sleep 613; "
+              "else sleep 1; exit 3; fi")
+    proc = subprocess.Popen(tfrun_argv("-q", "-w", "2", "-s", "0", "-Cw", "0.1", "-Mw", "64",
+                                       "--", "sh", "-c", script),
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with reaped(proc):
+        def finished():
+            found = list(runs.iterdir()) if runs.exists() else []
+            if not found:
+                return None
+            try:
+                with open(found[0] / "run.json", encoding="utf-8") as handle:
+                    document = json.load(handle)
+            except (OSError, ValueError):
+                return None
+            return document if document["timings"].get("finished") else None
+        document = wait_until(finished, timeout=90,
+                              message="the run did not end while its output was not read")
+        assert document["outcome"]["status"] == "failed", document["outcome"]
+        assert document["outcome"]["task"] == "worker:1"
+        wait_until(lambda: not sleeping(b"613"), timeout=30,
+                   message="worker:0's sleep outlived the run")
+        out, err = proc.communicate(timeout=120)   # read at last: all of it was kept
+    assert proc.returncode == 3, err
+    assert out.count(b"[worker:0] y\n") == 1000000
+    assert b"tfrun: task worker:1 exited with code 3" in err

@@ -85,7 +85,7 @@ class Progress:
 
     def __init__(self, stream=None, prefix="tfrun: ", tty=None, interval=None,
                  environ=None, clock=time.monotonic, idle=None):
-        self.stream = stream or sys.stderr
+        self._stream = stream   # None: sys.stderr as it is at each write (tfrun's console)
         self.prefix = prefix
         self.tty = self.stream.isatty() if tty is None else tty
         environ = os.environ if environ is None else environ
@@ -96,6 +96,10 @@ class Progress:
         self._drawn = False    # a line is on the terminal
         self._idle = idle or (lambda: True)
         self._ready = False    # the cluster is up: metrics, not its forming
+
+    @property
+    def stream(self):
+        return self._stream or sys.stderr
 
     def __call__(self, run):
         now = self._clock()

@@ -61,7 +61,8 @@ def print_log(slot, stream, text):
     if stream in _unwritable:
         return
     try:
-        target.write("".join(parts))
+        # Through tfrun's console (``console``): left out when it is far behind.
+        getattr(target, "write_output", target.write)("".join(parts))
         target.flush()
     except BrokenPipeError:
         raise OutputClosed() from None   # stops the run, as SIGPIPE would stop tfrun
@@ -156,7 +157,18 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     hints, the last metrics; ``tfrun -q`` turns it off: the command's
     output and what went wrong are left); ``leave_on_interrupt``: Ctrl-C
     leaves the run to its tasks (``tfmesos attach``) instead of stopping
-    it."""
+    it. What it writes goes through its console (``console``): a reader
+    that does not read never holds the run up."""
+    from ..core.events import Interrupted
+    from .console import running
+
+    def closed():   # the reader of the tasks' output went away: stop, as SIGPIPE would
+        run.events.put(Interrupted(signal.SIGPIPE, OutputClosed()))
+    with running(on_closed=closed) as console:
+        return _execute(run, show, progress, advice, leave_on_interrupt, console)
+
+
+def _execute(run, show, progress, advice, leave_on_interrupt, console):
     succeeded = left = False
     failed = None   # the task whose failure ended the run: its last lines, once stopped
     stopped = threading.Event()   # ends the wait for TensorBoard's URL
@@ -184,7 +196,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
             return code
         except (KeyboardInterrupt, BrokenPipeError) as exc:
             quiet_hung_up_terminal()   # a SIGHUP's: nothing is said from here on
-            if isinstance(exc, BrokenPipeError):   # the status line's stderr
+            if isinstance(exc, BrokenPipeError) or console.closed:   # (the console's)
                 exc = OutputClosed()
             # The terminal gone (SIGHUP) under a run that outlives its
             # scheduler (--failover): left to its tasks, as tfmesos attach
@@ -265,7 +277,7 @@ def status_line(quiet=False, verbose=False):
     if quiet:
         return None
     from .progress import Progress
-    return Progress(sys.stderr, tty=sys.stderr.isatty() and not verbose,
+    return Progress(None, tty=sys.stderr.isatty() and not verbose,
                     idle=lambda: not _open_lines)
 
 

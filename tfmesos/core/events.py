@@ -114,7 +114,10 @@ class MesosFailed(FrozenFieldMethods):
 class Interrupted(FrozenFieldMethods):
     """``signum`` (SIGINT, SIGTERM) came while the run waited for its
     events (``signals.interrupts_queued_on``): the loop raises
-    ``KeyboardInterrupt`` when it takes this, between two events. What is
-    left of it once the run stops is dropped (the stop is under way)."""
+    ``KeyboardInterrupt`` when it takes this, between two events (or
+    ``error``, a ``KeyboardInterrupt`` of its own: tfrun's console found the
+    reader of the output gone). What is left of it once the run stops is
+    dropped (the stop is under way)."""
 
     signum: int
+    error: Optional[KeyboardInterrupt] = None

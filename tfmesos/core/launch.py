@@ -382,7 +382,7 @@ class ClusterRun:
         except queue.Empty:
             event = None
         if isinstance(event, Interrupted):   # a signal, taken here: between two events
-            raise KeyboardInterrupt
+            raise event.error or KeyboardInterrupt
         if event is not None:
             self.reactions.handle(event)
         self.framework_notice.check()
