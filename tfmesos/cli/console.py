@@ -4,7 +4,7 @@ that a reader that does not read (``tfrun ... | less`` left on one page,
 a terminal stopped with Ctrl-S) never stops the run: its tasks' exits and
 failures are acted on, its deadlines kept, whatever the console does.
 
-``Console.running()`` puts a ``ConsoleStream`` in place of ``sys.stdout``
+``running()`` puts a ``ConsoleStream`` in place of ``sys.stdout``
 and ``sys.stderr`` for the run and, as it ends, waits for what is queued
 to be written and puts the streams back. A write queues its text; the
 writer thread writes it to the real stream, in the order written.
@@ -41,7 +41,7 @@ class Console:
         self._on_closed = on_closed
         self.closed = False        # a closed pipe refused the tasks' output
         self._cond = threading.Condition()
-        self._queue: collections.deque = collections.deque()   # (name, text, counted)
+        self._queue: collections.deque = collections.deque()   # (name, text, output)
         self._queued = 0           # bytes in the queue
         self._busy = False         # the writer holds an item it took
         self._left_out = 0         # the tasks' output bytes not written, not yet said
