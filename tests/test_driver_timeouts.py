@@ -9,7 +9,9 @@ checks that some wait is capped by the time left, that wait is made long
 capped still shows far beyond the slack."""
 
 import contextlib
+import os
 import socket
+import subprocess
 import threading
 import time
 
@@ -18,7 +20,7 @@ import pytest
 from fixtures_master import make_local_master
 from fixtures_zk import quiet_threads
 from local_addresses import non_loopback_address
-from tfrun_helpers import free_port, run_tfrun
+from tfrun_helpers import free_port, run_tfrun, tfrun_argv
 from waiting import wait_until
 
 from tfmesos.exceptions import MesosConnectionError
@@ -187,6 +189,19 @@ def test_tfrun_fails_within_seconds_when_nothing_listens_at_the_zookeeper():
         ZK_NOTHING_LISTENS.replace("connect_timeout", "--connect-timeout")
         % ("127.0.0.1:1", master)), result.stderr
     assert "cannot reach the Mesos master %s yet" % master in result.stderr
+
+
+@pytest.mark.waits
+def test_tfrun_shows_a_zookeeper_password_as_stars_while_it_connects():
+    # Its status line said "connecting to zk://alice:PASSWORD@..." every second.
+    result = subprocess.run(tfrun_argv(*ADVERTISE, "--", "true"), capture_output=True,
+                            text=True, timeout=90, env=dict(
+                                os.environ, MESOS_MASTER="zk://alice:s3cret@127.0.0.1:1/mesos",
+                                TFMESOS_PROGRESS_INTERVAL="1"))
+    assert result.returncode == 1, result.stderr
+    assert "tfrun: connecting to zk://alice:***@127.0.0.1:1/mesos (1 s)" in result.stderr
+    assert "cannot reach the Mesos master zk://alice:***@127.0.0.1:1/mesos yet" in result.stderr
+    assert "s3cret" not in result.stdout + result.stderr
 
 
 @pytest.mark.waits

@@ -68,7 +68,9 @@ class RemoteMaster:
         return self._advertised
 
     def describe(self) -> str:
-        return self.master
+        """The master as given, its ZooKeeper password masked (the status line shows it)."""
+        from ..mesos.master_address import without_password
+        return without_password(self.master)
 
     def stop(self) -> None:
         pass

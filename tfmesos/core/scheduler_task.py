@@ -228,7 +228,8 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
                 error.reason = "%s: %s" % (labels.SCHEDULER_JOB, said) if said else None
                 raise error
             else:
-                raise DetachError(refusal(spec.master, event[1], driver, credentials))
+                raise DetachError(refusal(without_password(spec.master), event[1], driver,
+                                          credentials))
         framework_id = driver.framework_id
         assert framework_id is not None, "the scheduler task took a subscribed framework over"
         return identity.with_framework(framework_id)
