@@ -235,7 +235,8 @@ def test_kill_unknown_task_answers_task_lost_without_uuid(local_master, clients)
 def test_teardown_kills_tasks_and_removes_the_framework(local_master, clients):
     client = clients(local_master)
     launch_running(client, local_master, "long-1", "sleep 60")
-    assert leftover_processes(local_master)
+    # Its process, once readable: /proc/PID/environ reads empty while sh execs sleep.
+    wait_until(lambda: leftover_processes(local_master))
     client.call("TEARDOWN")
     assert client.next_event(CLOSED, timeout=30)
     state = local_master.wait_until(lambda s: s["completed_frameworks"], 30)
@@ -296,7 +297,8 @@ def test_failover_keeps_tasks_and_resends_pending_updates(local_master, clients)
     again.acknowledge(resent)
     task = local_master.state()["frameworks"][0]["tasks"][0]
     assert task["id"] == "keep-1" and task["state"] == "TASK_RUNNING"
-    assert leftover_processes(local_master)
+    # Its process, once readable: /proc/PID/environ reads empty while sh execs sleep.
+    wait_until(lambda: leftover_processes(local_master))
 
 
 def test_second_subscription_fails_over_the_first(local_master, clients):
