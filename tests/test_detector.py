@@ -15,7 +15,8 @@ from tfmesos.mesos.detection import make_detector
 from tfmesos.mesos.detector import StaticDetector
 from tfmesos.mesos.master_address import MasterSpec, parse_master, with_password, without_password
 from tfmesos.mesos.master_info import master_url_from_info
-from tfmesos.mesos.zookeeper import Leadership, ZKDetector, choose_leader
+from tfmesos.mesos.zk_leader import Leadership, choose_leader
+from tfmesos.mesos.zookeeper import ZKDetector
 
 ACCEPTED_FORMS = (
     "expected host:port, http(s)://host:port, a comma-separated list of those, "

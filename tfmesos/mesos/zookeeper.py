@@ -6,8 +6,9 @@ the child with the lowest sequence number is the leader
 (``src/master/detector/zookeeper.cpp`` and ``src/zookeeper/group.cpp`` in
 apache/mesos). Here:
 
-* :func:`choose_leader` picks the leader from the children's names and their
-  decoded MasterInfos -- pure logic, no ZooKeeper;
+* :func:`~tfmesos.mesos.zk_leader.choose_leader` picks the leader from the
+  children's names and their decoded MasterInfos -- pure logic, no
+  ZooKeeper (``zk_leader``);
 * :class:`ZKDetector` keeps that answer current with kazoo watches;
 * :class:`_KazooLogger` is the one place kazoo's logging is quieted.
 
@@ -16,11 +17,10 @@ kazoo itself is imported only once a :class:`ZKDetector` connects.
 
 import functools
 import logging
-import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Callable, NamedTuple, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional
 
 from tfmesos.exceptions import MesosConnectionError
 from tfmesos.mesos.detector import (
@@ -31,78 +31,15 @@ from tfmesos.mesos.detector import (
 )
 from tfmesos.mesos.http_transport import UnknownHost, connect_within
 from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
+from tfmesos.mesos.zk_leader import Leadership, choose_leader, master_children
 
-__all__ = ["Leadership", "ZKDetector", "choose_leader"]
+__all__ = ["ZKDetector"]
 
 log = logging.getLogger(__name__)
 
-# A child "json.info_0000000012" of the masters' path: Mesos >= 0.24 writes
-# its MasterInfo as JSON under the label "json.info"; ZooKeeper appends the
-# zero-padded sequence number. Older "info_<seq>" children hold protobuf.
-_JSON_INFO_CHILD = re.compile(r"json\.info_(\d+)")
 # A server that neither accepts nor refuses a connection within this is
 # not one where nothing listens (``ZKDetector.refusing``).
 _REFUSAL_PROBE_TIMEOUT = 1.0
-
-
-# --------------------------------------------------------------------------
-# Choosing the leader
-# --------------------------------------------------------------------------
-
-
-class Leadership(NamedTuple):
-    """What the children of the masters' path say; see :func:`choose_leader`."""
-
-    leader: Optional[str] = None  # the leading master's URL, None if unknown
-    candidates: tuple[str, ...] = ()  # usable master URLs by sequence (leader first)
-    members: tuple[str, ...] = ()  # json.info_<seq> children by sequence
-    ignored: tuple[str, ...] = ()  # every other child, sorted
-    problem: Optional[str] = None  # why the lowest member gives no leader
-    unresolved: bool = False  # some member's znode could not be read
-
-
-def master_children(children: Iterable[str]) -> tuple[str, ...]:
-    """The ``json.info_<seq>`` names among ``children``, lowest sequence first."""
-    members = []
-    for name in children:
-        match = _JSON_INFO_CHILD.fullmatch(name)
-        if match:
-            members.append((int(match.group(1)), name))
-    return tuple(name for _, name in sorted(members))
-
-
-def choose_leader(children: Iterable[str], infos: Mapping[str, Decoded],
-                  unreadable: Optional[Mapping[str, str]] = None) -> Leadership:
-    """The leader among the masters' path ``children`` (names, any order).
-
-    ``infos`` maps ``json.info_<seq>`` children to their decoded MasterInfo,
-    ``(url, None)`` or ``(None, why it is unusable)`` (see
-    :func:`~tfmesos.mesos.master_info.decode_master_info`); ``unreadable``
-    maps those whose znode could not be read now to a phrase saying why.
-    Children that vanished while being read are left out of ``children`` by
-    the caller.
-
-    The member with the lowest sequence number leads, gaps or not; if its
-    MasterInfo is unusable or unread there is no leader, and ``problem``
-    says why. Other children (``log_replicas``, protobuf ``info_<seq>``)
-    are only reported, in ``ignored``.
-    """
-    names = tuple(children)
-    unread = unreadable or {}
-    members = master_children(names)
-    ignored = tuple(sorted(name for name in names if not _JSON_INFO_CHILD.fullmatch(name)))
-    leader: Optional[str] = None
-    problem: Optional[str] = None
-    if members:
-        leader, problem = infos.get(members[0], (None, unread.get(members[0])))
-    return Leadership(
-        leader=leader,
-        candidates=tuple(url for url, _ in (infos[n] for n in members if n in infos) if url),
-        members=members,
-        ignored=ignored,
-        problem=problem,
-        unresolved=any(name in unread for name in members),
-    )
 
 
 # --------------------------------------------------------------------------
