@@ -54,22 +54,26 @@ def scheduler_secrets(spec: RunSpec, credentials: Optional[tuple[str, str]],
     secrets (an image under the Docker containerizer)."""
     found = task_secrets.values(spec, environ)
     if credentials is not None:
-        if not task_secrets.supported(spec):
-            raise SpecError.about("a detached run on a master that asks for credentials gives "
-                                  "them to its scheduler task as Mesos secrets, which the "
-                                  "Docker containerizer does not pass: use "
-                                  "{containerizer=MESOS} (the default)")
-        found.update({"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]})
+        _as_secrets(spec, "on a master that asks for credentials gives them",
+                    {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]}, found)
     if without_password(spec.master) != spec.master:
         # Its scheduler document names the master with the ZooKeeper password
         # masked; the task's driver takes it from here (``with_password``).
-        if not task_secrets.supported(spec):
-            raise SpecError.about("a detached run on a zk:// master with a password gives it "
-                                  "to its scheduler task as a Mesos secret, which the Docker "
-                                  "containerizer does not pass: use {containerizer=MESOS} "
-                                  "(the default)")
-        found["MESOS_MASTER"] = spec.master
+        _as_secrets(spec, "on a zk:// master with a password gives it",
+                    {"MESOS_MASTER": spec.master}, found)
     return found
+
+
+def _as_secrets(spec: RunSpec, what: str, values: Mapping[str, str],
+                found: dict[str, str]) -> None:
+    """``values`` into ``found``, the scheduler task's secrets; SpecError
+    (``what`` the run gives) where they cannot be (the Docker containerizer)."""
+    if not task_secrets.supported(spec):
+        raise SpecError.about("a detached run %s to its scheduler task as %s, which the Docker "
+                              "containerizer does not pass: use {containerizer=MESOS} (the "
+                              "default)", what,
+                              "Mesos secrets" if len(values) > 1 else "a Mesos secret")
+    found.update(values)
 
 
 # -- launching the scheduler task --------------------------------------------
