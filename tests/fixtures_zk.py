@@ -243,6 +243,23 @@ class ZooKeeperServer:
         self.stop()
 
 
+def registered_in_zookeeper(master, zookeeper, password):
+    """``master`` (a ``fixtures_master`` LocalMaster) registered as the
+    leader (a persistent node: it outlives the client) under a new znode
+    path that only ``alice:password`` may read; the zk:// master that finds
+    it, with the password."""
+    from kazoo.security import make_digest_acl
+
+    path, port = unique_path(), int(master.url.rsplit(":", 1)[1])
+    acl = [make_digest_acl("alice", password, all=True)]
+    with zk_client(zookeeper) as client:
+        client.add_auth("digest", "alice:%s" % password)
+        client.create(path, b"", acl=acl)
+        client.create(path + "/json.info_", json.dumps(master_info("127.0.0.1", port)).encode(),
+                      acl=acl, sequence=True)
+    return "zk://alice:%s@%s%s" % (password, zookeeper, path)
+
+
 def detector_threads():
     """Threads that kazoo or a detector may have started."""
     return {t for t in threading.enumerate() if t is not threading.main_thread() and t.daemon}

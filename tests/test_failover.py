@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from fixtures_master import make_local_master
+from fixtures_zk import registered_in_zookeeper, zookeeper
 from processes import scheduler_pids
 from tfrun_helpers import REPO, SMALL, hung_up_once_ready, reaped, start_tfrun, tfrun_argv
 from waiting import wait_until
@@ -116,6 +117,54 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
         assert attempt["exit_code"] == 0
     _, state = framework_of(master)
     assert state["frameworks"] == []
+
+
+@pytest.mark.zookeeper
+def test_attach_takes_over_a_failover_run_of_a_zk_master_with_the_password_it_is_given(
+        make_local_master, tmp_path, zookeeper):
+    # tfrun writes failover.json with the ZooKeeper password masked; attach
+    # reads it and takes the password from the master it is given: the two
+    # sides, run here together (the master's znodes only the password reads).
+    master = make_local_master()
+    password = "pw-%s" % os.urandom(8).hex()
+    zk_master = registered_in_zookeeper(master, zookeeper, password)
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER=zk_master, TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("--failover", "--failover-timeout", "300", "-w", "1", "-s", "0", *SMALL,
+                     "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
+                     sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
+                   message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    failover = json.loads((run_dir / "failover.json").read_text())
+    run_id = failover["identity"]["run_id"]
+    assert failover["spec"]["master"] == zk_master.replace(password, "***")
+    for name in ("failover.json", "run.json"):
+        assert password not in (run_dir / name).read_text(), name
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    # Without the password: one line, and the run left to its tasks.
+    refused = tfmesos("attach", run_id, env=dict(env, MESOS_MASTER=""))
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.strip() == (
+        "tfmesos: error: the Mesos master %s: tfmesos keeps the ZooKeeper password in no "
+        "file: give this master with it in $MESOS_MASTER (or --master)"
+        % zk_master.replace(password, "***")), refused.stderr
+    assert [t["state"] for t in framework_of(master)[0]["tasks"]] == ["TASK_RUNNING"]
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
+                           "--master", zk_master], cwd=REPO, env=dict(env, MESOS_MASTER=""),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as attach:
+        with reaped(attach):
+            wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
+                       message="attach never took the run over")
+            finish.write_text("")
+            out, err = attach.communicate(timeout=120)
+    assert attach.returncode == 0, err
+    assert "taking run %s over" % run_id in err and password not in out + err
+    assert json.loads((run_dir / "run.json").read_text())["outcome"]["status"] == "succeeded"
+    assert password not in (run_dir / "run.json").read_text()
 
 
 # A shipped train.py that says which version of it runs, then steps as TRAIN.

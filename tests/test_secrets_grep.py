@@ -24,7 +24,7 @@ import sys
 import pytest
 import requests
 from fixtures_master import make_local_master
-from fixtures_zk import zookeeper
+from fixtures_zk import registered_in_zookeeper, zookeeper
 from processes import scheduler_pids
 from tfrun_helpers import REPO, reaped, release
 from waiting import wait_until
@@ -171,23 +171,6 @@ class Grep:
                           if needle in held and "run key" not in name]
         return [leak for where, data in places.items() for leak in leaks(where, data, looked_for)
                 ] + key_file_leaks
-
-
-def registered_in_zookeeper(master, zookeeper, password):
-    """``master`` registered as the leader (a persistent node: it outlives
-    the client) under a new znode path that only ``alice:password`` may
-    read; the zk:// master that finds it."""
-    from fixtures_zk import master_info, unique_path, zk_client
-    from kazoo.security import make_digest_acl
-
-    path, port = unique_path(), int(master.url.rsplit(":", 1)[1])
-    acl = [make_digest_acl("alice", password, all=True)]
-    with zk_client(zookeeper) as client:
-        client.add_auth("digest", "alice:%s" % password)
-        client.create(path, b"", acl=acl)
-        client.create(path + "/json.info_", json.dumps(master_info("127.0.0.1", port)).encode(),
-                      acl=acl, sequence=True)
-    return "zk://alice:%s@%s%s" % (password, zookeeper, path)
 
 
 def tfrun(project, env, *args):

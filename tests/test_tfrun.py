@@ -348,7 +348,7 @@ def test_a_failed_task_stops_the_run_while_nobody_reads_tfruns_output(tmp_path):
     proc = subprocess.Popen(tfrun_argv("-q", "-w", "2", "-s", "0", "-Cw", "0.1", "-Mw", "64",
                                        "--", "sh", "-c", script),
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    with reaped(proc):
+    try:
         def finished():
             found = list(runs.iterdir()) if runs.exists() else []
             if not found:
@@ -366,6 +366,14 @@ def test_a_failed_task_stops_the_run_while_nobody_reads_tfruns_output(tmp_path):
         wait_until(lambda: not sleeping(b"613"), timeout=30,
                    message="worker:0's sleep outlived the run")
         out, err = proc.communicate(timeout=120)   # read at last
+    finally:
+        if proc.poll() is None:   # stopped as a user stops it: its tasks with it
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=120)   # read: it writes what it held, then exits
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
     assert proc.returncode == 3, err
     # What worker:0 forwarded before it was stopped (most of its 1,000,000
     # lines: the rest may be in flight as it is killed), in whole lines.
