@@ -1,6 +1,7 @@
-"""tfrun's console (``tfmesos.cli.console``): a reader that does not read
-tfrun's output (``tfrun ... | less`` left on one page, a terminal stopped
-with Ctrl-S) never holds the run up, and what waits for it is bounded."""
+"""tfrun's console (``tfmesos.core.console``, and ``tfmesos.cli.console``
+in place of its streams): a reader that does not read tfrun's output
+(``tfrun ... | less`` left on one page, a terminal stopped with Ctrl-S)
+never holds the run up, and what waits for it is bounded."""
 
 import io
 import sys
@@ -9,7 +10,8 @@ import threading
 import pytest
 from waiting import wait_until
 
-from tfmesos.cli import console
+from tfmesos.cli import console as cli_console
+from tfmesos.core import console
 
 
 class Blocking(io.StringIO):
@@ -84,9 +86,9 @@ def test_a_closed_stderr_under_tfruns_own_lines_stops_nothing():
 
 def test_running_puts_the_streams_back_once_everything_was_written():
     real_out, real_err = sys.stdout, sys.stderr
-    with console.running() as outer:
-        assert isinstance(sys.stdout, console.ConsoleStream)
-        with console.running() as inner:   # inside one: that one
+    with cli_console.running() as outer:
+        assert isinstance(sys.stdout, cli_console.ConsoleStream)
+        with cli_console.running() as inner:   # inside one: that one
             assert inner is outer
         print("through the console")
     assert (sys.stdout, sys.stderr) == (real_out, real_err)

@@ -6,6 +6,7 @@ that share no files with the submitter, and from a notebook kernel."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import cloudpickle
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
 from tfrun_helpers import REPO
+from waiting import wait_until
 
 import tfmesos
 from tfmesos.core import caller, function_run
@@ -259,6 +261,7 @@ import tfmesos
 def plus_one(x):
     import json, os
     task = json.loads(os.environ["TF_CONFIG"])["task"]
+    print("hello from the task", flush=True)
     return task["type"], task["index"], x + 1
 
 result = tfmesos.run(plus_one, 41, workers=1, ship=None, cpus=0.1, mem=128, run_dir=%r).value
@@ -281,10 +284,78 @@ def test_from_a_notebook_kernel(tmp_path, monkeypatch):
     outputs = notebook.cells[0].outputs
     text = "".join(output.get("text", "") for output in outputs)
     assert "result ('worker', 0, 42)" in text, outputs
-    assert "[worker:0]" not in text or "Traceback" not in text
+    # The task's output, written by the printer's console thread, in the cell that ran it.
+    assert "[worker:0] hello from the task\n" in text, outputs
+    assert "Traceback" not in text, outputs
     with open(tmp_path / "run" / "run.json", encoding="utf-8") as handle:
         record = json.load(handle)
     assert (record["name"], record["command"]) == ("notebook", "tfmesos.run(plus_one)")
+
+
+UNREAD = """\
+import os, sys, tfmesos
+
+def chatty(flag):
+    import os, sys, time
+    if os.environ["TFMESOS_TASK_INDEX"] == "0":
+        sys.stdout.write("y\\n" * 1000000)   # 2 MB: far more than a pipe holds
+        sys.stdout.flush()
+        open(flag, "w").close()
+        time.sleep(613)
+    while not os.path.exists(flag):
+        time.sleep(0.1)
+    raise ValueError("worker 1 gives up")
+
+try:
+    tfmesos.run(chatty, sys.argv[1], workers=2, ship=None, cpus=0.1, mem=128,
+                run_dir=sys.argv[2])
+except Exception as exc:
+    with open(sys.argv[3], "w") as handle:
+        handle.write("%s: %s" % (type(exc).__name__, str(exc).splitlines()[0]))
+    raise SystemExit(3)
+"""
+
+
+def test_a_failed_task_fails_the_call_while_nobody_reads_the_callers_output(tmp_path):
+    # As tfrun's (test_tfrun.py): before the printer's console, the caller's
+    # thread waited in print for a reader (a script piped to a pager) and
+    # took worker:1's failure in only once the output was read: here, never.
+    script, raised = tmp_path / "unread.py", tmp_path / "raised"
+    script.write_text(UNREAD)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "written"),
+                             str(run_dir), str(raised)], cwd=str(tmp_path),
+                            env=dict(os.environ, MESOS_MASTER=""),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def finished():
+            try:
+                with open(run_dir / "run.json", encoding="utf-8") as handle:
+                    record = json.load(handle)
+            except (OSError, ValueError):
+                return None
+            return record if record["timings"].get("finished") else None
+        record = wait_until(finished, timeout=120,
+                            message="the run did not end while its output was not read")
+        assert record["outcome"]["status"] == "failed" and \
+            record["outcome"]["task"] == "worker:1", record["outcome"]
+        assert all(task["state"] != "TASK_RUNNING" for task in record["tasks"]), \
+            record["tasks"]   # worker:0 was stopped too
+        out, err = proc.communicate(timeout=120)   # read at last: the call raises
+    finally:
+        if proc.poll() is None:   # stopped as a user stops a script: its run with it
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 3, err[-2000:]
+    assert raised.read_text() == "RemoteTaskError(ValueError): worker:1 raised ValueError: " \
+        "worker 1 gives up", raised.read_text()
+    lines = out.splitlines()   # what worker:0 forwarded before it was stopped, in whole lines
+    assert lines and set(lines) == {b"[worker:0] y"}, out[-200:]
+    assert b"ValueError: worker 1 gives up" in err, err[-2000:]
 
 
 @pytest.mark.tensorflow

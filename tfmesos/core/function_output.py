@@ -1,13 +1,16 @@
 """What ``tfmesos.run``'s caller sees of its tasks (``function_run``):
 which tasks' output is shown (``logs=``, as tfrun's ``--logs``), their
 lines prefixed ``[job:index]`` on this process' stdout or stderr, and
-tfmesos' own lines."""
+tfmesos' own lines, written by a console's thread (``console.Console``):
+a caller whose output nobody reads (a script piped to a pager left on one
+page) never holds the run up."""
 
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from ..exceptions import SpecError
+from .console import Console, CurrentStreams
 from .spec import Job
 
 if TYPE_CHECKING:
@@ -45,11 +48,17 @@ def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
 
 
 class Printer:
-    """The tasks' output, each line prefixed ``[job:index] ``, on this
-    process' stdout or stderr as they are when it comes (a notebook's cell)."""
+    """The tasks' output, each line prefixed ``[job:index] ``, and tfmesos'
+    own lines (``say``), on this process' stdout or stderr as they are when
+    written (a notebook's cell), through a console of its own: past its
+    backlog the tasks' output is left out, said in one line; a stream
+    that refuses writes (nobody reads it any more) is left alone: the run
+    directory has everything. ``close`` writes what is left and waits
+    until it was written (a wait Ctrl-C cuts short)."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Optional[Console] = None) -> None:
         self._open: dict[tuple[str, str], str] = {}   # (task, stream) -> its unfinished line
+        self._console = console or Console(CurrentStreams(), prog="tfmesos")
 
     def __call__(self, slot: "TaskSlot", stream: str, text: str) -> None:
         key = (slot.name, stream)
@@ -61,23 +70,25 @@ class Printer:
         if lines:
             self._write(stream, "".join("[%s] %s\n" % (slot.name, line) for line in lines))
 
+    def say(self, text: str) -> None:
+        """tfmesos' own line, in order with the tasks' output; never left out."""
+        self._write("stderr", "tfmesos: %s\n" % text, output=False)
+
     def close(self) -> None:
         for (name, stream), rest in sorted(self._open.items()):
             self._write(stream, "[%s] %s\n" % (name, rest))
         self._open.clear()
-
-    @staticmethod
-    def _write(stream: str, text: str) -> None:
-        target = sys.stderr if stream == "stderr" else sys.stdout
         try:
-            try:
-                target.write(text)
-            except UnicodeEncodeError:   # a stream that is not UTF-8: escaped, as on stderr
-                encoding = getattr(target, "encoding", None) or "ascii"
-                target.write(text.encode(encoding, "backslashreplace").decode(encoding))
-            target.flush()
+            while not self._console.drain(0.5):
+                pass   # in slices: a Ctrl-C is seen between them
+        finally:
+            self._console.close()
+
+    def _write(self, stream: str, text: str, output: bool = True) -> None:
+        try:
+            self._console.write(stream, text, output=output)
         except (OSError, ValueError):
-            pass    # nobody reads it any more; the run directory has it
+            pass    # an earlier write was refused: nobody reads it any more
 
 
 def say(text: str) -> None:

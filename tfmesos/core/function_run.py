@@ -33,7 +33,7 @@ from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 from . import config
 from .caller import run_command, script_name
 from .function_options import OPTIONS, Ship, in_keywords
-from .function_output import Printer, logs_choice, say
+from .function_output import Printer, logs_choice
 from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
 from .run_result import RunResult
@@ -328,7 +328,7 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     if spec.master == config.LOCAL and "agents" not in spec.local_master_options:
         check_local(spec.jobs, spec.local_master_options)
     printer = Printer()
-    run = ClusterRun(spec, on_log=printer, forward_logs=show, notify=say)
+    run = ClusterRun(spec, on_log=printer, forward_logs=show, notify=printer.say)
     try:
         if cancel is not None:
             cancel.attach(run)
@@ -346,14 +346,15 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
         run.record.ended(exc, run.phase)
         raise
     finally:
-        # A second Ctrl-C (the first interrupted the wait) waits for the stop.
-        with deferring_signals():
-            try:
+        # A second Ctrl-C (the first interrupted the wait) waits for the stop,
+        # not for a reader of the output (the printer's close).
+        try:
+            with deferring_signals():
                 run.stop()
-            finally:
-                printer.close()
                 if run.record.directory and run.record.outcome_status != "succeeded":
-                    say("logs and run record: %s" % run.record.directory)
+                    printer.say("logs and run record: %s" % run.record.directory)
+        finally:
+            printer.close()
 
 
 def returning_slot(run: "ClusterRun") -> "TaskSlot":
