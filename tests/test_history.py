@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from local_users import nobody
 from run_dirs import attempt, copy_format_1, write_run
 from tfrun_helpers import REPO, start_tfrun
 
@@ -94,6 +95,32 @@ def test_prune_keeps_the_most_recent_and_the_running(runs_dir, capsys):
                                             "tfrun-running0"]
     code, _, err = tfmesos(capsys, "runs", "--prune")
     assert code == 2 and "--prune needs --keep N" in err
+
+
+def test_prune_removes_a_key_only_on_the_word_of_the_callers_own_record(runs_dir, capsys,
+                                                                       tmp_path, monkeypatch):
+    # In a shared runs directory another user planted a record that says
+    # the caller's run (still going: its key in the keys directory) ended:
+    # prune removed the key, and the run could not be attached again.
+    other = nobody("giving a file to another user needs root")
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    (keys / "cafe0123").write_text("00" * 32 + "\n")
+    (keys / "cafe0123").chmod(0o600)
+    monkeypatch.setenv("TFMESOS_KEYS_DIR", str(keys))
+    runs_dir.chmod(0o1777)
+    write_run(runs_dir, "cafe0123", name="innocent")   # it says: succeeded
+    planted = runs_dir / "innocent-cafe0123"
+    for path in (planted, planted / "run.json"):
+        os.chown(path, other.pw_uid, other.pw_gid)
+    code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "10")
+    assert (code, err) == (0, "") and "keys" not in out, out
+    assert (keys / "cafe0123").exists()
+    for path in (planted, planted / "run.json"):   # the control: the caller's record
+        os.chown(path, os.geteuid(), os.getegid())
+    code, out, _ = tfmesos(capsys, "runs", "--prune", "--keep", "10")
+    assert code == 0 and "removed the keys of 1 ended run" in out, out
+    assert not (keys / "cafe0123").exists()
 
 
 def a_gone_process():

@@ -251,6 +251,20 @@ def test_a_record_another_user_owns_is_no_record_of_the_callers(tmp_path):
     assert local_record(RUN, {"TFMESOS_RUNS_DIR": str(tmp_path)}) is None
 
 
+def test_a_lookalike_record_another_user_planted_does_not_hide_the_callers(tmp_path):
+    # Two records matched the run id: local_record gave up (None), and
+    # tfmesos attach RUN said "which master?" or "started in the foreground
+    # elsewhere" of the caller's own --failover run.
+    other = nobody_or_skip()
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path)}
+    failover_json(write_record(tmp_path / ("mine-%s" % RUN), RUN, "F-victim"), "F-victim")
+    planted = write_record(tmp_path / ("aaa-%s" % RUN), RUN, "F-evil")
+    for path in (planted, planted / "run.json"):
+        os.chown(path, other.pw_uid, other.pw_gid)
+    record = local_record(RUN, env)
+    assert record is not None and record.failover.framework_id == "F-victim"
+
+
 def nobody_or_skip():
     return nobody("giving a file to another user needs root")
 

@@ -277,11 +277,10 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     from ..record.run_dirs import runs_root
     from ..record.takeover_files import FAILOVER_FILE, TakeoverError, read_failover
     try:
-        run = find_run(text, runs_root(environ))
+        run = find_run(text, runs_root(environ), keep=callers_record)
     except HistoryError:
         return None
-    if not (_owned(run.directory, stat.S_ISDIR)
-            and _owned(os.path.join(run.directory, "run.json"), stat.S_ISREG)):
+    if not callers_record(run):
         return None
     failover, error = None, None
     path = os.path.join(run.directory, FAILOVER_FILE)
@@ -296,6 +295,15 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     if not record.framework_id or run.file.master == "local":
         return None
     return record
+
+
+def callers_record(run: "Run") -> bool:
+    """Whether the run directory of ``run`` (a ``history.Run``) and its
+    run.json are the caller's, no one else may write them, and neither is
+    a link: what it says may be acted on (its key removed, its run
+    attached)."""
+    return _owned(run.directory, stat.S_ISDIR) \
+        and _owned(os.path.join(run.directory, "run.json"), stat.S_ISREG)
 
 
 def _owned(path: str, kind: Callable[[int], bool]) -> bool:

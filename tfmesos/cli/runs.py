@@ -135,16 +135,20 @@ def forget_ended_keys(root, environ, ends=None):
     their master no longer has their framework (``RunEnds``); returns the
     paths removed. The key of a run still going, of one whose master still
     has its framework or cannot be asked, and of one with no record here
-    (a detached run's: ``tfmesos attach`` removes it) is kept."""
+    (a detached run's: ``tfmesos attach`` removes it) is kept; so is one
+    whose only record is not the caller's (``run_lookup.callers_record``:
+    in a shared runs directory anyone can write a run.json saying any run
+    id ended)."""
     from ..record.takeover_files import forget_key, held_run_ids
+    from .run_lookup import callers_record
     held = set(held_run_ids(environ))
     if not held:
         return []
     ends = ends if ends is not None else RunEnds(environ)
     removed = []
     for run in list_runs(root):
-        if run.run_id in held and (not run.running
-                                   or (run.gone and not ends.may_run(run))):
+        if run.run_id in held and callers_record(run) and (
+                not run.running or (run.gone and not ends.may_run(run))):
             path = forget_key(run.run_id, environ)
             if path:
                 removed.append(path)

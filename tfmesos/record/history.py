@@ -233,9 +233,11 @@ def _may_name(directory: str, data: object, text: str) -> bool:
     return name.startswith(text) or (isinstance(run_id, str) and run_id.startswith(text))
 
 
-def find_run(text: str, root: str) -> Run:
+def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None) -> Run:
     """The run ``text`` names: a run directory (or its run.json), else a
-    prefix of a run id (or of a directory name) under ``root``."""
+    prefix of a run id (or of a directory name) under ``root``, among the
+    runs ``keep`` keeps (the caller's own: another user's look-alike is
+    no second match)."""
     if not text:
         raise HistoryError("give a run id or a run directory (tfmesos runs lists them)")
     if os.path.basename(text) == RUN_JSON and os.path.isfile(text):
@@ -249,7 +251,7 @@ def find_run(text: str, root: str) -> Run:
     matches = _most_recent_first([
         run for run in (_decoded(directory, data) for directory, data in _parsed(root)
                         if _may_name(directory, data, text))
-        if run is not None and _names(run, text)])
+        if run is not None and _names(run, text) and (keep is None or keep(run))])
     if not matches:
         raise HistoryError("no run %r in %s (tfmesos runs lists them)" % (text, root))
     if len(matches) > 1:
