@@ -166,6 +166,31 @@ def test_logs_read_only_a_regular_file_of_the_run_directory(runs_dir, capsys, tm
     assert ("a symbolic link, not followed" if plant == "link" else "not a regular file") in err
 
 
+@pytest.mark.parametrize("plant", ["huge", "fifo"])
+def test_a_run_json_anyone_could_plant_is_read_bounded_and_never_waited_on(runs_dir, capsys,
+                                                                          monkeypatch, plant):
+    # A sparse run.json of gigabytes was read whole (tfmesos runs: 2 GB of
+    # memory for 1 GB of file); one made a FIFO between the listing's check
+    # and its open would have been waited on for good.
+    from tfmesos.record import history
+    write_run(runs_dir, "good0001")
+    planted = runs_dir / "x-bad00001"
+    planted.mkdir()
+    if plant == "huge":
+        monkeypatch.setattr(history, "MAX_RECORD", 1 << 20)   # as 256 MB is, smaller
+        with open(planted / "run.json", "wb") as handle:
+            handle.truncate((1 << 20) + 1)
+    else:
+        os.mkfifo(planted / "run.json")
+        monkeypatch.setattr(os.path, "isfile", lambda path: True)   # it became one since
+    code, out, err = tfmesos(capsys, "runs")
+    assert (code, err) == (0, "") and "good0001" in out and "bad00001" not in out
+    code, out, err = tfmesos(capsys, "show", str(planted))
+    assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+    assert ("1 MB, over the 1 MB a run record holds at most" if plant == "huge"
+            else "not a regular file") in err, err
+
+
 def test_logs_read_a_large_log_in_chunks_without_splitting_a_character(runs_dir, capsys,
                                                                        monkeypatch):
     from tfmesos.cli import runs

@@ -12,6 +12,7 @@ pruning never follows a symbolic link.
 import datetime
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from typing import Callable, Optional
 
@@ -23,6 +24,9 @@ from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_
 from .times import parse_time
 
 RUN_JSON = "run.json"
+# A run.json read at most (10,000 tasks with their usage samples, the metric
+# series at their bounds: well under); past it, not a run record.
+MAX_RECORD = 256 << 20
 
 
 class HistoryError(TFMesosError):
@@ -30,14 +34,29 @@ class HistoryError(TFMesosError):
 
 
 def parse(directory: str) -> object:
-    """The JSON of ``directory``'s run.json, not yet checked against the schema."""
+    """The JSON of ``directory``'s run.json, not yet checked against the
+    schema. Read as what anyone who may write the runs directory could put
+    there: a regular file (a FIFO is not waited on) of at most
+    ``MAX_RECORD`` bytes (a sparse file of gigabytes is not read into
+    memory)."""
     path = os.path.join(directory, RUN_JSON)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json_documents.load(handle)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            found = os.fstat(handle.fileno())
+            if not stat.S_ISREG(found.st_mode):
+                raise HistoryError("%s is not a run record: not a regular file" % path)
+            if found.st_size > MAX_RECORD:
+                raise HistoryError("%s is not a run record: %d MB, over the %d MB a run record "
+                                   "holds at most" % (path, found.st_size >> 20, MAX_RECORD >> 20))
+            data = handle.read(MAX_RECORD + 1)
+        if len(data) > MAX_RECORD:
+            raise HistoryError("%s is not a run record: over the %d MB a run record holds at "
+                               "most" % (path, MAX_RECORD >> 20))
+        return json_documents.loads(data.decode("utf-8"))
     except OSError as exc:
         raise HistoryError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
-    except ValueError as exc:
+    except ValueError as exc:   # UnicodeDecodeError too
         raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
 
 
