@@ -191,6 +191,30 @@ def test_a_run_json_anyone_could_plant_is_read_bounded_and_never_waited_on(runs_
             else "not a regular file") in err, err
 
 
+def test_runs_and_show_escape_what_a_planted_run_json_says(runs_dir, capsys):
+    # tfmesos runs and show printed run.json's words raw: a record planted
+    # in a shared runs directory drove the terminal (colours, a cleared
+    # screen) and forged lines, where --master's listings escaped them.
+    evil = "a\x00b\x1b[31mRED\x1b[0m\r\nFAKE LINE"
+    directory = write_run(runs_dir, "evil0001", status="failed", exit_code=1,
+                          command="python \x1b[2Jtrain.py", message=evil)
+    path = os.path.join(directory, "run.json")
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    data["name"] = evil
+    data["tasks"][0]["attempts"][0]["states"][-1]["source"] = "\x1b]0;title\x07"
+    data["restarts"] = [{"restart": 1, "time": "2026-11-26T10:00:03.100Z", "cause": "failure",
+                         "task": "worker:0", "message": "died\x1b[1A\rok", "delay": 1.0}]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    for argv in (["runs"], ["show", "evil0001"]):
+        code, out, err = tfmesos(capsys, *argv)
+        assert (code, err) == (0, ""), err
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f]", out), repr(out)
+        assert "FAKE LINE" not in "".join(line[:9] for line in out.splitlines())
+        assert "a\\x00b\\x1b[31mRED\\x1b[0m\\r\\nFAKE LINE" in out, out
+
+
 def test_logs_read_a_large_log_in_chunks_without_splitting_a_character(runs_dir, capsys,
                                                                        monkeypatch):
     from tfmesos.cli import runs

@@ -9,7 +9,7 @@ from ..mesos.task_states import TERMINAL_STATES
 from ..record.metric_series import summaries
 from ..record.schema import State
 from ..record.times import parse_time
-from .tables import duration_text, local_time, table
+from .tables import PrintableLines, duration_text, local_time, printable, table
 
 
 def code_text(value):
@@ -49,10 +49,13 @@ def training_text(file):
 
 def show_run(run, out, now=None):
     """Print ``run`` (a ``history.Run``) to ``out``; ``now`` (an aware
-    datetime, default now) times what is still running."""
+    datetime, default now) times what is still running. What run.json says
+    is shown escaped (``tables.printable``): anyone who may write the runs
+    directory may have written it."""
+    out = PrintableLines(out)
     file = run.file
-    out.write("run %s  %s (%s)  %s, exit code %s\n" % (
-        run.run_id, run.name, run.mode, run.shown_outcome, code_text(run.exit_code)))
+    out.write("run %s  %s (%s)  %s, exit code %s\n" % tuple(printable(value) for value in (
+        run.run_id, run.name, run.mode, run.shown_outcome, code_text(run.exit_code))))
     lines = [("directory", run.directory),
              ("master", "%s  framework %s" % (file.master or "-", file.framework_id or "-"))]
     if file.command:
@@ -69,7 +72,7 @@ def show_run(run, out, now=None):
         lines.append(("hint", hint if where == "outcome" else "%s: %s" % (where, hint)))
     width = max(len(key) for key, _ in lines)
     for key, value in lines:
-        out.write("  %s  %s\n" % (key.ljust(width), value))
+        out.write("  %s  %s\n" % (key.ljust(width), printable(value)))
     out.write("\n")
     rows = [("TASK", "ATTEMPT", "RESTART", "STATE", "EXIT", "SOURCE", "ADDRESS", "LAUNCHED",
              "ENDED")]

@@ -16,7 +16,7 @@ from ..record.history import HistoryError, find_run, list_runs, prune
 from ..record.run_dirs import runs_root
 from .common import CommandParser, bounded
 from .run_show import code_text, show_run
-from .tables import duration_text, fit_last_column, local_time, table, terminal_width
+from .tables import duration_text, fit_last_column, local_time, printable, table, terminal_width
 
 COUNT = bounded(int, 1, MAX_COUNT)
 
@@ -119,10 +119,11 @@ def runs_main(argv, environ=None, out=None):
         return 0
     shown = runs if args.all else runs[:args.limit]
     rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
-    for local in shown:
-        rows.append((local.run_id, local.name, local.mode, local_time(local.started),
-                     duration_text(local.duration()), local.shown_outcome,
-                     code_text(local.exit_code), local.file.command or "-"))
+    for local in shown:   # escaped before the last column is cut to the terminal
+        rows.append(tuple(printable(cell) for cell in (
+            local.run_id, local.name, local.mode, local_time(local.started),
+            duration_text(local.duration()), local.shown_outcome, code_text(local.exit_code),
+            local.file.command or "-")))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
     if len(shown) < len(runs):
         out.write("(%d older runs in %s: --all shows them)\n" % (len(runs) - len(shown), root))

@@ -41,8 +41,29 @@ def _escape(match):
     return match.group().encode("unicode_escape").decode("ascii")
 
 
+_UNPRINTABLE_IN_LINES = re.compile(_UNPRINTABLE.pattern.replace("\x00-\x1f",
+                                                               "\x00-\x09\x0b-\x1f"))
+
+
+class PrintableLines:
+    """``out`` whose writes are shown as ``printable`` shows text, but for
+    their line ends: a report made of lines, some of whose words come from a
+    file anyone may have written (run.json in a shared runs directory)."""
+
+    def __init__(self, out):
+        self._out = out
+
+    def write(self, text):
+        return self._out.write(_UNPRINTABLE_IN_LINES.sub(_escape, text))
+
+    def __getattr__(self, name):
+        return getattr(self._out, name)
+
+
 def table(rows, out):
-    """Print ``rows`` (the first is the header) in aligned columns."""
+    """Print ``rows`` (the first is the header) in aligned columns, every
+    cell ``printable``."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         out.write("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
