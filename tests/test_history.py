@@ -215,6 +215,24 @@ def test_runs_and_show_escape_what_a_planted_run_json_says(runs_dir, capsys):
         assert "a\\x00b\\x1b[31mRED\\x1b[0m\\r\\nFAKE LINE" in out, out
 
 
+def test_a_run_directory_the_caller_may_not_look_into_is_said_so(runs_dir, capsys, monkeypatch):
+    # Another user's run directory (mode 0700) was "not a run directory (it
+    # has no run.json)": the file is there, the caller may not see it.
+    directory = write_run(runs_dir, "priv0001")
+    real_stat = os.stat
+
+    def stat_as_another_user(path, *args, **kwargs):
+        if str(path).startswith(str(directory) + os.sep):
+            raise PermissionError(13, "Permission denied")
+        return real_stat(path, *args, **kwargs)
+    monkeypatch.setattr(os, "stat", stat_as_another_user)
+    for target in (str(directory), os.path.join(directory, "run.json")):
+        code, out, err = tfmesos(capsys, "show", target)
+        assert (code, out) == (1, ""), err
+        assert err == "tfmesos: error: cannot read %s: Permission denied (a run directory of " \
+            "another user?)\n" % os.path.join(directory, "run.json"), err
+
+
 def test_logs_read_a_large_log_in_chunks_without_splitting_a_character(runs_dir, capsys,
                                                                        monkeypatch):
     from tfmesos.cli import runs

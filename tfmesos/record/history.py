@@ -259,9 +259,9 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None)
     no second match)."""
     if not text:
         raise HistoryError("give a run id or a run directory (tfmesos runs lists them)")
-    if os.path.basename(text) == RUN_JSON and os.path.isfile(text):
+    if os.path.basename(text) == RUN_JSON and _is_file(text):
         return Run.load(os.path.dirname(text) or ".")
-    if os.path.isfile(os.path.join(text, RUN_JSON)):
+    if _is_file(os.path.join(text, RUN_JSON)):
         return Run.load(text)
     if os.sep in text or text.startswith("."):
         raise HistoryError("%s is not a run directory (it has no %s)" % (text, RUN_JSON))
@@ -279,6 +279,18 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None)
         raise HistoryError("%r matches %d runs (%s%s): give more of the id"
                            % (text, len(matches), names, more))
     return matches[0]
+
+
+def _is_file(path: str) -> bool:
+    """Whether ``path`` is a file (following links); a path the caller may
+    not look at is an error that says so, not a file that is not there."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except PermissionError as exc:
+        raise HistoryError("cannot read %s: %s (a run directory of another user?)"
+                           % (path, exc.strerror or exc)) from None
+    except (OSError, ValueError):
+        return False
 
 
 def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None
