@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Optional, Protocol
 
 from ..exceptions import TFMesosError
+from ..protocol import json_documents
 
 FAILOVER_FILE = "failover.json"
 FAILOVER_FORMAT = 2   # 1: tfrun's command line replayed (no "format" field)
@@ -272,7 +273,7 @@ def read_failover(directory: str) -> FailoverFile:
     there is none or it is not one."""
     path = os.path.join(directory, FAILOVER_FILE)
     try:
-        data = json.loads(read_private(path, 16 << 20))
+        data = json_documents.loads(read_private(path, 16 << 20))
     except FileNotFoundError:
         raise not_taken_over(directory) from None
     except (OSError, ValueError) as exc:
