@@ -1,3 +1,4 @@
+import logging
 import socket
 import struct
 
@@ -110,6 +111,24 @@ def test_a_flood_of_refused_connections_is_a_few_lines_not_one_each(rdv, caplog)
     assert len(said) == FIRST_REFUSALS, said
     assert said[-1].endswith("(more are counted, said at most once in 60 s)")
     good.close()
+
+
+def test_connections_dropped_for_room_are_refusals_said_as_few_lines(caplog):
+    # Each connection held open past max_pending_per_peer dropped the
+    # oldest with a line of its own, and the dropped one's refusal another.
+    server = make_rendezvous(max_pending_per_peer=2)
+    try:
+        held = [_silent(server) for _ in range(12)]
+        for sock in held[:10]:
+            assert refused(sock)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(said) == FIRST_REFUSALS, said
+        assert said[0] == "%s 127.0.0.1: dropped as the oldest of too many unregistered " \
+            "connections" % REFUSED
+        for sock in held:
+            sock.close()
+    finally:
+        server.close()
 
 
 class FakeClock:

@@ -158,6 +158,7 @@ class _Link:
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
         self.held: list[object] = []   # events put once this connection ends (put_after_reports)
         self.hold_timer: Optional[threading.Timer] = None
+        self.dropped = False          # for room, unregistered (Rendezvous._admit)
 
     def send(self, message: dict[str, Any]) -> None:
         with self.send_lock:
@@ -320,9 +321,7 @@ class Rendezvous:
         the limits are reached) and serve it in its own thread."""
         victim = self._admit(link)
         if victim is not None:
-            logger.warning("too many unregistered rendezvous connections; dropping the oldest, "
-                           "from %s", victim.peer[0])
-            _shutdown(victim.sock)
+            _shutdown(victim.sock)   # its thread says it was dropped (RefusalLog)
         try:
             threading.Thread(target=self._serve, args=(link,), daemon=True,
                              name="rendezvous-%s:%s" % link.peer[:2]).start()
@@ -343,6 +342,7 @@ class Rendezvous:
             elif len(self._pending) >= self._max_pending:
                 victim = next(iter(self._pending))
             if victim is not None:
+                victim.dropped = True
                 del self._pending[victim]
             self._pending[link] = None
             return victim
@@ -360,7 +360,8 @@ class Rendezvous:
                 registered = self._register(link)
             except (wire.WireError, OSError) as exc:
                 if not self._closed.is_set():
-                    self._refusals.refused(link.peer[0], exc)
+                    self._refusals.refused(link.peer[0], "dropped as the oldest of too many "
+                                           "unregistered connections" if link.dropped else exc)
                 registered = None
             finally:
                 self._unpend(link)
