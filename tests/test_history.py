@@ -151,6 +151,21 @@ def test_a_running_run_whose_tfrun_is_gone_shows_gone_and_is_pruned(runs_dir, ca
     assert code == 0 and os.listdir(runs_dir) == ["tfrun-live0001"]
 
 
+def test_prune_keeps_a_gone_run_whose_failover_json_is_nested_past_the_parsers_depth(
+        runs_dir, capsys):
+    # It ended tfmesos runs --prune in a RecursionError traceback.
+    directory = write_run(runs_dir, "gone0002", status="running", exit_code=None, start=0,
+                          scheduler=a_gone_process())
+    with open(os.path.join(directory, "failover.json"), "w") as handle:
+        handle.write("[" * 100000)
+    os.chmod(os.path.join(directory, "failover.json"), 0o600)
+    code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+    assert code == 0 and out == "removed 0 runs from %s\n" % runs_dir
+    assert err == "tfmesos runs: kept %s and its key: its failover.json cannot tell its " \
+        "master (cannot read %s/failover.json: nested deeper than the JSON parser reads)\n" \
+        % (directory, directory)
+
+
 @pytest.mark.parametrize("plant", ["link", "fifo"])
 def test_logs_read_only_a_regular_file_of_the_run_directory(runs_dir, capsys, tmp_path, plant):
     directory = write_run(runs_dir, "plant001")

@@ -25,6 +25,7 @@ from rendezvous_client import Client, make_rendezvous, next_event
 from run_dirs import write_run
 from tfrun_helpers import REPO, only_metrics_warnings
 
+from tfmesos.cli.main import main
 from tfmesos.cli.progress import Progress, describe_metrics, metrics_line
 from tfmesos.cli.runs import show_run
 from tfmesos.core.events import TaskMetrics
@@ -571,6 +572,23 @@ def test_show_prints_each_tasks_latest_metrics(tmp_path):
     assert "(12 points left out" in text
     assert [(t, s) for t, s, _, _ in summaries(run.file.metrics)] == [
         ("worker:0", 3), ("worker:1", 3), ("client", 1)]
+
+
+def test_show_of_a_record_whose_series_lists_differ_in_length_is_one_line(tmp_path, capsys):
+    # An IndexError traceback in the metrics' summary before.
+    directory = write_run(tmp_path, "5eed0043")
+    path = os.path.join(directory, "run.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["metrics"] = [MetricSeries(task="worker:0", name="loss", last=1.0, last_step=1,
+                                    count=1, steps=[1], values=[1.0], times=[]).to_dict()]
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    assert main(["show", directory]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "tfmesos: error: %s is not a run record: run.json.metrics[0]: its " \
+        "steps, values and times differ in length (1, 1, 0)\n" % path
 
 
 def test_the_report_draws_a_chart_per_metric_and_a_line_per_task(tmp_path):

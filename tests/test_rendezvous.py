@@ -1,10 +1,13 @@
+import logging
 import socket
 import struct
 
 import pytest
 from rendezvous_client import SECRET, Client, make_rendezvous, next_event, refused
+from waiting import wait_until
 
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
+from tfmesos.core.rendezvous import FIRST_REFUSALS, RefusalLog
 from tfmesos.protocol import wire
 
 
@@ -90,6 +93,95 @@ def test_bad_clients_are_refused_and_a_good_task_still_registers(rdv, attack):
     assert refused(bad)
     bad.close()
     good.close()
+
+
+REFUSED = "refused a rendezvous connection from"
+
+
+def test_a_flood_of_refused_connections_is_a_few_lines_not_one_each(rdv, caplog):
+    # A local user without the key opened 2000 connections in 14 s: 2000
+    # lines in the run's output.
+    for _ in range(12):
+        bad = _bad_mac(rdv)
+        assert refused(bad)
+        bad.close()
+    good = register(rdv).registered()
+    assert next_event(rdv, TaskRegistered).task_id == "good"
+    said = [r.getMessage() for r in caplog.records if REFUSED in r.getMessage()]
+    assert len(said) == FIRST_REFUSALS, said
+    assert said[-1].endswith("(more are counted, said at most once in 60 s)")
+    good.close()
+
+
+def test_connections_dropped_for_room_are_refusals_said_as_few_lines(caplog):
+    # Each connection held open past max_pending_per_peer dropped the
+    # oldest with a line of its own, and the dropped one's refusal another.
+    server = make_rendezvous(max_pending_per_peer=2)
+    try:
+        held = [_silent(server) for _ in range(12)]
+        for sock in held[:10]:
+            assert refused(sock)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(said) == FIRST_REFUSALS, said
+        assert said[0] == "%s 127.0.0.1: dropped as the oldest of too many unregistered " \
+            "connections" % REFUSED
+        for sock in held:
+            sock.close()
+    finally:
+        server.close()
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_refusals_past_the_first_are_counted_in_a_line_at_most_once_a_period():
+    clock, lines = FakeClock(), []
+    refusals = RefusalLog(first=2, period=60.0, clock=clock, log=lines.append)
+    for number in range(5):
+        refusals.refused("10.0.0.%d" % number, "bad MAC")
+        clock.now += 1
+    assert lines == [REFUSED + " 10.0.0.0: bad MAC",
+                     REFUSED + " 10.0.0.1: bad MAC (more are counted, said at most once in "
+                               "60 s)"]
+    refusals.flush()
+    assert len(lines) == 2          # not a period yet
+    clock.now += 56
+    refusals.flush()
+    assert lines[2:] == ["refused 3 more rendezvous connections in the last 60 s (the latest "
+                         "from 10.0.0.4: bad MAC)"]
+    refusals.flush()
+    refusals.refused("10.0.0.5", "bad MAC")   # within a period of the last: counted
+    clock.now += 60
+    refusals.refused("10.0.0.6", "too short")
+    assert lines[3:] == ["refused 2 more rendezvous connections in the last 60 s (the latest "
+                         "from 10.0.0.6: too short)"]
+    # A period without any: the next are said each again.
+    clock.now += 61
+    refusals.refused("10.0.0.7", "bad MAC")
+    assert lines[4:] == [REFUSED + " 10.0.0.7: bad MAC"]
+
+
+def test_the_rendezvous_says_the_count_of_refusals_as_it_pings():
+    clock, lines = FakeClock(), []
+    server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,
+                                                 log=lines.append))
+    try:
+        for _ in range(3):
+            bad = _garbage(server)
+            assert refused(bad)
+            bad.close()
+        assert len(lines) == 1
+        clock.now += 60
+        wait_until(lambda: len(lines) == 2)
+        assert lines[1].startswith("refused 2 more rendezvous connections in the last 60 s "
+                                   "(the latest from 127.0.0.1: ")
+    finally:
+        server.close()
 
 
 def test_duplicate_registration_is_refused_without_dropping_the_first(rdv):

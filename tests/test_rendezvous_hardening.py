@@ -176,7 +176,7 @@ class Slowloris:
 
 @pytest.mark.parametrize("size, sign", [
     (wire.MAX_FRAME, "refusing a frame of %d bytes" % wire.MAX_FRAME),
-    (wire.SMALL_FRAME - 100, "dropping the oldest"),
+    (wire.SMALL_FRAME - 100, "dropped as the oldest of too many unregistered connections"),
 ], ids=["1MiB", "under-the-registration-limit"])
 def test_64_slowloris_clients_do_not_stop_a_real_run(monkeypatch, caplog, size, sign):
     attacks = []

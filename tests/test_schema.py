@@ -135,6 +135,8 @@ def test_integers_read_as_floats_and_unknown_keys_are_ignored():
     ({"outcome": None}, "run.json.outcome: expected an object, got null"),
     ({"jobs": [{"num": True}]}, "run.json.jobs[0].num: expected integer, got bool"),
     ({"jobs": [{"gpus": 0.5}]}, "run.json.jobs[0].gpus: expected integer, got float"),
+    ({"metrics": [{"steps": [1], "values": [1.0], "times": []}]},
+     "run.json.metrics[0]: its steps, values and times differ in length (1, 1, 0)"),
 ])
 def test_a_value_of_the_wrong_type_says_where(data, where):
     with pytest.raises(SchemaError) as error:

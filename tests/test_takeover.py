@@ -253,6 +253,33 @@ def test_failover_json_of_another_shape_is_refused_in_one_line(tmp_path, change,
         read_failover(str(tmp_path))
 
 
+@pytest.mark.parametrize("content", ["[" * 100000, "[" * 100000 + "]" * 100000],
+                         ids=["unclosed", "nested"])
+def test_failover_json_nested_past_the_parsers_depth_is_refused_in_one_line(tmp_path, content):
+    # A RecursionError out of tfmesos attach, kill and runs --prune before.
+    path = tmp_path / FAILOVER_FILE
+    path.write_text(content)
+    path.chmod(0o600)
+    with pytest.raises(TakeoverError, match="cannot read .*nested deeper") as error:
+        read_failover(str(tmp_path))
+    assert "\n" not in str(error.value) and str(path) in str(error.value)
+
+
+@pytest.mark.timeout(20)
+def test_a_key_or_failover_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    # tfmesos attach --key FIFO waited for a writer forever, and so did
+    # anything reading a failover.json that is a FIFO.
+    os.mkfifo(tmp_path / "key", 0o600)
+    with pytest.raises(TakeoverError, match="cannot read the run's key .*key "
+                                            r"\(not a regular file\): copy it"):
+        read_key(str(tmp_path / "key"))
+    with pytest.raises(TakeoverError, match="not a regular file"):
+        read_key(str(tmp_path / "key"), private=True)
+    os.mkfifo(tmp_path / FAILOVER_FILE, 0o600)
+    with pytest.raises(TakeoverError, match="cannot read .*failover.json: not a regular file"):
+        read_failover(str(tmp_path))
+
+
 def test_plain_tasks_run_where_the_run_began_not_where_its_scheduler_is(tmp_path, monkeypatch):
     from policy_helpers import FakeBackend
 

@@ -111,7 +111,13 @@ def test_read_frame_limits_and_deadline():
     a, b = socket.socketpair()
     try:
         a.sendall(struct.pack("!I", wire.SMALL_FRAME + 1))
-        with pytest.raises(wire.WireError, match="refusing a frame"):
+        with pytest.raises(wire.WireError, match=r"^refusing a frame of 4097 bytes \(limit "
+                                                 r"4096\)$"):
+            wire.read_frame(b, wire.SMALL_FRAME)
+        # One too short for a MAC and a JSON object says so, not "limit 4096".
+        a.sendall(struct.pack("!I", 5))
+        with pytest.raises(wire.WireError, match=r"^refusing a frame of 5 bytes: too short \(at "
+                                                 r"least 34: a MAC and a JSON object\)$"):
             wire.read_frame(b, wire.SMALL_FRAME)
         a.sendall(struct.pack("!I", 100) + b"x")
         started = time.monotonic()

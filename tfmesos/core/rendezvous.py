@@ -43,7 +43,8 @@ task is still expected and its old connection is gone, gets the last
 
 A connection that sends a bad MAC, garbage, an oversized frame, an unknown
 task id or one whose connection is still alive, or no registration in time
-is closed; other tasks are not disturbed. At most ``max_pending``
+is closed; other tasks are not disturbed (each is logged, past the first
+few a count at most once a minute: ``RefusalLog``). At most ``max_pending``
 connections (``max_pending_per_peer`` per address) may be unregistered at
 once: a new one evicts the oldest, so idle or slow clients cannot lock tasks
 out. Everything that happens is put on the ``events`` queue as
@@ -66,7 +67,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import RendezvousError
@@ -82,6 +83,63 @@ logger = logging.getLogger(__name__)
 ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
 STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
 REPORTS_WAIT = 2.0              # longest a task's end waits for its connection (as forget's linger)
+FIRST_REFUSALS = 5              # refused connections said each (RefusalLog)
+REFUSALS_PERIOD = 60.0          # seconds: at most one line counting the others
+
+
+class RefusalLog:
+    """Where refused connections are said: the first ``first`` each in a
+    line, then at most one line a ``period`` (seconds of ``clock``) counting
+    those since, with the latest; after a ``period`` without any, the next
+    are said each again. (A local user without the key, connecting in a
+    loop, put a line a connection into the run's output: 2000 in 14 s.)"""
+
+    def __init__(self, first: int = FIRST_REFUSALS, period: float = REFUSALS_PERIOD,
+                 clock: Callable[[], float] = time.monotonic,
+                 log: Optional[Callable[[str], None]] = None) -> None:
+        self._first, self._period, self._clock = first, period, clock
+        self._log = log or (lambda line: logger.warning("%s", line))
+        self._lock = threading.Lock()
+        self._said = 0           # said each since the last quiet period
+        self._held = 0           # counted, not said yet
+        self._latest = ""
+        self._since = 0.0        # when the count began
+        self._last = -math.inf   # when the latest refusal came
+
+    def refused(self, peer: str, why: object) -> None:
+        line = "refused a rendezvous connection from %s: %s" % (peer, why)
+        with self._lock:
+            now = self._clock()
+            if now - self._last >= self._period and not self._held:
+                self._said = 0
+            self._last = now
+            if self._said < self._first:
+                self._said += 1
+                if self._said == self._first:
+                    self._since = now
+                    line += " (more are counted, said at most once in %.0f s)" % self._period
+                said: Optional[str] = line
+            else:
+                self._held += 1
+                self._latest = "from %s: %s" % (peer, why)
+                said = self._count(now)
+        if said:
+            self._log(said)
+
+    def flush(self) -> None:
+        """Say the count, if there is one and a period has passed since the last."""
+        with self._lock:
+            said = self._count(self._clock())
+        if said:
+            self._log(said)
+
+    def _count(self, now: float) -> Optional[str]:
+        if not self._held or now - self._since < self._period:
+            return None
+        line = "refused %d more rendezvous connection%s in the last %.0f s (the latest %s)" % (
+            self._held, "" if self._held == 1 else "s", now - self._since, self._latest)
+        self._held, self._since = 0, now
+        return line
 
 
 class _Link:
@@ -100,6 +158,7 @@ class _Link:
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
         self.held: list[object] = []   # events put once this connection ends (put_after_reports)
         self.hold_timer: Optional[threading.Timer] = None
+        self.dropped = False          # for room, unregistered (Rendezvous._admit)
 
     def send(self, message: dict[str, Any]) -> None:
         with self.send_lock:
@@ -115,8 +174,10 @@ class Rendezvous:
                  register_timeout: float = 30.0, max_pending: int = 256,
                  max_pending_per_peer: int = 64, ping_interval: float = 10.0,
                  stall_timeout: Optional[float] = None,
-                 reports_wait: Optional[float] = None) -> None:
+                 reports_wait: Optional[float] = None,
+                 refusals: Optional[RefusalLog] = None) -> None:
         self._secret = secret
+        self._refusals = refusals or RefusalLog()
         self._events = events
         self._register_timeout = register_timeout
         self._max_pending = max_pending
@@ -260,9 +321,7 @@ class Rendezvous:
         the limits are reached) and serve it in its own thread."""
         victim = self._admit(link)
         if victim is not None:
-            logger.warning("too many unregistered rendezvous connections; dropping the oldest, "
-                           "from %s", victim.peer[0])
-            _shutdown(victim.sock)
+            _shutdown(victim.sock)   # its thread says it was dropped (RefusalLog)
         try:
             threading.Thread(target=self._serve, args=(link,), daemon=True,
                              name="rendezvous-%s:%s" % link.peer[:2]).start()
@@ -283,6 +342,7 @@ class Rendezvous:
             elif len(self._pending) >= self._max_pending:
                 victim = next(iter(self._pending))
             if victim is not None:
+                victim.dropped = True
                 del self._pending[victim]
             self._pending[link] = None
             return victim
@@ -300,8 +360,8 @@ class Rendezvous:
                 registered = self._register(link)
             except (wire.WireError, OSError) as exc:
                 if not self._closed.is_set():
-                    logger.warning("refused a rendezvous connection from %s: %s",
-                                   link.peer[0], exc)
+                    self._refusals.refused(link.peer[0], "dropped as the oldest of too many "
+                                           "unregistered connections" if link.dropped else exc)
                 registered = None
             finally:
                 self._unpend(link)
@@ -411,6 +471,7 @@ class Rendezvous:
         """Ping every registered task; close the connections that stalled."""
         last = resumed = time.monotonic()
         while not self._closed.wait(self._ping_interval):
+            self._refusals.flush()
             with self._lock:
                 links = list(self._connections.items())
             now = time.monotonic()

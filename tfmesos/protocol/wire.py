@@ -42,6 +42,7 @@ else:
 MAX_FRAME = 1 << 20
 SMALL_FRAME = 4096      # the limit until registered: handshake frames are tiny
 MAC_SIZE = 32
+MIN_FRAME = MAC_SIZE + 2   # the shortest JSON object: {}
 NONCE_SIZE = 16
 TO_SCHEDULER = b"T"     # frames a task sends
 TO_TASK = b"S"          # frames the scheduler sends
@@ -201,8 +202,11 @@ def read_frame(sock: socket.socket, max_size: int = MAX_FRAME,
     except ConnectionClosed:
         raise ConnectionClosed("connection closed") from None
     (length,) = _LENGTH.unpack(header)
-    if length > max_size or length < MAC_SIZE + 2:
+    if length > max_size:
         raise WireError("refusing a frame of %d bytes (limit %d)" % (length, max_size))
+    if length < MIN_FRAME:
+        raise WireError("refusing a frame of %d bytes: too short (at least %d: a MAC and a JSON "
+                        "object)" % (length, MIN_FRAME))
     return recv_exact(sock, length, deadline)
 
 

@@ -66,7 +66,16 @@ class Record(FieldMethods):
         values = {field.name: _load(hints[field.name], data[field.name],
                                     "%s.%s" % (where, field.name))
                   for field in dataclasses.fields(cls) if field.name in data}
-        return cls(**values)
+        record = cls(**values)
+        why = record.inconsistency()
+        if why:
+            raise SchemaError("%s: %s" % (where, why))
+        return record
+
+    def inconsistency(self) -> Optional[str]:
+        """Why values each of their field's type do not go together, or None
+        (a class whose fields must agree says how)."""
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         names = field_names(type(self))  # type: ignore[arg-type]  # (python/mypy#11470)
@@ -208,11 +217,15 @@ def _record_decoder(cls: type[R]) -> Callable[[object], R]:
     one left to its default."""
     hints = field_types(cls)  # type: ignore[arg-type]  # (python/mypy#11470)
     fields = tuple((field.name, _decoder(hints[field.name])) for field in dataclasses.fields(cls))
+    checks = cls.inconsistency is not Record.inconsistency
 
     def decode_record(value: object) -> R:
         if not isinstance(value, dict):
             raise _Mismatch
-        return cls(**{name: decode(value[name]) for name, decode in fields if name in value})
+        record = cls(**{name: decode(value[name]) for name, decode in fields if name in value})
+        if checks and record.inconsistency():
+            raise _Mismatch
+        return record
     return decode_record
 
 

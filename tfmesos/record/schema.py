@@ -323,6 +323,12 @@ class MetricSeries(Record):
     times: list[float] = described("when each kept value was logged, seconds since the run began",
                                    factory=list)
 
+    def inconsistency(self) -> Optional[str]:
+        if not len(self.steps) == len(self.values) == len(self.times):
+            return "its steps, values and times differ in length (%d, %d, %d)" % (
+                len(self.steps), len(self.values), len(self.times))
+        return None
+
 
 @dataclasses.dataclass(eq=False, repr=False)
 class RunFile(Record):

@@ -24,9 +24,10 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from typing import Any, Optional, Protocol
+from typing import Any, BinaryIO, Optional, Protocol
 
 from ..exceptions import TFMesosError
+from ..protocol import json_documents
 
 FAILOVER_FILE = "failover.json"
 FAILOVER_FORMAT = 2   # 1: tfrun's command line replayed (no "format" field)
@@ -106,17 +107,24 @@ def held_run_ids(environ: Mapping[str, str]) -> list[str]:
     return sorted(name for name in names if _RUN_ID.match(name))
 
 
+def _open_regular(path: str, flags: int = 0) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file; OSError
+    otherwise (a FIFO is refused, not waited on for a writer)."""
+    handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags), "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise OSError("not a regular file")
+    return handle
+
+
 def read_private(path: str, limit: int, shared: int = 0o022) -> bytes:
     """At most ``limit`` bytes of ``path``, a regular file (never through a
     symbolic link) of this process' user that no one else may write
     (``shared``: the mode bits others must not have); OSError naming the
     problem otherwise. What a run left for its takeover is taken only from
     its submitter: a file others could write or plant is no proof of it."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(descriptor, "rb") as handle:
+    with _open_regular(path, os.O_NOFOLLOW) as handle:
         found = os.fstat(handle.fileno())
-        if not stat.S_ISREG(found.st_mode):
-            raise OSError("not a regular file")
         if found.st_uid != os.geteuid():
             raise OSError("it belongs to uid %d, not to you" % found.st_uid)
         if found.st_mode & shared:
@@ -158,7 +166,7 @@ def read_key(path: str, private: bool = False) -> bytes:
         if private:
             data = read_private(path, 4 * KEY_BYTES, shared=0o077)
         else:
-            with open(path, "rb") as handle:
+            with _open_regular(path) as handle:
                 data = handle.read(4 * KEY_BYTES)
         text = data.decode("ascii", "replace").strip()
     except OSError as exc:
@@ -272,7 +280,7 @@ def read_failover(directory: str) -> FailoverFile:
     there is none or it is not one."""
     path = os.path.join(directory, FAILOVER_FILE)
     try:
-        data = json.loads(read_private(path, 16 << 20))
+        data = json_documents.loads(read_private(path, 16 << 20))
     except FileNotFoundError:
         raise not_taken_over(directory) from None
     except (OSError, ValueError) as exc:
