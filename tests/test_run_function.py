@@ -391,3 +391,16 @@ def test_the_runner_refuses_a_payload_from_another_python(tmp_path):
     header, _, data = (tmp_path / "result").read_bytes().partition(b"\n")
     assert b"was pickled by Python 2.7" in header
     assert "was pickled by Python 2.7" in str(cloudpickle.loads(data))
+
+
+@pytest.mark.parametrize("line", [b"[" * 100000, b"not json", b"[1]"],
+                         ids=["nested past the parser", "not JSON", "not an object"])
+def test_a_malformed_result_file_is_a_failed_result_not_a_crash(tmp_path, line):
+    # A header nested past the parser's depth raised RecursionError in the
+    # task entry (json.loads); now it is a result that failed, as any other.
+    from tfmesos.task.result_file import read_outcome
+    path = tmp_path / "result"
+    path.write_bytes(line + b"\n")
+    header, data = read_outcome(str(path), 1 << 20)
+    assert header["status"] == "error" and data == b""
+    assert "malformed" in header["error"]

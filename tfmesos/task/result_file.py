@@ -32,7 +32,7 @@ import os
 import shutil
 import sys
 
-from ..protocol import task_env
+from ..protocol import json_documents, task_env
 
 MAX_RESULT = 64 << 20       # bytes of one pickled result
 MAX_OTHER_RESULTS = 256 << 20   # bytes of the other tasks' results together
@@ -87,7 +87,7 @@ def read_outcome(path, limit):
     with handle:
         line = handle.readline(MAX_HEADER)
         try:
-            header = json.loads(line)
+            header = json_documents.loads(line)
             if not isinstance(header, dict):
                 raise ValueError("not an object")
         except ValueError:
