@@ -155,6 +155,32 @@ def test_runs_and_kill_on_a_master_from_another_shell(make_local_master, tmp_pat
     assert gone.returncode == 1 and "finished already" in gone.stderr
 
 
+def test_kill_with_credentials_the_master_refuses_says_so_and_removes_nothing(
+        make_local_master, tmp_path):
+    # It said "removing run X without saying who killed it", then "wants
+    # credentials: set MESOS_PRINCIPAL and MESOS_SECRET", both set, and the
+    # run was not removed.
+    master = make_local_master(credentials={"ops": "right"})
+    creds = dict(os.environ, TFMESOS_RUNS_DIR=str(tmp_path), MESOS_PRINCIPAL="ops",
+                 MESOS_SECRET="right")
+    with start_tfrun("--master", master.url, "-w", "1", "-s", "0", *SMALL, "--",
+                     "sleep", "600", env=creds) as tfrun:
+        wait_until(lambda: any(t["state"] == "TASK_RUNNING" for f in master.state()["frameworks"]
+                               for t in f["tasks"]), timeout=90,
+                   message="the run's task never ran")
+        [framework] = master.state()["frameworks"]
+        run_id = tfmesos("runs", "--master", master.url).stdout.splitlines()[1].split()[0]
+        killed = tfmesos("kill", run_id, "--master", master.url,
+                         env={"MESOS_PRINCIPAL": "ops", "MESOS_SECRET": "wrong"})
+        assert killed.returncode == 1 and killed.stdout == "", killed
+        assert killed.stderr.count("\n") == 1, killed.stderr
+        assert "refused the credentials of principal 'ops'" in killed.stderr, killed.stderr
+        assert [f["id"] for f in master.state()["frameworks"]] == [framework["id"]]
+        assert tfrun.poll() is None   # the run goes on
+        assert tfmesos("kill", run_id, "--master", master.url, env=creds).returncode == 0
+        tfrun.wait(60)
+
+
 def test_kill_without_a_master_or_with_a_local_one_is_one_line():
     nothing = tfmesos("kill", "abcd", env={"MESOS_MASTER": ""})
     assert nothing.returncode == 2 and "--master" in nothing.stderr

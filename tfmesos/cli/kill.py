@@ -98,11 +98,12 @@ def kill_run(master, address, run, by, schedulers, environ):
 
 
 def teardown_unlabelled(master, run, why):
-    """Remove ``run``'s framework as the operator API does, saying ``why``
-    who killed it is not said; False."""
-    print("tfmesos kill: warning: %s: removing run %s without saying who killed it"
-          % (why, run.run_id), file=sys.stderr, flush=True)
+    """Remove ``run``'s framework as the operator API does, then say
+    ``why`` who killed it is not said; False. A teardown the master refuses
+    is raised, nothing said of a removal that did not happen."""
     master.teardown(run.framework_id)
+    print("tfmesos kill: warning: %s: removed run %s without saying who killed it"
+          % (why, run.run_id), file=sys.stderr, flush=True)
     return False
 
 

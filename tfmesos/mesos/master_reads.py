@@ -54,6 +54,7 @@ class MasterReader:
                              "master or of a `tfmesos local-master`, e.g. --master 127.0.0.1:5050")
         self._spec, self._timeout, self._scheme = spec, timeout, scheme
         self.auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
+        self._principal = environ.get("MESOS_PRINCIPAL")
         self.tls = TLSContext(verify, ca_bundle)
         self._leader: Optional[str] = None
 
@@ -168,6 +169,10 @@ class MasterReader:
                 continue
             break
         text = payload.decode("utf-8", "replace").strip()
+        if response.status == 401 and self.auth:
+            raise MesosError("the Mesos master at %s refused the credentials of principal %r "
+                             "for %s: check MESOS_PRINCIPAL and MESOS_SECRET"
+                             % (url, self._principal, path))
         if response.status == 401:
             raise MesosError("the Mesos master at %s wants credentials for %s: set "
                              "MESOS_PRINCIPAL and MESOS_SECRET" % (url, path))
