@@ -197,7 +197,9 @@ def test_a_run_json_anyone_could_plant_is_read_bounded_and_never_waited_on(runs_
             handle.truncate((1 << 20) + 1)
     else:
         os.mkfifo(planted / "run.json")
-        monkeypatch.setattr(os.path, "isfile", lambda path: True)   # it became one since
+        # It became one since the listing's and the lookup's checks.
+        monkeypatch.setattr(os.path, "isfile", lambda path: True)
+        monkeypatch.setattr(history, "_is_file", lambda path: True)
     code, out, err = tfmesos(capsys, "runs")
     assert (code, err) == (0, "") and "good0001" in out and "bad00001" not in out
     code, out, err = tfmesos(capsys, "show", str(planted))
