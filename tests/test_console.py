@@ -1,4 +1,4 @@
-"""tfrun's console (``tfmesos.core.console``, and ``tfmesos.cli.console``
+"""tfrun's console (``tfmesos.core.console``, and ``tfmesos.cli.tfrun_console``
 in place of its streams): a reader that does not read tfrun's output
 (``tfrun ... | less`` left on one page, a terminal stopped with Ctrl-S)
 never holds the run up, and what waits for it is bounded."""
@@ -10,7 +10,7 @@ import threading
 import pytest
 from waiting import wait_until
 
-from tfmesos.cli import console as cli_console
+from tfmesos.cli import tfrun_console as cli_console
 from tfmesos.core import console
 
 

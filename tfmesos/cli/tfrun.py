@@ -160,7 +160,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     it. What it writes goes through its console (``console``): a reader
     that does not read never holds the run up."""
     from ..core.events import Interrupted
-    from .console import running
+    from .tfrun_console import running
 
     def closed():   # the reader of the tasks' output went away: stop, as SIGPIPE would
         run.events.put(Interrupted(signal.SIGPIPE, OutputClosed()))

@@ -4,7 +4,7 @@ of its own, so that a reader that does not read (``tfrun ... | less`` left
 on one page, a terminal stopped with Ctrl-S, a script of ``tfmesos.run``
 piped to a pager) never stops the run: its tasks' exits and failures are
 acted on, its deadlines kept, whatever the console does. tfrun puts it in
-place of ``sys.stdout`` and ``sys.stderr`` (``cli/console.py``);
+place of ``sys.stdout`` and ``sys.stderr`` (``cli/tfrun_console.py``);
 ``tfmesos.run`` writes the tasks' output and its own lines through one
 (``function_output.Printer``).
 
