@@ -71,6 +71,12 @@ def finished_run(place):
     return {"run": run}
 
 
+def runs_others_may_write(place):
+    """The row's runs directory, writable by every user (no sticky bit)."""
+    os.chmod(place["runs"], 0o777)
+    return {}
+
+
 def deep_hooks(place):
     """An --extra_config file nested past the JSON parser's depth."""
     path = os.path.join(place["outside"], "hooks.json")
@@ -194,6 +200,9 @@ ROWS = [
     tfrun("name-too-long", ["-n", "x" * 300], 2, "must be at most 200 characters"),
     tfrun("run-dir-impossible", ["--run-dir", "/proc/1/x"], 2,
           "--run-dir /proc/1/x: cannot create it"),
+    tfrun("runs-dir-others-may-write", [], 2,
+          "is writable by others (mode 0777), who could redirect this run's record: use a "
+          "directory of your own (--run-dir, $TFMESOS_RUNS_DIR)", setup=runs_others_may_write),
     tfrun("docker-host-unreadable", ["-I", "tfmesos/tfmesos"], 2,
           "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
           needs_docker=True),

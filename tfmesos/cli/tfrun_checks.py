@@ -26,8 +26,9 @@ def check_before_start(spec, environ):
     """What a run would find wrong only once started, as usage errors
     (SpecError): a given advertise address the backend would refuse, a
     ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
-    a ``--secret-env`` variable that is not set, a ``--run-dir`` that
-    cannot be made (made last, once all else passed)."""
+    a ``--secret-env`` variable that is not set, a runs directory another
+    user could redirect the run's record from (``run_dirs.check_runs_dir``),
+    a ``--run-dir`` that cannot be made (made last, once all else passed)."""
     from ..core.task_secrets import values
     values(spec, environ)
     if spec.advertise_address or (spec.master != config.LOCAL
@@ -43,10 +44,18 @@ def check_before_start(spec, environ):
         why = docker_host_error(environ)
         if why:
             raise SpecError(why)
-    if spec.run_dir not in (None, AUTO):
-        from ..record.run_dirs import make_run_dir  # not at import: --help needs none
-        try:
+    if spec.run_dir is None:
+        return
+    # not at import: --help needs none
+    from ..record.run_dirs import UnsafeRunDir, check_runs_dir, make_run_dir, runs_root
+    try:
+        if spec.run_dir == AUTO:
+            check_runs_dir(runs_root(environ))
+        else:
             make_run_dir(spec.run_dir)
-        except OSError as exc:
-            raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
-                            "write" % (spec.run_dir, exc.strerror or exc)) from None
+    except UnsafeRunDir as exc:
+        raise SpecError("%s: use a directory of your own (--run-dir, $TFMESOS_RUNS_DIR)"
+                        % exc) from None
+    except OSError as exc:
+        raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
+                        "write" % (spec.run_dir, exc.strerror or exc)) from None

@@ -41,8 +41,8 @@ def make_backend(spec: RunSpec, environ: Mapping[str, str],
 def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
                 environ: Mapping[str, str]) -> RunRecord:
     """The record of the run of ``spec`` as ``identity``, whose tasks are
-    ``slots``: in ``spec.run_dir`` (``AUTO``: the default directory), or in
-    memory only (None)."""
+    ``slots``: in ``spec.run_dir`` (``AUTO``: the default directory, made
+    anew), or in memory only (None)."""
     run_dir = spec.run_dir
     if run_dir == AUTO:
         run_dir = default_run_dir(spec.name, identity.run_id, environ)
@@ -53,4 +53,5 @@ def make_record(spec: RunSpec, identity: "RunIdentity", slots: "SlotTable",
         command=spec.recorded_command,
         jobs=[schema.Job(name=j.name, num=j.num, start=j.start, cpus=j.cpus, mem=j.mem,
                          gpus=j.gpus) for j in spec.jobs])
-    return RunRecord(run_dir, header, slots, forwarding=spec.mode == "replica")
+    return RunRecord(run_dir, header, slots, forwarding=spec.mode == "replica",
+                     new_directory=spec.run_dir == AUTO)

@@ -3,11 +3,15 @@
 (``default_run_dir``), unless the run names its own (``tfrun --run-dir``,
 ``cluster(run_dir=...)``)."""
 
+import collections
 import contextlib
 import errno
+import grp
 import json
 import os
+import pwd
 import re
+import stat
 from collections.abc import Mapping
 from typing import Optional
 
@@ -26,27 +30,168 @@ def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
                         "%s-%s" % (_UNSAFE.sub("_", name).strip(".") or "run", run_id))
 
 
-def make_run_dir(directory: str) -> None:
+class UnsafeRunDir(Exception):
+    """Why a run's record written there could be redirected by another
+    user (one line, without the fix: each caller names its own)."""
+
+
+def _user(uid: int) -> str:
+    try:
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except KeyError:
+        return "uid %d" % uid
+
+
+def _group_has_others(gid: int, uid: int) -> bool:
+    """Whether a user other than ``uid`` and root may be in group ``gid``
+    (a user private group, umask 002, has none)."""
+    try:
+        group = grp.getgrgid(gid)
+        me = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return True
+    if set(group.gr_mem) - {me, "root"}:
+        return True
+    return any(entry.pw_gid == gid and entry.pw_uid not in (uid, 0) for entry in pwd.getpwall())
+
+
+def _unsafe(found: os.stat_result, owners: tuple[int, ...]) -> Optional[str]:
+    """Why another user could change the directory or link ``found`` (a
+    stat of it), or what is in it; None: no one but ``owners``."""
+    if found.st_uid not in owners:
+        return "belongs to %s" % _user(found.st_uid)
+    if stat.S_ISLNK(found.st_mode) or found.st_mode & stat.S_ISVTX:
+        return None   # a link cannot be changed; a sticky directory's entries only by their owner
+    mode = "mode %04o" % stat.S_IMODE(found.st_mode)
+    if found.st_mode & 0o002:
+        return "is writable by others (%s)" % mode
+    if found.st_mode & 0o020 and _group_has_others(found.st_gid, os.geteuid()):
+        try:
+            name = grp.getgrgid(found.st_gid).gr_name
+        except KeyError:
+            name = str(found.st_gid)
+        return "is writable by group %s (%s)" % (name, mode)
+    return None
+
+
+def _unsafe_path(path: str) -> Optional[tuple[str, str]]:
+    """(the first directory or link met on the way to ``path``, as the
+    system follows it, that is not root's or the caller's or that others
+    may write without the sticky bit, why), or None: no one but the
+    caller and root can change where ``path`` leads. The way ends where
+    nothing is yet: what the run makes there is its own."""
+    owners = (0, os.geteuid())
+    parts = collections.deque(os.path.join(os.getcwd(), path).split("/"))
+    current, hops = "/", 0
+    why = _unsafe(os.lstat("/"), owners)
+    if why:
+        return "/", why
+    while parts:
+        part = parts.popleft()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            found = os.lstat(candidate)
+        except OSError:
+            return None   # made by the run, or an error of its own when it is made
+        why = _unsafe(found, owners)
+        if why:
+            return candidate, why
+        if stat.S_ISLNK(found.st_mode):
+            hops += 1
+            target = os.readlink(candidate)
+            if hops > 40:
+                return None   # ELOOP when it is made
+            if target.startswith("/"):
+                current = "/"
+            parts.extendleft(reversed(target.split("/")))
+            continue
+        current = candidate
+    return None
+
+
+def check_runs_dir(runs: str) -> None:
+    """UnsafeRunDir unless only the caller and root can change where the
+    runs directory ``runs`` leads (it, each directory above it, each link
+    on the way): the caller's or root's, and writable by no one else but
+    with the sticky bit (/tmp), as ssh and sudo treat such paths."""
+    found = _unsafe_path(runs)
+    if found is None:
+        return
+    where, why = found
+    full = os.path.abspath(runs)
+    if where == full:
+        said = "the runs directory %s %s" % (runs, why)
+    elif full.startswith(where.rstrip("/") + "/"):
+        said = "the runs directory %s lies in %s, which %s" % (runs, where, why)
+    else:
+        said = "the runs directory %s leads to %s, which %s" % (runs, where, why)
+    raise UnsafeRunDir(said + ", who could redirect this run's record")
+
+
+def make_run_dir(directory: str, new: bool = False) -> None:
     """Make the run directory ``directory`` and its parent (the runs
     directory) where they are not, 0700: a task's output is its user's
-    alone. An existing directory is left as it is; OSError."""
-    parent = os.path.dirname(os.path.abspath(directory))
+    alone. The runs directory must pass ``check_runs_dir`` (UnsafeRunDir);
+    the run directory is made anew (``new``: FileExistsError if it is
+    there), else may be there already, a directory (never a link) of the
+    caller's that no one else may write (UnsafeRunDir); OSError."""
+    runs = os.path.dirname(directory) or "."
+    check_runs_dir(runs)
+    parent = os.path.abspath(runs)
     try:
         os.makedirs(parent, mode=0o700, exist_ok=True)
     except FileExistsError:     # a file: what makedirs of the whole path says
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent) from None
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    check_runs_dir(runs)   # what was made: another user's, made first?
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        if new:
+            raise
+    found = os.lstat(directory)
+    if stat.S_ISLNK(found.st_mode):
+        raise UnsafeRunDir("the run directory %s is a symbolic link, which could lead this "
+                           "run's record anywhere" % directory)
+    if not stat.S_ISDIR(found.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory)
+    why = _unsafe(found, (os.geteuid(),))
+    if why:
+        raise UnsafeRunDir("the run directory %s %s, who could redirect this run's record"
+                           % (directory, why))
 
 
 def create_private(path: str, append: bool = False) -> int:
-    """A descriptor of ``path`` open for writing, created 0600 (its user's
-    alone; an existing file keeps its mode), emptied unless ``append``; a
-    symbolic link there is not followed (OSError)."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
-                   | (os.O_APPEND if append else os.O_TRUNC), 0o600)
+    """A descriptor of ``path`` open for writing, never through a symbolic
+    link (OSError): a new file is created 0600 (its user's alone), and
+    only it (O_EXCL); one there already (a reused --run-dir, or one this
+    run appends to) must be a regular file of the caller's (OSError), and
+    is emptied unless ``append``."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if append else 0)
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    descriptor = os.open(path, flags | os.O_NONBLOCK)   # a FIFO: ENXIO, not a hang
+    try:
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "not a file of yours", path)
+        if not append:
+            os.ftruncate(descriptor, 0)
+        os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
-__all__ = ["RUNS_DIR", "runs_root", "default_run_dir", "make_run_dir", "create_private"]
+__all__ = ["RUNS_DIR", "runs_root", "default_run_dir", "UnsafeRunDir", "check_runs_dir",
+           "make_run_dir", "create_private"]
 
 
 def run_json_text(document: Mapping[str, object]) -> str:

@@ -33,7 +33,7 @@ from .outcomes import (
     outcome_text,
     tfrun_exit_code,
 )
-from .run_dirs import make_run_dir, run_json_text, write_run_json
+from .run_dirs import UnsafeRunDir, make_run_dir, run_json_text, write_run_json
 from .save_pace import SavePace
 from .schema import (
     SCHEMA_VERSION,
@@ -60,13 +60,14 @@ log = logging.getLogger(__name__)
 
 class RunRecord:
     """The record of one run, kept in memory (a ``schema.RunFile``) and, with
-    a ``directory``, in the run directory; ``header`` is a RunFile with the
+    a ``directory`` (made anew: ``new_directory``; ``run_dirs.make_run_dir``),
+    in the run directory; ``header`` is a RunFile with the
     run's id, name, mode, master, command and jobs. ``launched`` may be
     called from any thread; the rest from the thread that handles the
     run's events."""
 
     def __init__(self, directory: Optional[str], header: RunFile, slots: Iterable[Slot],
-                 forwarding: bool) -> None:
+                 forwarding: bool, new_directory: bool = False) -> None:
         self.directory = directory
         self._lock = threading.RLock()
         self._forwarding = forwarding
@@ -90,7 +91,10 @@ class RunRecord:
         self._dirty, self._pace = True, SavePace()
         if directory is not None:
             try:
-                make_run_dir(directory)
+                make_run_dir(directory, new=new_directory)
+            except UnsafeRunDir as exc:
+                raise TFMesosError("%s: use a directory of your own (tfrun --run-dir DIR, "
+                                   "cluster(run_dir=...), $TFMESOS_RUNS_DIR)" % exc) from None
             except OSError as exc:
                 raise TFMesosError("cannot create the run directory %s: %s; choose another "
                                    "(tfrun --run-dir DIR, cluster(run_dir=...))"

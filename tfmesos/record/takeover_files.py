@@ -18,6 +18,7 @@
   finding it finished, ``tfmesos runs --prune``.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -65,7 +66,9 @@ def key_path(run_id: str, environ: Mapping[str, str]) -> str:
 def _write_private(path: str, text: str) -> None:
     """``text`` to ``path``, mode 0600 from its creation, atomically."""
     temporary = "%s.tmp%d" % (path, os.getpid())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)   # one left by a killed process of the same pid
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(text)
