@@ -363,17 +363,33 @@ def test_a_new_scheduler_that_refuses_the_task_at_first_is_asked_again(
     assert alive(pid) and task.proc.poll() is None
 
 
-@pytest.mark.parametrize("state", ["completed", "unknown"])
-def test_a_run_that_mesos_says_is_over_stops_at_once(tmp_path, master, cleanup, state):
+def test_a_run_that_mesos_says_is_over_stops_at_once(tmp_path, master, cleanup):
     # A failover timeout of 10 minutes: stopping within 30 s is "at once".
     first, task, pid = running_task(tmp_path, master, cleanup, failover="600")
-    master.state = state
+    master.state = "completed"
     first.close()
     assert task.ended() != 0
     wait_until(lambda: not alive(pid), 30, message="the command outlived the task")
     err = task.err()
-    assert ("torn down" if state == "completed" else "knows no framework") in err, err
-    assert "stopping" in err, err
+    assert "torn down" in err and "stopping" in err, err
+
+
+def test_a_master_that_knows_no_such_framework_yet_does_not_stop_the_run(tmp_path, master,
+                                                                        cleanup):
+    # A newly elected Mesos master knows a framework only once its scheduler
+    # or the agents come back (its unregistered_frameworks is always empty):
+    # the task took "knows no framework" for the run's end and stopped at once.
+    first, task, pid = running_task(tmp_path, master, cleanup, failover="600")
+    master.state = "unknown"
+    asked = len(master.requests)
+    first.close()
+    wait_until(lambda: len(master.requests) >= asked + 3, 60,
+               message="the task did not keep asking the master")
+    assert task.proc.poll() is None and alive(pid), task.err()
+    master.state = "completed"   # the run is over after all: at once
+    assert task.ended() != 0
+    wait_until(lambda: not alive(pid), 30, message="the command outlived the task")
+    assert "torn down" in task.err()
 
 
 @pytest.mark.waits
@@ -539,12 +555,29 @@ def test_a_master_that_never_answers_is_no_news_within_the_timeout():
     assert rediscover.Rediscovery("http://127.0.0.1:%d" % port, FRAMEWORK).rendezvous() is None
 
 
-@pytest.mark.parametrize("state, says", [("completed", "torn down"),
-                                         ("unknown", "knows no framework")])
-def test_a_framework_mesos_says_is_over_is_gone(master, state, says):
-    master.rendezvous, master.state = "10.0.0.7:4242", state
-    with pytest.raises(rediscover.FrameworkGone, match=says):
+def test_a_framework_mesos_says_is_over_is_gone(master):
+    master.rendezvous, master.state = "10.0.0.7:4242", "completed"
+    with pytest.raises(rediscover.FrameworkGone, match="torn down"):
         rediscover.Rediscovery(master.url, FRAMEWORK).rendezvous()
+
+
+def test_a_framework_unknown_to_the_master_is_gone_only_after_the_grace():
+    now = [1000.0]
+    asking = rediscover.Rediscovery("http://m:5050", FRAMEWORK, unknown_grace=600,
+                                    clock=lambda: now[0])
+    unknown = {"frameworks": [], "completed_frameworks": [], "unregistered_frameworks": []}
+    known = {"frameworks": [{"id": FRAMEWORK, "labels": [
+        {"key": labels.RENDEZVOUS, "value": "10.0.0.7:4242"}]}], "completed_frameworks": []}
+    assert asking._told(unknown) is None
+    now[0] += 599
+    assert asking._told(unknown) is None
+    assert asking._told(known) == ("10.0.0.7", 4242)   # back: the wait starts anew
+    now[0] += 1
+    assert asking._told(unknown) is None
+    now[0] += 600
+    with pytest.raises(rediscover.FrameworkGone, match="knows no framework %s for 600 s"
+                       % FRAMEWORK):
+        asking._told(unknown)
 
 
 def test_master_urls_and_addresses():

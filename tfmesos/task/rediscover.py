@@ -12,8 +12,15 @@ kept). Each question takes at most ``TIMEOUT`` seconds all told and reads
 at most ``MAX_BODY`` bytes; a failure of any kind (no answer, an error
 status, garbage, a framework without the label) is no news: None.
 Mesos' answer that the framework is over (only in ``completed_frameworks``)
-or unknown to it raises ``FrameworkGone``: the run is over and the task
-stops.
+raises ``FrameworkGone``: the run is over and the task stops. A master
+that knows no framework of that id may have just been elected: a new
+leader learns a framework from its scheduler's re-subscription or from
+the agents as they re-register, within ``--agent_reregister_timeout``
+(10 minutes at the least, src/master/constants.hpp
+MIN_AGENT_REREGISTER_TIMEOUT), and its ``unregistered_frameworks`` is always
+empty (src/master/readonly_handler.cpp); so the framework's absence is
+``FrameworkGone`` only once it lasted ``UNKNOWN_GRACE`` seconds. (A
+framework Mesos removes meanwhile has its tasks killed by Mesos.)
 
 Loaded only on that path (it imports ``http.client``; ``ssl`` for an https
 master): the task entry's import stays small (tests/test_task_package.py).
@@ -32,10 +39,15 @@ MAX_BODY = 1 << 20          # bytes of an answer read
 MAX_REDIRECTS = 3
 REDIRECTS = (301, 302, 303, 307, 308)
 ENDPOINT = "/master/frameworks"
+UNKNOWN_GRACE = 600.0       # seconds a master may know no such framework: a new leader's
 
 
 class FrameworkGone(Exception):
     """The master answered: the framework was torn down, or it knows none of that id."""
+
+
+class FrameworkUnknown(FrameworkGone):
+    """The master knows no framework of that id (yet: a newly elected one)."""
 
 
 def master_url(master):
@@ -84,7 +96,7 @@ def framework_rendezvous(answer, framework_id):
         return None   # after a master failover, before its scheduler came back
     if has("completed_frameworks"):
         raise FrameworkGone("the framework %s was torn down" % framework_id)
-    raise FrameworkGone("the master knows no framework %s" % framework_id)
+    raise FrameworkUnknown("the master knows no framework %s" % framework_id)
 
 
 def get(url, timeout=TIMEOUT):
@@ -172,11 +184,15 @@ class Rediscovery:
     framework ``framework_id`` is; the leader it was redirected to first
     once there was one."""
 
-    def __init__(self, master, framework_id, timeout=TIMEOUT):
+    def __init__(self, master, framework_id, timeout=TIMEOUT, unknown_grace=UNKNOWN_GRACE,
+                 clock=time.monotonic):
         self.master = master_url(master)
         self.framework_id = framework_id
         self.timeout = timeout
         self.leader = None    # the master a redirect led to
+        self.unknown_grace = unknown_grace
+        self._clock = clock
+        self._unknown_since = None   # when the master first knew no such framework
 
     @property
     def usable(self):
@@ -203,5 +219,22 @@ class Rediscovery:
             path = urllib.parse.urlsplit(url).path
             if url != base + query and path.endswith(ENDPOINT):
                 self.leader = urllib.parse.urljoin(url, path[:-len(ENDPOINT)] or "/").rstrip("/")
-            return framework_rendezvous(answer, self.framework_id)
+            return self._told(answer)
         return None
+
+    def _told(self, answer):
+        """What ``answer`` says, a framework unknown for less than
+        ``unknown_grace`` seconds being no news."""
+        try:
+            address = framework_rendezvous(answer, self.framework_id)
+        except FrameworkUnknown as exc:
+            now = self._clock()
+            if self._unknown_since is None:
+                self._unknown_since = now
+            if now - self._unknown_since < self.unknown_grace:
+                return None
+            raise FrameworkGone("%s for %.0f s (a master elected since would know it by "
+                                "now)" % (exc, now - self._unknown_since)) from None
+        if isinstance(answer, dict) and isinstance(answer.get("frameworks"), list):
+            self._unknown_since = None   # known (or not Mesos' answer): the wait starts anew
+        return address
