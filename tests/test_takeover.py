@@ -161,6 +161,8 @@ def test_the_framework_of_a_run_that_outlives_its_scheduler():
                           rendezvous="10.0.0.1:4000", detached=True)
     assert info["failover_timeout"] == 900 and info["id"] == {"value": "F-1"}
     assert info["user"] == "alice"
+    # Its tasks outlive an agent's restart too (they were lost with it).
+    assert info["checkpoint"] is True
     found = labels.label_map(info["labels"])
     assert found[labels.RENDEZVOUS] == "10.0.0.1:4000" and found[labels.DETACHED] == "1"
     assert found[labels.RUN_ID] == "0000abcd"
@@ -168,7 +170,7 @@ def test_the_framework_of_a_run_that_outlives_its_scheduler():
     assert RUN.proves("F-1", "team-a", "alice", found[labels.PROOF])
     assert not RUN.proves("F-2", "team-a", "alice", found[labels.PROOF])
     plain = framework_info(parsed("-m", "h:5050"), spec.jobs, RUN)
-    assert plain["failover_timeout"] == 60 and "id" not in plain
+    assert plain["failover_timeout"] == 60 and "id" not in plain and "checkpoint" not in plain
     assert labels.PROOF not in labels.label_map(plain["labels"])
 
 

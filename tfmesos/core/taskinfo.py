@@ -51,7 +51,7 @@ def framework_info(run: "RunSpec", jobs: "Sequence[Job]", identity: "Optional[Ru
     ``rendezvous`` (host:port); an identity with a framework id takes that
     framework over (Mesos' failover) and carries its proof
     (``labels.PROOF``). Its failover timeout: the run's (``--failover``,
-    ``--detach``), else 60 s."""
+    ``--detach``, which checkpoint), else 60 s."""
     # GPU_RESOURCES always: Mesos masters filter GPU agents out of the offers
     # of frameworks without it (--filter_gpu_resources=true, the default in
     # src/master/flags.cpp), and a CPU-only run may have to use them.
@@ -59,6 +59,14 @@ def framework_info(run: "RunSpec", jobs: "Sequence[Job]", identity: "Optional[Ru
             "name": run.name,
             "failover_timeout": run.failover_timeout or FAILOVER_TIMEOUT,
             "capabilities": [{"type": "GPU_RESOURCES"}]}
+    if run.failover_timeout is not None:
+        # A run that outlives its scheduler outlives an agent's restart too: a
+        # framework that does not checkpoint has its tasks lost, and killed, as
+        # soon as an agent's connection to the master breaks (an upgrade, a
+        # crash of mesos-agent: docs/high-availability-framework-guide.md,
+        # docs/agent-recovery.md). Fixed for the framework's life, as Mesos
+        # refuses to change it (src/master/master.cpp, updateFramework).
+        info["checkpoint"] = True
     if run.role:
         info["roles"] = [run.role]
         info["capabilities"].append({"type": "MULTI_ROLE"})
