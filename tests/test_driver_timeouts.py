@@ -351,3 +351,16 @@ def test_zookeeper_wait_is_bounded_by_the_connect_timeout():
                                **LONG_WAITS)
     assert 3 <= took < 3 + SLACK, took
     assert "cannot connect to ZooKeeper" in str(error)
+
+
+def test_a_master_that_closed_the_stream_is_said_in_words_not_pythons():
+    # tfrun said "lost the Mesos subscription (IncompleteRead: IncompleteRead(0
+    # bytes read)); re-subscribing" when a master's process was killed.
+    import http.client
+
+    from tfmesos.mesos.http_transport import describe
+    assert describe(http.client.IncompleteRead(b"")) == "the master closed the connection"
+    assert describe(http.client.RemoteDisconnected("Remote end closed connection")) == \
+        "the master closed the connection"
+    assert describe(ConnectionRefusedError(111, "Connection refused")) == \
+        "ConnectionRefusedError: [Errno 111] Connection refused"

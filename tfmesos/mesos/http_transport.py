@@ -205,6 +205,8 @@ def shutdown_connection(conn: Optional[http.client.HTTPConnection]) -> None:
 
 def describe(exc: BaseException) -> str:
     """A one-line account of a connection error for messages."""
+    if isinstance(exc, (http.client.IncompleteRead, http.client.RemoteDisconnected)):
+        return "the master closed the connection"   # (its process ended, or it was cut)
     text = str(exc) or type(exc).__name__
     return "%s: %s" % (type(exc).__name__, text) if not isinstance(exc, MesosError) else text
 
