@@ -13,7 +13,7 @@ import sys
 import cloudpickle
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, finished_record
 from waiting import wait_until
 
 import tfmesos
@@ -328,14 +328,7 @@ def test_a_failed_task_fails_the_call_while_nobody_reads_the_callers_output(tmp_
                             env=dict(os.environ, MESOS_MASTER=""),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        def finished():
-            try:
-                with open(run_dir / "run.json", encoding="utf-8") as handle:
-                    record = json.load(handle)
-            except (OSError, ValueError):
-                return None
-            return record if record["timings"].get("finished") else None
-        record = wait_until(finished, timeout=120,
+        record = wait_until(lambda: finished_record(run_dir), timeout=120,
                             message="the run did not end while its output was not read")
         assert record["outcome"]["status"] == "failed" and \
             record["outcome"]["task"] == "worker:1", record["outcome"]

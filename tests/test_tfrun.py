@@ -18,6 +18,7 @@ from tfrun_helpers import (
     assert_no_task_processes,
     dumping_env,
     exited_or_dumped,
+    finished_record,
     free_port,
     marked_tasks,
     reaped,
@@ -351,14 +352,7 @@ def test_a_failed_task_stops_the_run_while_nobody_reads_tfruns_output(tmp_path):
     try:
         def finished():
             found = list(runs.iterdir()) if runs.exists() else []
-            if not found:
-                return None
-            try:
-                with open(found[0] / "run.json", encoding="utf-8") as handle:
-                    document = json.load(handle)
-            except (OSError, ValueError):
-                return None
-            return document if document["timings"].get("finished") else None
+            return finished_record(found[0]) if found else None
         document = wait_until(finished, timeout=90,
                               message="the run did not end while its output was not read")
         assert document["outcome"]["status"] == "failed", document["outcome"]

@@ -89,6 +89,17 @@ def run_tfrun(*args, timeout=120, env=None):
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def finished_record(run_dir):
+    """The run.json of the run directory ``run_dir`` once it says the run
+    finished, else None (not written yet, being replaced, still running)."""
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return record if record["timings"].get("finished") else None
+
+
 @contextlib.contextmanager
 def start_tfrun(*args, env=None):
     proc = subprocess.Popen(tfrun_argv(*args), cwd=REPO, stdout=subprocess.PIPE,
