@@ -385,6 +385,21 @@ def test_output_redirected_to_a_full_disk_is_one_warning_and_the_run_goes_on(ful
     assert load_run_json(run_dir)["outcome"]["status"] == "succeeded"
 
 
+def test_output_whose_only_write_fails_is_warned_of_too(runs_dir):
+    # tfrun writes through its console: a write refused is raised by the
+    # next one, and the refusal of the last (here, the only) one was said by
+    # nobody: the output was lost without a word, exit 0.
+    with open("/dev/full", "w") as out:
+        result = subprocess.run(tfrun_argv("-q", "-w", "1", "-s", "0", *TINY, "--", "echo",
+                                           "lost"),
+                                stdout=out, stderr=subprocess.PIPE, text=True, timeout=60,
+                                cwd=REPO, env=dict(os.environ, MESOS_MASTER=""))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "tfrun: warning: cannot write the tasks' output to stdout (No space left on device): "
+        "the run goes on; their output is kept in its run directory"], result.stderr
+
+
 @pytest.mark.parametrize("closed", ["1", "2"])
 @pytest.mark.parametrize("command", [["tfmesos.cli.tfrun", "-w", "1", "-s", "0", "--", "echo", "hi"],
                                      ["tfmesos.cli.main", "runs"]])

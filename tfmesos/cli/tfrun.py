@@ -67,18 +67,25 @@ def print_log(slot, stream, text):
     except BrokenPipeError:
         raise OutputClosed() from None   # stops the run, as SIGPIPE would stop tfrun
     except OSError as exc:   # a full disk under a redirection: the run goes on
-        _unwritable.add(stream)
-        try:
-            sys.stderr.write("tfrun: warning: cannot write the tasks' output to %s (%s): the "
-                             "run goes on; their output is kept in its run directory\n"
-                             % ("stderr" if stream == "stderr" else "stdout",
-                                exc.strerror or exc))
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
+        warn_unwritable(stream, exc)
 
 
 _unwritable: "set[str]" = set()   # the streams print_log could not write: written no more
+
+
+def warn_unwritable(stream, exc):
+    """Say once that the tasks' output cannot be written to ``stream``."""
+    if stream in _unwritable:
+        return
+    _unwritable.add(stream)
+    try:
+        sys.stderr.write("tfrun: warning: cannot write the tasks' output to %s (%s): the "
+                         "run goes on; their output is kept in its run directory\n"
+                         % ("stderr" if stream == "stderr" else "stdout",
+                            getattr(exc, "strerror", None) or exc))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def shown_only(show, progress=None):
@@ -165,7 +172,12 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     def closed():   # the reader of the tasks' output went away: stop, as SIGPIPE would
         run.events.put(Interrupted(signal.SIGPIPE, OutputClosed()))
     with running(on_closed=closed) as console:
-        return _execute(run, show, progress, advice, leave_on_interrupt, console)
+        code = _execute(run, show, progress, advice, leave_on_interrupt, console)
+    # A last write refused (a full disk) that no later write raised: said too.
+    for stream, error in sorted(console.take_errors().items()):
+        if not isinstance(error, BrokenPipeError):
+            warn_unwritable(stream, error)
+    return code
 
 
 def _execute(run, show, progress, advice, leave_on_interrupt, console):

@@ -78,6 +78,13 @@ class Console:
             return self._cond.wait_for(lambda: not self._queue and not self._busy,
                                        timeout)
 
+    def take_errors(self) -> "dict[str, BaseException]":
+        """What writing each stream raised that no write raised yet (a
+        stream whose last write failed), forgotten here."""
+        with self._cond:
+            errors, self._errors = self._errors, {}
+        return errors
+
     def close(self) -> None:
         """The writer thread ends once everything queued is written (a
         later write starts another)."""
