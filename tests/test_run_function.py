@@ -45,6 +45,17 @@ def fails_on_worker_1(text):
     return "fine"
 
 
+def ps_dies_saying_why():
+    import json
+    import os
+    import sys
+    import time
+    if json.loads(os.environ["TF_CONFIG"])["task"]["type"] == "ps":
+        print("ps: the real reason", file=sys.stderr, flush=True)
+        os._exit(9)
+    time.sleep(600)
+
+
 def too_large(size):
     return b"x" * size
 
@@ -91,6 +102,18 @@ def test_a_second_ctrl_c_as_run_stops_its_run_waits_for_the_stop(tmp_path, monke
     assert record["outcome"]["status"] == "interrupted"
     assert all(task["state"] in ("TASK_KILLED", "TASK_FINISHED", "TASK_FAILED")
                for task in record["tasks"]), record["tasks"]
+
+
+def test_a_task_that_failed_without_an_exception_has_its_last_stderr_lines_said(tmp_path,
+                                                                                  capfd):
+    # A ps's output is not shown: its failure was "task ps:0 exited with code
+    # 9" and nothing else, where tfrun says the last lines it wrote to stderr.
+    with pytest.raises(TaskFailed, match="ps:0 exited with code 9"):
+        tfmesos.run(ps_dies_saying_why, workers=1, ps=1, ship=None,
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    err = capfd.readouterr().err
+    assert "tfmesos: the last lines ps:0 wrote to stderr:\n[ps:0] ps: the real reason\n" in err, \
+        err
 
 
 def test_with_a_chief_the_chief_returns(tmp_path):

@@ -74,6 +74,10 @@ class Printer:
         """tfmesos' own line, in order with the tasks' output; never left out."""
         self._write("stderr", "tfmesos: %s\n" % text, output=False)
 
+    def say_as(self, task_name: str, line: str) -> None:
+        """A line of task ``task_name``'s, said by tfmesos (never left out)."""
+        self._write("stderr", "[%s] %s\n" % (task_name, line), output=False)
+
     def close(self) -> None:
         for (name, stream), rest in sorted(self._open.items()):
             self._write(stream, "[%s] %s\n" % (name, rest))

@@ -328,7 +328,13 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     if spec.master == config.LOCAL and "agents" not in spec.local_master_options:
         check_local(spec.jobs, spec.local_master_options)
     printer = Printer()
-    run = ClusterRun(spec, on_log=printer, forward_logs=show, notify=printer.say)
+    # Every task's output reaches the run directory (tfmesos logs, the tail
+    # said of a failed task), as tfrun's; ``show``'s is printed.
+    def shown(slot: "TaskSlot", stream: str, text: str) -> None:
+        if show(slot):
+            printer(slot, stream, text)
+    run = ClusterRun(spec, on_log=shown, notify=printer.say)
+    failed: Optional[str] = None   # a task that failed without its function's exception
     try:
         if cancel is not None:
             cancel.attach(run)
@@ -339,6 +345,7 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     except TaskFailed as failure:
         error = remote_failure(run, failure, sources)
         if error is None:
+            failed = failure.task
             raise
         run.record.ended(error, run.phase)
         raise error from error.__cause__
@@ -351,10 +358,28 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
         try:
             with deferring_signals():
                 run.stop()
+                if failed is not None:   # after the stop, which records its last lines
+                    say_why(run, failed, show, printer)
                 if run.record.directory and run.record.outcome_status != "succeeded":
                     printer.say("logs and run record: %s" % run.record.directory)
         finally:
             printer.close()
+
+
+def say_why(run: "ClusterRun", task_name: str, show: "Callable[[TaskSlot], bool]",
+            printer: Printer, lines: int = 10) -> None:
+    """What tells why ``task_name`` failed without an exception of its
+    function (it exited, was killed, ran out of memory), as tfrun says it:
+    the run's hint, and the last lines it wrote to stderr unless they were
+    shown (a ps, ``logs="none"``)."""
+    if run.record.hint:
+        printer.say("hint: %s" % run.record.hint)
+    slot = next((slot for slot in run.slots if slot.name == task_name), None)
+    tail = run.record.tail(task_name, "stderr", lines) if slot and not show(slot) else []
+    if tail:
+        printer.say("the last lines %s wrote to stderr:" % task_name)
+        for line in tail:
+            printer.say_as(task_name, line)
 
 
 def returning_slot(run: "ClusterRun") -> "TaskSlot":
