@@ -241,6 +241,9 @@ def test_a_remote_exception_is_its_own_type_and_a_remote_task_error():
     assert type(failed_with(FileNotFoundError(2, "again"))) is type(error)   # one class each
     copied = pickle.loads(pickle.dumps(error))
     assert type(copied) is type(error) and str(copied) == str(error) and copied.task == "worker:1"
+    # MemoryError's __new__ refuses such a class: it was a RemoteTaskError alone.
+    with pytest.raises(MemoryError):
+        raise failed_with(MemoryError("x"))
     # A remote SystemExit must not end the caller: a RemoteTaskError alone.
     exited = failed_with(SystemExit(3))
     assert type(exited) is RemoteTaskError and type(exited.__cause__) is SystemExit

@@ -120,7 +120,12 @@ def as_cause_type(message: str, task: Optional[str], state: Optional[str],
     # the class called with its args, then its __dict__), but for the class.
     args = cause.args
     try:
-        error = cls.__new__(cls, *args)
+        try:
+            error = cls.__new__(cls, *args)
+        except TypeError:
+            # MemoryError's own __new__ (its free list) refuses a subclass with
+            # another base first: "MemoryError.__new__(X) is not safe".
+            error = BaseException.__new__(cls, *args)
         try:
             type(cause).__init__(error, *args)   # OSError's errno, ... from its args
         except Exception:
