@@ -658,7 +658,7 @@ def test_executors_are_authenticated_where_the_master_has_credentials(make_local
         if header is not None:
             headers["Authorization"] = header
         response = requests.post(url, json=call, headers=headers, timeout=10)
-        assert response.status_code == 401
+        assert response.status_code == 401 and response.text == "401 Unauthorized."
         assert response.headers["WWW-Authenticate"] == 'Bearer realm="mesos-agent-executor"'
     bearer = {"Authorization": "Bearer " + token}
     assert requests.post(url, json=call, headers=bearer, timeout=10).status_code == 202
