@@ -278,6 +278,8 @@ def test_invalid_executor_tasks(make_local_master, clients):
         dict(executor_task("negative-grace", offer, executor_info("f")),
              kill_policy={"grace_period": {"nanoseconds": -1}}),
         dict(executor_task("no-resources", offer, executor_info("g")), resources=[]),
+        executor_task("negative-shutdown-grace", offer, executor_info(
+            "h", shutdown_grace_period={"nanoseconds": "-1e3"})),
     ])
     expected = {
         "no-command": "'ExecutorInfo.command' must be set",
@@ -291,6 +293,8 @@ def test_invalid_executor_tasks(make_local_master, clients):
         # validateTask before validateExecutor (src/master/validation.cpp:1842-1843)
         "negative-grace": "Task's 'kill_policy.grace_period' must be non-negative",
         "no-resources": "Task uses no resources",
+        "negative-shutdown-grace": "ExecutorInfo's 'shutdown_grace_period' must be "
+                                   "non-negative",
     }
     seen = task_errors(client, len(expected))
     for task_id, text in expected.items():

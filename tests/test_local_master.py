@@ -526,6 +526,10 @@ def test_task_fields_mesos_refuses_are_task_errors(local_master, clients):
         "untyped-check": dict(check={"command": {"command": {"value": "true"}}}),
         "negative-check-interval": dict(check={"type": "COMMAND", "interval_seconds": -1.0,
                                                "command": {"command": {"value": "true"}}}),
+        # Numbers as JSON strings, which Mesos' parser reads as numbers too.
+        "negative-grace-text": dict(kill_policy={"grace_period": {"nanoseconds": "-1e3"}}),
+        "negative-interval-text": dict(health_check=dict(command_check,
+                                                         interval_seconds="-1")),
     }
     tasks = []
     for task_id, fields in infos.items():
@@ -556,6 +560,9 @@ def test_task_fields_mesos_refuses_are_task_errors(local_master, clients):
         "untyped-check": "Task uses invalid check: CheckInfo must specify 'type'",
         "negative-check-interval": "Task uses invalid check: Expecting 'interval_seconds' to "
                                    "be non-negative",
+        "negative-grace-text": "Task's 'kill_policy.grace_period' must be non-negative",
+        "negative-interval-text": "Task uses invalid health check: Expecting "
+                                  "'interval_seconds' to be non-negative",
     }
     seen = {}
     while len(seen) < len(expected):

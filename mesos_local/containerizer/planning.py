@@ -81,7 +81,8 @@ class TaskPlan:
 
 
 def duration_seconds(duration):
-    return int(duration["nanoseconds"]) / 1e9
+    # float: a strict master keeps numbers given as JSON strings ("1e9") as they came.
+    return float(duration["nanoseconds"]) / 1e9
 
 
 def plan_custom_task(info):
@@ -120,9 +121,9 @@ def check_task_fields(info):
     invalid check (1478) or health check (1492), no resources (1503). Every
     task of LAUNCH and LAUNCH_GROUP."""
     grace = info.get("kill_policy", {}).get("grace_period")
-    if grace is not None and int(grace["nanoseconds"]) < 0:
+    if grace is not None and duration_seconds(grace) < 0:
         raise TaskInvalid("Task's 'kill_policy.grace_period' must be non-negative")
-    if "max_completion_time" in info and int(info["max_completion_time"]["nanoseconds"]) < 0:
+    if "max_completion_time" in info and duration_seconds(info["max_completion_time"]) < 0:
         raise TaskInvalid("Task's `max_completion_time` must be non-negative")
     if "check" in info:
         error = _check_info_error(info["check"])
@@ -150,7 +151,7 @@ def _check_command_error(command, what, prefix):
 
 def _negative_seconds(message, names):
     for name in names:
-        if name in message and message[name] < 0.0:
+        if name in message and float(message[name]) < 0.0:
             return "Expecting '%s' to be non-negative" % name
     return None
 
@@ -252,7 +253,7 @@ def _check_executor_info(executor, framework_id):
         raise TaskInvalid("ExecutorInfo has an invalid FrameworkID (Actual: %s vs Expected: %s)"
                           % (actual, framework_id))
     executor["framework_id"] = {"value": framework_id}
-    if int(executor.get("shutdown_grace_period", {}).get("nanoseconds", 0)) < 0:
+    if duration_seconds(executor.get("shutdown_grace_period", {"nanoseconds": 0})) < 0:
         raise TaskInvalid("ExecutorInfo's 'shutdown_grace_period' must be non-negative")
     return kind
 
