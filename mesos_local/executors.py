@@ -47,6 +47,7 @@ from .containerizer.planning import (
     check_container_user,
     check_executor,
     check_group_executor,
+    check_task_fields,
     duration_seconds,
     gpu_count,
     plan_custom_task,
@@ -120,6 +121,7 @@ class Executors:
         task_id = info["task_id"]["value"]
         try:
             self.launcher.check_ids(framework, agent, info, seen)
+            check_task_fields(info)
             executor_info = check_executor(info, framework.id)
             executor = self._existing(framework, agent, executor_info)
             resources = parse_resources(info.get("resources", []),
@@ -322,7 +324,12 @@ class Executors:
         the tasks' resources, all the group takes); TaskInvalid otherwise."""
         ids = set(seen)
         for info in infos:
-            self.launcher.check_ids(framework, agent, info, ids)
+            try:
+                self.launcher.check_ids(framework, agent, info, ids)
+                check_task_fields(info)
+            except TaskInvalid as exc:   # group::validate, src/master/validation.cpp:2183
+                raise TaskInvalid("Task '%s' is invalid: %s"
+                                  % (info["task_id"]["value"], exc)) from None
             ids.add(info["task_id"]["value"])
         own = parse_resources(raw_executor.get("resources", []),
                               multi_role=framework.multi_role, role=role)

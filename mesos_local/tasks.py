@@ -33,6 +33,7 @@ from .containerizer.planning import (
     build_launch,
     check_container_user,
     check_id,
+    check_task_fields,
     container_uid,
     gpu_count,
     plan_task,
@@ -165,6 +166,7 @@ class TaskLauncher:
     def _check(self, framework, agent, info, pool, role, seen):
         """(plan, resources, gpu count) of a TaskInfo, or TaskInvalid/ResourceError."""
         self.check_ids(framework, agent, info, seen)
+        check_task_fields(info)
         plan = plan_task(info)
         if plan.sandbox_volumes:
             raise TaskInvalid("SANDBOX_PATH volumes are supported by the local master for the "

@@ -238,11 +238,12 @@ def test_authentication_follows_the_master(make_local_master):
     [base] = bases(master).values()
     assert requests.get(base + "/state", timeout=10).status_code == 200   # a read endpoint
     refused = agent_call(base, {"type": "GET_HEALTH"})
-    assert refused.status_code == 401
-    assert "mesos-agent-readwrite" in refused.headers["WWW-Authenticate"]
+    assert refused.status_code == 401 and refused.text == "401 Unauthorized."
+    assert refused.headers["WWW-Authenticate"] == 'Basic realm="mesos-agent-readwrite"'
     assert agent_call(base, {"type": "GET_HEALTH"}, auth=("alice", "s3cret")).status_code == 200
-    assert requests.get(base + "/files/browse", params={"path": "/x"},
-                        timeout=10).status_code == 401
+    refused = requests.get(base + "/files/browse", params={"path": "/x"}, timeout=10)
+    assert refused.status_code == 401 and refused.text == "401 Unauthorized."
+    assert refused.headers["WWW-Authenticate"] == 'Basic realm="mesos-agent-readonly"'
 
 
 def test_an_added_agent_listens_before_it_is_announced(make_local_master):

@@ -275,6 +275,11 @@ def test_invalid_executor_tasks(make_local_master, clients):
         executor_task("big", offer, big),
         executor_task("first", offer, executor_info("e")),
         executor_task("other", offer, executor_info("e", name="another name")),
+        dict(executor_task("negative-grace", offer, executor_info("f")),
+             kill_policy={"grace_period": {"nanoseconds": -1}}),
+        dict(executor_task("no-resources", offer, executor_info("g")), resources=[]),
+        executor_task("negative-shutdown-grace", offer, executor_info(
+            "h", shutdown_grace_period={"nanoseconds": "-1e3"})),
     ])
     expected = {
         "no-command": "'ExecutorInfo.command' must be set",
@@ -285,6 +290,11 @@ def test_invalid_executor_tasks(make_local_master, clients):
                "than available",
         "other": "ExecutorInfo is not compatible with existing ExecutorInfo with same "
                  "ExecutorID",
+        # validateTask before validateExecutor (src/master/validation.cpp:1842-1843)
+        "negative-grace": "Task's 'kill_policy.grace_period' must be non-negative",
+        "no-resources": "Task uses no resources",
+        "negative-shutdown-grace": "ExecutorInfo's 'shutdown_grace_period' must be "
+                                   "non-negative",
     }
     seen = task_errors(client, len(expected))
     for task_id, text in expected.items():
@@ -556,22 +566,30 @@ def test_invalid_task_groups(make_local_master, clients):
     untyped = default_executor("untyped")
     del untyped["type"]
     cases = [
-        (untyped, "'ExecutorInfo.type' must be set"),
-        (default_executor("diskless", resources=[scalar("cpus", 0.1), scalar("mem", 32)]),
+        (untyped, {}, "'ExecutorInfo.type' must be set"),
+        (default_executor("diskless", resources=[scalar("cpus", 0.1), scalar("mem", 32)]), {},
          "Executor 'diskless' uses no disk"),
-        (default_executor("commanding", command={"value": "true"}),
+        (default_executor("commanding", command={"value": "true"}), {},
          "'ExecutorInfo.command' must not be set for 'DEFAULT' executor"),
         (default_executor("huge", resources=[scalar("cpus", 8), scalar("mem", 32),
-                                             scalar("disk", 10)]),
+                                             scalar("disk", 10)]), {},
          "Total resources cpus:8.2; mem:96; disk:10 required by task group and its executor "
          "are more than available"),
+        # Each task is validated as LAUNCH's are (src/master/validation.cpp:2180-2186).
+        (default_executor(), {"max_completion_time": {"nanoseconds": -1}},
+         "Task 'x4' is invalid: Task's `max_completion_time` must be non-negative"),
+        (default_executor(), {"health_check": {"type": "TCP"}},
+         "Task 'x5' is invalid: Task uses invalid health check: Expecting 'tcp' to be set "
+         "for TCP health check"),
+        (default_executor(), {"resources": []}, "Task 'x6' is invalid: Task uses no resources"),
     ]
-    for index, (executor, _) in enumerate(cases):
+    for index, (executor, fields, _) in enumerate(cases):
         launch_group(client, offer, executor, [
-            task_info("x%d" % index, offer, "true"), task_info("y%d" % index, offer, "true")])
+            dict(task_info("x%d" % index, offer, "true"), **fields),
+            task_info("y%d" % index, offer, "true")])
         offer = client.next_offers(timeout=30)[0]
     seen = task_errors(client, 2 * len(cases), others=False)
-    for index, (_, text) in enumerate(cases):
+    for index, (_, _, text) in enumerate(cases):
         assert seen["x%d" % index].startswith(text), seen["x%d" % index]
         assert seen["y%d" % index] == seen["x%d" % index]
 
@@ -644,7 +662,7 @@ def test_executors_are_authenticated_where_the_master_has_credentials(make_local
         if header is not None:
             headers["Authorization"] = header
         response = requests.post(url, json=call, headers=headers, timeout=10)
-        assert response.status_code == 401
+        assert response.status_code == 401 and response.text == "401 Unauthorized."
         assert response.headers["WWW-Authenticate"] == 'Bearer realm="mesos-agent-executor"'
     bearer = {"Authorization": "Bearer " + token}
     assert requests.post(url, json=call, headers=bearer, timeout=10).status_code == 202

@@ -1,5 +1,6 @@
 """Authentication and TLS of the driver's requests, against a stub master
-that records what it receives and answers 503 (no leader yet)."""
+that records what it receives and answers 503 (no leader yet), or 401 as
+Mesos does."""
 
 import base64
 import http.server
@@ -10,23 +11,34 @@ import time
 
 import pytest
 
-from tfmesos.exceptions import MesosConnectionError
+from tfmesos.exceptions import MesosCallError, MesosConnectionError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 
 FRAMEWORK = {"user": "u", "name": "auth-test"}
 
 
+# What a Mesos master answers a request without valid credentials: libprocess'
+# Unauthorized (3rdparty/libprocess/include/process/http.hpp:730-731).
+UNAUTHORIZED = (401, b"401 Unauthorized.", [("Content-Type", "text/plain; charset=utf-8"),
+                                            ("WWW-Authenticate",
+                                             'Basic realm="mesos-master-scheduler"')])
+
+
 class StubMaster:
-    def __init__(self, context=None):
+    def __init__(self, context=None, reply=(503, b"", ())):
         received = self.received = []
+        status, body, extra = reply
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append(dict(self.headers))
-                self.send_response(503)
-                self.send_header("Content-Length", "0")
+                self.send_response(status)
+                for name, value in extra:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, *args):
                 pass
@@ -62,8 +74,8 @@ def certificate(tmp_path):
 def stubs():
     made = []
 
-    def make(context=None):
-        made.append(StubMaster(context))
+    def make(context=None, reply=(503, b"", ())):
+        made.append(StubMaster(context, reply))
         return made[-1]
     yield make
     for stub in made:
@@ -116,6 +128,29 @@ def test_no_credentials_no_authorization_header(stubs, monkeypatch):
     assert "Authorization" not in first_request_headers(stubs())
 
 
+@pytest.mark.parametrize("credentials, line", [
+    ({}, "the Mesos master at http://127.0.0.1:%d wants credentials: set MESOS_PRINCIPAL and "
+         "MESOS_SECRET"),
+    ({"principal": "alice", "secret": "wrong"},
+     "the Mesos master at http://127.0.0.1:%d refused the credentials of principal 'alice': "
+     "check MESOS_PRINCIPAL and MESOS_SECRET"),
+])
+def test_a_refused_subscription_says_which_credentials_to_set(stubs, monkeypatch, credentials,
+                                                               line):
+    # From the status alone: a Mesos master's 401 says no more than "401 Unauthorized.".
+    monkeypatch.delenv("MESOS_PRINCIPAL", raising=False)
+    monkeypatch.delenv("MESOS_SECRET", raising=False)
+    stub = stubs(reply=UNAUTHORIZED)
+    driver = run_driver("127.0.0.1:%d" % stub.port, **credentials)
+    try:
+        with pytest.raises(MesosCallError) as raised:
+            driver.join(timeout=20)
+    finally:
+        driver.abort()
+    assert str(raised.value) == line % stub.port and raised.value.status == 401
+    assert "wrong" not in str(raised.value)
+
+
 def test_https_certificates_are_verified_by_default(stubs, certificate):
     stub = stubs(tls_context(certificate))
     driver = run_driver("https://127.0.0.1:%d" % stub.port, connect_timeout=1.0)
@@ -151,6 +186,20 @@ def test_tfrun_ca_bundle_and_no_verify_reach_the_driver(stubs, certificate):
     insecure = run_tfrun(*master, "--no-verify", "--", "true", timeout=60)
     assert "warning: --no-verify" in insecure.stderr
     assert "CERTIFICATE_VERIFY_FAILED" not in insecure.stderr
+
+
+def test_tfrun_refused_for_want_of_credentials_says_so_in_one_line(stubs, monkeypatch):
+    from tfrun_helpers import run_tfrun
+
+    monkeypatch.delenv("MESOS_PRINCIPAL", raising=False)
+    monkeypatch.delenv("MESOS_SECRET", raising=False)
+    stub = stubs(reply=UNAUTHORIZED)
+    refused = run_tfrun("-m", "127.0.0.1:%d" % stub.port, "--", "true", timeout=60)
+    assert refused.returncode == 1
+    [error] = [line for line in refused.stderr.splitlines() if "error" in line]
+    assert error == ("tfrun: error: the Mesos driver stopped: the Mesos master at "
+                     "http://127.0.0.1:%d wants credentials: set MESOS_PRINCIPAL and "
+                     "MESOS_SECRET" % stub.port), refused.stderr
 
 
 def test_zk_masters_scheme_reaches_the_detector():

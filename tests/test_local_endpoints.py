@@ -124,7 +124,8 @@ def test_roles_flags_and_metrics(running):
     assert role["allocated"] == {"cpus": 0.5, "mem": 64}
     flags = get_json(master, "/master/flags")["flags"]
     assert flags["port"] == str(master.port) and flags["allocation_interval"] == "50ms"
-    assert flags["authenticate_http_frameworks"] == "false"
+    assert flags["authenticate_http_frameworks"] == flags["authenticate_http_readwrite"] == \
+        flags["authenticate_http_readonly"] == "false"
     assert all(isinstance(value, str) for value in flags.values())
     metrics = get_json(master, "/metrics/snapshot")
     assert metrics["master/tasks_running"] == 1 and metrics["master/tasks_finished"] == 1
@@ -167,7 +168,13 @@ def test_read_endpoints_need_no_credentials_and_scheduler_calls_still_do(make_lo
     master = make_local_master(credentials={"alice": "secret"})
     for path in ("/master/state", "/master/tasks", "/metrics/snapshot", "/master/flags"):
         assert get(master, path).status_code == 200, path
-    assert get_json(master, "/master/flags")["flags"]["authenticate_http_frameworks"] == "true"
+    flags = get_json(master, "/master/flags")["flags"]
+    assert flags["authenticate_http_frameworks"] == "true"
+    # The operator API and /master/teardown (Mesos' read-write endpoints) need
+    # credentials; the read endpoints above do not.
+    assert (flags["authenticate_http_readwrite"], flags["authenticate_http_readonly"]) == \
+        ("true", "false")
+    assert get_json(master, "/master/state")["flags"] == flags
     assert "secret" not in get(master, "/master/state").text
     response = requests.post(master.url + "/api/v1/scheduler", timeout=10, json={
         "type": "SUBSCRIBE", "subscribe": {"framework_info": {"user": "u", "name": "n"}}})

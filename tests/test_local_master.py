@@ -502,6 +502,78 @@ def test_task_errors(local_master, clients):
     assert "duplicate ID" in status["message"]
 
 
+def test_task_fields_mesos_refuses_are_task_errors(local_master, clients):
+    # validateTask (src/master/validation.cpp:1686-1698) refuses these with
+    # TASK_ERROR; they used to launch here (negative durations clamped to 0,
+    # health checks only warned about, no resources taken as none needed).
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    command_check = {"type": "COMMAND", "command": {"value": "true"}}
+    infos = {
+        "negative-grace": dict(kill_policy={"grace_period": {"nanoseconds": -1}}),
+        "negative-max-completion": dict(max_completion_time={"nanoseconds": -1000000000}),
+        "no-resources": dict(resources=[]),
+        "untyped-health-check": dict(health_check={"command": {"value": "true"}}),
+        "unknown-health-check": dict(health_check={"type": "UNKNOWN"}),
+        "http-health-check-without-http": dict(health_check={"type": "HTTP"}),
+        "health-check-relative-path": dict(health_check={"type": "HTTP",
+                                                         "http": {"port": 80, "path": "x"}}),
+        "negative-interval": dict(health_check=dict(command_check, interval_seconds=-1.0)),
+        "negative-delay": dict(health_check=dict(command_check, delay_seconds=-1.0)),
+        "negative-timeout": dict(health_check=dict(command_check, timeout_seconds=-1.0)),
+        "negative-health-grace": dict(health_check=dict(command_check,
+                                                        grace_period_seconds=-1.0)),
+        "untyped-check": dict(check={"command": {"command": {"value": "true"}}}),
+        "negative-check-interval": dict(check={"type": "COMMAND", "interval_seconds": -1.0,
+                                               "command": {"command": {"value": "true"}}}),
+        # Numbers as JSON strings, which Mesos' parser reads as numbers too.
+        "negative-grace-text": dict(kill_policy={"grace_period": {"nanoseconds": "-1e3"}}),
+        "negative-interval-text": dict(health_check=dict(command_check,
+                                                         interval_seconds="-1")),
+    }
+    tasks = []
+    for task_id, fields in infos.items():
+        info = task_info(task_id, offer, "true")
+        info.update(fields)
+        tasks.append(info)
+    client.launch(offer, tasks, filters={"refuse_seconds": 0})
+    expected = {
+        "negative-grace": "Task's 'kill_policy.grace_period' must be non-negative",
+        "negative-max-completion": "Task's `max_completion_time` must be non-negative",
+        "no-resources": "Task uses no resources",
+        "untyped-health-check": "Task uses invalid health check: HealthCheck must specify "
+                                "'type'",
+        "unknown-health-check": "Task uses invalid health check: 'UNKNOWN' is not a valid "
+                                "health check type",
+        "http-health-check-without-http": "Task uses invalid health check: Expecting 'http' "
+                                          "to be set for HTTP health check",
+        "health-check-relative-path": "Task uses invalid health check: The path 'x' of HTTP "
+                                      "health check must start with '/'",
+        "negative-interval": "Task uses invalid health check: Expecting 'interval_seconds' to "
+                             "be non-negative",
+        "negative-delay": "Task uses invalid health check: Expecting 'delay_seconds' to be "
+                          "non-negative",
+        "negative-timeout": "Task uses invalid health check: Expecting 'timeout_seconds' to "
+                            "be non-negative",
+        "negative-health-grace": "Task uses invalid health check: Expecting "
+                                 "'grace_period_seconds' to be non-negative",
+        "untyped-check": "Task uses invalid check: CheckInfo must specify 'type'",
+        "negative-check-interval": "Task uses invalid check: Expecting 'interval_seconds' to "
+                                   "be non-negative",
+        "negative-grace-text": "Task's 'kill_policy.grace_period' must be non-negative",
+        "negative-interval-text": "Task uses invalid health check: Expecting "
+                                  "'interval_seconds' to be non-negative",
+    }
+    seen = {}
+    while len(seen) < len(expected):
+        status = client.next_update()
+        assert status["state"] == "TASK_ERROR", status
+        assert status["reason"] == "REASON_TASK_INVALID"
+        assert status["source"] == "SOURCE_MASTER"
+        seen[status["task_id"]["value"]] = status["message"]
+    assert seen == expected
+
+
 @pytest.mark.parametrize("partition_aware", [False, True])
 def test_stale_offer(local_master, clients, partition_aware):
     client = clients(local_master,

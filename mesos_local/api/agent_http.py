@@ -38,6 +38,7 @@ import threading
 from typing import Any, Optional
 
 from . import agent_api, agent_json, attach_output, executor_api, files, routes
+from .auth import UNAUTHORIZED_BODY
 from .deadlines import Deadlines
 from .endpoints import Reply, json_reply
 from .http_server import MasterHTTPServer, _Handler
@@ -61,8 +62,8 @@ _STATISTICS = ("monitor/statistics", "monitor/statistics.json")
 _FILES = {"files/read": files.READ_PATH, "files/browse": files.BROWSE_PATH}
 AGENT_REALM = "mesos-agent-readwrite"
 AGENT_CHALLENGE = 'Basic realm="%s"' % AGENT_REALM
-AGENT_UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this agent authenticates its HTTP API; send "
-                              "HTTP Basic credentials (realm %s)" % AGENT_REALM)
+# /files: READONLY_HTTP_AUTHENTICATION_REALM (src/slave/main.cpp:840, constants.hpp:178).
+AGENT_READONLY_CHALLENGE = 'Basic realm="mesos-agent-readonly"'
 
 
 class AgentListeners:
@@ -181,8 +182,8 @@ class _AgentHandler(_Handler):
         self.principal = master.authenticate(self.headers.get("Authorization"))
         if self.principal is not None:
             return True
-        self._reply(401, AGENT_UNAUTHORIZED_MESSAGE,
-                    headers=[("WWW-Authenticate", AGENT_CHALLENGE)])
+        challenge = AGENT_READONLY_CHALLENGE if self._target in _FILES else AGENT_CHALLENGE
+        self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", challenge)])
         return False
 
     def do_GET(self):
@@ -301,7 +302,7 @@ class _AgentHandler(_Handler):
         master = self.server.master
         allowed, principal = executor_api.authenticate(master, self.headers.get("Authorization"))
         if not allowed:
-            self._reply(401, executor_api.UNAUTHORIZED_MESSAGE,
+            self._reply(401, UNAUTHORIZED_BODY,
                         headers=[("WWW-Authenticate", executor_api.CHALLENGE)])
             return
         body = self._body_or_reply()

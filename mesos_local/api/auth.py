@@ -36,12 +36,13 @@ CHALLENGE = 'Basic realm="%s"' % REALM
 # READWRITE_HTTP_AUTHENTICATION_REALM (src/master/constants.hpp).
 OPERATOR_REALM = "mesos-master-readwrite"
 OPERATOR_CHALLENGE = 'Basic realm="%s"' % OPERATOR_REALM
-UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this master authenticates frameworks; send HTTP "
-                        "basic authentication with one of its credentials "
-                        "(MesosSchedulerDriver(principal=..., secret=...) or "
-                        "MESOS_PRINCIPAL/MESOS_SECRET)")
-OPERATOR_UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this master authenticates operators; send "
-                                 "HTTP basic authentication with one of its credentials")
+# /files: READONLY_HTTP_AUTHENTICATION_REALM (src/master/main.cpp:487).
+READONLY_REALM = "mesos-master-readonly"
+READONLY_CHALLENGE = 'Basic realm="%s"' % READONLY_REALM
+# The body of every 401, the master's and the agents' alike: libprocess'
+# Unauthorized (3rdparty/libprocess/include/process/http.hpp:730-731), which
+# no authenticator of Mesos words otherwise; a client may rely on no more.
+UNAUTHORIZED_BODY = "401 Unauthorized."
 
 
 def _check_pair(principal, secret, where):
@@ -172,7 +173,7 @@ class Authenticator:
         return principal
 
 
-__all__ = ["REALM", "CHALLENGE", "UNAUTHORIZED_MESSAGE", "OPERATOR_REALM", "OPERATOR_CHALLENGE",
-           "OPERATOR_UNAUTHORIZED_MESSAGE", "CredentialsError",
+__all__ = ["REALM", "CHALLENGE", "UNAUTHORIZED_BODY", "OPERATOR_REALM", "OPERATOR_CHALLENGE",
+           "READONLY_REALM", "READONLY_CHALLENGE", "CredentialsError",
            "credentials_table", "parse_credentials", "read_credentials",
            "generate_credentials", "Authenticator"]

@@ -68,8 +68,6 @@ def validate(call):
 
 REALM = "mesos-agent-executor"    # EXECUTOR_HTTP_AUTHENTICATION_REALM, src/slave/constants.hpp
 CHALLENGE = 'Bearer realm="%s"' % REALM
-UNAUTHORIZED_MESSAGE = ("401 Unauthorized: this agent authenticates its executors; send "
-                        "'Authorization: Bearer $MESOS_EXECUTOR_AUTHENTICATION_TOKEN'")
 
 
 def authenticate(master, header):

@@ -53,7 +53,7 @@ from typing import Any, Optional
 
 from ..errors import CallError
 from . import endpoints, files, operator, proto, routes, validation
-from .auth import CHALLENGE, OPERATOR_CHALLENGE, OPERATOR_UNAUTHORIZED_MESSAGE, UNAUTHORIZED_MESSAGE
+from .auth import CHALLENGE, OPERATOR_CHALLENGE, READONLY_CHALLENGE, UNAUTHORIZED_BODY
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
 from .serve_stop import stop_serving
@@ -245,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Whether the request may go on; sets ``self.principal`` (None when
         the master has no credentials). Otherwise answers 401, challenging
         in the realm Mesos routes the path in (the operator's endpoints:
-        ``mesos-master-readwrite``)."""
+        ``mesos-master-readwrite``; ``/files``: ``mesos-master-readonly``)."""
         master = self.server.master
         self.principal = None
         if not master.authenticates:
@@ -254,10 +254,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.principal is not None:
             return True
         if self._target in _OPERATOR_ROUTES:
-            message, challenge = OPERATOR_UNAUTHORIZED_MESSAGE, OPERATOR_CHALLENGE
+            challenge = OPERATOR_CHALLENGE
+        elif self._target in _FILES:
+            challenge = READONLY_CHALLENGE
         else:
-            message, challenge = UNAUTHORIZED_MESSAGE, CHALLENGE
-        self._reply(401, message, headers=[("WWW-Authenticate", challenge)])
+            challenge = CHALLENGE
+        self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", challenge)])
         return False
 
     def _leader_redirect(self):

@@ -84,7 +84,11 @@ def master_flags(master):
         "root_submissions": _bool(master.root_submissions),
         "authenticate_frameworks": _bool(master.authenticates),
         "authenticate_http_frameworks": _bool(master.authenticates),
-        "authenticate_http_readonly": "false", "authenticate_http_readwrite": "false",
+        # Credentials guard the read-write realm (/api/v1, /master/teardown) and,
+        # unlike Mesos by default, /files (files.py), but not the read-only
+        # endpoints (/master/state, ...): the realms of src/master/master.cpp:595-615.
+        "authenticate_http_readonly": "false",
+        "authenticate_http_readwrite": _bool(master.authenticates),
         "max_completed_frameworks": "50", "max_completed_tasks_per_framework": "1000",
         "max_operator_event_stream_subscribers":
             str(master.max_operator_event_stream_subscribers),

@@ -160,6 +160,13 @@ def basic_auth(principal: Optional[str], secret: Optional[str]) -> Optional[str]
     return "Basic " + token
 
 
+def basic_principal(auth: Optional[str]) -> Optional[str]:
+    """The principal of a ``basic_auth`` header value, or None."""
+    if not auth:
+        return None
+    return base64.b64decode(auth.partition(" ")[2]).decode().partition(":")[0]
+
+
 def headers(auth: Optional[str] = None, stream_id: Optional[str] = None) -> dict[str, str]:
     result = {"Content-Type": "application/json", "Accept": "application/json",
               "User-Agent": "tfmesos"}

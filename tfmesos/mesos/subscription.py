@@ -35,6 +35,7 @@ from .detector import UNREACHED_WAIT, Detector, StaticDetector
 from .http_transport import (
     UnknownHost,
     api_path,
+    basic_principal,
     describe,
     headers,
     open_connection,
@@ -386,11 +387,20 @@ class Subscription:
             raise MesosConnectionError("the Mesos master at %s did not %s within %.1f s"
                                        % (url, what, budget)) from exc
 
-    @staticmethod
-    def _refused(url: str, response: http.client.HTTPResponse) -> NoReturn:
+    def _refused(self, url: str, response: http.client.HTTPResponse) -> NoReturn:
         text = response.read().decode("utf-8", "replace").strip()[:500]
-        error = MesosCallError("Mesos master at %s refused SUBSCRIBE: HTTP %d %s"
-                               % (url, response.status, text), status=response.status)
+        principal = basic_principal(self._auth)
+        if response.status == 401 and principal is None:
+            # A Mesos master's 401 says nothing more (libprocess' Unauthorized).
+            message = ("the Mesos master at %s wants credentials: set MESOS_PRINCIPAL and "
+                       "MESOS_SECRET" % url)
+        elif response.status == 401:
+            message = ("the Mesos master at %s refused the credentials of principal %r: check "
+                       "MESOS_PRINCIPAL and MESOS_SECRET" % (url, principal))
+        else:
+            message = ("Mesos master at %s refused SUBSCRIBE: HTTP %d %s"
+                       % (url, response.status, text))
+        error = MesosCallError(message, status=response.status)
         if response.status in _FATAL_STATUSES:
             raise _Unrecoverable(error)
         raise error
