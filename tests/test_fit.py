@@ -321,3 +321,10 @@ def test_tfrun_waits_for_an_agent_another_framework_occupies_and_says_so(
     wait_until(lambda: _others(master) == [], message=lambda: _others(master))
     [hog] = master.state()["frameworks"][0]["tasks"]   # the other framework's task goes on
     assert hog["id"] == "hog" and hog["state"] == "TASK_RUNNING"
+
+
+def test_one_agent_is_worded_as_one():
+    # It said "the master's 1 agent have".
+    error = fit.cluster_error(Size(3, 12000), Size(2, 8000), 1)
+    assert "but the master's agent has cpus=2 mem=8000 in all:" in str(error), str(error)
+    assert "master's 2 agents have" in str(fit.cluster_error(Size(3, 12000), Size(2, 8000), 2))

@@ -210,9 +210,10 @@ def never_error(verdict: Verdict, job: str) -> ClusterError:
 
 
 def cluster_error(need: Size, have: Size, agents: int) -> ClusterError:
-    return ClusterError("the cluster needs %s in total but the master's %d agent%s have %s "
-                        "in all: ask for fewer or smaller tasks, or add agents"
-                        % (need.describe(bool(need.gpus)), agents, "" if agents == 1 else "s",
+    return ClusterError("the cluster needs %s in total but the master's %s %s in all: ask for "
+                        "fewer or smaller tasks, or add agents"
+                        % (need.describe(bool(need.gpus)),
+                           "agent has" if agents == 1 else "%d agents have" % agents,
                            have.describe(bool(need.gpus))))
 
 
