@@ -17,6 +17,7 @@ The payload's cloudpickle comes first on the path: the agents need none,
 and the pickle loads with the version that made it.
 """
 
+import atexit
 import json
 import os
 import sys
@@ -159,8 +160,27 @@ def mib(size):
     return "%.1f MiB" % (size / float(1 << 20))
 
 
+def leave(code):
+    """End the runner with ``code`` once the outcome is written, waiting for
+    nothing ``fn`` left running: the interpreter's shutdown would join its
+    non-daemon threads and multiprocessing children, and hold the run as
+    long as they run. ``atexit`` handlers still run, but without
+    multiprocessing's join; the guard kills what is left in the task's
+    process group."""
+    process = sys.modules.get("multiprocessing.process")
+    children = getattr(process, "_children", None)
+    if isinstance(children, set):
+        children.clear()
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(code)
+    leave(main())
