@@ -115,13 +115,17 @@ def main(environ=None):
         return _error(out, exc, exc.__traceback__, limit, "cannot load the function: ")
     try:
         with framework_group(environ):
-            value = fn(*args)
+            try:
+                value = fn(*args)
+            except BaseException as exc:   # SystemExit too: fn did not return
+                # Written, and the task gone, before the group's teardown:
+                # it breaks the peers' connections, and their errors ("reset
+                # by peer") would reach tfmesos before this, the cause.
+                tb = exc.__traceback__
+                leave(_error(out, exc, tb.tb_next if tb is not None else None, limit))
     except GroupError as exc:   # before fn: the framework's own error
         cause = exc.__cause__ or exc
         return _error(out, cause, cause.__traceback__, limit, "%s: " % exc)
-    except BaseException as exc:   # SystemExit too: fn did not return
-        tb = exc.__traceback__
-        return _error(out, exc, tb.tb_next if tb is not None else None, limit)
     returning = returns_value(environ)
     bound = limit if returning else other_limit(environ)
     try:
