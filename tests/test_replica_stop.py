@@ -7,6 +7,7 @@ import queue
 import signal
 import threading
 
+import pytest
 from waiting import wait_until
 
 from tfmesos.task import replica
@@ -81,3 +82,85 @@ def test_a_stop_after_the_command_ended_by_itself_changes_nothing(tmp_path):
     finally:
         signal.signal(signal.SIGTERM, saved)
     assert code == 3 and (conn.sent[-1]["code"], conn.sent[-1]["stopped"]) == (3, False)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def readlink(path):
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def test_a_process_that_escaped_the_group_with_the_output_neither_holds_the_task_nor_loses_any(
+        tmp_path):
+    # The task waited for the end of the command's output, 10 s a stream:
+    # a process in a session of its own (setsid) holds the pipes past the
+    # group's end. Now the pumps stop once they read what is in the pipes,
+    # and what the command printed up to its exit is all there.
+    escaped = tmp_path / "escaped"
+    cmd = "setsid sleep 611 & echo $! > %s; yes line | head -n 200000; echo done" % escaped
+    pid = None
+    try:
+        code, sent = run_to_the_end({"cmd": cmd, "forward_logs": True, "env": {}})
+        pid = int(escaped.read_text())
+        held = {os.readlink("/proc/%d/fd/%d" % (pid, fd)) for fd in (1, 2)}
+        assert all(pipe.startswith("pipe:") for pipe in held), held   # it holds them still
+        reading = [fd for fd in os.listdir("/proc/self/fd")
+                   if readlink("/proc/self/fd/" + fd) in held]
+        assert not reading, "the task still reads the escaped process' output (fds %s)" % reading
+        assert code == 0 and sent[-1]["type"] == "exit"
+        out = "".join(m["data"] for m in sent if m["type"] == "log" and m["stream"] == "stdout")
+        assert out == "line\n" * 200000 + "done\n", (len(out), out[-100:])
+    finally:
+        if pid is None and escaped.exists():
+            pid = int(escaped.read_text())
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: not alive(pid))
+
+
+class HeldConnection(StoppingConnection):
+    """Holds the first log message (``held`` then exists) until ``release``."""
+
+    def __init__(self, held):
+        super().__init__()
+        self.held, self.release = held, threading.Event()
+
+    def send(self, message):
+        if message["type"] == "log" and not self.release.is_set():
+            open(self.held, "w").close()
+            self.release.wait(60)
+        super().send(message)
+
+
+def test_pumps_told_to_stop_first_read_what_the_pipes_hold(tmp_path, monkeypatch):
+    # The pump is held in its first send while the command writes the rest
+    # and exits; it is told to stop at once: what the pipe holds still goes.
+    held = str(tmp_path / "held")
+    conn = HeldConnection(held)
+    join = replica._join
+
+    def told_to_stop(threads, seconds):
+        if seconds == replica.PUMP_WAIT:   # the pumps were told to stop
+            conn.release.set()
+        return join(threads, seconds)
+
+    monkeypatch.setattr(replica, "DRAIN_TIME", 0)
+    monkeypatch.setattr(replica, "_join", told_to_stop)
+    cmd = "echo first; while [ ! -e %s ]; do sleep 0.01; done; seq 2000; echo done" % held
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        code = replica.run_replica(conn, {"cmd": cmd, "forward_logs": True, "env": {}})
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+        conn.release.set()
+    out = "".join(m["data"] for m in conn.sent if m["type"] == "log" and m["stream"] == "stdout")
+    assert code == 0 and out == "first\n" + "".join("%d\n" % n for n in range(1, 2001)) + "done\n"

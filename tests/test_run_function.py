@@ -141,6 +141,50 @@ def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path):
     assert type(error.__cause__) is ValueError and error.__cause__.args == ("bad input: seven",)
 
 
+def leaves_a_thread_and_a_process(release):
+    """Returns at once, leaving a thread and a child process running until
+    ``release`` exists: its process' pid and the child's."""
+    import multiprocessing
+    import os
+    import threading
+    import time
+
+    def until_released():
+        while not os.path.exists(release):
+            time.sleep(0.1)
+
+    threading.Thread(target=until_released).start()
+    child = multiprocessing.get_context("fork").Process(target=until_released)
+    child.start()
+    return [os.getpid(), child.pid]
+
+
+def running(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_what_fn_leaves_running_neither_holds_the_run_nor_outlives_it(tmp_path):
+    # The runner ended by sys.exit: the interpreter's shutdown joined fn's
+    # thread and child process, and the run waited for them (here until
+    # released). It leaves once the outcome is written; the guard kills
+    # what is left in the task's process group.
+    release = tmp_path / "release"
+    call = tfmesos.submit(leaves_a_thread_and_a_process, str(release), workers=1, ship=None,
+                          run_dir=str(tmp_path / "run"), **SMALL)
+    try:
+        pids = call.result(timeout=90).value
+        assert not release.exists()
+        wait_until(lambda: not any(running(pid) for pid in pids),
+                   message=lambda: "left running: %s" % [p for p in pids if running(p)])
+    finally:
+        release.touch()   # without the fix the run ends only now
+        call.result(timeout=120)
+
+
 def test_a_value_over_the_bound_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(function_run, "MAX_RESULT", 1 << 20)
     with pytest.raises(RemoteTaskError) as caught:

@@ -65,9 +65,10 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
     and ``--jax``: ``training_frameworks``) runs ``fn`` in the framework's
     distributed environment instead of with ``TF_CONFIG``: torch's default
     process group initialised before it (``env://``; backend "nccl" where
-    the task has GPUs and CUDA, else "gloo") and destroyed after, also when
-    it raised; ``jax.distributed.initialize()`` before it and
-    ``jax.distributed.shutdown()`` after (``task/process_group.py``). The
+    the task has GPUs and CUDA, else "gloo") and destroyed after;
+    ``jax.distributed.initialize()`` before it and
+    ``jax.distributed.shutdown()`` after (``task/process_group.py``); a
+    task where it raised ends without the teardown, its error first. The
     default, "tensorflow", sets up nothing.
 
     The run ends once the chief (else every worker) returned, as tfrun's

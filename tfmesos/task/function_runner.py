@@ -17,6 +17,7 @@ The payload's cloudpickle comes first on the path: the agents need none,
 and the pickle loads with the version that made it.
 """
 
+import atexit
 import json
 import os
 import sys
@@ -114,13 +115,17 @@ def main(environ=None):
         return _error(out, exc, exc.__traceback__, limit, "cannot load the function: ")
     try:
         with framework_group(environ):
-            value = fn(*args)
+            try:
+                value = fn(*args)
+            except BaseException as exc:   # SystemExit too: fn did not return
+                # Written, and the task gone, before the group's teardown:
+                # it breaks the peers' connections, and their errors ("reset
+                # by peer") would reach tfmesos before this, the cause.
+                tb = exc.__traceback__
+                leave(_error(out, exc, tb.tb_next if tb is not None else None, limit))
     except GroupError as exc:   # before fn: the framework's own error
         cause = exc.__cause__ or exc
         return _error(out, cause, cause.__traceback__, limit, "%s: " % exc)
-    except BaseException as exc:   # SystemExit too: fn did not return
-        tb = exc.__traceback__
-        return _error(out, exc, tb.tb_next if tb is not None else None, limit)
     returning = returns_value(environ)
     bound = limit if returning else other_limit(environ)
     try:
@@ -159,8 +164,27 @@ def mib(size):
     return "%.1f MiB" % (size / float(1 << 20))
 
 
+def leave(code):
+    """End the runner with ``code`` once the outcome is written, waiting for
+    nothing ``fn`` left running: the interpreter's shutdown would join its
+    non-daemon threads and multiprocessing children, and hold the run as
+    long as they run. ``atexit`` handlers still run, but without
+    multiprocessing's join; the guard kills what is left in the task's
+    process group."""
+    process = sys.modules.get("multiprocessing.process")
+    children = getattr(process, "_children", None)
+    if isinstance(children, set):
+        children.clear()
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(code)
+    leave(main())

@@ -8,11 +8,14 @@ the task was told (``core/training_frameworks.py``: tfrun ``--torch``'s and
   ``WORLD_SIZE``: torch/distributed/rendezvous.py ``_env_rendezvous_handler``),
   backend "nccl" where the task has GPUs (``TFMESOS_GPUS``) and CUDA is
   available (its device ``LOCAL_RANK``), else "gloo";
-  ``destroy_process_group()`` after, also when ``fn`` raised (unless ``fn``
-  destroyed it itself).
+  ``destroy_process_group()`` after (unless ``fn`` destroyed it itself).
 * "jax": ``jax.distributed.initialize()`` before (no arguments: it reads
   ``JAX_COORDINATOR_ADDRESS`` and the process count and id,
   jax/_src/distributed.py), ``jax.distributed.shutdown()`` after.
+
+A task whose ``fn`` raised leaves without the teardown, once its outcome is
+written (``function_runner``): the teardown would break its peers'
+connections, and their errors reach tfmesos before the cause.
 * "tensorflow" (or unset): nothing; ``fn`` reads ``TF_CONFIG`` itself.
 
 Neither package is imported unless its run asks for it."""

@@ -8,6 +8,7 @@ logs with ``tfmesos.log_metrics`` goes to tfrun too (``metrics_relay``).
 scheduler, the command runs on while the connection waits for a new one."""
 
 import codecs
+import fcntl
 import os
 import re
 import selectors
@@ -30,6 +31,11 @@ FLUSH_INTERVAL = 0.2        # an unfinished line (progress) goes out at most thi
 MAX_LINE = 64 * 1024        # characters of one line (or \r state) forwarded; the rest is cut
 MAX_FRAGMENT = 32 * 1024    # characters per log frame: <= 384 KiB as JSON, under wire.MAX_FRAME
 CUT_MARKER = "[... %d characters cut]"
+# Once the command's group is gone, how long its output pumps have, all
+# together, to reach the end of the output; a process that left the group
+# (setsid) and holds the pipes would make it never come.
+DRAIN_TIME = 1.0
+PUMP_WAIT = 10.0            # then for the pumps told to stop, to send what they read
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "KEY")
 TORCH_LOG_DIR = "torchelastic"   # torchrun's log folder in a torch run's sandbox
 
@@ -190,6 +196,33 @@ class _Child:
             pass
 
 
+def _join(threads, seconds):
+    """Wait ``seconds`` in all for ``threads`` to end; whether they did."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in threads)
+
+
+def _what_is_there(fd):
+    """The data the pipe ``fd`` holds now, without waiting for more: at
+    most its capacity, however fast a writer refills it."""
+    try:
+        left = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    except (AttributeError, OSError):   # Python < 3.10, not a pipe
+        left = 1 << 20
+    os.set_blocking(fd, False)
+    while left > 0:
+        try:
+            data = os.read(fd, min(READ_SIZE, left))
+        except BlockingIOError:
+            return
+        if not data:
+            return
+        left -= len(data)
+        yield data
+
+
 def _byte_sink(target):
     """Writes bytes to ``target`` (the task's own stdout or stderr: the
     sandbox files get everything)."""
@@ -268,7 +301,8 @@ class ReplicaCommand:
         if child is None:
             return STOPPED
         noise = NoiseFilter(min_log_level(self.env), task_gpus(self.env))
-        pumps = [threading.Thread(target=self._pump, args=(stream, name, target, quiet),
+        stop, stopping = os.pipe()   # stopping closed: the pumps read what is there and end
+        pumps = [threading.Thread(target=self._pump, args=(stream, name, target, quiet, stop),
                                   daemon=True)
                  for stream, name, target, quiet in (
                      (child.guard.stdout, "stdout", sys.stdout, None),
@@ -278,28 +312,46 @@ class ReplicaCommand:
         monitor = _monitor(child.guard.pid)
         code = self._reap(child)
         self.usage = _report(monitor)
-        for pump in pumps:
-            pump.join(10)
+        # Past DRAIN_TIME, what still holds the pipes escaped the group: the
+        # command's own output is in them already.
+        _join(pumps, DRAIN_TIME)
+        os.close(stopping)
+        if _join(pumps, PUMP_WAIT):
+            os.close(stop)   # else a pump may still select on it
         return code
 
-    def _pump(self, stream, name, target, noise=None):
+    def _pump(self, stream, name, target, noise=None, stop=None):
         """Copy ``stream`` to ``target``, less what ``noise`` (a
-        ``quiet.NoiseFilter``) drops, and forward it in bounded fragments."""
+        ``quiet.NoiseFilter``) drops, and forward it in bounded fragments;
+        until its end, or once ``stop`` (a pipe's read end) is readable,
+        until what the pipe holds then was read."""
         sink, fd = _byte_sink(target), stream.fileno()
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         lines = LineForwarder()
+
+        def pass_on(data):
+            if noise is not None:
+                data = noise.feed(data)
+            self._pass_on(sink, name, lines, decoder, data)
+
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
+            if stop is not None:
+                selector.register(stop, selectors.EVENT_READ)
             while True:
-                if not selector.select(lines.timeout() if self.forward else None):
+                ready = {key.fd for key, _ in selector.select(
+                    lines.timeout() if self.forward else None)}
+                if not ready:
                     self._send_log(name, lines.poll())
                     continue
+                if stop in ready:
+                    for data in _what_is_there(fd):
+                        pass_on(data)
+                    break
                 data = os.read(fd, READ_SIZE)
                 if not data:
                     break
-                if noise is not None:
-                    data = noise.feed(data)
-                self._pass_on(sink, name, lines, decoder, data)
+                pass_on(data)
         if noise is not None:
             self._pass_on(sink, name, lines, decoder, noise.close())
         if self.forward:
