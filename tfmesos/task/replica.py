@@ -208,8 +208,9 @@ def _what_is_there(fd):
     """The data the pipe ``fd`` holds now, without waiting for more: at
     most its capacity, however fast a writer refills it."""
     try:
-        left = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-    except (AttributeError, OSError):   # Python < 3.10, not a pipe
+        # Linux's F_GETPIPE_SZ, which fcntl names from Python 3.10 on.
+        left = fcntl.fcntl(fd, getattr(fcntl, "F_GETPIPE_SZ", 1032))
+    except OSError:   # not a pipe
         left = 1 << 20
     os.set_blocking(fd, False)
     while left > 0:
