@@ -551,6 +551,24 @@ def test_cluster_names_the_key_of_its_job(tmp_path, monkeypatch):
     raised_by_the_call(caught.value, "fine_grained.py")
 
 
+def test_cluster_refuses_a_jobs_cmd_it_would_not_run(tmp_path, monkeypatch):
+    """A job's cmd (tfrun's, replica mode) was taken by cluster() and never
+    run: each task started a TensorFlow server instead, and the block ran."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    for job in ({"name": "worker", "num": 1, "cmd": "echo from-cmd; exit 3"},
+                tfmesos.Job("worker", 1, cmd="echo from-cmd; exit 3")):
+        with pytest.raises(SpecError) as caught:
+            with tfmesos.cluster([job], master="local"):
+                pytest.fail("the cluster must not start")
+        assert str(caught.value) == (
+            "job 'worker': cmd is a command for tfrun's replica mode; a cluster() task runs a "
+            "TensorFlow server: drop cmd and drive the servers from the with block, or run the "
+            "command with tfrun")
+        raised_by_the_call(caught.value, "fine_grained.py")
+    assert os.listdir(tmp_path) == []
+
+
 def test_run_names_its_keyword_for_a_jobs_memory():
     import tfmesos
     with pytest.raises(SpecError) as caught:

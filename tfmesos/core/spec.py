@@ -72,7 +72,7 @@ _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Job(FrozenFieldMethods):
     """``num`` tasks of job ``name``, each with ``cpus``, ``mem`` (MB) and
-    whole ``gpus``; ``cmd`` overrides the run's command for this job;
+    whole ``gpus``; ``cmd`` overrides the run's command for this job (replica mode);
     ``start`` is the index of its first task; ``env`` extra variables."""
 
     name: str
@@ -373,6 +373,14 @@ class RunSpec(FrozenFieldMethods):
             if not self.command:
                 raise SpecError("replica mode needs a command to run in every task")
             check_command_template(self.command, self.jobs, self.framework)
+        else:
+            for job in self.jobs:
+                if job.cmd is not None:
+                    raise SpecError.about(
+                        "job %r: {job.cmd} is a command for tfrun's replica mode; a cluster() "
+                        "task runs a TensorFlow server: drop {job.cmd} and drive the servers "
+                        "from the with block, or run the command with tfrun", job.name,
+                        job=job.name)
         names = {job.name for job in self.jobs}
         if self.coordinator and "chief" in names:
             raise SpecError("coordinator=True makes the calling process the chief; "
