@@ -551,6 +551,22 @@ def test_cluster_names_the_key_of_its_job(tmp_path, monkeypatch):
     raised_by_the_call(caught.value, "fine_grained.py")
 
 
+@pytest.mark.parametrize("jobs", ["worker:2", b"worker:2", 2, {"worker": 2}, {}])
+def test_cluster_given_no_list_of_jobs_says_how_to_give_them(jobs, tmp_path, monkeypatch):
+    """cluster("worker:2") said "a job must be a tfmesos.Job or a dict, got
+    'w'" (a string's characters taken as the jobs); 2 raised a TypeError."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster(jobs, master="local"):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == (
+        "jobs: give a list of jobs, e.g. [{'name': 'worker', 'num': 2}] or "
+        "[tfmesos.Job('worker', 2)], got %r" % (jobs,))
+    raised_by_the_call(caught.value, "fine_grained.py")
+    assert os.listdir(tmp_path) == []
+
+
 def test_cluster_refuses_a_jobs_cmd_it_would_not_run(tmp_path, monkeypatch):
     """A job's cmd (tfrun's, replica mode) was taken by cluster() and never
     run: each task started a TensorFlow server instead, and the block ran."""

@@ -138,14 +138,20 @@ class Job(FrozenFieldMethods):
         return range(self.start, self.start + self.num)
 
 
+_JOB_FIELDS = {field.name for field in dataclasses.fields(Job)}
 # Jobs as callers give them: one, or several, each a Job or its fields.
 JobsGiven = Union[Job, dict[str, Any], Iterable[Union[Job, dict[str, Any]]], None]
 
 
 def parse_jobs(jobs: JobsGiven, allowed: Optional[Sequence[str]] = None) -> list[Job]:
-    """Validate a list of ``Job``/dicts: unique names, names allowed for the mode."""
-    if isinstance(jobs, (Job, dict)):
+    """Validate a list of ``Job``/dicts (or one, as the original TFMesos
+    took it): unique names, names allowed for the mode."""
+    if isinstance(jobs, Job) or (isinstance(jobs, dict) and set(jobs) & _JOB_FIELDS):
         jobs = [jobs]
+    elif isinstance(jobs, (str, bytes, dict)) or not isinstance(jobs, (Iterable, type(None))):
+        raise SpecError.about("{jobs}: give a list of jobs, e.g. %s or %s, got %r",
+                              "[{'name': 'worker', 'num': 2}]", "[tfmesos.Job('worker', 2)]",
+                              jobs)
     parsed = [Job.from_dict(job) for job in jobs or ()]
     if not parsed:
         raise SpecError("no jobs given: pass e.g. [Job(name='ps', num=1), Job(name='worker', num=2)]")
