@@ -567,6 +567,31 @@ def test_cluster_given_no_list_of_jobs_says_how_to_give_them(jobs, tmp_path, mon
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("env, error", [
+    ({"B": None}, "env: the value of B must be a string, got None (leave B out to leave it "
+                  "unset)"),
+    ({"N": 4}, "env: the value of N must be a string, got 4 (give '4')"),
+])
+def test_an_env_value_that_is_no_string_is_refused_not_sent_as_its_repr(env, error, tmp_path,
+                                                                         monkeypatch):
+    """env={"B": None} gave the tasks B=None, the string."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster([{"name": "worker"}], master="local", env=env):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == error
+    raised_by_the_call(caught.value, "fine_grained.py")
+    with pytest.raises(SpecError) as caught:
+        tfmesos.cluster([{"name": "worker", "env": env}]).__enter__()
+    assert str(caught.value) == "job 'worker': " + error
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(works, 1, workers=1, env=env)
+    assert str(caught.value) == error
+    raised_by_the_call(caught.value, "function_run.py")
+    assert os.listdir(tmp_path) == []
+
+
 def test_cluster_refuses_a_jobs_cmd_it_would_not_run(tmp_path, monkeypatch):
     """A job's cmd (tfrun's, replica mode) was taken by cluster() and never
     run: each task started a TensorFlow server instead, and the block ran."""

@@ -109,7 +109,7 @@ class Job(FrozenFieldMethods):
         if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
             raise SpecError.about("job %r: {job.cmd} must be a non-empty string or None",
                                   self.name, job=self.name)
-        object.__setattr__(self, "env", env_tuple(self.env, "job %r" % self.name))
+        object.__setattr__(self, "env", env_tuple(self.env, self.name))
         if self.name in SINGLETON_JOBS and self.num != 1:
             raise SpecError.about("job %r: at most one %s task is allowed, got {job.num=%d}",
                                   self.name, self.name, self.num, job=self.name)
@@ -284,7 +284,7 @@ class RunSpec(FrozenFieldMethods):
                                 % (self.role, why))
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
                                                   volume_tuple(v) for v in self.volumes))
-        object.__setattr__(self, "env", env_tuple(self.env, "the run"))
+        object.__setattr__(self, "env", env_tuple(self.env))
         object.__setattr__(self, "secret_env", secret_names(self.secret_env,
                                                              {name for name, _ in self.env}))
         if self.secret_env and self.image and upper == "DOCKER":
