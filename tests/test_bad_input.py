@@ -551,6 +551,65 @@ def test_cluster_names_the_key_of_its_job(tmp_path, monkeypatch):
     raised_by_the_call(caught.value, "fine_grained.py")
 
 
+@pytest.mark.parametrize("jobs", ["worker:2", b"worker:2", 2, {"worker": 2}, {}])
+def test_cluster_given_no_list_of_jobs_says_how_to_give_them(jobs, tmp_path, monkeypatch):
+    """cluster("worker:2") said "a job must be a tfmesos.Job or a dict, got
+    'w'" (a string's characters taken as the jobs); 2 raised a TypeError."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster(jobs, master="local"):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == (
+        "jobs: give a list of jobs, e.g. [{'name': 'worker', 'num': 2}] or "
+        "[tfmesos.Job('worker', 2)], got %r" % (jobs,))
+    raised_by_the_call(caught.value, "fine_grained.py")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("env, error", [
+    ({"B": None}, "env: the value of B must be a string, got None (leave B out to leave it "
+                  "unset)"),
+    ({"N": 4}, "env: the value of N must be a string, got 4 (give '4')"),
+])
+def test_an_env_value_that_is_no_string_is_refused_not_sent_as_its_repr(env, error, tmp_path,
+                                                                         monkeypatch):
+    """env={"B": None} gave the tasks B=None, the string."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster([{"name": "worker"}], master="local", env=env):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == error
+    raised_by_the_call(caught.value, "fine_grained.py")
+    with pytest.raises(SpecError) as caught:
+        tfmesos.cluster([{"name": "worker", "env": env}]).__enter__()
+    assert str(caught.value) == "job 'worker': " + error
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(works, 1, workers=1, env=env)
+    assert str(caught.value) == error
+    raised_by_the_call(caught.value, "function_run.py")
+    assert os.listdir(tmp_path) == []
+
+
+def test_cluster_refuses_a_jobs_cmd_it_would_not_run(tmp_path, monkeypatch):
+    """A job's cmd (tfrun's, replica mode) was taken by cluster() and never
+    run: each task started a TensorFlow server instead, and the block ran."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    for job in ({"name": "worker", "num": 1, "cmd": "echo from-cmd; exit 3"},
+                tfmesos.Job("worker", 1, cmd="echo from-cmd; exit 3")):
+        with pytest.raises(SpecError) as caught:
+            with tfmesos.cluster([job], master="local"):
+                pytest.fail("the cluster must not start")
+        assert str(caught.value) == (
+            "job 'worker': cmd is a command for tfrun's replica mode; a cluster() task runs a "
+            "TensorFlow server: drop cmd and drive the servers from the with block, or run the "
+            "command with tfrun")
+        raised_by_the_call(caught.value, "fine_grained.py")
+    assert os.listdir(tmp_path) == []
+
+
 def test_run_names_its_keyword_for_a_jobs_memory():
     import tfmesos
     with pytest.raises(SpecError) as caught:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,7 +10,7 @@ import time
 import pytest
 from conftest import marked_processes
 from processes import TASK_ENTRY
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, assert_no_task_processes, finished_record
 
 from tfmesos import TaskFailed, cluster
 from tfmesos.mesos.task_states import TERMINAL_STATES
@@ -129,6 +130,61 @@ def test_a_run_that_ends_well_ends_every_attempt(tmp_path):
     record = run_json(tmp_path / "run")
     assert record["outcome"]["status"] == "succeeded"
     assert_every_attempt_ended(record)
+
+
+# A cluster() whose block is still open when the script ends: in a generator
+# never closed, and entered without an exit.
+LEFT_OPEN = """
+import sys
+import tfmesos
+JOBS = [{"name": "worker", "num": 1, "cpus": 0.2, "mem": 1024}]
+
+def clusters():
+    with tfmesos.cluster(JOBS, master="local", run_dir=sys.argv[1]) as c:
+        yield c
+
+generator = clusters()
+print("open", next(generator).spec, flush=True)
+manager = tfmesos.cluster(JOBS, master="local", run_dir=sys.argv[2])
+print("open", manager.__enter__().spec, flush=True)
+"""
+
+
+def test_a_cluster_still_open_when_the_program_exits_is_stopped_as_it_exits(tmp_path):
+    """A cluster() left open at the end of the program was stopped only as
+    the interpreter finalized (the generator closed then): the embedded
+    master's calls timed out and its stop hung for ever in Thread.start,
+    run.json said "running". It is now stopped at exit, as submit's runs are."""
+    script = tmp_path / "left_open.py"
+    script.write_text(LEFT_OPEN)
+    runs = [str(tmp_path / "generator"), str(tmp_path / "entered")]
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, str(script)] + runs, stdout=stdout,
+                                stderr=stderr, env=dict(os.environ, MESOS_MASTER="",
+                                                        PYTHONPATH=REPO, PYTHONFAULTHANDLER="1"))
+    try:
+        proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)   # faulthandler: where it hung, in err
+    finally:
+        if proc.poll() is None:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    said = err.read_text()
+    assert proc.returncode == 0, said[-6000:]
+    assert out.read_text().count("open {'worker'") == 2
+    assert "Traceback" not in said and "Exception ignored" not in said, said
+    for run_dir in runs:
+        record = finished_record(run_dir)
+        assert record is not None, "%s: run.json not finished" % run_dir
+        assert record["outcome"]["status"] == "interrupted", record["outcome"]
+        assert "still open" in record["outcome"]["message"]
+        assert_every_attempt_ended(record)
+    assert_no_task_processes()
 
 
 def test_original_signature_and_unsupported_options_are_clear():

@@ -59,6 +59,7 @@ FIELDS: "dict[str, str]" = {
     "framework": "framework",
     "nproc_per_task": "nproc_per_task",
     "elastic": "elastic",
+    "jobs": "jobs",
     "jobs.chief": "a 'chief' job",       # the run's jobs: one named chief
     "job.num": "num",
     "job.start": "start",

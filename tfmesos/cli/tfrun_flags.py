@@ -51,6 +51,7 @@ FLAGS: "dict[str, Word]" = {
     "framework": lambda context, value: "--torch or --jax" if value is None else "--" + value,
     "nproc_per_task": "--nproc-per-task",
     "elastic": "--torch-elastic",
+    "jobs": "-w, -s, -c or --job",
     "jobs.chief": "-c",
     "job.num": job_flag("num", None, "COUNT"),
     "job.start": "start",                     # no flag sets them

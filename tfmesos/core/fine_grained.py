@@ -1,6 +1,7 @@
 """Fine-grained mode: ``with tfmesos.cluster(jobs) as c:`` starts TensorFlow
 servers as Mesos tasks and hands their addresses to the calling script."""
 
+import atexit
 import contextlib
 import logging
 import os
@@ -30,6 +31,13 @@ if TYPE_CHECKING:   # annotations only: imported when a run ships, logs to MLflo
 
 logger = logging.getLogger(__name__)
 _E = TypeVar("_E", bound=BaseException)
+
+# The runs whose caller's block is still open, with their LocalMetrics: what
+# is open when the program ends is stopped then (``stop_open``).
+_open: "dict[ClusterRun, LocalMetrics]" = {}
+_open_lock = threading.Lock()
+_hooked = False
+LEFT_OPEN = "the program exited with the cluster() block still open"
 
 # cluster()'s words for the fields of a run (``error_fields``): its keyword
 # arguments, named as the spec's fields but for these (``reconnect_grace``,
@@ -298,6 +306,9 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
     run = ClusterRun(spec)
     watcher = None
     metrics = LocalMetrics(run.events, "chief:0" if coordinator else "client")
+    _hook_exit()
+    with _open_lock:
+        _open[run] = metrics
     previous = task_metrics.record_locally(metrics)
     inside = False   # the caller's block runs: what it raises is its own
     try:
@@ -313,17 +324,49 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
             raise
         raise worded from None
     finally:
+        with _open_lock:
+            stopped_at_exit = _open.pop(run, None) is None
         # A second Ctrl-C (the first ended the block) waits for the stop.
         with deferring_signals():
             task_metrics.record_locally(previous)
-            metrics.flush()   # recorded by the stop with what else is queued
-            run.stop()
-            if watcher is not None:
-                watcher.join(5)
-            if run.record.directory and run.record.outcome_status != "succeeded":
-                logger.warning("logs and run record: %s", run.record.directory)
+            if not stopped_at_exit:   # else the interpreter is finalizing: nothing is left to do
+                metrics.flush()   # recorded by the stop with what else is queued
+                run.stop()
+                if watcher is not None:
+                    watcher.join(5)
+                if run.record.directory and run.record.outcome_status != "succeeded":
+                    logger.warning("logs and run record: %s", run.record.directory)
     if run.failure is not None:
         raise run.failure
+
+
+def _hook_exit() -> None:
+    global _hooked
+    with _open_lock:
+        if _hooked:
+            return
+        _hooked = True
+    # atexit, not threading's: a non-daemon thread of the caller's may still use
+    # the cluster until it is joined; and the block's own finally, run as the
+    # interpreter finalizes, could no longer start a thread nor reach the master.
+    atexit.register(stop_open)
+
+
+def stop_open() -> None:
+    """Stop every run whose block is still open (at exit: a generator never
+    closed, ``__enter__`` without ``__exit__``): its tasks killed, its
+    framework torn down, its run.json finished, "interrupted"."""
+    with _open_lock:
+        left = list(_open.items())
+        _open.clear()
+    for run, metrics in left:
+        logger.warning("%s: stopping it%s", LEFT_OPEN, "; logs and run record: %s"
+                       % run.record.directory if run.record.directory else "")
+        with deferring_signals():
+            if run.failure is None:
+                run.record.outcome("interrupted", LEFT_OPEN)
+            metrics.flush()
+            run.stop()
 
 
 def check_local(spec: RunSpec) -> None:

@@ -66,6 +66,7 @@ def per_job(field: str, counts: bool = False) -> Callable[[Mapping[str, Any], Op
 KEYWORDS: "dict[str, Word]" = words({
     "refused_timeout": "connect_timeout",   # it is the connect timeout, when one is given
     "sticky_jobs": "sticky_workers",
+    "jobs": "workers, ps, chief, evaluator",
     "jobs.chief": "chief=True",
     "job.num": per_job("num", counts=True),
     "job.cpus": per_job("cpus"),

@@ -72,7 +72,7 @@ _JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Job(FrozenFieldMethods):
     """``num`` tasks of job ``name``, each with ``cpus``, ``mem`` (MB) and
-    whole ``gpus``; ``cmd`` overrides the run's command for this job;
+    whole ``gpus``; ``cmd`` overrides the run's command for this job (replica mode);
     ``start`` is the index of its first task; ``env`` extra variables."""
 
     name: str
@@ -109,7 +109,7 @@ class Job(FrozenFieldMethods):
         if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
             raise SpecError.about("job %r: {job.cmd} must be a non-empty string or None",
                                   self.name, job=self.name)
-        object.__setattr__(self, "env", env_tuple(self.env, "job %r" % self.name))
+        object.__setattr__(self, "env", env_tuple(self.env, self.name))
         if self.name in SINGLETON_JOBS and self.num != 1:
             raise SpecError.about("job %r: at most one %s task is allowed, got {job.num=%d}",
                                   self.name, self.name, self.num, job=self.name)
@@ -138,14 +138,20 @@ class Job(FrozenFieldMethods):
         return range(self.start, self.start + self.num)
 
 
+_JOB_FIELDS = {field.name for field in dataclasses.fields(Job)}
 # Jobs as callers give them: one, or several, each a Job or its fields.
 JobsGiven = Union[Job, dict[str, Any], Iterable[Union[Job, dict[str, Any]]], None]
 
 
 def parse_jobs(jobs: JobsGiven, allowed: Optional[Sequence[str]] = None) -> list[Job]:
-    """Validate a list of ``Job``/dicts: unique names, names allowed for the mode."""
-    if isinstance(jobs, (Job, dict)):
+    """Validate a list of ``Job``/dicts (or one, as the original TFMesos
+    took it): unique names, names allowed for the mode."""
+    if isinstance(jobs, Job) or (isinstance(jobs, dict) and set(jobs) & _JOB_FIELDS):
         jobs = [jobs]
+    elif isinstance(jobs, (str, bytes, dict)) or not isinstance(jobs, (Iterable, type(None))):
+        raise SpecError.about("{jobs}: give a list of jobs, e.g. %s or %s, got %r",
+                              "[{'name': 'worker', 'num': 2}]", "[tfmesos.Job('worker', 2)]",
+                              jobs)
     parsed = [Job.from_dict(job) for job in jobs or ()]
     if not parsed:
         raise SpecError("no jobs given: pass e.g. [Job(name='ps', num=1), Job(name='worker', num=2)]")
@@ -278,7 +284,7 @@ class RunSpec(FrozenFieldMethods):
                                 % (self.role, why))
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
                                                   volume_tuple(v) for v in self.volumes))
-        object.__setattr__(self, "env", env_tuple(self.env, "the run"))
+        object.__setattr__(self, "env", env_tuple(self.env))
         object.__setattr__(self, "secret_env", secret_names(self.secret_env,
                                                              {name for name, _ in self.env}))
         if self.secret_env and self.image and upper == "DOCKER":
@@ -373,6 +379,14 @@ class RunSpec(FrozenFieldMethods):
             if not self.command:
                 raise SpecError("replica mode needs a command to run in every task")
             check_command_template(self.command, self.jobs, self.framework)
+        else:
+            for job in self.jobs:
+                if job.cmd is not None:
+                    raise SpecError.about(
+                        "job %r: {job.cmd} is a command for tfrun's replica mode; a cluster() "
+                        "task runs a TensorFlow server: drop {job.cmd} and drive the servers "
+                        "from the with block, or run the command with tfrun", job.name,
+                        job=job.name)
         names = {job.name for job in self.jobs}
         if self.coordinator and "chief" in names:
             raise SpecError("coordinator=True makes the calling process the chief; "

@@ -3,7 +3,7 @@
 names, volumes."""
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from ..exceptions import SpecError
 from .inputs import ENV_NAME
@@ -11,7 +11,9 @@ from .volumes import parse_volume
 
 
 def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[object]]]],
-               owner: str) -> tuple[tuple[str, str], ...]:
+               job: Optional[str] = None) -> tuple[tuple[str, str], ...]:
+    """The run's ``env`` (a job's: ``job``, its name) as (name, value) pairs."""
+    owner = "the run" if job is None else "job %r" % job
     items = env.items() if isinstance(env, dict) else env
     result = []
     for item in items:
@@ -23,6 +25,13 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
         if not ENV_NAME.match(str(name)):
             raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
                             "_, not first a digit" % (owner, name))
+        if not isinstance(value, str):
+            fix = ("leave %s out to leave it unset" % name if value is None
+                   else "give %r" % str(value))
+            what = ": the value of %s must be a string, got %r (%s)"
+            if job is None:
+                raise SpecError.about("{env}" + what, name, value, fix)
+            raise SpecError.about("job %r: env" + what, job, name, value, fix)
         result.append((str(name), str(value)))
     return tuple(result)
 

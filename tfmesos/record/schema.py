@@ -210,8 +210,9 @@ class Task(Record):
 class Outcome(Record):
     """How the run ended."""
     status: str = described("running; succeeded; failed (after the cluster was complete); "
-                            "aborted (before); interrupted (Ctrl-C, SIGTERM); killed (tfmesos "
-                            "kill)", "running", enum=list(STATUSES))
+                            "aborted (before); interrupted (Ctrl-C, SIGTERM; cluster(): the "
+                            "program ended with its block still open); killed (tfmesos kill)",
+                            "running", enum=list(STATUSES))
     message: Optional[str] = described("what ended it")
     task: Optional[str] = described("the task whose failure ended it")
     exit_code: Optional[int] = described("what tfrun exits with (0, the failed task's code, 1, "
