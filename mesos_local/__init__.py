@@ -45,7 +45,10 @@ The master, each module one job:
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``resources``:
   resource arithmetic and parsing;
 * ``errors``: its exceptions; ``command_line``, ``__main__``: the command line;
-  ``docker_host``: ``$DOCKER_HOST`` read before anything starts.
+  ``docker_host``: ``$DOCKER_HOST`` read before anything starts;
+* ``cleanup``: what a stopped master leaves (cgroups, sandboxes) removed,
+  a killed master's at the next start; ``watchdog``: a killed master's
+  tasks ended, as a dead Mesos agent's executors end theirs.
 
 ``api/``: the HTTP side (the server and its ``routes``, SUBSCRIBE streams,
 strict and tolerant call parsing, authentication, the read endpoints, the

@@ -7,9 +7,10 @@ master's process may exit at once (tfmesos' embedded master: tfrun's end).
 
 What no cleaner got to (the master or its cleaner killed with SIGKILL) the
 next master's start removes: the cgroups of masters that are gone
-(``cgroups.remove_stale``) and, here, their work directories
-(``remove_stale_work_dirs``), named after the process that made them as
-the cgroups are::
+(``cgroups.remove_stale``, which kills what is still in them) and, here,
+their work directories (``remove_stale_work_dirs``), named after the
+process that made them as the cgroups are (a killed master's tasks
+themselves its watchdog ends, ``watchdog.py``, with or without cgroups)::
 
     mesos-local-<pid namespace>.<pid>.<start ticks>-XXXXXXXX
 

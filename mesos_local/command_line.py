@@ -25,6 +25,10 @@ task to its cpus and mem with cgroups, as Mesos' agent flag of that name
 (default: none, Mesos' ``posix/cpu,posix/mem``); ``--cgroups-enable-cfs``
 also caps its cpus with the CFS quota, as Mesos' ``--cgroups_enable_cfs``.
 
+Killed with SIGKILL, the master's tasks end after it, as a Mesos agent's
+when the agent dies (``watchdog.py``): at once, or, for a framework that
+checkpoints, after ``--recovery-timeout`` (Mesos' agent flag, 15 minutes).
+
 Every number is finite and bounded (a usage error, exit 2, says which):
 cpus, mem and disk at most 10^15 (Mesos' fixed-point scalars), at most 1024
 GPUs and 100 agents, ports 0-65535, intervals from 0.01 s to a day;
@@ -65,6 +69,7 @@ from .docker_host import docker_host_error
 from .errors import LocalMasterError
 from .executors import REGISTRATION_TIMEOUT, SHUTDOWN_GRACE_PERIOD
 from .master import MAX_INTERVAL, MIN_INTERVAL, LocalMaster
+from .watchdog import RECOVERY_TIMEOUT
 
 PORT_RANGE = (31000, 32000)
 AGENT_KEYS = ("cpus", "mem", "disk", "gpus", "ports", "hostname", "isolate")
@@ -174,6 +179,12 @@ def build_parser(prog="python -m mesos_local"):
                         metavar="S", help="seconds from an executor's SHUTDOWN to its "
                                           "destruction, as Mesos' agent flag (default: "
                                           "%(default)s)")
+    parser.add_argument("--recovery-timeout",
+                        type=_within(float, 0, MAX_INTERVAL), default=RECOVERY_TIMEOUT,
+                        metavar="S", help="seconds the tasks of a framework that checkpoints "
+                                          "outlive this master if it dies (SIGKILL), as "
+                                          "Mesos' agent flag; other tasks end at once "
+                                          "(default: %(default)s)")
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where task sandboxes go; kept after exit (default: a "
                              "temporary directory removed at exit)")
@@ -361,7 +372,7 @@ def make_master(args, security):
                        switch_user=args.switch_user, root_submissions=args.root_submissions,
                        executor_registration_timeout=args.executor_registration_timeout,
                        executor_shutdown_grace_period=args.executor_shutdown_grace_period,
-                       **security)
+                       recovery_timeout=args.recovery_timeout, **security)
 
 
 def network_lines(master):

@@ -63,6 +63,7 @@ from .records import Executor, Task, mesos_id
 from .resources import ResourceError, Resources
 from .resources import parse as parse_resources
 from .updates import container_status
+from .watchdog import RECOVERY_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,6 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL = 1800.0        # DEFAULT_EXECUTOR_HEARTBEAT_INTERVAL (30 minutes)
 REGISTRATION_TIMEOUT = 60.0        # --executor_registration_timeout
 SHUTDOWN_GRACE_PERIOD = 5.0        # --executor_shutdown_grace_period
-RECOVERY_TIMEOUT = 900.0           # --recovery_timeout
 REREGISTRATION_TIMEOUT = 2.0       # --executor_reregistration_timeout
 
 # The TaskStatus fields an executor's update carries through to the scheduler.
@@ -95,11 +95,15 @@ class Executors:
     """The custom executors of the master's agents. ``launcher``: the
     master's ``tasks.TaskLauncher`` (runners, isolator, users, fetchers);
     ``endpoint(agent)``: ``host:port`` of the agent's HTTP server as its
-    executors reach it (``MESOS_AGENT_ENDPOINT``)."""
+    executors reach it (``MESOS_AGENT_ENDPOINT``); ``recovery_timeout``:
+    the agent's ``--recovery_timeout``, in a checkpointing framework's
+    executor environment (``MESOS_RECOVERY_TIMEOUT``)."""
 
     def __init__(self, records, allocator, updates, loop, launcher, endpoint,
                  registration_timeout=REGISTRATION_TIMEOUT,
-                 shutdown_grace_period=SHUTDOWN_GRACE_PERIOD, authenticate=False):
+                 shutdown_grace_period=SHUTDOWN_GRACE_PERIOD, authenticate=False,
+                 recovery_timeout=RECOVERY_TIMEOUT):
+        self.recovery_timeout = recovery_timeout
         # As an agent with --authenticate_http_executors: each custom
         # executor gets a token of its own (MESOS_EXECUTOR_AUTHENTICATION_TOKEN,
         # Slave::generateSecret) that its calls must carry.
@@ -207,7 +211,7 @@ class Executors:
         if executor.token is not None:
             env["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"] = executor.token
         if framework.info.get("checkpoint"):
-            env["MESOS_RECOVERY_TIMEOUT"] = stringify_duration(RECOVERY_TIMEOUT)
+            env["MESOS_RECOVERY_TIMEOUT"] = stringify_duration(self.recovery_timeout)
             env["MESOS_SUBSCRIPTION_BACKOFF_MAX"] = stringify_duration(REREGISTRATION_TIMEOUT)
         return env
 
@@ -232,7 +236,8 @@ class Executors:
             launch.limits = self._limits(executor, first)
         proc = launcher.process(framework, agent, launch, plan, lambda proc: None,
                                 lambda proc, status, error: self._on_exit(executor, proc,
-                                                                          status, error))
+                                                                          status, error),
+                                self.grace(executor))
         executor.proc = proc
         self.records.procs.add(proc)
         proc.start()

@@ -36,7 +36,9 @@ disconnected framework keeps its tasks for ``failover_timeout`` seconds;
 decline/accept filters refuse a subset of an agent's resources for
 ``refuse_seconds``; a task's processes are all gone (its group, and any that
 left it with setsid(), found by their ``MESOS_SANDBOX``) before its terminal
-update goes out, as when Mesos destroys a container.
+update goes out, as when Mesos destroys a container; the tasks of a master
+that died end as its executors end them when a Mesos agent dies
+(``watchdog.Watchdog``, a process of its own from the first task's launch).
 """
 
 import itertools
@@ -75,6 +77,7 @@ from .records import Records
 from .subscribers import DEFAULT_BUFFER_BYTES, DEFAULT_MAX_SUBSCRIBERS
 from .tasks import TaskLauncher
 from .updates import StatusUpdates
+from .watchdog import RECOVERY_TIMEOUT, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +204,13 @@ class LocalMaster(FaultInjection):
     ``--authenticate_http_executors``: each gets a token of its own
     (``MESOS_EXECUTOR_AUTHENTICATION_TOKEN``) that its calls carry as
     ``Authorization: Bearer <token>``.
+
+    Should this master's process die (SIGKILL, a crash: no ``stop()``),
+    its plain process tasks end as a Mesos agent's do when the agent dies
+    (``watchdog.py``): at once, or, for a framework that checkpoints
+    (``FrameworkInfo.checkpoint``), once ``recovery_timeout`` seconds
+    passed, as Mesos' agent flag ``--recovery_timeout`` (default 900, 15
+    minutes): no master recovers them.
     """
 
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
@@ -213,7 +223,8 @@ class LocalMaster(FaultInjection):
                  max_operator_event_stream_subscribers=DEFAULT_MAX_SUBSCRIBERS,
                  operator_event_buffer=DEFAULT_BUFFER_BYTES,
                  executor_registration_timeout=REGISTRATION_TIMEOUT,
-                 executor_shutdown_grace_period=SHUTDOWN_GRACE_PERIOD):
+                 executor_shutdown_grace_period=SHUTDOWN_GRACE_PERIOD,
+                 recovery_timeout=RECOVERY_TIMEOUT):
         refused = root_submissions_error(switch_user, root_submissions)
         if refused is not None:
             raise ValueError(refused)
@@ -224,7 +235,8 @@ class LocalMaster(FaultInjection):
                 raise ValueError("LocalMaster(%s=%r): must be a whole number of at least 1"
                                  % (name, value))
         for name, value in (("executor_registration_timeout", executor_registration_timeout),
-                            ("executor_shutdown_grace_period", executor_shutdown_grace_period)):
+                            ("executor_shutdown_grace_period", executor_shutdown_grace_period),
+                            ("recovery_timeout", recovery_timeout)):
             if not _seconds(value, 0):
                 raise ValueError("LocalMaster(%s=%r): must be a number of seconds from 0 to %g"
                                  % (name, value, MAX_INTERVAL))
@@ -286,6 +298,8 @@ class LocalMaster(FaultInjection):
         self._verbosity = 0
         self._verbosity_until = 0.0
         self._logger_level: Optional[int] = None     # the level toggled from, while toggled
+        self.recovery_timeout = float(recovery_timeout)
+        self._watchdog = Watchdog(self.recovery_timeout)
         allocator = self._allocator = Allocator(records, self.id, self.allocation_interval,
                                                 filter_gpu_resources)
         loop = self._loop = MasterLoop(records, allocator)
@@ -295,13 +309,14 @@ class LocalMaster(FaultInjection):
             records, allocator, updates, loop, self.kill_grace_period,
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
             self.allow_root, self.isolator, hidden_paths=self.hidden_paths,
-            user_switch=self.user_switch, root_submissions=self.root_submissions)
+            user_switch=self.user_switch, root_submissions=self.root_submissions,
+            watchdog=self._watchdog)
         self.executor_registration_timeout = float(executor_registration_timeout)
         self.executor_shutdown_grace_period = float(executor_shutdown_grace_period)
         executors = self._executors = Executors(
             records, allocator, updates, loop, tasks, self._executor_endpoint,
             self.executor_registration_timeout, self.executor_shutdown_grace_period,
-            authenticate=self._authenticator is not None)
+            authenticate=self._authenticator is not None, recovery_timeout=self.recovery_timeout)
         tasks.executors = executors
         frameworks = self._frameworks = Frameworks(records, allocator, updates, tasks, loop,
                                                    self.id, self.heartbeat_interval,
@@ -499,6 +514,7 @@ class LocalMaster(FaultInjection):
         if not self._tasks.escapes.drain():
             log.warning("local master %s: processes that left their tasks' cgroups were "
                         "still being killed as it stopped", self.id)
+        self._watchdog.close(wait=not detached_cleanup)
         with records.lock:
             records.status = "stopped"
             self._set_verbosity(0)

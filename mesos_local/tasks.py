@@ -55,11 +55,14 @@ class TaskLauncher:
     container tasks may run as root; ``isolator``: the master's
     ``cgroups.Isolator`` (None: cpus and mem are not enforced);
     ``user_switch``: the agents' ``users.UserSwitch`` (None: on, as Mesos'
-    ``--switch_user``); ``root_submissions``: false refuses tasks of root."""
+    ``--switch_user``); ``root_submissions``: false refuses tasks of root;
+    ``watchdog``: the master's ``watchdog.Watchdog`` (None: none), which
+    ends the tasks if the master dies."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
                  container_runner, base_env, root_allowed, isolator=None, hidden_paths=(),
-                 user_switch=None, root_submissions=True):
+                 user_switch=None, root_submissions=True, watchdog=None):
+        self.watchdog = watchdog
         self.root_submissions = root_submissions
         self.isolator = isolator
         # The processes that left ended tasks' cgroups: many tasks' per pass over /proc.
@@ -202,7 +205,8 @@ class TaskLauncher:
         proc = self.process(framework, agent, launch, plan,
                             lambda proc: self._on_running(task),
                             lambda proc, status, error: self._on_exit(task, proc, status,
-                                                                      error))
+                                                                      error),
+                            self.grace(task))
         task.proc = proc
         self.records.procs.add(proc)
         self.updates.update(task, "TASK_STARTING", "SOURCE_EXECUTOR")
@@ -210,10 +214,16 @@ class TaskLauncher:
         if plan.max_completion is not None:
             self.loop.schedule(plan.max_completion, self._max_completion_reached, task)
 
-    def process(self, framework, agent, launch, plan, on_running, on_exit):
+    def process(self, framework, agent, launch, plan, on_running, on_exit, grace):
         """The TaskProcess (not started) of a task's or an executor's
         ``launch``: the container runner's for an image, else the plain
-        runner's; its URIs fetched through its agent's fetcher."""
+        runner's; its URIs fetched through its agent's fetcher. ``grace``:
+        its SIGTERM to SIGKILL should the master die: a task's ``grace``
+        (Mesos' command executor shuts down, its agent gone, with the kill
+        policy's grace period, else the agent's
+        ``--executor_shutdown_grace_period`` less 2 s, 3 s by default:
+        src/slave/slave.cpp ``getExecutorInfo``, src/launcher/executor.cpp
+        ``shutdown``), a custom executor's shutdown grace period."""
         runner = self.container_runner if plan.image is not None else self.runner
         # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
         user = plan.user if plan.user is not None else framework.info.get("user", "")
@@ -223,7 +233,8 @@ class TaskLauncher:
                                uris, sandbox, user, cancelled, run_as),
                            isolator=self.isolator, user=user,
                            switch=self.user_switch if plan.image is None else None,
-                           escapes=self.escapes)
+                           escapes=self.escapes, watchdog=self.watchdog, grace=grace,
+                           checkpoint=framework.info.get("checkpoint", False))
 
     def fetcher(self, agent):
         """The agent's fetcher: its cache, its network namespace."""

@@ -85,7 +85,7 @@ INTEGRATION_MODULES = frozenset((
     "test_framework_runs", "test_run_frameworks", "test_torch_elastic", "test_operator_follow",
     "test_torch_detached", "test_agent_endpoints", "test_lightning_runs", "test_protobuf_api",
     "test_custom_executors", "test_mesos_local_package", "test_pymesos_framework",
-    "test_npm_mesos_client", "test_master_cleanup"))
+    "test_npm_mesos_client", "test_master_cleanup", "test_master_death"))
 # The embedded master's own tests (``pytest -m mesos_local``): mesos_local
 # through its API, raw HTTP and clients this project did not write, with
 # nothing of tfmesos but its TensorFlow-free Mesos client and wire names
@@ -95,7 +95,7 @@ MESOS_LOCAL_MODULES = frozenset((
     "test_agent_endpoints", "test_avmesos", "test_custom_executors", "test_fetcher",
     "test_local_endpoints", "test_local_files", "test_local_filters", "test_local_master",
     "test_local_schema", "test_master_http_bounds", "test_mesos_local_package",
-    "test_master_cleanup", "test_npm_mesos_client", "test_operator_api",
+    "test_master_cleanup", "test_master_death", "test_npm_mesos_client", "test_operator_api",
     "test_operator_events", "test_operator_routing", "test_proto_codec", "test_protobuf_api",
     "test_pymesos_framework", "test_task_exit"))
 

@@ -20,6 +20,10 @@ destroys a container whose isolator reported one; the cgroups go with the
 task. A container runner's task reports its own (``handle.limitation()``).
 Its processes that left its cgroups are killed by ``escapes`` (an
 ``escapes.EscapeSweeper``) after its terminal update, else at its end here.
+
+A plain process task is watched by the master's watchdog (``watchdog.py``)
+from its launch to its destruction: should the master die meanwhile, the
+watchdog ends it.
 """
 
 import logging
@@ -62,11 +66,19 @@ class TaskProcess:
     ``user``: the task's user (``CommandInfo.user``, else
     ``FrameworkInfo.user``); ``switch``: the agents' ``users.UserSwitch``
     for a plain task (None: the runner's own user handling, a container's).
+    ``watchdog``: the master's ``watchdog.Watchdog``, which ends a plain
+    process task if the master dies: SIGTERM, SIGKILL after ``grace``
+    seconds, at once or, where its framework ``checkpoint``s, after the
+    recovery timeout.
     """
 
     def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True,
-                 fetch=None, isolator=None, user=None, switch=None, escapes=None):
+                 fetch=None, isolator=None, user=None, switch=None, escapes=None,
+                 watchdog=None, grace=0.0, checkpoint=False):
         self.launch = launch
+        self.watchdog = watchdog
+        self._watched = None        # its key, while the watchdog watches it
+        self._shutdown = (grace, checkpoint)
         self.isolator = isolator
         self.escapes = escapes     # escapes.EscapeSweeper: None, swept here at the end
         self.cgroups = None        # cgroups.TaskCgroups of an isolated process task
@@ -148,6 +160,7 @@ class TaskProcess:
                 self._local_group = getattr(self.handle, "pid", None)
                 if self._local_group is not None:
                     self._started = start_ticks(self._local_group)
+                    self._watch()
         except UserError as exc:
             self.dropped = True
             error = sandbox_message(self.launch.sandbox, self.user, exc)
@@ -196,7 +209,17 @@ class TaskProcess:
                 else:
                     destroy_task(None, self._marker, since=self._started)
         self._set_exited()
+        if self._watched is not None:
+            self.watchdog.forget(self._watched)
         self.on_exit(self, status, error)
+
+    def _watch(self):
+        if self.watchdog is None:
+            return
+        cgroups = self.cgroups.directories.values() if self.cgroups is not None else ()
+        grace, checkpoint = self._shutdown
+        self._watched = self.watchdog.watch(self._local_group, self._started, self._marker,
+                                            cgroups, grace, checkpoint)
 
     def _make_sandbox(self):
         """The sandbox and its stdout and stderr; a plain task's is its user's."""

@@ -1,0 +1,355 @@
+"""The tasks of a master that died (SIGKILL, a crash) end, as the tasks of
+a Mesos agent that died do.
+
+In Mesos the agent is a process of its own, and each executor notices when
+its connection to the agent breaks (src/executor/executor.cpp,
+``disconnected``; docs/agent-recovery.md): the executor of a framework
+that does not checkpoint shuts down at once, killing its task (SIGTERM,
+SIGKILL after its grace: src/launcher/executor.cpp, ``shutdown``); that of
+one that checkpoints (``FrameworkInfo.checkpoint``) waits for the agent to
+come back and recover it, and shuts down once the agent's
+``--recovery_timeout`` (``MESOS_RECOVERY_TIMEOUT``, default 15 minutes,
+src/slave/constants.hpp) passed without it. Here the agents live in the
+master's process and no master recovers them: its tasks end as they would
+(``LocalMaster(recovery_timeout=...)``, ``--recovery-timeout``).
+
+This is done by one watchdog per master, started at its first task's
+launch (``Watchdog``): this file run as a script, ``python -I -S
+watchdog.py RECOVERY_TIMEOUT``, in a session of its own (a Ctrl-C to the
+master's terminal does not reach it), not a fork of the threaded master
+(as ``cleanup.py``'s cleaner). Its standard input is one end of a
+socket pair whose other end only the master holds (close-on-exec: no task
+inherits it; a socket, not a pipe, so that a write to a watchdog that is
+gone is an error and never a SIGPIPE, whatever the master's process did
+with that signal). The master writes a line as each task's process starts
+(``watch``: its process group and start, its ``MESOS_SANDBOX`` for the
+processes that left the group, its cgroups, its grace, whether its
+framework checkpoints) and ends (``forget``); at ``stop()``, once it killed
+every task itself, ``exit``, and the watchdog exits. End of file without
+``exit`` is the master's death: it ends every task it still watches, then
+exits (early once none is left).
+
+What else a killed master leaves, its work directory and cgroup
+directories, the next master's start removes (``cleanup.py``,
+``cgroups.remove_stale``); with isolation that start kills what is still in
+a dead master's cgroups at once, recovery timeout or not: no master
+recovers another's tasks.
+
+Standard library only and nothing of the package, as ``cleanup.py``, and
+a light start (no ``json``, ``logging`` or ``typing``: a few milliseconds
+of CPU beside the first tasks' start).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterable
+
+RECOVERY_TIMEOUT = 900.0   # seconds: Mesos' agent flag --recovery_timeout (15 mins)
+WRITE_WAIT = 5.0           # seconds a line may wait for room in the socket
+EXIT_WAIT = 2.0            # seconds stop() waits for the watchdog to exit
+IDLE_POLL = 1.0            # seconds between looks while tasks wait out the recovery timeout
+KILL_POLL = 0.05           # ... while tasks are being killed
+KILL_TIMEOUT = 5.0         # seconds of SIGKILL after which a task's processes are given up
+
+
+# -- the master's side ---------------------------------------------------------
+
+class Watchdog:
+    """One master's watchdog: ``watch`` starts it (on the first task),
+    ``forget`` a task that ended, ``close`` (``stop()``, after its tasks
+    ended) lets it exit. Thread-safe; never raises: a watchdog that cannot
+    start or went away is logged once and the master goes on without."""
+
+    def __init__(self, recovery_timeout: float = RECOVERY_TIMEOUT) -> None:
+        self.recovery_timeout = recovery_timeout
+        self.pid: int | None = None
+        self._socket: socket.socket | None = None   # the master's end
+        self._lock = threading.Lock()
+        self._keys = itertools.count(1)
+        self._closed = False   # it watches no more tasks
+        self._broken = False   # nothing more can be written
+
+    def watch(self, pgid: int | None, since: int | None, marker: bytes | None,
+              cgroups: Iterable[str], grace: float, checkpoint: bool) -> int | None:
+        """Watch a task's processes: its group ``pgid`` (None: none), those
+        whose environment holds ``marker`` (``MESOS_SANDBOX=...``), those
+        in ``cgroups``, none started before ``since`` (clock ticks); SIGTERM,
+        then SIGKILL after ``grace`` seconds. Its key for ``forget``, or None."""
+        key = next(self._keys)
+        line = watch_line(key, pgid, since, marker, cgroups, grace, checkpoint)
+        return key if self._send(line) else None
+
+    def forget(self, key: int | None) -> None:
+        if key is not None:
+            self._send(b"forget %d\n" % key)
+
+    def close(self, wait: bool = True) -> None:
+        """Tell it to exit, killing nothing; ``wait``: reap it (bounded),
+        else leave it to init once this process exits."""
+        with self._lock:
+            self._closed = True
+            if self._socket is None:
+                return
+            if not self._broken:
+                self._write(b"exit\n")
+            self._socket.close()
+            self._socket = None
+            pid = self.pid
+        deadline = time.monotonic() + EXIT_WAIT
+        while wait and pid is not None:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                    break
+            except ChildProcessError:
+                break
+            if time.monotonic() >= deadline:
+                _warn("the watchdog (pid %d) did not exit within %g s", pid, EXIT_WAIT)
+                break
+            time.sleep(0.005)
+
+    def _send(self, line: bytes) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            if self._socket is None and not self._start():
+                return False
+            return self._write(line)
+
+    def _start(self) -> bool:
+        """Start the watchdog (under the lock); False when it could not."""
+        mine, theirs = socket.socketpair()   # neither inherited by what this process execs
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__),
+                repr(float(self.recovery_timeout))]
+        actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 0),
+                   (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_DUP2, 1, 2)]
+        try:
+            self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions,
+                                      setsid=True)
+        except (OSError, NotImplementedError) as exc:   # setsid needs glibc 2.26
+            theirs.close()
+            mine.close()
+            self._closed = True
+            _warn("cannot start the watchdog (%s): the tasks of this master will outlive it "
+                  "if it is killed", exc)
+            return False
+        theirs.close()
+        mine.setblocking(False)   # a watchdog that stopped reading stalls no task
+        self._socket = mine
+        try:   # its start yields to the tasks' (it reads what waits in the socket after)
+            os.setpriority(os.PRIO_PROCESS, self.pid,
+                           min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10))
+        except OSError:
+            pass
+        return True
+
+    def _write(self, data: bytes) -> bool:
+        mine = self._socket
+        deadline = time.monotonic() + WRITE_WAIT
+        while data and mine is not None:
+            try:
+                data = data[mine.send(data, socket.MSG_NOSIGNAL):]
+                continue
+            except BlockingIOError:
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    select.select([], [mine], [], remaining)
+                    continue
+                why = "it read nothing for %g s" % WRITE_WAIT
+            except OSError as exc:   # EPIPE: it is gone
+                why = "it is gone (%s)" % exc
+            # Its stream is cut mid-line: nothing more can be sent. The socket
+            # stays open, so that it does not take this for the master's death.
+            self._closed = self._broken = True
+            _warn("the watchdog (pid %s) watches no more tasks: %s", self.pid, why)
+            return False
+        return True
+
+
+def _warn(text: str, *args: object) -> None:
+    import logging  # here: the watchdog process does without
+    logging.getLogger("mesos_local.watchdog").warning(text, *args)
+
+
+def watch_line(key: int, pgid: int | None, since: int | None, marker: bytes | None,
+               cgroups: Iterable[str], grace: float, checkpoint: bool) -> bytes:
+    """``watch KEY PGID SINCE GRACE CHECKPOINT MARKER CGROUP...``: numbers,
+    ``-`` for none, paths and the marker in hex (any byte goes)."""
+    fields = [b"watch", b"%d" % key, b"-" if pgid is None else b"%d" % pgid,
+              b"-" if since is None else b"%d" % since, repr(float(grace)).encode(),
+              b"1" if checkpoint else b"0", marker.hex().encode() if marker else b"-"]
+    fields += [os.fsencode(path).hex().encode() for path in cgroups]
+    return b" ".join(fields) + b"\n"
+
+
+def parse_watch(fields: list[bytes]) -> dict:
+    """What ``watch_line`` wrote (its fields after ``watch``); ValueError."""
+    def number(field: bytes) -> int | None:
+        return None if field == b"-" else int(field)
+    key, pgid, since, grace, checkpoint, marker = fields[:6]
+    return {"key": int(key), "pgid": number(pgid), "since": number(since),
+            "grace": float(grace), "checkpoint": checkpoint == b"1",
+            "marker": None if marker == b"-" else bytes.fromhex(marker.decode()),
+            "cgroups": [os.fsdecode(bytes.fromhex(path.decode())) for path in fields[6:]]}
+
+
+# -- the watchdog's side -----------------------------------------------------------
+
+def _stat(pid: str) -> tuple[int, int] | None:
+    """(process group, start ticks) of a live, non-zombie ``pid`` (proc(5):
+    fields 5 and 22 of /proc/PID/stat), or None."""
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return None if fields[0] == b"Z" else (int(fields[2]), int(fields[19]))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cgroup_pids(directory: str) -> set[int]:
+    try:
+        with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as handle:
+            return {int(pid) for pid in handle.read().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+class Ending:
+    """A watched task of a dead master, from ``due`` (monotonic) on:
+    SIGTERM, then SIGKILL after its grace; ``done`` once two looks in a row
+    find none of its processes (a process forked while a look listed /proc
+    shows in the next)."""
+
+    def __init__(self, task: dict, due: float) -> None:
+        self.pgid = task["pgid"]
+        self.since = task["since"] or 0
+        self.marker = task["marker"]
+        self.cgroups = task["cgroups"]
+        self.grace = max(0.0, task["grace"])
+        self.due = due
+        self.kill_at: float | None = None
+        self.give_up: float | None = None
+        self.clean = 0
+        self.done = False
+
+    def look(self, table: dict, now: float) -> None:
+        """Signal its processes as its time says; ``table``: pid -> (group,
+        start) of every live process but this one."""
+        found = set()
+        for path in self.cgroups:
+            found |= _cgroup_pids(path)
+        for pid, (group, start) in table.items():
+            if start < self.since:
+                continue
+            if group == self.pgid or (self.marker is not None and self.marker in _environ(pid)):
+                found.add(pid)
+        if not found:
+            self.clean += 1
+            self.done = self.clean >= 2
+            return
+        self.clean = 0
+        if now < self.due:
+            return
+        if self.kill_at is None:
+            self.kill_at = now + self.grace
+            _signal(found, signal.SIGTERM)
+        if now >= self.kill_at:
+            if self.give_up is None:
+                self.give_up = now + KILL_TIMEOUT
+            _signal(found, signal.SIGKILL)
+            self.done = now >= self.give_up
+
+
+_ENVIRON: dict[int, frozenset] = {}   # one look's environments, read once each
+
+
+def _environ(pid: int) -> frozenset:
+    if pid not in _ENVIRON:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as handle:
+                _ENVIRON[pid] = frozenset(handle.read().split(b"\0"))
+        except OSError:
+            _ENVIRON[pid] = frozenset()
+    return _ENVIRON[pid]
+
+
+def _signal(pids: Iterable[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    me = os.getpid()
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            found = _stat(name)
+            if found is not None:
+                table[int(name)] = found
+    return table
+
+
+def end_tasks(tasks: Iterable[dict], recovery_timeout: float) -> None:
+    """End the watched ``tasks`` of a master that died: at once, or after
+    ``recovery_timeout`` seconds for those of a checkpointing framework."""
+    start = time.monotonic()
+    endings = [Ending(task, start + (recovery_timeout if task["checkpoint"] else 0.0))
+               for task in tasks]
+    while endings:
+        _ENVIRON.clear()
+        table, now = _processes(), time.monotonic()
+        for ending in endings:
+            ending.look(table, now)
+        endings = [ending for ending in endings if not ending.done]
+        if endings:
+            busy = any(now >= ending.due for ending in endings)
+            nearest = min(ending.due for ending in endings)
+            time.sleep(KILL_POLL if busy else max(KILL_POLL, min(IDLE_POLL, nearest - now)))
+
+
+def watch(stream, recovery_timeout: float) -> None:
+    """Read the master's lines from ``stream`` until ``exit`` (return) or
+    the end of the stream (the master died: end what it left)."""
+    tasks: dict[int, dict] = {}
+    for line in stream:
+        if not line.endswith(b"\n"):
+            break   # the master died in the middle of a line
+        fields = line.split()
+        try:
+            if fields == [b"exit"]:
+                return
+            if fields[0] == b"watch":
+                task = parse_watch(fields[1:])
+                tasks[task["key"]] = task
+            elif fields[0] == b"forget":
+                tasks.pop(int(fields[1]), None)
+        except (IndexError, ValueError):
+            continue   # not the master's: nothing to go by
+    end_tasks(tasks.values(), recovery_timeout)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: watchdog.py RECOVERY_TIMEOUT < PIPE\n")
+        return 2
+    with os.fdopen(0, "rb") as stream:   # its end of the master's socket pair
+        watch(stream, float(argv[0]))
+    return 0
+
+
+__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watch_line", "parse_watch", "end_tasks", "watch"]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

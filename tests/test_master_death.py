@@ -1,0 +1,254 @@
+"""A master killed with SIGKILL (a standalone ``mesos-local``, tfrun's
+embedded one) leaves no task running for good: as a Mesos agent's
+executors do when their agent dies (src/executor/executor.cpp, the
+executor library's ``disconnected``; docs/agent-recovery.md), the tasks of
+a framework that does not checkpoint end at once, those of one that does
+(``FrameworkInfo.checkpoint``) once the recovery timeout passed
+(``--recovery-timeout``, Mesos' agent flag); the master's watchdog
+(mesos_local/watchdog.py) ends them and exits. A master that stops leaves
+no watchdog behind, and one that launched nothing started none."""
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from conftest import MARKER
+from mesos_http_client import SchedulerClient, task_info
+from waiting import wait_until
+
+from mesos_local import watchdog
+from mesos_local.containerizer.cgroups import isolation_problem
+
+pytestmark = pytest.mark.timeout(180)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKEN = "MESOS_LOCAL_DEATH_TEST"   # carried by the master, its watchdog and its tasks
+GONE_WITHIN = 30.0   # seconds: a loaded machine; what this catches stays for good
+RECOVERY = 3.0       # --recovery-timeout of the checkpointing framework's master
+CGROUPS = "cgroups/cpu,cgroups/mem"
+ISOLATIONS = [None, pytest.param(CGROUPS, marks=pytest.mark.skipif(
+    isolation_problem() is not None, reason="no cgroups here: %s" % isolation_problem()))]
+
+
+def carrying(token):
+    """The live (non-zombie) processes whose environment holds ``TOKEN=token``:
+    {pid: command line}."""
+    wanted = ("%s=%s" % (TOKEN, token)).encode()
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                if wanted not in handle.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/cmdline" % name, "rb") as handle:
+                found[int(name)] = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def start_ticks(pid):
+    """When ``pid`` started, or None once it is gone (or a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else int(fields[19])
+
+
+class Master:
+    """``python -m mesos_local --port 0`` with ``options``, in a process of
+    its own; ``url`` once it listens. ``close()`` kills whatever carries
+    its token (the master, its watchdog, its tasks)."""
+
+    def __init__(self, tmp_path, *options):
+        self.token = uuid.uuid4().hex
+        tasks_env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER], TOKEN: self.token}
+        tmp = tmp_path / "tmp"
+        tmp.mkdir(exist_ok=True)
+        self.log = tmp_path / "master.log"
+        argv = [sys.executable, "-m", "mesos_local", "--port", "0", "--no-docker",
+                "--agent", "cpus=1,mem=256,disk=100,gpus=0",
+                "--executor-environment-variables", json.dumps(tasks_env)] + list(options)
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO,
+                env=dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=REPO, **{TOKEN: self.token}))
+        line = self.process.stdout.readline()
+        found = re.search(r"listening on (http://\S+)", line)
+        assert found, "the master did not start: %s" % self.log.read_text()
+        self.url = found.group(1)
+
+    def processes(self):
+        return carrying(self.token)
+
+    def kill(self):
+        """SIGKILL the master; the monotonic time it was sent."""
+        sent = time.monotonic()
+        self.process.kill()
+        assert self.process.wait(timeout=30) == -signal.SIGKILL
+        return sent
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self.process.stdout.close()
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def launch_sleeper(master, tmp_path, checkpoint=False):
+    """A framework (checkpointing or not) that launches ``sleep 600`` on
+    ``master``: (the client, the sleep's pid, its start ticks)."""
+    client = SchedulerClient(master.url, extra_info={"checkpoint": True} if checkpoint else None)
+    client.subscribe()
+    offer = client.next_offers()[0]
+    pid_file = tmp_path / "sleeper.pid"
+    command = "echo $$ > {0}.new && mv {0}.new {0} && exec sleep 600".format(pid_file)
+    client.launch(offer, [task_info("sleeper", offer, command)])
+    client.wait_state("sleeper", "TASK_RUNNING")
+    pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(),
+                         message="the task never wrote its pid"))
+    wait_until(lambda: b"sleep" in open("/proc/%d/cmdline" % pid, "rb").read(),
+               message="the task never exec'd sleep")
+    return client, pid, start_ticks(pid)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_the_tasks_of_a_killed_master_end_at_once(tmp_path, isolation):
+    master = Master(tmp_path, *(["--isolation", isolation] if isolation else []))
+    client = None
+    try:
+        client, pid, started = launch_sleeper(master, tmp_path)
+        master.kill()
+        wait_until(lambda: start_ticks(pid) != started, timeout=GONE_WITHIN,
+                   message="the task outlived its killed master (pid %d)" % pid)
+        wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
+                   message=lambda: "left behind: %s" % master.processes())
+    finally:
+        if client is not None:
+            client.close()
+        master.close()
+
+
+def test_a_checkpointing_frameworks_tasks_end_after_the_recovery_timeout(tmp_path):
+    master = Master(tmp_path, "--recovery-timeout", str(RECOVERY))
+    client = None
+    try:
+        client, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
+        killed = master.kill()
+        assert start_ticks(pid) == started, "the task ended before the recovery timeout"
+        gone = wait_until(lambda: start_ticks(pid) != started and time.monotonic(),
+                          timeout=RECOVERY + GONE_WITHIN,
+                          message="the task outlived the recovery timeout (pid %d)" % pid)
+        assert gone - killed >= RECOVERY, "ended %.2f s after its master, before %g s" % (
+            gone - killed, RECOVERY)
+        wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
+                   message=lambda: "left behind: %s" % master.processes())
+    finally:
+        if client is not None:
+            client.close()
+        master.close()
+
+
+def test_a_stopped_master_leaves_no_watchdog(tmp_path):
+    # A recovery timeout long enough that a watchdog left waiting would be seen.
+    master = Master(tmp_path, "--recovery-timeout", "600")
+    client = None
+    try:
+        assert list(master.processes()) == [master.process.pid], \
+            "a master that launched nothing started a watchdog"
+        client, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
+        assert len(master.processes()) == 3, master.processes()   # the watchdog, the task
+        master.process.send_signal(signal.SIGTERM)
+        assert master.process.wait(timeout=60) == 0
+        assert start_ticks(pid) != started, "stop() left the task running"
+        wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
+                   message=lambda: "left behind: %s" % master.processes())
+    finally:
+        if client is not None:
+            client.close()
+        master.close()
+
+
+def start_task(tmp_path):
+    """A task's processes as a plain task's look: a group leader (this
+    process' child, its own session) and a process that left its group
+    (setsid) but carries its ``MESOS_SANDBOX``. (leader Popen, the escaped
+    pid, the marker)."""
+    marker = "MESOS_SANDBOX=%s" % tmp_path
+    escaped_file = tmp_path / "escaped.pid"
+    leader = subprocess.Popen(
+        ["/bin/sh", "-c", "setsid sleep 600 & echo $! > {0}.new && mv {0}.new {0}; "
+                          "exec sleep 600".format(escaped_file)],
+        env=dict(os.environ, MESOS_SANDBOX=str(tmp_path)), start_new_session=True)
+    escaped = int(wait_until(lambda: escaped_file.exists() and escaped_file.read_text().strip(),
+                             message="the escaped process never started"))
+    return leader, escaped, marker.encode()
+
+
+def test_the_watchdog_ends_what_it_watches_when_its_master_is_gone(tmp_path):
+    leader, escaped, marker = start_task(tmp_path)
+    try:
+        since, escaped_start = start_ticks(leader.pid), start_ticks(escaped)
+        line = watchdog.watch_line(1, leader.pid, since, marker, (), 0.5, False)
+        # The stream ends as a master killed mid-line leaves it.
+        watchdog.watch(io.BytesIO(line + b"watch 2 12"), watchdog.RECOVERY_TIMEOUT)
+        assert leader.wait(timeout=GONE_WITHIN) == -signal.SIGTERM
+        wait_until(lambda: start_ticks(escaped) != escaped_start, timeout=GONE_WITHIN,
+                   message="the process that left the task's group outlived it")
+    finally:
+        for pid in (leader.pid, escaped):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        leader.wait(timeout=30)
+
+
+def test_the_watchdog_kills_nothing_when_its_master_stopped(tmp_path):
+    leader, escaped, marker = start_task(tmp_path)
+    try:
+        line = watchdog.watch_line(1, leader.pid, start_ticks(leader.pid), marker, (), 0.5,
+                                   False)
+        watchdog.watch(io.BytesIO(line + b"exit\n"), 0.0)
+        assert leader.poll() is None and start_ticks(escaped) is not None
+    finally:
+        for pid in (leader.pid, escaped):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        leader.wait(timeout=30)
+
+
+def test_a_master_goes_on_without_a_watchdog_that_is_gone(caplog):
+    dog = watchdog.Watchdog(600.0)
+    try:
+        assert dog.watch(None, None, None, (), 0.0, False) == 1
+        os.kill(dog.pid, signal.SIGKILL)
+        wait_until(lambda: os.waitpid(dog.pid, os.WNOHANG)[0] != 0,
+                   message="the watchdog did not die")
+        assert dog.watch(None, None, None, (), 0.0, False) is None
+        assert "the watchdog (pid %d) watches no more tasks: it is gone" % dog.pid in caplog.text
+        assert dog.watch(None, None, None, (), 0.0, False) is None   # said once
+        assert caplog.text.count("watches no more tasks") == 1
+    finally:
+        dog.close()
