@@ -166,6 +166,54 @@ def test_refusals_past_the_first_are_counted_in_a_line_at_most_once_a_period():
     assert lines[4:] == [REFUSED + " 10.0.0.7: bad MAC"]
 
 
+def test_refusals_still_counted_are_said_as_the_rendezvous_closes():
+    # They were never said: a flood in the run's last minute left no trace.
+    clock, lines = FakeClock(), []
+    server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,
+                                                 log=lines.append))
+    try:
+        for _ in range(3):
+            bad = _garbage(server)
+            assert refused(bad)
+            bad.close()
+        wait_until(lambda: server._refusals._held == 2)
+        assert len(lines) == 1
+    finally:
+        server.close()
+    assert len(lines) == 2 and lines[1].startswith(
+        "refused 2 more rendezvous connections in the last 0 s (the latest from 127.0.0.1: ")
+
+
+def test_a_connection_no_thread_is_left_for_is_a_counted_refusal(monkeypatch):
+    # Each was a line of its own ("cannot serve a rendezvous connection"),
+    # however many came: a flood that exhausted the threads flooded the output.
+    import types
+
+    from tfmesos.core import rendezvous
+
+    class NoThread:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def start(self):
+            raise RuntimeError("can't start new thread")
+    clock, lines = FakeClock(), []
+    server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,
+                                                 log=lines.append))
+    links = [rendezvous._Link(socket.socket(), ("10.0.0.9", 1), SECRET) for _ in range(3)]
+    try:
+        monkeypatch.setattr(rendezvous, "threading", types.SimpleNamespace(Thread=NoThread))
+        for link in links:
+            server._start(link)
+        monkeypatch.undo()
+        assert lines == [REFUSED + " 10.0.0.9: no thread left to serve it (can't start new "
+                                   "thread) (more are counted, said at most once in 60 s)"]
+    finally:
+        server.close()
+    assert lines[1:] == ["refused 2 more rendezvous connections in the last 0 s (the latest "
+                         "from 10.0.0.9: no thread left to serve it (can't start new thread))"]
+
+
 def test_the_rendezvous_says_the_count_of_refusals_as_it_pings():
     clock, lines = FakeClock(), []
     server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,

@@ -126,15 +126,16 @@ class RefusalLog:
         if said:
             self._log(said)
 
-    def flush(self) -> None:
-        """Say the count, if there is one and a period has passed since the last."""
+    def flush(self, final: bool = False) -> None:
+        """Say the count, if there is one and a period has passed since the
+        last (``final``: at once, the rendezvous closes)."""
         with self._lock:
-            said = self._count(self._clock())
+            said = self._count(self._clock(), final)
         if said:
             self._log(said)
 
-    def _count(self, now: float) -> Optional[str]:
-        if not self._held or now - self._since < self._period:
+    def _count(self, now: float, final: bool = False) -> Optional[str]:
+        if not self._held or (now - self._since < self._period and not final):
             return None
         line = "refused %d more rendezvous connection%s in the last %.0f s (the latest %s)" % (
             self._held, "" if self._held == 1 else "s", now - self._since, self._latest)
@@ -291,6 +292,7 @@ class Rendezvous:
             self._connections, self._pending = {}, collections.OrderedDict()
         for link in links:
             _shutdown(link.sock)  # its thread closes it
+        self._refusals.flush(final=True)   # refusals counted since the last line
 
     # -- accepting ------------------------------------------------------------
 
@@ -325,8 +327,8 @@ class Rendezvous:
         try:
             threading.Thread(target=self._serve, args=(link,), daemon=True,
                              name="rendezvous-%s:%s" % link.peer[:2]).start()
-        except RuntimeError as exc:  # no thread left
-            logger.warning("cannot serve a rendezvous connection from %s: %s", link.peer[0], exc)
+        except RuntimeError as exc:  # no thread left: a flood, said as the refusals are
+            self._refusals.refused(link.peer[0], "no thread left to serve it (%s)" % exc)
             self._unpend(link)
             link.sock.close()
 
