@@ -152,6 +152,18 @@ def test_a_failed_attempt_keeps_the_hint_for_its_failure_through_a_restart(tmp_p
     assert data["outcome"]["status"] == "succeeded" and data["outcome"]["hint"] is None
 
 
+def test_a_run_stopped_as_it_restarted_says_so(tmp_path):
+    # A cluster() block that ended during a restart's back-off: "aborted",
+    # no message, and nothing raised to say why.
+    record, _ = launched_record(tmp_path, mode="fine")
+    record.restarting(1, "failure", "worker:1", "worker:1 exited with code 137", 10.0)
+    record.stopped_in(Phase.RESTARTING, None)
+    record.finish()
+    outcome = saved(record)["outcome"]
+    assert (outcome["status"], outcome["message"]) == (
+        "aborted", "the run was stopped while it restarted after worker:1 exited with code 137")
+
+
 def test_the_outcome_hint_is_the_failed_attempts(tmp_path):
     record = make_record(tmp_path, mode="fine")
     update(record, "worker:0", "TASK_FAILED", "Memory limit exceeded: Requested: 64MB")

@@ -299,10 +299,19 @@ class RunRecord:
         recorded, is ``failure`` when one was set (by a thread that may not
         have recorded it yet: cluster()'s watcher, whose caller's block ends
         once the run is finished), else "succeeded" once it ran, "aborted"
-        before."""
+        before or as it restarted (its message says which: a cluster()
+        block that ended then raised nothing to say it)."""
         if failure is not None:
             self.ended(failure, phase)
-        self.outcome("succeeded" if phase == "running" else "aborted")
+        if phase == "running":
+            self.outcome("succeeded")
+            return
+        with self._lock:
+            restarts = self._run.restarts
+            why = ("while it restarted after %s" % restarts[-1].message
+                   if phase == "restarting" and restarts else
+                   "before its cluster was complete" if phase in ("new", "forming") else None)
+        self.outcome("aborted", "the run was stopped %s" % why if why else None)
 
     def _hint(self, task: Optional[str], exit_code: Optional[int]) -> Optional[str]:
         """Advice for ``task``'s failure (its last attempt's, ``exit_code``
