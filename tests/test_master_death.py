@@ -176,7 +176,12 @@ def test_a_stopped_master_leaves_no_watchdog(tmp_path):
         assert list(master.processes()) == [master.process.pid], \
             "a master that launched nothing started a watchdog"
         client, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
-        assert len(master.processes()) == 3, master.processes()   # the watchdog, the task
+        # The watchdog, the task: the watchdog starts as the task's start is
+        # told to it, which may follow TASK_RUNNING, and /proc shows its
+        # environment (how processes() finds it) only once its exec is through.
+        wait_until(lambda: len(master.processes()) == 3, timeout=30,
+                   message=lambda: "not the master, its watchdog and its task: %s"
+                   % master.processes())
         master.process.send_signal(signal.SIGTERM)
         assert master.process.wait(timeout=60) == 0
         assert start_ticks(pid) != started, "stop() left the task running"

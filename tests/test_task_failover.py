@@ -254,6 +254,18 @@ def environ_of(pid):
         return []
 
 
+def children(pid):
+    """The child processes of ``pid`` (zombies too: until reaped)."""
+    found = []
+    try:
+        for thread in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, thread)) as handle:
+                found.extend(handle.read().split())
+    except OSError:
+        pass
+    return found
+
+
 def alive(pid):
     """Whether ``pid`` runs (a zombie does not)."""
     try:
@@ -343,6 +355,9 @@ def test_sigterm_ends_the_wait_to_tell_the_exit(tmp_path, master, cleanup):
     wait_until(lambda: "lost the connection" in task.err(), 30, message=task.err)
     task.touch("exit", "5")
     wait_until(lambda: not alive(pid), 30, message="the command did not end")
+    # And the entry reaped its guard: a SIGTERM before that finds the command
+    # not yet ended (a stop, 143), a race a loaded CI met.
+    wait_until(lambda: not children(task.proc.pid), 30, message="the guard was not reaped")
     task.proc.send_signal(signal.SIGTERM)
     assert task.ended() == 5
 
