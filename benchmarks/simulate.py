@@ -149,8 +149,9 @@ def agents(count):
 
 
 def measure(tasks):
+    from tfmesos.core.jobs import Job
     from tfmesos.core.launch import ClusterRun
-    from tfmesos.core.spec import Job, RunSpec
+    from tfmesos.core.spec import RunSpec
 
     os.environ["TFMESOS_WARM_TASKS"] = "0"   # the agents run their tasks through the stand-ins
     work = tempfile.mkdtemp(prefix="tfmesos-simulate-")

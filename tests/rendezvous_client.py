@@ -10,9 +10,10 @@ import time
 from conftest import marked_processes
 from processes import TASK_ENTRY
 
+from tfmesos.core.jobs import Job
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.rendezvous import Rendezvous
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.protocol import wire
 
 SECRET = b"s" * 32

@@ -7,9 +7,9 @@ import queue
 
 from mesos_local.api.validation import validate
 from tfmesos.core.identity import RunIdentity
+from tfmesos.core.jobs import Job
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import Job
 from tfmesos.core.taskinfo import build_task
 from tfmesos.mesos import calls
 

@@ -13,7 +13,8 @@ from tfmesos.backends import advertise, embedded, sizing
 from tfmesos.backends.embedded import EmbeddedMaster
 from tfmesos.backends.remote import RemoteMaster
 from tfmesos.core import launch, runtime
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.jobs import Job
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import TFMesosError
 from tfmesos.ship.bundle import ShipSpec
 

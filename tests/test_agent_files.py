@@ -15,11 +15,11 @@ from fixtures_master import clients, local_master, make_local_master, small_agen
 from policy_helpers import FakeRun
 
 from tfmesos.core.events import StatusUpdate
+from tfmesos.core.jobs import Job
 from tfmesos.core.placement import Assignment, TaskRequest, place
 from tfmesos.core.sandbox_tails import TAIL_BYTES, TAIL_LINES, SandboxTails
 from tfmesos.core.scheduler import Launch
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import Job
 from tfmesos.exceptions import TaskFailed
 from tfmesos.mesos.agent_files import (
     AgentFiles,

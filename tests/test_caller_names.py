@@ -108,7 +108,7 @@ def test_a_cluster_run_is_named_after_its_script_and_says_its_jobs(tmp_path, mon
 def test_a_function_run_is_named_after_its_script_and_says_its_function(tmp_path,
                                                                       monkeypatch):
     from tfmesos.core.function_options import OPTIONS
-    from tfmesos.core.spec import Job
+    from tfmesos.core.jobs import Job
     from tfmesos.ship.bundle import ShipSpec
     monkeypatch.setattr(function_run, "script_name", lambda: "python -c")
     (tmp_path / "function.pkl").write_bytes(b"payload")
@@ -128,7 +128,8 @@ def test_a_function_run_is_named_after_its_script_and_says_its_function(tmp_path
 
 
 def test_a_tfrun_run_still_records_its_command_template():
-    from tfmesos.core.spec import Job, RunSpec
+    from tfmesos.core.jobs import Job
+    from tfmesos.core.spec import RunSpec
     spec = RunSpec(name="train.py", mode="replica", command="python train.py {job_name}",
                    jobs=(Job("worker", 1),))
     assert spec.recorded_command == "python train.py {job_name}"

@@ -15,8 +15,9 @@ from waiting import wait_until
 
 from tfmesos.cli.cluster_runs import cluster_runs, print_cluster_runs
 from tfmesos.core.identity import RunIdentity
+from tfmesos.core.jobs import Job
 from tfmesos.core.runtime import reason_line
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.core.taskinfo import framework_info
 from tfmesos.record.schema import Outcome, RunFile, SandboxTail
 

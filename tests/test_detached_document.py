@@ -14,6 +14,7 @@ import pytest
 from tfmesos.cli import detached_scheduler
 from tfmesos.core import detached
 from tfmesos.core.identity import IdentityError, RunIdentity
+from tfmesos.core.jobs import Job
 from tfmesos.core.scheduler_document import (
     DETACHED_FILE,
     PREVIOUS_RECORD,
@@ -23,7 +24,7 @@ from tfmesos.core.scheduler_document import (
     open_document,
     seal_document,
 )
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import TFMesosError
 from tfmesos.protocol import labels
 from tfmesos.record.schema import Attempt, RunFile, Task

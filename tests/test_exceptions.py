@@ -66,7 +66,7 @@ def test_the_embedded_master_has_a_tree_of_its_own(name):
 def test_its_errors_become_tfmesos_errors_where_tfmesos_starts_it():
     from mesos_local.errors import CredentialsError
     from tfmesos.backends.sizing import start_local_master
-    from tfmesos.core.spec import Job
+    from tfmesos.core.jobs import Job
 
     with pytest.raises(exceptions.SpecError, match="principal must be a non-empty string") \
             as info:

@@ -17,9 +17,9 @@ from tfmesos.core.events import (
     TaskDisconnected,
     TaskRegistered,
 )
+from tfmesos.core.jobs import Job
 from tfmesos.core.phase import IllegalTransition, Phase, next_phase
 from tfmesos.core.restarts import RestartPolicy
-from tfmesos.core.spec import Job
 from tfmesos.exceptions import ClusterError, RunKilled, SchedulerReplaced, TaskFailed
 
 WORKERS = [Job("worker", num=2)]

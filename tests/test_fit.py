@@ -32,9 +32,9 @@ from tfmesos.core.fit import (
     judge,
     judge_cluster,
 )
+from tfmesos.core.jobs import parse_jobs
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import parse_jobs
 from tfmesos.exceptions import ClusterError
 from tfmesos.mesos.master_reads import MasterReader
 

@@ -16,8 +16,9 @@ from tfmesos.core.identity import (
     seal,
     unseal,
 )
+from tfmesos.core.jobs import Job
 from tfmesos.core.restarts import RestartPolicy
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.core.spec_codec import spec_from_dict, spec_to_dict
 from tfmesos.exceptions import SpecError
 from tfmesos.record.mlflow_mapping import MlflowSpec

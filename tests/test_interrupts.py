@@ -18,6 +18,7 @@ import pytest
 from policy_helpers import RealRun
 
 from tfmesos.core.events import Interrupted
+from tfmesos.core.jobs import Job
 from tfmesos.core.signals import (
     deferring_signals,
     interrupt_on_signals,
@@ -25,7 +26,6 @@ from tfmesos.core.signals import (
     interrupting_only_inside,
     interrupts_queued_on,
 )
-from tfmesos.core.spec import Job
 
 
 def let_handlers_run():

@@ -11,8 +11,9 @@ from fixtures_master import make_local_master
 
 from tfmesos.core import rendezvous, runtime, scheduler
 from tfmesos.core.events import TaskDisconnected, TaskRegistered
+from tfmesos.core.jobs import Job
 from tfmesos.core.launch import ClusterRun
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import ClusterError, DriverAborted, TaskFailed, TFMesosError
 from tfmesos.mesos.task_states import TERMINAL_STATES
 

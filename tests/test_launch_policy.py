@@ -10,10 +10,11 @@ from offers import FakeDriver, offer
 from tfrun_helpers import free_port, marked_tasks, run_tfrun, wait_for_line
 
 from tfmesos.core.events import StatusUpdate
+from tfmesos.core.jobs import Job, parse_jobs
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import Job, RunSpec, parse_jobs
+from tfmesos.core.spec import RunSpec
 from tfmesos.core.task_ends import permanent_failure
 from tfmesos.exceptions import TaskFailed
 

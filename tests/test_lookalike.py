@@ -47,7 +47,8 @@ from tfrun_helpers import REPO, SMALL, start_tfrun
 from waiting import wait_until
 
 from tfmesos.core.identity import RunIdentity
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.jobs import Job
+from tfmesos.core.spec import RunSpec
 from tfmesos.core.spec_codec import spec_to_dict
 from tfmesos.protocol import labels
 from tfmesos.record import takeover_files

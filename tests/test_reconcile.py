@@ -8,8 +8,9 @@ import pytest
 from fixtures_master import FAST, leftover_processes
 from waiting import wait_until
 
+from tfmesos.core.jobs import Job
 from tfmesos.core.launch import ClusterRun
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import TaskFailed
 
 

@@ -9,9 +9,9 @@ import pytest
 from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun, RealRun
 
 from tfmesos.core.events import TaskDisconnected
+from tfmesos.core.jobs import Job
 from tfmesos.core.phase import ENDING, Phase
 from tfmesos.core.restarts import RestartPolicy
-from tfmesos.core.spec import Job
 from tfmesos.exceptions import ClusterError, TaskFailed
 
 WORKERS = [Job("worker", num=2, cpus=1, mem=256)]

@@ -9,12 +9,12 @@ import pytest
 from addict import Dict
 
 from tfmesos.core.events import StatusUpdate, TaskExited, TaskOutput
+from tfmesos.core.jobs import Job
 from tfmesos.core.last_updates import record_leftovers
 from tfmesos.core.phase import Phase
 from tfmesos.core.placement import Assignment
 from tfmesos.core.scheduler import Launch
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import Job
 from tfmesos.exceptions import LaunchTimeout, TaskFailed
 from tfmesos.record.hints import hint_for
 from tfmesos.record.run_dirs import run_json_text

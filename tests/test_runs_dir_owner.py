@@ -124,8 +124,8 @@ def test_a_sticky_shared_runs_directory_still_works(tmp_path):
 def test_an_existing_run_directory_of_another_user_or_a_link_is_never_written(tmp_path):
     # tfmesos.run(), cluster() and tfmesos attach make their record here:
     # the run directory itself must be a directory of the caller's.
+    from tfmesos.core.jobs import Job
     from tfmesos.core.slots import make_slots
-    from tfmesos.core.spec import Job
     from tfmesos.record.run_record import RunRecord
     from tfmesos.record.schema import RunFile
 

@@ -7,9 +7,9 @@ import pytest
 from addict import Dict
 from offers import FakeDriver, offer
 
+from tfmesos.core.jobs import parse_jobs
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import parse_jobs
 from tfmesos.exceptions import MesosCallError, MesosConnectionError
 
 

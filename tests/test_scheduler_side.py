@@ -298,8 +298,9 @@ def test_the_scheduler_command_runs_in_a_shell_with_the_sandbox_first(tmp_path):
 def test_the_scheduler_task_keeps_site_for_a_zookeeper_master_only():
     # kazoo's optional imports (puresasl for SASL) may come from the
     # agent's packages: a zk:// master's scheduler starts with site.
+    from tfmesos.core.jobs import Job
     from tfmesos.core.scheduler_task import command_of
-    from tfmesos.core.spec import Job, RunSpec
+    from tfmesos.core.spec import RunSpec
     spec = RunSpec(name="train.py", master="127.0.0.1:5050", jobs=(Job("worker", 1),),
                    mode="replica", command="python train.py")
     assert " exec python3 -S -m tfmesos.cli.detached_scheduler " in command_of(spec, None, SIDE)

@@ -823,7 +823,8 @@ def test_tfrun_refuses_a_bundle_over_the_limit_in_one_line(tmp_path):
 
 def replica_spec(project, tmp_path, workers=2, max_attempts=1, **ship):
     """A replica run of ``python train.py`` on the embedded master (one agent)."""
-    from tfmesos.core.spec import Job, RunSpec
+    from tfmesos.core.jobs import Job
+    from tfmesos.core.spec import RunSpec
     return RunSpec(jobs=(Job("worker", num=workers, cpus=0.1, mem=64),), mode="replica",
                    command="python train.py", run_dir=str(tmp_path / "run"),
                    max_attempts=max_attempts,

@@ -1,6 +1,7 @@
 import pytest
 
-from tfmesos.core.spec import REPLICA_JOBS, Job, RunSpec, check_command_template, parse_jobs
+from tfmesos.core.jobs import REPLICA_JOBS, Job, check_command_template, parse_jobs
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import SpecError
 
 

@@ -67,7 +67,8 @@ TFRUN_IMPORTS = {
     "tfmesos.cli.tfrun_jobs", "tfmesos.cli.tfrun_checks",   # split out of tfrun_options
     "tfmesos.core", "tfmesos.core.config", "tfmesos.core.inputs", "tfmesos.core.restarts",
     "tfmesos.core.training_frameworks",   # --torch, --jax: their names (what tasks are told: later)
-    "tfmesos.core.signals", "tfmesos.core.spec", "tfmesos.core.spec_fields", "tfmesos.core.taskinfo",
+    "tfmesos.core.signals", "tfmesos.core.jobs", "tfmesos.core.spec", "tfmesos.core.spec_fields",
+    "tfmesos.core.taskinfo",
     "tfmesos.core.volumes", "tfmesos.exceptions", "tfmesos.lazy_exports", "tfmesos.mesos",
     "tfmesos.mesos.master_address", "tfmesos.mesos.roles", "tfmesos.protocol",
     "tfmesos.protocol.labels", "tfmesos.protocol.task_env",

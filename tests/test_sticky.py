@@ -16,10 +16,11 @@ from tfrun_helpers import assert_no_task_processes
 from mesos_local import AgentSpec
 from tfmesos import cluster
 from tfmesos.core.fine_grained import Watcher
+from tfmesos.core.jobs import Job
 from tfmesos.core.launch import ClusterRun
 from tfmesos.core.placement import TaskRequest, place
 from tfmesos.core.restarts import RestartPolicy
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import TaskFailed
 
 TINY = dict(cpus=0.1, mem=64)

@@ -11,8 +11,8 @@ import pytest
 
 from tfmesos.cli.tfrun_options import build_parser, read_options
 from tfmesos.core.identity import RunIdentity
+from tfmesos.core.jobs import Job
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import Job
 from tfmesos.core.spec_codec import spec_from_dict, spec_to_dict
 from tfmesos.core.takeover import adopt_slots
 from tfmesos.core.taskinfo import framework_info

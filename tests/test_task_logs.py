@@ -59,10 +59,10 @@ def test_the_record_s_logs_of_more_tasks_than_it_holds_open_read_back_whole(tmp_
     # Where the record meets its log files: output forwarded by more tasks
     # than are held open, interleaved, reads back whole through the record
     # (what the hints and tfrun's failure lines read), each file its task's.
+    from tfmesos.core.jobs import Job
     from tfmesos.core.placement import Assignment
     from tfmesos.core.scheduler import Launch
     from tfmesos.core.slots import make_slots
-    from tfmesos.core.spec import Job
     from tfmesos.record.run_record import RunRecord
     from tfmesos.record.schema import RunFile
 

@@ -5,9 +5,9 @@ unanswered LAUNCH's warning each were one line of tens of kB."""
 from addict import Dict
 from offers import FakeDriver, offer
 
+from tfmesos.core.jobs import parse_jobs
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
-from tfmesos.core.spec import parse_jobs
 from tfmesos.core.task_names import brief, grouped, ranges
 from tfmesos.exceptions import MesosConnectionError
 

@@ -19,7 +19,8 @@ from mesos_local.api.validation import SchemaError, validate, validate_message
 from mesos_local.containerizer.docker_runner import check_gpus_parameter, container_kwargs
 from mesos_local.containerizer.planning import build_launch, plan_task
 from mesos_local.containerizer.runner import RunnerError
-from tfmesos.core.spec import Job, RunSpec, check_run
+from tfmesos.core.jobs import Job
+from tfmesos.core.spec import RunSpec, check_run
 from tfmesos.core.taskinfo import (
     PASSWD_VOLUMES,
     build_task_info,

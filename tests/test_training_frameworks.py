@@ -9,7 +9,8 @@ import pytest
 from tfmesos.cli import tfrun_options
 from tfmesos.cli.tfrun_flags import in_flags
 from tfmesos.core.clusterspec import task_environment
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.jobs import Job
+from tfmesos.core.spec import RunSpec
 from tfmesos.core.spec_codec import spec_from_dict, spec_to_dict
 from tfmesos.core.training_frameworks import (
     Coordinator,

@@ -10,8 +10,9 @@ import pytest
 from fixtures_master import make_local_master
 from policy_helpers import RealRun
 
+from tfmesos.core.jobs import Job
 from tfmesos.core.launch import ClusterRun
-from tfmesos.core.spec import Job, RunSpec
+from tfmesos.core.spec import RunSpec
 from tfmesos.exceptions import TaskFailed
 from tfmesos.mesos import driver as mesos_driver
 from tfmesos.mesos.task_states import TERMINAL_STATES

@@ -170,8 +170,8 @@ def test_the_policy_names_a_memory_kill_and_counts_it_as_a_loss(how):
     from policy_helpers import FakeRun
 
     from tfmesos.core.events import TaskExited
+    from tfmesos.core.jobs import Job
     from tfmesos.core.restarts import RestartPolicy
-    from tfmesos.core.spec import Job
     from tfmesos.exceptions import TaskFailed
 
     def kill(run):

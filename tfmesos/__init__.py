@@ -23,7 +23,7 @@ _EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
 _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",
             "run": ".core.function_run", "submit": ".core.function_submit",
             "RunResult": ".core.run_result",
-            "Job": ".core.spec", "RunSpec": ".core.spec",
+            "Job": ".core.jobs", "RunSpec": ".core.spec",
             "log_metrics": ".task.user_metrics", "MetricsWarning": ".task.user_metrics",
             **{name: ".exceptions" for name in _EXCEPTIONS}}
 # Submodules imported on first use: ``tfmesos.keras.MetricsCallback``,

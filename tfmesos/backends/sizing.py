@@ -40,7 +40,7 @@ _MIN_WINDOW = 101
 
 
 class JobResources(Protocol):
-    """What sizing reads of a job (``core.spec.Job``, which backends do not
+    """What sizing reads of a job (``core.jobs.Job``, which backends do not
     import): its name, number of tasks and each task's resources."""
 
     @property

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from ..core.spec import Job
+from ..core.jobs import Job
 
 JOB = "tensorboard"
 

@@ -4,7 +4,7 @@ each mistake a usage error (SpecError)."""
 
 from typing import Optional
 
-from ..core.spec import REPLICA_JOBS, parse_jobs
+from ..core.jobs import REPLICA_JOBS, parse_jobs
 from ..core.training_frameworks import TENSORFLOW
 from ..exceptions import SpecError
 

@@ -18,11 +18,12 @@ from ..task import user_metrics as task_metrics
 from . import config
 from .caller import cluster_command, script_name
 from .events import TaskMetrics
+from .jobs import JobsGiven, parse_jobs
 from .launch import ClusterRun
 from .phase import ENDING, Phase
 from .restarts import RestartPolicy
 from .signals import deferring_signals
-from .spec import AUTO, STICKY_TIMEOUT, JobsGiven, RunSpec, parse_jobs
+from .spec import AUTO, STICKY_TIMEOUT, RunSpec
 from .spec_fields import pairs
 
 if TYPE_CHECKING:   # annotations only: imported when a run ships, logs to MLflow

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from ..exceptions import SpecError
 from .console import Console, CurrentStreams
-from .spec import Job
+from .jobs import Job
 
 if TYPE_CHECKING:
     from .slots import TaskSlot

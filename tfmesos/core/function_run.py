@@ -34,11 +34,12 @@ from . import config
 from .caller import run_command, script_name
 from .function_options import OPTIONS, Ship, in_keywords
 from .function_output import Printer, logs_choice
+from .jobs import Job, parse_jobs
 from .remote_errors import Sources, local_sources, remote_error
 from .restarts import RestartPolicy
 from .run_result import RunResult
 from .signals import deferring_signals
-from .spec import AUTO, Job, RunSpec, parse_jobs
+from .spec import AUTO, RunSpec
 from .spec_fields import pairs
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Optional
 
 from ..field_methods import FieldMethods
-from .spec import Job
+from .jobs import Job
 
 # What Mesos' reconciliation answers for a task it does not know
 # (src/master/master.cpp, Master::_reconcileTasks: TASK_LOST, or for a

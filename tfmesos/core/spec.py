@@ -1,7 +1,7 @@
-"""Job and run specs: small value objects that validate themselves.
+"""Run specs: small value objects that validate themselves.
 
-A ``Job`` is one kind of task (``ps``, ``worker``, ``chief``, ...) with its
-count and resources; a ``RunSpec`` is everything one run needs: its jobs,
+A ``RunSpec`` is everything one run needs: its jobs (``jobs.Job``: one kind
+of task, ``ps``, ``worker``, ``chief``, ..., with its count and resources),
 mode and command, master and TLS settings, containers, volumes, role,
 timeouts, recovery and run directory. ``tfrun`` and ``cluster()`` each build
 one, and it checks itself once, on construction: bad values raise a
@@ -12,12 +12,9 @@ keyword arguments).
 """
 
 import dataclasses
-import math
 import os
-import re
-import string
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import SpecError
 from ..field_methods import FrozenFieldMethods
@@ -26,15 +23,18 @@ from ..mesos.roles import role_error
 from .config import LOCAL
 from .inputs import (
     MAX_ATTEMPTS,
-    MAX_CPUS,
-    MAX_GPUS,
-    MAX_MEM_MB,
     MAX_NAME,
     MAX_SECONDS,
-    MAX_TASK_INDEX,
     MAX_TASKS,
     has_control_characters,
     number_error,
+)
+
+# Jobs are a module of their own (``jobs``); a run's spec names them too.
+from .jobs import (
+    Job,
+    check_command_template,
+    parse_jobs,
 )
 from .restarts import RestartPolicy
 from .spec_fields import env_tuple, secret_names, volume_tuple
@@ -45,7 +45,6 @@ from .training_frameworks import (
     OUTSIDE_GROUP,
     TENSORFLOW,
     TORCH,
-    framework_placeholders,
 )
 from .volumes import parse_volume
 
@@ -53,9 +52,6 @@ if TYPE_CHECKING:   # not imported at run time: most runs ship nothing, log to n
     from ..record.mlflow_mapping import MlflowSpec
     from ..ship.bundle import ShipSpec
 
-TRAINER_JOBS = ("chief", "worker", "ps")
-REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
-SINGLETON_JOBS = ("chief", "evaluator")
 CONTAINERIZERS = ("MESOS", "DOCKER")
 MODES = ("fine", "replica")
 AUTO = "auto"               # run_dir: the default directory for the run
@@ -66,105 +62,8 @@ RECONNECT_GRACE = 40.0      # the task side retries for 30 s (task/connection.py
 # timeout: a master that is starting listens sooner ("or --connect-timeout
 # to wait longer").
 REFUSED_TIMEOUT = 5.0
-_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class Job(FrozenFieldMethods):
-    """``num`` tasks of job ``name``, each with ``cpus``, ``mem`` (MB) and
-    whole ``gpus``; ``cmd`` overrides the run's command for this job (replica mode);
-    ``start`` is the index of its first task; ``env`` extra variables."""
-
-    name: str
-    num: int = 1
-    cpus: float = 1.0
-    mem: float = 1024.0
-    gpus: int = 0
-    cmd: Optional[str] = None
-    start: int = 0
-    env: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
-            raise SpecError("invalid job name %r: use lower-case letters, digits and '_', "
-                            "starting with a letter (e.g. 'worker')" % (self.name,))
-        _check_int(self, "num", 1, MAX_TASKS, " (tasks per run)")
-        _check_int(self, "start", 0, MAX_TASK_INDEX)
-        for field, most in (("cpus", MAX_CPUS), ("mem", MAX_MEM_MB)):
-            value = getattr(self, field)
-            why = number_error(value, 0, most, low_open=True)
-            if why:
-                raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (
-                    field, " (MB)" if field == "mem" else ""), self.name, why, value,
-                    job=self.name)
-            object.__setattr__(self, field, float(value))
-        gpus = self.gpus
-        if isinstance(gpus, float) and math.isfinite(gpus) and float(gpus).is_integer():
-            gpus = int(gpus)
-        if number_error(gpus, 0, MAX_GPUS, integer=True):
-            raise SpecError.about("job %r: {job.gpus} %s (Mesos allocates whole GPUs), got %r",
-                                  self.name, number_error(gpus, 0, MAX_GPUS, integer=True),
-                                  self.gpus, job=self.name)
-        object.__setattr__(self, "gpus", gpus)
-        if self.cmd is not None and not (isinstance(self.cmd, str) and self.cmd.strip()):
-            raise SpecError.about("job %r: {job.cmd} must be a non-empty string or None",
-                                  self.name, job=self.name)
-        object.__setattr__(self, "env", env_tuple(self.env, self.name))
-        if self.name in SINGLETON_JOBS and self.num != 1:
-            raise SpecError.about("job %r: at most one %s task is allowed, got {job.num=%d}",
-                                  self.name, self.name, self.num, job=self.name)
-
-    @classmethod
-    def from_dict(cls, data: object) -> "Job":
-        if isinstance(data, Job):
-            return data
-        if not isinstance(data, dict):
-            raise SpecError("a job must be a tfmesos.Job or a dict, got %r" % (data,))
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise SpecError("unknown job field(s) %s; known: %s"
-                            % (", ".join(map(repr, unknown)), ", ".join(sorted(fields))))
-        if "name" not in data:
-            raise SpecError("a job needs a 'name' (e.g. {'name': 'worker', 'num': 2})")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["env"] = dict(self.env)
-        return data
-
-    def task_indices(self) -> range:
-        return range(self.start, self.start + self.num)
-
-
-_JOB_FIELDS = {field.name for field in dataclasses.fields(Job)}
-# Jobs as callers give them: one, or several, each a Job or its fields.
-JobsGiven = Union[Job, dict[str, Any], Iterable[Union[Job, dict[str, Any]]], None]
-
-
-def parse_jobs(jobs: JobsGiven, allowed: Optional[Sequence[str]] = None) -> list[Job]:
-    """Validate a list of ``Job``/dicts (or one, as the original TFMesos
-    took it): unique names, names allowed for the mode."""
-    if isinstance(jobs, Job) or (isinstance(jobs, dict) and set(jobs) & _JOB_FIELDS):
-        jobs = [jobs]
-    elif isinstance(jobs, (str, bytes, dict)) or not isinstance(jobs, (Iterable, type(None))):
-        raise SpecError.about("{jobs}: give a list of jobs, e.g. %s or %s, got %r",
-                              "[{'name': 'worker', 'num': 2}]", "[tfmesos.Job('worker', 2)]",
-                              jobs)
-    parsed = [Job.from_dict(job) for job in jobs or ()]
-    if not parsed:
-        raise SpecError("no jobs given: pass e.g. [Job(name='ps', num=1), Job(name='worker', num=2)]")
-    names = [job.name for job in parsed]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise SpecError("job name(s) given twice: %s" % ", ".join(duplicates))
-    if allowed is not None:
-        for job in parsed:
-            if job.name not in allowed:
-                raise SpecError("unknown job %r for this mode; use one of: %s"
-                                % (job.name, ", ".join(allowed)))
-    return parsed
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -479,34 +378,10 @@ def check_run(run: RunSpec, jobs: Iterable[Job]) -> None:
                               "(the default) instead of {containerizer=DOCKER}")
 
 
-def check_command_template(cmd: str, jobs: Iterable[Job], framework: str = TENSORFLOW) -> None:
-    """Reject unknown ``{placeholders}`` in a replica command before launching
-    (``framework``'s own too: ``training_frameworks.framework_placeholders``)."""
-    known = {"ps_hosts", "worker_hosts", "chief_hosts", "job_name", "task_index"}
-    known.update("%s_hosts" % job.name for job in jobs)
-    known.update(framework_placeholders(framework))
-    try:
-        fields = [field for _, field, _, _ in string.Formatter().parse(cmd) if field is not None]
-    except ValueError as exc:
-        raise SpecError("bad braces in the command %r (%s); write {{ and }} for literal "
-                        "braces" % (cmd, exc)) from None
-    for field in fields:
-        base = re.split(r"[.\[!:]", field, maxsplit=1)[0]
-        if base not in known and base in framework_placeholders(TORCH):
-            raise SpecError.about("the placeholder %s in the command is for {framework=torch} "
-                                  "runs: add it (or write %s for literal braces)",
-                                  "{%s}" % field, "{{ and }}")
-        if base not in known:
-            raise SpecError("unknown placeholder {%s} in the command; known: %s (write {{ and }} "
-                            "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))
 
 
-def _check_int(obj: Union[Job, RunSpec], field: str, minimum: int, maximum: int,
-               what: str = "") -> None:
-    value = getattr(obj, field)
+def _check_int(run: RunSpec, field: str, minimum: int, maximum: int, what: str = "") -> None:
+    value = getattr(run, field)
     why = number_error(value, minimum, maximum, integer=True)
     if why:
-        if isinstance(obj, Job):
-            raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (field, what), obj.name,
-                                  why, value, job=obj.name)
         raise SpecError.about("the run: {%s} %%s%s, got %%r" % (field, what), why, value)

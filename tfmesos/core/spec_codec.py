@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SpecError
 from ..mesos.master_address import without_password
+from .jobs import Job
 from .restarts import RestartPolicy
-from .spec import Job, RunSpec
+from .spec import RunSpec
 
 if TYPE_CHECKING:   # imported when a spec ships
     from ..ship.bundle import ShipSpec

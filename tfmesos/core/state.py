@@ -12,9 +12,9 @@ import logging
 from collections.abc import Iterable
 from typing import Optional
 
+from .jobs import Job
 from .phase import ENDING, Phase, next_phase
 from .slots import SlotTable
-from .spec import Job
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,10 @@ from . import config
 if TYPE_CHECKING:   # not imported at run time: tfrun's start-up reads this module
     from ..ship.shipping import Shipment
     from .identity import RunIdentity
+    from .jobs import Job
     from .placement import Assignment
     from .slots import TaskSlot
-    from .spec import Job, RunSpec
+    from .spec import RunSpec
 
 FAILOVER_TIMEOUT = 60.0
 MAX_LABEL_VALUE = 1000
