@@ -7,7 +7,7 @@ from rendezvous_client import SECRET, Client, make_rendezvous, next_event, refus
 from waiting import wait_until
 
 from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRegistered
-from tfmesos.core.rendezvous import FIRST_REFUSALS, RefusalLog
+from tfmesos.core.rendezvous_refusals import FIRST_REFUSALS, RefusalLog
 from tfmesos.protocol import wire
 
 
