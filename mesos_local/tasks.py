@@ -219,11 +219,12 @@ class TaskLauncher:
         ``launch``: the container runner's for an image, else the plain
         runner's; its URIs fetched through its agent's fetcher. ``grace``:
         its SIGTERM to SIGKILL should the master die: a task's ``grace``
-        (Mesos' command executor shuts down, its agent gone, with the kill
-        policy's grace period, else the agent's
-        ``--executor_shutdown_grace_period`` less 2 s, 3 s by default:
-        src/slave/slave.cpp ``getExecutorInfo``, src/launcher/executor.cpp
-        ``shutdown``), a custom executor's shutdown grace period."""
+        (its kill policy's grace period, else the master's
+        ``kill_grace_period``, 3 s by default, as Mesos' command executor
+        shuts down once its agent is gone: the agent's
+        ``--executor_shutdown_grace_period`` less 2 s, src/slave/slave.cpp
+        ``getExecutorInfo``, src/launcher/executor.cpp ``shutdown``), a custom
+        executor's shutdown grace period."""
         runner = self.container_runner if plan.image is not None else self.runner
         # CommandInfo.user, when set, else the framework's (Framework::addExecutor).
         user = plan.user if plan.user is not None else framework.info.get("user", "")

@@ -224,6 +224,8 @@ def _stat(pid: str) -> tuple[int, int] | None:
 
 
 def _cgroup_pids(directory: str) -> set[int]:
+    """``cleanup.cgroup_pids``: each script runs by path, alone (``-I``),
+    and can import neither the package nor the other."""
     try:
         with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as handle:
             return {int(pid) for pid in handle.read().split()}
@@ -232,7 +234,9 @@ def _cgroup_pids(directory: str) -> set[int]:
 
 
 class Ending:
-    """A watched task of a dead master, from ``due`` (monotonic) on:
+    """(What ``containerizer/process_tree.py`` does for a live master,
+    ``_scan`` and ``Destruction``, standard library only: keep the two in
+    step.) A watched task of a dead master, from ``due`` (monotonic) on:
     SIGTERM, then SIGKILL after its grace; ``done`` once two looks in a row
     find none of its processes (a process forked while a look listed /proc
     shows in the next)."""

@@ -67,3 +67,12 @@ def scheduler_pids(run_id):
                 and ("TFMESOS_RUN_ID=%s" % run_id).encode() in environ:
             found.append(int(pid))
     return found
+
+
+def alive(pid):
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

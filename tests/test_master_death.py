@@ -8,6 +8,7 @@ a framework that does not checkpoint end at once, those of one that does
 (mesos_local/watchdog.py) ends them and exits. A master that stops leaves
 no watchdog behind, and one that launched nothing started none."""
 
+import contextlib
 import io
 import json
 import os
@@ -89,6 +90,8 @@ class Master:
                 env=dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=REPO, **{TOKEN: self.token}))
         line = self.process.stdout.readline()
         found = re.search(r"listening on (http://\S+)", line)
+        if not found:
+            self.close()   # the tests' try begins once this returns
         assert found, "the master did not start: %s" % self.log.read_text()
         self.url = found.group(1)
 
@@ -193,25 +196,34 @@ def test_a_stopped_master_leaves_no_watchdog(tmp_path):
         master.close()
 
 
-def start_task(tmp_path):
+@contextlib.contextmanager
+def task_processes(tmp_path):
     """A task's processes as a plain task's look: a group leader (this
     process' child, its own session) and a process that left its group
-    (setsid) but carries its ``MESOS_SANDBOX``. (leader Popen, the escaped
-    pid, the marker)."""
-    marker = "MESOS_SANDBOX=%s" % tmp_path
+    (setsid) but carries its ``MESOS_SANDBOX``: (leader Popen, the escaped
+    pid, the marker), both killed at the end if they still run."""
     escaped_file = tmp_path / "escaped.pid"
     leader = subprocess.Popen(
         ["/bin/sh", "-c", "setsid sleep 600 & echo $! > {0}.new && mv {0}.new {0}; "
                           "exec sleep 600".format(escaped_file)],
         env=dict(os.environ, MESOS_SANDBOX=str(tmp_path)), start_new_session=True)
-    escaped = int(wait_until(lambda: escaped_file.exists() and escaped_file.read_text().strip(),
-                             message="the escaped process never started"))
-    return leader, escaped, marker.encode()
+    escaped = None
+    try:
+        escaped = int(wait_until(lambda: escaped_file.exists() and escaped_file.read_text().strip(),
+                                 message="the escaped process never started"))
+        yield leader, escaped, ("MESOS_SANDBOX=%s" % tmp_path).encode()
+    finally:
+        for pid in (leader.pid, escaped):
+            try:
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        leader.wait(timeout=30)
 
 
 def test_the_watchdog_ends_what_it_watches_when_its_master_is_gone(tmp_path):
-    leader, escaped, marker = start_task(tmp_path)
-    try:
+    with task_processes(tmp_path) as (leader, escaped, marker):
         since, escaped_start = start_ticks(leader.pid), start_ticks(escaped)
         line = watchdog.watch_line(1, leader.pid, since, marker, (), 0.5, False)
         # The stream ends as a master killed mid-line leaves it.
@@ -219,29 +231,14 @@ def test_the_watchdog_ends_what_it_watches_when_its_master_is_gone(tmp_path):
         assert leader.wait(timeout=GONE_WITHIN) == -signal.SIGTERM
         wait_until(lambda: start_ticks(escaped) != escaped_start, timeout=GONE_WITHIN,
                    message="the process that left the task's group outlived it")
-    finally:
-        for pid in (leader.pid, escaped):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        leader.wait(timeout=30)
 
 
 def test_the_watchdog_kills_nothing_when_its_master_stopped(tmp_path):
-    leader, escaped, marker = start_task(tmp_path)
-    try:
+    with task_processes(tmp_path) as (leader, escaped, marker):
         line = watchdog.watch_line(1, leader.pid, start_ticks(leader.pid), marker, (), 0.5,
                                    False)
         watchdog.watch(io.BytesIO(line + b"exit\n"), 0.0)
         assert leader.poll() is None and start_ticks(escaped) is not None
-    finally:
-        for pid in (leader.pid, escaped):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        leader.wait(timeout=30)
 
 
 def test_a_master_goes_on_without_a_watchdog_that_is_gone(caplog):

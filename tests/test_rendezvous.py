@@ -166,16 +166,27 @@ def test_refusals_past_the_first_are_counted_in_a_line_at_most_once_a_period():
     assert lines[4:] == [REFUSED + " 10.0.0.7: bad MAC"]
 
 
-def test_refusals_still_counted_are_said_as_the_rendezvous_closes():
-    # They were never said: a flood in the run's last minute left no trace.
+def counting_rendezvous():
+    """(a rendezvous whose refusals past the first are counted for 60 s of
+    its clock, the clock, the lines said)."""
     clock, lines = FakeClock(), []
     server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,
                                                  log=lines.append))
+    return server, clock, lines
+
+
+def refuse_three(server):
+    for _ in range(3):
+        bad = _garbage(server)
+        assert refused(bad)
+        bad.close()
+
+
+def test_refusals_still_counted_are_said_as_the_rendezvous_closes():
+    # They were never said: a flood in the run's last minute left no trace.
+    server, clock, lines = counting_rendezvous()
     try:
-        for _ in range(3):
-            bad = _garbage(server)
-            assert refused(bad)
-            bad.close()
+        refuse_three(server)
         wait_until(lambda: server._refusals._held == 2)
         assert len(lines) == 1
     finally:
@@ -197,9 +208,7 @@ def test_a_connection_no_thread_is_left_for_is_a_counted_refusal(monkeypatch):
 
         def start(self):
             raise RuntimeError("can't start new thread")
-    clock, lines = FakeClock(), []
-    server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,
-                                                 log=lines.append))
+    server, clock, lines = counting_rendezvous()
     links = [rendezvous._Link(socket.socket(), ("10.0.0.9", 1), SECRET) for _ in range(3)]
     try:
         monkeypatch.setattr(rendezvous, "threading", types.SimpleNamespace(Thread=NoThread))
@@ -215,14 +224,9 @@ def test_a_connection_no_thread_is_left_for_is_a_counted_refusal(monkeypatch):
 
 
 def test_the_rendezvous_says_the_count_of_refusals_as_it_pings():
-    clock, lines = FakeClock(), []
-    server = make_rendezvous(refusals=RefusalLog(first=1, period=60.0, clock=clock,
-                                                 log=lines.append))
+    server, clock, lines = counting_rendezvous()
     try:
-        for _ in range(3):
-            bad = _garbage(server)
-            assert refused(bad)
-            bad.close()
+        refuse_three(server)
         assert len(lines) == 1
         clock.now += 60
         wait_until(lambda: len(lines) == 2)

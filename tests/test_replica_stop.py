@@ -8,6 +8,7 @@ import signal
 import threading
 
 import pytest
+from processes import alive
 from waiting import wait_until
 
 from tfmesos.task import replica
@@ -83,13 +84,6 @@ def test_a_stop_after_the_command_ended_by_itself_changes_nothing(tmp_path):
         signal.signal(signal.SIGTERM, saved)
     assert code == 3 and (conn.sent[-1]["code"], conn.sent[-1]["stopped"]) == (3, False)
 
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def readlink(path):

@@ -13,6 +13,7 @@ import sys
 import cloudpickle
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
+from processes import alive
 from tfrun_helpers import REPO, finished_record
 from waiting import wait_until
 
@@ -159,13 +160,6 @@ def leaves_a_thread_and_a_process(release):
     return [os.getpid(), child.pid]
 
 
-def running(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
 
 def test_what_fn_leaves_running_neither_holds_the_run_nor_outlives_it(tmp_path):
     # The runner ended by sys.exit: the interpreter's shutdown joined fn's
@@ -178,8 +172,8 @@ def test_what_fn_leaves_running_neither_holds_the_run_nor_outlives_it(tmp_path):
     try:
         pids = call.result(timeout=90).value
         assert not release.exists()
-        wait_until(lambda: not any(running(pid) for pid in pids),
-                   message=lambda: "left running: %s" % [p for p in pids if running(p)])
+        wait_until(lambda: not any(alive(pid) for pid in pids),
+                   message=lambda: "left running: %s" % [p for p in pids if alive(p)])
     finally:
         release.touch()   # without the fix the run ends only now
         call.result(timeout=120)

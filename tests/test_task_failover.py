@@ -22,6 +22,7 @@ import uuid
 
 import pytest
 from conftest import MARKER
+from processes import alive
 from tfrun_helpers import REPO
 from thread_signals import sigterm_to_another_thread
 from waiting import wait_until
@@ -265,14 +266,6 @@ def children(pid):
         pass
     return found
 
-
-def alive(pid):
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 @pytest.fixture

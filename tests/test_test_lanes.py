@@ -4,6 +4,7 @@ of running to their end while test.sh waits: a script's background job
 starts with SIGINT ignored, and ``scripts/sigint_default.py`` gives it
 back its default."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,21 +33,33 @@ def ignores_sigint(pid):
 
 def test_a_background_job_of_a_script_ignores_sigint_unless_given_it_back():
     for wrapper, ignored in (((), True), ((sys.executable, WRAPPER), False)):
-        job = background_job(*wrapper)
-        try:
-            pid = int(job.stdout.readline())
+        with running(background_job(*wrapper)) as (job, pid):
             assert ignores_sigint(pid) is ignored, wrapper
-        finally:
-            os.kill(pid, signal.SIGKILL)
-            job.communicate(timeout=60)
 
 
 def test_a_lane_started_through_the_wrapper_stops_on_sigint():
-    job = background_job(sys.executable, WRAPPER)
-    pid = int(job.stdout.readline())
-    os.kill(pid, signal.SIGINT)
-    out, _ = job.communicate(timeout=60)   # not the sleeper's 600 s
-    assert out.strip() == "status 130", out
+    with running(background_job(sys.executable, WRAPPER)) as (job, pid):
+        os.kill(pid, signal.SIGINT)
+        out, _ = job.communicate(timeout=60)   # not the sleeper's 600 s
+        assert out.strip() == "status 130", out
+
+
+@contextlib.contextmanager
+def running(job):
+    """(``job``, the pid of its sleeper); both killed at the end if they still run."""
+    pid = None
+    try:
+        pid = int(job.stdout.readline())
+        yield job, pid
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if job.poll() is None:
+            job.kill()
+        job.communicate(timeout=60)
 
 
 def test_test_sh_starts_both_lanes_through_the_wrapper():

@@ -61,8 +61,7 @@ def running(on_closed: Optional[Callable[[], None]] = None,
         yield console
     finally:
         try:
-            while not console.drain(0.5):
-                pass   # in slices: a Ctrl-C is seen between them
+            console.finish()
         finally:
             sys.stdout, sys.stderr = real["stdout"], real["stderr"]
 

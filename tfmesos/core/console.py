@@ -78,6 +78,15 @@ class Console:
             return self._cond.wait_for(lambda: not self._queue and not self._busy,
                                        timeout)
 
+    def finish(self) -> None:
+        """Wait until everything queued was written (in slices: a Ctrl-C
+        is seen between them), then let the writer thread end."""
+        try:
+            while not self.drain(0.5):
+                pass
+        finally:
+            self.close()
+
     def take_errors(self) -> "dict[str, BaseException]":
         """What writing each stream raised that no write raised yet (a
         stream whose last write failed), forgotten here."""

@@ -82,11 +82,7 @@ class Printer:
         for (name, stream), rest in sorted(self._open.items()):
             self._write(stream, "[%s] %s\n" % (name, rest))
         self._open.clear()
-        try:
-            while not self._console.drain(0.5):
-                pass   # in slices: a Ctrl-C is seen between them
-        finally:
-            self._console.close()
+        self._console.finish()
 
     def _write(self, stream: str, text: str, output: bool = True) -> None:
         try:

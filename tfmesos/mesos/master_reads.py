@@ -34,7 +34,7 @@ from typing import Any, Optional
 from ..exceptions import MesosConnectionError, MesosError
 from .detection import make_detector
 from .detector import UNREACHED_WAIT, Detector
-from .http_transport import TLSContext, basic_auth, describe, open_connection, redirect_base
+from .http_transport import TLSContext, basic_auth, basic_principal, describe, open_connection, redirect_base
 from .master_address import parse_master, with_password
 
 MAX_STATE = 256 * 1024 * 1024      # bytes of /master/state read at most
@@ -54,7 +54,6 @@ class MasterReader:
                              "master or of a `tfmesos local-master`, e.g. --master 127.0.0.1:5050")
         self._spec, self._timeout, self._scheme = spec, timeout, scheme
         self.auth = basic_auth(environ.get("MESOS_PRINCIPAL"), environ.get("MESOS_SECRET"))
-        self._principal = environ.get("MESOS_PRINCIPAL")
         self.tls = TLSContext(verify, ca_bundle)
         self._leader: Optional[str] = None
 
@@ -172,7 +171,7 @@ class MasterReader:
         if response.status == 401 and self.auth:
             raise MesosError("the Mesos master at %s refused the credentials of principal %r "
                              "for %s: check MESOS_PRINCIPAL and MESOS_SECRET"
-                             % (url, self._principal, path))
+                             % (url, basic_principal(self.auth), path))
         if response.status == 401:
             raise MesosError("the Mesos master at %s wants credentials for %s: set "
                              "MESOS_PRINCIPAL and MESOS_SECRET" % (url, path))

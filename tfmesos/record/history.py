@@ -21,6 +21,7 @@ from ..protocol import json_documents
 from .liveness import gone
 from .outcomes import outcome_text
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
+from .takeover_files import NotRegularFile, open_regular
 from .times import parse_time
 
 RUN_JSON = "run.json"
@@ -41,11 +42,8 @@ def parse(directory: str) -> object:
     memory)."""
     path = os.path.join(directory, RUN_JSON)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as handle:
+        with open_regular(path) as handle:
             found = os.fstat(handle.fileno())
-            if not stat.S_ISREG(found.st_mode):
-                raise HistoryError("%s is not a run record: not a regular file" % path)
             if found.st_size > MAX_RECORD:
                 raise HistoryError("%s is not a run record: %d MB, over the %d MB a run record "
                                    "holds at most" % (path, found.st_size >> 20, MAX_RECORD >> 20))
@@ -54,6 +52,8 @@ def parse(directory: str) -> object:
             raise HistoryError("%s is not a run record: over the %d MB a run record holds at "
                                "most" % (path, MAX_RECORD >> 20))
         return json_documents.loads(data.decode("utf-8"))
+    except NotRegularFile:
+        raise HistoryError("%s is not a run record: not a regular file" % path) from None
     except OSError as exc:
         raise HistoryError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
     except ValueError as exc:   # UnicodeDecodeError too

@@ -6,6 +6,7 @@
 import collections
 import contextlib
 import errno
+import functools
 import grp
 import json
 import os
@@ -42,6 +43,7 @@ def _user(uid: int) -> str:
         return "uid %d" % uid
 
 
+@functools.cache   # pwd.getpwall lists every user (LDAP, NIS: slow)
 def _group_has_others(gid: int, uid: int) -> bool:
     """Whether a user other than ``uid`` and root may be in group ``gid``
     (a user private group, umask 002, has none)."""

@@ -110,13 +110,18 @@ def held_run_ids(environ: Mapping[str, str]) -> list[str]:
     return sorted(name for name in names if _RUN_ID.match(name))
 
 
-def _open_regular(path: str, flags: int = 0) -> BinaryIO:
+class NotRegularFile(OSError):
+    """What ``open_regular`` found is no regular file."""
+
+
+def open_regular(path: str, flags: int = 0) -> BinaryIO:
     """``path`` opened for reading, if it is a regular file; OSError
-    otherwise (a FIFO is refused, not waited on for a writer)."""
+    otherwise, NotRegularFile when it is something else (a FIFO is refused,
+    not waited on for a writer)."""
     handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags), "rb")
     if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
         handle.close()
-        raise OSError("not a regular file")
+        raise NotRegularFile("not a regular file")
     return handle
 
 
@@ -126,7 +131,7 @@ def read_private(path: str, limit: int, shared: int = 0o022) -> bytes:
     (``shared``: the mode bits others must not have); OSError naming the
     problem otherwise. What a run left for its takeover is taken only from
     its submitter: a file others could write or plant is no proof of it."""
-    with _open_regular(path, os.O_NOFOLLOW) as handle:
+    with open_regular(path, os.O_NOFOLLOW) as handle:
         found = os.fstat(handle.fileno())
         if found.st_uid != os.geteuid():
             raise OSError("it belongs to uid %d, not to you" % found.st_uid)
@@ -169,7 +174,7 @@ def read_key(path: str, private: bool = False) -> bytes:
         if private:
             data = read_private(path, 4 * KEY_BYTES, shared=0o077)
         else:
-            with _open_regular(path) as handle:
+            with open_regular(path) as handle:
                 data = handle.read(4 * KEY_BYTES)
         text = data.decode("ascii", "replace").strip()
     except OSError as exc:
