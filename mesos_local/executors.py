@@ -47,7 +47,6 @@ from .containerizer.planning import (
     check_container_user,
     check_executor,
     check_group_executor,
-    check_task_fields,
     duration_seconds,
     gpu_count,
     plan_custom_task,
@@ -55,6 +54,7 @@ from .containerizer.planning import (
     plan_task,
 )
 from .containerizer.sandbox_dirs import DIRECTORY, LinkFound, give_directory, open_below
+from .containerizer.task_checks import check_task_fields
 from .containerizer.users import UserError
 from .durations import stringify_duration
 from .errors import CallError

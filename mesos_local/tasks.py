@@ -33,11 +33,11 @@ from .containerizer.planning import (
     build_launch,
     check_container_user,
     check_id,
-    check_task_fields,
     container_uid,
     gpu_count,
     plan_task,
 )
+from .containerizer.task_checks import check_task_fields
 from .containerizer.users import UserSwitch
 from .records import Task
 from .resources import ResourceError
