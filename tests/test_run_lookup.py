@@ -301,6 +301,25 @@ def test_a_record_through_a_link_or_that_others_may_write_is_no_record(tmp_path)
     assert local_record(RUN, env) is None
 
 
+def test_a_record_a_group_with_other_members_may_write_is_no_record(tmp_path):
+    # Only "writable by all" was refused: a run directory, run.json or
+    # failover.json of the caller's that a group with other members may
+    # write (umask 002, a shared group) was acted on, as run_dirs refuses.
+    other = nobody_or_skip()          # a member of its own primary group
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path)}
+    mine = write_record(tmp_path / ("x-%s" % RUN), RUN, "F-victim")
+    failover = failover_json(mine, "F-victim")
+    for path in (mine, mine / "run.json", failover):
+        os.chown(path, os.geteuid(), other.pw_gid)
+    assert local_record(RUN, env).failover.framework_id == "F-victim"   # the control
+    for path, mode, back in ((mine, 0o770, 0o750), (mine / "run.json", 0o660, 0o640),
+                             (failover, 0o620, 0o600)):
+        path.chmod(mode)
+        assert local_record(RUN, env) is None, path
+        path.chmod(back)
+    assert local_record(RUN, env).failover.framework_id == "F-victim"
+
+
 def test_a_failover_file_of_another_user_makes_the_record_none_of_the_callers(tmp_path):
     nobody = nobody_or_skip()
     env = {"TFMESOS_RUNS_DIR": str(tmp_path)}

@@ -308,13 +308,15 @@ def callers_record(run: "Run") -> bool:
 
 def _owned(path: str, kind: Callable[[int], bool]) -> bool:
     """Whether ``path`` itself (not what a link points to) is of ``kind``,
-    the caller's, and writable by nobody else."""
+    the caller's, and writable by nobody else: not by all (sticky or not),
+    nor by a group with other members (``run_dirs._unsafe``)."""
+    from ..record.run_dirs import _unsafe
     try:
         found = os.lstat(path)
     except OSError:
         return False
-    return kind(found.st_mode) and found.st_uid == os.geteuid() \
-        and not found.st_mode & 0o002
+    return kind(found.st_mode) and not found.st_mode & 0o002 \
+        and _unsafe(found, (os.geteuid(),)) is None
 
 
 def keys_of(environ: Mapping[str, str], key_file: Optional[str] = None) -> Keys:

@@ -415,7 +415,8 @@ def report_main(argv, environ=None, out=None):
                      "CPU and memory when run.json has samples.")
     _run_argument(parser)
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="where to write it (default RUN_DIR/report.html)")
+                        help="where to write it (default RUN_DIR/report.html, in a run "
+                        "directory that is yours alone)")
     args = parser.parse_options(argv)
     run = find_run(args.run, runs_root(environ, args.runs_dir))
     path = write_report(run, args.output,

@@ -308,14 +308,14 @@ def keep_for_takeover(run, identity, directory):
     form (``takeover_files.FailoverFile``: the spec, the identity, the files
     it packed, kept in its run directory, and where its plain tasks run)."""
     from ..core.spec_codec import spec_to_dict
-    from ..record.takeover_files import FailoverFile, save_failover, save_key
+    from ..record.takeover_files import FailoverFile, TakeoverError, save_failover, save_key
     packed = {role: path for role, path in run.shipment.packed_files().items() if path} \
         if run.shipment is not None else {}
     try:
         save_key(identity, os.environ)
         save_failover(directory, FailoverFile(identity.public(), spec_to_dict(run.spec), packed,
                                               run.workdir))
-    except OSError as exc:
+    except (OSError, TakeoverError) as exc:
         say("warning: --failover: cannot keep what tfmesos attach needs (%s): if tfrun "
             "goes, nothing can take the run over" % exc)
         return

@@ -26,8 +26,10 @@ def check_before_start(spec, environ):
     """What a run would find wrong only once started, as usage errors
     (SpecError): a given advertise address the backend would refuse, a
     ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
-    a ``--secret-env`` variable that is not set, a runs directory another
-    user could redirect the run's record from (``run_dirs.check_runs_dir``),
+    a ``--secret-env`` variable that is not set, a keys directory another
+    user could swap a ``--failover`` or ``--detach`` run's key in
+    (``takeover_files.check_keys_dir``), a runs directory another user
+    could redirect the run's record from (``run_dirs.check_runs_dir``),
     a ``--run-dir`` that cannot be made (made last, once all else passed)."""
     from ..core.task_secrets import values
     values(spec, environ)
@@ -44,6 +46,12 @@ def check_before_start(spec, environ):
         why = docker_host_error(environ)
         if why:
             raise SpecError(why)
+    if spec.failover_timeout is not None:   # --failover, --detach: the run's key is kept
+        from ..record.takeover_files import TakeoverError, check_keys_dir
+        try:
+            check_keys_dir(environ)
+        except TakeoverError as exc:
+            raise SpecError(str(exc)) from None
     if spec.run_dir is None:
         return
     # not at import: --help needs none

@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import html
 import os
+import tempfile
 import urllib.parse
 from collections.abc import Sequence
 from typing import Optional
@@ -24,6 +25,7 @@ from .charts import CSS as CHART_CSS
 from .charts import TOGGLE_SCRIPT, Series, line_chart, nice_ticks
 from .history import HistoryError, Run
 from .metric_series import in_task_order
+from .run_dirs import UnsafeRunDir, check_own_dir
 from .schema import Attempt, MetricSeries, State, Task, safe_file_name
 from .times import parse_time
 from .usage_table import OVER, average_cpus, over, usage_rows
@@ -468,23 +470,37 @@ def render(run: Run, now: Optional[datetime.datetime] = None) -> str:
 
 def write_report(run: Run, path: Optional[str] = None,
                  now: Optional[datetime.datetime] = None) -> str:
-    """Write the report (default: ``report.html`` in the run directory);
-    returns its path. HistoryError, one line, when it cannot be written
+    """Write the report (default: ``report.html`` in the run directory,
+    which must be the caller's alone: ``run_dirs.check_own_dir``); returns
+    its path. It goes to a new file of its own (O_EXCL, never through a
+    link), which then replaces ``path``: a link planted there is replaced,
+    never followed. HistoryError, one line, when it cannot be written
     there (nothing is left)."""
-    path = path or os.path.join(run.directory, REPORT)
-    temporary = path + ".tmp"
+    if path is None:
+        try:
+            check_own_dir(run.directory, "the run directory", "who could redirect its report")
+        except UnsafeRunDir as exc:
+            raise HistoryError("%s: write it to a file of your own (-o FILE)" % exc) from None
+        except OSError as exc:
+            raise _cannot_write(run.directory, exc) from None
+        path = os.path.join(run.directory, REPORT)
     text = render(run, now)
+    temporary = None
     try:
-        # A stale temporary (or a link planted as one) is removed, never followed.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with open(fd, "w", encoding="utf-8") as handle:
+        descriptor, temporary = tempfile.mkstemp(   # 0600, O_EXCL|O_NOFOLLOW
+            prefix=".%s." % os.path.basename(path), suffix=".tmp",
+            dir=os.path.dirname(path) or ".")
+        with open(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(temporary, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise HistoryError("cannot write the report to %s: %s; choose another file (-o FILE)"
-                           % (path, exc.strerror or exc)) from None
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise _cannot_write(path, exc) from None
     return path
+
+
+def _cannot_write(path: str, exc: OSError) -> HistoryError:
+    return HistoryError("cannot write the report to %s: %s; choose another file (-o FILE)"
+                        % (path, exc.strerror or exc))

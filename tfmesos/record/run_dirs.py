@@ -32,8 +32,9 @@ def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
 
 
 class UnsafeRunDir(Exception):
-    """Why a run's record written there could be redirected by another
-    user (one line, without the fix: each caller names its own)."""
+    """Why what is written at a path (a run's record, its key, its report)
+    could be redirected by another user (one line, without the fix: each
+    caller names its own)."""
 
 
 def _user(uid: int) -> str:
@@ -116,23 +117,47 @@ def _unsafe_path(path: str) -> Optional[tuple[str, str]]:
     return None
 
 
-def check_runs_dir(runs: str) -> None:
-    """UnsafeRunDir unless only the caller and root can change where the
-    runs directory ``runs`` leads (it, each directory above it, each link
-    on the way): the caller's or root's, and writable by no one else but
-    with the sticky bit (/tmp), as ssh and sudo treat such paths."""
-    found = _unsafe_path(runs)
+def check_path(path: str, what: str, harm: str) -> None:
+    """UnsafeRunDir unless only the caller and root can change where
+    ``path`` leads (it, each directory above it, each link on the way):
+    the caller's or root's, and writable by no one else but with the
+    sticky bit (/tmp), as ssh and sudo treat such paths. The line names it
+    as ``what`` ("the runs directory") and ends with ``harm`` (what the
+    other user could do: "who could redirect this run's record")."""
+    found = _unsafe_path(path)
     if found is None:
         return
     where, why = found
-    full = os.path.abspath(runs)
+    full = os.path.abspath(path)
     if where == full:
-        said = "the runs directory %s %s" % (runs, why)
+        said = "%s %s %s" % (what, path, why)
     elif full.startswith(where.rstrip("/") + "/"):
-        said = "the runs directory %s lies in %s, which %s" % (runs, where, why)
+        said = "%s %s lies in %s, which %s" % (what, path, where, why)
     else:
-        said = "the runs directory %s leads to %s, which %s" % (runs, where, why)
-    raise UnsafeRunDir(said + ", who could redirect this run's record")
+        said = "%s %s leads to %s, which %s" % (what, path, where, why)
+    raise UnsafeRunDir("%s, %s" % (said, harm))
+
+
+def check_runs_dir(runs: str) -> None:
+    """``check_path`` of the runs directory ``runs``."""
+    check_path(runs, "the runs directory", "who could redirect this run's record")
+
+
+def check_own_dir(directory: str, what: str, harm: str) -> None:
+    """``check_path``, and ``directory`` (where a link of the caller's or
+    root's leads) is a directory of the caller's that no one else may write
+    (UnsafeRunDir); OSError when it cannot be looked at."""
+    check_path(directory, what, harm)
+    found = os.stat(directory)
+    if not stat.S_ISDIR(found.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory)
+    _refuse_unless_own(directory, found, what, harm)
+
+
+def _refuse_unless_own(directory: str, found: os.stat_result, what: str, harm: str) -> None:
+    why = _unsafe(found, (os.geteuid(),))
+    if why:
+        raise UnsafeRunDir("%s %s %s, %s" % (what, directory, why, harm))
 
 
 def make_run_dir(directory: str, new: bool = False) -> None:
@@ -161,10 +186,8 @@ def make_run_dir(directory: str, new: bool = False) -> None:
                            "run's record anywhere" % directory)
     if not stat.S_ISDIR(found.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory)
-    why = _unsafe(found, (os.geteuid(),))
-    if why:
-        raise UnsafeRunDir("the run directory %s %s, who could redirect this run's record"
-                           % (directory, why))
+    _refuse_unless_own(directory, found, "the run directory",
+                       "who could redirect this run's record")
 
 
 def create_private(path: str, append: bool = False) -> int:
@@ -192,8 +215,8 @@ def create_private(path: str, append: bool = False) -> int:
     return descriptor
 
 
-__all__ = ["RUNS_DIR", "runs_root", "default_run_dir", "UnsafeRunDir", "check_runs_dir",
-           "make_run_dir", "create_private"]
+__all__ = ["RUNS_DIR", "runs_root", "default_run_dir", "UnsafeRunDir", "check_path",
+           "check_runs_dir", "check_own_dir", "make_run_dir", "create_private"]
 
 
 def run_json_text(document: Mapping[str, object]) -> str:

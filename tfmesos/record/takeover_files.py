@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, Optional, Protocol
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
+from .run_dirs import UnsafeRunDir, check_path
 
 FAILOVER_FILE = "failover.json"
 FAILOVER_FORMAT = 2   # 1: tfrun's command line replayed (no "format" field)
@@ -57,6 +58,20 @@ def keys_dir(environ: Mapping[str, str]) -> str:
         os.path.expanduser("~"), ".tfmesos", "keys")
 
 
+def check_keys_dir(environ: Mapping[str, str]) -> str:
+    """The keys directory, once only the caller and root can change where
+    it leads (``run_dirs.check_path``: it, each directory above it, each
+    link on the way); TakeoverError naming the fix otherwise: another user
+    who could would swap or remove the runs' keys."""
+    directory = keys_dir(environ)
+    try:
+        check_path(directory, "the keys directory", "who could swap or remove the runs' keys")
+    except UnsafeRunDir as exc:
+        raise TakeoverError("%s: set $TFMESOS_KEYS_DIR to a directory of your own" % exc) \
+            from None
+    return directory
+
+
 def key_path(run_id: str, environ: Mapping[str, str]) -> str:
     if not _RUN_ID.match(run_id):
         raise TakeoverError("%r is not a run id" % run_id)
@@ -76,9 +91,11 @@ def _write_private(path: str, text: str) -> None:
 
 
 def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
-    """Keep the key of the run ``identity`` (a ``RunIdentity``); returns where."""
+    """Keep the key of the run ``identity`` (a ``RunIdentity``) in the keys
+    directory (``check_keys_dir``: TakeoverError); returns where; OSError."""
     path = key_path(identity.run_id, environ)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    os.makedirs(check_keys_dir(environ), mode=0o700, exist_ok=True)
+    check_keys_dir(environ)   # what was made: another user's, made first?
     _write_private(path, identity.key.hex() + "\n")
     return path
 
@@ -86,9 +103,11 @@ def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
 def forget_key(run_id: str, environ: Mapping[str, str]) -> Optional[str]:
     """Remove the caller's key of run ``run_id``, which has ended, from the
     keys directory; returns its path, or None: there was none, or it is no
-    regular file of the caller's (left as it is)."""
+    regular file of the caller's, or the keys directory is not the
+    caller's alone (``check_keys_dir``: left as it is)."""
     try:
         path = key_path(run_id, environ)
+        check_keys_dir(environ)
         found = os.lstat(path)
     except (TakeoverError, OSError):
         return None
@@ -144,13 +163,17 @@ def read_private(path: str, limit: int, shared: int = 0o022) -> bytes:
 def held_key(run_id: str, environ: Mapping[str, str]) -> Optional[bytes]:
     """The caller's key of run ``run_id`` in the keys directory, or None when
     there is none there; TakeoverError for one that is there but is not
-    the caller's alone (another user's, readable or writable by others) or
-    no key."""
+    the caller's alone (another user's, readable or writable by others, in
+    a keys directory another user could change: ``check_keys_dir``) or no
+    key."""
     try:
         path = key_path(run_id, environ)
     except TakeoverError:     # no run id: no key file can be its
         return None
-    return read_key(path, private=True) if os.path.lexists(path) else None
+    if not os.path.lexists(path):
+        return None
+    check_keys_dir(environ)
+    return read_key(path, private=True)
 
 
 def run_key(run_id: str, environ: Mapping[str, str], key_file: Optional[str] = None) -> bytes:
