@@ -206,7 +206,7 @@ class LocalMaster(FaultInjection):
     ``Authorization: Bearer <token>``.
 
     Should this master's process die (SIGKILL, a crash: no ``stop()``),
-    its plain process tasks end as a Mesos agent's do when the agent dies
+    its tasks (processes, containers) end as a Mesos agent's do when it dies
     (``watchdog.py``): at once, or, for a framework that checkpoints
     (``FrameworkInfo.checkpoint``), once ``recovery_timeout`` seconds
     passed, as Mesos' agent flag ``--recovery_timeout`` (default 900, 15

@@ -21,23 +21,48 @@ master's terminal does not reach it), not a fork of the threaded master
 socket pair whose other end only the master holds (close-on-exec: no task
 inherits it; a socket, not a pipe, so that a write to a watchdog that is
 gone is an error and never a SIGPIPE, whatever the master's process did
-with that signal). The master writes a line as each task's process starts
-(``watch``: its process group and start, its ``MESOS_SANDBOX`` for the
-processes that left the group, its cgroups, its grace, whether its
-framework checkpoints) and ends (``forget``); at ``stop()``, once it killed
-every task itself, ``exit``, and the watchdog exits. End of file without
-``exit`` is the master's death: it ends every task it still watches, then
-exits (early once none is left).
+with that signal). The master writes a line as each task starts and ends;
+every line ends with a newline (a last line without one is cut short by
+the master's death and ignored), its fields split by spaces:
 
-What else a killed master leaves, its work directory and cgroup
-directories, the next master's start removes (``cleanup.py``,
-``cgroups.remove_stale``); with isolation that start kills what is still in
-a dead master's cgroups at once, recovery timeout or not: no master
-recovers another's tasks.
+* ``watch KEY PGID SINCE GRACE CHECKPOINT MARKER CGROUP...``: a task's
+  processes (``watch_line``): its process group and start (clock ticks,
+  ``-`` for none), its grace, ``1`` if its framework checkpoints, its
+  ``MESOS_SANDBOX=...`` for the processes that left the group and its
+  cgroups, both in hex (any byte goes);
+* ``container KEY GRACE CHECKPOINT ID``: a Docker task's container
+  (``container_line``): its id (or name) on the engine, in hex as the
+  marker;
+* ``forget KEY``: that task ended (the master destroyed it itself);
+* ``exit``: at ``stop()``, once the master killed every task itself: the
+  watchdog exits, killing nothing.
+
+End of file without ``exit`` is the master's death: the watchdog ends
+every task it still watches, then exits (early once none is left). A
+process task gets SIGTERM, then SIGKILL after its grace. A container goes
+as Mesos' docker executor (src/docker/executor.cpp, run by the executor
+driver, src/exec/exec.cpp, which shuts it down when its agent is gone, or
+after the recovery timeout for a checkpointing framework) stops its
+container at its ``shutdown``: ``docker stop -t GRACE ID`` (the
+container's stop signal, SIGKILL after the grace), then ``docker rm -f
+ID``, as the master removes the containers of its tasks; the watchdog runs
+the ``docker`` command line, found on the master's ``PATH``, with the
+master's environment (``DOCKER_HOST``, ``DOCKER_CONTEXT``...). Without it,
+or with an engine that does not answer, the container is left to the next
+master's start (below).
+
+What else a killed master leaves, its work directory, cgroup
+directories and the containers the watchdog did not remove (or did not
+watch yet: a container is watched once the engine started it), the next
+master's start removes (``cleanup.py``, ``cgroups.remove_stale``; on that
+engine, ``docker_runner.remove_orphans``); with isolation that start kills
+what is still in a dead master's cgroups at once, recovery timeout or not:
+no master recovers another's tasks.
 
 Standard library only and nothing of the package, as ``cleanup.py``, and
 a light start (no ``json``, ``logging`` or ``typing``: a few milliseconds
-of CPU beside the first tasks' start).
+of CPU beside the first tasks' start; the ``docker`` command runs only
+once the master died).
 """
 
 from __future__ import annotations
@@ -62,6 +87,7 @@ EXIT_WAIT = 2.0            # seconds stop() waits for the watchdog to exit
 IDLE_POLL = 1.0            # seconds between looks while tasks wait out the recovery timeout
 KILL_POLL = 0.05           # ... while tasks are being killed
 KILL_TIMEOUT = 5.0         # seconds of SIGKILL after which a task's processes are given up
+DOCKER_TIMEOUT = 60.0      # seconds a docker command may take past the grace, then is killed
 
 
 # -- the master's side ---------------------------------------------------------
@@ -92,6 +118,12 @@ class Watchdog:
         key = next(self._keys)
         line = watch_line(key, pgid, since, marker, cgroups, grace, checkpoint)
         return key if self._send(line) else None
+
+    def watch_container(self, container: str, grace: float, checkpoint: bool) -> int | None:
+        """Watch a Docker task's ``container`` (the engine's id): stopped
+        (``docker stop -t GRACE``) and removed. Its key for ``forget``, or None."""
+        key = next(self._keys)
+        return key if self._send(container_line(key, container, grace, checkpoint)) else None
 
     def forget(self, key: int | None) -> None:
         if key is not None:
@@ -210,6 +242,23 @@ def parse_watch(fields: list[bytes]) -> dict:
             "cgroups": [os.fsdecode(bytes.fromhex(path.decode())) for path in fields[6:]]}
 
 
+def container_line(key: int, container: str, grace: float, checkpoint: bool) -> bytes:
+    """``container KEY GRACE CHECKPOINT ID``: ``ID`` the container's, hex."""
+    return b"container %d %s %s %s\n" % (key, repr(float(grace)).encode(),
+                                          b"1" if checkpoint else b"0",
+                                          container.encode().hex().encode())
+
+
+def parse_container(fields: list[bytes]) -> dict:
+    """What ``container_line`` wrote (its fields after ``container``); ValueError."""
+    key, grace, checkpoint, container = fields
+    name = bytes.fromhex(container.decode()).decode("ascii")
+    if not name or name.startswith("-"):
+        raise ValueError("not a container: %r" % name)
+    return {"key": int(key), "grace": float(grace), "checkpoint": checkpoint == b"1",
+            "container": name}
+
+
 # -- the watchdog's side -----------------------------------------------------------
 
 def _stat(pid: str) -> tuple[int, int] | None:
@@ -313,15 +362,74 @@ def _processes() -> dict[int, tuple[int, int]]:
     return table
 
 
+class ContainerEnding:
+    """A watched container of a dead master, from ``due`` (monotonic) on:
+    ``docker stop -t GRACE``, then ``docker rm -f``, each a child of this
+    process (killed once ``DOCKER_TIMEOUT`` passed beyond the grace: an
+    engine that does not answer); ``done`` once the last exited, or once
+    none could be started (no ``docker`` command)."""
+
+    def __init__(self, task: dict, due: float) -> None:
+        container = task["container"]
+        grace = max(0.0, task["grace"])
+        seconds = int(-(-grace // 1))   # whole seconds (docker stop's), rounded up
+        self.commands = [["docker", "stop", "-t", str(seconds), "--", container],
+                         ["docker", "rm", "-f", "--", container]]
+        self.grace = grace
+        self.due = due
+        self.child: int | None = None
+        self.give_up = 0.0
+        self.done = False
+
+    def look(self, table: dict, now: float) -> None:
+        if now < self.due:
+            return
+        if self.child is not None:
+            if not _reaped(self.child, kill=now >= self.give_up):
+                return
+            self.child = None
+        while self.commands and self.child is None:
+            command = self.commands.pop(0)
+            self.child = _spawn(command)
+            self.give_up = now + (self.grace if command[1] == "stop" else 0.0) + DOCKER_TIMEOUT
+        self.done = self.child is None
+
+
+def _spawn(argv: list[str]) -> int | None:
+    """Start ``argv`` (on ``PATH``), its standard input /dev/null (not the
+    master's socket); its pid, or None."""
+    try:
+        return os.posix_spawnp(argv[0], argv, os.environ,
+                               file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)])
+    except OSError:
+        return None
+
+
+def _reaped(pid: int, kill: bool) -> bool:
+    """Whether the child ``pid`` exited (and is reaped); ``kill``: SIGKILL
+    it first, and reap it."""
+    try:
+        if kill:
+            os.kill(pid, SIGKILL)
+            os.waitpid(pid, 0)
+            return True
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except OSError:   # ChildProcessError: not ours to wait for (any more)
+        return True
+
+
 def end_tasks(tasks: Iterable[dict], recovery_timeout: float) -> None:
     """End the watched ``tasks`` of a master that died: at once, or after
     ``recovery_timeout`` seconds for those of a checkpointing framework."""
     start = time.monotonic()
-    endings = [Ending(task, start + (recovery_timeout if task["checkpoint"] else 0.0))
-               for task in tasks]
+    endings: list[Ending | ContainerEnding] = [
+        (ContainerEnding if "container" in task else Ending)(
+            task, start + (recovery_timeout if task["checkpoint"] else 0.0))
+        for task in tasks]
     while endings:
         _ENVIRON.clear()
-        table, now = _processes(), time.monotonic()
+        processes = any(isinstance(ending, Ending) for ending in endings)
+        table, now = _processes() if processes else {}, time.monotonic()
         for ending in endings:
             ending.look(table, now)
         endings = [ending for ending in endings if not ending.done]
@@ -345,6 +453,9 @@ def watch(stream, recovery_timeout: float) -> None:
             if fields[0] == b"watch":
                 task = parse_watch(fields[1:])
                 tasks[task["key"]] = task
+            elif fields[0] == b"container":
+                task = parse_container(fields[1:])
+                tasks[task["key"]] = task
             elif fields[0] == b"forget":
                 tasks.pop(int(fields[1]), None)
         except (IndexError, ValueError):
@@ -361,7 +472,8 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watch_line", "parse_watch", "end_tasks", "watch"]
+__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watch_line", "parse_watch", "container_line",
+           "parse_container", "end_tasks", "watch"]
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ a framework that does not checkpoint end at once, those of one that does
 (``FrameworkInfo.checkpoint``) once the recovery timeout passed
 (``--recovery-timeout``, Mesos' agent flag); the master's watchdog
 (mesos_local/watchdog.py) ends them and exits. A master that stops leaves
-no watchdog behind, and one that launched nothing started none."""
+no watchdog behind, and one that launched nothing started none. The same
+holds for its Docker tasks: their containers go as Mesos' docker executor
+(src/docker/executor.cpp) stops its container when its agent is gone, at
+once or after the recovery timeout, not at the next master's start."""
 
 import contextlib
 import io
@@ -21,6 +24,7 @@ import uuid
 
 import pytest
 from conftest import MARKER
+from fixtures_docker import docker_engine, managed_containers, no_leaked_containers, tfmesos_image
 from mesos_http_client import SchedulerClient, task_info
 from waiting import wait_until
 
@@ -71,19 +75,22 @@ def start_ticks(pid):
 
 
 class Master:
-    """``python -m mesos_local --port 0`` with ``options``, in a process of
-    its own; ``url`` once it listens. ``close()`` kills whatever carries
+    """``python -m mesos_local --port 0`` with ``options`` (and
+    ``--no-docker`` unless ``docker``), in a process of its own; ``url``
+    once it listens. ``close()`` kills whatever carries
     its token (the master, its watchdog, its tasks)."""
 
-    def __init__(self, tmp_path, *options):
+    def __init__(self, tmp_path, *options, docker=False):
         self.token = uuid.uuid4().hex
         tasks_env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER], TOKEN: self.token}
         tmp = tmp_path / "tmp"
         tmp.mkdir(exist_ok=True)
         self.log = tmp_path / "master.log"
-        argv = [sys.executable, "-m", "mesos_local", "--port", "0", "--no-docker",
+        argv = [sys.executable, "-m", "mesos_local", "--port", "0",
                 "--agent", "cpus=1,mem=256,disk=100,gpus=0",
                 "--executor-environment-variables", json.dumps(tasks_env)] + list(options)
+        if not docker:
+            argv.append("--no-docker")
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO,
@@ -241,6 +248,40 @@ def test_the_watchdog_kills_nothing_when_its_master_stopped(tmp_path):
         assert leader.poll() is None and start_ticks(escaped) is not None
 
 
+def fake_docker(tmp_path, monkeypatch):
+    """A ``docker`` command first on ``PATH`` that writes its arguments, a
+    line a call, to the file it returns."""
+    calls = tmp_path / "docker-calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\necho "$*" >> %s\n' % calls)
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    return calls
+
+
+def test_the_watchdog_stops_then_removes_the_containers_it_watches(tmp_path, monkeypatch):
+    calls = fake_docker(tmp_path, monkeypatch)
+    lines = (watchdog.container_line(1, "c0ffee", 2.5, False)      # docker stop -t: whole s
+             + watchdog.container_line(2, "gone-before", 3.0, False) + b"forget 2\n"
+             + watchdog.container_line(3, "mesos-local-x-1", 0.0, False))
+    lines += b"container 4 1.0 0 %s\n" % b"-f".hex().encode()   # no option: refused
+    # The stream ends as a master killed mid-line leaves it.
+    watchdog.watch(io.BytesIO(lines + b"container 5 1.0 0 6"), watchdog.RECOVERY_TIMEOUT)
+    said = calls.read_text().splitlines()
+    assert sorted(said) == sorted(["stop -t 3 -- c0ffee", "rm -f -- c0ffee",
+                                   "stop -t 0 -- mesos-local-x-1", "rm -f -- mesos-local-x-1"])
+    for name in ("c0ffee", "mesos-local-x-1"):   # each removed once it stopped
+        assert said.index("stop -t %s -- %s" % ("3" if name == "c0ffee" else "0", name)) \
+            < said.index("rm -f -- %s" % name)
+
+
+def test_the_watchdog_removes_no_container_when_its_master_stopped(tmp_path, monkeypatch):
+    calls = fake_docker(tmp_path, monkeypatch)
+    watchdog.watch(io.BytesIO(watchdog.container_line(1, "c0ffee", 0.0, False) + b"exit\n"), 0.0)
+    assert not calls.exists()
+
+
 def test_a_master_goes_on_without_a_watchdog_that_is_gone(caplog):
     dog = watchdog.Watchdog(600.0)
     try:
@@ -254,3 +295,92 @@ def test_a_master_goes_on_without_a_watchdog_that_is_gone(caplog):
         assert caplog.text.count("watches no more tasks") == 1
     finally:
         dog.close()
+
+
+# -- Docker tasks ------------------------------------------------------------------
+
+def master_containers(engine, master):
+    """The containers (running or not) of ``master``'s tasks: their
+    environment carries its token."""
+    token = "%s=%s" % (TOKEN, master.token)
+    return [c for c in managed_containers(engine)
+            if token in (c.attrs.get("Config", {}).get("Env") or ())]
+
+
+@contextlib.contextmanager
+def docker_master(tmp_path, engine, *options):
+    """A ``Master`` that runs image tasks on ``engine``; at the end it,
+    its processes and its containers are gone, whatever the test did."""
+    master = Master(tmp_path, *options, docker=True)
+    try:
+        yield master
+    finally:
+        master.close()
+        for container in master_containers(engine, master):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+
+
+def launch_container(master, engine, image, checkpoint=False):
+    """A framework (checkpointing or not) that runs ``sleep 600`` in a
+    container of ``image`` on ``master``: (the client, the container)."""
+    client = SchedulerClient(master.url, extra_info={"checkpoint": True} if checkpoint else None)
+    try:
+        client.subscribe()
+        offer = client.next_offers()[0]
+        container = {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
+                                                          "docker": {"name": image}}}}
+        client.launch(offer, [task_info("sleeper", offer, "exec sleep 600", container=container)])
+        client.wait_state("sleeper", "TASK_RUNNING")
+        [found] = master_containers(engine, master)
+        assert found.status == "running", found.status
+    except BaseException:
+        client.close()
+        raise
+    return client, found
+
+
+def running(engine, master):
+    """The names of ``master``'s containers and their states."""
+    return ["%s (%s)" % (c.name, c.status) for c in master_containers(engine, master)]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(180, func_only=True)   # the image's build is not the test's
+def test_the_containers_of_a_killed_master_go_at_once(tmp_path, docker_engine, tfmesos_image,
+                                                      no_leaked_containers):
+    with docker_master(tmp_path, docker_engine) as master:
+        client, container = launch_container(master, docker_engine, tfmesos_image)
+        try:
+            master.kill()
+            wait_until(lambda: not master_containers(docker_engine, master),
+                       timeout=GONE_WITHIN,
+                       message=lambda: "the task's container outlived its killed master: %s"
+                       % running(docker_engine, master))
+            wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
+                       message=lambda: "left behind: %s" % master.processes())
+        finally:
+            client.close()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(180, func_only=True)
+def test_a_checkpointing_frameworks_containers_go_after_the_recovery_timeout(
+        tmp_path, docker_engine, tfmesos_image, no_leaked_containers):
+    with docker_master(tmp_path, docker_engine, "--recovery-timeout", str(RECOVERY)) as master:
+        client, container = launch_container(master, docker_engine, tfmesos_image,
+                                             checkpoint=True)
+        try:
+            killed = master.kill()
+            container.reload()
+            assert container.status == "running", "the container went before the recovery timeout"
+            gone = wait_until(lambda: not master_containers(docker_engine, master)
+                              and time.monotonic(), timeout=RECOVERY + GONE_WITHIN,
+                              message=lambda: "the task's container outlived the recovery "
+                              "timeout: %s" % running(docker_engine, master))
+            assert gone - killed >= RECOVERY, "gone %.2f s after its master, before %g s" % (
+                gone - killed, RECOVERY)
+            wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
+                       message=lambda: "left behind: %s" % master.processes())
+        finally:
+            client.close()

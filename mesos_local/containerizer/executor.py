@@ -21,9 +21,9 @@ task. A container runner's task reports its own (``handle.limitation()``).
 Its processes that left its cgroups are killed by ``escapes`` (an
 ``escapes.EscapeSweeper``) after its terminal update, else at its end here.
 
-A plain process task is watched by the master's watchdog (``watchdog.py``)
-from its launch to its destruction: should the master die meanwhile, the
-watchdog ends it.
+A task is watched by the master's watchdog (``watchdog.py``) from its
+launch to its destruction: should the master die meanwhile, the watchdog
+ends it, a plain process task's processes or a Docker task's container.
 """
 
 import logging
@@ -66,10 +66,10 @@ class TaskProcess:
     ``user``: the task's user (``CommandInfo.user``, else
     ``FrameworkInfo.user``); ``switch``: the agents' ``users.UserSwitch``
     for a plain task (None: the runner's own user handling, a container's).
-    ``watchdog``: the master's ``watchdog.Watchdog``, which ends a plain
-    process task if the master dies: SIGTERM, SIGKILL after ``grace``
-    seconds, at once or, where its framework ``checkpoint``s, after the
-    recovery timeout.
+    ``watchdog``: the master's ``watchdog.Watchdog``, which ends the task
+    if the master dies: SIGTERM (a container's stop signal), SIGKILL after
+    ``grace`` seconds, at once or, where its framework ``checkpoint``s,
+    after the recovery timeout; a container is removed.
     """
 
     def __init__(self, launch, runner, uris, on_running, on_exit, make_sandbox=True,
@@ -161,6 +161,8 @@ class TaskProcess:
                 if self._local_group is not None:
                     self._started = start_ticks(self._local_group)
                     self._watch()
+            else:
+                self._watch_container()
         except UserError as exc:
             self.dropped = True
             error = sandbox_message(self.launch.sandbox, self.user, exc)
@@ -220,6 +222,14 @@ class TaskProcess:
         grace, checkpoint = self._shutdown
         self._watched = self.watchdog.watch(self._local_group, self._started, self._marker,
                                             cgroups, grace, checkpoint)
+
+    def _watch_container(self):
+        """A container runner's task (``DockerTask``: ``id``), by its container."""
+        container = getattr(self.handle, "id", None)
+        if self.watchdog is None or not isinstance(container, str) or not container:
+            return
+        grace, checkpoint = self._shutdown
+        self._watched = self.watchdog.watch_container(container, grace, checkpoint)
 
     def _make_sandbox(self):
         """The sandbox and its stdout and stderr; a plain task's is its user's."""
