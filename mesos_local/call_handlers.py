@@ -89,12 +89,12 @@ class SchedulerCalls:
                                    operation["launch_group"]["task_group"].get("tasks", []))]
         offer_ids = [offer_id["value"] for offer_id in accept.get("offer_ids", [])]
         offers, error = self._take_offers(framework, offer_ids)
+        if error is not None:
+            self._drop_launches(framework, task_infos, error)
+            return None
         pool = Resources()
         for offer in offers:
             pool.add(offer.resources)
-        if error is not None:
-            self._drop_launches(framework, offers, task_infos, error)
-            return None
         agent = self.records.agents[offers[0].agent_id]
         role = offers[0].role
         seen: set[str] = set()   # task ids launched by this call
@@ -111,38 +111,56 @@ class SchedulerCalls:
         return None
 
     def _take_offers(self, framework, offer_ids):
-        """Remove the named offers; returns (valid offers, error or None)."""
-        if not offer_ids:
-            return [], "No offers specified"
+        """Remove every named offer the master has; returns (those offers,
+        error or None). Valid: they are the caller's, on one agent, for one
+        role. Invalid: Master::accept (src/master/master.cpp) discards each
+        (``discardOffer``: its resources recovered, no RESCIND), another
+        framework's included, so none of them can be used again."""
+        error = self._offers_error(framework, offer_ids)
         offers: list[Offer] = []
-        error: Optional[str] = None
-        seen: set[str] = set()
-        for offer_id in offer_ids:
+        for offer_id in dict.fromkeys(offer_ids):
             offer = self.records.offers.get(offer_id)
-            if offer_id in seen:
-                error = error or "Duplicate offer %s in offer list" % offer_id
-            elif offer is None:
-                error = error or "Offer %s is no longer valid" % offer_id
-            elif offer.framework_id != framework.id:
-                error = error or ("Offer %s has invalid framework %s while framework %s is "
-                                  "expected" % (offer_id, offer.framework_id, framework.id))
-            elif offers and offer.agent_id != offers[0].agent_id:
-                error = error or ("Aggregated offers must belong to one single agent. Offer "
-                                  "%s uses agent %s and agent %s"
-                                  % (offer_id, offer.agent_id, offers[0].agent_id))
-            else:
+            if offer is not None:
                 offers.append(offer)
-                self.allocator.remove_offer(offer, recover=False)
-            seen.add(offer_id)
+                self.allocator.remove_offer(offer, recover=error is not None)
         return offers, error
 
-    def _drop_launches(self, framework, offers, task_infos, error):
-        """An ACCEPT with invalid offers: the valid ones go back to their
-        agents, each task gets TASK_DROPPED (PARTITION_AWARE) or TASK_LOST."""
+    def _offers_error(self, framework, offer_ids) -> Optional[str]:
+        """validation::offer::validate (src/master/validation.cpp): each check
+        runs over every offer before the next, the first failing one names
+        the error."""
+        if not offer_ids:
+            return "No offers specified"
+        seen: set[str] = set()
+        for offer_id in offer_ids:
+            if offer_id in seen:
+                return "Duplicate offer %s in offer list" % offer_id
+            seen.add(offer_id)
+        offers = []
+        for offer_id in offer_ids:
+            offer = self.records.offers.get(offer_id)
+            if offer is None:
+                return "Offer %s is no longer valid" % offer_id
+            offers.append(offer)
         for offer in offers:
-            agent = self.records.agents.get(offer.agent_id)
-            if agent is not None:
-                agent.available.add(offer.resources)
+            if offer.framework_id != framework.id:
+                return ("Offer %s has invalid framework %s while framework %s is expected"
+                        % (offer.id, offer.framework_id, framework.id))
+        for offer in offers:
+            if offer.role != offers[0].role:   # Mesos' quotes, unbalanced as there
+                return ("Aggregated offers must be allocated to the same role. Offer %s "
+                        "uses role '%s but another is using role '%s"
+                        % (offer.id, offer.role, offers[0].role))
+        for offer in offers:
+            if offer.agent_id != offers[0].agent_id:
+                return ("Aggregated offers must belong to one single agent. Offer %s uses "
+                        "agent %s and agent %s" % (offer.id, offer.agent_id,
+                                                   offers[0].agent_id))
+        return None
+
+    def _drop_launches(self, framework, task_infos, error):
+        """An ACCEPT with invalid offers (already discarded): each task gets
+        TASK_DROPPED (PARTITION_AWARE) or TASK_LOST."""
         state = "TASK_DROPPED" if framework.partition_aware else "TASK_LOST"
         for info in task_infos:
             self.updates.send_master_update(

@@ -205,6 +205,38 @@ def test_original_signature_and_unsupported_options_are_clear():
             pass
 
 
+def test_a_cluster_runs_its_block_once(tmp_path):
+    """A second ``with`` on what cluster() returned is one ClusterError
+    naming what to do (it was contextlib's AttributeError: args)."""
+    from tfmesos import ClusterError
+    c = cluster([dict(name="ps", num=1, **SMALL)], master="local",
+                run_dir=str(tmp_path / "run"))
+    with c as running:
+        with pytest.raises(ClusterError) as nested:
+            with c:
+                pass
+        assert str(nested.value) == (
+            "this tfmesos.cluster(...) is running its with block already; make a new "
+            "tfmesos.cluster(...) for another run")
+        assert running.spec["ps"]
+    with pytest.raises(ClusterError) as again:
+        with c:
+            pass
+    assert str(again.value) == ("this tfmesos.cluster(...) has run its with block; make a "
+                                "new tfmesos.cluster(...) for another run")
+
+
+def test_a_cluster_that_could_not_start_cannot_be_entered_again():
+    from tfmesos import ClusterError, SpecError
+    c = cluster([{"name": "worker"}], protocol="grpc+verbs")
+    with pytest.raises(SpecError):
+        with c:
+            pass
+    with pytest.raises(ClusterError, match=r"has run its with block; make a new "):
+        with c:
+            pass
+
+
 class _NoSuchEvent:
     """An event kind without a handler: a bug, never dropped silently."""
 

@@ -588,6 +588,69 @@ def test_stale_offer(local_master, clients, partition_aware):
                                  "valid" % offer["id"]["value"])
 
 
+@pytest.mark.parametrize("partition_aware", [False, True])
+def test_accept_naming_another_frameworks_offer_discards_every_named_offer(
+        make_local_master, clients, partition_aware):
+    """Master::accept (src/master/master.cpp): when validation::offer::validate
+    fails, every named offer the master still has is discarded (discardOffer:
+    its resources recovered, no RESCIND), another framework's included, and
+    each task of the call gets TASK_DROPPED (PARTITION_AWARE) or TASK_LOST,
+    REASON_INVALID_OFFERS."""
+    master = make_local_master(agents=[small_agent(hostname="h1"), small_agent(hostname="h2")])
+    mine = clients(master, name="mine",
+                   capabilities=["PARTITION_AWARE"] if partition_aware else [])
+    theirs = clients(master, name="theirs")
+    own, spare = mine.next_offers()
+    mine.decline([spare], refuse_seconds=60)   # its agent goes to the other framework
+    other = theirs.next_offers()[0]
+    assert other["agent_id"] == spare["agent_id"]
+    mine.call("ACCEPT", {"offer_ids": [own["id"], other["id"]],
+                         "operations": [{"type": "LAUNCH", "launch": {
+                             "task_infos": [task_info("mixed", own, "true")]}}]})
+    status = mine.next_update("mixed")
+    assert status["state"] == ("TASK_DROPPED" if partition_aware else "TASK_LOST")
+    assert status["reason"] == "REASON_INVALID_OFFERS" and "uuid" not in status
+    assert status["message"] == (
+        "Task launched with invalid offers: Offer %s has invalid framework %s while "
+        "framework %s is expected" % (other["id"]["value"], theirs.framework_id,
+                                      mine.framework_id))
+    # Neither offer is kept: their resources come back in new offers.
+    again = mine.next_offers(timeout=30)
+    assert [offer["agent_id"] for offer in again] == [own["agent_id"]]
+    assert again[0]["id"] != own["id"]
+    theirs.no_event("RESCIND", 0.2)   # discarded, not rescinded
+    anew = theirs.next_offers(timeout=30)
+    assert anew[0]["agent_id"] == other["agent_id"] and anew[0]["id"] != other["id"]
+    for client, offer, task_id in ((mine, own, "own-again"), (theirs, other, "theirs-late")):
+        client.launch(offer, [task_info(task_id, offer, "true")])
+        status = client.next_update(task_id)
+        assert status["reason"] == "REASON_INVALID_OFFERS"
+        assert status["message"] == ("Task launched with invalid offers: Offer %s is no "
+                                     "longer valid" % offer["id"]["value"])
+
+
+@pytest.mark.parametrize("offer_ids, message", [
+    (lambda own, other: [own, own], "Duplicate offer {own} in offer list"),
+    # validation::offer::validate runs each check over every offer in turn:
+    # an unknown offer is named before another framework's, wherever it is.
+    (lambda own, other: [other, {"value": "gone"}], "Offer gone is no longer valid"),
+])
+def test_invalid_offer_lists_name_mesos_first_error(make_local_master, clients, offer_ids,
+                                                    message):
+    master = make_local_master(agents=[small_agent(hostname="h1"), small_agent(hostname="h2")])
+    mine = clients(master, name="mine")
+    theirs = clients(master, name="theirs")
+    own, spare = mine.next_offers()
+    mine.decline([spare], refuse_seconds=60)
+    other = theirs.next_offers()[0]
+    mine.call("ACCEPT", {"offer_ids": offer_ids(own["id"], other["id"]),
+                         "operations": [{"type": "LAUNCH", "launch": {
+                             "task_infos": [task_info("bad", own, "true")]}}]})
+    status = mine.next_update("bad")
+    assert status["message"] == ("Task launched with invalid offers: "
+                                 + message.format(own=own["id"]["value"]))
+
+
 # --- malformed calls ---------------------------------------------------------------------------------------
 
 def test_malformed_calls_are_refused(local_master, clients):

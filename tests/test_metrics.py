@@ -591,6 +591,27 @@ def test_show_of_a_record_whose_series_lists_differ_in_length_is_one_line(tmp_pa
         "steps, values and times differ in length (1, 1, 0)\n" % path
 
 
+def test_a_record_with_an_exit_code_no_wait_status_holds_is_not_a_run_record(tmp_path,
+                                                                            capsys):
+    # Printed whole (401 digits) by tfmesos runs and show before.
+    directory = write_run(tmp_path, "5eed0044")
+    path = os.path.join(directory, "run.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["outcome"]["exit_code"] = 10 ** 400
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    assert main(["show", directory]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "tfmesos: error: %s is not a run record: run.json.outcome." \
+        "exit_code: expected integer from -255 to 255, got int out of range\n" % path
+    assert main(["runs", "--runs-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "5eed0044" not in captured.out and "0" * 100 not in captured.out + captured.err
+    shutil.rmtree(directory)   # the suite holds every run.json left to docs/run.schema.json
+
+
 def test_the_report_draws_a_chart_per_metric_and_a_line_per_task(tmp_path):
     page = render(metrics_run(tmp_path))
     assert "<h2>Metrics</h2>" in page and "12 points were left out" in page

@@ -142,6 +142,49 @@ def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path):
     assert type(error.__cause__) is ValueError and error.__cause__.args == ("bad input: seven",)
 
 
+async def async_answer(offset):
+    import asyncio
+    await asyncio.sleep(0)
+    return {"answer": offset + 41, "loop": asyncio.get_running_loop() is not None}
+
+
+async def async_fails(text):
+    import asyncio
+    await asyncio.sleep(0)
+    raise ValueError("async: %s" % text)
+
+
+def test_an_async_function_runs_in_an_event_loop_of_its_own(tmp_path):
+    """``async def fn``: each task runs ``asyncio.run(fn(*args))`` (it was
+    refused in every task as a value that cannot be pickled: coroutine)."""
+    value = tfmesos.run(async_answer, 1, workers=1, ship=None, run_dir=str(tmp_path / "run"),
+                        **SMALL).value
+    assert value == {"answer": 42, "loop": True}
+    with pytest.raises(RemoteTaskError) as caught:
+        tfmesos.run(async_fails, "seven", workers=1, ship=None,
+                    run_dir=str(tmp_path / "failed"), **SMALL)
+    error = caught.value
+    assert str(error).startswith("worker:0 raised ValueError: async: seven")
+    assert type(error.__cause__) is ValueError
+    # Its traceback starts at the function, as a plain function's does.
+    frames = error.remote_traceback.split("\n  File ")[1:]
+    assert frames and "in async_fails" in frames[0], error.remote_traceback
+    assert "runners.py" not in error.remote_traceback, error.remote_traceback
+    assert "base_events.py" not in error.remote_traceback, error.remote_traceback
+
+
+async def async_items():
+    yield 1
+
+
+def test_an_async_generator_function_is_refused_before_the_run():
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(async_items, workers=1, ship=None, **SMALL)
+    assert str(caught.value) == (
+        "tfmesos.run cannot run async_items: an async generator function returns no "
+        "value; run one that returns what it collects")
+
+
 def leaves_a_thread_and_a_process(release):
     """Returns at once, leaving a thread and a child process running until
     ``release`` exists: its process' pid and the child's."""

@@ -137,6 +137,24 @@ def test_integers_read_as_floats_and_unknown_keys_are_ignored():
     ({"jobs": [{"gpus": 0.5}]}, "run.json.jobs[0].gpus: expected integer, got float"),
     ({"metrics": [{"steps": [1], "values": [1.0], "times": []}]},
      "run.json.metrics[0]: its steps, values and times differ in length (1, 1, 0)"),
+    # Exit codes are what a wait status holds; every other integer an int64.
+    ({"tasks": [{"attempts": [{"exit_code": 10 ** 400}]}]},
+     "run.json.tasks[0].attempts[0].exit_code: expected integer from -255 to 255, got int "
+     "out of range"),
+    ({"tasks": [{"exit_code": -256}]},
+     "run.json.tasks[0].exit_code: expected integer from -255 to 255, got int out of range"),
+    ({"outcome": {"exit_code": 256}},
+     "run.json.outcome.exit_code: expected integer from -255 to 255, got int out of range"),
+    ({"outcome": {"exit_code": 1e300}},
+     "run.json.outcome.exit_code: expected integer from -255 to 255, got float out of range"),
+    ({"jobs": [{"num": 2 ** 63}]},
+     "run.json.jobs[0].num: expected integer from -9223372036854775808 to "
+     "9223372036854775807, got int out of range"),
+    ({"jobs": [{"cpus": 10 ** 400}]},   # an OverflowError traceback before
+     "run.json.jobs[0].cpus: expected number, got int out of range"),
+    ({"metrics": [{"steps": [10 ** 400], "values": [1.0], "times": [1.0]}]},
+     "run.json.metrics[0].steps[0]: expected integer from -9223372036854775808 to "
+     "9223372036854775807, got int out of range"),
 ])
 def test_a_value_of_the_wrong_type_says_where(data, where):
     with pytest.raises(SchemaError) as error:
@@ -238,7 +256,8 @@ def test_a_real_runs_run_json_is_valid(tmp_path):
 
 
 PROBES = [None, True, False, 0, 1, -3, 2.0, 2.5, float("nan"), float("inf"), "", "x", [], [1],
-          [None], [2.5, None], ["x"], {}, {"state": "TASK_RUNNING"}]
+          [None], [2.5, None], ["x"], {}, {"state": "TASK_RUNNING"}, 255, -256, 10 ** 400,
+          1e300, [10 ** 400], [2.5, 10 ** 400]]
 
 
 def value_paths(data, path=()):

@@ -3,13 +3,14 @@ servers as Mesos tasks and hands their addresses to the calling script."""
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from ..error_fields import Word, words
 from ..exceptions import ClusterError, SpecError, TFMesosError
@@ -231,6 +232,47 @@ def _refuse_unsupported(protocol: str, **original_options: object) -> None:
                             "your script (tasks reach it through coordinator=True)" % option)
 
 
+_ALREADY = "this tfmesos.cluster(...) %s; make a new tfmesos.cluster(...) for another run"
+
+
+class _RunsOnce:
+    """What ``cluster()`` returns: a run starts, stops and is recorded once,
+    so its ``with`` block runs once; a second ``with`` (nested or after) is
+    a ``ClusterError`` saying so."""
+
+    def __init__(self, manager: "contextlib.AbstractContextManager[Cluster]") -> None:
+        self._manager = manager
+        self._state = "new"   # then "open" (the block runs), "ended"
+
+    def __enter__(self) -> Cluster:
+        if self._state != "new":
+            raise ClusterError(_ALREADY % ("is running its with block already"
+                                           if self._state == "open" else
+                                           "has run its with block"))
+        self._state = "open"
+        try:
+            return self._manager.__enter__()
+        except BaseException:
+            self._state = "ended"
+            raise
+
+    def __exit__(self, *exc_info: Any) -> Optional[bool]:
+        self._state = "ended"
+        return self._manager.__exit__(*exc_info)
+
+
+_Maker = TypeVar("_Maker", bound=Callable[..., Any])
+
+
+def _runs_once(make: _Maker) -> _Maker:
+    """``make`` (a ``contextlib.contextmanager``) whose manager is entered once."""
+    @functools.wraps(make)
+    def once(*args: Any, **kwargs: Any) -> _RunsOnce:
+        return _RunsOnce(make(*args, **kwargs))
+    return cast(_Maker, once)
+
+
+@_runs_once
 @contextlib.contextmanager
 def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] = None,
             quiet: bool = False, volumes: Volumes = None, local_task: object = None,
@@ -282,6 +324,8 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
     What cannot start (a bad argument, a shipped directory over its limit)
     is raised here as a ``SpecError``, a ``ShipError``, ...: a
     ``TFMesosError`` naming the keyword arguments to change.
+    What ``cluster()`` returns runs one block: a second ``with`` on it is a
+    ``ClusterError``; make a new ``tfmesos.cluster(...)`` for another run.
     """
     del quiet  # accepted for compatibility: tfmesos logs through ``logging``
     try:

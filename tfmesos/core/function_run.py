@@ -17,6 +17,7 @@ over its authenticated rendezvous connection before its exit frame
 it, in the calling process: what the caller's own function returned.
 """
 
+import inspect
 import os
 import pickle
 import shutil
@@ -76,6 +77,9 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
     does: a task still running then (a ps serving, a worker after the
     chief) is stopped and has no value (``.missing`` says why).
 
+    An ``async def`` fn runs in each task as ``asyncio.run(fn(*args))``, an
+    event loop of its own; an async generator function is refused here.
+
     ``fn`` and ``args`` travel with cloudpickle: functions of a script's
     ``__main__`` or of a notebook by value, those of modules by reference
     (the modules must import on the agents: ship them). ``ship`` (default
@@ -134,6 +138,10 @@ class FunctionCall:
         from ..ship.function_payload import pack_function
         if not callable(fn):
             raise TypeError("%s needs a function to run, got %r" % (caller, fn))
+        if inspect.isasyncgenfunction(fn):
+            raise SpecError("%s cannot run %s: an async generator function returns no value; "
+                            "run one that returns what it collects"
+                            % (caller, getattr(fn, "__qualname__", fn)))
         config.working_directory()   # every relative path of the run starts there
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:

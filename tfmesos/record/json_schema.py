@@ -10,7 +10,7 @@ import sys
 import typing
 from typing import Any
 
-from .record_codec import JSON_TYPES, Record, TypeForm, field_types, optional_of
+from .record_codec import INT_MAX, INT_MIN, JSON_TYPES, Record, TypeForm, field_types, optional_of
 from .schema import SCHEMA_DIALECT, TIME_PATTERN, RunFile, Time
 
 
@@ -29,6 +29,8 @@ def _type_schema(kind: TypeForm, defs: dict[str, Any]) -> dict[str, Any]:
         return {"$ref": "#/$defs/%s" % kind.__name__}
     if kind is Time:
         return {"type": "string", "pattern": TIME_PATTERN}
+    if kind is int:   # every integer an int64 (record_codec); a field may bound it further
+        return {"type": "integer", "minimum": INT_MIN, "maximum": INT_MAX}
     return {"type": JSON_TYPES[kind]}
 
 
@@ -36,8 +38,8 @@ def _object_schema(cls: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
     hints = field_types(cls)  # type: ignore[arg-type]  # (a class is hashable: python/mypy#11470)
     properties = {}
     for field in dataclasses.fields(cls):
-        schema = dict({"description": field.metadata["description"]},
-                      **_type_schema(hints[field.name], defs), **field.metadata)
+        schema = {"description": field.metadata["description"],
+                  **_type_schema(hints[field.name], defs), **field.metadata}
         if "enum" in schema and optional_of(hints[field.name]) is not None:
             schema["enum"] = schema["enum"] + [None]
         properties[field.name] = schema

@@ -23,6 +23,24 @@ class SchemaError(ValueError):
     """A run.json value that does not fit its class; says where."""
 
 
+# Every integer of run.json is one of int64's, what its JSON readers hold; a
+# field's ``minimum`` and ``maximum`` (JSON Schema keywords in its metadata,
+# ``described``) bound it further: an exit code.
+INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def int_bounds(field: "dataclasses.Field[Any]") -> tuple[int, int]:
+    """The range of an integer ``field``'s values."""
+    return (field.metadata.get("minimum", INT_MIN), field.metadata.get("maximum", INT_MAX))
+
+
+def out_of_range(where: str, low: int, high: int, value: object) -> SchemaError:
+    """The error of an integer out of its range (never said whole: it may
+    have hundreds of digits)."""
+    return SchemaError("%s: expected integer from %d to %d, got %s out of range"
+                       % (where, low, high, json_kind(value)))
+
+
 def described(doc: str, default: Any = None, factory: Optional[Callable[[], Any]] = None,
               **schema: Any) -> Any:
     """A dataclass field with its description (and extra JSON Schema
@@ -63,9 +81,16 @@ class Record(FieldMethods):
         if not isinstance(data, dict):
             raise SchemaError("%s: expected an object, got %s" % (where, json_kind(data)))
         hints = field_types(cls)  # type: ignore[arg-type]  # (a class is hashable: python/mypy#11470)
-        values = {field.name: _load(hints[field.name], data[field.name],
-                                    "%s.%s" % (where, field.name))
-                  for field in dataclasses.fields(cls) if field.name in data}
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name in data:
+                at = "%s.%s" % (where, field.name)
+                raw = data[field.name]
+                low, high = int_bounds(field)
+                if (low, high) != (INT_MIN, INT_MAX) and _integral(raw) \
+                        and not low <= raw <= high:   # an exit code's range, said
+                    raise out_of_range(at, low, high, raw)
+                values[field.name] = _load(hints[field.name], raw, at)
         record = cls(**values)
         why = record.inconsistency()
         if why:
@@ -124,12 +149,24 @@ def _load(kind: TypeForm, value: object, where: str) -> Any:
     kind = getattr(kind, "__supertype__", kind)   # Time is a str
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if kind is float:
-            return float(value)
-        if kind is int and math.isfinite(value) and value == int(value):
+            try:
+                return float(value)
+            except OverflowError:   # an int of hundreds of digits
+                raise SchemaError("%s: expected number, got int out of range" % where) from None
+        if kind is int and _integral(value):
+            if not INT_MIN <= value <= INT_MAX:
+                raise out_of_range(where, INT_MIN, INT_MAX, value)
             return int(value)
     if kind in (str, bool) and isinstance(value, kind):
         return value
     raise SchemaError("%s: expected %s, got %s" % (where, JSON_TYPES[kind], json_kind(value)))
+
+
+def _integral(value: object) -> bool:
+    """Whether a JSON number is an integer's (1, 2.0: not 2.5, inf, nan)."""
+    if type(value) is int:
+        return True
+    return type(value) is float and math.isfinite(value) and value == int(value)
 
 
 class _Mismatch(Exception):
@@ -161,10 +198,14 @@ def _decoder(kind: TypeForm) -> Callable[[object], Any]:
         if taken and scalar is not item:
             taken.add(type(None))
 
+        ints = int in taken
+
         def decode_list(value: object) -> list[Any]:
             if not isinstance(value, list):
                 raise _Mismatch
             if taken and set(map(type, value)) <= taken:
+                if ints and not all(INT_MIN <= v <= INT_MAX for v in value if v is not None):
+                    raise _Mismatch
                 return list(value)
             return [decode_item(v) for v in value]
         return decode_list
@@ -181,16 +222,20 @@ def _decode_float(value: object) -> float:
     if type(value) is float:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:   # an int of hundreds of digits
+            raise _Mismatch from None
     raise _Mismatch
 
 
 def _decode_int(value: object) -> int:
     if type(value) is int:
-        return value
-    if (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value == int(value)):
-        return int(value)
+        if INT_MIN <= value <= INT_MAX:
+            return value
+        raise _Mismatch
+    if _integral(value) and INT_MIN <= value <= INT_MAX:   # type: ignore[operator]  # a float
+        return int(value)   # type: ignore[call-overload]  # (_integral: a float)
     raise _Mismatch
 
 
@@ -216,7 +261,8 @@ def _record_decoder(cls: type[R]) -> Callable[[object], R]:
     keys decoded by their fields' decoders, the others ignored, a missing
     one left to its default."""
     hints = field_types(cls)  # type: ignore[arg-type]  # (python/mypy#11470)
-    fields = tuple((field.name, _decoder(hints[field.name])) for field in dataclasses.fields(cls))
+    fields = tuple((field.name, _bounded(_decoder(hints[field.name]), field))
+                   for field in dataclasses.fields(cls))
     checks = cls.inconsistency is not Record.inconsistency
 
     def decode_record(value: object) -> R:
@@ -227,6 +273,22 @@ def _record_decoder(cls: type[R]) -> Callable[[object], R]:
             raise _Mismatch
         return record
     return decode_record
+
+
+def _bounded(decode: Callable[[object], Any],
+             field: "dataclasses.Field[Any]") -> Callable[[object], Any]:
+    """``decode`` refusing an integer out of ``field``'s own range (its
+    ``minimum``, ``maximum``); ``decode`` itself for a field without one."""
+    if "minimum" not in field.metadata and "maximum" not in field.metadata:
+        return decode
+    low, high = int_bounds(field)
+
+    def decode_bounded(value: object) -> Any:
+        decoded = decode(value)
+        if type(decoded) is int and not low <= decoded <= high:
+            raise _Mismatch
+        return decoded
+    return decode_bounded
 
 
 def _dump(value: object) -> Any:

@@ -28,7 +28,8 @@ Log file names (``Logs``) are plain names in the run directory
 (``LOG_NAME``: no ``/``, never ``.`` or ``..``): readers refuse any other
 (``safe_file_name``), whatever a crafted run.json says.
 Keys a class does not know are ignored; a value of the wrong type is a
-``SchemaError``.
+``SchemaError``, and so is an integer out of its range: int64's, an exit
+code's -255 to 255 (``EXIT_MIN``, ``EXIT_MAX``).
 """
 
 import dataclasses
@@ -50,6 +51,9 @@ FRAMEWORKS = ("tensorflow", "torch", "jax")   # core.training_frameworks.FRAMEWO
 STATUSES = ("running", "succeeded", "failed", "aborted", "interrupted", "killed")
 CAUSES = ("lost", "failure")
 LOG_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$"   # worker.1.attempt2.stderr
+# An exit code is what a wait status holds: 0 to 255 (128 + N for signal N,
+# as tfmesos writes it; down to -255 for a signal as Python's returncode says).
+EXIT_MIN, EXIT_MAX = -255, 255
 _LOG_NAME = re.compile(LOG_NAME)
 
 
@@ -177,7 +181,8 @@ class Attempt(Record):
     states: list[State] = described("each change of Mesos state; once the run is over the last "
                                     "is terminal", factory=list)
     exit_code: Optional[int] = described("its command's exit code (from its exit message, else "
-                                         "from Mesos' message)")
+                                         "from Mesos' message)", minimum=EXIT_MIN,
+                                         maximum=EXIT_MAX)
     exited: Optional[Time] = described("when its exit message came (replica mode)")
     logs: Optional[Logs] = described("null without forwarded output (fine-grained mode)")
     usage: Optional[Usage] = described("null until its exit message came")
@@ -197,7 +202,8 @@ class Task(Record):
     index: int = described("its index in the job", 0)
     state: str = described("its last attempt's last state (PENDING before its first launch, "
                            "TASK_STAGING before Mesos' first update)", "PENDING")
-    exit_code: Optional[int] = described("its last attempt's exit code")
+    exit_code: Optional[int] = described("its last attempt's exit code", minimum=EXIT_MIN,
+                                         maximum=EXIT_MAX)
     attempts: list[Attempt] = described("its launches, in order", factory=list)
 
     @property
@@ -216,7 +222,8 @@ class Outcome(Record):
     message: Optional[str] = described("what ended it")
     task: Optional[str] = described("the task whose failure ended it")
     exit_code: Optional[int] = described("what tfrun exits with (0, the failed task's code, 1, "
-                                         "130, 143 when killed); cluster(): the failed task's code")
+                                         "130, 143 when killed); cluster(): the failed task's code",
+                                         minimum=EXIT_MIN, maximum=EXIT_MAX)
     hint: Optional[str] = described("the advice tfrun printed for the failure (null without one)")
     by: Optional[str] = described("killed: who ran tfmesos kill (the Mesos principal, else the "
                                   "user; null when unknown or not killed)")

@@ -4,7 +4,8 @@ the run shipped into the sandbox (``TFMESOS_FUNCTION``, its sha256 checked by
 the task's command before anything ran, ``ship/fetch_check.py``;
 ``ship/function_payload.py`` made it), calls ``fn(*args)`` with the task's
 ``TF_CONFIG`` and ``TFMESOS_*`` variables set (and for ``framework="torch"``
-or ``"jax"`` in its distributed environment: ``process_group``), and writes
+or ``"jax"`` in its distributed environment: ``process_group``; an ``async
+def`` fn's coroutine run by ``asyncio.run``), and writes
 the outcome to ``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
 scheduler: every task's return value, or the exception and its traceback.
 Exit status 0 when ``fn`` returned, 1 when it raised, or when the value of
@@ -17,7 +18,9 @@ The payload's cloudpickle comes first on the path: the agents need none,
 and the pickle loads with the version that made it.
 """
 
+import asyncio
 import atexit
+import inspect
 import json
 import os
 import sys
@@ -101,6 +104,18 @@ def _error(out, exc, tb, limit, what="raised "):
     return 1
 
 
+_ASYNCIO = os.path.dirname(asyncio.__file__) + os.sep
+
+
+def _from_fn(tb):
+    """``tb`` from ``fn``'s own frame on: without this runner's frame and,
+    for an ``async def`` fn, asyncio's that ran it."""
+    while tb is not None and (tb.tb_frame.f_code is main.__code__
+                              or tb.tb_frame.f_code.co_filename.startswith(_ASYNCIO)):
+        tb = tb.tb_next
+    return tb
+
+
 def main(environ=None):
     environ = os.environ if environ is None else environ
     out = environ.get(task_env.RESULT_FILE)
@@ -117,12 +132,13 @@ def main(environ=None):
         with framework_group(environ):
             try:
                 value = fn(*args)
+                if inspect.iscoroutine(value):   # an ``async def`` fn: a loop of its own
+                    value = asyncio.run(value)
             except BaseException as exc:   # SystemExit too: fn did not return
                 # Written, and the task gone, before the group's teardown:
                 # it breaks the peers' connections, and their errors ("reset
                 # by peer") would reach tfmesos before this, the cause.
-                tb = exc.__traceback__
-                leave(_error(out, exc, tb.tb_next if tb is not None else None, limit))
+                leave(_error(out, exc, _from_fn(exc.__traceback__), limit))
     except GroupError as exc:   # before fn: the framework's own error
         cause = exc.__cause__ or exc
         return _error(out, cause, cause.__traceback__, limit, "%s: " % exc)
