@@ -8,6 +8,7 @@ the suite's runs write is valid against docs/run.schema.json."""
 
 import json
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -270,6 +271,31 @@ def run_json_errors(root, strict):
         if strict or (isinstance(data, dict) and "tasks" in data and data.get("format") != 1):
             errors.extend("%s: %s" % (path, error) for error in schema_errors(data)[:5])
     return errors
+
+
+# Where a run given no $TFMESOS_RUNS_DIR (a test's ``environ={}``) would keep
+# its record: the checkout the suite runs in.
+_CHECKOUT_RUNS = os.path.abspath("tfmesos-runs")
+
+
+def _checkout_runs():
+    try:
+        return set(os.listdir(_CHECKOUT_RUNS))
+    except OSError:
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def no_run_record_in_the_checkout():
+    """A test's runs keep their records in the tests' runs directory (or
+    its tmp_path), never in ./tfmesos-runs of the checkout: a test that
+    hands a run an environment without $TFMESOS_RUNS_DIR gives it one."""
+    before = _checkout_runs()
+    yield
+    made = sorted(_checkout_runs() - before)
+    for name in made:
+        shutil.rmtree(os.path.join(_CHECKOUT_RUNS, name), ignore_errors=True)
+    assert not made, "run directories written into %s: %s" % (_CHECKOUT_RUNS, made)
 
 
 @pytest.fixture(scope="session", autouse=True)

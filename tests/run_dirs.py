@@ -100,3 +100,10 @@ def validate_run_json(path):
     errors = schema_errors(data)
     assert not errors, "%s is not valid: %s" % (path, "; ".join(errors[:10]))
     return data
+
+
+def bare_environ():
+    """An environment with none of the user's settings for a run to read,
+    but the tests' runs directory (conftest: $TFMESOS_RUNS_DIR), so that its
+    record is not written into ./tfmesos-runs of the checkout."""
+    return {"TFMESOS_RUNS_DIR": os.environ["TFMESOS_RUNS_DIR"]}

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from local_addresses import is_this_machine, non_loopback_address
+from run_dirs import bare_environ
 from tfrun_helpers import run_tfrun
 
 from tfmesos.backends import advertise, embedded, sizing
@@ -47,7 +48,7 @@ def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypa
         raise AssertionError("the driver must not be started")
     monkeypatch.setattr(runtime, "MesosSchedulerDriver", no_driver)
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="192.0.2.10:5050",
-                                    advertise_address="127.0.0.1"), environ={})
+                                    advertise_address="127.0.0.1"), environ=bare_environ())
     with pytest.raises(TFMesosError, match="pass advertise_address"):
         run.start()
     assert run.phase == "stopped"
@@ -56,7 +57,7 @@ def test_a_run_with_a_remote_master_and_a_loopback_address_never_starts(monkeypa
 def test_tasks_reach_an_ipv6_advertise_address():
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker", cpus=0.1, mem=64)], launch_timeout=60,
                                     mode="replica", command="true", master="local",
-                                    advertise_address="::1"), environ={})
+                                    advertise_address="::1"), environ=bare_environ())
     try:
         run.start()
         spec = run.wait_ready()
@@ -134,7 +135,7 @@ def test_a_zookeeper_master_checks_a_given_address_before_the_driver_starts(monk
     if is_this_machine(NOT_HERE):
         pytest.skip("%s is an address of this machine" % NOT_HERE)
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master="zk://192.0.2.10:2181/mesos",
-                                    advertise_address=NOT_HERE), environ={})
+                                    advertise_address=NOT_HERE), environ=bare_environ())
     with pytest.raises(TFMesosError, match="is not an address of this machine"):
         run.start()
     # A malformed one is refused when the run is described, before anything.
@@ -204,7 +205,7 @@ def test_a_remote_masters_run_listens_only_at_the_advertised_address(given, monk
     (project / "train.py").write_text("print('hello')\n")
     run = launch.ClusterRun(RunSpec(jobs=[Job("worker")], master=REMOTE[len("http://"):],
                                     advertise_address=address if given else None,
-                                    ship=ShipSpec(str(project)), run_dir=None), environ={})
+                                    ship=ShipSpec(str(project)), run_dir=None), environ=bare_environ())
     try:
         run.start()
         assert run.backend.advertised_address(REMOTE) == address

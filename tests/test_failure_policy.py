@@ -9,6 +9,7 @@ import re
 import pytest
 from addict import Dict
 from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun
+from run_dirs import bare_environ
 
 from tfmesos.core.events import (
     AgentLost,
@@ -491,8 +492,8 @@ def test_a_stopped_cluster_run_refuses_restarts_and_failures():
 
     spec = RunSpec(jobs=WORKERS, mode="replica", command="true", run_dir=None)
     with pytest.raises(IllegalTransition, match="cannot go from new to running"):
-        ClusterRun(spec, environ={}).state.move(Phase.RUNNING)
-    run = ClusterRun(spec, environ={})
+        ClusterRun(spec, environ=bare_environ()).state.move(Phase.RUNNING)
+    run = ClusterRun(spec, environ=bare_environ())
     run.stop()
     assert run.phase == Phase.STOPPED
     assert run.control.restart_cluster() is False and run.control.relaunch_cluster() is False

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from fixtures_master import make_local_master
+from run_dirs import bare_environ
 
 from tfmesos.core import rendezvous, runtime, scheduler
 from tfmesos.core.events import TaskDisconnected, TaskRegistered
@@ -29,7 +30,7 @@ def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
         raise problem
     monkeypatch.setattr(runtime, "build_task", broken_build_task)
     run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=120, mode="replica",
-                             command="true", master=master.url), environ={})
+                             command="true", master=master.url), environ=bare_environ())
     try:
         run.start()
         started = time.monotonic()
@@ -53,7 +54,7 @@ def test_failing_callback_aborts_the_run_at_once_and_tears_the_framework_down(
 def _running(command, grace):
     run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=60, mode="replica",
                              command=command, master="local", reconnect_grace=grace),
-                     environ={})
+                     environ=bare_environ())
     run.start()
     run.wait_ready()
     return run, run.slots[0]
@@ -121,7 +122,7 @@ def test_a_failed_task_s_last_output_comes_before_its_failure_when_mesos_tells_f
     shown = []
     run = ClusterRun(RunSpec(jobs=[Job("worker", **TINY)], launch_timeout=60, mode="replica",
                              command="echo 'ValueError: boom' >&2; exit 1", master="local"),
-                     environ={}, on_log=lambda slot, stream, text: shown.append(text))
+                     environ=bare_environ(), on_log=lambda slot, stream, text: shown.append(text))
     try:
         run.start()
         run.wait_ready()

@@ -9,6 +9,7 @@ import time
 import pytest
 from fixtures_master import make_local_master
 from policy_helpers import RealRun
+from run_dirs import bare_environ
 
 from tfmesos.core.jobs import Job
 from tfmesos.core.launch import ClusterRun
@@ -137,7 +138,7 @@ def test_a_launch_the_embedded_master_carries_out_after_the_driver_gave_up_on_it
     monkeypatch.setattr(mesos_driver, "CALL_TIMEOUT", 0.5)
     run = ClusterRun(RunSpec(jobs=[Job("worker", num=2, cpus=0.1, mem=64)],
                              launch_timeout=30, mode="replica", command="true",
-                             master=master.url), environ={})
+                             master=master.url), environ=bare_environ())
     try:
         run.start()
         run.wait_ready()
