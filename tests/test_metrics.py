@@ -574,16 +574,25 @@ def test_show_prints_each_tasks_latest_metrics(tmp_path):
         ("worker:0", 3), ("worker:1", 3), ("client", 1)]
 
 
-def test_show_of_a_record_whose_series_lists_differ_in_length_is_one_line(tmp_path, capsys):
-    # An IndexError traceback in the metrics' summary before.
-    directory = write_run(tmp_path, "5eed0043")
+def edited_run(tmp_path, run_id, edit):
+    """A run directory whose run.json ``edit`` (a function of its JSON) changed:
+    (the directory, its run.json)."""
+    directory = write_run(tmp_path, run_id)
     path = os.path.join(directory, "run.json")
     with open(path) as handle:
         data = json.load(handle)
-    data["metrics"] = [MetricSeries(task="worker:0", name="loss", last=1.0, last_step=1,
-                                    count=1, steps=[1], values=[1.0], times=[]).to_dict()]
+    edit(data)
     with open(path, "w") as handle:
         json.dump(data, handle)
+    return directory, path
+
+
+def test_show_of_a_record_whose_series_lists_differ_in_length_is_one_line(tmp_path, capsys):
+    # An IndexError traceback in the metrics' summary before.
+    def uneven(data):
+        data["metrics"] = [MetricSeries(task="worker:0", name="loss", last=1.0, last_step=1,
+                                        count=1, steps=[1], values=[1.0], times=[]).to_dict()]
+    directory, path = edited_run(tmp_path, "5eed0043", uneven)
     assert main(["show", directory]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -594,13 +603,9 @@ def test_show_of_a_record_whose_series_lists_differ_in_length_is_one_line(tmp_pa
 def test_a_record_with_an_exit_code_no_wait_status_holds_is_not_a_run_record(tmp_path,
                                                                             capsys):
     # Printed whole (401 digits) by tfmesos runs and show before.
-    directory = write_run(tmp_path, "5eed0044")
-    path = os.path.join(directory, "run.json")
-    with open(path) as handle:
-        data = json.load(handle)
-    data["outcome"]["exit_code"] = 10 ** 400
-    with open(path, "w") as handle:
-        json.dump(data, handle)
+    def huge(data):
+        data["outcome"]["exit_code"] = 10 ** 400
+    directory, path = edited_run(tmp_path, "5eed0044", huge)
     assert main(["show", directory]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
