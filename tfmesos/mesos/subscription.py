@@ -29,6 +29,7 @@ from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
 from ..field_methods import FrozenFieldMethods
+from ..terminal_text import MAX_QUOTED, quoted
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import UNREACHED_WAIT, Detector, StaticDetector
@@ -388,7 +389,7 @@ class Subscription:
                                        % (url, what, budget)) from exc
 
     def _refused(self, url: str, response: http.client.HTTPResponse) -> NoReturn:
-        text = response.read().decode("utf-8", "replace").strip()[:500]
+        text = quoted(response.read(4 * MAX_QUOTED))   # what a message quotes of it
         principal = basic_principal(self._auth)
         if response.status == 401 and principal is None:
             # A Mesos master's 401 says nothing more (libprocess' Unauthorized).
@@ -428,7 +429,7 @@ class Subscription:
                     self._on_subscribed(url, conn, stream_id, event.subscribed)
                 elif kind == "ERROR":
                     raise _Unrecoverable(MesosError("Mesos master error: %s"
-                                                    % event.error.message))
+                                                    % quoted(str(event.error.message))))
                 elif kind != "HEARTBEAT":
                     self._events.put(Received(kind, event))
 

@@ -32,6 +32,7 @@ from tfmesos.mesos.detector import (
 from tfmesos.mesos.http_transport import UnknownHost, connect_within
 from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
 from tfmesos.mesos.zk_leader import Leadership, choose_leader, master_children
+from tfmesos.terminal_text import quoted
 
 __all__ = ["ZKDetector"]
 
@@ -192,7 +193,7 @@ class ZKDetector(Detector):
             return (
                 "no Mesos master found under %s: cannot connect to ZooKeeper at %s %s"
                 % (self.zk_url, self.hosts, after)
-                + (" (last error: %s)" % (last,) if last else "")
+                + (" (last error: %s)" % (quoted(last),) if last else "")
                 + "; is ZooKeeper running and reachable from here?"
             )
         where = "no Mesos master registered under %s %s" % (self.zk_url, after)
@@ -211,7 +212,7 @@ class ZKDetector(Detector):
                     "%s: only protobuf info_* nodes found; tfmesos reads the "
                     "json.info_* nodes that Mesos >= 0.24 writes" % (where,)
                 )
-            listed = ", ".join(seen.ignored[:5]) if seen.ignored else "it is empty"
+            listed = quoted(", ".join(seen.ignored[:5])) if seen.ignored else "it is empty"
             return "%s: %s has no json.info_* children (%s)" % (where, self.path, listed)
         if not self._connected:
             return "%s: the ZooKeeper connection to %s is down" % (where, self.hosts)
@@ -439,5 +440,5 @@ def _describe(exc: BaseException, node: str) -> str:
             node,)
     if name == "AuthFailedError":
         return "ZooKeeper refused the credentials given in the zk:// URL"
-    detail = str(exc)
+    detail = quoted(str(exc))
     return "reading %s failed: %s" % (node, name) + (": %s" % (detail,) if detail else "")
