@@ -30,6 +30,7 @@ from tfmesos.mesos.detector import (
     check_timeout,
 )
 from tfmesos.mesos.http_transport import UnknownHost, connect_within
+from tfmesos.mesos.master_address import PASSWORD_MASK
 from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
 from tfmesos.mesos.zk_leader import Leadership, choose_leader, master_children
 from tfmesos.terminal_text import quoted
@@ -78,6 +79,11 @@ class ZKDetector(Detector):
         self.scheme = scheme
         self.zk_url = "zk://%s%s" % (hosts, path)
         self._auth = auth
+        # Whose credentials the zk:// URL gave, and the URL as a message shows it.
+        self._credentials: Optional[tuple[str, str]] = None
+        if auth is not None:
+            user = auth[1].partition(":")[0]
+            self._credentials = (user, "zk://%s:%s@%s%s" % (user, PASSWORD_MASK, hosts, path))
         self._session_timeout = check_timeout(session_timeout)
         self._kazoo_log = _KazooLogger(logging.getLogger(__name__ + ".kazoo"))
 
@@ -284,7 +290,7 @@ class ZKDetector(Detector):
         except Exception as exc:
             with self._cond:
                 self._installed = False
-                self._problem = _describe(exc, self.path)
+                self._problem = _describe(exc, self.path, self._credentials)
                 self._cond.notify_all()
 
     def _on_path(self, gen: int, data: Optional[bytes], stat: Any,
@@ -315,7 +321,7 @@ class ZKDetector(Detector):
         except Exception as exc:
             with self._cond:
                 self._children_watching = False
-                self._problem = _describe(exc, self.path)
+                self._problem = _describe(exc, self.path, self._credentials)
                 self._cond.notify_all()
         return None
 
@@ -341,14 +347,15 @@ class ZKDetector(Detector):
         with self._update_lock:
             try:
                 infos, unreadable, gone = _read_master_infos(
-                    client, self.path, master_children(children), self._infos, self.scheme)
+                    client, self.path, master_children(children), self._infos, self.scheme,
+                    self._credentials)
                 self._infos = infos
                 live = [name for name in children if name not in gone]
                 self._publish(choose_leader(live, infos, unreadable))
             except Exception as exc:  # a watch callback must never raise into kazoo
                 log.debug("updating the Mesos leader from %s failed: %r", self.zk_url, exc)
                 with self._cond:
-                    self._problem = _describe(exc, self.path)
+                    self._problem = _describe(exc, self.path, self._credentials)
                     self._cond.notify_all()
 
     def _publish(self, seen: Leadership) -> None:
@@ -404,12 +411,14 @@ class _KazooLogger(logging.LoggerAdapter):
 
 def _read_master_infos(client: Any, path: str, members: Sequence[str],
                        cached: Mapping[str, Decoded], scheme: str,
+                       credentials: Optional[tuple[str, str]] = None,
                        ) -> tuple[dict[str, Decoded], dict[str, str], set[str]]:
     """Decoded MasterInfos of the children ``members`` of ``path``.
 
     Those in ``cached`` are not read again. Returns ``(infos, unreadable,
     gone)``: the decoded MasterInfos, a phrase for each member whose znode
     could not be read, and the members whose znode has vanished.
+    ``credentials``: ``_describe``'s.
     """
     from kazoo.exceptions import NoNodeError
 
@@ -426,15 +435,23 @@ def _read_master_infos(client: Any, path: str, members: Sequence[str],
             gone.add(name)
             continue
         except Exception as exc:
-            unreadable[name] = _describe(exc, node)
+            unreadable[name] = _describe(exc, node, credentials)
             continue
         infos[name] = decode_master_info(node, data, scheme)
     return infos, unreadable, gone
 
 
-def _describe(exc: BaseException, node: str) -> str:
-    """A short phrase for a kazoo error met while reading ``node``."""
+def _describe(exc: BaseException, node: str,
+              credentials: Optional[tuple[str, str]] = None) -> str:
+    """A short phrase for a kazoo error met while reading ``node``;
+    ``credentials``: the user the zk:// URL named and the URL, its
+    password masked, where it did."""
     name = type(exc).__name__
+    if name == "NoAuthError" and credentials is not None:
+        # A digest identity is not checked when it is added: a wrong password
+        # shows only as a node its ACL keeps from that identity.
+        return ("ZooKeeper refused the credentials of user %r for %s: check the password in %s"
+                % (credentials[0], node, credentials[1]))
     if name == "NoAuthError":
         return "not authorised to read %s (add credentials: zk://user:password@host:port/path)" % (
             node,)
