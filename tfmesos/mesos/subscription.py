@@ -32,7 +32,7 @@ from ..field_methods import FrozenFieldMethods
 from ..terminal_text import MAX_QUOTED, quoted
 from . import calls, recordio
 from .decoding import decode_event
-from .detector import UNREACHED_WAIT, Detector, StaticDetector
+from .detector import UNREACHED_WAIT, Detector, NoLeader, StaticDetector
 from .http_transport import (
     UnknownHost,
     api_path,
@@ -172,7 +172,9 @@ class Subscription:
             except (OSError, http.client.HTTPException, recordio.RecordIOError,
                     MesosError, _StreamEnded, ValueError, AttributeError) as exc:
                 # AttributeError: http.client reading a connection shut down meanwhile.
-                last_error = describe(exc)
+                # The detector's look waited a second or the time left: not said
+                # beside the driver's own wait.
+                last_error = exc.unwaited if isinstance(exc, NoLeader) else describe(exc)
             if self._stopping.is_set() or self.closing:
                 return
             if self.subscribed:

@@ -27,6 +27,7 @@ from tfmesos.mesos.detector import (
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_TIMEOUT,
     Detector,
+    NoLeader,
     check_timeout,
 )
 from tfmesos.mesos.http_transport import UnknownHost, connect_within
@@ -188,21 +189,23 @@ class ZKDetector(Detector):
                     return self._seen.leader, self._seen.candidates
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise MesosConnectionError(self._why_no_leader(seconds))
+                    raise NoLeader(self._why_no_leader(" after %g s" % (round(seconds, 1),)),
+                                   self._why_no_leader(""))
                 self._cond.wait(remaining)
 
-    def _why_no_leader(self, timeout: float) -> str:
-        """One line on why there is no leader yet (called holding _cond)."""
-        after = "after %g s" % (round(timeout, 1),)  # the driver's time left: 2.9998
+    def _why_no_leader(self, after: str) -> str:
+        """One line on why there is no leader yet (called holding _cond);
+        ``after``: " after N s", this look's wait (rounded: the driver's time
+        left may be 2.9998 s), or nothing."""
         if not self._ever_connected:
             last = self._kazoo_log.last_problem
             return (
-                "no Mesos master found under %s: cannot connect to ZooKeeper at %s %s"
+                "no Mesos master found under %s: cannot connect to ZooKeeper at %s%s"
                 % (self.zk_url, self.hosts, after)
                 + (" (last error: %s)" % (quoted(last),) if last else "")
                 + "; is ZooKeeper running and reachable from here?"
             )
-        where = "no Mesos master registered under %s %s" % (self.zk_url, after)
+        where = "no Mesos master registered under %s%s" % (self.zk_url, after)
         seen = self._seen
         if self._problem:
             return "%s: %s" % (where, self._problem)
