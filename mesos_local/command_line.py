@@ -444,7 +444,7 @@ def _serve(args, security, stop, prog):
         master = make_master(args, security)
         url = master.start()
     except (LocalMasterError, AgentSpecError, ValueError) as exc:
-        print("Error: %s" % exc, file=sys.stderr)
+        print("%s: error: %s" % (prog, exc), file=sys.stderr)
         return 1
     try:
         lines = ["local Mesos master listening on %s" % url]

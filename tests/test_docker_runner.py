@@ -2,6 +2,7 @@
 image (pure tests of the container arguments first)."""
 
 import os
+import shutil
 import signal
 import time
 
@@ -179,6 +180,93 @@ def test_unreachable_engine_is_a_runner_error(tmp_path):
     runner = DockerRunner(client)
     with pytest.raises(RunnerError, match="^Docker is unavailable: "):
         runner.launch(make_launch(tmp_path, "true", "tfmesos/tfmesos"))
+
+
+def engine_error_as(user, socket_path):
+    """The DockerEngineError text connect() raises in a process of ``user``
+    (a pwd entry) whose DOCKER_HOST is the unix socket ``socket_path``."""
+    from mesos_local.containerizer import docker_engine
+
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:   # pragma: no cover - the child reports through the pipe
+        try:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            os.environ["DOCKER_HOST"] = "unix://%s" % socket_path
+            try:
+                docker_engine.connect()
+                text = "connected"
+            except docker_engine.DockerEngineError as exc:
+                text = str(exc)
+            os.write(writer, text.encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as handle:
+        text = handle.read().decode()
+    os.waitpid(child, 0)
+    return text
+
+
+def test_an_engine_the_user_may_not_use_names_the_docker_group(tmp_path):
+    # Before: "Docker is unavailable: ... PermissionError(13, 'Permission denied'))
+    # (start the engine as root: dockerd &, or install it: apt-get install docker.io)"
+    # while the engine ran: the fix for no engine, not for a user outside the docker group.
+    import socket
+    import tempfile
+
+    from local_users import nobody
+    user = nobody("a socket root may open but another user may not needs root")
+    shared = tempfile.mkdtemp(prefix="tfmesos-test-docker-sock-")
+    try:
+        os.chmod(shared, 0o755)
+        path = os.path.join(shared, "docker.sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(path)
+        server.listen(1)
+        os.chmod(path, 0o660)   # root:root, as the engine's socket is root:docker
+        try:
+            text = engine_error_as(user, path)
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(shared)
+    assert text == (
+        "Docker is unavailable: you may not use the Docker engine at unix://%s (permission "
+        "denied): add your user to the docker group (usermod -aG docker %s, then log in "
+        "again) or use rootless Docker (DOCKER_HOST)" % (path, user.pw_name)), text
+
+
+def test_a_permission_error_inside_the_clients_errors_is_found():
+    # What docker-py raises for a socket the user may not open: the
+    # PermissionError is an argument of urllib3's error inside requests'.
+    import requests
+    import urllib3
+
+    from mesos_local.containerizer import docker_engine
+
+    class Client:
+        def ping(self):
+            raise requests.exceptions.ConnectionError(urllib3.exceptions.ProtocolError(
+                "Connection aborted.", PermissionError(13, "Permission denied")))
+
+    with pytest.raises(docker_engine.DockerEngineError) as info:
+        docker_engine.connect(Client())
+    assert "you may not use the Docker engine (permission denied): add your user to the " \
+           "docker group" in str(info.value), str(info.value)
+    assert "dockerd" not in str(info.value)
+
+
+def test_no_engine_at_the_socket_keeps_the_hint_to_start_one(tmp_path, monkeypatch):
+    from mesos_local.containerizer import docker_engine
+
+    monkeypatch.setenv("DOCKER_HOST", "unix://%s" % (tmp_path / "no-docker.sock"))
+    with pytest.raises(docker_engine.DockerEngineError) as info:
+        docker_engine.connect()
+    assert str(info.value).endswith(
+        "(start the engine as root: dockerd &, or install it: apt-get install docker.io)")
 
 
 # -- against the engine ------------------------------------------------------

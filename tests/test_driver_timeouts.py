@@ -18,7 +18,7 @@ import time
 import fixtures_zk
 import pytest
 from fixtures_master import make_local_master
-from fixtures_zk import quiet_threads
+from fixtures_zk import quiet_threads, zookeeper
 from local_addresses import non_loopback_address
 from tfrun_helpers import free_port, run_tfrun, tfrun_argv
 from waiting import wait_until
@@ -351,6 +351,32 @@ def test_zookeeper_wait_is_bounded_by_the_connect_timeout():
                                **LONG_WAITS)
     assert 3 <= took < 3 + SLACK, took
     assert "cannot connect to ZooKeeper" in str(error)
+
+
+@pytest.mark.waits
+def test_a_silent_zookeeper_is_given_up_with_one_duration_in_the_line(quiet_threads):
+    # Before: "could not subscribe ... for 3 s: no Mesos master found under
+    # zk://...: cannot connect to ZooKeeper at ... after 1 s; ...": the last
+    # one-second look's wait beside the driver's whole one.
+    pytest.importorskip("kazoo")
+    with silent_server() as hosts:
+        took, error = give_up_time("zk://%s/mesos" % hosts, connect_timeout=3)
+    message = str(error)
+    assert message.startswith("could not subscribe to the Mesos master zk://%s/mesos for 3 s: "
+                              "no Mesos master found under zk://%s/mesos: cannot connect to "
+                              "ZooKeeper at %s" % (hosts, hosts, hosts)), message
+    assert " after " not in message, message
+
+
+@pytest.mark.waits
+@pytest.mark.zookeeper
+def test_a_missing_znode_is_given_up_with_one_duration_in_the_line(zookeeper, quiet_threads):
+    master = "zk://%s/mesos-%d" % (zookeeper, free_port())
+    took, error = give_up_time(master, connect_timeout=3)
+    message = str(error)
+    assert message.startswith("could not subscribe to the Mesos master %s for 3 s: no Mesos "
+                              "master registered under %s: the znode " % (master, master)), message
+    assert " after " not in message, message
 
 
 def test_a_master_that_closed_the_stream_is_said_in_words_not_pythons():

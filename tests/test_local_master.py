@@ -788,6 +788,27 @@ def test_stop_kills_every_task(make_local_master, clients):
         requests.get(master.url + "/health", timeout=2)
 
 
+def test_a_busy_port_is_an_error_in_the_style_of_every_other(tmp_path, capsys):
+    # Before: "Error: the local master cannot listen on ...", where a
+    # credentials file's error said "tfmesos local-master: error: ...".
+    import socket
+
+    from mesos_local.command_line import main
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        status = main(["--port", str(port), "--cpus", "1", "--mem", "256", "--gpus", "0",
+                       "--work-dir", str(tmp_path)], prog="tfmesos local-master")
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("tfmesos local-master: error: the local master cannot listen on "
+                          "127.0.0.1:%d: " % port), err
+    assert len(err.splitlines()) == 1, err
+    status = main(["--port", "0", "--credentials", str(tmp_path / "none")],
+                  prog="tfmesos local-master")
+    assert status == 2
+    assert capsys.readouterr().err.startswith("tfmesos local-master: error: ")
+
+
 def _cli(port, tmp_path):
     command = [sys.executable, "-m", "mesos_local", "--port", str(port),
                "--cpus", "1", "--mem", "256", "--gpus", "0", "--work-dir", str(tmp_path)]
@@ -815,8 +836,8 @@ def test_cli_runs_until_signalled(tmp_path, signum):
             assert second.returncode == 1
             lines = second.stderr.strip().splitlines()
             assert len(lines) == 1, second.stderr
-            assert lines[0].startswith("Error: the local master cannot listen on "
-                                       "127.0.0.1:%d" % port)
+            assert lines[0].startswith("mesos-local: error: the local master cannot listen "
+                                       "on 127.0.0.1:%d" % port)
         proc.send_signal(signum)
         assert proc.wait(timeout=15) == 0
         assert "Traceback" not in proc.stderr.read()

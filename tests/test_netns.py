@@ -41,7 +41,7 @@ def test_without_root_netns_is_a_one_line_error(monkeypatch, capsys):
         LocalMaster(network_namespaces=True)
     assert cli.main(["--netns", "--port", "0", "--no-docker"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["Error: network namespaces need root: run as root (sudo mesos-local "
+    assert err == ["mesos-local: error: network namespaces need root: run as root (sudo mesos-local "
                    "--netns) or drop --netns / network_namespaces"]
 
 

@@ -152,7 +152,12 @@ def test_only_anothers_frameworks_is_one_line_naming_the_caller_and_the_listing(
                            % (RUN, MASTER))
     assert "F-evil (run %s, user nobody, principal none" % RUN in text
     assert "F-other (run %s, user alice, principal mallory" % RUN in text
-    assert text.endswith("`tfmesos runs --master %s` lists the master's runs" % MASTER)
+    # Before: "`tfmesos runs --master M` lists the master's runs", which lists
+    # this very run: no help in being refused it.
+    assert text.endswith("; tfmesos acts only on a run of yours: give this command with the "
+                         "MESOS_PRINCIPAL that started it, as its user or holding the run's key "
+                         "(~/.tfmesos/keys/RUN, or $TFMESOS_KEYS_DIR)"), text
+    assert "tfmesos runs" not in text
 
 
 def test_with_the_key_and_no_framework_it_proves_nothing_is_chosen():

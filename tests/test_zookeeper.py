@@ -169,6 +169,26 @@ def test_digest_credentials_from_the_url(zookeeper, quiet_threads):
                 detector.leader()
 
 
+def test_a_wrong_password_is_said_to_be_wrong_and_never_shown(zookeeper, quiet_threads):
+    # Before: "not authorised to read PATH (add credentials: zk://user:password@...)",
+    # the hint for no credentials, though the URL held some.
+    from kazoo.security import make_digest_acl
+
+    path = unique_path()
+    acl = [make_digest_acl("mesos", "s3cret", all=True)]
+    with zk_client(zookeeper) as master:
+        master.add_auth("digest", "mesos:s3cret")
+        master.create(path, b"", acl=acl)
+        with make_detector(f"zk://mesos:wr0ng@{zookeeper}{path}", timeout=1) as detector:
+            with pytest.raises(MesosConnectionError) as info:
+                detector.leader()
+    message = str(info.value)
+    assert message.endswith(
+        f": ZooKeeper refused the credentials of user 'mesos' for {path}: check the password "
+        f"in zk://mesos:***@{zookeeper}{path}"), message
+    assert "wr0ng" not in message and "add credentials" not in message
+
+
 def test_close_while_zookeeper_is_gone(quiet_threads):
     with fixtures_zk.ZooKeeperServer() as server:
         path = unique_path()

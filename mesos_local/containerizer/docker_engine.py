@@ -45,10 +45,45 @@ def connect(client=None):
             client = docker.from_env()
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        if _denied(exc):
+            where = " at %s" % (os.environ.get("DOCKER_HOST") or DEFAULT_HOST) \
+                if client is None else ""
+            raise DockerEngineError(
+                "Docker is unavailable: you may not use the Docker engine%s (permission "
+                "denied): add your user to the docker group (usermod -aG docker %s, then log "
+                "in again) or use rootless Docker (DOCKER_HOST)" % (where, _user())) from exc
         raise DockerEngineError("Docker is unavailable: %s (start the engine as root: dockerd &, "
                                 "or install it: apt-get install docker.io)"
                                 % one_line(exc)) from exc
     return client
+
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"   # the engine the docker package finds unset
+
+
+def _denied(exc):
+    """Whether a PermissionError (the engine's socket refused this user) is
+    among ``exc``'s causes, or the errors it holds as arguments (requests'
+    ConnectionError holds urllib3's, which holds the socket's)."""
+    pending, seen = [exc], set()
+    while pending:
+        error = pending.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, PermissionError):
+            return True
+        pending.extend(found for found in (error.__cause__, error.__context__, *error.args)
+                       if isinstance(found, BaseException))
+    return False
+
+
+def _user():
+    try:
+        import pwd
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return "USER"
 
 
 def ensure_image(client, image, pull=False):

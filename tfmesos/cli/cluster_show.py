@@ -153,7 +153,7 @@ def show_master_view(run, framework, hosts, out, now=None):
     if not tasks:
         out.write("no tasks launched\n")
         return
-    rows = [("TASK", "ID", "STATE", "AGENT")]
+    rows: list[tuple[str, ...]] = [("TASK", "ID", "STATE", "AGENT")]
     for task in tasks:
         agent = task.get("slave_id") or ""
         rows.append(tuple(printable(cell) for cell in (

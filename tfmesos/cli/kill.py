@@ -9,9 +9,10 @@ run's scheduler, if it runs, is told "Framework failed over", reads the
 label and ends, recording the run as killed (tfrun exits 143); a detached
 run's scheduler task is given up to ``SCHEDULER_WAIT`` s to write its
 record before the teardown (Mesos then kills every task and removes the
-framework). A master that does not let kill subscribe as the framework
-(another principal) tears it down all the same, when it allows that,
-without the label. The caller's key of the run (``takeover_files``) is
+framework). Only a run provably the caller's is killed (``run_lookup``):
+another user's or principal's is refused. A master that does not let kill
+subscribe as the framework (its ACLs) tears it down all the same, when it
+allows that, without the label. The caller's key of the run (``takeover_files``) is
 removed: the run has ended.
 """
 

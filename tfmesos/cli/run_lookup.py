@@ -164,10 +164,12 @@ def decide(state: dict, wanted: str, caller: Caller, keys: Keys, master: str,
             and (c.user == caller.user or c.proven)]
     if not mine:
         raise RunNotFound("no run %s of yours (%s) on %s: %s of another user or principal "
-                          "carr%s that id: %s; %s" % (
+                          "carr%s that id: %s; tfmesos acts only on a run of yours: give this "
+                          "command with the MESOS_PRINCIPAL that started it, as its user or "
+                          "holding the run's key (~/.tfmesos/keys/RUN, or $TFMESOS_KEYS_DIR)" % (
                               wanted, caller.text(), master, _count(named, "framework"),
                               "ies" if len(named) == 1 else "y",
-                              "; ".join(c.text() for c in named), listing))
+                              "; ".join(c.text() for c in named)))
     held = [c for c in mine if c.proven is not None]
     unproven = [c for c in mine if c.proven is False
                 or (c.proven is None and needs_proof is not None and needs_proof(c.run))]

@@ -118,7 +118,7 @@ def runs_main(argv, environ=None, out=None):
         out.write("no runs in %s\n" % root)
         return 0
     shown = runs if args.all else runs[:args.limit]
-    rows = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
+    rows: list[tuple[str, ...]] = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for local in shown:   # escaped before the last column is cut to the terminal
         rows.append(tuple(printable(cell) for cell in (
             local.run_id, local.name, local.mode, local_time(local.started),

@@ -4,6 +4,8 @@ times and durations as the run listings print them."""
 import os
 import re
 
+from ..terminal_text import UNPRINTABLE, escape_match, printable
+
 
 def local_time(moment):
     """``2026-11-26 10:51:38`` in local time, or ``-``."""
@@ -24,25 +26,7 @@ def duration_text(seconds):
     return "%dh%02dm" % (hours, minutes)
 
 
-# C0 and C1 control characters, DEL, and the marks that reorder text on a
-# terminal (Unicode bidirectional controls): what a terminal obeys instead
-# of showing.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text):
-    """``text`` with every control character written as its escape
-    (``\\x1b``, ``\\n``, ``\\u202e``): what other frameworks put in
-    their names and labels is shown, never obeyed by the terminal."""
-    return _UNPRINTABLE.sub(_escape, str(text))
-
-
-def _escape(match):
-    return match.group().encode("unicode_escape").decode("ascii")
-
-
-_UNPRINTABLE_IN_LINES = re.compile(_UNPRINTABLE.pattern.replace("\x00-\x1f",
-                                                               "\x00-\x09\x0b-\x1f"))
+_UNPRINTABLE_IN_LINES = re.compile(UNPRINTABLE.pattern.replace("\x00-\x1f", "\x00-\x09\x0b-\x1f"))
 
 
 class PrintableLines:
@@ -54,7 +38,7 @@ class PrintableLines:
         self._out = out
 
     def write(self, text):
-        return self._out.write(_UNPRINTABLE_IN_LINES.sub(_escape, text))
+        return self._out.write(_UNPRINTABLE_IN_LINES.sub(escape_match, text))
 
     def __getattr__(self, name):
         return getattr(self._out, name)

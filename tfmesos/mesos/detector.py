@@ -10,10 +10,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from ..exceptions import MesosConnectionError
+
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "Detector",
+    "NoLeader",
     "StaticDetector",
     "UNREACHED_WAIT",
     "check_timeout",
@@ -27,6 +30,16 @@ DEFAULT_SESSION_TIMEOUT = 10.0
 # servers, after which whether they all refuse is looked at
 # (``Detector.refusing``): a ZooKeeper that answers is reached in less.
 UNREACHED_WAIT = 1.0
+
+
+class NoLeader(MesosConnectionError):
+    """No leader within a wait: the message says how long it waited;
+    ``unwaited``, the same without that, for a caller that says its own
+    wait (the driver: "could not subscribe ... for 8 s: ...")."""
+
+    def __init__(self, message: str, unwaited: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.unwaited = message if unwaited is None else unwaited   # (unpickled: the message)
 
 
 class Detector:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ..exceptions import MesosCallError, MesosConnectionError, MesosError
+from ..terminal_text import quoted
 
 API_PATH = "/api/v1/scheduler"
 
@@ -214,8 +215,10 @@ def describe(exc: BaseException) -> str:
     """A one-line account of a connection error for messages."""
     if isinstance(exc, (http.client.IncompleteRead, http.client.RemoteDisconnected)):
         return "the master closed the connection"   # (its process ended, or it was cut)
-    text = str(exc) or type(exc).__name__
-    return "%s: %s" % (type(exc).__name__, text) if not isinstance(exc, MesosError) else text
+    if isinstance(exc, MesosError):   # tfmesos' own words, outside text already quoted
+        return str(exc) or type(exc).__name__
+    # Others' may hold the server's words (BadStatusLine: its status line).
+    return "%s: %s" % (type(exc).__name__, quoted(str(exc)) or type(exc).__name__)
 
 
 class CallConnection:
@@ -262,7 +265,7 @@ class CallConnection:
                                                maybe_delivered=sent) from exc
         if response.status not in (200, 202):
             raise MesosCallError("Mesos master at %s refused %s: HTTP %d %s" % (
-                url, kind, response.status, payload.decode("utf-8", "replace").strip()[:500]),
+                url, kind, response.status, quoted(payload)),
                 status=response.status)
 
     def _connection(self, url: str) -> http.client.HTTPConnection:

@@ -8,11 +8,17 @@ Pure: no ZooKeeper, no kazoo (see :mod:`tfmesos.mesos.zookeeper`).
 
 import ipaddress
 import json
+import re
 from typing import Any, Optional, Union
 
 from tfmesos.mesos.master_address import SCHEMES
+from tfmesos.terminal_text import quoted
 
 __all__ = ["decode_master_info", "master_url_from_info"]
+
+# What a MasterInfo's host may hold: a host name, an IPv4 or IPv6 address
+# (with its zone); not what a URL or a terminal would read otherwise.
+_HOST = re.compile(r"[A-Za-z0-9._:%-]+")
 
 Decoded = tuple[Optional[str], Optional[str]]   # (url, None) or (None, why it is unusable)
 
@@ -48,8 +54,10 @@ def master_url_from_info(data: Union[bytes, bytearray, str], scheme: str = "http
         port = int(pid_port) if port is None and pid_port.isdigit() else port
     if host is None:
         raise ValueError("it names no address (no address.hostname, address.ip, hostname, ip or pid)")
+    if not _HOST.fullmatch(host):
+        raise ValueError("its host '%s' is no host name or IP address" % (quoted(host, 80),))
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ValueError("it has no valid port (got %r)" % (port,))
+        raise ValueError("it has no valid port (got %s)" % (quoted(repr(port), 80),))
     if ":" in host and not host.startswith("["):
         host = "[%s]" % (host,)
     return "%s://%s:%s" % (scheme, host, port)

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..exceptions import MesosConnectionError, MesosError
+from ..terminal_text import quoted
 from .detection import make_detector
 from .detector import UNREACHED_WAIT, Detector
 from .http_transport import TLSContext, basic_auth, basic_principal, describe, open_connection, redirect_base
@@ -167,7 +168,6 @@ class MasterReader:
                 url = self._leader = redirect_base(url, location)
                 continue
             break
-        text = payload.decode("utf-8", "replace").strip()
         if response.status == 401 and self.auth:
             raise MesosError("the Mesos master at %s refused the credentials of principal %r "
                              "for %s: check MESOS_PRINCIPAL and MESOS_SECRET"
@@ -177,7 +177,7 @@ class MasterReader:
                              "MESOS_PRINCIPAL and MESOS_SECRET" % (url, path))
         if response.status != 200:
             raise MesosError(("the Mesos master at %s answered %s with HTTP %d %s"
-                          % (url, path, response.status, text[:300])).rstrip())
+                          % (url, path, response.status, quoted(payload))).rstrip())
         if len(payload) > MAX_STATE:
             raise MesosError("the Mesos master at %s sent more than %d MB for %s"
                              % (url, MAX_STATE >> 20, path))

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional, TypeVar
 
 from ..exceptions import MesosError
+from ..terminal_text import MAX_QUOTED, quoted
 from . import recordio
 from .http_transport import TLS, describe, open_connection, redirect_base, shutdown_connection
 from .operator_state import OperatorState
@@ -223,9 +224,8 @@ class OperatorStream:
 
 def _body_text(response: http.client.HTTPResponse) -> str:
     try:
-        return response.read(500).decode("utf-8", "replace").strip().splitlines()[0][:200] \
-            if response.length != 0 else ""
-    except (OSError, http.client.HTTPException, IndexError):
+        return quoted(response.read(4 * MAX_QUOTED)) if response.length != 0 else ""
+    except (OSError, http.client.HTTPException):
         return ""
 
 

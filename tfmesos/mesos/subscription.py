@@ -29,9 +29,10 @@ from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
 from ..field_methods import FrozenFieldMethods
+from ..terminal_text import MAX_QUOTED, quoted
 from . import calls, recordio
 from .decoding import decode_event
-from .detector import UNREACHED_WAIT, Detector, StaticDetector
+from .detector import UNREACHED_WAIT, Detector, NoLeader, StaticDetector
 from .http_transport import (
     UnknownHost,
     api_path,
@@ -171,7 +172,9 @@ class Subscription:
             except (OSError, http.client.HTTPException, recordio.RecordIOError,
                     MesosError, _StreamEnded, ValueError, AttributeError) as exc:
                 # AttributeError: http.client reading a connection shut down meanwhile.
-                last_error = describe(exc)
+                # The detector's look waited a second or the time left: not said
+                # beside the driver's own wait.
+                last_error = exc.unwaited if isinstance(exc, NoLeader) else describe(exc)
             if self._stopping.is_set() or self.closing:
                 return
             if self.subscribed:
@@ -388,7 +391,7 @@ class Subscription:
                                        % (url, what, budget)) from exc
 
     def _refused(self, url: str, response: http.client.HTTPResponse) -> NoReturn:
-        text = response.read().decode("utf-8", "replace").strip()[:500]
+        text = quoted(response.read(4 * MAX_QUOTED))   # what a message quotes of it
         principal = basic_principal(self._auth)
         if response.status == 401 and principal is None:
             # A Mesos master's 401 says nothing more (libprocess' Unauthorized).
@@ -428,7 +431,7 @@ class Subscription:
                     self._on_subscribed(url, conn, stream_id, event.subscribed)
                 elif kind == "ERROR":
                     raise _Unrecoverable(MesosError("Mesos master error: %s"
-                                                    % event.error.message))
+                                                    % quoted(str(event.error.message))))
                 elif kind != "HEARTBEAT":
                     self._events.put(Received(kind, event))
 

@@ -27,11 +27,14 @@ from tfmesos.mesos.detector import (
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_TIMEOUT,
     Detector,
+    NoLeader,
     check_timeout,
 )
 from tfmesos.mesos.http_transport import UnknownHost, connect_within
+from tfmesos.mesos.master_address import PASSWORD_MASK
 from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
 from tfmesos.mesos.zk_leader import Leadership, choose_leader, master_children
+from tfmesos.terminal_text import quoted
 
 __all__ = ["ZKDetector"]
 
@@ -77,6 +80,11 @@ class ZKDetector(Detector):
         self.scheme = scheme
         self.zk_url = "zk://%s%s" % (hosts, path)
         self._auth = auth
+        # Whose credentials the zk:// URL gave, and the URL as a message shows it.
+        self._credentials: Optional[tuple[str, str]] = None
+        if auth is not None:
+            user = auth[1].partition(":")[0]
+            self._credentials = (user, "zk://%s:%s@%s%s" % (user, PASSWORD_MASK, hosts, path))
         self._session_timeout = check_timeout(session_timeout)
         self._kazoo_log = _KazooLogger(logging.getLogger(__name__ + ".kazoo"))
 
@@ -181,21 +189,23 @@ class ZKDetector(Detector):
                     return self._seen.leader, self._seen.candidates
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise MesosConnectionError(self._why_no_leader(seconds))
+                    raise NoLeader(self._why_no_leader(" after %g s" % (round(seconds, 1),)),
+                                   self._why_no_leader(""))
                 self._cond.wait(remaining)
 
-    def _why_no_leader(self, timeout: float) -> str:
-        """One line on why there is no leader yet (called holding _cond)."""
-        after = "after %g s" % (round(timeout, 1),)  # the driver's time left: 2.9998
+    def _why_no_leader(self, after: str) -> str:
+        """One line on why there is no leader yet (called holding _cond);
+        ``after``: " after N s", this look's wait (rounded: the driver's time
+        left may be 2.9998 s), or nothing."""
         if not self._ever_connected:
             last = self._kazoo_log.last_problem
             return (
-                "no Mesos master found under %s: cannot connect to ZooKeeper at %s %s"
+                "no Mesos master found under %s: cannot connect to ZooKeeper at %s%s"
                 % (self.zk_url, self.hosts, after)
-                + (" (last error: %s)" % (last,) if last else "")
+                + (" (last error: %s)" % (quoted(last),) if last else "")
                 + "; is ZooKeeper running and reachable from here?"
             )
-        where = "no Mesos master registered under %s %s" % (self.zk_url, after)
+        where = "no Mesos master registered under %s%s" % (self.zk_url, after)
         seen = self._seen
         if self._problem:
             return "%s: %s" % (where, self._problem)
@@ -211,7 +221,7 @@ class ZKDetector(Detector):
                     "%s: only protobuf info_* nodes found; tfmesos reads the "
                     "json.info_* nodes that Mesos >= 0.24 writes" % (where,)
                 )
-            listed = ", ".join(seen.ignored[:5]) if seen.ignored else "it is empty"
+            listed = quoted(", ".join(seen.ignored[:5])) if seen.ignored else "it is empty"
             return "%s: %s has no json.info_* children (%s)" % (where, self.path, listed)
         if not self._connected:
             return "%s: the ZooKeeper connection to %s is down" % (where, self.hosts)
@@ -283,7 +293,7 @@ class ZKDetector(Detector):
         except Exception as exc:
             with self._cond:
                 self._installed = False
-                self._problem = _describe(exc, self.path)
+                self._problem = _describe(exc, self.path, self._credentials)
                 self._cond.notify_all()
 
     def _on_path(self, gen: int, data: Optional[bytes], stat: Any,
@@ -314,7 +324,7 @@ class ZKDetector(Detector):
         except Exception as exc:
             with self._cond:
                 self._children_watching = False
-                self._problem = _describe(exc, self.path)
+                self._problem = _describe(exc, self.path, self._credentials)
                 self._cond.notify_all()
         return None
 
@@ -340,14 +350,15 @@ class ZKDetector(Detector):
         with self._update_lock:
             try:
                 infos, unreadable, gone = _read_master_infos(
-                    client, self.path, master_children(children), self._infos, self.scheme)
+                    client, self.path, master_children(children), self._infos, self.scheme,
+                    self._credentials)
                 self._infos = infos
                 live = [name for name in children if name not in gone]
                 self._publish(choose_leader(live, infos, unreadable))
             except Exception as exc:  # a watch callback must never raise into kazoo
                 log.debug("updating the Mesos leader from %s failed: %r", self.zk_url, exc)
                 with self._cond:
-                    self._problem = _describe(exc, self.path)
+                    self._problem = _describe(exc, self.path, self._credentials)
                     self._cond.notify_all()
 
     def _publish(self, seen: Leadership) -> None:
@@ -403,12 +414,14 @@ class _KazooLogger(logging.LoggerAdapter):
 
 def _read_master_infos(client: Any, path: str, members: Sequence[str],
                        cached: Mapping[str, Decoded], scheme: str,
+                       credentials: Optional[tuple[str, str]] = None,
                        ) -> tuple[dict[str, Decoded], dict[str, str], set[str]]:
     """Decoded MasterInfos of the children ``members`` of ``path``.
 
     Those in ``cached`` are not read again. Returns ``(infos, unreadable,
     gone)``: the decoded MasterInfos, a phrase for each member whose znode
     could not be read, and the members whose znode has vanished.
+    ``credentials``: ``_describe``'s.
     """
     from kazoo.exceptions import NoNodeError
 
@@ -425,19 +438,27 @@ def _read_master_infos(client: Any, path: str, members: Sequence[str],
             gone.add(name)
             continue
         except Exception as exc:
-            unreadable[name] = _describe(exc, node)
+            unreadable[name] = _describe(exc, node, credentials)
             continue
         infos[name] = decode_master_info(node, data, scheme)
     return infos, unreadable, gone
 
 
-def _describe(exc: BaseException, node: str) -> str:
-    """A short phrase for a kazoo error met while reading ``node``."""
+def _describe(exc: BaseException, node: str,
+              credentials: Optional[tuple[str, str]] = None) -> str:
+    """A short phrase for a kazoo error met while reading ``node``;
+    ``credentials``: the user the zk:// URL named and the URL, its
+    password masked, where it did."""
     name = type(exc).__name__
+    if name == "NoAuthError" and credentials is not None:
+        # A digest identity is not checked when it is added: a wrong password
+        # shows only as a node its ACL keeps from that identity.
+        return ("ZooKeeper refused the credentials of user %r for %s: check the password in %s"
+                % (credentials[0], node, credentials[1]))
     if name == "NoAuthError":
         return "not authorised to read %s (add credentials: zk://user:password@host:port/path)" % (
             node,)
     if name == "AuthFailedError":
         return "ZooKeeper refused the credentials given in the zk:// URL"
-    detail = str(exc)
+    detail = quoted(str(exc))
     return "reading %s failed: %s" % (node, name) + (": %s" % (detail,) if detail else "")
