@@ -81,25 +81,27 @@ def test_quoted_is_one_escaped_line_cut_between_escapes():
     assert quoted("plain words") == printable("plain words") == "plain words"
 
 
+def driver_error(url, connect_timeout, kind):
+    """What a driver subscribing at ``url`` stops with: an error of ``kind``."""
+    driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "replies"}, url,
+                                  connect_timeout=connect_timeout)
+    driver.start()
+    with pytest.raises(kind) as info:
+        driver.join(timeout=60)
+    return str(info.value)
+
+
 def test_a_refused_subscribe_quotes_the_masters_answer_in_one_escaped_line():
     with answering(HOSTILE) as url:
-        driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "replies"}, url,
-                                      connect_timeout=2)
-        driver.start()
-        with pytest.raises(MesosConnectionError) as info:
-            driver.join(timeout=60)
-    assert_quoted(str(info.value), "refused SUBSCRIBE: HTTP 500 ")
+        error = driver_error(url, 2, MesosConnectionError)
+    assert_quoted(error, "refused SUBSCRIBE: HTTP 500 ")
 
 
 def test_an_error_event_of_the_master_is_quoted_in_one_escaped_line():
     event = json.dumps({"type": "ERROR", "error": {"message": HOSTILE}})
     with answering("%d\n%s" % (len(event.encode()), event), 200, "application/json") as url:
-        driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "replies"}, url,
-                                      connect_timeout=10)
-        driver.start()
-        with pytest.raises(MesosError) as info:
-            driver.join(timeout=60)
-    assert_quoted(str(info.value), "Mesos master error: ")
+        error = driver_error(url, 10, MesosError)
+    assert_quoted(error, "Mesos master error: ")
 
 
 def test_a_web_page_for_an_answer_is_one_line():

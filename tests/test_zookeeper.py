@@ -1,5 +1,6 @@
 """ZKDetector against a real ZooKeeper server (the Debian zookeeper package)."""
 
+import contextlib
 import logging
 import threading
 import time
@@ -152,7 +153,10 @@ def test_unreachable_zookeeper_fails_within_the_timeout(caplog, quiet_threads):
     assert not noisy, f"kazoo/detector logged at INFO or above: {[r.getMessage() for r in noisy]}"
 
 
-def test_digest_credentials_from_the_url(zookeeper, quiet_threads):
+@contextlib.contextmanager
+def digest_protected(zookeeper):
+    """(a client holding ``mesos:s3cret``, a new path only it may read, the
+    path's ACL)."""
     from kazoo.security import make_digest_acl
 
     path = unique_path()
@@ -160,6 +164,11 @@ def test_digest_credentials_from_the_url(zookeeper, quiet_threads):
     with zk_client(zookeeper) as master:
         master.add_auth("digest", "mesos:s3cret")
         master.create(path, b"", acl=acl)
+        yield master, path, acl
+
+
+def test_digest_credentials_from_the_url(zookeeper, quiet_threads):
+    with digest_protected(zookeeper) as (master, path, acl):
         master.create(f"{path}/json.info_", b"{}", acl=acl, ephemeral=True, sequence=True)
         master.set(f"{path}/json.info_0000000000", b'{"address":{"ip":"127.0.0.5","port":5055}}')
         with make_detector(f"zk://mesos:s3cret@{zookeeper}{path}", timeout=30) as detector:
@@ -172,13 +181,7 @@ def test_digest_credentials_from_the_url(zookeeper, quiet_threads):
 def test_a_wrong_password_is_said_to_be_wrong_and_never_shown(zookeeper, quiet_threads):
     # Before: "not authorised to read PATH (add credentials: zk://user:password@...)",
     # the hint for no credentials, though the URL held some.
-    from kazoo.security import make_digest_acl
-
-    path = unique_path()
-    acl = [make_digest_acl("mesos", "s3cret", all=True)]
-    with zk_client(zookeeper) as master:
-        master.add_auth("digest", "mesos:s3cret")
-        master.create(path, b"", acl=acl)
+    with digest_protected(zookeeper) as (_, path, _):
         with make_detector(f"zk://mesos:wr0ng@{zookeeper}{path}", timeout=1) as detector:
             with pytest.raises(MesosConnectionError) as info:
                 detector.leader()
