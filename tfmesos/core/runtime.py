@@ -321,7 +321,11 @@ class RunRuntime:
             try:
                 driver.stop()
             except MesosError as exc:
-                logger.warning("could not tear the framework down: %s", exc)
+                # Left registered (a kill's whole effect, by hand): said once.
+                from ..mesos.master_address import without_password
+                logger.warning("could not tear the framework down: %s; remove it with: "
+                               "tfmesos kill %s --master %s", exc, self.identity.run_id,
+                               without_password(self.spec.master or self.master_url))
             try:
                 driver.join(timeout=15)
             except Exception as exc:  # the run's own error was already raised

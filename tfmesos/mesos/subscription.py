@@ -92,7 +92,8 @@ class Subscription:
     dict (its ``id`` is set from SUBSCRIBED, so re-subscriptions fail over);
     ``stopping`` is the driver's stop event; ``options`` holds ``timeout``,
     ``ssl``, ``auth``, ``heartbeat_misses``, ``backoff_cap``, ``connect_timeout``,
-    ``refused_timeout``.
+    ``refused_timeout``, ``quiet_retries`` (no warning while no master is
+    reached: at INFO level).
     """
 
     def __init__(self, framework: dict[str, Any], detector: Detector, master_text: str,
@@ -116,16 +117,29 @@ class Subscription:
         self.stream_id: Optional[str] = None
         self.subscribed = False
         self.master_info: Any = None   # the leader's MasterInfo (an addict.Dict), once subscribed
+        self.last_url: Optional[str] = None   # the master last subscribed to, kept once lost
         self.closing = False  # the driver is stopping: a closed stream is expected
         self.suppressed_roles: set[str] = set()   # kept suppressed across re-subscriptions
         self._give_up_at = time.monotonic() + self._connect_timeout
-        self._warned = False
+        self._warned = bool(options.get("quiet_retries"))   # a caller that says it itself
         self._subscribed_once = False
 
     def state(self) -> tuple[Optional[str], Optional[str], bool]:
         """``(leader URL, Mesos-Stream-Id, subscribed)``, read together."""
         with self._lock:
             return self.leader_url, self.stream_id, self.subscribed
+
+    def masters_known(self) -> list[str]:
+        """Where the framework may be subscribed to again: the master last
+        subscribed to, then those the detector names now (no wait; none
+        when it cannot say)."""
+        urls = [self.last_url] if self.last_url else []
+        try:
+            found = self._detector.candidates()
+        except (MesosError, RuntimeError) as exc:   # RuntimeError: a closed detector
+            logger.debug("no candidates from the detector: %s", exc)
+            found = ()
+        return urls + [url for url in found if url not in urls]
 
     def interrupt(self) -> None:
         """Unblock the stream thread (it notices and closes the connection)
@@ -443,7 +457,7 @@ class Subscription:
         self._warned = self._subscribed_once = True
         with self._lock:
             self.framework["id"] = {"value": subscribed.framework_id.value}
-            self.leader_url = url
+            self.leader_url = self.last_url = url
             self.stream_id = stream_id
             self.subscribed = True
             self.master_info = subscribed.get("master_info") or Dict()
