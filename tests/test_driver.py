@@ -280,3 +280,30 @@ def test_stop_says_when_the_framework_stays_registered(make_local_master, driver
         driver.stop()
     assert [f["id"] for f in master.state()["frameworks"]] == [framework_id]
     assert driver.join(timeout=10) == "DRIVER_STOPPED"
+
+
+@pytest.mark.zookeeper
+def test_a_leader_change_is_said_as_such_not_as_the_master_closing(zookeeper, make_local_master,
+                                                                   drivers, caplog):
+    # The driver itself closes the stream when ZooKeeper names a new leader:
+    # the warning says so (it said "the master closed the connection").
+    first, second = make_local_master(), make_local_master()
+    path = unique_path()
+    with zk_client(zookeeper) as client:
+        nodes = [register_master(client, path, "127.0.0.1", int(m.url.rsplit(":", 1)[1]))
+                 for m in (first, second)]
+        driver, sched = drivers("zk://%s%s" % (zookeeper, path),
+                                framework={"failover_timeout": 30})
+        sched.next("registered", timeout=15)
+        caplog.set_level("WARNING", logger="tfmesos.mesos.subscription")
+        client.delete(nodes[0])
+        sched.next("reregistered", timeout=20)
+        client.delete(nodes[1])
+        register_master(client, path, "127.0.0.1", 1, data=b"junk")
+        sched.next("disconnected", timeout=15)
+    said = [r.getMessage() for r in caplog.records if r.name == "tfmesos.mesos.subscription"]
+    assert said[0] == ("the Mesos leader changed (ZooKeeper names %s now); re-subscribing"
+                       % second.url[len("http://"):]), said
+    assert said[1].startswith("the Mesos leader changed (ZooKeeper names no leader now: no Mesos "
+                              "master registered under zk://%s%s: " % (zookeeper, path)), said
+    assert said[1].endswith("); re-subscribing"), said

@@ -118,6 +118,7 @@ class Subscription:
         self.subscribed = False
         self.master_info: Any = None   # the leader's MasterInfo (an addict.Dict), once subscribed
         self.last_url: Optional[str] = None   # the master last subscribed to, kept once lost
+        self._leader_news: Optional[str] = None   # why watch_leader closed the stream
         self.closing = False  # the driver is stopping: a closed stream is expected
         self.suppressed_roles: set[str] = set()   # kept suppressed across re-subscriptions
         self._give_up_at = time.monotonic() + self._connect_timeout
@@ -188,13 +189,19 @@ class Subscription:
                 last_error = describe(exc)
             if self._stopping.is_set() or self.closing:
                 return
-            if self.subscribed:
-                with self._lock:
-                    self.subscribed = False
+            with self._lock:
+                lost, self.subscribed = self.subscribed, False
+                news, self._leader_news = self._leader_news, None
+                if lost:
                     self._conn = None
+            if lost:
                 self._give_up_at = time.monotonic() + self._connect_timeout
                 backoff = 0.5
-                logger.warning("lost the Mesos subscription (%s); re-subscribing", last_error)
+                if news is not None:   # we closed it ourselves: the master did nothing
+                    logger.warning("%s; re-subscribing", news)
+                else:
+                    logger.warning("lost the Mesos subscription (%s); re-subscribing",
+                                   last_error)
                 self._events.put(StreamLost())
             elif self._time_left() > 0:
                 self._retrying(last_error)
@@ -244,11 +251,24 @@ class Subscription:
                 if self._stopping.is_set():
                     return
                 changed.clear()
+                news = "the Mesos leader changed (%s)" % self._named_leader()
                 with self._lock:
                     self.leader_url = None
                     conn = self._conn
-                logger.info("the Mesos leader changed; re-subscribing")
+                    if self.subscribed:   # said when the stream thread sees it end
+                        self._leader_news = news
+                logger.debug("%s; closing the subscription", news)
                 shutdown_socket(conn)
+
+    def _named_leader(self) -> str:
+        """What the detector names as the leader now, in words: "ZooKeeper
+        names HOST:PORT now" (or names none: why)."""
+        where = "ZooKeeper" if getattr(self._detector, "zk_url", None) else "the detector"
+        try:
+            url = self._detector.leader(0.0)
+        except (MesosError, RuntimeError) as exc:   # RuntimeError: closed meanwhile
+            return "%s names no leader now: %s" % (where, str(exc).replace(" after 0 s", "", 1))
+        return "%s names %s now" % (where, urllib.parse.urlsplit(url).netloc or url)
 
     def _candidates(self) -> list[str]:
         urls = [self.leader_url] if self.leader_url else []
