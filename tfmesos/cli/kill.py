@@ -11,8 +11,9 @@ run's scheduler task is given up to ``SCHEDULER_WAIT`` s to write its
 record before the teardown (Mesos then kills every task and removes the
 framework). A master that does not let kill subscribe as the framework
 (another principal) tears it down all the same, when it allows that,
-without the label. The caller's key of the run (``takeover_files``) is
-removed: the run has ended.
+without the label; the run's scheduler learns the teardown from the master
+and records the run as killed all the same (``core.reactions``). The
+caller's key of the run (``takeover_files``) is removed: the run has ended.
 """
 
 import os

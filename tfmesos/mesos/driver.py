@@ -29,7 +29,7 @@ from . import calls
 from .calls import Ids, Json
 from .detector import Detector
 from .http_transport import TLSContext, basic_auth
-from .interface import Scheduler, check_scheduler, dispatch_event
+from .interface import REMOVED, Scheduler, check_scheduler, dispatch_event
 from .master_address import parse_master, with_password
 from .subscription import Fatal, Received, StreamLost
 from .transport import HTTPTransport, Stream, Transport
@@ -228,7 +228,7 @@ class MesosSchedulerDriver:
                     self._torn_down = True
                 return None
             except MesosError as exc:
-                if "Framework has been removed" in str(exc):
+                if REMOVED in str(exc):
                     return None   # an operator, or its failover timeout, did it
                 why = str(exc)
         return MesosConnectionError(
