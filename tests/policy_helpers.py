@@ -60,7 +60,8 @@ class FakeRun:
     events go to the real policy, which acts on the real state and control."""
 
     def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
-                 sandboxes=None, framework_outcome=lambda: None, rendezvous_host=None):
+                 sandboxes=None, framework_outcome=lambda: None, rendezvous_host=None,
+                 framework_removed=lambda: False):
         self.state = RunState(jobs)
         self.state.move(Phase.FORMING)
         self.effects = RecordedEffects(self.state)
@@ -72,7 +73,8 @@ class FakeRun:
                                  rendezvous_host=rendezvous_host)
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,
                                 mode, sandboxes=sandboxes,
-                                framework_outcome=framework_outcome)
+                                framework_outcome=framework_outcome,
+                                framework_removed=framework_removed)
         self._launches = 0
         for slot in self.slots:
             self.launch(slot)

@@ -237,3 +237,73 @@ def test_zk_master_detection_and_leader_change(zookeeper, make_local_master, dri
         sched.next("reregistered", timeout=20)
         assert driver.master == second.url and driver.framework_id == framework_id
         assert [f["id"] for f in second.state()["frameworks"]] == [framework_id]
+
+
+@pytest.mark.zookeeper
+def test_stop_tears_down_a_framework_whose_subscription_is_gone(zookeeper, make_local_master,
+                                                                drivers):
+    # The leader's znode became junk: the driver cannot re-subscribe through
+    # ZooKeeper. stop() subscribes to the master it last reached, with the
+    # framework's id, and tears it down (it stayed registered for its
+    # failover timeout, an hour here, and nothing said so).
+    master = make_local_master()
+    path = unique_path()
+    with zk_client(zookeeper) as client:
+        port = int(master.url.rsplit(":", 1)[1])
+        node = register_master(client, path, "127.0.0.1", port)
+        driver, sched = drivers("zk://%s%s" % (zookeeper, path),
+                                framework={"failover_timeout": 3600})
+        framework_id, _ = sched.next("registered", timeout=15)
+        client.delete(node)
+        register_master(client, path, "127.0.0.1", port, data=b"junk")
+        sched.next("disconnected", timeout=15)
+        assert not driver.connected
+        started = time.monotonic()
+        assert driver.stop() == "DRIVER_STOPPED"
+        assert time.monotonic() - started < 20   # bounded: a short timeout
+        state = master.wait_until(lambda s: not s["frameworks"], 10)
+        assert [f["id"] for f in state["completed_frameworks"]] == [framework_id]
+
+
+def test_stop_says_when_the_framework_stays_registered(make_local_master, drivers):
+    # Nothing answers at the master last reached: stop() raises what the
+    # caller tells the user (the framework stays until its failover timeout).
+    master = make_local_master()
+    driver, sched = drivers(master.url, framework={"failover_timeout": 3600},
+                            connect_timeout=60, teardown_timeout=1.0)
+    framework_id, _ = sched.next("registered")
+    master.set_leader("")            # 503: no leader, the stream cannot come back
+    master.drop_subscription(framework_id)
+    sched.next("disconnected")
+    with pytest.raises(MesosConnectionError, match="framework %s stays registered until its "
+                       "failover timeout \\(3600 s\\) passes" % framework_id):
+        driver.stop()
+    assert [f["id"] for f in master.state()["frameworks"]] == [framework_id]
+    assert driver.join(timeout=10) == "DRIVER_STOPPED"
+
+
+@pytest.mark.zookeeper
+def test_a_leader_change_is_said_as_such_not_as_the_master_closing(zookeeper, make_local_master,
+                                                                   drivers, caplog):
+    # The driver itself closes the stream when ZooKeeper names a new leader:
+    # the warning says so (it said "the master closed the connection").
+    first, second = make_local_master(), make_local_master()
+    path = unique_path()
+    with zk_client(zookeeper) as client:
+        nodes = [register_master(client, path, "127.0.0.1", int(m.url.rsplit(":", 1)[1]))
+                 for m in (first, second)]
+        driver, sched = drivers("zk://%s%s" % (zookeeper, path),
+                                framework={"failover_timeout": 30})
+        sched.next("registered", timeout=15)
+        caplog.set_level("WARNING", logger="tfmesos.mesos.subscription")
+        client.delete(nodes[0])
+        sched.next("reregistered", timeout=20)
+        client.delete(nodes[1])
+        register_master(client, path, "127.0.0.1", 1, data=b"junk")
+        sched.next("disconnected", timeout=15)
+    said = [r.getMessage() for r in caplog.records if r.name == "tfmesos.mesos.subscription"]
+    assert said[0] == ("the Mesos leader changed (ZooKeeper names %s now); re-subscribing"
+                       % second.url[len("http://"):]), said
+    assert said[1].startswith("the Mesos leader changed (ZooKeeper names no leader now: no Mesos "
+                              "master registered under zk://%s%s: " % (zookeeper, path)), said
+    assert said[1].endswith("); re-subscribing"), said

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from fixtures_master import make_local_master
-from fixtures_zk import registered_in_zookeeper, zookeeper
+from fixtures_zk import registered_in_zookeeper, zk_client, zookeeper
 from processes import scheduler_pids
 from tfrun_helpers import REPO, SMALL, hung_up_once_ready, reaped, start_tfrun, tfrun_argv
 from waiting import wait_until
@@ -453,3 +453,91 @@ def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local
                                      "of the run is left")
     assert master.state()["frameworks"] == []   # torn down, not left for its failover timeout
     assert not (tmp_path / "keys").exists()
+
+
+@pytest.mark.zookeeper
+def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_master,
+                                                                     tmp_path, zookeeper):
+    # The leader's znode turns to junk mid-run: the driver cannot subscribe
+    # again through ZooKeeper. When the task then finishes, tfrun exits 0 and
+    # tears the framework down all the same (through the master it last
+    # reached), rather than leaving it registered for its failover timeout.
+    master = make_local_master()
+    password = "pw-%s" % os.urandom(8).hex()
+    zk_master = registered_in_zookeeper(master, zookeeper, password)
+    path = zk_master.rsplit("@", 1)[1][len(zookeeper):]
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER=zk_master, TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("--failover", "--failover-timeout", "3600", "-w", "1", "-s", "0", *SMALL,
+                     "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
+                     sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
+                   message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+        with zk_client(zookeeper) as client:
+            client.add_auth("digest", "alice:%s" % password)
+            [node] = client.get_children(path)
+            client.create(path + "/json.info_", b"junk", acl=client.get_acls(path)[0],
+                          sequence=True)
+            client.delete("%s/%s" % (path, node))
+        wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
+                   message="the framework stayed subscribed")
+        finish.write_text("")
+        out, err = tfrun.communicate(timeout=120)
+    assert tfrun.returncode == 0, err
+    state = master.wait_until(lambda s: not s["frameworks"], 10)
+    assert len(state["completed_frameworks"]) == 1
+    assert "stays registered" not in err, err
+
+
+@pytest.mark.zookeeper
+def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_end(
+        make_local_master, tmp_path, zookeeper):
+    # The QA reproduction: a --failover run of a zk:// master, its tfrun
+    # SIGKILLed, taken over by tfmesos attach; then the leader's znode turns
+    # to junk. attach's lines about it carry the prefix its other lines have
+    # (they had none), and when the task finishes the framework is torn down.
+    master = make_local_master()
+    password = "pw-%s" % os.urandom(8).hex()
+    zk_master = registered_in_zookeeper(master, zookeeper, password)
+    path = zk_master.rsplit("@", 1)[1][len(zookeeper):]
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER=zk_master, TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("--failover", "--failover-timeout", "3600", "-w", "1", "-s", "0", *SMALL,
+                     "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
+                     sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
+                   message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as attach:
+        with reaped(attach):
+            wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
+                       message="attach never took the run over")
+            with zk_client(zookeeper) as client:
+                client.add_auth("digest", "alice:%s" % password)
+                [node] = client.get_children(path)
+                client.create(path + "/json.info_", b"junk", acl=client.get_acls(path)[0],
+                              sequence=True)
+                client.delete("%s/%s" % (path, node))
+            wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
+                       message="the framework stayed subscribed")
+            finish.write_text("")
+            out, err = attach.communicate(timeout=120)
+    assert attach.returncode == 0, err
+    lines = err.splitlines()
+    [changed] = [line for line in lines if "leader changed" in line]
+    assert changed.startswith("tfrun: the Mesos leader changed (ZooKeeper names no leader "
+                              "now: "), err
+    assert changed.endswith("); re-subscribing"), err
+    assert "tfrun: lost the connection to the Mesos master; reconnecting" in lines, err
+    assert "closed the connection" not in err, err
+    state = master.wait_until(lambda s: not s["frameworks"], 10)
+    assert len(state["completed_frameworks"]) == 1

@@ -219,6 +219,44 @@ def test_a_framework_taken_over_by_tfmesos_kill_ends_the_run_as_killed(label, ki
     assert run.record.outcome_text() == label
 
 
+@pytest.mark.parametrize("event", ["exit 143", "exit 137", "TASK_KILLED", "removed"])
+def test_a_framework_the_master_tore_down_ends_the_run_as_killed(event):
+    # An operator's /master/teardown (or tfmesos kill by a principal that may
+    # not subscribe as the framework): Mesos closes the subscription and
+    # kills every task. Their ends came as a task failure ("exited with
+    # code 143"); the master's answer to re-subscribing is "Framework has
+    # been removed". Either way the run was killed, as by tfmesos kill.
+    asked = []
+    run = FakeRun(WORKERS, framework_removed=lambda: asked.append(1) or True)
+    run.running()
+    with pytest.raises(RunKilled, match=r"^the run was killed: the Mesos master tore its "
+                       r"framework down \(an operator, or tfmesos kill\)") as info:
+        if event.startswith("exit"):
+            run.exit("worker:1", int(event.split()[1]))
+        elif event == "TASK_KILLED":
+            run.status("worker:1", "TASK_KILLED", "Framework removed")
+        else:
+            run.handle(MesosFailed("Mesos master error: Framework has been removed"))
+    assert info.value.by is None and run.calls == []
+    assert asked == ([] if event == "removed" else [1])
+    run.record.ended(info.value, run.phase)
+    outcome = run.record.run_file().outcome
+    assert (outcome.status, outcome.exit_code) == ("killed", 143)
+    assert run.record.outcome_text() == "killed"
+
+
+@pytest.mark.parametrize("code", [143, 5])
+def test_a_task_killed_while_its_framework_is_still_there_is_a_failure(code):
+    # The master has the framework (a signal from elsewhere, or the task's
+    # own exit): the failure policy decides, as before.
+    asked = []
+    run = FakeRun(WORKERS, framework_removed=lambda: asked.append(1) or False)
+    run.running()
+    with pytest.raises(TaskFailed, match="worker:1 exited with code %d" % code):
+        run.exit("worker:1", code)
+    assert asked == ([1] if code > 128 else [])
+
+
 @pytest.mark.parametrize("label", [None, "succeeded", "killedx"])
 def test_a_framework_another_scheduler_took_over_is_left_to_it(label):
     run = FakeRun(WORKERS, framework_outcome=lambda: label)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 import requests
@@ -325,6 +326,25 @@ def test_no_failover_within_timeout_kills_tasks(local_master, clients):
     error = late.subscribe(expect_error=True)
     assert error["error"]["message"] == "Framework has been removed"
     late.next_event(CLOSED, timeout=30)
+
+
+def test_an_operator_teardown_closes_the_subscription_without_an_error(local_master, clients):
+    # As Mesos: /master/teardown removes the framework, whose HTTP stream is
+    # closed with no ERROR event (Master::removeFramework ->
+    # Framework::disconnect, src/master/master.cpp, framework.cpp); the
+    # scheduler learns why when it subscribes again: "Framework has been
+    # removed" (Master::validateFramework), which tfrun reads as a kill.
+    client = clients(local_master, failover_timeout=3600)
+    launch_running(client, local_master, "torn", "sleep 60")
+    answer = urllib.request.urlopen(urllib.request.Request(
+        local_master.url + "/master/teardown",
+        data=("frameworkId=%s" % client.framework_id).encode(), method="POST"), timeout=30)
+    assert answer.status == 200
+    assert client.next_event(("ERROR", CLOSED), timeout=30)["type"] == CLOSED
+    again = clients(local_master, subscribe=False, framework_id=client.framework_id)
+    assert again.subscribe(expect_error=True)["error"]["message"] == "Framework has been removed"
+    wait_until(lambda: not leftover_processes(local_master),
+               message=lambda: "left: %s" % leftover_processes(local_master))
 
 
 def test_client_hangup_disconnects_the_framework(local_master, clients):

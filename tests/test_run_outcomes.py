@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from fixtures_master import FAST, leftover_processes, marked_environment, small_agent
@@ -189,6 +190,31 @@ def test_kill_records_who_killed_a_foreground_run(master, tmp_path, env):
     shown = tfmesos(env, "show", str(tmp_path / "run"))
     assert shown.stdout.splitlines()[0].endswith("%s, exit code 143" % KILLED), shown.stdout
     assert master.state()["frameworks"] == []
+    assert_no_task_processes()
+
+
+def test_an_operator_teardown_of_a_foreground_run_is_a_kill(master, tmp_path, env):
+    # /master/teardown (an operator, or tfmesos kill by a principal that may
+    # not subscribe as the framework): tfrun said it lost the subscription,
+    # then "task worker:0 exited with code 143", and recorded a failure.
+    with sleeping(master, tmp_path, env) as (proc, run_id):
+        [framework] = [f for f in master.state()["frameworks"]
+                       if labels.label_map(f.get("labels")).get(labels.RUN_ID) == run_id]
+        answer = urllib.request.urlopen(urllib.request.Request(
+            master.url + "/master/teardown", data=("frameworkId=%s" % framework["id"]).encode(),
+            method="POST"), timeout=30)
+        assert answer.status == 200
+        _, err = finish_reading(proc, 60)
+    assert proc.returncode == 143, err
+    assert "tfrun: the run was killed: the Mesos master tore its framework down (an operator, " \
+        "or tfmesos kill), which kills every task" in err.splitlines(), err
+    assert "exited with code" not in err, err
+    assert "Traceback" not in err
+    run = record(tmp_path / "run")
+    assert (run["outcome"]["status"], run["outcome"]["exit_code"]) == ("killed", 143), \
+        run["outcome"]
+    shown = tfmesos(env, "show", str(tmp_path / "run"))
+    assert shown.stdout.splitlines()[0].endswith("killed, exit code 143"), shown.stdout
     assert_no_task_processes()
 
 

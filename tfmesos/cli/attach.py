@@ -81,6 +81,8 @@ def main(argv, environ=None, out=None):
         forget_key(run_id, environ)
         return 0 if run.outcome == "succeeded" else 1
     if run.detached:
+        from .common import setup_logging
+        setup_logging("tfmesos attach", False)   # as its own lines say
         return attach_detached(reader, state, found.framework, run, run.state == "running",
                                args.key, environ, out)
     if run.state == "running":
@@ -153,7 +155,11 @@ def carry_on(local, key_file, master=None):
     from ..core.launch import ClusterRun
     from ..core.run_setup import make_backend
     from ..core.takeover import Resume
+    from .common import setup_logging
     from .tfrun import execute, say, shown_logs, shown_only, status_line
+    # What the run's parts log (the driver re-subscribing, ...) says "tfrun:"
+    # as say() does, and as tfrun itself says it.
+    setup_logging("tfrun", False)
     failover = local.takeover()   # TakeoverError: why there is nothing to take over
     directory = os.path.abspath(local.directory)
     identity, spec = saved_run(directory, failover, key_file, master)

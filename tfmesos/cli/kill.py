@@ -12,7 +12,9 @@ record before the teardown (Mesos then kills every task and removes the
 framework). Only a run provably the caller's is killed (``run_lookup``):
 another user's or principal's is refused. A master that does not let kill
 subscribe as the framework (its ACLs) tears it down all the same, when it
-allows that, without the label. The caller's key of the run (``takeover_files``) is
+allows that, without the label; the run's scheduler learns the teardown
+from the master and records the run as killed all the same
+(``core.reactions``). The caller's key of the run (``takeover_files``) is
 removed: the run has ended.
 """
 
@@ -74,6 +76,7 @@ def kill_run(master, address, run, by, schedulers, environ):
     kill read or subscribe as the framework (it was torn down without the
     label)."""
     from ..backends.remote import credentials_of
+    from ..mesos.driver import MesosSchedulerDriver
     from ..mesos.failover_teardown import teardown_as_scheduler
     try:
         info = master.framework_info(run.framework_id)
@@ -90,7 +93,7 @@ def kill_run(master, address, run, by, schedulers, environ):
     # Its own credentials, or none: never the driver's fallback to os.environ.
     principal, secret = credentials_of(environ) or ("", "")
     try:
-        teardown_as_scheduler(address, info, wait_for=schedulers, wait=SCHEDULER_WAIT,
+        teardown_as_scheduler(MesosSchedulerDriver, address, info, wait_for=schedulers, wait=SCHEDULER_WAIT,
                               principal=principal, secret=secret)
         return True
     except MesosError as exc:

@@ -48,7 +48,8 @@ Every task's output and run.json go to ./tfmesos-runs/NAME-RUNID (--run-dir).
 Exit status: 0 when every worker (or the chief) exited 0; the failing task's
 exit code when one failed; 1 for other errors; 2 for usage errors; 130 when
 interrupted; 141 when the reader of its output went away (tfrun ... | head);
-143 when the run was killed (tfmesos kill).
+143 when the run was killed (tfmesos kill, or an operator tore its framework
+down).
 Numbers are finite and bounded: at most 10000 tasks per run, 10000 cpus,
 100000000 MB and 1024 GPUs per task, 1000 attempts or restarts, 30 days
 (2592000 s) for any timeout.

@@ -152,7 +152,8 @@ class ClusterRun:
         self.reactions: RunEvents = RunEvents(self.control, self.record, self.recovery,
                                               spec.reconnect_grace, spec.max_attempts, spec.mode,
                                               sandboxes=self.runtime.sandboxes,
-                                              framework_outcome=self.runtime.outcome_on_master)
+                                              framework_outcome=self.runtime.outcome_on_master,
+                                              framework_removed=self.runtime.removed_on_master)
 
     # -- what the run is, and where it stands -----------------------------------
 

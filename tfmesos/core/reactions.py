@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..exceptions import ClusterError, RunKilled, SchedulerReplaced, TaskFailed, TFMesosError
-from ..mesos.interface import FAILED_OVER
+from ..mesos.interface import FAILED_OVER, REMOVED
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of, says_only_the_exit
 from ..protocol.hostport import format_address
 from ..record.outcomes import killed_by, killed_text
@@ -87,17 +87,22 @@ class RunEvents:
     complete; in ``mode`` "replica" a command that exits 0 is done.
     ``framework_outcome()``: the run's ``tfmesos.outcome`` label as the
     master has it now (None: none, or it cannot be read), asked when another
-    scheduler took the framework over (``tfmesos kill`` sets it first)."""
+    scheduler took the framework over (``tfmesos kill`` sets it first).
+    ``framework_removed()``: whether the master removed the framework (False
+    when it cannot say), asked when a task was killed by a signal it was not
+    sent by this run: a teardown kills every task (``removed``)."""
 
     def __init__(self, control: RunControl, record: RunRecord, recovery: Recovery,
                  reconnect_grace: float, max_attempts: int, mode: str,
                  sandboxes: Optional[SandboxTails] = None,
-                 framework_outcome: Callable[[], Optional[str]] = lambda: None) -> None:
+                 framework_outcome: Callable[[], Optional[str]] = lambda: None,
+                 framework_removed: Callable[[], bool] = lambda: False) -> None:
         self.control = control
         self.record = record
         self.recovery = recovery
         self._sandboxes = sandboxes   # reads a failed launch's last words (None: not read)
         self._framework_outcome = framework_outcome
+        self._framework_removed = framework_removed
         self._reconnect_grace = reconnect_grace
         self._max_attempts = max_attempts
         self._mode = mode
@@ -220,6 +225,9 @@ class RunEvents:
         if FAILED_OVER in event.message:
             self.control.fail(self._taken_over())
             return
+        if REMOVED in event.message:   # the answer to re-subscribing after a teardown
+            self.control.fail(self._removed())
+            return
         stopped = "the Mesos driver stopped: "
         if isinstance(event.error, TFMesosError) and event.message == str(event.error):
             error = ClusterError.like(event.error, stopped)   # its fields still to be worded
@@ -227,6 +235,19 @@ class RunEvents:
             error = ClusterError(stopped + event.message)
         error.__cause__ = event.error
         self.control.fail(error)
+
+    def _removed(self) -> RunKilled:
+        """The master removed the framework while this scheduler had it (an
+        operator's ``/master/teardown``, ``tfmesos kill`` where the master
+        did not let it subscribe as the framework): Mesos closes the
+        subscription and kills every task, and says "Framework has been
+        removed" to a scheduler that subscribes again (``Master::teardown``,
+        ``removeFramework``, ``validateFramework`` in
+        src/master/master.cpp). The run was killed, as by ``tfmesos kill``."""
+        by = killed_by(self._framework_outcome())
+        return RunKilled("the run was %s: the Mesos master tore its framework down (an "
+                         "operator, or tfmesos kill), which kills every task"
+                         % killed_text(by), by or None)
 
     def _taken_over(self) -> ClusterError:
         """Another scheduler subscribed as the run's framework: ``tfmesos
@@ -313,6 +334,12 @@ class RunEvents:
         done = self._mode == "replica" and code == 0
         self._slots.exited(slot, code, done=done and self._state.phase == Phase.RUNNING)
         if self._state.phase != Phase.RUNNING or done:
+            return
+        if (code is not None and code > 128 or state == "TASK_KILLED") \
+                and self._framework_removed():
+            # Killed, not by this run: by the teardown of its framework,
+            # whose TASK_KILLED updates Mesos sends to no one.
+            self.control.fail(self._removed())
             return
         cause = failure_cause(state, slot.reason, slot.message, code)
         peak = memory_kill_peak(slot.reason, slot.message, usage)

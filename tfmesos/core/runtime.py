@@ -271,18 +271,33 @@ class RunRuntime:
         """The framework's ``tfmesos.outcome`` label as the master has it
         now (``tfmesos kill`` sets it as it takes the framework over), or
         None: none, or the master cannot be read (within 5 s)."""
+        found = self._framework_on_master("outcome")
+        return labels_.label_map(found[1].get("labels")).get(labels_.OUTCOME) \
+            if found is not None else None
+
+    def removed_on_master(self) -> bool:
+        """Whether the master has removed the framework (it is among its
+        completed frameworks: torn down by an operator, ``/master/teardown``,
+        or by ``tfmesos kill``); False when it cannot say (within 5 s)."""
+        found = self._framework_on_master("state")
+        return found is not None and found[0] == "completed_frameworks"
+
+    def _framework_on_master(self, what: str) -> Optional[tuple[str, dict[str, Any]]]:
+        """(``frameworks`` or ``completed_frameworks``, the framework's
+        JSON) as the master shows it now, or None: not found, or the master
+        cannot be read (within 5 s; ``what`` is said then)."""
         framework_id = self.identity.framework_id
         if framework_id is None:
             return None
         try:
             document = self._reader(5.0).frameworks(framework_id)
         except MesosError as exc:
-            logger.info("cannot read the framework's outcome from the master: %s", exc)
+            logger.info("cannot read the framework's %s from the master: %s", what, exc)
             return None
         for key in ("frameworks", "completed_frameworks"):
             for framework in document.get(key) or []:
                 if isinstance(framework, dict) and framework.get("id") == framework_id:
-                    return labels_.label_map(framework.get("labels")).get(labels_.OUTCOME)
+                    return key, framework
         return None
 
     # -- the end ----------------------------------------------------------------
@@ -321,7 +336,11 @@ class RunRuntime:
             try:
                 driver.stop()
             except MesosError as exc:
-                logger.warning("could not tear the framework down: %s", exc)
+                # Left registered (a kill's whole effect, by hand): said once.
+                from ..mesos.master_address import without_password
+                logger.warning("could not tear the framework down: %s; remove it with: "
+                               "tfmesos kill %s --master %s", exc, self.identity.run_id,
+                               without_password(self.spec.master or self.master_url))
             try:
                 driver.join(timeout=15)
             except Exception as exc:  # the run's own error was already raised

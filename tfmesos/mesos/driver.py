@@ -29,7 +29,7 @@ from . import calls
 from .calls import Ids, Json
 from .detector import Detector
 from .http_transport import TLSContext, basic_auth
-from .interface import Scheduler, check_scheduler, dispatch_event
+from .interface import REMOVED, Scheduler, check_scheduler, dispatch_event
 from .master_address import parse_master, with_password
 from .subscription import Fatal, Received, StreamLost
 from .transport import HTTPTransport, Stream, Transport
@@ -43,6 +43,9 @@ DRIVER_ABORTED = "DRIVER_ABORTED"
 _STOP = object()
 # How long a call waits for the master's answer (``timeout``'s default).
 CALL_TIMEOUT = 10.0
+# How long stop() tries to subscribe again, when the subscription is gone,
+# to tear the framework down.
+TEARDOWN_TIMEOUT = 10.0
 
 
 class MesosSchedulerDriver:
@@ -67,6 +70,14 @@ class MesosSchedulerDriver:
     ``connect_timeout`` applies (a failover takes its time).
     ``transport`` replaces the HTTP transport (``transport.HTTPTransport``):
     tests give a ``mock_transport.MockTransport``.
+
+    ``stop()`` without the subscription (it was lost and not won back: the
+    leader's ZooKeeper entry is junk, say) subscribes once more as the
+    framework, to the masters it last knew, within ``teardown_timeout``
+    s, and tears it down (``failover_teardown``, as ``tfmesos kill``
+    does); else it raises: the framework stays registered until its
+    failover timeout. ``quiet_retries``: a master not reached yet is said
+    at INFO level only (not in a warning: the caller says what failed).
     """
 
     def __init__(self, scheduler: Scheduler, framework_info: Mapping[str, Any], master: str,
@@ -76,7 +87,8 @@ class MesosSchedulerDriver:
                  backoff_cap: float = 15.0, connect_timeout: float = 60.0,
                  detector: Optional[Detector] = None, scheme: str = "http",
                  refused_timeout: Optional[float] = None,
-                 transport: Optional[Transport] = None) -> None:
+                 transport: Optional[Transport] = None,
+                 teardown_timeout: float = TEARDOWN_TIMEOUT, quiet_retries: bool = False) -> None:
         check_scheduler(scheduler)
         self.scheduler = scheduler
         self.framework: dict[str, Any] = copy.deepcopy(dict(framework_info))
@@ -88,6 +100,9 @@ class MesosSchedulerDriver:
         # from $MESOS_MASTER, as the credentials below come from the environment.
         master = with_password(master, os.environ.get("MESOS_MASTER"))
         address = parse_master(master)
+        # What subscribing once more to tear the framework down needs (the
+        # HTTP transport's settings); None with a transport given.
+        self._teardown_options: Optional[dict[str, Any]] = None
         if transport is None:
             # pymesos users set these in the environment of the scheduler process.
             principal = principal if principal is not None else os.environ.get("MESOS_PRINCIPAL")
@@ -101,8 +116,10 @@ class MesosSchedulerDriver:
                 address, master, context, basic_auth(principal, secret),
                 CALL_TIMEOUT if timeout is None else timeout, scheme=scheme,
                 detector=detector, heartbeat_misses=heartbeat_misses, backoff_cap=backoff_cap,
-                connect_timeout=connect_timeout,
+                connect_timeout=connect_timeout, quiet_retries=quiet_retries,
                 refused_timeout=connect_timeout if refused_timeout is None else refused_timeout)
+            self._teardown_options = dict(principal=principal or "", secret=secret or "",
+                                          verify=verify, ca_bundle=ca_bundle, scheme=scheme)
         self._transport: Transport = transport
 
         self._lock = threading.Lock()
@@ -111,6 +128,8 @@ class MesosSchedulerDriver:
         self._ended = threading.Event()   # stopped or aborted: join() returns
         self._gate = threading.Lock()     # no call may follow TEARDOWN
         self._torn_down = False
+        self._teardown_timeout = teardown_timeout
+        self._aborted = False             # abort() was called: no teardown
         self._stream: Stream = transport.open_stream(self.framework, self._events, self._stopping)
         self._status: Optional[str] = None
         self._exception: Optional[BaseException] = None
@@ -156,21 +175,70 @@ class MesosSchedulerDriver:
     def stop(self, failover: bool = False) -> str:
         """Stop the driver. Without ``failover`` the framework is torn down
         (Mesos kills its tasks); with it, the framework stays registered for
-        its ``failover_timeout`` so another driver can take over."""
-        error = None
+        its ``failover_timeout`` so another driver can take over.
+
+        Without the subscription (lost, not won back), the framework is
+        torn down through a new one (``_teardown_unsubscribed``); when that
+        fails too, ``MesosConnectionError`` says that the framework stays
+        registered."""
+        error: Optional[MesosError] = None
         self._stream.closing = True
         if not failover and self._stream.subscribed and not self._stopping.is_set():
             try:
                 self._call(calls.teardown())
             except MesosError as exc:
                 error = exc
+        elif not failover and self._left_registered():
+            masters = self._stream.masters_known()
+            self._shutdown(DRIVER_STOPPED)   # this subscription tries no more
+            error = self._teardown_unsubscribed(masters)
         self._shutdown(DRIVER_STOPPED)
         if error is not None:
             raise error
         return DRIVER_STOPPED
 
+    def _left_registered(self) -> bool:
+        """Whether the framework was subscribed, is not torn down and is not
+        subscribed now, for no reason that ends it (an ERROR: removed,
+        failed over to another scheduler) or leaves it on purpose
+        (``abort()``)."""
+        return (self.framework_id is not None and self._registered_once
+                and not self._torn_down and not self._aborted
+                and not self._stream.subscribed
+                and (self._exception is None
+                     or isinstance(self._exception, (MesosConnectionError, DriverAborted))))
+
+    def _teardown_unsubscribed(self, masters: Sequence[str]) -> Optional[MesosError]:
+        """Subscribe as the framework to ``masters`` (the one last reached
+        first; a master that no longer leads redirects to the leader) and
+        tear it down, within ``teardown_timeout`` s; None once done (or the
+        master had removed it already), else the error that says that the
+        framework stays registered."""
+        framework_id = self.framework_id
+        why = "no Mesos master known" if not masters else None
+        if self._teardown_options is None:
+            why = "not subscribed to a Mesos master"
+        if why is None:
+            from .failover_teardown import teardown_as_scheduler
+            try:
+                teardown_as_scheduler(type(self), ",".join(masters), copy.deepcopy(self.framework),
+                                      timeout=self._teardown_timeout, quiet_retries=True,
+                                      **(self._teardown_options or {}))
+                with self._gate:
+                    self._torn_down = True
+                return None
+            except MesosError as exc:
+                if REMOVED in str(exc):
+                    return None   # an operator, or its failover timeout, did it
+                why = str(exc)
+        return MesosConnectionError(
+            "framework %s stays registered until its failover timeout (%g s) passes: no "
+            "subscription to tear it down with (%s)"
+            % (framework_id, float(self.framework.get("failover_timeout") or 0), why))
+
     def abort(self) -> str:
         """Stop without tearing the framework down."""
+        self._aborted = True
         self._shutdown(DRIVER_ABORTED)
         return DRIVER_ABORTED
 

@@ -119,12 +119,17 @@ class Scheduler:
     def error(self, driver: SchedulerDriver, message: str) -> None:
         """The master reported an unrecoverable error (or no master could be
         reached); the driver stops after this callback. ``FAILED_OVER`` in
-        ``message``: another scheduler subscribed as this framework."""
+        ``message``: another scheduler subscribed as this framework;
+        ``REMOVED``: the master removed the framework (a teardown) while
+        this scheduler was away."""
 
 
 # Mesos' error to a scheduler that another SUBSCRIBE with its framework's id
 # replaced (``Master::failoverFramework``, src/master/master.cpp).
 FAILED_OVER = "Framework failed over"
+# Mesos' error to a SUBSCRIBE with the id of a framework it removed (torn
+# down, or not failed over in time: ``validateFramework``, src/master/master.cpp).
+REMOVED = "Framework has been removed"
 
 
 CALLBACKS = ("registered", "reregistered", "disconnected", "resourceOffers",

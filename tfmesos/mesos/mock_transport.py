@@ -154,5 +154,8 @@ class _Stream:
     def interrupt(self) -> None:
         pass
 
+    def masters_known(self) -> list[str]:
+        return [self._transport.url]
+
 
 __all__ = ["MockTransport", "URL"]

@@ -93,7 +93,8 @@ class Subscription:
     dict (its ``id`` is set from SUBSCRIBED, so re-subscriptions fail over);
     ``stopping`` is the driver's stop event; ``options`` holds ``timeout``,
     ``ssl``, ``auth``, ``heartbeat_misses``, ``backoff_cap``, ``connect_timeout``,
-    ``refused_timeout``.
+    ``refused_timeout``, ``quiet_retries`` (no warning while no master is
+    reached: at INFO level).
     """
 
     def __init__(self, framework: dict[str, Any], detector: Detector, master_text: str,
@@ -117,16 +118,30 @@ class Subscription:
         self.stream_id: Optional[str] = None
         self.subscribed = False
         self.master_info: Any = None   # the leader's MasterInfo (an addict.Dict), once subscribed
+        self.last_url: Optional[str] = None   # the master last subscribed to, kept once lost
+        self._leader_news: Optional[str] = None   # why watch_leader closed the stream
         self.closing = False  # the driver is stopping: a closed stream is expected
         self.suppressed_roles: set[str] = set()   # kept suppressed across re-subscriptions
         self._give_up_at = time.monotonic() + self._connect_timeout
-        self._warned = False
+        self._warned = bool(options.get("quiet_retries"))   # a caller that says it itself
         self._subscribed_once = False
 
     def state(self) -> tuple[Optional[str], Optional[str], bool]:
         """``(leader URL, Mesos-Stream-Id, subscribed)``, read together."""
         with self._lock:
             return self.leader_url, self.stream_id, self.subscribed
+
+    def masters_known(self) -> list[str]:
+        """Where the framework may be subscribed to again: the master last
+        subscribed to, then those the detector names now (no wait; none
+        when it cannot say)."""
+        urls = [self.last_url] if self.last_url else []
+        try:
+            found = self._detector.candidates()
+        except (MesosError, RuntimeError) as exc:   # RuntimeError: a closed detector
+            logger.debug("no candidates from the detector: %s", exc)
+            found = ()
+        return urls + [url for url in found if url not in urls]
 
     def interrupt(self) -> None:
         """Unblock the stream thread (it notices and closes the connection)
@@ -177,13 +192,19 @@ class Subscription:
                 last_error = exc.unwaited if isinstance(exc, NoLeader) else describe(exc)
             if self._stopping.is_set() or self.closing:
                 return
-            if self.subscribed:
-                with self._lock:
-                    self.subscribed = False
+            with self._lock:
+                lost, self.subscribed = self.subscribed, False
+                news, self._leader_news = self._leader_news, None
+                if lost:
                     self._conn = None
+            if lost:
                 self._give_up_at = time.monotonic() + self._connect_timeout
                 backoff = 0.5
-                logger.warning("lost the Mesos subscription (%s); re-subscribing", last_error)
+                if news is not None:   # we closed it ourselves: the master did nothing
+                    logger.warning("%s; re-subscribing", news)
+                else:
+                    logger.warning("lost the Mesos subscription (%s); re-subscribing",
+                                   last_error)
                 self._events.put(StreamLost())
             elif self._time_left() > 0:
                 self._retrying(last_error)
@@ -233,11 +254,24 @@ class Subscription:
                 if self._stopping.is_set():
                     return
                 changed.clear()
+                news = "the Mesos leader changed (%s)" % self._named_leader()
                 with self._lock:
                     self.leader_url = None
                     conn = self._conn
-                logger.info("the Mesos leader changed; re-subscribing")
+                    if self.subscribed:   # said when the stream thread sees it end
+                        self._leader_news = news
+                logger.debug("%s; closing the subscription", news)
                 shutdown_socket(conn)
+
+    def _named_leader(self) -> str:
+        """What the detector names as the leader now, in words: "ZooKeeper
+        names HOST:PORT now" (or names none: why)."""
+        where = "ZooKeeper" if getattr(self._detector, "zk_url", None) else "the detector"
+        try:
+            url = self._detector.leader(0.0)
+        except (MesosError, RuntimeError) as exc:   # RuntimeError: closed meanwhile
+            return "%s names no leader now: %s" % (where, str(exc).replace(" after 0 s", "", 1))
+        return "%s names %s now" % (where, urllib.parse.urlsplit(url).netloc or url)
 
     def _candidates(self) -> list[str]:
         urls = [self.leader_url] if self.leader_url else []
@@ -446,7 +480,7 @@ class Subscription:
         self._warned = self._subscribed_once = True
         with self._lock:
             self.framework["id"] = {"value": subscribed.framework_id.value}
-            self.leader_url = url
+            self.leader_url = self.last_url = url
             self.stream_id = stream_id
             self.subscribed = True
             self.master_info = subscribed.get("master_info") or Dict()

@@ -49,6 +49,10 @@ class Stream(Protocol):
     def interrupt(self) -> None:
         """Unblock the stream's threads: the driver is stopping."""
 
+    def masters_known(self) -> list[str]:
+        """Base URLs where the framework may subscribe again (the master
+        last subscribed to first), the subscription lost."""
+
 
 @runtime_checkable
 class Transport(Protocol):
