@@ -28,6 +28,7 @@ from tfrun_helpers import REPO, only_metrics_warnings
 from tfmesos.cli.main import main
 from tfmesos.cli.progress import Progress, describe_metrics, metrics_line
 from tfmesos.cli.runs import show_run
+from tfmesos.cli.tfrun import print_metrics
 from tfmesos.core.events import TaskMetrics
 from tfmesos.protocol import metric_points, task_env, wire
 from tfmesos.protocol.metric_points import (
@@ -43,9 +44,10 @@ from tfmesos.protocol.metric_points import (
 )
 from tfmesos.record.history import Run
 from tfmesos.record.metric_series import MAX_POINTS as SERIES_POINTS
-from tfmesos.record.metric_series import Metrics, add_value, summaries
+from tfmesos.record.metric_series import Metrics, add_value, left_out_note, summaries
 from tfmesos.record.report import render
-from tfmesos.record.schema import MetricSeries
+from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import MetricSeries, RunFile
 from tfmesos.task import metrics_relay
 from tfmesos.task import user_metrics as task_metrics
 from tfmesos.task.metrics_relay import MetricsRelay
@@ -128,6 +130,18 @@ def test_each_metrics_latest_value_survives_a_flood_of_others():
     assert [2500, 0.0, {"val_loss": 1.0}] in points and points[-1][0] == 4999
     assert [point[0] for point in points] == sorted(point[0] for point in points)
 
+
+
+def test_a_batch_of_new_names_every_step_still_ends_with_the_latest_point():
+    # Before: only the first limit // 4 names keep their latest point, so a
+    # flood of new names lost its last steps (tfrun said step 9985 of 9999).
+    for limit in (4, 16, 128):
+        batcher = Batcher(limit=limit)
+        for step in range(1000):
+            batcher.add([step, 0.0, {"m%05d" % step: 1.0}])
+        points, dropped = batcher.take(0.0)
+        assert len(points) <= limit and len(points) + dropped == 1000
+        assert points[-1] == [999, 0.0, {"m00999": 1.0}]
 
 # -- log_metrics -------------------------------------------------------------------
 
@@ -495,6 +509,48 @@ def test_steps_per_second_and_latest_values():
     assert metrics.latest("ps:0") is None and metrics.steps_per_second("ps:0") is None
 
 
+
+def _series_flood_record():
+    """A run's record after worker:0 logged 10,000 names, one a step
+    (``m00000`` at step 0 ... ``m09999`` at 9999): 32 series kept."""
+    record = RunRecord(None, RunFile(mode="replica"), [], forwarding=False)
+    record.metrics(None, [(step, time.time(), {"m%05d" % step: float(step)})
+                          for step in range(10000)], source="worker:0")
+    return record
+
+
+class _EndedRun:
+    def __init__(self, record):
+        self.record, self.run_id = record, "5eed0044"
+
+
+def test_tfruns_last_metrics_say_the_points_past_the_series_cap_and_the_latest_step(capsys):
+    # Before: "tfrun: metrics: worker:0 step 31 · m00000 0 ..." and not a word
+    # of the 9,968 points left out (only tfmesos show and the report said so).
+    record = _series_flood_record()
+    assert record.latest_metrics()[0][1] == 9999
+    print_metrics(_EndedRun(record))
+    err = capsys.readouterr().err
+    assert err.startswith("tfrun: metrics: worker:0 step 9999 · m00000 0 "), err
+    assert "tfrun: metrics: 9968 points left out: more series than a run keeps (32 a task, " \
+        "256 in all)\n" in err, err
+    # The status line says so too, short.
+    line = metrics_line(_EndedRun(record))
+    assert line.startswith("worker:0 step 9999 · ") and line.endswith(" · 9968 points left out")
+
+
+def test_the_points_left_out_are_said_in_the_words_of_their_cause():
+    metrics = Metrics(began=0.0, max_series=4, max_per_task=1)
+    assert metrics.left_out_note() is None
+    metrics.add("worker:0", [(0, 1.0, {"a": 1.0})], dropped=3)   # thinned by the task
+    assert metrics.left_out_note() == "3 points left out: a flood thinned by the tasks"
+    metrics.add("worker:0", [(1, 1.0, {"a": 1.0, "b": 2.0})])   # b: over the cap
+    assert metrics.left_out_note() == "4 points left out: 3 of a flood thinned by the tasks, " \
+        "1 of more series than a run keeps (1 a task, 4 in all)"
+    # run.json keeps the total only: tfmesos show says both causes.
+    assert left_out_note(12) == "12 points left out: a flood thinned by the tasks, or more " \
+        "series than a run keeps"
+
 # -- what the user sees --------------------------------------------------------------
 
 class _Record:
@@ -503,6 +559,9 @@ class _Record:
 
     def latest_metrics(self):
         return self._latest
+
+    def metrics_left_out(self):
+        return 0, None
 
 
 class _Run:

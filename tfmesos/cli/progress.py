@@ -9,8 +9,9 @@ a task's output is printed) and ``clear()``; elsewhere (a pipe, a file, or
 ``interval`` seconds (10; ``$TFMESOS_PROGRESS_INTERVAL``). Once the
 cluster is ``ready()``, the line shows one task's latest metrics (the
 chief's, else worker 0's, else the first task that logged):
-``worker:0 step 120 · loss 0.4123 accuracy 0.8812 · 12.3 steps/s``;
-nothing while no task logged any.
+``worker:0 step 120 · loss 0.4123 accuracy 0.8812 · 12.3 steps/s``, and
+``· 9968 points left out`` once the run left points out (more series than
+it keeps, a flood the tasks thinned); nothing while no task logged any.
 """
 
 import os
@@ -68,13 +69,16 @@ def describe_metrics(task, step, values, rate, limit=SHOWN_VALUES):
 
 
 def metrics_line(run):
-    """The running run's line: one task's latest metrics, or None."""
+    """The running run's line: one task's latest metrics, and how many
+    points the run left out (if any), or None."""
     latest = run.record.latest_metrics()
     if not latest:
         return None
     by_task = {entry[0]: entry for entry in latest}
     chosen = next((by_task[name] for name in PREFERRED if name in by_task), latest[0])
-    return describe_metrics(*chosen)
+    text = describe_metrics(*chosen)
+    left_out, _ = run.record.metrics_left_out()
+    return text + (" · %d points left out" % left_out if left_out else "")
 
 
 class Progress:

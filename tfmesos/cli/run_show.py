@@ -6,7 +6,7 @@ codes, restarts, relaunches, scheduler takeovers and the latest metrics."""
 import datetime
 
 from ..mesos.task_states import TERMINAL_STATES
-from ..record.metric_series import summaries
+from ..record.metric_series import left_out_note, summaries
 from ..record.schema import State
 from ..record.times import parse_time
 from .tables import PrintableLines, duration_text, local_time, printable, table
@@ -110,5 +110,4 @@ def show_metrics(file, out):
     for task, step, values, rate in found:
         out.write("  %s\n" % describe_metrics(task, step, values, rate, limit=len(values)))
     if file.metrics_dropped:
-        out.write("  (%d points left out: a flood thinned by the tasks, or more series than "
-                  "a run keeps)\n" % file.metrics_dropped)
+        out.write("  (%s)\n" % left_out_note(file.metrics_dropped))

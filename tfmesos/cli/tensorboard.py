@@ -14,12 +14,17 @@ JOB = "tensorboard"
 
 def tensorboard_job(logdir, image=None, python=None, cpus=0.5, mem=1024):
     """The job running TensorBoard on ``logdir`` (a path the agents see) at
-    the task's own address: its port is the one Mesos offered the task."""
+    the task's own address, the one tfrun prints (``url_of``): it listens on
+    that host only (TensorBoard has no authentication: with the embedded
+    master that is loopback, 127.0.0.1) and on the port Mesos offered the
+    task."""
     interpreter = "python3" if image else shlex.quote(python or sys.executable)
     logdir = shlex.quote(logdir).replace("{", "{{").replace("}", "}}")
-    # {tensorboard_hosts} is this task's host:port; ${address##*:} its port.
-    cmd = ("address={tensorboard_hosts}; exec %s -m tensorboard.main --logdir %s "
-           "--bind_all --port ${{address##*:}}" % (interpreter, logdir))
+    # {tensorboard_hosts} is this task's host:port (an IPv6 host in
+    # brackets, which --host takes without); ${address##*:} its port.
+    cmd = ("address={tensorboard_hosts}; host=${{address%%:*}}; host=${{host#\\[}}; "
+           "host=${{host%%\\]}}; exec %s -m tensorboard.main --logdir %s "
+           "--host \"$host\" --port ${{address##*:}}" % (interpreter, logdir))
     return Job(JOB, num=1, cpus=cpus, mem=mem, cmd=cmd)
 
 

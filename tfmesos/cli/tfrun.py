@@ -147,7 +147,8 @@ MAX_METRICS_LINES = 8   # tasks whose last metrics tfrun prints at the end
 
 
 def print_metrics(run):
-    """The latest metrics of each task that logged any (the first few)."""
+    """The latest metrics of each task that logged any (the first few),
+    and how many points were left out, why (``metric_series.left_out_note``)."""
     from .progress import describe_metrics
     latest = run.record.latest_metrics()
     for entry in latest[:MAX_METRICS_LINES]:
@@ -155,6 +156,9 @@ def print_metrics(run):
     if len(latest) > MAX_METRICS_LINES:
         say("metrics of %d more tasks: tfmesos show %s" % (len(latest) - MAX_METRICS_LINES,
                                                           run.run_id))
+    _, note = run.record.metrics_left_out()
+    if note:
+        say("metrics: %s" % note)
 
 
 def execute(run, show, progress, advice=True, leave_on_interrupt=False):

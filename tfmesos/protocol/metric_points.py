@@ -134,7 +134,10 @@ class Batcher:
     full, every other one is dropped and from then on only every
     ``2**k``-th point is kept until the batch goes, so a flood keeps a
     sample spread over its time; the latest point of each metric (of the
-    first ``limit // 4`` names of a batch) always goes."""
+    first ``limit // 4`` names of a batch) always goes, and so does the
+    batch's very last point (the step the sender reached, whatever names
+    it has): ``limit - limit // 4 - 1`` thinned, ``limit // 4`` latest, 1
+    last."""
 
     def __init__(self, limit: int = MAX_POINTS, interval: float = FLUSH_INTERVAL) -> None:
         self.limit = limit
@@ -145,11 +148,12 @@ class Batcher:
         self._latest: dict[str, tuple[int, Point]] = {}   # name -> (sequence, latest point)
         self._stride = 1
         self._seen = 0          # points since the last batch
+        self._last: Optional[tuple[int, Point]] = None   # the batch's last point
         self.sent_at: Optional[float] = None   # when the last batch went
 
     def add(self, point: Point) -> None:
         self._seen += 1
-        entry = (self._seen, point)
+        entry = self._last = (self._seen, point)
         for name in point[2]:
             if name in self._latest or len(self._latest) < self._latest_names:
                 self._latest[name] = entry
@@ -171,8 +175,11 @@ class Batcher:
             return None
         entries = dict(self._points)
         entries.update(self._latest.values())
+        if self._last is not None:
+            entries.update((self._last,))
         points = [entries[sequence] for sequence in sorted(entries)]
         taken = (points, self._seen - len(points))
         self._points, self._latest, self._stride, self._seen = [], {}, 1, 0
+        self._last = None
         self.sent_at = now
         return taken

@@ -7,7 +7,7 @@ received; when full, every other kept value is dropped and the stride
 doubles, so a long run keeps a sample spread evenly over its whole length
 and the latest value is always at hand (``last``). A run keeps at most
 ``MAX_SERIES`` series (``MAX_PER_TASK`` a task); values of others are
-counted in ``dropped``.
+counted in ``dropped`` (``left_out_note`` says so).
 """
 
 import collections
@@ -60,6 +60,8 @@ class Metrics:
         # task -> (time, step), the latest, for steps/s
         self._steps: dict[str, collections.deque[tuple[float, int]]] = {}
         self.dropped = 0
+        self.thinned = 0    # of dropped: left out by the senders (a flood)
+        self.capped = 0     # of dropped: of series past max_series / max_per_task
 
     def adopt(self, series: Iterable[MetricSeries], dropped: int = 0) -> None:
         """Carry on the series a scheduler before this one kept
@@ -76,12 +78,14 @@ class Metrics:
         """``points`` of ``task``: ``(step, at, {name: value})``, ``at`` a
         time.time(); ``dropped``: points its sender left out."""
         self.dropped += dropped
+        self.thinned += dropped
         for step, at, values in points:
             when = round(max(0.0, at - self.began), 3)
             for name, value in values.items():
                 series = self._series(task, name)
                 if series is None:
                     self.dropped += 1
+                    self.capped += 1
                 else:
                     add_value(series, step, when, value, self.max_points)
             steps = self._steps.setdefault(task, collections.deque(maxlen=RATE_SAMPLES))
@@ -99,11 +103,22 @@ class Metrics:
 
     def latest(self, task: str) -> Optional[tuple[int, Values]]:
         """``(step, [(name, value)])`` of ``task``'s latest values, in the
-        order its metrics first came, or None."""
+        order its metrics first came, or None; the step is the latest any
+        point of ``task`` reached, also one whose values were all left out
+        (of series past the bounds)."""
         found = [s for s in self.series if s.task == task]
         if not found:
             return None
-        return max(s.last_step for s in found), [(s.name, s.last) for s in found]
+        step = max(s.last_step for s in found)
+        steps = self._steps.get(task)
+        if steps:
+            step = max(step, steps[-1][1])
+        return step, [(s.name, s.last) for s in found]
+
+    def left_out_note(self) -> Optional[str]:
+        """What ``left_out_note`` says of the points left out so far, or None."""
+        return left_out_note(self.dropped, self.capped, self.thinned, self.max_per_task,
+                             self.max_series)
 
     def steps_per_second(self, task: str) -> Optional[float]:
         """``task``'s steps per second over the last ``RATE_WINDOW`` seconds
@@ -121,6 +136,26 @@ class Metrics:
     def tasks(self) -> list[str]:
         """The tasks that logged metrics, in the order they first did."""
         return list(dict.fromkeys(s.task for s in self.series))
+
+
+def left_out_note(dropped: int, capped: Optional[int] = None, thinned: Optional[int] = None,
+                  per_task: int = MAX_PER_TASK, per_run: int = MAX_SERIES) -> Optional[str]:
+    """``9968 points left out: more series than a run keeps (32 a task, 256
+    in all)``, or ``...: a flood thinned by the tasks``, or both with their
+    counts; both causes as possible ones when how many each left out is not
+    known (run.json keeps the total only: ``tfmesos show``). None when
+    none was left out."""
+    if not dropped:
+        return None
+    text = "%d points left out: " % dropped
+    if capped is None or thinned is None or capped + thinned != dropped:
+        return text + "a flood thinned by the tasks, or more series than a run keeps"
+    cap = "more series than a run keeps (%d a task, %d in all)" % (per_task, per_run)
+    if not thinned:
+        return text + cap
+    if not capped:
+        return text + "a flood thinned by the tasks"
+    return text + "%d of a flood thinned by the tasks, %d of %s" % (thinned, capped, cap)
 
 
 def in_task_order(series: Iterable[MetricSeries], tasks: Iterable[str]) -> list[MetricSeries]:

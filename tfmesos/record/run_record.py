@@ -229,6 +229,12 @@ class RunRecord:
                 found.append((task, step, values, self._metrics.steps_per_second(task)))
             return found
 
+    def metrics_left_out(self) -> tuple[int, Optional[str]]:
+        """How many points of the tasks' metrics were left out, and what
+        ``metric_series.left_out_note`` says of them (None: none)."""
+        with self._lock:
+            return self._metrics.dropped, self._metrics.left_out_note()
+
     def sandbox_tail(self, task_id: str, tail: Mapping[str, list[str]]) -> None:
         """What the attempt ``task_id`` wrote in its Mesos sandbox: ``tail``,
         {"stdout": [lines], "stderr": [lines]} (``core.sandbox_tails``)."""
