@@ -24,9 +24,12 @@ Likely secrets (``likely_secrets``) are refused, naming them, unless
 """
 
 import dataclasses
+import errno
 import fnmatch
 import os
 import posixpath
+import re
+import stat
 import subprocess
 from typing import Optional
 
@@ -40,6 +43,7 @@ SKIPPED_FILES = ("*.pyc", "*.pyo")
 VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 RUN_RECORD = "run.json"
 SHOWN = 5               # names an error lists before "and N more"
+_UNOPENED = re.compile(r"could not open directory '(.*)': (.*)")
 
 
 class ShipError(TFMesosError):
@@ -79,8 +83,11 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
         if _excluded(path, patterns) or any(path.startswith(run + "/") for run in runs):
             continue
         full = os.path.join(directory, path)
-        if os.path.islink(full):
-            target = os.readlink(full)
+        found = _lstat(directory, path)
+        if found is None:   # git lists deleted files
+            continue
+        if stat.S_ISLNK(found.st_mode):
+            target = _readlink(directory, path)
             if _stays_inside(path, target):
                 members.append(Member(path, full, link=target))
             elif follow_links:
@@ -88,7 +95,7 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                                          (os.path.realpath(directory),)))
             else:
                 leading_out.append("%s -> %s" % (path, target))
-        elif os.path.isfile(full):   # git lists deleted files and submodules (directories)
+        elif stat.S_ISREG(found.st_mode):   # not a submodule (a directory)
             members.append(Member(path, full))
     if leading_out:
         raise ShipError.about("{ship.directory=%s}: links lead out of it, to what the agents "
@@ -141,28 +148,37 @@ def _followed(where, path, full, patterns, following):
     ``following``: the real paths of the directories being packed, which a
     link back into would never end."""
     real = os.path.realpath(full)
-    target = os.readlink(full)
-    if os.path.isfile(real):
+    target = _readlink(os.path.dirname(full), os.path.basename(full), os.path.dirname(path))
+    try:
+        reached = os.stat(real)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise unreadable(path, exc) from None
+        reached = None
+    if reached is not None and stat.S_ISREG(reached.st_mode):
         return [Member(path, real, followed=_as_path(real))]
-    if not os.path.isdir(real):
+    if reached is None or not stat.S_ISDIR(reached.st_mode):
         raise ShipError.about("{ship.directory=%s}: %s -> %s leads to nothing to ship: fix the "
                               "link, or leave it out ({ship.exclude})", where, path, target)
     if real in following:
         raise ShipError.about("{ship.directory=%s}: %s -> %s loops back to a directory it is "
                               "in: leave it out ({ship.exclude})", where, path, target)
     members = []
-    for inner in sorted(_walk(real)):
+    for inner in sorted(_walk(real, named=path + "/")):
         inside = "%s/%s" % (path, inner)
         if _excluded(inside, patterns):
             continue
         source = os.path.join(real, inner)
-        if os.path.islink(source):
-            link = os.readlink(source)
+        found = _lstat(real, inner, path + "/")
+        if found is None:
+            continue
+        if stat.S_ISLNK(found.st_mode):
+            link = _readlink(real, inner, path + "/")
             if _stays_inside(inner, link):
                 members.append(Member(inside, source, link=link, followed=_as_path(source)))
             else:
                 members.extend(_followed(where, inside, source, patterns, following + (real,)))
-        elif os.path.isfile(source):
+        elif stat.S_ISREG(found.st_mode):
             members.append(Member(inside, source, followed=_as_path(source)))
     return members
 
@@ -185,16 +201,28 @@ def _git_files(directory):
             return None
         listed = subprocess.run(["git", "-C", directory, "ls-files", "-z", "--cached",
                                  "--others", "--exclude-standard"],
-                                capture_output=True, timeout=300, check=True)
+                                capture_output=True, timeout=300, check=True,
+                                env=dict(os.environ, LC_ALL="C"))
     except (OSError, subprocess.SubprocessError):
         return None
+    # git lists what it can and warns of a directory it could not open.
+    unopened = _UNOPENED.search(listed.stderr.decode("utf-8", "surrogateescape"))
+    if unopened:
+        raise ShipError.about("{ship.directory}: cannot read %s: %s", unopened.group(1),
+                              unopened.group(2))
     return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
             if name]
 
 
-def _walk(directory):
+def _walk(directory, named=""):
+    """The paths under ``directory``; ShipError for a directory in it that
+    cannot be listed (``named``: what to put before its path in it)."""
+    def refuse(error):
+        relative = os.path.relpath(error.filename, directory) if error.filename else "."
+        raise unreadable("" if relative == "." else relative.replace(os.sep, "/") + "/",
+                         error, prefix=named)
     found = []
-    for root, dirs, files in os.walk(directory):
+    for root, dirs, files in os.walk(directory, onerror=refuse):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
                          and not _is_environment(os.path.join(root, d)))
         relative = os.path.relpath(root, directory)
@@ -208,6 +236,39 @@ def _walk(directory):
                 found.append(name if relative == "." else
                              "/".join(relative.split(os.sep) + [name]))
     return found
+
+
+def _lstat(top, path, prefix=""):
+    """``os.lstat`` of ``path`` under ``top``; None when it is gone (git
+    lists deleted files); ShipError when it cannot be looked at
+    (``unreadable``)."""
+    try:
+        return os.lstat(os.path.join(top, path))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise unreadable(path, exc, top, prefix) from None
+
+
+def _readlink(top, path, prefix=""):
+    try:
+        return os.readlink(os.path.join(top, path))
+    except OSError as exc:
+        raise unreadable(path, exc, top, prefix) from None
+
+
+def unreadable(path, error, top=None, prefix=""):
+    """The ShipError for ``path`` that could not be read, named in the
+    bundle as ``prefix + path``; or, where the path is under ``top`` and a
+    directory above it may not be searched, that directory."""
+    if top is not None and error.errno == errno.EACCES:
+        parts = path.split("/")
+        for index in range(1, len(parts)):
+            if not os.access(os.path.join(top, *parts[:index]), os.X_OK):
+                path = "/".join(parts[:index]) + "/"
+                break
+    return ShipError.about("{ship.directory}: cannot read %s: %s", prefix + path,
+                           error.strerror or error)
 
 
 def _is_environment(path):
