@@ -103,3 +103,97 @@ def test_shipping_the_root_directory_is_refused_in_one_line(tmp_path):
     with pytest.raises(ShipError) as caught:
         bundle.pack("/", str(tmp_path), max_size=10 * 1000 * 1000)
     assert "\n" not in str(caught.value)
+
+
+# -- the size limit: the archive's bytes --------------------------------------------------
+
+
+def tiny_files(root, count, data="x", per_directory=None):
+    for index in range(count):
+        folder = "" if per_directory is None else "d%03d/" % (index // per_directory)
+        write(root, {"%sf%05d" % (folder, index): data})
+
+
+def test_the_limit_is_the_archive_s_exact_size_as_tar_lays_it_out(tmp_path):
+    root, out = tmp_path / "p", tmp_path / "out"
+    out.mkdir()
+    long_name = "n" * 150
+    write(root, {"empty": "", "block": b"b" * 512, "block+1": b"b" * 513,
+                 long_name: "long name\n", "deep/" + "/".join(["d" * 60] * 5) + "/x": "deep\n",
+                 "caf\u00e9.txt": "accent\n", "sub/data.bin": os.urandom(70000)})
+    os.symlink("../" + long_name, str(root / "sub" / ("l" * 120)))
+    os.link(str(root / "sub" / "data.bin"), str(root / "hard.bin"))
+    real = bundle.pack(str(root), str(out), max_size=None).archive_size
+    assert bundle.pack(str(root), str(out), max_size=real).archive_size == real
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(out), max_size=real - 1)
+    assert str(caught.value).startswith("ship.directory=%s: %s is over ship.max_size="
+                                        % (root, bundle.human_size(real)))
+
+
+def test_each_member_takes_at_least_what_the_walk_counts_it_for(tmp_path):
+    root, out = tmp_path / "p", tmp_path / "out"
+    out.mkdir()
+    tiny_files(root, 20, data="")
+    for index in range(5):
+        os.symlink("f%05d" % index, str(root / ("l%d" % index)))
+    packed = bundle.pack(str(root), str(out), max_size=None)
+    assert packed.archive_size >= 25 * bundle.MEMBER_AT_LEAST
+
+
+def test_many_small_files_are_refused_for_their_archive_not_their_content(tmp_path):
+    root = tmp_path / "p"
+    tiny_files(root, 300)
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(tmp_path), max_size=500 * 1000)
+    assert str(caught.value) == (
+        "ship.directory=%s: 624.6 kB (the archive of 300 files of 300 bytes in all: each takes "
+        "at least 1.5 kB in it) is over ship.max_size=500.0 kB; biggest: f00000 (1 bytes), "
+        "f00001 (1 bytes), f00002 (1 bytes), f00003 (1 bytes), f00004 (1 bytes) (drop them with "
+        "ship.exclude or .gitignore, or read large data from shared storage)" % root)
+
+
+@pytest.mark.parametrize("kind", ["plain", "git"])
+def test_a_tree_past_the_limit_is_refused_before_it_is_all_walked(tmp_path, monkeypatch, kind):
+    root = tmp_path / "p"
+    tiny_files(root, 1200, per_directory=40)
+    tiny_files(root / "data", 1200, per_directory=40)
+    if kind == "git":
+        git(root, "init", "-q")
+    listed = []
+    real_scandir, real_lstat = os.scandir, os.lstat
+
+    def scandir(path="."):
+        listed.append(path)
+        return real_scandir(path)
+
+    def lstat(path, *args, **kwargs):
+        listed.append(path)
+        return real_lstat(path, *args, **kwargs)
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "lstat", lstat)
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(tmp_path), max_size=150 * bundle.MEMBER_AT_LEAST)
+    assert str(caught.value) == (
+        "ship.directory=%s: more than 150 files, each at least 1.5 kB in the archive, are over "
+        "ship.max_size=230.4 kB: leave them out with ship.exclude or .gitignore, or read large "
+        "data from shared storage" % root)
+    assert len(listed) < 200
+    # What is left out is not walked, nor counted.
+    listed.clear()
+    packed = bundle.pack(str(root), str(tmp_path), exclude=("d0*",), max_size=None)
+    assert packed.files == 0 and not [path for path in listed if "/data/" in str(path)]
+
+
+def test_the_summary_and_the_warning_say_the_archive_s_size(tmp_path, monkeypatch):
+    from tfmesos.ship import shipping
+    root = tmp_path / "p"
+    tiny_files(root, 700)
+    said = []
+    monkeypatch.setattr(shipping, "WARN_SIZE", 1000 * 1000)
+    shipment = shipping.Shipment(bundle.ShipSpec(str(root)), bind_host="127.0.0.1",
+                                 say=said.append)
+    shipment.stop()
+    assert said == ["shipped 700 files, 700 bytes (a 1.4 MB archive) from %s" % root,
+                    "warning: the bundle is 1.4 MB and every task downloads it: keep data out "
+                    "of it (--ship-exclude, .gitignore) and read it from shared storage"]

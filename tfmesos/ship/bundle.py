@@ -38,11 +38,13 @@ from typing import Optional
 
 from ..exceptions import SpecError
 from .compiled_zip import pack_compiled
-from .contents import ShipError, select, tilde
+from .contents import MEMBER_AT_LEAST, ShipError, select, tilde, unreadable
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
 MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
-WARN_SIZE = 10 * 1000 * 1000    # a bundle over this is worth a warning
+WARN_SIZE = 10 * 1000 * 1000    # an archive over this is worth a warning
+# An archive this much bigger than its files' content says so (its headers).
+SAID_OVER = (2, 1000 * 1000)    # at least twice the content, and a MB more
 TOP = "project"                 # the archive's one top directory: the task's working directory
 COPY_BUFFER = 1 << 20           # bytes tarfile copies a member's content by (its default: 16 kB)
 # What a task imports of tfmesos: the task side and the protocol it speaks.
@@ -162,7 +164,8 @@ def url_error(url):
 @dataclasses.dataclass(frozen=True)
 class Bundle:
     """A packed archive: ``path`` on this machine, ``name`` to serve it
-    under, its ``sha256``; ``files`` and ``size`` (bytes) of what went in."""
+    under, its ``sha256``; ``files`` and ``size`` (bytes) of what went in
+    (``archive_size``: the archive's bytes, which every task fetches)."""
 
     path: str
     name: str
@@ -176,9 +179,14 @@ class Bundle:
         return os.path.getsize(self.path)
 
     def summary(self):
-        """``shipped 37 files, 1.2 MB from ~/proj``."""
-        return "shipped %d file%s, %s from %s" % (self.files, "" if self.files == 1 else "s",
-                                                 human_size(self.size), tilde(self.source))
+        """``shipped 37 files, 1.2 MB from ~/proj``; ``shipped 100000 files,
+        100.0 kB (a 204.8 MB archive) from ~/proj`` where the archive is
+        much bigger than its content (``SAID_OVER``)."""
+        archive = self.archive_size
+        return "shipped %d file%s, %s%s from %s" % (
+            self.files, "" if self.files == 1 else "s", human_size(self.size),
+            " (a %s archive)" % human_size(archive) if _much_bigger(archive, self.size) else "",
+            tilde(self.source))
 
     def record(self):
         """What run.json keeps of it."""
@@ -202,28 +210,43 @@ def list_files(directory, exclude=(), **decisions):
     return [member.path for member in select(directory, exclude, **decisions)]
 
 
-def _sizes(members):
-    sizes = {}
-    for member in members:
-        try:
-            sizes[member.path] = os.lstat(member.source).st_size
-        except OSError as exc:
-            raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
-                                  exc.strerror) from None
-    return sizes
+def _much_bigger(archive, content, more=SAID_OVER[1]):
+    return archive >= SAID_OVER[0] * content and archive - content >= more
 
 
-def check_size(sizes, max_size, directory):
-    """ShipError naming the five biggest files when the total is over ``max_size``."""
+def check_size(sizes, max_size, directory, archive=None):
+    """The files' total size (``sizes``: path -> bytes); ShipError naming
+    the five biggest files when ``archive``, the archive's size (None: the
+    total), is over ``max_size``."""
     total = sum(sizes.values())
-    if max_size is not None and total > max_size:
+    archive = total if archive is None else archive
+    if max_size is not None and archive > max_size:
         biggest = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:5]
-        raise ShipError.about("{ship.directory=%s}: %s is over {ship.max_size=%s}; biggest: %s "
-                              "(drop them with {ship.exclude} or .gitignore, or read large "
-                              "data from shared storage)", tilde(directory), human_size(total),
-                              human_size(max_size),
+        why = ""
+        if _much_bigger(archive, total, more=0):   # what the refusal is about
+            why = " (the archive of %d files of %s in all: each takes at least %s in it)" % (
+                len(sizes), human_size(total), human_size(MEMBER_AT_LEAST))
+        raise ShipError.about("{ship.directory=%s}: %s%s is over {ship.max_size=%s}; biggest: "
+                              "%s (drop them with {ship.exclude} or .gitignore, or read large "
+                              "data from shared storage)", tilde(directory), human_size(archive),
+                              why, human_size(max_size),
                               ", ".join("%s (%s)" % (p, human_size(s)) for p, s in biggest))
     return total
+
+
+def archive_size(infos, top):
+    """The bytes of the archive ``pack`` writes of ``top`` (its top
+    directory's TarInfo) and ``infos`` (its members' TarInfos), as tarfile
+    lays it out: each member's header blocks (pax headers included), its
+    content rounded up to whole blocks, two zero blocks and zeros to a
+    whole record."""
+    size = 0
+    for info in (top,) + tuple(infos):
+        size += len(info.tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape"))
+        if info.isreg():
+            size += -(-info.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    size += 2 * tarfile.BLOCKSIZE
+    return -(-size // tarfile.RECORDSIZE) * tarfile.RECORDSIZE
 
 
 # -- packing --------------------------------------------------------------------
@@ -236,17 +259,19 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     own); the rest as ``contents.select``."""
     directory = os.path.abspath(directory)
     members = select(directory, exclude, leave_out=leave_out, follow_links=follow_links,
-                     allow_secrets=allow_secrets)
-    sizes = _sizes(members)
-    total = check_size(sizes, max_size, directory)
+                     allow_secrets=allow_secrets, max_size=max_size)
+    infos = _tar_infos(members)
+    top = _directory_entry(TOP, os.stat(directory))
+    total = check_size({member.path: info.size for member, info in zip(members, infos)},
+                       max_size, directory, archive_size(infos, top))
     partial = os.path.join(out_dir, "bundle.partial")
     digest = hashlib.sha256()
     with open(partial, "wb") as raw, _HashingWriter(raw, digest) as hashing:
         with tarfile.TarFile(fileobj=hashing, mode="w", format=tarfile.PAX_FORMAT,
                              copybufsize=COPY_BUFFER) as tar:
-            tar.addfile(_directory_entry(TOP, os.stat(directory)))
-            for member in members:
-                _add(tar, member)
+            tar.addfile(top)
+            for member, info in zip(members, infos):
+                _add(tar, member, info)
     sha = digest.hexdigest()
     name = "tfmesos-bundle-%s.tar" % sha[:16]
     final = os.path.join(out_dir, name)
@@ -310,18 +335,30 @@ def _directory_entry(name, stat):
     return _normalized(info)
 
 
-def _add(tar, member):
-    """``member``: a regular file or a link (kept as one)."""
+def _tar_infos(members):
+    """The TarInfo each of ``members`` (regular files and links) is packed
+    under: a file a member already is a hard link to is packed as one."""
+    with tarfile.TarFile(fileobj=io.BytesIO(), mode="w", format=tarfile.PAX_FORMAT) as tar:
+        infos = []
+        for member in members:
+            try:
+                infos.append(_normalized(tar.gettarinfo(
+                    member.source, arcname="%s/%s" % (TOP, member.path))))
+            except OSError as exc:
+                raise unreadable(member.path, exc) from None
+    return infos
+
+
+def _add(tar, member, info):
+    """``member``: a regular file or a link (kept as one), packed as ``info``."""
     try:
-        info = _normalized(tar.gettarinfo(member.source, arcname="%s/%s" % (TOP, member.path)))
         if info.isreg():
             with open(member.source, "rb") as handle:
                 tar.addfile(info, handle)
         else:
             tar.addfile(info)
     except OSError as exc:
-        raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
-                              exc.strerror or exc) from None
+        raise unreadable(member.path, exc) from None
 
 
 def file_sha256(path):

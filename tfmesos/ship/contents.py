@@ -43,6 +43,10 @@ SKIPPED_FILES = ("*.pyc", "*.pyo")
 VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 RUN_RECORD = "run.json"
 SHOWN = 5               # names an error lists before "and N more"
+# What a member takes in the archive at the least (bundle.pack's layout):
+# its header block, and the pax header (a block and its own header) that
+# holds its mtime's fraction of a second; its content rounds up to blocks.
+MEMBER_AT_LEAST = 3 * 512
 _UNOPENED = re.compile(r"could not open directory '(.*)': (.*)")
 
 
@@ -65,19 +69,28 @@ class Member:
     followed: Optional[str] = None
 
 
-def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secrets=False):
+def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secrets=False,
+           max_size=None):
     """The ``Member``s to pack from ``directory``, sorted by path; ShipError,
-    one line naming the fix, for links out of it and likely secrets."""
+    one line naming the fix, for links out of it and likely secrets, and
+    as soon as there are more of them than an archive of ``max_size``
+    bytes holds (``MEMBER_AT_LEAST`` each): neither the rest of the
+    directory nor its files' sizes are looked at."""
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
         raise ShipError.about("{ship.directory=%s}: not a directory", directory)
     where = tilde(directory)
-    listed = _git_files(directory)
-    if listed is None:
-        listed = _walk(directory)
-    listed = sorted(set(listed))
+    most = None if max_size is None else int(max_size // MEMBER_AT_LEAST)
     patterns = tuple(exclude) + ALWAYS_EXCLUDED
-    runs = _inside(directory, leave_out) + _run_directories(directory, listed)
+    left = _inside(directory, leave_out)
+    listed = _git_files(directory)
+    try:
+        if listed is None:
+            listed = _walk(directory, patterns=patterns, skip=left, most=most)
+    except _TooMany:
+        raise _too_many(where, most, max_size) from None
+    listed = sorted(set(listed))
+    runs = left + _run_directories(directory, listed)
     members, leading_out = [], []
     for path in listed:
         if _excluded(path, patterns) or any(path.startswith(run + "/") for run in runs):
@@ -97,6 +110,8 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                 leading_out.append("%s -> %s" % (path, target))
         elif stat.S_ISREG(found.st_mode):   # not a submodule (a directory)
             members.append(Member(path, full))
+        if most is not None and len(members) > most:
+            raise _too_many(where, most, max_size)
     if leading_out:
         raise ShipError.about("{ship.directory=%s}: links lead out of it, to what the agents "
                               "do not have: %s; make them relative links inside it, leave them "
@@ -109,6 +124,19 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                                   "%s; leave them out with {ship.exclude} (or .gitignore), or "
                                   "pass {ship.allow_secrets=True}", where, _names(found))
     return sorted(members, key=lambda member: member.path)
+
+
+class _TooMany(Exception):
+    """``_walk`` found more than it was asked to look for."""
+
+
+def _too_many(where, most, max_size):
+    from .bundle import human_size
+    return ShipError.about("{ship.directory=%s}: more than %d files, each at least %s in the "
+                           "archive, are over {ship.max_size=%s}: leave them out with "
+                           "{ship.exclude} or .gitignore, or read large data from shared "
+                           "storage", where, most, human_size(MEMBER_AT_LEAST),
+                           human_size(max_size))
 
 
 def tilde(path):
@@ -214,27 +242,35 @@ def _git_files(directory):
             if name]
 
 
-def _walk(directory, named=""):
+def _walk(directory, named="", patterns=(), skip=(), most=None):
     """The paths under ``directory``; ShipError for a directory in it that
-    cannot be listed (``named``: what to put before its path in it)."""
+    cannot be listed (``named``: what to put before its path in it). Not
+    walked: directories ``patterns`` exclude all of, those in ``skip`` and
+    those holding a run record; ``_TooMany`` past ``most`` paths."""
     def refuse(error):
         relative = os.path.relpath(error.filename, directory) if error.filename else "."
         raise unreadable("" if relative == "." else relative.replace(os.sep, "/") + "/",
                          error, prefix=named)
     found = []
+    skip = set(skip)
     for root, dirs, files in os.walk(directory, onerror=refuse):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
-                         and not _is_environment(os.path.join(root, d)))
         relative = os.path.relpath(root, directory)
+        inside = "" if relative == "." else "/".join(relative.split(os.sep)) + "/"
+        if inside and RUN_RECORD in files and _is_run_record(os.path.join(root, RUN_RECORD)):
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
+                         and inside + d not in skip and not _excludes_all(inside + d, patterns)
+                         and not _is_environment(os.path.join(root, d)))
         for name in files:
             if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
                 continue
-            found.append(name if relative == "." else
-                         "/".join(relative.split(os.sep) + [name]))
+            found.append(inside + name)
         for name in list(dirs):
             if os.path.islink(os.path.join(root, name)):   # os.walk does not follow them
-                found.append(name if relative == "." else
-                             "/".join(relative.split(os.sep) + [name]))
+                found.append(inside + name)
+        if most is not None and len(found) > most:
+            raise _TooMany()
     return found
 
 
@@ -273,6 +309,14 @@ def unreadable(path, error, top=None, prefix=""):
 
 def _is_environment(path):
     return any(os.path.exists(os.path.join(path, marker)) for marker in VENV_MARKERS)
+
+
+def _excludes_all(directory, patterns):
+    """Whether ``patterns`` exclude every path under ``directory``."""
+    parts = directory.split("/")
+    return any(any(fnmatch.fnmatch(part, pattern.rstrip("/")) for part in parts)
+               or ("/" in pattern.rstrip("/") and fnmatch.fnmatch(directory, pattern.rstrip("/")))
+               for pattern in patterns)
 
 
 def _excluded(path, patterns):
