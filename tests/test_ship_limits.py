@@ -197,3 +197,70 @@ def test_the_summary_and_the_warning_say_the_archive_s_size(tmp_path, monkeypatc
     assert said == ["shipped 700 files, 700 bytes (a 1.4 MB archive) from %s" % root,
                     "warning: the bundle is 1.4 MB and every task downloads it: keep data out "
                     "of it (--ship-exclude, .gitignore) and read it from shared storage"]
+
+
+# -- file names in messages -------------------------------------------------------------
+
+
+EVIL = "x\n\x1b[2Jevil"
+
+
+def shown(text):
+    """What a message must show of ``text``: its control characters escaped."""
+    return text.replace("\n", "\\n").replace("\x1b", "\\x1b")
+
+
+def assert_escaped(message):
+    assert "\n" not in message and "\x1b" not in message, repr(message)
+
+
+def test_names_in_refusals_are_escaped(tmp_path):
+    root = tmp_path / ("p" + EVIL)
+    root.mkdir()
+    os.symlink("/etc/passwd", str(root / EVIL))
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(tmp_path))
+    assert_escaped(str(caught.value))
+    assert "%s -> /etc/passwd" % shown(EVIL) in str(caught.value)
+    assert "ship.directory=%s:" % shown(str(root)) in str(caught.value)
+    os.unlink(str(root / EVIL))
+    write(root, {"id_rsa\nfoo\x1b[0m": "key"})
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(tmp_path))
+    assert_escaped(str(caught.value))
+    assert "every task: id_rsa\\nfoo\\x1b[0m;" in str(caught.value)
+    os.unlink(str(root / "id_rsa\nfoo\x1b[0m"))
+    write(root, {EVIL + ".bin": "x" * 40000})
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(tmp_path), max_size=30000)
+    assert_escaped(str(caught.value))
+    assert "biggest: %s.bin (40.0 kB)" % shown(EVIL) in str(caught.value)
+    packed = bundle.pack(str(root), str(tmp_path))
+    assert_escaped(packed.summary())
+
+
+def test_a_name_that_cannot_be_read_is_escaped(tmp_path, monkeypatch):
+    write(tmp_path, {"a.txt": "hi\n"})
+    os.symlink("a.txt", str(tmp_path / EVIL))
+
+    def readlink(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(os, "readlink", readlink)
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(tmp_path), str(tmp_path))
+    assert str(caught.value) == "ship.directory: cannot read %s: Permission denied" % shown(EVIL)
+
+
+def test_tfrun_s_refusal_of_a_name_is_one_escaped_line(tmp_path):
+    root = tmp_path / "s3"
+    root.mkdir()
+    os.symlink("/etc/passwd", str(root / EVIL))
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=str(tmp_path / "runs"),
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-m", "tfmesos.cli.tfrun", "--ship", str(root),
+                             "-w", "1", "-s", "0", "--", "true"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "\x1b" not in result.stderr, result.stderr
+    assert "%s -> /etc/passwd" % shown(EVIL) in errors[0]

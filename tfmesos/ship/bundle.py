@@ -37,6 +37,7 @@ import urllib.parse
 from typing import Optional
 
 from ..exceptions import SpecError
+from ..terminal_text import printable
 from .compiled_zip import pack_compiled
 from .contents import MEMBER_AT_LEAST, ShipError, select, tilde, unreadable
 
@@ -116,7 +117,8 @@ class ShipSpec:
         object.__setattr__(self, "extra_files", extra)
         if self.directory is not None:
             if not os.path.isdir(self.directory):
-                raise SpecError.about("{ship.directory=%s}: no such directory", self.directory)
+                raise SpecError.about("{ship.directory=%s}: no such directory",
+                                      printable(self.directory))
             object.__setattr__(self, "directory", os.path.abspath(self.directory))
         object.__setattr__(self, "follow_links", bool(self.follow_links))
         object.__setattr__(self, "allow_secrets", bool(self.allow_secrets))
@@ -133,17 +135,17 @@ class ShipSpec:
         if env is not None:
             if not env.lower().endswith(ARCHIVE_SUFFIXES):
                 raise SpecError.about("{ship.python_env=%s}: the Mesos fetcher extracts only %s "
-                                      "archives: make one with conda-pack or venv-pack", env,
-                                      ", ".join(ARCHIVE_SUFFIXES))
+                                      "archives: make one with conda-pack or venv-pack",
+                                      printable(env), ", ".join(ARCHIVE_SUFFIXES))
             if "://" in env:
                 if not env.lower().startswith(URL_SCHEMES):
                     raise SpecError.about("{ship.python_env=%s}: give a local file or an "
-                                          "http(s):// or hdfs:// URL", env)
+                                          "http(s):// or hdfs:// URL", printable(env))
                 why = url_error(env)
                 if why:
                     raise SpecError.about("{ship.python_env=%r}: %s", env, why)
             elif not os.path.isfile(env):
-                raise SpecError.about("{ship.python_env=%s}: no such file", env)
+                raise SpecError.about("{ship.python_env=%s}: no such file", printable(env))
             else:
                 object.__setattr__(self, "python_env", os.path.abspath(env))
 
@@ -186,7 +188,7 @@ class Bundle:
         return "shipped %d file%s, %s%s from %s" % (
             self.files, "" if self.files == 1 else "s", human_size(self.size),
             " (a %s archive)" % human_size(archive) if _much_bigger(archive, self.size) else "",
-            tilde(self.source))
+            printable(tilde(self.source)))
 
     def record(self):
         """What run.json keeps of it."""
@@ -228,9 +230,10 @@ def check_size(sizes, max_size, directory, archive=None):
                 len(sizes), human_size(total), human_size(MEMBER_AT_LEAST))
         raise ShipError.about("{ship.directory=%s}: %s%s is over {ship.max_size=%s}; biggest: "
                               "%s (drop them with {ship.exclude} or .gitignore, or read large "
-                              "data from shared storage)", tilde(directory), human_size(archive),
-                              why, human_size(max_size),
-                              ", ".join("%s (%s)" % (p, human_size(s)) for p, s in biggest))
+                              "data from shared storage)", printable(tilde(directory)),
+                              human_size(archive), why, human_size(max_size),
+                              ", ".join("%s (%s)" % (printable(p), human_size(s))
+                                        for p, s in biggest))
     return total
 
 

@@ -35,6 +35,7 @@ from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
+from ..terminal_text import printable
 from .likely_secrets import likely_secret
 
 ALWAYS_EXCLUDED = ("tfmesos-runs",)
@@ -78,8 +79,8 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
     directory nor its files' sizes are looked at."""
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
-        raise ShipError.about("{ship.directory=%s}: not a directory", directory)
-    where = tilde(directory)
+        raise ShipError.about("{ship.directory=%s}: not a directory", printable(directory))
+    where = printable(tilde(directory))   # as messages name it
     most = None if max_size is None else int(max_size // MEMBER_AT_LEAST)
     patterns = tuple(exclude) + ALWAYS_EXCLUDED
     left = _inside(directory, leave_out)
@@ -147,7 +148,9 @@ def tilde(path):
 
 
 def _names(names):
-    shown = ", ".join(names[:SHOWN])
+    """The first ``SHOWN`` of ``names`` (file names: their control
+    characters escaped) and how many more."""
+    shown = ", ".join(printable(name) for name in names[:SHOWN])
     return shown if len(names) <= SHOWN else "%s and %d more" % (shown, len(names) - SHOWN)
 
 
@@ -187,10 +190,12 @@ def _followed(where, path, full, patterns, following):
         return [Member(path, real, followed=_as_path(real))]
     if reached is None or not stat.S_ISDIR(reached.st_mode):
         raise ShipError.about("{ship.directory=%s}: %s -> %s leads to nothing to ship: fix the "
-                              "link, or leave it out ({ship.exclude})", where, path, target)
+                              "link, or leave it out ({ship.exclude})", where, printable(path),
+                              printable(target))
     if real in following:
         raise ShipError.about("{ship.directory=%s}: %s -> %s loops back to a directory it is "
-                              "in: leave it out ({ship.exclude})", where, path, target)
+                              "in: leave it out ({ship.exclude})", where, printable(path),
+                              printable(target))
     members = []
     for inner in sorted(_walk(real, named=path + "/")):
         inside = "%s/%s" % (path, inner)
@@ -236,8 +241,8 @@ def _git_files(directory):
     # git lists what it can and warns of a directory it could not open.
     unopened = _UNOPENED.search(listed.stderr.decode("utf-8", "surrogateescape"))
     if unopened:
-        raise ShipError.about("{ship.directory}: cannot read %s: %s", unopened.group(1),
-                              unopened.group(2))
+        raise ShipError.about("{ship.directory}: cannot read %s: %s",
+                              printable(unopened.group(1)), printable(unopened.group(2)))
     return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
             if name]
 
@@ -303,8 +308,8 @@ def unreadable(path, error, top=None, prefix=""):
             if not os.access(os.path.join(top, *parts[:index]), os.X_OK):
                 path = "/".join(parts[:index]) + "/"
                 break
-    return ShipError.about("{ship.directory}: cannot read %s: %s", prefix + path,
-                           error.strerror or error)
+    return ShipError.about("{ship.directory}: cannot read %s: %s", printable(prefix + path),
+                           printable(error.strerror or error))
 
 
 def _is_environment(path):
