@@ -264,3 +264,46 @@ def test_tfrun_s_refusal_of_a_name_is_one_escaped_line(tmp_path):
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "\x1b" not in result.stderr, result.stderr
     assert "%s -> /etc/passwd" % shown(EVIL) in errors[0]
+
+
+# -- likely secrets -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [
+    "etc/shadow", "etc/gshadow", "etc/shadow-", "etc/ssh/ssh_host_ed25519_key",
+    "etc/ssh/ssh_host_rsa_key", "home/.config/gcloud/credentials.db",
+    ".config/gcloud/access_tokens.db", ".config/gcloud/application_default_credentials.json",
+    ".npmrc", "web/.npmrc", ".config/gh/hosts.yml"])
+def test_system_and_tool_credentials_are_likely_secrets(path):
+    from tfmesos.ship.likely_secrets import likely_secret
+    assert likely_secret(path) == path
+
+
+@pytest.mark.parametrize("path", ["etc/ssh/ssh_host_ed25519_key.pub", "etc/ssh/sshd_config",
+                                  "shadow.py", "etc/passwd", "gh/hosts.yml"])
+def test_their_neighbours_are_not(path):
+    from tfmesos.ship.likely_secrets import likely_secret
+    assert likely_secret(path) is None
+
+
+def test_a_followed_link_to_etc_shadow_is_refused(tmp_path):
+    if not os.path.exists("/etc/shadow"):
+        pytest.skip("no /etc/shadow here")
+    root = tmp_path / "p"
+    write(root, {"a.py": ""})
+    os.symlink("/etc/shadow", str(root / "passwords"))
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(root), str(tmp_path), follow_links=True)
+    assert "likely secrets would go to every task: passwords;" in str(caught.value)
+
+
+@pytest.mark.parametrize("shipped, name", [("etc", "shadow"), ("etc/ssh", "ssh_host_rsa_key"),
+                                           ("home/.config/gh", "hosts.yml"),
+                                           ("home/.kube", "config")])
+def test_a_secret_is_found_where_the_shipped_directory_really_is(tmp_path, shipped, name):
+    write(tmp_path, {"%s/%s" % (shipped, name): "secret\n", "%s/notes.txt" % shipped: ""})
+    with pytest.raises(ShipError) as caught:
+        bundle.pack(str(tmp_path / shipped), str(tmp_path))
+    assert "likely secrets would go to every task: %s;" % name in str(caught.value)
+    packed = bundle.pack(str(tmp_path / shipped), str(tmp_path), exclude=(name,))
+    assert packed.files == 1

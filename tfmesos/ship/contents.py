@@ -19,8 +19,8 @@ Symbolic links: one that stays inside the directory is packed as a link
 naming it, unless ``follow_links`` packs what it points to (a file's
 content, a directory's files, listed as a directory outside git is).
 
-Likely secrets (``likely_secrets``) are refused, naming them, unless
-``allow_secrets``.
+Likely secrets (``likely_secrets``: by the path in the bundle, or where
+the file really is) are refused, naming them, unless ``allow_secrets``.
 """
 
 import dataclasses
@@ -119,7 +119,8 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                               "out ({ship.exclude}), or ship what they point to with "
                               "{ship.follow_links=True}", where, _names(leading_out))
     if not allow_secrets:
-        found = sorted({_secret(member) for member in members} - {None})
+        top = _as_path(os.path.realpath(directory))
+        found = sorted({_secret(member, top) for member in members} - {None})
         if found:
             raise ShipError.about("{ship.directory=%s}: likely secrets would go to every task: "
                                   "%s; leave them out with {ship.exclude} (or .gitignore), or "
@@ -154,9 +155,14 @@ def _names(names):
     return shown if len(names) <= SHOWN else "%s and %d more" % (shown, len(names) - SHOWN)
 
 
-def _secret(member):
+def _secret(member, top):
+    """What of ``member`` looks like a secret (``likely_secret``): its path
+    in the bundle, or where it really is (``top``: the real path of the
+    directory it is in, as ``_as_path`` writes it): ``--ship /etc``'s
+    ``shadow``, a followed link to ``/etc/shadow``."""
     named = likely_secret(member.path)
-    if named is None and member.followed is not None and likely_secret(member.followed):
+    real = member.followed if member.followed is not None else "%s/%s" % (top, member.path)
+    if named is None and likely_secret(real):
         return member.path
     return named
 
