@@ -307,3 +307,44 @@ def test_a_secret_is_found_where_the_shipped_directory_really_is(tmp_path, shipp
     assert "likely secrets would go to every task: %s;" % name in str(caught.value)
     packed = bundle.pack(str(tmp_path / shipped), str(tmp_path), exclude=(name,))
     assert packed.files == 1
+
+
+# -- what the caller gave ---------------------------------------------------------------
+
+
+def test_a_file_given_to_ship_is_said_to_be_a_file(tmp_path):
+    from tfmesos.exceptions import SpecError
+    write(tmp_path, {"api1.py": "print(1)\n"})
+    with pytest.raises(SpecError) as caught:
+        bundle.ShipSpec(str(tmp_path / "api1.py"))
+    assert str(caught.value) == ("ship.directory=%s: a file, not a directory: ship the directory "
+                                 "it is in" % (tmp_path / "api1.py"))
+    with pytest.raises(SpecError) as caught:
+        bundle.ShipSpec(str(tmp_path / "nothing"))
+    assert str(caught.value).endswith(": no such directory")
+
+
+def test_run_s_ship_that_is_no_path_is_one_line_naming_it(tmp_path, monkeypatch):
+    import tfmesos
+    from tfmesos.exceptions import SpecError
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(len, ship=42)
+    assert str(caught.value) == "ship is a directory's path, got 42"
+
+
+def test_fifos_and_sockets_left_out_are_said(tmp_path):
+    import socket
+    root = tmp_path / "p"
+    write(root, {"a.txt": "hi\n"})
+    os.mkfifo(str(root / "fifo"))
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(root / "sock"))
+        packed = bundle.pack(str(root), str(tmp_path))
+    finally:
+        server.close()
+    assert packed.files == 1
+    assert packed.summary() == ("shipped 1 file, 3 bytes from %s; left out 2 that are neither a "
+                                "file, a link nor a directory: fifo, sock" % root)

@@ -39,7 +39,7 @@ from typing import Optional
 from ..exceptions import SpecError
 from ..terminal_text import printable
 from .compiled_zip import pack_compiled
-from .contents import MEMBER_AT_LEAST, ShipError, select, tilde, unreadable
+from .contents import MEMBER_AT_LEAST, ShipError, left_out, not_a_directory, select, tilde, unreadable
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
 MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
@@ -116,9 +116,12 @@ class ShipSpec:
                                 "please" % (name, path))
         object.__setattr__(self, "extra_files", extra)
         if self.directory is not None:
+            if not isinstance(self.directory, (str, os.PathLike)):
+                raise SpecError.about("{ship.directory} is a directory's path, got %s",
+                                      printable(repr(self.directory)))
             if not os.path.isdir(self.directory):
-                raise SpecError.about("{ship.directory=%s}: no such directory",
-                                      printable(self.directory))
+                raise SpecError.about("{ship.directory=%s}: %s", printable(self.directory),
+                                      not_a_directory(self.directory))
             object.__setattr__(self, "directory", os.path.abspath(self.directory))
         object.__setattr__(self, "follow_links", bool(self.follow_links))
         object.__setattr__(self, "allow_secrets", bool(self.allow_secrets))
@@ -175,6 +178,7 @@ class Bundle:
     files: int
     size: int
     source: str = ""
+    others: tuple = ()    # left out: neither files, links nor directories
 
     @property
     def archive_size(self):
@@ -185,10 +189,10 @@ class Bundle:
         100.0 kB (a 204.8 MB archive) from ~/proj`` where the archive is
         much bigger than its content (``SAID_OVER``)."""
         archive = self.archive_size
-        return "shipped %d file%s, %s%s from %s" % (
+        return "shipped %d file%s, %s%s from %s%s" % (
             self.files, "" if self.files == 1 else "s", human_size(self.size),
             " (a %s archive)" % human_size(archive) if _much_bigger(archive, self.size) else "",
-            printable(tilde(self.source)))
+            printable(tilde(self.source)), left_out(self.others))
 
     def record(self):
         """What run.json keeps of it."""
@@ -261,8 +265,9 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     ``project/<path>``; ``leave_out``: directories never packed (the run's
     own); the rest as ``contents.select``."""
     directory = os.path.abspath(directory)
+    others: list = []
     members = select(directory, exclude, leave_out=leave_out, follow_links=follow_links,
-                     allow_secrets=allow_secrets, max_size=max_size)
+                     allow_secrets=allow_secrets, max_size=max_size, others=others)
     infos = _tar_infos(members)
     top = _directory_entry(TOP, os.stat(directory))
     total = check_size({member.path: info.size for member, info in zip(members, infos)},
@@ -279,7 +284,7 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     name = "tfmesos-bundle-%s.tar" % sha[:16]
     final = os.path.join(out_dir, name)
     os.replace(partial, final)
-    return Bundle(final, name, sha, len(members), total, directory)
+    return Bundle(final, name, sha, len(members), total, directory, tuple(others))
 
 
 class _HashingWriter(io.RawIOBase):

@@ -71,15 +71,19 @@ class Member:
 
 
 def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secrets=False,
-           max_size=None):
+           max_size=None, others=None):
     """The ``Member``s to pack from ``directory``, sorted by path; ShipError,
     one line naming the fix, for links out of it and likely secrets, and
     as soon as there are more of them than an archive of ``max_size``
     bytes holds (``MEMBER_AT_LEAST`` each): neither the rest of the
-    directory nor its files' sizes are looked at."""
+    directory nor its files' sizes are looked at. ``others``: a list the
+    paths of what is neither a file, a link nor a directory (FIFOs,
+    sockets, devices: left out) go to."""
+    others = [] if others is None else others
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
-        raise ShipError.about("{ship.directory=%s}: not a directory", printable(directory))
+        raise ShipError.about("{ship.directory=%s}: %s", printable(directory),
+                              not_a_directory(directory))
     where = printable(tilde(directory))   # as messages name it
     most = None if max_size is None else int(max_size // MEMBER_AT_LEAST)
     patterns = tuple(exclude) + ALWAYS_EXCLUDED
@@ -106,11 +110,13 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                 members.append(Member(path, full, link=target))
             elif follow_links:
                 members.extend(_followed(where, path, full, patterns,
-                                         (os.path.realpath(directory),)))
+                                         (os.path.realpath(directory),), others))
             else:
                 leading_out.append("%s -> %s" % (path, target))
-        elif stat.S_ISREG(found.st_mode):   # not a submodule (a directory)
+        elif stat.S_ISREG(found.st_mode):
             members.append(Member(path, full))
+        elif not stat.S_ISDIR(found.st_mode):   # a directory: a git submodule
+            others.append(path)
         if most is not None and len(members) > most:
             raise _too_many(where, most, max_size)
     if leading_out:
@@ -139,6 +145,20 @@ def _too_many(where, most, max_size):
                            "{ship.exclude} or .gitignore, or read large data from shared "
                            "storage", where, most, human_size(MEMBER_AT_LEAST),
                            human_size(max_size))
+
+
+def not_a_directory(path):
+    """Why ``path``, which is not a directory, cannot be shipped."""
+    return "a file, not a directory: ship the directory it is in" \
+        if os.path.isfile(path) else "no such directory"
+
+
+def left_out(others):
+    """What a summary says of ``others`` (``select``'s), or ""."""
+    if not others:
+        return ""
+    return "; left out %d that %s neither a file, a link nor a directory: %s" % (
+        len(others), "is" if len(others) == 1 else "are", _names(others))
 
 
 def tilde(path):
@@ -179,7 +199,7 @@ def _stays_inside(path, target):
     return resolved != ".." and not resolved.startswith("../")
 
 
-def _followed(where, path, full, patterns, following):
+def _followed(where, path, full, patterns, following, others):
     """The members that stand for the link ``full`` at ``path`` (of the
     directory ``where``, as errors name it): its target's content;
     ``following``: the real paths of the directories being packed, which a
@@ -216,9 +236,12 @@ def _followed(where, path, full, patterns, following):
             if _stays_inside(inner, link):
                 members.append(Member(inside, source, link=link, followed=_as_path(source)))
             else:
-                members.extend(_followed(where, inside, source, patterns, following + (real,)))
+                members.extend(_followed(where, inside, source, patterns, following + (real,),
+                                         others))
         elif stat.S_ISREG(found.st_mode):
             members.append(Member(inside, source, followed=_as_path(source)))
+        elif not stat.S_ISDIR(found.st_mode):
+            others.append(inside)
     return members
 
 
@@ -382,4 +405,5 @@ def _is_run_record(path):
         and ("schema_version" in data or "format" in data)
 
 
-__all__ = ["Member", "ShipError", "select", "tilde", "ALWAYS_EXCLUDED"]
+__all__ = ["Member", "ShipError", "select", "tilde", "left_out", "not_a_directory",
+           "ALWAYS_EXCLUDED"]
