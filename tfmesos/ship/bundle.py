@@ -39,7 +39,16 @@ from typing import Optional
 from ..exceptions import SpecError
 from ..terminal_text import printable
 from .compiled_zip import pack_compiled
-from .contents import MEMBER_AT_LEAST, ShipError, left_out, not_a_directory, select, tilde, unreadable
+from .contents import (
+    MEMBER_AT_LEAST,
+    ShipError,
+    human_size,
+    left_out,
+    not_a_directory,
+    select,
+    tilde,
+    unreadable,
+)
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
 MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
@@ -198,13 +207,6 @@ class Bundle:
         """What run.json keeps of it."""
         return {"source": self.source, "files": self.files, "bytes": self.size,
                 "archive_bytes": self.archive_size, "sha256": self.sha256, "name": self.name}
-
-
-def human_size(size):
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return "%.1f %s" % (size / scale, unit)
-    return "%d bytes" % size
 
 
 # -- what goes in ---------------------------------------------------------------

@@ -139,7 +139,6 @@ class _TooMany(Exception):
 
 
 def _too_many(where, most, max_size):
-    from .bundle import human_size
     return ShipError.about("{ship.directory=%s}: more than %d files, each at least %s in the "
                            "archive, are over {ship.max_size=%s}: leave them out with "
                            "{ship.exclude} or .gitignore, or read large data from shared "
@@ -159,6 +158,13 @@ def left_out(others):
         return ""
     return "; left out %d that %s neither a file, a link nor a directory: %s" % (
         len(others), "is" if len(others) == 1 else "are", _names(others))
+
+
+def human_size(size):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return "%.1f %s" % (size / scale, unit)
+    return "%d bytes" % size
 
 
 def tilde(path):
