@@ -148,8 +148,8 @@ def test_many_small_files_are_refused_for_their_archive_not_their_content(tmp_pa
         bundle.pack(str(root), str(tmp_path), max_size=500 * 1000)
     assert str(caught.value) == (
         "ship.directory=%s: 624.6 kB (the archive of 300 files of 300 bytes in all: each takes "
-        "at least 1.5 kB in it) is over ship.max_size=500.0 kB; biggest: f00000 (1 bytes), "
-        "f00001 (1 bytes), f00002 (1 bytes), f00003 (1 bytes), f00004 (1 bytes) (drop them with "
+        "at least 1.5 kB in it) is over ship.max_size=500.0 kB; biggest: f00000 (1 byte), "
+        "f00001 (1 byte), f00002 (1 byte), f00003 (1 byte), f00004 (1 byte) (drop them with "
         "ship.exclude or .gitignore, or read large data from shared storage)" % root)
 
 

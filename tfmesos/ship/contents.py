@@ -164,7 +164,7 @@ def human_size(size):
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if size >= scale:
             return "%.1f %s" % (size / scale, unit)
-    return "%d bytes" % size
+    return "%d byte%s" % (size, "" if size == 1 else "s")
 
 
 def tilde(path):
