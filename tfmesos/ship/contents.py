@@ -21,6 +21,13 @@ content, a directory's files, listed as a directory outside git is).
 
 Likely secrets (``likely_secrets``: by the path in the bundle, or where
 the file really is) are refused, naming them, unless ``allow_secrets``.
+
+What cannot be read (a directory that may not be listed or searched, a
+file or link that may not be looked at) is refused, naming it, never left
+out. What is neither a file, a link nor a directory (FIFOs, sockets,
+devices) is left out, and counted (``others``). More files than an archive
+of ``max_size`` could hold (``MEMBER_AT_LEAST`` each) are refused as soon
+as they are found; the exact size of the archive is ``bundle``'s to check.
 """
 
 import dataclasses
