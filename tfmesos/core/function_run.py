@@ -258,7 +258,9 @@ def make_ship_spec(ship: Ship, settings: Mapping[str, Any]) -> "ShipSpec":
     max_size = settings["ship_max_size"]
     if isinstance(max_size, bool) or not isinstance(max_size, (int, float)):
         raise SpecError("ship_max_size is a number of MB, got %r" % (max_size,))
-    return ShipSpec(None if ship is None else os.fspath(ship), tuple(settings["ship_exclude"]),
+    if isinstance(ship, os.PathLike):
+        ship = os.fspath(ship)
+    return ShipSpec(ship, tuple(settings["ship_exclude"]),
                     int(max_size * 1000 * 1000), settings["python_env"],
                     follow_links=settings["ship_follow_links"],
                     allow_secrets=settings["ship_allow_secrets"])

@@ -37,12 +37,24 @@ import urllib.parse
 from typing import Optional
 
 from ..exceptions import SpecError
+from ..terminal_text import printable
 from .compiled_zip import pack_compiled
-from .contents import ShipError, select, tilde
+from .contents import (
+    MEMBER_AT_LEAST,
+    ShipError,
+    human_size,
+    left_out,
+    not_a_directory,
+    select,
+    tilde,
+    unreadable,
+)
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
 MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
-WARN_SIZE = 10 * 1000 * 1000    # a bundle over this is worth a warning
+WARN_SIZE = 10 * 1000 * 1000    # an archive over this is worth a warning
+# An archive this much bigger than its files' content says so (its headers).
+SAID_OVER = (2, 1000 * 1000)    # at least twice the content, and a MB more
 TOP = "project"                 # the archive's one top directory: the task's working directory
 COPY_BUFFER = 1 << 20           # bytes tarfile copies a member's content by (its default: 16 kB)
 # What a task imports of tfmesos: the task side and the protocol it speaks.
@@ -113,8 +125,12 @@ class ShipSpec:
                                 "please" % (name, path))
         object.__setattr__(self, "extra_files", extra)
         if self.directory is not None:
+            if not isinstance(self.directory, (str, os.PathLike)):
+                raise SpecError.about("{ship.directory} is a directory's path, got %s",
+                                      printable(repr(self.directory)))
             if not os.path.isdir(self.directory):
-                raise SpecError.about("{ship.directory=%s}: no such directory", self.directory)
+                raise SpecError.about("{ship.directory=%s}: %s", printable(self.directory),
+                                      not_a_directory(self.directory))
             object.__setattr__(self, "directory", os.path.abspath(self.directory))
         object.__setattr__(self, "follow_links", bool(self.follow_links))
         object.__setattr__(self, "allow_secrets", bool(self.allow_secrets))
@@ -131,17 +147,17 @@ class ShipSpec:
         if env is not None:
             if not env.lower().endswith(ARCHIVE_SUFFIXES):
                 raise SpecError.about("{ship.python_env=%s}: the Mesos fetcher extracts only %s "
-                                      "archives: make one with conda-pack or venv-pack", env,
-                                      ", ".join(ARCHIVE_SUFFIXES))
+                                      "archives: make one with conda-pack or venv-pack",
+                                      printable(env), ", ".join(ARCHIVE_SUFFIXES))
             if "://" in env:
                 if not env.lower().startswith(URL_SCHEMES):
                     raise SpecError.about("{ship.python_env=%s}: give a local file or an "
-                                          "http(s):// or hdfs:// URL", env)
+                                          "http(s):// or hdfs:// URL", printable(env))
                 why = url_error(env)
                 if why:
                     raise SpecError.about("{ship.python_env=%r}: %s", env, why)
             elif not os.path.isfile(env):
-                raise SpecError.about("{ship.python_env=%s}: no such file", env)
+                raise SpecError.about("{ship.python_env=%s}: no such file", printable(env))
             else:
                 object.__setattr__(self, "python_env", os.path.abspath(env))
 
@@ -162,7 +178,8 @@ def url_error(url):
 @dataclasses.dataclass(frozen=True)
 class Bundle:
     """A packed archive: ``path`` on this machine, ``name`` to serve it
-    under, its ``sha256``; ``files`` and ``size`` (bytes) of what went in."""
+    under, its ``sha256``; ``files`` and ``size`` (bytes) of what went in
+    (``archive_size``: the archive's bytes, which every task fetches)."""
 
     path: str
     name: str
@@ -170,27 +187,26 @@ class Bundle:
     files: int
     size: int
     source: str = ""
+    others: tuple = ()    # left out: neither files, links nor directories
 
     @property
     def archive_size(self):
         return os.path.getsize(self.path)
 
     def summary(self):
-        """``shipped 37 files, 1.2 MB from ~/proj``."""
-        return "shipped %d file%s, %s from %s" % (self.files, "" if self.files == 1 else "s",
-                                                 human_size(self.size), tilde(self.source))
+        """``shipped 37 files, 1.2 MB from ~/proj``; ``shipped 100000 files,
+        100.0 kB (a 204.8 MB archive) from ~/proj`` where the archive is
+        much bigger than its content (``SAID_OVER``)."""
+        archive = self.archive_size
+        return "shipped %d file%s, %s%s from %s%s" % (
+            self.files, "" if self.files == 1 else "s", human_size(self.size),
+            " (a %s archive)" % human_size(archive) if _much_bigger(archive, self.size) else "",
+            printable(tilde(self.source)), left_out(self.others))
 
     def record(self):
         """What run.json keeps of it."""
         return {"source": self.source, "files": self.files, "bytes": self.size,
                 "archive_bytes": self.archive_size, "sha256": self.sha256, "name": self.name}
-
-
-def human_size(size):
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return "%.1f %s" % (size / scale, unit)
-    return "%d bytes" % size
 
 
 # -- what goes in ---------------------------------------------------------------
@@ -202,28 +218,44 @@ def list_files(directory, exclude=(), **decisions):
     return [member.path for member in select(directory, exclude, **decisions)]
 
 
-def _sizes(members):
-    sizes = {}
-    for member in members:
-        try:
-            sizes[member.path] = os.lstat(member.source).st_size
-        except OSError as exc:
-            raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
-                                  exc.strerror) from None
-    return sizes
+def _much_bigger(archive, content, more=SAID_OVER[1]):
+    return archive >= SAID_OVER[0] * content and archive - content >= more
 
 
-def check_size(sizes, max_size, directory):
-    """ShipError naming the five biggest files when the total is over ``max_size``."""
+def check_size(sizes, max_size, directory, archive=None):
+    """The files' total size (``sizes``: path -> bytes); ShipError naming
+    the five biggest files when ``archive``, the archive's size (None: the
+    total), is over ``max_size``."""
     total = sum(sizes.values())
-    if max_size is not None and total > max_size:
+    archive = total if archive is None else archive
+    if max_size is not None and archive > max_size:
         biggest = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:5]
-        raise ShipError.about("{ship.directory=%s}: %s is over {ship.max_size=%s}; biggest: %s "
-                              "(drop them with {ship.exclude} or .gitignore, or read large "
-                              "data from shared storage)", tilde(directory), human_size(total),
-                              human_size(max_size),
-                              ", ".join("%s (%s)" % (p, human_size(s)) for p, s in biggest))
+        why = ""
+        if _much_bigger(archive, total, more=0):   # what the refusal is about
+            why = " (the archive of %d files of %s in all: each takes at least %s in it)" % (
+                len(sizes), human_size(total), human_size(MEMBER_AT_LEAST))
+        raise ShipError.about("{ship.directory=%s}: %s%s is over {ship.max_size=%s}; biggest: "
+                              "%s (drop them with {ship.exclude} or .gitignore, or read large "
+                              "data from shared storage)", printable(tilde(directory)),
+                              human_size(archive), why, human_size(max_size),
+                              ", ".join("%s (%s)" % (printable(p), human_size(s))
+                                        for p, s in biggest))
     return total
+
+
+def archive_size(infos, top):
+    """The bytes of the archive ``pack`` writes of ``top`` (its top
+    directory's TarInfo) and ``infos`` (its members' TarInfos), as tarfile
+    lays it out: each member's header blocks (pax headers included), its
+    content rounded up to whole blocks, two zero blocks and zeros to a
+    whole record."""
+    size = 0
+    for info in (top,) + tuple(infos):
+        size += len(info.tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape"))
+        if info.isreg():
+            size += -(-info.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    size += 2 * tarfile.BLOCKSIZE
+    return -(-size // tarfile.RECORDSIZE) * tarfile.RECORDSIZE
 
 
 # -- packing --------------------------------------------------------------------
@@ -235,23 +267,26 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     ``project/<path>``; ``leave_out``: directories never packed (the run's
     own); the rest as ``contents.select``."""
     directory = os.path.abspath(directory)
+    others: list = []
     members = select(directory, exclude, leave_out=leave_out, follow_links=follow_links,
-                     allow_secrets=allow_secrets)
-    sizes = _sizes(members)
-    total = check_size(sizes, max_size, directory)
+                     allow_secrets=allow_secrets, max_size=max_size, others=others)
+    infos = _tar_infos(members)
+    top = _directory_entry(TOP, os.stat(directory))
+    total = check_size({member.path: info.size for member, info in zip(members, infos)},
+                       max_size, directory, archive_size(infos, top))
     partial = os.path.join(out_dir, "bundle.partial")
     digest = hashlib.sha256()
     with open(partial, "wb") as raw, _HashingWriter(raw, digest) as hashing:
         with tarfile.TarFile(fileobj=hashing, mode="w", format=tarfile.PAX_FORMAT,
                              copybufsize=COPY_BUFFER) as tar:
-            tar.addfile(_directory_entry(TOP, os.stat(directory)))
-            for member in members:
-                _add(tar, member)
+            tar.addfile(top)
+            for member, info in zip(members, infos):
+                _add(tar, member, info)
     sha = digest.hexdigest()
     name = "tfmesos-bundle-%s.tar" % sha[:16]
     final = os.path.join(out_dir, name)
     os.replace(partial, final)
-    return Bundle(final, name, sha, len(members), total, directory)
+    return Bundle(final, name, sha, len(members), total, directory, tuple(others))
 
 
 class _HashingWriter(io.RawIOBase):
@@ -310,18 +345,30 @@ def _directory_entry(name, stat):
     return _normalized(info)
 
 
-def _add(tar, member):
-    """``member``: a regular file or a link (kept as one)."""
+def _tar_infos(members):
+    """The TarInfo each of ``members`` (regular files and links) is packed
+    under: a file a member already is a hard link to is packed as one."""
+    with tarfile.TarFile(fileobj=io.BytesIO(), mode="w", format=tarfile.PAX_FORMAT) as tar:
+        infos = []
+        for member in members:
+            try:
+                infos.append(_normalized(tar.gettarinfo(
+                    member.source, arcname="%s/%s" % (TOP, member.path))))
+            except OSError as exc:
+                raise unreadable(member.path, exc) from None
+    return infos
+
+
+def _add(tar, member, info):
+    """``member``: a regular file or a link (kept as one), packed as ``info``."""
     try:
-        info = _normalized(tar.gettarinfo(member.source, arcname="%s/%s" % (TOP, member.path)))
         if info.isreg():
             with open(member.source, "rb") as handle:
                 tar.addfile(info, handle)
         else:
             tar.addfile(info)
     except OSError as exc:
-        raise ShipError.about("{ship.directory}: cannot read %s: %s", member.path,
-                              exc.strerror or exc) from None
+        raise unreadable(member.path, exc) from None
 
 
 def file_sha256(path):

@@ -19,19 +19,30 @@ Symbolic links: one that stays inside the directory is packed as a link
 naming it, unless ``follow_links`` packs what it points to (a file's
 content, a directory's files, listed as a directory outside git is).
 
-Likely secrets (``likely_secrets``) are refused, naming them, unless
-``allow_secrets``.
+Likely secrets (``likely_secrets``: by the path in the bundle, or where
+the file really is) are refused, naming them, unless ``allow_secrets``.
+
+What cannot be read (a directory that may not be listed or searched, a
+file or link that may not be looked at) is refused, naming it, never left
+out. What is neither a file, a link nor a directory (FIFOs, sockets,
+devices) is left out, and counted (``others``). More files than an archive
+of ``max_size`` could hold (``MEMBER_AT_LEAST`` each) are refused as soon
+as they are found; the exact size of the archive is ``bundle``'s to check.
 """
 
 import dataclasses
+import errno
 import fnmatch
 import os
 import posixpath
+import re
+import stat
 import subprocess
 from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
+from ..terminal_text import printable
 from .likely_secrets import likely_secret
 
 ALWAYS_EXCLUDED = ("tfmesos-runs",)
@@ -40,6 +51,11 @@ SKIPPED_FILES = ("*.pyc", "*.pyo")
 VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 RUN_RECORD = "run.json"
 SHOWN = 5               # names an error lists before "and N more"
+# What a member takes in the archive at the least (bundle.pack's layout):
+# its header block, and the pax header (a block and its own header) that
+# holds its mtime's fraction of a second; its content rounds up to blocks.
+MEMBER_AT_LEAST = 3 * 512
+_UNOPENED = re.compile(r"could not open directory '(.*)': (.*)")
 
 
 class ShipError(TFMesosError):
@@ -61,47 +77,101 @@ class Member:
     followed: Optional[str] = None
 
 
-def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secrets=False):
+def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secrets=False,
+           max_size=None, others=None):
     """The ``Member``s to pack from ``directory``, sorted by path; ShipError,
-    one line naming the fix, for links out of it and likely secrets."""
+    one line naming the fix, for links out of it and likely secrets, and
+    as soon as there are more of them than an archive of ``max_size``
+    bytes holds (``MEMBER_AT_LEAST`` each): neither the rest of the
+    directory nor its files' sizes are looked at. ``others``: a list the
+    paths of what is neither a file, a link nor a directory (FIFOs,
+    sockets, devices: left out) go to."""
+    others = [] if others is None else others
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
-        raise ShipError.about("{ship.directory=%s}: not a directory", directory)
-    where = tilde(directory)
-    listed = _git_files(directory)
-    if listed is None:
-        listed = _walk(directory)
-    listed = sorted(set(listed))
+        raise ShipError.about("{ship.directory=%s}: %s", printable(directory),
+                              not_a_directory(directory))
+    where = printable(tilde(directory))   # as messages name it
+    most = None if max_size is None else int(max_size // MEMBER_AT_LEAST)
     patterns = tuple(exclude) + ALWAYS_EXCLUDED
-    runs = _inside(directory, leave_out) + _run_directories(directory, listed)
+    left = _inside(directory, leave_out)
+    listed = _git_files(directory)
+    try:
+        if listed is None:
+            listed = _walk(directory, patterns=patterns, skip=left, most=most)
+    except _TooMany:
+        raise _too_many(where, most, max_size) from None
+    listed = sorted(set(listed))
+    runs = left + _run_directories(directory, listed)
     members, leading_out = [], []
     for path in listed:
         if _excluded(path, patterns) or any(path.startswith(run + "/") for run in runs):
             continue
         full = os.path.join(directory, path)
-        if os.path.islink(full):
-            target = os.readlink(full)
+        found = _lstat(directory, path)
+        if found is None:   # git lists deleted files
+            continue
+        if stat.S_ISLNK(found.st_mode):
+            target = _readlink(directory, path)
             if _stays_inside(path, target):
                 members.append(Member(path, full, link=target))
             elif follow_links:
                 members.extend(_followed(where, path, full, patterns,
-                                         (os.path.realpath(directory),)))
+                                         (os.path.realpath(directory),), others))
             else:
                 leading_out.append("%s -> %s" % (path, target))
-        elif os.path.isfile(full):   # git lists deleted files and submodules (directories)
+        elif stat.S_ISREG(found.st_mode):
             members.append(Member(path, full))
+        elif not stat.S_ISDIR(found.st_mode):   # a directory: a git submodule
+            others.append(path)
+        if most is not None and len(members) > most:
+            raise _too_many(where, most, max_size)
     if leading_out:
         raise ShipError.about("{ship.directory=%s}: links lead out of it, to what the agents "
                               "do not have: %s; make them relative links inside it, leave them "
                               "out ({ship.exclude}), or ship what they point to with "
                               "{ship.follow_links=True}", where, _names(leading_out))
     if not allow_secrets:
-        found = sorted({_secret(member) for member in members} - {None})
+        top = _as_path(os.path.realpath(directory))
+        found = sorted({_secret(member, top) for member in members} - {None})
         if found:
             raise ShipError.about("{ship.directory=%s}: likely secrets would go to every task: "
                                   "%s; leave them out with {ship.exclude} (or .gitignore), or "
                                   "pass {ship.allow_secrets=True}", where, _names(found))
     return sorted(members, key=lambda member: member.path)
+
+
+class _TooMany(Exception):
+    """``_walk`` found more than it was asked to look for."""
+
+
+def _too_many(where, most, max_size):
+    return ShipError.about("{ship.directory=%s}: more than %d files, each at least %s in the "
+                           "archive, are over {ship.max_size=%s}: leave them out with "
+                           "{ship.exclude} or .gitignore, or read large data from shared "
+                           "storage", where, most, human_size(MEMBER_AT_LEAST),
+                           human_size(max_size))
+
+
+def not_a_directory(path):
+    """Why ``path``, which is not a directory, cannot be shipped."""
+    return "a file, not a directory: ship the directory it is in" \
+        if os.path.isfile(path) else "no such directory"
+
+
+def left_out(others):
+    """What a summary says of ``others`` (``select``'s), or ""."""
+    if not others:
+        return ""
+    return "; left out %d that %s neither a file, a link nor a directory: %s" % (
+        len(others), "is" if len(others) == 1 else "are", _names(others))
+
+
+def human_size(size):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return "%.1f %s" % (size / scale, unit)
+    return "%d byte%s" % (size, "" if size == 1 else "s")
 
 
 def tilde(path):
@@ -112,13 +182,20 @@ def tilde(path):
 
 
 def _names(names):
-    shown = ", ".join(names[:SHOWN])
+    """The first ``SHOWN`` of ``names`` (file names: their control
+    characters escaped) and how many more."""
+    shown = ", ".join(printable(name) for name in names[:SHOWN])
     return shown if len(names) <= SHOWN else "%s and %d more" % (shown, len(names) - SHOWN)
 
 
-def _secret(member):
+def _secret(member, top):
+    """What of ``member`` looks like a secret (``likely_secret``): its path
+    in the bundle, or where it really is (``top``: the real path of the
+    directory it is in, as ``_as_path`` writes it): ``--ship /etc``'s
+    ``shadow``, a followed link to ``/etc/shadow``."""
     named = likely_secret(member.path)
-    if named is None and member.followed is not None and likely_secret(member.followed):
+    real = member.followed if member.followed is not None else "%s/%s" % (top, member.path)
+    if named is None and likely_secret(real):
         return member.path
     return named
 
@@ -135,35 +212,49 @@ def _stays_inside(path, target):
     return resolved != ".." and not resolved.startswith("../")
 
 
-def _followed(where, path, full, patterns, following):
+def _followed(where, path, full, patterns, following, others):
     """The members that stand for the link ``full`` at ``path`` (of the
     directory ``where``, as errors name it): its target's content;
     ``following``: the real paths of the directories being packed, which a
     link back into would never end."""
     real = os.path.realpath(full)
-    target = os.readlink(full)
-    if os.path.isfile(real):
+    target = _readlink(os.path.dirname(full), os.path.basename(full), os.path.dirname(path))
+    try:
+        reached = os.stat(real)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise unreadable(path, exc) from None
+        reached = None
+    if reached is not None and stat.S_ISREG(reached.st_mode):
         return [Member(path, real, followed=_as_path(real))]
-    if not os.path.isdir(real):
+    if reached is None or not stat.S_ISDIR(reached.st_mode):
         raise ShipError.about("{ship.directory=%s}: %s -> %s leads to nothing to ship: fix the "
-                              "link, or leave it out ({ship.exclude})", where, path, target)
+                              "link, or leave it out ({ship.exclude})", where, printable(path),
+                              printable(target))
     if real in following:
         raise ShipError.about("{ship.directory=%s}: %s -> %s loops back to a directory it is "
-                              "in: leave it out ({ship.exclude})", where, path, target)
+                              "in: leave it out ({ship.exclude})", where, printable(path),
+                              printable(target))
     members = []
-    for inner in sorted(_walk(real)):
+    for inner in sorted(_walk(real, named=path + "/")):
         inside = "%s/%s" % (path, inner)
         if _excluded(inside, patterns):
             continue
         source = os.path.join(real, inner)
-        if os.path.islink(source):
-            link = os.readlink(source)
+        found = _lstat(real, inner, path + "/")
+        if found is None:
+            continue
+        if stat.S_ISLNK(found.st_mode):
+            link = _readlink(real, inner, path + "/")
             if _stays_inside(inner, link):
                 members.append(Member(inside, source, link=link, followed=_as_path(source)))
             else:
-                members.extend(_followed(where, inside, source, patterns, following + (real,)))
-        elif os.path.isfile(source):
+                members.extend(_followed(where, inside, source, patterns, following + (real,),
+                                         others))
+        elif stat.S_ISREG(found.st_mode):
             members.append(Member(inside, source, followed=_as_path(source)))
+        elif not stat.S_ISDIR(found.st_mode):
+            others.append(inside)
     return members
 
 
@@ -185,33 +276,94 @@ def _git_files(directory):
             return None
         listed = subprocess.run(["git", "-C", directory, "ls-files", "-z", "--cached",
                                  "--others", "--exclude-standard"],
-                                capture_output=True, timeout=300, check=True)
+                                capture_output=True, timeout=300, check=True,
+                                env=dict(os.environ, LC_ALL="C"))
     except (OSError, subprocess.SubprocessError):
         return None
+    # git lists what it can and warns of a directory it could not open.
+    unopened = _UNOPENED.search(listed.stderr.decode("utf-8", "surrogateescape"))
+    if unopened:
+        raise ShipError.about("{ship.directory}: cannot read %s: %s",
+                              printable(unopened.group(1)), printable(unopened.group(2)))
     return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
             if name]
 
 
-def _walk(directory):
+def _walk(directory, named="", patterns=(), skip=(), most=None):
+    """The paths under ``directory``; ShipError for a directory in it that
+    cannot be listed (``named``: what to put before its path in it). Not
+    walked: directories ``patterns`` exclude all of, those in ``skip`` and
+    those holding a run record; ``_TooMany`` past ``most`` paths."""
+    def refuse(error):
+        relative = os.path.relpath(error.filename, directory) if error.filename else "."
+        raise unreadable("" if relative == "." else relative.replace(os.sep, "/") + "/",
+                         error, prefix=named)
     found = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
-                         and not _is_environment(os.path.join(root, d)))
+    skip = set(skip)
+    for root, dirs, files in os.walk(directory, onerror=refuse):
         relative = os.path.relpath(root, directory)
+        inside = "" if relative == "." else "/".join(relative.split(os.sep)) + "/"
+        if inside and RUN_RECORD in files and _is_run_record(os.path.join(root, RUN_RECORD)):
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_NAMES
+                         and inside + d not in skip and not _excludes_all(inside + d, patterns)
+                         and not _is_environment(os.path.join(root, d)))
         for name in files:
             if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
                 continue
-            found.append(name if relative == "." else
-                         "/".join(relative.split(os.sep) + [name]))
+            found.append(inside + name)
         for name in list(dirs):
             if os.path.islink(os.path.join(root, name)):   # os.walk does not follow them
-                found.append(name if relative == "." else
-                             "/".join(relative.split(os.sep) + [name]))
+                found.append(inside + name)
+        if most is not None and len(found) > most:
+            raise _TooMany()
     return found
+
+
+def _lstat(top, path, prefix=""):
+    """``os.lstat`` of ``path`` under ``top``; None when it is gone (git
+    lists deleted files); ShipError when it cannot be looked at
+    (``unreadable``)."""
+    try:
+        return os.lstat(os.path.join(top, path))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise unreadable(path, exc, top, prefix) from None
+
+
+def _readlink(top, path, prefix=""):
+    try:
+        return os.readlink(os.path.join(top, path))
+    except OSError as exc:
+        raise unreadable(path, exc, top, prefix) from None
+
+
+def unreadable(path, error, top=None, prefix=""):
+    """The ShipError for ``path`` that could not be read, named in the
+    bundle as ``prefix + path``; or, where the path is under ``top`` and a
+    directory above it may not be searched, that directory."""
+    if top is not None and error.errno == errno.EACCES:
+        parts = path.split("/")
+        for index in range(1, len(parts)):
+            if not os.access(os.path.join(top, *parts[:index]), os.X_OK):
+                path = "/".join(parts[:index]) + "/"
+                break
+    return ShipError.about("{ship.directory}: cannot read %s: %s", printable(prefix + path),
+                           printable(error.strerror or error))
 
 
 def _is_environment(path):
     return any(os.path.exists(os.path.join(path, marker)) for marker in VENV_MARKERS)
+
+
+def _excludes_all(directory, patterns):
+    """Whether ``patterns`` exclude every path under ``directory``."""
+    parts = directory.split("/")
+    return any(any(fnmatch.fnmatch(part, pattern.rstrip("/")) for part in parts)
+               or ("/" in pattern.rstrip("/") and fnmatch.fnmatch(directory, pattern.rstrip("/")))
+               for pattern in patterns)
 
 
 def _excluded(path, patterns):
@@ -266,4 +418,5 @@ def _is_run_record(path):
         and ("schema_version" in data or "format" in data)
 
 
-__all__ = ["Member", "ShipError", "select", "tilde", "ALWAYS_EXCLUDED"]
+__all__ = ["Member", "ShipError", "select", "tilde", "left_out", "not_a_directory",
+           "ALWAYS_EXCLUDED"]

@@ -8,14 +8,19 @@ the tools that write these files name them."""
 import fnmatch
 
 # A file whose name matches: dotenv files, SSH private keys, keys and
-# certificate stores, credentials files of git, pip, netrc and PostgreSQL.
+# certificate stores, credentials files of git, pip, npm, netrc and PostgreSQL.
 NAMES = (".env", ".env.*", ".envrc", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
          "*.pem", "*.key", "*.p12", "*.pfx", ".netrc", ".git-credentials", ".pypirc",
-         ".pgpass")
+         ".pgpass", ".npmrc")
 # Anything under a directory of this name: SSH, AWS and GnuPG configuration.
 DIRECTORIES = (".ssh", ".aws", ".gnupg")
-# A path that ends so: Docker's and kubectl's credentials.
-PATHS = (".docker/config.json", ".kube/config")
+# A path that ends so (each part a pattern): Docker's, kubectl's, gcloud's
+# and GitHub CLI's credentials; the system's password hashes and SSH host
+# keys (a link followed to /etc, or --ship /etc).
+PATHS = (".docker/config.json", ".kube/config", ".config/gcloud/credentials.db",
+         ".config/gcloud/access_tokens.db", ".config/gcloud/application_default_credentials.json",
+         ".config/gh/hosts.yml", "etc/shadow", "etc/shadow-", "etc/gshadow", "etc/gshadow-",
+         "etc/ssh/ssh_host_*_key")
 # Names the rules above match that hold no secret: public keys, templates.
 NOT_SECRETS = ("*.pub", ".env.example", ".env.sample", ".env.template")
 
@@ -32,9 +37,14 @@ def likely_secret(path):
     if any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_SECRETS):
         return None
     if any(fnmatch.fnmatchcase(name, pattern) for pattern in NAMES) \
-            or any(path == end or path.endswith("/" + end) for end in PATHS):
+            or any(_ends(parts, end.split("/")) for end in PATHS):
         return path
     return None
+
+
+def _ends(parts, ending):
+    return len(parts) >= len(ending) and all(
+        fnmatch.fnmatchcase(part, pattern) for part, pattern in zip(parts[-len(ending):], ending))
 
 
 __all__ = ["likely_secret", "NAMES", "DIRECTORIES", "PATHS", "NOT_SECRETS"]

@@ -99,10 +99,10 @@ class Shipment:
                                    follow_links=spec.follow_links,
                                    allow_secrets=spec.allow_secrets, leave_out=leave_out)
                 say(self.bundle.summary())
-                if self.bundle.size > WARN_SIZE:
+                if self.bundle.archive_size > WARN_SIZE:
                     say("warning: the bundle is %s and every task downloads it: keep data out "
                         "of it (--ship-exclude, .gitignore) and read it from shared storage"
-                        % human_size(self.bundle.size))
+                        % human_size(self.bundle.archive_size))
             self.task_side = pack_task_side(self._work)
             self.extra_files = list(spec.extra_files)
             self.python_env = spec.python_env    # as given: run.json's python_env
