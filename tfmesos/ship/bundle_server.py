@@ -4,8 +4,13 @@
 at ``http://HOST:PORT/<token>/<name>``: the token is fresh per run
 (``secrets.token_urlsafe``), so the URL is the credential, as the
 rendezvous' secret is for the tasks. Only GET and HEAD (other methods: 405);
-any other path gets 404, logged. Like the rendezvous, it never lets clients
-hold it:
+any other path gets 404. What peers without the token make it say (404s,
+refused connections, a client gone before it asked for a file) goes
+through a ``RefusalLog`` (``tfmesos.refusal_log``, as the rendezvous'
+refusals): the first few each in a line, the path quoted and escaped
+(``terminal_text.quoted``), then a count at most once a minute, and what is
+still counted as it stops. Like the rendezvous, it never lets clients hold
+it:
 
 * a request must arrive whole within ``request_timeout`` seconds, however
   it trickles in (a deadline per request, not per read); a connection past
@@ -37,6 +42,8 @@ from mesos_local import stop_serving
 
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
+from ..refusal_log import RefusalLog
+from ..terminal_text import quoted
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +64,16 @@ class BundleServer:
 
     def __init__(self, files=None, bind_host=None, port=0, max_clients=MAX_CLIENTS,
                  idle_timeout=IDLE_TIMEOUT, request_timeout=REQUEST_TIMEOUT,
-                 max_connections=None):
+                 max_connections=None, refusals: Optional[RefusalLog] = None):
         self.token = secrets.token_urlsafe(32)
         self._files = dict(files or {})
         self._lock = threading.Lock()
         self.served: collections.Counter[str] = collections.Counter()   # name -> complete GETs
         self.not_found = 0
+        # What peers without the token make it say (404s, refused or dropped
+        # connections): a few lines, then a count (as the rendezvous' refusals).
+        self.refusals = refusals or RefusalLog("connection", logger=logger,
+                                               prefix="bundle server: ")
         try:
             self._server = _Server(self, bind_host, port, max_clients, idle_timeout,
                                    request_timeout, max_connections or 8 * max_clients)
@@ -97,6 +108,7 @@ class BundleServer:
     def stop(self):
         """Stop serving (idempotent): the port closes, open downloads end."""
         self._server.close(self._thread)
+        self.refusals.flush(final=True)   # refusals counted since the last line
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -113,6 +125,7 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self._connections = threading.BoundedSemaphore(max_connections)
         self._closing = threading.Event()
         self._active: set[socket.socket] = set()
+        self._authenticated: set[socket.socket] = set()   # asked with the token
         self._active_lock = threading.Lock()
         if host is None and socket.has_dualstack_ipv6():
             self.address_family = socket.AF_INET6
@@ -136,8 +149,8 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
     def process_request(self, request, client_address):
         if self._closing.is_set() or not self._connections.acquire(blocking=False):
-            logger.warning("bundle server: %s refused: %s", client_address[0],
-                           "stopping" if self._closing.is_set() else "too many connections")
+            self.owner.refusals.refused(client_address[0], "stopping" if self._closing.is_set()
+                                        else "too many connections")
             self.shutdown_request(request)
             return
         try:
@@ -154,12 +167,28 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         finally:
             with self._active_lock:
                 self._active.discard(request)
+                self._authenticated.discard(request)
             self._connections.release()
 
+    def authenticated(self, request) -> None:
+        """``request`` asked for a file with the token: what it does is said."""
+        with self._active_lock:
+            self._authenticated.add(request)
+
+    def service_actions(self):
+        self.owner.refusals.flush()   # a count held for a period is said
+
     def handle_error(self, request, client_address):
-        """One line for a client that went away (not socketserver's traceback)."""
+        """One line for a client that went away (not socketserver's traceback);
+        one without the token is a refusal (a few said, then counted)."""
         error = sys.exc_info()[1]
         if isinstance(error, OSError):
+            with self._active_lock:
+                known = request in self._authenticated
+            if not known:
+                self.owner.refusals.refused(client_address[0], "went away mid-request: %s"
+                                            % quoted(str(error)))
+                return
             logger.warning("bundle server: %s went away mid-request: %s", client_address[0],
                            error)
         else:
@@ -242,11 +271,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             handle = None
         if handle is None:
-            owner.not_found += 1
-            logger.warning("bundle server: %s asked for %r: not found (404)",
-                           self.client_address[0], self.path[:120])
+            with owner._lock:
+                owner.not_found += 1
+            owner.refusals.refused(self.client_address[0], "asked for '%s': not found (404)"
+                                   % quoted(self.path, 120))
             self.send_error(404)
             return
+        self.server.authenticated(self.request)
         with handle:
             size = os.fstat(handle.fileno()).st_size
             # At most max_clients sends at once; one waits for a slot within
