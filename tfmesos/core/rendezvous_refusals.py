@@ -1,74 +1,30 @@
 """The refused connections of a rendezvous, said so that no flood of them
 floods the run's output (a local user without the key, connecting in a
-loop, put a line a connection into it: 2000 in 14 s): ``RefusalLog``."""
+loop, put a line a connection into it: 2000 in 14 s): ``RefusalLog``, the
+shared ``tfmesos.refusal_log.RefusalLog`` in the rendezvous' words
+("refused a rendezvous connection from ...") and logger."""
 
 import logging
-import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Optional
 
+from .. import refusal_log
+from ..refusal_log import FIRST_REFUSALS, REFUSALS_PERIOD
+
 logger = logging.getLogger("tfmesos.core.rendezvous")   # the rendezvous' own lines
 
-FIRST_REFUSALS = 5              # refused connections said each (RefusalLog)
-REFUSALS_PERIOD = 60.0          # seconds: at most one line counting the others
 
-
-class RefusalLog:
-    """Where refused connections are said: the first ``first`` each in a
-    line, then at most one line a ``period`` (seconds of ``clock``) counting
-    those since, with the latest; after a ``period`` without any, the next
-    are said each again. (A local user without the key, connecting in a
-    loop, put a line a connection into the run's output: 2000 in 14 s.)"""
+class RefusalLog(refusal_log.RefusalLog):
+    """Where refused rendezvous connections are said: the first ``first``
+    each in a line, then at most one line a ``period`` (seconds of
+    ``clock``) counting those since, with the latest; after a ``period``
+    without any, the next are said each again."""
 
     def __init__(self, first: int = FIRST_REFUSALS, period: float = REFUSALS_PERIOD,
                  clock: Callable[[], float] = time.monotonic,
                  log: Optional[Callable[[str], None]] = None) -> None:
-        self._first, self._period, self._clock = first, period, clock
-        self._log = log or (lambda line: logger.warning("%s", line))
-        self._lock = threading.Lock()
-        self._said = 0           # said each since the last quiet period
-        self._held = 0           # counted, not said yet
-        self._latest = ""
-        self._since = 0.0        # when the count began
-        self._last = -math.inf   # when the latest refusal came
-
-    def refused(self, peer: str, why: object) -> None:
-        line = "refused a rendezvous connection from %s: %s" % (peer, why)
-        with self._lock:
-            now = self._clock()
-            if now - self._last >= self._period and not self._held:
-                self._said = 0
-            self._last = now
-            if self._said < self._first:
-                self._said += 1
-                if self._said == self._first:
-                    self._since = now
-                    line += " (more are counted, said at most once in %.0f s)" % self._period
-                said: Optional[str] = line
-            else:
-                self._held += 1
-                self._latest = "from %s: %s" % (peer, why)
-                said = self._count(now)
-        if said:
-            self._log(said)
-
-    def flush(self, final: bool = False) -> None:
-        """Say the count, if there is one and a period has passed since the
-        last (``final``: at once, the rendezvous closes)."""
-        with self._lock:
-            said = self._count(self._clock(), final)
-        if said:
-            self._log(said)
-
-    def _count(self, now: float, final: bool = False) -> Optional[str]:
-        if not self._held or (now - self._since < self._period and not final):
-            return None
-        line = "refused %d more rendezvous connection%s in the last %.0f s (the latest %s)" % (
-            self._held, "" if self._held == 1 else "s", now - self._since, self._latest)
-        self._held, self._since = 0, now
-        return line
+        super().__init__("rendezvous connection", first, period, clock, log, logger)
 
 
 __all__ = ["RefusalLog", "FIRST_REFUSALS", "REFUSALS_PERIOD"]

@@ -4,13 +4,23 @@
 at ``http://HOST:PORT/<token>/<name>``: the token is fresh per run
 (``secrets.token_urlsafe``), so the URL is the credential, as the
 rendezvous' secret is for the tasks. Only GET and HEAD (other methods: 405);
-any other path gets 404, logged. Like the rendezvous, it never lets clients
-hold it:
+any other path gets 404. What peers without the token make it say (404s,
+refused connections, a client gone before it asked for a file) goes
+through a ``RefusalLog`` (``tfmesos.refusal_log``, as the rendezvous'
+refusals): the first few each in a line, the path quoted and escaped
+(``terminal_text.quoted``), then a count at most once a minute, and what is
+still counted as it stops. Like the rendezvous, it never lets clients hold
+it:
 
-* a request must arrive whole within ``request_timeout`` seconds, however
-  it trickles in (a deadline per request, not per read); a connection past
-  ``max_connections`` at once is closed at once, so slow clients cannot
-  keep a fetch out;
+* a connection must send its request line within ``line_timeout`` seconds
+  (a fetcher sends it at once) and its whole request within
+  ``request_timeout``, however it trickles in (a deadline per request, not
+  per read);
+* at ``max_connections`` connections at once, a newcomer drops the oldest
+  one that has not asked for a file with the token yet, so idle or
+  trickling peers without the token only crowd each other out, never a
+  fetch; a download in progress is never dropped for a newcomer (with every
+  place a download's, the newcomer is closed at once);
 * at most ``max_clients`` files are sent at once; a send must keep up
   ``MIN_RATE`` bytes a second on average, and a client that reads nothing
   for ``idle_timeout`` seconds is dropped;
@@ -31,18 +41,22 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from typing import Optional
 
 from mesos_local import stop_serving
 
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
+from ..refusal_log import RefusalLog
+from ..terminal_text import quoted
 
 logger = logging.getLogger(__name__)
 
 MAX_CLIENTS = 16
 IDLE_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 10.0
+LINE_TIMEOUT = 5.0        # seconds to send the request line (a fetcher sends it at once)
 MIN_RATE = 64 << 10       # bytes/s a download must average (its deadline)
 MIN_TRANSFER = 60.0       # seconds any download may take
 
@@ -57,15 +71,21 @@ class BundleServer:
 
     def __init__(self, files=None, bind_host=None, port=0, max_clients=MAX_CLIENTS,
                  idle_timeout=IDLE_TIMEOUT, request_timeout=REQUEST_TIMEOUT,
-                 max_connections=None):
+                 max_connections=None, refusals: Optional[RefusalLog] = None,
+                 line_timeout=LINE_TIMEOUT):
         self.token = secrets.token_urlsafe(32)
         self._files = dict(files or {})
         self._lock = threading.Lock()
         self.served: collections.Counter[str] = collections.Counter()   # name -> complete GETs
         self.not_found = 0
+        # What peers without the token make it say (404s, refused or dropped
+        # connections): a few lines, then a count (as the rendezvous' refusals).
+        self.refusals = refusals or RefusalLog("connection", logger=logger,
+                                               prefix="bundle server: ")
         try:
             self._server = _Server(self, bind_host, port, max_clients, idle_timeout,
-                                   request_timeout, max_connections or 8 * max_clients)
+                                   request_timeout, max_connections or 8 * max_clients,
+                                   min(line_timeout, request_timeout))
         except OSError as exc:
             raise BundleServerError("cannot listen on %s:%s to serve the shipped files: %s"
                                     % (bind_host or "*", port, exc.strerror or exc)) from exc
@@ -97,6 +117,15 @@ class BundleServer:
     def stop(self):
         """Stop serving (idempotent): the port closes, open downloads end."""
         self._server.close(self._thread)
+        self.refusals.flush(final=True)   # refusals counted since the last line
+
+
+class _Connection:
+    """What the server knows of one accepted connection."""
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.waiting = True   # has not asked for a file with the token yet
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -105,15 +134,20 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     request_queue_size = 128
 
     def __init__(self, owner: BundleServer, host: Optional[str], port: int, max_clients: int,
-                 idle_timeout: float, request_timeout: float, max_connections: int) -> None:
+                 idle_timeout: float, request_timeout: float, max_connections: int,
+                 line_timeout: float) -> None:
         self.owner = owner
         self.idle_timeout = idle_timeout
         self.request_timeout = request_timeout
+        self.line_timeout = line_timeout
         self.senders = threading.BoundedSemaphore(max_clients)
-        self._connections = threading.BoundedSemaphore(max_connections)
+        self._max_connections = max_connections
         self._closing = threading.Event()
-        self._active: set[socket.socket] = set()
-        self._active_lock = threading.Lock()
+        # Every open connection, oldest first; one leaves as it is closed
+        # (shutdown_request) or dropped. Sockets are shut down under the lock
+        # only while here, so never one already closed (its number reused).
+        self._connections: dict[socket.socket, _Connection] = {}
+        self._lock = threading.Lock()
         if host is None and socket.has_dualstack_ipv6():
             self.address_family = socket.AF_INET6
             super().__init__(("", port), _Handler, bind_and_activate=False)
@@ -135,31 +169,71 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.server_name, self.server_port = "tfmesos", self.socket.getsockname()[1]
 
     def process_request(self, request, client_address):
-        if self._closing.is_set() or not self._connections.acquire(blocking=False):
-            logger.warning("bundle server: %s refused: %s", client_address[0],
-                           "stopping" if self._closing.is_set() else "too many connections")
+        """Admit a connection. At ``max_connections`` the oldest one that has
+        not asked for a file yet is dropped for it (so idle or slow peers
+        without the token cannot keep a fetch out); a download in progress
+        never is: with every place a download's, the newcomer is refused."""
+        refused = dropped = None
+        with self._lock:
+            if self._closing.is_set():
+                refused = "stopping"
+            elif len(self._connections) >= self._max_connections:
+                victim = next((sock for sock, known in self._connections.items()
+                               if known.waiting), None)
+                if victim is None:
+                    refused = "every place is a download in progress"
+                else:
+                    dropped = self._connections.pop(victim)
+                    _shutdown(victim)
+            if refused is None:
+                self._connections[request] = _Connection(client_address[0])
+        if dropped is not None:
+            self.owner.refusals.refused(dropped.peer, "dropped as the oldest of too many "
+                                        "connections that have not asked for a file yet")
+        if refused is not None:
+            self.owner.refusals.refused(client_address[0], refused)
             self.shutdown_request(request)
             return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._connections.release()
-            raise
+        super().process_request(request, client_address)
 
-    def process_request_thread(self, request, client_address):
-        with self._active_lock:
-            self._active.add(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self._active_lock:
-                self._active.discard(request)
-            self._connections.release()
+    def shutdown_request(self, request):
+        with self._lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def authenticated(self, request) -> None:
+        """``request`` asked for a file with the token: it is never dropped
+        for a newcomer, and what it does is said."""
+        with self._lock:
+            known = self._connections.get(request)
+            if known is not None:
+                known.waiting = False
+
+    def expire(self, request) -> bool:
+        """Shut ``request`` down, if still open: whether it had not asked for
+        a file yet."""
+        with self._lock:
+            known = self._connections.get(request)
+            if known is not None:
+                _shutdown(request)
+            return known is not None and known.waiting
+
+    def service_actions(self):
+        self.owner.refusals.flush()   # a count held for a period is said
 
     def handle_error(self, request, client_address):
-        """One line for a client that went away (not socketserver's traceback)."""
+        """One line for a client that went away (not socketserver's traceback);
+        one without the token is a refusal (a few said, then counted)."""
         error = sys.exc_info()[1]
         if isinstance(error, OSError):
+            with self._lock:
+                known = self._connections.get(request)
+            if known is None:   # dropped for a newcomer: said then
+                return
+            if known.waiting:
+                self.owner.refusals.refused(client_address[0], "went away mid-request: %s"
+                                            % quoted(str(error)))
+                return
             logger.warning("bundle server: %s went away mid-request: %s", client_address[0],
                            error)
         else:
@@ -175,13 +249,16 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         else:   # its own loop: it ends when this request returns
             self._BaseServer__shutdown_request = True
         self.server_close()
-        with self._active_lock:
-            active = list(self._active)
-        for request in active:
-            try:
-                request.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        with self._lock:
+            for request in self._connections:
+                _shutdown(request)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -196,29 +273,38 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def setup(self):
         super().setup()
         self.connection.settimeout(self.server.idle_timeout)   # each read and write
-        self._deadline = None
-        self._limit(self.server.request_timeout)   # the whole request, however it trickles
+        self._deadline: Optional[threading.Timer] = None
+        self._began = time.monotonic()
+        # Its request line soon (a fetcher sends it at once), the whole
+        # request within request_timeout, however it trickles.
+        self._limit(self.server.line_timeout, "sent no request line within %.0f s"
+                    % self.server.line_timeout)
+
+    def parse_request(self):
+        """The request line came: the rest of the request's time for its headers."""
+        self._limit(max(0.0, self._began + self.server.request_timeout - time.monotonic()),
+                    "sent no whole request within %.0f s" % self.server.request_timeout)
+        return super().parse_request()
 
     def finish(self):
         self._limit(None)
         super().finish()
 
-    def _limit(self, seconds):
+    def _limit(self, seconds, why=None):
         """From now on the connection has ``seconds`` left (None: no deadline):
-        past them it is shut down, whatever the client is doing."""
+        past them it is shut down, whatever the client is doing (``why``: a
+        refusal said then, if it still has not asked for a file)."""
         if self._deadline is not None:
             self._deadline.cancel()
         self._deadline = None
         if seconds is not None:
-            self._deadline = threading.Timer(seconds, self._expire)
+            self._deadline = threading.Timer(seconds, self._expire, args=(why,))
             self._deadline.daemon = True
             self._deadline.start()
 
-    def _expire(self):
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    def _expire(self, why):
+        if self.server.expire(self.request) and why is not None:
+            self.server.owner.refusals.refused(self.client_address[0], why)
 
     def do_HEAD(self):
         self._serve(body=False)
@@ -242,11 +328,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             handle = None
         if handle is None:
-            owner.not_found += 1
-            logger.warning("bundle server: %s asked for %r: not found (404)",
-                           self.client_address[0], self.path[:120])
+            with owner._lock:
+                owner.not_found += 1
+            owner.refusals.refused(self.client_address[0], "asked for '%s': not found (404)"
+                                   % quoted(self.path, 120))
             self.send_error(404)
             return
+        self.server.authenticated(self.request)
         with handle:
             size = os.fstat(handle.fileno()).st_size
             # At most max_clients sends at once; one waits for a slot within

@@ -1,0 +1,206 @@
+"""The bundle server (``tfmesos.ship.bundle_server``) against peers that
+have no token: what they make it say, and that they cannot keep the
+agents' fetchers out (its plain serving is in test_ship.py)."""
+
+import logging
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+from waiting import wait_until
+
+from tfmesos.refusal_log import FIRST_REFUSALS
+from tfmesos.ship.bundle_server import BundleServer
+
+pytestmark = pytest.mark.timeout(120)
+
+LOGGER = "tfmesos.ship.bundle_server"
+
+
+@pytest.fixture
+def small(tmp_path):
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"x" * 1000)
+    server = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1")
+    yield server
+    server.stop()
+
+
+def fetch(url, timeout=30):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read()
+
+
+def warnings(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == LOGGER and r.levelno >= logging.WARNING]
+
+
+def test_404s_are_said_a_few_then_counted_and_the_count_said_at_stop(small, caplog):
+    # 2000 requests for /nopeN were 2000 lines in tfrun's output.
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    for number in range(40):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            fetch("http://127.0.0.1:%d/nope%d" % (small.port, number))
+        caught.value.close()     # its response's socket
+        assert caught.value.code == 404
+    assert small.not_found == 40
+    said = warnings(caplog)
+    assert len(said) == FIRST_REFUSALS, "%d lines: %s" % (len(said), said[-1])
+    assert said[0] == "bundle server: refused a connection from 127.0.0.1: asked for " \
+                      "'/nope0': not found (404)"
+    assert said[-1].endswith("(more are counted, said at most once in 60 s)"), said
+    small.stop()     # the count is said as it stops
+    said = warnings(caplog)
+    assert len(said) == FIRST_REFUSALS + 1, said
+    assert said[-1].startswith("bundle server: refused %d more connections in the last "
+                               % (40 - FIRST_REFUSALS)), said[-1]
+    assert said[-1].endswith("(the latest from 127.0.0.1: asked for '/nope39': not found "
+                             "(404))"), said[-1]
+
+
+def test_a_path_is_quoted_escaped_in_its_line(small, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    with socket.create_connection(("127.0.0.1", small.port), timeout=30) as conn:
+        conn.sendall(b"GET /\x1b[2J\xe2\x80\xae" + b"y" * 500 + b" HTTP/1.0\r\n\r\n")
+        assert conn.recv(100).startswith(b"HTTP/1.0 404")
+    said = wait_until(lambda: warnings(caplog), 30)
+    assert len(said) == 1 and "\x1b" not in said[0] and "\\x1b[2J" in said[0], said
+    assert not any(0x80 <= ord(c) <= 0x9f for c in said[0]) and len(said[0]) < 300, said
+
+
+def closed_by_server(conn, timeout=30):
+    """Whether the server closed ``conn`` (its next read is the end) within ``timeout``."""
+    conn.settimeout(timeout)
+    try:
+        return conn.recv(100) == b""
+    except ConnectionResetError:
+        return True
+    except OSError:      # timed out: still open
+        return False
+
+
+def test_idle_connections_past_the_cap_cannot_keep_a_fetch_out(small):
+    # 130 connections that sent one byte or nothing, held open: the token's
+    # fetch failed at once (RemoteDisconnected), again and again, for as
+    # long as they were renewed (the 10 s request timeout).
+    idle = []
+    try:
+        for number in range(130):
+            conn = socket.create_connection(("127.0.0.1", small.port), timeout=30)
+            idle.append(conn)
+            if number % 2:
+                conn.sendall(b"G")
+        url = small.url("127.0.0.1", "f.zip")
+        for _ in range(3):
+            assert fetch(url) == b"x" * 1000
+        # The oldest of those still to ask for a file made room.
+        assert closed_by_server(idle[0])
+    finally:
+        for conn in idle:
+            conn.close()
+
+
+def start_download(server, name):
+    """A GET of ``name`` whose response has begun (its headers read), the
+    client then reading nothing: a fetch in progress."""
+    conn = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    conn.sendall(b"GET %s HTTP/1.0\r\n\r\n" % server.path_of(name).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = conn.recv(1)
+        assert chunk, "closed before its response"
+        head += chunk
+    assert head.startswith(b"HTTP/1.0 200"), head
+    return conn
+
+
+def big_file(tmp_path):
+    """(a sparse file larger than any socket buffers here, its size): its
+    download stays in progress while its client reads nothing."""
+    path, size = tmp_path / "big.tar.gz", 96 << 20
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return str(path), size
+
+
+def read_all(conn):
+    received = 0
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return received
+        received += len(chunk)
+
+
+def test_a_fetch_in_progress_is_never_dropped_for_a_newcomer(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    path, size = big_file(tmp_path)
+    server = BundleServer({"big.tar.gz": path}, bind_host="127.0.0.1", max_clients=2,
+                          max_connections=3)
+    downloads, newcomers = [], []
+    try:
+        downloads = [start_download(server, "big.tar.gz") for _ in range(2)]
+        # One place left: each newcomer takes it from the one before.
+        for _ in range(6):
+            newcomers.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))
+        for conn in newcomers[:-1]:
+            assert closed_by_server(conn)
+        # Every place a download's: a newcomer is refused, the downloads go on.
+        for conn in downloads:
+            conn.settimeout(60)
+        assert [read_all(conn) for conn in downloads] == [size, size]
+    finally:
+        for conn in downloads + newcomers:
+            conn.close()
+        server.stop()
+    dropped = [line for line in warnings(caplog) if "dropped" in line]
+    assert dropped and dropped[0] == (
+        "bundle server: refused a connection from 127.0.0.1: dropped as the oldest of too many "
+        "connections that have not asked for a file yet"), warnings(caplog)
+
+
+def test_a_download_holding_every_place_refuses_newcomers(tmp_path):
+    path, size = big_file(tmp_path)
+    server = BundleServer({"big.tar.gz": path}, bind_host="127.0.0.1", max_clients=1,
+                          max_connections=1)
+    download = newcomer = None
+    try:
+        download = start_download(server, "big.tar.gz")
+        newcomer = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        assert closed_by_server(newcomer)
+        download.settimeout(60)
+        assert read_all(download) == size
+    finally:
+        for conn in (download, newcomer):
+            if conn is not None:
+                conn.close()
+        server.stop()
+
+
+def test_a_connection_has_a_few_seconds_to_send_its_request_line(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"data")
+    server = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1", line_timeout=2.0,
+                          request_timeout=120.0)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as silent, \
+                socket.create_connection(("127.0.0.1", server.port), timeout=60) as asking:
+            asking.sendall(b"GET %s HTTP/1.0\r\n" % server.path_of("f.zip").encode())
+            # The silent one is cut off at its line's deadline; the one whose
+            # line came still has its request's time for its headers.
+            assert closed_by_server(silent, 60)
+            asking.sendall(b"\r\n")
+            answer = b""
+            while True:
+                chunk = asking.recv(1 << 16)
+                if not chunk:
+                    break
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"\r\n\r\ndata")
+    finally:
+        server.stop()
+    assert "bundle server: refused a connection from 127.0.0.1: sent no request line within " \
+           "2 s" in warnings(caplog)
