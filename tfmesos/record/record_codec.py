@@ -204,7 +204,7 @@ def _decoder(kind: TypeForm) -> Callable[[object], Any]:
             if not isinstance(value, list):
                 raise _Mismatch
             if taken and set(map(type, value)) <= taken:
-                if ints and not all(INT_MIN <= v <= INT_MAX for v in value if v is not None):
+                if ints and value and not _int64s(value):
                     raise _Mismatch
                 return list(value)
             return [decode_item(v) for v in value]
@@ -212,6 +212,17 @@ def _decoder(kind: TypeForm) -> Callable[[object], Any]:
     if isinstance(kind, type) and issubclass(kind, Record):
         return _record_decoder(kind)  # type: ignore[arg-type]  # (python/mypy#11470)
     return _SCALARS.get(getattr(kind, "__supertype__", kind), _refuse)   # Time is a str
+
+
+def _int64s(values: list[Any]) -> bool:
+    """Whether ``values`` (ints, and Nones where the items are optional) are
+    int64's: by their min and max, not a comparison for each (a metric's 500 steps
+    in one run of ten made ``tfmesos runs`` over 500 runs 3% slower)."""
+    try:
+        return INT_MIN <= min(values) and max(values) <= INT_MAX
+    except TypeError:   # a None among them
+        numbers = [v for v in values if v is not None]
+        return not numbers or (INT_MIN <= min(numbers) and max(numbers) <= INT_MAX)
 
 
 def _refuse(value: object) -> Any:
