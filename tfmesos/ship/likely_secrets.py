@@ -6,6 +6,7 @@ specific (README, "Ship your code"); they are matched case-sensitively, as
 the tools that write these files name them."""
 
 import fnmatch
+import re
 
 # A file whose name matches: dotenv files, SSH private keys, keys and
 # certificate stores, credentials files of git, pip, npm, netrc and PostgreSQL.
@@ -25,6 +26,19 @@ PATHS = (".docker/config.json", ".kube/config", ".config/gcloud/credentials.db",
 NOT_SECRETS = ("*.pub", ".env.example", ".env.sample", ".env.template")
 
 
+def _any_of(patterns):
+    """One compiled match of a name against any of ``patterns`` (fnmatch's,
+    case-sensitive): a file's name is looked at twice (its path in the
+    bundle and where it really is), and one pattern at a time made packing
+    this checkout ~10 ms slower."""
+    return re.compile("|".join(fnmatch.translate(pattern) for pattern in patterns)).match
+
+
+_NAME = _any_of(NAMES)
+_NOT_SECRET = _any_of(NOT_SECRETS)
+_PATH_NAME = _any_of(end.rsplit("/", 1)[-1] for end in PATHS)   # a path's last part
+
+
 def likely_secret(path):
     """What of ``path`` (relative, ``/``-separated) looks like a secret: the
     directory (with a trailing ``/``) under which it is, or the path
@@ -34,10 +48,9 @@ def likely_secret(path):
         if part in DIRECTORIES:
             return "/".join(parts[:index + 1]) + "/"
     name = parts[-1]
-    if any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_SECRETS):
+    if _NOT_SECRET(name):
         return None
-    if any(fnmatch.fnmatchcase(name, pattern) for pattern in NAMES) \
-            or any(_ends(parts, end.split("/")) for end in PATHS):
+    if _NAME(name) or (_PATH_NAME(name) and any(_ends(parts, end.split("/")) for end in PATHS)):
         return path
     return None
 
