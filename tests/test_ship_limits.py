@@ -131,6 +131,27 @@ def test_the_limit_is_the_archive_s_exact_size_as_tar_lays_it_out(tmp_path):
                                         % (root, bundle.human_size(real)))
 
 
+def test_the_bound_packing_looks_at_first_is_never_under_the_exact_size(tmp_path):
+    # Below the bound, pack builds no header twice; it must never let an
+    # archive over the limit through.
+    root, out = tmp_path / "p", tmp_path / "out"
+    out.mkdir()
+    names = ["a", "caf\u00e9" * 20, "x" * 200, "\udcff" * 30 if os.name == "posix" else "y"]
+    files = {}
+    for index, name in enumerate(names * 5):
+        folder = "/".join(["d" * 60] * (index % 4))
+        files["%s/%s%d" % (folder, name, index) if folder else name + str(index)] = \
+            b"z" * [0, 1, 511, 512, 513, 5000][index % 6]
+    write(root, files)
+    os.symlink("l" * 150, str(root / "link"))
+    packed = bundle.pack(str(root), str(out), max_size=None)
+    infos = bundle._tar_infos(bundle.select(str(root), ()))
+    top = bundle._directory_entry(bundle.TOP, os.stat(str(root)))
+    exact = bundle.archive_size(infos, top)
+    assert exact == packed.archive_size
+    assert exact <= bundle.archive_bound(infos, top) <= exact * 2
+
+
 def test_each_member_takes_at_least_what_the_walk_counts_it_for(tmp_path):
     root, out = tmp_path / "p", tmp_path / "out"
     out.mkdir()
