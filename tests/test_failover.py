@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import types
 
 import pytest
 from fixtures_master import make_local_master
@@ -455,6 +456,35 @@ def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local
     assert not (tmp_path / "keys").exists()
 
 
+def zookeeper_failover_run(master, zookeeper, tmp_path):
+    """A ``--failover`` run of ``master`` found through ZooKeeper (a digest
+    ACL), training until ``finish`` exists: its tfrun arguments (``args``),
+    ``env``, ``run_dir``, ``finish``, and the leader's ZooKeeper ``path``
+    and ``password``."""
+    password = "pw-%s" % os.urandom(8).hex()
+    zk_master = registered_in_zookeeper(master, zookeeper, password)
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    return types.SimpleNamespace(
+        path=zk_master.rsplit("@", 1)[1][len(zookeeper):], password=password,
+        run_dir=run_dir, finish=finish,
+        env=dict(os.environ, MESOS_MASTER=zk_master, TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+                 TFMESOS_RUNS_DIR=str(tmp_path)),
+        args=("--failover", "--failover-timeout", "3600", "-w", "1", "-s", "0", *SMALL,
+              "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
+              sys.executable, str(tmp_path / "train.py"), str(finish)))
+
+
+def junk_leader(zookeeper, run):
+    """The leader's entry of ``run`` (``zookeeper_failover_run``) turns to junk."""
+    with zk_client(zookeeper) as client:
+        client.add_auth("digest", "alice:%s" % run.password)
+        [node] = client.get_children(run.path)
+        client.create(run.path + "/json.info_", b"junk", acl=client.get_acls(run.path)[0],
+                      sequence=True)
+        client.delete("%s/%s" % (run.path, node))
+
+
 @pytest.mark.zookeeper
 def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_master,
                                                                      tmp_path, zookeeper):
@@ -463,24 +493,12 @@ def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_
     # tears the framework down all the same (through the master it last
     # reached), rather than leaving it registered for its failover timeout.
     master = make_local_master()
-    password = "pw-%s" % os.urandom(8).hex()
-    zk_master = registered_in_zookeeper(master, zookeeper, password)
-    path = zk_master.rsplit("@", 1)[1][len(zookeeper):]
-    run_dir, finish = tmp_path / "run", tmp_path / "finish"
-    (tmp_path / "train.py").write_text(TRAIN)
-    env = dict(os.environ, MESOS_MASTER=zk_master, TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
-               TFMESOS_RUNS_DIR=str(tmp_path))
-    with start_tfrun("--failover", "--failover-timeout", "3600", "-w", "1", "-s", "0", *SMALL,
-                     "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
-                     sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+    run = zookeeper_failover_run(master, zookeeper, tmp_path)
+    run_dir, finish, env = run.run_dir, run.finish, run.env
+    with start_tfrun(*run.args, env=env) as tfrun:
         wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
                    message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
-        with zk_client(zookeeper) as client:
-            client.add_auth("digest", "alice:%s" % password)
-            [node] = client.get_children(path)
-            client.create(path + "/json.info_", b"junk", acl=client.get_acls(path)[0],
-                          sequence=True)
-            client.delete("%s/%s" % (path, node))
+        junk_leader(zookeeper, run)
         wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
                    message="the framework stayed subscribed")
         finish.write_text("")
@@ -499,16 +517,9 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
     # to junk. attach's lines about it carry the prefix its other lines have
     # (they had none), and when the task finishes the framework is torn down.
     master = make_local_master()
-    password = "pw-%s" % os.urandom(8).hex()
-    zk_master = registered_in_zookeeper(master, zookeeper, password)
-    path = zk_master.rsplit("@", 1)[1][len(zookeeper):]
-    run_dir, finish = tmp_path / "run", tmp_path / "finish"
-    (tmp_path / "train.py").write_text(TRAIN)
-    env = dict(os.environ, MESOS_MASTER=zk_master, TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
-               TFMESOS_RUNS_DIR=str(tmp_path))
-    with start_tfrun("--failover", "--failover-timeout", "3600", "-w", "1", "-s", "0", *SMALL,
-                     "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
-                     sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+    run = zookeeper_failover_run(master, zookeeper, tmp_path)
+    run_dir, finish, env = run.run_dir, run.finish, run.env
+    with start_tfrun(*run.args, env=env) as tfrun:
         wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
                    message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
         tfrun.send_signal(signal.SIGKILL)
@@ -521,12 +532,7 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
         with reaped(attach):
             wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
                        message="attach never took the run over")
-            with zk_client(zookeeper) as client:
-                client.add_auth("digest", "alice:%s" % password)
-                [node] = client.get_children(path)
-                client.create(path + "/json.info_", b"junk", acl=client.get_acls(path)[0],
-                              sequence=True)
-                client.delete("%s/%s" % (path, node))
+            junk_leader(zookeeper, run)
             wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
                        message="the framework stayed subscribed")
             finish.write_text("")
