@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 import pytest
@@ -152,6 +153,24 @@ def test_the_bound_packing_looks_at_first_is_never_under_the_exact_size(tmp_path
     assert exact <= bundle.archive_bound(infos, top) <= exact * 2
 
 
+def test_a_small_file_takes_a_header_and_its_content_and_no_pax_header(tmp_path):
+    # With gettarinfo's fractional mtimes every member had a pax header
+    # holding the fraction: a one-byte file took 2 kB of the archive, and a
+    # project of small sources shipped twice its size. Whole seconds, as a
+    # task's Python compares them (.pyc) and tar shows them.
+    root, out = tmp_path / "p", tmp_path / "out"
+    out.mkdir()
+    tiny_files(root, 10)
+    os.utime(str(root / "f00003"), (1.7e9 + 0.75, 1.7e9 + 0.75))
+    packed = bundle.pack(str(root), str(out), max_size=None)
+    # the top directory's header, 10 x (a header and a block of content), the end blocks
+    assert packed.archive_size == tarfile.RECORDSIZE * -(-(512 + 10 * 1024 + 1024)
+                                                         // tarfile.RECORDSIZE)
+    with tarfile.open(packed.path) as archive:
+        assert archive.getmember("project/f00003").mtime == 1700000000
+        assert not any(member.pax_headers for member in archive.getmembers())
+
+
 def test_each_member_takes_at_least_what_the_walk_counts_it_for(tmp_path):
     root, out = tmp_path / "p", tmp_path / "out"
     out.mkdir()
@@ -166,10 +185,10 @@ def test_many_small_files_are_refused_for_their_archive_not_their_content(tmp_pa
     root = tmp_path / "p"
     tiny_files(root, 300)
     with pytest.raises(ShipError) as caught:
-        bundle.pack(str(root), str(tmp_path), max_size=500 * 1000)
+        bundle.pack(str(root), str(tmp_path), max_size=200 * 1000)
     assert str(caught.value) == (
-        "ship.directory=%s: 624.6 kB (the archive of 300 files of 300 bytes in all: each takes "
-        "at least 1.5 kB in it) is over ship.max_size=500.0 kB; biggest: f00000 (1 byte), "
+        "ship.directory=%s: 317.4 kB (the archive of 300 files of 300 bytes in all: each takes "
+        "at least 512 bytes in it) is over ship.max_size=200.0 kB; biggest: f00000 (1 byte), "
         "f00001 (1 byte), f00002 (1 byte), f00003 (1 byte), f00004 (1 byte) (drop them with "
         "ship.exclude or .gitignore, or read large data from shared storage)" % root)
 
@@ -196,8 +215,8 @@ def test_a_tree_past_the_limit_is_refused_before_it_is_all_walked(tmp_path, monk
     with pytest.raises(ShipError) as caught:
         bundle.pack(str(root), str(tmp_path), max_size=150 * bundle.MEMBER_AT_LEAST)
     assert str(caught.value) == (
-        "ship.directory=%s: more than 150 files, each at least 1.5 kB in the archive, are over "
-        "ship.max_size=230.4 kB: leave them out with ship.exclude or .gitignore, or read large "
+        "ship.directory=%s: more than 150 files, each at least 512 bytes in the archive, are "
+        "over ship.max_size=76.8 kB: leave them out with ship.exclude or .gitignore, or read large "
         "data from shared storage" % root)
     assert len(listed) < 200
     # What is left out is not walked, nor counted.
@@ -209,14 +228,14 @@ def test_a_tree_past_the_limit_is_refused_before_it_is_all_walked(tmp_path, monk
 def test_the_summary_and_the_warning_say_the_archive_s_size(tmp_path, monkeypatch):
     from tfmesos.ship import shipping
     root = tmp_path / "p"
-    tiny_files(root, 700)
+    tiny_files(root, 1500)
     said = []
     monkeypatch.setattr(shipping, "WARN_SIZE", 1000 * 1000)
     shipment = shipping.Shipment(bundle.ShipSpec(str(root)), bind_host="127.0.0.1",
                                  say=said.append)
     shipment.stop()
-    assert said == ["shipped 700 files, 700 bytes (a 1.4 MB archive) from %s" % root,
-                    "warning: the bundle is 1.4 MB and every task downloads it: keep data out "
+    assert said == ["shipped 1500 files, 1.5 kB (a 1.5 MB archive) from %s" % root,
+                    "warning: the bundle is 1.5 MB and every task downloads it: keep data out "
                     "of it (--ship-exclude, .gitignore) and read it from shared storage"]
 
 

@@ -52,9 +52,9 @@ VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 RUN_RECORD = "run.json"
 SHOWN = 5               # names an error lists before "and N more"
 # What a member takes in the archive at the least (bundle.pack's layout):
-# its header block, and the pax header (a block and its own header) that
-# holds its mtime's fraction of a second; its content rounds up to blocks.
-MEMBER_AT_LEAST = 3 * 512
+# its header block (a pax header too where its name needs one: mtimes are
+# whole seconds); its content rounds up to blocks.
+MEMBER_AT_LEAST = 512
 _UNOPENED = re.compile(r"could not open directory '(.*)': (.*)")
 
 
