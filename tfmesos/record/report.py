@@ -17,16 +17,15 @@ import html
 import os
 import tempfile
 import urllib.parse
-from collections.abc import Sequence
 from typing import Optional
 
 from ..mesos.task_states import TERMINAL_STATES
 from .charts import CSS as CHART_CSS
-from .charts import TOGGLE_SCRIPT, Series, line_chart, nice_ticks
+from .charts import TOGGLE_SCRIPT, Series, line_chart
 from .history import HistoryError, Run
-from .metric_series import in_task_order
+from .report_metrics import metrics_html
 from .run_dirs import UnsafeRunDir, check_own_dir
-from .schema import Attempt, MetricSeries, State, Task, safe_file_name
+from .schema import Attempt, State, Task, safe_file_name
 from .times import parse_time
 from .usage_table import OVER, average_cpus, over, usage_rows
 
@@ -43,8 +42,6 @@ STATUS_COLORS = {"succeeded": "#2e9d4f", "failed": "#d1372f", "aborted": "#d1372
                  "interrupted": "#e8871e", "killed": "#8a8f98", "running": "#3b7dd8"}
 TAKEOVER_COLOR = "#8a4fd1"
 
-# A metric's points: (step, value or None: not finite).
-MetricPoints = list[tuple[int, Optional[float]]]
 
 CSS = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1d2330;
@@ -326,68 +323,6 @@ def _usage_table(run: Run) -> str:
             'the most its processes held at once (run.json\'s usage.peak_tree_rss_mb), MB of '
             '2<sup>20</sup> bytes as Mesos counts mem.</p>' % OVER)
     return '<table class="tasks">%s</table>%s' % ("".join(lines), note)
-
-
-# -- metrics (run.json's metrics) ----------------------------------------------------
-
-def metric_points(series: MetricSeries) -> MetricPoints:
-    """[(step, value or None)] of a series, its latest value last (kept or not)."""
-    points = list(zip(series.steps, series.values))
-    if series.count and (not points or points[-1] != (series.last_step, series.last)):
-        points.append((series.last_step, series.last))
-    return points
-
-
-def _segments(points: MetricPoints) -> list[list[tuple[float, float]]]:
-    """The runs of finite values between nulls (NaN, inf)."""
-    segments: list[list[tuple[float, float]]] = []
-    current: list[tuple[float, float]] = []
-    for step, value in points:
-        if value is None:
-            if current:
-                segments.append(current)
-            current = []
-        else:
-            current.append((step, value))
-    if current:
-        segments.append(current)
-    return segments
-
-
-def metric_chart(name: str, lines: Sequence[tuple[str, MetricPoints]]) -> str:
-    """The chart of metric ``name``: ``lines`` [(task, [(step, value)])], a
-    series per task, steps across (a figure: the legend and the SVG)."""
-    finite = [(s, v) for _, points in lines for s, v in points if v is not None]
-    if not finite:
-        return ""
-    low, high = min(v for _, v in finite), max(v for _, v in finite)
-    if high - low < 1e-12:
-        low, high = low - 0.5 * (abs(low) or 1), high + 0.5 * (abs(high) or 1)
-    else:
-        low, high = low - 0.05 * (high - low), high + 0.05 * (high - low)
-    first, last = min(s for s, _ in finite), max(s for s, _ in finite)
-    if last == first:
-        first, last = first - 1, last + 1
-    steps = [tick for tick in nice_ticks(first, last, 8) if tick == int(tick)]
-    series = [Series(task, _segments(points)) for task, points in lines]
-    return line_chart("metric %s per task" % name, "%s (by step)" % name, "metric", series,
-                      (first, last), [(step, "%d" % step) for step in steps], (low, high))
-
-
-def metrics_html(run: Run) -> str:
-    """A chart per metric the tasks logged, or "" when none did."""
-    by_name: dict[str, list[tuple[str, MetricPoints]]] = {}
-    for series in in_task_order(run.file.metrics, [task.name for task in run.tasks]):
-        by_name.setdefault(series.name, []).append((series.task, metric_points(series)))
-    charts = [metric_chart(name, lines) for name, lines in by_name.items()]
-    charts = [chart for chart in charts if chart]
-    if not charts:
-        return ""
-    note = ""
-    if run.file.metrics_dropped:
-        note = ('<p class="muted">%d points were left out (a flood thinned by the tasks, '
-                'or more series than a run keeps).</p>' % run.file.metrics_dropped)
-    return "<h2>Metrics</h2>" + note + "".join(charts)
 
 
 # -- the page --------------------------------------------------------------------
