@@ -77,11 +77,12 @@ def start_ticks(pid):
 class Master:
     """``python -m mesos_local --port 0`` with ``options`` (and
     ``--no-docker`` unless ``docker``), in a process of its own; ``url``
-    once it listens. ``close()`` kills whatever carries
-    its token (the master, its watchdog, its tasks)."""
+    once it listens. ``close()`` closes its ``clients`` and kills whatever
+    carries its token (the master, its watchdog, its tasks)."""
 
     def __init__(self, tmp_path, *options, docker=False):
         self.token = uuid.uuid4().hex
+        self.clients = []   # the frameworks' SchedulerClients, closed with it
         tasks_env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER], TOKEN: self.token}
         tmp = tmp_path / "tmp"
         tmp.mkdir(exist_ok=True)
@@ -112,7 +113,14 @@ class Master:
         assert self.process.wait(timeout=30) == -signal.SIGKILL
         return sent
 
+    def all_gone(self):
+        """Wait until nothing carries its token any more."""
+        wait_until(lambda: not self.processes(), timeout=GONE_WITHIN,
+                   message=lambda: "left behind: %s" % self.processes())
+
     def close(self):
+        for client in self.clients:
+            client.close()
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=30)
@@ -126,8 +134,10 @@ class Master:
 
 def launch_sleeper(master, tmp_path, checkpoint=False):
     """A framework (checkpointing or not) that launches ``sleep 600`` on
-    ``master``: (the client, the sleep's pid, its start ticks)."""
+    ``master``: (the client, closed with ``master``, the sleep's pid, its
+    start ticks)."""
     client = SchedulerClient(master.url, extra_info={"checkpoint": True} if checkpoint else None)
+    master.clients.append(client)
     client.subscribe()
     offer = client.next_offers()[0]
     pid_file = tmp_path / "sleeper.pid"
@@ -144,25 +154,20 @@ def launch_sleeper(master, tmp_path, checkpoint=False):
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_the_tasks_of_a_killed_master_end_at_once(tmp_path, isolation):
     master = Master(tmp_path, *(["--isolation", isolation] if isolation else []))
-    client = None
     try:
-        client, pid, started = launch_sleeper(master, tmp_path)
+        _, pid, started = launch_sleeper(master, tmp_path)
         master.kill()
         wait_until(lambda: start_ticks(pid) != started, timeout=GONE_WITHIN,
                    message="the task outlived its killed master (pid %d)" % pid)
-        wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
-                   message=lambda: "left behind: %s" % master.processes())
+        master.all_gone()
     finally:
-        if client is not None:
-            client.close()
         master.close()
 
 
 def test_a_checkpointing_frameworks_tasks_end_after_the_recovery_timeout(tmp_path):
     master = Master(tmp_path, "--recovery-timeout", str(RECOVERY))
-    client = None
     try:
-        client, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
+        _, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
         killed = master.kill()
         assert start_ticks(pid) == started, "the task ended before the recovery timeout"
         gone = wait_until(lambda: start_ticks(pid) != started and time.monotonic(),
@@ -170,22 +175,18 @@ def test_a_checkpointing_frameworks_tasks_end_after_the_recovery_timeout(tmp_pat
                           message="the task outlived the recovery timeout (pid %d)" % pid)
         assert gone - killed >= RECOVERY, "ended %.2f s after its master, before %g s" % (
             gone - killed, RECOVERY)
-        wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
-                   message=lambda: "left behind: %s" % master.processes())
+        master.all_gone()
     finally:
-        if client is not None:
-            client.close()
         master.close()
 
 
 def test_a_stopped_master_leaves_no_watchdog(tmp_path):
     # A recovery timeout long enough that a watchdog left waiting would be seen.
     master = Master(tmp_path, "--recovery-timeout", "600")
-    client = None
     try:
         assert list(master.processes()) == [master.process.pid], \
             "a master that launched nothing started a watchdog"
-        client, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
+        _, pid, started = launch_sleeper(master, tmp_path, checkpoint=True)
         # The watchdog, the task: the watchdog starts as the task's start is
         # told to it, which may follow TASK_RUNNING, and /proc shows its
         # environment (how processes() finds it) only once its exec is through.
@@ -195,11 +196,8 @@ def test_a_stopped_master_leaves_no_watchdog(tmp_path):
         master.process.send_signal(signal.SIGTERM)
         assert master.process.wait(timeout=60) == 0
         assert start_ticks(pid) != started, "stop() left the task running"
-        wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
-                   message=lambda: "left behind: %s" % master.processes())
+        master.all_gone()
     finally:
-        if client is not None:
-            client.close()
         master.close()
 
 
@@ -323,21 +321,19 @@ def docker_master(tmp_path, engine, *options):
 
 def launch_container(master, engine, image, checkpoint=False):
     """A framework (checkpointing or not) that runs ``sleep 600`` in a
-    container of ``image`` on ``master``: (the client, the container)."""
+    container of ``image`` on ``master``: the container (its client is
+    closed with ``master``)."""
     client = SchedulerClient(master.url, extra_info={"checkpoint": True} if checkpoint else None)
-    try:
-        client.subscribe()
-        offer = client.next_offers()[0]
-        container = {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
-                                                          "docker": {"name": image}}}}
-        client.launch(offer, [task_info("sleeper", offer, "exec sleep 600", container=container)])
-        client.wait_state("sleeper", "TASK_RUNNING")
-        [found] = master_containers(engine, master)
-        assert found.status == "running", found.status
-    except BaseException:
-        client.close()
-        raise
-    return client, found
+    master.clients.append(client)
+    client.subscribe()
+    offer = client.next_offers()[0]
+    container = {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
+                                                      "docker": {"name": image}}}}
+    client.launch(offer, [task_info("sleeper", offer, "exec sleep 600", container=container)])
+    client.wait_state("sleeper", "TASK_RUNNING")
+    [found] = master_containers(engine, master)
+    assert found.status == "running", found.status
+    return found
 
 
 def running(engine, master):
@@ -350,17 +346,12 @@ def running(engine, master):
 def test_the_containers_of_a_killed_master_go_at_once(tmp_path, docker_engine, tfmesos_image,
                                                       no_leaked_containers):
     with docker_master(tmp_path, docker_engine) as master:
-        client, container = launch_container(master, docker_engine, tfmesos_image)
-        try:
-            master.kill()
-            wait_until(lambda: not master_containers(docker_engine, master),
-                       timeout=GONE_WITHIN,
-                       message=lambda: "the task's container outlived its killed master: %s"
-                       % running(docker_engine, master))
-            wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
-                       message=lambda: "left behind: %s" % master.processes())
-        finally:
-            client.close()
+        launch_container(master, docker_engine, tfmesos_image)
+        master.kill()
+        wait_until(lambda: not master_containers(docker_engine, master), timeout=GONE_WITHIN,
+                   message=lambda: "the task's container outlived its killed master: %s"
+                   % running(docker_engine, master))
+        master.all_gone()
 
 
 @pytest.mark.docker
@@ -368,19 +359,14 @@ def test_the_containers_of_a_killed_master_go_at_once(tmp_path, docker_engine, t
 def test_a_checkpointing_frameworks_containers_go_after_the_recovery_timeout(
         tmp_path, docker_engine, tfmesos_image, no_leaked_containers):
     with docker_master(tmp_path, docker_engine, "--recovery-timeout", str(RECOVERY)) as master:
-        client, container = launch_container(master, docker_engine, tfmesos_image,
-                                             checkpoint=True)
-        try:
-            killed = master.kill()
-            container.reload()
-            assert container.status == "running", "the container went before the recovery timeout"
-            gone = wait_until(lambda: not master_containers(docker_engine, master)
-                              and time.monotonic(), timeout=RECOVERY + GONE_WITHIN,
-                              message=lambda: "the task's container outlived the recovery "
-                              "timeout: %s" % running(docker_engine, master))
-            assert gone - killed >= RECOVERY, "gone %.2f s after its master, before %g s" % (
-                gone - killed, RECOVERY)
-            wait_until(lambda: not master.processes(), timeout=GONE_WITHIN,
-                       message=lambda: "left behind: %s" % master.processes())
-        finally:
-            client.close()
+        container = launch_container(master, docker_engine, tfmesos_image, checkpoint=True)
+        killed = master.kill()
+        container.reload()
+        assert container.status == "running", "the container went before the recovery timeout"
+        gone = wait_until(lambda: not master_containers(docker_engine, master)
+                          and time.monotonic(), timeout=RECOVERY + GONE_WITHIN,
+                          message=lambda: "the task's container outlived the recovery "
+                          "timeout: %s" % running(docker_engine, master))
+        assert gone - killed >= RECOVERY, "gone %.2f s after its master, before %g s" % (
+            gone - killed, RECOVERY)
+        master.all_gone()
