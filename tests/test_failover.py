@@ -136,8 +136,7 @@ def test_attach_takes_over_a_failover_run_of_a_zk_master_with_the_password_it_is
     with start_tfrun("--failover", "--failover-timeout", "300", "-w", "1", "-s", "0", *SMALL,
                      "--advertise-address", "127.0.0.1", "--run-dir", str(run_dir), "--",
                      sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
-        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
-                   message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+        trained(run_dir, tfrun)
         tfrun.send_signal(signal.SIGKILL)
         tfrun.wait(30)
     failover = json.loads((run_dir / "failover.json").read_text())
@@ -456,6 +455,13 @@ def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local
     assert not (tmp_path / "keys").exists()
 
 
+def trained(run_dir, tfrun):
+    """Wait until worker 0 of ``tfrun`` (its run directory ``run_dir``)
+    made three steps."""
+    wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
+               message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+
+
 def zookeeper_failover_run(master, zookeeper, tmp_path):
     """A ``--failover`` run of ``master`` found through ZooKeeper (a digest
     ACL), training until ``finish`` exists: its tfrun arguments (``args``),
@@ -496,8 +502,7 @@ def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_
     run = zookeeper_failover_run(master, zookeeper, tmp_path)
     run_dir, finish, env = run.run_dir, run.finish, run.env
     with start_tfrun(*run.args, env=env) as tfrun:
-        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
-                   message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+        trained(run_dir, tfrun)
         junk_leader(zookeeper, run)
         wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
                    message="the framework stayed subscribed")
@@ -520,8 +525,7 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
     run = zookeeper_failover_run(master, zookeeper, tmp_path)
     run_dir, finish, env = run.run_dir, run.finish, run.env
     with start_tfrun(*run.args, env=env) as tfrun:
-        wait_until(lambda: len(steps(run_dir / "worker.0.stdout")) >= 3, timeout=120,
-                   message=lambda: "the worker never trained: %s" % tfrun.stderr.read())
+        trained(run_dir, tfrun)
         tfrun.send_signal(signal.SIGKILL)
         tfrun.wait(30)
     run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
