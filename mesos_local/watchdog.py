@@ -30,9 +30,9 @@ the master's death and ignored), its fields split by spaces:
   ``-`` for none), its grace, ``1`` if its framework checkpoints, its
   ``MESOS_SANDBOX=...`` for the processes that left the group and its
   cgroups, both in hex (any byte goes);
-* ``container KEY GRACE CHECKPOINT ID``: a Docker task's container
-  (``container_line``): its id (or name) on the engine, in hex as the
-  marker;
+* ``container KEY GRACE CHECKPOINT ID DOCKER``: a Docker task's container
+  (``container_line``): its id (or name) on the engine and the absolute
+  path of the ``docker`` command, in hex as the marker;
 * ``forget KEY``: that task ended (the master destroyed it itself);
 * ``exit``: at ``stop()``, once the master killed every task itself: the
   watchdog exits, killing nothing.
@@ -46,10 +46,12 @@ after the recovery timeout for a checkpointing framework) stops its
 container at its ``shutdown``: ``docker stop -t GRACE ID`` (the
 container's stop signal, SIGKILL after the grace), then ``docker rm -f
 ID``, as the master removes the containers of its tasks; the watchdog runs
-the ``docker`` command line, found on the master's ``PATH``, with the
-master's environment (``DOCKER_HOST``, ``DOCKER_CONTEXT``...). Without it,
-or with an engine that does not answer, the container is left to the next
-master's start (below).
+the ``docker`` command line the master's ``PATH`` found as it watched the
+container (``docker_command``: refused where another user could replace
+it, or a directory above it, since it runs with the master's rights), with
+the master's environment (``DOCKER_HOST``, ``DOCKER_CONTEXT``...). Without
+it, or with an engine that does not answer, the container is left to the
+next master's start (below).
 
 What else a killed master leaves, its work directory, cgroup
 directories and the containers the watchdog did not remove (or did not
@@ -121,9 +123,16 @@ class Watchdog:
 
     def watch_container(self, container: str, grace: float, checkpoint: bool) -> int | None:
         """Watch a Docker task's ``container`` (the engine's id): stopped
-        (``docker stop -t GRACE``) and removed. Its key for ``forget``, or None."""
+        (``docker stop -t GRACE``) and removed, by the ``docker`` command
+        this master's ``PATH`` finds now (``docker_command``: none that
+        another user could replace). Its key for ``forget``, or None (left to
+        the next master's ``remove_orphans``)."""
+        docker = docker_command()
+        if docker is None:
+            return None
         key = next(self._keys)
-        return key if self._send(container_line(key, container, grace, checkpoint)) else None
+        line = container_line(key, container, grace, checkpoint, docker)
+        return key if self._send(line) else None
 
     def forget(self, key: int | None) -> None:
         if key is not None:
@@ -242,21 +251,53 @@ def parse_watch(fields: list[bytes]) -> dict:
             "cgroups": [os.fsdecode(bytes.fromhex(path.decode())) for path in fields[6:]]}
 
 
-def container_line(key: int, container: str, grace: float, checkpoint: bool) -> bytes:
-    """``container KEY GRACE CHECKPOINT ID``: ``ID`` the container's, hex."""
-    return b"container %d %s %s %s\n" % (key, repr(float(grace)).encode(),
-                                          b"1" if checkpoint else b"0",
-                                          container.encode().hex().encode())
+def docker_command() -> str | None:
+    """The ``docker`` command's absolute path on this process' ``PATH``, if
+    only its owner (root or this user) can change it and the directories
+    it lies in: the watchdog runs it with the master's rights, which are
+    root's where tasks switch users. None (and a warning) otherwise."""
+    import shutil
+    found = shutil.which("docker")
+    if found is None:
+        _warn("no docker command on PATH: a Docker task's container outlives a killed master "
+              "until the next master on that engine removes it")
+        return None
+    command = path = os.path.realpath(found)
+    while True:
+        stat = os.stat(path)
+        # A sticky directory (/tmp) others may write: none can replace what is not theirs.
+        shared = stat.st_mode & 0o022 and not (path != command and stat.st_mode & 0o1000)
+        if stat.st_uid not in (0, os.geteuid()) or shared:
+            _warn("%s, the docker command, is not run for a killed master: %s is writable by "
+                  "others or another user's", found, path)
+            return None
+        parent = os.path.dirname(path)
+        if parent == path:
+            return command
+        path = parent
+
+
+def container_line(key: int, container: str, grace: float, checkpoint: bool,
+                   docker: str) -> bytes:
+    """``container KEY GRACE CHECKPOINT ID DOCKER``: ``ID`` the container's,
+    ``DOCKER`` the absolute path of the command that removes it, both hex."""
+    return b"container %d %s %s %s %s\n" % (key, repr(float(grace)).encode(),
+                                             b"1" if checkpoint else b"0",
+                                             container.encode().hex().encode(),
+                                             os.fsencode(docker).hex().encode())
 
 
 def parse_container(fields: list[bytes]) -> dict:
     """What ``container_line`` wrote (its fields after ``container``); ValueError."""
-    key, grace, checkpoint, container = fields
+    key, grace, checkpoint, container, docker = fields
     name = bytes.fromhex(container.decode()).decode("ascii")
     if not name or name.startswith("-"):
         raise ValueError("not a container: %r" % name)
+    command = os.fsdecode(bytes.fromhex(docker.decode()))
+    if not os.path.isabs(command):
+        raise ValueError("not an absolute path: %r" % command)
     return {"key": int(key), "grace": float(grace), "checkpoint": checkpoint == b"1",
-            "container": name}
+            "container": name, "docker": command}
 
 
 # -- the watchdog's side -----------------------------------------------------------
@@ -370,11 +411,11 @@ class ContainerEnding:
     none could be started (no ``docker`` command)."""
 
     def __init__(self, task: dict, due: float) -> None:
-        container = task["container"]
+        container, docker = task["container"], task["docker"]
         grace = max(0.0, task["grace"])
         seconds = int(-(-grace // 1))   # whole seconds (docker stop's), rounded up
-        self.commands = [["docker", "stop", "-t", str(seconds), "--", container],
-                         ["docker", "rm", "-f", "--", container]]
+        self.commands = [[docker, "stop", "-t", str(seconds), "--", container],
+                         [docker, "rm", "-f", "--", container]]
         self.grace = grace
         self.due = due
         self.child: int | None = None
@@ -396,10 +437,10 @@ class ContainerEnding:
 
 
 def _spawn(argv: list[str]) -> int | None:
-    """Start ``argv`` (on ``PATH``), its standard input /dev/null (not the
-    master's socket); its pid, or None."""
+    """Start ``argv`` (its command an absolute path), its standard input
+    /dev/null (not the master's socket); its pid, or None."""
     try:
-        return os.posix_spawnp(argv[0], argv, os.environ,
+        return os.posix_spawn(argv[0], argv, os.environ,
                                file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)])
     except OSError:
         return None

@@ -260,10 +260,12 @@ def fake_docker(tmp_path, monkeypatch):
 
 def test_the_watchdog_stops_then_removes_the_containers_it_watches(tmp_path, monkeypatch):
     calls = fake_docker(tmp_path, monkeypatch)
-    lines = (watchdog.container_line(1, "c0ffee", 2.5, False)      # docker stop -t: whole s
-             + watchdog.container_line(2, "gone-before", 3.0, False) + b"forget 2\n"
-             + watchdog.container_line(3, "mesos-local-x-1", 0.0, False))
-    lines += b"container 4 1.0 0 %s\n" % b"-f".hex().encode()   # no option: refused
+    docker = watchdog.docker_command()
+    lines = (watchdog.container_line(1, "c0ffee", 2.5, False, docker)   # docker stop -t: whole s
+             + watchdog.container_line(2, "gone-before", 3.0, False, docker) + b"forget 2\n"
+             + watchdog.container_line(3, "mesos-local-x-1", 0.0, False, docker))
+    lines += b"container 4 1.0 0 %s %s\n" % (b"-f".hex().encode(),   # no option: refused
+                                             os.fsencode(docker).hex().encode())
     # The stream ends as a master killed mid-line leaves it.
     watchdog.watch(io.BytesIO(lines + b"container 5 1.0 0 6"), watchdog.RECOVERY_TIMEOUT)
     said = calls.read_text().splitlines()
@@ -276,8 +278,23 @@ def test_the_watchdog_stops_then_removes_the_containers_it_watches(tmp_path, mon
 
 def test_the_watchdog_removes_no_container_when_its_master_stopped(tmp_path, monkeypatch):
     calls = fake_docker(tmp_path, monkeypatch)
-    watchdog.watch(io.BytesIO(watchdog.container_line(1, "c0ffee", 0.0, False) + b"exit\n"), 0.0)
+    line = watchdog.container_line(1, "c0ffee", 0.0, False, watchdog.docker_command())
+    watchdog.watch(io.BytesIO(line + b"exit\n"), 0.0)
     assert not calls.exists()
+
+
+def test_a_docker_command_another_user_could_replace_is_not_run(tmp_path, monkeypatch, caplog):
+    # The watchdog runs it with the master's rights (root's, where tasks
+    # switch users): found first on PATH in a directory others may write,
+    # it is not used, and the container is left to the next master.
+    fake_docker(tmp_path, monkeypatch)
+    assert watchdog.docker_command() == str(tmp_path / "bin" / "docker")
+    (tmp_path / "bin").chmod(0o777)
+    assert watchdog.docker_command() is None
+    (tmp_path / "bin").chmod(0o755)
+    (tmp_path / "bin" / "docker").chmod(0o775)
+    assert watchdog.docker_command() is None
+    assert "is writable by others" in caplog.text
 
 
 def test_a_master_goes_on_without_a_watchdog_that_is_gone(caplog):
