@@ -86,8 +86,11 @@ def driver_error(url, connect_timeout, kind):
     driver = MesosSchedulerDriver(Scheduler(), {"user": "u", "name": "replies"}, url,
                                   connect_timeout=connect_timeout)
     driver.start()
-    with pytest.raises(kind) as info:
-        driver.join(timeout=60)
+    try:
+        with pytest.raises(kind) as info:
+            driver.join(timeout=60)
+    finally:
+        driver.stop()   # its threads, should join return without the error
     return str(info.value)
 
 

@@ -16,6 +16,7 @@ UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u20
 
 MAX_QUOTED = 200      # characters of outside text a message quotes at most
 _MORE = "..."         # where the quoted text was cut
+_SHOWN_AT_MOST = 4    # times the limit of characters (or bytes) looked at
 _PIECES = re.compile("(%s)" % UNPRINTABLE.pattern)
 
 
@@ -36,6 +37,8 @@ def quoted(text: Union[str, bytes, bytearray], limit: int = MAX_QUOTED) -> str:
     characters escaped as ``printable`` writes them, and at most ``limit``
     characters, the last of them ``...`` where it was cut (never inside an
     escape)."""
+    # What can show: a body of megabytes is not folded whole.
+    text = text[:_SHOWN_AT_MOST * limit]
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
     folded = " ".join(str(text).split())

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from ..exceptions import MesosError
-from ..terminal_text import MAX_QUOTED, quoted
+from ..terminal_text import quoted
 from .http_transport import TLS, describe, open_connection
 
 MAX_REPLY = 256 * 1024     # a read answers at most 16 pages, JSON-escaped
@@ -133,7 +133,7 @@ class AgentFiles:
         except Exception as exc:  # http.client's own errors: a garbled answer
             raise AgentFilesError("%s: %s" % (self.base_url, describe(exc))) from None
         if response.status != 200:
-            text = quoted(body[:MAX_QUOTED * 4])
+            text = quoted(body)
             raise AgentFilesError("%s%s answered %d%s" % (self.base_url, route, response.status,
                                                          ": " + text if text else ""),
                                   status=response.status)

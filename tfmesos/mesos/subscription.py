@@ -270,7 +270,8 @@ class Subscription:
         try:
             url = self._detector.leader(0.0)
         except (MesosError, RuntimeError) as exc:   # RuntimeError: closed meanwhile
-            return "%s names no leader now: %s" % (where, str(exc).replace(" after 0 s", "", 1))
+            said = exc.unwaited if isinstance(exc, NoLeader) else str(exc)
+            return "%s names no leader now: %s" % (where, said)
         return "%s names %s now" % (where, urllib.parse.urlsplit(url).netloc or url)
 
     def _candidates(self) -> list[str]:
