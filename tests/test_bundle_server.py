@@ -106,13 +106,17 @@ def start_download(server, name):
     """A GET of ``name`` whose response has begun (its headers read), the
     client then reading nothing: a fetch in progress."""
     conn = socket.create_connection(("127.0.0.1", server.port), timeout=60)
-    conn.sendall(b"GET %s HTTP/1.0\r\n\r\n" % server.path_of(name).encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = conn.recv(1)
-        assert chunk, "closed before its response"
-        head += chunk
-    assert head.startswith(b"HTTP/1.0 200"), head
+    try:
+        conn.sendall(b"GET %s HTTP/1.0\r\n\r\n" % server.path_of(name).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(1)
+            assert chunk, "closed before its response"
+            head += chunk
+        assert head.startswith(b"HTTP/1.0 200"), head
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -141,7 +145,8 @@ def test_a_fetch_in_progress_is_never_dropped_for_a_newcomer(tmp_path, caplog):
                           max_connections=3)
     downloads, newcomers = [], []
     try:
-        downloads = [start_download(server, "big.tar.gz") for _ in range(2)]
+        for _ in range(2):   # each kept as it starts: closed below should the next fail
+            downloads.append(start_download(server, "big.tar.gz"))
         # One place left: each newcomer takes it from the one before.
         for _ in range(6):
             newcomers.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))

@@ -25,6 +25,7 @@ archive is served under.
 """
 
 import dataclasses
+import functools
 import hashlib
 import io
 import math
@@ -192,8 +193,8 @@ class Bundle:
     source: str = ""
     others: tuple = ()    # left out: neither files, links nor directories
 
-    @property
-    def archive_size(self):
+    @functools.cached_property
+    def archive_size(self):   # read once: the summary, the warning, run.json ask
         return os.path.getsize(self.path)
 
     def summary(self):
