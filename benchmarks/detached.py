@@ -119,7 +119,8 @@ def submit_to_first_step(master, env, detached):
         returned = time.monotonic() - started
         if proc.returncode != 0:
             raise SystemExit("benchmark: tfrun --detach failed: %s" % err)
-    wait(lambda: first_step_in_sandbox(master.work_dir, before), what="the first step")
+    wait(lambda: first_step_in_sandbox(master.work_dir, before) or (
+        not detached and exited(proc)), what="the first step")
     first = time.monotonic() - started
     open(flag, "w").close()
     if not detached:
@@ -127,6 +128,15 @@ def submit_to_first_step(master, env, detached):
     else:
         wait(lambda: not master.state()["frameworks"], what="the detached run's end")
     return first, returned
+
+
+def exited(proc):
+    """False while a foreground tfrun runs; ends the benchmark, with its
+    stderr, once it has exited (rather than waiting out the timeout)."""
+    if proc.poll() is None:
+        return False
+    raise SystemExit("benchmark: tfrun exited with code %s before the first step: %s"
+                     % (proc.returncode, proc.stderr.read()[-2000:]))
 
 
 def scheduler_pid():
@@ -189,7 +199,10 @@ def main():
         os.makedirs(proj)
         with open(os.path.join(proj, "train.py"), "w") as handle:
             handle.write(TRAIN)
-        env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO, PROJ=proj,
+        # REPO first, the caller's PYTHONPATH kept: tfmesos' own needs may
+        # lie only there (a machine without them installed)
+        env = dict(os.environ, MESOS_MASTER="", PROJ=proj, PYTHONPATH=os.pathsep.join(
+                       [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
                    TFMESOS_KEYS_DIR=os.path.join(tmp, "keys"),
                    TFMESOS_RUNS_DIR=os.path.join(tmp, "runs"))
         master = LocalMaster(agents=[AgentSpec(cpus=2, mem=4096, ports=((31000, 31009),))],

@@ -178,8 +178,11 @@ def with_bytecode():
     """A copy of tfmesos compiled to bytecode, first on PYTHONPATH for every
     process of the benchmark: as an installed package has its .pyc files,
     also where PYTHONDONTWRITEBYTECODE keeps Python from writing them (then
-    every start compiles tfmesos' sources anew). Returns the copy's folder."""
+    every start compiles tfmesos' sources anew). Copies this checkout's
+    tfmesos, installed or not. Returns the copy's folder."""
     import compileall
+
+    sys.path.insert(0, os.path.dirname(HERE))
 
     import mesos_local
     import tfmesos

@@ -57,14 +57,25 @@ grep -q "^gpuless CUDA_VISIBLE_DEVICES=\[\] NVIDIA_VISIBLE_DEVICES=\[void\] visi
 kill "$master_pid"; wait "$master_pid" 2>/dev/null || true; master_pid=
 
 echo "== 3. peak GPU memory of a worker that uses its GPU"
-python3 -m tfmesos.cli.tfrun -w 1 -s 0 -Gw 1 -Cw 1 -Mw 8192 --launch-timeout 60 \
-  --run-dir "$out/run" -- \
-  "python3 -c 'import time, tensorflow as tf
+# TensorFlow where it is installed, else PyTorch (a GPU machine's image may
+# hold only one of them)
+if python3 -c "import tensorflow" 2>/dev/null; then
+  uses_gpu="import time, tensorflow as tf
 x = tf.random.normal((8192, 8192))
 for _ in range(20):
     x = tf.linalg.normalize(tf.matmul(x, x))[0]
-print(\"sum\", float(tf.reduce_sum(x)))
-time.sleep(4)'" 2> "$out/tfrun.txt" || { cat "$out/tfrun.txt"; exit 1; }
+print(float(tf.reduce_sum(x)))
+time.sleep(4)"
+else
+  uses_gpu="import time, torch
+x = torch.randn(8192, 8192).cuda()
+for _ in range(20):
+    x = torch.nn.functional.normalize(x @ x, dim=0)
+print(float(x.sum()))
+time.sleep(4)"
+fi
+python3 -m tfmesos.cli.tfrun -w 1 -s 0 -Gw 1 -Cw 1 -Mw 8192 --launch-timeout 60 \
+  --run-dir "$out/run" -- "python3 -c '$uses_gpu'" 2> "$out/tfrun.txt" || { cat "$out/tfrun.txt"; exit 1; }
 sed -n '/resources asked and used/,$p' "$out/tfrun.txt"
 python3 - "$out/run/run.json" <<'EOF'
 import json, sys
