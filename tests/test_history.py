@@ -84,6 +84,40 @@ def test_runs_limit_and_an_empty_directory(runs_dir, capsys):
     assert out.splitlines()[-1] == "(1 older runs in %s: --all shows them)" % runs_dir
 
 
+def test_runs_decodes_only_the_runs_it_shows_in_list_runs_order(runs_dir, capsys, monkeypatch):
+    # Decoding every record to show 20 of 500 was half of tfmesos runs' time.
+    from tfmesos.record import history
+    for number in range(6):
+        write_run(runs_dir, "%08d" % number, start=number)
+    write_run(runs_dir, "notimes0", start=3)
+    data = json.loads((runs_dir / "tfrun-notimes0" / "run.json").read_text())
+    data["timings"] = {"submitted": "not a time"}   # sorted as list_runs sorts it: last
+    (runs_dir / "tfrun-notimes0" / "run.json").write_text(json.dumps(data))
+    data = json.loads((runs_dir / "tfrun-00000004" / "run.json").read_text())
+    data["tasks"] = 42   # the newest but one: damaged, so skipped
+    (runs_dir / "tfrun-00000004" / "run.json").write_text(json.dumps(data))
+    try:
+        assert [run.run_id for run in history.list_runs(str(runs_dir))] == [
+            "00000005", "00000003", "00000002", "00000001", "00000000", "notimes0"]
+        decoded = []
+        real = history.Run.decode.__func__
+        monkeypatch.setattr(history.Run, "decode", classmethod(
+            lambda cls, directory, found: decoded.append(os.path.basename(directory))
+            or real(cls, directory, found)))
+        code, out, _ = tfmesos(capsys, "runs", "-n", "2")
+        assert [line.split()[0] for line in out.splitlines()[1:3]] == ["00000005", "00000003"]
+        assert decoded == ["tfrun-00000005", "tfrun-00000004", "tfrun-00000003"]
+        assert out.splitlines()[-1] == "(4 older runs in %s: --all shows them)" % runs_dir
+        decoded.clear()
+        code, out, _ = tfmesos(capsys, "runs", "--all")
+        assert [line.split()[0] for line in out.splitlines()[1:]] == [
+            "00000005", "00000003", "00000002", "00000001", "00000000", "notimes0"]
+        assert len(decoded) == 7
+    finally:   # (the suite's schema check at its end)
+        for name in ("tfrun-notimes0", "tfrun-00000004"):
+            (runs_dir / name / "run.json").unlink()
+
+
 def test_prune_keeps_the_most_recent_and_the_running(runs_dir, capsys):
     for number in range(4):
         write_run(runs_dir, "%08d" % number, start=number)

@@ -12,7 +12,7 @@ import sys
 import time
 
 from ..core.inputs import MAX_COUNT
-from ..record.history import HistoryError, find_run, list_runs, prune
+from ..record.history import HistoryError, find_run, list_runs, prune, recent_runs
 from ..record.run_dirs import runs_root
 from .common import CommandParser, bounded
 from .run_show import code_text, show_run
@@ -113,11 +113,10 @@ def runs_main(argv, environ=None, out=None):
         for run, why in left:
             print("tfmesos runs: left %s: %s" % (run.directory, why), file=sys.stderr)
         return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
-    runs = list_runs(root)
-    if not runs:
+    shown, older = recent_runs(root, None if args.all else args.limit)
+    if not shown:
         out.write("no runs in %s\n" % root)
         return 0
-    shown = runs if args.all else runs[:args.limit]
     rows: list[tuple[str, ...]] = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for local in shown:   # escaped before the last column is cut to the terminal
         rows.append(tuple(printable(cell) for cell in (
@@ -125,8 +124,8 @@ def runs_main(argv, environ=None, out=None):
             duration_text(local.duration()), local.shown_outcome, code_text(local.exit_code),
             local.file.command or "-")))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
-    if len(shown) < len(runs):
-        out.write("(%d older runs in %s: --all shows them)\n" % (len(runs) - len(shown), root))
+    if older:
+        out.write("(%d older runs in %s: --all shows them)\n" % (older, root))
     return 0
 
 
