@@ -14,11 +14,11 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, Optional, Union
 
-from .containerizer.sandbox_dirs import make_run_directory
 from .errors import AgentSpecError
 from .resources import Resources
 
@@ -235,25 +235,43 @@ class Agent:
         return os.path.join(self.directory, "slaves", self.id, "frameworks", framework_id,
                             "executors", executor_id)
 
-    def sandbox_path(self, framework_id, executor_id, container_id, make=True):
+    def sandbox_path(self, framework_id, executor_id, container_id):
         """The run directory of ``executor_id``'s container ``container_id``
         (``paths::createExecutorDirectory``): ``executor_path/runs/<container
-        id>``, and ``runs/latest`` a link to it, made here unless not
-        ``make`` (``sandbox_dirs.make_run_directory``: a command task's
-        thread makes it as it starts the task). A command task's executor
-        id is its task id (Mesos' command executor), so a task id run again
-        gets a run of its own under the same executor.
+        id>``, made here, and ``runs/latest`` a link to it (the newest run of
+        that executor, as Mesos links it: the absolute path). A command
+        task's executor id is its task id (Mesos' command executor), so a
+        task id run again gets a run of its own under the same executor.
 
         Making them can fail (a full disk, a work_dir gone): that is logged,
         and the task's launch, which makes its sandbox again, fails with the
         reason (``containerizer/executor.py``)."""
-        path = os.path.join(self.executor_path(framework_id, executor_id), "runs", container_id)
-        if make:
-            try:
-                make_run_directory(path)
-            except OSError as exc:
-                log.warning("cannot make the sandbox %s: %s", path, exc)
+        runs = os.path.join(self.executor_path(framework_id, executor_id), "runs")
+        path = os.path.join(runs, container_id)
+        try:
+            os.makedirs(path, exist_ok=True)
+            _link(path, os.path.join(runs, LATEST))
+        except OSError as exc:
+            log.warning("cannot make the sandbox %s: %s", path, exc)
         return path
+
+
+LATEST = "latest"   # paths.cpp: LATEST_SYMLINK
+
+
+def _link(target, name):
+    """Point the symlink ``name`` at ``target``, replacing what was there in
+    one step (a reader of ``runs/latest`` never finds it missing)."""
+    temporary = "%s.%d.%d" % (name, os.getpid(), threading.get_ident())
+    try:
+        os.symlink(target, temporary)
+        os.replace(temporary, name)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 __all__ = ["AgentSpec", "AgentSpecError", "Agent", "agent_address", "agent_ip", "agent_url",

@@ -50,7 +50,7 @@ import threading
 import time
 from typing import Optional
 
-from .agent import Agent, AgentSpec
+from .agent import LATEST, Agent, AgentSpec
 from .allocator import Allocator
 from .api import stout, validation
 from .api.agent_http import AgentHTTPServer, AgentListeners
@@ -66,7 +66,6 @@ from .containerizer.cgroups import Isolator
 from .containerizer.environment import executor_environment as base_environment
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .containerizer.runner import ProcessRunner
-from .containerizer.sandbox_dirs import LATEST
 from .containerizer.users import WORK_DIR_MODE, UserSwitch, root_submissions_error
 from .errors import CallError, LocalMasterError
 from .executors import REGISTRATION_TIMEOUT, SHUTDOWN_GRACE_PERIOD, Executors

@@ -108,9 +108,7 @@ class TaskLauncher:
         task = self.book(framework, agent, info, resources, plan, role, gpus)
         # A command task's executor id is its task id (Mesos' command
         # executor); its container's run directory is its sandbox.
-        task.sandbox = agent.sandbox_path(framework.id, task_id, task.container_id,
-                                          make=plan.image is not None and
-                                          self.container_runner is None)
+        task.sandbox = agent.sandbox_path(framework.id, task_id, task.container_id)
         self.records.sandboxes[(framework.id, task_id)] = task.sandbox
         self.records.runs[(framework.id, task_id, task.container_id)] = task.sandbox
         # Framework::addTask (src/master/framework.cpp): the operator's stream sees it.

@@ -192,26 +192,6 @@ def test_the_latest_run_of_a_task_id_is_served(local_master, clients):
     assert response.json()["data"] == "second\n"
 
 
-def test_a_command_tasks_run_directory_is_made_by_its_own_thread_not_the_accept(
-        local_master, clients, monkeypatch):
-    # Made in the master's ACCEPT, 210 run directories held that call (and
-    # every scheduler call behind it) for 0.3 s; a Mesos agent makes them
-    # as it launches the executor, after the master has answered.
-    from mesos_local.containerizer import sandbox_dirs
-    made, real = [], sandbox_dirs.make_run_directory
-    monkeypatch.setattr(sandbox_dirs, "make_run_directory", lambda path: (
-        made.append((path, threading.current_thread().name)), real(path))[1])
-    client = clients(local_master)
-    run_task(client, "again", "true")
-    run_task(client, "again", "true")
-    first, second = (path for path, _ in made)
-    runs = os.path.dirname(first)
-    assert os.path.dirname(second) == runs and os.path.basename(runs) == "runs"
-    assert all(name.startswith("task-") for _, name in made), made
-    assert os.readlink(os.path.join(runs, "latest")) == second
-    assert os.path.isdir(first) and os.path.isfile(os.path.join(second, "stdout"))
-
-
 def test_a_failed_fetch_is_in_the_sandbox_stderr(local_master, clients):
     client = clients(local_master)
     offer = client.next_offers()[0]

@@ -55,27 +55,6 @@ def test_created_log_files_are_empty_private_and_not_held_open(tmp_path):
     assert len(list(tmp_path.iterdir())) == 200
 
 
-def test_create_soon_makes_them_on_a_thread_of_its_own_and_close_makes_the_rest(
-        tmp_path, monkeypatch):
-    # Made in the record's save, under its lock, 420 log files held the
-    # thread that handles a 210-task run's events for 0.1-0.5 s.
-    makers, real = [], task_logs.create_private
-    monkeypatch.setattr(task_logs, "create_private", lambda path, append=False: (
-        makers.append(threading.current_thread().name), real(path, append))[1])
-    lock = threading.RLock()
-    logs = TaskLogs(str(tmp_path), lock)
-    with lock:   # the creating thread waits: nothing made yet, and a write comes first
-        for index in range(50):
-            logs.create_soon(Logs("worker.%d.stdout" % index, "worker.%d.stderr" % index))
-        logs.write("worker.7.stdout", "first\n")
-        assert makers == ["MainThread"] and len(list(tmp_path.iterdir())) == 1
-    logs.close()   # whatever the thread had not made yet, close makes
-    assert len(list(tmp_path.iterdir())) == 100
-    assert (tmp_path / "worker.7.stdout").read_text() == "first\n"
-    assert "task-logs" in makers and len(makers) == 100
-    assert stat.S_IMODE((tmp_path / "worker.49.stderr").stat().st_mode) == 0o600
-
-
 def test_the_record_s_logs_of_more_tasks_than_it_holds_open_read_back_whole(tmp_path):
     # Where the record meets its log files: output forwarded by more tasks
     # than are held open, interleaved, reads back whole through the record

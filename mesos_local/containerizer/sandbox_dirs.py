@@ -15,7 +15,6 @@ made itself (root's), whose entries are then its own too.
 import errno
 import os
 import stat
-import threading
 
 from .users import SANDBOX_MODE
 
@@ -57,44 +56,14 @@ def open_below(top, path):
     return fd, made
 
 
-LATEST = "latest"   # src/slave/paths.cpp: LATEST_SYMLINK
-
-
-def make_run_directory(sandbox):
-    """An executor's run directory ``executor_path/runs/<container id>``
-    (``paths::createExecutorDirectory``, src/slave/paths.cpp), and
-    ``runs/latest`` a link to it (the newest run of that executor, as Mesos
-    links it: the absolute path). A command task's is made by the thread
-    that starts it, not by the master's ACCEPT: making 210 of them there
-    held the scheduler's ACCEPT (and every call behind it) for 0.3 s."""
-    os.makedirs(sandbox, exist_ok=True)
-    _link(sandbox, os.path.join(os.path.dirname(sandbox), LATEST))
-
-
-def _link(target, name):
-    """Point the symlink ``name`` at ``target``, replacing what was there in
-    one step (a reader of ``runs/latest`` never finds it missing)."""
-    temporary = "%s.%d.%d" % (name, os.getpid(), threading.get_ident())
-    try:
-        os.symlink(target, temporary)
-        os.replace(temporary, name)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
 def make_sandbox(sandbox, user, give, below=None):
-    """The directory ``sandbox`` with its (empty) ``stdout`` and ``stderr``
-    (a run directory, ``make_run_directory``, unless ``below``);
+    """The directory ``sandbox`` with its (empty) ``stdout`` and ``stderr``;
     with ``give``, made 0750 and, with what is in it, owned by ``user`` (a
     TaskUser; None: the master's user keeps it). ``below``: the executor's
     sandbox a nested container's sandbox is in, which only a directory the
     agent made may stand for (OSError otherwise)."""
     if below is None:
-        make_run_directory(sandbox)
+        os.makedirs(sandbox, exist_ok=True)
         fd = os.open(sandbox, DIRECTORY | os.O_NOFOLLOW)
     else:
         top = os.open(below, DIRECTORY)

@@ -165,8 +165,6 @@ class RunRecord:
         with self._lock:
             self._attempts.add(self._tasks[slot.name], attempt)
             self._dirty = True
-        if logs is not None:
-            self._logs.create_soon(logs)
 
     def status(self, status: "Dict") -> None:
         """A Mesos status update (a ``TaskStatus``: ``AttemptBook.status``)."""
@@ -423,6 +421,7 @@ class RunRecord:
             return
         began = time.monotonic()
         with self._lock:
+            self._create_logs()
             text = run_json_text(self._run.to_dict())
             self._dirty = False
             failure = write_run_json(self.directory, text)
@@ -465,6 +464,12 @@ class RunRecord:
                                                          exc.strerror or exc)
         log.warning("warning: %s; the run goes on, but its record and task logs there may "
                     "stay incomplete", self.unwritable)
+
+    def _create_logs(self) -> None:
+        """Every forwarding attempt has both files, empty until output comes."""
+        for attempt in self._attempts.attempts():
+            if attempt.logs:
+                self._logs.create(attempt.logs)
 
     def _end_attempts(self) -> None:
         """Every attempt without a terminal state gets its end

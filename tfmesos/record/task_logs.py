@@ -3,10 +3,8 @@ from the output the tasks forward (``worker.1.stderr``;
 ``worker.1.attempt2.stderr`` from the second attempt on), 0600: a task's
 output is its user's alone."""
 
-import collections
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Optional
 
@@ -28,8 +26,6 @@ def log_name(slot_name: str, attempt: int, stream: str) -> str:
 # default of 1,024 open files). One written again after it was closed is
 # opened again to append.
 OPEN_FILES = 32
-# Seconds ``close`` waits for the log file the creating thread may be making
-CREATOR_JOIN = 10.0
 
 
 class TaskLogs:
@@ -47,10 +43,6 @@ class TaskLogs:
         self._open_files = max(1, open_files)
         self._created: set[str] = set()   # log files created by this run
         self._files: dict[str, IO[str]] = {}   # name -> open log file, least recently written first
-        # Log files to create, by a thread of their own (``create_soon``)
-        self._pending: collections.deque[str] = collections.deque()
-        self._creator: Optional[threading.Thread] = None
-        self._creator_lock = threading.Lock()
 
     def write(self, name: str, text: str) -> None:
         """A log file is created (emptied, in a reused directory) first, then
@@ -82,62 +74,24 @@ class TaskLogs:
     def create(self, logs: "Logs") -> None:
         """Both files of ``logs`` (a ``schema.Logs``), empty until output comes
         (so that ``tail -f`` finds them from the launch on)."""
-        for name in (logs.stdout, logs.stderr):
-            self._create(name)
-
-    def create_soon(self, logs: "Logs") -> None:
-        """``create``, by a thread of this TaskLogs' own, soon: a new attempt
-        is not held up by its files, and the thread that records it
-        (launching 210 tasks) holds no lock while the file system makes
-        them (0.1-0.5 s of system time for 420 files). ``close`` makes any
-        still to be made."""
-        if self.directory is None:
-            return
-        with self._creator_lock:
-            self._pending.extend((logs.stdout, logs.stderr))
-            if self._creator is None:
-                self._creator = threading.Thread(target=self._create_pending, daemon=True,
-                                                 name="task-logs")
-                self._creator.start()
-
-    def _create_pending(self) -> None:
-        while True:
-            with self._creator_lock:
-                if not self._pending:
-                    self._creator = None
-                    return
-                name = self._pending.popleft()
-            self._create(name)
-
-    def _create(self, name: str) -> None:
-        """The empty log file ``name``, unless this run made it already (a
-        write first: it holds the output)."""
         if self.directory is None:
             return
         with self._lock:
-            if name in self._created:
-                return
-            try:
-                os.close(create_private(os.path.join(self.directory, name)))
-            except OSError as exc:   # as write's: the record is a help
-                self._failed(name, exc)
-                return
-            self._created.add(name)
+            for name in (logs.stdout, logs.stderr):
+                if name in self._created:
+                    continue
+                try:
+                    os.close(create_private(os.path.join(self.directory, name)))
+                except OSError as exc:   # as write's: the record is a help
+                    self._failed(name, exc)
+                    continue
+                self._created.add(name)
 
     def _failed(self, name: str, exc: OSError) -> None:
         if self._on_failure is not None:
             self._on_failure(name, exc)
 
     def close(self) -> None:
-        """Every log file still to be made is made (``create_soon``), and
-        the open ones are closed."""
-        with self._creator_lock:
-            pending, self._pending = list(self._pending), collections.deque()
-            creator = self._creator
-        for name in pending:
-            self._create(name)
-        if creator is not None and creator is not threading.current_thread():
-            creator.join(CREATOR_JOIN)   # the one file it may be making
         with self._lock:
             files, self._files = self._files, {}
         for handle in files.values():
