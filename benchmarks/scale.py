@@ -24,10 +24,33 @@ import goals  # benchmarks/goals.py: this script's folder is first on sys.path
 import startup
 
 
+def options(count):
+    return ("-q", "-w", str(count - 1), "-s", "1", "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64",
+            "-Ms", "64")
+
+
 def tfrun_true(count, warm):
-    return startup.tfrun_true({"TFMESOS_WARM_TASKS": "1" if warm else "0"}, timeout=900, options=(
-        "-q", "-w", str(count - 1), "-s", "1", "-Cw", "0.01", "-Cs", "0.01", "-Mw", "64", "-Ms",
-        "64"))
+    return startup.tfrun_true({"TFMESOS_WARM_TASKS": "1" if warm else "0"}, timeout=900,
+                              options=options(count))
+
+
+def cpu_breakdown(count):
+    """Where the CPU goes, one more run of each (not timed): on many cores
+    tfrun's own process is the part that does not spread (its threads
+    share one interpreter), and the tasks' CPU against the floor's says
+    what each task costs beyond a bare Python."""
+    before = startup.children_cpu()
+    startup.bare_processes(count)
+    floor = startup.children_cpu() - before
+    print("CPU, one more run of each (not timed): floor %.2f s (%.0f ms a Python)"
+          % (floor, 1e3 * floor / count))
+    for warm in (False, True):
+        user, system, tasks = startup.tfrun_cpu(
+            {"TFMESOS_WARM_TASKS": "1" if warm else "0"}, options(count), timeout=900)
+        print("  tfrun, %s: its process %.2f s (user %.2f, system %.2f), its tasks %.2f s "
+              "(%.0f ms a task, %.2fx a bare Python)" % (
+                  "warm task starts" if warm else "exec'd", user + system, user, system, tasks,
+                  1e3 * tasks / count, tasks / floor if floor else float("nan")))
 
 
 def main():
@@ -59,6 +82,7 @@ def main():
         goals.report("%d tasks: %s / floor (%d cores)" % (args.tasks, name[len("tfrun, "):],
                                                            os.cpu_count()),
                      statistics.median(times[name]) / floor, goal)
+    cpu_breakdown(args.tasks)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
 

@@ -22,6 +22,7 @@ exec'ing each task, as a Mesos agent does.
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -135,6 +136,38 @@ def bare_processes(count=3):
 
 
 SMALL_CLUSTER = ("-w", "2", "-s", "1", "-Cw", "0.5", "-Cs", "0.5")
+
+
+def children_cpu():
+    """CPU seconds of this process's children that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def tfrun_cpu(extra_env=None, options=SMALL_CLUSTER, timeout=120):
+    """Where the CPU of one ``tfrun OPTIONS -- true`` goes: (its own
+    process' user and system seconds, its children's: the tasks, with
+    whatever they started), read from /proc/PID/stat once it has exited and
+    before it is reaped (``waitid`` with ``WNOWAIT``). Not timed: a run of
+    its own."""
+    runs = tempfile.mkdtemp()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", "true"],
+            env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=NEUTRAL)
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            with open("/proc/%d/stat" % proc.pid) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        finally:
+            proc.wait(timeout)
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+    tick = os.sysconf("SC_CLK_TCK")
+    user, system, children = (int(fields[11]) / tick, int(fields[12]) / tick,
+                              (int(fields[13]) + int(fields[14])) / tick)
+    return user, system, children
 
 
 def tfrun_true(extra_env=None, options=SMALL_CLUSTER, timeout=120):
