@@ -20,9 +20,11 @@ exec'ing each task, as a Mesos agent does.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -144,26 +146,45 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+@contextlib.contextmanager
+def tfrun_process(extra_env, options, stderr):
+    """A running ``tfrun OPTIONS -- true`` on the embedded master, its run
+    records in a runs directory of its own (removed after)."""
+    runs = tempfile.mkdtemp()
+    try:
+        with subprocess.Popen(
+                [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", "true"],
+                env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs,
+                         **(extra_env or {})),
+                stdout=subprocess.DEVNULL, stderr=stderr, cwd=NEUTRAL) as proc:
+            try:
+                yield proc
+            except BaseException:
+                proc.kill()
+                raise
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+
+
 def tfrun_cpu(extra_env=None, options=SMALL_CLUSTER, timeout=120):
     """Where the CPU of one ``tfrun OPTIONS -- true`` goes: (its own
     process' user and system seconds, its children's: the tasks, with
     whatever they started), read from /proc/PID/stat once it has exited and
-    before it is reaped (``waitid`` with ``WNOWAIT``). Not timed: a run of
+    before it is reaped (its pidfd is readable then). Not timed: a run of
     its own."""
-    runs = tempfile.mkdtemp()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", "true"],
-            env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=NEUTRAL)
+    with tempfile.TemporaryFile() as errors, \
+            tfrun_process(extra_env, options, errors) as proc:
+        exited = os.pidfd_open(proc.pid)
         try:
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            if not select.select([exited], [], [], timeout)[0]:
+                raise RuntimeError("tfrun did not end within %d s" % timeout)
             with open("/proc/%d/stat" % proc.pid) as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
         finally:
-            proc.wait(timeout)
-    finally:
-        shutil.rmtree(runs, ignore_errors=True)
+            os.close(exited)
+        if proc.wait():
+            errors.seek(0)
+            raise RuntimeError("tfrun failed: %s" % errors.read()[-2000:].decode(errors="replace"))
     tick = os.sysconf("SC_CLK_TCK")
     user, system, children = (int(fields[11]) / tick, int(fields[12]) / tick,
                               (int(fields[13]) + int(fields[14])) / tick)
@@ -172,19 +193,12 @@ def tfrun_cpu(extra_env=None, options=SMALL_CLUSTER, timeout=120):
 
 def tfrun_true(extra_env=None, options=SMALL_CLUSTER, timeout=120):
     """``tfrun OPTIONS -- true`` (``-w 2 -s 1``) from start to exit."""
-    runs = tempfile.mkdtemp()
-    try:
-        started = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", "true"],
-            env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs, **(extra_env or {})),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=timeout,
-            cwd=NEUTRAL)
-        took = time.monotonic() - started
-    finally:
-        shutil.rmtree(runs, ignore_errors=True)
-    if result.returncode:
-        raise RuntimeError("tfrun failed: %s" % result.stderr[-2000:])
+    started = time.monotonic()
+    with tfrun_process(extra_env, options, subprocess.PIPE) as proc:
+        _, errors = proc.communicate(timeout=timeout)
+    took = time.monotonic() - started
+    if proc.returncode:
+        raise RuntimeError("tfrun failed: %s" % errors[-2000:].decode(errors="replace"))
     return took
 
 

@@ -216,9 +216,8 @@ def recent_runs(root: str, limit: Optional[int]) -> tuple[list[Run], int]:
     reads it), and decoding all 500 records of a runs directory to show 20
     was half of ``tfmesos runs``' time. An older record counted but not
     decoded may be one ``--all`` skips as unreadable."""
-    epoch = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    parsed = sorted(_parsed(root), key=lambda found: (
-        parse_time(_submitted(found[1])) or epoch, found[0]), reverse=True)
+    parsed = sorted(_parsed(root), key=lambda found: _recency(
+        parse_time(_submitted(found[1])), found[0]), reverse=True)
     runs: list[Run] = []
     for at, (directory, data) in enumerate(parsed):
         if limit is not None and len(runs) >= limit:
@@ -262,8 +261,15 @@ def _decoded(directory: str, data: object) -> Optional[Run]:
 
 
 def _most_recent_first(runs: list[Run]) -> list[Run]:
-    epoch = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    return sorted(runs, key=lambda run: (run.started or epoch, run.directory), reverse=True)
+    return sorted(runs, key=lambda run: _recency(run.started, run.directory), reverse=True)
+
+
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+
+
+def _recency(started: Optional[datetime.datetime], directory: str) -> tuple[datetime.datetime, str]:
+    """How runs sort, oldest first: by submission (none: first), then directory."""
+    return started or _EPOCH, directory
 
 
 def _names(run: Run, text: str) -> bool:
