@@ -414,9 +414,10 @@ class ContainerEnding:
         container, docker = task["container"], task["docker"]
         grace = max(0.0, task["grace"])
         seconds = int(-(-grace // 1))   # whole seconds (docker stop's), rounded up
-        self.commands = [[docker, "stop", "-t", str(seconds), "--", container],
-                         [docker, "rm", "-f", "--", container]]
-        self.grace = grace
+        # each command, and how long it may take before it is killed
+        self.commands = [([docker, "stop", "-t", str(seconds), "--", container],
+                          grace + DOCKER_TIMEOUT),
+                         ([docker, "rm", "-f", "--", container], DOCKER_TIMEOUT)]
         self.due = due
         self.child: int | None = None
         self.give_up = 0.0
@@ -430,9 +431,9 @@ class ContainerEnding:
                 return
             self.child = None
         while self.commands and self.child is None:
-            command = self.commands.pop(0)
+            command, limit = self.commands.pop(0)
             self.child = _spawn(command)
-            self.give_up = now + (self.grace if command[1] == "stop" else 0.0) + DOCKER_TIMEOUT
+            self.give_up = now + limit
         self.done = self.child is None
 
 

@@ -22,6 +22,7 @@ from mesos_local.cleanup import remove_stale_work_dirs
 from mesos_local.containerizer.cgroup_limits import ISOLATORS
 from mesos_local.containerizer.cgroups import IsolationError, Layout
 from mesos_local.containerizer.cgroups import remove_stale as remove_stale_cgroups
+from tfmesos.record.run_dirs import RUNS_DIR
 
 MARKER = "TFMESOS_TEST_SESSION"
 os.environ[MARKER] = uuid.uuid4().hex  # inherited by every task, container or not
@@ -275,7 +276,7 @@ def run_json_errors(root, strict):
 
 # Where a run given no $TFMESOS_RUNS_DIR (a test's ``environ={}``) would keep
 # its record: the checkout the suite runs in.
-_CHECKOUT_RUNS = os.path.abspath("tfmesos-runs")
+_CHECKOUT_RUNS = os.path.abspath(RUNS_DIR)
 
 
 def _checkout_runs():

@@ -15,3 +15,30 @@ def nobody(needs_root=None):
         return pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no user 'nobody' here")
+
+
+def as_user(user, function):
+    """The text ``function()`` returns in a forked child of this process
+    running as ``user`` (a pwd entry; no supplementary groups), or
+    ``raised ...`` for what it raised. No exec: this Python may sit where
+    ``user`` cannot run it, and for the same reason what ``function``
+    imports must be imported here first."""
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:   # pragma: no cover - the child reports through the pipe
+        try:
+            try:
+                os.setgroups([])
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+                text = function()
+            except BaseException as exc:
+                text = "raised %r" % exc
+            os.write(writer, text.encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as handle:
+        text = handle.read().decode()
+    os.waitpid(child, 0)
+    return text

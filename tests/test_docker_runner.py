@@ -8,6 +8,7 @@ import time
 
 import pytest
 from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
+from local_users import as_user, nobody
 
 from mesos_local.cleanup import this_master
 from mesos_local.containerizer.docker_runner import DockerRunner, container_env, container_kwargs
@@ -184,30 +185,22 @@ def test_unreachable_engine_is_a_runner_error(tmp_path):
 
 def engine_error_as(user, socket_path):
     """The DockerEngineError text connect() raises in a process of ``user``
-    (a pwd entry) whose DOCKER_HOST is the unix socket ``socket_path``."""
+    (a pwd entry) whose DOCKER_HOST is the unix socket ``socket_path``.
+    connect() imports docker and requests, which ``user`` may not be able to
+    read (this Python under /root): imported here, before the fork."""
+    import requests
+
+    import docker
     from mesos_local.containerizer import docker_engine
 
-    reader, writer = os.pipe()
-    child = os.fork()
-    if child == 0:   # pragma: no cover - the child reports through the pipe
+    def connect():
+        os.environ["DOCKER_HOST"] = "unix://%s" % socket_path
         try:
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            os.environ["DOCKER_HOST"] = "unix://%s" % socket_path
-            try:
-                docker_engine.connect()
-                text = "connected"
-            except docker_engine.DockerEngineError as exc:
-                text = str(exc)
-            os.write(writer, text.encode())
-        finally:
-            os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as handle:
-        text = handle.read().decode()
-    os.waitpid(child, 0)
-    return text
+            docker_engine.connect()
+            return "connected"
+        except docker_engine.DockerEngineError as exc:
+            return str(exc)
+    return as_user(user, connect)
 
 
 def test_an_engine_the_user_may_not_use_names_the_docker_group(tmp_path):
@@ -217,7 +210,6 @@ def test_an_engine_the_user_may_not_use_names_the_docker_group(tmp_path):
     import socket
     import tempfile
 
-    from local_users import nobody
     user = nobody("a socket root may open but another user may not needs root")
     shared = tempfile.mkdtemp(prefix="tfmesos-test-docker-sock-")
     try:

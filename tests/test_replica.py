@@ -8,7 +8,7 @@ import threading
 import types
 
 import pytest
-from local_users import nobody
+from local_users import as_user, nobody
 
 from tfmesos.cli import tfrun
 from tfmesos.task import replica
@@ -160,20 +160,8 @@ def test_a_sandbox_the_task_cannot_write_to_keeps_torchruns_default(tmp_path):
     # would fail to make its folder there
     other = nobody("switching users needs root")
     tmp_path.chmod(0o755)
-    read_end, write_end = os.pipe()
-    pid = os.fork()   # (no exec: this Python may sit where nobody cannot run it)
-    if pid == 0:
-        try:
-            os.setgid(other.pw_gid)
-            os.setuid(other.pw_uid)
-            told = replica.torch_log_dir({"PET_NNODES": "2"}, str(tmp_path))
-            os.write(write_end, repr(sorted(told)).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        told = reader.read().decode()
-    os.waitpid(pid, 0)
+    told = as_user(other, lambda: repr(sorted(replica.torch_log_dir(
+        {"PET_NNODES": "2"}, str(tmp_path)))))
     assert told == "['PET_NNODES']"
     assert "PET_LOG_DIR" in replica.torch_log_dir({"PET_NNODES": "2"}, str(tmp_path))  # root's
 

@@ -12,6 +12,7 @@ launch.
 import codecs
 import io
 import os
+import pwd
 
 from ..errors import DockerEngineError
 
@@ -80,9 +81,8 @@ def _denied(exc):
 
 def _user():
     try:
-        import pwd
         return pwd.getpwuid(os.geteuid()).pw_name
-    except (ImportError, KeyError):
+    except KeyError:   # a uid without a name (a container's)
         return "USER"
 
 
