@@ -61,7 +61,7 @@ class FakeRun:
 
     def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
                  sandboxes=None, framework_outcome=lambda: None, rendezvous_host=None,
-                 framework_removed=lambda: False):
+                 framework_removed=lambda: None):
         self.state = RunState(jobs)
         self.state.move(Phase.FORMING)
         self.effects = RecordedEffects(self.state)

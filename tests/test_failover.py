@@ -481,14 +481,20 @@ def zookeeper_failover_run(master, zookeeper, tmp_path):
               sys.executable, str(tmp_path / "train.py"), str(finish)))
 
 
-def junk_leader(zookeeper, run):
-    """The leader's entry of ``run`` (``zookeeper_failover_run``) turns to junk."""
+def finished_after_a_junk_leader(zookeeper, run, master, scheduler):
+    """The leader's entry of ``run`` (``zookeeper_failover_run``) turns to
+    junk; once the framework lost its subscription, the task finishes: the
+    (stdout, stderr) of ``scheduler`` (tfrun or attach), which then ends."""
     with zk_client(zookeeper) as client:
         client.add_auth("digest", "alice:%s" % run.password)
         [node] = client.get_children(run.path)
         client.create(run.path + "/json.info_", b"junk", acl=client.get_acls(run.path)[0],
                       sequence=True)
         client.delete("%s/%s" % (run.path, node))
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
+               message="the framework stayed subscribed")
+    run.finish.write_text("")
+    return scheduler.communicate(timeout=120)
 
 
 @pytest.mark.zookeeper
@@ -500,14 +506,9 @@ def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_
     # reached), rather than leaving it registered for its failover timeout.
     master = make_local_master()
     run = zookeeper_failover_run(master, zookeeper, tmp_path)
-    run_dir, finish, env = run.run_dir, run.finish, run.env
-    with start_tfrun(*run.args, env=env) as tfrun:
-        trained(run_dir, tfrun)
-        junk_leader(zookeeper, run)
-        wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
-                   message="the framework stayed subscribed")
-        finish.write_text("")
-        out, err = tfrun.communicate(timeout=120)
+    with start_tfrun(*run.args, env=run.env) as tfrun:
+        trained(run.run_dir, tfrun)
+        out, err = finished_after_a_junk_leader(zookeeper, run, master, tfrun)
     assert tfrun.returncode == 0, err
     state = master.wait_until(lambda s: not s["frameworks"], 10)
     assert len(state["completed_frameworks"]) == 1
@@ -523,7 +524,7 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
     # (they had none), and when the task finishes the framework is torn down.
     master = make_local_master()
     run = zookeeper_failover_run(master, zookeeper, tmp_path)
-    run_dir, finish, env = run.run_dir, run.finish, run.env
+    run_dir, env = run.run_dir, run.env
     with start_tfrun(*run.args, env=env) as tfrun:
         trained(run_dir, tfrun)
         tfrun.send_signal(signal.SIGKILL)
@@ -536,11 +537,7 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
         with reaped(attach):
             wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
                        message="attach never took the run over")
-            junk_leader(zookeeper, run)
-            wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60,
-                       message="the framework stayed subscribed")
-            finish.write_text("")
-            out, err = attach.communicate(timeout=120)
+            out, err = finished_after_a_junk_leader(zookeeper, run, master, attach)
     assert attach.returncode == 0, err
     lines = err.splitlines()
     [changed] = [line for line in lines if "leader changed" in line]

@@ -227,7 +227,7 @@ def test_a_framework_the_master_tore_down_ends_the_run_as_killed(event):
     # code 143"); the master's answer to re-subscribing is "Framework has
     # been removed". Either way the run was killed, as by tfmesos kill.
     asked = []
-    run = FakeRun(WORKERS, framework_removed=lambda: asked.append(1) or True)
+    run = FakeRun(WORKERS, framework_removed=lambda: asked.append(1) or "")
     run.running()
     with pytest.raises(RunKilled, match=r"^the run was killed: the Mesos master tore its "
                        r"framework down \(an operator, or tfmesos kill\)") as info:
@@ -250,7 +250,7 @@ def test_a_task_killed_while_its_framework_is_still_there_is_a_failure(code):
     # The master has the framework (a signal from elsewhere, or the task's
     # own exit): the failure policy decides, as before.
     asked = []
-    run = FakeRun(WORKERS, framework_removed=lambda: asked.append(1) or False)
+    run = FakeRun(WORKERS, framework_removed=lambda: asked.append(1) or None)
     run.running()
     with pytest.raises(TaskFailed, match="worker:1 exited with code %d" % code):
         run.exit("worker:1", code)

@@ -7,7 +7,7 @@ ZooKeeper's words."""
 import re
 from typing import Union
 
-__all__ = ["MAX_QUOTED", "UNPRINTABLE", "escape_match", "printable", "quoted"]
+__all__ = ["MAX_QUOTED", "SHOWN_AT_MOST", "UNPRINTABLE", "escape_match", "printable", "quoted"]
 
 # C0 and C1 control characters, DEL, and the marks that reorder text on a
 # terminal (Unicode bidirectional controls): what a terminal obeys instead
@@ -16,7 +16,7 @@ UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u20
 
 MAX_QUOTED = 200      # characters of outside text a message quotes at most
 _MORE = "..."         # where the quoted text was cut
-_SHOWN_AT_MOST = 4    # times the limit of characters (or bytes) looked at
+SHOWN_AT_MOST = 4    # times the limit of characters (or bytes) looked at
 _PIECES = re.compile("(%s)" % UNPRINTABLE.pattern)
 
 
@@ -38,7 +38,7 @@ def quoted(text: Union[str, bytes, bytearray], limit: int = MAX_QUOTED) -> str:
     characters, the last of them ``...`` where it was cut (never inside an
     escape)."""
     # What can show: a body of megabytes is not folded whole.
-    text = text[:_SHOWN_AT_MOST * limit]
+    text = text[:SHOWN_AT_MOST * limit]
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
     folded = " ".join(str(text).split())

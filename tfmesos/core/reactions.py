@@ -88,15 +88,16 @@ class RunEvents:
     ``framework_outcome()``: the run's ``tfmesos.outcome`` label as the
     master has it now (None: none, or it cannot be read), asked when another
     scheduler took the framework over (``tfmesos kill`` sets it first).
-    ``framework_removed()``: whether the master removed the framework (False
-    when it cannot say), asked when a task was killed by a signal it was not
-    sent by this run: a teardown kills every task (``removed``)."""
+    ``framework_removed()``: if the master removed the framework, its
+    ``tfmesos.outcome`` label, read with it ("" without one; None: not
+    removed, or it cannot say), asked when a task was killed by a signal it
+    was not sent by this run: a teardown kills every task (``removed``)."""
 
     def __init__(self, control: RunControl, record: RunRecord, recovery: Recovery,
                  reconnect_grace: float, max_attempts: int, mode: str,
                  sandboxes: Optional[SandboxTails] = None,
                  framework_outcome: Callable[[], Optional[str]] = lambda: None,
-                 framework_removed: Callable[[], bool] = lambda: False) -> None:
+                 framework_removed: Callable[[], Optional[str]] = lambda: None) -> None:
         self.control = control
         self.record = record
         self.recovery = recovery
@@ -226,7 +227,7 @@ class RunEvents:
             self.control.fail(self._taken_over())
             return
         if REMOVED in event.message:   # the answer to re-subscribing after a teardown
-            self.control.fail(self._removed())
+            self.control.fail(self._removed(self._framework_outcome()))
             return
         stopped = "the Mesos driver stopped: "
         if isinstance(event.error, TFMesosError) and event.message == str(event.error):
@@ -236,15 +237,16 @@ class RunEvents:
         error.__cause__ = event.error
         self.control.fail(error)
 
-    def _removed(self) -> RunKilled:
+    def _removed(self, outcome: Optional[str]) -> RunKilled:
         """The master removed the framework while this scheduler had it (an
         operator's ``/master/teardown``, ``tfmesos kill`` where the master
         did not let it subscribe as the framework): Mesos closes the
         subscription and kills every task, and says "Framework has been
         removed" to a scheduler that subscribes again (``Master::teardown``,
         ``removeFramework``, ``validateFramework`` in
-        src/master/master.cpp). The run was killed, as by ``tfmesos kill``."""
-        by = killed_by(self._framework_outcome())
+        src/master/master.cpp). The run was killed, as by ``tfmesos kill``
+        (``outcome``: the framework's ``tfmesos.outcome`` label, None: none)."""
+        by = killed_by(outcome)
         return RunKilled("the run was %s: the Mesos master tore its framework down (an "
                          "operator, or tfmesos kill), which kills every task"
                          % killed_text(by), by or None)
@@ -335,11 +337,12 @@ class RunEvents:
         self._slots.exited(slot, code, done=done and self._state.phase == Phase.RUNNING)
         if self._state.phase != Phase.RUNNING or done:
             return
-        if (code is not None and code > 128 or state == "TASK_KILLED") \
-                and self._framework_removed():
+        removed = self._framework_removed() \
+            if (code is not None and code > 128) or state == "TASK_KILLED" else None
+        if removed is not None:
             # Killed, not by this run: by the teardown of its framework,
             # whose TASK_KILLED updates Mesos sends to no one.
-            self.control.fail(self._removed())
+            self.control.fail(self._removed(removed))
             return
         cause = failure_cause(state, slot.reason, slot.message, code)
         peak = memory_kill_peak(slot.reason, slot.message, usage)

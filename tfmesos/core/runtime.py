@@ -272,15 +272,17 @@ class RunRuntime:
         now (``tfmesos kill`` sets it as it takes the framework over), or
         None: none, or the master cannot be read (within 5 s)."""
         found = self._framework_on_master("outcome")
-        return labels_.label_map(found[1].get("labels")).get(labels_.OUTCOME) \
-            if found is not None else None
+        return _outcome_label(found[1]) if found is not None else None
 
-    def removed_on_master(self) -> bool:
-        """Whether the master has removed the framework (it is among its
+    def removed_on_master(self) -> Optional[str]:
+        """If the master has removed the framework (it is among its
         completed frameworks: torn down by an operator, ``/master/teardown``,
-        or by ``tfmesos kill``); False when it cannot say (within 5 s)."""
+        or by ``tfmesos kill``), its ``tfmesos.outcome`` label ("" without
+        one), read with it; None when it has not or cannot say (within 5 s)."""
         found = self._framework_on_master("state")
-        return found is not None and found[0] == "completed_frameworks"
+        if found is None or found[0] != "completed_frameworks":
+            return None
+        return _outcome_label(found[1]) or ""
 
     def _framework_on_master(self, what: str) -> Optional[tuple[str, dict[str, Any]]]:
         """(``frameworks`` or ``completed_frameworks``, the framework's
@@ -295,7 +297,8 @@ class RunRuntime:
             logger.info("cannot read the framework's %s from the master: %s", what, exc)
             return None
         for key in ("frameworks", "completed_frameworks"):
-            for framework in document.get(key) or []:
+            found = document.get(key)
+            for framework in found if isinstance(found, list) else ():
                 if isinstance(framework, dict) and framework.get("id") == framework_id:
                     return key, framework
         return None
@@ -419,6 +422,12 @@ def reason_line(record: "RunRecord") -> Optional[str]:
     if said:
         return "%s: %s" % (outcome.task, said[-1])
     return " ".join(outcome.hint.split()) if outcome.hint else None
+
+
+
+def _outcome_label(framework: dict[str, Any]) -> Optional[str]:
+    """A framework's ``tfmesos.outcome`` label in the master's JSON, or None."""
+    return labels_.label_map(framework.get("labels")).get(labels_.OUTCOME)
 
 
 __all__ = ["RunRuntime", "Parts", "STOP_LINGER", "reason_line"]

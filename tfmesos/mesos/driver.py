@@ -215,15 +215,16 @@ class MesosSchedulerDriver:
         master had removed it already), else the error that says that the
         framework stays registered."""
         framework_id = self.framework_id
-        why = "no Mesos master known" if not masters else None
         if self._teardown_options is None:
             why = "not subscribed to a Mesos master"
-        if why is None:
+        elif not masters:
+            why = "no Mesos master known"
+        else:
             from .failover_teardown import teardown_as_scheduler
             try:
-                teardown_as_scheduler(type(self), ",".join(masters), copy.deepcopy(self.framework),
+                teardown_as_scheduler(",".join(masters), copy.deepcopy(self.framework),
                                       timeout=self._teardown_timeout, quiet_retries=True,
-                                      **(self._teardown_options or {}))
+                                      **self._teardown_options)
                 with self._gate:
                     self._torn_down = True
                 return None

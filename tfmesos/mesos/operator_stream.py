@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional, TypeVar
 
 from ..exceptions import MesosError
-from ..terminal_text import MAX_QUOTED, quoted
+from ..terminal_text import MAX_QUOTED, SHOWN_AT_MOST, quoted
 from . import recordio
 from .http_transport import TLS, describe, open_connection, redirect_base, shutdown_connection
 from .operator_state import OperatorState
@@ -224,7 +224,7 @@ class OperatorStream:
 
 def _body_text(response: http.client.HTTPResponse) -> str:
     try:
-        return quoted(response.read(4 * MAX_QUOTED)) if response.length != 0 else ""
+        return quoted(response.read(SHOWN_AT_MOST * MAX_QUOTED)) if response.length != 0 else ""
     except (OSError, http.client.HTTPException):
         return ""
 

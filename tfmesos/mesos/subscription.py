@@ -29,7 +29,7 @@ from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
 from ..field_methods import FrozenFieldMethods
-from ..terminal_text import MAX_QUOTED, quoted
+from ..terminal_text import MAX_QUOTED, SHOWN_AT_MOST, quoted
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import UNREACHED_WAIT, Detector, NoLeader, StaticDetector
@@ -426,7 +426,7 @@ class Subscription:
                                        % (url, what, budget)) from exc
 
     def _refused(self, url: str, response: http.client.HTTPResponse) -> NoReturn:
-        text = quoted(response.read(4 * MAX_QUOTED))   # what a message quotes of it
+        text = quoted(response.read(SHOWN_AT_MOST * MAX_QUOTED))   # what a message quotes of it
         principal = basic_principal(self._auth)
         if response.status == 401 and principal is None:
             # A Mesos master's 401 says nothing more (libprocess' Unauthorized).

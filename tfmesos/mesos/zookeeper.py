@@ -31,7 +31,7 @@ from tfmesos.mesos.detector import (
     check_timeout,
 )
 from tfmesos.mesos.http_transport import UnknownHost, connect_within
-from tfmesos.mesos.master_address import PASSWORD_MASK
+from tfmesos.mesos.master_address import without_password
 from tfmesos.mesos.master_info import Decoded, check_scheme, decode_master_info
 from tfmesos.mesos.zk_leader import Leadership, choose_leader, master_children
 from tfmesos.terminal_text import quoted
@@ -83,8 +83,8 @@ class ZKDetector(Detector):
         # Whose credentials the zk:// URL gave, and the URL as a message shows it.
         self._credentials: Optional[tuple[str, str]] = None
         if auth is not None:
-            user = auth[1].partition(":")[0]
-            self._credentials = (user, "zk://%s:%s@%s%s" % (user, PASSWORD_MASK, hosts, path))
+            self._credentials = (auth[1].partition(":")[0],
+                                 without_password("zk://%s@%s%s" % (auth[1], hosts, path)))
         self._session_timeout = check_timeout(session_timeout)
         self._kazoo_log = _KazooLogger(logging.getLogger(__name__ + ".kazoo"))
 
