@@ -35,6 +35,7 @@ import sys
 import time
 
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
+from startup import pythonpath_with
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -67,8 +68,7 @@ def main(argv=None):
             args.tensorflow or (name, extra) in QUICK or name not in quick)]
     # The benchmarks measure the tfmesos of this checkout, whatever this
     # Python has installed (an editable install may point elsewhere).
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(os.environ, PYTHONPATH=pythonpath_with(REPO))
     failed, measured = [], []
     for name, extra in chosen:
         command = [sys.executable, os.path.join(HERE, name + ".py")] + extra

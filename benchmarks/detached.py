@@ -30,6 +30,7 @@ import threading
 import time
 
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
+from startup import pythonpath_with
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -199,10 +200,7 @@ def main():
         os.makedirs(proj)
         with open(os.path.join(proj, "train.py"), "w") as handle:
             handle.write(TRAIN)
-        # REPO first, the caller's PYTHONPATH kept: tfmesos' own needs may
-        # lie only there (a machine without them installed)
-        env = dict(os.environ, MESOS_MASTER="", PROJ=proj, PYTHONPATH=os.pathsep.join(
-                       [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        env = dict(os.environ, MESOS_MASTER="", PROJ=proj, PYTHONPATH=pythonpath_with(REPO),
                    TFMESOS_KEYS_DIR=os.path.join(tmp, "keys"),
                    TFMESOS_RUNS_DIR=os.path.join(tmp, "runs"))
         master = LocalMaster(agents=[AgentSpec(cpus=2, mem=4096, ports=((31000, 31009),))],

@@ -196,7 +196,7 @@ def tfrun_true(extra_env=None, options=SMALL_CLUSTER, timeout=120):
     started = time.monotonic()
     with tfrun_process(extra_env, options, subprocess.PIPE) as proc:
         _, errors = proc.communicate(timeout=timeout)
-    took = time.monotonic() - started
+        took = time.monotonic() - started
     if proc.returncode:
         raise RuntimeError("tfrun failed: %s" % errors[-2000:].decode(errors="replace"))
     return took
@@ -221,6 +221,13 @@ def compare(rounds, floor, contenders, target):
     return medians
 
 
+def pythonpath_with(first):
+    """``$PYTHONPATH`` with ``first`` before what it holds: tfmesos' own
+    needs may lie only there (a machine without them installed)."""
+    return os.pathsep.join(
+        [first] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
 def with_bytecode():
     """A copy of tfmesos compiled to bytecode, first on PYTHONPATH for every
     process of the benchmark: as an installed package has its .pyc files,
@@ -240,8 +247,7 @@ def with_bytecode():
         shutil.copytree(os.path.dirname(package.__file__), target,
                         ignore=shutil.ignore_patterns("__pycache__"))
         compileall.compile_dir(target, quiet=1)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    os.environ["PYTHONPATH"] = pythonpath_with(copy)
     return copy
 
 
@@ -276,8 +282,8 @@ def main():
                         help="tfmesos compiled to bytecode first (as installed), also under "
                         "PYTHONDONTWRITEBYTECODE")
     args = parser.parse_args()
-    print("Python %s; tfmesos %s" % (sys.version.split()[0], how_tfmesos_loads(args.bytecode)))
     cache = with_bytecode() if args.bytecode else None
+    print("Python %s; tfmesos %s" % (sys.version.split()[0], how_tfmesos_loads(args.bytecode)))
     if args.tensorflow:
         compare(args.rounds, ("by hand (floor)", by_hand), [("tfrun", with_tfrun)], 1.2)
     else:

@@ -29,6 +29,7 @@ import sys
 import time
 
 from keras_steps import EXAMPLE, REPO, rate_of, tfrun_stdout  # benchmarks/keras_steps.py
+from startup import pythonpath_with
 
 
 def defaults_env(cores, as_cores=None):
@@ -46,7 +47,7 @@ def one_run(epochs, cpus, extra, timeout, batch_size=32):
         ["-w", "2", "-s", "0", "-Cw", str(cpus), "-Mw", "2048", "--cgroups-enable-cfs",
          "--worker-logs", "0", *extra],
         [sys.executable, EXAMPLE, "--epochs", str(epochs), "--batch-size", str(batch_size)],
-        timeout, env={"PYTHONPATH": REPO})
+        timeout, env={"PYTHONPATH": pythonpath_with(REPO)})
     return rate_of(out, "worker 0"), time.monotonic() - started
 
 

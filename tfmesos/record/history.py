@@ -203,9 +203,7 @@ class Run:
 
 def list_runs(root: str) -> list[Run]:
     """The runs under ``root``, most recent first (unreadable ones skipped)."""
-    return _most_recent_first([run for run in (_decoded(directory, data)
-                                               for directory, data in _parsed(root))
-                               if run is not None])
+    return recent_runs(root, None)[0]
 
 
 def recent_runs(root: str, limit: Optional[int]) -> tuple[list[Run], int]:
