@@ -70,6 +70,12 @@ def test_a_path_is_quoted_escaped_in_its_line(small, caplog):
     assert not any(0x80 <= ord(c) <= 0x9f for c in said[0]) and len(said[0]) < 300, said
 
 
+# A server's time limits for the tests of its caps: well past the 30 s that
+# closed_by_server waits, so that a closing it sees is a drop or a refusal,
+# not a silent connection timed out.
+PATIENT = {"line_timeout": 120.0, "request_timeout": 120.0, "idle_timeout": 120.0}
+
+
 def closed_by_server(conn, timeout=30):
     """Whether the server closed ``conn`` (its next read is the end) within ``timeout``."""
     conn.settimeout(timeout)
@@ -81,10 +87,13 @@ def closed_by_server(conn, timeout=30):
         return False
 
 
-def test_idle_connections_past_the_cap_cannot_keep_a_fetch_out(small):
+def test_idle_connections_past_the_cap_cannot_keep_a_fetch_out(tmp_path):
     # 130 connections that sent one byte or nothing, held open: the token's
     # fetch failed at once (RemoteDisconnected), again and again, for as
     # long as they were renewed (the 10 s request timeout).
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"x" * 1000)
+    small = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1", **PATIENT)
     idle = []
     try:
         for number in range(130):
@@ -100,6 +109,7 @@ def test_idle_connections_past_the_cap_cannot_keep_a_fetch_out(small):
     finally:
         for conn in idle:
             conn.close()
+        small.stop()
 
 
 def start_download(server, name):
@@ -142,7 +152,7 @@ def test_a_fetch_in_progress_is_never_dropped_for_a_newcomer(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger=LOGGER)
     path, size = big_file(tmp_path)
     server = BundleServer({"big.tar.gz": path}, bind_host="127.0.0.1", max_clients=2,
-                          max_connections=3)
+                          max_connections=3, **PATIENT)
     downloads, newcomers = [], []
     try:
         for _ in range(2):   # each kept as it starts: closed below should the next fail
@@ -169,7 +179,7 @@ def test_a_fetch_in_progress_is_never_dropped_for_a_newcomer(tmp_path, caplog):
 def test_a_download_holding_every_place_refuses_newcomers(tmp_path):
     path, size = big_file(tmp_path)
     server = BundleServer({"big.tar.gz": path}, bind_host="127.0.0.1", max_clients=1,
-                          max_connections=1)
+                          max_connections=1, **PATIENT)
     download = newcomer = None
     try:
         download = start_download(server, "big.tar.gz")

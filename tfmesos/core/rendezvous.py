@@ -205,7 +205,7 @@ class Rendezvous:
             if self._connections.get(task_id) is link:
                 del self._connections[task_id]
                 self._gone.notify_all()
-        _shutdown(link.sock)
+        wire.shut_down(link.sock)
 
     def send(self, task_id: str, message: dict[str, Any]) -> bool:
         """Send to one task; False when it is not connected (now)."""
@@ -228,13 +228,13 @@ class Rendezvous:
         with self._lock:
             self._gone.wait_for(lambda: not self._connections, timeout=linger)
         self._closed.set()
-        _shutdown(self._listener)
+        wire.shut_down(self._listener)
         self._listener.close()
         with self._lock:
             links = list(self._connections.values()) + list(self._pending)
             self._connections, self._pending = {}, collections.OrderedDict()
         for link in links:
-            _shutdown(link.sock)  # its thread closes it
+            wire.shut_down(link.sock)  # its thread closes it
         self._refusals.flush(final=True)   # refusals counted since the last line
 
     # -- accepting ------------------------------------------------------------
@@ -266,7 +266,7 @@ class Rendezvous:
         the limits are reached) and serve it in its own thread."""
         victim = self._admit(link)
         if victim is not None:
-            _shutdown(victim.sock)   # its thread says it was dropped (RefusalLog)
+            wire.shut_down(victim.sock)   # its thread says it was dropped (RefusalLog)
         try:
             threading.Thread(target=self._serve, args=(link,), daemon=True,
                              name="rendezvous-%s:%s" % link.peer[:2]).start()
@@ -278,7 +278,7 @@ class Rendezvous:
     def _admit(self, link: _Link) -> Optional[_Link]:
         with self._lock:
             if self._closed.is_set():
-                _shutdown(link.sock)
+                wire.shut_down(link.sock)
                 return None
             same_peer = [other for other in self._pending if other.peer[0] == link.peer[0]]
             victim = None
@@ -434,7 +434,7 @@ class Rendezvous:
         logger.warning("nothing came from %s for %.0f s: its rendezvous connection stalled",
                        link.task_id, now - link.heard)
         link.stalled = True
-        _shutdown(link.sock)
+        wire.shut_down(link.sock)
 
 
 def _registration(message: Mapping[str, Any]) -> tuple[str, str, int]:
@@ -447,12 +447,6 @@ def _registration(message: Mapping[str, Any]) -> tuple[str, str, int]:
     return task_id, host, port
 
 
-def _shutdown(sock: socket.socket) -> None:
-    """Wake whoever reads ``sock`` with an end of file; its owner closes it."""
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def _listen(host: Optional[str], port: int) -> socket.socket:

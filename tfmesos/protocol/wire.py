@@ -175,6 +175,15 @@ def no_delay(sock: socket.socket) -> None:
         pass    # not TCP (a socket pair in the tests)
 
 
+def shut_down(sock: socket.socket) -> None:
+    """Wake whoever reads ``sock`` with an end of file; its owner closes it
+    (one shut down or closed already is left as it is)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 def recv_exact(sock: socket.socket, size: int, deadline: "Optional[float]" = None) -> bytes:
     """Read exactly ``size`` bytes (recv may return fewer), by ``deadline``
     (a ``time.monotonic()`` value) when given: socket.timeout after it."""

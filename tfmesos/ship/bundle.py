@@ -55,8 +55,8 @@ MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --shi
 MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
 WARN_SIZE = 10 * 1000 * 1000    # an archive over this is worth a warning
 # An archive this much bigger than its files' content says so (its headers).
-# Bytes of a member's pax records beside its path and link target: its
-# mtime (a fraction of a second), a size past 8 GB, their lengths and keys.
+# Bytes of a member's pax records beside its path and link target: a size
+# past 8 GB, its length and key (mtimes are whole seconds: no record).
 PAX_RECORDS = 256
 SAID_OVER = (2, 1000 * 1000)    # at least twice the content, and a MB more
 TOP = "project"                 # the archive's one top directory: the task's working directory

@@ -48,6 +48,7 @@ from mesos_local import stop_serving
 
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
+from ..protocol.wire import shut_down
 from ..refusal_log import RefusalLog
 from ..terminal_text import quoted
 
@@ -71,8 +72,7 @@ class BundleServer:
 
     def __init__(self, files=None, bind_host=None, port=0, max_clients=MAX_CLIENTS,
                  idle_timeout=IDLE_TIMEOUT, request_timeout=REQUEST_TIMEOUT,
-                 max_connections=None, refusals: Optional[RefusalLog] = None,
-                 line_timeout=LINE_TIMEOUT):
+                 max_connections=None, line_timeout=LINE_TIMEOUT):
         self.token = secrets.token_urlsafe(32)
         self._files = dict(files or {})
         self._lock = threading.Lock()
@@ -80,8 +80,7 @@ class BundleServer:
         self.not_found = 0
         # What peers without the token make it say (404s, refused or dropped
         # connections): a few lines, then a count (as the rendezvous' refusals).
-        self.refusals = refusals or RefusalLog("connection", logger=logger,
-                                               prefix="bundle server: ")
+        self.refusals = RefusalLog("connection", logger=logger, prefix="bundle server: ")
         try:
             self._server = _Server(self, bind_host, port, max_clients, idle_timeout,
                                    request_timeout, max_connections or 8 * max_clients,
@@ -184,7 +183,7 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
                     refused = "every place is a download in progress"
                 else:
                     dropped = self._connections.pop(victim)
-                    _shutdown(victim)
+                    shut_down(victim)
             if refused is None:
                 self._connections[request] = _Connection(client_address[0])
         if dropped is not None:
@@ -215,7 +214,7 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         with self._lock:
             known = self._connections.get(request)
             if known is not None:
-                _shutdown(request)
+                shut_down(request)
             return known is not None and known.waiting
 
     def service_actions(self):
@@ -251,14 +250,9 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.server_close()
         with self._lock:
             for request in self._connections:
-                _shutdown(request)
+                shut_down(request)
 
 
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -116,7 +116,7 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
             if _stays_inside(path, target):
                 members.append(Member(path, full, link=target))
             elif follow_links:
-                members.extend(_followed(where, path, full, patterns,
+                members.extend(_followed(where, path, full, target, patterns,
                                          (os.path.realpath(directory),), others))
             else:
                 leading_out.append("%s -> %s" % (path, target))
@@ -212,13 +212,13 @@ def _stays_inside(path, target):
     return resolved != ".." and not resolved.startswith("../")
 
 
-def _followed(where, path, full, patterns, following, others):
+def _followed(where, path, full, target, patterns, following, others):
     """The members that stand for the link ``full`` at ``path`` (of the
-    directory ``where``, as errors name it): its target's content;
+    directory ``where``, as errors name it), which points at ``target``
+    (as its caller read it): its target's content;
     ``following``: the real paths of the directories being packed, which a
     link back into would never end."""
     real = os.path.realpath(full)
-    target = _readlink(os.path.dirname(full), os.path.basename(full), os.path.dirname(path))
     try:
         reached = os.stat(real)
     except OSError as exc:
@@ -249,8 +249,8 @@ def _followed(where, path, full, patterns, following, others):
             if _stays_inside(inner, link):
                 members.append(Member(inside, source, link=link, followed=_as_path(source)))
             else:
-                members.extend(_followed(where, inside, source, patterns, following + (real,),
-                                         others))
+                members.extend(_followed(where, inside, source, link, patterns,
+                                         following + (real,), others))
         elif stat.S_ISREG(found.st_mode):
             members.append(Member(inside, source, followed=_as_path(source)))
         elif not stat.S_ISDIR(found.st_mode):
