@@ -34,11 +34,11 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from tfmesos.ship import bundle
 try:
-    packed = bundle.pack(sys.argv[2], sys.argv[3])
+    packed = bundle.pack(sys.argv[2], sys.argv[3], exclude=tuple(sys.argv[4:]))
 except bundle.ShipError as exc:
     print("refused:", exc)
 else:
-    print("shipped:", bundle.list_files(sys.argv[2]))
+    print("shipped:", bundle.list_files(sys.argv[2], tuple(sys.argv[4:])))
 """
 
 
@@ -55,8 +55,9 @@ def users_project():
     for path in (project, out, os.path.join(project, "a.txt")):
         os.chown(path, user.pw_uid, user.pw_gid)
 
-    def pack_as_nobody():
-        result = subprocess.run([BARE_PYTHON, "-S", "-c", PACK_AS_USER, REPO, project, out],
+    def pack_as_nobody(*exclude):
+        result = subprocess.run([BARE_PYTHON, "-S", "-c", PACK_AS_USER, REPO, project, out,
+                                 *exclude],
                                 capture_output=True, text=True, timeout=120,
                                 user=user.pw_uid, group=user.pw_gid, extra_groups=[],
                                 env={"PATH": os.environ["PATH"], "HOME": home})
@@ -80,6 +81,10 @@ def test_a_directory_its_user_cannot_read_is_refused_naming_it(users_project, mo
     write(project, {"pkg/mod.py": "ANSWER = 42\n"})
     os.chmod(os.path.join(project, "pkg"), mode)    # root's, as the user found it
     assert pack_as_nobody() == "refused: ship.directory: cannot read pkg/: Permission denied"
+    # Left out, it is not read: git's listing said it could not open it
+    # (refused all the same, before ship.exclude was applied), the walk
+    # never went in.
+    assert pack_as_nobody("pkg") == "shipped: ['a.txt']"
     os.chmod(os.path.join(project, "pkg"), 0o755)
     assert pack_as_nobody() == "shipped: ['a.txt', 'pkg/mod.py']"
 
@@ -388,3 +393,34 @@ def test_fifos_and_sockets_left_out_are_said(tmp_path):
     assert packed.files == 1
     assert packed.summary() == ("shipped 1 file, 3 bytes from %s; left out 2 that are neither a "
                                 "file, a link nor a directory: fifo, sock" % root)
+
+
+def test_files_ship_exclude_leaves_out_do_not_count_toward_the_early_stop(tmp_path):
+    # 200 excluded files in a project of one: "more than 150 files ... leave
+    # them out with ship.exclude", which they were (git's listing counted
+    # after the exclusion; the walk, before it).
+    root = tmp_path / "p"
+    write(root, dict({"a.py": "x\n"}, **{"data/%d.npy" % n: "" for n in range(200)}))
+    members = bundle.select(str(root), exclude=("*.npy",), max_size=150 * bundle.MEMBER_AT_LEAST)
+    assert [member.path for member in members] == ["a.py"]
+
+
+def test_a_fifo_named_run_json_is_not_waited_on(tmp_path):
+    # The walk looks for run records (a run directory inside the project is
+    # left out); a FIFO by that name held the packing forever.
+    import threading
+    root = tmp_path / "p"
+    write(root, {"a.txt": "hi\n"})
+    (root / "sub").mkdir()
+    fifo = root / "sub" / "run.json"
+    os.mkfifo(str(fifo))
+    found = []
+    packing = threading.Thread(target=lambda: found.append(bundle.select(str(root))),
+                               daemon=True)
+    packing.start()
+    packing.join(30)
+    if packing.is_alive():   # release it: a writer opens the FIFO and closes it
+        os.close(os.open(str(fifo), os.O_WRONLY))
+        packing.join(30)
+        pytest.fail("the packing waited on sub/run.json, a FIFO")
+    assert [member.path for member in found[0]] == ["a.txt"]

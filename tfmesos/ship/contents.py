@@ -42,6 +42,7 @@ from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
+from ..record.takeover_files import open_regular
 from ..terminal_text import printable
 from .likely_secrets import likely_secret
 
@@ -95,12 +96,20 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
     most = None if max_size is None else int(max_size // MEMBER_AT_LEAST)
     patterns = tuple(exclude) + ALWAYS_EXCLUDED
     left = _inside(directory, leave_out)
-    listed = _git_files(directory)
-    try:
-        if listed is None:
+    from_git = _git_files(directory)
+    if from_git is None:
+        try:
             listed = _walk(directory, patterns=patterns, skip=left, most=most)
-    except _TooMany:
-        raise _too_many(where, most, max_size) from None
+        except _TooMany:
+            raise _too_many(where, most, max_size) from None
+    else:
+        listed, unopened = from_git
+        for path, why in unopened:   # one left out is not read, as the walk does not
+            inside = path.rstrip("/")
+            if not _excluded(inside, patterns) and not any(
+                    inside == run or inside.startswith(run + "/") for run in left):
+                raise ShipError.about("{ship.directory}: cannot read %s: %s",
+                                      printable(path), printable(why))
     listed = sorted(set(listed))
     runs = left + _run_directories(directory, listed)
     members, leading_out = [], []
@@ -268,7 +277,8 @@ def _as_path(real):
 
 
 def _git_files(directory):
-    """What git would commit under ``directory``, or None outside a work tree."""
+    """(what git would commit under ``directory``, the directories it could
+    not open: (path, why) pairs), or None outside a work tree."""
     try:
         inside = subprocess.run(["git", "-C", directory, "rev-parse", "--is-inside-work-tree"],
                                 capture_output=True, text=True, timeout=60)
@@ -281,19 +291,18 @@ def _git_files(directory):
     except (OSError, subprocess.SubprocessError):
         return None
     # git lists what it can and warns of a directory it could not open.
-    unopened = _UNOPENED.search(listed.stderr.decode("utf-8", "surrogateescape"))
-    if unopened:
-        raise ShipError.about("{ship.directory}: cannot read %s: %s",
-                              printable(unopened.group(1)), printable(unopened.group(2)))
+    unopened = [found.groups() for found in _UNOPENED.finditer(
+        listed.stderr.decode("utf-8", "surrogateescape"))]
     return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
-            if name]
+            if name], unopened
 
 
 def _walk(directory, named="", patterns=(), skip=(), most=None):
     """The paths under ``directory``; ShipError for a directory in it that
     cannot be listed (``named``: what to put before its path in it). Not
     walked: directories ``patterns`` exclude all of, those in ``skip`` and
-    those holding a run record; ``_TooMany`` past ``most`` paths."""
+    those holding a run record; files ``patterns`` exclude are not counted
+    either; ``_TooMany`` past ``most`` paths."""
     def refuse(error):
         relative = os.path.relpath(error.filename, directory) if error.filename else "."
         raise unreadable("" if relative == "." else relative.replace(os.sep, "/") + "/",
@@ -310,7 +319,8 @@ def _walk(directory, named="", patterns=(), skip=(), most=None):
                          and inside + d not in skip and not _excludes_all(inside + d, patterns)
                          and not _is_environment(os.path.join(root, d)))
         for name in files:
-            if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
+            if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES) \
+                    or _excluded(inside + name, patterns):
                 continue
             found.append(inside + name)
         for name in list(dirs):
@@ -408,10 +418,12 @@ def _run_directories(directory, listed):
 
 
 def _is_run_record(path):
+    """Whether ``path`` is a run record: a regular file (a FIFO is not
+    waited on for a writer) whose JSON is one."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json_documents.load(handle)
-    except (OSError, ValueError):
+        with open_regular(path) as handle:
+            data = json_documents.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError):   # NotRegularFile and UnicodeDecodeError too
         return False
     # record/schema.py: version 2 says schema_version, version 1 "format": 1.
     return isinstance(data, dict) and "run_id" in data and "tasks" in data \
