@@ -76,6 +76,7 @@ def kill_run(master, address, run, by, schedulers, environ):
     kill read or subscribe as the framework (it was torn down without the
     label)."""
     from ..backends.remote import credentials_of
+    from ..mesos.driver import MesosSchedulerDriver
     from ..mesos.failover_teardown import teardown_as_scheduler
     try:
         info = master.framework_info(run.framework_id)
@@ -92,7 +93,7 @@ def kill_run(master, address, run, by, schedulers, environ):
     # Its own credentials, or none: never the driver's fallback to os.environ.
     principal, secret = credentials_of(environ) or ("", "")
     try:
-        teardown_as_scheduler(address, info, wait_for=schedulers, wait=SCHEDULER_WAIT,
+        teardown_as_scheduler(MesosSchedulerDriver, address, info, wait_for=schedulers, wait=SCHEDULER_WAIT,
                               principal=principal, secret=secret)
         return True
     except MesosError as exc:

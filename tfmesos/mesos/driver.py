@@ -222,7 +222,7 @@ class MesosSchedulerDriver:
         else:
             from .failover_teardown import teardown_as_scheduler
             try:
-                teardown_as_scheduler(",".join(masters), copy.deepcopy(self.framework),
+                teardown_as_scheduler(type(self), ",".join(masters), copy.deepcopy(self.framework),
                                       timeout=self._teardown_timeout, quiet_retries=True,
                                       **self._teardown_options)
                 with self._gate:

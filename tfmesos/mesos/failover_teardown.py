@@ -21,10 +21,9 @@ import logging
 import queue
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Callable
 
 from ..exceptions import MesosConnectionError, MesosError
-from .driver import MesosSchedulerDriver
 from .interface import Scheduler, SchedulerDriver
 from .task_states import TERMINAL_STATES
 
@@ -51,21 +50,24 @@ class _Subscriber(Scheduler):
         self.events.put(("error", message))
 
 
-def teardown_as_scheduler(master: str, framework_info: dict, wait_for: Iterable[str] = (),
-                          wait: float = 0.0, timeout: float = 30.0, **options: Any) -> None:
+def teardown_as_scheduler(driver_class: Callable[..., Any], master: str, framework_info: dict,
+                          wait_for: Iterable[str] = (), wait: float = 0.0, timeout: float = 30.0,
+                          **options: Any) -> None:
     """Subscribe to ``master`` as the framework of ``framework_info`` (its
     id included; what the framework says from now on: its labels), wait up
     to ``wait`` s for the tasks ``wait_for`` (ids) to end, then tear the
-    framework down (the driver's own teardown of a framework whose
-    subscription is gone comes here too). ``options`` go to the driver (``principal``,
+    framework down. ``driver_class``: ``driver.MesosSchedulerDriver`` (its
+    own teardown of a framework whose subscription is gone comes here: the
+    driver imports this module, and no module cycle is allowed, lazy
+    imports included: tests/test_import_graph.py). ``options`` go to the driver (``principal``,
     ``secret``, ``verify``, ``ca_bundle``, ``scheme``). ``MesosError``
     when the master refuses the subscription (the framework is as it was)
     or nothing subscribed within ``timeout`` s."""
     if not (framework_info.get("id") or {}).get("value"):
         raise ValueError("a framework to tear down has an id")
     subscriber = _Subscriber()
-    driver = MesosSchedulerDriver(subscriber, framework_info, master, connect_timeout=timeout,
-                                  refused_timeout=min(timeout, 5.0), **options)
+    driver = driver_class(subscriber, framework_info, master, connect_timeout=timeout,
+                          refused_timeout=min(timeout, 5.0), **options)
     driver.start()
     try:
         _wait_subscribed(subscriber, driver, timeout)
@@ -79,7 +81,7 @@ def teardown_as_scheduler(master: str, framework_info: dict, wait_for: Iterable[
         logger.debug("the driver ended with %r", exc)
 
 
-def _wait_subscribed(subscriber: _Subscriber, driver: MesosSchedulerDriver,
+def _wait_subscribed(subscriber: _Subscriber, driver: Any,
                      timeout: float) -> None:
     deadline = time.monotonic() + timeout + 5.0   # the driver's own deadline comes first
     while True:
