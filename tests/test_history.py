@@ -4,7 +4,9 @@
 import dataclasses
 import json
 import os
+import pwd
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -400,7 +402,7 @@ def test_run_accepts_a_path_and_its_run_json(runs_dir, capsys, tmp_path):
 @pytest.mark.parametrize("argv, error", [
     (["show", "zzz"], "tfmesos: error: no run 'zzz' in %(root)s (tfmesos runs lists them)\n"),
     (["show", "ab"], "tfmesos: error: 'ab' matches 2 runs (tfrun-ab000002, tfrun-ab000001): "
-                     "give more of the id\n"),
+                     "give more of the id, or the run directory\n"),
     (["logs", "ab000001", "worker:7"], "tfmesos: error: run ab000001 has no task worker:7; "
                                        "its tasks: worker:0\n"),
     (["show", "./nowhere"], "tfmesos: error: ./nowhere is not a run directory (it has no "
@@ -607,3 +609,100 @@ def test_a_real_run_s_record_is_found_by_its_id_and_decoded_as_the_checked_readi
     shown = subprocess.run(TFMESOS + ["show", data["run_id"][:5]], capture_output=True,
                            text=True, timeout=60, env=dict(os.environ, TFMESOS_RUNS_DIR=str(runs)))
     assert shown.returncode == 0 and data["run_id"] in shown.stdout, shown.stderr
+
+
+def _give_to(other, *paths):
+    for path in paths:
+        os.chown(path, other.pw_uid, other.pw_gid)
+
+
+def test_prune_counts_and_removes_only_the_callers_runs(runs_dir, capsys):
+    # Another user planted three records dated in the future in a shared
+    # runs directory: --prune --keep 3 kept them as "the most recent" and
+    # removed both of the caller's runs.
+    other = nobody("giving a file to another user needs root")
+    runs_dir.chmod(0o1777)
+    for number in range(2):
+        write_run(runs_dir, "0000000%d" % number, start=number)
+    for number in range(3):
+        planted = write_run(runs_dir, "fff0000%d" % number, name="future",
+                            start=10 ** 8 + number)
+        _give_to(other, planted, os.path.join(planted, "run.json"))
+    code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "3")
+    assert (code, err) == (0, "") and out == "removed 0 runs from %s\n" % runs_dir, out
+    assert sorted(os.listdir(runs_dir)) == ["future-fff00000", "future-fff00001",
+                                            "future-fff00002", "tfrun-00000000",
+                                            "tfrun-00000001"]
+    code, out, _ = tfmesos(capsys, "runs", "--prune", "--keep", "1")
+    assert code == 0 and out == "removed 1 run from %s\n" % runs_dir, out
+    assert "tfrun-00000000" not in os.listdir(runs_dir)
+    assert len(os.listdir(runs_dir)) == 4
+
+
+def test_a_planted_copy_of_a_run_id_does_not_hide_the_callers_run(runs_dir, capsys):
+    # Another user's copy of the caller's run id in a shared runs
+    # directory made `show ID` "match 2 runs: give more of the id", which
+    # no more of the id could settle.
+    other = nobody("giving a file to another user needs root")
+    runs_dir.chmod(0o1777)
+    write_run(runs_dir, "37bffcd2", name="echo")
+    planted = write_run(runs_dir, "37bffcd2", name="zz", status="failed", exit_code=1)
+    _give_to(other, planted, os.path.join(planted, "run.json"))
+    for text in ("37bffcd2", "37bf"):
+        code, out, err = tfmesos(capsys, "show", text)
+        assert (code, err) == (0, "") and out.startswith("run 37bffcd2  echo ("), (text, out, err)
+        assert "succeeded" in out.splitlines()[0]
+    _give_to(pwd.getpwuid(os.geteuid()), planted, os.path.join(planted, "run.json"))
+    code, out, err = tfmesos(capsys, "show", "37bffcd2")
+    assert code == 1 and err == ("tfmesos: error: '37bffcd2' is the id of 2 runs (zz-37bffcd2, "
+                                 "echo-37bffcd2): give the run directory of the one meant\n"), err
+
+
+def test_errors_escape_the_names_a_planted_record_gives(runs_dir, capsys):
+    # An ambiguous id listed planted directory names raw, and an unknown
+    # task listed the task names of run.json raw: both drove the terminal.
+    write_run(runs_dir, "37bffcd2", name="echo")
+    planted = write_run(runs_dir, "37bf0000", name="x\x1b]0;PWNED\x07\x1b[31mFAKE")
+    path = os.path.join(planted, "run.json")
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    data["tasks"][0]["name"] = "worker:0\x1b[2J\x1b[32mrm -rf ~ done"
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    code, _, err = tfmesos(capsys, "show", "37bf")
+    assert code == 1 and "x\\x1b]0;PWNED\\x07\\x1b[31mFAKE-37bf0000" in err, err
+    code, _, err = tfmesos(capsys, "logs", "37bf0000", "worker:9")
+    assert code == 1 and "worker:0\\x1b[2J\\x1b[32mrm -rf ~ done" in err, err
+    for text in (err, tfmesos(capsys, "show", "37bf")[2]):
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f]", text), repr(text)
+
+
+def test_runs_holds_one_record_at_a_time_however_many_it_reads(runs_dir, capsys):
+    # recent_runs held every parsed run.json while it sorted them: memory
+    # grew as the sum of the files (three planted 100 MB files: 1.45 GB).
+    import tracemalloc
+
+    from tfmesos.record.history import recent_runs
+    padding = [0] * 400_000
+    for number in range(8):
+        directory = write_run(runs_dir, "0000000%d" % number, start=number)
+        path = os.path.join(directory, "run.json")
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        data["padding"] = padding
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+    tracemalloc.start()
+    try:
+        with open(path, encoding="utf-8") as handle:   # one record parsed: the measure
+            json.loads(handle.read())
+        one = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        shown, older = recent_runs(str(runs_dir), 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        for name in os.listdir(runs_dir):   # padded past the schema, which conftest checks
+            shutil.rmtree(os.path.join(runs_dir, name))
+    assert [run.run_id for run in shown] == ["00000007"] and older == 7
+    assert peak < 3 * one, (peak, one)

@@ -4,6 +4,7 @@ caller's, never the first of several. Look-alikes carry the run's labels
 (its proof label too, copied), under another user, another principal, or
 the caller's own user on a master that authenticates nobody."""
 
+import getpass
 import json
 import os
 
@@ -17,6 +18,7 @@ from tfmesos.cli.run_lookup import (
     by_framework,
     candidates,
     decide,
+    find_run,
     keys_of,
     local_record,
 )
@@ -375,3 +377,63 @@ def test_keys_the_caller_holds(tmp_path):
     (tmp_path / "beef0000").chmod(0o600)
     with pytest.raises(TakeoverError, match="is not a tfmesos run key"):
         held("beef0000")
+
+
+class _Reader:
+    def __init__(self, found):
+        self.found = found
+
+    def state(self):
+        return self.found
+
+
+def test_a_local_run_whose_name_starts_as_the_prefix_is_not_the_run_it_names(tmp_path):
+    # tfmesos kill d: a local run named "dnn" (its directory dnn-f9d5d466)
+    # was taken by its name, and killed, not the run dac9077a that the
+    # master listed and the id prefix named.
+    me = getpass.getuser()
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path)}
+    write_record(tmp_path / "dnn-f9d5d466", "f9d5d466", "F-dnn")
+    assert local_record("d", env) is None
+    assert local_record("f9d5", env).framework_id == "F-dnn"
+    master = _Reader(state(framework("F-dnn", run_id="f9d5d466", user=me),
+                          framework("F-target", run_id="dac9077a", user=me)))
+    found, _ = find_run(master, "d", env, MASTER)
+    assert found.run.framework_id == "F-target"
+
+
+def test_a_prefix_of_a_local_runs_id_that_names_another_run_on_the_master_is_ambiguous(
+        tmp_path):
+    # The local record won silently over the caller's other run with the
+    # same id prefix (submitted from another machine): kill acted on the first.
+    me = getpass.getuser()
+    env = {"TFMESOS_RUNS_DIR": str(tmp_path)}
+    write_record(tmp_path / "mine-dd000001", "dd000001", "F-local")
+    both = _Reader(state(framework("F-local", run_id="dd000001", user=me),
+                         framework("F-elsewhere", run_id="dd000002", user=me)))
+    with pytest.raises(AmbiguousRun) as error:
+        find_run(both, "dd", env, MASTER)
+    text = str(error.value)
+    assert text.startswith("'dd' names 2 runs of yours: run dd000001 (framework F-local, "
+                           "from its record in %s" % (tmp_path / "mine-dd000001")), text
+    assert "F-elsewhere (run dd000002, user %s" % me in text
+    # The whole id, the run directory, or a prefix no other run of the caller's has: no doubt.
+    assert find_run(both, "dd000001", env, MASTER)[0].run.framework_id == "F-local"
+    assert find_run(both, str(tmp_path / "mine-dd000001"), env, MASTER)[0].run.framework_id \
+        == "F-local"
+    others = _Reader(state(framework("F-local", run_id="dd000001", user=me),
+                           framework("F-theirs", run_id="dd000002", user="mallory")))
+    assert find_run(others, "dd", env, MASTER)[0].run.framework_id == "F-local"
+    # kill's live_only: a finished run with the prefix is no second candidate.
+    ended = _Reader(state(framework("F-local", run_id="dd000001", user=me),
+                          completed=[framework("F-old", run_id="dd000002", user=me)]))
+    assert find_run(ended, "dd", env, MASTER, live_only=True)[0].run.framework_id == "F-local"
+
+
+def test_finished_runs_are_each_named_with_their_own_id():
+    old = framework("F-old", run_id="abcd0001", registered=50.0)
+    older = framework("F-older", run_id="abcd0002", registered=40.0)
+    with pytest.raises(RunNotFound) as error:
+        decide(state(completed=[old, older]), "abcd", ME, no_keys, MASTER, live_only=True)
+    assert str(error.value) == ("the 2 runs of yours 'abcd' names have finished already: "
+                                "run abcd0001 (framework F-old); run abcd0002 (framework F-older)")

@@ -27,6 +27,7 @@ import os
 import sys
 
 from ..exceptions import SpecError, TFMesosError
+from ..terminal_text import printable
 from .common import CommandParser, quiet_on_closed_pipe
 
 
@@ -91,7 +92,7 @@ def _main(argv):
             except BrokenPipeError:     # the reader went away: quiet_on_closed_pipe's
                 raise
             except OSError as exc:      # what the file system said, in one line
-                print("tfmesos: error: %s" % exc, file=sys.stderr)
+                print("tfmesos: error: %s" % printable(exc), file=sys.stderr)
                 return 1
         if command == "kill":
             from .kill import kill_main
@@ -107,8 +108,8 @@ def _main(argv):
             from .. import __version__
             print("tfmesos %s" % __version__)
             return 0
-    except TFMesosError as exc:
-        print("tfmesos: error: %s" % exc, file=sys.stderr)
+    except TFMesosError as exc:   # escaped: it may quote names a planted run.json gave
+        print("tfmesos: error: %s" % printable(exc), file=sys.stderr)
         return getattr(exc, "exit_code", 1)   # 2: several runs match (run_lookup.AmbiguousRun)
     print("tfmesos: unknown command %r; use one of: %s (tfmesos --help)"
           % (command, ", ".join(commands)), file=sys.stderr)

@@ -190,8 +190,11 @@ def decide(state: dict, wanted: str, caller: Caller, keys: Keys, master: str,
     if live_only:
         live = [c for c in chosen if not c.finished]
         if not live:
-            raise RunNotFound("run %s has finished already (framework %s)" % (
-                chosen[0].run.run_id, ", ".join(c.run.framework_id for c in chosen)))
+            raise RunNotFound("the %d runs of yours %r names have finished already: %s" % (
+                len(chosen), wanted, "; ".join("run %s (framework %s)" % (
+                    c.run.run_id, c.run.framework_id) for c in chosen))
+                if len(chosen) > 1 else "run %s has finished already (framework %s)" % (
+                    chosen[0].run.run_id, chosen[0].run.framework_id))
         chosen = live
     if len(chosen) > 1:
         raise AmbiguousRun("%r names %s of yours: %s; give the whole run id, or the framework "
@@ -279,7 +282,8 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     from ..record.run_dirs import runs_root
     from ..record.takeover_files import FAILOVER_FILE, TakeoverError, read_failover
     try:
-        run = find_run(text, runs_root(environ), keep=callers_record)
+        # By run id only: a run's name may start as another run's id does.
+        run = find_run(text, runs_root(environ), keep=callers_record, by_name=False)
     except HistoryError:
         return None
     if not callers_record(run):
@@ -356,6 +360,8 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
     state = reader.state()
     if local is not None:
         assert local.framework_id is not None   # (local_record keeps no record without)
+        if text != local.run_id and not _names_directory(text):
+            _only_one(state, text, local, caller, keys, master, live_only)
         found = by_framework(state, local.framework_id, local.run_id, caller, keys, master,
                              "from its record in %s" % local.directory, live_only)
         if needs_proof is not None and needs_proof(found.run) and not found.proven:
@@ -363,6 +369,32 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
                               "FILE (or set $TFMESOS_KEYS_DIR)" % local.run_id)
         return found, state
     return decide(state, text, caller, keys, master, live_only, needs_proof), state
+
+
+def _names_directory(text: str) -> bool:
+    """Whether ``text`` names a run directory (or its run.json), as
+    ``history.find_run`` reads it, not a run id prefix."""
+    from ..record.history import RUN_JSON
+    return os.path.isfile(os.path.join(text, RUN_JSON)) or (
+        os.path.basename(text) == RUN_JSON and os.path.isfile(text))
+
+
+def _only_one(state: dict, prefix: str, local: LocalRecord, caller: Caller, keys: Keys,
+              master: str, live_only: bool) -> None:
+    """AmbiguousRun when ``prefix``, the start of the id of the caller's
+    run that ``local`` records, also names another run of the caller's on
+    the master (as ``decide`` tells the caller's): a prefix is taken only
+    when it names one run, here as from the master alone."""
+    others = [c for c in candidates(state, caller, keys, lambda run: run.run_id.startswith(
+                  prefix) and run.framework_id != local.framework_id)
+              if _principal_fits(c, caller) and (c.user == caller.user or c.proven)
+              and c.proven is not False and not (live_only and c.finished)]
+    if others:
+        raise AmbiguousRun("%r names %s of yours: run %s (framework %s, from its record in %s); "
+                           "%s; give the whole run id, or the framework id of the one meant" % (
+                               prefix, _count(others + [None], "run"), local.run_id,
+                               local.framework_id, local.directory,
+                               "; ".join(c.text() for c in others)))
 
 
 __all__ = ["AmbiguousRun", "Caller", "Candidate", "LocalRecord", "RunNotFound", "by_framework",

@@ -46,9 +46,11 @@ def runs_main(argv, environ=None, out=None):
                         help="show the N most recent runs, 1 to %d (default 20)" % MAX_COUNT)
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
-                        help="remove every run directory but the --keep most recent (runs "
-                        "still going are kept, and so is a --failover run whose tfrun is gone "
-                        "while its master still has its framework or cannot be asked), and "
+                        help="remove every run directory of yours but the --keep most recent "
+                        "of yours (a run directory another user owns, or one others may write, "
+                        "is neither counted nor removed; runs still going are kept, and so "
+                        "is a --failover run whose tfrun is gone while its master still has "
+                        "its framework or cannot be asked), and "
                         "the keys (~/.tfmesos/keys/RUN, $TFMESOS_KEYS_DIR) of the runs that "
                         "ended: their record says so, or their master no longer has them")
     parser.add_argument("--keep", type=bounded(int, 0, MAX_COUNT), metavar="N",
@@ -98,7 +100,9 @@ def runs_main(argv, environ=None, out=None):
             parser.error("--prune needs --keep N (how many of the most recent runs to keep)")
         ends = RunEnds(environ)
         forgotten = forget_ended_keys(root, environ, ends)
-        removed, running, left = prune(root, args.keep, hold=ends.may_run)
+        from .run_lookup import callers_record
+        removed, running, left = prune(root, args.keep, hold=ends.may_run,
+                                       mine=callers_record)
         if forgotten:
             out.write("removed the keys of %d ended run%s: %s\n" % (
                 len(forgotten), "" if len(forgotten) == 1 else "s", ", ".join(forgotten)))
@@ -127,6 +131,14 @@ def runs_main(argv, environ=None, out=None):
     if older:
         out.write("(%d older runs in %s: --all shows them)\n" % (older, root))
     return 0
+
+
+def local_run(text, environ, runs_dir=None):
+    """The run of the runs directory that ``text`` names (``history.find_run``):
+    of two records with its whole id, the caller's own (another user's
+    copy in a shared runs directory made the caller's run unreachable)."""
+    from .run_lookup import callers_record
+    return find_run(text, runs_root(environ, runs_dir), prefer=callers_record)
 
 
 def forget_ended_keys(root, environ, ends=None):
@@ -244,7 +256,7 @@ def show_main(argv, environ=None, out=None):
         master = reader(args.master, environ)
         found, state = run_lookup.find_run(master, args.run, environ, args.master)
         return show_cluster_run(master, state, found.run, out)
-    show_run(find_run(args.run, runs_root(environ, args.runs_dir)), out)
+    show_run(local_run(args.run, environ, args.runs_dir), out)
     return 0
 
 
@@ -352,7 +364,7 @@ def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
         return print_logs(master, state, found.run, args.tasks,
                           "stderr" if args.stderr else "stdout", args.follow, out,
                           auth=master.auth)
-    run = find_run(args.run, runs_root(environ, args.runs_dir))
+    run = local_run(args.run, environ, args.runs_dir)
     stream = "stderr" if args.stderr else "stdout"
     for name in args.tasks:
         run.task(name)   # an unknown task is an error at once, followed or not
@@ -417,7 +429,7 @@ def report_main(argv, environ=None, out=None):
                         help="where to write it (default RUN_DIR/report.html, in a run "
                         "directory that is yours alone)")
     args = parser.parse_options(argv)
-    run = find_run(args.run, runs_root(environ, args.runs_dir))
+    run = local_run(args.run, environ, args.runs_dir)
     path = write_report(run, args.output,
                         now=datetime.datetime.now(datetime.timezone.utc))
     out.write("%s\n" % path)

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
+from ..terminal_text import printable
 from .liveness import gone
 from .outcomes import outcome_text
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
@@ -47,7 +48,12 @@ def parse(directory: str) -> object:
             if found.st_size > MAX_RECORD:
                 raise HistoryError("%s is not a run record: %d MB, over the %d MB a run record "
                                    "holds at most" % (path, found.st_size >> 20, MAX_RECORD >> 20))
-            data = handle.read(MAX_RECORD + 1)
+            # read(n) allocates n bytes first: MAX_RECORD for every record
+            # read, and tracemalloc showed it. What the file holds (more, if
+            # it grows meanwhile), bounded alike.
+            data = handle.read(found.st_size + 1)
+            if len(data) > found.st_size:
+                data += handle.read(MAX_RECORD + 1 - len(data))
         if len(data) > MAX_RECORD:
             raise HistoryError("%s is not a run record: over the %d MB a run record holds at "
                                "most" % (path, MAX_RECORD >> 20))
@@ -161,8 +167,9 @@ class Run:
         for task in self.tasks:
             if task.name == wanted:
                 return task
-        raise HistoryError("run %s has no task %s; its tasks: %s"
-                           % (self.run_id, name, ", ".join(t.name for t in self.tasks)))
+        raise HistoryError("run %s has no task %s; its tasks: %s" % (
+            printable(self.run_id), printable(name),
+            ", ".join(printable(t.name) for t in self.tasks)))
 
     def log_path(self, task_name: str, stream: str = "stdout",
                  attempt: Optional[int] = None) -> Optional[str]:
@@ -212,15 +219,27 @@ def recent_runs(root: str, limit: Optional[int]) -> tuple[list[Run], int]:
     Only the runs returned are decoded against the schema: the order comes
     from each run.json's JSON (its submission time, as ``Run.started``
     reads it), and decoding all 500 records of a runs directory to show 20
-    was half of ``tfmesos runs``' time. An older record counted but not
+    was half of ``tfmesos runs``' time. With a ``limit``, only each
+    record's place in that order is kept while all are read, and the runs
+    shown are read again: holding every record parsed took memory as the
+    sum of the files (three run.json files of 100 MB that anyone may plant
+    in a shared runs directory, 1.45 GB). An older record counted but not
     decoded may be one ``--all`` skips as unreadable."""
-    parsed = sorted(_parsed(root), key=lambda found: _recency(
-        parse_time(_submitted(found[1])), found[0]), reverse=True)
+    if limit is None:
+        parsed = sorted(_parsed(root), key=lambda found: _recency(
+            parse_time(_submitted(found[1])), found[0]), reverse=True)
+        return [run for run in (_decoded(directory, data) for directory, data in parsed)
+                if run is not None], 0
+    order = sorted(((_recency(parse_time(_submitted(data)), directory))
+                    for directory, data in _parsed(root)), reverse=True)
     runs: list[Run] = []
-    for at, (directory, data) in enumerate(parsed):
-        if limit is not None and len(runs) >= limit:
-            return runs, len(parsed) - at
-        run = _decoded(directory, data)
+    for at, (_, directory) in enumerate(order):
+        if len(runs) >= limit:
+            return runs, len(order) - at
+        try:
+            run = _decoded(directory, parse(directory))
+        except HistoryError:    # gone or changed since it was read
+            run = None
         if run is not None:
             runs.append(run)
     return runs, 0
@@ -270,25 +289,32 @@ def _recency(started: Optional[datetime.datetime], directory: str) -> tuple[date
     return started or _EPOCH, directory
 
 
-def _names(run: Run, text: str) -> bool:
-    return run.run_id.startswith(text) or os.path.basename(run.directory).startswith(text)
+def _names(run: Run, text: str, by_name: bool = True) -> bool:
+    return run.run_id.startswith(text) or (
+        by_name and os.path.basename(run.directory).startswith(text))
 
 
-def _may_name(directory: str, data: object, text: str) -> bool:
-    """Whether the run of ``directory`` may be one whose id or directory
-    name starts with ``text``, told from its run.json's JSON before the
-    schema decodes it (``Run.run_id``: its run_id, else the directory's
-    name); a run_id that is no string fails the decoding anyway."""
+def _may_name(directory: str, data: object, text: str, by_name: bool = True) -> bool:
+    """Whether the run of ``directory`` may be one whose id (or directory
+    name: ``by_name``) starts with ``text``, told from its run.json's JSON
+    before the schema decodes it (``Run.run_id``: its run_id, else the
+    directory's name); a run_id that is no string fails the decoding anyway."""
     name = os.path.basename(directory)
     run_id = data.get("run_id") if isinstance(data, dict) else None
-    return name.startswith(text) or (isinstance(run_id, str) and run_id.startswith(text))
+    return (by_name and name.startswith(text)) or (
+        isinstance(run_id, str) and run_id.startswith(text)) or (
+        not isinstance(run_id, str) and name.startswith(text))
 
 
-def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None) -> Run:
+def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None,
+             prefer: Optional[Callable[[Run], bool]] = None, by_name: bool = True) -> Run:
     """The run ``text`` names: a run directory (or its run.json), else a
-    prefix of a run id (or of a directory name) under ``root``, among the
-    runs ``keep`` keeps (the caller's own: another user's look-alike is
-    no second match)."""
+    prefix of a run id (or of a directory name, unless ``by_name`` is
+    False) under ``root``, among the runs ``keep`` keeps (the caller's own:
+    another user's look-alike is no second match). Of several, the one
+    whose whole id ``text`` is wins, and of several such (copies: a
+    look-alike another user planted), the one ``prefer`` alone prefers
+    (the caller's own record); else it is one line naming them."""
     if not text:
         raise HistoryError("give a run id or a run directory (tfmesos runs lists them)")
     if os.path.basename(text) == RUN_JSON and _is_file(text):
@@ -301,15 +327,24 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None)
     # every run was: 500 records, 1.5 s before the decoders were made fast).
     matches = _most_recent_first([
         run for run in (_decoded(directory, data) for directory, data in _parsed(root)
-                        if _may_name(directory, data, text))
-        if run is not None and _names(run, text) and (keep is None or keep(run))])
+                        if _may_name(directory, data, text, by_name))
+        if run is not None and _names(run, text, by_name) and (keep is None or keep(run))])
     if not matches:
-        raise HistoryError("no run %r in %s (tfmesos runs lists them)" % (text, root))
+        raise HistoryError("no run %s in %s (tfmesos runs lists them)"
+                           % (printable(repr(text)), root))
+    whole = [run for run in matches if run.run_id == text]
+    if len(whole) == 1:
+        return whole[0]
+    preferred = [run for run in whole or matches if prefer is not None and prefer(run)]
+    if len(preferred) == 1:
+        return preferred[0]
     if len(matches) > 1:
-        names = ", ".join(os.path.basename(run.directory) for run in matches[:5])
+        names = ", ".join(printable(os.path.basename(run.directory)) for run in matches[:5])
         more = " and %d more" % (len(matches) - 5) if len(matches) > 5 else ""
-        raise HistoryError("%r matches %d runs (%s%s): give more of the id"
-                           % (text, len(matches), names, more))
+        raise HistoryError("%s %s %d runs (%s%s): %s" % (
+            printable(repr(text)), "is the id of" if whole else "matches", len(matches), names,
+            more, "give the run directory of the one meant" if whole
+            else "give more of the id, or the run directory"))
     return matches[0]
 
 
@@ -325,20 +360,25 @@ def _is_file(path: str) -> bool:
         return False
 
 
-def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None
+def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
+          mine: Optional[Callable[[Run], bool]] = None
           ) -> tuple[list[Run], list[Run], list[tuple[Run, str]]]:
     """Remove every run directory under ``root`` but the ``keep`` most recent
     and those still running (a run whose tfrun is ``gone`` is not, unless
     ``hold(run)`` says its tasks may still run: a ``--failover`` run's
-    framework its master still has). A symbolic link is never followed nor
-    removed, and a directory that cannot be removed is named, not an end:
-    every run is seen to. Returns (removed, kept running, left: [(run, why)])."""
+    framework its master still has). Only the runs ``mine`` says are the
+    caller's count and go (None: every run): in a shared runs directory,
+    records another user planted, dated in the future, made the caller's
+    own newest runs "older" than the ``keep`` kept. A symbolic link is
+    never followed nor removed, and a directory that cannot be removed is
+    named, not an end: every run is seen to. Returns (removed, kept
+    running, left: [(run, why)])."""
     if keep < 0:
         raise HistoryError("--keep %d: give 0 or more runs to keep" % keep)
     removed: list[Run] = []
     running: list[Run] = []
     left: list[tuple[Run, str]] = []
-    for run in list_runs(root)[keep:]:
+    for run in [run for run in list_runs(root) if mine is None or mine(run)][keep:]:
         if run.running and (not run.gone or (hold is not None and hold(run))):
             running.append(run)
             continue
