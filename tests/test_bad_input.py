@@ -224,6 +224,13 @@ ROWS = [
           "--ship"),
     tfrun("detach-with-mlflow", ["--detach", "--ship", "--mlflow", "-m", "127.0.0.1:1"], 2,
           "--mlflow logs from tfrun's own process, which --detach runs on an agent"),
+    # tfrun: placeholders filled only once the cluster is formed (a traceback then)
+    Row("placeholder-with-a-bad-format", "tfrun", TFRUN_BASE + ["--", "echo {{task_index:zz}}"],
+        2, "the command's placeholders cannot be filled in (ValueError: Unknown format code "
+        "'z' for object of type 'int')"),
+    Row("placeholder-with-an-attribute", "tfrun", TFRUN_BASE + ["--", "echo {{job_name.upper}}"],
+        2, "the placeholder {job_name.upper} in the command takes no attribute or index: write "
+        "{job_name}"),
     Row("attach-without-a-master", "tfmesos", ["attach", "abcd"], 2, "which master?"),
     Row("attach-an-unknown-run", "tfmesos", ["attach", "abcd", "--master", "127.0.0.1:1"], 1,
         "cannot reach the Mesos master at"),

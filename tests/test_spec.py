@@ -71,6 +71,27 @@ def test_command_template_placeholders():
         check_command_template("python -c 'print({)'", jobs)
 
 
+@pytest.mark.parametrize("command, error", [
+    ("{task_index:zz}", r"cannot be filled in \(ValueError: Unknown format code 'z'"),
+    ("{job_name:d}", r"cannot be filled in \(ValueError: Unknown format code 'd'"),
+    ("{job_name!x}", r"cannot be filled in \(ValueError: Unknown conversion specifier x\)"),
+    ("{task_index:{foo}}", r"cannot be filled in \(KeyError: 'foo'\)"),
+    ("{job_name[9]}", r"\{job_name\[9\]\} in the command takes no attribute or index"),
+    ("{job_name.upper}", r"\{job_name.upper\} in the command takes no attribute or index"),
+])
+def test_a_placeholder_that_cannot_be_filled_in_is_refused_before_the_run(command, error):
+    # Each was a traceback once the cluster formed, its tasks launched
+    # ({job_name.upper} filled in "<built-in method upper of str object>").
+    jobs = parse_jobs([{"name": "ps"}, {"name": "worker"}])
+    with pytest.raises(SpecError, match=error):
+        check_command_template("echo " + command, jobs)
+
+
+def test_placeholders_with_a_format_or_a_conversion_are_taken():
+    jobs = parse_jobs([{"name": "worker"}])
+    check_command_template("echo {task_index:03d} {job_name!r:>10} {worker_hosts!s}", jobs)
+
+
 def test_refusals_wait_5_s_unless_the_user_chose_a_connect_timeout():
     from tfmesos.core.spec import REFUSED_TIMEOUT, RunSpec
 

@@ -142,6 +142,22 @@ def check_command_template(cmd: str, jobs: Iterable[Job], framework: str = TENSO
         if base not in known:
             raise SpecError("unknown placeholder {%s} in the command; known: %s (write {{ and }} "
                             "for literal braces)" % (field, ", ".join("{%s}" % k for k in sorted(known))))
+        if base != field:   # {job_name.upper} filled in a bound method's repr; {x[9]} failed
+            raise SpecError("the placeholder {%s} in the command takes no attribute or index: "
+                            "write {%s} (a format such as {task_index:03d} goes after a colon)"
+                            % (field, base))
+    # A format or conversion fills a task's command only once the cluster
+    # is formed: {task_index:zz} was a traceback then. The same with values
+    # of the types the tasks get (clusterspec.placeholders, torch_placeholders).
+    sample: dict[str, object] = {name: "host:1" for name in known}
+    sample.update(job_name="worker", task_index=0, master_addr="host", master_port=1,
+                  node_rank=0, nnodes=1, nproc_per_task=1)
+    try:
+        cmd.format(**sample)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        raise SpecError("the command's placeholders cannot be filled in (%s: %s); a format "
+                        "goes after a colon, as in {task_index:03d}, and {{ and }} are literal "
+                        "braces" % (type(exc).__name__, exc)) from None
 
 
 def _check_job_int(job: Job, field: str, minimum: int, maximum: int, what: str = "") -> None:
