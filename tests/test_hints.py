@@ -55,6 +55,8 @@ CASES = [
     (["terminate called after throwing an instance of 'std::bad_alloc'"], 134, "", "worker",
      "memory"),
     ([], 137, "", "worker", "killed"),
+    # sh's word for a command SIGKILLed, by whomever: not "it ran out of memory"
+    (["Killed"], 137, "Command exited with status 137", "worker", "killed"),
     (["epoch 1/10 loss 0.4"], None,
      "Memory limit exceeded: Requested: 1024MB Maximum Used: 1024MB", "chief", "memory"),
     (["tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective ops is "
