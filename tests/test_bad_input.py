@@ -599,6 +599,61 @@ def test_an_env_value_that_is_no_string_is_refused_not_sent_as_its_repr(env, err
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("given, error", [
+    ({"env": "A=1"}, "env takes a mapping of variable names to values, or a list of NAME=VALUE "
+                     "strings; got 'A=1'"),
+    ({"env": 5}, "env takes a mapping of variable names to values"),
+    ({"volumes": "/tmp:/data"}, "volumes takes a list of HOST:CONTAINER[:ro|rw] strings (or a "
+                                "mapping of host paths to container paths); got '/tmp:/data'"),
+    ({"volumes": 5}, "volumes takes a list of HOST:CONTAINER[:ro|rw] strings"),
+    ({"master": 5}, "master takes a master's address as a string (host:port, zk://..., or "
+                    "local); got 5"),
+    ({"secret_env": 5}, "secret_env takes variable names (a list of strings); got 5"),
+    ({"run_dir": 5}, "run_dir takes a directory (a path); got 5"),
+    ({"local_master_options": ["x"]}, "local_master_options takes a mapping of option names "
+                                      "to values; got ['x']"),
+])
+def test_an_argument_of_the_wrong_kind_is_one_line_naming_the_keyword(given, error, tmp_path,
+                                                                       monkeypatch):
+    """env="A=1" read as the entries 'A', '=', '1' ("environment entry 'A'
+    must look like NAME=VALUE"), volumes="/tmp:/data" as volumes '/', 't'...,
+    and cluster() took env=["A=1"] (which tfmesos.run() takes) to a
+    traceback; master=5, secret_env=5, run_dir=5, local_master_options=['x']
+    were tracebacks of both."""
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster([{"name": "worker"}], **given):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value).startswith(error), str(caught.value)
+    raised_by_the_call(caught.value, "fine_grained.py")
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(works, 1, workers=1, **given)
+    assert str(caught.value).startswith(error), str(caught.value)
+    raised_by_the_call(caught.value, "function_run.py")
+    assert os.listdir(tmp_path) == []
+
+
+def test_any_mapping_and_a_list_of_settings_are_taken_as_env_and_volumes():
+    """os.environ (no dict) was read as its names alone ("environment entry
+    'IS_SANDBOX' must look like NAME=VALUE"); cluster() took no list of
+    NAME=VALUE strings."""
+    import types
+
+    from tfmesos.core.fine_grained import run_spec_of
+    from tfmesos.core.spec_fields import env_given, volumes_given
+    proxy = types.MappingProxyType({"A": "1"})
+    for env in (proxy, ["A=1"], [("A", "1")], {"A": "1"}):
+        assert run_spec_of([{"name": "worker"}], env=env, environ={}).env == (("A", "1"),)
+        assert env_given(env) == [("A", "1")] or env_given(env) == ["A=1"]
+    assert run_spec_of([{"name": "worker"}], env=os.environ, environ={}).env \
+        == tuple(os.environ.items())
+    for volumes in (types.MappingProxyType({"/tmp": "/data"}), ["/tmp:/data"]):
+        assert run_spec_of([{"name": "worker"}], volumes=volumes, environ={}).volumes \
+            == (("/tmp", "/data", "RW"),)
+        assert volumes_given(volumes) == ("/tmp:/data",)
+
+
 def test_cluster_refuses_a_jobs_cmd_it_would_not_run(tmp_path, monkeypatch):
     """A job's cmd (tfrun's, replica mode) was taken by cluster() and never
     run: each task started a TensorFlow server instead, and the block ran."""

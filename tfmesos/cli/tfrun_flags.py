@@ -36,6 +36,9 @@ FLAGS: "dict[str, Word]" = {
     "containerizer": "-C",
     "env": "-E",
     "secret_env": "--secret-env",
+    "volumes": "-V",
+    "run_dir": "--run-dir",
+    "local_master": "the embedded master's options",   # no one flag sets them all
     "ca_bundle": "--ca-bundle",
     "advertise_address": "--advertise-address",
     "launch_timeout": "--launch-timeout",

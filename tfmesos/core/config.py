@@ -34,6 +34,9 @@ def resolve(value: Optional[str], environ: Mapping[str, str], name: str,
 
 
 def resolve_master(value: Optional[str], environ: Mapping[str, str]) -> str:
+    if value is not None and not isinstance(value, str):
+        raise SpecError.about("{master} takes a master's address as a string (host:port, "
+                              "zk://..., or local); got %r", value)
     return resolve(value, environ, "MESOS_MASTER", LOCAL).strip()
 
 

@@ -25,7 +25,7 @@ from .phase import ENDING, Phase
 from .restarts import RestartPolicy
 from .signals import deferring_signals
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec
-from .spec_fields import pairs
+from .spec_fields import env_given, pairs, volumes_given
 
 if TYPE_CHECKING:   # annotations only: imported when a run ships, logs to MLflow
     from ..record.mlflow_mapping import MlflowSpec
@@ -54,6 +54,7 @@ KEYWORDS: "dict[str, Word]" = words({
     "restart_policy.restart_on": "restart_on",
     "restart_policy.backoff": "restart_backoff",
     "restart_policy.max_backoff": "max_backoff",   # no keyword sets it
+    "local_master": "local_master_options",
     "local_master.cgroups_enable_cfs": "local_master_options['cgroups_enable_cfs']",
     "ship.directory": "ship",
     "ship.max_size": "ShipSpec.max_size",
@@ -437,8 +438,6 @@ def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[st
     """The ``RunSpec`` of ``cluster()``'s arguments (``settings``: the
     RunSpec fields of the same name)."""
     environ = os.environ if environ is None else environ
-    if isinstance(volumes, dict):
-        volumes = ["%s:%s" % item for item in volumes.items()]
     jobs = parse_jobs(jobs)
     return RunSpec(
         # Unnamed: after the script that made it (core.caller), as tfrun names its runs.
@@ -446,8 +445,7 @@ def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[st
         image=config.resolve(image, environ, "DOCKER_IMAGE"),
         containerizer=containerizer_type or "MESOS", force_pull=force_pull_image,
         # host:container[:mode] strings, which RunSpec parses (its __post_init__)
-        volumes=tuple(volumes or ()),  # type: ignore[arg-type]
-        env=tuple((env or {}).items()), jobs=tuple(jobs),
+        volumes=volumes_given(volumes), env=tuple(env_given(env)), jobs=tuple(jobs),
         mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
         local_master=pairs(local_master_options), run_dir=run_dir or AUTO,
         restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),

@@ -76,6 +76,7 @@ KEYWORDS: "dict[str, Word]" = words({
     "restart_policy.restart_on": "restart_on",
     "restart_policy.backoff": "restart_backoff",
     "restart_policy.max_backoff": "max_backoff",   # no keyword sets it
+    "local_master": "local_master_options",
     "local_master.cgroups_enable_cfs": "cgroups_enable_cfs",
     "ship.directory": "ship",
     "ship.max_size": "ship_max_size",

@@ -41,7 +41,7 @@ from .restarts import RestartPolicy
 from .run_result import RunResult
 from .signals import deferring_signals
 from .spec import AUTO, RunSpec
-from .spec_fields import pairs
+from .spec_fields import env_given, pairs, volumes_given
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
     from ..ship.bundle import ShipSpec
@@ -285,13 +285,12 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
     master = config.resolve_master(settings["master"], environ)
     image = config.resolve(settings["image"], environ, "DOCKER_IMAGE")
     python = task_python(dict(settings, image=image), master)
-    env = settings["env"] or {}
-    env = list(env.items()) if isinstance(env, dict) else list(env)
+    env = env_given(settings["env"])
     env += [(task_env.FUNCTION, payload.name),
             (task_env.MAX_RESULT, str(limit)),
             (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs))),
             (task_env.FRAMEWORK, str(settings["framework"]))]
-    local = dict(settings["local_master_options"] or {})
+    local = dict(pairs(settings["local_master_options"]))
     if settings["no_isolation"] and settings["cgroups_enable_cfs"]:
         raise SpecError("no_isolation and cgroups_enable_cfs contradict each other: drop one")
     if settings["no_isolation"]:
@@ -305,7 +304,7 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
     return RunSpec(
         name=name, shown_command=run_command(fn), role=settings["role"], image=image,
         containerizer=settings["containerizer"],
-        force_pull=settings["force_pull"], volumes=tuple(settings["volumes"]), env=tuple(env),
+        force_pull=settings["force_pull"], volumes=volumes_given(settings["volumes"]), env=tuple(env),
         secret_env=settings["secret_env"],
         launch_timeout=settings["launch_timeout"], max_attempts=settings["max_attempts"],
         user=settings["user"], python=python, jobs=tuple(jobs), mode="replica",

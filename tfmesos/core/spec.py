@@ -165,6 +165,10 @@ class RunSpec(FrozenFieldMethods):
         if len(self.name) > MAX_NAME or has_control_characters(self.name):
             raise SpecError.about("the run's name ({name}) must be at most %d characters, none "
                                   "of them a control character: give a shorter one", MAX_NAME)
+        if isinstance(self.run_dir, os.PathLike):
+            object.__setattr__(self, "run_dir", os.fspath(self.run_dir))
+        if self.run_dir is not None and not isinstance(self.run_dir, str):
+            raise SpecError.about("{run_dir} takes a directory (a path); got %r", self.run_dir)
         upper = str(self.containerizer or "MESOS").upper()
         if upper not in CONTAINERIZERS:
             raise SpecError("unknown containerizer %r: use MESOS or DOCKER"

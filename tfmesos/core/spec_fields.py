@@ -14,7 +14,7 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
                job: Optional[str] = None) -> tuple[tuple[str, str], ...]:
     """The run's ``env`` (a job's: ``job``, its name) as (name, value) pairs."""
     owner = "the run" if job is None else "job %r" % job
-    items = env.items() if isinstance(env, dict) else env
+    items = env.items() if isinstance(env, Mapping) else env
     result = []
     for item in items:
         if isinstance(item, str):
@@ -36,11 +36,51 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
     return tuple(result)
 
 
+def env_given(env: Any) -> list:
+    """What ``cluster()`` and ``tfmesos.run()`` take as ``env``, as
+    ``env_tuple`` reads it: any mapping (``os.environ``, a mapping proxy),
+    or NAME=VALUE strings or (name, value) pairs; None: none. A string
+    alone was read a character at a time ("environment entry 'A' must look
+    like NAME=VALUE" of env="A=1"), a mapping that is no dict as its
+    names alone, a list by cluster() as a mapping (a traceback)."""
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return list(env.items())
+    if isinstance(env, (str, bytes)) or not isinstance(env, Iterable):
+        raise SpecError.about("{env} takes a mapping of variable names to values, or a list of "
+                              "NAME=VALUE strings; got %r", env)
+    return list(env)
+
+
+def volumes_given(volumes: Any) -> tuple:
+    """What ``cluster()`` and ``tfmesos.run()`` take as ``volumes``: a list
+    of ``HOST:CONTAINER[:ro|rw]`` strings (or (host, container, mode)
+    triples), or a mapping of host paths to container paths; None: none.
+    A string alone was read a character at a time ("invalid volume '/'")."""
+    if volumes is None:
+        return ()
+    if isinstance(volumes, Mapping):
+        return tuple("%s:%s" % item for item in volumes.items())
+    if isinstance(volumes, (str, bytes)) or not isinstance(volumes, Iterable):
+        raise SpecError.about("{volumes} takes a list of HOST:CONTAINER[:ro|rw] strings (or a "
+                              "mapping of host paths to container paths); got %r", volumes)
+    return tuple(volumes)
+
+
 def pairs(value: Any) -> tuple:
     """``(name, value)`` pairs of a mapping, or of pairs given as such (None: none)."""
     if value is None:
         return ()
-    return tuple(value.items()) if isinstance(value, dict) else tuple(value)
+    if isinstance(value, Mapping):
+        return tuple(value.items())
+    found = tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) \
+        else None
+    if found is None or any(not isinstance(pair, (tuple, list)) or len(pair) != 2
+                            for pair in found):
+        raise SpecError.about("{local_master} takes a mapping of option names to "
+                              "values; got %r", value)
+    return found
 
 
 def secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tuple[str, ...]:
@@ -48,6 +88,9 @@ def secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tu
     setting (``plain``) nor one tfmesos sets itself."""
     if isinstance(names, str):
         names = (names,)
+    if not isinstance(names, Iterable) or isinstance(names, bytes):
+        raise SpecError.about("{secret_env} takes variable names (a list of strings); got %r",
+                              names)
     result = []
     for name in names:
         if not isinstance(name, str) or not ENV_NAME.match(name):
@@ -69,4 +112,5 @@ def volume_tuple(volume: Sequence[str]) -> tuple[str, str, str]:
     return parse_volume("%s:%s:%s" % (host, container, mode.lower()))
 
 
-__all__ = ["env_tuple", "pairs", "secret_names", "volume_tuple"]
+__all__ = ["env_given", "env_tuple", "pairs", "secret_names", "volume_tuple",
+           "volumes_given"]
