@@ -147,6 +147,14 @@ generator = clusters()
 print("open", next(generator).spec, flush=True)
 manager = tfmesos.cluster(JOBS, master="local", run_dir=sys.argv[2])
 print("open", manager.__enter__().spec, flush=True)
+# Entered with no name kept for the manager: the Cluster keeps it (and
+# its run) alive. The garbage collector closed the generator under it: the
+# run was stopped there and then, recorded "succeeded", and the Cluster
+# the caller held named servers that were gone.
+entered = tfmesos.cluster(JOBS, master="local", run_dir=sys.argv[3]).__enter__()
+import gc
+gc.collect()
+print("open", entered.spec, "finished:", entered.finished(), flush=True)
 """
 
 
@@ -157,7 +165,7 @@ def test_a_cluster_still_open_when_the_program_exits_is_stopped_as_it_exits(tmp_
     run.json said "running". It is now stopped at exit, as submit's runs are."""
     script = tmp_path / "left_open.py"
     script.write_text(LEFT_OPEN)
-    runs = [str(tmp_path / "generator"), str(tmp_path / "entered")]
+    runs = [str(tmp_path / "generator"), str(tmp_path / "entered"), str(tmp_path / "unnamed")]
     out, err = tmp_path / "out", tmp_path / "err"
     with open(out, "w") as stdout, open(err, "w") as stderr:
         proc = subprocess.Popen([sys.executable, str(script)] + runs, stdout=stdout,
@@ -176,7 +184,8 @@ def test_a_cluster_still_open_when_the_program_exits_is_stopped_as_it_exits(tmp_
                 proc.wait()
     said = err.read_text()
     assert proc.returncode == 0, said[-6000:]
-    assert out.read_text().count("open {'worker'") == 2
+    assert out.read_text().count("open {'worker'") == 3
+    assert "finished: False" in out.read_text(), out.read_text()
     assert "Traceback" not in said and "Exception ignored" not in said, said
     for run_dir in runs:
         record = finished_record(run_dir)

@@ -83,6 +83,7 @@ class Cluster:
     def __init__(self, run: ClusterRun) -> None:
         self._run = run
         self.run_dir: Optional[str] = run.record.directory   # the logs and run.json
+        self._manager: Optional[object] = None   # what cluster() returned (_RunsOnce)
 
     @property
     def spec(self) -> dict[str, list[str]]:
@@ -252,10 +253,15 @@ class _RunsOnce:
                                            "has run its with block"))
         self._state = "open"
         try:
-            return self._manager.__enter__()
+            entered = self._manager.__enter__()
         except BaseException:
             self._state = "ended"
             raise
+        # The Cluster holds its manager: entered as cluster(...).__enter__(),
+        # nothing else did, and the garbage collector closed the generator
+        # under the caller's Cluster (the run stopped, recorded "succeeded").
+        entered._manager = self
+        return entered
 
     def __exit__(self, *exc_info: Any) -> Optional[bool]:
         self._state = "ended"
