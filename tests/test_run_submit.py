@@ -141,6 +141,39 @@ def test_submit_then_result(tmp_path):
     assert "finished: RunResult(run_id=%r" % result.run_id in repr(future)
 
 
+CALLBACK_AT_EXIT = """
+import sys, time, tfmesos
+
+def one():
+    return 1
+
+def save(future):
+    time.sleep(0.5)    # the program's main thread has returned from result() by now
+    with open(sys.argv[1], "w") as handle:
+        handle.write("saved %r" % (future.result().value,))
+
+future = tfmesos.submit(one, workers=1, cpus=0.1, mem=128, ship=None, launch_timeout=120,
+                        run_dir=sys.argv[2])
+future.add_done_callback(save)
+future.result()
+"""
+
+
+def test_a_done_callback_runs_to_its_end_however_soon_the_program_exits(tmp_path):
+    # The run's thread was a daemon: set_result() woke result() before it
+    # called the callbacks, the program ended, and the callback was cut
+    # off (its file never written), where an executor's future runs it.
+    import subprocess
+    script = tmp_path / "callback.py"
+    script.write_text(CALLBACK_AT_EXIT)
+    saved = tmp_path / "saved"
+    done = subprocess.run([sys.executable, str(script), str(saved), str(tmp_path / "run")],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert saved.read_text() == "saved 1"
+
+
 def test_submit_then_cancel_a_long_function_leaves_nothing_running(tmp_path, local_master):
     called = []
     future = tfmesos.submit(runs_until_stopped, str(tmp_path), workers=2, master=local_master.url,

@@ -35,6 +35,7 @@ from .function_run import Cancel, FunctionCall
 from .run_result import RunResult
 
 _live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit
+_working: "set[threading.Thread]" = set()   # their threads, until the callbacks ran: joined at exit
 _live_lock = threading.Lock()
 _hooked = False
 
@@ -55,9 +56,17 @@ class RunFuture(concurrent.futures.Future):
     def _start(self) -> None:
         with _live_lock:
             _live.add(self)
+            _working.add(self._thread)
         self._thread.start()
 
     def _work(self) -> None:
+        try:
+            self._run()
+        finally:
+            with _live_lock:
+                _working.discard(self._thread)
+
+    def _run(self) -> None:
         outcome: Optional[RunResult] = None
         error: Optional[BaseException] = None
         try:
@@ -152,13 +161,22 @@ def _hook_exit() -> None:
 
 
 def cancel_live() -> None:
-    """Cancel every run still going (at exit): nothing of them is left."""
+    """Cancel every run still going (at exit): nothing of them is left.
+    Then wait for the runs' threads, as ``concurrent.futures``' executors
+    wait for their workers: a done-callback runs on its run's thread,
+    after ``result()`` returned to the program, and was cut off as the
+    program exited (a daemon thread)."""
     with _live_lock:
         going = list(_live)
     for future in going:
         if not future.done():
             say("the program ends: cancelling %s" % future._thread.name)
             future.cancel()
+    with _live_lock:
+        working = list(_working)
+    for thread in working:
+        if thread is not threading.current_thread():
+            thread.join()
 
 
 __all__ = ["RunFuture", "submit", "cancel_live"]
