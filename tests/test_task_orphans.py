@@ -260,6 +260,29 @@ def test_the_secret_is_not_in_the_command_or_hooks_environment(tag, tmp_path):
         assert "TFMESOS_TASK_INDEX=0" in env and "TFMESOS_SECRET" not in env
 
 
+def test_a_failed_initializer_is_said_with_its_output_and_the_command_never_runs(tag,
+                                                                                tmp_path):
+    # The hooks' output went to the Mesos sandbox alone (the embedded
+    # master removes it): tfrun said "task worker:0 exited with code 3",
+    # the run directory's stderr was empty, and nothing said the command
+    # never ran.
+    hooks = {"initializer": "echo init-out; echo init-fails >&2; exit 3",
+             "finalizer": "echo fini-out; exit 4"}
+    run_dir = tmp_path / "run"
+    with start_tfrun("--run-dir", str(run_dir),
+                     *tfrun_args(tag, tmp_path, "echo the-command", hooks)) as proc:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    assert "[worker:0] init-out" in out and "[worker:0] fini-out" in out
+    assert "the-command" not in out
+    assert "[worker:0] init-fails\n" in err
+    assert "[worker:0] tfmesos: the initializer exited with code 3; the command did not run" \
+        in err
+    assert "[worker:0] tfmesos: the finalizer exited with code 4" in err
+    logged = (run_dir / "worker.0.stderr").read_text()
+    assert "init-fails" in logged and "the command did not run" in logged
+
+
 def test_the_guard_is_a_fork_of_the_task_entry_without_its_connection(tag, tmp_path):
     """Not a second interpreter; and the scheduler sees the task entry's
     connection drop when the task entry dies, not when the guard ends."""

@@ -275,14 +275,15 @@ class ReplicaCommand:
         self._command = None   # the command's _Child once it started
         self.usage = None   # what the command used (usage.UsageMonitor's report)
 
-    def _spawn(self, cmd, capture):
-        """``cmd`` started under a guard, or None when stopping."""
+    def _spawn(self, cmd, command):
+        """``cmd`` (the user's ``command``, else a hook) started under a
+        guard, its output captured, or None when stopping."""
         with self._lock:
             if self.stopping.is_set():
                 return None
             self._child = _Child(replica_guard.start(cmd, self.env, cwd=self.cwd,
-                                                     capture=capture, grace=KILL_GRACE))
-            if capture:
+                                                     capture=True, grace=KILL_GRACE))
+            if command:
                 self._command = self._child
             return self._child
 
@@ -293,12 +294,27 @@ class ReplicaCommand:
         child.signal(signal.SIGKILL)  # what it left behind in its group
         return exit_code(code)
 
-    def run_hook(self, cmd):
-        child = self._spawn(cmd, capture=False)
-        return STOPPED if child is None else self._reap(child)
+    def run_hook(self, which, cmd):
+        """The ``which`` hook (initializer, finalizer): its output forwarded
+        as the command's is (it went to the sandbox alone, which the
+        embedded master removes), and its failure said there; its exit code."""
+        code = self._run(cmd, command=False)
+        if code not in (0, STOPPED) and not self.stopping.is_set():
+            self.say("tfmesos: the %s exited with code %d%s" % (
+                which, code, "; the command did not run" if which == "initializer" else ""))
+        return code
+
+    def say(self, line):
+        """``line`` on the task's stderr, forwarded as its output is."""
+        print(line, file=sys.stderr, flush=True)
+        if self.forward:
+            self._send_log("stderr", [line + "\n"])
 
     def run(self):
-        child = self._spawn(self.cmd, capture=True)
+        return self._run(self.cmd, command=True)
+
+    def _run(self, cmd, command):
+        child = self._spawn(cmd, command)
         if child is None:
             return STOPPED
         noise = NoiseFilter(min_log_level(self.env), task_gpus(self.env))
@@ -310,9 +326,10 @@ class ReplicaCommand:
                      (child.guard.stderr, "stderr", sys.stderr, noise))]
         for pump in pumps:
             pump.start()
-        monitor = _monitor(child.guard.pid)
+        monitor = _monitor(child.guard.pid) if command else None
         code = self._reap(child)
-        self.usage = _report(monitor)
+        if command:
+            self.usage = _report(monitor)
         # Past DRAIN_TIME, what still holds the pipes escaped the group: the
         # command's own output is in them already.
         _join(pumps, DRAIN_TIME)
@@ -449,11 +466,12 @@ def run_replica(conn, start):
         target=terminated, daemon=True).start())
     threading.Thread(target=command.watch_scheduler, daemon=True).start()
     hooks = start.get("hooks") or {}
-    code = command.run_hook(hooks["initializer"]) if hooks.get("initializer") else 0
+    code = command.run_hook("initializer", hooks["initializer"]) \
+        if hooks.get("initializer") else 0
     if code == 0:
         code = command.run()
     if hooks.get("finalizer") and not command.stopping.is_set():
-        command.run_hook(hooks["finalizer"])
+        command.run_hook("finalizer", hooks["finalizer"])
     command.done.set()
     if relay is not None:
         relay.close()   # the last metrics go before the exit message
