@@ -198,6 +198,13 @@ ROWS = [
     tfrun("advertise-address-malformed", ["--advertise-address", "not an addr"], 2,
           "--advertise-address 'not an addr' is neither an IP address nor a host name"),
     tfrun("name-too-long", ["-n", "x" * 300], 2, "must be at most 200 characters"),
+    # launched three times, each '/bin/sh: exec: /nonexistent: not found', then
+    # told to "give its full path"
+    tfrun("python-that-is-not-here", ["--python", "/nonexistent/python3"], 2,
+          "--python /nonexistent/python3: no such program on this machine, whose embedded "
+          "master runs the tasks: give an interpreter it has, e.g. --python "),
+    tfrun("python-not-on-the-path", ["--python", "python2.1"], 2,
+          "--python python2.1: not on the tasks' PATH on this machine"),
     tfrun("run-dir-impossible", ["--run-dir", "/proc/1/x"], 2,
           "--run-dir /proc/1/x: cannot create it"),
     tfrun("runs-dir-others-may-write", [], 2,

@@ -55,6 +55,9 @@ CASES = [
     (["terminate called after throwing an instance of 'std::bad_alloc'"], 134, "", "worker",
      "memory"),
     ([], 137, "", "worker", "killed"),
+    # a path given (--python /opt/py/bin/python3.12) is not "not on the PATH: give its path"
+    (["/bin/sh: 1: exec: /opt/env/bin/trainer: not found"], 127, "", "worker",
+     "path-not-found"),
     # sh's word for a command SIGKILLed, by whomever: not "it ran out of memory"
     (["Killed"], 137, "Command exited with status 137", "worker", "killed"),
     (["epoch 1/10 loss 0.4"], None,

@@ -48,6 +48,7 @@ FIELDS: "dict[str, str]" = {
     "volumes": "volumes",
     "local_master": "local_master",
     "run_dir": "run_dir",
+    "python": "python",
     "ca_bundle": "ca_bundle",
     "advertise_address": "advertise_address",
     "launch_timeout": "launch_timeout",

@@ -3,6 +3,7 @@ errors (SpecError): what a run would otherwise find wrong only once
 started."""
 
 import os
+import sys
 
 from ..core import config
 from ..core.spec import AUTO
@@ -22,6 +23,29 @@ def check_local_user(spec):
                     path=(options.get("executor_environment") or os.environ).get("PATH"))
 
 
+def check_local_python(spec, environ):
+    """SpecError unless the embedded master's agent, this machine, has
+    ``--python``'s interpreter: a path that is not there was launched three
+    times, each ending '/bin/sh: exec: /nonexistent: not found', and then
+    told to 'give its full path', which it was. A name is looked up on the
+    tasks' PATH; a relative path (in the sandbox, shipped) and an
+    interpreter that comes with --python-env are the tasks' to find."""
+    import shutil
+
+    from ..core.taskinfo import task_entry_needs
+    python, _ = task_entry_needs(spec)
+    if python is None or (os.sep in python and not os.path.isabs(python)):
+        return
+    path = (spec.local_master_options.get("executor_environment") or environ).get("PATH")
+    found = shutil.which(python, path=path) if os.sep not in python else (
+        python if os.path.isfile(python) and os.access(python, os.X_OK) else None)
+    if found is None:
+        raise SpecError.about("{python} %s: %s on this machine, whose embedded master runs the "
+                              "tasks: give an interpreter it has, e.g. {python=%s}",
+                              python, "no such program" if os.sep in python
+                              else "not on the tasks' PATH", sys.executable)
+
+
 def check_before_start(spec, environ):
     """What a run would find wrong only once started, as usage errors
     (SpecError): a given advertise address the backend would refuse, a
@@ -33,6 +57,8 @@ def check_before_start(spec, environ):
     a ``--run-dir`` that cannot be made (made last, once all else passed)."""
     from ..core.task_secrets import values
     values(spec, environ)
+    if spec.master == config.LOCAL and spec.python and not spec.image:
+        check_local_python(spec, environ)
     if spec.advertise_address or (spec.master != config.LOCAL
                                   and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
         from ..core.run_setup import make_backend

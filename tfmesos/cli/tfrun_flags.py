@@ -38,6 +38,7 @@ FLAGS: "dict[str, Word]" = {
     "secret_env": "--secret-env",
     "volumes": "-V",
     "run_dir": "--run-dir",
+    "python": "--python",
     "local_master": "the embedded master's options",   # no one flag sets them all
     "ca_bundle": "--ca-bundle",
     "advertise_address": "--advertise-address",

@@ -116,6 +116,10 @@ RULES = (
          "'{program}' does not exist on the agent (Debian and Ubuntu have python3, not "
          "python): write python3, or give --python with an interpreter the agents have",
          _SHELL + r"(?P<program>(?:\S*/)?python[\w.]*): (?:command )?not found"),
+    Rule("path-not-found",
+         "'{program}' does not exist on the agent: give a path the agents have (--python "
+         "names the tasks' interpreter), or ship it with your code (--ship)",
+         _SHELL + r"(?P<program>\S*/[^\s:]+): (?:command )?not found"),
     Rule("command-not-found",
          "'{program}' is not on the agent's PATH: install it on the agents, give its full "
          "path, or ship it with your code (--ship)",

@@ -370,7 +370,7 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
     caller's count and go (None: every run): in a shared runs directory,
     records another user planted, dated in the future, made the caller's
     own newest runs "older" than the ``keep`` kept. A symbolic link is
-    never followed nor removed, and a directory that cannot be removed is
+    never followed nor removed (with ``mine``, each is named), and a directory that cannot be removed is
     named, not an end: every run is seen to. Returns (removed, kept
     running, left: [(run, why)])."""
     if keep < 0:
@@ -378,7 +378,12 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
     removed: list[Run] = []
     running: list[Run] = []
     left: list[tuple[Run, str]] = []
-    for run in [run for run in list_runs(root) if mine is None or mine(run)][keep:]:
+    runs = list_runs(root)
+    past = runs[keep:] if mine is None else [run for run in runs if mine(run)][keep:] + [
+        # Never the caller's own (``mine`` looks at the link itself), never
+        # counted: every link is named, not followed.
+        run for run in runs if os.path.islink(run.directory)]
+    for run in past:
         if run.running and (not run.gone or (hold is not None and hold(run))):
             running.append(run)
             continue
