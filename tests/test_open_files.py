@@ -65,3 +65,15 @@ def test_the_need_grows_with_the_tasks():
     assert open_files.needed(200) - open_files.needed(100) == 100 * open_files.PER_TASK
     # What was measured: 200 tasks on the embedded master, 622 open files at their peak.
     assert open_files.needed(200) >= 622
+
+
+def test_a_hard_limit_below_what_the_tasks_surely_take_is_why_they_cannot_run():
+    assert open_files.too_few(60, Limits(64, 64).get) == (
+        "60 tasks need at least 212 open files at once, and this process may open 64 at most "
+        "(ulimit -Hn): raise the hard limit (limits.conf, LimitNOFILE=), or run at most 10 "
+        "tasks")
+    assert "run at most 32 tasks" in open_files.too_few(40, Limits(128, 128).get)
+    assert open_files.too_few(30, Limits(128, 128).get) is None     # 122 fit
+    assert open_files.too_few(60, Limits(64, resource.RLIM_INFINITY).get) is None
+    assert open_files.too_few(60, Limits(64, 4096).get) is None     # the soft one is raised
+    assert open_files.too_few(10, Limits(1, 1).get) is None         # a run that surely fits

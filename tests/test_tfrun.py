@@ -281,6 +281,23 @@ def test_a_run_of_more_tasks_than_the_soft_open_files_limit_allows_raises_it():
     assert_no_task_processes()
 
 
+def test_more_tasks_than_the_hard_open_files_limit_allows_is_a_usage_error():
+    # ulimit -n 64 with 60 tasks: a warning, then tracebacks of the agent's
+    # threads (EMFILE in oom_watch) and of the reactions; ulimit -n 128 with
+    # 40 tasks: "cannot write run.json", the run going on without its record.
+    argv = ["sh", "-c", 'ulimit -n 64 && exec "$@"', "sh"] + tfrun_argv(
+        "-q", "-w", "60", "-s", "0", "-Cw", "0.01", "-Mw", "64", "--", "true")
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == (
+        "tfrun: error: 60 tasks need at least 212 open files at once, and this process may "
+        "open 64 at most (ulimit -Hn): raise the hard limit (limits.conf, LimitNOFILE=), or "
+        "run at most 10 tasks (tfrun --help explains every option)"), done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert_no_task_processes()
+
+
 def bindable(port):
     with socket.socket() as probe:
         try:

@@ -48,7 +48,8 @@ def check_local_python(spec, environ):
 
 def check_before_start(spec, environ):
     """What a run would find wrong only once started, as usage errors
-    (SpecError): a given advertise address the backend would refuse, a
+    (SpecError): more tasks than the open files this process may have
+    (``open_files.too_few``), a given advertise address the backend would refuse, a
     ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
     a ``--secret-env`` variable that is not set, a keys directory another
     user could swap a ``--failover`` or ``--detach`` run's key in
@@ -59,6 +60,10 @@ def check_before_start(spec, environ):
     values(spec, environ)
     if spec.master == config.LOCAL and spec.python and not spec.image:
         check_local_python(spec, environ)
+    from ..core.open_files import too_few
+    why = too_few(sum(job.num for job in spec.jobs))
+    if why:
+        raise SpecError(why)
     if spec.advertise_address or (spec.master != config.LOCAL
                                   and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
         from ..core.run_setup import make_backend

@@ -62,7 +62,8 @@ held by cgroups where root can (--no-isolation); the last 1000 ended tasks
 of a run kept in its state, as Mesos' --max_completed_tasks_per_framework.
 Open files: a run raises tfrun's soft limit (ulimit -n) to 128 plus 4 per task
 where it is lower, within the hard limit (ulimit -Hn), and warns when that is
-too low; the embedded master's tasks inherit it, as a Mesos agent's do.
+too low; a hard limit under 32 plus 3 per task (what runs surely take) is a
+usage error. The embedded master's tasks inherit it, as a Mesos agent's do.
 """
 
 SECONDS = bounded(float, 0, MAX_SECONDS, low_open=True)

@@ -21,8 +21,37 @@ PER_TASK = 4     # a rendezvous connection; the embedded agent's pidfd and socke
 # 1,024): a run that needs no more neither looks (nor imports ``resource``
 # on tfrun's start-up path).
 LOWEST_DEFAULT = 256
+# A hard limit is lower only where someone set it so (ulimit -Hn 64): a run
+# that surely fits in this looks no further.
+SURELY_ALLOWED = 64
 
 Limits = tuple[int, int]
+
+
+def at_least(tasks: int) -> int:
+    """Open files a run of ``tasks`` tasks takes for certain (the measured
+    peak: 622 for 200 tasks on the embedded master): with fewer it cannot
+    go, and failed in tracebacks (EMFILE in the agent's threads, run.json
+    not written)."""
+    return 32 + 3 * max(tasks, 0)
+
+
+def too_few(tasks: int, get: Optional[Callable[[int], Limits]] = None) -> Optional[str]:
+    """Why this process cannot run ``tasks`` tasks at all (its hard
+    open-files limit is below ``at_least``), else None."""
+    if at_least(tasks) <= SURELY_ALLOWED:
+        return None
+    import resource
+
+    try:
+        soft, hard = (get or resource.getrlimit)(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    if hard == resource.RLIM_INFINITY or hard >= at_least(tasks):
+        return None
+    return ("%d tasks need at least %d open files at once, and this process may open %d at "
+            "most (ulimit -Hn): raise the hard limit (limits.conf, LimitNOFILE=), or run at "
+            "most %d tasks" % (tasks, at_least(tasks), hard, max(0, (hard - 32) // 3)))
 
 
 def needed(tasks: int) -> int:
@@ -62,4 +91,5 @@ def raise_for(tasks: int, get: Optional[Callable[[int], Limits]] = None,
             "LimitNOFILE=), or run fewer tasks" % (tasks, want, target, hard))
 
 
-__all__ = ["BASE", "PER_TASK", "LOWEST_DEFAULT", "needed", "raise_for"]
+__all__ = ["BASE", "PER_TASK", "LOWEST_DEFAULT", "at_least", "needed", "raise_for",
+           "too_few"]
