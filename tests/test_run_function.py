@@ -501,3 +501,67 @@ def test_a_malformed_result_file_is_a_failed_result_not_a_crash(tmp_path, line):
     header, data = read_outcome(str(path), 1 << 20)
     assert header["status"] == "error" and data == b""
     assert "malformed" in header["error"]
+
+
+# A script's module for local_sources: a class, a decorated function.
+SCRIPT = '''
+import functools
+
+
+class Trainer:
+    def __init__(self, lr):
+        self.lr = lr
+
+    def step(self):
+        return 1 / self.lr
+
+    @staticmethod
+    def scale(x):
+        return x / 0
+
+    @property
+    def rate(self):
+        return 1 / self.lr
+
+
+def logged(f):
+    @functools.wraps(f)
+    def wrapper(*args):
+        return f(*args)
+    return wrapper
+
+
+@logged
+def train(lr):
+    return Trainer(lr).step()
+'''
+
+
+def test_a_methods_and_a_decorated_functions_frames_name_the_callers_file(tmp_path):
+    # cloudpickle carries a script's functions by value: their frames say
+    # File "<dynamic-code>". The caller named its own file for the plain
+    # functions of the script only: a method's, and the function a
+    # decorator wraps, stayed "<dynamic-code>" with no source line.
+    import importlib.util
+
+    from tfmesos.core.remote_errors import local_sources, readable
+    path = tmp_path / "script.py"
+    path.write_text(SCRIPT)
+    spec = importlib.util.spec_from_file_location("script_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sources = local_sources(module.train)
+    lines = SCRIPT.splitlines()
+    for name, source in (("step", "return 1 / self.lr"), ("scale", "return x / 0"),
+                         ("train", "return Trainer(lr).step()"), ("wrapper", "return f(*args)"),
+                         ("rate", "return 1 / self.lr")):
+        number = next(i for i, line in enumerate(lines, 1)
+                      if line.strip() == source and (name != "rate" or i > 17))
+        remote = ('Traceback (most recent call last):\n'
+                  '  File "<dynamic-code>", line %d, in %s\n'
+                  'ZeroDivisionError: division by zero\n' % (number, name))
+        assert readable(remote, sources) == (
+            'Traceback (most recent call last):\n'
+            '  File "%s", line %d, in %s\n'
+            '    %s\n'
+            'ZeroDivisionError: division by zero\n' % (path, number, name, source)), name

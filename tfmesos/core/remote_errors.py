@@ -149,16 +149,56 @@ def as_cause_type(message: str, task: Optional[str], state: Optional[str],
 _DYNAMIC = re.compile(r'^( *)File "<dynamic-code>", line (\d+), in (\S+)$')
 
 
+def _functions_in(value: object, module: Optional[str]) -> list:
+    """The functions ``value`` holds that may run by value: itself, what a
+    decorator wraps (``__wrapped__``, its closure's functions), and, for a
+    class of ``module``, its methods (static, class, a property's too)."""
+    if inspect.isfunction(value):
+        found = [value]
+        wrapped = getattr(value, "__wrapped__", None)
+        if wrapped is not None:
+            found.append(wrapped)
+        for cell in value.__closure__ or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:   # an empty cell
+                continue
+            if inspect.isfunction(content):
+                found.append(content)
+        return found
+    if inspect.isclass(value) and getattr(value, "__module__", None) == module:
+        found = []
+        for member in vars(value).values():
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            parts = (member.fget, member.fset, member.fdel) if isinstance(member, property) \
+                else (member,)
+            found += [part for part in parts if inspect.isfunction(part)]
+        return found
+    return []
+
+
 def local_sources(fn: object) -> Sources:
     """``{name: [(file, first line, last line)]}`` of the code that may run
-    by value in the tasks: ``fn``'s, the functions of its module's globals,
-    and the functions defined inside them."""
+    by value in the tasks: ``fn``'s (and what it wraps: a decorated
+    function), the functions and the methods of the classes of its
+    module's globals, and the functions defined inside them. A method or
+    a decorated function's own frame named no file ("<dynamic-code>")."""
+    module = getattr(fn, "__module__", None)
+    functions = _functions_in(fn, module)
+    for value in list((getattr(fn, "__globals__", None) or {}).values()):
+        functions += _functions_in(value, module)
     codes: list[CodeType] = []
     seen: set[int] = set()
-    pending = [getattr(fn, "__code__", None)]
-    pending += [getattr(value, "__code__", None)
-                for value in list((getattr(fn, "__globals__", None) or {}).values())
-                if inspect.isfunction(value)]
+    done: set[int] = set()
+    pending = []
+    while functions:
+        function = functions.pop()
+        if id(function) in done:
+            continue
+        done.add(id(function))
+        pending.append(function.__code__)
+        functions += _functions_in(function, module)[1:]   # what it wraps
     while pending:
         code = pending.pop()
         if code is None or id(code) in seen:
