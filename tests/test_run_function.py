@@ -534,6 +534,9 @@ def logged(f):
 @logged
 def train(lr):
     return Trainer(lr).step()
+
+
+measure = functools.wraps(len)(lambda *args: len(*args))   # wraps a builtin: no code
 '''
 
 

@@ -156,7 +156,7 @@ def _functions_in(value: object, module: Optional[str]) -> list:
     if inspect.isfunction(value):
         found = [value]
         wrapped = getattr(value, "__wrapped__", None)
-        if wrapped is not None:
+        if inspect.isfunction(wrapped):   # (a builtin one carries no code)
             found.append(wrapped)
         for cell in value.__closure__ or ():
             try:
