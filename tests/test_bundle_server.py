@@ -194,6 +194,28 @@ def test_a_download_holding_every_place_refuses_newcomers(tmp_path):
         server.stop()
 
 
+def test_a_silent_connection_is_said_refused_before_it_is_closed(tmp_path, monkeypatch):
+    # Said after the shutdown, on the timer's thread: a loaded machine's
+    # client saw its connection closed and the test read the warnings before
+    # the refusal was said (CI: "... sent no request line within 2 s" in []).
+    from tfmesos.ship import bundle_server
+    order = []
+    real_shut_down = bundle_server.shut_down
+    monkeypatch.setattr(bundle_server, "shut_down",
+                        lambda sock: (order.append("closed"), real_shut_down(sock)))
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"data")
+    server = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1", line_timeout=1.0,
+                          request_timeout=120.0)
+    monkeypatch.setattr(server.refusals, "refused", lambda peer, why: order.append(why))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as silent:
+            assert closed_by_server(silent, 60)
+    finally:
+        server.stop()
+    assert order[:2] == ["sent no request line within 1 s", "closed"], order
+
+
 def test_a_connection_has_a_few_seconds_to_send_its_request_line(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger=LOGGER)
     path = tmp_path / "f.zip"

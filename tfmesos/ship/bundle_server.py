@@ -208,14 +208,18 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             if known is not None:
                 known.waiting = False
 
-    def expire(self, request) -> bool:
+    def expire(self, request, why: Optional[str] = None, client: str = "") -> bool:
         """Shut ``request`` down, if still open: whether it had not asked for
-        a file yet."""
+        a file yet (then ``why``, a refusal of ``client``, is said first: a
+        client that saw its connection closed finds it said)."""
         with self._lock:
             known = self._connections.get(request)
-            if known is not None:
-                shut_down(request)
-            return known is not None and known.waiting
+            if known is None:
+                return False
+            if known.waiting and why is not None:
+                self.owner.refusals.refused(client, why)
+            shut_down(request)
+            return known.waiting
 
     def service_actions(self):
         self.owner.refusals.flush()   # a count held for a period is said
@@ -297,8 +301,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._deadline.start()
 
     def _expire(self, why):
-        if self.server.expire(self.request) and why is not None:
-            self.server.owner.refusals.refused(self.client_address[0], why)
+        self.server.expire(self.request, why, self.client_address[0])
 
     def do_HEAD(self):
         self._serve(body=False)
