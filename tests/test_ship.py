@@ -1029,3 +1029,65 @@ def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
         run_spec_of([{"name": "worker"}], master="local", image="tfmesos/tfmesos",
                      ship=ShipSpec(str(tmp_path), python_env="https://h/e.tar.gz"))
 
+
+
+def test_a_committed_file_under_a_directory_now_a_link_out_is_not_shipped(project, tmp_path):
+    # conf/credentials was committed; conf became a link to ~/.aws, and
+    # .gitignore'd: git lists conf/credentials still (deleted, to git), and
+    # it was read through the link and shipped, the secret with it.
+    outside = tmp_path / "home" / ".aws"
+    write(outside, {"credentials": "[default]\naws_secret_access_key=AKIAFAKE\n"})
+    write(project, {"conf/credentials": "x\n", "conf/settings.toml": "a = 1\n"})
+    git(project, "add", "conf")
+    shutil.rmtree(project / "conf")
+    os.symlink(str(outside), str(project / "conf"))
+    with open(project / ".gitignore", "a") as handle:
+        handle.write("conf\n")
+    assert bundle.list_files(project) == [".gitignore", "mylib/__init__.py", "mylib/util.py",
+                                          "notes.txt", "train.py"]
+
+
+@pytest.mark.parametrize("pattern", ["./data", "data/", "././data", "{project}/data",
+                                     "{project}/data/"])
+def test_ship_exclude_takes_a_path_as_written_in_the_shell(pattern, tmp_path):
+    # "./data" and an absolute path matched nothing: data/ went with no word.
+    write(tmp_path / "p", {"train.py": "", "data/a.bin": "x", "data/sub/b.bin": "y",
+                           "notes/data.txt": ""})
+    files = bundle.list_files(tmp_path / "p",
+                              exclude=(pattern.format(project=tmp_path / "p"),))
+    assert files == ["notes/data.txt", "train.py"]
+
+
+def test_ship_exclude_double_star_matches_at_the_top_too(tmp_path):
+    # '**/*.ckpt' left out sub/m.ckpt, not model.ckpt (gitignore's **/ also matches none).
+    write(tmp_path / "p", {"model.ckpt": "", "sub/m.ckpt": "", "train.py": ""})
+    assert bundle.list_files(tmp_path / "p", exclude=("**/*.ckpt",)) == ["train.py"]
+
+
+@pytest.mark.parametrize("pattern, error", [
+    ("/etc", "ship.exclude=/etc: it is outside ship.directory="),
+    (".", "ship.exclude=. would leave out the whole directory"),
+    ("./", "ship.exclude=./ would leave out the whole directory"),
+])
+def test_ship_exclude_of_what_is_not_in_the_directory_is_refused(pattern, error, tmp_path):
+    write(tmp_path / "p", {"train.py": ""})
+    with pytest.raises(ShipError, match=re.escape(error)):
+        bundle.list_files(tmp_path / "p", exclude=(pattern,))
+
+
+def test_a_directory_tree_deeper_than_pythons_recursion_is_walked(tmp_path):
+    # os.walk (3.11) takes a frame a level: 1,100 nested directories were a
+    # RecursionError traceback from tfrun --ship.
+    root = tmp_path / "p"
+    deep = str(root)
+    os.mkdir(deep)
+    for _ in range(1100):   # (os.makedirs recurses too)
+        deep = os.path.join(deep, "d")
+        os.mkdir(deep)
+    with open(os.path.join(deep, "f"), "w") as handle:
+        handle.write("x")
+    write(root, {"train.py": ""})
+    try:
+        assert bundle.list_files(root) == ["/".join(["d"] * 1100 + ["f"]), "train.py"]
+    finally:   # os.walk and shutil.rmtree recurse too: conftest's checks, pytest's cleanup
+        subprocess.run(["rm", "-rf", str(root / "d")], check=True)

@@ -267,8 +267,9 @@ def add_ship_options(add):
         "it); agents need no shared filesystem. Run directories "
         "(--run-dir, tfmesos-runs/) are never shipped")
     add("--ship-exclude", action="append", default=[], metavar="PATTERN",
-        help="leave files matching PATTERN (a glob on the path or any part of it) out of "
-        "the bundle (repeatable)")
+        help="leave files matching PATTERN (a glob on the path or any part of it, "
+        "relative to DIR: ./data and DIR/data are data; **/X is also X) out of the bundle "
+        "(repeatable)")
     add("--ship-max-size", type=bounded(float, 0, MAX_SHIP_MB, low_open=True), default=100.0,
         metavar="MB",
         help="refuse a bundle larger than this (default 100)")

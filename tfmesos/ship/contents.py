@@ -94,7 +94,7 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                               not_a_directory(directory))
     where = printable(tilde(directory))   # as messages name it
     most = None if max_size is None else int(max_size // MEMBER_AT_LEAST)
-    patterns = tuple(exclude) + ALWAYS_EXCLUDED
+    patterns = _patterns(exclude, directory) + ALWAYS_EXCLUDED
     left = _inside(directory, leave_out)
     from_git = _git_files(directory)
     if from_git is None:
@@ -113,8 +113,14 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
     listed = sorted(set(listed))
     runs = left + _run_directories(directory, listed)
     members, leading_out = [], []
+    linked: dict[str, bool] = {}
     for path in listed:
         if _excluded(path, patterns) or any(path.startswith(run + "/") for run in runs):
+            continue
+        if from_git is not None and _beyond_a_link(directory, path, linked):
+            # Git lists a committed file whose directory is now a link (a
+            # .gitignore'd one, to ~/.aws): git says it is deleted; read
+            # through the link it shipped what is outside the directory.
             continue
         full = os.path.join(directory, path)
         found = _lstat(directory, path)
@@ -297,6 +303,33 @@ def _git_files(directory):
             if name], unopened
 
 
+def _tree(top, onerror):
+    """``os.walk(top, onerror=onerror)`` (top-down, links to directories
+    listed, not followed) without its recursion: Python 3.11's takes a
+    frame a level, and 1,000 nested directories were a RecursionError."""
+    pending = [top]
+    while pending:
+        root = pending.pop()
+        try:
+            with os.scandir(root) as scan:
+                entries = list(scan)
+        except OSError as exc:
+            onerror(exc)
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield root, dirs, files
+        for name in reversed(dirs):
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                pending.append(path)
+
+
 def _walk(directory, named="", patterns=(), skip=(), most=None):
     """The paths under ``directory``; ShipError for a directory in it that
     cannot be listed (``named``: what to put before its path in it). Not
@@ -309,7 +342,7 @@ def _walk(directory, named="", patterns=(), skip=(), most=None):
                          error, prefix=named)
     found = []
     skip = set(skip)
-    for root, dirs, files in os.walk(directory, onerror=refuse):
+    for root, dirs, files in _tree(directory, refuse):
         relative = os.path.relpath(root, directory)
         inside = "" if relative == "." else "/".join(relative.split(os.sep)) + "/"
         if inside and RUN_RECORD in files and _is_run_record(os.path.join(root, RUN_RECORD)):
@@ -329,6 +362,50 @@ def _walk(directory, named="", patterns=(), skip=(), most=None):
         if most is not None and len(found) > most:
             raise _TooMany()
     return found
+
+
+def _beyond_a_link(top, path, linked):
+    """Whether a directory above ``path`` (under ``top``) is a symbolic
+    link, or no directory (``linked``: what each one was found to be)."""
+    parts = path.split("/")[:-1]
+    for end in range(1, len(parts) + 1):
+        above = "/".join(parts[:end])
+        if above not in linked:
+            try:
+                linked[above] = not stat.S_ISDIR(os.lstat(os.path.join(top, above)).st_mode)
+            except OSError:
+                linked[above] = True
+        if linked[above]:
+            return True
+    return False
+
+
+def _patterns(exclude, directory):
+    """``exclude`` as ``_excluded`` matches them: ``./data`` and an
+    absolute path inside ``directory`` relative to it, and ``**/X`` also
+    as ``X`` (gitignore's ``**/`` matches no directory too): each matched
+    nothing before, and the files went with no word. ShipError for an
+    absolute path outside it."""
+    top = os.path.realpath(directory)
+    found = []
+    for pattern in exclude:
+        given = pattern
+        if os.path.isabs(pattern):
+            real = os.path.realpath(pattern.rstrip("/") or "/")
+            if real != top and not real.startswith(top.rstrip("/") + "/"):
+                raise ShipError.about("{ship.exclude=%s}: it is outside {ship.directory=%s}, "
+                                      "which holds what is shipped: give a pattern or a path "
+                                      "inside it", printable(given), printable(tilde(top)))
+            pattern = os.path.relpath(real, top) + ("/" if pattern.endswith("/") else "")
+        while pattern.startswith("./"):
+            pattern = pattern[2:].lstrip("/")
+        if pattern in ("", ".", "./"):
+            raise ShipError.about("{ship.exclude=%s} would leave out the whole directory: "
+                                  "ship another one, or none", printable(given))
+        found.append(pattern)
+        if pattern.startswith("**/") and pattern[3:]:
+            found.append(pattern[3:])
+    return tuple(found)
 
 
 def _lstat(top, path, prefix=""):
