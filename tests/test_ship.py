@@ -1091,3 +1091,21 @@ def test_a_directory_tree_deeper_than_pythons_recursion_is_walked(tmp_path):
         assert bundle.list_files(root) == ["/".join(["d"] * 1100 + ["f"]), "train.py"]
     finally:   # os.walk and shutil.rmtree recurse too: conftest's checks, pytest's cleanup
         subprocess.run(["rm", "-rf", str(root / "d")], check=True)
+
+
+def test_a_git_repository_inside_the_project_ships_its_files(project, tmp_path):
+    # A clone inside the project (and a submodule): git lists its directory
+    # alone, and nothing of it went, with no word; the task's import failed.
+    library = tmp_path / "lib"
+    write(library, {"helper.py": "X = 1\n", "pkg/__init__.py": ""})
+    git(library, "init", "-q")
+    git(library, "add", ".")
+    git(library, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "lib")
+    git(project, "clone", "-q", str(library), "vendored")
+    git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library),
+        "sub")
+    files = bundle.list_files(project)
+    for name in ("vendored/helper.py", "vendored/pkg/__init__.py", "sub/helper.py",
+                 "sub/pkg/__init__.py", ".gitmodules", "train.py"):
+        assert name in files, files
+    assert not [name for name in files if "/.git/" in name or name.endswith("/.git")], files

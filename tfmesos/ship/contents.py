@@ -48,7 +48,8 @@ from .likely_secrets import likely_secret
 
 ALWAYS_EXCLUDED = ("tfmesos-runs",)
 SKIPPED_NAMES = (".git", "__pycache__", ".hg", ".svn", ".tox", ".mypy_cache", ".pytest_cache")
-SKIPPED_FILES = ("*.pyc", "*.pyo")
+# ".git" as a file: a submodule's (or worktree's) pointer to its repository.
+SKIPPED_FILES = ("*.pyc", "*.pyo", ".git")
 VENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 RUN_RECORD = "run.json"
 SHOWN = 5               # names an error lists before "and N more"
@@ -104,6 +105,10 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
             raise _too_many(where, most, max_size) from None
     else:
         listed, unopened = from_git
+        try:
+            listed = _into_repositories(directory, listed, most)
+        except _TooMany:
+            raise _too_many(where, most, max_size) from None
         for path, why in unopened:   # one left out is not read, as the walk does not
             inside = path.rstrip("/")
             if not _excluded(inside, patterns) and not any(
@@ -137,7 +142,7 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
                 leading_out.append("%s -> %s" % (path, target))
         elif stat.S_ISREG(found.st_mode):
             members.append(Member(path, full))
-        elif not stat.S_ISDIR(found.st_mode):   # a directory: a git submodule
+        elif not stat.S_ISDIR(found.st_mode):   # (a repository's directory: walked above)
             others.append(path)
         if most is not None and len(members) > most:
             raise _too_many(where, most, max_size)
@@ -301,6 +306,23 @@ def _git_files(directory):
         listed.stderr.decode("utf-8", "surrogateescape"))]
     return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0")
             if name], unopened
+
+
+def _into_repositories(top, listed, most):
+    """``listed`` (git's) with the files of the git repositories in it, a
+    submodule or a clone inside the project, walked as a directory outside
+    git is: git lists each as its directory alone, and nothing of it went,
+    with no word (the task's import of it failed)."""
+    found = []
+    for path in listed:
+        inside = path.rstrip("/")
+        full = os.path.join(top, inside)
+        if os.path.isdir(full) and not os.path.islink(full):
+            found += [inside + "/" + sub
+                      for sub in _walk(full, named=inside + "/", most=most)]
+        else:
+            found.append(path)
+    return found
 
 
 def _tree(top, onerror):
