@@ -1109,3 +1109,29 @@ def test_a_git_repository_inside_the_project_ships_its_files(project, tmp_path):
                  "sub/pkg/__init__.py", ".gitmodules", "train.py"):
         assert name in files, files
     assert not [name for name in files if "/.git/" in name or name.endswith("/.git")], files
+
+
+def test_followed_links_stop_as_early_as_the_rest_of_the_directory(tmp_path, monkeypatch):
+    # Links to links to ... (two a level) fanned a followed link out to 2**17
+    # members, walked in full (19 s) before the early stop looked at them.
+    from tfmesos.ship import contents
+    out = tmp_path / "out"
+    levels = 12
+    for level in range(levels + 1):
+        (out / ("L%d" % level)).mkdir(parents=True)
+    for level in range(levels):
+        for name in "ab":
+            os.symlink(str(out / ("L%d" % (level + 1))), str(out / ("L%d" % level) / name))
+    (out / ("L%d" % levels) / "f").write_text("x")
+    write(tmp_path / "p", {"train.py": ""})
+    os.symlink(str(out / "L0"), str(tmp_path / "p" / "data"))
+    visited = []
+    real_tree = contents._tree
+    monkeypatch.setattr(contents, "_tree", lambda top, onerror: (
+        visited.append(top), real_tree(top, onerror))[1])
+    with pytest.raises(ShipError, match=r"more than 50 files, each at least"):
+        contents.select(str(tmp_path / "p"), follow_links=True,
+                        max_size=50 * contents.MEMBER_AT_LEAST + 1)
+    assert len(visited) < 500, len(visited)    # all of them: 8,191
+    excluded = bundle.list_files(tmp_path / "p", follow_links=True, exclude=("data",))
+    assert excluded == ["train.py"]
