@@ -1135,3 +1135,13 @@ def test_followed_links_stop_as_early_as_the_rest_of_the_directory(tmp_path, mon
     assert len(visited) < 500, len(visited)    # all of them: 8,191
     excluded = bundle.list_files(tmp_path / "p", follow_links=True, exclude=("data",))
     assert excluded == ["train.py"]
+
+
+def test_the_largest_max_size_is_the_same_for_tfrun_and_the_apis():
+    # tfrun's --ship-max-size stopped at 100 GB, ShipSpec(max_size=) at 10 TB
+    # ("at most 10000000" MB) while its comment said 100 GB.
+    from tfmesos.core.inputs import MAX_SHIP_MB
+    assert bundle.MAX_SIZE_LIMIT == MAX_SHIP_MB * 1000 * 1000
+    ShipSpec(".", max_size=MAX_SHIP_MB * 1000 * 1000)
+    with pytest.raises(SpecError, match="at most 100000, got"):
+        ShipSpec(".", max_size=MAX_SHIP_MB * 1000 * 1000 + 1)

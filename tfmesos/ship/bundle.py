@@ -52,7 +52,7 @@ from .contents import (
 )
 
 MAX_SIZE = 100 * 1000 * 1000    # default ShipSpec.max_size (bytes), tfrun --ship-max-size
-MAX_SIZE_LIMIT = 100 * 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs)
+MAX_SIZE_LIMIT = 1000 * MAX_SIZE   # the largest max_size: 100 GB (core.inputs.MAX_SHIP_MB)
 WARN_SIZE = 10 * 1000 * 1000    # an archive over this is worth a warning
 # An archive this much bigger than its files' content says so (its headers).
 # Bytes of a member's pax records beside its path and link target: a size
