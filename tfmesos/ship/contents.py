@@ -348,7 +348,8 @@ def _tree(top, onerror):
         except OSError as exc:
             onerror(exc)
             continue
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         for entry in entries:
             try:
                 is_dir = entry.is_dir()
