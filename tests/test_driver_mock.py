@@ -96,3 +96,41 @@ def test_a_lost_stream_and_a_driver_that_gives_up(driven):
     with pytest.raises(MesosConnectionError, match="no master for 60 s"):
         driver.join(10)
     assert ("error", "no master for 60 s") in scheduler.seen
+
+
+MISMATCH = ("The stream ID 'old' included in this request didn't match the stream ID "
+            "currently associated with framework ID fw-7")
+
+
+def test_a_call_refused_for_a_stream_another_subscription_replaced_is_a_fail_over(driven):
+    # Two `tfmesos attach` at once: the loser's calls were refused (400,
+    # the stream ID) before its stream had Mesos' ERROR "Framework failed
+    # over"; it failed "handling OFFERS", recorded a failure, stopped the tasks.
+    from tfmesos.exceptions import FrameworkFailedOver
+    from tfmesos.mesos.interface import FAILED_OVER
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    mock.refuse("REVIVE", 400, MISMATCH)
+    with pytest.raises(FrameworkFailedOver) as caught:
+        driver.reviveOffers()
+    assert str(caught.value).startswith(FAILED_OVER + ": another scheduler subscribed as "
+                                        "framework fw-7 (")
+    assert caught.value.status == 400 and isinstance(caught.value, MesosCallError)
+
+
+def test_the_same_refusal_after_a_subscription_of_its_own_is_no_fail_over(driven):
+    # The driver re-subscribed (a new stream) while the call went with the old one.
+    from tfmesos.exceptions import FrameworkFailedOver
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    mock.refuse("REVIVE", 400, MISMATCH)
+    real_state, answers = driver._stream.state, []
+
+    def state():
+        url, stream_id, subscribed = real_state()
+        answers.append(stream_id)
+        return url, stream_id if len(answers) == 1 else "a-newer-stream", subscribed
+    driver._stream.state = state
+    with pytest.raises(MesosCallError) as caught:
+        driver.reviveOffers()
+    assert not isinstance(caught.value, FrameworkFailedOver)

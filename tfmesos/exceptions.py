@@ -151,6 +151,15 @@ class MesosCallError(MesosError):
         return self.status in (307, 403, 503)
 
 
+class FrameworkFailedOver(MesosCallError):
+    """A call of this scheduler's subscription was refused because another
+    subscription of its framework replaced it: Mesos answers 400 "The
+    stream ID ... didn't match the stream ID currently associated with
+    framework ID ..." (src/master/http.cpp, ``Master::Http::scheduler``)
+    before the ERROR "Framework failed over" reaches the old stream. Its
+    message says ``FAILED_OVER`` (mesos.interface) first."""
+
+
 class DriverAborted(MesosError):
     """A scheduler callback raised, so the driver stopped calling back; the
     callback's exception is ``__cause__``."""

@@ -86,7 +86,8 @@ def main(argv, environ=None, out=None):
         return attach_detached(reader, state, found.framework, run, run.state == "running",
                                args.key, environ, out)
     if run.state == "running":
-        raise TFMesosError("run %s has its scheduler (its tfrun runs): nothing to take over; "
+        raise TFMesosError("run %s has its scheduler (a tfrun, or a tfmesos attach that took it "
+                           "over, is connected): nothing to take over; "
                            "read its output with tfmesos logs %s --master %s"
                            % (run_id, run_id, master))
     if local is None:

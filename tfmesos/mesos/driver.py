@@ -24,12 +24,25 @@ from typing import Any, Optional, Union
 
 from addict import Dict
 
-from ..exceptions import DriverAborted, MesosConnectionError, MesosError
+from ..exceptions import (
+    DriverAborted,
+    FrameworkFailedOver,
+    MesosCallError,
+    MesosConnectionError,
+    MesosError,
+)
 from . import calls
 from .calls import Ids, Json
 from .detector import Detector
 from .http_transport import TLSContext, basic_auth
-from .interface import REMOVED, Scheduler, check_scheduler, dispatch_event
+from .interface import (
+    FAILED_OVER,
+    REMOVED,
+    STREAM_MISMATCH,
+    Scheduler,
+    check_scheduler,
+    dispatch_event,
+)
 from .master_address import parse_master, with_password
 from .subscription import Fatal, Received, StreamLost
 from .transport import HTTPTransport, Stream, Transport
@@ -367,8 +380,22 @@ class MesosSchedulerDriver:
             if self._torn_down:
                 raise MesosConnectionError("cannot send %s: the framework was torn down" % kind)
             self._torn_down = kind == "TEARDOWN"
-            self._transport.post(url, dict(call, framework_id={"value": self.framework_id}),
-                                 stream_id)
+            try:
+                self._transport.post(url, dict(call, framework_id={"value": self.framework_id}),
+                                     stream_id)
+            except MesosCallError as exc:
+                # Another scheduler subscribed as the framework (two `tfmesos
+                # attach` at once): the loser's calls were refused before its
+                # stream had the ERROR, and it failed "handling OFFERS",
+                # recorded a failure and stopped the tasks the winner ran.
+                # Not after a re-subscription of its own: the stream it sent
+                # is still the one it holds.
+                if exc.status == 400 and STREAM_MISMATCH in str(exc) \
+                        and self._stream.state()[1] == stream_id:
+                    raise FrameworkFailedOver("%s: another scheduler subscribed as framework "
+                                              "%s (%s)" % (FAILED_OVER, self.framework_id, exc),
+                                              exc.status) from exc
+                raise
 
     # -- dispatching --------------------------------------------------------
 

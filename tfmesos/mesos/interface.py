@@ -127,6 +127,9 @@ class Scheduler:
 # Mesos' error to a scheduler that another SUBSCRIBE with its framework's id
 # replaced (``Master::failoverFramework``, src/master/master.cpp).
 FAILED_OVER = "Framework failed over"
+# Mesos' answer (400) to a call with a stream that is no longer the
+# framework's: another SUBSCRIBE of it took over (src/master/http.cpp).
+STREAM_MISMATCH = "didn't match the stream ID currently associated with framework"
 # Mesos' error to a SUBSCRIBE with the id of a framework it removed (torn
 # down, or not failed over in time: ``validateFramework``, src/master/master.cpp).
 REMOVED = "Framework has been removed"
