@@ -119,9 +119,20 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
         wait_until(lambda: all(len(steps(cluster.tfmesos("logs", run_id).stdout, task))
                                > len(before[task]) + 5 for task in before), timeout=120,
                    message=cluster.master_log)
+        # The new scheduler task dies while attach follows it: attach sat
+        # silent for the failover timeout; it launches another.
+        [pid] = wait_until(lambda: (lambda found: found if len(found) == 1 else None)(
+            [p for p in scheduler_pids(run_id) if p != pid]), timeout=60)
+        os.kill(pid, signal.SIGKILL)
+        middle = {task: len(steps(cluster.tfmesos("logs", run_id).stdout, task))
+                  for task in before}
+        wait_until(lambda: all(len(steps(cluster.tfmesos("logs", run_id).stdout, task))
+                               > middle[task] + 5 for task in before), timeout=120,
+                   message=cluster.master_log)
         out, err = release(flag, attach)
     assert attach.returncode == 0, err
     assert "launching scheduler task 2" in err and "ended: succeeded" in err, err
+    assert "scheduler task ended\n" in err and "launching scheduler task 3" in err, err
     logs = cluster.tfmesos("logs", run_id)
     for task in before:
         seen = steps(logs.stdout, task)
@@ -131,8 +142,8 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
     assert re.search(r"^%s +train.py +succeeded " % run_id, runs.stdout, re.M), runs.stdout
     shown = cluster.tfmesos("show", run_id)
     assert shown.returncode == 0, shown.stderr
-    assert "scheduler.0.2" in shown.stdout and "succeeded, exit code 0" in shown.stdout
-    assert "scheduler attempt 2 (detached scheduler task 2)" in shown.stdout
+    assert "scheduler.0.3" in shown.stdout and "succeeded, exit code 0" in shown.stdout
+    assert "scheduler attempt 3 (detached scheduler task 3)" in shown.stdout
     rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("worker:")]
     assert [row[:4] for row in rows] == [["worker:%d" % i, "1", "0", "TASK_FINISHED"]
                                          for i in range(2)]

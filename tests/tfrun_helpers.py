@@ -227,8 +227,19 @@ def release(flag, proc, timeout=120):
         if "tfmesos attach: following run " in line:
             break
     flag.write_text("")
-    out, err = proc.communicate(timeout=timeout)
-    return out, "".join(said) + err
+    # Not communicate(): it reads the pipes themselves, and what readline
+    # had taken into proc.stderr's buffer past that line was lost (a
+    # relaunch said while the test waited: never seen).
+    read: dict = {}
+    readers = [threading.Thread(target=lambda name=name, stream=stream: read.update(
+        {name: stream.read()}), daemon=True)
+        for name, stream in (("out", proc.stdout), ("err", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    proc.wait(timeout)    # TimeoutExpired: attach did not end with the run
+    for reader in readers:
+        reader.join(timeout)
+    return read.get("out", ""), "".join(said) + read.get("err", "")
 
 
 def only_metrics_warnings():

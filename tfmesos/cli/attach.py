@@ -106,12 +106,16 @@ def forget_key(run_id, environ):
               % (run_id, removed), file=sys.stderr, flush=True)
 
 
+MAX_RELAUNCHES = 3   # new scheduler tasks one attach launches for a run whose own keep ending
+
+
 def attach_detached(reader, state, framework, run, connected, key_file, environ, out):
     """Follow the detached run's scheduler until the run ends, launching a
     new one first when it is gone. ``framework``: the run's, as
     ``run_lookup`` proved it with the run's key; ``run``: its ``ClusterRun``."""
     from ..core.detached import relaunch_scheduler
-    from .cluster_logs import follow_scheduler
+    from .cluster_logs import SCHEDULER_GONE, follow_scheduler
+    from .cluster_runs import framework_of
 
     run_id = run.run_id
 
@@ -120,7 +124,25 @@ def attach_detached(reader, state, framework, run, connected, key_file, environ,
     if not connected:
         relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     say("following run %s's scheduler (Ctrl-C stops following; the run goes on)" % run_id)
-    outcome = follow_scheduler(reader, run, out, sys.stderr, state=state, notify=say)
+    relaunched = 0
+    while True:
+        # A scheduler task that dies while followed is replaced, as a new
+        # attach would (it sat silent for the failover timeout, 6 h by default).
+        outcome = follow_scheduler(reader, run, out, sys.stderr, state=state, notify=say,
+                                   until_gone=True)
+        if outcome != SCHEDULER_GONE:
+            break
+        if relaunched == MAX_RELAUNCHES:
+            say("run %s's scheduler task ended again (this attach launched %d new ones): "
+                "its tasks go on for the failover timeout; read why with tfmesos logs %s "
+                "(the scheduler's output), then run tfmesos attach %s again"
+                % (run_id, relaunched, run_id, run_id))
+            return 1
+        relaunched += 1
+        state = reader.state()
+        framework, _ = framework_of(reader.frameworks(run.framework_id), run.framework_id)
+        say("run %s's scheduler task ended" % run_id)
+        relaunch_scheduler(reader, state, framework, run_id, key_file, environ, say)
     say("run %s ended: %s" % (run_id, printable(outcome)))
     if outcome != "succeeded":
         reason = ended_reason(reader, run)

@@ -35,6 +35,7 @@ from ..mesos.agent_files import (
     agent_base_urls,
     task_sandbox,
 )
+from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels as run_labels
 from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
 from .cluster_runs import framework_of
@@ -274,9 +275,15 @@ def _print_logs(view, source, state, run, tasks, stream, follow, out, auth, inte
         framework, finished = source.framework()
 
 
+# What follow_scheduler(until_gone=True) returns when the run's scheduler
+# task ended and no scheduler holds the run: none of the framework's outcomes.
+SCHEDULER_GONE = "(its scheduler task ended)"
+
+
 def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = None,
                      poll: float = 1.0, state=None,
-                     notify: Optional[Callable[[str], None]] = None) -> Optional[str]:
+                     notify: Optional[Callable[[str], None]] = None,
+                     until_gone: bool = False) -> Optional[str]:
     """Print a detached run's scheduler output as it grows: its newest
     scheduler task's sandbox stdout to ``out``, its stderr to ``err``
     (text streams), switching to a newer attempt of the scheduler task when
@@ -292,14 +299,16 @@ def follow_scheduler(reader, run, out, err, stop: Optional[threading.Event] = No
 
     Returns how the run ended once its framework has finished: its
     ``tfmesos.outcome`` label (``succeeded``, ``failed: ...``, ``killed (by NAME)``),
-    else ``finished``; None as soon as ``stop`` is set. A run without a
+    else ``finished``; None as soon as ``stop`` is set; with ``until_gone``,
+    ``SCHEDULER_GONE`` once the newest scheduler task is terminal and the
+    master (asked itself) has the framework disconnected, with no newer one. A run without a
     scheduler task (a foreground tfrun's) prints nothing and is waited for
     all the same. An agent that cannot be read is a TFMesosError."""
     stop = stop if stop is not None else threading.Event()
     view = RunView(reader, run.framework_id, state)
     source = FrameworkSource(view, notify or stderr_notice("tfmesos"), poll)
     try:
-        return _follow_scheduler(view, source, reader, run, out, err, stop, poll)
+        return _follow_scheduler(view, source, reader, run, out, err, stop, poll, until_gone)
     finally:
         source.close()
 
@@ -320,7 +329,18 @@ def next_poll(wait, grew, poll, first_lines=False, fresh=False):
     return quick if grew or first_lines else min(max(wait, quick) * 2, poll)
 
 
-def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
+def _gone(view, run, task):
+    """Whether scheduler task ``task`` (terminal) left the run with no
+    scheduler: the master itself (not the event stream, which has no event
+    for a scheduler that disconnects) has the framework disconnected and
+    no newer scheduler task. A lost task's process may still run connected."""
+    current, ended = view.framework()
+    newest = scheduler_tasks(current, run.run_id) if current is not None else []
+    return current is not None and not ended and not current.get("connected", True) \
+        and bool(newest) and newest[0][1]["id"] == task["id"]
+
+
+def _follow_scheduler(view, source, reader, run, out, err, stop, poll, until_gone=False):
     following: Optional[tuple] = None     # (task id, stdout SandboxFile, stderr SandboxFile)
     first_lines_by = 0.0   # until when a new scheduler task's first lines are awaited
     fresh_until = 0.0      # until when its output is read every FRESH_POLL (FRESH_WINDOW)
@@ -351,6 +371,12 @@ def _follow_scheduler(view, source, reader, run, out, err, stop, poll):
         if finished:
             found = run_labels.label_map((framework or {}).get("labels"))
             return found.get(run_labels.OUTCOME) or "finished"
+        if until_gone and task is not None and task.get("state") in TERMINAL_STATES \
+                and _gone(view, run, task):
+            if following is not None:
+                following[1].read(out, final=True)
+                following[2].read(err, final=True)
+            return SCHEDULER_GONE
         now = time.monotonic()
         wait = next_poll(wait, grew, poll, first_lines=now < first_lines_by,
                          fresh=now < fresh_until)
