@@ -17,7 +17,8 @@ from .lazy_exports import lazy_exports
 __version__ = "0.1.0"
 
 _EXCEPTIONS = ("TFMesosError", "SpecError", "MasterAddressError", "MesosError",
-               "MesosConnectionError", "MesosCallError", "DriverAborted", "RendezvousError",
+               "MesosConnectionError", "MesosCallError", "FrameworkFailedOver", "DriverAborted",
+               "RendezvousError",
                "ClusterError", "LaunchTimeout", "TaskFailed", "RemoteTaskError", "RunKilled",
                "SchedulerReplaced", "DockerError")
 _EXPORTS = {"Cluster": ".core.fine_grained", "cluster": ".core.fine_grained",

@@ -8,6 +8,8 @@ Every error tfmesos raises on purpose derives from ``TFMesosError``::
     ├── MesosError                      talking to Mesos failed
     │   ├── MesosConnectionError (ConnectionError)  no master reachable
     │   ├── MesosCallError              a call was refused (HTTP status kept)
+    │   │   └── FrameworkFailedOver     refused: another scheduler holds the
+    │   │                               framework now (the stream ID)
     │   └── DriverAborted               a scheduler callback raised (its error
     │                                   is ``__cause__``)
     ├── RendezvousError                 the task rendezvous failed
