@@ -250,6 +250,17 @@ def test_table_and_hints():
     assert not [line for line in usage_lines(long_run, advice=False) if "sizing" in line]
 
 
+def test_sizing_advice_never_names_what_the_task_has_or_more():
+    # "worker used 0.01 of its 0.1 cpus on average: -Cw 0.1 would do", and of
+    # 0.05 cpus "-Cw 0.1 would do"; of 64 MB, "-Mw 64 would do".
+    idle = used(0.1, 30.0, 12.0)
+    assert hints(usage_rows(record(("worker:0", "worker", 0.1, 64.0, idle)))) == []
+    assert hints(usage_rows(record(("worker:0", "worker", 0.05, 32.0, idle)))) == []
+    assert hints(usage_rows(record(("worker:0", "worker", 0.5, 256.0, idle)))) == [
+        "worker used at most 12 MB of its 256 MB (5%): -Mw 64 would do",
+        "worker used 0 of its 0.5 cpus on average: -Cw 0.1 would do"]
+
+
 def test_an_average_above_the_cpus_is_marked_and_explained():
     """A ps given 1 cpu whose threads used 3 on average (180 cpu-s in 60 s):
     Mesos' cpus are cpu.shares, no cap without --cgroups_enable_cfs; the

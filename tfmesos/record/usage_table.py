@@ -219,16 +219,19 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
                          "cgroups isolation kills it past its mem; raise %s (e.g. %s %d)"
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             option("mem"), _round_up(peak * 1.25, 64)))
-        elif mem and long_enough and 0 < peak < LOW * mem:
+        elif mem and long_enough and 0 < peak < LOW * mem \
+                and max(64, _round_up(peak * 1.25, 64)) < mem:
+            # (Only a value below what it has: "-Mw 64 would do" of a task
+            # given 64 MB, "-Cw 0.1" of one given 0.05, were no advice.)
             lines.append("%s used at most %.0f MB of its %.0f MB (%d%%): %s %d would do"
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             max(64, _round_up(peak * 1.25, 64))))
         if cpus and long_enough:
             busiest = max(average_cpus(u) for u in long_enough)
-            if busiest < LOW * cpus:
+            fewer = max(0.1, _round_up(busiest * 1.5, 0.1))
+            if busiest < LOW * cpus and fewer < cpus:
                 lines.append("%s used %s of its %s cpus on average: %s %s would do"
-                             % (job, _fmt(busiest), _fmt(cpus), option("cpus"),
-                                _fmt(max(0.1, _round_up(busiest * 1.5, 0.1)))))
+                             % (job, _fmt(busiest), _fmt(cpus), option("cpus"), _fmt(fewer)))
     return lines
 
 
