@@ -326,3 +326,29 @@ def test_charts_fill_the_page_and_tell_every_series_apart_and_the_legend_hides_o
     assert found["after"] == [True, False, True] and found["pressed"] == "false"
     assert found["elsewhere"] == 1           # worker:1 in the CPU and memory charts stays
     assert found["again"] == [True, True, True]
+
+
+def test_a_metric_near_the_floats_bounds_is_drawn_with_finite_coordinates(tmp_path):
+    # A diverging loss at 1e308: the span overflowed, the points were
+    # "64.0,inf 984.0,inf" (or nan), the line not drawn.
+    from tfmesos.record.report_metrics import metric_chart
+    for values in ([-1e308, 1e308], [1e308, 1.7e308], [-1.7e308, -1e308, 0.0]):
+        chart = metric_chart("loss", [("worker:0", list(enumerate(values)))])
+        [points] = re.findall(r'<polyline[^>]* points="([^"]+)"', chart)
+        coordinates = [float(c) for pair in points.split() for c in pair.split(",")]
+        assert len(coordinates) == 2 * len(values), points
+        assert all(c == c and abs(c) < 1e4 for c in coordinates), points
+        assert "inf" not in chart and "nan" not in chart, chart
+
+
+def test_a_metric_with_no_finite_value_is_named_not_left_out(tmp_path):
+    # NaN from the first step (a diverged run): no Metrics section, the
+    # metric's name nowhere in the report.
+    from tfmesos.record.schema import MetricSeries
+    run = restarted_run(tmp_path)
+    run.file.metrics = [MetricSeries(task="worker:0", name="loss<b>", last=None, last_step=4,
+                                     count=5, steps=[0, 2, 4], values=[None, None, None],
+                                     times=[1.0, 2.0, 3.0])]
+    page = render(run)
+    assert "<h2>Metrics</h2>" in page
+    assert "loss&lt;b&gt;: no finite value (n/a at every step logged)" in page

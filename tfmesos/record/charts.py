@@ -124,7 +124,10 @@ def nice_ticks(low: float, high: float, count: int = 7) -> list[float]:
     """Round values from ``low`` to ``high`` (about ``count`` of them)."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
-    raw = (high - low) / max(count - 1, 1)
+    # (high - low) overflows to inf for values near the float's bounds.
+    raw = high / max(count - 1, 1) - low / max(count - 1, 1)
+    if not math.isfinite(raw) or raw <= 0:
+        return [low, high]
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     first = math.ceil(low / step - 1e-9) * step
@@ -161,14 +164,16 @@ def line_chart(label: str, caption: str, kind: str, series: Sequence[Series],
     data-task="NAME">``, a series' segments and markers in a ``<g
     class="series" data-series="INDEX">``."""
     (x_low, x_high), (y_low, y_high) = x_range, y_range
-    x_span, y_span = max(x_high - x_low, 1e-12), max(y_high - y_low, 1e-12)
+    # Halves: a span near the float's bounds (a diverging loss, 1e308) was
+    # inf, and its points' coordinates inf or nan, the line not drawn.
+    x_half, y_half = max(x_high / 2 - x_low / 2, 5e-13), max(y_high / 2 - y_low / 2, 5e-13)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, height - TOP - BOTTOM
 
     def x(value: float) -> float:
-        return LEFT + plot_w * (min(max(value, x_low), x_high) - x_low) / x_span
+        return LEFT + plot_w * ((min(max(value, x_low), x_high) / 2 - x_low / 2) / x_half)
 
     def y(value: float) -> float:
-        return TOP + plot_h * (y_high - min(max(value, y_low), y_high)) / y_span
+        return TOP + plot_h * ((y_high / 2 - min(max(value, y_low), y_high) / 2) / y_half)
 
     parts = ['<svg class="chart" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s">'
              % (WIDTH, height, _e(label)),

@@ -3,10 +3,11 @@
 the steps, its latest value last whether kept or not; nulls (NaN, inf)
 break a series' line."""
 
+import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from .charts import Series, line_chart, nice_ticks
+from .charts import Series, _e, line_chart, nice_ticks
 from .history import Run
 from .metric_series import in_task_order
 from .schema import MetricSeries
@@ -46,10 +47,12 @@ def metric_chart(name: str, lines: Sequence[tuple[str, MetricPoints]]) -> str:
     if not finite:
         return ""
     low, high = min(v for _, v in finite), max(v for _, v in finite)
-    if high - low < 1e-12:
+    half = high / 2 - low / 2     # (high - low) overflows near the float's bounds
+    if half < 5e-13:
         low, high = low - 0.5 * (abs(low) or 1), high + 0.5 * (abs(high) or 1)
     else:
-        low, high = low - 0.05 * (high - low), high + 0.05 * (high - low)
+        low, high = low - 0.1 * half, high + 0.1 * half
+    low, high = max(low, -sys.float_info.max), min(high, sys.float_info.max)
     first, last = min(s for s, _ in finite), max(s for s, _ in finite)
     if last == first:
         first, last = first - 1, last + 1
@@ -64,9 +67,12 @@ def metrics_html(run: Run) -> str:
     by_name: dict[str, list[tuple[str, MetricPoints]]] = {}
     for series in in_task_order(run.file.metrics, [task.name for task in run.tasks]):
         by_name.setdefault(series.name, []).append((series.task, metric_points(series)))
-    charts = [metric_chart(name, lines) for name, lines in by_name.items()]
-    charts = [chart for chart in charts if chart]
-    if not charts:
+    # A metric with no finite value (NaN from its first step: a diverged
+    # run) was left out, its name nowhere in the report.
+    charts = [metric_chart(name, lines) or (
+        '<p class="muted">%s: no finite value (n/a at every step logged)</p>' % _e(name))
+        for name, lines in by_name.items()]
+    if not charts and not run.file.metrics_dropped:
         return ""
     note = ""
     if run.file.metrics_dropped:
