@@ -150,7 +150,7 @@ def fresh_metrics(monkeypatch):
     """log_metrics as a new process has it."""
     monkeypatch.setattr(task_metrics, "_warned", set())
     monkeypatch.setattr(task_metrics, "_next_step", 0)
-    monkeypatch.setattr(task_metrics, "_local", None)
+    monkeypatch.setattr(task_metrics, "_local", [])
     monkeypatch.setattr(task_metrics, "_pending", collections.deque())
     monkeypatch.setattr(task_metrics, "dropped", 0)
     monkeypatch.delenv(task_env.METRICS_SOCKET, raising=False)
@@ -693,3 +693,43 @@ def test_the_report_draws_a_chart_per_metric_and_a_line_per_task(tmp_path):
         for point in points.split():
             assert all(math.isfinite(float(v)) for v in point.split(","))
     assert "<b>&evil" not in page
+
+
+def test_two_cluster_blocks_open_at_once_each_get_their_own_threads_points():
+    # cluster() in two threads at once: one recorder for the process, so
+    # the second block took the first's points, and lost its own once the
+    # first closed ("not in a tfmesos run" while its block was open).
+    from tfmesos.task import user_metrics
+    got = {"A": [], "B": []}
+    tokens = {}
+    opened, logged = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+
+    def block(name, closes_first):
+        tokens[name] = user_metrics.record_locally(lambda point: got[name].append(point[0]))
+        opened.wait()
+        assert user_metrics.log_metrics(step=1, loss=1.0)
+        logged.wait()
+        if closes_first:
+            user_metrics.stop_recording(tokens[name])
+        logged.wait()
+        if not closes_first:
+            assert user_metrics.log_metrics(step=2, loss=2.0)   # A's block is closed
+            user_metrics.stop_recording(tokens[name])
+    threads = [threading.Thread(target=block, args=("A", True), daemon=True),
+               threading.Thread(target=block, args=("B", False), daemon=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert got == {"A": [1], "B": [1, 2]}
+    # A thread of no block's: the newest block open; none open: not recorded.
+    token = user_metrics.record_locally(lambda point: got["A"].append(point[0]))
+    helper = threading.Thread(target=user_metrics.log_metrics, kwargs={"step": 7, "x": 1.0},
+                              daemon=True)
+    helper.start()
+    helper.join(30)
+    user_metrics.stop_recording(token)
+    assert got["A"] == [1, 7]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert not user_metrics.log_metrics(step=8, x=1.0)

@@ -361,7 +361,7 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
     _hook_exit()
     with _open_lock:
         _open[run] = metrics
-    previous = task_metrics.record_locally(metrics)
+    recording = task_metrics.record_locally(metrics)
     inside = False   # the caller's block runs: what it raises is its own
     try:
         run.start()
@@ -380,7 +380,7 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
             stopped_at_exit = _open.pop(run, None) is None
         # A second Ctrl-C (the first ended the block) waits for the stop.
         with deferring_signals():
-            task_metrics.record_locally(previous)
+            task_metrics.stop_recording(recording)
             if not stopped_at_exit:   # else the interpreter is finalizing: nothing is left to do
                 metrics.flush()   # recorded by the stop with what else is queued
                 run.stop()

@@ -43,7 +43,9 @@ from ..protocol.metric_points import (
 )
 
 _lock = threading.Lock()
-_local = None          # cluster()'s recorder in this process: callable(point)
+# cluster()'s recorders open in this process, the newest last: (the thread
+# that opened its block, its token, callable(point)).
+_local: list = []
 _socket = None         # (pid, socket) to the task entry
 MAX_PENDING = 512      # points waiting in this process for the task entry
 PENDING_AT_EXIT = 1.0  # seconds the exit waits for the task entry to take them
@@ -87,7 +89,7 @@ def log_values(step, values, depth=0, checked=False):
     point = [step, round(time.time(), 3), clean]
     with _lock:
         _next_step = max(_next_step, step + 1)
-        local = _local
+        local = _recorder()
     if local is not None:
         local(point)
         return True
@@ -100,12 +102,32 @@ def log_values(step, values, depth=0, checked=False):
 
 
 def record_locally(recorder):
-    """``cluster()``: send this process's points to ``recorder(point)``
-    (None: stop). Returns the recorder it replaces."""
-    global _local
+    """``cluster()``: send points to ``recorder(point)`` while its block is
+    open: those of the thread that opens it (until it opens another), and
+    of any other thread, to the newest block open. Returns the token that
+    ``stop_recording`` takes. Two blocks open at once in threads of one
+    process shared one recorder: the second took the first's points, and
+    lost its own once the first closed (it restored the one it replaced)."""
+    token = object()
     with _lock:
-        previous, _local = _local, recorder
-    return previous
+        _local.append((threading.get_ident(), token, recorder))
+    return token
+
+
+def stop_recording(token):
+    """``cluster()``'s block closed: its recorder gets no more points."""
+    with _lock:
+        _local[:] = [entry for entry in _local if entry[1] is not token]
+
+
+def _recorder():
+    """(Under the lock) where a point of this thread goes: its newest open
+    block's recorder, else the newest block's; None outside cluster()."""
+    me = threading.get_ident()
+    for thread, _, recorder in reversed(_local):
+        if thread == me:
+            return recorder
+    return _local[-1][2] if _local else None
 
 
 def numbers(values, depth=0, keep=False):
