@@ -137,10 +137,15 @@ def update_error(old, new):
         return ("Updating 'FrameworkInfo.user' is unsupported; attempted to update from "
                 "'%s' to '%s'" % (old.get("user"), new.get("user")))
     if bool(new.get("checkpoint", False)) != bool(old.get("checkpoint", False)):
+        # stout's stringify(bool): true, false (3rdparty/stout/include/stout/stringify.hpp)
         return ("Updating 'FrameworkInfo.checkpoint' is unsupported; attempted to update "
-                "from '%s' to '%s'" % (bool(old.get("checkpoint", False)),
-                                       bool(new.get("checkpoint", False))))
+                "from '%s' to '%s'" % (_stringify(old.get("checkpoint", False)),
+                                       _stringify(new.get("checkpoint", False))))
     return None
+
+
+def _stringify(flag):
+    return "true" if flag else "false"
 
 
 def preserve_immutable_fields(old, new):

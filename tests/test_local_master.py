@@ -785,6 +785,8 @@ def test_state_version_health_endpoints(local_master, clients):
     framework = state["frameworks"][0]
     assert framework["name"] == "state-fw" and framework["capabilities"] == ["GPU_RESOURCES"]
     assert len(framework["offers"]) == 1 and framework["offers"][0]["slave_id"] == slave["id"]
+    # json(JSON::ObjectWriter*, const Offer&) in src/common/http.cpp writes it
+    assert framework["offers"][0]["allocation_info"] == {"role": "*"}
     assert state["completed_frameworks"] == []
     version = requests.get(local_master.url + "/version").json()
     assert version["version"] == "1.11.0" and "build_date" in version and "git_tag" in version

@@ -328,6 +328,15 @@ def test_update_framework_is_answered_as_mesos_and_shows(make_local_master, clie
     assert user.status_code == 400
     assert user.text.startswith("FrameworkInfo update is not valid: Updating "
                                 "'FrameworkInfo.user' is unsupported")
+    # stout's stringify(bool), not Python's: 'False' to 'True' before
+    checkpoint = client.call("UPDATE_FRAMEWORK", {"framework_info": dict(
+        info, checkpoint=not info.get("checkpoint", False))}, check=False)
+    assert checkpoint.status_code == 400 and checkpoint.text.endswith(
+        "Updating 'FrameworkInfo.checkpoint' is unsupported; attempted to update from "
+        "'%s' to '%s'" % (("true", "false") if info.get("checkpoint") else ("false", "true")))
+    # A framework never re-subscribed has its registration time as Mesos'
+    # reregistered_time (src/master/framework.cpp, model() in src/master/http.cpp).
+    assert framework["reregistered_time"] == framework["registered_time"]
 
 
 # --- READ_FILE ---------------------------------------------------------------------------------

@@ -131,8 +131,11 @@ def render_framework(framework):
     out = {"framework_info": framework_info(framework), "active": framework.active,
            "connected": framework.connected, "recovered": False,
            "registered_time": time_info(framework.registered_time)}
-    if framework.reregistered_time is not None:
-        out["reregistered_time"] = time_info(framework.reregistered_time)
+    # Mesos' Framework sets reregisteredTime to its registration time at
+    # first (src/master/framework.cpp), and model() writes it when non-zero.
+    out["reregistered_time"] = time_info(framework.reregistered_time
+                                         if framework.reregistered_time is not None
+                                         else framework.registered_time)
     if framework.unregistered_time:
         out["unregistered_time"] = time_info(framework.unregistered_time)
     _set(out, "offers", [offer.json for offer in framework.offers.values()])

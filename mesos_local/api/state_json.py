@@ -159,7 +159,9 @@ def framework_json(framework):
         "tasks": [task_json(t) for t in framework.tasks.values()],
         "unreachable_tasks": [],
         "completed_tasks": [task_json(t) for t in framework.completed_tasks],
-        "offers": [{"id": o.id, "framework_id": framework.id, "slave_id": o.agent_id,
+        # json(JSON::ObjectWriter*, const Offer&), src/common/http.cpp
+        "offers": [{"id": o.id, "framework_id": framework.id,
+                    "allocation_info": {"role": o.role}, "slave_id": o.agent_id,
                     "resources": o.resources.to_state()} for o in framework.offers.values()],
         "executors": [_executor_json(executor) for executor in _executors(framework)],
         "completed_executors": [],
