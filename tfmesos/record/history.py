@@ -332,20 +332,20 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None,
     if not matches:
         raise HistoryError("no run %s in %s (tfmesos runs lists them)"
                            % (printable(repr(text)), root))
+    if len(matches) == 1:
+        return matches[0]
     whole = [run for run in matches if run.run_id == text]
     if len(whole) == 1:
         return whole[0]
     preferred = [run for run in whole or matches if prefer is not None and prefer(run)]
     if len(preferred) == 1:
         return preferred[0]
-    if len(matches) > 1:
-        names = ", ".join(printable(os.path.basename(run.directory)) for run in matches[:5])
-        more = " and %d more" % (len(matches) - 5) if len(matches) > 5 else ""
-        raise HistoryError("%s %s %d runs (%s%s): %s" % (
-            printable(repr(text)), "is the id of" if whole else "matches", len(matches), names,
-            more, "give the run directory of the one meant" if whole
-            else "give more of the id, or the run directory"))
-    return matches[0]
+    names = ", ".join(printable(os.path.basename(run.directory)) for run in matches[:5])
+    more = " and %d more" % (len(matches) - 5) if len(matches) > 5 else ""
+    raise HistoryError("%s %s %d runs (%s%s): %s" % (
+        printable(repr(text)), "is the id of" if whole else "matches", len(matches), names,
+        more, "give the run directory of the one meant" if whole
+        else "give more of the id, or the run directory"))
 
 
 def _is_file(path: str) -> bool:
