@@ -134,3 +134,20 @@ def test_the_same_refusal_after_a_subscription_of_its_own_is_no_fail_over(driven
     with pytest.raises(MesosCallError) as caught:
         driver.reviveOffers()
     assert not isinstance(caught.value, FrameworkFailedOver)
+
+
+def test_a_stop_while_the_subscription_is_answered_tears_the_new_framework_down():
+    # tfrun --detach interrupted right after the master registered its
+    # framework, before the driver read SUBSCRIBED: the driver knew no id,
+    # sent no TEARDOWN, and the framework stayed for its failover timeout
+    # (CI: test_a_detached_submit_stopped_before_the_takeover_leaves_nothing).
+    mock = MockTransport(framework_id="fw-9", answer_after=0.3)
+    driver = MesosSchedulerDriver(Recorder(), {"user": "u", "name": "n"}, "mock-master:5050",
+                                  transport=mock)
+    driver.start()
+    try:
+        driver.stop()
+        [teardown] = mock.calls_of("TEARDOWN")
+        assert teardown["framework_id"] == {"value": "fw-9"}
+    finally:
+        driver.abort()

@@ -59,6 +59,9 @@ CALL_TIMEOUT = 10.0
 # How long stop() tries to subscribe again, when the subscription is gone,
 # to tear the framework down.
 TEARDOWN_TIMEOUT = 10.0
+# stop(): how long the answer to a SUBSCRIBE in flight is waited for, so
+# that a framework the master just registered is torn down by its id.
+ANSWER_WAIT = 5.0
 
 
 class MesosSchedulerDriver:
@@ -195,6 +198,15 @@ class MesosSchedulerDriver:
         fails too, ``MesosConnectionError`` says that the framework stays
         registered."""
         error: Optional[MesosError] = None
+        if not failover and self.framework_id is None and not self._stopping.is_set():
+            # A SUBSCRIBE the master may have taken, its answer not read yet
+            # (a signal right after the master registered the framework): its
+            # id is learnt first, so that it is torn down, not left registered
+            # for its failover timeout with an id known to no one (tfrun
+            # --detach interrupted: "nothing of the run is left", and it was).
+            await_answer = getattr(self._stream, "await_answer", None)
+            if await_answer is not None:
+                await_answer(ANSWER_WAIT)
         self._stream.closing = True
         if not failover and self._stream.subscribed and not self._stopping.is_set():
             try:

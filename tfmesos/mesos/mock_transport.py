@@ -24,8 +24,9 @@ class MockTransport:
     every call 202 unless told otherwise."""
 
     def __init__(self, framework_id: str = "mock-framework", url: str = URL,
-                 heartbeat_interval: float = 15.0) -> None:
+                 heartbeat_interval: float = 15.0, answer_after: float = 0.0) -> None:
         self.framework_id = framework_id
+        self.answer_after = answer_after   # seconds before SUBSCRIBED is read
         self.url = url
         self.heartbeat_interval = heartbeat_interval
         self.calls: list[Mapping[str, Any]] = []
@@ -132,13 +133,25 @@ class _Stream:
         self.master_info: Any = None
         self.closing = False
         self.suppressed_roles: set[str] = set()
+        self.asking = True     # a SUBSCRIBE sent at once, answered after answer_after
+        self._answered = threading.Event()
+
+    def await_answer(self, timeout: float) -> bool:
+        if self.asking and not self.subscribed:
+            self._answered.wait(timeout)
+        return self.subscribed
 
     def run(self) -> None:
         transport = self._transport
+        if transport.answer_after and self._stopping.wait(transport.answer_after):
+            self.asking = False
+            return
         framework_id = (self._framework.get("id") or {}).get("value") or transport.framework_id
         self._framework["id"] = {"value": framework_id}
         self.master_info = Dict(id="mock-master", hostname="mock-master", port=5050)
         self.leader_url, self.stream_id, self.subscribed = transport.url, "mock-stream", True
+        self.asking = False
+        self._answered.set()
         self.events.put(Received("SUBSCRIBED", Dict(
             framework_id={"value": framework_id},
             heartbeat_interval_seconds=transport.heartbeat_interval,

@@ -117,6 +117,8 @@ class Subscription:
         self.leader_url: Optional[str] = None
         self.stream_id: Optional[str] = None
         self.subscribed = False
+        self.asking = False     # a SUBSCRIBE sent, its answer not read yet
+        self._answered = threading.Event()   # a SUBSCRIBED was read (ever)
         self.master_info: Any = None   # the leader's MasterInfo (an addict.Dict), once subscribed
         self.last_url: Optional[str] = None   # the master last subscribed to, kept once lost
         self._leader_news: Optional[str] = None   # why watch_leader closed the stream
@@ -125,6 +127,13 @@ class Subscription:
         self._give_up_at = time.monotonic() + self._connect_timeout
         self._warned = bool(options.get("quiet_retries"))   # a caller that says it itself
         self._subscribed_once = False
+
+    def await_answer(self, timeout: float) -> bool:
+        """Whether subscribed, once the answer to a SUBSCRIBE in flight was
+        read (``timeout`` s at most)."""
+        if self.asking and not self.subscribed:
+            self._answered.wait(timeout)
+        return self.subscribed
 
     def state(self) -> tuple[Optional[str], Optional[str], bool]:
         """``(leader URL, Mesos-Stream-Id, subscribed)``, read together."""
@@ -385,6 +394,7 @@ class Subscription:
             if self._stopping.is_set():
                 return None
             self._conn = conn
+            self.asking = True
         try:
             response = self._post(url, conn, body)
             if response is None:
@@ -403,6 +413,7 @@ class Subscription:
         finally:
             shutdown_connection(conn)
             with self._lock:
+                self.asking = False
                 if self._conn is conn:
                     self._conn = None
 
@@ -484,7 +495,9 @@ class Subscription:
             self.leader_url = self.last_url = url
             self.stream_id = stream_id
             self.subscribed = True
+            self.asking = False
             self.master_info = subscribed.get("master_info") or Dict()
+        self._answered.set()
         self._events.put(Received("SUBSCRIBED", subscribed))
 
 
