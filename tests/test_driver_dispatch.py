@@ -13,7 +13,7 @@ from tfrun_helpers import REPO
 from tfmesos.exceptions import DriverAborted, MesosConnectionError, MesosError
 from tfmesos.mesos import MesosSchedulerDriver, Scheduler
 from tfmesos.mesos.interface import CALLBACKS, check_scheduler
-from tfmesos.mesos.subscription import Fatal, Received, StreamLost
+from tfmesos.mesos.stream_items import Fatal, Received, StreamLost
 
 FRAMEWORK = {"user": "u", "name": "test"}
 CLOSED = "127.0.0.1:1"

@@ -1114,7 +1114,7 @@ def test_a_git_repository_inside_the_project_ships_its_files(project, tmp_path):
 def test_followed_links_stop_as_early_as_the_rest_of_the_directory(tmp_path, monkeypatch):
     # Links to links to ... (two a level) fanned a followed link out to 2**17
     # members, walked in full (19 s) before the early stop looked at them.
-    from tfmesos.ship import contents
+    from tfmesos.ship import contents, listing
     out = tmp_path / "out"
     levels = 12
     for level in range(levels + 1):
@@ -1126,8 +1126,8 @@ def test_followed_links_stop_as_early_as_the_rest_of_the_directory(tmp_path, mon
     write(tmp_path / "p", {"train.py": ""})
     os.symlink(str(out / "L0"), str(tmp_path / "p" / "data"))
     visited = []
-    real_tree = contents._tree
-    monkeypatch.setattr(contents, "_tree", lambda top, onerror: (
+    real_tree = listing.tree
+    monkeypatch.setattr(listing, "tree", lambda top, onerror: (
         visited.append(top), real_tree(top, onerror))[1])
     with pytest.raises(ShipError, match=r"more than 50 files, each at least"):
         contents.select(str(tmp_path / "p"), follow_links=True,

@@ -44,7 +44,7 @@ from .interface import (
     dispatch_event,
 )
 from .master_address import parse_master, with_password
-from .subscription import Fatal, Received, StreamLost
+from .stream_items import Fatal, Received, StreamLost
 from .transport import HTTPTransport, Stream, Transport
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from addict import Dict
 
 from ..exceptions import MesosCallError, MesosConnectionError
-from .subscription import Fatal, Received, StreamLost
+from .stream_items import Fatal, Received, StreamLost
 
 URL = "http://mock-master:5050"
 

@@ -13,7 +13,6 @@ What it learns goes on the driver's queue, in order, as ``Received``,
 scheduler's callbacks from there.
 """
 
-import dataclasses
 import http.client
 import json
 import logging
@@ -28,7 +27,6 @@ from typing import Any, NoReturn, Optional
 from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
-from ..field_methods import FrozenFieldMethods
 from ..terminal_text import MAX_QUOTED, SHOWN_AT_MOST, quoted
 from . import calls, recordio
 from .decoding import decode_event
@@ -44,32 +42,13 @@ from .http_transport import (
     shutdown_connection,
     shutdown_socket,
 )
+from .stream_items import Fatal, Received, StreamLost
 
 logger = logging.getLogger(__name__)
 
 _MAX_REDIRECTS = 5
 # SUBSCRIBE answers that re-subscribing cannot fix (bad call, credentials).
 _FATAL_STATUSES = (400, 401, 403, 404, 415)
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class Received(FrozenFieldMethods):
-    """An event the master sent (``kind`` is its ``type``)."""
-
-    kind: str
-    event: Any
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class StreamLost(FrozenFieldMethods):
-    """The subscription is gone; the stream thread re-subscribes."""
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class Fatal(FrozenFieldMethods):
-    """Reconnecting cannot help: ``error`` (a ``MesosError``) stops the driver."""
-
-    error: MesosError
 
 
 class _StreamEnded(Exception):
