@@ -548,3 +548,40 @@ def test_a_failed_run_only_stops():
     assert run.control.restart_cluster() is False and run.phase == Phase.RUNNING
     run.stop()
     assert run.phase == Phase.STOPPING
+
+
+def test_a_call_refused_for_a_replaced_stream_reaches_the_run_as_taken_over():
+    # The driver's side and the run's meet: a callback's call refused with
+    # Mesos' 400 for a stream another subscription replaced (two `tfmesos
+    # attach` at once) is what the driver says to the scheduler, and the
+    # run takes it as the framework taken over, not as a failure.
+    import queue
+
+    from offers import offer
+
+    from tfmesos.mesos import MesosSchedulerDriver, Scheduler
+    from tfmesos.mesos.mock_transport import MockTransport
+    said = queue.SimpleQueue()
+
+    class Loser(Scheduler):
+        def resourceOffers(self, driver, offers):
+            driver.suppressOffers()
+
+        def error(self, driver, message):
+            said.put(message)
+    mock = MockTransport(framework_id="fw-7")
+    mock.refuse("SUPPRESS", 400, "The stream ID 'old' included in this request didn't match "
+                "the stream ID currently associated with framework ID fw-7")
+    driver = MesosSchedulerDriver(Loser(), {"user": "u", "name": "n"}, "mock-master:5050",
+                                  transport=mock)
+    driver.start()
+    try:
+        mock.offer(offer("o1"))
+        message = said.get(timeout=10)
+    finally:
+        driver.abort()
+    run = FakeRun(WORKERS, framework_outcome=lambda: None)
+    run.running()
+    with pytest.raises(SchedulerReplaced, match="another scheduler took the run's framework"):
+        run.handle(MesosFailed(message))
+    assert run.calls == []

@@ -360,7 +360,7 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
     state = reader.state()
     if local is not None:
         assert local.framework_id is not None   # (local_record keeps no record without)
-        if text != local.run_id and not _names_directory(text):
+        if text != local.run_id and not _names_directory(text):   # a prefix of its id
             _only_one(state, text, local, caller, keys, master, live_only)
         found = by_framework(state, local.framework_id, local.run_id, caller, keys, master,
                              "from its record in %s" % local.directory, live_only)
@@ -374,9 +374,11 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
 def _names_directory(text: str) -> bool:
     """Whether ``text`` names a run directory (or its run.json), as
     ``history.find_run`` reads it, not a run id prefix."""
-    from ..record.history import RUN_JSON
-    return os.path.isfile(os.path.join(text, RUN_JSON)) or (
-        os.path.basename(text) == RUN_JSON and os.path.isfile(text))
+    from ..record.history import HistoryError, directory_named
+    try:
+        return directory_named(text) is not None
+    except HistoryError:    # one the caller may not look at: no record of theirs
+        return False
 
 
 def _only_one(state: dict, prefix: str, local: LocalRecord, caller: Caller, keys: Keys,

@@ -18,9 +18,15 @@ def check_local_user(spec):
     from ..backends.task_user import check_task_user
     from ..core.taskinfo import task_entry_needs
     python, pythonpath = task_entry_needs(spec)
-    options = spec.local_master_options
-    check_task_user(spec.user, python, pythonpath, options.get("switch_user", True),
-                    path=(options.get("executor_environment") or os.environ).get("PATH"))
+    check_task_user(spec.user, python, pythonpath,
+                    spec.local_master_options.get("switch_user", True),
+                    path=tasks_path(spec, os.environ))
+
+
+def tasks_path(spec, environ):
+    """The PATH the embedded master's plain tasks start with: its executor
+    environment's, else this process's (``environ``)."""
+    return (spec.local_master_options.get("executor_environment") or environ).get("PATH")
 
 
 def check_local_python(spec, environ):
@@ -36,7 +42,7 @@ def check_local_python(spec, environ):
     python, _ = task_entry_needs(spec)
     if python is None or (os.sep in python and not os.path.isabs(python)):
         return
-    path = (spec.local_master_options.get("executor_environment") or environ).get("PATH")
+    path = tasks_path(spec, environ)
     found = shutil.which(python, path=path) if os.sep not in python else (
         python if os.path.isfile(python) and os.access(python, os.X_OK) else None)
     if found is None:

@@ -204,9 +204,7 @@ class MesosSchedulerDriver:
             # id is learnt first, so that it is torn down, not left registered
             # for its failover timeout with an id known to no one (tfrun
             # --detach interrupted: "nothing of the run is left", and it was).
-            await_answer = getattr(self._stream, "await_answer", None)
-            if await_answer is not None:
-                await_answer(ANSWER_WAIT)
+            self._stream.await_answer(ANSWER_WAIT)
         self._stream.closing = True
         if not failover and self._stream.subscribed and not self._stopping.is_set():
             try:

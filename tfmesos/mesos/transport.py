@@ -49,6 +49,10 @@ class Stream(Protocol):
     def interrupt(self) -> None:
         """Unblock the stream's threads: the driver is stopping."""
 
+    def await_answer(self, timeout: float) -> bool:
+        """Whether subscribed, once the answer to a SUBSCRIBE in flight was
+        read (``timeout`` s at most)."""
+
     def masters_known(self) -> list[str]:
         """Base URLs where the framework may subscribe again (the master
         last subscribed to first), the subscription lost."""

@@ -317,10 +317,9 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None,
     (the caller's own record); else it is one line naming them."""
     if not text:
         raise HistoryError("give a run id or a run directory (tfmesos runs lists them)")
-    if os.path.basename(text) == RUN_JSON and _is_file(text):
-        return Run.load(os.path.dirname(text) or ".")
-    if _is_file(os.path.join(text, RUN_JSON)):
-        return Run.load(text)
+    named = directory_named(text)
+    if named is not None:
+        return Run.load(named)
     if os.sep in text or text.startswith("."):
         raise HistoryError("%s is not a run directory (it has no %s)" % (text, RUN_JSON))
     # Only the runs it may name are decoded (most of a lookup's time when
@@ -346,6 +345,16 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None,
         printable(repr(text)), "is the id of" if whole else "matches", len(matches), names,
         more, "give the run directory of the one meant" if whole
         else "give more of the id, or the run directory"))
+
+
+def directory_named(text: str) -> Optional[str]:
+    """The run directory ``text`` names (itself, or the directory of the
+    run.json it names), or None: it is no path to one (a run id, say)."""
+    if os.path.basename(text) == RUN_JSON and _is_file(text):
+        return os.path.dirname(text) or "."
+    if _is_file(os.path.join(text, RUN_JSON)):
+        return text
+    return None
 
 
 def _is_file(path: str) -> bool:
