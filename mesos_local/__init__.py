@@ -17,8 +17,7 @@ It reads calls as real Mesos does (unknown fields skipped, ``null``
 unset, ...: each deviation a WARNING once per framework) or, with
 ``strict=True`` (``$MESOS_LOCAL_STRICT``), refuses them with 400 naming the
 field; it serves the read endpoints tools use (``/master/state``,
-``/master/tasks``, ``/metrics/snapshot``, ...), the agents' sandboxes
-(``/files/read``, ``/files/browse``), the v1 operator API (``POST
+``/master/tasks``, ``/metrics/snapshot``, ...), the v1 operator API (``POST
 /api/v1``: its event stream ``SUBSCRIBE``, ``GET_STATE``, ``GET_TASKS``,
 ``GET_METRICS``, ``LIST_FILES``, ``READ_FILE``, ``TEARDOWN``, ...)
 and ``/master/teardown``, each at any path under it as libprocess routes

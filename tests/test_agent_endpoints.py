@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import socket
+import stat
 
 import pytest
 import requests
@@ -23,6 +24,7 @@ from waiting import wait_until
 from mesos_local.agent import AgentSpec
 from mesos_local.api import proto
 from mesos_local.api.files import virtual_path
+from mesos_local.api.validation import validate_message
 
 JSON = {"Content-Type": "application/json"}
 AGENTS = [AgentSpec(hostname="node-a", cpus=1, mem=256, disk=64, gpus=0),
@@ -329,10 +331,8 @@ def test_sandboxes_are_laid_out_as_mesos_lays_them_out(make_local_master, client
     browsed = requests.get(base + "/files/browse", params={"path": runs + "/latest"},
                            timeout=10).json()
     assert runs + "/latest/stdout" in {info["path"] for info in browsed}
-    # The master's own /files and READ_FILE serve them as well.
-    assert requests.get(master.url + "/files/read", params={"path": first + "/stdout",
-                                                             "offset": 0},
-                        timeout=10).json()["data"] == "first-run\n"
+    # Not the master: a Mesos master attaches no sandbox (src/master/master.cpp).
+    assert files_read(master.url, first + "/stdout") is None
     # Nothing else is attached: the executor's directory, a run that is
     # not one, the agent's work_dir, a path that leaves the run.
     for path in (os.path.dirname(runs) + "/runs", runs + "/nothing/stdout",
@@ -592,3 +592,86 @@ def test_attach_in_protobuf(make_local_master, clients):
         sock.close()
     open(os.path.join(master.sandbox("pb"), "stop"), "w").close()
     client.wait_state("pb", "TASK_FINISHED")
+
+
+# --- an agent's READ_FILE and LIST_FILES (a master serves neither: test_local_files) ---
+
+def test_list_files_lists_a_sandbox_as_file_infos(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    [base] = bases(master).values()
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("lister", offer, "printf 'hello\\nworld\\n'; mkdir sub")],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("lister", "TASK_FINISHED", timeout=30)
+    sandbox = virtual_path(client.framework_id, "lister")
+
+    def list_files(path):
+        return agent_call(base, {"type": "LIST_FILES", "list_files": {"path": path}})
+
+    reply = list_files(sandbox)
+    assert reply.status_code == 200, reply.text
+    document = reply.json()
+    validate_message("master.Response", document)   # agent.proto's alike
+    infos = {info["path"]: info for info in document["list_files"]["file_infos"]}
+    browsed = requests.get(base + "/files/browse", params={"path": sandbox},
+                           timeout=10).json()
+    assert list(infos) == [entry["path"] for entry in browsed]    # sorted by name, the same
+    stdout = infos[sandbox + "/stdout"]
+    assert stdout["size"] == 12 and stat.S_ISREG(stdout["mode"])
+    assert stat.S_ISDIR(infos[sandbox + "/sub"]["mode"])
+    assert stdout["mtime"]["nanoseconds"] % 10 ** 9 == 0 and stdout["mtime"]["nanoseconds"] > 0
+    assert stdout["nlink"] == 1 and stdout["uid"] and stdout["gid"]
+    assert list_files(sandbox + "/sub").json() == {"type": "LIST_FILES", "list_files": {}}
+    assert (list_files(sandbox + "/nothing").status_code, list_files(sandbox + "/nothing")
+            .content) == (404, b"")
+    escape = list_files(sandbox + "/../../../../../../../../etc")
+    assert escape.status_code in (400, 404), escape.text
+    bare = agent_call(base, {"type": "LIST_FILES"})
+    assert (bare.status_code, bare.text) == (
+        400, "Failed to validate agent::Call: Expecting 'list_files' to be present")
+    no_path = agent_call(base, {"type": "LIST_FILES", "list_files": {}})
+    assert no_path.status_code == 400 and "path" in no_path.text
+
+
+def test_read_file_reads_a_tasks_sandbox(make_local_master, clients):
+    master = make_local_master()
+    client = clients(master)
+    [base] = bases(master).values()
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("printer", offer, "printf 'hello\\nworld\\n'; mkdir sub")],
+                  filters={"refuse_seconds": 0})
+    client.wait_state("printer", "TASK_FINISHED", timeout=30)
+    sandbox = virtual_path(client.framework_id, "printer")
+
+    def read(path, offset, length=None):
+        request = {"path": path, "offset": offset}
+        if length is not None:
+            request["length"] = length
+        return agent_call(base, {"type": "READ_FILE", "read_file": request})
+
+    def read_ok(*args):
+        reply = read(*args)
+        assert reply.status_code == 200, reply.text
+        document = reply.json()
+        validate_message("master.Response", document)   # agent.proto's alike
+        assert document["type"] == "READ_FILE"
+        result = document["read_file"]
+        return result["size"], base64.b64decode(result["data"])
+
+    assert read_ok(sandbox + "/stdout", 0) == (12, b"hello\nworld\n")
+    assert read_ok(sandbox + "/stdout", 6, 3) == (12, b"wor")
+    assert read_ok(sandbox + "/stdout", 6, 0) == (12, b"")        # the size only
+    assert read_ok(sandbox + "/stdout", 100) == (12, b"")
+    assert read_ok(sandbox + "/stdout", "6", "5") == (12, b"world")   # uint64 as strings
+    assert read(sandbox + "/nothing", 0).status_code == 404
+    assert read("/frameworks/x/executors/y/runs/latest/stdout", 0).status_code == 404
+    escape = read(sandbox + "/../../../../../../../../etc/passwd", 0)
+    assert escape.status_code in (400, 404), escape.text
+    directory = read(sandbox + "/sub", 0)
+    assert (directory.status_code, directory.text) == (400, "Cannot read a directory.\n")
+    negative = read(sandbox + "/stdout", -1)
+    assert negative.status_code == 400 and "offset" in negative.text
+    no_request = agent_call(base, {"type": "READ_FILE"})
+    assert (no_request.status_code, no_request.text) == (
+        400, "Failed to validate agent::Call: Expecting 'read_file' to be present")

@@ -1,7 +1,8 @@
-"""The embedded master serves its tasks' sandboxes as a Mesos agent does
+"""The embedded agents serve their tasks' sandboxes as a Mesos agent does
 (src/files/files.cpp, docs/endpoints/files/read.md and browse.md) at the
-virtual path src/slave/slave.cpp attaches them at, and its offers say where
-(``Offer.url``, include/mesos/v1/mesos.proto)."""
+virtual path src/slave/slave.cpp attaches them at, and their offers say where
+(``Offer.url``, include/mesos/v1/mesos.proto); the master serves none, as a
+Mesos master attaches only its log (src/master/master.cpp)."""
 
 import base64
 import contextlib
@@ -21,8 +22,16 @@ from mesos_local.api.validation import SchemaError, validate_message
 CREDENTIALS = {"alice": "s3cret"}
 
 
+def agent_url(master):
+    """The address of ``master``'s one agent, as its ``pid`` names it."""
+    [agent] = master.state()["slaves"]
+    return "http://%s" % agent["pid"].split("@", 1)[1]
+
+
 def get(master, route, auth=None, **params):
-    return requests.get(master.url + route, params=params, auth=auth, timeout=10)
+    """GET ``route`` of the agent of ``master``'s one agent, where its tasks'
+    sandboxes are served."""
+    return requests.get(agent_url(master) + route, params=params, auth=auth, timeout=10)
 
 
 def sandbox(client, task_id):
@@ -213,14 +222,49 @@ def test_with_credentials_the_sandboxes_need_them(make_local_master, clients):
     path = sandbox(client, "secret") + "/stderr"
     refused = get(master, "/files/read", path=path, offset=0)
     assert refused.status_code == 401 and refused.text == "401 Unauthorized."
-    # Mesos' master serves /files in its read-only realm (src/master/main.cpp:487).
-    assert refused.headers["WWW-Authenticate"] == 'Basic realm="mesos-master-readonly"'
+    # Mesos' agent serves /files in its read-only realm (src/slave/main.cpp).
+    assert refused.headers["WWW-Authenticate"] == 'Basic realm="mesos-agent-readonly"'
     assert get(master, "/files/browse", path=path,
                auth=("alice", "wrong")).status_code == 401
     assert get(master, "/files/read", path=path, offset=0,
                auth=("alice", "s3cret")).json()["data"] == "private\n"
     # The master's read endpoints stay open, as Mesos' by default.
     assert requests.get(master.url + "/master/state", timeout=10).status_code == 200
+
+
+def test_the_master_serves_no_sandbox_as_a_mesos_master_does(ran):
+    """A Mesos master's /files attaches its own log only, with --log_dir
+    (src/master/master.cpp, Master::initialize): a client that reads a
+    sandbox from the master works here only if the master serves one, and
+    on a cluster finds 404. Its operator READ_FILE/LIST_FILES alike."""
+    master, client = ran
+    virtual = sandbox(client, "writer")
+    real = master.attached(client.framework_id, "writer")
+    assert get(master, "/files/read", path=virtual + "/stdout", offset=0).json()["data"] == "out"
+    for path in (virtual + "/stdout", virtual, real + "/stdout", real, "/master/log"):
+        for route, params in (("/files/read", {"path": path, "offset": 0}),
+                              ("/files/browse", {"path": path})):
+            response = requests.get(master.url + route, params=params, timeout=10)
+            assert response.status_code == 404, (route, path, response.text)
+        for call in ({"type": "READ_FILE", "read_file": {"path": path, "offset": 0}},
+                     {"type": "LIST_FILES", "list_files": {"path": path}}):
+            reply = requests.post(master.url + "/api/v1", data=json.dumps(call), timeout=10,
+                                  headers={"Content-Type": "application/json"})
+            assert reply.status_code == 404, (call, reply.text)
+
+
+def test_with_credentials_the_masters_files_ask_for_them_before_finding_nothing(
+        make_local_master, clients):
+    master = make_local_master(agents=[small_agent()], credentials=CREDENTIALS)
+    client = clients(master, auth=("alice", "s3cret"))
+    run_task(client, "secret", "echo private >&2")
+    params = {"path": sandbox(client, "secret") + "/stderr", "offset": 0}
+    refused = requests.get(master.url + "/files/read", params=params, timeout=10)
+    # Mesos' master serves /files in its read-only realm (src/master/main.cpp).
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"] == 'Basic realm="mesos-master-readonly"'
+    assert requests.get(master.url + "/files/read", params=params, auth=("alice", "s3cret"),
+                        timeout=10).status_code == 404
 
 
 def test_a_fifo_is_refused_not_waited_on(local_master, clients):
@@ -308,7 +352,7 @@ def test_a_name_swapped_with_a_link_to_an_outside_fifo_never_opens_the_fifo(ran,
                     if woken:
                         break
                     route = ("/files/read", "/files/browse")[i % 2]
-                    response = session.get(master.url + route, timeout=10,
+                    response = session.get(agent_url(master) + route, timeout=10,
                                            params={"path": path, "offset": 0})
                     assert response.status_code in (200, 400), response.text
                     if response.status_code == 200 and route == "/files/read":
@@ -347,24 +391,24 @@ def test_a_path_that_cannot_be_a_path_is_a_400_and_the_server_goes_on(ran):
     with requests.Session() as session:   # one connection: the server does not drop it
         for route in ("/files/read", "/files/browse"):
             for path in (base + "/std\0out", base + "\0", "\0", base.replace("writer", "wr\0")):
-                response = session.get(master.url + route, params={"path": path, "offset": 0},
+                response = session.get(agent_url(master) + route, params={"path": path, "offset": 0},
                                        timeout=10)
                 assert response.status_code == 400, (route, path, response.text)
                 assert response.text.endswith("\n") and response.text.count("\n") == 1
                 assert "NUL" in response.text, response.text
-        after = session.get(master.url + "/files/read", params={"path": base + "/stdout",
+        after = session.get(agent_url(master) + "/files/read", params={"path": base + "/stdout",
                                                                  "offset": 0}, timeout=10)
         assert after.json() == {"offset": 0, "data": "out"}
     # The operator API's READ_FILE answers as /files/read does; a lone
     # surrogate (valid JSON, no file name) is no path either.
     for path, text in ((base + "/std\0out", "NUL"), (base + "/\ud800", "file name")):
-        reply = requests.post(master.url + "/api/v1", timeout=10,
+        reply = requests.post(agent_url(master) + "/api/v1", timeout=10,
                               headers={"Content-Type": "application/json"},
                               data=json.dumps({"type": "READ_FILE", "read_file": {
                                   "path": path, "offset": 0}}))
         assert reply.status_code == 400 and text in reply.text, reply.text
         assert reply.text.count("\n") == 1
-    reply = requests.post(master.url + "/api/v1", timeout=10,
+    reply = requests.post(agent_url(master) + "/api/v1", timeout=10,
                           headers={"Content-Type": "application/json"},
                           data=json.dumps({"type": "READ_FILE", "read_file": {
                               "path": base + "/stdout", "offset": 0}}))

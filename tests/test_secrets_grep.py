@@ -62,7 +62,7 @@ def leaks(where, data, looked_for):
 
 class Grep:
     """Everything a detached run's secrets must not be in, read through the
-    master (as anyone it lets read) and from disk."""
+    master and its agents (as anyone they let read) and from disk."""
 
     def __init__(self, master, auth, tmp_path):
         self.master, self.tmp = master, tmp_path
@@ -73,7 +73,11 @@ class Grep:
     def get(self, endpoint, gone=False, **params):
         """The reply of ``endpoint``; with ``gone``, None for a 404 (a
         file replaced since it was listed: the record's atomic rewrites)."""
-        reply = self.session.get(self.master.url + endpoint, params=params, timeout=30)
+        return self.get_at(self.master.url, endpoint, gone, **params)
+
+    def get_at(self, base, endpoint, gone=False, **params):
+        """``get`` of the server at ``base`` (an agent's)."""
+        reply = self.session.get(base + endpoint, params=params, timeout=30)
         if gone and reply.status_code == 404:
             return None
         assert reply.status_code == 200, (endpoint, reply.status_code, reply.text)
@@ -95,26 +99,28 @@ class Grep:
 
     def served_files(self):
         """{virtual path: bytes} of every file of every sandbox, through
-        /files/browse and /files/read."""
+        its agent's /files/browse and /files/read."""
         state = self.get("/master/state").json()
+        agents = {agent["id"]: "http://" + agent["pid"].rpartition("@")[2]
+                  for agent in state["slaves"]}
         files = {}
         for framework in state["frameworks"] + state["completed_frameworks"]:
             for task in framework["tasks"] + framework["completed_tasks"]:
-                self._browse("/frameworks/%s/executors/%s/runs/latest"
+                self._browse(agents[task["slave_id"]], "/frameworks/%s/executors/%s/runs/latest"
                              % (framework["id"], task["id"]), files)
         return files
 
-    def _browse(self, path, files):
-        for entry in self.get("/files/browse", path=path).json():
+    def _browse(self, base, path, files):
+        for entry in self.get_at(base, "/files/browse", path=path).json():
             if entry["mode"].startswith("d"):
-                self._browse(entry["path"], files)
+                self._browse(base, entry["path"], files)
             else:
-                files[entry["path"]] = self._read(entry["path"])
+                files[entry["path"]] = self._read(base, entry["path"])
 
-    def _read(self, path):
+    def _read(self, base, path):
         data, offset = b"", 0
         while True:
-            reply = self.get("/files/read", gone=True, path=path, offset=offset)
+            reply = self.get_at(base, "/files/read", gone=True, path=path, offset=offset)
             chunk = reply.json()["data"] if reply is not None else ""
             if not chunk:
                 return data

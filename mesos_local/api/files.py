@@ -1,7 +1,12 @@
 """The agents' ``/files`` endpoints, as a Mesos agent serves its sandboxes
 (``FilesProcess``, src/files/files.cpp; docs/endpoints/files/read.md and
-browse.md). The local agents share the master's HTTP server, so these are
-served there, for every agent's tasks.
+browse.md), each local agent on its own server (``agent_http.py``). The
+master serves ``/files`` and the operator's ``READ_FILE``/``LIST_FILES``
+too, with nothing attached (``nothing_attached``): a Mesos master attaches
+only its own log, ``/master/log``, and only with ``--log_dir`` or
+``--external_log_file``, neither set by default (``Master::initialize``,
+src/master/master.cpp), so a sandbox path there is 404, as a client that
+reads a sandbox from the master finds on a cluster.
 
 * ``GET /files/read?path=P&offset=N&length=M``: ``{"offset": N, "data":
   "..."}``; ``offset`` absent or -1: ``{"offset": <the file's size>,
@@ -76,6 +81,12 @@ class FilesError(Exception):
 
 
 LATEST = "latest"   # paths.cpp: LATEST_SYMLINK
+
+
+def nothing_attached(framework_id, executor_id, run=None):
+    """What a Mesos master attaches to its ``/files`` of the tasks'
+    sandboxes: nothing (see above)."""
+    return None
 
 
 def virtual_path(framework_id, executor_id):

@@ -16,8 +16,10 @@ framework mismatches). ``GET`` of the read endpoints (``endpoints.py``:
 ``/master/state``, ``/master/tasks``, ``/metrics/snapshot``, ...) and
 ``/health`` complete the surface; like Mesos' read-only endpoints by default
 they are not authenticated, and they show no secrets. ``GET /files/read``
-and ``/files/browse`` serve the tasks' sandboxes as a Mesos agent does
-(``files.py``); they ask for the master's credentials when it has them.
+and ``/files/browse`` answer as a Mesos master's do: a sandbox is served by
+its agent only (``agent_http.py``), so every path is 404 here
+(``files.nothing_attached``); they ask for the master's credentials when it
+has them.
 ``POST /api/v1`` (the v1 operator API) and ``POST /master/teardown``
 (``operator.py``) ask for them too (realm ``mesos-master-readwrite``), then
 redirect to the leader, then read the body, as the scheduler endpoint; the
@@ -302,7 +304,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(reply.status, reply.body, reply.content_type or _TEXT, reply.headers)
         elif target in _FILES:
             if self._authenticated():
-                reply = files.reply(_FILES[target], self._query, self.server.master.attached)
+                reply = files.reply(_FILES[target], self._query, files.nothing_attached)
                 self._reply(reply.status, reply.body, reply.content_type or _TEXT)
         elif target in _POST_ROUTES:
             if self._authenticated() and not self._leader_redirect():

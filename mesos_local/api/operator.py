@@ -28,10 +28,11 @@ are then serialized ``Response``s and ``Event``s). Then:
   nothing is set: no weights, quotas, operations or maintenance here);
 * ``SET_LOGGING_LEVEL``: 200 with no body, the verbosity set for the
   duration (``LocalMaster.set_logging_level``);
-* ``READ_FILE``: ``{size, data}`` (the bytes in base64) of a task's
-  sandbox file, resolved and bounded as ``/files/read``; ``LIST_FILES``:
-  ``FileInfo``s of a sandbox directory, as ``/files/browse`` (``files.py``;
-  400, 404 as ``FilesProcess``);
+* ``READ_FILE``, ``LIST_FILES``: 404 for every path, 400 for one no file
+  can have: a Mesos master's ``Files`` has no sandbox attached
+  (``files.nothing_attached``); an agent answers them for its own
+  sandboxes (``agent_api.py``, with ``read_file_reply`` and
+  ``list_files_reply`` below);
 * ``TEARDOWN``: 200 with no body, the framework removed and its tasks
   killed, as the scheduler's TEARDOWN; 400 for a framework not registered;
 * ``UNKNOWN``: 501 with no body; the calls the local master does not
@@ -195,9 +196,9 @@ def _call_reply(master, call, kind):
     if kind in _READS:
         return _response(kind, kind.lower(), master.read(_READS[kind]))
     if kind == "READ_FILE":
-        return read_file_reply(call["read_file"], master.attached)
+        return read_file_reply(call["read_file"], files.nothing_attached)
     if kind == "LIST_FILES":
-        return list_files_reply(call["list_files"], master.attached)
+        return list_files_reply(call["list_files"], files.nothing_attached)
     if kind == "SET_LOGGING_LEVEL":
         request = call["set_logging_level"]
         master.set_logging_level(_integer(request["level"]),
