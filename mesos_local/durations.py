@@ -1,6 +1,7 @@
 """Durations as Mesos writes them (stout's ``operator<<`` of ``Duration``,
 3rdparty/stout/include/stout/duration.hpp): in ``/flags``, ``/state``'s
-flags, and the executor environment (``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD``)."""
+flags, and the executor environment (``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD``);
+and as it reads them (``Duration::parse``: ``/metrics/snapshot?timeout=``)."""
 
 _UNITS = ((7 * 86400 * 10**9, "weeks"), (86400 * 10**9, "days"), (3600 * 10**9, "hrs"),
           (60 * 10**9, "mins"), (10**9, "secs"), (10**6, "ms"), (10**3, "us"), (1, "ns"))
@@ -23,4 +24,31 @@ def stringify_duration(seconds):
     return "0ns"   # unreachable: the last unit is 1 ns
 
 
-__all__ = ["stringify_duration"]
+_PARSED_UNITS = {name: size for size, name in _UNITS}
+
+
+class DurationError(ValueError):
+    """What ``Duration::parse`` says of text that is no duration."""
+
+
+def parse_duration(text):
+    """Seconds of ``text`` read as stout's ``Duration::parse`` reads it: the
+    digits and dots up to the first other character, then one of its units
+    (``5secs``, ``1.5mins``, ``100ms``); DurationError with its words."""
+    for index, char in enumerate(text):
+        if char in "0123456789.":
+            continue
+        number = text[:index]
+        try:
+            value = float(number)
+        except ValueError:                            # numify<double>
+            raise DurationError("Failed to convert '%s' to number" % number) from None
+        unit = text[index:]
+        if unit not in _PARSED_UNITS:
+            raise DurationError("Unknown duration unit '%s'; supported units are 'ns', 'us', "
+                                "'ms', 'secs', 'mins', 'hrs', 'days', and 'weeks'" % unit)
+        return int(value * _PARSED_UNITS[unit]) / 1e9
+    raise DurationError("Invalid duration '%s'" % text)
+
+
+__all__ = ["stringify_duration", "parse_duration", "DurationError"]

@@ -135,6 +135,24 @@ def test_roles_flags_and_metrics(running):
     assert all(isinstance(value, (int, float)) for value in metrics.values())
 
 
+def test_a_metrics_timeout_is_read_as_libprocess_reads_a_duration(running):
+    """MetricsProcess::_snapshot (3rdparty/libprocess/src/metrics/metrics.cpp)
+    parses ?timeout= with Duration::parse: a monitor that sends a bare
+    number or '5s' gets 400 from Mesos, so it must here too."""
+    master, _ = running
+    for good in ("5secs", "1.5mins", "100ms", "0ns", "2weeks"):
+        reply = get(master, "/metrics/snapshot", timeout=good)
+        assert reply.status_code == 200 and reply.json()["master/elected"] == 1, good
+    for bad, words in (("5", "Invalid duration '5'"),
+                       ("5s", "Unknown duration unit 's'; supported units are 'ns', 'us', 'ms', "
+                              "'secs', 'mins', 'hrs', 'days', and 'weeks'"),
+                       ("secs", "Failed to convert '' to number"),
+                       ("1.2.3secs", "Failed to convert '1.2.3' to number")):
+        reply = get(master, "/metrics/snapshot", timeout=bad)
+        assert (reply.status_code, reply.text) == (
+            400, "Invalid timeout '%s': %s.\n" % (bad, words)), bad
+
+
 def test_jsonp(running):
     master, _ = running
     for path in ("/master/state", "/master/state-summary", "/slaves", "/frameworks", "/tasks",

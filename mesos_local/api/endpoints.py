@@ -29,6 +29,7 @@ import json
 import re
 import urllib.parse
 
+from ..durations import DurationError, parse_duration
 from ..resources import Resources
 from .metrics import snapshot
 from .state_json import agent_json, framework_json, master_flags, render_version, task_json
@@ -327,7 +328,27 @@ _ROUTES = {
     "roles": Endpoint(roles), "roles.json": Endpoint(roles),
     "flags": _Open(flags), "redirect": _Redirect(),
 }
-_METRICS = _Open(lambda master, records, query: snapshot(master, records))
+class _Metrics(_Open):
+    """``/metrics/snapshot``: a ``timeout`` must be a duration, as libprocess'
+    ``MetricsProcess::_snapshot`` reads it (3rdparty/libprocess/src/metrics/
+    metrics.cpp; every metric here is ready at once, so its value waits for
+    nothing)."""
+
+    def __init__(self):
+        super().__init__(lambda master, records, query: snapshot(master, records))
+
+    def reply(self, master, path, query, target=None):
+        timeout = query.get("timeout")
+        if timeout is not None:
+            try:
+                parse_duration(timeout)
+            except DurationError as exc:
+                return Reply(400, ("Invalid timeout '%s': %s.\n" % (timeout, exc)).encode(
+                    "utf-8", "replace"))
+        return super().reply(master, path, query, target)
+
+
+_METRICS = _Metrics()
 _VERSION = _Open(lambda master, records, query: render_version())
 
 
