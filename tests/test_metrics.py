@@ -510,6 +510,48 @@ def test_steps_per_second_and_latest_values():
 
 
 
+def test_a_task_restarted_from_an_earlier_step_is_measured_from_its_restart():
+    # A whole restart resumes from a checkpoint: worker:0 reached step 700
+    # at 20 steps/s, then came back at step 500. Before, its latest step
+    # stayed 700 and its steps/s stayed the old 20.0 (no step above 700
+    # arrived to move it) while it now ran at 5 steps/s.
+    metrics = Metrics(began=0.0)
+    metrics.add("worker:0", [(step, step / 20.0, {"loss": 1.0, "acc": 0.5})
+                             for step in range(0, 701, 10)])
+    assert metrics.latest("worker:0")[0] == 700
+    metrics.add("worker:0", [(500 + step, 100.0 + step / 5.0, {"loss": 0.9})
+                             for step in range(0, 51, 5)])
+    assert metrics.latest("worker:0") == (550, [("loss", 0.9), ("acc", 0.5)])
+    assert metrics.steps_per_second("worker:0") == pytest.approx(5.0)
+
+
+def test_the_latest_step_of_a_record_carried_on_is_its_newest_points():
+    # tfmesos attach carries on the series of a run that restarted: the
+    # newest point (by time) says the step, not the highest one.
+    before = Metrics(began=0.0)
+    before.add("worker:0", [(700, 10.0, {"acc": 0.5}), (500, 20.0, {"loss": 0.9})])
+    after = Metrics(began=0.0)
+    after.adopt(before.series)
+    assert after.latest("worker:0")[0] == 500
+    # tfmesos show alike, and its steps/s is the restarted stretch's.
+    restarted = Metrics(began=0.0)
+    restarted.add("worker:0", [(step, step / 20.0, {"loss": 1.0}) for step in range(0, 701, 10)]
+                  + [(500 + step, 100.0 + step / 5.0, {"loss": 0.9}) for step in range(0, 51, 5)])
+    [(task, step, values, rate)] = summaries(restarted.series)
+    assert (task, step, values) == ("worker:0", 550, [("loss", 0.9)])
+    assert rate == pytest.approx(5.0)
+
+
+def test_a_restarts_line_starts_again_where_the_steps_go_back():
+    # The chart's line of a series that went 0..700 then 500..550 drew a
+    # stroke from step 700 back to step 500 across the chart.
+    from tfmesos.record.report_metrics import _segments
+    points = [(0, 1.0), (700, 0.5), (500, 0.9), (550, 0.8), (550, 0.7), (600, None),
+              (610, 0.6)]
+    assert _segments(points) == [[(0, 1.0), (700, 0.5)], [(500, 0.9), (550, 0.8), (550, 0.7)],
+                                 [(610, 0.6)]]
+
+
 def _series_flood_record():
     """A run's record after worker:0 logged 10,000 names, one a step
     (``m00000`` at step 0 ... ``m09999`` at 9999): 32 series kept."""

@@ -89,6 +89,8 @@ class Metrics:
                 else:
                     add_value(series, step, when, value, self.max_points)
             steps = self._steps.setdefault(task, collections.deque(maxlen=RATE_SAMPLES))
+            if steps and step < steps[-1][1]:
+                steps.clear()       # restarted from an earlier step: measured from here
             if not steps or step > steps[-1][1]:
                 steps.append((when, step))
 
@@ -103,16 +105,18 @@ class Metrics:
 
     def latest(self, task: str) -> Optional[tuple[int, Values]]:
         """``(step, [(name, value)])`` of ``task``'s latest values, in the
-        order its metrics first came, or None; the step is the latest any
-        point of ``task`` reached, also one whose values were all left out
-        (of series past the bounds)."""
+        order its metrics first came, or None; the step is that of the
+        newest point of ``task``, also one whose values were all left out
+        (of series past the bounds), and lower than before once the task
+        restarted from an earlier step."""
         found = [s for s in self.series if s.task == task]
         if not found:
             return None
-        step = max(s.last_step for s in found)
         steps = self._steps.get(task)
         if steps:
-            step = max(step, steps[-1][1])
+            step = steps[-1][1]
+        else:                       # series carried on only (adopt)
+            step = max(found, key=lambda s: (s.last_time, s.last_step)).last_step
         return step, [(s.name, s.last) for s in found]
 
     def left_out_note(self) -> Optional[str]:
@@ -169,8 +173,9 @@ def summaries(series: Iterable[MetricSeries], tasks: Iterable[str] = ()
               ) -> list[tuple[str, int, Values, Optional[float]]]:
     """``[(task, step, [(name, value)], steps/s or None)]`` of run.json's
     ``metrics`` (a list of schema.MetricSeries): each task's latest values
-    and its average steps per second over the whole series, in the order
-    of ``tasks`` (names; others last)."""
+    and its average steps per second over the whole series (since its
+    last restart from an earlier step, where it had one), in the order of
+    ``tasks`` (names; others last)."""
     found: dict[str, list[MetricSeries]] = {}
     for one in in_task_order(series, tasks):
         found.setdefault(one.task, []).append(one)
@@ -178,9 +183,20 @@ def summaries(series: Iterable[MetricSeries], tasks: Iterable[str] = ()
     for task, mine in found.items():
         longest = max(mine, key=lambda s: s.count)
         rate: Optional[float] = None
-        if longest.steps and longest.last_time > longest.times[0]:
-            rate = (longest.last_step - longest.steps[0]) / (longest.last_time
-                                                             - longest.times[0])
-        result.append((task, max(s.last_step for s in mine), [(s.name, s.last) for s in mine],
-                       rate))
+        start = _since_restart(longest.steps)
+        if longest.steps and longest.last_time > longest.times[start] \
+                and longest.last_step >= longest.steps[start]:
+            rate = (longest.last_step - longest.steps[start]) / (longest.last_time
+                                                                 - longest.times[start])
+        newest = max(mine, key=lambda s: (s.last_time, s.last_step))
+        result.append((task, newest.last_step, [(s.name, s.last) for s in mine], rate))
     return result
+
+
+def _since_restart(steps: list[int]) -> int:
+    """The index in ``steps`` from which they no longer go back."""
+    start = 0
+    for index in range(1, len(steps)):
+        if steps[index] < steps[index - 1]:
+            start = index
+    return start

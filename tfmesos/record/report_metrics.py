@@ -1,7 +1,7 @@
 """The report's metrics (``report``): a chart per metric the tasks logged
 (run.json's ``metrics``: ``tfmesos.log_metrics``), a series per task over
 the steps, its latest value last whether kept or not; nulls (NaN, inf)
-break a series' line."""
+and a restart (the steps going back) break a series' line."""
 
 import sys
 from collections.abc import Sequence
@@ -25,10 +25,14 @@ def metric_points(series: MetricSeries) -> MetricPoints:
 
 
 def _segments(points: MetricPoints) -> list[list[tuple[float, float]]]:
-    """The runs of finite values between nulls (NaN, inf)."""
+    """The runs of finite values between nulls (NaN, inf) and where the
+    steps go back (a restart from an earlier checkpoint)."""
     segments: list[list[tuple[float, float]]] = []
     current: list[tuple[float, float]] = []
     for step, value in points:
+        if current and step < current[-1][0]:
+            segments.append(current)
+            current = []
         if value is None:
             if current:
                 segments.append(current)
