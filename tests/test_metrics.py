@@ -204,6 +204,19 @@ def test_numbers_of_numpy_convert():
     numpy = pytest.importorskip("numpy")
     assert check_value(numpy.float32(0.25)) == 0.25 and check_value(numpy.array(2)) == 2.0
     assert check_step(numpy.int64(4)) == 4
+    # A bool is no metric (Python's is refused): numpy's True_ was 1.0.
+    for boolean in (numpy.bool_(True), numpy.array(False), numpy.array([True])[0]):
+        with pytest.raises(MetricError, match="must be a number, not"):
+            check_value(boolean)
+
+
+def test_booleans_of_torch_tensorflow_and_jax_are_no_metric():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(MetricError, match="must be a number, not bool"):
+        check_value(task_metrics._scalar(torch.tensor(True)))
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(MetricError, match="must be a number, not"):
+        check_value(jnp.array(True))
 
 
 def _receiver(tmp_path):
@@ -215,13 +228,19 @@ def _receiver(tmp_path):
     return path, sock
 
 
-def _read_steps(sock):
+def _read_steps(sock, told=None):
+    """The steps of the points waiting on ``sock``; the counts of dropped
+    points the sender told are added to ``told`` (a list)."""
     steps = []
     while True:
         try:
-            steps.append(json.loads(sock.recv(65536))[0])
+            item = json.loads(sock.recv(65536))
         except BlockingIOError:
             return steps
+        if isinstance(item, dict):
+            told.append(metric_points.parse_dropped(item))
+        else:
+            steps.append(item[0])
 
 
 def _read_until(sock, last, timeout=30):
@@ -268,13 +287,17 @@ def test_past_max_pending_the_oldest_waiting_points_are_dropped_and_counted(
         fresh_metrics._send_pending(timeout=0.01)   # nothing reads: they are dropped
         assert fresh_metrics.dropped == 100 - queued
         assert _read_steps(sock) == list(range(queued))
+        # The points dropped are counted to the task entry before the next
+        # point, so that the run's record says so (metrics_dropped): before,
+        # only this process's `dropped` knew.
+        told: list = []
         for step in range(100, 100 + queued + 3):
             fresh_metrics.log_metrics(step=step, loss=1.0)
-        received = _read_steps(sock)
+        received = _read_steps(sock, told)
         fresh_metrics._send_pending(timeout=1.0)
-        received += _read_steps(sock)
+        received += _read_steps(sock, told)
         assert received == list(range(100, 100 + queued + 3))
-        assert fresh_metrics.dropped == 100 - queued
+        assert fresh_metrics.dropped == 100 - queued and told == [100 - queued]
     finally:
         sock.close()
 
@@ -307,7 +330,7 @@ def test_the_relay_sends_what_the_command_logs_bounded_and_then_removes_its_sock
     steps = [point[0] for frame in frames for point in frame["points"]]
     assert steps == sorted(steps) and steps[-1] == 19999
     received = sum(len(f["points"]) for f in frames)
-    dropped = sum(f["dropped"] for f in frames) + fresh_metrics.dropped
+    dropped = sum(f["dropped"] for f in frames)   # the process's own drops included
     assert received + dropped == 20000 + 2   # the two bad datagrams are counted
 
 

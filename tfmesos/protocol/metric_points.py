@@ -19,6 +19,7 @@ holds at most ``MAX_POINTS`` of them and lets a batch go at most every
 ``FLUSH_INTERVAL`` seconds.
 """
 
+import json
 import math
 import re
 
@@ -41,6 +42,10 @@ FLUSH_INTERVAL = 0.5     # seconds between two batches of one sender
 NAME = re.compile(r"[A-Za-z0-9_.:/@+-]{1,%d}\Z" % MAX_NAME)
 
 
+# str() of the boolean dtypes of numpy and JAX, TensorFlow, PyTorch.
+_BOOLEAN_DTYPES = ("bool", "<dtype: 'bool'>", "torch.bool")
+
+
 class MetricError(ValueError):
     """A step, name or value that cannot be logged."""
 
@@ -55,11 +60,14 @@ def check_name(name: object) -> str:
 
 def check_value(value: "Any") -> "Optional[float]":
     """``value`` as a float; None when it is not finite (NaN, inf);
-    MetricError when it is not a number (strings, bools, None, arrays of
-    more than one element). Numbers of numpy, TensorFlow or JAX convert
+    MetricError when it is not a number (strings, booleans of Python, numpy,
+    TensorFlow or JAX, None, arrays of more than one element). Numbers of numpy, TensorFlow or JAX convert
     through their ``__float__``."""
     if isinstance(value, (str, bytes, bool)) or value is None:
         raise MetricError("a metric value must be a number, not %s" % type(value).__name__)
+    if str(getattr(value, "dtype", "")) in _BOOLEAN_DTYPES:   # float() makes them 1.0
+        raise MetricError("a metric value must be a number, not a boolean (%s)"
+                          % type(value).__name__)
     try:
         number = float(value)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -112,6 +120,25 @@ def parse_point(item: object) -> "Optional[Point]":
             return None
         clean[name] = None if value is None else float(value)
     return step, float(when), clean
+
+
+DROPPED_KEY = "dropped"
+
+
+def dropped_datagram(count: int) -> bytes:
+    """The datagram by which a process counts to its task entry the points
+    it dropped itself (``user_metrics``: a flood past ``MAX_PENDING``)."""
+    return json.dumps({DROPPED_KEY: count}).encode("ascii")
+
+
+def parse_dropped(item: object) -> "Optional[int]":
+    """The count of a received ``dropped_datagram``, or None when it is not one."""
+    if not isinstance(item, dict) or len(item) != 1:
+        return None
+    count = item.get(DROPPED_KEY)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count < MAX_STEP:
+        return None
+    return count
 
 
 def parse_frame(message: "dict[str, Any]") -> "Optional[tuple[float, list[Point], int]]":

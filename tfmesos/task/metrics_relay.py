@@ -25,7 +25,7 @@ import threading
 import time
 
 from ..protocol import json_documents, wire
-from ..protocol.metric_points import MAX_DATAGRAM, Batcher, parse_point
+from ..protocol.metric_points import MAX_DATAGRAM, Batcher, parse_dropped, parse_point
 
 MAX_PATH = 100           # bytes of a unix socket's path (108 with the final NUL)
 POLL = 0.25              # seconds between looks at the batch while nothing comes
@@ -124,6 +124,7 @@ class MetricsRelay:
         self._closing = threading.Event()
         self._broken = False    # the connection is gone: nothing more is sent
         self.malformed = 0      # datagrams that were not points
+        self.dropped_by_senders = 0   # points the command's processes dropped (their count)
         self._thread = threading.Thread(target=self._loop, name="tfmesos-metrics", daemon=True)
 
     def start(self):
@@ -176,25 +177,33 @@ class MetricsRelay:
     def _take(self, data):
         if not data:
             return      # close()'s wake-up (or an empty datagram: nothing to take)
+        point = told = None
         try:
-            point = parse_point(json_documents.loads(data)) if len(data) <= MAX_DATAGRAM else None
+            if len(data) <= MAX_DATAGRAM:
+                item = json_documents.loads(data)
+                point = parse_point(item)
+                told = parse_dropped(item)
         except ValueError:   # not JSON, or "[[[[..." nested past the parser's depth
-            point = None
-        if point is None:
-            self.malformed += 1
-        else:
+            pass
+        if point is not None:
             self._batcher.add(point)
+        elif told is not None:
+            self.dropped_by_senders += told
+        else:
+            self.malformed += 1
 
     def _flush(self):
         batch = self._batcher.take(self._clock())
+        if batch is None and (self.malformed or self.dropped_by_senders):
+            batch = [], 0                 # a count alone is said too
         if batch is None or self._broken:
             return
         points, dropped = batch
         try:
             self._send({"type": "metrics", "now": round(time.time(), 3),
                         "points": [list(point) for point in points],
-                        "dropped": dropped + self.malformed})
-            self.malformed = 0
+                        "dropped": dropped + self.malformed + self.dropped_by_senders})
+            self.malformed = self.dropped_by_senders = 0
         except (OSError, wire.WireError) as exc:
             self._broken = True
             print("tfmesos: cannot send metrics to tfrun: %s" % exc, file=sys.stderr,

@@ -40,6 +40,7 @@ from ..protocol.metric_points import (
     check_name,
     check_step,
     check_value,
+    dropped_datagram,
 )
 
 _lock = threading.Lock()
@@ -53,6 +54,7 @@ _pending: collections.deque = collections.deque()   # (path, datagram), oldest f
 _next_step = 0         # the step of a call without one
 _warned: set[str] = set()
 dropped = 0            # points the task entry could not take (a flood)
+_untold = 0            # of dropped: not yet counted to the task entry (DROPPED_KEY)
 
 
 class MetricsWarning(RuntimeWarning):
@@ -195,6 +197,8 @@ def _send(path, point, depth=0):
         sock = _connected()
         while _pending and _try(sock, _pending[0][0], _pending[0][1], depth):
             _pending.popleft()
+        if not _pending:
+            _tell_dropped(sock, path, depth)
         if not _pending and _try(sock, path, data, depth):
             return True
         if len(_pending) == MAX_PENDING:
@@ -230,8 +234,17 @@ def _try(sock, path, data, depth):
 
 
 def _dropped(count):
-    global dropped
+    global dropped, _untold
     dropped += count
+    _untold += count
+
+
+def _tell_dropped(sock, path, depth):
+    """(Under the lock) count the points dropped here to the task entry, so
+    that the run's record says they were left out (``metrics_dropped``)."""
+    global _untold
+    if _untold and _try(sock, path, dropped_datagram(_untold), depth):
+        _untold = 0
 
 
 def _warned_gone(exc, depth):
@@ -245,16 +258,21 @@ def _warned_gone(exc, depth):
 def _send_pending(timeout=PENDING_AT_EXIT):
     """At exit: the points the task entry could not take yet, waiting up to
     ``timeout`` in all for it to make room."""
+    global _untold
     with _lock:
         if not _pending or _socket is None or _socket[0] != os.getpid():
             return
         sock = _socket[1]
         deadline = time.monotonic() + timeout
         try:
+            path = _pending[0][0]
             while _pending:
                 sock.settimeout(max(0.001, deadline - time.monotonic()))
                 sock.sendto(_pending[0][1], _pending[0][0])
                 _pending.popleft()
+            if _untold:
+                sock.sendto(dropped_datagram(_untold), path)
+                _untold = 0
         except OSError:
             _dropped(len(_pending))
             _pending.clear()
