@@ -596,15 +596,21 @@ def test_attach_in_protobuf(make_local_master, clients):
 
 # --- an agent's READ_FILE and LIST_FILES (a master serves neither: test_local_files) ---
 
-def test_list_files_lists_a_sandbox_as_file_infos(make_local_master, clients):
+def _hello_sandbox(make_local_master, clients, task_id):
+    """(the agent's base URL, the virtual path of the sandbox) of a task
+    ``task_id`` that printed two lines and made a directory ``sub``."""
     master = make_local_master()
     client = clients(master)
     [base] = bases(master).values()
     offer = client.next_offers()[0]
-    client.launch(offer, [task_info("lister", offer, "printf 'hello\\nworld\\n'; mkdir sub")],
+    client.launch(offer, [task_info(task_id, offer, "printf 'hello\\nworld\\n'; mkdir sub")],
                   filters={"refuse_seconds": 0})
-    client.wait_state("lister", "TASK_FINISHED", timeout=30)
-    sandbox = virtual_path(client.framework_id, "lister")
+    client.wait_state(task_id, "TASK_FINISHED", timeout=30)
+    return base, virtual_path(client.framework_id, task_id)
+
+
+def test_list_files_lists_a_sandbox_as_file_infos(make_local_master, clients):
+    base, sandbox = _hello_sandbox(make_local_master, clients, "lister")
 
     def list_files(path):
         return agent_call(base, {"type": "LIST_FILES", "list_files": {"path": path}})
@@ -635,14 +641,7 @@ def test_list_files_lists_a_sandbox_as_file_infos(make_local_master, clients):
 
 
 def test_read_file_reads_a_tasks_sandbox(make_local_master, clients):
-    master = make_local_master()
-    client = clients(master)
-    [base] = bases(master).values()
-    offer = client.next_offers()[0]
-    client.launch(offer, [task_info("printer", offer, "printf 'hello\\nworld\\n'; mkdir sub")],
-                  filters={"refuse_seconds": 0})
-    client.wait_state("printer", "TASK_FINISHED", timeout=30)
-    sandbox = virtual_path(client.framework_id, "printer")
+    base, sandbox = _hello_sandbox(make_local_master, clients, "printer")
 
     def read(path, offset, length=None):
         request = {"path": path, "offset": offset}
