@@ -793,3 +793,29 @@ def test_a_working_directory_that_is_gone_is_one_line(entry, args, tmp_path):
     else:
         assert result.returncode == 0 and result.stdout == "SpecError: %s\n" % GONE
     assert not (tmp_path / "runs").exists()   # nothing started
+
+
+def test_the_apis_refuse_more_tasks_than_the_hard_open_files_limit_allows(tmp_path):
+    # cluster() with a hard limit of 100 and 40 tasks launched them all:
+    # tasks failed to start (EMFILE), were relaunched three times, and the
+    # run ended in TaskFailed naming a sandbox path, its record unwritten.
+    script = tmp_path / "api.py"
+    script.write_text(
+        "import sys, tfmesos\n"
+        "jobs = [tfmesos.Job('worker', 40, cpus=0.01, mem=16)]\n"
+        "for call in (lambda: tfmesos.cluster(jobs).__enter__(),\n"
+        "             lambda: tfmesos.run(print, workers=40, ship=None)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except tfmesos.SpecError as exc:\n"
+        "        print('refused:', exc)\n")
+    done = subprocess.run(
+        ["sh", "-c", 'ulimit -n 100 && exec "$@"', "sh", sys.executable, str(script)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO))
+    refusal = ("refused: 40 tasks need at least 152 open files at once, and this process may "
+               "open 100 at most (ulimit -Hn): raise the hard limit (limits.conf, "
+               "LimitNOFILE=), or run at most 22 tasks")
+    assert done.stdout.splitlines() == [refusal, refusal], (done.stdout, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr and not os.path.exists(tmp_path / "tfmesos-runs")
+    assert not marked_processes()

@@ -422,10 +422,18 @@ def stop_open() -> None:
 
 
 def check_local(spec: RunSpec) -> None:
-    """SpecError for what the embedded master sized for ``spec`` can never
-    run here (``sizing.check_local``: too many tasks, a task larger than
-    the machine), asked before anything is built, as tfrun asks it; given
-    agents (``local_master_options``) are the caller's to size."""
+    """SpecError for what this process cannot run of ``spec``: more tasks
+    than its hard open-files limit allows (``open_files.too_few``; they
+    failed to start, relaunched, and the run ended in EMFILE), and what the
+    embedded master sized for it never can here (``sizing.check_local``:
+    too many tasks, a task larger than the machine); asked before anything
+    is built, as tfrun asks it (cluster(), run(), submit()); given agents
+    (``local_master_options``) are the caller's to size."""
+    from .open_files import too_few
+
+    why = too_few(sum(job.num for job in spec.jobs))
+    if why:
+        raise SpecError(why)
     options = spec.local_master_options
     if spec.master == config.LOCAL and "agents" not in options:
         from ..backends.sizing import check_local as check

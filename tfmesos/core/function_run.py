@@ -333,11 +333,10 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     """Run ``spec``; every task's value, or the failure raised (``sources``:
     ``local_sources``, to make remote tracebacks readable; ``cancel``: how
     another thread stops the run)."""
-    from ..backends.sizing import check_local
+    from .fine_grained import check_local
     from .launch import ClusterRun
 
-    if spec.master == config.LOCAL and "agents" not in spec.local_master_options:
-        check_local(spec.jobs, spec.local_master_options)
+    check_local(spec)
     printer = Printer()
     # Every task's output reaches the run directory (tfmesos logs, the tail
     # said of a failed task), as tfrun's; ``show``'s is printed.
