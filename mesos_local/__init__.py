@@ -52,7 +52,8 @@ The master, each module one job:
 ``api/``: the HTTP side (the server and its ``routes``, SUBSCRIBE streams,
 strict and tolerant call parsing, authentication, the read endpoints, the
 agents' ``/files``, the operator API: ``operator`` and its documents and
-events, ``operator_json``);
+events, ``operator_json``; ``shown_secrets``: what an ExecutorInfo served
+shows of its secrets);
 ``containerizer/``: the agent side (planning a launch, the fetcher, process
 and Docker runners, cgroups, network namespaces, hidden filesystems).
 

@@ -83,8 +83,10 @@ class Grep:
         assert reply.status_code == 200, (endpoint, reply.status_code, reply.text)
         return reply
 
-    def operator(self, kind):
-        reply = self.session.post(self.master.url + "/api/v1", json={"type": kind}, timeout=30)
+    def operator(self, kind, base=None):
+        """The answer to ``kind`` of the master's v1 API (``base``: an agent's)."""
+        reply = self.session.post((base or self.master.url) + "/api/v1", json={"type": kind},
+                                  timeout=30)
         assert reply.status_code == 200, (kind, reply.status_code, reply.text)
         return reply.content
 
@@ -95,14 +97,26 @@ class Grep:
                               "/master/state.json")}
         for kind in ("GET_STATE", "GET_TASKS", "GET_FRAMEWORKS", "GET_EXECUTORS"):
             found["operator " + kind] = self.operator(kind)
+        # Each agent's own: its /state and its v1 API's read calls (another
+        # principal read the run's key from GET_EXECUTORS there).
+        for base in self.agents().values():
+            found[base + "/state"] = self.get_at(base, "/state").content
+            for kind in ("GET_STATE", "GET_TASKS", "GET_FRAMEWORKS", "GET_EXECUTORS",
+                         "GET_CONTAINERS"):
+                found["agent %s %s" % (base, kind)] = self.operator(kind, base)
         return found
+
+    def agents(self):
+        """{agent id: its base URL}, as /master/state's pids name them."""
+        state = self.get("/master/state").json()
+        return {agent["id"]: "http://" + agent["pid"].rpartition("@")[2]
+                for agent in state["slaves"]}
 
     def served_files(self):
         """{virtual path: bytes} of every file of every sandbox, through
         its agent's /files/browse and /files/read."""
         state = self.get("/master/state").json()
-        agents = {agent["id"]: "http://" + agent["pid"].rpartition("@")[2]
-                  for agent in state["slaves"]}
+        agents = self.agents()
         files = {}
         for framework in state["frameworks"] + state["completed_frameworks"]:
             for task in framework["tasks"] + framework["completed_tasks"]:

@@ -21,6 +21,7 @@ master's lock held (``LocalMaster.read``).
 import time
 
 from ..records import mesos_id
+from . import shown_secrets
 from .operator_json import framework_info, render_task
 from .state_json import BUILD_DATE, BUILD_TIME, VERSION, principal_and_roles, task_json
 
@@ -270,8 +271,9 @@ def get_frameworks(agent, records):
 def _executor_info(task):
     return {"executor_id": mesos_id(task.id), "framework_id": mesos_id(task.framework_id),
             "name": _command_executor_name(task), "source": task.id,
-            "command": {key: value for key, value in task.info.get("command", {}).items()
-                        if key in ("uris", "environment")}}
+            "command": shown_secrets.command({
+                key: value for key, value in task.info.get("command", {}).items()
+                if key in ("uris", "environment")})}
 
 
 def get_executors(agent, records):
@@ -287,7 +289,7 @@ def get_executors(agent, records):
                     {"executor_info": _executor_info(task)})
             else:
                 (completed if executor.state == "TERMINATED" else live).append(
-                    {"executor_info": executor.info})
+                    {"executor_info": shown_secrets.executor_info(executor.info)})
     return {"executors": live, "completed_executors": completed}
 
 

@@ -22,6 +22,7 @@ functions, which build the events of the operator's SUBSCRIBE stream
 
 from ..records import mesos_id
 from ..resources import Resources
+from . import shown_secrets
 from .endpoints import role_usage
 from .metrics import snapshot
 from .state_json import VERSION, master_flags, render_version
@@ -196,7 +197,7 @@ def render_executors(records):
     run; a command task's executor is the agent's own, which Mesos' master
     does not list."""
     return {"executors": [{"agent_id": mesos_id(executor.agent_id),
-                           "executor_info": executor.info}
+                           "executor_info": shown_secrets.executor_info(executor.info)}
                           for executor in records.executors.values()]}
 
 
