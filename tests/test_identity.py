@@ -34,12 +34,14 @@ def test_a_new_identity_has_a_fresh_id_and_key_and_its_key_stays_out_of_sight():
     assert one.key.hex() not in repr(one) and "key" not in one.public()
     assert one.public() == {"run_id": one.run_id, "user": "alice", "principal": "team-a",
                             "framework_id": None, "bundle_sha256": None,
-                            "task_side_sha256": None, "scheduler_attempt": 1}
+                            "task_side_sha256": None, "python_env_sha256": None,
+                            "scheduler_attempt": 1}
 
 
 def test_the_stages_of_a_run_are_new_values_and_round_trip_through_their_public_part():
     first = RunIdentity.new("alice")
-    later = first.with_framework("F-1").with_shipment("a" * 64, "b" * 64).next_scheduler()
+    later = first.with_framework("F-1").with_shipment("a" * 64, "b" * 64,
+                                                      "c" * 64).next_scheduler()
     assert first.framework_id is None and later.scheduler_attempt == 2
     again = RunIdentity.from_public(json.loads(json.dumps(later.public())), first.key)
     assert again == later

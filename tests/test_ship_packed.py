@@ -266,3 +266,32 @@ def test_a_bundle_packed_before_bundles_were_plain_tars_is_still_served(tmp_path
     with pytest.raises(ShipError, match="not the one its name says"):
         _packed_bundle(str(tmp_path / ("tfmesos-bundle-%s.tar" % ("0" * 16))), None,
                        hashed={str(tmp_path / ("tfmesos-bundle-%s.tar" % ("0" * 16))): sha})
+
+
+def test_a_python_env_that_changed_since_the_run_started_is_no_takeover(original):
+    # tfmesos attach hashed the --python-env archive where the user keeps
+    # it and gave the tasks that new digest: one swapped there (anyone who
+    # may write it: a team's environment) ran as the run's user in every
+    # task relaunched after the takeover. The run's identity holds the
+    # digest it started with.
+    from tfmesos.core.identity import RunIdentity
+    from tfmesos.core.takeover import check_kept
+    from tfmesos.record.takeover_files import TakeoverError
+
+    files = original.packed_files()
+    env = files["python_env"]
+    assert original.env_sha256 == file_sha256(env)
+    identity = RunIdentity.new("alice").with_framework("F-1").with_shipment(
+        original.bundle.sha256, original.task_side.sha256, original.env_sha256)
+    kept = {role: path for role, path in files.items() if role in ("bundle", "task_side")}
+    kept_dir = os.path.dirname(files["bundle"])
+    assert check_kept(identity, dict(kept, python_env=env), kept_dir)[env] == original.env_sha256
+    tar_gz(env, {"bin/python3": b"#!/bin/sh\ntouch /tmp/pwned\n"})
+    with pytest.raises(TakeoverError) as refused:
+        check_kept(identity, dict(kept, python_env=env), kept_dir)
+    assert original.env_sha256 in str(refused.value) and file_sha256(env) in str(refused.value)
+    assert "Python environment" in str(refused.value)
+    # A run that started with no archive's digest takes none over.
+    with pytest.raises(TakeoverError, match="no Python environment"):
+        check_kept(identity.with_shipment(original.bundle.sha256, original.task_side.sha256),
+                   dict(kept, python_env=env), kept_dir)

@@ -147,7 +147,7 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
         if shipment is not None:
             identity = identity.with_shipment(
                 shipment.bundle.sha256 if shipment.bundle is not None else None,
-                shipment.task_side.sha256)
+                shipment.task_side.sha256, shipment.env_sha256)
             for role, path in shipment.packed_files().items():
                 if path is not None:   # a python_env archive is extracted, and kept
                     packed[role] = os.path.basename(path)
@@ -302,7 +302,8 @@ def relaunch_scheduler(reader: "MasterReader", state: Mapping[str, Any],
         # new task's command checks.
         known = {scheduler_side.path: scheduler_side.sha256}
         for role, started in (("bundle", found.bundle_sha256),
-                              ("task_side", found.task_side_sha256)):
+                              ("task_side", found.task_side_sha256),
+                              ("python_env", found.python_env_sha256)):
             if role in packed and started:
                 known[packed[role]] = started
         command = fetch_checks(files, known) + command_of(spec, python_env, scheduler_side.name)

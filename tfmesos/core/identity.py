@@ -9,8 +9,10 @@ and passed as one value from there on.
 * ``framework_id``: the run's Mesos framework once subscribed;
 * ``principal``, ``user``: the Mesos principal the run authenticates as
   (None: the master asks for none) and the user its tasks run as;
-* ``bundle_sha256``, ``task_side_sha256``: what ``--ship`` packed (the
-  user's files and tfmesos' task side); a takeover serves exactly these;
+* ``bundle_sha256``, ``task_side_sha256``, ``python_env_sha256``: what
+  ``--ship`` packed (the user's files and tfmesos' task side) and the
+  ``--python-env`` archive it served (a file's; None for a URL, which the
+  tasks fetch themselves); a takeover serves exactly these;
 * ``scheduler_attempt``: which scheduler of the run this is (1: the one
   that started it; each takeover adds one).
 
@@ -54,6 +56,7 @@ class RunIdentity(FrozenFieldMethods):
     framework_id: Optional[str] = None
     bundle_sha256: Optional[str] = None
     task_side_sha256: Optional[str] = None
+    python_env_sha256: Optional[str] = None
     scheduler_attempt: int = 1
 
     def __post_init__(self) -> None:
@@ -67,7 +70,7 @@ class RunIdentity(FrozenFieldMethods):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, str) and value):
                 raise IdentityError("a run's %s must be a non-empty string or None" % name)
-        for name in ("bundle_sha256", "task_side_sha256"):
+        for name in ("bundle_sha256", "task_side_sha256", "python_env_sha256"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, str) and _SHA256.match(value)):
                 raise IdentityError("a run's %s must be 64 hex digits or None" % name)
@@ -87,10 +90,11 @@ class RunIdentity(FrozenFieldMethods):
     def with_framework(self, framework_id: str) -> "RunIdentity":
         return dataclasses.replace(self, framework_id=framework_id)
 
-    def with_shipment(self, bundle_sha256: Optional[str],
-                      task_side_sha256: Optional[str]) -> "RunIdentity":
+    def with_shipment(self, bundle_sha256: Optional[str], task_side_sha256: Optional[str],
+                      python_env_sha256: Optional[str] = None) -> "RunIdentity":
         return dataclasses.replace(self, bundle_sha256=bundle_sha256,
-                                   task_side_sha256=task_side_sha256)
+                                   task_side_sha256=task_side_sha256,
+                                   python_env_sha256=python_env_sha256)
 
     def next_scheduler(self) -> "RunIdentity":
         """The identity a scheduler taking the run over runs with."""

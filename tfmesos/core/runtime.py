@@ -120,7 +120,7 @@ class RunRuntime:
                                  leave_out=leave_out, keep_in=keep_in)
         self.identity = self.identity.with_shipment(
             self.shipment.bundle.sha256 if self.shipment.bundle is not None else None,
-            self.shipment.task_side.sha256)
+            self.shipment.task_side.sha256, self.shipment.env_sha256)
         return self.shipment.record()
 
     def start_master(self) -> str:

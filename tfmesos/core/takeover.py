@@ -58,7 +58,10 @@ def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str
     """The files a ``--failover`` run kept for its takeover (``packed``:
     role -> path, as ``Shipment.packed_files``) are the ones it started
     with: its packed files lie in ``kept_dir`` (the run directory's) and the
-    bundle's and the task side's sha256 are ``identity``'s. TakeoverError,
+    bundle's, the task side's and the ``--python-env`` archive's sha256 are
+    ``identity``'s (the archive stays where the user keeps it: anyone who
+    may write it there could otherwise run code as the run's user in every
+    task relaunched after the takeover). TakeoverError,
     one line naming both digests, before anything of the run is touched.
     Returns {path: sha256} of what it hashed (``Shipment.from_packed``'s
     ``hashed``: each file is read once)."""
@@ -72,7 +75,9 @@ def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str
                                 % (identity.run_id, named, role, kept_dir))
     hashed: dict[str, str] = {}
     for role, what, started in (("bundle", "bundle", identity.bundle_sha256),
-                                ("task_side", "task side", identity.task_side_sha256)):
+                                ("task_side", "task side", identity.task_side_sha256),
+                                ("python_env", "Python environment",
+                                 identity.python_env_sha256)):
         path = packed.get(role)
         if path is None and started is None:
             continue
@@ -88,9 +93,11 @@ def check_kept(identity: RunIdentity, packed: Mapping[str, str], kept_dir: str
                                 "over" % (what, identity.run_id, path, exc.strerror or exc)
                                 ) from None
         if found != started:
-            raise TakeoverError("the %s run %s kept (%s) has sha256 %s, but the run started "
-                                "with sha256 %s: it changed since tfrun packed it; nothing was "
-                                "taken over" % (what, identity.run_id, path, found, started))
+            raise TakeoverError("the %s run %s %s (%s) has sha256 %s, but the run started "
+                                "with sha256 %s: it changed since the run started; nothing "
+                                "was taken over" % (what, identity.run_id, "serves"
+                                                    if role == "python_env" else "kept",
+                                                    path, found, started))
         hashed[path] = found
     return hashed
 

@@ -231,6 +231,12 @@ class Shipment:
         for name, path in self._served():
             self.server.add(name, path)
 
+    @property
+    def env_sha256(self):
+        """The sha256 of the ``--python-env`` archive served (what the tasks'
+        command checks), or None (none, or a URL the tasks fetch)."""
+        return self.digests[self.env_path][0] if self.env_path is not None else None
+
     def packed_files(self):
         """The files this Shipment serves, by role (``from_packed``'s
         ``files``): ``bundle`` (None without), ``task_side``, ``extra:NAME``
