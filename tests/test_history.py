@@ -429,6 +429,24 @@ def test_logs_prints_a_task_or_every_task_prefixed(runs_dir, capsys):
     assert tfmesos(capsys, "logs", "logs")[1] == "[worker:0] a\n[worker:0] b\n[worker:1] one\n"
 
 
+def test_logs_escapes_the_task_names_a_planted_record_gives(runs_dir, capsys):
+    # The prefix was run.json's name as written: a title, a colour reached
+    # the terminal (show, runs and the report escaped the same name).
+    directory = write_run(runs_dir, "logs0002", tasks={
+        "worker:0": [attempt("worker:0", end=1)], "worker:1": [attempt("worker:1", end=1)]})
+    path = os.path.join(directory, "run.json")
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    data["tasks"][0]["name"] = "\x1b]0;PWNED\x07\x1b[31mworker:0"   # as another user wrote it
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    for log, text in (("worker.0.stdout", "one\n"), ("worker.1.stdout", "two\n")):
+        with open(os.path.join(directory, log), "w") as handle:
+            handle.write(text)
+    code, out, _ = tfmesos(capsys, "logs", "logs0002")
+    assert (code, out) == (0, "[\\x1b]0;PWNED\\x07\\x1b[31mworker:0] one\n[worker:1] two\n")
+
+
 def test_logs_takes_its_options_before_between_and_after_run_and_tasks(tmp_path, capsys):
     # Issue 35, item 2: "logs RUN --master M worker:0" (the README's order) was
     # "worker:0 is not an option: put the command after '--'".

@@ -38,6 +38,7 @@ from ..mesos.agent_files import (
 from ..mesos.task_states import TERMINAL_STATES
 from ..protocol import labels as run_labels
 from ..protocol.labels import scheduler_tasks, task_attempt, tasks_of
+from ..terminal_text import printable
 from .cluster_runs import framework_of
 
 PAGE = MAX_REPLY // 8     # bytes asked for per read: JSON writes a byte as at most 6 characters
@@ -212,7 +213,7 @@ class SandboxFile:
         for line in lines:
             if self.relayed is not None and self.relayed.match(line):
                 continue
-            out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
+            out.write(("[%s] " % printable(self.name) if self.prefix else "") + line + "\n")
         out.flush()
 
     def leave_out(self, tasks, jobs=()):

@@ -329,7 +329,7 @@ class _Tail:
             lines.append(self.partial)
             self.partial = ""
         for line in lines:
-            out.write(("[%s] " % self.name if self.prefix else "") + line + "\n")
+            out.write(("[%s] " % printable(self.name) if self.prefix else "") + line + "\n")
 
 
 def logs_main(argv, environ=None, out=None, interval=FOLLOW_INTERVAL):
