@@ -29,6 +29,7 @@ from .api.operator_json import (
     event_framework_updated,
 )
 from .api.stream import HEARTBEAT, Subscription
+from .ids import id_error
 from .records import Framework, mesos_id
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,11 @@ def framework_error(info, call, root_submissions=True):
     refused = roles_error(info)
     if refused is not None:
         return refused
+    framework_id = info.get("id", {}).get("value")
+    if framework_id:                  # validateFrameworkId: it names sandboxes' directories
+        refused = id_error(framework_id)
+        if refused is not None:
+            return refused
     capabilities = [c.get("type") for c in info.get("capabilities", [])]
     multi_role = "MULTI_ROLE" in capabilities
     roles = info.get("roles", []) if multi_role else [info.get("role", "*")]

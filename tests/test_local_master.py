@@ -488,6 +488,7 @@ def test_task_errors(local_master, clients):
         task_info("port-a", offer, "true"),
         executor, wrong_agent, no_command,
         task_info("bad/id", offer, "true"),
+        task_info("x" * 256, offer, "true"),    # TASK_FAILED here (ENAMETOOLONG) before
     ], filters={"refuse_seconds": 0})
     expected = {
         "too-big": "Task uses more resources cpus:100; mem:32 than available",
@@ -497,7 +498,8 @@ def test_task_errors(local_master, clients):
         "custom-executor": "at least one (but not both) of CommandInfo or ExecutorInfo",
         "wrong-agent": "Task uses invalid agent: S-nope",
         "no-command": "needs 'command'",
-        "bad/id": "contains '/'",
+        "bad/id": "'bad/id' contains invalid characters",   # validateID's words
+        "x" * 256: "ID must not be greater than 255 characters",
     }
     seen = {}
     while len(seen) < len(expected):

@@ -81,8 +81,10 @@ def post_json(master, text):
 
 def subscribe_stream_text(master, info):
     """The first bytes of the SUBSCRIBE stream (an ERROR event when refused)."""
-    response = requests.post(master.url + "/api/v1/scheduler",
-                             json={"type": "SUBSCRIBE", "subscribe": {"framework_info": info}},
+    call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": info}}
+    if "id" in info:                  # a resubscription names its framework twice
+        call["framework_id"] = info["id"]
+    response = requests.post(master.url + "/api/v1/scheduler", json=call,
                              headers={"Accept": "application/json"}, stream=True,
                              timeout=PATIENCE)
     with response:
@@ -237,6 +239,23 @@ def test_failover_timeout_out_of_mesos_duration_range_is_refused(make_local_mast
     text = subscribe_stream_text(master, info)
     # Mesos' validateFailoverTimeout (src/master/validation.cpp): an ERROR event
     assert "failover_timeout" in text and "is invalid" in text, text
+    assert master.state()["frameworks"] == []
+
+
+@pytest.mark.parametrize("framework_id, words", [
+    ("../../../../../../../../tmp/escaped", "contains invalid characters"),
+    ("a/b", "'a/b' contains invalid characters"), ("..", "'..' is disallowed"),
+    ("tab\there", "contains invalid characters"),
+    ("x" * 256, "ID must not be greater than 255 characters"),
+], ids=["out-of-the-work-dir", "slash", "dot-dot", "control", "too-long"])
+def test_a_framework_id_mesos_refuses_is_refused(make_local_master, framework_id, words):
+    # Subscribed here, and the id named every sandbox's directory: one of
+    # '../..' put them outside the master's work directory (Mesos:
+    # validateFrameworkId -> common::validation::validateID, an ERROR event).
+    master = make_local_master(strict=False)
+    info = dict(SUBSCRIBE["subscribe"]["framework_info"], id={"value": framework_id})
+    text = subscribe_stream_text(master, info)
+    assert words in text and "SUBSCRIBED" not in text, text
     assert master.state()["frameworks"] == []
 
 

@@ -20,6 +20,8 @@ def test_job_round_trip_with_non_defaults():
     ({"name": "worker", "gpus": 0.5}, "gpus must be a whole number"),
     ({"name": "worker", "gpus": -1}, "gpus must be a whole number"),
     ({"name": "Worker"}, "invalid job name"),
+    # A 240-letter name made task ids over Mesos' 255 (validateID): TASK_ERROR.
+    ({"name": "w" * 65}, "invalid job name .* at most 64 characters"),
     ({"name": "chief", "num": 2}, "at most one chief"),
     ({"name": "worker", "cpu": 1}, "unknown job field"),
     ({"num": 2}, "needs a 'name'"),

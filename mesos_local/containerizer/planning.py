@@ -18,9 +18,9 @@ import dataclasses
 import logging
 import posixpath
 import pwd
-import re
 from typing import Optional
 
+from ..ids import id_error
 from .runner import TaskLaunch
 
 log = logging.getLogger(__name__)
@@ -47,18 +47,12 @@ class TaskInvalid(ValueError):
     """A TaskInfo the local master refuses: TASK_ERROR with this message."""
 
 
-_BAD_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
-
-
 def check_id(kind, value):
-    """Mesos' ID rules (the id also names the sandbox directory)."""
-    if not value:
-        raise TaskInvalid("%s must not be empty" % kind)
-    if value in (".", ".."):
-        raise TaskInvalid("%s %r is not allowed ('.' and '..' are reserved)" % (kind, value))
-    if _BAD_ID.search(value):
-        raise TaskInvalid("%s %r contains '/', '\\' or control characters, which are "
-                          "not allowed" % (kind, value))
+    """Mesos' ID rules (``validateTaskID``, ``validateExecutorID``:
+    ``ids.id_error``); ``kind``: which id, for the message."""
+    error = id_error(value)
+    if error is not None:
+        raise TaskInvalid("%s: %s" % (kind, error))
 
 
 @dataclasses.dataclass

@@ -21,7 +21,10 @@ from .training_frameworks import TENSORFLOW, TORCH, framework_placeholders
 TRAINER_JOBS = ("chief", "worker", "ps")
 REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
 SINGLETON_JOBS = ("chief", "evaluator")
-_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# At most 64 characters: a task id (``tfmesos.RUN.JOB.INDEX.ATTEMPT``) stays
+# within Mesos' 255 (``validateID``, src/common/validation.cpp).
+MAX_JOB_NAME = 64
+_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]{0,%d}$" % (MAX_JOB_NAME - 1))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -42,7 +45,8 @@ class Job(FrozenFieldMethods):
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _JOB_NAME.match(self.name):
             raise SpecError("invalid job name %r: use lower-case letters, digits and '_', "
-                            "starting with a letter (e.g. 'worker')" % (self.name,))
+                            "starting with a letter, at most %d characters (e.g. 'worker')"
+                            % (self.name, MAX_JOB_NAME))
         _check_job_int(self, "num", 1, MAX_TASKS, " (tasks per run)")
         _check_job_int(self, "start", 0, MAX_TASK_INDEX)
         for field, most in (("cpus", MAX_CPUS), ("mem", MAX_MEM_MB)):
