@@ -13,7 +13,7 @@ import time
 
 import pytest
 from local_users import nobody
-from run_dirs import attempt, copy_format_1, write_run
+from run_dirs import BASE, attempt, copy_format_1, write_run
 from tfrun_helpers import REPO, start_tfrun
 
 from tfmesos.cli.main import main
@@ -185,6 +185,19 @@ def test_a_running_run_whose_tfrun_is_gone_shows_gone_and_is_pruned(runs_dir, ca
                                                                                r"running ", out)
     code, out, _ = tfmesos(capsys, "runs", "--prune", "--keep", "0")
     assert code == 0 and os.listdir(runs_dir) == ["tfrun-live0001"]
+
+
+def test_a_gone_runs_duration_ends_at_its_last_record_not_now(runs_dir, capsys):
+    # A run whose tfrun was SIGKILLed 0.3 s in showed a duration that grew
+    # with the clock (10m40s ten minutes later, in runs and show alike).
+    directory = write_run(runs_dir, "gone0002", status="running", exit_code=None, start=0,
+                          scheduler=a_gone_process())
+    last = BASE.timestamp() + 12.5            # when its tfrun last wrote the record
+    os.utime(os.path.join(directory, "run.json"), (last, last))
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and re.search(r"gone0002 .* 12\.5 s +gone ", out), out
+    code, out, _ = tfmesos(capsys, "show", "gone0002")
+    assert code == 0 and "took at least 12.5 s (its tfrun is gone)" in out, out
 
 
 def test_prune_keeps_a_gone_run_whose_failover_json_is_nested_past_the_parsers_depth(
@@ -518,8 +531,6 @@ def test_show_of_a_running_task_says_running_and_for_how_long(runs_dir, capsys):
     (a tfrun gone) has no end to show."""
     import datetime
     from io import StringIO
-
-    from run_dirs import BASE
 
     from tfmesos.cli.run_show import show_run
     from tfmesos.record.history import Run

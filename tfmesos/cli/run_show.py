@@ -63,8 +63,11 @@ def show_run(run, out, now=None):
     if file.framework != "tensorflow":
         lines.append(("training", training_text(file)))
     timings = run.timings
+    took = duration_text(run.duration(now))
+    if run.gone and took != "-":
+        took = "at least %s (its tfrun is gone)" % took
     lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
-        local_time(run.started), duration_text(run.duration(now)),
+        local_time(run.started), took,
         _offset(run, timings.first_offer), _offset(run, timings.all_registered))))
     if run.outcome.message:
         lines.append(("outcome", run.outcome.message))

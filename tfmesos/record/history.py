@@ -150,12 +150,25 @@ class Run:
         return parse_time(self.timings.finished)
 
     def duration(self, now: Optional[datetime.datetime] = None) -> Optional[float]:
-        """Seconds from submission to the end (to ``now`` while it runs), or None."""
+        """Seconds from submission to the end (to ``now`` while it runs; for a
+        run whose tfrun is ``gone``, to its record's last write, the last
+        moment anything is known of it), or None."""
         start = self.started
         if start is None:
             return None
-        end = self.finished or (now or datetime.datetime.now(datetime.timezone.utc))
+        end = self.finished
+        if end is None and self.gone:
+            end = self._last_written()
+        if end is None:
+            end = now or datetime.datetime.now(datetime.timezone.utc)
         return max(0.0, (end - start).total_seconds())
+
+    def _last_written(self) -> Optional[datetime.datetime]:
+        try:
+            written = os.stat(os.path.join(self.directory, RUN_JSON)).st_mtime
+        except OSError:
+            return None
+        return datetime.datetime.fromtimestamp(written, datetime.timezone.utc)
 
     @property
     def tasks(self) -> list[Task]:
