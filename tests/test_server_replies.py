@@ -107,6 +107,18 @@ def test_an_error_event_of_the_master_is_quoted_in_one_escaped_line():
     assert_quoted(error, "Mesos master error: ")
 
 
+def test_a_web_server_that_answers_subscribe_200_is_no_master_at_once():
+    # A server that answers every request 200 text/html (a proxy, a web
+    # page at the master's address) read as "the master closed the
+    # subscription stream", retried for the whole --connect-timeout (60 s).
+    with answering(PAGE, status=200, content_type="text/html") as url:
+        error = driver_error(url, 600, MesosError)
+    assert error == ("%s answered SUBSCRIBE with 200 text/html, not the event stream of a "
+                     "Mesos master: is it one? (MESOS_MASTER, -m) <!DOCTYPE HTML> <html> "
+                     "<head> <title>Error response</title> </head> <body> <p>Error code: 501"
+                     "</p> </body> </html>" % url), error
+
+
 def test_a_web_page_for_an_answer_is_one_line():
     with answering(PAGE, status=501) as url:
         with pytest.raises(MesosError) as info:

@@ -27,7 +27,7 @@ from typing import Any, NoReturn, Optional
 from addict import Dict
 
 from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
-from ..terminal_text import MAX_QUOTED, SHOWN_AT_MOST, quoted
+from ..terminal_text import MAX_QUOTED, SHOWN_AT_MOST, printable, quoted
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import UNREACHED_WAIT, Detector, NoLeader, StaticDetector
@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 _MAX_REDIRECTS = 5
 # SUBSCRIBE answers that re-subscribing cannot fix (bad call, credentials).
 _FATAL_STATUSES = (400, 401, 403, 404, 415)
+# What a SUBSCRIBE stream may come as: the JSON asked for, or protobuf.
+_STREAM_TYPES = ("application/json", "application/x-protobuf")
 
 
 class _StreamEnded(Exception):
@@ -387,6 +389,7 @@ class Subscription:
                 raise MesosConnectionError("the Mesos master at %s has no leader yet (503)" % url)
             if response.status != 200:
                 self._refused(url, response)
+            self._check_stream(url, response)
             self._read_stream(url, conn, response)
             return None
         finally:
@@ -432,6 +435,21 @@ class Subscription:
         if response.status in _FATAL_STATUSES:
             raise _Unrecoverable(error)
         raise error
+
+    def _check_stream(self, url: str, response: http.client.HTTPResponse) -> None:
+        """A 200 to SUBSCRIBE is Mesos' event stream in the encoding asked
+        for (``Accept: application/json``; src/master/http.cpp answers in
+        it, with its Mesos-Stream-Id): any other answer (a web page, a
+        proxy) is no master, said at once rather than retried as a stream
+        the master closed."""
+        kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        if kind in _STREAM_TYPES:
+            return
+        text = quoted(response.read(SHOWN_AT_MOST * MAX_QUOTED))
+        raise _Unrecoverable(MesosError(
+            "%s answered SUBSCRIBE with 200 %s, not the event stream of a Mesos master: is it "
+            "one? (MESOS_MASTER, -m) %s" % (url, printable(kind or "with no Content-Type"),
+                                            text)))
 
     def _read_stream(self, url: str, conn: http.client.HTTPConnection,
                      response: http.client.HTTPResponse) -> None:
