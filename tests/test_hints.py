@@ -147,7 +147,12 @@ def test_the_hints_say_what_to_do():
     assert "tf_keras" in keras and "keras.distribution" in keras and "Which Keras?" in keras
     assert "module 'sklearn' is missing" in hint_for(
         ["ModuleNotFoundError: No module named 'sklearn'"], 1)
-    assert "{worker_hosts}" in hint_for(["OSError: [Errno 98] Address already in use"], 1)
+    in_use = hint_for(["OSError: [Errno 98] Address already in use"], 1)
+    assert "{worker_hosts}" in in_use
+    # A task that did listen where tfrun said found its offered port held by
+    # another program (an agent's ports overlapping a service): the hint only
+    # told it to do what it did.
+    assert "another program on the agent holds a port Mesos offers" in in_use, in_use
     assert "other tasks' logs" in hint_for(["DEADLINE_EXCEEDED"], 1)
 
 

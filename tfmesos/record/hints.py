@@ -211,7 +211,9 @@ RULES = (
          r"Socket Timeout|DistStoreError: .*[Tt]imed? ?out"),
     Rule("address-in-use",
          "a port the task listens on was taken on its agent: listen on the addresses tfrun "
-         "gives (TF_CONFIG, {{worker_hosts}}, TFMESOS_PORT), not on fixed ports",
+         "gives (TF_CONFIG, {{worker_hosts}}, TFMESOS_PORT), not on fixed ports; if it did, "
+         "another program on the agent holds a port Mesos offers (the agent's --resources "
+         "ports overlap a service there: ask its operator)",
          r"[Aa]ddress already in use|EADDRINUSE|Could not start gRPC server|"
          r"Failed to add port to server"),
     Rule("gpu-memory",
