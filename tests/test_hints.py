@@ -156,6 +156,13 @@ def test_the_hints_say_what_to_do():
     assert "other tasks' logs" in hint_for(["DEADLINE_EXCEEDED"], 1)
 
 
+def test_what_a_hint_quotes_of_the_tasks_output_is_escaped():
+    # An initializer that ran "\x1b]0;title\a" put a raw BEL (and could put
+    # any escape) into tfrun's hint line.
+    hint = hint_for(["sh: 1: \x1b]0;title\x07: not found"], 127)
+    assert "'\\x1b]0;title\\x07' is not on the agent's PATH" in hint, hint
+
+
 def test_the_hints_for_failures_before_tfrun_say_what_to_do():
     lines = ["/usr/bin/python3: Error while finding module specification for 'tfmesos.task' "
              "(ModuleNotFoundError: No module named 'tfmesos')"]

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Optional, Union
 
 from ..field_methods import FrozenFieldMethods
+from ..terminal_text import printable
 
 LINES = 40   # how many of the task's last stderr lines are read
 
@@ -272,4 +273,6 @@ def hint_for(lines: Iterable[str], exit_code: Optional[int] = None, message: str
     rule, groups = matching_rule(lines, exit_code, message, gpus=gpus)
     if rule is None or groups is None:   # (both None, or neither)
         return None
-    return rule.hint.format(memory=memory_option(job), gpus=gpu_option(job), **groups)
+    # What the task wrote is escaped: its output is anyone's to fill.
+    shown = {name: None if value is None else printable(value) for name, value in groups.items()}
+    return rule.hint.format(memory=memory_option(job), gpus=gpu_option(job), **shown)
