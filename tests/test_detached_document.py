@@ -288,3 +288,70 @@ def test_a_scheduler_task_that_ended_is_quoted_by_its_error_not_its_last_line():
     assert telling_line(["Traceback (most recent call last):", "ImportError: no tfmesos  "]) \
         == "ImportError: no tfmesos"
     assert telling_line(["", "  "]) is None and telling_line([]) is None
+
+
+# -- tfrun --detach: the run's key is kept before anything is launched -----------------------
+
+class Submits:
+    """``detached.submit`` on a master nobody contacts: ``launch_scheduler``
+    recorded (whether the run's key was kept by then), not run."""
+
+    def __init__(self, monkeypatch, tmp_path, fail=None):
+        self.keys, self.launched, self.fail = tmp_path / "keys", [], fail
+        self.environ = {"TFMESOS_KEYS_DIR": str(self.keys)}
+        monkeypatch.setattr(detached, "launch_scheduler", self.launch)
+        monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+    def launch(self, spec, identity, uris_for, command, cpus, mem, say, environ=None,
+               timeout=None):
+        self.launched.append(sorted(os.listdir(self.keys)) if self.keys.exists() else [])
+        if self.fail is not None:
+            raise self.fail
+        return identity
+
+    def __call__(self):
+        spec = RunSpec(name="train.py", master="127.0.0.1:5050", image="busybox",
+                       jobs=(Job("worker", 1),), mode="replica", command="python train.py",
+                       advertise_address="127.0.0.1")
+        return detached.submit(spec, lambda text: None, 0.5, 512, environ=self.environ)
+
+
+def test_detach_keeps_the_runs_key_before_it_launches_the_run(monkeypatch, tmp_path):
+    submits = Submits(monkeypatch, tmp_path)
+    identity = submits()
+    assert submits.launched == [[identity.run_id]]
+    assert (submits.keys / identity.run_id).read_text() == identity.key.hex() + "\n"
+
+
+def test_detach_launches_nothing_when_the_runs_key_cannot_be_kept(monkeypatch, tmp_path):
+    from tfmesos.record import takeover_files
+
+    def read_only(identity, environ):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(takeover_files, "save_key", read_only)
+    submits = Submits(monkeypatch, tmp_path)
+    with pytest.raises(DetachError, match=r"^cannot keep the run's key \(Read-only file "
+                       r"system\): nothing was launched; set \$TFMESOS_KEYS_DIR"):
+        submits()
+    assert submits.launched == []
+
+
+def test_a_detached_run_that_did_not_launch_leaves_no_key(monkeypatch, tmp_path):
+    submits = Submits(monkeypatch, tmp_path, fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        submits()
+    assert len(submits.launched[0]) == 1 and os.listdir(submits.keys) == []
+
+
+def test_detach_refuses_a_keys_directory_it_cannot_write_before_anything_starts(tmp_path):
+    (tmp_path / "file").write_text("")
+    keys = tmp_path / "file" / "keys"   # under a file: no directory can be made there
+    spec = RunSpec(name="train.py", master="127.0.0.1:5050", image="busybox",
+                   jobs=(Job("worker", 1),), mode="replica", command="python train.py")
+    with pytest.raises(TFMesosError, match=r"^cannot keep the run's key in %s \(Not a "
+                       r"directory\): set \$TFMESOS_KEYS_DIR to a directory you can write$"
+                       % keys):
+        detached.check_detachable(spec, {"TFMESOS_KEYS_DIR": str(keys)})
+    writable = tmp_path / "mine" / "keys"
+    detached.check_detachable(spec, {"TFMESOS_KEYS_DIR": str(writable)})
+    assert os.listdir(writable) == []   # the probe is gone

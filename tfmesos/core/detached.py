@@ -113,8 +113,13 @@ def check_detachable(spec: RunSpec, environ: Optional[Mapping[str, str]] = None)
         raise SpecError.about("{mlflow} logs from tfrun's own process, which --detach runs on "
                               "an agent that has no MLflow: run in the foreground (or with "
                               "--failover) to log to MLflow")
+    from ..record.takeover_files import TakeoverError, check_keys_writable
     environ = os.environ if environ is None else environ
     scheduler_secrets(spec, credentials_of(environ), environ)
+    try:   # the run's key is kept before its launch: a run nobody can attach is none
+        check_keys_writable(environ)
+    except TakeoverError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
@@ -124,7 +129,7 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
     ``mem`` MB), keep the run's key; returns the run's identity (with its
     framework)."""
     from ..backends.remote import RemoteMaster
-    from ..record.takeover_files import save_key
+    from ..record.takeover_files import TakeoverError, forget_key, save_key
     from ..ship import work_dirs
     from ..ship.bundle_server import BundleServer
     from ..ship.scheduler_side import pack_scheduler_side
@@ -160,9 +165,22 @@ def submit(spec: RunSpec, say: Callable[[str], None], cpus: float, mem: float,
         command = fetch_checks(files, known) + command_of(spec, python_env, scheduler_side.name)
         uris_for = document_uris(server, backend.advertised_address(spec.master), python_env,
                                  files, work, body)
-        identity = launch_scheduler(spec, identity, uris_for, command, cpus, mem, say,
-                                    environ=environ, timeout=timeout)
-        save_key(identity, environ)
+        # The key is kept before anything is launched (``check_detachable``
+        # checked that it can be): a key that could not be saved after the
+        # launch left a run going on the cluster that nobody could attach,
+        # its id and `tfmesos kill` line never said.
+        try:
+            save_key(identity, environ)
+        except (OSError, TakeoverError) as exc:
+            raise DetachError("cannot keep the run's key (%s): nothing was launched; set "
+                              "$TFMESOS_KEYS_DIR to a directory you can write"
+                              % (getattr(exc, "strerror", None) or exc)) from None
+        try:
+            identity = launch_scheduler(spec, identity, uris_for, command, cpus, mem, say,
+                                        environ=environ, timeout=timeout)
+        except BaseException:
+            forget_key(identity.run_id, environ)   # nothing of the run is left: nor its key
+            raise
         return identity
     finally:
         if server is not None:

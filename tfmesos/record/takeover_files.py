@@ -85,9 +85,14 @@ def _write_private(path: str, text: str) -> None:
         os.unlink(temporary)   # one left by a killed process of the same pid
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)   # a full disk: nothing half-written left behind
+        raise
 
 
 def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
@@ -98,6 +103,28 @@ def save_key(identity: Keyed, environ: Mapping[str, str]) -> str:
     check_keys_dir(environ)   # what was made: another user's, made first?
     _write_private(path, identity.key.hex() + "\n")
     return path
+
+
+def check_keys_writable(environ: Mapping[str, str]) -> str:
+    """The keys directory (``check_keys_dir``), made if need be (0700), once
+    a key file can be written there: a probe of a key's size written and
+    removed. TakeoverError naming the fix otherwise (a read-only or full
+    file system, a path through a file): checked before a run is launched,
+    so that no run goes on whose key nobody kept."""
+    directory = check_keys_dir(environ)
+    probe = os.path.join(directory, ".probe%d" % os.getpid())
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        check_keys_dir(environ)   # what was made: another user's, made first?
+        _write_private(probe, "0" * (2 * KEY_BYTES) + "\n")
+    except OSError as exc:
+        raise TakeoverError("cannot keep the run's key in %s (%s): set $TFMESOS_KEYS_DIR to a "
+                            "directory you can write" % (directory, exc.strerror or exc)) \
+            from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+    return directory
 
 
 def forget_key(run_id: str, environ: Mapping[str, str]) -> Optional[str]:
