@@ -85,6 +85,21 @@ def deep_hooks(place):
     return {"hooks": path}
 
 
+def hooks_fifo(place):
+    """An --extra_config FIFO nobody writes: read, it would wait for good."""
+    path = os.path.join(place["outside"], "hooks.fifo")
+    os.mkfifo(path)
+    return {"hooks": path}
+
+
+def big_hooks(place):
+    """An --extra_config file past its bound (1 MB): blanks, valid JSON's start."""
+    path = os.path.join(place["outside"], "hooks.json")
+    with open(path, "w") as handle:
+        handle.write(" " * 1000001 + "{}")
+    return {"hooks": path}
+
+
 def dead_process():
     """The scheduler record of a process that ran here and is gone."""
     child = subprocess.Popen(["true"])
@@ -226,6 +241,17 @@ ROWS = [
           "--failover and --detach both keep the run going without tfrun"),
     tfrun("extra-config-nested-too-deep", ["-e", "{hooks}"], 2, "--extra_config ",
           setup=deep_hooks),
+    # -e, as every other file flag: a regular file, not waited on, bounded
+    tfrun("extra-config-fifo", ["-e", "{hooks}"], 2,
+          "--extra_config {hooks}: a FIFO, not a regular file: give a JSON file",
+          setup=hooks_fifo),
+    tfrun("extra-config-dev-zero", ["-e", "/dev/zero"], 2,
+          "--extra_config /dev/zero: a device or socket, not a regular file: give a JSON file"),
+    tfrun("extra-config-directory", ["-e", "{outside}"], 2,
+          "--extra_config {outside}: a directory, not a regular file: give a JSON file"),
+    tfrun("extra-config-past-its-bound", ["-e", "{hooks}"], 2,
+          "--extra_config {hooks}: larger than 1 MB", setup=big_hooks),
+    tfrun("extra-config-empty", ["-e", ""], 2, "--extra_config '': give a JSON file's path"),
     tfrun("detach-without-code", ["--detach", "-m", "127.0.0.1:1"], 2,
           "--detach runs the run's scheduler on an agent, which needs the run's code: add "
           "--ship"),
@@ -333,7 +359,7 @@ def cgroups_of(pid):
 
 def run_row(row, place):
     values = row.setup(place) if row.setup else {}
-    values.update(runs=place["runs"])
+    values.update(runs=place["runs"], outside=place["outside"])
     args = [arg.format(**values) for arg in row.args]
     env = dict(os.environ, MESOS_MASTER="", TMPDIR=place["tmp"], TFMESOS_RUNS_DIR=place["runs"],
                PYTHONPATH=REPO, COLUMNS="100", **row.env)
@@ -361,8 +387,9 @@ def run_row(row, place):
             proc.communicate()
         pytest.fail("%s %s did not finish within %d s" % (row.program, " ".join(args), BOUND))
     took = time.monotonic() - started
-    return subprocess.CompletedProcess(args, proc.returncode, out or "", err), took, \
-        proc.pid, before
+    result = subprocess.CompletedProcess(args, proc.returncode, out or "", err)
+    result.values = values   # what the row's message names ({hooks}: its file)
+    return result, took, proc.pid, before
 
 
 @pytest.fixture
@@ -388,7 +415,10 @@ def test_bad_input_gets_one_line_at_once_and_leaves_nothing(row, place):
     if row.lines is not None:
         assert len(lines) == row.lines, result.stderr
     if row.message is not None:
-        assert any(row.message in line for line in lines), result.stderr
+        message = row.message
+        for name, value in result.values.items():
+            message = message.replace("{%s}" % name, value)
+        assert any(message in line for line in lines), result.stderr
     if row.check:
         row.check(place, result)
     # Nothing left behind.

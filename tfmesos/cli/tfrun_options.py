@@ -123,7 +123,7 @@ def build_parser():
         "that user must be able to run --python (see --ship)")
     add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
-        "before/after the command")
+        "before/after the command (a regular file of at most 1 MB)")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
         "on the agents; its directory comes first on the task's PATH, so python and python3 "
         "in the command are it too (e.g. a virtual environment's bin/python). Default: the "
@@ -396,14 +396,44 @@ def command_string(words):
     return words[0] if len(words) == 1 else shlex.join(words)
 
 
+MAX_EXTRA_CONFIG = 1000 * 1000   # bytes of an --extra_config file: two shell commands
+
+
 def read_hooks(path):
-    if not path:
+    """``-e/--extra_config``'s hooks; SpecError naming the flag. Only a
+    regular file of at most ``MAX_EXTRA_CONFIG`` bytes is read, as every
+    other file flag's: a FIFO or ``/dev/stdin`` is not waited on (opened
+    without blocking, then refused), ``/dev/zero`` not read without end,
+    a directory named as such."""
+    if path is None:
         return {}
+    if not path:
+        raise SpecError("--extra_config '': give a JSON file's path")
+    import stat
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SpecError("--extra_config %s: %s" % (path, (exc.strerror or str(exc)).lower())) \
+            from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise SpecError("--extra_config %s: %s, not a regular file: give a JSON file"
+                        % (path, "a directory" if stat.S_ISDIR(mode) else
+                           "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"))
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            data = handle.read(MAX_EXTRA_CONFIG + 1)
+        except OSError as exc:
+            raise SpecError("--extra_config %s: %s" % (path, exc.strerror or exc)) from None
+    if len(data) > MAX_EXTRA_CONFIG:
+        raise SpecError("--extra_config %s: larger than %d MB: give a JSON file with the "
+                        "'initializer' and/or 'finalizer' commands only"
+                        % (path, MAX_EXTRA_CONFIG // 1000 // 1000))
     from ..protocol import json_documents  # (an --extra_config run only: not on tfrun's start)
     try:
-        with open(path, encoding="utf-8") as handle:
-            hooks = json_documents.load(handle)
-    except (OSError, ValueError) as exc:
+        hooks = json_documents.loads(data.decode("utf-8"))
+    except ValueError as exc:
         raise SpecError("--extra_config %s: %s" % (path, exc)) from None
     if not isinstance(hooks, dict) or set(hooks) - {"initializer", "finalizer"} \
             or not all(isinstance(v, str) for v in hooks.values()):
