@@ -249,19 +249,23 @@ def test_a_signal_whose_handler_was_not_installed_from_python_is_not_deferred(mo
         signal.signal(signal.SIGTERM, before)
 
 
-@pytest.mark.parametrize("script, module", [("tfrun_script", "tfmesos.cli.tfrun_options"),
-                                            ("tfmesos_script", "tfmesos.cli.runs")])
-def test_a_ctrl_c_while_a_command_loads_its_modules_is_one_line_and_130(script, module):
+@pytest.mark.parametrize("script, module, signum", [
+    ("tfrun_script", "tfmesos.cli.tfrun_options", "SIGINT"),
+    ("tfrun_script", "tfmesos.cli.tfrun_options", "SIGTERM"),
+    ("tfrun_script", "tfmesos.cli.tfrun_options", "SIGHUP"),
+    ("tfmesos_script", "tfmesos.cli.runs", "SIGINT")])
+def test_a_ctrl_c_while_a_command_loads_its_modules_is_one_line_and_130(script, module, signum):
     """The console scripts (``tfmesos.cli.*_script``): a Ctrl-C as the
     command's modules load (its first ~60 ms, before any handler of its
-    own) ended it with a KeyboardInterrupt traceback."""
+    own) ended it with a KeyboardInterrupt traceback; tfrun's SIGTERM or
+    SIGHUP then killed it silently (-15, -1)."""
     code = textwrap.dedent("""
         import signal, sys
 
         class CtrlC:   # a Ctrl-C as MODULE loads
             def find_spec(self, name, path=None, target=None):
                 if name == "MODULE":
-                    signal.raise_signal(signal.SIGINT)
+                    signal.raise_signal(signal.SIGNUM)
                 return None
 
         sys.meta_path.insert(0, CtrlC())
@@ -269,9 +273,42 @@ def test_a_ctrl_c_while_a_command_loads_its_modules_is_one_line_and_130(script, 
         sys.argv = ["NAME", "runs"] if "NAME" == "tfmesos" else ["NAME", "-w", "1", "--", "true"]
         sys.exit(SCRIPT())
         """).replace("MODULE", module).replace("SCRIPT", script).replace(
-            "NAME", script.split("_")[0])
+            "NAME", script.split("_")[0]).replace("SIGNUM", signum)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120, env=dict(os.environ, MESOS_MASTER=""))
     assert (result.returncode, result.stderr) == (
         130, "%s: interrupted\n" % script.split("_")[0]), result.stderr
 
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_while_tfrun_reads_its_options_is_one_line_and_130(signum, tmp_path):
+    """tfrun checks its options before execute() puts its handlers in
+    place: here it asks a master on this machine whether its agents are
+    here (--ship, no --python), and the master never answers. A SIGTERM or
+    SIGHUP there killed it silently (-15, -1: a shell's 143, 129)."""
+    import socket
+
+    from conftest import marked_processes
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(60)
+        before = {pid for pid, _ in marked_processes()}
+        tfrun = subprocess.Popen(
+            [sys.executable, "-m", "tfmesos.cli.tfrun", "--ship", "-m",
+             "127.0.0.1:%d" % listener.getsockname()[1], "-s", "0", "--", "true"],
+            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=dict(os.environ, MESOS_MASTER=""))
+        try:
+            connection, _ = listener.accept()   # tfrun is reading its options: it asks
+            with connection:
+                tfrun.send_signal(signum)
+                out, err = tfrun.communicate(timeout=60)
+        finally:
+            if tfrun.poll() is None:
+                tfrun.kill()
+                tfrun.communicate()
+    assert (tfrun.returncode, err) == (130, "tfrun: interrupted\n"), err
+    assert [p for p in marked_processes() if p[0] not in before] == []

@@ -27,8 +27,14 @@ def _script(module: str, function: str, name: str) -> object:
 
 
 def tfrun_script() -> object:
-    """The ``tfrun`` script (``tfrun.run``)."""
-    return _script(".tfrun", "run", "tfrun")
+    """The ``tfrun`` script (``tfrun.run``); SIGTERM and SIGHUP (a terminal
+    gone) end it as a Ctrl-C does from its first line on, its modules'
+    loading included (``core.signals``, which tfrun imports anyway): one
+    line and 130, not a silent death by the signal. ``tfrun.run`` puts its
+    own in place over these, and ``execute`` its own over those."""
+    from ..core.signals import interrupt_on_signals
+    with interrupt_on_signals():
+        return _script(".tfrun", "run", "tfrun")
 
 
 def tfmesos_script() -> object:

@@ -19,6 +19,7 @@ from .common import (
     SIGPIPE_EXIT,
     OutputClosed,
     ignore_signals,
+    interrupt_on_signals,
     interruptible,
     interrupting_only_inside,
     leave,
@@ -391,6 +392,11 @@ def main(argv=None):
             warm_runner.close()
         print("tfrun: error: %s" % in_flags(exc), file=sys.stderr)
         return 1
+    except BaseException:   # interrupted (SIGTERM, SIGHUP, Ctrl-C): nothing left running
+        if warm_runner is not None:
+            with ignore_signals():
+                warm_runner.close()
+        raise
     if args.verbose:
         print("tfrun: logs and run record: %s" % run.record.directory, file=sys.stderr,
               flush=True)
@@ -400,16 +406,22 @@ def main(argv=None):
 def run():
     """The ``tfrun`` command: ``main``, then leave at once (``leave``); a
     reader of its output that went away ends it quietly (``SIGPIPE_EXIT``),
-    and so does a Ctrl-C that ``execute`` does not see (before the run
-    begins, or as it leaves): 130, one line, no traceback."""
+    and so does a Ctrl-C, SIGTERM or SIGHUP that ``execute`` does not see
+    (while the options are read and checked, before the run begins, or as
+    it leaves): 130, one line, no traceback."""
     leave(quiet_on_closed_pipe(_main_or_interrupted))
 
 
 def _main_or_interrupted():
     try:
-        return main()
+        # SIGTERM and SIGHUP as Ctrl-C from the first option read on (they
+        # killed tfrun silently, 143 or 129, before execute put its handlers
+        # in place over these; theirs come back after execute's block).
+        with interrupt_on_signals():
+            return main()
     except KeyboardInterrupt:
-        print("tfrun: interrupted", file=sys.stderr)
+        quiet_hung_up_terminal()   # a SIGHUP's terminal gone: nothing to write to
+        say("interrupted")
         return 130
 
 
