@@ -252,6 +252,13 @@ ROWS = [
     tfrun("extra-config-past-its-bound", ["-e", "{hooks}"], 2,
           "--extra_config {hooks}: larger than 1 MB", setup=big_hooks),
     tfrun("extra-config-empty", ["-e", ""], 2, "--extra_config '': give a JSON file's path"),
+    # whose output is shown: an index the run has not is refused, as --logs worker:9 is
+    tfrun("worker-logs-beyond-the-workers", ["-w", "2", "--worker-logs", "7"], 2,
+          "--worker-logs 7: the run has no worker task 7 (workers: 0 to 1)"),
+    tfrun("worker-logs-negative", ["-w", "2", "--worker-logs=-1"], 2,
+          "--worker-logs -1: the run has no worker task -1 (workers: 0 to 1)"),
+    tfrun("worker-logs-without-workers", ["-w", "0", "-c", "--worker-logs", "0"], 2,
+          "--worker-logs 0: the run has no workers"),
     tfrun("detach-without-code", ["--detach", "-m", "127.0.0.1:1"], 2,
           "--detach runs the run's scheduler on an agent, which needs the run's code: add "
           "--ship"),

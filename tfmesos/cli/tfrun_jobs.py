@@ -66,10 +66,15 @@ def worker_logs_choice(text, jobs):
             raise SpecError("--worker-logs %r: use '*', 'none' or indices like 0,2" % text) from None
     names = {job.name: job for job in jobs}
     choices = [name for name in ("chief", "evaluator") if name in names]
-    if "worker" in names:
-        shown = sorted(indices & set(names["worker"].task_indices()))
-        if shown:
-            choices.append("worker:" + ",".join(map(str, shown)))
+    known = set(names["worker"].task_indices()) if "worker" in names else set()
+    wrong = sorted(indices - known)
+    if wrong:   # as --logs worker:9: refused, not silently nothing shown
+        raise SpecError("--worker-logs %s: %s" % (text, "the run has no worker task %d "
+                        "(workers: 0 to %d)" % (wrong[0], max(known)) if known else
+                        "the run has no workers"))
+    shown = sorted(indices)
+    if shown:
+        choices.append("worker:" + ",".join(map(str, shown)))
     return tuple(choices) or ("none",)
 
 
