@@ -259,6 +259,8 @@ ROWS = [
           "--worker-logs -1: the run has no worker task -1 (workers: 0 to 1)"),
     tfrun("worker-logs-without-workers", ["-w", "0", "-c", "--worker-logs", "0"], 2,
           "--worker-logs 0: the run has no workers"),
+    tfrun("tensorboard-empty", ["--tensorboard", ""], 2,
+          "--tensorboard '': give the LOGDIR TensorBoard reads"),
     tfrun("detach-without-code", ["--detach", "-m", "127.0.0.1:1"], 2,
           "--detach runs the run's scheduler on an agent, which needs the run's code: add "
           "--ship"),

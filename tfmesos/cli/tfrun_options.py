@@ -456,7 +456,10 @@ def read_options(args, command):
     # Shipped: python3 on the agents, unless they run here.
     from .tfrun_python import default_python
     python = default_python(args, master, image, ship)
-    if args.tensorboard:
+    if args.tensorboard is not None:
+        if not args.tensorboard.strip():
+            raise SpecError("--tensorboard %r: give the LOGDIR TensorBoard reads (a path the "
+                            "agents see)" % args.tensorboard)
         jobs.append(tensorboard_job(args.tensorboard, image,
                                     python or ("python3" if ship else None)))
     return RunSpec(
