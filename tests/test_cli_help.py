@@ -155,7 +155,20 @@ def test_the_embedded_master_takes_no_abbreviations_either(argv):
     (["echo {job_name} ok; sleep 1"], "echo"),
     (["./scripts/train"], "train"),
     (["it's unbalanced"], "it's"),
+    (["python3", "tab\there.py"], "tab_here.py"),   # no run's name holds a control character
+    (["python3 'a\x1b[31mred\x7f.py'"], "a_[31mred_.py"),
 ])
 def test_a_run_is_named_after_its_script(command, name):
     from tfmesos.cli.run_name import default_name
     assert default_name(command) == name
+
+
+def test_a_script_named_with_a_control_character_names_the_run_without_it(monkeypatch):
+    """tfrun -- python3 $'tab\\there.py' was refused: "the run's name (-n)
+    must be at most 200 characters, none of them a control character",
+    though -n was not given."""
+    from tfmesos.cli.tfrun_options import build_parser, command_string, read_options
+    monkeypatch.setenv("MESOS_MASTER", "")
+    words = ["python3", "tab\there.py"]
+    args = build_parser().parse_options(["-s", "0"], words)
+    assert read_options(args, command_string(words)).name == "tab_here.py"

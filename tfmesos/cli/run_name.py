@@ -16,10 +16,18 @@ _SHELL = re.compile(r"^(ba|da|k|z)?sh$")
 _PYTHON_VALUES = ("-W", "-X", "-Q")   # python options whose value is the next word
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")   # as core.inputs: no name may hold them
+
+
 def default_name(command):
     """The name for ``command`` (its words after ``--``; one word is a shell
     line): the script an interpreter runs, a ``-m`` module, else the
-    program's own name."""
+    program's own name; a control character in it (a script named with a
+    tab) made ``_``, since no run's name may hold one."""
+    return _CONTROL.sub("_", _named(command))
+
+
+def _named(command):
     words = list(command)
     if len(words) == 1:
         try:
