@@ -714,7 +714,7 @@ class Executors:
             for task in list(executor.launched.values()):
                 if task.proc is not None and not task.process_done:
                     task.kill_requested = True
-                    task.proc.kill(self.launcher.grace(task))
+                    task.proc.kill(self.launcher.shutdown_grace(task))
             if not executor.launched:
                 self._default_ended(executor)
             return

@@ -3,7 +3,11 @@ that takes over an existing one), the end of a SUBSCRIBE stream, the
 failover timeout and removal (TEARDOWN, or no failover in time).
 
 As in Mesos, a disconnected framework keeps its tasks for
-``failover_timeout`` seconds; when it is removed its tasks are killed. A
+``failover_timeout`` seconds; when it is removed its tasks are killed as
+its executors' shutdown kills them: SIGTERM, then SIGKILL after the
+agent's ``--executor_shutdown_grace_period`` less 2 s (3 s by default),
+never after a longer KillPolicy grace (``CommandExecutor::shutdown``,
+src/launcher/executor.cpp). A
 framework's principal never changes (src/master/validation.cpp,
 ``validateUpdate``): a SUBSCRIBE that names a known framework id with
 another principal is refused with an ERROR event and the framework goes on
@@ -305,7 +309,10 @@ class Frameworks:
                 self.remove(framework)
 
     def remove(self, framework):
-        """TEARDOWN or failover timeout: kill its tasks, forget it."""
+        """TEARDOWN (the framework's or an operator's) or failover timeout:
+        kill its tasks as their executors' shutdown does (SIGTERM, SIGKILL
+        after ``TaskLauncher.shutdown_grace``: 3 s by default, however long
+        a KillPolicy asks for), forget it."""
         records = self.records
         for task in list(framework.tasks.values()):
             task.removed = True
@@ -316,7 +323,8 @@ class Frameworks:
                                     message="Framework %s removed" % framework.id,
                                     with_uuid=False)
             if task.proc is not None and not task.process_done:
-                task.proc.kill(self.tasks.grace(task))
+                # Its executor is shut down: a shorter grace than a KILL's.
+                task.proc.kill(self.tasks.shutdown_grace(task))
             framework.complete_task(task)
         self.tasks.executors.shutdown_framework(framework)   # Slave::shutdownFramework
         self.allocator.remove_offers(framework)

@@ -47,6 +47,11 @@ if TYPE_CHECKING:
     from .executors import Executors
 
 
+# The DEFAULT executor's kill of a task with no grace period given
+# (``DefaultExecutor::kill``, src/launcher/default_executor.cpp).
+DEFAULT_EXECUTOR_KILL_GRACE = 3.0
+
+
 class TaskLauncher:
     """``runner`` runs plain command tasks, ``container_runner`` (or none)
     tasks that name an image; ``kill_grace_period`` is the default SIGTERM
@@ -84,8 +89,30 @@ class TaskLauncher:
         self.executors: Executors
 
     def grace(self, task):
+        """A KILL's SIGTERM to SIGKILL delay: the task's KillPolicy grace
+        period, else ``kill_grace_period``."""
         return task.plan.kill_grace if task.plan.kill_grace is not None \
             else self.kill_grace_period
+
+    def shutdown_grace(self, task):
+        """The SIGTERM to SIGKILL delay of a task whose executor is shut
+        down (its framework removed: ``Slave::shutdownFramework`` ->
+        ``_shutdownExecutor``, src/slave/slave.cpp), never more than its
+        KILL's (``grace``). A command task's executor kills it with the
+        agent's ``--executor_shutdown_grace_period`` less
+        ``MAX_REAP_INTERVAL`` (1 s) and 1 s, whatever its KillPolicy says
+        (``CommandExecutor::shutdown``, src/launcher/executor.cpp: 3 s of
+        the default 5 s); the DEFAULT executor kills each of its tasks with
+        its default 3 s (``DefaultExecutor::shutdown`` -> ``kill``,
+        src/launcher/default_executor.cpp), and the agent destroys the
+        container after the executor's shutdown grace period
+        (``shutdownExecutorTimeout``)."""
+        executors = self.executors
+        if task.executor is None:
+            limit = max(0.0, executors.shutdown_grace_period - 2.0)
+        else:
+            limit = min(DEFAULT_EXECUTOR_KILL_GRACE, executors.grace(task.executor))
+        return min(self.grace(task), limit)
 
     def launch(self, framework, agent, info, pool, role, seen):
         """Launch one TaskInfo of an ACCEPT from ``pool`` (the offered

@@ -250,6 +250,40 @@ def test_teardown_kills_tasks_and_removes_the_framework(local_master, clients):
     local_master.wait_until(lambda s: s["slaves"][0]["used_resources"]["cpus"] == 0, 30)
 
 
+@pytest.mark.parametrize("removal", ["TEARDOWN", "operator", "failover_timeout"])
+def test_framework_removal_kills_within_the_executor_shutdown_grace_not_the_kill_policy(
+        make_local_master, clients, removal):
+    # As Mesos: removing a framework shuts its executors down
+    # (Slave::shutdownFramework -> _shutdownExecutor, src/slave/slave.cpp),
+    # and the command executor then kills its task with its shutdown grace
+    # period less 2 s (CommandExecutor::shutdown, src/launcher/executor.cpp:
+    # 5 s - MAX_REAP_INTERVAL - 1 s = 3 s by default), whatever the task's
+    # KillPolicy; the agent destroys the container after
+    # --executor_shutdown_grace_period (5 s) at the latest.
+    master = make_local_master()
+    client = clients(master, failover_timeout=0.5 if removal == "failover_timeout" else 3600)
+    policy = {"grace_period": {"nanoseconds": 60 * 10**9}}
+    launch_running(client, master, "lingers",
+                   "trap 'echo TERM >> term.log' TERM; echo ready; "
+                   "while :; do sleep 0.1; done", kill_policy=policy)
+    sandbox = master.sandbox("lingers")
+    read_file(os.path.join(sandbox, "stdout"), contains="ready")
+    start = time.monotonic()
+    if removal == "TEARDOWN":
+        client.call("TEARDOWN")
+    elif removal == "operator":
+        assert master.teardown(client.framework_id)
+    else:
+        master.drop_subscription(client.framework_id)
+    master.wait_until(lambda s: s["completed_frameworks"], 30)
+    # Gone well before its 60 s KillPolicy (3 s here; bounded loosely for loaded hosts).
+    wait_until(lambda: not leftover_processes(master), timeout=30,
+               message=lambda: "left: %s" % leftover_processes(master))
+    assert time.monotonic() - start < 30
+    # SIGTERM first, as the command executor sends it.
+    assert "TERM" in read_file(os.path.join(sandbox, "term.log"))
+
+
 def test_reconcile_implicit_and_explicit(local_master, clients):
     client = clients(local_master)
     offer = launch_running(client, local_master, "rec-1", "sleep 60")

@@ -287,3 +287,24 @@ def test_kill_records_who_killed_a_detached_run(master, tmp_path, env):
     wait_until(lambda: not scheduler_pids(run_id), timeout=60,
                message=lambda: "the scheduler task outlived the kill: %s" % scheduler_pids(run_id))
     assert_no_task_processes()
+
+
+def test_an_operator_teardown_of_a_detached_run_is_recorded_as_a_kill(master, tmp_path, env):
+    # /master/teardown of a detached run (tfmesos kill where the master does
+    # not let it subscribe as the framework): its scheduler task learns the
+    # teardown as its own SIGTERM comes, and Mesos' command executor gives
+    # it 3 s then, not its 30 s KillPolicy (CommandExecutor::shutdown,
+    # src/launcher/executor.cpp): the record says killed all the same.
+    run_id = submit(master, tmp_path, env, "sleep", "600")
+    wait_until(lambda: job_task_running(master, run_id), timeout=90,
+               message=lambda: "the worker never ran")
+    [framework] = [f for f in master.state()["frameworks"]
+                   if labels.label_map(f.get("labels")).get(labels.RUN_ID) == run_id]
+    assert master.teardown(framework["id"])
+    wait_until(lambda: not scheduler_pids(run_id), timeout=60,
+               message=lambda: "the scheduler task outlived the teardown: %s"
+               % scheduler_pids(run_id))
+    shown = tfmesos(env, "show", run_id, "--master", master.url)
+    assert shown.returncode == 0, shown.stderr
+    assert "killed, exit code 143" in shown.stdout.splitlines()[0], shown.stdout
+    assert_no_task_processes()

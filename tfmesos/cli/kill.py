@@ -13,8 +13,10 @@ framework). Only a run provably the caller's is killed (``run_lookup``):
 another user's or principal's is refused. A master that does not let kill
 subscribe as the framework (its ACLs) tears it down all the same, when it
 allows that, without the label; the run's scheduler learns the teardown
-from the master and records the run as killed all the same
-(``core.reactions``). The caller's key of the run (``takeover_files``) is
+from the master or from its SIGTERM and records the run as killed all the
+same (``core.reactions``; a detached run's scheduler task saves that record
+at once: Mesos SIGKILLs it about 3 s after a teardown's SIGTERM,
+``ClusterRun._scheduler_task_killed``). The caller's key of the run (``takeover_files``) is
 removed: the run has ended.
 """
 

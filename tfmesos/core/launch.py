@@ -14,6 +14,7 @@ scheduler, driver) is its ``runtime.RunRuntime``, which ``stop`` and
 import logging
 import os
 import queue
+import signal
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Optional
@@ -375,6 +376,21 @@ class ClusterRun:
 
     # -- events ---------------------------------------------------------------
 
+    def _scheduler_task_killed(self) -> RunKilled:
+        """A detached run's scheduler task got SIGTERM: only Mesos sends it
+        one (its framework torn down by an operator or ``tfmesos kill``, a
+        KILL of the task, its agent going away), and Mesos' command executor
+        SIGKILLs it about 3 s later whatever its KillPolicy says when its
+        framework is removed (the agent's --executor_shutdown_grace_period
+        less 2 s: ``CommandExecutor::shutdown``, src/launcher/executor.cpp).
+        The run was killed: recorded and saved first, before the stop
+        (which keeps the first outcome) that may not get to its end."""
+        killed = RunKilled("the run was killed: Mesos killed its scheduler task (its framework "
+                           "torn down by an operator or tfmesos kill, or the task killed)")
+        self.record.ended(killed, self.phase)
+        self.record.save()
+        return killed
+
     def step(self, timeout: float) -> None:
         """Handle the next event (waiting up to ``timeout`` s for one) and
         what is due meanwhile; raise the run's failure once it has one."""
@@ -383,6 +399,8 @@ class ClusterRun:
         except queue.Empty:
             event = None
         if isinstance(event, Interrupted):   # a signal, taken here: between two events
+            if event.error is None and event.signum == signal.SIGTERM and self.runtime.detached:
+                raise self._scheduler_task_killed()
             raise event.error or KeyboardInterrupt
         if event is not None:
             self.reactions.handle(event)

@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TAKEOVER_TIMEOUT = 300.0   # the scheduler task has this long to take the framework over
-KILL_GRACE = 30.0          # the scheduler task's KillPolicy: time to write its record
+# The scheduler task's KillPolicy: time to write its record when the task is
+# KILLed. A teardown of its framework gives it about 3 s whatever this says
+# (CommandExecutor::shutdown, src/launcher/executor.cpp): it saves the record
+# first then (ClusterRun._scheduler_task_killed).
+KILL_GRACE = 30.0
 
 # What the scheduler task fetches: {file name: (its path here, whether the
 # fetcher extracts it)}; its URIs (CommandInfo.URI) as JSON.
