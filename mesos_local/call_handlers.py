@@ -330,12 +330,16 @@ class SchedulerCalls:
 
 def _reconciliation_status(task):
     """The master's answer for a known task (``Master::reconcile``,
-    src/master/master.cpp): its latest state, from the master, with what
+    src/master/master.cpp): the state of the update last forwarded to the
+    framework (``status_update_state``: one being delivered, not yet
+    acknowledged, may be older than the newest the master knows), else its
+    latest state, from the master, with what
     ``createStatusUpdate`` is given there: ``healthy`` and ``check_status``
     of its last status and the most recent ``container_status``
     (``getTaskHealth``, ``getTaskCheckStatus``, ``getTaskContainerStatus``,
     src/common/protobuf_utils.cpp); no labels, no uuid."""
-    status = {"task_id": mesos_id(task.id), "state": task.state, "source": "SOURCE_MASTER",
+    state = task.status_update_state if task.status_update_state is not None else task.state
+    status = {"task_id": mesos_id(task.id), "state": state, "source": "SOURCE_MASTER",
               "reason": "REASON_RECONCILIATION",
               "message": "Reconciliation: Latest task state",
               "agent_id": mesos_id(task.agent_id), "timestamp": time.time()}

@@ -309,6 +309,31 @@ def test_reconcile_for_partition_aware_framework(local_master, clients):
     assert client.next_update("ghost")["state"] == "TASK_UNKNOWN"
 
 
+def test_reconcile_answers_the_state_of_the_update_being_delivered(local_master, clients):
+    # Master::reconcile (src/master/master.cpp) answers a task's
+    # status_update_state (the update forwarded, not yet acknowledged), not
+    # the newest state the master recorded: TASK_STARTING here, though the
+    # task has finished, its TASK_FINISHED still queued behind it.
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("quick", offer, "true")])
+    starting = client.next_update("quick")           # not acknowledged
+    assert starting["state"] == "TASK_STARTING"
+    local_master.wait_until(lambda s: s["frameworks"][0]["tasks"][0]["state"]
+                            == "TASK_FINISHED", 30)
+    client.call("RECONCILE", {"tasks": [{"task_id": {"value": "quick"},
+                                         "agent_id": offer["agent_id"]}]})
+    client.call("RECONCILE", {"tasks": []})
+    answers = []
+    while len(answers) < 2:
+        status = client.next_update("quick")
+        if status.get("reason") == "REASON_RECONCILIATION":
+            answers.append(status["state"])
+    assert answers == ["TASK_STARTING", "TASK_STARTING"]
+    client.acknowledge(starting)
+    assert client.wait_state("quick", "TASK_FINISHED")["state"] == "TASK_FINISHED"
+
+
 # --- failover and fault injection ---------------------------------------------------------------
 
 def test_failover_keeps_tasks_and_resends_pending_updates(local_master, clients):
