@@ -199,6 +199,12 @@ class SchedulerCalls:
             agent_id = kill.get("agent_id", {}).get("value")
             self._reconcile_unknown(framework, task_id, agent_id)
             return
+        agent_id = kill.get("agent_id", {}).get("value")
+        if agent_id is not None and agent_id != task.agent_id:
+            # Master::kill (src/master/master.cpp): ignored.
+            log.warning("Cannot kill task %s of framework %s because it belongs to different "
+                        "agent %s than %s", task_id, framework.id, task.agent_id, agent_id)
+            return
         if task.terminal:
             return
         if task.executor is not None:   # its executor kills it and reports the end

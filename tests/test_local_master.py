@@ -334,6 +334,23 @@ def test_reconcile_answers_the_state_of_the_update_being_delivered(local_master,
     assert client.wait_state("quick", "TASK_FINISHED")["state"] == "TASK_FINISHED"
 
 
+def test_kill_naming_another_agent_is_ignored(make_local_master, clients):
+    # Master::kill: "Cannot kill task ... because it belongs to different agent".
+    master = make_local_master(agents=[small_agent(), small_agent()])
+    client = clients(master, capabilities=["TASK_KILLING_STATE"])
+    offer = launch_running(client, master, "stays", "sleep 60")
+    other = [a["id"] for a in master.state()["slaves"]
+             if a["id"] != offer["agent_id"]["value"]][0]
+    client.kill("stays", agent_id=other)
+    client.call("RECONCILE", {"tasks": [{"task_id": {"value": "stays"}}]})
+    # A KILL taken sends TASK_KILLING within the call, before this answer.
+    answer = client.next_update("stays")
+    assert answer["state"] == "TASK_RUNNING", answer
+    assert master.state()["frameworks"][0]["tasks"][0]["state"] == "TASK_RUNNING"
+    client.kill("stays", agent_id=offer["agent_id"]["value"])
+    client.wait_state("stays", "TASK_KILLED")
+
+
 # --- failover and fault injection ---------------------------------------------------------------
 
 def test_failover_keeps_tasks_and_resends_pending_updates(local_master, clients):
