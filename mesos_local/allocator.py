@@ -79,24 +79,25 @@ class Allocator:
             if agent.gpu_ids and not framework.gpu_aware and self.filter_gpu_resources:
                 continue   # isCapableOfReceivingAgent (hierarchical.cpp)
             offerable = available.copy()
-            if self._filtered(framework, agent.id, offerable, now):
+            if self._filtered(framework, agent.id, offerable, now, framework.offer_role()):
                 continue
             return self.make_offer(framework, agent, offerable)
         return None
 
     @staticmethod
-    def _filtered(framework, agent_id, offerable, now):
-        """Whether a live filter of the framework on the agent covers ``offerable``
-        (``isFiltered``, hierarchical.cpp); drops the expired ones."""
+    def _filtered(framework, agent_id, offerable, now, role):
+        """Whether a live filter of the framework's ``role`` on the agent
+        covers ``offerable`` (``isFiltered``, hierarchical.cpp: filters are
+        per role); drops the expired ones."""
         filters = framework.filters.get(agent_id)
         if not filters:
             return False
-        live = [(expiry, refused) for expiry, refused in filters if now < expiry]
+        live = [entry for entry in filters if now < entry[0]]
         if live:
             framework.filters[agent_id] = live
         else:
             del framework.filters[agent_id]
-        return any(refused.contains(offerable) for _, refused in live)
+        return any(refused.contains(offerable) for _, refused, of in live if of == role)
 
     def make_offer(self, framework, agent, resources):
         offer_id = "%s-O%d" % (self.master_id, next(self._offer_counter))
@@ -147,8 +148,9 @@ class Allocator:
         if framework is not None:
             framework.send({"type": "RESCIND", "rescind": {"offer_id": mesos_id(offer.id)}})
 
-    def refuse(self, framework, agent_id, resources, filters):
-        """Filter ``resources`` of the agent from the framework's offers."""
+    def refuse(self, framework, agent_id, resources, filters, role):
+        """Filter ``resources`` of the agent from the framework's offers to
+        ``role``."""
         seconds = DEFAULT_REFUSE
         if filters is not None and "refuse_seconds" in filters:
             seconds = float(filters["refuse_seconds"])
@@ -157,7 +159,7 @@ class Allocator:
         seconds = min(seconds, MAX_REFUSE)
         if seconds > 0 and resources:
             framework.filters.setdefault(agent_id, []).append(
-                (time.monotonic() + seconds, resources.copy()))
+                (time.monotonic() + seconds, resources.copy(), role))
 
     def release(self, task):
         """Give an ended task's resources and GPUs back to its agent (once)."""

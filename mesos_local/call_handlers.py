@@ -14,7 +14,7 @@ from typing import Optional
 from .api.operator_json import event_framework_updated
 from .containerizer.planning import duration_seconds
 from .errors import CallError
-from .frameworks import framework_error, update_error
+from .frameworks import framework_error, role_error, update_error
 from .records import Offer, mesos_id
 from .resources import Resources
 
@@ -106,7 +106,7 @@ class SchedulerCalls:
                 self.tasks.executors.launch_group(framework, agent, operation["launch_group"],
                                                   pool, role, seen)
         agent.available.add(pool)
-        self.allocator.refuse(framework, agent.id, pool, accept.get("filters"))
+        self.allocator.refuse(framework, agent.id, pool, accept.get("filters"), role)
         self.allocator.request()
         return None
 
@@ -176,18 +176,32 @@ class SchedulerCalls:
                 continue  # Mesos ignores declines of unknown offers
             self.allocator.remove_offer(offer)
             self.allocator.refuse(framework, offer.agent_id, offer.resources,
-                                  decline.get("filters"))
+                                  decline.get("filters"), offer.role)
         self.allocator.request()
 
     def _call_revive(self, framework, call):
-        roles = call.get("revive", {}).get("roles") or framework.roles
-        framework.suppressed -= set(roles)
-        framework.filters.clear()
+        """``Master::revive`` (src/master/master.cpp): the roles named (none:
+        all the framework's) are unsuppressed and their filters cleared
+        (``HierarchicalAllocatorProcess::reviveOffers``); a role invalid or
+        not the framework's drops the whole call."""
+        roles = _call_roles(framework, call.get("revive", {}).get("roles"), "REVIVE")
+        if roles is None:
+            return
+        framework.suppressed -= roles
+        for agent_id, filters in list(framework.filters.items()):
+            kept = [entry for entry in filters if entry[2] not in roles]
+            if kept:
+                framework.filters[agent_id] = kept
+            else:
+                del framework.filters[agent_id]
         self.allocator.request()
 
     def _call_suppress(self, framework, call):
-        roles = call.get("suppress", {}).get("roles") or framework.roles
-        framework.suppressed |= set(roles)
+        """``Master::suppress``: the roles named (none: all) are suppressed;
+        a role invalid or not the framework's drops the whole call."""
+        roles = _call_roles(framework, call.get("suppress", {}).get("roles"), "SUPPRESS")
+        if roles is not None:
+            framework.suppressed |= roles
 
     # -- tasks ------------------------------------------------------------------
 
@@ -333,6 +347,22 @@ class SchedulerCalls:
                 status["resource_provider_id"] = item["resource_provider_id"]
             framework.send({"type": "UPDATE_OPERATION_STATUS",
                             "update_operation_status": {"status": status}})
+
+def _call_roles(framework, named, kind):
+    """The roles a REVIVE or SUPPRESS names (none: all the framework's), or
+    None when one is invalid or not the framework's: Mesos drops the whole
+    call then (``Master::revive``, ``Master::suppress``)."""
+    if not named:
+        return set(framework.roles)
+    for role in named:
+        error = role_error(role)
+        if error is None and role not in framework.roles:
+            error = "Role '%s' is not a role of the framework" % role
+        if error is not None:
+            log.warning("dropping %s of framework %s: %s", kind, framework.id, error)
+            return None
+    return set(named)
+
 
 def _reconciliation_status(task):
     """The master's answer for a known task (``Master::reconcile``,

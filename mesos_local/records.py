@@ -74,7 +74,7 @@ class Framework:
         self.completed_tasks: collections.deque[Task] = collections.deque(
             maxlen=MAX_COMPLETED_TASKS)
         self.offers = {}                 # offer_id -> Offer
-        self.filters = {}                # agent_id -> [(expiry, refused Resources)]
+        self.filters = {}                # agent_id -> [(expiry, refused Resources, role)]
         self.subscription: Optional[Subscription] = None
         self.connected = False
         self.active = False

@@ -351,6 +351,33 @@ def test_kill_naming_another_agent_is_ignored(make_local_master, clients):
     client.wait_state("stays", "TASK_KILLED")
 
 
+@pytest.mark.parametrize("roles", [["not-mine"], ["ml", "not-mine"], ["bad role"]])
+def test_revive_and_suppress_naming_a_role_not_held_are_dropped(local_master, clients, roles):
+    # Master::revive and Master::suppress (src/master/master.cpp) drop the
+    # whole call when a role is invalid or not the framework's.
+    client = clients(local_master, roles=["ml", "other"], capabilities=["MULTI_ROLE"])
+    client.decline(client.next_offers(), refuse_seconds=3600)
+    client.call("REVIVE", {"roles": roles})
+    client.no_event("OFFERS", 0.5)
+    client.call("SUPPRESS", {"roles": roles})
+    assert local_master.state()["frameworks"][0].get("suppressed_roles", []) == []
+
+
+def test_revive_of_a_role_clears_only_that_roles_filters(local_master, clients):
+    # HierarchicalAllocatorProcess::reviveOffers(frameworkId, roles)
+    # (src/master/allocator/mesos/hierarchical.cpp): the filters of the
+    # roles named go, the others' stay (offers here go to role ml).
+    client = clients(local_master, roles=["ml", "other"], capabilities=["MULTI_ROLE"])
+    offers = client.next_offers(timeout=30)
+    assert {offer["allocation_info"]["role"] for offer in offers} == {"ml"}
+    client.decline(offers, refuse_seconds=3600)
+    client.no_event("OFFERS", 0.3)
+    client.call("REVIVE", {"roles": ["other"]})
+    client.no_event("OFFERS", 0.5)
+    client.call("REVIVE", {"roles": ["ml"]})
+    client.next_offers(timeout=30)
+
+
 # --- failover and fault injection ---------------------------------------------------------------
 
 def test_failover_keeps_tasks_and_resends_pending_updates(local_master, clients):
