@@ -195,11 +195,28 @@ class Executors:
         return executor
 
     def _environment(self, framework, agent, executor):
+        """A custom executor's: ``environment`` with its shutdown grace
+        period and token."""
+        env = self.environment(framework, agent, self.grace(executor))
+        if executor.token is not None:
+            env["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"] = executor.token
+        return env
+
+    def environment(self, framework, agent, grace):
         """``executorEnvironment`` (src/slave/slave.cpp) beside the master's
-        base environment: the MESOS_* variables an executor reads."""
-        grace = self.grace(executor)
+        base environment (the agent's ``--executor_environment_variables``):
+        the variables an executor's container starts with, a custom
+        executor's or the command executor of a command task (whose task
+        inherits them: src/launcher/executor.cpp); ``grace``: its shutdown
+        grace period. ``build_launch`` adds the ids and directories.
+        ``LIBPROCESS_IP``: the agent's own when it has one; an embedded agent
+        listens on the master's address as ``mesos-agent --ip`` would, which
+        sets it (src/slave/main.cpp), except in a network namespace of its
+        own, where that address is none of its tasks'."""
         endpoint = self.endpoint(agent)
         env = dict(self.launcher.base_env)
+        if agent.address is not None and agent.netns is None:
+            env["LIBPROCESS_IP"] = agent.address[0]
         env.update({
             "LIBPROCESS_PORT": "0",
             "MESOS_AGENT_ENDPOINT": endpoint,
@@ -208,12 +225,19 @@ class Executors:
             "MESOS_HTTP_COMMAND_EXECUTOR": "0",
             "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": stringify_duration(grace),
         })
-        if executor.token is not None:
-            env["MESOS_EXECUTOR_AUTHENTICATION_TOKEN"] = executor.token
         if framework.info.get("checkpoint"):
             env["MESOS_RECOVERY_TIMEOUT"] = stringify_duration(self.recovery_timeout)
             env["MESOS_SUBSCRIPTION_BACKOFF_MAX"] = stringify_duration(REREGISTRATION_TIMEOUT)
         return env
+
+    def command_grace(self, plan):
+        """The shutdown grace period of a command task's executor: its kill
+        policy's grace period + ``MAX_REAP_INTERVAL()`` (1 s,
+        3rdparty/libprocess/src/reap.cpp) + 1 s when it has one
+        (``Slave::getExecutorInfo``, src/slave/slave.cpp), else the agent's."""
+        if plan.kill_grace is None:
+            return self.shutdown_grace_period
+        return plan.kill_grace + 2.0
 
     def grace(self, executor):
         """Its shutdown grace period: ``ExecutorInfo.shutdown_grace_period``,
@@ -230,8 +254,6 @@ class Executors:
                               executor.gpu_ids, bool(agent.gpu_ids),
                               self._environment(framework, agent, executor), agent.netns,
                               hidden)
-        if "MESOS_TASK_ID" not in plan.env:   # an executor runs tasks; it is none of them
-            launch.env.pop("MESOS_TASK_ID", None)
         if launcher.isolator is not None:
             launch.limits = self._limits(executor, first)
         proc = launcher.process(framework, agent, launch, plan, lambda proc: None,

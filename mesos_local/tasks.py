@@ -218,13 +218,20 @@ class TaskLauncher:
         executor's (``executors.py``), whose executor id is the executor's."""
         plan = task.plan
         hidden = self.hidden_paths if "fs" in agent.spec.isolate else ()
+        # A command task inherits its command executor's environment
+        # (src/launcher/executor.cpp): executorEnvironment's.
+        base = self.base_env if task.executor is not None else \
+            self.executors.environment(framework, agent, self.executors.command_grace(plan))
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
-                              task.gpu_ids, bool(agent.gpu_ids), self.base_env, agent.netns,
-                              hidden)
+                              task.gpu_ids, bool(agent.gpu_ids), base, agent.netns, hidden)
         if task.executor is not None:   # a nested container in its executor's sandbox
             launch.sandbox_below = task.executor.sandbox
             if "MESOS_EXECUTOR_ID" not in plan.env:
                 launch.env["MESOS_EXECUTOR_ID"] = task.executor.id
+        # The command executor (CommandExecutor::launchTaskSubprocess,
+        # src/launcher/executor.cpp) and the default executor
+        # (src/launcher/default_executor.cpp) set it over the task's own.
+        launch.env["MESOS_ALLOCATION_ROLE"] = task.role
         if self.isolator is not None:
             # Containers get the same limits through the Docker engine.
             launch.limits = self.isolator.limits(task.resources.get("cpus"),

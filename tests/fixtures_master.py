@@ -46,7 +46,7 @@ def small_agent(**overrides):
 def leftover_processes(master):
     """Pids of live processes started by ``master`` (found by the agent ids
     in their environment)."""
-    marker = ("MESOS_AGENT_ID=%s-S" % master.id).encode()
+    marker = ("MESOS_SLAVE_ID=%s-S" % master.id).encode()
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -64,8 +64,9 @@ def leftover_processes(master):
 
 
 def task_pids(master, task_id):
-    """Pids of live processes of ``master``'s task ``task_id``."""
-    marker = ("MESOS_TASK_ID=%s" % task_id).encode()
+    """Pids of live processes of ``master``'s command task ``task_id`` (its
+    executor id, as Mesos' command executor's)."""
+    marker = ("MESOS_EXECUTOR_ID=%s" % task_id).encode()
     found = []
     for pid in leftover_processes(master):
         try:

@@ -134,7 +134,10 @@ def test_two_tasks_on_one_executor(make_local_master, clients):
     assert env["MESOS_DIRECTORY"] == env["MESOS_SANDBOX"] == sandbox
     assert env["MESOS_CHECKPOINT"] == env["MESOS_HTTP_COMMAND_EXECUTOR"] == "0"
     assert env["MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"] == "5secs"
-    assert env["MESOS_AGENT_ID"] == agent_id["value"] and "MESOS_TASK_ID" not in env
+    assert env["MESOS_SLAVE_ID"] == agent_id["value"] and env["LIBPROCESS_PORT"] == "0"
+    assert env["LIBPROCESS_IP"] == env["MESOS_AGENT_ENDPOINT"].rpartition(":")[0]
+    # No Mesos agent sets these (no such names in Mesos' src/).
+    assert "MESOS_AGENT_ID" not in env and "MESOS_TASK_ID" not in env
 
     # The agent's /state: one executor with both tasks, its own directory;
     # the master's: the framework's executor and each task's executor_id.
@@ -484,10 +487,10 @@ def test_a_group_of_another_user_runs_in_sandboxes_given_to_it(make_local_master
     master = make_local_master()
     client = clients(master, user=user)
     offer = client.next_offers()[0]
-    who = 'id -un; stat -c %U "$MESOS_SANDBOX" shared/.; touch shared/by-$MESOS_TASK_ID'
+    who = 'id -un; stat -c %%U "$MESOS_SANDBOX" shared/.; touch shared/by-%s'
     launch_group(client, offer, default_executor(), [
-        task_info("first", offer, who, container=shared_volume()),
-        task_info("second", offer, who, container=shared_volume())])
+        task_info("first", offer, who % "first", container=shared_volume()),
+        task_info("second", offer, who % "second", container=shared_volume())])
     states, _ = states_until_terminal(client, ["first", "second"])
     assert {task: seen[-1] for task, seen in states.items()} == {
         "first": "TASK_FINISHED", "second": "TASK_FINISHED"}

@@ -92,8 +92,8 @@ def test_offers_for_thousands_of_agents_come_in_one_event(make_local_master, cli
 def test_echo_task_updates_in_order_one_per_ack(local_master, clients):
     client = clients(local_master)
     offer = client.next_offers()[0]
-    command = ('echo hello; echo "sandbox=$MESOS_SANDBOX task=$MESOS_TASK_ID '
-               'fw=$MESOS_FRAMEWORK_ID agent=$MESOS_AGENT_ID mine=$MY_VAR pwd=$(pwd)"')
+    command = ('echo hello; echo "sandbox=$MESOS_SANDBOX executor=$MESOS_EXECUTOR_ID '
+               'fw=$MESOS_FRAMEWORK_ID agent=$MESOS_SLAVE_ID mine=$MY_VAR pwd=$(pwd)"')
     client.launch(offer, [task_info("echo-1", offer, command, env={"MY_VAR": "42"})])
     states = []
     for expected in ("TASK_STARTING", "TASK_RUNNING", "TASK_FINISHED"):
@@ -111,12 +111,66 @@ def test_echo_task_updates_in_order_one_per_ack(local_master, clients):
     sandbox = local_master.sandbox("echo-1")
     out = read_file(os.path.join(sandbox, "stdout"))
     assert out.startswith("hello\n")
-    assert "sandbox=%s task=echo-1 fw=%s agent=%s mine=42 pwd=%s" % (
+    assert "sandbox=%s executor=echo-1 fw=%s agent=%s mine=42 pwd=%s" % (
         sandbox, client.framework_id, offer["agent_id"]["value"], sandbox) in out
     state = local_master.wait_until(lambda s: s["frameworks"][0]["completed_tasks"], 30)
     task = state["frameworks"][0]["completed_tasks"][0]
     assert task["state"] == "TASK_FINISHED" and task["resources"]["cpus"] == 0.1
     assert [s["state"] for s in task["statuses"]] == states
+
+
+# What a Mesos agent gives a command task: executorEnvironment (src/slave/slave.cpp)
+# for its command executor, whose environment the task inherits (src/launcher/executor.cpp,
+# CommandExecutor::launchTaskSubprocess), MESOS_SANDBOX (MesosContainerizerProcess::_launch,
+# src/slave/containerizer/mesos/containerizer.cpp) and MESOS_ALLOCATION_ROLE (the command
+# executor's). No MESOS_TASK_ID (Marathon's) nor MESOS_AGENT_ID: no Mesos agent sets them.
+MESOS_TASK_ENVIRONMENT = {
+    "LIBPROCESS_IP", "LIBPROCESS_PORT", "MESOS_FRAMEWORK_ID", "MESOS_EXECUTOR_ID",
+    "MESOS_DIRECTORY", "MESOS_SLAVE_ID", "MESOS_SLAVE_PID", "MESOS_AGENT_ENDPOINT",
+    "MESOS_CHECKPOINT", "MESOS_HTTP_COMMAND_EXECUTOR", "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD",
+    "MESOS_ALLOCATION_ROLE", "MESOS_SANDBOX"}
+
+
+def task_environment(master, client, task_id, **kwargs):
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info(task_id, offer, "env -0 > env.bin", **kwargs)],
+                  filters={"refuse_seconds": 0})
+    status = client.wait_state(task_id, "TASK_FINISHED", timeout=30)
+    with open(os.path.join(master.sandbox(task_id), "env.bin"), "rb") as handle:
+        pairs = [item.partition("=") for item in handle.read().decode().split("\0") if item]
+    return offer, status, {name: value for name, _, value in pairs}
+
+
+def test_a_command_task_gets_the_environment_a_mesos_agent_gives_it(local_master, clients):
+    client = clients(local_master)
+    offer, _, env = task_environment(local_master, client, "env-1")
+    sandbox = local_master.sandbox("env-1")
+    endpoint = local_master.state()["slaves"][0]["pid"].rpartition("@")[2]
+    assert MESOS_TASK_ENVIRONMENT <= set(env)
+    assert "MESOS_TASK_ID" not in env and "MESOS_AGENT_ID" not in env
+    assert env["LIBPROCESS_IP"] == endpoint.rpartition(":")[0] == "127.0.0.1"
+    assert env["LIBPROCESS_PORT"] == "0"
+    assert (env["MESOS_FRAMEWORK_ID"], env["MESOS_EXECUTOR_ID"]) == (client.framework_id, "env-1")
+    assert env["MESOS_DIRECTORY"] == env["MESOS_SANDBOX"] == sandbox
+    assert env["MESOS_SLAVE_ID"] == offer["agent_id"]["value"]
+    assert env["MESOS_AGENT_ENDPOINT"] == endpoint
+    assert env["MESOS_SLAVE_PID"] == "slave(1)@" + endpoint
+    assert env["MESOS_CHECKPOINT"] == env["MESOS_HTTP_COMMAND_EXECUTOR"] == "0"
+    # The agent's --executor_shutdown_grace_period (5secs): no kill policy.
+    assert env["MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"] == "5secs"
+    assert env["MESOS_ALLOCATION_ROLE"] == "*"
+
+
+def test_a_kill_policy_lengthens_the_command_executor_s_grace_period(local_master, clients):
+    """Slave::getExecutorInfo (src/slave/slave.cpp): the kill policy's grace
+    period + MAX_REAP_INTERVAL (1 s) + 1 s; the task's variables win over the
+    agent's, MESOS_ALLOCATION_ROLE over the task's (the command executor sets it last)."""
+    client = clients(local_master)
+    _, _, env = task_environment(
+        local_master, client, "env-2", kill_policy={"grace_period": {"nanoseconds": 7 * 10**9}},
+        env={"MESOS_CHECKPOINT": "mine", "MESOS_ALLOCATION_ROLE": "mine"})
+    assert env["MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"] == "9secs"
+    assert env["MESOS_CHECKPOINT"] == "mine" and env["MESOS_ALLOCATION_ROLE"] == "*"
 
 
 def test_unacknowledged_update_is_resent_with_the_same_uuid(local_master, clients):

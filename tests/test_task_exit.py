@@ -24,7 +24,7 @@ def make_launch(tmp_path, command, task_id="t1"):
     sandbox = str(tmp_path / "sandbox")
     os.makedirs(sandbox, exist_ok=True)
     env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER],
-           "MESOS_SANDBOX": sandbox, "MESOS_TASK_ID": task_id}
+           "MESOS_SANDBOX": sandbox, "MESOS_EXECUTOR_ID": task_id}
     return TaskLaunch(task_id=task_id, framework_id="f1", agent_id="a1", sandbox=sandbox,
                       command=command, env=env)
 

@@ -77,8 +77,9 @@ def test_a_master_not_run_as_root_cannot_give_a_task_another_user():
 
 def test_nothing_root_runs_before_the_switch_gets_the_framework_s_environment():
     env = {"LD_PRELOAD": "/tmp/evil.so", "PATH": "/tmp/evil", "PYTHONPATH": "/tmp",
-           "MESOS_SANDBOX": "/sb", "MESOS_TASK_ID": "t", "SECRET": "s"}
-    assert users.step_environment(env) == {"MESOS_SANDBOX": "/sb", "MESOS_TASK_ID": "t",
+           "MESOS_SANDBOX": "/sb", "MESOS_EXECUTOR_ID": "t", "SECRET": "s",
+           "MESOS_TASK_ID": "not Mesos'"}
+    assert users.step_environment(env) == {"MESOS_SANDBOX": "/sb", "MESOS_EXECUTOR_ID": "t",
                                            "PATH": DEFAULT_PATH}
 
 

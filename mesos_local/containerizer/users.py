@@ -155,8 +155,8 @@ def step_environment(env):
     PATH and the agent's ``MESOS_*`` variables (by which the task's
     processes are found), nothing a framework chose."""
     kept = {k: v for k, v in env.items()
-            if k in ("MESOS_SANDBOX", "MESOS_DIRECTORY", "MESOS_TASK_ID", "MESOS_FRAMEWORK_ID",
-                     "MESOS_AGENT_ID", "MESOS_SLAVE_ID", "MESOS_EXECUTOR_ID")}
+            if k in ("MESOS_SANDBOX", "MESOS_DIRECTORY", "MESOS_FRAMEWORK_ID",
+                     "MESOS_SLAVE_ID", "MESOS_EXECUTOR_ID")}
     kept["PATH"] = DEFAULT_PATH
     return kept
 
