@@ -214,6 +214,76 @@ def test_a_malformed_uri_fails_the_fetch_with_one_line(box, uri, why):
     assert "\n" not in str(error.value)
 
 
+# Fetcher::uriToLocalPath and Fetcher::basename (src/slave/containerizer/fetcher.cpp), as
+# mesos-fetcher reports them (src/launcher/fetcher.cpp: "Failed to fetch '<uri>': <error>").
+# An agent without --frameworks_home (Mesos' default: none) refuses relative paths.
+RELATIVE = ("A relative path was passed for the resource but the Mesos framework home was "
+            "not specified. Please either provide this config option or avoid using a "
+            "relative path")
+
+
+@pytest.mark.parametrize("uri, why", [
+    ("data/input.txt", RELATIVE),
+    ("input.txt", RELATIVE),
+    ("file://data/input.txt", "File URI only supports absolute paths"),
+    ("file://input.txt", "Malformed URI (missing path): file://input.txt"),   # basename first
+    ("http://127.0.0.1:1/", "Malformed URI (missing path): http://127.0.0.1:1/"),
+    ("http://127.0.0.1:1", "Malformed URI (missing path): http://127.0.0.1:1"),
+    ("/data/it's", "Illegal characters in URI"),
+])
+def test_uris_mesos_refuses_are_refused_in_its_words(tmp_path, box, monkeypatch, uri, why):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("relative data\n")
+    (tmp_path / "input.txt").write_text("relative data\n")
+    monkeypatch.chdir(tmp_path)   # where a relative path would resolve against
+    with pytest.raises(FetchError) as error:
+        fetch_uris([{"value": uri, "extract": False}], str(box))
+    assert str(error.value) == "Failed to fetch '%s': %s" % (uri, why)
+    assert os.listdir(box) == []
+
+
+def test_absolute_local_uris_are_fetched_as_mesos_fetches_them(tmp_path, box):
+    source = tmp_path / "in.txt"
+    source.write_text("data\n")
+    fetch_uris([{"value": str(source), "output_file": "plain"},
+                {"value": "file://" + str(source), "output_file": "file"},
+                {"value": "file://localhost" + str(source), "output_file": "localhost"}],
+               str(box))
+    assert {name: (box / name).read_text() for name in os.listdir(box)} == {
+        "plain": "data\n", "file": "data\n", "localhost": "data\n"}
+
+
+@pytest.fixture
+def file_server(tmp_path):
+    """An HTTP server of ``tmp_path / 'served'`` (the query ignored): its base URL."""
+    import functools
+    import http.server
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield served, "http://127.0.0.1:%d" % server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def test_a_query_stays_in_the_file_name_as_mesos_keeps_it(tmp_path, box, file_server):
+    # Fetcher::basename: what follows the URI's last '/', '?' and all; so an
+    # archive named with a query is not one to extract (its name does not end
+    # with .tar.gz), and lands whole.
+    served, base = file_server
+    tar_of(served / "env.tar.gz", [(member("inside.txt"), b"x")])
+    (served / "a.txt").write_text("served\n")
+    fetch_uris([{"value": base + "/a.txt?sig=1"}, {"value": base + "/env.tar.gz?v=2"}],
+               str(box))
+    assert sorted(os.listdir(box)) == ["a.txt?sig=1", "env.tar.gz?v=2"]
+    assert (box / "a.txt?sig=1").read_text() == "served\n"
+
+
 @pytest.fixture
 def trickling_server():
     """An HTTP server that answers a long body one byte every 2 s."""
@@ -279,6 +349,28 @@ def test_a_task_whose_uri_is_a_device_fails_and_the_master_stays(local_master, c
     status = client.wait_state("zero", "TASK_FAILED", timeout=30)
     assert status["message"] == "Failed to fetch 'file:///dev/zero': not a regular file"
     assert local_master.state()["slaves"]   # still serving
+
+
+def test_a_relative_path_uri_fails_the_task_as_on_an_agent_without_frameworks_home(
+        tmp_path, monkeypatch, make_local_master, clients):
+    # The master's working directory holds data/input.txt: Mesos' agent never
+    # looks there (Fetcher::uriToLocalPath), and nor does this one.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("relative data\n")
+    monkeypatch.chdir(tmp_path)
+    master = make_local_master()
+    client = clients(master)
+    for task_id, uri, why in (
+            ("rel", "data/input.txt", RELATIVE),
+            ("fileuri", "file://data/input.txt", "File URI only supports absolute paths")):
+        offer = client.next_offers()[0]
+        info = task_info(task_id, offer, "cat input.txt")
+        info["command"]["uris"] = [{"value": uri, "extract": False}]
+        client.launch(offer, [info], filters={"refuse_seconds": 0})
+        status = client.wait_state(task_id, "TASK_FAILED", timeout=30)
+        assert status["reason"] == "REASON_CONTAINER_LAUNCH_FAILED"
+        assert status["message"] == "Failed to fetch '%s': %s" % (uri, why)
+        assert os.listdir(master.sandbox(task_id)) in ([], ["stderr", "stdout"])
 
 
 def test_a_big_archive_is_extracted_by_a_fetcher_process_the_rest_in_this_one(tmp_path, box,

@@ -4,8 +4,11 @@ Mesos' fetcher does (src/launcher/fetcher.cpp, docs/fetcher.md).
 
 It contains itself: a URI brings at most ``archives.Limits.max_bytes`` within
 ``Limits.timeout`` seconds (a download stalled for ``stall`` seconds fails as
-Mesos' ``--fetcher_stall_timeout``, default 60 s), a local path must be a
-regular file (never ``/dev/zero``), what it writes is never world-readable,
+Mesos' ``--fetcher_stall_timeout``, default 60 s), a local path must be
+absolute (as an agent without ``--frameworks_home``, Mesos' default: a
+relative one is refused, never looked for in the master's working directory;
+``local_path``) and a regular file (never ``/dev/zero``), a URI's file name
+is Mesos' (a query kept: ``basename``), what it writes is never world-readable,
 archives are extracted by ``archives.extract``'s own checks, and a fetch
 stops as soon as ``cancelled()`` says the task is being killed. Whatever goes
 wrong with one URI fails the task with ``Failed to fetch 'URI': why``, never
@@ -22,7 +25,6 @@ import stat
 import subprocess
 import sys
 import time
-import urllib.parse
 from typing import Optional
 
 from .archives import CHUNK, ArchiveError, Limits, extract
@@ -78,13 +80,60 @@ def why(exc):
 
 
 def _target(uri, value, sandbox):
-    """Where ``uri`` lands in the sandbox; _Refused outside it."""
-    parsed = urllib.parse.urlparse(value)
-    name = uri.get("output_file") or os.path.basename(parsed.path) or "download"
+    """Where ``uri`` lands in the sandbox: its ``output_file``, else
+    ``basename(value)``; _Refused outside it. The URI is checked as
+    ``Fetcher::validateUri`` does even with an ``output_file``."""
+    base = basename(value)
+    name = uri.get("output_file") or base
     target = os.path.normpath(os.path.join(sandbox, name))
     if not target.startswith(os.path.normpath(sandbox) + os.sep):
         raise _Refused("output_file %r leaves the sandbox" % name)
     return target
+
+
+def basename(value):
+    """The file name a URI lands as, or _Refused in Mesos' words
+    (``Fetcher::basename``, src/slave/containerizer/fetcher.cpp): with a
+    scheme, all that follows the last '/', a query included
+    ('http://h/f.tar.gz?v=1' is 'f.tar.gz?v=1', no archive to extract);
+    without, the path's (stout's ``Path::basename``)."""
+    if "\\" in value or "'" in value or "\0" in value:
+        raise _Refused("Illegal characters in URI")
+    index = value.find("://")
+    if index > 1:
+        path = value[index + 3:]
+        if "/" not in path or len(path) <= path.find("/") + 1:
+            raise _Refused("Malformed URI (missing path): " + value)
+        return path[path.rfind("/") + 1:]
+    if not value:
+        return "."
+    stripped = value.rstrip("/")
+    return stripped.rpartition("/")[2] if stripped else "/"
+
+
+FILE_PREFIX = "file://"
+NET_PREFIXES = ("http://", "https://", "ftp://")   # ftps:// too in Mesos; not urllib's
+RELATIVE_PATH = ("A relative path was passed for the resource but the Mesos framework home "
+                 "was not specified. Please either provide this config option or avoid "
+                 "using a relative path")
+
+
+def local_path(value):
+    """The local file a URI names, None for a URI of another scheme, or
+    _Refused (``Fetcher::uriToLocalPath``, src/slave/containerizer/
+    fetcher.cpp): ``file://`` (a ``localhost`` after it dropped) or no
+    scheme; absolute only, as an agent without ``--frameworks_home``
+    (Mesos' default, and the local agents have none) takes it: a relative
+    path is never resolved against this process' working directory."""
+    file_uri = value.startswith(FILE_PREFIX)
+    if not file_uri and "://" in value:
+        return None
+    path = value[len(FILE_PREFIX):] if file_uri else value   # path::from_uri
+    if path.startswith("localhost"):
+        path = path[len("localhost"):]
+    if not path.startswith("/"):                              # path::is_absolute
+        raise _Refused("File URI only supports absolute paths" if file_uri else RELATIVE_PATH)
+    return path
 
 
 def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_as):
@@ -205,20 +254,24 @@ def _extract(archive, sandbox, limits, cancelled):
 
 
 def _download(value, target, stall, limits, deadline, cancelled):
-    parsed = urllib.parse.urlparse(value)
-    if parsed.scheme in ("http", "https", "ftp"):
+    """``download`` of src/launcher/fetcher.cpp: the URI (leading blanks
+    trimmed) checked, then copied when local, downloaded when http(s) or
+    ftp."""
+    value = value.lstrip(" \t\n\r")
+    basename(value)                                      # Fetcher::validateUri
+    path = local_path(value)
+    if path is not None:
+        _copy_file(path, target, limits, deadline, cancelled)
+    elif value.startswith(NET_PREFIXES):
         from urllib.request import urlopen
 
         # Reads wait at most a second, so that a kill stops a stalled download
         # at once; the stall is counted across them.
         with urlopen(value, timeout=min(stall, POLL)) as response:
             _copy_stream(response, target, 0o640, limits, deadline, cancelled, stall)
-    elif parsed.scheme in ("file", ""):
-        _copy_file(parsed.path if parsed.scheme == "file" else value, target, limits,
-                   deadline, cancelled)
     else:
         raise _Refused("the scheme %r is not supported here (http, https, ftp, file)"
-                       % parsed.scheme)
+                       % value.partition("://")[0])
 
 
 def _copy_file(path, target, limits, deadline, cancelled):
@@ -306,4 +359,5 @@ def _copy_stream(source, target, mode, limits, deadline, cancelled, stall=None):
     os.chmod(target, mode)
 
 
-__all__ = ["FetchError", "fetch_uris", "fill", "place", "why", "Limits"]
+__all__ = ["FetchError", "fetch_uris", "fill", "place", "why", "Limits", "basename",
+           "local_path"]
