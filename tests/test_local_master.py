@@ -173,6 +173,32 @@ def test_a_kill_policy_lengthens_the_command_executor_s_grace_period(local_maste
     assert env["MESOS_CHECKPOINT"] == "mine" and env["MESOS_ALLOCATION_ROLE"] == "*"
 
 
+def argv_task(task_id, offer, value, arguments):
+    info = task_info(task_id, offer, value)
+    info["command"].update({"shell": False, "arguments": arguments})
+    return info
+
+
+def test_without_a_shell_value_is_execd_with_the_arguments_as_its_argv(local_master, clients):
+    """launch.cpp (src/slave/containerizer/mesos/launch.cpp): ``value`` is the
+    program, ``arguments`` its whole argv (arguments[0] is argv[0]); without
+    arguments, an empty argv (the kernel gives the program argv[0] "")."""
+    client = clients(local_master)
+    script = 'printf "argv0=%s\\n" "$0"'   # sh's $0: its argv[0] when no argument follows
+    for task_id, value, arguments, out in (
+            ("argv0", "/bin/sh", ["my-argv0", "-c", script], "argv0=my-argv0"),
+            ("path", "sh", ["/not/sh", "-c", script], "argv0=/not/sh"),
+            ("echo", "/bin/echo", ["/bin/false", "hi"], "hi"),
+            ("none", "/bin/echo", [], "")):
+        offer = client.next_offers()[0]
+        client.launch(offer, [argv_task(task_id, offer, value, arguments)],
+                      filters={"refuse_seconds": 0})
+        status = client.wait_state(task_id, "TASK_FINISHED", timeout=30)
+        assert status["message"] == "Command exited with status 0"
+        stdout = read_file(os.path.join(local_master.sandbox(task_id), "stdout"))
+        assert stdout.splitlines()[0] == out, task_id
+
+
 def test_unacknowledged_update_is_resent_with_the_same_uuid(local_master, clients):
     client = clients(local_master)
     offer = client.next_offers()[0]

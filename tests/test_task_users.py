@@ -214,6 +214,28 @@ def test_a_task_of_nobody_on_a_root_master_runs_as_nobody(make_local_master, cli
 
 
 @needs_root
+@pytest.mark.parametrize("options, seen", SWITCHES)
+@pytest.mark.parametrize("user", ["nobody", "root"])
+def test_without_a_shell_argv0_is_arguments_0_whatever_starts_the_task(
+        make_local_master, clients, options, seen, user):
+    """Each way a plain task starts (as the master's user, switched to
+    another, in cgroups, with hidden paths): ``value`` exec'd with
+    ``arguments`` as its argv (launch.cpp), arguments[0] its argv[0]."""
+    nobody()
+    master = make_local_master(**options)
+    client = clients(master, user=user)
+    offer = client.next_offers()[0]
+    info = task_info("argv0", offer, "/bin/sh")
+    info["command"].update({"shell": False, "arguments": [
+        "my-argv0", "-c", 'printf "%s %s\\n" "$0" "$(id -un)"']})
+    client.launch(offer, [info])
+    client.wait_state("argv0", "TASK_FINISHED", timeout=60)
+    sandbox = master.attached(client.framework_id, "argv0")
+    runs_as = seen[0] if user == "nobody" else "root"
+    assert read_file(os.path.join(sandbox, "stdout")) == "my-argv0 %s\n" % runs_as
+
+
+@needs_root
 def test_a_uri_the_task_s_user_cannot_read_is_never_copied(make_local_master, clients):
     nobody()
     master = make_local_master()

@@ -1,5 +1,5 @@
-"""``python -I -S become_user.py [--before SCRIPT] ENV_FD UID GID GROUPS --
-ARGV...``: the last step of a plain task's start when it runs as another
+"""``python -I -S become_user.py [--before SCRIPT] [--exec PROGRAM] ENV_FD UID
+GID GROUPS -- ARGV...``: the last step of a plain task's start when it runs as another
 user (``users.switched``).
 
 Run as root after every step that needs root (the task's cgroups, network
@@ -10,7 +10,8 @@ paths from the task, ``fs_isolation.hide_script``: they may hide this very
 interpreter, already loaded by then), sets the supplementary groups
 ``GROUPS`` (comma-separated gids), the gid and the uid, in that order, as
 Mesos' launcher does (src/slave/containerizer/mesos/launch.cpp), and execs
-``ARGV`` with the task's environment in place: the task keeps its pid and
+``ARGV`` (``PROGRAM`` with ``ARGV`` as its argv when given) with the task's
+environment in place: the task keeps its pid and
 process group. Whatever fails is said on stderr (the sandbox's) in the
 launcher's words, and the exit status is 1.
 
@@ -76,8 +77,12 @@ def main(argv):
     before = None
     if args[:1] == ["--before"] and len(args) > 1:
         before, args = args[1], args[2:]
+    program = None
+    if args[:1] == ["--exec"] and len(args) > 1:   # argv[0] is not the program
+        program, args = args[1], args[2:]
     if len(args) < 6 or args[4] != "--":
-        _fail("usage: become_user.py [--before SCRIPT] ENV_FD UID GID GROUPS -- ARGV...")
+        _fail("usage: become_user.py [--before SCRIPT] [--exec PROGRAM] ENV_FD UID GID GROUPS "
+              "-- ARGV...")
     fd, uid, gid = int(args[0]), int(args[1]), int(args[2])
     groups = [int(g) for g in args[3].split(",") if g]
     command = args[5:]
@@ -89,10 +94,11 @@ def main(argv):
     if before is not None:
         _run_before(before)
     _switch(uid, gid, groups)
+    program = command[0] if program is None else program
     try:
-        os.execvpe(command[0], command, env)
+        os.execvpe(program, command, env)
     except OSError as exc:
-        _fail("Failed to execute '%s': %s" % (command[0], exc.strerror))
+        _fail("Failed to execute '%s': %s" % (program, exc.strerror))
 
 
 if __name__ == "__main__":

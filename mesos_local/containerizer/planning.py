@@ -59,7 +59,9 @@ def check_id(kind, value):
 class TaskPlan:
     command: str
     shell: bool = True
-    arguments: list = dataclasses.field(default_factory=list)
+    arguments: list = dataclasses.field(default_factory=list)   # after argv[0]
+    # Without a shell, CommandInfo.arguments[0] ("" without arguments): argv[0].
+    argv0: Optional[str] = None
     env: dict = dataclasses.field(default_factory=dict)
     user: Optional[str] = None
     image: Optional[str] = None
@@ -362,9 +364,12 @@ def _plan_command(command):
         if not value:
             raise TaskInvalid("CommandInfo.value (the executable) must be set: the local "
                               "master does not run an image's default entrypoint")
-        # Mesos execs 'value' with argv = arguments, arguments[0] being argv[0]:
-        # the runner builds argv as [command] + arguments, so drop argv[0].
-        arguments = arguments[1:]
+        # Mesos execs 'value' with argv = arguments, arguments[0] being argv[0]
+        # (src/slave/containerizer/mesos/launch.cpp, MesosContainerizerLaunch::
+        # execute): TaskLaunch.exec_args gives the process runner both.
+        return {"command": value, "shell": False, "arguments": arguments[1:],
+                "argv0": arguments[0] if arguments else "", "user": command.get("user"),
+                "uris": list(command.get("uris", []))}
     return {"command": value or "", "shell": shell, "arguments": arguments,
             "user": command.get("user"), "uris": list(command.get("uris", []))}
 
@@ -465,7 +470,8 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
     env.update(plan.env)
     return TaskLaunch(
         task_id=task_id, framework_id=framework_id, agent_id=agent_id, sandbox=sandbox,
-        command=plan.command, arguments=list(plan.arguments), shell=plan.shell, env=env,
+        command=plan.command, arguments=list(plan.arguments), argv0=plan.argv0,
+        shell=plan.shell, env=env,
         user=plan.user, image=plan.image,
         containerizer=plan.containerizer if plan.image else None,
         force_pull=plan.force_pull, volumes=list(plan.volumes),

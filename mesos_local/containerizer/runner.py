@@ -11,6 +11,7 @@ import dataclasses
 import os
 import signal
 import subprocess
+import sys
 from typing import Any, Optional
 
 from .fs_isolation import hide_script, unshare_argv
@@ -27,8 +28,11 @@ class TaskLaunch:
     framework_id: str
     agent_id: str
     sandbox: str                       # existing directory, the task's cwd
-    command: str                       # shell command, or argv[0] when not shell
-    arguments: list = dataclasses.field(default_factory=list)
+    command: str                       # shell command, or the program when not shell
+    arguments: list = dataclasses.field(default_factory=list)   # after argv[0]
+    # Without a shell: argv[0] (CommandInfo.arguments[0]; "" without
+    # arguments); None: the program's path is argv[0].
+    argv0: Optional[str] = None
     shell: bool = True
     env: dict = dataclasses.field(default_factory=dict)   # complete environment
     user: Optional[str] = None
@@ -64,9 +68,21 @@ class TaskLaunch:
         return os.path.join(self.sandbox, "stderr")
 
     def argv(self):
+        """The command line a container runs (the program as argv[0])."""
         if self.shell:
             return ["/bin/sh", "-c", self.command]
         return [self.command] + list(self.arguments)
+
+    def exec_args(self):
+        """(program, argv) of a plain process, as Mesos' launcher execs a
+        command without a shell (``MesosContainerizerLaunch::execute``,
+        src/slave/containerizer/mesos/launch.cpp): ``value`` with
+        ``arguments`` as its whole argv, arguments[0] being argv[0]; an empty
+        argv reaches a program as [""] (Linux >= 5.18 gives it that)."""
+        argv = self.argv()
+        if not self.shell and self.argv0 is not None:
+            argv = [self.argv0] + list(self.arguments)
+        return argv[0] if self.shell else self.command, argv
 
 
 class RunningTask:
@@ -97,6 +113,27 @@ class RunnerError(Exception):
     """The task could not be started; the message goes into TASK_FAILED."""
 
 
+# The last step of a plain task whose argv[0] is not its program, when other
+# steps (cgroups, network or mount namespace) come first: ``python -I -S -c
+# EXEC_STEP SCRIPT PROGRAM ARGV...`` runs SCRIPT (the mounts that hide paths,
+# which may hide this interpreter, loaded by then) and execs PROGRAM with ARGV,
+# in Mesos' launcher's words when it cannot (launch.cpp).
+EXEC_STEP = """import os, sys
+script, program, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+os.get_exec_path()
+if script:
+    status = os.waitpid(os.posix_spawn("/bin/sh", ["/bin/sh", "-c", script], os.environ), 0)[1]
+    if status:
+        sys.stderr.write("Failed to prepare the task's mount namespace\\n")
+        os._exit(1)
+try:
+    os.execvp(program, argv)
+except OSError as exc:
+    sys.stderr.write("Failed to execute '%s': %s\\n" % (program, exc.strerror))
+    os._exit(1)
+"""
+
+
 class ProcessRunner:
     """Runs a task as a local subprocess, stdout/stderr in its sandbox; in
     its agent's network namespace under ``ip netns exec`` (which execs the
@@ -114,18 +151,34 @@ class ProcessRunner:
         # A task of another user has its paths hidden by the switching step.
         before = hide if launch.run_as is not None else None
         create = launch.creates_logs
-        with switched(launch.run_as, launch.env, launch.argv(), before) as (argv, env, fds), \
+        program, task_argv = launch.exec_args()
+        # argv[0] other than the program: exec'd so by Popen's ``executable``
+        # when nothing comes before it, else by the last step (become_user's
+        # --exec, or EXEC_STEP), which hides paths itself when it must.
+        other = program != task_argv[0]
+        wrapped = hide is not None or launch.netns is not None or launch.cgroups is not None
+        with switched(launch.run_as, launch.env, task_argv, before,
+                      program if other else None) as (argv, env, fds), \
                 os.fdopen(open_log(launch.stdout_path, launch.run_as, create), "ab") as out, \
                 os.fdopen(open_log(launch.stderr_path, launch.run_as, create), "ab") as err:
+            executable = None
+            hides_itself = before is not None   # the last step hides the paths
+            if other and launch.run_as is None:
+                if wrapped:
+                    argv = [sys.executable, "-I", "-S", "-c", EXEC_STEP, hide or "",
+                            program] + argv
+                    hides_itself = True
+                else:
+                    executable = program
             if hide is not None:
-                argv = unshare_argv(argv, None if before is not None else hide)
+                argv = unshare_argv(argv, None if hides_itself else hide)
             if launch.netns is not None:
                 argv = [ip_command(), "netns", "exec", launch.netns] + argv
             if launch.cgroups is not None:
                 argv = launch.cgroups.join_argv(argv)
             try:
                 popen = subprocess.Popen(
-                    argv, cwd=launch.sandbox, env=env, pass_fds=fds,
+                    argv, executable=executable, cwd=launch.sandbox, env=env, pass_fds=fds,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True)
             except OSError as exc:

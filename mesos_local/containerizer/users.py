@@ -162,7 +162,7 @@ def step_environment(env):
 
 
 @contextlib.contextmanager
-def switched(user: Optional[TaskUser], env, argv, before=None):
+def switched(user: Optional[TaskUser], env, argv, before=None, program=None):
     """``(argv, env, pass_fds)`` that start ``argv`` with ``env`` as
     ``user``: ``become_user.py`` in front of it, the environment in an
     unlinked file root alone can read (its descriptor passed on, closed
@@ -172,6 +172,8 @@ def switched(user: Optional[TaskUser], env, argv, before=None):
         yield list(argv), env, ()
         return
     first = ["--before", before] if before is not None else []
+    if program is not None:   # argv[0] is not the program (TaskLaunch.exec_args)
+        first += ["--exec", program]
     with tempfile.TemporaryFile(prefix="mesos-local-env-") as handle:
         handle.write(b"".join(b"%s=%s\0" % (os.fsencode(k), os.fsencode(v))
                               for k, v in env.items()))
