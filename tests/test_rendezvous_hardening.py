@@ -2,6 +2,8 @@
 frames, accept() errors, dropped task connections."""
 
 import contextlib
+import errno
+import os
 import socket
 import struct
 import subprocess
@@ -377,6 +379,27 @@ def test_a_dropped_task_registers_again(rdv, task):
     assert receiver.ended.wait(5)  # after a stop, a drop is the end
     assert no_event(rdv, TaskRegistered)
 
+
+class FullDisk:
+    """The task's stderr, a sandbox file on a full disk."""
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self):
+        pass
+
+
+def test_a_dropped_task_registers_again_though_its_sandbox_disk_is_full(rdv, task, monkeypatch):
+    # The reconnecting thread said "lost the connection" first, on the full
+    # disk: it ended there, and the task never registered again.
+    monkeypatch.setattr(sys, "stderr", FullDisk())
+    Receiver(task)
+    cut(rdv)
+    assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
+    assert next_event(rdv, TaskRegistered) == TaskRegistered("good", "h", 2222)
+    task.send({"type": "log", "stream": "stdout", "data": "still here\n"})
+    assert next_event(rdv, TaskOutput).text == "still here\n"
 
 def test_output_sent_while_reconnecting_is_kept(rdv, task):
     receiver = Receiver(task)

@@ -1,6 +1,7 @@
 """Replica mode's pure parts, no processes: output chunking and \\r
 coalescing, the command's environment, tfrun's printing of chunks."""
 
+import errno
 import io
 import os
 import sys
@@ -135,6 +136,61 @@ def test_pump_copies_every_byte_and_forwards_split_utf8_intact():
     assert all(m["type"] == "log" and m["stream"] == "stdout" for m in command.conn.sent)
     assert all(len(m["data"]) <= replica.MAX_FRAGMENT for m in command.conn.sent)
     assert "".join(m["data"] for m in command.conn.sent) == (data + b"\xac!\n").decode()
+
+
+class FullDisk:
+    """A sandbox file (``target.buffer``) on a disk that is full after
+    ``room`` bytes: a write past it fails with ENOSPC, as a file's would."""
+
+    def __init__(self, room):
+        self.room, self.written, self.buffer = room, bytearray(), self
+
+    def write(self, data):
+        if len(self.written) + len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.written += data
+
+    def flush(self):
+        pass
+
+
+def test_a_sandbox_file_that_cannot_be_written_stops_neither_the_pump_nor_the_forwarding():
+    # The pump thread ended at the first ENOSPC (its traceback on the same
+    # full disk): no one read the pipe any more, the command blocked in its
+    # next write for ever and the rest of its output never reached tfrun.
+    command = replica.ReplicaCommand.__new__(replica.ReplicaCommand)
+    command.conn, command.forward = FakeConnection(), True
+    read_end, write_end = os.pipe()
+    stream, sandbox = os.fdopen(read_end, "rb", 0), FullDisk(100000)
+    data = b"".join(b"line %d\n" % n for n in range(100000))   # 688,890 bytes
+
+    def command_writes():   # the command: everything, then its end
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+        except BrokenPipeError:   # the test gave up: the reading end closed
+            pass
+        finally:
+            os.close(write_end)
+
+    pump = threading.Thread(target=command._pump, args=(stream, "stdout", sandbox), daemon=True)
+    writer = threading.Thread(target=command_writes, daemon=True)
+    pump.start()
+    writer.start()
+    writer.join(60)
+    pump.join(60)
+    blocked = writer.is_alive()
+    stream.close()     # releases a blocked writer
+    writer.join(60)
+    assert not blocked, "the command was left blocked: the pump no longer read its output"
+    assert not pump.is_alive()
+    assert 0 < len(sandbox.written) <= 100000 and data.startswith(sandbox.written)
+    out = "".join(m["data"] for m in command.conn.sent if m["stream"] == "stdout")
+    assert out == data.decode(), (len(out), len(data))
+    said = [m["data"] for m in command.conn.sent if m["stream"] == "stderr"]
+    assert said == ["tfmesos: cannot write the sandbox's stdout (No space left on device): "
+                    "its output goes on to tfrun only\n"]
 
 
 def test_secrets_are_kept_from_the_command_environment():

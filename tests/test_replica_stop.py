@@ -86,6 +86,29 @@ def test_a_stop_after_the_command_ended_by_itself_changes_nothing(tmp_path):
 
 
 
+class Faulty:
+    """A ``quiet.NoiseFilter`` with a fault of the task's own."""
+
+    def __init__(self, *args):
+        pass
+
+    def feed(self, data):
+        raise RuntimeError("a fault of the task's")
+
+
+def test_a_fault_in_a_pump_stops_the_command_and_says_why(monkeypatch):
+    # The pump thread ended with the exception, silently: no one read the
+    # command's stderr any more, and the command blocked in its next write
+    # (until the test's scheduler went away, 60 s later).
+    monkeypatch.setattr(replica, "NoiseFilter", Faulty)
+    code, sent = run_to_the_end({"cmd": "yes line >&2", "forward_logs": True, "env": {}})
+    said = [m["data"] for m in sent if m["type"] == "log" and m["stream"] == "stderr"]
+    assert said == ["tfmesos: cannot pass on the command's stderr (RuntimeError: a fault of the "
+                    "task's); stopping it\n"]
+    assert code == 128 + signal.SIGTERM
+    assert (sent[-1]["type"], sent[-1]["code"], sent[-1]["stopped"]) == ("exit", code, False)
+
+
 def readlink(path):
     try:
         return os.readlink(path)

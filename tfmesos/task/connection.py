@@ -364,9 +364,9 @@ class Connection:
 
     def _reconnect(self, reason):
         grace = self.env.failover_timeout if self.failover else REREGISTER_GRACE
-        print("tfmesos: lost the connection to the scheduler (%s); registering again%s"
+        _tell("tfmesos: lost the connection to the scheduler (%s); registering again%s"
               % (reason, " (up to %g s for a scheduler to take the run over)" % grace
-                 if self.failover else ""), file=sys.stderr, flush=True)
+                 if self.failover else ""))
         try:
             link = self._register_until(time.monotonic() + grace, True)
         except TaskError as exc:
@@ -374,11 +374,19 @@ class Connection:
                 if self._state == "reconnecting":
                     self._state, self._gone = "gone", str(exc)
                 self._lock.notify_all()
-            print("tfmesos: %s; giving up" % exc, file=sys.stderr, flush=True)
+            _tell("tfmesos: %s; giving up" % exc)
             return
         self._attach(link)
-        print("tfmesos: registered again%s" % (" at " + self._where() if self.failover else ""),
-              file=sys.stderr, flush=True)
+        _tell("tfmesos: registered again%s" % (" at " + self._where() if self.failover else ""))
+
+
+def _tell(line):
+    """``line`` on the task's stderr, its sandbox's: one that cannot be
+    written (a full disk) must not end the reconnecting thread."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def failover_delays(tasks):

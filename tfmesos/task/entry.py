@@ -59,7 +59,10 @@ def main(environ=None):
 def run():
     """``main``, then leave the process at once with its code."""
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:   # a sandbox file that cannot be written (a full disk)
+            pass
     # TensorFlow's server threads do not shut down cleanly; leave at once.
     os._exit(code)

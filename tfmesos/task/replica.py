@@ -5,7 +5,11 @@ chunks, stopped when the scheduler asks, goes away or Mesos sends SIGTERM;
 what the command used (``usage``) goes with the exit message; what it
 logs with ``tfmesos.log_metrics`` goes to tfrun too (``metrics_relay``).
 "Goes away" is the connection's verdict: in a run that survives its
-scheduler, the command runs on while the connection waits for a new one."""
+scheduler, the command runs on while the connection waits for a new one.
+A sandbox file that cannot be written (a full disk) is written no more,
+said once: the output still goes on to tfrun; a fault of the task's own in
+passing output on stops the command, said too, rather than leave it blocked
+on a pipe no one reads."""
 
 import codecs
 import fcntl
@@ -40,6 +44,15 @@ SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "KEY")
 TORCH_LOG_DIR = "torchelastic"   # torchrun's log folder in a torch run's sandbox
 
 
+def _tell(line):
+    """``line`` on the task's stderr, its sandbox's: one that cannot be
+    written (a full disk) stops nothing."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def working_directory(submitter_cwd):
     """Where a replica command runs: the submitter's working directory when
     this machine has it (the embedded master, a shared filesystem), as the
@@ -48,8 +61,8 @@ def working_directory(submitter_cwd):
     if submitter_cwd and os.path.isdir(submitter_cwd):
         return submitter_cwd
     if submitter_cwd:
-        print("tfmesos: %s does not exist here; running the command in the sandbox %s"
-              % (submitter_cwd, os.getcwd()), file=sys.stderr, flush=True)
+        _tell("tfmesos: %s does not exist here; running the command in the sandbox %s"
+              % (submitter_cwd, os.getcwd()))
     return None
 
 
@@ -224,13 +237,32 @@ def _what_is_there(fd):
         yield data
 
 
-def _byte_sink(target):
+def _byte_sink(target, failed):
     """Writes bytes to ``target`` (the task's own stdout or stderr: the
-    sandbox files get everything)."""
+    sandbox files get everything) until a write fails (a full disk, an I/O
+    error); then calls ``failed(exc)`` and writes nothing more: the pump
+    goes on reading the command's output and forwarding it."""
     out = getattr(target, "buffer", None)
     if out is None:
-        return lambda data: (target.write(data.decode("utf-8", "replace")), target.flush())
-    return lambda data: (out.write(data), out.flush())
+        def write(data):
+            target.write(data.decode("utf-8", "replace"))
+            target.flush()
+    else:
+        def write(data):
+            out.write(data)
+            out.flush()
+    broken = False
+
+    def sink(data):
+        nonlocal broken
+        if broken:
+            return
+        try:
+            write(data)
+        except OSError as exc:
+            broken = True
+            failed(exc)
+    return sink
 
 
 def _monitor(pid):
@@ -239,8 +271,7 @@ def _monitor(pid):
     try:
         return UsageMonitor.for_task(pid, os.environ).start()
     except Exception as exc:
-        print("tfmesos: cannot measure the command's usage: %s" % exc, file=sys.stderr,
-              flush=True)
+        _tell("tfmesos: cannot measure the command's usage: %s" % exc)
         return None
 
 
@@ -248,8 +279,7 @@ def _report(monitor):
     try:
         return monitor.stop() if monitor is not None else None
     except Exception as exc:
-        print("tfmesos: cannot measure the command's usage: %s" % exc, file=sys.stderr,
-              flush=True)
+        _tell("tfmesos: cannot measure the command's usage: %s" % exc)
         return None
 
 
@@ -306,7 +336,7 @@ class ReplicaCommand:
 
     def say(self, line):
         """``line`` on the task's stderr, forwarded as its output is."""
-        print(line, file=sys.stderr, flush=True)
+        _tell(line)
         if self.forward:
             self._send_log("stderr", [line + "\n"])
 
@@ -342,8 +372,25 @@ class ReplicaCommand:
         """Copy ``stream`` to ``target``, less what ``noise`` (a
         ``quiet.NoiseFilter``) drops, and forward it in bounded fragments;
         until its end, or once ``stop`` (a pipe's read end) is readable,
-        until what the pipe holds then was read."""
-        sink, fd = _byte_sink(target), stream.fileno()
+        until what the pipe holds then was read. ``target`` that cannot be
+        written is said once and left (``_byte_sink``); any other failure
+        stops the command, which would block on a pipe no one reads."""
+        try:
+            self._copy(stream, name, target, noise, stop)
+        except Exception as exc:
+            self.say("tfmesos: cannot pass on the command's %s (%s: %s); stopping it"
+                     % (name, type(exc).__name__, exc))
+            self.kill("cannot pass on the command's %s" % name)
+        finally:
+            stream.close()
+
+    def _copy(self, stream, name, target, noise, stop):
+        def failed(exc):
+            self.say("tfmesos: cannot write the sandbox's %s (%s): %s" % (
+                name, exc.strerror or exc, "its output goes on to tfrun only" if self.forward
+                else "the rest of it is lost"))
+
+        sink, fd = _byte_sink(target, failed), stream.fileno()
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         lines = LineForwarder()
 
@@ -374,7 +421,6 @@ class ReplicaCommand:
             self._pass_on(sink, name, lines, decoder, noise.close())
         if self.forward:
             self._send_log(name, lines.feed(decoder.decode(b"", True)) + lines.close())
-        stream.close()
 
     def _pass_on(self, sink, name, lines, decoder, data):
         if data:
@@ -412,7 +458,7 @@ class ReplicaCommand:
             self.stopping.set()
             child = self._child
             self.cut_short = self._command is None or not self._command.ended.is_set()
-        print("tfmesos: %s; stopping" % reason, file=sys.stderr, flush=True)
+        _tell("tfmesos: %s; stopping" % reason)
         if child is None or child.ended.is_set():
             return
         child.signal(signal.SIGTERM)
@@ -426,8 +472,7 @@ def _relay(conn, env):
     try:
         relay = MetricsRelay(conn.send).start()
     except OSError as exc:
-        print("tfmesos: metrics cannot be logged in this task: %s" % exc, file=sys.stderr,
-              flush=True)
+        _tell("tfmesos: metrics cannot be logged in this task: %s" % exc)
         return None
     env[task_env.METRICS_SOCKET] = relay.path
     return relay
