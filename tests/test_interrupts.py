@@ -21,6 +21,7 @@ from tfmesos.core.events import Interrupted
 from tfmesos.core.jobs import Job
 from tfmesos.core.signals import (
     deferring_signals,
+    ignore_signals,
     interrupt_on_signals,
     interruptible,
     interrupting_only_inside,
@@ -312,3 +313,17 @@ def test_a_signal_while_tfrun_reads_its_options_is_one_line_and_130(signum, tmp_
                 tfrun.communicate()
     assert (tfrun.returncode, err) == (130, "tfrun: interrupted\n"), err
     assert [p for p in marked_processes() if p[0] not in before] == []
+
+
+def test_a_signal_ignored_while_a_run_stops_is_answered_once(capfd):
+    # Ctrl-C and SIGTERM as tfrun stopped a task that ignores SIGTERM (its
+    # grace period): nothing said for seconds, as if they were lost.
+    with ignore_signals(notice="tfrun: still stopping every task\n"):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGINT):
+            os.kill(os.getpid(), signum)
+            let_handlers_run()
+    assert capfd.readouterr().err == "tfrun: still stopping every task\n"
+    with ignore_signals():          # without a notice: silent, as before
+        os.kill(os.getpid(), signal.SIGINT)
+        let_handlers_run()
+    assert capfd.readouterr().err == ""

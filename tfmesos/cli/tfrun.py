@@ -252,7 +252,8 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
             if progress is not None:
                 progress.clear()
             stopped.set()
-            with ignore_signals():
+            with ignore_signals(notice="tfrun: still stopping every task (one that ignores "
+                                "SIGTERM is killed after its grace period)\n"):
                 run.stop()
                 if not left:
                     forget_ended_key(run)

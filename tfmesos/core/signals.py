@@ -20,6 +20,7 @@ traceback, and the run was never stopped (CI: a second Ctrl-C as tfrun
 stopped its run)."""
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterable, Iterator
@@ -178,11 +179,24 @@ def deferring_signals(signals: Iterable[signal.Signals] = INTERRUPTING) -> Itera
         signal.raise_signal(signum)
 
 
-def ignore_signals(signals: Iterable[signal.Signals] = INTERRUPTING
-                   ) -> contextlib.AbstractContextManager[None]:
+def ignore_signals(signals: Iterable[signal.Signals] = INTERRUPTING,
+                   notice: Optional[str] = None) -> contextlib.AbstractContextManager[None]:
     """Inside the block, ``signals`` (default SIGTERM, SIGINT, SIGHUP) are
-    ignored: cleanup that must not be cut short."""
-    return _handling(signals, signal.SIG_IGN)
+    ignored: cleanup that must not be cut short. ``notice``: said on stderr
+    at the first one, so that a Ctrl-C is not taken for lost (written to
+    the descriptor: a handler's print could come inside another print)."""
+    if notice is None:
+        return _handling(signals, signal.SIG_IGN)
+    said: list[int] = []
+
+    def answer(signum: int, frame: Optional[FrameType]) -> None:
+        if not said:
+            said.append(signum)
+            try:
+                os.write(2, notice.encode("utf-8", "replace"))
+            except OSError:
+                pass    # no terminal any more (SIGHUP): nothing to say it to
+    return _handling(signals, answer)
 
 
 @contextlib.contextmanager
