@@ -254,6 +254,7 @@ class Executors:
                               executor.gpu_ids, bool(agent.gpu_ids),
                               self._environment(framework, agent, executor), agent.netns,
                               hidden)
+        launch.container_id = executor.container_id
         if launcher.isolator is not None:
             launch.limits = self._limits(executor, first)
         proc = launcher.process(framework, agent, launch, plan, lambda proc: None,

@@ -224,8 +224,11 @@ class TaskLauncher:
             self.executors.environment(framework, agent, self.executors.command_grace(plan))
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
                               task.gpu_ids, bool(agent.gpu_ids), base, agent.netns, hidden)
+        launch.container_id = task.container_id
         if task.executor is not None:   # a nested container in its executor's sandbox
             launch.sandbox_below = task.executor.sandbox
+            if task.container_id != task.executor.container_id:
+                launch.container_id = "%s.%s" % (task.executor.container_id, task.container_id)
             if "MESOS_EXECUTOR_ID" not in plan.env:
                 launch.env["MESOS_EXECUTOR_ID"] = task.executor.id
         # The command executor (CommandExecutor::launchTaskSubprocess,

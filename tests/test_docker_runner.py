@@ -8,7 +8,9 @@ import time
 
 import pytest
 from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
+from fixtures_master import clients, make_local_master
 from local_users import as_user, nobody
+from mesos_http_client import task_info
 
 from mesos_local.cleanup import this_master
 from mesos_local.containerizer.docker_runner import DockerRunner, container_env, container_kwargs
@@ -107,9 +109,11 @@ def test_container_kwargs(tmp_path):
     sandbox = launch.sandbox
     assert kwargs["image"] == "img:1"
     assert kwargs["network_mode"] == "host"
-    assert kwargs["working_dir"] == sandbox
-    assert kwargs["volumes"] == ["%s:%s:rw" % (sandbox, sandbox), "/nfs/data:/data:ro",
-                                 "/scratch:/scratch:rw"]
+    # (the MESOS containerizer's: the sandbox where Mesos maps it, as working directory)
+    assert kwargs["working_dir"] == "/mnt/mesos/sandbox"
+    assert kwargs["init"] is True
+    assert kwargs["volumes"] == ["/nfs/data:/data:ro", "/scratch:/scratch:rw",
+                                 "%s:/mnt/mesos/sandbox:rw" % sandbox]
     assert kwargs["entrypoint"] == ["/bin/sh", "-c", "echo hi"]
     assert kwargs["user"] == "1000:1000"
     assert kwargs["security_opt"] == ["no-new-privileges"]
@@ -118,7 +122,8 @@ def test_container_kwargs(tmp_path):
                                 # the master that made it, for the next one's sweep of orphans
                                 "mesos_local.master": this_master(), "team": "ml"}
     assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1",
-                                     "NVIDIA_VISIBLE_DEVICES": "1,3"}
+                                     "NVIDIA_VISIBLE_DEVICES": "1,3",
+                                     "MESOS_SANDBOX": "/mnt/mesos/sandbox"}
     assert kwargs["memswap_limit"] == "2g"
     assert kwargs["shm_size"] == "1g"
     assert kwargs["nano_cpus"] == 1500000000
@@ -130,6 +135,20 @@ def test_container_kwargs(tmp_path):
     assert isinstance(request, docker.types.DeviceRequest)
     assert request["DeviceIDs"] == ["1", "3"]
     assert request["Capabilities"] == [["gpu"]]
+
+
+def test_container_kwargs_of_a_docker_containerizer_task(tmp_path):
+    # As Mesos' Docker containerizer runs it (src/docker/docker.cpp): the sandbox
+    # at /mnt/mesos/sandbox, MESOS_SANDBOX and MESOS_CONTAINER_NAME set over the
+    # task's own, no --init, no -w (the image's WORKDIR).
+    launch = make_launch(tmp_path, "echo hi", "img:1", containerizer="DOCKER",
+                         env={"MESOS_SANDBOX": "/host/path", "MESOS_CONTAINER_NAME": "x"})
+    kwargs = container_kwargs(launch, name="mesos-c1")
+    assert "working_dir" not in kwargs
+    assert kwargs["init"] is False
+    assert kwargs["volumes"] == ["%s:/mnt/mesos/sandbox:rw" % launch.sandbox]
+    assert kwargs["environment"]["MESOS_SANDBOX"] == "/mnt/mesos/sandbox"
+    assert kwargs["environment"]["MESOS_CONTAINER_NAME"] == "mesos-c1"
 
 
 def test_container_user_resolves_host_names():
@@ -270,7 +289,7 @@ def test_task_runs_in_the_image(run, tfmesos_image, tmp_path):
     task = run("cat /etc/tfmesos-image; echo to-stderr >&2; pwd", tfmesos_image)
     assert task.wait(WAIT) == 0
     stdout = read(tmp_path / "sandbox" / "stdout").splitlines()
-    assert stdout == [tfmesos_image, str(tmp_path / "sandbox")]
+    assert stdout == [tfmesos_image, "/mnt/mesos/sandbox"]
     assert read(tmp_path / "sandbox" / "stderr") == "to-stderr\n"
 
 
@@ -418,3 +437,106 @@ def test_gpu_request_without_gpus_fails_cleanly(runner, tfmesos_image, tmp_path,
         pytest.skip("this engine has GPUs: the request would succeed")
     with pytest.raises(RunnerError, match="^cannot start task .*gpu"):
         runner.launch(make_launch(tmp_path, "true", tfmesos_image, gpu_ids=["0"]))
+
+
+# -- through the master: the container as Mesos' containerizers make it ------
+
+# What a task prints about the container it runs in.
+LOOK = ('echo "sandbox=$MESOS_SANDBOX"; echo "name=$MESOS_CONTAINER_NAME"; echo "pwd=$(pwd)"; '
+        'echo "pid1=$(tr "\\0" " " </proc/1/cmdline)"; '
+        'echo "mapped=$(cat /mnt/mesos/sandbox/planted 2>&1)"')
+
+
+def container_of(containerizer, image):
+    if containerizer == "DOCKER":
+        return {"type": "DOCKER", "docker": {"image": image, "network": "HOST"}}
+    return {"type": "MESOS", "mesos": {"image": {"type": "DOCKER", "docker": {"name": image}}}}
+
+
+def wait_ended(client, task_id, timeout=120):
+    """The task's terminal status (every update acknowledged)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = client.next_update(task_id, timeout=max(0.01, deadline - time.monotonic()))
+        if "uuid" in status:
+            client.acknowledge(status)
+        if status["state"] not in ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING",
+                                    "TASK_KILLING"):
+            return status
+
+
+def planting_runner(docker_engine):
+    """A DockerRunner that writes ``planted`` into each sandbox before the
+    container starts (what a fetched URI would be)."""
+    class Planting(DockerRunner):
+        def launch(self, launch):
+            with open(os.path.join(launch.sandbox, "planted"), "w") as f:
+                f.write("from-the-host")
+            return super().launch(launch)
+    return Planting(docker_engine)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("containerizer", ["DOCKER", "MESOS"])
+def test_a_task_finds_its_sandbox_where_mesos_maps_it(
+        containerizer, make_local_master, clients, docker_engine, tfmesos_image,
+        no_leaked_containers):
+    # Mesos maps the sandbox at the agent's --sandbox_directory, /mnt/mesos/sandbox
+    # (src/slave/flags.cpp), and says so in MESOS_SANDBOX: the Docker containerizer
+    # (src/docker/docker.cpp, RunOptions::create) with MESOS_CONTAINER_NAME, no
+    # --init and no -w (the image's WORKDIR, / here); the Mesos containerizer
+    # (src/slave/containerizer/mesos/containerizer.cpp, _launch) with the sandbox
+    # as working directory. The host's sandbox path means nothing in there.
+    master = make_local_master(container_runner=planting_runner(docker_engine), allow_root=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    info = task_info("look", offer, LOOK, container=container_of(containerizer, tfmesos_image))
+    info["command"]["user"] = "root"   # (the MESOS containerizer's; this master runs as root)
+    client.launch(offer, [info])
+    ended = wait_ended(client, "look")
+    sandbox = master.sandbox("look")
+    assert ended["state"] == "TASK_FINISHED", (ended, read(os.path.join(sandbox, "stderr")))
+    said = dict(line.split("=", 1) for line in read(os.path.join(sandbox, "stdout")).splitlines())
+    assert said["sandbox"] == "/mnt/mesos/sandbox", said
+    assert said["mapped"] == "from-the-host"
+    if containerizer == "DOCKER":
+        # Mesos' name: DOCKER_NAME_PREFIX + the container id, the run's directory
+        # (src/slave/containerizer/docker.hpp, Container::name).
+        assert said["name"] == "mesos-" + os.path.basename(sandbox)
+        assert said["pwd"] == "/"
+        assert said["pid1"].split()[:2] == ["/bin/sh", "-c"]   # not docker-init
+    else:
+        assert said["pwd"] == "/mnt/mesos/sandbox"
+
+
+@pytest.mark.docker
+def test_killing_a_docker_task_is_docker_stop_with_the_grace(
+        make_local_master, clients, docker_engine, tfmesos_image, no_leaked_containers):
+    # Mesos' docker executor kills with `docker stop -t GRACE` (src/docker/executor.cpp,
+    # _killTask): the container's PID 1, a shell here, has no handler for SIGTERM,
+    # so the kernel drops it and SIGKILL ends the container after the grace.
+    grace = 3.0
+    master = make_local_master(container_runner=DockerRunner(docker_engine), allow_root=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    info = task_info("stubborn", offer, "echo ready; sleep 600; echo not reached",
+                     container=container_of("DOCKER", tfmesos_image),
+                     kill_policy={"grace_period": {"nanoseconds": int(grace * 1e9)}})
+    client.launch(offer, [info])
+    client.wait_state("stubborn", "TASK_RUNNING", timeout=120)
+    sandbox = master.sandbox("stubborn")
+    deadline = time.monotonic() + WAIT
+    while "ready" not in read(os.path.join(sandbox, "stdout")):
+        assert time.monotonic() < deadline, "the task never said ready"
+        time.sleep(0.1)
+    [container] = docker_engine.containers.list(
+        filters={"label": "mesos_local.task-id=stubborn"})
+    started = time.monotonic()
+    client.kill("stubborn")
+    killed = wait_ended(client, "stubborn", timeout=WAIT)
+    waited = time.monotonic() - started
+    assert (killed["state"], killed["message"]) == ("TASK_KILLED",
+                                                    "Command terminated with signal Killed")
+    assert waited >= grace
+    assert "not reached" not in read(os.path.join(sandbox, "stdout"))
+    assert container.name == "mesos-" + os.path.basename(sandbox)

@@ -367,9 +367,12 @@ def test_local_master_runs_them_as_containers(kind):
     assert launch.argv() == ["/bin/sh", "-c", "exec python3 -m " + TASK_ENTRY]
     kwargs = container_kwargs(launch)
     assert kwargs["image"] == IMAGE and kwargs["network_mode"] == "host"
-    assert kwargs["volumes"] == ["/tmp/sandbox:/tmp/sandbox:rw", "/etc/passwd:/etc/passwd:ro",
-                                 "/etc/group:/etc/group:ro", "/nfs/data:/data:ro"]
+    # The sandbox where a Mesos agent maps it (--sandbox_directory), last as
+    # src/docker/docker.cpp's RunOptions::create adds it.
+    assert kwargs["volumes"] == ["/etc/passwd:/etc/passwd:ro", "/etc/group:/etc/group:ro",
+                                 "/nfs/data:/data:ro", "/tmp/sandbox:/mnt/mesos/sandbox:rw"]
     env = kwargs["environment"]
+    assert env["MESOS_SANDBOX"] == "/mnt/mesos/sandbox"
     assert env["FOO"] == "bar" and env["TFMESOS_RENDEZVOUS"] == "127.0.0.1:40123"
     assert "PATH" not in env and "PYTHONPATH" not in env   # the image's own PATH rules
 

@@ -6,9 +6,22 @@ engine plumbing is ``mesos_local/containerizer/docker_engine.py``, whose errors 
 
 A task's container:
 
-* runs ``launch.argv()`` in ``launch.image`` on the host network, with the
-  sandbox bind-mounted at its own path as working directory, plus
-  ``launch.volumes``;
+* runs ``launch.argv()`` in ``launch.image`` on the host network, with
+  ``launch.volumes`` and the sandbox bind-mounted at ``/mnt/mesos/sandbox``
+  (``SANDBOX_DIRECTORY``), never at its host path, as a Mesos agent maps it
+  (its ``--sandbox_directory``, src/slave/flags.cpp);
+* under the DOCKER containerizer, as Mesos' Docker containerizer runs it
+  (src/docker/docker.cpp, ``RunOptions::create`` and ``Docker::run``): named
+  ``mesos-<container id>`` (src/slave/containerizer/docker.hpp,
+  ``Container::name``), with ``MESOS_SANDBOX=/mnt/mesos/sandbox`` and
+  ``MESOS_CONTAINER_NAME`` set, no ``--init`` (the command is PID 1) and no
+  ``-w`` (the image's ``WORKDIR``, ``/`` when it sets none);
+* under the MESOS containerizer (an image in ``mesos.image``), as its
+  launch does for a container with a root filesystem
+  (src/slave/containerizer/mesos/containerizer.cpp, ``_launch``):
+  ``MESOS_SANDBOX=/mnt/mesos/sandbox`` and the sandbox as working
+  directory; Docker's ``--init`` (tini) is PID 1 and passes ``terminate``'s
+  SIGTERM on to the command, as Mesos' command executor signals the task;
 * gets ``launch.env`` minus the variables that only describe the host
   (``PATH``, ``HOME``, ``PYTHONPATH``, ``VIRTUAL_ENV``, ...), so the image's
   own ``PATH`` stays in force;
@@ -29,16 +42,19 @@ A task's container:
 * has its stdout/stderr copied, while it runs, into the sandbox files
   ``stdout`` and ``stderr`` by a thread of this process.
 
-Docker's own ``--init`` (tini) is PID 1, so ``terminate`` (SIGTERM) reaches
-the command even when it installs no handler.
+``terminate`` sends a DOCKER task's container its stop signal (the image's
+``STOPSIGNAL``, SIGTERM by default) and ``kill``, a grace later, SIGKILL:
+``docker stop -t GRACE``, Mesos' docker executor's kill (src/docker/executor.cpp,
+``_killTask``). A shell as PID 1 has no handler for SIGTERM, so the kernel
+drops it and the task ends at the grace, from SIGKILL, as it does on Mesos.
 """
 
 import contextlib
 import logging
-import os
 import re
 import signal
 import threading
+import uuid
 
 from mesos_local.cleanup import master_gone, this_master
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
@@ -56,11 +72,17 @@ from mesos_local.containerizer.runner import RunnerError, RunningTask
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
            "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL",
-           "MASTER_LABEL", "remove_orphans"]
+           "MASTER_LABEL", "SANDBOX_DIRECTORY", "remove_orphans"]
 
 log = logging.getLogger(__name__)
 
 TASK_LABEL = "mesos_local.task-id"
+# Where a container finds its sandbox: a Mesos agent's --sandbox_directory
+# default (src/slave/flags.cpp), for both containerizers.
+SANDBOX_DIRECTORY = "/mnt/mesos/sandbox"
+# Mesos' Docker containerizer names a container DOCKER_NAME_PREFIX + its
+# container id (src/slave/containerizer/docker.cpp and docker.hpp).
+DOCKER_NAME_PREFIX = "mesos-"
 # The master that made a container (cleanup.this_master): its orphans are removed.
 MASTER_LABEL = "mesos_local.master"
 
@@ -253,22 +275,41 @@ def container_kwargs(launch, name=None):
     labels = {MANAGED_LABEL: "1", TASK_LABEL: launch.task_id,
               "mesos_local.framework-id": launch.framework_id,
               "mesos_local.agent-id": launch.agent_id}
+    docker_containerizer = launch.containerizer == "DOCKER"
+    environment = container_env(launch.env, launch.gpu_ids)
+    # Both containerizers map the sandbox at the agent's --sandbox_directory
+    # and say so in MESOS_SANDBOX: src/docker/docker.cpp (RunOptions::create:
+    # the task's variables, then MESOS_SANDBOX = the mapped directory and
+    # MESOS_CONTAINER_NAME; the sandbox's volume last) and
+    # src/slave/containerizer/mesos/containerizer.cpp (_launch: MESOS_SANDBOX
+    # is flags.sandbox_directory for a container with a root filesystem).
+    environment["MESOS_SANDBOX"] = SANDBOX_DIRECTORY
+    if docker_containerizer and name is not None:
+        environment["MESOS_CONTAINER_NAME"] = name
     kwargs = {
         "image": launch.image,
         "name": name,
         "network_mode": "host",
-        "working_dir": launch.sandbox,
-        "volumes": [_volume_spec(launch.sandbox, launch.sandbox, "RW")]
-                   + [_volume_spec(*v) for v in launch.volumes],
-        "environment": container_env(launch.env, launch.gpu_ids),
+        "volumes": [_volume_spec(*v) for v in launch.volumes]
+                   + [_volume_spec(launch.sandbox, SANDBOX_DIRECTORY, "RW")],
+        "environment": environment,
         "labels": labels,
-        "init": True,
+        # Docker::run (src/docker/docker.cpp) passes no --init: a DOCKER task's
+        # command is PID 1. The Mesos containerizer's task is no PID 1 (its
+        # command executor runs it and signals it): tini stands in.
+        "init": not docker_containerizer,
         # No setuid way back to root inside the container (planning refuses
         # root users; a setuid binary in the image would undo that).
         "security_opt": ["no-new-privileges"],
         "stdin_open": False,
         "tty": False,
     }
+    if not docker_containerizer:
+        # The Mesos containerizer makes the sandbox a container's working
+        # directory (containerizer.cpp, _launch: flags.sandbox_directory when
+        # the container has a root filesystem). Docker::run passes no -w: a
+        # DOCKER task starts in the image's WORKDIR.
+        kwargs["working_dir"] = SANDBOX_DIRECTORY
     argv = launch.argv()
     if launch.shell:
         # As Mesos does for shell commands: the image's entrypoint is replaced.
@@ -362,9 +403,13 @@ def _runner_errors():
         raise RunnerError(str(exc)) from exc
 
 
-def _container_name(task_id):
-    safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", task_id).strip("-.")[:100]
-    return "mesos-local-%s-%s" % (safe or "task", os.urandom(4).hex())
+def _container_name(launch):
+    """``mesos-<container id>``, Mesos' Docker containerizer's name
+    (src/slave/containerizer/docker.hpp, ``Container::name``). A launch
+    without a container id (a runner used on its own) gets a random one."""
+    container_id = launch.container_id or str(uuid.uuid4())
+    safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", container_id).strip("-.")[:200]
+    return DOCKER_NAME_PREFIX + (safe or str(uuid.uuid4()))
 
 
 class DockerRunner:
@@ -404,7 +449,7 @@ class DockerRunner:
 
         with _runner_errors():
             ensure_image(client, launch.image, pull=launch.force_pull)
-        kwargs = container_kwargs(launch, name=_container_name(launch.task_id))
+        kwargs = container_kwargs(launch, name=_container_name(launch))
         files = []
         container = None
         try:
@@ -423,13 +468,27 @@ class DockerRunner:
                 raise RunnerError("cannot start task %s in image %s: %s"
                                   % (launch.task_id, launch.image, one_line(exc))) from exc
             return DockerTask(client, container, frames, files[0], files[1],
-                              memory_limit=kwargs.get("mem_limit"))
+                              memory_limit=kwargs.get("mem_limit"),
+                              stop_signal=_stop_signal(container, launch))
         except BaseException:
             for f in files:
                 f.close()
             if container is not None:
                 _remove(container)
             raise
+
+
+def _stop_signal(container, launch):
+    """What ``terminate`` sends: for a DOCKER task, the signal ``docker stop``
+    sends (the container's StopSignal: a ``stop-signal`` parameter, else the
+    image's STOPSIGNAL, else SIGTERM), Mesos' docker executor's kill being
+    ``docker stop -t GRACE`` (src/docker/executor.cpp, ``_killTask``); else
+    SIGTERM, what Mesos' command executor sends its task."""
+    if launch.containerizer == "DOCKER":
+        configured = (container.attrs.get("Config") or {}).get("StopSignal")
+        if configured:
+            return configured
+    return int(signal.SIGTERM)
 
 
 def _remove(container):
@@ -444,8 +503,10 @@ class DockerTask(RunningTask):
     when it ended from the SIGTERM/SIGKILL that ``terminate``/``kill`` sent
     (or the kernel's OOM killer)."""
 
-    def __init__(self, client, container, frames, out, err, memory_limit=None):
+    def __init__(self, client, container, frames, out, err, memory_limit=None,
+                 stop_signal=int(signal.SIGTERM)):
         self.client = client
+        self.stop_signal = stop_signal   # what terminate sends (a number or a name)
         self.container = container
         self.id = container.id
         self.memory_limit = memory_limit   # bytes (or docker's "2g"), when limited
@@ -520,7 +581,7 @@ class DockerTask(RunningTask):
 
         self._signalled = True
         try:
-            self.container.kill(signal=int(signum))
+            self.container.kill(signal=signum)
         except docker.errors.NotFound:
             pass
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -529,10 +590,12 @@ class DockerTask(RunningTask):
                             self.container.short_id, one_line(exc))
 
     def terminate(self):
-        self._signal(signal.SIGTERM)
+        """The first half of ``docker stop -t GRACE``: the stop signal (the
+        executor's kill sends SIGKILL, ``kill``, once the grace is over)."""
+        self._signal(self.stop_signal)
 
     def kill(self):
-        self._signal(signal.SIGKILL)
+        self._signal(int(signal.SIGKILL))
 
     def cleanup(self):
         if not self._done.is_set():

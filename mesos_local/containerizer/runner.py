@@ -50,6 +50,10 @@ class TaskLaunch:
     # The executor's sandbox a nested container's sandbox is in (its tasks
     # own it: sandbox_dirs.make_sandbox opens below it); None: the agent's.
     sandbox_below: Optional[str] = None
+    # The Mesos container id of the task's run (its sandbox's run directory),
+    # nested ones as Mesos writes them: parent.child. A Docker container is
+    # named after it, as Mesos' Docker containerizer does: mesos-<container id>.
+    container_id: Optional[str] = None
 
     @property
     def creates_logs(self):
