@@ -89,6 +89,20 @@ def test_replica_run_in_containers(image, docker_engine, containerizer):
     assert_no_containers(docker_engine)
 
 
+@pytest.mark.parametrize("containerizer", ["DOCKER", "MESOS"])
+def test_the_command_runs_in_the_sandbox_where_mesos_maps_it(image, containerizer):
+    # Mesos maps a container's sandbox at /mnt/mesos/sandbox; its Docker
+    # containerizer starts the task in the image's WORKDIR (/ here), not there
+    # (src/docker/docker.cpp, Docker::run: no -w). The command still runs in the
+    # sandbox and writes there, as it does in a plain task (the task entry enters it).
+    cmd = 'echo "pwd=$(pwd)"; echo "sandbox=$MESOS_SANDBOX"; echo kept > relative; cat relative'
+    result = run_tfrun("-C", containerizer, "-I", image, "-w", "1", "-s", "0", *SMALL, "--",
+                       cmd, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert lines(result.stdout, "[worker:0] ") == [
+        "pwd=/mnt/mesos/sandbox", "sandbox=/mnt/mesos/sandbox", "kept"]
+
+
 def test_volumes_are_mounted_with_their_modes(image, tmp_path):
     shared, out_dir = volume_dirs(tmp_path, "shared", {"host.txt": "written on the host\n"},
                                   "out")

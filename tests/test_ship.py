@@ -40,7 +40,7 @@ from tfmesos.ship import bundle, compiled_zip
 from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
 from tfmesos.ship.fetch_check import BIG, TAR_BLOCKING, Fetched, check_command
-from tfmesos.task.bundle_dir import enter_bundle
+from tfmesos.task.bundle_dir import enter_bundle, enter_task_directory
 from tfmesos.task.connection import TaskError
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
@@ -426,6 +426,17 @@ def test_the_command_checks_the_bundle_extracts_it_and_the_task_enters_it(sandbo
     assert enter_bundle(task_environ(box, packed)) == str(box / "project")
     assert os.getcwd() == str(box / "project") and os.path.isfile("train.py")
     assert enter_bundle({}) is None
+
+
+def test_without_a_bundle_the_task_enters_its_sandbox(tmp_path, monkeypatch):
+    # A DOCKER task starts in its image's WORKDIR, not in the sandbox Mesos maps
+    # at $MESOS_SANDBOX (src/docker/docker.cpp, Docker::run: no -w).
+    monkeypatch.chdir("/")
+    assert enter_task_directory({"MESOS_SANDBOX": str(tmp_path)}) == str(tmp_path)
+    assert os.getcwd() == str(tmp_path)
+    assert enter_task_directory({}) is None and os.getcwd() == str(tmp_path)
+    with pytest.raises(TaskError, match="^cannot enter the sandbox .*/gone .MESOS_SANDBOX.: "):
+        enter_task_directory({"MESOS_SANDBOX": str(tmp_path / "gone")})
 
 
 def test_a_changed_bundle_is_refused_in_one_line_before_anything_is_extracted(sandbox):

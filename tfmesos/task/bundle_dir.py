@@ -8,7 +8,7 @@ fetched, and neither is it here). The scheduler names it, and the
 directory it unpacks to (relative to the sandbox), in the task's
 environment: ``TFMESOS_BUNDLE``, ``TFMESOS_BUNDLE_DIR``. ``enter_bundle``
 makes that tree the working directory; a tree that is not there is a
-``TaskError``.
+``TaskError``; ``enter_task_directory`` enters it, else the sandbox.
 """
 
 import os
@@ -21,6 +21,28 @@ def sandbox_directory(environ):
     """The sandbox: ``$MESOS_SANDBOX`` (inside containers too), else the
     working directory Mesos started the task in."""
     return environ.get("MESOS_SANDBOX") or os.getcwd()
+
+
+def enter_task_directory(environ):
+    """``chdir`` where the task's part starts: the shipped bundle's tree
+    (``enter_bundle``), else the sandbox, ``$MESOS_SANDBOX``. Mesos' Docker
+    containerizer starts a task in its image's WORKDIR (``/`` in most
+    images), not in the sandbox it maps at $MESOS_SANDBOX (src/docker/docker.cpp,
+    ``Docker::run`` passes no ``-w``): a command's relative paths, and its
+    writes, would land there. Returns the directory (None: no MESOS_SANDBOX,
+    stay). TaskError when it cannot be entered."""
+    tree = enter_bundle(environ)
+    if tree is not None:
+        return tree
+    sandbox = environ.get("MESOS_SANDBOX")
+    if not sandbox:
+        return None
+    try:
+        os.chdir(sandbox)
+    except OSError as exc:
+        raise TaskError("cannot enter the sandbox %s (MESOS_SANDBOX): %s"
+                        % (sandbox, exc.strerror or exc)) from None
+    return sandbox
 
 
 def enter_bundle(environ):

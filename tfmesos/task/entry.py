@@ -19,7 +19,7 @@ import sys
 
 from ..protocol import wire
 from ..protocol.hostport import free_port
-from .bundle_dir import enter_bundle
+from .bundle_dir import enter_task_directory
 from .connection import Connection, TaskEnv, TaskError
 from .replica import run_replica
 from .tensorflow_server import run_fine_grained
@@ -30,7 +30,9 @@ def main(environ=None):
     environ = os.environ if environ is None else environ
     try:
         env = TaskEnv.from_environ(environ)
-        enter_bundle(environ)   # tfrun --ship: checked by the command before this started
+        # tfrun --ship's bundle (checked by the command before this started),
+        # else the sandbox: a DOCKER task starts in its image's WORKDIR.
+        enter_task_directory(environ)
         port = env.port or free_port()
         conn = Connection(env)
         conn.register(env.host, port)
