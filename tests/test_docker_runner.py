@@ -151,6 +151,34 @@ def test_container_kwargs_of_a_docker_containerizer_task(tmp_path):
     assert kwargs["environment"]["MESOS_CONTAINER_NAME"] == "mesos-c1"
 
 
+def test_a_docker_containerizer_task_gets_its_own_environment_not_its_executors(tmp_path):
+    # Mesos' Docker containerizer gives the container the task's
+    # CommandInfo.environment, then MESOS_SANDBOX, MESOS_CONTAINER_NAME and
+    # MESOS_ALLOCATION_ROLE (RunOptions::create, src/docker/docker.cpp); the
+    # executor's variables (executorEnvironment: MESOS_DIRECTORY, a host
+    # path, MESOS_SLAVE_ID, LIBPROCESS_*...) and the agent's own environment
+    # stay with the mesos-docker-executor. Here the container got them all.
+    from mesos_local.containerizer.planning import TaskPlan, build_launch
+
+    plan = TaskPlan(command="env", image="img:1", containerizer="DOCKER",
+                    env={"TFMESOS_TASK": "yes", "MESOS_SLAVE_ID": "the task's own"})
+    (tmp_path / "sandbox").mkdir()
+    launch = build_launch(plan, "t1", "fw-1", "agent-1", str(tmp_path / "sandbox"), [], False,
+                          {"AGENTS_OWN": "x", "LIBPROCESS_PORT": "0", "MESOS_CHECKPOINT": "0"})
+    launch.env["MESOS_ALLOCATION_ROLE"] = "ml"      # what the agent sets over the task's own
+    environment = container_kwargs(launch, name="mesos-c1")["environment"]
+    assert environment == {"TFMESOS_TASK": "yes", "MESOS_SLAVE_ID": "the task's own",
+                           "MESOS_SANDBOX": "/mnt/mesos/sandbox",
+                           "MESOS_CONTAINER_NAME": "mesos-c1", "MESOS_ALLOCATION_ROLE": "ml",
+                           "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
+    # The Mesos containerizer's task is its command executor's child: it
+    # inherits the executor's environment (host-only names left out).
+    plan.containerizer = "MESOS"
+    launch = build_launch(plan, "t1", "fw-1", "agent-1", str(tmp_path / "sandbox"), [], False,
+                          {"AGENTS_OWN": "x"})
+    assert container_kwargs(launch)["environment"]["AGENTS_OWN"] == "x"
+
+
 def test_container_user_resolves_host_names():
     from mesos_local.containerizer.docker_runner import container_user
 

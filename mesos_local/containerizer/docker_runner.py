@@ -24,7 +24,9 @@ A task's container:
   SIGTERM on to the command, as Mesos' command executor signals the task;
 * gets ``launch.env`` minus the variables that only describe the host
   (``PATH``, ``HOME``, ``PYTHONPATH``, ``VIRTUAL_ENV``, ...), so the image's
-  own ``PATH`` stays in force;
+  own ``PATH`` stays in force; a DOCKER container only the task's own
+  variables (``launch.task_env``), its GPUs' and ``MESOS_ALLOCATION_ROLE``,
+  as Mesos' (the executor's variables stay with its executor);
 * runs as ``launch.user``: a name known on this host becomes its
   ``uid:gid`` (the sandbox belongs to this host), anything else goes to
   Docker as given;
@@ -206,6 +208,24 @@ def container_env(env, gpu_ids=()):
     return out
 
 
+# What the agent sets in a task's environment that a DOCKER container gets
+# too: its GPUs (as Mesos' Nvidia support does) and its allocation role
+# (RunOptions::create, src/docker/docker.cpp).
+_AGENT_SET = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "MESOS_ALLOCATION_ROLE")
+
+
+def _given_env(launch):
+    """A DOCKER container's variables: the task's own
+    (CommandInfo.environment) and ``_AGENT_SET``, not its executor's
+    (executorEnvironment's MESOS_DIRECTORY, a host path, MESOS_SLAVE_ID,
+    LIBPROCESS_*: the mesos-docker-executor's) nor the agent's environment."""
+    if launch.task_env is None:
+        return launch.env
+    given = dict(launch.task_env)
+    given.update((name, launch.env[name]) for name in _AGENT_SET if name in launch.env)
+    return given
+
+
 def container_user(user):
     """``uid:gid`` for a user named on this host (the sandbox and volumes are
     this host's files, and the image need not know the name); a numeric
@@ -276,7 +296,8 @@ def container_kwargs(launch, name=None):
               "mesos_local.framework-id": launch.framework_id,
               "mesos_local.agent-id": launch.agent_id}
     docker_containerizer = launch.containerizer == "DOCKER"
-    environment = container_env(launch.env, launch.gpu_ids)
+    environment = container_env(_given_env(launch) if docker_containerizer else launch.env,
+                                launch.gpu_ids)
     # Both containerizers map the sandbox at the agent's --sandbox_directory
     # and say so in MESOS_SANDBOX: src/docker/docker.cpp (RunOptions::create:
     # the task's variables, then MESOS_SANDBOX = the mapped directory and

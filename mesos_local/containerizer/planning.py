@@ -471,7 +471,7 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
     return TaskLaunch(
         task_id=task_id, framework_id=framework_id, agent_id=agent_id, sandbox=sandbox,
         command=plan.command, arguments=list(plan.arguments), argv0=plan.argv0,
-        shell=plan.shell, env=env,
+        shell=plan.shell, env=env, task_env=dict(plan.env),
         user=plan.user, image=plan.image,
         containerizer=plan.containerizer if plan.image else None,
         force_pull=plan.force_pull, volumes=list(plan.volumes),

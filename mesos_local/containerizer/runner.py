@@ -35,6 +35,9 @@ class TaskLaunch:
     argv0: Optional[str] = None
     shell: bool = True
     env: dict = dataclasses.field(default_factory=dict)   # complete environment
+    # The task's own variables (CommandInfo.environment), what a DOCKER
+    # container gets of ``env`` (docker_runner); None: all of ``env``.
+    task_env: Optional[dict] = None
     user: Optional[str] = None
     image: Optional[str] = None        # container image, None for a plain task
     containerizer: Optional[str] = None  # "MESOS" or "DOCKER" when image is set
