@@ -40,6 +40,8 @@ The master, each module one job:
   bounds;
 * ``call_handlers``: every other scheduler call;
 * ``tasks``: launching tasks of accepted offers, their exit updates;
+* ``executors``: custom executors and the v1 executor API's calls;
+  ``task_groups``: the default executor's task groups (``LAUNCH_GROUP``);
 * ``loop``: the thread that runs timers and allocation rounds;
 * ``agent``: ``AgentSpec`` and an agent's bookkeeping; ``resources``:
   resource arithmetic and parsing;

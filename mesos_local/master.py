@@ -8,7 +8,8 @@ its parts:
 * ``allocator.Allocator``: allocation rounds, offers, filters, rescinds;
 * ``updates.StatusUpdates``: the reliable status update queue;
 * ``tasks.TaskLauncher``: launching, killing and reaping tasks;
-* ``executors.Executors``: custom executors and their tasks;
+* ``executors.Executors``: custom executors and their tasks (task groups of
+  the default executor: ``task_groups``);
 * ``frameworks.Frameworks``: SUBSCRIBE, failover, removal;
 * ``calls.SchedulerCalls``: every other scheduler call;
 * ``loop.MasterLoop``: the thread that runs timers and allocation rounds.
