@@ -293,7 +293,9 @@ class Frameworks:
     def disconnect(self, framework):
         framework.connected = framework.active = False
         framework.subscription = None
-        framework.unregistered_time = time.time()
+        # unregistered_time is its removal's, not its disconnection's: Mesos
+        # sets it in Master::removeFramework only (master.cpp), so a framework
+        # failing over shows 0 (state.json) or none (GET_FRAMEWORKS).
         framework.disconnects += 1
         self.allocator.remove_offers(framework)
         self.loop.schedule(framework.failover_timeout, self._failover_expired, framework,

@@ -208,7 +208,9 @@ def test_a_detached_run_shown_listed_and_followed_across_scheduler_attempts(
         client.close()
         wait_until(lambda: "failing over" in listed(master, RUN_ID))
         state = listed(master, RUN_ID)
-        assert re.search(r"failing over \((59m\d\ds|1h00m) left, detached\)", state), state
+        # No time left is said: Mesos gives a framework failing over no time
+        # it went away (unregistered_time is its removal's, Master::removeFramework).
+        assert "failing over (detached)" in state, state
         assert not outcome and follower.is_alive()   # its tasks go on: not over
 
         # A new scheduler takes the framework over, says how the run ended, tears it down.

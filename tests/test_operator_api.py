@@ -226,6 +226,25 @@ def test_every_endpoint_answers_at_every_path_under_it(make_local_master):
 
 # --- TEARDOWN ----------------------------------------------------------------------------------
 
+def test_a_framework_failing_over_has_no_unregistered_time_until_it_is_removed(
+        make_local_master, clients):
+    # Mesos sets unregistered_time in Master::removeFramework only
+    # (src/master/master.cpp): a disconnected framework shows 0 in state.json
+    # and none in GET_FRAMEWORKS. It was set at the disconnection here, so
+    # tfmesos runs --master counted down a failover no real master times.
+    master = make_local_master()
+    client = clients(master, failover_timeout=600)
+    framework_id = client.framework_id
+    master.drop_subscription(framework_id)
+    wait_until(lambda: not master.state()["frameworks"][0]["connected"])
+    assert master.state()["frameworks"][0]["unregistered_time"] == 0
+    [away] = get(master, "GET_FRAMEWORKS")["frameworks"]
+    assert not away["connected"] and "unregistered_time" not in away, away
+    operator(master, {"type": "TEARDOWN", "teardown": {"framework_id": {"value": framework_id}}})
+    [done] = get(master, "GET_FRAMEWORKS")["completed_frameworks"]
+    assert done["unregistered_time"]["nanoseconds"] > 0
+
+
 def test_teardown_kills_the_tasks_and_completes_the_framework(make_local_master, clients):
     master = make_local_master()
     client = clients(master)

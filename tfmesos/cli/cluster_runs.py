@@ -88,6 +88,8 @@ def cluster_run(framework, finished) -> Optional[ClusterRun]:
         status = "finished"
     else:
         status = "running" if framework.get("connected", True) else "disconnected"
+    # A master that says when the framework went away gives the time left;
+    # Mesos does not (unregistered_time is set at its removal only).
     failover_until = None
     unregistered, timeout = (_number(framework.get("unregistered_time")),
                              _number(framework.get("failover_timeout")))
