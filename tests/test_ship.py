@@ -867,7 +867,7 @@ def test_a_cached_python_env_is_fetched_once_per_agent_and_runs_the_tasks(projec
         run.stop()
     # Three tasks, one agent: the bundle and the environment once each.
     assert served_count(server, run.shipment.bundle.name, 1) == 1
-    assert served_count(server, "tfenv.tar.gz", 1) == 1
+    assert served_count(server, "python-env.tar.gz", 1) == 1   # served_env_name
     assert "".join(lines).split("\n").count("env from-env True True") == 3
     with pytest.raises(OSError):   # nothing is served after the run (see the test above)
         request(url, timeout=10)

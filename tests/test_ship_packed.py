@@ -295,3 +295,25 @@ def test_a_python_env_that_changed_since_the_run_started_is_no_takeover(original
     with pytest.raises(TakeoverError, match="no Python environment"):
         check_kept(identity.with_shipment(original.bundle.sha256, original.task_side.sha256),
                    dict(kept, python_env=env), kept_dir)
+
+
+@pytest.mark.parametrize("name", ["bob's env.tar.gz", "env?.TGZ", "a\\b.zip"])
+def test_a_python_env_is_served_under_a_name_a_uri_may_hold(tmp_path, name):
+    # An archive named bob's-env.tar.gz was served under its own name: the
+    # URI held a quote, Mesos' fetcher (Fetcher::basename) refused it,
+    # "Illegal characters in URI", and every task failed three times.
+    from mesos_local.containerizer.fetcher import basename
+
+    project = tmp_path / "proj"
+    write(project, {"train.py": "print('hi')\n"})
+    env = tar_gz(str(tmp_path / name), {"bin/python3": b"#!/bin/sh\n"})
+    shipment = Shipment(ShipSpec(str(project), python_env=env), bind_host=HOST, **QUIET)
+    try:
+        [uri] = [uri["value"] for uri in shipment.uris(HOST) if "python-env" in uri["value"]]
+        suffix = ".tgz" if name.endswith(".TGZ") else name[name.index("."):]
+        assert uri.endswith("/python-env" + suffix), uri
+        assert basename(uri) == "python-env" + suffix
+        assert get(uri) == open(env, "rb").read()
+    finally:
+        shipment.stop()
+

@@ -52,7 +52,16 @@ from typing import Optional
 
 from ..protocol import task_env
 from . import work_dirs
-from .bundle import TOP, WARN_SIZE, Bundle, file_sha256, human_size, pack, pack_task_side
+from .bundle import (
+    ARCHIVE_SUFFIXES,
+    TOP,
+    WARN_SIZE,
+    Bundle,
+    file_sha256,
+    human_size,
+    pack,
+    pack_task_side,
+)
 from .bundle_server import BundleServer
 from .contents import ShipError
 from .fetch_check import Fetched, check_command
@@ -108,7 +117,7 @@ class Shipment:
             self.python_env = spec.python_env    # as given: run.json's python_env
             self.env_name = self.env_path = None
             if spec.python_env is not None and "://" not in spec.python_env:
-                self.env_name = os.path.basename(spec.python_env)
+                self.env_name = served_env_name(spec.python_env)
                 self.env_path = spec.python_env
             self._hash_served()
             self._serve(bind_host)
@@ -182,7 +191,7 @@ class Shipment:
             if given is not None and "://" in given:
                 raise ShipError("packed files: --python-env was the URL %s, not a file" % given)
             self.env_path = os.path.abspath(env_file)
-            self.env_name = os.path.basename(given or env_file)
+            self.env_name = served_env_name(given or env_file)
             self.python_env = given or self.env_path
         elif given is not None and "://" not in given:
             raise ShipError("packed files: the run shipped --python-env %s, but no file was "
@@ -324,6 +333,18 @@ class Shipment:
 
 
 _ROLES = ("bundle", "task_side", "python_env")
+SERVED_ENV = "python-env"
+
+
+def served_env_name(path):
+    """The name a ``--python-env`` archive is served and fetched under:
+    ``python-env`` and the archive's suffix (which says how the task
+    extracts it), never the user's file name, which a URL may not hold
+    as written (a quote, a space: Mesos' fetcher refuses "Illegal
+    characters in URI", Fetcher::basename, and the task failed 3 times)."""
+    lower = os.path.basename(path).lower()
+    suffix = max((s for s in ARCHIVE_SUFFIXES if lower.endswith(s)), key=len, default="")
+    return SERVED_ENV + suffix
 _EXTRA = "extra:"
 # A content-addressed name: PREFIX-<the first 16 hex digits of its sha256>.EXT
 # A bundle is a .tar; one a run packed before it was (a takeover of such a
