@@ -364,6 +364,25 @@ def test_framework_removal_kills_within_the_executor_shutdown_grace_not_the_kill
     assert "TERM" in read_file(os.path.join(sandbox, "term.log"))
 
 
+def test_a_kill_sends_the_task_one_sigterm(make_local_master, clients):
+    # The agent signalled the task's leader (Popen.terminate) and then its
+    # whole group, leader included: two SIGTERMs. Mesos' command executor
+    # sends one to each process of the tree (os::killtree,
+    # src/launcher/executor.cpp): a task that handles the first (tfrun's
+    # detached scheduler recording its end) was cut short by the second.
+    master = make_local_master()
+    client = clients(master)
+    policy = {"grace_period": {"nanoseconds": 2 * 10**9}}
+    launch_running(client, master, "counted",
+                   "trap 'echo TERM >> term.log' TERM; echo ready; "
+                   "while :; do sleep 0.1; done", kill_policy=policy)
+    sandbox = master.sandbox("counted")
+    read_file(os.path.join(sandbox, "stdout"), contains="ready")
+    client.kill("counted")
+    client.wait_state("counted", "TASK_KILLED", timeout=60)
+    assert read_file(os.path.join(sandbox, "term.log")) == "TERM\n"
+
+
 def test_reconcile_implicit_and_explicit(local_master, clients):
     client = clients(local_master)
     offer = launch_running(client, local_master, "rec-1", "sleep 60")

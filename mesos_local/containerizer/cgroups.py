@@ -360,12 +360,15 @@ class TaskCgroups:
         return found
 
     def signal(self, signum):
-        """Send ``signum`` to every process in the task's cgroups (without waiting)."""
-        for pid in self.pids():
+        """Send ``signum`` to every process in the task's cgroups (without
+        waiting); the pids it signalled."""
+        pids = self.pids()
+        for pid in pids:
             try:
                 os.kill(pid, signum)
             except OSError:
                 pass
+        return pids
 
     def kill(self):
         self.signal(signal.SIGKILL)

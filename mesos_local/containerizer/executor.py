@@ -368,15 +368,18 @@ class TaskProcess:
             self._kill_wake.wait(remaining)
 
     def _signal(self, handle_method, signum, what):
-        """``handle.terminate``/``kill``, then ``signum`` to a plain process
-        task's whole tree (its cgroups, else its group and escapees); failures
-        are logged."""
+        """``signum`` to a plain process task's whole tree (its cgroups, else
+        its group and escapees), each process once as Mesos' command executor
+        does (``os::killtree``, src/launcher/executor.cpp): the leader is in
+        both, so ``handle.terminate``/``kill`` only for a task with neither
+        (a container: its own stop). Failures are logged."""
         try:
-            handle_method()
+            if self.cgroups is None and self._local_group is None:
+                handle_method()
             if self.cgroups is not None:
-                self.cgroups.signal(signum)
+                held = self.cgroups.signal(signum)
                 if self._marker is not None:   # and the processes that left them
-                    signal_task(None, self._marker, signum, self._started)
+                    signal_task(None, self._marker, signum, self._started, held)
             elif self._local_group is not None:
                 signal_task(self._local_group, self._marker, signum, self._started)
         except Exception:

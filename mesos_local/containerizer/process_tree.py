@@ -139,13 +139,26 @@ def _scan(asks):
             continue
 
 
-def signal_task(pgid, marker, signum, since=None):
+def signal_task(pgid, marker, signum, since=None, signalled=()):
     """Send ``signum`` to the task's group (None: none) and to its escaped
-    processes."""
+    processes, each once (Mesos' ``os::killtree``): a marked process still
+    in the group, or in ``signalled`` (pids its cgroups signalled), is not
+    signalled again (a second SIGTERM cut short what a task does on the
+    first)."""
     if pgid is not None:
         signal_quietly(os.killpg, pgid, signum)
+    done = set(signalled)
     for pid in task_processes(None, marker, since) if marker is not None else ():
+        if pid in done or (pgid is not None and _group_of(pid) == pgid):
+            continue
         signal_quietly(os.kill, pid, signum)
+
+
+def _group_of(pid):
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def signal_quietly(send, target, signum):

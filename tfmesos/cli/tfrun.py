@@ -252,8 +252,11 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
             if progress is not None:
                 progress.clear()
             stopped.set()
-            with ignore_signals(notice="tfrun: still stopping every task (one that ignores "
-                                "SIGTERM is killed after its grace period)\n"):
+            # A detached run's scheduler is SIGTERMed by its own teardown, as
+            # Mesos kills a framework's tasks: expected, nothing to answer.
+            with ignore_signals(notice=None if run.runtime.detached else (
+                    "tfrun: still stopping every task (one that ignores SIGTERM is killed "
+                    "after its grace period)\n")):
                 run.stop()
                 if not left:
                     forget_ended_key(run)
