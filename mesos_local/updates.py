@@ -70,8 +70,6 @@ class StatusUpdates:
             # An agent adds this to every update (Slave::_statusUpdate,
             # src/slave/slave.cpp): Mesos-DNS and Marathon read task IPs here.
             status["container_status"] = entry["container_status"] = container_status(task)
-        if message is not None:
-            entry["message"] = message
         if state in TERMINAL_STATES and not task.terminal:
             self.records.ended_tasks[state] += 1
         task.state = state
@@ -79,6 +77,10 @@ class StatusUpdates:
         if task.status_log and task.status_log[-1]["state"] == state:
             task.status_log.pop()
         task.status_log.append(dict(status))
+        # state.json's: the same state replaces the last (Master::updateTask),
+        # and json(TaskStatus) (src/common/http.cpp) writes no message.
+        if task.statuses and task.statuses[-1]["state"] == state:
+            task.statuses.pop()
         task.statuses.append(entry)
         if state in TERMINAL_STATES:
             self.allocator.release(task)

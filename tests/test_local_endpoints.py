@@ -197,3 +197,27 @@ def test_read_endpoints_need_no_credentials_and_scheduler_calls_still_do(make_lo
     response = requests.post(master.url + "/api/v1/scheduler", timeout=10, json={
         "type": "SUBSCRIBE", "subscribe": {"framework_info": {"user": "u", "name": "n"}}})
     assert response.status_code == 401
+
+
+def test_state_json_statuses_are_what_mesos_keeps_and_writes(local_master, clients):
+    # Master::updateTask (src/master/master.cpp) replaces the last status
+    # when a new one has the same state, and json(TaskStatus)
+    # (src/common/http.cpp) writes no message: here /master/state kept every
+    # repeated state and each status' message.
+    from mesos_http_client import task_info
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("twice", offer, "sleep 60")], filters={"refuse_seconds": 0})
+    client.wait_state("twice", "TASK_RUNNING", timeout=30)
+    with local_master._records.lock:           # what an executor's second RUNNING does
+        task = next(t for f in local_master._records.frameworks.values()
+                    for t in f.tasks.values() if t.id == "twice")
+        local_master._updates.record(task, "TASK_RUNNING", "SOURCE_EXECUTOR",
+                                     message="again", with_uuid=False)
+    client.call("TEARDOWN")
+    local_master.wait_until(lambda state: state["completed_frameworks"], 30)
+    [done] = local_master.state()["completed_frameworks"][0]["completed_tasks"]
+    assert [status["state"] for status in done["statuses"]] == [
+        "TASK_STARTING", "TASK_RUNNING", "TASK_KILLED"], done["statuses"]
+    assert not any("message" in status for status in done["statuses"]), done["statuses"]
+
