@@ -210,6 +210,35 @@ def test_numbers_of_numpy_convert():
             check_value(boolean)
 
 
+def test_a_value_or_step_whose_own_methods_raise_is_left_out_not_raised(fresh_metrics):
+    # README: log_metrics never raises. A value whose __float__ or dtype
+    # raised, or a step whose __index__ did, raised RuntimeError into the
+    # training loop (outside a run, in cluster() and in run() alike).
+    class BadFloat:
+        def __float__(self):
+            raise RuntimeError("boom")
+
+    class BadIndex:
+        def __index__(self):
+            raise RuntimeError("idx boom")
+
+    class BadDtype:
+        @property
+        def dtype(self):
+            raise RuntimeError("dtype boom")
+
+        def __float__(self):
+            return 1.0
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fresh_metrics.log_metrics(a=BadFloat()) is False
+        assert fresh_metrics.log_metrics(step=BadIndex(), a=1.0) is False
+        assert fresh_metrics.log_metrics(b=BadDtype()) is False   # (warned once a name)
+    said = " ".join(str(w.message) for w in caught)
+    assert "boom" in said and "idx boom" in said and "dtype boom" in said, said
+
+
 def test_booleans_of_torch_tensorflow_and_jax_are_no_metric():
     torch = pytest.importorskip("torch")
     with pytest.raises(MetricError, match="must be a number, not bool"):

@@ -65,14 +65,15 @@ def check_value(value: "Any") -> "Optional[float]":
     through their ``__float__``."""
     if isinstance(value, (str, bytes, bool)) or value is None:
         raise MetricError("a metric value must be a number, not %s" % type(value).__name__)
-    if str(getattr(value, "dtype", "")) in _BOOLEAN_DTYPES:   # float() makes them 1.0
-        raise MetricError("a metric value must be a number, not a boolean (%s)"
-                          % type(value).__name__)
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError) as exc:
+    try:    # a value's own methods may raise anything: log_metrics never raises
+        boolean = str(getattr(value, "dtype", "")) in _BOOLEAN_DTYPES   # float() makes 1.0
+        number = None if boolean else float(value)
+    except Exception as exc:
         raise MetricError("a metric value must be a number, not %s (%s)"
                           % (type(value).__name__, exc)) from None
+    if number is None:
+        raise MetricError("a metric value must be a number, not a boolean (%s)"
+                          % type(value).__name__)
     return number if math.isfinite(number) else None
 
 
@@ -84,6 +85,9 @@ def check_step(step: "Any") -> int:
         number = step.__index__()
     except (AttributeError, TypeError):
         raise MetricError("step must be an integer, not %s" % type(step).__name__) from None
+    except Exception as exc:    # its own __index__ failed: log_metrics never raises
+        raise MetricError("step must be an integer, not %s (%s)"
+                          % (type(step).__name__, exc)) from None
     if not 0 <= number < MAX_STEP:
         raise MetricError("step %d is out of range (0 to 2**53)" % number)
     return number

@@ -180,7 +180,10 @@ def _scalar(value):
         raise MetricError("a metric value must be one number, not a tensor of %d elements "
                           "(shape %s): log its mean() or one element"
                           % (count, list(value.shape)))
-    return value.detach().item()
+    try:
+        return value.detach().item()
+    except Exception as exc:     # its device's error (CUDA): log_metrics never raises
+        raise MetricError("a tensor whose value cannot be read (%s)" % exc) from None
 
 
 def _send(path, point, depth=0):
