@@ -84,6 +84,23 @@ def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):
     assert_every_attempt_ended(record)
 
 
+def test_an_exception_that_cannot_be_printed_still_reaches_the_caller(tmp_path):
+    # The block's exception's own __str__ raised as the run recorded it: the
+    # caller got that RuntimeError from the record's code, not its exception.
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("str boom")
+
+    with pytest.raises(Unprintable):
+        with cluster([dict(name="worker", num=1, **SMALL)], master="local",
+                     run_dir=str(tmp_path / "run")):
+            raise Unprintable()
+    assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
+    assert run_json(tmp_path / "run")["outcome"]["message"] == (
+        "the with block raised Unprintable: <unprintable Unprintable: its __str__ raised "
+        "RuntimeError>")
+
+
 def assert_every_attempt_ended(record):
     """A fine-grained task stopped by cluster() ends as Mesos said, else as
     stopped by cluster() (its servers send no exit frame)."""

@@ -47,16 +47,28 @@ BEFORE_COMPLETE = ("new", "forming")
 def outcome_of(error: BaseException, phase: str) -> tuple[str, str]:
     """(status, message) of a run that ``error`` ends in ``phase`` (a
     ClusterRun phase, or "block": cluster()'s with block raised it)."""
+    text = _text(error)
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted", str(error) or "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+        return "interrupted", text or "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
     if isinstance(error, RunKilled):
-        return KILLED, str(error)
+        return KILLED, text
     status = "aborted" if phase in BEFORE_COMPLETE else "failed"
     if phase == "block":   # cluster()'s with block
-        return status, "the with block raised %s: %s" % (type(error).__name__, error)
+        return status, "the with block raised %s: %s" % (type(error).__name__, text)
     if isinstance(error, TFMesosError):
-        return status, str(error)
-    return status, "%s: %s" % (type(error).__name__, error)
+        return status, text
+    return status, "%s: %s" % (type(error).__name__, text)
+
+
+def _text(error: BaseException) -> str:
+    """``str(error)``, or what says it could not be had: the caller's
+    exception's own ``__str__`` may raise, and the caller must get that
+    exception, not one of the record's."""
+    try:
+        return str(error)
+    except Exception as exc:
+        return "<unprintable %s: its __str__ raised %s>" % (type(error).__name__,
+                                                             type(exc).__name__)
 
 
 # -- the one line of an outcome --------------------------------------------------
