@@ -146,7 +146,7 @@ def test_a_ctrl_c_once_the_run_is_stopped_cuts_tfruns_last_words_short_without_a
     run = SimpleNamespace(start=lambda: None, wait_ready=lambda: {"worker": ["h:1"]},
                           wait_finished=lambda: 0, stop=lambda: None, record=record,
                           spec=SimpleNamespace(failover_timeout=None), mlflow=object(),
-                          end_mlflow=cut_short)
+                          end_mlflow=cut_short, detached=False)
     try:
         code = execute(run, None, None, advice=False)
     except KeyboardInterrupt:   # (not let through: it would end the whole test session)
@@ -182,7 +182,7 @@ def finished_run(stop):
     return SimpleNamespace(start=lambda: None, wait_ready=lambda: {"worker": ["h:1"]},
                            wait_finished=lambda: 0, stop=stop, record=record,
                            spec=SimpleNamespace(failover_timeout=None), mlflow=None,
-                           end_mlflow=lambda: None)
+                           end_mlflow=lambda: None, detached=False)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

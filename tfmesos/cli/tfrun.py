@@ -254,7 +254,7 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
             stopped.set()
             # A detached run's scheduler is SIGTERMed by its own teardown, as
             # Mesos kills a framework's tasks: expected, nothing to answer.
-            with ignore_signals(notice=None if run.runtime.detached else (
+            with ignore_signals(notice=None if run.detached else (
                     "tfrun: still stopping every task (one that ignores SIGTERM is killed "
                     "after its grace period)\n")):
                 run.stop()

@@ -216,6 +216,13 @@ class ClusterRun:
         return self.runtime.driver
 
     @property
+    def detached(self) -> bool:
+        """Whether this run's scheduler is a task of the run (``tfrun
+        --detach``'s scheduler task), which Mesos SIGTERMs as it tears the
+        run's framework down."""
+        return self.runtime.detached
+
+    @property
     def local_master(self) -> Optional["LocalMaster"]:
         """The embedded master of this run (``mesos_local.LocalMaster``), or None."""
         return self.runtime.local_master
@@ -399,7 +406,7 @@ class ClusterRun:
         except queue.Empty:
             event = None
         if isinstance(event, Interrupted):   # a signal, taken here: between two events
-            if event.error is None and event.signum == signal.SIGTERM and self.runtime.detached:
+            if event.error is None and event.signum == signal.SIGTERM and self.detached:
                 raise self._scheduler_task_killed()
             raise event.error or KeyboardInterrupt
         if event is not None:
