@@ -177,12 +177,32 @@ async def async_items():
     yield 1
 
 
-def test_an_async_generator_function_is_refused_before_the_run():
+def items():
+    yield 1
+
+
+def test_a_generator_function_is_refused_before_the_run():
+    # A plain generator function was launched, then failed in every task:
+    # "cannot pickle 'generator' object" and cloudpickle's traceback.
+    for function, kind in ((async_items, "an async"), (items, "a")):
+        with pytest.raises(SpecError) as caught:
+            tfmesos.run(function, workers=1, ship=None, **SMALL)
+        assert str(caught.value) == (
+            "tfmesos.run cannot run %s: %s generator function returns a generator, which "
+            "cannot come back from a task; run one that returns what it collects (a list)"
+            % (function.__qualname__, kind))
+
+
+@pytest.mark.parametrize("logs, words", [
+    (5, "logs=5: give 'all', 'none', or a list of JOB or JOB:INDEX,..."),
+    ("worker:7", "logs 'worker:7': worker has no task 7 (its tasks: 0 to 0)"),
+])
+def test_logs_that_name_no_task_are_refused_before_the_run(logs, words):
+    # logs=5 was "TypeError: 'int' object is not iterable"; logs="worker:7"
+    # of one worker showed nothing, silently.
     with pytest.raises(SpecError) as caught:
-        tfmesos.run(async_items, workers=1, ship=None, **SMALL)
-    assert str(caught.value) == (
-        "tfmesos.run cannot run async_items: an async generator function returns no "
-        "value; run one that returns what it collects")
+        tfmesos.run(print, workers=1, ship=None, logs=logs, **SMALL)
+    assert str(caught.value).startswith(words), str(caught.value)
 
 
 def leaves_a_thread_and_a_process(release):

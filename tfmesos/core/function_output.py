@@ -28,7 +28,12 @@ def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
         return lambda slot: slot.job.name in ("worker", "chief", "evaluator")
     if isinstance(logs, str):
         logs = [logs]
+    elif isinstance(logs, (bytes, int, float)) or not isinstance(logs, Iterable):
+        raise SpecError("logs=%r: give 'all', 'none', or a list of JOB or JOB:INDEX,... "
+                        "like ['worker:0,2']" % (logs,))
+    jobs = list(jobs)
     names = {job.name for job in jobs}
+    indices_of = {job.name: job.task_indices() for job in jobs}
     chosen: set[tuple[str, Optional[int]]] = set()   # (job, None): all of its tasks
     for text in logs:
         text = str(text).strip()
@@ -40,10 +45,17 @@ def logs_choice(logs: Union[str, Iterable[object], None], jobs: Iterable[Job]
             raise SpecError("logs %r: no job %r in this run; jobs: %s (or 'all', 'none')"
                             % (text, name, ", ".join(sorted(names))))
         try:
-            chosen.update((name, int(i)) for i in indices.split(",")) if indices \
-                else chosen.add((name, None))
+            picked = [int(i) for i in indices.split(",")] if indices else None
         except ValueError:
             raise SpecError("logs %r: use JOB or JOB:INDEX,... like worker:0,2" % text) from None
+        if picked is None:
+            chosen.add((name, None))
+            continue
+        for index in picked:
+            if index not in indices_of[name]:   # shown nothing, silently, before
+                raise SpecError("logs %r: %s has no task %d (its tasks: %d to %d)" % (
+                    text, name, index, indices_of[name][0], indices_of[name][-1]))
+            chosen.add((name, index))
     return lambda slot: (slot.job.name, None) in chosen or slot.key in chosen
 
 

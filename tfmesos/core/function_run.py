@@ -138,10 +138,12 @@ class FunctionCall:
         from ..ship.function_payload import pack_function
         if not callable(fn):
             raise TypeError("%s needs a function to run, got %r" % (caller, fn))
-        if inspect.isasyncgenfunction(fn):
-            raise SpecError("%s cannot run %s: an async generator function returns no value; "
-                            "run one that returns what it collects"
-                            % (caller, getattr(fn, "__qualname__", fn)))
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            raise SpecError("%s cannot run %s: a%s generator function returns a generator, "
+                            "which cannot come back from a task; run one that returns what "
+                            "it collects (a list)" % (
+                                caller, getattr(fn, "__qualname__", fn),
+                                "n async" if inspect.isasyncgenfunction(fn) else ""))
         config.working_directory()   # every relative path of the run starts there
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
