@@ -145,6 +145,59 @@ def test_an_unknown_reduce_is_a_value_error(points):
     assert points == []
 
 
+# Two ranks (two processes, gloo on 127.0.0.1): log_metrics(reduce=...)
+# with each rank's own names; its result or its ValueError, as JSON.
+TWO_RANKS = """
+import datetime, json, sys
+import torch.distributed as dist, tfmesos.torch
+rank, port, values = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2,
+                        timeout=datetime.timedelta(seconds=30))
+out = {}
+for _ in range(2):   # twice: the second call with the same names too
+    try:
+        out["logged"] = tfmesos.torch.log_metrics(step=1, reduce="mean", **values)
+    except ValueError as exc:
+        out["error"] = str(exc)
+dist.barrier()
+dist.destroy_process_group()
+print(json.dumps(out))
+"""
+
+
+def two_ranks(rank0, rank1):
+    port = str(hostport.free_port("127.0.0.1"))
+    env = dict(os.environ, PYTHONPATH=REPO)
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_RANKS, str(rank), port, json.dumps(vals)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for rank, vals in enumerate((rank0, rank1))]
+    try:
+        outs = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+
+
+def test_reduce_across_two_ranks_is_the_mean_by_name():
+    assert two_ranks({"loss": 1.0, "acc": 0.25}, {"acc": 0.75, "loss": 3.0}) == \
+        [{"logged": {"acc": 0.5, "loss": 2.0}}] * 2
+
+
+@pytest.mark.parametrize("rank0, rank1", [({"loss": 10.0}, {"accuracy": 0.5}),
+                                          ({"loss": 1.0}, {"loss": 2.0, "acc": 0.5})],
+                         ids=["other-names", "one-more-name"])
+def test_ranks_that_reduce_other_names_get_a_value_error_naming_theirs(rank0, rank1):
+    results = two_ranks(rank0, rank1)
+    for result, names in zip(results, (rank0, rank1)):
+        assert "logged" not in result, results
+        assert "all ranks must log the same names with reduce=" in result["error"]
+        assert "this rank's: %s" % ", ".join(sorted(names)) in result["error"]
+
+
 # -- tfmesos.lightning --------------------------------------------------------------
 
 def test_the_logger_is_a_lightning_logger_that_logs_on_every_rank(points, monkeypatch):

@@ -15,7 +15,9 @@ reduced across the ranks of ``torch.distributed``'s default process group
 NCCL), and every rank logs the result: the tasks' series are then alike.
 The reduce is a collective: every rank calls it at the same points with the
 same names (a rank that does not call it makes the others wait, as any
-``all_reduce`` does); a value that is not a number is reduced as NaN and
+``all_reduce`` does); ranks that give other names get a ``ValueError`` naming
+their own (a first, tiny ``all_reduce`` of the names' count and checksum,
+before the values); a value that is not a number is reduced as NaN and
 recorded as null. Without an initialised process group the group is this
 process alone: the values are logged as given.
 
@@ -24,7 +26,9 @@ finite), to print. PyTorch is imported only by a call with ``reduce``
 (``import tfmesos.torch`` imports nothing of it).
 """
 
+import functools
 import math
+import zlib
 
 from .task.user_metrics import log_values, numbers
 
@@ -52,10 +56,22 @@ def _reduced(clean, reduce):
     if not dist.is_available() or not dist.is_initialized():
         return clean
     import torch
-    names = sorted(clean)
+    names = tuple(sorted(clean))
     device = "cpu"
     if dist.get_backend() == "nccl":   # NCCL reduces CUDA tensors only
         device = "cuda:%d" % torch.cuda.current_device()
+    # The names first: reduced by position, other names (or another count)
+    # would mix one rank's loss with another's accuracy, or wait forever.
+    # MAX of [n, crc, -n, -crc] gives the largest and the smallest at once.
+    signature = _signature(names)
+    check = torch.tensor(signature + tuple(-part for part in signature), dtype=torch.int64,
+                         device=device)
+    dist.all_reduce(check, op=dist.ReduceOp.MAX)
+    largest, smallest = check.tolist()[:2], [-part for part in check.tolist()[2:]]
+    if largest != smallest:
+        raise ValueError("tfmesos.torch.log_metrics: the ranks reduce other metric names than "
+                         "this rank's: %s; all ranks must log the same names with reduce= (the "
+                         "values are reduced name by name)" % ", ".join(names))
     tensor = torch.tensor([math.nan if clean[name] is None else clean[name] for name in names],
                           dtype=torch.float64, device=device)
     # gloo has no ReduceOp.AVG: the mean is the sum over the world size
@@ -65,3 +81,9 @@ def _reduced(clean, reduce):
         tensor /= dist.get_world_size()
     return {name: (value if math.isfinite(value) else None)
             for name, value in zip(names, tensor.tolist())}
+
+
+@functools.lru_cache(maxsize=64)
+def _signature(names):
+    """(how many, CRC-32 of the names joined by NUL) of sorted ``names``."""
+    return (len(names), zlib.crc32("\0".join(names).encode("utf-8")))
