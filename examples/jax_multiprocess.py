@@ -22,12 +22,17 @@ every process holds the same weights after each step. Prints ``epoch N/M
 loss L`` (the mean loss of the epoch's global batches: the same in every
 process) and ``final loss: L`` (on the whole training set), and in process
 0 ``final accuracy: X`` on the test split. Without tfrun it trains alone.
+A process that fails prints its traceback and ends at once (``os._exit``):
+JAX's exit function would wait in ``jax.distributed.shutdown()``'s barrier
+for the other processes (up to ``shutdown_timeout_seconds``, 300 s).
 Needs JAX: ``pip install ".[jax,examples]"``.
 """
 
 import argparse
 import os
+import sys
 import time
+import traceback
 
 import jax
 
@@ -140,4 +145,12 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception:
+        # End now: at a normal exit JAX's exit function would wait at the
+        # shutdown barrier for the other processes (up to 300 s)
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)

@@ -169,3 +169,33 @@ def test_jax_every_worker_is_a_process_of_one_initialised_group(tmp_path):
                          run_dir=str(tmp_path / "run"), **SMALL)
     assert result.values == {"worker:%d" % index: {"index": index, "count": 2, "psum": 3.0}
                              for index in (0, 1)}
+
+
+def jax_process_0_raises_as_process_1_computes():
+    """Process 0 raises at once; process 1 is in a long step without
+    collectives (no peer to wait for: it ends when the run stops it)."""
+    import time
+
+    import jax
+    if jax.process_index() == 0:
+        raise RuntimeError("process 0 failed")
+    time.sleep(200)
+    return "done"
+
+
+@pytest.mark.jax
+def test_jax_a_process_that_raises_ends_without_waiting_at_the_shutdown_barrier(tmp_path):
+    # JAX's exit function (jax._src.api.clean_up) ran distributed.shutdown(),
+    # whose barrier held the failed process until its peers shut down too
+    # (or shutdown_timeout_seconds, 300 s): the run failed when process 1
+    # ended. Bound well below that, not tight: two JAX imports on a loaded machine.
+    import time
+    pytest.importorskip("jax")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as caught:
+        tfmesos.run(jax_process_0_raises_as_process_1_computes, workers=2, framework="jax",
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    took = time.monotonic() - started
+    assert str(caught.value).startswith("worker:0 raised RuntimeError: process 0 failed"), \
+        str(caught.value)[:2000]
+    assert took < 120, took

@@ -141,7 +141,9 @@ def main(environ=None):
                 # Written, and the task gone, before the group's teardown:
                 # it breaks the peers' connections, and their errors ("reset
                 # by peer") would reach tfmesos before this, the cause.
-                leave(_error(out, exc, _from_fn(exc.__traceback__), limit))
+                code = _error(out, exc, _from_fn(exc.__traceback__), limit)
+                without_jax_shutdown()
+                leave(code)
     except GroupError as exc:   # before fn: the framework's own error
         cause = exc.__cause__ or exc
         return _error(out, cause, cause.__traceback__, limit, "%s: " % exc)
@@ -181,6 +183,19 @@ def _dropped(out, text):
 
 def mib(size):
     return "%.1f MiB" % (size / float(1 << 20))
+
+
+def without_jax_shutdown():
+    """Take JAX's exit function (``jax._src.api.clean_up``) off ``atexit``
+    for a task whose ``fn`` raised, when JAX is imported: it runs
+    ``jax.distributed.shutdown()``, which waits at the group's shutdown
+    barrier for every other process (``shutdown_timeout_seconds``, 300 s by
+    default), and the failed task would run on, its error unseen, until
+    its peers end too."""
+    api = sys.modules.get("jax._src.api")
+    clean_up = getattr(api, "clean_up", None)
+    if clean_up is not None:
+        atexit.unregister(clean_up)
 
 
 def leave(code):

@@ -15,7 +15,11 @@ the task was told (``core/training_frameworks.py``: tfrun ``--torch``'s and
 
 A task whose ``fn`` raised leaves without the teardown, once its outcome is
 written (``function_runner``): the teardown would break its peers'
-connections, and their errors reach tfmesos before the cause.
+connections, and their errors reach tfmesos before the cause. Under JAX
+that includes JAX's own exit function (``jax._src.api.clean_up``, taken
+off ``atexit``: ``function_runner.without_jax_shutdown``), whose
+``jax.distributed.shutdown()`` would wait at the shutdown barrier for the
+peers (up to ``shutdown_timeout_seconds``, 300 s).
 * "tensorflow" (or unset): nothing; ``fn`` reads ``TF_CONFIG`` itself.
 
 Neither package is imported unless its run asks for it."""
