@@ -61,7 +61,7 @@ class FakeRun:
 
     def __init__(self, jobs, mode="replica", policy=None, sticky=(), sticky_timeout=120.0,
                  sandboxes=None, framework_outcome=lambda: None, rendezvous_host=None,
-                 framework_removed=lambda: None):
+                 framework_removed=lambda: None, process_group=None):
         self.state = RunState(jobs)
         self.state.move(Phase.FORMING)
         self.effects = RecordedEffects(self.state)
@@ -74,7 +74,8 @@ class FakeRun:
         self.events = RunEvents(self.control, self.record, self.recovery, GRACE, MAX_ATTEMPTS,
                                 mode, sandboxes=sandboxes,
                                 framework_outcome=framework_outcome,
-                                framework_removed=framework_removed)
+                                framework_removed=framework_removed,
+                                process_group=process_group, notify=self.notes.append)
         self._launches = 0
         for slot in self.slots:
             self.launch(slot)

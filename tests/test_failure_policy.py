@@ -585,3 +585,31 @@ def test_a_call_refused_for_a_replaced_stream_reaches_the_run_as_taken_over():
     with pytest.raises(SchedulerReplaced, match="another scheduler took the run's framework"):
         run.handle(MesosFailed(message))
     assert run.calls == []
+
+
+# -- a torch or jax group's member that ends while the others run --------------
+
+def test_a_group_member_that_ends_while_others_run_is_said_once():
+    # A rank that exits 0 before init_process_group (or any collective)
+    # left the others waiting in silence for torch's 30-min timeout.
+    run = FakeRun([Job("worker", num=3)], process_group="worker")
+    run.running()
+    run.exit("worker:1", 0)
+    run.exit("worker:2", 0)
+    assert run.notes == ["worker:1 ended (exit 0) while 2 other workers of its process group "
+                         "still run: a rank that leaves early makes the others wait in "
+                         "init_process_group or a collective"]
+    assert run.phase == Phase.RUNNING and run.state.failure is None
+
+
+def test_group_members_that_end_last_or_outside_a_group_are_not_said():
+    run = FakeRun([Job("worker", num=2)], process_group="worker")
+    run.running()
+    run.exit("worker:1", 0)
+    run.notes.clear()
+    run.exit("worker:0", 0)   # the last one: no one waits
+    assert run.notes == []
+    plain = FakeRun([Job("worker", num=2)])   # tensorflow: no process group
+    plain.running()
+    plain.exit("worker:1", 0)
+    assert plain.notes == []

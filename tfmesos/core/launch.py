@@ -42,7 +42,7 @@ from .start_message import start_message
 from .state import RunState
 from .takeover import Adoption, Resume
 from .taskinfo import run_user
-from .training_frameworks import GROUP_JOB, Coordinator, coordinator
+from .training_frameworks import GROUP_JOB, JAX, TORCH, Coordinator, coordinator
 
 if TYPE_CHECKING:   # annotations only: these come when a run needs them, or never
     from mesos_local import LocalMaster
@@ -154,7 +154,10 @@ class ClusterRun:
                                               spec.reconnect_grace, spec.max_attempts, spec.mode,
                                               sandboxes=self.runtime.sandboxes,
                                               framework_outcome=self.runtime.outcome_on_master,
-                                              framework_removed=self.runtime.removed_on_master)
+                                              framework_removed=self.runtime.removed_on_master,
+                                              process_group=GROUP_JOB
+                                              if spec.framework in (TORCH, JAX) else None,
+                                              notify=notify)
 
     # -- what the run is, and where it stands -----------------------------------
 

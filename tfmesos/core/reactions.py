@@ -91,14 +91,23 @@ class RunEvents:
     ``framework_removed()``: if the master removed the framework, its
     ``tfmesos.outcome`` label, read with it ("" without one; None: not
     removed, or it cannot say), asked when a task was killed by a signal it
-    was not sent by this run: a teardown kills every task (``removed``)."""
+    was not sent by this run: a teardown kills every task (``removed``).
+    ``process_group``: the job whose tasks form a torch or jax process
+    group (None: no group); the first of them that ends while others of it
+    still run is said, once, through ``notify``: those wait for it in
+    silence (init_process_group, a collective) until their own timeout."""
 
     def __init__(self, control: RunControl, record: RunRecord, recovery: Recovery,
                  reconnect_grace: float, max_attempts: int, mode: str,
                  sandboxes: Optional[SandboxTails] = None,
                  framework_outcome: Callable[[], Optional[str]] = lambda: None,
-                 framework_removed: Callable[[], Optional[str]] = lambda: None) -> None:
+                 framework_removed: Callable[[], Optional[str]] = lambda: None,
+                 process_group: Optional[str] = None,
+                 notify: Optional[Callable[[str], None]] = None) -> None:
         self.control = control
+        self._process_group = process_group
+        self._group_left_said = False
+        self._notify = notify or (lambda text: logger.warning("%s", text))
         self.record = record
         self.recovery = recovery
         self._sandboxes = sandboxes   # reads a failed launch's last words (None: not read)
@@ -167,6 +176,24 @@ class RunEvents:
         slot = self._slots.current(event.task_id)
         if slot is not None:
             self._on_exit(slot, event.code, usage=usage)
+
+    def _group_member_left(self, slot: TaskSlot, code: Optional[int]) -> None:
+        """Say (once a run) that a member of the process group ended while
+        others of it still run: they wait for it without a word."""
+        if self._group_left_said or self._process_group is None \
+                or slot.job.name != self._process_group:
+            return
+        running = sum(1 for other in self._slots if other is not slot
+                      and other.job.name == self._process_group and not other.done
+                      and other.exit_code is None)
+        if not running:
+            return
+        self._group_left_said = True
+        self._notify("%s ended (exit %s) while %d other %s of its process group still run%s: "
+                     "a rank that leaves early makes the others wait in init_process_group "
+                     "or a collective" % (slot.name, code, running,
+                                          "worker" if running == 1 else "workers",
+                                          "s" if running == 1 else ""))
 
     def _on_task_disconnected(self, event: TaskDisconnected) -> None:
         slot = self._slots.current(event.task_id)
@@ -336,6 +363,8 @@ class RunEvents:
         done = self._mode == "replica" and code == 0
         self._slots.exited(slot, code, done=done and self._state.phase == Phase.RUNNING)
         if self._state.phase != Phase.RUNNING or done:
+            if done:
+                self._group_member_left(slot, code)
             return
         removed = self._framework_removed() \
             if (code is not None and code > 128) or state == "TASK_KILLED" else None
