@@ -82,3 +82,65 @@ def test_the_hints_say_what_to_do():
                 "1800000ms while trying to connect to (10.0.0.5, 29500).").startswith(
         "this rank could not reach the process group's store at 10.0.0.5:29500 "
         "(MASTER_ADDR:MASTER_PORT, on worker:0 under tfrun --torch): worker:0 failed or hangs")
+
+
+# Lightning's Trainer without num_nodes (tfrun --torch -w 2): its world is
+# 1 a task, and worker 1 asks gloo for rank 1 of 1.
+LIGHTNING_NO_NODES = [
+    "  File \"/usr/lib/python3/torch/distributed/distributed_c10d.py\", line 2169, in "
+    "_new_process_group_helper",
+    "    backend_class = ProcessGroupGloo(",
+    "                    ^^^^^^^^^^^^^^^^^",
+    "RuntimeError: [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/context.cc:23] "
+    "rank < size. 1 vs 1"]
+
+# torchrun in the task (tfrun --torch -- torchrun ... train.py): its rank's
+# process failed; torchrun exits 1 whatever the rank's code.
+TORCHRUN_CHILD_FAILED = [
+    "[rank1]: RuntimeError: rank1 boom after init",
+    "E1201 02:26:55.800000 13811 site-packages/torch/distributed/elastic/multiprocessing/"
+    "api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 13990) of binary: /usr/bin/python3",
+    "Traceback (most recent call last):",
+    "  File \"/usr/lib/python3/torch/distributed/launcher/api.py\", line 383, in launch_agent",
+    "    raise ChildFailedError(",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "============================================================",
+    "/tmp/train.py FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "[1]:",
+    "  time      : 2026-12-01_02:26:55",
+    "  host      : localhost",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : 2 (pid: 13991)",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2026-12-01_02:26:55",
+    "  host      : localhost",
+    "  rank      : 1 (local_rank: 0)",
+    "  exitcode  : -9 (pid: 13990) ",
+    "  error_file: <N/A>",
+    "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+    "============================================================"]
+
+
+def test_lightning_without_num_nodes_is_told_the_world_size_to_give():
+    assert matching_rule(LIGHTNING_NO_NODES, 1, "")[0].name == "lightning-world-size"
+    assert hint_for(LIGHTNING_NO_NODES, 1, "", "worker", 0) == (
+        "the script's world size differs from tfrun's WORLD_SIZE (rank 1 in a group of 1); "
+        "under Lightning give Trainer(num_nodes=int(os.environ['GROUP_WORLD_SIZE']), "
+        "devices=int(os.environ['LOCAL_WORLD_SIZE']))")
+
+
+def test_torchrun_s_failed_child_is_named_with_its_own_exit_code():
+    assert matching_rule(TORCHRUN_CHILD_FAILED, 1, "")[0].name == "torchrun-child-failed"
+    assert hint_for(TORCHRUN_CHILD_FAILED, 1, "", "worker", 0) == (
+        "the training process (rank 1) exited with code -9; torchrun's own exit code is 1 "
+        "(the rank's own error is in its lines above torchrun's)")
+    # What the rank said first wins: a more specific rule's hint.
+    assert matching_rule(["ModuleNotFoundError: No module named 'numpy'"]
+                         + TORCHRUN_CHILD_FAILED, 1, "")[0].name == "missing-module"
+    assert matching_rule(["[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection "
+                          "closed by peer [127.0.0.1]:30125."] + TORCHRUN_CHILD_FAILED,
+                         1, "")[0].name == "peer-gone"

@@ -8,7 +8,9 @@ the user's program.
 ``RULES`` is the table, most specific first; the first rule that matches
 gives the hint. A rule matches when its ``pattern`` is found in one of the
 lines (or in Mesos' message), or when the exit code is one of its
-``exit_codes`` (a ``without_gpus`` rule: only in a task without GPUs).
+``exit_codes`` (a ``without_gpus`` rule: only in a task without GPUs; a
+``across_lines`` rule's pattern is searched in the lines joined, ``^`` and
+``$`` at each line's ends: a block of several lines).
 Its ``hint`` may name the pattern's groups (``{module}``), ``{memory}``:
 the tfrun option that gives the failed task's job 4 GB, and ``{gpus}``:
 the option that gives its job GPUs.
@@ -67,6 +69,8 @@ class Rule(FrozenFieldMethods):
     exit_codes: frozenset[int] = frozenset()
     # It applies only to a task known to have no GPUs (its job's, run.json).
     without_gpus: bool = False
+    # Its pattern spans lines: searched in them joined by newlines (re.M).
+    across_lines: bool = False
 
     def match(self, lines: Sequence[str], exit_code: Optional[int], gpus: Optional[int] = None
               ) -> Optional[dict[str, Optional[str]]]:
@@ -74,7 +78,11 @@ class Rule(FrozenFieldMethods):
         GPUs, None when unknown), else None."""
         if self.without_gpus and gpus != 0:
             return None
-        if self.pattern is not None:
+        if self.pattern is not None and self.across_lines:
+            found_all = list(re.finditer(self.pattern, "\n".join(lines), re.M))
+            if found_all:
+                return found_all[-1].groupdict()
+        elif self.pattern is not None:
             compiled = re.compile(self.pattern)
             for line in reversed(lines):
                 found = compiled.search(line)
@@ -159,6 +167,14 @@ RULES = (
          "or in the image, bring an environment that has it (--python-env), or ship it with "
          "your code (--ship); --python names another interpreter",
          r"(?:ModuleNotFoundError|ImportError): No module named '(?P<module>[\w.]+)'"),
+    # Lightning's Trainer without num_nodes under tfrun --torch: its world is
+    # the task's devices, and worker 1 asks gloo for rank 1 of 1
+    # (gloo/context.cc's enforce; NCCL's rank check says other words).
+    Rule("lightning-world-size",
+         "the script's world size differs from tfrun's WORLD_SIZE (rank {rank} in a group of "
+         "{size}); under Lightning give Trainer(num_nodes=int(os.environ['GROUP_WORLD_SIZE']), "
+         "devices=int(os.environ['LOCAL_WORLD_SIZE']))",
+         r"gloo/context\.cc:\d+\] rank < size\. (?P<rank>\d+) vs (?P<size>\d+)"),
     # PyTorch and JAX (issue 36): a script for torchrun or Slurm run as a
     # plain command. torch/distributed/rendezvous.py _env_rendezvous_handler
     # reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, in that order.
@@ -245,6 +261,16 @@ RULES = (
          r"DEADLINE_EXCEEDED|DeadlineExceededError|\bUNAVAILABLE\b|UnavailableError|"
          r"[Cc]ollective ops? .*(?:timed out|is aborted)|failed to connect to all addresses|"
          r"Connection reset by peer|Connection closed by peer|Socket closed"),
+    # torchrun in the task: its summary of the failed rank (torch/distributed/
+    # elastic/multiprocessing/errors: ChildFailedError's "Root Cause" block),
+    # whose exit code is not the task's (torchrun exits 1). Last: what the
+    # rank itself printed above says more, when a rule knows it.
+    Rule("torchrun-child-failed",
+         "the training process (rank {rank}) exited with code {code}; torchrun's own exit "
+         "code is 1 (the rank's own error is in its lines above torchrun's)",
+         r"ChildFailedError:[\s\S]*?^Root Cause \(first observed failure\):[\s\S]*?"
+         r"^\s*rank\s*: (?P<rank>\d+)\b.*\n\s*exitcode\s*: (?P<code>-?\d+)",
+         across_lines=True),
 )
 
 
