@@ -167,6 +167,16 @@ def test_tfrun_torch_and_jax_run_workers_only(framework):
                                           "ps task(s)" % framework)
 
 
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_tfrun_torch_and_jax_without_workers_ask_for_workers_not_a_chief(framework):
+    with pytest.raises(SpecError) as error:
+        tfrun_spec("--%s" % framework, "-w", "0")
+    assert str(in_flags(error.value)) == "nothing to run: ask for at least one worker (-w N)"
+    with pytest.raises(SpecError) as error:
+        tfrun_spec("-w", "0")
+    assert str(in_flags(error.value)).endswith("ask for at least one worker (-w N) or a chief (-c)")
+
+
 def test_tfrun_nproc_per_task_is_torchs():
     assert tfrun_spec("--torch", "--nproc-per-task", "4").nproc_per_task == 4
     assert tfrun_spec("--torch").nproc_per_task == 1

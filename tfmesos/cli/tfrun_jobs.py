@@ -47,7 +47,9 @@ def jobs_from_args(args, framework=TENSORFLOW):
         else:
             jobs[fields["name"]] = dict(jobs.get(fields["name"], {}), **fields)
     if not any(name in jobs for name in ("worker", "chief")):
-        raise SpecError("nothing to run: ask for at least one worker (-w N) or a chief (-c)")
+        # a torch or jax run refuses a chief: its group is the workers
+        raise SpecError("nothing to run: ask for at least one worker (-w N)%s"
+                        % (" or a chief (-c)" if framework == TENSORFLOW else ""))
     return parse_jobs(list(jobs.values()), allowed=REPLICA_JOBS)
 
 
