@@ -330,6 +330,18 @@ def test_teardown_kills_tasks_and_removes_the_framework(local_master, clients):
     local_master.wait_until(lambda s: s["slaves"][0]["used_resources"]["cpus"] == 0, 30)
 
 
+def launch_trapping_term(client, master, task_id, grace):
+    """A running task with a KillPolicy of ``grace`` s that writes a line to
+    ``term.log`` for each SIGTERM and goes on; its sandbox."""
+    launch_running(client, master, task_id,
+                   "trap 'echo TERM >> term.log' TERM; echo ready; "
+                   "while :; do sleep 0.1; done",
+                   kill_policy={"grace_period": {"nanoseconds": grace * 10**9}})
+    sandbox = master.sandbox(task_id)
+    read_file(os.path.join(sandbox, "stdout"), contains="ready")
+    return sandbox
+
+
 @pytest.mark.parametrize("removal", ["TEARDOWN", "operator", "failover_timeout"])
 def test_framework_removal_kills_within_the_executor_shutdown_grace_not_the_kill_policy(
         make_local_master, clients, removal):
@@ -342,12 +354,7 @@ def test_framework_removal_kills_within_the_executor_shutdown_grace_not_the_kill
     # --executor_shutdown_grace_period (5 s) at the latest.
     master = make_local_master()
     client = clients(master, failover_timeout=0.5 if removal == "failover_timeout" else 3600)
-    policy = {"grace_period": {"nanoseconds": 60 * 10**9}}
-    launch_running(client, master, "lingers",
-                   "trap 'echo TERM >> term.log' TERM; echo ready; "
-                   "while :; do sleep 0.1; done", kill_policy=policy)
-    sandbox = master.sandbox("lingers")
-    read_file(os.path.join(sandbox, "stdout"), contains="ready")
+    sandbox = launch_trapping_term(client, master, "lingers", 60)
     start = time.monotonic()
     if removal == "TEARDOWN":
         client.call("TEARDOWN")
@@ -372,12 +379,7 @@ def test_a_kill_sends_the_task_one_sigterm(make_local_master, clients):
     # detached scheduler recording its end) was cut short by the second.
     master = make_local_master()
     client = clients(master)
-    policy = {"grace_period": {"nanoseconds": 2 * 10**9}}
-    launch_running(client, master, "counted",
-                   "trap 'echo TERM >> term.log' TERM; echo ready; "
-                   "while :; do sleep 0.1; done", kill_policy=policy)
-    sandbox = master.sandbox("counted")
-    read_file(os.path.join(sandbox, "stdout"), contains="ready")
+    sandbox = launch_trapping_term(client, master, "counted", 2)
     client.kill("counted")
     client.wait_state("counted", "TASK_KILLED", timeout=60)
     assert read_file(os.path.join(sandbox, "term.log")) == "TERM\n"
