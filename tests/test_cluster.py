@@ -213,6 +213,53 @@ def test_a_cluster_still_open_when_the_program_exits_is_stopped_as_it_exits(tmp_
     assert_no_task_processes()
 
 
+# A process forked inside the block whose child ends (sys.exit): the child
+# stops nothing of its parent's run, says nothing, and ends at once.
+FORKED = """
+import os, sys, time
+import tfmesos
+JOBS = [{"name": "worker", "num": 1, "cpus": 0.2, "mem": 1024}]
+with tfmesos.cluster(JOBS, master="local", run_dir=sys.argv[1]) as c:
+    pid = os.fork()
+    if pid == 0:
+        said = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT)
+        os.dup2(said, 1)
+        os.dup2(said, 2)
+        sys.exit(0)
+    deadline = time.monotonic() + 120   # a bound on a hang, not a timing
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            print("the child hung", flush=True)
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(0.1)
+    else:
+        print("the child ended", flush=True)
+    c.check()
+    print("parent: finished=%s failure=%r" % (c.finished(), c.failure), flush=True)
+"""
+
+
+def test_a_child_forked_in_the_block_leaves_the_parent_s_run_alone(tmp_path):
+    """A forked child's exit ran cluster()'s finally on the parent's run:
+    it shut the parent's rendezvous, tore its framework down (the parent
+    failed with RunKilled) and hung in the master's server shutdown."""
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED)
+    run_dir, child_said = tmp_path / "run", tmp_path / "child_said"
+    done = subprocess.run([sys.executable, str(script), str(run_dir), str(child_said)],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MESOS_MASTER="", PYTHONPATH=REPO))
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    assert "the child ended" in done.stdout, done.stdout
+    assert "parent: finished=False failure=None" in done.stdout, done.stdout
+    assert child_said.read_text() == ""
+    record = finished_record(str(run_dir))
+    assert record is not None and record["outcome"]["status"] == "succeeded", record
+    assert_no_task_processes()
+
+
 def test_original_signature_and_unsupported_options_are_clear():
     import inspect
     params = list(inspect.signature(cluster).parameters)

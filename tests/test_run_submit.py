@@ -202,6 +202,59 @@ def test_submit_then_cancel_a_long_function_leaves_nothing_running(tmp_path, loc
         "interrupted", "cancelled: its future's cancel() stopped it")
 
 
+FORKED = """
+import os, sys, time
+import tfmesos
+
+def waits_for(path):
+    import os, time
+    open(os.path.join(path, "started"), "w").close()
+    while not os.path.exists(os.path.join(path, "go")):
+        time.sleep(0.1)
+    return 7
+
+future = tfmesos.submit(waits_for, sys.argv[1], workers=1, cpus=0.1, mem=128, ship=None,
+                        launch_timeout=120, run_dir=sys.argv[2], logs="none")
+deadline = time.monotonic() + 120   # bounds on a hang, not timings
+while not os.path.exists(os.path.join(sys.argv[1], "started")):
+    assert time.monotonic() < deadline, "never started"
+    time.sleep(0.1)
+pid = os.fork()
+if pid == 0:
+    said = os.open(sys.argv[3], os.O_WRONLY | os.O_CREAT)
+    os.dup2(said, 1)
+    os.dup2(said, 2)
+    sys.exit(0)
+while not os.waitpid(pid, os.WNOHANG)[0]:
+    if time.monotonic() > deadline:
+        print("the child hung", flush=True)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        break
+    time.sleep(0.1)
+else:
+    print("the child ended", flush=True)
+open(os.path.join(sys.argv[1], "go"), "w").close()
+print("parent result", future.result(timeout=120).value, flush=True)
+"""
+
+
+def test_a_child_forked_while_a_submit_runs_leaves_the_run_alone(tmp_path):
+    """A forked child's exit ran submit's atexit hook on the parent's runs:
+    'the program ends: cancelling tfmesos.submit(...)'."""
+    import subprocess
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED)
+    child_said = tmp_path / "child_said"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(tmp_path / "run"),
+                           str(child_said)], cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=200, env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "the child ended" in done.stdout and "parent result 7" in done.stdout, done.stdout
+    assert child_said.read_text() == ""
+    assert run_json(tmp_path / "run")["outcome"]["status"] == "succeeded"
+
+
 def test_two_submits_at_once_both_complete(tmp_path):
     first = tfmesos.submit(index_plus, 10, workers=2, run_dir=str(tmp_path / "a"), **SMALL)
     second = tfmesos.submit(index_plus, 20, workers=1, run_dir=str(tmp_path / "b"), **SMALL)

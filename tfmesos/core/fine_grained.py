@@ -39,6 +39,17 @@ _E = TypeVar("_E", bound=BaseException)
 _open: "dict[ClusterRun, LocalMetrics]" = {}
 _open_lock = threading.Lock()
 _hooked = False
+
+
+def _forked() -> None:
+    """In a forked child, the runs open in its parent are the parent's:
+    none of them is stopped at the child's exit (``stop_open``)."""
+    global _open_lock
+    _open_lock = threading.Lock()   # perhaps held by another thread at the fork
+    _open.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 LEFT_OPEN = "the program exited with the cluster() block still open"
 
 # cluster()'s words for the fields of a run (``error_fields``): its keyword
@@ -356,6 +367,7 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
             raise
         raise worded from None   # the caller's mistake, not tfmesos': raised by the call
     run = ClusterRun(spec)
+    owner = os.getpid()   # a forked child ending in the block leaves the run alone
     watcher = None
     metrics = LocalMetrics(run.events, "chief:0" if coordinator else "client")
     _hook_exit()
@@ -370,26 +382,35 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
         inside = True
         yield Cluster(run)
     except BaseException as exc:
+        if os.getpid() != owner:
+            raise
         run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
         worded = exc if inside else in_keywords(exc)
         if worded is exc:
             raise
         raise worded from None
     finally:
-        with _open_lock:
-            stopped_at_exit = _open.pop(run, None) is None
-        # A second Ctrl-C (the first ended the block) waits for the stop.
-        with deferring_signals():
-            task_metrics.stop_recording(recording)
-            if not stopped_at_exit:   # else the interpreter is finalizing: nothing is left to do
-                metrics.flush()   # recorded by the stop with what else is queued
-                run.stop()
-                if watcher is not None:
-                    watcher.join(5)
-                if run.record.directory and run.record.outcome_status != "succeeded":
-                    logger.warning("logs and run record: %s", run.record.directory)
-    if run.failure is not None:
+        if os.getpid() == owner:
+            _end(run, metrics, recording, watcher)
+    if run.failure is not None and os.getpid() == owner:
         raise run.failure
+
+
+def _end(run: ClusterRun, metrics: LocalMetrics, recording: object,
+         watcher: Optional[Watcher]) -> None:
+    """Stop ``run`` as its block ends, in the process that started it."""
+    with _open_lock:
+        stopped_at_exit = _open.pop(run, None) is None
+    # A second Ctrl-C (the first ended the block) waits for the stop.
+    with deferring_signals():
+        task_metrics.stop_recording(recording)
+        if not stopped_at_exit:   # else the interpreter is finalizing: nothing is left to do
+            metrics.flush()   # recorded by the stop with what else is queued
+            run.stop()
+            if watcher is not None:
+                watcher.join(5)
+            if run.record.directory and run.record.outcome_status != "succeeded":
+                logger.warning("logs and run record: %s", run.record.directory)
 
 
 def _hook_exit() -> None:

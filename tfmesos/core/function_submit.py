@@ -20,11 +20,13 @@ No signal handler is installed (run() has none either: a Ctrl-C in the
 caller's main thread interrupts its ``result()``, not the run). The run's
 thread is a daemon; a run still going when the program ends is cancelled
 then (an ``atexit`` hook, registered at the first submit), so that nothing
-of it is left running.
+of it is left running; not when a process forked from the caller ends:
+the run is the caller's.
 """
 
 import atexit
 import concurrent.futures
+import os
 import threading
 from typing import Any, Callable, Optional
 
@@ -38,6 +40,18 @@ _live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit
 _working: "set[threading.Thread]" = set()   # their threads, until the callbacks ran: joined at exit
 _live_lock = threading.Lock()
 _hooked = False
+
+
+def _forked() -> None:
+    """In a forked child, the runs going on are its parent's: none of them
+    is cancelled, nor its thread waited for, at the child's exit."""
+    global _live_lock
+    _live_lock = threading.Lock()   # perhaps held by another thread at the fork
+    _live.clear()
+    _working.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class RunFuture(concurrent.futures.Future):
