@@ -69,6 +69,7 @@ once the master died).
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import time
@@ -90,6 +91,26 @@ IDLE_POLL = 1.0            # seconds between looks while tasks wait out the reco
 KILL_POLL = 0.05           # ... while tasks are being killed
 KILL_TIMEOUT = 5.0         # seconds of SIGKILL after which a task's processes are given up
 DOCKER_TIMEOUT = 60.0      # seconds a docker command may take past the grace, then is killed
+
+# Watchdogs closed without waiting (``close(wait=False)``: a master's
+# ``stop(detached_cleanup=True)``, as every ``tfmesos.run`` stops its own),
+# not reaped yet: each close, and each watchdog's start, reaps those that
+# exited, as ``cleanup.start_cleaner`` reaps its cleaners; until then each
+# is this process' child, its pid never another's. A lock: the masters of
+# runs submitted together stop in threads of their own.
+_unreaped: list[int] = []
+_reaping = _thread.allocate_lock()
+
+
+def _reap_exited() -> None:
+    with _reaping:
+        for pid in list(_unreaped):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            except ChildProcessError:
+                pass
+            _unreaped.remove(pid)
 
 
 # -- the master's side ---------------------------------------------------------
@@ -140,7 +161,8 @@ class Watchdog:
 
     def close(self, wait: bool = True) -> None:
         """Tell it to exit, killing nothing; ``wait``: reap it (bounded),
-        else leave it to init once this process exits."""
+        else leave it to the next close or start (``_reap_exited``), or to
+        init once this process exits."""
         with self._lock:
             self._closed = True
             if self._socket is None:
@@ -150,6 +172,12 @@ class Watchdog:
             self._socket.close()
             self._socket = None
             pid = self.pid
+        if not wait:
+            if pid is not None:
+                with _reaping:
+                    _unreaped.append(pid)
+            _reap_exited()
+            return
         deadline = time.monotonic() + EXIT_WAIT
         while wait and pid is not None:
             try:
@@ -173,6 +201,7 @@ class Watchdog:
     def _start(self) -> bool:
         """Start the watchdog (under the lock); False when it could not."""
         import socket
+        _reap_exited()
         mine, theirs = socket.socketpair()   # neither inherited by what this process execs
         argv = [sys.executable, "-I", "-S", os.path.abspath(__file__),
                 repr(float(self.recovery_timeout))]

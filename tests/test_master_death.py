@@ -387,3 +387,36 @@ def test_a_checkpointing_frameworks_containers_go_after_the_recovery_timeout(
         assert gone - killed >= RECOVERY, "gone %.2f s after its master, before %g s" % (
             gone - killed, RECOVERY)
         master.all_gone()
+
+
+def zombie(pid):
+    """True while ``pid`` is an exited child of this process not reaped yet."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def test_a_watchdog_closed_without_waiting_is_reaped_by_the_next(tmp_path):
+    # stop(detached_cleanup=True), as every tfmesos.run's embedded master
+    # stops, closed its watchdog without reaping it: a zombie a run, left
+    # in the caller for as long as it ran (7 after 6 runs).
+    pids = []
+    try:
+        for _ in range(3):
+            dog = watchdog.Watchdog()
+            assert dog.watch(None, None, None, (), 0.5, False) is not None
+            pids.append(dog.pid)
+            dog.close(wait=False)
+            # exited (told to), and reaped here or by the next close
+            wait_until(lambda pid=dog.pid: zombie(pid) or not os.path.exists("/proc/%d" % pid),
+                       timeout=GONE_WITHIN, message="the watchdog did not exit")
+        left = [pid for pid in pids[:-1] if zombie(pid)]
+        assert not left, "watchdogs left unreaped: %s" % left
+    finally:
+        for pid in pids:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
