@@ -659,6 +659,10 @@ def test_an_env_value_that_is_no_string_is_refused_not_sent_as_its_repr(env, err
     ({"run_dir": 5}, "run_dir takes a directory (a path); got 5"),
     ({"local_master_options": ["x"]}, "local_master_options takes a mapping of option names "
                                       "to values; got ['x']"),
+    ({"local_master_options": {"bogus": 1}}, "local_master_options has no option 'bogus': "
+                                             "the embedded master takes agents, "),
+    ({"local_master_options": [("agent_cpu", 4)]}, "local_master_options has no option "
+                                                   "'agent_cpu': the embedded master takes "),
 ])
 def test_an_argument_of_the_wrong_kind_is_one_line_naming_the_keyword(given, error, tmp_path,
                                                                        monkeypatch):
@@ -678,6 +682,26 @@ def test_an_argument_of_the_wrong_kind_is_one_line_naming_the_keyword(given, err
         tfmesos.run(works, 1, workers=1, **given)
     assert str(caught.value).startswith(error), str(caught.value)
     raised_by_the_call(caught.value, "function_run.py")
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_unknown_local_master_option_is_refused_before_anything_starts(tmp_path,
+                                                                          monkeypatch):
+    """local_master_options={"agent_cpu": 4} was a TypeError of
+    LocalMaster.__init__, deep in the run's start, its run directory left."""
+    import inspect
+
+    import tfmesos
+    from mesos_local.master import LocalMaster
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    valid = [name for name in inspect.signature(LocalMaster.__init__).parameters
+             if name != "self"]
+    with pytest.raises(SpecError) as caught:
+        tfmesos.submit(works, 1, workers=1, local_master_options={"agent_cpu": 4,
+                                                                  "isolation": None})
+    assert str(caught.value) == ("local_master_options has no option 'agent_cpu': the embedded "
+                                 "master takes %s" % ", ".join(valid))
+    raised_by_the_call(caught.value, "function_submit.py")
     assert os.listdir(tmp_path) == []
 
 

@@ -25,7 +25,7 @@ from .phase import ENDING, Phase
 from .restarts import RestartPolicy
 from .signals import deferring_signals
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec
-from .spec_fields import env_given, pairs, volumes_given
+from .spec_fields import env_given, local_master_pairs, volumes_given
 
 if TYPE_CHECKING:   # annotations only: imported when a run ships, logs to MLflow
     from ..record.mlflow_mapping import MlflowSpec
@@ -482,7 +482,7 @@ def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[st
         # host:container[:mode] strings, which RunSpec parses (its __post_init__)
         volumes=volumes_given(volumes), env=tuple(env_given(env)), jobs=tuple(jobs),
         mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
-        local_master=pairs(local_master_options), run_dir=run_dir or AUTO,
+        local_master=local_master_pairs(local_master_options), run_dir=run_dir or AUTO,
         restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),
         sticky_jobs=("worker",) if coordinator and any(j.name == "worker" for j in jobs) else (),
         sticky_timeout=sticky_timeout, **settings)

@@ -41,7 +41,7 @@ from .restarts import RestartPolicy
 from .run_result import RunResult
 from .signals import deferring_signals
 from .spec import AUTO, RunSpec
-from .spec_fields import env_given, pairs, volumes_given
+from .spec_fields import env_given, local_master_pairs, pairs, volumes_given
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
     from ..ship.bundle import ShipSpec
@@ -292,7 +292,7 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
             (task_env.MAX_RESULT, str(limit)),
             (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs))),
             (task_env.FRAMEWORK, str(settings["framework"]))]
-    local = dict(pairs(settings["local_master_options"]))
+    local = dict(local_master_pairs(settings["local_master_options"]))
     if settings["no_isolation"] and settings["cgroups_enable_cfs"]:
         raise SpecError("no_isolation and cgroups_enable_cfs contradict each other: drop one")
     if settings["no_isolation"]:

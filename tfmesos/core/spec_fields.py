@@ -83,6 +83,24 @@ def pairs(value: Any) -> tuple:
     return found
 
 
+def local_master_pairs(value: Any) -> tuple:
+    """``pairs`` of ``local_master_options``, each the name of a keyword of
+    the embedded master (``LocalMaster``): an unknown one is refused here,
+    before anything starts, not a TypeError deep in the run's start."""
+    found = pairs(value)
+    if found:
+        import inspect
+
+        from mesos_local import LocalMaster
+        known = [name for name in inspect.signature(LocalMaster.__init__).parameters
+                 if name != "self"]
+        for name, _ in found:
+            if name not in known:
+                raise SpecError.about("{local_master} has no option %r: the embedded master "
+                                      "takes %s", name, ", ".join(known))
+    return found
+
+
 def secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tuple[str, ...]:
     """``secret_env``: distinct variable names, none of them also a plain
     setting (``plain``) nor one tfmesos sets itself."""
