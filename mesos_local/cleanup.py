@@ -36,7 +36,7 @@ from typing import Optional
 log = logging.getLogger("mesos_local.cleanup")
 
 WORK_DIR_PREFIX = "mesos-local-"
-_WORK_DIR = re.compile(r"^mesos-local-(\d+\.\d+\.\d+)-[A-Za-z0-9_]+$")   # its master's
+_WORK_DIR = re.compile(r"^mesos-local-(\d+\.\d+\.\d+)-[A-Za-z0-9_]+\Z")   # its master's
 CLEANUP_TIMEOUT = 5.0   # seconds a master's cgroups get to empty before their removal fails
 
 

@@ -101,3 +101,27 @@ def test_refusals_wait_5_s_unless_the_user_chose_a_connect_timeout():
     chosen = RunSpec(connect_timeout=60)
     assert (chosen.connect_timeout, chosen.refused_timeout) == (60, 60)
     assert RunSpec(connect_timeout=7, refused_timeout=1).refused_timeout == 1
+
+
+def test_names_and_ids_with_a_trailing_newline_are_refused():
+    # Each pattern ended in "$", which re.match lets a final "\n" pass:
+    # Job(name="worker\n") was taken, so was a run id "0123abcd\n" (a key
+    # file's name, a framework label) and an environment name "A\n".
+    from tfmesos.backends.advertise import _well_formed
+    from tfmesos.core.identity import IdentityError, RunIdentity
+    from tfmesos.core.spec_fields import env_tuple
+    from tfmesos.core.task_names import ranges
+    from tfmesos.record.takeover_files import TakeoverError, key_path
+
+    with pytest.raises(SpecError, match="invalid job name"):
+        Job(name="worker\n")
+    with pytest.raises(IdentityError):
+        RunIdentity(run_id="0123abcd\n", key=bytes(32), user="alice")
+    with pytest.raises(IdentityError):
+        RunIdentity(run_id="0123abcd", key=bytes(32), user="alice", bundle_sha256="a" * 64 + "\n")
+    with pytest.raises(SpecError, match="invalid environment variable name"):
+        env_tuple({"A\n": "1"})
+    with pytest.raises(TakeoverError):
+        key_path("0123abcd\n", {"TFMESOS_KEYS_DIR": "/nonexistent"})
+    assert ranges(["worker:0\n"]) == [("worker:0\n", 1)]
+    assert not _well_formed("host\n")

@@ -33,7 +33,7 @@ _INT_RANGES = {
     "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1),
     "uint32": (0, 2 ** 32 - 1), "uint64": (0, 2 ** 64 - 1),
 }
-_NUMERIC_STRING = re.compile(r"^-?(\d+)(\.\d*)?([eE][-+]?\d+)?$")
+_NUMERIC_STRING = re.compile(r"^-?(\d+)(\.\d*)?([eE][-+]?\d+)?\Z")
 
 
 class _Field:

@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 
 ROOT = "mesos_local"
 _UNLIMITED = 1 << 60          # v1 reports "no limit" as a huge number
-_MASTER = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+$")
+_MASTER = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\Z")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 # Joins the cgroup.procs files given, then execs the rest of argv:

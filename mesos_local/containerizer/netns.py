@@ -40,7 +40,7 @@ NETNS_DIR = "/run/netns"
 CLONE_NEWNET = 0x40000000
 POOL = (200, 250)                 # 10.200.*.* to 10.250.*.*
 MAX_AGENTS = 253                  # 10.X.Y.2 to 10.X.Y.254
-_NAME = re.compile(r"^mesos-local-(\d+)-(\d+)-(\d+)-(hub|a\d+)$")
+_NAME = re.compile(r"^mesos-local-(\d+)-(\d+)-(\d+)-(hub|a\d+)\Z")
 _TIMEOUT = 30
 
 

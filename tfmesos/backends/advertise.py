@@ -25,7 +25,7 @@ ENV = "TFMESOS_ADVERTISE_ADDRESS"
 OPTION = "{advertise_address=%s}"
 FROM_ENV = ENV + " %s"
 # RFC 1123 host names: dot-separated labels of letters, digits and inner '-'.
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
 # One address a host name resolves to: (its IP address, the socket family,
 # the socket address to bind, an IPv6 one with its zone).
 Resolved = tuple[Union[ipaddress.IPv4Address, ipaddress.IPv6Address], socket.AddressFamily,

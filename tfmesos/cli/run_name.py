@@ -11,8 +11,8 @@ FALLBACK = "tfrun"
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"env", "exec", "nohup", "time", "nice"}
 # Interpreters whose first word that is not an option is the script.
-_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$")
-_SHELL = re.compile(r"^(ba|da|k|z)?sh$")
+_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?\Z")
+_SHELL = re.compile(r"^(ba|da|k|z)?sh\Z")
 _PYTHON_VALUES = ("-W", "-X", "-Q")   # python options whose value is the next word
 
 

@@ -32,8 +32,8 @@ from ..exceptions import TFMesosError
 from ..field_methods import FrozenFieldMethods
 
 KEY_BYTES = 32
-RUN_ID = re.compile(r"^[0-9a-f]{8}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+RUN_ID = re.compile(r"^[0-9a-f]{8}\Z")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 # What a signature says it covers, so that a signature of one kind of
 # document is never taken for another's.
 DOCUMENT_CONTEXT = b"tfmesos scheduler document v1\n"

@@ -20,7 +20,7 @@ MAX_SHIP_MB = 100_000.0            # --ship-max-size, MB (ship.bundle.MAX_SIZE_L
 MAX_NAME = 200                     # characters of a run's name
 MAX_COUNT = 1_000_000              # tfmesos runs -n / --keep, logs --attempt
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

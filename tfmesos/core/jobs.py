@@ -24,7 +24,7 @@ SINGLETON_JOBS = ("chief", "evaluator")
 # At most 64 characters: a task id (``tfmesos.RUN.JOB.INDEX.ATTEMPT``) stays
 # within Mesos' 255 (``validateID``, src/common/validation.cpp).
 MAX_JOB_NAME = 64
-_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]{0,%d}$" % (MAX_JOB_NAME - 1))
+_JOB_NAME = re.compile(r"^[a-z][a-z0-9_]{0,%d}\Z" % (MAX_JOB_NAME - 1))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

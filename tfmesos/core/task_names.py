@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 SHOWN = 12   # ranges (or groups) named in one line at most; the rest are counted
 
-_NAME = re.compile(r"^(.+):(\d+)$")
+_NAME = re.compile(r"^(.+):(\d+)\Z")
 
 
 def ranges(names: Iterable[str]) -> list[tuple[str, int]]:

@@ -87,7 +87,7 @@ def default_tracking_uri(cwd: str) -> str:
     return absolute_sqlite(DEFAULT_STORE, cwd)
 
 
-_SQLITE_FILE = re.compile(r"^sqlite:///(?!/)([^?]+)(\?.*)?$")
+_SQLITE_FILE = re.compile(r"^sqlite:///(?!/)([^?]+)(\?.*)?\Z")
 
 
 def absolute_sqlite(uri: str, cwd: str) -> str:

@@ -35,7 +35,7 @@ FAILOVER_FILE = "failover.json"
 FAILOVER_FORMAT = 2   # 1: tfrun's command line replayed (no "format" field)
 KEPT_DIR = "shipped"  # in the run directory: what a --failover run packed
 KEY_BYTES = 32
-_RUN_ID = re.compile(r"^[0-9a-f]{1,64}$")
+_RUN_ID = re.compile(r"^[0-9a-f]{1,64}\Z")
 
 
 class TakeoverError(TFMesosError):

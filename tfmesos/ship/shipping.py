@@ -349,7 +349,7 @@ _EXTRA = "extra:"
 # A content-addressed name: PREFIX-<the first 16 hex digits of its sha256>.EXT
 # A bundle is a .tar; one a run packed before it was (a takeover of such a
 # run) a .tar.gz.
-_NAMED_SHA = re.compile(r"^[A-Za-z0-9_.-]+-([0-9a-f]{16})\.(?:tar|tar\.gz|zip)$")
+_NAMED_SHA = re.compile(r"^[A-Za-z0-9_.-]+-([0-9a-f]{16})\.(?:tar|tar\.gz|zip)\Z")
 
 
 def _check_named_sha(name, path, hashed=None):
