@@ -268,6 +268,9 @@ ROWS = [
     tfrun("detach-with-mlflow", ["--detach", "--ship", "--mlflow", "-m", "127.0.0.1:1"], 2,
           "--mlflow logs from tfrun's own process, which --detach runs on an agent"),
     # tfrun: placeholders filled only once the cluster is formed (a traceback then)
+    # Blank: sh -c ran nothing and the run 'succeeded' (an empty one is refused).
+    Row("command-of-blanks", "tfrun", TFRUN_BASE + ["--", "   "], 2,
+        "replica mode needs a command to run in every task"),
     Row("placeholder-with-a-bad-format", "tfrun", TFRUN_BASE + ["--", "echo {{task_index:zz}}"],
         2, "the command's placeholders cannot be filled in (ValueError: Unknown format code "
         "'z' for object of type 'int')"),

@@ -193,6 +193,15 @@ def test_a_generator_function_is_refused_before_the_run():
             % (function.__qualname__, kind))
 
 
+def test_a_string_for_ship_exclude_is_refused_before_the_run(tmp_path):
+    # ship_exclude="*.pyc" was read a character at a time ("*", ".", ...):
+    # every file left out, and a ShipError that read oddly.
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(print, workers=1, ship=str(tmp_path), ship_exclude="*.pyc", **SMALL)
+    assert str(caught.value) == ("ship_exclude takes a list of patterns, got the string "
+                                 "'*.pyc': give ['*.pyc']")
+
+
 @pytest.mark.parametrize("logs, words", [
     (5, "logs=5: give 'all', 'none', or a list of JOB or JOB:INDEX,..."),
     ("worker:7", "logs 'worker:7': worker has no task 7 (its tasks: 0 to 0)"),

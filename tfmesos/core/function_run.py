@@ -262,7 +262,11 @@ def make_ship_spec(ship: Ship, settings: Mapping[str, Any]) -> "ShipSpec":
         raise SpecError("ship_max_size is a number of MB, got %r" % (max_size,))
     if isinstance(ship, os.PathLike):
         ship = os.fspath(ship)
-    return ShipSpec(ship, tuple(settings["ship_exclude"]),
+    exclude = settings["ship_exclude"]
+    if isinstance(exclude, (str, bytes)):   # read a character at a time: every file left out
+        raise SpecError("ship_exclude takes a list of patterns, got the string %r: give [%r]"
+                        % (exclude, exclude))
+    return ShipSpec(ship, tuple(exclude),
                     int(max_size * 1000 * 1000), settings["python_env"],
                     follow_links=settings["ship_follow_links"],
                     allow_secrets=settings["ship_allow_secrets"])

@@ -279,7 +279,7 @@ class RunSpec(FrozenFieldMethods):
             raise SpecError("mode must be 'fine' or 'replica', got %r" % (self.mode,))
         self._check_framework()
         if self.mode == "replica":
-            if not self.command:
+            if not self.command or not self.command.strip():   # '   ': sh -c ran nothing, 0
                 raise SpecError("replica mode needs a command to run in every task")
             check_command_template(self.command, self.jobs, self.framework)
         else:
