@@ -268,6 +268,11 @@ ROWS = [
     tfrun("detach-with-mlflow", ["--detach", "--ship", "--mlflow", "-m", "127.0.0.1:1"], 2,
           "--mlflow logs from tfrun's own process, which --detach runs on an agent"),
     # tfrun: placeholders filled only once the cluster is formed (a traceback then)
+    # A directory was "no such file", "no such program" though it exists.
+    Row("ca-bundle-a-directory", "tfrun", ["--ca-bundle", "/tmp"] + TFRUN_BASE + ["--", "true"],
+        2, "--ca-bundle /tmp: a directory, not a file of certificates"),
+    Row("python-a-directory", "tfrun", ["--python", "/tmp"] + TFRUN_BASE + ["--", "true"], 2,
+        "--python /tmp: a directory, not a program on this machine"),
     # Blank: sh -c ran nothing and the run 'succeeded' (an empty one is refused).
     Row("command-of-blanks", "tfrun", TFRUN_BASE + ["--", "   "], 2,
         "replica mode needs a command to run in every task"),

@@ -48,7 +48,8 @@ def check_local_python(spec, environ):
     if found is None:
         raise SpecError.about("{python} %s: %s on this machine, whose embedded master runs the "
                               "tasks: give an interpreter it has, e.g. {python=%s}",
-                              python, "no such program" if os.sep in python
+                              python, ("a directory, not a program" if os.path.isdir(python)
+                                       else "no such program") if os.sep in python
                               else "not on the tasks' PATH", sys.executable)
 
 

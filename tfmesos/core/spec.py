@@ -247,7 +247,9 @@ class RunSpec(FrozenFieldMethods):
         if self.master_scheme not in ("http", "https"):
             raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
         if self.ca_bundle and not os.path.isfile(self.ca_bundle):
-            raise SpecError.about("{ca_bundle=%s}: no such file", self.ca_bundle)
+            raise SpecError.about("{ca_bundle=%s}: %s", self.ca_bundle,
+                                  "a directory, not a file of certificates"
+                                  if os.path.isdir(self.ca_bundle) else "no such file")
 
     def _check_ship(self) -> None:
         if self.ship is None:
