@@ -7,6 +7,7 @@ that share no files with the submitter, and from a notebook kernel."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -18,9 +19,10 @@ from tfrun_helpers import REPO, finished_record
 from waiting import wait_until
 
 import tfmesos
-from tfmesos.core import caller, function_run
+from tfmesos.core import caller, function_run, launch
 from tfmesos.core.result_inbox import ResultInbox
 from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
+from tfmesos.task.result_file import CHUNK
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -259,6 +261,35 @@ def test_a_value_over_the_bound_is_a_clear_error(tmp_path, monkeypatch):
     assert str(caught.value).startswith(
         "worker:0 returned a value that pickles to 2.0 MiB, over the 1.0 MiB bound of "
         "tfmesos.run's results: return less, and write large results to shared storage")
+
+
+def many_bytes(size):
+    return b"x" * size
+
+
+def test_results_come_whole_through_a_dropped_connection(monkeypatch):
+    # Each task's connection drops once the scheduler took 4 of its result's
+    # data frames: those the kernels held then are lost, the task registers
+    # again and sends its result again.
+    runs, dropped = [], set()
+    start, feed = launch.ClusterRun.start, ResultInbox.feed
+
+    def recording(self, *args, **kwargs):
+        runs.append(self)
+        return start(self, *args, **kwargs)
+
+    def dropping(self, task_id, message):
+        feed(self, task_id, message)
+        if message.get("offset") == 4 * CHUNK and task_id not in dropped:
+            dropped.add(task_id)
+            runs[-1].rendezvous._connections[task_id].sock.shutdown(socket.SHUT_RDWR)
+
+    monkeypatch.setattr(launch.ClusterRun, "start", recording)
+    monkeypatch.setattr(ResultInbox, "feed", dropping)
+    result = tfmesos.run(many_bytes, 80 * CHUNK, workers=2, ship=None, logs="none", **SMALL)
+    assert {name: len(value) for name, value in result.items()} == \
+        {"worker:0": 80 * CHUNK, "worker:1": 80 * CHUNK}
+    assert result.missing == {} and len(dropped) == 2
 
 
 def test_unknown_options_name_the_valid_ones():

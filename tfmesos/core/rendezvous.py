@@ -382,6 +382,8 @@ class Rendezvous:
             if not isinstance(exc, wire.ConnectionClosed) and not self._closed.is_set():
                 logger.warning("dropped the rendezvous connection of %s: %s", task_id, exc)
         finally:
+            if not self._closed.is_set():
+                self.results.dropped(task_id)   # frames of a result may be lost
             with self._lock:  # so a re-registration's event comes after this one
                 if self._connections.get(task_id) is link:
                     del self._connections[task_id]

@@ -9,7 +9,11 @@ than ``limit`` bytes, or more than the results kept leave of ``total``
 (every task sends its value: the tasks keep to their shares of it, this is
 the backstop), data beyond what was announced or out of order, or a
 malformed frame marks the result ``broken`` (with why) and nothing more of
-it is kept; other tasks and the run are not disturbed.
+it is kept; other tasks and the run are not disturbed. A task whose
+connection dropped while it sent its result sends it again, from a header,
+once registered again (the frames before the drop are lost): a header
+replaces the result so far, and a broken result is final only once the
+task's exit frame came.
 """
 
 import base64
@@ -22,6 +26,7 @@ from typing import Any, Optional
 from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 
 STATUSES = ("ok", "error")
+DROPPED = "its connection dropped while it sent it, and it did not come again whole"
 
 
 class Result:
@@ -55,6 +60,7 @@ class ResultInbox:
         self.total = total
         self._results: dict[str, Result] = {}
         self._ended: set[str] = set()      # task ids whose exit frame came
+        self._dropped: set[str] = set()    # task ids whose connection dropped since their header
         self._changed = threading.Condition()
 
     def feed(self, task_id: str, message: Mapping[str, Any]) -> None:
@@ -62,14 +68,18 @@ class ResultInbox:
         with self._changed:
             if message.get("type") == "result":
                 self._results.pop(task_id, None)   # a header again: this one replaces it
+                self._dropped.discard(task_id)
                 self._results[task_id] = self._header(task_id, message)
             else:
                 result = self._results.get(task_id)
                 if result is None:
                     result = self._results[task_id] = Result(task_id, "error", "", "", 0)
-                    result.broken = "its data came without a header"
+                    result.broken = DROPPED if task_id in self._dropped else \
+                        "its data came without a header"
                 elif result.broken is None:
                     self._add(result, message)
+                    if result.broken is not None and task_id in self._dropped:
+                        result.broken = DROPPED   # frames were lost with the connection
             self._changed.notify_all()
 
     def _header(self, task_id: str, message: Mapping[str, Any]) -> Result:
@@ -103,14 +113,20 @@ class ResultInbox:
         else:
             result.data += chunk
 
+    def dropped(self, task_id: str) -> None:
+        """``task_id``'s connection dropped: frames of its result may be lost
+        (it sends the result again once registered again)."""
+        with self._changed:
+            self._dropped.add(task_id)
+
     def exited(self, task_id: str) -> None:
         """``task_id``'s exit frame came: nothing more comes from it."""
         with self._changed:
             self._ended.add(task_id)
             result = self._results.get(task_id)
             if result is not None and result.broken is None and not result.complete:
-                result.broken = "its data has %d of the %d bytes announced" % (
-                    len(result.data), result.size)
+                result.broken = DROPPED if task_id in self._dropped else \
+                    "its data has %d of the %d bytes announced" % (len(result.data), result.size)
             self._changed.notify_all()
 
     def ended(self, task_id: str) -> bool:
@@ -119,13 +135,14 @@ class ResultInbox:
             return task_id in self._ended
 
     def wait(self, task_id: str, timeout: float) -> Optional[Result]:
-        """``task_id``'s result once complete, broken or its task ended
-        (None: none came), waiting up to ``timeout`` seconds."""
+        """``task_id``'s result once complete or its task ended (None: none
+        came; a broken one may come again until then), waiting up to
+        ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
                 result = self._results.get(task_id)
-                if result is not None and (result.complete or result.broken):
+                if result is not None and result.complete:
                     return result
                 if task_id in self._ended:
                     return result

@@ -11,7 +11,10 @@ a refused connection means the scheduler is gone and ends that at once.
 Meanwhile ``receive`` waits, and ``send`` never blocks: it keeps the last
 ``SEND_BUFFER`` messages and sends them once registered again, so log
 forwarding survives a reconnection; it raises (``ConnectionError``) only
-once the scheduler is gone for good.
+once the scheduler is gone for good. A frame the kernel took before a drop
+is lost with the connection: ``generation`` counts the connections lost, so
+that a sender of frames that belong together (``result_file``) sends them
+again when it changed meanwhile.
 
 A run that survives its scheduler (``TaskEnv.failover_timeout`` > 0:
 ``tfrun --failover``, ``--detach``) gives a new scheduler the time to take
@@ -122,6 +125,7 @@ class Connection:
         self._abandoned = False          # flush waits no more
         self._registration: dict = {}    # register() sets it, before any handshake
         self._link = None
+        self.generation = 0      # connections lost so far
         self._state = "new"      # new -> connected <-> reconnecting -> gone
         self._gone = "not registered"
         self._stopping = False   # the scheduler said stop: a drop is the end
@@ -351,6 +355,7 @@ class Connection:
             if self._link is not link:
                 return  # already handled
             self._link = None
+            self.generation += 1
             final = self._stopping or self._closing.is_set()
             if final:
                 self._state, self._gone = "gone", "connection closed (%s)" % reason

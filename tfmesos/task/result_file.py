@@ -15,9 +15,12 @@ value that ...", ``traceback`` text), then the pickled value or exception
 * ``{"type": "result_data", "offset": O, "data": BASE64}`` frames of at most
   ``CHUNK`` bytes each until ``N`` bytes went,
 
-so the pickle never leaves the JSON frames of ``protocol.wire`` (the
-scheduler keeps the bytes; only ``tfmesos.run`` unpickles them, in the
-calling process: the value its own function returned). At most
+(all of them again, from the header, when the connection dropped meanwhile:
+the frames the kernel took before the drop are lost, and the scheduler
+takes a header again as the start of a new copy), so the pickle never
+leaves the JSON frames of ``protocol.wire`` (the scheduler keeps the
+bytes; only ``tfmesos.run`` unpickles them, in the calling process: the
+value its own function returned). At most
 ``MAX_RESULT`` bytes (``TFMESOS_MAX_RESULT`` when smaller) from the task
 whose value is the call's ``.value`` (the chief, else worker 0); every
 other task's at most its share of ``MAX_OTHER_RESULTS``
@@ -40,6 +43,7 @@ CHUNK = 512 << 10           # raw bytes per frame: ~700 kB of base64, under wire
 MAX_HEADER = 1 << 20        # bytes of the header line
 MAX_TRACEBACK = 64 << 10    # characters of a traceback kept (its end)
 MAX_ERROR = 4096            # characters of the "Type: message" line
+RESENDS = 3                 # copies sent again after a dropped connection
 
 
 def result_limit(environ):
@@ -133,15 +137,27 @@ class ResultFile:
             outcome = read_outcome(self.path, self.limit)
             if outcome is not None:
                 header, data = outcome
-                conn.send({"type": "result", "status": str(header.get("status")),
-                           "error": str(header.get("error") or "")[:MAX_ERROR],
-                           "traceback": clip_traceback(str(header.get("traceback") or "")),
-                           "size": len(data)})
-                for offset in range(0, len(data), CHUNK):
-                    conn.send({"type": "result_data", "offset": offset, "data": base64.b64encode(
-                        data[offset:offset + CHUNK]).decode("ascii")})
+                for _ in range(1 + RESENDS):
+                    generation = conn.generation
+                    self._send_copy(conn, header, data, generation)
+                    if conn.generation == generation:
+                        break
         except Exception as exc:   # the exit frame must still go
             print("tfmesos: cannot send the function's result: %s" % exc, file=sys.stderr,
                   flush=True)
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    @staticmethod
+    def _send_copy(conn, header, data, generation):
+        """The header and data frames, until the connection's ``generation``
+        changes (it dropped: this copy is lost)."""
+        conn.send({"type": "result", "status": str(header.get("status")),
+                   "error": str(header.get("error") or "")[:MAX_ERROR],
+                   "traceback": clip_traceback(str(header.get("traceback") or "")),
+                   "size": len(data)})
+        for offset in range(0, len(data), CHUNK):
+            if conn.generation != generation:
+                return
+            conn.send({"type": "result_data", "offset": offset, "data": base64.b64encode(
+                data[offset:offset + CHUNK]).decode("ascii")})

@@ -1,0 +1,98 @@
+"""A rendezvous connection that drops while a task sends its function's
+result: the frames the kernel took before the drop are lost, the task
+registers again and sends the result again from its header, and the
+scheduler's inbox takes the new copy whole (a result broken by the lost
+frames is final only once the task's exit frame came)."""
+
+import os
+import pickle
+import threading
+
+from tfmesos.core.result_inbox import ResultInbox
+from tfmesos.task.result_file import CHUNK, ResultFile, write_outcome
+
+
+class DroppingConnection:
+    """``task.connection.Connection``'s ``send`` as the inbox sees it: a
+    frame waits in the kernel (``queued`` of them) before it reaches the
+    scheduler; at the ``drop_at``-th frame the connection drops, the frames
+    in the kernel are lost and that frame goes on the next connection
+    (``generation``: how many times it was lost)."""
+
+    def __init__(self, inbox, task_id, drop_at, queued=3):
+        self.inbox, self.task_id = inbox, task_id
+        self.drop_at, self.queued = drop_at, queued
+        self.generation = 0
+        self.kernel = []
+        self.sent = 0
+
+    def send(self, message):
+        self.sent += 1
+        if self.sent == self.drop_at:
+            self.kernel.clear()
+            self.generation += 1
+        self.kernel.append(message)
+        while len(self.kernel) > self.queued:
+            self.inbox.feed(self.task_id, self.kernel.pop(0))
+
+    def exit(self):
+        for message in self.kernel:
+            self.inbox.feed(self.task_id, message)
+        self.kernel.clear()
+        self.inbox.exited(self.task_id)
+
+
+def outcome(tmp_path, value):
+    directory = tmp_path / "result"
+    directory.mkdir()
+    result = ResultFile(str(directory), 64 << 20)
+    write_outcome(result.path, {"status": "ok", "error": "", "traceback": ""},
+                  pickle.dumps(value))
+    return result
+
+
+def test_a_result_whose_frames_a_drop_lost_is_sent_again_whole(tmp_path):
+    value = os.urandom(10 * CHUNK + 123)
+    inbox = ResultInbox()
+    conn = DroppingConnection(inbox, "t1", drop_at=6)
+    outcome(tmp_path, value).send(conn)
+    conn.exit()
+    result = inbox.wait("t1", 0)
+    assert result.broken is None and result.complete
+    assert pickle.loads(bytes(result.data)) == value
+    assert not (tmp_path / "result").exists()
+
+
+def test_a_broken_result_is_final_only_once_its_task_exited():
+    inbox = ResultInbox()
+    inbox.feed("t1", {"type": "result", "status": "ok", "size": 4})
+    inbox.feed("t1", {"type": "result_data", "offset": 2, "data": "bmU="})   # its start lost
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(inbox.wait("t1", 60)))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive(), "returned the broken result: %r" % (got[0].broken,)
+    inbox.feed("t1", {"type": "result", "status": "ok", "size": 4})   # sent again
+    inbox.feed("t1", {"type": "result_data", "offset": 0, "data": "bm9uZQ=="})   # b"none"
+    inbox.exited("t1")
+    waiter.join()
+    assert got[0].complete and bytes(got[0].data) == b"none"
+
+
+def test_a_result_a_drop_broke_for_good_names_the_connection():
+    inbox = ResultInbox()
+    inbox.feed("t1", {"type": "result", "status": "ok", "size": 4})
+    inbox.dropped("t1")
+    inbox.feed("t1", {"type": "result_data", "offset": 2, "data": "bmU="})
+    inbox.exited("t1")
+    assert "connection" in inbox.wait("t1", 0).broken
+    inbox.dropped("t2")
+    inbox.feed("t2", {"type": "result_data", "offset": 2, "data": "bmU="})
+    inbox.exited("t2")
+    assert "connection" in inbox.wait("t2", 0).broken
+    inbox = ResultInbox(limit=1000)
+    inbox.feed("t3", {"type": "result", "status": "ok", "size": 2000})
+    inbox.dropped("t3")
+    inbox.feed("t3", {"type": "result_data", "offset": 0, "data": "bmU="})
+    inbox.exited("t3")
+    assert inbox.wait("t3", 0).broken == "it announced 2000 bytes, over the 1000 byte bound"
