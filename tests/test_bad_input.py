@@ -508,7 +508,7 @@ def test_the_embedded_master_refuses_what_is_not_finite_or_beyond_its_bounds(mak
 
 @pytest.mark.parametrize("sent", [None, "nan", float("nan"), float("inf"), 0, -3, "soon", 1e12])
 def test_a_masters_heartbeat_interval_that_is_not_finite_or_positive_is_not_taken(sent):
-    from tfmesos.mesos.subscription import _heartbeat_interval
+    from tfmesos.mesos.subscribe_answer import heartbeat_interval as _heartbeat_interval
     interval = _heartbeat_interval(sent)
     assert interval == (86400.0 if sent == 1e12 else 15.0)
 

@@ -13,7 +13,7 @@ from local_users import as_user, nobody
 
 from tfmesos.cli import tfrun
 from tfmesos.task import replica
-from tfmesos.task.replica import CUT_MARKER, LineForwarder
+from tfmesos.task.line_forwarder import CUT_MARKER, MAX_FRAGMENT, LineForwarder
 
 
 class Clock:
@@ -134,7 +134,7 @@ def test_pump_copies_every_byte_and_forwards_split_utf8_intact():
     pump.join(10)
     assert sink.buffer.getvalue() == data + b"\xac!"
     assert all(m["type"] == "log" and m["stream"] == "stdout" for m in command.conn.sent)
-    assert all(len(m["data"]) <= replica.MAX_FRAGMENT for m in command.conn.sent)
+    assert all(len(m["data"]) <= MAX_FRAGMENT for m in command.conn.sent)
     assert "".join(m["data"] for m in command.conn.sent) == (data + b"\xac!\n").decode()
 
 

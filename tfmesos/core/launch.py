@@ -4,7 +4,8 @@
 outcome), its failure policy (``reactions``, ``recovery``, a takeover's
 ``takeover.Adoption``) and the loop that waits (``wait_ready`` /
 ``wait_finished`` / ``step``): every event is handled in the thread that
-waits, and the policy acts through ``control.Control``. Who the run is
+waits, and the policy acts through ``control.Control`` on the run's
+``control.Effects`` (``run_effects.RunEffects``). Who the run is
 (``identity.RunIdentity``) and what it is (``spec.RunSpec``) are values it
 is given or makes once; what it runs on (backend, shipment, rendezvous,
 scheduler, driver) is its ``runtime.RunRuntime``, which ``stop`` and
@@ -32,6 +33,7 @@ from .identity import RunIdentity
 from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
+from .run_effects import RunEffects
 from .run_setup import make_backend, make_record
 from .runtime import RunRuntime
 from .scheduler import Launch
@@ -59,7 +61,7 @@ if TYPE_CHECKING:   # annotations only: these come when a run needs them, or nev
 logger = logging.getLogger(__name__)
 
 
-class ClusterRun:
+class ClusterRun(RunEffects):
     """One run of ``spec`` (a ``RunSpec``, checked when it was built).
 
     ``on_log(slot, stream, text)`` receives the output the tasks forward
@@ -420,34 +422,6 @@ class ClusterRun:
         self.recovery.tick()
         if self.state.failure is not None:
             raise self.state.failure
-
-    # -- what acting on the run does outside it (control.Effects) --------------
-
-    def now(self) -> float:
-        return self._clock()
-
-    def ask_for_offers(self) -> None:
-        self.runtime.revive()
-
-    def send_stop(self, task_id: str) -> None:
-        self.record.stopping(task_id)
-        self.runtime.send(task_id, {"type": "stop"})
-
-    def forget_task(self, task_id: str) -> None:
-        self.runtime.forget(task_id)
-
-    def kill(self, task_id: str, agent_id: Optional[str]) -> None:
-        self.record.stopping(task_id)
-        self.runtime.kill(task_id, agent_id)
-
-    def show(self, slot: TaskSlot, stream: str, text: str) -> None:
-        self._on_log(slot, stream, text)
-
-    def reconcile(self) -> None:
-        self.runtime.reconcile()
-
-    def new_launch_deadline(self) -> None:
-        self.launch_deadline = self._clock() + self.spec.launch_timeout
 
     # -- the end ---------------------------------------------------------------
 

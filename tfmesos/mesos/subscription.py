@@ -16,25 +16,23 @@ scheduler's callbacks from there.
 import http.client
 import json
 import logging
-import math
 import queue
 import random
 import threading
 import time
 import urllib.parse
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 from addict import Dict
 
-from ..exceptions import DriverAborted, MesosCallError, MesosConnectionError, MesosError
-from ..terminal_text import MAX_QUOTED, SHOWN_AT_MOST, printable, quoted
+from ..exceptions import DriverAborted, MesosConnectionError, MesosError
+from ..terminal_text import quoted
 from . import calls, recordio
 from .decoding import decode_event
 from .detector import UNREACHED_WAIT, Detector, NoLeader, StaticDetector
 from .http_transport import (
     UnknownHost,
     api_path,
-    basic_principal,
     describe,
     headers,
     open_connection,
@@ -43,14 +41,11 @@ from .http_transport import (
     shutdown_socket,
 )
 from .stream_items import Fatal, Received, StreamLost
+from .subscribe_answer import Unrecoverable, check_stream, heartbeat_interval, refusal
 
 logger = logging.getLogger(__name__)
 
 _MAX_REDIRECTS = 5
-# SUBSCRIBE answers that re-subscribing cannot fix (bad call, credentials).
-_FATAL_STATUSES = (400, 401, 403, 404, 415)
-# What a SUBSCRIBE stream may come as: the JSON asked for, or protobuf.
-_STREAM_TYPES = ("application/json", "application/x-protobuf")
 
 
 class _StreamEnded(Exception):
@@ -59,14 +54,6 @@ class _StreamEnded(Exception):
 
 class _OutOfTime(MesosConnectionError):
     """``connect_timeout`` ran out during an attempt."""
-
-
-class _Unrecoverable(Exception):
-    """Stop the driver: reconnecting cannot help."""
-
-    def __init__(self, error: MesosError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class Subscription:
@@ -169,7 +156,7 @@ class Subscription:
             try:
                 self._subscribe_once()
                 last_error = "the master closed the subscription stream"
-            except _Unrecoverable as fatal:
+            except Unrecoverable as fatal:
                 self._events.put(Fatal(fatal.error))
                 return
             except _OutOfTime:
@@ -291,7 +278,7 @@ class Subscription:
         static list of masters (``_check_listening``)."""
         refusal = self._detector.refusing()
         if self._refused_for_long(refusal is not None):
-            raise _Unrecoverable(MesosConnectionError.about(
+            raise Unrecoverable(MesosConnectionError.about(
                 "%s (or {connect_timeout} to wait longer)", refusal))
 
     def _refused_for_long(self, refused: bool) -> bool:
@@ -347,7 +334,7 @@ class Subscription:
                               for url in self._detector.urls)
             error = MesosConnectionError("none of the Mesos masters' host names resolve (%s): "
                                          "fix the master address" % hosts)
-        raise _Unrecoverable(error)
+        raise Unrecoverable(error)
 
     def _check_listening(self, refused: set[str], unknown: set[str]) -> None:
         """Before the first subscription, give up after ``refused_timeout``
@@ -361,7 +348,7 @@ class Subscription:
             return
         places = ", ".join(urllib.parse.urlsplit(url).netloc for url in urls or ()
                            if url in refused)
-        raise _Unrecoverable(MesosConnectionError.about(
+        raise Unrecoverable(MesosConnectionError.about(
             "nothing listens at %s: check the port (or {connect_timeout} to wait longer)",
             places))
 
@@ -388,8 +375,8 @@ class Subscription:
                 response.read()
                 raise MesosConnectionError("the Mesos master at %s has no leader yet (503)" % url)
             if response.status != 200:
-                self._refused(url, response)
-            self._check_stream(url, response)
+                raise refusal(url, response, self._auth)
+            check_stream(url, response)
             self._read_stream(url, conn, response)
             return None
         finally:
@@ -418,39 +405,6 @@ class Subscription:
             raise MesosConnectionError("the Mesos master at %s did not %s within %.1f s"
                                        % (url, what, budget)) from exc
 
-    def _refused(self, url: str, response: http.client.HTTPResponse) -> NoReturn:
-        text = quoted(response.read(SHOWN_AT_MOST * MAX_QUOTED))   # what a message quotes of it
-        principal = basic_principal(self._auth)
-        if response.status == 401 and principal is None:
-            # A Mesos master's 401 says nothing more (libprocess' Unauthorized).
-            message = ("the Mesos master at %s wants credentials: set MESOS_PRINCIPAL and "
-                       "MESOS_SECRET" % url)
-        elif response.status == 401:
-            message = ("the Mesos master at %s refused the credentials of principal %r: check "
-                       "MESOS_PRINCIPAL and MESOS_SECRET" % (url, principal))
-        else:
-            message = ("Mesos master at %s refused SUBSCRIBE: HTTP %d %s"
-                       % (url, response.status, text))
-        error = MesosCallError(message, status=response.status)
-        if response.status in _FATAL_STATUSES:
-            raise _Unrecoverable(error)
-        raise error
-
-    def _check_stream(self, url: str, response: http.client.HTTPResponse) -> None:
-        """A 200 to SUBSCRIBE is Mesos' event stream in the encoding asked
-        for (``Accept: application/json``; src/master/http.cpp answers in
-        it, with its Mesos-Stream-Id): any other answer (a web page, a
-        proxy) is no master, said at once rather than retried as a stream
-        the master closed."""
-        kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
-        if kind in _STREAM_TYPES:
-            return
-        text = quoted(response.read(SHOWN_AT_MOST * MAX_QUOTED))
-        raise _Unrecoverable(MesosError(
-            "%s answered SUBSCRIBE with 200 %s, not the event stream of a Mesos master: is it "
-            "one? (MESOS_MASTER, -m) %s" % (url, printable(kind or "with no Content-Type"),
-                                            text)))
-
     def _read_stream(self, url: str, conn: http.client.HTTPConnection,
                      response: http.client.HTTPResponse) -> None:
         stream_id = response.getheader("Mesos-Stream-Id")
@@ -473,7 +427,7 @@ class Subscription:
                 if kind == "SUBSCRIBED":
                     self._on_subscribed(url, conn, stream_id, event.subscribed)
                 elif kind == "ERROR":
-                    raise _Unrecoverable(MesosError("Mesos master error: %s"
+                    raise Unrecoverable(MesosError("Mesos master error: %s"
                                                     % quoted(str(event.error.message))))
                 elif kind != "HEARTBEAT":
                     self._events.put(Received(kind, event))
@@ -481,9 +435,9 @@ class Subscription:
     def _on_subscribed(self, url: str, conn: http.client.HTTPConnection,
                        stream_id: Optional[str], subscribed: Any) -> None:
         if not stream_id:
-            raise _Unrecoverable(MesosError("the master at %s sent no Mesos-Stream-Id header"
+            raise Unrecoverable(MesosError("the master at %s sent no Mesos-Stream-Id header"
                                             % url))
-        interval = _heartbeat_interval(subscribed.get("heartbeat_interval_seconds"))
+        interval = heartbeat_interval(subscribed.get("heartbeat_interval_seconds"))
         if conn.sock is not None:
             conn.sock.settimeout(interval * self._heartbeat_misses)
         self._warned = self._subscribed_once = True
@@ -496,14 +450,3 @@ class Subscription:
             self.master_info = subscribed.get("master_info") or Dict()
         self._answered.set()
         self._events.put(Received("SUBSCRIBED", subscribed))
-
-
-def _heartbeat_interval(value: Any, default: float = 15.0, most: float = 86400.0) -> float:
-    """The master's heartbeat interval in seconds: a finite one above 0
-    (at most a day), else Mesos' ``default`` (a master that sends NaN, 0
-    or text must not make the stream's timeout wrong)."""
-    try:
-        interval = float(value)
-    except (TypeError, ValueError):
-        return default
-    return min(interval, most) if math.isfinite(interval) and interval > 0 else default
