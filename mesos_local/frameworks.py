@@ -264,7 +264,6 @@ class Frameworks:
         subscription = Subscription(framework.id, self.heartbeat_interval)
         framework.subscription = subscription
         framework.connected = framework.active = True
-        framework.unregistered_time = 0.0
         subscription.send({"type": "SUBSCRIBED", "subscribed": {
             "framework_id": mesos_id(framework.id),
             "heartbeat_interval_seconds": self.heartbeat_interval,

@@ -9,7 +9,7 @@ master's lock held."""
 import contextlib
 import logging
 import os
-from typing import Any
+from typing import Any, Callable
 
 from .api.operator_json import event_task_added
 from .containerizer.planning import (
@@ -43,11 +43,10 @@ class TaskGroups:
     records: Any
     updates: Any
     launcher: Any
-
-    def _check_image(self, framework: Any, plan: Any) -> None: ...
-    def _add(self, *args: Any, **kwargs: Any) -> Any: ...
-    def _resize(self, executor: Any) -> None: ...
-    def _release(self, executor: Any) -> None: ...
+    _check_image: Callable[[Any, Any], None]
+    _add: Callable[..., Any]
+    _resize: Callable[[Any], None]
+    _release: Callable[[Any], None]
 
     # -- task groups (ACCEPT's LAUNCH_GROUP) --------------------------------------
 

@@ -179,7 +179,7 @@ class Watchdog:
             _reap_exited()
             return
         deadline = time.monotonic() + EXIT_WAIT
-        while wait and pid is not None:
+        while pid is not None:
             try:
                 if os.waitpid(pid, os.WNOHANG)[0] != 0:
                     break

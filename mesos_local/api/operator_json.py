@@ -267,7 +267,7 @@ def _framework_event(kind, framework):
     """FRAMEWORK_ADDED or FRAMEWORK_UPDATED (``createFrameworkAdded``,
     ``createFrameworkUpdated``): the framework with all three times set
     (``reregistered_time`` its registration's until it re-subscribes,
-    ``unregistered_time`` 0 while it never disconnected), no resources."""
+    ``unregistered_time`` 0 until it is removed), no resources."""
     registered = framework.registered_time
     document = {
         "framework_info": framework_info(framework), "active": framework.active,

@@ -56,7 +56,6 @@ import logging
 import re
 import signal
 import threading
-import uuid
 
 from mesos_local.cleanup import master_gone, this_master
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
@@ -71,6 +70,7 @@ from mesos_local.containerizer.docker_engine import (
     remove_container,
 )
 from mesos_local.containerizer.runner import RunnerError, RunningTask
+from mesos_local.ids import uuid4_text
 
 __all__ = ["DockerRunner", "DockerTask", "HOST_ONLY_ENV", "container_env", "container_user",
            "container_kwargs", "check_gpus_parameter", "MANAGED_LABEL", "TASK_LABEL",
@@ -428,9 +428,9 @@ def _container_name(launch):
     """``mesos-<container id>``, Mesos' Docker containerizer's name
     (src/slave/containerizer/docker.hpp, ``Container::name``). A launch
     without a container id (a runner used on its own) gets a random one."""
-    container_id = launch.container_id or str(uuid.uuid4())
+    container_id = launch.container_id or uuid4_text()
     safe = re.sub(r"[^a-zA-Z0-9_.-]+", "-", container_id).strip("-.")[:200]
-    return DOCKER_NAME_PREFIX + (safe or str(uuid.uuid4()))
+    return DOCKER_NAME_PREFIX + (safe or uuid4_text())
 
 
 class DockerRunner:

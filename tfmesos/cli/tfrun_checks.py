@@ -67,10 +67,8 @@ def check_before_start(spec, environ):
     values(spec, environ)
     if spec.master == config.LOCAL and spec.python and not spec.image:
         check_local_python(spec, environ)
-    from ..core.open_files import too_few
-    why = too_few(sum(job.num for job in spec.jobs))
-    if why:
-        raise SpecError(why)
+    from ..core import open_files
+    open_files.check(sum(job.num for job in spec.jobs))
     if spec.advertise_address or (spec.master != config.LOCAL
                                   and environ.get("TFMESOS_ADVERTISE_ADDRESS")):
         from ..core.run_setup import make_backend

@@ -410,22 +410,19 @@ def read_hooks(path):
     if not path:
         raise SpecError("--extra_config '': give a JSON file's path")
     import stat
+
+    from ..record.takeover_files import NotRegularFile, open_regular
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open_regular(path) as handle:
+            data = handle.read(MAX_EXTRA_CONFIG + 1)
+    except (NotRegularFile, IsADirectoryError):   # (fdopen refuses a directory itself)
+        mode = os.stat(path).st_mode
+        raise SpecError("--extra_config %s: %s, not a regular file: give a JSON file"
+                        % (path, "a directory" if stat.S_ISDIR(mode) else
+                           "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket")) from None
     except OSError as exc:
         raise SpecError("--extra_config %s: %s" % (path, (exc.strerror or str(exc)).lower())) \
             from None
-    mode = os.fstat(descriptor).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(descriptor)
-        raise SpecError("--extra_config %s: %s, not a regular file: give a JSON file"
-                        % (path, "a directory" if stat.S_ISDIR(mode) else
-                           "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"))
-    with os.fdopen(descriptor, "rb") as handle:
-        try:
-            data = handle.read(MAX_EXTRA_CONFIG + 1)
-        except OSError as exc:
-            raise SpecError("--extra_config %s: %s" % (path, exc.strerror or exc)) from None
     if len(data) > MAX_EXTRA_CONFIG:
         raise SpecError("--extra_config %s: larger than %d MB: give a JSON file with the "
                         "'initializer' and/or 'finalizer' commands only"

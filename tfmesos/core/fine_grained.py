@@ -450,11 +450,9 @@ def check_local(spec: RunSpec) -> None:
     too many tasks, a task larger than the machine); asked before anything
     is built, as tfrun asks it (cluster(), run(), submit()); given agents
     (``local_master_options``) are the caller's to size."""
-    from .open_files import too_few
+    from . import open_files
 
-    why = too_few(sum(job.num for job in spec.jobs))
-    if why:
-        raise SpecError(why)
+    open_files.check(sum(job.num for job in spec.jobs))
     options = spec.local_master_options
     if spec.master == config.LOCAL and "agents" not in options:
         from ..backends.sizing import check_local as check

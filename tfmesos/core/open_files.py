@@ -54,6 +54,15 @@ def too_few(tasks: int, get: Optional[Callable[[int], Limits]] = None) -> Option
             "most %d tasks" % (tasks, at_least(tasks), hard, max(0, (hard - 32) // 3)))
 
 
+def check(tasks: int) -> None:
+    """SpecError (``too_few``'s words) when this process cannot run
+    ``tasks`` tasks at all: tfrun and the APIs ask it before a run."""
+    why = too_few(tasks)
+    if why:
+        from ..exceptions import SpecError
+        raise SpecError(why)
+
+
 def needed(tasks: int) -> int:
     """Open files a run of ``tasks`` tasks may need at once."""
     return BASE + PER_TASK * max(tasks, 0)
@@ -92,4 +101,4 @@ def raise_for(tasks: int, get: Optional[Callable[[int], Limits]] = None,
 
 
 __all__ = ["BASE", "PER_TASK", "LOWEST_DEFAULT", "at_least", "needed", "raise_for",
-           "too_few"]
+           "too_few", "check"]

@@ -362,7 +362,6 @@ class Subscription:
             if self._stopping.is_set():
                 return None
             self._conn = conn
-            self.asking = True
         try:
             response = self._post(url, conn, body)
             if response is None:
@@ -397,6 +396,11 @@ class Subscription:
                 return None   # interrupt() came before the socket existed
             budget = self._budget()
             conn.sock.settimeout(budget)
+            # From here the master may take it: a stop waits for its answer
+            # (await_answer), not while a master that is not there is
+            # being connected to (up to ANSWER_WAIT of every early Ctrl-C).
+            with self._lock:
+                self.asking = True
             conn.request("POST", api_path(url), body=body.encode("utf-8"),
                          headers=headers(self._auth))
             return conn.getresponse()

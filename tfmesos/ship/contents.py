@@ -270,11 +270,5 @@ def _as_path(real):
     return real.replace(os.sep, "/").lstrip("/")
 
 
-# -- listing ---------------------------------------------------------------------------------
-
-
-# -- run directories ---------------------------------------------------------------------
-
-
 __all__ = ["Member", "ShipError", "select", "tilde", "left_out", "not_a_directory",
            "ALWAYS_EXCLUDED"]

@@ -369,7 +369,7 @@ class Connection:
 
     def _reconnect(self, reason):
         grace = self.env.failover_timeout if self.failover else REREGISTER_GRACE
-        _tell("tfmesos: lost the connection to the scheduler (%s); registering again%s"
+        tell("tfmesos: lost the connection to the scheduler (%s); registering again%s"
               % (reason, " (up to %g s for a scheduler to take the run over)" % grace
                  if self.failover else ""))
         try:
@@ -379,15 +379,16 @@ class Connection:
                 if self._state == "reconnecting":
                     self._state, self._gone = "gone", str(exc)
                 self._lock.notify_all()
-            _tell("tfmesos: %s; giving up" % exc)
+            tell("tfmesos: %s; giving up" % exc)
             return
         self._attach(link)
-        _tell("tfmesos: registered again%s" % (" at " + self._where() if self.failover else ""))
+        tell("tfmesos: registered again%s" % (" at " + self._where() if self.failover else ""))
 
 
-def _tell(line):
+def tell(line):
     """``line`` on the task's stderr, its sandbox's: one that cannot be
-    written (a full disk) must not end the reconnecting thread."""
+    written (a full disk) stops nothing (the reconnecting thread, the
+    command's pumps)."""
     try:
         print(line, file=sys.stderr, flush=True)
     except OSError:

@@ -23,6 +23,7 @@ import time
 from ..protocol import task_env, wire
 from . import replica_guard
 from .bundle_dir import sandbox_directory
+from .connection import tell
 from .line_forwarder import LineForwarder
 from .metrics_relay import MetricsRelay
 from .quiet import NoiseFilter, min_log_level, task_gpus
@@ -40,15 +41,6 @@ SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "KEY")
 TORCH_LOG_DIR = "torchelastic"   # torchrun's log folder in a torch run's sandbox
 
 
-def _tell(line):
-    """``line`` on the task's stderr, its sandbox's: one that cannot be
-    written (a full disk) stops nothing."""
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except OSError:
-        pass
-
-
 def working_directory(submitter_cwd):
     """Where a replica command runs: the submitter's working directory when
     this machine has it (the embedded master, a shared filesystem), as the
@@ -57,7 +49,7 @@ def working_directory(submitter_cwd):
     if submitter_cwd and os.path.isdir(submitter_cwd):
         return submitter_cwd
     if submitter_cwd:
-        _tell("tfmesos: %s does not exist here; running the command in the sandbox %s"
+        tell("tfmesos: %s does not exist here; running the command in the sandbox %s"
               % (submitter_cwd, os.getcwd()))
     return None
 
@@ -173,7 +165,7 @@ def _monitor(pid):
     try:
         return UsageMonitor.for_task(pid, os.environ).start()
     except Exception as exc:
-        _tell("tfmesos: cannot measure the command's usage: %s" % exc)
+        tell("tfmesos: cannot measure the command's usage: %s" % exc)
         return None
 
 
@@ -181,7 +173,7 @@ def _report(monitor):
     try:
         return monitor.stop() if monitor is not None else None
     except Exception as exc:
-        _tell("tfmesos: cannot measure the command's usage: %s" % exc)
+        tell("tfmesos: cannot measure the command's usage: %s" % exc)
         return None
 
 
@@ -238,7 +230,7 @@ class ReplicaCommand:
 
     def say(self, line):
         """``line`` on the task's stderr, forwarded as its output is."""
-        _tell(line)
+        tell(line)
         if self.forward:
             self._send_log("stderr", [line + "\n"])
 
@@ -360,7 +352,7 @@ class ReplicaCommand:
             self.stopping.set()
             child = self._child
             self.cut_short = self._command is None or not self._command.ended.is_set()
-        _tell("tfmesos: %s; stopping" % reason)
+        tell("tfmesos: %s; stopping" % reason)
         if child is None or child.ended.is_set():
             return
         child.signal(signal.SIGTERM)
@@ -374,7 +366,7 @@ def _relay(conn, env):
     try:
         relay = MetricsRelay(conn.send).start()
     except OSError as exc:
-        _tell("tfmesos: metrics cannot be logged in this task: %s" % exc)
+        tell("tfmesos: metrics cannot be logged in this task: %s" % exc)
         return None
     env[task_env.METRICS_SOCKET] = relay.path
     return relay
