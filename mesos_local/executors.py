@@ -66,6 +66,10 @@ HEARTBEAT_INTERVAL = 1800.0        # DEFAULT_EXECUTOR_HEARTBEAT_INTERVAL (30 min
 REGISTRATION_TIMEOUT = 60.0        # --executor_registration_timeout
 SHUTDOWN_GRACE_PERIOD = 5.0        # --executor_shutdown_grace_period
 REREGISTRATION_TIMEOUT = 2.0       # --executor_reregistration_timeout
+# MAX_REAP_INTERVAL() (1 s, 3rdparty/libprocess/src/reap.cpp) + 1 s: what
+# the command executor's shutdown grace adds to its task's kill grace
+# (Slave::getExecutorInfo), and keeps back of its own (CommandExecutor::shutdown).
+REAP_MARGIN = 2.0
 
 # The TaskStatus fields an executor's update carries through to the scheduler.
 _STATUS_FIELDS = ("message", "reason", "data", "healthy", "check_status", "labels",
@@ -226,7 +230,7 @@ class Executors(TaskGroups):
         (``Slave::getExecutorInfo``, src/slave/slave.cpp), else the agent's."""
         if plan.kill_grace is None:
             return self.shutdown_grace_period
-        return plan.kill_grace + 2.0
+        return plan.kill_grace + REAP_MARGIN
 
     def grace(self, executor):
         """Its shutdown grace period: ``ExecutorInfo.shutdown_grace_period``,

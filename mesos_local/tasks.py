@@ -39,6 +39,7 @@ from .containerizer.planning import (
 )
 from .containerizer.task_checks import check_task_fields
 from .containerizer.users import UserSwitch
+from .executors import REAP_MARGIN
 from .records import Task
 from .resources import ResourceError
 from .resources import parse as parse_resources
@@ -109,7 +110,7 @@ class TaskLauncher:
         (``shutdownExecutorTimeout``)."""
         executors = self.executors
         if task.executor is None:
-            limit = max(0.0, executors.shutdown_grace_period - 2.0)
+            limit = max(0.0, executors.shutdown_grace_period - REAP_MARGIN)
         else:
             limit = min(DEFAULT_EXECUTOR_KILL_GRACE, executors.grace(task.executor))
         return min(self.grace(task), limit)
