@@ -36,3 +36,12 @@ def test_invalid_roles_are_refused_with_mesos_reason(role, why):
     assert why in role_error(role)
     with pytest.raises(SpecError, match="invalid Mesos role"):
         RunSpec(role=role)
+
+
+@pytest.mark.parametrize("role", VALID + sorted(INVALID) + ["ml/a b", "a/-", "*/x", "x/*"])
+def test_the_embedded_master_judges_a_role_as_tfmesos_does(role):
+    # Two copies of Mesos' rule on purpose: mesos_local imports nothing of
+    # tfmesos (a stand-in master, as Mesos' own is to its clients). This
+    # keeps them from drifting apart.
+    from mesos_local.frameworks import role_error as masters_role_error
+    assert masters_role_error(role) == role_error(role)
