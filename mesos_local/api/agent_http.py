@@ -174,17 +174,8 @@ class _AgentHandler(_Handler):
     def _target(self):
         return routes.resolve_in(self._route, ROUTES, DELEGATE)
 
-    def _authenticated(self):
-        master = self.server.master
-        self.principal = None
-        if not master.authenticates:
-            return True
-        self.principal = master.authenticate(self.headers.get("Authorization"))
-        if self.principal is not None:
-            return True
-        challenge = AGENT_READONLY_CHALLENGE if self._target in _FILES else AGENT_CHALLENGE
-        self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", challenge)])
-        return False
+    def _challenge(self):
+        return AGENT_READONLY_CHALLENGE if self._target in _FILES else AGENT_CHALLENGE
 
     def do_GET(self):
         if not self._request_in():

@@ -255,14 +255,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.principal = master.authenticate(self.headers.get("Authorization"))
         if self.principal is not None:
             return True
-        if self._target in _OPERATOR_ROUTES:
-            challenge = OPERATOR_CHALLENGE
-        elif self._target in _FILES:
-            challenge = READONLY_CHALLENGE
-        else:
-            challenge = CHALLENGE
-        self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", challenge)])
+        self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", self._challenge())])
         return False
+
+    def _challenge(self):
+        """The WWW-Authenticate challenge of this request's path."""
+        if self._target in _OPERATOR_ROUTES:
+            return OPERATOR_CHALLENGE
+        if self._target in _FILES:
+            return READONLY_CHALLENGE
+        return CHALLENGE
 
     def _leader_redirect(self):
         """Answer 307/503 when this master does not lead; True if answered."""
