@@ -14,6 +14,7 @@ from mesos_http_client import task_info
 
 from mesos_local.cleanup import this_master
 from mesos_local.containerizer.docker_runner import DockerRunner, container_env, container_kwargs
+from mesos_local.containerizer.planning import build_launch, plan_task
 from mesos_local.containerizer.runner import RunnerError, TaskLaunch
 
 WAIT = 60
@@ -197,6 +198,23 @@ def test_container_kwargs_without_shell_keeps_the_entrypoint(tmp_path):
     kwargs = container_kwargs(launch)
     assert kwargs["command"] == ["python", "-c", "pass"]
     assert "entrypoint" not in kwargs and "device_requests" not in kwargs
+
+
+@pytest.mark.parametrize("container, command", [
+    ({"type": "DOCKER", "docker": {"image": "img"}}, ["/bin/echo", "a", "b", "c"]),
+    ({"type": "MESOS", "mesos": {"image": {"type": "DOCKER", "docker": {"name": "img"}}}},
+     ["/bin/echo", "b", "c"]),
+])
+def test_a_planned_task_without_shell_runs_the_argv_of_its_containerizer(
+        tmp_path, container, command):
+    # DOCKER: `docker run IMAGE value arguments...` (src/docker/docker.cpp,
+    # Docker::RunOptions::create); MESOS: value exec'd with argv = arguments.
+    info = {"name": "t", "task_id": {"value": "t-1"}, "agent_id": {"value": "a"},
+            "resources": [], "container": container,
+            "command": {"value": "/bin/echo", "shell": False, "arguments": ["a", "b", "c"]}}
+    launch = build_launch(plan_task(info), "t-1", "fw-1", "a", str(tmp_path), [], False, {})
+    kwargs = container_kwargs(launch)
+    assert kwargs["command"] == command and "entrypoint" not in kwargs
 
 
 @pytest.mark.parametrize("key, message", [

@@ -16,6 +16,7 @@ import urllib.request
 
 import pytest
 import requests
+from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 from fixtures_master import (
     RecordingRunner,
     clients,
@@ -197,6 +198,33 @@ def test_without_a_shell_value_is_execd_with_the_arguments_as_its_argv(local_mas
         assert status["message"] == "Command exited with status 0"
         stdout = read_file(os.path.join(local_master.sandbox(task_id), "stdout"))
         assert stdout.splitlines()[0] == out, task_id
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)   # the image's first build (minutes when cold)
+@pytest.mark.parametrize("containerizer, out", [("DOCKER", "a b c"), ("MESOS", "b c")])
+def test_without_a_shell_an_image_task_gets_the_argv_its_containerizer_gives(
+        make_local_master, clients, docker_engine, tfmesos_image, no_leaked_containers,
+        containerizer, out):
+    """Mesos' Docker containerizer runs ``docker run IMAGE value arguments...``
+    (src/docker/docker.cpp, Docker::RunOptions::create): every argument
+    follows the value. Its Mesos containerizer execs ``value`` with argv =
+    arguments (launch.cpp), so arguments[0] is argv[0] there."""
+    from mesos_local.containerizer.docker_runner import DockerRunner
+
+    master = make_local_master(container_runner=DockerRunner(docker_engine), allow_root=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    image = {"type": "DOCKER", "docker": {"image": tfmesos_image}} \
+        if containerizer == "DOCKER" else \
+        {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
+                                              "docker": {"name": tfmesos_image}}}}
+    info = argv_task("argv", offer, "/bin/echo", ["a", "b", "c"])
+    info["container"] = image
+    client.launch(offer, [info])
+    status = client.wait_state("argv", "TASK_FINISHED", timeout=120)
+    assert status["state"] == "TASK_FINISHED", status
+    assert read_file(os.path.join(master.sandbox("argv"), "stdout")) == out + "\n"
 
 
 def test_unacknowledged_update_is_resent_with_the_same_uuid(local_master, clients):

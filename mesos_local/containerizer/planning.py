@@ -60,7 +60,8 @@ class TaskPlan:
     command: str
     shell: bool = True
     arguments: list = dataclasses.field(default_factory=list)   # after argv[0]
-    # Without a shell, CommandInfo.arguments[0] ("" without arguments): argv[0].
+    # Without a shell, CommandInfo.arguments[0] ("" without arguments): argv[0];
+    # None under the DOCKER containerizer, whose argv[0] is the value.
     argv0: Optional[str] = None
     env: dict = dataclasses.field(default_factory=dict)
     user: Optional[str] = None
@@ -100,7 +101,7 @@ def plan_task(info):
                           "the local master runs command tasks only")
     container = info.get("container")
     fields = _plan_container(container) if container is not None else {}
-    fields.update(_plan_command(command))
+    fields.update(_plan_command(command, fields.get("containerizer")))
     fields["env"] = _plan_environment(command, fields.get("containerizer"))
     fields["kill_grace"] = _duration_field(info.get("kill_policy", {}), "grace_period")
     fields["max_completion"] = _duration_field(info, "max_completion_time")
@@ -197,7 +198,7 @@ def plan_executor(executor):
     command = executor["command"]
     container = executor.get("container")
     fields = _plan_container(container) if container is not None else {}
-    fields.update(_plan_command(command))
+    fields.update(_plan_command(command, fields.get("containerizer")))
     fields["env"] = _plan_environment(command, fields.get("containerizer"))
     return TaskPlan(**fields)
 
@@ -352,7 +353,7 @@ def check_container_user(plan, framework_user, root_allowed):
     return user
 
 
-def _plan_command(command):
+def _plan_command(command, containerizer=None):
     """The TaskPlan fields a CommandInfo sets, but the environment."""
     shell = command.get("shell", True)
     value = command.get("value")
@@ -364,6 +365,12 @@ def _plan_command(command):
         if not value:
             raise TaskInvalid("CommandInfo.value (the executable) must be set: the local "
                               "master does not run an image's default entrypoint")
+        if containerizer == "DOCKER":
+            # Mesos' Docker containerizer runs `docker run IMAGE value
+            # arguments...` (src/docker/docker.cpp, Docker::RunOptions::create):
+            # every argument follows the value, which is argv[0].
+            return {"command": value, "shell": False, "arguments": arguments,
+                    "user": command.get("user"), "uris": list(command.get("uris", []))}
         # Mesos execs 'value' with argv = arguments, arguments[0] being argv[0]
         # (src/slave/containerizer/mesos/launch.cpp, MesosContainerizerLaunch::
         # execute): TaskLaunch.exec_args gives the process runner both.

@@ -31,7 +31,8 @@ class TaskLaunch:
     command: str                       # shell command, or the program when not shell
     arguments: list = dataclasses.field(default_factory=list)   # after argv[0]
     # Without a shell: argv[0] (CommandInfo.arguments[0]; "" without
-    # arguments); None: the program's path is argv[0].
+    # arguments); None: the program's path is argv[0] (the DOCKER
+    # containerizer's, where every argument follows it: planning).
     argv0: Optional[str] = None
     shell: bool = True
     env: dict = dataclasses.field(default_factory=dict)   # complete environment
