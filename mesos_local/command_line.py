@@ -204,7 +204,8 @@ def build_parser(prog="python -m mesos_local"):
                              "[{\"principal\": ..., \"secret\": ...}]} or one 'principal "
                              "secret' per line; required with a --host other than loopback")
     parser.add_argument("--executor-environment-variables", metavar="JSON", default=None,
-                        help="the environment every task starts with, a JSON object of "
+                        help="the environment every executor and command task starts "
+                             "with (a task group's tasks get none of it), a JSON object of "
                              "strings (or file:///path to one), as the Mesos agent flag "
                              "(default: PATH only, never this process's environment)")
     parser.add_argument("--allow-root", action="store_true",

@@ -168,9 +168,11 @@ class LocalMaster(FaultInjection):
     Security (README "Security"): ``credentials`` (``{principal: secret}``
     or pairs) makes every scheduler request authenticate with HTTP basic
     authentication, as Mesos' ``--authenticate_http_frameworks`` with
-    ``--credentials``. ``executor_environment``: the variables every task
-    starts with, as the agent flag ``--executor_environment_variables``
-    (default none: ``PATH`` only; never the master's own environment).
+    ``--credentials``. ``executor_environment``: the variables every
+    executor and command task starts with, as the agent flag
+    ``--executor_environment_variables`` (default none: ``PATH`` only; never
+    the master's own environment); a task group's tasks, nested containers,
+    get none of them, as on Mesos.
     ``allow_root``: whether container tasks may run as root (default: only
     when this master runs as root itself). ``switch_user``: as the Mesos
     agent flag ``--switch_user`` (default on, as in Mesos): a plain task runs

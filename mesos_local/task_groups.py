@@ -7,6 +7,7 @@ executor, or all get TASK_ERROR (``validation::task::group::validate``).
 master's lock held."""
 
 import contextlib
+import ipaddress
 import logging
 import os
 from typing import Any, Callable
@@ -47,6 +48,7 @@ class TaskGroups:
     _add: Callable[..., Any]
     _resize: Callable[[Any], None]
     _release: Callable[[Any], None]
+    environment: Callable[..., dict]
 
     # -- task groups (ACCEPT's LAUNCH_GROUP) --------------------------------------
 
@@ -249,6 +251,19 @@ class TaskGroups:
                 finally:
                     os.close(fd)
                 os.symlink(os.path.join(base, path), container_path, dir_fd=own)
+
+    def container_ip(self, framework, agent):
+        """``MESOS_CONTAINER_IP`` of the DEFAULT executor's tasks: the
+        executor's own address, its libprocess IP (``DefaultExecutor::
+        launchGroup``): its LIBPROCESS_IP, else, or when that is any
+        address, its hostname's (``process::initialize``)."""
+        ip = self.environment(framework, agent, 0.0).get("LIBPROCESS_IP", "")
+        try:
+            if not ipaddress.ip_address(ip).is_unspecified:
+                return ip
+        except ValueError:
+            pass
+        return agent.ip
 
     def nested_ended(self, task):
         """A DEFAULT executor's task process ended (``TaskLauncher``, once

@@ -24,6 +24,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .api.operator_json import event_task_added
+from .containerizer.environment import executor_environment
 from .containerizer.escapes import EscapeSweeper
 from .containerizer.executor import TaskProcess, describe_exit
 from .containerizer.fetch_cache import AgentFetcher, FetcherCache
@@ -56,8 +57,9 @@ DEFAULT_EXECUTOR_KILL_GRACE = 3.0
 class TaskLauncher:
     """``runner`` runs plain command tasks, ``container_runner`` (or none)
     tasks that name an image; ``kill_grace_period`` is the default SIGTERM
-    to SIGKILL delay; ``base_env`` the environment every task starts from
-    (``environment.executor_environment``); ``root_allowed``: whether
+    to SIGKILL delay; ``base_env`` the environment every executor and
+    command task starts from (``environment.executor_environment``; a
+    nested container gets none of it); ``root_allowed``: whether
     container tasks may run as root; ``isolator``: the master's
     ``cgroups.Isolator`` (None: cpus and mem are not enforced);
     ``user_switch``: the agents' ``users.UserSwitch`` (None: on, as Mesos'
@@ -219,19 +221,23 @@ class TaskLauncher:
         executor's (``executors.py``), whose executor id is the executor's."""
         plan = task.plan
         hidden = self.hidden_paths if "fs" in agent.spec.isolate else ()
+        nested = task.executor is not None
         # A command task inherits its command executor's environment
-        # (src/launcher/executor.cpp): executorEnvironment's.
-        base = self.base_env if task.executor is not None else \
+        # (src/launcher/executor.cpp): executorEnvironment's. A nested
+        # container none of its executor's: PATH when unset (launch.cpp).
+        base = executor_environment(None) if nested else \
             self.executors.environment(framework, agent, self.executors.command_grace(plan))
         launch = build_launch(plan, task.id, framework.id, agent.id, task.sandbox,
-                              task.gpu_ids, bool(agent.gpu_ids), base, agent.netns, hidden)
+                              task.gpu_ids, bool(agent.gpu_ids), base, agent.netns, hidden,
+                              nested=nested)
         launch.container_id = task.container_id
-        if task.executor is not None:   # a nested container in its executor's sandbox
+        if nested:   # in its executor's sandbox
             launch.sandbox_below = task.executor.sandbox
             if task.container_id != task.executor.container_id:
                 launch.container_id = "%s.%s" % (task.executor.container_id, task.container_id)
-            if "MESOS_EXECUTOR_ID" not in plan.env:
-                launch.env["MESOS_EXECUTOR_ID"] = task.executor.id
+            # The default executor's, over the task's own
+            # (DefaultExecutor::launchGroup, src/launcher/default_executor.cpp).
+            launch.env["MESOS_CONTAINER_IP"] = self.executors.container_ip(framework, agent)
         # The command executor (CommandExecutor::launchTaskSubprocess,
         # src/launcher/executor.cpp) and the default executor
         # (src/launcher/default_executor.cpp) set it over the task's own.

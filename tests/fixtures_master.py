@@ -43,10 +43,20 @@ def small_agent(**overrides):
     return AgentSpec(**spec)
 
 
+def _started_by(master):
+    """Whether a process's environment (NUL-separated) is one of ``master``'s
+    tasks': its agent id in MESOS_SLAVE_ID, or, for a nested container (which
+    gets no agent variable), in the directory MESOS_SANDBOX names."""
+    slave_id = ("MESOS_SLAVE_ID=%s-S" % master.id).encode()
+    agents = ("/agents/%s-S" % master.id).encode()
+    return lambda environ: any(
+        item.startswith(slave_id) or (item.startswith(b"MESOS_SANDBOX=") and agents in item)
+        for item in environ.split(b"\0"))
+
+
 def leftover_processes(master):
-    """Pids of live processes started by ``master`` (found by the agent ids
-    in their environment)."""
-    marker = ("MESOS_SLAVE_ID=%s-S" % master.id).encode()
+    """Pids of live processes started by ``master`` (``_started_by``)."""
+    started = _started_by(master)
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -58,7 +68,7 @@ def leftover_processes(master):
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker in environ and state != b"Z":
+        if started(environ) and state != b"Z":
             found.append(int(name))
     return found
 

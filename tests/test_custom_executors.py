@@ -14,7 +14,14 @@ import uuid
 
 import pytest
 import requests
-from fixtures_master import clients, leftover_processes, make_local_master, pymesos_path, read_file
+from fixtures_master import (
+    clients,
+    leftover_processes,
+    make_local_master,
+    marked_environment,
+    pymesos_path,
+    read_file,
+)
 from fixtures_netns import namespaces, root_only
 from local_users import nobody
 from mesos_http_client import scalar, task_info
@@ -22,6 +29,7 @@ from waiting import wait_until
 
 from mesos_local.api import validation as schema
 from mesos_local.containerizer.cgroups import isolation_problem
+from mesos_local.containerizer.environment import DEFAULT_PATH
 from tfmesos.mesos.recordio import Decoder
 
 EXECUTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw_executor.py")
@@ -456,7 +464,7 @@ def test_task_group_shares_a_sandbox_volume(make_local_master, clients):
     writer = task_info("writer", offer, "echo shared-data > shared/f",
                        container=shared_volume())
     reader = task_info("reader", offer, "while [ ! -s shared/f ]; do sleep 0.05; done; "
-                                        "cat shared/f; echo $MESOS_EXECUTOR_ID",
+                                        "cat shared/f",
                        container=shared_volume())
     launch_group(client, offer, default_executor(), [writer, reader])
     states, last = states_until_terminal(client, ["writer", "reader"])
@@ -469,8 +477,36 @@ def test_task_group_shares_a_sandbox_volume(make_local_master, clients):
     executor_sandbox = sandbox.rpartition("/containers/")[0]
     assert "/executors/group/runs/" in executor_sandbox
     assert os.path.realpath(os.path.join(executor_sandbox, "tasks", "reader")) == sandbox
-    assert read_file(os.path.join(sandbox, "stdout")) == "shared-data\ngroup\n"
+    assert read_file(os.path.join(sandbox, "stdout")) == "shared-data\n"
     assert read_file(os.path.join(executor_sandbox, "data", "f")) == "shared-data\n"
+    wait_gone(master)
+
+
+def test_a_group_task_gets_the_environment_mesos_default_executor_gives_it(
+        make_local_master, clients):
+    """A nested container gets none of its executor's environment: no agent
+    variables (``executorEnvironment``, --executor_environment_variables),
+    since the agent launches it with none (``Http::_launchContainer``,
+    src/slave/http.cpp), only MESOS_SANDBOX (``MesosContainerizerProcess::
+    _launch``), its CommandInfo's variables, to which the default executor
+    adds MESOS_CONTAINER_IP (its own address) and MESOS_ALLOCATION_ROLE
+    (``DefaultExecutor::launchGroup``, src/launcher/default_executor.cpp),
+    and PATH when unset (launch.cpp); this master's GPU variables too."""
+    master = make_local_master(executor_environment=marked_environment(AGENT_SET="agent"))
+    client = clients(master)
+    offer = client.next_offers()[0]
+    task = task_info("env", offer, "/usr/bin/env",
+                     env={"MINE": "mine", "MESOS_CONTAINER_IP": "mine"})
+    task["command"].update({"shell": False, "arguments": ["env", "-0"]})
+    launch_group(client, offer, default_executor(), [task])
+    states, _ = states_until_terminal(client, ["env"])
+    assert states["env"][-1] == "TASK_FINISHED"
+    sandbox = master.sandbox("env")
+    output = read_file(os.path.join(sandbox, "stdout"))
+    env = dict(item.partition("=")[::2] for item in output.split("\0") if item)
+    assert env == {"PATH": DEFAULT_PATH, "MESOS_SANDBOX": sandbox, "MINE": "mine",
+                   "MESOS_CONTAINER_IP": "127.0.0.1", "MESOS_ALLOCATION_ROLE": "*",
+                   "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
     wait_gone(master)
 
 

@@ -453,7 +453,7 @@ def gpu_count(resources):
 
 
 def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_has_gpus,
-                 base_env, netns=None, hidden_paths=()):
+                 base_env, netns=None, hidden_paths=(), nested=False):
     """The TaskLaunch of a task's (or an executor's) process: ``base_env``
     (``Executors.environment``), the ids and directory
     ``executorEnvironment`` (src/slave/slave.cpp) adds, ``MESOS_SANDBOX``
@@ -461,13 +461,16 @@ def build_launch(plan, task_id, framework_id, agent_id, sandbox, gpu_ids, agent_
     src/slave/containerizer/mesos/containerizer.cpp), then the plan's own
     variables. ``task_id`` is the executor id (a command task's is its task
     id). Nothing Mesos does not set: no ``MESOS_TASK_ID`` (Marathon's), no
-    ``MESOS_AGENT_ID``."""
+    ``MESOS_AGENT_ID``. A ``nested`` container (a DEFAULT executor's task)
+    gets ``MESOS_SANDBOX`` only: the agent launches it with no environment
+    of its own (``Http::_launchContainer``, src/slave/http.cpp)."""
     env = dict(base_env)
-    env.update({
-        "MESOS_SANDBOX": sandbox, "MESOS_DIRECTORY": sandbox,
-        "MESOS_FRAMEWORK_ID": framework_id, "MESOS_SLAVE_ID": agent_id,
-        "MESOS_EXECUTOR_ID": task_id,
-    })
+    env["MESOS_SANDBOX"] = sandbox
+    if not nested:
+        env.update({
+            "MESOS_DIRECTORY": sandbox, "MESOS_FRAMEWORK_ID": framework_id,
+            "MESOS_SLAVE_ID": agent_id, "MESOS_EXECUTOR_ID": task_id,
+        })
     # A task sees the GPUs it holds and no others. An agent without GPUs
     # hides the machine's, as a separate GPU-less host would have none; the
     # base environment (the submitter's, for a run's master) may name some.
