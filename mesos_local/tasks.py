@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .api.operator_json import event_task_added
 from .containerizer.environment import executor_environment
 from .containerizer.escapes import EscapeSweeper
-from .containerizer.executor import TaskProcess, describe_exit
+from .containerizer.executor import TaskProcess, describe_container_exit, describe_exit
 from .containerizer.fetch_cache import AgentFetcher, FetcherCache
 from .containerizer.planning import (
     NO_DOCKER_MESSAGE,
@@ -331,7 +331,11 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
     ``limitation``: Mesos' message when it outgrew its memory; ``dropped``:
     the state of a task that never launched, its sandbox not given to its
     user (TASK_DROPPED or TASK_LOST); ``lost``: why its runner lost it as it
-    ran (a container whose engine stopped answering)."""
+    ran (a container whose engine stopped answering). A DOCKER task's end
+    is worded as Mesos' docker executor words it, with no reason
+    (src/docker/executor.cpp, ``_reaped``)."""
+    docker = task.plan.image is not None and task.plan.containerizer == "DOCKER"
+    describe = describe_container_exit if docker else describe_exit
     if dropped:
         return dropped, "SOURCE_AGENT", "REASON_EXECUTOR_TERMINATED", error
     if limitation is not None:
@@ -346,7 +350,7 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
         if status is None:
             return ("TASK_KILLED", "SOURCE_AGENT", "REASON_TASK_KILLED_DURING_LAUNCH",
                     "Task killed during launch")
-        return "TASK_KILLED", "SOURCE_EXECUTOR", None, describe_exit(status)
+        return "TASK_KILLED", "SOURCE_EXECUTOR", None, describe(status)
     if lost is not None:
         # As Mesos' docker executor when its container's run failed, the engine
         # gone with it: TASK_FAILED, no reason, the runner's words.
@@ -354,6 +358,6 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
     if error is not None:
         return "TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED", error
     if status == 0:
-        return "TASK_FINISHED", "SOURCE_EXECUTOR", None, describe_exit(status)
-    return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_COMMAND_EXECUTOR_FAILED",
-            describe_exit(status))
+        return "TASK_FINISHED", "SOURCE_EXECUTOR", None, describe(status)
+    return ("TASK_FAILED", "SOURCE_EXECUTOR", None if docker else "REASON_COMMAND_EXECUTOR_FAILED",
+            describe(status))

@@ -581,8 +581,31 @@ def test_killing_a_docker_task_is_docker_stop_with_the_grace(
     client.kill("stubborn")
     killed = wait_ended(client, "stubborn", timeout=WAIT)
     waited = time.monotonic() - started
+    # Mesos' docker executor words it as `docker run` exits (_reaped): 128 + SIGKILL.
     assert (killed["state"], killed["message"]) == ("TASK_KILLED",
-                                                    "Command terminated with signal Killed")
+                                                    "Container exited with status 137")
+    assert "reason" not in killed
     assert waited >= grace
     assert "not reached" not in read(os.path.join(sandbox, "stdout"))
     assert container.name == "mesos-" + os.path.basename(sandbox)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("containerizer, words", [
+    ("DOCKER", "Container exited with status %d"), ("MESOS", "Command exited with status %d")])
+def test_an_image_task_s_end_is_worded_as_its_executor_words_it(
+        containerizer, words, make_local_master, clients, docker_engine, tfmesos_image,
+        no_leaked_containers):
+    # Mesos' docker executor (src/docker/executor.cpp, _reaped): "Container " and
+    # `docker run`'s wait status, no reason; the command executor's "Command ".
+    master = make_local_master(container_runner=DockerRunner(docker_engine), allow_root=True)
+    client = clients(master)
+    offer = client.next_offers()[0]
+    image = container_of(containerizer, tfmesos_image)
+    client.launch(offer, [task_info("done", offer, "true", container=image),
+                          task_info("failed", offer, "exit 3", container=image)])
+    finished, failed = (wait_ended(client, task_id) for task_id in ("done", "failed"))
+    assert (finished["state"], finished["message"]) == ("TASK_FINISHED", words % 0)
+    assert (failed["state"], failed["message"]) == ("TASK_FAILED", words % 3)
+    if containerizer == "DOCKER":
+        assert "reason" not in failed and "reason" not in finished

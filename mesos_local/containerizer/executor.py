@@ -400,4 +400,14 @@ def describe_exit(status):
     return "Command terminated with signal %s" % name
 
 
-__all__ = ["TaskProcess", "task_processes", "signal_task", "destroy_task", "describe_exit"]
+def describe_container_exit(status):
+    """Mesos' docker executor wording (src/docker/executor.cpp, ``_reaped``):
+    'Container exited with status 3', the wait status of ``docker run``,
+    which exits 128 + N for a container ended by signal N."""
+    if status is None:
+        return describe_exit(status)
+    return "Container exited with status %d" % (status if status >= 0 else 128 - status)
+
+
+__all__ = ["TaskProcess", "task_processes", "signal_task", "destroy_task", "describe_exit",
+           "describe_container_exit"]
