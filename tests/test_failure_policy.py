@@ -377,8 +377,15 @@ def test_relaunches_count_again_after_a_whole_restart():
     assert "(relaunch 1, within 120 s)" in run.notes[-1]
 
 
+# The bare words of Mesos' command executor (src/launcher/executor.cpp) and,
+# for a DOCKER containerizer task, of its docker executor (src/docker/executor.cpp).
+EXIT_WORDS = ["Command exited with status %d", "Container exited with status %d"]
+
+
+@pytest.mark.parametrize("words", EXIT_WORDS)
 @pytest.mark.parametrize("first", ["exit report", "mesos update"])
-def test_a_failed_command_is_worded_the_same_whichever_report_of_its_end_comes_first(first):
+def test_a_failed_command_is_worded_the_same_whichever_report_of_its_end_comes_first(
+        first, words):
     # A loaded agent's TASK_FAILED may come before the task's own exit
     # report; whichever comes first fails the run.
     run = FakeRun(WORKERS)
@@ -387,14 +394,15 @@ def test_a_failed_command_is_worded_the_same_whichever_report_of_its_end_comes_f
         if first == "exit report":
             run.exit("worker:1", 3)
         else:
-            run.status("worker:1", "TASK_FAILED", message="Command exited with status 3")
+            run.status("worker:1", "TASK_FAILED", message=words % 3)
     assert str(error.value) == "task worker:1 exited with code 3"
     assert error.value.exit_code == 3
 
 
+@pytest.mark.parametrize("words", EXIT_WORDS)
 @pytest.mark.parametrize("first", ["exit report", "mesos update"])
 def test_a_killed_command_is_lost_in_the_same_words_whichever_report_of_its_end_comes_first(
-        first):
+        first, words):
     # The task entry exits 128 + N when its command was killed by signal N:
     # the agent's bare "Command exited with status 137" says no more than
     # the task's own report (CI under load: Mesos' came first, and the
@@ -404,7 +412,7 @@ def test_a_killed_command_is_lost_in_the_same_words_whichever_report_of_its_end_
     if first == "exit report":
         run.exit("worker:1", 137)
     else:
-        run.status("worker:1", "TASK_FAILED", message="Command exited with status 137")
+        run.status("worker:1", "TASK_FAILED", message=words % 137)
     assert run.phase == Phase.RESTARTING
     assert run.notes[0].startswith(
         "worker:1 was lost (its command was killed by SIGKILL, exit code 137); restarting"), \

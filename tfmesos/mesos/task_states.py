@@ -15,13 +15,16 @@ _EXIT_STATUS = re.compile(r"exited with status (\d+)")
 
 def says_only_the_exit(status_message: Optional[str], code: Optional[int]) -> bool:
     """Whether ``status_message`` is the command executor's bare "Command
-    exited with status ``code``": nothing an exit code does not say."""
-    return code is not None and (status_message or "").strip() == \
-        "Command exited with status %d" % code
+    exited with status ``code``", or the docker executor's "Container ..."
+    (a DOCKER containerizer task, src/docker/executor.cpp ``_reaped``):
+    nothing an exit code does not say."""
+    return code is not None and (status_message or "").strip() in (
+        "Command exited with status %d" % code, "Container exited with status %d" % code)
 
 
 def exit_code_of(status_message: Optional[str]) -> Optional[int]:
     """The exit code in Mesos' "Command exited with status N" (the command
-    executor's message, src/launcher/executor.cpp), or None."""
+    executor's message, src/launcher/executor.cpp; the docker executor's
+    "Container exited with status N"), or None."""
     match = _EXIT_STATUS.search(status_message or "")
     return int(match.group(1)) if match else None
