@@ -193,28 +193,33 @@ def test_container_user_resolves_host_names():
     assert container_user("nobody:no-such-group") == "nobody:no-such-group"
 
 
-def test_container_kwargs_without_shell_keeps_the_entrypoint(tmp_path):
-    launch = make_launch(tmp_path, "python", "img", shell=False, arguments=["-c", "pass"])
+def test_container_kwargs_without_shell_keeps_the_entrypoint_under_docker_only(tmp_path):
+    launch = make_launch(tmp_path, "python", "img", shell=False, arguments=["-c", "pass"],
+                         containerizer="DOCKER")
     kwargs = container_kwargs(launch)
     assert kwargs["command"] == ["python", "-c", "pass"]
     assert "entrypoint" not in kwargs and "device_requests" not in kwargs
+    launch.containerizer = "MESOS"
+    kwargs = container_kwargs(launch)
+    assert kwargs["entrypoint"] == ["python", "-c", "pass"] and "command" not in kwargs
 
 
-@pytest.mark.parametrize("container, command", [
-    ({"type": "DOCKER", "docker": {"image": "img"}}, ["/bin/echo", "a", "b", "c"]),
+@pytest.mark.parametrize("container, key, command", [
+    ({"type": "DOCKER", "docker": {"image": "img"}}, "command", ["/bin/echo", "a", "b", "c"]),
     ({"type": "MESOS", "mesos": {"image": {"type": "DOCKER", "docker": {"name": "img"}}}},
-     ["/bin/echo", "b", "c"]),
+     "entrypoint", ["/bin/echo", "b", "c"]),
 ])
 def test_a_planned_task_without_shell_runs_the_argv_of_its_containerizer(
-        tmp_path, container, command):
+        tmp_path, container, key, command):
     # DOCKER: `docker run IMAGE value arguments...` (src/docker/docker.cpp,
-    # Docker::RunOptions::create); MESOS: value exec'd with argv = arguments.
+    # Docker::RunOptions::create), after the image's entrypoint; MESOS: value
+    # exec'd with argv = arguments, the image's entrypoint ignored.
     info = {"name": "t", "task_id": {"value": "t-1"}, "agent_id": {"value": "a"},
             "resources": [], "container": container,
             "command": {"value": "/bin/echo", "shell": False, "arguments": ["a", "b", "c"]}}
     launch = build_launch(plan_task(info), "t-1", "fw-1", "a", str(tmp_path), [], False, {})
     kwargs = container_kwargs(launch)
-    assert kwargs["command"] == command and "entrypoint" not in kwargs
+    assert kwargs[key] == command and len({"command", "entrypoint"} & set(kwargs)) == 1
 
 
 @pytest.mark.parametrize("key, message", [

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 
 import pytest
 import requests
@@ -200,25 +201,42 @@ def test_without_a_shell_value_is_execd_with_the_arguments_as_its_argv(local_mas
         assert stdout.splitlines()[0] == out, task_id
 
 
+@pytest.fixture
+def entrypoint_image(docker_engine, tfmesos_image):
+    """The tfmesos image with an ENTRYPOINT, built here and removed after."""
+    import io
+
+    tag = "mesos-local-test/entrypoint:%s" % uuid.uuid4().hex
+    dockerfile = 'FROM %s\nENTRYPOINT ["/bin/echo", "entry"]\n' % tfmesos_image
+    docker_engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    try:
+        yield tag
+    finally:
+        docker_engine.images.remove(tag)
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(1800)   # the image's first build (minutes when cold)
-@pytest.mark.parametrize("containerizer, out", [("DOCKER", "a b c"), ("MESOS", "b c")])
+@pytest.mark.parametrize("containerizer, out", [("DOCKER", "entry /bin/echo a b c"),
+                                                ("MESOS", "b c")])
 def test_without_a_shell_an_image_task_gets_the_argv_its_containerizer_gives(
-        make_local_master, clients, docker_engine, tfmesos_image, no_leaked_containers,
+        make_local_master, clients, docker_engine, entrypoint_image, no_leaked_containers,
         containerizer, out):
     """Mesos' Docker containerizer runs ``docker run IMAGE value arguments...``
     (src/docker/docker.cpp, Docker::RunOptions::create): every argument
-    follows the value. Its Mesos containerizer execs ``value`` with argv =
-    arguments (launch.cpp), so arguments[0] is argv[0] there."""
+    follows the value, after the image's entrypoint. Its Mesos containerizer
+    execs ``value`` with argv = arguments (launch.cpp), so arguments[0] is
+    argv[0] there, and ignores the image's entrypoint (the docker/runtime
+    isolator's getLaunchCommand)."""
     from mesos_local.containerizer.docker_runner import DockerRunner
 
     master = make_local_master(container_runner=DockerRunner(docker_engine), allow_root=True)
     client = clients(master)
     offer = client.next_offers()[0]
-    image = {"type": "DOCKER", "docker": {"image": tfmesos_image}} \
+    image = {"type": "DOCKER", "docker": {"image": entrypoint_image}} \
         if containerizer == "DOCKER" else \
         {"type": "MESOS", "mesos": {"image": {"type": "DOCKER",
-                                              "docker": {"name": tfmesos_image}}}}
+                                              "docker": {"name": entrypoint_image}}}}
     info = argv_task("argv", offer, "/bin/echo", ["a", "b", "c"])
     info["container"] = image
     client.launch(offer, [info])

@@ -15,13 +15,16 @@ A task's container:
   ``mesos-<container id>`` (src/slave/containerizer/docker.hpp,
   ``Container::name``), with ``MESOS_SANDBOX=/mnt/mesos/sandbox`` and
   ``MESOS_CONTAINER_NAME`` set, no ``--init`` (the command is PID 1) and no
-  ``-w`` (the image's ``WORKDIR``, ``/`` when it sets none);
+  ``-w`` (the image's ``WORKDIR``, ``/`` when it sets none); without a
+  shell, the image's entrypoint runs with ``launch.argv()`` as its command;
 * under the MESOS containerizer (an image in ``mesos.image``), as its
   launch does for a container with a root filesystem
   (src/slave/containerizer/mesos/containerizer.cpp, ``_launch``):
   ``MESOS_SANDBOX=/mnt/mesos/sandbox`` and the sandbox as working
   directory; Docker's ``--init`` (tini) is PID 1 and passes ``terminate``'s
   SIGTERM on to the command, as Mesos' command executor signals the task;
+  the image's entrypoint never runs (the docker/runtime isolator's
+  ``getLaunchCommand``: the command has a value);
 * gets ``launch.env`` minus the variables that only describe the host
   (``PATH``, ``HOME``, ``PYTHONPATH``, ``VIRTUAL_ENV``, ...), so the image's
   own ``PATH`` stays in force; a DOCKER container only the task's own
@@ -332,8 +335,11 @@ def container_kwargs(launch, name=None):
         # DOCKER task starts in the image's WORKDIR.
         kwargs["working_dir"] = SANDBOX_DIRECTORY
     argv = launch.argv()
-    if launch.shell:
-        # As Mesos does for shell commands: the image's entrypoint is replaced.
+    if launch.shell or not docker_containerizer:
+        # The image's entrypoint is replaced for a shell command, and by the
+        # Mesos containerizer for any command with a value (which planning
+        # asks for): the docker/runtime isolator's getLaunchCommand. The
+        # Docker containerizer keeps it: `docker run IMAGE value arguments...`.
         kwargs["entrypoint"] = argv
     else:
         kwargs["command"] = argv
