@@ -319,8 +319,6 @@ class TaskLauncher:
                 state, source, reason, message = _exit_update(task, status, error,
                                                               proc.limitation, dropped,
                                                               proc.lost)
-                if task.executor is not None and reason == "REASON_COMMAND_EXECUTOR_FAILED":
-                    reason = None   # the default executor gives none (default_executor.cpp)
                 self.updates.update(task, state, source, reason, message)
             if task.executor is not None:
                 self.executors.nested_ended(task)
@@ -332,8 +330,8 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
     the state of a task that never launched, its sandbox not given to its
     user (TASK_DROPPED or TASK_LOST); ``lost``: why its runner lost it as it
     ran (a container whose engine stopped answering). A DOCKER task's end
-    is worded as Mesos' docker executor words it, with no reason
-    (src/docker/executor.cpp, ``_reaped``)."""
+    is worded as Mesos' docker executor words it (src/docker/executor.cpp,
+    ``_reaped``)."""
     docker = task.plan.image is not None and task.plan.containerizer == "DOCKER"
     describe = describe_container_exit if docker else describe_exit
     if dropped:
@@ -345,7 +343,7 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
                 limitation)
     if task.kill_reason == "max_completion":
         return ("TASK_FAILED", "SOURCE_EXECUTOR", "REASON_MAX_COMPLETION_TIME_REACHED",
-                "Task reached its maximum completion time")
+                describe(status))
     if task.kill_requested:
         if status is None:
             return ("TASK_KILLED", "SOURCE_AGENT", "REASON_TASK_KILLED_DURING_LAUNCH",
@@ -359,5 +357,7 @@ def _exit_update(task, status, error, limitation=None, dropped=None, lost=None):
         return "TASK_FAILED", "SOURCE_AGENT", "REASON_CONTAINER_LAUNCH_FAILED", error
     if status == 0:
         return "TASK_FINISHED", "SOURCE_EXECUTOR", None, describe(status)
-    return ("TASK_FAILED", "SOURCE_EXECUTOR", None if docker else "REASON_COMMAND_EXECUTOR_FAILED",
-            describe(status))
+    # No reason, as both of Mesos' executors send it (CommandExecutor::reaped,
+    # src/launcher/executor.cpp; the proto's default REASON_COMMAND_EXECUTOR_FAILED
+    # is deprecated and never set).
+    return "TASK_FAILED", "SOURCE_EXECUTOR", None, describe(status)
