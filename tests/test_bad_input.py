@@ -101,6 +101,12 @@ def big_hooks(place):
     return {"hooks": path}
 
 
+def keys_under_a_file(place):
+    """A file where the keys directory's parent would be: none can be made there."""
+    open(os.path.join(place["outside"], "file"), "w").close()
+    return {}
+
+
 def dead_process():
     """The scheduler record of a process that ran here and is gone."""
     child = subprocess.Popen(["true"])
@@ -240,6 +246,12 @@ ROWS = [
           "argument --failover-timeout: must be a number above 0"),
     tfrun("failover-and-detach", ["--failover", "--detach", "-m", "127.0.0.1:1"], 2,
           "--failover and --detach both keep the run going without tfrun"),
+    # a keys directory that cannot be written: refused before the launch, as
+    # --detach's is (the run went on with a warning, and nothing could attach it)
+    tfrun("failover-keys-directory-unwritable", ["--failover", "-m", "127.0.0.1:1"], 2,
+          "cannot keep the run's key in {outside}/file/keys (Not a directory): set "
+          "$TFMESOS_KEYS_DIR to a directory you can write",
+          env={"TFMESOS_KEYS_DIR": "{outside}/file/keys"}, setup=keys_under_a_file),
     tfrun("extra-config-nested-too-deep", ["-e", "{hooks}"], 2, "--extra_config ",
           setup=deep_hooks),
     # -e, as every other file flag: a regular file, not waited on, bounded
@@ -380,7 +392,8 @@ def run_row(row, place):
     values.update(runs=place["runs"], outside=place["outside"])
     args = [arg.format(**values) for arg in row.args]
     env = dict(os.environ, MESOS_MASTER="", TMPDIR=place["tmp"], TFMESOS_RUNS_DIR=place["runs"],
-               PYTHONPATH=REPO, COLUMNS="100", **row.env)
+               PYTHONPATH=REPO, COLUMNS="100",
+               **{name: value.format(**values) for name, value in row.env.items()})
     if "DOCKER_HOST" not in row.env:
         env.pop("DOCKER_HOST", None)
     stdout = subprocess.PIPE

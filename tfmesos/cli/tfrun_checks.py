@@ -59,10 +59,11 @@ def check_before_start(spec, environ):
     (``open_files.too_few``), a given advertise address the backend would refuse, a
     ``$DOCKER_HOST`` the embedded master's Docker runner could not read,
     a ``--secret-env`` variable that is not set, a keys directory another
-    user could swap a ``--failover`` or ``--detach`` run's key in
-    (``takeover_files.check_keys_dir``), a runs directory another user
-    could redirect the run's record from (``run_dirs.check_runs_dir``),
-    a ``--run-dir`` that cannot be made (made last, once all else passed)."""
+    user could swap a ``--failover`` or ``--detach`` run's key in, or one
+    its key cannot be written to (``takeover_files.check_keys_writable``),
+    a runs directory another user could redirect the run's record from
+    (``run_dirs.check_runs_dir``), a ``--run-dir`` that cannot be made
+    (made last, once all else passed)."""
     from ..core.task_secrets import values
     values(spec, environ)
     if spec.master == config.LOCAL and spec.python and not spec.image:
@@ -83,9 +84,9 @@ def check_before_start(spec, environ):
         if why:
             raise SpecError(why)
     if spec.failover_timeout is not None:   # --failover, --detach: the run's key is kept
-        from ..record.takeover_files import TakeoverError, check_keys_dir
-        try:
-            check_keys_dir(environ)
+        from ..record.takeover_files import TakeoverError, check_keys_writable
+        try:   # a run nobody can attach is none: refused before it launches
+            check_keys_writable(environ)
         except TakeoverError as exc:
             raise SpecError(str(exc)) from None
     if spec.run_dir is None:
