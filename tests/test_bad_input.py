@@ -297,6 +297,16 @@ ROWS = [
     Row("attach-without-a-master", "tfmesos", ["attach", "abcd"], 2, "which master?"),
     Row("attach-an-unknown-run", "tfmesos", ["attach", "abcd", "--master", "127.0.0.1:1"], 1,
         "cannot reach the Mesos master at"),
+    # An empty RUN is a usage error, as a missing one is: show and logs said
+    # 1, kill and attach went to the master first (1, or 2 for no master).
+    *[Row("%s-an-empty-run-id" % " ".join([command, *more[:1]]).replace(" --", "-"),
+          "tfmesos", [command, "", *more], 2,
+          "argument RUN: '' names no run: give a run's id (tfmesos runs lists them)")
+      for command, more in (("show", []), ("logs", []), ("report", []),
+                            ("kill", ["--master", "127.0.0.1:1"]),
+                            ("attach", ["--master", "127.0.0.1:1"]),
+                            ("show", ["--master", "127.0.0.1:1"]),
+                            ("logs", ["--master", "127.0.0.1:1"]))],
     Row("runs-of-a-zookeeper-that-refuses", "tfmesos",
         ["runs", "--master", "zk://127.0.0.1:1/mesos"], 1,
         "nothing listens at 127.0.0.1:1, the ZooKeeper of zk://127.0.0.1:1/mesos: check the "

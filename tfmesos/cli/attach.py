@@ -19,7 +19,7 @@ import os
 import sys
 
 from ..exceptions import TFMesosError
-from .common import CommandParser
+from .common import CommandParser, run_word
 from .tables import printable
 
 
@@ -34,12 +34,12 @@ def build_parser():
         "to its tasks again; tfmesos kill RUN stops it. Exits 0 once "
         "the run succeeded; 1 when it failed, was killed or ended without saying (a finished "
         "run at once, with the line that says why it failed).")
-    parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), its "
-                        "framework id or its run directory. The run is the framework your run "
-                        "directory names, else the one with that run id whose user and "
-                        "principal are yours and whose proof label your key of the run "
-                        "verifies (a detached run needs the key: it is handed to the run); "
-                        "several: they are listed (exit 2), none is attached")
+    parser.add_argument("run", metavar="RUN", type=run_word, help="the run's id (a prefix "
+                        "is enough), its framework id or its run directory. The run is the "
+                        "framework your run directory names, else the one with that run id "
+                        "whose user and principal are yours and whose proof label your key of "
+                        "the run verifies (a detached run needs the key: it is handed to the "
+                        "run); several: they are listed (exit 2), none is attached")
     parser.add_argument("--master", metavar="M", help="the Mesos master (default: the run's, "
                         "else $MESOS_MASTER)")
     parser.add_argument("--key", metavar="FILE", help="the run's key, to take over a run "

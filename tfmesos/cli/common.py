@@ -17,7 +17,7 @@ from ..core.signals import (
 
 __all__ = ["CommandParser", "setup_logging", "interrupt_on_signals", "ignore_signals",
            "interrupting_only_inside", "interruptible",
-           "leave", "bounded", "OutputClosed", "SIGPIPE_EXIT", "quiet_on_closed_pipe",
+           "leave", "bounded", "run_word", "OutputClosed", "SIGPIPE_EXIT", "quiet_on_closed_pipe",
            "output_closed"]
 
 SIGPIPE_EXIT = 128 + 13   # a shell's status for a process SIGPIPE killed (cat in cat | head)
@@ -152,6 +152,16 @@ def bounded(kind, low, high, low_open=False):
         return value
     parse.__name__ = "integer" if integer else "number"
     return parse
+
+
+def run_word(text):
+    """An argparse ``type`` for the RUN of show, logs, report, kill and
+    attach: an empty one names no run, a usage error as a missing one is
+    (it was looked for: 'give a run id', exit 1, or the master asked first)."""
+    if not text:
+        raise argparse.ArgumentTypeError("'' names no run: give a run's id (tfmesos runs "
+                                         "lists them)")
+    return text
 
 
 class OutputClosed(KeyboardInterrupt):

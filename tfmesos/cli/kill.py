@@ -28,7 +28,7 @@ from ..exceptions import MesosError, TFMesosError
 from ..protocol import labels as run_labels
 from ..record.outcomes import killed_text
 from .cluster_runs import master_of, reader
-from .common import CommandParser
+from .common import CommandParser, run_word
 from .run_lookup import caller_of, find_run
 
 # Seconds a detached run's scheduler task has to record the kill and end
@@ -50,8 +50,8 @@ def kill_main(argv, environ=None, out=None):
         "the run's key (~/.tfmesos/keys/RUN, $TFMESOS_KEYS_DIR), whose proof label that key "
         "verifies; several: they are listed, none is killed (exit 2). Your key of the killed "
         "run, which has ended, is removed.")
-    parser.add_argument("run", metavar="RUN", help="the run's id (a prefix is enough), as "
-                        "tfmesos runs --master shows it, or its framework id")
+    parser.add_argument("run", metavar="RUN", type=run_word, help="the run's id (a prefix "
+                        "is enough), as tfmesos runs --master shows it, or its framework id")
     parser.add_argument("--master", metavar="M", help="the Mesos master (default $MESOS_MASTER)")
     args = parser.parse_options(argv)
     address = master_of(args, environ, parser)

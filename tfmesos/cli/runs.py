@@ -14,7 +14,7 @@ import time
 from ..core.inputs import MAX_COUNT
 from ..record.history import HistoryError, find_run, list_runs, prune, recent_runs
 from ..record.run_dirs import runs_root
-from .common import CommandParser, bounded
+from .common import CommandParser, bounded, run_word
 from .run_show import code_text, show_run
 from .tables import duration_text, fit_last_column, local_time, printable, table, terminal_width
 
@@ -31,8 +31,8 @@ def _parser(prog, usage, description):
 
 
 def _run_argument(parser):
-    parser.add_argument("run", metavar="RUN", help="a run id (a prefix is enough) or a run "
-                        "directory")
+    parser.add_argument("run", metavar="RUN", type=run_word, help="a run id (a prefix is "
+                        "enough) or a run directory")
 
 
 # -- tfmesos runs -----------------------------------------------------------------
