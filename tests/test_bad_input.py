@@ -235,6 +235,13 @@ ROWS = [
     tfrun("docker-host-unreadable", ["-I", "tfmesos/tfmesos"], 2,
           "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
           needs_docker=True),
+    # tfrun: the flags of image tasks, given to a run of plain tasks, did nothing
+    tfrun("docker-containerizer-without-an-image", ["-C", "DOCKER"], 2,
+          "-C DOCKER is for image tasks, and the run has no image: add -I IMAGE (or set "
+          "$DOCKER_IMAGE), or drop -C DOCKER"),
+    tfrun("force-pull-without-an-image", ["-f", "-V", "/tmp:/data"], 2,
+          "-f and -V are for image tasks, and the run has no image: add -I IMAGE (or set "
+          "$DOCKER_IMAGE), or drop -f and -V"),
     # tfrun: runs that outlive tfrun need a master that outlives it
     tfrun("failover-on-the-embedded-master", ["--failover"], 2,
           "--failover needs a master that outlives tfrun, and the embedded one dies with it"),

@@ -129,7 +129,8 @@ def parsed(*argv, command="python train.py"):
 
 def test_a_spec_goes_to_the_scheduler_task_and_back_unchanged():
     spec = parsed("-w", "2", "-s", "1", "-E", "A=1", "--max-restarts", "2", "-m",
-                  "10.0.0.9:5050", "--detach", "--job", "chief:1:0.5:256", "-V", "/tmp:/x:ro",
+                  "10.0.0.9:5050", "--detach", "--job", "chief:1:0.5:256", "-I", "img",
+                  "-V", "/tmp:/x:ro",
                   "--failover-timeout", "7200")
     assert spec_from_dict(json.loads(json.dumps(spec_to_dict(spec)))) == spec
     assert spec.failover_timeout == 7200

@@ -439,12 +439,28 @@ def read_hooks(path):
     return hooks
 
 
+def check_image_options(args, image):
+    """SpecError for the flags of image tasks given to a run without an
+    image: its plain tasks have no container (``taskinfo.container_info``),
+    so -C DOCKER, -f and -V did nothing, silently."""
+    if image:
+        return
+    given = [flag for flag, on in (("-C DOCKER", args.containerizer == "DOCKER"),
+                                   ("-f", args.force_pull), ("-V", args.volume)) if on]
+    if given:
+        flags = " and ".join(given)
+        raise SpecError("%s %s for image tasks, and the run has no image: add -I IMAGE (or set "
+                        "$DOCKER_IMAGE), or drop %s"
+                        % (flags, "is" if len(given) == 1 else "are", flags))
+
+
 def read_options(args, command):
     """The run's ``RunSpec``: every option parsed and checked once; SpecError,
     MasterAddressError."""
     framework = framework_option(args)
     jobs = jobs_from_args(args, framework)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
+    check_image_options(args, image)
     ship = ship_spec(args)
     if args.logs and args.worker_logs is not None:
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
