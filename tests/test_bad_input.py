@@ -242,6 +242,15 @@ ROWS = [
     tfrun("force-pull-without-an-image", ["-f", "-V", "/tmp:/data"], 2,
           "-f and -V are for image tasks, and the run has no image: add -I IMAGE (or set "
           "$DOCKER_IMAGE), or drop -f and -V"),
+    # --master-scheme is the scheme of masters found through zk:// only
+    tfrun("master-scheme-https-on-the-embedded-master", ["--master-scheme", "https"], 2,
+          "--master-scheme https is for masters found through zk://, and the master (local) "
+          "is none: give an https master as https://HOST:PORT, or drop --master-scheme"),
+    tfrun("master-scheme-https-with-a-host-port", ["--master-scheme", "https", "-m",
+                                                   "127.0.0.1:1"], 2,
+          "--master-scheme https is for masters found through zk://, and the master "
+          "(127.0.0.1:1) is none: give an https master as https://HOST:PORT, or drop "
+          "--master-scheme"),
     # tfrun: runs that outlive tfrun need a master that outlives it
     tfrun("failover-on-the-embedded-master", ["--failover"], 2,
           "--failover needs a master that outlives tfrun, and the embedded one dies with it"),

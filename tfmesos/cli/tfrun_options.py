@@ -454,6 +454,17 @@ def check_image_options(args, image):
                         % (flags, "is" if len(given) == 1 else "are", flags))
 
 
+def check_master_scheme(args, master):
+    """SpecError for --master-scheme https with a master that is no zk://
+    one: only the masters found in ZooKeeper take it (their MasterInfo has
+    no scheme, ``master_info.master_url_from_info``); any other was reached
+    over http all the same, silently."""
+    if args.master_scheme == "https" and not master.lower().startswith("zk://"):
+        raise SpecError("--master-scheme https is for masters found through zk://, and the "
+                        "master (%s) is none: give an https master as https://HOST:PORT, or "
+                        "drop --master-scheme" % master)
+
+
 def read_options(args, command):
     """The run's ``RunSpec``: every option parsed and checked once; SpecError,
     MasterAddressError."""
@@ -466,6 +477,7 @@ def read_options(args, command):
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
     master = config.resolve_master(args.master, os.environ)
+    check_master_scheme(args, master)
     # Shipped: python3 on the agents, unless they run here.
     from .tfrun_python import default_python
     python = default_python(args, master, image, ship)
