@@ -242,6 +242,9 @@ ROWS = [
     tfrun("force-pull-without-an-image", ["-f", "-V", "/tmp:/data"], 2,
           "-f and -V are for image tasks, and the run has no image: add -I IMAGE (or set "
           "$DOCKER_IMAGE), or drop -f and -V"),
+    # -q hid the status line and the usage table, -v printed the scheduler's lines
+    tfrun("quiet-and-verbose", ["-q", "-v"], 2,
+          "-q and -v contradict each other: drop one"),
     # --master-scheme is the scheme of masters found through zk:// only
     tfrun("master-scheme-https-on-the-embedded-master", ["--master-scheme", "https"], 2,
           "--master-scheme https is for masters found through zk://, and the master (local) "

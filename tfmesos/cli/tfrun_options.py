@@ -473,6 +473,8 @@ def read_options(args, command):
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
     check_image_options(args, image)
     ship = ship_spec(args)
+    if args.quiet and args.verbose:   # -q hid what -v adds to (the status, the table)
+        raise SpecError("-q and -v contradict each other: drop one")
     if args.logs and args.worker_logs is not None:
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
