@@ -671,6 +671,37 @@ def test_cluster_given_no_list_of_jobs_says_how_to_give_them(jobs, tmp_path, mon
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("python, error", [
+    ("/nonexistent/python3", "python /nonexistent/python3: no such program on this machine, "
+                             "whose embedded master runs the tasks: give an interpreter it "
+                             "has, e.g. python=%s" % sys.executable),
+    ("/tmp", "python /tmp: a directory, not a program on this machine"),
+    ("python2.1", "python python2.1: not on the tasks' PATH on this machine"),
+], ids=["no-such-program", "a-directory", "not-on-the-path"])
+def test_a_python_the_embedded_master_has_not_is_refused_before_anything_launches(
+        python, error, tmp_path, monkeypatch):
+    """tfmesos.run(..., python="/nonexistent") launched its tasks three times,
+    each '/bin/sh: exec: /nonexistent: not found', before raising TaskFailed;
+    tfrun --python refuses it before the run (the same check, the same words)."""
+    import tfmesos
+    from tfmesos.core import launch
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("MESOS_MASTER", "")
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run was made")
+    monkeypatch.setattr(launch.ClusterRun, "__init__", no_run)
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(works, 1, workers=1, ship=None, python=python)
+    assert str(caught.value).startswith(error), str(caught.value)
+    raised_by_the_call(caught.value, "function_run.py")
+    with pytest.raises(SpecError) as caught:
+        tfmesos.submit(works, 1, workers=1, ship=None, python=python)
+    assert str(caught.value).startswith(error), str(caught.value)
+    raised_by_the_call(caught.value, "function_submit.py")
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("env, error", [
     ({"B": None}, "env: the value of B must be a string, got None (leave B out to leave it "
                   "unset)"),

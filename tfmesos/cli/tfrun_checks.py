@@ -3,7 +3,6 @@ errors (SpecError): what a run would otherwise find wrong only once
 started."""
 
 import os
-import sys
 
 from ..core import config
 from ..core.spec import AUTO
@@ -16,41 +15,12 @@ def check_local_user(spec):
     if not spec.user or spec.image:
         return
     from ..backends.task_user import check_task_user
+    from ..core.local_python import tasks_path
     from ..core.taskinfo import task_entry_needs
     python, pythonpath = task_entry_needs(spec)
     check_task_user(spec.user, python, pythonpath,
                     spec.local_master_options.get("switch_user", True),
                     path=tasks_path(spec, os.environ))
-
-
-def tasks_path(spec, environ):
-    """The PATH the embedded master's plain tasks start with: its executor
-    environment's, else this process's (``environ``)."""
-    return (spec.local_master_options.get("executor_environment") or environ).get("PATH")
-
-
-def check_local_python(spec, environ):
-    """SpecError unless the embedded master's agent, this machine, has
-    ``--python``'s interpreter: a path that is not there was launched three
-    times, each ending '/bin/sh: exec: /nonexistent: not found', and then
-    told to 'give its full path', which it was. A name is looked up on the
-    tasks' PATH; a relative path (in the sandbox, shipped) and an
-    interpreter that comes with --python-env are the tasks' to find."""
-    import shutil
-
-    from ..core.taskinfo import task_entry_needs
-    python, _ = task_entry_needs(spec)
-    if python is None or (os.sep in python and not os.path.isabs(python)):
-        return
-    path = tasks_path(spec, environ)
-    found = shutil.which(python, path=path) if os.sep not in python else (
-        python if os.path.isfile(python) and os.access(python, os.X_OK) else None)
-    if found is None:
-        raise SpecError.about("{python} %s: %s on this machine, whose embedded master runs the "
-                              "tasks: give an interpreter it has, e.g. {python=%s}",
-                              python, ("a directory, not a program" if os.path.isdir(python)
-                                       else "no such program") if os.sep in python
-                              else "not on the tasks' PATH", sys.executable)
 
 
 def check_before_start(spec, environ):
@@ -66,8 +36,8 @@ def check_before_start(spec, environ):
     (made last, once all else passed)."""
     from ..core.task_secrets import values
     values(spec, environ)
-    if spec.master == config.LOCAL and spec.python and not spec.image:
-        check_local_python(spec, environ)
+    from ..core.local_python import check_local_python
+    check_local_python(spec, environ)
     from ..core import open_files
     open_files.check(sum(job.num for job in spec.jobs))
     if spec.advertise_address or (spec.master != config.LOCAL

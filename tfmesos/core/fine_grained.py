@@ -449,10 +449,14 @@ def check_local(spec: RunSpec) -> None:
     embedded master sized for it never can here (``sizing.check_local``:
     too many tasks, a task larger than the machine); asked before anything
     is built, as tfrun asks it (cluster(), run(), submit()); given agents
-    (``local_master_options``) are the caller's to size."""
+    (``local_master_options``) are the caller's to size. On the embedded
+    master, the plain tasks' ``python`` must be on this machine
+    (``local_python``: tfrun's --python check)."""
     from . import open_files
 
     open_files.check(sum(job.num for job in spec.jobs))
+    from .local_python import check_local_python
+    check_local_python(spec, os.environ)
     options = spec.local_master_options
     if spec.master == config.LOCAL and "agents" not in options:
         from ..backends.sizing import check_local as check

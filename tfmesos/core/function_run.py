@@ -136,6 +136,7 @@ class FunctionCall:
         function and its arguments pickled into its payload."""
         from ..ship import work_dirs
         from ..ship.function_payload import pack_function
+        from .fine_grained import check_local
         if not callable(fn):
             raise TypeError("%s needs a function to run, got %r" % (caller, fn))
         if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
@@ -156,6 +157,7 @@ class FunctionCall:
             ship_spec = make_ship_spec(ship, settings)
             payload = pack_function(fn, args, work, max_size=ship_spec.max_size)
             spec = run_spec(fn, jobs, settings, ship_spec, payload, MAX_RESULT)
+            check_local(spec)   # submit's too: raised by the call, before anything starts
             show = logs_choice(settings["logs"], jobs)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
@@ -339,10 +341,8 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     """Run ``spec``; every task's value, or the failure raised (``sources``:
     ``local_sources``, to make remote tracebacks readable; ``cancel``: how
     another thread stops the run)."""
-    from .fine_grained import check_local
     from .launch import ClusterRun
 
-    check_local(spec)
     printer = Printer()
     # Every task's output reaches the run directory (tfmesos logs, the tail
     # said of a failed task), as tfrun's; ``show``'s is printed.
