@@ -1,5 +1,6 @@
 """Fine-grained mode: cluster() with real TensorFlow servers on the local master."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -99,6 +100,41 @@ def test_an_exception_that_cannot_be_printed_still_reaches_the_caller(tmp_path):
     assert run_json(tmp_path / "run")["outcome"]["message"] == (
         "the with block raised Unprintable: <unprintable Unprintable: its __str__ raised "
         "RuntimeError>")
+
+
+@pytest.mark.waits
+def test_a_server_that_could_not_register_again_is_said_to_have_lost_its_scheduler(
+        tmp_path, monkeypatch):
+    # The rendezvous drops the ps' connection and refuses it from then on: the
+    # task tries to register again for its grace (30 s, task/connection.py),
+    # then stops its server, and Mesos says TASK_FINISHED. That was reported
+    # as "task ps:0 exited with code 0" (exit code 0 in the record, as
+    # though the task had ended of its own accord).
+    from tfmesos.core import fine_grained
+
+    made = fine_grained.run_spec_of
+
+    def patient(*args, **kwargs):   # the run waits longer than the task: its end decides
+        return dataclasses.replace(made(*args, **kwargs), reconnect_grace=600.0)
+    monkeypatch.setattr(fine_grained, "run_spec_of", patient)
+    with pytest.raises(TaskFailed) as caught:
+        with cluster([dict(name="ps", num=1, **SMALL)], master="local",
+                     run_dir=str(tmp_path / "run")) as c:
+            run = c._run
+            [slot] = run.slots
+            run.rendezvous.forget(slot.task_id, linger=0)
+            deadline = time.monotonic() + 180
+            while not c.finished() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert c.finished()
+    expected = ("task ps:0 lost its connection to the scheduler and could not register "
+                "again: its TensorFlow server stopped")
+    assert str(caught.value) == expected
+    assert (caught.value.task, caught.value.exit_code) == ("ps:0", None)
+    outcome = run_json(tmp_path / "run")["outcome"]
+    assert (outcome["status"], outcome["exit_code"]) == ("failed", None)
+    assert outcome["message"].startswith(expected), outcome["message"]
+    assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
 
 
 def assert_every_attempt_ended(record):

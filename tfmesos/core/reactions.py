@@ -381,6 +381,17 @@ class RunEvents:
                                        self._mode)
             self.recovery.failed(slot, TaskFailed(text, slot.name, state, code), "lost", text)
             return
+        if self._mode == "fine" and code == 0:
+            # A server stops of itself (0) only once its rendezvous connection
+            # is gone for good (task/tensorflow_server.py): the run, running,
+            # did not tell it to, so it could not register again within its
+            # grace (task/connection.py). Lost, as one away too long is
+            # (_check_away): no exit of its own, no exit code.
+            text = "%s lost its connection to the scheduler and could not register again: " \
+                "its TensorFlow server stopped" % slot.name
+            self.recovery.failed(slot, TaskFailed("task " + text, slot.name, slot.state),
+                                 "lost", text)
+            return
         if code is None:
             what = "ended: %s %s" % (state, slot.message) if state else "ended"
         else:
