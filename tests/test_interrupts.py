@@ -327,3 +327,58 @@ def test_a_signal_ignored_while_a_run_stops_is_answered_once(capfd):
         os.kill(os.getpid(), signal.SIGINT)
         let_handlers_run()
     assert capfd.readouterr().err == ""
+
+
+def test_a_sigterm_as_a_detached_run_starts_records_a_kill(tmp_path, capsys):
+    """A detached run's scheduler task SIGTERMed (an operator's teardown,
+    tfmesos kill, a KILL of the task) before its run's loop waits for
+    events (here: as its backend starts): recorded ``interrupted`` and 130
+    as a Ctrl-C, where the loop records a kill (``ClusterRun.step``)."""
+    import json
+
+    from policy_helpers import FakeBackend
+
+    from tfmesos.cli.tfrun import execute
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    class SigtermedAsItStarts(FakeBackend):
+        def start(self):
+            signal.raise_signal(signal.SIGTERM)   # Mesos' SIGTERM to the task, here
+            return super().start()
+
+    spec = RunSpec(jobs=(Job("worker", num=1),), mode="replica", command="true",
+                   master="mock-master:5050",
+                   run_dir=str(tmp_path / "run"))
+    run = ClusterRun(spec, environ={}, backend=SigtermedAsItStarts(), transport=MockTransport(),
+                     detached=True)
+    code = execute(run, None, None, advice=False)
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as handle:
+        outcome = json.load(handle)["outcome"]
+    assert (code, outcome["status"], outcome["exit_code"]) == (143, "killed", 143), \
+        (code, outcome, capsys.readouterr().err)
+
+
+def test_a_sigterm_as_the_detached_scheduler_loads_its_modules_is_one_line_and_143():
+    """Before its run exists (its modules loading, its document read) a
+    SIGTERM killed the scheduler task silently (-15): nothing said why."""
+    code = textwrap.dedent("""
+        import runpy, signal, sys
+
+        class Sigterm:   # Mesos' SIGTERM as the scheduler's run modules load
+            def find_spec(self, name, path=None, target=None):
+                if name == "tfmesos.core.launch":
+                    signal.raise_signal(signal.SIGTERM)
+                return None
+
+        sys.meta_path.insert(0, Sigterm())
+        sys.argv = ["detached_scheduler", "detached.json"]
+        runpy.run_module("tfmesos.cli.detached_scheduler", run_name="__main__")
+        """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=dict(os.environ, MESOS_MASTER=""))
+    assert (result.returncode, result.stderr) == (
+        143, "tfrun: the run was killed: Mesos killed its scheduler task as it started (its "
+        "framework torn down by an operator or tfmesos kill, or the task killed)\n"), \
+        result.stderr

@@ -308,3 +308,82 @@ def test_an_operator_teardown_of_a_detached_run_is_recorded_as_a_kill(master, tm
     assert shown.returncode == 0, shown.stderr
     assert "killed, exit code 143" in shown.stdout.splitlines()[0], shown.stdout
     assert_no_task_processes()
+
+
+# Put before the scheduler task's own path by a --python wrapper: its
+# RemoteMaster's method HOLD_AT says the task's pid and run id in HELD, then
+# waits for Mesos' SIGTERM.
+HOLDING_SITE = '''
+import importlib.abc, importlib.machinery, os, sys, time
+
+def _held(*args):
+    with open(HELD + ".partial", "w") as handle:
+        handle.write("%d %s" % (os.getpid(), os.environ.get("TFMESOS_RUN_ID", "")))
+    os.rename(HELD + ".partial", HELD)
+    while True:
+        time.sleep(1)
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self.loader = loader
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        setattr(module.RemoteMaster, HOLD_AT, _held)
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "tfmesos.backends.remote":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = _Loader(spec.loader)
+        return spec
+
+with open("/proc/self/cmdline", "rb") as _handle:
+    if b"tfmesos.cli.detached_scheduler" in _handle.read():
+        sys.meta_path.insert(0, _Finder())
+'''
+
+
+@pytest.mark.parametrize("hold_at", ["__init__", "start"],
+                         ids=["before_its_run_is_made", "as_its_run_starts"])
+def test_a_teardown_before_a_detached_scheduler_waits_for_events_is_recorded_as_a_kill(
+        master, tmp_path, env, hold_at):
+    # Mesos' SIGTERM before the scheduler task's loop waits for events
+    # (where test_an_operator_teardown_... sends it): as it starts its run
+    # (RemoteMaster.start) it was recorded 'interrupted, exit code 130', as
+    # a Ctrl-C; before its run was made (RemoteMaster(), its spec read) it
+    # died of the signal, its record never written.
+    site, held = tmp_path / "site", tmp_path / "held"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("HELD, HOLD_AT = %r, %r\n%s"
+                                           % (str(held), hold_at, HOLDING_SITE))
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n'
+                      % (site, sys.executable))
+    python.chmod(0o755)
+    project = tmp_path / "project"
+    project.mkdir()
+    submitter = subprocess.Popen(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--python",
+         str(python), "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "sleep", "600"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(held.exists, timeout=120, message="the scheduler task never started its run")
+        pid, run_id = held.read_text().split()
+        [framework] = [f for f in master.state()["frameworks"]
+                       if labels.label_map(f.get("labels")).get(labels.RUN_ID) == run_id]
+        assert master.teardown(framework["id"])
+        wait_until(lambda: not scheduler_pids(run_id), timeout=60,
+                   message=lambda: "the scheduler task outlived the teardown: %s"
+                   % scheduler_pids(run_id))
+        submitter.communicate(timeout=60)
+    finally:
+        if submitter.poll() is None:
+            submitter.kill()
+            submitter.communicate()
+    shown = tfmesos(env, "show", run_id, "--master", master.url)
+    assert shown.returncode == 0, shown.stderr
+    assert "killed, exit code 143" in shown.stdout.splitlines()[0], shown.stdout
+    assert_no_task_processes()

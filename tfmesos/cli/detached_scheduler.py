@@ -12,13 +12,66 @@ run's spec, what was shipped, its identity) is sealed with that key
 and its identity names the run and the framework of the environment."""
 
 import os
+import signal
 import sys
 
 from ..exceptions import TFMesosError
 
+# What a SIGTERM ends the scheduler task with from its first line on: Mesos
+# sends it (its framework torn down by an operator or tfmesos kill, a KILL
+# of the task), so the run was killed (``ClusterRun.as_kill``), never a
+# silent death by the signal nor an ``interrupted`` run.
+KILLED_AS_IT_STARTED = ("the run was killed: Mesos killed its scheduler task as it started (its "
+                        "framework torn down by an operator or tfmesos kill, or the task killed)")
+
 
 def main(path):
-    """The scheduler of a detached run, in its Mesos task; the exit status."""
+    """The scheduler of a detached run, in its Mesos task; the exit status.
+    Called inside ``interrupt_on_signals`` (``__main__``): a SIGTERM that
+    comes outside the run's own handling (``tfrun.execute``) ends it here."""
+    from ..core.signals import interrupted_by
+    from ..record.outcomes import KILLED, tfrun_exit_code
+    run = None
+    known: dict[str, object] = {}   # what _setup read: a kill before the run is made records it
+    try:
+        from .tfrun import execute
+        made = _setup(path, known)
+        if isinstance(made, int):
+            return made
+        run, show = made
+        return execute(run, show, None, advice=True)
+    except KeyboardInterrupt as exc:
+        sigterm = interrupted_by() == signal.SIGTERM
+        killed = run.as_kill(exc) if run is not None else None
+        if sigterm and killed is None and known:
+            _record_killed(**known)
+        print("tfrun: %s" % (killed if killed is not None else KILLED_AS_IT_STARTED if sigterm
+                             else "interrupted"), file=sys.stderr, flush=True)
+        return tfrun_exit_code(KILLED) if sigterm else 130
+
+
+def _record_killed(spec, identity, previous):
+    """The record of a run whose scheduler task was killed before its run
+    was made (its shipment checked, its master's address found): killed,
+    its record so far (``previous``) carried on, as the run would have."""
+    from ..core.run_setup import make_record
+    from ..core.slots import SlotTable
+    from ..exceptions import RunKilled
+    try:
+        record = make_record(spec, identity, SlotTable(spec.jobs), os.environ)
+        if previous is not None:
+            record.resume(previous)
+    except TFMesosError as exc:   # as the run would have refused it
+        print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
+        return
+    record.ended(RunKilled(KILLED_AS_IT_STARTED), "new")
+    record.save()
+
+
+def _setup(path, known):
+    """The run of this scheduler task, taking its framework over, and what
+    of its tasks' output it shows; else the exit status (its error said).
+    ``known``: the spec, identity and previous record once read."""
     from ..backends.remote import RemoteMaster, credentials_of
     from ..core.launch import ClusterRun
     from ..core.scheduler_document import (
@@ -34,7 +87,7 @@ def main(path):
     from ..protocol import labels, task_env
     from ..ship.shipping import Shipment
     from .common import setup_logging, standard_streams
-    from .tfrun import execute, say, shown_logs, shown_only
+    from .tfrun import say, shown_logs, shown_only
 
     standard_streams()   # the agent decides them: its locale, what it left open
     setup_logging("tfrun", False)
@@ -62,6 +115,7 @@ def main(path):
         previous = None
         if document.get("previous"):
             previous = read_previous(document["previous"], run_id)
+        known.update(spec=spec, identity=identity, previous=previous)
         backend = RemoteMaster(spec.master, None, os.environ)
         shipment = None
         if document.get("packed"):
@@ -77,13 +131,15 @@ def main(path):
         return 1
     say("the scheduler of run %s (attempt %d) takes framework %s over"
         % (run.run_id, identity.scheduler_attempt, framework_id))
-    return execute(run, show, None, advice=True)
+    return run, show
 
 
 if __name__ == "__main__":
+    from ..core.signals import interrupt_on_signals
     from .common import leave
     if len(sys.argv) != 2:
         print("usage: python -m tfmesos.cli.detached_scheduler DETACHED_JSON (tfrun --detach "
               "starts it)", file=sys.stderr)
         leave(2)
-    leave(main(sys.argv[1]))
+    with interrupt_on_signals():   # from here on: Mesos' SIGTERM ends it as main says
+        leave(main(sys.argv[1]))

@@ -229,6 +229,11 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
                        run.master))
                 succeeded = True
                 return 0
+            killed = run.as_kill(exc)   # a detached run's scheduler task's SIGTERM
+            if killed is not None:
+                say(str(killed))
+                from ..record.outcomes import KILLED, tfrun_exit_code
+                return tfrun_exit_code(KILLED)
             run.record.ended(exc, run.phase)   # also between the waits
             if isinstance(exc, OutputClosed):
                 say("%s; stopping every task" % exc)

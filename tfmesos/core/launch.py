@@ -12,12 +12,13 @@ scheduler, driver) is its ``runtime.RunRuntime``, which ``stop`` and
 ``detach`` end; what is recorded goes to its ``record`` (``run_setup``).
 """
 
+import contextlib
 import logging
 import os
 import queue
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
@@ -37,7 +38,7 @@ from .run_effects import RunEffects
 from .run_setup import make_backend, make_record
 from .runtime import RunRuntime
 from .scheduler import Launch
-from .signals import interrupts_queued_on
+from .signals import interrupted_by, interrupts_queued_on
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
 from .start_message import start_message
@@ -259,7 +260,7 @@ class ClusterRun(RunEffects):
             self.fit = FitWatch(runtime.agent_totals, parts.scheduler.offer_log,
                                 clock=self._clock)
         except BaseException as exc:
-            self.record.ended(exc, self.phase)
+            self.record.ended(self.as_kill(exc) or exc, self.phase)
             self.stop()
             raise
         return self
@@ -294,7 +295,7 @@ class ClusterRun(RunEffects):
     def wait_ready(self) -> Optional[dict[str, list[str]]]:
         """Block until every task registered, then hand out roles. Returns
         the cluster spec ``{job: ["host:port", ...]}``."""
-        with self.record.recording(lambda: self.phase), interrupts_queued_on(self.events):
+        with self._recording(), interrupts_queued_on(self.events):
             self.form()
         return self.cluster_spec
 
@@ -365,7 +366,7 @@ class ClusterRun(RunEffects):
     def wait_finished(self) -> int:
         """Replica mode: block until the run's trainers are done; returns 0,
         raises ``TaskFailed`` (with ``exit_code``) when a task fails."""
-        with self.record.recording(lambda: self.phase), interrupts_queued_on(self.events):
+        with self._recording(), interrupts_queued_on(self.events):
             while not self.trainers_done():
                 if self.phase == Phase.FORMING:   # a whole restart
                     self.form()
@@ -387,6 +388,26 @@ class ClusterRun(RunEffects):
         return found
 
     # -- events ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _recording(self) -> Iterator[None]:
+        """Record the outcome of an exception that leaves the block (a
+        detached run's scheduler task's SIGTERM: killed, ``as_kill``)."""
+        try:
+            yield
+        except BaseException as exc:
+            self.record.ended(self.as_kill(exc) or exc, self.phase)
+            raise
+
+    def as_kill(self, interrupt: BaseException) -> Optional[RunKilled]:
+        """Where ``interrupt`` is a SIGTERM's (``signals.interrupted_by``)
+        to a detached run's scheduler task, raised as the run starts or
+        stops rather than queued for its loop (``step``): the kill,
+        recorded and saved (``_scheduler_task_killed``); else None."""
+        if self.detached and type(interrupt) is KeyboardInterrupt \
+                and interrupted_by() == signal.SIGTERM:
+            return self._scheduler_task_killed()
+        return None
 
     def _scheduler_task_killed(self) -> RunKilled:
         """A detached run's scheduler task got SIGTERM: only Mesos sends it

@@ -13,12 +13,11 @@
   (``docs/run.schema.json`` is their JSON Schema; the README has a table).
 """
 
-import contextlib
 import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
@@ -335,16 +334,6 @@ class RunRecord:
     def _hint_failed_attempts(self) -> None:
         if hint_failed_attempts(self._logs, self._run.tasks, self._job_gpus()):
             self._dirty = True
-
-    @contextlib.contextmanager
-    def recording(self, phase: Callable[[], str]) -> Iterator[None]:
-        """Record the outcome of an exception that leaves the block;
-        ``phase()`` tells the run's phase then."""
-        try:
-            yield
-        except BaseException as exc:
-            self.ended(exc, phase())
-            raise
 
     def outcome(self, status: str, message: Optional[str] = None, task: Optional[str] = None,
                 exit_code: Optional[int] = None, hint: Optional[str] = None,
