@@ -7,8 +7,15 @@ frames is final only once the task's exit frame came)."""
 import os
 import pickle
 import threading
+from types import SimpleNamespace
 
+import pytest
+
+from tfmesos.core import function_run
+from tfmesos.core.jobs import Job
 from tfmesos.core.result_inbox import ResultInbox
+from tfmesos.core.slots import SlotTable
+from tfmesos.exceptions import ClusterError
 from tfmesos.task.result_file import CHUNK, ResultFile, write_outcome
 
 
@@ -96,3 +103,74 @@ def test_a_result_a_drop_broke_for_good_names_the_connection():
     inbox.feed("t3", {"type": "result_data", "offset": 0, "data": "bmU="})
     inbox.exited("t3")
     assert inbox.wait("t3", 0).broken == "it announced 2000 bytes, over the 1000 byte bound"
+
+
+class ReceiptConnection(DroppingConnection):
+    """A ``DroppingConnection`` whose scheduler answers a whole result
+    (``Connection.expect_receipt``, ``wait_receipt``), and that drops once,
+    losing the frames in the kernel, after the ``drop_after``-th frame went,
+    before any was read: the task notices only as it waits for the answer."""
+
+    def __init__(self, inbox, task_id, drop_after, queued=3):
+        super().__init__(inbox, task_id, drop_at=0, queued=queued)
+        self.drop_after = drop_after
+        self.received = False
+
+    def send(self, message):
+        super().send(message)
+        if self.sent == self.drop_after:
+            self.kernel.clear()
+            self.generation += 1
+
+    def expect_receipt(self):
+        self.received = False
+        return self.generation
+
+    def wait_receipt(self, generation, timeout):
+        for message in self.kernel:   # what reaches the scheduler; its answer comes back
+            self.received = self.inbox.feed(self.task_id, message) or self.received
+        self.kernel.clear()
+        return self.received
+
+
+def test_a_result_a_drop_lost_after_its_last_frame_went_is_sent_again(tmp_path):
+    value = os.urandom(2 * CHUNK + 5)
+    inbox = ResultInbox()
+    conn = ReceiptConnection(inbox, "t1", drop_after=4)   # the header and its 3 data frames
+    outcome(tmp_path, value).send(conn, receipt=True)
+    conn.exit()
+    result = inbox.wait("t1", 0)
+    assert result.broken is None and result.complete, result.broken
+    assert pickle.loads(bytes(result.data)) == value
+    assert conn.sent == 8   # sent twice, and once only: the scheduler said it had the second
+
+
+def test_the_inbox_answers_a_whole_result_and_keeps_it_through_a_copy_sent_again():
+    inbox = ResultInbox()
+    assert inbox.feed("t1", {"type": "result", "status": "ok", "size": 4}) is False
+    assert inbox.feed("t1", {"type": "result_data", "offset": 0, "data": "bm9uZQ=="}) is True
+    # A copy sent again (its answer lost with a connection): answered, not kept.
+    assert inbox.feed("t1", {"type": "result", "status": "ok", "size": 4}) is True
+    assert inbox.feed("t1", {"type": "result_data", "offset": 0, "data": "bm9u"}) is False
+    inbox.exited("t1")
+    result = inbox.wait("t1", 0)
+    assert result.complete and bytes(result.data) == b"none"
+    assert inbox.feed("t2", {"type": "result", "status": "error", "error": "raised X",
+                             "size": 0}) is True   # whole at its header
+
+
+def test_a_value_that_did_not_come_whole_in_time_says_so(monkeypatch):
+    # Its frames lost and its task gone without its exit frame: the wait
+    # ended at RESULT_WAIT, and the part that came was unpickled ("does not
+    # unpickle here: EOFError: Ran out of input").
+    inbox = ResultInbox()
+    inbox.feed("t1", {"type": "result", "status": "ok", "size": 4})
+    slots = SlotTable([Job("worker", num=1)])
+    [slot] = list(slots)
+    slot.task_id = "t1"
+    monkeypatch.setattr(function_run, "RESULT_WAIT", 0.0)
+    run = SimpleNamespace(slots=slots, rendezvous=SimpleNamespace(results=inbox))
+    with pytest.raises(ClusterError) as caught:
+        function_run.returned_value(run)
+    assert str(caught.value) == \
+        "worker:0's result did not come whole within 0 s after it ended (0 of its 4 bytes came)"

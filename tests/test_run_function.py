@@ -279,10 +279,11 @@ def test_results_come_whole_through_a_dropped_connection(monkeypatch):
         return start(self, *args, **kwargs)
 
     def dropping(self, task_id, message):
-        feed(self, task_id, message)
+        whole = feed(self, task_id, message)
         if message.get("offset") == 4 * CHUNK and task_id not in dropped:
             dropped.add(task_id)
             runs[-1].rendezvous._connections[task_id].sock.shutdown(socket.SHUT_RDWR)
+        return whole
 
     monkeypatch.setattr(launch.ClusterRun, "start", recording)
     monkeypatch.setattr(ResultInbox, "feed", dropping)
@@ -628,3 +629,30 @@ def test_a_methods_and_a_decorated_functions_frames_name_the_callers_file(tmp_pa
             '  File "%s", line %d, in %s\n'
             '    %s\n'
             'ZeroDivisionError: division by zero\n' % (path, number, name, source)), name
+
+
+def test_a_result_all_sent_before_its_connection_dropped_still_comes(monkeypatch):
+    # Each task's connection drops once the scheduler took its result's
+    # header: a small result's frames, and the exit frame after them, were
+    # all in the kernels by then, and the task had no drop to notice while
+    # it sent them.
+    runs, dropped = [], set()
+    start, feed = launch.ClusterRun.start, ResultInbox.feed
+
+    def recording(self, *args, **kwargs):
+        runs.append(self)
+        return start(self, *args, **kwargs)
+
+    def dropping(self, task_id, message):
+        whole = feed(self, task_id, message)
+        if message.get("type") == "result" and task_id not in dropped:
+            dropped.add(task_id)
+            runs[-1].rendezvous._connections[task_id].sock.shutdown(socket.SHUT_RDWR)
+        return whole
+
+    monkeypatch.setattr(launch.ClusterRun, "start", recording)
+    monkeypatch.setattr(ResultInbox, "feed", dropping)
+    result = tfmesos.run(many_bytes, 1000, workers=2, ship=None, logs="none", **SMALL)
+    assert {name: len(value) for name, value in result.items()} == \
+        {"worker:0": 1000, "worker:1": 1000}
+    assert result.missing == {} and len(dropped) == 2

@@ -411,6 +411,11 @@ def returned_value(run: "ClusterRun") -> Any:
     rendezvous = run.rendezvous
     assert rendezvous is not None and slot.task_id is not None, "its trainers are done"
     result = rendezvous.results.wait(slot.task_id, RESULT_WAIT)
+    if result is not None and not (result.complete or result.broken):
+        # Not whole within RESULT_WAIT (what came of it is no value).
+        raise ClusterError("%s's result did not come whole within %.0f s after it ended (%d of "
+                           "its %d bytes came)" % (slot.name, RESULT_WAIT, len(result.data),
+                                                    result.size))
     if result is None:
         raise ClusterError("%s ended without sending its function's result (did it leave with "
                            "os._exit?)" % slot.name)

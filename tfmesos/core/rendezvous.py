@@ -24,7 +24,9 @@ ended by itself; absent from older task sides): ``TaskExited.stopped``.
 Before its exit frame, a task of ``tfmesos.run`` sends its function's
 outcome: ``{"type": "result", ...}`` and ``{"type": "result_data", ...}``
 frames (``tfmesos.task.result_file``), kept, bounded, in ``results``
-(``core.result_inbox.ResultInbox``), not on the events queue.
+(``core.result_inbox.ResultInbox``), not on the events queue; the scheduler
+answers ``{"type": "result_received"}`` once the result came whole (the
+task sends it again when its connection drops before that).
 
 A registered connection from which nothing at all came for
 ``stall_timeout`` is stalled (a network partition leaves TCP silent, not
@@ -371,7 +373,8 @@ class Rendezvous:
                 elif kind == "metrics":
                     self._metrics(link, message)
                 elif kind in ("result", "result_data"):
-                    self.results.feed(task_id, message)
+                    if self.results.feed(task_id, message):
+                        self._receipt(link)
                 elif kind == "exit" and isinstance(message.get("code"), int):
                     self.results.exited(task_id)
                     usage, stopped = message.get("usage"), message.get("stopped")
@@ -392,6 +395,15 @@ class Rendezvous:
                         self._events.put(TaskDisconnected(task_id, link.heard, "stalled")
                                          if link.stalled else TaskDisconnected(task_id))
                 self._put_held(link)   # after everything this connection delivered
+
+    @staticmethod
+    def _receipt(link: _Link) -> None:
+        """Tell the task its result came whole: until then it keeps it, and
+        sends it again when its connection drops."""
+        try:
+            link.send({"type": "result_received"})
+        except OSError:
+            pass   # the connection ends: what it still holds is read first
 
     def _metrics(self, link: _Link, message: dict[str, Any]) -> None:
         """A metrics frame as a ``TaskMetrics`` event, its points placed on

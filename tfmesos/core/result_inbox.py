@@ -13,7 +13,9 @@ it is kept; other tasks and the run are not disturbed. A task whose
 connection dropped while it sent its result sends it again, from a header,
 once registered again (the frames before the drop are lost): a header
 replaces the result so far, and a broken result is final only once the
-task's exit frame came.
+task's exit frame came. The task keeps its result until told it came whole
+(``feed``'s answer): frames the kernels held when a connection dropped are
+lost even when the task noticed the drop only after it sent them all.
 """
 
 import base64
@@ -63,9 +65,15 @@ class ResultInbox:
         self._dropped: set[str] = set()    # task ids whose connection dropped since their header
         self._changed = threading.Condition()
 
-    def feed(self, task_id: str, message: Mapping[str, Any]) -> None:
-        """Take a ``result`` or ``result_data`` frame of ``task_id``."""
+    def feed(self, task_id: str, message: Mapping[str, Any]) -> bool:
+        """Take a ``result`` or ``result_data`` frame of ``task_id``; whether
+        the task's result is whole with it (the task is told: a header
+        once it is, of a copy sent again, is answered too; that copy is
+        not kept)."""
         with self._changed:
+            kept = self._results.get(task_id)
+            if kept is not None and kept.complete:
+                return message.get("type") == "result"
             if message.get("type") == "result":
                 self._results.pop(task_id, None)   # a header again: this one replaces it
                 self._dropped.discard(task_id)
@@ -81,6 +89,7 @@ class ResultInbox:
                     if result.broken is not None and task_id in self._dropped:
                         result.broken = DROPPED   # frames were lost with the connection
             self._changed.notify_all()
+            return self._results[task_id].complete
 
     def _header(self, task_id: str, message: Mapping[str, Any]) -> Result:
         status, size = message.get("status"), message.get("size")

@@ -30,6 +30,8 @@ def start_message(spec: RunSpec, slot: TaskSlot, cluster: Optional[ClusterSpec],
         env = told.env
         env[task_env.RESTART] = str(restarts)
         # PYTHONUNBUFFERED comes with the TaskInfo's environment.
+        # ``result_receipt``: this scheduler acknowledges a ``tfmesos.run``
+        # result once it came whole (``rendezvous``); the task waits for that.
         message.update(cmd=template.format(**told.placeholders), env=env,
-                       hooks=spec.hook_commands, cwd=cwd)
+                       hooks=spec.hook_commands, cwd=cwd, result_receipt=True)
     return message

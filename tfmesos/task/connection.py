@@ -14,7 +14,9 @@ forwarding survives a reconnection; it raises (``ConnectionError``) only
 once the scheduler is gone for good. A frame the kernel took before a drop
 is lost with the connection: ``generation`` counts the connections lost, so
 that a sender of frames that belong together (``result_file``) sends them
-again when it changed meanwhile.
+again when it changed meanwhile, and ``wait_receipt`` waits for the
+scheduler's word that they all came (a drop noticed only after the last
+frame went loses them too).
 
 A run that survives its scheduler (``TaskEnv.failover_timeout`` > 0:
 ``tfrun --failover``, ``--detach``) gives a new scheduler the time to take
@@ -123,6 +125,7 @@ class Connection:
         self._address = env.rendezvous   # where the rendezvous is (a new scheduler's: moves)
         self._rediscovery = None         # rediscover.Rediscovery, once needed
         self._abandoned = False          # flush waits no more
+        self._received = False           # the scheduler has the result (``result_received``)
         self._registration: dict = {}    # register() sets it, before any handshake
         self._link = None
         self.generation = 0      # connections lost so far
@@ -178,6 +181,11 @@ class Connection:
                 continue
             if kind == "start" and self._started:
                 continue  # a start comes again after each re-registration
+            if kind == "result_received":
+                with self._lock:
+                    self._received = True
+                    self._lock.notify_all()
+                continue
             self._started = self._started or kind == "start"
             if kind == "stop":
                 with self._lock:
@@ -226,6 +234,31 @@ class Connection:
                     if self._state != "reconnecting":
                         return False
             # lost again while sending what was kept: wait for the next registration
+
+    def expect_receipt(self):
+        """A copy of ``tfmesos.run``'s result is about to be sent: the
+        generation to pass ``wait_receipt``."""
+        with self._lock:
+            self._received = False
+            return self.generation
+
+    def wait_receipt(self, generation, timeout):
+        """Whether the scheduler said it has the result (``result_received``),
+        waiting up to ``timeout`` s while the connection of ``generation``
+        (``expect_receipt``'s) holds, or registers again: False at once
+        when it was lost since (the copy is sent again), or the scheduler
+        said stop or is gone (nothing reads its answer any more), or
+        ``abandon`` was called. A receipt comes only while ``receive`` is
+        called (the replica's watch of its scheduler)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._received:
+                left = deadline - time.monotonic()
+                if (left <= 0 or self.generation != generation or self._stopping
+                        or self._abandoned or self._state not in ("connected", "reconnecting")):
+                    return False
+                self._lock.wait(min(left, SIGNAL_SLICE))
+            return True
 
     def abandon(self):
         """Stop ``flush`` from waiting (the task is being killed)."""
@@ -359,9 +392,9 @@ class Connection:
             final = self._stopping or self._closing.is_set()
             if final:
                 self._state, self._gone = "gone", "connection closed (%s)" % reason
-                self._lock.notify_all()
             else:
                 self._state = "reconnecting"
+            self._lock.notify_all()   # a wait_receipt: the copy is sent again
         _close(link.sock)
         if not final:
             threading.Thread(target=self._reconnect, args=(reason,), daemon=True,

@@ -421,7 +421,8 @@ def run_replica(conn, start):
         # exit message says it was stopped (the run's record: TASK_KILLED).
         code = 0
     if result is not None:
-        result.send(conn)       # before the exit frame, on the same connection
+        # before the exit frame, on the same connection
+        result.send(conn, receipt=bool(start.get("result_receipt")))
     message = {"type": "exit", "code": code, "stopped": stopped}
     if command.usage is not None:
         message["usage"] = command.usage

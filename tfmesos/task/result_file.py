@@ -15,9 +15,11 @@ value that ...", ``traceback`` text), then the pickled value or exception
 * ``{"type": "result_data", "offset": O, "data": BASE64}`` frames of at most
   ``CHUNK`` bytes each until ``N`` bytes went,
 
-(all of them again, from the header, when the connection dropped meanwhile:
-the frames the kernel took before the drop are lost, and the scheduler
-takes a header again as the start of a new copy), so the pickle never
+(all of them again, from the header, when the connection dropped meanwhile
+or, where the scheduler answers ``{"type": "result_received"}`` once it has
+them all (the start message's ``result_receipt``), before that answer: the
+frames the kernels held at a drop are lost, and the scheduler takes a
+header again as the start of a new copy), so the pickle never
 leaves the JSON frames of ``protocol.wire`` (the scheduler keeps the
 bytes; only ``tfmesos.run`` unpickles them, in the calling process: the
 value its own function returned). At most
@@ -44,6 +46,10 @@ MAX_HEADER = 1 << 20        # bytes of the header line
 MAX_TRACEBACK = 64 << 10    # characters of a traceback kept (its end)
 MAX_ERROR = 4096            # characters of the "Type: message" line
 RESENDS = 3                 # copies sent again after a dropped connection
+# How long a copy's receipt is waited for (``Connection.wait_receipt``): the
+# scheduler answers at its last frame; a connection silent this long is
+# lost anyway (``connection.IDLE_TIMEOUT``), and the copy sent again.
+RECEIPT_WAIT = 60.0
 
 
 def result_limit(environ):
@@ -130,16 +136,21 @@ class ResultFile:
     def env(self):
         return {task_env.RESULT_FILE: self.path}
 
-    def send(self, conn):
+    def send(self, conn, receipt=False):
         """Send the outcome (nothing when the command wrote none), then
-        remove the directory. Never raises: the exit frame follows."""
+        remove the directory. Never raises: the exit frame follows.
+        ``receipt``: the scheduler says when it has the whole result (its
+        start message's ``result_receipt``): a copy is sent again when
+        the connection dropped before that, even after its last frame."""
         try:
             outcome = read_outcome(self.path, self.limit)
             if outcome is not None:
                 header, data = outcome
                 for _ in range(1 + RESENDS):
-                    generation = conn.generation
+                    generation = conn.expect_receipt() if receipt else conn.generation
                     self._send_copy(conn, header, data, generation)
+                    if receipt and conn.wait_receipt(generation, RECEIPT_WAIT):
+                        break
                     if conn.generation == generation:
                         break
         except Exception as exc:   # the exit frame must still go
