@@ -159,6 +159,20 @@ def test_the_inbox_answers_a_whole_result_and_keeps_it_through_a_copy_sent_again
                              "size": 0}) is True   # whole at its header
 
 
+def test_the_inbox_answers_a_result_it_refused_so_that_its_task_sends_no_more():
+    # A result the scheduler will never keep (over its bound, malformed) is
+    # final: unanswered, its task waited RECEIPT_WAIT (60 s) before its exit
+    # frame, and the run's error with it.
+    inbox = ResultInbox(limit=8, total=12)
+    assert inbox.feed("big", {"type": "result", "status": "ok", "size": 9}) is True
+    assert inbox.feed("t1", {"type": "result", "status": "ok", "size": 8}) is False
+    assert inbox.feed("t2", {"type": "result", "status": "ok", "size": 8}) is True  # total
+    assert inbox.feed("bad", {"type": "result", "status": "?", "size": 1}) is True
+    # Data out of order may be a drop's doing, told later: the task may send
+    # its copy again.
+    assert inbox.feed("t1", {"type": "result_data", "offset": 3, "data": "bm9u"}) is False
+
+
 def test_a_value_that_did_not_come_whole_in_time_says_so(monkeypatch):
     # Its frames lost and its task gone without its exit frame: the wait
     # ended at RESULT_WAIT, and the part that came was unpickled ("does not

@@ -67,9 +67,9 @@ class ResultInbox:
 
     def feed(self, task_id: str, message: Mapping[str, Any]) -> bool:
         """Take a ``result`` or ``result_data`` frame of ``task_id``; whether
-        the task's result is whole with it (the task is told: a header
-        once it is, of a copy sent again, is answered too; that copy is
-        not kept)."""
+        its task may stop sending it (it is told): the result is whole with
+        it, or its header is refused; a header once it is whole, of a copy
+        sent again, is answered too, that copy not kept."""
         with self._changed:
             kept = self._results.get(task_id)
             if kept is not None and kept.complete:
@@ -89,7 +89,12 @@ class ResultInbox:
                     if result.broken is not None and task_id in self._dropped:
                         result.broken = DROPPED   # frames were lost with the connection
             self._changed.notify_all()
-            return self._results[task_id].complete
+            result = self._results[task_id]
+            # Refused at its header (over a bound, malformed), a copy sent
+            # again would be too. A data frame out of order may be a drop's
+            # doing that the rendezvous has not told yet: not final.
+            return result.complete or (message.get("type") == "result"
+                                       and result.broken is not None)
 
     def _header(self, task_id: str, message: Mapping[str, Any]) -> Result:
         status, size = message.get("status"), message.get("size")
