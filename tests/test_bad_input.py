@@ -702,6 +702,77 @@ def test_a_python_the_embedded_master_has_not_is_refused_before_anything_launche
     assert os.listdir(tmp_path) == []
 
 
+NO_IMAGE = ("is for image tasks, and the run has no image: add image=IMAGE (or set "
+            "$DOCKER_IMAGE), or drop ")
+SCHEME_AWAY = ("master_scheme=https is for masters found through zk://, and the master (%s) is "
+               "none: give an https master as https://HOST:PORT, or drop master_scheme")
+
+
+@pytest.mark.parametrize("cluster_given, run_given, cluster_error, run_error", [
+    ({"containerizer_type": "DOCKER"}, {"containerizer": "docker"},
+     "containerizer_type=DOCKER " + NO_IMAGE + "containerizer_type=DOCKER",
+     "containerizer=DOCKER " + NO_IMAGE + "containerizer=DOCKER"),
+    ({"force_pull_image": True, "volumes": ["/tmp:/data"]},
+     {"force_pull": True, "volumes": ["/tmp:/data"]},
+     "force_pull_image=True and volumes are" + NO_IMAGE[2:] + "force_pull_image=True and volumes",
+     "force_pull=True and volumes are" + NO_IMAGE[2:] + "force_pull=True and volumes"),
+    ({"master_scheme": "https"}, {"master_scheme": "https"},
+     SCHEME_AWAY % "local", SCHEME_AWAY % "local"),
+    ({"master_scheme": "https", "master": "127.0.0.1:1"},
+     {"master_scheme": "https", "master": "127.0.0.1:1"},
+     SCHEME_AWAY % "127.0.0.1:1", SCHEME_AWAY % "127.0.0.1:1"),
+], ids=["docker-containerizer", "force-pull-and-volumes", "master-scheme-on-the-embedded-master",
+        "master-scheme-with-a-host-port"])
+def test_the_apis_refuse_settings_that_would_do_nothing_before_anything_launches(
+        cluster_given, run_given, cluster_error, run_error, tmp_path, monkeypatch):
+    """cluster(..., containerizer_type="DOCKER") without an image, run(...,
+    master_scheme="https") on the embedded master: taken, and nothing came of
+    them (plain tasks have no container; only masters found through zk://
+    take the scheme); tfrun refuses its flags for them, in the same words."""
+    import tfmesos
+    from tfmesos.core import launch
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("MESOS_MASTER", "")
+    monkeypatch.delenv("DOCKER_IMAGE", raising=False)
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("")
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run was made")
+    monkeypatch.setattr(launch.ClusterRun, "__init__", no_run)
+
+    def given(settings):
+        return {key: str(bundle) if value == "{bundle}" else value
+                for key, value in settings.items()}
+    with pytest.raises(SpecError) as caught:
+        with tfmesos.cluster([{"name": "worker", "cpus": 0.1, "mem": 64}],
+                             **dict({"master": "local"}, **given(cluster_given))):
+            pytest.fail("the cluster must not start")
+    assert str(caught.value) == cluster_error
+    raised_by_the_call(caught.value, "fine_grained.py")
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(works, 1, workers=1, ship=None, **given(run_given))
+    assert str(caught.value) == run_error
+    raised_by_the_call(caught.value, "function_run.py")
+    with pytest.raises(SpecError) as caught:
+        tfmesos.submit(works, 1, workers=1, ship=None, **given(run_given))
+    assert str(caught.value) == run_error
+    raised_by_the_call(caught.value, "function_submit.py")
+    assert not os.path.exists(tmp_path / "runs") or os.listdir(tmp_path / "runs") == []
+
+
+def test_the_rules_of_settings_that_would_do_nothing_keep_what_does_something():
+    """An image takes -C DOCKER, -f and -V; masters found through zk:// take
+    master_scheme="https"."""
+    from tfmesos.core import unused_settings
+    unused_settings.check_image_settings("img", "DOCKER", True, ("/tmp:/data",))
+    unused_settings.check_image_settings(None, "MESOS", False, ())
+    for master in ("zk://h:2181/mesos", "ZK://h:2181/mesos"):
+        unused_settings.check_master_scheme("https", master)
+    for master in ("local", "m:5050", "https://m:5050"):
+        unused_settings.check_master_scheme("http", master)
+
+
 @pytest.mark.parametrize("env, error", [
     ({"B": None}, "env: the value of B must be a string, got None (leave B out to leave it "
                   "unset)"),

@@ -69,6 +69,7 @@ TFRUN_IMPORTS = {
     "tfmesos.core.training_frameworks",   # --torch, --jax: their names (what tasks are told: later)
     "tfmesos.core.signals", "tfmesos.core.jobs", "tfmesos.core.spec", "tfmesos.core.spec_fields",
     "tfmesos.core.taskinfo",
+    "tfmesos.core.unused_settings",   # options that would do nothing: tfrun's and the APIs' rule
     "tfmesos.core.volumes", "tfmesos.exceptions", "tfmesos.lazy_exports", "tfmesos.mesos",
     "tfmesos.mesos.master_address", "tfmesos.mesos.roles", "tfmesos.protocol",
     "tfmesos.protocol.labels", "tfmesos.protocol.task_env",

@@ -34,6 +34,7 @@ FLAGS: "dict[str, Word]" = {
     "master": "-m",
     "image": "-I",
     "containerizer": "-C",
+    "force_pull": "-f",
     "env": "-E",
     "secret_env": "--secret-env",
     "volumes": "-V",
@@ -41,6 +42,7 @@ FLAGS: "dict[str, Word]" = {
     "python": "--python",
     "local_master": "the embedded master's options",   # no one flag sets them all
     "ca_bundle": "--ca-bundle",
+    "master_scheme": "--master-scheme",
     "advertise_address": "--advertise-address",
     "launch_timeout": "--launch-timeout",
     "connect_timeout": "--connect-timeout",

@@ -23,6 +23,7 @@ from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec
 from ..core.spec_fields import pairs
 from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
+from ..core.unused_settings import check_image_settings, check_master_scheme
 from ..exceptions import SpecError
 from .common import (
     CommandParser,
@@ -439,39 +440,13 @@ def read_hooks(path):
     return hooks
 
 
-def check_image_options(args, image):
-    """SpecError for the flags of image tasks given to a run without an
-    image: its plain tasks have no container (``taskinfo.container_info``),
-    so -C DOCKER, -f and -V did nothing, silently."""
-    if image:
-        return
-    given = [flag for flag, on in (("-C DOCKER", args.containerizer == "DOCKER"),
-                                   ("-f", args.force_pull), ("-V", args.volume)) if on]
-    if given:
-        flags = " and ".join(given)
-        raise SpecError("%s %s for image tasks, and the run has no image: add -I IMAGE (or set "
-                        "$DOCKER_IMAGE), or drop %s"
-                        % (flags, "is" if len(given) == 1 else "are", flags))
-
-
-def check_master_scheme(args, master):
-    """SpecError for --master-scheme https with a master that is no zk://
-    one: only the masters found in ZooKeeper take it (their MasterInfo has
-    no scheme, ``master_info.master_url_from_info``); any other was reached
-    over http all the same, silently."""
-    if args.master_scheme == "https" and not master.lower().startswith("zk://"):
-        raise SpecError("--master-scheme https is for masters found through zk://, and the "
-                        "master (%s) is none: give an https master as https://HOST:PORT, or "
-                        "drop --master-scheme" % master)
-
-
 def read_options(args, command):
     """The run's ``RunSpec``: every option parsed and checked once; SpecError,
     MasterAddressError."""
     framework = framework_option(args)
     jobs = jobs_from_args(args, framework)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
-    check_image_options(args, image)
+    check_image_settings(image, args.containerizer, args.force_pull, args.volume)
     ship = ship_spec(args)
     if args.quiet and args.verbose:   # -q hid what -v adds to (the status, the table)
         raise SpecError("-q and -v contradict each other: drop one")
@@ -479,7 +454,7 @@ def read_options(args, command):
         raise SpecError("--logs and --worker-logs both choose what is shown: use --logs only "
                         "(e.g. --logs worker:0,2 --logs chief)")
     master = config.resolve_master(args.master, os.environ)
-    check_master_scheme(args, master)
+    check_master_scheme(args.master_scheme, master)
     # Shipped: python3 on the agents, unless they run here.
     from .tfrun_python import default_python
     python = default_python(args, master, image, ship)

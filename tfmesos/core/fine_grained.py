@@ -58,6 +58,7 @@ LEFT_OPEN = "the program exited with the cluster() block still open"
 # of its ``Job`` or dict; what it ships, a directory or a ``ShipSpec``.
 KEYWORDS: "dict[str, Word]" = words({
     "containerizer": "containerizer_type",
+    "force_pull": "force_pull_image",
     "refused_timeout": "connect_timeout",   # it is the connect timeout, when one is given
     "sticky_jobs": "coordinator",           # coordinator=True makes the workers sticky
     "jobs.chief": "a 'chief' job (or coordinator=True)",
@@ -451,8 +452,12 @@ def check_local(spec: RunSpec) -> None:
     is built, as tfrun asks it (cluster(), run(), submit()); given agents
     (``local_master_options``) are the caller's to size. On the embedded
     master, the plain tasks' ``python`` must be on this machine
-    (``local_python``: tfrun's --python check)."""
-    from . import open_files
+    (``local_python``: tfrun's --python check). Settings that would do
+    nothing for ``spec`` are refused as tfrun refuses its flags for them
+    (``unused_settings``)."""
+    from . import open_files, unused_settings
+
+    unused_settings.check(spec)
 
     open_files.check(sum(job.num for job in spec.jobs))
     from .local_python import check_local_python
