@@ -254,6 +254,25 @@ ROWS = [
           "--master-scheme https is for masters found through zk://, and the master "
           "(127.0.0.1:1) is none: give an https master as https://HOST:PORT, or drop "
           "--master-scheme"),
+    # --ca-bundle and --no-verify are for https masters only (mesos.http_transport)
+    tfrun("ca-bundle-on-the-embedded-master", ["--ca-bundle", "/etc/passwd"], 2,
+          "--ca-bundle is for https masters, and the master (local) is reached over http: "
+          "give the master as https://HOST:PORT, or drop --ca-bundle"),
+    tfrun("no-verify-with-a-host-port", ["--no-verify", "-m", "127.0.0.1:1",
+                                         "--connect-timeout", "1"], 2,
+          "--no-verify is for https masters, and the master (127.0.0.1:1) is reached over "
+          "http: give the master as https://HOST:PORT, or drop --no-verify"),
+    tfrun("ca-bundle-and-no-verify-with-an-http-url",
+          ["--ca-bundle", "/etc/passwd", "--no-verify", "-m", "http://127.0.0.1:1",
+           "--connect-timeout", "1"], 2,
+          "--ca-bundle and --no-verify are for https masters, and the master "
+          "(http://127.0.0.1:1) is reached over http: give the master as https://HOST:PORT, or "
+          "drop --ca-bundle and --no-verify"),
+    tfrun("ca-bundle-with-zk-masters-over-http",
+          ["--ca-bundle", "/etc/passwd", "-m", "zk://127.0.0.1:1/mesos", "--connect-timeout",
+           "1"], 2,
+          "--ca-bundle is for https masters, and the masters found through zk:// are reached "
+          "over http: add --master-scheme https, or drop --ca-bundle"),
     # tfrun: runs that outlive tfrun need a master that outlives it
     tfrun("failover-on-the-embedded-master", ["--failover"], 2,
           "--failover needs a master that outlives tfrun, and the embedded one dies with it"),
@@ -300,8 +319,9 @@ ROWS = [
           "--mlflow logs from tfrun's own process, which --detach runs on an agent"),
     # tfrun: placeholders filled only once the cluster is formed (a traceback then)
     # A directory was "no such file", "no such program" though it exists.
-    Row("ca-bundle-a-directory", "tfrun", ["--ca-bundle", "/tmp"] + TFRUN_BASE + ["--", "true"],
-        2, "--ca-bundle /tmp: a directory, not a file of certificates"),
+    Row("ca-bundle-a-directory", "tfrun", ["--ca-bundle", "/tmp", "-m", "https://127.0.0.1:1"]
+        + TFRUN_BASE + ["--", "true"], 2,
+        "--ca-bundle /tmp: a directory, not a file of certificates"),
     Row("python-a-directory", "tfrun", ["--python", "/tmp"] + TFRUN_BASE + ["--", "true"], 2,
         "--python /tmp: a directory, not a program on this machine"),
     # Blank: sh -c ran nothing and the run 'succeeded' (an empty one is refused).
@@ -706,6 +726,8 @@ NO_IMAGE = ("is for image tasks, and the run has no image: add image=IMAGE (or s
             "$DOCKER_IMAGE), or drop ")
 SCHEME_AWAY = ("master_scheme=https is for masters found through zk://, and the master (%s) is "
                "none: give an https master as https://HOST:PORT, or drop master_scheme")
+OVER_HTTP = ("%s for https masters, and the master (%s) is reached over http: give the "
+             "master as https://HOST:PORT, or drop %s")
 
 
 @pytest.mark.parametrize("cluster_given, run_given, cluster_error, run_error", [
@@ -721,14 +743,25 @@ SCHEME_AWAY = ("master_scheme=https is for masters found through zk://, and the 
     ({"master_scheme": "https", "master": "127.0.0.1:1"},
      {"master_scheme": "https", "master": "127.0.0.1:1"},
      SCHEME_AWAY % "127.0.0.1:1", SCHEME_AWAY % "127.0.0.1:1"),
+    ({"verify": False}, {"verify": False},
+     OVER_HTTP % ("verify=False is", "local", "verify=False"),
+     OVER_HTTP % ("verify=False is", "local", "verify=False")),
+    ({"ca_bundle": "{bundle}", "verify": False, "master": "http://127.0.0.1:1"},
+     {"ca_bundle": "{bundle}", "master": "127.0.0.1:1"},
+     OVER_HTTP % ("ca_bundle and verify=False are", "http://127.0.0.1:1",
+                  "ca_bundle and verify=False"),
+     OVER_HTTP % ("ca_bundle is", "127.0.0.1:1", "ca_bundle")),
 ], ids=["docker-containerizer", "force-pull-and-volumes", "master-scheme-on-the-embedded-master",
-        "master-scheme-with-a-host-port"])
+        "master-scheme-with-a-host-port", "no-verify-on-the-embedded-master",
+        "ca-bundle-over-http"])
 def test_the_apis_refuse_settings_that_would_do_nothing_before_anything_launches(
         cluster_given, run_given, cluster_error, run_error, tmp_path, monkeypatch):
     """cluster(..., containerizer_type="DOCKER") without an image, run(...,
-    master_scheme="https") on the embedded master: taken, and nothing came of
-    them (plain tasks have no container; only masters found through zk://
-    take the scheme); tfrun refuses its flags for them, in the same words."""
+    master_scheme="https") on the embedded master, verify=False or a
+    ca_bundle with a master reached over http: taken, and nothing came of
+    them (plain tasks have no container; only masters found through zk:// take
+    the scheme; only https masters a CA bundle); tfrun refuses its flags for
+    them, in the same words."""
     import tfmesos
     from tfmesos.core import launch
     monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path / "runs"))
@@ -762,15 +795,24 @@ def test_the_apis_refuse_settings_that_would_do_nothing_before_anything_launches
 
 
 def test_the_rules_of_settings_that_would_do_nothing_keep_what_does_something():
-    """An image takes -C DOCKER, -f and -V; masters found through zk:// take
-    master_scheme="https"."""
+    """An image takes -C DOCKER, -f and -V; an https master (given, in a
+    list, or found through zk:// with master_scheme="https") takes the scheme,
+    a CA bundle and verify=False."""
     from tfmesos.core import unused_settings
     unused_settings.check_image_settings("img", "DOCKER", True, ("/tmp:/data",))
     unused_settings.check_image_settings(None, "MESOS", False, ())
-    for master in ("zk://h:2181/mesos", "ZK://h:2181/mesos"):
-        unused_settings.check_master_scheme("https", master)
-    for master in ("local", "m:5050", "https://m:5050"):
-        unused_settings.check_master_scheme("http", master)
+    for master, scheme in (("zk://h:2181/mesos", "https"), ("https://m:5050", "http"),
+                           ("HTTPS://m:5050", "http"), ("http://a:5050,https://b:5050", "http"),
+                           ("ZK://h:2181/mesos", "https")):
+        unused_settings.check_master_scheme(scheme, master)
+        unused_settings.check_tls_settings(master, scheme, False, "/ca.pem")
+    for master in ("zk://h:2181/mesos", "local", "m:5050"):
+        unused_settings.check_tls_settings(master, "http", True, None)
+    with pytest.raises(SpecError) as caught:
+        unused_settings.check_tls_settings("zk://h:2181/mesos", "http", True, "/ca.pem")
+    assert str(caught.value) == ("ca_bundle is for https masters, and the masters found through "
+                                 "zk:// are reached over http: add master_scheme=https, or drop "
+                                 "ca_bundle")
 
 
 @pytest.mark.parametrize("env, error", [

@@ -52,6 +52,7 @@ FIELDS: "dict[str, str]" = {
     "python": "python",
     "ca_bundle": "ca_bundle",
     "master_scheme": "master_scheme",
+    "verify": "verify",
     "advertise_address": "advertise_address",
     "launch_timeout": "launch_timeout",
     "connect_timeout": "connect_timeout",

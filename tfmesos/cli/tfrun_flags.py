@@ -43,6 +43,9 @@ FLAGS: "dict[str, Word]" = {
     "local_master": "the embedded master's options",   # no one flag sets them all
     "ca_bundle": "--ca-bundle",
     "master_scheme": "--master-scheme",
+    # --no-verify sets verify=False, the one value a flag gives it
+    "verify": lambda context, value: "--no-verify" if value in (None, "False")
+    else "verify=%s" % value,
     "advertise_address": "--advertise-address",
     "launch_timeout": "--launch-timeout",
     "connect_timeout": "--connect-timeout",

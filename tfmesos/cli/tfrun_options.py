@@ -23,7 +23,11 @@ from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec
 from ..core.spec_fields import pairs
 from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
-from ..core.unused_settings import check_image_settings, check_master_scheme
+from ..core.unused_settings import (
+    check_image_settings,
+    check_master_scheme,
+    check_tls_settings,
+)
 from ..exceptions import SpecError
 from .common import (
     CommandParser,
@@ -455,6 +459,7 @@ def read_options(args, command):
                         "(e.g. --logs worker:0,2 --logs chief)")
     master = config.resolve_master(args.master, os.environ)
     check_master_scheme(args.master_scheme, master)
+    check_tls_settings(master, args.master_scheme, not args.no_verify, args.ca_bundle)
     # Shipped: python3 on the agents, unless they run here.
     from .tfrun_python import default_python
     python = default_python(args, master, image, ship)
