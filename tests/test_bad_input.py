@@ -803,7 +803,10 @@ def test_the_rules_of_settings_that_would_do_nothing_keep_what_does_something():
     unused_settings.check_image_settings(None, "MESOS", False, ())
     for master, scheme in (("zk://h:2181/mesos", "https"), ("https://m:5050", "http"),
                            ("HTTPS://m:5050", "http"), ("http://a:5050,https://b:5050", "http"),
-                           ("ZK://h:2181/mesos", "https")):
+                           ("ZK://h:2181/mesos", "https"),
+                           # an https:// master with the scheme: redundant, not refused
+                           # (it was: "give an https master as https://HOST:PORT")
+                           ("https://m:5050", "https"), ("http://a:5050,https://b:5050", "https")):
         unused_settings.check_master_scheme(scheme, master)
         unused_settings.check_tls_settings(master, scheme, False, "/ca.pem")
     for master in ("zk://h:2181/mesos", "local", "m:5050"):

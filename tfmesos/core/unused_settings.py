@@ -38,8 +38,9 @@ def check_master_scheme(master_scheme: str, master: str) -> None:
     """SpecError for the https scheme with a master that is no zk:// one:
     only the masters found in ZooKeeper take it (their MasterInfo has no
     scheme, ``master_info.master_url_from_info``); any other was reached as
-    given (host:port over http) all the same."""
-    if master_scheme == "https" and not master.lower().startswith("zk://"):
+    given (host:port over http) all the same. One given as https:// speaks
+    it already: redundant, not refused."""
+    if master_scheme == "https" and not speaks_https(master, master_scheme):
         raise SpecError.about("{master_scheme=https} is for masters found through zk://, and "
                               "the master (%s) is none: give an https master as "
                               "https://HOST:PORT, or drop {master_scheme}", master)
