@@ -195,8 +195,13 @@ class Plan(Scheduler):
                        "sandbox_path": {"type": "PARENT", "path": "data"}}}]}
         commands = {"writer": "echo shared-data > shared/f",
                     "reader": "while [ ! -s shared/f ]; do sleep 0.05; done; cat shared/f"}
+        # The suite's leak marker as the tasks' own: a nested container gets
+        # none of the agent's environment (as on Mesos).
+        marker = [{"name": name, "value": value} for name, value in os.environ.items()
+                  if name == "TFMESOS_TEST_SESSION"]
         tasks = [{"name": task_id, "task_id": {"value": task_id},
-                  "agent_id": offer["agent_id"], "command": {"value": command},
+                  "agent_id": offer["agent_id"],
+                  "command": {"value": command, "environment": {"variables": marker}},
                   "container": volume,
                   "resources": [scalar("cpus", 0.1), scalar("mem", 32)]}
                  for task_id, command in commands.items()]
