@@ -387,3 +387,44 @@ def test_a_teardown_before_a_detached_scheduler_waits_for_events_is_recorded_as_
     assert shown.returncode == 0, shown.stderr
     assert "killed, exit code 143" in shown.stdout.splitlines()[0], shown.stdout
     assert_no_task_processes()
+
+
+def test_a_sigterm_after_a_detached_runs_end_leaves_its_outcome_alone(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Mesos' SIGTERM that comes once the scheduler task's run ended (a kill
+    racing its end) said 'the run was killed', saved the record again and
+    exited 143 whatever the run's own code (review rv1): the record is
+    final, and so is its exit code."""
+    from policy_helpers import FakeBackend
+
+    from tfmesos.cli import detached_scheduler, tfrun
+    from tfmesos.core.jobs import Job
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.core.signals import interrupt_on_signals
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.exceptions import TFMesosError
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    class Refused(FakeBackend):
+        def start(self):
+            raise TFMesosError("the master refused the run")
+
+    spec = RunSpec(jobs=(Job("worker", num=1),), mode="replica", command="true",
+                   master="mock-master:5050", run_dir=str(tmp_path / "run"))
+    run = ClusterRun(spec, environ={}, backend=Refused(), transport=MockTransport(),
+                     detached=True)
+    monkeypatch.setattr(detached_scheduler, "_setup", lambda path, known: (run, None))
+    inner = tfrun._execute
+
+    def then_sigterm(*args):
+        code = inner(*args)
+        signal.raise_signal(signal.SIGTERM)
+        return code
+
+    monkeypatch.setattr(tfrun, "_execute", then_sigterm)
+    with interrupt_on_signals():
+        code = detached_scheduler.main("detached.json")
+    with open(tmp_path / "run" / "run.json") as handle:
+        outcome = json.load(handle)["outcome"]
+    assert (code, outcome["status"], outcome["exit_code"]) == (1, "aborted", 1)
+    assert "killed" not in capsys.readouterr().err

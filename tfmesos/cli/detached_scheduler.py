@@ -29,6 +29,7 @@ def main(path):
     """The scheduler of a detached run, in its Mesos task; the exit status.
     Called inside ``interrupt_on_signals`` (``__main__``): a SIGTERM that
     comes outside the run's own handling (``tfrun.execute``) ends it here."""
+    from ..core.phase import Phase
     from ..core.signals import interrupted_by
     from ..record.outcomes import KILLED, tfrun_exit_code
     run = None
@@ -42,6 +43,11 @@ def main(path):
         return execute(run, show, None, advice=True)
     except KeyboardInterrupt as exc:
         sigterm = interrupted_by() == signal.SIGTERM
+        if run is not None and run.phase == Phase.STOPPED:
+            # Its run ended and its record is final: a signal now (a kill
+            # racing the end) changes neither, nor the exit status.
+            code = run.record.recorded_outcome().exit_code
+            return code if isinstance(code, int) else 1
         killed = run.as_kill(exc) if run is not None else None
         if sigterm and killed is None and known:
             _record_killed(**known)
@@ -142,4 +148,5 @@ if __name__ == "__main__":
               "starts it)", file=sys.stderr)
         leave(2)
     with interrupt_on_signals():   # from here on: Mesos' SIGTERM ends it as main says
-        leave(main(sys.argv[1]))
+        code = main(sys.argv[1])
+    leave(code)   # outside: a signal while it leaves ends it as before, no traceback
