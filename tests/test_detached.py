@@ -120,7 +120,11 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
                                > len(before[task]) + 5 for task in before), timeout=120,
                    message=cluster.master_log)
         # The new scheduler task dies while attach follows it: attach sat
-        # silent for the failover timeout; it launches another.
+        # silent for the failover timeout; it launches another. Once it
+        # took the run over (the tasks' steps go on without it; killed
+        # before, it is a scheduler that never started, and attach says so).
+        wait_until(lambda: re.search(r"^%s +train.py +running \(detached\)" % run_id,
+                                     cluster.tfmesos("runs").stdout, re.M), timeout=60)
         [pid] = wait_until(lambda: (lambda found: found if len(found) == 1 else None)(
             [p for p in scheduler_pids(run_id) if p != pid]), timeout=60)
         os.kill(pid, signal.SIGKILL)
