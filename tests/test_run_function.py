@@ -267,10 +267,10 @@ def many_bytes(size):
     return b"x" * size
 
 
-def test_results_come_whole_through_a_dropped_connection(monkeypatch):
-    # Each task's connection drops once the scheduler took 4 of its result's
-    # data frames: those the kernels held then are lost, the task registers
-    # again and sends its result again.
+def drop_each_connection_once_at(monkeypatch, frame):
+    """Each task's rendezvous connection is dropped once, right after the
+    scheduler took the first of its result's frames ``frame(message)``
+    says; the task ids dropped (a set, filled as the run goes)."""
     runs, dropped = [], set()
     start, feed = launch.ClusterRun.start, ResultInbox.feed
 
@@ -280,13 +280,22 @@ def test_results_come_whole_through_a_dropped_connection(monkeypatch):
 
     def dropping(self, task_id, message):
         whole = feed(self, task_id, message)
-        if message.get("offset") == 4 * CHUNK and task_id not in dropped:
+        if frame(message) and task_id not in dropped:
             dropped.add(task_id)
             runs[-1].rendezvous._connections[task_id].sock.shutdown(socket.SHUT_RDWR)
         return whole
 
     monkeypatch.setattr(launch.ClusterRun, "start", recording)
     monkeypatch.setattr(ResultInbox, "feed", dropping)
+    return dropped
+
+
+def test_results_come_whole_through_a_dropped_connection(monkeypatch):
+    # Each task's connection drops once the scheduler took 4 of its result's
+    # data frames: those the kernels held then are lost, the task registers
+    # again and sends its result again.
+    dropped = drop_each_connection_once_at(
+        monkeypatch, lambda message: message.get("offset") == 4 * CHUNK)
     result = tfmesos.run(many_bytes, 80 * CHUNK, workers=2, ship=None, logs="none", **SMALL)
     assert {name: len(value) for name, value in result.items()} == \
         {"worker:0": 80 * CHUNK, "worker:1": 80 * CHUNK}
@@ -636,22 +645,8 @@ def test_a_result_all_sent_before_its_connection_dropped_still_comes(monkeypatch
     # header: a small result's frames, and the exit frame after them, were
     # all in the kernels by then, and the task had no drop to notice while
     # it sent them.
-    runs, dropped = [], set()
-    start, feed = launch.ClusterRun.start, ResultInbox.feed
-
-    def recording(self, *args, **kwargs):
-        runs.append(self)
-        return start(self, *args, **kwargs)
-
-    def dropping(self, task_id, message):
-        whole = feed(self, task_id, message)
-        if message.get("type") == "result" and task_id not in dropped:
-            dropped.add(task_id)
-            runs[-1].rendezvous._connections[task_id].sock.shutdown(socket.SHUT_RDWR)
-        return whole
-
-    monkeypatch.setattr(launch.ClusterRun, "start", recording)
-    monkeypatch.setattr(ResultInbox, "feed", dropping)
+    dropped = drop_each_connection_once_at(
+        monkeypatch, lambda message: message.get("type") == "result")
     result = tfmesos.run(many_bytes, 1000, workers=2, ship=None, logs="none", **SMALL)
     assert {name: len(value) for name, value in result.items()} == \
         {"worker:0": 1000, "worker:1": 1000}

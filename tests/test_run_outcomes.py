@@ -85,6 +85,17 @@ def env(tmp_path):
                 TFMESOS_KEYS_DIR=str(tmp_path / "keys"), TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
 
 
+def tear_down(master, run_id):
+    """An operator's teardown of ``run_id``'s framework; returns once its
+    scheduler task is gone."""
+    [framework] = [f for f in master.state()["frameworks"]
+                   if labels.label_map(f.get("labels")).get(labels.RUN_ID) == run_id]
+    assert master.teardown(framework["id"])
+    wait_until(lambda: not scheduler_pids(run_id), timeout=60,
+               message=lambda: "the scheduler task outlived the teardown: %s"
+               % scheduler_pids(run_id))
+
+
 def tfmesos(env, *args, cwd=REPO, timeout=60):
     return subprocess.run([sys.executable, "-m", "tfmesos.cli.main", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -298,12 +309,7 @@ def test_an_operator_teardown_of_a_detached_run_is_recorded_as_a_kill(master, tm
     run_id = submit(master, tmp_path, env, "sleep", "600")
     wait_until(lambda: job_task_running(master, run_id), timeout=90,
                message=lambda: "the worker never ran")
-    [framework] = [f for f in master.state()["frameworks"]
-                   if labels.label_map(f.get("labels")).get(labels.RUN_ID) == run_id]
-    assert master.teardown(framework["id"])
-    wait_until(lambda: not scheduler_pids(run_id), timeout=60,
-               message=lambda: "the scheduler task outlived the teardown: %s"
-               % scheduler_pids(run_id))
+    tear_down(master, run_id)
     shown = tfmesos(env, "show", run_id, "--master", master.url)
     assert shown.returncode == 0, shown.stderr
     assert "killed, exit code 143" in shown.stdout.splitlines()[0], shown.stdout
@@ -372,12 +378,7 @@ def test_a_teardown_before_a_detached_scheduler_waits_for_events_is_recorded_as_
     try:
         wait_until(held.exists, timeout=120, message="the scheduler task never started its run")
         pid, run_id = held.read_text().split()
-        [framework] = [f for f in master.state()["frameworks"]
-                       if labels.label_map(f.get("labels")).get(labels.RUN_ID) == run_id]
-        assert master.teardown(framework["id"])
-        wait_until(lambda: not scheduler_pids(run_id), timeout=60,
-                   message=lambda: "the scheduler task outlived the teardown: %s"
-                   % scheduler_pids(run_id))
+        tear_down(master, run_id)
         submitter.communicate(timeout=60)
     finally:
         if submitter.poll() is None:
