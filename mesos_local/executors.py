@@ -207,9 +207,12 @@ class Executors(TaskGroups):
         sets it (src/slave/main.cpp), except in a network namespace of its
         own, where that address is none of its tasks'."""
         endpoint = self.endpoint(agent)
-        env = dict(self.launcher.base_env)
+        env = {}
         if agent.address is not None and agent.netns is None:
             env["LIBPROCESS_IP"] = agent.address[0]
+        # Then the flag's variables: "a LIBPROCESS_IP present in the provided
+        # flags will override this value" (executorEnvironment).
+        env.update(self.launcher.base_env)
         env.update({
             "LIBPROCESS_PORT": "0",
             "MESOS_AGENT_ENDPOINT": endpoint,

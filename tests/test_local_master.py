@@ -25,6 +25,7 @@ from fixtures_master import (
     leftover_processes,
     local_master,
     make_local_master,
+    marked_environment,
     read_file,
     session_of,
     small_agent,
@@ -161,6 +162,18 @@ def test_a_command_task_gets_the_environment_a_mesos_agent_gives_it(local_master
     # The agent's --executor_shutdown_grace_period (5secs): no kill policy.
     assert env["MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"] == "5secs"
     assert env["MESOS_ALLOCATION_ROLE"] == "*"
+
+
+def test_the_agents_executor_environment_variables_win_over_its_libprocess_ip(
+        make_local_master, clients):
+    """executorEnvironment (src/slave/slave.cpp) passes the agent's
+    LIBPROCESS_IP on, then --executor_environment_variables over it ("a
+    LIBPROCESS_IP present in the provided flags will override this
+    value"); LIBPROCESS_PORT is 0 whatever they say."""
+    master = make_local_master(executor_environment=marked_environment(
+        LIBPROCESS_IP="127.0.0.9", LIBPROCESS_PORT="5051"))
+    _, _, env = task_environment(master, clients(master), "env-flag")
+    assert (env["LIBPROCESS_IP"], env["LIBPROCESS_PORT"]) == ("127.0.0.9", "0")
 
 
 def test_a_kill_policy_lengthens_the_command_executor_s_grace_period(local_master, clients):
