@@ -280,13 +280,8 @@ class Executors(TaskGroups):
             return
         limits = self._limits(executor, [t.resources for t in executor.tasks()
                                          if not t.terminal])
-        cgroups = proc.cgroups
-        if cgroups is None:
-            proc.launch.limits = limits
-            return
-        cgroups.limits = limits
         try:
-            cgroups.apply()
+            proc.resize(limits)
         except OSError as exc:
             log.warning("executor %s: cannot resize its cgroups: %s", executor.id, exc)
 

@@ -345,3 +345,39 @@ def test_launches_at_once_are_bounded_as_an_agents_worker_threads(tmp_path):
         for proc in procs:
             assert proc.join(30)
     assert ended == [0] * len(procs)
+
+
+def test_a_resize_while_an_executors_cgroups_are_made_is_not_lost(tmp_path):
+    """An executor's second task came while its process was making its
+    cgroups with the first's limits: the resize set the limits they were
+    still to be made with, too late, and none came after (the cgroup held
+    64 MB of 128 for good: test_executor_cgroups_hold_it_and_its_live_tasks
+    under load). A resize now waits for their making and applies its own."""
+    making, release = threading.Event(), threading.Event()
+
+    class Made:
+        def __init__(self, limits):
+            self.limits, self.applied = limits, []
+
+        def apply(self):
+            self.applied.append(self.limits)
+
+    class Isolator:
+        def prepare(self, task_id, limits):
+            making.set()
+            release.wait(10)
+            return Made(limits)
+
+    launch = make_launch(tmp_path, "true")
+    launch.limits = "executor and its first task"
+    proc = TaskProcess(launch, ProcessRunner(), [], None, None, isolator=Isolator())
+    maker = threading.Thread(target=proc._isolate)
+    maker.start()
+    assert making.wait(10)
+    resizer = threading.Thread(target=proc.resize, args=("and its second task",))
+    resizer.start()   # blocked until the making ends, or after it: the same end
+    release.set()
+    maker.join(10)
+    resizer.join(10)
+    assert (proc.cgroups.limits, proc.cgroups.applied) == (
+        "and its second task", ["and its second task"])

@@ -82,6 +82,7 @@ class TaskProcess:
         self.isolator = isolator
         self.escapes = escapes     # escapes.EscapeSweeper: None, swept here at the end
         self.cgroups = None        # cgroups.TaskCgroups of an isolated process task
+        self._limits_lock = threading.Lock()   # resize() against _isolate's making them
         self.limitation = None     # Mesos' message when the task outgrew its memory
         self.lost = None           # why its runner lost it while it ran (RunningTask.lost)
         self.runner = runner
@@ -258,11 +259,25 @@ class TaskProcess:
                 or not isinstance(self.runner, ProcessRunner):
             return
         try:
-            self.cgroups = self.isolator.prepare(self.launch.task_id, self.launch.limits)
+            with self._limits_lock:   # a resize meanwhile: its limits, not these
+                self.cgroups = self.isolator.prepare(self.launch.task_id, self.launch.limits)
         except OSError as exc:
             raise RunnerError("cannot create the cgroups of task %s: %s"
                               % (self.launch.task_id, exc)) from exc
         self.launch.cgroups = self.cgroups
+
+    def resize(self, limits):
+        """New limits for its cgroups (an executor's, as its tasks come and
+        go: ``Executors._resize``): applied to them, or, before they exist,
+        those they will be made with. Never lost to their making, which
+        another thread may be doing (it read the limits before: the
+        executor's own and its first task's only). OSError: not applied."""
+        with self._limits_lock:
+            self.launch.limits = limits
+            cgroups = self.cgroups
+            if cgroups is not None:
+                cgroups.limits = limits
+                cgroups.apply()
 
     def _wait(self, handle: RunningTask) -> Optional[int]:
         """The exit status of the task (its ``handle``); an isolated task
