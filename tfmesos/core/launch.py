@@ -5,20 +5,20 @@ outcome), its failure policy (``reactions``, ``recovery``, a takeover's
 ``takeover.Adoption``) and the loop that waits (``wait_ready`` /
 ``wait_finished`` / ``step``): every event is handled in the thread that
 waits, and the policy acts through ``control.Control`` on the run's
-``control.Effects`` (``run_effects.RunEffects``). Who the run is
+``control.Effects`` (``run_effects.RunEffects``); what a signal that
+reaches it records is ``run_interrupts.RunInterrupts``. Who the run is
 (``identity.RunIdentity``) and what it is (``spec.RunSpec``) are values it
 is given or makes once; what it runs on (backend, shipment, rendezvous,
 scheduler, driver) is its ``runtime.RunRuntime``, which ``stop`` and
 ``detach`` end; what is recorded goes to its ``record`` (``run_setup``).
 """
 
-import contextlib
 import logging
 import os
 import queue
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
@@ -35,10 +35,11 @@ from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
 from .run_effects import RunEffects
+from .run_interrupts import RunInterrupts
 from .run_setup import make_backend, make_record
 from .runtime import RunRuntime
 from .scheduler import Launch
-from .signals import interrupted_by, interrupts_queued_on
+from .signals import interrupts_queued_on
 from .slots import SlotTable, TaskSlot
 from .spec import RunSpec
 from .start_message import start_message
@@ -62,7 +63,7 @@ if TYPE_CHECKING:   # annotations only: these come when a run needs them, or nev
 logger = logging.getLogger(__name__)
 
 
-class ClusterRun(RunEffects):
+class ClusterRun(RunEffects, RunInterrupts):
     """One run of ``spec`` (a ``RunSpec``, checked when it was built).
 
     ``on_log(slot, stream, text)`` receives the output the tasks forward
@@ -388,41 +389,6 @@ class ClusterRun(RunEffects):
         return found
 
     # -- events ---------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _recording(self) -> Iterator[None]:
-        """Record the outcome of an exception that leaves the block (a
-        detached run's scheduler task's SIGTERM: killed, ``as_kill``)."""
-        try:
-            yield
-        except BaseException as exc:
-            self.record.ended(self.as_kill(exc) or exc, self.phase)
-            raise
-
-    def as_kill(self, interrupt: BaseException) -> Optional[RunKilled]:
-        """Where ``interrupt`` is a SIGTERM's (``signals.interrupted_by``)
-        to a detached run's scheduler task, raised as the run starts or
-        stops rather than queued for its loop (``step``): the kill,
-        recorded and saved (``_scheduler_task_killed``); else None."""
-        if self.detached and type(interrupt) is KeyboardInterrupt \
-                and interrupted_by() == signal.SIGTERM:
-            return self._scheduler_task_killed()
-        return None
-
-    def _scheduler_task_killed(self) -> RunKilled:
-        """A detached run's scheduler task got SIGTERM: only Mesos sends it
-        one (its framework torn down by an operator or ``tfmesos kill``, a
-        KILL of the task, its agent going away), and Mesos' command executor
-        SIGKILLs it about 3 s later whatever its KillPolicy says when its
-        framework is removed (the agent's --executor_shutdown_grace_period
-        less 2 s: ``CommandExecutor::shutdown``, src/launcher/executor.cpp).
-        The run was killed: recorded and saved first, before the stop
-        (which keeps the first outcome) that may not get to its end."""
-        killed = RunKilled("the run was killed: Mesos killed its scheduler task (its framework "
-                           "torn down by an operator or tfmesos kill, or the task killed)")
-        self.record.ended(killed, self.phase)
-        self.record.save()
-        return killed
 
     def step(self, timeout: float) -> None:
         """Handle the next event (waiting up to ``timeout`` s for one) and
