@@ -76,3 +76,28 @@ def alive(pid):
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+# For a test script (its text): fork a child that writes to the file
+# ``said`` and ends at once with sys.exit (its finally blocks and atexit
+# hooks run, as a forked worker's do), then wait for it: prints "the child
+# ended", or "the child hung" after 120 s (a bound on a hang, not a timing).
+FORK_A_CHILD_THAT_EXITS = '''
+def fork_a_child_that_exits(said):
+    import os, sys, time
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(said, os.O_WRONLY | os.O_CREAT)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.exit(0)
+    deadline = time.monotonic() + 120
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            print("the child hung", flush=True)
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.1)
+    print("the child ended", flush=True)
+'''

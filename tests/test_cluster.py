@@ -10,7 +10,7 @@ import time
 
 import pytest
 from conftest import marked_processes
-from processes import TASK_ENTRY
+from processes import FORK_A_CHILD_THAT_EXITS, TASK_ENTRY
 from tfrun_helpers import REPO, assert_no_task_processes, finished_record
 
 from tfmesos import TaskFailed, cluster
@@ -251,27 +251,12 @@ def test_a_cluster_still_open_when_the_program_exits_is_stopped_as_it_exits(tmp_
 
 # A process forked inside the block whose child ends (sys.exit): the child
 # stops nothing of its parent's run, says nothing, and ends at once.
-FORKED = """
-import os, sys, time
+FORKED = FORK_A_CHILD_THAT_EXITS + """
+import sys
 import tfmesos
 JOBS = [{"name": "worker", "num": 1, "cpus": 0.2, "mem": 1024}]
 with tfmesos.cluster(JOBS, master="local", run_dir=sys.argv[1]) as c:
-    pid = os.fork()
-    if pid == 0:
-        said = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT)
-        os.dup2(said, 1)
-        os.dup2(said, 2)
-        sys.exit(0)
-    deadline = time.monotonic() + 120   # a bound on a hang, not a timing
-    while not os.waitpid(pid, os.WNOHANG)[0]:
-        if time.monotonic() > deadline:
-            print("the child hung", flush=True)
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            break
-        time.sleep(0.1)
-    else:
-        print("the child ended", flush=True)
+    fork_a_child_that_exits(sys.argv[2])
     c.check()
     print("parent: finished=%s failure=%r" % (c.finished(), c.failure), flush=True)
 """

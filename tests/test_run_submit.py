@@ -15,6 +15,7 @@ import threading
 import cloudpickle
 import pytest
 from fixtures_master import leftover_processes, local_master, make_local_master
+from processes import FORK_A_CHILD_THAT_EXITS
 from waiting import wait_until
 
 import tfmesos
@@ -202,7 +203,7 @@ def test_submit_then_cancel_a_long_function_leaves_nothing_running(tmp_path, loc
         "interrupted", "cancelled: its future's cancel() stopped it")
 
 
-FORKED = """
+FORKED = FORK_A_CHILD_THAT_EXITS + """
 import os, sys, time
 import tfmesos
 
@@ -219,21 +220,7 @@ deadline = time.monotonic() + 120   # bounds on a hang, not timings
 while not os.path.exists(os.path.join(sys.argv[1], "started")):
     assert time.monotonic() < deadline, "never started"
     time.sleep(0.1)
-pid = os.fork()
-if pid == 0:
-    said = os.open(sys.argv[3], os.O_WRONLY | os.O_CREAT)
-    os.dup2(said, 1)
-    os.dup2(said, 2)
-    sys.exit(0)
-while not os.waitpid(pid, os.WNOHANG)[0]:
-    if time.monotonic() > deadline:
-        print("the child hung", flush=True)
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        break
-    time.sleep(0.1)
-else:
-    print("the child ended", flush=True)
+fork_a_child_that_exits(sys.argv[3])
 open(os.path.join(sys.argv[1], "go"), "w").close()
 print("parent result", future.result(timeout=120).value, flush=True)
 """
