@@ -20,6 +20,7 @@ not a fork of the master (forking a process with threads: only what is
 async-signal-safe may run in the child).
 """
 
+import _thread
 import errno
 import logging
 import os
@@ -219,6 +220,23 @@ def clean(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> None:
 
 
 _started: list[int] = []   # cleaners this process started, not reaped yet
+# The masters of runs submitted together stop in threads of their own.
+_reaping = _thread.allocate_lock()
+
+
+def reap_exited(children: list[int], lock: "_thread.LockType") -> None:
+    """Drop from ``children`` (this process' children that nothing waits
+    for: cleaners, closed watchdogs) those that exited, reaping them, under
+    ``lock`` (two threads reaping one pid: ChildProcessError, then a second
+    ``remove`` raised ValueError in a stop)."""
+    with lock:
+        for pid in list(children):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            except ChildProcessError:
+                pass
+            children.remove(pid)
 
 
 def start_cleaner(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> int:
@@ -233,13 +251,7 @@ def start_cleaner(cgroups: Iterable[str] = (), tree: Optional[str] = None) -> in
     and a reaper thread as much to start). Not reaped by a waiting thread:
     the next call reaps the cleaners that ended (a process that exits
     leaves its own to init)."""
-    for pid in list(_started):
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                continue
-        except ChildProcessError:
-            pass
-        _started.remove(pid)
+    reap_exited(_started, _reaping)
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__)]
     for directory in cgroups:
         argv += ["--cgroup", directory]

@@ -103,14 +103,8 @@ _reaping = _thread.allocate_lock()
 
 
 def _reap_exited() -> None:
-    with _reaping:
-        for pid in list(_unreaped):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                    continue
-            except ChildProcessError:
-                pass
-            _unreaped.remove(pid)
+    from .cleanup import reap_exited  # the master's side only: the script imports none
+    reap_exited(_unreaped, _reaping)
 
 
 # -- the master's side ---------------------------------------------------------
