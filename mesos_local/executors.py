@@ -207,12 +207,10 @@ class Executors(TaskGroups):
         sets it (src/slave/main.cpp), except in a network namespace of its
         own, where that address is none of its tasks'."""
         endpoint = self.endpoint(agent)
-        env = {}
-        if agent.address is not None and agent.netns is None:
-            env["LIBPROCESS_IP"] = agent.address[0]
-        # Then the flag's variables: "a LIBPROCESS_IP present in the provided
-        # flags will override this value" (executorEnvironment).
-        env.update(self.launcher.base_env)
+        env = dict(self.launcher.base_env)
+        ip = self.libprocess_ip(agent)
+        if ip is not None:
+            env["LIBPROCESS_IP"] = ip
         env.update({
             "LIBPROCESS_PORT": "0",
             "MESOS_AGENT_ENDPOINT": endpoint,
@@ -225,6 +223,13 @@ class Executors(TaskGroups):
             env["MESOS_RECOVERY_TIMEOUT"] = stringify_duration(self.recovery_timeout)
             env["MESOS_SUBSCRIPTION_BACKOFF_MAX"] = stringify_duration(REREGISTRATION_TIMEOUT)
         return env
+
+    def libprocess_ip(self, agent):
+        """An executor's LIBPROCESS_IP (None: none): the agent's, then the
+        flag's over it ("a LIBPROCESS_IP present in the provided flags will
+        override this value": executorEnvironment)."""
+        own = agent.address[0] if agent.address is not None and agent.netns is None else None
+        return self.launcher.base_env.get("LIBPROCESS_IP", own)
 
     def command_grace(self, plan):
         """The shutdown grace period of a command task's executor: its kill

@@ -48,7 +48,7 @@ class TaskGroups:
     _add: Callable[..., Any]
     _resize: Callable[[Any], None]
     _release: Callable[[Any], None]
-    environment: Callable[..., dict]
+    libprocess_ip: Callable[[Any], Any]
 
     # -- task groups (ACCEPT's LAUNCH_GROUP) --------------------------------------
 
@@ -252,12 +252,12 @@ class TaskGroups:
                     os.close(fd)
                 os.symlink(os.path.join(base, path), container_path, dir_fd=own)
 
-    def container_ip(self, framework, agent):
+    def container_ip(self, agent):
         """``MESOS_CONTAINER_IP`` of the DEFAULT executor's tasks: the
         executor's own address, its libprocess IP (``DefaultExecutor::
         launchGroup``): its LIBPROCESS_IP, else, or when that is any
         address, its hostname's (``process::initialize``)."""
-        ip = self.environment(framework, agent, 0.0).get("LIBPROCESS_IP", "")
+        ip = self.libprocess_ip(agent) or ""
         try:
             if not ipaddress.ip_address(ip).is_unspecified:
                 return ip

@@ -237,7 +237,7 @@ class TaskLauncher:
                 launch.container_id = "%s.%s" % (task.executor.container_id, task.container_id)
             # The default executor's, over the task's own
             # (DefaultExecutor::launchGroup, src/launcher/default_executor.cpp).
-            launch.env["MESOS_CONTAINER_IP"] = self.executors.container_ip(framework, agent)
+            launch.env["MESOS_CONTAINER_IP"] = self.executors.container_ip(agent)
         # The command executor (CommandExecutor::launchTaskSubprocess,
         # src/launcher/executor.cpp) and the default executor
         # (src/launcher/default_executor.cpp) set it over the task's own.
