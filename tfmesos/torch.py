@@ -67,7 +67,8 @@ def _reduced(clean, reduce):
     check = torch.tensor(signature + tuple(-part for part in signature), dtype=torch.int64,
                          device=device)
     dist.all_reduce(check, op=dist.ReduceOp.MAX)
-    largest, smallest = check.tolist()[:2], [-part for part in check.tolist()[2:]]
+    got = check.tolist()   # one copy to the host (a CUDA tensor under NCCL)
+    largest, smallest = got[:2], [-part for part in got[2:]]
     if largest != smallest:
         raise ValueError("tfmesos.torch.log_metrics: the ranks reduce other metric names than "
                          "this rank's: %s; all ranks must log the same names with reduce= (the "

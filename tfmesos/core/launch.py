@@ -243,25 +243,25 @@ class ClusterRun(RunEffects, RunInterrupts):
             logger.warning(short)
         runtime = self.runtime
         try:
-            shipped = runtime.ship(self.record.directory, say=self._say,
-                                   keep_in=self._kept_dir())
-            if shipped is not None:
-                self.record.shipped(shipped)
-            master_url = runtime.start_master()
-            if self.mlflow is not None:   # the shipped bundle's sha256 is a parameter; MLflow's
-                # settings go to this process's environment after the tasks' was taken
-                self.mlflow.begin(self.record.run_file(), self.record.directory,
-                                  source=runtime.project_directory(), image=self.spec.image,
-                                  resumed=self.adoption is not None)
-            expected = tuple(self.adoption.expected()) if self.adoption is not None else ()
-            self.new_launch_deadline()
-            self.state.move(Phase.FORMING)
-            parts = runtime.start(master_url, self.slots, self._launching, self._extra_ports,
-                                  expected)
-            self.fit = FitWatch(runtime.agent_totals, parts.scheduler.offer_log,
-                                clock=self._clock)
-        except BaseException as exc:
-            self.record.ended(self.as_kill(exc) or exc, self.phase)
+            with self._recording():   # the outcome first, then the stop
+                shipped = runtime.ship(self.record.directory, say=self._say,
+                                       keep_in=self._kept_dir())
+                if shipped is not None:
+                    self.record.shipped(shipped)
+                master_url = runtime.start_master()
+                if self.mlflow is not None:   # the shipped bundle's sha256 is a parameter; MLflow's
+                    # settings go to this process's environment after the tasks' was taken
+                    self.mlflow.begin(self.record.run_file(), self.record.directory,
+                                      source=runtime.project_directory(), image=self.spec.image,
+                                      resumed=self.adoption is not None)
+                expected = tuple(self.adoption.expected()) if self.adoption is not None else ()
+                self.new_launch_deadline()
+                self.state.move(Phase.FORMING)
+                parts = runtime.start(master_url, self.slots, self._launching, self._extra_ports,
+                                      expected)
+                self.fit = FitWatch(runtime.agent_totals, parts.scheduler.offer_log,
+                                    clock=self._clock)
+        except BaseException:
             self.stop()
             raise
         return self

@@ -21,6 +21,7 @@ class RunInterrupts:
     """The interrupts of a ``ClusterRun`` (module docstring)."""
 
     record: "RunRecord"
+    _killed: Optional[RunKilled] = None   # the kill, once recorded
 
     if TYPE_CHECKING:   # the run's read-only properties
         @property
@@ -50,6 +51,13 @@ class RunInterrupts:
         return None
 
     def _scheduler_task_killed(self) -> RunKilled:
+        """The kill (below), recorded and saved once however many of the
+        run's callers see the SIGTERM's interrupt go by."""
+        if self._killed is None:
+            self._killed = self._record_killed()
+        return self._killed
+
+    def _record_killed(self) -> RunKilled:
         """A detached run's scheduler task got SIGTERM: only Mesos sends it
         one (its framework torn down by an operator or ``tfmesos kill``, a
         KILL of the task, its agent going away), and Mesos' command executor
