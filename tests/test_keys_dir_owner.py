@@ -86,3 +86,14 @@ def test_tfrun_refuses_such_a_keys_directory_before_the_run_starts(tmp_path):
         assert lines == ["tfrun: error: the keys directory %s is writable by others (mode 0777)"
                          % keys + FIX + " (tfrun --help explains every option)"], result.stderr
         assert os.listdir(keys) == [] and not runs.exists()
+
+
+def test_a_directory_open_regular_refuses_leaves_no_descriptor_open(tmp_path):
+    # os.fdopen refuses a directory's descriptor and left it open: each
+    # key, record or -e file named as a directory leaked one.
+    from tfmesos.record.takeover_files import open_regular
+    before = set(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(IsADirectoryError):
+            open_regular(str(tmp_path))
+    assert set(os.listdir("/proc/self/fd")) <= before

@@ -420,8 +420,8 @@ def read_hooks(path):
     try:
         with open_regular(path) as handle:
             data = handle.read(MAX_EXTRA_CONFIG + 1)
-    except (NotRegularFile, IsADirectoryError):   # (fdopen refuses a directory itself)
-        mode = os.stat(path).st_mode
+    except (NotRegularFile, IsADirectoryError) as exc:   # (fdopen refuses a directory itself)
+        mode = exc.mode if isinstance(exc, NotRegularFile) else stat.S_IFDIR
         raise SpecError("--extra_config %s: %s, not a regular file: give a JSON file"
                         % (path, "a directory" if stat.S_ISDIR(mode) else
                            "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket")) from None

@@ -157,17 +157,28 @@ def held_run_ids(environ: Mapping[str, str]) -> list[str]:
 
 
 class NotRegularFile(OSError):
-    """What ``open_regular`` found is no regular file."""
+    """What ``open_regular`` found is no regular file (``mode``: its st_mode)."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__("not a regular file")
+        self.mode = mode
 
 
 def open_regular(path: str, flags: int = 0) -> BinaryIO:
     """``path`` opened for reading, if it is a regular file; OSError
-    otherwise, NotRegularFile when it is something else (a FIFO is refused,
-    not waited on for a writer)."""
-    handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags), "rb")
-    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+    otherwise (a directory: IsADirectoryError, as ``open`` says), and
+    NotRegularFile when it is something else (a FIFO is refused, not waited
+    on for a writer)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags)
+    try:
+        handle = os.fdopen(fd, "rb")
+    except BaseException:   # a directory: fdopen refuses it, and left it open
+        os.close(fd)
+        raise
+    mode = os.fstat(handle.fileno()).st_mode
+    if not stat.S_ISREG(mode):
         handle.close()
-        raise NotRegularFile("not a regular file")
+        raise NotRegularFile(mode)
     return handle
 
 
