@@ -78,6 +78,15 @@ def alive(pid):
         return False
 
 
+def zombie(pid):
+    """True while ``pid`` is an exited child of this process not reaped yet."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 # For a test script (its text): fork a child that writes to the file
 # ``said`` and ends at once with sys.exit (its finally blocks and atexit
 # hooks run, as a forked worker's do), then wait for it: prints "the child

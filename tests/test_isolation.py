@@ -20,6 +20,7 @@ import pytest
 from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
 from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import task_info
+from processes import alive
 
 from mesos_local.containerizer import cgroups, executor, runner
 from mesos_local.containerizer.cgroup_limits import (
@@ -608,7 +609,7 @@ def test_a_process_that_leaves_its_task_s_cgroups_dies_with_the_task(make_local_
         client.wait_state("leaver", "TASK_KILLED", timeout=30)
     else:
         client.wait_state("leaver", "TASK_FINISHED", timeout=30)
-    assert _wait_for(lambda: _zombie(escaped), 10), "the escaped process outlived its task"
+    assert _wait_for(lambda: not alive(escaped), 10), "the escaped process outlived its task"
     assert _wait_for(lambda: _task_dirs(master) == [], 10)
 
 
@@ -638,11 +639,3 @@ def test_tasks_that_end_together_share_the_scans_for_their_escaped_processes(mak
             finished.add(status["task_id"]["value"])
     master.stop()
     assert SCANS.passes - before <= len(names) // 2, SCANS.passes - before
-
-
-def _zombie(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True

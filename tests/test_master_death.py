@@ -26,6 +26,7 @@ import pytest
 from conftest import MARKER
 from fixtures_docker import docker_engine, managed_containers, no_leaked_containers, tfmesos_image
 from mesos_http_client import SchedulerClient, task_info
+from processes import zombie
 from waiting import wait_until
 
 from mesos_local import watchdog
@@ -389,15 +390,6 @@ def test_a_checkpointing_frameworks_containers_go_after_the_recovery_timeout(
         master.all_gone()
 
 
-def zombie(pid):
-    """True while ``pid`` is an exited child of this process not reaped yet."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
-
-
 def test_a_watchdog_closed_without_waiting_is_reaped_by_the_next(tmp_path):
     # stop(detached_cleanup=True), as every tfmesos.run's embedded master
     # stops, closed its watchdog without reaping it: a zombie a run, left
@@ -415,8 +407,10 @@ def test_a_watchdog_closed_without_waiting_is_reaped_by_the_next(tmp_path):
         left = [pid for pid in pids[:-1] if zombie(pid)]
         assert not left, "watchdogs left unreaped: %s" % left
     finally:
-        for pid in pids:
+        for pid in pids:   # this process' children: one that did not exit is killed
             try:
-                os.waitpid(pid, os.WNOHANG)
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
