@@ -17,12 +17,11 @@ import sys
 
 from ..exceptions import TFMesosError
 
-# What a SIGTERM ends the scheduler task with from its first line on: Mesos
-# sends it (its framework torn down by an operator or tfmesos kill, a KILL
-# of the task), so the run was killed (``ClusterRun.as_kill``), never a
-# silent death by the signal nor an ``interrupted`` run.
-KILLED_AS_IT_STARTED = ("the run was killed: Mesos killed its scheduler task as it started (its "
-                        "framework torn down by an operator or tfmesos kill, or the task killed)")
+# A SIGTERM ends the scheduler task from its first line on as the kill:
+# Mesos sends it (its framework torn down by an operator or tfmesos kill, a
+# KILL of the task), never a silent death by the signal nor an
+# ``interrupted`` run (``ClusterRun.as_kill``; before the run: ``main``).
+KILLED_AS_IT_STARTED = " as it started"   # run_interrupts.killed_text's
 
 
 def main(path):
@@ -30,6 +29,7 @@ def main(path):
     Called inside ``interrupt_on_signals`` (``__main__``): a SIGTERM that
     comes outside the run's own handling (``tfrun.execute``) ends it here."""
     from ..core.phase import Phase
+    from ..core.run_interrupts import killed_text
     from ..core.signals import interrupted_by
     from ..record.outcomes import KILLED, tfrun_exit_code
     run = None
@@ -51,8 +51,9 @@ def main(path):
         killed = run.as_kill(exc) if run is not None else None
         if sigterm and killed is None and known:
             _record_killed(**known)
-        print("tfrun: %s" % (killed if killed is not None else KILLED_AS_IT_STARTED if sigterm
-                             else "interrupted"), file=sys.stderr, flush=True)
+        print("tfrun: %s" % (killed if killed is not None else
+                             killed_text(KILLED_AS_IT_STARTED) if sigterm else "interrupted"),
+              file=sys.stderr, flush=True)
         return tfrun_exit_code(KILLED) if sigterm else 130
 
 
@@ -60,6 +61,7 @@ def _record_killed(spec, identity, previous):
     """The record of a run whose scheduler task was killed before its run
     was made (its shipment checked, its master's address found): killed,
     its record so far (``previous``) carried on, as the run would have."""
+    from ..core.run_interrupts import killed_text
     from ..core.run_setup import make_record
     from ..core.slots import SlotTable
     from ..exceptions import RunKilled
@@ -70,7 +72,7 @@ def _record_killed(spec, identity, previous):
     except TFMesosError as exc:   # as the run would have refused it
         print("tfrun: error: %s" % exc, file=sys.stderr, flush=True)
         return
-    record.ended(RunKilled(KILLED_AS_IT_STARTED), "new")
+    record.ended(RunKilled(killed_text(KILLED_AS_IT_STARTED)), "new")
     record.save()
 
 

@@ -231,9 +231,7 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
                 return 0
             killed = run.as_kill(exc)   # a detached run's scheduler task's SIGTERM
             if killed is not None:
-                say(str(killed))
-                from ..record.outcomes import KILLED, tfrun_exit_code
-                return tfrun_exit_code(KILLED)
+                return _said_killed(killed)
             run.record.ended(exc, run.phase)   # also between the waits
             if isinstance(exc, OutputClosed):
                 say("%s; stopping every task" % exc)
@@ -241,9 +239,7 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
             say("interrupted; stopping every task")
             return 130
         except RunKilled as exc:
-            say(str(exc))
-            from ..record.outcomes import KILLED, tfrun_exit_code
-            return tfrun_exit_code(KILLED)
+            return _said_killed(exc)
         except TaskFailed as exc:
             say(str(exc))
             if run.record.hint:
@@ -335,6 +331,13 @@ def keep_for_takeover(run, identity, directory):
         return
     say("--failover: if tfrun goes, the tasks keep running for %s; take the run over "
         "with: tfmesos attach %s" % (duration(run.spec.failover_timeout), identity.run_id))
+
+
+def _said_killed(killed):
+    """Say ``killed`` (a RunKilled); tfrun's exit status for it."""
+    from ..record.outcomes import KILLED, tfrun_exit_code
+    say(str(killed))
+    return tfrun_exit_code(KILLED)
 
 
 def main(argv=None):

@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from .phase import Phase
 
 
+def killed_text(when: str = "") -> str:
+    """What a detached run's scheduler task SIGTERMed says (``when``: " as
+    it started", before its run was made)."""
+    return ("the run was killed: Mesos killed its scheduler task%s (its framework torn down "
+            "by an operator or tfmesos kill, or the task killed)" % when)
+
+
 class RunInterrupts:
     """The interrupts of a ``ClusterRun`` (module docstring)."""
 
@@ -66,11 +73,10 @@ class RunInterrupts:
         less 2 s: ``CommandExecutor::shutdown``, src/launcher/executor.cpp).
         The run was killed: recorded and saved first, before the stop
         (which keeps the first outcome) that may not get to its end."""
-        killed = RunKilled("the run was killed: Mesos killed its scheduler task (its framework "
-                           "torn down by an operator or tfmesos kill, or the task killed)")
+        killed = RunKilled(killed_text())
         self.record.ended(killed, self.phase)
         self.record.save()
         return killed
 
 
-__all__ = ["RunInterrupts"]
+__all__ = ["RunInterrupts", "killed_text"]
