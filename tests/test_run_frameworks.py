@@ -80,27 +80,28 @@ def test_torch_a_rank_that_raises_fails_the_run_with_its_exception(tmp_path):
 
 
 def torch_rank_1_raises_as_rank_0_waits_in_a_barrier():
+    import atexit
     import time
 
     import torch.distributed as dist
     if dist.get_rank() == 1:
-        destroy = dist.destroy_process_group
+        def slow_exit():
+            dist.destroy_process_group()   # rank 0's barrier fails now
+            time.sleep(5)                  # and this rank's exit comes only then
 
-        def slow_destroy(*args, **kwargs):
-            destroy(*args, **kwargs)   # rank 0's barrier fails now
-            time.sleep(5)              # and its error reports first, unless this rank left
-
-        dist.destroy_process_group = slow_destroy
+        atexit.register(slow_exit)
         raise RuntimeError("rank1 failed")
     dist.barrier()
 
 
 def test_torch_the_rank_that_raised_is_the_runs_failure_not_the_peer_it_left(tmp_path):
-    # The runner wrote a failed fn's outcome after the group's teardown, which
-    # closed the peers' connections: a peer's 'Connection reset by peer' from
-    # gloo often reached tfmesos first (4 runs in 10), and the rank that
-    # raised was stopped as TASK_KILLED. Here its teardown is slow, as a
-    # loaded machine makes it: the peer's error came first every time.
+    # The rank that raised leaves without the group's teardown, yet its
+    # connections close at its exit, and its outcome went to tfmesos only
+    # after that: the peer's 'Connection closed by peer' often came first
+    # on a loaded machine (CI). Here rank 1's exit closes the group and then
+    # lingers (an exit function), as a loaded machine makes it: without its
+    # outcome reaching tfmesos before its exit, the peer's error came first
+    # every time.
     pytest.importorskip("torch")
     with pytest.raises(RuntimeError) as caught:
         tfmesos.run(torch_rank_1_raises_as_rank_0_waits_in_a_barrier, workers=2,
@@ -111,8 +112,8 @@ def test_torch_the_rank_that_raised_is_the_runs_failure_not_the_peer_it_left(tmp
     assert record["outcome"]["task"] == "worker:1", record["outcome"]
 
 
-def test_a_failed_fns_outcome_is_written_and_the_task_left_before_the_teardown(tmp_path,
-                                                                                 monkeypatch):
+def test_a_failed_fns_outcome_is_written_and_sent_and_the_task_left_before_the_teardown(
+        tmp_path, monkeypatch):
     events = []
 
     class Left(Exception):
@@ -132,7 +133,16 @@ def test_a_failed_fns_outcome_is_written_and_the_task_left_before_the_teardown(t
         events.append(("left", code))
         raise Left
 
+    class Entry:
+        @staticmethod
+        def take(environ):
+            return Entry()
+
+        def announce(self):
+            events.append("announced")
+
     write_outcome = function_runner.write_outcome
+    monkeypatch.setattr(function_runner, "RunnerEnd", Entry)
     monkeypatch.setattr(function_runner, "load", lambda environ: (fails, ()))
     monkeypatch.setattr(function_runner, "framework_group", group)
     monkeypatch.setattr(function_runner, "write_outcome", lambda *args: (
@@ -142,7 +152,7 @@ def test_a_failed_fns_outcome_is_written_and_the_task_left_before_the_teardown(t
            task_env.JOB_NAME: "worker", task_env.TASK_INDEX: "1"}
     with contextlib.suppress(Left):
         function_runner.main(env)
-    assert events[:2] == ["outcome", ("left", 1)], events
+    assert events[:3] == ["outcome", "announced", ("left", 1)], events
     assert b"ValueError: failed" in (tmp_path / "result").read_bytes()
 
 

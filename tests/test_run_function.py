@@ -6,6 +6,7 @@ that share no files with the submitter, and from a notebook kernel."""
 
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -14,7 +15,9 @@ import sys
 import cloudpickle
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
+from local_users import nobody
 from processes import alive
+from test_task_users import python_for
 from tfrun_helpers import REPO, finished_record
 from waiting import wait_until
 
@@ -651,3 +654,53 @@ def test_a_result_all_sent_before_its_connection_dropped_still_comes(monkeypatch
     assert {name: len(value) for name, value in result.items()} == \
         {"worker:0": 1000, "worker:1": 1000}
     assert result.missing == {} and len(dropped) == 2
+
+
+def worker_1_raises_and_its_exit_fails_worker_0():
+    """Worker 1 raises; its exit closes its connection to worker 0, which
+    fails on that ("closed by peer", as a collective does), and lingers
+    after (an exit function), as a loaded machine makes an exit."""
+    import atexit
+    import json
+    import os
+    import socket
+    import time
+    config = json.loads(os.environ["TF_CONFIG"])
+    host, port = config["cluster"]["worker"][0].rsplit(":", 1)
+    if config["task"]["index"] == 0:
+        with socket.create_server(("", int(port))) as server:
+            peer, _ = server.accept()
+            if not peer.recv(1):
+                raise ConnectionError("worker 1 closed the connection")
+        return "never"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            peer = socket.create_connection((host, int(port)), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    atexit.register(lambda: (peer.close(), time.sleep(5)))
+    import pwd
+    raise RuntimeError("worker 1 failed as %s" % pwd.getpwuid(os.getuid()).pw_name)
+
+
+@pytest.mark.parametrize("user", [None, "nobody"])
+def test_the_task_that_raised_is_the_failure_not_the_peer_its_exit_failed(tmp_path, user):
+    # Its outcome reaches tfmesos before its exit closes the peer's
+    # connection (task/outcome_channel.py), also as another user, whose
+    # task entry and command run as that user.
+    options = dict(SMALL)
+    if user is not None:
+        nobody("running tasks as another user needs root")
+        options.update(user=user, python=python_for(user))
+    with pytest.raises(RemoteTaskError) as caught:
+        tfmesos.run(worker_1_raises_and_its_exit_fails_worker_0, workers=2, ship=None,
+                    run_dir=str(tmp_path / "run"), **options)
+    assert str(caught.value).startswith("worker:1 raised RuntimeError: worker 1 failed as %s"
+                                        % (user or pwd.getpwuid(os.getuid()).pw_name)), \
+        str(caught.value)[:2000]
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["outcome"]["task"] == "worker:1", record["outcome"]

@@ -363,7 +363,10 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
         if error is None:
             failed = failure.task
             raise
-        run.record.ended(error, run.phase)
+        if error.task != failure.task:
+            run.record.caused_by(error, run.phase)
+        else:
+            run.record.ended(error, run.phase)
         raise error from error.__cause__
     except BaseException as exc:
         run.record.ended(exc, run.phase)
@@ -480,7 +483,9 @@ def collect(run: "ClusterRun") -> RunResult:
 def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sources] = None
                    ) -> Optional[RemoteTaskError]:
     """``RemoteTaskError`` of the task that ``failure`` (a ``TaskFailed``)
-    names, when its function's exception came; else None."""
+    names, when its function's exception came; else None. When another
+    task's failed outcome came whole before it, that task's instead: the
+    cause, whose exit failed this one (``task/outcome_channel.py``)."""
     slot = next((s for s in run.slots if s.name == failure.task), None)
     if slot is None or slot.task_id is None or run.rendezvous is None:
         return None
@@ -488,4 +493,10 @@ def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sou
     result = run.rendezvous.results.wait(slot.task_id, ERROR_WAIT if slot.address else 0)
     if result is None or result.status == "ok":
         return None
+    first = run.rendezvous.results.first_failure(s.task_id for s in run.slots if s.task_id)
+    cause = next((s for s in run.slots if first is not None and s.task_id == first.task_id
+                  and s is not slot), None)
+    if first is not None and cause is not None:
+        return remote_error(cause.name, first, TaskFailed(
+            "task %s failed" % cause.name, cause.name, cause.state, cause.exit_code), sources)
     return remote_error(slot.name, result, failure, sources)

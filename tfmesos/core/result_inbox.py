@@ -20,9 +20,10 @@ lost even when the task noticed the drop only after it sent them all.
 
 import base64
 import binascii
+import itertools
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
@@ -46,6 +47,7 @@ class Result:
         self.size = size
         self.data = bytearray()
         self.broken: Optional[str] = None
+        self.arrival: Optional[int] = None   # its place among the whole ones, by arrival
 
     @property
     def complete(self) -> bool:
@@ -64,6 +66,7 @@ class ResultInbox:
         self._ended: set[str] = set()      # task ids whose exit frame came
         self._dropped: set[str] = set()    # task ids whose connection dropped since their header
         self._changed = threading.Condition()
+        self._arrivals = itertools.count()
 
     def feed(self, task_id: str, message: Mapping[str, Any]) -> bool:
         """Take a ``result`` or ``result_data`` frame of ``task_id``; whether
@@ -88,8 +91,10 @@ class ResultInbox:
                     self._add(result, message)
                     if result.broken is not None and task_id in self._dropped:
                         result.broken = DROPPED   # frames were lost with the connection
-            self._changed.notify_all()
             result = self._results[task_id]
+            if result.complete and result.arrival is None:
+                result.arrival = next(self._arrivals)
+            self._changed.notify_all()
             # Refused at its header (over a bound, malformed), a copy sent
             # again would be too. A data frame out of order may be a drop's
             # doing that the rendezvous has not told yet: not final.
@@ -142,6 +147,17 @@ class ResultInbox:
                 result.broken = DROPPED if task_id in self._dropped else \
                     "its data has %d of the %d bytes announced" % (len(result.data), result.size)
             self._changed.notify_all()
+
+    def first_failure(self, task_ids: Iterable[str]) -> Optional[Result]:
+        """Of the whole results of ``task_ids`` with status "error", the one
+        that came first: a failed task's outcome comes before its exit
+        closes its peers' connections (``task/outcome_channel.py``), so a
+        peer's error comes after it."""
+        with self._changed:
+            failures = [result for result in map(self._results.get, task_ids)
+                        if result is not None and result.complete
+                        and result.status == "error" and result.arrival is not None]
+        return min(failures, key=lambda result: result.arrival or 0, default=None)
 
     def ended(self, task_id: str) -> bool:
         """Whether ``task_id``'s exit frame came."""

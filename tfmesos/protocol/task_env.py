@@ -33,8 +33,10 @@ FAILOVER_TASKS = "TFMESOS_FAILOVER_TASKS"   # the run's tasks: how often each ma
 
 REQUIRED = (RENDEZVOUS, SECRET, TASK_ID)
 
-# Set by the task entry for tfmesos.run's runner: where it writes the outcome.
+# Set by the task entry for tfmesos.run's runner: where it writes the outcome,
+# and the descriptor it says a failure's is written on (task/outcome_channel.py).
 RESULT_FILE = "TFMESOS_RESULT_FILE"
+OUTCOME_FD = "TFMESOS_OUTCOME_FD"
 
 # Set in the start message of a replica task, read by the user's command.
 RESTART = "TFMESOS_RESTART"             # whole restarts so far

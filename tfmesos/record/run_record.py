@@ -299,6 +299,16 @@ class RunRecord:
                      tfrun_exit_code(status, error) if self._run.mode == "replica" else code,
                      self._hint(task, code), by=getattr(error, "by", None))
 
+    def caused_by(self, error: BaseException, phase: str) -> None:
+        """The run ends with ``error`` after all: the failure of the task it
+        names caused the one recorded, which it replaces (a peer that
+        failed as the cause's exit closed their connections:
+        ``function_run.remote_failure``)."""
+        with self._lock:
+            if self._run.outcome.status == "failed":
+                self._run.outcome = Outcome()
+        self.ended(error, phase)
+
     def stopped_in(self, phase: str, failure: Optional[BaseException]) -> None:
         """The run is stopped in ``phase``: its outcome, unless one was
         recorded, is ``failure`` when one was set (by a thread that may not

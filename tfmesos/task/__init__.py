@@ -16,6 +16,7 @@ role): the scheduler side is never loaded into a task.
 | ``bundle_dir`` | ``tfrun --ship``: the bundle's tree (the command checked it) the working directory |
 | ``function_runner`` | ``tfmesos.run``'s command: the shipped function called, its outcome written |
 | ``result_file`` | that outcome, sent by the entry before the exit frame |
+| ``outcome_channel`` | a failure's outcome sent before its runner exits, which fails its peers |
 | ``quiet`` | TensorFlow's start-up log lines held to ``TF_CPP_MIN_LOG_LEVEL`` |
 | ``warm`` | an interpreter the embedded master started ahead, which becomes one task |
 """

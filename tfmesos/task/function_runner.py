@@ -7,7 +7,8 @@ the task's command before anything ran, ``ship/fetch_check.py``;
 or ``"jax"`` in its distributed environment: ``process_group``; an ``async
 def`` fn's coroutine run by ``asyncio.run``), and writes
 the outcome to ``TFMESOS_RESULT_FILE`` (``result_file``), which the task entry sends to the
-scheduler: every task's return value, or the exception and its traceback.
+scheduler: every task's return value, or the exception and its traceback
+(a failure's before this process exits: ``outcome_channel``).
 Exit status 0 when ``fn`` returned, 1 when it raised, or when the value of
 the task that returns the call's ``.value`` (the chief, else worker 0)
 cannot come back (not picklable, over its bound); another task's that
@@ -27,6 +28,7 @@ import types
 import zipfile
 
 from ..protocol import task_env
+from .outcome_channel import RunnerEnd
 from .process_group import GroupError, framework_group
 from .result_file import (
     MAX_ERROR,
@@ -112,7 +114,7 @@ _ASYNCIO = os.path.join(os.path.dirname(os.__file__), "asyncio") + os.sep
 def _from_fn(tb):
     """``tb`` from ``fn``'s own frame on: without this runner's frame and,
     for an ``async def`` fn, asyncio's that ran it."""
-    while tb is not None and (tb.tb_frame.f_code is main.__code__
+    while tb is not None and (tb.tb_frame.f_code is _run.__code__
                               or tb.tb_frame.f_code.co_filename.startswith(_ASYNCIO)):
         tb = tb.tb_next
     return tb
@@ -120,6 +122,14 @@ def _from_fn(tb):
 
 def main(environ=None):
     environ = os.environ if environ is None else environ
+    entry = RunnerEnd.take(environ)   # before fn, which may close descriptors
+    code = _run(environ, entry)
+    if code:
+        entry.announce()   # a failure's outcome goes before this process exits
+    return code
+
+
+def _run(environ, entry):
     out = environ.get(task_env.RESULT_FILE)
     if not out:
         print("tfmesos: %s not set: this runner is started by tfmesos.run's tasks"
@@ -138,10 +148,12 @@ def main(environ=None):
                     import asyncio
                     value = asyncio.run(value)
             except BaseException as exc:   # SystemExit too: fn did not return
-                # Written, and the task gone, before the group's teardown:
-                # it breaks the peers' connections, and their errors ("reset
-                # by peer") would reach tfmesos before this, the cause.
+                # Written, sent to the scheduler, and the task gone, before
+                # the group's teardown or anything else closes the peers'
+                # connections: their errors ("closed by peer") would reach
+                # tfmesos before this, the cause.
                 code = _error(out, exc, _from_fn(exc.__traceback__), limit)
+                entry.announce()
                 without_jax_shutdown()
                 leave(code)
     except GroupError as exc:   # before fn: the framework's own error

@@ -197,6 +197,7 @@ class ReplicaCommand:
         self._lock = threading.Lock()
         self._child = None
         self._command = None   # the command's _Child once it started
+        self.keep = ()   # descriptors the command inherits (replica_guard.start's keep)
         self.usage = None   # what the command used (usage.UsageMonitor's report)
 
     def _spawn(self, cmd, command):
@@ -206,7 +207,8 @@ class ReplicaCommand:
             if self.stopping.is_set():
                 return None
             self._child = _Child(replica_guard.start(cmd, self.env, cwd=self.cwd,
-                                                     capture=True, grace=KILL_GRACE))
+                                                     capture=True, grace=KILL_GRACE,
+                                                     keep=self.keep if command else ()))
             if command:
                 self._command = self._child
             return self._child
@@ -381,6 +383,20 @@ def _result_file():
     return ResultFile.prepare(os.environ)
 
 
+def _outcome_channel(conn, receipt, result, command):
+    """The entry's end of ``outcome_channel``, serving, its descriptor in
+    ``command``'s keep and environment; None when it cannot be made (the
+    outcome then goes once the command ended)."""
+    from .outcome_channel import EntryEnd
+    try:
+        end = EntryEnd()
+    except OSError:
+        return None
+    command.keep = end.keep
+    command.env.update(end.env())
+    return end.serve(lambda: result.send_written(conn, receipt))
+
+
 def run_replica(conn, start):
     """Initializer, command, finalizer; the exit message. Returns the exit
     code: the command's, the initializer's when it failed; 0 when the
@@ -391,8 +407,11 @@ def run_replica(conn, start):
     command = ReplicaCommand(conn, start)
     relay = _relay(conn, command.env)
     result = _result_file()     # tfmesos.run: where the runner writes the outcome
+    receipt = bool(start.get("result_receipt"))
+    told = None
     if result is not None:
         command.env.update(result.env())
+        told = _outcome_channel(conn, receipt, result, command)
     # Mesos kills a task with SIGTERM; a handler must not block, so a thread
     # escalates. The exit frame then waits for no new scheduler (Connection.flush).
     def terminated():
@@ -422,7 +441,9 @@ def run_replica(conn, start):
         code = 0
     if result is not None:
         # before the exit frame, on the same connection
-        result.send(conn, receipt=bool(start.get("result_receipt")))
+        result.send(conn, receipt=receipt)
+    if told is not None:
+        told.close()
     message = {"type": "exit", "code": code, "stopped": stopped}
     if command.usage is not None:
         message["usage"] = command.usage

@@ -82,10 +82,11 @@ def _until_ended(pid):
         os.close(fd)
 
 
-def start(command, env, cwd=None, capture=False, grace=5.0):
+def start(command, env, cwd=None, capture=False, grace=5.0, keep=()):
     """Fork a guard that runs ``/bin/sh -c command`` with the environment
     ``env`` in ``cwd`` (None: this one), stdin /dev/null, stdout and stderr
-    to pipes (``capture``) or this process's. Returns its ``Guard`` once its
+    to pipes (``capture``) or this process's, and of this process'
+    descriptors only those in ``keep``. Returns its ``Guard`` once its
     group exists (so a SIGTERM to the group can no longer miss it)."""
     _resolve_libc()
     parent = os.getpid()
@@ -102,7 +103,7 @@ def start(command, env, cwd=None, capture=False, grace=5.0):
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
             if pid == 0:
-                _child(parent, grace, command, env, cwd, stdin, [w for _, w in pipes])
+                _child(parent, grace, command, env, cwd, stdin, [w for _, w in pipes], keep)
     except BaseException:
         for fd in [ready] + [r for r, _ in pipes]:
             os.close(fd)
@@ -116,7 +117,7 @@ def start(command, env, cwd=None, capture=False, grace=5.0):
     return Guard(pid, *[os.fdopen(r, "rb") for r, _ in pipes])
 
 
-def _child(parent, grace, command, env, cwd, stdin, outputs):
+def _child(parent, grace, command, env, cwd, stdin, outputs, keep):
     """The forked guard: never returns."""
     code = CANNOT_START
     try:
@@ -124,7 +125,9 @@ def _child(parent, grace, command, env, cwd, stdin, outputs):
         os.dup2(stdin, 0)
         for fd, output in enumerate(outputs, 1):
             os.dup2(output, fd)
-        close_inherited()   # the rendezvous socket above all; the parent goes on
+        close_inherited(keep=keep)   # the rendezvous socket above all; the parent goes on
+        for fd in keep:
+            os.set_inheritable(fd, True)   # through the exec of the command
         if cwd:
             os.chdir(cwd)
         code = main(parent, grace, command, env)
@@ -134,16 +137,20 @@ def _child(parent, grace, command, env, cwd, stdin, outputs):
         os._exit(code)
 
 
-def close_inherited(lowest=3):
-    """Close every descriptor from ``lowest`` up (as ``_posixsubprocess``
-    does: those listed in /proc/self/fd, else all up to the limit)."""
+def close_inherited(lowest=3, keep=()):
+    """Close every descriptor from ``lowest`` up but those in ``keep`` (as
+    ``_posixsubprocess`` does: those listed in /proc/self/fd, else all up
+    to the limit)."""
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
+        for fd in sorted(fd for fd in keep if fd >= lowest):
+            os.closerange(lowest, fd)
+            lowest = fd + 1
         os.closerange(lowest, os.sysconf("SC_OPEN_MAX"))
         return
     for fd in fds:
-        if fd >= lowest:
+        if fd >= lowest and fd not in keep:
             try:
                 os.close(fd)
             except OSError:

@@ -5,11 +5,12 @@ scheduler over its rendezvous connection, before the exit frame.
 The entry of a function run (``TFMESOS_FUNCTION`` in its environment) makes
 a private directory in the sandbox and tells the command where to write
 (``TFMESOS_RESULT_FILE``): the replica guard closes every other descriptor
-in the command, and a file in the sandbox is there on every agent, shared
+in the command (but the ``outcome_channel``'s), and a file in the sandbox is there on every agent, shared
 with nobody. The file is one JSON line (the header: ``status`` "ok" or
 "error", ``error`` what happened, "raised Type: message" or "returned a
 value that ...", ``traceback`` text), then the pickled value or exception
-(possibly empty). Once the command ended, the entry sends
+(possibly empty). Once the command ended (or, for a failure, once the
+runner said it is written: ``outcome_channel``), the entry sends
 
 * ``{"type": "result", "status", "error", "traceback", "size": N}``, then
 * ``{"type": "result_data", "offset": O, "data": BASE64}`` frames of at most
@@ -36,6 +37,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 
 from ..protocol import json_documents, task_env
 
@@ -121,6 +123,8 @@ class ResultFile:
         self.directory = directory
         self.path = os.path.join(directory, "result")
         self.limit = limit
+        self._lock = threading.Lock()
+        self._sent = False   # the outcome went (by send_written: before the command ended)
 
     @classmethod
     def prepare(cls, environ):
@@ -136,28 +140,48 @@ class ResultFile:
     def env(self):
         return {task_env.RESULT_FILE: self.path}
 
+    def send_written(self, conn, receipt=False):
+        """Send the outcome while the command still runs: its runner wrote
+        a failure's and waits (``outcome_channel``). ``send`` then sends
+        nothing again."""
+        self._send_once(conn, receipt)
+
     def send(self, conn, receipt=False):
-        """Send the outcome (nothing when the command wrote none), then
-        remove the directory. Never raises: the exit frame follows.
-        ``receipt``: the scheduler says when it has the whole result (its
-        start message's ``result_receipt``): a copy is sent again when
-        the connection dropped before that, even after its last frame."""
+        """Send the outcome (nothing when the command wrote none, or it
+        went already), then remove the directory. Never raises: the exit
+        frame follows. ``receipt``: the scheduler says when it has the
+        whole result (its start message's ``result_receipt``): a copy is
+        sent again when the connection dropped before that, even after its
+        last frame."""
+        try:
+            self._send_once(conn, receipt)
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _send_once(self, conn, receipt):
+        with self._lock:
+            if not self._sent:
+                self._sent = self._send(conn, receipt)
+
+    def _send(self, conn, receipt):
+        """Send the outcome; whether the file was there (a word on the
+        channel before it was written is no outcome yet)."""
         try:
             outcome = read_outcome(self.path, self.limit)
-            if outcome is not None:
-                header, data = outcome
-                for _ in range(1 + RESENDS):
-                    generation = conn.expect_receipt() if receipt else conn.generation
-                    self._send_copy(conn, header, data, generation)
-                    if receipt and conn.wait_receipt(generation, RECEIPT_WAIT):
-                        break
-                    if conn.generation == generation:
-                        break
+            if outcome is None:
+                return False
+            header, data = outcome
+            for _ in range(1 + RESENDS):
+                generation = conn.expect_receipt() if receipt else conn.generation
+                self._send_copy(conn, header, data, generation)
+                if receipt and conn.wait_receipt(generation, RECEIPT_WAIT):
+                    break
+                if conn.generation == generation:
+                    break
         except Exception as exc:   # the exit frame must still go
             print("tfmesos: cannot send the function's result: %s" % exc, file=sys.stderr,
                   flush=True)
-        finally:
-            shutil.rmtree(self.directory, ignore_errors=True)
+        return True
 
     @staticmethod
     def _send_copy(conn, header, data, generation):

@@ -1,0 +1,161 @@
+"""A failed ``tfmesos.run`` task's outcome reaches the scheduler before its
+runner exits (``task/outcome_channel.py``): the runner says it wrote it on a
+socket its guard kept open, the entry sends it and answers, and the
+scheduler takes the failure whose outcome came whole first. The runs
+themselves: tests/test_run_frameworks.py."""
+
+import os
+import socket
+import sys
+import threading
+import time
+
+from tfmesos.core.result_inbox import ResultInbox
+from tfmesos.exceptions import RemoteTaskError, TaskFailed
+from tfmesos.protocol import task_env
+from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import RunFile
+from tfmesos.task import replica_guard
+from tfmesos.task.outcome_channel import SENT, WRITTEN, EntryEnd, RunnerEnd
+from tfmesos.task.result_file import ResultFile, write_outcome
+
+
+def test_the_command_inherits_the_kept_descriptor_and_no_other():
+    kept, kept_peer = socket.socketpair()        # close-on-exec here, as Python makes them
+    other, other_peer = socket.socketpair()
+    try:
+        guard = replica_guard.start(
+            "%s -c 'import os, sys; os.write(%d, b\"x\"); "
+            "sys.exit(os.path.exists(\"/proc/self/fd/%d\"))'"
+            % (sys.executable, kept.fileno(), other.fileno()),
+            dict(os.environ), keep=(kept.fileno(),))
+        assert guard.wait() == 0
+        kept_peer.settimeout(10)
+        assert kept_peer.recv(1) == b"x"
+    finally:
+        for sock in (kept, kept_peer, other, other_peer):
+            sock.close()
+
+
+def runner_end(entry):
+    """The runner's end of ``entry``, as the runner takes it (a copy of the
+    descriptor: the entry closes its own)."""
+    return RunnerEnd.take({task_env.OUTCOME_FD: str(os.dup(entry.keep[0]))})
+
+
+def test_a_failed_runner_returns_only_once_its_outcome_went():
+    sending, release, calls = threading.Event(), threading.Event(), []
+
+    def send():
+        calls.append("send")
+        sending.set()
+        release.wait(30)
+
+    entry = EntryEnd().serve(send)
+    announced = threading.Thread(target=runner_end(entry).announce)
+    try:
+        announced.start()
+        assert sending.wait(30)
+        announced.join(0.3)
+        assert announced.is_alive()    # the outcome has not gone yet
+        release.set()
+        announced.join(30)
+        assert not announced.is_alive() and calls == ["send"]
+    finally:
+        release.set()
+        entry.close()
+
+
+def test_a_runner_waits_for_its_entry_at_most_its_bound():
+    runner, entry = socket.socketpair()
+    try:
+        started = time.monotonic()
+        RunnerEnd(runner).announce(wait=0.2)   # no one answers
+        assert time.monotonic() - started < 10
+        entry.settimeout(10)
+        assert entry.recv(1) == WRITTEN
+    finally:
+        entry.close()
+
+
+def test_without_a_channel_a_runner_announces_nothing_and_waits_for_nothing(tmp_path):
+    regular = os.open(str(tmp_path / "file"), os.O_CREAT | os.O_WRONLY)
+    try:
+        for environ in ({}, {task_env.OUTCOME_FD: "x"}, {task_env.OUTCOME_FD: "9999"},
+                        {task_env.OUTCOME_FD: str(regular)}):
+            RunnerEnd.take(environ).announce(wait=60)   # returns at once
+        assert os.fstat(regular).st_size == 0
+    finally:
+        os.close(regular)
+
+
+def test_an_entry_answers_after_sending_and_ends_quietly_without_a_word():
+    entry = EntryEnd().serve(lambda: None)
+    runner = socket.socket(fileno=os.dup(entry.keep[0]))
+    try:
+        runner.settimeout(10)
+        runner.sendall(WRITTEN)
+        assert runner.recv(1) == SENT
+    finally:
+        runner.close()
+        entry.close()
+    silent = EntryEnd().serve(lambda: (_ for _ in ()).throw(AssertionError("sent")))
+    silent.close()    # the command ended without a word: nothing sent, no hang
+
+
+class Frames:
+    """A connection as ``ResultFile`` uses it without receipts."""
+
+    generation = 0
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, message):
+        self.sent.append(message["type"])
+
+
+def test_an_outcome_sent_early_is_not_sent_again_at_the_commands_end(tmp_path):
+    directory = tmp_path / "result"
+    directory.mkdir()
+    result, conn = ResultFile(str(directory), 1 << 20), Frames()
+    result.send_written(conn)          # a word before the file is written: nothing yet
+    assert conn.sent == []
+    write_outcome(result.path, {"status": "error", "error": "raised ValueError: x"}, b"pickle")
+    result.send_written(conn)
+    result.send(conn)
+    assert conn.sent == ["result", "result_data"]
+    assert not directory.exists()
+
+
+def whole(inbox, task_id, status):
+    inbox.feed(task_id, {"type": "result", "status": status, "error": "", "traceback": "",
+                         "size": 0})
+
+
+def test_the_first_failure_is_the_failed_outcome_that_came_whole_first():
+    inbox = ResultInbox()
+    whole(inbox, "ok", "ok")
+    inbox.feed("partial", {"type": "result", "status": "error", "size": 4})
+    whole(inbox, "cause", "error")
+    whole(inbox, "peer", "error")
+    assert inbox.first_failure(["peer", "partial", "ok", "cause", "absent"]).task_id == "cause"
+    assert inbox.first_failure(["peer", "ok"]).task_id == "peer"
+    assert inbox.first_failure(["ok", "partial"]) is None
+    whole(inbox, "cause", "error")    # a copy sent again keeps its place
+    assert inbox.first_failure(["peer", "cause"]).task_id == "cause"
+
+
+def test_the_cause_replaces_a_peers_failure_in_the_record_but_nothing_else():
+    record = RunRecord(None, RunFile(mode="fine"), [], forwarding=False)
+    record.ended(TaskFailed("task worker:0 exited with code 1", "worker:0", None, 1), "running")
+    record.caused_by(RemoteTaskError("worker:1 raised RuntimeError: x", "worker:1", None, None),
+                     "running")
+    outcome = record.recorded_outcome()
+    assert (outcome.status, outcome.task) == ("failed", "worker:1")
+    assert outcome.message.startswith("worker:1 raised RuntimeError")
+
+    interrupted = RunRecord(None, RunFile(mode="fine"), [], forwarding=False)
+    interrupted.ended(KeyboardInterrupt(), "running")
+    interrupted.caused_by(RemoteTaskError("worker:1 raised", "worker:1", None, None), "running")
+    assert interrupted.recorded_outcome().status == "interrupted"

@@ -1,0 +1,111 @@
+"""A failed ``tfmesos.run`` task's outcome reaches the scheduler before its
+runner exits.
+
+The exit of a runner whose ``fn`` raised closes what it held open, its
+process group's connections above all (torch's gloo, JAX's): its peers
+fail at once, and their errors ("Connection closed by peer") must not reach
+tfmesos before the cause. So the runner (``function_runner``), once it wrote
+a failed outcome, says so on a socket its task entry made (``WRITTEN``),
+and waits, up to ``ACK_WAIT`` s, for the entry's answer (``SENT``): the
+entry sent the outcome over its rendezvous connection and, where the
+scheduler confirms results (its start message's ``result_receipt``), the
+scheduler has it whole. The scheduler takes the failure whose outcome came
+whole first (``core/function_run.remote_failure``): a peer's comes later.
+
+The command inherits its end of the socket pair (``replica_guard.start``'s
+``keep``), named by ``TFMESOS_OUTCOME_FD``; the runner takes it before
+``fn`` runs and keeps it from what ``fn`` starts. Nothing here may fail
+a task: without the channel the outcome goes once the command ended, as
+it always could.
+"""
+
+import os
+import socket
+import stat
+import threading
+
+from ..protocol import task_env
+
+WRITTEN = b"w"     # runner to entry: the outcome file is written
+SENT = b"s"        # entry to runner: it went (and came whole, where confirmed)
+# The longest a failed runner waits for SENT: the entry waits for the
+# scheduler's receipt, which a loaded scheduler gives late; past this the
+# runner exits and the outcome still goes once the command ended.
+ACK_WAIT = 20.0
+
+
+class EntryEnd:
+    """The task entry's end: ``keep`` (the descriptor the command
+    inherits) and ``env`` for the command; ``serve(send)`` calls ``send()``
+    when the runner says its outcome is written, then answers; ``close``."""
+
+    def __init__(self):
+        self._mine, self._theirs = socket.socketpair()
+        self._thread = None
+
+    @property
+    def keep(self):
+        return (self._theirs.fileno(),)
+
+    def env(self):
+        return {task_env.OUTCOME_FD: str(self._theirs.fileno())}
+
+    def serve(self, send):
+        self._thread = threading.Thread(target=self._serve, args=(send,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _serve(self, send):
+        try:
+            if self._mine.recv(1) != WRITTEN:
+                return      # the command ended without a word, or close()
+            send()
+            self._mine.sendall(SENT)
+        except OSError:
+            pass
+
+    def close(self):
+        try:
+            self._mine.shutdown(socket.SHUT_RDWR)   # ends a recv under way
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(ACK_WAIT)
+        self._mine.close()
+        self._theirs.close()
+
+
+class RunnerEnd:
+    """The runner's end (``take``): ``announce`` once a failed outcome is
+    written; without a channel it does nothing."""
+
+    def __init__(self, sock=None):
+        self._sock = sock
+
+    @classmethod
+    def take(cls, environ):
+        """The end ``TFMESOS_OUTCOME_FD`` names, when it is a socket, kept
+        from the processes ``fn`` starts; else one that does nothing."""
+        try:
+            fd = int(environ.get(task_env.OUTCOME_FD) or "")
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return cls()
+            os.set_inheritable(fd, False)
+            return cls(socket.socket(fileno=fd))
+        except (ValueError, OSError):
+            return cls()
+
+    def announce(self, wait=ACK_WAIT):
+        """Say the outcome is written; return once the entry sent it, or
+        after ``wait`` s, or at once without an entry to tell."""
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        try:
+            sock.settimeout(wait)
+            sock.sendall(WRITTEN)
+            sock.recv(1)    # SENT, or the end of the entry
+        except OSError:
+            pass
+        finally:
+            sock.close()
