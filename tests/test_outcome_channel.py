@@ -159,3 +159,27 @@ def test_the_cause_replaces_a_peers_failure_in_the_record_but_nothing_else():
     interrupted.ended(KeyboardInterrupt(), "running")
     interrupted.caused_by(RemoteTaskError("worker:1 raised", "worker:1", None, None), "running")
     assert interrupted.recorded_outcome().status == "interrupted"
+
+
+class FullDisk:
+    def write(self, text):
+        raise OSError(28, "No space left on device")
+
+    def flush(self):
+        raise OSError(28, "No space left on device")
+
+
+class Broken(Frames):
+    def send(self, message):
+        raise RuntimeError("the connection's bug")
+
+
+def test_an_outcome_that_cannot_go_nor_be_said_on_a_full_disk_lets_the_exit_frame_go(
+        tmp_path, monkeypatch):
+    directory = tmp_path / "result"
+    directory.mkdir()
+    result = ResultFile(str(directory), 1 << 20)
+    write_outcome(result.path, {"status": "ok"}, b"pickle")
+    monkeypatch.setattr(sys, "stderr", FullDisk())
+    result.send(Broken())      # raises nothing: the exit frame follows
+    assert not directory.exists()

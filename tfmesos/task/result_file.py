@@ -179,8 +179,11 @@ class ResultFile:
                 if conn.generation == generation:
                     break
         except Exception as exc:   # the exit frame must still go
-            print("tfmesos: cannot send the function's result: %s" % exc, file=sys.stderr,
-                  flush=True)
+            try:
+                print("tfmesos: cannot send the function's result: %s" % exc, file=sys.stderr,
+                      flush=True)
+            except OSError:
+                pass   # its sandbox's disk is full
         return True
 
     @staticmethod
