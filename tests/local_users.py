@@ -2,6 +2,8 @@
 
 import os
 import pwd
+import subprocess
+import sys
 
 import pytest
 
@@ -42,3 +44,23 @@ def as_user(user, function):
         text = handle.read().decode()
     os.waitpid(child, 0)
     return text
+
+
+def python_for(user, same_version=False):
+    """An interpreter ``user`` can run (the tasks' --python), of this one's
+    version when ``same_version`` (tfmesos.run's pickles need it), or skip."""
+    check = "import sys; assert sys.version_info %s %r" % (
+        ("[:2] ==", tuple(sys.version_info[:2])) if same_version else (">=", (3, 9)))
+    for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3",
+                   "/usr/bin/python%d.%d" % sys.version_info[:2]):
+        entry = pwd.getpwnam(user)
+        try:
+            done = subprocess.run([python, "-c", check],
+                                  user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
+                                  cwd="/", capture_output=True, timeout=60, check=False)
+        except OSError:
+            continue
+        if done.returncode == 0:
+            return python
+    pytest.skip("no Python %s that %s can run" % (
+        "%d.%d" % sys.version_info[:2] if same_version else ">= 3.9", user))

@@ -15,9 +15,8 @@ import sys
 import cloudpickle
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
-from local_users import nobody
+from local_users import nobody, python_for
 from processes import alive
-from test_task_users import python_for
 from tfrun_helpers import REPO, finished_record
 from waiting import wait_until
 
@@ -695,7 +694,7 @@ def test_the_task_that_raised_is_the_failure_not_the_peer_its_exit_failed(tmp_pa
     options = dict(SMALL)
     if user is not None:
         nobody("running tasks as another user needs root")
-        options.update(user=user, python=python_for(user))
+        options.update(user=user, python=python_for(user, same_version=True))
     with pytest.raises(RemoteTaskError) as caught:
         tfmesos.run(worker_1_raises_and_its_exit_fails_worker_0, workers=2, ship=None,
                     run_dir=str(tmp_path / "run"), **options)

@@ -20,7 +20,7 @@ import tempfile
 
 import pytest
 from fixtures_master import clients, make_local_master, read_file, small_agent  # fixtures
-from local_users import nobody
+from local_users import nobody, python_for
 from mesos_http_client import task_info
 from tfrun_helpers import run_tfrun
 
@@ -272,21 +272,6 @@ def test_an_unknown_user_s_task_is_lost_as_on_a_mesos_agent(make_local_master, c
 
 
 # -- tfrun -u ------------------------------------------------------------------------------
-
-
-def python_for(user):
-    """An interpreter ``user`` can run (the tasks' --python), or skip."""
-    for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
-        entry = pwd.getpwnam(user)
-        try:
-            done = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 9)"],
-                                  user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
-                                  cwd="/", capture_output=True, timeout=60, check=False)
-        except OSError:
-            continue
-        if done.returncode == 0:
-            return python
-    pytest.skip("no Python >= 3.9 that %s can run" % user)
 
 
 @needs_root

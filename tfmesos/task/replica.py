@@ -408,10 +408,10 @@ def run_replica(conn, start):
     relay = _relay(conn, command.env)
     result = _result_file()     # tfmesos.run: where the runner writes the outcome
     receipt = bool(start.get("result_receipt"))
-    told = None
+    channel = None   # outcome_channel.EntryEnd: a failure's outcome goes before its runner exits
     if result is not None:
         command.env.update(result.env())
-        told = _outcome_channel(conn, receipt, result, command)
+        channel = _outcome_channel(conn, receipt, result, command)
     # Mesos kills a task with SIGTERM; a handler must not block, so a thread
     # escalates. The exit frame then waits for no new scheduler (Connection.flush).
     def terminated():
@@ -442,8 +442,8 @@ def run_replica(conn, start):
     if result is not None:
         # before the exit frame, on the same connection
         result.send(conn, receipt=receipt)
-    if told is not None:
-        told.close()
+    if channel is not None:
+        channel.close()
     message = {"type": "exit", "code": code, "stopped": stopped}
     if command.usage is not None:
         message["usage"] = command.usage
