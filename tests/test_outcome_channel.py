@@ -1,8 +1,10 @@
 """A failed ``tfmesos.run`` task's outcome reaches the scheduler before its
 runner exits (``task/outcome_channel.py``): the runner says it wrote it on a
 socket its guard kept open, the entry sends it and answers, and the
-scheduler takes the failure whose outcome came whole first. The runs
-themselves: tests/test_run_frameworks.py."""
+scheduler takes the failure whose outcome came whole first; an outcome
+that cannot go still lets the exit frame go. The runs themselves:
+tests/test_run_frameworks.py (torch) and tests/test_run_function.py (plain
+sockets, as root and as nobody)."""
 
 import os
 import socket
