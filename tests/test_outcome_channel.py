@@ -72,11 +72,12 @@ def test_a_runner_waits_for_its_entry_at_most_its_bound():
     runner, entry = socket.socketpair()
     try:
         started = time.monotonic()
-        RunnerEnd(runner).announce(wait=0.2)   # no one answers
+        RunnerEnd(os.dup(runner.fileno())).announce(wait=0.2)   # no one answers
         assert time.monotonic() - started < 10
         entry.settimeout(10)
         assert entry.recv(1) == WRITTEN
     finally:
+        runner.close()
         entry.close()
 
 

@@ -20,7 +20,6 @@ it always could.
 """
 
 import os
-import socket
 import stat
 import threading
 
@@ -40,6 +39,8 @@ class EntryEnd:
     when the runner says its outcome is written, then answers; ``close``."""
 
     def __init__(self):
+        # Here, not for the runner (3 ms of its start); the entry has it.
+        import socket
         self._mine, self._theirs = socket.socketpair()
         self._thread = None
 
@@ -65,6 +66,7 @@ class EntryEnd:
             pass
 
     def close(self):
+        import socket
         try:
             self._mine.shutdown(socket.SHUT_RDWR)   # ends a recv under way
         except OSError:
@@ -77,10 +79,11 @@ class EntryEnd:
 
 class RunnerEnd:
     """The runner's end (``take``): ``announce`` once a failed outcome is
-    written; without a channel it does nothing."""
+    written; without a channel it does nothing. Plain descriptor calls:
+    the runner imports no ``socket`` for it."""
 
-    def __init__(self, sock=None):
-        self._sock = sock
+    def __init__(self, fd=None):
+        self._fd = fd
 
     @classmethod
     def take(cls, environ):
@@ -91,21 +94,22 @@ class RunnerEnd:
             if not stat.S_ISSOCK(os.fstat(fd).st_mode):
                 return cls()
             os.set_inheritable(fd, False)
-            return cls(socket.socket(fileno=fd))
+            return cls(fd)
         except (ValueError, OSError):
             return cls()
 
     def announce(self, wait=ACK_WAIT):
         """Say the outcome is written; return once the entry sent it, or
         after ``wait`` s, or at once without an entry to tell."""
-        sock, self._sock = self._sock, None
-        if sock is None:
+        fd, self._fd = self._fd, None
+        if fd is None:
             return
         try:
-            sock.settimeout(wait)
-            sock.sendall(WRITTEN)
-            sock.recv(1)    # SENT, or the end of the entry
+            import select
+            os.write(fd, WRITTEN)
+            if select.select([fd], [], [], wait)[0]:
+                os.read(fd, 1)    # SENT, or the end of the entry
         except OSError:
             pass
         finally:
-            sock.close()
+            os.close(fd)
