@@ -91,12 +91,17 @@ def test_each_agent_has_its_own_address_and_reaches_only_the_hub(namespaces, mak
 
 
 @root_only
-def test_leftovers_of_a_killed_master_are_removed(namespaces):
+def test_leftovers_of_a_killed_master_are_removed(namespaces, monkeypatch):
+    # Under a prefix of this test's own: every master that starts meanwhile
+    # (the other lanes of the suite) sweeps the real prefix's leftovers too,
+    # and once took the agent's namespace before this sweep listed it.
+    prefix = "mesos-localtest%d-" % os.getpid()
+    monkeypatch.setattr(netns, "_NAME", re.compile(
+        r"^%s(\d+)-(\d+)-(\d+)-(hub|a\d+)\Z" % re.escape(prefix)))
     gone = subprocess.Popen(["true"])
     gone.wait()
-    agent = "%s%d-200-0-a0" % (netns.PREFIX, gone.pid)
-    hub = "%s%d-200-0-hub" % (netns.PREFIX, gone.pid)
-    namespaces.append(gone.pid)
+    agent = "%s%d-200-0-a0" % (prefix, gone.pid)
+    hub = "%s%d-200-0-hub" % (prefix, gone.pid)
     netns.run_ip("netns", "add", hub)
     netns.run_ip("netns", "add", agent)
     orphan = subprocess.Popen(["ip", "netns", "exec", agent, "sleep", "60"])
@@ -108,11 +113,13 @@ def test_leftovers_of_a_killed_master_are_removed(namespaces):
         removed = netns.remove_stale()
         assert sorted(removed) == sorted([agent, hub])
         assert orphan.wait(10) == -9
+        assert not {agent, hub} & set(netns.namespace_names())
     finally:
         if orphan.poll() is None:
             orphan.kill()
             orphan.wait()
-    assert not {agent, hub} & set(netns.namespace_names())
+        for name in {agent, hub} & set(netns.namespace_names()):
+            netns.remove_namespace(name, kill=True)
 
 
 def run_in_hub(hub, argv, env, timeout):
