@@ -382,7 +382,9 @@ def test_an_engine_that_stops_answering_fails_the_task_and_its_container_goes_ne
 
 def test_only_the_containers_of_masters_that_are_gone_are_removed(image, docker_engine):
     from mesos_local.cleanup import this_master
-    from mesos_local.containerizer.docker_runner import MANAGED_LABEL, MASTER_LABEL, remove_orphans
+    from mesos_local.containerizer.container_options import MASTER_LABEL
+    from mesos_local.containerizer.docker_engine import MANAGED_LABEL
+    from mesos_local.containerizer.docker_runner import remove_orphans
     gone = subprocess.Popen(["true"])
     gone.wait()
     namespace = this_master().split(".")[0]

@@ -13,7 +13,8 @@ from local_users import as_user, nobody
 from mesos_http_client import task_info
 
 from mesos_local.cleanup import this_master
-from mesos_local.containerizer.docker_runner import DockerRunner, container_env, container_kwargs
+from mesos_local.containerizer.container_options import container_env, container_kwargs
+from mesos_local.containerizer.docker_runner import DockerRunner
 from mesos_local.containerizer.planning import build_launch, plan_task
 from mesos_local.containerizer.runner import RunnerError, TaskLaunch
 
@@ -181,7 +182,7 @@ def test_a_docker_containerizer_task_gets_its_own_environment_not_its_executors(
 
 
 def test_container_user_resolves_host_names():
-    from mesos_local.containerizer.docker_runner import container_user
+    from mesos_local.containerizer.container_options import container_user
 
     assert container_user("1000") == "1000"
     assert container_user("1000:1000") == "1000:1000"

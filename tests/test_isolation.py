@@ -35,7 +35,7 @@ from mesos_local.containerizer.cgroups import (
     find_hierarchies,
     isolation_problem,
 )
-from mesos_local.containerizer.docker_runner import container_kwargs
+from mesos_local.containerizer.container_options import container_kwargs
 from mesos_local.containerizer.runner import TaskLaunch
 
 pytestmark = pytest.mark.timeout(120)

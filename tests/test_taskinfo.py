@@ -16,7 +16,7 @@ from taskinfo_helpers import PS_AND_WORKERS, SECRET, launch_all, variables
 
 import tfmesos
 from mesos_local.api.validation import SchemaError, validate, validate_message
-from mesos_local.containerizer.docker_runner import check_gpus_parameter, container_kwargs
+from mesos_local.containerizer.container_options import check_gpus_parameter, container_kwargs
 from mesos_local.containerizer.planning import build_launch, plan_task
 from mesos_local.containerizer.runner import RunnerError
 from tfmesos.core.jobs import Job

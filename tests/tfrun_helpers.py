@@ -39,6 +39,7 @@ RARE_PATHS = ["difflib",                                     # a usage error's s
               "tfmesos.ship.shipping", "tfmesos.ship.bundle", "tfmesos.ship.bundle_server",
               "tfmesos.mesos.zookeeper", "kazoo", "tfmesos.mesos.master_reads",
               "mesos_local.containerizer.docker_runner", "mesos_local.containerizer.docker_engine",
+              "mesos_local.containerizer.container_options",
               "docker", "mesos_local.api.proto_parser", "google.protobuf", "tensorflow",
               "urllib.request", "tarfile", "tfmesos.backends.remote"]
 

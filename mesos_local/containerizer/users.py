@@ -15,7 +15,7 @@ launches: the agent's ``Failed to create executor directory`` (``UserError``,
 (launch.cpp: "No need to change user/groups if the specified user is the
 same as the effective user"). Without ``--switch_user`` every task runs as
 the master's own user. Container tasks keep the runner's own handling of
-their user (``docker_runner.container_user``).
+their user (``container_options.container_user``).
 
 Root runs nothing with a task's environment here (a framework sets it:
 ``LD_PRELOAD`` would run its code as root): the steps before the switch get
