@@ -888,8 +888,8 @@ def test_accept_naming_another_frameworks_offer_discards_every_named_offer(
     master = make_local_master(agents=[small_agent(hostname="h1"), small_agent(hostname="h2")])
     mine = clients(master, name="mine",
                    capabilities=["PARTITION_AWARE"] if partition_aware else [])
+    own, spare = mine.next_offers()     # both agents, before another framework subscribes
     theirs = clients(master, name="theirs")
-    own, spare = mine.next_offers()
     mine.decline([spare], refuse_seconds=60)   # its agent goes to the other framework
     other = theirs.next_offers()[0]
     assert other["agent_id"] == spare["agent_id"]
@@ -937,8 +937,8 @@ def test_invalid_offer_lists_name_mesos_first_error(make_local_master, clients, 
                                                     message):
     master = make_local_master(agents=[small_agent(hostname="h1"), small_agent(hostname="h2")])
     mine = clients(master, name="mine")
+    own, spare = mine.next_offers()     # both agents, before another framework subscribes
     theirs = clients(master, name="theirs")
-    own, spare = mine.next_offers()
     mine.decline([spare], refuse_seconds=60)
     other = theirs.next_offers()[0]
     mine.call("ACCEPT", {"offer_ids": offer_ids(own["id"], other["id"]),
