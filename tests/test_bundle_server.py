@@ -4,6 +4,7 @@ agents' fetchers out (its plain serving is in test_ship.py)."""
 
 import logging
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -241,3 +242,31 @@ def test_a_connection_has_a_few_seconds_to_send_its_request_line(tmp_path, caplo
         server.stop()
     assert "bundle server: refused a connection from 127.0.0.1: sent no request line within " \
            "2 s" in warnings(caplog)
+
+
+def test_a_connection_dropped_for_a_newcomer_finds_its_refusal_said_once_it_sees_the_close(
+        tmp_path, caplog, monkeypatch):
+    # The drop closed it, then said it: a loaded machine (here a slow log)
+    # let the client see the close first, as expire() already said first.
+    from tfmesos.refusal_log import RefusalLog
+    slow = RefusalLog.refused
+
+    def slowly(self, *args, **kwargs):
+        time.sleep(0.3)
+        return slow(self, *args, **kwargs)
+
+    monkeypatch.setattr(RefusalLog, "refused", slowly)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"data")
+    server = BundleServer({"f.zip": str(path)}, bind_host="127.0.0.1", max_connections=1,
+                          **PATIENT)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as oldest, \
+                socket.create_connection(("127.0.0.1", server.port), timeout=30):
+            assert closed_by_server(oldest)
+            assert warnings(caplog) == [
+                "bundle server: refused a connection from 127.0.0.1: dropped as the oldest of "
+                "too many connections that have not asked for a file yet"], warnings(caplog)
+    finally:
+        server.stop()

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+DROPPED_FOR_ROOM = "dropped as the oldest of too many unregistered connections"
 ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
 STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
 REPORTS_WAIT = 2.0              # longest a task's end waits for its connection (as forget's linger)
@@ -268,7 +269,9 @@ class Rendezvous:
         the limits are reached) and serve it in its own thread."""
         victim = self._admit(link)
         if victim is not None:
-            wire.shut_down(victim.sock)   # its thread says it was dropped (RefusalLog)
+            # Said before the close: a client that saw it closed finds it said.
+            self._refusals.refused(victim.peer[0], DROPPED_FOR_ROOM)
+            wire.shut_down(victim.sock)
         try:
             threading.Thread(target=self._serve, args=(link,), daemon=True,
                              name="rendezvous-%s:%s" % link.peer[:2]).start()
@@ -306,9 +309,8 @@ class Rendezvous:
             try:
                 registered = self._register(link)
             except (wire.WireError, OSError) as exc:
-                if not self._closed.is_set():
-                    self._refusals.refused(link.peer[0], "dropped as the oldest of too many "
-                                           "unregistered connections" if link.dropped else exc)
+                if not self._closed.is_set() and not link.dropped:   # a drop was said (_start)
+                    self._refusals.refused(link.peer[0], exc)
                 registered = None
             finally:
                 self._unpend(link)

@@ -182,13 +182,16 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
                 if victim is None:
                     refused = "every place is a download in progress"
                 else:
-                    dropped = self._connections.pop(victim)
-                    shut_down(victim)
+                    dropped = (victim, self._connections.pop(victim))
             if refused is None:
                 self._connections[request] = _Connection(client_address[0])
         if dropped is not None:
-            self.owner.refusals.refused(dropped.peer, "dropped as the oldest of too many "
+            # Said before the close, as expire() does: a client that saw its
+            # connection closed finds it said.
+            sock, known = dropped
+            self.owner.refusals.refused(known.peer, "dropped as the oldest of too many "
                                         "connections that have not asked for a file yet")
+            shut_down(sock)
         if refused is not None:
             self.owner.refusals.refused(client_address[0], refused)
             self.shutdown_request(request)
