@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tfmesos.core import function_run
+from tfmesos.core import function_results
 from tfmesos.core.jobs import Job
 from tfmesos.core.result_inbox import ResultInbox
 from tfmesos.core.slots import SlotTable
@@ -182,9 +182,9 @@ def test_a_value_that_did_not_come_whole_in_time_says_so(monkeypatch):
     slots = SlotTable([Job("worker", num=1)])
     [slot] = list(slots)
     slot.task_id = "t1"
-    monkeypatch.setattr(function_run, "RESULT_WAIT", 0.0)
+    monkeypatch.setattr(function_results, "RESULT_WAIT", 0.0)
     run = SimpleNamespace(slots=slots, rendezvous=SimpleNamespace(results=inbox))
     with pytest.raises(ClusterError) as caught:
-        function_run.returned_value(run)
+        function_results.returned_value(run)
     assert str(caught.value) == \
         "worker:0's result did not come whole within 0 s after it ended (0 of its 4 bytes came)"

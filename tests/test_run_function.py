@@ -22,6 +22,7 @@ from waiting import wait_until
 
 import tfmesos
 from tfmesos.core import caller, function_run, launch
+from tfmesos.core.remote_errors import remote_error
 from tfmesos.core.result_inbox import ResultInbox
 from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
 from tfmesos.task.result_file import CHUNK
@@ -324,14 +325,14 @@ def test_an_exception_that_does_not_unpickle_is_raised_as_its_text():
     inbox.exited("t1")
     result = inbox.wait("t1", 0)
     assert result.broken == "its data has 4 of the 5 bytes announced"
-    error = function_run.remote_error("worker:1", result, TaskFailed("x", "worker:1", None, 1))
+    error = remote_error("worker:1", result, TaskFailed("x", "worker:1", None, 1))
     assert error.__cause__ is None and str(error).startswith("worker:1 raised Odd: it broke")
     inbox.feed("t2", {"type": "result", "status": "error", "error": "raised Odd: it broke",
                       "traceback": "", "size": 4})
     inbox.feed("t2", {"type": "result_data", "offset": 0, "data": "bm9wZQ=="})
     result = inbox.wait("t2", 0)
     assert result.complete and bytes(result.data) == b"nope"
-    error = function_run.remote_error("worker:1", result, TaskFailed("x", "worker:1", None, 1))
+    error = remote_error("worker:1", result, TaskFailed("x", "worker:1", None, 1))
     assert error.__cause__ is None   # b"nope" is no pickle: the text is all there is
     inbox.feed("t3", {"type": "result", "status": "ok", "size": 2000})
     assert inbox.wait("t3", 0).broken == "it announced 2000 bytes, over the 1000 byte bound"

@@ -19,7 +19,7 @@ from processes import FORK_A_CHILD_THAT_EXITS
 from waiting import wait_until
 
 import tfmesos
-from tfmesos.core import function_run
+from tfmesos.core import function_results, function_run
 from tfmesos.core.remote_errors import remote_error
 from tfmesos.core.result_inbox import ResultInbox
 from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
@@ -88,7 +88,7 @@ def run_json(directory):
 def test_every_task_returns_its_value_the_chief_s_is_value(tmp_path, monkeypatch):
     # The run ends when the chief returned; the workers it waited for get
     # END_GRACE to send theirs (generous here: the machine is loaded).
-    monkeypatch.setattr(function_run, "END_GRACE", 120.0)
+    monkeypatch.setattr(function_results, "END_GRACE", 120.0)
     result = tfmesos.run(per_task, str(tmp_path), workers=2, ps=1, chief=True,
                          run_dir=str(tmp_path / "run"), **SMALL)
     assert isinstance(result, tfmesos.RunResult)

@@ -303,7 +303,7 @@ class RunRecord:
         """The run ends with ``error`` after all: the failure of the task it
         names caused the one recorded, which it replaces (a peer that
         failed as the cause's exit closed their connections:
-        ``function_run.remote_failure``)."""
+        ``function_results.remote_failure``)."""
         with self._lock:
             if self._run.outcome.status == "failed":
                 self._run.outcome = Outcome()

@@ -10,7 +10,7 @@ and waits, up to ``ACK_WAIT`` s, for the entry's answer (``SENT``): the
 entry sent the outcome over its rendezvous connection and, where the
 scheduler confirms results (its start message's ``result_receipt``), the
 scheduler has it whole. The scheduler takes the failure whose outcome came
-whole first (``core/function_run.remote_failure``): a peer's comes later.
+whole first (``core/function_results.remote_failure``): a peer's comes later.
 
 The command inherits its end of the socket pair (``replica_guard.start``'s
 ``keep``), named by ``TFMESOS_OUTCOME_FD``; the runner takes it before
