@@ -39,6 +39,24 @@ def test_the_command_inherits_the_kept_descriptor_and_no_other():
             sock.close()
 
 
+def test_the_kept_descriptor_survives_where_proc_cannot_be_listed(monkeypatch):
+    def unlisted(path):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(os, "listdir", unlisted)   # in the guard, a fork of this process
+    kept, kept_peer = socket.socketpair()
+    try:
+        guard = replica_guard.start("%s -c 'import os; os.write(%d, b\"x\")'"
+                                    % (sys.executable, kept.fileno()),
+                                    dict(os.environ), keep=(kept.fileno(),))
+        assert guard.wait() == 0
+        kept_peer.settimeout(10)
+        assert kept_peer.recv(1) == b"x"
+    finally:
+        kept.close()
+        kept_peer.close()
+
+
 def runner_end(entry):
     """The runner's end of ``entry``, as the runner takes it (a copy of the
     descriptor: the entry closes its own)."""
@@ -86,7 +104,10 @@ def test_without_a_channel_a_runner_announces_nothing_and_waits_for_nothing(tmp_
     try:
         for environ in ({}, {task_env.OUTCOME_FD: "x"}, {task_env.OUTCOME_FD: "9999"},
                         {task_env.OUTCOME_FD: str(regular)}):
+            started = time.monotonic()
             RunnerEnd.take(environ).announce(wait=60)   # returns at once
+            assert time.monotonic() - started < 30
+            assert task_env.OUTCOME_FD not in environ   # none for what fn starts either
         assert os.fstat(regular).st_size == 0
     finally:
         os.close(regular)
@@ -102,8 +123,11 @@ def test_an_entry_answers_after_sending_and_ends_quietly_without_a_word():
     finally:
         runner.close()
         entry.close()
-    silent = EntryEnd().serve(lambda: (_ for _ in ()).throw(AssertionError("sent")))
+    sent = []
+    silent = EntryEnd().serve(lambda: sent.append("sent"))
+    started = time.monotonic()
     silent.close()    # the command ended without a word: nothing sent, no hang
+    assert sent == [] and time.monotonic() - started < 10
 
 
 class Frames:

@@ -116,9 +116,11 @@ def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sou
     if result is None or result.status == "ok":
         return None
     first = run.rendezvous.results.first_failure(s.task_id for s in run.slots if s.task_id)
-    cause = next((s for s in run.slots if first is not None and s.task_id == first.task_id
-                  and s is not slot), None)
+    cause = None if first is None else next(
+        (s for s in run.slots if s.task_id == first.task_id and s is not slot), None)
     if first is not None and cause is not None:
+        # Its exit usually has not come yet (its outcome went first): its
+        # state and code as known now (remote_error reads only those).
         return remote_error(cause.name, first, TaskFailed(
             "task %s failed" % cause.name, cause.name, cause.state, cause.exit_code), sources)
     return remote_error(slot.name, result, failure, sources)

@@ -21,6 +21,7 @@ lost even when the task noticed the drop only after it sent them all.
 import base64
 import binascii
 import itertools
+import operator
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -157,7 +158,7 @@ class ResultInbox:
             failures = [result for result in map(self._results.get, task_ids)
                         if result is not None and result.complete
                         and result.status == "error" and result.arrival is not None]
-        return min(failures, key=lambda result: result.arrival or 0, default=None)
+        return min(failures, key=operator.attrgetter("arrival"), default=None)
 
     def ended(self, task_id: str) -> bool:
         """Whether ``task_id``'s exit frame came."""

@@ -304,10 +304,10 @@ class RunRecord:
         names caused the one recorded, which it replaces (a peer that
         failed as the cause's exit closed their connections:
         ``function_results.remote_failure``)."""
-        with self._lock:
+        with self._lock:   # one step: no other outcome between the reset and this one
             if self._run.outcome.status == "failed":
                 self._run.outcome = Outcome()
-        self.ended(error, phase)
+            self.ended(error, phase)
 
     def stopped_in(self, phase: str, failure: Optional[BaseException]) -> None:
         """The run is stopped in ``phase``: its outcome, unless one was

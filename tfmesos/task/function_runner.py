@@ -125,7 +125,9 @@ def main(environ=None):
     entry = RunnerEnd.take(environ)   # before fn, which may close descriptors
     code = _run(environ, entry)
     if code:
-        entry.announce()   # a failure's outcome goes before this process exits
+        # A failure's outcome goes before this process exits: here for those
+        # _run returns (fn's own exception announces and leaves within it).
+        entry.announce()
     return code
 
 

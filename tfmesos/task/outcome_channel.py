@@ -59,7 +59,7 @@ class EntryEnd:
     def _serve(self, send):
         try:
             if self._mine.recv(1) != WRITTEN:
-                return      # the command ended without a word, or close()
+                return      # close(): the command ended without a word
             send()
             self._mine.sendall(SENT)
         except OSError:
@@ -88,9 +88,11 @@ class RunnerEnd:
     @classmethod
     def take(cls, environ):
         """The end ``TFMESOS_OUTCOME_FD`` names, when it is a socket, kept
-        from the processes ``fn`` starts; else one that does nothing."""
+        from the processes ``fn`` starts (the variable too: a runner they
+        start must not take whatever holds that number there); else one
+        that does nothing."""
         try:
-            fd = int(environ.get(task_env.OUTCOME_FD) or "")
+            fd = int(environ.pop(task_env.OUTCOME_FD, None) or "")
             if not stat.S_ISSOCK(os.fstat(fd).st_mode):
                 return cls()
             os.set_inheritable(fd, False)
