@@ -353,6 +353,10 @@ ROWS = [
     # tfrun: the reader of its output goes away: every task stops
     Row("tfrun-output-closed", "tfrun", ["-q", *TFRUN_BASE, "--", "echo hi; sleep 600"],
         SIGPIPE_EXIT, None, stdout_closed=True, lines=None, check=check_tfrun_stopped),
+    # ... while the tasks write much: the lines still coming as it stops raise no more
+    Row("tfrun-output-closed-amid-much-output", "tfrun",
+        ["-q", *TFRUN_BASE, "--", "seq 1 200000; sleep 600"],
+        SIGPIPE_EXIT, None, stdout_closed=True, lines=None, check=check_tfrun_stopped),
     # tfmesos
     Row("runs-limit-negative", "tfmesos", ["runs", "-n", "-1"], 2,
         "argument -n/--limit: must be a whole number from 1 to 1000000"),

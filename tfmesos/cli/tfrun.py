@@ -66,12 +66,19 @@ def print_log(slot, stream, text):
         getattr(target, "write_output", target.write)("".join(parts))
         target.flush()
     except BrokenPipeError:
-        raise OutputClosed() from None   # stops the run, as SIGPIPE would stop tfrun
+        _unwritable.add(stream)
+        # Said once (here or by the console's on_closed): the lines still
+        # coming as the run stops are not written; a second OutputClosed
+        # would cut the stop short (run.json "running", the framework left).
+        if not _reader_gone.is_set():
+            _reader_gone.set()
+            raise OutputClosed() from None   # stops the run, as SIGPIPE would stop tfrun
     except OSError as exc:   # a full disk under a redirection: the run goes on
         warn_unwritable(stream, exc)
 
 
 _unwritable: "set[str]" = set()   # the streams print_log could not write: written no more
+_reader_gone = threading.Event()  # the run was told its output's reader went away
 
 
 def warn_unwritable(stream, exc):
@@ -174,7 +181,11 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     from ..core.events import Interrupted
     from .tfrun_console import running
 
+    _unwritable.clear()   # a run of this process before may have found them closed
+    _reader_gone.clear()
+
     def closed():   # the reader of the tasks' output went away: stop, as SIGPIPE would
+        _reader_gone.set()
         run.events.put(Interrupted(signal.SIGPIPE, OutputClosed()))
     with running(on_closed=closed) as console:
         code = _execute(run, show, progress, advice, leave_on_interrupt, console)
