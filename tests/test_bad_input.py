@@ -378,6 +378,16 @@ ROWS = [
         stdout_closed=True, lines=0),
     Row("help-output-closed", "tfmesos", ["--help"], SIGPIPE_EXIT, None, stdout_closed=True,
         lines=0),
+    # a run of its tfrun's embedded master: no --master reaches it, and no "which master?"
+    Row("kill-a-run-of-an-embedded-master", "tfmesos", ["kill", "aaaa0001"], 2,
+        "tfmesos kill: error: run aaaa0001 ran on the embedded master of its tfrun, which no "
+        "other process reaches: Ctrl-C there stops the run; tfmesos show aaaa0001 reads its "
+        "record", setup=finished_run),
+    Row("attach-a-run-directory-of-an-embedded-master", "tfmesos", ["attach", "{run}"], 2,
+        "tfmesos attach: error: run aaaa0001 ran on the embedded master of its tfrun, which",
+        setup=finished_run),
+    Row("kill-a-run-of-a-gone-tfrun-names-its-pid", "tfmesos", ["kill", "dead0001"], 2,
+        "run dead0001 ran on the embedded master of its tfrun (pid ", setup=run_of_a_gone_tfrun),
     Row("logs-follow-of-a-gone-tfrun", "tfmesos", ["logs", "{run}", "--follow"], 0,
         "run dead0001 is over: the process that ran it", setup=run_of_a_gone_tfrun),
     Row("prune-with-a-symbolic-link", "tfmesos", ["runs", "--prune", "--keep", "0"], 0,
@@ -443,6 +453,7 @@ def cgroups_of(pid):
 def run_row(row, place):
     values = row.setup(place) if row.setup else {}
     values.update(runs=place["runs"], outside=place["outside"])
+    place["runs_set_up"] = sorted(os.listdir(place["runs"]))
     args = [arg.format(**values) for arg in row.args]
     env = dict(os.environ, MESOS_MASTER="", TMPDIR=place["tmp"], TFMESOS_RUNS_DIR=place["runs"],
                PYTHONPATH=REPO, COLUMNS="100",
@@ -519,7 +530,8 @@ def test_bad_input_gets_one_line_at_once_and_leaves_nothing(row, place):
                    cgroups_of(pid), os.listdir(place["tmp"])))
     assert os.listdir(place["cwd"]) == [], "left in the working directory"
     if row.code == 2:
-        assert os.listdir(place["runs"]) == [], "a run directory for a usage error"
+        assert sorted(os.listdir(place["runs"])) == place["runs_set_up"], \
+            "a run directory for a usage error"
 
 
 # -- cluster()'s arguments, and the embedded master's own -------------------------

@@ -306,6 +306,37 @@ def test_without_failover_the_tasks_stop_with_tfrun(make_local_master, tmp_path)
     assert not (run_dir / "failover.json").exists()
     attach = tfmesos("attach", str(run_dir), "--master", master.url, env=env)
     assert attach.returncode == 1 and attach.stderr.count("\n") == 1, attach.stderr
+    # The run directory names its master (run.json): no --master needed.
+    by_its_record = tfmesos("attach", str(run_dir), env=env)
+    assert (by_its_record.returncode, by_its_record.stderr) == (1, attach.stderr)
+
+
+def test_attach_carrying_on_a_run_that_fails_exits_1_as_its_help_says(make_local_master,
+                                                                       tmp_path):
+    # A task's exit code is tfrun's exit status, not attach's: attach says 0 or 1.
+    master = make_local_master()
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN + "sys.exit(4)\n")
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "1",
+                     "-s", "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
+                     str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        trained(run_dir, tfrun)
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", str(run_dir)],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as attach:
+        with reaped(attach):
+            wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
+                       message="attach never took the run over")
+            finish.write_text("")
+            out, err = attach.communicate(timeout=120)
+    assert attach.returncode == 1, err
+    assert "task worker:0 exited with code 4" in err, err
+    assert json.loads((run_dir / "run.json").read_text())["outcome"]["exit_code"] == 4
 
 
 def run_processes(run_id):

@@ -19,7 +19,7 @@ import os
 import sys
 
 from ..exceptions import TFMesosError
-from .common import CommandParser, run_word
+from .common import SIGPIPE_EXIT, CommandParser, run_word
 from .tables import printable
 
 
@@ -57,10 +57,12 @@ def main(argv, environ=None, out=None):
     from .run_lookup import find_run, local_record
     local = local_record(args.run, environ)
     failover = local.failover if local is not None else None
+    # The run's master (its failover.json's, else its run.json's), as --help says.
     master = args.master or (failover.master if failover else None) or \
-        environ.get("MESOS_MASTER")
+        (local.run.file.master if local is not None else None) or environ.get("MESOS_MASTER")
     if not master:
-        parser.error("which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
+        from .cluster_runs import which_master
+        which_master(args.run, environ, parser)
     from ..mesos.master_address import without_password
     from ..mesos.master_reads import MasterReader
     reader = MasterReader(master, environ=environ)
@@ -94,7 +96,10 @@ def main(argv, environ=None, out=None):
         raise TFMesosError("run %s was started in the foreground elsewhere: attach on the "
                            "machine that ran it, where its run directory has what taking it "
                            "over needs" % run_id)
-    return carry_on(local, args.key, args.master)
+    code = carry_on(local, args.key, args.master)
+    # As --help says: 1 for a run that failed or was killed (a task's own
+    # exit code is tfrun's, not attach's); 141 when attach's reader went away.
+    return code if code in (0, SIGPIPE_EXIT) else 1
 
 
 def forget_key(run_id, environ):

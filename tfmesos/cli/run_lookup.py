@@ -42,7 +42,7 @@ from ..core.identity import IdentityError, RunIdentity
 from ..exceptions import TFMesosError
 from ..protocol import labels as run_labels
 from .cluster_runs import ClusterRun, run_frameworks
-from .tables import local_time
+from .tables import local_time, printable
 
 if TYPE_CHECKING:
     from ..record.history import Run
@@ -301,6 +301,27 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     if not record.framework_id or run.file.master == "local":
         return None
     return record
+
+
+def embedded_run(text: str, environ: Mapping[str, str]) -> Optional[str]:
+    """Why no master reaches the run ``text`` names, when the caller's
+    record of it says it ran on its tfrun's embedded master (only that
+    tfrun reaches it, and no ``--master`` does): a line naming what does;
+    else None."""
+    from ..record.history import HistoryError, find_run
+    from ..record.run_dirs import runs_root
+    try:
+        run = find_run(text, runs_root(environ), keep=callers_record, by_name=False)
+    except HistoryError:
+        return None
+    if not callers_record(run) or run.file.master != "local":
+        return None
+    scheduler = run.file.scheduler
+    where = " (pid %d on %s)" % (scheduler.pid, printable(scheduler.host)) \
+        if scheduler is not None and scheduler.pid else ""
+    return ("run %s ran on the embedded master of its tfrun%s, which no other process "
+            "reaches: Ctrl-C there stops the run; tfmesos show %s reads its record"
+            % (run.run_id, where, run.run_id))
 
 
 def callers_record(run: "Run") -> bool:
