@@ -37,13 +37,17 @@ def _run_argument(parser):
 
 # -- tfmesos runs -----------------------------------------------------------------
 
+RECENT = 20   # runs tfmesos runs shows unless -n or --all says otherwise
+
+
 def runs_main(argv, environ=None, out=None):
     environ, out = os.environ if environ is None else environ, out or sys.stdout
     parser = _parser("tfmesos runs", "%(prog)s [--runs-dir DIR | --master M [--watch]] "
                      "[-n N | --all] [--prune --keep N]", "List recent runs, most recent "
                      "first, or prune old run directories.")
-    parser.add_argument("-n", "--limit", type=COUNT, default=20, metavar="N",
-                        help="show the N most recent runs, 1 to %d (default 20)" % MAX_COUNT)
+    parser.add_argument("-n", "--limit", type=COUNT, metavar="N",
+                        help="show the N most recent runs, 1 to %d (default %d)"
+                        % (MAX_COUNT, RECENT))
     parser.add_argument("--all", action="store_true", help="show every run")
     parser.add_argument("--prune", action="store_true",
                         help="remove every run directory of yours but the --keep most recent "
@@ -76,12 +80,17 @@ def runs_main(argv, environ=None, out=None):
     args = parser.parse_options(argv)
     if args.watch and not args.master:
         parser.error("--watch follows the runs of a Mesos master: give --master M")
+    if args.all and args.limit is not None:
+        parser.error("-n and --all both say how many runs to show: give one")
+    limit = None if args.all else RECENT if args.limit is None else args.limit
     if args.master:
         if args.prune:
             parser.error("--prune removes local run directories: it does not go with --master")
+        if args.runs_dir:
+            parser.error("--runs-dir names local run directories: it does not go with --master")
         from .cluster_runs import cluster_runs, print_cluster_runs, reader
         master = reader(args.master, environ)
-        width, limit = terminal_width(environ, out), None if args.all else args.limit
+        width = terminal_width(environ, out)
         if args.watch:
             from .cluster_logs import stderr_notice
             from .runs_watch import watch_runs
@@ -117,7 +126,7 @@ def runs_main(argv, environ=None, out=None):
         for run, why in left:
             print("tfmesos runs: left %s: %s" % (run.directory, why), file=sys.stderr)
         return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
-    shown, older = recent_runs(root, None if args.all else args.limit)
+    shown, older = recent_runs(root, limit)
     if not shown:
         out.write("no runs in %s\n" % root)
         return 0

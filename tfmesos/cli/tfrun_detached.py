@@ -12,11 +12,13 @@ def submit(spec, args, say):
     """Launch the run's scheduler task and leave; the exit status."""
     from ..core.detached import submit as launch
     from ..core.signals import interrupt_on_signals
+    from .tfrun_options import SCHEDULER_CPUS, SCHEDULER_MEM, given_or
     try:
         # SIGTERM and SIGHUP (a terminal gone) as Ctrl-C: the run not taken
         # over yet is torn down, not left registered for its failover timeout.
         with interrupt_on_signals():
-            identity = launch(spec, say, args.scheduler_cpus, args.scheduler_mem)
+            identity = launch(spec, say, given_or(args.scheduler_cpus, SCHEDULER_CPUS),
+                              given_or(args.scheduler_mem, SCHEDULER_MEM))
     except KeyboardInterrupt:
         say("interrupted before the scheduler took over: nothing of the run is left")
         return 130

@@ -72,6 +72,11 @@ usage error. The embedded master's tasks inherit it, as a Mesos agent's do.
 """
 
 SECONDS = bounded(float, 0, MAX_SECONDS, low_open=True)
+# Defaults of options given only with another (``check_options_for``):
+# None in the parsed options tells one not given.
+SCHEDULER_CPUS, SCHEDULER_MEM = 0.5, 512.0      # --detach's scheduler task
+SHIP_MAX_MB = 100.0
+RESTART_ON_LOST, RESTART_BACKOFF = RestartPolicy().restart_on, RestartPolicy().backoff
 
 
 def build_parser():
@@ -234,10 +239,12 @@ def add_lifetime_options(add):
         help="how long the tasks keep running without a scheduler (Mesos' "
         "FrameworkInfo.failover_timeout; default %d with --failover, %d with --detach)"
         % (FAILOVER_DEFAULT, DETACHED_DEFAULT))
-    add("--scheduler-cpus", type=bounded(float, 0, MAX_CPUS, low_open=True), default=0.5,
-        metavar="CPUS", help="--detach: cpus of the scheduler's task (default 0.5)")
-    add("--scheduler-mem", type=bounded(float, 0, MAX_MEM_MB, low_open=True), default=512.0,
-        metavar="MB", help="--detach: memory of the scheduler's task in MB (default 512)")
+    add("--scheduler-cpus", type=bounded(float, 0, MAX_CPUS, low_open=True),
+        metavar="CPUS", help="--detach: cpus of the scheduler's task (default %g)"
+        % SCHEDULER_CPUS)
+    add("--scheduler-mem", type=bounded(float, 0, MAX_MEM_MB, low_open=True),
+        metavar="MB", help="--detach: memory of the scheduler's task in MB (default %g)"
+        % SCHEDULER_MEM)
 
 
 def failover_timeout(args, master):
@@ -275,9 +282,9 @@ def add_ship_options(add):
         help="leave files matching PATTERN (a glob on the path or any part of it, "
         "relative to DIR: ./data and DIR/data are data; **/X is also X) out of the bundle "
         "(repeatable)")
-    add("--ship-max-size", type=bounded(float, 0, MAX_SHIP_MB, low_open=True), default=100.0,
+    add("--ship-max-size", type=bounded(float, 0, MAX_SHIP_MB, low_open=True),
         metavar="MB",
-        help="refuse a bundle larger than this (default 100)")
+        help="refuse a bundle larger than this (default %g)" % SHIP_MAX_MB)
     add("--ship-follow-links", action="store_true",
         help="ship what symbolic links leading out of DIR point to (default: such a link is "
         "refused, naming it; links inside DIR ship as links)")
@@ -310,14 +317,16 @@ def ship_spec(args):
     """The run's ``ShipSpec`` from --ship and --python-env, or None."""
     for option, given in (("--ship-exclude", args.ship_exclude),
                           ("--ship-follow-links", args.ship_follow_links),
-                          ("--ship-allow-secrets", args.ship_allow_secrets)):
+                          ("--ship-allow-secrets", args.ship_allow_secrets),
+                          ("--ship-max-size", args.ship_max_size is not None)):
         if args.ship is None and given:
             raise SpecError("%s needs --ship" % option)
     if args.ship is None and args.python_env is None:
         return None
     from ..ship.bundle import ShipSpec
     return ShipSpec(args.ship, tuple(args.ship_exclude),
-                    int(args.ship_max_size * 1000 * 1000), args.python_env,
+                    int(given_or(args.ship_max_size, SHIP_MAX_MB) * 1000 * 1000),
+                    args.python_env,
                     follow_links=args.ship_follow_links, allow_secrets=args.ship_allow_secrets)
 
 
@@ -347,16 +356,16 @@ def add_recovery_options(add):
     add("--max-restarts", type=bounded(int, 0, MAX_ATTEMPTS), default=0, metavar="N",
         help="restart the whole cluster up to N times when a task fails after the cluster "
         "is up (default 0: the failure ends the run)")
-    add("--restart-on", choices=RESTART_ON, default="lost",
+    add("--restart-on", choices=RESTART_ON,
         help="lost (default): restart only for infrastructure losses (a lost agent or task, "
         "a command killed by a signal tfrun did not send); failure: for any non-zero exit too")
-    add("--restart-backoff", type=bounded(float, 0, MAX_SECONDS), default=2.0,
+    add("--restart-backoff", type=bounded(float, 0, MAX_SECONDS),
         metavar="SECONDS",
         help="wait before the first restart, twice as long before each next (default 2)")
     add("--sticky-workers", action="store_true",
         help="with a chief (ParameterServerStrategy): relaunch a failed worker on its agent "
         "at its address while the rest keeps running")
-    add("--sticky-timeout", type=SECONDS, default=STICKY_TIMEOUT, metavar="SECONDS",
+    add("--sticky-timeout", type=SECONDS, metavar="SECONDS",
         help="a worker not back within this long falls back to a restart (default 120)")
 
 
@@ -382,7 +391,8 @@ def add_output_options(add):
     add("--run-dir", metavar="DIR", help="where the logs and run.json go (default "
         "./tfmesos-runs/NAME-RUNID; $TFMESOS_RUNS_DIR instead of ./tfmesos-runs)")
     add("-q", "--quiet", action="store_true",
-        help="only the command's output and what went wrong: no status line while the "
+        help="only the command's output, what went wrong and where the run put things "
+             "(what --ship shipped, the --mlflow run): no status line while the "
              "cluster forms, no cluster addresses, no usage table or metrics at the end "
              "(all of it is in the run record)")
     add("-v", "--verbose", action="store_true",
@@ -444,9 +454,31 @@ def read_hooks(path):
     return hooks
 
 
+def given_or(value, default):
+    """An option's value, its default when it was not given (None)."""
+    return default if value is None else value
+
+
+def check_options_for(args):
+    """SpecError for an option given without the one it is for: taken,
+    it did nothing (their siblings' refusals: --failover-timeout,
+    --ship-exclude, --mlflow-experiment)."""
+    for option, given, missing, needs in (
+            ("--scheduler-cpus", args.scheduler_cpus, not args.detach, "--detach"),
+            ("--scheduler-mem", args.scheduler_mem, not args.detach, "--detach"),
+            ("--restart-on", args.restart_on, not args.max_restarts, "--max-restarts N"),
+            ("--restart-backoff", args.restart_backoff, not args.max_restarts,
+             "--max-restarts N"),
+            ("--sticky-timeout", args.sticky_timeout,
+             not (args.sticky_workers or args.torch_elastic), "--sticky-workers")):
+        if given is not None and missing:
+            raise SpecError("%s is for runs with %s: add it, or drop %s" % (option, needs, option))
+
+
 def read_options(args, command):
     """The run's ``RunSpec``: every option parsed and checked once; SpecError,
     MasterAddressError."""
+    check_options_for(args)
     framework = framework_option(args)
     jobs = jobs_from_args(args, framework)
     image = config.resolve(args.image, os.environ, "DOCKER_IMAGE")
@@ -480,9 +512,12 @@ def read_options(args, command):
         verify=not args.no_verify, ca_bundle=args.ca_bundle, master_scheme=args.master_scheme,
         advertise_address=args.advertise_address, connect_timeout=args.connect_timeout,
         quiet_tensorflow=not args.verbose,
-        restart_policy=RestartPolicy(args.max_restarts, args.restart_on, args.restart_backoff),
+        restart_policy=RestartPolicy(args.max_restarts,
+                                     given_or(args.restart_on, RESTART_ON_LOST),
+                                     given_or(args.restart_backoff, RESTART_BACKOFF)),
         sticky_jobs=("worker",) if args.sticky_workers else (),
-        sticky_timeout=args.sticky_timeout, run_dir=args.run_dir or AUTO,
+        sticky_timeout=given_or(args.sticky_timeout, STICKY_TIMEOUT),
+        run_dir=args.run_dir or AUTO,
         local_master=pairs(isolation_options(args)),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args), framework=framework, nproc_per_task=args.nproc_per_task,
