@@ -173,6 +173,19 @@ def test_the_first_failure_is_the_failed_outcome_that_came_whole_first():
     assert inbox.first_failure(["peer", "cause"]).task_id == "cause"
 
 
+def test_a_silent_tasks_cause_is_a_failed_outcome_that_came_before_its_exit_frame():
+    inbox = ResultInbox()
+    inbox.exited("killed")            # SIGKILLed: its exit frame came first
+    whole(inbox, "cause", "error")
+    inbox.exited("aborted")           # no outcome of its own: SIGABRT
+    whole(inbox, "peer", "error")     # came after: no cause of that exit
+    tasks = ["killed", "aborted", "peer", "cause"]
+    assert inbox.first_failure(tasks, before="aborted").task_id == "cause"
+    assert inbox.first_failure(tasks, before="killed") is None
+    assert inbox.first_failure(tasks, before="not-ended") is None   # no exit frame: no order
+    assert inbox.first_failure(tasks).task_id == "cause"
+
+
 def test_the_cause_replaces_a_peers_failure_in_the_record_but_nothing_else():
     record = RunRecord(None, RunFile(mode="fine"), [], forwarding=False)
     record.ended(TaskFailed("task worker:0 exited with code 1", "worker:0", None, 1), "running")

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import cloudpickle
 import pytest
@@ -656,9 +657,10 @@ def test_a_result_all_sent_before_its_connection_dropped_still_comes(monkeypatch
     assert result.missing == {} and len(dropped) == 2
 
 
-def worker_1_raises_and_its_exit_fails_worker_0():
+def worker_1_raises_and_its_exit_fails_worker_0(abort=False):
     """Worker 1 raises; its exit closes its connection to worker 0, which
-    fails on that ("closed by peer", as a collective does), and lingers
+    fails on that ("closed by peer", as a collective does; ``abort``: with
+    no exception, as NCCL's watchdog aborts the process), and lingers
     after (an exit function), as a loaded machine makes an exit."""
     import atexit
     import json
@@ -671,6 +673,8 @@ def worker_1_raises_and_its_exit_fails_worker_0():
         with socket.create_server(("", int(port))) as server:
             peer, _ = server.accept()
             if not peer.recv(1):
+                if abort:
+                    os.abort()
                 raise ConnectionError("worker 1 closed the connection")
         return "never"
     deadline = time.monotonic() + 60
@@ -704,3 +708,64 @@ def test_the_task_that_raised_is_the_failure_not_the_peer_its_exit_failed(tmp_pa
         str(caught.value)[:2000]
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["outcome"]["task"] == "worker:1", record["outcome"]
+
+
+def test_the_task_that_raised_is_the_failure_not_the_peer_aborted_by_its_exit(tmp_path):
+    # The peer sends no outcome of its own (SIGABRT, 134): the outcome that
+    # came before its exit frame is the cause.
+    with pytest.raises(RemoteTaskError) as caught:
+        tfmesos.run(worker_1_raises_and_its_exit_fails_worker_0, True, workers=2, ship=None,
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    assert str(caught.value).startswith("worker:1 raised RuntimeError: worker 1 failed as "), \
+        str(caught.value)[:2000]
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["outcome"]["task"] == "worker:1", record["outcome"]
+
+
+def worker_0_is_killed_and_worker_1_raises_on_it():
+    """Worker 0 is SIGKILLed (an OOM kill's shape) once worker 1 connected;
+    worker 1 raises on the connection it closed."""
+    import json
+    import os
+    import signal
+    import socket
+    import time
+    config = json.loads(os.environ["TF_CONFIG"])
+    host, port = config["cluster"]["worker"][0].rsplit(":", 1)
+    if config["task"]["index"] == 0:
+        with socket.create_server(("", int(port))) as server:
+            server.accept()
+            os.kill(os.getpid(), signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            peer = socket.create_connection((host, int(port)), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    if not peer.recv(1):
+        time.sleep(1)   # its error comes well after worker 0's exit
+        raise ConnectionError("worker 0 closed the connection")
+    return "never"
+
+
+def test_a_task_killed_first_is_the_failure_not_the_peer_that_raised_on_it(tmp_path,
+                                                                          monkeypatch):
+    # The other way round: the killed task's exit came before the peer's
+    # failed outcome, which is no cause of it, though it came before the
+    # run looked for a cause (here: 3 s after the kill was known).
+    late = function_run.remote_failure
+
+    def looking_late(*args, **kwargs):
+        time.sleep(3)
+        return late(*args, **kwargs)
+    monkeypatch.setattr(function_run, "remote_failure", looking_late)
+    with pytest.raises(TaskFailed) as caught:
+        tfmesos.run(worker_0_is_killed_and_worker_1_raises_on_it, workers=2, ship=None,
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    assert not isinstance(caught.value, RemoteTaskError), caught.value
+    assert caught.value.task == "worker:0" and "137" in str(caught.value), caught.value
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["outcome"]["task"] == "worker:0", record["outcome"]

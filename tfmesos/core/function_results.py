@@ -107,15 +107,20 @@ def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sou
     """``RemoteTaskError`` of the task that ``failure`` (a ``TaskFailed``)
     names, when its function's exception came; else None. When another
     task's failed outcome came whole before it, that task's instead: the
-    cause, whose exit failed this one (``task/outcome_channel.py``)."""
+    cause, whose exit failed this one (``task/outcome_channel.py``); for a
+    task that sent no failed outcome (its framework aborted it: NCCL's
+    watchdog, JAX's coordination service), one that came before its exit
+    frame."""
     slot = next((s for s in run.slots if s.name == failure.task), None)
     if slot is None or slot.task_id is None or run.rendezvous is None:
         return None
     # A task that never registered never ran fn: nothing to wait for.
     result = run.rendezvous.results.wait(slot.task_id, ERROR_WAIT if slot.address else 0)
-    if result is None or result.status == "ok":
-        return None
-    first = run.rendezvous.results.first_failure(s.task_id for s in run.slots if s.task_id)
+    # Without an outcome of its own (aborted, killed): the cause is a failed
+    # outcome that came before its exit frame, if any.
+    silent = result is None or result.status == "ok"
+    first = run.rendezvous.results.first_failure(
+        (s.task_id for s in run.slots if s.task_id), before=slot.task_id if silent else None)
     cause = None if first is None else next(
         (s for s in run.slots if s.task_id == first.task_id and s is not slot), None)
     if first is not None and cause is not None:
@@ -123,4 +128,6 @@ def remote_failure(run: "ClusterRun", failure: TaskFailed, sources: Optional[Sou
         # state and code as known now (remote_error reads only those).
         return remote_error(cause.name, first, TaskFailed(
             "task %s failed" % cause.name, cause.name, cause.state, cause.exit_code), sources)
+    if result is None or result.status == "ok":
+        return None
     return remote_error(slot.name, result, failure, sources)

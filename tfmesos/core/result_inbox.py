@@ -64,7 +64,7 @@ class ResultInbox:
         self.limit = limit
         self.total = total
         self._results: dict[str, Result] = {}
-        self._ended: set[str] = set()      # task ids whose exit frame came
+        self._ended: dict[str, int] = {}   # task id -> its exit frame's place among the arrivals
         self._dropped: set[str] = set()    # task ids whose connection dropped since their header
         self._changed = threading.Condition()
         self._arrivals = itertools.count()
@@ -142,22 +142,30 @@ class ResultInbox:
     def exited(self, task_id: str) -> None:
         """``task_id``'s exit frame came: nothing more comes from it."""
         with self._changed:
-            self._ended.add(task_id)
+            self._ended.setdefault(task_id, next(self._arrivals))
             result = self._results.get(task_id)
             if result is not None and result.broken is None and not result.complete:
                 result.broken = DROPPED if task_id in self._dropped else \
                     "its data has %d of the %d bytes announced" % (len(result.data), result.size)
             self._changed.notify_all()
 
-    def first_failure(self, task_ids: Iterable[str]) -> Optional[Result]:
+    def first_failure(self, task_ids: Iterable[str], before: Optional[str] = None
+                      ) -> Optional[Result]:
         """Of the whole results of ``task_ids`` with status "error", the one
         that came first: a failed task's outcome comes before its exit
         closes its peers' connections (``task/outcome_channel.py``), so a
-        peer's error comes after it."""
+        peer's error comes after it. ``before``: only one that came before
+        that task id's exit frame (None when it has not come), the cause of
+        a peer that failed sending no outcome (aborted by its framework),
+        not the peer error of a task that such an exit broke (an OOM kill)."""
         with self._changed:
+            last = None if before is None else self._ended.get(before)
+            if before is not None and last is None:
+                return None
             failures = [result for result in map(self._results.get, task_ids)
                         if result is not None and result.complete
-                        and result.status == "error" and result.arrival is not None]
+                        and result.status == "error" and result.arrival is not None
+                        and (last is None or result.arrival < last)]
         return min(failures, key=operator.attrgetter("arrival"), default=None)
 
     def ended(self, task_id: str) -> bool:
