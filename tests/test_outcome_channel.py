@@ -6,6 +6,7 @@ that cannot go still lets the exit frame go. The runs themselves:
 tests/test_run_frameworks.py (torch) and tests/test_run_function.py (plain
 sockets, as root and as nobody)."""
 
+import contextlib
 import os
 import socket
 import sys
@@ -95,6 +96,41 @@ def test_a_runner_waits_for_its_entry_at_most_its_bound():
         entry.settimeout(10)
         assert entry.recv(1) == WRITTEN
     finally:
+        runner.close()
+        entry.close()
+
+
+def test_a_runner_whose_channel_fn_filled_waits_at_most_its_bound():
+    runner, entry = socket.socketpair()
+    try:
+        runner.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                runner.send(b"x" * 65536)   # what fn wrote there, never read
+        runner.setblocking(True)
+        started = time.monotonic()
+        RunnerEnd(os.dup(runner.fileno())).announce(wait=0.2)
+        assert time.monotonic() - started < 10
+    finally:
+        runner.close()
+        entry.close()
+
+
+def test_a_runner_whose_descriptor_fn_closed_leaves_what_holds_that_number_now(tmp_path):
+    runner, entry = socket.socketpair()
+    fd = os.dup(runner.fileno())
+    end = RunnerEnd(fd)
+    os.close(fd)   # fn's os.closerange, then a file of its own gets the number
+    mine = os.open(tmp_path / "log", os.O_RDWR | os.O_CREAT, 0o600)
+    if mine != fd:
+        os.dup2(mine, fd)
+        os.close(mine)
+    try:
+        end.announce(wait=0.2)
+        assert (tmp_path / "log").read_bytes() == b""
+        os.fstat(fd)   # still open: fn's file
+    finally:
+        os.close(fd)
         runner.close()
         entry.close()
 

@@ -577,6 +577,22 @@ def test_a_malformed_result_file_is_a_failed_result_not_a_crash(tmp_path, line):
     assert "malformed" in header["error"]
 
 
+@pytest.mark.parametrize("make", ["fifo", "link"])
+def test_a_result_path_that_is_no_file_is_a_failed_result_at_once(tmp_path, make):
+    # fn (its user) made a FIFO where the runner writes: the entry's open
+    # waited for a writer forever, and tfmesos.run with it.
+    from tfmesos.task.result_file import read_outcome
+    path = tmp_path / "result"
+    if make == "fifo":
+        os.mkfifo(path)
+    else:
+        (tmp_path / "elsewhere").write_bytes(b'{"status": "ok"}\n')
+        os.symlink(tmp_path / "elsewhere", path)
+    header, data = read_outcome(str(path), 1 << 20)
+    assert (header["status"], data) == ("error", b"")
+    assert header["error"].startswith("left no usable result: the runner's result file "), header
+
+
 # A script's module for local_sources: a class, a decorated function.
 SCRIPT = '''
 import functools

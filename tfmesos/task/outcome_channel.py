@@ -84,6 +84,7 @@ class RunnerEnd:
 
     def __init__(self, fd=None):
         self._fd = fd
+        self._socket = None if fd is None else _identity(fd)
 
     @classmethod
     def take(cls, environ):
@@ -104,14 +105,25 @@ class RunnerEnd:
         """Say the outcome is written; return once the entry sent it, or
         after ``wait`` s, or at once without an entry to tell."""
         fd, self._fd = self._fd, None
-        if fd is None:
-            return
+        if fd is None or _identity(fd) != self._socket:
+            return   # fn closed it: that number is another file's now, not to touch
         try:
             import select
-            os.write(fd, WRITTEN)
-            if select.select([fd], [], [], wait)[0]:
-                os.read(fd, 1)    # SENT, or the end of the entry
+            os.set_blocking(fd, False)   # fn may have filled it: its wait is bounded too
+            if select.select([], [fd], [], wait)[1]:
+                os.write(fd, WRITTEN)
+                if select.select([fd], [], [], wait)[0]:
+                    os.read(fd, 1)    # SENT, or the end of the entry
         except OSError:
             pass
         finally:
             os.close(fd)
+
+
+def _identity(fd):
+    """(device, inode) of the open file ``fd``, or None when it is closed."""
+    try:
+        found = os.fstat(fd)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

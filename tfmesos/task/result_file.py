@@ -36,6 +36,7 @@ import base64
 import json
 import os
 import shutil
+import stat
 import sys
 import threading
 
@@ -93,10 +94,17 @@ def read_outcome(path, limit):
     header of status "error" naming the problem when it is malformed or
     over ``limit``."""
     try:
-        handle = open(path, "rb")
+        # Never a FIFO's open, which waits for a writer forever, nor a
+        # link's target: the runner writes a file there, nothing else.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    with handle:
+    except OSError as exc:
+        return _failed("the runner's result file cannot be read (%s)"
+                       % (exc.strerror or exc)), b""
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return _failed("the runner's result file is no file"), b""
         line = handle.readline(MAX_HEADER)
         try:
             header = json_documents.loads(line)
