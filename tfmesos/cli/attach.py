@@ -54,14 +54,13 @@ def main(argv, environ=None, out=None):
     args = parser.parse_options(argv)
     from ..ship.work_dirs import remove_stale
     remove_stale()   # what tfruns and attaches killed before they could clean up left
-    from .run_lookup import find_run, local_record
+    from .run_lookup import find_run, local_record, which_master
     local = local_record(args.run, environ)
     failover = local.failover if local is not None else None
     # The run's master (its failover.json's, else its run.json's), as --help says.
     master = args.master or (failover.master if failover else None) or \
         (local.run.file.master if local is not None else None) or environ.get("MESOS_MASTER")
     if not master:
-        from .cluster_runs import which_master
         which_master(args.run, environ, parser)
     from ..mesos.master_address import without_password
     from ..mesos.master_reads import MasterReader

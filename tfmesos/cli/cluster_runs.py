@@ -169,18 +169,3 @@ def print_cluster_runs(runs, out, width, limit=None, now=None):
 
 def reader(master, environ):
     return MasterReader(master, environ=environ)
-
-
-def master_of(args, environ, parser):
-    master = args.master or environ.get("MESOS_MASTER")
-    if not master:
-        which_master(args.run, environ, parser)
-    return master
-
-
-def which_master(run, environ, parser):
-    """No master given for ``run`` (RUN's text): a usage error, naming what
-    reaches a run of its tfrun's embedded master."""
-    from .run_lookup import embedded_run
-    parser.error(embedded_run(run, environ)
-                 or "which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")

@@ -27,9 +27,9 @@ import sys
 from ..exceptions import MesosError, TFMesosError
 from ..protocol import labels as run_labels
 from ..record.outcomes import killed_text
-from .cluster_runs import master_of, reader
+from .cluster_runs import reader
 from .common import CommandParser, run_word
-from .run_lookup import caller_of, find_run
+from .run_lookup import caller_of, find_run, which_master
 
 # Seconds a detached run's scheduler task has to record the kill and end
 # before the teardown (inside its KillPolicy grace, core.scheduler_task.KILL_GRACE).
@@ -54,7 +54,9 @@ def kill_main(argv, environ=None, out=None):
                         "is enough), as tfmesos runs --master shows it, or its framework id")
     parser.add_argument("--master", metavar="M", help="the Mesos master (default $MESOS_MASTER)")
     args = parser.parse_options(argv)
-    address = master_of(args, environ, parser)
+    address = args.master or environ.get("MESOS_MASTER")
+    if not address:
+        which_master(args.run, environ, parser)
     master = reader(address, environ)
     found = find_run(master, args.run, environ, address, live_only=True)[0]
     run = found.run

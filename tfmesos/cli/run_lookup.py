@@ -36,7 +36,7 @@ import getpass
 import os
 import stat
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional
 
 from ..core.identity import IdentityError, RunIdentity
 from ..exceptions import TFMesosError
@@ -45,6 +45,8 @@ from .cluster_runs import ClusterRun, run_frameworks
 from .tables import local_time, printable
 
 if TYPE_CHECKING:
+    import argparse
+
     from ..record.history import Run
     from ..record.takeover_files import FailoverFile
 
@@ -301,6 +303,14 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     if not record.framework_id or run.file.master == "local":
         return None
     return record
+
+
+def which_master(text: str, environ: Mapping[str, str], parser: "argparse.ArgumentParser"
+                 ) -> NoReturn:
+    """No master given for the run ``text`` names: a usage error, naming
+    what reaches a run of its tfrun's embedded master."""
+    parser.error(embedded_run(text, environ)
+                 or "which master? give --master HOST:PORT (or zk://...), or set MESOS_MASTER")
 
 
 def embedded_run(text: str, environ: Mapping[str, str]) -> Optional[str]:

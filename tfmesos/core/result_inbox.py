@@ -93,6 +93,8 @@ class ResultInbox:
                     if result.broken is not None and task_id in self._dropped:
                         result.broken = DROPPED   # frames were lost with the connection
             result = self._results[task_id]
+            if result.broken is not None:
+                result.data = bytearray()   # nothing of it is used, nor counted in ``total``
             if result.complete and result.arrival is None:
                 result.arrival = next(self._arrivals)
             self._changed.notify_all()
@@ -147,6 +149,7 @@ class ResultInbox:
             if result is not None and result.broken is None and not result.complete:
                 result.broken = DROPPED if task_id in self._dropped else \
                     "its data has %d of the %d bytes announced" % (len(result.data), result.size)
+                result.data = bytearray()
             self._changed.notify_all()
 
     def first_failure(self, task_ids: Iterable[str], before: Optional[str] = None
