@@ -6,6 +6,7 @@ that cannot go still lets the exit frame go. The runs themselves:
 tests/test_run_frameworks.py (torch) and tests/test_run_function.py (plain
 sockets, as root and as nobody)."""
 
+import base64
 import contextlib
 import os
 import socket
@@ -220,6 +221,24 @@ def test_a_silent_tasks_cause_is_a_failed_outcome_that_came_before_its_exit_fram
     assert inbox.first_failure(tasks, before="killed") is None
     assert inbox.first_failure(tasks, before="not-ended") is None   # no exit frame: no order
     assert inbox.first_failure(tasks).task_id == "cause"
+
+
+def test_broken_results_hold_no_bytes_so_the_total_bound_holds():
+    # Counted against ``total`` are the results not broken: a broken one
+    # kept its bytes, 10 of them 75 MiB under a 16 MiB bound.
+    chunk = base64.b64encode(b"x" * 1024).decode()
+    inbox = ResultInbox(limit=8 << 10, total=16 << 10)
+    for task in range(10):
+        inbox.feed(task, {"type": "result", "status": "ok", "size": 8 << 10})
+        for index in range(7):
+            inbox.feed(task, {"type": "result_data", "offset": index << 10, "data": chunk})
+        inbox.feed(task, {"type": "result_data", "offset": 0, "data": chunk})   # out of order
+    inbox.feed("ended", {"type": "result", "status": "ok", "size": 4 << 10})
+    inbox.feed("ended", {"type": "result_data", "offset": 0, "data": chunk})
+    inbox.exited("ended")
+    held = [inbox.wait(task, 0) for task in [*range(10), "ended"]]
+    assert all(result.broken for result in held)
+    assert sum(len(result.data) for result in held) == 0
 
 
 def test_the_cause_replaces_a_peers_failure_in_the_record_but_nothing_else():

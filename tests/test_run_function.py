@@ -546,6 +546,40 @@ def test_the_example_trains_the_keras_digits_model_and_returns_its_accuracy(tmp_
     assert sorted(line.split("]")[0] for line in trained) == ["[worker:0", "[worker:1"]
 
 
+def raises_or_returns(value):
+    if value is None:
+        raise ValueError("fn failed")
+    return value
+
+
+@pytest.mark.parametrize("value", [None, b"x" * 100000], ids=["raises", "returns 100 kB"])
+def test_a_runner_that_cannot_write_its_outcome_says_so_in_one_line(tmp_path, value):
+    # A full sandbox disk (RLIMIT_FSIZE stands in for it): one line naming
+    # it, fn's own traceback kept, no traceback of tfmesos', no partial file.
+    from tfmesos.ship.function_payload import pack_function
+    payload = pack_function(raises_or_returns, (value,), str(tmp_path))
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    os.replace(payload.path, sandbox / payload.name)
+    env = dict(os.environ, PYTHONPATH=REPO, MESOS_SANDBOX=str(sandbox),
+               TFMESOS_FUNCTION=payload.name,
+               TFMESOS_RESULT_FILE=str(tmp_path / "result"), TFMESOS_JOB_NAME="worker",
+               TFMESOS_TASK_INDEX="0", TFMESOS_CHIEF_HOSTS="")
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
+    result = subprocess.run(
+        [sys.executable, "-c", limit + "import runpy, signal; signal.signal(signal.SIGXFSZ, "
+         "signal.SIG_IGN); runpy.run_module('tfmesos.task.function_runner', "
+         "run_name='__main__')"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-1].startswith("tfmesos: cannot write the function's outcome to %s ("
+                                % (tmp_path / "result")), result.stderr
+    assert lines[-1].endswith("): free space in the task's sandbox"), result.stderr
+    assert "result_file.py" not in result.stderr, result.stderr
+    assert ("ValueError: fn failed" in result.stderr) == (value is None), result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["sandbox"]
+
+
 def test_the_runner_refuses_a_payload_from_another_python(tmp_path):
     from tfmesos.ship.function_payload import pack_function
     payload = pack_function(len, ("abc",), str(tmp_path), python_version=(2, 7))

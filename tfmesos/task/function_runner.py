@@ -33,6 +33,7 @@ from .process_group import GroupError, framework_group
 from .result_file import (
     MAX_ERROR,
     MAX_OTHER_RESULTS,
+    OutcomeNotWritten,
     clip_traceback,
     other_limit,
     result_limit,
@@ -123,7 +124,11 @@ def _from_fn(tb):
 def main(environ=None):
     environ = os.environ if environ is None else environ
     entry = RunnerEnd.take(environ)   # before fn, which may close descriptors
-    code = _run(environ, entry)
+    try:
+        code = _run(environ, entry)
+    except OutcomeNotWritten as exc:   # fn's own traceback was printed first
+        print(exc, file=sys.stderr, flush=True)
+        leave(1)
     if code:
         # A failure's outcome goes before this process exits: here for those
         # _run returns (fn's own exception announces and leaves within it).

@@ -80,13 +80,28 @@ def clip_traceback(text):
         "[... %d characters cut]\n" % (len(text) - MAX_TRACEBACK) + text[-MAX_TRACEBACK:]
 
 
+class OutcomeNotWritten(OSError):
+    """The runner could not write its outcome (the sandbox's disk is full):
+    one line to say, no traceback."""
+
+
 def write_outcome(path, header, data=b""):
-    """The runner's side: write the file at ``path`` whole or not at all."""
+    """The runner's side: write the file at ``path`` whole or not at all
+    (OutcomeNotWritten)."""
     partial = path + ".partial"
-    with open(partial, "wb") as handle:
-        handle.write(json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n")
-        handle.write(data)
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as handle:
+            handle.write(json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n")
+            handle.write(data)
+        os.replace(partial, path)
+    except OSError as exc:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise OutcomeNotWritten("tfmesos: cannot write the function's outcome to %s (%s): "
+                                "free space in the task's sandbox" % (path, exc.strerror or exc)
+                                ) from None
 
 
 def read_outcome(path, limit):
