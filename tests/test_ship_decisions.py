@@ -264,6 +264,24 @@ def test_tfrun_refuses_a_link_out_and_a_secret_before_anything_launches(tmp_path
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.parametrize("where", ["default", "given"])
+def test_a_refused_ship_is_one_line_and_leaves_no_run_record(tmp_path, where):
+    # Nothing ran: no "logs and run record:" line, no aborted run in tfmesos runs.
+    root, runs = tmp_path / "proj", tmp_path / "runs"
+    write(root, {"train.py": "print(1)\n", ".env": "TOKEN=1\n"})
+    given = ["--run-dir", str(runs / "mine")] if where == "given" else []
+    result = run_tfrun_in(root, "--ship", "-w", "1", "-s", "0", *TINY, *given, "--", "python",
+                          "train.py", env={"TFMESOS_RUNS_DIR": str(runs)})
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("tfrun: error: --ship %s: likely secrets would go to every task: "
+                           ".env;" % root), line
+    if where == "given":   # the directory asked for stays, with no record in it
+        assert os.listdir(runs / "mine") == []
+    else:
+        assert not runs.exists() or os.listdir(runs) == [], os.listdir(runs)
+
+
 def test_tfrun_ships_neither_its_run_directory_nor_earlier_runs(tmp_path):
     root = tmp_path / "proj"
     write(root, {"ls.py": "import os\nprint('shipped', sorted(os.path.join(d, f)[2:] for d, _, "

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
 from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
+from ..ship.ship_errors import ShipError
 from . import open_files
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
@@ -244,8 +245,12 @@ class ClusterRun(RunEffects, RunInterrupts):
         runtime = self.runtime
         try:
             with self._recording():   # the outcome first, then the stop
-                shipped = runtime.ship(self.record.directory, say=self._say,
-                                       keep_in=self._kept_dir())
+                try:
+                    shipped = runtime.ship(self.record.directory, say=self._say,
+                                           keep_in=self._kept_dir())
+                except ShipError:   # refused before anything ran: its error says it all
+                    self.record.discard()
+                    raise
                 if shipped is not None:
                     self.record.shipped(shipped)
                 master_url = runtime.start_master()

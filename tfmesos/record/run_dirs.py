@@ -160,13 +160,14 @@ def _refuse_unless_own(directory: str, found: os.stat_result, what: str, harm: s
         raise UnsafeRunDir("%s %s %s, %s" % (what, directory, why, harm))
 
 
-def make_run_dir(directory: str, new: bool = False) -> None:
+def make_run_dir(directory: str, new: bool = False) -> bool:
     """Make the run directory ``directory`` and its parent (the runs
     directory) where they are not, 0700: a task's output is its user's
     alone. The runs directory must pass ``check_runs_dir`` (UnsafeRunDir);
     the run directory is made anew (``new``: FileExistsError if it is
     there), else may be there already, a directory (never a link) of the
-    caller's that no one else may write (UnsafeRunDir); OSError."""
+    caller's that no one else may write (UnsafeRunDir); OSError. Whether
+    it made the run directory."""
     runs = os.path.dirname(directory) or "."
     check_runs_dir(runs)
     parent = os.path.abspath(runs)
@@ -175,11 +176,13 @@ def make_run_dir(directory: str, new: bool = False) -> None:
     except FileExistsError:     # a file: what makedirs of the whole path says
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent) from None
     check_runs_dir(runs)   # what was made: another user's, made first?
+    made = True
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:
         if new:
             raise
+        made = False
     found = os.lstat(directory)
     if stat.S_ISLNK(found.st_mode):
         raise UnsafeRunDir("the run directory %s is a symbolic link, which could lead this "
@@ -188,6 +191,7 @@ def make_run_dir(directory: str, new: bool = False) -> None:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory)
     _refuse_unless_own(directory, found, "the run directory",
                        "who could redirect this run's record")
+    return made
 
 
 def create_private(path: str, append: bool = False) -> int:
@@ -235,6 +239,9 @@ def run_json_text(document: Mapping[str, object]) -> str:
     return "{\n " + ",\n ".join(fields) + "\n}"
 
 
+RUN_FILE = "run.json"
+
+
 def write_run_json(directory: str, text: str) -> Optional[OSError]:
     """``text`` as ``directory``'s run.json, atomically (a temporary file,
     then a rename); the OSError of a failure (a full disk), or None: the
@@ -246,7 +253,7 @@ def write_run_json(directory: str, text: str) -> Optional[OSError]:
             os.unlink(temporary)   # one left by a process killed mid-write: made anew, 0600
         with open(create_private(temporary), "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
-        os.replace(temporary, os.path.join(directory, "run.json"))
+        os.replace(temporary, os.path.join(directory, RUN_FILE))
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

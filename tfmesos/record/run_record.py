@@ -13,8 +13,10 @@
   (``docs/run.schema.json`` is their JSON Schema; the README has a table).
 """
 
+import contextlib
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -32,7 +34,7 @@ from .outcomes import (
     outcome_text,
     tfrun_exit_code,
 )
-from .run_dirs import UnsafeRunDir, make_run_dir, run_json_text, write_run_json
+from .run_dirs import RUN_FILE, UnsafeRunDir, make_run_dir, run_json_text, write_run_json
 from .save_pace import SavePace
 from .schema import (
     SCHEMA_VERSION,
@@ -88,9 +90,10 @@ class RunRecord:
         self.unwritable: Optional[str] = None
         self._logs = TaskLogs(directory, self._lock, on_failure=self._unwritten)
         self._dirty, self._pace = True, SavePace()
+        self._made_directory = False   # this record made it (``discard`` removes it)
         if directory is not None:
             try:
-                make_run_dir(directory, new=new_directory)
+                self._made_directory = make_run_dir(directory, new=new_directory)
             except UnsafeRunDir as exc:
                 raise TFMesosError("%s: use a directory of your own (tfrun --run-dir DIR, "
                                    "cluster(run_dir=...), $TFMESOS_RUNS_DIR)" % exc) from None
@@ -407,6 +410,23 @@ class RunRecord:
         """The last ``lines`` lines of a task's last attempt's log."""
         task = self._tasks.get(task_name)
         return self._logs.tail(task.last if task else None, stream, lines)
+
+    def discard(self) -> None:
+        """Keep no record: the run was refused before anything of it ran
+        (what --ship would pack), and its error says all of it. Its
+        run.json goes, and the run directory with it where this record
+        made it (a --run-dir that was there stays); kept in memory only
+        from now on."""
+        with self._lock:
+            directory, self.directory = self.directory, None
+            self._logs = TaskLogs(None, self._lock, on_failure=self._unwritten)
+        if directory is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, RUN_FILE))
+        if self._made_directory:
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)   # only when empty: nothing but run.json was written
 
     # -- saving -----------------------------------------------------------
 
