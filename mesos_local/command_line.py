@@ -321,9 +321,22 @@ def is_loopback(host):
         return False
 
 
+def check_host(host):
+    """ValueError, one line, for a ``--host`` that names no address (said
+    before what listening on it would need)."""
+    import socket
+    try:
+        socket.getaddrinfo(host.strip("[]"), None)
+    except (OSError, UnicodeError) as exc:
+        raise ValueError("--host %s: no such address here (%s): give an address or name of "
+                         "this machine, e.g. 127.0.0.1" % (host, getattr(exc, "strerror", None)
+                                                           or exc)) from None
+
+
 def security_options(args):
     """LocalMaster's ``credentials``, ``executor_environment`` and
     ``allow_root`` from the command line; ValueError with a one-line message."""
+    check_host(args.host)
     if args.credentials is None and not is_loopback(args.host):
         raise ValueError("--host %s lets other machines run commands here: give --credentials "
                          "FILE (Mesos' credentials file) or listen on 127.0.0.1" % args.host)

@@ -417,6 +417,9 @@ ROWS = [
     Row("report-through-a-planted-link", "tfmesos", ["report", "{run}"], 0, None,
         setup=planted_report_link, check=check_link_not_written_through, lines=0),
     # mesos-local
+    Row("host-that-names-no-address", "mesos-local",
+        ["--port", "0", "--host", "nonexistent.invalid"], 2,
+        "--host nonexistent.invalid: no such address here ("),
     Row("agent-gpus-huge", "mesos-local", ["--port", "0", "--agent", "gpus=100000000"], 2,
         "'gpus=100000000': gpus must be from 0 to 1024"),
     Row("agent-cpus-inf", "mesos-local", ["--port", "0", "--agent", "cpus=inf"], 2,
