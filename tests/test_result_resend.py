@@ -145,6 +145,43 @@ def test_a_result_a_drop_lost_after_its_last_frame_went_is_sent_again(tmp_path):
     assert conn.sent == 8   # sent twice, and once only: the scheduler said it had the second
 
 
+class RegisteringConnection(ReceiptConnection):
+    """A ``ReceiptConnection`` that is registering again after each drop
+    until ``flush`` (``Connection.flush``: it waits for the registration);
+    a frame sent meanwhile is one ``Connection.send`` keeps in memory."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registered, self.kept = True, 0
+
+    def send(self, message):
+        self.kept += not self.registered
+        generation = self.generation
+        super().send(message)
+        self.registered = self.registered and self.generation == generation
+
+    def wait_receipt(self, generation, timeout):
+        received = super().wait_receipt(generation, timeout)
+        self.registered = self.registered and self.generation == generation
+        return received
+
+    def flush(self):
+        self.registered = True
+        return True
+
+
+def test_a_copy_sent_again_waits_for_the_registration_not_in_memory(tmp_path):
+    # Kept while reconnecting, a second copy of a big result was held in
+    # memory whole (80 frames, 58 MB with the 40 MB result, over a 128 MB task).
+    value = os.urandom(2 * CHUNK + 5)
+    inbox = ResultInbox()
+    conn = RegisteringConnection(inbox, "t1", drop_after=4)
+    outcome(tmp_path, value).send(conn, receipt=True)
+    conn.exit()
+    assert inbox.wait("t1", 0).complete and conn.sent == 8
+    assert conn.kept == 0
+
+
 def test_the_inbox_answers_a_whole_result_and_keeps_it_through_a_copy_sent_again():
     inbox = ResultInbox()
     assert inbox.feed("t1", {"type": "result", "status": "ok", "size": 4}) is False

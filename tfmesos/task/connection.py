@@ -108,11 +108,20 @@ class TaskEnv(collections.namedtuple(
 
 
 class _Link:
-    """One registered connection: its socket and channel."""
+    """One registered connection: its socket and channel. Its socket is
+    closed when the last thread that holds the link lets go of it
+    (``_lost`` and ``close`` only shut it down): until then its descriptor's
+    number is not reused."""
 
     def __init__(self, sock, channel):
         self.sock = sock
         self.channel = channel
+
+    def __del__(self):
+        try:
+            self.sock.close()
+        except Exception:
+            pass
 
 
 class Connection:
@@ -274,7 +283,7 @@ class Connection:
             self._state, self._gone = "gone", "connection closed"
             self._lock.notify_all()
         if link is not None:
-            _close(link.sock)
+            _shut_down(link.sock)   # closed with the link (a reader may be on it)
 
     # -- registering ----------------------------------------------------------
 
@@ -395,7 +404,16 @@ class Connection:
             else:
                 self._state = "reconnecting"
             self._lock.notify_all()   # a wait_receipt: the copy is sent again
-        _close(link.sock)
+        # Shut down, not closed: that wakes every thread blocked on it (the
+        # reader's poll, a sender's), and its descriptor stays this socket's
+        # while any thread holds the link (``_Link.__del__`` closes it).
+        # Closed here, its number went to the reconnecting thread's new
+        # socket while the woken reader had yet to look again: its poll found
+        # nothing to read on the new socket and slept on, waiting on the old
+        # one only (poll registers its waits on its first pass), for
+        # IDLE_TIMEOUT; nobody read the new connection (its receipt, the
+        # pings), and the scheduler closed it as stalled.
+        _shut_down(link.sock)
         if not final:
             threading.Thread(target=self._reconnect, args=(reason,), daemon=True,
                              name="tfmesos-reconnect").start()
@@ -447,10 +465,16 @@ def next_delay(delay, delays, elapsed, failover):
     return min(delay * 2, delays[1])
 
 
-def _close(sock):
-    """Wake a reader of ``sock`` with an end of file, then close it."""
+def _shut_down(sock):
+    """Wake whoever reads or writes ``sock`` with an end of file or an error."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+def _close(sock):
+    """Wake a reader of ``sock`` with an end of file, then close it (a
+    socket no other thread has)."""
+    _shut_down(sock)
     sock.close()
