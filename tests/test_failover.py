@@ -48,6 +48,21 @@ def tfmesos(*args, env, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def attached_to_the_end(master, finish, args, env):
+    """``tfmesos attach ARGS`` until it took the run over, then the run's
+    training let end (``finish``): the attach process, its output and
+    its errors."""
+    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", *args],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as attach:
+        with reaped(attach):
+            wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
+                       message="attach never took the run over")
+            finish.write_text("")
+            out, err = attach.communicate(timeout=120)
+    return attach, out, err
+
+
 def framework_of(master):
     state = master.state()
     return (state["frameworks"] or [None])[0], state
@@ -153,14 +168,8 @@ def test_attach_takes_over_a_failover_run_of_a_zk_master_with_the_password_it_is
         "file: give this master with it in $MESOS_MASTER (or --master)"
         % zk_master.replace(password, "***")), refused.stderr
     assert [t["state"] for t in framework_of(master)[0]["tasks"]] == ["TASK_RUNNING"]
-    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id,
-                           "--master", zk_master], cwd=REPO, env=dict(env, MESOS_MASTER=""),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as attach:
-        with reaped(attach):
-            wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
-                       message="attach never took the run over")
-            finish.write_text("")
-            out, err = attach.communicate(timeout=120)
+    attach, out, err = attached_to_the_end(master, finish, [run_id, "--master", zk_master],
+                                           dict(env, MESOS_MASTER=""))
     assert attach.returncode == 0, err
     assert "taking run %s over" % run_id in err and password not in out + err
     assert json.loads((run_dir / "run.json").read_text())["outcome"]["status"] == "succeeded"
@@ -326,14 +335,7 @@ def test_attach_carrying_on_a_run_that_fails_exits_1_as_its_help_says(make_local
         tfrun.send_signal(signal.SIGKILL)
         tfrun.wait(30)
     wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
-    with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", str(run_dir)],
-                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as attach:
-        with reaped(attach):
-            wait_until(lambda: framework_of(master)[0]["connected"], timeout=120,
-                       message="attach never took the run over")
-            finish.write_text("")
-            out, err = attach.communicate(timeout=120)
+    attach, out, err = attached_to_the_end(master, finish, [str(run_dir)], env)
     assert attach.returncode == 1, err
     assert "task worker:0 exited with code 4" in err, err
     assert json.loads((run_dir / "run.json").read_text())["outcome"]["exit_code"] == 4

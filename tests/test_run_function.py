@@ -707,6 +707,20 @@ def test_a_result_all_sent_before_its_connection_dropped_still_comes(monkeypatch
     assert result.missing == {} and len(dropped) == 2
 
 
+def connect_to(host, port):
+    """A connection to worker 0's server, tried for up to 60 s (it starts too)."""
+    import socket
+    import time
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return socket.create_connection((host, int(port)), timeout=5)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def worker_1_raises_and_its_exit_fails_worker_0(abort=False):
     """Worker 1 raises; its exit closes its connection to worker 0, which
     fails on that ("closed by peer", as a collective does; ``abort``: with
@@ -727,15 +741,7 @@ def worker_1_raises_and_its_exit_fails_worker_0(abort=False):
                     os.abort()
                 raise ConnectionError("worker 1 closed the connection")
         return "never"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            peer = socket.create_connection((host, int(port)), timeout=5)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    peer = connect_to(host, port)
     atexit.register(lambda: (peer.close(), time.sleep(5)))
     import pwd
     raise RuntimeError("worker 1 failed as %s" % pwd.getpwuid(os.getuid()).pw_name)
@@ -786,15 +792,7 @@ def worker_0_is_killed_and_worker_1_raises_on_it():
         with socket.create_server(("", int(port))) as server:
             server.accept()
             os.kill(os.getpid(), signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            peer = socket.create_connection((host, int(port)), timeout=5)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    peer = connect_to(host, port)
     if not peer.recv(1):
         time.sleep(1)   # its error comes well after worker 0's exit
         raise ConnectionError("worker 0 closed the connection")
