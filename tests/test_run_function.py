@@ -738,6 +738,8 @@ def worker_1_raises_and_its_exit_fails_worker_0(abort=False):
             peer, _ = server.accept()
             if not peer.recv(1):
                 if abort:
+                    import resource
+                    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core file
                     os.abort()
                 raise ConnectionError("worker 1 closed the connection")
         return "never"
