@@ -16,7 +16,7 @@ from .containerizer.planning import duration_seconds
 from .errors import CallError
 from .frameworks import framework_error, role_error, update_error
 from .records import Offer, mesos_id
-from .resources import Resources
+from .resources import Resources, format_error
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,13 @@ class SchedulerCalls:
         role = offers[0].role
         seen: set[str] = set()   # task ids launched by this call
         for operation in operations:   # in order, as Master::_accept takes them
+            refused = _operation_error(operation)
+            if refused is not None:    # Master::accept (src/master/master.cpp:4107-4190)
+                reason = "REASON_TASK_INVALID" if operation["type"] == "LAUNCH" \
+                    else "REASON_TASK_GROUP_INVALID"
+                for info in _operation_tasks(operation):
+                    self.tasks.refuse(framework, info, reason, refused)
+                continue
             if operation["type"] == "LAUNCH":
                 for info in operation["launch"].get("task_infos", []):
                     self.tasks.launch(framework, agent, info, pool, role, seen)
@@ -347,6 +354,30 @@ class SchedulerCalls:
                 status["resource_provider_id"] = item["resource_provider_id"]
             framework.send({"type": "UPDATE_OPERATION_STATUS",
                             "update_operation_status": {"status": status}})
+
+def _operation_tasks(operation):
+    if operation["type"] == "LAUNCH":
+        return operation["launch"].get("task_infos", [])
+    return operation["launch_group"]["task_group"].get("tasks", [])
+
+
+def _operation_error(operation):
+    """What fails a whole LAUNCH or LAUNCH_GROUP in ``Master::accept``:
+    an invalid resource of any of its tasks (``validateAndUpgradeResources``)
+    or an ``id`` (no operation feedback for launches)."""
+    infos = _operation_tasks(operation)
+    executors = [info["executor"] for info in infos if "executor" in info]
+    if operation["type"] == "LAUNCH_GROUP" and "executor" in operation["launch_group"]:
+        executors.append(operation["launch_group"]["executor"])
+    for resources in [info.get("resources", []) for info in infos] + \
+            [executor.get("resources", []) for executor in executors]:
+        error = format_error(resources)
+        if error is not None:
+            return error
+    if "id" in operation:
+        return "The `id` field cannot be set on %s operations" % operation["type"]
+    return None
+
 
 def _call_roles(framework, named, kind):
     """The roles a REVIVE or SUPPRESS names (none: all the framework's), or

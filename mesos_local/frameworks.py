@@ -296,6 +296,9 @@ class Frameworks:
         # sets it in Master::removeFramework only (master.cpp), so a framework
         # failing over shows 0 (state.json) or none (GET_FRAMEWORKS).
         framework.disconnects += 1
+        # HierarchicalAllocatorProcess::deactivateFramework clears its
+        # offer filters (src/master/allocator/mesos/hierarchical.cpp).
+        framework.filters.clear()
         self.allocator.remove_offers(framework)
         self.loop.schedule(framework.failover_timeout, self._failover_expired, framework,
                            framework.disconnects)

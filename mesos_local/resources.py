@@ -6,6 +6,8 @@ launches add up exactly. Ports are a sorted list of disjoint inclusive
 ``[begin, end]`` ranges.
 """
 
+import math
+
 SCALARS = ("cpus", "mem", "disk", "gpus")
 KNOWN = SCALARS + ("ports",)
 _MIN_CPUS = 10       # 0.01 cpus, Mesos' default minimum allocatable resources
@@ -17,7 +19,11 @@ class ResourceError(ValueError):
 
 
 def to_milli(value):
-    return int(round(float(value) * 1000))
+    """Mesos' ``convertToFixed`` (src/common/values.cpp:56-59):
+    ``llround(value * 1000)``, halves away from zero (Python's round()
+    rounds them to even: 0.0005 would be 0 here, 1 there)."""
+    scaled = float(value) * 1000
+    return int(math.copysign(math.floor(abs(scaled) + 0.5), scaled))
 
 
 def from_milli(value):
@@ -177,6 +183,44 @@ def parse(resources_json, multi_role=False, role="*"):
         else:
             total.add(_port_ranges(item, where, total))
     return total
+
+
+def format_error(resources_json):
+    """``Resources::validate`` (src/common/resources.cpp:838-905) of a
+    TaskInfo's resources, in Mesos' words, or None. Mesos runs it on every
+    task of a LAUNCH before anything else (``validateAndUpgradeResources``,
+    src/common/resources_utils.cpp:735-757) and one invalid resource fails
+    the whole operation: every task of it gets TASK_ERROR
+    (src/master/master.cpp:4108, 4149-4153)."""
+    for item in resources_json:
+        kind, name = item.get("type"), item.get("name", "")
+        error = None
+        if not name:
+            error = "Empty resource name"
+        elif kind == "SCALAR":
+            if "scalar" not in item or "ranges" in item or "set" in item:
+                error = "Invalid scalar resource"
+            elif float(item["scalar"]["value"]) != 0 and to_milli(item["scalar"]["value"]) <= 0:
+                # fixed point, three decimals (src/common/values.cpp:56-59, 114-117)
+                error = "Invalid scalar resource: value <= 0"
+        elif kind == "RANGES":
+            if "ranges" not in item or "scalar" in item or "set" in item:
+                error = "Invalid ranges resource"
+            else:
+                ranges = [(int(r["begin"]), int(r["end"])) for r in item["ranges"].get("range", [])]
+                for i, (begin, end) in enumerate(ranges):
+                    if begin > end:
+                        error = "Invalid ranges resource: begin > end"
+                        break
+                    if any(begin <= b <= end for b, _ in ranges[i + 1:]):
+                        error = "Invalid ranges resource: overlapping ranges"
+                        break
+        elif kind == "SET":
+            if "set" not in item or "scalar" in item or "ranges" in item:
+                error = "Invalid set resource"
+        if error is not None:
+            return "Resource '%s' is invalid: %s" % (name, error)
+    return None
 
 
 def _check_item(item, where, multi_role, role):

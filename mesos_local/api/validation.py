@@ -211,6 +211,10 @@ def decode_uuid(text):
         raise CallValidationError("'uuid' is not valid base64") from None
     if len(raw) != 16:
         raise CallValidationError("Invalid UUID: 'uuid' must be 16 bytes, got %d" % len(raw))
+    if not 1 <= raw[6] >> 4 <= 5:
+        # stout's UUID::fromBytes: boost's version() must be 1-5
+        # (3rdparty/stout/include/stout/uuid.hpp:49-65)
+        raise CallValidationError("Not a valid UUID")
     return raw
 
 

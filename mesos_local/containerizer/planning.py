@@ -213,6 +213,10 @@ def _plan_container(container):
         fields.update(_plan_docker_image(container))
     volumes, sandbox_volumes = [], []
     for index, volume in enumerate(container.get("volumes", [])):
+        if sum(key in volume for key in ("host_path", "image", "source")) != 1:
+            # validateVolume (src/common/validation.cpp:213-229)
+            raise TaskInvalid("Task's `ContainerInfo` is invalid: Invalid volume: Only one of "
+                              "them should be set: 'host_path', 'image' and 'source'")
         source = volume.get("source", {})
         if source.get("type") == "SANDBOX_PATH":
             sandbox_volumes.append(_sandbox_volume(index, volume, source))

@@ -52,6 +52,12 @@ class Job(FrozenFieldMethods):
         for field, most in (("cpus", MAX_CPUS), ("mem", MAX_MEM_MB)):
             value = getattr(self, field)
             why = number_error(value, 0, most, low_open=True)
+            if not why and value < 0.0005:
+                # Mesos keeps scalars in fixed point with three decimals
+                # (src/common/values.cpp, convertToFixed) and refuses a
+                # non-zero one that rounds to 0 (Resources::validate,
+                # src/common/resources.cpp: "value <= 0"): TASK_ERROR.
+                why = "must be at least 0.0005 (Mesos keeps three decimals)"
             if why:
                 raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (
                     field, " (MB)" if field == "mem" else ""), self.name, why, value,
