@@ -957,6 +957,34 @@ def test_any_mapping_and_a_list_of_settings_are_taken_as_env_and_volumes():
         assert volumes_given(volumes) == ("/tmp:/data",)
 
 
+@pytest.mark.parametrize("env, error", [
+    ({"A": "x\0y"}, "the run: the value of A holds a NUL character, which no environment "
+                     "variable can"),
+    ({"A": "x" * (128 << 10)}, "the run: the value of A is over 127 KiB, more than an "
+                               "environment variable may hold: pass it in a file"),
+    ([("A", "1", "2")], "the run: environment entry ('A', '1', '2') must be a NAME=VALUE "
+                        "string or a (name, value) pair"),
+    ([5], "the run: environment entry 5 must be a NAME=VALUE string or a (name, value) pair"),
+], ids=["NUL", "over exec's bound", "a triple", "a number"])
+def test_an_environment_no_task_can_have_is_one_line_before_anything_launches(env, error):
+    # A NUL, or a value over Linux's MAX_ARG_STRLEN, failed every launch (3
+    # tracebacks of the embedded master's); a triple or a number was a
+    # bare unpacking error naming no keyword.
+    from tfmesos.core.fine_grained import run_spec_of
+    with pytest.raises(SpecError) as caught:
+        run_spec_of([{"name": "worker"}], env=env, environ={})
+    assert str(caught.value).startswith(error), str(caught.value)
+
+
+def test_cluster_refuses_a_first_index_its_servers_would_not_know():
+    # Its servers' cluster spec numbers each job's tasks from 0: worker:3
+    # exited 1 ("Task 3 was not defined in job worker"), the run failed.
+    from tfmesos.core.fine_grained import run_spec_of
+    with pytest.raises(SpecError, match="job 'worker': start=3: cluster\\(\\) numbers each "
+                                        "job's tasks from 0"):
+        run_spec_of([{"name": "worker", "start": 3}], environ={})
+
+
 def test_cluster_refuses_a_jobs_cmd_it_would_not_run(tmp_path, monkeypatch):
     """A job's cmd (tfrun's, replica mode) was taken by cluster() and never
     run: each task started a TensorFlow server instead, and the block ran."""

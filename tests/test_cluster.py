@@ -13,7 +13,7 @@ from conftest import marked_processes
 from processes import FORK_A_CHILD_THAT_EXITS, TASK_ENTRY
 from tfrun_helpers import REPO, assert_no_task_processes, finished_record
 
-from tfmesos import TaskFailed, cluster
+from tfmesos import ClusterError, TaskFailed, TFMesosError, cluster
 from tfmesos.mesos.task_states import TERMINAL_STATES
 
 pytestmark = pytest.mark.tensorflow
@@ -70,6 +70,41 @@ def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
     killed = [task for task in record["tasks"] if task["name"] == "worker:1"][0]
     assert killed["state"] == "TASK_KILLED"
     assert_every_attempt_ended(record)
+
+
+def test_a_failure_is_recorded_at_once_the_directory_is_the_runs_alone_and_spec_ends(tmp_path):
+    # A task's failure reached run.json only when the block ended: a block
+    # that hung in TensorFlow on the failed server (and was killed there)
+    # left "running". A second live run could take the same run directory
+    # (one record lost). After the block, c.spec named stopped servers.
+    jobs = [dict(name="worker", num=1, **SMALL)]
+    run_dir = tmp_path / "run"
+    with pytest.raises(TaskFailed):
+        with cluster(jobs, master="local", run_dir=str(run_dir)) as c:
+            run_id = run_json(run_dir)["run_id"]
+            with pytest.raises(TFMesosError, match="the run directory %s holds run %s, still "
+                               "running: give this run a directory of its own"
+                               % (run_dir, run_id)):
+                cluster(jobs, master="local", run_dir=str(run_dir)).__enter__()
+            assert run_json(run_dir)["run_id"] == run_id
+            [slot] = c._run.slots
+            c._run.driver.killTask({"value": slot.task_id})
+            deadline = time.monotonic() + 30
+            while run_json(run_dir)["outcome"]["status"] != "failed":
+                assert time.monotonic() < deadline, run_json(run_dir)["outcome"]
+                time.sleep(0.1)
+    with pytest.raises(ClusterError, match="this cluster's with block has ended"):
+        print(c.spec)
+    with pytest.raises(ClusterError):
+        print(c.targets)
+
+
+def test_sys_exit_0_in_the_block_is_a_run_that_succeeded(tmp_path):
+    with pytest.raises(SystemExit):
+        with cluster([dict(name="worker", num=1, **SMALL)], master="local",
+                     run_dir=str(tmp_path / "run")):
+            sys.exit(0)
+    assert run_json(tmp_path / "run")["outcome"]["status"] == "succeeded"
 
 
 def test_error_in_the_block_propagates_and_stops_the_tasks(tmp_path):

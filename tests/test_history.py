@@ -133,6 +133,25 @@ def test_prune_keeps_the_most_recent_and_the_running(runs_dir, capsys):
     assert code == 2 and "--prune needs --keep N" in err
 
 
+def test_prune_keeps_a_run_with_its_outcome_not_yet_its_end_while_its_process_runs(
+        runs_dir, capsys):
+    # A cluster() whose task failed records "failed" at once, while its
+    # block runs on (its end comes when the block ends).
+    for run_id, scheduler in (("ending00", liveness.this_process()),
+                              ("killed00", a_gone_process())):
+        directory = write_run(runs_dir, run_id, status="failed", exit_code=1, start=-10,
+                              scheduler=scheduler)
+        path = os.path.join(directory, "run.json")
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+        record["timings"]["finished"] = None
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+    code, out, _ = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+    assert code == 0, out
+    assert os.listdir(runs_dir) == ["tfrun-ending00"], out
+
+
 def test_prune_removes_a_key_only_on_the_word_of_the_callers_own_record(runs_dir, capsys,
                                                                        tmp_path, monkeypatch):
     # In a shared runs directory another user planted a record that says

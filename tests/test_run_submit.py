@@ -160,6 +160,39 @@ future.result()
 """
 
 
+LEFT_GOING_AT_EXIT = """
+import json, os, sys, time, tfmesos
+
+def slow():
+    time.sleep(600)
+
+future = tfmesos.submit(slow, workers=1, cpus=0.1, mem=128, ship=None, launch_timeout=120,
+                        run_dir=sys.argv[1])
+while True:   # until its task runs fn
+    try:
+        with open(os.path.join(sys.argv[1], "run.json")) as handle:
+            if json.load(handle)["timings"]["all_registered"]:
+                break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.1)
+"""
+
+
+def test_a_run_the_program_left_going_at_its_exit_says_so_not_a_cancel(tmp_path):
+    # Its record said "its future's cancel() stopped it": nobody called cancel().
+    import subprocess
+    script = tmp_path / "left.py"
+    script.write_text(LEFT_GOING_AT_EXIT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads((tmp_path / "run" / "run.json").read_text())["outcome"]
+    assert (outcome["status"], outcome["message"]) == (
+        "interrupted", "cancelled: the program exited with the run still going")
+
+
 def test_a_done_callback_runs_to_its_end_however_soon_the_program_exits(tmp_path):
     # The run's thread was a daemon: set_result() woke result() before it
     # called the callbacks, the program ended, and the callback was cut

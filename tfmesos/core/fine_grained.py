@@ -99,6 +99,11 @@ class Cluster:
 
     @property
     def spec(self) -> dict[str, list[str]]:
+        if getattr(self._manager, "_state", None) == "ended":
+            # Its servers are stopped: a session on one of their addresses
+            # would wait for ever (TensorFlow's CreateSession retries).
+            raise ClusterError("this cluster's with block has ended and its servers are "
+                               "stopped: use c.spec and c.targets inside the block")
         cluster = self._run.cluster_spec
         assert cluster is not None, "a Cluster is made once its run formed"
         return {job: list(addresses) for job, addresses in cluster.items()}
@@ -231,6 +236,9 @@ class Watcher:
         if run.failure is error:
             run.record.ended(error, Phase.RUNNING)
             logger.error("%s", error)
+        # Said now, not when the block ends: the block may run on for long
+        # (or hang in TensorFlow on the failed server, and be killed there).
+        run.record.save()
 
     def join(self, timeout: float) -> None:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -385,7 +393,10 @@ def cluster(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] =
     except BaseException as exc:
         if os.getpid() != owner:
             raise
-        run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
+        if not (inside and isinstance(exc, SystemExit) and exc.code in (None, 0)):
+            # sys.exit() / sys.exit(0) in the block: the program ends well,
+            # and the run, stopped as after any block, with it ("succeeded").
+            run.record.ended(exc, run.phase if run.phase != Phase.RUNNING else "block")
         worded = exc if inside else in_keywords(exc)
         if worded is exc:
             raise
@@ -481,6 +492,12 @@ def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[st
     RunSpec fields of the same name)."""
     environ = os.environ if environ is None else environ
     jobs = parse_jobs(jobs)
+    for job in jobs:
+        if job.start:
+            # The servers' cluster spec lists each job's addresses from
+            # index 0: a server told task start+i is not in it, and fails.
+            raise SpecError("job %r: start=%d: cluster() numbers each job's tasks from 0 "
+                            "(/job:%s/task:0): drop start" % (job.name, job.start, job.name))
     return RunSpec(
         # Unnamed: after the script that made it (core.caller), as tfrun names its runs.
         name=name or script_name(), shown_command=cluster_command(jobs), role=role,

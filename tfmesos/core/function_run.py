@@ -176,6 +176,8 @@ class RunCancelled(ClusterError, CancelledError):
 
 
 CANCELLED = "cancelled: its future's cancel() stopped it"
+# What ``submit``'s at-exit hook cancels: nobody called cancel().
+CANCELLED_AT_EXIT = "cancelled: the program exited with the run still going"
 
 
 class Cancel:
@@ -189,20 +191,24 @@ class Cancel:
         self._run: Optional[ClusterRun] = None
         self._asked = False
         self._ended = False
+        self._why = CANCELLED
 
     @property
     def asked(self) -> bool:
         return self._asked
 
-    def ask(self) -> bool:
-        """Cancel the run; False when it has ended already (its outcome stands)."""
+    def ask(self, why: str = CANCELLED) -> bool:
+        """Cancel the run (``why``: what its record says); False when it
+        has ended already (its outcome stands)."""
         with self._lock:
             if self._ended:
                 return False
+            if not self._asked:
+                self._why = why
             self._asked = True
             run = self._run
         if run is not None:
-            self._stop(run)
+            self._stop(run, self._why)
         return True
 
     def attach(self, run: "ClusterRun") -> None:
@@ -212,8 +218,8 @@ class Cancel:
             self._run = run
             asked = self._asked
         if asked:
-            self._stop(run)
-            raise RunCancelled(CANCELLED)
+            self._stop(run, self._why)
+            raise RunCancelled(self._why)
 
     def end(self) -> bool:
         """The run's thread is done with it: whether it was cancelled."""
@@ -222,12 +228,12 @@ class Cancel:
             return self._asked
 
     @staticmethod
-    def _stop(run: "ClusterRun") -> None:
+    def _stop(run: "ClusterRun", why: str) -> None:
         state = run.state
         with state.lock:   # the cancel is the outcome only when it ends the run
             if state.failure is None and not state.ending:
-                run.record.outcome("interrupted", CANCELLED)
-                state.fail(RunCancelled(CANCELLED))
+                run.record.outcome("interrupted", why)
+                state.fail(RunCancelled(why))
 
 
 def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapping[str, Any],

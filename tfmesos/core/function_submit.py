@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 from ..exceptions import TFMesosError
 from .function_options import Ship, in_keywords
 from .function_output import say
-from .function_run import Cancel, FunctionCall
+from .function_run import CANCELLED, CANCELLED_AT_EXIT, Cancel, FunctionCall
 from .run_result import RunResult
 
 _live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit
@@ -107,9 +107,12 @@ class RunFuture(concurrent.futures.Future):
         return True once that is done; ``result()`` raises
         ``CancelledError`` from then on. False when its outcome came first
         (``result()`` gives it)."""
+        return self._cancel_for(CANCELLED)
+
+    def _cancel_for(self, why: str) -> bool:
         if self.done():
             return self.cancelled()
-        if not self._cancel.ask():
+        if not self._cancel.ask(why):
             return False
         if threading.current_thread() is not self._thread:
             self._thread.join()
@@ -185,7 +188,7 @@ def cancel_live() -> None:
     for future in going:
         if not future.done():
             say("the program ends: cancelling %s" % future._thread.name)
-            future.cancel()
+            future._cancel_for(CANCELLED_AT_EXIT)
     with _live_lock:
         working = list(_working)
     for thread in working:

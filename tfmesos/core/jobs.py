@@ -5,6 +5,7 @@ callers give, parsed (``parse_jobs``); and the placeholders a replica
 command may name of them (``check_command_template``). ``spec.RunSpec``
 holds a run's jobs."""
 
+import collections
 import dataclasses
 import math
 import re
@@ -121,7 +122,7 @@ def parse_jobs(jobs: JobsGiven, allowed: Optional[Sequence[str]] = None) -> list
     if not parsed:
         raise SpecError("no jobs given: pass e.g. [Job(name='ps', num=1), Job(name='worker', num=2)]")
     names = [job.name for job in parsed]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
+    duplicates = sorted(name for name, count in collections.Counter(names).items() if count > 1)
     if duplicates:
         raise SpecError("job name(s) given twice: %s" % ", ".join(duplicates))
     if allowed is not None:

@@ -9,6 +9,9 @@ from ..exceptions import SpecError
 from .inputs import ENV_NAME
 from .volumes import parse_volume
 
+# Linux's MAX_ARG_STRLEN (32 pages) less the NUL: the longest NAME=VALUE exec() takes.
+MAX_ENV_ENTRY = 32 * 4096 - 1
+
 
 def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[object]]]],
                job: Optional[str] = None) -> tuple[tuple[str, str], ...]:
@@ -21,6 +24,9 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
             if "=" not in item:
                 raise SpecError("%s: environment entry %r must look like NAME=VALUE" % (owner, item))
             item = item.split("=", 1)
+        elif isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) != 2:
+            raise SpecError("%s: environment entry %r must be a NAME=VALUE string or a "
+                            "(name, value) pair" % (owner, item))
         name, value = item
         if not ENV_NAME.match(str(name)):
             raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
@@ -32,6 +38,15 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
             if job is None:
                 raise SpecError.about("{env}" + what, name, value, fix)
             raise SpecError.about("job %r: env" + what, job, name, value, fix)
+        # exec() refuses a value with a NUL, and one variable over MAX_ARG_STRLEN
+        # (32 pages) with E2BIG: every launch of the task would fail.
+        if "\0" in value:
+            raise SpecError("%s: the value of %s holds a NUL character, which no environment "
+                            "variable can" % (owner, name))
+        if len(str(name)) + 1 + len(value.encode("utf-8", "surrogateescape")) > MAX_ENV_ENTRY:
+            raise SpecError("%s: the value of %s is over %d KiB, more than an environment "
+                            "variable may hold: pass it in a file (ship=...)"
+                            % (owner, name, MAX_ENV_ENTRY // 1024))
         result.append((str(name), str(value)))
     return tuple(result)
 

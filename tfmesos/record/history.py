@@ -19,7 +19,7 @@ from typing import Callable, Optional
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
 from ..terminal_text import printable
-from .liveness import gone
+from .liveness import gone, this_process
 from .outcomes import outcome_text
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
 from .takeover_files import NotRegularFile, open_regular
@@ -382,6 +382,16 @@ def _is_file(path: str) -> bool:
         return False
 
 
+def _still_ending(run: Run) -> bool:
+    """Whether ``run`` has its outcome but not yet its end, and the process
+    that runs it is there: a cluster() whose task failed while its block
+    runs on (its record says so at once), not to be pruned under it."""
+    scheduler = run.file.scheduler
+    return not run.running and run.file.timings.finished is None \
+        and scheduler is not None and scheduler.host == this_process().host \
+        and not gone(scheduler)
+
+
 def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
           mine: Optional[Callable[[Run], bool]] = None
           ) -> tuple[list[Run], list[Run], list[tuple[Run, str]]]:
@@ -406,7 +416,8 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
         # counted: every link is named, not followed.
         run for run in runs if os.path.islink(run.directory)]
     for run in past:
-        if run.running and (not run.gone or (hold is not None and hold(run))):
+        if run.running and (not run.gone or (hold is not None and hold(run))) \
+                or _still_ending(run):
             running.append(run)
             continue
         if os.path.islink(run.directory):

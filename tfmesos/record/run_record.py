@@ -59,6 +59,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _refuse_a_live_run(directory: str, run_id: Optional[str]) -> None:
+    """TFMesosError when ``directory`` (a run directory there already)
+    holds the record of another run still going: its record and this
+    one's would overwrite each other's run.json (a takeover of the same
+    run, ``tfmesos attach``, has the same run id)."""
+    from .history import HistoryError, Run
+    try:
+        other = Run.load(directory)
+    except HistoryError:
+        return   # none, or none readable: nothing to lose
+    if other.running and not other.gone and other.run_id != run_id:
+        raise TFMesosError("the run directory %s holds run %s, still running: give this run "
+                           "a directory of its own (tfrun --run-dir DIR, cluster(run_dir=...))"
+                           % (directory, other.run_id))
+
+
 class RunRecord:
     """The record of one run, kept in memory (a ``schema.RunFile``) and, with
     a ``directory`` (made anew: ``new_directory``; ``run_dirs.make_run_dir``),
@@ -101,6 +117,8 @@ class RunRecord:
                 raise TFMesosError("cannot create the run directory %s: %s; choose another "
                                    "(tfrun --run-dir DIR, cluster(run_dir=...))"
                                    % (directory, exc.strerror or exc)) from None
+            if not self._made_directory:
+                _refuse_a_live_run(directory, header.run_id)
 
     def resume(self, previous: RunFile) -> None:
         """Carry on the record ``previous`` (a ``RunFile``) that the run's
