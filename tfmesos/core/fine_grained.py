@@ -99,7 +99,7 @@ class Cluster:
 
     @property
     def spec(self) -> dict[str, list[str]]:
-        if getattr(self._manager, "_state", None) == "ended":
+        if getattr(self._manager, "ended", False):
             # Its servers are stopped: a session on one of their addresses
             # would wait for ever (TensorFlow's CreateSession retries).
             raise ClusterError("this cluster's with block has ended and its servers are "
@@ -265,6 +265,11 @@ class _RunsOnce:
     def __init__(self, manager: "contextlib.AbstractContextManager[Cluster]") -> None:
         self._manager = manager
         self._state = "new"   # then "open" (the block runs), "ended"
+
+    @property
+    def ended(self) -> bool:
+        """Whether its block has ended (its servers are stopped)."""
+        return self._state == "ended"
 
     def __enter__(self) -> Cluster:
         if self._state != "new":
