@@ -359,10 +359,15 @@ def test_a_full_disk_under_the_run_directory_is_one_warning_and_the_run_goes_on(
                                                   "[worker:1] worker:1 out"]
     [run_dir] = list(runs.iterdir())
     warned = [line for line in result.stderr.splitlines() if "warning" in line]
-    assert len(warned) == 1, result.stderr
+    assert len(warned) == 2, result.stderr
+    # ... and at the end, that run.json does not hold the run's end (it said
+    # "running" with nothing to tell tfmesos runs otherwise).
     assert warned == ["tfrun: warning: cannot write %s in %s: No space left on device; the run "
                       "goes on, but its record and task logs there may stay incomplete"
-                      % (warned[0].split()[4], run_dir)], result.stderr
+                      % (warned[0].split()[4], run_dir),
+                      "tfrun: warning: run.json in %s could not be written (No space left on "
+                      "device): it does not hold this run's end" % run_dir], result.stderr
+    assert result.stderr.splitlines()[-1] == warned[1]
     assert "Traceback" not in result.stderr
     assert ".run.json.tmp" not in os.listdir(run_dir)   # no half-written record left
     assert_no_task_processes()

@@ -111,6 +111,45 @@ def test_ctrl_c_kills_every_task_and_exits_130():
     assert_no_task_processes()
 
 
+SAVES_ON_SIGTERM = """
+import os, signal, sys, time
+def stop(signum, frame):
+    raise SystemExit(143)
+signal.signal(signal.SIGTERM, stop)
+try:
+    print("training", flush=True)
+    time.sleep(600)
+finally:
+    print("saving a checkpoint", flush=True)
+    time.sleep(2)
+    with open(sys.argv[1], "w") as handle:
+        handle.write("saved")
+    print("checkpoint saved", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["", "exec "], ids=["sh -c", "exec"])
+def test_ctrl_c_leaves_a_command_its_grace_to_save_a_checkpoint(tmp_path, how):
+    # The SIGTERM's 5 s grace, cut short: without exec, dash's sh -c ended of
+    # the SIGTERM and the task entry SIGKILLed the rest of its group at once;
+    # with it, the teardown SIGTERMed it again 1.5 s in (SystemExit inside
+    # the save) and SIGKILLed it 3 s later.
+    script, saved, run_dir = tmp_path / "train.py", tmp_path / "saved", tmp_path / "run"
+    script.write_text(SAVES_ON_SIGTERM)
+    with start_tfrun("-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",
+                     "%s%s %s %s" % (how, sys.executable, script, saved),
+                     env=dumping_env()) as proc:
+        wait_until(lambda: "training" in (run_dir / "worker.0.stdout").read_text()
+                   if (run_dir / "worker.0.stdout").exists() else False, 60,
+                   message="the command never started")
+        proc.send_signal(signal.SIGINT)
+        exited_or_dumped(proc, 60)
+        assert proc.returncode == 130
+    assert saved.read_text() == "saved"
+    assert "checkpoint saved" in (run_dir / "worker.0.stdout").read_text()
+    assert_no_task_processes()
+
+
 def test_sigterm_behaves_like_ctrl_c(tmp_path):
     run_dir = tmp_path / "run"
     with start_tfrun("-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",

@@ -289,6 +289,11 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
                     if advice:
                         print_usage(run)
                         print_metrics(run)
+                    unsaved = run.record.run_json_error
+                    if unsaved is not None and run.record.directory:   # a full disk: said last
+                        say("warning: run.json in %s could not be written (%s): it does not "
+                            "hold this run's end" % (run.record.directory,
+                                                     unsaved.strerror or unsaved))
             except KeyboardInterrupt:
                 say("interrupted%s" % ("; MLflow was not told the run's end: the MLflow run "
                                        "may be incomplete" if mlflow_pending else ""))

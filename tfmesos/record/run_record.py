@@ -104,6 +104,7 @@ class RunRecord:
         # The first file of the run directory that could not be written
         # (a full disk): said once, as a warning; the run goes on.
         self.unwritable: Optional[str] = None
+        self.run_json_error: Optional[OSError] = None   # the last save's failure (None: saved)
         self._logs = TaskLogs(directory, self._lock, on_failure=self._unwritten)
         self._dirty, self._pace = True, SavePace()
         self._made_directory = False   # this record made it (``discard`` removes it)
@@ -462,6 +463,7 @@ class RunRecord:
             text = run_json_text(self._run.to_dict())
             self._dirty = False
             failure = write_run_json(self.directory, text)
+            self.run_json_error = failure
             if failure is not None:
                 self._unwritten("run.json", failure)
         self._pace.saved(began)

@@ -189,6 +189,22 @@ def _stop_group(child, grace):
     os.killpg(0, signal.SIGKILL)
 
 
+def _others_in_group():
+    """Whether a live process other than this one is in this group."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == me and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _spawn(command, env):
     """``/bin/sh -c command``'s pid, called with SIGTERM blocked (see
     ``main``); a SIGTERM that came meanwhile may have come before the
@@ -207,10 +223,13 @@ def main(parent, grace, command, env):
     if os.getpgrp() != os.getpid():   # the group it stops must be its own
         os.setsid()
     child = None
+    stopped: list[float] = []   # when the task entry's stop (SIGTERM) came
 
     def on_sigterm(signum, frame):
         if child is None or os.getppid() != parent:
             raise _Stop()
+        if not stopped:
+            stopped.append(time.monotonic())
 
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
@@ -230,6 +249,13 @@ def main(parent, grace, command, env):
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         status = os.waitpid(child, 0)[1]
+        if stopped:
+            # The shell may end of the SIGTERM before what it started (sh -c
+            # 'python3 train.py': dash does not exec it): the rest of the
+            # group keeps the rest of its grace to end (a checkpoint saved
+            # on SIGTERM), before the task entry SIGKILLs what is left.
+            while time.monotonic() < stopped[0] + grace and _others_in_group():
+                time.sleep(0.05)
     except _Stop:
         _stop_group(child, grace)
         return 128 + signal.SIGKILL   # not reached: the guard is in its group
