@@ -546,6 +546,19 @@ def test_the_example_trains_the_keras_digits_model_and_returns_its_accuracy(tmp_
     assert sorted(line.split("]")[0] for line in trained) == ["[worker:0", "[worker:1"]
 
 
+def runner_environment(tmp_path, fn, args, **packing):
+    """The environment of a function runner started by hand: ``fn(*args)``
+    packed into a sandbox under ``tmp_path``, its result file there too."""
+    from tfmesos.ship.function_payload import pack_function
+    payload = pack_function(fn, args, str(tmp_path), **packing)
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    os.replace(payload.path, sandbox / payload.name)
+    return dict(os.environ, PYTHONPATH=REPO, MESOS_SANDBOX=str(sandbox),
+                TFMESOS_FUNCTION=payload.name, TFMESOS_RESULT_FILE=str(tmp_path / "result"),
+                TFMESOS_JOB_NAME="worker", TFMESOS_TASK_INDEX="0", TFMESOS_CHIEF_HOSTS="")
+
+
 def raises_or_returns(value):
     if value is None:
         raise ValueError("fn failed")
@@ -556,15 +569,7 @@ def raises_or_returns(value):
 def test_a_runner_that_cannot_write_its_outcome_says_so_in_one_line(tmp_path, value):
     # A full sandbox disk (RLIMIT_FSIZE stands in for it): one line naming
     # it, fn's own traceback kept, no traceback of tfmesos', no partial file.
-    from tfmesos.ship.function_payload import pack_function
-    payload = pack_function(raises_or_returns, (value,), str(tmp_path))
-    sandbox = tmp_path / "sandbox"
-    sandbox.mkdir()
-    os.replace(payload.path, sandbox / payload.name)
-    env = dict(os.environ, PYTHONPATH=REPO, MESOS_SANDBOX=str(sandbox),
-               TFMESOS_FUNCTION=payload.name,
-               TFMESOS_RESULT_FILE=str(tmp_path / "result"), TFMESOS_JOB_NAME="worker",
-               TFMESOS_TASK_INDEX="0", TFMESOS_CHIEF_HOSTS="")
+    env = runner_environment(tmp_path, raises_or_returns, (value,))
     limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
     result = subprocess.run(
         [sys.executable, "-c", limit + "import runpy, signal; signal.signal(signal.SIGXFSZ, "
@@ -581,15 +586,7 @@ def test_a_runner_that_cannot_write_its_outcome_says_so_in_one_line(tmp_path, va
 
 
 def test_the_runner_refuses_a_payload_from_another_python(tmp_path):
-    from tfmesos.ship.function_payload import pack_function
-    payload = pack_function(len, ("abc",), str(tmp_path), python_version=(2, 7))
-    sandbox = tmp_path / "sandbox"
-    sandbox.mkdir()
-    os.replace(payload.path, sandbox / payload.name)
-    env = dict(os.environ, PYTHONPATH=REPO, MESOS_SANDBOX=str(sandbox),
-               TFMESOS_FUNCTION=payload.name,
-               TFMESOS_RESULT_FILE=str(tmp_path / "result"), TFMESOS_JOB_NAME="worker",
-               TFMESOS_TASK_INDEX="0", TFMESOS_CHIEF_HOSTS="")
+    env = runner_environment(tmp_path, len, ("abc",), python_version=(2, 7))
     result = subprocess.run([sys.executable, "-m", "tfmesos.task.function_runner"], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
