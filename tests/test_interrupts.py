@@ -142,7 +142,8 @@ def test_a_ctrl_c_once_the_run_is_stopped_cuts_tfruns_last_words_short_without_a
     def cut_short():
         raise KeyboardInterrupt    # as a SIGINT between the run's stop and the wait
 
-    record = SimpleNamespace(directory=None, hint=None, ended=lambda *_: None)
+    record = SimpleNamespace(directory=None, hint=None, ended=lambda *_: None,
+                             run_json_error=None)
     run = SimpleNamespace(start=lambda: None, wait_ready=lambda: {"worker": ["h:1"]},
                           wait_finished=lambda: 0, stop=lambda: None, record=record,
                           spec=SimpleNamespace(failover_timeout=None), mlflow=object(),
@@ -178,7 +179,8 @@ def test_inside_interrupting_only_inside_a_signal_interrupts_only_its_interrupti
 def finished_run(stop):
     """A run for ``execute`` that finishes (exit code 0) and stops with ``stop``."""
     from types import SimpleNamespace
-    record = SimpleNamespace(directory=None, hint=None, ended=lambda *_: None)
+    record = SimpleNamespace(directory=None, hint=None, ended=lambda *_: None,
+                             run_json_error=None)
     return SimpleNamespace(start=lambda: None, wait_ready=lambda: {"worker": ["h:1"]},
                            wait_finished=lambda: 0, stop=stop, record=record,
                            spec=SimpleNamespace(failover_timeout=None), mlflow=None,
