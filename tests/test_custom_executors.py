@@ -345,7 +345,7 @@ def test_bad_executor_calls(make_local_master, clients):
     expect(post(dict(ids, type="SUBSCRIBE")), 400,
            "Failed to validate Executor::Call: Expecting 'subscribe' to be present")
     status = {"task_id": {"value": "t1"}, "state": "TASK_RUNNING",
-              "uuid": base64.b64encode(os.urandom(16)).decode()}
+              "uuid": base64.b64encode(uuid.uuid4().bytes).decode()}   # a valid UUID
     expect(post(dict(ids, type="UPDATE", update={"status": status})), 400,
            "Failed to validate Executor::Call: Received Call from executor ex of framework %s "
            "with invalid source, expecting 'SOURCE_EXECUTOR'" % client.framework_id)
