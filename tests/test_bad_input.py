@@ -943,7 +943,7 @@ def test_any_mapping_and_a_list_of_settings_are_taken_as_env_and_volumes():
     NAME=VALUE strings."""
     import types
 
-    from tfmesos.core.fine_grained import run_spec_of
+    from tfmesos.core.cluster_arguments import run_spec_of
     from tfmesos.core.spec_fields import env_given, volumes_given
     proxy = types.MappingProxyType({"A": "1"})
     for env in (proxy, ["A=1"], [("A", "1")], {"A": "1"}):
@@ -970,7 +970,7 @@ def test_an_environment_no_task_can_have_is_one_line_before_anything_launches(en
     # A NUL, or a value over Linux's MAX_ARG_STRLEN, failed every launch (3
     # tracebacks of the embedded master's); a triple or a number was a
     # bare unpacking error naming no keyword.
-    from tfmesos.core.fine_grained import run_spec_of
+    from tfmesos.core.cluster_arguments import run_spec_of
     with pytest.raises(SpecError) as caught:
         run_spec_of([{"name": "worker"}], env=env, environ={})
     assert str(caught.value).startswith(error), str(caught.value)
@@ -979,7 +979,7 @@ def test_an_environment_no_task_can_have_is_one_line_before_anything_launches(en
 def test_cluster_refuses_a_first_index_its_servers_would_not_know():
     # Its servers' cluster spec numbers each job's tasks from 0: worker:3
     # exited 1 ("Task 3 was not defined in job worker"), the run failed.
-    from tfmesos.core.fine_grained import run_spec_of
+    from tfmesos.core.cluster_arguments import run_spec_of
     with pytest.raises(SpecError, match="job 'worker': start=3: cluster\\(\\) numbers each "
                                         "job's tasks from 0"):
         run_spec_of([{"name": "worker", "start": 3}], environ={})
@@ -1023,7 +1023,7 @@ def test_tfrun_names_its_flags_for_a_jobs_memory(place):
 
 
 CALLERS = {"tfrun": ("tfmesos.cli.tfrun_flags", "FLAGS"),
-           "cluster()": ("tfmesos.core.fine_grained", "KEYWORDS"),
+           "cluster()": ("tfmesos.core.cluster_arguments", "KEYWORDS"),
            "tfmesos.run()": ("tfmesos.core.function_options", "KEYWORDS")}
 
 

@@ -14,8 +14,8 @@ import types
 import pytest
 
 from tfmesos.cli.runs import runs_main
-from tfmesos.core import caller, fine_grained, function_run
-from tfmesos.core.fine_grained import run_spec_of
+from tfmesos.core import caller, cluster_arguments, function_run
+from tfmesos.core.cluster_arguments import run_spec_of
 from tfmesos.core.run_setup import make_record
 from tfmesos.core.slots import make_slots
 from tfmesos.core.taskinfo import run_labels
@@ -85,7 +85,7 @@ def recorded(spec, tmp_path, run_id="c0ffee01"):
 
 
 def test_a_cluster_run_is_named_after_its_script_and_says_its_jobs(tmp_path, monkeypatch):
-    monkeypatch.setattr(fine_grained, "script_name", lambda: "train.py")
+    monkeypatch.setattr(cluster_arguments, "script_name", lambda: "train.py")
     spec = run_spec_of([{"name": "ps", "num": 1}, {"name": "worker", "num": 2}],
                        master="local", environ={})
     assert (spec.name, spec.recorded_command) == ("train.py",

@@ -1026,14 +1026,15 @@ def test_shipped_commands_without_an_environment_run_python3_or_python(project):
 
 def test_tfrun_and_cluster_options_make_the_ship_spec(tmp_path):
     from tfmesos.cli import tfrun_options as tfrun
-    from tfmesos.core.fine_grained import run_spec_of
+    from tfmesos.cli.tfrun_values import ship_spec
+    from tfmesos.core.cluster_arguments import run_spec_of
 
     args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-exclude", "*.h5",
                                                "--ship-max-size", "5"])
-    assert tfrun.ship_spec(args) == ShipSpec(str(tmp_path), ("*.h5",), 5000000, None)
+    assert ship_spec(args) == ShipSpec(str(tmp_path), ("*.h5",), 5000000, None)
     args = tfrun.build_parser().parse_options(["--ship", "-w", "2"])
-    assert tfrun.ship_spec(args).directory == os.getcwd() and args.nworker == 2
-    assert tfrun.ship_spec(tfrun.build_parser().parse_options(["-w", "2"])) is None
+    assert ship_spec(args).directory == os.getcwd() and args.nworker == 2
+    assert ship_spec(tfrun.build_parser().parse_options(["-w", "2"])) is None
     spec = run_spec_of([{"name": "worker"}], master="local", ship=str(tmp_path))
     assert spec.ship == ShipSpec(str(tmp_path))
     with pytest.raises(SpecError, match="drop image or ship.python_env"):

@@ -219,16 +219,17 @@ def test_a_run_json_nested_past_the_parsers_depth_is_no_run_record_and_is_shippe
 
 def test_tfrun_options_make_the_ship_spec(tmp_path):
     from tfmesos.cli import tfrun_options as tfrun
+    from tfmesos.cli.tfrun_values import ship_spec
 
     args = tfrun.build_parser().parse_options(["--ship", str(tmp_path), "--ship-follow-links",
                                                "--ship-allow-secrets"])
-    spec = tfrun.ship_spec(args)
+    spec = ship_spec(args)
     assert (spec.follow_links, spec.allow_secrets) == (True, True)
     assert ShipSpec(str(tmp_path)) == ShipSpec(str(tmp_path), follow_links=False,
                                                allow_secrets=False)
     for option in ("--ship-follow-links", "--ship-allow-secrets"):
         with pytest.raises(SpecError, match="%s needs --ship" % option):
-            tfrun.ship_spec(tfrun.build_parser().parse_options([option]))
+            ship_spec(tfrun.build_parser().parse_options([option]))
     assert "--ship-follow-links" in tfrun.build_parser().format_help()
     assert "--ship-allow-secrets" in tfrun.build_parser().format_help()
 

@@ -7,7 +7,7 @@ never a command-line flag or a keyword argument: tfrun sets
 ``launch_timeout`` with ``--launch-timeout``, ``cluster()`` and
 ``tfmesos.run()`` with ``launch_timeout=``. Each caller keeps its words for
 every field of ``FIELDS`` in one table beside it (tfrun's
-``cli/tfrun_flags.FLAGS``, ``cluster()``'s ``fine_grained.KEYWORDS``,
+``cli/tfrun_flags.FLAGS``, ``cluster()``'s ``cluster_arguments.KEYWORDS``,
 ``tfmesos.run()``'s ``function_options.KEYWORDS``) and words its errors at one
 boundary (``TFMesosError.in_words``); anyone else reads ``FIELDS``' own
 words, the spec's (``ship.max_size``, a job's ``mem``).

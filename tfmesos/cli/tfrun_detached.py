@@ -12,7 +12,7 @@ def submit(spec, args, say):
     """Launch the run's scheduler task and leave; the exit status."""
     from ..core.detached import submit as launch
     from ..core.signals import interrupt_on_signals
-    from .tfrun_options import SCHEDULER_CPUS, SCHEDULER_MEM, given_or
+    from .tfrun_values import SCHEDULER_CPUS, SCHEDULER_MEM, given_or
     try:
         # SIGTERM and SIGHUP (a terminal gone) as Ctrl-C: the run not taken
         # over yet is torn down, not left registered for its failover timeout.

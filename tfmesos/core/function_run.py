@@ -132,7 +132,7 @@ class FunctionCall:
         function and its arguments pickled into its payload."""
         from ..ship import work_dirs
         from ..ship.function_payload import pack_function
-        from .fine_grained import check_local
+        from .cluster_arguments import check_local
         if not callable(fn):
             raise TypeError("%s needs a function to run, got %r" % (caller, fn))
         if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):

@@ -1,7 +1,7 @@
 """Whether the embedded master can run a run's plain tasks with their
 interpreter (``python``: tfrun's ``--python``, ``tfmesos.run``'s
 ``python=``), checked before anything starts by tfrun and the APIs alike
-(``fine_grained.check_local``): a path that is not there was launched three
+(``cluster_arguments.check_local``): a path that is not there was launched three
 times, each ending '/bin/sh: exec: /nonexistent: not found', and then told
 to 'give its full path', which it was."""
 

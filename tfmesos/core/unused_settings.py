@@ -1,6 +1,6 @@
 """Settings that would do nothing for a run, refused before anything starts
 by tfrun (``tfrun_options.read_options``) and the APIs
-(``fine_grained.check_local``) alike, each error naming the fields to change
+(``cluster_arguments.check_local``) alike, each error naming the fields to change
 in its caller's words (``error_fields``: ``-C DOCKER``, ``containerizer_type=
 DOCKER``): taken, they were silently ignored."""
 

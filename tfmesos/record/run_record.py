@@ -13,16 +13,15 @@
   (``docs/run.schema.json`` is their JSON Schema; the README has a table).
 """
 
-import contextlib
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
+from . import run_dir_claim
 from .attempt_book import AttemptBook
 from .attempt_hints import attempt_hint, hint_failed_attempts
 from .core_protocols import Launched, Slot
@@ -34,7 +33,7 @@ from .outcomes import (
     outcome_text,
     tfrun_exit_code,
 )
-from .run_dirs import RUN_FILE, UnsafeRunDir, make_run_dir, run_json_text, write_run_json
+from .run_dirs import run_json_text, write_run_json
 from .save_pace import SavePace
 from .schema import (
     SCHEMA_VERSION,
@@ -57,22 +56,6 @@ if TYPE_CHECKING:
     from addict import Dict
 
 log = logging.getLogger(__name__)
-
-
-def _refuse_a_live_run(directory: str, run_id: Optional[str]) -> None:
-    """TFMesosError when ``directory`` (a run directory there already)
-    holds the record of another run still going: its record and this
-    one's would overwrite each other's run.json (a takeover of the same
-    run, ``tfmesos attach``, has the same run id)."""
-    from .history import HistoryError, Run
-    try:
-        other = Run.load(directory)
-    except HistoryError:
-        return   # none, or none readable: nothing to lose
-    if other.running and not other.gone and other.run_id != run_id:
-        raise TFMesosError("the run directory %s holds run %s, still running: give this run "
-                           "a directory of its own (tfrun --run-dir DIR, cluster(run_dir=...))"
-                           % (directory, other.run_id))
 
 
 class RunRecord:
@@ -109,17 +92,7 @@ class RunRecord:
         self._dirty, self._pace = True, SavePace()
         self._made_directory = False   # this record made it (``discard`` removes it)
         if directory is not None:
-            try:
-                self._made_directory = make_run_dir(directory, new=new_directory)
-            except UnsafeRunDir as exc:
-                raise TFMesosError("%s: use a directory of your own (tfrun --run-dir DIR, "
-                                   "cluster(run_dir=...), $TFMESOS_RUNS_DIR)" % exc) from None
-            except OSError as exc:
-                raise TFMesosError("cannot create the run directory %s: %s; choose another "
-                                   "(tfrun --run-dir DIR, cluster(run_dir=...))"
-                                   % (directory, exc.strerror or exc)) from None
-            if not self._made_directory:
-                _refuse_a_live_run(directory, header.run_id)
+            self._made_directory = run_dir_claim.claim(directory, new_directory, header.run_id)
 
     def resume(self, previous: RunFile) -> None:
         """Carry on the record ``previous`` (a ``RunFile``) that the run's
@@ -439,13 +412,8 @@ class RunRecord:
         with self._lock:
             directory, self.directory = self.directory, None
             self._logs = TaskLogs(None, self._lock, on_failure=self._unwritten)
-        if directory is None:
-            return
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(directory, RUN_FILE))
-        if self._made_directory:
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)   # only when empty: nothing but run.json was written
+        if directory is not None:
+            run_dir_claim.release(directory, self._made_directory)
 
     # -- saving -----------------------------------------------------------
 
