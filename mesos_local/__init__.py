@@ -77,7 +77,9 @@ these names (tests/test_import_graph.py holds tfmesos to it):
   ``$DOCKER_HOST`` that names no engine), ``generate_credentials()`` (a
   one-time (principal, secret) for ``credentials``), ``stop_serving(server,
   thread)`` (a ``socketserver`` server's loop ended at once, not at its next
-  poll: the master's, tfmesos' bundle server);
+  poll: the master's, tfmesos' bundle server), ``parse_request_within(handler,
+  parse, budget)`` (a request's headers read within a byte budget: 431
+  past it; the master's, tfmesos' bundle server);
 * ``docker_engine``: the small Docker engine client the Docker runner uses
   (``connect``, ``ensure_image``, ``attach``, ``pump_output``,
   ``remove_container``, ``one_line``), a public submodule.
@@ -89,6 +91,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:   # what the names are, for type checkers (``X as X``: re-exported)
     from .agent import AgentSpec as AgentSpec
     from .api.auth import generate_credentials as generate_credentials
+    from .api.header_budget import parse_request_within as parse_request_within
     from .api.serve_stop import stop_serving as stop_serving
     from .command_line import main as main
     from .containerizer import docker_engine as docker_engine
@@ -133,6 +136,7 @@ _EXPORTS = {
     "docker_host_error": (".docker_host", "docker_host_error"),
     "generate_credentials": (".api.auth", "generate_credentials"),
     "stop_serving": (".api.serve_stop", "stop_serving"),
+    "parse_request_within": (".api.header_budget", "parse_request_within"),
     "docker_engine": (".containerizer.docker_engine", None),
 }
 __all__ = sorted(_EXPORTS)

@@ -83,10 +83,7 @@ class SchedulerCalls:
             if _LAUNCHES[kind] not in operation:
                 raise CallError(400, "Call.accept.operations[%d]: a %s operation needs '%s'"
                                 % (index, kind, _LAUNCHES[kind]))
-        task_infos = [info for operation in operations
-                      for info in (operation["launch"].get("task_infos", [])
-                                   if operation["type"] == "LAUNCH" else
-                                   operation["launch_group"]["task_group"].get("tasks", []))]
+        task_infos = [info for operation in operations for info in _operation_tasks(operation)]
         offer_ids = [offer_id["value"] for offer_id in accept.get("offer_ids", [])]
         offers, error = self._take_offers(framework, offer_ids)
         if error is not None:

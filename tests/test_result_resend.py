@@ -33,6 +33,9 @@ class DroppingConnection:
         self.kernel = []
         self.sent = 0
 
+    def flush(self):
+        return True   # always registered: Connection.flush returns at once
+
     def send(self, message):
         self.sent += 1
         if self.sent == self.drop_at:

@@ -44,7 +44,6 @@ Bounds, so that slow, greedy or malformed clients cannot exhaust it:
   JavaScript identifiers (``endpoints.py``).
 """
 
-import http.client
 import logging
 import socket
 import socketserver
@@ -59,6 +58,7 @@ from . import endpoints, files, operator, proto, routes, validation
 from .auth import CHALLENGE, OPERATOR_CHALLENGE, READONLY_CHALLENGE, UNAUTHORIZED_BODY
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
+from .header_budget import parse_request_within
 from .serve_stop import stop_serving
 from .state_json import VERSION
 from .stream import ABORTED, CLIENT_GONE, CLOSED, OVERFLOWED
@@ -73,26 +73,7 @@ _POST_ROUTES = (routes.SCHEDULER,) + _OPERATOR_ROUTES
 _FILES = {routes.READ_FILE: files.READ_PATH, routes.BROWSE_FILES: files.BROWSE_PATH}
 JSON = "application/json"
 _MAX_BODY = 64 * 1024 * 1024
-MAX_HEADER_BYTES = 64 * 1024   # request line and headers together
-
-
-class HeaderBudget:
-    """``rfile`` for ``parse_headers``: at most ``budget`` bytes in all, past
-    which LineTooLong (BaseHTTPRequestHandler answers 431 and closes)."""
-
-    def __init__(self, rfile, budget):
-        self._rfile, self._left = rfile, budget
-
-    def readline(self, size=-1):
-        limit = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
-        line = self._rfile.readline(limit)
-        self._left -= len(line)
-        if self._left < 0:
-            raise http.client.LineTooLong("headers over %d bytes" % MAX_HEADER_BYTES)
-        return line
-
-    def __getattr__(self, name):
-        return getattr(self._rfile, name)
+MAX_HEADER_BYTES = 64 * 1024   # a request's headers together (431 past it)
 
 
 _TEXT = "text/plain; charset=utf-8"
@@ -234,12 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             deadlines.disarm(self)
 
     def parse_request(self):
-        # parse_headers reads lines only
-        rfile, self.rfile = self.rfile, HeaderBudget(self.rfile, MAX_HEADER_BYTES)  # type: ignore[assignment]
-        try:
-            return super().parse_request()
-        finally:
-            self.rfile = rfile
+        return parse_request_within(self, super().parse_request, MAX_HEADER_BYTES)
 
     def _request_in(self):
         """Whether the request arrived within its deadline (which now stops)."""

@@ -280,15 +280,9 @@ def local_record(text: str, environ: Mapping[str, str]) -> Optional[LocalRecord]
     link: a ``./tfmesos-runs`` in a shared directory is no proof of
     anything); one of an embedded master (gone with its tfrun); or one that
     names no framework yet."""
-    from ..record.history import HistoryError, find_run
-    from ..record.run_dirs import runs_root
     from ..record.takeover_files import FAILOVER_FILE, TakeoverError, read_failover
-    try:
-        # By run id only: a run's name may start as another run's id does.
-        run = find_run(text, runs_root(environ), keep=callers_record, by_name=False)
-    except HistoryError:
-        return None
-    if not callers_record(run):
+    run = callers_run(text, environ)
+    if run is None:
         return None
     failover, error = None, None
     path = os.path.join(run.directory, FAILOVER_FILE)
@@ -318,13 +312,8 @@ def embedded_run(text: str, environ: Mapping[str, str]) -> Optional[str]:
     record of it says it ran on its tfrun's embedded master (only that
     tfrun reaches it, and no ``--master`` does): a line naming what does;
     else None."""
-    from ..record.history import HistoryError, find_run
-    from ..record.run_dirs import runs_root
-    try:
-        run = find_run(text, runs_root(environ), keep=callers_record, by_name=False)
-    except HistoryError:
-        return None
-    if not callers_record(run) or run.file.master != "local":
+    run = callers_run(text, environ)
+    if run is None or run.file.master != "local":
         return None
     scheduler = run.file.scheduler
     where = " (pid %d on %s)" % (scheduler.pid, printable(scheduler.host)) \
@@ -332,6 +321,20 @@ def embedded_run(text: str, environ: Mapping[str, str]) -> Optional[str]:
     return ("run %s ran on the embedded master of its tfrun%s, which no other process "
             "reaches: Ctrl-C there stops the run; tfmesos show %s reads its record"
             % (run.run_id, where, run.run_id))
+
+
+def callers_run(text: str, environ: Mapping[str, str]) -> Optional["Run"]:
+    """The run ``text`` names (a run directory, or a run id prefix under the
+    runs directory) when its record is the caller's (``callers_record``),
+    else None."""
+    from ..record.history import HistoryError, find_run
+    from ..record.run_dirs import runs_root
+    try:
+        # By run id only: a run's name may start as another run's id does.
+        run = find_run(text, runs_root(environ), keep=callers_record, by_name=False)
+    except HistoryError:
+        return None
+    return run if callers_record(run) else None
 
 
 def callers_record(run: "Run") -> bool:

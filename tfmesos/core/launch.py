@@ -21,10 +21,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced
+from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced, TFMesosError
 from ..protocol.hostport import format_address, free_port
 from ..record.run_record import RunRecord
-from ..ship.ship_errors import ShipError
 from . import open_files
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
 from .control import Control, RunControl
@@ -248,8 +247,10 @@ class ClusterRun(RunEffects, RunInterrupts):
                 try:
                     shipped = runtime.ship(self.record.directory, say=self._say,
                                            keep_in=self._kept_dir())
-                except ShipError:   # refused before anything ran: its error says it all
-                    self.record.discard()
+                except TFMesosError as exc:
+                    from ..ship.ship_errors import ShipError  # not on a run's start-up
+                    if isinstance(exc, ShipError):   # refused before anything ran: it says all
+                        self.record.discard()
                     raise
                 if shipped is not None:
                     self.record.shipped(shipped)

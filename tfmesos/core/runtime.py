@@ -21,6 +21,7 @@ from ..backends import Backend
 from ..exceptions import MesosError
 from ..mesos import MesosSchedulerDriver
 from ..protocol import labels as labels_
+from ..protocol import task_env
 from ..protocol.hostport import format_address
 from . import task_secrets
 from .fit import Agent, agents_of
@@ -47,10 +48,6 @@ logger = logging.getLogger(__name__)
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
-# A stopped replica task's command has this long after its SIGTERM before its
-# SIGKILL (task.replica.KILL_GRACE): the stop waits for it (a checkpoint saved
-# on SIGTERM), else the teardown's SIGTERM came 1.5 s in, and its SIGKILL.
-TASK_KILL_GRACE = 5.0
 
 
 class Parts(NamedTuple):
@@ -325,7 +322,9 @@ class RunRuntime:
                 if slot.task_id:
                     record.stopping(slot.task_id)
                     rendezvous.send(slot.task_id, {"type": "stop"})
-            rendezvous.close(linger=STOP_LINGER + TASK_KILL_GRACE)   # ends as the tasks end
+            # A stopped command has its grace (a checkpoint saved on SIGTERM): else
+            # the teardown's SIGTERM came 1.5 s in, and its SIGKILL. Ends as the tasks end.
+            rendezvous.close(linger=STOP_LINGER + task_env.STOP_GRACE)
         if driver is not None:
             wait_for_mesos_ends(record, self.events, show=show)
             if self.detached:

@@ -3,6 +3,10 @@
 reads, in one place both import."""
 
 # Set in the TaskInfo (core.taskinfo, ship.shipping), read by the task entry.
+# A stopped task's command: SIGTERM, then SIGKILL this long after (the task
+# entry, task.replica); the scheduler's stop waits as long (core.runtime).
+STOP_GRACE = 5.0
+
 RENDEZVOUS = "TFMESOS_RENDEZVOUS"       # host:port of the run's rendezvous
 SECRET = "TFMESOS_SECRET"               # the run's secret, hex
 TASK_ID = "TFMESOS_TASK_ID"             # the Mesos task id it registers as

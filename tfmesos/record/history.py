@@ -21,11 +21,12 @@ from ..protocol import json_documents
 from ..terminal_text import printable
 from .liveness import gone, this_process
 from .outcomes import outcome_text
+from .run_dirs import RUN_FILE
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
 from .takeover_files import NotRegularFile, open_regular
 from .times import parse_time
 
-RUN_JSON = "run.json"
+RUN_JSON = RUN_FILE
 # A run.json read at most (10,000 tasks with their usage samples, the metric
 # series at their bounds: well under); past it, not a run record.
 MAX_RECORD = 256 << 20
@@ -382,14 +383,14 @@ def _is_file(path: str) -> bool:
         return False
 
 
-def _still_ending(run: Run) -> bool:
+def _still_ending(run: Run, host: str) -> bool:
     """Whether ``run`` has its outcome but not yet its end, and the process
-    that runs it is there: a cluster() whose task failed while its block
-    runs on (its record says so at once), not to be pruned under it."""
+    that runs it is there (on ``host``, this one): a cluster() whose task
+    failed while its block runs on (its record says so at once), not to be
+    pruned under it."""
     scheduler = run.file.scheduler
     return not run.running and run.file.timings.finished is None \
-        and scheduler is not None and scheduler.host == this_process().host \
-        and not gone(scheduler)
+        and scheduler is not None and scheduler.host == host and not gone(scheduler)
 
 
 def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
@@ -415,9 +416,10 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
         # Never the caller's own (``mine`` looks at the link itself), never
         # counted: every link is named, not followed.
         run for run in runs if os.path.islink(run.directory)]
+    host = this_process().host
     for run in past:
         if run.running and (not run.gone or (hold is not None and hold(run))) \
-                or _still_ending(run):
+                or _still_ending(run, host):
             running.append(run)
             continue
         if os.path.islink(run.directory):

@@ -33,7 +33,6 @@ the run.
 
 import collections
 import hmac
-import http.client
 import http.server
 import logging
 import os
@@ -45,7 +44,7 @@ import threading
 import time
 from typing import Optional
 
-from mesos_local import stop_serving
+from mesos_local import parse_request_within, stop_serving
 
 from ..exceptions import TFMesosError
 from ..protocol.hostport import format_address
@@ -60,7 +59,7 @@ IDLE_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 10.0
 LINE_TIMEOUT = 5.0        # seconds to send the request line (a fetcher sends it at once)
 MIN_RATE = 64 << 10       # bytes/s a download must average (its deadline)
-MAX_HEADER_BYTES = 16 << 10    # request line and headers: a fetcher sends a few hundred
+MAX_HEADER_BYTES = 16 << 10    # a request's headers together: a fetcher sends a few hundred
 MIN_TRANSFER = 60.0       # seconds any download may take
 
 
@@ -119,25 +118,6 @@ class BundleServer:
         """Stop serving (idempotent): the port closes, open downloads end."""
         self._server.close(self._thread)
         self.refusals.flush(final=True)   # refusals counted since the last line
-
-
-class _HeaderBudget:
-    """``rfile`` for ``parse_headers``: at most ``left`` bytes in all, past
-    which LineTooLong (BaseHTTPRequestHandler answers 431 and closes)."""
-
-    def __init__(self, rfile, left):
-        self._rfile, self._left = rfile, left
-
-    def readline(self, size=-1):
-        limit = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
-        line = self._rfile.readline(limit)
-        self._left -= len(line)
-        if self._left < 0:
-            raise http.client.LineTooLong("headers over %d bytes" % MAX_HEADER_BYTES)
-        return line
-
-    def __getattr__(self, name):
-        return getattr(self._rfile, name)
 
 
 class _Connection:
@@ -307,11 +287,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._limit(max(0.0, self._began + self.server.request_timeout - time.monotonic()),
                     "sent no whole request within %.0f s" % self.server.request_timeout)
         # parse_headers reads lines only
-        rfile, self.rfile = self.rfile, _HeaderBudget(self.rfile, MAX_HEADER_BYTES)  # type: ignore[assignment]
-        try:
-            return super().parse_request()
-        finally:
-            self.rfile = rfile
+        return parse_request_within(self, super().parse_request, MAX_HEADER_BYTES)
 
     def finish(self):
         self._limit(None)

@@ -29,7 +29,7 @@ from .metrics_relay import MetricsRelay
 from .quiet import NoiseFilter, min_log_level, task_gpus
 from .usage import UsageMonitor
 
-KILL_GRACE = 5.0            # SIGTERM, then SIGKILL this much later
+KILL_GRACE = task_env.STOP_GRACE   # SIGTERM, then SIGKILL this much later
 STOPPED = 128 + signal.SIGTERM  # exit code of a task stopped before its command ran
 READ_SIZE = 64 * 1024       # bytes per read of the command's output
 # Once the command's group is gone, how long its output pumps have, all

@@ -194,13 +194,11 @@ class ResultFile:
             if outcome is None:
                 return False
             header, data = outcome
-            registered = getattr(conn, "flush", None)   # (tests' stand-ins may lack it)
             for _ in range(1 + RESENDS):
-                if registered is not None:
-                    # A copy goes on a registered connection, not into what
-                    # send keeps while reconnecting: a second copy of a big
-                    # result held in memory took a task past its mem.
-                    registered()
+                # A copy goes on a registered connection, not into what send
+                # keeps while reconnecting: a second copy of a big result
+                # held in memory took a task past its mem.
+                conn.flush()
                 generation = conn.expect_receipt() if receipt else conn.generation
                 self._send_copy(conn, header, data, generation)
                 if receipt and conn.wait_receipt(generation, RECEIPT_WAIT):
