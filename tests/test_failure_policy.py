@@ -11,6 +11,7 @@ from addict import Dict
 from policy_helpers import GRACE, MAX_ATTEMPTS, FakeRun
 from run_dirs import bare_environ
 
+from tfmesos.core.control import STOP_THEN_KILL
 from tfmesos.core.events import (
     AgentLost,
     MesosFailed,
@@ -30,6 +31,11 @@ PSS = [Job("chief"), Job("worker", num=2), Job("ps")]
 def stopped(run):
     """The tasks the run told to stop, in order."""
     return [call[1] for call in run.calls if call[0] == "stop"]
+
+
+def killed(run):
+    """The task ids the run asked Mesos to kill, in order."""
+    return [call[1] for call in run.calls if call[0] == "kill"]
 
 
 def relaunched_everything(run):
@@ -122,6 +128,7 @@ def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
     run = FakeRun(WORKERS, policy=RestartPolicy(2, "lost", backoff=2))
     run.running()
     run.status("worker:1", "TASK_LOST")
+    run.status("worker:0", "TASK_KILLED")     # the restart's stop ended it
     run.later(1.9)
     assert run.phase == Phase.RESTARTING and not relaunched_everything(run)
     run.later(0.2)
@@ -135,6 +142,7 @@ def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
         run.launch(slot)
     run.running()
     run.status("worker:0", "TASK_LOST")
+    run.status("worker:1", "TASK_FINISHED")
     run.later(3.9)
     assert run.phase == Phase.RESTARTING and not relaunched_everything(run)
     run.later(0.2)
@@ -145,6 +153,7 @@ def test_restarts_spent_the_failure_ends_the_run():
     run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=0))
     run.running()
     run.status("worker:1", "TASK_LOST")
+    run.status("worker:0", "TASK_KILLED")
     run.later(0)
     for slot in run.slots:
         run.launch(slot)
@@ -195,6 +204,41 @@ def test_a_replaced_attempt_that_still_runs_is_killed():
     run.handle(StatusUpdate(Dict(task_id={"value": old}, state="TASK_RUNNING",
                                  agent_id={"value": "agent-1"})))
     assert run.calls == [("kill", old)]
+
+
+def status_of(run, task_id, state):
+    run.handle(StatusUpdate(Dict(task_id={"value": task_id}, state=state,
+                                 agent_id={"value": "agent-1"})))
+
+
+def test_a_whole_restart_kills_only_the_tasks_not_ended_in_their_stop_grace():
+    # A KILL with the stop (as before) gave a command saving a checkpoint on
+    # SIGTERM Mesos' 3 s, not its grace: SIGTERM to the tree, SIGKILL 3 s on.
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "failure", backoff=100))
+    run.running()
+    first, second = (run.slots.named(name).task_id for name in ("worker:0", "worker:1"))
+    run.exit("worker:1", 3)
+    assert stopped(run) == ["worker:0", "worker:1"] and not killed(run)
+    status_of(run, second, "TASK_FAILED")           # worker:1 ended by itself
+    run.later(STOP_THEN_KILL - 0.1)
+    assert not killed(run)
+    run.later(0.2)
+    assert killed(run) == [first]                   # worker:0 did not end in time
+    run.later(STOP_THEN_KILL)
+    assert killed(run) == [first]
+
+
+def test_a_whole_restart_launches_again_once_its_stopped_tasks_ended_or_were_killed():
+    # Its tasks may read the checkpoint the old ones saved on their SIGTERM.
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "failure", backoff=0))
+    run.running()
+    first, second = (run.slots.named(name).task_id for name in ("worker:0", "worker:1"))
+    run.exit("worker:1", 3)
+    status_of(run, second, "TASK_FAILED")
+    run.later(STOP_THEN_KILL - 0.1)
+    assert run.phase == Phase.RESTARTING and not killed(run)   # worker:0 still ends
+    run.later(0.2)
+    assert killed(run) == [first] and run.phase == Phase.FORMING and relaunched_everything(run)
 
 
 def test_the_driver_giving_up_fails_the_run():

@@ -76,6 +76,9 @@ def test_a_whole_restart_resets_every_slot_after_its_backoff(make_run):
     run.later(1.9)
     assert run.phase == Phase.RESTARTING
     run.later(0.2)
+    assert run.phase == Phase.RESTARTING     # worker:0, told to stop, has not ended yet
+    run.status("worker:0", "TASK_FINISHED")
+    run.later(0)
     assert run.phase == Phase.FORMING
     assert slot_view(run) == [("worker:0", "PENDING", 1, 1, True, True, False),
                               ("worker:1", "PENDING", 1, 1, True, True, False)]

@@ -150,6 +150,45 @@ def test_ctrl_c_leaves_a_command_its_grace_to_save_a_checkpoint(tmp_path, how):
     assert_no_task_processes()
 
 
+RESTART_SAVES_ON_SIGTERM = """
+import os, signal, sys, time
+index, saved, here = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+training, failed = os.path.join(here, "training"), os.path.join(here, "failed")
+if os.path.exists(failed):            # the attempt after the restart
+    sys.exit(0)
+if index == 1:                        # fails once worker 0 trains: a whole restart
+    while not os.path.exists(training):
+        time.sleep(0.05)
+    open(failed, "w").close()
+    sys.exit(3)
+def stop(signum, frame):
+    raise SystemExit(143)
+signal.signal(signal.SIGTERM, stop)
+try:
+    open(training, "w").close()
+    time.sleep(600)
+finally:
+    time.sleep(3.5)                   # past Mesos' default 3 s, within the 5 s grace
+    with open(saved, "w") as handle:
+        handle.write("saved")
+"""
+
+
+def test_a_whole_restart_leaves_a_command_its_grace_to_save_a_checkpoint(tmp_path):
+    # The stop and a Mesos KILL went together: two SIGTERMs (a SystemExit
+    # inside the save), and the KILL's SIGKILL 3 s on.
+    script, saved = tmp_path / "train.py", tmp_path / "saved"
+    script.write_text(RESTART_SAVES_ON_SIGTERM)
+    result = run_tfrun("-w", "2", "-s", "0", *SMALL, "--max-restarts", "1",
+                       "--restart-on", "failure", "--restart-backoff", "0", "--",
+                       "exec %s %s {task_index} %s %s" % (sys.executable, script, saved, tmp_path),
+                       timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "restarting the cluster (restart 1 of 1)" in result.stderr
+    assert saved.read_text() == "saved"
+    assert_no_task_processes()
+
+
 def test_sigterm_behaves_like_ctrl_c(tmp_path):
     run_dir = tmp_path / "run"
     with start_tfrun("-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",

@@ -15,11 +15,19 @@ import logging
 from typing import Optional, Protocol
 
 from ..mesos.task_states import TERMINAL_STATES
+from ..protocol import task_env
 from .phase import Phase
 from .slots import TaskSlot
 from .state import RunState
 
 logger = logging.getLogger(__name__)
+
+# A whole restart's tasks are told to stop and KILLed only when Mesos has not
+# reported their end this long after: a KILL's SIGTERM to the whole process
+# tree, and the SIGKILL 3 s later (the command executor's default KillPolicy,
+# src/launcher/executor.cpp), would cut short the grace the stop gives their
+# command (a checkpoint saved on SIGTERM: task.replica's KILL_GRACE).
+STOP_THEN_KILL = task_env.STOP_GRACE + 1.5
 
 
 class RunControl(Protocol):
@@ -33,9 +41,21 @@ class RunControl(Protocol):
     def relaunch(self, *slots: TaskSlot) -> None:
         """Put ``slots`` back to PENDING and ask Mesos for offers again."""
 
-    def end_task(self, slot: TaskSlot) -> None:
+    def end_task(self, slot: TaskSlot, kill_after: float = 0.0) -> None:
         """Stop ``slot``'s current attempt: a stop message, and a kill unless
-        Mesos reported its end; its absence means nothing from now on."""
+        Mesos reported its end (``kill_after`` s later: unless it reported
+        it by then); its absence means nothing from now on."""
+
+    def end_reported(self, task_id: str) -> None:
+        """Mesos reported the end of ``task_id``, any attempt: no kill is
+        due for it any more."""
+
+    def kill_overdue(self) -> None:
+        """Kill the stopped tasks whose time to end has passed."""
+
+    def ending(self) -> bool:
+        """Tasks told to stop still have their time to end (a whole restart
+        launches again once none has: its tasks may read what they saved)."""
 
     def forget_task(self, task_id: str) -> None:
         """Mesos reported ``task_id``'s end: the rendezvous stops expecting it."""
@@ -102,6 +122,7 @@ class Control:
     def __init__(self, state: RunState, effects: Effects) -> None:
         self.state = state
         self.effects = effects
+        self._kills_due: dict[str, tuple[float, Optional[str]]] = {}   # task id -> (when, agent)
 
     def now(self) -> float:
         return self.effects.now()
@@ -110,15 +131,33 @@ class Control:
         self.state.slots.requeue(slots)
         self.effects.ask_for_offers()
 
-    def end_task(self, slot: TaskSlot) -> None:
+    def end_task(self, slot: TaskSlot, kill_after: float = 0.0) -> None:
         task_id = slot.task_id
         if task_id is None:
             return
         self.effects.send_stop(task_id)
         self.effects.forget_task(task_id)
         self.state.forget_absence(task_id)
-        if slot.state not in TERMINAL_STATES and slot.state != "PENDING":
+        if slot.state in TERMINAL_STATES or slot.state == "PENDING":
+            return
+        if kill_after > 0:
+            self._kills_due[task_id] = (self.now() + kill_after, slot.agent_id)
+        else:
             self.effects.kill(task_id, slot.agent_id)
+
+    def end_reported(self, task_id: str) -> None:
+        self._kills_due.pop(task_id, None)
+
+    def ending(self) -> bool:
+        return bool(self._kills_due)
+
+    def kill_overdue(self) -> None:
+        now = self.now()
+        for task_id, (due, agent_id) in list(self._kills_due.items()):
+            if now >= due:
+                del self._kills_due[task_id]
+                logger.info("killing %s: not ended %.1f s after its stop", task_id, STOP_THEN_KILL)
+                self.effects.kill(task_id, agent_id)
 
     def forget_task(self, task_id: str) -> None:
         self.effects.forget_task(task_id)
@@ -127,7 +166,7 @@ class Control:
         if not self.state.move(Phase.RESTARTING):
             return False
         for slot in self.state.slots:
-            self.end_task(slot)
+            self.end_task(slot, kill_after=STOP_THEN_KILL)
         return True
 
     def relaunch_cluster(self) -> bool:
@@ -155,4 +194,4 @@ class Control:
         self.effects.reconcile()
 
 
-__all__ = ["RunControl", "Effects", "Control"]
+__all__ = ["RunControl", "Effects", "Control", "STOP_THEN_KILL"]

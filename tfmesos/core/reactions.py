@@ -133,8 +133,10 @@ class RunEvents:
 
     def tick(self) -> None:
         """What is due whether or not an event came: tasks away too long,
-        the periodic reconciliation."""
+        the periodic reconciliation, the kills of stopped tasks that did not
+        end in time."""
         self._check_away()
+        self.control.kill_overdue()
         if self.control.now() - self._reconciled > RECONCILE_INTERVAL:
             self._reconcile()
 
@@ -293,6 +295,8 @@ class RunEvents:
         status = event.status
         task_id = status.task_id.value
         self.record.status(status)
+        if status.state in TERMINAL_STATES:
+            self.control.end_reported(task_id)
         slot = self._slots.current(task_id)
         if slot is None and status.state not in TERMINAL_STATES \
                 and self._slots.slot_of(task_id) is not None:

@@ -124,10 +124,12 @@ class Recovery:
                 self._give_up(self._control.state.slots.named(name), "its agent %s is gone" % agent_id)
 
     def tick(self) -> None:
-        """Launch a restart whose back-off has passed; give up sticky
+        """Launch a restart whose back-off has passed once the tasks it stopped
+        ended (or were killed: ``control.STOP_THEN_KILL``); give up sticky
         relaunches past their deadline."""
         now = self._control.now()
-        if self._restart_at is not None and now >= self._restart_at:
+        if self._restart_at is not None and now >= self._restart_at \
+                and not self._control.ending():
             self._restart_at = None
             if self._control.relaunch_cluster():
                 logger.info("restart %d: launching the whole cluster again", self.restarts)
