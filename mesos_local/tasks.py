@@ -277,7 +277,7 @@ class TaskLauncher:
                            fetch=lambda uris, sandbox, cancelled, run_as: fetcher.fetch(
                                uris, sandbox, user, cancelled, run_as),
                            isolator=self.isolator, user=user,
-                           switch=self.user_switch if plan.image is None else None,
+                           switch=self.user_switch,
                            escapes=self.escapes, watchdog=self.watchdog, grace=grace,
                            checkpoint=framework.info.get("checkpoint", False))
 

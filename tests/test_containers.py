@@ -27,6 +27,7 @@ from fixtures_docker import (
     tfmesos_image,
     volume_dirs,
 )
+from local_users import nobody
 from tfrun_helpers import REPO, SMALL, marked_tasks, run_tfrun, start_tfrun, wait_for_line
 
 # The image build (first use, in the fixture) is not part of a test's time.
@@ -101,6 +102,19 @@ def test_the_command_runs_in_the_sandbox_where_mesos_maps_it(image, containerize
     assert result.returncode == 0, result.stderr
     assert lines(result.stdout, "[worker:0] ") == [
         "pwd=/mnt/mesos/sandbox", "sandbox=/mnt/mesos/sandbox", "kept"]
+
+
+@pytest.mark.parametrize("containerizer", ["DOCKER", "MESOS"])
+def test_a_container_task_of_another_user_has_its_sandbox(image, containerizer):
+    # Its sandbox was root's 0755, its URIs fetched as root: the command,
+    # run as nobody, could not write there ("Permission denied"). A Mesos
+    # agent gives it to the task's user (Slave::launchExecutor's chown).
+    nobody("a task of another user needs a root master")
+    cmd = 'id -un; echo kept > relative; cat relative; stat -c %U "$MESOS_SANDBOX"'
+    result = run_tfrun("-u", "nobody", "-C", containerizer, "-I", image, "-w", "1", "-s", "0",
+                       *SMALL, "--", cmd, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert lines(result.stdout, "[worker:0] ") == ["nobody", "kept", "nobody"]
 
 
 def test_volumes_are_mounted_with_their_modes(image, tmp_path):

@@ -19,7 +19,13 @@ import sys
 import tempfile
 
 import pytest
-from fixtures_master import clients, make_local_master, read_file, small_agent  # fixtures
+from fixtures_master import (  # fixtures
+    RecordingRunner,
+    clients,
+    make_local_master,
+    read_file,
+    small_agent,
+)
 from local_users import nobody, python_for
 from mesos_http_client import task_info
 from tfrun_helpers import run_tfrun
@@ -236,13 +242,20 @@ def test_without_a_shell_argv0_is_arguments_0_whatever_starts_the_task(
 
 
 @needs_root
-def test_a_uri_the_task_s_user_cannot_read_is_never_copied(make_local_master, clients):
+@pytest.mark.parametrize("container", [False, True], ids=["plain", "container"])
+def test_a_uri_the_task_s_user_cannot_read_is_never_copied(make_local_master, clients,
+                                                           container):
+    # A container task's URIs were fetched as root: a task of nobody's copied
+    # /etc/shadow into its sandbox (as a Mesos agent, fetched as its user:
+    # DockerContainerizerProcess::fetch, src/slave/containerizer/docker.cpp).
     nobody()
-    master = make_local_master()
+    master = make_local_master(container_runner=RecordingRunner())
     client = clients(master, user="nobody")
     offer = client.next_offers()[0]
     info = task_info("shadow", offer, "true")
     info["command"]["uris"] = [{"value": "file:///etc/shadow"}]
+    if container:
+        info["container"] = {"type": "DOCKER", "docker": {"image": "img", "network": "HOST"}}
     client.launch(offer, [info])
     status = client.wait_state("shadow", "TASK_FAILED", timeout=60)
     assert status["message"].startswith("Failed to fetch 'file:///etc/shadow': ")

@@ -7,11 +7,14 @@ container: by its cgroups when it has them, else by its process tree
 Nothing here touches the master's state: a ``TaskProcess`` reports back
 through callbacks from its own thread.
 
-A plain task runs as its user where the agents switch users
-(``users.UserSwitch``): its sandbox is 0750 and that user's, its URIs are
-fetched as that user, and the runner switches to it (``launch.run_as``). A
-sandbox that cannot be given to its user is a task that never launched
-(``dropped``), as Mesos' agent reports it.
+A task belongs to its user where the agents switch users
+(``users.UserSwitch``): its sandbox is 0750 and that user's and its URIs
+are fetched as that user, whatever runs it (a Mesos agent fetches a Docker
+task's as its user too: ``DockerContainerizerProcess::fetch``,
+src/slave/containerizer/docker.cpp); a plain task's runner switches to it
+(``launch.run_as``), a container runs as its image says. A sandbox that
+cannot be given to its user is a task that never launched (``dropped``),
+as Mesos' agent reports it.
 
 With an ``isolator`` (``cgroups.Isolator``) a plain process task runs in
 cgroups of its own: the OOM killer acting there is a memory limitation
@@ -65,7 +68,7 @@ class TaskProcess:
 
     ``user``: the task's user (``CommandInfo.user``, else
     ``FrameworkInfo.user``); ``switch``: the agents' ``users.UserSwitch``
-    for a plain task (None: the runner's own user handling, a container's).
+    (None: every task is this process' user's).
     ``watchdog``: the master's ``watchdog.Watchdog``, which ends the task
     if the master dies: SIGTERM (a container's stop signal), SIGKILL after
     ``grace`` seconds, at once or, where its framework ``checkpoint``s,
@@ -89,6 +92,7 @@ class TaskProcess:
         self.uris = uris
         self.user = user
         self.switch = switch
+        self.task_user = None      # users.TaskUser: its sandbox's and its fetch's; None: ours
         self.dropped = False
         # fetch(uris, sandbox, cancelled, run_as): the agent's fetcher, as run_as
         self.fetch = fetch or (lambda uris, sandbox, cancelled, run_as:
@@ -145,12 +149,14 @@ class TaskProcess:
         status, error = None, None
         try:
             if self.switch is not None:
-                self.launch.run_as = self.switch.task_user(self.user)
+                self.task_user = self.switch.task_user(self.user)
+                if isinstance(self.runner, ProcessRunner):
+                    self.launch.run_as = self.task_user
             if self.make_sandbox:
                 self._make_sandbox()
             if self.uris:
                 self.fetch(self.uris, self.launch.sandbox, lambda: self.killing,
-                           self.launch.run_as)
+                           self.task_user)
             with LAUNCHES:
                 if not self.killing:
                     self._isolate()
@@ -234,14 +240,14 @@ class TaskProcess:
 
     def _make_sandbox(self):
         """The sandbox and its stdout and stderr; a plain task's is its user's."""
-        make_sandbox(self.launch.sandbox, self.launch.run_as, give=self.switch is not None,
+        make_sandbox(self.launch.sandbox, self.task_user, give=self.switch is not None,
                      below=self.launch.sandbox_below)
 
     def _note_in_stderr(self, text):
         """As Mesos' fetcher, whose output goes to the sandbox's stderr
         (src/slave/containerizer/fetcher.cpp): there for whoever reads it."""
         try:
-            log_fd = open_log(self.launch.stderr_path, self.launch.run_as,
+            log_fd = open_log(self.launch.stderr_path, self.task_user,
                               create=self.launch.creates_logs)
             with os.fdopen(log_fd, "a", encoding="utf-8") as err:
                 err.write(text + "\n")
