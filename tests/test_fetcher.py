@@ -65,7 +65,7 @@ def test_the_cve_2025_4517_archive_writes_nothing_outside(tmp_path, box):
     members.append((member("escape", tarfile.SYMTYPE, link + "/../../.."), None))
     members.append((member("escape/pwned", tarfile.REGTYPE), b"outside\n"))
     archive = tar_of(tmp_path / "cve.tar.gz", members)
-    with pytest.raises(ArchiveError, match="goes through|leaves the sandbox"):
+    with pytest.raises(ArchiveError, match="goes through|leaves the sandbox|leave the sandbox"):
         extract(archive, str(box))
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "parent" / "pwned").exists()
     assert files_under(tmp_path / "parent") == ["sandbox"] + [
@@ -92,6 +92,47 @@ def test_members_that_would_leave_or_are_special_are_refused(tmp_path, box, memb
         extract(archive, str(box))
     assert sorted(os.listdir(tmp_path / "parent")) == ["outside", "sandbox"]
     assert (tmp_path / "parent" / "outside").read_text() == "secret"
+
+
+def chain_to_the_parent():
+    """Each link inside by a lexical check; ``t`` is really the sandbox's parent."""
+    return [(member("sub", tarfile.DIRTYPE), None), (member("sub/s", tarfile.SYMTYPE, ".."), None),
+            (member("t", tarfile.SYMTYPE, "sub/s/.."), None)]
+
+
+@pytest.mark.parametrize("order", ["link first", "link last"])
+def test_a_chain_of_links_inside_one_by_one_that_leads_out_is_refused(tmp_path, box, order):
+    # 't -> sub/s/..' is 'sub' to a lexical check; with 'sub/s -> ..' it is
+    # the sandbox's parent, whichever link the archive makes first.
+    members = chain_to_the_parent()
+    if order == "link last":
+        members = [members[0], members[2], members[1]]
+    with pytest.raises(ArchiveError, match="only leading '..' steps"):
+        extract(tar_of(tmp_path / "chain.tar.gz", members), str(box))
+    for path in (box / "t", box / "sub" / "s"):
+        assert not os.path.islink(path) or os.path.realpath(path).startswith(str(box))
+
+
+def test_an_output_file_through_a_link_an_archive_left_is_refused(tmp_path, box):
+    # A later URI's output_file wrote through an archive's link, out of the
+    # sandbox (into root-only directories, for a fetch as root).
+    archive = tar_of(tmp_path / "links.tar.gz", [
+        (member("sub", tarfile.DIRTYPE), None), (member("in", tarfile.SYMTYPE, "sub"), None)])
+    payload = tmp_path / "payload.txt"
+    payload.write_text("x")
+    with pytest.raises(FetchError, match="output_file 'in/planted' goes through 'in', which is "
+                                         "not a directory"):
+        fetch_uris([{"value": archive}, {"value": str(payload), "output_file": "in/planted"}],
+                   str(box))
+    assert not (box / "sub" / "planted").exists()
+
+
+def test_links_with_leading_steps_up_and_down_only_are_kept(tmp_path, box):
+    extract(tar_of(tmp_path / "ok.tar.gz", [
+        (member("lib", tarfile.DIRTYPE), None), (member("lib/python3", tarfile.DIRTYPE), None),
+        (member("lib/python3/up", tarfile.SYMTYPE, "../../lib"), None),
+        (member("lib64", tarfile.SYMTYPE, "./lib/python3"), None)]), str(box))
+    assert os.path.realpath(box / "lib64" / "up") == os.path.realpath(box / "lib")
 
 
 def test_links_inside_and_modes_without_set_id_or_world_bits(tmp_path, box):

@@ -6,7 +6,11 @@ writes outside the destination through ``filter="data"`` on Pythons before
 Every member lands at a path inside the sandbox, reached through real
 directories only: a member whose parent is a symlink (the archive's own or
 one already there) is refused, so no link can carry a later member out.
-Symlinks may point only inside the sandbox; hard links only to a regular
+Symlinks may point only inside the sandbox, by a relative path whose
+``..`` steps come first and stay within the real directories above the
+link, then go down only: so no chain of links leads out, whichever of
+them the archive makes first (``sub/s -> ..`` then ``t -> sub/s/..``,
+which a lexical check takes for ``sub``). Hard links only to a regular
 file the archive already put there. Devices, fifos and other special files
 are refused; what a member replaces is removed first (as ``tar -x``
 overwrites it), never written through, and files keep their permission
@@ -83,14 +87,18 @@ def extract(archive_path, sandbox, limits: Optional[Limits] = None,
         raise ArchiveError("it is not a readable archive: %s" % exc) from exc
 
 
-def _target(root, name):
+def _parts(name):
+    return [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
+
+
+def inside(root, name, what="member"):
     """Where member ``name`` goes: inside ``root``, by a relative path with no
     ``..``; its parent directories made (real ones, never through a link).
     Its own path is not checked: ``_directory``, ``_write`` and ``os.symlink``
-    never follow a link there."""
-    parts = [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
+    never follow a link there. ``what`` the error calls ``name``."""
+    parts = _parts(name)
     if not parts or name.startswith("/") or ".." in parts:
-        raise ArchiveError("member %r leaves the sandbox" % name)
+        raise ArchiveError("%s %r leaves the sandbox" % (what, name))
     directory = root
     for part in parts[:-1]:
         directory = os.path.join(directory, part)
@@ -100,8 +108,8 @@ def _target(root, name):
             os.mkdir(directory, 0o755)
             continue
         if not stat.S_ISDIR(mode):
-            raise ArchiveError("member %r goes through %r, which is not a directory (a link?)"
-                               % (name, os.path.relpath(directory, root)))
+            raise ArchiveError("%s %r goes through %r, which is not a directory (a link?)"
+                               % (what, name, os.path.relpath(directory, root)))
     return os.path.join(directory, parts[-1])
 
 
@@ -146,18 +154,27 @@ def _write(path, source, mode, budget, name):
     os.chmod(path, _mode(mode))
 
 
-def _link_inside(root, name, linkname):
-    """A symlink member may point inside the sandbox only (relative)."""
+def _link_inside(name, linkname):
+    """A symlink member may point inside the sandbox only: relative, its
+    ``..`` steps first and no more of them than real directories above it
+    (``inside`` made its parents real ones), then down only. Each link so
+    made leads inside, so any chain of them does."""
     if linkname.startswith("/"):
         raise ArchiveError("member %r is a link to an absolute path" % name)
-    where = os.path.normpath(os.path.join(os.path.dirname(name), linkname))
-    if where == ".." or where.startswith("../") or os.path.isabs(where):
+    steps = _parts(linkname)
+    ups = 0
+    while ups < len(steps) and steps[ups] == "..":
+        ups += 1
+    if ups > len(_parts(name)) - 1:
         raise ArchiveError("member %r is a link that leaves the sandbox" % name)
+    if ".." in steps[ups:]:
+        raise ArchiveError("member %r is a link to %r, which may leave the sandbox through "
+                           "another link: only leading '..' steps are taken" % (name, linkname))
 
 
 def _tar_member(archive, member, root, budget):
     name = member.name
-    path = _target(root, name)
+    path = inside(root, name)
     if member.isdir():
         _directory(path, name)
         return
@@ -167,11 +184,11 @@ def _tar_member(archive, member, root, budget):
             raise ArchiveError("member %r cannot be read" % name)
         _write(path, source, member.mode, budget, name)
     elif member.issym():
-        _link_inside(root, name, member.linkname)
+        _link_inside(name, member.linkname)
         _replace(path, name)
         os.symlink(member.linkname, path)
     elif member.islnk():
-        target = _target(root, member.linkname)
+        target = inside(root, member.linkname)
         try:
             mode = os.lstat(target).st_mode
         except FileNotFoundError:
@@ -189,7 +206,7 @@ def _zip_member(archive, info, root, budget):
     name = info.filename
     mode = info.external_attr >> 16
     if info.is_dir():
-        _directory(_target(root, name), name)
+        _directory(inside(root, name), name)
         return
     # unzip (which Mesos' fetcher runs) takes a member whose mode names no
     # file type (0o644 alone, or no Unix mode at all) for a regular file.
@@ -197,7 +214,7 @@ def _zip_member(archive, info, root, budget):
         raise ArchiveError("member %r is a link or special file, which a zip does not ship "
                            "here" % name)
     with archive.open(info) as source:
-        _write(_target(root, name), source, mode or 0o644, budget, name)
+        _write(inside(root, name), source, mode or 0o644, budget, name)
 
 
 __all__ = ["ArchiveError", "Limits", "extract"]

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Optional
 
-from .archives import CHUNK, ArchiveError, Limits, extract
+from .archives import CHUNK, ArchiveError, Limits, extract, inside
 
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 STALL_TIMEOUT = 60.0
@@ -89,6 +89,16 @@ def _target(uri, value, sandbox):
     if not target.startswith(os.path.normpath(sandbox) + os.sep):
         raise _Refused("output_file %r leaves the sandbox" % name)
     return target
+
+
+def _landing(sandbox, target):
+    """``target`` (``_target``'s), its parent directories made: real ones,
+    never through a link (an archive's, fetched before: Mesos' fetcher
+    writes through it); _Refused otherwise."""
+    try:
+        return inside(os.path.realpath(sandbox), os.path.relpath(target, sandbox), "output_file")
+    except ArchiveError as exc:
+        raise _Refused(str(exc)) from None
 
 
 def basename(value):
@@ -156,7 +166,7 @@ def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_a
         return
     if _extracts(uri, target):
         if source is None:   # not cached: downloaded into the sandbox, extracted there
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            target = _landing(sandbox, target)
             _download(value, target, stall, limits, deadline, cancelled)
             source = target
         if os.path.getsize(source) >= CHILD_EXTRACT_BYTES:
@@ -186,8 +196,7 @@ def place(uri, value, sandbox, source, stall, limits, deadline, cancelled):
     """One URI into the sandbox: downloaded, or from ``source`` (its file in
     the cache), extracted when it is an archive to extract, made
     executable when asked."""
-    target = _target(uri, value, sandbox)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    target = _landing(sandbox, _target(uri, value, sandbox))
     extracting = _extracts(uri, target)
     if source is not None:
         if extracting:
