@@ -82,6 +82,19 @@ def test_a_link_leading_out_of_the_project_is_refused_naming_it(project, tmp_pat
     assert packed(project, tmp_path, exclude=(name,)).files == 3
 
 
+def test_a_link_inside_by_its_words_that_leads_out_through_another_is_refused(project,
+                                                                             tmp_path):
+    # 'up -> sub/s/..' reads as 'sub'; with 'sub/s -> ..' it is the project's
+    # parent: it shipped, and on the agent led out of the sandbox's project.
+    os.makedirs(str(project / "sub"))
+    os.symlink("..", str(project / "sub" / "s"))
+    os.symlink("sub/s/..", str(project / "up"))
+    commit(project)
+    with pytest.raises(ShipError, match="links lead out of it, to what the agents do not "
+                                        "have: up -> sub/s/..;"):
+        packed(project, tmp_path)
+
+
 def test_a_link_inside_ships_as_a_link_and_works_after_the_fetch(project, tmp_path):
     os.symlink("conf/settings.txt", str(project / "settings"))
     os.symlink("../mylib", str(project / "conf" / "lib"))     # a directory, via ..

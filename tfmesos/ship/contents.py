@@ -14,8 +14,9 @@ holding a run record (a ``run.json`` of ``record/run_record.py``'s making):
 earlier runs' logs.
 
 Symbolic links: one that stays inside the directory is packed as a link
-(the fetcher extracts it as one). One that leads out of it (absolute, or
-``..`` beyond its top) points at what the agents do not have: refused,
+(the fetcher extracts it as one). One that leads out of it (absolute,
+``..`` beyond its top, or a ``..`` after a name, which another link may
+carry out) points at what the agents do not have: refused,
 naming it, unless ``follow_links`` packs what it points to (a file's
 content, a directory's files, listed as a directory outside git is).
 
@@ -146,7 +147,8 @@ def select(directory, exclude=(), leave_out=(), follow_links=False, allow_secret
             raise _too_many(where, most, max_size)
     if leading_out:
         raise ShipError.about("{ship.directory=%s}: links lead out of it, to what the agents "
-                              "do not have: %s; make them relative links inside it, leave them "
+                              "do not have: %s; make them relative links inside it ('..' steps "
+                              "first, then names), leave them "
                               "out ({ship.exclude}), or ship what they point to with "
                               "{ship.follow_links=True}", where, names(leading_out))
     if not allow_secrets:
@@ -205,11 +207,19 @@ def _secret(member, top):
 
 def _stays_inside(path, target):
     """Whether the link at ``path`` (relative to a top) to ``target`` leads
-    to a place under that top, read as the extracted bundle reads it."""
+    to a place under that top whatever the other links: relative, its
+    ``..`` steps first and no more of them than the directories above it,
+    then down only; so no chain of such links leads out (``sub/s -> ..``
+    then ``up -> sub/s/..``, which reads as ``sub`` but is the top's
+    parent). The embedded agent's fetcher extracts such links only
+    (mesos_local/containerizer/archives.py, ``_link_inside``)."""
     if not target or posixpath.isabs(target):
         return False
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-    return resolved != ".." and not resolved.startswith("../")
+    steps = [step for step in target.split("/") if step not in ("", ".")]
+    ups = 0
+    while ups < len(steps) and steps[ups] == "..":
+        ups += 1
+    return ".." not in steps[ups:] and ups <= path.count("/")
 
 
 def _followed(where, path, full, target, patterns, following, others, most=None):
