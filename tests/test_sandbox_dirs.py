@@ -40,7 +40,7 @@ def nested_task(executor_sandbox, container_id):
                         command="true", sandbox_below=str(executor_sandbox))
     proc = TaskProcess(launch, runner=None, uris=[], on_running=None, on_exit=None,
                        user="nobody", switch=UserSwitch(enabled=True))
-    proc.launch.run_as = proc.switch.task_user("nobody")
+    proc.task_user = proc.launch.run_as = proc.switch.task_user("nobody")
     return proc
 
 
