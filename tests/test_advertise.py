@@ -227,6 +227,23 @@ def test_what_each_backend_binds():
     assert EmbeddedMaster([Job("worker")], advertise="localhost").bind_host() == "127.0.0.1"
 
 
+def test_through_zookeeper_tasks_get_the_route_towards_the_leader_not_zookeeper():
+    # Through zk:// the address was the route's towards ZooKeeper, kept for
+    # the tasks: with ZooKeeper on loopback and the leader elsewhere, the
+    # tasks were handed 127.0.0.1; with two ZooKeeper servers it raised
+    # ValueError ("Port could not be cast to integer value").
+    here = non_loopback_address()
+    if here is None:
+        pytest.skip("this machine has no address but loopback")
+    master = "zk://127.0.0.1:2181,localhost:2181/mesos"
+    backend = RemoteMaster(master)
+    assert backend.advertised_address(master) == "127.0.0.1"    # before the leader is known
+    leader = "http://%s:5050" % here
+    assert backend.advertised_address(leader) == here
+    assert backend.advertised_address(master) == "127.0.0.1"    # never kept
+    assert backend.advertised_address(leader) == here
+
+
 def test_a_host_name_binds_the_one_address_it_names_here():
     assert advertise.bind_address("127.0.0.1") == "127.0.0.1"
     assert advertise.bind_address("fe80::1%lo") == "fe80::1%lo"

@@ -176,6 +176,25 @@ def test_attach_takes_over_a_failover_run_of_a_zk_master_with_the_password_it_is
     assert password not in (run_dir / "run.json").read_text()
 
 
+@pytest.mark.zookeeper
+def test_a_run_through_a_zookeeper_of_two_servers_runs(make_local_master, tmp_path, zookeeper):
+    # The README's form, zk://zk1:2181,zk2:2181/mesos: tfrun raised ValueError
+    # ("Port could not be cast to integer value as '...,localhost:...'"),
+    # deriving the tasks' address from the zk:// string.
+    master = make_local_master()
+    password = "pw-%s" % os.urandom(8).hex()
+    zk_master = registered_in_zookeeper(master, zookeeper, password)
+    port = zookeeper.rsplit(":", 1)[1]
+    two_servers = zk_master.replace("@%s/" % zookeeper, "@%s,localhost:%s/" % (zookeeper, port))
+    assert two_servers != zk_master
+    result = subprocess.run(tfrun_argv("-w", "1", "-s", "0", *SMALL, "--", "echo", "ran"),
+                            cwd=REPO, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, MESOS_MASTER=two_servers,
+                                     TFMESOS_RUNS_DIR=str(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] ran" in result.stdout and password not in result.stderr
+
+
 # A shipped train.py that says which version of it runs, then steps as TRAIN.
 VERSIONED = (
     "import os, sys, time\n"

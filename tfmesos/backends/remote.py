@@ -63,6 +63,19 @@ class RemoteMaster:
         return bind_address(self.advertised_address(parse_master(self.master).urls[0]))
 
     def advertised_address(self, master_url: str) -> str:
+        """The address tasks reach the run at, towards ``master_url``, kept
+        once the leader's URL is known. Through zk:// before (``master_url``
+        the zk:// master itself, when the framework subscribes): the given
+        address, else the route's towards the first ZooKeeper server, not
+        kept: the tasks, made once subscribed, are given the route's towards
+        the leader, which the framework's label then names too
+        (``FrameworkNotice``)."""
+        if master_url.lower().startswith("zk://"):
+            given = given_address(self._explicit, self._environ)
+            if given[0] is not None:
+                return checked(*given)
+            first = parse_master(master_url).hosts.split(",")[0]
+            return advertise_address(None, "http://" + first, self._environ)
         if self._advertised is None:
             self._advertised = advertise_address(self._explicit, master_url, self._environ)
         return self._advertised

@@ -2,7 +2,10 @@
 event (``ClusterRun.step``): a run taken over reconciles what ran meanwhile
 and records the takeover; a new framework gets its proof label (which only
 its id makes: a takeover subscribes with it), tried again until set; the
-caller's ``on_framework`` learns the identity."""
+caller's ``on_framework`` learns the identity. Through zk:// the framework
+subscribed before the leader, and so the route the tasks take to this
+process, was known: its rendezvous label is set to the tasks' address once
+they differ (a task that lost this process reads it: task/rediscover.py)."""
 
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -26,11 +29,13 @@ class FrameworkNotice:
         self._on_framework = on_framework
         self._told = False
         self._proved = False    # a new framework's proof label is set
+        self._named = False     # the rendezvous label names the tasks' address
 
     def check(self) -> None:
         """Act once the framework has an id; the proof label until it is set."""
         self._tell()
         self._prove()
+        self._name_rendezvous()
 
     def _tell(self) -> None:
         runtime = self._runtime
@@ -49,6 +54,16 @@ class FrameworkNotice:
             self._prove()
         if self._on_framework is not None:
             self._on_framework(identity, self._record.directory)
+
+    def _name_rendezvous(self) -> None:
+        runtime = self._runtime
+        driver = runtime.driver
+        if self._named or runtime.identity.framework_id is None or driver is None \
+                or not driver.connected:
+            return
+        wanted = runtime.rendezvous_address()
+        self._named = runtime.rendezvous_label() == wanted \
+            or runtime.label(labels_.RENDEZVOUS, wanted) or not driver.connected
 
     def _prove(self) -> None:
         identity = self._runtime.identity

@@ -141,10 +141,9 @@ class RunRuntime:
                                           self.identity.run_id, on_launch=on_launch,
                                           extra_ports=extra_ports,
                                           after_reports=self.rendezvous.put_after_reports)
-        info = framework_info(
-            spec, spec.jobs, self.identity,
-            rendezvous=format_address(self.backend.advertised_address(master_url),
-                                      self.rendezvous.port), detached=self.detached)
+        info = framework_info(spec, spec.jobs, self.identity,
+                              rendezvous=self.rendezvous_address(master_url),
+                              detached=self.detached)
         options = spec.driver_options()
         # The backend's credentials (the embedded master's for this run, or
         # $MESOS_* of the run's environ), else none: never the driver's own
@@ -174,6 +173,19 @@ class RunRuntime:
 
     def advertised_address(self) -> str:
         return self.backend.advertised_address(self.master_url)
+
+    def rendezvous_address(self, master_url: Optional[str] = None) -> str:
+        """``host:port`` tasks reach the rendezvous at (towards ``master_url``,
+        else the leading master's)."""
+        assert self.rendezvous is not None, "the rendezvous listens first"
+        return format_address(self.backend.advertised_address(master_url or self.master_url),
+                              self.rendezvous.port)
+
+    def rendezvous_label(self) -> Optional[str]:
+        """The rendezvous the framework's label names now (None: none)."""
+        driver = self.driver
+        return None if driver is None else \
+            labels_.label_map(dict(driver.framework).get("labels")).get(labels_.RENDEZVOUS)
 
     def framework_known(self, framework_id: str) -> RunIdentity:
         """The framework is subscribed: the identity has it from now on."""
