@@ -1,7 +1,10 @@
 """ZKDetector against a real ZooKeeper server (the Debian zookeeper package)."""
 
 import contextlib
+import http.server
 import logging
+import os
+import subprocess
 import threading
 import time
 
@@ -16,6 +19,7 @@ from fixtures_zk import (
     zk_client,
     zookeeper,
 )
+from tfrun_helpers import REPO, tfrun_argv
 from waiting import wait_until
 
 from tfmesos.exceptions import MesosConnectionError
@@ -34,7 +38,7 @@ def test_leader_is_lowest_sequence_and_follows_a_change(zookeeper, quiet_threads
         register_master(second, path, "127.0.0.2", 5052, hostname="master-2.local")
         with make_detector(parse_master(f"zk://{zookeeper}{path}"), timeout=30) as detector:
             assert detector.leader() == "http://127.0.0.1:5051"
-            assert detector.candidates() == ("http://127.0.0.1:5051", "http://master-2.local:5052")
+            assert detector.candidates() == ("http://127.0.0.1:5051",)   # the leader alone
             assert not detector.leaders_changed.is_set()
 
             first.stop()  # the leading master's session ends: its ephemeral node goes
@@ -211,3 +215,39 @@ def test_missing_zookeeper_fails_with_install_hint(monkeypatch):
     monkeypatch.setattr(fixtures_zk, "ZOOKEEPER_JAR", "/nonexistent/zookeeper.jar")
     with pytest.raises(pytest.fail.Exception, match="apt-get install zookeeper"):
         fixtures_zk.zookeeper_command("/tmp/zoo.cfg")
+
+
+def test_a_member_after_the_leader_never_gets_the_run_or_its_credentials(zookeeper, tmp_path):
+    # The leader's entry names a master that does not answer (crashed, its
+    # znode not expired yet); anyone who may add a child to the path added
+    # one after it. tfrun sent that one its SUBSCRIBE, with the principal's
+    # secret, and ran its tasks there. Mesos connects to the leader alone.
+    heard = []
+
+    class Capture(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            heard.append(self.headers.get("Authorization"))
+            self.send_error(503)
+
+        def log_message(self, *args):
+            pass
+
+    capture = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    threading.Thread(target=capture.serve_forever, daemon=True).start()
+    path = unique_path()
+    try:
+        with zk_client(zookeeper) as client:
+            register_master(client, path, "127.0.0.1", free_port())            # the leader
+            register_master(client, path, "127.0.0.1", capture.server_address[1])
+            result = subprocess.run(
+                tfrun_argv("-w", "1", "-s", "0", "--connect-timeout", "3", "--", "true"),
+                cwd=REPO, capture_output=True, text=True, timeout=90,
+                env=dict(os.environ, MESOS_MASTER="zk://%s%s" % (zookeeper, path),
+                         MESOS_PRINCIPAL="alice", MESOS_SECRET="topsecret",
+                         TFMESOS_RUNS_DIR=str(tmp_path)))
+    finally:
+        capture.shutdown()
+        capture.server_close()
+    assert result.returncode == 1, result.stderr
+    assert "could not subscribe" in result.stderr
+    assert heard == []

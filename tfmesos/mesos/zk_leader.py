@@ -27,7 +27,7 @@ class Leadership(NamedTuple):
     """What the children of the masters' path say; see :func:`choose_leader`."""
 
     leader: Optional[str] = None  # the leading master's URL, None if unknown
-    candidates: tuple[str, ...] = ()  # usable master URLs by sequence (leader first)
+    candidates: tuple[str, ...] = ()  # where to subscribe: the leader, or none
     members: tuple[str, ...] = ()  # json.info_<seq> children by sequence
     ignored: tuple[str, ...] = ()  # every other child, sorted
     problem: Optional[str] = None  # why the lowest member gives no leader
@@ -70,7 +70,13 @@ def choose_leader(children: Iterable[str], infos: Mapping[str, Decoded],
         leader, problem = infos.get(members[0], (None, unread.get(members[0])))
     return Leadership(
         leader=leader,
-        candidates=tuple(url for url, _ in (infos[n] for n in members if n in infos) if url),
+        # The leader alone, as Mesos' detector reads only the lowest member's
+        # data (src/master/detector/zookeeper.cpp) and its scheduler library
+        # connects only there (src/scheduler/scheduler.cpp): whoever may add a
+        # child to the path would get the run's SUBSCRIBE, its credentials
+        # and, subscribed, its tasks (a non-leader that is a real master
+        # answers with a redirect to the leader).
+        candidates=(leader,) if leader else (),
         members=members,
         ignored=ignored,
         problem=problem,
