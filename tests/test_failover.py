@@ -507,6 +507,35 @@ def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local
     assert no_key_left(tmp_path / "keys")
 
 
+def test_a_detached_submit_killed_before_the_takeover_leaves_a_run_its_owner_kills(
+        make_local_master, tmp_path):
+    # SIGKILLed (a laptop that died) while its scheduler task waits for an
+    # offer: the framework stays for its failover timeout. It carried no
+    # proof label, so tfmesos kill, holding the run's key, took the owner's
+    # own run for a look-alike ("carries its id but not its proof"): nothing
+    # could stop it, and its key stayed.
+    master = make_local_master()
+    keys = tmp_path / "keys"
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(keys))
+    (tmp_path / "train.py").write_text(TRAIN)
+    with reaped(subprocess.Popen(
+            [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
+             "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py",
+             "x"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)) as submit:
+        wait_until(lambda: any(label["key"] == "tfmesos.proof"
+                               for framework in master.state()["frameworks"]
+                               for label in framework.get("labels", [])), timeout=60,
+                   message=lambda: "the submit's framework never carried its proof")
+        submit.kill()
+        submit.wait(30)
+    [run_id] = os.listdir(keys)
+    killed = tfmesos("kill", run_id, "--master", master.url, env=env)
+    assert killed.returncode == 0, killed.stderr
+    wait_until(lambda: not master.state()["frameworks"], timeout=60)
+    assert no_key_left(keys)
+
+
 def no_key_left(keys):
     """No run's key in ``keys``: tfrun --detach makes the keys directory (and
     checks it can write there) before it launches, then removes the key of

@@ -89,8 +89,12 @@ class SchedulerLauncher(Scheduler):
     message), ("taken over",), ("error", message)."""
 
     def __init__(self, make_task: Callable[[Assignment[str], str], dict[str, Any]],
-                 cpus: float, mem: float) -> None:
+                 cpus: float, mem: float,
+                 prove: Callable[[SchedulerDriver, str], None] = lambda driver, framework: None
+                 ) -> None:
         self._make_task = make_task
+        self._prove = prove
+        self._proved = False
         self._request = TaskRequest("scheduler", cpus, mem, 0, port=False)
         # SimpleQueue: a signal's KeyboardInterrupt inside its get is safe
         # (core.signals: queue.Queue's may free a lock it does not hold).
@@ -100,6 +104,12 @@ class SchedulerLauncher(Scheduler):
         self.agent_url: Optional[dict[str, Any]] = None
 
     def resourceOffers(self, driver: SchedulerDriver, offers: "list[Dict]") -> None:
+        if not self._proved and driver.framework_id is not None:
+            # The framework's proof label, at its first offers: a submit killed
+            # before its scheduler task took over leaves a run its owner's
+            # tfmesos kill and attach find (they act only on proven runs).
+            self._prove(driver, driver.framework_id)
+            self._proved = True
         unused = [offer["id"] for offer in offers]
         if self.launched is None:
             placement = place([self._request], offers)
@@ -196,7 +206,16 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
     def make_task(assignment: Assignment[str], framework: str) -> dict[str, Any]:
         bound = identity.with_framework(framework)
         return scheduler_task(spec, bound, assignment, uris_for(bound), command, secrets)
-    launcher = SchedulerLauncher(make_task, cpus, mem)
+    def prove(driver: SchedulerDriver, framework: str) -> None:
+        proven = framework_info(spec, spec.jobs, identity.with_framework(framework),
+                                detached=True)
+        proven.update({key: info[key] for key in ("principal",) if key in info})
+        try:
+            driver.updateFramework(proven)
+        except MesosError as exc:
+            logger.warning("could not label the run's framework with its proof: %s (until its "
+                           "scheduler task takes over, tfmesos kill does not find it)", exc)
+    launcher = SchedulerLauncher(make_task, cpus, mem, prove)
     info = framework_info(spec, spec.jobs, identity, detached=True)
     # The credentials of environ, not the driver's default (this process's).
     principal, secret = credentials or ("", "")
