@@ -160,10 +160,11 @@ def test_a_foreground_run_whose_worker_exits_5(master, tmp_path, env):
 
 
 @contextlib.contextmanager
-def sleeping(master, tmp_path, env):
-    """A foreground tfrun whose worker sleeps: (its process, the run id) once it runs."""
+def sleeping(master, tmp_path, env, *options):
+    """A foreground tfrun (with ``options``) whose worker sleeps: (its
+    process, the run id) once it runs."""
     run_dir = tmp_path / "run"
-    with start_tfrun("-m", master.url, "-w", "1", "-s", "0", *SMALL, "--run-dir",
+    with start_tfrun("-m", master.url, "-w", "1", "-s", "0", *SMALL, *options, "--run-dir",
                      str(run_dir), "--", "sleep", "600", env=env) as proc:
         run_id = wait_until(lambda: (run_dir / "run.json").exists()
                             and record(run_dir)["run_id"], timeout=60)
@@ -202,6 +203,21 @@ def test_kill_records_who_killed_a_foreground_run(master, tmp_path, env):
     assert shown.stdout.splitlines()[0].endswith("%s, exit code 143" % KILLED), shown.stdout
     assert master.state()["frameworks"] == []
     assert_no_task_processes()
+
+
+def test_a_killed_failover_run_leaves_nothing_it_shipped(master, tmp_path, env):
+    # A --failover run keeps its bundle (shipped/) for the scheduler that
+    # carries it on; one that tfmesos kill ended kept it too, for ever.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print(1)\n")
+    with sleeping(master, tmp_path, env, "--failover", "--ship", str(project)) as (proc, run_id):
+        assert os.listdir(tmp_path / "run" / "shipped")
+        killed = tfmesos(env, "kill", run_id, "--master", master.url)
+        assert killed.returncode == 0, killed.stderr
+        _, err = finish_reading(proc, 60)
+    assert proc.returncode == 143, err
+    assert not (tmp_path / "run" / "shipped").exists()
 
 
 def test_an_operator_teardown_of_a_foreground_run_is_a_kill(master, tmp_path, env):

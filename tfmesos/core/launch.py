@@ -432,7 +432,10 @@ class ClusterRun(RunEffects, RunInterrupts):
                     return
             self.record.stopped_in(phase, failure)   # the outcome the label says
             if isinstance(self.state.failure, (RunKilled, SchedulerReplaced)):
-                runtime.leave(self.record)   # the framework is no longer this scheduler's
+                # The framework is no longer this scheduler's; a killed run is
+                # over: what it shipped goes (a replaced scheduler's successor serves it).
+                runtime.leave(self.record,
+                              keep_shipped=not isinstance(self.state.failure, RunKilled))
             else:
                 runtime.stop(self.slots, self.record, self.record.outcome_text,
                              show=self._show_late)

@@ -365,9 +365,11 @@ class RunRuntime:
                 logger.debug("driver ended with %r", exc)
         self._release(record, show=show)
 
-    def leave(self, record: "RunRecord") -> None:
+    def leave(self, record: "RunRecord", keep_shipped: bool = True) -> None:
         """Leave the run to its tasks: no stop message, no teardown (they
-        keep running for the framework's failover timeout)."""
+        keep running for the framework's failover timeout); what was packed
+        stays for the scheduler that carries the run on, unless not
+        ``keep_shipped`` (a killed run)."""
         _, rendezvous, driver = self._launch_nothing_more()
         if rendezvous is not None:
             rendezvous.close()
@@ -377,7 +379,7 @@ class RunRuntime:
                 driver.join(timeout=15)
             except Exception as exc:  # leaving: what the driver says changes nothing
                 logger.debug("driver ended with %r", exc)
-        self._release(record, keep_shipped=True)
+        self._release(record, keep_shipped=keep_shipped)
 
     def _launch_nothing_more(self) -> tuple[Optional[TFMesosScheduler], Optional[Rendezvous],
                                             Optional[MesosSchedulerDriver]]:
