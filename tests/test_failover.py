@@ -136,6 +136,37 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
 
 
 @pytest.mark.zookeeper
+def test_each_takeover_by_attach_is_the_next_scheduler_attempt(make_local_master, tmp_path):
+    # Every attach read attempt 1 from failover.json and recorded itself as
+    # scheduler attempt 2, the second as the first.
+    master = make_local_master()
+    run_dir, finish = tmp_path / "run", tmp_path / "finish"
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
+               TFMESOS_RUNS_DIR=str(tmp_path))
+    with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "1",
+                     "-s", "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
+                     str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        trained(run_dir, tfrun)
+        tfrun.send_signal(signal.SIGKILL)
+        tfrun.wait(30)
+    run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    with reaped(subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
+                                 cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)) as first:
+        wait_until(lambda: json.loads((run_dir / "run.json").read_text())["takeovers"],
+                   timeout=120, message="the first attach never took the run over")
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    attach, _, err = attached_to_the_end(master, finish, [run_id], env)
+    assert attach.returncode == 0, err
+    record = json.loads((run_dir / "run.json").read_text())
+    assert [(t["scheduler_attempt"], t["how"]) for t in record["takeovers"]] == [
+        (2, "tfmesos attach"), (3, "tfmesos attach")]
+
+
 def test_attach_takes_over_a_failover_run_of_a_zk_master_with_the_password_it_is_given(
         make_local_master, tmp_path, zookeeper):
     # tfrun writes failover.json with the ZooKeeper password masked; attach

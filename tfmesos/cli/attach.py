@@ -15,6 +15,7 @@
   succeeded only, as when it is followed to its end.
 """
 
+import dataclasses
 import os
 import sys
 
@@ -189,8 +190,8 @@ def carry_on(local, key_file, master=None):
     setup_logging("tfrun", False)
     failover = local.takeover()   # TakeoverError: why there is nothing to take over
     directory = os.path.abspath(local.directory)
-    identity, spec = saved_run(directory, failover, key_file, master)
     previous = local.run.file
+    identity, spec = saved_run(directory, failover, key_file, master, previous.takeovers)
     backend = make_backend(spec, os.environ)
     shipment = kept_shipment(directory, failover, spec, identity, previous,
                              backend.bind_host(), say)
@@ -209,10 +210,11 @@ def carry_on(local, key_file, master=None):
     return execute(run, show, progress, advice=True, leave_on_interrupt=True)
 
 
-def saved_run(directory, failover, key_file, master=None):
+def saved_run(directory, failover, key_file, master=None, takeovers=()):
     """(identity, spec) of the run saved in ``directory`` (``failover``):
-    the identity of the scheduler taking it over (the next attempt), with
-    the key of ``key_file``, else the caller's in the keys directory; the
+    the identity of the scheduler taking it over (the attempt after the
+    started one's and those of its record's ``takeovers``), with the key
+    of ``key_file``, else the caller's in the keys directory; the
     spec as packed (its ship directory is never read), writing its record
     there, its master's ZooKeeper password (masked in the file) the one of
     ``master`` (--master) or $MESOS_MASTER."""
@@ -221,7 +223,9 @@ def saved_run(directory, failover, key_file, master=None):
     from ..mesos.master_address import with_password
     from ..record.takeover_files import run_key
     key = run_key(failover.run_id, os.environ, key_file)
-    identity = RunIdentity.from_public(failover.identity, key).next_scheduler()
+    identity = RunIdentity.from_public(failover.identity, key)
+    newest = max([identity.scheduler_attempt] + [t.scheduler_attempt for t in takeovers])
+    identity = dataclasses.replace(identity, scheduler_attempt=newest + 1)
     return identity, spec_from_dict(failover.spec, packed=True, run_dir=directory, master=(
         with_password(failover.master, master, os.environ.get("MESOS_MASTER"))))
 
