@@ -142,13 +142,18 @@ def test_malformed_masters(text, reason):
         ("zk://s3cret@h1:2181/mesos", "zk://***@h1:2181/mesos", "must read user:password@"),
         ("zk://:s3cret@h1:2181/mesos", "zk://:***@h1:2181/mesos", "must read user:password@"),
         ("zk://alice:s3cret@/mesos", "zk://alice:***@/mesos", "at least one host"),
+        # A password holding '/': its pieces were shown ("port 's3cr'"), and
+        # the whole of it where the rest parsed.
+        ("zk://alice:s3cr/et@h1:2181/mesos", "zk://alice:***@h1:2181/mesos", "may not hold '/'"),
+        ("zk://alice:12/s3cret@h1:2181/mesos", "zk://alice:***@h1:2181/mesos",
+         "may not hold '/'"),
     ],
 )
 def test_malformed_zk_url_masks_password(text, shown, reason):
     with pytest.raises(MasterAddressError) as info:
         parse_master(text)
     message = str(info.value)
-    assert "s3cret" not in message
+    assert "s3cret" not in message and "s3cr" not in message
     assert message.startswith(f"invalid Mesos master {shown!r} (")
     assert reason in message
     assert message.endswith(ACCEPTED_FORMS)

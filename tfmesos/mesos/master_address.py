@@ -119,11 +119,23 @@ def parse_master(text: object) -> MasterSpec:
             "invalid Mesos master %r (not a string): %s" % (text, _ACCEPTED_FORMS)
         )
     try:
-        return _parse(text.strip())
+        spec = _parse(text.strip())
     except _Malformed as exc:
+        # Its parts would show pieces of a password holding '/' (a port 's3cr').
+        why = _SLASHED if "/" in _credentials(text) else exc
         raise MasterAddressError(
-            "invalid Mesos master %r (%s): %s" % (without_password(text), exc, _ACCEPTED_FORMS)
+            "invalid Mesos master %r (%s): %s" % (without_password(text), why, _ACCEPTED_FORMS)
         ) from None
+    if spec.kind == "zk" and "/" in _credentials(text):
+        raise MasterAddressError("invalid Mesos master %r (%s): %s"
+                                 % (without_password(text), _SLASHED, _ACCEPTED_FORMS))
+    return spec
+
+
+# An '@' after a '/' of a zk:// master: a password that holds '/' (whose
+# pieces a parse error would show) or a path that holds '@'.
+_SLASHED = ("an '@' after a '/': a ZooKeeper user:password@ may not hold '/' (the path starts "
+            "at the first '/', as Mesos reads it), nor may the path hold '@'")
 
 
 class _Malformed(Exception):
@@ -247,12 +259,20 @@ def without_password(text: str) -> str:
     message, record and file of tfmesos. The password stays in the
     processes that connect, which take it from where the user gave it
     (``with_password``)."""
-    match = re.match(r"(\s*zk://)([^/]*)@", text, re.IGNORECASE)
+    # To the last '@': a password holding '/' (which no zk:// master may
+    # hold, ``parse_master``) is masked whole too.
+    match = re.match(r"(\s*zk://)(.*)@", text, re.IGNORECASE | re.DOTALL)
     if not match:
         return text
     user, colon, _ = match.group(2).partition(":")
     masked = "%s:%s" % (user, PASSWORD_MASK) if colon else PASSWORD_MASK
     return "%s%s@%s" % (match.group(1), masked, text[match.end():])
+
+
+def _credentials(text: str) -> str:
+    """What stands before the last '@' of a ``zk://`` master ('' when none)."""
+    match = re.match(r"\s*zk://(.*)@", text, re.IGNORECASE | re.DOTALL)
+    return match.group(1) if match else ""
 
 
 def with_password(text: str, *given: Optional[str]) -> str:
