@@ -3,6 +3,7 @@ fetcher.py, archives.py): nothing an archive or a URI holds lands outside the
 sandbox, no special file or set-id bit comes in, what it brings is bounded,
 and a kill stops it at once."""
 
+import contextlib
 import io
 import os
 import socket
@@ -354,6 +355,54 @@ def trickling_server():
     stop.set()
     thread.join(10)
     listener.close()
+
+
+@contextlib.contextmanager
+def late_server(delay):
+    """An HTTP server that answers ``delay`` s after a request: its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(4096)
+                if not stop.wait(delay):
+                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield "http://127.0.0.1:%d/late.txt" % listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(10)
+        listener.close()
+
+
+def test_a_server_that_answers_late_is_waited_for_up_to_the_stall(box):
+    # Its headers were waited for one second (the fetch's look at the kill),
+    # then "timed out": a bundle server whose downloads were all busy failed
+    # the 17th task.
+    with late_server(2.5) as url:
+        fetch_uris([{"value": url}], str(box))
+        assert (box / "late.txt").read_text() == "hello"
+        with pytest.raises(FetchError, match="nothing came for 1 s"):
+            fetch_uris([{"value": url, "output_file": "again.txt"}], str(box), timeout=1)
+
+
+def test_a_kill_stops_a_download_waiting_for_its_answer(box):
+    killed = threading.Event()
+    with late_server(120) as url:
+        threading.Timer(0.5, killed.set).start()
+        started = time.monotonic()
+        with pytest.raises(FetchError, match="the task was killed"):
+            fetch_uris([{"value": url}], str(box), cancelled=killed.is_set)
+        assert time.monotonic() - started < 60      # the answer, and the stall, are far off
 
 
 def test_a_kill_stops_a_stalled_download_at_once(box, trickling_server):

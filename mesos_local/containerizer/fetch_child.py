@@ -2,7 +2,9 @@
 fetcher in a process of its own, as Mesos' fetcher program, and as a task's
 user when it has one, as that program runs as the task's user (``os::su``
 in src/launcher/fetcher.cpp) so that "filesystem permissions are
-enforced". Extractions always run here (``fetcher._extracts``).
+enforced". A task of another user's steps all run here; the agent's own
+user's extractions of archives from ``fetcher.CHILD_EXTRACT_BYTES`` up
+(smaller ones are not worth a process' start).
 
 Started by the agent with a JSON request on stdin: the user (``uid``,
 ``gid``, ``groups``; absent: stay the agent's), the step (``fill``: download ``value`` to ``path``, a

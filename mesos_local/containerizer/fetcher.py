@@ -24,6 +24,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from typing import Optional
 
@@ -31,7 +32,7 @@ from .archives import CHUNK, ArchiveError, Limits, extract, inside
 
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 STALL_TIMEOUT = 60.0
-POLL = 1.0          # seconds a network read waits before the fetch looks at the kill
+POLL = 1.0          # seconds between a download's looks at the kill
 CHILD_POLL = 0.25   # seconds between looks at the kill while a fetch child works
 CHILD_EXTRACT_BYTES = 4 << 20   # an archive this big is extracted in a fetcher process
 
@@ -272,15 +273,93 @@ def _download(value, target, stall, limits, deadline, cancelled):
     if path is not None:
         _copy_file(path, target, limits, deadline, cancelled)
     elif value.startswith(NET_PREFIXES):
-        from urllib.request import urlopen
-
-        # Reads wait at most a second, so that a kill stops a stalled download
-        # at once; the stall is counted across them.
-        with urlopen(value, timeout=min(stall, POLL)) as response:
-            _copy_stream(response, target, 0o640, limits, deadline, cancelled, stall)
+        # Connecting, the answer's headers and each read wait up to the stall
+        # (a server that answers late, a bundle server whose downloads are all
+        # busy, is no failure before it: Mesos' --fetcher_stall_timeout); a
+        # kill shuts the download's sockets at once (``_Downloading``).
+        with _Downloading(cancelled) as downloading:
+            try:
+                with downloading.open(value, stall) as response:
+                    _copy_stream(response, target, 0o640, limits, deadline, cancelled, stall)
+            except (OSError, ValueError) as exc:
+                if downloading.killed:
+                    raise _Cancelled() from None
+                if isinstance(exc, socket.timeout):
+                    raise _Refused("nothing came for %.0f s" % stall) from None
+                raise
+            if downloading.killed:   # the shut socket's end read as the file's
+                raise _Cancelled()
     else:
         raise _Refused("the scheme %r is not supported here (http, https, ftp, file)"
                        % value.partition("://")[0])
+
+
+class _Downloading:
+    """One network download (``open``: urllib's, following redirects as
+    Mesos' fetcher does), whose sockets a thread of its own shuts down as
+    soon as ``cancelled()`` says so (``killed``)."""
+
+    def __init__(self, cancelled):
+        self._cancelled = cancelled
+        self._sockets = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.killed = False
+
+    def __enter__(self):
+        threading.Thread(target=self._watch, name="fetch-kill-watch", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._done.set()
+
+    def open(self, value, stall):
+        import http.client
+        import urllib.request
+
+        downloading = self
+
+        def watched(base):
+            class Connection(base):
+                def connect(self):
+                    super().connect()
+                    downloading._add(self.sock)
+            return Connection
+
+        class HTTP(urllib.request.HTTPHandler):
+            def http_open(self, req):
+                return self.do_open(watched(http.client.HTTPConnection), req)
+
+        class HTTPS(urllib.request.HTTPSHandler):
+            def https_open(self, req):
+                options = {"context": self._context}
+                if hasattr(self, "_check_hostname"):   # Python < 3.12
+                    options["check_hostname"] = self._check_hostname
+                return self.do_open(watched(http.client.HTTPSConnection), req, **options)
+
+        return urllib.request.build_opener(HTTP, HTTPS).open(value, timeout=stall)
+
+    def _add(self, sock):
+        with self._lock:
+            self._sockets.append(sock)
+            if self.killed:
+                _shut(sock)
+
+    def _watch(self):
+        while not self._done.wait(POLL):
+            if self._cancelled():
+                with self._lock:
+                    self.killed = True
+                    for sock in self._sockets:
+                        _shut(sock)
+                return
+
+
+def _shut(sock):
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _copy_file(path, target, limits, deadline, cancelled):
