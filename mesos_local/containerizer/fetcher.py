@@ -314,30 +314,7 @@ class _Downloading:
         self._done.set()
 
     def open(self, value, stall):
-        import http.client
-        import urllib.request
-
-        downloading = self
-
-        def watched(base):
-            class Connection(base):
-                def connect(self):
-                    super().connect()
-                    downloading._add(self.sock)
-            return Connection
-
-        class HTTP(urllib.request.HTTPHandler):
-            def http_open(self, req):
-                return self.do_open(watched(http.client.HTTPConnection), req)
-
-        class HTTPS(urllib.request.HTTPSHandler):
-            def https_open(self, req):
-                options = {"context": self._context}
-                if hasattr(self, "_check_hostname"):   # Python < 3.12
-                    options["check_hostname"] = self._check_hostname
-                return self.do_open(watched(http.client.HTTPSConnection), req, **options)
-
-        return urllib.request.build_opener(HTTP, HTTPS).open(value, timeout=stall)
+        return _opener(self._add).open(value, timeout=stall)
 
     def _add(self, sock):
         with self._lock:
@@ -353,6 +330,38 @@ class _Downloading:
                     for sock in self._sockets:
                         _shut(sock)
                 return
+
+
+def _opener(add):
+    """urllib's opener whose HTTP and HTTPS connections hand their sockets
+    to ``add`` once connected."""
+    import http.client
+    import urllib.request
+
+    class HTTPConnection(http.client.HTTPConnection):
+        def connect(self):
+            super().connect()
+            add(self.sock)
+
+    class HTTPSConnection(http.client.HTTPSConnection):
+        def connect(self):
+            super().connect()
+            add(self.sock)
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(HTTPConnection, req)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            # Its own (private) settings, as its https_open passes them.
+            found = vars(self)
+            options = {"context": found.get("_context")}
+            if "_check_hostname" in found:   # Python < 3.12
+                options["check_hostname"] = found["_check_hostname"]
+            return self.do_open(HTTPSConnection, req, **options)
+
+    return urllib.request.build_opener(HTTP, HTTPS)
 
 
 def _shut(sock):
