@@ -82,7 +82,10 @@ these names (tests/test_import_graph.py holds tfmesos to it):
   past it; the master's, tfmesos' bundle server);
 * ``docker_engine``: the small Docker engine client the Docker runner uses
   (``connect``, ``ensure_image``, ``attach``, ``pump_output``,
-  ``remove_container``, ``one_line``), a public submodule.
+  ``remove_container``, ``one_line``), a public submodule; for a
+  container of another maker (``tfmesos docker``): ``owner_labels()`` (the
+  labels that make it this process's) and ``remove_orphans(client)`` (the
+  containers of makers that are gone, and of masters, removed).
 """
 
 import importlib
@@ -99,6 +102,8 @@ if TYPE_CHECKING:   # what the names are, for type checkers (``X as X``: re-expo
     from .containerizer.cgroups import IsolationError as IsolationError
     from .containerizer.cgroups import isolation_problem as isolation_problem
     from .containerizer.docker_runner import DockerRunner as DockerRunner
+    from .containerizer.docker_runner import owner_labels as owner_labels
+    from .containerizer.docker_runner import remove_orphans as remove_orphans
     from .containerizer.netns import NetnsError as NetnsError
     from .containerizer.runner import ProcessRunner as ProcessRunner
     from .containerizer.runner import ProcessTask as ProcessTask
@@ -138,6 +143,8 @@ _EXPORTS = {
     "stop_serving": (".api.serve_stop", "stop_serving"),
     "parse_request_within": (".api.header_budget", "parse_request_within"),
     "docker_engine": (".containerizer.docker_engine", None),
+    "owner_labels": (".containerizer.docker_runner", "owner_labels"),
+    "remove_orphans": (".containerizer.docker_runner", "remove_orphans"),
 }
 __all__ = sorted(_EXPORTS)
 

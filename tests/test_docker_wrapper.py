@@ -1,14 +1,18 @@
 """``run_in_image``: the ``docker run`` wrapper, against a real engine."""
 
+import contextlib
 import io
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 import pytest
+import requests
 from fixtures_docker import (
     docker_engine,
     managed_containers,
@@ -17,6 +21,9 @@ from fixtures_docker import (
     volume_dirs,
 )
 
+import docker
+from mesos_local.containerizer.container_options import MASTER_LABEL
+from mesos_local.containerizer.docker_engine import MANAGED_LABEL
 from tfmesos.cli.docker_wrapper import passthrough_env, resolve_image, run_in_image
 from tfmesos.exceptions import DockerError, SpecError
 
@@ -210,14 +217,49 @@ def test_ctrl_c_stops_and_removes_the_container(engine, tfmesos_image, tmp_path)
 
 
 @pytest.mark.docker
-def test_sigterm_stops_and_removes_the_container(engine, tfmesos_image, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_a_closed_terminal_stops_and_removes_the_container(engine, tfmesos_image,
+                                                                      tmp_path, signum):
+    # SIGHUP (the terminal closed) ended the wrapper and left its container running.
     sent = []
 
     def interrupt():
         if not sent:
             sent.append(True)
-            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            threading.Timer(0.2, os.kill, (os.getpid(), signum)).start()
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signum)
     _interrupted_run(engine, tfmesos_image, tmp_path, interrupt)
-    assert signal.getsignal(signal.SIGTERM) is before
+    assert signal.getsignal(signum) is before
+
+
+@pytest.mark.docker
+def test_a_container_of_a_wrapper_that_is_gone_is_removed_by_the_next(engine, tfmesos_image,
+                                                                       tmp_path):
+    # A wrapper killed with SIGKILL left its container running for ever.
+    gone = subprocess.run([sys.executable, "-c", "from mesos_local.cleanup import this_master; "
+                           "print(this_master())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    left = engine.containers.run(tfmesos_image, ["sleep", "300"], detach=True, labels={
+        MANAGED_LABEL: "1", "tfmesos.role": "docker-wrapper", MASTER_LABEL: gone})
+    try:
+        assert run_in_image(["true"], image=tfmesos_image, workdir=str(tmp_path),
+                            client=engine) == 0
+        with pytest.raises(docker.errors.NotFound):
+            engine.containers.get(left.id)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            left.remove(force=True)
+
+
+@pytest.mark.docker
+def test_an_engine_lost_while_the_command_runs_is_one_line(engine, tfmesos_image, tmp_path,
+                                                           monkeypatch):
+    # A traceback of requests' ConnectionError, where the README promises one line.
+    def lost(*args, **kwargs):
+        raise requests.exceptions.ConnectionError("Connection aborted.")
+    monkeypatch.setattr(engine.api, "wait", lost)
+    with pytest.raises(DockerError, match="^lost the Docker engine while true ran in image "):
+        run_in_image(["true"], image=tfmesos_image, workdir=str(tmp_path), client=engine)
+    assert not [c for c in managed_containers(engine)
+                if c.labels.get("tfmesos.role") == "docker-wrapper"]

@@ -27,7 +27,7 @@ import re
 import signal
 import threading
 
-from mesos_local.cleanup import master_gone
+from mesos_local.cleanup import master_gone, this_master
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
 from mesos_local.containerizer.container_options import MASTER_LABEL, container_kwargs
 from mesos_local.containerizer.docker_engine import (
@@ -43,13 +43,21 @@ from mesos_local.containerizer.docker_engine import (
 from mesos_local.containerizer.runner import RunnerError, RunningTask
 from mesos_local.ids import uuid4_text
 
-__all__ = ["DockerRunner", "DockerTask", "remove_orphans"]
+__all__ = ["DockerRunner", "DockerTask", "remove_orphans", "owner_labels"]
 
 log = logging.getLogger(__name__)
 
 # Mesos' Docker containerizer names a container DOCKER_NAME_PREFIX + its
 # container id (src/slave/containerizer/docker.cpp and docker.hpp).
 DOCKER_NAME_PREFIX = "mesos-"
+
+
+def owner_labels():
+    """The labels that make a container this process's (``MASTER_LABEL``:
+    ``cleanup.this_master()``; none without /proc): once it is gone,
+    ``remove_orphans`` removes the container."""
+    owner = this_master()
+    return {MASTER_LABEL: owner} if owner else {}
 
 
 def remove_orphans(client):

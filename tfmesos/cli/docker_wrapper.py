@@ -11,15 +11,15 @@ through the Docker engine's API and returns the command's exit code.
 """
 
 import os
-import signal
 import sys
 import threading
+import uuid
 
-from mesos_local import DockerEngineError, docker_engine
+from mesos_local import DockerEngineError, docker_engine, owner_labels, remove_orphans
 
 from ..core.config import resolve
 from ..core.inputs import ENV_NAME
-from ..core.signals import interrupt_on_signals
+from ..core.signals import INTERRUPTING, interrupt_on_signals
 from ..core.volumes import parse_volume
 from ..exceptions import DockerError, SpecError
 
@@ -122,7 +122,11 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
         "volumes": _volumes(workdir, volumes),
         "environment": _environment(env, image),
         "user": "%d:%d" % (os.getuid(), os.getgid()),
-        "labels": {MANAGED_LABEL: "1", "tfmesos.role": "docker-wrapper"},
+        # Its owner, this process: a container it could not remove (killed
+        # with SIGKILL, interrupted while the engine was creating it) is removed
+        # by the next wrapper or embedded master (``docker_runner.remove_orphans``).
+        "labels": {MANAGED_LABEL: "1", "tfmesos.role": "docker-wrapper", **owner_labels()},
+        "name": "tfmesos-docker-%s" % uuid.uuid4().hex[:16],
         "init": True,
         "stdin_open": False,
         "tty": False,
@@ -139,16 +143,22 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
 
 def _run(client, image, kwargs, stdout, stderr):
     """Create, attach and start the container, copy its output and return
-    its exit code. Inside, SIGTERM acts as Ctrl-C (in the main thread, the
-    only one Python delivers signals to): either stops the container and
-    raises ``KeyboardInterrupt``. The previous SIGTERM handler is back before
-    the container is removed, which it is in every case."""
+    its exit code. Inside, SIGTERM and SIGHUP (the terminal closed) act as
+    Ctrl-C (in the main thread, the only one Python delivers signals to):
+    each stops the container and raises ``KeyboardInterrupt``. The previous
+    handlers are back before the container is removed, which it is in every
+    case: by its name when the interrupt came while the engine created it.
+    An engine lost meanwhile is a ``DockerError``."""
+    import requests
+
     import docker
 
-    sigterm = (signal.SIGTERM,) if threading.current_thread() is threading.main_thread() else ()
+    remove_orphans(client)
+    signals = INTERRUPTING if threading.current_thread() is threading.main_thread() else ()
     container = None
+    command = kwargs["command"][0]
     try:
-        with interrupt_on_signals(sigterm):
+        with interrupt_on_signals(signals):
             try:
                 try:
                     container = client.containers.create(image, **kwargs)
@@ -156,16 +166,33 @@ def _run(client, image, kwargs, stdout, stderr):
                     container.start()
                 except docker.errors.APIError as exc:
                     raise DockerError("cannot run %s in image %s: %s"
-                                      % (kwargs["command"][0], image, docker_engine.one_line(exc))) from exc
+                                      % (command, image, docker_engine.one_line(exc))) from exc
                 docker_engine.pump_output(frames, stdout, stderr)
                 return client.api.wait(container.id).get("StatusCode", -1)
             except KeyboardInterrupt:
                 if container is not None:
                     _stop(container)
                 raise KeyboardInterrupt() from None
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                raise DockerError("lost the Docker engine while %s ran in image %s: %s"
+                                  % (command, image, docker_engine.one_line(exc))) from exc
     finally:
+        if container is None:
+            container = _created(client, kwargs["name"])
         if container is not None:
             _remove(container)
+
+
+def _created(client, name):
+    """The container ``name`` if the engine made it (None: not, or unknown)."""
+    import requests
+
+    import docker
+
+    try:
+        return client.containers.get(name)
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return None
 
 
 def _stop(container):
