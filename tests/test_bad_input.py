@@ -246,6 +246,11 @@ ROWS = [
     tfrun("docker-host-unreadable", ["-I", "tfmesos/tfmesos"], 2,
           "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
           needs_docker=True),
+    # an image name the engine cannot parse failed three launches, "Docker is unavailable"
+    tfrun("image-name-not-a-reference", ["-I", "Bad/Image"], 2,
+          "-I: 'Bad/Image' is not a Docker image name: [HOST[:PORT]/]NAME[:TAG][@DIGEST]"),
+    tfrun("image-digest-too-short", ["-I", "tfmesos/tfmesos@sha256:00"], 2,
+          "-I: 'tfmesos/tfmesos@sha256:00' is not a Docker image name"),
     # tfrun: the flags of image tasks, given to a run of plain tasks, did nothing
     tfrun("docker-containerizer-without-an-image", ["-C", "DOCKER"], 2,
           "-C DOCKER is for image tasks, and the run has no image: add -I IMAGE (or set "
@@ -385,6 +390,9 @@ ROWS = [
         "argument --heartbeat-interval: must be a number from 0.01 to 86400, got nan"),
     Row("docker-env-name-with-a-space", "tfmesos", ["docker", "-e", "A B=1", "--", "true"], 2,
         "invalid environment entry 'A B=1'"),
+    Row("docker-image-name-with-a-space", "tfmesos",
+        ["docker", "-i", "tfmesos/tfmesos:bad tag", "--", "true"], 2,
+        "'tfmesos/tfmesos:bad tag' is not a Docker image name"),
     Row("docker-docker-host-unreadable", "tfmesos", ["docker", "--", "true"], 2,
         "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
         needs_docker=True),

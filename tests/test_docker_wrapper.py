@@ -22,6 +22,8 @@ from fixtures_docker import (
 )
 
 import docker
+import mesos_local
+from mesos_local import DockerEngineError
 from mesos_local.containerizer.container_options import MASTER_LABEL
 from mesos_local.containerizer.docker_engine import MANAGED_LABEL
 from tfmesos.cli.docker_wrapper import passthrough_env, resolve_image, run_in_image
@@ -184,6 +186,14 @@ def test_missing_image_is_a_docker_error(engine, tmp_path):
                                           "Docker engine; build it with docker/build.sh"):
         run_in_image(["true"], image="tfmesos/no-such-image:0", workdir=str(tmp_path),
                      client=engine)
+
+
+@pytest.mark.docker
+def test_a_name_the_engine_cannot_parse_is_not_an_engine_that_is_unavailable(engine):
+    # The engine's 400 ("invalid reference format") read "Docker is unavailable".
+    with pytest.raises(DockerEngineError, match="^invalid image name 'Bad/Image': .*invalid "
+                                                "reference format"):
+        mesos_local.docker_engine.ensure_image(engine, "Bad/Image")
 
 
 @pytest.mark.docker

@@ -107,6 +107,11 @@ def ensure_image(client, image, pull=False):
         raise DockerEngineError("image %s not found on the Docker engine; build it with "
                                 "docker/build.sh (or pull it: docker pull %s)"
                                 % (image, image)) from None
+    except docker.errors.APIError as exc:
+        if not exc.is_client_error():
+            raise DockerEngineError("Docker is unavailable: %s" % one_line(exc)) from exc
+        # The engine answered: the name is wrong (invalid reference format).
+        raise DockerEngineError("invalid image name %r: %s" % (image, one_line(exc))) from exc
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise DockerEngineError("Docker is unavailable: %s" % one_line(exc)) from exc
 

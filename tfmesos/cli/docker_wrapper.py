@@ -18,6 +18,7 @@ import uuid
 from mesos_local import DockerEngineError, docker_engine, owner_labels, remove_orphans
 
 from ..core.config import resolve
+from ..core.image_names import image_name_error
 from ..core.inputs import ENV_NAME
 from ..core.signals import INTERRUPTING, interrupt_on_signals
 from ..core.volumes import parse_volume
@@ -37,7 +38,11 @@ _STOP_TIMEOUT = 5
 def resolve_image(image=None, environ=None):
     """The image to run: ``image``, else ``$DOCKER_IMAGE``, else the default."""
     environ = os.environ if environ is None else environ
-    return resolve(image or None, environ, "DOCKER_IMAGE", DEFAULT_IMAGE)
+    found = resolve(image or None, environ, "DOCKER_IMAGE", DEFAULT_IMAGE)
+    why = image_name_error(found)
+    if why:
+        raise SpecError(why)
+    return found
 
 
 def passthrough_env(env=None, environ=None):

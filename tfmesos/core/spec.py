@@ -180,6 +180,11 @@ class RunSpec(FrozenFieldMethods):
                             % (self.user,))
         if self.image is not None and not (isinstance(self.image, str) and self.image.strip()):
             raise SpecError("the image name must be a non-empty string")
+        if self.image is not None:
+            from .image_names import image_name_error
+            why = image_name_error(self.image)
+            if why:
+                raise SpecError.about("{image}: %s", why)
         if self.role is not None:
             why = role_error(self.role) if isinstance(self.role, str) else "not a string"
             if why:

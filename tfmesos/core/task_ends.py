@@ -37,7 +37,8 @@ from ..record.hints import resource_flag
 _NO_RUNTIME = re.compile(r"docker is unavailable|no docker engine|cannot run container images",
                          re.IGNORECASE)
 _NO_IMAGE = re.compile(r"\bimage\b[^;]*\bnot found|manifest (?:for \S+ )?unknown|"
-                       r"pull access denied|no such image|repository \S+ not found",
+                       r"pull access denied|no such image|repository \S+ not found|"
+                       r"invalid image name|invalid reference format",
                        re.IGNORECASE)
 NO_RUNTIME = "the agent cannot run container images"
 INVALID_TASK_REASONS = frozenset(("REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED",
