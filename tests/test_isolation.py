@@ -426,6 +426,22 @@ def test_busy_task_gets_about_its_cpus_under_cfs(make_local_master, clients):
 
 
 @needs_cgroups
+def test_task_ids_that_read_as_another_s_later_run_get_cgroups_of_their_own():
+    # 'x' twice (two frameworks), then 'x.run1': "cannot create the cgroups
+    # of task x.run1: File exists", a valid task that never launched.
+    isolator = cgroups.Isolator().start()
+    try:
+        made = [isolator.prepare(task_id, Limits(cpus=0.1, mem=64))
+                for task_id in ("x", "x", "x.run1", "a/b", "a_b")]
+        names = [os.path.basename(next(iter(task.directories.values()))) for task in made]
+        assert len(set(names)) == 5, names
+        for task in made:
+            task.destroy(timeout=5.0)
+    finally:
+        isolator.stop()
+
+
+@needs_cgroups
 def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
     """A master killed with SIGKILL leaves its task running in its cgroups;
     the next isolating master kills it and removes them."""

@@ -436,9 +436,17 @@ class Isolator:
     def prepare(self, task_id, limits):
         """A task's cgroups, made and limited (OSError on failure)."""
         base = _UNSAFE.sub("_", task_id)[:200] or "task"
+        # A name no task of this master holds: a task id that reads as
+        # another's later run ('x.run1', 'a/b' beside 'a_b') is one more try
+        # (Mesos names them by container ids: no two meet).
         run = self._runs.get(base, 0)
-        self._runs[base] = run + 1
-        name = base if run == 0 else "%s.run%d" % (base, run)
+        while True:
+            name = base if run == 0 else "%s.run%d" % (base, run)
+            run += 1
+            if not any(os.path.lexists(os.path.join(parent, name))
+                       for parent in self.directories.values()):
+                break
+        self._runs[base] = run
         created: dict[str, str] = {}   # hierarchy -> the task's directory there
         cgroups = TaskCgroups(self.layout, created, limits)
         try:
