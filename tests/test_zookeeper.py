@@ -5,8 +5,10 @@ import http.server
 import logging
 import os
 import subprocess
+import sys
 import threading
 import time
+import types
 
 import fixtures_zk
 import pytest
@@ -44,8 +46,8 @@ def test_leader_is_lowest_sequence_and_follows_a_change(zookeeper, quiet_threads
             first.stop()  # the leading master's session ends: its ephemeral node goes
             assert detector.leaders_changed.wait(30), "leaders_changed was not set"
             detector.leaders_changed.clear()
-            assert detector.leader(timeout=30) == "http://master-2.local:5052"
-            assert detector.candidates() == ("http://master-2.local:5052",)
+            assert detector.leader(timeout=30) == "http://127.0.0.2:5052"   # its IP, as Mesos
+            assert detector.candidates() == ("http://127.0.0.2:5052",)
 
 
 def test_deleted_leader_node_and_https_scheme(zookeeper, quiet_threads):
@@ -105,7 +107,7 @@ def test_real_master_info_sample(zookeeper, quiet_threads):
     with zk_client(zookeeper) as master:
         register_master(master, path, None, None, data=MASTER_INFO_JSON)
         with make_detector(f"zk://{zookeeper}{path}", timeout=30) as detector:
-            assert detector.leader() == "http://mesos-master-1.example.com:5050"
+            assert detector.leader() == "http://10.0.0.11:5050"
 
 
 def test_leader_with_unusable_data(zookeeper, quiet_threads):
@@ -251,3 +253,22 @@ def test_a_member_after_the_leader_never_gets_the_run_or_its_credentials(zookeep
     assert result.returncode == 1, result.stderr
     assert "could not subscribe" in result.stderr
     assert heard == []
+
+
+def test_credentials_zookeeper_refuses_end_the_wait_at_once(zookeeper, tmp_path):
+    # A wrong password was said at once ("check the password") and waited for
+    # the whole --connect-timeout; Mesos takes ZNOAUTH for an error it does
+    # not retry. With a 10-minute timeout, the 2-minute limit here is the check.
+    zk_master = fixtures_zk.registered_in_zookeeper(
+        types.SimpleNamespace(url="http://127.0.0.1:%d" % free_port()), zookeeper, "right")
+    wrong = zk_master.replace(":right@", ":wrong@")
+    env = dict(os.environ, MESOS_MASTER=wrong, TFMESOS_RUNS_DIR=str(tmp_path))
+    result = subprocess.run(tfrun_argv("-w", "1", "-s", "0", "--connect-timeout", "600", "--",
+                                       "true"), cwd=REPO, capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 1, result.stderr
+    assert "ZooKeeper refused the credentials of user 'alice'" in result.stderr
+    assert "wrong" not in result.stderr
+    listed = subprocess.run([sys.executable, "-m", "tfmesos.cli.main", "runs", "--master", wrong],
+                            cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert listed.returncode != 0 and "refused the credentials" in listed.stderr, listed.stderr

@@ -84,6 +84,14 @@ class Detector:
         leader from (ZooKeeper's); True for one that reads none."""
         return True
 
+    def denied(self) -> Optional[str]:
+        """Why the servers the detector reads, reached, refuse it what it
+        reads (ZooKeeper: the credentials of the zk:// URL, or none where
+        its ACL asks for some): no wait mends it, as Mesos' group takes
+        ZNOAUTH for an error it does not retry (src/zookeeper/group.cpp);
+        None otherwise."""
+        return None
+
     def refusing(self) -> Optional[str]:
         """When the detector never reached the servers it reads and each
         refuses a connection now (nothing listens at its port) or has a

@@ -30,8 +30,11 @@ def master_url_from_info(data: Union[bytes, bytearray, str], scheme: str = "http
     as written by Mesos' ``JSON::protobuf(MasterInfo)``. The address comes
     from ``address.hostname`` or ``address.ip`` with ``address.port`` (Mesos
     >= 0.24), else from the deprecated top-level ``hostname`` or ``ip`` with
-    ``port``, else from ``pid`` (``master@10.0.0.1:5050``). A hostname is
-    preferred over an IP, as Mesos' own redirects do. The top-level ``ip`` is
+    ``port``, else from ``pid`` (``master@10.0.0.1:5050``). Over http the
+    IP comes first, as Mesos' scheduler library connects to the leader's
+    (src/scheduler/scheduler.cpp: ``upid.address.ip``): a master's host name
+    need not resolve where its frameworks run. Over https the host name
+    comes first: the one its certificate names. The top-level ``ip`` is
     the IPv4 ``s_addr`` -- network byte order -- read as a uint32 on a
     little-endian host, so 10.0.0.1 is 16777226 (MESOS-1201).
 
@@ -42,11 +45,14 @@ def master_url_from_info(data: Union[bytes, bytearray, str], scheme: str = "http
     host: Optional[str] = None
     port: Any = None
     address = info.get("address")
+    by_name = scheme == "https"
     if isinstance(address, dict):
-        host = _nonempty_str(address.get("hostname")) or _nonempty_str(address.get("ip"))
+        name, ip = _nonempty_str(address.get("hostname")), _nonempty_str(address.get("ip"))
+        host = (name or ip) if by_name else (ip or name)
         port = address.get("port")
     if host is None:
-        host = _nonempty_str(info.get("hostname")) or _ip_from_uint32(info.get("ip"))
+        name, ip = _nonempty_str(info.get("hostname")), _ip_from_uint32(info.get("ip"))
+        host = (name or ip) if by_name else (ip or name)
         port = info.get("port") if port is None else port
     if host is None and isinstance(info.get("pid"), str) and "@" in info["pid"]:
         pid_host, _, pid_port = info["pid"].rpartition("@")[2].rpartition(":")

@@ -76,18 +76,21 @@ class MasterReader:
         return self._leader
 
     def _find_leader(self, detector: Detector) -> str:
-        """The detector's leader within the timeout; but after a second
-        without reaching ZooKeeper, whose every server refuses, an error
-        that says so (a fixed master that refuses is one at once)."""
+        """The detector's leader within the timeout, looked for a second at a
+        time; but ZooKeeper whose every server refuses, or that refuses the
+        credentials, is an error that says so at once (a fixed master that
+        refuses is one at once)."""
         deadline = time.monotonic() + self._timeout
-        if not detector.reached():
+        while True:
             try:
-                return detector.leader(min(self._timeout, UNREACHED_WAIT))
+                return detector.leader(min(max(0.0, deadline - time.monotonic()),
+                                           UNREACHED_WAIT))
             except MesosConnectionError:
-                refusal = detector.refusing()
-                if refusal is not None:
-                    raise MesosConnectionError(refusal) from None
-        return detector.leader(max(0.0, deadline - time.monotonic()))
+                said = detector.denied() if detector.reached() else detector.refusing()
+                if said is not None:
+                    raise MesosConnectionError(said) from None
+                if time.monotonic() >= deadline:
+                    raise
 
     def state(self) -> dict[str, Any]:
         return self._json("/master/state")

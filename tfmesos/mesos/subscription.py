@@ -262,9 +262,19 @@ class Subscription:
         """The detector's leader. Before the first subscription, while the
         detector never reached its servers (ZooKeeper), it is waited for a
         second at a time, and whether they all refuse is looked at in
-        between (``_check_detector_listening``)."""
-        if self._subscribed_once or self._detector.reached():
+        between (``_check_detector_listening``); once reached, whether it
+        refuses the run's credentials (``Detector.denied``)."""
+        if self._subscribed_once:
             return self._detector.leader(self._budget())
+        if self._detector.reached():
+            # A second at a time: credentials ZooKeeper refuses end the wait.
+            try:
+                return self._detector.leader(min(self._budget(), UNREACHED_WAIT))
+            except MesosConnectionError:
+                denied = self._detector.denied()
+                if denied is not None:
+                    raise Unrecoverable(MesosConnectionError(denied)) from None
+                raise
         try:
             return self._detector.leader(
                 min(self._budget(), UNREACHED_WAIT, max(0.0, self._refusals_left())))

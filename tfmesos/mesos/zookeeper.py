@@ -126,6 +126,11 @@ class ZKDetector(Detector):
         with self._cond:
             return self._ever_connected
 
+    def denied(self) -> Optional[str]:
+        with self._cond:
+            problem = self._problem if self._seen.leader is None else None
+        return problem if problem and problem.startswith(_DENIALS) else None
+
     def refusing(self) -> Optional[str]:
         """While ZooKeeper was never reached and every server of the zk://
         address refuses a connection now or has a host name that does not
@@ -442,6 +447,10 @@ def _read_master_infos(client: Any, path: str, members: Sequence[str],
             continue
         infos[name] = decode_master_info(node, data, scheme)
     return infos, unreadable, gone
+
+
+# How _describe begins a refusal of the credentials (or of none): no wait mends it.
+_DENIALS = ("ZooKeeper refused the credentials", "not authorised to read")
 
 
 def _describe(exc: BaseException, node: str,
