@@ -24,6 +24,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .api.operator_json import event_task_added
+from .containerizer.cgroup_limits import ISOLATORS, Limits
 from .containerizer.environment import executor_environment
 from .containerizer.escapes import EscapeSweeper
 from .containerizer.executor import TaskProcess, describe_container_exit, describe_exit
@@ -246,6 +247,13 @@ class TaskLauncher:
             # Containers get the same limits through the Docker engine.
             launch.limits = self.isolator.limits(task.resources.get("cpus"),
                                                  task.resources.get("mem"))
+        elif plan.image is not None and launch.containerizer == "DOCKER":
+            # Mesos' Docker containerizer limits its containers whatever the
+            # agent's --isolation: --cpu-shares and --memory from the task's
+            # resources (Docker::RunOptions::create, src/docker/docker.cpp).
+            cpus, mem = task.resources.get("cpus"), task.resources.get("mem")
+            launch.limits = Limits(cpus=cpus or 0.0, mem=mem or 0.0, isolators=tuple(
+                isolator for isolator, amount in zip(ISOLATORS, (cpus, mem)) if amount))
         proc = self.process(framework, agent, launch, plan,
                             lambda proc: self._on_running(task),
                             lambda proc, status, error: self._on_exit(task, proc, status,

@@ -117,6 +117,19 @@ def test_a_container_task_of_another_user_has_its_sandbox(image, containerizer):
     assert lines(result.stdout, "[worker:0] ") == ["nobody", "kept", "nobody"]
 
 
+def test_a_docker_task_is_limited_to_its_resources_without_isolation(image):
+    # Mesos' Docker containerizer sets --cpu-shares and --memory whatever the
+    # agent's --isolation (Docker::RunOptions::create); without isolation here
+    # the container had no limit at all.
+    if not os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        pytest.skip("cgroup v1's memory hierarchy is not mounted here")
+    result = run_tfrun("--no-isolation", "-C", "DOCKER", "-I", image, "-w", "1", "-s", "0",
+                       "-Mw", "64", "-Cw", "0.5", "--", "cat /sys/fs/cgroup/memory/"
+                       "memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.shares", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert lines(result.stdout, "[worker:0] ") == [str(64 << 20), "512"]
+
+
 def test_volumes_are_mounted_with_their_modes(image, tmp_path):
     shared, out_dir = volume_dirs(tmp_path, "shared", {"host.txt": "written on the host\n"},
                                   "out")
