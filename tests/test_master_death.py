@@ -165,6 +165,23 @@ def test_the_tasks_of_a_killed_master_end_at_once(tmp_path, isolation):
         master.close()
 
 
+def test_a_task_that_starts_as_its_master_is_killed_ends_too(tmp_path):
+    # The watchdog heard of a task only once it ran: a master killed in
+    # between (here by the task itself, first thing) left it running for ever.
+    master = Master(tmp_path)
+    try:
+        client = SchedulerClient(master.url)
+        master.clients.append(client)
+        client.subscribe()
+        offer = client.next_offers()[0]
+        client.launch(offer, [task_info("killer", offer, "kill -9 %d; exec sleep 600"
+                                        % master.process.pid)])
+        assert master.process.wait(timeout=60) == -signal.SIGKILL
+        master.all_gone()
+    finally:
+        master.close()
+
+
 def test_a_checkpointing_frameworks_tasks_end_after_the_recovery_timeout(tmp_path):
     master = Master(tmp_path, "--recovery-timeout", str(RECOVERY))
     try:

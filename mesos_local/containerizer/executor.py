@@ -147,6 +147,7 @@ class TaskProcess:
         """Prepare and launch the task: (None, None), or (None, why it did
         not start); ``self.handle`` once launched."""
         status, error = None, None
+        ahead = None   # the watchdog's key of the watch ahead of its start
         try:
             if self.switch is not None:
                 self.task_user = self.switch.task_user(self.user)
@@ -160,6 +161,7 @@ class TaskProcess:
             with LAUNCHES:
                 if not self.killing:
                     self._isolate()
+                    ahead = self._watch_ahead()
                     self.handle = self.runner.launch(self.launch)
             if self.handle is None:
                 error = "killed before it was launched"
@@ -170,6 +172,7 @@ class TaskProcess:
                     self._watch()
             else:
                 self._watch_container()
+
         except UserError as exc:
             self.dropped = True
             error = sandbox_message(self.launch.sandbox, self.user, exc)
@@ -183,6 +186,10 @@ class TaskProcess:
         except Exception as exc:  # a runner bug must not leave the task hanging
             log.exception("task %s: the runner failed", self.launch.task_id)
             error = "the local master's runner failed: %s: %s" % (type(exc).__name__, exc)
+        finally:
+            # The watch ahead goes once the task's own took its place, or it never started.
+            if ahead is not None and (self._watched is not None or self.handle is None):
+                self.watchdog.forget(ahead)
         return status, error
 
     def _run(self):
@@ -221,6 +228,19 @@ class TaskProcess:
         if self._watched is not None:
             self.watchdog.forget(self._watched)
         self.on_exit(self, status, error)
+
+    def _watch_ahead(self):
+        """A plain task watched before it starts, by what carries its
+        marker and by its cgroups (``_watch`` then adds its group): a master
+        killed between its start and ``_watch`` would leave it running. The
+        key, or None."""
+        if self.watchdog is None or self._marker is None \
+                or not isinstance(self.runner, ProcessRunner):
+            return None
+        cgroups = self.cgroups.directories.values() if self.cgroups is not None else ()
+        grace, checkpoint = self._shutdown
+        return self.watchdog.watch(None, start_ticks(os.getpid()), self._marker, cgroups,
+                                   grace, checkpoint)
 
     def _watch(self):
         if self.watchdog is None:
