@@ -246,6 +246,12 @@ ROWS = [
     tfrun("docker-host-unreadable", ["-I", "tfmesos/tfmesos"], 2,
           "DOCKER_HOST='::::' is not a Docker engine's address", env={"DOCKER_HOST": "::::"},
           needs_docker=True),
+    # the embedded master's isolation options, with another master, did nothing
+    tfrun("no-isolation-with-a-mesos-master", ["-m", "127.0.0.1:1", "--no-isolation"], 2,
+          "--no-isolation is for the embedded master (no -m): a Mesos agent isolates its tasks "
+          "as its operator set it (--isolation, --cgroups_enable_cfs); drop --no-isolation"),
+    tfrun("cfs-with-a-mesos-master", ["-m", "127.0.0.1:1", "--cgroups-enable-cfs"], 2,
+          "--cgroups-enable-cfs is for the embedded master (no -m)"),
     # an image name the engine cannot parse failed three launches, "Docker is unavailable"
     tfrun("image-name-not-a-reference", ["-I", "Bad/Image"], 2,
           "-I: 'Bad/Image' is not a Docker image name: [HOST[:PORT]/]NAME[:TAG][@DIGEST]"),

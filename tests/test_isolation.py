@@ -559,11 +559,12 @@ def test_cfs_that_cannot_be_done_is_a_usage_error_before_the_run(monkeypatch, tm
 def test_isolation_options_of_the_commands():
     from mesos_local import command_line as cli
     from tfmesos.cli import tfrun_options as tfrun
+    local = "local"
     args = tfrun.build_parser().parse_options(["--no-isolation"])
-    assert tfrun.isolation_options(args) == {"isolation": None}
+    assert tfrun.isolation_options(args, local) == {"isolation": None}
     args = tfrun.build_parser().parse_options(["--cgroups-enable-cfs"])
-    assert tfrun.isolation_options(args) == {"cgroups_enable_cfs": True}
-    assert tfrun.isolation_options(tfrun.build_parser().parse_options([])) == {}
+    assert tfrun.isolation_options(args, local) == {"cgroups_enable_cfs": True}
+    assert tfrun.isolation_options(tfrun.build_parser().parse_options([]), local) == {}
     args = cli.build_parser().parse_args(["--isolation", "cgroups/disk"])
     with pytest.raises(ValueError, match="unknown isolator 'cgroups/disk'"):
         cli.make_master(args, {})

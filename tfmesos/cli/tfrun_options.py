@@ -295,11 +295,19 @@ def add_isolation_options(add):
         "--cgroups_enable_cfs (default: cpu shares only)")
 
 
-def isolation_options(args):
-    """The embedded master's isolation options (``LocalMaster``'s)."""
+def isolation_options(args, master):
+    """The embedded master's isolation options (``LocalMaster``'s); SpecError
+    for them with another master (a Mesos agent's are its operator's:
+    --isolation, --cgroups_enable_cfs), where they did nothing."""
     if args.no_isolation and args.cgroups_enable_cfs:
         raise SpecError("--no-isolation and --cgroups-enable-cfs contradict each other: "
                         "drop one")
+    given = [flag for flag, on in (("--no-isolation", args.no_isolation),
+                                   ("--cgroups-enable-cfs", args.cgroups_enable_cfs)) if on]
+    if given and master != config.LOCAL:
+        raise SpecError("%s is for the embedded master (no -m): a Mesos agent isolates its "
+                        "tasks as its operator set it (--isolation, --cgroups_enable_cfs); "
+                        "drop %s" % (given[0], given[0]))
     if args.no_isolation:
         return {"isolation": None}
     return {"cgroups_enable_cfs": True} if args.cgroups_enable_cfs else {}
@@ -408,7 +416,7 @@ def read_options(args, command):
         sticky_jobs=("worker",) if args.sticky_workers else (),
         sticky_timeout=given_or(args.sticky_timeout, STICKY_TIMEOUT),
         run_dir=args.run_dir or AUTO,
-        local_master=pairs(isolation_options(args)),
+        local_master=pairs(isolation_options(args, master)),
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args), framework=framework, nproc_per_task=args.nproc_per_task,
         elastic=args.torch_elastic,
