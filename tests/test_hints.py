@@ -35,6 +35,9 @@ CASES = [
       "ValueError: There is no id for task_type 'ps'"], 1, "", "worker",
      "ps-with-multi-worker-mirrored"),
     (["ModuleNotFoundError: No module named 'sklearn'"], 1, "", "worker", "missing-module"),
+    # tfrun in the root namespace, its agents in network namespaces of their own
+    (["tfmesos: cannot register with the tfmesos scheduler at 127.0.0.1:34747: [Errno 111] "
+      "Connection refused"], 1, "", "worker", "rendezvous-unreachable"),
     (["ImportError: No module named 'foo.bar'"], 1, "", "ps", "missing-module"),
     (["E0000 server.cc:80] Could not start gRPC server",
       "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC server"],

@@ -133,6 +133,13 @@ RULES = (
          "'{program}' is not on the agent's PATH: install it on the agents, give its full "
          "path, or ship it with your code (--ship)",
          _SHELL + r"(?P<program>[^\s:]+): (?:command )?not found"),
+    Rule("rendezvous-unreachable",
+         "the task could not reach tfrun at {address}, the address tfrun gives its tasks "
+         "(--advertise-address; by default its own towards the master): every agent must "
+         "reach it, through firewalls and from network namespaces too, and none on another "
+         "host reaches a loopback one: give an address of this machine the agents reach",
+         r"cannot register with the tfmesos scheduler at (?P<address>\S+): .*(?:[Cc]onnection "
+         r"refused|timed out|[Nn]o route to host|[Nn]etwork is unreachable)"),
     Rule("fetch-unreachable",
          "the agent could not connect to the URL it fetches for the task (in the message): "
          "tfrun --ship serves its files at --advertise-address (default: its address "
