@@ -147,6 +147,24 @@ def test_volumes_are_mounted_with_their_modes(image, tmp_path):
     assert not (shared / "new").exists()
 
 
+@pytest.mark.parametrize("containerizer", ["DOCKER", "MESOS"])
+def test_a_volume_with_a_comma_and_one_at_etc_passwd_mount_as_docker_takes_them(image, tmp_path,
+                                                                                containerizer):
+    # A ',' in a path failed three launches ("must ... contain no ':' or ','"),
+    # though the engine takes it; a volume at /etc/passwd met tfmesos' own
+    # there: "Duplicate mount point", three launches.
+    shared, _ = volume_dirs(tmp_path, "a,b", {"f.txt": "through a comma\n"}, "unused")
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/sh\nalice:x:%d:%d::/:/bin/sh\n"
+                      % (os.getuid(), os.getgid()))
+    passwd.chmod(0o644)
+    result = run_tfrun("-C", containerizer, "-I", image, "-V", "%s:/x:ro" % shared,
+                       "-V", "%s:/etc/passwd:ro" % passwd, "-w", "1", "-s", "0", *SMALL, "--",
+                       "cat /x/f.txt; grep -c alice /etc/passwd")
+    assert result.returncode == 0, result.stderr
+    assert lines(result.stdout, "[worker:0] ") == ["through a comma", "1"]
+
+
 def test_env_reaches_the_task_and_the_images_path_rules(image):
     cmd = ('echo "FOO=$FOO"; echo "PATH=$PATH"; echo "PYTHONPATH=${{PYTHONPATH-unset}}"; '
            'command -v python3; '

@@ -31,6 +31,11 @@ from tfmesos.exceptions import TaskFailed
      "get image: manifest for registry.example.com/ml:0.1 unknown", True),
     ("TASK_FAILED", None, "pull access denied for nope, repository does not exist", True),
     ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Failed to fetch URIs: timed out", False),
+    # Docker refuses the container's volumes however often it is launched
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Docker container run error: 400 Client "
+     "Error: Bad Request (Duplicate mount point: /etc/passwd)", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "invalid invalid volume specification: "
+     "'/:/:rw'", True),
     ("TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED", "Command exited with status 1", False),
     ("TASK_LOST", "REASON_INVALID_OFFERS", "Task launched with invalid offers", False),
     ("TASK_DROPPED", None, "", False),

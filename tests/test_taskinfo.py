@@ -142,6 +142,26 @@ def test_passwd_and_group_are_mounted_read_only_first():
         assert container_info(RunSpec(image=IMAGE, containerizer=kind))["volumes"][:2] == PASSWD
 
 
+def test_a_volume_of_the_user_s_at_etc_passwd_takes_the_place_of_tfmesos_one():
+    # Both went to Docker: "Duplicate mount point: /etc/passwd", three launches.
+    for kind in ("MESOS", "DOCKER"):
+        volumes = container_info(RunSpec(image=IMAGE, containerizer=kind,
+                                         volumes=("/srv/passwd:/etc/passwd:ro",)))["volumes"]
+        assert volumes == [PASSWD[1], {"container_path": "/etc/passwd",
+                                       "host_path": "/srv/passwd", "mode": "RO"}]
+
+
+@pytest.mark.parametrize("volumes, why", [
+    (("/data:/mnt/mesos/sandbox",), "/mnt/mesos/sandbox is where Mesos mounts the task's "
+                                    "sandbox: mount elsewhere"),
+    (("/data:/mnt/mesos/sandbox/in",), "is where Mesos mounts the task's sandbox"),
+    (("/a:/data", "/b:/data/"), "two volumes at /data: Docker refuses a duplicate mount point"),
+])
+def test_volumes_docker_would_refuse_at_launch_are_refused_at_once(volumes, why):
+    with pytest.raises(SpecError, match=why):
+        RunSpec(image=IMAGE, volumes=volumes)
+
+
 def test_gpus_under_the_docker_containerizer_are_refused_naming_mesos():
     jobs = [Job("ps"), Job("worker", gpus=1)]
     with pytest.raises(SpecError, match="GPUs need the Mesos containerizer: use containerizer=MESOS"):

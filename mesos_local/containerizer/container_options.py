@@ -251,8 +251,10 @@ def _volume_spec(host, container, mode):
     if mode_flag is None:
         raise RunnerError("volume %s:%s has mode %r; expected RW or RO" % (host, container, mode))
     for path in (host, container):
-        if not path.startswith("/") or ":" in path or "," in path:
-            raise RunnerError("volume path %r must be absolute and contain no ':' or ','" % path)
+        # The engine takes a ',' in a bind's path (its --mount syntax would
+        # not); a ':' would split the bind.
+        if not path.startswith("/") or ":" in path:
+            raise RunnerError("volume path %r must be absolute and contain no ':'" % path)
     return "%s:%s:%s" % (host, container, mode_flag)
 
 

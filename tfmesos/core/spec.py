@@ -46,7 +46,7 @@ from .training_frameworks import (
     TENSORFLOW,
     TORCH,
 )
-from .volumes import parse_volume
+from .volumes import SANDBOX_MOUNT, parse_volume
 
 if TYPE_CHECKING:   # not imported at run time: most runs ship nothing, log to no MLflow
     from ..record.mlflow_mapping import MlflowSpec
@@ -192,6 +192,16 @@ class RunSpec(FrozenFieldMethods):
                                 % (self.role, why))
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
                                                   volume_tuple(v) for v in self.volumes))
+        targets = [container for _, container, _ in self.volumes]
+        for target in targets:
+            if target == SANDBOX_MOUNT or target.startswith(SANDBOX_MOUNT + "/"):
+                # Mesos mounts the sandbox there: Docker refuses a second mount
+                # ("Duplicate mount point"), three attempts later.
+                raise SpecError.about("{volumes}: %s is where Mesos mounts the task's sandbox: "
+                                      "mount elsewhere", target)
+            if targets.count(target) > 1:
+                raise SpecError.about("{volumes}: two volumes at %s: Docker refuses a duplicate "
+                                      "mount point; give one", target)
         object.__setattr__(self, "env", env_tuple(self.env))
         object.__setattr__(self, "secret_env", secret_names(self.secret_env,
                                                              {name for name, _ in self.env}))

@@ -40,6 +40,9 @@ _NO_IMAGE = re.compile(r"\bimage\b[^;]*\bnot found|manifest (?:for \S+ )?unknown
                        r"pull access denied|no such image|repository \S+ not found|"
                        r"invalid image name|invalid reference format",
                        re.IGNORECASE)
+# A container description the runtime refuses however often it is launched.
+_BAD_CONTAINER = re.compile(r"Duplicate mount point|invalid volume specification|"
+                            r"volume path \S+ must be absolute", re.IGNORECASE)
 NO_RUNTIME = "the agent cannot run container images"
 INVALID_TASK_REASONS = frozenset(("REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED",
                                   "REASON_TASK_GROUP_INVALID", "REASON_TASK_GROUP_UNAUTHORIZED"))
@@ -57,6 +60,8 @@ def permanent_failure(state: Optional[str], reason: Optional[str] = None,
         return NO_RUNTIME
     if _NO_IMAGE.search(message or ""):
         return "the image cannot be found"
+    if _BAD_CONTAINER.search(message or ""):
+        return "the container runtime refuses its volumes"
     return None
 
 

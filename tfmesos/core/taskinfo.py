@@ -270,8 +270,12 @@ def container_info(run: "RunSpec") -> Optional[dict[str, Any]]:
     with GPUs is refused up front, see ``spec.check_run``)."""
     if not run.image:
         return None
+    # The user's own /etc/passwd or /etc/group volume takes the place of
+    # tfmesos' (two at one path: "Duplicate mount point", from Docker).
+    given = {container for _, container, _ in run.volumes}
     volumes = [{"container_path": container, "host_path": host, "mode": mode}
-               for host, container, mode in PASSWD_VOLUMES + tuple(run.volumes)]
+               for host, container, mode in tuple(v for v in PASSWD_VOLUMES if v[1] not in given)
+               + tuple(run.volumes)]
     if run.containerizer == "DOCKER":
         parameters = [{"key": key, "value": value} for key, value in run.docker_parameters]
         if not any(key in ("user", "u") for key, _ in run.docker_parameters):

@@ -21,6 +21,10 @@ def _fail(text: str, why: str) -> NoReturn:
     raise SpecError("invalid volume %r: %s (expected %s)" % (text, why, VOLUME_FORMAT))
 
 
+# Where a Mesos agent mounts the sandbox in a container (flags.sandbox_directory).
+SANDBOX_MOUNT = "/mnt/mesos/sandbox"
+
+
 def parse_volume(text: object) -> tuple[str, str, str]:
     """Parse ``"HOST:CONTAINER[:ro|rw]"`` into ``(host, container, mode)``.
 
