@@ -95,6 +95,31 @@ def test_a_link_inside_by_its_words_that_leads_out_through_another_is_refused(pr
         packed(project, tmp_path)
 
 
+@pytest.mark.parametrize("change", ["shrinks", "grows"])
+def test_a_file_written_while_it_is_packed_is_refused_naming_it(project, tmp_path, monkeypatch,
+                                                               change):
+    # Listed, then written by another process before its bytes were read: a
+    # file that shrank said "cannot read data.bin: unexpected end of data",
+    # one that grew shipped cut off at its listed size, without a word.
+    data = project / "data.bin"
+    data.write_bytes(b"x" * 5000)
+    commit(project)
+    listed = bundle._tar_infos
+
+    def then_written(members):
+        infos = listed(members)
+        if change == "shrinks":
+            os.truncate(data, 1000)
+        else:
+            with open(data, "ab") as handle:
+                handle.write(b"y" * 5000)
+        return infos
+    monkeypatch.setattr(bundle, "_tar_infos", then_written)
+    with pytest.raises(ShipError, match="data.bin changed while it was packed .*: ship it once "
+                                        "it is written, or leave it out"):
+        packed(project, tmp_path)
+
+
 def test_a_link_inside_ships_as_a_link_and_works_after_the_fetch(project, tmp_path):
     os.symlink("conf/settings.txt", str(project / "settings"))
     os.symlink("../mylib", str(project / "conf" / "lib"))     # a directory, via ..

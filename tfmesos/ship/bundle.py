@@ -393,15 +393,35 @@ def _tar_infos(members):
 
 
 def _add(tar, member, info):
-    """``member``: a regular file or a link (kept as one), packed as ``info``."""
+    """``member``: a regular file or a link (kept as one), packed as ``info``;
+    a file whose size or time changed since it was listed is refused (it
+    was being written: cut off, or short of its end, in every task)."""
     try:
         if info.isreg():
             with open(member.source, "rb") as handle:
-                tar.addfile(info, handle)
+                try:
+                    tar.addfile(info, handle)
+                except OSError:
+                    if _changed(handle, info):
+                        raise _changed_error(member) from None
+                    raise
+                if _changed(handle, info):
+                    raise _changed_error(member)
         else:
             tar.addfile(info)
     except OSError as exc:
         raise unreadable(member.path, exc) from None
+
+
+def _changed(handle, info):
+    found = os.fstat(handle.fileno())
+    return found.st_size != info.size or int(found.st_mtime) != info.mtime
+
+
+def _changed_error(member):
+    return ShipError.about("{ship.directory}: %s changed while it was packed (something "
+                           "writes it): ship it once it is written, or leave it out "
+                           "({ship.exclude})", printable(member.path))
 
 
 def file_sha256(path):
