@@ -215,6 +215,12 @@ class TaskLauncher:
         if not pool.contains(resources):
             raise TaskInvalid("Task uses more resources %s than available %s"
                               % (resources.describe(), pool.describe()))
+        if info.get("limits"):
+            # These agents do not claim TASK_RESOURCE_LIMITS (agent_json's
+            # AGENT_CAPABILITIES): Mesos refuses the task for such an agent, not
+            # runs it without its limits (validateResourceLimits,
+            # src/master/validation.cpp).
+            raise TaskInvalid("Agent is not capable of handling task resource limits")
         return plan, resources, gpus
 
     def start_process(self, framework, agent, task):

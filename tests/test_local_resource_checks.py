@@ -67,6 +67,21 @@ def test_a_launch_with_an_id_is_a_task_error(local_master, clients):
         "The `id` field cannot be set on LAUNCH operations"
 
 
+def test_a_task_with_resource_limits_is_refused_as_its_agent_cannot_hold_them(local_master,
+                                                                                clients):
+    # TaskInfo.limits were taken and ignored (the memory request held it, no
+    # CPU quota); these agents do not claim TASK_RESOURCE_LIMITS, and Mesos
+    # refuses such a task for them (validateResourceLimits).
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    info = task_info("limited", offer, "true", cpus=0.5, mem=64)
+    info["limits"] = {"mem": {"value": 512}, "cpus": {"value": 1}}
+    client.launch(offer, [info])
+    assert task_error(client, "limited") == "Agent is not capable of handling task resource limits"
+    assert "TASK_RESOURCE_LIMITS" not in [c for agent in local_master.state()["slaves"]
+                                          for c in agent["capabilities"]]
+
+
 def test_half_a_thousandth_rounds_away_from_zero_as_llround(make_local_master, clients):
     # 3.0005 cpus of an offer of 3 (3000.5 thousandths, exactly): 3.001 to
     # Mesos (llround), 3 to Python's round (halves to even).
