@@ -68,27 +68,37 @@ def framework_of(master):
     return (state["frameworks"] or [None])[0], state
 
 
-def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
-        make_local_master, tmp_path):
-    master = make_local_master()
+def left_to_its_tasks(master, tmp_path, workers):
+    """A ``tfrun --failover`` run of ``workers`` workers of ``master``
+    training until ``finish`` exists, its tfrun SIGKILLed once the last
+    worker made three steps, and the framework failing over: (its run
+    directory, ``finish``, the environment it ran with)."""
     run_dir, finish = tmp_path / "run", tmp_path / "finish"
     (tmp_path / "train.py").write_text(TRAIN)
     env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
                TFMESOS_RUNS_DIR=str(tmp_path))
-    with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "2",
-                     "-s", "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
-                     str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
-        wait_until(lambda: len(steps(run_dir / "worker.1.stdout")) >= 3, timeout=120,
+    last = run_dir / ("worker.%d.stdout" % (workers - 1))
+    with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w",
+                     str(workers), "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",
+                     sys.executable, str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
+        wait_until(lambda: len(steps(last)) >= 3, timeout=120,
                    message=lambda: "the workers never trained: %s" % tfrun.stderr.read())
         tfrun.send_signal(signal.SIGKILL)
         tfrun.wait(30)
+    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
+    return run_dir, finish, env
+
+
+def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
+        make_local_master, tmp_path):
+    master = make_local_master()
+    run_dir, finish, env = left_to_its_tasks(master, tmp_path, workers=2)
     before = {name: steps(run_dir / ("%s.stdout" % name)) for name in ("worker.0", "worker.1")}
     failover = json.loads((run_dir / "failover.json").read_text())
     run_id = failover["identity"]["run_id"]
     assert oct((run_dir / "failover.json").stat().st_mode & 0o777) == "0o600"
     assert oct((tmp_path / "keys" / run_id).stat().st_mode & 0o777) == "0o600"
     # The scheduler is gone; the framework fails over; its tasks run on.
-    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
     framework, _ = framework_of(master)
     assert [t["state"] for t in framework["tasks"]] == ["TASK_RUNNING"] * 2
     with subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
@@ -135,23 +145,12 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
     assert state["frameworks"] == []
 
 
-@pytest.mark.zookeeper
 def test_each_takeover_by_attach_is_the_next_scheduler_attempt(make_local_master, tmp_path):
     # Every attach read attempt 1 from failover.json and recorded itself as
     # scheduler attempt 2, the second as the first.
     master = make_local_master()
-    run_dir, finish = tmp_path / "run", tmp_path / "finish"
-    (tmp_path / "train.py").write_text(TRAIN)
-    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"),
-               TFMESOS_RUNS_DIR=str(tmp_path))
-    with start_tfrun("--failover", "--failover-timeout", "300", "-m", master.url, "-w", "1",
-                     "-s", "0", *SMALL, "--run-dir", str(run_dir), "--", sys.executable,
-                     str(tmp_path / "train.py"), str(finish), env=env) as tfrun:
-        trained(run_dir, tfrun)
-        tfrun.send_signal(signal.SIGKILL)
-        tfrun.wait(30)
+    run_dir, finish, env = left_to_its_tasks(master, tmp_path, workers=1)
     run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
-    wait_until(lambda: not framework_of(master)[0]["connected"], timeout=60)
     with reaped(subprocess.Popen([sys.executable, "-m", "tfmesos.cli.main", "attach", run_id],
                                  cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)) as first:
@@ -167,6 +166,7 @@ def test_each_takeover_by_attach_is_the_next_scheduler_attempt(make_local_master
         (2, "tfmesos attach"), (3, "tfmesos attach")]
 
 
+@pytest.mark.zookeeper
 def test_attach_takes_over_a_failover_run_of_a_zk_master_with_the_password_it_is_given(
         make_local_master, tmp_path, zookeeper):
     # tfrun writes failover.json with the ZooKeeper password masked; attach
@@ -515,18 +515,27 @@ def test_a_terminal_that_closes_leaves_a_failover_run_to_its_tasks(make_local_ma
     wait_until(lambda: not framework_of(master)[0], timeout=60)
 
 
+def submit_env(tmp_path):
+    return dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
+
+
+def submit_waiting(master, tmp_path):
+    """``tfrun --detach`` of a run on ``master`` whose scheduler task no
+    offer fits (500 cpus): it waits, its framework subscribed."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
+         "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py",
+         "x"], cwd=tmp_path, env=submit_env(tmp_path), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local_master,
                                                                       tmp_path, signum):
     # No offer fits its scheduler task: the submit waits, its framework on the master.
     master = make_local_master()
-    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
-    (tmp_path / "train.py").write_text(TRAIN)
-    with reaped(subprocess.Popen(
-            [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
-             "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py",
-             "x"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)) as submit:
+    with reaped(submit_waiting(master, tmp_path)) as submit:
         wait_until(lambda: master.state()["frameworks"], timeout=60,
                    message=lambda: "the submit never subscribed")
         submit.send_signal(signum)
@@ -547,13 +556,7 @@ def test_a_detached_submit_killed_before_the_takeover_leaves_a_run_its_owner_kil
     # could stop it, and its key stayed.
     master = make_local_master()
     keys = tmp_path / "keys"
-    env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(keys))
-    (tmp_path / "train.py").write_text(TRAIN)
-    with reaped(subprocess.Popen(
-            [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-cpus",
-             "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py",
-             "x"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)) as submit:
+    with reaped(submit_waiting(master, tmp_path)) as submit:
         wait_until(lambda: any(label["key"] == "tfmesos.proof"
                                for framework in master.state()["frameworks"]
                                for label in framework.get("labels", [])), timeout=60,
@@ -561,7 +564,7 @@ def test_a_detached_submit_killed_before_the_takeover_leaves_a_run_its_owner_kil
         submit.kill()
         submit.wait(30)
     [run_id] = os.listdir(keys)
-    killed = tfmesos("kill", run_id, "--master", master.url, env=env)
+    killed = tfmesos("kill", run_id, "--master", master.url, env=submit_env(tmp_path))
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: not master.state()["frameworks"], timeout=60)
     assert no_key_left(keys)

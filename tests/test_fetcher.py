@@ -326,40 +326,11 @@ def test_a_query_stays_in_the_file_name_as_mesos_keeps_it(tmp_path, box, file_se
     assert (box / "a.txt?sig=1").read_text() == "served\n"
 
 
-@pytest.fixture
-def trickling_server():
-    """An HTTP server that answers a long body one byte every 2 s."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
-
-    def serve():
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.recv(4096)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
-                while not stop.wait(2.0):
-                    try:
-                        conn.sendall(b"x")
-                    except OSError:
-                        break
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d/slow.bin" % listener.getsockname()[1]
-    stop.set()
-    thread.join(10)
-    listener.close()
-
-
 @contextlib.contextmanager
-def late_server(delay):
-    """An HTTP server that answers ``delay`` s after a request: its URL."""
+def http_server(respond, name):
+    """A server whose each connection ``respond(conn, stop)`` answers after
+    reading its request (``stop``: set when the test is over): the URL of
+    ``name`` there."""
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
@@ -372,16 +343,37 @@ def late_server(delay):
                 continue
             with conn:
                 conn.recv(4096)
-                if not stop.wait(delay):
-                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                respond(conn, stop)
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield "http://127.0.0.1:%d/late.txt" % listener.getsockname()[1]
+        yield "http://127.0.0.1:%d/%s" % (listener.getsockname()[1], name)
     finally:
         stop.set()
         thread.join(10)
         listener.close()
+
+
+@pytest.fixture
+def trickling_server():
+    """An HTTP server that answers a long body one byte every 2 s."""
+    def trickle(conn, stop):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+        while not stop.wait(2.0):
+            try:
+                conn.sendall(b"x")
+            except OSError:
+                break
+    with http_server(trickle, "slow.bin") as url:
+        yield url
+
+
+def late_server(delay):
+    """An HTTP server that answers ``delay`` s after a request: its URL."""
+    def late(conn, stop):
+        if not stop.wait(delay):
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+    return http_server(late, "late.txt")
 
 
 def test_a_server_that_answers_late_is_waited_for_up_to_the_stall(box):
