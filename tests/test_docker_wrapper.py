@@ -85,6 +85,11 @@ def test_bad_command_and_volume_are_refused_before_docker():
         run_in_image(["true"], volumes=["data:/data"])
     with pytest.raises(SpecError, match="invalid environment entry '=x'"):
         run_in_image(["true"], env=["=x"])
+    # Run from /, or a directory whose path holds ':': Docker's "invalid volume
+    # specification: '/:/:rw'", a volume the user never gave.
+    for workdir in ("/", "/tmp/a:b"):
+        with pytest.raises(SpecError, match="mounts the working directory .* at its own path"):
+            run_in_image(["true"], workdir=workdir)
 
 
 # -- against the engine ------------------------------------------------------
@@ -178,6 +183,19 @@ def test_environment_and_volumes_pass_through(engine, tfmesos_image, tmp_path, m
     assert out.text().splitlines() == [
         "zk://zk1:2181/mesos passed asked 1 None %s /opt/tfmesos/bin" % tfmesos_image, "shared"]
     assert "Read-only file system" in err.text()
+
+
+@pytest.mark.docker
+def test_a_tfrun_inside_writes_its_records_where_tfmesos_runs_dir_says(engine, tfmesos_image,
+                                                                       tmp_path, monkeypatch):
+    # $TFMESOS_RUNS_DIR went into the container, its directory did not: the
+    # records of a tfrun inside went with the container.
+    runs, work = volume_dirs(tmp_path, "runs-parent", {}, "work")
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(runs / "runs"))
+    assert run_in_image(["sh", "-c", 'echo kept > "$TFMESOS_RUNS_DIR/record"'],
+                        image=tfmesos_image, workdir=str(work), client=engine) == 0
+    assert (runs / "runs" / "record").read_text() == "kept\n"
+    assert (runs / "runs").stat().st_uid == os.getuid()
 
 
 @pytest.mark.docker

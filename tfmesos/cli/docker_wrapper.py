@@ -23,6 +23,8 @@ from ..core.inputs import ENV_NAME
 from ..core.signals import INTERRUPTING, interrupt_on_signals
 from ..core.volumes import parse_volume
 from ..exceptions import DockerError, SpecError
+from ..record.run_dirs import RUNS_DIR_ENV
+from ..terminal_text import printable
 
 __all__ = ["run_in_image", "resolve_image", "passthrough_env", "DEFAULT_IMAGE",
            "PASSTHROUGH_ENV", "PASSTHROUGH_PREFIXES"]
@@ -77,19 +79,30 @@ def _environment(env, image):
     return environment
 
 
-def _volumes(workdir, volumes):
+def _volumes(workdir, volumes, environment):
     """Bind mounts as ``docker`` SDK ``volumes`` strings: the user's first,
-    then the working directory and the account files unless a user volume
-    already targets the same container path."""
+    then the working directory, the runs directory ``environment`` names
+    (``$TFMESOS_RUNS_DIR``: a tfrun inside writes its records there, which
+    went with the container) and the account files, unless a user volume
+    already targets the same container path. SpecError for a working
+    directory that cannot be mounted at its own path."""
+    if workdir == "/" or ":" in workdir:
+        raise SpecError("tfmesos docker mounts the working directory %s at its own path: run it "
+                        "from a directory other than / whose path holds no ':' (your project's)"
+                        % printable(workdir))
     specs = []
     targets = set()
     for text in volumes or ():
         host, container, mode = parse_volume(text)
         specs.append("%s:%s:%s" % (host, container, mode.lower()))
         targets.add(container)
-    for host, container, mode in ((workdir, workdir, "rw"),
-                                  ("/etc/passwd", "/etc/passwd", "ro"),
-                                  ("/etc/group", "/etc/group", "ro")):
+    runs = environment.get(RUNS_DIR_ENV, "")
+    mounted = []
+    if os.path.isabs(runs) and ":" not in runs and runs != "/":
+        os.makedirs(runs, mode=0o700, exist_ok=True)   # the caller's, not the engine's (root)
+        mounted = [(runs, runs, "rw")]
+    for host, container, mode in [(workdir, workdir, "rw")] + mounted + [
+            ("/etc/passwd", "/etc/passwd", "ro"), ("/etc/group", "/etc/group", "ro")]:
         if container not in targets and os.path.exists(host):
             specs.append("%s:%s:%s" % (host, container, mode))
             targets.add(container)
@@ -124,7 +137,6 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
         "command": command,
         "network_mode": "host",
         "working_dir": workdir,
-        "volumes": _volumes(workdir, volumes),
         "environment": _environment(env, image),
         "user": "%d:%d" % (os.getuid(), os.getgid()),
         # Its owner, this process: a container it could not remove (killed
@@ -136,6 +148,7 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
         "stdin_open": False,
         "tty": False,
     }
+    kwargs["volumes"] = _volumes(workdir, volumes, kwargs["environment"])
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     try:

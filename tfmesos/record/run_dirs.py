@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from typing import Optional
 
 RUNS_DIR = "tfmesos-runs"
+RUNS_DIR_ENV = "TFMESOS_RUNS_DIR"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def runs_root(environ: Mapping[str, str], given: Optional[str] = None) -> str:
     """The runs directory: ``given``, else ``$TFMESOS_RUNS_DIR``, else ./tfmesos-runs."""
-    return given or environ.get("TFMESOS_RUNS_DIR") or RUNS_DIR
+    return given or environ.get(RUNS_DIR_ENV) or RUNS_DIR
 
 
 def default_run_dir(name: str, run_id: str, environ: Mapping[str, str]) -> str:
