@@ -262,6 +262,26 @@ def test_sigterm_or_a_closed_terminal_stops_and_removes_the_container(engine, tf
 
 
 @pytest.mark.docker
+def test_what_the_command_says_as_it_stops_reaches_the_terminal(engine, tfmesos_image, tmp_path):
+    # A tfrun inside says how its run ended once stopped: the copy ended at
+    # the interrupt, and those lines were lost.
+    sent = []
+
+    def on_write(text):
+        if "ready" in text and not sent:
+            sent.append(True)
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    out = Recorder(on_write)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_image(["sh", "-c", "trap 'echo stopping cleanly; exit 130' TERM; echo ready; "
+                      "while :; do sleep 0.1; done"], image=tfmesos_image,
+                     workdir=str(tmp_path), client=engine, stdout=out, stderr=out)
+    assert out.text().splitlines() == ["ready", "stopping cleanly"]
+    assert not [c for c in managed_containers(engine)
+                if c.labels.get("tfmesos.role") == "docker-wrapper"]
+
+
+@pytest.mark.docker
 def test_a_container_of_a_wrapper_that_is_gone_is_removed_by_the_next(engine, tfmesos_image,
                                                                        tmp_path):
     # A wrapper killed with SIGKILL left its container running for ever.

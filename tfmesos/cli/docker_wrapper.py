@@ -189,7 +189,7 @@ def _run(client, image, kwargs, stdout, stderr):
                 return client.api.wait(container.id).get("StatusCode", -1)
             except KeyboardInterrupt:
                 if container is not None:
-                    _stop(container)
+                    _stop_showing_its_end(client, container, stdout, stderr)
                 raise KeyboardInterrupt() from None
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 raise DockerError("lost the Docker engine while %s ran in image %s: %s"
@@ -211,6 +211,30 @@ def _created(client, name):
         return client.containers.get(name)
     except (docker.errors.DockerException, requests.exceptions.RequestException):
         return None
+
+
+def _stop_showing_its_end(client, container, stdout, stderr):
+    """Stop ``container``, copying what it prints meanwhile (a tfrun inside
+    says how its run ended): the interrupted stream is gone, a new one
+    copies only what comes after it. Another interrupt ends the copy."""
+    import requests
+
+    import docker
+
+    try:
+        rest = client.api.attach(container.id, stdout=True, stderr=True, stream=True,
+                                 logs=False, demux=True)
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        rest = None
+    stopper = threading.Thread(target=_stop, args=(container,), name="docker-stop",
+                               daemon=True)
+    stopper.start()
+    if rest is not None:
+        try:
+            docker_engine.pump_output(rest, stdout, stderr)
+        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
+            pass
+    stopper.join(_STOP_TIMEOUT + 10)
 
 
 def _stop(container):
