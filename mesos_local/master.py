@@ -510,10 +510,18 @@ class LocalMaster(FaultInjection):
             proc.kill(grace)
         procs += late
         deadline = time.monotonic() + grace + 10
+        stuck = False
         for proc in procs:
             if not proc.join(max(0.0, deadline - time.monotonic())):
+                stuck = True
                 log.warning("task %s did not end within %.0f s of stop()",
                             proc.launch.task_id, grace + 10)
+        remove_own = getattr(self._tasks.container_runner, "remove_own", None)
+        if stuck and remove_own is not None:
+            # A launch its engine has not answered: the container it made goes
+            # now, not with the next master on the engine (remove_orphans).
+            for name in remove_own():
+                log.warning("removed container %s, whose launch had not ended", name)
         if not self._tasks.escapes.drain():
             log.warning("local master %s: processes that left their tasks' cgroups were "
                         "still being killed as it stopped", self.id)

@@ -1,9 +1,12 @@
 """The local master's Docker runner, against a real engine and the tfmesos
 image (pure tests of the container arguments first)."""
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
+import threading
 import time
 
 import pytest
@@ -615,3 +618,79 @@ def test_an_image_task_s_end_is_worded_as_its_executor_words_it(
     assert (failed["state"], failed["message"]) == ("TASK_FAILED", words % 3)
     if containerizer == "DOCKER":
         assert "reason" not in failed and "reason" not in finished
+
+
+class HeldStarts:
+    """A proxy to the Docker engine's socket that holds every container's
+    start request until ``release()``: an engine slow to start containers."""
+
+    def __init__(self, directory, engine_socket="/var/run/docker.sock"):
+        self.path = os.path.join(str(directory), "held.sock")
+        self.engine_socket = engine_socket
+        self.released = threading.Event()
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(self.path)
+        self.listener.listen(16)
+        self.held = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.engine_socket)
+            threading.Thread(target=self._pump, args=(client, upstream, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False),
+                             daemon=True).start()
+
+    def _pump(self, source, target, requests):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                if requests and data.startswith(b"POST ") and b"/start " in data:
+                    self.held.set()
+                    self.released.wait(120)
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, target):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def release(self):
+        self.released.set()
+        self.listener.close()
+
+
+@pytest.mark.docker
+def test_a_container_whose_start_the_engine_holds_goes_when_its_master_stops(
+        make_local_master, clients, docker_engine, tfmesos_image, tmp_path):
+    # The launch blocked in the engine's start past stop()'s wait: the master
+    # exited and its container stayed (until the next master on the engine).
+    import docker
+
+    proxy = HeldStarts(tmp_path)
+    try:
+        runner = DockerRunner(client=docker.DockerClient(base_url="unix://" + proxy.path,
+                                                         version="1.41", timeout=120))
+        master = make_local_master(container_runner=runner, kill_grace_period=0.1)
+        client = clients(master)
+        offer = client.next_offers()[0]
+        info = task_info("held", offer, "sleep 300")
+        info["container"] = {"type": "DOCKER", "docker": {"image": tfmesos_image,
+                                                          "network": "HOST"}}
+        client.launch(offer, [info])
+        assert proxy.held.wait(60), "the container's start never reached the engine"
+        mine = {"label": ["mesos_local.master=%s" % this_master()]}
+        assert docker_engine.containers.list(all=True, filters=mine)
+        master.stop()
+        assert docker_engine.containers.list(all=True, filters=mine) == []
+    finally:
+        proxy.release()

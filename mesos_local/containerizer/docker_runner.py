@@ -136,6 +136,40 @@ class DockerRunner:
                 remove_orphans(self._client)
             return self._client
 
+    def remove_own(self):
+        """Remove the containers of this master still on the engine (``stop()``'s
+        last word for launches whose engine answered too late for the task to
+        end: a container created, its start still pending); their names.
+        Nothing when it never used the engine."""
+        import requests
+
+        import docker
+
+        with self._lock:
+            client = self._client
+        owner = owner_labels().get(MASTER_LABEL)
+        if client is None or owner is None:
+            return []
+        removed = []
+        try:
+            found = client.containers.list(all=True, ignore_removed=True, filters={
+                "label": [MANAGED_LABEL + "=1", "%s=%s" % (MASTER_LABEL, owner)]})
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            log.warning("cannot list this master's containers to remove them: %s",
+                        one_line(exc))
+            return removed
+        for container in found:
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except (docker.errors.DockerException,
+                    requests.exceptions.RequestException) as exc:
+                log.warning("cannot remove container %s: %s", container.name, one_line(exc))
+                continue
+            removed.append(container.name)
+        return removed
+
     def launch(self, launch):
         if not launch.image:
             raise RunnerError("task %s names no image; the Docker runner only runs containers"
