@@ -150,7 +150,7 @@ class DockerRunner:
         owner = owner_labels().get(MASTER_LABEL)
         if client is None or owner is None:
             return []
-        removed = []
+        removed: list[str] = []
         try:
             found = client.containers.list(all=True, ignore_removed=True, filters={
                 "label": [MANAGED_LABEL + "=1", "%s=%s" % (MASTER_LABEL, owner)]})
