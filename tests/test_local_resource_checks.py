@@ -7,8 +7,10 @@ allocator does to a framework's filters when it disconnects
 (src/master/allocator/mesos/hierarchical.cpp ``deactivateFramework``)."""
 
 import base64
+import uuid
 
 import pytest
+import requests
 from fixtures_master import clients, local_master, make_local_master, small_agent
 from mesos_http_client import ports, scalar, task_info
 from waiting import wait_until
@@ -131,3 +133,24 @@ def test_a_job_asks_for_no_amount_mesos_keeps_as_zero():
         with pytest.raises(SpecError, match="must be at least 0.0005"):
             Job("worker", 1, **{field: 0.0004})
     assert Job("worker", 1, cpus=0.0005).cpus == 0.0005
+
+
+def test_an_operation_acknowledgement_without_its_agent_is_refused(local_master, clients):
+    # Mesos refuses it before anything (src/master/validation.cpp:
+    # "Expecting 'agent_id' to be present"); it was taken here, 202.
+    client = clients(local_master)
+    reply = client.post({"type": "ACKNOWLEDGE_OPERATION_STATUS",
+                         "framework_id": {"value": client.framework_id},
+                         "acknowledge_operation_status": {
+                             "uuid": base64.b64encode(uuid.uuid4().bytes).decode(),
+                             "operation_id": {"value": "op"}}},
+                        headers={"Mesos-Stream-Id": client.stream_id})
+    assert (reply.status_code, reply.text) == (
+        400, "Failed to validate scheduler::Call: Expecting 'agent_id' to be present")
+
+
+@pytest.mark.parametrize("method", ["HEAD", "OPTIONS"])
+def test_the_scheduler_endpoint_answers_other_methods_405(local_master, method):
+    # Python's 501 HTML page, where Mesos answers MethodNotAllowed({"POST"}).
+    reply = requests.request(method, local_master.url + "/api/v1/scheduler", timeout=30)
+    assert reply.status_code == 405 and reply.headers["Allow"] == "POST"

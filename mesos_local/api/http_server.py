@@ -352,6 +352,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _other_method(self):
         if not self._request_in():
             return
+        if self.command == "HEAD":
+            self.close_connection = True   # the reply's body is not the client's to read
         target = self._target
         if target in _POST_ROUTES:
             if not self._authenticated():
@@ -363,7 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._reply(404)
 
-    do_PUT = do_DELETE = do_PATCH = _other_method
+    # A POST endpoint answers any other method 405, as Mesos' (master/http.cpp:
+    # MethodNotAllowed({"POST"})); HEAD and OPTIONS too, not Python's 501 page.
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other_method
 
     # -- bodies ------------------------------------------------------------------
 

@@ -257,6 +257,10 @@ def check_call(call):
         decode_uuid(call["acknowledge"]["uuid"])
     if kind == "ACKNOWLEDGE_OPERATION_STATUS":
         decode_uuid(call["acknowledge_operation_status"]["uuid"])
+        if "agent_id" not in call["acknowledge_operation_status"]:
+            # src/master/validation.cpp (scheduler::call::validate): an
+            # operation of the master alone is never acknowledged.
+            raise CallValidationError("Expecting 'agent_id' to be present")
 
 
 def validate(call):
