@@ -304,8 +304,18 @@ class SchedulerCalls:
 
     def _call_shutdown(self, framework, call):
         shutdown = call["shutdown"]
-        self.tasks.executors.shutdown_executor(framework, shutdown["agent_id"]["value"],
-                                               shutdown["executor_id"]["value"])
+        agent_id, executor_id = shutdown["agent_id"]["value"], shutdown["executor_id"]["value"]
+        task = framework.tasks.get(executor_id)
+        if task is not None and task.executor is None and task.group is None \
+                and task.agent_id == agent_id:
+            # A command task's executor is named after it (Slave::getExecutorInfo,
+            # src/slave/slave.cpp); shut down, it kills its task: TASK_KILLED
+            # (CommandExecutor::shutdown, src/launcher/executor.cpp).
+            if not task.terminal and task.proc is not None and not task.kill_requested:
+                task.kill_requested = True
+                task.proc.kill(self.tasks.shutdown_grace(task))
+            return
+        self.tasks.executors.shutdown_executor(framework, agent_id, executor_id)
 
     def _call_message(self, framework, call):
         message = call["message"]

@@ -55,6 +55,10 @@ class StatusUpdates:
         ``labels``, ``healthy``, ``executor_id``, ``timestamp``, ...)."""
         status = {"task_id": mesos_id(task.id), "state": state, "source": source,
                   "agent_id": mesos_id(task.agent_id), "timestamp": time.time()}
+        if source == "SOURCE_EXECUTOR" and task.executor is None and task.group is None:
+            # The command executor's updates name it, its id the task's
+            # (CommandExecutor::createTaskStatus, src/launcher/executor.cpp).
+            status["executor_id"] = mesos_id(task.id)
         if fields:
             status.update(fields)
         if reason is not None:

@@ -18,6 +18,7 @@ from conftest import MARKER, marked_processes
 from fixtures_master import (
     clients,
     leftover_processes,
+    local_master,
     make_local_master,
     marked_environment,
     pymesos_path,
@@ -199,6 +200,21 @@ def test_executor_in_an_agent_network_namespace(namespaces, make_local_master, c
     client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "ex"}})
     client.next_event("FAILURE", timeout=30)
     wait_gone(master)
+
+
+def test_a_command_tasks_executor_is_named_after_it_and_shutdown_kills_it(local_master,
+                                                                          clients):
+    # Its updates named no executor, and SHUTDOWN of it was ignored (the task
+    # ran on): on Mesos its executor's id is the task's, its updates carry it,
+    # and shut down it kills its task (CommandExecutor::shutdown).
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("cmd", offer, "sleep 60")])
+    running = client.wait_state("cmd", "TASK_RUNNING", timeout=30)
+    assert running["executor_id"] == {"value": "cmd"}
+    client.call("SHUTDOWN", {"agent_id": offer["agent_id"], "executor_id": {"value": "cmd"}})
+    killed = client.wait_state("cmd", "TASK_KILLED", timeout=30)
+    assert (killed["source"], killed["executor_id"]) == ("SOURCE_EXECUTOR", {"value": "cmd"})
 
 
 def test_executor_death_fails_its_tasks(make_local_master, clients):
