@@ -3,6 +3,7 @@ and as Debian's headless chromium renders it."""
 
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -339,6 +340,18 @@ def test_a_metric_near_the_floats_bounds_is_drawn_with_finite_coordinates(tmp_pa
         assert len(coordinates) == 2 * len(values), points
         assert all(c == c and abs(c) < 1e4 for c in coordinates), points
         assert "inf" not in chart and "nan" not in chart, chart
+
+
+def test_ticks_of_values_near_the_floats_bounds_are_floats(tmp_path):
+    # A diverging loss of 1e308 then 1.79e308: the tick step was an int past
+    # the float's bounds, "OverflowError: int too large to convert to float".
+    from tfmesos.record.charts import nice_ticks
+    from tfmesos.record.report_metrics import metric_chart
+    for low, high in ((1.0, 1.79e308), (-1.7e308, 1.7e308), (1e307, 1.5e308)):
+        ticks = nice_ticks(low, high)
+        assert ticks and all(isinstance(t, float) and math.isfinite(t) for t in ticks), ticks
+    assert "<polyline" in metric_chart("loss", [("worker:0", [(0, 1.0), (1, 1e308),
+                                                              (2, 1.79e308)])])
 
 
 def test_a_metric_with_no_finite_value_is_named_not_left_out(tmp_path):

@@ -6,6 +6,7 @@ then replaces its path: a link planted there (report.html, or the output
 named with -o in a shared directory) is replaced, never written through."""
 
 import os
+import stat
 
 from local_users import nobody
 from run_dirs import write_run
@@ -99,3 +100,22 @@ def test_a_link_at_the_report_is_replaced_never_written_through(tmp_path, capsys
     assert report(capsys, str(directory), "-o", str(output))[:2] == (0, "%s\n" % output)
     assert not output.is_symlink() and output.stat().st_uid == os.geteuid()
     assert target.read_text() == "precious\n" and os.listdir(shared) == ["out.html"]
+
+
+def test_a_device_fifo_or_link_to_one_is_never_replaced_by_the_report(tmp_path, capsys):
+    # -o /dev/null as root replaced the device with the report (a regular
+    # file); -o /dev/stdout replaced the link. (A FIFO and a link to a device
+    # of the test's own: a regression must not take this machine's /dev/null.)
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o700)
+    write_run(runs, RUN)
+    fifo, link = tmp_path / "fifo", tmp_path / "stdout"
+    os.mkfifo(fifo)
+    os.symlink("/dev/null", link)
+    for path in (fifo, link):
+        code, out, line = report(capsys, "--runs-dir", str(runs), RUN, "-o", str(path))
+        assert (code, out) == (1, ""), line
+        assert line == ("tfmesos: error: %s is not a regular file (a device, FIFO or directory, "
+                        "or a link to one), which the report would replace: give the path of a "
+                        "file (-o FILE)" % path)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.readlink(link) == "/dev/null"

@@ -128,7 +128,7 @@ def nice_ticks(low: float, high: float, count: int = 7) -> list[float]:
     raw = high / max(count - 1, 1) - low / max(count - 1, 1)
     if not math.isfinite(raw) or raw <= 0:
         return [low, high]
-    power = 10 ** math.floor(math.log10(raw))
+    power = 10.0 ** math.floor(math.log10(raw))   # a float: an int past 1e308 overflows below
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     first = math.ceil(low / step - 1e-9) * step
     ticks: list[float] = []

@@ -15,11 +15,13 @@ import contextlib
 import datetime
 import html
 import os
+import stat
 import tempfile
 import urllib.parse
 from typing import Optional
 
 from ..mesos.task_states import TERMINAL_STATES
+from ..terminal_text import printable
 from .charts import CSS as CHART_CSS
 from .charts import TOGGLE_SCRIPT, Series, line_chart
 from .history import HistoryError, Run
@@ -419,6 +421,7 @@ def write_report(run: Run, path: Optional[str] = None,
         except OSError as exc:
             raise _cannot_write(run.directory, exc) from None
         path = os.path.join(run.directory, REPORT)
+    _check_replaceable(path)
     text = render(run, now)
     temporary = None
     try:
@@ -434,6 +437,28 @@ def write_report(run: Run, path: Optional[str] = None,
                 os.unlink(temporary)
         raise _cannot_write(path, exc) from None
     return path
+
+
+def _check_replaceable(path: str) -> None:
+    """HistoryError unless ``path`` is a file the report may replace: none
+    yet, a regular file, or a link to one (or to nothing). A device, a FIFO
+    or a link to one (``-o /dev/null`` as root, ``-o /dev/stdout``) was
+    replaced by a regular file."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    if stat.S_ISLNK(found.st_mode):
+        try:
+            found = os.stat(path)
+        except OSError:
+            return   # a link to nothing: replaced, never followed
+    if not stat.S_ISREG(found.st_mode):
+        raise HistoryError("%s is not a regular file (a device, FIFO or directory, or a link "
+                           "to one), which the report would replace: give the path of a file "
+                           "(-o FILE)" % printable(path))
 
 
 def _cannot_write(path: str, exc: OSError) -> HistoryError:
