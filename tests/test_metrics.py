@@ -33,12 +33,14 @@ from tfmesos.core.events import TaskMetrics
 from tfmesos.protocol import metric_points, task_env, wire
 from tfmesos.protocol.metric_points import (
     MAX_POINTS,
+    MAX_STEP,
     MAX_VALUES,
     Batcher,
     MetricError,
     check_name,
     check_step,
     check_value,
+    dropped_datagram,
     parse_frame,
     parse_point,
 )
@@ -387,6 +389,29 @@ def test_deep_nesting_and_huge_numbers_are_malformed_points_not_a_dead_relay(mon
     # The point after the two bad ones went; the bad ones are counted.
     assert [point[0] for frame in frames for point in frame["points"]] == [5]
     assert sum(frame["dropped"] for frame in frames) == 2
+
+
+def test_counts_of_dropped_points_stop_at_what_run_json_holds(monkeypatch, tmp_path):
+    # A task's 2,000 datagrams "dropped 2**53 - 1": the sum past int64 made
+    # tfrun fail ("RunFile.metrics_dropped: ... int out of range") and its
+    # run.json unreadable.
+    monkeypatch.chdir(tmp_path)
+    frames = []
+    relay = MetricsRelay(frames.append).start()
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        for _ in range(2000):
+            sock.sendto(dropped_datagram(MAX_STEP - 1), relay.path)
+        sock.sendto(b"[5, 2.0, {\"loss\": 0.5}]", relay.path)
+        sock.close()
+    finally:
+        relay.close()
+    assert all(frame["dropped"] < MAX_STEP for frame in frames)
+    assert parse_frame({"now": 1.0, "points": [], "dropped": MAX_STEP}) is None
+    metrics = Metrics(began=0.0)
+    for frame in frames + [{"now": 1.0, "points": [], "dropped": MAX_STEP - 1}] * 3:
+        metrics.add("worker:0", [], parse_frame(frame)[2])
+    assert metrics.dropped == MAX_STEP - 1
 
 
 def test_the_relay_ends_when_closed_not_when_its_wait_times_out(monkeypatch, tmp_path):

@@ -152,11 +152,21 @@ def parse_frame(message: "dict[str, Any]") -> "Optional[tuple[float, list[Point]
     now, points, dropped = message.get("now"), message.get("points"), message.get("dropped", 0)
     if isinstance(now, bool) or not isinstance(now, (int, float)) or not _finite(now) \
             or not isinstance(points, list) or len(points) > MAX_POINTS \
-            or isinstance(dropped, bool) or not isinstance(dropped, int) or dropped < 0:
+            or isinstance(dropped, bool) or not isinstance(dropped, int) \
+            or not 0 <= dropped < MAX_STEP:
         return None
     parsed = [parse_point(item) for item in points]
     good = [point for point in parsed if point is not None]
     return float(now), good, dropped + len(parsed) - len(good)
+
+
+def counted(total: int, more: int) -> int:
+    """``total + more``, a count of dropped points that stops below ``MAX_STEP``
+    (what ``parse_frame`` takes):
+    what a sender says it dropped is its to say, but the sum must stay a
+    number run.json holds (a task's 2,000 datagrams of 2**53 - 1 made tfrun
+    fail with its record unreadable)."""
+    return min(total + more, MAX_STEP - 1)
 
 
 class Batcher:

@@ -14,6 +14,7 @@ import collections
 from collections.abc import Iterable, Mapping
 from typing import Optional
 
+from ..protocol.metric_points import counted
 from .schema import MetricSeries
 
 MAX_POINTS = 500         # values kept per series
@@ -72,13 +73,13 @@ class Metrics:
                 self.series.append(kept)
                 self._by_key[key] = kept
                 self._per_task[kept.task] += 1
-        self.dropped += dropped
+        self.dropped = counted(self.dropped, dropped)
 
     def add(self, task: str, points: Iterable[Point], dropped: int = 0) -> None:
         """``points`` of ``task``: ``(step, at, {name: value})``, ``at`` a
         time.time(); ``dropped``: points its sender left out."""
-        self.dropped += dropped
-        self.thinned += dropped
+        self.dropped = counted(self.dropped, dropped)
+        self.thinned = counted(self.thinned, dropped)
         for step, at, values in points:
             when = round(max(0.0, at - self.began), 3)
             for name, value in values.items():

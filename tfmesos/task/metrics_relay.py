@@ -25,7 +25,7 @@ import threading
 import time
 
 from ..protocol import json_documents, wire
-from ..protocol.metric_points import MAX_DATAGRAM, Batcher, parse_dropped, parse_point
+from ..protocol.metric_points import MAX_DATAGRAM, Batcher, counted, parse_dropped, parse_point
 
 MAX_PATH = 100           # bytes of a unix socket's path (108 with the final NUL)
 POLL = 0.25              # seconds between looks at the batch while nothing comes
@@ -188,7 +188,7 @@ class MetricsRelay:
         if point is not None:
             self._batcher.add(point)
         elif told is not None:
-            self.dropped_by_senders += told
+            self.dropped_by_senders = counted(self.dropped_by_senders, told)
         else:
             self.malformed += 1
 
@@ -202,7 +202,8 @@ class MetricsRelay:
         try:
             self._send({"type": "metrics", "now": round(time.time(), 3),
                         "points": [list(point) for point in points],
-                        "dropped": dropped + self.malformed + self.dropped_by_senders})
+                        "dropped": counted(dropped + self.malformed,
+                                           self.dropped_by_senders)})
             self.malformed = self.dropped_by_senders = 0
         except (OSError, wire.WireError) as exc:
             self._broken = True
