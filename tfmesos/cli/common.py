@@ -118,6 +118,9 @@ class CommandParser(argparse.ArgumentParser):
 def setup_logging(prog, verbose):
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%s: %%(message)s" % prog, stream=sys.stderr)
+    # Its retries of an unreachable server (MLflow's client) are two lines of
+    # urllib3's before the one that says what failed.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
 def leave(code):
