@@ -276,6 +276,28 @@ def test_a_run_json_anyone_could_plant_is_read_bounded_and_never_waited_on(runs_
             else "not a regular file") in err, err
 
 
+def test_a_big_record_another_user_planted_is_not_parsed(runs_dir, capsys, monkeypatch):
+    # Parsed, a planted '[[],[],...' of 128 MB took 3.4 GB in every lookup of
+    # one's own runs in a runs directory shared with its writer.
+    from tfmesos.record import history
+    other = nobody("a file of another user's needs root")
+    monkeypatch.setattr(history, "MAX_OTHERS_RECORD", 1 << 10)   # as 16 MB is, smaller
+    write_run(runs_dir, "good0001")
+    planted = runs_dir / "x-bad00001"
+    planted.mkdir()
+    text = "[" + "[]," * 1000 + "[]]"
+    (planted / "run.json").write_text(text)
+    os.chown(planted / "run.json", other.pw_uid, other.pw_gid)
+    parsed = []
+    monkeypatch.setattr(history.json_documents, "loads", lambda text, real=history.json_documents
+                        .loads: parsed.append(len(text)) or real(text))
+    code, out, err = tfmesos(capsys, "runs")
+    assert (code, err) == (0, "") and "good0001" in out
+    assert parsed and len(text) not in parsed, parsed     # its own record only
+    code, out, err = tfmesos(capsys, "show", str(planted))
+    assert code == 1 and "over the 0 MB read of another user's" in err, err
+
+
 def test_runs_and_show_escape_what_a_planted_run_json_says(runs_dir, capsys):
     # tfmesos runs and show printed run.json's words raw: a record planted
     # in a shared runs directory drove the terminal (colours, a cleared

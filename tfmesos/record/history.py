@@ -30,6 +30,10 @@ RUN_JSON = RUN_FILE
 # A run.json read at most (10,000 tasks with their usage samples, the metric
 # series at their bounds: well under); past it, not a run record.
 MAX_RECORD = 256 << 20
+# A run.json another user wrote (a runs directory shared with them), read at
+# most: parsed, the bytes of a planted '[[],[],...' take ~26 times their size
+# in memory, in every lookup of one's own runs there (256 MB: 7 GB).
+MAX_OTHERS_RECORD = 16 << 20
 
 
 class HistoryError(TFMesosError):
@@ -46,6 +50,10 @@ def parse(directory: str) -> object:
     try:
         with open_regular(path) as handle:
             found = os.fstat(handle.fileno())
+            if found.st_uid != os.geteuid() and found.st_size > MAX_OTHERS_RECORD:
+                raise HistoryError("%s is not a run record: %d MB, over the %d MB read of "
+                                   "another user's" % (path, found.st_size >> 20,
+                                                       MAX_OTHERS_RECORD >> 20))
             if found.st_size > MAX_RECORD:
                 raise HistoryError("%s is not a run record: %d MB, over the %d MB a run record "
                                    "holds at most" % (path, found.st_size >> 20, MAX_RECORD >> 20))
