@@ -18,6 +18,7 @@ class Runtime:
         self.labels = {labels_.RENDEZVOUS: subscribed_with}
         self.tasks_reach = tasks_reach
         self.calls = []
+        self.refuses = self.drops = False
 
     def framework_known(self, framework_id):
         return self.identity
@@ -30,7 +31,9 @@ class Runtime:
 
     def label(self, key, value):
         self.calls.append((key, value))
-        if not self.driver.connected:
+        if not self.driver.connected or (self.refuses and key == labels_.RENDEZVOUS):
+            if self.drops:      # the subscription drops as the call is made
+                self.driver.connected = False
             return False
         self.labels[key] = value
         return True
@@ -57,4 +60,24 @@ def test_a_taken_over_run_names_its_rendezvous_too():
     runtime.identity.scheduler_attempt = 1
     runtime.parts = lambda: SimpleNamespace(driver=runtime.driver)
     FrameworkNotice(runtime, record=None, adoption=adoption, on_framework=None).check()
+    assert runtime.labels[labels_.RENDEZVOUS] == "10.1.0.5:4000"
+
+
+def test_a_master_that_refuses_the_label_is_not_asked_again_at_every_event():
+    runtime = Runtime(subscribed_with="10.0.0.9:4000", tasks_reach="10.1.0.5:4000")
+    runtime.refuses = True
+    notice = FrameworkNotice(runtime, record=None, adoption=None, on_framework=None)
+    for _ in range(5):
+        notice.check()
+    assert runtime.calls.count((labels_.RENDEZVOUS, "10.1.0.5:4000")) == 1
+
+
+def test_a_label_the_dropped_subscription_lost_is_set_once_subscribed_again():
+    runtime = Runtime(subscribed_with="10.0.0.9:4000", tasks_reach="10.1.0.5:4000")
+    runtime.refuses = runtime.drops = True
+    notice = FrameworkNotice(runtime, record=None, adoption=None, on_framework=None)
+    notice.check()
+    runtime.refuses = runtime.drops = False
+    runtime.driver.connected = True
+    notice.check()
     assert runtime.labels[labels_.RENDEZVOUS] == "10.1.0.5:4000"
