@@ -397,6 +397,64 @@ def test_a_kill_stops_a_download_waiting_for_its_answer(box):
         assert time.monotonic() - started < 60      # the answer, and the stall, are far off
 
 
+def test_a_kill_stops_a_download_whose_connection_is_never_answered(box):
+    # A full backlog: the SYNs are dropped. Connecting waited the whole
+    # 60-s stall for the kill.
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    waiting = []
+    try:
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(listener.getsockname())
+            waiting.append(filler)
+        killed = threading.Event()
+        threading.Timer(0.5, killed.set).start()
+        started = time.monotonic()
+        with pytest.raises(FetchError, match="the task was killed"):
+            fetch_uris([{"value": "http://127.0.0.1:%d/x.bin" % listener.getsockname()[1]}],
+                       str(box), cancelled=killed.is_set)
+        assert time.monotonic() - started < 30      # the stall, 60 s, is far off
+    finally:
+        for end in waiting + [listener]:
+            end.close()
+
+
+def test_a_kill_stops_an_ftp_download_that_stalls(box):
+    # Its reads waited the 60-s stall (and as long again as it closed): 120 s.
+    data, control = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    port = data.getsockname()[1]
+    held = []
+
+    def serve():
+        conn, _ = control.accept()
+        held.append(conn)
+        conn.sendall(b"220 hi\r\n")
+        for line in conn.makefile("rb"):
+            verb = line.decode().split(" ")[0].strip().upper()
+            if verb == "PASV":
+                conn.sendall(b"227 Entering Passive Mode (127,0,0,1,%d,%d)\r\n"
+                             % (port >> 8, port & 255))
+            elif verb == "RETR":
+                held.append(data.accept()[0])
+                conn.sendall(b"150 here it comes (never)\r\n")
+            else:
+                conn.sendall({"USER": b"331 pw\r\n", "PASS": b"230 ok\r\n", "EPSV": b"500 no\r\n",
+                              "SIZE": b"550 no\r\n"}.get(verb, b"200 ok\r\n"))
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        killed = threading.Event()
+        threading.Timer(1.0, killed.set).start()
+        started = time.monotonic()
+        with pytest.raises(FetchError, match="the task was killed"):
+            fetch_uris([{"value": "ftp://127.0.0.1:%d/x.bin" % control.getsockname()[1]}],
+                       str(box), cancelled=killed.is_set)
+        assert time.monotonic() - started < 30
+    finally:
+        for end in held + [data, control]:
+            end.close()
+
+
 def test_a_kill_stops_a_stalled_download_at_once(box, trickling_server):
     killed = threading.Event()
     outcome = []

@@ -272,6 +272,13 @@ def _download(value, target, stall, limits, deadline, cancelled):
     path = local_path(value)
     if path is not None:
         _copy_file(path, target, limits, deadline, cancelled)
+    elif value.startswith("ftp://"):
+        from urllib.request import urlopen
+
+        # Reads wait at most a second, so that a kill stops a stalled download
+        # at once; the stall is counted across them.
+        with urlopen(value, timeout=min(stall, POLL)) as response:
+            _copy_stream(response, target, 0o640, limits, deadline, cancelled, stall)
     elif value.startswith(NET_PREFIXES):
         # Connecting, the answer's headers and each read wait up to the stall
         # (a server that answers late, a bundle server whose downloads are all
@@ -314,7 +321,7 @@ class _Downloading:
         self._done.set()
 
     def open(self, value, stall):
-        return _opener(self._add).open(value, timeout=stall)
+        return _opener(self._add, self._cancelled, stall).open(value, timeout=stall)
 
     def _add(self, sock):
         with self._lock:
@@ -332,20 +339,21 @@ class _Downloading:
                 return
 
 
-def _opener(add):
-    """urllib's opener whose HTTP and HTTPS connections hand their sockets
-    to ``add`` once connected."""
+def _opener(add, cancelled, stall):
+    """urllib's opener whose HTTP and HTTPS connections connect a second at
+    a time, looking at the kill in between, up to ``stall`` seconds, then
+    hand their sockets to ``add``."""
     import http.client
     import urllib.request
 
     class HTTPConnection(http.client.HTTPConnection):
         def connect(self):
-            super().connect()
+            _connect_polled(super().connect, self, cancelled, stall)
             add(self.sock)
 
     class HTTPSConnection(http.client.HTTPSConnection):
         def connect(self):
-            super().connect()
+            _connect_polled(super().connect, self, cancelled, stall)
             add(self.sock)
 
     class HTTP(urllib.request.HTTPHandler):
@@ -362,6 +370,26 @@ def _opener(add):
             return self.do_open(HTTPSConnection, req, **options)
 
     return urllib.request.build_opener(HTTP, HTTPS)
+
+
+def _connect_polled(connect, connection, cancelled, stall):
+    """``connect()`` (an http.client connection's) tried with a one-second
+    timeout until it connects, ``cancelled()`` says so (_Cancelled) or
+    ``stall`` seconds passed (its timeout raised); then its socket waits up
+    to the stall. A connection's SYNs dropped (a firewall, a full backlog)
+    held a kill for the whole stall."""
+    deadline = time.monotonic() + stall
+    connection.timeout = min(stall, POLL)
+    while True:
+        try:
+            connect()
+            break
+        except socket.timeout:
+            if cancelled():
+                raise _Cancelled() from None
+            if time.monotonic() >= deadline:
+                raise
+    connection.sock.settimeout(stall)
 
 
 def _shut(sock):
