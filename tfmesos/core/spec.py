@@ -194,7 +194,7 @@ class RunSpec(FrozenFieldMethods):
                                                   volume_tuple(v) for v in self.volumes))
         targets = [container for _, container, _ in self.volumes]
         for target in targets:
-            if target == SANDBOX_MOUNT or target.startswith(SANDBOX_MOUNT + "/"):
+            if target == SANDBOX_MOUNT:
                 # Mesos mounts the sandbox there: Docker refuses a second mount
                 # ("Duplicate mount point"), three attempts later.
                 raise SpecError.about("{volumes}: %s is where Mesos mounts the task's sandbox: "
