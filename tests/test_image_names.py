@@ -16,7 +16,9 @@ def test_references_the_engine_takes_pass(name):
 
 
 @pytest.mark.parametrize("name", [
-    "Bad/Image", "UPPER", "tfmesos/tfmesos:bad tag", "tfmesos/tfmesos@sha256:00", "a//b",
+    "Bad/Image", "Bad/image", "Foo/bar", "foo:t\u0101g", "ubuntu@sha256:" + "A" * 64,
+    "ubuntu@sha256:" + "a" * 32,
+    "UPPER", "tfmesos/tfmesos:bad tag", "tfmesos/tfmesos@sha256:00", "a//b",
     "-leading", "trailing-", "tfmesos/tfmesos:" + "t" * 129, "x" * 256, "a b", ""])
 def test_names_the_engine_refuses_are_refused_in_one_line(name):
     why = image_name_error(name)
