@@ -119,23 +119,22 @@ def parse_master(text: object) -> MasterSpec:
             "invalid Mesos master %r (not a string): %s" % (text, _ACCEPTED_FORMS)
         )
     try:
-        spec = _parse(text.strip())
+        return _parse(text.strip())
     except _Malformed as exc:
-        # Its parts would show pieces of a password holding '/' (a port 's3cr').
-        why = _SLASHED if "/" in _credentials(text) else exc
+        shown, why = without_password(text), exc
+        if "/" in _credentials(text):
+            # An '@' after the first '/', which Mesos reads as the path's
+            # (include/mesos/zookeeper/url.hpp): a password holding '/', whose
+            # pieces the reason (a port 's3cr') and the text would show.
+            shown, why = _masked_to_the_last_at(text), _SLASHED
         raise MasterAddressError(
-            "invalid Mesos master %r (%s): %s" % (without_password(text), why, _ACCEPTED_FORMS)
-        ) from None
-    if spec.kind == "zk" and "/" in _credentials(text):
-        raise MasterAddressError("invalid Mesos master %r (%s): %s"
-                                 % (without_password(text), _SLASHED, _ACCEPTED_FORMS))
-    return spec
+            "invalid Mesos master %r (%s): %s" % (shown, why, _ACCEPTED_FORMS)) from None
 
 
-# An '@' after a '/' of a zk:// master: a password that holds '/' (whose
-# pieces a parse error would show) or a path that holds '@'.
-_SLASHED = ("an '@' after a '/': a ZooKeeper user:password@ may not hold '/' (the path starts "
-            "at the first '/', as Mesos reads it), nor may the path hold '@'")
+# Why a zk:// master with an '@' after its first '/' did not parse: a
+# password that holds '/'.
+_SLASHED = ("a ZooKeeper user:password@ may not hold '/': the path starts at the first '/', "
+            "as Mesos reads it")
 
 
 class _Malformed(Exception):
@@ -259,14 +258,20 @@ def without_password(text: str) -> str:
     message, record and file of tfmesos. The password stays in the
     processes that connect, which take it from where the user gave it
     (``with_password``)."""
-    # To the last '@': a password holding '/' (which no zk:// master may
-    # hold, ``parse_master``) is masked whole too.
-    match = re.match(r"(\s*zk://)(.*)@", text, re.IGNORECASE | re.DOTALL)
+    # Before the first '/', as Mesos reads a zk:// URL's credentials (its
+    # path may hold '@').
+    match = re.match(r"(\s*zk://)([^/]*)@", text, re.IGNORECASE)
     if not match:
         return text
     user, colon, _ = match.group(2).partition(":")
     masked = "%s:%s" % (user, PASSWORD_MASK) if colon else PASSWORD_MASK
     return "%s%s@%s" % (match.group(1), masked, text[match.end():])
+
+
+def _masked_to_the_last_at(text: str) -> str:
+    """A zk:// master that does not parse, all before its last '@' masked."""
+    return re.sub(r"^(\s*zk://).*@", r"\1%s@" % PASSWORD_MASK, text,
+                  flags=re.IGNORECASE | re.DOTALL)
 
 
 def _credentials(text: str) -> str:
