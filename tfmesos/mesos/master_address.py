@@ -121,7 +121,7 @@ def parse_master(text: object) -> MasterSpec:
     try:
         return _parse(text.strip())
     except _Malformed as exc:
-        shown, why = without_password(text), exc
+        shown, why = without_password(text), str(exc)
         if "/" in _credentials(text):
             # An '@' after the first '/', which Mesos reads as the path's
             # (include/mesos/zookeeper/url.hpp): a password holding '/', whose
