@@ -32,6 +32,7 @@ from fixtures_master import (
     small_agent,
 )
 from mesos_http_client import CLOSED, offered, ports, scalar, task_info
+from processes import alive
 from tfrun_helpers import free_port
 from waiting import wait_until
 
@@ -1246,6 +1247,26 @@ def test_subscribe_with_an_id_never_seen_is_readmitted_like_after_master_failove
     subscribed = client.subscribe()
     assert subscribed["subscribed"]["framework_id"]["value"] == "made-up-0001"
     assert [f["id"] for f in local_master.state()["frameworks"]] == ["made-up-0001"]
+
+
+def test_a_daemon_that_left_its_group_and_cleared_its_environment_dies_with_its_task(
+        local_master, clients):
+    # Without cgroups a task's processes were found by its group and its
+    # MESOS_SANDBOX: 'setsid env -i ...' outlived it. Mesos' POSIX launcher
+    # kills the tree by parent too (os::killtree), which still holds it.
+    assert local_master.isolator is None
+    daemon = "setsid env -i %s -c 'import time; time.sleep(60)'" % sys.executable
+    client = clients(local_master)
+    offer = client.next_offers()[0]
+    client.launch(offer, [task_info("cleared", offer, "%s & echo $! > daemon.pid; echo ready; "
+                                    "sleep 60" % daemon)])
+    client.wait_state("cleared", "TASK_RUNNING")
+    read_file(os.path.join(local_master.sandbox("cleared"), "stdout"), contains="ready")
+    pid = int(read_file(os.path.join(local_master.sandbox("cleared"), "daemon.pid")))
+    wait_until(lambda: session_of(pid) == pid, message="the daemon did not call setsid()")
+    client.kill("cleared")
+    client.wait_state("cleared", "TASK_KILLED")
+    wait_until(lambda: not alive(pid), timeout=30, message="the daemon outlived its task")
 
 
 def test_processes_that_leave_the_process_group_die_with_their_task(local_master, clients):

@@ -1,6 +1,7 @@
 """The processes of a plain process task that has no cgroups, found in
-/proc: its process group, and the processes that left it (setsid()) but
-carry the task's ``MESOS_SANDBOX=...`` in their environment. Signalling
+/proc: its process group, the processes that left it (setsid()) but carry
+the task's ``MESOS_SANDBOX=...`` in their environment, and the processes
+below all those (a daemon that cleared its environment too). Signalling
 them, and destroying them as Mesos destroys a container.
 
 A task with cgroups is found, signalled and destroyed by its cgroups
@@ -115,6 +116,7 @@ def _scan(asks):
     except OSError:
         return
     me = os.getpid()
+    children: dict[int, list[tuple[int, int]]] = {}   # parent -> [(pid, start ticks)]
     for name in names:
         if not name.isdigit() or int(name) == me:
             continue
@@ -122,7 +124,8 @@ def _scan(asks):
             fields = _stat_fields(name)
             if fields[0] == b"Z":
                 continue
-            started, group = int(fields[19]), int(fields[2])
+            started, parent, group = int(fields[19]), int(fields[1]), int(fields[2])
+            children.setdefault(parent, []).append((int(name), started))
             environ = None
             for ask in asks:
                 if ask.since is not None and started < ask.since:
@@ -137,6 +140,22 @@ def _scan(asks):
                         ask.found.append(int(name))
         except (OSError, IndexError, ValueError):
             continue
+    for ask in asks:
+        _add_descendants(ask, children)
+
+
+def _add_descendants(ask, children):
+    """The processes below ``ask``'s found ones too, as Mesos' POSIX launcher
+    kills the tree by parent (``os::killtree``, stout): a daemon that left
+    the group (setsid) and the environment (env -i) is still a child."""
+    found = set(ask.found)
+    stack = list(ask.found)
+    while stack:
+        for pid, started in children.get(stack.pop(), ()):
+            if pid not in found and (ask.since is None or started >= ask.since):
+                found.add(pid)
+                ask.found.append(pid)
+                stack.append(pid)
 
 
 def signal_task(pgid, marker, signum, since=None, signalled=()):
@@ -145,10 +164,14 @@ def signal_task(pgid, marker, signum, since=None, signalled=()):
     in the group, or in ``signalled`` (pids its cgroups signalled), is not
     signalled again (a second SIGTERM cut short what a task does on the
     first)."""
+    # Found before the group is signalled: a child that left it (setsid),
+    # its shell ended of the signal, would have no parent of the task's left.
+    found = task_processes(pgid, marker, since) if marker is not None or pgid is not None \
+        else []
     if pgid is not None:
         signal_quietly(os.killpg, pgid, signum)
     done = set(signalled)
-    for pid in task_processes(None, marker, since) if marker is not None else ():
+    for pid in found:
         if pid in done or (pgid is not None and _group_of(pid) == pgid):
             continue
         signal_quietly(os.kill, pid, signum)
