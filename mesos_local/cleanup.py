@@ -79,6 +79,18 @@ def this_master() -> Optional[str]:
     return "%d.%d.%d" % (namespace, os.getpid(), start)
 
 
+def boot_id() -> Optional[str]:
+    """This host's boot (/proc/sys/kernel/random/boot_id), None without it:
+    what tells a resource of this host's masters from one of another host's
+    on an engine they share (a pid namespace's number is the same on most
+    hosts)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
 def master_gone(owner: object) -> bool:
     """Whether the master ``owner`` (``this_master()``'s form) is a process
     of this pid namespace that is gone (its pid gone or reused); False for

@@ -436,7 +436,10 @@ def test_only_the_containers_of_masters_that_are_gone_are_removed(image, docker_
     owners = {"gone": "%s.%d.1" % (namespace, gone.pid),   # its pid, not its start: gone
               "alive": this_master(),                      # this process: a live master
               "elsewhere": "1.%d.1" % gone.pid,            # another pid namespace's
-              "unlabelled": None}
+              "unlabelled": None,
+              # Another host's on an engine they share (DOCKER_HOST=tcp://...): its
+              # pid namespace numbered as this one's, its pid gone here. It was removed.
+              "other host": "%s.%d.1" % (namespace, gone.pid)}
     token = "%s=%s" % (MARKER, os.environ[MARKER])   # (session_containers' mark)
     made = {}
     try:
@@ -444,12 +447,15 @@ def test_only_the_containers_of_masters_that_are_gone_are_removed(image, docker_
             labels = {MANAGED_LABEL: "1"}
             if owner is not None:
                 labels[MASTER_LABEL] = owner
+            if name == "other host":
+                labels["mesos_local.boot"] = "00000000-0000-0000-0000-000000000000"
             made[name] = docker_engine.containers.create(image, ["true"], labels=labels,
                                                          environment=[token])
         removed = remove_orphans(docker_engine)
         left = {c.id for c in session_containers(docker_engine)}
         assert made["gone"].name in removed   # (and any other gone master's on this engine)
-        assert left == {made[name].id for name in ("alive", "elsewhere", "unlabelled")}
+        assert left == {made[name].id for name in ("alive", "elsewhere", "unlabelled",
+                                                   "other host")}
     finally:
         for container in made.values():
             with contextlib.suppress(Exception):

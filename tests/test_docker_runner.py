@@ -15,7 +15,7 @@ from fixtures_master import clients, make_local_master
 from local_users import as_user, nobody
 from mesos_http_client import task_info
 
-from mesos_local.cleanup import this_master
+from mesos_local.cleanup import boot_id, this_master
 from mesos_local.containerizer.container_options import container_env, container_kwargs
 from mesos_local.containerizer.docker_runner import DockerRunner
 from mesos_local.containerizer.planning import build_launch, plan_task
@@ -125,7 +125,8 @@ def test_container_kwargs(tmp_path):
     assert kwargs["labels"] == {"mesos_local.managed": "1", "mesos_local.task-id": launch.task_id,
                                 "mesos_local.framework-id": "fw-1", "mesos_local.agent-id": "agent-1",
                                 # the master that made it, for the next one's sweep of orphans
-                                "mesos_local.master": this_master(), "team": "ml"}
+                                "mesos_local.master": this_master(), "team": "ml",
+                                "mesos_local.boot": boot_id()}
     assert kwargs["environment"] == {"TFMESOS_TASK": "yes", "EXTRA": "1",
                                      "NVIDIA_VISIBLE_DEVICES": "1,3",
                                      "MESOS_SANDBOX": "/mnt/mesos/sandbox"}

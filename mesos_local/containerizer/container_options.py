@@ -44,7 +44,7 @@ A task's container:
   (and ``mesos_local.master``: whose orphan it would be).
 """
 
-from mesos_local.cleanup import this_master
+from mesos_local.cleanup import boot_id, this_master
 from mesos_local.containerizer.docker_engine import MANAGED_LABEL
 from mesos_local.containerizer.runner import RunnerError
 
@@ -55,8 +55,10 @@ TASK_LABEL = "mesos_local.task-id"
 # Where a container finds its sandbox: a Mesos agent's --sandbox_directory
 # default (src/slave/flags.cpp), for both containerizers.
 SANDBOX_DIRECTORY = "/mnt/mesos/sandbox"
-# The master that made a container (cleanup.this_master): its orphans are removed.
+# The master that made a container (cleanup.this_master): its orphans are removed;
+# and the boot of its host (cleanup.boot_id): another host's are never judged.
 MASTER_LABEL = "mesos_local.master"
+HOST_LABEL = "mesos_local.boot"
 
 # Variables that describe the host, not the task: they would override the
 # image's own settings (PATH, LANG), point at host paths that do not exist in
@@ -349,7 +351,9 @@ def container_kwargs(launch, name=None):
             k, v = converted
             kwargs.setdefault(kwarg, {})[k] = v
     labels.update({MANAGED_LABEL: "1", TASK_LABEL: launch.task_id})   # never overridden
-    owner = this_master()
+    owner, boot = this_master(), boot_id()
     if owner is not None:
         labels[MASTER_LABEL] = owner
+    if boot is not None:
+        labels[HOST_LABEL] = boot
     return kwargs

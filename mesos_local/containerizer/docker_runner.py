@@ -27,9 +27,9 @@ import re
 import signal
 import threading
 
-from mesos_local.cleanup import master_gone, this_master
+from mesos_local.cleanup import boot_id, master_gone, this_master
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
-from mesos_local.containerizer.container_options import MASTER_LABEL, container_kwargs
+from mesos_local.containerizer.container_options import HOST_LABEL, MASTER_LABEL, container_kwargs
 from mesos_local.containerizer.docker_engine import (
     MANAGED_LABEL,
     DockerEngineError,
@@ -56,8 +56,8 @@ def owner_labels():
     """The labels that make a container this process's (``MASTER_LABEL``:
     ``cleanup.this_master()``; none without /proc): once it is gone,
     ``remove_orphans`` removes the container."""
-    owner = this_master()
-    return {MASTER_LABEL: owner} if owner else {}
+    owner, boot = this_master(), boot_id()
+    return {**({MASTER_LABEL: owner} if owner else {}), **({HOST_LABEL: boot} if boot else {})}
 
 
 def remove_orphans(client):
@@ -66,8 +66,9 @@ def remove_orphans(client):
     (its engine stopped answering, the master killed) is removed by the next
     master that uses the engine, as a Mesos agent's recovery removes the
     containers it does not know (``--docker_kill_orphans``, true by
-    default). Containers of live masters, of other pid namespaces and
-    without the label are left alone. Returns their names."""
+    default). Containers of live masters, of other pid namespaces, of
+    other hosts (``HOST_LABEL``: an engine they share) and without the
+    label are left alone. Returns their names."""
     import requests
 
     import docker
@@ -79,7 +80,11 @@ def remove_orphans(client):
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         log.debug("cannot list the containers of stopped masters: %s", one_line(exc))
         return removed
+    boot = boot_id()
     for container in found:
+        made_on = container.labels.get(HOST_LABEL)
+        if made_on is not None and made_on != boot:
+            continue   # another host's, on an engine they share: not ours to judge
         if not master_gone(container.labels.get(MASTER_LABEL)):
             continue
         try:
