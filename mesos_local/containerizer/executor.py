@@ -187,9 +187,13 @@ class TaskProcess:
             log.exception("task %s: the runner failed", self.launch.task_id)
             error = "the local master's runner failed: %s: %s" % (type(exc).__name__, exc)
         finally:
-            # The watch ahead goes once the task's own took its place, or it never started.
-            if ahead is not None and (self._watched is not None or self.handle is None):
-                self.watchdog.forget(ahead)
+            # The watch ahead goes once the task's own took its place, or it never
+            # started; else it is the task's watch (forgotten at its end).
+            if ahead is not None:
+                if self._watched is not None or self.handle is None:
+                    self.watchdog.forget(ahead)
+                else:
+                    self._watched = ahead
         return status, error
 
     def _run(self):

@@ -42,7 +42,7 @@ _NO_IMAGE = re.compile(r"\bimage\b[^;]*\bnot found|manifest (?:for \S+ )?unknown
                        re.IGNORECASE)
 # A container description the runtime refuses however often it is launched.
 _BAD_CONTAINER = re.compile(r"Duplicate mount point|invalid volume specification|"
-                            r"volume path \S+ must be absolute", re.IGNORECASE)
+                            r"volume path .+ must be absolute", re.IGNORECASE)
 NO_RUNTIME = "the agent cannot run container images"
 INVALID_TASK_REASONS = frozenset(("REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED",
                                   "REASON_TASK_GROUP_INVALID", "REASON_TASK_GROUP_UNAUTHORIZED"))
