@@ -125,3 +125,12 @@ def test_names_and_ids_with_a_trailing_newline_are_refused():
         key_path("0123abcd\n", {"TFMESOS_KEYS_DIR": "/nonexistent"})
     assert ranges(["worker:0\n"]) == [("worker:0\n", 1)]
     assert not _well_formed("host\n")
+
+
+@pytest.mark.parametrize("given", ["LOCAL", "Local", " local "])
+def test_local_in_any_case_is_the_embedded_master(given):
+    # parse_master took 'LOCAL' for the embedded master, tfrun did not:
+    # "IndexError: tuple index out of range" (a remote master of no URL).
+    from tfmesos.core import config
+    assert config.resolve_master(given, {}) == config.LOCAL
+    assert config.resolve_master(None, {"MESOS_MASTER": given}) == config.LOCAL

@@ -37,7 +37,9 @@ def resolve_master(value: Optional[str], environ: Mapping[str, str]) -> str:
     if value is not None and not isinstance(value, str):
         raise SpecError.about("{master} takes a master's address as a string (host:port, "
                               "zk://..., or local); got %r", value)
-    return resolve(value, environ, "MESOS_MASTER", LOCAL).strip()
+    found = resolve(value, environ, "MESOS_MASTER", LOCAL).strip()
+    # 'local' in any case, as parse_master reads it: one word for the embedded master.
+    return LOCAL if found.lower() == LOCAL else found
 
 
 def working_directory() -> str:
