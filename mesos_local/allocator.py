@@ -79,9 +79,12 @@ class Allocator:
             if agent.gpu_ids and not framework.gpu_aware and self.filter_gpu_resources:
                 continue   # isCapableOfReceivingAgent (hierarchical.cpp)
             offerable = available.copy()
-            if self._filtered(framework, agent.id, offerable, now, framework.offer_role()):
-                continue
-            return self.make_offer(framework, agent, offerable)
+            # Each of its roles in turn, as the allocator offers to a framework
+            # in every role it has (hierarchical.cpp: filters are per role): its
+            # first role declined, the next one gets the resources.
+            for role in framework.offer_roles():
+                if not self._filtered(framework, agent.id, offerable, now, role):
+                    return self.make_offer(framework, agent, offerable, role)
         return None
 
     @staticmethod
@@ -99,9 +102,9 @@ class Allocator:
             del framework.filters[agent_id]
         return any(refused.contains(offerable) for _, refused, of in live if of == role)
 
-    def make_offer(self, framework, agent, resources):
+    def make_offer(self, framework, agent, resources, role=None):
         offer_id = "%s-O%d" % (self.master_id, next(self._offer_counter))
-        role = framework.offer_role()
+        role = role if role is not None else framework.offer_role()
         body = {
             "id": mesos_id(offer_id), "framework_id": mesos_id(framework.id),
             "agent_id": mesos_id(agent.id), "hostname": agent.hostname,

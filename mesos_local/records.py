@@ -105,11 +105,13 @@ class Framework:
         return self.info["name"]
 
     def offer_role(self):
-        """The role offers go to, None when suppressed (or without roles)."""
-        for role in self.roles:
-            if role not in self.suppressed:
-                return role
-        return None
+        """The first role offers may go to, None when all are suppressed (or
+        without roles)."""
+        return next(iter(self.offer_roles()), None)
+
+    def offer_roles(self):
+        """Every role offers may go to, in the framework's order."""
+        return [role for role in self.roles if role not in self.suppressed]
 
     def send(self, event):
         """Put an event on the stream while the framework is connected."""

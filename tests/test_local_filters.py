@@ -41,3 +41,17 @@ def test_filters_of_one_framework_leave_another_alone(make_local_master, clients
     first.decline(offers, refuse_seconds=600)
     assert second.next_offers(timeout=10)
     first.no_event(["OFFERS"], 1)
+
+
+def test_a_multi_role_frameworks_role_it_declined_leaves_its_other_roles_their_offers(
+        make_local_master, clients):
+    # Only its first role was ever offered anything: declined there for 600 s,
+    # the resources were not offered to its role 'b' either. Mesos' allocator
+    # offers to a framework in each of its roles, its filters per role.
+    master = make_local_master()
+    client = clients(master, capabilities=["MULTI_ROLE"], roles=["a", "b"])
+    offers = client.next_offers()
+    assert [offer["allocation_info"]["role"] for offer in offers] == ["a"]
+    client.decline(offers, refuse_seconds=600)
+    again = client.next_offers(timeout=10)
+    assert [offer["allocation_info"]["role"] for offer in again] == ["b"]
