@@ -521,7 +521,8 @@ def test_revive_and_suppress_naming_a_role_not_held_are_dropped(local_master, cl
     # Master::revive and Master::suppress (src/master/master.cpp) drop the
     # whole call when a role is invalid or not the framework's.
     client = clients(local_master, roles=["ml", "other"], capabilities=["MULTI_ROLE"])
-    client.decline(client.next_offers(), refuse_seconds=3600)
+    client.decline(client.next_offers(), refuse_seconds=3600)     # in role ml,
+    client.decline(client.next_offers(), refuse_seconds=3600)     # then in role other
     client.call("REVIVE", {"roles": roles})
     client.no_event("OFFERS", 0.5)
     client.call("SUPPRESS", {"roles": roles})
@@ -531,16 +532,22 @@ def test_revive_and_suppress_naming_a_role_not_held_are_dropped(local_master, cl
 def test_revive_of_a_role_clears_only_that_roles_filters(local_master, clients):
     # HierarchicalAllocatorProcess::reviveOffers(frameworkId, roles)
     # (src/master/allocator/mesos/hierarchical.cpp): the filters of the
-    # roles named go, the others' stay (offers here go to role ml).
+    # roles named go, the others' stay (offers go to role ml first, then,
+    # declined there, to role other).
     client = clients(local_master, roles=["ml", "other"], capabilities=["MULTI_ROLE"])
-    offers = client.next_offers(timeout=30)
-    assert {offer["allocation_info"]["role"] for offer in offers} == {"ml"}
-    client.decline(offers, refuse_seconds=3600)
+    for role in ("ml", "other"):
+        offers = client.next_offers(timeout=30)
+        assert {offer["allocation_info"]["role"] for offer in offers} == {role}
+        client.decline(offers, refuse_seconds=3600)
     client.no_event("OFFERS", 0.3)
     client.call("REVIVE", {"roles": ["other"]})
+    offers = client.next_offers(timeout=30)           # ml's filter stays
+    assert {offer["allocation_info"]["role"] for offer in offers} == {"other"}
+    client.decline(offers, refuse_seconds=3600)
     client.no_event("OFFERS", 0.5)
     client.call("REVIVE", {"roles": ["ml"]})
-    client.next_offers(timeout=30)
+    offers = client.next_offers(timeout=30)
+    assert {offer["allocation_info"]["role"] for offer in offers} == {"ml"}
 
 
 # --- failover and fault injection ---------------------------------------------------------------
