@@ -420,8 +420,10 @@ def test_a_kill_stops_a_download_whose_connection_is_never_answered(box):
             end.close()
 
 
-def test_a_kill_stops_an_ftp_download_that_stalls(box):
-    # Its reads waited the 60-s stall (and as long again as it closed): 120 s.
+@contextlib.contextmanager
+def ftp_server(transfer):
+    """A minimal FTP server (passive mode) whose RETR ``transfer(data
+    connection, control connection)`` answers: the URL of x.bin there."""
     data, control = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
     port = data.getsockname()[1]
     held = []
@@ -437,22 +439,41 @@ def test_a_kill_stops_an_ftp_download_that_stalls(box):
                              % (port >> 8, port & 255))
             elif verb == "RETR":
                 held.append(data.accept()[0])
-                conn.sendall(b"150 here it comes (never)\r\n")
+                conn.sendall(b"150 here it comes\r\n")
+                transfer(held[-1], conn)
             else:
                 conn.sendall({"USER": b"331 pw\r\n", "PASS": b"230 ok\r\n", "EPSV": b"500 no\r\n",
                               "SIZE": b"550 no\r\n"}.get(verb, b"200 ok\r\n"))
     threading.Thread(target=serve, daemon=True).start()
     try:
+        yield "ftp://127.0.0.1:%d/x.bin" % control.getsockname()[1]
+    finally:
+        for end in held + [data, control]:
+            end.close()
+
+
+def test_a_kill_stops_an_ftp_download_that_stalls(box):
+    # Its reads waited the 60-s stall (and as long again as it closed): 120 s.
+    with ftp_server(lambda data, control: None) as url:
         killed = threading.Event()
         threading.Timer(1.0, killed.set).start()
         started = time.monotonic()
         with pytest.raises(FetchError, match="the task was killed"):
-            fetch_uris([{"value": "ftp://127.0.0.1:%d/x.bin" % control.getsockname()[1]}],
-                       str(box), cancelled=killed.is_set)
+            fetch_uris([{"value": url}], str(box), cancelled=killed.is_set)
         assert time.monotonic() - started < 30
-    finally:
-        for end in held + [data, control]:
-            end.close()
+
+
+def test_an_ftp_server_that_pauses_is_waited_for(box):
+    # A read that timed out after a second left its file unreadable: "cannot
+    # read from timed out object", a pause of 2 s failed the fetch.
+    def late(data, control):
+        time.sleep(2.0)
+        data.sendall(b"hello")
+        data.close()
+        control.sendall(b"226 done\r\n")
+    with ftp_server(late) as url:
+        fetch_uris([{"value": url}], str(box))
+    assert (box / "x.bin").read_bytes() == b"hello"
 
 
 def test_a_kill_stops_a_stalled_download_at_once(box, trickling_server):

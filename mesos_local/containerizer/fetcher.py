@@ -151,17 +151,22 @@ def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_a
     target = _target(uri, value, sandbox)   # refused before anything is fetched
     deadline = time.monotonic() + limits.timeout
     source = None
+    # An FTP download is a process of its own, which a kill ends at once:
+    # ftplib's sockets are not this process' to shut, and each of its reads
+    # waits up to the stall (a read that timed out sooner left its file
+    # unreadable: "cannot read from timed out object").
+    in_child = run_as is not None or value.lstrip(" \t\n\r").startswith("ftp://")
     if uri.get("cache") and cache is not None:
         # As Mesos' fetchFromCache: an archive is extracted from the cache
         # (only what it holds lands in the sandbox), anything else copied.
         def download(path):
-            if run_as is None:
+            if not in_child:
                 fill(value, path, stall, limits, deadline, cancelled)
             else:
                 _in_child(run_as, {"step": "fill", "value": value, "path": path},
                           stall, limits, deadline, cancelled)
         source = cache.get(value, user, download, owner=run_as)
-    if run_as is not None:
+    if in_child:
         _in_child(run_as, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
                            "source": source}, stall, limits, deadline, cancelled)
         return
@@ -275,9 +280,8 @@ def _download(value, target, stall, limits, deadline, cancelled):
     elif value.startswith("ftp://"):
         from urllib.request import urlopen
 
-        # Reads wait at most a second, so that a kill stops a stalled download
-        # at once; the stall is counted across them.
-        with urlopen(value, timeout=min(stall, POLL)) as response:
+        # In a fetch child (``_fetch_one``), which a kill ends.
+        with urlopen(value, timeout=stall) as response:
             _copy_stream(response, target, 0o640, limits, deadline, cancelled, stall)
     elif value.startswith(NET_PREFIXES):
         # Connecting, the answer's headers and each read wait up to the stall
