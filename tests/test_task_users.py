@@ -296,6 +296,20 @@ def test_tfrun_u_runs_the_tasks_as_that_user():
 
 
 @needs_root
+def test_tfrun_u_gives_the_tasks_of_another_user_none_of_the_submitter_s_secrets():
+    # Every variable of root's reached nobody's tasks: credentials never given
+    # with --secret-env (AWS_*, MESOS_SECRET), HOME=/root.
+    nobody()
+    done = run_tfrun("-u", "nobody", "--python", python_for("nobody"), "--", "sh", "-c",
+                     'echo "aws=${{AWS_SECRET_ACCESS_KEY-unset}} mesos=${{MESOS_SECRET-unset}} '
+                     'lang=${{LANG-unset}}"', env={"AWS_SECRET_ACCESS_KEY": "rootonly",
+                                                  "MESOS_SECRET": "mesospw", "LANG": "C.UTF-8"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines() == [
+        "[worker:0] aws=unset mesos=unset lang=C.UTF-8"]
+
+
+@needs_root
 def test_tfrun_u_says_at_once_when_the_user_cannot_run_the_tasks_python(tmp_path):
     nobody()
     private = tmp_path / "private"

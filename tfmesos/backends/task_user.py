@@ -21,6 +21,20 @@ from ..exceptions import SpecError
 
 PROBE_TIMEOUT = 60
 
+# What of the submitter's environment the tasks of another user get on the
+# embedded master (which gives its own tasks all of it, as an agent gives
+# its executors its own): the names an interpreter and the task side start
+# with, and tfmesos' settings; not the submitter's credentials or HOME.
+START_UP_NAMES = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
+START_UP_PREFIXES = ("LC_", "PYTHON", "TFMESOS_")
+
+
+def environment_for_another_user(environ):
+    """The part of ``environ`` the embedded master hands the tasks of
+    another user (``tfrun -u``): ``START_UP_NAMES`` and ``START_UP_PREFIXES``."""
+    return {name: value for name, value in environ.items()
+            if name in START_UP_NAMES or name.startswith(START_UP_PREFIXES)}
+
 
 def check_task_user(user: Optional[str], python: Optional[str], pythonpath: Optional[str],
                     switch_user: bool = True, euid: Optional[int] = None,

@@ -140,8 +140,10 @@ def build_parser():
         "endpoint (repeatable; not with -C DOCKER, which passes no secrets)")
     add("-r", "--role", help="Mesos role to take resources from")
     add("-u", "--user", help="user the tasks run as (default: you); it must exist on every "
-        "agent; on the embedded master, a user other than you needs tfrun run as root, and "
-        "that user must be able to run --python (see --ship)")
+        "agent; on the embedded master, a user other than you needs tfrun run as root, "
+        "that user must be able to run --python (see --ship), and its tasks get only the "
+        "start-up variables of your environment (PATH, LANG, LC_*, PYTHON*, TFMESOS_*: "
+        "give them more with -E or --secret-env)")
     add("-e", "--extra_config", "--extra-config", dest="extra_config", metavar="FILE",
         help="JSON file with 'initializer' and/or 'finalizer' shell commands run in each task "
         "before/after the command (a regular file of at most 1 MB)")

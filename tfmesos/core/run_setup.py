@@ -11,7 +11,7 @@ from ..record.run_dirs import default_run_dir
 from ..record.run_record import RunRecord
 from . import config
 from .spec import AUTO, RunSpec
-from .taskinfo import warm_task_command
+from .taskinfo import another_user, warm_task_command
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -32,8 +32,13 @@ def make_backend(spec: RunSpec, environ: Mapping[str, str],
         return RemoteMaster(spec.master, spec.advertise_address, environ)
     from ..backends.embedded import EmbeddedMaster
     from ..backends.warm_runner import start_warm_runner
+    options = spec.local_master_options
+    if another_user(spec.user) and "executor_environment" not in options:
+        # Not the submitter's credentials or HOME for another user's tasks.
+        from ..backends.task_user import environment_for_another_user
+        options = dict(options, executor_environment=environment_for_another_user(environ))
     return EmbeddedMaster(spec.jobs, containers=bool(spec.image),
-                          options=spec.local_master_options, advertise=spec.advertise_address,
+                          options=options, advertise=spec.advertise_address,
                           environ=environ, runner=warm_runner,
                           make_runner=lambda: start_warm_runner(warm_task_command(spec)))
 
