@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 # How often the state of running tasks is reconciled with Mesos, besides
 # after every re-subscription and every agent loss.
 RECONCILE_INTERVAL = 20.0
+# How long the others of a process group may still run after one of them
+# ended before that is said: ranks that finish together take seconds to.
+GROUP_LEFT_GRACE = 15.0
 
 
 def describe_failure(slot: TaskSlot, error: TaskFailed, cause: Optional[str], text: str) -> str:
@@ -107,6 +110,7 @@ class RunEvents:
         self.control = control
         self._process_group = process_group
         self._group_left_said = False
+        self._group_left: Optional[tuple[float, TaskSlot, Optional[int]]] = None   # due, who
         self._notify = notify or (lambda text: logger.warning("%s", text))
         self.record = record
         self.recovery = recovery
@@ -137,6 +141,7 @@ class RunEvents:
         end in time."""
         self._check_away()
         self.control.kill_overdue()
+        self._say_group_left()
         if self.control.now() - self._reconciled > RECONCILE_INTERVAL:
             self._reconcile()
 
@@ -180,15 +185,29 @@ class RunEvents:
             self._on_exit(slot, event.code, usage=usage)
 
     def _group_member_left(self, slot: TaskSlot, code: Optional[int]) -> None:
-        """Say (once a run) that a member of the process group ended while
-        others of it still run: they wait for it without a word."""
-        if self._group_left_said or self._process_group is None \
-                or slot.job.name != self._process_group:
+        """Note the first member of the process group that ended while
+        others of it still run: said (``_say_group_left``) when they still
+        run ``GROUP_LEFT_GRACE`` s later, waiting for it without a word; not
+        when they end too (ranks finishing together: said at every clean
+        end, it was a false alarm)."""
+        if self._group_left_said or self._group_left is not None \
+                or self._process_group is None or slot.job.name != self._process_group:
             return
-        running = sum(1 for other in self._slots if other is not slot
-                      and other.job.name == self._process_group and not other.done
-                      and other.exit_code is None)
-        if not running:
+        if self._group_running(slot):
+            self._group_left = (self.control.now() + GROUP_LEFT_GRACE, slot, code)
+
+    def _group_running(self, slot: TaskSlot) -> int:
+        return sum(1 for other in self._slots if other is not slot
+                   and other.job.name == self._process_group and not other.done
+                   and other.exit_code is None)
+
+    def _say_group_left(self) -> None:
+        if self._group_left is None or self.control.now() < self._group_left[0]:
+            return
+        _, slot, code = self._group_left
+        self._group_left = None
+        running = self._group_running(slot)
+        if not running or self._state.phase != Phase.RUNNING:
             return
         self._group_left_said = True
         self._notify("%s ended (exit %s) while %d other %s of its process group still run%s: "
