@@ -13,10 +13,13 @@ image. Import them into a test module::
 * ``volume_dirs``: host directories (one with files) to mount as volumes.
 """
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -174,3 +177,62 @@ def no_leaked_containers(docker_engine):
         pytest.fail("containers left behind: %s" % ", ".join(
             "%s (%s)" % (c.name, c.labels.get("mesos_local.task-id", "-")) for c in leaked),
             pytrace=False)
+
+
+class EngineProxy:
+    """A unix socket that passes every connection on to the Docker engine's,
+    until ``cut()``: then the engine stops answering, as far as a client of
+    this socket can tell (an engine stopped or restarted), while the real
+    engine (and the tests' client of it) goes on."""
+
+    def __init__(self, path):
+        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        if not host.startswith("unix://"):
+            pytest.skip("the engine is not on a unix socket here (DOCKER_HOST=%s)" % host)
+        self.target, self.path = host[len("unix://"):], str(path)
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(self.path)
+        self.listener.listen(64)
+        self.open, self.lock = [], threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return   # cut
+            engine = socket.socket(socket.AF_UNIX)
+            engine.connect(self.target)
+            with self.lock:
+                self.open += [client, engine]
+            for source, sink, asks in ((client, engine, True), (engine, client, False)):
+                threading.Thread(target=self._pump, args=(source, sink, asks),
+                                 daemon=True).start()
+
+    def before_request(self, data):
+        """Called with what a client sends, before it goes on (a subclass
+        holds some)."""
+
+    def _pump(self, source, sink, asks):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                if asks:
+                    self.before_request(data)
+                sink.sendall(data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def cut(self):
+        self.listener.close()
+        os.unlink(self.path)
+        with self.lock:
+            for sock in self.open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()

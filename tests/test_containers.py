@@ -21,6 +21,7 @@ import time
 import pytest
 from conftest import MARKER
 from fixtures_docker import (
+    EngineProxy,
     docker_engine,
     managed_containers,
     no_leaked_containers,
@@ -346,59 +347,6 @@ def test_wrapper_without_a_master_outside_says_where_the_master_belongs(image, t
     assert "runs inside the tfmesos image: run the master outside it" in error
     assert result.stderr.strip().splitlines()[-1].startswith("tfrun: logs and run record: ")
     assert "Traceback" not in result.stderr
-
-
-class EngineProxy:
-    """A unix socket that passes every connection on to the Docker engine's,
-    until ``cut()``: then the engine stops answering, as far as a client of
-    this socket can tell (an engine stopped or restarted), while the real
-    engine (and the tests' client of it) goes on."""
-
-    def __init__(self, path):
-        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        if not host.startswith("unix://"):
-            pytest.skip("the engine is not on a unix socket here (DOCKER_HOST=%s)" % host)
-        self.target, self.path = host[len("unix://"):], str(path)
-        self.listener = socket.socket(socket.AF_UNIX)
-        self.listener.bind(self.path)
-        self.listener.listen(64)
-        self.open, self.lock = [], threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return   # cut
-            engine = socket.socket(socket.AF_UNIX)
-            engine.connect(self.target)
-            with self.lock:
-                self.open += [client, engine]
-            for source, sink in ((client, engine), (engine, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source, sink):
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-    def cut(self):
-        self.listener.close()
-        os.unlink(self.path)
-        with self.lock:
-            for sock in self.open:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
 
 
 def test_an_engine_that_stops_answering_fails_the_task_and_its_container_goes_next_run(

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from fixtures_docker import docker_engine, no_leaked_containers, tfmesos_image
+from fixtures_docker import EngineProxy, docker_engine, no_leaked_containers, tfmesos_image
 from fixtures_master import clients, make_local_master
 from local_users import as_user, nobody
 from mesos_http_client import task_info
@@ -621,53 +621,22 @@ def test_an_image_task_s_end_is_worded_as_its_executor_words_it(
         assert "reason" not in failed and "reason" not in finished
 
 
-class HeldStarts:
+class HeldStarts(EngineProxy):
     """A proxy to the Docker engine's socket that holds every container's
     start request until ``release()``: an engine slow to start containers."""
 
-    def __init__(self, directory, engine_socket="/var/run/docker.sock"):
-        self.path = os.path.join(str(directory), "held.sock")
-        self.engine_socket = engine_socket
-        self.released = threading.Event()
-        self.listener = socket.socket(socket.AF_UNIX)
-        self.listener.bind(self.path)
-        self.listener.listen(16)
-        self.held = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+    def __init__(self, directory):
+        self.held, self.released = threading.Event(), threading.Event()
+        super().__init__(os.path.join(str(directory), "held.sock"))
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(self.engine_socket)
-            threading.Thread(target=self._pump, args=(client, upstream, True),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False),
-                             daemon=True).start()
-
-    def _pump(self, source, target, requests):
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                if requests and data.startswith(b"POST ") and b"/start " in data:
-                    self.held.set()
-                    self.released.wait(120)
-                target.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, target):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
+    def before_request(self, data):
+        if data.startswith(b"POST ") and b"/start " in data:
+            self.held.set()
+            self.released.wait(120)
 
     def release(self):
         self.released.set()
-        self.listener.close()
+        self.cut()
 
 
 @pytest.mark.docker
