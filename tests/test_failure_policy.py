@@ -150,6 +150,23 @@ def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
     assert run.phase == Phase.FORMING and relaunched_everything(run)
 
 
+def test_a_failure_the_restart_policy_does_not_restart_says_which_setting_would():
+    # --max-restarts 1 and a command that exits 3: the run ended with no word
+    # of why the restart asked for did not come (--restart-on lost, the default).
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost"))
+    run.running()
+    with pytest.raises(TaskFailed, match="exited with code 3"):
+        run.exit("worker:1", 3)
+    assert run.notes == ["worker:1 exited with code 3: not restarted: restarts are for lost "
+                         "tasks (--restart-on lost, the default); --restart-on failure restarts "
+                         "the run for a command that fails too"]
+    quiet = FakeRun(WORKERS, policy=RestartPolicy(0, "lost"))   # none asked for: nothing to say
+    quiet.running()
+    with pytest.raises(TaskFailed):
+        quiet.exit("worker:1", 3)
+    assert quiet.notes == []
+
+
 def test_restarts_spent_the_failure_ends_the_run():
     run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=0))
     run.running()

@@ -36,6 +36,9 @@ def test_restart_on_lost_does_not_restart_a_worker_that_exits_3(tmp_path):
     assert result.returncode == 3, result.stderr
     assert "restarting" not in result.stderr
     assert "tfrun: task worker:1 exited with code 3" in result.stderr
+    # and why the restart asked for did not come
+    assert "tfrun: worker:1 exited with code 3: not restarted: restarts are for lost tasks " \
+        "(--restart-on lost, the default)" in result.stderr, result.stderr
     assert [restart for restart, _ in starts(tmp_path / "worker.1")] == [0]
     data = run_json(run_dir)
     assert data["restarts"] == [] and data["outcome"]["exit_code"] == 3

@@ -183,6 +183,11 @@ class Recovery:
 
     def _restart_or_fail(self, error: TaskFailed, cause: Optional[str], what: str) -> None:
         if cause is None or not self.policy.allows(self.restarts, cause):   # (None: never allowed)
+            if cause == "failure" and self.restarts < self.policy.max_restarts:
+                # Restarts were asked for, and none came: say which setting.
+                self._notify("%s: not restarted: restarts are for lost tasks (--restart-on "
+                             "lost, the default); --restart-on failure restarts the run for a "
+                             "command that fails too" % what)
             self._control.fail(error)
             return
         if not self._control.restart_cluster():
