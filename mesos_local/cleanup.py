@@ -22,6 +22,7 @@ async-signal-safe may run in the child).
 
 import _thread
 import errno
+import functools
 import logging
 import os
 import re
@@ -79,6 +80,7 @@ def this_master() -> Optional[str]:
     return "%d.%d.%d" % (namespace, os.getpid(), start)
 
 
+@functools.cache   # a host's boot does not change under a process
 def boot_id() -> Optional[str]:
     """This host's boot (/proc/sys/kernel/random/boot_id), None without it:
     what tells a resource of this host's masters from one of another host's

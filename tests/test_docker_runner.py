@@ -635,13 +635,14 @@ class HeldStarts(EngineProxy):
             self.released.wait(120)
 
     def release(self):
+        self.cut()              # first: the held start never reaches the engine
         self.released.set()
-        self.cut()
 
 
 @pytest.mark.docker
 def test_a_container_whose_start_the_engine_holds_goes_when_its_master_stops(
-        make_local_master, clients, docker_engine, tfmesos_image, tmp_path):
+        make_local_master, clients, docker_engine, tfmesos_image, tmp_path,
+        no_leaked_containers):
     # The launch blocked in the engine's start past stop()'s wait: the master
     # exited and its container stayed (until the next master on the engine).
     import docker

@@ -406,6 +406,7 @@ class Isolator:
         self.name = "%d-%d-%s" % (os.getpid(), start or 0, os.urandom(4).hex())
         self.directories = {}    # hierarchy -> this master's directory
         self._runs = {}          # task directory name -> runs so far
+        self._taken = set()      # every task directory name given out
 
     def describe(self):
         return "cgroup v%d %s%s" % (self.layout.version, ",".join(self.isolators),
@@ -443,10 +444,10 @@ class Isolator:
         while True:
             name = base if run == 0 else "%s.run%d" % (base, run)
             run += 1
-            if not any(os.path.lexists(os.path.join(parent, name))
-                       for parent in self.directories.values()):
+            if name not in self._taken:   # the master's own directory: its names are its own
                 break
         self._runs[base] = run
+        self._taken.add(name)
         created: dict[str, str] = {}   # hierarchy -> the task's directory there
         cgroups = TaskCgroups(self.layout, created, limits)
         try:

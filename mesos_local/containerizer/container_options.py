@@ -49,7 +49,8 @@ from mesos_local.containerizer.docker_engine import MANAGED_LABEL
 from mesos_local.containerizer.runner import RunnerError
 
 __all__ = ["HOST_ONLY_ENV", "container_env", "container_user", "container_kwargs",
-           "check_gpus_parameter", "TASK_LABEL", "MASTER_LABEL", "SANDBOX_DIRECTORY"]
+           "check_gpus_parameter", "TASK_LABEL", "MASTER_LABEL", "SANDBOX_DIRECTORY",
+           "owner_labels"]
 
 TASK_LABEL = "mesos_local.task-id"
 # Where a container finds its sandbox: a Mesos agent's --sandbox_directory
@@ -351,9 +352,14 @@ def container_kwargs(launch, name=None):
             k, v = converted
             kwargs.setdefault(kwarg, {})[k] = v
     labels.update({MANAGED_LABEL: "1", TASK_LABEL: launch.task_id})   # never overridden
-    owner, boot = this_master(), boot_id()
-    if owner is not None:
-        labels[MASTER_LABEL] = owner
-    if boot is not None:
-        labels[HOST_LABEL] = boot
+    labels.update(owner_labels())
     return kwargs
+
+
+def owner_labels():
+    """The labels that make a container this process's (``MASTER_LABEL``:
+    ``cleanup.this_master()``) and its host's (``HOST_LABEL``: ``boot_id``;
+    none without /proc): once the process is gone, ``docker_runner.
+    remove_orphans`` removes the container, on its host only."""
+    owner, boot = this_master(), boot_id()
+    return {**({MASTER_LABEL: owner} if owner else {}), **({HOST_LABEL: boot} if boot else {})}

@@ -27,9 +27,14 @@ import re
 import signal
 import threading
 
-from mesos_local.cleanup import boot_id, master_gone, this_master
+from mesos_local.cleanup import boot_id, master_gone
 from mesos_local.containerizer.cgroup_limits import memory_limit_message
-from mesos_local.containerizer.container_options import HOST_LABEL, MASTER_LABEL, container_kwargs
+from mesos_local.containerizer.container_options import (
+    HOST_LABEL,
+    MASTER_LABEL,
+    container_kwargs,
+    owner_labels,
+)
 from mesos_local.containerizer.docker_engine import (
     MANAGED_LABEL,
     DockerEngineError,
@@ -50,14 +55,6 @@ log = logging.getLogger(__name__)
 # Mesos' Docker containerizer names a container DOCKER_NAME_PREFIX + its
 # container id (src/slave/containerizer/docker.cpp and docker.hpp).
 DOCKER_NAME_PREFIX = "mesos-"
-
-
-def owner_labels():
-    """The labels that make a container this process's (``MASTER_LABEL``:
-    ``cleanup.this_master()``; none without /proc): once it is gone,
-    ``remove_orphans`` removes the container."""
-    owner, boot = this_master(), boot_id()
-    return {**({MASTER_LABEL: owner} if owner else {}), **({HOST_LABEL: boot} if boot else {})}
 
 
 def remove_orphans(client):
@@ -130,6 +127,7 @@ class DockerRunner:
         self._client = client
         self._lock = threading.Lock()
         self._swept = False
+        self._in_flight: set[str] = set()   # names of the containers being launched
 
     @property
     def client(self):
@@ -142,37 +140,28 @@ class DockerRunner:
             return self._client
 
     def remove_own(self):
-        """Remove the containers of this master still on the engine (``stop()``'s
-        last word for launches whose engine answered too late for the task to
-        end: a container created, its start still pending); their names.
-        Nothing when it never used the engine."""
+        """Remove the containers of launches still under way (``stop()``'s
+        last word for launches whose engine answered too late for the task
+        to end: a container created, its start still pending), by their
+        names: this runner's alone, not another master's of this process;
+        their names. Nothing when it never used the engine."""
         import requests
 
         import docker
 
         with self._lock:
-            client = self._client
-        owner = owner_labels().get(MASTER_LABEL)
-        if client is None or owner is None:
-            return []
+            client, names = self._client, sorted(self._in_flight)
         removed: list[str] = []
-        try:
-            found = client.containers.list(all=True, ignore_removed=True, filters={
-                "label": [MANAGED_LABEL + "=1", "%s=%s" % (MASTER_LABEL, owner)]})
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            log.warning("cannot list this master's containers to remove them: %s",
-                        one_line(exc))
-            return removed
-        for container in found:
+        for name in names if client is not None else ():
             try:
-                container.remove(force=True)
+                client.containers.get(name).remove(force=True)
             except docker.errors.NotFound:
-                pass
+                continue
             except (docker.errors.DockerException,
                     requests.exceptions.RequestException) as exc:
-                log.warning("cannot remove container %s: %s", container.name, one_line(exc))
+                log.warning("cannot remove container %s: %s", name, one_line(exc))
                 continue
-            removed.append(container.name)
+            removed.append(name)
         return removed
 
     def launch(self, launch):
@@ -189,9 +178,12 @@ class DockerRunner:
 
         with _runner_errors():
             ensure_image(client, launch.image, pull=launch.force_pull)
-        kwargs = container_kwargs(launch, name=_container_name(launch))
+        name = _container_name(launch)
+        kwargs = container_kwargs(launch, name=name)
         files = []
         container = None
+        with self._lock:
+            self._in_flight.add(name)
         try:
             try:
                 files.append(open(launch.stdout_path, "ab"))
@@ -216,6 +208,9 @@ class DockerRunner:
             if container is not None:
                 _remove(container)
             raise
+        finally:
+            with self._lock:
+                self._in_flight.discard(name)
 
 
 def _stop_signal(container, launch):

@@ -56,6 +56,17 @@ LAUNCH_SLOTS = max(8, os.cpu_count() or 1)
 LAUNCHES = threading.BoundedSemaphore(LAUNCH_SLOTS)
 
 
+_OWN_START: list = [None, None]   # (pid, its start ticks): this master's, read once
+
+
+def _own_start():
+    """When this process started (``start_ticks``), read once per process."""
+    pid = os.getpid()
+    if _OWN_START[0] != pid:
+        _OWN_START[:] = [pid, start_ticks(pid)]
+    return _OWN_START[1]
+
+
 class TaskProcess:
     """Runs one task on its own thread: sandbox, fetch, ``runner.launch``,
     wait, cleanup. ``kill`` may be called from any thread at any time.
@@ -243,8 +254,7 @@ class TaskProcess:
             return None
         cgroups = self.cgroups.directories.values() if self.cgroups is not None else ()
         grace, checkpoint = self._shutdown
-        return self.watchdog.watch(None, start_ticks(os.getpid()), self._marker, cgroups,
-                                   grace, checkpoint)
+        return self.watchdog.watch(None, _own_start(), self._marker, cgroups, grace, checkpoint)
 
     def _watch(self):
         if self.watchdog is None:

@@ -350,28 +350,26 @@ def _opener(add, cancelled, stall):
     import http.client
     import urllib.request
 
-    class HTTPConnection(http.client.HTTPConnection):
+    class Polled(http.client.HTTPConnection):
         def connect(self):
             _connect_polled(super().connect, self, cancelled, stall)
             add(self.sock)
 
-    class HTTPSConnection(http.client.HTTPSConnection):
-        def connect(self):
-            _connect_polled(super().connect, self, cancelled, stall)
-            add(self.sock)
+    class HTTPConnection(Polled):
+        pass
 
+    class HTTPSConnection(Polled, http.client.HTTPSConnection):
+        pass
+
+    # Made with no arguments, as build_opener makes them: the defaults (a
+    # default SSL context, its host name checked) are the connections' own.
     class HTTP(urllib.request.HTTPHandler):
         def http_open(self, req):
             return self.do_open(HTTPConnection, req)
 
     class HTTPS(urllib.request.HTTPSHandler):
         def https_open(self, req):
-            # Its own (private) settings, as its https_open passes them.
-            found = vars(self)
-            options = {"context": found.get("_context")}
-            if "_check_hostname" in found:   # Python < 3.12
-                options["check_hostname"] = found["_check_hostname"]
-            return self.do_open(HTTPSConnection, req, **options)
+            return self.do_open(HTTPSConnection, req)
 
     return urllib.request.build_opener(HTTP, HTTPS)
 

@@ -225,7 +225,7 @@ def saved_run(directory, failover, key_file, master=None, takeovers=()):
     key = run_key(failover.run_id, os.environ, key_file)
     identity = RunIdentity.from_public(failover.identity, key)
     newest = max([identity.scheduler_attempt] + [t.scheduler_attempt for t in takeovers])
-    identity = dataclasses.replace(identity, scheduler_attempt=newest + 1)
+    identity = dataclasses.replace(identity, scheduler_attempt=newest).next_scheduler()
     return identity, spec_from_dict(failover.spec, packed=True, run_dir=directory, master=(
         with_password(failover.master, master, os.environ.get("MESOS_MASTER"))))
 

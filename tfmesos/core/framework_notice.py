@@ -62,10 +62,10 @@ class FrameworkNotice:
                 or not driver.connected:
             return
         wanted = runtime.rendezvous_address()
-        # Tried again only while not subscribed, as the proof: a master that
-        # refuses it is not asked again at every event.
-        self._named = runtime.rendezvous_label() == wanted \
-            or runtime.label(labels_.RENDEZVOUS, wanted) or driver.connected
+        named = runtime.rendezvous_label() == wanted or runtime.label(labels_.RENDEZVOUS, wanted)
+        # Done once it names it, or a subscribed master refused it (not asked
+        # again at every event); tried again when the call lost the subscription.
+        self._named = named or driver.connected
 
     def _prove(self) -> None:
         identity = self._runtime.identity

@@ -11,6 +11,7 @@ it is called (tfrun: its flags; ``cluster()``, ``tfmesos.run()``: their
 keyword arguments).
 """
 
+import collections
 import dataclasses
 import os
 from collections.abc import Iterable
@@ -192,14 +193,14 @@ class RunSpec(FrozenFieldMethods):
                                 % (self.role, why))
         object.__setattr__(self, "volumes", tuple(parse_volume(v) if isinstance(v, str) else
                                                   volume_tuple(v) for v in self.volumes))
-        targets = [container for _, container, _ in self.volumes]
+        targets = collections.Counter(container for _, container, _ in self.volumes)
         for target in targets:
             if target == SANDBOX_MOUNT:
                 # Mesos mounts the sandbox there: Docker refuses a second mount
                 # ("Duplicate mount point"), three attempts later.
                 raise SpecError.about("{volumes}: %s is where Mesos mounts the task's sandbox: "
                                       "mount elsewhere", target)
-            if targets.count(target) > 1:
+            if targets[target] > 1:
                 raise SpecError.about("{volumes}: two volumes at %s: Docker refuses a duplicate "
                                       "mount point; give one", target)
         object.__setattr__(self, "env", env_tuple(self.env))
