@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 from typing import Callable, Optional
 
 import pytest
@@ -207,6 +208,16 @@ ROWS = [
           ("--restart-on", "failure", "--max-restarts N", []),
           ("--restart-backoff", "5", "--max-restarts N", ["--max-restarts", "0"]),
           ("--sticky-timeout", "5", "--sticky-workers", ["-c"]))],
+    # a name tfmesos or Mesos sets in every task: tfmesos' value replaced
+    # the user's without a word (-E TFMESOS_RUN_ID=mine: the task saw the
+    # run's id), MESOS_SANDBOX=/x failed three launches ("cannot enter the
+    # sandbox /x")
+    tfrun("env-a-name-tfmesos-sets", ["-E", "TFMESOS_RUN_ID=mine"], 2,
+          "tfrun: error: -E: TFMESOS_RUN_ID is a name tfmesos sets in every task: give your "
+          "variable another name"),
+    tfrun("env-a-name-mesos-sets", ["-E", "MESOS_SANDBOX=/x"], 2,
+          "tfrun: error: -E: MESOS_SANDBOX is a name Mesos sets in every task: give your "
+          "variable another name"),
     tfrun("ship-max-size-without-ship", ["--ship-max-size", "5"], 2,
           "tfrun: error: --ship-max-size needs --ship"),
     tfrun("sticky-timeout-1e400", ["-c", "--sticky-workers", "--sticky-timeout", "1e400"], 2,
@@ -988,6 +999,44 @@ def test_an_environment_no_task_can_have_is_one_line_before_anything_launches(en
     with pytest.raises(SpecError) as caught:
         run_spec_of([{"name": "worker"}], env=env, environ={})
     assert str(caught.value).startswith(error), str(caught.value)
+
+
+@pytest.mark.parametrize("where", ["run", "job", "function"])
+@pytest.mark.parametrize("name", ["TFMESOS_SECRET", "TFMESOS_FUNCTION", "MESOS_DIRECTORY"])
+def test_a_name_tfmesos_or_mesos_sets_is_refused_in_every_env_a_user_gives(where, name,
+                                                                          tmp_path):
+    # cluster(env=), a job's env and tfmesos.run(env=) took them: tfmesos'
+    # own value replaced the user's, or the user's broke the task (a
+    # function run's payload name, Mesos' sandbox).
+    from tfmesos.core.cluster_arguments import run_spec_of
+    from tfmesos.core.function_options import OPTIONS
+    from tfmesos.core.function_run import run_spec
+    from tfmesos.core.jobs import Job
+    with pytest.raises(SpecError) as caught:
+        if where == "run":
+            run_spec_of([{"name": "worker"}], env={name: "x"}, environ={})
+        elif where == "job":
+            run_spec_of([{"name": "worker", "env": {name: "x"}}], environ={})
+        else:
+            from tfmesos.ship.bundle import ShipSpec
+            (tmp_path / "payload.pickle").write_bytes(b"")
+            payload = types.SimpleNamespace(name="payload.pickle",
+                                            path=str(tmp_path / "payload.pickle"))
+            run_spec(len, [Job("worker", 1)], dict(OPTIONS, env={name: "x"}), ShipSpec(),
+                     payload, 1)
+    assert "%s is a name %s sets in every task" % (
+        name, "Mesos" if name.startswith("MESOS_") else "tfmesos") in str(caught.value)
+    assert "give your variable another name" in str(caught.value)
+
+
+def test_the_names_a_user_may_set_for_tfmesos_stay_allowed():
+    # TFMESOS_TASK_HOST (the address a task gives), TFMESOS_USAGE_INTERVAL
+    # and TFMESOS_GPUS are the user's to set (README); MESOS_MASTER is no
+    # name Mesos sets in a task (env=os.environ passes it on).
+    from tfmesos.core.cluster_arguments import run_spec_of
+    env = {"TFMESOS_TASK_HOST": "10.0.0.5", "TFMESOS_USAGE_INTERVAL": "1", "TFMESOS_GPUS": "0",
+           "MESOS_MASTER": "zk://zk:2181/mesos"}
+    assert dict(run_spec_of([{"name": "worker"}], env=env, environ={}).env) == env
 
 
 def test_cluster_refuses_a_first_index_its_servers_would_not_know():

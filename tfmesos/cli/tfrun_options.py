@@ -22,7 +22,7 @@ from ..core.inputs import (
 )
 from ..core.restarts import RESTART_ON, RestartPolicy
 from ..core.spec import AUTO, STICKY_TIMEOUT, RunSpec
-from ..core.spec_fields import pairs
+from ..core.spec_fields import pairs, user_env
 from ..core.training_frameworks import MAX_NPROC_PER_TASK, TENSORFLOW
 from ..core.unused_settings import (
     check_image_settings,
@@ -133,7 +133,8 @@ def build_parser():
         help="volume for container tasks (repeatable)")
     add("-E", "--env", action="append", default=[], metavar="NAME=VALUE",
         help="environment variable for every task (repeatable); its value is in the run's "
-        "spec and the TaskInfos: use --secret-env for secrets")
+        "spec and the TaskInfos: use --secret-env for secrets; not a name Mesos "
+        "(MESOS_SANDBOX, ...) or tfmesos (TFMESOS_RUN_ID, ...) sets in every task")
     add("--secret-env", action="append", default=[], metavar="NAME",
         help="give every task (and a detached run's scheduler) NAME with its value from your "
         "environment, as a Mesos secret: never written to a file, a run record or an "
@@ -404,7 +405,7 @@ def read_options(args, command):
     return RunSpec(
         name=args.name or default_name([command])[:MAX_NAME], role=args.role,
         image=image, containerizer=args.containerizer, force_pull=args.force_pull,
-        volumes=tuple(args.volume), env=tuple(args.env), secret_env=tuple(args.secret_env),
+        volumes=tuple(args.volume), env=tuple(user_env(args.env)), secret_env=tuple(args.secret_env),
         launch_timeout=args.launch_timeout,
         max_attempts=args.max_attempts, python=python, user=args.user,
         jobs=tuple(jobs), mode="replica", command=command,

@@ -14,7 +14,7 @@ from .caller import cluster_command, script_name
 from .jobs import JobsGiven, parse_jobs
 from .restarts import RestartPolicy
 from .spec import AUTO, STICKY_TIMEOUT, RunSpec
-from .spec_fields import env_given, local_master_pairs, volumes_given
+from .spec_fields import local_master_pairs, user_env, volumes_given
 
 _E = TypeVar("_E", bound=BaseException)
 
@@ -104,7 +104,7 @@ def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[st
         image=config.resolve(image, environ, "DOCKER_IMAGE"),
         containerizer=containerizer_type or "MESOS", force_pull=force_pull_image,
         # host:container[:mode] strings, which RunSpec parses (its __post_init__)
-        volumes=volumes_given(volumes), env=tuple(env_given(env)), jobs=tuple(jobs),
+        volumes=volumes_given(volumes), env=tuple(user_env(env)), jobs=tuple(jobs),
         mode="fine", master=config.resolve_master(master, environ), coordinator=coordinator,
         local_master=local_master_pairs(local_master_options), run_dir=run_dir or AUTO,
         restart_policy=RestartPolicy(max_restarts, restart_on, restart_backoff),

@@ -40,7 +40,7 @@ from .restarts import RestartPolicy
 from .run_result import RunResult
 from .signals import deferring_signals
 from .spec import AUTO, RunSpec
-from .spec_fields import env_given, local_master_pairs, pairs, volumes_given
+from .spec_fields import local_master_pairs, pairs, user_env, volumes_given
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
     from ..ship.bundle import ShipSpec
@@ -295,7 +295,7 @@ def run_spec(fn: Callable[..., Any], jobs: Sequence[Job], settings: Mapping[str,
     master = config.resolve_master(settings["master"], environ)
     image = config.resolve(settings["image"], environ, "DOCKER_IMAGE")
     python = task_python(dict(settings, image=image), master)
-    env = env_given(settings["env"])
+    env = user_env(settings["env"])
     env += [(task_env.FUNCTION, payload.name),
             (task_env.MAX_RESULT, str(limit)),
             (task_env.MAX_OTHER_RESULT, str(other_limit(limit, jobs))),

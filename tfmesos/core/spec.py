@@ -21,6 +21,7 @@ from ..exceptions import SpecError
 from ..field_methods import FrozenFieldMethods
 from ..mesos.master_address import parse_master
 from ..mesos.roles import role_error
+from ..protocol import task_env
 from .config import LOCAL
 from .inputs import (
     MAX_ATTEMPTS,
@@ -203,7 +204,9 @@ class RunSpec(FrozenFieldMethods):
             if targets[target] > 1:
                 raise SpecError.about("{volumes}: two volumes at %s: Docker refuses a duplicate "
                                       "mount point; give one", target)
-        object.__setattr__(self, "env", env_tuple(self.env))
+        # tfmesos.run's own names come in its env (core.function_run); a
+        # user's are refused where given (spec_fields.refuse_function_run_names).
+        object.__setattr__(self, "env", env_tuple(self.env, own=task_env.FUNCTION_RUN))
         object.__setattr__(self, "secret_env", secret_names(self.secret_env,
                                                              {name for name, _ in self.env}))
         if self.secret_env and self.image and upper == "DOCKER":

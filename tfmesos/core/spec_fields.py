@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ..exceptions import SpecError
+from ..protocol import task_env
 from .inputs import ENV_NAME
 from .volumes import parse_volume
 
@@ -14,8 +15,9 @@ MAX_ENV_ENTRY = 32 * 4096 - 1
 
 
 def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[object]]]],
-               job: Optional[str] = None) -> tuple[tuple[str, str], ...]:
-    """The run's ``env`` (a job's: ``job``, its name) as (name, value) pairs."""
+               job: Optional[str] = None, own: Collection[str] = ()) -> tuple[tuple[str, str], ...]:
+    """The run's ``env`` (a job's: ``job``, its name) as (name, value)
+    pairs; ``own``: names tfmesos itself put there (``task_env.FUNCTION_RUN``)."""
     owner = "the run" if job is None else "job %r" % job
     items = env.items() if isinstance(env, Mapping) else env
     result = []
@@ -31,6 +33,8 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
         if not ENV_NAME.match(str(name)):
             raise SpecError("%s: invalid environment variable name %r: use letters, digits and "
                             "_, not first a digit" % (owner, name))
+        if name not in own:
+            refuse_a_name_set_for_the_task(str(name), job)
         if not isinstance(value, str):
             fix = ("leave %s out to leave it unset" % name if value is None
                    else "give %r" % str(value))
@@ -49,6 +53,38 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
                             % (owner, name, MAX_ENV_ENTRY // 1024))
         result.append((str(name), str(value)))
     return tuple(result)
+
+
+def refuse_a_name_set_for_the_task(name: str, job: Optional[str] = None) -> None:
+    """SpecError for a user's variable that tfmesos or Mesos sets in every
+    task: tfmesos' value replaced the user's without a word, or the user's
+    broke the task (``MESOS_SANDBOX``: every launch failed)."""
+    setter = ("tfmesos" if name in task_env.SET_BY_TFMESOS else
+              "Mesos" if name in task_env.SET_BY_MESOS else None)
+    if setter is None:
+        return
+    what = ": %s is a name %s sets in every task: give your variable another name"
+    if job is None:
+        raise SpecError.about("{env}" + what, name, setter)
+    raise SpecError.about("job %r: env" + what, job, name, setter)
+
+
+def refuse_function_run_names(env: Iterable[object]) -> None:
+    """``refuse_a_name_set_for_the_task`` for the names only ``tfmesos.run``
+    sets (``task_env.FUNCTION_RUN``), which a ``RunSpec``'s env may hold:
+    for what a user gives (tfrun's -E, ``cluster(env=)``, ``tfmesos.run(env=)``)."""
+    for item in env:
+        name = (item.split("=", 1)[0] if isinstance(item, str) else
+                item[0] if isinstance(item, (tuple, list)) and item else None)
+        if name in task_env.FUNCTION_RUN:
+            refuse_a_name_set_for_the_task(name)
+
+
+def user_env(env: Any) -> list:
+    """``env_given``, none of it a name only ``tfmesos.run`` sets."""
+    given = env_given(env)
+    refuse_function_run_names(given)
+    return given
 
 
 def env_given(env: Any) -> list:

@@ -54,3 +54,26 @@ TASK_INDEX = "TFMESOS_TASK_INDEX"
 # Set by a replica task entry for its hooks and command: where
 # ``tfmesos.log_metrics`` sends each point (a unix datagram socket).
 METRICS_SOCKET = "TFMESOS_METRICS_SOCKET"
+
+# The names above that tfmesos gives every task whatever the user set (its
+# value replaces the user's, or the user's would break the task): a user's
+# -E, env or job env naming one is refused (core.spec_fields). The user's
+# own: TASK_HOST, GPUS, USAGE_INTERVAL.
+FUNCTION_RUN = (FUNCTION, MAX_RESULT, MAX_OTHER_RESULT, FRAMEWORK)   # tfmesos.run's own
+SET_BY_TFMESOS = frozenset((
+    RENDEZVOUS, SECRET, TASK_ID, RUN_ID, OFFER_HOST, PORT, COORDINATOR_PORT, BUNDLE,
+    BUNDLE_DIR, *FUNCTION_RUN, FAILOVER_TIMEOUT, MASTER, FRAMEWORK_ID, FAILOVER_TASKS,
+    RESULT_FILE, OUTCOME_FD, RESTART, DISTRIBUTED, PS_HOSTS, WORKER_HOSTS, CHIEF_HOSTS,
+    JOB_NAME, TASK_INDEX, METRICS_SOCKET))
+# Mesos' own, in every executor's environment (a command task's too): src/slave/
+# slave.cpp executorEnvironment, src/slave/containerizer/mesos/containerizer.cpp
+# (MESOS_SANDBOX, MESOS_ALLOCATION_ROLE), the network isolators' MESOS_CONTAINER_IP,
+# the Docker containerizer's MESOS_CONTAINER_NAME. Not MESOS_MASTER: the
+# submitter's, which a user may pass on.
+SET_BY_MESOS = frozenset((
+    "MESOS_SANDBOX", "MESOS_DIRECTORY", "MESOS_FRAMEWORK_ID", "MESOS_EXECUTOR_ID",
+    "MESOS_SLAVE_ID", "MESOS_SLAVE_PID", "MESOS_AGENT_ENDPOINT", "MESOS_CHECKPOINT",
+    "MESOS_HTTP_COMMAND_EXECUTOR", "MESOS_DOMAIN_SOCKET", "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD",
+    "MESOS_RECOVERY_TIMEOUT", "MESOS_SUBSCRIPTION_BACKOFF_MAX",
+    "MESOS_EXECUTOR_AUTHENTICATION_TOKEN", "MESOS_ALLOCATION_ROLE", "MESOS_CONTAINER_IP",
+    "MESOS_CONTAINER_NAME"))
