@@ -9,6 +9,7 @@ run as root can give tasks only its own user.
 The switching tests need root (``pytest.mark.skipif``); every master is
 stopped at the end of its test (``fixtures_master``)."""
 
+import glob
 import os
 import pathlib
 import pwd
@@ -322,9 +323,38 @@ def test_tfrun_u_says_at_once_when_the_user_cannot_run_the_tasks_python(tmp_path
     assert "--python" in done.stderr.splitlines()[-1]
 
 
+@needs_root
+@pytest.mark.parametrize("api", ["run", "cluster"])
+def test_a_python_call_as_another_user_says_at_once_when_the_user_cannot_run_its_python(
+        api, tmp_path, monkeypatch):
+    # tfmesos.run(user="nobody") under a Python only root can run failed
+    # three launches ("exec: ...python3: Permission denied", exit 126) and
+    # raised TaskFailed, where tfrun -u says it before anything starts.
+    import tfmesos
+    nobody()
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    os.symlink(sys.executable, private / "python3")
+    monkeypatch.setattr(sys, "executable", str(private / "python3"))
+    monkeypatch.delenv("MESOS_MASTER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as caught:
+        if api == "run":
+            tfmesos.run(len, workers=1, user="nobody", ship=None, cpus=0.1, mem=64)
+        else:
+            with tfmesos.cluster([{"name": "worker", "num": 1, "cpus": 0.1, "mem": 64}],
+                                 user="nobody"):
+                pass
+    message = str(caught.value)
+    assert message.startswith("user=nobody: nobody cannot run the tasks' Python, %s"
+                              % (private / "python3")), message
+    assert "give python an interpreter nobody can run" in message
+    assert not glob.glob("/sys/fs/cgroup/*/mesos_local/*-%d" % os.getpid())
+
+
 def test_tfrun_u_of_another_user_needs_tfrun_to_run_as_root():
     nobody()
-    with pytest.raises(SpecError, match="^-u nobody: the embedded master runs tasks as nobody "
+    with pytest.raises(SpecError, match="^user=nobody: the embedded master runs tasks as nobody "
                                         "only when tfrun runs as root"):
         check_task_user("nobody", sys.executable, None, euid=4242)
     # Its own user it runs anyway; with switch_user off, tfrun's own.

@@ -50,6 +50,7 @@ FIELDS: "dict[str, str]" = {
     "local_master": "local_master",
     "run_dir": "run_dir",
     "python": "python",
+    "user": "user",
     "ca_bundle": "ca_bundle",
     "master_scheme": "master_scheme",
     "verify": "verify",

@@ -52,29 +52,45 @@ def check_task_user(user: Optional[str], python: Optional[str], pythonpath: Opti
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
-        raise SpecError("-u %s: no such user on this machine, where the embedded master runs "
-                        "the tasks" % user) from None
+        raise SpecError.about("{user=%s}: no such user on this machine, where the embedded "
+                              "master runs the tasks", user) from None
     if entry.pw_uid == euid:
         return
     if euid != 0:
-        raise SpecError("-u %s: the embedded master runs tasks as %s only when tfrun runs as "
-                        "root (as a Mesos agent, it cannot switch users otherwise): drop -u, "
-                        "or run on a Mesos cluster (-m)" % (user, user))
+        raise SpecError.about("{user=%s}: the embedded master runs tasks as %s only when tfrun "
+                              "runs as root (as a Mesos agent, it cannot switch users "
+                              "otherwise): drop {user}, or run on a Mesos cluster ({master})",
+                              user, user)
     if python is None:
         return
     env = {"PATH": path or os.environ.get("PATH", os.defpath)}
     why = _as_user(entry, [python, "-c", ""], env)
     if why is not None:
-        raise SpecError("-u %s: %s cannot run the tasks' Python, %s (%s): give --python an "
-                        "interpreter %s can run (e.g. /usr/bin/python3)"
-                        % (user, user, python, why, user))
+        raise SpecError.about("{user=%s}: %s cannot run the tasks' Python, %s (%s): give "
+                              "{python} an interpreter %s can run (e.g. /usr/bin/python3)",
+                              user, user, python, why, user)
     if pythonpath is None:
         return
     why = _as_user(entry, [python, "-c", "import tfmesos.task"], dict(env, PYTHONPATH=pythonpath))
     if why is not None:
-        raise SpecError("-u %s: %s cannot import tfmesos from the tasks' PYTHONPATH (%s): give "
-                        "--ship, which sends the tasks tfmesos' task side, or install tfmesos "
-                        "where %s can read it" % (user, user, why, user))
+        raise SpecError.about("{user=%s}: %s cannot import tfmesos from the tasks' PYTHONPATH "
+                              "(%s): give {ship.directory}, which sends the tasks tfmesos' task "
+                              "side, or install tfmesos where %s can read it", user, user, why,
+                              user)
+
+
+def check_spec_user(spec) -> None:
+    """SpecError unless the embedded master can run the plain tasks of
+    ``spec`` (a run on it) as its ``user`` (``check_task_user``): before
+    anything starts, by tfrun, cluster(), tfmesos.run() and submit()."""
+    if not spec.user or spec.image:
+        return
+    from ..core.local_python import tasks_path
+    from ..core.taskinfo import task_entry_needs
+    python, pythonpath = task_entry_needs(spec)
+    check_task_user(spec.user, python, pythonpath,
+                    spec.local_master_options.get("switch_user", True),
+                    path=tasks_path(spec, os.environ))
 
 
 def _as_user(entry: pwd.struct_passwd, argv: list[str], env: dict[str, str]) -> Optional[str]:

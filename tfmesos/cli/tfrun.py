@@ -28,7 +28,7 @@ from .common import (
     setup_logging,
 )
 from .tensorboard import announce_when_up, url_of
-from .tfrun_checks import check_before_start, check_local_user
+from .tfrun_checks import check_before_start
 from .tfrun_jobs import shown_logs
 from .tfrun_options import build_parser, command_string, read_options, split_command
 
@@ -373,7 +373,8 @@ def main(argv=None):
         if spec.master == config.LOCAL:   # what it cannot do is a usage error, as -M's
             from ..backends.sizing import check_local
             check_local(spec.jobs, spec.local_master_options)
-            check_local_user(spec)
+            from ..backends.task_user import check_spec_user
+            check_spec_user(spec)
         check_before_start(spec, os.environ)
         from ..ship.work_dirs import remove_stale
         remove_stale()   # what tfruns killed before they could clean up left

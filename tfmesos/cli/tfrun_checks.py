@@ -2,25 +2,9 @@
 errors (SpecError): what a run would otherwise find wrong only once
 started."""
 
-import os
-
 from ..core import config
 from ..core.spec import AUTO
 from ..exceptions import SpecError, TFMesosError
-
-
-def check_local_user(spec):
-    """SpecError unless the embedded master can run the plain tasks as
-    ``-u``'s user (``backends.task_user``)."""
-    if not spec.user or spec.image:
-        return
-    from ..backends.task_user import check_task_user
-    from ..core.local_python import tasks_path
-    from ..core.taskinfo import task_entry_needs
-    python, pythonpath = task_entry_needs(spec)
-    check_task_user(spec.user, python, pythonpath,
-                    spec.local_master_options.get("switch_user", True),
-                    path=tasks_path(spec, os.environ))
 
 
 def check_before_start(spec, environ):

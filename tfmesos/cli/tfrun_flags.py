@@ -40,6 +40,7 @@ FLAGS: "dict[str, Word]" = {
     "volumes": "-V",
     "run_dir": "--run-dir",
     "python": "--python",
+    "user": "-u",
     "local_master": "the embedded master's options",   # no one flag sets them all
     "ca_bundle": "--ca-bundle",
     "master_scheme": "--master-scheme",

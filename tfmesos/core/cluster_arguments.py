@@ -77,6 +77,9 @@ def check_local(spec: RunSpec) -> None:
     if spec.master == config.LOCAL and "agents" not in options:
         from ..backends.sizing import check_local as check
         check(spec.jobs, options)
+    if spec.master == config.LOCAL:   # as tfrun -u: before anything starts
+        from ..backends.task_user import check_spec_user
+        check_spec_user(spec)
 
 
 def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] = None,
