@@ -32,15 +32,20 @@ TRAIN = (
     "print('done', os.getpid(), flush=True)\n")
 
 
-def steps(path):
-    """[(step, pid)] a task's log shows."""
+def logged(path, what):
+    """[(value, pid)] of the lines ``what VALUE PID`` a task's log shows."""
     try:
         with open(path) as handle:
             lines = handle.read().splitlines()
     except FileNotFoundError:
         return []
-    return [(int(words[1]), int(words[2])) for words in (line.split() for line in lines)
-            if len(words) == 3 and words[0] == "step"]
+    return [(words[1], int(words[2])) for words in (line.split() for line in lines)
+            if len(words) == 3 and words[0] == what]
+
+
+def steps(path):
+    """[(step, pid)] a task's log shows."""
+    return [(int(step), pid) for step, pid in logged(path, "step")]
 
 
 def tfmesos(*args, env, timeout=60):
@@ -227,26 +232,13 @@ def test_a_run_through_a_zookeeper_of_two_servers_runs(make_local_master, tmp_pa
 
 
 # A shipped train.py that says which version of it runs, then steps as TRAIN.
-VERSIONED = (
-    "import os, sys, time\n"
-    "print('version', %r, os.getpid(), flush=True)\n"
-    "step = 0\n"
-    "while not os.path.exists(sys.argv[1]):\n"
-    "    print('step', step, os.getpid(), flush=True)\n"
-    "    step += 1\n"
-    "    time.sleep(0.2)\n"
-    "print('done', os.getpid(), flush=True)\n")
+VERSIONED = TRAIN.replace("step = 0\n", "print('version', %r, os.getpid(), flush=True)\n"
+                                       "step = 0\n", 1)
 
 
 def versions(path):
     """[(version, pid)] a shipped task's log shows."""
-    try:
-        with open(path) as handle:
-            lines = handle.read().splitlines()
-    except FileNotFoundError:
-        return []
-    return [(words[1], int(words[2])) for words in (line.split() for line in lines)
-            if len(words) == 3 and words[0] == "version"]
+    return logged(path, "version")
 
 
 def killed_shipped_failover_run(master, tmp_path, env, workers, *options):
