@@ -150,6 +150,38 @@ def test_a_whole_restart_waits_for_its_backoff_then_launches_everything_again():
     assert run.phase == Phase.FORMING and relaunched_everything(run)
 
 
+@pytest.mark.parametrize("when", ["in the back-off", "once relaunched", "while forming"])
+def test_an_attempt_mesos_reported_lost_that_runs_again_is_killed(when):
+    # Real Mesos (>= 1.5) kills no task of an agent that comes back from a
+    # partition: a framework that is not PARTITION_AWARE got TASK_LOST
+    # (REASON_AGENT_REMOVED, "health check timed out"), then the task's
+    # state again, TASK_RUNNING with REASON_AGENT_REREGISTERED
+    # (src/master/master.cpp: __removeSlave, __reregisterSlave;
+    # include/mesos/v1/mesos.proto: PARTITION_AWARE). Heard during the
+    # restart's back-off, it set the slot back to running and nothing killed
+    # it: it ran beside its replacement (found by a review helper).
+    run = FakeRun(WORKERS, policy=RestartPolicy(1, "lost", backoff=8))
+    if when != "while forming":
+        run.running()
+    lost = run.slots.named("worker:1").task_id
+    run.status("worker:1", "TASK_LOST", "health check timed out", "REASON_AGENT_REMOVED")
+    if when != "while forming":
+        run.status("worker:0", "TASK_KILLED")
+    if when == "once relaunched":
+        run.later(8.1)
+        for slot in run.slots:
+            run.launch(slot)
+    run.handle(StatusUpdate(Dict(task_id={"value": lost}, state="TASK_RUNNING",
+                                 message="Unreachable agent re-reregistered",
+                                 reason="REASON_AGENT_REREGISTERED",
+                                 agent_id={"value": "agent-1"})))
+    assert ("kill", lost) in run.calls
+    if when == "in the back-off":
+        assert run.slots.named("worker:1").state == "TASK_LOST"   # still given up
+        run.later(8.1)
+        assert relaunched_everything(run)
+
+
 def test_a_failure_the_restart_policy_does_not_restart_says_which_setting_would():
     # --max-restarts 1 and a command that exits 3: the run ended with no word
     # of why the restart asked for did not come (--restart-on lost, the default).

@@ -317,11 +317,18 @@ class RunEvents:
         if status.state in TERMINAL_STATES:
             self.control.end_reported(task_id)
         slot = self._slots.current(task_id)
-        if slot is None and status.state not in TERMINAL_STATES \
-                and self._slots.slot_of(task_id) is not None:
-            # An earlier attempt still runs (reconciliation found it): no orphans.
-            logger.warning("killing %s, a replaced attempt that still runs", task_id)
+        if status.state not in TERMINAL_STATES and self._slots.slot_of(task_id) is not None \
+                and (slot is None or slot.state in TERMINAL_STATES):
+            # An earlier attempt still runs (reconciliation found it), or one
+            # Mesos reported lost runs again: Mesos (>= 1.5) kills no task of
+            # an agent back from a partition, it reports the task's state
+            # (REASON_AGENT_REREGISTERED, Master::__reregisterSlave). The run
+            # gave it up (its slot is relaunched or restarted): no orphans.
+            logger.warning("killing %s, %s", task_id,
+                           "a replaced attempt that still runs" if slot is None else
+                           "an attempt Mesos reported %s that runs again" % slot.state)
             self.control.kill(task_id, status.get("agent_id", {}).get("value"))
+            return
         if slot is None or slot.done:
             return
         self._slots.status(slot, status.state, status.get("message", ""),
