@@ -285,6 +285,19 @@ def test_forget_drops_the_connection(rdv):
     assert not rdv.send("good", {"type": "stop"})
 
 
+def test_a_task_it_forgot_that_registers_again_is_told_its_attempt_is_over(rdv):
+    client = register(rdv).registered()
+    next_event(rdv, TaskRegistered)
+    rdv.forget("good")
+    assert client.refused()
+    again = register(rdv)
+    assert again.receive()["type"] == "over"
+    assert again.refused()
+    rdv.expect("other")                     # an id it never knew is refused as before
+    stranger = register(rdv, "never-known")
+    assert stranger.sock.recv(65536) == b""   # closed, nothing said
+
+
 def test_close_disconnects_tasks(rdv):
     client = register(rdv).registered()
     next_event(rdv, TaskRegistered)

@@ -430,10 +430,18 @@ def test_a_task_stops_at_once_when_the_rendezvous_is_closed(rdv, task):
 
 
 @pytest.mark.waits
+def refuse_as_unknown(rdv, task_id):
+    """``rdv`` refuses ``task_id`` as an id it never knew (another
+    scheduler's task), not as an attempt it forgot, which it tells to stop."""
+    rdv.forget(task_id)
+    with rdv._lock:
+        rdv._over.discard(task_id)
+
+
 def test_a_task_gives_up_after_the_grace_period(rdv, task, monkeypatch):
     monkeypatch.setattr(task_connection, "REREGISTER_GRACE", 1.0)
     receiver = Receiver(task)
-    rdv.forget("good")   # listening still, but refusing this task
+    refuse_as_unknown(rdv, "good")   # listening still, but refusing this task
     started = time.monotonic()
     assert receiver.ended.wait(30)
     assert 0.5 < time.monotonic() - started < 15   # the patched 1 s, not the default 30 s
@@ -634,7 +642,7 @@ def test_a_task_that_hears_nothing_registers_again_or_ends_by_itself(monkeypatch
         assert next_event(rdv, TaskDisconnected) == TaskDisconnected("good")
         assert next_event(rdv, TaskRegistered).task_id == "good"   # and it goes on
         assert not receiver.ended.is_set()
-        rdv.forget("good")   # the next silence is not followed by a welcome
+        refuse_as_unknown(rdv, "good")   # the next silence is not followed by a welcome
         assert receiver.ended.wait(10), "the task did not end by itself"
         assert "cannot register" in str(receiver.error)
     finally:

@@ -411,6 +411,23 @@ def test_without_a_new_scheduler_in_time_the_task_stops(tmp_path, master, cleanu
     assert err.count("lost the connection") == 1, err
 
 
+@pytest.mark.parametrize("failover", ["600", None])
+def test_an_attempt_its_scheduler_gave_up_is_told_so_and_stops_at_once(
+        tmp_path, master, cleanup, failover):
+    # Mesos reported the attempt TASK_LOST (an agent cut from its master, the
+    # task itself alive and reaching the scheduler): the rendezvous forgot
+    # it and refused it as an unknown task id, again and again, for the
+    # whole failover timeout (3600 s by default; 30 s without failover)
+    # while its command ran on beside the attempt that replaced it (found by
+    # a review helper). Now the scheduler tells it its attempt is over.
+    first, task, pid = running_task(tmp_path, master, cleanup, failover=failover)
+    first.rdv.forget(TASK_ID)               # as at Mesos' TASK_LOST
+    assert task.ended(timeout=20) != 0
+    wait_until(lambda: not alive(pid), 30, message="the command outlived the task")
+    assert "the scheduler gave this attempt up" in task.err(), task.err()
+    assert master.requests == []
+
+
 @pytest.mark.parametrize("failover", [None, "", "0"])
 def test_without_failover_the_task_stops_when_its_scheduler_goes(
         tmp_path, master, cleanup, failover):

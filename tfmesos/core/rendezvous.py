@@ -10,7 +10,9 @@ Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``,
 ``{"type": "metrics", "now": T, "points": [...], "dropped": N}``
 (``protocol.metric_points``) and ``{"type": "exit", "code": N}``; scheduler -> task: ``{"type": "start",
 ...}`` once the cluster is complete, ``{"type": "ping"}`` every
-``ping_interval``, ``{"type": "stop"}``. A task answers each ping with
+``ping_interval``, ``{"type": "stop"}``; to a registration of an attempt it
+forgot (ended, lost or replaced), ``{"type": "over"}`` instead of
+``registered``, and the task stops. A task answers each ping with
 ``{"type": "pong"}`` (unless it is sending something else right then).
 The exit message may carry ``"usage": U``, what the command used as the
 task measured it (an object: ``wall_s``, ``cpu_s``, ``user_s``,
@@ -133,6 +135,8 @@ class Rendezvous:
         self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
         self._reports_wait = REPORTS_WAIT if reports_wait is None else reports_wait
         self._expected: set[str] = set()
+        # Attempts it forgot (ended, lost, replaced): told so when they register again.
+        self._over: set[str] = set()
         self._connections: dict[str, _Link] = {}   # task_id -> registered _Link
         # unregistered _Link -> None, oldest first
         self._pending: collections.OrderedDict[_Link, None] = collections.OrderedDict()
@@ -159,12 +163,15 @@ class Rendezvous:
         """Allow ``task_id`` to register (called as the task is launched)."""
         with self._lock:
             self._expected.add(task_id)
+            self._over.discard(task_id)
 
     def forget(self, task_id: str, linger: float = 2.0) -> None:
         """A task that ended: refuse it from now on. What it sent before it
         ended (its last output, often its error) is still read for
         ``linger`` seconds; then its connection is dropped."""
         with self._lock:
+            if task_id in self._expected:
+                self._over.add(task_id)
             self._expected.discard(task_id)
             self._starts.pop(task_id, None)
             link = self._connections.get(task_id)
@@ -352,6 +359,16 @@ class Rendezvous:
         with self._lock:
             if link not in self._pending:
                 raise wire.WireError("dropped before it registered")
+            if task_id in self._over:
+                # An attempt the run gave up (Mesos reported it lost, its agent
+                # cut off from the master) that still runs: it stops at once,
+                # not after retrying for its failover timeout.
+                try:
+                    link.sock.sendall(link.channel.seal({"type": "over"}))
+                except OSError:
+                    pass
+                raise wire.WireError("task id %r is an attempt the run gave up: told it to stop"
+                                     % task_id)
             if task_id not in self._expected:
                 raise wire.WireError("unknown task id %r" % task_id)
             if task_id in self._connections:

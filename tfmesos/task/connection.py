@@ -354,6 +354,9 @@ class Connection:
             wire.send(sock, channel, self._registration)
             channel.bind(self.env.task_id)
             reply = wire.receive(sock, channel, wire.SMALL_FRAME, until)
+            if reply["type"] == "over":
+                raise TaskError("the scheduler gave this attempt up (Mesos reported it ended "
+                                "or lost, and the run replaced it)")
             if reply["type"] != "registered":
                 raise wire.WireError("the scheduler answered %r to the registration"
                                      % reply["type"])
