@@ -267,8 +267,9 @@ class SchedulerCalls:
             state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
             message = "Reconciliation: Task is unknown to the agent"
         elif agent_id is not None and agent_id in self.records.removed_agents:
-            state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
-            message = "Reconciliation: Task is unknown; its agent was removed"
+            # Master::reconcileTasks, (5): an agent marked gone (src/master/master.cpp).
+            state = "TASK_GONE_BY_OPERATOR" if framework.partition_aware else "TASK_LOST"
+            message = "Reconciliation: Task is gone"
         else:
             state = "TASK_UNKNOWN" if framework.partition_aware else "TASK_LOST"
             message = "Reconciliation: Task is unknown"

@@ -33,9 +33,11 @@ class FaultInjection:
         raise NotImplementedError
 
     def remove_agent(self, agent_id):
-        """Fault injection: the agent is gone. Its tasks are killed; each
-        framework gets TASK_GONE (PARTITION_AWARE) or TASK_LOST with reason
-        REASON_AGENT_REMOVED, a FAILURE event, and RESCIND for its offers."""
+        """Fault injection: the agent is gone, as an operator's MARK_AGENT_GONE
+        makes it. Its tasks are killed; each framework gets
+        TASK_GONE_BY_OPERATOR with REASON_AGENT_REMOVED_BY_OPERATOR
+        (PARTITION_AWARE) or TASK_LOST with REASON_AGENT_REMOVED, a FAILURE
+        event, and RESCIND for its offers."""
         records = self._records
         with records.lock:
             agent = records.agents.pop(agent_id, None)
@@ -65,10 +67,13 @@ class FaultInjection:
         if framework is None:
             return
         if not task.terminal:
-            state = "TASK_GONE" if framework.partition_aware else "TASK_LOST"
+            # As Mesos marks an agent gone (no unreachable time): Master::
+            # __removeSlave, its message from Master::_markGone (src/master/master.cpp).
+            aware = framework.partition_aware
             status = self._updates.record(
-                task, state, "SOURCE_MASTER", reason="REASON_AGENT_REMOVED",
-                message="Agent %s removed" % agent_id, with_uuid=False)
+                task, "TASK_GONE_BY_OPERATOR" if aware else "TASK_LOST", "SOURCE_MASTER",
+                reason="REASON_AGENT_REMOVED_BY_OPERATOR" if aware else "REASON_AGENT_REMOVED",
+                message="Agent has been marked gone", with_uuid=False)
             self._updates.send(framework, status)
         framework.complete_task(task)
 

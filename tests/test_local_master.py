@@ -645,8 +645,19 @@ def test_remove_agent(make_local_master, clients, partition_aware):
     rescind = client.next_event("RESCIND")
     assert rescind["rescind"]["offer_id"] == leftover[0]["id"]
     status = client.next_update("on-a")
-    assert status["state"] == ("TASK_GONE" if partition_aware else "TASK_LOST")
-    assert status["reason"] == "REASON_AGENT_REMOVED" and "uuid" not in status
+    # As Mesos marks an agent gone (Master::__removeSlave without an
+    # unreachable time; src/master/master.cpp): TASK_GONE_BY_OPERATOR was
+    # TASK_GONE, REASON_AGENT_REMOVED_BY_OPERATOR was REASON_AGENT_REMOVED.
+    assert status["state"] == ("TASK_GONE_BY_OPERATOR" if partition_aware else "TASK_LOST")
+    assert status["reason"] == ("REASON_AGENT_REMOVED_BY_OPERATOR" if partition_aware
+                                else "REASON_AGENT_REMOVED") and "uuid" not in status
+    assert status["message"] == "Agent has been marked gone"
+    assert status["source"] == "SOURCE_MASTER" and "unreachable_time" not in status
+    client.call("RECONCILE", {"tasks": [{"task_id": {"value": "on-a"},
+                                         "agent_id": {"value": agent_id}}]})
+    answer = client.next_update("on-a")
+    assert answer["state"] == ("TASK_GONE_BY_OPERATOR" if partition_aware else "TASK_LOST")
+    assert answer["message"] == "Reconciliation: Task is gone"
     failure = client.next_event("FAILURE")
     assert failure["failure"]["agent_id"]["value"] == agent_id
     state = master.state()
