@@ -502,6 +502,15 @@ def test_a_terminal_that_closes_leaves_a_failover_run_to_its_tasks(make_local_ma
     assert [t["state"] for t in framework["tasks"]] == ["TASK_RUNNING"] * 2
     run_id = json.loads((run_dir / "failover.json").read_text())["identity"]["run_id"]
     assert (tmp_path / "keys" / run_id).exists()   # kept for tfmesos attach
+    # Its record says it goes on: it said 'interrupted' (exit 130), so
+    # tfmesos runs --prune removed its key and its record while its tasks
+    # ran, and attach took it for another machine's (found by a review
+    # helper following the README).
+    outcome = json.loads((run_dir / "run.json").read_text())["outcome"]
+    assert outcome["status"] == "running" and outcome["exit_code"] is None, outcome
+    pruned = tfmesos("runs", "--prune", "--keep", "0", env=env)
+    assert pruned.returncode == 0 and "kept 1 still running: run" in pruned.stdout, pruned
+    assert (tmp_path / "keys" / run_id).exists() and (run_dir / "run.json").exists()
     killed = tfmesos("kill", run_id, "--master", master.url, env=env)
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: not framework_of(master)[0], timeout=60)

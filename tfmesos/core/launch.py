@@ -462,6 +462,7 @@ class ClusterRun(RunEffects, RunInterrupts):
                 return
             self.runtime.leave(self.record)
             self.state.move(Phase.STOPPED)
+            self.record.left_to_tasks()
             self.record.save()
             self._left = True   # end_mlflow leaves the MLflow run RUNNING
 

@@ -353,6 +353,18 @@ class RunRecord:
                                             by=by if status == KILLED else None)
                 self._dirty = True
 
+    def left_to_tasks(self) -> None:
+        """The run goes on without this scheduler (``ClusterRun.detach``):
+        the interrupt that left it, recorded on its way out of the run's
+        wait, is no end: the record says running again, as it does for a
+        scheduler that was SIGKILLed, until a scheduler that takes the run
+        over ends it (``tfmesos runs --prune`` keeps it while its framework
+        may run; ``tfmesos attach`` carries it on)."""
+        with self._lock:
+            if self._run.outcome.status == "interrupted":
+                self._run.outcome = Outcome()
+                self._dirty = True
+
     def outcome_text(self) -> str:
         """The outcome's one line (``outcomes.outcome_text``): what the
         framework's ``tfmesos.outcome`` label says."""
