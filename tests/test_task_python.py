@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from tfrun_helpers import SMALL, run_tfrun
 
 from tfmesos.core.spec import RunSpec
@@ -50,13 +51,31 @@ def test_the_python_option_s_directory_comes_first_on_path():
     # A name looked up on PATH changes nothing; an image has its own python3.
     assert task_command(None, "python3.11") == "exec python3.11 " + ENTRY
     assert task_command("tfmesos/tfmesos", "/opt/py/bin/python3") == "exec python3 " + ENTRY
-    # Without --python: this interpreter, PATH as it is.
-    assert task_command(None) == "exec %s %s" % (sys.executable, ENTRY)
+    # Without --python: this interpreter, its directory first too.
+    assert task_command(None) == 'PATH=%s"${PATH:+:$PATH}" exec %s %s' % (
+        os.path.dirname(sys.executable), sys.executable, ENTRY)
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_without_the_python_option_the_command_s_python_is_the_one_running_tfrun(warm):
+    # The README's promise ("default: the one running tfrun ... so python
+    # and python3 in your command are that interpreter too"): PATH was left
+    # as it was, so tfrun run by its path from a virtual environment not
+    # activated (or a PATH without it) gave `python: not found` (exit 127),
+    # or another Python without the packages (found by a review helper).
+    path = "/usr/bin:/bin"
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "--",
+                       "python -c 'import sys; print(sys.prefix)' && echo PATH=$PATH",
+                       env={"PATH": path, "TFMESOS_WARM_TASKS": warm}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "[worker:0] %s" % sys.prefix in lines, result.stdout
+    assert "[worker:0] PATH=%s:%s" % (os.path.dirname(sys.executable), path) in lines, lines
 
 
 def test_a_run_with_the_python_option_does_not_start_warm(monkeypatch):
-    # Warm interpreters become tasks without the task's shell: the PATH
-    # the command sets would be lost.
+    # Another interpreter (a wrapper, perhaps) is the user's to run at each
+    # task start.
     monkeypatch.delenv("TFMESOS_WARM_TASKS", raising=False)
     run = RunSpec(jobs=[{"name": "worker"}], mode="replica", command="true", master="local")
     assert warm_task_command(run) is not None

@@ -27,6 +27,7 @@ from tfmesos.core.taskinfo import (
     container_info,
     framework_info,
     package_on_path,
+    python_first,
     submitter_pythonpath,
     task_command,
 )
@@ -48,16 +49,17 @@ def resources_named(info, name):
 # -- the command ----------------------------------------------------------------
 
 def test_plain_task_command_runs_this_interpreter():
-    assert task_command(None) == "exec %s -m %s" % (shlex.quote(sys.executable), TASK_ENTRY)
-    # --python: its directory first on PATH (test_task_python.py)
+    assert task_command(None) == "%sexec %s -m %s" % (
+        python_first(sys.executable), shlex.quote(sys.executable), TASK_ENTRY)
+    # --python: its directory first on PATH too (test_task_python.py)
     assert task_command(None, "/opt/my python/bin/python3") == \
         "PATH='/opt/my python/bin'\"${PATH:+:$PATH}\" exec '/opt/my python/bin/python3' -m " \
         + TASK_ENTRY
 
 
 def test_a_replica_task_entry_skips_site_when_its_pythonpath_finds_tfmesos(tmp_path):
-    assert task_command(None, no_site=True) == \
-        "exec %s -S -m %s" % (shlex.quote(sys.executable), TASK_ENTRY)
+    assert task_command(None, no_site=True) == "%sexec %s -S -m %s" % (
+        python_first(sys.executable), shlex.quote(sys.executable), TASK_ENTRY)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(tfmesos.__file__)))
     assert package_on_path(os.pathsep.join([str(tmp_path), repo]))
     assert not package_on_path(str(tmp_path))   # an editable install's finder: keep site

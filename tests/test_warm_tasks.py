@@ -123,8 +123,10 @@ class _Run:
 def test_only_plain_replica_runs_on_the_embedded_master_start_warm(monkeypatch):
     monkeypatch.delenv("TFMESOS_WARM_TASKS", raising=False)
     command, env, tasks = warm_task_command(_Run())
-    assert command in ("exec %s -S -m tfmesos.task" % sys.executable,
-                       "exec %s -m tfmesos.task" % sys.executable)
+    first = 'PATH=%s"${PATH:+:$PATH}" ' % os.path.dirname(sys.executable)
+    assert command in (first + "exec %s -S -m tfmesos.task" % sys.executable,
+                       first + "exec %s -m tfmesos.task" % sys.executable)
+    assert WarmSpec(command, env).path_first == os.path.dirname(sys.executable)
     assert env["PYTHONUNBUFFERED"] == "1"
     assert tasks == 3
     other = "nobody" if getpass.getuser() != "nobody" else "root"

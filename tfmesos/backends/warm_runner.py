@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_MODULE = "tfmesos.task.warm"
 POOL_CAP = 8            # interpreters started ahead, at most
+_PATH_REST = "${PATH:+:$PATH}"   # of the PATH assignment a task command may start with
 SPARE = 1               # kept once every expected task started: relaunches, restarts
 SPARE_DELAY = 2.0       # seconds after the last launch: not while tasks start
 TAKE_TIMEOUT = 30.0     # for an interpreter to take a launch (it may still be importing)
@@ -90,7 +91,13 @@ class WarmSpec:
     ``POOL_CAP``."""
 
     def __init__(self, command: str, environment: Mapping[str, str], tasks: int = 1) -> None:
-        words = shlex.split(command)    # exec PYTHON [-S] -m tfmesos.task
+        # [PATH=DIR"${PATH:+:$PATH}"] exec PYTHON [-S] -m tfmesos.task
+        # (core.taskinfo.task_command): DIR, where the shell would put it
+        # first on the task's PATH, the runner puts it (``path_first``).
+        words = shlex.split(command)
+        self.path_first: Optional[str] = None
+        if words[0].startswith("PATH=") and words[0].endswith(_PATH_REST):
+            self.path_first = words.pop(0)[len("PATH="):-len(_PATH_REST)]
         self.command = command
         self.python = words[1]
         self.flags = ["-S"] if words[2:3] == ["-S"] else []
@@ -362,7 +369,11 @@ class WarmProcessRunner(ProcessRunner):
         interpreter = self.warm.take() if matches(self.warm.spec, launch) else None
         if interpreter is None:
             return super().launch(launch)
-        request = {"env": launch.env, "cwd": launch.sandbox, "stdout": launch.stdout_path,
+        env = dict(launch.env)
+        if self.warm.spec.path_first is not None:   # as PATH=DIR"${PATH:+:$PATH}"
+            env["PATH"] = self.warm.spec.path_first + (
+                ":" + env["PATH"] if env.get("PATH") else "")
+        request = {"env": env, "cwd": launch.sandbox, "stdout": launch.stdout_path,
                    "stderr": launch.stderr_path,
                    "cgroups": launch.cgroups.procs_files() if launch.cgroups is not None else []}
         reply = interpreter.hand_over(request, TAKE_TIMEOUT)

@@ -205,17 +205,18 @@ def thread_env(cpus: float) -> dict[str, str]:
 def task_command(image: Optional[str], python: Optional[str] = None, no_site: bool = False
                  ) -> str:
     """The entry point's command line. Inside an image the image's own
-    ``python3`` runs it; plain tasks use ``python`` (``--python``: its
-    directory comes first on the task's PATH, ``python_first``), else this
-    interpreter (same install). ``no_site``: with ``-S`` (no ``site``: ~35
+    ``python3`` runs it; plain tasks use ``python`` (``--python``), else
+    this interpreter (same install), whose directory comes first on the
+    task's PATH (``python_first``): ``python`` in the user's command is the
+    one running the entry, as the README says. ``no_site``: with ``-S`` (no ``site``: ~35
     ms less per task), for a replica task entry, which needs only the
     standard library and tfmesos, found on its PYTHONPATH
     (``package_on_path``)."""
     # exec: Mesos' SIGTERM must reach the entry point itself, not a shell.
     if image:
         return "exec python3 -m tfmesos.task"
-    return "%sexec %s%s -m tfmesos.task" % (python_first(python),
-                                            shlex.quote(python or sys.executable),
+    python = python or sys.executable
+    return "%sexec %s%s -m tfmesos.task" % (python_first(python), shlex.quote(python),
                                             " -S" if no_site else "")
 
 
@@ -330,8 +331,8 @@ def warm_task_command(run: "RunSpec") -> Optional[tuple[str, dict[str, str], int
     variables, before a job's own —: the agent compares the interpreter
     variables of each launch's own (``backends.warm_runner.matches``)."""
     # Another interpreter (--python) is the user's to run at each task start:
-    # it may be a wrapper that does more than start Python; and the PATH its
-    # command sets (python_first) would not reach a warm interpreter.
+    # it may be a wrapper that does more than start Python. The PATH the
+    # command sets (python_first) the warm runner gives the task itself.
     # Tasks of another user (-u) are exec'd as that user.
     if run.master != config.LOCAL or run.mode != "replica" or run.image \
             or run.ship is not None or run.python is not None or another_user(run.user) \
