@@ -1039,6 +1039,28 @@ def test_the_names_a_user_may_set_for_tfmesos_stay_allowed():
     assert dict(run_spec_of([{"name": "worker"}], env=env, environ={}).env) == env
 
 
+@pytest.mark.parametrize("argv, offered, suggested", [
+    (["--detach", "--ship", "-w", "2", "-s", "0"], 2, " --cpus 3"),   # 2 + the scheduler's 0.5
+    (["--detach", "--ship", "-w", "1", "-s", "0", "-Cw", "0.5"], 2, ""),
+    (["--failover", "-w", "2", "-s", "1"], 2, " --cpus 3"),
+    (["--failover", "-w", "2", "-s", "1"], 4, ""),
+])
+def test_the_master_suggested_for_a_run_that_outlives_tfrun_can_hold_it(argv, offered,
+                                                                          suggested,
+                                                                          monkeypatch):
+    # The hint gave `tfmesos local-master --port 5050 &`, which offers this
+    # machine's CPU count: on 2 cores a detached run of 2 workers waited for
+    # good, its own scheduler task holding the cpus a worker needed (found
+    # by a review helper following the hint).
+    from tfmesos.cli.tfrun_options import build_parser, read_options
+    monkeypatch.setattr(os, "cpu_count", lambda: offered)
+    monkeypatch.delenv("MESOS_MASTER", raising=False)
+    args = build_parser().parse_options(argv, ["true"])
+    with pytest.raises(SpecError) as caught:
+        read_options(args, "true")
+    assert "(tfmesos local-master --port 5050%s &)" % suggested in str(caught.value)
+
+
 def test_cluster_refuses_a_first_index_its_servers_would_not_know():
     # Its servers' cluster spec numbers each job's tasks from 0: worker:3
     # exited 1 ("Task 3 was not defined in job worker"), the run failed.

@@ -423,4 +423,4 @@ def read_options(args, command):
         logs=tuple(args.logs) or worker_logs_choice(args.worker_logs, jobs), ship=ship,
         mlflow=mlflow_option(args), framework=framework, nproc_per_task=args.nproc_per_task,
         elastic=args.torch_elastic,
-        failover_timeout=failover_timeout(args, master))
+        failover_timeout=failover_timeout(args, master, jobs))

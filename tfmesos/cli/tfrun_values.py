@@ -3,6 +3,8 @@ parses them): the run's lifetime (``failover_timeout``), the ship and
 MLflow specs, the hooks of ``--extra_config``, and the options given only
 with another (``check_options_for``; ``given_or`` their defaults)."""
 
+import math
+import os
 
 from ..core import config
 from ..core.restarts import RestartPolicy
@@ -21,9 +23,10 @@ FAILOVER_DEFAULT = 3600.0         # --failover: the tasks wait an hour for a sch
 DETACHED_DEFAULT = 6 * 3600.0     # --detach: six hours
 
 
-def failover_timeout(args, master):
+def failover_timeout(args, master, jobs=()):
     """The run's ``RunSpec.failover_timeout`` (None: the tasks stop with
-    tfrun); SpecError for what cannot outlive tfrun."""
+    tfrun); SpecError for what cannot outlive tfrun. ``jobs``: the run's,
+    which the master the error suggests must hold."""
     outlives = args.failover or args.detach
     if not outlives:
         if args.failover_timeout is not None:
@@ -35,12 +38,24 @@ def failover_timeout(args, master):
                         "--detach also runs its scheduler on the cluster; give one")
     if master == config.LOCAL:
         raise SpecError("--%s needs a master that outlives tfrun, and the embedded one dies "
-                        "with it: start one (tfmesos local-master --port 5050 &) and add "
+                        "with it: start one (tfmesos local-master --port 5050%s &) and add "
                         "-m 127.0.0.1:5050, or use a Mesos cluster"
-                        % ("detach" if args.detach else "failover"))
+                        % ("detach" if args.detach else "failover", _cpus_to_offer(args, jobs)))
     if args.failover_timeout is not None:
         return args.failover_timeout
     return DETACHED_DEFAULT if args.detach else FAILOVER_DEFAULT
+
+
+def _cpus_to_offer(args, jobs):
+    """`` --cpus N`` where the tasks of ``jobs`` (and a detached run's
+    scheduler task) ask for more than ``tfmesos local-master`` offers by
+    default, this machine's CPU count: its agent would hold the scheduler
+    task and leave a worker waiting for good; else nothing."""
+    needed = sum(job.num * job.cpus for job in jobs) + (
+        args.scheduler_cpus if args.detach and args.scheduler_cpus is not None
+        else SCHEDULER_CPUS if args.detach else 0)
+    offered = os.cpu_count() or 1
+    return " --cpus %d" % math.ceil(needed) if needed > offered else ""
 
 
 def mlflow_option(args):
