@@ -219,6 +219,22 @@ def test_a_gone_runs_duration_ends_at_its_last_record_not_now(runs_dir, capsys):
     assert code == 0 and "took at least 12.5 s (its tfrun is gone)" in out, out
 
 
+def test_a_gone_runs_duration_ends_at_the_last_output_it_wrote(runs_dir, capsys):
+    # Its record was last written as its cluster came up: a run that went on
+    # for seconds before its tfrun was killed showed 0.0 s (found by a
+    # review helper); the output tfrun kept writing says it ran longer.
+    directory = write_run(runs_dir, "gone0003", status="running", exit_code=None, start=0,
+                          scheduler=a_gone_process())
+    os.utime(os.path.join(directory, "run.json"), (BASE.timestamp() + 0.3,) * 2)
+    log = os.path.join(directory, "worker.0.stdout")
+    with open(log, "w") as handle:
+        handle.write("step 1\n")
+    os.utime(log, (BASE.timestamp() + 7.5,) * 2)
+    os.symlink("/etc/passwd", os.path.join(directory, "worker.1.stdout"))   # not followed
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and re.search(r"gone0003 .* 7\.5 s +gone ", out), out
+
+
 def test_prune_keeps_a_gone_run_whose_failover_json_is_nested_past_the_parsers_depth(
         runs_dir, capsys):
     # It ended tfmesos runs --prune in a RecursionError traceback.

@@ -173,11 +173,24 @@ class Run:
         return max(0.0, (end - start).total_seconds())
 
     def _last_written(self) -> Optional[datetime.datetime]:
+        """When its tfrun last wrote its record or the output it kept
+        (``*.stdout``, ``*.stderr``: regular files, links not followed)."""
+        times = []
         try:
-            written = os.stat(os.path.join(self.directory, RUN_JSON)).st_mtime
+            names = [RUN_JSON] + [name for name in os.listdir(self.directory)
+                                  if name.endswith((".stdout", ".stderr"))]
         except OSError:
+            names = [RUN_JSON]
+        for name in names:
+            try:
+                found = os.lstat(os.path.join(self.directory, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(found.st_mode):
+                times.append(found.st_mtime)
+        if not times:
             return None
-        return datetime.datetime.fromtimestamp(written, datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(max(times), datetime.timezone.utc)
 
     @property
     def tasks(self) -> list[Task]:
