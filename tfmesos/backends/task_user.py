@@ -79,20 +79,6 @@ def check_task_user(user: Optional[str], python: Optional[str], pythonpath: Opti
                               user)
 
 
-def check_spec_user(spec) -> None:
-    """SpecError unless the embedded master can run the plain tasks of
-    ``spec`` (a run on it) as its ``user`` (``check_task_user``): before
-    anything starts, by tfrun, cluster(), tfmesos.run() and submit()."""
-    if not spec.user or spec.image:
-        return
-    from ..core.local_python import tasks_path
-    from ..core.taskinfo import task_entry_needs
-    python, pythonpath = task_entry_needs(spec)
-    check_task_user(spec.user, python, pythonpath,
-                    spec.local_master_options.get("switch_user", True),
-                    path=tasks_path(spec, os.environ))
-
-
 def _as_user(entry: pwd.struct_passwd, argv: list[str], env: dict[str, str]) -> Optional[str]:
     """None when ``argv`` runs to success as the user of ``entry``, else why not."""
     try:

@@ -373,8 +373,8 @@ def main(argv=None):
         if spec.master == config.LOCAL:   # what it cannot do is a usage error, as -M's
             from ..backends.sizing import check_local
             check_local(spec.jobs, spec.local_master_options)
-            from ..backends.task_user import check_spec_user
-            check_spec_user(spec)
+            from ..core.local_python import check_local_user
+            check_local_user(spec)
         check_before_start(spec, os.environ)
         from ..ship.work_dirs import remove_stale
         remove_stale()   # what tfruns killed before they could clean up left

@@ -78,8 +78,8 @@ def check_local(spec: RunSpec) -> None:
         from ..backends.sizing import check_local as check
         check(spec.jobs, options)
     if spec.master == config.LOCAL:   # as tfrun -u: before anything starts
-        from ..backends.task_user import check_spec_user
-        check_spec_user(spec)
+        from .local_python import check_local_user
+        check_local_user(spec)
 
 
 def run_spec_of(jobs: JobsGiven, master: Optional[str] = None, name: Optional[str] = None,

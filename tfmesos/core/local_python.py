@@ -49,4 +49,19 @@ def check_local_python(spec: "RunSpec", environ: Mapping[str, str]) -> None:
                               else "not on the tasks' PATH", sys.executable)
 
 
-__all__ = ["check_local_python", "tasks_path"]
+def check_local_user(spec: "RunSpec") -> None:
+    """SpecError unless the embedded master can run the plain tasks of
+    ``spec`` (a run on it) as its ``user`` (``backends.task_user.
+    check_task_user``): before anything starts, by tfrun, cluster(),
+    tfmesos.run() and submit()."""
+    if not spec.user or spec.image:
+        return
+    from ..backends.task_user import check_task_user
+    from .taskinfo import task_entry_needs
+    python, pythonpath = task_entry_needs(spec)
+    check_task_user(spec.user, python, pythonpath,
+                    spec.local_master_options.get("switch_user", True),
+                    path=tasks_path(spec, os.environ))
+
+
+__all__ = ["check_local_user", "check_local_python", "tasks_path"]
