@@ -62,6 +62,32 @@ def test_port_ranges_are_consumed_across_ranges():
     assert not pool.has_ports()
 
 
+def test_an_offer_whose_ports_are_used_up_fits_no_task_that_needs_one():
+    # Its third task got no port (None) and bound one of its own, outside
+    # the ports the agent offered: on Mesos a port no task holds (another
+    # framework's next, a firewall's closed one) (found by a review helper:
+    # TFMESOS_LOCAL_PORTS=30000-30100 with 99 of them taken gave worker:0 32881).
+    result = place([TaskRequest(i, 1, 1) for i in range(3)],
+                   [offer("o1", cpus=8, ports=((31000, 31001),))])
+    assert sorted(a.port for a in result.launches["o1"]) == [31000, 31001]
+    assert len(result.unplaced) == 1
+    pool = OfferPool(offer("o1", cpus=8, ports=((31000, 31000),)))
+    pool.take(TaskRequest("a", 1, 1))
+    assert not pool.fits(TaskRequest("b", 1, 1))
+    assert pool.fits(TaskRequest("c", 1, 1, port=False))   # one that needs none still fits
+
+
+def test_an_offer_without_ports_from_an_agent_that_offered_some_fits_no_task_that_needs_one():
+    # Its ports all in use, a Mesos agent offers none: the embedded master
+    # re-offered what was left of its agent without ports, and the third task
+    # went there without one.
+    requests = [TaskRequest("w", 1, 1), TaskRequest("ps", 1, 1, port=False)]
+    result = place(requests, [offer("o2", ports=())], port_agents={"agent-o2"})
+    assert [r.key for r in result.unplaced] == ["w"]
+    assert [a.request.key for a in result.launches["o2"]] == ["ps"]
+    assert place([TaskRequest("w", 1, 1)], [offer("o2", ports=())]).launches["o2"][0].port is None
+
+
 # -- extra ports (worker 0's second port: the Keras/JAX coordinator) -------------
 
 def test_extra_ports_come_from_the_same_offer_in_one_resource():

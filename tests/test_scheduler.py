@@ -51,6 +51,22 @@ def test_extra_ports_are_asked_for_and_kept_on_the_slot():
     assert (slots[0].port, slots[0].extra_ports) == (32000, (32001,))
 
 
+def test_an_agent_whose_ports_are_all_in_use_gets_no_task_and_the_wait_says_why():
+    # Its third task went to the agent's next offer, which came without
+    # ports (all in use), and bound a port of its own, outside the agent's
+    # (found by a review helper with the embedded master's port window
+    # nearly all taken by another program).
+    sched, slots, built = make([{"name": "worker", "num": 3, "cpus": 1, "mem": 1}])
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o1", cpus=2, ports=((31000, 31001),),
+                                                   agent="a1", hostname="h1"))])
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o2", cpus=2, ports=(), agent="a1",
+                                                   hostname="h1"))])
+    assert sorted(port for _, port in built) == [31000, 31001]
+    assert [s.state for s in slots].count("PENDING") == 1
+    assert "agent h1 offered no port: every port it offers is in use (each task needs one)" \
+        in sched.missing_message(600, "m:5050")
+
+
 def test_offers_when_nothing_is_pending_are_declined_for_long():
     sched, slots, _ = make([{"name": "worker", "cpus": 1, "mem": 1}])
     driver = FakeDriver()

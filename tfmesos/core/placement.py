@@ -6,8 +6,9 @@ it ran, ``tfmesos.core.recovery``); ports ``held`` for such requests are kept ou
 of every other request. A request may ask for ``extra_ports`` besides its
 own (worker 0's second port, for the coordinator of Keras' multi-process
 ``keras.distribution``): they come from the same offer, so they are on the
-task's host, and an offer that came with ports must have them all left
-(one without ports fits as before: the task has none).
+task's host, and an offer that came with ports must have them all left,
+as it must have the task's own (one without ports fits as before: the task
+has none, and picks its own).
 
 Resources taken for a task are cut from the offered resource entries, so a
 task's resources keep the offer's ``allocation_info``, ``role`` and
@@ -17,7 +18,7 @@ other fields.
 """
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypedDict, TypeVar
 
 from ..field_methods import FieldMethods
@@ -95,7 +96,8 @@ class OfferPool:
     with the next free port of the current one.
     """
 
-    def __init__(self, offer: Offer, held: Iterable[int] = ()) -> None:
+    def __init__(self, offer: Offer, held: Iterable[int] = (), port_agent: bool = False
+                 ) -> None:
         self.offer_id: str = offer["id"]["value"]
         self.agent_id: str = offer["agent_id"]["value"]
         self.hostname: str = offer.get("hostname", "")
@@ -113,7 +115,10 @@ class OfferPool:
                         for name, parts in self._scalars.items()}
         self._count_gpu_sets()
         self._has_ports = any(p[2] < len(p[1]) for p in self._ports)
-        self._offered_ports = self._has_ports
+        # An agent that offered ports before (``port_agent``) and offers none
+        # now has them all in use: not one without ports, whose tasks pick
+        # their own.
+        self._offered_ports = self._has_ports or port_agent
         self.gpu_agent = self.gpu_count() > 0  # as offered, before anything was taken
 
     def _add(self, res: Resource) -> None:
@@ -173,8 +178,9 @@ class OfferPool:
             return False
         if request.fixed_port is not None and request.fixed_port not in self._held:
             return False
-        if request.extra_ports and self._offered_ports and self.port_count() < \
-                request.extra_ports + (1 if request.port and request.fixed_port is None else 0):
+        needs = request.extra_ports + (1 if request.port and request.fixed_port is None else 0)
+        if needs and self._offered_ports and self.port_count() < needs:
+            # A task without its port would bind one the agent never offered.
             return False   # (ports only shrink: an offer that cannot never will)
         totals = self._totals
         return (totals.get("cpus", 0) + EPSILON >= request.cpus
@@ -290,7 +296,7 @@ class _FirstFit:
     def find(self, tier_name: str, tier: Sequence[OfferPool], request: TaskRequest[Any]
              ) -> Optional[OfferPool]:
         key = (tier_name, request.cpus, request.mem, request.gpus, request.agent_id,
-               request.fixed_port, request.extra_ports)
+               request.port, request.fixed_port, request.extra_ports)
         cursor = self._cursors.setdefault(key, [0, 0])
         count = len(tier)
         i = cursor[0]
@@ -307,9 +313,12 @@ class _FirstFit:
 
 
 def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
-          held: Optional[Mapping[str, Iterable[int]]] = None) -> Placement[K]:
+          held: Optional[Mapping[str, Iterable[int]]] = None,
+          port_agents: Collection[str] = ()) -> Placement[K]:
     """Place ``requests`` (in order of importance) on ``offers``; ``held``
-    (``{agent_id: {port, ...}}``) ports go only to requests pinned to them.
+    (``{agent_id: {port, ...}}``) ports go only to requests pinned to them;
+    ``port_agents``: the agents known to offer ports (an offer of theirs
+    without ports fits no task that needs one).
 
     Largest requests first (GPU tasks before all others), first fit in offer
     order, preferring offers that still have ports, so several tasks pack
@@ -322,7 +331,8 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
        GPUs, and only after every GPU task was placed.
     """
     held = held or {}
-    pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ())) for offer in offers]
+    pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ()),
+                       offer["agent_id"]["value"] in port_agents) for offer in offers]
     tiers = {"gpu": [p for p in pools if p.gpu_agent],
              "plain": [p for p in pools if not p.gpu_agent]}
     finder = _FirstFit()

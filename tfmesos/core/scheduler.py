@@ -143,6 +143,9 @@ class TFMesosScheduler(Scheduler):
         self._revive_owed = False  # a REVIVE could not be sent: asked again at the next reconcile
         self._closed = False       # the run is stopping: launch nothing more
         self.largest_offer: Optional[OfferSummary] = None
+        # Agents that offered ports: an offer of theirs without any has them all in use.
+        self._port_agents: set[str] = set()
+        self._ports_used_up: Optional[str] = None   # the last such agent that offered none
         # the offers of late (``fit``: can a waiting task ever fit)
         self.offer_log = OfferLog()
         # the most offers + live tasks held at once (totals)
@@ -234,8 +237,14 @@ class TFMesosScheduler(Scheduler):
             for slot in pending:
                 if slot.hold:
                     held.setdefault(slot.hold[0], set()).add(slot.hold[1])
+            for offer in offers:
+                agent = offer["agent_id"]["value"]
+                if any(res.get("name") == "ports" for res in offer.get("resources", ())):
+                    self._port_agents.add(agent)
+                elif agent in self._port_agents:
+                    self._ports_used_up = offer.get("hostname") or agent   # all its ports in use
             placement = place([_request(slot, self._extra_ports(slot)) for slot in pending],
-                              offers, held)
+                              offers, held, self._port_agents)
             launches: list[Launch] = []
             for offer_id, assignments in placement.launches.items():
                 for assignment in assignments:
@@ -337,6 +346,9 @@ class TFMesosScheduler(Scheduler):
             "in total" % (waited, grouped(said),
                           describe_resources(resource_totals(vars(s.job) for s in self.slots)))
         largest, most_held = self.largest_offer, self.most_held
+        if self._ports_used_up is not None:
+            text += ("; agent %s offered no port: every port it offers is in use (each task "
+                     "needs one)" % self._ports_used_up)
         if largest and most_held is not None:   # (both noted from the same offers)
             return text + "; offers held at most %s; largest offer seen: %s on %s" % (
                 describe_resources(most_held), describe_resources(largest),
