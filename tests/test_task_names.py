@@ -73,7 +73,7 @@ def test_an_unanswered_launch_of_many_tasks_is_warned_in_one_short_line(caplog):
                                    maybe_delivered=True)
     driver.launchTasks = no_answer
     sched.resourceOffers(driver, [Dict(offer("o1", cpus=1000, mem=100000, agent="a1",
-                                             hostname="agent-1"))])
+                                             ports=((31000, 31999),), hostname="agent-1"))])
     warned = [r.getMessage() for r in caplog.records if "no answer" in r.getMessage()]
     assert warned == ["no answer from the Mesos master to the launch of ps:0, worker:0-298 "
                       "(ACCEPT call to the Mesos master failed: timed out); asking it whether "
