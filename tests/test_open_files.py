@@ -77,3 +77,13 @@ def test_a_hard_limit_below_what_the_tasks_surely_take_is_why_they_cannot_run():
     assert open_files.too_few(60, Limits(64, resource.RLIM_INFINITY).get) is None
     assert open_files.too_few(60, Limits(64, 4096).get) is None     # the soft one is raised
     assert open_files.too_few(10, Limits(1, 1).get) is None         # a run that surely fits
+
+
+def test_a_soft_limit_below_the_common_defaults_is_raised_for_a_small_run_too():
+    # (ulimit -Sn 16; tfrun -w 2 -s 1 ...): a small run's need (140) is below
+    # every common default soft limit, so none was looked at: the run failed
+    # in a traceback ('Too many open files') or waited in vain (found by a
+    # review helper).
+    limits = Limits(16, 20000)
+    assert limits.raise_for(3) is None
+    assert limits.soft == open_files.needed(3)

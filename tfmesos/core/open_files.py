@@ -17,10 +17,6 @@ from typing import Callable, Optional
 # rendezvous connections and HTTP handlers' sockets, the agent's pidfds).
 BASE = 128       # the interpreter's own, the master's connections, the record, the ship server
 PER_TASK = 4     # a rendezvous connection; the embedded agent's pidfd and sockets
-# No soft limit in common use is below this (macOS' default; Linux' is
-# 1,024): a run that needs no more neither looks (nor imports ``resource``
-# on tfrun's start-up path).
-LOWEST_DEFAULT = 256
 # A hard limit is lower only where someone set it so (ulimit -Hn 64): a run
 # that surely fits in this looks no further.
 SURELY_ALLOWED = 64
@@ -74,9 +70,9 @@ def raise_for(tasks: int, get: Optional[Callable[[int], Limits]] = None,
     it is lower, up to the hard limit; never lowers it. A warning when even
     the hard limit is below that, else None. (``get``, ``set_``: the
     tests' stand-ins for ``resource.getrlimit`` and ``setrlimit``.)"""
+    # Looked at for every run: a soft limit below the common defaults (256
+    # on macOS, 1,024 on Linux) is someone's ulimit -Sn.
     want = needed(tasks)
-    if want <= LOWEST_DEFAULT:
-        return None
     import resource
 
     get = get or resource.getrlimit
@@ -100,5 +96,5 @@ def raise_for(tasks: int, get: Optional[Callable[[int], Limits]] = None,
             "LimitNOFILE=), or run fewer tasks" % (tasks, want, target, hard))
 
 
-__all__ = ["BASE", "PER_TASK", "LOWEST_DEFAULT", "at_least", "needed", "raise_for",
+__all__ = ["BASE", "PER_TASK", "at_least", "needed", "raise_for",
            "too_few", "check"]
