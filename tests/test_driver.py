@@ -143,7 +143,7 @@ def test_dropped_stream_resubscribes_with_the_same_id_and_tasks_survive(make_loc
     assert reconciled.state == "TASK_RUNNING" and "uuid" not in reconciled
 
 
-def test_heartbeat_loss_is_detected_and_resubscribes(make_local_master, drivers):
+def test_heartbeat_loss_is_detected_and_resubscribes(make_local_master, drivers, caplog):
     master = make_local_master(heartbeat_interval=0.3)
     driver, sched = drivers(master.url, framework={"failover_timeout": 30})
     framework_id, _ = sched.next("registered")
@@ -154,6 +154,10 @@ def test_heartbeat_loss_is_detected_and_resubscribes(make_local_master, drivers)
     assert time.monotonic() - stalled < 10
     sched.next("reregistered", timeout=30)
     assert driver.framework_id == framework_id
+    # In the words of the message, not a class of tfmesos' ("_StreamEnded: ...").
+    [said] = [r.getMessage() for r in caplog.records if "lost the Mesos subscription" in
+              r.getMessage()]
+    assert said.startswith("lost the Mesos subscription (no event from the master for "), said
 
 
 def test_failover_timeout_expiry_kills_tasks(make_local_master, drivers):

@@ -166,7 +166,8 @@ class Subscription:
                 # AttributeError: http.client reading a connection shut down meanwhile.
                 # The detector's look waited a second or the time left: not said
                 # beside the driver's own wait.
-                last_error = exc.unwaited if isinstance(exc, NoLeader) else describe(exc)
+                last_error = (exc.unwaited if isinstance(exc, NoLeader) else
+                              str(exc) if isinstance(exc, _StreamEnded) else describe(exc))
             if self._stopping.is_set() or self.closing:
                 return
             with self._lock:
