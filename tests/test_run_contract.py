@@ -148,3 +148,25 @@ def test_a_failure_the_stop_sees_before_the_record_does_is_the_outcome():
             "failed", "failed (worker:1): task worker:1 ended: TASK_KILLED")
     finally:
         run.close()
+
+
+def test_a_run_whose_process_was_stopped_long_says_so_with_the_failure_that_followed():
+    # Ctrl-Z for two minutes, then fg: the tasks, hearing nothing from tfrun
+    # for 60 s, had stopped their commands; the run said only "task ps:0
+    # exited with code 143" (143: a kill, by the README), no word of why
+    # (found by a review helper).
+    run = RealRun(WORKERS)
+    try:
+        run.running()
+        run.later(0.5)
+        assert run.run.pause_note() is None
+        run.clock.now += 110                  # this process did not run meanwhile
+        with pytest.raises(TaskFailed) as caught:
+            run.exit("worker:0", 143)
+        run.run.record.ended(caught.value, "running")   # as the run's wait records it
+        note = run.run.pause_note()
+        assert note == ("tfrun itself did not run for 110 s (stopped: Ctrl-Z, SIGSTOP?): a "
+                        "task that hears nothing from its scheduler for 60 s stops its command")
+        assert run.run.record.hint == note
+    finally:
+        run.close()

@@ -31,6 +31,7 @@ from .events import Interrupted
 from .fit import FitWatch
 from .framework_notice import FrameworkNotice, OnFramework
 from .identity import RunIdentity
+from .pauses import PauseWatch
 from .phase import Phase
 from .reactions import RunEvents
 from .recovery import Recovery
@@ -126,6 +127,7 @@ class ClusterRun(RunEffects, RunInterrupts):
         self._clock: Callable[[], float] = clock
         self.mlflow_at_stop: bool = mlflow_at_stop
         self._left: bool = False   # detached: the run was left to its tasks
+        self._pauses = PauseWatch(clock)
         # once formed: {job: ["host:port", ...]}
         self.cluster_spec: Optional[dict[str, list[str]]] = None
         self.launch_deadline: float = 0.0
@@ -399,10 +401,12 @@ class ClusterRun(RunEffects, RunInterrupts):
     def step(self, timeout: float) -> None:
         """Handle the next event (waiting up to ``timeout`` s for one) and
         what is due meanwhile; raise the run's failure once it has one."""
+        began = self._pauses.step_began()
         try:
             event = self.events.get(timeout=max(timeout, 0.01))
         except queue.Empty:
             event = None
+        self._pauses.step_ended(began, max(timeout, 0.01))
         if isinstance(event, Interrupted):   # a signal, taken here: between two events
             if event.error is None and event.signum == signal.SIGTERM and self.detached:
                 raise self._scheduler_task_killed()
@@ -414,7 +418,13 @@ class ClusterRun(RunEffects, RunInterrupts):
         self.reactions.tick()
         self.recovery.tick()
         if self.state.failure is not None:
+            self.record.hint_next_outcome(self._pauses.note())
             raise self.state.failure
+
+    def pause_note(self) -> Optional[str]:
+        """What a failure now should say of a long pause of this process
+        (``pauses.PauseWatch``), or None."""
+        return self._pauses.note()
 
     # -- the end ---------------------------------------------------------------
 

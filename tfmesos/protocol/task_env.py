@@ -6,6 +6,9 @@ reads, in one place both import."""
 # A stopped task's command: SIGTERM, then SIGKILL this long after (the task
 # entry, task.replica); the scheduler's stop waits as long (core.runtime).
 STOP_GRACE = 5.0
+# A task that hears nothing from its scheduler this long (it pings every
+# 10 s) takes it for gone (task.connection's IDLE_TIMEOUT).
+SCHEDULER_SILENCE = 60.0
 
 RENDEZVOUS = "TFMESOS_RENDEZVOUS"       # host:port of the run's rendezvous
 SECRET = "TFMESOS_SECRET"               # the run's secret, hex

@@ -71,6 +71,7 @@ class RunRecord:
         self.directory = directory
         self._lock = threading.RLock()
         self._forwarding = forwarding
+        self._next_hint: Optional[str] = None   # hint_next_outcome's
         self._run = dataclasses.replace(
             header, schema_version=SCHEMA_VERSION, framework_id=None,
             tasks=[Task(name=s.name, job=s.job.name, index=s.index) for s in slots],
@@ -290,9 +291,16 @@ class RunRecord:
         first outcome stays."""
         status, message = outcome_of(error, phase)
         task, code = getattr(error, "task", None), getattr(error, "exit_code", None)
+        hint, self._next_hint = self._next_hint or self._hint(task, code), None
         self.outcome(status, message, task,
                      tfrun_exit_code(status, error) if self._run.mode == "replica" else code,
-                     self._hint(task, code), by=getattr(error, "by", None))
+                     hint, by=getattr(error, "by", None))
+
+    def hint_next_outcome(self, hint: Optional[str]) -> None:
+        """``hint`` (None: none) is the hint of the outcome ``ended`` records
+        next, rather than the task's own: what the run knows better of the
+        failure being raised (``ClusterRun.step``: a pause of its process)."""
+        self._next_hint = hint
 
     def caused_by(self, error: BaseException, phase: str) -> None:
         """The run ends with ``error`` after all: the failure of the task it

@@ -42,7 +42,7 @@ from ..protocol import task_env, wire
 from ..protocol.hostport import format_address, lookup_host
 from .replica_guard import SIGNAL_SLICE
 
-IDLE_TIMEOUT = 60.0       # the scheduler pings every 10 s; silence this long means it is gone
+IDLE_TIMEOUT = task_env.SCHEDULER_SILENCE   # the scheduler pings every 10 s
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
 HANDSHAKE_TIMEOUT = 10.0  # one try: connect, challenge, confirmation
 REREGISTER_GRACE = 30.0   # registering again after a dropped connection
