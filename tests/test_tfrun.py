@@ -469,3 +469,30 @@ def test_a_failed_task_stops_the_run_while_nobody_reads_tfruns_output(tmp_path):
     lines = out.splitlines()
     assert lines and set(lines) == {b"[worker:0] y"}, out[-200:]
     assert b"tfrun: task worker:1 exited with code 3" in err
+
+
+def test_a_reader_that_leaves_before_the_output_of_a_finished_run_was_written_gets_141(
+        tmp_path):
+    # tfrun ... | sleep 15: the run finished, 3 MB of its output still
+    # waiting for a reader that never read and then left: tfrun exited 0,
+    # the output lost without a word (found by a review helper). A reader
+    # that leaves is SIGPIPE's 141, as the README says of one that leaves
+    # while the run goes.
+    run_dir = tmp_path / "run"
+    read_end, write_end = os.pipe()
+    with reaped(subprocess.Popen(
+            tfrun_argv("-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir), "--",
+                       sys.executable, "-c",
+                       "print(('y' * 1000 + '\\n') * 3000)"),
+            cwd=REPO, stdout=write_end, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, MESOS_MASTER=""))) as proc:
+        os.close(write_end)
+        try:
+            wait_until(lambda: finished_record(run_dir), timeout=120,
+                       message="the run never finished")
+            assert proc.poll() is None   # its output still waits for the reader
+        finally:
+            os.close(read_end)           # the reader leaves, having read nothing
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141, err
+    assert finished_record(run_dir)["outcome"]["status"] == "succeeded"

@@ -190,9 +190,14 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     with running(on_closed=closed) as console:
         code = _execute(run, show, progress, advice, leave_on_interrupt, console)
     # A last write refused (a full disk) that no later write raised: said too.
-    for stream, error in sorted(console.take_errors().items()):
+    errors = console.take_errors()
+    for stream, error in sorted(errors.items()):
         if not isinstance(error, BrokenPipeError):
             warn_unwritable(stream, error)
+    if code == 0 and isinstance(errors.get("stdout"), BrokenPipeError):
+        # Its reader left before the output of the run was all written (the
+        # run had ended): as SIGPIPE ends cat in cat | head, quietly.
+        return SIGPIPE_EXIT
     return code
 
 
