@@ -105,6 +105,7 @@ def test_commands_that_exit_0_are_done():
     (("status", "TASK_FAILED", "", "REASON_AGENT_REMOVED"), "lost", 1, "restarts"),
     (("exit", 137), "lost", 1, "restarts"),          # killed by a signal we did not send
     (("exit", 137), "lost", 0, "fails: exited with code 137"),
+    (("exit", 255), "lost", 1, "fails: exited with code 255"),   # no signal's code
 ])
 def test_after_the_cluster_is_up(event, restart_on, max_restarts, outcome):
     run = FakeRun(WORKERS, policy=RestartPolicy(max_restarts, restart_on, backoff=2))

@@ -14,6 +14,13 @@ from tfmesos.exceptions import SpecError
     (dict(state="TASK_FAILED", message="Command terminated with signal Killed"), "lost"),
     (dict(state="TASK_FAILED", exit_code=137), "lost"),
     (dict(state="TASK_FAILED", message="Command exited with status 3", exit_code=3), "failure"),
+    # Above 128 + the highest signal (64): a command's own code, as sys.exit(-1)'s
+    # 255; it was "killed by signal 127" and restarted as lost (found by a
+    # review helper).
+    (dict(state="TASK_FAILED", message="Command exited with status 255", exit_code=255),
+     "failure"),
+    (dict(state="TASK_FAILED", exit_code=200), "failure"),
+    (dict(state="TASK_FAILED", exit_code=128 + 64), "lost"),   # SIGRTMAX
     (dict(state="TASK_FINISHED", exit_code=0), None),
     (dict(state="TASK_ERROR", message="invalid"), "failure"),
 ])

@@ -34,7 +34,7 @@ from .events import (
 )
 from .phase import Phase
 from .recovery import Recovery
-from .restarts import failure_cause
+from .restarts import failure_cause, killed_by_signal
 from .sandbox_tails import SandboxTails
 from .slots import SlotTable, TaskSlot
 from .state import RunState
@@ -66,7 +66,7 @@ def describe_failure(slot: TaskSlot, error: TaskFailed, cause: Optional[str], te
     if cause != "lost":
         return text
     code = error.exit_code
-    killed = code is not None and code > 128   # the task entry exits 128 + N for signal N
+    killed = killed_by_signal(code)   # the task entry exits 128 + N for signal N
     # Mesos' own words, unless they are the bare "Command exited with status
     # N" of a killed command: then the same words as when the task's own
     # report of the kill comes first.
@@ -397,7 +397,7 @@ class RunEvents:
                 self._group_member_left(slot, code)
             return
         removed = self._framework_removed() \
-            if (code is not None and code > 128) or state == "TASK_KILLED" else None
+            if killed_by_signal(code) or state == "TASK_KILLED" else None
         if removed is not None:
             # Killed, not by this run: by the teardown of its framework,
             # whose TASK_KILLED updates Mesos sends to no one.

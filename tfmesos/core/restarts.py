@@ -68,6 +68,17 @@ class RestartPolicy(FrozenFieldMethods):
         return min(self.backoff * (2 ** restarts_done), self.max_backoff)
 
 
+# Linux' highest signal (SIGRTMAX): an exit code above 128 + this is a
+# command's own (sys.exit(-1): 255), not a signal's.
+MAX_SIGNAL = 64
+
+
+def killed_by_signal(exit_code: Optional[int]) -> bool:
+    """Whether ``exit_code`` is a shell's (and the task entry's) 128 + N of a
+    command killed by signal N."""
+    return exit_code is not None and 128 < exit_code <= 128 + MAX_SIGNAL
+
+
 def failure_cause(state: Optional[str], reason: Optional[str] = None, message: Optional[str] = "",
                   exit_code: Optional[int] = None) -> Optional[str]:
     """"lost" for an infrastructure loss, "failure" for the task's own
@@ -75,7 +86,7 @@ def failure_cause(state: Optional[str], reason: Optional[str] = None, message: O
     forgotten first: their ends never reach the policy.)"""
     if state in LOST_STATES or reason in LOST_REASONS:
         return "lost"
-    if _SIGNALLED.search(message or "") or (exit_code is not None and exit_code > 128):
+    if _SIGNALLED.search(message or "") or killed_by_signal(exit_code):
         return "lost"    # killed by a signal, and not by us: OOM killer, an operator
     if state == "TASK_FINISHED" and not exit_code:
         return None
