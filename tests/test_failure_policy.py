@@ -183,6 +183,22 @@ def test_an_attempt_mesos_reported_lost_that_runs_again_is_killed(when):
         assert relaunched_everything(run)
 
 
+@pytest.mark.parametrize("code", [137, 255, 1, 0])
+def test_tensorboard_that_ends_leaves_the_training_going(code):
+    # TensorBoard killed (137), its port taken (255): the run failed with
+    # 'task tensorboard:0 exited with code 137' and a hint to give it more
+    # memory with a --job tensorboard:... that tfrun refuses; with
+    # --max-restarts the training itself restarted (found by a review helper).
+    run = FakeRun(WORKERS + [Job("tensorboard", num=1, cpus=0.5, mem=1024)],
+                  policy=RestartPolicy(1, "failure"))
+    run.running()
+    run.exit("tensorboard:0", code)
+    assert run.phase == Phase.RUNNING and run.state.failure is None
+    assert not [call for call in run.calls if call[0] in ("stop", "kill", "offers for")]
+    assert run.notes[-1].startswith("tensorboard:0 exited with code %d: TensorBoard stopped; "
+                                    "the training goes on without it" % code), run.notes
+
+
 def test_a_failure_the_restart_policy_does_not_restart_says_which_setting_would():
     # --max-restarts 1 and a command that exits 3: the run ended with no word
     # of why the restart asked for did not come (--restart-on lost, the default).

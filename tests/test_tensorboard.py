@@ -2,7 +2,9 @@
 HTTP at the URL tfrun prints, and is gone when the run ends."""
 
 import ipaddress
+import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -15,7 +17,7 @@ from conftest import marked_processes
 from local_addresses import non_loopback_address
 from tfrun_helpers import SMALL, start_tfrun, wait_for_line
 
-from tfmesos.cli.tensorboard import tensorboard_job, url_of
+from tfmesos.cli.tensorboard import RUN_TENSORBOARD, tensorboard_job, url_of
 from tfmesos.core.clusterspec import tf_config
 
 pytestmark = pytest.mark.tensorflow
@@ -45,9 +47,28 @@ def test_tensorboard_job_uses_the_tasks_port_and_a_quoted_logdir():
     assert job.name == "tensorboard" and job.num == 1
     command = job.cmd.format(tensorboard_hosts="10.0.0.5:31007")
     assert command.startswith("address=10.0.0.5:31007; ")
-    assert ("exec /opt/py/bin/python -m tensorboard.main --logdir '/data/logs {run}' --host "
-            in command)
-    assert "exec python3 -m" in tensorboard_job("/logs", image="img").cmd
+    assert ("exec /opt/py/bin/python -c %s --logdir='/data/logs {run}' --host "
+            % shlex.quote(RUN_TENSORBOARD) in command)
+    assert "exec python3 -c" in tensorboard_job("/logs", image="img").cmd
+
+
+def test_tensorboard_takes_a_logdir_that_starts_with_a_dash_and_ignores_the_cwd_s_modules(
+        tmp_path):
+    # --tensorboard=--logs failed in the task ('argument --logdir: expected
+    # one argument', exit 2), and a cmd.py in the directory tfrun ran from
+    # shadowed the standard library's (python -m puts it first on sys.path:
+    # 'module cmd has no attribute Cmd', the run failed) (found by a review helper).
+    lib = tmp_path / "lib"   # stands in for tensorboard.main
+    lib.mkdir()
+    (lib / "probe.py").write_text("import cmd, sys\nprint(sys.argv[1:])\nprint(cmd.Cmd)\n")
+    (tmp_path / "cmd.py").write_text("raise SystemExit('the cwd shadowed the stdlib')\n")
+    command = tensorboard_job("--logs").cmd.format(tensorboard_hosts="127.0.0.1:31007")
+    command = command.replace("tensorboard.main", "probe")
+    done = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(lib)), timeout=60)
+    assert done.stdout.splitlines() == [
+        "['--logdir=--logs', '--host', '127.0.0.1', '--port', '31007']",
+        "<class 'cmd.Cmd'>"], done
 
 
 @pytest.mark.parametrize("address, host", [("10.0.0.5:31007", "10.0.0.5"),
@@ -61,8 +82,7 @@ def test_tensorboard_binds_the_host_of_its_task_address_only(address, host, tmp_
     command = tensorboard_job("/logs", python=str(echo)).cmd.format(tensorboard_hosts=address)
     argv = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
                           check=True, timeout=10).stdout.splitlines()
-    assert argv == ["-m", "tensorboard.main", "--logdir", "/logs", "--host", host,
-                    "--port", "31007"]
+    assert argv == ["-c", RUN_TENSORBOARD, "--logdir=/logs", "--host", host, "--port", "31007"]
 
 
 def _listening_addresses(port):

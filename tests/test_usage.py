@@ -259,6 +259,11 @@ def test_sizing_advice_never_names_what_the_task_has_or_more():
     assert hints(usage_rows(record(("worker:0", "worker", 0.5, 256.0, idle)))) == [
         "worker used at most 12 MB of its 256 MB (5%): -Mw 64 would do",
         "worker used 0 of its 0.5 cpus on average: -Cw 0.1 would do"]
+    # No option sizes tfrun --tensorboard's task: "--job tensorboard:COUNT:CPUS:MEM
+    # 0.2 would do" named one tfrun refuses (found by a review helper).
+    assert hints(usage_rows(record(("tensorboard:0", "tensorboard", 0.5, 1536.0, idle),
+                                   ("tensorboard:0", "tensorboard", 0.5, 1536.0,
+                                    used(0.5, 30.0, 1500.0))))) == []
 
 
 def test_an_average_above_the_cpus_is_marked_and_explained():

@@ -12,7 +12,15 @@ from ..core.jobs import Job
 JOB = "tensorboard"
 
 
-def tensorboard_job(logdir, image=None, python=None, cpus=0.5, mem=1024):
+# tensorboard.main as python -m runs it, but for the working directory first on
+# sys.path (python -m puts it there; -P does only from Python 3.11): the
+# directory tfrun ran from holds the user's modules (a cmd.py shadowed the
+# standard library's, which TensorBoard imports).
+RUN_TENSORBOARD = ("import runpy, sys; sys.path.pop(0); sys.argv[0] = 'tensorboard'; "
+                   "runpy.run_module('tensorboard.main', run_name='__main__', alter_sys=True)")
+
+
+def tensorboard_job(logdir, image=None, python=None, cpus=0.5, mem=1536):
     """The job running TensorBoard on ``logdir`` (a path the agents see) at
     the task's own address, the one tfrun prints (``url_of``): it listens on
     that host only (TensorBoard has no authentication: with the embedded
@@ -22,9 +30,11 @@ def tensorboard_job(logdir, image=None, python=None, cpus=0.5, mem=1024):
     logdir = shlex.quote(logdir).replace("{", "{{").replace("}", "}}")
     # {tensorboard_hosts} is this task's host:port (an IPv6 host in
     # brackets, which --host takes without); ${address##*:} its port.
+    # --logdir=PATH: a PATH that starts with - is no option of TensorBoard's.
+    run = shlex.quote(RUN_TENSORBOARD).replace("{", "{{").replace("}", "}}")
     cmd = ("address={tensorboard_hosts}; host=${{address%%:*}}; host=${{host#\\[}}; "
-           "host=${{host%%\\]}}; exec %s -m tensorboard.main --logdir %s "
-           "--host \"$host\" --port ${{address##*:}}" % (interpreter, logdir))
+           "host=${{host%%\\]}}; exec %s -c %s --logdir=%s "
+           "--host \"$host\" --port ${{address##*:}}" % (interpreter, run, logdir))
     return Job(JOB, num=1, cpus=cpus, mem=mem, cmd=cmd)
 
 

@@ -20,6 +20,8 @@ from .spec_fields import env_tuple
 from .training_frameworks import TENSORFLOW, TORCH, framework_placeholders
 
 TRAINER_JOBS = ("chief", "worker", "ps")
+# A run's helpers (tfrun --tensorboard): their end ends no training.
+HELPER_JOBS = ("tensorboard",)
 REPLICA_JOBS = TRAINER_JOBS + ("evaluator",)
 SINGLETON_JOBS = ("chief", "evaluator")
 # At most 64 characters: a task id (``tfmesos.RUN.JOB.INDEX.ATTEMPT``) stays

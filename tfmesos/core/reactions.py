@@ -32,6 +32,7 @@ from .events import (
     TaskOutput,
     TaskRegistered,
 )
+from .jobs import HELPER_JOBS
 from .phase import Phase
 from .recovery import Recovery
 from .restarts import failure_cause, killed_by_signal
@@ -390,6 +391,14 @@ class RunEvents:
                  usage: Optional[Mapping[str, Any]] = None) -> None:
         """A task's command ended (replica) or its server did (fine);
         ``usage``: what it used, from its exit message."""
+        if slot.job.name in HELPER_JOBS and self._state.phase == Phase.RUNNING:
+            # TensorBoard killed, its port taken: said, and nothing more.
+            self._slots.exited(slot, code, done=True)
+            self._notify("%s %s: TensorBoard stopped; the training goes on without it (its "
+                         "output is in the run directory)"
+                         % (slot.name, "exited with code %d" % code if code is not None
+                            else "ended (%s)" % slot.condition()))
+            return
         done = self._mode == "replica" and code == 0
         self._slots.exited(slot, code, done=done and self._state.phase == Phase.RUNNING)
         if self._state.phase != Phase.RUNNING or done:

@@ -211,6 +211,8 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
         by_job.setdefault(job, (cpus, mem, []))[2].append(usage)
     lines: list[str] = []
     for job, (cpus, mem, usages) in by_job.items():
+        if job == "tensorboard":   # tfrun --tensorboard: sized by tfrun, no option sets it
+            continue
         peak = max(_peak(u) for u in usages)
         option = _option(job, mode)
         long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
