@@ -160,7 +160,8 @@ def build_parser():
     add("--launch-timeout", type=SECONDS, default=600.0, metavar="SECONDS",
         help="abort when the cluster is not complete in time (default 600)")
     add("--max-attempts", type=bounded(int, 1, MAX_ATTEMPTS), default=3, metavar="N",
-        help="launch attempts per task before the cluster is complete (default 3)")
+        help="launch attempts per task before the cluster is complete (default 3); also "
+        "how often a --sticky-workers worker is relaunched where it ran")
     add("--connect-timeout", type=SECONDS, metavar="SECONDS",
         help="give up when no Mesos master answers for this long (default 60)")
     add("--master-scheme", choices=["http", "https"], default="http",
