@@ -229,6 +229,11 @@ ROWS = [
     tfrun("mem-nan", ["-Mw", "nan"], 2, "argument -Mw: must be a number above 0"),
     tfrun("gpus-huge", ["-Gw", "100000000"], 2, "argument -Gw: must be a whole number from 0 "
           "to 1024"),
+    # int() and float() took them: worker:1_0 ran 10 workers (found by a review helper)
+    *[tfrun("job-count-%s" % name, ["--job", spec], 2,
+            "--job %r: COUNT and GPUS must be integers, CPUS and MEM numbers" % spec)
+      for name, spec in (("underscore", "worker:1_0"), ("plus", "worker:+1"),
+                         ("cpus-underscore", "worker:1:0_5"), ("gpus-spaces", "worker:1:1:64: 1"))],
     tfrun("job-cpus-nan", ["--job", "worker:1:nan"], 2, "job 'worker': cpus (-Cw or --job "
           "worker:COUNT:CPUS) must be a number above 0"),
     tfrun("job-mem-inf", ["--job", "worker:1:1:inf"], 2,

@@ -2,11 +2,16 @@
 ``--job``) and whose output it shows live (``--logs``, ``--worker-logs``);
 each mistake a usage error (SpecError)."""
 
+import re
 from typing import Optional
 
 from ..core.jobs import REPLICA_JOBS, parse_jobs
 from ..core.training_frameworks import TENSORFLOW
 from ..exceptions import SpecError
+
+
+_WHOLE = re.compile(r"[0-9]+\Z")
+_NUMBER = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z|nan\Z|inf\Z", re.I)
 
 
 def parse_job_option(text):
@@ -15,6 +20,10 @@ def parse_job_option(text):
         raise SpecError("--job %r: expected NAME:COUNT[:CPUS[:MEM[:GPUS]]]" % text)
     fields = {"name": parts[0]}
     try:
+        # Digits as written: int() and float() take '1_0' (10) and '+1'.
+        if not all(_WHOLE.match(part) for part in parts[1:2] + parts[4:5]) or \
+                not all(_NUMBER.match(part) for part in parts[2:4]):
+            raise ValueError(text)
         fields["num"] = int(parts[1])
         for key, value in zip(("cpus", "mem", "gpus"), parts[2:]):
             fields[key] = int(value) if key == "gpus" else float(value)
