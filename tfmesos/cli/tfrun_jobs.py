@@ -9,7 +9,6 @@ from ..core.jobs import REPLICA_JOBS, parse_jobs
 from ..core.training_frameworks import TENSORFLOW
 from ..exceptions import SpecError
 
-
 _WHOLE = re.compile(r"[0-9]+\Z")
 _NUMBER = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z|nan\Z|inf\Z", re.I)
 
