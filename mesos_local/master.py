@@ -302,7 +302,8 @@ class LocalMaster(FaultInjection):
         self._verbosity_until = 0.0
         self._logger_level: Optional[int] = None     # the level toggled from, while toggled
         self.recovery_timeout = float(recovery_timeout)
-        self._watchdog = Watchdog(self.recovery_timeout)
+        self._watchdog = Watchdog(self.recovery_timeout,
+                                  owner=self.isolator.name if self.isolator else None)
         allocator = self._allocator = Allocator(records, self.id, self.allocation_interval,
                                                 filter_gpu_resources)
         loop = self._loop = MasterLoop(records, allocator)

@@ -115,10 +115,15 @@ class Watchdog:
     ended) lets it exit. Thread-safe; never raises: a watchdog that cannot
     start or went away is logged once and the master goes on without."""
 
-    def __init__(self, recovery_timeout: float = RECOVERY_TIMEOUT) -> None:
+    def __init__(self, recovery_timeout: float = RECOVERY_TIMEOUT,
+                 owner: str | None = None) -> None:
+        """``owner``: the name of the master's cgroups (``Isolator.name``),
+        on the watchdog's command line: while it runs, the next master
+        leaves them be (``cgroups.remove_stale``)."""
         import itertools
         import threading
         self.recovery_timeout = recovery_timeout
+        self.owner = owner
         self.pid: int | None = None
         self._socket: socket.socket | None = None   # the master's end
         self._lock = threading.Lock()
@@ -198,7 +203,7 @@ class Watchdog:
         _reap_exited()
         mine, theirs = socket.socketpair()   # neither inherited by what this process execs
         argv = [sys.executable, "-I", "-S", os.path.abspath(__file__),
-                repr(float(self.recovery_timeout))]
+                repr(float(self.recovery_timeout))] + ([self.owner] if self.owner else [])
         actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 0),
                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                    (os.POSIX_SPAWN_DUP2, 1, 2)]
@@ -529,15 +534,32 @@ def watch(stream, recovery_timeout: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        sys.stderr.write("usage: watchdog.py RECOVERY_TIMEOUT < PIPE\n")
+    if len(argv) not in (1, 2):   # [OWNER]: read by the next master (Watchdog)
+        sys.stderr.write("usage: watchdog.py RECOVERY_TIMEOUT [OWNER] < PIPE\n")
         return 2
     with os.fdopen(0, "rb") as stream:   # its end of the master's socket pair
         watch(stream, float(argv[0]))
     return 0
 
 
-__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watch_line", "parse_watch", "container_line",
+def watched_owners() -> set[str]:
+    """The owners (``Watchdog(owner=...)``) of the watchdogs running now."""
+    # Any install's (another master may run another copy of mesos_local).
+    script = b"/mesos_local/watchdog.py"
+    owners = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        at = next((i for i, word in enumerate(argv[:4]) if word.endswith(script)), None)
+        if at is not None and len(argv) > at + 2 and argv[at + 2]:
+            owners.add(os.fsdecode(argv[at + 2]))
+    return owners
+
+
+__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watched_owners", "watch_line", "parse_watch", "container_line",
            "parse_container", "end_tasks", "watch"]
 
 

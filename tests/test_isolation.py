@@ -656,3 +656,53 @@ def test_tasks_that_end_together_share_the_scans_for_their_escaped_processes(mak
             finished.add(status["task_id"]["value"])
     master.stop()
     assert SCANS.passes - before <= len(names) // 2, SCANS.passes - before
+
+
+@needs_cgroups
+def test_the_next_master_leaves_the_tasks_a_killed_master_s_watchdog_still_keeps(tmp_path):
+    """A checkpointing framework's task outlives its SIGKILLed master for
+    the recovery timeout (its watchdog ends it then): the next isolating
+    master to start killed it at once as a leftover (found by a review
+    helper: any root tfrun's embedded master did). Its cgroups go once the
+    watchdog is gone."""
+    script = tmp_path / "master.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "from mesos_local.containerizer.cgroup_limits import Limits\n"
+        "from mesos_local.containerizer.cgroups import Isolator\n"
+        "from mesos_local.watchdog import Watchdog\n"
+        "isolator = Isolator().start()\n"
+        "task = isolator.prepare('kept', Limits(cpus=0.1, mem=64))\n"
+        "proc = subprocess.Popen(task.join_argv(['sleep', '300']), start_new_session=True,"
+        " stdout=subprocess.DEVNULL)\n"
+        "watchdog = Watchdog(600.0, owner=isolator.name)\n"
+        "watchdog.watch(proc.pid, None, None, sorted(set(task.directories.values())), 1.0,"
+        " True)\n"
+        "print(watchdog.pid, ' '.join(sorted(set(task.directories.values()))), flush=True)\n"
+        "time.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    watchdog = None
+    try:
+        watchdog, *directories = proc.stdout.readline().split()
+        pids = _wait_for(lambda: open(os.path.join(directories[0], "cgroup.procs")).read()
+                         .split(), 10)
+        proc.kill()
+        proc.wait()
+        assert cgroups.remove_stale(Layout.detect(cgroups.ISOLATORS)) == []
+        assert all(os.path.exists(d) for d in directories)
+        assert all(os.path.exists("/proc/%s" % pid) for pid in pids)
+        os.kill(int(watchdog), signal.SIGKILL)   # its recovery timeout over, say
+        _wait_for(lambda: not os.path.exists("/proc/%s/cmdline" % watchdog)
+                  or not open("/proc/%s/cmdline" % watchdog).read(), 10)
+        assert cgroups.remove_stale(Layout.detect(cgroups.ISOLATORS))
+        assert not any(os.path.exists(d) for d in directories)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in [watchdog] + list(locals().get("pids") or ()):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, TypeError):
+                pass

@@ -489,7 +489,10 @@ def _remove_master(directories):
 
 def remove_stale(layout):
     """Remove the cgroups of masters that are gone (killed before they
-    could clean up), killing their tasks first. Returns the names removed."""
+    could clean up), killing their tasks first; not those whose watchdog
+    still runs: it keeps a checkpointing framework's tasks for the recovery
+    timeout, then ends them (``watchdog.py``), as a Mesos agent's executors
+    wait for it. Returns the names removed."""
     stale: dict[str, list[str]] = {}   # master's directory name -> its paths
     for hierarchy in layout.hierarchies():
         for path in _children(os.path.join(hierarchy, ROOT)):
@@ -499,6 +502,10 @@ def remove_stale(layout):
             pid, start = int(match.group(1)), int(match.group(2))
             if _process_start(pid) != start:
                 stale.setdefault(os.path.basename(path), []).append(path)
+    if stale:
+        from ..watchdog import watched_owners
+        for name in watched_owners() & set(stale):
+            del stale[name]
     for paths in stale.values():
         _remove_master(paths)
     if stale:
