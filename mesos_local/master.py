@@ -400,7 +400,10 @@ class LocalMaster(FaultInjection):
         else:
             self.work_dir = os.path.abspath(self.work_dir)
             try:
-                os.makedirs(self.work_dir, exist_ok=True)
+                # One it makes is as its own temporary one: only the tasks'
+                # users pass through (one that exists keeps its mode).
+                os.makedirs(self.work_dir, exist_ok=True,
+                            mode=WORK_DIR_MODE if self.user_switch.switches else 0o700)
             except OSError as exc:
                 raise LocalMasterError("cannot create the work directory %s: %s; choose another"
                                        % (self.work_dir, exc.strerror or exc)) from None

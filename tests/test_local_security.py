@@ -12,6 +12,7 @@ import getpass
 import json
 import os
 import pwd
+import stat
 import subprocess
 import sys
 import types
@@ -516,3 +517,15 @@ def test_credentials_argument_and_authenticator():
         assert auth.principal(header) is None
     with pytest.raises(ValueError, match="must be a string"):
         parse_environment_json('{"A": null}')
+
+
+def test_a_work_directory_the_master_makes_lets_others_pass_through_but_not_list(
+        make_local_master, tmp_path):
+    # --work-dir made 0755: another local user listed every framework's
+    # directory below it (found by a review helper); the README says other
+    # users may pass through to their sandboxes but not list.
+    made = tmp_path / "new-work"
+    master = make_local_master(work_dir=str(made))
+    assert master.work_dir == str(made)
+    expected = 0o711 if os.geteuid() == 0 else 0o700   # root switches to the tasks' users
+    assert stat.S_IMODE(os.stat(made).st_mode) == expected
