@@ -441,23 +441,29 @@ def test_task_ids_that_read_as_another_s_later_run_get_cgroups_of_their_own():
         isolator.stop()
 
 
+def master_standing_in(tmp_path, task, then):
+    """A process standing in for an isolating master: its isolator started,
+    the cgroups of ``task`` prepared, then ``then`` (Python: it starts the
+    task and prints what the test reads), then it waits to be killed."""
+    script = tmp_path / "master.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "from mesos_local.containerizer.cgroup_limits import Limits\n"
+        "from mesos_local.containerizer.cgroups import Isolator\n"
+        "isolator = Isolator().start()\n"
+        "task = isolator.prepare(%r, Limits(cpus=0.1, mem=64))\n" % task + then
+        + "time.sleep(300)\n")
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+
+
 @needs_cgroups
 def test_cgroups_of_a_killed_master_are_removed_by_the_next(tmp_path):
     """A master killed with SIGKILL leaves its task running in its cgroups;
     the next isolating master kills it and removes them."""
-    script = tmp_path / "master.py"
-    script.write_text(
-        "import sys, time\n"
-        "from mesos_local.containerizer.cgroup_limits import Limits\n"
-        "from mesos_local.containerizer.cgroups import Isolator\n"
-        "isolator = Isolator().start()\n"
-        "task = isolator.prepare('orphan', Limits(cpus=0.1, mem=64))\n"
-        "import subprocess\n"
+    proc = master_standing_in(tmp_path, "orphan", (
         "subprocess.Popen(task.join_argv(['sleep', '300']))\n"
-        "print(' '.join(sorted(set(task.directories.values()))), flush=True)\n"
-        "time.sleep(300)\n")
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        "print(' '.join(sorted(set(task.directories.values()))), flush=True)\n"))
     try:
         directories = proc.stdout.readline().split()
         assert directories
@@ -665,23 +671,14 @@ def test_the_next_master_leaves_the_tasks_a_killed_master_s_watchdog_still_keeps
     master to start killed it at once as a leftover (found by a review
     helper: any root tfrun's embedded master did). Its cgroups go once the
     watchdog is gone."""
-    script = tmp_path / "master.py"
-    script.write_text(
-        "import subprocess, sys, time\n"
-        "from mesos_local.containerizer.cgroup_limits import Limits\n"
-        "from mesos_local.containerizer.cgroups import Isolator\n"
+    proc = master_standing_in(tmp_path, "kept", (
         "from mesos_local.watchdog import Watchdog\n"
-        "isolator = Isolator().start()\n"
-        "task = isolator.prepare('kept', Limits(cpus=0.1, mem=64))\n"
         "proc = subprocess.Popen(task.join_argv(['sleep', '300']), start_new_session=True,"
         " stdout=subprocess.DEVNULL)\n"
         "watchdog = Watchdog(600.0, owner=isolator.name)\n"
         "watchdog.watch(proc.pid, None, None, sorted(set(task.directories.values())), 1.0,"
         " True)\n"
-        "print(watchdog.pid, ' '.join(sorted(set(task.directories.values()))), flush=True)\n"
-        "time.sleep(300)\n")
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        "print(watchdog.pid, ' '.join(sorted(set(task.directories.values()))), flush=True)\n"))
     watchdog = None
     try:
         watchdog, *directories = proc.stdout.readline().split()
