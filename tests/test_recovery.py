@@ -114,7 +114,11 @@ def test_a_lost_ps_restarts_the_cluster_once(tmp_path):
 @pytest.mark.parametrize("options, error", [
     (["--max-restarts", "-1"], "--max-restarts: must be a whole number from 0 to 1000, got -1"),
     (["--restart-backoff", "-1"], "--restart-backoff: must be a number from 0 to 2592000, got -1"),
-    (["--sticky-workers"], "--sticky-workers needs a chief and workers"),
+    (["--sticky-workers"], "--sticky-workers needs a chief and workers "
+     "(ParameterServerStrategy): add -c, or drop --sticky-workers"),
+    # "add -c" to a run that had -c (found by a review helper)
+    (["-c", "-w", "0", "--sticky-workers"], "--sticky-workers needs a chief and workers "
+     "(ParameterServerStrategy): add workers, or drop --sticky-workers"),
     (["-c", "--sticky-workers", "--sticky-timeout", "0"],
      "--sticky-timeout: must be a number above 0, at most 2592000, got 0"),
 ])

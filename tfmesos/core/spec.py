@@ -315,11 +315,13 @@ class RunSpec(FrozenFieldMethods):
         if self.coordinator and "chief" in names:
             raise SpecError("coordinator=True makes the calling process the chief; "
                             "drop the 'chief' job or the coordinator option")
-        if self.sticky_jobs and self.elastic is None and not (
-                ("chief" in names or self.coordinator) and "worker" in names):
+        chief = "chief" in names or self.coordinator
+        if self.sticky_jobs and self.elastic is None and not (chief and "worker" in names):
+            # (Each says what is missing: with a chief and no workers, "add a
+            # chief" was no fix.)
             raise SpecError.about("{sticky_jobs} needs a chief and workers "
-                                  "(ParameterServerStrategy): add {jobs.chief}, or drop "
-                                  "{sticky_jobs}")
+                                  "(ParameterServerStrategy): %s, or drop {sticky_jobs}"
+                                  % ("add workers" if chief else "add {jobs.chief}"))
         total = sum(job.num for job in self.jobs)
         if total > MAX_TASKS:
             raise SpecError("the run asks for %d tasks; at most %d per run: ask for fewer"
