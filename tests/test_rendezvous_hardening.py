@@ -483,6 +483,23 @@ def test_a_silent_connection_is_closed_and_reported_as_stalled(stalling_rdv):
     client.close()
 
 
+def test_a_stalled_connection_is_said_with_the_task_s_name(caplog):
+    # "nothing came from tfmesos.983abf9c.ps.0.1 for 30 s": the task id,
+    # where every other line says ps:0 (found by a review helper).
+    rdv = make_rendezvous(stall_timeout=1.0, name_of={"good": "worker:1"}.get)
+    rdv.expect("good")
+    client = Client(rdv.port)
+    try:
+        client.register()
+        client.registered()
+        next_event(rdv, TaskDisconnected)
+        [said] = [r.getMessage() for r in caplog.records if "nothing came" in r.getMessage()]
+        assert said.startswith("nothing came from worker:1 for "), said
+    finally:
+        client.close()
+        rdv.close()
+
+
 @pytest.mark.waits
 def test_a_task_answers_the_pings_and_does_not_stall(stalling_rdv):
     conn = Connection(task_env(stalling_rdv))

@@ -71,7 +71,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import RendezvousError
@@ -123,6 +123,7 @@ class Rendezvous:
                  register_timeout: float = 30.0, max_pending: int = 256,
                  max_pending_per_peer: int = 64, ping_interval: float = 10.0,
                  stall_timeout: Optional[float] = None,
+                 name_of: Callable[[str], str] = str,
                  reports_wait: Optional[float] = None,
                  refusals: Optional[RefusalLog] = None) -> None:
         self._secret = secret
@@ -133,6 +134,7 @@ class Rendezvous:
         self._max_per_peer = max_pending_per_peer
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout or STALL_PINGS * ping_interval
+        self._name_of = name_of   # a task id as the run names its task, for messages
         self._reports_wait = REPORTS_WAIT if reports_wait is None else reports_wait
         self._expected: set[str] = set()
         # Attempts it forgot (ended, lost, replaced): told so when they register again.
@@ -465,7 +467,7 @@ class Rendezvous:
     def _stall(self, link: _Link, now: float) -> None:
         """Close ``link``, silent too long; its thread reports it."""
         logger.warning("nothing came from %s for %.0f s: its rendezvous connection stalled",
-                       link.task_id, now - link.heard)
+                       self._name_of(link.task_id), now - link.heard)
         link.stalled = True
         wire.shut_down(link.sock)
 

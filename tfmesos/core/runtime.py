@@ -133,8 +133,12 @@ class RunRuntime:
         """Listen, subscribe and start placing ``slots``: the rendezvous
         expects ``expected`` task ids at once (attempts taken over)."""
         spec = self.spec
+        def name_of(task_id: str) -> str:   # worker:1 (attempt 2), as the run says it
+            slot = slots.slot_of(task_id)
+            return task_id if slot is None else slot.name
         self.rendezvous = Rendezvous(self.identity.key, self.events,
-                                     bind_host=self.backend.bind_host(), port=0)
+                                     bind_host=self.backend.bind_host(), port=0,
+                                     name_of=name_of)
         for task_id in expected:
             self.rendezvous.expect(task_id)
         self.scheduler = TFMesosScheduler(slots, self._make_task, self.events,
