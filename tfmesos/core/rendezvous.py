@@ -87,6 +87,7 @@ logger = logging.getLogger(__name__)
 
 DROPPED_FOR_ROOM = "dropped as the oldest of too many unregistered connections"
 ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
+MAX_OVER = 65536                # attempts it forgot that it tells so (newest kept)
 STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
 REPORTS_WAIT = 2.0              # longest a task's end waits for its connection (as forget's linger)
 
@@ -138,7 +139,8 @@ class Rendezvous:
         self._reports_wait = REPORTS_WAIT if reports_wait is None else reports_wait
         self._expected: set[str] = set()
         # Attempts it forgot (ended, lost, replaced): told so when they register again.
-        self._over: set[str] = set()
+        # (The latest MAX_OVER: a run restarting for days keeps no more.)
+        self._over: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._connections: dict[str, _Link] = {}   # task_id -> registered _Link
         # unregistered _Link -> None, oldest first
         self._pending: collections.OrderedDict[_Link, None] = collections.OrderedDict()
@@ -165,7 +167,7 @@ class Rendezvous:
         """Allow ``task_id`` to register (called as the task is launched)."""
         with self._lock:
             self._expected.add(task_id)
-            self._over.discard(task_id)
+            self._over.pop(task_id, None)
 
     def forget(self, task_id: str, linger: float = 2.0) -> None:
         """A task that ended: refuse it from now on. What it sent before it
@@ -173,7 +175,9 @@ class Rendezvous:
         ``linger`` seconds; then its connection is dropped."""
         with self._lock:
             if task_id in self._expected:
-                self._over.add(task_id)
+                self._over[task_id] = None
+                if len(self._over) > MAX_OVER:
+                    self._over.popitem(last=False)
             self._expected.discard(task_id)
             self._starts.pop(task_id, None)
             link = self._connections.get(task_id)
