@@ -199,6 +199,22 @@ def test_tensorboard_that_ends_leaves_the_training_going(code):
                                     "the training goes on without it" % code), run.notes
 
 
+def test_tensorboard_that_stays_unreachable_is_killed_and_the_training_goes_on():
+    # Its rendezvous connection stalled (its task SIGSTOPped): 'task
+    # tensorboard:0 unreachable for 40 s' failed the run (found by a review
+    # helper reading ca22008).
+    run = FakeRun(WORKERS + [Job("tensorboard", num=1, cpus=0.5, mem=1024)],
+                  policy=RestartPolicy(1, "lost"))
+    run.running()
+    task_id = run.slots.named("tensorboard:0").task_id
+    run.handle(TaskDisconnected(task_id, since=run.effects.clock, reason="stalled"))
+    run.later(GRACE + 1)
+    assert run.phase == Phase.RUNNING and run.state.failure is None
+    assert ("kill", task_id) in run.calls
+    assert not [call for call in run.calls if call[0] in ("stop", "offers for")]
+    assert "tensorboard:0 unreachable for" in run.notes[-1], run.notes
+
+
 def test_a_failure_the_restart_policy_does_not_restart_says_which_setting_would():
     # --max-restarts 1 and a command that exits 3: the run ended with no word
     # of why the restart asked for did not come (--restart-on lost, the default).

@@ -247,9 +247,21 @@ class RunEvents:
                     what = "lost its connection to the scheduler and did not come back " \
                         "within %.0f s"
                 what %= self._reconnect_grace
+                if slot.job.name in HELPER_JOBS:
+                    # Gone as far as the run can tell: stopped, and nothing more.
+                    self._helper_ended(slot, None, what)
+                    self.control.kill(task_id, slot.agent_id)
+                    continue
                 self.recovery.failed(slot, TaskFailed("task %s %s" % (slot.name, what),
                                                       slot.name, slot.state),
                                      "lost", "%s %s" % (slot.name, what))
+
+    def _helper_ended(self, slot: TaskSlot, code: Optional[int], what: str) -> None:
+        """A helper (TensorBoard) that ended, or is gone, while the training
+        goes on: said, and nothing more (``HELPER_JOBS``)."""
+        self._slots.exited(slot, code, done=True)
+        self._notify("%s %s: TensorBoard stopped; the training goes on without it (its "
+                     "output is in the run directory)" % (slot.name, what))
 
     def _on_subscribed(self, event: Subscribed) -> None:
         if event.again:
@@ -393,11 +405,8 @@ class RunEvents:
         ``usage``: what it used, from its exit message."""
         if slot.job.name in HELPER_JOBS and self._state.phase == Phase.RUNNING:
             # TensorBoard killed, its port taken: said, and nothing more.
-            self._slots.exited(slot, code, done=True)
-            self._notify("%s %s: TensorBoard stopped; the training goes on without it (its "
-                         "output is in the run directory)"
-                         % (slot.name, "exited with code %d" % code if code is not None
-                            else "ended (%s)" % slot.condition()))
+            self._helper_ended(slot, code, "exited with code %d" % code if code is not None
+                               else "ended (%s)" % slot.condition())
             return
         done = self._mode == "replica" and code == 0
         self._slots.exited(slot, code, done=done and self._state.phase == Phase.RUNNING)
