@@ -65,6 +65,11 @@ def test_an_agent_whose_ports_are_all_in_use_gets_no_task_and_the_wait_says_why(
     assert [s.state for s in slots].count("PENDING") == 1
     assert "agent h1 offered no port: every port it offers is in use (each task needs one)" \
         in sched.missing_message(600, "m:5050")
+    # Its ports free again (one more task asks for more memory than it has):
+    # the message no longer blames the ports (found by a review helper).
+    sched.resourceOffers(FakeDriver(), [Dict(offer("o3", cpus=2, mem=0.5, agent="a1",
+                                                   hostname="h1"))])
+    assert "offered no port" not in sched.missing_message(600, "m:5050")
 
 
 def test_offers_when_nothing_is_pending_are_declined_for_long():

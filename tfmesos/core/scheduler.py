@@ -145,7 +145,8 @@ class TFMesosScheduler(Scheduler):
         self.largest_offer: Optional[OfferSummary] = None
         # Agents that offered ports: an offer of theirs without any has them all in use.
         self._port_agents: set[str] = set()
-        self._ports_used_up: Optional[str] = None   # the last such agent that offered none
+        # Such agents whose latest offers had none -> their hostnames.
+        self._ports_used_up: dict[str, str] = {}
         # the offers of late (``fit``: can a waiting task ever fit)
         self.offer_log = OfferLog()
         # the most offers + live tasks held at once (totals)
@@ -237,12 +238,16 @@ class TFMesosScheduler(Scheduler):
             for slot in pending:
                 if slot.hold:
                     held.setdefault(slot.hold[0], set()).add(slot.hold[1])
+            with_ports = {offer["agent_id"]["value"] for offer in offers
+                          if any(res.get("name") == "ports"
+                                 for res in offer.get("resources", ()))}
+            self._port_agents.update(with_ports)
             for offer in offers:
                 agent = offer["agent_id"]["value"]
-                if any(res.get("name") == "ports" for res in offer.get("resources", ())):
-                    self._port_agents.add(agent)
-                elif agent in self._port_agents:
-                    self._ports_used_up = offer.get("hostname") or agent   # all its ports in use
+                if agent in with_ports:
+                    self._ports_used_up.pop(agent, None)
+                elif agent in self._port_agents:   # its latest offers: every port in use
+                    self._ports_used_up[agent] = offer.get("hostname") or agent
             placement = place([_request(slot, self._extra_ports(slot)) for slot in pending],
                               offers, held, self._port_agents)
             launches: list[Launch] = []
@@ -346,9 +351,10 @@ class TFMesosScheduler(Scheduler):
             "in total" % (waited, grouped(said),
                           describe_resources(resource_totals(vars(s.job) for s in self.slots)))
         largest, most_held = self.largest_offer, self.most_held
-        if self._ports_used_up is not None:
-            text += ("; agent %s offered no port: every port it offers is in use (each task "
-                     "needs one)" % self._ports_used_up)
+        if self._ports_used_up:
+            text += ("; %s offered no port: every port %s is in use (each task needs one)"
+                     % (_grouped_agents(sorted(self._ports_used_up.values())),
+                        "it offers" if len(self._ports_used_up) == 1 else "they offer"))
         if largest and most_held is not None:   # (both noted from the same offers)
             return text + "; offers held at most %s; largest offer seen: %s on %s" % (
                 describe_resources(most_held), describe_resources(largest),
@@ -399,3 +405,9 @@ def _request(slot: TaskSlot, extra_ports: int = 0) -> TaskRequest[TaskSlot]:
     agent_id, port = slot.hold or (None, None)
     return TaskRequest(slot, slot.job.cpus, slot.job.mem, slot.job.gpus, agent_id=agent_id,
                        fixed_port=port, extra_ports=extra_ports)
+
+
+def _grouped_agents(hosts: list[str]) -> str:
+    """``agent h1``, ``agents h1, h2``, ``agents h1, h2 and 3 more``."""
+    shown = ", ".join(hosts[:3]) + (" and %d more" % (len(hosts) - 3) if len(hosts) > 3 else "")
+    return ("agent " if len(hosts) == 1 else "agents ") + shown
