@@ -170,3 +170,16 @@ def test_a_run_whose_process_was_stopped_long_says_so_with_the_failure_that_foll
         assert run.run.record.hint == note
     finally:
         run.close()
+
+
+def test_the_pause_said_is_the_one_the_failure_followed():
+    # An early 300-s stop, then a 62-s one: the hint said 300 s (the
+    # longest of the run; found by a review helper).
+    from tfmesos.core.pauses import PauseWatch
+    now = [0.0]
+    watch = PauseWatch(lambda: now[0])
+    for gap in (300.0, 1.0, 62.0):
+        began = watch.step_began()
+        now[0] += gap
+        watch.step_ended(began, 0.0)
+    assert watch.note().startswith("tfrun itself did not run for 62 s")

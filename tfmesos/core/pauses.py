@@ -19,6 +19,7 @@ class PauseWatch:
         self._clock = clock
         self._stepped: Optional[float] = None   # when the last step ended
         self._resumed: Optional[float] = None   # when the last long pause ended
+        self._paused = 0.0                      # and how long it was
         self.longest = 0.0
 
     def step_began(self) -> float:
@@ -37,7 +38,7 @@ class PauseWatch:
         if gap > NOTED:
             self.longest = max(self.longest, gap)
             if gap >= SCHEDULER_SILENCE:
-                self._resumed = now
+                self._resumed, self._paused = now, gap
 
     def note(self) -> Optional[str]:
         """What a failure soon after a pause long enough to stop the tasks
@@ -46,7 +47,7 @@ class PauseWatch:
             return None
         return ("tfrun itself did not run for %.0f s (stopped: Ctrl-Z, SIGSTOP?): a task "
                 "that hears nothing from its scheduler for %.0f s stops its command"
-                % (self.longest, SCHEDULER_SILENCE))
+                % (self._paused, SCHEDULER_SILENCE))
 
 
 __all__ = ["PauseWatch", "NOTED"]
