@@ -435,8 +435,11 @@ def _main(argv, prog):
         return 2
     if args.work_dir is not None:   # last: it is made, and kept as --work-dir is
         try:
-            # As the master makes it (users.WORK_DIR_MODE): pass through, list nothing.
-            os.makedirs(args.work_dir, exist_ok=True, mode=0o711)
+            if not os.path.isdir(args.work_dir):
+                # As the master makes it (users.WORK_DIR_MODE): pass through,
+                # list nothing; chmod, which no umask cuts.
+                os.makedirs(args.work_dir)
+                os.chmod(args.work_dir, 0o711)
         except OSError as exc:
             parser.error("--work-dir %s: cannot create it (%s): give a directory you can "
                          "write" % (args.work_dir, exc.strerror or exc))

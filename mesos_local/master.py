@@ -402,8 +402,11 @@ class LocalMaster(FaultInjection):
             try:
                 # One it makes is as its own temporary one: only the tasks'
                 # users pass through (one that exists keeps its mode).
-                os.makedirs(self.work_dir, exist_ok=True,
-                            mode=WORK_DIR_MODE if self.user_switch.switches else 0o700)
+                if not os.path.isdir(self.work_dir):
+                    os.makedirs(self.work_dir)
+                    # chmod, not makedirs' mode, which the umask cuts (077: 0700)
+                    os.chmod(self.work_dir,
+                             WORK_DIR_MODE if self.user_switch.switches else 0o700)
             except OSError as exc:
                 raise LocalMasterError("cannot create the work directory %s: %s; choose another"
                                        % (self.work_dir, exc.strerror or exc)) from None

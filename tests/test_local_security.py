@@ -525,7 +525,11 @@ def test_a_work_directory_the_master_makes_lets_others_pass_through_but_not_list
     # directory below it (found by a review helper); the README says other
     # users may pass through to their sandboxes but not list.
     made = tmp_path / "new-work"
-    master = make_local_master(work_dir=str(made))
+    umask = os.umask(0o077)   # a umask does not cut it (0700 left the tasks' users out)
+    try:
+        master = make_local_master(work_dir=str(made))
+    finally:
+        os.umask(umask)
     assert master.work_dir == str(made)
     expected = 0o711 if os.geteuid() == 0 else 0o700   # root switches to the tasks' users
     assert stat.S_IMODE(os.stat(made).st_mode) == expected
