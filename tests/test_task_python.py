@@ -83,3 +83,15 @@ def test_a_run_with_the_python_option_does_not_start_warm(monkeypatch):
         run = RunSpec(jobs=[{"name": "worker"}], mode="replica", command="true", master="local",
                       python=python)
         assert warm_task_command(run) is None, python
+
+
+def test_a_pythonpath_the_user_gives_comes_after_the_one_tfrun_gives(tmp_path):
+    # -E PYTHONPATH=/mine was replaced by tfrun's own without a word (found
+    # by a review helper); a shipped task's command keeps it after its bundle.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my_module.py").write_text("WHERE = 'mine'\n")
+    result = run_tfrun("-w", "1", "-s", "0", *SMALL, "-E", "PYTHONPATH=%s" % mine, "--",
+                       "python -c 'import my_module; print(my_module.WHERE)'", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] mine" in result.stdout.splitlines()

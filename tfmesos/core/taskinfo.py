@@ -145,7 +145,7 @@ def build_task(run: "RunSpec", slot: "TaskSlot", assignment: "Assignment[TaskSlo
     else:
         no_site = False
         if not run.image:
-            env["PYTHONPATH"] = submitter_pythonpath()
+            env["PYTHONPATH"] = plain_pythonpath(env.get("PYTHONPATH"))
             no_site = run.mode == "replica" and package_on_path(env["PYTHONPATH"])
         command, uris = task_command(run.image, run.python, no_site), None
     return build_task_info(task_id, "%s %s" % (run.name, slot.name), assignment.agent_id,
@@ -254,6 +254,13 @@ def package_on_path(pythonpath: str) -> bool:
     return _PACKAGE_PARENT in pythonpath.split(os.pathsep)
 
 
+def plain_pythonpath(given: Optional[str]) -> str:
+    """A plain task's PYTHONPATH: this process's (``submitter_pythonpath``),
+    then the one the user gave (-E, a job's env), as a shipped task's
+    command puts its bundle before it; the user's was replaced."""
+    return submitter_pythonpath() + (os.pathsep + given if given else "")
+
+
 def submitter_pythonpath(path: Optional[Iterable[str]] = None) -> str:
     """PYTHONPATH that lets a plain task import what this process imports."""
     entries: list[str] = []
@@ -345,7 +352,9 @@ def warm_task_command(run: "RunSpec") -> Optional[tuple[str, dict[str, str], int
     else:
         env = dict(os.environ)      # backends.sizing.start_local_master's default
     env.update(run.env)
-    env.update({"PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath})
+    # (The TaskInfo's PYTHONPATH replaces the executor's: the run's own -E only.)
+    env.update({"PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": plain_pythonpath(dict(run.env).get("PYTHONPATH"))})
     # As taskinfo.build_task decides: without ``site`` when the path itself
     # finds tfmesos (not only an editable install's finder).
     no_site = package_on_path(pythonpath)
