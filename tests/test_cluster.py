@@ -43,7 +43,8 @@ def test_plus_example_prints_42():
 
 def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
     jobs = [dict(name="ps", num=1, **SMALL), dict(name="worker", num=2, **SMALL)]
-    with pytest.raises(TaskFailed, match="worker:1 ended: TASK_KILLED"):
+    # (Mesos' "terminated with signal Terminated" read as a shell's 143: 75fee30)
+    with pytest.raises(TaskFailed, match=r"worker:1 exited with code 143 \(TASK_KILLED: "):
         with cluster(jobs, master="local", run_dir=str(tmp_path / "run")) as c:
             assert c.run_dir == str(tmp_path / "run")
             assert sorted(c.targets) == ["/job:ps/task:0", "/job:worker/task:0",
@@ -64,7 +65,7 @@ def test_targets_spec_and_failure_surfacing_in_the_caller(tmp_path):
     # Named by its caller (core/caller.py): the jobs in the order given.
     assert record["mode"] == "fine" and record["command"] == "tfmesos.cluster(ps:1,worker:2)"
     assert record["outcome"]["status"] == "failed" and record["outcome"]["task"] == "worker:1"
-    assert "worker:1 ended: TASK_KILLED" in record["outcome"]["message"]
+    assert "worker:1 exited with code 143 (TASK_KILLED: " in record["outcome"]["message"]
     assert all(task["attempts"][0]["address"] and task["attempts"][0]["logs"] is None
                for task in record["tasks"])
     killed = [task for task in record["tasks"] if task["name"] == "worker:1"][0]
