@@ -250,6 +250,24 @@ def tfmesos(*args):
                           capture_output=True, text=True, timeout=60)
 
 
+def test_a_foreground_run_whose_record_is_here_says_so(make_local_master, clients, tmp_path):
+    # "its record is in the run directory of the machine that submitted it
+    # (tfmesos show ID there)", said on that very machine, its run directory
+    # present (found by a review helper following the README).
+    master = make_local_master()
+    run_id = "f00dfac2"
+    client = subscribe(clients, master, run_id, detached=False)
+    launch(client, "tfmesos.%s.worker.0.0" % run_id, "train worker:0", "exec sleep 600")
+    directory = write_run(tmp_path / "runs", run_id, name="train", status="running",
+                          exit_code=None, framework_id=client.framework_id)
+    out = io.StringIO()
+    assert show_main([run_id, "--master", master.url],
+                     environ={"TFMESOS_RUNS_DIR": str(tmp_path / "runs")}, out=out) == 0
+    assert out.getvalue().splitlines()[-1] == (
+        "run %s ran in the foreground: its record is here, in %s (tfmesos show %s)"
+        % (run_id, directory, run_id))
+
+
 def test_a_foreground_run_shows_what_the_master_knows_and_where_its_record_is(
         make_local_master, clients):
     master = make_local_master()

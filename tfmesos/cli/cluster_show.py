@@ -162,11 +162,12 @@ def show_master_view(run, framework, hosts, out, now=None):
     table(rows, out)
 
 
-def show_cluster_run(reader, state, run, out, now=None):
+def show_cluster_run(reader, state, run, out, now=None, here=None):
     """``tfmesos show RUN --master M``: a detached run's record from its
     scheduler's sandbox, else what the master knows and where the record is.
     ``run``: a ``ClusterRun`` of the master's ``/master/state`` ``state``,
-    found by ``run_lookup``."""
+    found by ``run_lookup``; ``here``: the run directory of this machine
+    that holds its record (of its framework), if one does."""
     framework, _ = framework_of(state, run.framework_id)
     agents = agent_base_urls(state, master_scheme(reader))
     hosts = {agent.get("id"): agent.get("hostname") for agent in state.get("slaves") or []
@@ -195,6 +196,9 @@ def show_cluster_run(reader, state, run, out, now=None):
         out.write("run %s's scheduler (task %s) has not written its record (%s) yet, or its "
                   "agent is gone\n" % (run.run_id, schedulers[0][1]["id"],
                                        run_labels.SCHEDULER_RECORD))
+    elif here is not None:
+        out.write("run %s ran in the foreground: its record is here, in %s (tfmesos show %s)\n"
+                  % (run.run_id, here, run.run_id))
     else:
         out.write("run %s ran in the foreground: its record is in the run directory of the "
                   "machine that submitted it (tfmesos show %s there)\n"

@@ -270,9 +270,23 @@ def show_main(argv, environ=None, out=None):
         from .cluster_show import show_cluster_run
         master = reader(args.master, environ)
         found, state = run_lookup.find_run(master, args.run, environ, args.master)
-        return show_cluster_run(master, state, found.run, out)
+        return show_cluster_run(master, state, found.run, out,
+                                here=_record_here(found.run, environ))
     show_run(local_run(args.run, environ, args.runs_dir), out)
     return 0
+
+
+def _record_here(run, environ):
+    """The run directory of this machine's runs directory that holds the
+    record of ``run`` (a run of a master: its id and framework), or None."""
+    try:
+        local = local_run(run.run_id, environ)
+    except (HistoryError, OSError):
+        return None
+    # Not another user's planted copy of it:
+    from .run_lookup import callers_record
+    return local.directory if local.file.framework_id == run.framework_id \
+        and callers_record(local) else None
 
 
 # -- tfmesos logs -----------------------------------------------------------------
