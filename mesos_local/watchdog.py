@@ -543,12 +543,16 @@ def main(argv: list[str]) -> int:
 
 
 def watched_owners() -> set[str]:
-    """The owners (``Watchdog(owner=...)``) of the watchdogs running now."""
+    """The owners (``Watchdog(owner=...)``) of the watchdogs running now:
+    processes of this user (a master's watchdog runs as its master; anyone
+    can start a process whose command line reads as one)."""
     # Any install's (another master may run another copy of mesos_local).
     script = b"/mesos_local/watchdog.py"
     owners = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            if os.stat("/proc/%s" % pid).st_uid != os.geteuid():
+                continue
             with open("/proc/%s/cmdline" % pid, "rb") as handle:
                 argv = handle.read().split(b"\0")
         except OSError:
@@ -559,8 +563,8 @@ def watched_owners() -> set[str]:
     return owners
 
 
-__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watched_owners", "watch_line", "parse_watch", "container_line",
-           "parse_container", "end_tasks", "watch"]
+__all__ = ["RECOVERY_TIMEOUT", "Watchdog", "watched_owners", "watch_line", "parse_watch",
+           "container_line", "parse_container", "end_tasks", "watch"]
 
 
 if __name__ == "__main__":

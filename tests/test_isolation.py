@@ -703,3 +703,26 @@ def test_the_next_master_leaves_the_tasks_a_killed_master_s_watchdog_still_keeps
                 os.kill(int(pid), signal.SIGKILL)
             except (OSError, TypeError):
                 pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts a process as another user")
+def test_only_this_user_s_processes_are_taken_for_watchdogs():
+    # Anyone can start a process whose command line reads as a watchdog's
+    # and name a dead root master's cgroups (readable by all): its tasks and
+    # cgroups were then kept for as long as that process ran (found by a
+    # review helper reading the change).
+    from mesos_local.watchdog import watched_owners
+    argv = ["/usr/bin/python3", "-c", "import time; time.sleep(60)",   # one nobody may run
+            "/x/mesos_local/watchdog.py", "600"]
+    other = subprocess.Popen(argv + ["1-2-0000aaaa"], user=65534, group=65534)
+    mine = subprocess.Popen(argv + ["1-2-0000bbbb"])
+    try:
+        assert _wait_for(lambda: b"0000bbbb" in open("/proc/%d/cmdline" % mine.pid, "rb").read()
+                         and b"0000aaaa" in open("/proc/%d/cmdline" % other.pid, "rb").read(),
+                         10)
+        owners = watched_owners()
+        assert "1-2-0000bbbb" in owners and "1-2-0000aaaa" not in owners
+    finally:
+        for proc in (other, mine):
+            proc.kill()
+            proc.wait()
