@@ -54,11 +54,12 @@ from typing import Any, Optional, Union
 
 from mesos_local import ProcessRunner, ProcessTask, RunnerError, RunningTask, TaskLaunch
 
+from ..protocol.task_env import PATH_REST
+
 log = logging.getLogger(__name__)
 
 ENTRY_MODULE = "tfmesos.task.warm"
 POOL_CAP = 8            # interpreters started ahead, at most
-_PATH_REST = "${PATH:+:$PATH}"   # of the PATH assignment a task command may start with
 SPARE = 1               # kept once every expected task started: relaunches, restarts
 SPARE_DELAY = 2.0       # seconds after the last launch: not while tasks start
 TAKE_TIMEOUT = 30.0     # for an interpreter to take a launch (it may still be importing)
@@ -96,8 +97,8 @@ class WarmSpec:
         # first on the task's PATH, the runner puts it (``path_first``).
         words = shlex.split(command)
         self.path_first: Optional[str] = None
-        if words[0].startswith("PATH=") and words[0].endswith(_PATH_REST):
-            self.path_first = words.pop(0)[len("PATH="):-len(_PATH_REST)]
+        if words[0].startswith("PATH=") and words[0].endswith(PATH_REST):
+            self.path_first = words.pop(0)[len("PATH="):-len(PATH_REST)]
         self.command = command
         self.python = words[1]
         self.flags = ["-S"] if words[2:3] == ["-S"] else []

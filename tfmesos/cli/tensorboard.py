@@ -7,9 +7,9 @@ import sys
 import threading
 import time
 
-from ..core.jobs import Job
+from ..core.jobs import HELPER_JOBS, Job
 
-JOB = "tensorboard"
+JOB = HELPER_JOBS[0]   # the one helper job: a run goes on without it (core.reactions)
 
 
 # tensorboard.main as python -m runs it, but for the working directory first on

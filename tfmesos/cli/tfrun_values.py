@@ -52,8 +52,7 @@ def _cpus_to_offer(args, jobs):
     default, this machine's CPU count: its agent would hold the scheduler
     task and leave a worker waiting for good; else nothing."""
     needed = sum(job.num * job.cpus for job in jobs) + (
-        args.scheduler_cpus if args.detach and args.scheduler_cpus is not None
-        else SCHEDULER_CPUS if args.detach else 0)
+        given_or(args.scheduler_cpus, SCHEDULER_CPUS) if args.detach else 0)
     offered = os.cpu_count() or 1
     return " --cpus %d" % math.ceil(needed) if needed > offered else ""
 

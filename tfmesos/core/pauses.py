@@ -9,18 +9,16 @@ from typing import Callable, Optional
 
 from ..protocol.task_env import SCHEDULER_SILENCE
 
-# A gap in the loop this long is a pause: a step waits a second at most,
-# and handles an event in far less.
-NOTED = 20.0
-
 
 class PauseWatch:
+    """A gap in the loop as long as the tasks' silence is such a pause: a
+    step waits a second at most, and handles an event in far less."""
+
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._stepped: Optional[float] = None   # when the last step ended
         self._resumed: Optional[float] = None   # when the last long pause ended
         self._paused = 0.0                      # and how long it was
-        self.longest = 0.0
 
     def step_began(self) -> float:
         now = self._clock()
@@ -35,10 +33,8 @@ class PauseWatch:
         self._stepped = now
 
     def _check(self, gap: float, now: float) -> None:
-        if gap > NOTED:
-            self.longest = max(self.longest, gap)
-            if gap >= SCHEDULER_SILENCE:
-                self._resumed, self._paused = now, gap
+        if gap >= SCHEDULER_SILENCE:
+            self._resumed, self._paused = now, gap
 
     def note(self) -> Optional[str]:
         """What a failure soon after a pause long enough to stop the tasks
@@ -50,4 +46,4 @@ class PauseWatch:
                 % (self._paused, SCHEDULER_SILENCE))
 
 
-__all__ = ["PauseWatch", "NOTED"]
+__all__ = ["PauseWatch"]

@@ -245,7 +245,7 @@ def python_first(python: Optional[str]) -> str:
     # task entry leaves for the command's working directory.
     where = shlex.quote(directory) if os.path.isabs(directory) \
         else '"${MESOS_SANDBOX:-$PWD}"/' + shlex.quote(directory)
-    return 'PATH=%s"${PATH:+:$PATH}" ' % where
+    return 'PATH=%s"%s" ' % (where, task_env.PATH_REST)
 
 
 def package_on_path(pythonpath: str) -> bool:

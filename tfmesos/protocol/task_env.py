@@ -6,6 +6,9 @@ reads, in one place both import."""
 # A stopped task's command: SIGTERM, then SIGKILL this long after (the task
 # entry, task.replica); the scheduler's stop waits as long (core.runtime).
 STOP_GRACE = 5.0
+# What follows DIR in the PATH=DIR"${PATH:+:$PATH}" a plain task's command may
+# start with (core.taskinfo.python_first), which the warm runner reads back.
+PATH_REST = "${PATH:+:$PATH}"
 # A task that hears nothing from its scheduler this long (it pings every
 # 10 s) takes it for gone (task.connection's IDLE_TIMEOUT).
 SCHEDULER_SILENCE = 60.0
