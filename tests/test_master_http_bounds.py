@@ -1,7 +1,8 @@
 """The embedded master's HTTP server under slow, greedy and malformed
 clients: authentication before any body is read, one deadline for a whole
 request (headers and body, however slowly they trickle), a cap on open
-connections past which a new one is refused at once, a JSON depth limit,
+connections past which a newcomer drops the oldest connection without an
+authenticated call (and is refused at once where there is none), a JSON depth limit,
 non-finite numbers refused naming the field, Mesos' failover_timeout range,
 bounded framework names and labels, and only JavaScript identifiers as
 JSONP callbacks.
@@ -65,6 +66,51 @@ def read_reply(sock):
     return data
 
 
+def read_until(sock, marker):
+    """What the server sent until ``marker`` came (b"" when the connection
+    ended or PATIENCE passed first)."""
+    data = b""
+    deadline = time.monotonic() + PATIENCE
+    while marker not in data and time.monotonic() < deadline:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            return b""
+        if not chunk:
+            return b""
+        data += chunk
+    return data if marker in data else b""
+
+
+def read_response(sock):
+    """One whole response of a kept-alive connection (its Content-Length)."""
+    head = read_until(sock, b"\r\n\r\n")
+    head, _, body = head.partition(b"\r\n\r\n")
+    length = int(next((line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), b"0"))
+    while len(body) < length:
+        sock.settimeout(PATIENCE)
+        chunk = sock.recv(length - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def ended(sock):
+    """Whether the server has closed ``sock`` (and sent nothing more on it)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(65536) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
 def post_headers(master, length, authorization=None):
     lines = ["POST /api/v1/scheduler HTTP/1.1", "Host: %s:%d" % address(master),
              "Content-Type: application/json", "Content-Length: %d" % length,
@@ -89,6 +135,17 @@ def subscribe_stream_text(master, info):
                              timeout=PATIENCE)
     with response:
         return "%d %s" % (response.status_code, response.raw.read(4096).decode())
+
+
+def subscribe_stream_text_as(master, info, user_password):
+    call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": info}}
+    token = base64.b64encode(user_password.encode()).decode()
+    response = requests.post(master.url + "/api/v1/scheduler", json=call,
+                             headers={"Accept": "application/json",
+                                      "Authorization": "Basic " + token},
+                             stream=True, timeout=PATIENCE)
+    with response:
+        return "%d %s" % (response.status_code, response.raw.read(200).decode())
 
 
 def healthy(master):
@@ -205,16 +262,53 @@ def test_a_subscription_outlives_the_request_deadline(make_local_master, clients
 
 # --- a cap on connections -----------------------------------------------------------------------
 
-def test_connections_past_the_cap_are_refused_at_once(make_local_master, monkeypatch):
+def test_past_the_cap_a_newcomer_drops_the_oldest_connection_without_credentials(
+        make_local_master, monkeypatch):
+    # A local user without credentials who opens connections and sends half
+    # a request (or nothing) must not lock authenticated frameworks out:
+    # such connections only crowd each other out, oldest first.
     monkeypatch.setattr(MasterHTTPServer, "max_connections", 8)
-    master = make_local_master()
+    master = make_local_master(credentials={"alice": "wonderland"})
     threads_before = threading.active_count()
-    with raw_connections(master, 8):
+    with raw_connections(master, 8) as crowd:
+        crowd[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")   # half a request
+        crowd[1].sendall(b"GET /files/browse?path=/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(crowd[1]).startswith(b"HTTP/1.1 401")   # kept alive
+        with raw_connections(master) as (newcomer,):
+            newcomer.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert read_reply(newcomer).startswith(b"HTTP/1.1 200")
+        assert ended(crowd[0])                             # the oldest: dropped, no answer
+        with raw_connections(master):                      # the cap again
+            response = subscribe_stream_text_as(master, {"user": "u", "name": "n",
+                                                         "principal": "alice"},
+                                                "alice:wonderland")
+            assert response.startswith("200 ") and "SUBSCRIBED" in response
+            assert ended(crowd[1])                         # its 401 did not vouch for it
+            assert not any(ended(sock) for sock in crowd[2:])
+        assert threading.active_count() <= threads_before + 8 + 2
+    assert healthy(master)
+
+
+def test_past_the_cap_with_every_connection_authenticated_a_newcomer_is_refused_at_once(
+        make_local_master, monkeypatch):
+    monkeypatch.setattr(MasterHTTPServer, "max_connections", 8)
+    master = make_local_master(credentials={"alice": "wonderland"})
+    token = base64.b64encode(b"alice:wonderland").decode()
+    call = json.dumps({"type": "DECLINE", "framework_id": {"value": "nope"},
+                       "decline": {"offer_ids": []}}).encode()
+    request = post_headers(master, len(call), "Basic " + token).replace(
+        b"Connection: close", b"Connection: keep-alive") + call
+    with raw_connections(master, 8) as held:
+        for sock in held:                     # an authenticated call each, kept alive
+            sock.sendall(request)
+            assert read_response(sock).startswith(b"HTTP/1.1 ")
         with raw_connections(master) as (extra,):
             reply = read_reply(extra)
         assert reply.startswith(b"HTTP/1.1 503"), reply[:200]
         assert b"connections" in reply
-        assert threading.active_count() <= threads_before + 8 + 1
+        for sock in held:                     # none of them was dropped for it
+            sock.sendall(request)
+            assert read_response(sock).startswith(b"HTTP/1.1 ")
     deadline = time.monotonic() + PATIENCE    # the 8 are gone once their handlers see EOF
     while time.monotonic() < deadline:
         try:

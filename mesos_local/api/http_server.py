@@ -102,6 +102,13 @@ def principal_error(call, principal):
     return None
 
 
+def _shut_down(sock):
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class MasterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -116,7 +123,9 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self.deadlines = Deadlines()
         if ":" in host:
             self.address_family = socket.AF_INET6
-        self._connections: set[socket.socket] = set()
+        # Every open connection, oldest first: whether a call on it was
+        # authenticated (never dropped for a newcomer: see process_request).
+        self._connections: dict[socket.socket, bool] = {}
         self._connections_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         super().__init__((host, port), handler or _Handler)
@@ -132,16 +141,42 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self.server_name, self.server_port = self.socket.getsockname()[:2]
 
     def process_request(self, request, client_address):
+        """Admit a connection. At ``max_connections`` the oldest one on which
+        no call was authenticated is dropped for it: a peer without
+        credentials that holds connections (idle, or sending half a request)
+        crowds out only its like, never a framework. With every connection
+        vouched for, the newcomer is refused at once (503)."""
+        dropped = None
         with self._connections_lock:
             full = len(self._connections) >= self.max_connections
+            if full:
+                dropped = next((sock for sock, vouched in self._connections.items()
+                                if not vouched), None)
+                if dropped is not None:
+                    del self._connections[dropped]
+                    full = False
+                    # Shut down under the lock, while it is one of ours: its
+                    # handler closes it (its number free for reuse) only
+                    # after it has left this table (shutdown_request).
+                    _shut_down(dropped)
             if not full:
-                self._connections.add(request)
+                self._connections[request] = False
+        if dropped is not None:
+            log.debug("dropped the oldest of %d connections without an authenticated call "
+                      "for one from %s", self.max_connections, client_address)
         if full:
             body = _BUSY_BODY % self.max_connections
             end_connection(request, _BUSY % len(body) + body)
             request.close()
             return
         super().process_request(request, client_address)
+
+    def vouch(self, request):
+        """A call on ``request`` was authenticated (or needs no credentials
+        on this master): it is not dropped for a newcomer."""
+        with self._connections_lock:
+            if request in self._connections:
+                self._connections[request] = True
 
     def handle_error(self, request, client_address):
         # A client that went away (or was cut off at its deadline) is not an
@@ -154,7 +189,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
     def shutdown_request(self, request):
         with self._connections_lock:
-            self._connections.discard(request)
+            self._connections.pop(request, None)
         super().shutdown_request(request)
 
     def start(self):
@@ -174,12 +209,8 @@ class MasterHTTPServer(ThreadingHTTPServer):
     def end_connections(self):
         """Shut the open connections down: idle keep-alive and stalled streams."""
         with self._connections_lock:
-            connections = list(self._connections)
-        for sock in connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            for sock in self._connections:
+                _shut_down(sock)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -257,10 +288,10 @@ class _Handler(BaseHTTPRequestHandler):
         ``mesos-master-readwrite``; ``/files``: ``mesos-master-readonly``)."""
         master = self.server.master
         self.principal = None
-        if not master.authenticates:
-            return True
-        self.principal = master.authenticate(self.headers.get("Authorization"))
-        if self.principal is not None:
+        if master.authenticates:
+            self.principal = master.authenticate(self.headers.get("Authorization"))
+        if self.principal is not None or not master.authenticates:
+            self.server.vouch(self.connection)
             return True
         self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", self._challenge())])
         return False
