@@ -172,6 +172,37 @@ def test_a_run_whose_process_was_stopped_long_says_so_with_the_failure_that_foll
         run.close()
 
 
+def test_a_failure_while_the_master_was_lost_says_so():
+    # `tfmesos local-master` stopped (SIGTERM) under a run: its agent
+    # stopped the tasks, and the run said only "task worker:0 exited with
+    # code 143" (a kill, by the README; found by a review helper).
+    from tfmesos.core.events import MesosDisconnected, Subscribed
+    run = RealRun(WORKERS)
+    try:
+        run.running()
+        run.handle(MesosDisconnected())
+        run.later(3)
+        with pytest.raises(TaskFailed) as caught:
+            run.exit("worker:0", 143)
+        run.run.record.ended(caught.value, "running")   # as the run's wait records it
+        assert run.run.record.hint == (
+            "tfrun had lost its Mesos master (mock-master:5050) 3 s before and had not found it "
+            "again: a tfmesos local-master that stops (Ctrl-C, SIGTERM) stops its tasks")
+    finally:
+        run.close()
+    again = RealRun(WORKERS)          # found again: the failure is the task's own
+    try:
+        again.running()
+        again.handle(MesosDisconnected())
+        again.handle(Subscribed(None, again=True))
+        with pytest.raises(TaskFailed) as caught:
+            again.exit("worker:0", 143)
+        again.run.record.ended(caught.value, "running")
+        assert "lost its Mesos master" not in (again.run.record.hint or "")
+    finally:
+        again.close()
+
+
 def test_the_pause_said_is_the_one_the_failure_followed():
     # An early 300-s stop, then a 62-s one: the hint said 300 s (the
     # longest of the run; found by a review helper).

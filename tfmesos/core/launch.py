@@ -418,7 +418,8 @@ class ClusterRun(RunEffects, RunInterrupts):
         self.reactions.tick()
         self.recovery.tick()
         if self.state.failure is not None:
-            self.record.hint_next_outcome(self._pauses.note())
+            self.record.hint_next_outcome(self._pauses.note() or self.reactions.master_lost_note(
+                self.master or self.runtime.master_url))
             raise self.state.failure
 
     def pause_note(self) -> Optional[str]:

@@ -122,6 +122,7 @@ class RunEvents:
         self._max_attempts = max_attempts
         self._mode = mode
         self._reconciled = control.now()
+        self.master_lost_at: Optional[float] = None   # since a disconnection, until subscribed
         self._handlers: dict[type, Callable[[Any], None]] = {
             TaskRegistered: self._on_registered, TaskOutput: self._on_output,
             TaskMetrics: self._on_metrics,
@@ -264,13 +265,28 @@ class RunEvents:
                      "output is in the run directory)" % (slot.name, what))
 
     def _on_subscribed(self, event: Subscribed) -> None:
+        self.master_lost_at = None
         if event.again:
             logger.info("re-subscribed to the Mesos master; the tasks were kept")
         else:
             logger.info("subscribed to the Mesos master")
 
     def _on_mesos_disconnected(self, event: MesosDisconnected) -> None:
+        if self.master_lost_at is None:
+            self.master_lost_at = self.control.now()
         logger.warning("lost the connection to the Mesos master; reconnecting")
+
+    def master_lost_note(self, master: str) -> Optional[str]:
+        """What a failure now should say of the master (``master``) the run
+        lost and has not found again, or None: the failure may be the
+        master's end (a stopped ``tfmesos local-master`` stops its tasks, and
+        the run hears of it only from the tasks, a SIGTERM's 143)."""
+        if self.master_lost_at is None:
+            return None
+        lost = self.control.now() - self.master_lost_at
+        return ("tfrun had lost its Mesos master (%s) %s and had not found it again: a "
+                "tfmesos local-master that stops (Ctrl-C, SIGTERM) stops its tasks"
+                % (master, "%.0f s before" % lost if lost >= 1 else "just before"))
 
     def _on_agent_lost(self, event: AgentLost) -> None:
         # Mesos reports each of the agent's tasks as lost in a status update;
