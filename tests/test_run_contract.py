@@ -203,6 +203,32 @@ def test_a_failure_while_the_master_was_lost_says_so():
         again.close()
 
 
+def test_a_ps_that_exits_0_while_workers_run_is_said():
+    # A ps serves until the run ends (TensorFlow's server.join()): one that
+    # exited 0 mid-run went unmentioned (found by a review helper).
+    run = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
+    try:
+        run.running()
+        run.exit("ps:0", 0)
+        assert run.notes == ["ps:0 exited with code 0 while 2 workers still run: a ps task "
+                             "serves until the run ends (TensorFlow's server.join()), so a "
+                             "worker that needs it will find it gone"]
+        assert run.phase == Phase.RUNNING
+        run.exit("worker:0", 0)
+        run.exit("worker:1", 0)
+        assert len(run.notes) == 1
+    finally:
+        run.close()
+    ended = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
+    try:                              # after the workers: nothing to say
+        ended.running()
+        ended.exit("worker:0", 0)
+        ended.exit("worker:1", 0)
+        assert ended.notes == []
+    finally:
+        ended.close()
+
+
 def test_the_pause_said_is_the_one_the_failure_followed():
     # An early 300-s stop, then a 62-s one: the hint said 300 s (the
     # longest of the run; found by a review helper).

@@ -218,6 +218,19 @@ class RunEvents:
                                           "worker" if running == 1 else "workers",
                                           "s" if running == 1 else ""))
 
+    def _ps_left(self, slot: TaskSlot) -> None:
+        """A ps that exited 0 while workers run is said: it serves until the
+        run ends, so the workers that need it are about to fail."""
+        if slot.job.name != "ps":
+            return
+        running = sum(1 for other in self._slots if other.job.name in ("chief", "worker")
+                      and not other.done and other.exit_code is None)
+        if running:
+            self._notify("%s exited with code 0 while %s: a ps task serves until the run "
+                         "ends (TensorFlow's server.join()), so a worker that needs it will "
+                         "find it gone" % (slot.name, "1 worker still runs" if running == 1
+                                           else "%d workers still run" % running))
+
     def _on_task_disconnected(self, event: TaskDisconnected) -> None:
         slot = self._slots.current(event.task_id)
         if slot is None or slot.done or slot.exit_code is not None:
@@ -429,6 +442,7 @@ class RunEvents:
         if self._state.phase != Phase.RUNNING or done:
             if done:
                 self._group_member_left(slot, code)
+                self._ps_left(slot)
             return
         removed = self._framework_removed() \
             if killed_by_signal(code) or state == "TASK_KILLED" else None
