@@ -132,7 +132,7 @@ def test_a_job_asks_for_no_amount_mesos_keeps_as_zero():
     for field in ("cpus", "mem"):
         with pytest.raises(SpecError, match="must be at least 0.0005"):
             Job("worker", 1, **{field: 0.0004})
-    assert Job("worker", 1, cpus=0.0005).cpus == 0.0005
+    assert Job("worker", 1, cpus=0.0005).cpus == 0.001   # as Mesos keeps it
 
 
 def test_an_operation_acknowledgement_without_its_agent_is_refused(local_master, clients):

@@ -1,5 +1,6 @@
 import copy
 import json
+import math
 import random
 
 import pytest
@@ -7,7 +8,6 @@ from addict import Dict
 from offers import offer, scalar
 
 from tfmesos.core.placement import (
-    EPSILON,
     Assignment,
     OfferPool,
     Placement,
@@ -303,29 +303,35 @@ def test_place_matches_the_reference(seed):
     assert summary(place(requests, [Dict(o) for o in offers])) == expected
 
 
+def milli(value):
+    """Mesos' fixed point (src/common/values.cpp: llround(value * 1000))."""
+    return int(math.floor(value * 1000 + 0.5))
+
+
 def _ref_scalar(entries, name):
-    return sum(e["scalar"]["value"] for e in entries
+    return sum(milli(e["scalar"]["value"]) for e in entries
                if e["name"] == name and e.get("type", "SCALAR") == "SCALAR")
 
 
 def _ref_fits(entries, request):
     sets = [len(e["set"]["item"]) for e in entries if e["name"] == "gpus" and e["type"] == "SET"]
-    return (_ref_scalar(entries, "cpus") + EPSILON >= request.cpus
-            and _ref_scalar(entries, "mem") + EPSILON >= request.mem
-            and (not request.gpus or _ref_scalar(entries, "gpus") + EPSILON >= request.gpus
+    return (_ref_scalar(entries, "cpus") >= milli(request.cpus)
+            and _ref_scalar(entries, "mem") >= milli(request.mem)
+            and (not request.gpus or _ref_scalar(entries, "gpus") >= milli(request.gpus)
                  or max(sets, default=0) >= request.gpus))
 
 
 def _ref_take_scalar(entries, name, amount):
     taken = []
+    amount = milli(amount)
     for entry in entries:
         if entry["name"] != name or entry.get("type", "SCALAR") != "SCALAR":
             continue
-        part = min(entry["scalar"]["value"], amount)
-        if amount > EPSILON and part > EPSILON:
-            entry["scalar"]["value"] = round(entry["scalar"]["value"] - part, 6)
+        part = min(milli(entry["scalar"]["value"]), amount)
+        if amount > 0 and part > 0:
+            entry["scalar"]["value"] = (milli(entry["scalar"]["value"]) - part) / 1000
             amount -= part
-            taken.append(dict(copy.deepcopy(entry), scalar={"value": round(part, 6)}))
+            taken.append(dict(copy.deepcopy(entry), scalar={"value": part / 1000}))
     return taken
 
 
@@ -334,7 +340,7 @@ def _ref_take(entries, request):
     resources = _ref_take_scalar(entries, "cpus", request.cpus)
     resources += _ref_take_scalar(entries, "mem", request.mem)
     ids, port = [], None
-    if request.gpus and _ref_scalar(entries, "gpus") + EPSILON >= request.gpus:
+    if request.gpus and _ref_scalar(entries, "gpus") >= milli(request.gpus):
         resources += _ref_take_scalar(entries, "gpus", request.gpus)
     elif request.gpus:
         entry = next(e for e in entries if e["name"] == "gpus" and e["type"] == "SET"
@@ -378,8 +384,40 @@ def reference_place(requests, offers):
 def _ref_gpu_offer(offer):
     entries = offer["resources"]
     sets = [e for e in entries if e["name"] == "gpus" and e["type"] == "SET" and e["set"]["item"]]
-    return int(_ref_scalar(entries, "gpus") + EPSILON) > 0 or bool(sets)
+    return _ref_scalar(entries, "gpus") >= 1000 or bool(sets)
 
 
 def natural(item):
     return (0, int(item), "") if str(item).isdigit() else (1, 0, str(item))
+
+
+def test_amounts_are_counted_in_thousandths_as_mesos_counts_them():
+    # Mesos rounds every scalar to three decimals before it adds or compares
+    # (src/common/values.cpp, convertToFixed): three tasks of 0.6666... cpus
+    # are 0.667 each, 2.001 in all, which a 2-cpu offer cannot hold (the
+    # third got TASK_ERROR "more than available"; found by a review helper).
+    third = 2 / 3
+    result = place([TaskRequest(i, cpus=third, mem=256) for i in range(3)],
+                   [offer("o1", cpus=2.0)])
+    assert len(result.launches["o1"]) == 2 and [r.key for r in result.unplaced] == [2]
+    for a in result.launches["o1"]:
+        assert amounts(a.resources, "cpus") == 0.667
+    # ... and what a task asks is what its TaskInfo says, in thousandths.
+    result = place([TaskRequest(0, cpus=0.0006, mem=100.00049)], [offer("o1")])
+    (a,) = result.launches["o1"]
+    assert (amounts(a.resources, "cpus"), amounts(a.resources, "mem")) == (0.001, 100.0)
+
+
+def test_a_share_across_entries_has_no_piece_mesos_rounds_to_nothing():
+    # A reserved 1.0 and an unreserved 4.0: the fourth task of 0.3332 cpus
+    # was cut into 0.0004 + 0.3328, and Mesos refuses 0.0004 ("Invalid scalar
+    # resource: value <= 0", src/common/resources.cpp), failing the LAUNCH.
+    reserved = scalar("cpus", 1.0, "ml", reservations=[{"type": "STATIC", "role": "ml"}])
+    ml = offer("o1", cpus=4.0, role="ml")
+    ml["resources"].insert(0, reserved)
+    result = place([TaskRequest(i, cpus=0.3332, mem=256, port=False) for i in range(4)], [ml])
+    assert len(result.launches["o1"]) == 4
+    for a in result.launches["o1"]:
+        pieces = [r["scalar"]["value"] for r in a.resources if r["name"] == "cpus"]
+        assert all(piece >= 0.001 and round(piece * 1000) == piece * 1000 for piece in pieces)
+        assert round(sum(pieces) * 1000) == 333

@@ -134,3 +134,13 @@ def test_local_in_any_case_is_the_embedded_master(given):
     from tfmesos.core import config
     assert config.resolve_master(given, {}) == config.LOCAL
     assert config.resolve_master(None, {"MESOS_MASTER": given}) == config.LOCAL
+
+
+def test_a_jobs_cpus_and_mem_are_kept_as_mesos_keeps_them():
+    # In thousandths (src/common/values.cpp): 3 x 2/3 cpus are 2.001 to
+    # Mesos, which a 2-cpu agent cannot hold; the run's totals, messages and
+    # TaskInfos say so (found by a review helper: the third task got TASK_ERROR).
+    from tfmesos.core.jobs import Job
+    job = Job("worker", num=3, cpus=2 / 3, mem=100.00049)
+    assert (job.cpus, job.mem) == (0.667, 100.0)
+    assert Job("worker", cpus=0.0005).cpus == 0.001

@@ -57,6 +57,16 @@ def has_control_characters(text: str) -> bool:
     return bool(_CONTROL.search(text))
 
 
+def milli(value: float) -> int:
+    """``value`` in thousandths, as Mesos keeps every scalar before it adds
+    or compares them (src/common/values.cpp, ``convertToFixed``:
+    ``llround(value * 1000)``): placement counts in them, so that what it
+    fits Mesos finds available, and no task's share has a piece of less
+    than 0.001, which Mesos refuses ("Invalid scalar resource: value <= 0",
+    src/common/resources.cpp)."""
+    return int(math.floor(value * 1000 + 0.5))
+
+
 __all__ = ["MAX_TASKS", "MAX_TASK_INDEX", "MAX_CPUS", "MAX_MEM_MB", "MAX_GPUS", "MAX_ATTEMPTS",
            "MAX_SECONDS", "MAX_SHIP_MB", "MAX_NAME", "MAX_COUNT", "ENV_NAME", "describe",
-           "number_error", "has_control_characters"]
+           "number_error", "has_control_characters", "milli"]

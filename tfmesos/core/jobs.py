@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 
 from ..exceptions import SpecError
 from ..field_methods import FrozenFieldMethods
-from .inputs import MAX_CPUS, MAX_GPUS, MAX_MEM_MB, MAX_TASK_INDEX, MAX_TASKS, number_error
+from .inputs import MAX_CPUS, MAX_GPUS, MAX_MEM_MB, MAX_TASK_INDEX, MAX_TASKS, milli, number_error
 from .spec_fields import env_tuple
 from .training_frameworks import TENSORFLOW, TORCH, framework_placeholders
 
@@ -65,7 +65,9 @@ class Job(FrozenFieldMethods):
                 raise SpecError.about("job %%r: {job.%s} %%s%s, got %%r" % (
                     field, " (MB)" if field == "mem" else ""), self.name, why, value,
                     job=self.name)
-            object.__setattr__(self, field, float(value))
+            # As Mesos keeps it (inputs.milli): what TaskInfos, totals,
+            # messages and run.json say is what the agents count.
+            object.__setattr__(self, field, milli(value) / 1000)
         gpus = self.gpus
         if isinstance(gpus, float) and math.isfinite(gpus) and float(gpus).is_integer():
             gpus = int(gpus)

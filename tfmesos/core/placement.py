@@ -22,8 +22,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypedDict, TypeVar
 
 from ..field_methods import FieldMethods
-
-EPSILON = 1e-6
+from .inputs import milli
 
 # Mesos' JSON messages as the driver hands them over (an ``addict.Dict``
 # is a dict): an Offer, a Resource.
@@ -102,7 +101,8 @@ class OfferPool:
         self.agent_id: str = offer["agent_id"]["value"]
         self.hostname: str = offer.get("hostname", "")
         self.agent_url: Optional[dict[str, Any]] = offer.get("url")
-        self._scalars: dict[str, list[list[Any]]] = {}   # name -> [[entry, value left], ...]
+        # name -> [[entry, thousandths left], ...]
+        self._scalars: dict[str, list[list[Any]]] = {}
         self._gpu_sets: list[list[Any]] = []  # [[entry, items left], ...]
         # [[entry, [(begin, end), ...], index, next port], ...]
         self._ports: list[list[Any]] = []
@@ -125,7 +125,7 @@ class OfferPool:
         name, kind = res.get("name", ""), res.get("type", "SCALAR")
         if kind == "SCALAR":
             value = res.get("scalar", {}).get("value", 0.0)
-            self._scalars.setdefault(name, []).append([res, value])
+            self._scalars.setdefault(name, []).append([res, milli(value)])
         elif name == "gpus" and kind == "SET":
             self._gpu_sets.append([res, list(res.get("set", {}).get("item", ()))])
         elif name == "ports" and kind == "RANGES":
@@ -153,10 +153,10 @@ class OfferPool:
         self._largest_gpu_set = max(sizes, default=0)
 
     def scalar(self, name: str) -> float:
-        return self._totals.get(name, 0)
+        return self._totals.get(name, 0) / 1000
 
     def gpu_count(self) -> int:
-        return int(self.scalar("gpus") + EPSILON) + self._gpu_set_items
+        return self._totals.get("gpus", 0) // 1000 + self._gpu_set_items
 
     def ports(self) -> list[tuple[int, int]]:
         left: list[tuple[int, int]] = []
@@ -183,9 +183,9 @@ class OfferPool:
             # A task without its port would bind one the agent never offered.
             return False   # (ports only shrink: an offer that cannot never will)
         totals = self._totals
-        return (totals.get("cpus", 0) + EPSILON >= request.cpus
-                and totals.get("mem", 0) + EPSILON >= request.mem
-                and (request.gpus <= 0 or totals.get("gpus", 0) + EPSILON >= request.gpus
+        return (totals.get("cpus", 0) >= milli(request.cpus)
+                and totals.get("mem", 0) >= milli(request.mem)
+                and (request.gpus <= 0 or totals.get("gpus", 0) >= 1000 * request.gpus
                      or self._largest_gpu_set >= request.gpus))
 
     def take(self, request: TaskRequest[Any]
@@ -215,23 +215,23 @@ class OfferPool:
 
     def _take_scalar(self, name: str, amount: float) -> list[dict[str, Any]]:
         taken = []
+        wanted = milli(amount)
         parts: Sequence[list[Any]] = self._scalars.get(name, ())
         for part_left in parts:
-            if amount <= EPSILON:
+            if wanted <= 0:
                 break
-            available = part_left[1]
-            part = min(available, amount)
-            if part <= EPSILON:
+            part = min(part_left[1], wanted)
+            if part <= 0:
                 continue
-            part_left[1] = round(available - part, 6)
-            amount -= part
-            taken.append(_cut(part_left[0], "scalar", {"value": round(part, 6)}))
+            part_left[1] -= part
+            wanted -= part
+            taken.append(_cut(part_left[0], "scalar", {"value": part / 1000}))
         if taken:
             self._totals[name] = sum(left for _, left in parts)
         return taken
 
     def _take_gpus(self, count: int) -> tuple[list[dict[str, Any]], list[str]]:
-        if self.scalar("gpus") + EPSILON >= count:
+        if self._totals.get("gpus", 0) >= 1000 * count:
             return self._take_scalar("gpus", count), []
         for entry_items in self._gpu_sets:
             entry, items = entry_items
