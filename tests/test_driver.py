@@ -96,6 +96,25 @@ def test_labels_set_after_subscribing_survive_a_resubscription(make_local_master
     assert framework["labels"] == [{"key": "tfmesos.proof", "value": "signed"}]
 
 
+def test_suppression_survives_an_update_of_the_framework(make_local_master, drivers):
+    # UPDATE_FRAMEWORK's suppressed_roles are the framework's new set
+    # (scheduler.proto; the allocator revives every role left out,
+    # hierarchical.cpp): one without them revived the framework while the
+    # driver still believed it suppressed (found by a review helper).
+    master = make_local_master()
+    driver, sched = drivers(master.url)
+    offer = sched.next("offers")[0][0]
+    driver.suppressOffers()
+    driver.declineOffer([offer.id], {"refuse_seconds": 0})
+    driver.updateFramework(dict(driver.framework, labels={"labels": [
+        {"key": "tfmesos.proof", "value": "signed"}]}))
+    [framework] = master.state()["frameworks"]
+    assert framework["suppressed_roles"] == ["*"]
+    sched.none("offers", 1.5)
+    driver.reviveOffers()
+    sched.next("offers", timeout=5)
+
+
 def test_no_call_goes_out_after_teardown(make_local_master, drivers):
     master = make_local_master()
     driver, sched = drivers(master.url)

@@ -99,10 +99,18 @@ def message(executor_id: Json, agent_id: Json, data: Union[str, bytes]) -> Call:
         "agent_id": agent_id, "executor_id": executor_id, "data": encode_data(data)}}
 
 
-def update_framework(framework_info: Json) -> Call:
+def update_framework(framework_info: Json, suppressed_roles: Iterable[str] = ()) -> Call:
     """UPDATE_FRAMEWORK (Mesos 1.9+): the framework's new FrameworkInfo,
-    its id included (scheduler.proto)."""
-    return {"type": "UPDATE_FRAMEWORK", "update_framework": {"framework_info": framework_info}}
+    its id included, and its roles that stay suppressed: the call's
+    ``suppressed_roles`` are the framework's new set, every other role
+    revived (scheduler.proto; src/master/master.cpp ``updateFramework``
+    hands them to the allocator), so libmesos sends them
+    (src/sched/sched.cpp, ``updateFramework``)."""
+    call: dict[str, Any] = {"framework_info": framework_info}
+    roles = sorted(suppressed_roles)
+    if roles:
+        call["suppressed_roles"] = roles
+    return {"type": "UPDATE_FRAMEWORK", "update_framework": call}
 
 
 def teardown() -> Call:

@@ -365,7 +365,7 @@ class MesosSchedulerDriver:
         says it, as libmesos' does (src/sched/sched.cpp, updateFramework),
         or the master would take the older info back."""
         info = dict(copy.deepcopy(dict(framework_info)), id={"value": self.framework_id})
-        self._call(calls.update_framework(info))
+        self._call(calls.update_framework(info, self._stream.suppressed_roles))
         # In place: the subscription stream holds this very dict.
         self.framework.clear()
         self.framework.update(info)
