@@ -227,6 +227,9 @@ def test_privileged_root_volume_and_root_containers_are_refused(make_local_maste
         "unknown": lambda t, o: container_task(t, o, user="no-such-user-here"),
         "caps": lambda t, o: container_task(t, o, user="nobody",
                                             parameters=[("cap-add", "SYS_ADMIN")]),
+        # src/common/validation.cpp (MESOS-8497), at the master: TASK_ERROR
+        "name": lambda t, o: container_task(t, o, user="nobody",
+                                            parameters=[("name", "mine")]),
     })
     assert runner.launches == []
     for name in ("priv", "priv-param"):
@@ -238,6 +241,8 @@ def test_privileged_root_volume_and_root_containers_are_refused(make_local_maste
         assert "--allow-root" in messages[name]
     assert "could make it root" in messages["unknown"]
     assert "cap-add=SYS_ADMIN lifts the container's user boundary" in messages["caps"]
+    assert messages["name"] == ("Task's `ContainerInfo` is invalid: Parameter in DockerInfo "
+                                "must not be 'name'")
 
 
 def test_root_framework_user_is_refused_unless_allowed(make_local_master, clients):

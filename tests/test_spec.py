@@ -53,6 +53,8 @@ def test_run_spec_validation():
     assert spec.containerizer == "DOCKER"
     assert spec.volumes == (("/data", "/data", "RO"),)
     assert spec.docker_parameters == (("memory-swap", "-1"),)
+    with pytest.raises(SpecError, match="Mesos refuses the Docker parameter 'name'"):
+        RunSpec(docker_parameters=(("name", "mine"),))   # MESOS-8497: TASK_ERROR
     with pytest.raises(SpecError, match="unknown containerizer"):
         RunSpec(containerizer="rkt")
     with pytest.raises(SpecError, match="not absolute"):

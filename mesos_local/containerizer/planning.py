@@ -295,6 +295,12 @@ def _plan_docker_image(container):
         raise TaskInvalid("docker port_mappings are not supported by the local "
                           "master (HOST networking only)")
     parameters = [(p["key"], p["value"]) for p in docker.get("parameters", [])]
+    if any(key == "name" for key, _ in parameters):
+        # src/common/validation.cpp, validateContainerInfo (MESOS-8497: the
+        # Docker containerizer names its containers), from the master's
+        # validateContainerInfo (src/master/validation.cpp).
+        raise TaskInvalid("Task's `ContainerInfo` is invalid: Parameter in DockerInfo must "
+                          "not be 'name'")
     if docker.get("privileged") or any(_parameter_key(key) == "privileged"
                                        and value.strip().lower() not in ("0", "false", "no")
                                        for key, value in parameters):
