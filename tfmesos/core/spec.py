@@ -219,9 +219,9 @@ class RunSpec(FrozenFieldMethods):
             key, value = item.split("=", 1) if isinstance(item, str) and "=" in item else item
             if str(key) == "name":
                 # src/common/validation.cpp refuses it (MESOS-8497): TASK_ERROR
-                raise SpecError.about("{docker_parameters}: Mesos refuses the Docker parameter "
-                                      "'name' (its Docker containerizer names the container): "
-                                      "drop it")
+                raise SpecError("docker_parameters: Mesos refuses the Docker parameter "
+                                "'name' (its Docker containerizer names the container): "
+                                "drop it")
             params.append((str(key), str(value)))
         object.__setattr__(self, "docker_parameters", tuple(params))
         if self.refused_timeout is None:
