@@ -116,6 +116,9 @@ def test_attach_takes_over_a_killed_failover_tfrun_without_restarting_a_task(
                 for name in before), timeout=120,
                 message=lambda: "the tasks never came back to the new scheduler")
             assert framework_of(master)[0]["connected"]
+            # Not erased as the cluster formed again (tfmesos show reads it).
+            assert json.loads((run_dir / "run.json").read_text())["framework_id"] == \
+                framework["id"]
             finish.write_text("")
             out, err = attach.communicate(timeout=120)
         finally:

@@ -6,6 +6,7 @@ outlives its scheduler."""
 import dataclasses
 import json
 import os
+import queue
 
 import pytest
 
@@ -114,6 +115,32 @@ def test_the_record_is_carried_on(tmp_path):
     assert [len(task["attempts"]) for task in saved["tasks"]] == [1, 1, 1]
     assert saved["metrics"][0]["last_step"] == 7
     assert (tmp_path / "worker.0.stdout").read_text() == "step 1\nstep 2\n"   # appended
+
+
+def test_a_takeover_keeps_the_runs_framework_id(tmp_path):
+    # tfmesos attach erased framework_id from run.json: its scheduler
+    # re-subscribed (reregistered), never set its framework_id, and the
+    # record took None over the one resumed (found by a review helper).
+    from tfmesos.core.scheduler import TFMesosScheduler
+
+    class Driver:
+        framework_id = "F-1"
+
+        def reconcileTasks(self, tasks):
+            pass
+
+    scheduler = TFMesosScheduler.__new__(TFMesosScheduler)
+    scheduler.framework_id = None
+    scheduler.reconcile = lambda driver, implicit: None
+    scheduler._events = queue.Queue()
+    scheduler.reregistered(Driver(), {})
+    assert scheduler.framework_id == "F-1"
+    slots = make_slots(JOBS)
+    record = RunRecord(str(tmp_path), RunFile(run_id="r1", mode="replica"), slots, True)
+    record.resume(previous_run(**{name: [attempt(name, 1)] for name in ("ps:0", "worker:0",
+                                                                        "worker:1")}))
+    record.all_registered(None)
+    assert json.loads((tmp_path / "run.json").read_text())["framework_id"] == "F-1"
 
 
 def test_a_record_of_other_tasks_is_refused(tmp_path):

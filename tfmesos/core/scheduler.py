@@ -167,6 +167,9 @@ class TFMesosScheduler(Scheduler):
         self._events.put(Subscribed(master_info))
 
     def reregistered(self, driver: OfferDriver, master_info: "Dict") -> None:
+        # A takeover (tfmesos attach, a detached run's new scheduler task)
+        # subscribes with the run's framework id and hears only this.
+        self.framework_id = getattr(driver, "framework_id", None) or self.framework_id
         # Updates the master made while we were away (TASK_LOST of a removed
         # agent) were dropped, not queued: ask for every task's state.
         self.reconcile(driver, implicit=True)

@@ -274,7 +274,7 @@ class RunRecord(RunOutcome):
         """The cluster is complete; ``first_offer``: time.time() of the
         first offers (kept now: a scheduler that dies never finishes)."""
         with self._lock:
-            self._run.framework_id = framework_id
+            self._run.framework_id = framework_id or self._run.framework_id
             if first_offer and self._run.timings.first_offer is None:
                 self._run.timings.first_offer = timestamp(first_offer)
         self._set_timing("all_registered")
