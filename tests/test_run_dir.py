@@ -448,3 +448,29 @@ def test_under_nohup_a_hangup_leaves_the_run_alone(tmp_path):
     assert proc.returncode == 130
     assert load_run_json(run_dir)["outcome"]["status"] == "interrupted"
     assert_no_task_processes()
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["--failover's run dir", "the temp dir"])
+def test_a_full_disk_where_the_run_packs_what_it_ships_is_one_line(full_disk, tmp_path,
+                                                                   monkeypatch, kept):
+    # `tfrun --failover --ship` with its run directory on a full disk, or
+    # any --ship with a full $TMPDIR, ended in a traceback (OSError ENOSPC
+    # from the packing; found by a review helper).
+    import tempfile
+
+    from tfmesos.ship.bundle import ShipSpec
+    from tfmesos.ship.ship_errors import ShipError
+    from tfmesos.ship.shipping import Shipment
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('hi')\n" * 20000)
+    if not kept:
+        monkeypatch.setattr(tempfile, "tempdir", str(full_disk))
+    with pytest.raises(ShipError) as caught:
+        Shipment(ShipSpec(str(project)), bind_host="127.0.0.1", say=lambda text: None,
+                 keep_in=str(full_disk / "run" / "shipped") if kept else None)
+    where = str(full_disk / "run" / "shipped") if kept else str(full_disk)
+    assert str(caught.value).startswith("cannot write what the run ships in %s" % where)
+    assert "No space left on device" in str(caught.value)
+    assert "free space there" in str(caught.value)
+    assert sorted(os.listdir(full_disk)) == ["filler"] + (["run"] if kept else [])

@@ -318,6 +318,11 @@ def pack(directory, out_dir, exclude=(), max_size=MAX_SIZE, follow_links=False,
     return Bundle(final, name, sha, len(members), total, directory, tuple(others))
 
 
+class ArchiveWriteError(OSError):
+    """Writing the archive failed (a full disk): the place's fault, not a
+    shipped file's."""
+
+
 class _HashingWriter(io.RawIOBase):
     """Writes to ``raw`` and hashes what it writes into ``digest`` on a
     thread of its own (hashlib lets go of the interpreter lock for all but
@@ -351,7 +356,10 @@ class _HashingWriter(io.RawIOBase):
         data = bytes(data)   # the caller may reuse its buffer; a bytes is kept as it is
         self._chunks.put(data)
         self._written += len(data)
-        return self.raw.write(data)
+        try:
+            return self.raw.write(data)
+        except OSError as exc:
+            raise ArchiveWriteError(exc.errno, exc.strerror) from exc
 
     def close(self):
         if not self.closed:
@@ -409,6 +417,8 @@ def _add(tar, member, info):
                     raise _changed_error(member)
         else:
             tar.addfile(info)
+    except ArchiveWriteError:
+        raise
     except OSError as exc:
         raise unreadable(member.path, exc) from None
 

@@ -41,13 +41,16 @@ directory's ``shipped/``), in a directory the run keeps while it is left to
 its tasks (``stop(keep=True)``) and that goes when it is finally stopped.
 """
 
+import contextlib
 import copy
+import errno
 import logging
 import os
 import re
 import shlex
 import shutil
 import stat
+import tempfile
 from typing import Optional
 
 from ..protocol import task_env
@@ -72,6 +75,23 @@ SANDBOX = '"${MESOS_SANDBOX:-$PWD}"'   # the sandbox, in the task's shell comman
 ENV_PYTHON = "bin/python3"             # the interpreter of a --python-env archive
 
 
+# Where writing fails for the place, not for what is written: said so.
+_PLACE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+
+
+@contextlib.contextmanager
+def _where_written(place):
+    """An OSError of ``place`` itself (full, read-only) as one ShipError."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _PLACE_ERRORS:
+            raise
+        raise ShipError("cannot write what the run ships in %s: %s: free space there, or "
+                        "give the run another (--run-dir DIR for --failover and --detach, "
+                        "$TMPDIR otherwise)" % (place, exc.strerror)) from None
+
+
 class Shipment:
     """The packed files of one run and the server that hands them out.
     ``say(text)`` tells the user what was shipped; ``leave_out``:
@@ -89,9 +109,11 @@ class Shipment:
         say = say or logger.info
         self._work: Optional[str]   # stop removes it, unless it is kept
         if keep_in is None:
-            self._work = work_dirs.make("ship")   # removed by stop, else by the next tfrun
+            with _where_written(tempfile.gettempdir()):
+                self._work = work_dirs.make("ship")   # removed by stop, else by the next tfrun
         else:
-            os.makedirs(keep_in, mode=0o700, exist_ok=True)
+            with _where_written(keep_in):
+                os.makedirs(keep_in, mode=0o700, exist_ok=True)
             found = os.lstat(keep_in)
             if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
                 raise ShipError("%s, where the run keeps what it packs, is not a directory of "
@@ -102,28 +124,33 @@ class Shipment:
         self.server: Optional[BundleServer] = None
         self._recorded = None   # from_packed's: the original's record()
         try:
-            self.bundle = None
-            if spec.directory is not None:
-                self.bundle = pack(spec.directory, self._work, spec.exclude, spec.max_size,
-                                   follow_links=spec.follow_links,
-                                   allow_secrets=spec.allow_secrets, leave_out=leave_out)
-                say(self.bundle.summary())
-                if self.bundle.archive_size > WARN_SIZE:
-                    say("warning: the bundle is %s and every task downloads it: keep data out "
-                        "of it (--ship-exclude, .gitignore) and read it from shared storage"
-                        % human_size(self.bundle.archive_size))
-            self.task_side = pack_task_side(self._work)
-            self.extra_files = list(spec.extra_files)
-            self.python_env = spec.python_env    # as given: run.json's python_env
-            self.env_name = self.env_path = None
-            if spec.python_env is not None and "://" not in spec.python_env:
-                self.env_name = served_env_name(spec.python_env)
-                self.env_path = spec.python_env
+            with _where_written(self._work):
+                self._pack(spec, say, leave_out)
             self._hash_served()
             self._serve(bind_host)
         except BaseException:
             self.stop()
             raise
+
+    def _pack(self, spec, say, leave_out):
+        """Pack what ``spec`` ships into the work directory."""
+        self.bundle = None
+        if spec.directory is not None:
+            self.bundle = pack(spec.directory, self._work, spec.exclude, spec.max_size,
+                               follow_links=spec.follow_links,
+                               allow_secrets=spec.allow_secrets, leave_out=leave_out)
+            say(self.bundle.summary())
+            if self.bundle.archive_size > WARN_SIZE:
+                say("warning: the bundle is %s and every task downloads it: keep data out "
+                    "of it (--ship-exclude, .gitignore) and read it from shared storage"
+                    % human_size(self.bundle.archive_size))
+        self.task_side = pack_task_side(self._work)
+        self.extra_files = list(spec.extra_files)
+        self.python_env = spec.python_env    # as given: run.json's python_env
+        self.env_name = self.env_path = None
+        if spec.python_env is not None and "://" not in spec.python_env:
+            self.env_name = served_env_name(spec.python_env)
+            self.env_path = spec.python_env
 
     @classmethod
     def from_packed(cls, spec, files, bind_host=None, say=None, recorded=None, keep_in=None,
