@@ -792,3 +792,38 @@ def test_runs_holds_one_record_at_a_time_however_many_it_reads(runs_dir, capsys)
             shutil.rmtree(os.path.join(runs_dir, name))
     assert [run.run_id for run in shown] == ["00000007"] and older == 7
     assert peak < 3 * one, (peak, one)
+
+
+def test_prune_reads_a_record_again_before_it_removes_its_directory(runs_dir, capsys,
+                                                                    monkeypatch):
+    # A run that began in a directory after prune listed it (tfrun --run-dir
+    # reusing an ended run's), or a directory another prune removed
+    # meanwhile: the live run's record and logs were removed; the other was
+    # "left ...: No such file or directory", exit 1 (found by a review helper).
+    from tfmesos.record import history
+    for number in range(3):
+        write_run(runs_dir, "%08d" % number, start=number)
+    real = history.list_runs
+
+    def listed_then_changed(root):
+        runs = real(root)
+        write_run(runs_dir, "reused00", name="tfrun", status="running", exit_code=None)
+        os.replace(runs_dir / "tfrun-reused00" / "run.json",
+                   runs_dir / "tfrun-00000001" / "run.json")
+        shutil.rmtree(runs_dir / "tfrun-reused00")
+        shutil.rmtree(runs_dir / "tfrun-00000000")    # another prune's doing
+        return runs
+    monkeypatch.setattr(history, "list_runs", listed_then_changed)
+    code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+    assert (code, err) == (0, "")
+    assert out == "removed 1 run from %s; kept 1 still running: tfrun-00000001\n" % runs_dir
+    assert sorted(os.listdir(runs_dir)) == ["tfrun-00000001"]
+
+
+def test_runs_lists_a_run_once_not_again_through_a_link(runs_dir, capsys):
+    # Another user's link to a run in a shared runs directory listed it twice.
+    write_run(runs_dir, "aaaa1111")
+    os.symlink(runs_dir / "tfrun-aaaa1111", runs_dir / "evil-link")
+    code, out, _ = tfmesos(capsys, "runs")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["aaaa1111"]
+    os.unlink(runs_dir / "evil-link")

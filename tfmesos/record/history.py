@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
@@ -244,11 +244,13 @@ class Run:
 
 
 def list_runs(root: str) -> list[Run]:
-    """The runs under ``root``, most recent first (unreadable ones skipped)."""
-    return recent_runs(root, None)[0]
+    """The runs under ``root``, most recent first (unreadable ones skipped),
+    symbolic links to run directories too (``prune`` names them)."""
+    return recent_runs(root, None, links=True)[0]
 
 
-def recent_runs(root: str, limit: Optional[int]) -> tuple[list[Run], int]:
+def recent_runs(root: str, limit: Optional[int], links: bool = False
+                ) -> tuple[list[Run], int]:
     """The ``limit`` most recent runs under ``root`` (every one: None), as
     ``list_runs`` orders them, and how many more run records there are.
     Only the runs returned are decoded against the schema: the order comes
@@ -259,14 +261,16 @@ def recent_runs(root: str, limit: Optional[int]) -> tuple[list[Run], int]:
     shown are read again: holding every record parsed took memory as the
     sum of the files (three run.json files of 100 MB that anyone may plant
     in a shared runs directory, 1.45 GB). An older record counted but not
-    decoded may be one ``--all`` skips as unreadable."""
+    decoded may be one ``--all`` skips as unreadable. A symbolic link is
+    listed only with ``links``: else one that another user planted in a
+    shared runs directory showed the run it names twice."""
     if limit is None:
-        parsed = sorted(_parsed(root), key=lambda found: _recency(
+        parsed = sorted(_parsed(root, links), key=lambda found: _recency(
             parse_time(_submitted(found[1])), found[0]), reverse=True)
         return [run for run in (_decoded(directory, data) for directory, data in parsed)
                 if run is not None], 0
     order = sorted(((_recency(parse_time(_submitted(data)), directory))
-                    for directory, data in _parsed(root)), reverse=True)
+                    for directory, data in _parsed(root, links)), reverse=True)
     runs: list[Run] = []
     for at, (_, directory) in enumerate(order):
         if len(runs) >= limit:
@@ -287,9 +291,9 @@ def _submitted(data: object) -> Optional[str]:
     return submitted if isinstance(submitted, str) else None
 
 
-def _parsed(root: str) -> Iterator[tuple[str, object]]:
+def _parsed(root: str, links: bool = False) -> Iterator[tuple[str, object]]:
     """(directory, its run.json's JSON) of every run directory under
-    ``root`` whose run.json can be read."""
+    ``root`` whose run.json can be read (and links to one, with ``links``)."""
     try:
         names = os.listdir(root)
     except FileNotFoundError:
@@ -298,7 +302,8 @@ def _parsed(root: str) -> Iterator[tuple[str, object]]:
         raise HistoryError("cannot list %s: %s" % (root, exc.strerror or exc)) from None
     for name in names:
         directory = os.path.join(root, name)
-        if os.path.isfile(os.path.join(directory, RUN_JSON)):
+        if (links or not os.path.islink(directory)) \
+                and os.path.isfile(os.path.join(directory, RUN_JSON)):
             try:
                 yield directory, parse(directory)
             except HistoryError:
@@ -438,18 +443,47 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
         # counted: every link is named, not followed.
         run for run in runs if os.path.islink(run.directory)]
     host = this_process().host
+
+    def runs_on(run: Run) -> bool:
+        return run.running and (not run.gone or (hold is not None and hold(run))) \
+            or _still_ending(run, host)
+
     for run in past:
-        if run.running and (not run.gone or (hold is not None and hold(run))) \
-                or _still_ending(run, host):
+        if runs_on(run):
             running.append(run)
             continue
         if os.path.islink(run.directory):
             left.append((run, "a symbolic link (not followed: remove it by hand)"))
             continue
+        # Read again just before: a run may have begun in the directory since
+        # it was listed (tfrun --run-dir), or another prune removed it.
+        now = _read_again(run.directory)
+        if now is None:
+            if os.path.lexists(os.path.join(run.directory, RUN_JSON)):
+                left.append((run, "its record changed since it was listed: run again"))
+            continue       # else another prune removed it
+        if now.run_id != run.run_id or runs_on(now):
+            running.append(now)
+            continue
         try:
-            shutil.rmtree(run.directory)
+            shutil.rmtree(run.directory, onerror=_gone_meanwhile)
         except OSError as exc:
             left.append((run, exc.strerror or str(exc)))
             continue
         removed.append(run)
     return removed, running, left
+
+
+def _read_again(directory: str) -> Optional[Run]:
+    """The run ``directory`` holds now; None when its record is gone or
+    cannot be read."""
+    try:
+        return _decoded(directory, parse(directory))
+    except HistoryError:
+        return None
+
+
+def _gone_meanwhile(function: Callable[..., Any], path: str, info: Any) -> None:
+    """rmtree's onerror: what another prune removed first is removed."""
+    if not isinstance(info[1], FileNotFoundError):
+        raise info[1]
