@@ -474,3 +474,65 @@ def test_a_full_disk_where_the_run_packs_what_it_ships_is_one_line(full_disk, tm
     assert "No space left on device" in str(caught.value)
     assert "free space there" in str(caught.value)
     assert sorted(os.listdir(full_disk)) == ["filler"] + (["run"] if kept else [])
+
+
+HOLD_A_RUN_DIR = """
+import sys
+from tfmesos.core.jobs import Job
+from tfmesos.core.slots import make_slots
+from tfmesos.record.run_record import RunRecord
+from tfmesos.record.schema import RunFile
+record = RunRecord(sys.argv[1], RunFile(run_id="first000", mode="replica"),
+                   make_slots([Job("worker", 1)]), False)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_run_directory_another_run_holds_is_refused_and_not_pruned(tmp_path):
+    # Two tfruns started at once with one --run-dir each found no record
+    # there yet and both ran in it: logs mixed, one record lost; and a
+    # prune could remove it under a run that had just begun (found by a
+    # review helper).
+    from tfmesos.core.jobs import Job
+    from tfmesos.core.slots import make_slots
+    from tfmesos.exceptions import TFMesosError
+    from tfmesos.record import history
+    from tfmesos.record.run_record import RunRecord
+    from tfmesos.record.schema import RunFile
+    shared = tmp_path / "runs" / "shared"
+    shared.parent.mkdir()
+    with subprocess.Popen([sys.executable, "-c", HOLD_A_RUN_DIR, str(shared)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as first:
+        try:
+            assert first.stdout.readline() == "holding\n"
+            assert not (shared / "run.json").exists()   # as before its first save
+            with pytest.raises(TFMesosError) as caught:
+                RunRecord(str(shared), RunFile(run_id="second00", mode="replica"),
+                          make_slots([Job("worker", 1)]), False)
+            assert str(caught.value) == (
+                "the run directory %s is another run's, still starting or running: give this "
+                "run a directory of its own (tfrun --run-dir DIR, cluster(run_dir=...))"
+                % shared)
+            write_ended_run(shared)
+            removed, running, left = history.prune(str(shared.parent), 0)
+            assert (removed, [run.directory for run in running], left) == ([], [str(shared)],
+                                                                            [])
+        finally:
+            first.stdin.close()
+            first.wait(timeout=30)
+    # Its process ended: the directory is anyone's again, and this process'
+    # own later run takes it after its first one finished.
+    record = RunRecord(str(shared), RunFile(run_id="second00", mode="replica"),
+                       make_slots([Job("worker", 1)]), False)
+    record.finish()
+    again = RunRecord(str(shared), RunFile(run_id="third000", mode="replica"),
+                      make_slots([Job("worker", 1)]), False)
+    again.finish()
+
+
+def write_ended_run(directory):
+    from run_dirs import write_run
+    made = write_run(directory.parent, "ended000", name="x")
+    os.replace(os.path.join(made, "run.json"), directory / "run.json")
+    os.rmdir(made)

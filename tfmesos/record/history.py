@@ -21,6 +21,7 @@ from ..protocol import json_documents
 from ..terminal_text import printable
 from .liveness import gone, this_process
 from .outcomes import outcome_text
+from .run_dir_claim import in_use
 from .run_dirs import RUN_FILE
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
 from .takeover_files import NotRegularFile, open_regular
@@ -446,7 +447,7 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
 
     def runs_on(run: Run) -> bool:
         return run.running and (not run.gone or (hold is not None and hold(run))) \
-            or _still_ending(run, host)
+            or _still_ending(run, host) or in_use(run.directory)
 
     for run in past:
         if runs_on(run):

@@ -285,6 +285,8 @@ class RunRecord(RunOutcome):
         """The run stopped: ``conclude``, and the logs are closed."""
         self.conclude(framework_id, first_offer, status)
         self._logs.close()
+        if self.directory is not None:
+            run_dir_claim.let_go(self.directory)
 
     def conclude(self, framework_id: Optional[str] = None, first_offer: Optional[float] = None,
                  status: str = "succeeded") -> None:
