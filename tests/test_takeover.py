@@ -366,3 +366,16 @@ def test_only_adopted_attempts_are_reconciled_not_one_launched_meanwhile(tmp_pat
 
 class _Recovery:
     restarts = 0
+
+
+def test_a_home_that_does_not_exist_is_not_made_for_the_keys(tmp_path, monkeypatch):
+    # As root, HOME=/nonexistent tfrun --failover made /nonexistent/.tfmesos/keys
+    # (found by a review helper).
+    from tfmesos.record.takeover_files import check_keys_writable
+    monkeypatch.setenv("HOME", str(tmp_path / "nonexistent"))
+    with pytest.raises(TakeoverError) as caught:
+        check_keys_writable({"HOME": str(tmp_path / "nonexistent")})
+    assert str(caught.value) == (
+        "the home directory %s, where the runs' keys are kept (~/.tfmesos/keys), does not "
+        "exist: set $TFMESOS_KEYS_DIR to a directory of your own" % (tmp_path / "nonexistent"))
+    assert os.listdir(tmp_path) == []

@@ -64,6 +64,12 @@ def check_keys_dir(environ: Mapping[str, str]) -> str:
     link on the way); TakeoverError naming the fix otherwise: another user
     who could would swap or remove the runs' keys."""
     directory = keys_dir(environ)
+    home = os.path.expanduser("~")
+    if not environ.get("TFMESOS_KEYS_DIR") and not os.path.isdir(home):
+        # (root may make any path: a home that is not there is a mistake)
+        raise TakeoverError("the home directory %s, where the runs' keys are kept "
+                            "(~/.tfmesos/keys), does not exist: set $TFMESOS_KEYS_DIR to a "
+                            "directory of your own" % home)
     try:
         check_path(directory, "the keys directory", "who could swap or remove the runs' keys")
     except UnsafeRunDir as exc:
