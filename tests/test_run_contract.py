@@ -219,6 +219,15 @@ def test_a_ps_that_exits_0_while_workers_run_is_said():
         assert len(run.notes) == 1
     finally:
         run.close()
+    stopped = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
+    try:                              # stopped by the run (a restart, its end): nothing to say
+        stopped.running()
+        from tfmesos.core.events import TaskExited
+        slot = stopped.slots.named("ps:0")
+        stopped.handle(TaskExited(slot.task_id, 0, stopped=True))
+        assert stopped.notes == []
+    finally:
+        stopped.close()
     ended = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
     try:                              # after the workers: nothing to say
         ended.running()

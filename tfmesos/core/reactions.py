@@ -184,7 +184,7 @@ class RunEvents:
         self.record.exited(event.task_id, event.code, event.at, usage, event.stopped)
         slot = self._slots.current(event.task_id)
         if slot is not None:
-            self._on_exit(slot, event.code, usage=usage)
+            self._on_exit(slot, event.code, usage=usage, stopped=bool(event.stopped))
 
     def _group_member_left(self, slot: TaskSlot, code: Optional[int]) -> None:
         """Note the first member of the process group that ended while
@@ -429,9 +429,10 @@ class RunEvents:
         return list(tail.get("stderr", []))
 
     def _on_exit(self, slot: TaskSlot, code: Optional[int], state: Optional[str] = None,
-                 usage: Optional[Mapping[str, Any]] = None) -> None:
+                 usage: Optional[Mapping[str, Any]] = None, stopped: bool = False) -> None:
         """A task's command ended (replica) or its server did (fine);
-        ``usage``: what it used, from its exit message."""
+        ``usage``: what it used, from its exit message; ``stopped``: the
+        run stopped it (a restart, the run's end)."""
         if slot.job.name in HELPER_JOBS and self._state.phase == Phase.RUNNING:
             # TensorBoard killed, its port taken: said, and nothing more.
             self._helper_ended(slot, code, "exited with code %d" % code if code is not None
@@ -442,7 +443,8 @@ class RunEvents:
         if self._state.phase != Phase.RUNNING or done:
             if done:
                 self._group_member_left(slot, code)
-                self._ps_left(slot)
+                if self._state.phase == Phase.RUNNING and not stopped:
+                    self._ps_left(slot)
             return
         removed = self._framework_removed() \
             if killed_by_signal(code) or state == "TASK_KILLED" else None
