@@ -232,9 +232,12 @@ def by_framework(state: dict, framework_id: str, run_id: str, caller: Caller, ke
             raise RunNotFound("run %s has finished already (framework %s)"
                               % (run_id, framework_id))
         return candidate
-    raise RunNotFound("the master at %s does not know run %s's framework %s (%s): its tasks "
-                      "are gone, or the run is on another master" % (
-                          master, run_id, framework_id, where))
+    from ..protocol.task_env import FRAMEWORK_UNKNOWN_GRACE
+    raise RunNotFound("the master at %s does not know run %s's framework %s (%s): the run "
+                      "ended, or is on another master; should its tasks still run (a master "
+                      "restarted without its state, as tfmesos local-master is), each stops by "
+                      "itself within %d minutes of losing its framework" % (
+                          master, run_id, framework_id, where, FRAMEWORK_UNKNOWN_GRACE // 60))
 
 
 # -- what the caller holds ----------------------------------------------------------

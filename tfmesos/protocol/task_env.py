@@ -12,6 +12,10 @@ PATH_REST = "${PATH:+:$PATH}"
 # A task that hears nothing from its scheduler this long (it pings every
 # 10 s) takes it for gone (task.connection's IDLE_TIMEOUT).
 SCHEDULER_SILENCE = 60.0
+# A task of a --failover run whose master knows no framework of its run (a
+# new leader's, which learns them as they come back) waits this long, then
+# stops (task.rediscover).
+FRAMEWORK_UNKNOWN_GRACE = 600
 
 RENDEZVOUS = "TFMESOS_RENDEZVOUS"       # host:port of the run's rendezvous
 SECRET = "TFMESOS_SECRET"               # the run's secret, hex

@@ -21,7 +21,7 @@ from ..protocol import json_documents
 from ..terminal_text import printable
 from .liveness import gone, this_process
 from .outcomes import outcome_text
-from .run_dir_claim import in_use
+from .run_dir_lock import in_use
 from .run_dirs import RUN_FILE
 from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
 from .takeover_files import NotRegularFile, open_regular

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
-from . import run_dir_claim
+from . import run_dir_claim, run_dir_lock
 from .attempt_book import AttemptBook
 from .core_protocols import Launched, Slot
 from .liveness import this_process
@@ -286,7 +286,7 @@ class RunRecord(RunOutcome):
         self.conclude(framework_id, first_offer, status)
         self._logs.close()
         if self.directory is not None:
-            run_dir_claim.let_go(self.directory)
+            run_dir_lock.let_go(self.directory)
 
     def conclude(self, framework_id: Optional[str] = None, first_offer: Optional[float] = None,
                  status: str = "succeeded") -> None:

@@ -33,13 +33,14 @@ import time
 import urllib.parse
 
 from ..protocol import json_documents, labels
+from ..protocol.task_env import FRAMEWORK_UNKNOWN_GRACE
 
 TIMEOUT = 5.0               # seconds per question, redirects included
 MAX_BODY = 1 << 20          # bytes of an answer read
 MAX_REDIRECTS = 3
 REDIRECTS = (301, 302, 303, 307, 308)
 ENDPOINT = "/master/frameworks"
-UNKNOWN_GRACE = 600.0       # seconds a master may know no such framework: a new leader's
+UNKNOWN_GRACE = FRAMEWORK_UNKNOWN_GRACE   # a master may know no such framework: a new leader's
 
 
 class FrameworkGone(Exception):
