@@ -16,6 +16,7 @@ import pytest
 from fixtures_master import make_local_master
 from fixtures_zk import registered_in_zookeeper, zk_client, zookeeper
 from processes import scheduler_pids
+from run_dirs import validate_run_json
 from tfrun_helpers import REPO, SMALL, hung_up_once_ready, reaped, start_tfrun, tfrun_argv
 from waiting import wait_until
 
@@ -517,6 +518,16 @@ def test_a_terminal_that_closes_leaves_a_failover_run_to_its_tasks(make_local_ma
     killed = tfmesos("kill", run_id, "--master", master.url, env=env)
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: not framework_of(master)[0], timeout=60)
+    # With no scheduler to record it, the kill is in the run's record
+    # itself: it said "running" ("gone" in tfmesos runs) for good (found by
+    # a review helper).
+    assert "its record %s says so" % run_dir in killed.stdout
+    record = validate_run_json(run_dir / "run.json")
+    assert (record["outcome"]["status"], record["outcome"]["exit_code"]) == ("killed", 143)
+    assert record["outcome"]["by"] and record["timings"]["finished"]
+    assert [task["state"] for task in record["tasks"]] == ["TASK_KILLED"] * 2
+    listed = tfmesos("runs", env=env)
+    assert re.search(r"^%s .* killed \(by " % run_id, listed.stdout, re.M), listed.stdout
 
 
 def submit_env(tmp_path):

@@ -66,6 +66,11 @@ def kill_main(argv, environ=None, out=None):
                         environ)
     out.write("killed run %s (framework %s)%s: its tasks are being killed\n"
               % (run.run_id, run.framework_id, " by %s" % by if labelled else ""))
+    from ..record.killed_record import record_kill
+    from .run_lookup import callers_run
+    local = callers_run(run.run_id, environ)
+    if local is not None and record_kill(local, run.framework_id, by):
+        out.write("its record %s says so\n" % local.directory)
     from ..record.takeover_files import forget_key
     removed = forget_key(run.run_id, environ)   # a run that ended needs its key no more
     if removed:
