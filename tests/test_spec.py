@@ -146,3 +146,20 @@ def test_a_jobs_cpus_and_mem_are_kept_as_mesos_keeps_them():
     job = Job("worker", num=3, cpus=2 / 3, mem=100.00049)
     assert (job.cpus, job.mem) == (0.667, 100.0)
     assert Job("worker", cpus=0.0005).cpus == 0.001
+
+
+@pytest.mark.parametrize("content, why", [
+    ("garbage\n", "holds no certificate Python's ssl can load"),
+    (None, "not a regular file"),
+])
+def test_a_ca_bundle_that_is_no_certificates_is_refused_naming_it(tmp_path, content, why):
+    # It was a traceback (ssl.SSLError) from the driver's start, or "no such
+    # file" for /dev/null (found by a review helper).
+    if content is None:
+        bundle = "/dev/null"
+    else:
+        bundle = str(tmp_path / "garbage.pem")
+        (tmp_path / "garbage.pem").write_text(content)
+    with pytest.raises(SpecError) as caught:
+        RunSpec(master="https://127.0.0.1:1", ca_bundle=bundle)
+    assert str(caught.value).startswith("ca_bundle=%s: %s" % (bundle, why)), str(caught.value)

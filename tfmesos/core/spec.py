@@ -68,6 +68,27 @@ REFUSED_TIMEOUT = 5.0
 
 
 
+def _ca_bundle_error(path: str, load: bool) -> Optional[str]:
+    """Why ``path`` is no bundle of certificates the driver can load (with
+    ``load``: it is loaded), or None."""
+    if not os.path.exists(path):
+        return "no such file"
+    if os.path.isdir(path):
+        return "a directory, not a file of certificates"
+    if not os.path.isfile(path):
+        return "not a regular file (a file of PEM certificates)"
+    if not load:
+        return None
+    import ssl  # only with a bundle: the driver loads it as this does
+    try:
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError as exc:
+        return "holds no certificate Python's ssl can load (%s): give a file of PEM " \
+            "certificates" % (exc.reason or exc)
+    except OSError as exc:
+        return "cannot read it (%s)" % (exc.strerror or exc)
+    return None
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class RunSpec(FrozenFieldMethods):
     """Everything about one run.
@@ -270,10 +291,12 @@ class RunSpec(FrozenFieldMethods):
             parse_master(self.master)   # MasterAddressError, naming the problem
         if self.master_scheme not in ("http", "https"):
             raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
-        if self.ca_bundle and not os.path.isfile(self.ca_bundle):
-            raise SpecError.about("{ca_bundle=%s}: %s", self.ca_bundle,
-                                  "a directory, not a file of certificates"
-                                  if os.path.isdir(self.ca_bundle) else "no such file")
+        if self.ca_bundle:
+            # Loaded only for a master over https (else unused_settings says it is unused).
+            why = _ca_bundle_error(self.ca_bundle, load=self.master_scheme == "https"
+                                   or self.master.startswith("https://"))
+            if why:
+                raise SpecError.about("{ca_bundle=%s}: %s", self.ca_bundle, why)
 
     def _check_ship(self) -> None:
         if self.ship is None:
