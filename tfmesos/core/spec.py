@@ -293,10 +293,10 @@ class RunSpec(FrozenFieldMethods):
             raise SpecError("master scheme must be http or https, got %r" % (self.master_scheme,))
         if self.ca_bundle:
             # Loaded only for a master over https (else unused_settings says it is unused).
-            why = _ca_bundle_error(self.ca_bundle, load=self.master_scheme == "https"
-                                   or self.master.startswith("https://"))
-            if why:
-                raise SpecError.about("{ca_bundle=%s}: %s", self.ca_bundle, why)
+            unusable = _ca_bundle_error(self.ca_bundle, load=self.master_scheme == "https"
+                                        or self.master.startswith("https://"))
+            if unusable:
+                raise SpecError.about("{ca_bundle=%s}: %s", self.ca_bundle, unusable)
 
     def _check_ship(self) -> None:
         if self.ship is None:
