@@ -417,6 +417,11 @@ def _main(argv, prog):
     prog = prog or "mesos-local"
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    try:
+        os.getcwd()   # where relative paths start (its isolation keeps it visible)
+    except FileNotFoundError:
+        parser.error("the current directory no longer exists (deleted or moved away): cd to "
+                     "one that does, then run again")
     if args.agents is not None and args.agent_specs:
         parser.error("give either --agents N or --agent SPEC (once per agent), not both")
     if args.agent_specs and len(args.agent_specs) > MAX_AGENTS:
@@ -443,6 +448,9 @@ def _main(argv, prog):
         except OSError as exc:
             parser.error("--work-dir %s: cannot create it (%s): give a directory you can "
                          "write" % (args.work_dir, exc.strerror or exc))
+        if not os.access(args.work_dir, os.W_OK | os.X_OK):
+            parser.error("--work-dir %s: you cannot write there: give a directory you can "
+                         "write" % args.work_dir)
     stop = threading.Event()
 
     def on_signal(signum, frame):

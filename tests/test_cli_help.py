@@ -172,3 +172,16 @@ def test_a_script_named_with_a_control_character_names_the_run_without_it(monkey
     words = ["python3", "tab\there.py"]
     args = build_parser().parse_options(["-s", "0"], words)
     assert read_options(args, command_string(words)).name == "tab_here.py"
+
+
+def test_tfmesos_docker_from_a_deleted_directory_is_a_usage_error(tmp_path):
+    # A traceback (FileNotFoundError from os.getcwd), where tfrun says it in
+    # one line (found by a review helper).
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    result = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh",
+                             str(gone)] + TFMESOS + ["docker", "--", "true"],
+                            capture_output=True, text=True, timeout=60)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and lines[-1].startswith(
+        "tfmesos docker: error: the current directory no longer exists"), result.stderr

@@ -538,3 +538,50 @@ def test_a_work_directory_the_master_makes_lets_others_pass_through_but_not_list
     assert master.work_dir == str(made)
     expected = 0o711 if os.geteuid() == 0 else 0o700   # root switches to the tasks' users
     assert stat.S_IMODE(os.stat(made).st_mode) == expected
+
+
+def test_a_deleted_working_directory_is_one_usage_line(capsys, tmp_path, monkeypatch):
+    # tfmesos local-master from a directory deleted under the shell was a
+    # traceback (FileNotFoundError from os.getcwd; found by a review helper).
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--port", "0"], prog="tfmesos local-master")
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "tfmesos local-master: error: the current directory no longer exists (deleted or moved "
+        "away): cd to one that does, then run again")
+
+
+def test_a_work_directory_this_user_cannot_write_is_one_usage_line():
+    # One that was there was taken, and every task failed "cannot prepare the
+    # sandbox: Permission denied" (found by a review helper, as a second user).
+    import shutil
+    import tempfile
+
+    from local_users import as_user, nobody
+    user = nobody(needs_root="acting as nobody needs root")
+    base = tempfile.mkdtemp()      # (tmp_path's parents are 0700: nobody sees nothing there)
+    os.chmod(base, 0o755)
+    unwritable = os.path.join(base, "rodir")
+    os.mkdir(unwritable, 0o755)
+
+    def start():
+        import contextlib
+        import io
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors):
+            try:
+                cli.main(["--port", "0", "--work-dir", str(unwritable)],
+                         prog="tfmesos local-master")
+            except SystemExit as exc:
+                return "exit %s: %s" % (exc.code, errors.getvalue().strip().splitlines()[-1])
+        return "started"
+    try:
+        assert as_user(user, start) == (
+            "exit 2: tfmesos local-master: error: --work-dir %s: you cannot write there: give "
+            "a directory you can write" % unwritable)
+    finally:
+        shutil.rmtree(base)

@@ -536,3 +536,28 @@ def write_ended_run(directory):
     made = write_run(directory.parent, "ended000", name="x")
     os.replace(os.path.join(made, "run.json"), directory / "run.json")
     os.rmdir(made)
+
+
+def test_a_run_directory_of_ones_own_one_cannot_write_is_refused():
+    # Taken as it was: the run went on with two warnings and no record, no
+    # logs (found by a review helper, as a second user).
+    import shutil
+    import tempfile
+
+    from local_users import as_user, nobody
+
+    from tfmesos.record.run_dirs import make_run_dir
+    user = nobody(needs_root="acting as nobody needs root")
+    base = tempfile.mkdtemp()
+    try:
+        os.chmod(base, 0o755)
+        mine = os.path.join(base, "runs")
+        os.mkdir(mine, 0o700)
+        os.mkdir(os.path.join(mine, "rodir"), 0o500)
+        for path in (mine, os.path.join(mine, "rodir")):
+            os.chown(path, user.pw_uid, user.pw_gid)
+        assert as_user(user, lambda: str(make_run_dir(os.path.join(mine, "rodir")))) == (
+            "raised PermissionError(13, 'Permission denied')")
+        assert as_user(user, lambda: str(make_run_dir(os.path.join(mine, "fresh")))) == "True"
+    finally:
+        shutil.rmtree(base)

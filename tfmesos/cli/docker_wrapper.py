@@ -17,7 +17,7 @@ import uuid
 
 from mesos_local import DockerEngineError, docker_engine, owner_labels, remove_orphans
 
-from ..core.config import resolve
+from ..core.config import resolve, working_directory
 from ..core.image_names import image_name_error
 from ..core.inputs import ENV_NAME
 from ..core.signals import INTERRUPTING, interrupt_on_signals
@@ -131,7 +131,7 @@ def run_in_image(command, image=None, env=None, volumes=None, workdir=None, clie
     if isinstance(command, str) or not command:
         raise SpecError("command must be a non-empty list of strings, got %r" % (command,))
     command = [str(arg) for arg in command]
-    workdir = os.path.abspath(workdir or os.getcwd())
+    workdir = os.path.abspath(workdir or working_directory())
     image = resolve_image(image)
     kwargs = {
         "command": command,

@@ -2,6 +2,8 @@
 errors (SpecError): what a run would otherwise find wrong only once
 started."""
 
+import os
+
 from ..core import config
 from ..core.spec import AUTO
 from ..exceptions import SpecError, TFMesosError
@@ -56,5 +58,6 @@ def check_before_start(spec, environ):
         raise SpecError("%s: use a directory of your own (--run-dir, $TFMESOS_RUNS_DIR)"
                         % exc) from None
     except OSError as exc:
-        raise SpecError("--run-dir %s: cannot create it (%s): give a directory you can "
-                        "write" % (spec.run_dir, exc.strerror or exc)) from None
+        raise SpecError("--run-dir %s: cannot %s (%s): give a directory you can write"
+                        % (spec.run_dir, "write there" if os.path.isdir(spec.run_dir)
+                           else "create it", exc.strerror or exc)) from None

@@ -192,6 +192,9 @@ def make_run_dir(directory: str, new: bool = False) -> bool:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory)
     _refuse_unless_own(directory, found, "the run directory",
                        "who could redirect this run's record")
+    if not made and not os.access(directory, os.W_OK | os.X_OK):
+        # (its own, 0500: the run would go on with no record and no logs)
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), directory)
     return made
 
 
