@@ -605,6 +605,13 @@ NAN, INF = float("nan"), float("inf")
     ({"jobs": [{"name": "worker", "num": 1001}]}, "the embedded master runs at most 1000"),
     ({"advertise_address": "not an addr"}, "is neither an IP address nor a host name"),
     ({"name": "a\nb"}, "none of them a control character"),
+    # Not a bool: "no" was taken as True (found by a review helper).
+    ({"verify": "no", "master": "https://127.0.0.1:1"}, "verify must be True or False, got 'no'"),
+    ({"coordinator": "x"}, "coordinator must be True or False, got 'x'"),
+    ({"force_pull_image": 1}, "force_pull must be True or False, got 1"),
+    # Not a string: a TypeError from deep inside.
+    ({"volumes": [5]}, "volumes: each is a HOST:CONTAINER[:ro|rw] string (or a (host, "
+     "container, mode) triple); got 5"),
 ])
 def test_cluster_refuses_what_is_not_finite_or_beyond_its_bounds(arguments, error, tmp_path,
                                                                  monkeypatch):
@@ -1234,3 +1241,26 @@ def test_the_apis_refuse_more_tasks_than_the_hard_open_files_limit_allows(tmp_pa
     assert "Traceback" not in done.stderr and not os.path.exists(tmp_path / "tfmesos-runs")
     # (other tests' servers, a ZooKeeper, run beside this one under xdist)
     assert not [p for p in marked_processes() if TASK_ENTRY in p[1]]
+
+
+@pytest.mark.parametrize("given, error", [
+    ({"chief": "yes"}, "tfmesos.run: chief must be True or False, got 'yes'"),
+    ({"evaluator": 2}, "tfmesos.run: evaluator must be True or False, got 2"),
+    ({"verify": "no"}, "tfmesos.run: verify must be True or False, got 'no'"),
+    ({"no_isolation": "no"}, "tfmesos.run: no_isolation must be True or False, got 'no'"),
+    ({"sticky_workers": 1}, "tfmesos.run: sticky_workers must be True or False, got 1"),
+    ({"python": 5}, "tfmesos.run: python must be a path (a string), got 5"),
+    ({"ship_exclude": [5]}, "tfmesos.run: ship_exclude takes a list of patterns (strings), "
+     "got 5 in it"),
+    ({"volumes": [5]}, "volumes: each is a HOST:CONTAINER[:ro|rw] string"),
+])
+def test_run_refuses_a_setting_of_the_wrong_type_naming_it(given, error, tmp_path,
+                                                           monkeypatch):
+    # A bare TypeError from deep inside, or a truthy value taken as True:
+    # verify="no" kept verification on, no_isolation="no" turned it off
+    # (found by a review helper).
+    import tfmesos
+    monkeypatch.setenv("TFMESOS_RUNS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as caught:
+        tfmesos.run(len, [1], ship=None, **given)
+    assert error in str(caught.value), str(caught.value)

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -147,6 +147,7 @@ class FunctionCall:
             raise TypeError("%s() got an unexpected option %r; valid options: workers, ps, chief, "
                             "evaluator, ship, %s" % (caller, unknown[0], ", ".join(sorted(OPTIONS))))
         settings = dict(OPTIONS, **options)
+        check_types(caller, settings, chief=chief, evaluator=evaluator)
         jobs = run_jobs(workers, ps, chief, evaluator, settings, caller)
         work = work_dirs.make("function")
         try:
@@ -234,6 +235,26 @@ class Cancel:
             if state.failure is None and not state.ending:
                 run.record.outcome("interrupted", why)
                 state.fail(RunCancelled(why))
+
+
+def check_types(caller: str, settings: Mapping[str, Any], **flags: Any) -> None:
+    """SpecError for a setting of the wrong type: a switch (an option whose
+    default is True or False, and ``flags``) that is not a bool ("no" would
+    be True), a ``python`` or ``ship_exclude`` pattern that is not a string."""
+    switches = dict(flags, **{name: settings[name] for name, default in OPTIONS.items()
+                              if isinstance(default, bool)})
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise SpecError("%s: %s must be True or False, got %r" % (caller, name, value))
+    python = settings["python"]
+    if python is not None and not isinstance(python, (str, os.PathLike)):
+        raise SpecError("%s: python must be a path (a string), got %r" % (caller, python))
+    exclude = settings["ship_exclude"]
+    if not isinstance(exclude, (str, bytes)):
+        for pattern in exclude if isinstance(exclude, Iterable) else (exclude,):
+            if not isinstance(pattern, str):
+                raise SpecError("%s: ship_exclude takes a list of patterns (strings), got %r "
+                                "in it" % (caller, pattern))
 
 
 def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapping[str, Any],

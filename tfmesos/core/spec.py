@@ -185,6 +185,11 @@ class RunSpec(FrozenFieldMethods):
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("the framework name must be a non-empty string")
+        for flag in ("force_pull", "coordinator", "verify", "quiet_tensorflow"):
+            if not isinstance(getattr(self, flag), bool):   # "no" would be True
+                raise SpecError("%s must be True or False, got %r" % (flag, getattr(self, flag)))
+        if self.python is not None and not isinstance(self.python, str):
+            raise SpecError("python must be a path (a string), got %r" % (self.python,))
         if len(self.name) > MAX_NAME or has_control_characters(self.name):
             raise SpecError.about("the run's name ({name}) must be at most %d characters, none "
                                   "of them a control character: give a shorter one", MAX_NAME)

@@ -177,8 +177,12 @@ def secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tu
 
 
 def volume_tuple(volume: Sequence[str]) -> tuple[str, str, str]:
-    host, container, mode = volume
-    return parse_volume("%s:%s:%s" % (host, container, mode.lower()))
+    if isinstance(volume, (tuple, list)) and len(volume) == 3 \
+            and all(isinstance(part, str) for part in volume):
+        host, container, mode = volume
+        return parse_volume("%s:%s:%s" % (host, container, mode.lower()))
+    raise SpecError("volumes: each is a HOST:CONTAINER[:ro|rw] string (or a (host, container, "
+                    "mode) triple); got %r" % (volume,))
 
 
 __all__ = ["env_given", "env_tuple", "pairs", "secret_names", "volume_tuple",
