@@ -163,3 +163,27 @@ def test_a_ca_bundle_that_is_no_certificates_is_refused_naming_it(tmp_path, cont
     with pytest.raises(SpecError) as caught:
         RunSpec(master="https://127.0.0.1:1", ca_bundle=bundle)
     assert str(caught.value).startswith("ca_bundle=%s: %s" % (bundle, why)), str(caught.value)
+
+
+def test_a_command_longer_than_a_task_can_run_is_refused():
+    # A glob of 3,500 files: every attempt failed "Argument list too long"
+    # (exit 127); over 1 MiB, a traceback from the rendezvous' frame limit
+    # (found by a review helper). Linux caps sh -c's one argument at 128 KiB.
+    from tfmesos.core.jobs import MAX_COMMAND_BYTES
+    with pytest.raises(SpecError, match="the command is 182004 bytes once its placeholders"):
+        RunSpec(mode="replica", command="echo " + "x" * 181999, jobs=(Job("worker"),))
+    with pytest.raises(SpecError, match="more than the 131071 bytes"):
+        RunSpec(mode="replica", command="echo {task_index:>2000000}", jobs=(Job("worker"),))
+    RunSpec(mode="replica", command="x" * MAX_COMMAND_BYTES, jobs=(Job("worker"),))
+
+
+def test_a_command_that_outgrows_a_task_once_filled_in_for_the_cluster_is_refused():
+    from tfmesos.core.slots import make_slots
+    from tfmesos.core.start_message import start_message
+    spec = RunSpec(mode="replica", command="echo " + "{worker_hosts} " * 500,
+                   jobs=(Job("worker", 20),))
+    slot = make_slots(spec.jobs)[0]
+    cluster = {"worker": ["127.0.0.1:%d" % (31000 + n) for n in range(20)]}
+    with pytest.raises(SpecError, match=r"the command is 1600\d\d bytes .* \(for this cluster\)"):
+        start_message(spec, slot, cluster, forward_logs=False, keras=None, group=None,
+                      run_id="r1", restarts=0, cwd=None)

@@ -168,11 +168,28 @@ def check_command_template(cmd: str, jobs: Iterable[Job], framework: str = TENSO
     sample.update(job_name="worker", task_index=0, master_addr="host", master_port=1,
                   node_rank=0, nnodes=1, nproc_per_task=1)
     try:
-        cmd.format(**sample)
+        filled = cmd.format(**sample)
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
         raise SpecError("the command's placeholders cannot be filled in (%s: %s); a format "
                         "goes after a colon, as in {task_index:03d}, and {{ and }} are literal "
                         "braces" % (type(exc).__name__, exc)) from None
+    check_command_length(filled, "with one host in each {*_hosts}")
+
+
+# A task runs its command as ``sh -c COMMAND``: one argument, which Linux
+# caps at MAX_ARG_STRLEN (32 pages: 131072 bytes, its NUL included).
+MAX_COMMAND_BYTES = 131071
+
+
+def check_command_length(filled: str, how: str) -> None:
+    """SpecError when the command, its placeholders filled in (``how``),
+    is longer than a task can run."""
+    size = len(filled.encode("utf-8", "surrogateescape"))
+    if size > MAX_COMMAND_BYTES:
+        raise SpecError("the command is %d bytes once its placeholders are filled in (%s), "
+                        "more than the %d bytes Linux lets a command line's argument hold "
+                        "(the tasks run it as sh -c COMMAND): put its arguments in a file, or "
+                        "the command in a script" % (size, how, MAX_COMMAND_BYTES))
 
 
 def _check_job_int(job: Job, field: str, minimum: int, maximum: int, what: str = "") -> None:
@@ -183,5 +200,6 @@ def _check_job_int(job: Job, field: str, minimum: int, maximum: int, what: str =
                               why, value, job=job.name)
 
 
-__all__ = ["Job", "JobsGiven", "parse_jobs", "check_command_template", "TRAINER_JOBS",
+__all__ = ["Job", "JobsGiven", "parse_jobs", "check_command_template", "check_command_length",
+           "MAX_COMMAND_BYTES", "TRAINER_JOBS",
            "REPLICA_JOBS", "SINGLETON_JOBS"]

@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from ..protocol import task_env
 from .clusterspec import ClusterSpec
+from .jobs import check_command_length
 from .slots import TaskSlot
 from .spec import RunSpec
 from .training_frameworks import Coordinator, task_told
@@ -32,6 +33,8 @@ def start_message(spec: RunSpec, slot: TaskSlot, cluster: Optional[ClusterSpec],
         # PYTHONUNBUFFERED comes with the TaskInfo's environment.
         # ``result_receipt``: this scheduler acknowledges a ``tfmesos.run``
         # result once it came whole (``rendezvous``); the task waits for that.
-        message.update(cmd=template.format(**told.placeholders), env=env,
+        command = template.format(**told.placeholders)
+        check_command_length(command, "for this cluster")
+        message.update(cmd=command, env=env,
                        hooks=spec.hook_commands, cwd=cwd, result_receipt=True)
     return message
