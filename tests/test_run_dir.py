@@ -561,3 +561,17 @@ def test_a_run_directory_of_ones_own_one_cannot_write_is_refused():
         assert as_user(user, lambda: str(make_run_dir(os.path.join(mine, "fresh")))) == "True"
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_tfmesos_own_task_variables_exported_by_the_user_do_not_reach_the_tasks(warm):
+    # The embedded master's tasks get tfrun's environment: an exported
+    # TFMESOS_FAILOVER_TIMEOUT=abc failed every attempt ("malformed tfmesos
+    # task environment"), and one that parsed changed what the tasks did
+    # (found by a review helper). A Mesos agent's never see it.
+    result = run_tfrun("-q", "-w", "1", "-s", "0", *TINY, "--",
+                       "echo timeout=$TFMESOS_FAILOVER_TIMEOUT tasks=$TFMESOS_FAILOVER_TASKS",
+                       env={"TFMESOS_FAILOVER_TIMEOUT": "abc", "TFMESOS_FAILOVER_TASKS": "x",
+                            "TFMESOS_WARM_TASKS": warm}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[worker:0] timeout= tasks=\n"

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ..exceptions import MesosError, SpecError
+from ..protocol import task_env
 
 # mesos_local's names are imported where they are used: tfrun checks a run's
 # options here (``check_local``) before it starts its warm task interpreters,
@@ -84,7 +85,13 @@ def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str,
             options["container_runner"] = DockerRunner()
         if "agents" not in options:
             options["agents"] = [local_agent(jobs)]
-        options.setdefault("executor_environment", dict(os.environ))
+        # Not the names tfmesos sets for its tasks: an exported
+        # TFMESOS_FAILOVER_TIMEOUT=abc failed every attempt ("malformed tfmesos
+        # task environment"), and one that parsed would have changed what the
+        # tasks do. (A Mesos agent's executors never see the submitter's.)
+        options.setdefault("executor_environment", {
+            name: value for name, value in os.environ.items()
+            if name not in task_env.SET_BY_TFMESOS})
         options["isolation"] = auto_isolation(options.get("isolation", AUTO),
                                               options.get("cgroups_enable_cfs", False))
         principal, secret = run_credentials
