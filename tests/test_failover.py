@@ -685,3 +685,24 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
     assert "closed the connection" not in err, err
     state = master.wait_until(lambda s: not s["frameworks"], 10)
     assert len(state["completed_frameworks"]) == 1
+
+
+def test_a_detached_scheduler_no_agent_can_hold_is_said_naming_its_flag(make_local_master,
+                                                                        tmp_path):
+    # It waited 300 s in silence, then "did not take the run over within
+    # 300 s (no offer fits ...)" (found by a review helper); a job's task
+    # that no agent holds is said within seconds, naming its flag.
+    master = make_local_master()
+    (tmp_path / "train.py").write_text(TRAIN)
+    submit = subprocess.run(   # (its 300-s takeover timeout would raise TimeoutExpired)
+        [sys.executable, "-m", "tfmesos.cli.tfrun", "--detach", "--ship", "--scheduler-mem",
+         "100000000", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python",
+         "train.py", "x"], cwd=tmp_path, env=submit_env(tmp_path), capture_output=True,
+        text=True, timeout=200)
+    assert submit.returncode == 1, submit.stderr
+    assert re.search(r"^tfrun: error: the scheduler task asks cpus=[\d.]+ mem=1e\+08 but no agent "
+                     r"can hold it: the largest agent has cpus=\d+ mem=\d+ \(total, 1 agent\): "
+                     r"lower --scheduler-mem or add a bigger agent$", submit.stderr, re.M), \
+        submit.stderr
+    assert master.state()["frameworks"] == []   # torn down: nothing of the run is left
+    assert no_key_left(tmp_path / "keys")

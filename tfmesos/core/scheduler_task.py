@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TAKEOVER_TIMEOUT = 300.0   # the scheduler task has this long to take the framework over
+FIT_READ_AFTER = 10.0      # seconds without a launch before the agents' totals are read
 # The scheduler task's KillPolicy: time to write its record when the task is
 # KILLed. A teardown of its framework gives it about 3 s whatever this says
 # (CommandExecutor::shutdown, src/launcher/executor.cpp): it saves the record
@@ -182,6 +183,41 @@ def scheduler_task(spec: RunSpec, identity: RunIdentity, assignment: Assignment[
     return info
 
 
+def check_fit(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]],
+              cpus: float, mem: float, say: Callable[[str], None]) -> None:
+    """The scheduler task waited for an offer: DetachError when no agent of
+    the master could ever hold it (as a job's task's fit is checked:
+    ``fit``), else said once what it waits for. Nothing when the agents
+    cannot be read."""
+    from ..mesos.master_reads import MasterReader
+    from .fit import Size, agents_of
+    environ = {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]} \
+        if credentials is not None else {}
+    try:
+        agents = agents_of(MasterReader(master, timeout=5.0, environ=environ,
+                                        verify=spec.verify, ca_bundle=spec.ca_bundle).agents())
+    except MesosError as exc:
+        logger.info("cannot read the master's agents: %s", exc)
+        return
+    ask = Size(cpus, mem)
+    if not agents:
+        say("the scheduler task (cpus=%g mem=%g) waits for an offer: the master lists no "
+            "agent" % (cpus, mem))
+        return
+    largest = max(agents, key=lambda agent: (agent.total.cpus, agent.total.mem))
+    if not any(agent.total.holds(ask) for agent in agents):
+        raise DetachError("the scheduler task asks %s but no agent can hold it: the largest "
+                          "agent has %s (total, %s): lower %s or add a bigger agent" % (
+                              ask.describe(), largest.total.describe(), "1 agent"
+                              if len(agents) == 1 else "of %d agents" % len(agents),
+                              " and ".join(flag for flag, lacking in (
+                                  ("--scheduler-cpus", largest.total.cpus < cpus),
+                                  ("--scheduler-mem", largest.total.mem < mem)) if lacking)
+                              or "--scheduler-cpus or --scheduler-mem"))
+    say("the scheduler task (%s) waits for an offer: no agent has that much free now"
+        % ask.describe())
+
+
 def launch_scheduler(spec: RunSpec, identity: RunIdentity,
                      uris_for: Callable[[RunIdentity], Uris], command: str, cpus: float,
                      mem: float, say: Callable[[str], None],
@@ -227,6 +263,7 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
                                   secret=secret, **spec.driver_options())
     driver.start()
     deadline = time.monotonic() + timeout
+    fit_check = time.monotonic() + FIT_READ_AFTER
     running = taken = False
     try:
         while not taken:
@@ -234,6 +271,9 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
                 event = launcher.events.get(timeout=max(0.05, min(1.0, deadline
                                                                   - time.monotonic())))
             except queue.Empty:
+                if launcher.launched is None and time.monotonic() > fit_check:
+                    fit_check = deadline   # once
+                    check_fit(spec, driver.master or spec.master, credentials, cpus, mem, say)
                 if time.monotonic() > deadline:
                     raise DetachError(
                         "the scheduler task did not take the run over within %.0f s (%s)"
