@@ -150,7 +150,8 @@ def build_parser():
         "before/after the command (a regular file of at most 1 MB)")
     add("--python", metavar="PATH", help="Python interpreter that runs plain (image-less) tasks "
         "on the agents; its directory comes first on the task's PATH, so python and python3 "
-        "in the command are it too (e.g. a virtual environment's bin/python). Default: the "
+        "in the command are it too where that directory has them (a virtual environment's "
+        "bin/python: yes; /usr/bin/python3: python3 only). Default: the "
         "one running tfrun; with --ship or --detach, python3 from the agents' PATH, but on a "
         "master whose agents are on this machine (the embedded one, a tfmesos local-master "
         "of yours here), where it is the one running tfrun too")
