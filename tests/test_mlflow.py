@@ -789,3 +789,29 @@ def test_loggers_in_one_process_import_mlflow_one_at_a_time(monkeypatch):
     for thread in threads:
         thread.join(30)
     assert most[0] == 1
+
+
+def test_a_sqlite_store_that_cannot_be_opened_is_refused_before_the_run(tmp_path):
+    # A directory, or one the user cannot write in: the run went on, and at
+    # its end MLflow retried for 61 s with ~40 lines of SQLAlchemy warnings
+    # (found by a review helper, also as a second user).
+    (tmp_path / "isdir.db").mkdir()
+    with pytest.raises(SpecError) as caught:
+        mlflow_spec("sqlite:///isdir.db", cwd=str(tmp_path))
+    assert str(caught.value) == (
+        "mlflow=sqlite:///isdir.db: %s is a directory, not a database file: give a file's "
+        "path (sqlite:///mlflow.db)" % (tmp_path / "isdir.db"))
+    from local_users import as_user, nobody
+    if os.geteuid() == 0:
+        user = nobody()
+        import shutil
+        import tempfile
+        base = tempfile.mkdtemp()
+        try:
+            os.chmod(base, 0o755)
+            assert as_user(user, lambda: repr(mlflow_spec(
+                "sqlite:////%s/x.db" % base.lstrip("/"), cwd=base))) == "raised %r" % SpecError(
+                "mlflow=sqlite:////%s/x.db: you cannot write in %s, where the database file "
+                "goes: give a path of yours" % (base.lstrip("/"), base))
+        finally:
+            shutil.rmtree(base)

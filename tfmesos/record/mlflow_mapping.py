@@ -127,7 +127,35 @@ def mlflow_spec(value: Union[None, bool, str, "os.PathLike[str]", MlflowSpec],
             or len(experiment) > MAX_EXPERIMENT or _control(experiment):
         raise SpecError("the MLflow experiment's name must be 1 to %d characters, none of them "
                         "a control character, got %r" % (MAX_EXPERIMENT, str(experiment)[:80]))
-    return MlflowSpec(tracking_uri(value, environ, cwd or os.getcwd()), experiment)
+    uri = tracking_uri(value, environ, cwd or os.getcwd())
+    why = _sqlite_error(uri)
+    if why:
+        raise SpecError("mlflow=%s: %s" % (value or uri, why))
+    return MlflowSpec(uri, experiment)
+
+
+_ABSOLUTE_SQLITE = re.compile(r"^sqlite:///(/[^?]+)(\?.*)?\Z")
+
+
+def _sqlite_error(uri: str) -> Optional[str]:
+    """Why the SQLite store ``uri`` names cannot be opened here, or None:
+    MLflow would retry it for a minute at the run's end, with a page of
+    SQLAlchemy's warnings (a missing directory MLflow makes)."""
+    found = _ABSOLUTE_SQLITE.match(uri)
+    if not found:
+        return None
+    path = found.group(1)
+    if os.path.isdir(path):
+        return "%s is a directory, not a database file: give a file's path " \
+            "(sqlite:///mlflow.db)" % path
+    folder = os.path.dirname(path)
+    if os.path.exists(path):
+        if not os.access(path, os.R_OK | os.W_OK):
+            return "you cannot write %s: give a path of yours" % path
+    elif os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK):
+        return "you cannot write in %s, where the database file goes: give a path of " \
+            "yours" % folder
+    return None
 
 
 def _control(text: str) -> bool:
