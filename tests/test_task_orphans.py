@@ -283,19 +283,6 @@ def test_a_failed_initializer_is_said_with_its_output_and_the_command_never_runs
     assert "init-fails" in logged and "the command did not run" in logged
 
 
-def test_a_finalizer_that_fails_after_the_command_succeeded_fails_the_task(tag, tmp_path):
-    # It was said, and the run exited 0: a finalizer that copies what the
-    # command made (a checkpoint, results) failed with nothing failing
-    # (found by a review helper).
-    hooks = {"finalizer": "echo fini-out; exit 4"}
-    with start_tfrun(*tfrun_args(tag, tmp_path, "echo the-command", hooks)) as proc:
-        out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 4, err
-    assert "[worker:0] the-command" in out and "[worker:0] fini-out" in out
-    assert "[worker:0] tfmesos: the finalizer exited with code 4" in err
-    assert "task worker:0 exited with code 4" in err
-
-
 def test_the_guard_is_a_fork_of_the_task_entry_without_its_connection(tag, tmp_path):
     """Not a second interpreter; and the scheduler sees the task entry's
     connection drop when the task entry dies, not when the guard ends."""

@@ -399,8 +399,7 @@ def _outcome_channel(conn, receipt, result, command):
 
 def run_replica(conn, start):
     """Initializer, command, finalizer; the exit message. Returns the exit
-    code: the command's, the initializer's when it failed, the finalizer's
-    when only it failed; 0 when the
+    code: the command's, the initializer's when it failed; 0 when the
     scheduler said stop before the command ended (the run is over or
     restarting: a clean end; the exit message says ``stopped``);
     ``STOPPED`` (or the killed process's code) when SIGTERM or the
@@ -430,9 +429,7 @@ def run_replica(conn, start):
     if code == 0:
         code = command.run()
     if hooks.get("finalizer") and not command.stopping.is_set():
-        finalized = command.run_hook("finalizer", hooks["finalizer"])
-        if code == 0 and finalized not in (0, STOPPED) and not command.stopping.is_set():
-            code = finalized   # what it was to keep (a checkpoint, results) may be lost
+        command.run_hook("finalizer", hooks["finalizer"])
     command.done.set()
     if relay is not None:
         relay.close()   # the last metrics go before the exit message
