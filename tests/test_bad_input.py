@@ -14,6 +14,7 @@ import dataclasses
 import glob
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -608,7 +609,7 @@ NAN, INF = float("nan"), float("inf")
     # Not a bool: "no" was taken as True (found by a review helper).
     ({"verify": "no", "master": "https://127.0.0.1:1"}, "verify must be True or False, got 'no'"),
     ({"coordinator": "x"}, "coordinator must be True or False, got 'x'"),
-    ({"force_pull_image": 1}, "force_pull must be True or False, got 1"),
+    ({"force_pull_image": "1"}, "force_pull must be True or False, got '1'"),
     # Not a string: a TypeError from deep inside.
     ({"volumes": [5]}, "volumes: each is a HOST:CONTAINER[:ro|rw] string (or a (host, "
      "container, mode) triple); got 5"),
@@ -1248,7 +1249,7 @@ def test_the_apis_refuse_more_tasks_than_the_hard_open_files_limit_allows(tmp_pa
     ({"evaluator": 2}, "tfmesos.run: evaluator must be True or False, got 2"),
     ({"verify": "no"}, "tfmesos.run: verify must be True or False, got 'no'"),
     ({"no_isolation": "no"}, "tfmesos.run: no_isolation must be True or False, got 'no'"),
-    ({"sticky_workers": 1}, "tfmesos.run: sticky_workers must be True or False, got 1"),
+    ({"sticky_workers": 2}, "tfmesos.run: sticky_workers must be True or False, got 2"),
     ({"python": 5}, "tfmesos.run: python must be a path (a string), got 5"),
     ({"ship_exclude": [5]}, "tfmesos.run: ship_exclude takes a list of patterns (strings), "
      "got 5 in it"),
@@ -1264,3 +1265,23 @@ def test_run_refuses_a_setting_of_the_wrong_type_naming_it(given, error, tmp_pat
     with pytest.raises(SpecError) as caught:
         tfmesos.run(len, [1], ship=None, **given)
     assert error in str(caught.value), str(caught.value)
+
+
+def test_the_type_checks_take_what_the_api_took_before(tmp_path, monkeypatch):
+    # numpy's bools and Path parts of a volume were refused by the checks of
+    # 5c415b1, and a generator of ship_exclude patterns was used up by them,
+    # so what it left out was shipped (found by a review helper).
+    import numpy
+
+    from tfmesos.core.function_options import OPTIONS
+    from tfmesos.core.function_run import checked_settings
+    from tfmesos.core.spec import RunSpec
+    settings = checked_settings("tfmesos.run", dict(
+        OPTIONS, verbose=numpy.True_, ship_exclude=(p for p in ["*.dat"]),
+        python=pathlib.Path("/usr/bin/python3")), chief=numpy.bool_(False), evaluator=1)
+    assert (settings["verbose"], settings["chief"], settings["evaluator"]) == (True, False, True)
+    assert type(settings["verbose"]) is bool
+    assert settings["ship_exclude"] == ("*.dat",) and settings["python"] == "/usr/bin/python3"
+    spec = RunSpec(volumes=[(pathlib.Path("/tmp"), "/data", "ro")], verify=numpy.True_,
+                   master="https://127.0.0.1:1")
+    assert spec.volumes == (("/tmp", "/data", "RO"),) and spec.verify is True

@@ -827,3 +827,19 @@ def test_runs_lists_a_run_once_not_again_through_a_link(runs_dir, capsys):
     code, out, _ = tfmesos(capsys, "runs")
     assert [line.split()[0] for line in out.splitlines()[1:]] == ["aaaa1111"]
     os.unlink(runs_dir / "evil-link")
+
+
+def test_a_run_only_linked_into_the_runs_directory_is_still_listed_and_found(runs_dir,
+                                                                               capsys, tmp_path):
+    # 87eae59 hid a run moved to another disk and linked back: not listed,
+    # and "no run ..." for show (found by a review helper).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_run(elsewhere, "bbbb2222")
+    write_run(runs_dir, "aaaa1111", start=1)
+    os.symlink(elsewhere / "tfrun-bbbb2222", runs_dir / "moved")
+    code, out, _ = tfmesos(capsys, "runs")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["aaaa1111", "bbbb2222"]
+    code, out, err = tfmesos(capsys, "show", "bbbb2222")
+    assert code == 0 and "bbbb2222" in out, err
+    os.unlink(runs_dir / "moved")

@@ -190,6 +190,16 @@ def test_a_failure_while_the_master_was_lost_says_so():
             "again: a tfmesos local-master that stops (Ctrl-C, SIGTERM) stops its tasks")
     finally:
         run.close()
+    own = RealRun(WORKERS)            # a command's own failure meanwhile: not the master's
+    try:
+        own.running()
+        own.handle(MesosDisconnected())
+        with pytest.raises(TaskFailed) as caught:
+            own.exit("worker:0", 1)
+        own.run.record.ended(caught.value, "running")
+        assert "lost its Mesos master" not in (own.run.record.hint or "")
+    finally:
+        own.close()
     again = RealRun(WORKERS)          # found again: the failure is the task's own
     try:
         again.running()

@@ -575,3 +575,25 @@ def test_tfmesos_own_task_variables_exported_by_the_user_do_not_reach_the_tasks(
                             "TFMESOS_WARM_TASKS": warm}, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[worker:0] timeout= tasks=\n"
+
+
+def test_a_refused_claim_lets_the_directory_go(tmp_path):
+    # Refused ("holds run ..., still running"), the claim kept its lock for
+    # the life of the process: every other tfrun was refused there, and
+    # prune skipped it (found by a review helper).
+    from run_dirs import write_run
+
+    from tfmesos.core.jobs import Job
+    from tfmesos.core.slots import make_slots
+    from tfmesos.exceptions import TFMesosError
+    from tfmesos.record.run_record import RunRecord
+    from tfmesos.record.schema import RunFile, Scheduler
+    made = write_run(tmp_path, "aaaaaaaa", status="running", exit_code=None,
+                     scheduler=Scheduler(host="otherhost", pid=1))
+    with pytest.raises(TFMesosError, match="still running"):
+        RunRecord(made, RunFile(run_id="bbbbbbbb", mode="replica"),
+                  make_slots([Job("worker", 1)]), False)
+    probe = subprocess.run([sys.executable, "-c", "import sys; from tfmesos.record.run_dir_lock "
+                            "import in_use; print(in_use(sys.argv[1]))", made],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.stdout == "False\n", probe.stderr

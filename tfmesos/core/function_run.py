@@ -34,6 +34,7 @@ from .caller import run_command, script_name
 from .function_options import OPTIONS, Ship, in_keywords
 from .function_output import Printer, logs_choice
 from .function_results import collect, remote_failure
+from .inputs import as_switch
 from .jobs import Job, parse_jobs
 from .remote_errors import Sources, local_sources
 from .restarts import RestartPolicy
@@ -146,8 +147,9 @@ class FunctionCall:
         if unknown:
             raise TypeError("%s() got an unexpected option %r; valid options: workers, ps, chief, "
                             "evaluator, ship, %s" % (caller, unknown[0], ", ".join(sorted(OPTIONS))))
-        settings = dict(OPTIONS, **options)
-        check_types(caller, settings, chief=chief, evaluator=evaluator)
+        settings = checked_settings(caller, dict(OPTIONS, **options), chief=chief,
+                                    evaluator=evaluator)
+        chief, evaluator = settings.pop("chief"), settings.pop("evaluator")
         jobs = run_jobs(workers, ps, chief, evaluator, settings, caller)
         work = work_dirs.make("function")
         try:
@@ -237,24 +239,33 @@ class Cancel:
                 state.fail(RunCancelled(why))
 
 
-def check_types(caller: str, settings: Mapping[str, Any], **flags: Any) -> None:
-    """SpecError for a setting of the wrong type: a switch (an option whose
-    default is True or False, and ``flags``) that is not a bool ("no" would
-    be True), a ``python`` or ``ship_exclude`` pattern that is not a string."""
-    switches = dict(flags, **{name: settings[name] for name, default in OPTIONS.items()
-                              if isinstance(default, bool)})
-    for name, value in switches.items():
-        if not isinstance(value, bool):
-            raise SpecError("%s: %s must be True or False, got %r" % (caller, name, value))
-    python = settings["python"]
-    if python is not None and not isinstance(python, (str, os.PathLike)):
-        raise SpecError("%s: python must be a path (a string), got %r" % (caller, python))
-    exclude = settings["ship_exclude"]
-    if not isinstance(exclude, (str, bytes)):
-        for pattern in exclude if isinstance(exclude, Iterable) else (exclude,):
+def checked_settings(caller: str, settings: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """``settings`` and ``flags`` (chief, evaluator) with their types
+    checked (SpecError naming the one of the wrong type) and made plain: a
+    switch (an option whose default is True or False) True or False
+    ("no" would be True; numpy's bools are taken), ``python`` a string,
+    ``ship_exclude`` a tuple of strings (a generator read once, here)."""
+    switches = [name for name, default in OPTIONS.items() if isinstance(default, bool)]
+    checked = dict(settings, **flags)
+    for name in switches + list(flags):
+        value = as_switch(checked[name])
+        if value is None:
+            raise SpecError("%s: %s must be True or False, got %r" % (caller, name,
+                                                                      checked[name]))
+        checked[name] = value
+    python = checked["python"]
+    if python is not None:
+        if not isinstance(python, (str, os.PathLike)):
+            raise SpecError("%s: python must be a path (a string), got %r" % (caller, python))
+        checked["python"] = os.fspath(python)
+    exclude = checked["ship_exclude"]
+    if not isinstance(exclude, (str, bytes)) and isinstance(exclude, Iterable):
+        exclude = checked["ship_exclude"] = tuple(exclude)
+        for pattern in exclude:
             if not isinstance(pattern, str):
                 raise SpecError("%s: ship_exclude takes a list of patterns (strings), got %r "
                                 "in it" % (caller, pattern))
+    return checked
 
 
 def run_jobs(workers: int, ps: int, chief: bool, evaluator: bool, settings: Mapping[str, Any],

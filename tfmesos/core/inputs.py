@@ -67,6 +67,19 @@ def milli(value: float) -> int:
     return int(math.floor(value * 1000 + 0.5))
 
 
+def as_switch(value: object) -> Optional[bool]:
+    """``value`` as True or False when it is one (a bool, numpy's, 0 or 1),
+    else None: a string such as "no" is truthy, and was taken as True."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, bytes)):
+        return None
+    try:
+        return bool(value) if value in (0, 1) else None
+    except (TypeError, ValueError):   # (an array's ``in`` is no single truth)
+        return None
+
+
 __all__ = ["MAX_TASKS", "MAX_TASK_INDEX", "MAX_CPUS", "MAX_MEM_MB", "MAX_GPUS", "MAX_ATTEMPTS",
            "MAX_SECONDS", "MAX_SHIP_MB", "MAX_NAME", "MAX_COUNT", "ENV_NAME", "describe",
-           "number_error", "has_control_characters", "milli"]
+           "number_error", "has_control_characters", "milli", "as_switch"]

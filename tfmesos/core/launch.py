@@ -419,7 +419,7 @@ class ClusterRun(RunEffects, RunInterrupts):
         self.recovery.tick()
         if self.state.failure is not None:
             self.record.hint_next_outcome(self._pauses.note() or self.reactions.master_lost_note(
-                self.master or self.runtime.master_url))
+                self.master or self.runtime.master_url, self.state.failure))
             raise self.state.failure
 
     def pause_note(self) -> Optional[str]:

@@ -289,12 +289,16 @@ class RunEvents:
             self.master_lost_at = self.control.now()
         logger.warning("lost the connection to the Mesos master; reconnecting")
 
-    def master_lost_note(self, master: str) -> Optional[str]:
-        """What a failure now should say of the master (``master``) the run
-        lost and has not found again, or None: the failure may be the
+    def master_lost_note(self, master: str, failure: BaseException) -> Optional[str]:
+        """What ``failure`` should say of the master (``master``) the run
+        lost and has not found again, or None: a task's kill may be the
         master's end (a stopped ``tfmesos local-master`` stops its tasks, and
-        the run hears of it only from the tasks, a SIGTERM's 143)."""
-        if self.master_lost_at is None:
+        the run hears of it only from the tasks, a SIGTERM's 143); a
+        command's own failure is not."""
+        if self.master_lost_at is None or not isinstance(failure, TaskFailed):
+            return None
+        if not (killed_by_signal(failure.exit_code)
+                or failure.state in ("TASK_KILLED", "TASK_LOST")):
             return None
         lost = self.control.now() - self.master_lost_at
         return ("tfrun had lost its Mesos master (%s) %s and had not found it again: a "

@@ -28,6 +28,7 @@ from .inputs import (
     MAX_NAME,
     MAX_SECONDS,
     MAX_TASKS,
+    as_switch,
     has_control_characters,
     number_error,
 )
@@ -186,8 +187,10 @@ class RunSpec(FrozenFieldMethods):
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpecError("the framework name must be a non-empty string")
         for flag in ("force_pull", "coordinator", "verify", "quiet_tensorflow"):
-            if not isinstance(getattr(self, flag), bool):   # "no" would be True
+            switch = as_switch(getattr(self, flag))   # "no" would be True
+            if switch is None:
                 raise SpecError("%s must be True or False, got %r" % (flag, getattr(self, flag)))
+            object.__setattr__(self, flag, switch)
         if self.python is not None and not isinstance(self.python, str):
             raise SpecError("python must be a path (a string), got %r" % (self.python,))
         if len(self.name) > MAX_NAME or has_control_characters(self.name):

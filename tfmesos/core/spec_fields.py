@@ -2,6 +2,7 @@
 (``spec.RunSpec.__post_init__``): environment pairs, secret variable
 names, volumes."""
 
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -178,8 +179,8 @@ def secret_names(names: Union[str, Iterable[str]], plain: Collection[str]) -> tu
 
 def volume_tuple(volume: Sequence[str]) -> tuple[str, str, str]:
     if isinstance(volume, (tuple, list)) and len(volume) == 3 \
-            and all(isinstance(part, str) for part in volume):
-        host, container, mode = volume
+            and all(isinstance(part, (str, os.PathLike)) for part in volume):
+        host, container, mode = (os.fspath(part) for part in volume)
         return parse_volume("%s:%s:%s" % (host, container, mode.lower()))
     raise SpecError("volumes: each is a HOST:CONTAINER[:ro|rw] string (or a (host, container, "
                     "mode) triple); got %r" % (volume,))

@@ -294,21 +294,34 @@ def _submitted(data: object) -> Optional[str]:
 
 def _parsed(root: str, links: bool = False) -> Iterator[tuple[str, object]]:
     """(directory, its run.json's JSON) of every run directory under
-    ``root`` whose run.json can be read (and links to one, with ``links``)."""
+    ``root`` whose run.json can be read, and of every symbolic link to one;
+    without ``links``, not a link to a directory listed itself (a run
+    shown twice), only one to a directory elsewhere (a run moved to another
+    disk and linked back)."""
     try:
         names = os.listdir(root)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise HistoryError("cannot list %s: %s" % (root, exc.strerror or exc)) from None
-    for name in names:
-        directory = os.path.join(root, name)
-        if (links or not os.path.islink(directory)) \
+    paths = [os.path.join(root, name) for name in names]
+    listed = set() if links else {_identity(path) for path in paths if not os.path.islink(path)}
+    for directory in paths:
+        if (links or not os.path.islink(directory) or _identity(directory) not in listed) \
                 and os.path.isfile(os.path.join(directory, RUN_JSON)):
             try:
                 yield directory, parse(directory)
             except HistoryError:
                 continue
+
+
+def _identity(path: str) -> Optional[tuple[int, int]]:
+    """(device, inode) of what ``path`` leads to, or None."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _decoded(directory: str, data: object) -> Optional[Run]:

@@ -29,7 +29,11 @@ def claim(directory: str, new: bool, run_id: Optional[str]) -> bool:
                            % (directory, exc.strerror or exc)) from None
     hold(directory)
     if not made:
-        _refuse_a_live_run(directory, run_id)
+        try:
+            _refuse_a_live_run(directory, run_id)
+        except BaseException:
+            let_go(directory)   # refused: no run of this process writes there
+            raise
     return made
 
 
