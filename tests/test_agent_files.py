@@ -256,3 +256,20 @@ def test_the_record_keeps_the_tail_and_its_hint_reads_it(tmp_path):
     number, tail = record.last_sandbox_tail("worker:0")
     assert number == 1 and tail.stderr == ["sh: 1: exec: python: not found"]
     assert record.last_sandbox_tail("nobody") is None
+
+
+def test_the_lines_mesos_own_programs_log_in_a_sandbox_are_not_the_tasks():
+    # A Mesos agent's command executor logs to the sandbox's stderr after
+    # the command ended (src/launcher/executor.cpp; glog to stderr,
+    # src/logging/logging.cpp): "the task said: ... Received ACKNOWLEDGED
+    # event" on a cluster (found by a review helper against the sources).
+    # The task's own glog-style lines stay.
+    tail = ("Traceback (most recent call last):\n"
+            "OSError: [Errno 28] No space left on device\n"
+            "I1201 17:55:02.120001  4241 executor.cpp:1041] Command exited with status 1 "
+            "(pid: 4250)\n"
+            "I1201 17:55:02.124001  4241 executor.cpp:190] Received ACKNOWLEDGED event\n"
+            "F1201 17:55:02.124001  4241 train.cc:12] Check failed: x\n")
+    assert last_lines(tail, True, 3) == ["Traceback (most recent call last):",
+                                         "OSError: [Errno 28] No space left on device",
+                                         "F1201 17:55:02.124001  4241 train.cc:12] Check failed: x"]

@@ -50,7 +50,8 @@ def run_task(client, task_id, command):
 def ran(local_master, clients):
     """A task that wrote to both streams, a subdirectory and two symlinks."""
     client = clients(local_master)
-    run_task(client, "writer", "printf 'one\\ntwo\\nthree\\n' >&2; printf 'out'; mkdir sub; "
+    # (stdout: an agent's command executor logs to stderr, src/launcher/executor.cpp)
+    run_task(client, "writer", "printf 'one\\ntwo\\nthree\\n'; printf 'err' >&2; mkdir sub; "
                                "echo deep > sub/file; ln -s /etc/passwd leak; "
                                "ln -s sub/file inside")
     return local_master, client
@@ -76,7 +77,7 @@ def test_offers_carry_the_url_the_framework_reaches_the_agents_at(local_master, 
 
 def test_read_as_mesos_reads(ran):
     master, client = ran
-    path = sandbox(client, "writer") + "/stderr"
+    path = sandbox(client, "writer") + "/stdout"
     whole = b"one\ntwo\nthree\n"
 
     def read(**params):
@@ -93,8 +94,8 @@ def test_read_as_mesos_reads(ran):
     assert read(offset=100) == {"offset": 100, "data": ""}
     assert read(offset=0, length=0) == {"offset": 0, "data": ""}
     assert read(offset=0, length=2)["data"] == "on"
-    stdout = get(master, "/files/read", path=sandbox(client, "writer") + "/stdout", offset=0)
-    assert stdout.json() == {"offset": 0, "data": "out"}
+    stderr = get(master, "/files/read", path=sandbox(client, "writer") + "/stderr", offset=0)
+    assert stderr.json()["data"].startswith("errI")   # then the executor's own lines
     trailing = get(master, "/files/read", path=sandbox(client, "writer") + "/sub/file/",
                    offset=0)
     assert trailing.json()["data"] == "deep\n"
@@ -111,8 +112,8 @@ def test_a_read_is_capped_at_16_pages(local_master, clients):
 
 def test_bytes_that_are_not_utf8_come_back_unchanged(local_master, clients):
     client = clients(local_master)
-    run_task(client, "binary", "printf 'caf\\303\\251 \\377\\n' >&2")
-    response = get(local_master, "/files/read", path=sandbox(client, "binary") + "/stderr",
+    run_task(client, "binary", "printf 'caf\\303\\251 \\377\\n'")
+    response = get(local_master, "/files/read", path=sandbox(client, "binary") + "/stdout",
                    offset=0)
     assert b'"data": "caf\xc3\xa9 \xff\\n"' in response.content
 
@@ -126,7 +127,7 @@ def test_browse_lists_a_sandbox_as_mesos_does(ran):
     assert [entry["path"] for entry in listing] == [
         base + "/" + name for name in ("inside", "leak", "stderr", "stdout", "sub")]
     by_name = {entry["path"].rsplit("/", 1)[1]: entry for entry in listing}
-    stderr = by_name["stderr"]
+    stderr = by_name["stdout"]
     assert set(stderr) == {"path", "size", "mode", "mtime", "nlink", "uid", "gid"}
     assert stderr["size"] == len("one\ntwo\nthree\n") and stderr["nlink"] == 1
     assert stderr["mode"].startswith("-rw") and len(stderr["mode"]) == 10
@@ -189,14 +190,14 @@ def test_nothing_outside_the_sandbox_can_be_reached(ran):
     # A symlink that stays inside is followed.
     assert get(master, "/files/read", path=base + "/inside", offset=0).json()["data"] == "deep\n"
     assert get(master, "/files/read", path=base + "/sub/../stdout",
-               offset=0).json()["data"] == "out"
+               offset=0).json()["data"] == "one\ntwo\nthree\n"
 
 
 def test_the_latest_run_of_a_task_id_is_served(local_master, clients):
     client = clients(local_master)
-    run_task(client, "again", "echo first >&2")
-    run_task(client, "again", "echo second >&2")
-    response = get(local_master, "/files/read", path=sandbox(client, "again") + "/stderr",
+    run_task(client, "again", "echo first")
+    run_task(client, "again", "echo second")
+    response = get(local_master, "/files/read", path=sandbox(client, "again") + "/stdout",
                    offset=0)
     assert response.json()["data"] == "second\n"
 
@@ -218,8 +219,8 @@ def test_a_failed_fetch_is_in_the_sandbox_stderr(local_master, clients):
 def test_with_credentials_the_sandboxes_need_them(make_local_master, clients):
     master = make_local_master(agents=[small_agent()], credentials=CREDENTIALS)
     client = clients(master, auth=("alice", "s3cret"))
-    run_task(client, "secret", "echo private >&2")
-    path = sandbox(client, "secret") + "/stderr"
+    run_task(client, "secret", "echo private")
+    path = sandbox(client, "secret") + "/stdout"
     refused = get(master, "/files/read", path=path, offset=0)
     assert refused.status_code == 401 and refused.text == "401 Unauthorized."
     # Mesos' agent serves /files in its read-only realm (src/slave/main.cpp).
@@ -240,7 +241,8 @@ def test_the_master_serves_no_sandbox_as_a_mesos_master_does(ran):
     master, client = ran
     virtual = sandbox(client, "writer")
     real = master.attached(client.framework_id, "writer")
-    assert get(master, "/files/read", path=virtual + "/stdout", offset=0).json()["data"] == "out"
+    assert get(master, "/files/read", path=virtual + "/stdout", offset=0).json()["data"] \
+        == "one\ntwo\nthree\n"
     for path in (virtual + "/stdout", virtual, real + "/stdout", real, "/master/log"):
         for route, params in (("/files/read", {"path": path, "offset": 0}),
                               ("/files/browse", {"path": path})):
@@ -398,7 +400,7 @@ def test_a_path_that_cannot_be_a_path_is_a_400_and_the_server_goes_on(ran):
                 assert "NUL" in response.text, response.text
         after = session.get(agent_url(master) + "/files/read", params={"path": base + "/stdout",
                                                                  "offset": 0}, timeout=10)
-        assert after.json() == {"offset": 0, "data": "out"}
+        assert after.json() == {"offset": 0, "data": "one\ntwo\nthree\n"}
     # The operator API's READ_FILE answers as /files/read does; a lone
     # surrogate (valid JSON, no file name) is no path either.
     for path, text in ((base + "/std\0out", "NUL"), (base + "/\ud800", "file name")):
@@ -412,7 +414,7 @@ def test_a_path_that_cannot_be_a_path_is_a_400_and_the_server_goes_on(ran):
                           headers={"Content-Type": "application/json"},
                           data=json.dumps({"type": "READ_FILE", "read_file": {
                               "path": base + "/stdout", "offset": 0}}))
-    assert base64.b64decode(reply.json()["read_file"]["data"]) == b"out"
+    assert base64.b64decode(reply.json()["read_file"]["data"]) == b"one\ntwo\nthree\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")

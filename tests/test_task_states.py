@@ -15,6 +15,10 @@ from tfmesos.mesos.task_states import exit_code_of
     ("Command terminated with signal Killed", 137),
     ("Command terminated with signal Segmentation fault", 139),
     ("Command terminated with signal Terminated", 143),
+    # WCOREDUMP adds " (core dumped)" (src/common/status_utils.hpp): the code
+    # was null (found by a review helper against the sources).
+    ("Command terminated with signal Aborted (core dumped)", 134),
+    ("Command terminated with signal Segmentation fault (core dumped)", 139),
     ("Command terminated with signal Unknown signal 99", None),
     ("Memory limit exceeded: Requested: 64MB Maximum Used: 64MB", None),
     ("", None),

@@ -27,6 +27,7 @@ does not serve it, so ``download`` keeps to ``/files/read``.)
 import ipaddress
 import json
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -150,15 +151,25 @@ class AgentFiles:
         self._conn.close()
 
 
+# What Mesos' own programs log in a sandbox's stderr (glog to stderr,
+# src/logging/logging.cpp): the command executor's lines after the
+# command ended ("executor.cpp:190] Received ACKNOWLEDGED event",
+# src/launcher/executor.cpp), the fetcher's before it began. Not the task's.
+MESOS_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ "
+                            r"(?:executor|fetcher|logging|exec|docker)\.cpp:\d+\] ")
+
+
 def last_lines(data: str, whole: bool, lines: int) -> list[str]:
-    """The last ``lines`` lines of ``data``; unless ``whole`` (it starts
-    the file), its first line may be a part of one and is left out. A
-    line redrawn with carriage returns (a progress bar) is its last form."""
+    """The last ``lines`` lines of ``data`` but Mesos' own (``MESOS_LOG_LINE``);
+    unless ``whole`` (it starts the file), its first line may be a part of
+    one and is left out. A line redrawn with carriage returns (a progress
+    bar) is its last form."""
     if not whole:
         data = data.partition("\n")[2]
     found = data.split("\n")
     if found[-1] == "":
         found.pop()                   # after the last newline
+    found = [line for line in found if not MESOS_LOG_LINE.match(line)]
     return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in found[-lines:]]
 
 

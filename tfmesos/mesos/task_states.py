@@ -38,7 +38,8 @@ def exit_code_of(status_message: Optional[str]) -> Optional[int]:
     return None
 
 
-_SIGNALLED = re.compile(r"terminated with signal (.+)$")
+# src/common/status_utils.hpp: strsignal's name, " (core dumped)" after it with WCOREDUMP
+_SIGNALLED = re.compile(r"terminated with signal (.+?)(?: \(core dumped\))?$")
 
 
 @functools.cache
