@@ -218,8 +218,6 @@ class TaskProcess:
             status = self._wait(self.handle)
             self._set_exited()
             self._note_limitation(self.handle, status)
-            if self.make_sandbox and isinstance(self.runner, ProcessRunner):
-                self._log_exit(status)
             lost = getattr(self.handle, "lost", None)   # (a runner's own handle may lack it)
             self.lost = lost() if lost is not None else None
             try:
@@ -278,18 +276,6 @@ class TaskProcess:
         """The sandbox and its stdout and stderr; a plain task's is its user's."""
         make_sandbox(self.launch.sandbox, self.task_user, give=self.switch is not None,
                      below=self.launch.sandbox_below)
-
-    def _log_exit(self, status):
-        """What Mesos' command executor logs to the sandbox's stderr once the
-        command ended (glog to stderr, src/logging/logging.cpp; ``reaped``
-        and the ACKNOWLEDGED event, src/launcher/executor.cpp): the last
-        lines of a task's stderr on an agent are these, not the task's."""
-        now = time.time()
-        head = "I%s.%06d %5d " % (time.strftime("%m%d %H:%M:%S", time.localtime(now)),
-                                  int(now % 1 * 1e6), threading.get_native_id())
-        self._note_in_stderr("%sexecutor.cpp:1041] %s (pid: %s)\n%sexecutor.cpp:190] Received "
-                             "ACKNOWLEDGED event" % (head, describe_exit(status),
-                                                     getattr(self.handle, "pid", 0), head))
 
     def _note_in_stderr(self, text):
         """As Mesos' fetcher, whose output goes to the sandbox's stderr
