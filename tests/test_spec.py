@@ -187,3 +187,23 @@ def test_a_command_that_outgrows_a_task_once_filled_in_for_the_cluster_is_refuse
     with pytest.raises(SpecError, match=r"the command is 1600\d\d bytes .* \(for this cluster\)"):
         start_message(spec, slot, cluster, forward_logs=False, keras=None, group=None,
                       run_id="r1", restarts=0, cwd=None)
+
+
+def test_a_failed_clusters_addresses_are_refused_not_handed_to_a_session():
+    # After a task failed, c.spec and c.targets still gave the dead server's
+    # address, and a session on it waits for ever (TensorFlow's CreateSession
+    # retries; found by a review helper). As after the block, they refuse.
+    import types
+
+    from tfmesos.core.fine_grained import Cluster
+    from tfmesos.exceptions import ClusterError, TaskFailed
+    run = types.SimpleNamespace(record=types.SimpleNamespace(directory=None), failure=None,
+                                cluster_spec={"worker": ["127.0.0.1:1", "127.0.0.1:2"]})
+    cluster = Cluster(run)
+    assert cluster.targets["/job:worker/task:1"] == "grpc://127.0.0.1:2"
+    run.failure = TaskFailed("task worker:1 exited with code 137", "worker:1")
+    with pytest.raises(ClusterError) as caught:
+        print(cluster.targets)
+    assert str(caught.value) == (
+        "this cluster failed (task worker:1 exited with code 137): a session on its servers' "
+        "addresses would wait for ever; end the with block (c.failure says why)")

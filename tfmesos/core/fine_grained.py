@@ -67,6 +67,11 @@ class Cluster:
             # would wait for ever (TensorFlow's CreateSession retries).
             raise ClusterError("this cluster's with block has ended and its servers are "
                                "stopped: use c.spec and c.targets inside the block")
+        if self._run.failure is not None:
+            # A failed server's address hangs a session the same way.
+            raise ClusterError("this cluster failed (%s): a session on its servers' addresses "
+                               "would wait for ever; end the with block (c.failure says why)"
+                               % self._run.failure)
         cluster = self._run.cluster_spec
         assert cluster is not None, "a Cluster is made once its run formed"
         return {job: list(addresses) for job, addresses in cluster.items()}
