@@ -172,45 +172,36 @@ def test_a_run_whose_process_was_stopped_long_says_so_with_the_failure_that_foll
         run.close()
 
 
-def test_a_failure_while_the_master_was_lost_says_so():
-    # `tfmesos local-master` stopped (SIGTERM) under a run: its agent
-    # stopped the tasks, and the run said only "task worker:0 exited with
-    # code 143" (a kill, by the README; found by a review helper).
+def hint_after_losing_the_master(code, found_again=False, later=0.0):
+    """The hint of worker:0's exit ``code`` while the run's master is lost
+    (``found_again``: it re-subscribed first)."""
     from tfmesos.core.events import MesosDisconnected, Subscribed
     run = RealRun(WORKERS)
     try:
         run.running()
         run.handle(MesosDisconnected())
-        run.later(3)
+        if found_again:
+            run.handle(Subscribed(None, again=True))
+        run.later(later)
         with pytest.raises(TaskFailed) as caught:
-            run.exit("worker:0", 143)
+            run.exit("worker:0", code)
         run.run.record.ended(caught.value, "running")   # as the run's wait records it
-        assert run.run.record.hint == (
-            "tfrun had lost its Mesos master (mock-master:5050) 3 s before and had not found it "
-            "again: a tfmesos local-master that stops (Ctrl-C, SIGTERM) stops its tasks")
+        return run.run.record.hint or ""
     finally:
         run.close()
-    own = RealRun(WORKERS)            # a command's own failure meanwhile: not the master's
-    try:
-        own.running()
-        own.handle(MesosDisconnected())
-        with pytest.raises(TaskFailed) as caught:
-            own.exit("worker:0", 1)
-        own.run.record.ended(caught.value, "running")
-        assert "lost its Mesos master" not in (own.run.record.hint or "")
-    finally:
-        own.close()
-    again = RealRun(WORKERS)          # found again: the failure is the task's own
-    try:
-        again.running()
-        again.handle(MesosDisconnected())
-        again.handle(Subscribed(None, again=True))
-        with pytest.raises(TaskFailed) as caught:
-            again.exit("worker:0", 143)
-        again.run.record.ended(caught.value, "running")
-        assert "lost its Mesos master" not in (again.run.record.hint or "")
-    finally:
-        again.close()
+
+
+def test_a_failure_while_the_master_was_lost_says_so():
+    # `tfmesos local-master` stopped (SIGTERM) under a run: its agent
+    # stopped the tasks, and the run said only "task worker:0 exited with
+    # code 143" (a kill, by the README; found by a review helper).
+    assert hint_after_losing_the_master(143, later=3) == (
+        "tfrun had lost its Mesos master (mock-master:5050) 3 s before and had not found it "
+        "again: a tfmesos local-master that stops (Ctrl-C, SIGTERM) stops its tasks")
+    # A command's own failure meanwhile is not the master's; found again,
+    # the failure is the task's own.
+    assert "lost its Mesos master" not in hint_after_losing_the_master(1)
+    assert "lost its Mesos master" not in hint_after_losing_the_master(143, found_again=True)
 
 
 def test_a_ps_that_exits_0_while_workers_run_is_said():
