@@ -794,26 +794,35 @@ def test_runs_holds_one_record_at_a_time_however_many_it_reads(runs_dir, capsys)
     assert peak < 3 * one, (peak, one)
 
 
+def replaced_after_listing(monkeypatch, runs_dir, directory, status, gone=()):
+    """prune's listing, after which ``directory``'s record becomes another
+    run's (``status``) and the directories ``gone`` are removed (by
+    another prune)."""
+    from tfmesos.record import history
+    real = history.list_runs
+
+    def listed_then_changed(root):
+        runs = real(root)
+        write_run(runs_dir, "other000", name="tfrun", status=status, start=5,
+                  exit_code=None if status == "running" else 0)
+        os.replace(runs_dir / "tfrun-other000" / "run.json", runs_dir / directory / "run.json")
+        shutil.rmtree(runs_dir / "tfrun-other000")
+        for name in gone:
+            shutil.rmtree(runs_dir / name)
+        return runs
+    monkeypatch.setattr(history, "list_runs", listed_then_changed)
+
+
 def test_prune_reads_a_record_again_before_it_removes_its_directory(runs_dir, capsys,
                                                                     monkeypatch):
     # A run that began in a directory after prune listed it (tfrun --run-dir
     # reusing an ended run's), or a directory another prune removed
     # meanwhile: the live run's record and logs were removed; the other was
     # "left ...: No such file or directory", exit 1 (found by a review helper).
-    from tfmesos.record import history
     for number in range(3):
         write_run(runs_dir, "%08d" % number, start=number)
-    real = history.list_runs
-
-    def listed_then_changed(root):
-        runs = real(root)
-        write_run(runs_dir, "reused00", name="tfrun", status="running", exit_code=None)
-        os.replace(runs_dir / "tfrun-reused00" / "run.json",
-                   runs_dir / "tfrun-00000001" / "run.json")
-        shutil.rmtree(runs_dir / "tfrun-reused00")
-        shutil.rmtree(runs_dir / "tfrun-00000000")    # another prune's doing
-        return runs
-    monkeypatch.setattr(history, "list_runs", listed_then_changed)
+    replaced_after_listing(monkeypatch, runs_dir, "tfrun-00000001", "running",
+                           gone=["tfrun-00000000"])
     code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
     assert (code, err) == (0, "")
     assert out == "removed 1 run from %s; kept 1 still running: tfrun-00000001\n" % runs_dir
@@ -843,3 +852,17 @@ def test_a_run_only_linked_into_the_runs_directory_is_still_listed_and_found(run
     code, out, err = tfmesos(capsys, "show", "bbbb2222")
     assert code == 0 and "bbbb2222" in out, err
     os.unlink(runs_dir / "moved")
+
+
+def test_a_directory_whose_record_became_an_ended_run_is_left_not_called_running(runs_dir,
+                                                                                  capsys,
+                                                                                  monkeypatch):
+    # A run that began and ended in a listed directory meanwhile was listed
+    # as "kept ... still running" (found by a review helper).
+    for number in range(2):
+        write_run(runs_dir, "%08d" % number, start=number)
+    replaced_after_listing(monkeypatch, runs_dir, "tfrun-00000001", "succeeded")
+    code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+    assert (code, err) == (0, "")
+    assert out == "removed 1 run from %s\n" % runs_dir      # the other run: not this prune's
+    assert sorted(os.listdir(runs_dir)) == ["tfrun-00000001"]

@@ -328,26 +328,32 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path):
 
 
 @pytest.fixture
-def full_disk(tmp_path):
-    """A 64 KiB tmpfs with no byte left (root: mount), unmounted after."""
-    place = tmp_path / "full"
+def small_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root: mount), unmounted after."""
+    place = tmp_path / "mounted"
     place.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs",
                               str(place)], capture_output=True, text=True)
     if mounted.returncode != 0:
         pytest.skip("cannot mount a tmpfs here: %s" % mounted.stderr.strip())
     try:
-        descriptor = os.open(place / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while os.write(descriptor, b"\0" * 4096):
-                pass
-        except OSError:   # ENOSPC
-            pass
-        finally:
-            os.close(descriptor)
         yield place
     finally:
         subprocess.run(["umount", "-l", str(place)], check=True)
+
+
+@pytest.fixture
+def full_disk(small_tmpfs):
+    """A 64 KiB tmpfs with no byte left."""
+    descriptor = os.open(small_tmpfs / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(descriptor, b"\0" * 4096):
+            pass
+    except OSError:   # ENOSPC
+        pass
+    finally:
+        os.close(descriptor)
+    return small_tmpfs
 
 
 def test_a_full_disk_under_the_run_directory_is_one_warning_and_the_run_goes_on(full_disk):
@@ -597,3 +603,15 @@ def test_a_refused_claim_lets_the_directory_go(tmp_path):
                             "import in_use; print(in_use(sys.argv[1]))", made],
                            capture_output=True, text=True, timeout=60)
     assert probe.stdout == "False\n", probe.stderr
+
+
+def test_a_run_directory_on_a_read_only_mount_is_said_so(small_tmpfs):
+    # Worded "Permission denied" (EACCES), which sends one to chmod
+    # (found by a review helper reading the change).
+    from tfmesos.record.run_dirs import make_run_dir
+    (small_tmpfs / "runs" / "run").mkdir(parents=True, mode=0o700)
+    os.chmod(small_tmpfs / "runs", 0o700)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    with pytest.raises(OSError) as caught:
+        make_run_dir(str(small_tmpfs / "runs" / "run"))
+    assert caught.value.strerror == "Read-only file system"

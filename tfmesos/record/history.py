@@ -476,9 +476,11 @@ def prune(root: str, keep: int, hold: Optional[Callable[[Run], bool]] = None,
             if os.path.lexists(os.path.join(run.directory, RUN_JSON)):
                 left.append((run, "its record changed since it was listed: run again"))
             continue       # else another prune removed it
-        if now.run_id != run.run_id or runs_on(now):
+        if runs_on(now):
             running.append(now)
             continue
+        if now.run_id != run.run_id:
+            continue       # another run's record now: not the one listed
         try:
             shutil.rmtree(run.directory, onerror=_gone_meanwhile)
         except OSError as exc:

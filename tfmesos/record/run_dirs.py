@@ -193,8 +193,10 @@ def make_run_dir(directory: str, new: bool = False) -> bool:
     _refuse_unless_own(directory, found, "the run directory",
                        "who could redirect this run's record")
     if not made and not os.access(directory, os.W_OK | os.X_OK):
-        # (its own, 0500: the run would go on with no record and no logs)
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), directory)
+        # (its own, 0500, or on a read-only mount: the run would go on with
+        # no record and no logs)
+        code = errno.EROFS if os.statvfs(directory).f_flag & os.ST_RDONLY else errno.EACCES
+        raise OSError(code, os.strerror(code), directory)
     return made
 
 
