@@ -798,8 +798,8 @@ def replaced_after_listing(monkeypatch, runs_dir, directory, status, gone=()):
     """prune's listing, after which ``directory``'s record becomes another
     run's (``status``) and the directories ``gone`` are removed (by
     another prune)."""
-    from tfmesos.record import history
-    real = history.list_runs
+    from tfmesos.record import pruning
+    real = pruning.list_runs
 
     def listed_then_changed(root):
         runs = real(root)
@@ -810,7 +810,7 @@ def replaced_after_listing(monkeypatch, runs_dir, directory, status, gone=()):
         for name in gone:
             shutil.rmtree(runs_dir / name)
         return runs
-    monkeypatch.setattr(history, "list_runs", listed_then_changed)
+    monkeypatch.setattr(pruning, "list_runs", listed_then_changed)
 
 
 def test_prune_reads_a_record_again_before_it_removes_its_directory(runs_dir, capsys,

@@ -503,7 +503,7 @@ def test_a_run_directory_another_run_holds_is_refused_and_not_pruned(tmp_path):
     from tfmesos.core.jobs import Job
     from tfmesos.core.slots import make_slots
     from tfmesos.exceptions import TFMesosError
-    from tfmesos.record import history
+    from tfmesos.record import pruning
     from tfmesos.record.run_record import RunRecord
     from tfmesos.record.schema import RunFile
     shared = tmp_path / "runs" / "shared"
@@ -521,7 +521,7 @@ def test_a_run_directory_another_run_holds_is_refused_and_not_pruned(tmp_path):
                 "run a directory of its own (tfrun --run-dir DIR, cluster(run_dir=...))"
                 % shared)
             write_ended_run(shared)
-            removed, running, left = history.prune(str(shared.parent), 0)
+            removed, running, left = pruning.prune(str(shared.parent), 0)
             assert (removed, [run.directory for run in running], left) == ([], [str(shared)],
                                                                             [])
         finally:

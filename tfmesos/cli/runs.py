@@ -12,7 +12,8 @@ import sys
 import time
 
 from ..core.inputs import MAX_COUNT
-from ..record.history import HistoryError, find_run, list_runs, prune, recent_runs
+from ..record.history import HistoryError, find_run, list_runs, recent_runs
+from ..record.pruning import prune
 from ..record.run_dirs import runs_root
 from .common import CommandParser, bounded, run_word
 from .run_show import code_text, show_run
