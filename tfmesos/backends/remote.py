@@ -15,6 +15,14 @@ def credentials_of(environ: Mapping[str, str]) -> Optional[tuple[str, str]]:
     return (principal, secret) if principal and secret is not None else None
 
 
+def credentials_environ(credentials: Optional[tuple[str, str]]) -> dict[str, str]:
+    """``MESOS_PRINCIPAL`` / ``MESOS_SECRET`` of ``credentials`` (``credentials_of``'s
+    inverse; none: {})."""
+    if credentials is None:
+        return {}
+    return {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]}
+
+
 class RemoteMaster:
     """``master`` as given; tasks reach the run at ``advertise`` (else the
     address of the route towards the master, ``advertise.advertise_address``),

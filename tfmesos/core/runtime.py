@@ -277,11 +277,10 @@ class RunRuntime:
 
     def _reader(self, timeout: float) -> "MasterReader":
         """A reader of the master, with the run's credentials and TLS settings."""
+        from ..backends.remote import credentials_environ
         from ..mesos.master_reads import MasterReader
-        credentials = self.backend.credentials
-        environ = {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]} \
-            if credentials is not None else {}
-        return MasterReader(self.master_url, timeout=timeout, environ=environ,
+        return MasterReader(self.master_url, timeout=timeout,
+                            environ=credentials_environ(self.backend.credentials),
                             verify=self.spec.verify, ca_bundle=self.spec.ca_bundle)
 
     def outcome_on_master(self) -> Optional[str]:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..backends.remote import credentials_environ
 from ..exceptions import MesosCallError, MesosError, SpecError
 from ..mesos import MesosSchedulerDriver, Scheduler
 from ..mesos.interface import FAILED_OVER, SchedulerDriver
@@ -60,7 +61,7 @@ def scheduler_secrets(spec: RunSpec, credentials: Optional[tuple[str, str]],
     found = task_secrets.values(spec, environ)
     if credentials is not None:
         _as_secrets(spec, "on a master that asks for credentials gives them",
-                    {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]}, found)
+                    credentials_environ(credentials), found)
     if without_password(spec.master) != spec.master:
         # Its scheduler document names the master with the ZooKeeper password
         # masked; the task's driver takes it from here (``with_password``).
@@ -191,10 +192,9 @@ def check_fit(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]]
     cannot be read."""
     from ..mesos.master_reads import MasterReader
     from .fit import Size, agents_of
-    environ = {"MESOS_PRINCIPAL": credentials[0], "MESOS_SECRET": credentials[1]} \
-        if credentials is not None else {}
     try:
-        agents = agents_of(MasterReader(master, timeout=5.0, environ=environ,
+        agents = agents_of(MasterReader(master, timeout=5.0,
+                                        environ=credentials_environ(credentials),
                                         verify=spec.verify, ca_bundle=spec.ca_bundle).agents())
     except MesosError as exc:
         logger.info("cannot read the master's agents: %s", exc)
