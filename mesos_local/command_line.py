@@ -64,7 +64,7 @@ import threading
 from .agent import MAX_GPUS, MAX_SCALAR, AgentSpec, AgentSpecError
 from .api.auth import CredentialsError, read_credentials
 from .containerizer.environment import parse_environment_json
-from .containerizer.users import root_submissions_error
+from .containerizer.users import WORK_DIR_MODE, root_submissions_error
 from .docker_host import docker_host_error
 from .errors import LocalMasterError
 from .executors import REGISTRATION_TIMEOUT, SHUTDOWN_GRACE_PERIOD
@@ -444,7 +444,7 @@ def _main(argv, prog):
                 # As the master makes it (users.WORK_DIR_MODE): pass through,
                 # list nothing; chmod, which no umask cuts.
                 os.makedirs(args.work_dir)
-                os.chmod(args.work_dir, 0o711)
+                os.chmod(args.work_dir, WORK_DIR_MODE)
         except OSError as exc:
             parser.error("--work-dir %s: cannot create it (%s): give a directory you can "
                          "write" % (args.work_dir, exc.strerror or exc))

@@ -571,6 +571,8 @@ def test_a_work_directory_this_user_cannot_write_is_one_usage_line():
     def start():
         import contextlib
         import io
+        import signal
+        signal.alarm(30)   # (in the forked child) a master that starts is ended, not waited for
         errors = io.StringIO()
         with contextlib.redirect_stderr(errors):
             try:

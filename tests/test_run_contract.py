@@ -159,12 +159,12 @@ def test_a_run_whose_process_was_stopped_long_says_so_with_the_failure_that_foll
     try:
         run.running()
         run.later(0.5)
-        assert run.run.pause_note() is None
+        assert run.run._pauses.note() is None
         run.clock.now += 110                  # this process did not run meanwhile
         with pytest.raises(TaskFailed) as caught:
             run.exit("worker:0", 143)
         run.run.record.ended(caught.value, "running")   # as the run's wait records it
-        note = run.run.pause_note()
+        note = run.run._pauses.note()
         assert note == ("tfrun itself did not run for 110 s (stopped: Ctrl-Z, SIGSTOP?): a "
                         "task that hears nothing from its scheduler for 60 s stops its command")
         assert run.run.record.hint == note

@@ -60,6 +60,13 @@ class JobResources(Protocol):
     def gpus(self) -> int: ...
 
 
+def executor_environment() -> dict[str, str]:
+    """The embedded master's default executor environment: this process's,
+    but the names tfmesos sets for its tasks."""
+    return {name: value for name, value in os.environ.items()
+            if name not in task_env.SET_BY_TFMESOS}
+
+
 def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str, str],
                        containers: bool = False, **options: Any) -> tuple["LocalMaster", str]:
     """Start a ``LocalMaster`` for ``jobs`` (objects with ``name``, ``num``,
@@ -89,9 +96,7 @@ def start_local_master(jobs: Sequence[JobResources], run_credentials: tuple[str,
         # TFMESOS_FAILOVER_TIMEOUT=abc failed every attempt ("malformed tfmesos
         # task environment"), and one that parsed would have changed what the
         # tasks do. (A Mesos agent's executors never see the submitter's.)
-        options.setdefault("executor_environment", {
-            name: value for name, value in os.environ.items()
-            if name not in task_env.SET_BY_TFMESOS})
+        options.setdefault("executor_environment", executor_environment())
         options["isolation"] = auto_isolation(options.get("isolation", AUTO),
                                               options.get("cgroups_enable_cfs", False))
         principal, secret = run_credentials

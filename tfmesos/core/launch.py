@@ -422,11 +422,6 @@ class ClusterRun(RunEffects, RunInterrupts):
                 self.master or self.runtime.master_url, self.state.failure))
             raise self.state.failure
 
-    def pause_note(self) -> Optional[str]:
-        """What a failure now should say of a long pause of this process
-        (``pauses.PauseWatch``), or None."""
-        return self._pauses.note()
-
     # -- the end ---------------------------------------------------------------
 
     def stop(self) -> None:

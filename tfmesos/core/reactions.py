@@ -199,9 +199,11 @@ class RunEvents:
             self._group_left = (self.control.now() + GROUP_LEFT_GRACE, slot, code)
 
     def _group_running(self, slot: TaskSlot) -> int:
-        return sum(1 for other in self._slots if other is not slot
-                   and other.job.name == self._process_group and not other.done
-                   and other.exit_code is None)
+        return self._still_running((self._process_group,), but=slot)
+
+    def _still_running(self, jobs: tuple[Optional[str], ...], but: Optional[TaskSlot] = None) -> int:
+        return sum(1 for other in self._slots if other is not but and other.job.name in jobs
+                   and not other.done and other.exit_code is None)
 
     def _say_group_left(self) -> None:
         if self._group_left is None or self.control.now() < self._group_left[0]:
@@ -223,8 +225,7 @@ class RunEvents:
         run ends, so the workers that need it are about to fail."""
         if slot.job.name != "ps":
             return
-        running = sum(1 for other in self._slots if other.job.name in ("chief", "worker")
-                      and not other.done and other.exit_code is None)
+        running = self._still_running(("chief", "worker"))
         if running:
             self._notify("%s exited with code 0 while %s: a ps task serves until the run "
                          "ends (TensorFlow's server.join()), so a worker that needs it will "

@@ -210,10 +210,8 @@ def check_fit(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]]
                           "agent has %s (total, %s): lower %s or add a bigger agent" % (
                               ask.describe(), largest.total.describe(), "1 agent"
                               if len(agents) == 1 else "of %d agents" % len(agents),
-                              " and ".join(flag for flag, lacking in (
-                                  ("--scheduler-cpus", largest.total.cpus < cpus),
-                                  ("--scheduler-mem", largest.total.mem < mem)) if lacking)
-                              or "--scheduler-cpus or --scheduler-mem"))
+                              " and ".join("--scheduler-" + name
+                                           for name in largest.total.lacking(ask))))
     say("the scheduler task (%s) waits for an offer: no agent has that much free now"
         % ask.describe())
 

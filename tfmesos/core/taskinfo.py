@@ -350,7 +350,8 @@ def warm_task_command(run: "RunSpec") -> Optional[tuple[str, dict[str, str], int
     if "executor_environment" in options:
         env = dict(options["executor_environment"] or {})
     else:
-        env = dict(os.environ)      # backends.sizing.start_local_master's default
+        from ..backends.sizing import executor_environment
+        env = executor_environment()   # start_local_master's default
     env.update(run.env)
     # (The TaskInfo's PYTHONPATH replaces the executor's: the run's own -E only.)
     env.update({"PYTHONUNBUFFERED": "1",

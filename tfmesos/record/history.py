@@ -304,9 +304,11 @@ def _parsed(root: str, links: bool = False) -> Iterator[tuple[str, object]]:
     except OSError as exc:
         raise HistoryError("cannot list %s: %s" % (root, exc.strerror or exc)) from None
     paths = [os.path.join(root, name) for name in names]
-    listed = set() if links else {_identity(path) for path in paths if not os.path.islink(path)}
+    linked = {path for path in paths if os.path.islink(path)}
+    listed = set() if links or not linked else {_identity(path) for path in paths
+                                                if path not in linked}
     for directory in paths:
-        if (links or not os.path.islink(directory) or _identity(directory) not in listed) \
+        if (links or directory not in linked or _identity(directory) not in listed) \
                 and os.path.isfile(os.path.join(directory, RUN_JSON)):
             try:
                 yield directory, parse(directory)
