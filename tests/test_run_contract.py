@@ -204,22 +204,34 @@ def test_a_failure_while_the_master_was_lost_says_so():
     assert "lost its Mesos master" not in hint_after_losing_the_master(143, found_again=True)
 
 
-def test_a_ps_that_exits_0_while_workers_run_is_said():
+def test_a_ps_that_exits_0_while_workers_run_is_said_when_a_worker_then_fails():
     # A ps serves until the run ends (TensorFlow's server.join()): one that
-    # exited 0 mid-run went unmentioned (found by a review helper).
+    # exited 0 mid-run went unmentioned, and the workers' failure that
+    # followed came without its cause (found by a review helper).
     run = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
     try:
         run.running()
         run.exit("ps:0", 0)
-        assert run.notes == ["ps:0 exited with code 0 while 2 workers still run: a ps task "
+        assert run.notes == []
+        with pytest.raises(TaskFailed):
+            run.exit("worker:0", 1)
+        assert run.notes == ["ps:0 had exited with code 0 while 2 workers ran: a ps task "
                              "serves until the run ends (TensorFlow's server.join()), so a "
-                             "worker that needs it will find it gone"]
-        assert run.phase == Phase.RUNNING
-        run.exit("worker:0", 0)
-        run.exit("worker:1", 0)
-        assert len(run.notes) == 1
+                             "worker that needs it finds it gone"]
     finally:
         run.close()
+    # Every task of a command that ends exits 0, the ps among the first
+    # (tfrun -w 2 -s 1 -- true): nothing to say (it said that ps:0 "exited
+    # with code 0 while 2 workers still run" after every such run).
+    ended_well = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
+    try:
+        ended_well.running()
+        ended_well.exit("ps:0", 0)
+        ended_well.exit("worker:0", 0)
+        ended_well.exit("worker:1", 0)
+        assert ended_well.notes == []
+    finally:
+        ended_well.close()
     stopped = RealRun([Job("ps", num=1, cpus=1, mem=256)] + WORKERS)
     try:                              # stopped by the run (a restart, its end): nothing to say
         stopped.running()
