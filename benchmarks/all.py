@@ -7,8 +7,9 @@ where it happens.
   bare Pythons, tfmesos loaded from bytecode as ``pip install .`` installs it;
 * ``scale.py --bytecode``: 210 tasks on the embedded master against 210
   bare Pythons, tfmesos loaded as installed;
-* ``detached.py``: ``tfrun --detach`` and ``--failover`` (submit to first
-  step, progress again after ``tfmesos attach``) against a foreground run;
+* ``detached.py --bytecode``: ``tfrun --detach`` and ``--failover`` (submit to first
+  step, progress again after ``tfmesos attach``) against a foreground run,
+  tfmesos loaded as installed;
 * ``ship.py``: ``--ship`` of a 100 MB directory to 8 tasks against copying it;
 * ``placement.py``: placing 1,000 tasks against a naive reference;
 * ``offers.py``: the driver's subscribe latency and offer throughput;
@@ -42,7 +43,7 @@ REPO = os.path.dirname(HERE)
 
 QUICK = (("startup", ["--bytecode", "--rounds", "5"]),
          ("scale", ["--bytecode", "--tasks", "210", "--rounds", "2"]),
-         ("detached", ["--rounds", "3"]), ("ship", ["--sizes", "10,100", "--rounds", "2"]),
+         ("detached", ["--bytecode", "--rounds", "3"]), ("ship", ["--sizes", "10,100", "--rounds", "2"]),
          ("placement", ["--rounds", "5"]), ("offers", ["--agents", "500", "--rounds", "5"]),
          ("simulate", ["--tasks", "10,100,1000"]), ("history", ["--runs", "500", "--rounds", "3"]))
 TRAINING = (("startup", ["--tensorflow", "--rounds", "3"]), ("keras_steps", ["--rounds", "2"]),

@@ -11,7 +11,14 @@ outlives tfrun (``mesos_local.LocalMaster`` in this process):
   and how many steps each worker made meanwhile (training never paused);
   the same for a foreground ``tfrun --failover`` SIGKILLed and taken over.
 
-    python benchmarks/detached.py [--rounds 3]
+    python benchmarks/detached.py [--rounds 3] [--bytecode]
+
+``--bytecode``: tfmesos compiled first and put on PYTHONPATH, as ``pip
+install .`` installs it (``startup.with_bytecode``); without it, under
+``PYTHONDONTWRITEBYTECODE`` (as on this project's machines) each tfrun and
+``tfmesos attach`` compiles tfmesos' sources anew as it starts (the
+scheduler task imports compiled modules either way: its zip has them),
+which slows the foreground run the ratios divide by more than the detached one.
 
 Each figure is the median of ``--rounds``; ratios are against the
 foreground run of the same round, in this process.
@@ -21,6 +28,7 @@ import argparse
 import glob
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -30,7 +38,7 @@ import threading
 import time
 
 import goals  # benchmarks/goals.py: this script's folder is first on sys.path
-from startup import pythonpath_with
+from startup import pythonpath_with, with_bytecode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -194,13 +202,17 @@ def lost_scheduler(master, env, detached):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bytecode", action="store_true",
+                        help="tfmesos compiled to bytecode first, on PYTHONPATH (as installed)")
     args = parser.parse_args()
+    compiled = with_bytecode() if args.bytecode else None
     with tempfile.TemporaryDirectory(prefix="tfmesos-bench-detached-") as tmp:
         proj = os.path.join(tmp, "proj")
         os.makedirs(proj)
         with open(os.path.join(proj, "train.py"), "w") as handle:
             handle.write(TRAIN)
-        env = dict(os.environ, MESOS_MASTER="", PROJ=proj, PYTHONPATH=pythonpath_with(REPO),
+        env = dict(os.environ, MESOS_MASTER="", PROJ=proj,
+                   PYTHONPATH=os.environ["PYTHONPATH"] if compiled else pythonpath_with(REPO),
                    TFMESOS_KEYS_DIR=os.path.join(tmp, "keys"),
                    TFMESOS_RUNS_DIR=os.path.join(tmp, "runs"))
         master = LocalMaster(agents=[AgentSpec(cpus=2, mem=4096, ports=((31000, 31009),))],
@@ -218,6 +230,8 @@ def main():
                 rows["attach failover"].append(lost_scheduler(master, env, False))
         finally:
             master.stop()
+            if compiled:
+                shutil.rmtree(compiled, ignore_errors=True)
     base = statistics.median(rows["foreground"])
     print("submit to worker 0's first step (median of %d rounds):" % args.rounds)
     print("  foreground tfrun --ship          %6.2f s" % base)
