@@ -131,9 +131,16 @@ def test_the_same_refusal_after_a_subscription_of_its_own_is_no_fail_over(driven
         answers.append(stream_id)
         return url, stream_id if len(answers) == 1 else "a-newer-stream", subscribed
     driver._stream.state = state
-    with pytest.raises(MesosCallError) as caught:
+    # Mesos refused the call before it handled it (src/master/http.cpp,
+    # Master::Http::scheduler): a call of a lost subscription, to send again
+    # or reconcile as after a disconnection. It was a plain refusal: an
+    # acknowledgement or a reconcile so refused aborted the driver and
+    # failed a healthy run (found by a review helper).
+    with pytest.raises(MesosConnectionError, match="cannot send REVIVE: the driver subscribed "
+                       "again as it was sent") as caught:
         driver.reviveOffers()
     assert not isinstance(caught.value, FrameworkFailedOver)
+    assert caught.value.means_disconnected and not caught.value.maybe_delivered
 
 
 def test_a_stop_while_the_subscription_is_answered_tears_the_new_framework_down():

@@ -378,13 +378,15 @@ class MesosSchedulerDriver:
 
     def _call(self, call: calls.Call) -> None:
         """Send one call to the leader; 202 or raise ``MesosError``."""
-        url, stream_id, subscribed = self._stream.state()
         kind = call.get("type")
-        if not subscribed or url is None:
-            raise MesosConnectionError("cannot send %s: not subscribed to a Mesos master "
-                                       "(the driver is %s)" % (kind, "stopped" if self._stopping.is_set()
-                                                               else "reconnecting"))
         with self._gate:
+            # The stream as the call goes, not as it waited for the calls
+            # before it (each up to the transport's timeout).
+            url, stream_id, subscribed = self._stream.state()
+            if not subscribed or url is None:
+                raise MesosConnectionError(
+                    "cannot send %s: not subscribed to a Mesos master (the driver is %s)"
+                    % (kind, "stopped" if self._stopping.is_set() else "reconnecting"))
             # After TEARDOWN the framework is gone: Mesos answers any other
             # call with 400 "Framework cannot be found".
             if self._torn_down:
@@ -400,11 +402,18 @@ class MesosSchedulerDriver:
                 # recorded a failure and stopped the tasks the winner ran.
                 # Not after a re-subscription of its own: the stream it sent
                 # is still the one it holds.
-                if exc.status == 400 and STREAM_MISMATCH in str(exc) \
-                        and self._stream.state()[1] == stream_id:
-                    raise FrameworkFailedOver("%s: another scheduler subscribed as framework "
-                                              "%s (%s)" % (FAILED_OVER, self.framework_id, exc),
-                                              exc.status) from exc
+                if exc.status == 400 and STREAM_MISMATCH in str(exc):
+                    if self._stream.state()[1] == stream_id:
+                        raise FrameworkFailedOver("%s: another scheduler subscribed as "
+                                                  "framework %s (%s)" % (
+                                                      FAILED_OVER, self.framework_id, exc),
+                                                  exc.status) from exc
+                    # Its own re-subscription (a lost stream) came between:
+                    # Mesos checks the stream id before it handles a call
+                    # (src/master/http.cpp, Master::Http::scheduler), so
+                    # nothing was done; as a call made while disconnected.
+                    raise MesosConnectionError("cannot send %s: the driver subscribed again as "
+                                               "it was sent (a new stream id)" % kind) from exc
                 raise
 
     # -- dispatching --------------------------------------------------------
