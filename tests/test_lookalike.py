@@ -411,3 +411,54 @@ def test_a_lookalike_with_the_callers_own_user_is_told_apart_by_the_proof_alone(
     assert "framework %s" % victim.framework_id in killed.stdout
     frameworks = {f["id"] for f in master.state()["frameworks"]}
     assert forger.framework_id in frameworks and victim.framework_id not in frameworks
+
+
+@AS_ANOTHER_USER[0]
+def test_a_record_another_user_forged_in_their_own_runs_directory_kills_nothing_of_the_victim(
+        make_local_master, tmp_path, attacker_dir):
+    # nobody copied the victim's run.json (its run and framework ids are on
+    # /master/state) into a runs directory of their own: tfmesos kill then
+    # killed the victim's run and labelled it "killed (by nobody)" (found by
+    # a review helper; a second principal could do the same).
+    # What the kill imports as it goes, imported before the fork: nobody
+    # cannot read this Python's own directory.
+    import _strptime
+
+    from local_users import as_user
+
+    import tfmesos.mesos.driver
+    import tfmesos.mesos.failover_teardown
+    import tfmesos.mesos.master_reads
+    import tfmesos.record.history
+    import tfmesos.record.killed_record
+    import tfmesos.record.takeover_files
+    from tfmesos.cli.kill import kill_main
+    from tfmesos.cli.run_lookup import RunNotFound
+    master = make_local_master()
+    run_dir = tmp_path / "victim"
+    env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=str(tmp_path / "runs"))
+    with start_tfrun("-m", master.url, "-w", "1", "-s", "0", *SMALL, "--run-dir", str(run_dir),
+                     "--", "sleep", "600", env=env) as tfrun:
+        wait_until(lambda: (run_dir / "run.json").exists() and json.loads(
+            (run_dir / "run.json").read_text()).get("framework_id"), timeout=120,
+            message=lambda: "the victim's run never started: %s" % tfrun.stderr.read())
+        record = json.loads((run_dir / "run.json").read_text())
+        run_id, victim_id = record["run_id"], record["framework_id"]
+        forged = os.path.join(attacker_dir, "runs", "forged-" + run_id)
+        entry = nobody()
+        for directory in (os.path.dirname(forged), forged):
+            os.mkdir(directory, 0o700)
+            os.chown(directory, entry.pw_uid, entry.pw_gid)
+        with open(os.path.join(forged, "run.json"), "w") as handle:
+            json.dump(record, handle)
+        os.chmod(os.path.join(forged, "run.json"), 0o600)
+        os.chown(os.path.join(forged, "run.json"), entry.pw_uid, entry.pw_gid)
+        told = as_user(entry, lambda: repr(kill_main(
+            [run_id, "--master", master.url],
+            dict(PATH="/usr/bin:/bin", HOME=attacker_dir,
+                 TFMESOS_RUNS_DIR=os.path.dirname(forged),
+                 TFMESOS_KEYS_DIR=os.path.join(attacker_dir, "keys")))))
+        assert told.startswith("raised RunNotFound(") and "not yours (user nobody" in told, told
+        framework, finished = framework_by_id(master, victim_id)
+        assert not finished and framework["connected"], "the victim's run was killed"
+        assert tfrun.poll() is None

@@ -217,6 +217,27 @@ def test_live_only_leaves_finished_runs_out():
 # -- by the local record's framework id ------------------------------------------------------
 
 
+def test_a_record_of_the_callers_own_is_no_proof_that_another_users_or_principals_run_is_theirs():
+    # Another local user (or principal) copied a run.json into their own
+    # runs directory, naming the victim's run and framework ids (both on
+    # /master/state): tfmesos kill then killed the victim's run and
+    # relabelled it "killed (by nobody)" (found by a review helper).
+    theirs = state(framework("F-victim", user="alice"))
+    with pytest.raises(RunNotFound, match="framework F-victim on %s is run %s's of user alice, "
+                       "principal none, not yours .user mallory, principal none." % (MASTER, RUN)):
+        by_framework(theirs, "F-victim", RUN, Caller("mallory"), no_keys, MASTER, "here")
+    other_principal = state(framework("F-victim", user="alice", principal="alice"))
+    with pytest.raises(RunNotFound, match="principal alice, not yours .user alice, principal bob."):
+        by_framework(other_principal, "F-victim", RUN, Caller("alice", "bob"), no_keys, MASTER,
+                     "here")
+    # The caller's own; or another user's that the caller's key proves (tfrun -u).
+    assert by_framework(other_principal, "F-victim", RUN, Caller("alice", "alice"), no_keys,
+                        MASTER, "here").run.framework_id == "F-victim"
+    proven = state(framework("F-victim", user="bob", proof="own"))
+    assert by_framework(proven, "F-victim", RUN, ME, keys(), MASTER, "here").proven is True
+
+
+
 def test_a_local_record_names_its_framework_by_id_only():
     found = victim_and(framework("F-evil", registered=200.0, proof="copied"))
     assert by_framework(found, "F-victim", RUN, ME, no_keys, MASTER, "here").run.framework_id \

@@ -6,7 +6,9 @@ of several:
 
 * **With a local record** (a run directory of the caller's, under
   ``$TFMESOS_RUNS_DIR`` or ``./tfmesos-runs``, whose failover.json or
-  run.json names the run's framework id): that framework, by its id only.
+  run.json names the run's framework id): that framework, by its id only,
+  where the master shows it as the caller's as below (the record is the
+  caller's own writing: it names any framework its writer likes).
 * **From the master alone**: the frameworks whose ``tfmesos.run_id`` starts
   with what was given (or whose framework id it is), whose ``principal`` is
   the caller's (``MESOS_PRINCIPAL``; a framework with none is one of a
@@ -147,6 +149,14 @@ def _principal_fits(candidate: Candidate, caller: Caller) -> bool:
     return candidate.principal is None or candidate.principal == caller.principal
 
 
+def _callers(candidate: Candidate, caller: Caller) -> bool:
+    """Whether the master shows ``candidate`` as the caller's: its
+    principal (where the master authenticates one) and its user, or the
+    caller's key proves it (a run of ``tfrun -u`` names another user)."""
+    return _principal_fits(candidate, caller) \
+        and (candidate.user == caller.user or bool(candidate.proven))
+
+
 def decide(state: dict, wanted: str, caller: Caller, keys: Keys, master: str,
            live_only: bool = False,
            needs_proof: Optional[Callable[[ClusterRun], bool]] = None) -> Candidate:
@@ -162,8 +172,7 @@ def decide(state: dict, wanted: str, caller: Caller, keys: Keys, master: str,
     if not wanted or not named:
         raise RunNotFound("the master at %s knows no tfmesos run %r: %s"
                           % (master, wanted, listing))
-    mine = [c for c in named if _principal_fits(c, caller)
-            and (c.user == caller.user or c.proven)]
+    mine = [c for c in named if _callers(c, caller)]
     if not mine:
         raise RunNotFound("no run %s of yours (%s) on %s: %s of another user or principal "
                           "carr%s that id: %s; tfmesos acts only on a run of yours: give this "
@@ -214,7 +223,9 @@ def by_framework(state: dict, framework_id: str, run_id: str, caller: Caller, ke
                  master: str, where: str, live_only: bool = False) -> Candidate:
     """The framework ``framework_id`` that the caller's local record
     (``where``) names, as run ``run_id``'s (pure). It must carry that run
-    id, and, where the caller holds the run's key, its proof: a master
+    id, be the caller's as the master shows it (``_callers``: the caller's
+    own record is no proof of another's run), and, where the caller holds
+    the run's key, its proof: a master
     re-admits a framework id it does not know (as Mesos' does after a
     failover of the master), so a record's id alone is another's on a
     master the run is not on. RunNotFound otherwise."""
@@ -228,6 +239,12 @@ def by_framework(state: dict, framework_id: str, run_id: str, caller: Caller, ke
             raise RunNotFound("framework %s on %s carries run %s's id but not the proof of "
                               "its key: not the run's framework (%s); nothing is done to it"
                               % (framework_id, master, run_id, where))
+        if not _callers(candidate, caller):   # the record is the caller's own writing
+            raise RunNotFound("framework %s on %s is run %s's of %s, not yours (%s): a record "
+                              "of yours (%s) proves nothing of another's run; nothing is done "
+                              "to it" % (framework_id, master, run_id,
+                                         Caller(candidate.user or "-", candidate.principal).text(),
+                                         caller.text(), where))
         if live_only and candidate.finished:
             raise RunNotFound("run %s has finished already (framework %s)"
                               % (run_id, framework_id))
