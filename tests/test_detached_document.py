@@ -290,6 +290,24 @@ def test_a_scheduler_task_that_ended_is_quoted_by_its_error_not_its_last_line():
     assert telling_line(["", "  "]) is None and telling_line([]) is None
 
 
+def test_a_detached_runs_failure_names_where_its_logs_are_read_not_its_sandbox_path():
+    # tfmesos attach relayed "tfrun: logs and run record: run", a directory
+    # of the scheduler task's sandbox, not of the attaching shell (found by
+    # a review helper).
+    import types
+
+    from tfmesos.cli.tfrun import where_recorded
+    record = types.SimpleNamespace(directory="run")
+    spec = types.SimpleNamespace(master="zk://u:pw@zk1:2181/mesos")
+    detached = types.SimpleNamespace(detached=True, run_id="cafe0123", record=record, spec=spec)
+    assert where_recorded(detached) == (
+        "tfmesos logs cafe0123 --master zk://u:***@zk1:2181/mesos, "
+        "tfmesos show cafe0123 --master zk://u:***@zk1:2181/mesos")
+    foreground = types.SimpleNamespace(detached=False, record=types.SimpleNamespace(
+        directory="/home/u/tfmesos-runs/train-cafe0123"))
+    assert where_recorded(foreground) == "/home/u/tfmesos-runs/train-cafe0123"
+
+
 # -- tfrun --detach: the run's key is kept before anything is launched -----------------------
 
 class Submits:

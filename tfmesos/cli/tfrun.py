@@ -290,7 +290,7 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
                     run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
                     mlflow_pending = False
                     if not succeeded and run.record.directory:
-                        say("logs and run record: %s" % run.record.directory)
+                        say("logs and run record: %s" % where_recorded(run))
                     if advice:
                         print_usage(run)
                         print_metrics(run)
@@ -331,6 +331,19 @@ def duration(seconds):
     if seconds >= 60 and seconds % 60 == 0:
         return "%d min" % (seconds // 60)
     return "%d s" % seconds
+
+
+def where_recorded(run):
+    """Where the user finds a run's logs and record: its run directory; a
+    detached run's is in its scheduler task's sandbox (``run/`` there, which
+    the caller of ``tfmesos attach`` that relays this line does not have),
+    read through the master."""
+    if not run.detached:
+        return run.record.directory
+    from ..mesos.master_address import without_password
+    master = without_password(run.spec.master)
+    return "tfmesos logs %s --master %s, tfmesos show %s --master %s" % (
+        run.run_id, master, run.run_id, master)
 
 
 def keep_for_takeover(run, identity, directory):
