@@ -45,6 +45,9 @@ ACCEPTED_FORMS = (
         ("my_master-1.internal:5050", ("http://my_master-1.internal:5050",)),
         ("  m:5050\n", ("http://m:5050",)),
         ("local:5050", ("http://local:5050",)),
+        # A master's UPID, as Mesos' detector reads it (src/master/detector/detector.cpp).
+        ("master@10.0.0.1:5050", ("http://10.0.0.1:5050",)),
+        ("master@m", ("http://m:5050",)),
     ],
 )
 def test_parse_http_forms(text, urls):
@@ -66,6 +69,8 @@ def test_parse_http_forms(text, urls):
         ("zk://[::1]:2181/mesos", "[::1]:2181", "/mesos", None),
         ("zk://user:pass@h1:2181,h2:2181/mesos", "h1:2181,h2:2181", "/mesos", ("digest", "user:pass")),
         ("zk://user:p:a@ss@h1:2181/mesos", "h1:2181", "/mesos", ("digest", "user:p:a@ss")),
+        # One trailing '/' is no part of the znode (src/zookeeper/group.cpp strips it).
+        ("zk://h1:2181/mesos/", "h1:2181", "/mesos", None),
     ],
 )
 def test_parse_zk_forms(text, hosts, path, auth):
@@ -103,13 +108,15 @@ def test_parse_local(text):
         ("zk://h1:2181", "path"),
         ("zk://h1:2181/", "path"),
         ("zk:///mesos", "at least one host"),
-        ("zk://h1:2181/mesos/", "znode path"),
+        ("zk://h1:2181/mesos//", "znode path"),
         ("zk://h1:2181//mesos", "znode path"),
         ("zk://h1:2181/mesos/../x", "znode path"),
         ("zk://h1:x/mesos", "port 'x'"),
         ("zk://h1:2181,,h2:2181/mesos", "empty ZooKeeper host"),
         ("ftp://m:5050", "unknown scheme 'ftp://'"),
-        ("file:///etc/mesos/master", "unknown scheme 'file://'"),
+        ("file:///etc/mesos/master", "a file:// master (deprecated in Mesos) is not read: "
+         "give the address the file holds"),
+        ("slave@10.0.0.1:5050", "credentials"),
         ("h1:5050,zk://h2:2181/mesos", "only entry"),
         ("h1:5050 h2:5050", "whitespace"),
         ("h1:5050, h2:5050", "whitespace"),

@@ -137,6 +137,11 @@ _SLASHED = ("a ZooKeeper user:password@ may not hold '/': the path starts at the
             "as Mesos reads it")
 
 
+# "master@HOST:PORT": a master's libprocess UPID, which Mesos' detector takes
+# for HOST:PORT (src/master/detector/detector.cpp, MasterDetector::create).
+MASTER_UPID_PREFIX = "master@"
+
+
 class _Malformed(Exception):
     """Internal: why a master string was refused."""
 
@@ -167,6 +172,9 @@ def _parse_http_entry(entry: str) -> str:
         scheme = match.group(1).lower()
         if scheme == "zk":
             raise _Malformed("zk:// must be the only entry, not part of a list")
+        if scheme == "file":   # Mesos' detector reads the address from the file
+            raise _Malformed("a file:// master (deprecated in Mesos) is not read: give the "
+                             "address the file holds")
         if scheme not in SCHEMES:
             raise _Malformed("unknown scheme '%s://'" % (scheme,))
         entry = entry[match.end():]
@@ -176,6 +184,8 @@ def _parse_http_entry(entry: str) -> str:
         raise _Malformed("unknown scheme in %r" % (entry,))
     if "/" in entry:
         raise _Malformed("a master address has no path: %r" % (entry,))
+    if entry.startswith(MASTER_UPID_PREFIX):   # a master's UPID, as Mesos' detector reads it
+        entry = entry[len(MASTER_UPID_PREFIX):]
     if "@" in entry:
         raise _Malformed("credentials are not accepted in %r" % (entry,))
     host, port = _split_host_port(entry, DEFAULT_MESOS_PORT)
@@ -187,6 +197,8 @@ def _parse_zk(rest: str) -> MasterSpec:
     if not slash or not path:
         raise _Malformed("zk:// needs a path such as /mesos")
     path = "/" + path
+    if path.endswith("/") and len(path) > 1:   # as Mesos' src/zookeeper/group.cpp strips it
+        path = path[:-1]
     if path.endswith("/") or any(part in ("", ".", "..") for part in path[1:].split("/")):
         raise _Malformed("ZooKeeper path %r is not a valid znode path" % (path,))
     auth = None
