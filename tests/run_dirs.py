@@ -60,7 +60,7 @@ def write_run(root, run_id, name="tfrun", status="succeeded", exit_code=0, start
                             if last else "PENDING",
                             exit_code=last.exit_code if last else None, attempts=attempts))
     run = RunFile(
-        run_id=run_id, name=name, mode=mode, master="local",
+        run_id=run_id, name=name, mode=mode, master=extra.pop("master", "local"),
         framework_id=extra.pop("framework_id", "fw-0000"),
         command=command,
         jobs=[Job(name="worker", num=len(tasks), start=0, cpus=1.0, mem=1024.0, gpus=0)],

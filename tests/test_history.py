@@ -219,6 +219,31 @@ def test_a_gone_runs_duration_ends_at_its_last_record_not_now(runs_dir, capsys):
     assert code == 0 and "took at least 12.5 s (its tfrun is gone)" in out, out
 
 
+def test_a_failover_run_whose_tfrun_left_shows_it_left_the_run_to_its_tasks(runs_dir, capsys):
+    # tfrun --failover, its terminal gone (SIGHUP: "detached: the tasks go
+    # on without a scheduler"), or SIGKILLed: its tasks run on, yet tfmesos
+    # runs and show said "gone", and tfmesos logs --follow said "run X is
+    # over" while they ran (found by a review helper).
+    directory = write_run(runs_dir, "left0001", status="running", exit_code=None, start=0,
+                          scheduler=a_gone_process(), master="127.0.0.1:5050")
+    with open(os.path.join(directory, "failover.json"), "w") as handle:
+        handle.write("{}")
+    last = BASE.timestamp() + 4.5
+    os.utime(os.path.join(directory, "run.json"), (last, last))
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and re.search(r"left0001 .* 4\.5 s +left to its tasks ", out), out
+    code, out, _ = tfmesos(capsys, "show", "left0001")
+    assert code == 0 and "left to its tasks, exit code -" in out, out
+    assert "took at least 4.5 s (its tfrun left the run to its tasks: tfmesos attach left0001 " \
+        "takes it over)" in out, out
+    code, out, err = tfmesos(capsys, "logs", "left0001", "--follow")
+    assert code == 0 and "is over" not in err, err
+    assert err.endswith("tfmesos logs: run left0001's tfrun left it to its tasks (--failover): "
+                        "their output comes here again once tfmesos attach left0001 takes the "
+                        "run over; tfmesos logs left0001 --master 127.0.0.1:5050 reads it from "
+                        "their sandboxes meanwhile\n"), err
+
+
 def test_a_gone_runs_duration_ends_at_the_last_output_it_wrote(runs_dir, capsys):
     # Its record was last written as its cluster came up: a run that went on
     # for seconds before its tfrun was killed showed 0.0 s (found by a

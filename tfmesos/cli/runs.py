@@ -434,7 +434,13 @@ def follow(run, tasks, stream, attempt, out, interval):
                 tails[name] = _Tail(name, path, _prefixed(run, tasks))
             tails[name].read(out, final=over)
         if over:
-            if run.running:
+            if run.running and run.left_to_tasks:
+                print("tfmesos logs: run %s's tfrun left it to its tasks (--failover): their "
+                      "output comes here again once tfmesos attach %s takes the run over; "
+                      "tfmesos logs %s --master %s reads it from their sandboxes meanwhile"
+                      % (run.run_id, run.run_id, run.run_id, run.file.master),
+                      file=sys.stderr, flush=True)
+            elif run.running:
                 scheduler = run.file.scheduler
                 print("tfmesos logs: run %s is over: the process that ran it (pid %d on %s) is "
                       "gone without saying how it ended" % (run.run_id, scheduler.pid,

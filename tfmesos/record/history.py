@@ -135,12 +135,23 @@ class Run:
         return self.running and gone(self.file.scheduler)
 
     @property
+    def left_to_tasks(self) -> bool:
+        """Whether its tfrun is ``gone`` from a ``--failover`` run (its
+        failover.json is there), whose tasks go on without it until
+        ``tfmesos attach`` takes it over, ``kill`` ends it, or its failover
+        timeout passes."""
+        from .takeover_files import FAILOVER_FILE
+        return self.gone and os.path.lexists(os.path.join(self.directory, FAILOVER_FILE))
+
+    @property
     def shown_outcome(self) -> str:
         """How the run ended in the words every reader uses
         (``outcomes.outcome_text``, without the message: ``failed (exit 5,
         worker:0)``, ``killed (by alice)``), ``gone`` for a run whose tfrun
-        is (``gone``)."""
-        return "gone" if self.gone else outcome_text(self.outcome, self.tasks, message=False)
+        is (``gone``), ``left to its tasks`` for such a ``--failover`` run."""
+        if self.gone:
+            return "left to its tasks" if self.left_to_tasks else "gone"
+        return outcome_text(self.outcome, self.tasks, message=False)
 
     @property
     def exit_code(self) -> Optional[int]:
