@@ -123,6 +123,36 @@ def test_a_task_that_failed_without_an_exception_has_its_last_stderr_lines_said(
         err
 
 
+def eats_memory(megabytes):
+    block = bytearray(megabytes << 20)
+    block[::4096] = b"x" * len(block[::4096])   # touched: resident, charged to its cgroup
+    return len(block)
+
+
+def test_a_task_killed_for_its_memory_names_the_keyword_that_gives_it_more(tmp_path, capfd):
+    # The caller gave mem=: the failure said "raise -Mw" and the hint "e.g.
+    # tfrun -Mw 4096", options of a command the caller never ran (found by
+    # a review helper).
+    with pytest.raises(TaskFailed) as caught:
+        tfmesos.run(eats_memory, 600, workers=1, ship=None, mem=256, cpus=0.5,
+                    run_dir=str(tmp_path / "run"))
+    assert str(caught.value).startswith("worker:0 was killed for using more than its 256 MB"), \
+        caught.value
+    assert str(caught.value).endswith(": raise mem="), caught.value
+    err = capfd.readouterr().err
+    assert "-Mw" not in err and "e.g. mem=4096 (MB" in err, err
+
+
+def test_tfruns_resource_flags_read_as_the_keywords_of_tfmesos_run():
+    from tfmesos.core.function_options import flags_as_keywords
+    assert flags_as_keywords("give it more, e.g. tfrun -Mw 4096 (MB; the default is 1024)") \
+        == "give it more, e.g. mem=4096 (MB; the default is 1024)"
+    assert flags_as_keywords("ps:0 was killed ...: raise -Ms") == "ps:0 was killed ...: raise ps_mem="
+    assert flags_as_keywords("e.g. -Gc") == "e.g. chief_gpus="
+    assert flags_as_keywords("-Cw 2 and --job x:1:1:4096") == "cpus=2 and --job x:1:1:4096"
+    assert flags_as_keywords("run-Mwx and a-Mw") == "run-Mwx and a-Mw"   # no flag of its own
+
+
 def test_with_a_chief_the_chief_returns(tmp_path):
     value = tfmesos.run(where_am_i, 0, workers=1, chief=True, ship=None,
                         run_dir=str(tmp_path / "run"), **SMALL).value

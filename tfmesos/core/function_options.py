@@ -3,6 +3,7 @@ defaults) and its words for the fields of a run, in which the errors it
 raises name what to change (``error_fields``)."""
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Callable, Optional, TypeVar, Union
 
@@ -99,4 +100,21 @@ def in_keywords(error: _E, ship: Ship = ".") -> _E:
     return error.in_words(_CURRENT if ship == "." else KEYWORDS)
 
 
-__all__ = ["OPTIONS", "KEYWORDS", "Ship", "in_keywords"]
+# tfrun's resource flags in the words tfmesos writes for any run (its
+# hints, a memory kill's "raise -Mw"): -Mw is mem, -Cs ps_cpus, -Gc chief_gpus.
+_RESOURCE_FLAG = re.compile(r"(?:\btfrun )?(?<![\w-])-([MCG])([wsc])\b(?: (\d+))?")
+_RESOURCES = {"M": "mem", "C": "cpus", "G": "gpus"}
+_JOB_PREFIX = {"w": "", "s": "ps_", "c": "chief_"}
+
+
+def flags_as_keywords(text: str) -> str:
+    """``text`` (a hint, a task's failure) with tfrun's resource flags as
+    tfmesos.run's keyword arguments: "e.g. tfrun -Mw 4096" is "e.g.
+    mem=4096", "raise -Ms" is "raise ps_mem="."""
+    def keyword(match: "re.Match[str]") -> str:
+        name = _JOB_PREFIX[match.group(2)] + _RESOURCES[match.group(1)]
+        return "%s=%s" % (name, match.group(3) or "")
+    return _RESOURCE_FLAG.sub(keyword, text)
+
+
+__all__ = ["OPTIONS", "KEYWORDS", "Ship", "in_keywords", "flags_as_keywords"]

@@ -31,7 +31,7 @@ from ..protocol import task_env
 from ..task.result_file import MAX_OTHER_RESULTS, MAX_RESULT
 from . import config
 from .caller import run_command, script_name
-from .function_options import OPTIONS, Ship, in_keywords
+from .function_options import OPTIONS, Ship, flags_as_keywords, in_keywords
 from .function_output import Printer, logs_choice
 from .function_results import collect, remote_failure
 from .inputs import as_switch
@@ -396,6 +396,7 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
         error = remote_failure(run, failure, sources)
         if error is None:
             failed = failure.task
+            failure.args = (flags_as_keywords(str(failure)),)   # its words: mem=, not -Mw
             raise
         if error.task != failure.task:
             run.record.caused_by(error, run.phase)
@@ -426,7 +427,7 @@ def say_why(run: "ClusterRun", task_name: str, show: "Callable[[TaskSlot], bool]
     the run's hint, and the last lines it wrote to stderr unless they were
     shown (a ps, ``logs="none"``)."""
     if run.record.hint:
-        printer.say("hint: %s" % run.record.hint)
+        printer.say("hint: %s" % flags_as_keywords(run.record.hint))
     slot = next((slot for slot in run.slots if slot.name == task_name), None)
     tail = run.record.tail(task_name, "stderr", lines) if slot and not show(slot) else []
     if tail:
