@@ -33,7 +33,10 @@ Bounds, so that slow, greedy or malformed clients cannot exhaust it:
   headers and body must all be in by then, however slowly they trickle
   (``deadlines.py``); a stream, once subscribed, is not bound by it;
 * at most ``max_connections`` open **connections** (one handler thread
-  each); past that a new connection gets a 503 and is closed at once;
+  each); past that one gives way for a newcomer (one without an
+  authenticated call, else an idle one of the principal that holds the
+  most: ``process_request``), and where none can (every one a stream or in
+  a call) a new connection gets a 503 and is closed at once;
 * credentials are checked from the headers, **before a body is read**: a
   401 (or a 404 for an unknown path) closes the connection with its body
   unread;
@@ -44,6 +47,8 @@ Bounds, so that slow, greedy or malformed clients cannot exhaust it:
   JavaScript identifiers (``endpoints.py``).
 """
 
+import collections
+import dataclasses
 import logging
 import socket
 import socketserver
@@ -109,6 +114,19 @@ def _shut_down(sock):
         pass
 
 
+@dataclasses.dataclass
+class _Held:
+    """What the server knows of an open connection: whether a call on it
+    was authenticated (``vouched``) and as whom (``principal``; None on a
+    master without credentials), whether it waits for its next call
+    (``idle``) or carries a subscription's stream (``streaming``)."""
+
+    vouched: bool = False
+    principal: Optional[str] = None
+    idle: bool = False
+    streaming: bool = False
+
+
 class MasterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -123,9 +141,9 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self.deadlines = Deadlines()
         if ":" in host:
             self.address_family = socket.AF_INET6
-        # Every open connection, oldest first: whether a call on it was
-        # authenticated (never dropped for a newcomer: see process_request).
-        self._connections: dict[socket.socket, bool] = {}
+        # Every open connection, oldest first, and what may drop it for a
+        # newcomer (``process_request``).
+        self._connections: dict[socket.socket, _Held] = {}
         self._connections_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         super().__init__((host, port), handler or _Handler)
@@ -141,17 +159,19 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self.server_name, self.server_port = self.socket.getsockname()[:2]
 
     def process_request(self, request, client_address):
-        """Admit a connection. At ``max_connections`` the oldest one on which
-        no call was authenticated is dropped for it: a peer without
-        credentials that holds connections (idle, or sending half a request)
-        crowds out only its like, never a framework. With every connection
-        vouched for, the newcomer is refused at once (503)."""
+        """Admit a connection. At ``max_connections`` one gives way for it
+        (``_to_drop``): the oldest on which no call was authenticated (a
+        peer without credentials that holds connections, idle or sending
+        half a request, crowds out only its like), else the oldest idle one
+        of the principal that holds the most (one principal cannot lock
+        the others out; a client's kept-alive connection closed while idle
+        is opened again). With every connection a subscription's stream or
+        in a call, the newcomer is refused at once (503)."""
         dropped = None
         with self._connections_lock:
             full = len(self._connections) >= self.max_connections
             if full:
-                dropped = next((sock for sock, vouched in self._connections.items()
-                                if not vouched), None)
+                dropped = self._to_drop()
                 if dropped is not None:
                     del self._connections[dropped]
                     full = False
@@ -160,10 +180,10 @@ class MasterHTTPServer(ThreadingHTTPServer):
                     # after it has left this table (shutdown_request).
                     _shut_down(dropped)
             if not full:
-                self._connections[request] = False
+                self._connections[request] = _Held()
         if dropped is not None:
-            log.debug("dropped the oldest of %d connections without an authenticated call "
-                      "for one from %s", self.max_connections, client_address)
+            log.debug("dropped a connection of the %d open for one from %s",
+                      self.max_connections, client_address)
         if full:
             body = _BUSY_BODY % self.max_connections
             end_connection(request, _BUSY % len(body) + body)
@@ -171,12 +191,43 @@ class MasterHTTPServer(ThreadingHTTPServer):
             return
         super().process_request(request, client_address)
 
-    def vouch(self, request):
-        """A call on ``request`` was authenticated (or needs no credentials
-        on this master): it is not dropped for a newcomer."""
+    def _to_drop(self):
+        """The connection that gives way for a newcomer, or None (under
+        ``_connections_lock``)."""
+        unvouched = next((sock for sock, held in self._connections.items()
+                          if not held.vouched), None)
+        if unvouched is not None:
+            return unvouched
+        idle = [(sock, held) for sock, held in self._connections.items()
+                if held.idle and not held.streaming]
+        if not idle:
+            return None
+        counts = collections.Counter(held.principal for held in self._connections.values())
+        most = max(counts[held.principal] for _, held in idle)
+        return next(sock for sock, held in idle if counts[held.principal] == most)
+
+    def vouch(self, request, principal=None):
+        """A call on ``request`` was authenticated as ``principal`` (or needs
+        no credentials on this master: None): it is in a call, and gives way
+        for a newcomer only as ``_to_drop`` says."""
         with self._connections_lock:
-            if request in self._connections:
-                self._connections[request] = True
+            held = self._connections.get(request)
+            if held is not None:
+                held.vouched, held.principal, held.idle = True, principal, False
+
+    def waiting(self, request):
+        """``request``'s connection waits for its next call (kept alive)."""
+        with self._connections_lock:
+            held = self._connections.get(request)
+            if held is not None:
+                held.idle = True
+
+    def streaming(self, request):
+        """``request``'s connection is a subscription's stream: never dropped."""
+        with self._connections_lock:
+            held = self._connections.get(request)
+            if held is not None:
+                held.streaming = True
 
     def handle_error(self, request, client_address):
         # A client that went away (or was cut off at its deadline) is not an
@@ -236,6 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
         # 408; a kept-alive connection left idle is just closed (a client
         # that reuses it would otherwise read a stale 408 as its answer).
         reply = _TIMED_OUT if self._requests == 0 else b""
+        if self._requests:
+            self.server.waiting(self.connection)
         self._requests += 1
         self._body_read = False
         deadlines = self.server.deadlines
@@ -291,7 +344,7 @@ class _Handler(BaseHTTPRequestHandler):
         if master.authenticates:
             self.principal = master.authenticate(self.headers.get("Authorization"))
         if self.principal is not None or not master.authenticates:
-            self.server.vouch(self.connection)
+            self.server.vouch(self.connection, self.principal)
             return True
         self._reply(401, UNAUTHORIZED_BODY, headers=[("WWW-Authenticate", self._challenge())])
         return False
@@ -526,6 +579,7 @@ class _Handler(BaseHTTPRequestHandler):
         reason = CLOSED
         if content_type == proto.PROTOBUF_TYPE:
             subscription.encoder = proto.frame_encoder(event)
+        self.server.streaming(self.connection)
         try:
             self.send_response(200)
             self.send_header("Content-Type", content_type)
