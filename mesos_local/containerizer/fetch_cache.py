@@ -54,6 +54,13 @@ class FetcherCache:
         while True:
             with self._lock:
                 entry = self._entries.get(key)
+                if entry is not None and entry.done.is_set() and not os.path.exists(entry.path):
+                    # Gone (an operator cleaned the work directory): Mesos'
+                    # Cache::get validates a downloaded entry ("Cache file
+                    # does not exist", Cache::validate) and removes it, so the
+                    # URI is downloaded again.
+                    del self._entries[key]
+                    entry = None
                 first = entry is None
                 if entry is None:
                     entry = self._entries[key] = _Entry(self._file_name(key))
