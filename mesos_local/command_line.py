@@ -31,7 +31,8 @@ checkpoints, after ``--recovery-timeout`` (Mesos' agent flag, 15 minutes).
 
 Every number is finite and bounded (a usage error, exit 2, says which):
 cpus, mem and disk at most 10^15 (Mesos' fixed-point scalars), at most 1024
-GPUs and 100 agents, ports 0-65535, intervals from 0.01 s to a day;
+GPUs and 100 agents, ports 0-65535, intervals from 0.01 s to a day, the
+fetcher cache (``--fetcher-cache-size``, Mesos' agent flag) 1024TB;
 ``--work-dir`` is made before the master starts, and ``$DOCKER_HOST`` read
 (``docker_host``). A reader of its output that went away (``mesos-local |
 head``) ends it quietly, as SIGPIPE would, status 141.
@@ -64,6 +65,7 @@ import threading
 from .agent import MAX_GPUS, MAX_SCALAR, AgentSpec, AgentSpecError
 from .api.auth import CredentialsError, read_credentials
 from .containerizer.environment import parse_environment_json
+from .containerizer.fetch_cache import DEFAULT_FETCHER_CACHE_SIZE, MAX_FETCHER_CACHE_SIZE
 from .containerizer.users import WORK_DIR_MODE, root_submissions_error
 from .docker_host import docker_host_error
 from .errors import LocalMasterError
@@ -109,6 +111,26 @@ def _host(text):
                                          "an address of this machine, e.g. 127.0.0.1"
                                          % text) from None
     return text
+
+
+# stout's Bytes::parse units (binary), as Mesos reads --fetcher_cache_size.
+_BYTE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+_BYTES = re.compile(r"([0-9]+)([A-Za-z]*)")
+
+
+def _bytes(text):
+    """An argparse type: a whole number of bytes, in Mesos' form (2GB,
+    512MB, 4096B; units B, KB, MB, GB, TB, binary) or plain."""
+    match = _BYTES.fullmatch(text)
+    unit = _BYTE_UNITS.get(match.group(2).upper() or "B") if match else None
+    if match is None or unit is None:
+        raise argparse.ArgumentTypeError("expected a whole number of bytes with a unit of B, "
+                                         "KB, MB, GB or TB, e.g. 2GB, got %r" % text)
+    value = int(match.group(1)) * unit
+    if value > MAX_FETCHER_CACHE_SIZE:
+        raise argparse.ArgumentTypeError("must be at most %dTB, got %s"
+                                         % (MAX_FETCHER_CACHE_SIZE >> 40, text))
+    return value
 
 
 def _positive(kind):
@@ -185,6 +207,12 @@ def build_parser(prog="python -m mesos_local"):
                                           "outlive this master if it dies (SIGKILL), as "
                                           "Mesos' agent flag; other tasks end at once "
                                           "(default: %(default)s)")
+    parser.add_argument("--fetcher-cache-size", type=_bytes, default=DEFAULT_FETCHER_CACHE_SIZE,
+                        metavar="BYTES",
+                        help="the most each agent's fetcher cache holds, e.g. 500MB (units B, "
+                             "KB, MB, GB, TB), as Mesos' agent flag --fetcher_cache_size: the "
+                             "least recently used entries no fetch is using are evicted "
+                             "(default: 2GB, as Mesos)")
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where task sandboxes go; kept after exit (default: a "
                              "temporary directory removed at exit)")
@@ -386,7 +414,8 @@ def make_master(args, security):
                        switch_user=args.switch_user, root_submissions=args.root_submissions,
                        executor_registration_timeout=args.executor_registration_timeout,
                        executor_shutdown_grace_period=args.executor_shutdown_grace_period,
-                       recovery_timeout=args.recovery_timeout, **security)
+                       recovery_timeout=args.recovery_timeout,
+                       fetcher_cache_size=args.fetcher_cache_size, **security)
 
 
 def network_lines(master):

@@ -65,6 +65,7 @@ from .containerizer import fs_isolation
 from .containerizer.cgroup_limits import parse_isolation
 from .containerizer.cgroups import Isolator
 from .containerizer.environment import executor_environment as base_environment
+from .containerizer.fetch_cache import DEFAULT_FETCHER_CACHE_SIZE, MAX_FETCHER_CACHE_SIZE
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
 from .containerizer.runner import ProcessRunner
 from .containerizer.users import WORK_DIR_MODE, UserSwitch, root_submissions_error
@@ -214,6 +215,11 @@ class LocalMaster(FaultInjection):
     (``FrameworkInfo.checkpoint``), once ``recovery_timeout`` seconds
     passed, as Mesos' agent flag ``--recovery_timeout`` (default 900, 15
     minutes): no master recovers them.
+
+    ``fetcher_cache_size``: the bytes each agent's fetcher cache holds at
+    most, as Mesos' agent flag ``--fetcher_cache_size`` (default 2 GiB, as
+    Mesos): the least recently used entries no fetch is using are evicted
+    (``containerizer/fetch_cache.py``).
     """
 
     def __init__(self, agents=None, host="127.0.0.1", port=0, heartbeat_interval=15.0,
@@ -227,10 +233,15 @@ class LocalMaster(FaultInjection):
                  operator_event_buffer=DEFAULT_BUFFER_BYTES,
                  executor_registration_timeout=REGISTRATION_TIMEOUT,
                  executor_shutdown_grace_period=SHUTDOWN_GRACE_PERIOD,
-                 recovery_timeout=RECOVERY_TIMEOUT):
+                 recovery_timeout=RECOVERY_TIMEOUT,
+                 fetcher_cache_size=DEFAULT_FETCHER_CACHE_SIZE):
         refused = root_submissions_error(switch_user, root_submissions)
         if refused is not None:
             raise ValueError(refused)
+        if isinstance(fetcher_cache_size, bool) or not isinstance(fetcher_cache_size, int) \
+                or not 0 <= fetcher_cache_size <= MAX_FETCHER_CACHE_SIZE:
+            raise ValueError("LocalMaster(fetcher_cache_size=%r): must be a whole number of "
+                             "bytes from 0 to %d" % (fetcher_cache_size, MAX_FETCHER_CACHE_SIZE))
         for name, value in (("max_operator_event_stream_subscribers",
                              max_operator_event_stream_subscribers),
                             ("operator_event_buffer", operator_event_buffer)):
@@ -314,7 +325,8 @@ class LocalMaster(FaultInjection):
             runner if runner is not None else ProcessRunner(), container_runner, base_env,
             self.allow_root, self.isolator, hidden_paths=self.hidden_paths,
             user_switch=self.user_switch, root_submissions=self.root_submissions,
-            watchdog=self._watchdog)
+            watchdog=self._watchdog, fetcher_cache_size=fetcher_cache_size)
+        self.fetcher_cache_size = fetcher_cache_size
         self.executor_registration_timeout = float(executor_registration_timeout)
         self.executor_shutdown_grace_period = float(executor_shutdown_grace_period)
         executors = self._executors = Executors(

@@ -28,7 +28,7 @@ from .containerizer.cgroup_limits import ISOLATORS, Limits
 from .containerizer.environment import executor_environment
 from .containerizer.escapes import EscapeSweeper
 from .containerizer.executor import TaskProcess, describe_container_exit, describe_exit
-from .containerizer.fetch_cache import AgentFetcher, FetcherCache
+from .containerizer.fetch_cache import DEFAULT_FETCHER_CACHE_SIZE, AgentFetcher, FetcherCache
 from .containerizer.planning import (
     NO_DOCKER_MESSAGE,
     TaskInvalid,
@@ -66,12 +66,15 @@ class TaskLauncher:
     ``user_switch``: the agents' ``users.UserSwitch`` (None: on, as Mesos'
     ``--switch_user``); ``root_submissions``: false refuses tasks of root;
     ``watchdog``: the master's ``watchdog.Watchdog`` (None: none), which
-    ends the tasks if the master dies."""
+    ends the tasks if the master dies; ``fetcher_cache_size``: the bytes
+    each agent's fetcher cache holds at most."""
 
     def __init__(self, records, allocator, updates, loop, kill_grace_period, runner,
                  container_runner, base_env, root_allowed, isolator=None, hidden_paths=(),
-                 user_switch=None, root_submissions=True, watchdog=None):
+                 user_switch=None, root_submissions=True, watchdog=None,
+                 fetcher_cache_size=DEFAULT_FETCHER_CACHE_SIZE):
         self.watchdog = watchdog
+        self.fetcher_cache_size = fetcher_cache_size
         self.root_submissions = root_submissions
         self.isolator = isolator
         # The processes that left ended tasks' cgroups: many tasks' per pass over /proc.
@@ -299,7 +302,8 @@ class TaskLauncher:
         """The agent's fetcher: its cache, its network namespace."""
         fetcher = self._fetchers.get(agent.id)
         if fetcher is None:
-            cache = FetcherCache(os.path.join(agent.directory, "fetcher-cache"))
+            cache = FetcherCache(os.path.join(agent.directory, "fetcher-cache"),
+                                 self.fetcher_cache_size)
             fetcher = self._fetchers[agent.id] = AgentFetcher(cache, agent.netns)
         return fetcher
 

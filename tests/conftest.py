@@ -95,12 +95,13 @@ INTEGRATION_MODULES = frozenset((
 # (test_import_graph checks that, test_mesos_local_package that they are
 # collected with TensorFlow, PyTorch and JAX absent).
 MESOS_LOCAL_MODULES = frozenset((
-    "test_agent_endpoints", "test_avmesos", "test_custom_executors", "test_fetcher",
-    "test_local_endpoints", "test_local_files", "test_local_filters", "test_local_master",
-    "test_local_schema", "test_master_http_bounds", "test_mesos_local_package",
-    "test_master_cleanup", "test_master_death", "test_npm_mesos_client", "test_operator_api",
-    "test_operator_events", "test_operator_routing", "test_proto_codec", "test_protobuf_api",
-    "test_pymesos_framework", "test_task_exit"))
+    "test_agent_endpoints", "test_avmesos", "test_custom_executors", "test_fetch_cache",
+    "test_fetcher", "test_local_endpoints", "test_local_files", "test_local_filters",
+    "test_local_master", "test_local_schema", "test_master_http_bounds",
+    "test_mesos_local_package", "test_master_cleanup", "test_master_death",
+    "test_npm_mesos_client", "test_operator_api", "test_operator_events",
+    "test_operator_routing", "test_proto_codec", "test_protobuf_api", "test_pymesos_framework",
+    "test_task_exit"))
 
 
 def _loadgroup_broken():

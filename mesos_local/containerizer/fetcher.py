@@ -150,7 +150,6 @@ def local_path(value):
 def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_as):
     target = _target(uri, value, sandbox)   # refused before anything is fetched
     deadline = time.monotonic() + limits.timeout
-    source = None
     # An FTP download is a process of its own, which a kill ends at once:
     # ftplib's sockets are not this process' to shut, and each of its reads
     # waits up to the stall (a read that timed out sooner left its file
@@ -165,7 +164,19 @@ def _fetch_one(uri, value, sandbox, stall, cache, user, limits, cancelled, run_a
             else:
                 _in_child(run_as, {"step": "fill", "value": value, "path": path},
                           stall, limits, deadline, cancelled)
-        source = cache.get(value, user, download, owner=run_as)
+        # Held until it is in the sandbox: an entry a fetch uses is never
+        # evicted (Mesos references it until its mesos-fetcher run ends).
+        with cache.use(value, user, download, owner=run_as) as source:
+            _place_one(uri, value, sandbox, target, source, in_child, run_as, stall, limits,
+                       deadline, cancelled)
+    else:
+        _place_one(uri, value, sandbox, target, None, in_child, run_as, stall, limits,
+                   deadline, cancelled)
+
+
+def _place_one(uri, value, sandbox, target, source, in_child, run_as, stall, limits, deadline,
+               cancelled):
+    """``_fetch_one``'s URI into the sandbox, from ``source`` (its cached file) or not."""
     if in_child:
         _in_child(run_as, {"step": "place", "uri": uri, "value": value, "sandbox": sandbox,
                            "source": source}, stall, limits, deadline, cancelled)
