@@ -160,7 +160,7 @@ def test_with_a_chief_the_chief_returns(tmp_path):
     assert value["cluster"] == ["chief", "worker"] and value["answer"] == 41
 
 
-def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path):
+def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path, capfd):
     with pytest.raises(RemoteTaskError) as caught:
         tfmesos.run(fails_on_worker_1, "seven", workers=2, ship=None,
                     run_dir=str(tmp_path / "run"), **SMALL)
@@ -176,6 +176,11 @@ def test_a_remote_exception_is_raised_with_the_task_and_its_traceback(tmp_path):
         '%% text)\n' % (__file__, line) in error.remote_traceback
     assert error.remote_traceback.endswith("ValueError: bad input: seven\n")
     assert type(error.__cause__) is ValueError and error.__cause__.args == ("bad input: seven",)
+    # The task's stderr, shown as it came, names the caller's file too: it
+    # said File "<dynamic-code>" with no source line (found by a review helper).
+    err = capfd.readouterr().err
+    assert '[worker:1]   File "%s", line %d, in fails_on_worker_1\n' % (__file__, line) in err, err
+    assert "<dynamic-code>" not in err, err
 
 
 async def async_answer(offset):

@@ -36,7 +36,7 @@ from .function_output import Printer, logs_choice
 from .function_results import collect, remote_failure
 from .inputs import as_switch
 from .jobs import Job, parse_jobs
-from .remote_errors import Sources, local_sources
+from .remote_errors import DYNAMIC_CODE, Sources, local_sources, readable
 from .restarts import RestartPolicy
 from .run_result import RunResult
 from .signals import deferring_signals
@@ -382,6 +382,8 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
     # said of a failed task), as tfrun's; ``show``'s is printed.
     def shown(slot: "TaskSlot", stream: str, text: str) -> None:
         if show(slot):
+            if sources and DYNAMIC_CODE in text:   # a traceback's frame of the caller's code
+                text = readable(text, sources)
             printer(slot, stream, text)
     run = ClusterRun(spec, on_log=shown, notify=printer.say)
     failed: Optional[str] = None   # a task that failed without its function's exception

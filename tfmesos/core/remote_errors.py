@@ -146,7 +146,8 @@ def as_cause_type(message: str, task: Optional[str], state: Optional[str],
 
 
 # A frame of code cloudpickle carried by value: it names no file (cloudpickle 3.1).
-_DYNAMIC = re.compile(r'^( *)File "<dynamic-code>", line (\d+), in (\S+)$')
+DYNAMIC_CODE = "<dynamic-code>"   # the file cloudpickle names for code it carried by value
+_DYNAMIC = re.compile(r'^( *)File "%s", line (\d+), in (\S+)$' % DYNAMIC_CODE)
 
 
 def _functions_in(value: object, module: Optional[str]) -> list:
@@ -234,5 +235,5 @@ def readable(text: str, sources: Mapping[str, Sequence[tuple[str, int, int]]]) -
     return "".join(out)
 
 
-__all__ = ["Sources", "remote_error", "as_cause_type", "typed_class", "local_sources",
+__all__ = ["DYNAMIC_CODE", "Sources", "remote_error", "as_cause_type", "typed_class", "local_sources",
            "readable"]
