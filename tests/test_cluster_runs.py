@@ -64,6 +64,17 @@ def test_the_listing_shows_state_age_jobs_and_command():
     assert lines[1].rstrip().endswith("python train.py")
 
 
+def test_notes_go_to_stderr_the_table_alone_to_stdout():
+    # `tfmesos runs --master M | awk 'NR>1{print $1}'` read "(2" as a run id.
+    out, notes = io.StringIO(), io.StringIO()
+    print_cluster_runs(cluster_runs(STATE), out, width=120, limit=1, now=260.0, notes=notes)
+    assert [line.split()[0] for line in out.getvalue().splitlines()] == ["ID", "aaaa1111"]
+    assert notes.getvalue() == "(2 older runs: --all shows them)\n"
+    out, notes = io.StringIO(), io.StringIO()
+    print_cluster_runs([], out, width=120, now=260.0, notes=notes)
+    assert out.getvalue() == "" and notes.getvalue() == "the master knows no tfmesos runs\n"
+
+
 def test_a_failed_run_says_why_in_a_line_under_the_table():
     state = {"frameworks": [], "completed_frameworks": [
         {"id": "F5", "name": "train", "registered_time": 100.0, "unregistered_time": 110.0,

@@ -77,13 +77,14 @@ def test_runs_shows_the_command_shortened_to_the_terminal(runs_dir, capsys, monk
 
 
 def test_runs_limit_and_an_empty_directory(runs_dir, capsys):
-    code, out, _ = tfmesos(capsys, "runs")
-    assert code == 0 and out == "no runs in %s\n" % runs_dir
+    # Notes go to stderr: `tfmesos runs | awk 'NR>1{print $1}'` read "(1" as a run id.
+    code, out, err = tfmesos(capsys, "runs")
+    assert code == 0 and out == "" and err == "no runs in %s\n" % runs_dir
     for number in range(3):
         write_run(runs_dir, "%08d" % number, start=number)
-    code, out, _ = tfmesos(capsys, "runs", "-n", "2")
-    assert [line.split()[0] for line in out.splitlines()[1:3]] == ["00000002", "00000001"]
-    assert out.splitlines()[-1] == "(1 older runs in %s: --all shows them)" % runs_dir
+    code, out, err = tfmesos(capsys, "runs", "-n", "2")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["00000002", "00000001"]
+    assert err == "(1 older runs in %s: --all shows them)\n" % runs_dir
 
 
 def test_runs_decodes_only_the_runs_it_shows_in_list_runs_order(runs_dir, capsys, monkeypatch):
@@ -106,10 +107,10 @@ def test_runs_decodes_only_the_runs_it_shows_in_list_runs_order(runs_dir, capsys
         monkeypatch.setattr(history.Run, "decode", classmethod(
             lambda cls, directory, found: decoded.append(os.path.basename(directory))
             or real(cls, directory, found)))
-        code, out, _ = tfmesos(capsys, "runs", "-n", "2")
+        code, out, err = tfmesos(capsys, "runs", "-n", "2")
         assert [line.split()[0] for line in out.splitlines()[1:3]] == ["00000005", "00000003"]
         assert decoded == ["tfrun-00000005", "tfrun-00000004", "tfrun-00000003"]
-        assert out.splitlines()[-1] == "(4 older runs in %s: --all shows them)" % runs_dir
+        assert err.splitlines()[-1] == "(4 older runs in %s: --all shows them)" % runs_dir
         decoded.clear()
         code, out, _ = tfmesos(capsys, "runs", "--all")
         assert [line.split()[0] for line in out.splitlines()[1:]] == [

@@ -15,6 +15,7 @@ not found``), which ``tfmesos runs --master`` prints under its table.
 """
 
 import dataclasses
+import sys
 import time
 from typing import Optional
 
@@ -144,11 +145,15 @@ def age_text(moment, now):
     return duration_text(max(0.0, now - moment)) + " ago"
 
 
-def print_cluster_runs(runs, out, width, limit=None, now=None):
+def print_cluster_runs(runs, out, width, limit=None, now=None, notes=None):
+    """The runs table on ``out``; that there are none, or more than
+    ``limit``, on ``notes`` (default stderr: a script reading the table's
+    rows reads runs only)."""
     now = time.time() if now is None else now
+    notes = sys.stderr if notes is None else notes
     shown = runs if limit is None else runs[:max(0, limit)]
     if not shown:
-        out.write("the master knows no tfmesos runs\n")
+        notes.write("the master knows no tfmesos runs\n")
         return
     rows = [("ID", "NAME", "STATE", "STARTED", "JOBS", "RUNNING", "COMMAND")]
     # What any framework may have put in its name and labels is shown
@@ -164,7 +169,8 @@ def print_cluster_runs(runs, out, width, limit=None, now=None):
             out.write(cut(printable("%s: %s" % (run.run_id, run.reason)), max(20, width))
                       + "\n")
     if len(shown) < len(runs):
-        out.write("(%d older runs: --all shows them)\n" % (len(runs) - len(shown)))
+        out.flush()
+        notes.write("(%d older runs: --all shows them)\n" % (len(runs) - len(shown)))
 
 
 def reader(master, environ):

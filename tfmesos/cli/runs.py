@@ -129,7 +129,7 @@ def runs_main(argv, environ=None, out=None):
         return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
     shown, older = recent_runs(root, limit)
     if not shown:
-        out.write("no runs in %s\n" % root)
+        print("no runs in %s" % root, file=sys.stderr)
         return 0
     rows: list[tuple[str, ...]] = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for local in shown:   # escaped before the last column is cut to the terminal
@@ -138,8 +138,9 @@ def runs_main(argv, environ=None, out=None):
             duration_text(local.duration()), local.shown_outcome, code_text(local.exit_code),
             local.file.command or "-")))
     table(fit_last_column(rows, terminal_width(environ, out)), out)
-    if older:
-        out.write("(%d older runs in %s: --all shows them)\n" % (older, root))
+    if older:   # on stderr: a script reading the table's rows reads runs only
+        out.flush()
+        print("(%d older runs in %s: --all shows them)" % (older, root), file=sys.stderr)
     return 0
 
 

@@ -154,7 +154,9 @@ def watch_runs(reader, out: TextIO, width: int, limit: Optional[int],
     """Print the runs table of ``reader``'s master, then each change, each
     line after the local time it was seen at, until KeyboardInterrupt."""
     state = reader.state()
-    print_cluster_runs([run for _, _, run in run_frameworks(state)], out, width, limit)
+    # (its notes with its changes: a watch's stdout is a log, not a table)
+    print_cluster_runs([run for _, _, run in run_frameworks(state)], out, width, limit,
+                       notes=out)
     out.flush()
     source = ChangeSource(reader, runs_view(state), notify, interval)
     try:
