@@ -96,7 +96,7 @@ def without_times(text):
     """A show output without what depends on the run's directory or on the
     time it is shown at (a running run's duration)."""
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("directory")]
-    return [re.sub(r"took .*?  \(", "took ?  (", line) for line in lines]
+    return [re.sub(r"(took|running for) .*?  \(", r"\1 ?  (", line) for line in lines]
 
 
 def append(path, line):

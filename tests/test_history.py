@@ -630,7 +630,9 @@ def test_show_of_a_running_task_says_running_and_for_how_long(runs_dir, capsys):
                                                  ["worker:0", "2", "0", "TASK_RUNNING"]]
     assert [row.split("  ")[-1] for row in rows] == [
         "running (12.5 s so far)", "+3.0 s", "running (7.6 s so far)"]
-    assert "  started    " in out.getvalue() and "took 12.6 s" in out.getvalue()
+    # Its "started" line too ("took 12.6 s" read as finished).
+    assert "  started    " in out.getvalue() and "took" not in out.getvalue()
+    assert "  running for 12.6 s so far  (first offer" in out.getvalue()
     code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
     assert code == 0 and "+0.2 s" not in shown and shown.count(" so far)") == 2, shown
     # Its run over, its end unknown: no end, not "running".
@@ -640,7 +642,7 @@ def test_show_of_a_running_task_says_running_and_for_how_long(runs_dir, capsys):
     with open(os.path.join(directory, "run.json"), "w") as handle:
         json.dump(data, handle)
     code, shown, _ = tfmesos(capsys, "show", "7a4e0003")
-    assert code == 0 and "so far" not in shown
+    assert code == 0 and "so far" not in shown and "  took 0.0 s  " in shown
     assert "training" not in shown       # TensorFlow's: said by nothing
     data.update(framework="torch", elastic="1:2")
     with open(os.path.join(directory, "run.json"), "w") as handle:

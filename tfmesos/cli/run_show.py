@@ -64,11 +64,15 @@ def show_run(run, out, now=None):
         lines.append(("training", training_text(file)))
     timings = run.timings
     took = duration_text(run.duration(now))
-    if run.gone and took != "-":
-        took = "at least %s (%s)" % (took, "its tfrun left the run to its tasks: tfmesos attach "
-                                     "%s takes it over" % run.run_id if run.left_to_tasks
-                                     else "its tfrun is gone")
-    lines.append(("started", "%s  took %s  (first offer %s, all registered %s)" % (
+    if took != "-" and run.gone:
+        took = "took at least %s (%s)" % (took, "its tfrun left the run to its tasks: tfmesos "
+                                          "attach %s takes it over" % run.run_id
+                                          if run.left_to_tasks else "its tfrun is gone")
+    elif took != "-" and run.running:
+        took = "running for %s so far" % took
+    else:
+        took = "took %s" % took
+    lines.append(("started", "%s  %s  (first offer %s, all registered %s)" % (
         local_time(run.started), took,
         _offset(run, timings.first_offer), _offset(run, timings.all_registered))))
     if run.outcome.message:
