@@ -25,6 +25,7 @@ from tfmesos.record.hints import resource_flag
 from tfmesos.record.schema import Attempt, Job, RunFile, Task, Usage
 from tfmesos.record.usage_table import (
     MAX_ROWS,
+    OVER,
     clean_usage,
     hints,
     table_lines,
@@ -280,6 +281,24 @@ def test_an_average_above_the_cpus_is_marked_and_explained():
                            "not a cap, unless the agent runs --cgroups_enable_cfs")
     assert not [line for line in usage_lines(record(
         ("ps:0", "ps", 1, 1024, used(60.0, 60.0, 240.0)))) if "above its cpus" in line]
+
+
+def test_a_command_too_short_for_an_average_shows_none_and_no_mark():
+    """tfrun -- true, three times: 0.00, 0.33 and 1.00+ of 0.5 cpus (0.01
+    cpu-s over 0.01 s of wall time, each rounded to 0.01), and a note that
+    it used more than its cpus. Under a second: "-", no mark, no note."""
+    from tfmesos.record.history import Run
+    from tfmesos.record.report import render
+    for cpu, wall in ((0.0, 0.01), (0.01, 0.03), (0.01, 0.01), (0.9, 0.99)):
+        data = record(("worker:0", "worker", 0.5, 256, used(cpu, wall, 10.0)))
+        lines = usage_lines(data)
+        assert lines[2].split()[:5] == ["worker:0", "0.5", "%.1f" % cpu, "-", "256"], lines
+        assert not [line for line in lines if "above its cpus" in line], lines
+        page = render(Run("/nowhere", data))
+        assert "<td>-</td>" in page and "%s</span>" % OVER not in page
+    # A second and more: an average, marked when above the cpus.
+    lines = usage_lines(record(("worker:0", "worker", 0.5, 256, used(1.5, 1.0, 10.0))))
+    assert lines[2].split()[3] == "1.50+"
 
 
 def test_one_peak_memory_figure_the_tree_s():

@@ -29,7 +29,7 @@ from .report_metrics import metrics_html
 from .run_dirs import UnsafeRunDir, check_own_dir
 from .schema import Attempt, State, Task, safe_file_name
 from .times import parse_time
-from .usage_table import OVER, average_cpus, over, usage_rows
+from .usage_table import OVER, average_text, over, usage_rows
 
 REPORT = "report.html"
 
@@ -311,7 +311,7 @@ def _usage_table(run: Run) -> str:
     lines = ["<tr>%s</tr>" % "".join("<th>%s</th>" % h for h in head)]
     for name, _, cpus, mem, usage in rows:
         peak = usage.peak_mb() or 0.0
-        average = "%.2f" % average_cpus(usage)
+        average = average_text(usage)
         if over(usage, cpus):
             average = ('<span title="above its cpus: Mesos\' cpus are a share (cpu.shares), '
                        'not a cap, unless the agent runs --cgroups_enable_cfs">%s%s</span>'
@@ -321,7 +321,8 @@ def _usage_table(run: Run) -> str:
                          _e(name), _e("%g" % cpus), usage.cpu_s or 0.0, average, mem, peak,
                          " (%d%%)" % round(100.0 * peak / mem) if mem else ""))
     note = ('<p class="muted">avg cpus used: cpu seconds of the command\'s processes over its '
-            'wall time; %s above its cpus (a share, not a cap, without a CFS quota). peak RSS: '
+            'wall time (- under a second: too short for one); %s above its cpus (a share, '
+            'not a cap, without a CFS quota). peak RSS: '
             'the most its processes held at once (run.json\'s usage.peak_tree_rss_mb), MB of '
             '2<sup>20</sup> bytes as Mesos counts mem.</p>' % OVER)
     return '<table class="tasks">%s</table>%s' % ("".join(lines), note)

@@ -15,7 +15,8 @@ Past ``MAX_ROWS`` tasks (a run of hundreds), the table shows each job's
 task of the largest peak and its busiest, and says how many it left out.
 
 ``avg cpus used`` is the cpu seconds of the command's whole process tree
-over its wall time (``average_cpus``); ``+`` marks one above the task's
+over its wall time (``average_cpus``; ``-`` for one that ran under
+``MIN_AVERAGE_WALL``, too short for it); ``+`` marks one above the task's
 ``cpus`` (``over``: cpus are no cap without a CFS quota). ``peak RSS MB``
 is the most resident memory its processes held at once
 (``Usage.peak_mb``: run.json's ``peak_tree_rss_mb``, the figure the
@@ -42,6 +43,11 @@ OVER = "+"       # marks an average above the task's cpus (``over``)
 HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
 MIN_WALL = 10.0  # seconds: shorter commands say little about what they need
+# Seconds a command must run for its average cpus to be shown (and marked):
+# wall_s and cpu_s are rounded to 0.01 s (task/usage.py), so a 0.01-s
+# command read 0.00, 0.33 or 1.00 run to run; past a second that rounding
+# moves the average by about 0.01.
+MIN_AVERAGE_WALL = 1.0
 MAX_SAMPLES = 2000
 MAX_ROWS = 24    # tasks in the table; past that, each job's extremes (``shown_rows``)
 _USAGE_NUMBERS = [f.name for f in dataclasses.fields(Usage) if f.name not in ("samples", "cgroup")]
@@ -102,12 +108,19 @@ def _peak(usage: Usage) -> float:
     return usage.peak_mb() or 0.0
 
 
-def average_cpus(usage: Usage) -> float:
+def average_cpus(usage: Usage) -> Optional[float]:
     """The cpus a command used on average: the cpu seconds of its whole
     process tree over its wall time (threads and processes on several
-    cores add up, so it may exceed the cpus it was given: ``over``)."""
+    cores add up, so it may exceed the cpus it was given: ``over``); None
+    for one that ran under ``MIN_AVERAGE_WALL`` seconds."""
     wall, cpu = usage.wall_s or 0.0, usage.cpu_s or 0.0
-    return cpu / wall if wall > 0 else 0.0
+    return cpu / wall if wall >= MIN_AVERAGE_WALL else None
+
+
+def average_text(usage: Usage) -> str:
+    """``0.83``, or ``-`` when the command ran too short for an average."""
+    average = average_cpus(usage)
+    return "-" if average is None else "%.2f" % average
 
 
 def over(usage: Usage, cpus: float) -> bool:
@@ -121,7 +134,8 @@ def over(usage: Usage, cpus: float) -> bool:
     unless ``tfrun --cgroups-enable-cfs``. A task may so use the agent's
     idle cores: a TensorFlow ps serving its workers from many threads
     averages several cpus of its one."""
-    return bool(cpus) and round(average_cpus(usage), 2) > cpus
+    average = average_cpus(usage)
+    return bool(cpus) and average is not None and round(average, 2) > cpus
 
 
 def _round_up(value: float, step: float) -> float:
@@ -157,7 +171,7 @@ def shown_rows(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[Row]:
         by_job.setdefault(row[1], []).append(at)
     for ats in by_job.values():
         keep.add(max(ats, key=lambda at: _peak(rows[at][4])))
-        keep.add(max(ats, key=lambda at: average_cpus(rows[at][4])))
+        keep.add(max(ats, key=lambda at: average_cpus(rows[at][4]) or 0.0))
     return [row for at, row in enumerate(rows) if at in keep]
 
 
@@ -176,8 +190,8 @@ def table_lines(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[str]:
         peak = _peak(usage)
         share = " (%d%%)" % round(100.0 * peak / mem) if mem else ""
         gpu = usage.peak_gpu_mb
-        lines.append("  %-*s  %5s  %7.1f  %13.2f%s  %7.0f  %11.0f%s%s" % (
-            width, name, _fmt(cpus), usage.cpu_s or 0.0, average_cpus(usage),
+        lines.append("  %-*s  %5s  %7.1f  %13s%s  %7.0f  %11.0f%s%s" % (
+            width, name, _fmt(cpus), usage.cpu_s or 0.0, average_text(usage),
             OVER if over(usage, cpus) else " ", mem, peak, share,
             "  GPU %.0f MB" % gpu if gpu is not None else ""))
     if left_out:
@@ -229,7 +243,7 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             max(64, _round_up(peak * 1.25, 64))))
         if cpus and long_enough:
-            busiest = max(average_cpus(u) for u in long_enough)
+            busiest = max(average_cpus(u) or 0.0 for u in long_enough)
             fewer = max(0.1, _round_up(busiest * 1.5, 0.1))
             if busiest < LOW * cpus and fewer < cpus:
                 lines.append("%s used %s of its %s cpus on average: %s %s would do"
@@ -250,4 +264,4 @@ def usage_lines(run: RunFile, mode: str = "replica", advice: bool = True) -> lis
 
 
 __all__ = ["clean_usage", "usage_rows", "shown_rows", "table_lines", "notes", "hints", "usage_lines",
-           "average_cpus", "over"]
+           "average_cpus", "average_text", "over"]
