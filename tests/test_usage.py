@@ -216,6 +216,21 @@ def used(cpu, wall, peak, gpu=None):
                  peak_gpu_mb=gpu)
 
 
+def usage_section(data):
+    """The report's CPU and memory section of ``data`` (a sample given to
+    each measured attempt: without one the report has no such section)."""
+    from tfmesos.record.history import Run
+    from tfmesos.record.report import render
+    from tfmesos.record.schema import Sample
+    data.timings.submitted = "2026-11-26T10:00:00.000Z"
+    data.timings.finished = "2026-11-26T10:01:00.000Z"
+    for task in data.tasks:
+        task.attempts[-1].exited = "2026-11-26T10:00:50.000Z"
+        task.attempts[-1].usage.samples = [Sample(t=0.5, cpu_s=0.0, rss_mb=10.0)]
+    page = render(Run("/nowhere", data))
+    return page[page.index("<h2>CPU and memory</h2>"):]
+
+
 def test_table_and_hints():
     data = record(("worker:0", "worker", 1, 1024, used(55.0, 60.0, 980.0)),
                   ("worker:1", "worker", 1, 1024, used(54.0, 60.0, 700.0)),
@@ -225,13 +240,14 @@ def test_table_and_hints():
     assert [row[0] for row in rows] == ["worker:0", "worker:1", "ps:0"]  # chief: no usage
     lines = table_lines(rows)
     assert lines[0].split() == ["task", "cpus", "cpu-s", "avg", "cpus", "used", "mem", "MB",
-                                "peak", "RSS", "MB"]
-    assert lines[1].split() == ["worker:0", "1", "55.0", "0.92", "1024", "980", "(96%)"]
-    assert lines[3].split()[:7] == ["ps:0", "2", "6.0", "0.10", "2048", "300", "(15%)"]
+                                "peak", "MB"]
+    assert lines[1].split() == ["worker:0", "1", "55.0", "0.92", "1024", "980", "(96%)", "RSS"]
+    assert lines[3].split()[:8] == ["ps:0", "2", "6.0", "0.10", "2048", "300", "(15%)", "RSS"]
     assert lines[3].endswith("GPU 512 MB")
     assert hints(rows) == [
-        "worker peaked at 980 MB of its 1024 MB (96%): a Mesos agent with cgroups isolation "
-        "kills it past its mem; raise -Mw (e.g. -Mw 1280)",
+        "worker's processes peaked at 980 MB RSS of its 1024 MB (96%; shared libraries included, "
+        "which a memory cgroup may not count): a Mesos agent with cgroups isolation may kill it "
+        "past its mem; raise -Mw (e.g. -Mw 1280)",
         "ps used at most 300 MB of its 2048 MB (15%): -Ms 384 would do",
         "ps used 0.1 of its 2 cpus on average: -Cs 0.2 would do"]
     lines = usage_lines(data)
@@ -243,8 +259,9 @@ def test_table_and_hints():
     assert hints(usage_rows(record(("w:0", "w", 4, 100, used(0.1, 2.0, 50.0))))) == []
     assert hints(usage_rows(record(("worker:0", "worker", 1, 1024, used(0, 0.1, 13.0))))) == []
     assert hints(usage_rows(record(("worker:0", "worker", 1, 1024, used(0.5, 2, 1000.0))))) == [
-        "worker peaked at 1000 MB of its 1024 MB (98%): a Mesos agent with cgroups isolation "
-        "kills it past its mem; raise -Mw (e.g. -Mw 1280)"]
+        "worker's processes peaked at 1000 MB RSS of its 1024 MB (98%; shared libraries "
+        "included, which a memory cgroup may not count): a Mesos agent with cgroups isolation "
+        "may kill it past its mem; raise -Mw (e.g. -Mw 1280)"]
     # tfrun -q: the table, no advice.
     long_run = record(("worker:0", "worker", 1, 1024, used(1.0, 60.0, 13.0)))
     assert usage_lines(long_run)[-2].startswith("tfrun: sizing: worker used at most 13 MB")
@@ -283,19 +300,58 @@ def test_an_average_above_the_cpus_is_marked_and_explained():
         ("ps:0", "ps", 1, 1024, used(60.0, 60.0, 240.0)))) if "above its cpus" in line]
 
 
+def test_memory_is_judged_on_the_task_s_own_cgroup_where_it_has_one():
+    """tfrun -w 1 -Mw 384 of a TensorFlow one-liner: its processes' RSS
+    peaked at 763 MB (TensorFlow's shared libraries, ~500 MB, counted),
+    its memory cgroup, limited to 384 MB, at 310 MB, no OOM kill. The table
+    said 199% and the hint "kills it past its mem; raise -Mw"."""
+    from tfmesos.record.schema import CgroupUsage
+
+    def tensorflow(cgroup):
+        return Usage(cpu_s=1.2, wall_s=3.0, peak_tree_rss_mb=763.0, peak_rss_mb=760.0,
+                     cgroup=cgroup)
+
+    data = record(("worker:0", "worker", 0.5, 384,
+                   tensorflow(CgroupUsage(limit_mb=384.0, peak_mb=309.9, oom_kills=0))))
+    lines = usage_lines(data)
+    assert lines[1].split()[-2:] == ["peak", "MB"]
+    assert lines[2].split()[5:] == ["310", "(81%)"]
+    assert not [line for line in lines if "sizing" in line or "RSS" in line], lines
+    assert "<td>310 (81%)</td>" in usage_section(data)
+    # Its cgroup (with mesos-executor's 32 MB) near its limit: raise it.
+    near = record(("worker:0", "worker", 0.5, 384,
+                   tensorflow(CgroupUsage(limit_mb=416.0, peak_mb=370.0, oom_kills=0))))
+    assert hints(usage_rows(near)) == [
+        "worker peaked at 370 MB of its 384 MB (96%): a Mesos agent with cgroups isolation "
+        "kills it past its mem; raise -Mw (e.g. -Mw 512)"]
+    # No cgroup of its own (none; one without a limit, or with a container's,
+    # whose peak is every process's in it): its processes' RSS, said to be.
+    for cgroup in (None, CgroupUsage(peak_mb=5000.0),
+                   CgroupUsage(limit_mb=8192.0, peak_mb=5000.0, oom_kills=0)):
+        data = record(("worker:0", "worker", 0.5, 384, tensorflow(cgroup)))
+        lines = usage_lines(data)
+        assert lines[2].split()[5:] == ["763", "(199%)", "RSS"], lines
+        assert lines[3] == ("tfrun: RSS: no memory cgroup of the task's own measured it: its "
+                            "processes' resident memory, shared libraries included "
+                            "(TensorFlow's take ~500 MB a cgroup may not count)")
+        assert hints(usage_rows(data)) == [
+            "worker's processes peaked at 763 MB RSS of its 384 MB (199%; shared libraries "
+            "included, which a memory cgroup may not count): a Mesos agent with cgroups "
+            "isolation may kill it past its mem; raise -Mw (e.g. -Mw 960)"]
+        assert "<td>763 (199%) RSS</td>" in usage_section(data)
+
+
 def test_a_command_too_short_for_an_average_shows_none_and_no_mark():
     """tfrun -- true, three times: 0.00, 0.33 and 1.00+ of 0.5 cpus (0.01
     cpu-s over 0.01 s of wall time, each rounded to 0.01), and a note that
     it used more than its cpus. Under a second: "-", no mark, no note."""
-    from tfmesos.record.history import Run
-    from tfmesos.record.report import render
     for cpu, wall in ((0.0, 0.01), (0.01, 0.03), (0.01, 0.01), (0.9, 0.99)):
         data = record(("worker:0", "worker", 0.5, 256, used(cpu, wall, 10.0)))
         lines = usage_lines(data)
         assert lines[2].split()[:5] == ["worker:0", "0.5", "%.1f" % cpu, "-", "256"], lines
         assert not [line for line in lines if "above its cpus" in line], lines
-        page = render(Run("/nowhere", data))
-        assert "<td>-</td>" in page and "%s</span>" % OVER not in page
+        section = usage_section(data)
+        assert "<td>-</td>" in section and "%s</span>" % OVER not in section
     # A second and more: an average, marked when above the cpus.
     lines = usage_lines(record(("worker:0", "worker", 0.5, 256, used(1.5, 1.0, 10.0))))
     assert lines[2].split()[3] == "1.50+"
@@ -303,8 +359,8 @@ def test_a_command_too_short_for_an_average_shows_none_and_no_mark():
 
 def test_one_peak_memory_figure_the_tree_s():
     """run.json holds the tree's peak (873.6), its largest process's (860.9)
-    and samples every 10 s (868 at most): the table, the hints and the
-    report all give the tree's, 874 MB."""
+    and samples every 10 s (868 at most), no cgroup's: the table, the hints
+    and the report all give the tree's, 874 MB."""
     from tfmesos.record.history import Run
     from tfmesos.record.report import render
     from tfmesos.record.schema import Sample
@@ -314,8 +370,8 @@ def test_one_peak_memory_figure_the_tree_s():
                            for t, mb in ((10.0, 700.0), (20.0, 868.0), (30.0, 810.0))])
     assert usage.peak_mb() == 873.6
     data = record(("worker:0", "worker", 1, 960, usage))
-    assert usage_lines(data)[2].split()[-2:] == ["874", "(91%)"]
-    assert "peaked at 874 MB of its 960 MB" in hints(usage_rows(data))[0]
+    assert usage_lines(data)[2].split()[-3:] == ["874", "(91%)", "RSS"]
+    assert "peaked at 874 MB RSS of its 960 MB" in hints(usage_rows(data))[0]
     # Files without the tree's peak: the largest measurement they have.
     assert Usage(peak_rss_mb=860.9, samples=usage.samples).peak_mb() == 868.0
     assert Usage(peak_rss_mb=860.9).peak_mb() == 860.9 and Usage().peak_mb() is None
@@ -501,7 +557,7 @@ def test_a_table_of_hundreds_of_tasks_shows_each_jobs_extremes_and_counts_the_re
                          "tfmesos report lists them all)")
     # The hints still read every task.
     assert [hint for hint in hints(usage_rows(record(*tasks)))
-            if hint.startswith("worker peaked at 1000 MB of its 1024 MB")]
+            if hint.startswith("worker's processes peaked at 1000 MB RSS of its 1024 MB")]
 
 
 def test_a_table_up_to_max_rows_lists_every_task():

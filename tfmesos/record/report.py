@@ -29,7 +29,7 @@ from .report_metrics import metrics_html
 from .run_dirs import UnsafeRunDir, check_own_dir
 from .schema import Attempt, State, Task, safe_file_name
 from .times import parse_time
-from .usage_table import OVER, average_text, over, usage_rows
+from .usage_table import OVER, RSS, average_text, memory_peak, over, usage_rows
 
 REPORT = "report.html"
 
@@ -291,9 +291,9 @@ def usage_html(run: Run, clock: _Clock) -> str:
 
 
 def _peak_note(task: Task) -> str:
-    """``peak 874 MB``: the task's peak memory as tfrun's table gives it
-    (``Usage.peak_mb`` of its last measured attempt, ``attempt 2`` named
-    when an earlier one was measured too)."""
+    """``peak 874 MB``: the peak of what the memory chart draws, its
+    processes' resident memory (``Usage.peak_mb`` of its last measured
+    attempt, ``attempt 2`` named when an earlier one was measured too)."""
     measured = [attempt for attempt in task.attempts if attempt.usage is not None]
     peak = measured[-1].usage.peak_mb() if measured and measured[-1].usage else None
     if peak is None:
@@ -307,10 +307,10 @@ def _usage_table(run: Run) -> str:
     rows = usage_rows(run.file)
     if not rows:
         return ""
-    head = ("task", "cpus", "cpu-s", "avg cpus used", "mem MB", "peak RSS MB")
+    head = ("task", "cpus", "cpu-s", "avg cpus used", "mem MB", "peak MB")
     lines = ["<tr>%s</tr>" % "".join("<th>%s</th>" % h for h in head)]
     for name, _, cpus, mem, usage in rows:
-        peak = usage.peak_mb() or 0.0
+        peak, own = memory_peak(usage, mem)
         average = average_text(usage)
         if over(usage, cpus):
             average = ('<span title="above its cpus: Mesos\' cpus are a share (cpu.shares), '
@@ -319,12 +319,14 @@ def _usage_table(run: Run) -> str:
         lines.append("<tr><td>%s</td><td>%s</td><td>%.1f</td><td>%s</td><td>%.0f</td>"
                      "<td>%.0f%s</td></tr>" % (
                          _e(name), _e("%g" % cpus), usage.cpu_s or 0.0, average, mem, peak,
-                         " (%d%%)" % round(100.0 * peak / mem) if mem else ""))
+                         (" (%d%%)" % round(100.0 * peak / mem) if mem else "")
+                         + ("" if own else " " + RSS)))
     note = ('<p class="muted">avg cpus used: cpu seconds of the command\'s processes over its '
             'wall time (- under a second: too short for one); %s above its cpus (a share, '
-            'not a cap, without a CFS quota). peak RSS: '
-            'the most its processes held at once (run.json\'s usage.peak_tree_rss_mb), MB of '
-            '2<sup>20</sup> bytes as Mesos counts mem.</p>' % OVER)
+            'not a cap, without a CFS quota). peak: the most its own memory cgroup held '
+            '(run.json\'s usage.cgroup.peak_mb), what the isolator counts; %s without one: the '
+            'most its processes held at once (usage.peak_tree_rss_mb), shared libraries '
+            'included. MB of 2<sup>20</sup> bytes as Mesos counts mem.</p>' % (OVER, RSS))
     return '<table class="tasks">%s</table>%s' % ("".join(lines), note)
 
 

@@ -118,7 +118,9 @@ class Sample(Record):
 class CgroupUsage(Record):
     """The task's memory cgroup, when it has a limit."""
     limit_mb: Optional[float] = described("its memory limit, MB")
-    peak_mb: Optional[float] = described("its peak memory, MB")
+    peak_mb: Optional[float] = described(
+        "its peak memory, MB: the task's in tfrun's table and the report where limit_mb is "
+        "about its mem (a cgroup of its own)")
     oom_kills: Optional[int] = described("the OOM killer's kills in it while the command ran")
 
 
@@ -134,8 +136,8 @@ class Usage(Record):
         "peak resident memory of its largest process alone, MB (at most peak_tree_rss_mb)")
     peak_tree_rss_mb: Optional[float] = described(
         "peak resident memory of its whole process tree at once, looked at every second, MB "
-        "(of 2^20 bytes, as Mesos' mem): the task's peak memory, the one figure tfrun's "
-        "table and the report give")
+        "(of 2^20 bytes, as Mesos' mem): the task's peak memory in tfrun's table and the "
+        "report where it has no memory cgroup of its own (counts shared libraries' pages)")
     peak_gpu_mb: Optional[float] = described("peak GPU memory, MB (null without GPUs)")
     sample_interval_s: Optional[float] = described(
         "seconds between samples (10, $TFMESOS_USAGE_INTERVAL in the task's environment; "
@@ -144,8 +146,9 @@ class Usage(Record):
     cgroup: Optional[CgroupUsage] = described("its memory cgroup (null without a limit)")
 
     def peak_mb(self) -> Optional[float]:
-        """The attempt's peak memory, MB: the one figure every reader gives
-        (tfrun's table and hints, the report): ``peak_tree_rss_mb``, the
+        """Its processes' peak memory, MB (tfrun's table and hints, the
+        report give it where no cgroup of the task's own measured one:
+        ``usage_table.memory_peak``): ``peak_tree_rss_mb``, the
         most its processes held at once (at least each sample's ``rss_mb``,
         which is looked at only every ``sample_interval_s``, and the largest
         process's ``peak_rss_mb``); else, in a file without it, the larger

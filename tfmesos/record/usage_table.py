@@ -5,7 +5,7 @@ prints at the end of a run, and its hints (pure functions of a
 ::
 
     tfrun: resources asked and used (samples in run.json):
-      task       cpus    cpu-s   avg cpus used   mem MB  peak RSS MB
+      task       cpus    cpu-s   avg cpus used   mem MB      peak MB
       worker:0      1     45.2           0.83      1024          712 (70%)
       ps:0          1    180.0           3.00+     1024          240 (23%)
     tfrun: + above its cpus: Mesos' cpus are a share (cpu.shares), not a cap, unless ...
@@ -17,13 +17,17 @@ task of the largest peak and its busiest, and says how many it left out.
 ``avg cpus used`` is the cpu seconds of the command's whole process tree
 over its wall time (``average_cpus``; ``-`` for one that ran under
 ``MIN_AVERAGE_WALL``, too short for it); ``+`` marks one above the task's
-``cpus`` (``over``: cpus are no cap without a CFS quota). ``peak RSS MB``
-is the most resident memory its processes held at once
-(``Usage.peak_mb``: run.json's ``peak_tree_rss_mb``, the figure the
-report gives too), in MB of 2^20 bytes as Mesos counts ``mem``.
+``cpus`` (``over``: cpus are no cap without a CFS quota). ``peak MB``
+is the most memory the task held at once (``memory_peak``), in MB of
+2^20 bytes as Mesos counts ``mem``: its own memory cgroup's peak, what
+the isolator counts; without one, its processes' resident memory
+(``Usage.peak_mb``), marked ``RSS``: it counts the pages of shared
+libraries too (TensorFlow's, ~500 MB), which a cgroup counts only where
+they were first read.
 
 A hint names the job whose tasks peaked above 90 % of their ``mem`` (raise
-it: a Mesos agent with cgroups isolation kills a task over it), or stayed
+it: a Mesos agent with cgroups isolation kills a task over it; judged on
+RSS, it says that it may), or stayed
 under 25 % of their ``mem`` or ``cpus`` (lower it: the cluster has that much
 more room), with the option that sets it. Only tasks that ran ``MIN_WALL``
 seconds say they need less (a 0.1-s command never reached what training
@@ -40,6 +44,7 @@ from .record_codec import Record, field_types
 from .schema import CgroupUsage, RunFile, Sample, Task, Usage
 
 OVER = "+"       # marks an average above the task's cpus (``over``)
+RSS = "RSS"      # marks a peak of its processes' RSS, no cgroup's (``memory_peak``)
 HIGH = 0.90      # of mem: close to being killed
 LOW = 0.25       # of mem or cpus: asked for four times what it used
 MIN_WALL = 10.0  # seconds: shorter commands say little about what they need
@@ -48,6 +53,11 @@ MIN_WALL = 10.0  # seconds: shorter commands say little about what they need
 # command read 0.00, 0.33 or 1.00 run to run; past a second that rounding
 # moves the average by about 0.01.
 MIN_AVERAGE_WALL = 1.0
+# MB a task's own memory cgroup may be limited to above its mem (Mesos'
+# command executor adds its 32 MB to the container); a cgroup of a larger
+# limit, or none, is not the task's own (an unisolated task's is its agent's,
+# a container's say), and its peak is every process's in it.
+EXECUTOR_MEM = 64
 MAX_SAMPLES = 2000
 MAX_ROWS = 24    # tasks in the table; past that, each job's extremes (``shown_rows``)
 _USAGE_NUMBERS = [f.name for f in dataclasses.fields(Usage) if f.name not in ("samples", "cgroup")]
@@ -104,8 +114,16 @@ def _last_usage(task: Task) -> Optional[Usage]:
     return None
 
 
-def _peak(usage: Usage) -> float:
-    return usage.peak_mb() or 0.0
+def memory_peak(usage: Usage, mem: float) -> tuple[float, bool]:
+    """The task's peak memory, MB (0.0 when nothing was measured), and
+    whether its own memory cgroup measured it (one limited to about its
+    ``mem``: what the isolator counts, and kills it past); else its
+    processes' resident memory (``Usage.peak_mb``)."""
+    cgroup = usage.cgroup
+    if cgroup and cgroup.peak_mb is not None and cgroup.limit_mb is not None \
+            and cgroup.limit_mb <= mem + EXECUTOR_MEM:
+        return cgroup.peak_mb, True
+    return usage.peak_mb() or 0.0, False
 
 
 def average_cpus(usage: Usage) -> Optional[float]:
@@ -170,7 +188,7 @@ def shown_rows(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[Row]:
     for at, row in enumerate(rows):
         by_job.setdefault(row[1], []).append(at)
     for ats in by_job.values():
-        keep.add(max(ats, key=lambda at: _peak(rows[at][4])))
+        keep.add(max(ats, key=lambda at: memory_peak(rows[at][4], rows[at][3])[0]))
         keep.add(max(ats, key=lambda at: average_cpus(rows[at][4]) or 0.0))
     return [row for at, row in enumerate(rows) if at in keep]
 
@@ -185,14 +203,14 @@ def table_lines(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[str]:
     rows = shown
     width = max(len("task"), *(len(name) for name, *_ in rows))
     lines = ["  %-*s  %5s  %7s  %14s  %7s  %11s" % (width, "task", "cpus", "cpu-s",
-                                                   "avg cpus used", "mem MB", "peak RSS MB")]
+                                                   "avg cpus used", "mem MB", "peak MB")]
     for name, _, cpus, mem, usage in rows:
-        peak = _peak(usage)
+        peak, own = memory_peak(usage, mem)
         share = " (%d%%)" % round(100.0 * peak / mem) if mem else ""
         gpu = usage.peak_gpu_mb
-        lines.append("  %-*s  %5s  %7.1f  %13s%s  %7.0f  %11.0f%s%s" % (
+        lines.append("  %-*s  %5s  %7.1f  %13s%s  %7.0f  %11.0f%s%s%s" % (
             width, name, _fmt(cpus), usage.cpu_s or 0.0, average_text(usage),
-            OVER if over(usage, cpus) else " ", mem, peak, share,
+            OVER if over(usage, cpus) else " ", mem, peak, share, "" if own else " " + RSS,
             "  GPU %.0f MB" % gpu if gpu is not None else ""))
     if left_out:
         lines.append("  (%d more tasks; above, each job's largest peak and busiest: "
@@ -202,11 +220,16 @@ def table_lines(rows: Sequence[Row], limit: int = MAX_ROWS) -> list[str]:
 
 def notes(rows: Sequence[Row]) -> list[str]:
     """What the table's marks mean, for the marks it has."""
-    if not any(over(usage, cpus) for _, _, cpus, _, usage in rows):
-        return []
-    return ["%s above its cpus: Mesos' cpus are a share (cpu.shares), not a cap, unless the "
-            "agent runs --cgroups_enable_cfs (default false; tfrun --cgroups-enable-cfs on the "
-            "embedded master)" % OVER]
+    found = []
+    if any(over(usage, cpus) for _, _, cpus, _, usage in rows):
+        found.append("%s above its cpus: Mesos' cpus are a share (cpu.shares), not a cap, unless "
+                     "the agent runs --cgroups_enable_cfs (default false; tfrun "
+                     "--cgroups-enable-cfs on the embedded master)" % OVER)
+    if not all(memory_peak(usage, mem)[1] for _, _, _, mem, usage in rows):
+        found.append("%s: no memory cgroup of the task's own measured it: its processes' resident "
+                     "memory, shared libraries included (TensorFlow's take ~500 MB a cgroup may "
+                     "not count)" % RSS)
+    return found
 
 
 def _option(job: str, mode: str) -> Callable[[str], str]:
@@ -227,14 +250,21 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
     for job, (cpus, mem, usages) in by_job.items():
         if job == "tensorboard":   # tfrun --tensorboard: sized by tfrun, no option sets it
             continue
-        peak = max(_peak(u) for u in usages)
+        peak, own = max(memory_peak(u, mem) for u in usages)
         option = _option(job, mode)
         long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
-        if mem and peak > HIGH * mem:
+        if mem and peak > HIGH * mem and own:
             lines.append("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with "
                          "cgroups isolation kills it past its mem; raise %s (e.g. %s %d)"
                          % (job, peak, mem, round(100 * peak / mem), option("mem"),
                             option("mem"), _round_up(peak * 1.25, 64)))
+        elif mem and peak > HIGH * mem:
+            lines.append("%s's processes peaked at %.0f MB RSS of its %.0f MB (%d%%; shared "
+                         "libraries included, which a memory cgroup may not count): a Mesos "
+                         "agent with cgroups isolation may kill it past its mem; raise %s "
+                         "(e.g. %s %d)" % (job, peak, mem, round(100 * peak / mem),
+                                           option("mem"), option("mem"),
+                                           _round_up(peak * 1.25, 64)))
         elif mem and long_enough and 0 < peak < LOW * mem \
                 and max(64, _round_up(peak * 1.25, 64)) < mem:
             # (Only a value below what it has: "-Mw 64 would do" of a task
@@ -264,4 +294,4 @@ def usage_lines(run: RunFile, mode: str = "replica", advice: bool = True) -> lis
 
 
 __all__ = ["clean_usage", "usage_rows", "shown_rows", "table_lines", "notes", "hints", "usage_lines",
-           "average_cpus", "average_text", "over"]
+           "average_cpus", "average_text", "over", "memory_peak"]
