@@ -324,6 +324,16 @@ def test_memory_is_judged_on_the_task_s_own_cgroup_where_it_has_one():
     assert hints(usage_rows(near)) == [
         "worker peaked at 370 MB of its 384 MB (96%): a Mesos agent with cgroups isolation "
         "kills it past its mem; raise -Mw (e.g. -Mw 512)"]
+    # Its cgroup at its limit, no OOM kill (the same command on another host):
+    # the kernel reclaimed page cache (TensorFlow's libraries) there, no proof
+    # of a need; "kills it past its mem" were false.
+    full = record(("worker:0", "worker", 0.5, 384,
+                   tensorflow(CgroupUsage(limit_mb=384.0, peak_mb=384.0, oom_kills=0))))
+    assert usage_lines(full)[2].split()[5:] == ["384", "(100%)"]
+    assert hints(usage_rows(full)) == [
+        "worker filled its 384 MB memory cgroup (100% of its mem) without an OOM kill: the "
+        "cgroup counts page cache, which the kernel reclaims at its limit; raise -Mw only if it "
+        "ran slow (e.g. -Mw 512)"]
     # No cgroup of its own (none; one without a limit, or with a container's,
     # whose peak is every process's in it): its processes' RSS, said to be.
     for cgroup in (None, CgroupUsage(peak_mb=5000.0),

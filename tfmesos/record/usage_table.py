@@ -27,7 +27,8 @@ they were first read.
 
 A hint names the job whose tasks peaked above 90 % of their ``mem`` (raise
 it: a Mesos agent with cgroups isolation kills a task over it; judged on
-RSS, it says that it may), or stayed
+RSS, it says that it may; of a cgroup filled to its limit without an OOM
+kill, that the kernel reclaimed its page cache there), or stayed
 under 25 % of their ``mem`` or ``cpus`` (lower it: the cluster has that much
 more room), with the option that sets it. Only tasks that ran ``MIN_WALL``
 seconds say they need less (a 0.1-s command never reached what training
@@ -240,6 +241,30 @@ def _option(job: str, mode: str) -> Callable[[str], str]:
     return lambda resource: "%s=" % resource
 
 
+def _raise_hint(job: str, peak: float, mem: float, own: bool,
+                cgroup: Optional[CgroupUsage], flag: str) -> str:
+    """The hint of a job whose task peaked at ``peak`` MB, over 90 % of its
+    ``mem``: raise ``flag``, in words true of what measured the peak
+    (``own``: its memory cgroup, else its processes' RSS)."""
+    share, more = round(100 * peak / mem), _round_up(peak * 1.25, 64)
+    if not own:
+        return ("%s's processes peaked at %.0f MB RSS of its %.0f MB (%d%%; shared libraries "
+                "included, which a memory cgroup may not count): a Mesos agent with cgroups "
+                "isolation may kill it past its mem; raise %s (e.g. %s %d)"
+                % (job, peak, mem, share, flag, flag, more))
+    if cgroup and cgroup.oom_kills == 0 and cgroup.limit_mb and peak >= cgroup.limit_mb - 1:
+        # At its limit the kernel reclaims the cgroup's page cache (file pages
+        # count: TensorFlow's libraries, a dataset read) rather than kill: the
+        # peak is the limit, whatever the task needs.
+        return ("%s filled its %.0f MB memory cgroup (%d%% of its mem) without an OOM kill: "
+                "the cgroup counts page cache, which the kernel reclaims at its limit; raise %s "
+                "only if it ran slow (e.g. %s %d)"
+                % (job, cgroup.limit_mb, share, flag, flag, more))
+    return ("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with cgroups isolation "
+            "kills it past its mem; raise %s (e.g. %s %d)" % (job, peak, mem, share, flag,
+                                                               flag, more))
+
+
 def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
     """One line per job whose tasks used over 90 % of their mem, or under
     25 % of their mem or cpus (the extreme task of the job decides)."""
@@ -250,21 +275,12 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
     for job, (cpus, mem, usages) in by_job.items():
         if job == "tensorboard":   # tfrun --tensorboard: sized by tfrun, no option sets it
             continue
-        peak, own = max(memory_peak(u, mem) for u in usages)
+        peak, own, largest = max(((*memory_peak(u, mem), u) for u in usages),
+                                 key=lambda found: found[0])
         option = _option(job, mode)
         long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
-        if mem and peak > HIGH * mem and own:
-            lines.append("%s peaked at %.0f MB of its %.0f MB (%d%%): a Mesos agent with "
-                         "cgroups isolation kills it past its mem; raise %s (e.g. %s %d)"
-                         % (job, peak, mem, round(100 * peak / mem), option("mem"),
-                            option("mem"), _round_up(peak * 1.25, 64)))
-        elif mem and peak > HIGH * mem:
-            lines.append("%s's processes peaked at %.0f MB RSS of its %.0f MB (%d%%; shared "
-                         "libraries included, which a memory cgroup may not count): a Mesos "
-                         "agent with cgroups isolation may kill it past its mem; raise %s "
-                         "(e.g. %s %d)" % (job, peak, mem, round(100 * peak / mem),
-                                           option("mem"), option("mem"),
-                                           _round_up(peak * 1.25, 64)))
+        if mem and peak > HIGH * mem:
+            lines.append(_raise_hint(job, peak, mem, own, largest.cgroup, option("mem")))
         elif mem and long_enough and 0 < peak < LOW * mem \
                 and max(64, _round_up(peak * 1.25, 64)) < mem:
             # (Only a value below what it has: "-Mw 64 would do" of a task
