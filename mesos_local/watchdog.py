@@ -82,6 +82,7 @@ SIGTERM, SIGKILL = 15, 9   # their numbers in POSIX (XSI), as kill -15, kill -9
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    import weakref
     from collections.abc import Iterable
 
 RECOVERY_TIMEOUT = 900.0   # seconds: Mesos' agent flag --recovery_timeout (15 mins)
@@ -109,6 +110,28 @@ def _reap_exited() -> None:
 
 # -- the master's side ---------------------------------------------------------
 
+# Every watchdog of this process: a forked child (multiprocessing's default
+# on Linux, a caller's own fork) inherits the master's end of each socket,
+# close-on-exec or not, and while it held one the watchdog never read its
+# end of file: a master SIGKILLed then left its tasks running until that
+# child exited. The child closes its copies (``_forget_in_child``).
+_watchdogs: weakref.WeakSet[Watchdog] | None = None   # made with the first: the master's side
+
+
+def _forget_in_child() -> None:
+    """In a forked child: close the inherited sockets (not through the
+    locks, which a thread of the parent may have held at the fork) and take
+    each watchdog for closed, to be neither written to nor started again."""
+    for dog in list(_watchdogs or ()):
+        held, dog._socket = dog._socket, None
+        dog._closed = True
+        if held is not None:
+            try:
+                held.close()
+            except OSError:
+                pass
+
+
 class Watchdog:
     """One master's watchdog: ``watch`` starts it (on the first task),
     ``forget`` a task that ended, ``close`` (``stop()``, after its tasks
@@ -130,6 +153,12 @@ class Watchdog:
         self._keys = itertools.count(1)
         self._closed = False   # it watches no more tasks
         self._broken = False   # nothing more can be written
+        global _watchdogs
+        if _watchdogs is None:
+            import weakref
+            _watchdogs = weakref.WeakSet()
+            os.register_at_fork(after_in_child=_forget_in_child)
+        _watchdogs.add(self)
 
     def watch(self, pgid: int | None, since: int | None, marker: bytes | None,
               cgroups: Iterable[str], grace: float, checkpoint: bool) -> int | None:

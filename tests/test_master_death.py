@@ -81,14 +81,14 @@ class Master:
     once it listens. ``close()`` closes its ``clients`` and kills whatever
     carries its token (the master, its watchdog, its tasks)."""
 
-    def __init__(self, tmp_path, *options, docker=False):
+    def __init__(self, tmp_path, *options, docker=False, entry=("-m", "mesos_local")):
         self.token = uuid.uuid4().hex
         self.clients = []   # the frameworks' SchedulerClients, closed with it
         tasks_env = {"PATH": os.environ["PATH"], MARKER: os.environ[MARKER], TOKEN: self.token}
         tmp = tmp_path / "tmp"
         tmp.mkdir(exist_ok=True)
         self.log = tmp_path / "master.log"
-        argv = [sys.executable, "-m", "mesos_local", "--port", "0",
+        argv = [sys.executable, *entry, "--port", "0",
                 "--agent", "cpus=1,mem=256,disk=100,gpus=0",
                 "--executor-environment-variables", json.dumps(tasks_env)] + list(options)
         if not docker:
@@ -162,6 +162,50 @@ def test_the_tasks_of_a_killed_master_end_at_once(tmp_path, isolation):
                    message="the task outlived its killed master (pid %d)" % pid)
         master.all_gone()
     finally:
+        master.close()
+
+
+# ``python -m mesos_local`` that forks a child (as multiprocessing does on
+# Linux) on SIGUSR1, which writes its pid to argv[1] and sleeps.
+FORKING_MASTER = """
+import os, runpy, signal, sys, time
+child_pid_file = sys.argv.pop(1)
+def fork(*_):
+    if os.fork() == 0:
+        with open(child_pid_file, "w") as handle:
+            handle.write(str(os.getpid()))
+        time.sleep(120)
+        os._exit(0)
+signal.signal(signal.SIGUSR1, fork)
+sys.argv[0] = "mesos_local"
+runpy.run_module("mesos_local", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_tasks_of_a_killed_master_end_at_once_though_it_forked(tmp_path):
+    # A tfmesos.run caller that forked (a multiprocessing worker), then was
+    # SIGKILLed: its tasks ran on until that child exited, which held the
+    # master's end of the watchdog's socket (found by a review helper).
+    script, child_pid = tmp_path / "forking_master.py", tmp_path / "child.pid"
+    script.write_text(FORKING_MASTER)
+    master = Master(tmp_path, entry=(str(script), str(child_pid)))
+    child = None
+    try:
+        _, pid, started = launch_sleeper(master, tmp_path)
+        master.process.send_signal(signal.SIGUSR1)
+        child = int(wait_until(lambda: child_pid.exists() and child_pid.read_text().strip(),
+                               message="the master never forked"))
+        master.kill()
+        wait_until(lambda: start_ticks(pid) != started, timeout=GONE_WITHIN,
+                   message="the task outlived its killed master while its forked child "
+                   "lived (pid %d)" % pid)
+        assert start_ticks(child) is not None, "the forked child is gone: nothing was shown"
+    finally:
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         master.close()
 
 
