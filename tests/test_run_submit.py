@@ -193,6 +193,47 @@ def test_a_run_the_program_left_going_at_its_exit_says_so_not_a_cancel(tmp_path)
         "interrupted", "cancelled: the program exited with the run still going")
 
 
+RUN_IN_A_DAEMON_THREAD_AT_EXIT = """
+import json, os, sys, threading, time, tfmesos
+
+def slow():
+    time.sleep(600)
+
+threading.Thread(target=lambda: tfmesos.run(slow, workers=1, cpus=0.1, mem=128, ship=None,
+                                            launch_timeout=120, run_dir=sys.argv[1]),
+                 daemon=True).start()
+while True:   # until its task runs fn
+    try:
+        with open(os.path.join(sys.argv[1], "run.json")) as handle:
+            if json.load(handle)["timings"]["all_registered"]:
+                break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.1)
+sys.exit(0)
+"""
+
+
+def test_a_run_in_a_thread_the_program_left_at_its_exit_is_cancelled(tmp_path):
+    # tfmesos.run in a daemon thread at the program's end: its record said
+    # "running" for good and its cgroups stayed until another master
+    # started, where submit's and cluster()'s runs end interrupted (found by
+    # a review helper).
+    import subprocess
+    script = tmp_path / "daemon.py"
+    script.write_text(RUN_IN_A_DAEMON_THREAD_AT_EXIT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tfmesos: the program ends: cancelling tfmesos.run(slow) in thread " in done.stderr, \
+        done.stderr[-3000:]
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (record["outcome"]["status"], record["outcome"]["message"]) == (
+        "interrupted", "cancelled: the program exited with the run still going")
+    assert all(task["state"] in ("TASK_KILLED", "TASK_FINISHED") for task in record["tasks"])
+
+
 def test_a_done_callback_runs_to_its_end_however_soon_the_program_exits(tmp_path):
     # The run's thread was a daemon: set_result() woke result() before it
     # called the callbacks, the program ended, and the callback was cut

@@ -42,6 +42,7 @@ from .run_result import RunResult
 from .signals import deferring_signals
 from .spec import AUTO, RunSpec
 from .spec_fields import local_master_pairs, pairs, user_env, volumes_given
+from .thread_runs import cancelled_at_exit
 
 if TYPE_CHECKING:   # annotations only: a run imports them as it goes
     from ..ship.bundle import ShipSpec
@@ -108,7 +109,9 @@ def run(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0, chief
     try:
         call = FunctionCall.make("tfmesos.run", fn, args, workers, ps, chief, evaluator, ship,
                                  options)
-        return call.execute()
+        what = "tfmesos.run(%s)" % (getattr(fn, "__qualname__", None) or type(fn).__name__)
+        with cancelled_at_exit(what) as cancel:
+            return call.execute(cancel)
     except TFMesosError as exc:
         worded = in_keywords(exc, ship)
         if worded is exc:
