@@ -234,6 +234,67 @@ def test_a_run_in_a_thread_the_program_left_at_its_exit_is_cancelled(tmp_path):
     assert all(task["state"] in ("TASK_KILLED", "TASK_FINISHED") for task in record["tasks"])
 
 
+CALLBACKS_AT_EXIT = """
+import json, os, sys, time, tfmesos
+
+def slow():
+    time.sleep(600)
+
+def started(run_dir):
+    while True:   # until its task runs fn
+        try:
+            with open(os.path.join(run_dir, "run.json")) as handle:
+                if json.load(handle)["timings"]["all_registered"]:
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+
+def submit(name):
+    return tfmesos.submit(slow, workers=1, cpus=0.1, mem=128, ship=None, launch_timeout=120,
+                          run_dir=os.path.join(sys.argv[1], name))
+
+first, second = submit("first"), submit("second")
+def wait_for_the_second(future):   # a callback that waits on another run
+    try:
+        second.result()
+    except BaseException as exc:
+        print("the second:", type(exc).__name__, flush=True)
+def retry(future):                 # a callback that submits a run again
+    try:
+        submit("retried")
+    except RuntimeError as exc:
+        print("retry refused:", exc, flush=True)
+first.add_done_callback(wait_for_the_second)
+first.add_done_callback(retry)
+started(os.path.join(sys.argv[1], "first"))
+started(os.path.join(sys.argv[1], "second"))
+"""
+
+
+def test_done_callbacks_that_wait_on_a_run_or_submit_again_do_not_hang_the_exit(tmp_path):
+    # At exit, runs were cancelled one after another, each running its
+    # callbacks on the main thread: a callback of the first waiting on the
+    # second (not cancelled yet) hung the exit for the second's whole run,
+    # and one that submitted again started a run the exit then waited out
+    # (found by a review helper).
+    import subprocess
+    script = tmp_path / "callbacks.py"
+    script.write_text(CALLBACKS_AT_EXIT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=150,
+                          env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the second: CancelledError" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "retry refused: tfmesos.submit: the program is ending: no new run starts" \
+        in done.stdout, done.stdout
+    for name in ("first", "second"):
+        outcome = json.loads((tmp_path / name / "run.json").read_text())["outcome"]
+        assert (outcome["status"], outcome["message"]) == (
+            "interrupted", "cancelled: the program exited with the run still going")
+    assert not (tmp_path / "retried").exists()
+
+
 def test_a_done_callback_runs_to_its_end_however_soon_the_program_exits(tmp_path):
     # The run's thread was a daemon: set_result() woke result() before it
     # called the callbacks, the program ended, and the callback was cut

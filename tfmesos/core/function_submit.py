@@ -40,6 +40,7 @@ _live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit
 _working: "set[threading.Thread]" = set()   # their threads, until the callbacks ran: joined at exit
 _live_lock = threading.Lock()
 _hooked = False
+_exiting = False   # cancel_live began: the program ends, no run starts
 
 
 def _forked() -> None:
@@ -67,11 +68,15 @@ class RunFuture(concurrent.futures.Future):
         self._thread = threading.Thread(target=self._work, name="tfmesos.submit(%s)" % name,
                                         daemon=True)
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
+        """Start its run; False once the program ends (``cancel_live``)."""
         with _live_lock:
+            if _exiting:
+                return False
             _live.add(self)
             _working.add(self._thread)
         self._thread.start()
+        return True
 
     def _work(self) -> None:
         try:
@@ -164,7 +169,10 @@ def submit(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0,
         raise worded from None   # the caller's mistake: raised by the call
     future = RunFuture(call, ship, str(getattr(fn, "__qualname__", None) or type(fn).__name__))
     _hook_exit()
-    future._start()
+    if not future._start():
+        call.discard()
+        # As concurrent.futures' executors refuse work once the interpreter shuts down.
+        raise RuntimeError("tfmesos.submit: the program is ending: no new run starts")
     return future
 
 
@@ -179,16 +187,26 @@ def _hook_exit() -> None:
 
 def cancel_live() -> None:
     """Cancel every run still going (at exit): nothing of them is left.
-    Then wait for the runs' threads, as ``concurrent.futures``' executors
-    wait for their workers: a done-callback runs on its run's thread,
-    after ``result()`` returned to the program, and was cut off as the
-    program exited (a daemon thread)."""
+    Every run is told at once, and each future is cancelled in a thread of
+    its own (its done-callbacks run there): a callback that waits on
+    another run (its ``result()``) finds it cancelled too, and no new run
+    starts (``submit`` refuses). Then wait for the runs' threads, as
+    ``concurrent.futures``' executors wait for their workers: a
+    done-callback runs on its run's thread, after ``result()`` returned to
+    the program, and was cut off as the program exited (a daemon thread)."""
+    global _exiting
     with _live_lock:
-        going = list(_live)
+        _exiting = True
+        going = [future for future in _live if not future.done()]
     for future in going:
-        if not future.done():
-            say("the program ends: cancelling %s" % future._thread.name)
-            future._cancel_for(CANCELLED_AT_EXIT)
+        say("the program ends: cancelling %s" % future._thread.name)
+        future._cancel.ask(CANCELLED_AT_EXIT)
+    cancelling = [threading.Thread(target=future._cancel_for, args=(CANCELLED_AT_EXIT,),
+                                   name="cancel %s" % future._thread.name) for future in going]
+    for thread in cancelling:
+        thread.start()
+    for thread in cancelling:
+        thread.join()
     with _live_lock:
         working = list(_working)
     for thread in working:
