@@ -224,6 +224,27 @@ def test_the_task_side_zip_runs_on_a_python_without_tfmesos(tmp_path):
     assert entry.returncode == 1 and "TFMESOS_RENDEZVOUS" in entry.stderr
 
 
+def test_a_task_that_calls_tfmesos_run_is_told_runs_start_from_the_caller(tmp_path):
+    # A function of tfmesos.run that called tfmesos.run got "AttributeError:
+    # module 'tfmesos' has no attribute 'run'" from the task side (found by a
+    # review helper).
+    zipped = bundle.pack_task_side(str(tmp_path))
+    probe = "import tfmesos\nfor name in ('run', 'submit', 'cluster', 'nope'):\n" \
+        "    try:\n        getattr(tfmesos, name)\n    except AttributeError as exc:\n" \
+        "        print(exc)\n"
+    result = subprocess.run([BARE_PYTHON, "-S", "-c", probe], capture_output=True, text=True,
+                            env=bare_environment(PYTHONPATH=zipped.path), cwd=str(tmp_path),
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.splitlines()
+    assert said[0] == ("tfmesos.run is not in a task's tfmesos (its task side): a run starts "
+                       "from the program that called tfmesos.run or tfrun, not from inside "
+                       "one of its tasks")
+    assert said[1].startswith("tfmesos.submit is not in a task's tfmesos")
+    assert said[2].startswith("tfmesos.cluster is not in a task's tfmesos")
+    assert said[3] == "module 'tfmesos' has no attribute 'nope'"
+
+
 def test_the_task_side_zip_s_modules_import_compiled_and_read_no_source(tmp_path):
     # Each shipped task imports the task side from this zip: compiling its
     # ~150 KB of source was about half of a task's start.

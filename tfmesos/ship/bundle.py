@@ -76,6 +76,10 @@ TASK_SIDE_INIT = ('"""tfmesos\' task side, shipped to the task by tfrun --ship: 
                   'name)\n'
                   '    if name == "keras":\n'
                   '        return importlib.import_module(".keras", __name__)\n'
+                  '    if name in ("run", "submit", "cluster", "Cluster"):\n'
+                  '        raise AttributeError("tfmesos.%%s is not in a task\'s tfmesos (its task '
+                  'side): a run starts from the program that called tfmesos.run or tfrun, not '
+                  'from inside one of its tasks" %% name)\n'
                   '    raise AttributeError("module %%r has no attribute %%r" %% (__name__, '
                   'name))\n')
 
