@@ -361,6 +361,63 @@ print("parent result", future.result(timeout=120).value, flush=True)
 """
 
 
+FORKED_CHILD_ASKS = """
+import os, sys, time
+import tfmesos
+
+def waits_for(path):
+    import os, time
+    open(os.path.join(path, "started"), "w").close()
+    while not os.path.exists(os.path.join(path, "go")):
+        time.sleep(0.1)
+    return 7
+
+future = tfmesos.submit(waits_for, sys.argv[1], workers=1, cpus=0.1, mem=128, ship=None,
+                        launch_timeout=120, run_dir=sys.argv[2], logs="none")
+deadline = time.monotonic() + 120   # bounds on a hang, not timings
+while not os.path.exists(os.path.join(sys.argv[1], "started")):
+    assert time.monotonic() < deadline, "never started"
+    time.sleep(0.1)
+child = os.fork()
+if child == 0:
+    said = []
+    said.append("cancel %r" % future.cancel())
+    for call in (lambda: future.result(timeout=30), lambda: future.exception(timeout=30)):
+        try:
+            call()
+        except Exception as exc:
+            said.append("%s: %s" % (type(exc).__name__, exc))
+    with open(sys.argv[3], "w") as handle:
+        handle.write("\\n".join(said))
+    os._exit(0)
+os.waitpid(child, 0)
+open(os.path.join(sys.argv[1], "go"), "w").close()
+print("parent result", future.result(timeout=120).value, flush=True)
+"""
+
+
+def test_a_forked_childs_copy_of_a_future_neither_cancels_nor_waits_for_the_parents_run(
+        tmp_path):
+    # In a forked child, cancel() said True and stopped nothing; result()
+    # never returned (found by a review helper).
+    import subprocess
+    script = tmp_path / "child_asks.py"
+    script.write_text(FORKED_CHILD_ASKS)
+    child_said = tmp_path / "child_said"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(tmp_path / "run"),
+                           str(child_said)], cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=200, env=dict(os.environ, MESOS_MASTER=""))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "parent result 7" in done.stdout, done.stdout
+    said = child_said.read_text().splitlines()
+    assert said[0] == "cancel False", said
+    assert said[1].startswith("RuntimeError: the run of tfmesos.submit(waits_for) belongs to "
+                              "process "), said
+    assert said[1].endswith(", which started it: a forked child cannot wait for it"), said
+    assert said[2].startswith("RuntimeError: "), said
+    assert run_json(tmp_path / "run")["outcome"]["status"] == "succeeded"
+
+
 def test_a_child_forked_while_a_submit_runs_leaves_the_run_alone(tmp_path):
     """A forked child's exit ran submit's atexit hook on the parent's runs:
     'the program ends: cancelling tfmesos.submit(...)'."""

@@ -67,6 +67,26 @@ class RunFuture(concurrent.futures.Future):
         self._notified = False
         self._thread = threading.Thread(target=self._work, name="tfmesos.submit(%s)" % name,
                                         daemon=True)
+        self._owner = os.getpid()   # a forked child's copy neither cancels nor waits
+
+    def _foreign(self) -> Optional[RuntimeError]:
+        """Why this process (a forked child) cannot wait for the run, or None."""
+        if os.getpid() == self._owner or self.done():
+            return None
+        return RuntimeError("the run of %s belongs to process %d, which started it: a forked "
+                            "child cannot wait for it" % (self._thread.name, self._owner))
+
+    def result(self, timeout: Optional[float] = None) -> RunResult:
+        foreign = self._foreign()
+        if foreign is not None:
+            raise foreign
+        return super().result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        foreign = self._foreign()
+        if foreign is not None:
+            raise foreign
+        return super().exception(timeout)
 
     def _start(self) -> bool:
         """Start its run; False once the program ends (``cancel_live``)."""
@@ -111,7 +131,9 @@ class RunFuture(concurrent.futures.Future):
         """Cancel the run: kill its tasks, tear its framework down, and
         return True once that is done; ``result()`` raises
         ``CancelledError`` from then on. False when its outcome came first
-        (``result()`` gives it)."""
+        (``result()`` gives it), or in a forked child (the run is its parent's)."""
+        if os.getpid() != self._owner:
+            return False
         return self._cancel_for(CANCELLED)
 
     def _cancel_for(self, why: str) -> bool:
