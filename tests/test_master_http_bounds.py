@@ -312,6 +312,38 @@ def test_past_the_cap_one_principals_idle_connections_give_way_to_another_princi
     assert healthy(master)
 
 
+def test_past_the_cap_a_connection_in_a_get_call_does_not_give_way(make_local_master,
+                                                                    monkeypatch):
+    # A GET of the state is no authenticated call: a connection in one was
+    # taken for idle and dropped mid-call for a newcomer, while another was
+    # idle (found by a review helper reading 5e85e19).
+    from mesos_local.api import endpoints
+    monkeypatch.setattr(MasterHTTPServer, "max_connections", 2)
+    master = make_local_master(credentials={"alice": "wonderland", "bob": "builder"})
+    entered, release = threading.Event(), threading.Event()
+    real = endpoints.Endpoint.reply
+
+    def held(self, *args, **kwargs):   # a /master/state of a large cluster
+        entered.set()
+        release.wait(PATIENCE)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(endpoints.Endpoint, "reply", held)
+    with raw_connections(master, 2) as (in_call, idle):
+        for sock, who in ((in_call, "alice:wonderland"), (idle, "bob:builder")):
+            sock.sendall(keep_alive_call(master, who))
+            assert read_response(sock).startswith(b"HTTP/1.1 ")
+        in_call.sendall(("GET /master/state HTTP/1.1\r\nHost: %s:%d\r\n\r\n"
+                         % address(master)).encode())
+        assert entered.wait(PATIENCE)
+        with raw_connections(master):
+            deadline = time.monotonic() + PATIENCE
+            while not ended(idle) and time.monotonic() < deadline:   # the idle one gives way
+                time.sleep(0.01)
+            assert ended(idle)
+            release.set()
+            assert read_response(in_call).startswith(b"HTTP/1.1 200")
+
+
 def keep_alive_call(master, user_password):
     """A scheduler call (refused: no such framework) authenticated as
     ``user_password``, on a connection kept alive."""

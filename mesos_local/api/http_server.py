@@ -215,12 +215,14 @@ class MasterHTTPServer(ThreadingHTTPServer):
             if held is not None:
                 held.vouched, held.principal, held.idle = True, principal, False
 
-    def waiting(self, request):
-        """``request``'s connection waits for its next call (kept alive)."""
+    def waiting(self, request, idle=True):
+        """``request``'s connection waits for its next call (kept alive);
+        ``idle`` False: a call's request line came (a GET of the state as
+        much as an authenticated POST), it is in a call until the next wait."""
         with self._connections_lock:
             held = self._connections.get(request)
             if held is not None:
-                held.idle = True
+                held.idle = idle
 
     def streaming(self, request):
         """``request``'s connection is a subscription's stream: never dropped."""
@@ -299,6 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
             deadlines.disarm(self)
 
     def parse_request(self):
+        self.server.waiting(self.connection, idle=False)   # its request line came
         return parse_request_within(self, super().parse_request, MAX_HEADER_BYTES)
 
     def _request_in(self):
