@@ -223,10 +223,16 @@ def cancel_live() -> None:
     for future in going:
         say("the program ends: cancelling %s" % future._thread.name)
         future._cancel.ask(CANCELLED_AT_EXIT)
-    cancelling = [threading.Thread(target=future._cancel_for, args=(CANCELLED_AT_EXIT,),
-                                   name="cancel %s" % future._thread.name) for future in going]
-    for thread in cancelling:
-        thread.start()
+    cancelling = []
+    for future in going:
+        thread = threading.Thread(target=future._cancel_for, args=(CANCELLED_AT_EXIT,),
+                                  name="cancel %s" % future._thread.name)
+        try:
+            thread.start()
+        except RuntimeError:   # Python 3.12.0-3.12.1: "can't create new thread at
+            future._cancel_for(CANCELLED_AT_EXIT)   # interpreter shutdown": here, each told
+        else:
+            cancelling.append(thread)
     for thread in cancelling:
         thread.join()
     with _live_lock:
