@@ -220,28 +220,56 @@ def test_a_gone_runs_duration_ends_at_its_last_record_not_now(runs_dir, capsys):
     assert code == 0 and "took at least 12.5 s (its tfrun is gone)" in out, out
 
 
+def failover_file(directory, run_id, timeout):
+    """A failover.json of the caller's in ``directory``: ``timeout``
+    seconds of failover timeout."""
+    from tfmesos.core.identity import RunIdentity
+    from tfmesos.core.jobs import Job
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.core.spec_codec import spec_to_dict
+    from tfmesos.record.takeover_files import FailoverFile, save_failover
+    identity = RunIdentity(run_id=run_id, key=b"k" * 32, user="u", framework_id="fw-0000")
+    spec = RunSpec(name="t", mode="replica", command="true", jobs=(Job("worker", 1),),
+                   master="127.0.0.1:5050", failover_timeout=timeout)
+    save_failover(directory, FailoverFile(identity.public(), spec_to_dict(spec), {}, directory))
+
+
+def test_a_failover_run_past_its_failover_timeout_is_gone_not_left(runs_dir, capsys):
+    # Mesos removed its framework when the timeout passed: "left to its
+    # tasks" and "tfmesos attach takes it over" said so for good (found by a
+    # review helper reading 43f6d24).
+    directory = write_run(runs_dir, "1ef70002", status="running", exit_code=None, start=0,
+                          scheduler=a_gone_process(), master="127.0.0.1:5050")
+    failover_file(directory, "1ef70002", timeout=60)
+    last = BASE.timestamp() + 4.5    # its record's last write: days before now
+    os.utime(os.path.join(directory, "run.json"), (last, last))
+    code, out, _ = tfmesos(capsys, "runs")
+    assert code == 0 and re.search(r"1ef70002 .* gone ", out), out
+    code, out, _ = tfmesos(capsys, "show", "1ef70002")
+    assert code == 0 and "(its tfrun is gone)" in out and "attach" not in out, out
+
+
 def test_a_failover_run_whose_tfrun_left_shows_it_left_the_run_to_its_tasks(runs_dir, capsys):
     # tfrun --failover, its terminal gone (SIGHUP: "detached: the tasks go
     # on without a scheduler"), or SIGKILLed: its tasks run on, yet tfmesos
     # runs and show said "gone", and tfmesos logs --follow said "run X is
     # over" while they ran (found by a review helper).
-    directory = write_run(runs_dir, "left0001", status="running", exit_code=None, start=0,
+    directory = write_run(runs_dir, "1ef70001", status="running", exit_code=None, start=0,
                           scheduler=a_gone_process(), master="127.0.0.1:5050")
-    with open(os.path.join(directory, "failover.json"), "w") as handle:
-        handle.write("{}")
+    failover_file(directory, "1ef70001", timeout=(time.time() - BASE.timestamp()) + 3600)
     last = BASE.timestamp() + 4.5
     os.utime(os.path.join(directory, "run.json"), (last, last))
     code, out, _ = tfmesos(capsys, "runs")
-    assert code == 0 and re.search(r"left0001 .* 4\.5 s +left to its tasks ", out), out
-    code, out, _ = tfmesos(capsys, "show", "left0001")
+    assert code == 0 and re.search(r"1ef70001 .* 4\.5 s +left to its tasks ", out), out
+    code, out, _ = tfmesos(capsys, "show", "1ef70001")
     assert code == 0 and "left to its tasks, exit code -" in out, out
-    assert "took at least 4.5 s (its tfrun left the run to its tasks: tfmesos attach left0001 " \
+    assert "took at least 4.5 s (its tfrun left the run to its tasks: tfmesos attach 1ef70001 " \
         "takes it over)" in out, out
-    code, out, err = tfmesos(capsys, "logs", "left0001", "--follow")
+    code, out, err = tfmesos(capsys, "logs", "1ef70001", "--follow")
     assert code == 0 and "is over" not in err, err
-    assert err.endswith("tfmesos logs: run left0001's tfrun left it to its tasks (--failover): "
-                        "their output comes here again once tfmesos attach left0001 takes the "
-                        "run over; tfmesos logs left0001 --master 127.0.0.1:5050 reads it from "
+    assert err.endswith("tfmesos logs: run 1ef70001's tfrun left it to its tasks (--failover): "
+                        "their output comes here again once tfmesos attach 1ef70001 takes the "
+                        "run over; tfmesos logs 1ef70001 --master 127.0.0.1:5050 reads it from "
                         "their sandboxes meanwhile\n"), err
 
 

@@ -137,11 +137,21 @@ class Run:
     @property
     def left_to_tasks(self) -> bool:
         """Whether its tfrun is ``gone`` from a ``--failover`` run (its
-        failover.json is there), whose tasks go on without it until
-        ``tfmesos attach`` takes it over, ``kill`` ends it, or its failover
-        timeout passes."""
-        from .takeover_files import FAILOVER_FILE
-        return self.gone and os.path.lexists(os.path.join(self.directory, FAILOVER_FILE))
+        failover.json, the caller's, is there) within the run's failover
+        timeout of its record's last write: its tasks go on without it
+        until ``tfmesos attach`` takes it over, ``kill`` ends it, or that
+        timeout passes (then Mesos removed its framework: it is ``gone``)."""
+        if not self.gone:
+            return False
+        from .takeover_files import TakeoverError, read_failover
+        try:
+            timeout = read_failover(self.directory).spec.get("failover_timeout")
+        except TakeoverError:
+            return False
+        last = self._last_written()
+        if not isinstance(timeout, (int, float)) or last is None:
+            return False
+        return (datetime.datetime.now(datetime.timezone.utc) - last).total_seconds() < timeout
 
     @property
     def shown_outcome(self) -> str:
