@@ -336,8 +336,11 @@ def test_memory_is_judged_on_the_task_s_own_cgroup_where_it_has_one():
         "ran slow (e.g. -Mw 512)"]
     # No cgroup of its own (none; one without a limit, or with a container's,
     # whose peak is every process's in it): its processes' RSS, said to be.
+    # A container's (an unisolated agent in a 256-MB container: every task's
+    # peak there; found by a review helper reading 5f1516e) is not the task's either.
     for cgroup in (None, CgroupUsage(peak_mb=5000.0),
-                   CgroupUsage(limit_mb=8192.0, peak_mb=5000.0, oom_kills=0)):
+                   CgroupUsage(limit_mb=8192.0, peak_mb=5000.0, oom_kills=0),
+                   CgroupUsage(limit_mb=256.0, peak_mb=250.0, oom_kills=0)):
         data = record(("worker:0", "worker", 0.5, 384, tensorflow(cgroup)))
         lines = usage_lines(data)
         assert lines[2].split()[5:] == ["763", "(199%)", "RSS"], lines

@@ -121,8 +121,11 @@ def memory_peak(usage: Usage, mem: float) -> tuple[float, bool]:
     ``mem``: what the isolator counts, and kills it past); else its
     processes' resident memory (``Usage.peak_mb``)."""
     cgroup = usage.cgroup
+    # Its own: limited to its mem, with the executor's allowance at most
+    # (1 MB of slack for rounding); a tighter or looser limit is another
+    # cgroup's (a container's, a slice's), which holds more than the task.
     if cgroup and cgroup.peak_mb is not None and cgroup.limit_mb is not None \
-            and cgroup.limit_mb <= mem + EXECUTOR_MEM:
+            and mem - 1 <= cgroup.limit_mb <= mem + EXECUTOR_MEM:
         return cgroup.peak_mb, True
     return usage.peak_mb() or 0.0, False
 
