@@ -117,6 +117,7 @@ def test_parse_local(text):
         ("file:///etc/mesos/master", "a file:// master (deprecated in Mesos) is not read: "
          "give the address the file holds"),
         ("slave@10.0.0.1:5050", "credentials"),
+        ("http://master@10.0.0.1:5050", "credentials"),   # a URL's user, not a UPID
         ("h1:5050,zk://h2:2181/mesos", "only entry"),
         ("h1:5050 h2:5050", "whitespace"),
         ("h1:5050, h2:5050", "whitespace"),

@@ -184,7 +184,7 @@ def _parse_http_entry(entry: str) -> str:
         raise _Malformed("unknown scheme in %r" % (entry,))
     if "/" in entry:
         raise _Malformed("a master address has no path: %r" % (entry,))
-    if entry.startswith(MASTER_UPID_PREFIX):   # a master's UPID, as Mesos' detector reads it
+    if not match and entry.startswith(MASTER_UPID_PREFIX):   # a UPID, as Mesos' detector reads it
         entry = entry[len(MASTER_UPID_PREFIX):]
     if "@" in entry:
         raise _Malformed("credentials are not accepted in %r" % (entry,))
