@@ -120,9 +120,10 @@ _BYTES = re.compile(r"([0-9]+)([A-Za-z]*)")
 
 def _bytes(text):
     """An argparse type: a whole number of bytes, in Mesos' form (2GB,
-    512MB, 4096B; units B, KB, MB, GB, TB, binary) or plain."""
+    512MB, 4096B; units B, KB, MB, GB, TB, binary; a unit is needed, as
+    stout's ``Bytes::parse`` reads it)."""
     match = _BYTES.fullmatch(text)
-    unit = _BYTE_UNITS.get(match.group(2).upper() or "B") if match else None
+    unit = _BYTE_UNITS.get(match.group(2).upper()) if match else None
     if match is None or unit is None:
         raise argparse.ArgumentTypeError("expected a whole number of bytes with a unit of B, "
                                          "KB, MB, GB or TB, e.g. 2GB, got %r" % text)

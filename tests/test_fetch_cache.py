@@ -142,12 +142,13 @@ def test_the_default_size_is_mesos_and_the_command_line_sets_it():
     parser = build_parser("tfmesos local-master")
     assert parser.parse_args([]).fetcher_cache_size == 2 * 1024 ** 3
     for text, size in (("100MB", 100 * 1024 ** 2), ("2gb", 2 * 1024 ** 3), ("0B", 0),
-                       ("4096", 4096)):
+                       ("4096B", 4096)):
         assert parser.parse_args(["--fetcher-cache-size", text]).fetcher_cache_size == size
     assert "default: 2GB, as Mesos" in " ".join(parser.format_help().split())
 
 
-@pytest.mark.parametrize("text", ["1.5GB", "-1B", "2PB", "lots", ""])
+# stout's Bytes::parse: a number without a unit is "Invalid bytes".
+@pytest.mark.parametrize("text", ["1.5GB", "-1B", "2PB", "lots", "", "4096"])
 def test_a_fetcher_cache_size_mesos_would_not_read_is_a_usage_error(text, capsys):
     with pytest.raises(SystemExit) as exited:
         build_parser("tfmesos local-master").parse_args(["--fetcher-cache-size", text])
