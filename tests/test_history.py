@@ -7,6 +7,7 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -922,3 +923,68 @@ def test_a_directory_whose_record_became_an_ended_run_is_left_not_called_running
     assert (code, err) == (0, "")
     assert out == "removed 1 run from %s\n" % runs_dir      # the other run: not this prune's
     assert sorted(os.listdir(runs_dir)) == ["tfrun-00000001"]
+
+
+def test_a_run_json_linked_to_proc_kmsg_is_no_run_record_and_never_read(runs_dir, capsys):
+    # Planted by another user in a shared runs directory, a run.json linked
+    # to /proc/kmsg (a regular file there, of size 0, that reads None when
+    # opened non-blocking) ended runs, runs --prune and show in a
+    # traceback (TypeError: object of type 'NoneType' has no len()); read,
+    # it would have taken the kernel's log from its reader.
+    other = nobody("planting as another user needs root")
+    try:
+        if not stat.S_ISREG(os.stat("/proc/kmsg").st_mode):
+            pytest.skip("/proc/kmsg is no regular file here")
+    except OSError:
+        pytest.skip("no /proc/kmsg here")
+    runs_dir.chmod(0o1777)
+    write_run(runs_dir, "good0001")
+    planted = runs_dir / "x-kmsg0001"
+    planted.mkdir()
+    os.symlink("/proc/kmsg", planted / "run.json")
+    _give_to(other, planted)
+    os.lchown(planted / "run.json", other.pw_uid, other.pw_gid)
+    try:
+        code, out, err = tfmesos(capsys, "runs")
+        assert (code, err) == (0, "") and "good0001" in out and "kmsg0001" not in out, err
+        code, out, err = tfmesos(capsys, "show", str(planted))
+        assert (code, out) == (1, "") and err == (
+            "tfmesos: error: %s/run.json is not a run record: it is empty\n" % planted), err
+        code, out, err = tfmesos(capsys, "runs", "--prune", "--keep", "0")
+        assert (code, err) == (0, "") and out == "removed 1 run from %s\n" % runs_dir, out
+        assert os.listdir(runs_dir) == ["x-kmsg0001"]
+    finally:   # (the session's check of every run.json left would read it)
+        os.unlink(planted / "run.json")
+
+
+def test_a_run_record_with_nothing_to_read_yet_is_no_run_record(runs_dir, capsys,
+                                                                monkeypatch):
+    # What /proc/kmsg reads when the kernel logged nothing new (None from a
+    # non-blocking read), here from a pipe whose writer wrote nothing:
+    # history.parse ended in a TypeError.
+    from tfmesos.record import history
+    write_run(runs_dir, "good0001")
+    planted = write_run(runs_dir, "none0001")
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    real = history.open_regular
+
+    def opened(path, flags=0):
+        if path.startswith(planted):
+            return os.fdopen(os.dup(reader), "rb")
+        return real(path, flags)
+
+    monkeypatch.setattr(history, "open_regular", opened)
+    try:
+        code, out, err = tfmesos(capsys, "runs")
+        assert (code, err) == (0, "") and "good0001" in out and "none0001" not in out, err
+        code, out, err = tfmesos(capsys, "show", planted)
+        assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+        assert "run.json is not a run record" in err, err
+        # (Refused for its size, 0, before it is read; a read of None alike.)
+        with os.fdopen(os.dup(reader), "rb") as handle, pytest.raises(
+                history.HistoryError, match="^x is not a run record: it has nothing to read"):
+            history._read_now(handle, 10, "x")
+    finally:
+        os.close(reader)
+        os.close(writer)

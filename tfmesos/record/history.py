@@ -14,7 +14,7 @@ import datetime
 import os
 import stat
 from collections.abc import Iterator
-from typing import Callable, Optional
+from typing import BinaryIO, Callable, Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
@@ -57,12 +57,17 @@ def parse(directory: str) -> object:
             if found.st_size > MAX_RECORD:
                 raise HistoryError("%s is not a run record: %d MB, over the %d MB a run record "
                                    "holds at most" % (path, found.st_size >> 20, MAX_RECORD >> 20))
+            if found.st_size == 0:
+                # Never read: a file of /proc says 0 and makes its text as
+                # it is read (a run.json linked to /proc/kmsg took the
+                # kernel's log from its reader).
+                raise HistoryError("%s is not a run record: it is empty" % path)
             # read(n) allocates n bytes first: MAX_RECORD for every record
             # read, and tracemalloc showed it. What the file holds (more, if
             # it grows meanwhile), bounded alike.
-            data = handle.read(found.st_size + 1)
+            data = _read_now(handle, found.st_size + 1, path)
             if len(data) > found.st_size:
-                data += handle.read(MAX_RECORD + 1 - len(data))
+                data += _read_now(handle, MAX_RECORD + 1 - len(data), path)
         if len(data) > MAX_RECORD:
             raise HistoryError("%s is not a run record: over the %d MB a run record holds at "
                                "most" % (path, MAX_RECORD >> 20))
@@ -73,6 +78,16 @@ def parse(directory: str) -> object:
         raise HistoryError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
     except ValueError as exc:   # UnicodeDecodeError too
         raise HistoryError("%s is not a run record: %s" % (path, exc)) from None
+
+
+def _read_now(handle: BinaryIO, size: int, path: str) -> bytes:
+    """At most ``size`` bytes of ``handle`` (opened non-blocking by
+    ``open_regular``); HistoryError when it has none yet, as only a file
+    that is no record has (None: a device's, /proc's)."""
+    data = handle.read(size)
+    if data is None:
+        raise HistoryError("%s is not a run record: it has nothing to read yet" % path)
+    return data
 
 
 class Run:
