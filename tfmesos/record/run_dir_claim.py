@@ -12,7 +12,7 @@ import os
 from typing import Optional
 
 from ..exceptions import TFMesosError
-from .run_dir_lock import hold, let_go
+from .run_dir_lock import LOCK_FILE, hold, let_go
 from .run_dirs import RUN_FILE, UnsafeRunDir, make_run_dir
 
 
@@ -27,12 +27,13 @@ def claim(directory: str, new: bool, run_id: Optional[str]) -> bool:
         raise TFMesosError("cannot create the run directory %s: %s; choose another "
                            "(tfrun --run-dir DIR, cluster(run_dir=...))"
                            % (directory, exc.strerror or exc)) from None
-    hold(directory)
+    held = hold(directory)
     if not made:
         try:
             _refuse_a_live_run(directory, run_id)
         except BaseException:
-            let_go(directory)   # refused: no run of this process writes there
+            if held:   # refused: this claim's lock only, never another run's
+                let_go(directory)
             raise
     return made
 
@@ -45,7 +46,9 @@ def release(directory: str, made: bool) -> None:
     let_go(directory)
     if made:
         with contextlib.suppress(OSError):
-            os.rmdir(directory)   # only when empty: nothing but run.json was written
+            os.unlink(os.path.join(directory, LOCK_FILE))
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)   # only when empty: nothing but run.json and the lock written
 
 
 def _refuse_a_live_run(directory: str, run_id: Optional[str]) -> None:

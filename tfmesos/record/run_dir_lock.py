@@ -1,53 +1,75 @@
-"""A run's hold on its run directory: an exclusive ``flock`` on the
-directory itself, from its claim (``run_dir_claim``) until the run ends
-(``let_go``; the kernel lets it go when the process does). Two runs
-started at once in one directory each found no record there yet and both
-ran in it, their logs mixed and one record lost; and ``tfmesos runs
---prune`` leaves a directory alone while a run holds it (``in_use``)."""
+"""A run's hold on its run directory: an exclusive ``flock`` on
+``LOCK_FILE`` in it (0600, its user's alone: the directory itself, 0755
+under umask 022, let any local user who could read it flock it and so
+refuse every run there and keep it from pruning), from its claim
+(``run_dir_claim``) until the run ends (``let_go``; the kernel lets it go
+when the process does). Two runs started at once in one directory each
+found no record there yet and both ran in it, their logs mixed and one
+record lost; and ``tfmesos runs --prune`` leaves a directory alone while
+a run holds it (``in_use``). The file stays when the run ends (one
+removed could be locked by one run while another made it anew)."""
 
 import fcntl
 import os
+import stat
 import threading
 
 from ..exceptions import TFMesosError
+from .run_dirs import create_private
 
-# (device, inode) of each run directory this process holds -> its descriptor.
-# A later claim of one in this process (a cluster() after another) is not
-# refused by its own lock: its record says whether a run still writes there.
+LOCK_FILE = ".run.lock"
+
+# (device, inode) of the lock file of each run directory this process holds
+# -> its descriptor (held open: the inode cannot be another file's meanwhile).
+# A claim of one in this process is refused as another process' would be:
+# two runs of one process (two tfmesos.submit) shared it as well.
 _HELD: dict[tuple[int, int], int] = {}
 _HELD_LOCK = threading.Lock()
 
 
-def hold(directory: str) -> None:
+def _busy(directory: str) -> TFMesosError:
+    return TFMesosError("the run directory %s is another run's, still starting or running: "
+                        "give this run a directory of its own (tfrun --run-dir DIR, "
+                        "cluster(run_dir=...))" % directory)
+
+
+def hold(directory: str) -> bool:
     """An exclusive lock on ``directory`` for this process (TFMesosError:
-    another process holds it)."""
+    another run, of this process or another, holds it); whether it was
+    taken (not where the lock file cannot be made or locked: the record's
+    check alone)."""
     try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        descriptor = create_private(os.path.join(directory, LOCK_FILE), append=True)
     except OSError:
-        return   # (make_run_dir made or checked it: not ours to refuse here)
-    found = os.fstat(descriptor)
+        return False   # (make_run_dir made or checked it: not ours to refuse here)
+    try:
+        found = os.fstat(descriptor)
+        if found.st_mode & 0o077:   # (one made readable since: others could lock it)
+            os.fchmod(descriptor, 0o600)
+    except OSError:
+        os.close(descriptor)
+        return False
     key = (found.st_dev, found.st_ino)
     with _HELD_LOCK:
         if key in _HELD:
             os.close(descriptor)
-            return
+            raise _busy(directory)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
-            raise TFMesosError("the run directory %s is another run's, still starting or "
-                               "running: give this run a directory of its own (tfrun --run-dir "
-                               "DIR, cluster(run_dir=...))" % directory) from None
+            raise _busy(directory) from None
         except OSError:   # a filesystem without flock: the record's check alone
             os.close(descriptor)
-            return
+            return False
         _HELD[key] = descriptor
+    return True
 
 
 def let_go(directory: str) -> None:
     """The run writes no more in ``directory``: another may claim it."""
     try:
-        found = os.stat(directory)
+        found = os.lstat(os.path.join(directory, LOCK_FILE))
     except OSError:
         return
     with _HELD_LOCK:
@@ -57,13 +79,23 @@ def let_go(directory: str) -> None:
 
 
 def in_use(directory: str) -> bool:
-    """Whether a run (of any process) holds ``directory`` now."""
+    """Whether a run (of any process) holds ``directory`` now; a
+    directory reached through a symbolic link, or whose lock file the
+    caller cannot open, is not."""
     try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-                             | os.O_NOFOLLOW)
+        parent = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
+        descriptor = os.open(LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+                             | os.O_NONBLOCK, dir_fd=parent)   # (a FIFO: no wait for a writer)
+    except OSError:
+        return False
+    finally:
+        os.close(parent)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return False
         fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
     except BlockingIOError:
@@ -74,4 +106,4 @@ def in_use(directory: str) -> bool:
         os.close(descriptor)
 
 
-__all__ = ["hold", "let_go", "in_use"]
+__all__ = ["LOCK_FILE", "hold", "let_go", "in_use"]
