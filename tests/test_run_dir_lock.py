@@ -126,3 +126,30 @@ def test_a_record_refused_for_a_live_run_leaves_no_lock_behind(tmp_path):
     with pytest.raises(TFMesosError, match="holds run aaaaaaaa, still running"):
         record(made, "bbbbbbbb")
     assert not held_elsewhere(made)
+
+
+def test_a_run_that_cannot_be_made_gives_its_run_directory_back(tmp_path, monkeypatch):
+    # Its record had claimed the directory when the run's making failed:
+    # the lock stayed, and a second try of the same run in this process was
+    # refused as "another run's, still starting or running".
+    from policy_helpers import FakeBackend
+
+    from tfmesos.core import launch
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the failure policy could not be made")
+    spec = RunSpec(jobs=(Job("worker", 1),), mode="replica", command="true",
+                   master="mock-master:5050", run_dir=str(tmp_path / "run"))
+    monkeypatch.setattr(launch, "Recovery", broken)
+    with pytest.raises(RuntimeError, match="could not be made"):
+        ClusterRun(spec, environ={}, backend=FakeBackend(), transport=MockTransport())
+    assert not held_elsewhere(tmp_path / "run")
+    monkeypatch.undo()
+    again = ClusterRun(spec, environ={}, backend=FakeBackend(), transport=MockTransport())
+    try:
+        assert held_elsewhere(tmp_path / "run")
+    finally:
+        again.record.discard()

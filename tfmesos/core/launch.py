@@ -118,52 +118,56 @@ class ClusterRun(RunEffects, RunInterrupts):
                                               workdir=workdir)
         self.state: RunState = RunState(spec.jobs)
         self.record: RunRecord = make_record(spec, self.identity, self.state.slots, environ)
-        # The caller's: the tasks' output, which of it is forwarded, progress, notes.
-        self._on_log: Callable[[TaskSlot, str, str], None] = \
-            on_log or (lambda slot, stream, text: None)
-        self._forward_logs: Callable[[TaskSlot], bool] = forward_logs or (lambda slot: True)
-        self._on_progress: Callable[[ClusterRun], None] = on_progress or (lambda run: None)
-        self._say: Callable[[str], None] = notify or logger.info
-        self._clock: Callable[[], float] = clock
-        self.mlflow_at_stop: bool = mlflow_at_stop
-        self._left: bool = False   # detached: the run was left to its tasks
-        self._pauses = PauseWatch(clock)
-        # once formed: {job: ["host:port", ...]}
-        self.cluster_spec: Optional[dict[str, list[str]]] = None
-        self.launch_deadline: float = 0.0
-        # Whether the tasks waiting for offers can ever fit (made at start).
-        self.fit: Optional[FitWatch] = None
-        self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
-        self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
-        self._group: Optional[Coordinator] = None   # --torch, --jax: likewise (training_frameworks)
-        # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
-        self.mlflow: Optional[MlflowLogger] = None
-        if spec.mlflow is not None:
-            from ..record import mlflow_logger
-            self.mlflow = mlflow_logger.MlflowLogger(spec.mlflow, say=self._say,
-                                                     warn=notify or logger.warning)
-            self.record.on_metrics = self.mlflow.metrics   # streamed as they come
-        # The failure policy, last: it acts on the run through ``control``,
-        # whose effects are this run's methods, all in place by now.
-        self.control: RunControl = Control(self.state, effects=self)
-        self.recovery: Recovery = Recovery(self.control, self.record, spec.restart_policy,
-                                           spec.sticky_jobs, spec.sticky_timeout,
-                                           spec.max_attempts, notify=notify,
-                                           rendezvous_host=None if spec.elastic is None
-                                           else "%s:0" % GROUP_JOB)
-        self.adoption: Optional[Adoption] = Adoption(
-            resume, self.slots, self.record, self.recovery, spec.mode) \
-            if resume is not None else None
-        self.framework_notice: FrameworkNotice = FrameworkNotice(
-            self.runtime, self.record, self.adoption, on_framework)
-        self.reactions: RunEvents = RunEvents(self.control, self.record, self.recovery,
-                                              spec.reconnect_grace, spec.max_attempts, spec.mode,
-                                              sandboxes=self.runtime.sandboxes,
-                                              framework_outcome=self.runtime.outcome_on_master,
-                                              framework_removed=self.runtime.removed_on_master,
-                                              process_group=GROUP_JOB
-                                              if spec.framework in (TORCH, JAX) else None,
-                                              notify=notify)
+        try:   # from here on the run directory is held: given back if the run is not made
+            # The caller's: the tasks' output, which of it is forwarded, progress, notes.
+            self._on_log: Callable[[TaskSlot, str, str], None] = \
+                on_log or (lambda slot, stream, text: None)
+            self._forward_logs: Callable[[TaskSlot], bool] = forward_logs or (lambda slot: True)
+            self._on_progress: Callable[[ClusterRun], None] = on_progress or (lambda run: None)
+            self._say: Callable[[str], None] = notify or logger.info
+            self._clock: Callable[[], float] = clock
+            self.mlflow_at_stop: bool = mlflow_at_stop
+            self._left: bool = False   # detached: the run was left to its tasks
+            self._pauses = PauseWatch(clock)
+            # once formed: {job: ["host:port", ...]}
+            self.cluster_spec: Optional[dict[str, list[str]]] = None
+            self.launch_deadline: float = 0.0
+            # Whether the tasks waiting for offers can ever fit (made at start).
+            self.fit: Optional[FitWatch] = None
+            self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
+            self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
+            self._group: Optional[Coordinator] = None   # --torch, --jax: likewise (training_frameworks)
+            # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
+            self.mlflow: Optional[MlflowLogger] = None
+            if spec.mlflow is not None:
+                from ..record import mlflow_logger
+                self.mlflow = mlflow_logger.MlflowLogger(spec.mlflow, say=self._say,
+                                                         warn=notify or logger.warning)
+                self.record.on_metrics = self.mlflow.metrics   # streamed as they come
+            # The failure policy, last: it acts on the run through ``control``,
+            # whose effects are this run's methods, all in place by now.
+            self.control: RunControl = Control(self.state, effects=self)
+            self.recovery: Recovery = Recovery(self.control, self.record, spec.restart_policy,
+                                               spec.sticky_jobs, spec.sticky_timeout,
+                                               spec.max_attempts, notify=notify,
+                                               rendezvous_host=None if spec.elastic is None
+                                               else "%s:0" % GROUP_JOB)
+            self.adoption: Optional[Adoption] = Adoption(
+                resume, self.slots, self.record, self.recovery, spec.mode) \
+                if resume is not None else None
+            self.framework_notice: FrameworkNotice = FrameworkNotice(
+                self.runtime, self.record, self.adoption, on_framework)
+            self.reactions: RunEvents = RunEvents(self.control, self.record, self.recovery,
+                                                  spec.reconnect_grace, spec.max_attempts, spec.mode,
+                                                  sandboxes=self.runtime.sandboxes,
+                                                  framework_outcome=self.runtime.outcome_on_master,
+                                                  framework_removed=self.runtime.removed_on_master,
+                                                  process_group=GROUP_JOB
+                                                  if spec.framework in (TORCH, JAX) else None,
+                                                  notify=notify)
+        except BaseException:
+            self.record.discard()
+            raise
 
     # -- what the run is, and where it stands -----------------------------------
 
