@@ -153,3 +153,38 @@ def test_a_run_that_cannot_be_made_gives_its_run_directory_back(tmp_path, monkey
         assert held_elsewhere(tmp_path / "run")
     finally:
         again.record.discard()
+
+
+def test_a_lock_file_removed_as_it_is_claimed_is_not_held_the_one_there_is(tmp_path,
+                                                                             monkeypatch):
+    # A refused run's record takes its lock file away (run_dir_claim.release):
+    # a claim that had opened it just before held a file no one else finds,
+    # while a third made and held another: two runs in one directory.
+    real = run_dir_lock.create_private
+    calls = []
+
+    def raced(path, **kwargs):
+        descriptor = real(path, **kwargs)
+        calls.append(path)
+        if len(calls) == 1:        # removed, and made anew, under this claim
+            os.unlink(path)
+            os.close(real(path, **kwargs))
+        return descriptor
+    monkeypatch.setattr(run_dir_lock, "create_private", raced)
+    try:
+        assert run_dir_lock.hold(str(tmp_path)) is True
+        assert len(calls) == 2     # the second try locked the file there
+        assert held_elsewhere(tmp_path)
+    finally:
+        run_dir_lock.let_go(str(tmp_path))
+    assert not held_elsewhere(tmp_path)
+
+
+def test_a_run_refused_before_anything_ran_leaves_no_lock_file(tmp_path):
+    # A --run-dir given, there already: it stays, empty as it was (a refused
+    # --ship left its .run.lock there).
+    (tmp_path / "run").mkdir(mode=0o700)
+    made = record(tmp_path / "run", "cafe0001")
+    assert os.path.exists(tmp_path / "run" / run_dir_lock.LOCK_FILE)
+    made.discard()
+    assert os.listdir(tmp_path / "run") == []

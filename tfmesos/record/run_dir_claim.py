@@ -12,7 +12,7 @@ import os
 from typing import Optional
 
 from ..exceptions import TFMesosError
-from .run_dir_lock import LOCK_FILE, hold, let_go
+from .run_dir_lock import hold, let_go, remove
 from .run_dirs import RUN_FILE, UnsafeRunDir, make_run_dir
 
 
@@ -43,10 +43,8 @@ def release(directory: str, made: bool) -> None:
     (a --run-dir that was there stays)."""
     with contextlib.suppress(OSError):
         os.unlink(os.path.join(directory, RUN_FILE))
-    let_go(directory)
+    remove(directory)   # its lock too: nothing of the run is left there
     if made:
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(directory, LOCK_FILE))
         with contextlib.suppress(OSError):
             os.rmdir(directory)   # only when empty: nothing but run.json and the lock written
 

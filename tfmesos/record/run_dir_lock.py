@@ -6,13 +6,16 @@ refuse every run there and keep it from pruning), from its claim
 when the process does). Two runs started at once in one directory each
 found no record there yet and both ran in it, their logs mixed and one
 record lost; and ``tfmesos runs --prune`` leaves a directory alone while
-a run holds it (``in_use``). The file stays when the run ends (one
-removed could be locked by one run while another made it anew)."""
+a run holds it (``in_use``). The file stays when the run ends, but for a
+run refused before anything of it ran (``remove``); a claim checks that
+the file it locked is still the one there (one removed could be locked
+by one run while another made it anew)."""
 
 import fcntl
 import os
 import stat
 import threading
+from typing import Optional
 
 from ..exceptions import TFMesosError
 from .run_dirs import create_private
@@ -37,9 +40,24 @@ def hold(directory: str) -> bool:
     """An exclusive lock on ``directory`` for this process (TFMesosError:
     another run, of this process or another, holds it); whether it was
     taken (not where the lock file cannot be made or locked: the record's
-    check alone)."""
+    check alone). A lock file removed (``remove``) or replaced while it was
+    being locked is not held: the file there now is locked instead."""
+    path = os.path.join(directory, LOCK_FILE)
+    for _ in range(_TRIES):
+        taken = _hold_once(directory, path)
+        if taken is not None:
+            return taken
+    return False
+
+
+_TRIES = 8   # lock files removed under a claim, one after another: then the record's check alone
+
+
+def _hold_once(directory: str, path: str) -> Optional[bool]:
+    """``hold``'s one try: True, False, or None where the file locked is no
+    longer the one at ``path`` (removed or replaced meanwhile)."""
     try:
-        descriptor = create_private(os.path.join(directory, LOCK_FILE), append=True)
+        descriptor = create_private(path, append=True)
     except OSError:
         return False   # (make_run_dir made or checked it: not ours to refuse here)
     try:
@@ -62,8 +80,35 @@ def hold(directory: str) -> bool:
         except OSError:   # a filesystem without flock: the record's check alone
             os.close(descriptor)
             return False
+        try:
+            there = os.lstat(path)
+        except OSError:
+            there = None
+        if there is None or (there.st_dev, there.st_ino) != key:
+            os.close(descriptor)
+            return None
         _HELD[key] = descriptor
     return True
+
+
+def remove(directory: str) -> None:
+    """The lock file of ``directory``, held by this process, goes; then it
+    is let go (a claim that locked it meanwhile tries the next one:
+    ``hold``)."""
+    path = os.path.join(directory, LOCK_FILE)
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return
+    with _HELD_LOCK:
+        descriptor = _HELD.pop((found.st_dev, found.st_ino), None)
+        if descriptor is None:
+            return   # not ours: another run's to keep
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    os.close(descriptor)
 
 
 def let_go(directory: str) -> None:
@@ -106,4 +151,4 @@ def in_use(directory: str) -> bool:
         os.close(descriptor)
 
 
-__all__ = ["LOCK_FILE", "hold", "let_go", "in_use"]
+__all__ = ["LOCK_FILE", "hold", "let_go", "remove", "in_use"]
