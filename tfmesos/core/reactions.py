@@ -34,6 +34,7 @@ from .events import (
 )
 from .jobs import HELPER_JOBS
 from .phase import Phase
+from .ps_left import PsLeft
 from .recovery import Recovery
 from .restarts import failure_cause, killed_by_signal
 from .sandbox_tails import SandboxTails
@@ -112,8 +113,8 @@ class RunEvents:
         self._process_group = process_group
         self._group_left_said = False
         self._group_left: Optional[tuple[float, TaskSlot, Optional[int]]] = None   # due, who
-        self._ps_gone: Optional[tuple[Optional[str], str]] = None   # (its task id, the note): _ps_left
         self._notify = notify or (lambda text: logger.warning("%s", text))
+        self._ps_left = PsLeft(self._slots, lambda text: self._notify(text))
         self.record = record
         self.recovery = recovery
         self._sandboxes = sandboxes   # reads a failed launch's last words (None: not read)
@@ -220,30 +221,6 @@ class RunEvents:
                      "or a collective" % (slot.name, code, running,
                                           "worker" if running == 1 else "workers",
                                           "s" if running == 1 else ""))
-
-    def _ps_left(self, slot: TaskSlot) -> None:
-        """A ps that exited 0 while workers run is kept (``_ps_gone``):
-        it serves until the run ends, so the workers that need it are about
-        to fail. Said only if one does: every task of a command that ends
-        exits 0, the ps among the first."""
-        if slot.job.name != "ps":
-            return
-        running = self._still_running(("chief", "worker"))
-        if running:
-            self._ps_gone = (slot.task_id, "%s had exited with code 0 while %s: a ps task serves "
-                             "until the run ends (TensorFlow's server.join()), so a worker that "
-                             "needs it finds it gone" % (slot.name, "1 worker ran" if running == 1
-                                                         else "%d workers ran" % running))
-
-    def _say_ps_gone(self, slot: TaskSlot) -> None:
-        """Before a worker's or the chief's failure: the ps that left first,
-        if it is still the ps of this cluster (not one a restart replaced)."""
-        if self._ps_gone is None or slot.job.name not in ("chief", "worker"):
-            return
-        task_id, note = self._ps_gone
-        self._ps_gone = None
-        if task_id is not None and self._slots.current(task_id) is not None:
-            self._notify(note)
 
     def _on_task_disconnected(self, event: TaskDisconnected) -> None:
         slot = self._slots.current(event.task_id)
@@ -462,7 +439,7 @@ class RunEvents:
             if done:
                 self._group_member_left(slot, code)
                 if self._state.phase == Phase.RUNNING and not stopped:
-                    self._ps_left(slot)
+                    self._ps_left.left(slot, self._still_running(("chief", "worker")))
             return
         removed = self._framework_removed() \
             if killed_by_signal(code) or state == "TASK_KILLED" else None
@@ -471,7 +448,7 @@ class RunEvents:
             # whose TASK_KILLED updates Mesos sends to no one.
             self.control.fail(self._removed(removed))
             return
-        self._say_ps_gone(slot)
+        self._ps_left.failing(slot)
         cause = failure_cause(state, slot.reason, slot.message, code)
         peak = memory_kill_peak(slot.reason, slot.message, usage)
         if peak is not None:
