@@ -188,3 +188,42 @@ def test_a_run_refused_before_anything_ran_leaves_no_lock_file(tmp_path):
     assert os.path.exists(tmp_path / "run" / run_dir_lock.LOCK_FILE)
     made.discard()
     assert os.listdir(tmp_path / "run") == []
+
+
+def test_a_takeover_that_cannot_be_made_leaves_the_runs_record_as_it_was(tmp_path,
+                                                                          monkeypatch):
+    # tfmesos attach claims the directory of the run it takes over: its
+    # making failing (here the failure policy; a record that names other
+    # tasks, a Ctrl-C) removed that run's run.json, and with it the run
+    # from tfmesos runs, show, kill and attach (found by a review helper
+    # reading cbc6df8).
+    from policy_helpers import FakeBackend
+
+    from tfmesos.core import launch
+    from tfmesos.core.launch import ClusterRun
+    from tfmesos.core.spec import RunSpec
+    from tfmesos.mesos.mock_transport import MockTransport
+
+    directory = tmp_path / "run"
+    spec = RunSpec(jobs=(Job("worker", 1),), mode="replica", command="true",
+                   master="mock-master:5050", run_dir=str(directory))
+    first = ClusterRun(spec, environ={}, backend=FakeBackend(), transport=MockTransport())
+    first.record.save()
+    run_dir_lock.let_go(str(directory))   # its tfrun gone: the record stays
+    before = (directory / "run.json").read_bytes()
+
+    import dataclasses
+
+    from tfmesos.core.takeover import Resume
+    from tfmesos.record.history import Run
+    resume = Resume(dataclasses.replace(first.identity, framework_id="fw-1"),
+                    Run.load(str(directory)).file)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the failure policy could not be made")
+    monkeypatch.setattr(launch, "Recovery", broken)
+    with pytest.raises(RuntimeError, match="could not be made"):
+        ClusterRun(spec, environ={}, backend=FakeBackend(), transport=MockTransport(),
+                   resume=resume)
+    assert (directory / "run.json").read_bytes() == before
+    assert not held_elsewhere(directory)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..exceptions import LaunchTimeout, RunKilled, SchedulerReplaced, TFMesosError
 from ..protocol.hostport import format_address, free_port
+from ..record import run_dir_lock
 from ..record.run_record import RunRecord
 from . import open_files
 from .clusterspec import KERAS_JOB, cluster_spec, keras_coordinator
@@ -166,7 +167,10 @@ class ClusterRun(RunEffects, RunInterrupts):
                                                   if spec.framework in (TORCH, JAX) else None,
                                                   notify=notify)
         except BaseException:
-            self.record.discard()
+            # Its lock only: the directory may hold the record of the run it
+            # takes over (tfmesos attach), which must stay as it was.
+            if self.record.directory is not None:
+                run_dir_lock.let_go(self.record.directory)
             raise
 
     # -- what the run is, and where it stands -----------------------------------
