@@ -26,6 +26,7 @@ the run is the caller's.
 
 import atexit
 import concurrent.futures
+import logging
 import os
 import threading
 from typing import Any, Callable, Optional
@@ -207,6 +208,25 @@ def _hook_exit() -> None:
     atexit.register(cancel_live)
 
 
+def _cancel_in_turn(futures: "list[RunFuture]") -> None:
+    """Cancel ``futures`` one after another on this thread, every one of
+    them before any done-callback runs: a callback waiting on another run
+    (its ``result()``) finds it cancelled, not waiting for its turn."""
+    held = []
+    for future in futures:
+        with future._condition:   # concurrent.futures.Future's: add_done_callback's lock
+            callbacks, future._done_callbacks = future._done_callbacks, []  # type: ignore[attr-defined]
+        future._cancel_for(CANCELLED_AT_EXIT)
+        held.append((future, callbacks))
+    for future, callbacks in held:
+        for callback in callbacks:
+            try:
+                callback(future)
+            except Exception:   # as concurrent.futures says a callback's error
+                logging.getLogger("concurrent.futures").exception(
+                    "exception calling callback for %r", future)
+
+
 def cancel_live() -> None:
     """Cancel every run still going (at exit): nothing of them is left.
     Every run is told at once, and each future is cancelled in a thread of
@@ -223,16 +243,17 @@ def cancel_live() -> None:
     for future in going:
         say("the program ends: cancelling %s" % future._thread.name)
         future._cancel.ask(CANCELLED_AT_EXIT)
-    cancelling = []
+    cancelling, in_turn = [], []
     for future in going:
         thread = threading.Thread(target=future._cancel_for, args=(CANCELLED_AT_EXIT,),
                                   name="cancel %s" % future._thread.name)
         try:
             thread.start()
         except RuntimeError:   # Python 3.12.0-3.12.1: "can't create new thread at
-            future._cancel_for(CANCELLED_AT_EXIT)   # interpreter shutdown": here, each told
+            in_turn.append(future)   # interpreter shutdown": here, in turn
         else:
             cancelling.append(thread)
+    _cancel_in_turn(in_turn)
     for thread in cancelling:
         thread.join()
     with _live_lock:
