@@ -19,7 +19,7 @@ from processes import FORK_A_CHILD_THAT_EXITS
 from waiting import wait_until
 
 import tfmesos
-from tfmesos.core import function_results, function_run
+from tfmesos.core import function_results, function_run, run_cancel
 from tfmesos.core.remote_errors import remote_error
 from tfmesos.core.result_inbox import ResultInbox
 from tfmesos.exceptions import RemoteTaskError, SpecError, TaskFailed
@@ -538,7 +538,7 @@ def test_where_no_thread_starts_at_exit_each_run_is_cancelled_in_turn(monkeypatc
             super().__init__()
             self.name, self.cancelled_for = name, None
             self._thread = threading.Thread(name="tfmesos.submit(%s)" % name)
-            self._cancel = function_run.Cancel()
+            self._cancel = run_cancel.Cancel()
 
         def _cancel_for(self, why):   # as RunFuture's: cancelled, its callbacks run
             self.cancelled_for = why
@@ -560,6 +560,6 @@ def test_where_no_thread_starts_at_exit_each_run_is_cancelled_in_turn(monkeypatc
     monkeypatch.setattr(function_submit, "_exiting", False)
     monkeypatch.setattr(threading.Thread, "start", refused)
     function_submit.cancel_live()
-    assert [g.cancelled_for for g in (first, second)] == [function_run.CANCELLED_AT_EXIT] * 2
+    assert [g.cancelled_for for g in (first, second)] == [run_cancel.CANCELLED_AT_EXIT] * 2
     assert all(g._cancel.asked for g in (first, second))
     assert seen == ["CancelledError"]

@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional
 from ..exceptions import TFMesosError
 from .function_options import Ship, in_keywords
 from .function_output import say
-from .function_run import CANCELLED, CANCELLED_AT_EXIT, Cancel, FunctionCall
+from .function_run import FunctionCall
+from .run_cancel import CANCELLED, CANCELLED_AT_EXIT, Cancel
 from .run_result import RunResult
 
 _live: "set[RunFuture]" = set()   # the runs going on: cancelled at exit

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 from .function_output import say
 
 if TYPE_CHECKING:
-    from .function_run import Cancel
+    from .run_cancel import Cancel
 
 _lock = threading.Lock()
 _going: "dict[Cancel, tuple[str, threading.Event]]" = {}   # cancel -> (what, ended)
@@ -39,7 +39,7 @@ def cancelled_at_exit(what: str) -> "Iterator[Optional[Cancel]]":
     if threading.current_thread() is threading.main_thread():
         yield None
         return
-    from .function_run import Cancel
+    from .run_cancel import Cancel
     global _hooked
     cancel, ended = Cancel(), threading.Event()
     with _lock:
@@ -70,7 +70,7 @@ def cancelled_at_exit(what: str) -> "Iterator[Optional[Cancel]]":
 def cancel_going() -> None:
     """At exit: cancel every run still going in a thread, then wait until
     each has stopped its tasks and written its record."""
-    from .function_run import CANCELLED_AT_EXIT
+    from .run_cancel import CANCELLED_AT_EXIT
     global _exiting
     with _lock:
         _exiting = True
