@@ -86,6 +86,26 @@ def test_a_refused_call_raises_in_the_caller(driven):
         driver.killTask({"value": "t1"})
 
 
+def test_an_acknowledgement_refused_for_a_framework_torn_down_does_not_abort_the_driver(driven):
+    # An operator tore the framework down as an update came: its implicit
+    # ACKNOWLEDGE got 400 "Framework cannot be found" and the driver aborted
+    # ("the scheduler failed handling UPDATE"), where the run should learn
+    # of the teardown (CI: test_an_operator_teardown_of_a_foreground_run_is_a_kill).
+    driver, mock, scheduler = driven
+    scheduler.wait_for("registered")
+    mock.refuse("ACKNOWLEDGE", 400, "Framework cannot be found")
+    mock.update({"task_id": {"value": "t1"}, "state": "TASK_KILLED", "uuid": "AAEC",
+                 "agent_id": {"value": "a1"}})
+    scheduler.wait_for("update")
+    mock.update({"task_id": {"value": "t2"}, "state": "TASK_KILLED",
+                 "agent_id": {"value": "a1"}})   # no uuid: nothing to acknowledge
+    with scheduler.changed:   # dispatched: the driver went on (an aborted one calls no more)
+        assert scheduler.changed.wait_for(
+            lambda: sum(1 for seen in scheduler.seen if seen[0] == "update") == 2, 10), \
+            scheduler.seen
+    assert not any(seen[0] == "error" for seen in scheduler.seen), scheduler.seen
+
+
 def test_a_lost_stream_and_a_driver_that_gives_up(driven):
     driver, mock, scheduler = driven
     scheduler.wait_for("registered")

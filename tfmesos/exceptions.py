@@ -135,6 +135,9 @@ class MesosConnectionError(MesosError, ConnectionError):
         return True
 
 
+FRAMEWORK_NOT_FOUND = "Framework cannot be found"   # Mesos' 400 for an unknown framework
+
+
 class MesosCallError(MesosError):
     """The master refused a call; ``status`` holds the HTTP status code."""
 
@@ -149,8 +152,12 @@ class MesosCallError(MesosError):
         # does not lead answers 503 ("Not the leading master", "Master has not
         # finished recovery") or 307 to the leader before it looks at the
         # call (src/master/http.cpp, Master::Http::scheduler): nothing was
-        # carried out, and the subscription moves to the leader.
-        return self.status in (307, 403, 503)
+        # carried out, and the subscription moves to the leader. So is 400
+        # "Framework cannot be found", answered there before the call too:
+        # the master has no such framework (an operator's teardown, which
+        # also ends the stream: the re-subscription learns it was removed).
+        return self.status in (307, 403, 503) or (
+            self.status == 400 and FRAMEWORK_NOT_FOUND in str(self))
 
 
 class FrameworkFailedOver(MesosCallError):
