@@ -123,8 +123,13 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
         # silent for the failover timeout; it launches another. Once it
         # took the run over (the tasks' steps go on without it; killed
         # before, it is a scheduler that never started, and attach says so).
-        wait_until(lambda: re.search(r"^%s +train.py +running \(detached\)" % run_id,
-                                     cluster.tfmesos("runs").stdout, re.M), timeout=60)
+        # Not "running (detached)" in tfmesos runs: attach's own subscription,
+        # as it launches the task, shows so too (CI killed the task then).
+        early = []
+        for line in iter(attach.stderr.readline, ""):   # its end: pytest-timeout's
+            early.append(line)
+            if "the new scheduler took run %s over" % run_id in line:
+                break
         [pid] = wait_until(lambda: (lambda found: found if len(found) == 1 else None)(
             [p for p in scheduler_pids(run_id) if p != pid]), timeout=60)
         os.kill(pid, signal.SIGKILL)
@@ -134,6 +139,7 @@ def test_a_detached_run_survives_its_scheduler_and_is_read_from_the_master(clust
                                > middle[task] + 5 for task in before), timeout=120,
                    message=cluster.master_log)
         out, err = release(flag, attach)
+        err = "".join(early) + err
     assert attach.returncode == 0, err
     assert "launching scheduler task 2" in err and "ended: succeeded" in err, err
     assert "scheduler task ended\n" in err and "launching scheduler task 3" in err, err
