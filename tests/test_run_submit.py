@@ -160,7 +160,22 @@ future.result()
 """
 
 
-LEFT_GOING_AT_EXIT = """
+# A script's wait until its run's task runs fn (run.json says all registered).
+STARTED = """
+def started(run_dir):
+    import json, os, time
+    while True:
+        try:
+            with open(os.path.join(run_dir, "run.json")) as handle:
+                if json.load(handle)["timings"]["all_registered"]:
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+"""
+
+
+LEFT_GOING_AT_EXIT = STARTED + """
 import json, os, sys, time, tfmesos
 
 def slow():
@@ -168,14 +183,7 @@ def slow():
 
 future = tfmesos.submit(slow, workers=1, cpus=0.1, mem=128, ship=None, launch_timeout=120,
                         run_dir=sys.argv[1])
-while True:   # until its task runs fn
-    try:
-        with open(os.path.join(sys.argv[1], "run.json")) as handle:
-            if json.load(handle)["timings"]["all_registered"]:
-                break
-    except (OSError, ValueError):
-        pass
-    time.sleep(0.1)
+started(sys.argv[1])
 """
 
 
@@ -193,7 +201,7 @@ def test_a_run_the_program_left_going_at_its_exit_says_so_not_a_cancel(tmp_path)
         "interrupted", "cancelled: the program exited with the run still going")
 
 
-RUN_IN_A_DAEMON_THREAD_AT_EXIT = """
+RUN_IN_A_DAEMON_THREAD_AT_EXIT = STARTED + """
 import json, os, sys, threading, time, tfmesos
 
 def slow():
@@ -202,14 +210,7 @@ def slow():
 threading.Thread(target=lambda: tfmesos.run(slow, workers=1, cpus=0.1, mem=128, ship=None,
                                             launch_timeout=120, run_dir=sys.argv[1]),
                  daemon=True).start()
-while True:   # until its task runs fn
-    try:
-        with open(os.path.join(sys.argv[1], "run.json")) as handle:
-            if json.load(handle)["timings"]["all_registered"]:
-                break
-    except (OSError, ValueError):
-        pass
-    time.sleep(0.1)
+started(sys.argv[1])
 sys.exit(0)
 """
 
@@ -234,21 +235,11 @@ def test_a_run_in_a_thread_the_program_left_at_its_exit_is_cancelled(tmp_path):
     assert all(task["state"] in ("TASK_KILLED", "TASK_FINISHED") for task in record["tasks"])
 
 
-CALLBACKS_AT_EXIT = """
+CALLBACKS_AT_EXIT = STARTED + """
 import json, os, sys, time, tfmesos
 
 def slow():
     time.sleep(600)
-
-def started(run_dir):
-    while True:   # until its task runs fn
-        try:
-            with open(os.path.join(run_dir, "run.json")) as handle:
-                if json.load(handle)["timings"]["all_registered"]:
-                    return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.1)
 
 def submit(name):
     return tfmesos.submit(slow, workers=1, cpus=0.1, mem=128, ship=None, launch_timeout=120,
