@@ -42,6 +42,10 @@ pytestmark = pytest.mark.timeout(120)
 
 RUN_ID = "5eed1234"
 HEARTBEAT = 0.5          # the fixtures' masters' heartbeat interval
+# The masters of the tests that follow a live stream: its silence is noticed
+# after 3 intervals, and 1.5 s without a heartbeat read happened on a loaded
+# CI machine (the stream was taken for lost, the fallback's line said).
+STEADY = dict(heartbeat_interval=5.0)
 ESCAPE = "\x1b[31mboom\x1b[0m"
 
 
@@ -125,7 +129,7 @@ def started(target):
 @pytest.mark.waits
 def test_logs_follow_learns_new_attempts_and_the_end_from_the_stream(
         make_local_master, clients, proxies, tmp_path, capsys, mode):
-    master = make_local_master()
+    master = make_local_master(**STEADY)
     proxy = proxies(master, mode)
     client = start_run(clients, master)
     feed = feeds(tmp_path)
@@ -159,7 +163,7 @@ def test_logs_follow_learns_new_attempts_and_the_end_from_the_stream(
 @pytest.mark.parametrize("mode", ["pass", "refuse"])
 def test_attach_follows_scheduler_attempts_and_the_outcome_from_the_stream(
         make_local_master, clients, proxies, tmp_path, mode):
-    master = make_local_master()
+    master = make_local_master(**STEADY)
     proxy = proxies(master, mode)
     client = start_run(clients, master, **{labels.DETACHED: "1"})
     feed = feeds(tmp_path)
@@ -291,7 +295,7 @@ class Watch:
 @pytest.mark.parametrize("mode", ["pass", "refuse"])
 @pytest.mark.waits
 def test_runs_watch_prints_each_change_until_ctrl_c(make_local_master, clients, proxies, mode):
-    master = make_local_master()
+    master = make_local_master(**STEADY)
     proxy = proxies(master, mode)
     watch = Watch(proxy.url)
     try:
