@@ -354,6 +354,18 @@ def test_gpu_capability_is_always_declared():
     assert {"type": "MULTI_ROLE"} in capabilities
 
 
+def test_a_run_in_a_role_is_offered_reservations_refined_to_it():
+    # Mesos' allocator drops every resource whose reservations were refined
+    # (a parent's reservation handed on to ml/team) from the offers of a
+    # framework without RESERVATION_REFINEMENT (stripIncapableResources,
+    # src/master/allocator/mesos/hierarchical.cpp; docs/reservation.md).
+    capabilities = framework_info(RunSpec(role="ml/team"), [Job("worker")])["capabilities"]
+    assert {"type": "RESERVATION_REFINEMENT"} in capabilities
+    # Without a role tfmesos takes unreserved ("*") resources only.
+    assert {"type": "RESERVATION_REFINEMENT"} not in framework_info(
+        RunSpec(), [Job("worker")])["capabilities"]
+
+
 def test_the_schema_catches_a_misspelt_field():
     run = RunSpec(image=IMAGE, containerizer="DOCKER")
     _, infos, driver = launch_all(PS_AND_WORKERS, run, [offer("o1")])

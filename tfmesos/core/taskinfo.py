@@ -70,7 +70,12 @@ def framework_info(run: "RunSpec", jobs: "Sequence[Job]", identity: "Optional[Ru
         info["checkpoint"] = True
     if run.role:
         info["roles"] = [run.role]
-        info["capabilities"].append({"type": "MULTI_ROLE"})
+        # RESERVATION_REFINEMENT: without it Mesos offers none of the
+        # resources whose reservation was refined (a parent role's handed on
+        # to ml/team: stripIncapableResources, src/master/allocator/mesos/
+        # hierarchical.cpp; docs/reservation.md). Its offers then carry the
+        # ``reservations`` stack, which placement copies into each task as is.
+        info["capabilities"] += [{"type": "MULTI_ROLE"}, {"type": "RESERVATION_REFINEMENT"}]
     if identity is not None:
         labels = run_labels(run, jobs, identity.run_id)
         if identity.framework_id:
