@@ -122,6 +122,30 @@ def test_agents_are_read_from_the_masters_document():
     assert agents_of({}) == []
 
 
+def test_an_agents_reservations_to_other_roles_are_nothing_a_run_can_ever_get():
+    # /master/slaves: "reserved_resources" by the role each reservation is for
+    # (src/master/readonly_handler.cpp); Mesos offers a role what is
+    # unreserved or reserved to it or to an ancestor (Resources::isAllocatableTo,
+    # src/common/resources.cpp).
+    document = {"slaves": [
+        {"id": "S0", "hostname": "big", "resources": {"cpus": 16.0, "mem": 65536.0, "gpus": 2.0},
+         "reserved_resources": {"prod": {"cpus": 12.0, "mem": 60000.0, "gpus": 2.0},
+                                "ml/team/x": {"cpus": 2.0, "mem": 1000.0}},
+         "unreserved_resources": {"cpus": 2.0, "mem": 4536.0}}]}
+    totals = {role: agents_of(document, role)[0].total
+              for role in (None, "prod", "prod/a", "production", "ml/team", "ml/team/x")}
+    assert totals == {None: Size(2, 4536), "prod": Size(14, 64536, 2),
+                      "prod/a": Size(14, 64536, 2), "production": Size(2, 4536),
+                      "ml/team": Size(2, 4536), "ml/team/x": Size(4, 5536)}
+    ask = Size(8, 8000)
+    assert judge("worker:0", ask, agents_of(document), []).kind == fit.NEVER
+    assert judge("worker:0", ask, agents_of(document, "prod"), []).kind == fit.BUSY
+    # A master that lists no reservations (older, or hiding roles this
+    # principal may not view): its totals, as before.
+    del document["slaves"][0]["reserved_resources"]
+    assert agents_of(document)[0].total == Size(16, 65536, 2)
+
+
 def test_the_offer_log_keeps_each_agents_recent_offers_no_later_one_holds():
     now = [0.0]
     log = OfferLog(clock=lambda: now[0])

@@ -75,10 +75,12 @@ class Agent(FrozenFieldMethods):
     total: Size
 
 
-def agents_of(document: Mapping[str, Any]) -> list[Agent]:
+def agents_of(document: Mapping[str, Any], role: Optional[str] = None) -> list[Agent]:
     """The agents of a ``/master/slaves`` (or ``/master/state``) document,
-    each with its total ``resources``; an entry that is not an agent with
-    numbers is left out."""
+    each with the most it can ever offer a framework in ``role`` (None:
+    unreserved resources only): its total ``resources`` less what is
+    reserved to roles whose resources Mesos never offers ``role``; an entry
+    that is not an agent with numbers is left out."""
     found = []
     for item in document.get("slaves") or []:
         if not isinstance(item, Mapping):
@@ -87,12 +89,40 @@ def agents_of(document: Mapping[str, Any]) -> list[Agent]:
         if not isinstance(resources, Mapping):
             continue
         try:
-            total = Size(float(resources.get("cpus") or 0), float(resources.get("mem") or 0),
-                         int(float(resources.get("gpus") or 0)))
+            total = _size(resources)
+            for reserved_to, reserved in _reservations(item):
+                if not _offered_to(role, reserved_to):
+                    less = _size(reserved)
+                    total = Size(max(0.0, total.cpus - less.cpus),
+                                 max(0.0, total.mem - less.mem), max(0, total.gpus - less.gpus))
         except (TypeError, ValueError):
             continue
         found.append(Agent(str(item.get("hostname") or item.get("id") or "?"), total))
     return found
+
+
+def _size(resources: Mapping[str, Any]) -> Size:
+    return Size(float(resources.get("cpus") or 0), float(resources.get("mem") or 0),
+                int(float(resources.get("gpus") or 0)))
+
+
+def _reservations(agent: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(role, its resources) of an agent's ``reserved_resources``, keyed by
+    the role each reservation is for (src/master/readonly_handler.cpp: only
+    the roles the reader may view; the hidden ones stay in the total, which
+    may then say too much, never too little)."""
+    reserved = agent.get("reserved_resources")
+    if not isinstance(reserved, Mapping):
+        return []
+    return [(str(name), value) for name, value in reserved.items()
+            if isinstance(value, Mapping)]
+
+
+def _offered_to(role: Optional[str], reserved_to: str) -> bool:
+    """Whether Mesos offers resources reserved to ``reserved_to`` to a
+    framework in ``role``: that role or a descendant of it
+    (``Resources::isAllocatableTo``, src/common/resources.cpp)."""
+    return role is not None and (role == reserved_to or role.startswith(reserved_to + "/"))
 
 
 class OfferLog:

@@ -270,10 +270,10 @@ class RunRuntime:
         return True
 
     def agent_totals(self) -> "list[Agent]":
-        """The master's agents with their total resources (``/master/slaves``,
-        read with the run's credentials within 5 s); MesosError when it
-        cannot be read."""
-        return agents_of(self._reader(5.0).agents())
+        """The master's agents with the most each can ever offer the run's
+        role (``/master/slaves``, read with the run's credentials within 5 s);
+        MesosError when it cannot be read."""
+        return agents_of(self._reader(5.0).agents(), self.spec.role)
 
     def _reader(self, timeout: float) -> "MasterReader":
         """A reader of the master, with the run's credentials and TLS settings."""

@@ -195,7 +195,8 @@ def check_fit(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]]
     try:
         agents = agents_of(MasterReader(master, timeout=5.0,
                                         environ=credentials_environ(credentials),
-                                        verify=spec.verify, ca_bundle=spec.ca_bundle).agents())
+                                        verify=spec.verify, ca_bundle=spec.ca_bundle).agents(),
+                           spec.role)
     except MesosError as exc:
         logger.info("cannot read the master's agents: %s", exc)
         return
