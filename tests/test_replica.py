@@ -226,6 +226,7 @@ def print_chunks(monkeypatch, chunks):
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.setattr(tfrun, "_open_lines", {})
+    monkeypatch.setattr(tfrun, "_cut_lines", {}, raising=False)
     for name, text in chunks:
         tfrun.print_log(types.SimpleNamespace(name=name), "stdout", text)
     return out.getvalue()
@@ -246,3 +247,14 @@ def test_print_log_ends_an_unfinished_line_when_another_task_prints(monkeypatch)
     out = print_chunks(monkeypatch, [("worker:0", "50%"), ("worker:1", "hi\n"),
                                      ("worker:0", "\r100%\n")])
     assert out == "[worker:0] 50%\n[worker:1] hi\n[worker:0] \r[worker:0] 100%\n"
+
+
+def test_print_log_ends_a_line_another_task_cut_with_no_empty_line(monkeypatch):
+    # print("1") reaching tfrun as "1" then "\n" with another task's line in
+    # between: that line ended it; the "\n" that comes after is no line of its own.
+    out = print_chunks(monkeypatch, [("worker:0", "1"), ("worker:1", "hi\n"),
+                                     ("worker:0", "\n"), ("worker:1", "x"), ("worker:0", "2"),
+                                     ("worker:1", "\ny\n"), ("worker:0", "\n3\n")])
+    assert out == ("[worker:0] 1\n[worker:1] hi\n[worker:1] x\n[worker:0] 2\n"
+                   "[worker:1] y\n[worker:0] 3\n")
+

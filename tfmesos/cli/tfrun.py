@@ -33,6 +33,7 @@ from .tfrun_jobs import shown_logs
 from .tfrun_options import build_parser, command_string, read_options, split_command
 
 _open_lines: dict[str, str] = {}  # "stdout"/"stderr" -> the task whose last line is unfinished
+_cut_lines: dict[str, set[str]] = {}  # the tasks whose unfinished line another task's ended
 
 
 def in_flags(error):
@@ -50,7 +51,15 @@ def print_log(slot, stream, text):
     target = sys.stderr if stream == "stderr" else sys.stdout
     prefix = "[%s] " % slot.name
     owner = _open_lines.pop(stream, None)
-    parts = ["\n"] if owner not in (None, slot.name) else []
+    cut = _cut_lines.setdefault(stream, set())
+    parts = []
+    if owner not in (None, slot.name):
+        parts.append("\n")
+        cut.add(owner)
+    if slot.name in cut:
+        cut.discard(slot.name)
+        if text.startswith("\n"):   # the end of the line that was ended for it
+            text = text[1:]
     at_start = owner != slot.name
     *lines, rest = text.split("\n")
     for line in lines:
