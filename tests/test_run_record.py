@@ -4,6 +4,7 @@ the outcome carries tfrun's exit code."""
 
 import json
 import queue
+import subprocess
 
 import pytest
 from addict import Dict
@@ -450,3 +451,21 @@ def test_a_task_log_that_cannot_be_written_is_said_once(tmp_path, caplog):
     assert len(warned) == 1 and warned[0].startswith(
         "warning: cannot write worker.0.stdout in %s: Is a directory" % tmp_path)
     assert saved(record)["tasks"][0]["name"] == "ps:0"     # run.json is written all the same
+
+
+def test_run_json_is_written_before_the_task_logs_take_the_last_inodes(tmp_path):
+    # run.json is what makes a run findable (tfmesos runs, show): on a file
+    # system with inodes for a few files only, it was the one left out.
+    place = tmp_path / "few-inodes"
+    place.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=3", "tmpfs",
+                              str(place)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % mounted.stderr.strip())
+    try:
+        record = make_record(place)
+        record.save()
+        assert saved(record)["tasks"] and record.run_json_error is None
+        assert record.unwritable is not None   # the logs that found no inode: said once
+    finally:
+        subprocess.run(["umount", "-l", str(place)], check=True)

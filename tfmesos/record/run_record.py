@@ -350,13 +350,15 @@ class RunRecord(RunOutcome):
             return
         began = time.monotonic()
         with self._lock:
-            self._create_logs()
             text = run_json_text(self._run.to_dict())
             self._dirty = False
             failure = write_run_json(self.directory, text)
             self.run_json_error = failure
             if failure is not None:
                 self._unwritten("run.json", failure)
+            # After run.json, which makes the run findable: on a disk with
+            # room for a few files more, the empty logs took it.
+            self._create_logs()
         self._pace.saved(began)
 
     def snapshot(self) -> dict[str, Any]:
