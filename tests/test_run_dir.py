@@ -327,6 +327,24 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path):
         % (tmp_path / "file" / "run"))
 
 
+def test_a_run_refused_before_anything_ran_leaves_no_run_dir_it_was_given_to_make(tmp_path):
+    # tfrun made a new --run-dir as it checked it could, then took it for one
+    # that was there: a --ship refused for its secrets left it behind.
+    shipped = tmp_path / "project"
+    shipped.mkdir()
+    (shipped / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    run_dir = tmp_path / "runs" / "r1"
+    result = run_tfrun("-w", "1", "-s", "0", "--ship", str(shipped), "--run-dir", str(run_dir),
+                       "--", "true", timeout=60)
+    assert result.returncode == 1 and "likely secrets" in result.stderr, result.stderr
+    assert not run_dir.exists()
+    # A --run-dir that was there stays, as it was.
+    run_dir.mkdir()
+    result = run_tfrun("-w", "1", "-s", "0", "--ship", str(shipped), "--run-dir", str(run_dir),
+                       "--", "true", timeout=60)
+    assert result.returncode == 1 and os.listdir(run_dir) == []
+
+
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """A 64 KiB tmpfs (root: mount), unmounted after."""

@@ -2,6 +2,7 @@
 errors (SpecError): what a run would otherwise find wrong only once
 started."""
 
+import contextlib
 import os
 
 from ..core import config
@@ -52,8 +53,12 @@ def check_before_start(spec, environ):
     try:
         if spec.run_dir == AUTO:
             check_runs_dir(runs_root(environ))
-        else:
-            make_run_dir(spec.run_dir)
+        elif make_run_dir(spec.run_dir):
+            # Made to see that it can be; made again by the run's record,
+            # which then knows it made it: a run refused before anything ran
+            # (a --ship refused) takes it away again.
+            with contextlib.suppress(OSError):
+                os.rmdir(spec.run_dir)
     except UnsafeRunDir as exc:
         raise SpecError("%s: use a directory of your own (--run-dir, $TFMESOS_RUNS_DIR)"
                         % exc) from None
