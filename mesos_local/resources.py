@@ -248,7 +248,9 @@ def _check_item(item, where, multi_role, role):
         if allocation is None or "role" not in allocation:
             raise ResourceError(
                 "%s: a MULTI_ROLE framework must set allocation_info.role on every "
-                "resource (copy it from the offer)" % where)
+                "resource (copy it from the offer): a Mesos master fills in the offer's "
+                "where it is missing (src/master/master.cpp), the local master is "
+                "stricter" % where)
         if allocation["role"] != role:
             raise ResourceError("%s: allocation_info.role %r is not the offer's role %r"
                                 % (where, allocation["role"], role))
