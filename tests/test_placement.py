@@ -421,3 +421,21 @@ def test_a_share_across_entries_has_no_piece_mesos_rounds_to_nothing():
         pieces = [r["scalar"]["value"] for r in a.resources if r["name"] == "cpus"]
         assert all(piece >= 0.001 and round(piece * 1000) == piece * 1000 for piece in pieces)
         assert round(sum(pieces) * 1000) == 333
+
+
+def test_an_agent_due_for_maintenance_is_used_only_when_no_other_can_hold_the_tasks():
+    # An offer's unavailability: "Any tasks launched using these resources
+    # may be killed when the interval arrives" (Offer, mesos.proto); Mesos
+    # leaves the choice to the scheduler (docs/maintenance.md).
+    def draining(offer_id, starts_in_s, **kwargs):
+        made = offer(offer_id, **kwargs)
+        made["unavailability"] = {"start": {"nanoseconds": int((1e9 + starts_in_s) * 1e9)}}
+        return made
+    soon, later, healthy = draining("soon", 60), draining("later", 3600), offer("ok", cpus=2.0)
+    requests = [TaskRequest("w%d" % i, 1, 256) for i in range(4)]
+    result = place(requests, [soon, later, healthy])
+    placed = {offer_id: sorted(a.request.key for a in assigned)
+              for offer_id, assigned in result.launches.items()}
+    # The healthy agent first, then the one whose maintenance starts later.
+    assert placed == {"ok": ["w0", "w1"], "later": ["w2", "w3"]}
+    assert not result.unplaced and result.unused == ["soon"]

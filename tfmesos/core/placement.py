@@ -321,7 +321,8 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
     without ports fits no task that needs one).
 
     Largest requests first (GPU tasks before all others), first fit in offer
-    order, preferring offers that still have ports, so several tasks pack
+    order (offers of agents due for maintenance last), preferring offers
+    that still have ports, so several tasks pack
     into one offer and the rest spread over others. The GPU rule, within
     this one round of offers:
 
@@ -332,7 +333,8 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
     """
     held = held or {}
     pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ()),
-                       offer["agent_id"]["value"] in port_agents) for offer in offers]
+                       offer["agent_id"]["value"] in port_agents)
+             for offer in sorted(offers, key=_maintenance_last)]
     tiers = {"gpu": [p for p in pools if p.gpu_agent],
              "plain": [p for p in pools if not p.gpu_agent]}
     finder = _FirstFit()
@@ -355,6 +357,21 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
             extra_ports, pool.agent_url))
     unused = [p.offer_id for p in pools if p.offer_id not in launches]
     return Placement(launches, unused, unplaced)
+
+
+def _maintenance_last(offer: Offer) -> tuple[int, float]:
+    """Offers of agents due for maintenance after every other, the latest
+    due first: their tasks "may be killed when the interval arrives"
+    (``Offer.unavailability``, include/mesos/v1/mesos.proto;
+    docs/maintenance.md leaves the choice to the scheduler)."""
+    unavailability = offer.get("unavailability")
+    if not isinstance(unavailability, Mapping):
+        return (0, 0.0)
+    try:
+        starts = float(unavailability["start"]["nanoseconds"])
+    except (KeyError, TypeError, ValueError):
+        starts = 0.0
+    return (1, -starts)
 
 
 def largest_offer(offers: Iterable[Offer]) -> Optional[OfferSummary]:
