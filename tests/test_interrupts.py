@@ -212,6 +212,28 @@ def test_a_signal_as_tfrun_begins_to_stop_its_run_neither_escapes_nor_skips_the_
     assert capsys.readouterr().err == ""
 
 
+def test_a_detached_runs_scheduler_says_its_last_words_through_its_teardowns_sigterm(capsys):
+    """A detached run's scheduler is SIGTERMed by its own teardown (Mesos
+    kills a framework's tasks, the scheduler task among them): one that came
+    once the run was stopped cut its summary short with "tfrun:
+    interrupted", which tfmesos attach relayed after a run that succeeded."""
+    from tfmesos.cli.tfrun import execute
+
+    run = finished_run(lambda: None)
+    run.detached = True
+    run.record.directory = "/nowhere/run"
+    run.record.run_json_error = OSError(28, "No space left on device")
+    run.end_mlflow = lambda: signal.raise_signal(signal.SIGTERM)   # the teardown's
+    try:
+        code = execute(run, None, None, advice=False)
+    except KeyboardInterrupt:
+        pytest.fail("the teardown's SIGTERM escaped the scheduler's end: a traceback")
+    assert code == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "tfrun: warning: run.json in /nowhere/run could not be written (No space left on "
+        "device): it does not hold this run's end"]
+
+
 def test_deferred_signals_reach_their_handlers_once_the_block_ends():
     got = []
     before = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))

@@ -293,9 +293,11 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
                 print_tail(run, failed, show)
             # The run is stopped: a Ctrl-C from here on cuts the rest short, with
             # a line, never a traceback (end_mlflow says so itself once it waits).
+            # A detached run's scheduler: its teardown's SIGTERM may come now,
+            # expected, as above (the bounded rest is said in full).
             mlflow_pending = run.mlflow is not None
             try:
-                with interruptible():
+                with ignore_signals() if run.detached else interruptible():
                     run.end_mlflow()   # --mlflow: bounded, and Ctrl-C ends it (one line)
                     mlflow_pending = False
                     if not succeeded and run.record.directory:
