@@ -3,6 +3,7 @@ times and durations as the run listings print them."""
 
 import os
 import re
+import unicodedata
 
 from ..terminal_text import UNPRINTABLE, escape_match, printable
 
@@ -44,14 +45,23 @@ class PrintableLines:
         return getattr(self._out, name)
 
 
+def display_width(text):
+    """The columns ``text`` takes on a terminal: two for a wide (East Asian)
+    character, none for a combining one."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(char)
+               else 2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
 def table(rows, out):
     """Print ``rows`` (the first is the header) in aligned columns, every
     cell ``printable``."""
-    rows = [[printable(cell) for cell in row] for row in rows]
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    rows = [[str(printable(cell)) for cell in row] for row in rows]
+    widths = [max(display_width(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        out.write("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
-                  .rstrip() + "\n")
+        out.write("  ".join(cell + " " * (width - display_width(cell))
+                            for cell, width in zip(row, widths)).rstrip() + "\n")
 
 
 DEFAULT_WIDTH = 100    # where the width is not known (a pipe, no $COLUMNS)
@@ -73,7 +83,8 @@ def terminal_width(environ, out):
 def fit_last_column(rows, width):
     """``rows`` whose last cells are shortened (``...``) so that each line
     of ``table`` fits ``width`` (the last column keeps MIN_LAST characters)."""
-    before = sum(max(len(str(row[i])) for row in rows) + 2 for i in range(len(rows[0]) - 1))
+    before = sum(max(display_width(str(row[i])) for row in rows) + 2
+                 for i in range(len(rows[0]) - 1))
     room = max(MIN_LAST, width - before)
     return [row[:-1] + (row[-1] if len(row[-1]) <= room else row[-1][:room - 3] + "...",)
             for row in rows]
