@@ -562,6 +562,11 @@ class LocalMaster(FaultInjection):
         tree = None if self.keep_sandboxes else self._removable_work_dir()
         if self.isolator is None and tree is None:
             return True
+        if os.getpid() == 1:
+            # This process is the init of its pid namespace (unshare -fp, a
+            # container's entry point): the kernel kills every process of
+            # the namespace as it exits, a cleaner too (pid_namespaces(7)).
+            return False
         isolator = self.isolator
         try:
             start_cleaner(list(isolator.directories.values()) if isolator else [], tree)

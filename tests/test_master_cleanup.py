@@ -64,14 +64,16 @@ MASTER = textwrap.dedent("""
 """)
 
 
-def run_master(tmp_path, end):
-    """Run ``MASTER`` ending as ``end``; what it printed (a dict)."""
+def run_master(tmp_path, end, prefix=()):
+    """Run ``MASTER`` ending as ``end`` (under the command ``prefix``);
+    what it printed (a dict)."""
     script = tmp_path / "master.py"
     script.write_text(MASTER % {"tests": TESTS, "isolation": ISOLATION, "marker": MARKER,
                                 "token": os.environ[MARKER]})
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    done = subprocess.run([sys.executable, str(script), end], cwd=REPO, capture_output=True,
+    done = subprocess.run([*prefix, sys.executable, str(script), end], cwd=REPO,
+                          capture_output=True,
                           text=True, timeout=120,
                           env=dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=REPO))
     assert done.stdout, done.stderr
@@ -118,6 +120,24 @@ def test_a_detached_cleaner_removes_them_after_the_master_exits(tmp_path):
     wait_until(lambda: not left(paths), GONE_WITHIN,
                message=lambda: "left after the cleaner: %s" % left(paths))
     assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_a_master_that_is_its_pid_namespaces_init_removes_them_before_it_exits(tmp_path):
+    # tfrun as PID 1 of a pid namespace of its own (unshare -fp, a container's
+    # entry point): the kernel kills every process of the namespace as its
+    # init exits, the detached cleaner too; its work directory and cgroups
+    # were left, named for a namespace no later master runs in.
+    if os.geteuid() != 0:
+        pytest.skip("a pid namespace of its own needs root")
+    found = run_master(tmp_path, "detached", prefix=("unshare", "-fp", "--mount-proc"))
+    paths = [found["work_dir"]] + found["cgroups"]
+    try:
+        assert left(paths) == []
+    finally:
+        if left(paths):
+            subprocess.run([sys.executable, "-I", "-S", cleanup.__file__,
+                            *[word for path in found["cgroups"] for word in ("--cgroup", path)],
+                            "--tree", found["work_dir"]], timeout=60)
 
 
 def gone_pid():
