@@ -92,3 +92,22 @@ def test_running_puts_the_streams_back_once_everything_was_written():
             assert inner is outer
         print("through the console")
     assert (sys.stdout, sys.stderr) == (real_out, real_err)
+
+
+def test_abandoned_what_is_queued_is_left_out_and_no_wait_is_for_the_reader():
+    # A run ended by a signal whose reader does not read: its sender (timeout,
+    # systemd, docker stop) waits for tfrun's end, which waited for the reader.
+    out, err = Blocking(), Blocking()
+    writer = console.Console({"stdout": out, "stderr": err})
+    writer.write("stdout", "x" * 10, output=True)   # the writer takes it, and waits
+    wait_until(lambda: writer._busy)
+    writer.write("stdout", "y" * 20, output=True)
+    writer.write("stderr", "tfrun: interrupted\n")
+    assert not writer.drain(0.1)
+    assert writer.abandon() == 20 + len("tfrun: interrupted\n")
+    assert writer.drain(0)
+    writer.finish()   # returns: nothing is waited for any more
+    writer.write("stdout", "z", output=True)   # leaving: nothing more is queued
+    assert writer.drain(0)
+    out.opened.set()
+    err.opened.set()

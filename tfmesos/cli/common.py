@@ -123,11 +123,23 @@ def setup_logging(prog, verbose):
     logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
+_abandoned = False   # abandon_streams(): leave() flushes nothing
+
+
+def abandon_streams():
+    """``leave`` flushes neither stdout nor stderr: a writer may be blocked
+    in one, holding it, for a reader that does not read."""
+    global _abandoned
+    _abandoned = True
+
+
 def leave(code):
     """End a command whose work is done with exit status ``code``, at once:
-    its output flushed, but no interpreter finalization (tearing down the
-    run's modules and objects took ~25 ms of a 0.3 s run), no wait for
-    daemon threads, which have nothing left to do."""
+    its output flushed (unless ``abandon_streams``), but no interpreter
+    finalization (tearing down the run's modules and objects took ~25 ms of
+    a 0.3 s run), no wait for daemon threads, which have nothing left to do."""
+    if _abandoned:
+        os._exit(code if isinstance(code, int) else 1)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -18,6 +18,7 @@ from ..exceptions import MasterAddressError, RunKilled, SpecError, TaskFailed, T
 from .common import (
     SIGPIPE_EXIT,
     OutputClosed,
+    abandon_streams,
     ignore_signals,
     interrupt_on_signals,
     interruptible,
@@ -32,6 +33,7 @@ from .tfrun_checks import check_before_start
 from .tfrun_jobs import shown_logs
 from .tfrun_options import build_parser, command_string, read_options, split_command
 
+SIGNALLED_READER_WAIT = 5.0   # seconds a run a signal ended waits for a reader that does not read
 _open_lines: dict[str, str] = {}  # "stdout"/"stderr" -> the task whose last line is unfinished
 _cut_lines: dict[str, set[str]] = {}  # the tasks whose unfinished line another task's ended
 
@@ -198,6 +200,13 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
         run.events.put(Interrupted(signal.SIGPIPE, OutputClosed()))
     with running(on_closed=closed) as console:
         code = _execute(run, show, progress, advice, leave_on_interrupt, console)
+        # A run a signal ended: whoever sent it (timeout, systemd, docker
+        # stop) waits for tfrun's end, and SIGKILLs it in the end; a reader
+        # that does not read is waited for a while, then left (the tasks'
+        # output is all in the run directory).
+        if interrupted_by() is not None and not console.drain(SIGNALLED_READER_WAIT):
+            console.abandon()
+            abandon_streams()
     # A last write refused (a full disk) that no later write raised: said too.
     errors = console.take_errors()
     for stream, error in sorted(errors.items()):

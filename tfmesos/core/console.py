@@ -50,12 +50,15 @@ class Console:
         self._errors: dict[str, BaseException] = {}   # stream -> what writing it raised
         self._thread: Optional[threading.Thread] = None
         self._closing = False      # close(): the writer ends once the queue is empty
+        self.abandoned = False     # abandon(): nothing waited for, nothing queued any more
 
     def write(self, name: str, text: str, output: bool = False) -> None:
         """Queue ``text`` for the stream ``name``; ``output``: the tasks'
         output, left out past the backlog. Raises what the last write of
         that stream raised."""
         with self._cond:
+            if self.abandoned:
+                return
             error = self._errors.pop(name, None)
             if error is not None:
                 raise error
@@ -75,8 +78,21 @@ class Console:
         """Wait until everything queued was written (a wait Ctrl-C can
         cut short); False when ``timeout`` passed first."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._busy,
-                                       timeout)
+            return self._cond.wait_for(
+                lambda: self.abandoned or (not self._queue and not self._busy), timeout)
+
+    def abandon(self) -> int:
+        """Wait for the reader no more (the process is leaving: a run ended
+        by a signal whose sender waits for its end): what is queued is left
+        out, and the write under way is not waited for; writes from now on
+        are left out too. Returns how many characters were queued."""
+        with self._cond:
+            left = sum(len(text) for _, text, _ in self._queue)
+            self._queue.clear()
+            self._queued -= left
+            self.abandoned = True
+            self._cond.notify_all()
+        return left
 
     def finish(self) -> None:
         """Wait until everything queued was written (in slices: a Ctrl-C
