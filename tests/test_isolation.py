@@ -2,7 +2,8 @@
 (``mesos_local/containerizer/cgroups.py``): the limits each task's cgroups get,
 a task over its memory killed with REASON_CONTAINER_LIMITATION_MEMORY, a
 busy task held to its cpus by the CFS quota, cgroups removed with their
-task and after a master killed with SIGKILL, limits of Docker tasks, and
+task and after a master killed with SIGKILL (judged only by masters of
+its pid namespace), limits of Docker tasks, and
 GPU-less agents hiding the machine's GPUs.
 
 The tests that need real cgroups run as root on a machine with writable
@@ -732,3 +733,170 @@ def test_only_this_user_s_processes_are_taken_for_watchdogs():
         for proc in (other, mine):
             proc.kill()
             proc.wait()
+
+
+# -- masters of other pid namespaces --------------------------------------------------
+# A master's cgroup directory is named after its process as its work directory
+# is (cleanup.py): ``<pid namespace>.<pid>.<start ticks>-XXXXXXXX``, judged only
+# by masters of that namespace. Found by a reviewer: a tfrun run as PID 1 of a
+# new pid namespace (unshare -fp) took a live host run's cgroups for a gone
+# master's (its pid is not seen there) and tried to destroy them (12 s of
+# "cannot remove cgroup ... Device or resource busy"); a host master judged a
+# namespaced one's ``1-<start>-...`` by the host's PID 1.
+
+INITIAL_PID_NAMESPACE = 4026531836   # the host's (PROC_PID_INIT_INO)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _plain_layout(tmp_path):
+    """A v1 layout of plain directories (no cgroup.procs: nothing to kill)."""
+    cpu, memory = str(tmp_path / "cpu,cpuacct"), str(tmp_path / "memory")
+    for hierarchy in (cpu, memory):
+        os.makedirs(os.path.join(hierarchy, cgroups.ROOT))
+    return Layout(1, {"cgroups/cpu": [cpu], "cgroups/mem": [memory]})
+
+
+def _gone_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_master_s_cgroups_are_named_with_its_pid_namespace(tmp_path, monkeypatch):
+    from mesos_local import cleanup
+    layout = _plain_layout(tmp_path)
+    monkeypatch.setattr(Layout, "detect", classmethod(lambda cls, isolators, text=None: layout))
+    isolator = cgroups.Isolator().start()
+    try:
+        prefix = "%d.%d.%d-" % (cleanup._pid_namespace(), os.getpid(),
+                                cleanup.process_start(os.getpid()))
+        assert isolator.name.startswith(prefix), isolator.name
+        assert cgroups._MASTER.match(isolator.name), isolator.name   # what remove_stale reads
+        assert sorted(isolator.directories.values()) == sorted(
+            os.path.join(h, cgroups.ROOT, isolator.name) for h in layout.hierarchies())
+        assert cgroups.remove_stale(layout) == []   # alive: its own namespace's start keeps it
+    finally:
+        isolator.stop()
+    assert not any(os.listdir(os.path.join(h, cgroups.ROOT)) for h in layout.hierarchies())
+
+
+@pytest.mark.parametrize("namespace", [INITIAL_PID_NAMESPACE, 4026532180])
+def test_only_masters_of_this_pid_namespace_are_judged_by_their_pids(tmp_path, monkeypatch,
+                                                                       namespace):
+    """From ``namespace``: a gone master of this namespace goes, a live one
+    stays, another namespace's stay (gone-looking or live-looking here: a
+    pid means nothing out of its namespace); an older mesos_local's
+    ``<pid>-<start>-XXXXXXXX`` (no namespace) is judged from the host's
+    initial namespace only, as it was."""
+    from mesos_local import cleanup
+    monkeypatch.setattr(cleanup, "_pid_namespace", lambda: namespace)
+    layout = _plain_layout(tmp_path)
+    here, gone = (os.getpid(), cleanup.process_start(os.getpid())), (_gone_pid(), 1)
+    names = {
+        "live": "%d.%d.%d-0000aaa1" % ((namespace,) + here),
+        "gone": "%d.%d.%d-0000aaa2" % ((namespace,) + gone),
+        "other gone": "%d.%d.%d-0000aaa3" % ((namespace + 1,) + gone),
+        "other live": "%d.%d.%d-0000aaa4" % ((namespace + 1,) + here),
+        "old live": "%d-%d-0000aaa5" % here,
+        "old gone": "%d-%d-0000aaa6" % gone,
+        "not a master's": "tfmesos-0000aaa7",
+    }
+    for hierarchy in layout.hierarchies():
+        for name in names.values():
+            os.mkdir(os.path.join(hierarchy, cgroups.ROOT, name))
+            os.mkdir(os.path.join(hierarchy, cgroups.ROOT, name, "task"))   # a task's
+    expected = ["gone"] + (["old gone"] if namespace == INITIAL_PID_NAMESPACE else [])
+    assert cgroups.remove_stale(layout) == sorted(names[key] for key in expected)
+    for hierarchy in layout.hierarchies():
+        assert sorted(os.listdir(os.path.join(hierarchy, cgroups.ROOT))) == sorted(
+            name for key, name in names.items() if key not in expected)
+
+
+def _unshare_works():
+    if os.geteuid() != 0 or PROBLEM is not None:
+        return False
+    try:
+        return subprocess.run(["unshare", "--fork", "--pid", "--mount-proc", "true"],
+                              capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _in_a_new_pid_namespace(code, **kwargs):
+    """Python ``code`` run as PID 1 of a new pid namespace (with its /proc),
+    its cgroups under this process' ``cgroups.ROOT``."""
+    code = ("from mesos_local.containerizer import cgroups\ncgroups.ROOT = %r\n" % cgroups.ROOT
+            + code)
+    return subprocess.Popen(["unshare", "--fork", "--pid", "--mount-proc", sys.executable, "-c",
+                             code], cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO),
+                            text=True, **kwargs)
+
+
+@pytest.fixture
+def private_root(monkeypatch):
+    """The masters of a test under a root of their own in each hierarchy
+    (``cgroups.ROOT``): no other master's cgroups are judged (those of other
+    tests and runs of this machine, live or not; the code before the fix
+    would destroy a live one's), and whatever the test left is removed."""
+    if not _unshare_works():
+        pytest.skip("unshare --pid cannot be done here")
+    monkeypatch.setattr(cgroups, "ROOT", "mesos_local_test-%d" % os.getpid())
+    layout = Layout.detect(cgroups.ISOLATORS)
+    yield layout
+    for hierarchy in layout.hierarchies():
+        root = os.path.join(hierarchy, cgroups.ROOT)
+        for directory, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(directory)   # a cgroup's files go with it
+            except OSError:
+                pass
+        assert not os.path.exists(root), "left: %s" % root
+
+
+@needs_cgroups
+def test_a_master_in_a_new_pid_namespace_leaves_a_live_host_master_s_cgroups(private_root):
+    from mesos_local import cleanup
+    layout = private_root
+    isolator = cgroups.Isolator().start()   # a live master of this namespace: this process
+    try:
+        task = isolator.prepare("kept", Limits(cpus=0.1, mem=64))
+        old = "%d-%d-0000bbb1" % (os.getpid(), cleanup.process_start(os.getpid()))
+        made = [os.path.join(h, cgroups.ROOT, old) for h in layout.hierarchies()]
+        for path in made:   # as an older mesos_local of this namespace named its own
+            os.mkdir(path)
+        kept = sorted(set(task.directories.values())) + list(isolator.directories.values()) \
+            + made
+        start = _in_a_new_pid_namespace(
+            "print(' '.join(cgroups.remove_stale(cgroups.Layout.detect(cgroups.ISOLATORS))))\n",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = start.communicate(timeout=60)
+        assert start.returncode == 0, err
+        assert out.split() == [], out
+        assert [path for path in kept if not os.path.isdir(path)] == []
+    finally:
+        isolator.stop()
+
+
+@needs_cgroups
+def test_a_live_master_of_a_new_pid_namespace_keeps_its_cgroups(private_root):
+    master = _in_a_new_pid_namespace(
+        "import sys\n"
+        "from mesos_local.containerizer.cgroup_limits import Limits\n"
+        "isolator = cgroups.Isolator().start()\n"
+        "task = isolator.prepare('t', Limits(cpus=0.1, mem=64))\n"
+        "print(isolator.name, *sorted(set(task.directories.values())),"
+        " *isolator.directories.values(), flush=True)\n"
+        "sys.stdin.read()\n"
+        "isolator.stop()\n", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        name, *directories = master.stdout.readline().split()
+        assert directories
+        assert cgroups.remove_stale(private_root) == []
+        assert [path for path in directories if not os.path.isdir(path)] == []
+    finally:
+        master.stdin.close()   # it stops: its isolator removes its cgroups
+        try:
+            master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()

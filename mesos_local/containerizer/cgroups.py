@@ -37,9 +37,12 @@ under a tiny shell that writes its own pid into each ``cgroup.procs`` and
 then execs the command (so no child escapes by forking early). Destroying
 a task's cgroups SIGKILLs every process in them -- setsid() escapes
 included -- and removes the directories. Master directories carry the
-creating process's pid and start time: ``remove_stale()`` cleans up after
-masters killed with SIGKILL, or whose detached cleaner was
-(``cleanup.py``), as ``netns.remove_stale`` does for network namespaces.
+creating process's pid namespace, pid and start time, as its work directory
+does (``cleanup.this_master()``: ``<namespace>.<pid>.<start>-XXXXXXXX``):
+``remove_stale()`` cleans up after masters of its own pid namespace killed
+with SIGKILL, or whose detached cleaner was (``cleanup.py``), as
+``netns.remove_stale`` does for network namespaces; another namespace's
+it leaves be (a pid names another process there, or none).
 ``Isolator.release()`` hands a master's directories to that cleaner.
 Everything here needs root.
 """
@@ -51,6 +54,7 @@ import signal
 import time
 from typing import Optional
 
+from .. import cleanup
 from ..cleanup import children as _children
 from ..cleanup import process_start as _process_start
 from ..cleanup import remove_dir as _remove_dir
@@ -64,7 +68,12 @@ log = logging.getLogger(__name__)
 
 ROOT = "mesos_local"
 _UNLIMITED = 1 << 60          # v1 reports "no limit" as a huge number
-_MASTER = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\Z")
+# A master's directory: ``cleanup.this_master()``, then a random tail.
+_MASTER = re.compile(r"^(\d+\.\d+\.\d+)-[0-9a-f]+\Z")
+# An older mesos_local's: ``<pid>-<start>-XXXXXXXX``, no pid namespace.
+_OLD_MASTER = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\Z")
+# The host's initial pid namespace (PROC_PID_INIT_INO, include/linux/proc_ns.h).
+INITIAL_PID_NAMESPACE = 4026531836
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 # Joins the cgroup.procs files given, then execs the rest of argv:
@@ -402,8 +411,11 @@ class Isolator:
             raise ValueError("Isolator() needs at least one cgroups isolator")
         self.enable_cfs = bool(enable_cfs)
         self.layout = Layout.detect(self.isolators, mounts_text)
-        start = _process_start(os.getpid())
-        self.name = "%d-%d-%s" % (os.getpid(), start or 0, os.urandom(4).hex())
+        # Named after this process in its pid namespace: only a master of
+        # that namespace judges it by its pid (remove_stale). Where /proc
+        # cannot tell (no namespace or start): a name no master judges, left
+        # to this one's stop() or cleaner.
+        self.name = "%s-%s" % (cleanup.this_master() or "master", os.urandom(4).hex())
         self.directories = {}    # hierarchy -> this master's directory
         self._runs = {}          # task directory name -> runs so far
         self._taken = set()      # every task directory name given out
@@ -487,20 +499,39 @@ def _remove_master(directories):
         None, {path: path}, None).destroy(timeout))
 
 
+def master_gone(name):
+    """Whether the master whose cgroup directory is ``name`` is gone, as
+    this process' pid namespace can tell: one of this namespace whose pid
+    is gone or reused (``cleanup.master_gone``). False for anything else:
+    another namespace's master, whose pid names another process here or
+    none (a master in a new pid namespace took a live host master's
+    cgroups for a gone one's and destroyed them), a name no master gave."""
+    match = _MASTER.match(name)
+    if match is not None:
+        return cleanup.master_gone(match.group(1))
+    match = _OLD_MASTER.match(name)
+    # An older mesos_local named its directories without their pid
+    # namespace: judged, as that code judged them, only from the host's
+    # initial namespace, where its masters ran (an older master run in
+    # another namespace is misjudged there, as it was). From any other
+    # namespace a host master's pid is not seen, or names another process:
+    # a live one's cgroups would read as gone. Left to the host's masters.
+    if match is None or cleanup._pid_namespace() != INITIAL_PID_NAMESPACE:
+        return False
+    return _process_start(int(match.group(1))) != int(match.group(2))
+
+
 def remove_stale(layout):
-    """Remove the cgroups of masters that are gone (killed before they
-    could clean up), killing their tasks first; not those whose watchdog
-    still runs: it keeps a checkpointing framework's tasks for the recovery
-    timeout, then ends them (``watchdog.py``), as a Mesos agent's executors
-    wait for it. Returns the names removed."""
+    """Remove the cgroups of masters of this pid namespace that are gone
+    (killed before they could clean up; ``master_gone``), killing their
+    tasks first; not those whose watchdog still runs: it keeps a
+    checkpointing framework's tasks for the recovery timeout, then ends
+    them (``watchdog.py``), as a Mesos agent's executors wait for it.
+    Returns the names removed."""
     stale: dict[str, list[str]] = {}   # master's directory name -> its paths
     for hierarchy in layout.hierarchies():
         for path in _children(os.path.join(hierarchy, ROOT)):
-            match = _MASTER.match(os.path.basename(path))
-            if match is None:
-                continue
-            pid, start = int(match.group(1)), int(match.group(2))
-            if _process_start(pid) != start:
+            if master_gone(os.path.basename(path)):
                 stale.setdefault(os.path.basename(path), []).append(path)
     if stale:
         from ..watchdog import watched_owners
@@ -524,4 +555,4 @@ def isolation_problem(isolators=ISOLATORS, fix=True):
 
 
 __all__ = ["IsolationError", "Isolator", "TaskCgroups", "Layout", "find_hierarchies",
-           "remove_stale", "isolation_problem"]
+           "master_gone", "remove_stale", "isolation_problem"]
