@@ -32,8 +32,7 @@ def namespaces():
         netns.remove_stale()
     owners = [os.getpid()]
     yield owners
-    prefixes = tuple("%s%d-" % (netns.PREFIX, pid) for pid in owners)
-    left = [name for name in netns.namespace_names() if name.startswith(prefixes)]
+    left = [name for name in netns.namespace_names() if netns.master_pid(name) in owners]
     for name in left:
         netns.remove_namespace(name, kill=True)
     assert not left, "network namespaces left behind: %s" % left

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def ours(names):
-    return [name for name in names if name.startswith("%s%d-" % (netns.PREFIX, os.getpid()))]
+    return [name for name in names if netns.master_pid(name) == os.getpid()]
 
 
 def test_without_root_netns_is_a_one_line_error(monkeypatch, capsys):

@@ -53,8 +53,8 @@ def isolated(tmp_path_factory):
         master.terminate()
         master.wait(30)
         master.stdout.close()
-        prefix = "%s%d-" % (netns.PREFIX, master.pid)
-        left = [name for name in netns.namespace_names() if name.startswith(prefix)]
+        left = [name for name in netns.namespace_names()
+                if netns.master_pid(name) == master.pid]
         for name in left:
             netns.remove_namespace(name, kill=True)
     assert master.returncode == 0 and not left, left

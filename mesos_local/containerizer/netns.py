@@ -15,8 +15,12 @@ listens at 10.X.Y.1 inside the hub, so a scheduler run there
 that scheduler at 10.X.Y.1. Each agent's hostname is its address; its tasks
 start under ``ip netns exec``.
 
-Names carry the creating process's pid: ``remove_stale()`` deletes the
-namespaces of processes that are gone (a master killed with SIGKILL).
+Names carry the creating master as its work directory and cgroups do
+(``cleanup.this_master()``: its pid namespace, pid and start time):
+``remove_stale()`` deletes the namespaces of masters of its own pid
+namespace that are gone (killed with SIGKILL), never another pid
+namespace's (a pid there names another process here, or none). Older names
+carry the pid alone: judged only from the host's initial pid namespace.
 Everything here needs root and iproute2's ``ip``.
 """
 
@@ -31,7 +35,9 @@ import signal
 import subprocess
 import threading
 
+from .. import cleanup
 from ..errors import LocalMasterError
+from .cgroups import INITIAL_PID_NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +46,9 @@ NETNS_DIR = "/run/netns"
 CLONE_NEWNET = 0x40000000
 POOL = (200, 250)                 # 10.200.*.* to 10.250.*.*
 MAX_AGENTS = 253                  # 10.X.Y.2 to 10.X.Y.254
-_NAME = re.compile(r"^mesos-local-(\d+)-(\d+)-(\d+)-(hub|a\d+)\Z")
+# mesos-local-MASTER-X-Y-(hub|aI), MASTER ``<pid namespace>.<pid>.<start>``
+# (or, as older ones named it, the pid alone)
+_NAME = re.compile(r"^mesos-local-(\d+\.\d+\.\d+|\d+)-(\d+)-(\d+)-(hub|a\d+)\Z")
 _TIMEOUT = 30
 
 
@@ -127,6 +135,23 @@ def namespace_names():
         return []
 
 
+def master_pid(name):
+    """The pid of the master that made the namespace ``name``, else None."""
+    match = _NAME.match(name)
+    if match is None:
+        return None
+    master = match.group(1)
+    return int(master.split(".")[1] if "." in master else master)
+
+
+def _master_gone(master):
+    """Whether the master a name carries (``ns.pid.start``, or an older
+    name's pid) is gone, as this pid namespace can tell."""
+    if "." in master:
+        return cleanup.master_gone(master)
+    return cleanup._pid_namespace() == INITIAL_PID_NAMESPACE and not _pid_alive(int(master))
+
+
 def _pid_alive(pid):
     """Whether ``pid`` runs (a zombie does not)."""
     try:
@@ -164,8 +189,10 @@ def remove_stale(owner=None):
         match = _NAME.match(name)
         if match is None:
             continue
-        pid = int(match.group(1))
-        if (owner is None and _pid_alive(pid)) or (owner is not None and pid != owner):
+        if owner is not None:
+            if master_pid(name) != owner:
+                continue
+        elif not _master_gone(match.group(1)):
             continue
         remove_namespace(name, kill=match.group(4) != "hub")
         removed.append(name)
@@ -216,7 +243,8 @@ class AgentNetwork:
         check_supported()
         self.subnet = subnet or pick_subnet()
         octets = str(self.subnet.network_address).split(".")
-        self.prefix = "%s%d-%s-%s-" % (PREFIX, os.getpid(), octets[1], octets[2])
+        self.prefix = "%s%s-%s-%s-" % (PREFIX, cleanup.this_master() or os.getpid(),
+                                       octets[1], octets[2])
         self.hub = self.prefix + "hub"
         self.hub_address = str(self.subnet.network_address + 1)
         self.agents = {}            # index -> (namespace, address)
@@ -275,4 +303,4 @@ class AgentNetwork:
 
 
 __all__ = ["AgentNetwork", "NetnsError", "call_in_namespace", "check_supported",
-           "remove_stale", "pick_subnet", "namespace_names", "PREFIX"]
+           "remove_stale", "pick_subnet", "namespace_names", "master_pid", "PREFIX"]
