@@ -111,3 +111,47 @@ def test_abandoned_what_is_queued_is_left_out_and_no_wait_is_for_the_reader():
     assert writer.drain(0)
     out.opened.set()
     err.opened.set()
+
+
+def no_thread(self):
+    raise RuntimeError("can't start new thread")
+
+
+def test_without_a_thread_to_be_had_the_writer_writes_itself_and_finish_returns(monkeypatch):
+    # RLIMIT_NPROC reached (ulimit -u): the writer thread cannot start; the
+    # text was queued for it, and finish() waited for it forever.
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    out, err = io.StringIO(), io.StringIO()
+    writer = console.Console({"stdout": out, "stderr": err})
+    writer.write("stderr", "tfrun: cluster ready\n")
+    writer.write("stdout", "[worker:0] 1\n", output=True)
+    assert err.getvalue() == "tfrun: cluster ready\n"   # written at once, by the caller
+    assert out.getvalue() == "[worker:0] 1\n"
+    assert writer.drain(5)
+    finishing = threading.Thread(target=writer.finish, daemon=True)
+    monkeypatch.undo()   # (the test's own thread)
+    finishing.start()
+    finishing.join(10)
+    assert not finishing.is_alive(), "finish() waits for a writer that never started"
+
+
+def test_without_a_thread_a_closed_pipe_is_raised_by_the_next_write(monkeypatch):
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    closed = threading.Event()
+    out = Blocking(BrokenPipeError(32, "Broken pipe"))
+    out.opened.set()
+    writer = console.Console({"stdout": out, "stderr": io.StringIO()}, on_closed=closed.set)
+    writer.write("stdout", "hi\n", output=True)
+    assert closed.is_set() and writer.closed
+    with pytest.raises(BrokenPipeError):
+        writer.write("stdout", "more\n", output=True)
+
+
+def test_running_without_a_thread_puts_the_streams_back(monkeypatch, capsys):
+    real_out, real_err = sys.stdout, sys.stderr
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with cli_console.running():
+        print("through the console")
+        print("tfrun: a line", file=sys.stderr)
+    assert (sys.stdout, sys.stderr) == (real_out, real_err)
+    assert capsys.readouterr() == ("through the console\n", "tfrun: a line\n")

@@ -15,6 +15,11 @@ and once the console caught up one line says how much (every byte of it
 is in the run directory: ``tfmesos logs``); the launcher's own lines are
 never left out.
 
+Where the writer thread cannot start (no thread to be had: the process
+limit, ``ulimit -u``, reached), the writing thread writes what is queued
+itself: the console then waits for its reader as a plain stream does, but
+never for a writer that does not exist.
+
 A write the real stream refuses (a closed pipe, a full disk) is raised
 by the next write to that stream, from whichever thread writes it; a
 closed pipe under the tasks' output also calls ``on_closed`` at once
@@ -67,12 +72,25 @@ class Console:
                 return
             self._queue.append((name, text, output))
             self._queued += len(text)
+            direct = False
             if self._thread is None or not self._thread.is_alive():
                 self._closing = False
-                self._thread = threading.Thread(target=self._write_all,
-                                                name="%s-console" % self._prog, daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._write_all,
+                                          name="%s-console" % self._prog, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:
+                    # No thread to be had ("can't start new thread": the
+                    # process limit, ulimit -u, reached): written here, by
+                    # the writing thread, rather than queued for a writer
+                    # that never comes (a drain would wait forever).
+                    self._thread = None
+                    direct = True
+                else:
+                    self._thread = thread
             self._cond.notify_all()
+        if direct:
+            self._write_queued()
 
     def drain(self, timeout: Optional[float] = None) -> bool:
         """Wait until everything queued was written (a wait Ctrl-C can
@@ -126,26 +144,42 @@ class Console:
                     return
                 name, text, output = self._queue.popleft()
                 self._busy = True
-            try:
-                _write(self._streams[name], text)
-                error = None
-            except (OSError, ValueError) as exc:
-                error = exc
-            closed = output and isinstance(error, BrokenPipeError) and not self.closed
+            self._write_taken(name, text, output)
+
+    def _write_queued(self) -> None:
+        """Write what is queued in the calling thread (no writer thread
+        could start), unless another writer holds an item (it writes the
+        rest): the queue is empty, or that writer's, on return."""
+        while True:
             with self._cond:
-                self._queued -= len(text)
-                self._busy = False
-                if error is not None:
-                    self._errors[name] = error
-                self.closed = self.closed or closed
-                if self._left_out and not self._queue:
-                    line = self._left_out_line()
-                    self._queue.append(("stderr", line, False))
-                    self._queued += len(line)
-                    self._left_out = 0
-                self._cond.notify_all()
-            if closed and self._on_closed is not None:
-                self._on_closed()
+                if not self._queue or self._busy:
+                    return
+                name, text, output = self._queue.popleft()
+                self._busy = True
+            self._write_taken(name, text, output)
+
+    def _write_taken(self, name: str, text: str, output: bool) -> None:
+        """Write the item a writer took (``_busy``), and account for it."""
+        try:
+            _write(self._streams[name], text)
+            error = None
+        except (OSError, ValueError) as exc:
+            error = exc
+        closed = output and isinstance(error, BrokenPipeError) and not self.closed
+        with self._cond:
+            self._queued -= len(text)
+            self._busy = False
+            if error is not None:
+                self._errors[name] = error
+            self.closed = self.closed or closed
+            if self._left_out and not self._queue:
+                line = self._left_out_line()
+                self._queue.append(("stderr", line, False))
+                self._queued += len(line)
+                self._left_out = 0
+            self._cond.notify_all()
+        if closed and self._on_closed is not None:
+            self._on_closed()
 
     def _left_out_line(self) -> str:
         return ("%s: warning: the tasks' output came faster than this console was read: "
