@@ -51,9 +51,9 @@ class MasterLoop:
         self._thread = None
 
     def start(self):
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="local-master-loop")
-        self._thread.start()
+        thread = threading.Thread(target=self._run, daemon=True, name="local-master-loop")
+        thread.start()   # RuntimeError where no thread is to be had: none to join then
+        self._thread = thread
 
     def join(self, timeout):
         if self._thread is not None:

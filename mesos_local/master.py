@@ -379,14 +379,21 @@ class LocalMaster(FaultInjection):
                 records.agents[agent.id] = agent
             records.status = "running"
             self._allocator.next_round = time.monotonic()
-        self._loop.start()
-        http.start()
-        for server in list(self._agent_servers):
-            server.start()
-        hub_http, network = self._hub_http, self.network
-        if hub_http is not None and network is not None:   # both or neither
-            hub_http.start()
-            self.hub_url = "http://%s:%d" % (network.hub_address, hub_http.server_port)
+        try:
+            self._loop.start()
+            http.start()
+            for server in list(self._agent_servers):
+                server.start()
+            hub_http, network = self._hub_http, self.network
+            if hub_http is not None and network is not None:   # both or neither
+                hub_http.start()
+                self.hub_url = "http://%s:%d" % (network.hub_address, hub_http.server_port)
+        except BaseException:
+            # A thread that could not start ("can't start new thread": ulimit
+            # -u reached): nobody holds this master to stop it; its work
+            # directory, listeners and runner go now.
+            self.stop()
+            raise
             log.info("local master %s: network namespaces, %s; listening on %s there",
                      self.id, network.describe(), self.hub_url)
         log.info("local master %s listening on %s with %d agent(s), work dir %s, %s%s",

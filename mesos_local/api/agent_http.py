@@ -89,9 +89,10 @@ class AgentListeners:
             self._selector.register(server.socket, selectors.EVENT_READ, server)
             if self._thread is None:
                 self.deadlines.start()
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="local-agents-http")
-                self._thread.start()
+                thread = threading.Thread(target=self._run, daemon=True,
+                                          name="local-agents-http")
+                thread.start()   # RuntimeError where no thread is to be had: none to join
+                self._thread = thread
         self._wake()
 
     def remove(self, server: "AgentHTTPServer") -> None:

@@ -23,9 +23,10 @@ class Deadlines:
         self._thread = None
 
     def start(self):
-        self._thread = threading.Thread(target=self._watch, daemon=True,
-                                        name="local-master-http-deadlines")
-        self._thread.start()
+        thread = threading.Thread(target=self._watch, daemon=True,
+                                  name="local-master-http-deadlines")
+        thread.start()   # RuntimeError where no thread is to be had: none to join then
+        self._thread = thread
 
     def stop(self):
         with self._wake:

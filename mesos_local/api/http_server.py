@@ -54,6 +54,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
@@ -78,6 +79,7 @@ _POST_ROUTES = (routes.SCHEDULER,) + _OPERATOR_ROUTES
 _FILES = {routes.READ_FILE: files.READ_PATH, routes.BROWSE_FILES: files.BROWSE_PATH}
 JSON = "application/json"
 _MAX_BODY = 64 * 1024 * 1024
+REFUSAL_SAID_EVERY = 60.0   # seconds: a connection refused for want of a thread, said once
 MAX_HEADER_BYTES = 64 * 1024   # a request's headers together (431 past it)
 
 
@@ -146,6 +148,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self._connections: dict[socket.socket, _Held] = {}
         self._connections_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
+        self._refusal_said: Optional[float] = None   # when a refused thread was last said
         super().__init__((host, port), handler or _Handler)
         bound = self.server_name
         if bound in ("0.0.0.0", "::", ""):
@@ -237,6 +240,16 @@ class MasterHTTPServer(ThreadingHTTPServer):
         error = sys.exc_info()[1]
         if isinstance(error, OSError):
             log.debug("connection from %s ended: %s", client_address, error)
+        elif isinstance(error, RuntimeError) and "new thread" in str(error):
+            # process_request's thread refused ("can't start new thread": the
+            # process limit, ulimit -u, reached): the connection is closed
+            # (shutdown_request); said in a line at most once a minute.
+            now, level = time.monotonic(), logging.DEBUG
+            if self._refusal_said is None or now - self._refusal_said >= REFUSAL_SAID_EVERY:
+                self._refusal_said, level = now, logging.WARNING
+            log.log(level, "refused a connection from %s: no thread to serve it (%s)",
+                    client_address[0] if isinstance(client_address, tuple) else client_address,
+                    error)
         else:
             log.exception("error handling a request from %s", client_address)
 
@@ -247,10 +260,13 @@ class MasterHTTPServer(ThreadingHTTPServer):
 
     def start(self):
         self.deadlines.start()
-        thread = self._thread = threading.Thread(
+        thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
             name=self.thread_name)
+        # RuntimeError where no thread is to be had: stop() then waits for no
+        # serve_forever (shutdown() would wait for one forever).
         thread.start()
+        self._thread = thread
 
     def stop(self):
         if self._thread is not None:
