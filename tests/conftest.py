@@ -88,7 +88,7 @@ INTEGRATION_MODULES = frozenset((
     "test_torch_detached", "test_agent_endpoints", "test_lightning_runs", "test_protobuf_api",
     "test_custom_executors", "test_mesos_local_package", "test_pymesos_framework",
     "test_npm_mesos_client", "test_master_cleanup", "test_master_death", "test_runs_dir_owner",
-    "test_full_sandbox"))
+    "test_full_sandbox", "test_thread_limit"))
 # The embedded master's own tests (``pytest -m mesos_local``): mesos_local
 # through its API, raw HTTP and clients this project did not write, with
 # nothing of tfmesos but its TensorFlow-free Mesos client and wire names

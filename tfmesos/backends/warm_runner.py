@@ -294,8 +294,14 @@ class WarmPool:
             os.close(watched)
             interpreter.stop()
             return False
-        threading.Thread(target=self._watch, args=(interpreter, watched), name="warm-watch",
-                         daemon=True).start()
+        watch = threading.Thread(target=self._watch, args=(interpreter, watched),
+                                 name="warm-watch", daemon=True)
+        try:
+            watch.start()
+        except RuntimeError as exc:   # no thread to be had (ulimit -u reached): no warm starts
+            os.close(watched)
+            self._turn_off("no thread to watch a warm task interpreter (%s)" % exc)
+            return False
         return True
 
     def _watch(self, interpreter: _Interpreter, fd: int) -> None:

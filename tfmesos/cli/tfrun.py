@@ -6,6 +6,7 @@ cluster on Mesos (or the embedded local master) and exits with its result.
 """
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -283,6 +284,14 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
         except TFMesosError as exc:
             say("error: %s" % in_flags(exc))
             return 1
+        except Exception as exc:
+            # What none of the above expected (a thread that cannot start:
+            # the process limit reached) ends the run as a failure: recorded
+            # so before the stop, which would record a run that reached its
+            # cluster as succeeded, and said in one line.
+            run.record.ended(exc, run.phase)
+            say("error: %s" % unexpected(exc))
+            return 1
         finally:
             if progress is not None:
                 progress.clear()
@@ -322,6 +331,20 @@ def _execute(run, show, progress, advice, leave_on_interrupt, console):
             except KeyboardInterrupt:
                 say("interrupted%s" % ("; MLflow was not told the run's end: the MLflow run "
                                        "may be incomplete" if mlflow_pending else ""))
+
+
+def unexpected(error):
+    """The line that says ``error``, an exception tfrun did not expect: a
+    thread refused, what to do; else its type and text, its traceback
+    logged (shown with -v)."""
+    from ..core.thread_limit import thread_refused, thread_refused_text
+    if thread_refused(error):
+        return thread_refused_text(error)
+    log = logging.getLogger(__name__)
+    log.info("the traceback of the error that ended the run:", exc_info=error)
+    return "%s: %s%s" % (type(error).__name__, error,
+                         "" if log.isEnabledFor(logging.INFO) else
+                         " (tfrun -v shows its traceback)")
 
 
 def forget_ended_key(run):
@@ -490,6 +513,12 @@ def _main_or_interrupted():
         quiet_hung_up_terminal()   # a SIGHUP's terminal gone: nothing to write to
         say("interrupted")
         return 130
+    except RuntimeError as exc:   # a thread refused outside the run (its warm interpreters')
+        from ..core.thread_limit import thread_refused, thread_refused_text
+        if not thread_refused(exc):
+            raise
+        say("error: %s" % thread_refused_text(exc))
+        return 1
 
 
 if __name__ == "__main__":
