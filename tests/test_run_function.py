@@ -851,3 +851,28 @@ def test_a_task_killed_first_is_the_failure_not_the_peer_that_raised_on_it(tmp_p
     assert caught.value.task == "worker:0" and "137" in str(caught.value), caught.value
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["outcome"]["task"] == "worker:0", record["outcome"]
+
+
+class LoadsBadly:
+    """Pickles in the task; its unpickling here raises (int("not a number"))."""
+
+    def __reduce__(self):
+        return (int, ("not a number",))
+
+
+def returns_what_does_not_load_here():
+    return LoadsBadly()
+
+
+def test_a_value_that_does_not_unpickle_here_fails_the_call_and_its_record(tmp_path):
+    # The run's trainers were done (wait_finished recorded "succeeded") when
+    # the value failed the call: run.json said succeeded of a call that raised.
+    from tfmesos.exceptions import ClusterError
+    with pytest.raises(ClusterError, match="return value does not unpickle here"):
+        tfmesos.run(returns_what_does_not_load_here, workers=1, ship=None,
+                    run_dir=str(tmp_path / "run"), **SMALL)
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as handle:
+        outcome = json.load(handle)["outcome"]
+    assert outcome["status"] == "failed", outcome
+    assert "worker:0's return value does not unpickle here: ValueError" in outcome["message"]
+    assert outcome["exit_code"] == 1, outcome

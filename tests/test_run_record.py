@@ -116,6 +116,21 @@ def test_the_outcome_carries_the_code_tfrun_exits_with(tmp_path, error, phase, s
     assert all(state == "TASK_KILLED" for state, _, _ in ends(data).values())
 
 
+
+def test_a_failure_after_all_replaces_a_success_and_no_other_outcome(tmp_path):
+    # tfmesos.run: its trainers were done ("succeeded"), then the value failed the call.
+    from tfmesos.exceptions import ClusterError
+    record = make_record(tmp_path)
+    record.outcome("succeeded")
+    record.failed_after_all(ClusterError("worker:0's value does not unpickle here"),
+                            Phase.RUNNING)
+    record.failed_after_all(KeyboardInterrupt(), Phase.RUNNING)   # the first failure stays
+    record.finish()
+    outcome = saved(record)["outcome"]
+    assert (outcome["status"], outcome["message"], outcome["exit_code"]) == (
+        "failed", "worker:0's value does not unpickle here", 1)
+
+
 def test_fine_grained_tasks_are_stopped_by_cluster_and_keep_a_null_code(tmp_path):
     record = make_record(tmp_path, mode="fine")
     record.finish()

@@ -343,7 +343,9 @@ def execute(spec: RunSpec, show: "Callable[[TaskSlot], bool]", sources: Optional
             run.record.ended(error, run.phase)
         raise error from error.__cause__
     except BaseException as exc:
-        run.record.ended(exc, run.phase)
+        # Also once its trainers were done (wait_finished recorded it
+        # succeeded): what collect raises fails the call, and its record.
+        run.record.failed_after_all(exc, run.phase)
         raise
     finally:
         # A second Ctrl-C (the first interrupted the wait) waits for the stop,

@@ -51,6 +51,16 @@ class RunOutcome:
                 self._run.outcome = Outcome()
             self.ended(error, phase)
 
+    def failed_after_all(self, error: BaseException, phase: str) -> None:
+        """The run ends with ``error`` after its outcome said succeeded
+        (``tfmesos.run``: its trainers were done, and the returning task's
+        value cannot be used here): ``error`` replaces that outcome, as its
+        caller raises it; any other outcome recorded stays."""
+        with self._lock:   # one step: no other outcome between the reset and this one
+            if self._run.outcome.status == "succeeded":
+                self._run.outcome = Outcome()
+            self.ended(error, phase)
+
     def stopped_in(self, phase: str, failure: Optional[BaseException]) -> None:
         """The run is stopped in ``phase``: its outcome, unless one was
         recorded, is ``failure`` when one was set (by a thread that may not
