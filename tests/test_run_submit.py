@@ -142,6 +142,30 @@ def test_submit_then_result(tmp_path):
     assert "finished: RunResult(run_id=%r" % result.run_id in repr(future)
 
 
+
+def test_a_submit_whose_thread_cannot_start_raises_and_leaves_nothing(tmp_path, monkeypatch):
+    # No thread to be had (ulimit -u reached): the future stayed live, and
+    # the exit's cancel joined a thread never started (RuntimeError), its
+    # payload's directory left.
+    import tempfile
+
+    from tfmesos.core import function_submit
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real = threading.Thread.start
+
+    def start(self):
+        if self.name.startswith("tfmesos.submit("):
+            raise RuntimeError("can't start new thread")
+        return real(self)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        tfmesos.submit(index_plus, 40, workers=1, run_dir=str(tmp_path / "run"), **SMALL)
+    monkeypatch.setattr(threading.Thread, "start", real)
+    assert not [f for f in function_submit._live if f._thread.name.endswith("(index_plus)")]
+    assert not [t for t in function_submit._working if t.name.endswith("(index_plus)")]
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("tfmesos-function-")]
+
+
 CALLBACK_AT_EXIT = """
 import sys, time, tfmesos
 

@@ -97,7 +97,13 @@ class RunFuture(concurrent.futures.Future):
                 return False
             _live.add(self)
             _working.add(self._thread)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:   # no thread to be had (ulimit -u reached): no run goes on,
+            with _live_lock:    # none to cancel, nor a thread to join, at exit
+                _live.discard(self)
+                _working.discard(self._thread)
+            raise
         return True
 
     def _work(self) -> None:
@@ -193,7 +199,12 @@ def submit(fn: Callable[..., Any], *args: Any, workers: int = 2, ps: int = 0,
         raise worded from None   # the caller's mistake: raised by the call
     future = RunFuture(call, ship, str(getattr(fn, "__qualname__", None) or type(fn).__name__))
     _hook_exit()
-    if not future._start():
+    try:
+        started = future._start()
+    except BaseException:   # its thread refused: its payload goes, the error is the caller's
+        call.discard()
+        raise
+    if not started:
         call.discard()
         # As concurrent.futures' executors refuse work once the interpreter shuts down.
         raise RuntimeError("tfmesos.submit: the program is ending: no new run starts")
