@@ -285,3 +285,87 @@ def test_a_connection_dropped_for_a_newcomer_finds_its_refusal_said_once_it_sees
                 "too many connections that have not asked for a file yet"], warnings(caplog)
     finally:
         server.stop()
+
+
+# -- a file the server cannot open ---------------------------------------------------
+
+def test_a_file_it_cannot_open_is_a_503_with_the_reason_not_a_404_nor_a_refusal(
+        small, caplog, monkeypatch):
+    # Out of file descriptors (ulimit -n), open() failed with EMFILE and the
+    # fetcher got "HTTP Error 404: Not Found" (hint: "check that it exists"),
+    # each a peer's refusal in tfrun's output, the real cause nowhere.
+    import tfmesos.ship.bundle_server as bundle_server
+
+    def no_descriptors(*args, **kwargs):
+        raise OSError(24, "Too many open files", args[0])
+
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    monkeypatch.setattr(bundle_server, "open", no_descriptors, raising=False)
+    for _ in range(3):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            fetch("http://127.0.0.1:%d%s" % (small.port, small.path_of("f.zip")))
+        caught.value.close()
+        assert caught.value.code == 503
+        assert "Too many open files" in caught.value.reason, caught.value.reason
+        assert "ulimit -n" in caught.value.reason, caught.value.reason
+    assert small.not_found == 0
+    said = warnings(caplog)
+    assert not any("refused" in line for line in said), said
+    # Said once, in one line, with what to do.
+    assert len(said) == 1, said
+    assert said[0].startswith("bundle server: cannot open f.zip to serve it: [Errno 24] Too "
+                              "many open files"), said[0]
+    assert "ulimit -n" in said[0], said[0]
+    monkeypatch.undo()
+    assert fetch("http://127.0.0.1:%d%s" % (small.port, small.path_of("f.zip"))) == b"x" * 1000
+
+
+def test_a_file_gone_from_under_it_is_a_server_error_not_a_refusal(small, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    (tmp_path / "f.zip").unlink()
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        fetch("http://127.0.0.1:%d%s" % (small.port, small.path_of("f.zip")))
+    caught.value.close()
+    assert caught.value.code == 500 and "No such file or directory" in caught.value.reason
+    assert small.not_found == 0
+    said = warnings(caplog)
+    assert len(said) == 1 and said[0].startswith("bundle server: cannot open f.zip"), said
+
+
+SERVE_OUT_OF_DESCRIPTORS = r"""
+import os, resource, sys, time
+from tfmesos.ship.bundle_server import BundleServer
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+server = BundleServer({"f.zip": sys.argv[1]}, bind_host="127.0.0.1")
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+os.close(held.pop())     # one left: for the connection accepted, none for the file
+print(server.port, server.path_of("f.zip"), flush=True)
+sys.stdin.read()         # until the test is done
+server.stop()
+"""
+
+
+def test_a_server_out_of_file_descriptors_says_so_to_the_fetcher_and_in_its_output(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "f.zip"
+    path.write_bytes(b"x" * 1000)
+    child = subprocess.Popen([sys.executable, "-c", SERVE_OUT_OF_DESCRIPTORS, str(path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        port, url_path = child.stdout.readline().split()
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            fetch("http://127.0.0.1:%s%s" % (port, url_path))
+        caught.value.close()
+        code, reason = caught.value.code, caught.value.reason
+    finally:
+        _, stderr = child.communicate("", timeout=60)
+    assert code == 503 and "Too many open files" in reason, (code, reason, stderr)
+    assert "404" not in stderr and "refused" not in stderr, stderr
+    assert "cannot open f.zip to serve it: [Errno 24] Too many open files" in stderr, stderr

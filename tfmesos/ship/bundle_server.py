@@ -9,7 +9,11 @@ refused connections, a client gone before it asked for a file) goes
 through a ``RefusalLog`` (``tfmesos.refusal_log``, as the rendezvous'
 refusals): the first few each in a line, the path quoted and escaped
 (``terminal_text.quoted``), then a count at most once a minute, and what is
-still counted as it stops. Like the rendezvous, it never lets clients hold
+still counted as it stops. A file it cannot open for a peer that has the
+token is this side's failure, never a refusal nor a 404: a 503 (out of file
+descriptors, ``ulimit -n``; else a 500) whose reason names the cause, as
+the fetcher's failure then does, and one line for each file and error.
+Like the rendezvous, it never lets clients hold
 it:
 
 * a connection must send its request line within ``line_timeout`` seconds
@@ -32,6 +36,7 @@ the run.
 """
 
 import collections
+import errno
 import hmac
 import http.server
 import logging
@@ -63,6 +68,14 @@ MAX_HEADER_BYTES = 16 << 10    # a request's headers together: a fetcher sends a
 MIN_TRANSFER = 60.0       # seconds any download may take
 
 
+# A file it serves that cannot be opened: what passes is a 503 (try again),
+# the rest a 500; what to do about it, in its reason and its line.
+_TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN})
+_FIXES = {errno.EMFILE: "this process is out of file descriptors: raise ulimit -n, or run "
+                        "fewer tasks",
+          errno.ENFILE: "the system is out of file descriptors (fs.file-max)"}
+
+
 class BundleServerError(TFMesosError):
     """The bundle server cannot listen."""
 
@@ -79,6 +92,7 @@ class BundleServer:
         self._lock = threading.Lock()
         self.served: collections.Counter[str] = collections.Counter()   # name -> complete GETs
         self.not_found = 0
+        self._open_failures: set[tuple[str, Optional[int]]] = set()   # said: (name, errno)
         # What peers without the token make it say (404s, refused or dropped
         # connections): a few lines, then a count (as the rendezvous' refusals).
         self.refusals = RefusalLog("connection", logger=logger, prefix="bundle server: ")
@@ -113,6 +127,21 @@ class BundleServer:
             return None
         with self._lock:
             return self._files.get(name)
+
+    def cannot_open(self, name, exc):
+        """A file it serves could not be opened (``exc``): said once for
+        each file and error, and the (status, reason) its fetcher gets: 503
+        for what passes (out of file descriptors or memory), else 500. The
+        reason names the cause, as the fetcher's failure then does."""
+        fix = _FIXES.get(exc.errno, "")
+        with self._lock:
+            first = (name, exc.errno) not in self._open_failures
+            self._open_failures.add((name, exc.errno))
+        if first:
+            logger.warning("bundle server: cannot open %s to serve it: %s%s", quoted(name),
+                           exc, fix and " (%s)" % fix)
+        reason = "cannot open the file to serve: %s" % (exc.strerror or type(exc).__name__)
+        return (503 if exc.errno in _TRANSIENT else 500), reason + (fix and " (%s)" % fix)
 
     def stop(self):
         """Stop serving (idempotent): the port closes, open downloads end."""
@@ -325,11 +354,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _serve(self, body):
         owner = self.server.owner
         path = owner.lookup(self.path.split("?", 1)[0])
-        try:
-            handle = open(path, "rb") if path else None
-        except OSError:
-            handle = None
-        if handle is None:
+        if path is None:
             with owner._lock:
                 owner.not_found += 1
             owner.refusals.refused(self.client_address[0], "asked for '%s': not found (404)"
@@ -337,6 +362,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         self.server.authenticated(self.request)
+        try:
+            handle = open(path, "rb")
+        except OSError as exc:
+            # This side's failure, not the peer's (it had the token): out of
+            # file descriptors was a 404 and a refusal, the cause nowhere.
+            self.send_error(*owner.cannot_open(self.path.rsplit("/", 1)[-1], exc))
+            return
         with handle:
             size = os.fstat(handle.fileno()).st_size
             # At most max_clients sends at once; one waits for a slot within
