@@ -5,6 +5,7 @@ error."""
 
 import io
 import json
+import shlex
 
 import pytest
 from run_dirs import validate_run_json
@@ -13,6 +14,7 @@ from tfrun_helpers import SMALL, run_tfrun
 from tfmesos.cli.runs import show_run
 from tfmesos.record.hints import hint_for, matching_rule, memory_option
 from tfmesos.record.history import Run
+from tfmesos.ship import fetch_check
 
 PER_REPLICA = [
     "  File \"/usr/lib/python3/keras/src/backend/tensorflow/trainer.py\", line 120, in "
@@ -211,6 +213,84 @@ def test_the_most_specific_rule_wins():
     # The last matching line of a rule names the module.
     assert "'b'" in hint_for(["ModuleNotFoundError: No module named 'a'",
                               "ModuleNotFoundError: No module named 'b'"], 1)
+
+
+# What the local agents said of a task whose sh could not start: the whole
+# command quoted (the fetch check's prefix, with its own words for a missing
+# sha256sum, then the task's command).
+def cannot_start(why, command=None):
+    if command is None:
+        command = fetch_check.check_command([fetch_check.Fetched(
+            "tfmesos-task-3c24f90a5233576a.zip", "3c24" + "0" * 60)]) + \
+            "exec python3 -m tfmesos.task"
+    return "cannot start %r: %s" % (command, why)
+
+
+def test_a_failure_gets_the_hint_for_its_cause_not_for_words_of_its_quoted_command():
+    # 18 variables of 120 kB (tfmesos.run(env=...)): every attempt failed
+    # with E2BIG, and the hint said to install coreutils, from the echo in
+    # the quoted command.
+    e2big = cannot_start("[Errno 7] Argument list too long: '/bin/sh'")
+    assert "tfmesos: this agent has no sha256sum" in e2big
+    assert matching_rule([], None, e2big)[0].name == "argument-list-too-long"
+    hint = hint_for([], None, e2big, "worker")
+    assert "environment" in hint and "128 KiB" in hint and "ARG_MAX" in hint, hint
+    assert "coreutils" not in hint, hint
+    emfile = cannot_start("[Errno 24] Too many open files")
+    assert matching_rule([], None, emfile)[0].name == "too-many-open-files"
+    # Whatever the command says, only the failure is read.
+    for words in ("ModuleNotFoundError: No module named 'foo'", "Failed to fetch 'x'",
+                  "sh: 1: python: not found", "MemoryError"):
+        quoting = cannot_start("[Errno 13] Permission denied: '/bin/sh'",
+                               "echo %s >&2; exit 1" % shlex.quote(words))
+        assert matching_rule([], None, quoting) == (None, None), (words, quoting)
+        assert matching_rule([quoting], None) == (None, None), (words, quoting)
+
+
+def test_tfmesos_own_lines_match_only_as_its_lines():
+    # A trace of the command (sh -x) or any other line quoting them is not them.
+    quoted_line = "+ echo 'tfmesos: this agent has no sha256sum (coreutils) to check the " \
+        "files the task fetched: refusing to run them'"
+    assert matching_rule([quoted_line], 1)[0] is None
+    changed = "tfmesos: f.zip sha256 %s != expected %s: refusing to run it" % ("1" * 64,
+                                                                               "0" * 64)
+    assert matching_rule(["+ echo '%s'" % changed], 1)[0] is None
+    assert matching_rule([changed], 65)[0].name == "fetch-changed"
+
+
+def test_out_of_file_descriptors_is_named_wherever_it_struck():
+    # ulimit -n 64 and 4 workers: the bundle server, the fetcher, the
+    # sandbox and the task's start each ran out; the hint said "check that
+    # it exists and that the agents may read it".
+    url = "'http://127.0.0.1:44673/Ct/tfmesos-task-3c24f90a5233576a.zip'"
+    for message in (
+            "Failed to fetch %s: HTTP Error 503: cannot open the file to serve: Too many open "
+            "files (this process is out of file descriptors: raise ulimit -n, or run fewer "
+            "tasks)" % url,
+            "Failed to fetch %s: <urlopen error [Errno 24] Too many open files>" % url,
+            "Failed to fetch %s: [Errno 24] Too many open files: '/tmp/mesos-local-1/x.zip'"
+            % url,
+            "cannot prepare the sandbox /tmp/mesos-local-1/runs/5716: [Errno 24] Too many "
+            "open files: 'stdout'",
+            cannot_start("[Errno 24] Too many open files")):
+        assert matching_rule([], None, message)[0].name == "too-many-open-files", message
+        hint = hint_for([], None, message, "worker")
+        assert "ulimit -n" in hint and "\n" not in hint, hint
+        assert "exists" not in hint, hint
+    assert matching_rule(["OSError: [Errno 24] Too many open files: 'data/shard-0311'"],
+                         1)[0].name == "too-many-open-files"
+
+
+def test_a_full_disk_is_named_not_a_missing_file():
+    # --ship, TMPDIR on a full tmpfs: the local agents' sandboxes are there.
+    message = "Failed to fetch 'http://127.0.0.1:4/t/tfmesos-bundle-0123.tar': [Errno 28] No " \
+        "space left on device: '/tmp/mesos-local-1/runs/5/tfmesos-bundle-0123.tar'"
+    assert matching_rule([], None, message)[0].name == "no-space"
+    hint = hint_for([], None, message, "worker")
+    assert "full" in hint and "sandbox" in hint and "TMPDIR" in hint, hint
+    assert "exists" not in hint, hint
+    assert matching_rule(["OSError: [Errno 28] No space left on device"], 1)[0].name == \
+        "no-space"
 
 
 # -- tfrun -------------------------------------------------------------------------

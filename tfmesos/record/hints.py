@@ -10,7 +10,9 @@ gives the hint. A rule matches when its ``pattern`` is found in one of the
 lines (or in Mesos' message), or when the exit code is one of its
 ``exit_codes`` (a ``without_gpus`` rule: only in a task without GPUs; a
 ``across_lines`` rule's pattern is searched in the lines joined, ``^`` and
-``$`` at each line's ends: a block of several lines).
+``$`` at each line's ends: a block of several lines). A command quoted in
+a line ("cannot start 'COMMAND': why", the local agents' words) is left out
+first: a rule reads why the task failed, never the words of its command.
 Its ``hint`` may name the pattern's groups (``{module}``), ``{memory}``:
 the tfrun option that gives the failed task's job 4 GB, and ``{gpus}``:
 the option that gives its job GPUs.
@@ -133,6 +135,30 @@ RULES = (
          "'{program}' is not on the agent's PATH: install it on the agents, give its full "
          "path, or ship it with your code (--ship)",
          _SHELL + r"(?P<program>[^\s:]+): (?:command )?not found"),
+    # Out of file descriptors (EMFILE; ENFILE: "... in system"), wherever it
+    # struck: the bundle server (its 503), the fetcher, the sandbox, the
+    # task's start, the task itself. Before the fetch rules: "Failed to
+    # fetch" of it is no missing file.
+    Rule("too-many-open-files",
+         "a process ran out of file descriptors (Too many open files): raise the open-file "
+         "limit (ulimit -n; the agents' own, e.g. their LimitNOFILE=, and tfrun's, which "
+         "serves --ship's files and runs the embedded local master's tasks), or run fewer "
+         "tasks",
+         r"Too many open files|\bE[MN]FILE\b"),
+    # exec() refused the task's command and environment (E2BIG).
+    Rule("argument-list-too-long",
+         "the task's environment and command were too big to start it (Argument list too "
+         "long): Linux takes at most 128 KiB in one variable or argument, and ARG_MAX (a "
+         "quarter of ulimit -s, 2 MiB by default) in all: pass big values in a file (--ship, "
+         "tfmesos.run(ship=...)), not in environment variables (-E, env=) or the command",
+         r"Argument list too long|\bE2BIG\b"),
+    # A full disk (ENOSPC, EDQUOT): a fetch into the sandbox, or the task's
+    # own writes. Before "Failed to fetch": no missing file either.
+    Rule("no-space",
+         "a disk on the agent is full (No space left on device): free space there; a task's "
+         "sandbox, where what it fetches lands, is under the agent's --work_dir (the embedded "
+         "local master's: under TMPDIR, else /tmp: point TMPDIR at a bigger file system)",
+         r"No space left on device|Disk quota exceeded|\bENOSPC\b|\bEDQUOT\b"),
     Rule("rendezvous-unreachable",
          "the task could not reach tfrun at {address}, the address tfrun gives its tasks "
          "(--advertise-address; by default its own towards the master): every agent must "
@@ -155,11 +181,11 @@ RULES = (
          "above), so the task refused to run anything: something between tfrun and the agent "
          "changed it (a proxy or cache on the way, the agent's fetcher cache, an attacker); "
          "check the path from the agents to tfrun's --advertise-address",
-         r"tfmesos: .+ sha256 \S+ != expected [0-9a-f]{64}: refusing to run it"),
+         r"^tfmesos: .+ sha256 \S+ != expected [0-9a-f]{64}: refusing to run it"),
     Rule("no-sha256sum",
          "the agent (or the image) has no sha256sum, which the task's command checks what it "
          "fetched with: install coreutils there",
-         r"tfmesos: this agent has no sha256sum"),
+         r"^tfmesos: this agent has no sha256sum"),
     Rule("fetch-failed",
          "the agent could not fetch what the task needs (the URL or file in the message): "
          "check that it exists and that the agents may read it",
@@ -281,14 +307,28 @@ RULES = (
 )
 
 
+# The local agents' words for a task whose command could not start
+# (mesos_local's runner: "cannot start %r: why"): the command quoted whole,
+# the fetch check's prefix with its own words for a missing sha256sum (and
+# any text of the user's command) in it. Its Python repr, maybe cut short.
+_QUOTED_COMMAND = re.compile(r"(cannot start )(?:'(?:[^'\\]|\\.)*(?:'|$)|"
+                             r'"(?:[^"\\]|\\.)*(?:"|$))')
+
+
+def unquoted_command(line: str) -> str:
+    """``line`` without the command a "cannot start 'COMMAND': why" quotes:
+    a rule reads why it failed, never the words of the command."""
+    return _QUOTED_COMMAND.sub(r"\1the task's command", line)
+
+
 def matching_rule(lines: Iterable[str], exit_code: Optional[int] = None, message: str = "",
                   rules: Iterable[Rule] = RULES, gpus: Optional[int] = None
                   ) -> Union[tuple[Rule, dict[str, Optional[str]]], tuple[None, None]]:
     """(the first rule of ``rules`` that matches, its pattern's groups), or
     (None, None); ``gpus``: the task's, None when unknown."""
-    lines = [line.rstrip("\n") for line in lines]
+    lines = [unquoted_command(line.rstrip("\n")) for line in lines]
     if message:
-        lines.append(message)
+        lines.append(unquoted_command(message))
     for rule in rules:
         groups = rule.match(lines, exit_code, gpus)
         if groups is not None:
