@@ -1014,6 +1014,40 @@ def test_an_environment_no_task_can_have_is_one_line_before_anything_launches(en
     assert str(caught.value).startswith(error), str(caught.value)
 
 
+def test_an_environment_over_exec_s_bound_in_all_is_one_line_before_anything_launches(
+        tmp_path):
+    # tfmesos.run(env={18 variables of 120,000 bytes}): each under the bound
+    # of one variable, together over Linux's ARG_MAX (a quarter of ulimit -s):
+    # every attempt failed with E2BIG ("cannot start '<the command>':
+    # [Errno 7] Argument list too long").
+    from tfmesos.core.cluster_arguments import run_spec_of
+    from tfmesos.core.function_options import OPTIONS
+    from tfmesos.core.function_run import run_spec
+    from tfmesos.core.jobs import Job
+    from tfmesos.ship.bundle import ShipSpec
+    limit = min(max(os.sysconf("SC_ARG_MAX"), 128 << 10), 6 << 20)
+    count = limit // 120000 + 1
+    big = {"V%02d" % i: "x" * 120000 for i in range(count)}
+    (tmp_path / "payload.pickle").write_bytes(b"")
+    payload = types.SimpleNamespace(name="payload.pickle", path=str(tmp_path / "payload.pickle"))
+    half = dict(list(big.items())[:count // 2])
+    rest = dict(list(big.items())[count // 2:])
+    for make in (lambda: run_spec_of([{"name": "worker"}], env=big, environ={}),
+                 # the run's and a job's together: what its tasks get
+                 lambda: run_spec_of([{"name": "worker", "env": rest}], env=half, environ={}),
+                 lambda: run_spec(len, [Job("worker", 1)], dict(OPTIONS, env=big), ShipSpec(),
+                                  payload, 1)):
+        with pytest.raises(SpecError) as caught:
+            make()
+        said = str(caught.value)
+        assert "\n" not in said and re.search(r"\(\d+ variables, \d+ bytes\)", said), said
+        assert "ARG_MAX" in said and "pass big values in a file" in said, said
+    # Under the bound in all, and the jobs' own env each apart: taken.
+    fewer = dict(list(big.items())[:count - 2])
+    assert len(run_spec_of([{"name": "worker"}], env=fewer, environ={}).env) == count - 2
+    run_spec_of([{"name": "worker", "env": half}, {"name": "ps", "env": rest}], environ={})
+
+
 @pytest.mark.parametrize("where", ["run", "job", "function"])
 @pytest.mark.parametrize("name", ["TFMESOS_SECRET", "TFMESOS_FUNCTION", "MESOS_DIRECTORY"])
 def test_a_name_tfmesos_or_mesos_sets_is_refused_in_every_env_a_user_gives(where, name,

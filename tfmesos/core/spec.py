@@ -40,7 +40,7 @@ from .jobs import (
     parse_jobs,
 )
 from .restarts import RestartPolicy
-from .spec_fields import env_tuple, secret_names, volume_tuple
+from .spec_fields import check_exec_size, env_tuple, secret_names, volume_tuple
 from .training_frameworks import (
     FRAMEWORKS,
     GROUP_JOB,
@@ -363,6 +363,12 @@ class RunSpec(FrozenFieldMethods):
             raise SpecError("the run asks for %d tasks; at most %d per run: ask for fewer"
                             % (total, MAX_TASKS))
         check_run(self, self.jobs)
+        for job in self.jobs:   # what its tasks start with: the run's env, then the job's
+            env = dict(self.env)
+            env.update(job.env)
+            check_exec_size(env.items(), job.cmd or self.command or "",
+                            "job %r (the run's env and its own)" % job.name if job.env
+                            else "the run")
 
     def _check_framework(self) -> None:
         """A torch or jax run is one process group of workers, in replica

@@ -13,6 +13,47 @@ from .volumes import parse_volume
 
 # Linux's MAX_ARG_STRLEN (32 pages) less the NUL: the longest NAME=VALUE exec() takes.
 MAX_ENV_ENTRY = 32 * 4096 - 1
+# What exec() takes in all, arguments and environment (fs/exec.c,
+# bprm_stack_limits): a quarter of the stack's limit (ulimit -s; glibc's
+# sysconf(_SC_ARG_MAX)), at least 32 pages, at most 6 MiB (3/4 of _STK_LIM),
+# each string counted with its NUL and a pointer to it.
+MIN_EXEC_BYTES = 32 * 4096
+MAX_EXEC_BYTES = 6 << 20
+POINTER_BYTES = 8
+
+
+def exec_limit() -> int:
+    """How many bytes of arguments and environment exec() takes here."""
+    try:
+        limit = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        limit = -1
+    if limit <= 0:
+        limit = 2 << 20   # an 8-MiB stack's
+    return min(max(limit, MIN_EXEC_BYTES), MAX_EXEC_BYTES)
+
+
+def exec_bytes(strings: Iterable[str]) -> int:
+    """What ``strings`` (arguments or NAME=VALUE) count for in exec()'s bound."""
+    return sum(len(text.encode("utf-8", "surrogateescape")) + 1 + POINTER_BYTES
+               for text in strings)
+
+
+def check_exec_size(env: Iterable[tuple[str, str]], command: str, owner: str) -> None:
+    """SpecError when ``env`` (the pairs a task gets from the user) and
+    ``command`` (run as ``sh -c COMMAND``) alone are more than exec() takes
+    here: every launch of the task would fail with E2BIG ("Argument list
+    too long"), before what tfmesos and Mesos add to its environment."""
+    pairs = list(env)
+    variables = exec_bytes("%s=%s" % pair for pair in pairs)
+    size = variables + exec_bytes(["/bin/sh", "-c", command])
+    limit = exec_limit()
+    if size > limit:
+        raise SpecError("%s: the environment (%d variables, %d bytes) and the command are %d "
+                        "bytes in all, more than the %d Linux lets a task start with (ARG_MAX "
+                        "here, a quarter of ulimit -s), before what tfmesos and Mesos add: "
+                        "pass big values in a file (ship=...)"
+                        % (owner, len(pairs), variables, size, limit))
 
 
 def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[object]]]],
@@ -186,5 +227,5 @@ def volume_tuple(volume: Sequence[str]) -> tuple[str, str, str]:
                     "mode) triple); got %r" % (volume,))
 
 
-__all__ = ["env_given", "env_tuple", "pairs", "secret_names", "volume_tuple",
+__all__ = ["check_exec_size", "env_given", "env_tuple", "pairs", "secret_names", "volume_tuple",
            "volumes_given"]
