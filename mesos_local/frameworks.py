@@ -206,6 +206,9 @@ class Frameworks:
                 subscription.close(error=refused)
                 log.info("refused SUBSCRIBE of %r: %s", info.get("name"), refused)
                 return subscription
+            # Its stream first (a pipe: OSError out of file descriptors),
+            # before anything changes: no framework is left without one.
+            subscription = Subscription(framework_id or "", self.heartbeat_interval)
             suppressed = subscribe.get("suppressed_roles", [])
             event = event_framework_updated
             if framework is None:
@@ -215,7 +218,7 @@ class Frameworks:
                 self._fail_over(framework, preserve_immutable_fields(framework.info, info),
                                 suppressed)
             framework.files_address = address
-            subscription = self._connect(framework)
+            self._connect(framework, subscription)
             self.records.subscribers.send(lambda: event(framework))
             return subscription
 
@@ -260,8 +263,8 @@ class Frameworks:
         framework.disconnects += 1  # cancels a pending failover timeout
         log.info("framework %s (%s) failed over", framework.id, framework.name)
 
-    def _connect(self, framework):
-        subscription = Subscription(framework.id, self.heartbeat_interval)
+    def _connect(self, framework, subscription):
+        subscription.framework_id = framework.id
         framework.subscription = subscription
         framework.connected = framework.active = True
         subscription.send({"type": "SUBSCRIBED", "subscribed": {
@@ -271,7 +274,6 @@ class Frameworks:
         subscription.send(HEARTBEAT)
         self.updates.resend(framework)
         self.allocator.request()
-        return subscription
 
     def stream_ended(self, subscription, reason):
         """The HTTP layer reports that a SUBSCRIBE stream ended."""

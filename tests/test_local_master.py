@@ -75,6 +75,66 @@ def test_subscribe_streams_subscribed_heartbeat_and_offers(local_master, clients
     assert framework["offered_resources"]["cpus"] == 4
 
 
+def test_a_subscribe_the_master_has_no_file_descriptors_to_stream_is_a_503_naming_it(
+        local_master, clients, monkeypatch):
+    # Out of file descriptors (tfrun under ulimit -n 16), the stream's pipe
+    # failed after the framework was added: the connection closed without a
+    # word ("the master closed the connection", retried for the whole
+    # --connect-timeout), a framework left behind at every try.
+    import errno
+
+    from mesos_http_client import StreamError
+
+    from mesos_local.api import stream
+
+    def no_descriptors(self, *args, **kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(stream.Subscription, "__init__", no_descriptors)
+    with pytest.raises(StreamError) as caught:
+        clients(local_master)
+    said = str(caught.value)
+    assert said.startswith("SUBSCRIBE answered 503: ") and "Too many open files" in said \
+        and "ulimit -n" in said, said
+    assert local_master.state()["frameworks"] == []
+    monkeypatch.undo()
+    client = clients(local_master)     # the descriptors back: it subscribes
+    assert [f["id"] for f in local_master.state()["frameworks"]] == [client.framework_id]
+
+
+def test_a_master_that_cannot_accept_for_want_of_file_descriptors_says_so_once_and_waits(
+        local_master, caplog, monkeypatch):
+    # accept() failing with EMFILE left the connection queued and
+    # socketserver's loop spinning on it, without a word.
+    import errno
+    import logging
+    import socket as sockets
+
+    server = local_master._http
+    real = server.socket
+    tries = []
+
+    class NoDescriptors:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def accept(self):
+            tries.append(time.monotonic())
+            raise OSError(errno.EMFILE, "Too many open files")
+
+    caplog.set_level(logging.WARNING, logger="mesos_local")
+    monkeypatch.setattr(server, "socket", NoDescriptors())
+    with sockets.create_connection(("127.0.0.1", local_master.port), timeout=30) as conn:
+        time.sleep(1.5)
+        said = [r.getMessage() for r in caplog.records if "accept" in r.getMessage()]
+        assert len(said) == 1 and "Too many open files" in said[0] and "ulimit -n" in said[0], \
+            said
+        assert 1 <= len(tries) <= 40, "%d accept() calls in 1.5 s" % len(tries)
+        monkeypatch.undo()      # the descriptors back: the waiting connection is served
+        conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert conn.recv(100).startswith(b"HTTP/1.1 200"), "served once it could accept"
+
+
 def test_offers_for_thousands_of_agents_come_in_one_event(make_local_master, clients):
     agents = [AgentSpec(hostname="h%d" % i, cpus=1, mem=256, disk=100, gpus=0,
                         ports=((31000, 31010),)) for i in range(2000)]

@@ -44,11 +44,16 @@ Bounds, so that slow, greedy or malformed clients cannot exhaust it:
   holding only **finite** numbers (``json_body.py``: a 400 naming the
   field); Mesos' range for ``failover_timeout`` and bounded framework
   names and labels (``frameworks.py``); JSONP callbacks that are
-  JavaScript identifiers (``endpoints.py``).
+  JavaScript identifiers (``endpoints.py``);
+* out of **file descriptors** (``ulimit -n``): an ``accept()`` that fails
+  is said once and tried again after ``ACCEPT_RETRY`` seconds, not in a
+  spin; a SUBSCRIBE whose stream cannot be made (its pipe) is a 503 naming
+  the cause, and leaves no framework behind.
 """
 
 import collections
 import dataclasses
+import errno
 import logging
 import socket
 import socketserver
@@ -84,6 +89,7 @@ MAX_HEADER_BYTES = 64 * 1024   # a request's headers together (431 past it)
 
 
 _TEXT = "text/plain; charset=utf-8"
+ACCEPT_RETRY = 0.1   # seconds before accept() is tried again, out of file descriptors
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _BUSY_BODY = b"Too many connections (%d): try again later"
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -129,6 +135,16 @@ class _Held:
     streaming: bool = False
 
 
+def out_of_descriptors(exc):
+    """What to do about ``exc`` when it is out of file descriptors (EMFILE,
+    ENFILE), for after its words; else ""."""
+    if exc.errno == errno.EMFILE:
+        return " (raise ulimit -n of the process that runs the local master)"
+    if exc.errno == errno.ENFILE:
+        return " (the system's: fs.file-max)"
+    return ""
+
+
 class MasterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -149,6 +165,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
         self._connections_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         self._refusal_said: Optional[float] = None   # when a refused thread was last said
+        self._accept_failed = False   # said once: accept() out of file descriptors
         super().__init__((host, port), handler or _Handler)
         bound = self.server_name
         if bound in ("0.0.0.0", "::", ""):
@@ -160,6 +177,22 @@ class MasterHTTPServer(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         # (host, port[, flow, scope]) as the socket has it: the host as text
         self.server_name, self.server_port = self.socket.getsockname()[:2]
+
+    def get_request(self):
+        """``accept()``. Out of file descriptors (or memory) the connection
+        stays queued and socketserver's loop would try again at once, for
+        as long as it lasts, without a word: it is said once, and the loop
+        waits a little before the next try."""
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                if not self._accept_failed:
+                    self._accept_failed = True
+                    log.warning("local master: cannot accept a connection: %s%s", exc,
+                                out_of_descriptors(exc))
+                time.sleep(ACCEPT_RETRY)
+            raise
 
     def process_request(self, request, client_address):
         """Admit a connection. At ``max_connections`` one gives way for it
@@ -583,8 +616,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _subscribe(self, call, content_type):
         master = self.server.master
         # Where this scheduler reached the master: its agents' /files are there too.
-        subscription = master.subscribe(call, self.principal,
-                                        address=self.connection.getsockname()[:2])
+        try:
+            subscription = master.subscribe(call, self.principal,
+                                            address=self.connection.getsockname()[:2])
+        except OSError as exc:   # its stream's pipe: out of file descriptors
+            self._reply(503, "the local master cannot stream: %s%s"
+                        % (exc, out_of_descriptors(exc)))
+            return
         self._stream(subscription, [("Mesos-Stream-Id", subscription.stream_id),
                                     ("Cache-Control", "no-cache")], master.stream_ended,
                      content_type, proto.SCHEDULER_EVENT)
