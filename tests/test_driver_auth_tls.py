@@ -151,6 +151,26 @@ def test_a_refused_subscription_says_which_credentials_to_set(stubs, monkeypatch
     assert "wrong" not in str(raised.value)
 
 
+@pytest.mark.parametrize("body, said", [
+    # The embedded master out of file descriptors: its words, not "no leader".
+    (b"the local master cannot stream: [Errno 24] Too many open files (raise ulimit -n)",
+     "the Mesos master at http://127.0.0.1:%d is unavailable (503): the local master cannot "
+     "stream: [Errno 24] Too many open files (raise ulimit -n)"),
+    # Mesos' own (src/master/http.cpp): no leader.
+    (b"No leader elected", "the Mesos master at http://127.0.0.1:%d has no leader yet (503)"),
+    (b"", "the Mesos master at http://127.0.0.1:%d has no leader yet (503)"),
+])
+def test_a_503_says_what_the_master_said(stubs, body, said):
+    stub = stubs(reply=(503, body, [("Content-Type", "text/plain; charset=utf-8")]))
+    driver = run_driver("127.0.0.1:%d" % stub.port, connect_timeout=1.0)
+    try:
+        with pytest.raises(MesosConnectionError) as raised:
+            driver.join(timeout=20)
+    finally:
+        driver.abort()
+    assert str(raised.value).endswith(": " + said % stub.port), str(raised.value)
+
+
 def test_https_certificates_are_verified_by_default(stubs, certificate):
     stub = stubs(tls_context(certificate))
     driver = run_driver("https://127.0.0.1:%d" % stub.port, connect_timeout=1.0)

@@ -46,6 +46,21 @@ from .subscribe_answer import Unrecoverable, check_stream, heartbeat_interval, r
 logger = logging.getLogger(__name__)
 
 _MAX_REDIRECTS = 5
+MAX_UNAVAILABLE_BODY = 4096   # bytes of a 503's body read for its words
+
+
+def unavailable(url: str, response: http.client.HTTPResponse) -> str:
+    """Why the master at ``url`` answered SUBSCRIBE with 503: it has no
+    leader yet (Mesos' words, src/master/http.cpp: "No leader elected",
+    "Not the leading master"; or none), else what its body says (the
+    embedded master out of file descriptors), in one line."""
+    try:
+        said = response.read(MAX_UNAVAILABLE_BODY).decode("utf-8", "replace").strip()
+    except (OSError, http.client.HTTPException):
+        said = ""
+    if not said or "lead" in said.lower():
+        return "the Mesos master at %s has no leader yet (503)" % url
+    return "the Mesos master at %s is unavailable (503): %s" % (url, quoted(said))
 
 
 class _StreamEnded(Exception):
@@ -382,8 +397,7 @@ class Subscription:
                 response.read()
                 return redirect_base(url, location)
             if response.status == 503:
-                response.read()
-                raise MesosConnectionError("the Mesos master at %s has no leader yet (503)" % url)
+                raise MesosConnectionError(unavailable(url, response))
             if response.status != 200:
                 raise refusal(url, response, self._auth)
             check_stream(url, response)
