@@ -277,6 +277,9 @@ def test_out_of_file_descriptors_is_named_wherever_it_struck():
         hint = hint_for([], None, message, "worker")
         assert "ulimit -n" in hint and "\n" not in hint, hint
         assert "exists" not in hint, hint
+        # The process that serves the shipped files and runs the embedded
+        # master's tasks is tfrun's, or the program that calls tfmesos.run.
+        assert "tfrun" in hint and "tfmesos.run" in hint, hint
     assert matching_rule(["OSError: [Errno 24] Too many open files: 'data/shard-0311'"],
                          1)[0].name == "too-many-open-files"
 

@@ -141,9 +141,9 @@ RULES = (
     # fetch" of it is no missing file.
     Rule("too-many-open-files",
          "a process ran out of file descriptors (Too many open files): raise the open-file "
-         "limit (ulimit -n; the agents' own, e.g. their LimitNOFILE=, and tfrun's, which "
-         "serves --ship's files and runs the embedded local master's tasks), or run fewer "
-         "tasks",
+         "limit (ulimit -n: the agents', e.g. their LimitNOFILE=, and that of tfrun or of "
+         "the program that calls tfmesos.run, which serves the shipped files and runs the "
+         "embedded local master's tasks), or run fewer tasks",
          r"Too many open files|\bE[MN]FILE\b"),
     # exec() refused the task's command and environment (E2BIG).
     Rule("argument-list-too-long",
