@@ -238,6 +238,13 @@ def test_a_failure_gets_the_hint_for_its_cause_not_for_words_of_its_quoted_comma
     assert "coreutils" not in hint, hint
     emfile = cannot_start("[Errno 24] Too many open files")
     assert matching_rule([], None, emfile)[0].name == "too-many-open-files"
+    # The local agents' words, a long command's start quoted.
+    from mesos_local.containerizer.runner import TaskLaunch, start_failure
+    launch = TaskLaunch(task_id="t", framework_id="f", agent_id="a", sandbox="/tmp",
+                        command=e2big.split("'", 1)[1], env={"V": "x" * 120000})
+    said = start_failure(launch, OSError(7, "Argument list too long"))
+    assert "tfmesos: this agent has no sha256sum" in said and "bytes)" in said, said
+    assert matching_rule([], None, said)[0].name == "argument-list-too-long", said
     # Whatever the command says, only the failure is read.
     for words in ("ModuleNotFoundError: No module named 'foo'", "Failed to fetch 'x'",
                   "sh: 1: python: not found", "MemoryError"):

@@ -381,3 +381,26 @@ def test_a_resize_while_an_executors_cgroups_are_made_is_not_lost(tmp_path):
     resizer.join(10)
     assert (proc.cgroups.limits, proc.cgroups.applied) == (
         "and its second task", ["and its second task"])
+
+
+def test_a_task_too_big_to_start_fails_in_a_line_of_its_sizes_not_its_whole_command(tmp_path):
+    # tfmesos.run(env={18 variables of 120 kB}): TASK_FAILED quoted the whole
+    # ~900-character command (the fetch check's prefix) before the cause.
+    from mesos_local.containerizer.runner import RunnerError
+    command = "echo %s; exec true" % ("a" * 900)
+    launch = make_launch(tmp_path, command)
+    launch.env.update({"V%02d" % i: "x" * 120000 for i in range(18)})
+    with pytest.raises(RunnerError) as caught:
+        ProcessRunner().launch(launch)
+    said = str(caught.value)
+    assert said.startswith("cannot start 'echo aaa") and "a" * 300 not in said, said
+    assert "(%d bytes)" % len(command) in said, said
+    assert said.endswith("[Errno 7] Argument list too long: '/bin/sh' (its environment: "
+                         "%d variables, %d bytes)" % (
+                             len(launch.env),
+                             sum(len(k) + len(v) + 2 for k, v in launch.env.items()))), said
+    # A short command is still quoted whole.
+    short = make_launch(tmp_path, "exec true")
+    short.env.update(launch.env)
+    with pytest.raises(RunnerError, match=r"^cannot start 'exec true': \[Errno 7\]"):
+        ProcessRunner().launch(short)

@@ -8,6 +8,7 @@ a container runner (Docker) implements the same two classes' interface.
 """
 
 import dataclasses
+import errno
 import os
 import signal
 import subprocess
@@ -142,6 +143,27 @@ except OSError as exc:
 """
 
 
+SHOWN_COMMAND = 200   # characters of a command its failure to start quotes
+
+
+def start_failure(launch, exc):
+    """Why ``launch`` could not start (``exc``), in one line: its command
+    quoted, its start only when long (a shipping task's check alone is
+    ~900 characters, before the cause); with E2BIG, the size of its
+    environment, which is most often what was too big."""
+    command = launch.command
+    shown = repr(command)
+    if len(command) > SHOWN_COMMAND:
+        shown = "%r... (%d bytes)" % (command[:SHOWN_COMMAND],
+                                      len(command.encode("utf-8", "surrogateescape")))
+    why = "cannot start %s: %s" % (shown, exc)
+    if exc.errno == errno.E2BIG:
+        size = sum(len(("%s=%s" % item).encode("utf-8", "surrogateescape")) + 1
+                   for item in launch.env.items())
+        why += " (its environment: %d variables, %d bytes)" % (len(launch.env), size)
+    return why
+
+
 class ProcessRunner:
     """Runs a task as a local subprocess, stdout/stderr in its sandbox; in
     its agent's network namespace under ``ip netns exec`` (which execs the
@@ -190,7 +212,7 @@ class ProcessRunner:
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True)
             except OSError as exc:
-                raise RunnerError("cannot start %r: %s" % (launch.command, exc)) from exc
+                raise RunnerError(start_failure(launch, exc)) from exc
         return ProcessTask(popen)
 
 
