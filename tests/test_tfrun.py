@@ -471,20 +471,26 @@ def test_a_failed_task_stops_the_run_while_nobody_reads_tfruns_output(tmp_path):
     assert b"tfrun: task worker:1 exited with code 3" in err
 
 
-def test_a_run_ended_by_sigterm_ends_tfrun_while_nobody_reads_its_output(tmp_path):
+@pytest.mark.parametrize("signals", [1, 2], ids=["one SIGTERM", "a second one 1 s later"])
+def test_a_run_ended_by_sigterm_ends_tfrun_while_nobody_reads_its_output(tmp_path, signals):
     # ( timeout 5 tfrun ... ) | sleep 40: the run stopped at 5 s, tfrun itself
     # lived until the reader exited, waiting to write what it held; timeout,
-    # systemd and docker stop then escalate to SIGKILL.
+    # systemd and docker stop then escalate to SIGKILL. A second signal
+    # during the bounded wait went back to waiting for the reader.
     runs = tmp_path / "runs"
     env = dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=str(runs))
     flag = tmp_path / "written"
     script = "yes | head -c 2000000; touch %s; sleep 614" % flag
-    proc = subprocess.Popen(tfrun_argv("-q", "-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "64",
-                                       "--", "sh", "-c", script),
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with open(tmp_path / "stderr", "wb") as errors:
+        proc = subprocess.Popen(tfrun_argv("-q", "-w", "1", "-s", "0", "-Cw", "0.1", "-Mw",
+                                           "64", "--", "sh", "-c", script),
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=errors)
     try:
         wait_until(flag.exists, timeout=90, message="the task never wrote its 2 MB")
         proc.send_signal(signal.SIGTERM)
+        if signals == 2:
+            time.sleep(1)   # (the second comes during the wait for the reader, not a sync)
+            proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)   # nothing reads its output meanwhile
         except subprocess.TimeoutExpired:
@@ -494,6 +500,8 @@ def test_a_run_ended_by_sigterm_ends_tfrun_while_nobody_reads_its_output(tmp_pat
             proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
     assert proc.returncode == 130
+    # Its own lines still reach a stderr that takes them.
+    assert "tfrun: interrupted" in (tmp_path / "stderr").read_text()
     wait_until(lambda: not sleeping(b"614"), timeout=30, message="the task outlived the run")
     [run] = list(runs.iterdir())
     assert finished_record(run)["outcome"]["status"] == "interrupted"

@@ -191,7 +191,7 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     it. What it writes goes through its console (``console``): a reader
     that does not read never holds the run up."""
     from ..core.events import Interrupted
-    from .tfrun_console import running
+    from .tfrun_console import running, write_if_taken
 
     _unwritable.clear()   # a run of this process before may have found them closed
     _reader_gone.clear()
@@ -199,15 +199,28 @@ def execute(run, show, progress, advice=True, leave_on_interrupt=False):
     def closed():   # the reader of the tasks' output went away: stop, as SIGPIPE would
         _reader_gone.set()
         run.events.put(Interrupted(signal.SIGPIPE, OutputClosed()))
+    left_over = None
     with running(on_closed=closed) as console:
         code = _execute(run, show, progress, advice, leave_on_interrupt, console)
-        # A run a signal ended: whoever sent it (timeout, systemd, docker
-        # stop) waits for tfrun's end, and SIGKILLs it in the end; a reader
-        # that does not read is waited for a while, then left (the tasks'
-        # output is all in the run directory).
-        if interrupted_by() is not None and not console.drain(SIGNALLED_READER_WAIT):
-            console.abandon()
-            abandon_streams()
+        if run.detached:
+            # A detached run's scheduler: its teardown's SIGTERM does not cut
+            # its last words short as they are written (its sandbox's files).
+            with ignore_signals():
+                console.drain(SIGNALLED_READER_WAIT)
+        elif interrupted_by() is not None:
+            # A run a signal ended: whoever sent it (timeout, systemd, docker
+            # stop) waits for tfrun's end, and SIGKILLs it in the end; a reader
+            # that does not read is waited for a while (another signal ends the
+            # wait), then left (the tasks' output is all in the run directory).
+            try:
+                drained = console.drain(SIGNALLED_READER_WAIT)
+            except KeyboardInterrupt:
+                drained = False
+            if not drained:
+                left_over = console.abandon()
+                abandon_streams()
+    if left_over is not None:   # tfrun's own lines, where they are taken at once
+        write_if_taken(*left_over)
     # A last write refused (a full disk) that no later write raised: said too.
     errors = console.take_errors()
     for stream, error in sorted(errors.items()):

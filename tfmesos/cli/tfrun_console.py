@@ -9,6 +9,8 @@ turns a closed pipe into the run's stop.
 """
 
 import contextlib
+import os
+import select
 import sys
 from collections.abc import Iterator
 from typing import Any, Callable, Optional, TextIO
@@ -66,4 +68,29 @@ def running(on_closed: Optional[Callable[[], None]] = None,
             sys.stdout, sys.stderr = real["stdout"], real["stderr"]
 
 
-__all__ = ["ConsoleStream", "running"]
+def write_if_taken(stuck: Optional[str], lines: "list[tuple[str, str]]") -> None:
+    """Write ``lines`` ((stream name, text), what ``Console.abandon`` left
+    over) straight to ``sys.stdout``/``sys.stderr`` (the real ones), each
+    only where its stream takes it at once: not into the file the writer is
+    ``stuck`` in (2>&1 into one pipe), not into a pipe that is full."""
+    def file_of(stream: Any) -> Optional[tuple[int, int]]:
+        try:
+            found = os.fstat(stream.fileno())
+        except (AttributeError, OSError, ValueError):
+            return None
+        return found.st_dev, found.st_ino
+    stuck_file = file_of(getattr(sys, stuck)) if stuck else None
+    for name, text in lines:
+        stream = getattr(sys, name)
+        try:
+            if stuck_file is not None and file_of(stream) == stuck_file:
+                continue
+            descriptor = stream.fileno()
+            if select.select([], [descriptor], [], 0)[1]:
+                os.write(descriptor, text.encode(getattr(stream, "encoding", None) or "utf-8",
+                                                 "replace"))
+        except (AttributeError, OSError, ValueError):
+            continue
+
+
+__all__ = ["ConsoleStream", "running", "write_if_taken"]

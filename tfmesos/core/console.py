@@ -51,6 +51,7 @@ class Console:
         self._queue: collections.deque = collections.deque()   # (name, text, output)
         self._queued = 0           # bytes in the queue
         self._busy = False         # the writer holds an item it took
+        self._writing: Optional[str] = None   # the stream of that item
         self._left_out = 0         # the tasks' output bytes not written, not yet said
         self._errors: dict[str, BaseException] = {}   # stream -> what writing it raised
         self._thread: Optional[threading.Thread] = None
@@ -99,18 +100,23 @@ class Console:
             return self._cond.wait_for(
                 lambda: self.abandoned or (not self._queue and not self._busy), timeout)
 
-    def abandon(self) -> int:
+    def abandon(self) -> "tuple[Optional[str], list[tuple[str, str]]]":
         """Wait for the reader no more (the process is leaving: a run ended
         by a signal whose sender waits for its end): what is queued is left
         out, and the write under way is not waited for; writes from now on
-        are left out too. Returns how many characters were queued."""
+        are left out too. Returns the stream that write is stuck in (None:
+        none) and the launcher's own lines queued for the other streams
+        (name, text), in order: the caller may write them where they are
+        taken at once."""
         with self._cond:
-            left = sum(len(text) for _, text, _ in self._queue)
+            stuck = self._writing if self._busy else None
+            lines = [(name, text) for name, text, output in self._queue
+                     if not output and name != stuck]
+            self._queued -= sum(len(text) for _, text, _ in self._queue)
             self._queue.clear()
-            self._queued -= left
             self.abandoned = True
             self._cond.notify_all()
-        return left
+        return stuck, lines
 
     def finish(self) -> None:
         """Wait until everything queued was written (in slices: a Ctrl-C
@@ -143,7 +149,7 @@ class Console:
                     self._thread = None
                     return
                 name, text, output = self._queue.popleft()
-                self._busy = True
+                self._busy, self._writing = True, name
             self._write_taken(name, text, output)
 
     def _write_queued(self) -> None:
@@ -155,7 +161,7 @@ class Console:
                 if not self._queue or self._busy:
                     return
                 name, text, output = self._queue.popleft()
-                self._busy = True
+                self._busy, self._writing = True, name
             self._write_taken(name, text, output)
 
     def _write_taken(self, name: str, text: str, output: bool) -> None:
@@ -168,7 +174,7 @@ class Console:
         closed = output and isinstance(error, BrokenPipeError) and not self.closed
         with self._cond:
             self._queued -= len(text)
-            self._busy = False
+            self._busy, self._writing = False, None
             if error is not None:
                 self._errors[name] = error
             self.closed = self.closed or closed
