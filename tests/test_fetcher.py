@@ -8,6 +8,7 @@ import io
 import os
 import socket
 import stat
+import subprocess
 import tarfile
 import threading
 import time
@@ -93,6 +94,61 @@ def test_members_that_would_leave_or_are_special_are_refused(tmp_path, box, memb
         extract(archive, str(box))
     assert sorted(os.listdir(tmp_path / "parent")) == ["outside", "sandbox"]
     assert (tmp_path / "parent" / "outside").read_text() == "secret"
+
+
+@pytest.mark.parametrize("top", [".", "./", "./."])
+def test_an_archive_whose_top_is_dot_extracts_into_the_sandbox_as_tar_takes_it(tmp_path, box,
+                                                                               top):
+    # ``tar czf env.tar.gz -C env .`` names its top '.' or './': that is the
+    # sandbox itself, whose directory is there already (its mode stays).
+    os.chmod(box, 0o750)
+    archive = tar_of(tmp_path / "dot.tar.gz", [
+        (member(top, tarfile.DIRTYPE, mode=0o777), None),
+        (member("./bin", tarfile.DIRTYPE), None),
+        (member("./bin/python3", mode=0o755), b"#!/bin/sh\n")])
+    extract(archive, str(box))
+    assert files_under(box) == ["bin", os.path.join("bin", "python3")]
+    assert stat.S_IMODE(os.stat(box).st_mode) == 0o750
+    assert sorted(os.listdir(tmp_path / "parent")) == ["sandbox"]
+
+
+def test_an_archive_made_with_tar_of_a_directorys_dot_is_extracted(tmp_path, box):
+    # The common way, with the tar program itself.
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python3").write_text("#!/bin/sh\n")
+    (env / "lib").mkdir()
+    os.symlink("lib", env / "lib64")
+    archive = tmp_path / "env.tar.gz"
+    subprocess.run(["tar", "czf", str(archive), "-C", str(env), "."], check=True)
+    assert "." in tarfile.open(archive).getnames()   # tar wrote "./", tarfile reads "."
+    fetch_uris([{"value": str(archive)}], str(box))
+    assert (box / "bin" / "python3").read_text() == "#!/bin/sh\n"
+    assert os.readlink(box / "lib64") == "lib"
+
+
+def test_a_zip_whose_top_is_dot_extracts_into_the_sandbox(tmp_path, box):
+    path = tmp_path / "dot.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("./"), "")
+        archive.writestr("./pkg/a.py", "x = 1\n")
+    extract(str(path), str(box))
+    assert (box / "pkg" / "a.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.parametrize("members", [
+    [(member("."), b"x")],
+    [(member("./", tarfile.SYMTYPE, "/etc"), None)],
+    [(member(".", tarfile.SYMTYPE, "sub"), None)],
+    [(member("/", tarfile.DIRTYPE), None)],
+    [(member("", tarfile.DIRTYPE), None)],
+    [(member("x"), b"x"), (member("hard", tarfile.LNKTYPE, "."), None)],
+])
+def test_only_a_directory_may_name_the_sandboxs_top(tmp_path, box, members):
+    with pytest.raises(ArchiveError, match="leaves the sandbox"):
+        extract(tar_of(tmp_path / "top.tar.gz", members), str(box))
+    assert not os.path.islink(box) and os.path.isdir(box)
+    assert sorted(os.listdir(tmp_path / "parent")) == ["sandbox"]
 
 
 def chain_to_the_parent():

@@ -4,7 +4,9 @@ writes outside the destination through ``filter="data"`` on Pythons before
 3.11.13 / 3.12.11 / 3.13.4).
 
 Every member lands at a path inside the sandbox, reached through real
-directories only: a member whose parent is a symlink (the archive's own or
+directories only (a directory member that names the archive's top, ``.``
+or ``./`` as ``tar -C DIR .`` writes it, is the sandbox itself, left as
+it is): a member whose parent is a symlink (the archive's own or
 one already there) is refused, so no link can carry a later member out.
 Symlinks may point only inside the sandbox, by a relative path whose
 ``..`` steps come first and stay within the real directories above the
@@ -91,6 +93,12 @@ def _parts(name):
     return [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
 
 
+def names_top(name):
+    """Whether member ``name`` names the archive's top itself (``.``,
+    ``./``: ``tar -C DIR .`` writes one), which is the sandbox's top."""
+    return bool(name) and not name.startswith("/") and not _parts(name)
+
+
 def inside(root, name, what="member"):
     """Where member ``name`` goes: inside ``root``, by a relative path with no
     ``..``; its parent directories made (real ones, never through a link).
@@ -174,6 +182,8 @@ def _link_inside(name, linkname):
 
 def _tar_member(archive, member, root, budget):
     name = member.name
+    if member.isdir() and names_top(name):
+        return   # the sandbox, there already (its mode is the agent's, not the archive's)
     path = inside(root, name)
     if member.isdir():
         _directory(path, name)
@@ -206,7 +216,8 @@ def _zip_member(archive, info, root, budget):
     name = info.filename
     mode = info.external_attr >> 16
     if info.is_dir():
-        _directory(inside(root, name), name)
+        if not names_top(name):   # the sandbox, there already
+            _directory(inside(root, name), name)
         return
     # unzip (which Mesos' fetcher runs) takes a member whose mode names no
     # file type (0o644 alone, or no Unix mode at all) for a regular file.
