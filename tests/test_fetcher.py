@@ -151,6 +151,46 @@ def test_only_a_directory_may_name_the_sandboxs_top(tmp_path, box, members):
     assert sorted(os.listdir(tmp_path / "parent")) == ["sandbox"]
 
 
+@pytest.mark.parametrize("where", ["here", "in a fetcher process"])
+def test_a_refused_archive_says_the_fetchers_rule_and_what_to_do(tmp_path, box, monkeypatch,
+                                                                 where):
+    # venv-pack's archive: bin/python3 links to the base interpreter by its
+    # absolute path, which a Mesos agent's tar extracts and this fetcher
+    # refuses (issue 26): the message says so, and how to ship it anyway.
+    from mesos_local.containerizer import fetcher
+    if where != "here":
+        monkeypatch.setattr(fetcher, "CHILD_EXTRACT_BYTES", 1)
+    archive = tar_of(tmp_path / "tfenv.tar.gz", [
+        (member("bin", tarfile.DIRTYPE), None),
+        (member("bin/python3", tarfile.SYMTYPE, "/usr/bin/python3"), None)])
+    with pytest.raises(FetchError) as caught:
+        fetch_uris([{"value": archive}], str(box))
+    assert str(caught.value) == (
+        "Failed to fetch '%s': the local master's fetcher refuses this archive: member "
+        "'bin/python3' is a link to an absolute path, and only links that stay inside the "
+        "sandbox are extracted here (a Mesos agent's tar takes this one): give the archive "
+        "as a file (tfrun --python-env FILE serves it and its tasks extract it with tar) or "
+        "make it with conda-pack" % archive)
+    assert not os.path.lexists(box / "bin" / "python3")
+
+
+def test_a_cancelled_or_unreadable_archive_is_no_refusal_of_it(tmp_path, box):
+    archive = tar_of(tmp_path / "a.tar.gz", [(member("data"), b"x")])
+    with pytest.raises(ArchiveError, match="^the fetch was cancelled$"):
+        extract(archive, str(box), cancelled=lambda: True)
+    (tmp_path / "html.tar.gz").write_text("<html>Not Found</html>")
+    with pytest.raises(ArchiveError, match="^it is not a readable archive: "):
+        extract(str(tmp_path / "html.tar.gz"), str(box))
+
+
+def test_a_refusal_for_another_rule_names_the_fetcher_too(tmp_path, box):
+    archive = tar_of(tmp_path / "bad.tar.gz", [(member("../evil"), b"x")])
+    with pytest.raises(FetchError, match="^Failed to fetch '.*': the local master's fetcher "
+                                         "refuses this archive: member '../evil' leaves the "
+                                         "sandbox$"):
+        fetch_uris([{"value": archive}], str(box))
+
+
 def chain_to_the_parent():
     """Each link inside by a lexical check; ``t`` is really the sandbox's parent."""
     return [(member("sub", tarfile.DIRTYPE), None), (member("sub/s", tarfile.SYMTYPE, ".."), None),
@@ -248,7 +288,9 @@ def test_zip_members_whose_mode_names_no_file_type_are_files_as_unzip_takes_them
 def test_an_archive_expands_within_its_ratio(tmp_path, box):
     archive = tar_of(tmp_path / "bomb.tar.gz", [(member("zeros"), b"\0" * (8 << 20))])
     limits = Limits(max_ratio=10, min_expansion=1 << 20)
-    with pytest.raises(ArchiveError, match=r"expands to more than \d+ MB"):
+    with pytest.raises(ArchiveError, match=r"^the local master's fetcher refuses this archive: "
+                                           r"it expands to more than \d+ MB \(\d+ times its "
+                                           r"size\)$"):
         extract(archive, str(box), limits)
     assert os.path.getsize(box / "zeros") <= (2 << 20)     # stopped, not written out
 

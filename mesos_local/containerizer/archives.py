@@ -32,6 +32,17 @@ class ArchiveError(Exception):
     """The archive is refused; the message says which member and why."""
 
 
+class _Stopped(ArchiveError):
+    """The extraction was cancelled: no refusal of the archive."""
+
+
+# What every refusal of an archive's content (a member, its expansion)
+# starts with, in the task's TASK_FAILED message as ``Failed to fetch 'URI':
+# REFUSED: why``. Such an archive is refused however often it is fetched:
+# tfrun reads this phrase (tfmesos/core/task_ends.py) and does not relaunch.
+REFUSED = "the local master's fetcher refuses this archive"
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What one URI may bring into a sandbox: ``max_bytes`` downloaded or
@@ -60,16 +71,17 @@ class _Budget:
     def spend(self, count):
         self.written += count
         if self.written > self.allowed:
-            raise ArchiveError("it expands to more than %d MB (%d times its size); refused"
+            raise ArchiveError("it expands to more than %d MB (%d times its size)"
                                % (self.allowed >> 20, self.allowed // max(self.archive_size, 1)))
         if self.cancelled():
-            raise ArchiveError("the fetch was cancelled")
+            raise _Stopped("the fetch was cancelled")
 
 
 def extract(archive_path, sandbox, limits: Optional[Limits] = None,
             cancelled: Optional[Callable] = None):
     """Extract the tar or zip ``archive_path`` into ``sandbox`` (an existing
-    directory); ``ArchiveError`` naming the member that is refused."""
+    directory); ``ArchiveError`` naming the member that is refused (its
+    message ``REFUSED: why``), or saying that it is no archive."""
     import tarfile
     import zipfile
 
@@ -87,6 +99,10 @@ def extract(archive_path, sandbox, limits: Optional[Limits] = None,
                     _tar_member(archive, member, root, budget)
     except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         raise ArchiveError("it is not a readable archive: %s" % exc) from exc
+    except _Stopped:
+        raise
+    except ArchiveError as exc:
+        raise ArchiveError("%s: %s" % (REFUSED, exc)) from None
 
 
 def _parts(name):
@@ -168,7 +184,13 @@ def _link_inside(name, linkname):
     (``inside`` made its parents real ones), then down only. Each link so
     made leads inside, so any chain of them does."""
     if linkname.startswith("/"):
-        raise ArchiveError("member %r is a link to an absolute path" % name)
+        # venv-pack's bin/python3, to the base interpreter (issue 26: a
+        # fetcher that contains itself makes links only to inside).
+        raise ArchiveError("member %r is a link to an absolute path, and only links that stay "
+                           "inside the sandbox are extracted here (a Mesos agent's tar takes "
+                           "this one): "
+                           "give the archive as a file (tfrun --python-env FILE serves it and "
+                           "its tasks extract it with tar) or make it with conda-pack" % name)
     steps = _parts(linkname)
     ups = 0
     while ups < len(steps) and steps[ups] == "..":
@@ -228,4 +250,4 @@ def _zip_member(archive, info, root, budget):
         _write(inside(root, name), source, mode or 0o644, budget, name)
 
 
-__all__ = ["ArchiveError", "Limits", "extract"]
+__all__ = ["ArchiveError", "Limits", "REFUSED", "extract"]
