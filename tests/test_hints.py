@@ -102,6 +102,15 @@ CASES = [
      "worker", "fetch-unreachable"),
     (["Failed to fetch 'hdfs://nn/envs/env.tar.gz': No such file or directory"], None, "",
      "worker", "fetch-failed"),
+    (["Failed to fetch 'http://h/tfenv.tar.gz': the local master's fetcher refuses this "
+      "archive: member 'bin/python3' is a link to an absolute path, and only links that stay "
+      "inside the sandbox are extracted here"], None,
+     "Failed to fetch 'http://h/tfenv.tar.gz': the local master's fetcher refuses this "
+     "archive: member 'bin/python3' is a link to an absolute path", "worker",
+     "fetch-archive-refused"),
+    ([], None, "Failed to fetch 'http://h/big.tar.gz': the local master's fetcher refuses this "
+     "archive: it expands to more than 4096 MB (200 times its size)", "worker",
+     "fetch-archive-refused"),
     (["Failed to fetch 'http://h/env.tar.gz': HTTP Error 404: Not Found"], None, "", "worker",
      "fetch-failed"),
     (["tfmesos: tfmesos-bundle-0123456789abcdef.tar.gz sha256 %s != expected %s: refusing "
@@ -186,6 +195,10 @@ def test_the_hints_for_failures_before_tfrun_say_what_to_do():
                                  "<urlopen error [Errno 111] Connection refused>")
     assert "--advertise-address" in refused and "firewalls" in refused
     assert "exists" in hint_for(["Failed to fetch 'x': HTTP Error 404: Not Found"], None)
+    archive = hint_for([], None, "Failed to fetch 'http://h/e.tar.gz': the local master's "
+                                 "fetcher refuses this archive: member '../x' leaves the sandbox")
+    assert "stays inside the sandbox" in archive and "links" in archive and \
+        "--python-env" in archive and "conda-pack" in archive and "exists" not in archive
     user = hint_for([], None, "Failed to chown directory to 'bob': No such user 'bob'")
     assert user.startswith("user 'bob' does not exist on the agent") and "-u USER" in user
 

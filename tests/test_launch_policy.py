@@ -2,6 +2,7 @@
 'missing' message compares the cluster's totals with what offers held."""
 
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from tfmesos.core.launch import ClusterRun
 from tfmesos.core.scheduler import TFMesosScheduler
 from tfmesos.core.slots import make_slots
 from tfmesos.core.spec import RunSpec
-from tfmesos.core.task_ends import permanent_failure
+from tfmesos.core.task_ends import launch_failure_message, permanent_failure
 from tfmesos.exceptions import TaskFailed
 
 
@@ -37,12 +38,50 @@ from tfmesos.exceptions import TaskFailed
     ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "invalid invalid volume specification: "
      "'/:/:rw'", True),
     ("TASK_FAILED", "REASON_COMMAND_EXECUTOR_FAILED", "Command exited with status 1", False),
+    # an archive the local master's fetcher refuses, whatever the rule; not
+    # a fetch that failed on the way, nor a file that was no archive
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Failed to fetch 'http://h/e.tar.gz': "
+     "the local master's fetcher refuses this archive: member '../x' leaves the sandbox", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Failed to fetch 'http://h/e.tar.gz': "
+     "the local master's fetcher refuses this archive: it expands to more than 4096 MB "
+     "(200 times its size)", True),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
+     "Failed to fetch 'http://h/e.tar.gz': HTTP Error 503: Service Unavailable", False),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
+     "Failed to fetch 'http://h/e.tar.gz': nothing came for 60 s", False),
+    ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", "Failed to fetch 'http://h/e.tar.gz': "
+     "it is not a readable archive: not a gzip file", False),
     ("TASK_LOST", "REASON_INVALID_OFFERS", "Task launched with invalid offers", False),
     ("TASK_DROPPED", None, "", False),
     ("TASK_LOST", "REASON_AGENT_REMOVED", "image not found", False),
 ])
 def test_the_rule_follows_mesos_states_reasons_and_messages(state, reason, message, permanent):
     assert (permanent_failure(state, reason, message) is not None) == permanent
+
+
+def test_an_archive_the_local_fetcher_refuses_is_not_fetched_again(tmp_path):
+    # The fetcher's own message (mesos_local/containerizer/archives.py, the
+    # phrase tfrun reads): a venv-pack archive given as a URL.
+    from mesos_local.containerizer.fetcher import FetchError, fetch_uris
+    archive = tmp_path / "tfenv.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        link = tarfile.TarInfo("bin/python3")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
+        tar.addfile(link)
+    box = tmp_path / "sandbox"
+    box.mkdir()
+    with pytest.raises(FetchError) as caught:
+        fetch_uris([{"value": str(archive)}], str(box))
+    message = str(caught.value)
+    why = permanent_failure("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED", message)
+    assert why == "the archive is refused on every fetch"
+    line = launch_failure_message("worker:0", 1, "TASK_FAILED", message, why)
+    assert line.startswith("worker:0 cannot be launched: TASK_FAILED: Failed to fetch '%s': "
+                           "the local master's fetcher refuses this archive: member "
+                           "'bin/python3' is a link to an absolute path" % archive)
+    assert line.endswith("give the archive as a file (tfrun --python-env FILE serves it and its "
+                         "tasks extract it with tar) or make it with conda-pack (the archive "
+                         "is refused on every fetch; retrying cannot help)")
 
 
 def _never_registering_python(tmp_path):

@@ -736,6 +736,90 @@ def env_archive(directory, marker="from-env"):
     return path
 
 
+# -- a --python-env URL on the embedded master: extracted by its fetcher -----------------------
+
+ENV_SCRIPT = "import os\nprint('env', os.environ.get('FROM_ENV'))\n"
+
+
+@pytest.fixture
+def env_url_server():
+    """``serve(path)``: the URL a BundleServer serves the file ``path`` at
+    (as a --python-env URL of the user's own)."""
+    servers = []
+
+    def serve(path):
+        name = os.path.basename(path)
+        server = BundleServer({name: path}, bind_host="127.0.0.1")
+        servers.append(server)
+        return server.url("127.0.0.1", name)
+    yield serve
+    for server in servers:
+        server.stop()
+
+
+def test_a_python_env_url_made_with_tar_of_dot_runs_the_tasks(tmp_path, env_url_server):
+    # ``tar czf env.tar.gz -C env .``: its first member './' is the archive's
+    # top, which the local master's fetcher once refused as leaving the
+    # sandbox, every attempt.
+    env = tmp_path / "env"
+    write(env, {"bin/python3": "#!/bin/sh\nFROM_ENV=dot exec %s \"$@\"\n" % BARE_PYTHON})
+    (env / "bin" / "python3").chmod(0o755)
+    archive = tmp_path / "env.tar.gz"
+    subprocess.run(["tar", "czf", str(archive), "-C", str(env), "."], check=True)
+    write(tmp_path / "proj", {"train.py": ENV_SCRIPT})
+    result = run_tfrun_in(tmp_path / "proj", "--ship", "--python-env", env_url_server(archive),
+                          "-w", "1", "-s", "0", *TINY, "--", "python", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] env dot" in result.stdout.splitlines()
+
+
+def venv_pack_like(directory):
+    """A venv-pack archive's shape: bin/python3 a link to the base
+    interpreter by its absolute path (here a wrapper that says it ran)."""
+    base = os.path.join(directory, "base-python3")
+    with open(base, "w") as handle:
+        handle.write("#!/bin/sh\nFROM_ENV=venv exec %s \"$@\"\n" % BARE_PYTHON)
+    os.chmod(base, 0o755)
+    path = os.path.join(directory, "tfenv.tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        for name, target in (("bin/python3", base), ("bin/python", "python3")):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            tar.addfile(link)
+    return path
+
+
+def test_a_python_env_url_the_local_fetcher_refuses_fails_at_once_saying_what_to_do(
+        tmp_path, env_url_server):
+    url = env_url_server(venv_pack_like(str(tmp_path)))
+    write(tmp_path / "proj", {"train.py": ENV_SCRIPT})
+    result = run_tfrun_in(tmp_path / "proj", "--ship", "--python-env", url, "--max-attempts",
+                          "3", "-w", "1", "-s", "0", *TINY, "--", "python", "train.py")
+    assert result.returncode == 1, result.stderr
+    assert "relaunching" not in result.stderr
+    [failed] = [line for line in result.stderr.splitlines() if "cannot be launched" in line]
+    assert failed.startswith("tfrun: worker:0 cannot be launched: TASK_FAILED: Failed to fetch "
+                             "'%s': the local master's fetcher refuses this archive: member "
+                             "'bin/python3' is a link to an absolute path" % url), failed
+    assert failed.endswith("give the archive as a file (tfrun --python-env FILE serves it and "
+                           "its tasks extract it with tar) or make it with conda-pack (the "
+                           "archive is refused on every fetch; retrying cannot help)"), failed
+    [hint] = [line for line in result.stderr.splitlines() if line.startswith("tfrun: hint: ")]
+    assert "the local master's fetcher refused the archive" in hint and "conda-pack" in hint
+
+
+def test_the_same_archive_given_as_a_file_runs_its_tasks(tmp_path):
+    # What that refusal advises: a file is served with extract false and the
+    # task's tar extracts it once checked, links and all (the base
+    # interpreter is at its path here, as venv-pack needs on every agent).
+    archive = venv_pack_like(str(tmp_path))
+    write(tmp_path / "proj", {"train.py": ENV_SCRIPT})
+    result = run_tfrun_in(tmp_path / "proj", "--ship", "--python-env", archive, "-w", "1", "-s",
+                          "0", *TINY, "--", "python", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] env venv" in result.stdout.splitlines()
+
+
 def test_cached_uris_are_downloaded_once_per_agent_and_user(tmp_path):
     archive = env_archive(str(tmp_path))
     server = BundleServer({"tfenv.tar.gz": archive}, bind_host="127.0.0.1")

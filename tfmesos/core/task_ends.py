@@ -19,6 +19,14 @@ Mesos' ``TaskState`` and ``TaskStatus.Reason`` (include/mesos/v1/mesos.proto):
   launch failures (a fetch that timed out, a busy disk) are retried.
   The messages are read whatever the reason, since some agents send none.
 
+An archive the local master's fetcher refuses to extract (``TASK_FAILED``,
+``Failed to fetch 'URI': the local master's fetcher refuses this archive:
+...``: a member that would leave the sandbox, a link out of it, more than
+it may expand to; mesos_local/containerizer/archives.py, ``REFUSED``) is
+not retried: every fetch brings the same archive, refused by the same rule.
+A fetch that failed on the way (an HTTP error, a timeout, a file that is no
+readable archive) is.
+
 A task whose command refused a file it fetched (``ship.fetch_check``: its
 sha256 is not the one in the command, exit status ``REFUSED`` and the
 line saying so in its sandbox's stderr) is not retried either: a relaunch
@@ -44,6 +52,11 @@ _NO_IMAGE = re.compile(r"\bimage\b[^;]*\bnot found|manifest (?:for \S+ )?unknown
 _BAD_CONTAINER = re.compile(r"Duplicate mount point|invalid volume specification|"
                             r"volume path .+ must be absolute", re.IGNORECASE)
 NO_RUNTIME = "the agent cannot run container images"
+# The local master's fetcher's refusal of an archive (archives.REFUSED, after
+# the fetcher's "Failed to fetch 'URI': "); not imported: the scheduler reads
+# the message of any master.
+_ARCHIVE_REFUSED = re.compile(r"Failed to fetch '.*': the local master's fetcher refuses this "
+                              r"archive: ")
 INVALID_TASK_REASONS = frozenset(("REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED",
                                   "REASON_TASK_GROUP_INVALID", "REASON_TASK_GROUP_UNAUTHORIZED"))
 
@@ -62,6 +75,8 @@ def permanent_failure(state: Optional[str], reason: Optional[str] = None,
         return "the image cannot be found"
     if _BAD_CONTAINER.search(message or ""):
         return "the container runtime refuses its volumes"
+    if _ARCHIVE_REFUSED.search(message or ""):
+        return "the archive is refused on every fetch"
     return None
 
 

@@ -186,6 +186,16 @@ RULES = (
          "the agent (or the image) has no sha256sum, which the task's command checks what it "
          "fetched with: install coreutils there",
          r"^tfmesos: this agent has no sha256sum"),
+    # The local master's fetcher refuses the archive itself
+    # (mesos_local/containerizer/archives.py, REFUSED): fetching it again
+    # cannot help (core/task_ends.py).
+    Rule("fetch-archive-refused",
+         "the local master's fetcher refused the archive it was to extract (the member and "
+         "the rule in the message): it extracts only what stays inside the sandbox (relative "
+         "paths, links that point inside it, no devices) and within its size bounds, where a "
+         "Mesos agent's tar takes more; give a --python-env archive as a file (tfrun serves it "
+         "and its tasks extract it with tar) or make it with conda-pack",
+         r"Failed to fetch '.*': the local master's fetcher refuses this archive: "),
     Rule("fetch-failed",
          "the agent could not fetch what the task needs (the URL or file in the message): "
          "check that it exists and that the agents may read it",
