@@ -66,10 +66,18 @@ def test_its_attempts_spent_the_run_fails_naming_the_task_and_mesos_message():
     assert err.value.exit_code == 1
 
 
-def test_a_failure_retrying_cannot_help_ends_the_run_at_once():
+@pytest.mark.parametrize("state, message, reason", [
+    ("TASK_ERROR", "bad resources", "REASON_TASK_INVALID"),
+    # an archive the local master's fetcher refuses (mesos_local archives.REFUSED)
+    ("TASK_FAILED", "Failed to fetch 'http://h/tfenv.tar.gz': the local master's fetcher "
+     "refuses this archive: member 'bin/python3' is a link to an absolute path",
+     "REASON_CONTAINER_LAUNCH_FAILED"),
+])
+def test_a_failure_retrying_cannot_help_ends_the_run_at_once(state, message, reason):
     run = FakeRun(WORKERS)
-    with pytest.raises(TaskFailed, match="worker:0 cannot be launched: TASK_ERROR"):
-        run.status("worker:0", "TASK_ERROR", "bad resources", "REASON_TASK_INVALID")
+    with pytest.raises(TaskFailed, match="worker:0 cannot be launched: %s: .*retrying cannot "
+                                         "help" % state):
+        run.status("worker:0", state, message, reason)
     assert run.calls == []
 
 
