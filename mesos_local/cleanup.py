@@ -69,6 +69,12 @@ def _pid_namespace() -> Optional[int]:
     return int(found.group(1)) if found else None
 
 
+def pid_namespace() -> Optional[int]:
+    """This process' pid namespace (the inode number ``/proc/self/ns/pid``
+    names), or None."""
+    return _pid_namespace()
+
+
 def this_master() -> Optional[str]:
     """``<pid namespace>.<pid>.<start ticks>`` of this process, as its work
     directory and cgroups are named (None without /proc): what a resource

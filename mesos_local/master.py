@@ -60,10 +60,10 @@ from .api.http_server import MasterHTTPServer
 from .api.operator_json import event_agent_added, event_subscribed
 from .api.state_json import render_master_info, render_state, render_version
 from .call_handlers import SchedulerCalls
-from .cleanup import make_work_dir, remove_stale_work_dirs, start_cleaner
+from .cleanup import make_work_dir, pid_namespace, remove_stale_work_dirs, start_cleaner
 from .containerizer import fs_isolation
 from .containerizer.cgroup_limits import parse_isolation
-from .containerizer.cgroups import Isolator
+from .containerizer.cgroups import INITIAL_PID_NAMESPACE, Isolator
 from .containerizer.environment import executor_environment as base_environment
 from .containerizer.fetch_cache import DEFAULT_FETCHER_CACHE_SIZE, MAX_FETCHER_CACHE_SIZE
 from .containerizer.netns import AgentNetwork, call_in_namespace, check_supported, remove_stale
@@ -569,10 +569,13 @@ class LocalMaster(FaultInjection):
         tree = None if self.keep_sandboxes else self._removable_work_dir()
         if self.isolator is None and tree is None:
             return True
-        if os.getpid() == 1:
-            # This process is the init of its pid namespace (unshare -fp, a
-            # container's entry point): the kernel kills every process of
-            # the namespace as it exits, a cleaner too (pid_namespaces(7)).
+        if os.getpid() == 1 or pid_namespace() != INITIAL_PID_NAMESPACE:
+            # A pid namespace of its own (unshare -fp, a container): the
+            # kernel kills every process of the namespace as its init exits,
+            # a cleaner too (pid_namespaces(7)), and that init may be this
+            # process or exit right after it (tini, a shell that did not
+            # exec); what a killed cleaner left is named for a namespace no
+            # later master runs in.
             return False
         isolator = self.isolator
         try:

@@ -122,14 +122,19 @@ def test_a_detached_cleaner_removes_them_after_the_master_exits(tmp_path):
     assert os.listdir(tmp_path / "tmp") == []
 
 
-def test_a_master_that_is_its_pid_namespaces_init_removes_them_before_it_exits(tmp_path):
+@pytest.mark.parametrize("init", ["the master", "a shell"])
+def test_a_master_in_a_pid_namespace_of_its_own_removes_them_before_it_exits(tmp_path, init):
     # tfrun as PID 1 of a pid namespace of its own (unshare -fp, a container's
-    # entry point): the kernel kills every process of the namespace as its
-    # init exits, the detached cleaner too; its work directory and cgroups
-    # were left, named for a namespace no later master runs in.
+    # entry point), or under an init that exits right after it (tini, a shell
+    # that did not exec): the kernel kills every process of the namespace as
+    # its init exits, the detached cleaner too; its work directory and
+    # cgroups were left, named for a namespace no later master runs in.
     if os.geteuid() != 0:
         pytest.skip("a pid namespace of its own needs root")
-    found = run_master(tmp_path, "detached", prefix=("unshare", "-fp", "--mount-proc"))
+    prefix = ("unshare", "-fp", "--mount-proc")
+    if init == "a shell":   # sh -c 'CMD; true': not exec'd, the master is pid 2
+        prefix += ("sh", "-c", '"$@"; status=$?; exit $status', "sh")
+    found = run_master(tmp_path, "detached", prefix=prefix)
     paths = [found["work_dir"]] + found["cgroups"]
     try:
         assert left(paths) == []
