@@ -439,3 +439,11 @@ def test_an_agent_due_for_maintenance_is_used_only_when_no_other_can_hold_the_ta
     # The healthy agent first, then the one whose maintenance starts later.
     assert placed == {"ok": ["w0", "w1"], "later": ["w2", "w3"]}
     assert not result.unplaced and result.unused == ["soon"]
+    # Before an offer with ports, before a GPU agent's cpus and memory: a
+    # task (the detached scheduler, port=False) or a GPU-less one.
+    no_ports = offer("no-ports", ports=())
+    result = place([TaskRequest("scheduler", 1, 256, port=False)], [soon, no_ports])
+    assert list(result.launches) == ["no-ports"]
+    result = place([TaskRequest("w0", 1, 256)], [soon, offer("gpu", gpus=2)])
+    assert list(result.launches) == ["gpu"]
+

@@ -321,10 +321,10 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
     without ports fits no task that needs one).
 
     Largest requests first (GPU tasks before all others), first fit in offer
-    order (offers of agents due for maintenance last), preferring offers
-    that still have ports, so several tasks pack
-    into one offer and the rest spread over others. The GPU rule, within
-    this one round of offers:
+    order, preferring offers that still have ports, so several tasks pack
+    into one offer and the rest spread over others; offers of agents due
+    for maintenance only where no other offer fits, the latest due first.
+    The GPU rule, within this one round of offers:
 
     1. a GPU task goes only to an offer with enough GPUs;
     2. a GPU-less task goes to an offer without GPUs when one fits;
@@ -332,17 +332,24 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
        GPUs, and only after every GPU task was placed.
     """
     held = held or {}
+    ordered = sorted(offers, key=_maintenance_last)
     pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ()),
-                       offer["agent_id"]["value"] in port_agents)
-             for offer in sorted(offers, key=_maintenance_last)]
-    tiers = {"gpu": [p for p in pools if p.gpu_agent],
-             "plain": [p for p in pools if not p.gpu_agent]}
+                       offer["agent_id"]["value"] in port_agents) for offer in ordered]
+    # Agents due for maintenance in tiers of their own, after every other:
+    # the first fit with ports would otherwise take them before a healthy
+    # offer without ports.
+    tiers: dict[str, list[OfferPool]] = {
+        "gpu": [], "plain": [], "gpu-draining": [], "plain-draining": []}
+    for each, offer in zip(pools, ordered):
+        tiers[("gpu" if each.gpu_agent else "plain")
+              + ("-draining" if _maintenance_last(offer)[0] else "")].append(each)
     finder = _FirstFit()
     order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
     launches: dict[str, list[Assignment[K]]] = {}
     unplaced: list[TaskRequest[K]] = []
     for request in order:
-        names = ("gpu",) if request.gpus > 0 else ("plain", "gpu")
+        names = (("gpu", "gpu-draining") if request.gpus > 0
+                 else ("plain", "gpu", "plain-draining", "gpu-draining"))
         pool = None
         for name in names:
             pool = finder.find(name, tiers[name], request)
