@@ -2,7 +2,7 @@
 
 import io
 
-from tfmesos.cli.tables import display_width, table
+from tfmesos.cli.tables import display_width, fit_last_column, table
 
 
 def test_columns_align_on_a_terminal_with_wide_and_combining_characters():
@@ -15,3 +15,15 @@ def test_columns_align_on_a_terminal_with_wide_and_combining_characters():
     assert [display_width(line[:line.index(mode)]) for line, mode in
             zip(lines, ("MODE", "replica", "fine"))] == [20, 20, 20]
     assert display_width("名前 run") == 8 and display_width("cafe\u0301") == 4
+
+
+def test_marks_and_format_characters_take_no_column_and_the_last_one_is_cut_by_columns():
+    # As wcwidth counts them: Thai and Devanagari vowel signs (Mn of class 0),
+    # a variation selector and a zero-width space (Cf), Hangul medial jamo.
+    assert [display_width(text) for text in (
+        "\u0e17\u0e35\u0e48\u0e19\u0e35\u0e48", "\u0915\u0941\u092e\u093e\u0930",
+        "a\ufe0f", "\u200bx", "\u1100\u1161")] == [2, 4, 1, 1, 2]
+    rows = [("ID", "COMMAND"), ("1", "名前" * 30)]
+    (header, row) = fit_last_column(rows, 40)
+    assert display_width("  ".join(row)) <= 40 and row[1].endswith("...")
+

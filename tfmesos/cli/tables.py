@@ -46,12 +46,32 @@ class PrintableLines:
 
 
 def display_width(text):
-    """The columns ``text`` takes on a terminal: two for a wide (East Asian)
-    character, none for a combining one."""
+    """The columns ``text`` takes on a terminal (as wcwidth counts them):
+    two for a wide (East Asian) character, none for a mark that joins the
+    one before (Mn, Me), a format character (Cf: U+200B, a variation
+    selector's) or a Hangul vowel or final consonant jamo."""
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.combining(char)
-               else 2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+    return sum(_char_width(char) for char in text)
+
+
+def _char_width(char):
+    if unicodedata.category(char) in ("Mn", "Me", "Cf") or "\u1160" <= char <= "\u11ff":
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
+
+
+def cut_to_width(text, width):
+    """``text``, or as much of it as fits ``width`` columns followed by ``...``."""
+    if display_width(text) <= width:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += _char_width(char)
+        if used > width - 3:
+            break
+        kept.append(char)
+    return "".join(kept) + "..."
 
 
 def table(rows, out):
@@ -86,5 +106,4 @@ def fit_last_column(rows, width):
     before = sum(max(display_width(str(row[i])) for row in rows) + 2
                  for i in range(len(rows[0]) - 1))
     room = max(MIN_LAST, width - before)
-    return [row[:-1] + (row[-1] if len(row[-1]) <= room else row[-1][:room - 3] + "...",)
-            for row in rows]
+    return [row[:-1] + (cut_to_width(row[-1], room),) for row in rows]
