@@ -29,6 +29,7 @@ from tfrun_helpers import (
     tfrun_argv,
     wait_for_line,
 )
+from tmpfs_mounts import mounted_tmpfs
 
 from tfmesos.mesos.task_states import TERMINAL_STATES
 from tfmesos.record import schema
@@ -348,16 +349,8 @@ def test_a_run_refused_before_anything_ran_leaves_no_run_dir_it_was_given_to_mak
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """A 64 KiB tmpfs (root: mount), unmounted after."""
-    place = tmp_path / "mounted"
-    place.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs",
-                              str(place)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here: %s" % mounted.stderr.strip())
-    try:
+    with mounted_tmpfs(tmp_path / "mounted", "size=64k,mode=0700") as place:
         yield place
-    finally:
-        subprocess.run(["umount", "-l", str(place)], check=True)
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ the outcome carries tfrun's exit code."""
 
 import json
 import queue
-import subprocess
 
 import pytest
 from addict import Dict
+from tmpfs_mounts import mounted_tmpfs
 
 from tfmesos.core.events import StatusUpdate, TaskExited, TaskOutput
 from tfmesos.core.jobs import Job
@@ -471,16 +471,8 @@ def test_a_task_log_that_cannot_be_written_is_said_once(tmp_path, caplog):
 def test_run_json_is_written_before_the_task_logs_take_the_last_inodes(tmp_path):
     # run.json is what makes a run findable (tfmesos runs, show): on a file
     # system with inodes for a few files only, it was the one left out.
-    place = tmp_path / "few-inodes"
-    place.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=3", "tmpfs",
-                              str(place)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here: %s" % mounted.stderr.strip())
-    try:
+    with mounted_tmpfs(tmp_path / "few-inodes", "size=1m,nr_inodes=3") as place:
         record = make_record(place)
         record.save()
         assert saved(record)["tasks"] and record.run_json_error is None
         assert record.unwritable is not None   # the logs that found no inode: said once
-    finally:
-        subprocess.run(["umount", "-l", str(place)], check=True)
