@@ -168,9 +168,8 @@ def test_a_refused_archive_says_the_fetchers_rule_and_what_to_do(tmp_path, box, 
     assert str(caught.value) == (
         "Failed to fetch '%s': the local master's fetcher refuses this archive: member "
         "'bin/python3' is a link to an absolute path, and only links that stay inside the "
-        "sandbox are extracted here (a Mesos agent's tar takes this one): give the archive "
-        "as a file (tfrun --python-env FILE serves it and its tasks extract it with tar) or "
-        "make it with conda-pack" % archive)
+        "sandbox are extracted here (a Mesos agent's tar takes this one): give it to the "
+        "task as a file that the task extracts itself, or make it with conda-pack" % archive)
     assert not os.path.lexists(box / "bin" / "python3")
 
 

@@ -79,9 +79,9 @@ def test_an_archive_the_local_fetcher_refuses_is_not_fetched_again(tmp_path):
     assert line.startswith("worker:0 cannot be launched: TASK_FAILED: Failed to fetch '%s': "
                            "the local master's fetcher refuses this archive: member "
                            "'bin/python3' is a link to an absolute path" % archive)
-    assert line.endswith("give the archive as a file (tfrun --python-env FILE serves it and its "
-                         "tasks extract it with tar) or make it with conda-pack (the archive "
-                         "is refused on every fetch; retrying cannot help)")
+    assert line.endswith("give it to the task as a file that the task extracts itself, or "
+                         "make it with conda-pack (the archive is refused on every fetch; "
+                         "retrying cannot help)")
 
 
 def _never_registering_python(tmp_path):

@@ -801,9 +801,9 @@ def test_a_python_env_url_the_local_fetcher_refuses_fails_at_once_saying_what_to
     assert failed.startswith("tfrun: worker:0 cannot be launched: TASK_FAILED: Failed to fetch "
                              "'%s': the local master's fetcher refuses this archive: member "
                              "'bin/python3' is a link to an absolute path" % url), failed
-    assert failed.endswith("give the archive as a file (tfrun --python-env FILE serves it and "
-                           "its tasks extract it with tar) or make it with conda-pack (the "
-                           "archive is refused on every fetch; retrying cannot help)"), failed
+    assert failed.endswith("give it to the task as a file that the task extracts itself, or "
+                           "make it with conda-pack (the archive is refused on every fetch; "
+                           "retrying cannot help)"), failed
     [hint] = [line for line in result.stderr.splitlines() if line.startswith("tfrun: hint: ")]
     assert "the local master's fetcher refused the archive" in hint and "conda-pack" in hint
 

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from cgroup_names import cgroup_master_pid
 from offers import offer
 from taskinfo_helpers import launch_all, variables
 from tfrun_helpers import run_tfrun
@@ -550,8 +551,8 @@ def test_cgroups_are_gone_after_a_run(tmp_path):
 
 
 def _owner_gone(path):
-    pid = int(os.path.basename(path).split("-")[0])
-    return not os.path.exists("/proc/%d" % pid)
+    pid = cgroup_master_pid(os.path.basename(path))
+    return pid is not None and not os.path.exists("/proc/%d" % pid)
 
 
 def test_a_table_of_hundreds_of_tasks_shows_each_jobs_extremes_and_counts_the_rest():

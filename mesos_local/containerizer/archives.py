@@ -188,9 +188,8 @@ def _link_inside(name, linkname):
         # fetcher that contains itself makes links only to inside).
         raise ArchiveError("member %r is a link to an absolute path, and only links that stay "
                            "inside the sandbox are extracted here (a Mesos agent's tar takes "
-                           "this one): "
-                           "give the archive as a file (tfrun --python-env FILE serves it and "
-                           "its tasks extract it with tar) or make it with conda-pack" % name)
+                           "this one): give it to the task as a file that the task extracts "
+                           "itself, or make it with conda-pack" % name)
     steps = _parts(linkname)
     ups = 0
     while ups < len(steps) and steps[ups] == "..":
