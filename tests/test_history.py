@@ -621,13 +621,21 @@ def test_logs_follow_prints_while_the_run_goes_and_ends_with_it(tmp_path):
     with start_tfrun("-w", "1", "-s", "0", "-Cw", "0.1", "-Mw", "64", "--run-dir",
                      str(run_dir), "--", cmd) as tfrun:
         wait_for(lambda: (run_dir / "run.json").exists(), what="run.json")
+        # Two lines there already: the follower's first write holds both.
+        log = run_dir / "worker.0.stdout"
+        wait_for(lambda: log.exists() and "line 2\n" in log.read_text(), what="line 2")
         follower = subprocess.Popen(TFMESOS + ["logs", str(run_dir), "worker:0", "--follow"],
                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
         try:
             first = follower.stdout.readline()   # before the run is over
             assert first == "line 1\n" and tfrun.poll() is None
-            out, err = follower.communicate(timeout=60)
+            # The rest from the same file object: communicate() reads the pipe
+            # itself, and what readline's buffer already held ("line 2", when
+            # both came in one write, on a loaded machine) was lost.
+            out = follower.stdout.read()
+            err = follower.stderr.read()
+            follower.wait(60)
         finally:
             if follower.poll() is None:
                 follower.kill()
