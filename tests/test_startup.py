@@ -65,6 +65,7 @@ TFRUN_IMPORTS = {
     "tfmesos", "tfmesos.cli", "tfmesos.cli.common", "tfmesos.cli.run_name",
     "tfmesos.cli.tensorboard", "tfmesos.cli.tfrun", "tfmesos.cli.tfrun_options",
     "tfmesos.cli.tfrun_jobs", "tfmesos.cli.tfrun_checks",   # split out of tfrun_options
+    "tfmesos.cli.tfrun_report",   # split out of tfrun (only sys: what tfrun.py held)
     "tfmesos.cli.tfrun_values",                            # split out of tfrun_options too
     "tfmesos.core", "tfmesos.core.config", "tfmesos.core.inputs", "tfmesos.core.restarts",
     "tfmesos.core.training_frameworks",   # --torch, --jax: their names (what tasks are told: later)
