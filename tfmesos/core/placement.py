@@ -332,17 +332,17 @@ def place(requests: Iterable[TaskRequest[K]], offers: Iterable[Offer],
        GPUs, and only after every GPU task was placed.
     """
     held = held or {}
-    ordered = sorted(offers, key=_maintenance_last)
+    ordered = sorted(((_maintenance_last(offer), offer) for offer in offers),
+                     key=lambda keyed: keyed[0])
     pools = [OfferPool(offer, held.get(offer["agent_id"]["value"], ()),
-                       offer["agent_id"]["value"] in port_agents) for offer in ordered]
+                       offer["agent_id"]["value"] in port_agents) for _, offer in ordered]
     # Agents due for maintenance in tiers of their own, after every other:
     # the first fit with ports would otherwise take them before a healthy
     # offer without ports.
     tiers: dict[str, list[OfferPool]] = {
         "gpu": [], "plain": [], "gpu-draining": [], "plain-draining": []}
-    for each, offer in zip(pools, ordered):
-        tiers[("gpu" if each.gpu_agent else "plain")
-              + ("-draining" if _maintenance_last(offer)[0] else "")].append(each)
+    for each, ((due, _), _) in zip(pools, ordered):
+        tiers[("gpu" if each.gpu_agent else "plain") + ("-draining" if due else "")].append(each)
     finder = _FirstFit()
     order = sorted(requests, key=lambda r: (-r.gpus, -r.cpus, -r.mem))
     launches: dict[str, list[Assignment[K]]] = {}
