@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 import pytest
-from cgroup_names import cgroup_master_pid
+from cgroup_names import mesos_local_cgroups_of
 from fixtures_master import make_local_master
 from tfrun_helpers import REPO, SMALL, finish_reading, start_tfrun
 from waiting import wait_until
@@ -144,13 +144,6 @@ def test_a_killed_tfruns_ship_directory_goes_at_the_next_start_a_live_ones_stays
 
 
 # -- the embedded master's cgroups and sandboxes -------------------------------------------
-
-
-def mesos_local_cgroups_of(pid):
-    """The mesos_local cgroups of a master in process ``pid``."""
-    return [path for pattern in ("/sys/fs/cgroup/*/mesos_local/*", "/sys/fs/cgroup/mesos_local/*")
-            for path in glob.glob(pattern)
-            if cgroup_master_pid(os.path.basename(path)) == pid]
 
 
 def test_tfruns_cgroups_and_sandboxes_go_after_it_exits(tmp_path):
