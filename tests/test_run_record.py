@@ -476,3 +476,44 @@ def test_run_json_is_written_before_the_task_logs_take_the_last_inodes(tmp_path)
         record.save()
         assert saved(record)["tasks"] and record.run_json_error is None
         assert record.unwritable is not None   # the logs that found no inode: said once
+
+
+def test_an_ntp_step_while_the_run_goes_leaves_its_times_in_order(tmp_path, monkeypatch):
+    # Every record time was a time.time() of its own: the wall clock stepped
+    # back an hour 7 s into a run made `tfmesos runs` say "took 0.0 s" and
+    # the run end before it was submitted.
+    import time
+    record = make_record(tmp_path)
+    record.submitted()
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)
+    record.finish()
+    timings = saved(record)["timings"]
+    assert timings["submitted"] <= timings["finished"], timings
+
+
+def test_an_agent_s_clock_minutes_off_does_not_date_a_state_before_its_launch(tmp_path):
+    # TaskStatus.timestamp is the agent's clock (apache/mesos
+    # src/common/protobuf_utils.cpp, createStatusUpdate): 10 minutes behind,
+    # `tfmesos show` printed "ENDED +-595.6 s"; an hour ahead, "+3604.9 s".
+    import time
+    from tfmesos.record.times import parse_timestamp
+    record = make_record(tmp_path)
+    for name, skew in (("worker:0", -600), ("worker:1", 3600)):
+        record.status(Dict(task_id={"value": "t-%s" % name}, state="TASK_FINISHED",
+                           source="SOURCE_EXECUTOR", timestamp=time.time() + skew))
+    record.finish()
+    tasks = {task["name"]: task["attempts"][-1] for task in saved(record)["tasks"]}
+    for name in ("worker:0", "worker:1"):
+        launched = parse_timestamp(tasks[name]["launched"])
+        ended = parse_timestamp(tasks[name]["states"][-1]["time"])
+        assert launched <= ended <= time.time(), (name, tasks[name])
+
+
+def test_a_reported_time_is_kept_where_it_can_be_true():
+    from tfmesos.record.times import now, reported
+    current = now()
+    assert reported(current - 5, current - 10) == current - 5   # sent late: when it happened
+    assert reported(current - 5, None) == current - 5
+    for impossible in (current - 20, current + 600, None, 0.0):
+        assert reported(impossible, current - 10) >= current   # before what preceded it, ahead

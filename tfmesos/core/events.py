@@ -12,6 +12,7 @@ import time
 from typing import Any, Optional
 
 from ..field_methods import FrozenFieldMethods
+from ..record import times
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -35,7 +36,7 @@ class TaskOutput(FrozenFieldMethods):
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TaskMetrics(FrozenFieldMethods):
     """Metrics a task's program logged (``tfmesos.log_metrics``): ``points``,
-    a tuple of ``(step, at, {name: value})``, ``at`` a time.time() on this
+    a tuple of ``(step, at, {name: value})``, ``at`` a ``record.times.now()`` on this
     machine's clock, ``value`` a float or None (not finite); ``dropped``:
     how many points the sender left out (a flood). ``task_id`` None: the
     process that runs ``cluster()`` logged them (fine-grained mode), kept
@@ -50,14 +51,14 @@ class TaskMetrics(FrozenFieldMethods):
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TaskExited(FrozenFieldMethods):
     """A replica task's command ended with ``code`` (its exit frame came
-    ``at``, a time.time()); ``usage``: what it used, as the task measured it
+    ``at``, a ``record.times.now()``); ``usage``: what it used, as the task measured it
     (``tfmesos.task.usage``), or None; ``stopped``: whether the run's stop
     cut it short (None: the frame does not say)."""
 
     task_id: str
     code: int
     usage: Any = None
-    at: float = dataclasses.field(default_factory=time.time, compare=False)
+    at: float = dataclasses.field(default_factory=times.now, compare=False)
     stopped: Optional[bool] = None
 
 

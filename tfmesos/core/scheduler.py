@@ -7,13 +7,13 @@ driver for a run-level problem.
 """
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 from ..exceptions import MesosError
 from ..mesos import Scheduler
 from ..mesos.task_states import TERMINAL_STATES
+from ..record import times
 from .events import AgentLost, MesosDisconnected, MesosFailed, StatusUpdate, Subscribed
 from .fit import OfferLog, Size
 from .placement import Assignment, Offer, OfferPool, OfferSummary, TaskRequest, largest_offer, place
@@ -151,7 +151,7 @@ class TFMesosScheduler(Scheduler):
         self.offer_log = OfferLog()
         # the most offers + live tasks held at once (totals)
         self.most_held: Optional[dict[str, float]] = None
-        self.first_offer_at: Optional[float] = None  # time.time() of the first offers
+        self.first_offer_at: Optional[float] = None  # times.now() of the first offers
         self.framework_id: Optional[str] = None
 
     def slot_of(self, task_id: str) -> Optional[TaskSlot]:
@@ -230,7 +230,7 @@ class TFMesosScheduler(Scheduler):
         """Under the lock: decide which pending slots go where, and mark them
         launched. Returns (launches, unused offer ids)."""
         with self.lock:
-            self.first_offer_at = self.first_offer_at or time.time()
+            self.first_offer_at = self.first_offer_at or times.now()
             self._note_held(offers)
             summary = largest_offer(offers)
             if summary and (self.largest_offer is None or (summary["cpus"], summary["mem"]) >

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..mesos.task_states import TERMINAL_STATES, exit_code_of
 from .attempt_ends import as_stopped, unreported_end
 from .schema import Attempt, Outcome, SandboxTail, State, Task, Usage
-from .times import timestamp
+from .times import parse_timestamp, reported, timestamp
 
 if TYPE_CHECKING:
     from addict import Dict
@@ -72,7 +72,9 @@ class AttemptBook:
             return False
         message = status.get("message") or ""
         attempt.states.append(self._as_stopped(status.task_id.value, State(
-            state=status.state, time=timestamp(status.get("timestamp") or None),
+            state=status.state, time=timestamp(reported(
+                status.get("timestamp") or None,
+                parse_timestamp(attempt.states[-1].time if attempt.states else attempt.launched))),
             source=status.get("source") or None, reason=status.get("reason") or None,
             message=message)))
         if status.state in TERMINAL_STATES and attempt.exit_code is None:

@@ -3,7 +3,6 @@ the caller's own record of it, left saying "running" by a scheduler that is
 gone (SIGKILLed, its machine lost), says the kill, as a live scheduler's
 record would (a live one records it itself: its record is left alone)."""
 
-import time
 from typing import Optional
 
 from ..mesos.task_states import TERMINAL_STATES
@@ -24,7 +23,7 @@ def record_kill(run: Run, framework_id: str, by: Optional[str]) -> bool:
     scheduler is gone and that no process holds."""
     if not run.gone or run.file.framework_id != framework_id or in_use(run.directory):
         return False
-    now = timestamp(time.time())
+    now = timestamp()
     file = run.file
     for task in file.tasks:
         attempt = task.last

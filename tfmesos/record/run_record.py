@@ -44,7 +44,7 @@ from .schema import (
     Timings,
 )
 from .task_logs import TaskLogs, log_name
-from .times import parse_timestamp, timestamp
+from .times import now, parse_timestamp, timestamp
 
 if TYPE_CHECKING:
     from addict import Dict
@@ -71,7 +71,7 @@ class RunRecord(RunOutcome):
             tasks=[Task(name=s.name, job=s.job.name, index=s.index) for s in slots],
             outcome=Outcome(), timings=Timings(), restarts=[], relaunches=[], shipped=None,
             scheduler=this_process())
-        self._metrics = Metrics(time.time())   # what the tasks log (tfmesos.log_metrics)
+        self._metrics = Metrics(now())   # what the tasks log (tfmesos.log_metrics)
         self._run.metrics = self._metrics.series
         # Told every task's points as they come (task name, points), in the
         # thread that records them: ``MlflowLogger.metrics``, which only queues.
@@ -112,7 +112,7 @@ class RunRecord(RunOutcome):
             self._attempts.adopt(run.tasks)
             self._restart = len(previous.restarts)
             began = parse_timestamp(previous.timings.submitted)
-            self._metrics = Metrics(began if began is not None else time.time())
+            self._metrics = Metrics(began if began is not None else now())
             self._metrics.adopt(previous.metrics, previous.metrics_dropped)
             run.metrics, run.metrics_dropped = self._metrics.series, self._metrics.dropped
             self._logs.adopt(name for attempt in self._attempts.attempts() if attempt.logs
@@ -132,7 +132,7 @@ class RunRecord(RunOutcome):
 
     def submitted(self) -> None:
         if self._run.timings.submitted is None:
-            self._metrics.began = time.time()
+            self._metrics.began = now()
         self._set_timing("submitted")
 
     def shipped(self, what: Mapping[str, Any]) -> None:

@@ -82,7 +82,9 @@ class Job(Record):
 class State(Record):
     """A change of an attempt's Mesos state."""
     state: str = described("TASK_RUNNING, TASK_FINISHED, ...", "")
-    time: Time = described("when it came (Mesos' timestamp, else when it arrived)", "")
+    time: Time = described("when it came (Mesos' timestamp where it lies between the "
+                                 "attempt's previous time and its arrival, else when it arrived: "
+                                 "the agent's clock may be off)", "")
     source: Optional[str] = described(
         "Mesos' source (SOURCE_EXECUTOR, ...); for an end Mesos did not report before the "
         "framework was torn down: \"exit frame\" (the task's own exit message), else "
