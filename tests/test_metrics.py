@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import warnings
 
 import pytest
@@ -551,6 +552,28 @@ def test_a_frame_that_waited_for_the_cpu_does_not_move_its_points_back_in_time()
     assert times == sorted(times), times
     # The prompt frame's transit is the better estimate: step 2 is where it was.
     assert abs(times[2] - prompt) < 0.25
+
+
+def test_a_task_clock_stepped_back_freezes_its_points_for_seconds_not_for_the_step(monkeypatch):
+    # NTP stepped the agent's clock back an hour: every later point was put
+    # at the moment of the last one until the hour had passed (steps/s read
+    # 6.48 where the task made 2.0).
+    from tfmesos.core import rendezvous
+    later = [0.0]
+    monkeypatch.setattr(rendezvous, "time", types.SimpleNamespace(
+        monotonic=lambda: time.monotonic() + later[0], time=time.time, sleep=time.sleep))
+    with registered("task") as (rdv, client):
+        sent = time.time()
+        client.send({"type": "metrics", "now": sent, "points": [[0, sent - 5, {"x": 0.0}]]})
+        first = next_event(rdv, TaskMetrics)
+        later[0] = rendezvous.OFFSET_WINDOW + 1   # the frames of a while later
+        stepped = time.time() - 3600
+        client.send({"type": "metrics", "now": stepped + 0.5,
+                     "points": [[1, stepped + 0.2, {"x": 1.0}], [2, stepped + 0.5, {"x": 2.0}]]})
+        second = next_event(rdv, TaskMetrics)
+    times = [at for _, at, _ in first.points + second.points]
+    assert times == sorted(times), times
+    assert abs(times[2] - times[1] - 0.3) < 0.01, times   # as far apart as the task logged them
 
 
 # -- the record's series -----------------------------------------------------------
