@@ -374,3 +374,24 @@ def test_a_metric_with_no_finite_value_is_named_not_left_out(tmp_path):
     page = render(run)
     assert "<h2>Metrics</h2>" in page
     assert "loss&lt;b&gt;: no finite value (n/a at every step logged)" in page
+
+
+def test_a_day_long_run_reads_in_hours_and_its_start_names_its_zone(monkeypatch):
+    # A 25-hour run's report said "1500m00s"; its start had no zone, so the
+    # two 01:30s of a DST change (or a report read on another machine) could
+    # not be told apart.
+    import datetime
+    import time
+    from tfmesos.record import report
+    assert (report._seconds(90000), report._seconds(3 * 86400 + 5)) == ("25h00m00s",
+                                                                         "72h00m05s")
+    assert (report._seconds(59.5), report._seconds(754)) == ("59.5 s", "12m34s")
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    try:
+        utc = datetime.timezone.utc
+        assert [report._local(datetime.datetime(2026, 11, 1, hour, 30, tzinfo=utc))
+                for hour in (8, 9)] == ["2026-11-01 01:30:00 PDT", "2026-11-01 01:30:00 PST"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()

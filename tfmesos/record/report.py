@@ -74,13 +74,20 @@ def _e(value: object) -> str:
 
 
 def _local(moment: Optional[datetime.datetime]) -> str:
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+    # With its zone: a report is read on other machines, and an hour of a
+    # DST change happens twice.
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z") if moment else "-"
 
 
 def _seconds(value: Optional[float]) -> str:
     if value is None:
         return "-"
-    return "%.1f s" % value if value < 120 else "%dm%02ds" % divmod(int(round(value)), 60)
+    if value < 120:
+        return "%.1f s" % value
+    minutes, seconds = divmod(int(round(value)), 60)
+    if minutes < 60:
+        return "%dm%02ds" % (minutes, seconds)
+    return "%dh%02dm%02ds" % (minutes // 60, minutes % 60, seconds)
 
 
 class _Clock:
