@@ -251,3 +251,70 @@ def test_a_host_name_binds_the_one_address_it_names_here():
     address = non_loopback_address()
     if address is not None:
         assert advertise.bind_address(address) == address
+
+
+
+def with_hosts(hosts, code):
+    """What ``code`` prints, run by Python in a mount namespace of its own
+    whose /etc/hosts is ``hosts`` (as root; skipped without unshare)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a mount namespace with an /etc/hosts of its own")
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts") as table:
+        table.write(hosts)
+        table.flush()
+        done = subprocess.run(
+            ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"',
+             table.name, sys.executable, "-c", code], capture_output=True, text=True,
+            timeout=60)
+    if done.returncode != 0 and "unshare" in done.stderr.split(":")[0]:
+        pytest.skip("no mount namespace here: %s" % done.stderr.strip())
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+IPV4_MASTER = """
+import socket
+from tfmesos.backends import advertise
+from tfmesos.backends.remote import RemoteMaster
+master = socket.socket()
+master.bind(("127.0.0.1", 0))   # as a Mesos master: IPv4 only
+master.listen(8)
+port = master.getsockname()[1]
+"""
+
+
+def test_a_master_name_of_both_families_is_routed_as_its_connection_goes():
+    # A name with an IPv6 and an IPv4 address lists the IPv6 one first; a
+    # Mesos master listens on IPv4 only (src/slave/flags.cpp, --ip6). The
+    # tasks were told the route's address towards the IPv6 one and could not
+    # register ("Network is unreachable"), three attempts each.
+    assert with_hosts("::1 masterhost\n127.0.0.1 masterhost\n", IPV4_MASTER + """
+print(advertise.advertise_address(None, "http://masterhost:%d" % port, {}))
+print(RemoteMaster("masterhost:%d" % port).bind_host())
+""") == ["127.0.0.1", "127.0.0.1"]
+
+
+def test_a_list_of_masters_advertises_the_route_towards_the_leader():
+    # The route towards the first master listed was kept for good, where the
+    # leader was the second: tasks told [fd00:2::1]:P, unreachable.
+    assert with_hosts("::1 m1\n127.0.0.1 m2\n", IPV4_MASTER + """
+backend = RemoteMaster("m1:%d,m2:%d" % (port, port))
+backend.check()
+print(backend.bind_host())   # every address until the leader is known
+print(backend.advertised_address("http://m2:%d" % port))
+""") == ["None", "127.0.0.1"]
+
+
+def test_a_zookeeper_server_whose_name_no_longer_resolves_is_passed_over():
+    # An ensemble runs without it, and the detector skips it; tfrun stopped
+    # at once: "the Mesos master's host name 'gone' does not resolve".
+    master = "zk://nosuch-zk.invalid:2181,127.0.0.1:2181/mesos"
+    assert RemoteMaster(master).advertised_address(master) == "127.0.0.1"
+    with pytest.raises(TFMesosError, match="^the ZooKeeper server's host name "
+                                           "'nosuch-zk.invalid' does not resolve"):
+        master = "zk://nosuch-zk.invalid:2181/mesos"
+        RemoteMaster(master).advertised_address(master)

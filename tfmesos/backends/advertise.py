@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 from ..exceptions import TFMesosError
 
 ENV = "TFMESOS_ADVERTISE_ADDRESS"
+CONNECT_PROBE = 1.0   # seconds an address of the master may take to answer (advertise_address)
 # Where an address was given, as an error names it with the address (a
 # %-slot): the run's field (``error_fields``, worded by the caller), or the
 # environment variable.
@@ -33,17 +34,18 @@ Resolved = tuple[Union[ipaddress.IPv4Address, ipaddress.IPv6Address], socket.Add
 
 
 def advertise_address(explicit: Optional[str], master_url: str,
-                      environ: Mapping[str, str]) -> str:
+                      environ: Mapping[str, str], what: str = "the Mesos master") -> str:
     """The address tasks use to reach this process's rendezvous, for a
     remote master at ``master_url``: the explicit setting, else
     ``$TFMESOS_ADVERTISE_ADDRESS``, else the local address of the route
-    towards the master. A loopback address is refused unless the master is
-    on this host too: the tasks of a remote master run on other hosts."""
+    towards the master (``what``: what ``master_url`` is, as an error
+    names it). A loopback address is refused unless the master is on this
+    host too: the tasks of a remote master run on other hosts."""
     parts = urllib.parse.urlsplit(master_url)
     host = parts.hostname or "127.0.0.1"
     found = given_address(explicit, environ)
     if found[0] is None:
-        return _route_to(host, parts.port)
+        return _route_to(host, parts.port, what)
     given, source = found
     # A master whose name does not resolve is the driver's to report.
     master = _addresses(host)
@@ -133,20 +135,39 @@ def _well_formed(address: str) -> bool:
     return 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split("."))
 
 
-def _route_to(host: str, port: Optional[int]) -> str:
+def _route_to(host: str, port: Optional[int], what: str = "the Mesos master") -> str:
+    """The local address of the route towards ``host`` (nothing is sent),
+    of its first address; for a name with addresses of both families, of
+    the first that answers a TCP connection (``CONNECT_PROBE`` seconds
+    each), as the driver's connection takes the first that answers. Such
+    a name lists its IPv6 address first (RFC 6724), while a Mesos master
+    listens on IPv4 only ("Mesos doesn't listen on IPv6 sockets",
+    src/slave/flags.cpp, --ip6): the first address's route alone had the
+    tasks told an IPv6 address of this host, which they could not reach."""
     try:
-        socket.getaddrinfo(host, port or 5050)
+        found = socket.getaddrinfo(host, port or 5050, 0, socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise TFMesosError("the Mesos master's host name %r does not resolve (%s): fix the "
-                           "master address" % (host, exc.strerror)) from None
-    try:
-        with socket.socket(_family(host), socket.SOCK_DGRAM) as probe:
-            probe.connect((host, port or 5050))  # UDP: no packet is sent
-            return probe.getsockname()[0]
-    except OSError as exc:
-        raise TFMesosError.about("cannot tell which local address tasks can reach (no route "
-                                 "to the Mesos master %s: %s); pass {advertise_address} or set "
-                                 "TFMESOS_ADVERTISE_ADDRESS", host, exc) from None
+        raise TFMesosError("%s's host name %r does not resolve (%s): fix the "
+                           "master address" % (what, host, exc.strerror)) from None
+    for family, _, _, _, sockaddr in found if len({each[0] for each in found}) > 1 else ():
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.settimeout(CONNECT_PROBE)
+                probe.connect(sockaddr)
+                return str(probe.getsockname()[0])
+        except OSError:
+            continue
+    error: Optional[OSError] = None
+    for family, _, _, _, sockaddr in found:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.connect(sockaddr)  # UDP: no packet is sent
+                return str(probe.getsockname()[0])
+        except OSError as exc:
+            error = error or exc
+    raise TFMesosError.about("cannot tell which local address tasks can reach (no route "
+                             "to %s %s: %s); pass {advertise_address} or set "
+                             "TFMESOS_ADVERTISE_ADDRESS", what, host, error) from None
 
 
 def _addresses(host: str) -> list[Resolved]:
@@ -181,8 +202,3 @@ def _bindable(resolved: Resolved) -> bool:
         return False
 
 
-def _family(host: str) -> socket.AddressFamily:
-    try:
-        return socket.getaddrinfo(host, None)[0][0]
-    except socket.gaierror:
-        return socket.AF_INET

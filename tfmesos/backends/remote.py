@@ -3,7 +3,8 @@
 from collections.abc import Mapping
 from typing import Optional
 
-from ..mesos.master_address import parse_master
+from ..exceptions import TFMesosError
+from ..mesos.master_address import MasterSpec, parse_master
 from .advertise import advertise_address, bind_address, checked, given_address
 
 
@@ -33,7 +34,7 @@ class RemoteMaster:
         self.master = master
         self._explicit = advertise
         self._environ: Mapping[str, str] = {} if environ is None else environ
-        self._advertised: Optional[str] = None
+        self._advertised: dict[str, str] = {}   # of each master URL it was asked for
         self.credentials = credentials_of(self._environ)
 
     @property
@@ -50,43 +51,67 @@ class RemoteMaster:
         contacted (``advertise.checked``; TFMesosError); through zk://
         whether the master is on this host is known once the leader is,
         when the first task is made."""
-        if self._zookeeper():
+        if self._leader_unknown(self.master):
             found = given_address(self._explicit, self._environ)
             if found[0] is not None:
                 checked(*found)
         else:
-            self.advertised_address(parse_master(self.master).urls[0])
+            self.advertised_address(self.master)
 
-    def _zookeeper(self) -> bool:
-        return self.master.lower().startswith("zk://")
+    @staticmethod
+    def _leader_unknown(master: str) -> bool:
+        """Whether ``master`` is zk:// or a list of masters: which one
+        leads, and so the route towards it, is known once subscribed."""
+        spec = parse_master(master)
+        return spec.kind == "zk" or len(spec.urls) > 1
 
     def bind_host(self) -> Optional[str]:
         """The advertised address (``advertise.bind_address``): given, or
-        the route's towards the master. Through zk:// without a given
-        address the leader, and so the route, is not known when the
-        listeners start: None, every address."""
-        if self._zookeeper():
+        the route's towards the master. Through zk:// or a list of masters
+        without a given address the leader, and so the route, is not known
+        when the listeners start: None, every address."""
+        if self._leader_unknown(self.master):
             given, _ = given_address(self._explicit, self._environ)
             return None if given is None else bind_address(given)
-        return bind_address(self.advertised_address(parse_master(self.master).urls[0]))
+        return bind_address(self.advertised_address(self.master))
 
     def advertised_address(self, master_url: str) -> str:
         """The address tasks reach the run at, towards ``master_url``, kept
-        once the leader's URL is known. Through zk:// before (``master_url``
-        the zk:// master itself, when the framework subscribes): the given
-        address, else the route's towards the first ZooKeeper server, not
-        kept: the tasks, made once subscribed, are given the route's towards
-        the leader, which the framework's label then names too
-        (``FrameworkNotice``)."""
-        if master_url.lower().startswith("zk://"):
+        for each master it names. Through zk:// or a list of masters before
+        the leader is known (``master_url`` the master as given, when the
+        framework subscribes): the given address, else the route's towards
+        the first ZooKeeper server or master that resolves, not kept: the
+        tasks, made once subscribed, are given the route's towards the
+        leader, which the framework's label then names too
+        (``FrameworkNotice``); a first master that is down (a list is given
+        for that) or a ZooKeeper server whose name no longer resolves (an
+        ensemble runs without it) did not stop the run."""
+        if self._leader_unknown(master_url):
             given = given_address(self._explicit, self._environ)
             if given[0] is not None:
                 return checked(*given)
-            first = parse_master(master_url).hosts.split(",")[0]
-            return advertise_address(None, "http://" + first, self._environ)
-        if self._advertised is None:
-            self._advertised = advertise_address(self._explicit, master_url, self._environ)
-        return self._advertised
+            return self._provisional(parse_master(master_url))
+        url = parse_master(master_url).urls[0]
+        if url not in self._advertised:
+            self._advertised[url] = advertise_address(self._explicit, url, self._environ)
+        return self._advertised[url]
+
+    def _provisional(self, spec: MasterSpec) -> str:
+        """The route's towards the first ZooKeeper server or master of
+        ``spec`` that resolves and has a route (the last one's error when
+        none does)."""
+        if spec.kind == "zk":
+            urls = ["http://" + host for host in spec.hosts.split(",")]
+            what = "the ZooKeeper server"
+        else:
+            urls, what = list(spec.urls), "the Mesos master"
+        for index, url in enumerate(urls):
+            try:
+                return advertise_address(None, url, self._environ, what)
+            except TFMesosError:
+                if index == len(urls) - 1:
+                    raise
+        raise AssertionError("a master spec names at least one host")
 
     def describe(self) -> str:
         """The master as given, its ZooKeeper password masked (the status line shows it)."""
