@@ -26,7 +26,7 @@ pytestmark = pytest.mark.tensorflow
 def test_tensorboard_answers_while_the_run_goes_and_stops_with_it(tmp_path):
     with start_tfrun("--tensorboard", str(tmp_path), "-w", "1", "-s", "0", *SMALL,
                      "--", "sleep 20") as proc:
-        lines = wait_for_line(proc.stderr, "TensorBoard at", timeout=90)
+        lines = wait_for_line(proc.stderr, "TensorBoard at", timeout=240)
         url = re.search(r"TensorBoard at (http://\S+)", lines[-1]).group(1)
         with urllib.request.urlopen(url, timeout=10) as page:
             assert page.status == 200 and b"TensorBoard" in page.read()
@@ -113,7 +113,7 @@ def test_tensorboard_listens_on_the_address_tfrun_prints_and_nowhere_else(tmp_pa
     # though tfrun printed http://127.0.0.1:PORT/ (the embedded master).
     with start_tfrun("--tensorboard", str(tmp_path), "-w", "1", "-s", "0", *SMALL,
                      "--", "sleep 30") as proc:
-        lines = wait_for_line(proc.stderr, "TensorBoard at", timeout=90)
+        lines = wait_for_line(proc.stderr, "TensorBoard at", timeout=240)
         url = re.search(r"TensorBoard at (http://\S+)", lines[-1]).group(1)
         parts = urllib.parse.urlsplit(url)
         assert parts.hostname == "127.0.0.1"

@@ -113,7 +113,7 @@ def test_fine_grained_tasks_stderr_has_no_tensorflow_noise(tmp_path, monkeypatch
         assert len(noise) <= 2, lines
 
 
-def wait_for_servers(work, count, timeout=90):
+def wait_for_servers(work, count, timeout=240):
     """The sandboxes of ``count`` tasks whose TensorFlow server is up."""
     deadline = time.monotonic() + timeout
     while True:
