@@ -382,6 +382,7 @@ def test_a_day_long_run_reads_in_hours_and_its_start_names_its_zone(monkeypatch)
     # not be told apart.
     import datetime
     import time
+
     from tfmesos.record import report
     assert (report._seconds(90000), report._seconds(3 * 86400 + 5)) == ("25h00m00s",
                                                                          "72h00m05s")

@@ -497,6 +497,7 @@ def test_an_agent_s_clock_minutes_off_does_not_date_a_state_before_its_launch(tm
     # src/common/protobuf_utils.cpp, createStatusUpdate): 10 minutes behind,
     # `tfmesos show` printed "ENDED +-595.6 s"; an hour ahead, "+3604.9 s".
     import time
+
     from tfmesos.record.times import parse_timestamp
     record = make_record(tmp_path)
     for name, skew in (("worker:0", -600), ("worker:1", 3600)):
