@@ -318,3 +318,13 @@ def test_a_zookeeper_server_whose_name_no_longer_resolves_is_passed_over():
                                            "'nosuch-zk.invalid' does not resolve"):
         master = "zk://nosuch-zk.invalid:2181/mesos"
         RemoteMaster(master).advertised_address(master)
+
+
+def test_only_a_loopback_address_towards_agents_on_other_hosts_is_unreachable():
+    backend = RemoteMaster("127.0.0.1:5050")
+    assert backend.unreachable_from("127.0.0.1", "127.0.0.1") is None      # an agent here
+    assert backend.unreachable_from("nosuch-agent.invalid", "127.0.0.1") is None  # cannot tell
+    assert backend.unreachable_from(NOT_HERE, "192.0.2.1") is None   # not loopback: given
+    error = backend.unreachable_from(NOT_HERE, "127.0.0.1")
+    assert str(error).startswith("tasks on the agent at %s, another host, cannot reach tfmesos "
+                                 "at 127.0.0.1, a loopback address" % NOT_HERE)

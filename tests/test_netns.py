@@ -22,7 +22,7 @@ import requests
 from fixtures_master import clients, make_local_master, small_agent
 from fixtures_netns import namespaces, netns_master, parse_network, read_lines, root_only
 from mesos_http_client import task_info
-from tfrun_helpers import REPO, marked_tasks, tfrun_argv
+from tfrun_helpers import REPO, marked_tasks, run_tfrun, tfrun_argv
 
 from mesos_local import LocalMaster, LocalMasterError
 from mesos_local import command_line as cli
@@ -167,6 +167,27 @@ def test_tfrun_and_tensorflow_across_agent_namespaces(tmp_path, namespaces):
         hosts = {s["id"]: s["hostname"] for s in state["slaves"]}
         last = state["completed_frameworks"][-1]["completed_tasks"]
         assert len({hosts[t["slave_id"]] for t in last}) == 2   # ps and worker apart
+
+
+@root_only
+def test_a_loopback_route_towards_a_master_here_fails_once_an_agent_elsewhere_is_used(
+        tmp_path, namespaces):
+    # tfrun on the master's host (-m 127.0.0.1:5050) told the agents' tasks
+    # to reach it at 127.0.0.1, the route towards the master: three attempts
+    # of 30 s each failed "Connection refused" before a hint after 81 s.
+    with netns_master(namespaces, tmp_path / "master.log", ["cpus=1,mem=500,gpus=0"]) as master:
+        started = time.monotonic()
+        done = run_tfrun("-m", "127.0.0.1:%d" % master.port, "-w", "1", "-s", "0", "-Cw", "0.2",
+                         "-Mw", "64", "--", "true", timeout=90)
+        took = time.monotonic() - started
+    errors = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stderr
+    assert errors[0] == (
+        "tfrun: error: tasks on the agent at %s, another host, cannot reach tfmesos at "
+        "127.0.0.1, a loopback address (the route towards the Mesos master on this host): pass "
+        "--advertise-address (or set TFMESOS_ADVERTISE_ADDRESS) with an address of this host "
+        "that the agents can reach" % master.agents[0]), done.stderr
+    assert "relaunching" not in done.stderr and took < 60, (took, done.stderr)
 
 
 SHIPPED_SCRIPT = """\

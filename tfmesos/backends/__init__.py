@@ -9,7 +9,10 @@ stop at the end. ``core.launch.ClusterRun`` composes one (``Backend``);
 tests give it their own.
 """
 
-from typing import Optional, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol
+
+if TYPE_CHECKING:
+    from ..exceptions import TFMesosError
 
 
 class Backend(Protocol):
@@ -41,6 +44,10 @@ class Backend(Protocol):
     def advertised_address(self, master_url: str) -> str:
         """The address tasks reach this process at, given the master's URL
         (the leader's, once known)."""
+
+    def unreachable_from(self, hostname: str, advertised: str) -> "Optional[TFMesosError]":
+        """Why tasks on the agent at ``hostname`` cannot reach the run at
+        ``advertised`` (its fields still to be worded), or None."""
 
     def describe(self) -> str:
         """How the user is told where the run goes (``the embedded master``)."""

@@ -182,6 +182,18 @@ def _addresses(host: str) -> list[Resolved]:
             for family, sockaddr in found]
 
 
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (an IP address or a host name) names only
+    loopback addresses (one that does not resolve: False)."""
+    found = _addresses(address.strip("[]"))
+    return bool(found) and all(ip.is_loopback for ip, _, _ in found)
+
+
+def resolves(host: str) -> bool:
+    """Whether ``host`` (a name or an IP address) names any address here."""
+    return bool(_addresses(host.strip("[]")))
+
+
 def on_this_host(host: str) -> bool:
     """Whether ``host`` (a name or an IP address) names this machine: it
     resolves, and a socket here can bind every address it names (loopback

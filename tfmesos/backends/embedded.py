@@ -12,6 +12,7 @@ from .advertise import bind_address, checked
 if TYPE_CHECKING:   # the master's imports come when it starts
     from mesos_local import LocalMaster
 
+    from ..exceptions import TFMesosError
     from .sizing import JobResources
     from .warm_runner import WarmProcessRunner
 
@@ -77,6 +78,11 @@ class EmbeddedMaster:
     def advertised_address(self, master_url: str) -> str:
         """``--advertise-address`` (checked by ``start``), else loopback."""
         return self._explicit or LOOPBACK
+
+    def unreachable_from(self, hostname: str, advertised: str) -> "Optional[TFMesosError]":
+        """None: its agents reach what it advertises (loopback, or an
+        address given and checked)."""
+        return None
 
     def describe(self) -> str:
         return "the embedded master"

@@ -5,7 +5,15 @@ from typing import Optional
 
 from ..exceptions import TFMesosError
 from ..mesos.master_address import MasterSpec, parse_master
-from .advertise import advertise_address, bind_address, checked, given_address
+from .advertise import (
+    advertise_address,
+    bind_address,
+    checked,
+    given_address,
+    is_loopback,
+    on_this_host,
+    resolves,
+)
 
 
 def credentials_of(environ: Mapping[str, str]) -> Optional[tuple[str, str]]:
@@ -35,6 +43,8 @@ class RemoteMaster:
         self._explicit = advertise
         self._environ: Mapping[str, str] = {} if environ is None else environ
         self._advertised: dict[str, str] = {}   # of each master URL it was asked for
+        self._loopback_checked: dict[str, bool] = {}   # whether an advertised address is
+        self._agents_here: dict[str, bool] = {}        # whether an agent's host is this one
         self.credentials = credentials_of(self._environ)
 
     @property
@@ -112,6 +122,27 @@ class RemoteMaster:
                 if index == len(urls) - 1:
                     raise
         raise AssertionError("a master spec names at least one host")
+
+    def unreachable_from(self, hostname: str, advertised: str) -> Optional[TFMesosError]:
+        """Why tasks on the agent at ``hostname`` cannot reach the run at
+        ``advertised``: a loopback address (the route towards a master on
+        this host, ``-m localhost:5050``), an agent on another host (none
+        there reaches this one's loopback); else None, also for an agent
+        whose name does not resolve here (it cannot be told). Each host
+        name is looked up once."""
+        if advertised.strip("[]") not in self._loopback_checked:
+            self._loopback_checked[advertised.strip("[]")] = is_loopback(advertised)
+        if not self._loopback_checked[advertised.strip("[]")]:
+            return None
+        if hostname not in self._agents_here:
+            self._agents_here[hostname] = on_this_host(hostname) or not resolves(hostname)
+        if self._agents_here[hostname]:
+            return None
+        return TFMesosError.about(
+            "tasks on the agent at %s, another host, cannot reach tfmesos at %s, a loopback "
+            "address (the route towards the Mesos master on this host): pass "
+            "{advertise_address} (or set TFMESOS_ADVERTISE_ADDRESS) with an address of this host "
+            "that the agents can reach", hostname, advertised)
 
     def describe(self) -> str:
         """The master as given, its ZooKeeper password masked (the status line shows it)."""

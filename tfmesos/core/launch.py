@@ -136,6 +136,8 @@ class ClusterRun(RunEffects, RunInterrupts):
             # Whether the tasks waiting for offers can ever fit (made at start).
             self.fit: Optional[FitWatch] = None
             self._chief: Optional[str] = None   # the coordinator's address, kept across restarts
+            # Why a launched task can never reach the run (``_launching``), raised by ``form``.
+            self._unreachable: Optional[TFMesosError] = None
             self._keras_coordinator: Optional[str] = None   # worker 0's second port, per formation
             self._group: Optional[Coordinator] = None   # --torch, --jax: likewise (training_frameworks)
             # tfrun --mlflow, cluster(mlflow=...): the run logged to MLflow from this process.
@@ -299,6 +301,10 @@ class ClusterRun(RunEffects, RunInterrupts):
         self.runtime.expect(launches)
         for launch in launches:
             self.record.launched(launch)
+        if self._unreachable is None:
+            self._unreachable = next(filter(None, (
+                self.runtime.unreachable_from(launch.assignment.hostname)
+                for launch in launches)), None)
 
     def _extra_ports(self, slot: TaskSlot) -> int:
         """Replica mode: worker 0 takes a second port from its offer, for the
@@ -330,6 +336,8 @@ class ClusterRun(RunEffects, RunInterrupts):
                     text += "; " + self.fit.said
                 raise LaunchTimeout(text)
             self.step(min(remaining, 1.0))
+            if self._unreachable is not None:
+                raise self._unreachable
             self._check_fit(parts.driver.connected)
             self._on_progress(self)
         # (every slot's, now: the loop above ends once each has one)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from ..backends import Backend
-from ..exceptions import MesosError
+from ..exceptions import MesosError, TFMesosError
 from ..mesos import MesosSchedulerDriver
 from ..protocol import labels as labels_
 from ..protocol import task_env
@@ -177,6 +177,12 @@ class RunRuntime:
 
     def advertised_address(self) -> str:
         return self.backend.advertised_address(self.master_url)
+
+    def unreachable_from(self, hostname: str) -> Optional[TFMesosError]:
+        """Why tasks on the agent at ``hostname`` can never reach this run
+        (a loopback address towards a master on this host, the agent on
+        another: three attempts of 30 s each failed before), or None."""
+        return self.backend.unreachable_from(hostname, self.advertised_address())
 
     def rendezvous_address(self, master_url: Optional[str] = None) -> str:
         """``host:port`` tasks reach the rendezvous at (towards ``master_url``,
