@@ -6,6 +6,7 @@ better (``hint_next_outcome``)."""
 
 import dataclasses
 import threading
+from collections.abc import Hashable
 from typing import Optional
 
 from .attempt_hints import attempt_hint, hint_failed_attempts
@@ -24,6 +25,7 @@ class RunOutcome:
     _next_hint: Optional[str]   # hint_next_outcome's
     _tasks: dict[str, Task]
     _logs: TaskLogs
+    _hints_checked: set[Hashable]
 
     def ended(self, error: BaseException, phase: str) -> None:
         """The run ends with ``error`` (an exception) in ``phase``; the
@@ -94,7 +96,8 @@ class RunOutcome:
         return {job.name: job.gpus for job in self._run.jobs}
 
     def _hint_failed_attempts(self) -> None:
-        if hint_failed_attempts(self._logs, self._run.tasks, self._job_gpus()):
+        if hint_failed_attempts(self._logs, self._run.tasks, self._job_gpus(),
+                                self._hints_checked):
             self._dirty = True
 
     def outcome(self, status: str, message: Optional[str] = None, task: Optional[str] = None,

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import TFMesosError
@@ -66,6 +66,7 @@ class RunRecord(RunOutcome):
         self._lock = threading.RLock()
         self._forwarding = forwarding
         self._next_hint: Optional[str] = None   # hint_next_outcome's
+        self._hints_checked: set[Hashable] = set()   # failed attempts no hint applied to
         self._run = dataclasses.replace(
             header, schema_version=SCHEMA_VERSION, framework_id=None,
             tasks=[Task(name=s.name, job=s.job.name, index=s.index) for s in slots],
