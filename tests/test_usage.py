@@ -23,7 +23,7 @@ from tfmesos.core.spec import RunSpec
 from tfmesos.core.task_ends import memory_kill_message, memory_kill_peak
 from tfmesos.core.taskinfo import thread_env
 from tfmesos.record.hints import resource_flag
-from tfmesos.record.schema import Attempt, Job, RunFile, Task, Usage
+from tfmesos.record.schema import Attempt, CgroupUsage, Job, RunFile, Task, Usage
 from tfmesos.record.usage_table import (
     MAX_ROWS,
     OVER,
@@ -306,7 +306,6 @@ def test_memory_is_judged_on_the_task_s_own_cgroup_where_it_has_one():
     peaked at 763 MB (TensorFlow's shared libraries, ~500 MB, counted),
     its memory cgroup, limited to 384 MB, at 310 MB, no OOM kill. The table
     said 199% and the hint "kills it past its mem; raise -Mw"."""
-    from tfmesos.record.schema import CgroupUsage
 
     def tensorflow(cgroup):
         return Usage(cpu_s=1.2, wall_s=3.0, peak_tree_rss_mb=763.0, peak_rss_mb=760.0,
@@ -435,6 +434,24 @@ def run_json(run_dir):
 
 
 @needs_cgroups
+def test_a_cgroup_peak_of_page_cache_is_not_said_to_be_killed_past_its_mem():
+    # A task that wrote 1 GB of output: its cgroup peaked at 976 of its 1024
+    # MB (its sandbox files' page cache) while its processes held 15 MB; the
+    # hint said "a Mesos agent with cgroups isolation kills it past its mem".
+    def wrote(oom_kills, tree_rss=15.1):
+        return record(("worker:0", "worker", 1.0, 1024, Usage(
+            cpu_s=80.0, wall_s=100.0, peak_tree_rss_mb=tree_rss, peak_rss_mb=9.6,
+            cgroup=CgroupUsage(limit_mb=1024.0, peak_mb=975.6, oom_kills=oom_kills))))
+    assert hints(usage_rows(wrote(0))) == [
+        "worker's memory cgroup peaked at 976 MB of its 1024 MB (95%) while its processes "
+        "held at most 15 MB: the rest is page cache (output written, files read), which the "
+        "kernel reclaims before an OOM kill; raise -Mw only if it ran slow (e.g. -Mw 1280)"]
+    killed = "worker peaked at 976 MB of its 1024 MB (95%): a Mesos agent with cgroups " \
+             "isolation kills it past its mem; raise -Mw (e.g. -Mw 1280)"
+    assert hints(usage_rows(wrote(1))) == [killed]                  # an OOM kill: a need
+    assert hints(usage_rows(wrote(0, tree_rss=700.0))) == [killed]  # its processes held it
+
+
 def test_task_over_its_memory_is_named_and_its_cgroups_are_gone(tmp_path):
     run_dir = str(tmp_path / "run")
     result = run_tfrun("-w", "1", "-s", "0", *TINY, "--run-dir", run_dir, "--", HOG)

@@ -245,16 +245,26 @@ def _option(job: str, mode: str) -> Callable[[str], str]:
 
 
 def _raise_hint(job: str, peak: float, mem: float, own: bool,
-                cgroup: Optional[CgroupUsage], flag: str) -> str:
+                cgroup: Optional[CgroupUsage], flag: str,
+                tree_rss: Optional[float] = None) -> str:
     """The hint of a job whose task peaked at ``peak`` MB, over 90 % of its
     ``mem``: raise ``flag``, in words true of what measured the peak
-    (``own``: its memory cgroup, else its processes' RSS)."""
+    (``own``: its memory cgroup, else its processes' RSS; ``tree_rss``:
+    the most its processes held at once, sampled)."""
     share, more = round(100 * peak / mem), _round_up(peak * 1.25, 64)
     if not own:
         return ("%s's processes peaked at %.0f MB RSS of its %.0f MB (%d%%; shared libraries "
                 "included, which a memory cgroup may not count): a Mesos agent with cgroups "
                 "isolation may kill it past its mem; raise %s (e.g. %s %d)"
                 % (job, peak, mem, share, flag, flag, more))
+    if cgroup and cgroup.oom_kills == 0 and tree_rss is not None and tree_rss < peak / 2:
+        # Its processes never held half of it: the cgroup counts the page
+        # cache of what the task wrote (its sandbox's stdout) and read, which
+        # the kernel reclaims, from below the limit on, before it kills.
+        return ("%s's memory cgroup peaked at %.0f MB of its %.0f MB (%d%%) while its processes "
+                "held at most %.0f MB: the rest is page cache (output written, files read), "
+                "which the kernel reclaims before an OOM kill; raise %s only if it ran slow "
+                "(e.g. %s %d)" % (job, peak, mem, share, tree_rss, flag, flag, more))
     if cgroup and cgroup.oom_kills == 0 and cgroup.limit_mb and peak >= cgroup.limit_mb - 1:
         # At its limit the kernel reclaims the cgroup's page cache (file pages
         # count: TensorFlow's libraries, a dataset read) rather than kill: the
@@ -283,7 +293,8 @@ def hints(rows: Iterable[Row], mode: str = "replica") -> list[str]:
         option = _option(job, mode)
         long_enough = [u for u in usages if (u.wall_s or 0) >= MIN_WALL]
         if mem and peak > HIGH * mem:
-            lines.append(_raise_hint(job, peak, mem, own, largest.cgroup, option("mem")))
+            lines.append(_raise_hint(job, peak, mem, own, largest.cgroup, option("mem"),
+                                     largest.peak_tree_rss_mb))
         elif mem and long_enough and 0 < peak < LOW * mem \
                 and max(64, _round_up(peak * 1.25, 64)) < mem:
             # (Only a value below what it has: "-Mw 64 would do" of a task
