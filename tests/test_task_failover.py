@@ -649,3 +649,20 @@ def test_a_sigterm_another_thread_received_ends_the_wait_to_tell_the_exit():
         began = time.monotonic()
         assert conn.flush(30) is False
         assert time.monotonic() - began < 10, "the handler waited for the flush to end"
+
+
+@pytest.mark.parametrize("given, host", [("[::1]", "::1"), ("::1", "::1"),
+                                         ("node-7.example.com", "node-7.example.com"),
+                                         ("10.1.2.3", "10.1.2.3")])
+def test_the_task_host_a_user_gives_is_taken_without_brackets(given, host):
+    # -E TFMESOS_TASK_HOST=[::1] put "[[::1]]:P" into every TF_CONFIG, which
+    # gRPC cannot reach: the collectives hung.
+    assert TaskEnv.from_environ(environment(**{task_env.TASK_HOST: given})).host == host
+
+
+@pytest.mark.parametrize("given", ["localhost:9999", "bad host", "http://h/", "[[::1]]"])
+def test_a_task_host_that_is_no_host_is_a_task_error_naming_it(given):
+    with pytest.raises(TaskError, match=r"^TFMESOS_TASK_HOST=%s is neither an IP address nor a "
+                                        r"host name: set it to the address this task's host is "
+                                        r"reached at, without a port$" % re.escape(given)):
+        TaskEnv.from_environ(environment(**{task_env.TASK_HOST: given}))

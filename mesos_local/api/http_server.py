@@ -145,6 +145,16 @@ def out_of_descriptors(exc):
     return ""
 
 
+def _ipv6_only(host: str) -> bool:
+    """Whether the name ``host`` names IPv6 addresses only (an IPv4 socket
+    could not bind it: "Temporary failure in name resolution")."""
+    try:
+        found = socket.getaddrinfo(host, 0, 0, socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return all(family == socket.AF_INET6 for family, *_ in found)
+
+
 class MasterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -157,7 +167,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
     def __init__(self, master: Any, host: str, port: int, handler: Any = None) -> None:
         self.master = master   # the LocalMaster (not named here: it imports this module)
         self.deadlines = Deadlines()
-        if ":" in host:
+        if ":" in host or _ipv6_only(host):
             self.address_family = socket.AF_INET6
         # Every open connection, oldest first, and what may drop it for a
         # newcomer (``process_request``).

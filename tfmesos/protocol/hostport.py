@@ -6,7 +6,7 @@ import socket
 # typing for the checkers only, as in protocol/wire.py (the task entry imports this).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Union
+    from typing import Any, Union
 
 
 def format_address(host: str, port: int) -> str:
@@ -15,11 +15,40 @@ def format_address(host: str, port: int) -> str:
 
 
 def free_port(host: str = "") -> int:
-    """A TCP port that is free on ``host`` now (all interfaces by default)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
+    """A TCP port that is free on ``host`` now (all interfaces by default);
+    a host name binds its first address, of its own family (a name of an
+    IPv6 address only did not bind as IPv4)."""
+    family: socket.AddressFamily = socket.AF_INET
+    address: Any = (host, 0)
+    if host:
+        family, _, _, _, address = socket.getaddrinfo(lookup_host(host), 0, 0,
+                                                      socket.SOCK_STREAM)[0]
+    with socket.socket(family) as sock:
+        sock.bind(address)
         port: int = sock.getsockname()[1]
         return port
+
+
+def host_name(text: str) -> "Union[str, None]":
+    """``text`` as a task's host in ``host:port`` strings: an IP address
+    (an IPv6 one without the brackets it may be given in) or a host name
+    (RFC 1123 labels); None for anything else (a port, a space, a URL)."""
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if ":" in text:
+        try:
+            socket.inet_pton(socket.AF_INET6, text.split("%", 1)[0])
+            return text
+        except (OSError, ValueError):
+            return None
+    name = text[:-1] if text.endswith(".") else text
+    labels = name.split(".")
+    if not 0 < len(name) <= 253 or not all(
+            0 < len(label) <= 63 and label[0] != "-" and label[-1] != "-"
+            and all(c.isascii() and (c.isalnum() or c == "-") for c in label)
+            for label in labels):
+        return None
+    return text
 
 
 def lookup_host(host: str) -> "Union[str, bytes]":

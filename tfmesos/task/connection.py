@@ -39,7 +39,7 @@ import threading
 import time
 
 from ..protocol import task_env, wire
-from ..protocol.hostport import format_address, lookup_host
+from ..protocol.hostport import format_address, host_name, lookup_host
 from .replica_guard import SIGNAL_SLICE
 
 IDLE_TIMEOUT = task_env.SCHEDULER_SILENCE   # the scheduler pings every 10 s
@@ -100,8 +100,16 @@ class TaskEnv(collections.namedtuple(
                 raise ValueError("%s=%s" % (task_env.FAILOVER_TASKS, tasks))
         except ValueError as exc:
             raise TaskError("malformed tfmesos task environment: %s" % exc) from None
-        task_host = (environ.get(task_env.TASK_HOST) or environ.get(task_env.OFFER_HOST)
-                     or socket.getfqdn())
+        task_host = environ.get(task_env.OFFER_HOST) or socket.getfqdn()
+        given = environ.get(task_env.TASK_HOST)
+        if given:
+            # The user's (-E, env=): what every peer's TF_CONFIG gets, bracketed
+            # for an IPv6 address ("[[::1]]:P", "[h:9999]:P" reached no one).
+            task_host = host_name(given) or ""
+            if not task_host:
+                raise TaskError("%s=%s is neither an IP address nor a host name: set it to the "
+                                "address this task's host is reached at, without a port"
+                                % (task_env.TASK_HOST, given))
         return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port,
                    failover, environ.get(task_env.MASTER) or "",
                    environ.get(task_env.FRAMEWORK_ID) or "", tasks)
