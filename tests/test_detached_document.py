@@ -301,8 +301,12 @@ def test_a_detached_runs_failure_names_where_its_logs_are_read_not_its_sandbox_p
     spec = types.SimpleNamespace(master="zk://u:pw@zk1:2181/mesos")
     detached = types.SimpleNamespace(detached=True, run_id="cafe0123", record=record, spec=spec)
     assert where_recorded(detached) == (
-        "tfmesos logs cafe0123 --master zk://u:***@zk1:2181/mesos, "
-        "tfmesos show cafe0123 --master zk://u:***@zk1:2181/mesos")
+        "tfmesos logs cafe0123 --master 'zk://u:***@zk1:2181/mesos', "
+        "tfmesos show cafe0123 --master 'zk://u:***@zk1:2181/mesos'")
+    # Quoted for the shell (review: IPv6): "[::1]:5050" is a glob to zsh.
+    detached.spec = types.SimpleNamespace(master="[::1]:5050")
+    assert where_recorded(detached) == ("tfmesos logs cafe0123 --master '[::1]:5050', "
+                                        "tfmesos show cafe0123 --master '[::1]:5050'")
     foreground = types.SimpleNamespace(detached=False, record=types.SimpleNamespace(
         directory="/home/u/tfmesos-runs/train-cafe0123"))
     assert where_recorded(foreground) == "/home/u/tfmesos-runs/train-cafe0123"

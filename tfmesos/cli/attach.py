@@ -17,6 +17,7 @@
 
 import dataclasses
 import os
+import shlex
 import sys
 
 from ..exceptions import TFMesosError
@@ -79,7 +80,8 @@ def main(argv, environ=None, out=None):
         if run.reason:
             out.write("  %s\n" % printable(run.reason))
         if run.detached and run.outcome != "succeeded":
-            out.write("  its output: tfmesos logs %s --master %s scheduler\n" % (run_id, master))
+            out.write("  its output: tfmesos logs %s --master %s scheduler\n"
+                      % (run_id, shlex.quote(master)))
         forget_key(run_id, environ)
         return 0 if run.outcome == "succeeded" else 1
     if run.detached:

@@ -2,6 +2,7 @@
 (``core.detached``) and say how to follow it; the scheduler task runs
 ``cli.detached_scheduler``."""
 
+import shlex
 import sys
 
 from ..exceptions import TFMesosError
@@ -26,7 +27,8 @@ def submit(spec, args, say):
         from .tfrun_flags import in_flags
         print("tfrun: error: %s" % in_flags(exc), file=sys.stderr, flush=True)
         return 1
-    master, run_id = without_password(spec.master), identity.run_id
+    # Quoted: "[::1]:5050" is a glob to zsh ("no matches found").
+    master, run_id = shlex.quote(without_password(spec.master)), identity.run_id
     print("run %s detached: its scheduler runs on the cluster (framework %s)" % (
         run_id, identity.framework_id), flush=True)
     for what, command in (("follow it", "tfmesos attach %s --master %s"),

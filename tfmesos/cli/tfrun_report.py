@@ -3,6 +3,7 @@ tfrun's record, else its Mesos sandbox), the usage table with its sizing
 hints, the tasks' last metrics, and where the logs and record are; each
 line ``say``s on stderr, never failing for a reader that went away."""
 
+import shlex
 import sys
 
 
@@ -76,7 +77,7 @@ def where_recorded(run):
     if not run.detached:
         return run.record.directory
     from ..mesos.master_address import without_password
-    master = without_password(run.spec.master)
+    master = shlex.quote(without_password(run.spec.master))   # "[::1]:5050": a glob to zsh
     return "tfmesos logs %s --master %s, tfmesos show %s --master %s" % (
         run.run_id, master, run.run_id, master)
 
