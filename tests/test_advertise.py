@@ -355,3 +355,18 @@ from mesos_local import LocalMaster
 with LocalMaster(host="v6host", agents=[]) as master:
     print(master.url)
 """, ipv6="fd00:1::1")[0].startswith("http://[fd00:1::1]:")
+
+
+def test_a_local_master_on_an_ipv6_address_publishes_where_it_listens():
+    # local-master --host ::1 published "ip": "127.0.0.1" (nothing listened
+    # there) and the host name "[::1]", which the master's own readers of a
+    # MasterInfo refused over https ("no host name or IP address").
+    import json
+
+    from mesos_local.api.state_json import render_master_info
+    from tfmesos.mesos.master_info import master_url_from_info
+    info = render_master_info("m", "[::1]", 5051)
+    assert info["address"] == {"hostname": "::1", "ip": "::1", "port": 5051}
+    assert info["hostname"] == "::1" and info["pid"] == "master@[::1]:5051"
+    assert master_url_from_info(json.dumps(info)) == "http://[::1]:5051"
+    assert master_url_from_info(json.dumps(info), "https") == "https://[::1]:5051"

@@ -33,8 +33,16 @@ def _is_ipv4(text):
 
 
 def render_master_info(master_id, url_host, port):
-    """The MasterInfo of a master listening on ``url_host:port``."""
-    hostname = url_host
+    """The MasterInfo of a master listening on ``url_host:port``. One on an
+    IPv6 address (``[::1]``) has it as ``address.ip`` (a string), its
+    host name without brackets (mesos.proto ``Address``), and 0 as the
+    IPv4-only ``ip``: it said 127.0.0.1, where nothing listened."""
+    hostname = url_host.strip("[]")
+    if ":" in hostname:
+        return {"id": master_id, "ip": 0, "port": port,
+                "pid": "master@[%s]:%d" % (hostname, port), "hostname": hostname,
+                "version": VERSION,
+                "address": {"hostname": hostname, "ip": hostname, "port": port}}
     try:
         # An address needs no lookup: resolving a name would also import the
         # idna codec (~10 ms of every tfrun's start-up).
