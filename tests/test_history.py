@@ -849,7 +849,7 @@ def test_runs_holds_one_record_at_a_time_however_many_it_reads(runs_dir, capsys)
             json.loads(handle.read())
         one = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
-        shown, older = recent_runs(str(runs_dir), 1)
+        shown, older, _ = recent_runs(str(runs_dir), 1)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -127,9 +127,10 @@ def runs_main(argv, environ=None, out=None):
         for run, why in left:
             print("tfmesos runs: left %s: %s" % (run.directory, why), file=sys.stderr)
         return 1 if any(not os.path.islink(run.directory) for run, _ in left) else 0
-    shown, older = recent_runs(root, limit)
+    shown, older, newer = recent_runs(root, limit)
     if not shown:
         print("no runs in %s" % root, file=sys.stderr)
+        _say_newer(newer, out)
         return 0
     rows: list[tuple[str, ...]] = [("ID", "NAME", "MODE", "START", "DURATION", "OUTCOME", "EXIT", "COMMAND")]
     for local in shown:   # escaped before the last column is cut to the terminal
@@ -141,7 +142,16 @@ def runs_main(argv, environ=None, out=None):
     if older:   # on stderr: a script reading the table's rows reads runs only
         out.flush()
         print("(%d older runs in %s: --all shows them)" % (older, root), file=sys.stderr)
+    _say_newer(newer, out)
     return 0
+
+
+def _say_newer(newer, out):
+    """On stderr, how many run records a newer tfmesos wrote were left out, and why."""
+    out.flush()
+    for why, count in sorted(newer.items()):
+        print("%d record%s not shown: %s" % (count, "" if count == 1 else "s", why),
+              file=sys.stderr)
 
 
 def local_run(text, environ, runs_dir=None):

@@ -14,7 +14,7 @@ import datetime
 import os
 import stat
 from collections.abc import Iterator
-from typing import BinaryIO, Callable, Optional
+from typing import BinaryIO, Callable, NamedTuple, Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
@@ -22,7 +22,17 @@ from ..terminal_text import printable
 from .liveness import gone
 from .outcomes import outcome_text
 from .run_dirs import RUN_FILE
-from .schema import Attempt, Outcome, RunFile, SchemaError, Task, Timings, read_run_file, safe_file_name
+from .schema import (
+    Attempt,
+    Outcome,
+    RunFile,
+    SchemaError,
+    Task,
+    Timings,
+    newer_schema,
+    read_run_file,
+    safe_file_name,
+)
 from .takeover_files import NotRegularFile, open_regular
 from .times import parse_time
 
@@ -300,8 +310,15 @@ def list_runs(root: str) -> list[Run]:
     return recent_runs(root, None, links=True)[0]
 
 
-def recent_runs(root: str, limit: Optional[int], links: bool = False
-                ) -> tuple[list[Run], int]:
+class Recent(NamedTuple):
+    """What ``recent_runs`` found: the runs, how many more run records
+    there are, and how many a newer tfmesos wrote (left out) by why."""
+    runs: list[Run]
+    older: int
+    newer: dict[str, int]
+
+
+def recent_runs(root: str, limit: Optional[int], links: bool = False) -> Recent:
     """The ``limit`` most recent runs under ``root`` (every one: None), as
     ``list_runs`` orders them, and how many more run records there are.
     Only the runs returned are decoded against the schema: the order comes
@@ -314,25 +331,37 @@ def recent_runs(root: str, limit: Optional[int], links: bool = False
     in a shared runs directory, 1.45 GB). An older record counted but not
     decoded may be one ``--all`` skips as unreadable. A symbolic link is
     listed only with ``links``: else one that another user planted in a
-    shared runs directory showed the run it names twice."""
+    shared runs directory showed the run it names twice. Records of a
+    newer schema are counted apart, wherever they fall in the order: no
+    run of theirs is shown, and ``tfmesos runs`` says why."""
+    newer: dict[str, int] = {}
+
+    def readable(found: Iterator[tuple[str, object]]) -> Iterator[tuple[str, object]]:
+        for directory, data in found:
+            why = newer_schema(data)
+            if why is None:
+                yield directory, data
+            else:
+                newer[why] = newer.get(why, 0) + 1
+
     if limit is None:
-        parsed = sorted(_parsed(root, links), key=lambda found: _recency(
+        parsed = sorted(readable(_parsed(root, links)), key=lambda found: _recency(
             parse_time(_submitted(found[1])), found[0]), reverse=True)
-        return [run for run in (_decoded(directory, data) for directory, data in parsed)
-                if run is not None], 0
+        return Recent([run for run in (_decoded(directory, data) for directory, data in parsed)
+                       if run is not None], 0, newer)
     order = sorted(((_recency(parse_time(_submitted(data)), directory))
-                    for directory, data in _parsed(root, links)), reverse=True)
+                    for directory, data in readable(_parsed(root, links))), reverse=True)
     runs: list[Run] = []
     for at, (_, directory) in enumerate(order):
         if len(runs) >= limit:
-            return runs, len(order) - at
+            return Recent(runs, len(order) - at, newer)
         try:
             run = _decoded(directory, parse(directory))
         except HistoryError:    # gone or changed since it was read
             run = None
         if run is not None:
             runs.append(run)
-    return runs, 0
+    return Recent(runs, 0, newer)
 
 
 def _submitted(data: object) -> Optional[str]:
@@ -430,10 +459,21 @@ def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None,
         raise HistoryError("%s is not a run directory (it has no %s)" % (text, RUN_JSON))
     # Only the runs it may name are decoded (most of a lookup's time when
     # every run was: 500 records, 1.5 s before the decoders were made fast).
-    matches = _most_recent_first([
-        run for run in (_decoded(directory, data) for directory, data in _parsed(root)
-                        if _may_name(directory, data, text, by_name))
-        if run is not None and _names(run, text, by_name) and (keep is None or keep(run))])
+    runs: list[Run] = []
+    unread: list[HistoryError] = []   # what the records named but not decoded say
+    for directory, data in _parsed(root):
+        if _may_name(directory, data, text, by_name):
+            try:
+                run = Run.decode(directory, data)
+            except HistoryError as exc:
+                unread.append(exc)
+                continue
+            if _names(run, text, by_name) and (keep is None or keep(run)):
+                runs.append(run)
+    matches = _most_recent_first(runs)
+    if not matches and unread:   # (one a newer tfmesos wrote: its schema_version says so)
+        raise HistoryError("%s%s" % (unread[0], " (and %d more records %s names)" % (
+            len(unread) - 1, printable(repr(text))) if len(unread) > 1 else ""))
     if not matches:
         raise HistoryError("no run %s in %s (tfmesos runs lists them)"
                            % (printable(repr(text)), root))

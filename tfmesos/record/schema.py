@@ -378,6 +378,17 @@ class RunFile(Record):
                                      "beyond the limits", 0)
 
 
+def newer_schema(data: object) -> Optional[str]:
+    """Why run.json's parsed ``data`` is no record this tfmesos reads when
+    its schema_version is newer than this one's (a newer tfmesos wrote
+    it), else None."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return "schema_version %d is newer than this tfmesos reads (%d)" % (version,
+                                                                           SCHEMA_VERSION)
+    return None
+
+
 def read_run_file(data: object) -> "RunFile":
     """The RunFile of run.json's parsed ``data``, of version 1 to 7."""
     if not isinstance(data, dict):
@@ -386,9 +397,9 @@ def read_run_file(data: object) -> "RunFile":
         version = data["schema_version"]
         if not isinstance(version, int) or isinstance(version, bool) or version < 2:
             raise SchemaError("schema_version %r is not a version" % (version,))
-        if version > SCHEMA_VERSION:
-            raise SchemaError("schema_version %d is newer than this tfmesos reads (%d)"
-                              % (version, SCHEMA_VERSION))
+        newer = newer_schema(data)
+        if newer is not None:
+            raise SchemaError(newer)
         data = dict(data, schema_version=SCHEMA_VERSION)   # earlier versions lack fields only
     elif data.get("format") == LEGACY_FORMAT:
         data = dict(data, schema_version=SCHEMA_VERSION)
