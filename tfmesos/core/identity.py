@@ -116,7 +116,9 @@ class RunIdentity(FrozenFieldMethods):
         known = {field.name for field in dataclasses.fields(cls)} - {"key"}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise IdentityError("unknown field(s) in a run's identity: %s" % ", ".join(unknown))
+            raise IdentityError("unknown field(s) in a run's identity: %s (a newer tfmesos wrote "
+                                "it?): take the run over with the tfmesos that started it"
+                                % ", ".join(unknown))
         try:
             return cls(key=key, **data)
         except TypeError as exc:

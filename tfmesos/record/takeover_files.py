@@ -305,7 +305,8 @@ class FailoverFile:
         fields = [field.name for field in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(fields) - {"format"})
         if unknown:
-            raise TakeoverError("unknown field(s) %s" % ", ".join(unknown))
+            raise TakeoverError("unknown field(s) %s (a newer tfmesos wrote it?): take the run "
+                                "over with the tfmesos that started it" % ", ".join(unknown))
         missing = [name for name in fields if name not in data]
         if missing:
             raise TakeoverError("no %s" % ", ".join(missing))
