@@ -45,6 +45,7 @@ from .task_ends import (
     memory_kill_message,
     memory_kill_peak,
     permanent_failure,
+    protocol_mismatch,
     refused_fetch,
 )
 
@@ -395,7 +396,7 @@ class RunEvents:
             return
         lines = self._read_sandbox(slot, status)
         why = permanent_failure(status.state, status.get("reason"), slot.message) \
-            or refused_fetch(code, lines)
+            or refused_fetch(code, lines) or protocol_mismatch(code, lines)
         attempts = slot.attempts - slot.base   # in this attempt of the cluster
         last = next((line.strip() for line in reversed(lines) if line.strip()), None)
         said = "; it said: %s" % last if last and last not in (slot.message or "") else ""

@@ -3,7 +3,7 @@ and receive their role, and where replica tasks send their output back.
 
 Protocol (frames of ``wire``, each bound to its connection, direction and
 sequence number). Scheduler -> task, on accept: ``{"type": "challenge",
-"nonce": N}``. Task -> scheduler, within ``register_timeout`` of the accept
+"nonce": N, "protocol": wire.PROTOCOL}``. Task -> scheduler, within ``register_timeout`` of the accept
 and in at most ``wire.SMALL_FRAME`` bytes: ``{"type": "register", "task_id":
 T, "host": H, "port": P}``; the scheduler answers ``{"type": "registered"}``.
 Later, task -> scheduler: ``{"type": "log", "stream": "stdout", "data": L}``,

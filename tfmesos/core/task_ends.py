@@ -32,6 +32,11 @@ sha256 is not the one in the command, exit status ``REFUSED`` and the
 line saying so in its sandbox's stderr) is not retried either: a relaunch
 fetches it through the same path, often from the same fetcher cache.
 
+A task whose tfmesos speaks another rendezvous protocol than the
+scheduler (``protocol.wire.ProtocolMismatch``: exit status
+``MISMATCH_EXIT`` and its line on stderr) is not retried: a relaunch runs
+the same tfmesos.
+
 Everything else (a command that exited non-zero, a lost agent) is retried.
 """
 
@@ -90,6 +95,25 @@ def refused_fetch(code: Optional[int], lines: Sequence[str]) -> Optional[str]:
     sandbox's last stderr lines) hold it; else None."""
     from ..ship.fetch_check import REFUSED, refusal
     return refusal(lines) if code == REFUSED else None
+
+
+# The line of a task that met a scheduler of another protocol (wire.ProtocolMismatch).
+_PROTOCOL_MISMATCH = re.compile(r"the scheduler speaks rendezvous protocol \d+ and this task's "
+                                r"tfmesos speaks \d+: .*")
+
+
+def protocol_mismatch(code: Optional[int], lines: Sequence[str]) -> Optional[str]:
+    """What a task said when its tfmesos speaks another rendezvous protocol
+    than the scheduler: its exit ``code`` says so and ``lines`` (its
+    sandbox's last stderr lines) hold it; else None."""
+    from ..protocol.wire import MISMATCH_EXIT
+    if code != MISMATCH_EXIT:
+        return None
+    found = None
+    for line in lines:
+        match = _PROTOCOL_MISMATCH.search(line)
+        found = match.group(0).strip() if match else found
+    return found
 
 
 def launch_failure_message(name: str, attempts: int, state: Optional[str],

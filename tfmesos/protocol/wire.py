@@ -13,10 +13,20 @@ then the body. A ``Channel`` holds one end's state of one connection; its
 peer checks every frame against the next sequence number it expects, so a
 replayed, reordered, reflected or transplanted frame fails the MAC.
 
-Handshake: the scheduler opens with ``{"type": "challenge", "nonce": HEX}``
-(a fresh random nonce per connection, frame 0 towards the task); the task
-answers ``{"type": "register", ...}`` (its frame 0), after which both ends
-``bind`` the task id; the scheduler confirms with ``{"type": "registered"}``.
+Handshake: the scheduler opens with ``{"type": "challenge", "nonce": HEX,
+"protocol": N}`` (a fresh random nonce per connection, frame 0 towards the
+task); the task answers ``{"type": "register", ...}`` (its frame 0), after
+which both ends ``bind`` the task id; the scheduler confirms with
+``{"type": "registered"}``.
+
+The protocol label is ``tfmesos-rendezvous-N`` for protocol ``PROTOCOL``
+N. A challenge without ``protocol`` is protocol 2's (a scheduler before the
+field; the first protocol with a challenge). Whatever the protocol, the
+challenge frame is made as here with its own label, so a task of another
+protocol can check it with the run's key under the label it names
+(``Channel.from_challenge``): an authentic challenge of another protocol
+is ``ProtocolMismatch`` (nothing of that connection is used, and another
+try cannot help), one that checks under no label the bad MAC it always was.
 """
 
 import collections
@@ -46,7 +56,17 @@ MIN_FRAME = MAC_SIZE + 2   # the shortest JSON object: {}
 NONCE_SIZE = 16
 TO_SCHEDULER = b"T"     # frames a task sends
 TO_TASK = b"S"          # frames the scheduler sends
-_LABEL = b"tfmesos-rendezvous-2\0"
+PROTOCOL = 2
+UNNAMED_PROTOCOL = 2    # a challenge that names none
+MISMATCH_EXIT = 76      # a task's exit status for a scheduler of another protocol (EX_PROTOCOL)
+
+
+def label(protocol: int) -> bytes:
+    """What protocol ``protocol``'s MAC covers first."""
+    return b"tfmesos-rendezvous-%d\0" % protocol
+
+
+_LABEL = label(PROTOCOL)
 _LENGTH = struct.Struct("!I")
 _SEQUENCE = struct.Struct("!QH")
 
@@ -59,6 +79,18 @@ class ConnectionClosed(WireError):
     """The peer closed the connection."""
 
 
+class ProtocolMismatch(WireError):
+    """The scheduler's challenge is authentic, in another rendezvous protocol
+    than this tfmesos speaks."""
+
+    def __init__(self, scheduler: int, task: int) -> None:
+        super().__init__("the scheduler speaks rendezvous protocol %d and this task's tfmesos "
+                         "speaks %d: install the same tfmesos where the tasks run, or use --ship"
+                         % (scheduler, task))
+        self.scheduler = scheduler
+        self.task = task
+
+
 # Where a frame belongs: what its MAC covers besides the body. (A named tuple,
 # not a dataclass: the task entry imports this module, and dataclasses costs
 # more start-up time than the whole rest of it.)
@@ -66,30 +98,33 @@ Context = collections.namedtuple("Context", "direction nonce sequence task_id",
                                  defaults=("",))
 
 
-def mac_input(context: Context, body: bytes) -> bytes:
-    """The bytes the MAC covers; every field has a fixed size or a length."""
+def mac_input(context: Context, body: bytes, protocol: "Optional[int]" = None) -> bytes:
+    """The bytes the MAC covers (in ``protocol``: default this one's);
+    every field has a fixed size or a length."""
     task = context.task_id.encode("utf-8")
-    return b"".join((_LABEL, context.direction, context.nonce,
-                     _SEQUENCE.pack(context.sequence, len(task)), task, body))
+    return b"".join((_LABEL if protocol is None else label(protocol), context.direction,
+                     context.nonce, _SEQUENCE.pack(context.sequence, len(task)), task, body))
 
 
-def mac(secret: bytes, context: Context, body: bytes) -> bytes:
-    return hmac_sha256(secret, mac_input(context, body))
+def mac(secret: bytes, context: Context, body: bytes, protocol: "Optional[int]" = None) -> bytes:
+    return hmac_sha256(secret, mac_input(context, body, protocol))
 
 
-def encode(secret: bytes, context: Context, message: Message) -> bytes:
+def encode(secret: bytes, context: Context, message: Message,
+           protocol: "Optional[int]" = None) -> bytes:
     """The frame (length prefix included) carrying ``message`` in ``context``."""
     body = json.dumps(message, separators=(",", ":")).encode("utf-8")
     if len(body) + MAC_SIZE > MAX_FRAME:
         raise WireError("message of %d bytes exceeds the %d byte frame limit"
                         % (len(body), MAX_FRAME))
-    return _LENGTH.pack(len(body) + MAC_SIZE) + mac(secret, context, body) + body
+    return _LENGTH.pack(len(body) + MAC_SIZE) + mac(secret, context, body, protocol) + body
 
 
-def decode(secret: bytes, context: Context, payload: bytes) -> Message:
+def decode(secret: bytes, context: Context, payload: bytes,
+           protocol: "Optional[int]" = None) -> Message:
     """The message of an authentic frame ``payload`` (after the length) in ``context``."""
     digest, body = payload[:MAC_SIZE], payload[MAC_SIZE:]
-    if not compare_digest(digest, mac(secret, context, body)):
+    if not compare_digest(digest, mac(secret, context, body, protocol)):
         raise WireError("bad message authentication code (forged, replayed or misplaced frame)")
     return parse(body)
 
@@ -125,7 +160,9 @@ class Channel:
 
     @classmethod
     def from_challenge(cls, secret: bytes, payload: bytes) -> "Channel":
-        """The task's channel, from the scheduler's challenge frame (verified)."""
+        """The task's channel, from the scheduler's challenge frame
+        (verified); ProtocolMismatch for one of another protocol that checks
+        under that protocol's label (module docstring)."""
         message = parse(payload[MAC_SIZE:])
         try:
             nonce = bytes.fromhex(message.get("nonce") or "")
@@ -133,13 +170,20 @@ class Channel:
             nonce = b""
         if message["type"] != "challenge" or len(nonce) != NONCE_SIZE:
             raise WireError("expected a challenge from the scheduler, got %r" % message["type"])
+        protocol = message.get("protocol", UNNAMED_PROTOCOL)
+        if protocol != PROTOCOL and isinstance(protocol, int) and not isinstance(protocol, bool) \
+                and 0 < protocol < 1 << 16:
+            # Nothing of it is used either way: authentic, it is the reason to give up.
+            decode(secret, Context(TO_TASK, nonce, 0), payload, protocol)
+            raise ProtocolMismatch(protocol, PROTOCOL)
         channel = cls(secret, nonce, TO_SCHEDULER)
         channel.open(payload)
         return channel
 
     def challenge(self) -> bytes:
-        """The scheduler's first frame: the nonce the task must answer to."""
-        return self.seal({"type": "challenge", "nonce": self.nonce.hex()})
+        """The scheduler's first frame: the nonce the task must answer to,
+        and the protocol this end speaks."""
+        return self.seal({"type": "challenge", "nonce": self.nonce.hex(), "protocol": PROTOCOL})
 
     def bind(self, task_id: str) -> None:
         """Cover the task id in every later frame (after the registration)."""

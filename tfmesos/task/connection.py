@@ -66,7 +66,16 @@ SEND_BUFFER = 1000        # messages kept while reconnecting
 
 
 class TaskError(Exception):
-    """The task cannot do its job; the message is printed, exit status 1."""
+    """The task cannot do its job; the message is printed, exit status ``exit_code``."""
+
+    exit_code = 1
+
+
+class ProtocolMismatchError(TaskError):
+    """The run's scheduler speaks another rendezvous protocol: tfrun does
+    not relaunch a task that exits so (``core.task_ends.protocol_mismatch``)."""
+
+    exit_code = wire.MISMATCH_EXIT
 
 
 class TaskEnv(collections.namedtuple(
@@ -160,7 +169,7 @@ class Connection:
         scheduler cannot be reached within ``CONNECT_TIMEOUT``."""
         self._registration = {"type": "register", "task_id": self.env.task_id,
                               "host": host, "port": port}
-        self._attach(self._register_until(time.monotonic() + CONNECT_TIMEOUT, False))
+        self._attach(self._register_until(time.monotonic() + CONNECT_TIMEOUT, False, first=True))
 
     def send(self, message):
         """Send ``message``, or keep it while reconnecting."""
@@ -295,11 +304,13 @@ class Connection:
 
     # -- registering ----------------------------------------------------------
 
-    def _register_until(self, deadline, refused_is_final):
+    def _register_until(self, deadline, refused_is_final, first=False):
         """A registered ``_Link``, trying until ``deadline``; TaskError if none.
         With failover, a refusal is never final, and the master is asked
         between tries where the rendezvous is now (TaskError when it says
-        the run is over)."""
+        the run is over). A scheduler of another protocol is final but for
+        a new scheduler of a failover run (one of this protocol may take
+        the run over before the deadline)."""
         delays = failover_delays(self.env.failover_tasks) if self.failover else RETRY_DELAYS
         refused_is_final = refused_is_final and not self.failover
         started = time.monotonic()
@@ -312,6 +323,11 @@ class Connection:
                 if refused_is_final:
                     raise TaskError("the tfmesos scheduler at %s is gone (%s)"
                                     % (self._where(), exc)) from None
+                error = exc
+            except wire.ProtocolMismatch as exc:
+                if first or not self.failover:
+                    raise ProtocolMismatchError("cannot register with the tfmesos scheduler at "
+                                                "%s: %s" % (self._where(), exc)) from None
                 error = exc
             except (wire.WireError, OSError) as exc:
                 error = exc

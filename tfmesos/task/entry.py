@@ -55,7 +55,7 @@ def main(environ=None):
         return code
     except TaskError as exc:
         print("tfmesos task error: %s" % exc, file=sys.stderr, flush=True)
-        return 1
+        return exc.exit_code
 
 
 def run():
