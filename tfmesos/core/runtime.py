@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 from ..backends import Backend
 from ..exceptions import MesosError, TFMesosError
 from ..mesos import MesosSchedulerDriver
+from ..mesos.immutable import adopt_held
 from ..protocol import labels as labels_
 from ..protocol import task_env
 from ..protocol.hostport import format_address
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 # How long stopping waits for tasks to close their rendezvous connections
 # after a stop message, so that their last output reaches the run directory.
 STOP_LINGER = 1.5
+# How long a takeover waits to read how the master registered the framework.
+HELD_READ_TIMEOUT = 10.0
 
 
 class Parts(NamedTuple):
@@ -157,6 +160,10 @@ class RunRuntime:
         options["principal"], options["secret"] = credentials or ("", "")
         if credentials is not None:
             info["principal"] = credentials[0]
+        if self.identity.framework_id and self._transport is None:
+            # A takeover (a test's transport has no master to read): the
+            # framework keeps what it registered with, maybe by an older tfmesos.
+            info = adopt_held(info, self._reader(HELD_READ_TIMEOUT, master_url))
         self.driver = MesosSchedulerDriver(
             self.scheduler, info, master_url, connect_timeout=spec.connect_timeout,
             refused_timeout=spec.refused_timeout, transport=self._transport, **options)
@@ -281,11 +288,12 @@ class RunRuntime:
         MesosError when it cannot be read."""
         return agents_of(self._reader(5.0).agents(), self.spec.role)
 
-    def _reader(self, timeout: float) -> "MasterReader":
-        """A reader of the master, with the run's credentials and TLS settings."""
+    def _reader(self, timeout: float, master: Optional[str] = None) -> "MasterReader":
+        """A reader of ``master`` (default: the run's), with the run's
+        credentials and TLS settings."""
         from ..backends.remote import credentials_environ
         from ..mesos.master_reads import MasterReader
-        return MasterReader(self.master_url, timeout=timeout,
+        return MasterReader(master or self.master_url, timeout=timeout,
                             environ=credentials_environ(self.backend.credentials),
                             verify=self.spec.verify, ca_bundle=self.spec.ca_bundle)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..backends.remote import credentials_environ
 from ..exceptions import MesosCallError, MesosError, SpecError
 from ..mesos import MesosSchedulerDriver, Scheduler
+from ..mesos.immutable import adopt_held
 from ..mesos.interface import FAILED_OVER, SchedulerDriver
 from ..mesos.master_address import without_password
 from ..mesos.task_states import TERMINAL_STATES
@@ -32,6 +33,7 @@ from .taskinfo import build_task_info, container_info, framework_info
 if TYPE_CHECKING:
     from addict import Dict
 
+    from ..mesos.master_reads import MasterReader
     from ..ship.bundle_server import BundleServer
 
 logger = logging.getLogger(__name__)
@@ -190,13 +192,9 @@ def check_fit(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]]
     the master could ever hold it (as a job's task's fit is checked:
     ``fit``), else said once what it waits for. Nothing when the agents
     cannot be read."""
-    from ..mesos.master_reads import MasterReader
     from .fit import Size, agents_of
     try:
-        agents = agents_of(MasterReader(master, timeout=5.0,
-                                        environ=credentials_environ(credentials),
-                                        verify=spec.verify, ca_bundle=spec.ca_bundle).agents(),
-                           spec.role)
+        agents = agents_of(master_reader(spec, master, credentials, 5.0).agents(), spec.role)
     except MesosError as exc:
         logger.info("cannot read the master's agents: %s", exc)
         return
@@ -215,6 +213,14 @@ def check_fit(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]]
                                            for name in largest.total.lacking(ask))))
     say("the scheduler task (%s) waits for an offer: no agent has that much free now"
         % ask.describe())
+
+
+def master_reader(spec: RunSpec, master: str, credentials: Optional[tuple[str, str]],
+                  timeout: float) -> "MasterReader":
+    """A reader of ``master`` with ``credentials`` and the run's TLS settings."""
+    from ..mesos.master_reads import MasterReader
+    return MasterReader(master, timeout=timeout, environ=credentials_environ(credentials),
+                        verify=spec.verify, ca_bundle=spec.ca_bundle)
 
 
 def launch_scheduler(spec: RunSpec, identity: RunIdentity,
@@ -256,6 +262,8 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
     principal, secret = credentials or ("", "")
     if credentials is not None:
         info["principal"] = principal
+    if framework_id:   # taken over: it keeps what it registered with (maybe by an older tfmesos)
+        info = adopt_held(info, master_reader(spec, spec.master, credentials, 10.0))
     driver = MesosSchedulerDriver(launcher, info, spec.master,
                                   connect_timeout=spec.connect_timeout,
                                   refused_timeout=spec.refused_timeout, principal=principal,

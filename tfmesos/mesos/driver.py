@@ -35,6 +35,7 @@ from . import calls
 from .calls import Ids, Json
 from .detector import Detector
 from .http_transport import TLSContext, basic_auth
+from .immutable import with_immutable_fields
 from .interface import (
     FAILED_OVER,
     REMOVED,
@@ -363,8 +364,11 @@ class MesosSchedulerDriver:
         with the framework's id (the driver sets it). The driver keeps it:
         every SUBSCRIBE after this one (a lost connection, a new leader)
         says it, as libmesos' does (src/sched/sched.cpp, updateFramework),
-        or the master would take the older info back."""
-        info = dict(copy.deepcopy(dict(framework_info)), id={"value": self.framework_id})
+        or the master would take the older info back. Its principal, user
+        and checkpoint stay as the driver subscribed with them: Mesos
+        refuses to change them (``immutable``)."""
+        info = dict(with_immutable_fields(copy.deepcopy(dict(framework_info)), self.framework),
+                    id={"value": self.framework_id})
         self._call(calls.update_framework(info, self._stream.suppressed_roles))
         # In place: the subscription stream holds this very dict.
         self.framework.clear()
