@@ -43,6 +43,8 @@ ACCEPTED_FORMS = (
         ("h1:5050,https://h2:5051,[::1]", ("http://h1:5050", "https://h2:5051", "http://[::1]:5050")),
         ("h1:5050,h1:5050,h2", ("http://h1:5050", "http://h2:5050")),
         ("my_master-1.internal:5050", ("http://my_master-1.internal:5050",)),
+        # An absolute name (no search domain), as --advertise-address takes it.
+        ("master.example.com.:5050", ("http://master.example.com.:5050",)),
         ("  m:5050\n", ("http://m:5050",)),
         ("local:5050", ("http://local:5050",)),
         # A master's UPID, as Mesos' detector reads it (src/master/detector/detector.cpp).
@@ -104,6 +106,8 @@ def test_parse_local(text):
         ("[::1]5050", "':port'"),
         ("10.0.0.300:5050", "IPv4"),
         ("-bad-.example:5050", "host name"),
+        ("m..:5050", "host name"),
+        (".:5050", "IPv4"),
         ("zk://", "path"),
         ("zk://h1:2181", "path"),
         ("zk://h1:2181/", "path"),

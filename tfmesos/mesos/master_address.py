@@ -251,7 +251,10 @@ def _check_host(host: str) -> None:
         except ValueError:
             raise _Malformed("%r is not a valid IPv4 address" % (host,)) from None
         return
-    if len(host) > 253 or not _HOSTNAME.fullmatch(host):
+    # An absolute name (``master.example.com.``: no search domain appended)
+    # ends with its root's empty label.
+    name = host[:-1] if host.endswith(".") and not host.endswith("..") else host
+    if len(name) > 253 or not _HOSTNAME.fullmatch(name):
         raise _Malformed("%r is not a valid host name" % (host,))
 
 
