@@ -147,9 +147,15 @@ def out_of_descriptors(exc):
 
 def _ipv6_only(host: str) -> bool:
     """Whether the name ``host`` names IPv6 addresses only (an IPv4 socket
-    could not bind it: "Temporary failure in name resolution")."""
+    could not bind it: "Temporary failure in name resolution"). An IPv4
+    address is not looked up; a name is given as ASCII bytes where it is
+    ASCII: a str loads the idna codec (encodings.idna, stringprep,
+    unicodedata), ms of every embedded master's start."""
+    if not host or host.replace(".", "").isdigit():
+        return False
     try:
-        found = socket.getaddrinfo(host, 0, 0, socket.SOCK_STREAM)
+        found = socket.getaddrinfo(host.encode("ascii") if host.isascii() else host, 0, 0,
+                                   socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         return False
     return all(family == socket.AF_INET6 for family, *_ in found)
