@@ -40,6 +40,7 @@ import threading
 
 import pytest
 from conftest import MARKER
+from failover_helpers import TRAIN  # the victim's tasks: a step every 0.2 s until told
 from fixtures_master import clients, make_local_master
 from local_users import nobody
 from processes import scheduler_pids
@@ -63,15 +64,6 @@ LOOKALIKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lookalike_
 VICTIM_SECRET = "victim-secret-7d1c2a"
 CREDENTIALS = {"alice": VICTIM_SECRET, "mallory": "mallory-secret"}
 FORGED_OUTPUT = "FORGED-OUTPUT-3b9e"
-
-# The victim's tasks: a step every 0.2 s until the flag file appears.
-TRAIN = (
-    "import os, sys, time\n"
-    "step = 0\n"
-    "while not os.path.exists(sys.argv[1]):\n"
-    "    print('step', step, os.getpid(), flush=True)\n"
-    "    step += 1\n"
-    "    time.sleep(0.2)\n")
 
 # The attacker's "python": whoever runs it hands over its environment.
 EVIL = ("#!/bin/sh\n"
