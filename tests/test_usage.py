@@ -426,14 +426,6 @@ def test_tasks_see_the_thread_variables():
     assert "[worker:0] threads 5 2 2" in result.stdout, result.stderr
 
 
-# -- end to end, on the embedded master ----------------------------------------------
-
-def run_json(run_dir):
-    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-@needs_cgroups
 def test_a_cgroup_peak_of_page_cache_is_not_said_to_be_killed_past_its_mem():
     # A task that wrote 1 GB of output: its cgroup peaked at 976 of its 1024
     # MB (its sandbox files' page cache) while its processes held 15 MB; the
@@ -452,6 +444,14 @@ def test_a_cgroup_peak_of_page_cache_is_not_said_to_be_killed_past_its_mem():
     assert hints(usage_rows(wrote(0, tree_rss=700.0))) == [killed]  # its processes held it
 
 
+# -- end to end, on the embedded master ----------------------------------------------
+
+def run_json(run_dir):
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@needs_cgroups
 def test_task_over_its_memory_is_named_and_its_cgroups_are_gone(tmp_path):
     run_dir = str(tmp_path / "run")
     result = run_tfrun("-w", "1", "-s", "0", *TINY, "--run-dir", run_dir, "--", HOG)
