@@ -170,7 +170,7 @@ class FakeBackend:
     def advertised_address(self, master_url):
         return "127.0.0.1"
 
-    def unreachable_from(self, hostname, advertised, agent_ip=None):
+    def unreachable_from(self, hostname, advertised):
         return None
 
     def describe(self):

@@ -45,10 +45,8 @@ class Backend(Protocol):
         """The address tasks reach this process at, given the master's URL
         (the leader's, once known)."""
 
-    def unreachable_from(self, hostname: str, advertised: str,
-                         agent_ip: Optional[str] = None) -> "Optional[TFMesosError]":
-        """Why tasks on the agent at ``hostname`` (listening at
-        ``agent_ip``, its offers' ``url``) cannot reach the run at
+    def unreachable_from(self, hostname: str, advertised: str) -> "Optional[TFMesosError]":
+        """Why tasks on the agent at ``hostname`` cannot reach the run at
         ``advertised`` (its fields still to be worded), or None."""
 
     def describe(self) -> str:

@@ -79,8 +79,7 @@ class EmbeddedMaster:
         """``--advertise-address`` (checked by ``start``), else loopback."""
         return self._explicit or LOOPBACK
 
-    def unreachable_from(self, hostname: str, advertised: str,
-                         agent_ip: Optional[str] = None) -> "Optional[TFMesosError]":
+    def unreachable_from(self, hostname: str, advertised: str) -> "Optional[TFMesosError]":
         """None: its agents reach what it advertises (loopback, or an
         address given and checked)."""
         return None

@@ -123,24 +123,20 @@ class RemoteMaster:
                     raise
         raise AssertionError("a master spec names at least one host")
 
-    def unreachable_from(self, hostname: str, advertised: str,
-                         agent_ip: Optional[str] = None) -> Optional[TFMesosError]:
+    def unreachable_from(self, hostname: str, advertised: str) -> Optional[TFMesosError]:
         """Why tasks on the agent at ``hostname`` cannot reach the run at
         ``advertised``: a loopback address (the route towards a master on
         this host, ``-m localhost:5050``), an agent on another host (none
         there reaches this one's loopback); else None, also for an agent
-        whose name does not resolve here (it cannot be told) or that
-        listens at an address of this host (``agent_ip``, its offers'
-        ``url``: an agent's --hostname may name a NAT's public address).
-        Each host is looked up once."""
+        whose name does not resolve here (it cannot be told). Each host
+        name is looked up once."""
         if advertised.strip("[]") not in self._loopback_checked:
             self._loopback_checked[advertised.strip("[]")] = is_loopback(advertised)
         if not self._loopback_checked[advertised.strip("[]")]:
             return None
-        for host in (hostname, agent_ip):
-            if host and host not in self._agents_here:
-                self._agents_here[host] = on_this_host(host) or not resolves(host)
-        if self._agents_here[hostname] or (agent_ip and self._agents_here[agent_ip]):
+        if hostname not in self._agents_here:
+            self._agents_here[hostname] = on_this_host(hostname) or not resolves(hostname)
+        if self._agents_here[hostname]:
             return None
         return TFMesosError.about(
             "tasks on the agent at %s, another host, cannot reach tfmesos at %s, a loopback "

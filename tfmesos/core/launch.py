@@ -303,7 +303,7 @@ class ClusterRun(RunEffects, RunInterrupts):
             self.record.launched(launch)
         if self._unreachable is None:
             self._unreachable = next(filter(None, (
-                self.runtime.unreachable_from(launch.assignment)
+                self.runtime.unreachable_from(launch.assignment.hostname)
                 for launch in launches)), None)
 
     def _extra_ports(self, slot: TaskSlot) -> int:

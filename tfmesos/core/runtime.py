@@ -185,13 +185,11 @@ class RunRuntime:
     def advertised_address(self) -> str:
         return self.backend.advertised_address(self.master_url)
 
-    def unreachable_from(self, assignment: Assignment[TaskSlot]) -> Optional[TFMesosError]:
-        """Why tasks on ``assignment``'s agent can never reach this run (a
-        loopback address towards a master on this host, the agent on
+    def unreachable_from(self, hostname: str) -> Optional[TFMesosError]:
+        """Why tasks on the agent at ``hostname`` can never reach this run
+        (a loopback address towards a master on this host, the agent on
         another: three attempts of 30 s each failed before), or None."""
-        address = (assignment.agent_url or {}).get("address") or {}
-        return self.backend.unreachable_from(assignment.hostname, self.advertised_address(),
-                                             address.get("ip") or None)
+        return self.backend.unreachable_from(hostname, self.advertised_address())
 
     def rendezvous_address(self, master_url: Optional[str] = None) -> str:
         """``host:port`` tasks reach the rendezvous at (towards ``master_url``,
