@@ -6,6 +6,7 @@ import shlex
 import time
 
 import pytest
+from fixtures_master import make_local_master
 from local_addresses import is_this_machine, non_loopback_address
 from run_dirs import bare_environ
 from tfrun_helpers import run_tfrun
@@ -370,3 +371,22 @@ def test_a_local_master_on_an_ipv6_address_publishes_where_it_listens():
     assert info["hostname"] == "::1" and info["pid"] == "master@[::1]:5051"
     assert master_url_from_info(json.dumps(info)) == "http://[::1]:5051"
     assert master_url_from_info(json.dumps(info), "https") == "https://[::1]:5051"
+
+
+def test_an_agent_here_under_a_foreign_host_name_runs_with_the_address_given(make_local_master):
+    # An agent's --hostname may name a NAT's public address: the agent on
+    # this very host is judged another's (read-through of e1861ce); the
+    # error names the way out, an address given, which is then taken as is.
+    from mesos_local import AgentSpec
+    assert RemoteMaster("127.0.0.1:5050", "127.0.0.1").unreachable_from(
+        NOT_HERE, "127.0.0.1") is None
+    assert RemoteMaster("127.0.0.1:5050", None, {"TFMESOS_ADVERTISE_ADDRESS": "127.0.0.1"}
+                        ).unreachable_from(NOT_HERE, "127.0.0.1") is None
+    master = make_local_master(agents=[AgentSpec(hostname=NOT_HERE, cpus=2, mem=1024, gpus=0)])
+    args = ("-m", "127.0.0.1:%d" % master.port, "-w", "1", "-s", "0", "-Cw", "0.2", "-Mw", "64",
+            "-E", "TFMESOS_TASK_HOST=127.0.0.1", "--", "echo", "ran")
+    refused = run_tfrun(*args)
+    assert refused.returncode == 1 and refused.stderr.splitlines()[0].endswith(
+        "(127.0.0.1 if they run on this host)"), refused.stderr
+    done = run_tfrun("--advertise-address", "127.0.0.1", *args)
+    assert done.returncode == 0 and "[worker:0] ran" in done.stdout, done.stderr

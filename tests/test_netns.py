@@ -186,7 +186,8 @@ def test_a_loopback_route_towards_a_master_here_fails_once_an_agent_elsewhere_is
         "tfrun: error: tasks on the agent at %s, another host, cannot reach tfmesos at "
         "127.0.0.1, a loopback address (the route towards the Mesos master on this host): pass "
         "--advertise-address (or set TFMESOS_ADVERTISE_ADDRESS) with an address of this host "
-        "that the agents can reach" % master.agents[0]), done.stderr
+        "that the agents can reach (127.0.0.1 if they run on this host)" % master.agents[0]), \
+        done.stderr
     assert "relaunching" not in done.stderr and took < 60, (took, done.stderr)
 
 

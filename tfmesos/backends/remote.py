@@ -128,8 +128,13 @@ class RemoteMaster:
         ``advertised``: a loopback address (the route towards a master on
         this host, ``-m localhost:5050``), an agent on another host (none
         there reaches this one's loopback); else None, also for an agent
-        whose name does not resolve here (it cannot be told). Each host
-        name is looked up once."""
+        whose name does not resolve here (it cannot be told), and for an
+        address given (``--advertise-address 127.0.0.1``: the user says the
+        agents are on this host, whatever their names: an agent's
+        --hostname may name a NAT's public address). Each host name is
+        looked up once."""
+        if given_address(self._explicit, self._environ)[0] is not None:
+            return None
         if advertised.strip("[]") not in self._loopback_checked:
             self._loopback_checked[advertised.strip("[]")] = is_loopback(advertised)
         if not self._loopback_checked[advertised.strip("[]")]:
@@ -142,7 +147,8 @@ class RemoteMaster:
             "tasks on the agent at %s, another host, cannot reach tfmesos at %s, a loopback "
             "address (the route towards the Mesos master on this host): pass "
             "{advertise_address} (or set TFMESOS_ADVERTISE_ADDRESS) with an address of this host "
-            "that the agents can reach", hostname, advertised)
+            "that the agents can reach (%s if they run on this host)", hostname, advertised,
+            advertised)
 
     def describe(self) -> str:
         """The master as given, its ZooKeeper password masked (the status line shows it)."""
