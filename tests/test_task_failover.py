@@ -653,6 +653,7 @@ def test_a_sigterm_another_thread_received_ends_the_wait_to_tell_the_exit():
 
 @pytest.mark.parametrize("given, host", [("[::1]", "::1"), ("::1", "::1"),
                                          ("node-7.example.com", "node-7.example.com"),
+                                         ("myproj_worker_1", "myproj_worker_1"),
                                          ("10.1.2.3", "10.1.2.3")])
 def test_the_task_host_a_user_gives_is_taken_without_brackets(given, host):
     # -E TFMESOS_TASK_HOST=[::1] put "[[::1]]:P" into every TF_CONFIG, which

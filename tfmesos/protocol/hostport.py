@@ -32,7 +32,9 @@ def free_port(host: str = "") -> int:
 def host_name(text: str) -> "Union[str, None]":
     """``text`` as a task's host in ``host:port`` strings: an IP address
     (an IPv6 one without the brackets it may be given in) or a host name
-    (RFC 1123 labels); None for anything else (a port, a space, a URL)."""
+    (RFC 1123 labels, and '_', which names Docker's and Mesos' own
+    hosts may hold: ``myproj_worker_1``, as ``-m`` takes them); None for
+    anything else (a port, a space, a URL)."""
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     if ":" in text:
@@ -45,7 +47,7 @@ def host_name(text: str) -> "Union[str, None]":
     labels = name.split(".")
     if not 0 < len(name) <= 253 or not all(
             0 < len(label) <= 63 and label[0] != "-" and label[-1] != "-"
-            and all(c.isascii() and (c.isalnum() or c == "-") for c in label)
+            and all(c.isascii() and (c.isalnum() or c in "-_") for c in label)
             for label in labels):
         return None
     return text
