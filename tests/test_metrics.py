@@ -875,3 +875,21 @@ def test_two_cluster_blocks_open_at_once_each_get_their_own_threads_points():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert not user_metrics.log_metrics(step=8, x=1.0)
+
+
+def test_the_callers_own_points_are_on_the_records_clock_after_a_step(monkeypatch):
+    # tfmesos.log_metrics in the process that runs cluster(): its points kept
+    # time.time(); after a step back of an hour every one sat at the run's
+    # start for the hour (read-through of 18a2654).
+    import queue
+
+    from tfmesos.core.fine_grained import LocalMetrics
+    from tfmesos.record import times
+    events = queue.SimpleQueue()
+    local = LocalMetrics(events, "(cluster)")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)
+    local((7, time.time(), {"loss": 0.5}))
+    local.flush()
+    [(step, at, values)] = events.get_nowait().points
+    assert step == 7 and abs(at - times.now()) < 1.0, at - times.now()

@@ -23,7 +23,7 @@ MAX_PER_TASK = 32        # series per task
 RATE_WINDOW = 30.0       # seconds of steps that steps/s is measured over
 RATE_SAMPLES = 64        # (time, step) kept per task for it
 
-# What a task logged at once: (step, when (a time.time()), {name: value or None}).
+# What a task logged at once: (step, when (a times.now()), {name: value or None}).
 Point = tuple[int, float, Mapping[str, Optional[float]]]
 # A task's latest values: [(metric name, value or None)], in the order they first came.
 Values = list[tuple[str, Optional[float]]]
@@ -48,7 +48,7 @@ def add_value(series: MetricSeries, step: int, when: float, value: Optional[floa
 
 class Metrics:
     """Every series of a run, in the order they first came; ``began``: the
-    time.time() run times count from."""
+    ``times.now()`` run times count from."""
 
     def __init__(self, began: float, max_series: int = MAX_SERIES,
                  max_per_task: int = MAX_PER_TASK, max_points: int = MAX_POINTS) -> None:
@@ -77,7 +77,7 @@ class Metrics:
 
     def add(self, task: str, points: Iterable[Point], dropped: int = 0) -> None:
         """``points`` of ``task``: ``(step, at, {name: value})``, ``at`` a
-        time.time(); ``dropped``: points its sender left out."""
+        ``times.now()``; ``dropped``: points its sender left out."""
         self.dropped = counted(self.dropped, dropped)
         self.thinned = counted(self.thinned, dropped)
         for step, at, values in points:
