@@ -542,3 +542,23 @@ def test_each_failed_attempt_s_log_is_read_for_its_hint_once_not_at_every_relaun
         record.launched(Launch(worker, "t-%s-%d" % (worker.name, number), number,
                                "o%d" % number, assignment))
     assert len(reads) == len(set(reads)) == 30, reads
+
+
+def test_a_later_run_of_the_same_process_is_on_the_corrected_clock(tmp_path, monkeypatch):
+    # A notebook's runs: the clock corrected by 300 s after the first one;
+    # the second was recorded 300 s off (read-through of d27888a).
+    import time
+
+    from tfmesos.record import times
+    from tfmesos.record.times import parse_timestamp
+    make_record(tmp_path / "first")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 300)
+    try:
+        second = make_record(tmp_path / "second")
+        second.submitted()
+        second.finish()
+        assert abs(parse_timestamp(saved(second)["timings"]["submitted"]) - time.time()) < 5
+    finally:
+        monkeypatch.undo()
+        times.anchor()   # the clock of the tests after this one

@@ -44,7 +44,7 @@ from .schema import (
     Timings,
 )
 from .task_logs import TaskLogs, log_name
-from .times import now, parse_timestamp, timestamp
+from .times import anchor, now, parse_timestamp, timestamp
 
 if TYPE_CHECKING:
     from addict import Dict
@@ -63,6 +63,7 @@ class RunRecord(RunOutcome):
     def __init__(self, directory: Optional[str], header: RunFile, slots: Iterable[Slot],
                  forwarding: bool, new_directory: bool = False) -> None:
         self.directory = directory
+        anchor()   # this run's times: on the wall clock as it reads now
         self._lock = threading.RLock()
         self._forwarding = forwarding
         self._next_hint: Optional[str] = None   # hint_next_outcome's
@@ -169,7 +170,7 @@ class RunRecord(RunOutcome):
 
     def exited(self, task_id: str, code: Optional[int], when: Optional[float] = None,
                usage: Optional[Mapping[str, Any]] = None, stopped: Optional[bool] = None) -> None:
-        """The task's exit frame (``when``: time.time() it came; ``usage``:
+        """The task's exit frame (``when``: the ``times.now()`` it came; ``usage``:
         what its command used, ``usage_table.clean_usage``'s dict;
         ``stopped``: whether the run's stop cut its command short, None when
         the frame does not say)."""
@@ -272,7 +273,7 @@ class RunRecord(RunOutcome):
 
     def all_registered(self, framework_id: Optional[str],
                        first_offer: Optional[float] = None) -> None:
-        """The cluster is complete; ``first_offer``: time.time() of the
+        """The cluster is complete; ``first_offer``: ``times.now()`` of the
         first offers (kept now: a scheduler that dies never finishes)."""
         with self._lock:
             self._run.framework_id = framework_id or self._run.framework_id

@@ -2,12 +2,14 @@
 (``2026-11-26T10:00:00.000Z``), as run.json writes them and every reader
 parses them; and the clock they are read from (``now``).
 
-``now`` is the wall clock as this process first read it, moved on by a
-clock that never steps (``CLOCK_BOOTTIME``: it counts a suspended
-machine's sleep, as ``CLOCK_MONOTONIC`` does not). An NTP step, or a date
-set by hand, while a run goes leaves its times in order and its durations
-true: the time.time() of every reading would have made a run that went
-for minutes "took 0.0 s", or one that ended before it started.
+``now`` is the wall clock as read when the latest run of this process
+began (``anchor``), moved on by a clock that never steps
+(``CLOCK_BOOTTIME``: it counts a suspended machine's sleep, as
+``CLOCK_MONOTONIC`` does not). An NTP step, or a date set by hand, while a
+run goes leaves its times in order and its durations true: the time.time()
+of every reading would have made a run that went for minutes "took 0.0
+s", or one that ended before it started. The next run of a long-lived
+process (a notebook's) starts on the corrected clock.
 """
 
 import datetime
@@ -26,14 +28,20 @@ def _steady() -> float:
         return time.monotonic()
 
 
-_WALL_AT_START = time.time()
-_STEADY_AT_START = _steady()
+_anchor = (time.time(), _steady())   # (the wall clock, the steady one) read at once
+
+
+def anchor() -> None:
+    """A run begins: ``now`` counts from the wall clock as it reads now."""
+    global _anchor
+    _anchor = (time.time(), _steady())
 
 
 def now() -> float:
     """The time (seconds since the epoch, as time.time()) on this
     process's steady wall clock (above)."""
-    return _WALL_AT_START + (_steady() - _STEADY_AT_START)
+    wall, steady = _anchor
+    return wall + (_steady() - steady)
 
 
 def reported(seconds: Optional[float], after: Optional[float]) -> float:
@@ -76,4 +84,4 @@ def parse_timestamp(text: Optional[str]) -> Optional[float]:
     return None if moment is None else moment.timestamp()
 
 
-__all__ = ["now", "reported", "timestamp", "parse_time", "parse_timestamp"]
+__all__ = ["anchor", "now", "reported", "timestamp", "parse_time", "parse_timestamp"]
