@@ -390,3 +390,14 @@ def test_an_agent_here_under_a_foreign_host_name_runs_with_the_address_given(mak
         "(127.0.0.1 if they run on this host)"), refused.stderr
     done = run_tfrun("--advertise-address", "127.0.0.1", *args)
     assert done.returncode == 0 and "[worker:0] ran" in done.stdout, done.stderr
+
+
+def test_a_local_master_at_a_name_of_an_ipv6_address_only_publishes_that_address():
+    # It listened at the name's IPv6 address and published 127.0.0.1
+    # (read-through of 3736e29).
+    info = with_hosts("fd00:1::1 v6host\n", """
+import json
+from mesos_local.api.state_json import render_master_info
+print(json.dumps(render_master_info("m", "v6host", 5051)["address"]).replace(" ", ""))
+""", ipv6="fd00:1::1")
+    assert info == ['{"hostname":"v6host","ip":"fd00:1::1","port":5051}']
