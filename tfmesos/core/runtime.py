@@ -290,11 +290,14 @@ class RunRuntime:
 
     def _reader(self, timeout: float, master: Optional[str] = None) -> "MasterReader":
         """A reader of ``master`` (default: the run's), with the run's
-        credentials and TLS settings."""
+        credentials and TLS settings, and a zk:// master's password from
+        the run's $MESOS_MASTER (the master it was given is masked)."""
         from ..backends.remote import credentials_environ
         from ..mesos.master_reads import MasterReader
-        return MasterReader(master or self.master_url, timeout=timeout,
-                            environ=credentials_environ(self.backend.credentials),
+        environ = credentials_environ(self.backend.credentials)
+        if self._environ.get("MESOS_MASTER"):
+            environ["MESOS_MASTER"] = self._environ["MESOS_MASTER"]
+        return MasterReader(master or self.master_url, timeout=timeout, environ=environ,
                             verify=self.spec.verify, ca_bundle=self.spec.ca_bundle)
 
     def outcome_on_master(self) -> Optional[str]:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Optional, Protocol
 
-from ..exceptions import MesosError
+from ..exceptions import TFMesosError
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ def adopt_held(info: Mapping[str, Any], reader: FrameworkReader) -> dict[str, An
         return dict(info)
     try:
         held = reader.framework_info(framework_id)
-    except MesosError as exc:
+    except TFMesosError as exc:   # a MesosError, or a master it cannot name
+
         logger.warning("cannot read how the master registered framework %s (%s): it is "
                        "taken over as this tfmesos would register it", framework_id, exc)
         return dict(info)
