@@ -28,7 +28,7 @@ import pytest
 from conftest import marked_processes
 from processes import TASK_ENTRY
 from run_dirs import attempt, write_run
-from tfrun_helpers import REPO
+from tfrun_helpers import REPO, run_tfrun
 from waiting import wait_until
 
 from tfmesos.exceptions import SpecError, TFMesosError
@@ -1319,3 +1319,28 @@ def test_the_type_checks_take_what_the_api_took_before(tmp_path, monkeypatch):
     spec = RunSpec(volumes=[(pathlib.Path("/tmp"), "/data", "ro")], verify=numpy.True_,
                    master="https://127.0.0.1:1")
     assert spec.volumes == (("/tmp", "/data", "RO"),) and spec.verify is True
+
+
+@pytest.mark.parametrize("where", ["run", "job"])
+def test_a_task_host_that_is_no_host_is_refused_before_anything_launches(where):
+    # -E TFMESOS_TASK_HOST=localhost:9999: each task refused it in one line
+    # and tfrun relaunched it twice more (read-through of 3736e29).
+    from tfmesos.core.cluster_arguments import run_spec_of
+    with pytest.raises(SpecError, match="TFMESOS_TASK_HOST=localhost:9999 is neither an IP "
+                                        "address nor a host name: set it to the address this "
+                                        "task's host is reached at, without a port"):
+        if where == "run":
+            run_spec_of([{"name": "worker"}], env={"TFMESOS_TASK_HOST": "localhost:9999"},
+                        environ={})
+        else:
+            run_spec_of([{"name": "worker", "env": {"TFMESOS_TASK_HOST": "localhost:9999"}}],
+                        environ={})
+    for host in ("[::1]", "node-7.example.com", "myproj_worker_1", "10.1.2.3"):
+        run_spec_of([{"name": "worker"}], env={"TFMESOS_TASK_HOST": host}, environ={})
+
+
+def test_tfrun_refuses_a_task_host_that_is_no_host_in_one_line():
+    done = run_tfrun("-w", "1", "-s", "0", "-E", "TFMESOS_TASK_HOST=localhost:9999", "--", "true")
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith(
+        "tfrun: error: -E: TFMESOS_TASK_HOST=localhost:9999 is neither an IP address nor a "
+        "host name"), done.stderr

@@ -89,12 +89,28 @@ def env_tuple(env: Union[Mapping[str, object], Iterable[Union[str, Sequence[obje
         if "\0" in value:
             raise SpecError("%s: the value of %s holds a NUL character, which no environment "
                             "variable can" % (owner, name))
+        if name == task_env.TASK_HOST:
+            _check_task_host(value, job)
         if len(str(name)) + 1 + len(value.encode("utf-8", "surrogateescape")) > MAX_ENV_ENTRY:
             raise SpecError("%s: the value of %s is over %d KiB, more than an environment "
                             "variable may hold: pass it in a file (ship=...)"
                             % (owner, name, MAX_ENV_ENTRY // 1024))
         result.append((str(name), str(value)))
     return tuple(result)
+
+
+def _check_task_host(value: str, job: Optional[str]) -> None:
+    """SpecError unless ``value`` is a host ``TFMESOS_TASK_HOST`` may name
+    (``hostport.host_name``): each task would refuse it, attempt after
+    attempt."""
+    from ..protocol.hostport import host_name  # (only where one is given)
+    if host_name(value) is not None:
+        return
+    what = (": %s=%s is neither an IP address nor a host name: set it to the address this "
+            "task's host is reached at, without a port")
+    if job is None:
+        raise SpecError.about("{env}" + what, task_env.TASK_HOST, value)
+    raise SpecError.about("job %r: env" + what, job, task_env.TASK_HOST, value)
 
 
 def refuse_a_name_set_for_the_task(name: str, job: Optional[str] = None) -> None:
