@@ -326,7 +326,7 @@ def test_a_run_json_anyone_could_plant_is_read_bounded_and_never_waited_on(runs_
     # A sparse run.json of gigabytes was read whole (tfmesos runs: 2 GB of
     # memory for 1 GB of file); one made a FIFO between the listing's check
     # and its open would have been waited on for good.
-    from tfmesos.record import history
+    from tfmesos.record import history, run_finding
     write_run(runs_dir, "good0001")
     planted = runs_dir / "x-bad00001"
     planted.mkdir()
@@ -338,7 +338,7 @@ def test_a_run_json_anyone_could_plant_is_read_bounded_and_never_waited_on(runs_
         os.mkfifo(planted / "run.json")
         # It became one since the listing's and the lookup's checks.
         monkeypatch.setattr(os.path, "isfile", lambda path: True)
-        monkeypatch.setattr(history, "_is_file", lambda path: True)
+        monkeypatch.setattr(run_finding, "_is_file", lambda path: True)
     code, out, err = tfmesos(capsys, "runs")
     assert (code, err) == (0, "") and "good0001" in out and "bad00001" not in out
     code, out, err = tfmesos(capsys, "show", str(planted))

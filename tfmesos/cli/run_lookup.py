@@ -347,8 +347,9 @@ def callers_run(text: str, environ: Mapping[str, str]) -> Optional["Run"]:
     """The run ``text`` names (a run directory, or a run id prefix under the
     runs directory) when its record is the caller's (``callers_record``),
     else None."""
-    from ..record.history import HistoryError, find_run
+    from ..record.history import HistoryError
     from ..record.run_dirs import runs_root
+    from ..record.run_finding import find_run
     try:
         # By run id only: a run's name may start as another run's id does.
         run = find_run(text, runs_root(environ), keep=callers_record, by_name=False)
@@ -427,8 +428,9 @@ def find_run(reader: Any, text: str, environ: Mapping[str, str], master: str, ke
 
 def _names_directory(text: str) -> bool:
     """Whether ``text`` names a run directory (or its run.json), as
-    ``history.find_run`` reads it, not a run id prefix."""
-    from ..record.history import HistoryError, directory_named
+    ``run_finding.find_run`` reads it, not a run id prefix."""
+    from ..record.history import HistoryError
+    from ..record.run_finding import directory_named
     try:
         return directory_named(text) is not None
     except HistoryError:    # one the caller may not look at: no record of theirs

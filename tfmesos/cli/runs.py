@@ -12,9 +12,10 @@ import sys
 import time
 
 from ..core.inputs import MAX_COUNT
-from ..record.history import HistoryError, find_run, list_runs, recent_runs
+from ..record.history import HistoryError, list_runs, recent_runs
 from ..record.pruning import prune
 from ..record.run_dirs import runs_root
+from ..record.run_finding import find_run
 from .common import CommandParser, bounded, run_word
 from .run_show import code_text, show_run
 from .tables import duration_text, fit_last_column, local_time, printable, table, terminal_width
@@ -155,7 +156,7 @@ def _say_newer(newer, out):
 
 
 def local_run(text, environ, runs_dir=None):
-    """The run of the runs directory that ``text`` names (``history.find_run``):
+    """The run of the runs directory that ``text`` names (``run_finding.find_run``):
     of two records with its whole id, the caller's own (another user's
     copy in a shared runs directory made the caller's run unreachable)."""
     return find_run(text, runs_root(environ, runs_dir), prefer=_callers)

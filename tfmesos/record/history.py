@@ -14,7 +14,7 @@ import datetime
 import os
 import stat
 from collections.abc import Iterator
-from typing import BinaryIO, Callable, NamedTuple, Optional
+from typing import BinaryIO, NamedTuple, Optional
 
 from ..exceptions import TFMesosError
 from ..protocol import json_documents
@@ -345,12 +345,12 @@ def recent_runs(root: str, limit: Optional[int], links: bool = False) -> Recent:
                 newer[why] = newer.get(why, 0) + 1
 
     if limit is None:
-        parsed = sorted(readable(_parsed(root, links)), key=lambda found: _recency(
+        parsed = sorted(readable(parsed_records(root, links)), key=lambda found: _recency(
             parse_time(_submitted(found[1])), found[0]), reverse=True)
         return Recent([run for run in (_decoded(directory, data) for directory, data in parsed)
                        if run is not None], 0, newer)
     order = sorted(((_recency(parse_time(_submitted(data)), directory))
-                    for directory, data in readable(_parsed(root, links))), reverse=True)
+                    for directory, data in readable(parsed_records(root, links))), reverse=True)
     runs: list[Run] = []
     for at, (_, directory) in enumerate(order):
         if len(runs) >= limit:
@@ -371,7 +371,7 @@ def _submitted(data: object) -> Optional[str]:
     return submitted if isinstance(submitted, str) else None
 
 
-def _parsed(root: str, links: bool = False) -> Iterator[tuple[str, object]]:
+def parsed_records(root: str, links: bool = False) -> Iterator[tuple[str, object]]:
     """(directory, its run.json's JSON) of every run directory under
     ``root`` whose run.json can be read, and of every symbolic link to one;
     without ``links``, not a link to a directory listed itself (a run
@@ -412,7 +412,7 @@ def _decoded(directory: str, data: object) -> Optional[Run]:
         return None
 
 
-def _most_recent_first(runs: list[Run]) -> list[Run]:
+def most_recent_first(runs: list[Run]) -> list[Run]:
     return sorted(runs, key=lambda run: _recency(run.started, run.directory), reverse=True)
 
 
@@ -422,94 +422,3 @@ _EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
 def _recency(started: Optional[datetime.datetime], directory: str) -> tuple[datetime.datetime, str]:
     """How runs sort, oldest first: by submission (none: first), then directory."""
     return started or _EPOCH, directory
-
-
-def _names(run: Run, text: str, by_name: bool = True) -> bool:
-    return run.run_id.startswith(text) or (
-        by_name and os.path.basename(run.directory).startswith(text))
-
-
-def _may_name(directory: str, data: object, text: str, by_name: bool = True) -> bool:
-    """Whether the run of ``directory`` may be one whose id (or directory
-    name: ``by_name``) starts with ``text``, told from its run.json's JSON
-    before the schema decodes it (``Run.run_id``: its run_id, else the
-    directory's name); a run_id that is no string fails the decoding anyway."""
-    name = os.path.basename(directory)
-    run_id = data.get("run_id") if isinstance(data, dict) else None
-    return (by_name and name.startswith(text)) or (
-        isinstance(run_id, str) and run_id.startswith(text)) or (
-        not isinstance(run_id, str) and name.startswith(text))
-
-
-def find_run(text: str, root: str, keep: Optional[Callable[[Run], bool]] = None,
-             prefer: Optional[Callable[[Run], bool]] = None, by_name: bool = True) -> Run:
-    """The run ``text`` names: a run directory (or its run.json), else a
-    prefix of a run id (or of a directory name, unless ``by_name`` is
-    False) under ``root``, among the runs ``keep`` keeps (the caller's own:
-    another user's look-alike is no second match). Of several, the one
-    whose whole id ``text`` is wins, and of several such (copies: a
-    look-alike another user planted), the one ``prefer`` alone prefers
-    (the caller's own record); else it is one line naming them."""
-    if not text:
-        raise HistoryError("give a run id or a run directory (tfmesos runs lists them)")
-    named = directory_named(text)
-    if named is not None:
-        return Run.load(named)
-    if os.sep in text or text.startswith("."):
-        raise HistoryError("%s is not a run directory (it has no %s)" % (text, RUN_JSON))
-    # Only the runs it may name are decoded (most of a lookup's time when
-    # every run was: 500 records, 1.5 s before the decoders were made fast).
-    runs: list[Run] = []
-    unread: list[HistoryError] = []   # what the records named but not decoded say
-    for directory, data in _parsed(root):
-        if _may_name(directory, data, text, by_name):
-            try:
-                run = Run.decode(directory, data)
-            except HistoryError as exc:
-                unread.append(exc)
-                continue
-            if _names(run, text, by_name) and (keep is None or keep(run)):
-                runs.append(run)
-    matches = _most_recent_first(runs)
-    if not matches and unread:   # (one a newer tfmesos wrote: its schema_version says so)
-        raise HistoryError("%s%s" % (unread[0], " (and %d more records %s names)" % (
-            len(unread) - 1, printable(repr(text))) if len(unread) > 1 else ""))
-    if not matches:
-        raise HistoryError("no run %s in %s (tfmesos runs lists them)"
-                           % (printable(repr(text)), root))
-    if len(matches) == 1:
-        return matches[0]
-    whole = [run for run in matches if run.run_id == text]
-    if len(whole) == 1:
-        return whole[0]
-    preferred = [run for run in whole or matches if prefer is not None and prefer(run)]
-    if len(preferred) == 1:
-        return preferred[0]
-    names = ", ".join(printable(os.path.basename(run.directory)) for run in matches[:5])
-    more = " and %d more" % (len(matches) - 5) if len(matches) > 5 else ""
-    raise HistoryError("%s %s %d runs (%s%s): %s" % (
-        printable(repr(text)), "is the id of" if whole else "matches", len(matches), names,
-        more, "give the run directory of the one meant" if whole
-        else "give more of the id, or the run directory"))
-
-
-def directory_named(text: str) -> Optional[str]:
-    """The run directory ``text`` names (itself, or the directory of the
-    run.json it names), or None: it is no path to one (a run id, say)."""
-    if os.path.basename(text) == RUN_JSON and _is_file(text):
-        return os.path.dirname(text) or "."
-    if _is_file(os.path.join(text, RUN_JSON)):
-        return text
-    return None
-
-
-def _is_file(path: str) -> bool:
-    """Whether ``path`` is a file (following links); a path the caller may
-    not look at is an error that says so, not a file that is not there."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except PermissionError as exc:
-        raise HistoryError("cannot read %s: %s (a run directory of another user?)"
-                           % (path, exc.strerror or exc)) from None
-    except (OSError, ValueError):
-        return False
