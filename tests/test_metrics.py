@@ -558,15 +558,15 @@ def test_a_task_clock_stepped_back_freezes_its_points_for_seconds_not_for_the_st
     # NTP stepped the agent's clock back an hour: every later point was put
     # at the moment of the last one until the hour had passed (steps/s read
     # 6.48 where the task made 2.0).
-    from tfmesos.core import rendezvous
+    from tfmesos.core import metric_clock
     later = [0.0]
-    monkeypatch.setattr(rendezvous, "time", types.SimpleNamespace(
-        monotonic=lambda: time.monotonic() + later[0], time=time.time, sleep=time.sleep))
+    monkeypatch.setattr(metric_clock, "time", types.SimpleNamespace(
+        monotonic=lambda: time.monotonic() + later[0]))
     with registered("task") as (rdv, client):
         sent = time.time()
         client.send({"type": "metrics", "now": sent, "points": [[0, sent - 5, {"x": 0.0}]]})
         first = next_event(rdv, TaskMetrics)
-        later[0] = rendezvous.OFFSET_WINDOW + 1   # the frames of a while later
+        later[0] = metric_clock.OFFSET_WINDOW + 1   # the frames of a while later
         stepped = time.time() - 3600
         client.send({"type": "metrics", "now": stepped + 0.5,
                      "points": [[1, stepped + 0.2, {"x": 1.0}], [2, stepped + 0.5, {"x": 2.0}]]})

@@ -67,7 +67,6 @@ a partition, a descriptor some other process holds).
 
 import collections
 import logging
-import math
 import socket
 import threading
 import time
@@ -76,8 +75,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..exceptions import RendezvousError
 from ..protocol import metric_points, wire
-from ..record import times
 from .events import TaskDisconnected, TaskExited, TaskMetrics, TaskOutput, TaskRegistered
+from .metric_clock import MetricClock
 from .rendezvous_refusals import RefusalLog
 from .result_inbox import ResultInbox
 
@@ -91,7 +90,6 @@ ACCEPT_BACKOFF = (0.05, 1.0)    # first and longest wait after a failed accept()
 MAX_OVER = 65536                # attempts it forgot that it tells so (newest kept)
 STALL_PINGS = 2.5               # pings a task may leave unanswered before it is stalled
 REPORTS_WAIT = 2.0              # longest a task's end waits for its connection (as forget's linger)
-OFFSET_WINDOW = 10.0            # seconds of metrics frames whose least clock offset places points
 
 
 class _Link:
@@ -105,10 +103,7 @@ class _Link:
         self.heard = self.accepted   # when its last frame came
         self.stalled = False         # closed for silence
         self.task_id = ""             # once it registered
-        # (arrival on time.monotonic(), this clock minus the task's plus the
-        # transit) of its recent metrics frames: their least is the offset
-        self.clock_offsets: collections.deque[tuple[float, float]] = collections.deque()
-        self.last_point_at = -math.inf  # where its latest metric point was placed
+        self.metric_clock = MetricClock()   # where its metric points land here
         self.send_lock = threading.Lock()  # frames from two threads must not interleave
         self.held: list[object] = []   # events put once this connection ends (put_after_reports)
         self.hold_timer: Optional[threading.Timer] = None
@@ -436,32 +431,14 @@ class Rendezvous:
 
     def _metrics(self, link: _Link, message: dict[str, Any]) -> None:
         """A metrics frame as a ``TaskMetrics`` event, its points placed on
-        this machine's clock (``record.times.now``): the task's clock plus
-        the least difference between a frame's arrival and its ``now`` seen
-        on this connection in the last ``OFFSET_WINDOW`` seconds (the
-        fastest transit: a frame that waited for the CPU does not move its
-        points; recent only: the task's clock, stepped back, would have put
-        every later point at the same moment until the step had passed),
-        never in the future, never before the connection's previous point
-        (so a series' times only grow). A malformed frame is left out."""
+        this machine's clock (``metric_clock``). A malformed frame is left
+        out."""
         parsed = metric_points.parse_frame(message)
         if parsed is None:
             logger.warning("left out a malformed metrics frame from %s", link.task_id)
             return
         sent, points, dropped = parsed
-        now, arrived = times.now(), time.monotonic()
-        offsets = link.clock_offsets
-        while offsets and arrived - offsets[0][0] > OFFSET_WINDOW:
-            offsets.popleft()
-        while offsets and offsets[-1][1] >= now - sent:
-            offsets.pop()   # never the least again: the deque's offsets only grow
-        offsets.append((arrived, now - sent))
-        clock_offset = offsets[0][1]
-        placed = []
-        for step, when, values in points:
-            link.last_point_at = max(link.last_point_at, min(now, when + clock_offset))
-            placed.append((step, link.last_point_at, values))
-        self._events.put(TaskMetrics(link.task_id, tuple(placed), dropped))
+        self._events.put(TaskMetrics(link.task_id, link.metric_clock.place(sent, points), dropped))
 
     def _ping_loop(self) -> None:
         """Ping every registered task; close the connections that stalled."""
