@@ -10,7 +10,8 @@ test, once in a dozen CI runs)."""
 import gc
 import socket
 
-from tfmesos.task.connection import Connection, TaskEnv, _Link
+from tfmesos.task.connection import Connection, _Link
+from tfmesos.task.task_environ import TaskEnv
 
 SECRET = b"k" * 32
 

@@ -11,7 +11,8 @@ from waiting import wait_until
 from mesos_local.api.http_server import _Handler as MasterHandler
 from tfmesos.mesos.http_transport import connect_within
 from tfmesos.ship.bundle_server import _Handler as BundleHandler
-from tfmesos.task.connection import Connection, TaskEnv
+from tfmesos.task.connection import Connection
+from tfmesos.task.task_environ import TaskEnv
 
 
 def no_delay(sock):

@@ -35,7 +35,8 @@ from tfmesos.core.events import TaskDisconnected, TaskExited, TaskOutput, TaskRe
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.protocol import wire
 from tfmesos.task import connection as task_connection
-from tfmesos.task.connection import Connection, TaskEnv
+from tfmesos.task.connection import Connection
+from tfmesos.task.task_environ import TaskEnv
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ from tfmesos.ship.bundle import ShipError, ShipSpec
 from tfmesos.ship.bundle_server import BundleServer
 from tfmesos.ship.fetch_check import BIG, TAR_BLOCKING, Fetched, check_command
 from tfmesos.task.bundle_dir import enter_bundle, enter_task_directory
-from tfmesos.task.connection import TaskError
+from tfmesos.task.task_environ import TaskError
 
 TINY = ["-Cw", "0.1", "-Mw", "64", "-Cs", "0.1", "-Ms", "64"]
 # This machine's Python outside any home directory (run with -S below: no site-packages,

@@ -155,7 +155,7 @@ def test_an_address_is_looked_up_without_the_idna_codec():
     code = ("import socket, threading, time; "
             "from tfmesos.mesos.http_transport import resolve; "
             "resolve('127.0.0.1', 5050, 5); "
-            "from tfmesos.task.connection import Connection, TaskEnv; "
+            "from tfmesos.task.connection import Connection; from tfmesos.task.task_environ import TaskEnv; "
             "server = socket.create_server(('127.0.0.1', 0)); "
             "threading.Thread(target=lambda: server.accept()[0].close(), daemon=True).start(); "
             "env = TaskEnv(server.getsockname(), b'k', 't', '127.0.0.1', 0)\n"

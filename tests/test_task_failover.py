@@ -31,7 +31,8 @@ from tfmesos.core.events import TaskExited, TaskOutput, TaskRegistered
 from tfmesos.core.rendezvous import Rendezvous
 from tfmesos.protocol import labels, task_env
 from tfmesos.task import rediscover
-from tfmesos.task.connection import Connection, TaskEnv, TaskError
+from tfmesos.task.connection import Connection
+from tfmesos.task.task_environ import TaskEnv, TaskError
 
 SECRET = b"f" * 32
 FRAMEWORK = "fw-0001"

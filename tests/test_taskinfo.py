@@ -438,7 +438,7 @@ def test_gpus_parameter_must_agree_with_the_assigned_gpus():
 def test_the_task_side_reads_what_the_taskinfo_sets():
     """The task environment's contract (``protocol.task_env``) across the seam:
     the task side's ``TaskEnv`` built from a TaskInfo's own variables."""
-    from tfmesos.task.connection import TaskEnv
+    from tfmesos.task.task_environ import TaskEnv
 
     _, infos, _ = launch_all(PS_AND_WORKERS, RunSpec(name="tfrun"), [offer("o1")])
     for info in infos.values():

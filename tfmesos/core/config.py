@@ -4,7 +4,7 @@ read their settings through here (the address tasks reach the run at:
 ``backends.advertise``). Two readers of the environment stay on
 their own, on purpose: the Mesos driver takes ``MESOS_PRINCIPAL`` /
 ``MESOS_SECRET`` as a standalone pymesos-style driver does, and the task
-entry (``tfmesos.task.connection.TaskEnv``) reads what the scheduler put in
+entry (``tfmesos.task.task_environ.TaskEnv``) reads what the scheduler put in
 its TaskInfo."""
 
 import os

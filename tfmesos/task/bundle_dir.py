@@ -14,7 +14,7 @@ makes that tree the working directory; a tree that is not there is a
 import os
 
 from ..protocol import task_env
-from .connection import TaskError
+from .task_environ import TaskError
 
 
 def sandbox_directory(environ):

@@ -31,7 +31,6 @@ that ended meanwhile), ``abandon`` stops that wait (SIGTERM).
 """
 
 import collections
-import math
 import random
 import socket
 import sys
@@ -39,8 +38,9 @@ import threading
 import time
 
 from ..protocol import task_env, wire
-from ..protocol.hostport import format_address, host_name, lookup_host
+from ..protocol.hostport import format_address, lookup_host
 from .replica_guard import SIGNAL_SLICE
+from .task_environ import ProtocolMismatchError, TaskError
 
 IDLE_TIMEOUT = task_env.SCHEDULER_SILENCE   # the scheduler pings every 10 s
 CONNECT_TIMEOUT = 30.0    # the first registration, all tries together
@@ -63,65 +63,6 @@ FAILOVER_QUICK = 5.0
 # tasks ask less often (1,000 tasks: each every 5 s, 200 reads a second).
 FAILOVER_READS_PER_SECOND = 64.0
 SEND_BUFFER = 1000        # messages kept while reconnecting
-
-
-class TaskError(Exception):
-    """The task cannot do its job; the message is printed, exit status ``exit_code``."""
-
-    exit_code = 1
-
-
-class ProtocolMismatchError(TaskError):
-    """The run's scheduler speaks another rendezvous protocol: tfrun does
-    not relaunch a task that exits so (``core.task_ends.protocol_mismatch``)."""
-
-    exit_code = wire.MISMATCH_EXIT
-
-
-class TaskEnv(collections.namedtuple(
-        "TaskEnv", "rendezvous secret task_id host port failover_timeout master framework_id "
-        "failover_tasks", defaults=(0.0, "", "", 1))):
-    """What the scheduler put in the task's environment: ``rendezvous``
-    (host, port), ``secret`` (bytes), ``task_id``, ``host`` (the address other
-    tasks reach this one at) and ``port`` (0: pick a free one); in a run that
-    survives its scheduler, ``failover_timeout`` (seconds; 0: it does not),
-    ``master`` (the leading master's URL), ``framework_id`` and
-    ``failover_tasks`` (how many tasks the run has)."""
-
-    __slots__ = ()
-
-    @classmethod
-    def from_environ(cls, environ):
-        missing = [name for name in task_env.REQUIRED if not environ.get(name)]
-        if missing:
-            raise TaskError("%s not set: this entry point is started by the tfmesos scheduler, "
-                            "not by hand" % ", ".join(missing))
-        host, _, port = environ[task_env.RENDEZVOUS].rpartition(":")
-        try:
-            secret = bytes.fromhex(environ[task_env.SECRET])
-            rendezvous = (host.strip("[]"), int(port))
-            task_port = int(environ.get(task_env.PORT) or 0)
-            failover = float(environ.get(task_env.FAILOVER_TIMEOUT) or 0)
-            if not math.isfinite(failover) or failover < 0:
-                raise ValueError("%s=%s" % (task_env.FAILOVER_TIMEOUT, failover))
-            tasks = int(environ.get(task_env.FAILOVER_TASKS) or 1)
-            if tasks < 1:
-                raise ValueError("%s=%s" % (task_env.FAILOVER_TASKS, tasks))
-        except ValueError as exc:
-            raise TaskError("malformed tfmesos task environment: %s" % exc) from None
-        task_host = environ.get(task_env.OFFER_HOST) or socket.getfqdn()
-        given = environ.get(task_env.TASK_HOST)
-        if given:
-            # The user's (-E, env=): what every peer's TF_CONFIG gets, bracketed
-            # for an IPv6 address ("[[::1]]:P", "[h:9999]:P" reached no one).
-            task_host = host_name(given) or ""
-            if not task_host:
-                raise TaskError("%s=%s is neither an IP address nor a host name: set it to the "
-                                "address this task's host is reached at, without a port"
-                                % (task_env.TASK_HOST, given))
-        return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port,
-                   failover, environ.get(task_env.MASTER) or "",
-                   environ.get(task_env.FRAMEWORK_ID) or "", tasks)
 
 
 class _Link:

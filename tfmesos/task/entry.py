@@ -20,8 +20,9 @@ import sys
 from ..protocol import wire
 from ..protocol.hostport import free_port
 from .bundle_dir import enter_task_directory
-from .connection import Connection, TaskEnv, TaskError
+from .connection import Connection
 from .replica import run_replica
+from .task_environ import TaskEnv, TaskError
 from .tensorflow_server import run_fine_grained
 
 
