@@ -70,6 +70,7 @@ from .auth import CHALLENGE, OPERATOR_CHALLENGE, READONLY_CHALLENGE, UNAUTHORIZE
 from .deadlines import Deadlines, end_connection
 from .endpoints import redirect_location
 from .header_budget import parse_request_within
+from .host_names import ipv6_only_address
 from .serve_stop import stop_serving
 from .state_json import VERSION
 from .stream import ABORTED, CLIENT_GONE, CLOSED, OVERFLOWED
@@ -145,22 +146,6 @@ def out_of_descriptors(exc):
     return ""
 
 
-def _ipv6_only(host: str) -> bool:
-    """Whether the name ``host`` names IPv6 addresses only (an IPv4 socket
-    could not bind it: "Temporary failure in name resolution"). An IPv4
-    address is not looked up; a name is given as ASCII bytes where it is
-    ASCII: a str loads the idna codec (encodings.idna, stringprep,
-    unicodedata), ms of every embedded master's start."""
-    if not host or host.replace(".", "").isdigit():
-        return False
-    try:
-        found = socket.getaddrinfo(host.encode("ascii") if host.isascii() else host, 0, 0,
-                                   socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-        return False
-    return all(family == socket.AF_INET6 for family, *_ in found)
-
-
 class MasterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -173,7 +158,7 @@ class MasterHTTPServer(ThreadingHTTPServer):
     def __init__(self, master: Any, host: str, port: int, handler: Any = None) -> None:
         self.master = master   # the LocalMaster (not named here: it imports this module)
         self.deadlines = Deadlines()
-        if ":" in host or _ipv6_only(host):
+        if ":" in host or ipv6_only_address(host):
             self.address_family = socket.AF_INET6
         # Every open connection, oldest first, and what may drop it for a
         # newcomer (``process_request``).

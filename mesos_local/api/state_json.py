@@ -14,6 +14,7 @@ import struct
 from ..agent import agent_address
 from ..durations import stringify_duration
 from ..resources import Resources
+from .host_names import ipv6_only_address
 
 VERSION = "1.11.0"
 BUILD_DATE = "2020-11-24 00:00:00"
@@ -32,30 +33,13 @@ def _is_ipv4(text):
     return len(parts) == 4 and all(part.isdigit() and int(part) < 256 for part in parts)
 
 
-def _ipv6_only_address(name):
-    """The first address of a host name that names IPv6 addresses only
-    (where the master then listens), else None. An IPv4 address is not
-    looked up, and a name is given as ASCII bytes: a str loads the idna
-    codec."""
-    if _is_ipv4(name):
-        return None
-    try:
-        found = socket.getaddrinfo(name.encode("ascii") if name.isascii() else name, 0, 0,
-                                   socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-        return None
-    if not found or any(family != socket.AF_INET6 for family, *_ in found):
-        return None
-    return str(found[0][4][0])
-
-
 def render_master_info(master_id, url_host, port):
     """The MasterInfo of a master listening on ``url_host:port``. One on an
     IPv6 address (``[::1]``) has it as ``address.ip`` (a string), its
     host name without brackets (mesos.proto ``Address``), and 0 as the
     IPv4-only ``ip``: it said 127.0.0.1, where nothing listened."""
     hostname = url_host.strip("[]")
-    ipv6 = hostname if ":" in hostname else _ipv6_only_address(hostname)
+    ipv6 = hostname if ":" in hostname else ipv6_only_address(hostname)
     if ipv6:
         return {"id": master_id, "ip": 0, "port": port,
                 "pid": "master@[%s]:%d" % (ipv6, port), "hostname": hostname,
