@@ -50,7 +50,8 @@ def stand_in(environ):
     connection that answers the scheduler's pings, and no process, no
     command, no usage sampling, no output relay."""
     from tfmesos.protocol.hostport import free_port
-    from tfmesos.task.connection import Connection, TaskEnv
+    from tfmesos.task.connection import Connection
+    from tfmesos.task.task_environ import TaskEnv
 
     env = TaskEnv.from_environ(environ)
     conn = Connection(env)
