@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import uuid
@@ -33,13 +34,21 @@ os.environ["TFMESOS_RUNS_DIR"] = _RUNS.name
 # And the keys of --failover and detached runs: not into the user's ~/.tfmesos.
 os.environ["TFMESOS_KEYS_DIR"] = os.path.join(_RUNS.name, "keys")
 # Every Python process the suite starts skips the garbage collections at its
-# exit, and sees no JAX unless its test is marked ``jax``
-# (tests/process_site/sitecustomize.py: ~2.5 s of CPU a TensorFlow process).
+# exit, and sees no JAX unless its test is marked ``jax``, no IPython unless
+# it is marked ``notebook`` (tests/process_site/sitecustomize.py: ~3 s of
+# CPU a TensorFlow process). On sys.path too: the plain tasks of a
+# ``cluster()`` in a test's own process get its sys.path as their PYTHONPATH
+# (core.taskinfo.submitter_pythonpath).
 _PROCESS_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "process_site")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [_PROCESS_SITE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+if _PROCESS_SITE not in sys.path:
+    sys.path.insert(0, _PROCESS_SITE)
 HIDDEN_ENV = "TFMESOS_TEST_HIDDEN_PACKAGES"
-os.environ[HIDDEN_ENV] = "jax,jaxlib"
+# The packages the suite installs for some of its tests only, hidden from
+# the processes of the others, each unhidden by its marker.
+HIDDEN_BY_MARKER = {"jax": ("jax", "jaxlib"), "notebook": ("IPython",)}
+os.environ[HIDDEN_ENV] = ",".join(name for names in HIDDEN_BY_MARKER.values() for name in names)
 STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
 # A lane scripts/test.sh starts in the background inherits SIGINT ignored
@@ -179,9 +188,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _jax_visible(request, monkeypatch):
-    """A test marked ``jax`` starts processes that may import JAX."""
-    if request.node.get_closest_marker("jax") is not None:
+def _marked_packages_visible(request, monkeypatch):
+    """A test marked ``jax`` starts processes that may import JAX; one
+    marked ``notebook``, IPython."""
+    hidden = [name for marker, names in HIDDEN_BY_MARKER.items()
+              if request.node.get_closest_marker(marker) is None for name in names]
+    if hidden:
+        monkeypatch.setenv(HIDDEN_ENV, ",".join(hidden))
+    else:
         monkeypatch.delenv(HIDDEN_ENV, raising=False)
 
 

@@ -1,23 +1,50 @@
 """The suite's own process site (tests/process_site/sitecustomize.py): the
-processes tests start hide JAX unless their test is marked ``jax``, and
-freeze the garbage collector at exit."""
+processes tests start hide JAX unless their test is marked ``jax`` and
+IPython unless it is marked ``notebook``, and freeze the garbage collector
+at exit; so do the tasks that ``cluster()`` in the test's own process starts."""
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 
 import pytest
 
-PROBE = "try:\n    import jax\nexcept ImportError as e:\n    print(e)\nelse:\n    print('imported')"
+from tfmesos.core.taskinfo import submitter_pythonpath
+
+PROBE = "try:\n    import %s\nexcept ImportError as e:\n    print(e)\nelse:\n    print('imported')"
 
 
-def _probe():
-    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                          timeout=120).stdout.strip()
+def _probe(package="jax", env=None):
+    return subprocess.run([sys.executable, "-c", PROBE % package], capture_output=True,
+                          text=True, timeout=120, env=env).stdout.strip()
 
 
 def test_a_tests_processes_do_not_see_jax():
     assert "hidden from this test's processes" in _probe()
+
+
+def test_a_tests_processes_do_not_see_ipython():
+    # Installed for the notebook test (ipykernel); Keras imports it where it
+    # can (keras/src/saving/file_editor.py): ~0.4 s of CPU a TensorFlow process.
+    assert "hidden from this test's processes" in _probe("IPython")
+
+
+@pytest.mark.notebook
+def test_a_test_marked_notebook_lets_its_processes_import_ipython():
+    try:
+        importlib.metadata.distribution("ipython")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("IPython is not installed")
+    assert _probe("IPython") == "imported"
+
+
+def test_the_tasks_of_a_cluster_in_the_tests_own_process_have_the_process_site():
+    # A plain task's PYTHONPATH is its submitter's sys.path (taskinfo): the
+    # fine-grained tasks of ``cluster()`` run in the test's own process
+    # (whose PYTHONPATH the suite set after it started) run the site too.
+    env = dict(os.environ, PYTHONPATH=submitter_pythonpath())
+    assert "hidden from this test's processes" in _probe(env=env)
 
 
 @pytest.mark.jax

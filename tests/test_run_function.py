@@ -483,6 +483,7 @@ assert result == ("worker", 0, 42), result
 """
 
 
+@pytest.mark.notebook   # its kernel imports IPython (hidden from the others' by tests/process_site)
 def test_from_a_notebook_kernel(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -16,7 +16,10 @@ TensorFlow processes spent on nothing they test, on a 2-core machine.
   is hidden from the rest, as a TensorFlow user's environment has none
   (``import tensorflow`` imports JAX where it can, in
   tensorflow/lite/python/util.py: ~1 s of CPU a process). A test that
-  needs it is marked ``@pytest.mark.jax``.
+  needs it is marked ``@pytest.mark.jax``. So is IPython, installed for
+  the notebook test (ipykernel), which Keras imports where it can
+  (keras/src/saving/file_editor.py, at ``import tensorflow``: ~0.4 s of
+  CPU a process): ``@pytest.mark.notebook``.
 """
 
 import atexit
@@ -37,7 +40,8 @@ class _Hidden:
         if name.partition(".")[0] in _HIDDEN:
             raise ModuleNotFoundError(
                 "No module named %r (hidden from this test's processes by tests/process_site; "
-                "mark the test @pytest.mark.jax)" % name, name=name)
+                "mark the test @pytest.mark.jax or @pytest.mark.notebook, "
+                "tests/conftest.py's HIDDEN_BY_MARKER)" % name, name=name)
         return None
 
 
