@@ -222,6 +222,38 @@ def test_a_run_that_ends_well_ends_every_attempt(tmp_path):
     assert_every_attempt_ended(record)
 
 
+# A TensorFlow that takes its time to import (as on a loaded agent: ~5 s
+# of CPU), first on the tasks' PYTHONPATH (their submitter's sys.path); it
+# notes a SIGTERM (the teardown's) in the file named by its argument.
+SLOW_TENSORFLOW = """import os, signal, time
+def _terminated(signum, frame):
+    open(%r, "w").close()
+    os._exit(143)
+signal.signal(signal.SIGTERM, _terminated)
+time.sleep(300)
+"""
+
+
+def test_a_block_that_ends_while_its_servers_import_tensorflow_ends_them_at_once(
+        tmp_path, monkeypatch):
+    """A fine-grained task told to stop while TensorFlow was still loading
+    went on loading it: the block's end waited the stop's whole grace
+    (~6.5 s), then the teardown killed the task, and the CPU of an import
+    nobody would use was spent. It now ends at once, by itself."""
+    slow, terminated = tmp_path / "slow", tmp_path / "terminated"
+    (slow / "tensorflow").mkdir(parents=True)
+    (slow / "tensorflow" / "__init__.py").write_text(SLOW_TENSORFLOW % str(terminated))
+    monkeypatch.syspath_prepend(str(slow))
+    with cluster([dict(name="ps", num=1, **SMALL)], master="local",
+                 run_dir=str(tmp_path / "run")) as c:
+        assert c.targets
+    record = run_json(tmp_path / "run")
+    assert record["outcome"]["status"] == "succeeded"
+    assert_every_attempt_ended(record)
+    assert_no_task_processes()
+    assert not terminated.exists(), "the task was still importing TensorFlow at the teardown"
+
+
 # A cluster() whose block is still open when the script ends: in a generator
 # never closed, and entered without an exit.
 LEFT_OPEN = """

@@ -3,9 +3,14 @@ task's role, up until the scheduler says stop or goes away. While the
 connection registers again (``connection``: the grace after a drop, or a
 run's failover timeout while a new scheduler takes over) ``receive`` waits
 and the server keeps serving. TensorFlow is imported here only, when a
-fine-grained task has its role."""
+fine-grained task has its role. Told to stop (or its scheduler gone) while
+TensorFlow still loads, the task ends at once, as it would have once its
+server was up: an import cannot be cut short, and the ~5 s of CPU it has
+left would only hold the run's stop until its grace ran out and the
+teardown killed the task."""
 
 import os
+import sys
 import threading
 
 from ..protocol import wire
@@ -22,13 +27,15 @@ def run_fine_grained(conn, start):
     every task of a fine-grained run fail so while its servers trained)."""
     stopped = _StopWatch(conn)
     with tensorflow_startup_filtered(min_log_level(os.environ), task_gpus(os.environ)):
+        if not stopped.loading():     # told to stop before TensorFlow began to load
+            return stopped.wait()
         import tensorflow as tf  # only this mode needs it
 
-        if stopped.done():   # told to stop while TensorFlow loaded: no server
-            return stopped.wait()
         server = tf.distribute.Server(tf.train.ClusterSpec(start["cluster"]),
                                       job_name=start["job"], task_index=start["index"],
                                       protocol="grpc", start=True)
+        if not stopped.loaded():     # told to stop as the server started: none is up
+            return stopped.wait()
     print("tfmesos: TensorFlow server %s for /job:%s/task:%d is up"
           % (server.target, start["job"], start["index"]), flush=True)
     return stopped.wait()
@@ -43,7 +50,22 @@ class _StopWatch:
         self._conn = conn
         self._done = threading.Event()
         self._error = None
+        self._lock = threading.Lock()
+        self._loading = False
         threading.Thread(target=self._read, name="tfmesos-receive", daemon=True).start()
+
+    def loading(self):
+        """TensorFlow begins to load (True), unless the reading ended first."""
+        with self._lock:
+            self._loading = not self._done.is_set()
+            return self._loading
+
+    def loaded(self):
+        """TensorFlow and the server are up (True), unless the reading ended
+        meanwhile (the task did not end at once: it ended in error)."""
+        with self._lock:
+            self._loading = False
+            return not self._done.is_set()
 
     def _read(self):
         try:
@@ -53,8 +75,24 @@ class _StopWatch:
             print("tfmesos: scheduler gone (%s); stopping" % exc, flush=True)
         except BaseException as exc:   # raised again by wait, in the task's main thread
             self._error = exc
-        finally:
+        with self._lock:
             self._done.set()
+            if self._loading and self._error is None:
+                self._end_now()
+
+    def _end_now(self):
+        """Leave while the main thread still imports TensorFlow: as ``entry.run``
+        leaves once the server stopped (exit code 0), the connection closed."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            self._conn.close()
+        except OSError:
+            pass
+        os._exit(0)
 
     def done(self):
         return self._done.is_set()
