@@ -30,15 +30,6 @@ def test_a_tests_processes_do_not_see_ipython():
     assert "hidden from this test's processes" in _probe("IPython")
 
 
-@pytest.mark.notebook
-def test_a_test_marked_notebook_lets_its_processes_import_ipython():
-    try:
-        importlib.metadata.distribution("ipython")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("IPython is not installed")
-    assert _probe("IPython") == "imported"
-
-
 def test_the_tasks_of_a_cluster_in_the_tests_own_process_have_the_process_site():
     # A plain task's PYTHONPATH is its submitter's sys.path (taskinfo): the
     # fine-grained tasks of ``cluster()`` run in the test's own process
@@ -47,15 +38,17 @@ def test_the_tasks_of_a_cluster_in_the_tests_own_process_have_the_process_site()
     assert "hidden from this test's processes" in _probe(env=env)
 
 
-@pytest.mark.jax
-def test_a_test_marked_jax_lets_its_processes_import_it():
+@pytest.mark.parametrize("package, distribution", [
+    pytest.param("jax", "jax", marks=pytest.mark.jax),
+    pytest.param("IPython", "ipython", marks=pytest.mark.notebook)])
+def test_a_test_marked_for_a_package_lets_its_processes_import_it(package, distribution):
     # Installed? Asked of its metadata, not by importing it: a pytest-xdist
-    # worker is itself one of the suite's processes, with JAX hidden.
+    # worker is itself one of the suite's processes, with the package hidden.
     try:
-        importlib.metadata.distribution("jax")
+        importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("JAX is not installed")
-    assert _probe() == "imported"
+        pytest.skip("%s is not installed" % package)
+    assert _probe(package) == "imported"
 
 
 def test_a_process_freezes_the_collector_as_its_last_exit_handler():
