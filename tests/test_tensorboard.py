@@ -23,13 +23,23 @@ from tfmesos.core.clusterspec import tf_config
 pytestmark = pytest.mark.tensorflow
 
 
+def until_exists(path):
+    """A worker's command that runs until the test creates ``path``: the run
+    goes on while the test looks at TensorBoard (a ``sleep 20`` held the
+    suite 20 s, and ended the run too soon where TensorBoard took longer
+    to start)."""
+    return "until [ -e %s ]; do sleep 0.1; done" % shlex.quote(str(path))
+
+
 def test_tensorboard_answers_while_the_run_goes_and_stops_with_it(tmp_path):
+    done = tmp_path / "done"
     with start_tfrun("--tensorboard", str(tmp_path), "-w", "1", "-s", "0", *SMALL,
-                     "--", "sleep 20") as proc:
+                     "--", until_exists(done)) as proc:
         lines = wait_for_line(proc.stderr, "TensorBoard at", timeout=240)
         url = re.search(r"TensorBoard at (http://\S+)", lines[-1]).group(1)
         with urllib.request.urlopen(url, timeout=10) as page:
             assert page.status == 200 and b"TensorBoard" in page.read()
+        done.touch()
         assert proc.wait(60) == 0
     with pytest.raises((urllib.error.URLError, OSError)):
         urllib.request.urlopen(url, timeout=5)
@@ -112,7 +122,7 @@ def test_tensorboard_listens_on_the_address_tfrun_prints_and_nowhere_else(tmp_pa
     # Before: --bind_all, TensorBoard listened on every interface (*:PORT)
     # though tfrun printed http://127.0.0.1:PORT/ (the embedded master).
     with start_tfrun("--tensorboard", str(tmp_path), "-w", "1", "-s", "0", *SMALL,
-                     "--", "sleep 30") as proc:
+                     "--", until_exists(tmp_path / "done")) as proc:
         lines = wait_for_line(proc.stderr, "TensorBoard at", timeout=240)
         url = re.search(r"TensorBoard at (http://\S+)", lines[-1]).group(1)
         parts = urllib.parse.urlsplit(url)
