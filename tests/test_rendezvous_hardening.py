@@ -598,6 +598,29 @@ def test_a_fine_grained_task_answers_the_pings_while_tensorflow_starts(stalling_
         task.close()
 
 
+def test_a_fine_grained_task_told_to_stop_while_its_server_starts_leaves_at_once(
+        stalling_rdv, monkeypatch):
+    """It went on starting TensorFlow (~5 s of CPU on an agent) and the
+    stop waited out its grace; it now leaves at once, exit code 0, as
+    ``entry.run`` leaves once a server is up and stopped."""
+    from tfmesos.task import tensorflow_server
+    exits = []
+
+    def leave(code):   # os._exit, in the reading thread: not this test's process
+        exits.append(code)
+
+    task = FineGrainedTask(stalling_rdv, monkeypatch)
+    monkeypatch.setattr(tensorflow_server.os, "_exit", leave)
+    try:
+        task.thread.start()
+        assert task.started.wait(30)     # TensorFlow's server is starting
+        assert stalling_rdv.send("good", {"type": "stop"})
+        wait_until(lambda: exits, timeout=30)
+        assert exits == [0]
+    finally:
+        task.close()
+
+
 def test_a_fine_grained_task_told_to_stop_while_tensorflow_loads_starts_no_server(
         stalling_rdv, monkeypatch):
     from tfmesos.task import tensorflow_server
