@@ -75,6 +75,11 @@ SHARED_SERVERS = (("docker", frozenset({"docker_engine", "tfmesos_image",
                   ("mlflow_server", frozenset({"mlflow_server"})))
 
 
+# Modules whose tests import TensorFlow into the pytest process itself: on
+# one pytest-xdist worker, which imports it once (~8 s of CPU a process).
+TENSORFLOW_IN_PROCESS = frozenset({"test_clusterspec"})
+
+
 # The two tiers (scripts/test.sh runs the fast one first): ``integration``
 # marks every test that starts a master, an agent, TensorFlow, a container,
 # ZooKeeper or tfrun and its tasks (by the fixtures it uses, its markers, or
@@ -183,6 +188,8 @@ def pytest_collection_modifyitems(config, items):
                       if fixtures & needs or item.get_closest_marker(name) is not None), None)
         if group is None and item.get_closest_marker("tensorflow") is not None:
             group = "tensorflow"
+        if group is None and module in TENSORFLOW_IN_PROCESS:
+            group = "tensorflow-in-process"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 

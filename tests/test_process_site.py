@@ -3,6 +3,7 @@ processes tests start hide JAX unless their test is marked ``jax`` and
 IPython unless it is marked ``notebook``, and freeze the garbage collector
 at exit; so do the tasks that ``cluster()`` in the test's own process starts."""
 
+import ast
 import importlib.metadata
 import os
 import subprocess
@@ -63,3 +64,42 @@ def test_a_process_freezes_the_collector_as_its_last_exit_handler():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60).stdout
     assert out.strip() == "True"
+
+
+def _imports_tensorflow(tree):
+    """Whether a test module's code (not its strings), but for what is
+    marked ``tensorflow`` (the training lane, without pytest-xdist),
+    imports TensorFlow."""
+    if any(isinstance(node, ast.Assign) and "tensorflow" in ast.unparse(node.value)
+           and any(getattr(target, "id", None) == "pytestmark" for target in node.targets)
+           for node in tree.body):
+        return False
+    for top in tree.body:
+        if isinstance(top, (ast.FunctionDef, ast.ClassDef)) and any(
+                "tensorflow" in ast.unparse(decorator) for decorator in top.decorator_list):
+            continue
+        for node in ast.walk(top):
+            if isinstance(node, ast.Import) and any(
+                    alias.name.partition(".")[0] == "tensorflow" for alias in node.names):
+                return True
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorflow"):
+                return True
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
+                    and node.args and getattr(node.args[0], "value", None) == "tensorflow"):
+                return True
+    return False
+
+
+def test_modules_that_import_tensorflow_into_pytest_run_on_one_worker():
+    """Each pytest-xdist worker that runs such a test imports TensorFlow
+    (~8 s of CPU): their modules are grouped onto one (conftest)."""
+    import conftest
+    here = os.path.dirname(os.path.abspath(__file__))
+    importing = set()
+    for name in sorted(os.listdir(here)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(here, name), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+            if _imports_tensorflow(tree):
+                importing.add(name[:-3])
+    assert importing and importing <= conftest.TENSORFLOW_IN_PROCESS, importing
