@@ -621,6 +621,37 @@ def test_a_fine_grained_task_told_to_stop_while_its_server_starts_leaves_at_once
         task.close()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_fine_grained_task_whose_stdout_is_gone_still_ends_when_its_scheduler_does(
+        monkeypatch):
+    """The reading thread says "scheduler gone" on stdout; where that fails
+    (a sandbox file that cannot be written) the task still ends: its main
+    thread's wait returns (the thread ends in error after that)."""
+    from tfmesos.task import tensorflow_server
+
+    class Gone:   # a Connection whose scheduler is gone
+        def receive(self):
+            raise OSError(104, "Connection reset by peer")
+
+        def close(self):
+            pass
+
+    class Unwritable:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sys, "stdout", Unwritable())
+    watch = tensorflow_server._StopWatch(Gone())
+    ended = []
+    waiter = threading.Thread(target=lambda: ended.append(watch.wait()), daemon=True)
+    waiter.start()
+    waiter.join(30)
+    assert ended == [0]
+
+
 def test_a_fine_grained_task_told_to_stop_while_tensorflow_loads_starts_no_server(
         stalling_rdv, monkeypatch):
     from tfmesos.task import tensorflow_server

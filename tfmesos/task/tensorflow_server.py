@@ -75,10 +75,11 @@ class _StopWatch:
             print("tfmesos: scheduler gone (%s); stopping" % exc, flush=True)
         except BaseException as exc:   # raised again by wait, in the task's main thread
             self._error = exc
-        with self._lock:
-            self._done.set()
-            if self._loading and self._error is None:
-                self._end_now()
+        finally:   # also when saying so failed (a closed stdout): else wait() never returns
+            with self._lock:
+                self._done.set()
+                if self._loading and self._error is None:
+                    self._end_now()
 
     def _end_now(self):
         """Leave while the main thread still imports TensorFlow: as ``entry.run``
