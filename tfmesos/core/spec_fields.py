@@ -106,8 +106,7 @@ def _check_task_host(value: str, job: Optional[str]) -> None:
     from ..protocol.hostport import host_name  # (only where one is given)
     if host_name(value) is not None:
         return
-    what = (": %s=%s is neither an IP address nor a host name: set it to the address this "
-            "task's host is reached at, without a port")
+    what = ": %s=%s " + task_env.NOT_A_HOST
     if job is None:
         raise SpecError.about("{env}" + what, task_env.TASK_HOST, value)
     raise SpecError.about("job %r: env" + what, job, task_env.TASK_HOST, value)

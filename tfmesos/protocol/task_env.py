@@ -23,6 +23,10 @@ TASK_ID = "TFMESOS_TASK_ID"             # the Mesos task id it registers as
 RUN_ID = "TFMESOS_RUN_ID"
 OFFER_HOST = "TFMESOS_OFFER_HOST"       # the agent's hostname, from the offer
 TASK_HOST = "TFMESOS_TASK_HOST"         # overrides OFFER_HOST (set by the user)
+# Why a TASK_HOST is refused, by the submitter's check and by the task alike
+# ("TFMESOS_TASK_HOST=VALUE " comes first).
+NOT_A_HOST = ("is neither an IP address nor a host name: set it to the address this task's "
+              "host is reached at, without a port")
 PORT = "TFMESOS_PORT"                   # the port Mesos gave it (absent: pick one)
 COORDINATOR_PORT = "TFMESOS_COORDINATOR_PORT"   # worker 0's second port (Keras)
 GPUS = "TFMESOS_GPUS"                   # the task measures GPU memory when > 0

@@ -61,9 +61,7 @@ class TaskEnv(collections.namedtuple(
             # for an IPv6 address ("[[::1]]:P", "[h:9999]:P" reached no one).
             task_host = host_name(given) or ""
             if not task_host:
-                raise TaskError("%s=%s is neither an IP address nor a host name: set it to the "
-                                "address this task's host is reached at, without a port"
-                                % (task_env.TASK_HOST, given))
+                raise TaskError("%s=%s %s" % (task_env.TASK_HOST, given, task_env.NOT_A_HOST))
         return cls(rendezvous, secret, environ[task_env.TASK_ID], task_host, task_port,
                    failover, environ.get(task_env.MASTER) or "",
                    environ.get(task_env.FRAMEWORK_ID) or "", tasks)
