@@ -48,7 +48,15 @@ HIDDEN_ENV = "TFMESOS_TEST_HIDDEN_PACKAGES"
 # The packages the suite installs for some of its tests only, hidden from
 # the processes of the others, each unhidden by its marker.
 HIDDEN_BY_MARKER = {"jax": ("jax", "jaxlib"), "notebook": ("IPython",)}
-os.environ[HIDDEN_ENV] = ",".join(name for names in HIDDEN_BY_MARKER.values() for name in names)
+
+
+def hidden_packages(marked=lambda marker: False):
+    """$TFMESOS_TEST_HIDDEN_PACKAGES for a test whose markers ``marked`` says."""
+    return ",".join(name for marker, names in HIDDEN_BY_MARKER.items() if not marked(marker)
+                    for name in names)
+
+
+os.environ[HIDDEN_ENV] = hidden_packages()
 STRICT_ENV = "MESOS_LOCAL_STRICT"   # mesos_local.api.stout.STRICT_ENV
 os.environ[STRICT_ENV] = "1"
 # A lane scripts/test.sh starts in the background inherits SIGINT ignored
@@ -198,10 +206,9 @@ def pytest_collection_modifyitems(config, items):
 def _marked_packages_visible(request, monkeypatch):
     """A test marked ``jax`` starts processes that may import JAX; one
     marked ``notebook``, IPython."""
-    hidden = [name for marker, names in HIDDEN_BY_MARKER.items()
-              if request.node.get_closest_marker(marker) is None for name in names]
+    hidden = hidden_packages(lambda marker: request.node.get_closest_marker(marker) is not None)
     if hidden:
-        monkeypatch.setenv(HIDDEN_ENV, ",".join(hidden))
+        monkeypatch.setenv(HIDDEN_ENV, hidden)
     else:
         monkeypatch.delenv(HIDDEN_ENV, raising=False)
 
