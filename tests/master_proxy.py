@@ -21,6 +21,7 @@ import collections
 import http.client
 import http.server
 import json
+import socket
 import threading
 import time
 import urllib.parse
@@ -40,6 +41,7 @@ class MasterProxy:
         self.subscribed_at = []
         self.closing = threading.Event()
         self._lock = threading.Lock()
+        self._streams = set()      # the upstream sockets of the streams being passed on
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -123,13 +125,16 @@ class MasterProxy:
         decoder = recordio.Decoder()
         passed_subscribed = False
         handler.close_connection = True
-        conn.sock.settimeout(1.0)
+        # Reads block until the master sends or close() shuts the socket: a
+        # read timeout would end the stream at the first quiet second (a
+        # socket file that timed out reads no more).
+        conn.sock.settimeout(None)
+        with self._lock:
+            self._streams.add(conn.sock)
         while not self.closing.is_set():
             try:
                 data = response.read1(65536)
-            except TimeoutError:
-                continue
-            except (OSError, http.client.HTTPException, ValueError):
+            except (OSError, http.client.HTTPException, ValueError, AttributeError):
                 return
             if not data:
                 break
@@ -151,6 +156,12 @@ class MasterProxy:
 
     def close(self):
         self.closing.set()
+        with self._lock:
+            for sock in self._streams:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(10)

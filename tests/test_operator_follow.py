@@ -239,6 +239,29 @@ def test_a_stream_gone_silent_is_noticed_within_three_heartbeats_then_polled(
     assert proxy.count("/master/frameworks") > 0 and len(notes) == 1
 
 
+@pytest.mark.waits
+def test_the_proxy_passes_on_a_stream_through_a_silence_between_heartbeats(
+        make_local_master, clients, proxies):
+    # The tests above that follow a live stream (a 5-s heartbeat) pass it
+    # through the proxy: a second without an event between two heartbeats
+    # must not end it there (it did: the proxy's read timed out, and a
+    # socket file that timed out reads no more).
+    master = make_local_master(**STEADY)
+    stream = OperatorStream.of(MasterReader(proxies(master, "pass").url, environ={}))
+    try:
+        time.sleep(2.0)            # the silence under test, under one heartbeat
+        client = clients(master, name="after the silence")
+        while True:
+            event = stream.next_event()
+            if event["type"] != "HEARTBEAT":
+                break
+        assert event["type"] == "FRAMEWORK_ADDED"
+        assert event["framework_added"]["framework"]["framework_info"]["id"] == \
+            client.framework_info["id"]
+    finally:
+        stream.close()
+
+
 def test_a_refusing_or_forging_master_is_one_error_of_the_stream(make_local_master, proxies):
     master = make_local_master()
     refusing = MasterReader(proxies(master, "refuse").url, environ={})
