@@ -29,7 +29,7 @@ def run_fine_grained(conn, start):
     with tensorflow_startup_filtered(min_log_level(os.environ), task_gpus(os.environ)):
         if not stopped.loading():     # told to stop before TensorFlow began to load
             return stopped.wait()
-        import tensorflow as tf  # only this mode needs it
+        tf = import_tensorflow()  # only this mode needs it
 
         server = tf.distribute.Server(tf.train.ClusterSpec(start["cluster"]),
                                       job_name=start["job"], task_index=start["index"],
@@ -39,6 +39,26 @@ def run_fine_grained(conn, start):
     print("tfmesos: TensorFlow server %s for /job:%s/task:%d is up"
           % (server.target, start["job"], start["index"]), flush=True)
     return stopped.wait()
+
+
+def import_tensorflow():
+    """TensorFlow, without the Keras that ``import tensorflow`` loads eagerly
+    (tensorflow/__init__.py: ``importlib.import_module("keras.src.optimizers")``,
+    an ImportError ignored) only to register Keras' optimizers for
+    SavedModel. A task that serves gRPC runs none of the user's Python and
+    loads no SavedModel, and Keras (scikit-learn with it, where installed)
+    is ~2 s of its CPU. Hidden for the import only: ``tf.keras`` still
+    loads it, though ``import tensorflow.keras`` does not resolve."""
+    hidden = [name for name in ("keras", "tf_keras") if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # import: "not installed"
+    try:
+        import tensorflow
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    return tensorflow
 
 
 class _StopWatch:
