@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import pytest
@@ -134,3 +135,25 @@ def test_replica_command_runs_its_command_under_a_forked_guard(tmp_path):
     command = replica.ReplicaCommand(Quiet(), {"cmd": REPORT.format(d=tmp_path), "env": {}})
     assert command.run() == 0
     assert (tmp_path / "cmdline").read_bytes() == own_cmdline()
+
+
+def test_a_commands_wall_time_counts_from_its_start_however_late_its_monitor_begins(
+        monkeypatch):
+    """run.json's ``wall_s`` is "seconds from the command's start to its
+    end". CI saw a worker that busy-looped 3 s by its own clock reported at
+    2.83 s: on a loaded agent the usage monitor began well after the command
+    had, and counted from then. Here the monitor begins 1 s late."""
+    class Quiet:
+        def send(self, message):
+            pass
+
+    on_time = replica.UsageMonitor.for_task
+
+    def late(root, environ, **kwargs):
+        time.sleep(1.0)   # the loaded agent's delay, not a synchronisation
+        return on_time(root, environ, **kwargs)
+
+    monkeypatch.setattr(replica.UsageMonitor, "for_task", late)
+    command = replica.ReplicaCommand(Quiet(), {"cmd": "sleep 1.5", "env": {}})
+    assert command.run() == 0
+    assert command.usage["wall_s"] >= 1.5, command.usage

@@ -159,11 +159,12 @@ def _byte_sink(target, failed):
     return sink
 
 
-def _monitor(pid):
-    """A started UsageMonitor of the command ``pid``, or None: measuring
-    must never fail the task."""
+def _monitor(pid, started):
+    """A started UsageMonitor of the command ``pid``, which began at
+    ``started`` (``time.monotonic()``), or None: measuring must never fail
+    the task."""
     try:
-        return UsageMonitor.for_task(pid, os.environ).start()
+        return UsageMonitor.for_task(pid, os.environ, started=started).start()
     except Exception as exc:
         tell("tfmesos: cannot measure the command's usage: %s" % exc)
         return None
@@ -240,6 +241,9 @@ class ReplicaCommand:
         return self._run(self.cmd, command=True)
 
     def _run(self, cmd, command):
+        # The command's wall time counts from here: its monitor begins after
+        # the pumps, which on a loaded agent can be a while.
+        started = time.monotonic()
         child = self._spawn(cmd, command)
         if child is None:
             return STOPPED
@@ -252,7 +256,7 @@ class ReplicaCommand:
                      (child.guard.stderr, "stderr", sys.stderr, noise))]
         for pump in pumps:
             pump.start()
-        monitor = _monitor(child.guard.pid) if command else None
+        monitor = _monitor(child.guard.pid, started) if command else None
         code = self._reap(child)
         if command:
             self.usage = _report(monitor)

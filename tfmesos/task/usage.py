@@ -220,11 +220,13 @@ class UsageMonitor:
     """Follows the process tree of ``root`` (a pid) on a thread from
     ``start()`` until ``stop()``, which returns the usage report (module
     docstring). ``gpus``: whether the task was given GPUs (``visible``: their
-    ids, from ``CUDA_VISIBLE_DEVICES``)."""
+    ids, from ``CUDA_VISIBLE_DEVICES``); ``started``: when the command began,
+    on ``clock`` (None: now)."""
 
     def __init__(self, root, gpus=False, visible=None, proc="/proc", clock=time.monotonic,
                  sample_interval=SAMPLE_INTERVAL, peak_interval=PEAK_INTERVAL,
-                 max_samples=MAX_SAMPLES, cgroup=None, gpu_reader=gpu_memory_mb):
+                 max_samples=MAX_SAMPLES, cgroup=None, gpu_reader=gpu_memory_mb,
+                 started=None):
         self.root = root
         self.gpus = bool(gpus)
         self.visible = visible or None
@@ -236,7 +238,7 @@ class UsageMonitor:
         self.gpu_reader = gpu_reader
         self.cgroup = cgroup
         self._oom_before = cgroup.oom_kills() if cgroup is not None else None
-        self._start = clock()
+        self._start = clock() if started is None else started   # the command's start
         self._usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         self._next_sample = self._start + sample_interval
         self._stop = threading.Event()
@@ -257,9 +259,10 @@ class UsageMonitor:
         self._thread = threading.Thread(target=self._loop, name="tfmesos-usage", daemon=True)
 
     @classmethod
-    def for_task(cls, root, environ):
+    def for_task(cls, root, environ, started=None):
         """A monitor for the command ``root`` of the task whose environment
-        is ``environ`` (``TFMESOS_GPUS``: GPUs given by Mesos)."""
+        is ``environ`` (``TFMESOS_GPUS``: GPUs given by Mesos), started at
+        ``started`` (``time.monotonic()``; None: now)."""
         try:
             gpus = int(environ.get(task_env.GPUS) or 0) > 0
         except ValueError:
@@ -273,7 +276,7 @@ class UsageMonitor:
         if cgroup is not None and cgroup.limit() is None:
             cgroup = None     # the agent's own, shared cgroup: its OOM kills are not ours
         return cls(root, gpus=gpus, visible=environ.get("CUDA_VISIBLE_DEVICES"), cgroup=cgroup,
-                   sample_interval=max(interval, PEAK_INTERVAL))
+                   sample_interval=max(interval, PEAK_INTERVAL), started=started)
 
     def start(self):
         self._thread.start()
