@@ -72,7 +72,8 @@ class _StopWatch:
         self._error = None
         self._lock = threading.Lock()
         self._loading = False
-        threading.Thread(target=self._read, name="tfmesos-receive", daemon=True).start()
+        self.reader = threading.Thread(target=self._read, name="tfmesos-receive", daemon=True)
+        self.reader.start()
 
     def loading(self):
         """TensorFlow begins to load (True), unless the reading ended first."""
@@ -92,7 +93,10 @@ class _StopWatch:
             while self._conn.receive()["type"] != "stop":
                 pass
         except (wire.WireError, OSError) as exc:
-            print("tfmesos: scheduler gone (%s); stopping" % exc, flush=True)
+            try:
+                print("tfmesos: scheduler gone (%s); stopping" % exc, flush=True)
+            except (OSError, ValueError):
+                pass    # a sandbox file that cannot be written: nowhere to say it
         except BaseException as exc:   # raised again by wait, in the task's main thread
             self._error = exc
         finally:   # also when saying so failed (a closed stdout): else wait() never returns
