@@ -180,7 +180,7 @@ static_log=$(mktemp /tmp/tfmesos-static-XXXXXX.log)
 static_checks >"$static_log" 2>&1 &
 static=$!
 # The fast tier first (pure logic, the mock transport, fakes: no master, no
-# task, no TensorFlow: half a minute on 2 pytest-xdist workers), then the
+# task, no TensorFlow: about two minutes on 2 pytest-xdist workers), then the
 # integration tier in three lanes at once: the tests that train TensorFlow
 # clusters, one after another (on 2 cores two clusters at once only starve
 # each other), the tests that mostly wait (below), and the rest on 2
@@ -188,7 +188,7 @@ static=$!
 # tests of one Docker engine, or of one ZooKeeper, on one worker).
 # Each lane's session checks what its own tests left behind and prints its
 # slowest tests (the suite has 10 minutes on this machine).
-python3 -m pytest tests -m "not integration" -n 2
+python3 -m pytest tests -m "not integration" -n 2 --dist loadgroup
 training='integration and tensorflow and not docker'
 waiting="integration and waits and not ($training)"
 lane_log=$(mktemp /tmp/tfmesos-tests-training-XXXXXX.log)

@@ -83,9 +83,11 @@ SHARED_SERVERS = (("docker", frozenset({"docker_engine", "tfmesos_image",
                   ("mlflow_server", frozenset({"mlflow_server"})))
 
 
-# Modules whose tests import TensorFlow into the pytest process itself: on
-# one pytest-xdist worker, which imports it once (~8 s of CPU a process).
-TENSORFLOW_IN_PROCESS = frozenset({"test_clusterspec"})
+# Modules whose tests import a framework into the pytest process itself, by
+# framework: on one pytest-xdist worker, which imports it once (TensorFlow
+# ~8 s of CPU a process, torch ~2 s); group "<framework>-in-process".
+IN_PROCESS = {"tensorflow": frozenset({"test_clusterspec"}),
+              "torch": frozenset({"test_metrics_torch", "test_process_group"})}
 
 
 # The two tiers (scripts/test.sh runs the fast one first): ``integration``
@@ -196,8 +198,9 @@ def pytest_collection_modifyitems(config, items):
                       if fixtures & needs or item.get_closest_marker(name) is not None), None)
         if group is None and item.get_closest_marker("tensorflow") is not None:
             group = "tensorflow"
-        if group is None and module in TENSORFLOW_IN_PROCESS:
-            group = "tensorflow-in-process"
+        if group is None:
+            group = next(("%s-in-process" % framework for framework, modules
+                          in IN_PROCESS.items() if module in modules), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 

@@ -24,6 +24,7 @@ from failover_helpers import (
 )
 from fixtures_master import make_local_master
 from fixtures_zk import registered_in_zookeeper, zk_client, zookeeper
+from installed import require
 from processes import scheduler_pids
 from run_dirs import validate_run_json
 from tfrun_helpers import REPO, SMALL, hung_up_once_ready, reaped, start_tfrun, tfrun_argv
@@ -398,7 +399,7 @@ def test_a_detached_keras_job_keeps_its_epochs_through_a_new_scheduler(make_loca
     # scheduler task is SIGKILLed after the second epoch; tfmesos attach
     # launches a new one: the epochs go on where they were, in the same
     # attempts, and the run succeeds.
-    pytest.importorskip("tf_keras")
+    require("tf_keras")
     master = make_local_master()
     env = dict(os.environ, MESOS_MASTER="", TFMESOS_KEYS_DIR=str(tmp_path / "keys"))
     examples = os.path.join(REPO, "examples")

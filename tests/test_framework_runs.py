@@ -4,7 +4,8 @@ training as one process does on the global batch, a command that runs
 ``torchrun`` itself through the placeholders, and two JAX processes that
 ``psum`` across processes and train in step (``examples/torch_ddp.py``,
 ``examples/jax_multiprocess.py``). The test command installs torch (CPU)
-and JAX; ``importorskip`` only spares a developer machine without them."""
+and JAX; ``require`` (tests/installed.py) only spares a developer machine
+without them."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from installed import require
 from tfrun_helpers import REPO, SMALL, run_tfrun
 
 PY = sys.executable
@@ -131,8 +133,8 @@ def losses(stdout):
 def one_process():
     """examples/torch_ddp.py alone, on the global batch of two processes:
     [(line, loss), ...]."""
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require("torch")
+    require("sklearn")
     result = subprocess.run([PY, "examples/torch_ddp.py", "--processes", "2", "--epochs", EPOCHS],
                             cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT,
                             env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -195,8 +197,8 @@ def test_a_command_that_runs_torchrun_through_the_placeholders(one_process, tmp_
 
 @pytest.mark.jax   # its tasks import JAX (hidden from the others' by tests/process_site)
 def test_two_jax_processes_psum_across_processes_and_train_in_step():
-    pytest.importorskip("jax")
-    pytest.importorskip("sklearn")
+    require("jax")
+    require("sklearn")
     result = run_tfrun("--jax", "-w", "2", *RESOURCES, "--", PY, "examples/jax_multiprocess.py",
                        "--epochs", EPOCHS, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -3,13 +3,15 @@ master (issue 36, item 5): ``examples/torch_lightning.py`` (Lightning's
 Trainer, DDP over gloo, ``tfmesos.lightning.MetricsLogger``) logs every
 step from both ranks into run.json, and ``tfmesos.torch.log_metrics``
 reduces across the two ranks. The test command installs torch (CPU) and
-Lightning; ``importorskip`` only spares a developer machine without them."""
+Lightning; ``require`` (tests/installed.py) only spares a developer machine
+without them."""
 
 import json
 import re
 import sys
 
 import pytest
+from installed import require
 from tfrun_helpers import run_tfrun
 
 PY = sys.executable
@@ -25,7 +27,7 @@ def series(run_dir):
 
 
 def test_the_lightning_example_logs_every_step_of_both_ranks(tmp_path):
-    pytest.importorskip("lightning")
+    require("lightning")
     run_dir = tmp_path / "run"
     result = run_tfrun("--torch", "-w", "2", *RESOURCES, "--run-dir", str(run_dir), "--", PY,
                        "examples/torch_lightning.py", "--epochs", "2", timeout=TIMEOUT)
@@ -68,7 +70,7 @@ dist.destroy_process_group()
 
 
 def test_tfmesos_torch_reduces_across_the_ranks_before_each_logs(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     run_dir = tmp_path / "run"
     result = run_tfrun("--torch", "-w", "2", *RESOURCES, "--run-dir", str(run_dir), "--", PY,
                        "-c", REDUCE, timeout=TIMEOUT)

@@ -7,6 +7,7 @@ integration test tests/test_lightning_runs.py.)"""
 
 import argparse
 import collections
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,9 +18,19 @@ import pytest
 from tfrun_helpers import REPO, only_metrics_warnings
 
 from tfmesos.protocol import hostport, task_env
+from tfmesos.protocol.metric_points import MetricError, check_value
 from tfmesos.task import user_metrics
 
-torch = pytest.importorskip("torch")
+# The tests whose ranks (processes of their own) import it.
+INSTALLED = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                               reason="torch is not installed")
+
+
+@pytest.fixture
+def torch():
+    """PyTorch for the tests that use it, not imported as pytest collects
+    this module: every session collects it (~2 s of CPU each)."""
+    return pytest.importorskip("torch")
 
 
 @pytest.fixture
@@ -38,7 +49,7 @@ def values(logged):
     return [(point[0], point[2]) for point in logged]
 
 
-def test_tensors_of_one_element_are_numbers_off_autograd(points):
+def test_tensors_of_one_element_are_numbers_off_autograd(torch, points):
     import tfmesos
     weight = torch.tensor(3.0, requires_grad=True)
     with warnings.catch_warnings():
@@ -51,7 +62,7 @@ def test_tensors_of_one_element_are_numbers_off_autograd(points):
                                    "nan": None})]
 
 
-def test_a_tensor_of_more_elements_is_left_out_with_a_warning_naming_it(points):
+def test_a_tensor_of_more_elements_is_left_out_with_a_warning_naming_it(torch, points):
     import tfmesos
     with warnings.catch_warnings(record=True) as caught:
         only_metrics_warnings()
@@ -65,6 +76,14 @@ def test_a_tensor_of_more_elements_is_left_out_with_a_warning_naming_it(points):
         "tfmesos.log_metrics: empty: a metric value must be one number, not a tensor of 0 "
         "elements (shape [0]): log its mean() or one element; not recorded"]
     assert {w.filename for w in caught} == {__file__}   # the caller's line
+
+
+def test_booleans_of_torch_and_jax_are_no_metric(torch):
+    with pytest.raises(MetricError, match="must be a number, not bool"):
+        check_value(user_metrics._scalar(torch.tensor(True)))
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(MetricError, match="must be a number, not"):
+        check_value(jnp.array(True))
 
 
 def test_other_bad_values_name_their_key_too(points):
@@ -103,7 +122,7 @@ def group_of_one(monkeypatch):
     dist.destroy_process_group()
 
 
-def test_without_reduce_each_rank_logs_its_own(points):
+def test_without_reduce_each_rank_logs_its_own(torch, points):
     import tfmesos.torch
     assert tfmesos.torch.log_metrics(step=1, loss=torch.tensor(0.5), n=3) == \
         {"loss": 0.5, "n": 3.0}
@@ -112,7 +131,7 @@ def test_without_reduce_each_rank_logs_its_own(points):
 
 @pytest.mark.filterwarnings("ignore:.*inf is not finite")
 @pytest.mark.parametrize("reduce", ["mean", "sum", "min", "max"])
-def test_reduce_in_a_group_of_one_is_the_values(points, group_of_one, reduce):
+def test_reduce_in_a_group_of_one_is_the_values(torch, points, group_of_one, reduce):
     import tfmesos.torch
     logged = tfmesos.torch.log_metrics(step=4, reduce=reduce, loss=torch.tensor([0.25]),
                                        acc=0.5, inf=float("inf"))
@@ -120,7 +139,7 @@ def test_reduce_in_a_group_of_one_is_the_values(points, group_of_one, reduce):
     assert values(points) == [(4, logged)]
 
 
-def test_reduce_keeps_a_bad_value_s_place_as_null(points, group_of_one):
+def test_reduce_keeps_a_bad_value_s_place_as_null(torch, points, group_of_one):
     import tfmesos.torch
     with warnings.catch_warnings(record=True) as caught:
         only_metrics_warnings()
@@ -182,11 +201,13 @@ def two_ranks(rank0, rank1):
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
 
 
+@INSTALLED
 def test_reduce_across_two_ranks_is_the_mean_by_name():
     assert two_ranks({"loss": 1.0, "acc": 0.25}, {"acc": 0.75, "loss": 3.0}) == \
         [{"logged": {"acc": 0.5, "loss": 2.0}}] * 2
 
 
+@INSTALLED
 @pytest.mark.parametrize("rank0, rank1", [({"loss": 10.0}, {"accuracy": 0.5}),
                                           ({"loss": 1.0}, {"loss": 2.0, "acc": 0.5})],
                          ids=["other-names", "one-more-name"])
@@ -200,7 +221,7 @@ def test_ranks_that_reduce_other_names_get_a_value_error_naming_theirs(rank0, ra
 
 # -- tfmesos.lightning --------------------------------------------------------------
 
-def test_the_logger_is_a_lightning_logger_that_logs_on_every_rank(points, monkeypatch):
+def test_the_logger_is_a_lightning_logger_that_logs_on_every_rank(torch, points, monkeypatch):
     pl = pytest.importorskip("lightning.pytorch")
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
@@ -231,7 +252,7 @@ def test_a_script_on_pytorch_lightning_gets_its_logger_class(points, monkeypatch
     assert values(points) == [(1, {"loss": 0.5})]
 
 
-def test_the_trainer_logs_every_step_through_it(points, tmp_path):
+def test_the_trainer_logs_every_step_through_it(torch, points, tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from torch.utils.data import DataLoader, TensorDataset
 

@@ -66,33 +66,53 @@ def test_a_process_freezes_the_collector_as_its_last_exit_handler():
     assert out.strip() == "True"
 
 
-def _imports_tensorflow(tree):
-    """Whether a test module's code (not its strings), but for what is
-    marked ``tensorflow`` (the training lane, without pytest-xdist),
-    imports TensorFlow."""
-    if any(isinstance(node, ast.Assign) and "tensorflow" in ast.unparse(node.value)
-           and any(getattr(target, "id", None) == "pytestmark" for target in node.targets)
-           for node in tree.body):
+def _runs_in_pytest(node):
+    """Whether a module's top-level ``node`` runs in pytest: the module's
+    own statements, its tests and fixtures; not its other functions, which
+    a test may ship to a task (``tfmesos.run``)."""
+    if isinstance(node, ast.ClassDef):
+        return node.name.startswith("Test")
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name.startswith("test_") or any(
+            "fixture" in ast.unparse(decorator) for decorator in node.decorator_list)
+    return True
+
+
+def _imports(tree, framework):
+    """Whether a test module's code (not its strings) imports ``framework``
+    into pytest, but for what is marked ``tensorflow`` (TensorFlow's tests
+    run in the training lane, without pytest-xdist)."""
+    exempt = framework == "tensorflow"
+    if exempt and any(isinstance(node, ast.Assign) and framework in ast.unparse(node.value)
+                      and any(getattr(target, "id", None) == "pytestmark"
+                              for target in node.targets)
+                      for node in tree.body):
         return False
     for top in tree.body:
-        if isinstance(top, (ast.FunctionDef, ast.ClassDef)) and any(
-                "tensorflow" in ast.unparse(decorator) for decorator in top.decorator_list):
+        if not _runs_in_pytest(top):
+            continue
+        if exempt and isinstance(top, (ast.FunctionDef, ast.ClassDef)) and any(
+                framework in ast.unparse(decorator) for decorator in top.decorator_list):
             continue
         for node in ast.walk(top):
             if isinstance(node, ast.Import) and any(
-                    alias.name.partition(".")[0] == "tensorflow" for alias in node.names):
+                    alias.name.partition(".")[0] == framework for alias in node.names):
                 return True
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorflow"):
+            if isinstance(node, ast.ImportFrom) and \
+                    (node.module or "").partition(".")[0] == framework:
                 return True
             if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
-                    and node.args and getattr(node.args[0], "value", None) == "tensorflow"):
+                    and node.args and isinstance(getattr(node.args[0], "value", None), str)
+                    and node.args[0].value.partition(".")[0] == framework):
                 return True
     return False
 
 
-def test_modules_that_import_tensorflow_into_pytest_run_on_one_worker():
-    """Each pytest-xdist worker that runs such a test imports TensorFlow
-    (~8 s of CPU): their modules are grouped onto one (conftest)."""
+@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
+def test_modules_that_import_a_framework_into_pytest_run_on_one_worker(framework):
+    """Each pytest-xdist worker that runs such a test imports the framework
+    (TensorFlow ~8 s of CPU, torch ~2 s): their modules are grouped onto
+    one (conftest.IN_PROCESS)."""
     import conftest
     here = os.path.dirname(os.path.abspath(__file__))
     importing = set()
@@ -100,6 +120,48 @@ def test_modules_that_import_tensorflow_into_pytest_run_on_one_worker():
         if name.startswith("test_") and name.endswith(".py"):
             with open(os.path.join(here, name), encoding="utf-8") as handle:
                 tree = ast.parse(handle.read())
-            if _imports_tensorflow(tree):
+            if _imports(tree, framework):
                 importing.add(name[:-3])
-    assert importing and importing <= conftest.TENSORFLOW_IN_PROCESS, importing
+    assert importing and importing <= conftest.IN_PROCESS[framework], importing
+
+
+# Frameworks a pytest process must not import as it collects: every session
+# (each xdist worker, each lane) collects every module, and torch alone was
+# ~2 s of CPU a session, then a heavier garbage collector for the rest of it.
+FRAMEWORKS = frozenset({"tensorflow", "torch", "jax", "keras", "lightning", "pytorch_lightning"})
+
+
+def _collection_imports(tree):
+    """What a module imports as it is imported: its top-level statements
+    (not a function's or class' body), ``pytest.importorskip`` included."""
+    found = set()
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
+              and node.args and isinstance(getattr(node.args[0], "value", None), str)):
+            found.add(node.args[0].value)
+        pending.extend(ast.iter_child_nodes(node))
+    return {name.partition(".")[0] for name in found}
+
+
+def test_collecting_the_suite_imports_no_training_framework():
+    here = os.path.dirname(os.path.abspath(__file__))
+    helpers = {name[:-3] for name in os.listdir(here) if name.endswith(".py")}
+    pending = {name for name in helpers if name.startswith("test_") or name == "conftest"}
+    seen, importing = set(), {}
+    while pending:
+        module = pending.pop()
+        seen.add(module)
+        with open(os.path.join(here, module + ".py"), encoding="utf-8") as handle:
+            imported = _collection_imports(ast.parse(handle.read()))
+        if imported & FRAMEWORKS:
+            importing[module] = sorted(imported & FRAMEWORKS)
+        pending |= (imported & helpers) - seen
+    assert len(seen) > 100 and importing == {}

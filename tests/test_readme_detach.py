@@ -20,6 +20,7 @@ import signal
 import subprocess
 
 import pytest
+from installed import require
 from tfrun_helpers import REPO, background_master, free_port, reaped, release
 from waiting import wait_until
 
@@ -195,7 +196,7 @@ def test_a_detached_run_that_fails_at_once_says_why_in_runs_and_attach(readme_ma
 def test_the_readme_lines_run_a_tensorflow_script(readme_master, tmp_path):
     # The issue's case: train.py imports TensorFlow, which the agents'
     # python3 lacks; the interpreter running tfrun has it.
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     (tmp_path / "train.py").write_text(TRAIN_TF)
     run_id, stdout = submit(readme_master, tmp_path)
     attached = run(commands_printed(stdout)["follow it"], tmp_path, timeout=240)

@@ -2,7 +2,7 @@
 (issue 36, item 4): ``fn`` runs in every worker inside its framework's
 distributed environment (``tfmesos/task/process_group.py``), and every
 task's value comes back. The functions run plain torch or JAX (no
-TensorFlow); the test command installs both (``importorskip`` spares a
+TensorFlow); the test command installs both (``require`` spares a
 developer machine without them)."""
 
 import contextlib
@@ -11,6 +11,7 @@ import sys
 
 import cloudpickle
 import pytest
+from installed import require
 
 import tfmesos
 from tfmesos.exceptions import RemoteTaskError, TaskFailed
@@ -43,7 +44,7 @@ def torch_group_facts(offset):
 
 
 def test_torch_every_worker_is_a_rank_of_one_initialised_group(tmp_path, capfd):
-    pytest.importorskip("torch")
+    require("torch")
     result = tfmesos.run(torch_group_facts, 1, workers=2, framework="torch",
                          run_dir=str(tmp_path / "run"), **SMALL)
     assert result.values == {
@@ -69,7 +70,7 @@ def torch_rank_1_raises():
 
 
 def test_torch_a_rank_that_raises_fails_the_run_with_its_exception(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     with pytest.raises(ZeroDivisionError) as caught:
         tfmesos.run(torch_rank_1_raises, workers=2, framework="torch",
                     run_dir=str(tmp_path / "run"), **SMALL)
@@ -102,7 +103,7 @@ def test_torch_the_rank_that_raised_is_the_runs_failure_not_the_peer_it_left(tmp
     # lingers (an exit function), as a loaded machine makes it: without its
     # outcome reaching tfmesos before its exit, the peer's error came first
     # every time.
-    pytest.importorskip("torch")
+    require("torch")
     with pytest.raises(RuntimeError) as caught:
         tfmesos.run(torch_rank_1_raises_as_rank_0_waits_in_a_barrier, workers=2,
                     framework="torch", run_dir=str(tmp_path / "run"), **SMALL)
@@ -174,7 +175,7 @@ def jax_group_facts():
 
 @pytest.mark.jax   # its tasks import JAX (hidden from the others' by tests/process_site)
 def test_jax_every_worker_is_a_process_of_one_initialised_group(tmp_path):
-    pytest.importorskip("jax")
+    require("jax")
     result = tfmesos.run(jax_group_facts, workers=2, framework="jax",
                          run_dir=str(tmp_path / "run"), **SMALL)
     assert result.values == {"worker:%d" % index: {"index": index, "count": 2, "psum": 3.0}
@@ -200,7 +201,7 @@ def test_jax_a_process_that_raises_ends_without_waiting_at_the_shutdown_barrier(
     # (or shutdown_timeout_seconds, 300 s): the run failed when process 1
     # ended. Bound well below that, not tight: two JAX imports on a loaded machine.
     import time
-    pytest.importorskip("jax")
+    require("jax")
     started = time.monotonic()
     with pytest.raises(RuntimeError) as caught:
         tfmesos.run(jax_process_0_raises_as_process_1_computes, workers=2, framework="jax",

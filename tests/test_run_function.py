@@ -16,6 +16,7 @@ import time
 import cloudpickle
 import pytest
 from fixtures_netns import namespaces, netns_master, root_only
+from installed import require
 from local_users import nobody, python_for
 from processes import alive
 from tfrun_helpers import REPO, finished_record
@@ -568,8 +569,8 @@ def test_a_failed_task_fails_the_call_while_nobody_reads_the_callers_output(tmp_
 @pytest.mark.tensorflow
 @pytest.mark.timeout(300)
 def test_the_example_trains_the_keras_digits_model_and_returns_its_accuracy(tmp_path):
-    pytest.importorskip("tf_keras")
-    pytest.importorskip("sklearn")
+    require("tf_keras")
+    require("sklearn")
     env = dict(os.environ, MESOS_MASTER="", PYTHONPATH=os.pathsep.join(
         filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "run_function.py"),

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+from installed import require
 from processes import scheduler_pids
 from tfrun_helpers import background_master, free_port, reaped, release, tfrun_argv
 from waiting import wait_until
@@ -73,7 +74,7 @@ def master(tmp_path):
 
 
 def test_a_detached_torch_run_survives_its_scheduler_in_one_process_group(master, tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text(TRAIN)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from installed import require
 from tfrun_helpers import start_tfrun
 from waiting import wait_until
 
@@ -53,8 +54,8 @@ def test_a_killed_rank_restarts_in_place_a_killed_torchrun_is_relaunched_alone(t
     its torchrun rejoins the rendezvous, and both resume from epoch 2's
     checkpoint). Every epoch is saved once, the run succeeds, never a whole
     restart."""
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require("torch")
+    require("sklearn")
     run_dir = tmp_path / "run"
     # 2:2: each rendezvous round closes once both nodes joined (with 1:2,
     # torchrun waits its last-call timeout, 30 s, for a node more at every
