@@ -539,11 +539,15 @@ def test_a_pause_of_the_scheduler_itself_is_not_the_tasks_silence(stalling_rdv, 
 class FineGrainedTask:
     """``run_fine_grained`` in a thread, registered on ``rdv``, with a
     stand-in TensorFlow whose server takes until ``release`` (3 s at most)
-    to start."""
+    to start. A task told to stop while it loads leaves its process
+    (os._exit): here ``exits`` notes it instead (it ended pytest, exit
+    code 0, summary unwritten, where a stop overtook the server's start)."""
 
     def __init__(self, rdv, monkeypatch):
         from tfmesos.task import tensorflow_server
         self.started, self.release = threading.Event(), threading.Event()
+        self.exits = []
+        monkeypatch.setattr(tensorflow_server, "_leave_process", self.exits.append)
         task = self
 
         class SlowServer:   # tf.distribute.Server
@@ -603,20 +607,13 @@ def test_a_fine_grained_task_told_to_stop_while_its_server_starts_leaves_at_once
     """It went on starting TensorFlow (~5 s of CPU on an agent) and the
     stop waited out its grace; it now leaves at once, exit code 0, as
     ``entry.run`` leaves once a server is up and stopped."""
-    from tfmesos.task import tensorflow_server
-    exits = []
-
-    def leave(code):   # os._exit, in the reading thread: not this test's process
-        exits.append(code)
-
     task = FineGrainedTask(stalling_rdv, monkeypatch)
-    monkeypatch.setattr(tensorflow_server.os, "_exit", leave)
     try:
         task.thread.start()
         assert task.started.wait(30)     # TensorFlow's server is starting
         assert stalling_rdv.send("good", {"type": "stop"})
-        wait_until(lambda: exits, timeout=30)
-        assert exits == [0]
+        wait_until(lambda: task.exits, timeout=30)
+        assert task.exits == [0]
     finally:
         task.close()
 
