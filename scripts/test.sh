@@ -233,8 +233,20 @@ wait "$waits" || status=$?
 waits=""
 wait "$lane" || status=$?
 lane=""
+# A lane whose pytest ended without its summary line did not run all its
+# tests, whatever its exit code: something in a test ended the process
+# (an in-process task's os._exit(0) once did, unseen, with CI green).
+summarised() {
+  grep -Eq ' in [0-9.]+s( \([0-9:]+\))?( =+)?$' "$1" || {
+    echo "scripts/test.sh: the $2 lane's pytest ended without its summary line:" \
+         "a test ended its process; its tests did not all run"
+    status=1
+  }
+}
 echo "== the waiting lane ($waiting):"
 cat "$wait_log"
+summarised "$wait_log" waiting
 echo "== the training lane ($training):"
 cat "$lane_log"
+summarised "$lane_log" training
 exit "$status"
