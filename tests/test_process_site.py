@@ -66,10 +66,32 @@ def test_a_process_freezes_the_collector_as_its_last_exit_handler():
     assert out.strip() == "True"
 
 
+def _imported(nodes, into_bodies=True):
+    """The top-level packages ``nodes`` (statements) import, by ``import``,
+    ``from ... import`` or ``pytest.importorskip``; ``into_bodies``: also
+    in the bodies of the functions and classes among them."""
+    found = set()
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        if not into_bodies and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                 ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
+              and node.args and isinstance(getattr(node.args[0], "value", None), str)):
+            found.add(node.args[0].value)
+        pending.extend(ast.iter_child_nodes(node))
+    return {name.partition(".")[0] for name in found}
+
+
 def _runs_in_pytest(node):
     """Whether a module's top-level ``node`` runs in pytest: the module's
-    own statements, its tests and fixtures; not its other functions, which
-    a test may ship to a task (``tfmesos.run``)."""
+    own statements, its tests and fixtures; not its other functions and
+    classes, which a test may ship to a task (``tfmesos.run``)."""
     if isinstance(node, ast.ClassDef):
         return node.name.startswith("Test")
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -88,24 +110,10 @@ def _imports(tree, framework):
                               for target in node.targets)
                       for node in tree.body):
         return False
-    for top in tree.body:
-        if not _runs_in_pytest(top):
-            continue
-        if exempt and isinstance(top, (ast.FunctionDef, ast.ClassDef)) and any(
-                framework in ast.unparse(decorator) for decorator in top.decorator_list):
-            continue
-        for node in ast.walk(top):
-            if isinstance(node, ast.Import) and any(
-                    alias.name.partition(".")[0] == framework for alias in node.names):
-                return True
-            if isinstance(node, ast.ImportFrom) and \
-                    (node.module or "").partition(".")[0] == framework:
-                return True
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
-                    and node.args and isinstance(getattr(node.args[0], "value", None), str)
-                    and node.args[0].value.partition(".")[0] == framework):
-                return True
-    return False
+    return framework in _imported(
+        top for top in tree.body if _runs_in_pytest(top) and not (
+            exempt and isinstance(top, (ast.FunctionDef, ast.ClassDef)) and any(
+                framework in ast.unparse(decorator) for decorator in top.decorator_list)))
 
 
 @pytest.mark.parametrize("framework", ["tensorflow", "torch"])
@@ -131,26 +139,6 @@ def test_modules_that_import_a_framework_into_pytest_run_on_one_worker(framework
 FRAMEWORKS = frozenset({"tensorflow", "torch", "jax", "keras", "lightning", "pytorch_lightning"})
 
 
-def _collection_imports(tree):
-    """What a module imports as it is imported: its top-level statements
-    (not a function's or class' body), ``pytest.importorskip`` included."""
-    found = set()
-    pending = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
-              and node.args and isinstance(getattr(node.args[0], "value", None), str)):
-            found.add(node.args[0].value)
-        pending.extend(ast.iter_child_nodes(node))
-    return {name.partition(".")[0] for name in found}
-
-
 def test_collecting_the_suite_imports_no_training_framework():
     here = os.path.dirname(os.path.abspath(__file__))
     helpers = {name[:-3] for name in os.listdir(here) if name.endswith(".py")}
@@ -160,7 +148,7 @@ def test_collecting_the_suite_imports_no_training_framework():
         module = pending.pop()
         seen.add(module)
         with open(os.path.join(here, module + ".py"), encoding="utf-8") as handle:
-            imported = _collection_imports(ast.parse(handle.read()))
+            imported = _imported(ast.parse(handle.read()).body, into_bodies=False)
         if imported & FRAMEWORKS:
             importing[module] = sorted(imported & FRAMEWORKS)
         pending |= (imported & helpers) - seen
