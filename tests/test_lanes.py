@@ -30,7 +30,7 @@ def _lane(tmp_path, end_it):
     log = tmp_path / "lane.log"
     with open(log, "w") as out:
         code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-p", "no:xdist", "-p", "no:randomly", str(tmp_path)],
+                               "-p", "no:xdist", str(tmp_path)],
                               stdout=out, stderr=subprocess.STDOUT, cwd=str(tmp_path),
                               env=dict(os.environ, END_IT="1" if end_it else ""),
                               timeout=120).returncode
