@@ -78,6 +78,7 @@ def test_a_tensor_of_more_elements_is_left_out_with_a_warning_naming_it(torch, p
     assert {w.filename for w in caught} == {__file__}   # the caller's line
 
 
+@pytest.mark.jax    # JAX into this process (a pytest-xdist worker hides it unless marked)
 def test_booleans_of_torch_and_jax_are_no_metric(torch):
     with pytest.raises(MetricError, match="must be a number, not bool"):
         check_value(user_metrics._scalar(torch.tensor(True)))

@@ -29,15 +29,19 @@ import sys
 
 atexit.register(gc.freeze)
 
-_HIDDEN = frozenset(filter(None, os.environ.get("TFMESOS_TEST_HIDDEN_PACKAGES", "").split(",")))
+_ENV = "TFMESOS_TEST_HIDDEN_PACKAGES"
 
 
 class _Hidden:
-    """A meta path finder that refuses the hidden packages, as if absent."""
+    """A meta path finder that refuses the hidden packages, as if absent;
+    which they are, it reads at each import: in a pytest-xdist worker (a
+    process the suite starts too) the suite sets them for each test, so a
+    test marked ``jax`` imports JAX there as its processes do (the worker's
+    JAX stayed hidden and such a test was skipped)."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name.partition(".")[0] in _HIDDEN:
+        if name.partition(".")[0] in os.environ.get(_ENV, "").split(","):
             raise ModuleNotFoundError(
                 "No module named %r (hidden from this test's processes by tests/process_site; "
                 "mark the test @pytest.mark.jax or @pytest.mark.notebook, "
@@ -45,5 +49,5 @@ class _Hidden:
         return None
 
 
-if _HIDDEN:
+if os.environ.get(_ENV):
     sys.meta_path.insert(0, _Hidden())
