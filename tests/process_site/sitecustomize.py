@@ -29,19 +29,15 @@ import sys
 
 atexit.register(gc.freeze)
 
-_ENV = "TFMESOS_TEST_HIDDEN_PACKAGES"
+_HIDDEN = frozenset(filter(None, os.environ.get("TFMESOS_TEST_HIDDEN_PACKAGES", "").split(",")))
 
 
 class _Hidden:
-    """A meta path finder that refuses the hidden packages, as if absent;
-    which they are, it reads at each import: in a pytest-xdist worker (a
-    process the suite starts too) the suite sets them for each test, so a
-    test marked ``jax`` imports JAX there as its processes do (the worker's
-    JAX stayed hidden and such a test was skipped)."""
+    """A meta path finder that refuses the hidden packages, as if absent."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name.partition(".")[0] in os.environ.get(_ENV, "").split(","):
+        if name.partition(".")[0] in _HIDDEN:
             raise ModuleNotFoundError(
                 "No module named %r (hidden from this test's processes by tests/process_site; "
                 "mark the test @pytest.mark.jax or @pytest.mark.notebook, "
@@ -49,5 +45,5 @@ class _Hidden:
         return None
 
 
-if os.environ.get(_ENV):
+if _HIDDEN:
     sys.meta_path.insert(0, _Hidden())
