@@ -90,6 +90,26 @@ IN_PROCESS = {"tensorflow": frozenset({"test_clusterspec"}),
               "torch": frozenset({"test_metrics_torch", "test_process_group"})}
 
 
+# What no test imports into pytest's own process unless its module is one of
+# those: each costs the worker or lane its import (seconds of CPU) and its
+# objects for the rest of the session (CI's suite ran ~6 CPU-minutes faster
+# once none did: stop 68).
+FRAMEWORKS = ("tensorflow", "tf_keras", "keras", "torch", "lightning", "pytorch_lightning",
+              "jax", "sklearn")
+
+
+def frameworks_imported(before, module):
+    """The failure to report when the test of ``module`` imported a
+    framework into pytest's process (``before``: those imported then), or
+    None."""
+    new = sorted(name for name in FRAMEWORKS if name in sys.modules and name not in before)
+    if not new or any(module in modules for modules in IN_PROCESS.values()):
+        return None
+    return ("this test imported %s into pytest's own process: import it in the processes the "
+            "test starts (tests/installed.require to skip without it), or name the module in "
+            "tests/conftest.py's IN_PROCESS" % ", ".join(new))
+
+
 # The two tiers (scripts/test.sh runs the fast one first): ``integration``
 # marks every test that starts a master, an agent, TensorFlow, a container,
 # ZooKeeper or tfrun and its tasks (by the fixtures it uses, its markers, or
@@ -203,6 +223,15 @@ def pytest_collection_modifyitems(config, items):
                           in IN_PROCESS.items() if module in modules), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _no_framework_into_pytest(request):
+    before = {name for name in FRAMEWORKS if name in sys.modules}
+    yield
+    failure = frameworks_imported(before, getattr(request.module, "__name__", ""))
+    if failure:
+        pytest.fail(failure)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
 import itertools
 import json
+import types
 
 import pytest
 
@@ -12,6 +13,7 @@ from tfmesos.core.clusterspec import (
     task_environment,
     tf_config,
 )
+from tfmesos.core.fine_grained import Cluster
 
 
 def test_cluster_spec_is_ordered_by_task_index():
@@ -82,3 +84,15 @@ def test_tf_config_matches_what_tensorflow_reads(counts, monkeypatch):
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         assert resolver.task_type == job and resolver.task_id == index
         assert resolver.cluster_spec().as_dict() == want
+
+
+def test_a_clusters_cluster_spec_and_cluster_def_are_tensorflows_of_its_spec():
+    # (In this module's worker, which imports TensorFlow once, not in the
+    # training lane's pytest, which a cluster() test's c.cluster_spec made
+    # import it.)
+    tf = pytest.importorskip("tensorflow")
+    spec = {"worker": ["127.0.0.1:2001", "127.0.0.1:2002"], "ps": ["127.0.0.1:2003"]}
+    c = Cluster(types.SimpleNamespace(record=types.SimpleNamespace(directory=None),
+                                      cluster_spec=spec, failure=None))
+    assert isinstance(c.cluster_spec, tf.train.ClusterSpec) and c.cluster_spec.as_dict() == spec
+    assert sorted(job.name for job in c.cluster_def.job) == ["ps", "worker"]

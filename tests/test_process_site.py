@@ -8,6 +8,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -153,3 +154,23 @@ def test_collecting_the_suite_imports_no_training_framework():
             importing[module] = sorted(imported & FRAMEWORKS)
         pending |= (imported & helpers) - seen
     assert len(seen) > 100 and importing == {}
+
+
+def test_a_test_that_imports_a_framework_into_pytest_is_named():
+    """conftest's check after every test (indirect imports too: a
+    cluster()'s ``c.cluster_spec`` made the training lane's pytest import
+    TensorFlow), but in the modules IN_PROCESS names. (sys.modules is put
+    back by hand: the check runs before monkeypatch's undo.)"""
+    import conftest
+    real = sys.modules.pop("sklearn", None)
+    before = {name for name in conftest.FRAMEWORKS if name in sys.modules}
+    sys.modules["sklearn"] = types.ModuleType("sklearn")
+    try:
+        said = conftest.frameworks_imported(before, "test_anything")
+        assert said.startswith("this test imported sklearn into pytest's own process: "), said
+        assert conftest.frameworks_imported(before, "test_metrics_torch") is None
+        assert conftest.frameworks_imported(before | {"sklearn"}, "test_anything") is None
+    finally:
+        del sys.modules["sklearn"]
+        if real is not None:
+            sys.modules["sklearn"] = real
