@@ -225,13 +225,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-@pytest.fixture(autouse=True)
-def _no_framework_into_pytest(request):
-    before = {name for name in FRAMEWORKS if name in sys.modules}
-    yield
-    failure = frameworks_imported(before, getattr(request.module, "__name__", ""))
+_FRAMEWORKS_BEFORE = pytest.StashKey[frozenset]()
+
+
+@pytest.hookimpl(tryfirst=True)   # before any fixture is set up
+def pytest_runtest_setup(item):
+    item.stash[_FRAMEWORKS_BEFORE] = frozenset(name for name in FRAMEWORKS if name in sys.modules)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After every fixture's teardown (monkeypatch's stand-ins undone):
+    a failure of this test's teardown where it imported a framework."""
+    result = yield
+    failure = frameworks_imported(item.stash.get(_FRAMEWORKS_BEFORE, frozenset()),
+                                  getattr(getattr(item, "module", None), "__name__", ""))
     if failure:
-        pytest.fail(failure)
+        pytest.fail(failure, pytrace=False)
+    return result
 
 
 @pytest.fixture(autouse=True)
