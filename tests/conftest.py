@@ -91,9 +91,10 @@ IN_PROCESS = {"tensorflow": frozenset({"test_clusterspec"}),
 
 
 # What no test imports into pytest's own process unless its module is one of
-# those: each costs the worker or lane its import (seconds of CPU) and its
-# objects for the rest of the session (CI's suite ran ~6 CPU-minutes faster
-# once none did: stop 68).
+# those, nor any module as pytest collects it (test_process_site): each costs
+# the worker or lane its import (seconds of CPU) and its objects for the rest
+# of the session (CI's runs took 4.5-7 CPU-minutes less once none did, stop
+# 68, only partly for this reason as far as measured).
 FRAMEWORKS = ("tensorflow", "tf_keras", "keras", "torch", "lightning", "pytorch_lightning",
               "jax", "sklearn")
 

@@ -134,13 +134,12 @@ def test_modules_that_import_a_framework_into_pytest_run_on_one_worker(framework
     assert importing and importing <= conftest.IN_PROCESS[framework], importing
 
 
-# Frameworks a pytest process must not import as it collects: every session
-# (each xdist worker, each lane) collects every module, and torch alone was
-# ~2 s of CPU a session, then a heavier garbage collector for the rest of it.
-FRAMEWORKS = frozenset({"tensorflow", "torch", "jax", "keras", "lightning", "pytorch_lightning"})
-
 
 def test_collecting_the_suite_imports_no_training_framework():
+    # Not as it collects either (conftest.FRAMEWORKS): every session (each
+    # xdist worker, each lane) collects every module, and torch alone was ~2 s
+    # of CPU a session, then a heavier garbage collector for the rest of it.
+    import conftest
     here = os.path.dirname(os.path.abspath(__file__))
     helpers = {name[:-3] for name in os.listdir(here) if name.endswith(".py")}
     pending = {name for name in helpers if name.startswith("test_") or name == "conftest"}
@@ -150,8 +149,8 @@ def test_collecting_the_suite_imports_no_training_framework():
         seen.add(module)
         with open(os.path.join(here, module + ".py"), encoding="utf-8") as handle:
             imported = _imported(ast.parse(handle.read()).body, into_bodies=False)
-        if imported & FRAMEWORKS:
-            importing[module] = sorted(imported & FRAMEWORKS)
+        if imported & set(conftest.FRAMEWORKS):
+            importing[module] = sorted(imported & set(conftest.FRAMEWORKS))
         pending |= (imported & helpers) - seen
     assert len(seen) > 100 and importing == {}
 
