@@ -1,9 +1,12 @@
-"""A fine-grained task's server imports TensorFlow without the Keras that
-``import tensorflow`` loads eagerly (``tensorflow_server.import_tensorflow``):
-a stand-in TensorFlow does what tensorflow/__init__.py does (the eager
-``keras.src.optimizers``, or ``tf_keras``' with TF_USE_LEGACY_KERAS, an
-ImportError ignored) and a stand-in Keras notes each import of it. The
-real TensorFlow's servers run through this in every fine-grained
+"""A fine-grained task's server imports TensorFlow without the Keras, JAX
+and SciPy that ``import tensorflow`` loads where they are installed
+(``tensorflow_server.import_tensorflow``): a stand-in TensorFlow does what
+TensorFlow's import does (tensorflow/__init__.py's eager
+``keras.src.optimizers``, or ``tf_keras``' with TF_USE_LEGACY_KERAS;
+tensorflow/lite/python/util.py's ``from jax import jit``; the legacy
+tensorflow/python/keras' ``from scipy.sparse import issparse``; each
+ImportError ignored) and a stand-in of each package notes each import of
+it. The real TensorFlow's servers run through this in every fine-grained
 integration test (test_cluster, test_training's in-graph run)."""
 
 import os
@@ -20,34 +23,53 @@ try:
                             else "keras.src.optimizers")
 except (ImportError, AttributeError):
     pass
+try:
+    from jax import jit
+except ImportError:
+    jit = None
+try:
+    from scipy.sparse import issparse
+except ImportError:
+    issparse = None
 '''
-NOTING_KERAS = "open(%r, 'a').write(__name__ + '\\n')\n"
+# Where each stand-in package puts the module TensorFlow imports of it.
+SUBMODULES = {"keras": "src/optimizers", "tf_keras": "src/optimizers", "jax": None,
+              "scipy": "sparse"}
+NOTING = "open(%r, 'a').write(__name__ + '\\n')\n"
 
 PROBE = '''
 import sys
 from tfmesos.task.tensorflow_server import import_tensorflow
 tf = import_tensorflow()
-print(tf.__name__, sorted(name for name in sys.modules if "keras" in name))
-import keras, tf_keras
-print(keras.__name__, tf_keras.__name__)
+print(tf.__name__, sorted(name for name in sys.modules
+                         if name.partition(".")[0] in ("keras", "tf_keras", "jax", "scipy")))
+import keras, tf_keras, jax, scipy.sparse
+print(keras.__name__, tf_keras.__name__, jax.__name__, scipy.sparse.__name__)
 '''
 
 
 @pytest.mark.parametrize("legacy", ["", "1"])
-def test_the_server_imports_tensorflow_without_keras_which_still_imports_after(tmp_path,
-                                                                             legacy):
+def test_the_server_imports_tensorflow_without_keras_jax_or_scipy_which_still_import_after(
+        tmp_path, legacy):
     (tmp_path / "tensorflow").mkdir()
     (tmp_path / "tensorflow" / "__init__.py").write_text(STAND_IN_TENSORFLOW)
     noted = tmp_path / "noted"
-    for package in ("keras", "tf_keras"):
-        (tmp_path / package / "src").mkdir(parents=True)
-        (tmp_path / package / "__init__.py").write_text(NOTING_KERAS % str(noted))
-        (tmp_path / package / "src" / "__init__.py").write_text("")
-        (tmp_path / package / "src" / "optimizers.py").write_text("")
+    for package, submodule in SUBMODULES.items():
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(
+            NOTING % str(noted) + ("def jit(f):\n    return f\n" if package == "jax" else ""))
+        if submodule is not None:
+            *folders, module = submodule.split("/")
+            for depth in range(len(folders)):
+                (tmp_path / package / "/".join(folders[:depth + 1])).mkdir()
+                (tmp_path / package / "/".join(folders[:depth + 1]) / "__init__.py").write_text("")
+            (tmp_path / package / submodule).with_suffix(".py").write_text(
+                "def issparse(x):\n    return False\n" if package == "scipy" else "")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), REPO]),
                TF_USE_LEGACY_KERAS=legacy)
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["tensorflow []", "keras tf_keras"]
-    assert noted.read_text() == "keras\ntf_keras\n"    # by the probe, after: never before
+    assert done.stdout.splitlines() == ["tensorflow []", "keras tf_keras jax scipy.sparse"]
+    # by the probe, after: never before
+    assert noted.read_text() == "keras\ntf_keras\njax\nscipy\n"

@@ -41,15 +41,23 @@ def run_fine_grained(conn, start):
     return stopped.wait()
 
 
+# What ``import tensorflow`` loads where it is installed, each an ImportError
+# ignored, which a server needs none of: Keras (tensorflow/__init__.py:
+# ``importlib.import_module("keras.src.optimizers")``, to register its
+# optimizers for SavedModel; scikit-learn with it), JAX
+# (tensorflow/lite/python/util.py: ``from jax import jit``, for TFLite's
+# conversion of JAX functions), SciPy (the legacy tensorflow/python/keras:
+# ``from scipy.sparse import issparse``).
+NOT_FOR_A_SERVER = ("keras", "tf_keras", "jax", "scipy")
+
+
 def import_tensorflow():
-    """TensorFlow, without the Keras that ``import tensorflow`` loads eagerly
-    (tensorflow/__init__.py: ``importlib.import_module("keras.src.optimizers")``,
-    an ImportError ignored) only to register Keras' optimizers for
-    SavedModel. A task that serves gRPC runs none of the user's Python and
-    loads no SavedModel, and Keras (scikit-learn with it, where installed)
-    is ~2 s of its CPU. Hidden for the import only: ``tf.keras`` still
-    loads it, though ``import tensorflow.keras`` does not resolve."""
-    hidden = [name for name in ("keras", "tf_keras") if name not in sys.modules]
+    """TensorFlow, without the packages of ``NOT_FOR_A_SERVER``, which a
+    task that serves gRPC never uses: it runs none of the user's Python and
+    loads no SavedModel. Keras is ~2 s of its CPU, JAX ~1-2 s, SciPy ~0.3 s.
+    Hidden for the import only: ``tf.keras`` still loads Keras afterwards,
+    though ``import tensorflow.keras`` does not resolve."""
+    hidden = [name for name in NOT_FOR_A_SERVER if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # import: "not installed"
     try:
