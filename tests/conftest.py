@@ -95,8 +95,8 @@ IN_PROCESS = {"tensorflow": frozenset({"test_clusterspec"}),
 # the worker or lane its import (seconds of CPU) and its objects for the rest
 # of the session (CI's runs took 4.5-7 CPU-minutes less once none did, stop
 # 68, only partly for this reason as far as measured).
-FRAMEWORKS = ("tensorflow", "tf_keras", "keras", "torch", "lightning", "pytorch_lightning",
-              "jax", "sklearn")
+FRAMEWORKS = frozenset({"tensorflow", "tf_keras", "keras", "torch", "lightning",
+                        "pytorch_lightning", "jax", "sklearn"})
 
 
 def frameworks_imported(before, module):

@@ -43,8 +43,6 @@ def points(monkeypatch):
     logged: list = []
     token = user_metrics.record_locally(logged.append)
     yield logged
-    # (It called record_locally(token), an API gone: the token stayed as a
-    # "recorder", and a later test's point in this process raised TypeError.)
     user_metrics.stop_recording(token)
 
 

@@ -134,7 +134,6 @@ def test_modules_that_import_a_framework_into_pytest_run_on_one_worker(framework
     assert importing and importing <= conftest.IN_PROCESS[framework], importing
 
 
-
 def test_collecting_the_suite_imports_no_training_framework():
     # Not as it collects either (conftest.FRAMEWORKS): every session (each
     # xdist worker, each lane) collects every module, and torch alone was ~2 s
@@ -149,8 +148,8 @@ def test_collecting_the_suite_imports_no_training_framework():
         seen.add(module)
         with open(os.path.join(here, module + ".py"), encoding="utf-8") as handle:
             imported = _imported(ast.parse(handle.read()).body, into_bodies=False)
-        if imported & set(conftest.FRAMEWORKS):
-            importing[module] = sorted(imported & set(conftest.FRAMEWORKS))
+        if imported & conftest.FRAMEWORKS:
+            importing[module] = sorted(imported & conftest.FRAMEWORKS)
         pending |= (imported & helpers) - seen
     assert len(seen) > 100 and importing == {}
 

@@ -32,9 +32,11 @@ try:
 except ImportError:
     issparse = None
 '''
-# Where each stand-in package puts the module TensorFlow imports of it.
-SUBMODULES = {"keras": "src/optimizers", "tf_keras": "src/optimizers", "jax": None,
-              "scipy": "sparse"}
+# Each stand-in package's files (its __init__.py also notes each import of it).
+STAND_INS = {"keras": {"src/__init__.py": "", "src/optimizers.py": ""},
+             "tf_keras": {"src/__init__.py": "", "src/optimizers.py": ""},
+             "jax": {"__init__.py": "def jit(f):\n    return f\n"},
+             "scipy": {"sparse.py": "def issparse(x):\n    return False\n"}}
 NOTING = "open(%r, 'a').write(__name__ + '\\n')\n"
 
 PROBE = '''
@@ -54,17 +56,11 @@ def test_the_server_imports_tensorflow_without_keras_jax_or_scipy_which_still_im
     (tmp_path / "tensorflow").mkdir()
     (tmp_path / "tensorflow" / "__init__.py").write_text(STAND_IN_TENSORFLOW)
     noted = tmp_path / "noted"
-    for package, submodule in SUBMODULES.items():
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text(
-            NOTING % str(noted) + ("def jit(f):\n    return f\n" if package == "jax" else ""))
-        if submodule is not None:
-            *folders, module = submodule.split("/")
-            for depth in range(len(folders)):
-                (tmp_path / package / "/".join(folders[:depth + 1])).mkdir()
-                (tmp_path / package / "/".join(folders[:depth + 1]) / "__init__.py").write_text("")
-            (tmp_path / package / submodule).with_suffix(".py").write_text(
-                "def issparse(x):\n    return False\n" if package == "scipy" else "")
+    for package, files in STAND_INS.items():
+        for name, text in {"__init__.py": "", **files}.items():
+            path = tmp_path / package / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(NOTING % str(noted) + text if name == "__init__.py" else text)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), REPO]),
                TF_USE_LEGACY_KERAS=legacy)
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
