@@ -175,22 +175,26 @@ def pytest_configure(config):
 
 
 def _lane_ports():
-    """Lanes that run at once (scripts/test.sh: two xdist workers, the
-    training and the waiting lane) draw the embedded masters' port windows
-    from ranges of their own (TFMESOS_LOCAL_PORTS), so that two tests' tasks
-    never bind one port (once: a torch group's port EADDRINUSE)."""
+    """Processes that run at once (scripts/test.sh: the rest lane's two
+    xdist workers, the training lane, the waiting lane's two workers) draw
+    the embedded masters' port windows from ranges of their own
+    (TFMESOS_LOCAL_PORTS), so that two tests' tasks never bind one port
+    (once: a torch group's port EADDRINUSE)."""
     if os.environ.get("TFMESOS_LOCAL_PORTS"):
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     lane = os.environ.get("TFMESOS_TEST_LANE", "")   # scripts/test.sh names its lanes
-    if worker.startswith("gw") and worker[2:].isdigit():
-        slot = int(worker[2:]) % 2
-    elif lane in ("training", "waiting"):
-        slot = 2 if lane == "training" else 3
+    index = int(worker[2:]) % 2 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if lane == "training":
+        slot = 2
+    elif lane == "waiting":
+        slot = 3 + index
+    elif worker:
+        slot = index
     else:
         return
-    # 2,750 ports each: a window for up to 1,374 tasks (1,000 at most)
-    os.environ["TFMESOS_LOCAL_PORTS"] = "%d-%d" % (20000 + 2750 * slot, 22749 + 2750 * slot)
+    # 2,200 ports each, 20000-30999 in all: a window for up to 1,099 tasks (1,000 at most)
+    os.environ["TFMESOS_LOCAL_PORTS"] = "%d-%d" % (20000 + 2200 * slot, 22199 + 2200 * slot)
 
 
 def pytest_ignore_collect(collection_path, config):

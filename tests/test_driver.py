@@ -45,6 +45,7 @@ def test_explicit_acknowledgements(make_local_master, drivers):
     assert sched.next("update", where=lambda u: u.state != "TASK_STARTING")[0].state == "TASK_RUNNING"
 
 
+@pytest.mark.waits
 def test_decline_with_filter_holds_the_offer_back(make_local_master, drivers):
     driver, sched = drivers(make_local_master().url)
     offer = sched.next("offers")[0][0]
@@ -96,6 +97,7 @@ def test_labels_set_after_subscribing_survive_a_resubscription(make_local_master
     assert framework["labels"] == [{"key": "tfmesos.proof", "value": "signed"}]
 
 
+@pytest.mark.waits
 def test_suppression_survives_an_update_of_the_framework(make_local_master, drivers):
     # UPDATE_FRAMEWORK's suppressed_roles are the framework's new set
     # (scheduler.proto; the allocator revives every role left out,
@@ -243,6 +245,7 @@ def test_tries_each_master_of_a_list(make_local_master, drivers):
 
 
 @pytest.mark.zookeeper
+@pytest.mark.waits
 def test_zk_master_detection_and_leader_change(zookeeper, make_local_master, drivers):
     first, second = make_local_master(), make_local_master()
     path = unique_path()

@@ -160,6 +160,7 @@ def test_a_refused_subscription_says_which_credentials_to_set(stubs, monkeypatch
     (b"No leader elected", "the Mesos master at http://127.0.0.1:%d has no leader yet (503)"),
     (b"", "the Mesos master at http://127.0.0.1:%d has no leader yet (503)"),
 ])
+@pytest.mark.waits
 def test_a_503_says_what_the_master_said(stubs, body, said):
     stub = stubs(reply=(503, body, [("Content-Type", "text/plain; charset=utf-8")]))
     driver = run_driver("127.0.0.1:%d" % stub.port, connect_timeout=1.0)
@@ -171,6 +172,7 @@ def test_a_503_says_what_the_master_said(stubs, body, said):
     assert str(raised.value).endswith(": " + said % stub.port), str(raised.value)
 
 
+@pytest.mark.waits
 def test_https_certificates_are_verified_by_default(stubs, certificate):
     stub = stubs(tls_context(certificate))
     driver = run_driver("https://127.0.0.1:%d" % stub.port, connect_timeout=1.0)
@@ -193,6 +195,7 @@ def test_verification_off_only_when_asked(stubs, certificate):
 
 # -- the same settings from tfrun and cluster() -------------------------------
 
+@pytest.mark.waits
 def test_tfrun_ca_bundle_and_no_verify_reach_the_driver(stubs, certificate):
     from tfrun_helpers import run_tfrun
 

@@ -587,6 +587,7 @@ def finished_after_a_junk_leader(zookeeper, run, master, scheduler):
 
 
 @pytest.mark.zookeeper
+@pytest.mark.waits
 def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_master,
                                                                      tmp_path, zookeeper):
     # The leader's znode turns to junk mid-run: the driver cannot subscribe
@@ -605,6 +606,7 @@ def test_a_run_that_ends_unsubscribed_still_tears_its_framework_down(make_local_
 
 
 @pytest.mark.zookeeper
+@pytest.mark.waits
 def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_end(
         make_local_master, tmp_path, zookeeper):
     # The QA reproduction: a --failover run of a zk:// master, its tfrun
@@ -639,6 +641,7 @@ def test_attach_says_a_lost_leader_as_tfrun_does_and_tears_the_run_down_at_its_e
     assert len(state["completed_frameworks"]) == 1
 
 
+@pytest.mark.waits
 def test_a_detached_scheduler_no_agent_can_hold_is_said_naming_its_flag(make_local_master,
                                                                         tmp_path):
     # It waited 300 s in silence, then "did not take the run over within

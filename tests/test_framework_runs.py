@@ -57,6 +57,7 @@ def told(stdout, restart):
     return found
 
 
+@pytest.mark.waits
 def test_torch_workers_are_one_group_at_worker_0s_reserved_port_after_a_restart_too(tmp_path):
     run_dir = tmp_path / "run"
     result = run_tfrun("--torch", "-w", "2", "--nproc-per-task", "2", *SMALL, "--max-restarts",

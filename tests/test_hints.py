@@ -357,6 +357,7 @@ def test_a_command_killed_with_sigkill_gets_the_memory_hint(runs_dir):
     assert "tfrun -Mw 4096" in result.stderr
 
 
+@pytest.mark.waits
 def test_a_failure_a_restart_recovered_keeps_its_hint_in_its_attempt(runs_dir):
     cmd = "if [ \"$TFMESOS_RESTART\" = 0 ]; then " \
           "echo \"ModuleNotFoundError: No module named 'sklearn'\" >&2; exit 1; fi"

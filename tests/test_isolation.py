@@ -600,6 +600,7 @@ def _wait_for(check, timeout):
 
 @needs_cgroups
 @pytest.mark.parametrize("end", ["exits", "killed"])
+@pytest.mark.waits
 def test_a_process_that_leaves_its_task_s_cgroups_dies_with_the_task(make_local_master,
                                                                       clients, tmp_path, end):
     """A root task can write its pid into the root cgroups (leaving its own)

@@ -102,6 +102,7 @@ def test_a_subscribe_the_master_has_no_file_descriptors_to_stream_is_a_503_namin
     assert [f["id"] for f in local_master.state()["frameworks"]] == [client.framework_id]
 
 
+@pytest.mark.waits
 def test_a_master_that_cannot_accept_for_want_of_file_descriptors_says_so_once_and_waits(
         local_master, caplog, monkeypatch):
     # accept() failing with EMFILE left the connection queued and
@@ -320,6 +321,7 @@ def test_without_a_shell_an_image_task_gets_the_argv_its_containerizer_gives(
     assert read_file(os.path.join(master.sandbox("argv"), "stdout")) == out + "\n"
 
 
+@pytest.mark.waits
 def test_unacknowledged_update_is_resent_with_the_same_uuid(local_master, clients):
     client = clients(local_master)
     offer = client.next_offers()[0]
@@ -467,6 +469,7 @@ def launch_trapping_term(client, master, task_id, grace):
 
 
 @pytest.mark.parametrize("removal", ["TEARDOWN", "operator", "failover_timeout"])
+@pytest.mark.waits
 def test_framework_removal_kills_within_the_executor_shutdown_grace_not_the_kill_policy(
         make_local_master, clients, removal):
     # As Mesos: removing a framework shuts its executors down
@@ -495,6 +498,7 @@ def test_framework_removal_kills_within_the_executor_shutdown_grace_not_the_kill
     assert "TERM" in read_file(os.path.join(sandbox, "term.log"))
 
 
+@pytest.mark.waits
 def test_a_kill_sends_the_task_one_sigterm(make_local_master, clients):
     # The agent signalled the task's leader (Popen.terminate) and then its
     # whole group, leader included: two SIGTERMs. Mesos' command executor
@@ -577,6 +581,7 @@ def test_kill_naming_another_agent_is_ignored(make_local_master, clients):
 
 
 @pytest.mark.parametrize("roles", [["not-mine"], ["ml", "not-mine"], ["bad role"]])
+@pytest.mark.waits
 def test_revive_and_suppress_naming_a_role_not_held_are_dropped(local_master, clients, roles):
     # Master::revive and Master::suppress (src/master/master.cpp) drop the
     # whole call when a role is invalid or not the framework's.
@@ -728,6 +733,7 @@ def test_remove_agent(make_local_master, clients, partition_aware):
         master.remove_agent(agent_id)
 
 
+@pytest.mark.waits
 def test_stalled_subscription_sends_no_heartbeats(local_master, clients):
     client = clients(local_master)
     client.next_event("HEARTBEAT", timeout=10, skip=())

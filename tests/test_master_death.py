@@ -226,6 +226,7 @@ def test_a_task_that_starts_as_its_master_is_killed_ends_too(tmp_path):
         master.close()
 
 
+@pytest.mark.waits
 def test_a_checkpointing_frameworks_tasks_end_after_the_recovery_timeout(tmp_path):
     master = Master(tmp_path, "--recovery-timeout", str(RECOVERY))
     try:

@@ -219,6 +219,7 @@ def trickle_until_closed(sock, data, every=0.3):
 
 @pytest.mark.usefixtures("short_deadline")
 @pytest.mark.parametrize("what", ["headers", "body"])
+@pytest.mark.waits
 def test_a_trickling_request_is_cut_off_at_its_deadline(make_local_master, what):
     master = make_local_master()
     body = json.dumps(SUBSCRIBE).encode() * 50
@@ -243,6 +244,7 @@ def test_a_trickling_request_is_cut_off_at_its_deadline(make_local_master, what)
 
 
 @pytest.mark.usefixtures("short_deadline")
+@pytest.mark.waits
 def test_an_idle_connection_is_closed(make_local_master):
     master = make_local_master()
     with raw_connections(master) as (sock,):

@@ -161,6 +161,7 @@ def test_logs_follow_learns_new_attempts_and_the_end_from_the_stream(
 
 
 @pytest.mark.parametrize("mode", ["pass", "refuse"])
+@pytest.mark.waits
 def test_attach_follows_scheduler_attempts_and_the_outcome_from_the_stream(
         make_local_master, clients, proxies, tmp_path, mode):
     master = make_local_master(**STEADY)

@@ -45,6 +45,7 @@ def test_restart_on_lost_does_not_restart_a_worker_that_exits_3(tmp_path):
     assert_no_task_processes()
 
 
+@pytest.mark.waits
 def test_restart_on_failure_restarts_with_backoff_until_the_limit(tmp_path):
     run_dir = tmp_path / "run"
     result = run_tfrun("-w", "2", "-s", "0", *SMALL, "--max-restarts", "2", "--restart-on",

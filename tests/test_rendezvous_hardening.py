@@ -293,6 +293,7 @@ EMFILE_SCRIPT = textwrap.dedent("""
 """ % REPO)
 
 
+@pytest.mark.waits
 def test_accept_survives_running_out_of_file_descriptors():
     # The accept() blocked since the start holds a descriptor: the first
     # connection gets it, the next accept() fails with EMFILE.
@@ -439,6 +440,7 @@ def refuse_as_unknown(rdv, task_id):
         rdv._over.pop(task_id, None)
 
 
+@pytest.mark.waits
 def test_a_task_gives_up_after_the_grace_period(rdv, task, monkeypatch):
     monkeypatch.setattr(task_connection, "REREGISTER_GRACE", 1.0)
     receiver = Receiver(task)
@@ -702,6 +704,7 @@ def test_a_fine_grained_task_whose_reading_breaks_fails(stalling_rdv, monkeypatc
         task.close()
 
 
+@pytest.mark.waits
 def test_a_task_that_hears_nothing_registers_again_or_ends_by_itself(monkeypatch):
     # A scheduler that never pings: as a partitioned one looks from the task.
     rdv = make_rendezvous(ping_interval=3600.0)

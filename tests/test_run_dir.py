@@ -446,6 +446,7 @@ def test_a_terminal_that_closes_stops_the_run_as_ctrl_c_does(tmp_path):
     assert_stopped_as_interrupted(run_dir)   # the hang-up reached tfrun, not its tasks
 
 
+@pytest.mark.waits
 def test_under_nohup_a_hangup_leaves_the_run_alone(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(["nohup"] + tfrun_argv("-w", "1", "-s", "0", *TINY, "--run-dir",

@@ -130,6 +130,7 @@ def eats_memory(megabytes):
     return len(block)
 
 
+@pytest.mark.waits
 def test_a_task_killed_for_its_memory_names_the_keyword_that_gives_it_more(tmp_path, capfd):
     # The caller gave mem=: the failure said "raise -Mw" and the hint "e.g.
     # tfrun -Mw 4096", options of a command the caller never ran (found by
@@ -395,6 +396,7 @@ HIDDEN = []
 
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
                     reason="agents hiding files need root; the task needs /usr/bin/python3")
+@pytest.mark.waits
 def test_ship_runs_the_function_on_agents_that_share_no_files(tmp_path, monkeypatch):
     from mesos_local import AgentSpec
 
@@ -835,6 +837,7 @@ def worker_0_is_killed_and_worker_1_raises_on_it():
     return "never"
 
 
+@pytest.mark.waits
 def test_a_task_killed_first_is_the_failure_not_the_peer_that_raised_on_it(tmp_path,
                                                                           monkeypatch):
     # The other way round: the killed task's exit came before the peer's

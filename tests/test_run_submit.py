@@ -239,6 +239,7 @@ sys.exit(0)
 """
 
 
+@pytest.mark.waits
 def test_a_run_in_a_thread_the_program_left_at_its_exit_is_cancelled(tmp_path):
     # tfmesos.run in a daemon thread at the program's end: its record said
     # "running" for good and its cgroups stayed until another master

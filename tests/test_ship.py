@@ -674,6 +674,7 @@ def test_trickling_clients_keep_no_fetch_out(served):
             client.join(30)
 
 
+@pytest.mark.waits
 def test_a_request_has_a_deadline_not_each_read(tmp_path):
     path = tmp_path / "f.zip"
     path.write_bytes(b"data")

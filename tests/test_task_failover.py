@@ -413,6 +413,7 @@ def test_without_a_new_scheduler_in_time_the_task_stops(tmp_path, master, cleanu
 
 
 @pytest.mark.parametrize("failover", ["600", None])
+@pytest.mark.waits
 def test_an_attempt_its_scheduler_gave_up_is_told_so_and_stops_at_once(
         tmp_path, master, cleanup, failover):
     # Mesos reported the attempt TASK_LOST (an agent cut from its master, the

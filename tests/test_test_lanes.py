@@ -72,3 +72,24 @@ def test_the_wrapper_without_a_command_is_a_usage_error():
     result = subprocess.run([sys.executable, WRAPPER], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2 and result.stderr.startswith("usage: "), result.stderr
+
+
+# Every pytest process scripts/test.sh runs at once: (lane, xdist worker).
+AT_ONCE = [("", "gw0"), ("", "gw1"), ("training", ""), ("waiting", "gw0"), ("waiting", "gw1")]
+
+
+def test_the_processes_that_run_at_once_draw_ports_from_windows_of_their_own(monkeypatch):
+    import conftest
+    windows = []
+    for lane, worker in AT_ONCE:
+        monkeypatch.delenv("TFMESOS_LOCAL_PORTS", raising=False)
+        monkeypatch.setenv("TFMESOS_TEST_LANE", lane)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        conftest._lane_ports()
+        low, high = map(int, os.environ["TFMESOS_LOCAL_PORTS"].split("-"))
+        # 2 ports a task, 1,000 tasks at most (README), below Linux' ephemeral ports
+        assert high - low + 1 >= 2000 and 20000 <= low and high <= 30999, (lane, worker)
+        windows.append(range(low, high + 1))
+    for index, window in enumerate(windows):
+        for other in windows[index + 1:]:
+            assert not set(window) & set(other), (window, other)

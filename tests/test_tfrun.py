@@ -129,6 +129,7 @@ finally:
 
 
 @pytest.mark.parametrize("how", ["", "exec "], ids=["sh -c", "exec"])
+@pytest.mark.waits
 def test_ctrl_c_leaves_a_command_its_grace_to_save_a_checkpoint(tmp_path, how):
     # The SIGTERM's 5 s grace, cut short: without exec, dash's sh -c ended of
     # the SIGTERM and the task entry SIGKILLed the rest of its group at once;
@@ -174,6 +175,7 @@ finally:
 """
 
 
+@pytest.mark.waits
 def test_a_whole_restart_leaves_a_command_its_grace_to_save_a_checkpoint(tmp_path):
     # The stop and a Mesos KILL went together: two SIGTERMs (a SystemExit
     # inside the save), and the KILL's SIGKILL 3 s on.
@@ -385,6 +387,7 @@ def bindable(port):
     return True
 
 
+@pytest.mark.waits
 def test_a_port_another_program_listens_on_is_never_given_to_a_task():
     # The embedded agent's whole window: its first port held by a server that
     # is none of this run's (another run's task, a service of this machine).

@@ -126,6 +126,7 @@ def live_tasks(master):
 
 
 @pytest.mark.integration
+@pytest.mark.waits
 def test_a_launch_the_embedded_master_carries_out_after_the_driver_gave_up_on_it(
         make_local_master, monkeypatch):
     """The embedded master, real tasks. Mesos, asked at once, does not know

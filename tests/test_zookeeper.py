@@ -119,6 +119,7 @@ def test_leader_with_unusable_data(zookeeper, quiet_threads):
                 detector.leader()
 
 
+@pytest.mark.waits
 def test_empty_path_fails_within_the_timeout(zookeeper, quiet_threads):
     path = unique_path()
     with zk_client(zookeeper) as master:
@@ -140,6 +141,7 @@ def test_empty_path_fails_within_the_timeout(zookeeper, quiet_threads):
     assert "\n" not in message
 
 
+@pytest.mark.waits
 def test_unreachable_zookeeper_fails_within_the_timeout(caplog, quiet_threads):
     caplog.set_level(logging.INFO)
     hosts = f"127.0.0.1:{free_port()}"
@@ -219,6 +221,7 @@ def test_missing_zookeeper_fails_with_install_hint(monkeypatch):
         fixtures_zk.zookeeper_command("/tmp/zoo.cfg")
 
 
+@pytest.mark.waits
 def test_a_member_after_the_leader_never_gets_the_run_or_its_credentials(zookeeper, tmp_path):
     # The leader's entry names a master that does not answer (crashed, its
     # znode not expired yet); anyone who may add a child to the path added
@@ -255,6 +258,7 @@ def test_a_member_after_the_leader_never_gets_the_run_or_its_credentials(zookeep
     assert heard == []
 
 
+@pytest.mark.waits
 def test_credentials_zookeeper_refuses_end_the_wait_at_once(zookeeper, tmp_path):
     # A wrong password was said at once ("check the password") and waited for
     # the whole --connect-timeout; Mesos takes ZNOAUTH for an error it does
