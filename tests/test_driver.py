@@ -2,6 +2,7 @@
 ZooKeeper for zk:// detection)."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -147,6 +148,45 @@ def test_stop_tears_the_framework_down(make_local_master, drivers):
     assert driver.join(timeout=10) == "DRIVER_STOPPED"
     state = master.wait_until(lambda s: not s["frameworks"] and s["completed_frameworks"], 10)
     assert state["completed_frameworks"][0]["id"] == driver.framework_id
+
+
+def test_a_stop_while_the_driver_connects_leaves_no_framework(make_local_master, drivers,
+                                                              monkeypatch):
+    # stop() found no SUBSCRIBE in flight and so waited for no answer; the
+    # stream thread, still connecting, then sent one (it checked only that
+    # the driver had not stopped yet): the master registered a framework
+    # that nobody tore down. Here the SUBSCRIBE goes as stop() looks, and
+    # its SUBSCRIBED is read only after stop() returned.
+    from tfmesos.mesos.subscription import Subscription
+    go, posted, read = threading.Event(), threading.Event(), threading.Event()
+    post, read_stream = Subscription._post, Subscription._read_stream
+
+    def gated_post(self, *args):
+        go.wait(30)
+        try:
+            return post(self, *args)
+        finally:
+            posted.set()
+
+    def gated_read(self, *args):
+        read.wait(30)
+        return read_stream(self, *args)
+    monkeypatch.setattr(Subscription, "_post", gated_post)
+    monkeypatch.setattr(Subscription, "_read_stream", gated_read)
+    master = make_local_master()
+    driver, _ = drivers(master.url)
+    answer = driver._stream.await_answer
+
+    def await_answer(timeout):
+        go.set()
+        assert posted.wait(30)
+        return answer(timeout)
+    driver._stream.await_answer = await_answer
+    try:
+        driver.stop()
+    finally:
+        read.set()
+    assert master.state()["frameworks"] == []
 
 
 def test_dropped_stream_resubscribes_with_the_same_id_and_tasks_survive(make_local_master, drivers):

@@ -521,6 +521,43 @@ def test_a_detached_submit_stopped_before_the_takeover_leaves_nothing(make_local
     assert no_key_left(tmp_path / "keys")
 
 
+# tfrun --detach whose driver's start() is interrupted (a SIGTERM or SIGHUP
+# as KeyboardInterrupt) once the master has taken its subscription: as a
+# signal lands while start() still starts the driver's threads (seen in CI
+# on a loaded machine: the framework left registered after "nothing of the
+# run is left").
+INTERRUPTED_START = """
+import runpy, sys, time
+from tfmesos.mesos import driver
+started = driver.MesosSchedulerDriver.start
+def start(self):
+    started(self)
+    deadline = time.monotonic() + 60
+    while self.framework_id is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise KeyboardInterrupt
+driver.MesosSchedulerDriver.start = start
+sys.argv[0] = "tfrun"
+runpy.run_module("tfmesos.cli.tfrun", run_name="__main__")
+"""
+
+
+def test_a_detached_submit_interrupted_as_its_driver_starts_leaves_nothing(make_local_master,
+                                                                           tmp_path):
+    master = make_local_master()
+    (tmp_path / "train.py").write_text(TRAIN)
+    submit = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_START, "--detach", "--ship", "--scheduler-cpus",
+         "500", "-m", master.url, "-w", "1", "-s", "0", *SMALL, "--", "python", "train.py",
+         "x"], cwd=tmp_path, env=submit_env(tmp_path), capture_output=True, text=True,
+        timeout=120)
+    assert submit.returncode == 130, submit.stderr
+    assert submit.stderr.splitlines()[-1] == ("tfrun: interrupted before the scheduler took "
+                                              "over: nothing of the run is left")
+    assert master.state()["frameworks"] == [], submit.stderr   # torn down
+    assert no_key_left(tmp_path / "keys")
+
+
 def test_a_detached_submit_killed_before_the_takeover_leaves_a_run_its_owner_kills(
         make_local_master, tmp_path):
     # SIGKILLed (a laptop that died) while its scheduler task waits for an

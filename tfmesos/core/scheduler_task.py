@@ -268,11 +268,14 @@ def launch_scheduler(spec: RunSpec, identity: RunIdentity,
                                   connect_timeout=spec.connect_timeout,
                                   refused_timeout=spec.refused_timeout, principal=principal,
                                   secret=secret, **spec.driver_options())
-    driver.start()
     deadline = time.monotonic() + timeout
     fit_check = time.monotonic() + FIT_READ_AFTER
     running = taken = False
     try:
+        # Inside: a signal while start() starts the driver's threads may
+        # come after the master took the SUBSCRIBE; stop() below tears
+        # that framework down.
+        driver.start()
         while not taken:
             try:
                 event = launcher.events.get(timeout=max(0.05, min(1.0, deadline

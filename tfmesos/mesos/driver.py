@@ -199,6 +199,7 @@ class MesosSchedulerDriver:
         fails too, ``MesosConnectionError`` says that the framework stays
         registered."""
         error: Optional[MesosError] = None
+        self._stream.stop_subscribing()
         if not failover and self.framework_id is None and not self._stopping.is_set():
             # A SUBSCRIBE the master may have taken, its answer not read yet
             # (a signal right after the master registered the framework): its
@@ -206,7 +207,6 @@ class MesosSchedulerDriver:
             # for its failover timeout with an id known to no one (tfrun
             # --detach interrupted: "nothing of the run is left", and it was).
             self._stream.await_answer(ANSWER_WAIT)
-        self._stream.closing = True
         if not failover and self._stream.subscribed and not self._stopping.is_set():
             try:
                 self._call(calls.teardown())

@@ -136,6 +136,9 @@ class _Stream:
         self.asking = True     # a SUBSCRIBE sent at once, answered after answer_after
         self._answered = threading.Event()
 
+    def stop_subscribing(self) -> None:
+        self.closing = True
+
     def await_answer(self, timeout: float) -> bool:
         if self.asking and not self.subscribed:
             self._answered.wait(timeout)

@@ -111,6 +111,15 @@ class Subscription:
         self._warned = bool(options.get("quiet_retries"))   # a caller that says it itself
         self._subscribed_once = False
 
+    def stop_subscribing(self) -> None:
+        """The driver stops: a stream that ends from now on is expected, and
+        a SUBSCRIBE not sent yet is not sent (one sent is ``asking``: its
+        answer is what ``await_answer`` waits for). Under the lock that
+        ``_post`` sets ``asking`` under: a stop never misses a SUBSCRIBE
+        the master may take."""
+        with self._lock:
+            self.closing = True
+
     def await_answer(self, timeout: float) -> bool:
         """Whether subscribed, once the answer to a SUBSCRIBE in flight was
         read (``timeout`` s at most)."""
@@ -425,6 +434,8 @@ class Subscription:
             # (await_answer), not while a master that is not there is
             # being connected to (up to ANSWER_WAIT of every early Ctrl-C).
             with self._lock:
+                if self.closing:
+                    return None   # stop() came first: it waits for no answer
                 self.asking = True
             conn.request("POST", api_path(url), body=body.encode("utf-8"),
                          headers=headers(self._auth))

@@ -27,8 +27,8 @@ from .subscription import Subscription
 @runtime_checkable
 class Stream(Protocol):
     """One driver's subscription, as the driver sees it. Its attributes are
-    read by the driver's threads; ``closing`` and ``suppressed_roles`` are
-    the driver's to set."""
+    read by the driver's threads; ``suppressed_roles`` is the driver's to
+    set, ``closing`` through ``stop_subscribing``."""
 
     subscribed: bool                # SUBSCRIBED and the stream still open
     leader_url: Optional[str]       # base URL of the master subscribed to
@@ -48,6 +48,10 @@ class Stream(Protocol):
 
     def interrupt(self) -> None:
         """Unblock the stream's threads: the driver is stopping."""
+
+    def stop_subscribing(self) -> None:
+        """The driver stops: a stream that ends is expected (``closing``),
+        and a SUBSCRIBE not sent yet is never sent."""
 
     def await_answer(self, timeout: float) -> bool:
         """Whether subscribed, once the answer to a SUBSCRIBE in flight was
