@@ -40,6 +40,16 @@ def test_the_tasks_of_a_cluster_in_the_tests_own_process_have_the_process_site()
     assert "hidden from this test's processes" in _probe(env=env)
 
 
+def test_a_tfrun_a_test_starts_runs_its_task_entries_without_site(tmp_path):
+    # As from a pip install: the checkout is on the processes' PYTHONPATH
+    # (an editable install's finder alone made every task entry run site).
+    probe = ("from tfmesos.core.taskinfo import package_on_path, submitter_pythonpath\n"
+             "print(package_on_path(submitter_pythonpath()))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.stdout.strip() == "True", result.stderr
+
+
 @pytest.mark.parametrize("package, distribution", [
     pytest.param("jax", "jax", marks=pytest.mark.jax),
     pytest.param("IPython", "ipython", marks=pytest.mark.notebook)])
