@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 
+import conftest
 from tfrun_helpers import REPO
 
 WRAPPER = os.path.join(REPO, "scripts", "sigint_default.py")
@@ -79,7 +80,6 @@ AT_ONCE = [("", "gw0"), ("", "gw1"), ("training", ""), ("waiting", "gw0"), ("wai
 
 
 def test_the_processes_that_run_at_once_draw_ports_from_windows_of_their_own(monkeypatch):
-    import conftest
     windows = []
     for lane, worker in AT_ONCE:
         monkeypatch.delenv("TFMESOS_LOCAL_PORTS", raising=False)
