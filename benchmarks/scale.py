@@ -38,19 +38,23 @@ def cpu_breakdown(count):
     """Where the CPU goes, one more run of each (not timed): on many cores
     tfrun's own process is the part that does not spread (its threads
     share one interpreter), and the tasks' CPU against the floor's says
-    what each task costs beyond a bare Python."""
+    what each task costs beyond a bare Python. tfrun's own CPU by thread
+    (``thread_cpu.py``: the main thread, the embedded master's HTTP
+    handlers, its agent's task threads, the rendezvous' connections, the
+    driver's) says which of its parts grew when it grows."""
     before = startup.children_cpu()
     startup.bare_processes(count)
     floor = startup.children_cpu() - before
     print("CPU, one more run of each (not timed): floor %.2f s (%.0f ms a Python)"
           % (floor, 1e3 * floor / count))
     for warm in (False, True):
-        user, system, tasks = startup.tfrun_cpu(
+        user, system, tasks, by_thread = startup.tfrun_cpu_by_thread(
             {"TFMESOS_WARM_TASKS": "1" if warm else "0"}, options(count), timeout=900)
         print("  tfrun, %s: its process %.2f s (user %.2f, system %.2f), its tasks %.2f s "
               "(%.0f ms a task, %.2fx a bare Python)" % (
                   "warm task starts" if warm else "exec'd", user + system, user, system, tasks,
                   1e3 * tasks / count, tasks / floor if floor else float("nan")))
+        print("    its threads: %s" % startup.thread_shares(by_thread))
 
 
 def main():

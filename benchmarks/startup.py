@@ -14,7 +14,9 @@ compiled anew at every start (about 540 KB of source); ``--bytecode``
 measures a compiled copy of whatever tfmesos this Python imports.
 The embedded master hands replica tasks to interpreters started ahead of
 them (``backends/warm_runner.py``); the last row shows the cost of
-exec'ing each task, as a Mesos agent does.
+exec'ing each task, as a Mesos agent does. Then the CPU of one more run of
+each: the floor's, tfrun's process by thread (``thread_cpu.py``) and its
+tasks': where a slower start-up went.
 
     python benchmarks/startup.py [--rounds 5] [--tensorflow] [--bytecode]
 """
@@ -39,6 +41,7 @@ import goals  # benchmarks/goals.py: this script's folder is first on sys.path
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 READY = os.path.join(HERE, "ready_server.py")
+THREAD_CPU = os.path.join(HERE, "thread_cpu.py")
 TASKS = [("ps", 0), ("worker", 0), ("worker", 1)]
 # Every process starts here: ``python -m`` puts its working directory first on
 # sys.path, which from the checkout would find its sources before the
@@ -147,13 +150,16 @@ def children_cpu():
 
 
 @contextlib.contextmanager
-def tfrun_process(extra_env, options, stderr):
+def tfrun_process(extra_env, options, stderr, threads_to=None):
     """A running ``tfrun OPTIONS -- true`` on the embedded master, its run
-    records in a runs directory of its own (removed after)."""
+    records in a runs directory of its own (removed after); with
+    ``threads_to``, run by ``thread_cpu.py``, which writes its threads' CPU
+    to that file as it leaves."""
     runs = tempfile.mkdtemp()
+    tfrun = ([THREAD_CPU, threads_to] if threads_to else ["-m", "tfmesos.cli.tfrun"])
     try:
         with subprocess.Popen(
-                [sys.executable, "-m", "tfmesos.cli.tfrun", *options, "--", "true"],
+                [sys.executable, *tfrun, *options, "--", "true"],
                 env=dict(os.environ, MESOS_MASTER="", TFMESOS_RUNS_DIR=runs,
                          **(extra_env or {})),
                 stdout=subprocess.DEVNULL, stderr=stderr, cwd=NEUTRAL) as proc:
@@ -166,14 +172,15 @@ def tfrun_process(extra_env, options, stderr):
         shutil.rmtree(runs, ignore_errors=True)
 
 
-def tfrun_cpu(extra_env=None, options=SMALL_CLUSTER, timeout=120):
+def tfrun_cpu(extra_env=None, options=SMALL_CLUSTER, timeout=120, threads_to=None):
     """Where the CPU of one ``tfrun OPTIONS -- true`` goes: (its own
     process' user and system seconds, its children's: the tasks, with
     whatever they started), read from /proc/PID/stat once it has exited and
-    before it is reaped (its pidfd is readable then). Not timed: a run of
+    before it is reaped (its pidfd is readable then); ``threads_to``: its
+    threads' too, into that file (``thread_cpu.py``). Not timed: a run of
     its own."""
     with tempfile.TemporaryFile() as errors, \
-            tfrun_process(extra_env, options, errors) as proc:
+            tfrun_process(extra_env, options, errors, threads_to) as proc:
         exited = os.pidfd_open(proc.pid)
         try:
             if not select.select([exited], [], [], timeout)[0]:
@@ -189,6 +196,39 @@ def tfrun_cpu(extra_env=None, options=SMALL_CLUSTER, timeout=120):
     user, system, children = (int(fields[11]) / tick, int(fields[12]) / tick,
                               (int(fields[13]) + int(fields[14])) / tick)
     return user, system, children
+
+
+def tfrun_cpu_by_thread(extra_env=None, options=SMALL_CLUSTER, timeout=120):
+    """``tfrun_cpu`` and tfrun's threads' CPU, ``thread_cpu.py``'s rows."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as threads:
+        user, system, tasks = tfrun_cpu(extra_env, options, timeout, threads_to=threads.name)
+        return user, system, tasks, json.load(threads)["threads"]
+
+
+def thread_shares(rows, shown=6):
+    """``thread_cpu.py``'s rows as one line: the ``shown`` largest groups of
+    threads (their count past one) and the rest."""
+    def part(name, cpu, threads):
+        return "%s%s %.2f s" % (name, " x%d" % threads if threads > 1 else "", cpu)
+    parts = [part(*row) for row in rows[:shown]]
+    rest = rows[shown:]
+    if rest:
+        parts.append(part("others", sum(row[1] for row in rest), sum(row[2] for row in rest)))
+    return "; ".join(parts)
+
+
+def cpu_breakdown():
+    """Where the CPU of one more run of each goes (not timed): the floor's
+    three Pythons; tfrun's process, by thread (its main thread imports and
+    starts the run: most of it), and its tasks."""
+    before = children_cpu()
+    bare_processes()
+    floor = children_cpu() - before
+    user, system, tasks, by_thread = tfrun_cpu_by_thread()
+    print("CPU, one more run of each (not timed): floor %.2f s; tfrun: its process %.2f s "
+          "(user %.2f, system %.2f), its tasks %.2f s" % (floor, user + system, user, system,
+                                                          tasks))
+    print("  its threads: %s" % thread_shares(by_thread))
 
 
 def tfrun_true(extra_env=None, options=SMALL_CLUSTER, timeout=120):
@@ -296,6 +336,7 @@ def main():
         goals.report("tfrun -w 2 -s 1 -- true / 3 bare Pythons%s"
                      % (" (bytecode)" if args.bytecode else " (compiled at start)"),
                      medians["tfrun -w 2 -s 1 -- true"] / medians[floor], 1.5)
+        cpu_breakdown()
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
 

@@ -46,3 +46,22 @@ def test_the_history_benchmark_lists_and_finds_its_runs():
     assert "12 runs" in out   # (it fails itself when tfmesos show does not show the run)
     assert "goal| tfmesos runs over 12 runs / parsing them" in out
     assert "goal| tfmesos show ID among 12 runs / parsing them" in out
+
+
+def test_the_scale_benchmark_says_which_of_tfrun_s_threads_took_its_cpu():
+    out = run_benchmark("scale.py", "--tasks", "4", "--rounds", "1")
+    rows = [line for line in out.splitlines() if line.strip().startswith("its threads:")]
+    assert len(rows) == 2, out   # exec'd, then warm
+    for row in rows:
+        # the main thread, and the agent's thread of each worker (-w 3 -s 1)
+        # summed under one name, its id, index and attempt left out
+        assert "MainThread " in row and "task-tfmesos.worker x3 " in row, row
+
+
+def test_the_startup_benchmark_says_where_one_more_run_s_cpu_went():
+    out = run_benchmark("startup.py", "--rounds", "1")
+    assert "goal| tfrun -w 2 -s 1 -- true / 3 bare Pythons" in out
+    [cpu] = [line for line in out.splitlines() if line.startswith("CPU, one more run")]
+    assert "floor " in cpu and "its process " in cpu and "its tasks " in cpu, cpu
+    [threads] = [line for line in out.splitlines() if line.strip().startswith("its threads:")]
+    assert "MainThread " in threads, threads
