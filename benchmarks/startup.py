@@ -3,9 +3,10 @@
 By default: ``tfrun -w 2 -s 1 -- true`` from start to exit (the embedded
 master, three tasks that register, run ``true`` and are torn down) against
 three bare Python processes that connect to a socket and exit (target:
-<= 1.5 times, issue 33's, as ``goals`` reports it). With ``--tensorflow``: bringing up 1 ps + 2 workers that
-import TensorFlow and start a gRPC server, against the same three processes
-started by hand with the same kind of TF_CONFIG (target: <= 1.2 times).
+<= 1.5 times, issue 33's, as ``goals`` reports it). With ``--tensorflow``:
+bringing up 1 ps + 2 workers that import TensorFlow and start a gRPC
+server, against the same three processes started by hand with the same
+kind of TF_CONFIG (target: <= 1.2 times).
 
 How tfmesos loads comes first in the output: installed as the README says
 (``pip install .``, which compiles it), from its bytecode; from an editable
