@@ -42,9 +42,7 @@ def cpu_breakdown(count):
     (``thread_cpu.py``: the main thread, the embedded master's HTTP
     handlers, its agent's task threads, the rendezvous' connections, the
     driver's) says which of its parts grew when it grows."""
-    before = startup.children_cpu()
-    startup.bare_processes(count)
-    floor = startup.children_cpu() - before
+    floor = startup.bare_cpu(count)
     print("CPU, one more run of each (not timed): floor %.2f s (%.0f ms a Python)"
           % (floor, 1e3 * floor / count))
     for warm in (False, True):

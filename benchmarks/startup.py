@@ -157,7 +157,7 @@ def tfrun_process(extra_env, options, stderr, threads_to=None):
     ``threads_to``, run by ``thread_cpu.py``, which writes its threads' CPU
     to that file as it leaves."""
     runs = tempfile.mkdtemp()
-    tfrun = ([THREAD_CPU, threads_to] if threads_to else ["-m", "tfmesos.cli.tfrun"])
+    tfrun = [THREAD_CPU, threads_to] if threads_to else ["-m", "tfmesos.cli.tfrun"]
     try:
         with subprocess.Popen(
                 [sys.executable, *tfrun, *options, "--", "true"],
@@ -218,13 +218,18 @@ def thread_shares(rows, shown=6):
     return "; ".join(parts)
 
 
+def bare_cpu(count=3):
+    """The CPU seconds of one more run of the floor's ``count`` Pythons."""
+    before = children_cpu()
+    bare_processes(count)
+    return children_cpu() - before
+
+
 def cpu_breakdown():
     """Where the CPU of one more run of each goes (not timed): the floor's
     three Pythons; tfrun's process, by thread (its main thread imports and
     starts the run: most of it), and its tasks."""
-    before = children_cpu()
-    bare_processes()
-    floor = children_cpu() - before
+    floor = bare_cpu()
     user, system, tasks, by_thread = tfrun_cpu_by_thread()
     print("CPU, one more run of each (not timed): floor %.2f s; tfrun: its process %.2f s "
           "(user %.2f, system %.2f), its tasks %.2f s" % (floor, user + system, user, system,

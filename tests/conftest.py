@@ -23,6 +23,7 @@ from mesos_local.cleanup import remove_stale_work_dirs
 from mesos_local.containerizer.cgroup_limits import ISOLATORS
 from mesos_local.containerizer.cgroups import IsolationError, Layout
 from mesos_local.containerizer.cgroups import remove_stale as remove_stale_cgroups
+from tfmesos.backends.sizing import PORTS_ENV, local_ports
 from tfmesos.record.run_dirs import RUNS_DIR
 
 MARKER = "TFMESOS_TEST_SESSION"
@@ -181,13 +182,16 @@ def pytest_configure(config):
     _lane_ports()
 
 
+_AT_ONCE = 5   # pytest processes of scripts/test.sh at once: rest gw0/gw1, training, waiting gw0/gw1
+
+
 def _lane_ports():
     """Processes that run at once (scripts/test.sh: the rest lane's two
     xdist workers, the training lane, the waiting lane's two workers) draw
     the embedded masters' port windows from ranges of their own
     (TFMESOS_LOCAL_PORTS), so that two tests' tasks never bind one port
     (once: a torch group's port EADDRINUSE)."""
-    if os.environ.get("TFMESOS_LOCAL_PORTS"):
+    if os.environ.get(PORTS_ENV):
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     lane = os.environ.get("TFMESOS_TEST_LANE", "")   # scripts/test.sh names its lanes
@@ -200,8 +204,11 @@ def _lane_ports():
         slot = index
     else:
         return
-    # 2,200 ports each, 20000-30999 in all: a window for up to 1,099 tasks (1,000 at most)
-    os.environ["TFMESOS_LOCAL_PORTS"] = "%d-%d" % (20000 + 2200 * slot, 22199 + 2200 * slot)
+    # The embedded master's own range (20000-31000) in five: 2,200 ports
+    # each, a window for up to 1,099 tasks (1,000 at most)
+    low, high = local_ports(0, environ={})
+    size = (high - low) // _AT_ONCE
+    os.environ[PORTS_ENV] = "%d-%d" % (low + size * slot, low + size * (slot + 1) - 1)
 
 
 def pytest_ignore_collect(collection_path, config):
